@@ -1,0 +1,26 @@
+"""Lengths of unions and overlaps of time intervals, on arrays."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def union_length(starts: np.ndarray, ends: np.ndarray) -> float:
+    """Total time covered by at least one interval."""
+    if len(starts) == 0:
+        return 0.0
+    order = np.argsort(starts, kind="stable")
+    s, e = starts[order], np.maximum.accumulate(ends[order])
+    # a new merged run starts where an interval begins after everything before it has ended
+    new_run = np.concatenate([[True], s[1:] > e[:-1]])
+    run_id = np.cumsum(new_run) - 1
+    run_start = s[new_run]
+    run_end = np.zeros(len(run_start))
+    np.maximum.at(run_end, run_id, e)
+    return float((run_end - run_start).sum())
+
+
+def overlap_length(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> float:
+    """Time covered by both sets: |A| + |B| - |A or B|."""
+    both = union_length(np.concatenate([a[0], b[0]]), np.concatenate([a[1], b[1]]))
+    return union_length(*a) + union_length(*b) - both

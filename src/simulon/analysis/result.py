@@ -1,0 +1,94 @@
+"""What a simulation reports: iteration time, throughput, utilisation and a per-GPU breakdown."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from ..dag.nodes import ExecutionDAG, NodeKind
+from ..engine.replay import Timeline
+from .intervals import overlap_length, union_length
+
+
+@dataclass(frozen=True)
+class GPUBreakdown:
+    """Where one GPU's iteration went (ms). compute + exposed_comm + bubble = iteration time."""
+
+    gpu: int
+    stage: int
+    stands_for: int          # GPUs this one represents (1 unless symmetric peers were folded)
+    compute_ms: float
+    exposed_comm_ms: float   # communication with the compute stream idle
+    overlapped_comm_ms: float
+    bubble_ms: float         # neither computing nor communicating: pipeline bubble, waiting
+
+
+@dataclass(frozen=True)
+class SimulationResult:
+    iteration_time_ms: float
+    num_gpus: int
+    simulated_gpus: int
+    tokens_per_s: float
+    tflops_per_gpu: float    # model FLOPs (Narayanan et al. convention, no recompute)
+    mfu: float
+    breakdown: dict[str, float]
+    per_gpu: list[GPUBreakdown] = field(default_factory=list)
+
+    @property
+    def total_time_ms(self) -> float:
+        """The seed API's name for the iteration time."""
+        return self.iteration_time_ms
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _by_gpu(gpus: np.ndarray, starts: np.ndarray, ends: np.ndarray, simulated: np.ndarray) -> list:
+    """Split intervals by GPU: one (starts, ends) pair per simulated GPU."""
+    order = np.argsort(gpus, kind="stable")
+    gpus, starts, ends = gpus[order], starts[order], ends[order]
+    lo = np.searchsorted(gpus, simulated, side="left")
+    hi = np.searchsorted(gpus, simulated, side="right")
+    return [(starts[a:b], ends[a:b]) for a, b in zip(lo, hi, strict=True)]
+
+
+def summarize(dag: ExecutionDAG, timeline: Timeline, tokens_per_iteration: float, peak_flops: float) -> SimulationResult:
+    iteration = timeline.makespan
+    simulated = dag.simulated_gpus
+    compute = np.flatnonzero(dag.kind == NodeKind.compute)
+    compute_by_gpu = _by_gpu(dag.gpu[compute], timeline.start[compute], timeline.finish[compute], simulated)
+    # communication a GPU takes part in: its span in each collective (markers come in start/end pairs)
+    # and every pipeline flow it sends or receives
+    markers = np.flatnonzero(dag.kind == NodeKind.marker)
+    p2p = np.flatnonzero((dag.kind == NodeKind.flow) & (dag.coll < 0))
+    comm_by_gpu = _by_gpu(
+        np.concatenate([dag.gpu[markers[0::2]], dag.gpu[p2p], dag.peer[p2p]]),
+        np.concatenate([timeline.start[markers[0::2]], timeline.start[p2p], timeline.start[p2p]]),
+        np.concatenate([timeline.finish[markers[1::2]], timeline.finish[p2p], timeline.finish[p2p]]),
+        simulated)
+    stage_of = dict(zip(dag.gpu[compute].tolist(), dag.stage[compute].tolist(), strict=False))
+    per_gpu = []
+    for g, comp, comm in zip(simulated.tolist(), compute_by_gpu, comm_by_gpu, strict=True):
+        busy = union_length(*comp)
+        overlapped = overlap_length(comp, comm)
+        exposed = union_length(*comm) - overlapped
+        per_gpu.append(GPUBreakdown(g, stage_of.get(g, 0), int(dag.multiplicity[g]), busy * 1e3, exposed * 1e3,
+                                    overlapped * 1e3, max(iteration - busy - exposed, 0.0) * 1e3))
+    weights = np.array([b.stands_for for b in per_gpu], dtype=float)
+
+    def mean(attr: str) -> float:
+        return float(np.average([getattr(b, attr) for b in per_gpu], weights=weights))
+
+    model_flops = float((dag.kernel_flops() * dag.multiplicity[dag.gpu]).sum())
+    flops_per_gpu = model_flops / iteration / dag.num_gpus if iteration > 0 else 0.0
+    return SimulationResult(
+        iteration_time_ms=iteration * 1e3,
+        num_gpus=dag.num_gpus,
+        simulated_gpus=len(per_gpu),
+        tokens_per_s=tokens_per_iteration / iteration if iteration > 0 else 0.0,
+        tflops_per_gpu=flops_per_gpu / 1e12,
+        mfu=flops_per_gpu / peak_flops,
+        breakdown={name: mean(name) for name in ("compute_ms", "exposed_comm_ms", "overlapped_comm_ms", "bubble_ms")},
+        per_gpu=per_gpu,
+    )

@@ -1,0 +1,1 @@
+"""Seed-compatible entry points (`AnalyticalBackend`)."""

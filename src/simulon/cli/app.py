@@ -1,0 +1,173 @@
+"""The `simulon` command: thin wrappers over the library.
+
+Exit status: 0 success, 2 bad input (one plain message naming file, field and problem), 1 internal error.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from ..config.loading import ConfigError, load_scenario
+from ..config.units import format_size, parse_size
+from ..dag.fold import FoldMode
+from ..workload.program import CollType
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Simulate LLM training iterations and collectives on AI clusters.")
+out = Console(highlight=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+OPS = {"allreduce": CollType.AllReduce, "allgather": CollType.AllGather,
+       "reducescatter": CollType.ReduceScatter, "alltoall": CollType.AllToAll}
+
+
+class BadInput(Exception):
+    """A command-line value that cannot be used (exit status 2)."""
+
+
+@app.command()
+def simulate(
+    scenario: Annotated[Path, typer.Argument(help="scenario YAML (datacenter + workload + collective)")],
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="write a Chrome/Perfetto trace")] = None,
+    verbose: Annotated[bool, typer.Option("-v", "--verbose", help="print the per-GPU breakdown")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="print the summary as one JSON object")] = False,
+    expand: Annotated[str, typer.Option(help="auto | full | symmetric: simulate every GPU, or one per "
+                                        "class of identical data/tensor-parallel peers")] = "auto",
+    trace_flows: Annotated[bool, typer.Option(help="include every network flow in the trace")] = True,
+) -> None:
+    """Simulate one training iteration and report its time."""
+    from ..export.chrome_trace import chrome_trace_json  # noqa: PLC0415 - keep start-up light
+    from ..export.files import write_atomic  # noqa: PLC0415
+    from ..pipeline import simulate as run  # noqa: PLC0415
+
+    if expand not in ("auto", "full", "symmetric"):
+        raise BadInput(f"--expand: expected auto, full or symmetric, got {expand!r}")
+    sc = load_scenario(scenario)
+    if sc.workload is None:
+        raise ConfigError(f"{scenario}: workload: required to simulate a training iteration "
+                          "(use `simulon collective` for a datacenter-only scenario)")
+    sim = run(sc, fold_mode=expand)  # type: ignore[arg-type]
+    result = sim.result
+    if output is not None:
+        write_atomic(output, chrome_trace_json(sim.dag, sim.timeline, trace_flows))
+    if as_json:
+        print(json.dumps(result.to_dict()))
+        return
+    if output is not None:
+        out.print(f"Trace written to {output}")
+    out.print(f"GPUs: {result.num_gpus} | Total: {result.iteration_time_ms:.1f} ms")
+    out.print(f"Throughput: {result.tokens_per_s:,.0f} tokens/s | {result.tflops_per_gpu:.1f} TFLOP/s per GPU "
+              f"| MFU {100 * result.mfu:.1f}%")
+    if output is not None:
+        out.print("Load in https://ui.perfetto.dev or chrome://tracing")
+    if verbose:
+        _print_breakdown(result)
+
+
+def _print_breakdown(result) -> None:
+    table = Table(title="Per-GPU breakdown (ms)")
+    for column in ("GPU", "stage", "stands for", "compute", "exposed comm", "overlapped comm", "bubble/idle"):
+        table.add_column(column, justify="right")
+    for b in result.per_gpu:
+        table.add_row(str(b.gpu), str(b.stage), str(b.stands_for), f"{b.compute_ms:.2f}", f"{b.exposed_comm_ms:.2f}",
+                      f"{b.overlapped_comm_ms:.2f}", f"{b.bubble_ms:.2f}")
+    out.print(table)
+    if result.simulated_gpus < result.num_gpus:
+        out.print(f"{result.simulated_gpus} of {result.num_gpus} GPUs simulated; each stands for its identical "
+                  "data/tensor-parallel peers (use --expand full to simulate all).")
+
+
+def parse_ranks(text: str, num_gpus: int) -> tuple[int, ...]:
+    """'0-7' or '0,8,16,24' (or a mix) -> ranks, checked against the cluster size."""
+    ranks: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        try:
+            if "-" in part:
+                lo, hi = (int(x) for x in part.split("-", 1))
+                if hi < lo:
+                    raise ValueError
+                ranks.extend(range(lo, hi + 1))
+            else:
+                ranks.append(int(part))
+        except ValueError:
+            raise BadInput(f"--group: cannot read {part!r} (use ranges like 0-7 or lists like 0,8,16)") from None
+    bad = [r for r in ranks if not 0 <= r < num_gpus]
+    if bad:
+        raise BadInput(f"--group: rank {bad[0]} is outside the datacenter's {num_gpus} GPUs (0-{num_gpus - 1})")
+    if len(set(ranks)) != len(ranks):
+        raise BadInput("--group: a rank appears twice")
+    if len(ranks) < 2:
+        raise BadInput("--group: a collective needs at least two ranks")
+    return tuple(ranks)
+
+
+def parse_sizes(text: str | None) -> list[float]:
+    if text is None:  # nccl-tests-style doubling sweep, 1 KiB to 1 GiB
+        return [float(2**p) for p in range(10, 31)]
+    sizes = []
+    for part in text.split(","):
+        try:
+            size = parse_size(part.strip())
+        except ValueError as exc:
+            raise BadInput(f"--sizes: {exc}") from None
+        if size <= 0:
+            raise BadInput(f"--sizes: {part.strip()!r} must be positive")
+        sizes.append(size)
+    return sizes
+
+
+@app.command()
+def collective(
+    scenario: Annotated[Path, typer.Argument(help="scenario YAML with at least a datacenter block")],
+    op: Annotated[str, typer.Option(help="allreduce | allgather | reducescatter | alltoall")] = "allreduce",
+    group: Annotated[str | None, typer.Option(help="ranks like 0-7 or 0,8,16,24 (default: every GPU)")] = None,
+    sizes: Annotated[str | None, typer.Option(help="sizes like 1KiB,64MiB,1GiB (default: 1KiB..1GiB doubling)")] = None,
+    algorithm: Annotated[str | None, typer.Option(help="collective algorithm (default: the scenario's)")] = None,
+    channels: Annotated[int | None, typer.Option(help="channels (default: the scenario's num_channels)")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print a JSON list instead of a table")] = False,
+) -> None:
+    """Simulate one collective over a message-size sweep, like nccl-tests without GPUs."""
+    from ..pipeline import time_collective  # noqa: PLC0415
+
+    if op not in OPS:
+        raise BadInput(f"--op: expected one of {', '.join(OPS)}, got {op!r}")
+    sc = load_scenario(scenario)
+    dc = sc.datacenter
+    ranks = parse_ranks(group, dc.num_gpus) if group else tuple(range(dc.num_gpus))
+    algo = algorithm or sc.collective.algorithm
+    chans = channels if channels is not None else sc.collective.num_channels
+    if chans < 1:
+        raise BadInput(f"--channels: must be at least 1, got {chans}")
+    try:
+        rows = [time_collective(dc, OPS[op], ranks, size, algo, chans) for size in parse_sizes(sizes)]
+    except ValueError as exc:
+        raise BadInput(f"--algorithm: {exc}") from None
+    if as_json:
+        print(json.dumps([{"size_bytes": r.size_bytes, "time_us": r.time_us, "algbw_GBps": r.algbw_GBps,
+                           "busbw_GBps": r.busbw_GBps} for r in rows]))
+        return
+    table = Table(title=f"{op} over {len(ranks)} GPUs, {algo}, {chans} channel(s)")
+    for column in ("size", "time (us)", "algbw (GB/s)", "busbw (GB/s)"):
+        table.add_column(column, justify="right")
+    for r in rows:
+        table.add_row(format_size(r.size_bytes), f"{r.time_us:.2f}", f"{r.algbw_GBps:.2f}", f"{r.busbw_GBps:.2f}")
+    out.print(table)
+
+
+def main() -> None:
+    try:
+        app()  # click handles usage errors itself (exit status 2) and exits
+    except (ConfigError, BadInput) as exc:
+        err.print(f"error: {exc}", markup=False)
+        sys.exit(2)
+    except Exception as exc:
+        err.print(f"internal error: {type(exc).__name__}: {exc}", markup=False)
+        sys.exit(1)

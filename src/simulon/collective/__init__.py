@@ -1,0 +1,7 @@
+"""Collectives decomposed into point-to-point flows with dependencies, per algorithm."""
+
+from .common import CollectiveResult, FlowSet, P2PFlow
+from .decompose import decompose_collective, flow_set
+from .metrics import bus_bandwidth_factor
+
+__all__ = ["CollectiveResult", "FlowSet", "P2PFlow", "bus_bandwidth_factor", "decompose_collective", "flow_set"]

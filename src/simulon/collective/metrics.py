@@ -1,0 +1,12 @@
+"""nccl-tests conventions for reporting a collective: algorithm and bus bandwidth."""
+
+from __future__ import annotations
+
+from ..workload.program import CollType
+
+
+def bus_bandwidth_factor(ctype: CollType, n: int) -> float:
+    """busbw = algbw * factor: 2(n-1)/n for all-reduce, (n-1)/n for the others (nccl-tests PERFORMANCE.md)."""
+    if n <= 1:
+        return 0.0
+    return 2 * (n - 1) / n if ctype == CollType.AllReduce else (n - 1) / n

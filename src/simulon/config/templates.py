@@ -1,0 +1,122 @@
+"""`from: <template>` references: hardware and model blocks start from a shipped or user YAML file.
+
+A block may name a template explicitly (`from: h100-sxm`, or a path to a YAML file such as a profile
+written by `simulon profile gpu`), or implicitly by a `name` that matches a shipped template or one of
+its aliases. Keys written in the block override the template's.
+"""
+
+from __future__ import annotations
+
+import copy
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any, ClassVar
+
+import yaml
+from pydantic import ValidationInfo, model_validator
+
+from .common import StrictModel
+
+_DOC_KEYS = ("aliases", "source")  # template metadata, not config fields
+
+
+def _key(name: str) -> str:
+    return name.strip().lower().replace("_", "-").replace(" ", "-")
+
+
+@cache
+def _index(kind: str) -> tuple[dict[str, str], dict[str, str]]:
+    """(lower-case name, alias or file stem -> file stem; file stem -> YAML text) of one kind."""
+    names: dict[str, str] = {}
+    texts: dict[str, str] = {}
+    folder = resources.files("simulon.templates") / kind
+    for entry in sorted(folder.iterdir(), key=lambda e: e.name):
+        if not entry.name.endswith(".yaml"):
+            continue
+        stem = entry.name[:-5]
+        texts[stem] = entry.read_text()
+        doc = yaml.safe_load(texts[stem]) or {}
+        for name in [stem, doc.get("name", ""), *doc.get("aliases", [])]:
+            if name:
+                names.setdefault(_key(str(name)), stem)
+    return names, texts
+
+
+def template_names(kind: str) -> list[str]:
+    """Names of the shipped templates of one kind (file stems), for listings and messages."""
+    return sorted(_index(kind)[1])
+
+
+def template_stem(kind: str, name: str) -> str | None:
+    """The file stem of the shipped template called `name` (or with that alias), or None."""
+    return _index(kind)[0].get(_key(name))
+
+
+def find_template(kind: str, name: str) -> dict[str, Any] | None:
+    """A fresh copy of the shipped template called `name` (or with that alias), or None."""
+    stem = template_stem(kind, name)
+    if stem is None:
+        return None
+    doc = yaml.safe_load(_index(kind)[1][stem])
+    for key in _DOC_KEYS:
+        doc.pop(key, None)
+    return doc
+
+
+def _load_reference(kind: str, ref: str, base_dir: Path | None) -> dict[str, Any]:
+    if ref.endswith((".yaml", ".yml")) or "/" in ref:
+        path = Path(ref)
+        if not path.is_absolute() and base_dir is not None:
+            path = base_dir / path
+        try:
+            doc = yaml.safe_load(path.read_text())
+        except OSError as exc:
+            raise ValueError(f"cannot read template file {str(path)!r}: {exc.strerror}") from None
+        except yaml.YAMLError as exc:
+            raise ValueError(f"template file {str(path)!r} is not valid YAML: {exc}") from None
+        if not isinstance(doc, dict):
+            raise ValueError(f"template file {str(path)!r} does not hold a mapping")
+        for key in _DOC_KEYS:
+            doc.pop(key, None)
+        return doc
+    doc = find_template(kind, ref)
+    if doc is None:
+        known = ", ".join(template_names(kind))
+        raise ValueError(f"unknown {kind} template {ref!r} (shipped: {known})")
+    return doc
+
+
+def _merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    merged = copy.deepcopy(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+class Templated(StrictModel):
+    """A config block that can start from a template; subclasses name their template folder."""
+
+    template_kind: ClassVar[str]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _resolve_template(cls, data: Any, info: ValidationInfo) -> Any:
+        if isinstance(data, str):
+            data = {"from": data}
+        if not isinstance(data, dict):
+            return data
+        ref = data.get("from")
+        base_dir = (info.context or {}).get("base_dir")
+        if ref is not None:
+            if not isinstance(ref, str):
+                raise ValueError(f"'from' must be a template name or file path, got {ref!r}")
+            template = _load_reference(cls.template_kind, ref, base_dir)
+        elif isinstance(data.get("name"), str):
+            template = find_template(cls.template_kind, data["name"]) or {}
+        else:
+            template = {}
+        return _merge(template, {k: v for k, v in data.items() if k != "from"})

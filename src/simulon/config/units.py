@@ -1,0 +1,77 @@
+"""Unit strings used in configs: bandwidth, time and size.
+
+Configs are written the way spec sheets are ("400Gbps", "3.35TBps", "0.005ms", "64MiB");
+internally everything is SI base units: bytes/s, seconds, bytes.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated
+
+from pydantic import BeforeValidator
+
+_NUMBER_UNIT = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([A-Za-z/]*)\s*$")
+
+_SIZE = {
+    "": 1, "b": 1, "B": 1,
+    "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12,
+    "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40,
+    "K": 2**10, "M": 2**20, "G": 2**30,
+}
+# Bandwidth: bits per second (lower-case b) and bytes per second (upper-case B), decimal prefixes
+# as on NIC and GPU spec sheets, plus binary prefixes for bytes.
+_BANDWIDTH = {
+    "bps": 1 / 8, "Kbps": 1e3 / 8, "Mbps": 1e6 / 8, "Gbps": 1e9 / 8, "Tbps": 1e12 / 8,
+    "Bps": 1, "KBps": 1e3, "MBps": 1e6, "GBps": 1e9, "TBps": 1e12,
+    "KiBps": 2**10, "MiBps": 2**20, "GiBps": 2**30, "TiBps": 2**40,
+    "B/s": 1, "KB/s": 1e3, "MB/s": 1e6, "GB/s": 1e9, "TB/s": 1e12,
+}
+_TIME = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
+
+
+def _parse(value: object, table: dict[str, float], what: str, example: str) -> float:
+    if isinstance(value, bool):
+        raise ValueError(f"expected a {what} like {example!r}, got {value!r}")
+    if isinstance(value, int | float):
+        if value < 0:
+            raise ValueError(f"{what} must not be negative, got {value}")
+        return float(value)
+    if not isinstance(value, str):
+        raise ValueError(f"expected a {what} like {example!r}, got {value!r}")
+    match = _NUMBER_UNIT.match(value)
+    if not match or match.group(2) not in table:
+        units = ", ".join(k for k in table if k)
+        raise ValueError(f"cannot read {value!r} as a {what} (like {example!r}; units: {units})")
+    return float(match.group(1)) * table[match.group(2)]
+
+
+def parse_bandwidth(value: object) -> float:
+    """Bytes per second from '400Gbps', '3.35TBps', '450GB/s' or a plain number of bytes/s."""
+    return _parse(value, _BANDWIDTH, "bandwidth", "400Gbps")
+
+
+def parse_time(value: object) -> float:
+    """Seconds from '5us', '0.005ms', '1ns' or a plain number of seconds."""
+    return _parse(value, _TIME, "time", "5us")
+
+
+def parse_size(value: object) -> float:
+    """Bytes from '64MiB', '1GB', '4096' or a plain number."""
+    return _parse(value, _SIZE, "size", "64MiB")
+
+
+Bandwidth = Annotated[float, BeforeValidator(parse_bandwidth)]
+"""A bandwidth in bytes/s, written with a unit in YAML."""
+Duration = Annotated[float, BeforeValidator(parse_time)]
+"""A time in seconds, written with a unit in YAML."""
+ByteSize = Annotated[float, BeforeValidator(parse_size)]
+"""A size in bytes, written with a unit in YAML."""
+
+
+def format_size(num_bytes: float) -> str:
+    """Binary-prefixed size as nccl-tests users read it: 64MiB, 1GiB."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if num_bytes >= scale and num_bytes % scale == 0:
+            return f"{int(num_bytes // scale)}{unit}"
+    return f"{int(num_bytes)}B"

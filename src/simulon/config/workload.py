@@ -1,0 +1,114 @@
+"""Workload block: the model architecture, the parallel strategy and the training batch."""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+from pydantic import Field, NonNegativeInt, PositiveInt, model_validator
+
+from .common import DType, FieldError, StrictModel
+from .templates import Templated
+
+
+class MoESpec(StrictModel):
+    """Mixture of experts: routed experts (top-k), optional shared experts, dense first layers."""
+
+    num_experts: PositiveInt
+    top_k: PositiveInt
+    expert_ffn_hidden_size: PositiveInt | None = Field(None, description="default: the model's ffn")
+    num_shared_experts: NonNegativeInt = 0
+    shared_expert_ffn_hidden_size: PositiveInt | None = None
+    first_dense_layers: NonNegativeInt = 0
+
+    @model_validator(mode="after")
+    def _top_k_fits(self) -> MoESpec:
+        if self.top_k > self.num_experts:
+            raise FieldError("top_k", f"{self.top_k} exceeds num_experts ({self.num_experts})")
+        return self
+
+
+class MLASpec(StrictModel):
+    """Multi-head latent attention (DeepSeek-V2/V3): low-rank query and key/value projections."""
+
+    q_lora_rank: PositiveInt | None = None
+    kv_lora_rank: PositiveInt
+    qk_nope_head_dim: PositiveInt
+    qk_rope_head_dim: PositiveInt
+    v_head_dim: PositiveInt
+
+
+class ModelSpec(Templated):
+    """A decoder-only transformer. Named models fill unset fields from their template."""
+
+    template_kind: ClassVar[str] = "model"
+
+    name: str = "custom"
+    num_layers: PositiveInt
+    hidden_size: PositiveInt
+    num_heads: PositiveInt
+    num_kv_heads: PositiveInt | None = Field(None, description="GQA groups; default num_heads")
+    head_dim: PositiveInt | None = Field(None, description="default hidden_size / num_heads")
+    ffn_hidden_size: PositiveInt
+    vocab_size: PositiveInt
+    activation: Literal["gelu", "relu", "squared_relu", "swiglu", "geglu"] = "gelu"
+    normalization: Literal["layernorm", "rmsnorm"] = "layernorm"
+    tie_embeddings: bool = False
+    moe: MoESpec | None = None
+    mla: MLASpec | None = None
+
+    @property
+    def kv_heads(self) -> int:
+        return self.num_kv_heads or self.num_heads
+
+    @property
+    def head_size(self) -> int:
+        return self.head_dim or self.hidden_size // self.num_heads
+
+    @property
+    def gated_mlp(self) -> bool:
+        return self.activation in ("swiglu", "geglu")
+
+    @model_validator(mode="after")
+    def _shapes_agree(self) -> ModelSpec:
+        if self.head_dim is None and self.hidden_size % self.num_heads:
+            raise FieldError("num_heads", f"{self.num_heads} does not divide hidden_size "
+                             f"{self.hidden_size}; give head_dim explicitly")
+        if self.num_heads % self.kv_heads:
+            raise FieldError("num_kv_heads", f"{self.kv_heads} does not divide num_heads {self.num_heads}")
+        if self.moe and self.moe.first_dense_layers > self.num_layers:
+            raise FieldError("moe.first_dense_layers", f"{self.moe.first_dense_layers} exceeds "
+                             f"num_layers ({self.num_layers})")
+        return self
+
+
+class ParallelismSpec(StrictModel):
+    """Megatron-Core parallel strategy. Ranks are ordered tp, cp, dp, pp; EP is carved out of dp*cp."""
+
+    tp: PositiveInt = 1
+    pp: PositiveInt = 1
+    dp: PositiveInt | None = Field(None, description="derived from num_gpus if omitted")
+    cp: PositiveInt = 1
+    ep: PositiveInt = 1
+    num_microbatches: PositiveInt | None = Field(None, description="derived from the batch if omitted")
+    pipeline_schedule: Literal["1f1b"] = "1f1b"
+    sequence_parallel: bool = False
+    distributed_optimizer: bool = False
+    overlap_grad_reduce: bool = True
+    layers_per_stage: list[PositiveInt] | None = None
+
+
+class TrainingSpec(StrictModel):
+    num_gpus: PositiveInt | None = Field(None, description="default: every GPU of the datacenter")
+    global_batch_size: PositiveInt
+    micro_batch_size: PositiveInt = 1
+    sequence_length: PositiveInt
+    dtype: DType = DType.bf16
+    grad_bucket_size: PositiveInt | None = Field(
+        None, description="parameters per DP gradient bucket; Megatron-Core's max(40M, 1M*dp) if omitted")
+
+
+class MegatronWorkload(StrictModel):
+    framework: Literal["megatron"] = "megatron"
+    model: ModelSpec
+    parallelism: ParallelismSpec = ParallelismSpec()
+    training: TrainingSpec

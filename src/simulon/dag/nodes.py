@@ -1,0 +1,152 @@
+"""ExecutionDAG: compute kernels, P2P flows and markers of one iteration, stored column-wise.
+
+One numpy array per field instead of one Python object per node, so that tens of millions of nodes
+fit in a few GB. `compute_nodes`, `comm_nodes` and `edges` give the seed's record views on demand.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Generic, TypeVar
+
+import numpy as np
+
+from ..workload.kernels import KernelSpec, Phase
+from ..workload.program import CollType, Stream
+
+
+class NodeKind(IntEnum):
+    compute = 0
+    flow = 1
+    marker = 2  # zero-time: a rank joins (start) or leaves (end) a collective
+
+
+@dataclass(frozen=True)
+class ComputeNode:
+    node_id: int
+    gpu_rank: int
+    kernel: str
+    layer_id: int
+    microbatch_id: int
+    pipeline_stage: int
+    phase: str
+    flops: float
+    duration_ms: float
+
+
+@dataclass(frozen=True)
+class CommNode:
+    node_id: int
+    src_gpu: int
+    dst_gpu: int
+    bytes: float
+    collective_type: str
+    flow_id: int
+    parent_flow_ids: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class DAGEdge:
+    src_node_id: int
+    dst_node_id: int
+
+
+@dataclass(frozen=True)
+class CollectiveInstance:
+    """One collective over one group, for labels and per-rank spans."""
+
+    ctype: CollType
+    label: str
+    group: tuple[int, ...]
+    nbytes: float
+    stream: Stream
+    layer: int
+    microbatch: int
+    phase: Phase
+
+
+T = TypeVar("T")
+
+
+class _RecordView(Sequence[T], Generic[T]):
+    """A lazy list of records over selected node ids."""
+
+    def __init__(self, ids: np.ndarray, make):
+        self._ids, self._make = ids, make
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def __getitem__(self, i):  # type: ignore[override]
+        if isinstance(i, slice):
+            return [self._make(int(n)) for n in self._ids[i]]
+        return self._make(int(self._ids[i]))
+
+
+@dataclass
+class ExecutionDAG:
+    """Columns of equal length N (nodes) and E (edges); flows' `coll` indexes `collectives`.
+
+    `multiplicity[g]` is how many GPUs simulated GPU g stands for (1 in a full expansion; the size of
+    its equivalence class when symmetric data- or tensor-parallel peers are folded onto one).
+    """
+
+    kind: np.ndarray        # uint8 NodeKind
+    gpu: np.ndarray         # int32: the rank running a kernel or marker, or a flow's source
+    peer: np.ndarray        # int32: a flow's destination, else -1
+    stream: np.ndarray      # uint8 Stream
+    kernel: np.ndarray      # int32 index into kernel_specs, else -1
+    layer: np.ndarray       # int32
+    microbatch: np.ndarray  # int32
+    stage: np.ndarray       # int16
+    coll: np.ndarray        # int32 index into collectives (flows and markers), else -1
+    size: np.ndarray        # float64 bytes of a flow
+    parent: np.ndarray      # int64 node id of a flow's parent flow, else -1
+    edge_src: np.ndarray    # int64
+    edge_dst: np.ndarray    # int64
+    kernel_specs: list[KernelSpec]
+    collectives: list[CollectiveInstance]
+    num_gpus: int
+    multiplicity: np.ndarray
+    duration: np.ndarray | None = None  # seconds, filled by compute.populate
+
+    @property
+    def num_nodes(self) -> int:
+        return len(self.kind)
+
+    @property
+    def simulated_gpus(self) -> np.ndarray:
+        return np.flatnonzero(self.multiplicity)
+
+    @property
+    def compute_nodes(self) -> _RecordView[ComputeNode]:
+        return _RecordView(np.flatnonzero(self.kind == NodeKind.compute), self._compute_record)
+
+    @property
+    def comm_nodes(self) -> _RecordView[CommNode]:
+        return _RecordView(np.flatnonzero(self.kind == NodeKind.flow), self._comm_record)
+
+    @property
+    def edges(self) -> _RecordView[DAGEdge]:
+        return _RecordView(np.arange(len(self.edge_src)),
+                           lambda e: DAGEdge(int(self.edge_src[e]), int(self.edge_dst[e])))
+
+    def _compute_record(self, n: int) -> ComputeNode:
+        spec = self.kernel_specs[self.kernel[n]]
+        duration = float(self.duration[n]) * 1e3 if self.duration is not None else float("nan")
+        return ComputeNode(n, int(self.gpu[n]), spec.name, int(self.layer[n]), int(self.microbatch[n]),
+                           int(self.stage[n]), spec.phase.name, spec.flops, duration)
+
+    def _comm_record(self, n: int) -> CommNode:
+        coll = int(self.coll[n])
+        ctype = self.collectives[coll].ctype.name if coll >= 0 else CollType.PP_Send.name
+        parent = int(self.parent[n])
+        return CommNode(n, int(self.gpu[n]), int(self.peer[n]), float(self.size[n]), ctype, n,
+                        [parent] if parent >= 0 else [])
+
+    def kernel_flops(self) -> np.ndarray:
+        """Model FLOPs of every node (0 for flows and markers)."""
+        table = np.array([k.flops for k in self.kernel_specs] + [0.0])
+        return table[self.kernel]  # index -1 picks the trailing 0

@@ -1,0 +1,1 @@
+"""Exporters: terminal summary, JSON, Chrome/Perfetto trace."""

@@ -1,0 +1,1 @@
+"""GPU-agnostic workload: model math, rank layout, pipeline schedules and framework tracers."""

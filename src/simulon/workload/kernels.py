@@ -1,0 +1,89 @@
+"""What one rank computes: kernels with their shapes, FLOPs and bytes, GPU-agnostic.
+
+`flops` follows the model-FLOPs convention of Narayanan et al. (SC'21): dense attention scores,
+backward = 2x forward, so that the per-kernel sum equals the closed form. `hw_flops` is what the
+GPU actually executes (a causal flash-attention kernel skips the masked half; its backward
+recomputes the scores), and is what kernel timing and hardware-FLOPs utilisation use.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+
+class Phase(IntEnum):
+    fwd = 0
+    bwd_ig = 1
+    bwd_wg = 2
+    step = 3  # once per iteration: optimizer
+
+    @property
+    def label(self) -> str:
+        return self.name
+
+
+class KernelClass(IntEnum):
+    """How a kernel spends its time; picks the timing model."""
+
+    gemm = 0
+    grouped_gemm = 1
+    attention = 2
+    memory = 3  # bandwidth-bound elementwise, norm, gather/scatter, optimizer
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """One kernel launch on one rank. `shape` is everything that changes its duration."""
+
+    name: str
+    kclass: KernelClass
+    phase: Phase
+    flops: float
+    hw_flops: float
+    bytes: float
+    shape: tuple[tuple[str, int | float | bool | str], ...] = field(default=())
+
+    def param(self, key: str) -> int | float | bool | str:
+        return dict(self.shape)[key]
+
+
+def gemm(name: str, phase: Phase, m: int, n: int, k: int, dtype_bytes: float, groups: int = 1) -> KernelSpec:
+    """C[m,n] = A[m,k] @ B[k,n], summed over `groups` experts for a grouped GEMM (m is their total)."""
+    flops = 2.0 * m * n * k
+    moved = dtype_bytes * (m * k + k * n * groups + m * n)
+    kclass = KernelClass.grouped_gemm if groups > 1 else KernelClass.gemm
+    shape = (("m", m), ("n", n), ("k", k), ("groups", groups), ("dtype_bytes", dtype_bytes))
+    return KernelSpec(name, kclass, phase, flops, flops, moved, shape)
+
+
+def gemm_with_backward(name: str, m: int, n: int, k: int, dtype_bytes: float,
+                       groups: int = 1) -> tuple[KernelSpec, KernelSpec, KernelSpec]:
+    """Forward Y=XW, input gradient dX=dY W^T, weight gradient dW=X^T dY: same FLOPs, other shapes."""
+    return (gemm(name, Phase.fwd, m, n, k, dtype_bytes, groups),
+            gemm(name, Phase.bwd_ig, m, k, n, dtype_bytes, groups),
+            gemm(name, Phase.bwd_wg, k, n, m, dtype_bytes, groups))
+
+
+def memory_bound(name: str, phase: Phase, moved_bytes: float, elements: float,
+                 flops_per_element: float = 0.0) -> KernelSpec:
+    """A kernel limited by HBM bandwidth; its few FLOPs are not model FLOPs."""
+    hw = elements * flops_per_element
+    return KernelSpec(name, KernelClass.memory, phase, 0.0, hw, moved_bytes,
+                      (("bytes", round(moved_bytes)),))
+
+
+def attention(phase: Phase, batch: int, heads: int, kv_heads: int, seq_q: int, seq_k: int,
+              qk_dim: int, v_dim: int, causal: bool, dtype_bytes: float) -> KernelSpec:
+    """Flash attention over one micro-batch. Model FLOPs count the full score matrix."""
+    fwd_flops = 2.0 * batch * heads * seq_q * seq_k * (qk_dim + v_dim)
+    executed_fwd = fwd_flops * (0.5 if causal and seq_q == seq_k else 1.0)
+    io = dtype_bytes * batch * (heads * seq_q * (qk_dim + v_dim) + kv_heads * seq_k * (qk_dim + v_dim))
+    if phase == Phase.fwd:
+        flops, hw, moved = fwd_flops, executed_fwd, io
+    else:  # backward recomputes QK^T: five matmuls against the forward's two
+        flops, hw, moved = 2.0 * fwd_flops, 2.5 * executed_fwd, 2.0 * io
+    shape = (("batch", batch), ("heads", heads), ("kv_heads", kv_heads), ("seq_q", seq_q),
+             ("seq_k", seq_k), ("qk_dim", qk_dim), ("v_dim", v_dim), ("causal", causal),
+             ("dtype_bytes", dtype_bytes))
+    return KernelSpec("attn_flash", KernelClass.attention, phase, flops, hw, moved, shape)

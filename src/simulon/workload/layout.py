@@ -1,0 +1,76 @@
+"""Megatron-Core rank layout: tensor-parallel fastest, then context, data, pipeline.
+
+Expert parallelism is carved out of the data(x context) dimension: ep consecutive dp*cp
+indices form an expert-parallel group, and ranks ep apart form the expert-data-parallel group.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+AXES = ("tp", "cp", "dp", "pp")
+
+
+@dataclass(frozen=True)
+class RankLayout:
+    tp: int
+    cp: int
+    dp: int
+    pp: int
+    ep: int = 1
+
+    @property
+    def num_gpus(self) -> int:
+        return self.tp * self.cp * self.dp * self.pp
+
+    @property
+    def edp(self) -> int:
+        """Size of the expert-data-parallel group (gradient sync of expert weights)."""
+        return self.cp * self.dp // self.ep
+
+    def rank(self, tp: int = 0, cp: int = 0, dp: int = 0, pp: int = 0) -> int:
+        return tp + self.tp * (cp + self.cp * (dp + self.dp * pp))
+
+    @cached_property
+    def coords(self) -> np.ndarray:
+        """coords[rank] = (tp, cp, dp, pp) index of every rank."""
+        ranks = np.arange(self.num_gpus)
+        tp = ranks % self.tp
+        cp = ranks // self.tp % self.cp
+        dp = ranks // (self.tp * self.cp) % self.dp
+        pp = ranks // (self.tp * self.cp * self.dp)
+        return np.stack([tp, cp, dp, pp], axis=1)
+
+    def stage_of(self, rank: int) -> int:
+        return int(self.coords[rank, 3])
+
+    def group(self, axis: str, rank: int) -> tuple[int, ...]:
+        """The ranks of `rank`'s process group along one axis, in ring order.
+
+        axis is one of tp, cp, dp, pp, ep (expert parallel), edp (expert data parallel) or
+        dp_cp (data x context, the dense-gradient group) or emb (first and last stage).
+        """
+        t, c, d, p = (int(x) for x in self.coords[rank])
+        if axis in AXES:
+            sizes = {"tp": self.tp, "cp": self.cp, "dp": self.dp, "pp": self.pp}
+            idx = {"tp": t, "cp": c, "dp": d, "pp": p}
+            return tuple(self.rank(**{**idx, axis: i}) for i in range(sizes[axis]))
+        dc = c + self.cp * d  # position along the flattened data x context dimension
+        if axis == "dp_cp":
+            members = range(self.cp * self.dp)
+        elif axis == "ep":
+            members = range(dc - dc % self.ep, dc - dc % self.ep + self.ep)
+        elif axis == "emb":  # tied word embeddings: first and last stage share one matrix
+            return (self.rank(t, c, d, 0), self.rank(t, c, d, self.pp - 1))
+        elif axis == "edp":
+            members = range(dc % self.ep, self.cp * self.dp, self.ep)
+        else:
+            raise ValueError(f"unknown process-group axis {axis!r}")
+        return tuple(self.rank(tp=t, cp=m % self.cp, dp=m // self.cp, pp=p) for m in members)
+
+    def stage_ranks(self, stage: int) -> np.ndarray:
+        per_stage = self.tp * self.cp * self.dp
+        return np.arange(stage * per_stage, (stage + 1) * per_stage)

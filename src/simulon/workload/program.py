@@ -1,0 +1,115 @@
+"""The per-stage program: the ordered operations every rank of one pipeline stage runs.
+
+All ranks of a stage run the same program; only their process groups differ. The DAG builder
+instantiates it per rank and turns collectives into flows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+from .kernels import KernelSpec, Phase
+
+
+class Stream(IntEnum):
+    """A GPU's CUDA streams; operations on one stream run in order."""
+
+    compute = 0
+    tp_comm = 1
+    pp_comm = 2
+    dp_comm = 3
+    ep_comm = 4
+
+
+class CollType(IntEnum):
+    AllReduce = 0
+    AllGather = 1
+    ReduceScatter = 2
+    AllToAll = 3
+    PP_Send = 4
+
+
+@dataclass(frozen=True)
+class ComputeOp:
+    kernel: KernelSpec
+    layer: int          # -1: embedding, -2: LM head and loss, -3: optimizer
+    microbatch: int     # -1: once per iteration
+    waits: tuple[int, ...] = ()  # earlier ops of this program that must complete first
+
+    stream = Stream.compute
+
+
+@dataclass(frozen=True)
+class CollectiveOp:
+    """A collective over the process group `axis`; nbytes is the nccl-tests buffer size."""
+
+    ctype: CollType
+    axis: str
+    nbytes: float
+    stream: Stream
+    label: str
+    layer: int
+    microbatch: int
+    phase: Phase
+    waits: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class SendOp:
+    """Point-to-point send to the same position in pipeline stage `stage + offset`."""
+
+    offset: int
+    nbytes: float
+    microbatch: int
+    phase: Phase
+    waits: tuple[int, ...] = ()
+
+    stream = Stream.pp_comm
+
+
+@dataclass(frozen=True)
+class RecvOp:
+    """Receive from stage `stage + offset`; completes when the matching SendOp's flow arrives."""
+
+    offset: int
+    microbatch: int
+    phase: Phase
+
+    stream = Stream.pp_comm
+
+
+Op = ComputeOp | CollectiveOp | SendOp | RecvOp
+
+
+@dataclass
+class StageProgram:
+    """Builder and container: appending an op returns its index, used in later `waits`.
+
+    Collectives and sends wait for the last compute op before them (the data they carry).
+    """
+
+    stage: int
+    ops: list[Op] = field(default_factory=list)
+    _last_compute: int = -1
+
+    def _append(self, op: Op) -> int:
+        self.ops.append(op)
+        return len(self.ops) - 1
+
+    def compute(self, kernel: KernelSpec, layer: int, microbatch: int, waits: tuple[int, ...] = ()) -> int:
+        idx = self._append(ComputeOp(kernel, layer, microbatch, tuple(w for w in waits if w >= 0)))
+        self._last_compute = idx
+        return idx
+
+    def collective(self, ctype: CollType, axis: str, nbytes: float, stream: Stream, label: str,
+                   layer: int, microbatch: int, phase: Phase, waits: tuple[int, ...] = ()) -> int:
+        deps = tuple(w for w in (self._last_compute, *waits) if w >= 0)
+        return self._append(CollectiveOp(ctype, axis, nbytes, stream, label, layer, microbatch, phase, deps))
+
+    def send(self, offset: int, nbytes: float, microbatch: int, phase: Phase) -> int:
+        deps = (self._last_compute,) if self._last_compute >= 0 else ()
+        return self._append(SendOp(offset, nbytes, microbatch, phase, deps))
+
+    def recv(self, offset: int, microbatch: int, phase: Phase) -> int:
+        return self._append(RecvOp(offset, microbatch, phase))
