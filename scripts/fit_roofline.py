@@ -45,6 +45,8 @@ def fit(rows: list[dict[str, str]]) -> dict:
         peak = GPUSpec.model_validate({"from": gpu}).peak_tflops[DType.bf16]
         achieved = float(row["kernel_tflops"]) / peak
         kernel = row["kernel"]
+        if "best shape" in kernel:
+            continue  # a brute-force search's best shape is the ceiling, not a typical training GEMM
         if row["dtype"] in BF16 and ("GEMM" in kernel or "dot" in kernel or "matmul" in kernel) \
                 and "grouped" not in kernel:
             dims = [float(row[d] or 0) for d in ("M", "N", "K")]

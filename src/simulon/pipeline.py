@@ -7,10 +7,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from .analysis.result import SimulationResult, summarize
-from .compute.populate import populate
-from .config.scenario import ScenarioConfig
 from .collective.metrics import bus_bandwidth_factor
+from .compute.populate import populate
 from .config.dc import DatacenterConfig
+from .config.scenario import ScenarioConfig
 from .dag.builder import DAGBuilder, collective_dag
 from .dag.fold import Fold, FoldMode, choose_fold
 from .dag.nodes import ExecutionDAG

@@ -53,7 +53,8 @@ def _by_gpu(gpus: np.ndarray, starts: np.ndarray, ends: np.ndarray, simulated: n
     return [(starts[a:b], ends[a:b]) for a, b in zip(lo, hi, strict=True)]
 
 
-def summarize(dag: ExecutionDAG, timeline: Timeline, tokens_per_iteration: float, peak_flops: float) -> SimulationResult:
+def summarize(dag: ExecutionDAG, timeline: Timeline, tokens_per_iteration: float,
+              peak_flops: float) -> SimulationResult:
     iteration = timeline.makespan
     simulated = dag.simulated_gpus
     compute = np.flatnonzero(dag.kind == NodeKind.compute)

@@ -16,7 +16,6 @@ from rich.table import Table
 
 from ..config.loading import ConfigError, load_scenario
 from ..config.units import format_size, parse_size
-from ..dag.fold import FoldMode
 from ..workload.program import CollType
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -43,9 +42,9 @@ def simulate(
     trace_flows: Annotated[bool, typer.Option(help="include every network flow in the trace")] = True,
 ) -> None:
     """Simulate one training iteration and report its time."""
-    from ..export.chrome_trace import chrome_trace_json  # noqa: PLC0415 - keep start-up light
-    from ..export.files import write_atomic  # noqa: PLC0415
-    from ..pipeline import simulate as run  # noqa: PLC0415
+    from ..export.chrome_trace import chrome_trace_json
+    from ..export.files import write_atomic
+    from ..pipeline import simulate as run
 
     if expand not in ("auto", "full", "symmetric"):
         raise BadInput(f"--expand: expected auto, full or symmetric, got {expand!r}")
@@ -135,7 +134,7 @@ def collective(
     as_json: Annotated[bool, typer.Option("--json", help="print a JSON list instead of a table")] = False,
 ) -> None:
     """Simulate one collective over a message-size sweep, like nccl-tests without GPUs."""
-    from ..pipeline import time_collective  # noqa: PLC0415
+    from ..pipeline import time_collective
 
     if op not in OPS:
         raise BadInput(f"--op: expected one of {', '.join(OPS)}, got {op!r}")

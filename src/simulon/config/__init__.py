@@ -7,7 +7,20 @@ from .scenario import CollectiveConfig, ScenarioConfig
 from .workload import MegatronWorkload, ModelSpec, MoESpec, ParallelismSpec, TrainingSpec
 
 __all__ = [
-    "CollectiveConfig", "ConfigError", "DType", "DatacenterConfig", "FieldError", "GPUSpec", "KernelRun",
-    "MegatronWorkload", "ModelSpec", "MoESpec", "NICSpec", "ParallelismSpec", "ScenarioConfig",
-    "SwitchSpec", "TrainingSpec", "load_scenario",
+    "CollectiveConfig",
+    "ConfigError",
+    "DType",
+    "DatacenterConfig",
+    "FieldError",
+    "GPUSpec",
+    "KernelRun",
+    "MegatronWorkload",
+    "MoESpec",
+    "ModelSpec",
+    "NICSpec",
+    "ParallelismSpec",
+    "ScenarioConfig",
+    "SwitchSpec",
+    "TrainingSpec",
+    "load_scenario",
 ]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict
 
@@ -13,7 +13,7 @@ class StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
 
-class DType(str, Enum):
+class DType(StrEnum):
     fp32 = "fp32"
     tf32 = "tf32"
     fp16 = "fp16"

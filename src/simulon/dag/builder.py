@@ -8,11 +8,11 @@ the flows between them carry the algorithm's step-by-step dependencies.
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 from functools import cache
 
 import numpy as np
 
-from ..collective.common import FlowSet
 from ..collective.decompose import flow_set
 from ..workload.kernels import KernelSpec, Phase
 from ..workload.layout import RankLayout
@@ -21,10 +21,67 @@ from .fold import Fold
 from .nodes import CollectiveInstance, ExecutionDAG, NodeKind
 
 
+@dataclass(frozen=True)
+class _ExpansionTemplate:
+    """One collective's markers, flows and edges relative to a base node id and group positions.
+
+    Local node ids: members' (start, end) markers first, two per simulated position, then the kept flows.
+    Every group of the same shape, size and fold pattern reuses it.
+    """
+
+    simulated: tuple[int, ...]          # positions that get markers
+    flow_src: list[int]                 # positions
+    flow_dst: list[int]
+    flow_size: list[float]
+    flow_parent: list[int]              # local node id, or -1
+    edge_src: list[int]                 # local node ids
+    edge_dst: list[int]
+
+
 @cache
-def _position_flows(ctype, n: int, size: float, channels: int, algorithm: str) -> FlowSet:
-    """Flows over positions 0..n-1; shared by every group of the same shape."""
-    return flow_set(ctype, tuple(range(n)), size, channels, algorithm)
+def _template(ctype: CollType, n: int, size: float, channels: int, algorithm: str,
+              fold_pos: tuple[int, ...]) -> _ExpansionTemplate:
+    flows = flow_set(ctype, tuple(range(n)), size, channels, algorithm)
+    fold = np.asarray(fold_pos)
+    simulated = tuple(p for p in range(n) if fold[p] == p)
+    marker = {p: 2 * i for i, p in enumerate(simulated)}  # start; end is +1
+    first = 2 * len(simulated)
+    if len(flows) == 0:
+        ends = [marker[p] + 1 for p in simulated]
+        return _ExpansionTemplate(simulated, [], [], [], [], [marker[p] for p in simulated], ends)
+    # a flow stands for every flow with the same step, channel and ring offset sent by a member of its
+    # sender's class: map any flow to the kept one sent by its sender's representative
+    offset = (flows.dst_pos - flows.src_pos) % n
+    code = ((flows.step * channels + flows.channel) * n + offset) * n
+    kept = np.flatnonzero(fold[flows.src_pos] == flows.src_pos)
+    kept_code = code[kept] + flows.src_pos[kept]
+    order = np.argsort(kept_code, kind="stable")
+    sorted_code = kept_code[order]
+
+    def equivalent(f: np.ndarray) -> np.ndarray:
+        return first + order[np.searchsorted(sorted_code, code[f] + fold[flows.src_pos[f]])]
+
+    nodes = first + np.arange(len(kept))
+    parent = np.where(flows.parent[kept] >= 0, equivalent(np.maximum(flows.parent[kept], 0)), -1)
+    has_parent = parent >= 0
+    edge_src = [parent[has_parent]]
+    edge_dst = [nodes[has_parent]]
+    # a chain starts when its sender and its receiver have both joined the collective
+    for positions in (flows.src_pos[kept], fold[flows.dst_pos[kept]]):
+        edge_src.append(np.array([marker[p] for p in positions[~has_parent]], dtype=np.int64))
+        edge_dst.append(nodes[~has_parent])
+    # a member is done when the last flows it sends and receives have arrived
+    terminal = np.ones(len(flows), dtype=bool)
+    terminal[flows.parent[flows.parent >= 0]] = False
+    sent = kept[terminal[kept]]
+    edge_src.append(equivalent(sent))
+    edge_dst.append(np.array([marker[p] + 1 for p in flows.src_pos[sent]], dtype=np.int64))
+    received = np.flatnonzero(terminal & (fold[flows.dst_pos] == flows.dst_pos))
+    edge_src.append(equivalent(received))
+    edge_dst.append(np.array([marker[p] + 1 for p in flows.dst_pos[received]], dtype=np.int64))
+    return _ExpansionTemplate(simulated, flows.src_pos[kept].tolist(), flows.dst_pos[kept].tolist(),
+                              flows.size[kept].tolist(), parent.tolist(),
+                              np.concatenate(edge_src).tolist(), np.concatenate(edge_dst).tolist())
 
 
 class DAGBuilder:
@@ -40,6 +97,7 @@ class DAGBuilder:
         self.collectives: list[CollectiveInstance] = []
         self.instances: dict[tuple, dict[int, tuple[int, int]]] = {}
         self.p2p: dict[tuple[int, int, int, int], int] = {}
+        self.stage_of = layout.coords[:, 3].tolist()
 
     # ---- node and edge primitives ----
 
@@ -47,10 +105,17 @@ class DAGBuilder:
              microbatch: int = -1, coll: int = -1, size: float = 0.0, parent: int = -1) -> int:
         c = self.cols
         node = len(c["kind"])
-        for name, value in (("kind", kind), ("gpu", gpu), ("peer", peer), ("stream", stream), ("kernel", kernel),
-                            ("layer", layer), ("microbatch", microbatch), ("coll", coll), ("size", size),
-                            ("parent", parent), ("stage", self.layout.stage_of(gpu))):
-            c[name].append(value)
+        c["kind"].append(kind)
+        c["gpu"].append(gpu)
+        c["peer"].append(peer)
+        c["stream"].append(stream)
+        c["kernel"].append(kernel)
+        c["layer"].append(layer)
+        c["microbatch"].append(microbatch)
+        c["stage"].append(self.stage_of[gpu])
+        c["coll"].append(coll)
+        c["size"].append(size)
+        c["parent"].append(parent)
         return node
 
     def _edges(self, sources, target: int) -> None:
@@ -126,67 +191,32 @@ class DAGBuilder:
 
     def _expand(self, op: CollectiveOp, group: tuple[int, ...]) -> dict[int, tuple[int, int]]:
         """Markers for the simulated members and flows for the simulated senders of one collective."""
-        n = len(group)
         coll = len(self.collectives)
         self.collectives.append(CollectiveInstance(op.ctype, op.label, group, op.nbytes, op.stream, op.layer,
                                                    op.microbatch, op.phase))
         rep = self.fold.rep
-        fold_pos = np.array([group.index(int(rep[g])) for g in group])
-        simulated = [p for p in range(n) if fold_pos[p] == p]
+        fold_pos = tuple(group.index(int(rep[g])) for g in group)
+        t = _template(op.ctype, len(group), op.nbytes, self.channels, self.algorithm, fold_pos)
+        base = len(self.cols["kind"])
         members = {}
-        for p in simulated:
-            start = self._add(NodeKind.marker, group[p], stream=op.stream, layer=op.layer,
-                              microbatch=op.microbatch, coll=coll)
-            end = self._add(NodeKind.marker, group[p], stream=op.stream, layer=op.layer,
-                            microbatch=op.microbatch, coll=coll)
-            members[group[p]] = (start, end)
-        flows = _position_flows(op.ctype, n, op.nbytes, self.channels, self.algorithm)
-        if len(flows) == 0:
-            for start, end in members.values():
-                self._edges([start], end)
-            return members
-
-        # flows sent by simulated members stand for their class; any flow maps to the kept flow with the same
-        # step, channel and ring offset sent by its sender's representative
-        offset = (flows.dst_pos - flows.src_pos) % n
-        code = ((flows.step * self.channels + flows.channel) * n + offset) * n
-        kept = np.flatnonzero(fold_pos[flows.src_pos] == flows.src_pos)
-        kept_code = code[kept] + flows.src_pos[kept]
-        order = np.argsort(kept_code, kind="stable")
-        first = len(self.cols["kind"])
-        equivalent = lambda f: first + order[np.searchsorted(kept_code[order], code[f] + fold_pos[flows.src_pos[f]])]  # noqa: E731
-
-        parent_node = np.where(flows.parent[kept] >= 0, equivalent(np.maximum(flows.parent[kept], 0)), -1)
-        src, dst = np.asarray(group)[flows.src_pos[kept]], np.asarray(group)[flows.dst_pos[kept]]
+        for i, p in enumerate(t.simulated):
+            members[group[p]] = (base + 2 * i, base + 2 * i + 1)
+        marker_gpus = [group[p] for p in t.simulated for _ in (0, 1)]
+        flows = len(t.flow_src)
+        count = len(marker_gpus) + flows
+        stage = self.stage_of[group[t.simulated[0]]]
         c = self.cols
-        count = len(kept)
-        stage = self.layout.stage_of(int(src[0]))
-        for name, values in (("kind", [NodeKind.flow] * count), ("gpu", src.tolist()), ("peer", dst.tolist()),
-                             ("stream", [op.stream] * count), ("kernel", [-1] * count),
-                             ("layer", [op.layer] * count), ("microbatch", [op.microbatch] * count),
-                             ("stage", [stage] * count), ("coll", [coll] * count),
-                             ("size", flows.size[kept].tolist()), ("parent", parent_node.tolist())):
-            c[name].extend(values)
-        nodes = np.arange(first, first + count)
-        has_parent = parent_node >= 0
-        self.edge_src.extend(parent_node[has_parent].tolist())
-        self.edge_dst.extend(nodes[has_parent].tolist())
-        # a chain starts when both its sender and its receiver have joined the collective
-        for p_col in (flows.src_pos[kept], fold_pos[flows.dst_pos[kept]]):
-            starts = np.array([members[group[p]][0] for p in p_col])
-            self.edge_src.extend(starts[~has_parent].tolist())
-            self.edge_dst.extend(nodes[~has_parent].tolist())
-        # a member is done when the last flows it sends and receives have arrived
-        terminal = np.ones(len(flows), dtype=bool)
-        terminal[flows.parent[flows.parent >= 0]] = False
-        sent = kept[terminal[kept]]
-        self.edge_src.extend(equivalent(sent).tolist())
-        self.edge_dst.extend(members[group[p]][1] for p in flows.src_pos[sent])
-        received = np.flatnonzero(terminal & (fold_pos[flows.dst_pos] == flows.dst_pos))
-        self.edge_src.extend(equivalent(received).tolist())
-        self.edge_dst.extend(members[group[p]][1] for p in flows.dst_pos[received])
+        c["kind"].extend([NodeKind.marker] * len(marker_gpus) + [NodeKind.flow] * flows)
+        c["gpu"].extend(marker_gpus + [group[p] for p in t.flow_src])
+        c["peer"].extend([-1] * len(marker_gpus) + [group[p] for p in t.flow_dst])
+        c["size"].extend([0.0] * len(marker_gpus) + t.flow_size)
+        c["parent"].extend([-1] * len(marker_gpus) + [base + x if x >= 0 else -1 for x in t.flow_parent])
+        for name, value in (("stream", op.stream), ("kernel", -1), ("layer", op.layer),
+                            ("microbatch", op.microbatch), ("stage", stage), ("coll", coll)):
+            c[name].extend([value] * count)
+        self.edge_src.extend([base + x for x in t.edge_src])
+        self.edge_dst.extend([base + x for x in t.edge_dst])
         return members
-
 
 def collective_dag(ctype: CollType, group: tuple[int, ...], size: float, num_gpus: int, algorithm: str = "ring",
                    channels: int = 1) -> ExecutionDAG:

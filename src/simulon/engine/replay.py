@@ -39,7 +39,7 @@ class _FlowNetwork:
 
     def __init__(self, links: np.ndarray, capacity: np.ndarray, weight: np.ndarray):
         self.links = links.tolist()
-        self.weight = [[float(weight[l]) for l in row] for row in links]
+        self.weight = [[float(weight[link]) for link in row] for row in links]
         self.capacity = capacity.tolist()
         self.on_link: list[set[int]] = [set() for _ in range(len(capacity))]
         self.remaining: dict[int, float] = {}
@@ -65,29 +65,45 @@ class _FlowNetwork:
 
     def reshare(self, now: float) -> list[tuple[float, int, int]]:
         """Recompute rates of every flow connected to a changed link; return their new finish events."""
-        flows: set[int] = set()
-        links: set[int] = set()
-        frontier = list(self.dirty)
+        on_link, flow_links = self.on_link, self.links
+        stack = [link for link in self.dirty if on_link[link]]
+        seen_links = set(self.dirty)
         self.dirty = set()
-        while frontier:
-            link = frontier.pop()
-            if link in links:
-                continue
-            links.add(link)
-            for f in self.on_link[link]:
-                if f not in flows:
-                    flows.add(f)
-                    frontier.extend(self.links[f])
-        if not flows:
-            return []
+        flows: list[int] = []
+        seen_flows: set[int] = set()
+        while stack:
+            for f in on_link[stack.pop()]:
+                if f not in seen_flows:
+                    seen_flows.add(f)
+                    flows.append(f)
+                    for link in flow_links[f]:
+                        if link not in seen_links:
+                            seen_links.add(link)
+                            stack.append(link)
+        remaining, rate, since = self.remaining, self.rate, self.since
         for f in flows:  # bring progress up to now at the old rate
-            self.remaining[f] = max(self.remaining[f] - self.rate[f] * (now - self.since[f]), 0.0)
-            self.since[f] = now
-        cap = {link: self.capacity[link] for link in links}
-        load = dict.fromkeys(links, 0.0)
+            remaining[f] = max(remaining[f] - rate[f] * (now - since[f]), 0.0)
+            since[f] = now
+        if len(flows) == 1:  # the common case: a flow alone on its links
+            f = flows[0]
+            rate[f] = min(self.capacity[link] / w for link, w in zip(flow_links[f], self.weight[f], strict=True))
+        else:
+            self._progressive_filling(flows)
+        events = []
+        for f in flows:
+            self.version[f] += 1
+            finish = now + remaining[f] / rate[f] if rate[f] > 0 else float("inf")
+            events.append((finish, f, self.version[f]))
+        return events
+
+    def _progressive_filling(self, flows: list[int]) -> None:
+        """Max-min fair rates: raise all rates together; freeze the flows of each link that fills up."""
+        cap: dict[int, float] = {}
+        load: dict[int, float] = {}
         for f in flows:
             for link, w in zip(self.links[f], self.weight[f], strict=True):
-                load[link] += w
+                cap[link] = self.capacity[link]
+                load[link] = load.get(link, 0.0) + w
         unfrozen = set(flows)
         while unfrozen:
             share = min(cap[link] / load[link] for link in load if load[link] > _EPS)
@@ -101,12 +117,6 @@ class _FlowNetwork:
             for link in bottlenecks:
                 load[link] = 0.0
             unfrozen -= frozen
-        events = []
-        for f in flows:
-            self.version[f] += 1
-            finish = now + self.remaining[f] / self.rate[f] if self.rate[f] > 0 else float("inf")
-            events.append((finish, f, self.version[f]))
-        return events
 
 
 def replay(dag: ExecutionDAG, topology: Topology, fold: Fold) -> Timeline:
@@ -131,47 +141,51 @@ def replay(dag: ExecutionDAG, topology: Topology, fold: Fold) -> Timeline:
 
     start = [0.0] * n
     finish = [-1.0] * n
-    # events: (time, sequence, kind, item); kind 0 = node completes, 1 = flow's last byte leaves
+    flow_node = flow_nodes.tolist()
+    # events: (time, sequence, kind, item, version); kind 0: a node completes, 1: a flow's last byte leaves
     events: list[tuple[float, int, int, int, int]] = []
+    push, pop = heapq.heappush, heapq.heappop
     seq = 0
     now = 0.0
-
-    def begin(node: int, t: float) -> None:
-        nonlocal seq
-        start[node] = t
-        f = flow_of[node]
-        if f >= 0:
-            net.add(f, sizes[f], t)
-        else:
-            seq += 1
-            heapq.heappush(events, (t + duration[node], seq, 0, node, 0))
-
-    for node in np.flatnonzero(np.asarray(pending) == 0).tolist():
-        begin(node, 0.0)
     done = 0
+    ready = np.flatnonzero(np.asarray(pending) == 0).tolist()  # nodes whose dependencies are all met
     while True:
+        while ready:
+            node = ready.pop()
+            start[node] = now
+            f = flow_of[node]
+            if f >= 0:
+                net.add(f, sizes[f], now)
+            elif duration[node] > 0:
+                seq += 1
+                push(events, (now + duration[node], seq, 0, node, 0))
+            else:  # markers complete on the spot
+                finish[node] = now
+                done += 1
+                for s in succ[succ_ptr[node]:succ_ptr[node + 1]]:
+                    pending[s] -= 1
+                    if pending[s] == 0:
+                        ready.append(s)
         if net.dirty and (not events or events[0][0] > now + _EPS * max(now, 1.0)):
             for finish_time, f, version in net.reshare(now):
                 seq += 1
-                heapq.heappush(events, (finish_time, seq, 1, f, version))
+                push(events, (finish_time, seq, 1, f, version))
         if not events:
             break
-        t, _, kind, item, version = heapq.heappop(events)
-        now = t
+        now, _, kind, item, version = pop(events)
         if kind == 1:
-            if net.version.get(item) != version or item not in net.rate:
+            if net.version[item] != version or item not in net.rate:
                 continue  # superseded by a later rate change
             net.remove(item)
             seq += 1
-            node = int(flow_nodes[item])
-            heapq.heappush(events, (t + latency[item], seq, 0, node, 0))
+            push(events, (now + latency[item], seq, 0, flow_node[item], 0))
             continue
-        finish[item] = t
+        finish[item] = now
         done += 1
         for s in succ[succ_ptr[item]:succ_ptr[item + 1]]:
             pending[s] -= 1
             if pending[s] == 0:
-                begin(s, t)
+                ready.append(s)
     if done != n:
         stuck = n - done
         raise RuntimeError(f"replay stalled with {stuck} of {n} nodes unfinished (a dependency cycle in the DAG)")

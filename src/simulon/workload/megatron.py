@@ -66,10 +66,7 @@ class MegatronTracer:
             tp=par.tp, sp=par.sequence_parallel and par.tp > 1, ep=par.ep,
             act_bytes=act_bytes, grad_bytes=2.0 if dtype == DType.fp16 else 4.0,
         )
-        if par.layers_per_stage:
-            counts = list(par.layers_per_stage)
-        else:
-            counts = [model.num_layers // par.pp] * par.pp
+        counts = list(par.layers_per_stage) if par.layers_per_stage else [model.num_layers // par.pp] * par.pp
         self.stage_first_layer = [sum(counts[:i]) for i in range(par.pp)]
         self.stage_num_layers = counts
 
