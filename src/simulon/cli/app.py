@@ -11,8 +11,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from ..config.loading import ConfigError, load_scenario
 from ..config.units import format_size, parse_size
@@ -20,8 +18,6 @@ from ..workload.program import CollType
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Simulate LLM training iterations and collectives on AI clusters.")
-out = Console(highlight=False)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 OPS = {"allreduce": CollType.AllReduce, "allgather": CollType.AllGather,
        "reducescatter": CollType.ReduceScatter, "alltoall": CollType.AllToAll}
@@ -60,27 +56,36 @@ def simulate(
         print(json.dumps(result.to_dict()))
         return
     if output is not None:
-        out.print(f"Trace written to {output}")
-    out.print(f"GPUs: {result.num_gpus} | Total: {result.iteration_time_ms:.1f} ms")
-    out.print(f"Throughput: {result.tokens_per_s:,.0f} tokens/s | {result.tflops_per_gpu:.1f} TFLOP/s per GPU "
-              f"| MFU {100 * result.mfu:.1f}%")
+        print(f"Trace written to {output}")
+    print(f"GPUs: {result.num_gpus} | Total: {result.iteration_time_ms:.1f} ms")
+    print(f"Throughput: {result.tokens_per_s:,.0f} tokens/s | {result.tflops_per_gpu:.1f} TFLOP/s per GPU "
+          f"| MFU {100 * result.mfu:.1f}%")
     if output is not None:
-        out.print("Load in https://ui.perfetto.dev or chrome://tracing")
+        print("Load in https://ui.perfetto.dev or chrome://tracing")
     if verbose:
         _print_breakdown(result)
 
 
-def _print_breakdown(result) -> None:
-    table = Table(title="Per-GPU breakdown (ms)")
-    for column in ("GPU", "stage", "stands for", "compute", "exposed comm", "overlapped comm", "bubble/idle"):
+def _table(title: str, columns: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title)
+    for column in columns:
         table.add_column(column, justify="right")
-    for b in result.per_gpu:
-        table.add_row(str(b.gpu), str(b.stage), str(b.stands_for), f"{b.compute_ms:.2f}", f"{b.exposed_comm_ms:.2f}",
-                      f"{b.overlapped_comm_ms:.2f}", f"{b.bubble_ms:.2f}")
-    out.print(table)
+    for row in rows:
+        table.add_row(*row)
+    Console(highlight=False, soft_wrap=True).print(table)
+
+
+def _print_breakdown(result) -> None:
+    _table("Per-GPU breakdown (ms)",
+           ("GPU", "stage", "stands for", "compute", "exposed comm", "overlapped comm", "bubble/idle"),
+           [(str(b.gpu), str(b.stage), str(b.stands_for), f"{b.compute_ms:.2f}", f"{b.exposed_comm_ms:.2f}",
+             f"{b.overlapped_comm_ms:.2f}", f"{b.bubble_ms:.2f}") for b in result.per_gpu])
     if result.simulated_gpus < result.num_gpus:
-        out.print(f"{result.simulated_gpus} of {result.num_gpus} GPUs simulated; each stands for its identical "
-                  "data/tensor-parallel peers (use --expand full to simulate all).")
+        print(f"{result.simulated_gpus} of {result.num_gpus} GPUs simulated; each stands for its identical "
+              "data/tensor-parallel peers (use --expand full to simulate all).")
 
 
 def parse_ranks(text: str, num_gpus: int) -> tuple[int, ...]:
@@ -153,20 +158,18 @@ def collective(
         print(json.dumps([{"size_bytes": r.size_bytes, "time_us": r.time_us, "algbw_GBps": r.algbw_GBps,
                            "busbw_GBps": r.busbw_GBps} for r in rows]))
         return
-    table = Table(title=f"{op} over {len(ranks)} GPUs, {algo}, {chans} channel(s)")
-    for column in ("size", "time (us)", "algbw (GB/s)", "busbw (GB/s)"):
-        table.add_column(column, justify="right")
-    for r in rows:
-        table.add_row(format_size(r.size_bytes), f"{r.time_us:.2f}", f"{r.algbw_GBps:.2f}", f"{r.busbw_GBps:.2f}")
-    out.print(table)
+    _table(f"{op} over {len(ranks)} GPUs, {algo}, {chans} channel(s)",
+           ("size", "time (us)", "algbw (GB/s)", "busbw (GB/s)"),
+           [(format_size(r.size_bytes), f"{r.time_us:.2f}", f"{r.algbw_GBps:.2f}", f"{r.busbw_GBps:.2f}")
+            for r in rows])
 
 
 def main() -> None:
     try:
         app()  # click handles usage errors itself (exit status 2) and exits
     except (ConfigError, BadInput) as exc:
-        err.print(f"error: {exc}", markup=False)
+        print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)
     except Exception as exc:
-        err.print(f"internal error: {type(exc).__name__}: {exc}", markup=False)
+        print(f"internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
         sys.exit(1)

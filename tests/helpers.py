@@ -1,0 +1,54 @@
+"""Small scenario builders shared by the tests."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from simulon.config import ScenarioConfig
+
+ROOT = Path(__file__).resolve().parents[1]
+SEED_SCENARIO = ROOT / "examples" / "scenario.yaml"
+
+
+def seed_dict() -> dict[str, Any]:
+    return yaml.safe_load(SEED_SCENARIO.read_text())
+
+
+def merge(base: dict, override: dict) -> dict:
+    out = copy.deepcopy(base)
+    for key, value in override.items():
+        out[key] = merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def gpt_scenario(*, nodes: int = 1, gpus_per_node: int = 4, tp: int = 1, pp: int = 1, ep: int = 1,
+                 layers: int = 4, hidden: int = 1024, heads: int = 16, ffn: int | None = None, vocab: int = 32768,
+                 seq: int = 512, gbs: int = 8, mbs: int = 1, nic: str = "100Gbps", nvlink: str = "400GBps",
+                 gpus_per_nic: int = 1, moe: dict | None = None, activation: str = "gelu", kv_heads: int | None = None,
+                 extra_parallelism: dict | None = None) -> ScenarioConfig:
+    """A small GPT-like scenario on H100 nodes; every knob a test needs is an argument."""
+    model: dict[str, Any] = {"name": "test-gpt", "num_layers": layers, "hidden_size": hidden, "num_heads": heads,
+                             "ffn_hidden_size": ffn or 4 * hidden, "vocab_size": vocab, "activation": activation}
+    if kv_heads:
+        model["num_kv_heads"] = kv_heads
+    if moe:
+        model["moe"] = moe
+    data = {
+        "datacenter": {
+            "cluster": {"num_nodes": nodes},
+            "node": {"gpus_per_node": gpus_per_node, "gpus_per_nic": gpus_per_nic, "gpu": "H100"},
+            "network": {"scale_up": {"switch": {"port_speed": nvlink, "latency": "0.5us"}},
+                        "scale_out": {"nic": {"speed": nic, "latency": "2us"}}},
+        },
+        "workload": {
+            "framework": "megatron",
+            "model": model,
+            "parallelism": {"tp": tp, "pp": pp, "ep": ep, **(extra_parallelism or {})},
+            "training": {"global_batch_size": gbs, "micro_batch_size": mbs, "sequence_length": seq},
+        },
+    }
+    return ScenarioConfig.model_validate(data)

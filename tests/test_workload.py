@@ -1,0 +1,145 @@
+"""Workload tracer: FLOPs against closed forms, 1F1B order, rank layout, per-layer kernels, DP overlap."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from helpers import gpt_scenario
+from simulon.dag.nodes import NodeKind
+from simulon.pipeline import build_dag, simulate
+from simulon.workload.kernels import Phase
+from simulon.workload.layout import RankLayout
+from simulon.workload.megatron import MegatronTracer
+from simulon.workload.program import CollectiveOp, CollType, ComputeOp
+from simulon.workload.schedule import OneFOneBScheduler
+
+
+def total_model_flops(sc) -> float:
+    dag, _, _ = build_dag(sc)
+    return float((dag.kernel_flops() * dag.multiplicity[dag.gpu]).sum())
+
+
+@pytest.mark.parametrize(("tp", "pp"), [(1, 1), (2, 1), (1, 2), (2, 2), (4, 1)])
+def test_dense_gpt_flops_equal_narayanan_closed_form(tp, pp):
+    layers, h, seq, vocab, gbs = 4, 1024, 512, 32768, 8
+    sc = gpt_scenario(nodes=2, gpus_per_node=4, tp=tp, pp=pp, layers=layers, hidden=h, seq=seq, vocab=vocab, gbs=gbs)
+    # Narayanan et al. (SC'21) eq. 3 without recomputation: 72 B s l h^2 (1 + s/(6h) + V/(12 l h))
+    expected = 72 * gbs * seq * layers * h**2 * (1 + seq / (6 * h) + vocab / (12 * layers * h))
+    assert total_model_flops(sc) == pytest.approx(expected, rel=1e-12)
+
+
+def test_gqa_swiglu_flops_follow_their_closed_form():
+    layers, h, heads, kv, ffn, seq, vocab, gbs = 2, 1024, 16, 4, 2816, 256, 32000, 4
+    sc = gpt_scenario(tp=2, layers=layers, hidden=h, heads=heads, kv_heads=kv, ffn=ffn, seq=seq, vocab=vocab,
+                      gbs=gbs, activation="swiglu")
+    tokens, d = gbs * seq, h // heads
+    per_layer_fwd = 2 * tokens * h * (heads + 2 * kv) * d + 4 * tokens * seq * h + 2 * tokens * h * h \
+        + 3 * 2 * tokens * h * ffn
+    expected = 3 * (layers * per_layer_fwd + 2 * tokens * h * vocab)
+    assert total_model_flops(sc) == pytest.approx(expected, rel=1e-12)
+
+
+def test_moe_flops_count_router_and_top_k_experts():
+    layers, h, ffn, seq, vocab, gbs, experts, top_k = 2, 512, 1024, 256, 8192, 8, 4, 2
+    sc = gpt_scenario(nodes=2, gpus_per_node=4, tp=1, ep=2, layers=layers, hidden=h, heads=8, ffn=ffn, seq=seq,
+                      vocab=vocab, gbs=gbs, moe={"num_experts": experts, "top_k": top_k})
+    tokens = gbs * seq
+    attention = 2 * tokens * h * 3 * h + 4 * tokens * seq * h + 2 * tokens * h * h
+    moe = 2 * tokens * h * experts + top_k * 2 * 2 * tokens * h * ffn
+    assert total_model_flops(sc) == pytest.approx(3 * (layers * (attention + moe) + 2 * tokens * h * vocab), rel=1e-12)
+
+
+@given(p=st.integers(1, 8), m=st.integers(1, 24))
+def test_one_f_one_b_order(p, m):
+    sched = OneFOneBScheduler()
+    for stage in range(p):
+        steps = sched.steps(stage, p, m)
+        assert sorted(steps) == sorted([("F", i) for i in range(m)] + [("B", i) for i in range(m)])
+        warmup = min(p - stage - 1, m)
+        assert steps[:warmup] == [("F", i) for i in range(warmup)]
+        steady = steps[warmup:warmup + 2 * (m - warmup)]
+        assert steady[0::2] == [("F", warmup + i) for i in range(m - warmup)]
+        assert steady[1::2] == [("B", i) for i in range(m - warmup)]
+        assert steps[warmup + 2 * (m - warmup):] == [("B", i) for i in range(m - warmup, m)]
+        # at most p - stage micro-batches are in flight (activation memory of 1F1B)
+        in_flight = peak = 0
+        for kind, _ in steps:
+            in_flight += 1 if kind == "F" else -1
+            peak = max(peak, in_flight)
+        assert peak <= min(p - stage, m)
+
+
+def test_rank_layout_is_tp_then_cp_then_dp_then_pp_with_ep_inside_dp():
+    layout = RankLayout(tp=2, cp=1, dp=4, pp=2, ep=2)
+    assert layout.group("tp", 5) == (4, 5)
+    assert layout.group("dp", 1) == (1, 3, 5, 7)
+    assert layout.group("pp", 3) == (3, 11)
+    assert layout.group("ep", 4) == (4, 6)          # consecutive data-parallel ranks
+    assert layout.group("edp", 4) == (0, 4)         # ranks ep apart
+    assert set(layout.group("ep", 4)) <= set(layout.group("dp", 4))
+    assert layout.num_gpus == 16
+    for rank in range(16):
+        t, c, d, p = layout.coords[rank]
+        assert layout.rank(t, c, d, p) == rank
+
+
+def test_every_layer_runs_forward_and_both_backward_parts_for_every_microbatch():
+    sc = gpt_scenario(nodes=1, gpus_per_node=4, tp=2, pp=2, layers=4, gbs=6)
+    tracer = MegatronTracer(sc.workload, 4)
+    for program in tracer.stage_programs():
+        counts = Counter((op.kernel.name, op.kernel.phase) for op in program.ops if isinstance(op, ComputeOp))
+        for name in ("attn_qkv", "attn_proj", "mlp_linear1", "mlp_linear2"):
+            for phase in (Phase.fwd, Phase.bwd_ig, Phase.bwd_wg):
+                assert counts[(name, phase)] == 6 * 2  # micro-batches x layers per stage
+        assert counts[("attn_flash", Phase.fwd)] == counts[("attn_flash", Phase.bwd_ig)] == 12
+        assert counts[("optimizer", Phase.step)] == 1
+        reduces = Counter((op.label, op.phase) for op in program.ops
+                          if isinstance(op, CollectiveOp) and op.axis == "tp" and op.ctype == CollType.AllReduce)
+        assert reduces[("attn_reduce", Phase.fwd)] == reduces[("mlp_reduce", Phase.fwd)] == 12
+        assert reduces[("attn_reduce", Phase.bwd_ig)] == reduces[("mlp_reduce", Phase.bwd_ig)] == 12
+    stage0, stage1 = tracer.stage_programs()
+    names0 = {op.kernel.name for op in stage0.ops if isinstance(op, ComputeOp)}
+    names1 = {op.kernel.name for op in stage1.ops if isinstance(op, ComputeOp)}
+    assert "embedding" in names0 and "embedding" not in names1
+    assert {"lm_head", "loss"} <= names1 and "lm_head" not in names0
+
+
+def test_sequence_parallelism_swaps_all_reduce_for_gather_and_scatter():
+    sc = gpt_scenario(tp=4, extra_parallelism={"sequence_parallel": True})
+    ops = MegatronTracer(sc.workload, 4).stage_program(0).ops
+    tp_types = Counter(op.ctype for op in ops if isinstance(op, CollectiveOp) and op.axis == "tp")
+    assert tp_types[CollType.ReduceScatter] > 0 and tp_types[CollType.AllGather] > 0
+    assert tp_types[CollType.AllReduce] == 3 * 8  # only the loss's three small all-reduces per micro-batch
+
+
+def test_dp_gradient_sync_overlaps_backward_and_optimizer_comes_last():
+    sc = gpt_scenario(nodes=4, gpus_per_node=1, tp=1, pp=1, layers=8, hidden=2048, heads=16, gbs=8,
+                      extra_parallelism={"overlap_grad_reduce": True})
+    sc = sc.model_copy(update={"workload": sc.workload.model_copy(update={"training": sc.workload.training.model_copy(
+        update={"grad_bucket_size": 20_000_000})})})
+    sim = simulate(sc, "full")
+    dag, tl = sim.dag, sim.timeline
+    on_gpu0 = dag.gpu == 0
+    compute = np.flatnonzero((dag.kind == NodeKind.compute) & on_gpu0)
+    backward = [n for n in compute if dag.kernel_specs[dag.kernel[n]].phase in (Phase.bwd_ig, Phase.bwd_wg)]
+    grad_syncs = [c for c, inst in enumerate(dag.collectives) if inst.label == "grad_allreduce"]
+    assert len(grad_syncs) >= 3
+    markers = np.flatnonzero((dag.kind == NodeKind.marker) & on_gpu0)
+    first_sync_start = min(tl.start[m] for m in markers if dag.coll[m] == grad_syncs[0])
+    assert first_sync_start < max(tl.finish[n] for n in backward)  # launched while backward still runs
+    optimizer = [n for n in compute if dag.kernel_specs[dag.kernel[n]].name == "optimizer"]
+    assert tl.finish[optimizer[0]] == pytest.approx(tl.finish[compute].max())
+    assert tl.start[optimizer[0]] >= max(tl.finish[m] for m in markers if dag.coll[m] in grad_syncs)
+
+
+def test_breakdown_adds_up_to_the_iteration_time():
+    result = simulate(gpt_scenario(nodes=2, gpus_per_node=4, tp=2, pp=2)).result
+    for gpu in result.per_gpu:
+        total = gpu.compute_ms + gpu.exposed_comm_ms + gpu.bubble_ms
+        assert total == pytest.approx(result.iteration_time_ms, rel=1e-9)
+    assert result.breakdown["bubble_ms"] > 0  # pp = 2 has a pipeline bubble
