@@ -192,9 +192,6 @@ def test_output_into_missing_folder_fails_cleanly(missing_folder_run):
     assert sorted(p.name for p in cwd.rglob("*")) == ["seed.yaml"]   # nothing written, no folder made
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: `simulate -o DIR/trace.json` with a missing DIR is not treated as bad "
-                   "input: mkstemp's FileNotFoundError reaches main() as 'internal error: FileNotFoundError: "
-                   "...' with exit status 1 (and only after the whole simulation has run)")
 def test_output_into_missing_folder_is_bad_input(missing_folder_run):
     _, proc = missing_folder_run
     assert_bad_input(proc, "no/such/folder")
@@ -221,12 +218,12 @@ def test_output_is_written_atomically(trace_run):
     assert sorted(p.name for p in cwd.iterdir()) == ["seed.yaml", "trace.json"]
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: write_atomic() keeps tempfile.mkstemp's 0600 mode, so traces are "
-                   "unreadable by group/others whatever the umask (plain open() would give 0644 under umask 022)")
 def test_output_file_mode_follows_umask(trace_run):
     cwd, _ = trace_run
     umask = os.umask(0)
     os.umask(umask)
+    if umask & 0o044 == 0o044:
+        pytest.skip("this umask hides group/other read access anyway")
     assert stat.S_IMODE((cwd / "trace.json").stat().st_mode) == 0o666 & ~umask
 
 
@@ -341,8 +338,6 @@ def test_odd_yaml_values(data):
     assert len(str(info.value).splitlines()) == 1
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: user strings are embedded raw in ConfigError messages, so a key or "
-                   "GPU name holding a line break gives a multi-line message (the CLI promises one line)")
 @pytest.mark.parametrize("case", ["key", "gpu name"])
 def test_line_breaks_in_user_strings_stay_on_one_line(case):
     data = copy.deepcopy(SEED)

@@ -497,9 +497,6 @@ def test_bad_unit_string_names_field(tmp_path):
     assert message.startswith(f"{path}: datacenter.network.scale_out.nic.speed: cannot read '400Gbs'")
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: StrictModel's docstring promises values are not coerced from the "
-                   "wrong type, but pydantic lax mode accepts e.g. `num_channels: true` (YAML `yes`) as 1, "
-                   "`num_channels: '2'` and `num_channels: 2.0` as 2; `tp: yes` silently means tp = 1")
 @pytest.mark.parametrize("value", [True, "2", 2.0])
 def test_wrong_types_are_not_coerced(value):
     data = seed()
@@ -508,9 +505,6 @@ def test_wrong_types_are_not_coerced(value):
         ScenarioConfig.model_validate(data)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: a `from:` template file that is not valid YAML gives a ConfigError "
-                   "spanning several lines (str(yaml.YAMLError) is embedded verbatim), so the CLI prints more "
-                   "than one line")
 def test_invalid_yaml_template_file_gives_one_line(tmp_path):
     (tmp_path / "gpu.yaml").write_text("name: x\nmemory_capacity_gb: [1\n")
     data = seed()

@@ -12,12 +12,15 @@ from typing import Annotated
 
 import typer
 
-from ..config.loading import ConfigError, load_scenario
+from ..config.loading import ConfigError, load_scenario, one_line
 from ..config.units import format_size, parse_size
 from ..workload.program import CollType
+from .output import print_table
+from .validate import app as validate_app
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Simulate LLM training iterations and collectives on AI clusters.")
+app.add_typer(validate_app, name="validate")
 
 OPS = {"allreduce": CollType.AllReduce, "allgather": CollType.AllGather,
        "reducescatter": CollType.ReduceScatter, "alltoall": CollType.AllToAll}
@@ -44,6 +47,8 @@ def simulate(
 
     if expand not in ("auto", "full", "symmetric"):
         raise BadInput(f"--expand: expected auto, full or symmetric, got {expand!r}")
+    if output is not None and not (output.parent if str(output.parent) else Path(".")).is_dir():
+        raise BadInput(f"-o {output}: folder {str(output.parent)!r} does not exist")
     sc = load_scenario(scenario)
     if sc.workload is None:
         raise ConfigError(f"{scenario}: workload: required to simulate a training iteration "
@@ -51,7 +56,10 @@ def simulate(
     sim = run(sc, fold_mode=expand)  # type: ignore[arg-type]
     result = sim.result
     if output is not None:
-        write_atomic(output, chrome_trace_json(sim.dag, sim.timeline, trace_flows))
+        try:
+            write_atomic(output, chrome_trace_json(sim.dag, sim.timeline, trace_flows))
+        except OSError as exc:
+            raise BadInput(f"-o {output}: cannot write: {exc.strerror or exc}") from None
     if as_json:
         print(json.dumps(result.to_dict()))
         return
@@ -66,20 +74,8 @@ def simulate(
         _print_breakdown(result)
 
 
-def _table(title: str, columns: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title=title)
-    for column in columns:
-        table.add_column(column, justify="right")
-    for row in rows:
-        table.add_row(*row)
-    Console(highlight=False, soft_wrap=True).print(table)
-
-
 def _print_breakdown(result) -> None:
-    _table("Per-GPU breakdown (ms)",
+    print_table("Per-GPU breakdown (ms)",
            ("GPU", "stage", "stands for", "compute", "exposed comm", "overlapped comm", "bubble/idle"),
            [(str(b.gpu), str(b.stage), str(b.stands_for), f"{b.compute_ms:.2f}", f"{b.exposed_comm_ms:.2f}",
              f"{b.overlapped_comm_ms:.2f}", f"{b.bubble_ms:.2f}") for b in result.per_gpu])
@@ -93,6 +89,8 @@ def parse_ranks(text: str, num_gpus: int) -> tuple[int, ...]:
     ranks: list[int] = []
     for part in text.split(","):
         part = part.strip()
+        if not part:
+            raise BadInput(f"--group: empty entry in {text!r} (use ranges like 0-7 or lists like 0,8,16)")
         try:
             if "-" in part:
                 lo, hi = (int(x) for x in part.split("-", 1))
@@ -145,7 +143,7 @@ def collective(
         raise BadInput(f"--op: expected one of {', '.join(OPS)}, got {op!r}")
     sc = load_scenario(scenario)
     dc = sc.datacenter
-    ranks = parse_ranks(group, dc.num_gpus) if group else tuple(range(dc.num_gpus))
+    ranks = parse_ranks(group, dc.num_gpus) if group is not None else tuple(range(dc.num_gpus))
     algo = algorithm or sc.collective.algorithm
     chans = channels if channels is not None else sc.collective.num_channels
     if chans < 1:
@@ -158,7 +156,7 @@ def collective(
         print(json.dumps([{"size_bytes": r.size_bytes, "time_us": r.time_us, "algbw_GBps": r.algbw_GBps,
                            "busbw_GBps": r.busbw_GBps} for r in rows]))
         return
-    _table(f"{op} over {len(ranks)} GPUs, {algo}, {chans} channel(s)",
+    print_table(f"{op} over {len(ranks)} GPUs, {algo}, {chans} channel(s)",
            ("size", "time (us)", "algbw (GB/s)", "busbw (GB/s)"),
            [(format_size(r.size_bytes), f"{r.time_us:.2f}", f"{r.algbw_GBps:.2f}", f"{r.busbw_GBps:.2f}")
             for r in rows])
@@ -168,7 +166,7 @@ def main() -> None:
     try:
         app()  # click handles usage errors itself (exit status 2) and exits
     except (ConfigError, BadInput) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {one_line(str(exc))}", file=sys.stderr)
         sys.exit(2)
     except Exception as exc:
         print(f"internal error: {type(exc).__name__}: {exc}", file=sys.stderr)

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Strict
 
 
 class StrictModel(BaseModel):
-    """Every config block: unknown keys are errors, values are not coerced from the wrong type."""
+    """Every config block: unknown keys are errors, values are not coerced from the wrong type
+    (`tp: yes` or `num_channels: "2"` are refused, not read as 1 and 2)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, strict=True)
 
 
 class DType(StrEnum):
@@ -25,6 +27,9 @@ class DType(StrEnum):
     def bytes(self) -> float:
         return _DTYPE_BYTES[self]
 
+
+LaxDType = Annotated[DType, Strict(False)]
+"""A data type written as its name in YAML (strict mode would demand an enum instance)."""
 
 _DTYPE_BYTES = {
     DType.fp32: 4.0, DType.tf32: 4.0, DType.fp16: 2.0, DType.bf16: 2.0, DType.fp8: 1.0, DType.fp4: 0.5,

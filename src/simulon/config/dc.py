@@ -6,7 +6,7 @@ from typing import Any, ClassVar
 
 from pydantic import Field, PositiveFloat, PositiveInt, model_validator
 
-from .common import DType, FieldError, StrictModel
+from .common import DType, FieldError, LaxDType, StrictModel
 from .templates import Templated
 from .units import Bandwidth, Duration
 
@@ -28,7 +28,7 @@ class GPUSpec(Templated):
     vendor: str = "nvidia"
     memory_capacity_gb: PositiveFloat
     memory_bandwidth: Bandwidth = Field(gt=0, description="HBM bandwidth")
-    peak_tflops: dict[DType, PositiveFloat] = Field(description="dense peak TFLOP/s by data type")
+    peak_tflops: dict[LaxDType, PositiveFloat] = Field(description="dense peak TFLOP/s by data type")
     nvlink_bandwidth: Bandwidth | None = Field(None, description="scale-up bandwidth per direction")
     tdp_w: PositiveFloat | None = None
     kernel_runs: list[KernelRun] = []

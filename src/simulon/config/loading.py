@@ -43,7 +43,12 @@ def describe_validation_error(exc: ValidationError, source: str) -> str:
             message = "required field is missing"
     field = _dotted(loc) or "(top level)"
     more = f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""
-    return f"{source}: {field}: {message}{more}"
+    return one_line(f"{source}: {field}: {message}{more}")
+
+
+def one_line(message: str) -> str:
+    """Messages quote user text; keep them on one line whatever that text holds."""
+    return message.replace("\r", "\\r").replace("\n", "\\n")
 
 
 def parse_scenario(data: Any, source: str = "<scenario>", base_dir: Path | None = None) -> ScenarioConfig:

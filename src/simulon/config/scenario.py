@@ -87,9 +87,6 @@ def check_workload_fits(wl: MegatronWorkload, dc: DatacenterConfig) -> None:
     if par.num_microbatches is not None and par.num_microbatches != microbatches:
         raise FieldError("workload.parallelism.num_microbatches", f"{par.num_microbatches}, but "
                          f"global_batch_size/(micro_batch_size*dp) = {microbatches}")
-    if par.cp > 1 and train.sequence_length % (2 * par.cp):
-        raise FieldError("workload.training.sequence_length", f"{train.sequence_length} is not divisible "
-                         f"by 2*cp = {2 * par.cp} (context parallelism splits it into 2*cp chunks)")
     if par.sequence_parallel and train.sequence_length % (par.tp * par.cp):
         raise FieldError("workload.training.sequence_length", f"{train.sequence_length} is not divisible "
                          f"by tp*cp = {par.tp * par.cp} as sequence parallelism needs")

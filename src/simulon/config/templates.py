@@ -19,6 +19,7 @@ from pydantic import ValidationInfo, model_validator
 from .common import StrictModel
 
 _DOC_KEYS = ("aliases", "source")  # template metadata, not config fields
+_MAX_TEMPLATE_DEPTH = 8
 
 
 def _key(name: str) -> str:
@@ -64,7 +65,7 @@ def find_template(kind: str, name: str) -> dict[str, Any] | None:
     return doc
 
 
-def _load_reference(kind: str, ref: str, base_dir: Path | None) -> dict[str, Any]:
+def _load_reference(kind: str, ref: str, base_dir: Path | None, depth: int = 0) -> dict[str, Any]:
     if ref.endswith((".yaml", ".yml")) or "/" in ref:
         path = Path(ref)
         if not path.is_absolute() and base_dir is not None:
@@ -74,11 +75,20 @@ def _load_reference(kind: str, ref: str, base_dir: Path | None) -> dict[str, Any
         except OSError as exc:
             raise ValueError(f"cannot read template file {str(path)!r}: {exc.strerror}") from None
         except yaml.YAMLError as exc:
-            raise ValueError(f"template file {str(path)!r} is not valid YAML: {exc}") from None
+            mark = getattr(exc, "problem_mark", None)
+            where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+            problem = getattr(exc, "problem", None) or "invalid YAML"
+            raise ValueError(f"template file {str(path)!r} is not valid YAML{where}: {problem}") from None
         if not isinstance(doc, dict):
             raise ValueError(f"template file {str(path)!r} does not hold a mapping")
         for key in _DOC_KEYS:
             doc.pop(key, None)
+        parent = doc.pop("from", None)
+        if parent is not None:  # a user template may itself start from another
+            if depth >= _MAX_TEMPLATE_DEPTH or not isinstance(parent, str):
+                raise ValueError(f"template file {str(path)!r}: 'from' must name a template, at most "
+                                 f"{_MAX_TEMPLATE_DEPTH} files deep")
+            doc = _merge(_load_reference(kind, parent, path.parent, depth + 1), doc)
         return doc
     doc = find_template(kind, ref)
     if doc is None:

@@ -6,6 +6,7 @@ internally everything is SI base units: bytes/s, seconds, bytes.
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Annotated
 
@@ -26,6 +27,7 @@ _BANDWIDTH = {
     "Bps": 1, "KBps": 1e3, "MBps": 1e6, "GBps": 1e9, "TBps": 1e12,
     "KiBps": 2**10, "MiBps": 2**20, "GiBps": 2**30, "TiBps": 2**40,
     "B/s": 1, "KB/s": 1e3, "MB/s": 1e6, "GB/s": 1e9, "TB/s": 1e12,
+    "Mb/s": 1e6 / 8, "Gb/s": 1e9 / 8, "Tb/s": 1e12 / 8,
 }
 _TIME = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
 
@@ -34,6 +36,8 @@ def _parse(value: object, table: dict[str, float], what: str, example: str) -> f
     if isinstance(value, bool):
         raise ValueError(f"expected a {what} like {example!r}, got {value!r}")
     if isinstance(value, int | float):
+        if not math.isfinite(value):
+            raise ValueError(f"{what} must be a finite number, got {value}")
         if value < 0:
             raise ValueError(f"{what} must not be negative, got {value}")
         return float(value)
@@ -43,7 +47,10 @@ def _parse(value: object, table: dict[str, float], what: str, example: str) -> f
     if not match or match.group(2) not in table:
         units = ", ".join(k for k in table if k)
         raise ValueError(f"cannot read {value!r} as a {what} (like {example!r}; units: {units})")
-    return float(match.group(1)) * table[match.group(2)]
+    result = float(match.group(1)) * table[match.group(2)]
+    if not math.isfinite(result):
+        raise ValueError(f"{what} {value!r} is too large")
+    return result
 
 
 def parse_bandwidth(value: object) -> float:

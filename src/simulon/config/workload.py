@@ -6,7 +6,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, NonNegativeInt, PositiveInt, model_validator
 
-from .common import DType, FieldError, StrictModel
+from .common import DType, FieldError, LaxDType, StrictModel
 from .templates import Templated
 
 
@@ -102,7 +102,7 @@ class TrainingSpec(StrictModel):
     global_batch_size: PositiveInt
     micro_batch_size: PositiveInt = 1
     sequence_length: PositiveInt
-    dtype: DType = DType.bf16
+    dtype: LaxDType = DType.bf16
     grad_bucket_size: PositiveInt | None = Field(
         None, description="parameters per DP gradient bucket; Megatron-Core's max(40M, 1M*dp) if omitted")
 

@@ -11,6 +11,9 @@ def write_atomic(path: str | Path, text: str) -> None:
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent or ".", prefix=f".{path.name}.", suffix=".tmp")
     try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)  # what a plain open() would give, not mkstemp's 0600
         with os.fdopen(fd, "w") as f:
             f.write(text)
         os.replace(tmp, path)

@@ -1,0 +1,1 @@
+"""Compare predictions with published measurement tables (the format of shared/validation/*.csv)."""

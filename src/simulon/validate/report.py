@@ -1,0 +1,71 @@
+"""A validation report: per-row measured vs predicted, skipped rows with reasons, MAPE overall and by subset."""
+
+from __future__ import annotations
+
+import csv
+import statistics
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Comparison:
+    index: int            # 0-based data row of the table
+    subset: str
+    metric: str           # what was compared, e.g. "iter_time_s", "busbw_GBps", "kernel_tflops"
+    measured: float
+    predicted: float
+    group: str = ""       # a finer key for reports (GPU, hardware family, kernel family)
+
+    @property
+    def error_pct(self) -> float:
+        return 100.0 * (self.predicted - self.measured) / self.measured
+
+
+@dataclass(frozen=True)
+class Skipped:
+    index: int
+    reason: str
+
+
+@dataclass
+class ValidationReport:
+    rows: list[Comparison] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
+
+    @property
+    def mape_pct(self) -> float:
+        return mape(self.rows)
+
+    def mape_by(self, key: str) -> dict[str, float]:
+        """MAPE per value of `key` ("subset", "group" or "metric")."""
+        groups: dict[str, list[Comparison]] = defaultdict(list)
+        for row in self.rows:
+            groups[getattr(row, key)].append(row)
+        return {name: mape(rows) for name, rows in sorted(groups.items())}
+
+    def to_dict(self) -> dict:
+        rows = [{**{k: v for k, v in asdict(r).items() if k != "group"}, "error_pct": r.error_pct}
+                for r in self.rows]
+        return {"rows": rows, "skipped": [asdict(s) for s in self.skipped], "mape_pct": self.mape_pct,
+                "mape_pct_by_subset": self.mape_by("subset")}
+
+
+def mape(rows: list[Comparison]) -> float:
+    return statistics.fmean(abs(r.error_pct) for r in rows) if rows else float("nan")
+
+
+def read_table(path: str | Path) -> list[dict[str, str]]:
+    """The rows of a measurement table as dicts of strings; blank cells are ''."""
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def number(row: dict[str, str], column: str) -> float | None:
+    """A numeric cell, or None when blank or not a number."""
+    text = (row.get(column) or "").strip()
+    try:
+        return float(text)
+    except ValueError:
+        return None
