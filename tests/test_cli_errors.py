@@ -120,9 +120,9 @@ def test_unknown_key(workdir):
 
 
 def test_algorithm_not_built_in_scenario(workdir):
-    (workdir / "tree.yaml").write_text(yaml.safe_dump({**DC_ONLY, "collective": {"algorithm": "tree"}}))
-    proc = run_cli("collective", "tree.yaml", cwd=workdir)
-    assert_bad_input(proc, "error: tree.yaml: collective.algorithm: ", "'tree'")
+    (workdir / "warp.yaml").write_text(yaml.safe_dump({**DC_ONLY, "collective": {"algorithm": "warp"}}))
+    proc = run_cli("collective", "warp.yaml", cwd=workdir)
+    assert_bad_input(proc, "error: warp.yaml: collective.algorithm: ", "'warp'")
 
 
 # --- bad command-line values -------------------------------------------------------------------------
@@ -160,8 +160,8 @@ def test_bad_op(workdir):
 
 
 def test_bad_algorithm_option(workdir):
-    proc = run_cli("collective", "dc.yaml", "--algorithm", "tree", "--sizes", "1MiB", cwd=workdir)
-    assert_bad_input(proc, "error: --algorithm: ", "'tree'")
+    proc = run_cli("collective", "dc.yaml", "--algorithm", "warp", "--sizes", "1MiB", cwd=workdir)
+    assert_bad_input(proc, "error: --algorithm: ", "'warp'")
 
 
 def test_bad_channels(workdir):

@@ -1,24 +1,33 @@
-"""Collective decomposition: flow counts, bytes per rank, dependency chains, refusals."""
+"""Collective decomposition: flow counts, bytes per rank, dependency structure, per algorithm; refusals."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simulon.collective import decompose_collective, flow_set
+from simulon.collective import ALGORITHMS, GroupShape, decompose_collective, flow_set
+from simulon.collective.common import SWITCH
+from simulon.collective.tree import btree_parent, dtree_parent
 from simulon.workload.program import CollType
 
 sizes = st.integers(1, 2**30).map(float)
 groups = st.integers(2, 16)
 channels = st.integers(1, 4)
+AR, AG, RS, A2A = CollType.AllReduce, CollType.AllGather, CollType.ReduceScatter, CollType.AllToAll
+
+
+def shaped(nodes: int, per_node: int) -> GroupShape:
+    return GroupShape.of(range(nodes * per_node), per_node)
 
 
 @given(n=groups, c=channels, size=sizes)
 def test_ring_all_reduce_has_2_n_minus_1_n_c_flows_and_moves_2_n_minus_1_over_n_per_rank(n, c, size):
     flows = flow_set("AllReduce", range(n), size, c)
-    assert len(flows) == 2 * (n - 1) * n * c
+    assert len(flows) * flows.lanes == 2 * (n - 1) * n * c
     for pos in range(n):
         assert flows.bytes_sent_by(pos) == pytest.approx(2 * (n - 1) / n * size)
         assert flows.bytes_received_by(pos) == pytest.approx(flows.bytes_sent_by(pos))
@@ -27,7 +36,7 @@ def test_ring_all_reduce_has_2_n_minus_1_n_c_flows_and_moves_2_n_minus_1_over_n_
 @given(n=groups, c=channels, size=sizes, ctype=st.sampled_from(["AllGather", "ReduceScatter"]))
 def test_ring_gather_and_scatter_move_n_minus_1_over_n_per_rank(n, c, size, ctype):
     flows = flow_set(ctype, range(n), size, c)
-    assert len(flows) == (n - 1) * n * c
+    assert len(flows) * flows.lanes == (n - 1) * n * c
     for pos in range(n):
         assert flows.bytes_sent_by(pos) == pytest.approx((n - 1) / n * size)
         assert flows.bytes_received_by(pos) == pytest.approx((n - 1) / n * size)
@@ -36,8 +45,8 @@ def test_ring_gather_and_scatter_move_n_minus_1_over_n_per_rank(n, c, size, ctyp
 @given(n=groups, c=channels, size=sizes)
 def test_all_to_all_sends_one_nth_to_every_peer_without_chains(n, c, size):
     flows = flow_set("AllToAll", range(n), size, c)
-    assert len(flows) == n * (n - 1) * c
-    assert (flows.parent == -1).all()
+    assert len(flows) == n * (n - 1)  # identical channels are simulated once, carrying all their bytes
+    assert len(flows.parent_idx) == 0
     assert (flows.src_pos != flows.dst_pos).all()
     pairs = {(int(s), int(d)) for s, d in zip(flows.src_pos, flows.dst_pos, strict=True)}
     assert len(pairs) == n * (n - 1)
@@ -49,24 +58,198 @@ def test_all_to_all_sends_one_nth_to_every_peer_without_chains(n, c, size):
 def test_ring_chains_forward_what_was_received_on_the_same_channel(n, c, ctype):
     flows = flow_set(ctype, range(n), 1024.0, c)
     for i in range(len(flows)):
-        parent = flows.parent[i]
+        parents = flows.parents(i)
         if flows.step[i] == 0:
-            assert parent == -1
+            assert len(parents) == 0
             continue
+        (parent,) = parents
         assert flows.step[parent] == flows.step[i] - 1
         assert flows.channel[parent] == flows.channel[i]
         assert flows.dst_pos[parent] == flows.src_pos[i]  # what I send now is what I received
         assert flows.dst_pos[i] == (flows.src_pos[i] + 1) % n
 
 
+@settings(max_examples=30, deadline=None)
+@given(nodes=st.integers(2, 6), per_node=st.integers(2, 4), c=st.integers(1, 8))
+def test_multi_node_rings_cross_each_node_boundary_once_per_channel_on_one_rail(nodes, per_node, c):
+    shape = GroupShape.of(range(nodes * per_node), per_node, rail_aligned=True)
+    flows = flow_set(AR, range(shape.n), 2.0**20, c, "ring", shape=shape)
+    domain, local = np.asarray(shape.domain), shape.local
+    first = flows.step == 0
+    cross = first & (domain[flows.src_pos] != domain[flows.dst_pos])
+    sim_channels = int(flows.channel.max()) + 1
+    assert cross.sum() == nodes * sim_channels
+    on_rail = local[flows.src_pos[cross]] == local[flows.dst_pos[cross]]
+    assert on_rail.sum() >= (nodes - nodes % 2) * sim_channels  # an odd count needs one rail change
+    # channels leave each node by different members (so by different NICs)
+    exits = Counter(zip(domain[flows.src_pos[cross]].tolist(), local[flows.src_pos[cross]].tolist(), strict=True))
+    assert max(exits.values()) == 1 or sim_channels > per_node
+
+
+@pytest.mark.parametrize("n", [2, 3, 5, 8, 13, 16])
+def test_double_binary_trees_are_complementary_trees(n):
+    for parent in (btree_parent(n), dtree_parent(n)):
+        assert (parent == -1).sum() == 1
+        for rank in range(n):  # every rank reaches the root
+            seen, r = set(), rank
+            while parent[r] >= 0:
+                assert r not in seen
+                seen.add(r)
+                r = int(parent[r])
+        assert max(Counter(parent[parent >= 0].tolist()).values(), default=0) <= 2
+    if n > 2:
+        leaves = lambda p: set(range(n)) - set(p[p >= 0].tolist())  # noqa: E731
+        assert leaves(btree_parent(n)) != leaves(dtree_parent(n))
+
+
+@pytest.mark.parametrize("nodes,per_node", [(1, 8), (4, 1), (4, 4), (3, 2)])
+def test_tree_all_reduce_reduces_up_and_broadcasts_down_every_chunk(nodes, per_node):
+    shape = shaped(nodes, per_node)
+    n, size = shape.n, 2.0**24
+    flows = flow_set(AR, range(n), size, 2, "tree", shape=shape)
+    # each channel's data crosses every tree edge once up and once down
+    edges = Counter(zip(flows.src_pos.tolist(), flows.dst_pos.tolist(), strict=True))
+    assert flows.size.sum() == pytest.approx(2 * (n - 1) * size * flows.lanes / flows.lanes)
+    assert all(edges[(b, a)] == count for (a, b), count in edges.items())
+    # a non-leaf forwards a chunk up only after all its children's copies of that chunk arrived
+    for i in range(len(flows)):
+        for p in flows.parents(i):
+            assert flows.dst_pos[p] == flows.src_pos[i] or flows.src_pos[p] == flows.src_pos[i]
+
+
+@pytest.mark.parametrize("ctype", [AR, RS, AG])
+def test_nvls_reduces_in_the_switch_each_member_sending_its_buffer_once(ctype):
+    n, size = 8, 2.0**26
+    flows = flow_set(ctype, range(n), size, 1, "nvls")
+    up = flows.dst_pos == SWITCH
+    down = flows.src_pos == SWITCH
+    assert (up | down).all() and flows.switch == "scale_up"
+    per_member_up = {p: flows.size[up & (flows.src_pos == p)].sum() for p in range(n)}
+    per_member_down = {p: flows.size[down & (flows.dst_pos == p)].sum() for p in range(n)}
+    expected_up = {AR: size * (1 + 1 / n), RS: size, AG: size / n}[ctype]
+    expected_down = {AR: size, RS: size / n, AG: size * (n - 1) / n}[ctype]
+    assert all(v == pytest.approx(expected_up) for v in per_member_up.values())
+    assert all(v == pytest.approx(expected_down) for v in per_member_down.values())
+
+
+def test_nvls_tree_reduces_in_each_node_then_over_rail_trees():
+    shape = shaped(4, 4)
+    flows = flow_set(AR, range(16), 2.0**24, 2, "nvls_tree", shape=shape)
+    p2p = (flows.src_pos >= 0) & (flows.dst_pos >= 0)
+    domain, local = np.asarray(shape.domain), shape.local
+    assert (domain[flows.src_pos[p2p]] != domain[flows.dst_pos[p2p]]).all()  # only the trees cross nodes
+    assert (local[flows.src_pos[p2p]] == local[flows.dst_pos[p2p]]).all()    # each on its rail
+
+
+@pytest.mark.parametrize("algorithm", ["collnet_direct", "collnet_chain"])
+def test_collnet_reduces_across_nodes_in_the_network(algorithm):
+    shape = shaped(4, 4)
+    size = 2.0**24
+    flows = flow_set(AR, range(16), size, 4, algorithm, shape=shape)
+    assert flows.switch == "scale_out"
+    up = flows.dst_pos == SWITCH
+    # every node sends its whole (reduced) buffer up the network once
+    per_node = Counter()
+    for p, s in zip(flows.src_pos[up].tolist(), flows.size[up].tolist(), strict=True):
+        per_node[shape.domain[p]] += s
+    assert all(v == pytest.approx(size) for v in per_node.values())
+    p2p = (flows.src_pos >= 0) & (flows.dst_pos >= 0)
+    domain = np.asarray(shape.domain)
+    assert (domain[flows.src_pos[p2p]] == domain[flows.dst_pos[p2p]]).all()  # NVLink inside nodes only
+
+
+@pytest.mark.parametrize("ctype", [AG, RS])
+@pytest.mark.parametrize("n", [2, 5, 8, 16])
+def test_pat_takes_log_steps_and_moves_n_minus_1_over_n(ctype, n):
+    size = 2.0**20
+    flows = flow_set(ctype, range(n), size, 1, "pat")
+    assert flows.step.max() + 1 == (n - 1).bit_length()
+    for pos in range(n):
+        assert flows.bytes_sent_by(pos) == pytest.approx((n - 1) / n * size)
+        assert flows.bytes_received_by(pos) == pytest.approx((n - 1) / n * size)
+
+
+@pytest.mark.parametrize("ctype", [AR, AG, RS])
+def test_hierarchical_sends_only_a_1_over_m_share_across_nodes(ctype):
+    nodes, m, size = 4, 4, 2.0**24
+    shape = shaped(nodes, m)
+    flows = flow_set(ctype, range(16), size, 1, "hierarchical", shape=shape)
+    domain = np.asarray(shape.domain)
+    cross = domain[flows.src_pos] != domain[flows.dst_pos]
+    factor = 2 if ctype == AR else 1
+    for pos in range(16):  # each member sends (a ring's share of) 1/m of the buffer to other nodes
+        sent_out = flows.size[cross & (flows.src_pos == pos)].sum()
+        assert sent_out == pytest.approx(factor * (nodes - 1) / nodes * size / m)
+        assert flows.bytes_sent_by(pos) == pytest.approx(flows.bytes_received_by(pos))
+
+
+def test_pxn_relays_cross_rail_flows_through_the_rail_aligned_peer():
+    shape = shaped(2, 4)
+    direct = flow_set(A2A, range(8), 2.0**20, 1, "ring", shape=shape)
+    relayed = flow_set(A2A, range(8), 2.0**20, 1, "pxn", shape=shape)
+    domain, local = np.asarray(shape.domain), shape.local
+    cross = domain[relayed.src_pos] != domain[relayed.dst_pos]
+    assert (local[relayed.src_pos[cross]] == local[relayed.dst_pos[cross]]).all()
+    assert relayed.size.sum() > direct.size.sum()
+    assert sum(relayed.bytes_received_by(p) for p in range(8)) == pytest.approx(relayed.size.sum())
+
+
+@pytest.mark.parametrize("algorithm,ctype", [(a, c) for a in ALGORITHMS for c in ALGORITHMS[a]])
+def test_every_algorithm_builds_acyclic_flows_for_what_it_does(algorithm, ctype):
+    shape = shaped(1, 8) if algorithm == "nvls" else shaped(4, 4)
+    flows = flow_set(ctype, range(shape.n), 2.0**22, 4, algorithm, shape=shape)
+    assert len(flows) > 0 and (flows.size > 0).all()
+    # Kahn's algorithm over the parent links visits every flow: no cycles
+    children = [[] for _ in range(len(flows))]
+    pending = np.diff(flows.parent_ptr).copy()
+    for child, parent in zip(flows.parent_of.tolist(), flows.parent_idx.tolist(), strict=True):
+        children[parent].append(child)
+    ready = list(np.flatnonzero(pending == 0))
+    seen = 0
+    while ready:
+        f = ready.pop()
+        seen += 1
+        for c in children[f]:
+            pending[c] -= 1
+            if pending[c] == 0:
+                ready.append(c)
+    assert seen == len(flows)
+
+
+@pytest.mark.parametrize("algorithm,rail_aligned,expected", [
+    ("ring", False, 4), ("ring", True, None), ("tree", False, None), ("hierarchical", False, 4),
+    ("collnet_chain", False, 4), ("pat", False, 1),
+])
+def test_symmetry_is_the_shift_that_maps_the_flows_onto_themselves(algorithm, rail_aligned, expected):
+    shape = GroupShape.of(range(16), 4, rail_aligned)
+    ctype = AG if algorithm == "pat" else AR
+    flows = flow_set(ctype, range(16), 2.0**20, 4, algorithm, shape=shape)
+    assert flows.symmetry == expected
+    if expected is None:
+        return
+    # shifting every position by the symmetry gives back the same set of (step, channel, src, dst, size)
+    key = lambda src, dst: sorted(zip(flows.step.tolist(), flows.channel.tolist(), src.tolist(),  # noqa: E731
+                                      dst.tolist(), flows.size.tolist(), strict=True))
+    shift = lambda pos: np.where(pos >= 0, (pos + expected) % 16, pos)  # noqa: E731
+    assert key(shift(flows.src_pos), shift(flows.dst_pos)) == key(flows.src_pos, flows.dst_pos)
+
+
+def test_identical_channels_are_simulated_once_carrying_all_their_bytes():
+    one_node = flow_set(AR, range(8), 2.0**20, 16)
+    assert one_node.lanes == 16 and one_node.channel.max() == 0
+    shape = shaped(2, 4)
+    two_nodes = flow_set(AR, range(8), 2.0**20, 16, "ring", shape=shape)
+    assert two_nodes.lanes == 4 and two_nodes.channel.max() == 3  # one ring per member a channel starts at
+    assert two_nodes.size.sum() == pytest.approx(one_node.size.sum())
+
+
 def test_decompose_collective_as_the_seed_readme_calls_it():
     result, next_flow_id = decompose_collective(collective_type="AllReduce", group_ranks=[0, 1, 2, 3],
                                                 data_size=1024 * 1024, num_channels=2, algorithm="ring")
-    assert len(result.flows) == 2 * 3 * 4 * 2
+    assert sum(f.bytes for f in result.flows) == pytest.approx(2 * 3 * 1024 * 1024)
     assert next_flow_id == len(result.flows)
     by_id = {f.flow_id: f for f in result.flows}
     for flow in result.flows:
-        assert flow.bytes == 1024 * 1024 / (4 * 2)
         for parent in flow.parent_flow_ids:
             assert flow.flow_id in by_id[parent].child_flow_ids
             assert by_id[parent].dst == flow.src
@@ -81,10 +264,17 @@ def test_flow_ids_continue_from_the_given_start_and_map_ranks():
     assert {(f.src, f.dst) for f in result.flows} == {(8, 16), (16, 24), (24, 8)}
 
 
-@pytest.mark.parametrize("algorithm", ["tree", "nvls", "nvls_tree", "collnet_direct", "collnet_chain", "auto"])
-def test_algorithms_not_built_are_refused_not_replaced(algorithm):
-    with pytest.raises(ValueError, match="not built yet"):
-        decompose_collective("AllReduce", [0, 1, 2, 3], 1024, 1, algorithm=algorithm)
+def test_algorithms_refuse_what_they_do_not_do():
+    with pytest.raises(ValueError, match="AllGather has no tree decomposition"):
+        flow_set(AG, range(4), 1024, 1, "tree")
+    with pytest.raises(ValueError, match="nvls runs inside one NVLink domain"):
+        flow_set(AR, range(8), 1024, 1, "nvls", shape=shaped(2, 4))
+    with pytest.raises(ValueError, match="reduces across nodes in the network"):
+        flow_set(AR, range(8), 1024, 1, "collnet_chain")
+    with pytest.raises(ValueError, match="same number of group members on every node"):
+        flow_set(AR, range(5), 1024, 1, "tree", shape=GroupShape((0, 0, 0, 1, 1)))
+    with pytest.raises(ValueError, match=r"resolve it with collective\.tuner"):
+        decompose_collective("AllReduce", [0, 1, 2, 3], 1024, 1, algorithm="auto")
 
 
 def test_unknown_algorithm_and_bad_arguments_are_refused():
@@ -96,6 +286,8 @@ def test_unknown_algorithm_and_bad_arguments_are_refused():
         flow_set("AllReduce", [0, 1, 1], 1024, 1)
     with pytest.raises(ValueError, match="channels"):
         flow_set("AllReduce", [0, 1], 1024, 0)
+    with pytest.raises(ValueError, match="protocol"):
+        flow_set("AllReduce", [0, 1], 1024, 1, protocol="ll256")
 
 
 def test_single_member_group_has_no_flows():

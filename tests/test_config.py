@@ -365,18 +365,24 @@ CHECKS = {
     "ep does not divide dp": (
         [*DP2, ("workload.parallelism.ep", 4), ("workload.model.moe", {"num_experts": 8, "top_k": 2})],
         "workload.parallelism.ep", ["4 does not divide dp*cp = 2", "expert parallelism"]),
-    "context parallelism refused": (
-        [("workload.parallelism.tp", 1), ("workload.parallelism.cp", 2)],
-        "workload.parallelism.cp", ["context parallelism is not built"]),
+    "sequence not split evenly by context parallelism": (
+        [("workload.parallelism.tp", 1), ("workload.parallelism.cp", 2), ("workload.training.sequence_length", 2046)],
+        "workload.training.sequence_length", ["2046 is not divisible by 2*cp = 4"]),
+    "interleaving without pipeline": (
+        [("workload.parallelism.pp", 1), ("workload.parallelism.tp", 4), ("workload.parallelism.vpp", 2)],
+        "workload.parallelism.vpp", ["needs pipeline parallelism"]),
+    "interleaved chunks do not divide layers": (
+        [("workload.parallelism.vpp", 3)],
+        "workload.parallelism.vpp", ["pp*vpp = 6 does not divide num_layers 32"]),
+    "fsdp with distributed optimizer": (
+        [("workload.parallelism.fsdp", "full_shard"), ("workload.parallelism.distributed_optimizer", True)],
+        "workload.parallelism.fsdp", ["already shards the optimizer"]),
     "unknown parallelism key": (
         [("workload.parallelism.foo", 1)],
         "workload.parallelism.foo", ["unknown key"]),
-    "tree algorithm refused": (
-        [("collective.algorithm", "tree")],
-        "collective.algorithm", ["'tree'", "not built"]),
-    "auto algorithm refused": (
-        [("collective.algorithm", "auto")],
-        "collective.algorithm", ["'auto'", "not built", "ring"]),
+    "unknown algorithm refused": (
+        [("collective.algorithm", "warp")],
+        "collective.algorithm", ["'warp'", "ring"]),
     "fp8 on an A100": (
         [("datacenter.node.gpu", {"name": "A100"}), ("workload.training.dtype", "fp8")],
         "workload.training.dtype", ["A100", "no fp8 peak"]),

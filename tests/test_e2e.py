@@ -91,8 +91,9 @@ def test_collective_cli_reports_nccl_tests_columns():
     assert run.returncode == 0, run.stderr
     (row,) = json.loads(run.stdout)
     assert set(row) == {"size_bytes", "time_us", "algbw_GBps", "busbw_GBps"}
-    # 2880 Gbps NVSwitch ports: a large ring all-reduce approaches 360 GB/s of bus bandwidth
-    assert row["busbw_GBps"] == pytest.approx(360, rel=1e-3)
+    # 2880 Gbps NVSwitch ports: a large all-reduce can never beat 360 GB/s of bus bandwidth, and with
+    # NVLink's calibrated protocol efficiency it gets most of it
+    assert 0.5 * 360 < row["busbw_GBps"] <= 360
     assert row["busbw_GBps"] == pytest.approx(row["algbw_GBps"] * 2 * 3 / 4)
     table = cli("collective", str(SEED_SCENARIO), "--sizes", "1MiB,64MiB")
     assert "busbw" in table.stdout and "64MiB" in table.stdout

@@ -1,4 +1,5 @@
-"""Replay and network model: fair sharing, closed forms for rings, monotonicity, folding exactness."""
+"""Replay and network model: fair sharing, rate limits, closed forms, pipelines, contention, monotonicity,
+folding exactness."""
 
 from __future__ import annotations
 
@@ -8,25 +9,37 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from helpers import gpt_scenario
-from simulon.config import DatacenterConfig
+from simulon.collective import flow_set
+from simulon.collective.nccl import pipeline_chunks
+from simulon.config import DatacenterConfig, ScenarioConfig
+from simulon.config.scenario import CollectiveConfig
 from simulon.dag.fold import Fold
 from simulon.dag.nodes import ExecutionDAG, NodeKind
 from simulon.engine import replay
+from simulon.engine.analytic import SteadyState
 from simulon.network import Topology
+from simulon.network.calibration import LinkModel
 from simulon.pipeline import simulate, time_collective
 from simulon.workload.program import CollType
 
 GB = 1e9
+IDEAL = LinkModel.ideal()
 
 
 def datacenter(nodes: int = 1, gpus: int = 4, nvlink: str = "100GBps", nic: str = "400Gbps",
-               nvlink_latency: str = "0us", nic_latency: str = "0us", gpus_per_nic: int = 1) -> DatacenterConfig:
+               nvlink_latency: str = "0us", nic_latency: str = "0us", gpus_per_nic: int = 1,
+               topology: dict | str = "single-switch") -> DatacenterConfig:
     return DatacenterConfig.model_validate({
         "cluster": {"num_nodes": nodes},
         "node": {"gpus_per_node": gpus, "gpus_per_nic": gpus_per_nic, "gpu": "H100"},
         "network": {"scale_up": {"switch": {"port_speed": nvlink, "latency": nvlink_latency}},
-                    "scale_out": {"nic": {"speed": nic, "latency": nic_latency}}},
+                    "scale_out": {"nic": {"speed": nic, "latency": nic_latency}, "topology": topology}},
     })
+
+
+def timed(dc: DatacenterConfig, ctype: CollType, group, size: float, algorithm: str = "ring", channels: int = 1,
+          others=(), model: LinkModel = IDEAL):
+    return time_collective(dc, ctype, tuple(group), size, algorithm, channels, "simple", others, model)
 
 
 def hand_dag(flows: list[tuple[int, int, float]], num_gpus: int, edges: list[tuple[int, int]] = ()) -> ExecutionDAG:
@@ -39,14 +52,14 @@ def hand_dag(flows: list[tuple[int, int, float]], num_gpus: int, edges: list[tup
         kind=col([NodeKind.flow] * n, np.uint8), gpu=col([f[0] for f in flows], np.int32),
         peer=col([f[1] for f in flows], np.int32), stream=col([0] * n, np.uint8), kernel=col([-1] * n, np.int32),
         layer=col([-1] * n, np.int32), microbatch=col([-1] * n, np.int32), stage=col([0] * n, np.int16),
-        coll=col([0] * n, np.int32), size=col([f[2] for f in flows], np.float64), parent=col([-1] * n, np.int64),
+        coll=col([-1] * n, np.int32), size=col([f[2] for f in flows], np.float64), parent=col([-1] * n, np.int64),
         edge_src=col(src, np.int64), edge_dst=col(dst, np.int64), kernel_specs=[], collectives=[],
         num_gpus=num_gpus, multiplicity=np.ones(num_gpus, dtype=np.int64), duration=np.zeros(n))
 
 
 def run_flows(dc: DatacenterConfig, flows, edges=()):
     dag = hand_dag(flows, dc.num_gpus, edges)
-    return replay(dag, Topology.from_datacenter(dc), Fold.identity(dc.num_gpus))
+    return replay(dag, Topology.from_datacenter(dc, model=IDEAL), Fold.identity(dc.num_gpus))
 
 
 def test_two_flows_on_one_link_each_get_half():
@@ -81,11 +94,20 @@ def test_dependent_flow_waits_for_its_parent():
     assert timeline.finish[1] == pytest.approx(2 * (0.01 + 1e-6))
 
 
+def test_a_variable_length_route_loads_every_hop():
+    # rail 0 to rail 1 on a two-tier fabric with one spine: NIC, leaf, spine, leaf, NIC
+    spec = {"tiers": 2, "rail_optimized": True, "nics_per_leaf": 4, "spines": 1, "oversubscription": 4.0}
+    dc = datacenter(nodes=4, gpus=2, nic="400Gbps", topology=spec)
+    # two flows from different leaves' NICs share nothing but the single 50 GB/s spine link of leaf 0
+    timeline = run_flows(dc, [(0, 3, 1e9), (2, 5, 1e9)])
+    assert timeline.finish == pytest.approx([2 * 1e9 / (50 * GB)] * 2)
+
+
 @pytest.mark.parametrize("n", [2, 4, 8])
 def test_ring_all_reduce_matches_closed_form(n):
     bw, lat, size = 100 * GB, 2e-6, 256 * 2**20
     dc = datacenter(gpus=8, nvlink="100GBps", nvlink_latency="2us")
-    timing = time_collective(dc, CollType.AllReduce, tuple(range(n)), size)
+    timing = timed(dc, CollType.AllReduce, range(n), size)
     expected = 2 * (n - 1) / n * size / bw + 2 * (n - 1) * lat
     assert timing.time_us * 1e-6 == pytest.approx(expected, rel=1e-9)
     assert timing.busbw_GBps == pytest.approx(size / expected / GB * 2 * (n - 1) / n)
@@ -95,22 +117,55 @@ def test_ring_all_reduce_matches_closed_form(n):
 def test_ring_gather_scatter_match_closed_form(ctype):
     n, bw, size = 8, 100 * GB, 2**30
     dc = datacenter(gpus=8, nvlink="100GBps")
-    timing = time_collective(dc, ctype, tuple(range(n)), size)
+    timing = timed(dc, ctype, range(n), size)
     assert timing.time_us * 1e-6 == pytest.approx((n - 1) / n * size / bw, rel=1e-9)
 
 
 def test_more_channels_share_the_same_links():
     dc = datacenter(gpus=8, nvlink="100GBps")
-    one = time_collective(dc, CollType.AllReduce, tuple(range(8)), 2**30, channels=1)
-    eight = time_collective(dc, CollType.AllReduce, tuple(range(8)), 2**30, channels=8)
+    one = timed(dc, CollType.AllReduce, range(8), 2**30, channels=1)
+    eight = timed(dc, CollType.AllReduce, range(8), 2**30, channels=8)
     assert eight.time_us == pytest.approx(one.time_us, rel=1e-6)
     assert eight.busbw_GBps <= 100 * (1 + 1e-9)
+
+
+def test_a_channel_moves_no_faster_than_its_limit_and_more_channels_add_up():
+    limited = LinkModel("test", "test", 1.0, 1.0, 1.0, 0.0, (0.0,) * 3, (0.0,) * 3, (0.0,) * 3, (10 * GB,) * 3)
+    dc = datacenter(nodes=2, gpus=1, nic="400Gbps")
+    size = 2**30
+    for channels in (1, 2, 4):
+        timing = timed(dc, CollType.AllReduce, range(2), size, channels=channels, model=limited)
+        rate = min(channels * 10 * GB, 50 * GB)
+        assert timing.time_us * 1e-6 == pytest.approx(size / rate, rel=1e-9)
+
+
+def test_a_pipelined_tree_streams_its_chunks():
+    # a tree over two GPUs is one edge: chunks go up back to back, each comes down once it has arrived
+    lat, bw, size = 1e-6, 100 * GB, 2**28
+    dc = datacenter(gpus=2, nvlink="100GBps", nvlink_latency="1us")
+    chunks = pipeline_chunks(size, "simple")
+    timing = timed(dc, CollType.AllReduce, range(2), size, algorithm="tree")
+    assert timing.time_us * 1e-6 == pytest.approx((chunks + 1) * size / chunks / bw + 2 * lat, rel=1e-9)
+
+
+def test_in_switch_all_reduce_moves_each_shard_once_each_way():
+    # NVLS: every port carries the buffer up plus its shard, and its shard plus the others' down, pipelined
+    dc = DatacenterConfig.model_validate({
+        "cluster": {"num_nodes": 1}, "node": {"gpus_per_node": 8, "gpu": "H100"},
+        "network": {"scale_up": {"switch": {"port_speed": "100GBps", "in_network_reduction": True}}}})
+    n, size = 8, 2**30
+    timing = timed(dc, CollType.AllReduce, range(n), size, algorithm="nvls")
+    chunks = pipeline_chunks(size / n, "simple")
+    steady = size * (1 + 1 / n) / (100 * GB)
+    assert steady < timing.time_us * 1e-6 <= steady * (1 + 1.0 / chunks) * (1 + 1e-9)
+    ring = timed(dc, CollType.AllReduce, range(n), size)
+    assert timing.time_us < ring.time_us
 
 
 def test_all_to_all_cannot_beat_the_nic():
     dc = datacenter(nodes=8, gpus=1, nic="400Gbps")
     size = 2**30
-    timing = time_collective(dc, CollType.AllToAll, tuple(range(8)), size, channels=4)
+    timing = timed(dc, CollType.AllToAll, range(8), size, channels=4)
     assert timing.time_us * 1e-6 == pytest.approx(7 / 8 * size / 50e9, rel=1e-9)
 
 
@@ -121,13 +176,35 @@ def test_shared_nic_halves_inter_node_bandwidth():
     assert run_flows(shared, flows).makespan == pytest.approx(2 * run_flows(alone, flows).makespan)
 
 
+@pytest.mark.parametrize("groups", [1, 2, 4])
+def test_groups_crossing_an_oversubscribed_spine_slow_down_in_proportion(groups):
+    # 8 one-GPU nodes, 4 under each leaf; DP group k = node k and node k+4, so each crosses the spine.
+    # 4:1 oversubscribed, a leaf's uplink carries one NIC's worth: g groups share it. Non-blocking: they do not.
+    spec = {"tiers": 2, "rail_optimized": False, "nics_per_leaf": 4, "spines": 1}
+    size = 2**30
+    members = [(k, k + 4) for k in range(groups)]
+    times = {}
+    for ratio in (1.0, 4.0):
+        dc = datacenter(nodes=8, gpus=1, nic="400Gbps", topology={**spec, "oversubscription": ratio})
+        times[ratio] = timed(dc, CollType.AllReduce, members[0], size, others=members[1:]).time_us
+    alone = size / (50 * GB) * 1e6  # a two-member ring all-reduce moves the buffer once each way
+    assert times[1.0] == pytest.approx(alone, rel=1e-9)
+    assert times[4.0] == pytest.approx(groups * alone, rel=1e-9)
+
+
 @settings(max_examples=25, deadline=None)
 @given(slow=st.integers(10, 400), extra=st.integers(1, 400), n=st.sampled_from([2, 4, 8]),
-       op=st.sampled_from(list(CollType)[:4]), size=st.sampled_from([2**16, 2**22, 2**28]))
-def test_more_bandwidth_is_never_slower_for_a_collective(slow, extra, n, op, size):
+       op=st.sampled_from(list(CollType)[:4]), size=st.sampled_from([2**16, 2**22, 2**28]),
+       algorithm=st.sampled_from(["ring", "pat", "hierarchical"]))
+def test_more_bandwidth_is_never_slower_for_a_collective(slow, extra, n, op, size, algorithm):
+    if algorithm == "pat" and op not in (CollType.AllGather, CollType.ReduceScatter):
+        algorithm = "ring"
+    if algorithm == "hierarchical" and op == CollType.AllToAll:
+        algorithm = "ring"
     group = tuple(range(n))
-    t_slow = time_collective(datacenter(nodes=n, gpus=1, nic=f"{slow}Gbps", nic_latency="1us"), op, group, size)
-    t_fast = time_collective(datacenter(nodes=n, gpus=1, nic=f"{slow + extra}Gbps", nic_latency="1us"), op, group, size)
+    t_slow = timed(datacenter(nodes=n, gpus=1, nic=f"{slow}Gbps", nic_latency="1us"), op, group, size, algorithm)
+    t_fast = timed(datacenter(nodes=n, gpus=1, nic=f"{slow + extra}Gbps", nic_latency="1us"), op, group, size,
+                   algorithm)
     assert t_fast.time_us <= t_slow.time_us * (1 + 1e-9)
 
 
@@ -136,6 +213,14 @@ def test_more_nic_bandwidth_is_never_slower_for_training(nic):
     slow = simulate(gpt_scenario(nodes=4, gpus_per_node=2, tp=2, pp=2, nic="25Gbps")).result
     fast = simulate(gpt_scenario(nodes=4, gpus_per_node=2, tp=2, pp=2, nic=nic)).result
     assert fast.iteration_time_ms <= slow.iteration_time_ms * (1 + 1e-9)
+
+
+def with_collectives(sc: ScenarioConfig, algorithm: str, nvls: bool = False) -> ScenarioConfig:
+    """The scenario with another collective algorithm (and NVLS-capable NVSwitches)."""
+    data = sc.model_dump(mode="json", exclude_none=True)
+    data["collective"] = {"algorithm": algorithm}
+    data["datacenter"]["network"]["scale_up"]["switch"]["in_network_reduction"] = nvls
+    return ScenarioConfig.model_validate(data)
 
 
 FOLD_CASES = {
@@ -159,3 +244,53 @@ def test_symmetric_folding_agrees_with_full_expansion(case):
     for name, value in full.result.breakdown.items():
         assert folded.result.breakdown[name] == pytest.approx(value, rel=1e-6, abs=1e-9)
     assert folded.result.tflops_per_gpu == pytest.approx(full.result.tflops_per_gpu, rel=1e-9)
+
+
+def test_trees_are_not_folded_and_nvls_peers_are():
+    # auto: the data-parallel gradient all-reduce across 16 nodes runs as a tree (a root, leaves: members
+    # differ), so the dp axis stays unfolded; tensor-parallel all-reduces inside a node run on NVLS, folded
+    sc = with_collectives(gpt_scenario(nodes=16, gpus_per_node=4, tp=4, pp=1, gbs=32, hidden=512, seq=4096,
+                                       vocab=1024, layers=2), "auto", nvls=True)
+    full = simulate(sc, "full")
+    folded = simulate(sc, "symmetric")
+    algorithms = {(c.group[1] - c.group[0], c.algorithm) for c in full.dag.collectives}
+    assert (1, "nvls") in algorithms and (4, "tree") in algorithms
+    assert folded.fold.axes == ("tp",)
+    assert folded.result.simulated_gpus == 16
+    assert folded.result.iteration_time_ms == pytest.approx(full.result.iteration_time_ms, rel=1e-9)
+
+
+def test_a_fixed_tree_everywhere_folds_nothing():
+    sc = with_collectives(gpt_scenario(nodes=4, gpus_per_node=2, tp=2, pp=1), "tree")
+    assert simulate(sc, "symmetric").fold.axes == ()
+
+
+def test_collective_config_defaults_keep_ring_and_let_nccl_pick_protocol_and_channels():
+    config = CollectiveConfig()
+    assert (config.algorithm, config.protocol, config.num_channels) == ("ring", "auto", None)
+
+
+@pytest.mark.parametrize("algorithm,tolerance", [("ring", 0.25), ("nvls_tree", 0.2), ("tree", 0.9)])
+def test_the_steady_state_estimate_stays_near_replay(algorithm, tolerance, monkeypatch):
+    # what `simulon collective` reports for collectives too large to replay, against replay where both run
+    import simulon.pipeline as pipeline
+
+    dc = DatacenterConfig.model_validate({"from": "dgx-h100", "cluster": {"num_nodes": 4},
+                                          "network": {"scale_out": {"topology": "spectrum-x"}}})
+    sizes = [2.0**16, 2.0**22, 2.0**28]
+    monkeypatch.setattr(pipeline, "REPLAY_MAX_FLOWS", 10**9)
+    replayed = pipeline.collective_sweep(dc, CollType.AllReduce, tuple(range(32)), sizes, algorithm)
+    monkeypatch.setattr(pipeline, "REPLAY_MAX_FLOWS", 0)
+    estimated = pipeline.collective_sweep(dc, CollType.AllReduce, tuple(range(32)), sizes, algorithm)
+    assert [r.model for r in replayed] == ["replay"] * 3 and [e.model for e in estimated] == ["estimate"] * 3
+    for r, e in zip(replayed, estimated, strict=True):
+        assert e.time_us == pytest.approx(r.time_us, rel=tolerance)
+
+
+def test_the_steady_state_estimate_of_a_ring_on_identical_links_is_exact():
+    n, size = 8, 2.0**28
+    dc = datacenter(gpus=8, nvlink="100GBps", nvlink_latency="2us")
+    flows = flow_set(CollType.AllReduce, range(n), size, 1, "ring", "simple", one_period=True)
+    assert len(flows) == n and flows.periods == 2 * (n - 1)
+    seconds = SteadyState(Topology.from_datacenter(dc, model=IDEAL)).estimate([flows], "simple")
+    assert seconds == pytest.approx(2 * (n - 1) / n * size / (100 * GB) + 2 * (n - 1) * 2e-6, rel=1e-9)

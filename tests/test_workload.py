@@ -16,12 +16,12 @@ from simulon.workload.kernels import Phase
 from simulon.workload.layout import RankLayout
 from simulon.workload.megatron import MegatronTracer
 from simulon.workload.program import CollectiveOp, CollType, ComputeOp
-from simulon.workload.schedule import OneFOneBScheduler
+from simulon.workload.schedule import OneFOneBScheduler, Step
 
 
 def total_model_flops(sc) -> float:
     dag, _, _ = build_dag(sc)
-    return float((dag.kernel_flops() * dag.multiplicity[dag.gpu]).sum())
+    return dag.total_flops()
 
 
 @pytest.mark.parametrize(("tp", "pp"), [(1, 1), (2, 1), (1, 2), (2, 2), (4, 1)])
@@ -59,16 +59,16 @@ def test_one_f_one_b_order(p, m):
     sched = OneFOneBScheduler()
     for stage in range(p):
         steps = sched.steps(stage, p, m)
-        assert sorted(steps) == sorted([("F", i) for i in range(m)] + [("B", i) for i in range(m)])
+        assert sorted(steps) == sorted([Step("F", i) for i in range(m)] + [Step("B", i) for i in range(m)])
         warmup = min(p - stage - 1, m)
-        assert steps[:warmup] == [("F", i) for i in range(warmup)]
+        assert steps[:warmup] == [Step("F", i) for i in range(warmup)]
         steady = steps[warmup:warmup + 2 * (m - warmup)]
-        assert steady[0::2] == [("F", warmup + i) for i in range(m - warmup)]
-        assert steady[1::2] == [("B", i) for i in range(m - warmup)]
-        assert steps[warmup + 2 * (m - warmup):] == [("B", i) for i in range(m - warmup, m)]
+        assert steady[0::2] == [Step("F", warmup + i) for i in range(m - warmup)]
+        assert steady[1::2] == [Step("B", i) for i in range(m - warmup)]
+        assert steps[warmup + 2 * (m - warmup):] == [Step("B", i) for i in range(m - warmup, m)]
         # at most p - stage micro-batches are in flight (activation memory of 1F1B)
         in_flight = peak = 0
-        for kind, _ in steps:
+        for kind, *_ in steps:
             in_flight += 1 if kind == "F" else -1
             peak = max(peak, in_flight)
         assert peak <= min(p - stage, m)

@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from .analysis.result import SimulationResult, summarize
+from .collective.decompose import flow_set
 from .collective.metrics import bus_bandwidth_factor
+from .collective.tuner import CollectivePlan
 from .compute.populate import populate
 from .config.dc import DatacenterConfig
 from .config.scenario import ScenarioConfig
 from .dag.builder import DAGBuilder, collective_dag
-from .dag.fold import Fold, FoldMode, choose_fold
+from .dag.fold import Fold, FoldMode, choose_fold, fold_group, nics_consistent, symmetric_axes
 from .dag.nodes import ExecutionDAG
+from .engine.analytic import SteadyState
 from .engine.replay import Timeline, replay
+from .network.calibration import LinkModel
 from .network.topology import Topology
 from .workload.megatron import MegatronTracer
 from .workload.program import CollType
@@ -36,10 +41,13 @@ def build_dag(sc: ScenarioConfig, fold_mode: FoldMode = "auto") -> tuple[Executi
     dc, wl = sc.datacenter, sc.workload
     num_gpus = wl.training.num_gpus or dc.num_gpus
     tracer = MegatronTracer(wl, num_gpus)
-    fold = choose_fold(tracer.layout, dc.node.gpus_per_node, dc.node.gpus_per_nic, fold_mode)
-    dag = DAGBuilder(tracer.stage_programs(), tracer.layout, fold, sc.collective.algorithm,
-                     sc.collective.num_channels).build()
-    return dag, Topology.from_datacenter(dc, num_gpus), fold
+    topology = Topology.from_datacenter(dc, num_gpus)
+    plan = CollectivePlan.from_config(topology, sc.collective)
+    programs = tracer.stage_programs()
+    axes = symmetric_axes(programs, tracer.layout, plan.foldable) if topology.foldable else set()
+    fold = choose_fold(tracer.layout, dc.node.gpus_per_node, dc.node.gpus_per_nic, fold_mode, axes)
+    dag = DAGBuilder(programs, tracer.layout, fold, plan).build()
+    return dag, topology, fold
 
 
 def simulate(sc: ScenarioConfig, fold_mode: FoldMode = "auto") -> Simulation:
@@ -54,20 +62,61 @@ def simulate(sc: ScenarioConfig, fold_mode: FoldMode = "auto") -> Simulation:
 
 @dataclass(frozen=True)
 class CollectiveTiming:
-    """One collective of one size, reported the nccl-tests way."""
+    """One collective of one size, reported the nccl-tests way, and how it ran."""
 
     size_bytes: float
     time_us: float
     algbw_GBps: float
     busbw_GBps: float
+    algorithm: str
+    protocol: str
+    channels: int
+    model: str   # replay (flow by flow) or estimate (steady state, for collectives too large to replay)
+
+
+REPLAY_MAX_FLOWS = 20_000
+"""A lone collective with more flows than this is estimated in steady state rather than replayed (a cost
+bound: replay takes about 10 us per flow)."""
+
+
+def collective_sweep(dc: DatacenterConfig, ctype: CollType, group: tuple[int, ...], sizes: Sequence[float],
+                     algorithm: str = "ring", channels: int | None = None, protocol: str = "auto",
+                     others: Sequence[tuple[int, ...]] = (), model: LinkModel | None = None) -> list[CollectiveTiming]:
+    """Simulate one collective alone on the datacenter at each size, from every member joining to the last
+    finishing (replayed flow by flow, or estimated in steady state when too large).
+
+    `others`: more groups running the same collective at the same time. Identical groups of a symmetric
+    algorithm, on a fabric where every member sees the same links, are simulated through one member.
+    """
+    topology = Topology.from_datacenter(dc, model=model)
+    plan = CollectivePlan(topology, algorithm, protocol, channels)
+    groups = [tuple(group), *(tuple(g) for g in others)]
+    folds = topology.foldable and len({plan.shape(g) for g in groups}) == 1
+    steady = SteadyState(topology)
+    rows = []
+    for size in sizes:
+        choice = plan.choose(ctype, group, size)
+        fold = Fold.identity(dc.num_gpus)
+        if folds and plan.symmetry(ctype, group, size) == 1:
+            candidate = fold_group(dc.num_gpus, groups)
+            if nics_consistent(candidate.rep, dc.node.gpus_per_nic):
+                fold = candidate
+        sets = [] if fold.axes else [flow_set(ctype, g, size, choice.channels, choice.algorithm, choice.protocol,
+                                              plan.shape(g), one_period=True) for g in groups]
+        if sum(len(fs) * fs.periods for fs in sets) > REPLAY_MAX_FLOWS:
+            seconds, how = steady.estimate(sets, choice.protocol), "estimate"
+        else:
+            dag = collective_dag(ctype, groups, size, dc.num_gpus, plan, fold)
+            dag.duration = np.zeros(dag.num_nodes)  # a lone collective has no kernels
+            seconds, how = replay(dag, topology, fold).makespan, "replay"
+        algbw = size / seconds / 1e9 if seconds > 0 else 0.0
+        rows.append(CollectiveTiming(size, seconds * 1e6, algbw, algbw * bus_bandwidth_factor(ctype, len(group)),
+                                     choice.algorithm, choice.protocol, choice.channels, how))
+    return rows
 
 
 def time_collective(dc: DatacenterConfig, ctype: CollType, group: tuple[int, ...], size: float,
-                    algorithm: str = "ring", channels: int = 1) -> CollectiveTiming:
-    """Simulate one collective alone on the datacenter, from every member joining to the last finishing."""
-    topology = Topology.from_datacenter(dc)
-    dag = collective_dag(ctype, group, size, dc.num_gpus, algorithm, channels)
-    dag.duration = np.zeros(dag.num_nodes)  # a lone collective has no kernels
-    seconds = replay(dag, topology, Fold.identity(dc.num_gpus)).makespan
-    algbw = size / seconds / 1e9 if seconds > 0 else 0.0
-    return CollectiveTiming(size, seconds * 1e6, algbw, algbw * bus_bandwidth_factor(ctype, len(group)))
+                    algorithm: str = "ring", channels: int | None = None, protocol: str = "auto",
+                    others: Sequence[tuple[int, ...]] = (), model: LinkModel | None = None) -> CollectiveTiming:
+    """One size of collective_sweep."""
+    return collective_sweep(dc, ctype, group, [size], algorithm, channels, protocol, others, model)[0]

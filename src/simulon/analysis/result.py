@@ -32,6 +32,8 @@ class SimulationResult:
     tokens_per_s: float
     tflops_per_gpu: float    # model FLOPs (Narayanan et al. convention, no recompute)
     mfu: float
+    hardware_tflops_per_gpu: float  # also counting recomputed forward kernels
+    hfu: float
     breakdown: dict[str, float]
     per_gpu: list[GPUBreakdown] = field(default_factory=list)
 
@@ -61,7 +63,7 @@ def summarize(dag: ExecutionDAG, timeline: Timeline, tokens_per_iteration: float
     compute_by_gpu = _by_gpu(dag.gpu[compute], timeline.start[compute], timeline.finish[compute], simulated)
     # communication a GPU takes part in: its span in each collective (markers come in start/end pairs)
     # and every pipeline flow it sends or receives
-    markers = np.flatnonzero(dag.kind == NodeKind.marker)
+    markers = np.flatnonzero((dag.kind == NodeKind.marker) & (dag.coll >= 0))  # collective spans
     p2p = np.flatnonzero((dag.kind == NodeKind.flow) & (dag.coll < 0))
     comm_by_gpu = _by_gpu(
         np.concatenate([dag.gpu[markers[0::2]], dag.gpu[p2p], dag.peer[p2p]]),
@@ -81,8 +83,9 @@ def summarize(dag: ExecutionDAG, timeline: Timeline, tokens_per_iteration: float
     def mean(attr: str) -> float:
         return float(np.average([getattr(b, attr) for b in per_gpu], weights=weights))
 
-    model_flops = float((dag.kernel_flops() * dag.multiplicity[dag.gpu]).sum())
-    flops_per_gpu = model_flops / iteration / dag.num_gpus if iteration > 0 else 0.0
+    per_gpu_second = 1 / iteration / dag.num_gpus if iteration > 0 else 0.0
+    flops_per_gpu = dag.total_flops() * per_gpu_second
+    hardware_flops_per_gpu = dag.total_flops(include_recompute=True) * per_gpu_second
     return SimulationResult(
         iteration_time_ms=iteration * 1e3,
         num_gpus=dag.num_gpus,
@@ -90,6 +93,8 @@ def summarize(dag: ExecutionDAG, timeline: Timeline, tokens_per_iteration: float
         tokens_per_s=tokens_per_iteration / iteration if iteration > 0 else 0.0,
         tflops_per_gpu=flops_per_gpu / 1e12,
         mfu=flops_per_gpu / peak_flops,
+        hardware_tflops_per_gpu=hardware_flops_per_gpu / 1e12,
+        hfu=hardware_flops_per_gpu / peak_flops,
         breakdown={name: mean(name) for name in ("compute_ms", "exposed_comm_ms", "overlapped_comm_ms", "bubble_ms")},
         per_gpu=per_gpu,
     )

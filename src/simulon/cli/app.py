@@ -16,11 +16,15 @@ from ..config.loading import ConfigError, load_scenario, one_line
 from ..config.units import format_size, parse_size
 from ..workload.program import CollType
 from .output import print_table
+from .profile import app as profile_app
+from .topology import topology as topology_command
 from .validate import app as validate_app
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Simulate LLM training iterations and collectives on AI clusters.")
 app.add_typer(validate_app, name="validate")
+app.command(name="topology")(topology_command)
+app.add_typer(profile_app, name="profile")
 
 OPS = {"allreduce": CollType.AllReduce, "allgather": CollType.AllGather,
        "reducescatter": CollType.ReduceScatter, "alltoall": CollType.AllToAll}
@@ -132,12 +136,15 @@ def collective(
     op: Annotated[str, typer.Option(help="allreduce | allgather | reducescatter | alltoall")] = "allreduce",
     group: Annotated[str | None, typer.Option(help="ranks like 0-7 or 0,8,16,24 (default: every GPU)")] = None,
     sizes: Annotated[str | None, typer.Option(help="sizes like 1KiB,64MiB,1GiB (default: 1KiB..1GiB doubling)")] = None,
-    algorithm: Annotated[str | None, typer.Option(help="collective algorithm (default: the scenario's)")] = None,
-    channels: Annotated[int | None, typer.Option(help="channels (default: the scenario's num_channels)")] = None,
+    algorithm: Annotated[str | None, typer.Option(help="ring, tree, nvls, nvls_tree, collnet_direct, collnet_chain, "
+                                                  "pat, hierarchical, pxn or auto (default: the scenario's)")] = None,
+    protocol: Annotated[str | None, typer.Option(help="simple, ll, ll128 or auto (default: the scenario's)")] = None,
+    channels: Annotated[int | None, typer.Option(help="channels (default: the scenario's num_channels, else "
+                                                 "NCCL's count for the message)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print a JSON list instead of a table")] = False,
 ) -> None:
     """Simulate one collective over a message-size sweep, like nccl-tests without GPUs."""
-    from ..pipeline import time_collective
+    from ..pipeline import collective_sweep
 
     if op not in OPS:
         raise BadInput(f"--op: expected one of {', '.join(OPS)}, got {op!r}")
@@ -145,21 +152,23 @@ def collective(
     dc = sc.datacenter
     ranks = parse_ranks(group, dc.num_gpus) if group is not None else tuple(range(dc.num_gpus))
     algo = algorithm or sc.collective.algorithm
+    proto = protocol or sc.collective.protocol
     chans = channels if channels is not None else sc.collective.num_channels
-    if chans < 1:
+    if chans is not None and chans < 1:
         raise BadInput(f"--channels: must be at least 1, got {chans}")
     try:
-        rows = [time_collective(dc, OPS[op], ranks, size, algo, chans) for size in parse_sizes(sizes)]
+        rows = collective_sweep(dc, OPS[op], ranks, parse_sizes(sizes), algo, chans, proto)
     except ValueError as exc:
-        raise BadInput(f"--algorithm: {exc}") from None
+        option = "--protocol" if "protocol" in str(exc) else "--algorithm"
+        raise BadInput(f"{option}: {exc}") from None
     if as_json:
         print(json.dumps([{"size_bytes": r.size_bytes, "time_us": r.time_us, "algbw_GBps": r.algbw_GBps,
                            "busbw_GBps": r.busbw_GBps} for r in rows]))
         return
-    print_table(f"{op} over {len(ranks)} GPUs, {algo}, {chans} channel(s)",
-           ("size", "time (us)", "algbw (GB/s)", "busbw (GB/s)"),
-           [(format_size(r.size_bytes), f"{r.time_us:.2f}", f"{r.algbw_GBps:.2f}", f"{r.busbw_GBps:.2f}")
-            for r in rows])
+    print_table(f"{op} over {len(ranks)} GPUs, algorithm {algo}, protocol {proto}",
+                ("size", "time (us)", "algbw (GB/s)", "busbw (GB/s)", "algorithm", "protocol", "channels"),
+                [(format_size(r.size_bytes), f"{r.time_us:.2f}", f"{r.algbw_GBps:.2f}", f"{r.busbw_GBps:.2f}",
+                  r.algorithm, r.protocol, str(r.channels)) for r in rows])
 
 
 def main() -> None:

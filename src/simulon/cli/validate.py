@@ -44,3 +44,27 @@ def report(csv_path: Path, as_json: bool, validator: Callable, group_title: str)
         reasons[skipped.reason] = reasons.get(skipped.reason, 0) + 1
     for reason, count in sorted(reasons.items(), key=lambda kv: -kv[1]):
         print(f"skipped {count}: {reason}")
+
+
+@app.command()
+def training(csv: CsvOption, as_json: JsonOption = False) -> None:
+    """Predict each published training run's iteration time and compare."""
+    from ..validate.training import validate_training
+
+    report(csv, as_json, validate_training, "system")
+
+
+@app.command()
+def kernels(csv: CsvOption, as_json: JsonOption = False) -> None:
+    """Kernel throughput (GEMM, grouped GEMM, attention) against the calibrated compute model."""
+    from ..validate.kernels import validate_kernels
+
+    report(csv, as_json, lambda rows: validate_kernels(rows, source=str(csv)), "GPU / family")
+
+
+@app.command()
+def collectives(csv: CsvOption, as_json: JsonOption = False) -> None:
+    """Simulate each published collective measurement (nccl-tests style) and compare bus bandwidth."""
+    from ..validate.collectives import validate_collectives
+
+    report(csv, as_json, validate_collectives, "hardware family and size")

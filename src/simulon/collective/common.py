@@ -1,4 +1,4 @@
-"""Point-to-point flows that a collective decomposes into."""
+"""Point-to-point flows that a collective decomposes into, with their dependencies."""
 
 from __future__ import annotations
 
@@ -6,14 +6,23 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+SWITCH = -1
+"""Position of the in-network reduction point (the NVSwitch with NVLS, the SHARP switch with CollNet): a
+flow to it carries a member's data into the reduction, a flow from it the reduced (or multicast) data."""
+
 
 @dataclass(frozen=True)
 class FlowSet:
     """The flows of one collective instance, column-wise.
 
-    `parent[i]` is the index (within this set) of the flow that must arrive before flow i may start,
-    or -1: in a ring, what a rank forwards at step s is what it received at step s-1.
-    `src_pos`/`dst_pos` are positions in the group (ring order); ranks are `group[pos]`.
+    Flow i may start once all its parents, `parent_idx[parent_ptr[i]:parent_ptr[i+1]]` (indices within
+    this set), have arrived: in a ring, what a rank forwards at step s is what it received at step s-1; in
+    a tree, what a rank sends up is the reduction of what all its children sent.
+    `src_pos`/`dst_pos` are positions in the group (ranks are `group[pos]`), or SWITCH.
+    `tag` tells apart the flows one member sends in one step and channel, the same way for every member
+    when the set maps onto itself under a shift of positions by `symmetry` (None: by none), so that a
+    member can stand for those a multiple of it away. `switch` names what SWITCH stands for: "scale_up" or
+    "scale_out" ("" when unused).
     """
 
     group: tuple[int, ...]
@@ -22,24 +31,96 @@ class FlowSet:
     size: np.ndarray
     channel: np.ndarray
     step: np.ndarray
-    parent: np.ndarray
+    tag: np.ndarray
+    parent_ptr: np.ndarray
+    parent_idx: np.ndarray
+    symmetry: int | None = 1
+    switch: str = ""
+    lanes: int = 1              # channels each simulated channel stands for (identical channels merged)
+    periods: int = 1            # >1: the flows are one period of a schedule repeated this many times, each
+                                # flow's parents in the period before (a ring's steps, for estimates at scale)
 
     def __len__(self) -> int:
         return len(self.size)
 
+    def parents(self, i: int) -> np.ndarray:
+        return self.parent_idx[self.parent_ptr[i]:self.parent_ptr[i + 1]]
+
+    @property
+    def parent_of(self) -> np.ndarray:
+        """For every parent link, the flow it belongs to (aligned with parent_idx)."""
+        return np.repeat(np.arange(len(self)), np.diff(self.parent_ptr))
+
+    @property
+    def streamed(self) -> np.ndarray:
+        """Per parent link: the parent is the previous flow its sender pushes (the switch, for legs out of
+        it), so the child may start once the parent's last byte has left rather than when it arrives. A leg
+        into the switch answers a load or store its GPU issued: the GPU's next one waits for it."""
+        n = len(self.group)
+        sender = np.where(self.src_pos >= 0, self.src_pos, n + self.dst_pos)
+        sender = np.where(self.dst_pos == SWITCH, -1 - np.arange(len(self)), sender)
+        return sender[self.parent_idx] == sender[self.parent_of]
+
     @property
     def src(self) -> np.ndarray:
-        return np.asarray(self.group, dtype=np.int64)[self.src_pos]
+        return _ranks(self.group, self.src_pos)
 
     @property
     def dst(self) -> np.ndarray:
-        return np.asarray(self.group, dtype=np.int64)[self.dst_pos]
+        return _ranks(self.group, self.dst_pos)
 
     def bytes_sent_by(self, pos: int) -> float:
         return float(self.size[self.src_pos == pos].sum())
 
     def bytes_received_by(self, pos: int) -> float:
         return float(self.size[self.dst_pos == pos].sum())
+
+
+def _ranks(group: tuple[int, ...], pos: np.ndarray) -> np.ndarray:
+    ranks = np.asarray(group, dtype=np.int64)[np.maximum(pos, 0)] if len(group) else np.zeros(0, dtype=np.int64)
+    return np.where(pos >= 0, ranks, SWITCH)
+
+
+class FlowBuilder:
+    """Accumulates blocks of flows; each block names up to a few parents per flow (-1: none)."""
+
+    def __init__(self, group: tuple[int, ...], switch: str = ""):
+        self.group, self.switch = group, switch
+        self.cols: dict[str, list[np.ndarray]] = {k: [] for k in ("src", "dst", "size", "channel", "step", "tag")}
+        self.parents: list[np.ndarray] = []   # per block: [count, k] parent indices, -1 padded
+        self.count = 0
+
+    def add(self, src, dst, size, channel, step, parents=None, tag=None) -> np.ndarray:
+        """Append flows (arrays broadcast together); return their indices."""
+        src, dst, size, channel, step = np.broadcast_arrays(*(np.asarray(a) for a in (src, dst, size, channel, step)))
+        count = src.size
+        n = len(self.group)
+        if tag is None:  # a point-to-point flow is told apart by how far round the group it goes
+            tag = np.where((src >= 0) & (dst >= 0), (dst - src) % max(n, 1), n)
+        for key, value in zip(("src", "dst", "size", "channel", "step", "tag"),
+                              (src, dst, size, channel, step, np.broadcast_to(tag, src.shape)), strict=True):
+            self.cols[key].append(np.asarray(value).ravel())
+        p = np.full((count, 0), -1, dtype=np.int64) if parents is None else np.asarray(parents, dtype=np.int64)
+        self.parents.append(p.reshape(count, -1) if count else np.zeros((0, 0), dtype=np.int64))
+        first = self.count
+        self.count += count
+        return np.arange(first, first + count).reshape(src.shape)
+
+    def build(self) -> FlowSet:
+        def col(key: str, dtype) -> np.ndarray:
+            return np.concatenate(self.cols[key]).astype(dtype) if self.cols[key] else np.zeros(0, dtype=dtype)
+
+        width = max((p.shape[1] for p in self.parents), default=0)
+        table = np.full((self.count, width), -1, dtype=np.int64)
+        row = 0
+        for p in self.parents:
+            table[row:row + len(p), :p.shape[1]] = p
+            row += len(p)
+        valid = table >= 0
+        ptr = np.concatenate([[0], np.cumsum(valid.sum(axis=1))]).astype(np.int64)
+        return FlowSet(self.group, col("src", np.int64), col("dst", np.int64), col("size", np.float64),
+                       col("channel", np.int64), col("step", np.int64), col("tag", np.int64), ptr,
+                       table[valid], switch=self.switch)
 
 
 @dataclass

@@ -1,25 +1,91 @@
-"""decompose_collective: the public entry point from a collective to its P2P flows."""
+"""From a collective to its P2P flows: the registry of algorithms, and the seed's decompose_collective."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
+from functools import partial
 
+from ..network.calibration import PROTOCOLS
 from ..workload.program import CollType
+from .collnet import collnet_chain_all_reduce, collnet_direct_all_reduce
 from .common import CollectiveResult, FlowSet, P2PFlow
+from .hierarchical import hierarchical
+from .nvls import nvls, nvls_tree_all_reduce
+from .pat import pat_all_gather, pat_reduce_scatter
+from .pxn import relay_cross_rail
 from .ring import all_to_all, ring_all_gather, ring_all_reduce, ring_reduce_scatter
+from .shape import GroupShape
+from .tree import tree_all_reduce
 
-_ALGORITHMS: dict[str, dict[CollType, Callable[[tuple[int, ...], float, int], FlowSet]]] = {
-    "ring": {
-        CollType.AllReduce: ring_all_reduce,
-        CollType.AllGather: ring_all_gather,
-        CollType.ReduceScatter: ring_reduce_scatter,
-        CollType.AllToAll: all_to_all,
-    },
+AR, AG, RS, A2A = CollType.AllReduce, CollType.AllGather, CollType.ReduceScatter, CollType.AllToAll
+
+Decomposition = Callable[[tuple[int, ...], GroupShape, float, int, str], FlowSet]
+
+
+def _plain(fn) -> Decomposition:
+    """An algorithm whose flows do not depend on the protocol."""
+    return lambda group, shape, size, channels, protocol: fn(group, shape, size, channels)
+
+
+def _pxn(fn) -> Decomposition:
+    """A ring-family algorithm whose cross-node, cross-rail sends go through the rail-aligned peer."""
+    return lambda group, shape, size, channels, protocol: relay_cross_rail(fn(group, shape, size, channels), shape)
+
+
+_RING_STEPS = {AR: ring_all_reduce, AG: ring_all_gather, RS: ring_reduce_scatter}
+_RING = {**_RING_STEPS, A2A: all_to_all}
+ALGORITHMS: dict[str, dict[CollType, Decomposition]] = {
+    "ring": {ctype: _plain(fn) for ctype, fn in _RING.items()},
+    "tree": {AR: tree_all_reduce},
+    "nvls": {AR: partial(nvls, reduce=True, gather=True), RS: partial(nvls, reduce=True, gather=False),
+             AG: partial(nvls, reduce=False, gather=True)},
+    "nvls_tree": {AR: nvls_tree_all_reduce},
+    "collnet_direct": {AR: collnet_direct_all_reduce},
+    "collnet_chain": {AR: collnet_chain_all_reduce},
+    "pat": {AG: _plain(pat_all_gather), RS: _plain(pat_reduce_scatter)},
+    "hierarchical": {ctype: _plain(partial(hierarchical, ctype=ctype)) for ctype in (AR, AG, RS)},
+    "pxn": {ctype: _pxn(fn) for ctype, fn in _RING.items()},
 }
-KNOWN_ALGORITHMS = ("ring", "tree", "collnet_direct", "collnet_chain", "nvls", "nvls_tree", "pat", "auto")
+"""Algorithm -> the collectives it does. NCCL's tree and CollNet do only all-reduce; PAT only all-gather
+and reduce-scatter; all-to-all is a set of direct sends (ring's, or with PXN relays)."""
 
 
-def _coll_type(name: str | CollType) -> CollType:
+def symmetry(algorithm: str, ctype: CollType, shape: GroupShape) -> int | None:
+    """The smallest shift of positions that maps the algorithm's flows onto themselves, so that a member may
+    stand for the members that many positions away: 1 for direct sends, PAT, NVLS, and rings (or what
+    degenerates to one) inside one node or with one member per node; a node's members for what repeats node
+    by node (rings not bent to the rails, hierarchical, CollNet); None for trees, whose root is unlike the
+    other members."""
+    if (ctype == A2A and algorithm == "ring") or algorithm in ("pat", "nvls") or (shape.flat_ring and \
+            algorithm in ("ring", "pxn", "hierarchical")):
+        return 1
+    per_node = shape.per_node
+    if per_node is None:
+        return None
+    if (algorithm in ("ring", "pxn") and not shape.rail_aligned) or algorithm == "hierarchical":
+        return per_node
+    if algorithm in ("collnet_direct", "collnet_chain"):
+        return per_node
+    return None
+
+
+def channel_period(algorithm: str, ctype: CollType, shape: GroupShape) -> int:
+    """Channels c and c + period have the same flows: a ring's channels differ only in which member (and
+    NIC) they leave a node by, a tree's in which tree and chain member they use."""
+    per_node = shape.per_node or 1
+    if algorithm in ("ring", "pxn") and ctype != A2A and not shape.flat_ring:
+        return per_node
+    if algorithm == "tree":
+        return 2 * per_node
+    if algorithm == "nvls_tree":
+        return 2
+    if algorithm == "collnet_chain":
+        return per_node
+    return 1
+
+
+def coll_type(name: str | CollType) -> CollType:
     if isinstance(name, CollType):
         return name
     try:
@@ -29,12 +95,31 @@ def _coll_type(name: str | CollType) -> CollType:
         raise ValueError(f"unknown collective type {name!r} (valid: {valid})") from None
 
 
+def check_algorithm(algorithm: str, ctype: CollType) -> None:
+    """Refuse an unknown algorithm, or one that does not do this collective."""
+    if algorithm not in ALGORITHMS:
+        raise ValueError(f"collective algorithm {algorithm!r} is unknown (built: {', '.join(ALGORITHMS)}, auto)")
+    if ctype not in ALGORITHMS[algorithm]:
+        does = ", ".join(t.name for t in ALGORITHMS[algorithm])
+        raise ValueError(f"{ctype.name} has no {algorithm} decomposition ({algorithm} does {does})")
+
+
 def flow_set(collective_type: str | CollType, group: Sequence[int], size: float, channels: int,
-             algorithm: str = "ring") -> FlowSet:
-    """The flows of one collective instance, column-wise (what the DAG builder uses)."""
-    if algorithm not in _ALGORITHMS:
-        state = "is not built yet" if algorithm in KNOWN_ALGORITHMS else "is unknown"
-        raise ValueError(f"collective algorithm {algorithm!r} {state} (built: {', '.join(_ALGORITHMS)})")
+             algorithm: str = "ring", protocol: str = "simple", shape: GroupShape | None = None,
+             one_period: bool = False) -> FlowSet:
+    """The flows of one collective instance, column-wise (what the DAG builder uses).
+
+    `shape` says which node each member sits on (default: all on one node). Channels with identical flows
+    are simulated once, each simulated channel carrying `lanes` channels' bytes: they share the same links
+    equally and finish together, so this changes nothing but the cost. `one_period`: a ring's first step
+    only, marked as repeated (for steady-state estimates of huge rings; other algorithms ignore it).
+    """
+    if algorithm == "auto":
+        raise ValueError("algorithm 'auto' is chosen per datacenter: resolve it with collective.tuner first")
+    ctype = coll_type(collective_type)
+    check_algorithm(algorithm, ctype)
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"unknown protocol {protocol!r} (valid: {', '.join(PROTOCOLS)})")
     if channels < 1:
         raise ValueError(f"num_channels must be at least 1, got {channels}")
     if size < 0:
@@ -42,10 +127,16 @@ def flow_set(collective_type: str | CollType, group: Sequence[int], size: float,
     group = tuple(int(r) for r in group)
     if len(set(group)) != len(group):
         raise ValueError(f"group_ranks has repeated ranks: {list(group)}")
-    ctype = _coll_type(collective_type)
-    if ctype not in _ALGORITHMS[algorithm]:
-        raise ValueError(f"{ctype.name} has no {algorithm} decomposition")
-    return _ALGORITHMS[algorithm][ctype](group, float(size), channels)
+    shape = shape or GroupShape.flat(len(group))
+    if len(shape.domain) != len(group):
+        raise ValueError(f"the group shape has {len(shape.domain)} members, the group {len(group)}")
+    period = channel_period(algorithm, ctype, shape)
+    simulated = period if channels % period == 0 else channels
+    if one_period and algorithm == "ring" and ctype in _RING_STEPS:
+        flows = _RING_STEPS[ctype](group, shape, float(size), simulated, one_period=True)
+    else:
+        flows = ALGORITHMS[algorithm][ctype](group, shape, float(size), simulated, protocol)
+    return replace(flows, symmetry=symmetry(algorithm, ctype, shape), lanes=channels // simulated)
 
 
 def decompose_collective(collective_type: str, group_ranks: Sequence[int], data_size: float,
@@ -63,10 +154,9 @@ def decompose_collective(collective_type: str, group_ranks: Sequence[int], data_
                 channel=int(flows.channel[i]), step=int(flows.step[i]))
         for i in range(len(flows))
     ]
-    for i, parent in enumerate(flows.parent):
-        if parent >= 0:
-            records[i].parent_flow_ids.append(flow_id_start + int(parent))
-            records[int(parent)].child_flow_ids.append(flow_id_start + i)
-    result = CollectiveResult(_coll_type(collective_type).name, algorithm, list(flows.group), float(data_size),
+    for child, parent in zip(flows.parent_of.tolist(), flows.parent_idx.tolist(), strict=True):
+        records[child].parent_flow_ids.append(flow_id_start + parent)
+        records[parent].child_flow_ids.append(flow_id_start + child)
+    result = CollectiveResult(coll_type(collective_type).name, algorithm, list(flows.group), float(data_size),
                               num_channels, records)
     return result, flow_id_start + len(records)

@@ -1,49 +1,78 @@
 """Ring algorithms as NCCL runs them: the buffer is split into channels, each channel into n chunks,
 and at every step each rank sends one chunk to its successor in the ring.
 
-Per rank, a ring reduce-scatter or all-gather sends (n-1)/n of the buffer, an all-reduce 2(n-1)/n.
+A ring visits each node's members in a row and crosses to the next node once (on one rail, when the
+fabric is rail-optimized). Channel c starts its runs at member c (mod the members per node), so different
+channels leave a node through different GPUs, and so through different NICs. Per rank, a ring
+reduce-scatter or all-gather sends (n-1)/n of the buffer, an all-reduce 2(n-1)/n.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
-from .common import FlowSet
+from .common import FlowBuilder, FlowSet
+from .shape import GroupShape
 
 
-def _ring(group: tuple[int, ...], chunk: float, steps: int, channels: int) -> FlowSet:
-    """`steps` ring steps over `channels` channels; flow (step, pos, ch) forwards what pos-1 sent at step-1."""
+def ring_order(shape: GroupShape, channel: int) -> np.ndarray:
+    """Positions in the order channel `channel`'s ring visits them: each node's members in a row starting at
+    member `channel`. On a rail-optimized fabric every other node is visited backwards, so that the ring
+    leaves a node from the member (and so the NIC, the rail) it enters the next one by."""
+    if not shape.n:
+        return np.zeros(0, dtype=np.int64)
+    runs = []
+    for node, members in enumerate(shape.members):
+        run = np.roll(members, -(channel % len(members)))
+        runs.append(run[::-1] if shape.rail_aligned and node % 2 else run)
+    return np.concatenate(runs)
+
+
+def _ring(group: tuple[int, ...], shape: GroupShape, chunk: float, steps: int, channels: int,
+          one_period: bool = False) -> FlowSet:
+    """`steps` ring steps over `channels` channels; flow (step, k, ch) forwards what ring member k-1 sent
+    at step-1. `one_period`: only the first step, marked as repeated `steps` times."""
     n = len(group)
-    step, pos, ch = (a.ravel() for a in np.meshgrid(np.arange(steps), np.arange(n), np.arange(channels),
-                                                    indexing="ij"))
+    out = FlowBuilder(group)
+    built = 1 if one_period else steps
+    step, k, ch = (a.ravel() for a in np.meshgrid(np.arange(built), np.arange(n), np.arange(channels),
+                                                  indexing="ij"))
+    orders = np.stack([ring_order(shape, c) for c in range(channels)]) if n else np.zeros((channels, 0), int)
     index = lambda s, p, c: (s * n + p) * channels + c  # noqa: E731 - the layout of the meshgrid above
-    parent = np.where(step > 0, index(step - 1, (pos - 1) % n, ch), -1)
-    return FlowSet(group, pos, (pos + 1) % n, np.full(len(step), chunk), ch, step, parent)
+    before = step - 1 + (1 if one_period else 0)  # in a period, the parent is in the period before
+    parent = np.where(before >= 0, index(np.maximum(before, 0), (k - 1) % max(n, 1), ch), -1)
+    out.add(orders[ch, k], orders[ch, (k + 1) % max(n, 1)], chunk, ch, step, parent[:, None])
+    return replace(out.build(), periods=steps if one_period else 1)
 
 
-def ring_reduce_scatter(group: tuple[int, ...], size: float, channels: int) -> FlowSet:
+def ring_reduce_scatter(group: tuple[int, ...], shape: GroupShape, size: float, channels: int,
+                        one_period: bool = False) -> FlowSet:
     """size: the input buffer of each rank (nccl-tests convention)."""
     n = len(group)
-    return _ring(group, size / (n * channels), n - 1, channels)
+    return _ring(group, shape, size / (n * channels), n - 1, channels, one_period)
 
 
-def ring_all_gather(group: tuple[int, ...], size: float, channels: int) -> FlowSet:
+def ring_all_gather(group: tuple[int, ...], shape: GroupShape, size: float, channels: int,
+                    one_period: bool = False) -> FlowSet:
     """size: the gathered output buffer of each rank (nccl-tests convention)."""
     n = len(group)
-    return _ring(group, size / (n * channels), n - 1, channels)
+    return _ring(group, shape, size / (n * channels), n - 1, channels, one_period)
 
 
-def ring_all_reduce(group: tuple[int, ...], size: float, channels: int) -> FlowSet:
+def ring_all_reduce(group: tuple[int, ...], shape: GroupShape, size: float, channels: int,
+                    one_period: bool = False) -> FlowSet:
     """Reduce-scatter then all-gather: 2(n-1) steps, one chain per channel."""
     n = len(group)
-    return _ring(group, size / (n * channels), 2 * (n - 1), channels)
+    return _ring(group, shape, size / (n * channels), 2 * (n - 1), channels, one_period)
 
 
-def all_to_all(group: tuple[int, ...], size: float, channels: int) -> FlowSet:
+def all_to_all(group: tuple[int, ...], shape: GroupShape, size: float, channels: int) -> FlowSet:
     """Every rank sends size/n to every other rank at once (NCCL's grouped send/recv); no chains."""
     n = len(group)
     src, offset, ch = (a.ravel() for a in np.meshgrid(np.arange(n), np.arange(1, n), np.arange(channels),
                                                       indexing="ij"))
-    count = len(src)
-    return FlowSet(group, src, (src + offset) % n, np.full(count, size / (n * channels)), ch,
-                   np.zeros(count, dtype=np.int64), np.full(count, -1))
+    out = FlowBuilder(group)
+    out.add(src, (src + offset) % n, size / (n * channels), ch, 0)
+    return out.build()

@@ -1,4 +1,4 @@
-"""Kernel time: measured profile lookup, else the roofline with fitted efficiencies."""
+"""Kernel time: a measured profile where one exists, else the calibrated analytical model."""
 
 from .populate import kernel_seconds, populate
 

@@ -1,35 +1,90 @@
 """Measured kernel times from a GPU profile (`kernel_runs` written by `simulon profile gpu`).
 
-A run matches a kernel when its name, phase and every shape parameter the kernel carries agree.
-The lookup is a plain object built per GPU, so results never depend on what ran before.
+A run is keyed on its kernel name, phase, dtype and every shape parameter the kernel carries. A kernel
+profiled with exactly its shape takes the median of its runs. Otherwise the profile interpolates between
+the measured shapes of the same kernel (same name, phase, dtype and non-numeric parameters): the
+analytical model gives the shape dependence, and the measured/analytical ratio of the profiled shapes is
+averaged in log space with inverse-square-distance weights (distance in log2 of the numeric parameters),
+so the answer is exact at a profiled shape and follows the nearest ones in between.
+A profile is a plain object built per GPU and dtype: nothing is kept between simulations.
 """
 
 from __future__ import annotations
 
 import statistics
+from collections import defaultdict
 
-from ..config.dc import GPUSpec
-from ..workload.kernels import KernelSpec
+import numpy as np
+
+from ..config.common import DType
+from ..config.dc import GPUSpec, KernelRun
+from ..config.loading import ConfigError
+from ..workload.kernels import KernelClass, KernelSpec, Phase
+from .analytical import AnalyticalModel
+
+LOOKUP_PHASE = {Phase.recompute: Phase.fwd}
+"""A recomputed forward kernel runs exactly like the forward."""
 
 
-def _key(name: str, phase: str, params: dict) -> tuple:
-    return (name, phase, tuple(sorted((k, float(v) if isinstance(v, int | float) and not isinstance(v, bool)
-                                       else v) for k, v in params.items())))
+def _numeric(value) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _split(params: dict) -> tuple[tuple, tuple[str, ...], np.ndarray]:
+    """(non-numeric items, numeric names, log2 of numeric values) of a parameter dict."""
+    names = tuple(sorted(k for k, v in params.items() if _numeric(v)))
+    fixed = tuple(sorted((k, str(v)) for k, v in params.items() if not _numeric(v)))
+    return fixed, names, np.log2(np.maximum([float(params[k]) for k in names], 1e-30))
+
+
+def spec_from_run(name: str, phase: Phase, params: dict) -> KernelSpec:
+    """The kernel spec a profiled run stands for (enough of it for the analytical model)."""
+    if "seq_q" in params:
+        kclass = KernelClass.attention
+    elif "m" in params:
+        kclass = KernelClass.grouped_gemm if params.get("groups", 1) > 1 else KernelClass.gemm
+    else:
+        kclass = KernelClass.memory
+    return KernelSpec(name, kclass, phase, 0.0, 0.0, float(params.get("bytes", 0.0)), tuple(params.items()))
 
 
 class KernelProfile:
-    def __init__(self, gpu: GPUSpec):
-        self._times: dict[tuple, float] = {}
+    def __init__(self, gpu: GPUSpec, dtype: DType, model: AnalyticalModel):
+        self.model = model
+        runs: dict[tuple, list[KernelRun]] = defaultdict(list)
         for run in gpu.kernel_runs:
-            if not run.times_ms:
-                continue
             params = dict(run.params)
-            phase = str(params.pop("phase", "fwd"))
-            self._times[_key(run.kernel, phase, params)] = statistics.median(run.times_ms) * 1e-3
+            if not run.times_ms or params.pop("dtype", dtype.value) != dtype.value:
+                continue
+            label = str(params.pop("phase", "fwd"))
+            if label not in Phase.__members__:
+                raise ConfigError(f"GPU {gpu.name}: kernel_runs: {run.kernel}: unknown phase {label!r} "
+                                  f"(expected one of {', '.join(Phase.__members__)})")
+            phase = Phase[label]
+            fixed, names, point = _split(params)
+            runs[(run.kernel, phase, fixed, names, tuple(point))].append(run)
+        # (name, phase, fixed, numeric names) -> [(log2 point, measured seconds, measured/analytical)]
+        self._shapes: dict[tuple, list[tuple[np.ndarray, float, float]]] = defaultdict(list)
+        for (kernel, phase, fixed, names, point), same in sorted(runs.items(), key=lambda kv: repr(kv[0])):
+            seconds = statistics.median(t for run in same for t in run.times_ms) * 1e-3
+            params = {k: v for k, v in same[0].params.items() if k not in ("phase", "dtype")}
+            modelled = float(model.seconds([spec_from_run(kernel, phase, params)])[0])
+            self._shapes[(kernel, phase, fixed, names)].append((np.array(point), seconds, seconds / modelled))
 
     def __len__(self) -> int:
-        return len(self._times)
+        return sum(len(v) for v in self._shapes.values())
 
     def seconds(self, kernel: KernelSpec) -> float | None:
-        """The median measured time of this exact kernel, or None if it was not profiled."""
-        return self._times.get(_key(kernel.name, kernel.phase.name, dict(kernel.shape)))
+        """Measured (or interpolated) seconds of the kernel, or None if no run of it was profiled."""
+        phase = LOOKUP_PHASE.get(kernel.phase, kernel.phase)
+        fixed, names, point = _split(dict(kernel.shape))
+        measured = self._shapes.get((kernel.name, phase, fixed, names))
+        if not measured:
+            return None
+        distances = np.array([np.linalg.norm(p - point) for p, _, _ in measured])
+        exact = np.flatnonzero(distances == 0)
+        if exact.size:
+            return measured[int(exact[0])][1]
+        weights = 1.0 / distances**2
+        log_ratio = float(np.sum(weights * np.log([r for _, _, r in measured])) / np.sum(weights))
+        return float(self.model.seconds([kernel])[0]) * float(np.exp(log_ratio))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, PositiveFloat, PositiveInt, model_validator
 
@@ -59,19 +59,60 @@ class SwitchSpec(Templated):
     port_count: PositiveInt | None = None
     port_speed: Bandwidth | None = Field(None, gt=0, description="per port, per direction")
     latency: Duration = Field(0.0, description="one-way latency through the switch")
+    in_network_reduction: bool = Field(False, description="reduces data in the switch: NVLink SHARP (NVLS) on "
+                                       "an NVSwitch, SHARP on an InfiniBand switch (CollNet)")
 
 
 class ScaleUpSpec(StrictModel):
-    """The node's NVLink/NVSwitch fabric: each GPU has one port of `port_speed` to the switch."""
+    """The scale-up fabric. `nvswitch`: each GPU has one port of `port_speed` to a non-blocking NVSwitch
+    shared by `domain_gpus` GPUs (the node, or a multi-node NVLink domain such as GB200 NVL72). `pcie`: GPUs
+    reach each other, and their NICs, through their PCIe link of `port_speed` to the host."""
 
+    kind: Literal["nvswitch", "pcie"] = "nvswitch"
+    domain_gpus: PositiveInt | None = Field(None, description="GPUs in one NVLink domain (default: a node)")
     switch: SwitchSpec | None = None
+
+
+class FabricSpec(Templated):
+    """The scale-out switch fabric: NICs under leaf (ToR) switches, leaves under spines, spines under cores.
+
+    `tiers: 1` is one non-blocking switch. Rail-optimized: the NIC of local index r of every node of a
+    segment goes to that segment's leaf for rail r; otherwise a node's NICs share a leaf. Dual-ToR: every
+    NIC has two ports of half its speed on two leaves; with two planes each port's leaves reach only that
+    plane's spines. Oversubscription is a switch's downlink over its uplink bandwidth.
+    """
+
+    template_kind: ClassVar[str] = "topology"
+
+    name: str = "single-switch"
+    tiers: Literal[1, 2, 3] = 1
+    rail_optimized: bool = False
+    nics_per_leaf: PositiveInt | None = Field(None, description="NIC ports under one leaf switch")
+    spines: PositiveInt | None = Field(None, description="spine switches per plane (per pod with three tiers)")
+    oversubscription: float = Field(1.0, ge=1.0, description="leaf downlink : uplink bandwidth")
+    leaves_per_pod: PositiveInt | None = Field(None, description="leaves under one pod's spines (three tiers)")
+    cores: PositiveInt | None = Field(None, description="core switches per plane (three tiers)")
+    pod_oversubscription: float = Field(1.0, ge=1.0, description="spine downlink : uplink bandwidth")
+    dual_tor: bool = False
+    planes: Literal[1, 2] = 1
+
+    @model_validator(mode="after")
+    def _complete(self) -> FabricSpec:
+        needed = {2: ("nics_per_leaf", "spines"), 3: ("nics_per_leaf", "spines", "leaves_per_pod", "cores")}
+        for name in needed.get(self.tiers, ()):
+            if getattr(self, name) is None:
+                raise FieldError(name, f"required for a {self.tiers}-tier fabric")
+        if self.planes == 2 and not self.dual_tor:
+            raise FieldError("planes", "two planes need dual_tor: true (each NIC port on its own plane)")
+        return self
 
 
 class ScaleOutSpec(StrictModel):
-    """The inter-node fabric: each NIC has one link to a non-blocking switch."""
+    """The inter-node fabric: NICs (shared by `gpus_per_nic` GPUs) on the switch fabric `topology`."""
 
     nic: NICSpec | None = None
     switch: SwitchSpec | None = None
+    topology: FabricSpec = FabricSpec()
 
 
 class NetworkSpec(StrictModel):
@@ -119,6 +160,11 @@ class DatacenterConfig(Templated):
         switch = self.network.scale_up.switch
         return (switch.port_speed if switch else None) or self.node.gpu.nvlink_bandwidth
 
+    @property
+    def domain_gpus(self) -> int:
+        """GPUs that reach one another over the scale-up fabric (a node unless an NVLink domain spans nodes)."""
+        return self.network.scale_up.domain_gpus or self.node.gpus_per_node
+
     @model_validator(mode="after")
     def _links_known(self) -> DatacenterConfig:
         if self.cluster.num_nodes > 1 and self.network.scale_out.nic is None:
@@ -126,5 +172,11 @@ class DatacenterConfig(Templated):
         if self.node.gpus_per_node > 1 and self.scale_up_bandwidth is None:
             raise FieldError("network.scale_up.switch.port_speed", f"GPU {self.node.gpu.name} has no NVLink "
                              "bandwidth in its template; give the scale-up port speed")
+        domain = self.domain_gpus
+        if domain % self.node.gpus_per_node:  # the last domain may be partly filled (a rack not full)
+            raise FieldError("network.scale_up.domain_gpus", f"{domain} must be a multiple of gpus_per_node "
+                             f"({self.node.gpus_per_node})")
+        if self.network.scale_up.kind == "pcie" and domain != self.node.gpus_per_node:
+            raise FieldError("network.scale_up.domain_gpus", "a PCIe node is its own scale-up domain")
         return self
 

@@ -10,20 +10,26 @@ from .common import FieldError, StrictModel
 from .dc import DatacenterConfig
 from .workload import MegatronWorkload
 
-BUILT_ALGORITHMS = ("ring",)
-"""Collective algorithms that decompose into flows today; anything else is refused, never replaced."""
+BUILT_ALGORITHMS = ("ring", "tree", "nvls", "nvls_tree", "collnet_direct", "collnet_chain", "pat", "hierarchical",
+                    "pxn", "auto")
+"""Collective algorithms that decompose into flows (collective.ALGORITHMS), and `auto`, NCCL's choice per
+message; anything else is refused, never replaced."""
 
 
 class CollectiveConfig(StrictModel):
+    """How collectives run. `auto` algorithm or protocol: NCCL's tuning model chooses per message; no
+    `num_channels`: NCCL's channel count for the message."""
+
     library: Literal["nccl", "rccl"] = "nccl"
     algorithm: str = "ring"
-    num_channels: PositiveInt = 1
+    protocol: Literal["auto", "simple", "ll", "ll128"] = "auto"
+    num_channels: PositiveInt | None = None
 
     @field_validator("algorithm")
     @classmethod
     def _built(cls, name: str) -> str:
         if name not in BUILT_ALGORITHMS:
-            raise ValueError(f"algorithm {name!r} is not built yet (available: {', '.join(BUILT_ALGORITHMS)})")
+            raise ValueError(f"algorithm {name!r} is unknown (available: {', '.join(BUILT_ALGORITHMS)})")
         return name
 
 
@@ -48,8 +54,6 @@ def check_workload_fits(wl: MegatronWorkload, dc: DatacenterConfig) -> None:
     if num_gpus > dc.num_gpus:
         raise FieldError("workload.training.num_gpus", f"{num_gpus} GPUs requested but the datacenter "
                          f"has {dc.num_gpus} ({dc.cluster.num_nodes} nodes x {dc.node.gpus_per_node})")
-    if par.cp > 1:
-        raise FieldError("workload.parallelism.cp", "context parallelism is not built yet (use cp: 1)")
     model_parallel = par.tp * par.cp * par.pp
     if par.dp is not None:
         if model_parallel * par.dp != num_gpus:
@@ -87,6 +91,13 @@ def check_workload_fits(wl: MegatronWorkload, dc: DatacenterConfig) -> None:
     if par.num_microbatches is not None and par.num_microbatches != microbatches:
         raise FieldError("workload.parallelism.num_microbatches", f"{par.num_microbatches}, but "
                          f"global_batch_size/(micro_batch_size*dp) = {microbatches}")
+    if par.cp > 1 and train.sequence_length % (2 * par.cp):
+        raise FieldError("workload.training.sequence_length", f"{train.sequence_length} is not divisible "
+                         f"by 2*cp = {2 * par.cp} (context parallelism splits it into 2*cp chunks)")
+    _check_pipeline(par, model.num_layers, microbatches)
+    _check_sharding(par, dp)
+    if par.tp_comm_overlap and not (par.sequence_parallel and par.tp > 1):
+        raise FieldError("workload.parallelism.tp_comm_overlap", "needs sequence_parallel with tp > 1")
     if par.sequence_parallel and train.sequence_length % (par.tp * par.cp):
         raise FieldError("workload.training.sequence_length", f"{train.sequence_length} is not divisible "
                          f"by tp*cp = {par.tp * par.cp} as sequence parallelism needs")
@@ -103,3 +114,32 @@ def check_workload_fits(wl: MegatronWorkload, dc: DatacenterConfig) -> None:
         dc.node.gpu.peak_flops(train.dtype)
     except ValueError as exc:
         raise FieldError("workload.training.dtype", str(exc)) from None
+
+
+def _check_pipeline(par, num_layers: int, microbatches: int) -> None:
+    if not par.interleaved:
+        return
+    if par.vpp == 1:
+        raise FieldError("workload.parallelism.vpp", "the interleaved schedule needs vpp > 1")
+    if par.pp == 1:
+        raise FieldError("workload.parallelism.vpp", f"vpp = {par.vpp} needs pipeline parallelism (pp > 1)")
+    if par.layers_per_stage is not None:
+        raise FieldError("workload.parallelism.layers_per_stage", "uneven stages are not supported with vpp > 1")
+    if num_layers % (par.pp * par.vpp):
+        raise FieldError("workload.parallelism.vpp", f"pp*vpp = {par.pp * par.vpp} does not divide num_layers "
+                         f"{num_layers}")
+    if microbatches % par.pp:
+        raise FieldError("workload.parallelism.num_microbatches", f"{microbatches} micro-batches is not a multiple "
+                         f"of pp = {par.pp}, as Megatron's interleaved schedule needs")
+
+
+def _check_sharding(par, dp: int) -> None:
+    if par.fsdp == "none":
+        if par.fsdp_size is not None:
+            raise FieldError("workload.parallelism.fsdp_size", "given without fsdp")
+        return
+    if par.distributed_optimizer:
+        raise FieldError("workload.parallelism.fsdp", "FSDP already shards the optimizer; "
+                         "drop distributed_optimizer")
+    if par.fsdp_size is not None and (dp * par.cp) % par.fsdp_size:
+        raise FieldError("workload.parallelism.fsdp_size", f"{par.fsdp_size} does not divide dp*cp = {dp * par.cp}")

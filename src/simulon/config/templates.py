@@ -8,6 +8,7 @@ its aliases. Keys written in the block override the template's.
 from __future__ import annotations
 
 import copy
+import re
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -52,6 +53,18 @@ def template_names(kind: str) -> list[str]:
 def template_stem(kind: str, name: str) -> str | None:
     """The file stem of the shipped template called `name` (or with that alias), or None."""
     return _index(kind)[0].get(_key(name))
+
+
+def _bare(name: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", name.lower())
+
+
+def template_stem_loose(kind: str, name: str) -> str | None:
+    """Like template_stem, ignoring punctuation and spacing ("Llama 3.1 70B" finds llama-3.1-70b), for
+    names written freely in measurement tables. None when no name or alias matches."""
+    names = _index(kind)[0]
+    bare = {_bare(key): stem for key, stem in names.items()}
+    return bare.get(_bare(name))
 
 
 def find_template(kind: str, name: str) -> dict[str, Any] | None:

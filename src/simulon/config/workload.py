@@ -89,12 +89,27 @@ class ParallelismSpec(StrictModel):
     dp: PositiveInt | None = Field(None, description="derived from num_gpus if omitted")
     cp: PositiveInt = 1
     ep: PositiveInt = 1
+    vpp: PositiveInt = Field(1, description="model chunks per pipeline rank; > 1 runs interleaved 1F1B")
     num_microbatches: PositiveInt | None = Field(None, description="derived from the batch if omitted")
-    pipeline_schedule: Literal["1f1b"] = "1f1b"
+    pipeline_schedule: Literal["1f1b", "interleaved_1f1b"] = "1f1b"
     sequence_parallel: bool = False
+    tp_comm_overlap: bool = Field(False, description="pipeline tensor-parallel all-gathers and reduce-scatters "
+                                  "with their GEMMs (Transformer Engine userbuffers; needs sequence_parallel)")
+    context_parallel_comm: Literal["all_gather"] = Field(
+        "all_gather", description="how context-parallel ranks exchange keys and values")
     distributed_optimizer: bool = False
+    fsdp: Literal["none", "full_shard", "shard_grad_op"] = Field(
+        "none", description="ZeRO-3 (full_shard) or ZeRO-2 (shard_grad_op) sharding over data parallelism")
+    fsdp_size: PositiveInt | None = Field(None, description="ranks a parameter is sharded over (HSDP); "
+                                          "default every data-parallel rank")
     overlap_grad_reduce: bool = True
+    recompute: Literal["none", "selective", "full"] = Field(
+        "none", description="activation recomputation: selective re-runs core attention, full every layer")
     layers_per_stage: list[PositiveInt] | None = None
+
+    @property
+    def interleaved(self) -> bool:
+        return self.vpp > 1 or self.pipeline_schedule == "interleaved_1f1b"
 
 
 class TrainingSpec(StrictModel):
@@ -103,6 +118,12 @@ class TrainingSpec(StrictModel):
     micro_batch_size: PositiveInt = 1
     sequence_length: PositiveInt
     dtype: LaxDType = DType.bf16
+    grad_reduce_dtype: LaxDType | None = Field(
+        None, description="gradient element type in data-parallel reductions; fp32 unless training in fp16")
+    attention: Literal["flash", "unfused"] = Field(
+        "flash", description="flash attention, or unfused kernels that materialise the score matrix")
+    peft: Literal["none", "lora"] = Field(
+        "none", description="lora: base weights frozen, so no weight gradients, gradient sync or optimizer for them")
     grad_bucket_size: PositiveInt | None = Field(
         None, description="parameters per DP gradient bucket; Megatron-Core's max(40M, 1M*dp) if omitted")
 

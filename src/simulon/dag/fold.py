@@ -8,16 +8,19 @@ that every link still carries the traffic of its whole class.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 
 from ..workload.layout import RankLayout
+from ..workload.program import CollectiveOp, CollType, StageProgram
 
 FoldMode = Literal["auto", "full", "symmetric"]
 AUTO_FULL_MAX_GPUS = 64
 """`auto` expands every GPU up to this size (a trace with every GPU reads best), and folds above it."""
+_FOLDABLE = (("dp", 2), ("tp", 0))  # axis, column of RankLayout.coords
 
 
 @dataclass(frozen=True)
@@ -40,36 +43,74 @@ class Fold:
         return cls(np.arange(num_gpus), ())
 
 
-def _axis_symmetric(stride: int, size: int, gpus_per_node: int) -> bool:
-    """A group of `size` ranks `stride` apart sees the same links from every member when it lies inside
-    one node, or when each member sits at the same position of a different node."""
+def _fold_period(stride: int, size: int, gpus_per_node: int) -> int | None:
+    """The period q such that group members whose position differs by a multiple of q see the same
+    links, or None. Inside one node, or one member per node at the same position, every member is alike
+    (q = 1); a group spread over several nodes with several members each repeats node by node
+    (q = members per node), so rotating it by q positions maps node k onto node k + 1."""
     if size == 1:
-        return False  # nothing to fold
-    inside_node = gpus_per_node % (stride * size) == 0
-    one_per_node = stride % gpus_per_node == 0
-    return inside_node or one_per_node
+        return None  # nothing to fold
+    if gpus_per_node % (stride * size) == 0 or stride % gpus_per_node == 0:
+        return 1
+    if gpus_per_node % stride == 0 and size % (gpus_per_node // stride) == 0:
+        return gpus_per_node // stride
+    return None
 
 
-def _nics_consistent(rep: np.ndarray, gpus_per_nic: int) -> bool:
+def nics_consistent(rep: np.ndarray, gpus_per_nic: int) -> bool:
     """Folding maps each NIC onto one representative NIC: GPUs sharing a NIC must have reps sharing one."""
     nic_of_rep = (rep // gpus_per_nic).reshape(-1, gpus_per_nic)
     return bool((nic_of_rep == nic_of_rep[:, :1]).all())
 
 
-def choose_fold(layout: RankLayout, gpus_per_node: int, gpus_per_nic: int, mode: FoldMode = "auto") -> Fold:
-    """Fold the data- and tensor-parallel axes whose placement is symmetric (or none, for `full`)."""
+def symmetric_axes(programs: list[StageProgram], layout: RankLayout,
+                   is_symmetric: Callable[[CollType, tuple[int, ...], float], bool]) -> set[str]:
+    """The foldable axes (dp, tp) every collective group spanning them runs symmetrically (its flows repeat
+    node by node, or member by member): an algorithm that treats members differently (a tree, a chain with
+    a leader) must see each member simulated."""
+    unsafe: set[str] = set()
+    seen: set[tuple] = set()
+    for prog in programs:
+        rank = layout.rank(pp=prog.stage)
+        for op in prog.ops:
+            if not isinstance(op, CollectiveOp) or (key := (op.ctype, op.axis, op.nbytes, prog.stage)) in seen:
+                continue
+            seen.add(key)
+            group = layout.group(op.axis, rank)
+            if is_symmetric(op.ctype, group, op.nbytes):
+                continue
+            coords = layout.coords[list(group)]
+            unsafe |= {axis for axis, column in _FOLDABLE if len(set(coords[:, column].tolist())) > 1}
+    return {axis for axis, _ in _FOLDABLE} - unsafe
+
+
+def choose_fold(layout: RankLayout, gpus_per_node: int, gpus_per_nic: int, mode: FoldMode = "auto",
+                axes: set[str] | None = None) -> Fold:
+    """Fold the data- and tensor-parallel axes (of `axes`, default both) whose placement is symmetric (or
+    none, for `full`)."""
     if mode == "full" or (mode == "auto" and layout.num_gpus <= AUTO_FULL_MAX_GPUS):
         return Fold.identity(layout.num_gpus)
+    allowed = {axis for axis, _ in _FOLDABLE} if axes is None else axes
     coords = layout.coords.copy()
-    axes = []
+    folded = []
     for axis, column, stride, size in (("dp", 2, layout.tp * layout.cp, layout.dp), ("tp", 0, 1, layout.tp)):
-        if layout.cp > 1 and axis == "dp":
-            continue  # context-parallel peers differ in their ring-attention partners
-        if _axis_symmetric(stride, size, gpus_per_node):
+        if axis not in allowed:
+            continue
+        period = _fold_period(stride, size, gpus_per_node)
+        if period is not None and period < size:
             trial = coords.copy()
-            trial[:, column] = 0
+            trial[:, column] %= period
             rep = layout.rank(*trial.T)
-            if _nics_consistent(rep, gpus_per_nic):
-                coords, axes = trial, [*axes, axis]
+            if nics_consistent(rep, gpus_per_nic):
+                coords, folded = trial, [*folded, axis]
     rep = np.asarray(layout.rank(*coords.T), dtype=np.int64)
-    return Fold(rep, tuple(axes))
+    return Fold(rep, tuple(folded))
+
+
+def fold_group(num_gpus: int, groups: list[tuple[int, ...]]) -> Fold:
+    """Every member of identical, disjoint groups folded onto the first group's first member (for lone
+    collectives whose algorithm is symmetric on a fabric where every member sees the same links)."""
+    rep = np.arange(num_gpus)
+    members = [g for group in groups for g in group]
+    rep[members] = groups[0][0]
+    return Fold(rep, ("group",))

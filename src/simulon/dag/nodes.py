@@ -55,7 +55,8 @@ class DAGEdge:
 
 @dataclass(frozen=True)
 class CollectiveInstance:
-    """One collective over one group, for labels and per-rank spans."""
+    """One collective over one group, for labels and per-rank spans, and how it runs (the protocol sets
+    how its flows use the links)."""
 
     ctype: CollType
     label: str
@@ -65,6 +66,10 @@ class CollectiveInstance:
     layer: int
     microbatch: int
     phase: Phase
+    algorithm: str = "ring"
+    protocol: str = "simple"
+    channels: int = 1
+    lanes: int = 1  # channels each simulated channel stands for
 
 
 T = TypeVar("T")
@@ -111,6 +116,8 @@ class ExecutionDAG:
     num_gpus: int
     multiplicity: np.ndarray
     duration: np.ndarray | None = None  # seconds, filled by compute.populate
+    stream_src: np.ndarray | None = None  # edges from a flow to its sender's next flow: released once the
+    stream_dst: np.ndarray | None = None  # first flow's last byte has left (a pipeline's next chunk)
 
     @property
     def num_nodes(self) -> int:
@@ -146,7 +153,13 @@ class ExecutionDAG:
         return CommNode(n, int(self.gpu[n]), int(self.peer[n]), float(self.size[n]), ctype, n,
                         [parent] if parent >= 0 else [])
 
-    def kernel_flops(self) -> np.ndarray:
-        """Model FLOPs of every node (0 for flows and markers)."""
-        table = np.array([k.flops for k in self.kernel_specs] + [0.0])
+    def kernel_flops(self, include_recompute: bool = False) -> np.ndarray:
+        """FLOPs of every node (0 for flows and markers): model FLOPs, or hardware FLOPs that also count
+        the forward kernels re-run by activation recomputation."""
+        table = np.array([k.flops if include_recompute or k.phase != Phase.recompute else 0.0
+                          for k in self.kernel_specs] + [0.0])
         return table[self.kernel]  # index -1 picks the trailing 0
+
+    def total_flops(self, include_recompute: bool = False) -> float:
+        """FLOPs of one iteration over every GPU, counting each simulated GPU for those it stands for."""
+        return float((self.kernel_flops(include_recompute) * self.multiplicity[self.gpu]).sum())

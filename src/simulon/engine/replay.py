@@ -1,9 +1,11 @@
 """Discrete-event replay of an ExecutionDAG over the network.
 
 Kernels and markers take their populated durations. Flows are fluid: they share every link they cross
-max-min fairly (progressive filling, weighted by how many flows a folded flow stands for), and rates
-are recomputed only when a flow starts or ends, and only for the flows connected to it through shared
-links. A flow is delivered one path latency after its last byte leaves.
+max-min fairly (progressive filling, weighted by how many flows a folded flow stands for, each flow at
+most at its own rate limit), and rates are recomputed only when a flow starts or ends, and only for the
+flows connected to it through shared links. A flow starts its launch delay after it is ready and is
+delivered one path latency after its last byte leaves; a sender's next flow that waits for it may start
+as soon as that last byte has left.
 """
 
 from __future__ import annotations
@@ -14,10 +16,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..dag.fold import Fold
-from ..dag.nodes import ExecutionDAG, NodeKind
+from ..dag.nodes import ExecutionDAG
 from ..network.topology import Topology
+from .flows import flow_properties
 
 _EPS = 1e-12
+_INF = float("inf")
 
 
 @dataclass(frozen=True)
@@ -26,7 +30,7 @@ class Timeline:
 
     start: np.ndarray
     finish: np.ndarray
-    links: np.ndarray        # [flows, hops] link ids of each flow, in dag flow order
+    links: np.ndarray        # [flows, hops] link ids of each flow (-1 padded), in dag flow order
     flow_nodes: np.ndarray   # node id of each flow
 
     @property
@@ -34,13 +38,24 @@ class Timeline:
         return float(self.finish.max()) if len(self.finish) else 0.0
 
 
+def _rows(links: np.ndarray) -> list[list[int]]:
+    """Each flow's links without the -1 padding (padding sits at the end of a row)."""
+    counts = (links >= 0).sum(axis=1)
+    rows = links.tolist()
+    if (counts == links.shape[1]).all():
+        return rows
+    return [row[:k] for row, k in zip(rows, counts.tolist(), strict=True)]
+
+
 class _FlowNetwork:
     """Active flows, their rates, and the max-min fair share over the links they cross."""
 
-    def __init__(self, links: np.ndarray, capacity: np.ndarray, weight: np.ndarray):
-        self.links = links.tolist()
+    def __init__(self, links: list[list[int]], capacity: np.ndarray, weight: np.ndarray, cap: np.ndarray):
+        self.links = links
         self.weight = [[float(weight[link]) for link in row] for row in links]
         self.capacity = capacity.tolist()
+        self.cap = cap.tolist()
+        self.limited = bool(np.isfinite(cap).any())
         self.on_link: list[set[int]] = [set() for _ in range(len(capacity))]
         self.remaining: dict[int, float] = {}
         self.rate: dict[int, float] = {}
@@ -86,18 +101,29 @@ class _FlowNetwork:
             since[f] = now
         if len(flows) == 1:  # the common case: a flow alone on its links
             f = flows[0]
-            rate[f] = min(self.capacity[link] / w for link, w in zip(flow_links[f], self.weight[f], strict=True))
+            share = min(self.capacity[link] / w for link, w in zip(flow_links[f], self.weight[f], strict=True))
+            rate[f] = min(share, self.cap[f]) if self.limited else share
         else:
             self._progressive_filling(flows)
         events = []
         for f in flows:
             self.version[f] += 1
-            finish = now + remaining[f] / rate[f] if rate[f] > 0 else float("inf")
+            finish = now + remaining[f] / rate[f] if rate[f] > 0 else _INF
             events.append((finish, f, self.version[f]))
         return events
 
+    def _freeze(self, frozen, rate: float | None, cap: dict[int, float], load: dict[int, float]) -> None:
+        """Fix the rate of `frozen` flows (at `rate`, or each at its own limit) and take it off their links."""
+        for f in frozen:
+            r = self.cap[f] if rate is None else rate
+            self.rate[f] = r
+            for link, w in zip(self.links[f], self.weight[f], strict=True):
+                cap[link] -= r * w
+                load[link] -= w
+
     def _progressive_filling(self, flows: list[int]) -> None:
-        """Max-min fair rates: raise all rates together; freeze the flows of each link that fills up."""
+        """Max-min fair rates: raise all rates together; freeze the flows of each link that fills up, and
+        each flow that reaches its own limit."""
         cap: dict[int, float] = {}
         load: dict[int, float] = {}
         for f in flows:
@@ -106,17 +132,26 @@ class _FlowNetwork:
                 load[link] = load.get(link, 0.0) + w
         unfrozen = set(flows)
         while unfrozen:
-            share = min(cap[link] / load[link] for link in load if load[link] > _EPS)
+            share = min((cap[link] / load[link] for link in load if load[link] > _EPS), default=_INF)
+            if self.limited:
+                lowest = min(self.cap[f] for f in unfrozen)
+                if lowest <= share:
+                    limited = {f for f in unfrozen if self.cap[f] <= lowest * (1 + 1e-9)}
+                    self._freeze(limited, None, cap, load)
+                    unfrozen -= limited
+                    continue
             bottlenecks = [link for link in load if load[link] > _EPS and cap[link] / load[link] <= share * (1 + 1e-9)]
             frozen = {f for link in bottlenecks for f in self.on_link[link] if f in unfrozen}
-            for f in frozen:
-                self.rate[f] = share
-                for link, w in zip(self.links[f], self.weight[f], strict=True):
-                    cap[link] -= share * w
-                    load[link] -= w
+            self._freeze(frozen, share, cap, load)
             for link in bottlenecks:
                 load[link] = 0.0
             unfrozen -= frozen
+
+
+def _successors(src: np.ndarray, dst: np.ndarray, n: int) -> tuple[list[int], list[int]]:
+    """Successor lists in CSR form (targets, and per node the offset of its first)."""
+    order = np.argsort(src, kind="stable")
+    return dst[order].tolist(), np.concatenate([[0], np.cumsum(np.bincount(src, minlength=n))]).tolist()
 
 
 def replay(dag: ExecutionDAG, topology: Topology, fold: Fold) -> Timeline:
@@ -124,25 +159,30 @@ def replay(dag: ExecutionDAG, topology: Topology, fold: Fold) -> Timeline:
     if dag.duration is None:
         raise ValueError("the DAG has no kernel durations: populate it first")
     n = dag.num_nodes
-    order = np.argsort(dag.edge_src, kind="stable")
-    succ = dag.edge_dst[order].tolist()
-    succ_ptr = np.concatenate([[0], np.cumsum(np.bincount(dag.edge_src, minlength=n))]).tolist()
-    pending = np.bincount(dag.edge_dst, minlength=n).tolist()
+    props = flow_properties(dag, topology, fold)
+    none = np.zeros(0, dtype=np.int64)
+    stream_src = none if dag.stream_src is None else dag.stream_src
+    stream_dst = none if dag.stream_dst is None else dag.stream_dst
+    succ, succ_ptr = _successors(dag.edge_src, dag.edge_dst, n)
+    next_send: dict[int, list[int]] = {}  # flow node -> the sender's next flows (pipelined chunks)
+    for a, b in zip(stream_src.tolist(), stream_dst.tolist(), strict=True):
+        next_send.setdefault(a, []).append(b)
+    pending = (np.bincount(dag.edge_dst, minlength=n) + np.bincount(stream_dst, minlength=n)).tolist()
 
-    flow_nodes = np.flatnonzero(dag.kind == NodeKind.flow)
-    links, latency = topology.routes(dag.gpu[flow_nodes], dag.peer[flow_nodes], fold)
     flow_of = np.full(n, -1, dtype=np.int64)
-    flow_of[flow_nodes] = np.arange(len(flow_nodes))
+    flow_of[props.nodes] = np.arange(len(props.nodes))
     flow_of = flow_of.tolist()
-    net = _FlowNetwork(links, topology.capacity, topology.fold_weights(fold))
-    sizes = dag.size[flow_nodes].tolist()
-    latency = latency.tolist()
+    net = _FlowNetwork(_rows(props.links), topology.capacity, topology.fold_weights(fold), props.cap)
+    sizes = props.wire.tolist()
+    latency = props.latency.tolist()
+    delay = props.delay.tolist()
     duration = dag.duration.tolist()
 
     start = [0.0] * n
     finish = [-1.0] * n
-    flow_node = flow_nodes.tolist()
-    # events: (time, sequence, kind, item, version); kind 0: a node completes, 1: a flow's last byte leaves
+    flow_node = props.nodes.tolist()
+    # events: (time, sequence, kind, item, version); kind 0: a node completes, 1: a flow's last byte leaves,
+    # 2: a flow's launch delay is over
     events: list[tuple[float, int, int, int, int]] = []
     push, pop = heapq.heappush, heapq.heappop
     seq = 0
@@ -155,7 +195,11 @@ def replay(dag: ExecutionDAG, topology: Topology, fold: Fold) -> Timeline:
             start[node] = now
             f = flow_of[node]
             if f >= 0:
-                net.add(f, sizes[f], now)
+                if delay[f] > 0:
+                    seq += 1
+                    push(events, (now + delay[f], seq, 2, f, 0))
+                else:
+                    net.add(f, sizes[f], now)
             elif duration[node] > 0:
                 seq += 1
                 push(events, (now + duration[node], seq, 0, node, 0))
@@ -178,7 +222,17 @@ def replay(dag: ExecutionDAG, topology: Topology, fold: Fold) -> Timeline:
                 continue  # superseded by a later rate change
             net.remove(item)
             seq += 1
-            push(events, (now + latency[item], seq, 0, flow_node[item], 0))
+            node = flow_node[item]
+            push(events, (now + latency[item], seq, 0, node, 0))
+            if next_send and node in next_send:
+                for s in next_send[node]:
+                    pending[s] -= 1
+                    if pending[s] == 0:
+                        ready.append(s)
+            continue
+        if kind == 2:
+            start[flow_node[item]] = now
+            net.add(item, sizes[item], now)
             continue
         finish[item] = now
         done += 1
@@ -189,4 +243,4 @@ def replay(dag: ExecutionDAG, topology: Topology, fold: Fold) -> Timeline:
     if done != n:
         stuck = n - done
         raise RuntimeError(f"replay stalled with {stuck} of {n} nodes unfinished (a dependency cycle in the DAG)")
-    return Timeline(np.asarray(start), np.asarray(finish), links, flow_nodes)
+    return Timeline(np.asarray(start), np.asarray(finish), props.links, props.nodes)

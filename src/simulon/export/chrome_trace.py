@@ -40,7 +40,7 @@ def trace_events(dag: ExecutionDAG, timeline: Timeline, include_flows: bool = Tr
                        "tid": int(Stream.compute), "ts": _us(start[n]), "dur": _us(finish[n] - start[n]),
                        "args": {"layer": int(dag.layer[n]), "microbatch": int(dag.microbatch[n]),
                                 "phase": spec.phase.name, "gflops": round(spec.flops / 1e9, 3)}})
-    markers = np.flatnonzero(dag.kind == NodeKind.marker)
+    markers = np.flatnonzero((dag.kind == NodeKind.marker) & (dag.coll >= 0))  # collective spans
     for begin, end in zip(markers[0::2].tolist(), markers[1::2].tolist(), strict=True):
         coll = dag.collectives[dag.coll[begin]]
         events.append({"ph": "X", "name": f"{coll.label} ({coll.ctype.name})", "cat": "collective",
@@ -54,9 +54,10 @@ def trace_events(dag: ExecutionDAG, timeline: Timeline, include_flows: bool = Tr
             src, dst = int(dag.gpu[n]), int(dag.peer[n])
             ts, dur = _us(start[n]), _us(finish[n] - start[n])
             args = {"bytes": float(dag.size[n]), "src": src, "dst": dst}
-            events.append({"ph": "X", "name": f"to GPU {dst}", "cat": "flow", "pid": src, "tid": SEND_TRACK,
+            name = f"to GPU {dst}" if dst >= 0 else "with its switch"  # an in-network reduction leg
+            events.append({"ph": "X", "name": name, "cat": "flow", "pid": src, "tid": SEND_TRACK,
                            "ts": ts, "dur": dur, "args": args})
-            if simulated[dst]:
+            if dst >= 0 and simulated[dst]:
                 events.append({"ph": "X", "name": f"from GPU {src}", "cat": "flow", "pid": dst,
                                "tid": RECV_TRACK, "ts": ts, "dur": dur, "args": args})
                 events.append({"ph": "s", "id": n, "name": "flow", "cat": "flow", "pid": src,

@@ -1,9 +1,13 @@
-"""The links flows travel over, built from the datacenter block.
+"""The links flows travel over, built from the datacenter block, and the route of every flow.
 
-Scale-up: each GPU has one port to its node's NVSwitch (an up link and a down link, each of the port's
-per-direction bandwidth). Scale-out: each NIC, shared by `gpus_per_nic` GPUs, has an up and a down link
-to a non-blocking switch. A flow inside a node uses its sender's NVLink up link and its receiver's
-down link; a flow between nodes the sender's NIC up link and the receiver's NIC down link.
+Scale-up: each GPU has an up and a down link (its port's per-direction bandwidth) to the non-blocking
+switch of its domain: an NVSwitch shared by `domain_gpus` GPUs, or, on PCIe-only nodes, the host's PCIe
+root, which the GPU's traffic to its NIC also crosses. Scale-out: each NIC (shared by `gpus_per_nic` GPUs)
+has one port, or two with dual ToRs, on the Clos fabric of network.scale_out.topology.
+
+A flow inside a domain uses its sender's up link and its receiver's down link; between domains it goes
+NIC to NIC through the fabric. In-network reduction legs (NVLS, CollNet) go from a GPU to its switch or
+back; their destination is one of the negative endpoint codes below.
 """
 
 from __future__ import annotations
@@ -14,6 +18,23 @@ import numpy as np
 
 from ..config.dc import DatacenterConfig
 from ..dag.fold import Fold
+from .calibration import LinkModel, link_model_for
+from .fabric import Fabric
+
+TO_SCALE_UP_SWITCH, FROM_SCALE_UP_SWITCH, TO_SCALE_OUT_SWITCH, FROM_SCALE_OUT_SWITCH = -2, -3, -4, -5
+"""Endpoint codes of in-network reduction legs: the flow's GPU sends to, or receives from, its switch."""
+_SWITCH_CODES = {"scale_up": (TO_SCALE_UP_SWITCH, FROM_SCALE_UP_SWITCH),
+                 "scale_out": (TO_SCALE_OUT_SWITCH, FROM_SCALE_OUT_SWITCH), "": (0, 0)}
+
+
+def endpoints(src_pos: np.ndarray, dst_pos: np.ndarray, switch: str) -> tuple[np.ndarray, np.ndarray]:
+    """(GPU position, destination position or endpoint code) of flows between group positions, where a
+    negative position is the reducing switch: a leg into the switch belongs to its sender, a leg out of it
+    to its receiver."""
+    to_switch, from_switch = _SWITCH_CODES[switch]
+    gpu = np.where(src_pos >= 0, src_pos, dst_pos)
+    peer = np.where(src_pos < 0, from_switch, np.where(dst_pos >= 0, dst_pos, to_switch))
+    return gpu, peer
 
 
 @dataclass(frozen=True)
@@ -21,55 +42,88 @@ class Topology:
     num_gpus: int
     gpus_per_node: int
     gpus_per_nic: int
-    capacity: np.ndarray          # bytes/s of every link
-    scale_up_latency: float       # seconds, one NVSwitch traversal
-    scale_out_latency: float      # seconds, NIC + switch + NIC
-    names: tuple[str, ...] = ("nvlink_up", "nvlink_down", "nic_up", "nic_down")
+    domain_gpus: int
+    pcie: bool                     # the scale-up link also carries the GPU's NIC traffic
+    line_rate: np.ndarray          # bytes/s of every link, as built
+    capacity: np.ndarray           # bytes/s a collective achieves on every link (line rate x efficiency)
+    latency: np.ndarray            # seconds per link traversal
+    fabric: Fabric
+    reduces_in_switch: tuple[bool, bool]  # (scale-up, scale-out) switches reduce data (NVLS, SHARP)
+    model: LinkModel
 
     @classmethod
-    def from_datacenter(cls, dc: DatacenterConfig, num_gpus: int | None = None) -> Topology:
-        node = dc.node
+    def from_datacenter(cls, dc: DatacenterConfig, num_gpus: int | None = None,
+                        model: LinkModel | None = None) -> Topology:
+        node, net = dc.node, dc.network
         num_gpus = num_gpus or dc.num_gpus
-        switch = dc.network.scale_up.switch
-        nvlink = dc.scale_up_bandwidth or 0.0  # a single-GPU node has no scale-up links in use
-        nic = dc.network.scale_out.nic
-        num_nics = -(-num_gpus // node.gpus_per_nic)
+        model = model or link_model_for(dc)
+        up_switch, nic, out_switch = net.scale_up.switch, net.scale_out.nic, net.scale_out.switch
+        scale_up = dc.scale_up_bandwidth or 0.0  # a single-GPU node has no scale-up links in use
         nic_speed = nic.speed if nic else 0.0
-        capacity = np.concatenate([np.full(2 * num_gpus, nvlink), np.full(2 * num_nics, nic_speed)])
-        out_switch = dc.network.scale_out.switch
-        scale_out_latency = 2 * (nic.latency if nic else 0.0) + (out_switch.latency if out_switch else 0.0)
-        return cls(num_gpus, node.gpus_per_node, node.gpus_per_nic, capacity,
-                   switch.latency if switch else 0.0, scale_out_latency)
+        num_nics = -(-num_gpus // node.gpus_per_nic)
+        spec = net.scale_out.topology
+        fabric = Fabric.build(spec, num_nics, node.gpus_per_node // node.gpus_per_nic,
+                              nic_speed / (2 if spec.dual_tor else 1), nic.latency if nic else 0.0,
+                              out_switch.latency if out_switch else 0.0, 2 * num_gpus)
+        line = np.concatenate([np.full(2 * num_gpus, scale_up), fabric.capacity])
+        efficiency = np.concatenate([np.full(2 * num_gpus, model.scale_up_efficiency),
+                                     np.full(fabric.num_links, model.scale_out_efficiency)])
+        up_latency = up_switch.latency if up_switch else 0.0
+        latency = np.concatenate([np.full(num_gpus, up_latency), np.zeros(num_gpus), fabric.latency])
+        reduces = (bool(up_switch and up_switch.in_network_reduction) and net.scale_up.kind == "nvswitch",
+                   bool(out_switch and out_switch.in_network_reduction))
+        return cls(num_gpus, node.gpus_per_node, node.gpus_per_nic, dc.domain_gpus, net.scale_up.kind == "pcie",
+                   line, line * efficiency, latency, fabric, reduces, model)
 
     @property
     def num_links(self) -> int:
         return len(self.capacity)
 
+    @property
+    def foldable(self) -> bool:
+        """Whether peers folded onto a representative see its links: true unless flows cross switch tiers
+        whose links a representative's flows would not load as all its peers' flows do."""
+        return self.fabric.spec.tiers == 1
+
     def link_name(self, link: int) -> str:
         g = self.num_gpus
-        nics = (self.num_links - 2 * g) // 2
-        bounds = (g, 2 * g, 2 * g + nics, 2 * g + 2 * nics)
-        kind = int(np.searchsorted(bounds, link, side="right"))
-        offset = (0, g, 2 * g, 2 * g + nics)[kind]
-        owner = "gpu" if kind < 2 else "nic"
-        return f"{self.names[kind]}[{owner} {link - offset}]"
+        if link < 2 * g:
+            kind = ("pcie" if self.pcie else "nvlink") + ("_up" if link < g else "_down")
+            return f"{kind}[gpu {link % g}]"
+        kind, index = self.fabric.link_kind(link)
+        return f"{kind}[{index}]"
 
-    def routes(self, src: np.ndarray, dst: np.ndarray, fold: Fold | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """(links[F, 2], latency[F]) of flows src -> dst.
+    def routes(self, src: np.ndarray, dst: np.ndarray, fold: Fold | None = None
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(links[F, hops] padded with -1, latency[F] seconds, scale_out[F]) of flows src -> dst.
 
-        With a fold, the receiver's link is its representative's: that link carries, by symmetry, the
-        same traffic as the receiver's.
+        `src` is always a GPU; `dst` a GPU or an in-network reduction endpoint code. With a fold, the
+        receiver's last links are its representative's: by symmetry they carry the same traffic.
         """
         src = np.asarray(src, dtype=np.int64)
         dst = np.asarray(dst, dtype=np.int64)
-        link_dst = dst if fold is None else fold.rep[dst]
         g = self.num_gpus
-        nics = (self.num_links - 2 * g) // 2
-        same_node = src // self.gpus_per_node == dst // self.gpus_per_node
-        up = np.where(same_node, src, 2 * g + src // self.gpus_per_nic)
-        down = np.where(same_node, g + link_dst, 2 * g + nics + link_dst // self.gpus_per_nic)
-        latency = np.where(same_node, self.scale_up_latency, self.scale_out_latency)
-        return np.stack([up, down], axis=1), latency
+        p2p = dst >= 0
+        real_dst = np.where(p2p, dst, src)
+        last = real_dst if fold is None else fold.rep[real_dst]
+        same_domain = p2p & (src // self.domain_gpus == dst // self.domain_gpus)
+        out = p2p & ~same_domain
+        to_out, from_out = dst == TO_SCALE_OUT_SWITCH, dst == FROM_SCALE_OUT_SWITCH
+        uses_up = same_domain | (dst == TO_SCALE_UP_SWITCH) | (self.pcie & (out | to_out))
+        uses_down = same_domain | (dst == FROM_SCALE_UP_SWITCH) | (self.pcie & (out | from_out))
+        port_s = self.fabric.port(src // self.gpus_per_nic, src, real_dst)
+        port_d = self.fabric.port(last // self.gpus_per_nic, src, real_dst)
+        middle = np.full((len(src), 6), -1, dtype=np.int64)
+        if out.any():
+            middle[out] = self.fabric.routes(port_s[out], port_d[out], src[out], real_dst[out])
+        middle[to_out, 0] = self.fabric.up(port_s[to_out])
+        middle[from_out, 5] = self.fabric.down(port_d[from_out])
+        links = np.column_stack([np.where(uses_up, src, -1), middle, np.where(uses_down, g + last, -1)])
+        links = np.take_along_axis(links, np.argsort(links < 0, axis=1, kind="stable"), axis=1)
+        width = max(int((links >= 0).sum(axis=1).max(initial=1)), 1)
+        links = links[:, :width]
+        latency = np.where(links >= 0, self.latency[links], 0.0).sum(axis=1)
+        return links, latency, out | to_out | from_out
 
     def fold_weights(self, fold: Fold) -> np.ndarray:
         """Per link: how many flows one simulated flow on it stands for.
@@ -84,10 +138,10 @@ class Topology:
         # share fewer than f NICs.
         class_size = int(fold.multiplicity.max())
         nic_fold = fold.rep[:: self.gpus_per_nic] // self.gpus_per_nic  # a NIC folds where its GPUs fold
-        nics = len(nic_fold)
-        nic_class = np.bincount(nic_fold, minlength=nics)
+        nic_class = np.bincount(nic_fold, minlength=len(nic_fold))
         nic_weight = np.where(nic_class > 0, class_size / np.maximum(nic_class, 1), 1.0)
-        g = self.num_gpus
-        weights[2 * g:2 * g + nics] = nic_weight
-        weights[2 * g + nics:] = nic_weight
+        port_weight = np.repeat(nic_weight, self.fabric.ports_per_nic)
+        up, down = self.fabric.up(0), self.fabric.down(0)
+        weights[up:up + len(port_weight)] = port_weight
+        weights[down:down + len(port_weight)] = port_weight
         return weights

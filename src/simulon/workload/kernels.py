@@ -8,7 +8,7 @@ recomputes the scores), and is what kernel timing and hardware-FLOPs utilisation
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import IntEnum
 
 
@@ -16,7 +16,8 @@ class Phase(IntEnum):
     fwd = 0
     bwd_ig = 1
     bwd_wg = 2
-    step = 3  # once per iteration: optimizer
+    step = 3       # once per iteration: optimizer
+    recompute = 4  # a forward kernel re-run before its backward (activation recomputation)
 
     @property
     def label(self) -> str:
@@ -48,11 +49,13 @@ class KernelSpec:
         return dict(self.shape)[key]
 
 
-def gemm(name: str, phase: Phase, m: int, n: int, k: int, dtype_bytes: float, groups: int = 1) -> KernelSpec:
-    """C[m,n] = A[m,k] @ B[k,n], summed over `groups` experts for a grouped GEMM (m is their total)."""
+def gemm(name: str, phase: Phase, m: int, n: int, k: int, dtype_bytes: float, groups: int = 1,
+         batched: bool = False) -> KernelSpec:
+    """C[m,n] = A[m,k] @ B[k,n], summed over `groups` experts for a grouped GEMM (m is their total), or
+    over `groups` equal problems of one batched launch (attention scores) when `batched`."""
     flops = 2.0 * m * n * k
     moved = dtype_bytes * (m * k + k * n * groups + m * n)
-    kclass = KernelClass.grouped_gemm if groups > 1 else KernelClass.gemm
+    kclass = KernelClass.grouped_gemm if groups > 1 and not batched else KernelClass.gemm
     shape = (("m", m), ("n", n), ("k", k), ("groups", groups), ("dtype_bytes", dtype_bytes))
     return KernelSpec(name, kclass, phase, flops, flops, moved, shape)
 
@@ -77,7 +80,9 @@ def attention(phase: Phase, batch: int, heads: int, kv_heads: int, seq_q: int, s
               qk_dim: int, v_dim: int, causal: bool, dtype_bytes: float) -> KernelSpec:
     """Flash attention over one micro-batch. Model FLOPs count the full score matrix."""
     fwd_flops = 2.0 * batch * heads * seq_q * seq_k * (qk_dim + v_dim)
-    executed_fwd = fwd_flops * (0.5 if causal and seq_q == seq_k else 1.0)
+    # a causal mask skips half the score blocks (on average over context-parallel ranks, which are
+    # load-balanced by pairing early and late sequence chunks)
+    executed_fwd = fwd_flops * (0.5 if causal else 1.0)
     io = dtype_bytes * batch * (heads * seq_q * (qk_dim + v_dim) + kv_heads * seq_k * (qk_dim + v_dim))
     if phase == Phase.fwd:
         flops, hw, moved = fwd_flops, executed_fwd, io
@@ -87,3 +92,9 @@ def attention(phase: Phase, batch: int, heads: int, kv_heads: int, seq_q: int, s
              ("seq_k", seq_k), ("qk_dim", qk_dim), ("v_dim", v_dim), ("causal", causal),
              ("dtype_bytes", dtype_bytes))
     return KernelSpec("attn_flash", KernelClass.attention, phase, flops, hw, moved, shape)
+
+
+def as_recompute(kernel: KernelSpec) -> KernelSpec:
+    """The same forward kernel re-run for activation recomputation (its FLOPs count as hardware FLOPs,
+    not model FLOPs)."""
+    return replace(kernel, phase=Phase.recompute)

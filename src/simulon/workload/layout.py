@@ -21,6 +21,12 @@ class RankLayout:
     dp: int
     pp: int
     ep: int = 1
+    fsdp: int = 1  # ranks of the data x context dimension a parameter is sharded over (FSDP)
+
+    @property
+    def fsdp_replicas(self) -> int:
+        """Copies of each FSDP shard (hybrid sharding: shard inside groups, replicate across them)."""
+        return self.cp * self.dp // self.fsdp
 
     @property
     def num_gpus(self) -> int:
@@ -51,7 +57,8 @@ class RankLayout:
         """The ranks of `rank`'s process group along one axis, in ring order.
 
         axis is one of tp, cp, dp, pp, ep (expert parallel), edp (expert data parallel) or
-        dp_cp (data x context, the dense-gradient group) or emb (first and last stage).
+        dp_cp (data x context, the dense-gradient group), fsdp / fsdp_replica (the FSDP shard group and
+        its replicas) or emb (first and last stage).
         """
         t, c, d, p = (int(x) for x in self.coords[rank])
         if axis in AXES:
@@ -63,6 +70,10 @@ class RankLayout:
             members = range(self.cp * self.dp)
         elif axis == "ep":
             members = range(dc - dc % self.ep, dc - dc % self.ep + self.ep)
+        elif axis == "fsdp":
+            members = range(dc - dc % self.fsdp, dc - dc % self.fsdp + self.fsdp)
+        elif axis == "fsdp_replica":
+            members = range(dc % self.fsdp, self.cp * self.dp, self.fsdp)
         elif axis == "emb":  # tied word embeddings: first and last stage share one matrix
             return (self.rank(t, c, d, 0), self.rank(t, c, d, self.pp - 1))
         elif axis == "edp":

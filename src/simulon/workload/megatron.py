@@ -1,49 +1,25 @@
 """Megatron-Core training iteration as per-stage programs of kernels and communication.
 
 What each rank of a pipeline stage runs for one iteration: forward and backward (input- and
-weight-gradient) kernels of every layer for every micro-batch in pipeline-schedule order, tensor-
-parallel collectives (all-reduce; all-gather/reduce-scatter with sequence parallelism), pipeline
-send/recv, expert-parallel all-to-all, and data-parallel gradient sync in buckets launched during the
-last micro-batch's backward (Megatron-Core's overlap_grad_reduce), then the optimizer step.
+weight-gradient) kernels of every layer for every micro-batch in pipeline-schedule order (1F1B, or
+interleaved over model chunks), activation recomputation, tensor-parallel collectives (all-reduce;
+all-gather/reduce-scatter with sequence parallelism), context-parallel key/value exchange, pipeline
+send/recv, expert-parallel all-to-all, and data-parallel gradient sync: DDP buckets launched during the
+last micro-batch's backward (overlap_grad_reduce), the distributed optimizer's reduce-scatter and
+parameter all-gather, or FSDP's per-layer gather and reduce-scatter; then the optimizer step.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from functools import cached_property
+from collections.abc import Callable
 
-from ..config.common import DType
 from ..config.workload import MegatronWorkload
-from .kernels import KernelSpec, Phase, attention, gemm_with_backward, memory_bound
+from .data_parallel import DataParallelSync
+from .kernels import Phase
+from .layer_kernels import LayerKernels, ShardShape
 from .layout import RankLayout
-from .program import CollType, StageProgram, Stream
+from .program import EMBEDDING_LAYER, HEAD_LAYER, CollType, StageProgram, Stream
 from .schedule import make_scheduler
-
-EMBEDDING_LAYER, HEAD_LAYER, OPTIMIZER_LAYER = -1, -2, -3
-ADAM_BYTES_PER_PARAM = 30.0
-"""Adam step traffic per parameter with bf16/fp16 mixed precision: fp32 gradient read (4), fp32 master
-weight, first and second moment each read and written (3 x 8), low-precision weight written (2)."""
-MEGATRON_MIN_BUCKET_PARAMS = 40_000_000
-"""Megatron-Core DDP default bucket: max(40M, 1M x data-parallel size) parameters."""
-
-
-@dataclass(frozen=True)
-class ShardShape:
-    """Per-rank tensor sizes of one micro-batch."""
-
-    tokens: int          # b * s / cp: rows of every GEMM
-    seq: int             # sequence length seen by attention on this rank
-    batch: int
-    tp: int
-    sp: bool
-    ep: int
-    act_bytes: float     # activation / weight element size
-    grad_bytes: float    # gradient element size in the DP reduction (fp32 for bf16 training)
-
-    @property
-    def norm_tokens(self) -> int:
-        """Rows of elementwise kernels: sequence parallelism splits them across the TP group."""
-        return self.tokens // self.tp if self.sp else self.tokens
 
 
 class MegatronTracer:
@@ -51,162 +27,52 @@ class MegatronTracer:
 
     def __init__(self, workload: MegatronWorkload, num_gpus: int):
         par, train, model = workload.parallelism, workload.training, workload.model
-        self.workload = workload
-        self.model = model
+        self.workload, self.model = workload, model
         dp = num_gpus // (par.tp * par.cp * par.pp)
-        self.layout = RankLayout(tp=par.tp, cp=par.cp, dp=dp, pp=par.pp, ep=par.ep)
+        self.layout = RankLayout(tp=par.tp, cp=par.cp, dp=dp, pp=par.pp, ep=par.ep,
+                                 fsdp=par.fsdp_size or dp * par.cp)
         self.num_microbatches = train.global_batch_size // (train.micro_batch_size * dp)
-        self.scheduler = make_scheduler(par.pipeline_schedule)
-        dtype = train.dtype
-        act_bytes = dtype.bytes if dtype not in (DType.fp8, DType.fp4) else 2.0  # fp8 GEMMs keep bf16 activations
-        self.shape = ShardShape(
-            tokens=train.micro_batch_size * train.sequence_length // par.cp,
-            seq=train.sequence_length // par.cp,
-            batch=train.micro_batch_size,
-            tp=par.tp, sp=par.sequence_parallel and par.tp > 1, ep=par.ep,
-            act_bytes=act_bytes, grad_bytes=2.0 if dtype == DType.fp16 else 4.0,
-        )
-        counts = list(par.layers_per_stage) if par.layers_per_stage else [model.num_layers // par.pp] * par.pp
-        self.stage_first_layer = [sum(counts[:i]) for i in range(par.pp)]
-        self.stage_num_layers = counts
-
-    # ---- which layers are what -------------------------------------------------------------
+        self.chunks = par.vpp
+        self.scheduler = make_scheduler(par.pipeline_schedule, par.vpp)
+        self.shape = ShardShape.of(workload)
+        self.kernels = LayerKernels(model, self.shape, train.attention)
+        virtual_stages = par.pp * par.vpp
+        counts = list(par.layers_per_stage or [model.num_layers // virtual_stages] * virtual_stages)
+        self._first_layer = [sum(counts[:i]) for i in range(virtual_stages)]
+        self._num_layers = counts
 
     def is_moe_layer(self, layer: int) -> bool:
         moe = self.model.moe
         return moe is not None and layer >= moe.first_dense_layers
 
-    def layers_of_stage(self, stage: int) -> range:
-        first = self.stage_first_layer[stage]
-        return range(first, first + self.stage_num_layers[stage])
+    def layers_of(self, stage: int, chunk: int = 0) -> range:
+        """Layers of one model chunk; chunk c of stage s is virtual stage c * pp + s (Megatron's order)."""
+        virtual = chunk * self.layout.pp + stage
+        return range(self._first_layer[virtual], self._first_layer[virtual] + self._num_layers[virtual])
 
-    # ---- kernels (built once, shared by every layer and micro-batch) ---------------------
+    def unit_params(self, unit: int) -> tuple[float, float]:
+        """(dense, expert) parameters of a layer, the embedding or the LM head (with the final norm)."""
+        if unit >= 0:
+            return self.kernels.layer_params(self.is_moe_layer(unit))
+        vocab = self.kernels.vocab_params
+        if unit == EMBEDDING_LAYER:
+            return vocab, 0.0
+        shares_embedding = self.model.tie_embeddings and self.layout.pp == 1
+        return self.model.hidden_size + (0.0 if shares_embedding else vocab), 0.0
 
-    @cached_property
-    def kernels(self) -> dict[str, dict[Phase, KernelSpec]]:
-        """name -> phase -> kernel spec, for one rank and one micro-batch."""
-        m, sh = self.model, self.shape
-        T, t, h, db = sh.tokens, sh.tp, m.hidden_size, sh.act_bytes
-        n, kv = m.num_heads // t, max(m.kv_heads // t, 1)
-        k: dict[str, tuple[KernelSpec, ...]] = {}
-
-        def elementwise(name: str, rows: int, width: int, fwd_tensors: float, bwd_tensors: float) -> None:
-            elems = rows * width
-            k[name] = (memory_bound(name, Phase.fwd, fwd_tensors * elems * db, elems),
-                       memory_bound(name, Phase.bwd_ig, bwd_tensors * elems * db, elems))
-
-        Tn = sh.norm_tokens
-        for name in ("attn_norm", "mlp_norm"):
-            elementwise(name, Tn, h, 2, 3)           # read x, write y | read x, dy, write dx
-        for name in ("attn_residual", "mlp_residual"):
-            elementwise(name, Tn, h, 3, 2)           # bias-dropout-add: read 2, write 1
-        if m.mla is None:
-            d = m.head_size
-            k["attn_qkv"] = gemm_with_backward("attn_qkv", T, (n + 2 * kv) * d, h, db)
-            qk_dim = v_dim = d
-        else:
-            a = m.mla
-            qk_dim, v_dim = a.qk_nope_head_dim + a.qk_rope_head_dim, a.v_head_dim
-            if a.q_lora_rank:
-                k["attn_q_down"] = gemm_with_backward("attn_q_down", T, a.q_lora_rank, h, db)
-                k["attn_q_up"] = gemm_with_backward("attn_q_up", T, n * qk_dim, a.q_lora_rank, db)
-            else:
-                k["attn_q"] = gemm_with_backward("attn_q", T, n * qk_dim, h, db)
-            k["attn_kv_down"] = gemm_with_backward("attn_kv_down", T, a.kv_lora_rank + a.qk_rope_head_dim, h, db)
-            k["attn_kv_up"] = gemm_with_backward("attn_kv_up", T, n * (a.qk_nope_head_dim + v_dim),
-                                                 a.kv_lora_rank, db)
-        kv_heads = n if m.mla is not None else kv
-        k["attn_flash"] = tuple(
-            attention(phase, sh.batch, n, kv_heads, sh.seq, sh.seq, qk_dim, v_dim, True, db)
-            for phase in (Phase.fwd, Phase.bwd_ig))
-        k["attn_proj"] = gemm_with_backward("attn_proj", T, h, n * v_dim, db)
-        self._mlp_kernels(k, "mlp", T, m.ffn_hidden_size // t, groups=1)
-        if m.moe is not None:
-            moe = m.moe
-            k["moe_route"] = gemm_with_backward("moe_route", T, moe.num_experts, h, db)
-            routed = T * moe.top_k
-            elementwise("moe_permute", routed, h, 2, 2)
-            elementwise("moe_unpermute", routed, h, 2, 2)
-            fe = (moe.expert_ffn_hidden_size or m.ffn_hidden_size) // t
-            self._mlp_kernels(k, "moe_expert", routed, fe, groups=moe.num_experts // sh.ep)
-            if moe.num_shared_experts:
-                fs = (moe.shared_expert_ffn_hidden_size or fe * t) * moe.num_shared_experts // t
-                self._mlp_kernels(k, "moe_shared", T, fs, groups=1)
-        V = m.vocab_size // t if m.vocab_size % t == 0 else -(-m.vocab_size // t)
-        k["embedding"] = (memory_bound("embedding", Phase.fwd, 2 * Tn * h * db, Tn * h),
-                          memory_bound("embedding", Phase.bwd_wg, Tn * h * (db + 4), Tn * h))
-        elementwise("final_norm", Tn, h, 2, 3)
-        k["lm_head"] = gemm_with_backward("lm_head", T, V, h, db)
-        k["loss"] = (memory_bound("loss", Phase.fwd, T * V * (db + 8), T * V, 5),
-                     memory_bound("loss", Phase.bwd_ig, T * V * (4 + db), T * V, 2))
-        return {name: {spec.phase: spec for spec in specs} for name, specs in k.items()}
-
-    def _mlp_kernels(self, k: dict, prefix: str, rows: int, ffn: int, groups: int) -> None:
-        m, db = self.model, self.shape.act_bytes
-        h = m.hidden_size
-        k[f"{prefix}_linear1"] = gemm_with_backward(f"{prefix}_linear1", rows, ffn, h, db, groups)
-        if m.gated_mlp:
-            k[f"{prefix}_gate"] = gemm_with_backward(f"{prefix}_gate", rows, ffn, h, db, groups)
-        elems = rows * ffn
-        fwd, bwd = (3, 5) if m.gated_mlp else (2, 3)
-        k[f"{prefix}_act"] = (memory_bound(f"{prefix}_act", Phase.fwd, fwd * elems * db, elems, 8),
-                              memory_bound(f"{prefix}_act", Phase.bwd_ig, bwd * elems * db, elems, 8))
-        k[f"{prefix}_linear2"] = gemm_with_backward(f"{prefix}_linear2", rows, h, ffn, db, groups)
-
-    def _linears(self, block: str) -> list[str]:
-        """Names of the GEMMs of an MLP-like block in forward order."""
-        names = [f"{block}_linear1"] + ([f"{block}_gate"] if self.model.gated_mlp else [])
-        return names
-
-    def _attention_inputs(self) -> list[str]:
-        if self.model.mla is None:
-            return ["attn_qkv"]
-        k = self.kernels
-        names = ["attn_q_down", "attn_q_up"] if "attn_q_down" in k else ["attn_q"]
-        return [*names, "attn_kv_down", "attn_kv_up"]
-
-    # ---- parameters (for gradient buckets and the optimizer) ------------------------------
-
-    def layer_params(self, layer: int) -> tuple[float, float]:
-        """(dense, expert) parameters of one layer held by one rank."""
-        def weights(names: list[str]) -> float:
-            # the weight-gradient GEMM's output (m x n, per group) is the weight itself
-            wgrads = [self.kernels[name][Phase.bwd_wg] for name in names]
-            return sum(wg.param("m") * wg.param("n") * wg.param("groups") for wg in wgrads)
-
-        dense_names = [*self._attention_inputs(), "attn_proj"]
-        expert = 0.0
-        if not self.is_moe_layer(layer):
-            dense_names += [*self._linears("mlp"), "mlp_linear2"]
-        else:
-            dense_names.append("moe_route")
-            if "moe_shared_linear1" in self.kernels:
-                dense_names += [*self._linears("moe_shared"), "moe_shared_linear2"]
-            expert = weights([*self._linears("moe_expert"), "moe_expert_linear2"])
-        return weights(dense_names) + 2 * self.model.hidden_size, expert
-
-    def stage_params(self, stage: int) -> tuple[float, float]:
-        dense = expert = 0.0
-        for layer in self.layers_of_stage(stage):
-            d, e = self.layer_params(layer)
-            dense, expert = dense + d, expert + e
-        vocab_params = self.kernels["lm_head"][Phase.fwd].param("n") * self.model.hidden_size
-        if stage == 0:
-            dense += vocab_params
-        if stage == self.layout.pp - 1:
-            dense += self.model.hidden_size + (vocab_params if not self.model.tie_embeddings or
-                                               self.layout.pp > 1 else 0)
-        return dense, expert
-
-    # ---- programs ---------------------------------------------------------------------------
+    def stage_units(self, stage: int) -> list[int]:
+        """The parameter-holding units of a stage in forward order."""
+        units = [EMBEDDING_LAYER] if stage == 0 else []
+        for chunk in range(self.chunks):
+            units += list(self.layers_of(stage, chunk))
+        return units + ([HEAD_LAYER] if stage == self.layout.pp - 1 else [])
 
     def stage_programs(self) -> list[StageProgram]:
         return [self.stage_program(s) for s in range(self.layout.pp)]
 
     def stage_program(self, stage: int) -> StageProgram:
         prog = StageProgram(stage)
-        emitter = _StageEmitter(self, prog)
-        emitter.emit_iteration()
+        _StageEmitter(self, prog).emit_iteration()
         return prog
 
 
@@ -214,128 +80,173 @@ class _StageEmitter:
     """Writes one stage's program; keeps the bookkeeping of pending communication."""
 
     def __init__(self, tracer: MegatronTracer, prog: StageProgram):
-        self.tr = tracer
-        self.prog = prog
-        self.k = tracer.kernels
-        self.sh = tracer.shape
-        self.stage = prog.stage
-        self.last_stage = tracer.layout.pp - 1
-        self.layers = tracer.layers_of_stage(prog.stage)
-        wl = tracer.workload
-        self.par = wl.parallelism
-        dp_cp = tracer.layout.dp * tracer.layout.cp
-        self.dp_groups = {"dp_cp": dp_cp, "edp": tracer.layout.edp}
-        self.bucket_params = wl.training.grad_bucket_size or max(MEGATRON_MIN_BUCKET_PARAMS, 1_000_000 * dp_cp)
-        self.pending = -1      # comm op the next compute must wait for
-        self.grad_syncs: list[int] = []
-        self.param_gathers: dict[int, list[int]] = {}   # layer -> all-gathers its first forward waits for
-        self._bucket = {"dp_cp": 0.0, "edp": 0.0}
+        self.tr, self.prog = tracer, prog
+        self.k, self.sh = tracer.kernels, tracer.shape
+        self.stage, self.pp, self.chunks = prog.stage, tracer.layout.pp, tracer.chunks
+        self.par = tracer.workload.parallelism
+        self.lora = tracer.workload.training.peft == "lora"
+        self.overlap_tp = self.par.tp_comm_overlap and self.sh.sp
+        self.pending = -1                 # comm op the next compute must wait for
+        self.unit_waits: tuple[int, ...] = ()   # parameter gathers the next layer's first kernel waits for
+        self._after_next_kernel: Callable[[], None] | None = None
+        self.dp = DataParallelSync(tracer, prog, frozen=self.lora)
 
     # -- small helpers --
 
-    def run(self, name: str, phase: Phase, layer: int, mb: int, *extra_waits: int) -> int:
-        kernel = self.k[name][phase]
-        idx = self.prog.compute(kernel, layer, mb, (self.pending, *extra_waits))
-        self.pending = -1
+    def run(self, name: str, phase: Phase, layer: int, mb: int, *extra_waits: int,
+            alongside: tuple[int, ...] = ()) -> int:
+        if phase == Phase.bwd_wg and self.lora:
+            return -1  # frozen base weights have no weight gradient
+        idx = self.prog.compute(self.k[name][phase], layer, mb, (self.pending, *self.unit_waits, *extra_waits),
+                                alongside)
+        self.pending, self.unit_waits = -1, ()
+        if self._after_next_kernel is not None:
+            hook, self._after_next_kernel = self._after_next_kernel, None
+            hook()
         return idx
 
     def tp_collective(self, ctype: CollType, label: str, layer: int, mb: int, phase: Phase,
-                      nbytes: float | None = None) -> int:
+                      nbytes: float | None = None, alongside: int = -1) -> int:
         if self.sh.tp == 1:
             return -1
         size = nbytes if nbytes is not None else self.sh.tokens * self.tr.model.hidden_size * self.sh.act_bytes
-        return self.prog.collective(ctype, "tp", size, Stream.tp_comm, label, layer, mb, phase)
+        return self.prog.collective(ctype, "tp", size, Stream.tp_comm, label, layer, mb, phase, alongside=(alongside,))
 
-    def tp_reduce(self, label: str, layer: int, mb: int, phase: Phase) -> int:
-        """Row-parallel output: all-reduce, or reduce-scatter with sequence parallelism."""
-        return self.tp_collective(CollType.ReduceScatter if self.sh.sp else CollType.AllReduce,
-                                  label, layer, mb, phase)
+    def tp_reduce(self, label: str, layer: int, mb: int, phase: Phase, gemm: int = -1) -> int:
+        """Row-parallel output: all-reduce, or reduce-scatter with sequence parallelism (pipelined with the
+        `gemm` producing it when tensor-parallel communication overlap is on)."""
+        if self.sh.sp:
+            return self.tp_collective(CollType.ReduceScatter, label, layer, mb, phase,
+                                      alongside=gemm if self.overlap_tp else -1)
+        return self.tp_collective(CollType.AllReduce, label, layer, mb, phase)
 
     def tp_gather(self, label: str, layer: int, mb: int, phase: Phase) -> int:
         """Column-parallel input under sequence parallelism: all-gather along the sequence."""
         return self.tp_collective(CollType.AllGather, label, layer, mb, phase) if self.sh.sp else -1
 
+    def gathered_gemms(self, names: list[str], phase: Phase, layer: int, mb: int, gather: int) -> int:
+        """GEMMs consuming an all-gathered input: after the gather, or pipelined with it (overlap on)."""
+        last = -1
+        for name in names:
+            if self.overlap_tp and gather >= 0:
+                last = self.run(name, phase, layer, mb, alongside=(gather,))
+            else:
+                last = self.run(name, phase, layer, mb, gather)
+        if self.overlap_tp:
+            self.pending = gather  # the GEMM's result is complete once the last chunk has arrived
+        return last
+
+    def cp_exchange(self, ctype: CollType, label: str, layer: int, mb: int, phase: Phase) -> int:
+        """Context parallelism: all-gather every rank's keys and values (reduce-scatter their gradients)."""
+        if self.sh.cp == 1:
+            return -1
+        core = self.k[self.k.attention_core[0]][Phase.fwd]
+        kv_heads = core.param("kv_heads") if core.name == "attn_flash" else core.param("groups") // self.sh.batch
+        dims = core.param("qk_dim") + core.param("v_dim") if core.name == "attn_flash" else 2 * core.param("k")
+        size = kv_heads * dims * self.sh.batch * self.sh.full_seq * self.sh.act_bytes
+        return self.prog.collective(ctype, "cp", size, Stream.cp_comm, label, layer, mb, phase)
+
+    def prefetch_after_next_kernel(self, action: Callable[[], None]) -> None:
+        """Issue `action` (a parameter prefetch) once the next kernel has been emitted: it overlaps it."""
+        self._after_next_kernel = action
+
     # -- iteration --
 
     def emit_iteration(self) -> None:
         tr = self.tr
-        if self.par.distributed_optimizer:
-            self.emit_param_gathers()
-        for kind, mb in tr.scheduler.steps(self.stage, tr.layout.pp, tr.num_microbatches):
-            if kind == "F":
-                self.forward(mb)
+        self.dp.start_of_iteration()
+        for step in tr.scheduler.steps(self.stage, self.pp, tr.num_microbatches):
+            if step.kind == "F":
+                self.forward(step.microbatch, step.chunk)
             else:
-                self.backward(mb, last=(mb == tr.num_microbatches - 1))
-        if not self.par.overlap_grad_reduce:
-            self.queue_grads_at_end()
-        self.flush_buckets()
-        waits = list(self.grad_syncs)
-        if tr.model.tie_embeddings and tr.layout.pp > 1 and self.stage in (0, self.last_stage):
-            size = self.k["lm_head"][Phase.fwd].param("n") * tr.model.hidden_size * self.sh.grad_bytes
-            waits.append(self.prog.collective(CollType.AllReduce, "emb", size, Stream.dp_comm,
-                                              "embedding_grad_allreduce", EMBEDDING_LAYER, -1, Phase.step))
-        dense, expert = tr.stage_params(self.stage)
-        if self.par.distributed_optimizer:
-            dense, expert = dense / self.dp_groups["dp_cp"], expert / self.dp_groups["edp"]
-        params = dense + expert
-        optimizer = memory_bound("optimizer", Phase.step, ADAM_BYTES_PER_PARAM * params, params)
-        self.prog.compute(optimizer, OPTIMIZER_LAYER, -1, tuple(waits))
+                self.backward(step.microbatch, step.chunk, last=step.microbatch == tr.num_microbatches - 1)
+        self.dp.end_of_iteration()
 
-    def forward(self, mb: int) -> None:
-        tr, sh, h = self.tr, self.sh, self.tr.model.hidden_size
-        if self.stage > 0:
-            self.pending = self.prog.recv(-1, mb, Phase.fwd)
+    def _is_first(self, chunk: int) -> bool:
+        return self.stage == 0 and chunk == 0
+
+    def _is_last(self, chunk: int) -> bool:
+        return self.stage == self.pp - 1 and chunk == self.chunks - 1
+
+    def _next(self, chunk: int) -> tuple[int, int]:
+        """(stage, chunk) that consumes this chunk's output: the next stage, wrapping to the next chunk."""
+        return (self.stage + 1, chunk) if self.stage < self.pp - 1 else (0, chunk + 1)
+
+    def _previous(self, chunk: int) -> tuple[int, int]:
+        return (self.stage - 1, chunk) if self.stage > 0 else (self.pp - 1, chunk - 1)
+
+    def _units(self, chunk: int) -> list[int]:
+        units = [EMBEDDING_LAYER] if self._is_first(chunk) else []
+        return units + list(self.tr.layers_of(self.stage, chunk)) + ([HEAD_LAYER] if self._is_last(chunk) else [])
+
+    def forward(self, mb: int, chunk: int) -> None:
+        sh, h = self.sh, self.tr.model.hidden_size
+        if not self._is_first(chunk):
+            self.pending = self.prog.recv(self._previous(chunk)[0], chunk, mb, Phase.fwd)
+        units = self._units(chunk)
+        for i, unit in enumerate(units):
+            self.unit_waits = self.dp.before_forward(unit, mb, units[i + 1] if i + 1 < len(units) else None, self)
+            if unit == EMBEDDING_LAYER:
+                self.run("embedding", Phase.fwd, unit, mb)
+                self.pending = self.tp_reduce("embedding_reduce", unit, mb, Phase.fwd)
+            elif unit == HEAD_LAYER:
+                self.head_forward(mb)
+            else:
+                self.layer_forward(unit, mb, Phase.fwd)
+        if not self._is_last(chunk):  # Megatron waits for its pipeline sends before the next kernel
+            stage, peer_chunk = self._next(chunk)
+            self.pending = self.prog.send(stage, peer_chunk, sh.norm_tokens * h * sh.act_bytes, mb, Phase.fwd)
+
+    def head_forward(self, mb: int) -> None:
+        self.run("final_norm", Phase.fwd, HEAD_LAYER, mb)
+        self.gathered_gemms(["lm_head"], Phase.fwd, HEAD_LAYER, mb,
+                            self.tp_gather("lm_head_gather", HEAD_LAYER, mb, Phase.fwd))
+        self.run("loss", Phase.fwd, HEAD_LAYER, mb)
+        # vocab-parallel cross entropy: all-reduce of the max, the target logit and the exp-sum
+        for label in ("loss_max", "loss_target", "loss_sum"):
+            self.pending = self.tp_collective(CollType.AllReduce, label, HEAD_LAYER, mb, Phase.fwd,
+                                              nbytes=self.sh.tokens * 4.0)
+
+    def layer_forward(self, layer: int, mb: int, phase: Phase) -> None:
+        """One transformer layer's forward; phase is fwd, or recompute before its backward."""
+        self.attention_forward(layer, mb, phase)
+        if self.tr.is_moe_layer(layer):
+            self.moe_forward(layer, mb, phase)
         else:
-            self.run("embedding", Phase.fwd, EMBEDDING_LAYER, mb, *self.first_use_gather(EMBEDDING_LAYER, mb))
-            self.pending = self.tp_reduce("embedding_reduce", EMBEDDING_LAYER, mb, Phase.fwd)
-        for layer in self.layers:
-            self.attention_forward(layer, mb, *self.first_use_gather(layer, mb))
-            if tr.is_moe_layer(layer):
-                self.moe_forward(layer, mb)
-            else:
-                self.mlp_forward("mlp", layer, mb, self.tp_gather("mlp_gather", layer, mb, Phase.fwd))
-                self.pending = self.tp_reduce("mlp_reduce", layer, mb, Phase.fwd)
-            self.run("mlp_residual", Phase.fwd, layer, mb)
-        if self.stage == self.last_stage:
-            self.run("final_norm", Phase.fwd, HEAD_LAYER, mb)
-            self.pending = self.tp_gather("lm_head_gather", HEAD_LAYER, mb, Phase.fwd)
-            self.run("lm_head", Phase.fwd, HEAD_LAYER, mb, *self.first_use_gather(HEAD_LAYER, mb))
-            self.run("loss", Phase.fwd, HEAD_LAYER, mb)
-            # vocab-parallel cross entropy: all-reduce of the max, the target logit and the exp-sum
-            for label in ("loss_max", "loss_target", "loss_sum"):
-                self.pending = self.tp_collective(CollType.AllReduce, label, HEAD_LAYER, mb, Phase.fwd,
-                                                  nbytes=sh.tokens * 4.0)
-        else:  # Megatron waits for its pipeline sends before the next kernel
-            self.pending = self.prog.send(+1, sh.norm_tokens * h * sh.act_bytes, mb, Phase.fwd)
+            self.mlp_forward("mlp", layer, mb, phase, self.tp_gather("mlp_gather", layer, mb, phase), "mlp_reduce")
+        self.run("mlp_residual", phase, layer, mb)
 
-    def attention_forward(self, layer: int, mb: int, *param_gathers: int) -> None:
-        self.run("attn_norm", Phase.fwd, layer, mb, *param_gathers)
-        gather = self.tp_gather("attn_gather", layer, mb, Phase.fwd)
-        for name in self.tr._attention_inputs():
-            self.run(name, Phase.fwd, layer, mb, gather)
-        self.run("attn_flash", Phase.fwd, layer, mb)
-        self.run("attn_proj", Phase.fwd, layer, mb)
-        self.pending = self.tp_reduce("attn_reduce", layer, mb, Phase.fwd)
-        self.run("attn_residual", Phase.fwd, layer, mb)
-        self.run("mlp_norm", Phase.fwd, layer, mb)
+    def attention_forward(self, layer: int, mb: int, phase: Phase) -> None:
+        self.run("attn_norm", phase, layer, mb)
+        self.gathered_gemms(self.k.attention_inputs, phase, layer, mb, self.tp_gather("attn_gather", layer, mb, phase))
+        core_waits = (self.pending, self.cp_exchange(CollType.AllGather, "cp_kv_gather", layer, mb, phase))
+        self.pending = -1
+        for name in self.k.attention_core:
+            self.run(name, phase, layer, mb, *core_waits)
+        proj = self.run("attn_proj", phase, layer, mb)
+        self.pending = self.tp_reduce("attn_reduce", layer, mb, phase, gemm=proj)
+        self.run("attn_residual", phase, layer, mb)
+        self.run("mlp_norm", phase, layer, mb)
 
-    def mlp_forward(self, block: str, layer: int, mb: int, gather: int) -> None:
-        for name in self.tr._linears(block):
-            self.run(name, Phase.fwd, layer, mb, gather)
-        self.run(f"{block}_act", Phase.fwd, layer, mb)
-        self.run(f"{block}_linear2", Phase.fwd, layer, mb)
+    def mlp_forward(self, block: str, layer: int, mb: int, phase: Phase, gather: int,
+                    reduce_label: str | None = None) -> None:
+        self.gathered_gemms(self.k.mlp_inputs(block), phase, layer, mb, gather)
+        self.run(f"{block}_act", phase, layer, mb)
+        down = self.run(f"{block}_linear2", phase, layer, mb)
+        if reduce_label is not None:
+            self.pending = self.tp_reduce(reduce_label, layer, mb, phase, gemm=down)
 
-    def moe_forward(self, layer: int, mb: int) -> None:
-        gather = self.tp_gather("moe_gather", layer, mb, Phase.fwd)
-        self.run("moe_route", Phase.fwd, layer, mb, gather)
-        self.run("moe_permute", Phase.fwd, layer, mb)
-        self.pending = self.all_to_all("moe_dispatch", layer, mb, Phase.fwd)
-        self.mlp_forward("moe_expert", layer, mb, -1)
-        self.pending = self.all_to_all("moe_combine", layer, mb, Phase.fwd)
-        self.run("moe_unpermute", Phase.fwd, layer, mb)
+    def moe_forward(self, layer: int, mb: int, phase: Phase) -> None:
+        gather = self.tp_gather("moe_gather", layer, mb, phase)
+        self.run("moe_route", phase, layer, mb, gather)
+        self.run("moe_permute", phase, layer, mb)
+        self.pending = self.all_to_all("moe_dispatch", layer, mb, phase)
+        self.mlp_forward("moe_expert", layer, mb, phase, -1)
+        self.pending = self.all_to_all("moe_combine", layer, mb, phase)
+        self.run("moe_unpermute", phase, layer, mb)
         if "moe_shared_linear1" in self.k:
-            self.mlp_forward("moe_shared", layer, mb, -1)
-        self.pending = self.tp_reduce("moe_reduce", layer, mb, Phase.fwd)
+            self.mlp_forward("moe_shared", layer, mb, phase, -1)
+        self.pending = self.tp_reduce("moe_reduce", layer, mb, phase)
 
     def all_to_all(self, label: str, layer: int, mb: int, phase: Phase) -> int:
         if self.sh.ep == 1:
@@ -345,62 +256,64 @@ class _StageEmitter:
 
     # -- backward --
 
-    def backward(self, mb: int, last: bool) -> None:
-        tr, sh, h = self.tr, self.sh, self.tr.model.hidden_size
-        if self.stage < self.last_stage:
-            self.pending = self.prog.recv(+1, mb, Phase.bwd_ig)
-        else:
-            self.run("loss", Phase.bwd_ig, HEAD_LAYER, mb)
-            self.linear_backward("lm_head", HEAD_LAYER, mb, reduce_label="lm_head_reduce",
-                                 regather="lm_head_gather")
-            self.run("final_norm", Phase.bwd_ig, HEAD_LAYER, mb)
-            if last:
-                self.add_grads(HEAD_LAYER)
-        for layer in reversed(self.layers):
-            self.run("mlp_residual", Phase.bwd_ig, layer, mb)
-            if tr.is_moe_layer(layer):
-                self.moe_backward(layer, mb)
+    def backward(self, mb: int, chunk: int, last: bool) -> None:
+        sh, h = self.sh, self.tr.model.hidden_size
+        if not self._is_last(chunk):
+            self.pending = self.prog.recv(self._next(chunk)[0], chunk, mb, Phase.bwd_ig)
+        units = self._units(chunk)[::-1]
+        for i, unit in enumerate(units):
+            self.unit_waits = self.dp.before_backward(unit, mb, units[i + 1] if i + 1 < len(units) else None, self)
+            if unit == HEAD_LAYER:
+                self.head_backward(mb)
+            elif unit == EMBEDDING_LAYER:
+                self.pending = self.tp_gather("embedding_gather", unit, mb, Phase.bwd_wg)
+                self.run("embedding", Phase.bwd_wg, unit, mb)
             else:
-                self.mlp_backward("mlp", layer, mb, reduce_label="mlp_reduce")
-            self.run("mlp_norm", Phase.bwd_ig, layer, mb)
-            self.attention_backward(layer, mb)
-            if last:
-                self.add_grads(layer)
-        if self.stage == 0:
-            self.pending = self.tp_gather("embedding_gather", EMBEDDING_LAYER, mb, Phase.bwd_wg)
-            self.run("embedding", Phase.bwd_wg, EMBEDDING_LAYER, mb)
-            if last:
-                self.add_grads(EMBEDDING_LAYER)
-        else:
-            self.pending = self.prog.send(-1, sh.norm_tokens * h * sh.act_bytes, mb, Phase.bwd_ig)
+                if self.par.recompute == "full":
+                    self.layer_forward(unit, mb, Phase.recompute)
+                self.layer_backward(unit, mb)
+            self.dp.after_backward(unit, mb, last)
+        if not self._is_first(chunk):
+            stage, peer_chunk = self._previous(chunk)
+            self.pending = self.prog.send(stage, peer_chunk, sh.norm_tokens * h * sh.act_bytes, mb, Phase.bwd_ig)
 
-    def linear_backward(self, name: str, layer: int, mb: int, reduce_label: str | None = None,
-                        regather: str | None = None) -> None:
+    def head_backward(self, mb: int) -> None:
+        self.run("loss", Phase.bwd_ig, HEAD_LAYER, mb)
+        self.linear_backward("lm_head", HEAD_LAYER, mb, reduce_label="lm_head_reduce", regather="lm_head_gather")
+        self.run("final_norm", Phase.bwd_ig, HEAD_LAYER, mb)
+
+    def layer_backward(self, layer: int, mb: int) -> None:
+        self.run("mlp_residual", Phase.bwd_ig, layer, mb)
+        if self.tr.is_moe_layer(layer):
+            self.moe_backward(layer, mb)
+        else:
+            self.mlp_backward("mlp", layer, mb, reduce_label="mlp_reduce")
+        self.run("mlp_norm", Phase.bwd_ig, layer, mb)
+        self.attention_backward(layer, mb)
+
+    def linear_backward(self, name: str, layer: int, mb: int, reduce_label: str, regather: str) -> None:
         """dgrad, then its TP reduction launched asynchronously and overlapped with the wgrad GEMM."""
-        self.run(name, Phase.bwd_ig, layer, mb)
-        reduce = self.tp_reduce(reduce_label, layer, mb, Phase.bwd_ig) if reduce_label else -1
-        gather = self.tp_gather(regather, layer, mb, Phase.bwd_wg) if regather else -1
-        self.run(name, Phase.bwd_wg, layer, mb, gather)
-        self.pending = reduce
+        self.column_block_backward([name], layer, mb, reduce_label, regather)
 
     def column_block_backward(self, names: list[str], layer: int, mb: int, reduce_label: str,
                               regather: str) -> None:
-        """Backward of column-parallel GEMMs sharing one input: dgrads, async TP reduction, wgrads."""
+        """Backward of column-parallel GEMMs sharing one input, as Megatron overlaps it: the input's
+        all-gather (sequence parallelism) runs during the dgrads, the dgrad's TP reduction during the
+        wgrads."""
+        gather = self.tp_gather(regather, layer, mb, Phase.bwd_wg)
         for name in names:
             self.run(name, Phase.bwd_ig, layer, mb)
         reduce = self.tp_reduce(reduce_label, layer, mb, Phase.bwd_ig)
-        gather = self.tp_gather(regather, layer, mb, Phase.bwd_wg)
         for i, name in enumerate(names):
             self.run(name, Phase.bwd_wg, layer, mb, gather if i == 0 else -1)
         self.pending = reduce
 
     def mlp_backward(self, block: str, layer: int, mb: int, reduce_label: str | None) -> None:
-        if block == "mlp":
-            self.pending = self.tp_gather(f"{block}_grad_gather", layer, mb, Phase.bwd_ig)
-        self.run(f"{block}_linear2", Phase.bwd_ig, layer, mb)
+        grad_gather = self.tp_gather(f"{block}_grad_gather", layer, mb, Phase.bwd_ig) if block == "mlp" else -1
+        self.gathered_gemms([f"{block}_linear2"], Phase.bwd_ig, layer, mb, grad_gather)
         self.run(f"{block}_linear2", Phase.bwd_wg, layer, mb)
         self.run(f"{block}_act", Phase.bwd_ig, layer, mb)
-        names = self.tr._linears(block)
+        names = self.k.mlp_inputs(block)
         if reduce_label is None:
             for name in names:
                 self.run(name, Phase.bwd_ig, layer, mb)
@@ -422,80 +335,16 @@ class _StageEmitter:
 
     def attention_backward(self, layer: int, mb: int) -> None:
         self.run("attn_residual", Phase.bwd_ig, layer, mb)
-        self.pending = self.tp_gather("attn_grad_gather", layer, mb, Phase.bwd_ig)
-        self.run("attn_proj", Phase.bwd_ig, layer, mb)
+        self.gathered_gemms(["attn_proj"], Phase.bwd_ig, layer, mb,
+                            self.tp_gather("attn_grad_gather", layer, mb, Phase.bwd_ig))
         self.run("attn_proj", Phase.bwd_wg, layer, mb)
-        self.run("attn_flash", Phase.bwd_ig, layer, mb)
-        self.column_block_backward(self.tr._attention_inputs(), layer, mb, "attn_reduce", "attn_gather")
+        core = self.k.attention_core
+        if self.par.recompute == "selective":
+            self.pending = self.cp_exchange(CollType.AllGather, "cp_kv_gather", layer, mb, Phase.recompute)
+            for name in core:
+                self.run(name, Phase.recompute, layer, mb)
+        for name in reversed(core):
+            self.run(name, Phase.bwd_ig, layer, mb)
+        self.pending = self.cp_exchange(CollType.ReduceScatter, "cp_kv_grad_scatter", layer, mb, Phase.bwd_ig)
+        self.column_block_backward(self.k.attention_inputs, layer, mb, "attn_reduce", "attn_gather")
         self.run("attn_norm", Phase.bwd_ig, layer, mb)
-
-    # -- data-parallel gradient sync and parameter gather --
-
-    def _param_split(self, layer: int) -> tuple[float, float]:
-        tr = self.tr
-        if layer >= 0:
-            return tr.layer_params(layer)
-        vocab = self.k["lm_head"][Phase.fwd].param("n") * tr.model.hidden_size
-        if layer == EMBEDDING_LAYER:
-            return vocab, 0.0
-        tied_single_stage = tr.model.tie_embeddings and tr.layout.pp == 1
-        return tr.model.hidden_size + (0 if tied_single_stage else vocab), 0.0
-
-    def add_grads(self, layer: int) -> None:
-        """Count a finished layer's gradients into the open buckets; launch each full bucket."""
-        if not self.par.overlap_grad_reduce:
-            return
-        self._fill(layer)
-
-    def queue_grads_at_end(self) -> None:
-        order = ([HEAD_LAYER] if self.stage == self.last_stage else []) + list(reversed(self.layers))
-        order += [EMBEDDING_LAYER] if self.stage == 0 else []
-        for layer in order:
-            self._fill(layer)
-
-    def _fill(self, layer: int) -> None:
-        for axis, params in zip(("dp_cp", "edp"), self._param_split(layer), strict=True):
-            if params == 0:
-                continue
-            self._bucket[axis] += params
-            if self._bucket[axis] >= self.bucket_params:
-                self._launch(axis)
-
-    def _launch(self, axis: str) -> None:
-        params, self._bucket[axis] = self._bucket[axis], 0.0
-        if self.dp_groups[axis] == 1 or params == 0:
-            return
-        ctype = CollType.ReduceScatter if self.par.distributed_optimizer else CollType.AllReduce
-        label = "grad_reduce_scatter" if self.par.distributed_optimizer else "grad_allreduce"
-        if axis == "edp":
-            label = "expert_" + label
-        self.grad_syncs.append(self.prog.collective(ctype, axis, params * self.sh.grad_bytes, Stream.dp_comm,
-                                                    label, OPTIMIZER_LAYER, -1, Phase.bwd_wg))
-
-    def flush_buckets(self) -> None:
-        for axis in ("dp_cp", "edp"):
-            self._launch(axis)
-
-    def emit_param_gathers(self) -> None:
-        """Distributed optimizer: all-gather updated parameters bucket by bucket, overlapped with the
-        first micro-batch's forward (the previous step's gather, in steady state)."""
-        order = ([EMBEDDING_LAYER] if self.stage == 0 else []) + list(self.layers)
-        order += [HEAD_LAYER] if self.stage == self.last_stage else []
-        for axis_index, axis in enumerate(("dp_cp", "edp")):
-            if self.dp_groups[axis] == 1:
-                continue
-            waiting: list[int] = []
-            bucket = 0.0
-            for i, layer in enumerate(order):
-                bucket += self._param_split(layer)[axis_index]
-                waiting.append(layer)
-                if bucket > 0 and (bucket >= self.bucket_params or i == len(order) - 1):
-                    op = self.prog.collective(CollType.AllGather, axis, bucket * self.sh.act_bytes,
-                                              Stream.dp_comm, "param_allgather", OPTIMIZER_LAYER, -1, Phase.fwd)
-                    for pending in waiting:
-                        self.param_gathers.setdefault(pending, []).append(op)
-                    bucket, waiting = 0.0, []
-
-    def first_use_gather(self, layer: int, mb: int) -> tuple[int, ...]:
-        """The parameter all-gathers the first forward of `layer` waits for (distributed optimizer)."""
-        return tuple(self.param_gathers.get(layer, ())) if mb == 0 else ()

@@ -11,6 +11,9 @@ from enum import IntEnum
 
 from .kernels import KernelSpec, Phase
 
+EMBEDDING_LAYER, HEAD_LAYER, OPTIMIZER_LAYER = -1, -2, -3
+"""`layer` of operations outside the transformer layers."""
+
 
 class Stream(IntEnum):
     """A GPU's CUDA streams; operations on one stream run in order."""
@@ -20,6 +23,8 @@ class Stream(IntEnum):
     pp_comm = 2
     dp_comm = 3
     ep_comm = 4
+    cp_comm = 5
+    param_comm = 6  # FSDP / distributed-optimizer parameter all-gathers
 
 
 class CollType(IntEnum):
@@ -30,17 +35,18 @@ class CollType(IntEnum):
     PP_Send = 4
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ComputeOp:
     kernel: KernelSpec
     layer: int          # -1: embedding, -2: LM head and loss, -3: optimizer
     microbatch: int     # -1: once per iteration
     waits: tuple[int, ...] = ()  # earlier ops of this program that must complete first
+    alongside: tuple[int, ...] = ()  # collectives it runs together with: it waits for their start only
 
     stream = Stream.compute
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CollectiveOp:
     """A collective over the process group `axis`; nbytes is the nccl-tests buffer size."""
 
@@ -53,13 +59,16 @@ class CollectiveOp:
     microbatch: int
     phase: Phase
     waits: tuple[int, ...] = ()
+    alongside: tuple[int, ...] = ()  # kernels it runs together with (pipelined overlap): waits for their start
 
 
 @dataclass(frozen=True)
 class SendOp:
-    """Point-to-point send to the same position in pipeline stage `stage + offset`."""
+    """Point-to-point send to the same position in pipeline stage `peer_stage`, for its model chunk
+    `peer_chunk`."""
 
-    offset: int
+    peer_stage: int
+    peer_chunk: int
     nbytes: float
     microbatch: int
     phase: Phase
@@ -70,9 +79,11 @@ class SendOp:
 
 @dataclass(frozen=True)
 class RecvOp:
-    """Receive from stage `stage + offset`; completes when the matching SendOp's flow arrives."""
+    """Receive, for model chunk `chunk`, from stage `peer_stage`; completes when the matching SendOp's
+    flow arrives."""
 
-    offset: int
+    peer_stage: int
+    chunk: int
     microbatch: int
     phase: Phase
 
@@ -97,19 +108,26 @@ class StageProgram:
         self.ops.append(op)
         return len(self.ops) - 1
 
-    def compute(self, kernel: KernelSpec, layer: int, microbatch: int, waits: tuple[int, ...] = ()) -> int:
-        idx = self._append(ComputeOp(kernel, layer, microbatch, tuple(w for w in waits if w >= 0)))
+    def compute(self, kernel: KernelSpec, layer: int, microbatch: int, waits: tuple[int, ...] = (),
+                alongside: tuple[int, ...] = ()) -> int:
+        idx = self._append(ComputeOp(kernel, layer, microbatch, tuple(w for w in waits if w >= 0),
+                                     tuple(a for a in alongside if a >= 0)))
         self._last_compute = idx
         return idx
 
     def collective(self, ctype: CollType, axis: str, nbytes: float, stream: Stream, label: str,
-                   layer: int, microbatch: int, phase: Phase, waits: tuple[int, ...] = ()) -> int:
-        deps = tuple(w for w in (self._last_compute, *waits) if w >= 0)
-        return self._append(CollectiveOp(ctype, axis, nbytes, stream, label, layer, microbatch, phase, deps))
+                   layer: int, microbatch: int, phase: Phase, waits: tuple[int, ...] = (),
+                   alongside: tuple[int, ...] = ()) -> int:
+        """A collective carrying the last kernel's output, or, pipelined `alongside` kernels, starting
+        with them."""
+        producer = self._last_compute if self._last_compute not in alongside else -1
+        deps = tuple(w for w in (producer, *waits) if w >= 0)
+        return self._append(CollectiveOp(ctype, axis, nbytes, stream, label, layer, microbatch, phase, deps,
+                                         tuple(a for a in alongside if a >= 0)))
 
-    def send(self, offset: int, nbytes: float, microbatch: int, phase: Phase) -> int:
+    def send(self, peer_stage: int, peer_chunk: int, nbytes: float, microbatch: int, phase: Phase) -> int:
         deps = (self._last_compute,) if self._last_compute >= 0 else ()
-        return self._append(SendOp(offset, nbytes, microbatch, phase, deps))
+        return self._append(SendOp(peer_stage, peer_chunk, nbytes, microbatch, phase, deps))
 
-    def recv(self, offset: int, microbatch: int, phase: Phase) -> int:
-        return self._append(RecvOp(offset, microbatch, phase))
+    def recv(self, peer_stage: int, chunk: int, microbatch: int, phase: Phase) -> int:
+        return self._append(RecvOp(peer_stage, chunk, microbatch, phase))

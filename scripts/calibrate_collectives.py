@@ -1,0 +1,203 @@
+"""Fit the link model of collectives (src/simulon/network/data/calibration.yaml) to a measurement table.
+
+    uv run python scripts/calibrate_collectives.py --csv ../shared/validation/collectives.csv
+
+GPU families first, on the rows that stay inside one scale-up domain (no NIC takes part); then NIC families
+on the rows that cross nodes, with the GPU families fixed. Each fit linearises the simulated times around
+the current parameters (one simulation per parameter), minimises the sum over message-size classes of the
+busbw MAPE of that linear model over the class's bound (Nelder-Mead), re-simulates at the result, and
+repeats. Latencies enter the times linearly, efficiencies through their inverses. Parameters stay within
+physical bounds; per-channel bandwidths stay NCCL's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from simulon.collective.metrics import bus_bandwidth_factor
+from simulon.compute.minimize import nelder_mead
+from simulon.network.calibration import PROTOCOLS, link_model_for, shipped_table
+from simulon.pipeline import collective_sweep
+from simulon.validate.collectives import Case, collective_cases, size_class
+from simulon.validate.report import read_table
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "src/simulon/network/data/calibration.yaml"
+OUTER, INNER = 5, 600          # linearise-and-fit rounds; Nelder-Mead iterations per round
+LATENCY_STEP, INVERSE_STEP = 1.0, 0.05   # finite-difference steps: microseconds; inverse efficiency
+SCALE_UP_EFFICIENCY = (0.6, 1.0)   # bounds: fraction of line rate a collective reaches on NVLink
+NIC_EFFICIENCY = (0.85, 1.0)       # and on a NIC (RDMA goodput over line rate)
+LAUNCH_US = (0.0, 60.0)            # per collective
+HOP_US = (0.0, 30.0)               # per NVLink hop
+NIC_HOP_US = (0.0, 200.0)          # per NIC hop: an EFA or TCP NIC's hop may take far longer
+BOUNDS = {">=1MiB": 10.0, "<1MiB": 25.0}
+"""The validation bounds (busbw MAPE %, by size class): the fit weighs each class's error against its bound."""
+NOT_FITTED = {"h20_2node_all_reduce": "its source reports the system underperforming (~343 of ~460 GB/s)"}
+"""Subsets left out of the fit (still validated), and why."""
+HEADER = """# Link-use parameters of collectives, calibrated against ../shared/validation/collectives.csv.
+# Regenerate: uv run python scripts/calibrate_collectives.py --csv ../shared/validation/collectives.csv
+# Efficiencies are fractions of the line rate; times in microseconds; bandwidths in GB/s per channel
+# (null: no per-channel limit); in_switch_efficiency null: the family has no in-switch reduction (NVLS).
+# A GPU family matches GPU names by prefix; a NIC family NIC names.
+"""
+
+
+class Parameter:
+    """One entry of the table, moved in units where simulated times respond about linearly, within bounds
+    that keep it physical (an efficiency between half and all of the line rate, a latency under a launch)."""
+
+    def __init__(self, path: tuple[str, ...], inverse: bool, low: float, high: float):
+        self.path, self.inverse, self.low, self.high = path, inverse, low, high
+
+    def get(self, table: dict) -> float:
+        value = _node(table, self.path[:-1])[self.path[-1]]
+        return 1.0 / value if self.inverse else value
+
+    def set(self, table: dict, x: float) -> None:
+        _node(table, self.path[:-1])[self.path[-1]] = float(1.0 / x if self.inverse else x)
+
+    def valid(self, x: float) -> bool:
+        value = 1.0 / x if self.inverse and x > 0 else x
+        return x > 0 and self.low <= value <= self.high if self.inverse else self.low <= value <= self.high
+
+    @property
+    def step(self) -> float:
+        return INVERSE_STEP if self.inverse else LATENCY_STEP
+
+
+def _node(table: dict, path: tuple[str, ...]) -> dict:
+    for key in path:
+        table = table[key]
+    return table
+
+
+def gpu_parameters(table: dict, family: str) -> list[Parameter]:
+    """Launch and hop latency per protocol, NVLink efficiency and NVLS's. The per-channel bandwidths stay
+    NCCL's: they bind only at few channels, which the measurements hardly show."""
+    entry = table["gpu_families"][family]
+    params = [Parameter(("gpu_families", family, "launch_us", p), False, *LAUNCH_US) for p in PROTOCOLS]
+    params += [Parameter(("gpu_families", family, "hop_us", p), False, *HOP_US) for p in PROTOCOLS]
+    params.append(Parameter(("gpu_families", family, "scale_up_efficiency"), True, *SCALE_UP_EFFICIENCY))
+    if entry["in_switch_efficiency"] is not None:
+        params += [Parameter(("gpu_families", family, "in_switch_efficiency"), True, *SCALE_UP_EFFICIENCY),
+                   Parameter(("gpu_families", family, "in_switch_hop_us"), False, *HOP_US)]
+    return params
+
+
+def nic_parameters(family: str) -> list[Parameter]:
+    return [Parameter(("nic_families", family, "hop_us", p), False, *NIC_HOP_US) for p in PROTOCOLS] + \
+           [Parameter(("nic_families", family, "scale_out_efficiency"), True, *NIC_EFFICIENCY)]
+
+
+class Fit:
+    """Rows of some cases: measured times, and simulated times under a table."""
+
+    def __init__(self, cases: list[Case]):
+        self.cases = cases
+        self.datacenters = [case.datacenter() for case in cases]
+        rows = [(case, row) for case in cases for row in case.rows]
+        self.measured = np.array([bus_bandwidth_factor(case.ctype, len(case.groups[0])) * size / busbw / 1e9
+                                  for case, (_, _, size, busbw) in rows])
+        classes = [size_class(size) for _, (_, _, size, _) in rows]
+        self.classes = [(name, np.array([c == name for c in classes])) for name in sorted(set(classes))]
+
+    def simulate(self, table: dict) -> np.ndarray:
+        times = []
+        for case, dc in zip(self.cases, self.datacenters, strict=True):
+            sizes = sorted({size for _, _, size, _ in case.rows})
+            timings = collective_sweep(dc, case.ctype, case.groups[0], sizes, case.algorithm, others=case.groups[1:],
+                                       model=link_model_for(dc, table))
+            by_size = {t.size_bytes: t.time_us * 1e-6 for t in timings}
+            times += [by_size[size] for _, _, size, _ in case.rows]
+        return np.array(times)
+
+    def loss(self, times: np.ndarray) -> float:
+        """Sum over size classes of the busbw MAPE (the validation's metric) over the class's bound."""
+        error = 100 * np.abs(self.measured / np.maximum(times, 1e-12) - 1.0)
+        return float(sum(error[mask].mean() / BOUNDS[name] for name, mask in self.classes))
+
+
+def fit(table: dict, params: list[Parameter], data: Fit, label: str) -> None:
+    x = np.array([p.get(table) for p in params])
+    times = data.simulate(table)
+    print(f"{label}: {len(data.measured)} rows, start loss {data.loss(times):.2f}")
+    for round_ in range(OUTER):
+        jacobian = []
+        for i, p in enumerate(params):
+            probe = copy.deepcopy(table)
+            p.set(probe, x[i] + p.step)
+            jacobian.append((data.simulate(probe) - times) / p.step)
+        jacobian = np.array(jacobian).T
+        live = np.abs(jacobian).sum(axis=0) > 0
+
+        def linear(dx: np.ndarray, x0=x, t0=times, jac=jacobian, live=live) -> float:
+            full = x0.copy()
+            full[live] += dx
+            if not all(p.valid(v) for p, v in zip(params, full, strict=True)):
+                return np.inf
+            return data.loss(t0 + jac @ (full - x0))
+
+        dx, _ = nelder_mead(linear, np.zeros(int(live.sum())), 0.5, INNER, 1e-6)
+        best_x, best_times, best = x, times, data.loss(times)
+        for scale in (1.0, 0.5, 0.25):  # the linear model may overshoot: back off towards the start
+            trial_x = x.copy()
+            trial_x[live] += scale * dx
+            trial = copy.deepcopy(table)
+            for p, v in zip(params, trial_x, strict=True):
+                p.set(trial, v)
+            trial_times = data.simulate(trial)
+            if data.loss(trial_times) < best:
+                best_x, best_times, best = trial_x, trial_times, data.loss(trial_times)
+                break
+        x, times = best_x, best_times
+        for p, v in zip(params, x, strict=True):
+            p.set(table, v)
+        print(f"  round {round_ + 1}: loss {best:.2f} (1 per class at its bound)")
+
+
+def single_domain(case: Case) -> bool:
+    dc = case.datacenter()
+    return all(len({r // dc.domain_gpus for r in group}) == 1 for group in case.groups)
+
+
+def write(table: dict) -> None:
+    def rounded(value):
+        if isinstance(value, dict):
+            return {k: rounded(v) for k, v in value.items()}
+        if isinstance(value, float):
+            return float(f"{value:.4g}")
+        return value
+
+    DATA.write_text(HEADER + yaml.safe_dump(rounded(table), sort_keys=False, default_flow_style=None, width=110))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--csv", required=True, type=Path)
+    args = parser.parse_args()
+    rows = read_table(args.csv)
+    for subset, reason in NOT_FITTED.items():
+        print(f"not fitted: {subset}: {reason}")
+    cases, _ = collective_cases([r for r in rows if r.get("subset") not in NOT_FITTED])
+    table = copy.deepcopy(shipped_table())
+    inside = [c for c in cases if single_domain(c)]
+    across = [c for c in cases if not single_domain(c)]
+    for family in table["gpu_families"]:
+        mine = [c for c in inside if link_model_for(c.datacenter()).gpu_family == family]
+        if mine:
+            fit(table, gpu_parameters(table, family), Fit(mine), f"GPU family {family}")
+    for family in table["nic_families"]:
+        mine = [c for c in across if link_model_for(c.datacenter()).nic_family == family]
+        if mine:
+            fit(table, nic_parameters(family), Fit(mine), f"NIC family {family}")
+    write(table)
+    print(f"wrote {DATA.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()

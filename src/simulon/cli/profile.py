@@ -1,0 +1,112 @@
+"""`simulon profile gpu`: benchmark the tracer's kernels on the local GPU into a GPU YAML (kernel_runs)."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ..config.common import DType
+from ..config.loading import ConfigError
+
+app = typer.Typer(no_args_is_help=True,
+                  help="Measure kernel times on the local GPU (needs the optional torch extra, simulon\\[profile]).")
+
+
+def ints(option: str, text: str) -> list[int]:
+    """'4096' or '2048,4096' -> positive integers (a comma list sweeps)."""
+    try:
+        values = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise ConfigError(f"{option}: cannot read {text!r} as integers like 4096 or 2048,4096") from None
+    if any(v <= 0 for v in values):
+        raise ConfigError(f"{option}: {text!r}: values must be positive")
+    return values
+
+
+def dtypes(text: str) -> list[DType]:
+    try:
+        return [DType(part.strip()) for part in text.split(",")]
+    except ValueError:
+        raise ConfigError(f"--dtype: {text!r}: expected {', '.join(d.value for d in DType)}") from None
+
+
+def Sweep(help_text: str):  # an option type, read like one
+    return Annotated[str, typer.Option(help=f"{help_text}; a comma list sweeps")]
+
+
+@app.command()
+def gpu(
+    output: Annotated[Path, typer.Option("--output", "-o", help="GPU YAML to append kernel_runs to")],
+    name: Annotated[str, typer.Option(help="GPU name (a shipped template's name fills its spec sheet)")] = "H100",
+    vendor: Annotated[str, typer.Option(help="GPU vendor")] = "nvidia",
+    memory_capacity_gb: Annotated[float, typer.Option(help="GPU memory (GB)")] = 80.0,
+    tdp_w: Annotated[float | None, typer.Option(help="board power (W)")] = None,
+    hidden_size: Sweep("hidden size") = "4096",
+    num_heads: Sweep("attention heads") = "32",
+    ffn_hidden_size: Sweep("MLP hidden size") = "16384",
+    seq_len: Sweep("sequence length") = "2048",
+    batch_size: Sweep("micro-batch size") = "1",
+    vocab_size: Sweep("vocabulary size") = "32000",
+    dtype: Sweep("training dtype: bf16, fp16, fp8, tf32, fp32") = "bf16",
+    tp: Sweep("tensor-parallel size") = "1",
+    num_kv_heads: Annotated[str | None, typer.Option(help="GQA key/value heads; a comma list sweeps")] = None,
+    activation: Annotated[str, typer.Option(help="gelu | swiglu (gated MLP) | ...")] = "gelu",
+    normalization: Annotated[str, typer.Option(help="layernorm | rmsnorm")] = "layernorm",
+    num_experts: Annotated[int | None, typer.Option(help="MoE experts (grouped expert GEMMs)")] = None,
+    moe_top_k: Annotated[int, typer.Option(help="experts per token")] = 2,
+    epoch_num: Annotated[int, typer.Option(help="timed repetitions per kernel")] = 20,
+    warmup: Annotated[int, typer.Option(help="untimed runs before timing")] = 5,
+    device: Annotated[str, typer.Option(help="cuda, or cpu to time on the CPU (tests, small shapes)")] = "cuda",
+) -> None:
+    """Time every kernel of each model shape in the sweep and append the runs to OUTPUT."""
+    from ..profiling.plan import SweepPoint
+
+    if device not in ("cuda", "cpu"):
+        raise ConfigError(f"--device: expected cuda or cpu, got {device!r}")
+    if epoch_num < 1 or warmup < 0:
+        raise ConfigError("--epoch-num must be at least 1 and --warmup at least 0")
+    if not (output.parent if str(output.parent) else Path(".")).is_dir():
+        raise ConfigError(f"--output {output}: folder {str(output.parent)!r} does not exist")
+    kv = ints("--num-kv-heads", num_kv_heads) if num_kv_heads else [None]
+    grid = itertools.product(ints("--hidden-size", hidden_size), ints("--num-heads", num_heads),
+                             ints("--ffn-hidden-size", ffn_hidden_size), ints("--seq-len", seq_len),
+                             ints("--batch-size", batch_size), ints("--vocab-size", vocab_size),
+                             dtypes(dtype), ints("--tp", tp), kv)
+    points = [SweepPoint(h, n, f, s, b, v, d, t, k, activation, normalization, num_experts, moe_top_k)
+              for h, n, f, s, b, v, d, t, k in grid]
+    from ..profiling.store import ProfileFile
+
+    store = ProfileFile(output, {"name": name, "vendor": vendor, "memory_capacity_gb": memory_capacity_gb,
+                                 **({"tdp_w": tdp_w} if tdp_w is not None else {})})
+    need_torch(device)
+    _profile(points, store, device, epoch_num, warmup)
+
+
+def need_torch(device: str) -> None:
+    try:
+        import torch
+    except ImportError:
+        raise ConfigError("--device: profiling needs torch: install simulon[profile] (pip install "
+                          "'simulon[profile]')") from None
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("--device cuda: no CUDA GPU is visible; pass --device cpu to time on the CPU "
+                          "(for tests and small shapes only: CPU times do not describe a GPU)")
+
+
+def _profile(points, store, device: str, repetitions: int, warmup: int) -> None:
+    from ..profiling.run import profile_point
+
+    for i, point in enumerate(points, 1):
+        try:
+            point.workload()
+        except ValueError as exc:
+            print(f"point {i}/{len(points)} {point}: skipped, {str(exc).splitlines()[0]}")
+            continue
+        r = profile_point(point, store, device, repetitions, warmup)
+        print(f"point {i}/{len(points)} (hidden {point.hidden}, heads {point.heads}, seq {point.seq}, "
+              f"batch {point.batch}, {point.dtype.value}, tp {point.tp}): {r.timed} timed, {r.skipped} already "
+              f"in the file, {r.out_of_memory} out of memory, {r.unsupported} not timeable on {device}")
+    print(f"wrote {store.path}")

@@ -1,0 +1,46 @@
+"""`simulon topology SCENARIO [--draw FILE.svg] [--json]`: what the datacenter's network was built as."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ..config.loading import load_scenario
+from .output import print_table
+
+
+def topology(
+    scenario: Annotated[Path, typer.Argument(help="scenario YAML with at least a datacenter block")],
+    draw: Annotated[Path | None, typer.Option(help="write an SVG picture of the topology to this file")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print the summary as one JSON object")] = False,
+) -> None:
+    """Print the switches, links and bisection bandwidth of the scenario's network (and draw it)."""
+    from ..export.files import write_atomic
+    from ..network.draw import topology_svg
+    from ..network.summary import TopologySummary
+    from ..network.topology import Topology
+    from .app import BadInput
+
+    topo = Topology.from_datacenter(load_scenario(scenario).datacenter)
+    summary = TopologySummary.of(topo)
+    if draw is not None:
+        try:
+            write_atomic(draw, topology_svg(topo))
+        except OSError as exc:
+            raise BadInput(f"--draw {draw}: cannot write: {exc.strerror or exc}") from None
+    if as_json:
+        print(json.dumps(summary.to_dict()))
+        return
+    reduce_up, reduce_out = summary.reduces_in_switch
+    print(f"{summary.gpus} GPUs in {summary.nodes} nodes; {summary.scale_up} domains of {summary.domain_gpus} GPUs"
+          f"{' with in-switch reduction (NVLS)' if reduce_up else ''}; {summary.nics} NICs on fabric "
+          f"{summary.fabric}{' with SHARP' if reduce_out else ''}")
+    print_table("Switches and links", ("tier", "switches", "links from below", "GB/s per link and direction"),
+                [(t.name, f"{t.switches:,}", f"{t.links:,}", f"{t.link_rate / 1e9:,.1f}") for t in summary.tiers])
+    print(f"Bisection bandwidth (per direction): scale-out {summary.scale_out_bisection / 1e9:,.0f} GB/s; "
+          f"inside one scale-up domain {summary.scale_up_bisection / 1e9:,.0f} GB/s")
+    if draw is not None:
+        print(f"Drawing written to {draw}")

@@ -1,0 +1,30 @@
+"""NCCL's constants (data/nccl.yaml): tuning-model tables, protocol buffer sizes, GPU architectures."""
+
+from __future__ import annotations
+
+import math
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import yaml
+
+DEFAULT_ARCHITECTURE = "hopper"
+"""GPU families NCCL has no tables for (AMD, unknown GPUs) are tuned as this one."""
+
+
+@cache
+def constants() -> dict[str, Any]:
+    return yaml.safe_load((resources.files("simulon.collective") / "data" / "nccl.yaml").read_text())
+
+
+def architecture(gpu_family: str) -> dict[str, Any]:
+    """NCCL's per-architecture tables for a GPU family of the link calibration (ampere, hopper, ...)."""
+    tables = constants()["architectures"]
+    return tables.get(gpu_family, tables[DEFAULT_ARCHITECTURE])
+
+
+def pipeline_chunks(bytes_per_channel: float, protocol: str) -> int:
+    """How many chunks a pipelined algorithm cuts one channel's data into."""
+    c = constants()
+    return max(1, min(math.ceil(bytes_per_channel / c["chunk_bytes"][protocol]), c["max_pipeline_chunks"]))

@@ -1,0 +1,106 @@
+"""NVLink SHARP (NVLS): the NVSwitch reduces and multicasts.
+
+Reduce-scatter: each member asks the switch for its shard; the switch pulls that shard from every member
+(one flow up from each) and sends the sum down to the asker. All-gather: each member writes its shard to
+the switch once (one flow up) and the switch writes it to every other member (one flow down each). An
+all-reduce is both, shard by shard, pipelined in chunks. Across nodes (NVLS-tree) each member reduces one
+shard of its node's data through the switch, the members of one rail combine theirs over NCCL's binary
+trees, and the switch multicasts the result back inside each node.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .common import SWITCH, FlowBuilder, FlowSet
+from .nccl import pipeline_chunks
+from .shape import GroupShape
+from .tree import btree_parent, dtree_parent, pipelined_reduce_broadcast
+
+
+def _switch_reduce(out: FlowBuilder, members: np.ndarray, owners: np.ndarray, chunk: float, chunks: int,
+                   channel: int) -> np.ndarray:
+    """In each of B switch domains (members [B, n], owners [B, o]): each member sends its part of the
+    owners' shards up (one flow per chunk); the switch sends each owner the sum of its shard. Returns the
+    down flows [chunks, B, o]."""
+    b, n = members.shape
+    o = owners.shape[1]
+    j = np.arange(chunks)[:, None, None]
+    up = out.count + (j * b + np.arange(b)[None, :, None]) * n + np.arange(n)         # [chunks, B, n]
+    prev_up = np.where(j > 0, up - b * n, -1)[..., None]
+    out.add(np.broadcast_to(members, up.shape), SWITCH, chunk * o, channel, j, prev_up.reshape(-1, 1),
+            tag=len(out.group))
+    down = out.count + (j * b + np.arange(b)[None, :, None]) * o + np.arange(o)       # [chunks, B, o]
+    prev_down = np.where(j > 0, down - b * o, -1)[..., None]
+    parents = np.concatenate([np.broadcast_to(up[:, :, None, :], (chunks, b, o, n)), prev_down], axis=3)
+    out.add(SWITCH, np.broadcast_to(owners, down.shape), chunk, channel, chunks + j,
+            parents.reshape(down.size, -1), tag=len(out.group) + 1)
+    return down
+
+
+def _multicast(out: FlowBuilder, members: np.ndarray, owners: np.ndarray, ready: np.ndarray, chunk: float,
+               chunks: int, channel: int, step0: int) -> None:
+    """In each of B switch domains: each owner writes its shard chunk to the switch once `ready[j, b, owner,
+    :]` arrived; the switch writes every owner's chunk to every other member (one flow per member, chunk)."""
+    b, o = owners.shape
+    j = np.arange(chunks)[:, None, None]
+    up = out.count + (j * b + np.arange(b)[None, :, None]) * o + np.arange(o)         # [chunks, B, o]
+    prev = np.where(j > 0, up - b * o, -1)[..., None]
+    out.add(np.broadcast_to(owners, up.shape), SWITCH, chunk, channel, step0 + j,
+            np.concatenate([ready, prev], axis=3).reshape(up.size, -1), tag=len(out.group) + 2)
+    others = members[:, :, None] != owners[:, None, :]                                 # [B, n, o]
+    receivers = others.any(axis=2)                                                      # an owner alone gets none
+    r = int(receivers[0].sum())                                                         # the same in every domain
+    targets = members[receivers].reshape(b, r)
+    others = others[receivers].reshape(b, r, o)
+    down = out.count + (j * b + np.arange(b)[None, :, None]) * r + np.arange(r)       # [chunks, B, r]
+    sources = np.where(others[None], up[:, :, None, :], -1)                            # [chunks, B, r, o]
+    parents = np.concatenate([sources, np.where(j > 0, down - b * r, -1)[..., None]], axis=3)
+    out.add(SWITCH, np.broadcast_to(targets, down.shape), chunk * others.sum(axis=2), channel,
+            step0 + chunks + j, parents.reshape(down.size, -1), tag=len(out.group) + 3)
+
+
+def nvls(group: tuple[int, ...], shape: GroupShape, size: float, channels: int, protocol: str,
+         reduce: bool, gather: bool) -> FlowSet:
+    """NVLS all-reduce (reduce and gather), reduce-scatter (reduce) or all-gather (gather) in one domain."""
+    if shape.nodes > 1:
+        raise ValueError("nvls runs inside one NVLink domain; across nodes use nvls_tree")
+    n = len(group)
+    out = FlowBuilder(group, switch="scale_up")
+    positions = np.arange(n)[None, :]
+    chunks = pipeline_chunks(size / channels / n, protocol)
+    chunk = size / (n * channels * chunks)
+    for ch in range(channels):
+        if reduce:
+            down = _switch_reduce(out, positions, positions, chunk, chunks, ch)[..., None]
+        else:
+            down = np.full((chunks, 1, n, 1), -1, dtype=np.int64)
+        if gather:
+            _multicast(out, positions, positions, down, chunk, chunks, ch, 2 * chunks)
+    return out.build()
+
+
+def nvls_tree_all_reduce(group: tuple[int, ...], shape: GroupShape, size: float, channels: int,
+                         protocol: str) -> FlowSet:
+    if shape.nodes < 2:
+        raise ValueError("nvls_tree needs more than one node (inside one node, use nvls)")
+    m = shape.regular("nvls_tree")
+    if m < 2:
+        raise ValueError("nvls_tree reduces inside each node through the NVSwitch: it needs two or more members "
+                         "per node (with one, use tree)")
+    out = FlowBuilder(group, switch="scale_up")
+    trees = (btree_parent(shape.nodes), dtree_parent(shape.nodes))
+    chunks = pipeline_chunks(size / channels / m, protocol)
+    chunk = size / (m * channels * chunks)
+    by_node = np.stack(shape.members)                                          # [nodes, m]
+    for ch in range(channels):
+        for rail in range(m):
+            heads = by_node[:, rail]
+            reduced = np.full((chunks, len(group)), -1, dtype=np.int64)
+            reduced[:, heads] = _switch_reduce(out, by_node, heads[:, None], chunk, chunks, ch)[:, :, 0]
+            parent = np.full(len(group), -2, dtype=np.int64)
+            node_parent = trees[ch % 2]
+            parent[heads] = np.where(node_parent >= 0, heads[np.maximum(node_parent, 0)], -1)
+            held = pipelined_reduce_broadcast(out, parent, chunk, chunks, ch, 2 * chunks, reduced)
+            _multicast(out, by_node, heads[:, None], held[:, heads, None, :], chunk, chunks, ch, 4 * chunks)
+    return out.build()

@@ -1,0 +1,200 @@
+"""How each collective runs: the scenario's fixed algorithm, protocol and channels, or, for `auto`, the
+choice NCCL's tuning model makes (src/graph/tuning.cc).
+
+NCCL predicts every (algorithm, protocol) pair's time as a latency plus the message over a bus bandwidth,
+both from its tables and the topology's bandwidths, and takes the fastest it has enabled; it then drops
+channels while a message is too small to give each channel's threads enough work. simulon evaluates the
+same model on its own topology (scale-up port and NIC bandwidth, node count, in-switch reduction) to pick
+what to simulate; the simulated time itself comes from the flows.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..workload.program import CollType
+from .decompose import ALGORITHMS, PROTOCOLS, check_algorithm, coll_type, symmetry
+from .nccl import architecture, constants
+from .shape import GroupShape
+
+if TYPE_CHECKING:
+    from ..config.scenario import CollectiveConfig
+    from ..network.topology import Topology
+
+AR, AG, RS = CollType.AllReduce, CollType.AllGather, CollType.ReduceScatter
+TUNED = ("ring", "tree", "nvls", "nvls_tree", "collnet_direct", "collnet_chain", "pat")
+"""NCCL's own algorithms, the ones `auto` chooses among (hierarchical and pxn are simulon's variants)."""
+RING_LIKE = ("hierarchical", "pxn")
+"""Variants whose protocol and channels are chosen as for NCCL's ring."""
+
+
+@dataclass(frozen=True)
+class Choice:
+    algorithm: str
+    protocol: str
+    channels: int
+
+
+class CollectivePlan:
+    """The algorithm, protocol and channels of every collective on one datacenter."""
+
+    def __init__(self, topology: Topology, algorithm: str = "ring", protocol: str = "auto",
+                 channels: int | None = None):
+        if algorithm != "auto" and algorithm not in ALGORITHMS:
+            raise ValueError(f"collective algorithm {algorithm!r} is unknown (built: {', '.join(ALGORITHMS)}, auto)")
+        if protocol != "auto" and protocol not in PROTOCOLS:
+            raise ValueError(f"unknown protocol {protocol!r} (valid: auto, {', '.join(PROTOCOLS)})")
+        if channels is not None and channels < 1:
+            raise ValueError(f"num_channels must be at least 1, got {channels}")
+        self.topology, self.algorithm, self.protocol, self.channels = topology, algorithm, protocol, channels
+        self.arch = architecture(topology.model.gpu_family)
+        self.shapes: dict[tuple[int, ...], GroupShape] = {}  # a training step repeats its groups and sizes
+        self.choices: dict[tuple, Choice] = {}
+
+    @classmethod
+    def from_config(cls, topology: Topology, config: CollectiveConfig) -> CollectivePlan:
+        return cls(topology, config.algorithm, config.protocol, config.num_channels)
+
+    def shape(self, group) -> GroupShape:
+        group = tuple(group)
+        if group not in self.shapes:
+            spec = self.topology.fabric.spec
+            self.shapes[group] = GroupShape.of(group, self.topology.domain_gpus,
+                                               spec.rail_optimized and spec.tiers >= 2)
+        return self.shapes[group]
+
+    def symmetry(self, ctype: CollType, group, size: float) -> int | None:
+        """The shift of positions this collective's flows repeat under (see collective.decompose.symmetry)."""
+        return symmetry(self.choose(ctype, group, size).algorithm, ctype, self.shape(group))
+
+    def foldable(self, ctype: CollType, group, size: float) -> bool:
+        """Whether a fold node by node (or finer) keeps this collective exact."""
+        return self.symmetry(ctype, group, size) is not None
+
+    def choose(self, ctype: CollType | str, group, size: float) -> Choice:
+        ctype = coll_type(ctype)
+        shape = self.shape(group)
+        key = (ctype, shape, size)
+        if key not in self.choices:
+            self.choices[key] = self._choose(ctype, shape, size)
+        return self.choices[key]
+
+    def _choose(self, ctype: CollType, shape: GroupShape, size: float) -> Choice:
+        if self.algorithm == "auto":
+            candidates = [(a, p) for a in self._enabled(ctype, shape) for p in self._protocols(a)]
+        else:
+            check_algorithm(self.algorithm, ctype)
+            candidates = [(self.algorithm, p) for p in self._protocols(self.algorithm)]
+        if self.protocol != "auto":
+            candidates = [(a, p) for a, p in candidates if p == self.protocol] or [(self.algorithm, self.protocol)]
+        times = [(self._time(ctype, shape, size, a, p), i) for i, (a, p) in enumerate(candidates)]
+        algorithm, protocol = candidates[min(times)[1]]
+        return Choice(algorithm, protocol, self.channels or self._channels(ctype, shape, size, algorithm, protocol))
+
+    # ---- NCCL's model ----
+
+    def _enabled(self, ctype: CollType, shape: GroupShape) -> list[str]:
+        reduce_up, reduce_out = self.topology.reduces_in_switch
+        nodes, per_node = shape.nodes, shape.per_node
+        ok = {"ring": True, "tree": per_node is not None,
+              "nvls": reduce_up and nodes == 1 and shape.n > 1,
+              "nvls_tree": reduce_up and nodes > 1 and (per_node or 0) > 1,
+              "collnet_direct": reduce_out and nodes > 1 and per_node is not None,
+              "collnet_chain": reduce_out and nodes > 1 and per_node is not None,
+              "pat": nodes > 1 and per_node == 1}
+        return [a for a in TUNED if ok[a] and ctype in ALGORITHMS[a]]
+
+    def _protocols(self, algorithm: str) -> tuple[str, ...]:
+        if algorithm in ("nvls", "nvls_tree", "collnet_direct", "collnet_chain", "pat"):
+            return ("simple",)
+        return PROTOCOLS if not self.topology.pcie else ("simple", "ll")
+
+    def _bandwidths(self) -> tuple[float, float]:
+        """(scale-up, scale-out) GB/s: a member's port, and its node's NICs (a ring crosses each once per
+        channel, and NCCL spreads the channels over them)."""
+        topo = self.topology
+        intra = float(topo.capacity[0]) / 1e9 if topo.num_gpus else 0.0
+        nic = float(topo.capacity[topo.fabric.up(0)]) * topo.fabric.ports_per_nic / 1e9
+        return intra, nic * topo.gpus_per_node / topo.gpus_per_nic
+
+    def _bus_bandwidth(self, ctype: CollType, shape: GroupShape, algorithm: str, protocol: str) -> float:
+        """NCCL's bus bandwidth (GB/s) of one (algorithm, protocol), converted to algorithm bandwidth."""
+        r, arch = constants()["refinements"], self.arch
+        nodes = max(shape.nodes, 1)
+        index = min(nodes, 3) - 1
+        channels = self.channels or arch["max_channels"]
+        intra, inter = self._bandwidths()
+        per_channel = self.topology.model.channel_bandwidth[PROTOCOLS.index(protocol)] / 1e9
+        bus = min(intra if nodes == 1 else min(intra, inter), channels * per_channel)
+        if algorithm == "ring" and protocol == "ll":
+            bus = min(arch["ll_max_bw"][index], bus * r["ring_ll_bus"])
+        if algorithm == "ring" and protocol == "ll128":
+            bus = min(bus * r["ring_ll128_bus"], channels * arch["per_channel_ring_ll128"][index])
+        if algorithm == "tree":
+            bus = min(bus * r["tree_bus"], channels * arch["per_channel_tree"][index])
+            if protocol == "ll":
+                bus = min(bus / r["tree_ll_bus_divisor"], arch["ll_max_bw"][index])
+            if protocol == "ll128":
+                fraction = r["tree_ll128_bus_one_node"] if nodes == 1 else r["tree_ll128_bus"]
+                bus = min(bus * fraction, channels * arch["per_channel_tree_ll128"][index])
+        if algorithm in ("nvls", "nvls_tree"):
+            ppn = shape.n / nodes
+            bus = min(intra * arch["nvls_efficiency"] * (2 if ctype == AR else (ppn - 1) / ppn), bus * 2)
+        if algorithm == "pat":
+            bus *= r["pat_bus"]
+        if algorithm == "ring":
+            steps = 2 * (shape.n - 1) if ctype == AR else shape.n - 1
+            return bus * shape.n / max(steps, 1)
+        if ctype == AR:
+            return bus * (r["nvls_algbw"] if algorithm in ("nvls", "nvls_tree") else r["tree_algbw"])
+        return bus
+
+    def _latency(self, ctype: CollType, shape: GroupShape, algorithm: str, protocol: str) -> float:
+        """NCCL's predicted latency (microseconds) of one (algorithm, protocol)."""
+        c = constants()
+        r, table = c["refinements"], c["hw_latency_us"]
+        n, nodes = shape.n, max(shape.nodes, 1)
+        ppn = n / nodes
+        intra = table["pci" if self.topology.pcie else "nvlink"].get(algorithm, {}).get(protocol, 0.0)
+        # with one member per node NCCL takes the tree's network latency: nothing hides it
+        inter = table["net"]["tree" if ppn == 1 else algorithm].get(protocol, 0.0)
+        base = c["base_latency_us"].get(algorithm, {}).get(protocol, 0.0)
+        log_nodes = int(math.log2(nodes))
+        if algorithm == "ring":
+            steps = 2 * (n - 1) if ctype == AR else n - 1
+            inter_steps = 0 if nodes == 1 else (2 * (nodes - 1) if ctype == AR else nodes - 1)
+            latency = base + (steps - inter_steps) * intra + inter_steps * inter
+            plateau = protocol == "simple" and nodes > 1 and ctype == AR
+            return latency * (r["ring_plateau_latency"] if plateau else 1.0)
+        if algorithm == "tree":
+            return base + 2 * ((ppn - 1) * intra + log_nodes * inter)
+        if algorithm == "collnet_direct":
+            return base + 2 * (min(1, ppn - 1) * intra + (ppn - 1) * r["collnet_arity_latency_us"]) + inter
+        if algorithm == "collnet_chain":
+            return base + 2 * (ppn - 1) * intra + inter
+        if algorithm == "nvls":
+            return intra + (inter if nodes > 1 else 0.0)
+        if algorithm == "nvls_tree":
+            return base + intra + 2 * log_nodes * inter
+        log_part = log_nodes * inter / r["pat_log_latency_divisor"]
+        return r["pat_base_latency_us"] + log_part + n * r["pat_rank_latency_us"]
+
+    def _time(self, ctype: CollType, shape: GroupShape, size: float, algorithm: str, protocol: str) -> float:
+        """NCCL's predicted microseconds for one (algorithm, protocol)."""
+        algorithm = "ring" if algorithm in RING_LIKE else algorithm
+        algbw = self._bus_bandwidth(ctype, shape, algorithm, protocol)
+        if algorithm == "tree" and size >= 64:
+            correction = constants()["tree_correction"][protocol]
+            algbw *= correction[min(int(math.log2(size / 64)), len(correction) - 1)]
+        latency = self._latency(ctype, shape, algorithm, protocol)
+        return latency + size / (1000 * algbw) if algbw > 0 else math.inf
+
+    def _channels(self, ctype: CollType, shape: GroupShape, size: float, algorithm: str, protocol: str) -> int:
+        """NCCL's channel count: fewer while the message gives each channel's threads too little work."""
+        c = constants()
+        ring = algorithm == "ring" or algorithm in RING_LIKE
+        threshold = c["thread_threshold"][protocol] * (shape.n if ring and protocol == "ll" else 1)
+        per_channel = c["threads"][protocol] * threshold
+        return max(1, min(self.arch["max_channels"], int(size // per_channel)))

@@ -1,0 +1,40 @@
+"""Flash-attention time from its shape: one CTA per (batch, head, query block) walks the key blocks it
+needs (all of them, or the causal triangle's share), and the CTAs run in waves over the SMs.
+
+The backward is parallel over key blocks instead, which has the same spread of work per CTA. Per block
+the forward multiplies Q K^T and P V (qk_dim + v_dim per score); the backward recomputes the scores and
+forms dV, dP, dQ and dK (3 qk_dim + 2 v_dim per score). Softmax work per score counts as extra dims.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..workload.kernels import KernelSpec, Phase
+from .calibration import Architecture, AttentionParams
+
+BACKWARD_PHASES = (Phase.bwd_ig, Phase.bwd_wg)
+
+
+def attention_seconds(p: AttentionParams, arch: Architecture, peak: float, spec: KernelSpec) -> float:
+    """Seconds of one flash-attention kernel at `peak` dense FLOP/s."""
+    s = dict(spec.shape)
+    backward = spec.phase in BACKWARD_PHASES
+    phase = p.bwd if backward else p.fwd
+    dims = (3 * s["qk_dim"] + 2 * s["v_dim"]) if backward else (s["qk_dim"] + s["v_dim"])
+    block = arch.attention_block
+    block_seconds = 2.0 * block * block * (dims + phase.softmax_dims) / (peak * phase.efficiency / arch.sm_count)
+    blocks = wave_blocks(s["batch"] * s["heads"], math.ceil(s["seq_q"] / block), math.ceil(s["seq_k"] / block),
+                         bool(s["causal"]), phase.block_overhead, arch.sm_count)
+    return p.overhead_us * 1e-6 + blocks * block_seconds
+
+
+def wave_blocks(copies: int, q_blocks: int, k_blocks: int, causal: bool, overhead: float, sm_count: int) -> float:
+    """Blocks on the critical path when `copies` x `q_blocks` CTAs, each walking its key blocks plus
+    `overhead`, are issued heaviest first in waves of sm_count (the sum of each wave's heaviest)."""
+    i = np.arange(q_blocks, 0, -1)  # heaviest first
+    work = np.ceil(i * k_blocks / q_blocks) if causal else np.full(q_blocks, float(k_blocks))
+    leaders = np.arange(0, copies * q_blocks, sm_count) // copies
+    return float(np.sum(work[leaders] + overhead))

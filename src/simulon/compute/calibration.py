@@ -1,0 +1,175 @@
+"""Fitted kernel-model parameters per GPU, and which calibrated GPU stands in for one that has none.
+
+The numbers live in data/calibration.yaml (written by scripts/fit_compute.py) and data/architecture.yaml
+(public SM counts, tile shapes and the memory-bound assumptions); nothing here holds a fitted value.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+from importlib import resources
+from typing import Any
+
+import yaml
+
+from ..config.common import DType
+from ..config.dc import GPUSpec
+from ..config.templates import template_stem
+
+GEMM_DTYPE_FALLBACK = {
+    DType.fp16: (DType.fp16, DType.bf16),
+    DType.bf16: (DType.bf16,),
+    DType.fp8: (DType.fp8, DType.bf16),
+    DType.fp4: (DType.fp4, DType.fp8, DType.bf16),     # no public fp4 measurements: fp8's efficiency surface
+    DType.tf32: (DType.tf32, DType.bf16),
+    DType.fp32: (DType.fp32, DType.tf32, DType.bf16),
+}
+"""Whose efficiency surface a GEMM in each dtype borrows when the GPU has none fitted for it."""
+
+
+@dataclass(frozen=True)
+class GemmParams:
+    """Tiled GEMM: main-loop efficiency at burst clock, fixed and per-tile overheads, operand traffic."""
+
+    efficiency: float          # of the dense peak, for the largest tile, at burst clock
+    overhead_us: float         # launch and ramp, paid once per kernel
+    k_overhead: float          # prologue/epilogue of a tile not hidden behind the next, in K elements
+    ramp_k: float              # filling the pipeline once per kernel, in K elements of one tile
+    tile_intensity: float      # tile's FLOP-per-byte at which it reaches half its speed
+    memory_efficiency: float   # achieved fraction of HBM bandwidth for operands
+    sustained_clock: float     # clock fraction a long kernel settles at under the power limit
+    throttle_ms: float         # how long a kernel runs before the clock drops halfway there
+    group_overhead_us: float   # each extra group of a grouped GEMM (one cuBLAS call per expert)
+
+
+@dataclass(frozen=True)
+class AttentionPhase:
+    """One direction of flash attention: block throughput and per-CTA overhead."""
+
+    efficiency: float          # of the dense peak for the block matmuls
+    block_overhead: float      # per CTA, in key/value blocks (prologue, epilogue, softmax rescale)
+    softmax_dims: float        # softmax work per score, counted as extra head dimensions
+
+
+@dataclass(frozen=True)
+class AttentionParams:
+    fwd: AttentionPhase
+    bwd: AttentionPhase
+    overhead_us: float
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """What the wave model needs to know about a GPU's layout (from public specs, not fitted)."""
+
+    sm_count: int
+    gemm_tiles: tuple[tuple[int, int], ...]
+    gemm_splits: tuple[int, ...]
+    attention_block: int
+
+
+@dataclass(frozen=True)
+class MemoryBound:
+    efficiency: float
+    overhead_us: float
+
+
+@dataclass(frozen=True)
+class GpuCalibration:
+    """Everything fitted for one GPU template; any part may be missing (then a nearer GPU lends it)."""
+
+    gemm: dict[DType, GemmParams]
+    attention: AttentionParams | None
+    sm_count: int  # the SM count its parameters were fitted with
+    borrowed: frozenset[DType] = frozenset()  # GEMM dtypes fitted only in efficiency, on another GPU's shape
+
+
+@dataclass(frozen=True)
+class Calibrations:
+    gpus: dict[str, GpuCalibration]
+    sm_counts: dict[str, int]
+    gemm_tiles: tuple[tuple[int, int], ...]
+    gemm_splits: tuple[int, ...]
+    attention_block: int
+    memory: MemoryBound
+
+    @classmethod
+    def shipped(cls) -> Calibrations:
+        """The calibration shipped with simulon (read each time: cheap, and no state between calls)."""
+        return cls.with_fit(_data("calibration.yaml"))
+
+    @classmethod
+    def with_fit(cls, calibration: dict[str, Any]) -> Calibrations:
+        """A fitted calibration document on the shipped architecture data."""
+        return cls.from_documents(calibration, _data("architecture.yaml"))
+
+    @classmethod
+    def from_documents(cls, calibration: dict[str, Any], architecture: dict[str, Any]) -> Calibrations:
+        gpus = {}
+        for stem, doc in (calibration.get("gpus") or {}).items():
+            gemm = {DType(d): _build(GemmParams, p) for d, p in (doc.get("gemm") or {}).items()}
+            att = doc.get("attention")
+            attention = None if att is None else AttentionParams(
+                _build(AttentionPhase, att["fwd"]), _build(AttentionPhase, att["bwd"]), att["overhead_us"])
+            borrowed = frozenset(DType(d) for d, p in (doc.get("gemm") or {}).items() if "shape_from" in p)
+            gpus[stem] = GpuCalibration(gemm, attention, int(doc["sm_count"]), borrowed)
+        return cls(gpus=gpus, sm_counts=dict(architecture["sm_count"]),
+                   gemm_tiles=tuple(tuple(t) for t in architecture["gemm_tiles"]),
+                   gemm_splits=tuple(architecture["gemm_splits"]),
+                   attention_block=architecture["attention_block"],
+                   memory=_build(MemoryBound, architecture["memory_bound"]))
+
+    def architecture(self, gpu: GPUSpec, donor: str | None) -> Architecture:
+        """The GPU's own SM count where public, else the one its parameters were fitted with."""
+        stem = template_stem("gpu", gpu.name)
+        sms = self.sm_counts.get(stem or "")
+        if sms is None and donor in self.gpus:
+            sms = self.gpus[donor].sm_count
+        if sms is None:
+            raise ValueError(f"no SM count for {gpu.name} in compute/data/architecture.yaml")
+        return Architecture(sms, self.gemm_tiles, self.gemm_splits, self.attention_block)
+
+    def gemm(self, gpu: GPUSpec, dtype: DType) -> tuple[GemmParams, str]:
+        """GEMM parameters for dtype on gpu, and the template they were fitted on. Another GPU lends only
+        a full fit when one of the same vendor exists: one fitted on a best-shape row or two knows its peak
+        efficiency, not its shape response."""
+        stem = template_stem("gpu", gpu.name)
+        for candidate in GEMM_DTYPE_FALLBACK[dtype]:
+            if stem in self.gpus and candidate in self.gpus[stem].gemm:
+                return self.gpus[stem].gemm[candidate], stem
+            donor = self.nearest(gpu, lambda c, d=candidate: d in c.gemm, lambda c, d=candidate: d not in c.borrowed)
+            if donor is not None:
+                return self.gpus[donor].gemm[candidate], donor
+        raise ValueError(f"no GEMM calibration for {dtype.value} on any GPU")
+
+    def nearest(self, gpu: GPUSpec, has, preferred=lambda c: True) -> str | None:
+        """The GPU itself if fitted, else the fitted GPU closest in spec: same vendor first, then the
+        preferred ones, then the smallest distance in log dense-bf16 peak and log HBM bandwidth (name
+        breaks ties)."""
+        stem = template_stem("gpu", gpu.name)
+        if stem in self.gpus and has(self.gpus[stem]):
+            return stem
+        best: tuple | None = None
+        for other, cal in self.gpus.items():
+            if not has(cal):
+                continue
+            spec = GPUSpec.model_validate({"from": other})
+            key = (spec.vendor != gpu.vendor, not preferred(cal), _spec_distance(gpu, spec), other)
+            best = key if best is None or key < best else best
+        return None if best is None else best[-1]
+
+
+def _spec_distance(a: GPUSpec, b: GPUSpec) -> float:
+    peak = DType.bf16 if DType.bf16 in a.peak_tflops and DType.bf16 in b.peak_tflops else None
+    compute = abs(math.log(a.peak_flops(peak) / b.peak_flops(peak))) if peak else 0.0
+    return compute + abs(math.log(a.memory_bandwidth / b.memory_bandwidth))
+
+
+def _data(name: str) -> dict[str, Any]:
+    return yaml.safe_load((resources.files("simulon.compute") / "data" / name).read_text())
+
+
+def _build(cls, values: dict[str, Any]):
+    names = {f.name for f in fields(cls)}
+    return cls(**{k: float(v) for k, v in values.items() if k in names})

@@ -1,0 +1,232 @@
+"""Fit the compute model to measured kernels. Used by scripts/fit_compute.py (which writes
+data/calibration.yaml) and by the leave-one-GPU-out benchmark; a simulation only reads the fitted file.
+
+Each GPU and dtype with enough GEMM rows gets its own full parameter set; one with a few rows (a single
+best-shape measurement, say) keeps the shape parameters of the nearest fully fitted GPU and fits only
+its efficiency. Attention is fitted per GPU, forward and backward apart where the rows separate them.
+The loss is the mean absolute log ratio of predicted to measured time.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, fields, replace
+
+import numpy as np
+
+from ..config.common import DType
+from ..config.dc import GPUSpec
+from ..workload.kernels import KernelSpec, Phase
+from .analytical import AnalyticalModel
+from .attention import attention_seconds
+from .calibration import Architecture, AttentionParams, AttentionPhase, Calibrations, GemmParams, GpuCalibration
+from .gemm import GemmShapes, gemm_seconds
+from .minimize import nelder_mead
+
+FRACTIONS = {"memory_efficiency", "sustained_clock"}
+"""Parameters in (0, 1), fitted through a logit; every other one is positive, fitted through a log."""
+SEARCH_RANGE = 20.0
+"""Largest |log| (or |logit|) the search visits: e^20 is far past any physical value of a parameter."""
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One measured kernel (or a forward+backward pair timed together)."""
+
+    index: int
+    gpu: str                        # GPU template
+    dtype: DType                    # GEMM dtype; attention is 16-bit
+    specs: tuple[KernelSpec, ...]
+    seconds: float
+    flops: float                    # in the source's own convention, to report throughput
+    subset: str
+    family: str                     # gemm | grouped_gemm | attention
+
+
+@dataclass(frozen=True)
+class FitSettings:
+    min_rows: int                   # fewer GEMM rows: fit only the efficiency on a neighbour's shape
+    gemm_start: GemmParams
+    attention_start: AttentionParams
+    step: float                     # initial simplex edge, in log/logit units
+    iterations: int
+    tolerance: float                # stop when the simplex's losses differ by less
+    restarts: int
+
+
+def fit_calibration(observations: Sequence[Observation], arch: Calibrations, settings: FitSettings,
+                    memo: dict | None = None) -> dict:
+    """The calibration document (as written to data/calibration.yaml) fitted to the observations.
+    `memo` may carry full fits between calls on subsets of the same observations."""
+    memo = {} if memo is None else memo
+    by_group: dict[tuple[str, DType], list[Observation]] = defaultdict(list)
+    attention: dict[str, list[Observation]] = defaultdict(list)
+    for obs in observations:
+        (attention[obs.gpu] if obs.family == "attention" else by_group[(obs.gpu, obs.dtype)]).append(obs)
+    gemm: dict[str, dict[DType, GemmParams]] = defaultdict(dict)
+    rows: dict[tuple[str, DType], int] = {}
+    plain = {key: [o for o in obs if o.family == "gemm"] for key, obs in by_group.items()}
+    for key in sorted(k for k, v in plain.items() if len(v) >= settings.min_rows):
+        signature = (key, tuple(o.index for o in plain[key]))
+        if signature not in memo:
+            memo[signature] = _fit_gemm(plain[key], settings.gemm_start, None, _layout(arch, key[0], gemm), settings)
+        gemm[key[0]][key[1]] = memo[signature]
+        rows[key] = len(plain[key])
+    full = _partial(arch, gemm)
+    shape_from: dict[tuple[str, DType], str] = {}
+    for key in sorted(k for k in by_group if k not in rows):
+        donor, shape_from[key] = full.gemm(_spec(key[0]), key[1])
+        if plain[key]:
+            donor = _fit_gemm(plain[key], donor, ["efficiency"], _layout(arch, key[0], gemm), settings)
+        gemm[key[0]][key[1]] = donor
+        rows[key] = len(plain[key])
+    grouped = {key: [o for o in obs if o.family == "grouped_gemm"] for key, obs in by_group.items()}
+    for key, obs in sorted(grouped.items()):
+        if obs:
+            gemm[key[0]][key[1]] = _fit_gemm(obs, gemm[key[0]][key[1]], ["group_overhead_us"],
+                                             _layout(arch, key[0], gemm), settings)
+    _lend_group_overhead(arch, gemm, {k for k, v in grouped.items() if v})
+    att = {gpu: _fit_attention(obs, _layout(arch, gpu, gemm), settings) for gpu, obs in sorted(attention.items())}
+    doc: dict = {}
+    for gpu in sorted(set(gemm) | set(att)):
+        entry: dict = {"sm_count": _sm_count(arch, gpu, gemm)}
+        if gemm.get(gpu):
+            entry["gemm"] = {d.value: {**_rounded(p), "rows": rows.get((gpu, d), 0),
+                                       **({"shape_from": shape_from[(gpu, d)]} if (gpu, d) in shape_from else {})}
+                             for d, p in sorted(gemm[gpu].items())}
+        if gpu in att:
+            entry["attention"] = {"fwd": _rounded(att[gpu].fwd), "bwd": _rounded(att[gpu].bwd),
+                                  "overhead_us": round(att[gpu].overhead_us, 4), "rows": len(attention[gpu])}
+        doc[gpu] = entry
+    return {"gpus": doc}
+
+
+def predict(obs: Sequence[Observation], cal: Calibrations) -> np.ndarray:
+    """Predicted seconds of each observation with the given calibration (for checks and reports)."""
+    models: dict[tuple[str, DType], AnalyticalModel] = {}
+    out = np.empty(len(obs))
+    for i, o in enumerate(obs):
+        key = (o.gpu, o.dtype)
+        if key not in models:
+            models[key] = AnalyticalModel(_spec(o.gpu), o.dtype, cal)
+        out[i] = models[key].seconds(o.specs).sum()
+    return out
+
+
+def _spec(gpu: str) -> GPUSpec:
+    return GPUSpec.model_validate({"from": gpu})
+
+
+def _partial(arch: Calibrations, gemm: dict[str, dict[DType, GemmParams]]) -> Calibrations:
+    return replace(arch, gpus={g: GpuCalibration(dict(p), None, _sm_count(arch, g, gemm)) for g, p in gemm.items()})
+
+
+def _sm_count(arch: Calibrations, gpu: str, gemm: dict[str, dict[DType, GemmParams]]) -> int:
+    """The GPU's public SM count, else that of the nearest GPU which has one (whose shape it borrowed)."""
+    if gpu in arch.sm_counts:
+        return arch.sm_counts[gpu]
+    known = replace(arch, gpus={g: GpuCalibration({}, None, arch.sm_counts[g]) for g in gemm if g in arch.sm_counts})
+    return arch.sm_counts[known.nearest(_spec(gpu), lambda c: True)]
+
+
+def _lend_group_overhead(arch: Calibrations, gemm: dict[str, dict[DType, GemmParams]],
+                         fitted: set[tuple[str, DType]]) -> None:
+    """A GPU without grouped-GEMM rows takes the per-group overhead of the nearest GPU that has them."""
+    if not fitted:
+        return
+    lenders = _partial(arch, {g: {d: p for d, p in ps.items() if (g, d) in fitted} for g, ps in gemm.items()})
+    for gpu, params in gemm.items():
+        for dtype, p in params.items():
+            if (gpu, dtype) not in fitted:
+                lent, _ = lenders.gemm(_spec(gpu), dtype)
+                params[dtype] = replace(p, group_overhead_us=lent.group_overhead_us)
+
+
+def _gemm_loss(obs: Sequence[Observation], arch: Architecture, spec: GPUSpec, dtype: DType
+               ) -> Callable[[GemmParams], float]:
+    shapes = GemmShapes.of([o.specs[0] for o in obs])
+    measured = np.array([o.seconds for o in obs])
+    peak, bandwidth = spec.peak_flops(dtype), spec.memory_bandwidth
+    return lambda p: float(np.mean(np.abs(np.log(gemm_seconds(p, arch, peak, bandwidth, dtype.bytes, shapes)
+                                                 / measured))))
+
+
+def _layout(arch: Calibrations, gpu: str, gemm: dict[str, dict[DType, GemmParams]]) -> Architecture:
+    return Architecture(_sm_count(arch, gpu, gemm), arch.gemm_tiles, arch.gemm_splits, arch.attention_block)
+
+
+def _fit_gemm(obs: Sequence[Observation], start: GemmParams, free: list[str] | None, arch: Architecture,
+              settings: FitSettings) -> GemmParams:
+    spec = _spec(obs[0].gpu)
+    names = free if free is not None else [f.name for f in fields(GemmParams) if f.name != "group_overhead_us"]
+    loss = _gemm_loss(obs, arch, spec, obs[0].dtype)
+    return _minimize(start, names, loss, settings)
+
+
+def _fit_attention(obs: Sequence[Observation], arch: Architecture, settings: FitSettings) -> AttentionParams:
+    spec = _spec(obs[0].gpu)
+    peak = spec.peak_flops(DType.bf16)
+    measured = np.array([o.seconds for o in obs])
+
+    def loss(p: AttentionParams) -> float:
+        predicted = [sum(attention_seconds(p, arch, peak, s) for s in o.specs) for o in obs]
+        return float(np.mean(np.abs(np.log(np.array(predicted) / measured))))
+
+    apart = {o.specs[0].phase for o in obs if len(o.specs) == 1} >= {Phase.fwd, Phase.bwd_ig}
+    start = settings.attention_start
+    if apart:
+        return _minimize(start, _attention_names(True), loss, settings, _attention_codec)
+    tied = replace(start, bwd=start.fwd)  # only forward+backward sums: one set of block parameters
+    return _minimize(tied, _attention_names(False), loss, settings, _attention_codec, tie=True)
+
+
+def _attention_names(apart: bool) -> list[str]:
+    phases = ("fwd", "bwd") if apart else ("fwd",)
+    return [f"{ph}.{f.name}" for ph in phases for f in fields(AttentionPhase)] + ["overhead_us"]
+
+
+def _attention_codec(p: AttentionParams, updates: dict[str, float]) -> AttentionParams:
+    phases = {"fwd": asdict(p.fwd), "bwd": asdict(p.bwd)}
+    overhead = p.overhead_us
+    for name, value in updates.items():
+        if name == "overhead_us":
+            overhead = value
+        else:
+            ph, field = name.split(".")
+            phases[ph][field] = value
+    return AttentionParams(AttentionPhase(**phases["fwd"]), AttentionPhase(**phases["bwd"]), overhead)
+
+
+def _get(p, name: str) -> float:
+    for part in name.split("."):
+        p = getattr(p, part)
+    return float(p)
+
+
+def _minimize(start, names: list[str], loss: Callable, settings: FitSettings,
+              codec: Callable | None = None, tie: bool = False):
+    """Minimise loss over the named parameters of `start`, in log (or logit) coordinates."""
+    codec = codec or (lambda p, updates: replace(p, **updates))
+
+    def encode(value: float, name: str) -> float:
+        return math.log(value / (1 - value)) if name.split(".")[-1] in FRACTIONS else math.log(value)
+
+    def decode(x: np.ndarray):
+        updates = {n: (1 / (1 + math.exp(-v)) if n.split(".")[-1] in FRACTIONS else math.exp(v))
+                   for n, v in zip(names, x.tolist(), strict=True)}
+        p = codec(start, updates)
+        return replace(p, bwd=p.fwd) if tie else p
+
+    def bounded(x: np.ndarray) -> float:
+        return loss(decode(x)) if np.all(np.abs(x) <= SEARCH_RANGE) else math.inf
+
+    x = np.array([encode(_get(start, n), n) for n in names])
+    for _ in range(settings.restarts):
+        x, _ = nelder_mead(bounded, x, settings.step, settings.iterations, settings.tolerance)
+    return decode(x)
+
+
+def _rounded(p) -> dict[str, float]:
+    return {k: float(f"{v:.5g}") for k, v in asdict(p).items()}

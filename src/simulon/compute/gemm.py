@@ -1,0 +1,79 @@
+"""GEMM time from its shape: output tiles run in waves over the SMs, each tile streams K, and the
+kernel can be bound by HBM traffic instead; a long kernel runs at a power-limited clock.
+
+Evaluated on arrays of shapes at once, so that fitting hundreds of measurements stays fast. The
+library picks its tile and split-K; the model takes the fastest candidate, as a tuned library does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..config.common import DType
+from ..workload.kernels import KernelClass, KernelSpec, Phase
+from .calibration import Architecture, GemmParams
+
+MAIN_GRAD_BYTES = 2 * DType.fp32.bytes
+"""Megatron fuses weight-gradient accumulation into the fp32 main_grad: every output element is read
+and written back in fp32."""
+PARTIAL_BYTES = 2 * DType.fp32.bytes
+"""Split-K writes fp32 partial tiles and reads them back to reduce them."""
+
+
+@dataclass(frozen=True)
+class GemmShapes:
+    """Columns of GEMM problems. m counts the rows of all groups; each group is m/groups x n x k."""
+
+    m: np.ndarray
+    n: np.ndarray
+    k: np.ndarray
+    groups: np.ndarray
+    out_bytes: np.ndarray   # bytes moved per output element (read too when accumulating)
+    grouped: np.ndarray     # one launch per group (grouped GEMM), not one batched launch
+
+    @classmethod
+    def of(cls, specs: Sequence[KernelSpec]) -> GemmShapes:
+        def column(values) -> np.ndarray:
+            return np.array(list(values), dtype=float)
+
+        shapes = [dict(s.shape) for s in specs]
+        return cls(column(s["m"] for s in shapes), column(s["n"] for s in shapes),
+                   column(s["k"] for s in shapes), column(s.get("groups", 1) for s in shapes),
+                   column(MAIN_GRAD_BYTES if spec.phase == Phase.bwd_wg else s["dtype_bytes"]
+                          for spec, s in zip(specs, shapes, strict=True)),
+                   np.array([spec.kclass == KernelClass.grouped_gemm for spec in specs], dtype=bool))
+
+
+def tile_speed(tm: int, tn: int, tile_intensity: float) -> float:
+    """Relative main-loop speed of a tm x tn tile: its operand reuse (FLOPs per loaded element)
+    against the intensity at which it runs at half speed."""
+    reuse = tm * tn / (tm + tn)
+    return reuse / (reuse + tile_intensity)
+
+
+def clock_fraction(busy: np.ndarray, p: GemmParams) -> np.ndarray:
+    """Clock relative to burst for a kernel that is busy this long: 1 when short, sustained when long."""
+    tau = p.throttle_ms * 1e-3
+    return p.sustained_clock + (1.0 - p.sustained_clock) * tau / (tau + busy)
+
+
+def gemm_seconds(p: GemmParams, arch: Architecture, peak: float, bandwidth: float, in_bytes: float,
+                 s: GemmShapes) -> np.ndarray:
+    """Seconds of each GEMM at `peak` dense FLOP/s and `bandwidth` B/s with operands of in_bytes."""
+    rows = np.ceil(s.m / s.groups)
+    fastest = max(tile_speed(tm, tn, p.tile_intensity) for tm, tn in arch.gemm_tiles)
+    operands = in_bytes * s.groups * (rows * s.k + s.k * s.n) + s.out_bytes * s.m * s.n
+    best = np.full(s.m.shape, np.inf)
+    for tm, tn in arch.gemm_tiles:
+        sm_rate = peak * p.efficiency * tile_speed(tm, tn, p.tile_intensity) / fastest / arch.sm_count
+        tiles = np.ceil(rows / tm) * np.ceil(s.n / tn) * s.groups
+        for split in arch.gemm_splits:
+            waves = np.ceil(tiles * split / arch.sm_count)
+            compute = (waves * (np.ceil(s.k / split) + p.k_overhead) + p.ramp_k) * 2.0 * tm * tn / sm_rate
+            traffic = operands + (split > 1) * PARTIAL_BYTES * s.m * s.n * split
+            best = np.minimum(best, np.maximum(compute, traffic / (bandwidth * p.memory_efficiency)))
+    launches = p.overhead_us + np.where(s.grouped, s.groups - 1, 0) * p.group_overhead_us
+    return launches * 1e-6 + best / clock_fraction(best, p)

@@ -1,0 +1,53 @@
+"""What the network model needs to know of every flow: its route, bytes on the wire, rate limit, latency
+and launch delay, from the DAG, the topology and the calibrated link model.
+
+A collective's protocol sets the bytes on the wire (LL sends a 4-byte flag with every 4 bytes of data,
+LL128 8 bytes of flag per 128-byte line), the per-channel rate limit and the per-hop latency; its first
+flows wait for the launch overhead. In-switch reduction legs move data at the switch's reduction rate.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..dag.fold import Fold
+from ..dag.nodes import ExecutionDAG, NodeKind
+from ..network.calibration import PROTOCOLS
+from ..network.topology import FROM_SCALE_UP_SWITCH, TO_SCALE_UP_SWITCH, Topology
+
+WIRE_FACTOR = {"simple": 1.0, "ll": 2.0, "ll128": 128 / 120}
+"""Bytes on the wire per byte of data (NCCL's protocol formats: LL 8-byte lines of 4 data + 4 flag bytes;
+LL128 128-byte lines carrying 120 data bytes)."""
+
+
+@dataclass(frozen=True)
+class FlowProperties:
+    nodes: np.ndarray      # DAG node id of every flow
+    links: np.ndarray      # [flows, hops], -1 padded
+    wire: np.ndarray       # bytes on the wire
+    cap: np.ndarray        # wire bytes/s a flow may reach on its own (inf: only its links limit it)
+    latency: np.ndarray    # seconds from last byte sent to delivery
+    delay: np.ndarray      # seconds from ready to first byte (a collective's launch)
+
+
+def flow_properties(dag: ExecutionDAG, topology: Topology, fold: Fold) -> FlowProperties:
+    nodes = np.flatnonzero(dag.kind == NodeKind.flow)
+    links, latency, scale_out = topology.routes(dag.gpu[nodes], dag.peer[nodes], fold)
+    coll = dag.coll[nodes]
+    proto_of_coll = np.array([PROTOCOLS.index(c.protocol) for c in dag.collectives] + [0], dtype=np.int64)
+    proto = proto_of_coll[coll]  # point-to-point flows (coll -1) use the simple protocol
+    model = topology.model
+    factor = np.array([WIRE_FACTOR[p] for p in PROTOCOLS])[proto]
+    in_switch = np.isin(dag.peer[nodes], (TO_SCALE_UP_SWITCH, FROM_SCALE_UP_SWITCH))
+    wire = dag.size[nodes] * factor / np.where(in_switch, model.in_switch_efficiency, 1.0)
+    lanes = np.array([c.lanes for c in dag.collectives] + [1], dtype=np.float64)[coll]
+    cap = np.asarray(model.channel_bandwidth)[proto] * factor * lanes
+    hop = np.where(scale_out, np.asarray(model.hop_out)[proto], np.asarray(model.hop_up)[proto])
+    hop = np.where(in_switch, model.in_switch_hop, hop)
+    from_flow = np.zeros(dag.num_nodes, dtype=bool)
+    from_flow[dag.edge_dst[dag.kind[dag.edge_src] == NodeKind.flow]] = True
+    head = (coll >= 0) & ~from_flow[nodes]
+    delay = np.where(head, np.asarray(model.launch)[proto], 0.0)
+    return FlowProperties(nodes, links, wire, cap, latency + hop, delay)

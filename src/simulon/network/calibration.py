@@ -1,0 +1,74 @@
+"""How collectives use the links: achievable fraction of line rate, per-hop and launch latency, per-channel
+bandwidth, by protocol. Calibrated per GPU family (scale-up) and NIC family (scale-out) against published
+nccl-tests-style measurements; the values live in data/calibration.yaml with the command that regenerates
+them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import yaml
+
+from ..config.dc import DatacenterConfig
+
+PROTOCOLS = ("simple", "ll", "ll128")
+US, GBPS = 1e-6, 1e9
+
+
+@dataclass(frozen=True)
+class LinkModel:
+    """Per protocol (index in PROTOCOLS): launch overhead, extra latency per hop, bandwidth per channel."""
+
+    gpu_family: str
+    nic_family: str
+    scale_up_efficiency: float      # fraction of a scale-up port's line rate a collective achieves
+    scale_out_efficiency: float     # of a NIC's
+    in_switch_efficiency: float     # of the port rate an in-switch (NVLS) reduction leg achieves (1 if none)
+    in_switch_hop: float            # seconds per leg to or from the reducing NVSwitch
+    launch: tuple[float, ...]       # seconds from a collective's call to its first byte
+    hop_up: tuple[float, ...]       # seconds per scale-up hop (beyond the links' own latency)
+    hop_out: tuple[float, ...]      # seconds per scale-out hop
+    channel_bandwidth: tuple[float, ...]  # payload bytes/s one channel can move (inf: no limit)
+
+    @classmethod
+    def ideal(cls) -> LinkModel:
+        """Line rate, no overheads: what the closed forms of the tests assume."""
+        zero = (0.0,) * len(PROTOCOLS)
+        return cls("ideal", "ideal", 1.0, 1.0, 1.0, 0.0, zero, zero, zero, (float("inf"),) * len(PROTOCOLS))
+
+
+def _per_protocol(entry: dict[str, Any], key: str, scale: float) -> tuple[float, ...]:
+    values = entry[key]
+    return tuple(float(values[p]) * scale if values.get(p) is not None else float("inf") for p in PROTOCOLS)
+
+
+@cache
+def shipped_table() -> dict[str, Any]:
+    return yaml.safe_load((resources.files("simulon.network") / "data" / "calibration.yaml").read_text())
+
+
+def _family(families: dict[str, Any], name: str) -> str:
+    """The first family whose `match` prefixes the name (case-insensitive), else `default`."""
+    lowered = name.lower()
+    for family, entry in families.items():
+        if any(lowered.startswith(m.lower()) for m in entry.get("match", [])):
+            return family
+    return "default"
+
+
+def link_model_for(dc: DatacenterConfig, table: dict[str, Any] | None = None) -> LinkModel:
+    """The link model of a datacenter's GPU and NIC families (from data/calibration.yaml, or `table`)."""
+    table = table or shipped_table()
+    gpu_family = _family(table["gpu_families"], dc.node.gpu.name)
+    nic = dc.network.scale_out.nic
+    nic_family = _family(table["nic_families"], nic.name if nic else "")
+    g, n = table["gpu_families"][gpu_family], table["nic_families"][nic_family]
+    return LinkModel(gpu_family, nic_family, float(g["scale_up_efficiency"]), float(n["scale_out_efficiency"]),
+                     float(g["in_switch_efficiency"] or 1.0), float(g["in_switch_hop_us"]) * US,
+                     _per_protocol(g, "launch_us", US),
+                     _per_protocol(g, "hop_us", US), _per_protocol(n, "hop_us", US),
+                     _per_protocol(g, "channel_GBps", GBPS))

@@ -1,0 +1,153 @@
+"""The scale-out Clos fabric: NIC ports under leaves, leaves under spines, pods of spines under cores.
+
+Links are directed and aggregated per switch pair: a leaf's uplink bandwidth (its downlink bandwidth over
+the oversubscription) is split evenly over the spines it reaches, one link each way per (leaf, spine).
+Between two NIC ports the route is up to the lowest common tier and back down; where several switches of
+a tier would do, ECMP picks one per (source, destination) pair.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..config.dc import FabricSpec
+from .ecmp import ecmp_choice
+
+MAX_FABRIC_HOPS = 6  # NIC up, leaf up, spine up, core down, spine down, NIC down
+
+
+@dataclass(frozen=True)
+class Fabric:
+    spec: FabricSpec
+    ports_per_nic: int
+    leaf_of_port: np.ndarray    # leaf switch of every NIC port (global leaf id)
+    plane_of_leaf: np.ndarray
+    pod_of_leaf: np.ndarray     # pod within its plane (0 unless three tiers)
+    leaves: int
+    spines: int                 # in all planes and pods
+    cores: int                  # in all planes
+    pods: int                   # per plane
+    base: int                   # id of the fabric's first link in the topology
+    capacity: np.ndarray        # of the fabric's links, in link-id order from `base`
+    latency: np.ndarray
+    kind: list[str]             # link kind of each block, for names and summaries
+    block_start: list[int]      # first link of each block, relative to `base`
+
+    @classmethod
+    def build(cls, spec: FabricSpec, num_nics: int, nics_per_node: int, port_speed: float, nic_latency: float,
+              switch_latency: float, base: int) -> Fabric:
+        sets = 2 if spec.dual_tor else 1
+        nics = np.arange(num_nics)
+        if spec.tiers == 1:
+            idx = np.zeros(num_nics, dtype=np.int64)
+        elif spec.rail_optimized:
+            idx = (nics // nics_per_node) // spec.nics_per_leaf * nics_per_node + nics % nics_per_node
+        else:
+            idx = nics // spec.nics_per_leaf
+        per_set = int(idx.max()) + 1 if num_nics else 1
+        ports = np.arange(num_nics * sets)
+        leaf_of_port = (ports % sets) * per_set + idx[ports // sets]
+        leaves = per_set * sets
+        plane_of_leaf = (np.arange(leaves) // per_set) if spec.planes == 2 else np.zeros(leaves, dtype=np.int64)
+        per_pod = spec.leaves_per_pod if spec.tiers == 3 else per_set
+        pod_of_leaf = (np.arange(leaves) % per_set) // per_pod
+        pods = -(-per_set // per_pod)
+        s = spec.spines or 0
+        c = spec.cores or 0
+        spines = spec.planes * pods * s if spec.tiers >= 2 else 0
+        cores = spec.planes * c if spec.tiers == 3 else 0
+        down_per_leaf = (spec.nics_per_leaf or num_nics * sets) * port_speed
+        leaf_link = down_per_leaf / spec.oversubscription / s if s else 0.0
+        core_link = (per_pod * leaf_link / spec.pod_oversubscription / c) if c else 0.0
+        blocks = [("nic_up", len(ports), port_speed, nic_latency + switch_latency),
+                  ("nic_down", len(ports), port_speed, nic_latency)]
+        if spec.tiers >= 2:
+            blocks += [("leaf_up", leaves * s, leaf_link, switch_latency),
+                       ("spine_down", leaves * s, leaf_link, switch_latency)]
+        if spec.tiers == 3:
+            blocks += [("spine_up", spines * c, core_link, switch_latency),
+                       ("core_down", spines * c, core_link, switch_latency)]
+        sizes = [b[1] for b in blocks]
+        starts = np.concatenate([[0], np.cumsum(sizes)]).astype(int).tolist()
+        capacity = np.concatenate([np.full(n, cap) for _, n, cap, _ in blocks])
+        latency = np.concatenate([np.full(n, lat) for _, n, _, lat in blocks])
+        return cls(spec, sets, leaf_of_port, plane_of_leaf, pod_of_leaf, leaves, spines, cores, pods, base,
+                   capacity, latency, [b[0] for b in blocks], starts[:-1])
+
+    @property
+    def num_links(self) -> int:
+        return len(self.capacity)
+
+    def _block(self, kind: str) -> int:
+        return self.base + self.block_start[self.kind.index(kind)]
+
+    def port(self, nic: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+        """The NIC port a flow leaves by (dual-ToR NICs hash flows over their two ports)."""
+        if self.ports_per_nic == 1:
+            return nic
+        return nic * self.ports_per_nic + ecmp_choice(self.ports_per_nic, src, dst)
+
+    def up(self, port: np.ndarray) -> np.ndarray:
+        return self._block("nic_up") + port
+
+    def down(self, port: np.ndarray) -> np.ndarray:
+        return self._block("nic_down") + port
+
+    def _spine(self, leaf: np.ndarray, local: np.ndarray) -> np.ndarray:
+        """Global id of spine `local` of a leaf's plane and pod."""
+        return (self.plane_of_leaf[leaf] * self.pods + self.pod_of_leaf[leaf]) * (self.spec.spines or 1) + local
+
+    def routes(self, port_s: np.ndarray, port_d: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+        """Links between two NIC ports, [F, MAX_FABRIC_HOPS] padded with -1 (up to the lowest common tier)."""
+        f = len(port_s)
+        hops = np.full((f, MAX_FABRIC_HOPS), -1, dtype=np.int64)
+        hops[:, 0] = self.up(port_s)
+        hops[:, 5] = self.down(port_d)
+        leaf_s, leaf_d = self.leaf_of_port[port_s], self.leaf_of_port[port_d]
+        cross = leaf_s != leaf_d
+        if self.spec.tiers == 1 or not cross.any():
+            return hops
+        s = self.spec.spines
+        spine_s = ecmp_choice(s, src, dst, 1)
+        spine_d = spine_s.copy()
+        if self.spec.tiers == 3:
+            cross_pod = cross & (self.pod_of_leaf[leaf_s] != self.pod_of_leaf[leaf_d])
+            core = ecmp_choice(self.spec.cores, src, dst, 2)
+            spine_d = np.where(cross_pod, ecmp_choice(s, src, dst, 3), spine_s)
+            c = self.spec.cores
+            hops[:, 2] = np.where(cross_pod, self._block("spine_up") + self._spine(leaf_s, spine_s) * c + core, -1)
+            hops[:, 3] = np.where(cross_pod, self._block("core_down") + self._spine(leaf_d, spine_d) * c + core, -1)
+        hops[:, 1] = np.where(cross, self._block("leaf_up") + leaf_s * s + spine_s, -1)
+        hops[:, 4] = np.where(cross, self._block("spine_down") + leaf_d * s + spine_d, -1)
+        return hops
+
+    def switch_counts(self) -> dict[str, int]:
+        counts = {"leaf": self.leaves}
+        if self.spines:
+            counts["spine"] = self.spines
+        if self.cores:
+            counts["core"] = self.cores
+        return counts
+
+    def link_kind(self, link: int) -> tuple[str, int]:
+        """(kind, index within its block) of a fabric link id."""
+        rel = link - self.base
+        block = int(np.searchsorted(self.block_start, rel, side="right")) - 1
+        return self.kind[block], rel - self.block_start[block]
+
+    def bisection(self, port_speed: float) -> float:
+        """Bytes/s one half of the NIC ports can send the other half, split along switch boundaries: the
+        least of half the ports' bandwidth and half the uplink bandwidth of each tier that has peers."""
+        bounds = [len(self.leaf_of_port) * port_speed / 2]
+        if self.spec.tiers >= 2 and self.leaves > 1:
+            bounds.append(self._total("leaf_up") / 2)
+        if self.spec.tiers == 3 and self.pods > 1:
+            bounds.append(self._total("spine_up") / 2)
+        return min(bounds)
+
+    def _total(self, kind: str) -> float:
+        i = self.kind.index(kind)
+        end = self.block_start[i + 1] if i + 1 < len(self.kind) else self.num_links
+        return float(self.capacity[self.block_start[i]:end].sum())

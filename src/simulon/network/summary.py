@@ -1,0 +1,57 @@
+"""What a topology holds, in numbers a person checks against a design: switches and links per tier, line
+rates and bisection bandwidth."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .topology import Topology
+
+
+@dataclass(frozen=True)
+class Tier:
+    name: str
+    switches: int
+    links: int               # cables (each an up and a down link) from the tier below into this one
+    link_rate: float         # bytes/s per direction of one such link
+
+
+@dataclass(frozen=True)
+class TopologySummary:
+    gpus: int
+    nodes: int
+    scale_up: str            # nvswitch or pcie
+    domain_gpus: int
+    reduces_in_switch: tuple[bool, bool]
+    fabric: str
+    nics: int
+    tiers: list[Tier]
+    scale_up_bisection: float  # bytes/s per direction across one domain cut in half
+    scale_out_bisection: float
+
+    @classmethod
+    def of(cls, topology: Topology) -> TopologySummary:
+        g, fabric, rate = topology.num_gpus, topology.fabric, topology.line_rate
+        spec = fabric.spec
+        ports = len(fabric.leaf_of_port)
+        first = {kind: fabric.base + start for kind, start in zip(fabric.kind, fabric.block_start, strict=True)}
+        up_switches = -(-g // (topology.gpus_per_node if topology.pcie else topology.domain_gpus))
+        tiers = [Tier("pcie" if topology.pcie else "nvswitch", up_switches, g, float(rate[0]) if g else 0.0),
+                 Tier("leaf", fabric.leaves, ports, float(rate[first["nic_up"]]) if ports else 0.0)]
+        if fabric.spines:
+            tiers.append(Tier("spine", fabric.spines, fabric.leaves * spec.spines, float(rate[first["leaf_up"]])))
+        if fabric.cores:
+            tiers.append(Tier("core", fabric.cores, fabric.spines * spec.cores, float(rate[first["spine_up"]])))
+        return cls(g, g // topology.gpus_per_node, tiers[0].name, topology.domain_gpus, topology.reduces_in_switch,
+                   spec.name, -(-g // topology.gpus_per_nic), tiers,
+                   min(topology.domain_gpus, g) * tiers[0].link_rate / 2, fabric.bisection(tiers[1].link_rate))
+
+    def to_dict(self) -> dict:
+        return {"gpus": self.gpus, "nodes": self.nodes, "scale_up": self.scale_up, "domain_gpus": self.domain_gpus,
+                "in_network_reduction": {"scale_up": self.reduces_in_switch[0],
+                                         "scale_out": self.reduces_in_switch[1]},
+                "fabric": self.fabric, "nics": self.nics,
+                "tiers": [{"name": t.name, "switches": t.switches, "links": t.links, "link_GBps": t.link_rate / 1e9}
+                          for t in self.tiers],
+                "scale_up_bisection_GBps": self.scale_up_bisection / 1e9,
+                "scale_out_bisection_GBps": self.scale_out_bisection / 1e9}

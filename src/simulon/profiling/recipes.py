@@ -1,0 +1,143 @@
+"""torch stand-ins for the tracer's kernels: each planned kernel becomes a zero-argument call that runs
+it once on tensors of the kernel's shape. Imported only when profiling (torch is an optional extra).
+
+GEMMs run as torch.matmul / torch.bmm (fp8 through torch._scaled_mm), flash attention as
+scaled_dot_product_attention, and memory-bound kernels as the operation they stand for: layer/RMS norm,
+residual add, GELU or SwiGLU, MoE permutation gathers, embedding lookup and its gradient, vocab
+cross-entropy and the Adam step. A memory-bound kernel the recipes do not know is timed as a copy of
+its bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+
+from ..config.common import DType
+from ..workload.data_parallel import ADAM_BYTES_PER_PARAM
+from ..workload.kernels import KernelClass, KernelSpec, Phase
+from ..workload.layer_kernels import LayerKernels
+from .plan import SweepPoint
+
+TORCH_DTYPES = {DType.bf16: torch.bfloat16, DType.fp16: torch.float16, DType.fp32: torch.float32,
+                DType.tf32: torch.float32}
+
+
+class Unsupported(Exception):
+    """This kernel cannot be timed on this device (say, fp8 on a CPU)."""
+
+
+def build(spec: KernelSpec, point: SweepPoint, kernels: LayerKernels, device: str) -> Callable[[], object]:
+    if spec.kclass in (KernelClass.gemm, KernelClass.grouped_gemm):
+        return _gemm(spec, point.dtype, device)
+    act = TORCH_DTYPES.get(point.dtype, torch.bfloat16)  # fp8 training keeps 16-bit activations
+    if spec.kclass == KernelClass.attention:
+        return _attention(spec, act if act != torch.float32 else torch.bfloat16, device)
+    return _memory(spec, point, kernels, act, device)
+
+
+def _randn(*shape: int, dtype: torch.dtype, device: str, grad: bool = False) -> torch.Tensor:
+    return torch.randn(*shape, dtype=dtype, device=device, requires_grad=grad)
+
+
+def _gemm(spec: KernelSpec, dtype: DType, device: str) -> Callable[[], object]:
+    s = dict(spec.shape)
+    groups, n, k = int(s["groups"]), int(s["n"]), int(s["k"])
+    rows = int(s["m"]) // groups
+    if dtype == DType.fp8:
+        if device != "cuda" or not hasattr(torch, "_scaled_mm"):
+            raise Unsupported("fp8 GEMMs need a CUDA GPU with FP8 tensor cores")
+        a = _randn(rows, k, dtype=torch.bfloat16, device=device).to(torch.float8_e4m3fn)
+        b = _randn(n, k, dtype=torch.bfloat16, device=device).to(torch.float8_e4m3fn).t()  # column-major
+        one = torch.ones((), device=device)
+        return lambda: [torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+                        for _ in range(groups)]
+    if dtype not in TORCH_DTYPES:
+        raise Unsupported(f"{dtype.value} GEMMs have no torch stand-in")
+    if device == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = dtype == DType.tf32
+    a = _randn(groups, rows, k, dtype=TORCH_DTYPES[dtype], device=device)
+    b = _randn(groups, k, n, dtype=TORCH_DTYPES[dtype], device=device)
+    if groups == 1:
+        a2, b2 = a[0], b[0]
+        return lambda: torch.matmul(a2, b2)
+    return lambda: torch.bmm(a, b)
+
+
+def _attention(spec: KernelSpec, dtype: torch.dtype, device: str) -> Callable[[], object]:
+    s = dict(spec.shape)
+    b, h, kv = int(s["batch"]), int(s["heads"]), int(s["kv_heads"])
+    backward = spec.phase != Phase.fwd
+    q = _randn(b, h, int(s["seq_q"]), int(s["qk_dim"]), dtype=dtype, device=device, grad=backward)
+    k = _randn(b, kv, int(s["seq_k"]), int(s["qk_dim"]), dtype=dtype, device=device, grad=backward)
+    v = _randn(b, kv, int(s["seq_k"]), int(s["v_dim"]), dtype=dtype, device=device, grad=backward)
+    causal = bool(s["causal"])
+
+    def forward() -> torch.Tensor:  # grouped-query heads share keys and values
+        kk, vv = (k, v) if kv == h else (k.repeat_interleave(h // kv, 1), v.repeat_interleave(h // kv, 1))
+        return F.scaled_dot_product_attention(q, kk, vv, is_causal=causal)
+
+    if not backward:
+        return forward
+    out = forward()
+    grad = torch.randn_like(out)
+    return lambda: out.backward(grad, retain_graph=True)
+
+
+def _memory(spec: KernelSpec, point: SweepPoint, kernels: LayerKernels, dtype: torch.dtype,
+            device: str) -> Callable[[], object]:
+    name, sh, h = spec.name, kernels.shape, kernels.model.hidden_size
+    backward = spec.phase not in (Phase.fwd, Phase.step)
+    if name.endswith("_norm"):
+        x = _randn(sh.norm_tokens, h, dtype=dtype, device=device, grad=backward)
+        w = torch.ones(h, dtype=dtype, device=device, requires_grad=backward)
+        if kernels.model.normalization == "rmsnorm":
+            return _autograd(lambda: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5) * w, backward)
+        return _autograd(lambda: F.layer_norm(x, (h,), w), backward)
+    if name.endswith("_residual"):
+        x, y = (_randn(sh.norm_tokens, h, dtype=dtype, device=device) for _ in range(2))
+        return (lambda: y.copy_(x)) if backward else (lambda: torch.add(x, y))
+    if name.endswith("_act"):
+        up = kernels[name.removesuffix("_act") + "_linear1"][Phase.fwd]
+        rows, width = int(up.param("m")), int(up.param("n"))
+        a = _randn(rows, width, dtype=dtype, device=device, grad=backward)
+        if kernels.model.gated_mlp:
+            gate = _randn(rows, width, dtype=dtype, device=device, grad=backward)
+            return _autograd(lambda: F.silu(gate) * a, backward)
+        return _autograd(lambda: F.gelu(a), backward)
+    if name in ("moe_permute", "moe_unpermute"):
+        routed = int(kernels["moe_expert_linear1"][Phase.fwd].param("m"))
+        x = _randn(routed, h, dtype=dtype, device=device)
+        index = torch.randperm(routed, device=device)
+        return (lambda: torch.zeros_like(x).index_add_(0, index, x)) if backward else (lambda: x.index_select(0, index))
+    if name == "embedding":
+        table = _randn(kernels.vocab_shard, h, dtype=dtype, device=device)
+        ids = torch.randint(0, kernels.vocab_shard, (sh.norm_tokens,), device=device)
+        if spec.phase == Phase.bwd_wg:  # gradient rows added into the fp32 main gradient
+            grad, main = _randn(sh.norm_tokens, h, dtype=dtype, device=device), torch.zeros_like(table).float()
+            return lambda: main.index_add_(0, ids, grad.float())
+        return lambda: F.embedding(ids, table)
+    if name == "loss":
+        logits = _randn(sh.tokens, kernels.vocab_shard, dtype=dtype, device=device, grad=backward)
+        target = torch.randint(0, kernels.vocab_shard, (sh.tokens,), device=device)
+        return _autograd(lambda: F.cross_entropy(logits.float(), target), backward)
+    if name == "optimizer":
+        p = torch.zeros(round(spec.bytes / ADAM_BYTES_PER_PARAM), device=device, requires_grad=True)
+        p.grad = torch.randn_like(p)
+        opt = torch.optim.Adam([p], fused=device == "cuda", foreach=None if device == "cuda" else True)
+        return opt.step
+    elements = max(round(spec.bytes / 2 / (torch.finfo(dtype).bits / 8)), 1)  # unknown kernel: copy its bytes
+    src = _randn(elements, dtype=dtype, device=device)
+    dst = torch.empty_like(src)
+    return lambda: dst.copy_(src)
+
+
+def _autograd(forward: Callable[[], torch.Tensor], backward: bool) -> Callable[[], object]:
+    """The forward, or (for a backward kernel) the backward of one forward run beforehand."""
+    if not backward:
+        return forward
+    out = forward()
+    grad = torch.randn_like(out)
+    return lambda: out.backward(grad, retain_graph=True)

@@ -1,0 +1,44 @@
+"""Timing a kernel: warm-up, then one measurement per repetition (CUDA events on a GPU, the wall
+clock on the CPU), then outliers dropped with Tukey's fences."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+
+TUKEY_FENCE = 1.5
+"""Tukey's rule: a time more than 1.5 interquartile ranges outside the quartiles is an outlier."""
+
+
+def without_outliers(times: list[float]) -> list[float]:
+    """The times inside Tukey's fences (all of them when there are too few to have quartiles)."""
+    if len(times) < 4:
+        return list(times)
+    q1, _, q3 = statistics.quantiles(times, n=4, method="inclusive")
+    low, high = q1 - TUKEY_FENCE * (q3 - q1), q3 + TUKEY_FENCE * (q3 - q1)
+    return [t for t in times if low <= t <= high]
+
+
+def time_ms(run: Callable[[], object], repetitions: int, warmup: int, device: str) -> list[float]:
+    """Milliseconds of each of `repetitions` calls after `warmup` untimed ones, outliers dropped."""
+    import torch
+
+    for _ in range(warmup):
+        run()
+    times = []
+    if device == "cuda":
+        torch.cuda.synchronize()
+        for _ in range(repetitions):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            run()
+            end.record()
+            end.synchronize()
+            times.append(float(start.elapsed_time(end)))
+    else:
+        for _ in range(repetitions):
+            began = time.perf_counter()
+            run()
+            times.append((time.perf_counter() - began) * 1e3)
+    return without_outliers(times)

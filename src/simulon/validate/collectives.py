@@ -1,0 +1,152 @@
+"""`simulon validate collectives`: simulated against measured bus bandwidth of nccl-tests-style rows.
+
+Each row of a table in the format of shared/validation/collectives.csv names a system, a collective, a
+message size and a group (and how many such groups ran at once). The system becomes a datacenter
+(data/collective_systems.yaml), the groups consecutive ranks, and the collective is simulated with NCCL's
+algorithm choice (or the one the row's notes say was forced). Rows the model does not cover are skipped
+with the reason. scripts/calibrate_collectives.py fits the link model on the same cases.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import yaml
+
+from ..collective.metrics import bus_bandwidth_factor
+from ..config.dc import DatacenterConfig
+from ..config.loading import ConfigError
+from ..network.calibration import LinkModel
+from ..pipeline import collective_sweep
+from ..workload.program import CollType
+from .report import Comparison, Skipped, ValidationReport, number
+
+COLLECTIVES = {"all_reduce": CollType.AllReduce, "all_gather": CollType.AllGather,
+               "reduce_scatter": CollType.ReduceScatter, "alltoall": CollType.AllToAll}
+FORCED = {"ring": "ring", "nvls": "nvls", "nvlstree": "nvls_tree", "tree": "tree"}
+"""Algorithm names of NCCL_ALGO as the notes write them -> simulon's."""
+COLUMNS = ("hardware", "collective", "msg_bytes", "group_size", "busbw_GBps", "time_us")
+LARGE_MESSAGE = 2**20
+"""Messages of at least 1 MiB are reported apart: below it latency, not bandwidth, sets the time."""
+
+
+@dataclass(frozen=True)
+class System:
+    family: str
+    datacenter: dict[str, Any]
+    nodes: int | None
+
+
+@dataclass
+class Case:
+    """Rows of one system, collective, group layout and algorithm: one simulated size sweep."""
+
+    system: System
+    ctype: CollType
+    groups: list[tuple[int, ...]]
+    num_gpus: int
+    algorithm: str
+    rows: list[tuple[int, str, float, float]] = field(default_factory=list)  # index, subset, bytes, busbw
+
+    def datacenter(self) -> DatacenterConfig:
+        nodes = self.system.nodes
+        if nodes is None:
+            node = DatacenterConfig.model_validate({**self.system.datacenter, "cluster": {"num_nodes": 1}}).node
+            nodes = -(-self.num_gpus // node.gpus_per_node)
+        return DatacenterConfig.model_validate({**self.system.datacenter, "cluster": {"num_nodes": nodes}})
+
+    def predict(self, model: LinkModel | None = None) -> list[float]:
+        """Predicted busbw (GB/s) of every row."""
+        sizes = sorted({size for _, _, size, _ in self.rows})
+        timings = collective_sweep(self.datacenter(), self.ctype, self.groups[0], sizes, self.algorithm,
+                                   others=self.groups[1:], model=model)
+        by_size = {t.size_bytes: t.busbw_GBps for t in timings}
+        return [by_size[size] for _, _, size, _ in self.rows]
+
+
+@cache
+def systems() -> list[tuple[str, System]]:
+    doc = yaml.safe_load((resources.files("simulon.validate") / "data" / "collective_systems.yaml").read_text())
+    return [(s["match"], System(s["family"], s["datacenter"], s.get("nodes"))) for s in doc["systems"]]
+
+
+def _system(hardware: str) -> System | None:
+    return next((system for match, system in systems() if match in hardware), None)
+
+
+def _forced_algorithm(notes: str) -> str:
+    """The algorithm a row's notes say NCCL was forced (or reported) to use, else auto."""
+    found = re.search(r"\balgo=(\w+)|(\w+) \((?:forced|default)", notes)
+    name = (found.group(1) or found.group(2)).lower() if found else ""
+    return FORCED.get(name, "auto")
+
+
+def _case_of(index: int, row: dict[str, str]) -> tuple[tuple, Case, float, float] | str:
+    """(key, case, message bytes, measured busbw) of a row, or why it is skipped."""
+    ctype = COLLECTIVES.get(row["collective"].strip())
+    if ctype is None:
+        return f"collective {row['collective']!r} is not one simulon models"
+    size, n = number(row, "msg_bytes"), number(row, "group_size")
+    if size is None or n is None or size <= 0 or n < 2:
+        return "no message size or group size"
+    system = _system(row["hardware"])
+    if system is None:
+        return f"no datacenter for hardware {row['hardware']!r}"
+    groups_count = int(number(row, "num_groups") or 1)
+    seconds = number(row, "time_us")
+    busbw = (bus_bandwidth_factor(ctype, int(n)) * size / (seconds * 1e-6) / 1e9 if seconds
+             else number(row, "busbw_GBps"))
+    if not busbw or busbw <= 0:
+        return "no positive time or bus bandwidth"
+    n = int(n)
+    num_gpus = int(number(row, "num_gpus") or n * groups_count)
+    groups = [tuple(range(g * n, (g + 1) * n)) for g in range(groups_count)]
+    algorithm = _forced_algorithm(row.get("notes", ""))
+    key = (row["hardware"], ctype, n, groups_count, num_gpus, algorithm)
+    return key, Case(system, ctype, groups, max(num_gpus, n * groups_count), algorithm), size, busbw
+
+
+def collective_cases(rows: list[dict[str, str]], source: str = "collectives table"
+                     ) -> tuple[list[Case], list[Skipped]]:
+    """The table's rows grouped into simulated sweeps, and the rows skipped with their reasons."""
+    missing = [c for c in COLUMNS if rows and c not in rows[0]]
+    if missing:
+        raise ConfigError(f"{source}: column(s) {', '.join(missing)} missing: not a collectives table")
+    cases: dict[tuple, Case] = {}
+    skipped = []
+    for index, row in enumerate(rows):
+        found = _case_of(index, row)
+        if isinstance(found, str):
+            skipped.append(Skipped(index, found))
+            continue
+        key, case, size, busbw = found
+        cases.setdefault(key, case).rows.append((index, row.get("subset", ""), size, busbw))
+    return list(cases.values()), skipped
+
+
+def size_class(size: float) -> str:
+    return ">=1MiB" if size >= LARGE_MESSAGE else "<1MiB"
+
+
+def validate_collectives(rows: list[dict[str, str]], model: LinkModel | None = None) -> ValidationReport:
+    """Predicted vs measured busbw_GBps for every row the network model covers, grouped by hardware family
+    and message size class."""
+    cases, skipped = collective_cases(rows)
+    report = ValidationReport(skipped=skipped)
+    by_index: dict[int, Comparison] = {}
+    for case in cases:
+        try:
+            predicted = case.predict(model)
+        except ValueError as exc:
+            report.skipped.extend(Skipped(index, f"not simulated: {exc}") for index, *_ in case.rows)
+            continue
+        for (index, subset, size, busbw), value in zip(case.rows, predicted, strict=True):
+            by_index[index] = Comparison(index, subset, "busbw_GBps", busbw, value,
+                                         f"{case.system.family} {size_class(size)}")
+    report.rows = [by_index[i] for i in sorted(by_index)]
+    report.skipped.sort(key=lambda s: s.index)
+    return report

@@ -1,0 +1,158 @@
+"""`simulon validate kernels`: the compute model against measured GEMM, grouped-GEMM and attention throughput.
+
+Each row of a table in the format of shared/validation/kernels.csv becomes the kernel spec(s) the simulator
+would time, with the measured seconds recovered through the source's own FLOP convention; rows the model
+does not cover are skipped with the reason. The same observations feed scripts/fit_compute.py.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..compute.analytical import AnalyticalModel
+from ..compute.calibration import Calibrations
+from ..compute.fit import Observation
+from ..config.common import DType
+from ..config.dc import GPUSpec
+from ..config.loading import ConfigError
+from ..workload.kernels import KernelClass, KernelSpec, Phase, attention, gemm
+from .report import Comparison, Skipped, ValidationReport, number
+
+HARDWARE = {
+    "A100-PCIe-80GB": "a100-pcie-80gb", "NVIDIA A100 PCIe": "a100-pcie-80gb",
+    "A100-SXM4-80GB": "a100-sxm-80gb", "NVIDIA A100 SXM": "a100-sxm-80gb",
+    "Hopper sm_90 (H100-class; exact SKU not named)": "h100-sxm", "NVIDIA H100 SXM": "h100-sxm",
+    "H100-SXM5-80GB": "h100-sxm", "NVIDIA H200 SXM": "h200-sxm",
+    "B200": "b200", "NVIDIA B200 SXM": "b200", "NVIDIA B300 SXM": "b300", "NVIDIA GB200 SXM": "gb200",
+    "AMD MI300X": "mi300x", "AMD MI325X": "mi325x",
+}
+"""The tables' hardware names -> shipped GPU templates (a GH200, Gaudi or MI355X row has no template)."""
+DTYPES = {
+    "bf16": DType.bf16, "fp16/bf16": DType.bf16, "bf16 out, bf16 in": DType.bf16, "fp32 out, bf16 in": DType.bf16,
+    "bf16xbf16->bf16": DType.bf16, "f32xf32->f32": DType.tf32,  # XLA's f32 dot runs on TF32 tensor cores
+    "f8e4m3fnxf8e4m3fn->bf16": DType.fp8, "fp8 e4m3fn": DType.fp8,
+}
+MODELLED_ATTENTION = ("[FlashAttention-2]", "(TE fused attn)")
+"""The attention implementations the simulator's flash-attention kernel stands for."""
+COLUMNS = ("hardware", "kernel", "dtype", "M", "N", "K", "batch", "kernel_tflops")
+GEMM_FAMILY_MIN_FLOPS = 1e9
+"""GEMMs of at least 1 GFLOP are reported apart: below it launch latency, not the GPU, sets the time."""
+
+
+def validate_kernels(rows: list[dict[str, str]], calibrations: Calibrations | None = None,
+                     source: str = "kernels table") -> ValidationReport:
+    """Predicted vs measured kernel_tflops for every row the compute model covers."""
+    missing = [c for c in COLUMNS if rows and c not in rows[0]]
+    if missing:
+        raise ConfigError(f"{source}: column(s) {', '.join(missing)} missing: not a kernels table")
+    cal = calibrations or Calibrations.shipped()
+    report = ValidationReport()
+    models: dict[tuple[str, DType], AnalyticalModel] = {}
+    for index, row in enumerate(rows):
+        obs = observation(index, row)
+        if isinstance(obs, str):
+            report.skipped.append(Skipped(index, obs))
+            continue
+        key = (obs.gpu, obs.dtype)
+        if key not in models:
+            models[key] = AnalyticalModel(GPUSpec.model_validate({"from": obs.gpu}), obs.dtype, cal)
+        predicted = float(models[key].seconds(obs.specs).sum())
+        report.rows.append(Comparison(index, obs.subset, "kernel_tflops", obs.flops / obs.seconds / 1e12,
+                                      obs.flops / predicted / 1e12, f"{obs.gpu} / {family(obs)}"))
+    return report
+
+
+def family(obs: Observation) -> str:
+    if obs.family == "gemm":
+        return "gemm" if obs.flops >= GEMM_FAMILY_MIN_FLOPS else "gemm <1 GFLOP"
+    return obs.family
+
+
+def observations(rows: list[dict[str, str]]) -> list[Observation]:
+    """Every row the compute model covers, as an observation for fitting."""
+    return [o for o in (observation(i, row) for i, row in enumerate(rows)) if not isinstance(o, str)]
+
+
+def observation(index: int, row: dict[str, str]) -> Observation | str:
+    """The row as kernel specs and measured seconds, or why the model cannot take it."""
+    gpu = HARDWARE.get(row.get("hardware", ""))
+    if gpu is None:
+        return f"hardware {row.get('hardware')!r} has no shipped GPU template"
+    dtype = DTYPES.get(row.get("dtype", ""))
+    if dtype is None:
+        return f"dtype {row.get('dtype')!r} is not modelled"
+    tflops = number(row, "kernel_tflops")
+    if tflops is None or tflops <= 0:
+        return "kernel_tflops is blank or not positive"
+    kernel = row.get("kernel", "")
+    try:
+        parsed = _attention(kernel, row) if "attention" in kernel else _gemm(kernel, row, gpu, dtype)
+    except (TypeError, ValueError) as exc:
+        return f"cannot read the shape: {exc}"
+    if isinstance(parsed, str):
+        return parsed
+    specs, flops = parsed
+    kclass = specs[0].kclass
+    name = "attention" if kclass == KernelClass.attention else "grouped_gemm" if \
+        kclass == KernelClass.grouped_gemm else "gemm"
+    return Observation(index, gpu, dtype if name != "attention" else DType.bf16, specs, flops / (tflops * 1e12),
+                       flops, row.get("subset", ""), name)
+
+
+def _dims(row: dict[str, str], *columns: str) -> list[int]:
+    values = [number(row, c) for c in columns]
+    bad = [c for c, v in zip(columns, values, strict=True) if v is None or v <= 0 or v != int(v)]
+    if bad:
+        raise ValueError(f"{', '.join(bad)} blank or not a positive integer")
+    return [int(v) for v in values]  # type: ignore[arg-type]
+
+
+def _gemm(kernel: str, row: dict[str, str], gpu: str, dtype: DType) -> tuple[tuple[KernelSpec, ...], float] | str:
+    if "XLA dot" in kernel and dtype == DType.fp8 and gpu == "h100-sxm":
+        return "suspect: the source marks its sm_90 FP8 rows, some above the dense FP8 peak"
+    m, n, k = _dims(row, "M", "N", "K")
+    out_bytes = 4.0 if row["dtype"] == "f32xf32->f32" else 2.0
+    if "grouped GEMM" in kernel:
+        (groups,) = _dims(row, "batch")
+        stage = re.search(r"\((\w+)\)", kernel)
+        orient = {"fwd": (Phase.fwd, m, n, k), "bwd_grad_act": (Phase.bwd_ig, m, k, n),
+                  "bwd_grad_w": (Phase.bwd_wg, n, k, m)}.get(stage.group(1) if stage else "")
+        if orient is None:
+            return f"grouped GEMM stage of {kernel!r} is not fwd, bwd_grad_act or bwd_grad_w"
+        phase, gm, gn, gk = orient
+        return (gemm("grouped_gemm", phase, gm * groups, gn, gk, out_bytes, groups),), 2.0 * m * n * k * groups
+    if not any(word in kernel for word in ("GEMM", "XLA dot", "matmul")):
+        return f"kernel {kernel!r} is not modelled"
+    batch = _dims(row, "batch")[0] if (row.get("batch") or "").strip() else 1
+    # the wgrad GEMM of Megatron accumulates into fp32 main_grad: phase bwd_wg carries that traffic
+    phase = Phase.bwd_wg if row["dtype"].startswith("fp32 out") else Phase.fwd
+    spec = gemm("gemm", phase, m * batch, n, k, out_bytes, batch)
+    if batch > 1:  # one batched launch, not a grouped GEMM
+        spec = KernelSpec(spec.name, KernelClass.gemm, spec.phase, spec.flops, spec.hw_flops, spec.bytes, spec.shape)
+    return (spec,), 2.0 * m * n * k * batch
+
+
+def _attention(kernel: str, row: dict[str, str]) -> tuple[tuple[KernelSpec, ...], float] | str:
+    if not any(impl in kernel for impl in MODELLED_ATTENTION):
+        return f"attention implementation {kernel!r} is not modelled (flash-attention 2 and cuDNN fused are)"
+    seq, batch, head_dim = _dims(row, "M", "batch", "head_dim")
+    notes = row.get("notes", "")
+    if "TE fused attn" in kernel:  # SimuMax: causal; FLOPs count the full score matrix, backward 2.5x
+        found = {key: int(v) for key, v in re.findall(r"(heads|kv_heads|v_head_dim)=(\d+)", notes)}
+        if len(found) < 3:
+            return "notes do not give heads, kv_heads and v_head_dim"
+        heads, kv, v_dim = found["heads"], found["kv_heads"], found["v_head_dim"]
+        phase = Phase.bwd_ig if " bwd " in kernel else Phase.fwd
+        spec = attention(phase, batch, heads, kv, seq, seq, head_dim, v_dim, True, 2.0)
+        base = batch * seq * seq * max(heads, kv) * (head_dim + v_dim)
+        return (spec,), (5.0 if phase == Phase.bwd_ig else 2.0) * base
+    heads = re.search(r"\((\d+) heads\)", notes)
+    if heads is None:
+        return "notes do not give the number of heads"
+    causal = row.get("causal", "").strip() == "True"
+    h = int(heads.group(1))
+    specs = tuple(attention(p, batch, h, h, seq, seq, head_dim, head_dim, causal, 2.0)
+                  for p in (Phase.fwd, Phase.bwd_ig))
+    # flash-attention's benchmark: forward 4*b*s^2*h*d (halved when causal), backward 2.5x the forward
+    forward = 4.0 * batch * seq * seq * h * head_dim / (2.0 if causal else 1.0)
+    return specs, 3.5 * forward

@@ -1,0 +1,256 @@
+"""Published training runs -> scenarios -> predicted iteration times, and their errors.
+
+`scenario_from_row` turns one row of a measurement table (the format of shared/validation/training.csv)
+into an ordinary ScenarioConfig: the system named in `hardware` becomes its datacenter template, the
+model comes from its template and/or the shape columns, and what the row leaves unsaid (sequence
+parallelism, distributed optimizer, attention kernels) follows how the named framework runs by
+default. Every measurement is compared as an iteration time: throughputs and FLOP rates are converted
+with the row's own batch and the FLOP convention its source uses (model FLOPs, or hardware FLOPs that
+include recomputation).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from ..config.common import DType
+from ..config.loading import ConfigError, parse_scenario
+from ..config.scenario import ScenarioConfig
+from ..config.templates import find_template, template_stem_loose
+from ..pipeline import Simulation, simulate
+from .report import Comparison, Skipped, ValidationReport, number
+
+
+class Unsupported(Exception):
+    """A row this model cannot turn into a scenario; the message says why."""
+
+
+# The systems the table names, by a pattern of its `hardware` column, first match wins.
+HARDWARE = (
+    (r"DGX Cloud", "dgx-cloud-h100"),
+    (r"^A100-40GB .*RoCE", "llm-foundry-a100-40gb"),
+    (r"^A100-80GB .*RoCE", "llm-foundry-a100-80gb"),
+    (r"^H100-80GB$", "llm-foundry-h100"),
+    (r"B200", "dgx-b200"),
+    (r"H100", "dgx-h100"),
+    (r"A100-SXM4-80GB", "dgx-a100"),
+)
+
+
+@dataclass(frozen=True)
+class FrameworkDefaults:
+    """How a training framework runs when a row does not say: its published defaults and recipes."""
+
+    sequence_parallel: bool = False       # with tp > 1
+    tp_comm_overlap: bool = False         # with sequence parallelism
+    distributed_optimizer: bool = False
+    fsdp: str = "none"
+    attention: str = "flash"
+    micro_batch_size: int = 1
+
+
+# Matched against the `framework` column, first match wins.
+FRAMEWORKS = (
+    # NeMo's performance recipes and Megatron-Core's scaling runs overlap TP communication with GEMMs
+    (r"NeMo|Megatron-Core", FrameworkDefaults(sequence_parallel=True, tp_comm_overlap=True,
+                                               distributed_optimizer=True)),
+    (r"Megatron-LM @", FrameworkDefaults(sequence_parallel=True, distributed_optimizer=True)),  # Megatron-LM + TE
+    (r"^Megatron-LM$", FrameworkDefaults(attention="unfused")),  # 2021-22 Megatron-LM: fused softmax, no flash
+    (r"Composer|llm-foundry", FrameworkDefaults(fsdp="full_shard")),
+    (r"maxtext|paxml", FrameworkDefaults(fsdp="full_shard")),
+    (r"HuggingFace", FrameworkDefaults(attention="unfused")),
+    (r"FlashAttention|flash-attention", FrameworkDefaults(micro_batch_size=8)),
+)
+# Model families whose architecture a row with bare shape columns implies.
+FAMILIES = (
+    (r"llama|mistral|mixtral|qwen|deepseek", {"activation": "swiglu", "normalization": "rmsnorm"}),
+    (r"nemotron", {"activation": "squared_relu", "normalization": "layernorm"}),
+    (r"mpt|gpt2|gpt-2", {"activation": "gelu", "normalization": "layernorm", "tie_embeddings": True}),
+    (r"gpt|grok", {"activation": "gelu", "normalization": "layernorm"}),
+)
+SHAPE_COLUMNS = {"layers": "num_layers", "hidden": "hidden_size", "heads": "num_heads",
+                 "kv_heads": "num_kv_heads", "ffn": "ffn_hidden_size", "vocab": "vocab_size"}
+HEAD_DIM_WHEN_UNKNOWN = 128  # the head size of every model in the table that states one
+MIXED_PRECISION_BYTES_PER_PARAM = 16  # fp16/bf16 weight and gradient, fp32 master weight and two Adam moments
+# Measurements in order of preference, and what each needs to become an iteration time.
+METRICS = ("iter_time_s", "tokens_per_s_total", "tokens_per_s_per_gpu", "samples_per_s", "tflops_per_gpu",
+           "mfu_pct", "hfu_pct")
+
+
+def _first(patterns, text: str):
+    return next((value for pattern, value in patterns if re.search(pattern, text, re.IGNORECASE)), None)
+
+
+def _integer(row: dict[str, str], column: str, default: int | None = None) -> int | None:
+    value = number(row, column)
+    return int(value) if value is not None else default
+
+
+def _model_name(row: dict[str, str]) -> str:
+    """The model column without qualifiers: 'GPT3-125M (seq 2048) [HuggingFace]' -> 'GPT3-125M'."""
+    name = re.sub(r"\(.*?\)|\[.*?\]", " ", row["model"])
+    name = re.sub(r"\b(SFT|LoRA)\b", " ", name, flags=re.IGNORECASE)
+    return " ".join(name.split())
+
+
+def model_block(row: dict[str, str]) -> dict[str, Any]:
+    """The model: its template when the name has one, overridden by any shape columns the row gives."""
+    name = _model_name(row)
+    stem = template_stem_loose("model", name)
+    if stem is None:  # 'Grok-1 314B' -> 'Grok-1'
+        stem = template_stem_loose("model", re.sub(r"\s+\d+(\.\d+)?[BM]$", "", name, flags=re.IGNORECASE))
+    block: dict[str, Any] = {"from": stem} if stem else {"name": name}
+    for column, field in SHAPE_COLUMNS.items():
+        value = _integer(row, column)
+        if value is not None:
+            block[field] = value
+    if stem is None:
+        if "hidden_size" not in block or "num_layers" not in block:
+            raise Unsupported(f"model {row['model']!r}: no template and no hidden size / layer count")
+        block.setdefault("num_heads", block["hidden_size"] // HEAD_DIM_WHEN_UNKNOWN)
+        block.setdefault("ffn_hidden_size", 4 * block["hidden_size"])
+        block.setdefault("vocab_size", 51200)
+        block.update(_first(FAMILIES, name) or {})
+    elif "num_heads" in block and "num_kv_heads" not in block:
+        template = find_template("model", stem) or {}
+        if template.get("num_kv_heads") and template.get("num_heads") != block["num_heads"]:
+            block["num_kv_heads"] = block["num_heads"]  # a different head count: the template's GQA no longer applies
+    return block
+
+
+def _dtype(row: dict[str, str]) -> DType:
+    precision = row["precision"].lower()
+    if "fp8" in precision:
+        return DType.fp8
+    if "fp16" in precision and "bf16" not in precision:
+        return DType.fp16
+    return DType.bf16
+
+
+def _global_batch(row: dict[str, str], seq: int) -> int | None:
+    text = row["gbs"].strip()
+    tokens = re.fullmatch(r"([0-9.]+)\s*M tokens", text)
+    if tokens:
+        return int(float(tokens.group(1)) * 2**20 // seq)
+    return _integer(row, "gbs")
+
+
+def _check_fits_data_parallel(row: dict[str, str], model: dict[str, Any], datacenter: str) -> None:
+    """A row without a parallel layout is plain data parallelism only if every GPU can hold the model:
+    weights, gradients and Adam state take about 16 bytes per parameter in mixed precision."""
+    from ..config.dc import DatacenterConfig
+    from ..config.workload import ModelSpec
+
+    spec = ModelSpec.model_validate(model)
+    layer = 12 * spec.hidden_size**2 if spec.moe is None else 0  # a lower bound is enough to refuse
+    params = spec.num_layers * layer + spec.vocab_size * spec.hidden_size
+    gpu = DatacenterConfig.model_validate({"from": datacenter, "cluster": {"num_nodes": 1}}).node.gpu
+    if params * MIXED_PRECISION_BYTES_PER_PARAM > gpu.memory_capacity_gb * 1e9:
+        raise Unsupported(f"row gives no parallel layout, and {row['model']} ({params / 1e9:.0f}B parameters) "
+                          f"does not fit one {gpu.name} for plain data parallelism")
+
+
+def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
+    """The scenario a measured training run describes. Raises Unsupported with the reason if it can't."""
+    datacenter = _first(HARDWARE, row["hardware"])
+    if datacenter is None:
+        raise Unsupported(f"hardware {row['hardware']!r} has no datacenter template")
+    habits = _first(FRAMEWORKS, row["framework"]) or FrameworkDefaults()
+    num_gpus = _integer(row, "num_gpus")
+    seq = _integer(row, "seq_len")
+    if not num_gpus or not seq:
+        raise Unsupported("row gives no GPU count or sequence length")
+    tp, pp, cp = (_integer(row, c, 1) for c in ("tp", "pp", "cp"))
+    ep, vpp = _integer(row, "ep", 1), _integer(row, "vpp", 1)
+    if num_gpus % (tp * pp * cp):
+        raise Unsupported(f"{num_gpus} GPUs are not a multiple of tp*pp*cp = {tp * pp * cp}")
+    dp = num_gpus // (tp * pp * cp)
+    if not any(row[c].strip() for c in ("tp", "pp", "dp", "zero_or_fsdp")) and habits.fsdp == "none":
+        _check_fits_data_parallel(row, model_block(row), datacenter)
+    mbs = _integer(row, "mbs") or habits.micro_batch_size
+    gbs = _global_batch(row, seq) or mbs * dp
+    sharding = row["zero_or_fsdp"]
+    fsdp = habits.fsdp
+    if "FULL_SHARD" in sharding or sharding.startswith("FSDP"):
+        fsdp = "full_shard"
+    elif "SHARD_GRAD_OP" in sharding:
+        fsdp = "shard_grad_op"
+    fsdp_size = _integer({"n": sharding.removeprefix("FSDP=")}, "n") if sharding.startswith("FSDP=") else None
+    recompute = "full" if "full" in row["recompute"] else "selective" if "selective" in row["recompute"] else "none"
+    if not row["recompute"] and re.search(r"counted with activation recomputation", row["notes"]):
+        recompute = "full"  # the source's FLOP count says its runs recomputed activations
+    parallelism = {
+        "tp": tp, "pp": pp, "cp": cp, "ep": ep, "vpp": vpp,
+        "sequence_parallel": habits.sequence_parallel and tp > 1,
+        "tp_comm_overlap": habits.tp_comm_overlap and habits.sequence_parallel and tp > 1,
+        "distributed_optimizer": habits.distributed_optimizer and fsdp == "none",
+        "fsdp": fsdp, "recompute": recompute,
+    }
+    if fsdp_size is not None and fsdp_size < dp * cp:
+        parallelism["fsdp_size"] = fsdp_size
+    training = {
+        "num_gpus": num_gpus, "global_batch_size": gbs, "micro_batch_size": mbs, "sequence_length": seq,
+        "dtype": _dtype(row).value, "attention": habits.attention,
+        "peft": "lora" if re.search(r"\bLoRA\b", row["model"]) else "none",
+    }
+    if "PURE" in row["precision"]:
+        training["grad_reduce_dtype"] = "bf16"  # Composer's PURE mixed precision reduces in bf16
+    data = {
+        "datacenter": {"from": datacenter, "cluster": {"num_nodes": math.ceil(num_gpus / 8)}},
+        "workload": {"framework": "megatron", "model": model_block(row), "parallelism": parallelism,
+                     "training": training},
+    }
+    try:
+        return parse_scenario(data, "row")
+    except ConfigError as exc:
+        raise Unsupported(str(exc).removeprefix("row: ")) from None
+
+
+def measured_iteration(row: dict[str, str], sim: Simulation, sc: ScenarioConfig) -> tuple[str, float]:
+    """(the column measured, the iteration time in seconds that measurement implies)."""
+    train = sc.workload.training
+    num_gpus = train.num_gpus
+    tokens = train.global_batch_size * train.sequence_length
+    model_flops, hardware_flops = sim.dag.total_flops(), sim.dag.total_flops(include_recompute=True)
+    peak = sc.datacenter.node.gpu.peak_flops(train.dtype)
+    for metric in METRICS:
+        value = number(row, metric)
+        if value is None or value <= 0:
+            continue
+        if metric == "iter_time_s":
+            return metric, value
+        if metric == "tokens_per_s_total":
+            return metric, tokens / value
+        if metric == "tokens_per_s_per_gpu":
+            return metric, tokens / (value * num_gpus)
+        if metric == "samples_per_s":
+            return metric, train.global_batch_size / value
+        if metric == "tflops_per_gpu":
+            # a source that reports hardware utilisation counts recomputation in its FLOP rate as well
+            flops = hardware_flops if number(row, "hfu_pct") and not number(row, "mfu_pct") else model_flops
+            return metric, flops / (value * 1e12 * num_gpus)
+        flops = model_flops if metric == "mfu_pct" else hardware_flops
+        return metric, flops / (value / 100 * peak * num_gpus)
+    raise Unsupported("row has no iteration time, throughput or utilisation")
+
+
+def compare_row(index: int, row: dict[str, str]) -> Comparison:
+    sc = scenario_from_row(row)
+    sim = simulate(sc)
+    metric, measured = measured_iteration(row, sim, sc)
+    group = _first(HARDWARE, row["hardware"]) or ""
+    return Comparison(index, row["subset"], f"iter_time_s (from {metric})", measured,
+                      sim.result.iteration_time_ms / 1e3, group)
+
+
+def validate_training(rows: list[dict[str, str]]) -> ValidationReport:
+    report = ValidationReport()
+    for index, row in enumerate(rows):
+        try:
+            report.rows.append(compare_row(index, row))
+        except Unsupported as exc:
+            report.skipped.append(Skipped(index, str(exc)))
+    return report

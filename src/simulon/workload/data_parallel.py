@@ -1,0 +1,171 @@
+"""Data-parallel gradient sync and parameter sharding, as the frameworks overlap them with compute.
+
+* DDP (Megatron-Core): gradients go into buckets in backward order; each bucket's all-reduce is launched
+  as soon as the last micro-batch's backward has produced all of it (overlap_grad_reduce).
+* Distributed optimizer (ZeRO-1): the buckets are reduce-scattered, each rank updates its shard, and the
+  updated parameters are all-gathered bucket by bucket, overlapped with the first forward.
+* FSDP (ZeRO-3 full_shard, ZeRO-2 shard_grad_op): every layer's parameters are all-gathered before its
+  forward (and again before its backward for full_shard), the next layer's gather prefetched while the
+  current one computes, and its gradients reduce-scattered right after its backward, every micro-batch.
+Then the optimizer step (Adam) over the parameters this rank owns.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .kernels import Phase, memory_bound
+from .program import EMBEDDING_LAYER, OPTIMIZER_LAYER, CollType, StageProgram, Stream
+
+if TYPE_CHECKING:
+    from .megatron import MegatronTracer, _StageEmitter
+
+ADAM_BYTES_PER_PARAM = 30.0
+"""Adam step traffic per parameter with bf16/fp16 mixed precision: fp32 gradient read (4), fp32 master
+weight, first and second moment each read and written (3 x 8), low-precision weight written (2)."""
+MEGATRON_MIN_BUCKET_PARAMS = 40_000_000
+"""Megatron-Core DDP default bucket: max(40M, 1M x data-parallel size) parameters."""
+AXES = ("dp_cp", "edp")  # dense parameters sync over data x context, expert parameters over expert-data
+
+
+class DataParallelSync:
+    def __init__(self, tracer: MegatronTracer, prog: StageProgram, frozen: bool):
+        self.tr, self.prog, self.frozen = tracer, prog, frozen
+        par, layout = tracer.workload.parallelism, tracer.layout
+        self.par, self.shape = par, tracer.shape
+        self.group_size = {"dp_cp": layout.dp * layout.cp, "edp": layout.edp}
+        self.fsdp = par.fsdp != "none"
+        self.bucket_params = tracer.workload.training.grad_bucket_size or max(
+            MEGATRON_MIN_BUCKET_PARAMS, 1_000_000 * self.group_size["dp_cp"])
+        self.syncs: list[int] = []                        # collectives the optimizer waits for
+        self._bucket = dict.fromkeys(AXES, 0.0)
+        self._first_use: dict[int, list[int]] = {}        # distributed optimizer: unit -> its gathers
+        self._gathers: dict[tuple[int, int, Phase], int] = {}  # FSDP: (unit, mb, phase) -> prefetched gather
+
+    # ---- hooks called by the stage emitter ----
+
+    def start_of_iteration(self) -> None:
+        if self.par.distributed_optimizer:
+            self._distributed_optimizer_gathers()
+
+    def before_forward(self, unit: int, mb: int, next_unit: int | None, emitter: _StageEmitter) -> tuple[int, ...]:
+        """Gathers the unit's first forward kernel waits for."""
+        if self.fsdp:
+            return self._fsdp_gather(unit, mb, Phase.fwd, next_unit, emitter)
+        return tuple(self._first_use.pop(unit, ())) if mb == 0 else ()
+
+    def before_backward(self, unit: int, mb: int, next_unit: int | None, emitter: _StageEmitter) -> tuple[int, ...]:
+        if self.par.fsdp == "full_shard":  # parameters were freed after the forward
+            return self._fsdp_gather(unit, mb, Phase.bwd_ig, next_unit, emitter)
+        return ()
+
+    def after_backward(self, unit: int, mb: int, last_microbatch: bool) -> None:
+        if self.frozen:
+            return
+        if self.fsdp:
+            self._fsdp_reduce(unit, mb)
+        elif last_microbatch and self.par.overlap_grad_reduce:
+            self._fill(unit)
+
+    def end_of_iteration(self) -> None:
+        if self.frozen:
+            return  # frozen weights (LoRA) get no gradient sync and no optimizer step
+        if not self.fsdp:
+            if not self.par.overlap_grad_reduce:
+                for unit in reversed(self.tr.stage_units(self.prog.stage)):
+                    self._fill(unit)
+            for axis in AXES:
+                self._launch(axis)
+            self._tied_embedding_sync()
+        dense, expert = 0.0, 0.0
+        for unit in self.tr.stage_units(self.prog.stage):
+            d, e = self.tr.unit_params(unit)
+            dense, expert = dense + d, expert + e
+        if self.fsdp:
+            dense, expert = dense / self.tr.layout.fsdp, expert / self.tr.layout.fsdp
+        elif self.par.distributed_optimizer:
+            dense, expert = dense / self.group_size["dp_cp"], expert / self.group_size["edp"]
+        params = dense + expert
+        optimizer = memory_bound("optimizer", Phase.step, ADAM_BYTES_PER_PARAM * params, params)
+        self.prog.compute(optimizer, OPTIMIZER_LAYER, -1, tuple(self.syncs))
+
+    # ---- DDP and distributed optimizer ----
+
+    def _fill(self, unit: int) -> None:
+        """Count a finished unit's gradients into the open buckets; launch each full bucket."""
+        for axis, params in zip(AXES, self.tr.unit_params(unit), strict=True):
+            if params:
+                self._bucket[axis] += params
+                if self._bucket[axis] >= self.bucket_params:
+                    self._launch(axis)
+
+    def _launch(self, axis: str) -> None:
+        params, self._bucket[axis] = self._bucket[axis], 0.0
+        if self.group_size[axis] == 1 or params == 0:
+            return
+        scatter = self.par.distributed_optimizer
+        label = ("expert_" if axis == "edp" else "") + ("grad_reduce_scatter" if scatter else "grad_allreduce")
+        self.syncs.append(self.prog.collective(
+            CollType.ReduceScatter if scatter else CollType.AllReduce, axis, params * self.shape.grad_bytes,
+            Stream.dp_comm, label, OPTIMIZER_LAYER, -1, Phase.bwd_wg))
+
+    def _tied_embedding_sync(self) -> None:
+        """Tied word embeddings live on the first and the last stage; their gradients are summed."""
+        pp = self.tr.layout.pp
+        if self.tr.model.tie_embeddings and pp > 1 and self.prog.stage in (0, pp - 1):
+            size = self.tr.kernels.vocab_params * self.shape.grad_bytes
+            self.syncs.append(self.prog.collective(CollType.AllReduce, "emb", size, Stream.dp_comm,
+                                                   "embedding_grad_allreduce", EMBEDDING_LAYER, -1, Phase.step))
+
+    def _distributed_optimizer_gathers(self) -> None:
+        """All-gather the updated parameters bucket by bucket in forward order; the first forward of each
+        unit waits for its bucket (in steady state, the previous step's gather overlapping this one)."""
+        units = self.tr.stage_units(self.prog.stage)
+        for axis_index, axis in enumerate(AXES):
+            if self.group_size[axis] == 1:
+                continue
+            waiting: list[int] = []
+            bucket = 0.0
+            for i, unit in enumerate(units):
+                bucket += self.tr.unit_params(unit)[axis_index]
+                waiting.append(unit)
+                if bucket > 0 and (bucket >= self.bucket_params or i == len(units) - 1):
+                    op = self.prog.collective(CollType.AllGather, axis, bucket * self.shape.act_bytes,
+                                              Stream.param_comm, "param_allgather", OPTIMIZER_LAYER, -1, Phase.fwd)
+                    for pending in waiting:
+                        self._first_use.setdefault(pending, []).append(op)
+                    bucket, waiting = 0.0, []
+
+    # ---- FSDP ----
+
+    def _fsdp_gather(self, unit: int, mb: int, phase: Phase, next_unit: int | None,
+                     emitter: _StageEmitter) -> tuple[int, ...]:
+        """This unit's gather (issued now unless prefetched) and a prefetch of the next one, issued once
+        this unit's first kernel is queued, as FSDP's forward/backward prefetch does."""
+        op = self._gathers.pop((unit, mb, phase), None)
+        if op is None:
+            op = self._issue_gather(unit, mb, phase)
+        if next_unit is not None:
+            def prefetch() -> None:
+                self._gathers[(next_unit, mb, phase)] = self._issue_gather(next_unit, mb, phase)
+            emitter.prefetch_after_next_kernel(prefetch)
+        return (op,) if op >= 0 else ()
+
+    def _issue_gather(self, unit: int, mb: int, phase: Phase) -> int:
+        if self.tr.layout.fsdp == 1:
+            return -1
+        params = sum(self.tr.unit_params(unit))
+        return self.prog.collective(CollType.AllGather, "fsdp", params * self.shape.act_bytes, Stream.param_comm,
+                                    "fsdp_param_allgather", unit, mb, phase)
+
+    def _fsdp_reduce(self, unit: int, mb: int) -> None:
+        """Reduce-scatter the unit's gradients over its shard group; with hybrid sharding, then all-reduce
+        the shard across the replicas."""
+        layout = self.tr.layout
+        grads = sum(self.tr.unit_params(unit)) * self.shape.grad_bytes
+        if layout.fsdp > 1:
+            self.syncs.append(self.prog.collective(CollType.ReduceScatter, "fsdp", grads, Stream.dp_comm,
+                                                   "fsdp_grad_reduce_scatter", unit, mb, Phase.bwd_wg))
+        if layout.fsdp_replicas > 1:
+            self.syncs.append(self.prog.collective(CollType.AllReduce, "fsdp_replica", grads / layout.fsdp,
+                                                   Stream.dp_comm, "fsdp_grad_allreduce", unit, mb, Phase.bwd_wg))

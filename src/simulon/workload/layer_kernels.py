@@ -1,0 +1,200 @@
+"""The kernels one rank runs for one micro-batch: shapes, FLOPs and bytes of every transformer part.
+
+Built once per workload and shared by every layer and micro-batch (so a 96-layer model does not
+create 96 copies), and by every phase: name -> {fwd, bwd_ig, bwd_wg, recompute} -> KernelSpec.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+from ..config.common import DType
+from ..config.workload import MegatronWorkload, ModelSpec
+from .kernels import KernelSpec, Phase, as_recompute, attention, gemm, gemm_with_backward, memory_bound
+
+
+@dataclass(frozen=True)
+class ShardShape:
+    """Per-rank tensor sizes of one micro-batch."""
+
+    tokens: int          # b * s / cp: rows of every GEMM
+    seq: int             # the rank's share of the sequence (its queries)
+    full_seq: int        # keys every query attends to (the whole sequence under context parallelism)
+    batch: int
+    tp: int
+    cp: int
+    sp: bool
+    ep: int
+    act_bytes: float     # activation / weight element size
+    grad_bytes: float    # gradient element size in data-parallel reductions
+
+    @classmethod
+    def of(cls, workload: MegatronWorkload) -> ShardShape:
+        par, train = workload.parallelism, workload.training
+        dtype = train.dtype
+        act_bytes = 2.0 if dtype in (DType.fp8, DType.fp4) else dtype.bytes  # fp8 GEMMs keep bf16 activations
+        default_grad = DType.fp16 if dtype == DType.fp16 else DType.fp32
+        seq = train.sequence_length // par.cp
+        return cls(tokens=train.micro_batch_size * seq, seq=seq, full_seq=train.sequence_length,
+                   batch=train.micro_batch_size, tp=par.tp, cp=par.cp, sp=par.sequence_parallel and par.tp > 1,
+                   ep=par.ep, act_bytes=act_bytes, grad_bytes=(train.grad_reduce_dtype or default_grad).bytes)
+
+    @property
+    def norm_tokens(self) -> int:
+        """Rows of elementwise kernels: sequence parallelism splits them across the TP group."""
+        return self.tokens // self.tp if self.sp else self.tokens
+
+
+class LayerKernels:
+    """Every kernel spec of the workload, and the parameters each part holds on one rank."""
+
+    def __init__(self, model: ModelSpec, shape: ShardShape, attention_impl: str = "flash"):
+        self.model, self.shape, self.attention_impl = model, shape, attention_impl
+
+    def __getitem__(self, name: str) -> dict[Phase, KernelSpec]:
+        return self.table[name]
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.table
+
+    @cached_property
+    def table(self) -> dict[str, dict[Phase, KernelSpec]]:
+        m, sh = self.model, self.shape
+        T, t, h, db = sh.tokens, sh.tp, m.hidden_size, sh.act_bytes
+        k: dict[str, tuple[KernelSpec, ...]] = {}
+
+        def elementwise(name: str, rows: int, width: int, fwd_tensors: float, bwd_tensors: float,
+                        flops_per_element: float = 0.0) -> None:
+            elems = rows * width
+            k[name] = (memory_bound(name, Phase.fwd, fwd_tensors * elems * db, elems, flops_per_element),
+                       memory_bound(name, Phase.bwd_ig, bwd_tensors * elems * db, elems, flops_per_element))
+
+        Tn = sh.norm_tokens
+        for name in ("attn_norm", "mlp_norm"):
+            elementwise(name, Tn, h, 2, 3)           # read x, write y | read x, dy, write dx
+        for name in ("attn_residual", "mlp_residual"):
+            elementwise(name, Tn, h, 3, 2)           # bias-dropout-add: read 2, write 1
+        for name, shape in self._attention_projections().items():
+            k[name] = gemm_with_backward(name, T, *shape, db)
+        k.update(self._attention_core())
+        n, v_dim = m.num_heads // t, (m.mla.v_head_dim if m.mla else m.head_size)
+        k["attn_proj"] = gemm_with_backward("attn_proj", T, h, n * v_dim, db)
+        self._mlp(k, "mlp", T, m.ffn_hidden_size // t, groups=1)
+        if m.moe is not None:
+            moe = m.moe
+            k["moe_route"] = gemm_with_backward("moe_route", T, moe.num_experts, h, db)
+            routed = T * moe.top_k
+            elementwise("moe_permute", routed, h, 2, 2)
+            elementwise("moe_unpermute", routed, h, 2, 2)
+            fe = (moe.expert_ffn_hidden_size or m.ffn_hidden_size) // t
+            self._mlp(k, "moe_expert", routed, fe, groups=moe.num_experts // sh.ep)
+            if moe.num_shared_experts:
+                fs = (moe.shared_expert_ffn_hidden_size or fe * t) * moe.num_shared_experts // t
+                self._mlp(k, "moe_shared", T, fs, groups=1)
+        V = self.vocab_shard
+        k["embedding"] = (memory_bound("embedding", Phase.fwd, 2 * Tn * h * db, Tn * h),
+                          memory_bound("embedding", Phase.bwd_wg, Tn * h * (db + 4), Tn * h))
+        elementwise("final_norm", Tn, h, 2, 3)
+        k["lm_head"] = gemm_with_backward("lm_head", T, V, h, db)
+        # vocab-parallel cross entropy in fp32: read logits, write the softmax, then its gradient
+        k["loss"] = (memory_bound("loss", Phase.fwd, T * V * (db + 8), T * V, 5),
+                     memory_bound("loss", Phase.bwd_ig, T * V * (4 + db), T * V, 2))
+        table = {name: {spec.phase: spec for spec in specs} for name, specs in k.items()}
+        for phases in table.values():
+            if Phase.fwd in phases:
+                phases[Phase.recompute] = as_recompute(phases[Phase.fwd])
+        return table
+
+    @property
+    def vocab_shard(self) -> int:
+        return -(-self.model.vocab_size // self.shape.tp)
+
+    def _attention_projections(self) -> dict[str, tuple[int, int]]:
+        """name -> (n, k) of the GEMMs from the hidden state to queries, keys and values."""
+        m, t, h = self.model, self.shape.tp, self.model.hidden_size
+        n = m.num_heads // t
+        if m.mla is None:
+            kv = max(m.kv_heads // t, 1)
+            return {"attn_qkv": ((n + 2 * kv) * m.head_size, h)}
+        a = m.mla
+        qk_dim = a.qk_nope_head_dim + a.qk_rope_head_dim
+        # the low-rank down projections are replicated across the tensor-parallel group
+        shapes = ({"attn_q_down": (a.q_lora_rank, h), "attn_q_up": (n * qk_dim, a.q_lora_rank)}
+                  if a.q_lora_rank else {"attn_q": (n * qk_dim, h)})
+        shapes["attn_kv_down"] = (a.kv_lora_rank + a.qk_rope_head_dim, h)
+        shapes["attn_kv_up"] = (n * (a.qk_nope_head_dim + a.v_head_dim), a.kv_lora_rank)
+        return shapes
+
+    @property
+    def attention_inputs(self) -> list[str]:
+        return list(self._attention_projections())
+
+    def _attention_core(self) -> dict[str, tuple[KernelSpec, ...]]:
+        m, sh = self.model, self.shape
+        n = m.num_heads // sh.tp
+        if m.mla is None:
+            kv, qk_dim, v_dim = max(m.kv_heads // sh.tp, 1), m.head_size, m.head_size
+        else:
+            kv, qk_dim, v_dim = n, m.mla.qk_nope_head_dim + m.mla.qk_rope_head_dim, m.mla.v_head_dim
+        b, sq, sk, db = sh.batch, sh.seq, sh.full_seq, sh.act_bytes
+        if self.attention_impl == "flash":
+            return {"attn_flash": tuple(attention(phase, b, n, kv, sq, sk, qk_dim, v_dim, True, db)
+                                        for phase in (Phase.fwd, Phase.bwd_ig))}
+        # unfused: scores Q K^T and context P V as batched GEMMs over b*heads (m counts the rows of all
+        # of them), the full score matrix materialised in between (scale, mask, softmax, dropout: read
+        # and written about three times). Each backward is two GEMMs of the forward's size.
+        batches, scores = b * n, b * n * sq * sk
+        return {
+            "attn_scores": (gemm("attn_scores", Phase.fwd, batches * sq, sk, qk_dim, db, batches, batched=True),
+                            gemm("attn_scores", Phase.bwd_ig, 2 * batches * sq, qk_dim, sk, db, 2 * batches,
+                                 batched=True)),
+            "attn_softmax": (memory_bound("attn_softmax", Phase.fwd, 6 * scores * db, scores, 5),
+                             memory_bound("attn_softmax", Phase.bwd_ig, 6 * scores * db, scores, 5)),
+            "attn_context": (gemm("attn_context", Phase.fwd, batches * sq, v_dim, sk, db, batches, batched=True),
+                             gemm("attn_context", Phase.bwd_ig, 2 * batches * sq, v_dim, sk, db, 2 * batches,
+                                  batched=True)),
+        }
+
+    @property
+    def attention_core(self) -> list[str]:
+        return list(self._attention_core())
+
+    def _mlp(self, k: dict, prefix: str, rows: int, ffn: int, groups: int) -> None:
+        m, db = self.model, self.shape.act_bytes
+        h = m.hidden_size
+        for name in self.mlp_inputs(prefix):
+            k[name] = gemm_with_backward(name, rows, ffn, h, db, groups)
+        elems = rows * ffn
+        fwd, bwd = (3, 5) if m.gated_mlp else (2, 3)
+        k[f"{prefix}_act"] = (memory_bound(f"{prefix}_act", Phase.fwd, fwd * elems * db, elems, 8),
+                              memory_bound(f"{prefix}_act", Phase.bwd_ig, bwd * elems * db, elems, 8))
+        k[f"{prefix}_linear2"] = gemm_with_backward(f"{prefix}_linear2", rows, h, ffn, db, groups)
+
+    def mlp_inputs(self, block: str) -> list[str]:
+        """The GEMMs from the hidden state into an MLP-like block: one, or up and gate for GLUs."""
+        return [f"{block}_linear1"] + ([f"{block}_gate"] if self.model.gated_mlp else [])
+
+    # ---- parameters held by one rank ----
+
+    def weights(self, names: list[str]) -> float:
+        """Parameters of GEMMs: the weight-gradient GEMM's output (m x n per group) is the weight."""
+        return sum(self[n][Phase.bwd_wg].param("m") * self[n][Phase.bwd_wg].param("n")
+                   * self[n][Phase.bwd_wg].param("groups") for n in names)
+
+    def layer_params(self, moe_layer: bool) -> tuple[float, float]:
+        """(dense, expert) parameters of one layer: norms and GEMM weights."""
+        dense_names = [*self.attention_inputs, "attn_proj"]
+        expert = 0.0
+        if not moe_layer:
+            dense_names += [*self.mlp_inputs("mlp"), "mlp_linear2"]
+        else:
+            dense_names.append("moe_route")
+            if "moe_shared_linear1" in self:
+                dense_names += [*self.mlp_inputs("moe_shared"), "moe_shared_linear2"]
+            expert = self.weights([*self.mlp_inputs("moe_expert"), "moe_expert_linear2"])
+        return self.weights(dense_names) + 2 * self.model.hidden_size, expert
+
+    @property
+    def vocab_params(self) -> float:
+        return self.vocab_shard * self.model.hidden_size

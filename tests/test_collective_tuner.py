@@ -1,0 +1,79 @@
+"""algorithm: auto, the way NCCL's tuning model chooses algorithm, protocol and channels."""
+
+from __future__ import annotations
+
+import pytest
+
+from simulon.collective.tuner import CollectivePlan
+from simulon.config import DatacenterConfig
+from simulon.network.topology import Topology
+from simulon.workload.program import CollType
+
+AR, AG, RS = CollType.AllReduce, CollType.AllGather, CollType.ReduceScatter
+
+
+def plan(template: str = "dgx-h100", nodes: int = 1, algorithm: str = "auto", protocol: str = "auto",
+         channels: int | None = None, sharp: bool = False) -> CollectivePlan:
+    data = {"from": template, "cluster": {"num_nodes": nodes}}
+    if sharp:
+        data["network"] = {"scale_out": {"switch": {"from": "quantum-2-qm9700", "in_network_reduction": True}}}
+    return CollectivePlan(Topology.from_datacenter(DatacenterConfig.model_validate(data)), algorithm, protocol,
+                          channels)
+
+
+def test_one_h100_node_uses_a_low_latency_ring_for_small_messages_and_nvls_for_large():
+    p = plan()
+    small, large = p.choose(AR, range(8), 4096), p.choose(AR, range(8), 2**30)
+    assert (small.algorithm, small.protocol) == ("ring", "ll")
+    assert (large.algorithm, large.protocol) == ("nvls", "simple")
+
+
+def test_without_an_nvls_switch_large_all_reduce_is_a_simple_ring():
+    large = plan("dgx-a100").choose(AR, range(8), 2**30)
+    assert (large.algorithm, large.protocol) == ("ring", "simple")
+
+
+def test_channels_drop_for_small_messages_as_nccl_does():
+    p = plan()
+    assert p.choose(AR, range(8), 1024).channels == 1
+    assert p.choose(AR, range(8), 2**30).channels == 32
+    counts = [p.choose(AR, range(8), 2.0**k).channels for k in range(10, 31)]
+    assert counts == sorted(counts)
+
+
+def test_enabled_algorithms_follow_the_group_and_the_hardware():
+    h100 = plan(nodes=4)
+    one_per_node = h100.shape(range(0, 32, 8))
+    full = h100.shape(range(32))
+    assert h100._enabled(AG, one_per_node) == ["ring", "pat"]   # PAT: one GPU per node only
+    assert h100._enabled(AG, full) == ["ring"]
+    assert h100._enabled(AR, full) == ["ring", "tree", "nvls_tree"]
+    assert "nvls" in h100._enabled(AR, h100.shape(range(8)))
+    assert "collnet_direct" in plan(nodes=4, sharp=True)._enabled(AR, full)
+    assert "nvls_tree" not in plan("dgx-a100", nodes=4)._enabled(AR, full)
+
+
+def test_fixed_algorithm_protocol_and_channels_are_kept():
+    choice = plan(nodes=2, algorithm="tree", protocol="ll128", channels=6).choose(AR, range(16), 2**20)
+    assert (choice.algorithm, choice.protocol, choice.channels) == ("tree", "ll128", 6)
+    ring = plan(algorithm="ring").choose(AR, range(8), 2**30)
+    assert ring.algorithm == "ring" and ring.protocol == "simple"
+
+
+def test_the_choice_is_a_pure_function_of_its_inputs():
+    assert plan(nodes=4).choose(AR, range(32), 3 * 2**20) == plan(nodes=4).choose(AR, range(32), 3 * 2**20)
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    ({"algorithm": "warp"}, "collective algorithm 'warp' is unknown"),
+    ({"protocol": "ll256"}, "unknown protocol 'll256'"),
+    ({"channels": 0}, "num_channels must be at least 1"),
+])
+def test_bad_settings_are_refused(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        plan(**kwargs)
+
+
+def test_an_algorithm_that_does_not_do_the_collective_is_refused():
+    with pytest.raises(ValueError, match="AllGather has no tree decomposition"):
+        plan(algorithm="tree").choose(AG, range(8), 2**20)

@@ -1,0 +1,55 @@
+"""The fitter recovers a model from measurements the model itself produced, and lends shape parameters
+to a GPU with a single best-shape row."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+
+import numpy as np
+
+from simulon.compute.calibration import AttentionParams, AttentionPhase, Calibrations, GemmParams
+from simulon.compute.fit import FitSettings, Observation, fit_calibration, predict
+from simulon.compute.minimize import nelder_mead
+from simulon.config.common import DType
+from simulon.config.dc import GPUSpec
+from simulon.workload.kernels import Phase, gemm
+
+TRUE = GemmParams(efficiency=0.8, overhead_us=4.0, k_overhead=60.0, ramp_k=120.0, tile_intensity=50.0,
+                  memory_efficiency=0.85, sustained_clock=0.8, throttle_ms=2.0, group_overhead_us=3.0)
+START = dataclasses.replace(TRUE, efficiency=0.6, overhead_us=8.0, k_overhead=20.0, tile_intensity=80.0)
+SETTINGS = FitSettings(min_rows=20, gemm_start=START,
+                       attention_start=AttentionParams(AttentionPhase(0.5, 2.0, 30.0), AttentionPhase(0.5, 2.0, 30.0),
+                                                       5.0),
+                       step=0.3, iterations=600, tolerance=1e-10, restarts=2)
+
+
+def synthetic(gpu: str, params: GemmParams, shapes) -> list[Observation]:
+    cal = Calibrations.with_fit({"gpus": {gpu: {"sm_count": 132, "gemm": {"bf16": dataclasses.asdict(params)}}}})
+    obs = [Observation(i, gpu, DType.bf16, (gemm("g", Phase.fwd, m, n, k, 2.0),), 1.0, 2.0 * m * n * k, "s", "gemm")
+           for i, (m, n, k) in enumerate(shapes)]
+    return [dataclasses.replace(o, seconds=float(t)) for o, t in zip(obs, predict(obs, cal), strict=True)]
+
+
+def test_nelder_mead_finds_the_minimum_of_a_quadratic():
+    x, value = nelder_mead(lambda v: float(np.sum((v - np.array([1.0, -2.0, 3.0])) ** 2)), np.zeros(3), 1.0,
+                           2000, 1e-14)
+    np.testing.assert_allclose(x, [1.0, -2.0, 3.0], atol=1e-5)
+    assert value < 1e-9
+
+
+def test_the_fit_reproduces_times_the_model_generated():
+    shapes = list(itertools.product((256, 2048, 16384), (512, 4096, 14336), (256, 2048, 8192)))
+    obs = synthetic("h100-sxm", TRUE, shapes)
+    best = synthetic("b300", dataclasses.replace(TRUE, efficiency=0.7), [(8192, 8192, 8192)])
+    doc = fit_calibration(obs + best, Calibrations.with_fit({}), SETTINGS)
+    cal = Calibrations.with_fit(doc)
+    fitted = predict(obs + best, cal)
+    measured = np.array([o.seconds for o in obs + best])
+    assert np.max(np.abs(fitted / measured - 1)) < 0.02
+    b300 = doc["gpus"]["b300"]["gemm"]["bf16"]
+    assert b300["shape_from"] == "h100-sxm" and b300["rows"] == 1
+    assert doc["gpus"]["h100-sxm"]["gemm"]["bf16"]["rows"] == len(shapes)
+    # a GPU with no rows borrows the full fit, never the one fitted on a single best shape
+    assert cal.gemm(GPUSpec.model_validate({"from": "gb200"}), DType.bf16)[1] == "h100-sxm"
+    assert fit_calibration(obs + best, Calibrations.with_fit({}), SETTINGS) == doc  # deterministic

@@ -1,0 +1,132 @@
+"""The analytical compute model: wave quantisation, causal attention, peak and bandwidth scaling, dtypes,
+and the stand-in for a GPU that was never fitted."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from simulon.compute.analytical import AnalyticalModel
+from simulon.compute.attention import attention_seconds, wave_blocks
+from simulon.compute.calibration import Architecture, AttentionParams, AttentionPhase, Calibrations, GemmParams
+from simulon.compute.gemm import GemmShapes, gemm_seconds
+from simulon.config.common import DType
+from simulon.config.dc import GPUSpec
+from simulon.workload.kernels import Phase, attention, gemm, memory_bound
+
+# an idealised GPU for closed forms: no overheads, no throttling, one tile shape, no split-K
+IDEAL = GemmParams(efficiency=1.0, overhead_us=0.0, k_overhead=0.0, ramp_k=0.0, tile_intensity=1e-9,
+                   memory_efficiency=1.0, sustained_clock=1.0, throttle_ms=1.0, group_overhead_us=0.0)
+ARCH = Architecture(sm_count=100, gemm_tiles=((128, 128),), gemm_splits=(1,), attention_block=128)
+PEAK, BANDWIDTH = 1e15, 1e18  # bandwidth so high that nothing is memory-bound
+
+
+def h100() -> GPUSpec:
+    return GPUSpec.model_validate({"from": "h100-sxm"})
+
+
+def one_gemm(m: int, n: int, k: int, p: GemmParams = IDEAL, peak: float = PEAK, bandwidth: float = BANDWIDTH,
+             groups: int = 1, arch: Architecture = ARCH) -> float:
+    shapes = GemmShapes.of([gemm("g", Phase.fwd, m, n, k, 2.0, groups)])
+    return float(gemm_seconds(p, arch, peak, bandwidth, 2.0, shapes)[0])
+
+
+def test_gemm_time_is_waves_of_tiles_over_the_sms():
+    # 100 tiles of 128x128 fill the 100 SMs once; one more tile needs a second wave
+    full = one_gemm(128 * 10, 128 * 10, 4096)
+    assert full == pytest.approx(2 * 128 * 128 * 4096 / (PEAK / 100))
+    assert one_gemm(128 * 101, 128, 4096) == pytest.approx(2 * full)
+    # a partial tile costs a whole tile
+    assert one_gemm(128 * 10 - 5, 128 * 10, 4096) == pytest.approx(full)
+
+
+def test_memory_bound_gemm_runs_at_the_bandwidth():
+    bandwidth = 1e9
+    m, n, k = 4096, 4096, 64
+    moved = 2.0 * (m * k + k * n) + 2.0 * m * n
+    assert one_gemm(m, n, k, bandwidth=bandwidth) == pytest.approx(moved / bandwidth)
+
+
+def test_long_kernels_settle_at_the_sustained_clock():
+    throttled = dataclasses.replace(IDEAL, sustained_clock=0.5, throttle_ms=1.0)
+    big = (128 * 10, 128 * 10, 1 << 22)  # 14 ms at burst clock: the clock has mostly dropped
+    burst, tau = one_gemm(*big), 1e-3
+    assert one_gemm(*big, p=throttled) == pytest.approx(burst / (0.5 + 0.5 * tau / (tau + burst)))
+    small = (128, 128, 128)
+    assert one_gemm(*small, p=throttled) == pytest.approx(one_gemm(*small), rel=1e-3)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 1 << 14), st.integers(1, 1 << 14), st.integers(1, 1 << 14), st.sampled_from(["m", "n", "k"]))
+def test_gemm_time_never_falls_when_a_dimension_grows(m, n, k, which):
+    p, arch = Calibrations.shipped().gemm(h100(), DType.bf16)[0], Architecture(132, ((128, 256), (128, 128)),
+                                                                                  (1, 2), 128)
+    grown = {"m": (2 * m, n, k), "n": (m, 2 * n, k), "k": (m, n, 2 * k)}[which]
+    assert one_gemm(*grown, p=p, arch=arch) >= one_gemm(m, n, k, p=p, arch=arch) * (1 - 1e-9)
+
+
+def test_wave_blocks_closed_forms():
+    # uniform CTAs: ceil(CTAs / SMs) waves of (blocks + overhead)
+    assert wave_blocks(copies=3, q_blocks=50, k_blocks=7, causal=False, overhead=1.0, sm_count=100) == 2 * 8
+    # causal, one CTA per SM: the heaviest CTA walks every key block
+    assert wave_blocks(copies=1, q_blocks=32, k_blocks=32, causal=True, overhead=0.0, sm_count=32) == 32
+    # causal, one SM: every block of the triangle, n(n+1)/2
+    assert wave_blocks(copies=2, q_blocks=16, k_blocks=16, causal=True, overhead=0.0, sm_count=1) == 2 * 136
+
+
+def test_causal_attention_takes_about_half_the_time_when_the_gpu_is_full():
+    p = AttentionParams(AttentionPhase(1.0, 0.0, 0.0), AttentionPhase(1.0, 0.0, 0.0), 0.0)
+    for phase in (Phase.fwd, Phase.bwd_ig):
+        full = attention_seconds(p, ARCH, PEAK, attention(phase, 16, 64, 64, 8192, 8192, 128, 128, False, 2.0))
+        causal = attention_seconds(p, ARCH, PEAK, attention(phase, 16, 64, 64, 8192, 8192, 128, 128, True, 2.0))
+        assert causal / full == pytest.approx(0.5, abs=0.02)
+    # the backward does 2.5x the forward's block work (five matmuls against two)
+    fwd = attention(Phase.fwd, 16, 64, 64, 8192, 8192, 128, 128, False, 2.0)
+    bwd = attention(Phase.bwd_ig, 16, 64, 64, 8192, 8192, 128, 128, False, 2.0)
+    assert attention_seconds(p, ARCH, PEAK, bwd) == pytest.approx(2.5 * attention_seconds(p, ARCH, PEAK, fwd))
+
+
+def test_compute_bound_time_scales_with_peak_and_memory_bound_with_bandwidth():
+    base = h100()
+    faster = base.model_copy(update={"name": "H100-double", "peak_tflops": {d: 2 * v for d, v in
+                                                                              base.peak_tflops.items()}})
+    wider = base.model_copy(update={"name": "H100-wide", "memory_bandwidth": 2 * base.memory_bandwidth})
+    big = gemm("mlp", Phase.fwd, 8192, 8192, 8192, 2.0)
+    copy = memory_bound("mlp_act", Phase.fwd, 1e9, 5e8)
+    t = AnalyticalModel(base, DType.bf16).seconds([big, copy])
+    fast = AnalyticalModel(faster, DType.bf16).seconds([big, copy])
+    wide = AnalyticalModel(wider, DType.bf16).seconds([big, copy])
+    overhead = Calibrations.shipped().memory.overhead_us * 1e-6
+    assert fast[0] == pytest.approx(t[0] / 2, rel=0.02) and fast[1] == t[1]
+    assert wide[1] - overhead == pytest.approx((t[1] - overhead) / 2) and wide[0] == pytest.approx(t[0], rel=0.02)
+
+
+def test_an_unfitted_gpu_borrows_the_nearest_fitted_one():
+    cal = Calibrations.shipped()
+    clone = h100().model_copy(update={"name": "my-H100-clone"})
+    specs = [gemm("mlp", Phase.fwd, 4096, 11008, 4096, 2.0),
+             attention(Phase.fwd, 1, 32, 32, 4096, 4096, 128, 128, True, 2.0)]
+    np.testing.assert_allclose(AnalyticalModel(clone, DType.bf16).seconds(specs),
+                               AnalyticalModel(h100(), DType.bf16).seconds(specs))
+    assert cal.nearest(GPUSpec.model_validate({"from": "h800-sxm"}), lambda c: bool(c.gemm)) == "h100-sxm"
+    # the same vendor comes first, however close another vendor's spec sheet is
+    amd = h100().model_copy(update={"name": "an-amd-part", "vendor": "amd"})
+    assert GPUSpec.model_validate({"from": cal.nearest(amd, lambda c: bool(c.gemm))}).vendor == "amd"
+
+
+def test_the_training_dtype_picks_the_gemm_peak():
+    big = [gemm("mlp", Phase.fwd, 16384, 16384, 16384, 2.0)]
+    bf16 = AnalyticalModel(h100(), DType.bf16).seconds(big)[0]
+    fp8 = AnalyticalModel(h100(), DType.fp8).seconds(big)[0]
+    assert 1.2 < bf16 / fp8 < 2.2  # twice the peak, less than twice the speed
+    b200 = GPUSpec.model_validate({"from": "b200"})
+    assert AnalyticalModel(b200, DType.fp4).seconds(big)[0] < AnalyticalModel(b200, DType.fp8).seconds(big)[0]
+    # attention stays 16-bit in fp8 training
+    att = [attention(Phase.fwd, 1, 32, 32, 4096, 4096, 128, 128, True, 2.0)]
+    assert AnalyticalModel(h100(), DType.fp8).seconds(att)[0] == AnalyticalModel(h100(), DType.bf16).seconds(att)[0]
+    with pytest.raises(ValueError, match="fp8"):
+        AnalyticalModel(GPUSpec.model_validate({"from": "a100-sxm-80gb"}), DType.fp8)

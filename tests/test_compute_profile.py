@@ -1,0 +1,103 @@
+"""Measured profiles: exact matches, interpolation between measured shapes, keys, and no shared state."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from helpers import gpt_scenario
+from simulon.compute.analytical import AnalyticalModel
+from simulon.compute.populate import kernel_seconds
+from simulon.compute.profile import KernelProfile
+from simulon.config.common import DType
+from simulon.config.dc import GPUSpec
+from simulon.config.loading import ConfigError
+from simulon.pipeline import build_dag
+from simulon.workload.kernels import Phase, as_recompute, gemm
+
+
+def run(kernel: str, m: int, ms: list[float], phase: str = "fwd", dtype: str | None = "bf16") -> dict:
+    params = {"m": m, "n": 4096, "k": 4096, "groups": 1, "dtype_bytes": 2.0, "phase": phase}
+    if dtype:
+        params["dtype"] = dtype
+    return {"kernel": kernel, "params": params, "times_ms": ms}
+
+
+def profiled(*runs: dict) -> GPUSpec:
+    return GPUSpec.model_validate({"from": "h100-sxm", "kernel_runs": list(runs)})
+
+
+def lookup(gpu: GPUSpec, m: int, phase: Phase = Phase.fwd, dtype: DType = DType.bf16) -> float | None:
+    return KernelProfile(gpu, dtype, AnalyticalModel(gpu, dtype)).seconds(gemm("mlp", phase, m, 4096, 4096, 2.0))
+
+
+def test_an_exact_shape_takes_the_median_of_its_runs():
+    gpu = profiled(run("mlp", 2048, [1.0, 3.0, 2.0]), run("mlp", 8192, [9.0]))
+    assert lookup(gpu, 2048) == pytest.approx(2e-3)
+    assert lookup(gpu, 2048, Phase.bwd_ig) is None  # another phase was not profiled
+    assert lookup(gpu, 2048, dtype=DType.fp8) is None  # nor another dtype
+    spec = gemm("mlp", Phase.fwd, 2048, 4096, 4096, 2.0)
+    recompute = as_recompute(spec)
+    assert KernelProfile(gpu, DType.bf16, AnalyticalModel(gpu, DType.bf16)).seconds(recompute) == pytest.approx(2e-3)
+
+
+def test_between_measured_shapes_the_measured_over_model_ratio_is_interpolated():
+    model_gpu = profiled()
+    model = AnalyticalModel(model_gpu, DType.bf16)
+    analytical = {m: float(model.seconds([gemm("mlp", Phase.fwd, m, 4096, 4096, 2.0)])[0]) for m in (1024, 2048, 4096)}
+    # measured 2x the model at 1024 and 4x at 4096: 2048 sits midway in log2, so the ratio is sqrt(2*4)
+    gpu = profiled(run("mlp", 1024, [2e3 * analytical[1024]]), run("mlp", 4096, [4e3 * analytical[4096]]))
+    assert lookup(gpu, 2048) == pytest.approx(math.sqrt(8) * analytical[2048])
+    # beyond the measured range the nearer shape weighs more: inverse-square distances 10 and 8 (in log2)
+    far = lookup(gpu, 1 << 20)
+    far_model = float(model.seconds([gemm("mlp", Phase.fwd, 1 << 20, 4096, 4096, 2.0)])[0])
+    expected = math.exp((math.log(2) / 10**2 + math.log(4) / 8**2) / (1 / 10**2 + 1 / 8**2))
+    assert far / far_model == pytest.approx(expected) and expected > math.sqrt(8)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.tuples(st.integers(7, 16), st.floats(0.2, 5.0)), min_size=1, max_size=5, unique_by=lambda t: t[0]),
+       st.integers(6, 18))
+def test_interpolated_ratio_stays_within_the_measured_ratios(points, query):
+    model_gpu = profiled()
+    model = AnalyticalModel(model_gpu, DType.bf16)
+
+    def analytical(m: int) -> float:
+        return float(model.seconds([gemm("mlp", Phase.fwd, m, 4096, 4096, 2.0)])[0])
+
+    gpu = profiled(*(run("mlp", 1 << e, [r * analytical(1 << e) * 1e3]) for e, r in points))
+    ratio = lookup(gpu, 1 << query) / analytical(1 << query)
+    ratios = [r for _, r in points]
+    assert min(ratios) * (1 - 1e-9) <= ratio <= max(ratios) * (1 + 1e-9)
+
+
+def test_a_run_with_an_unknown_phase_is_bad_input():
+    gpu = profiled(run("mlp", 2048, [1.0], phase="backward"))
+    with pytest.raises(ConfigError, match="kernel_runs: mlp: unknown phase 'backward'"):
+        lookup(gpu, 2048)
+
+
+def test_runs_without_a_dtype_apply_to_any_dtype_and_profiles_do_not_share_state():
+    legacy = profiled(run("mlp", 2048, [5.0], dtype=None))
+    assert lookup(legacy, 2048, dtype=DType.fp8) == pytest.approx(5e-3)
+    other = profiled(run("mlp", 2048, [7.0]))
+    assert lookup(other, 2048) == pytest.approx(7e-3) and lookup(legacy, 2048) == pytest.approx(5e-3)
+
+
+def test_populate_counts_the_kernels_the_profile_timed():
+    sc = gpt_scenario(layers=2, hidden=1024, heads=16, seq=512)
+    dag, _, _ = build_dag(sc)
+    gpu = sc.datacenter.node.gpu
+    first = next(s for s in dag.kernel_specs if s.name == "mlp_linear1" and s.phase == Phase.fwd)
+    runs = [{"kernel": first.name, "params": {**dict(first.shape), "phase": "fwd", "dtype": "bf16"},
+             "times_ms": [123.0]}]
+    with_profile = gpu.model_copy(update={"kernel_runs": GPUSpec.model_validate(
+        {"from": "h100-sxm", "kernel_runs": runs}).kernel_runs})
+    plain, none = kernel_seconds(dag, gpu, DType.bf16)
+    timed, measured = kernel_seconds(dag, with_profile, DType.bf16)
+    assert none == 0 and measured >= 1
+    i = dag.kernel_specs.index(first)
+    assert timed[i] == pytest.approx(0.123) and plain[i] != pytest.approx(0.123)

@@ -1,0 +1,188 @@
+"""Topologies built from the datacenter block: switch and link counts, routes, ECMP, bisection, fold weights."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from simulon.config import DatacenterConfig
+from simulon.config.loading import ConfigError, parse_scenario
+from simulon.dag.fold import Fold
+from simulon.network.calibration import LinkModel
+from simulon.network.ecmp import ecmp_choice
+from simulon.network.summary import TopologySummary
+from simulon.network.topology import (
+    FROM_SCALE_OUT_SWITCH,
+    FROM_SCALE_UP_SWITCH,
+    TO_SCALE_OUT_SWITCH,
+    TO_SCALE_UP_SWITCH,
+    Topology,
+)
+
+GB = 1e9
+
+
+def datacenter(nodes: int = 4, gpus: int = 8, topology: dict | str = "single-switch", gpus_per_nic: int = 1,
+               scale_up: dict | None = None, nic: str = "400Gbps") -> DatacenterConfig:
+    return DatacenterConfig.model_validate({
+        "cluster": {"num_nodes": nodes},
+        "node": {"gpus_per_node": gpus, "gpus_per_nic": gpus_per_nic, "gpu": "H100"},
+        "network": {"scale_up": {"switch": {"port_speed": "450GBps", "latency": "0.25us"}, **(scale_up or {})},
+                    "scale_out": {"nic": {"speed": nic, "latency": "1us"}, "switch": {"latency": "0.5us"},
+                                  "topology": topology}},
+    })
+
+
+def build(dc: DatacenterConfig) -> Topology:
+    return Topology.from_datacenter(dc, model=LinkModel.ideal())
+
+
+def hops(topo: Topology, src, dst, fold=None) -> list[int]:
+    links, _, _ = topo.routes(np.atleast_1d(src), np.atleast_1d(dst), fold)
+    return [int(x) for x in links[0] if x >= 0]
+
+
+def kinds(topo: Topology, src: int, dst: int) -> list[str]:
+    return [topo.link_name(link).split("[")[0] for link in hops(topo, src, dst)]
+
+
+TWO_TIER = {"tiers": 2, "rail_optimized": True, "nics_per_leaf": 2, "spines": 4}
+
+
+def test_inside_a_node_a_flow_crosses_its_nvswitch_ports_only():
+    topo = build(datacenter())
+    assert kinds(topo, 0, 5) == ["nvlink_up", "nvlink_down"]
+    _, latency, out = topo.routes(np.array([0]), np.array([5]))
+    assert latency[0] == pytest.approx(0.25e-6) and not out[0]
+
+
+def test_single_switch_fabric_is_nic_to_nic():
+    topo = build(datacenter())
+    assert kinds(topo, 0, 8) == ["nic_up", "nic_down"]
+    _, latency, out = topo.routes(np.array([0]), np.array([8]))
+    assert latency[0] == pytest.approx(2e-6 + 0.5e-6) and out[0]  # two NICs and one switch
+
+
+def test_rail_optimized_two_tier_stays_on_the_rail_leaf_and_crosses_spines_between_rails():
+    topo = build(datacenter(nodes=4, topology=TWO_TIER))
+    assert kinds(topo, 0, 8) == ["nic_up", "nic_down"]            # rail 0 of nodes 0 and 1: one leaf
+    assert kinds(topo, 0, 9) == ["nic_up", "leaf_up", "spine_down", "nic_down"]  # rail 0 to rail 1
+    assert kinds(topo, 0, 16) == ["nic_up", "leaf_up", "spine_down", "nic_down"]  # rail 0, next segment
+    _, latency, _ = topo.routes(np.array([0]), np.array([9]))
+    assert latency[0] == pytest.approx(2e-6 + 3 * 0.5e-6)        # leaf, spine, leaf
+
+
+def test_spine_leaf_puts_a_node_under_one_leaf():
+    topo = build(datacenter(nodes=4, topology={**TWO_TIER, "rail_optimized": False, "nics_per_leaf": 16}))
+    assert kinds(topo, 0, 9) == ["nic_up", "nic_down"]       # nodes 0 and 1 share a leaf
+    assert kinds(topo, 0, 16) == ["nic_up", "leaf_up", "spine_down", "nic_down"]
+
+
+def test_three_tier_goes_through_a_core_between_pods_only():
+    spec = {"tiers": 3, "rail_optimized": True, "nics_per_leaf": 2, "spines": 2, "leaves_per_pod": 8, "cores": 4}
+    topo = build(datacenter(nodes=8, topology=spec))
+    assert kinds(topo, 0, 9) == ["nic_up", "leaf_up", "spine_down", "nic_down"]  # same pod
+    assert kinds(topo, 0, 32) == ["nic_up", "leaf_up", "spine_up", "core_down", "spine_down", "nic_down"]
+    counts = TopologySummary.of(topo)
+    assert [(t.name, t.switches) for t in counts.tiers] == [("nvswitch", 8), ("leaf", 32), ("spine", 8),
+                                                            ("core", 4)]
+
+
+def test_dual_tor_dual_plane_splits_each_nic_over_two_leaves_of_two_planes():
+    spec = {**TWO_TIER, "dual_tor": True, "planes": 2}
+    topo = build(datacenter(nodes=4, topology=spec))
+    summary = TopologySummary.of(topo)
+    assert summary.tiers[1].switches == 2 * 16 and summary.tiers[1].links == 2 * 32
+    assert summary.tiers[1].link_rate == pytest.approx(25 * GB)   # two 200G ports of a 400G NIC
+    assert summary.tiers[2].switches == 2 * 4                     # each plane its own spines
+    # both ports of every NIC are used across flows, and a spine never joins the two planes
+    ports = topo.fabric.port(np.zeros(64, dtype=int), np.zeros(64, dtype=int), np.arange(64) + 8)
+    assert set(ports.tolist()) == {0, 1}
+    links, _, _ = topo.routes(np.zeros(64, dtype=int), 9 + 8 * (np.arange(64) % 3))
+    for row in links:
+        names = [topo.link_name(int(x)) for x in row if x >= 0]
+        planes = {topo.fabric.plane_of_leaf[topo.fabric.leaf_of_port[int(x) - topo.fabric.up(0)]]
+                  for x in row if topo.fabric.up(0) <= x < topo.fabric.down(0)}
+        assert len(planes) == 1 and names[0].startswith("nic_up")
+
+
+def test_nvl72_domain_spans_nodes_over_nvlink():
+    dc = DatacenterConfig.model_validate({"from": "gb200-nvl72", "cluster": {"num_nodes": 36}})
+    topo = build(dc)
+    assert kinds(topo, 0, 71) == ["nvlink_up", "nvlink_down"]     # tray 0 to tray 17, same rack
+    assert kinds(topo, 0, 72) == ["nic_up", "nic_down"]           # the next rack
+    assert TopologySummary.of(topo).tiers[0].switches == 2
+
+
+def test_pcie_nodes_send_through_the_gpus_pcie_link_even_to_the_nic():
+    topo = build(datacenter(nodes=2, gpus=4, scale_up={"kind": "pcie"}))
+    assert kinds(topo, 0, 1) == ["pcie_up", "pcie_down"]
+    assert kinds(topo, 0, 4) == ["pcie_up", "nic_up", "nic_down", "pcie_down"]
+    assert topo.reduces_in_switch == (False, False)
+
+
+def test_in_switch_legs_use_one_port_each_way():
+    topo = build(datacenter())
+    assert kinds(topo, 3, TO_SCALE_UP_SWITCH) == ["nvlink_up"]
+    assert kinds(topo, 3, FROM_SCALE_UP_SWITCH) == ["nvlink_down"]
+    assert kinds(topo, 3, TO_SCALE_OUT_SWITCH) == ["nic_up"]
+    assert kinds(topo, 3, FROM_SCALE_OUT_SWITCH) == ["nic_down"]
+
+
+def test_shared_nics_and_bisection():
+    shared = build(datacenter(nodes=2, gpus=8, gpus_per_nic=2))
+    assert hops(shared, 0, 8)[0] == hops(shared, 1, 9)[0]   # GPUs 0 and 1 share NIC 0
+    assert TopologySummary.of(shared).scale_out_bisection == pytest.approx(8 * 50 * GB / 2)
+    oversubscribed = build(datacenter(nodes=4, topology={**TWO_TIER, "oversubscription": 4.0}))
+    summary = TopologySummary.of(oversubscribed)
+    assert summary.tiers[2].link_rate == pytest.approx(2 * 50 * GB / 4 / 4)   # 2 NICs down, 4 spines, 4:1
+    assert summary.scale_out_bisection == pytest.approx(32 * 50 * GB / 4 / 2)
+
+
+@settings(max_examples=30, deadline=None)
+@given(src=st.integers(0, 63), dst=st.integers(0, 63), spines=st.integers(1, 16))
+def test_ecmp_is_deterministic_and_within_range(src, dst, spines):
+    a = ecmp_choice(spines, np.array([src]), np.array([dst]))
+    b = ecmp_choice(spines, np.array([src]), np.array([dst]))
+    assert a.tolist() == b.tolist() and 0 <= int(a[0]) < spines
+
+
+def test_ecmp_spreads_pairs_over_the_spines():
+    chosen = ecmp_choice(8, np.arange(4096), np.arange(4096) + 1)
+    counts = np.bincount(chosen, minlength=8)
+    assert counts.min() > 0.8 * 512 and counts.max() < 1.2 * 512
+
+
+def test_fold_weights_count_the_class_on_shared_nics():
+    topo = build(datacenter(nodes=2, gpus=4, gpus_per_nic=2))
+    nic = topo.fabric.up(0)
+    # GPUs 2, 3 (NIC 1) fold onto 0, 1 (NIC 0): NIC 0 carries what NIC 1 carries, weight 1
+    weights = topo.fold_weights(Fold(np.array([0, 1, 0, 1, 4, 5, 4, 5]), ("dp",)))
+    assert weights[nic] == pytest.approx(1.0)
+    # GPU 1 folds onto GPU 0 on the same NIC: each simulated flow there stands for two
+    weights = topo.fold_weights(Fold(np.array([0, 0, 2, 2, 4, 4, 6, 6]), ("tp",)))
+    assert weights[nic] == pytest.approx(2.0) and weights[0] == 1.0
+
+
+def test_an_incomplete_fabric_is_a_located_error():
+    data = {"datacenter": {"from": "dgx-h100", "cluster": {"num_nodes": 2},
+                           "network": {"scale_out": {"topology": {"tiers": 2}}}}}
+    with pytest.raises(ConfigError, match=r"datacenter\.network\.scale_out\.topology\.nics_per_leaf: required"):
+        parse_scenario(data, "s.yaml")
+    data["datacenter"]["network"]["scale_out"]["topology"] = {"tiers": 1, "planes": 2}
+    with pytest.raises(ConfigError, match=r"topology\.planes: two planes need dual_tor"):
+        parse_scenario(data, "s.yaml")
+    data["datacenter"]["network"] = {"scale_up": {"domain_gpus": 12}}
+    with pytest.raises(ConfigError, match="domain_gpus: 12 must be a multiple of gpus_per_node"):
+        parse_scenario(data, "s.yaml")
+
+
+@pytest.mark.parametrize("name", ["spectrum-x", "alibaba-hpn", "dcn-plus", "spine-leaf", "rail-optimized-fat-tree",
+                                  "rail-optimized-3-tier", "single-switch"])
+def test_every_shipped_topology_builds_and_routes(name):
+    topo = build(datacenter(nodes=16, topology=name))
+    links, latency, _ = topo.routes(np.arange(128), (np.arange(128) * 37 + 11) % 128)
+    assert (links < topo.num_links).all() and (latency > 0).all()
+    assert ((links >= 0).sum(axis=1) >= 2).all()

@@ -1,0 +1,174 @@
+"""Interleaved pipelines, recomputation, context parallelism, FSDP, overlap and LoRA in the tracer."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from helpers import gpt_scenario
+from simulon.dag.nodes import NodeKind
+from simulon.pipeline import build_dag, simulate
+from simulon.workload.kernels import Phase
+from simulon.workload.megatron import MegatronTracer
+from simulon.workload.program import CollectiveOp, CollType, ComputeOp
+from simulon.workload.schedule import InterleavedOneFOneBScheduler, Step
+
+BASE = dict(nodes=2, gpus_per_node=4, tp=2, pp=2, layers=8, gbs=8)
+
+
+@given(p=st.integers(2, 6), v=st.integers(2, 4), groups=st.integers(1, 4))
+def test_interleaved_schedule_runs_every_chunk_of_every_microbatch_once_and_in_order(p, v, groups):
+    m = p * groups  # Megatron's interleaved schedule needs micro-batches in multiples of pp
+    sched = InterleavedOneFOneBScheduler(v)
+    for stage in range(p):
+        steps = sched.steps(stage, p, m)
+        assert Counter(steps) == Counter([Step(k, mb, c) for k in "FB" for mb in range(m) for c in range(v)])
+        position = {step: i for i, step in enumerate(steps)}
+        for mb in range(m):
+            forwards = [position[Step("F", mb, c)] for c in range(v)]
+            backwards = [position[Step("B", mb, c)] for c in reversed(range(v))]
+            assert forwards == sorted(forwards) and backwards == sorted(backwards)
+            assert forwards[-1] < backwards[0]
+        warmup = min((p - stage - 1) * 2 + (v - 1) * p, m * v)
+        assert all(s.kind == "F" for s in steps[:warmup])
+
+
+def test_interleaving_shrinks_the_pipeline_bubble():
+    plain = simulate(gpt_scenario(**dict(BASE, pp=4, tp=1, layers=16, gbs=16, nic="400Gbps"))).result
+    interleaved = simulate(gpt_scenario(**dict(BASE, pp=4, tp=1, layers=16, gbs=16, nic="400Gbps",
+                                               extra_parallelism={"vpp": 2}))).result
+    assert interleaved.breakdown["bubble_ms"] < plain.breakdown["bubble_ms"]
+    assert interleaved.tflops_per_gpu == pytest.approx(plain.tflops_per_gpu, rel=0.5)  # same work, other order
+
+
+def test_interleaved_chunks_cover_every_layer_once():
+    sc = gpt_scenario(**dict(BASE, pp=2, layers=12, extra_parallelism={"vpp": 3}))
+    tracer = MegatronTracer(sc.workload, 8)
+    layers = [layer for stage in range(2) for chunk in range(3) for layer in tracer.layers_of(stage, chunk)]
+    assert sorted(layers) == list(range(12))
+    assert list(tracer.layers_of(1, 0)) == [2, 3] and list(tracer.layers_of(0, 1)) == [4, 5]
+
+
+def test_full_recompute_reruns_every_forward_kernel_and_counts_only_as_hardware_flops():
+    plain = simulate(gpt_scenario(**BASE)).result
+    recompute = simulate(gpt_scenario(**dict(BASE, extra_parallelism={"recompute": "full"}))).result
+    assert recompute.iteration_time_ms > plain.iteration_time_ms
+    model = recompute.tflops_per_gpu * recompute.iteration_time_ms
+    assert model == pytest.approx(plain.tflops_per_gpu * plain.iteration_time_ms, rel=1e-9)
+    # hardware FLOPs = model FLOPs + one more forward of every layer: 4/3 of the layers' share
+    assert recompute.hardware_tflops_per_gpu / recompute.tflops_per_gpu == pytest.approx(4 / 3, rel=0.1)
+    dag, _, _ = build_dag(gpt_scenario(**dict(BASE, extra_parallelism={"recompute": "full"})))
+    phases = Counter(dag.kernel_specs[k].phase for k in dag.kernel[dag.kind == NodeKind.compute])
+    assert phases[Phase.recompute] > 0
+
+
+def test_context_parallel_splits_attention_and_exchanges_keys_and_values():
+    sc = gpt_scenario(**dict(BASE, tp=1, pp=1, extra_parallelism={"cp": 2}))
+    ops = MegatronTracer(sc.workload, 8).stage_program(0).ops
+    cp_ops = Counter((op.ctype, op.phase) for op in ops if isinstance(op, CollectiveOp) and op.axis == "cp")
+    assert cp_ops[(CollType.AllGather, Phase.fwd)] == cp_ops[(CollType.ReduceScatter, Phase.bwd_ig)] > 0
+    flash = next(op.kernel for op in ops if isinstance(op, ComputeOp) and op.kernel.name == "attn_flash")
+    assert flash.param("seq_q") * 2 == flash.param("seq_k") == 512
+    # the same FLOPs as without context parallelism, spread over twice the ranks of one sequence
+    no_cp = build_dag(gpt_scenario(**dict(BASE, tp=1, pp=1)))[0]
+    assert build_dag(sc)[0].total_flops() == pytest.approx(no_cp.total_flops(), rel=1e-12)
+
+
+def _collective_bytes(sc, label: str) -> float:
+    dag, _, _ = build_dag(sc, "full")
+    return sum(c.nbytes for c in dag.collectives if c.label == label)
+
+
+def test_fsdp_gathers_parameters_per_layer_and_scatters_gradients():
+    sc = gpt_scenario(**dict(BASE, tp=1, pp=1, extra_parallelism={"fsdp": "full_shard"}))
+    tracer = MegatronTracer(sc.workload, 8)
+    params = sum(sum(tracer.unit_params(u)) for u in tracer.stage_units(0))
+    microbatches = tracer.num_microbatches
+    dag, _, _ = build_dag(sc, "full")
+    gathers = [c for c in dag.collectives if c.label == "fsdp_param_allgather"]
+    # forward and backward gather every unit of every micro-batch (full_shard frees them after use)
+    assert sum(c.nbytes for c in gathers) == pytest.approx(2 * microbatches * params * 2)  # one group of 8
+    scatters = sum(c.nbytes for c in dag.collectives if c.label == "fsdp_grad_reduce_scatter")
+    assert scatters == pytest.approx(microbatches * params * 4)  # fp32 gradients
+    zero2 = gpt_scenario(**dict(BASE, tp=1, pp=1, extra_parallelism={"fsdp": "shard_grad_op"}))
+    assert _collective_bytes(zero2, "fsdp_param_allgather") == pytest.approx(sum(c.nbytes for c in gathers) / 2)
+
+
+def test_hybrid_fsdp_shards_inside_groups_and_all_reduces_across_them():
+    sc = gpt_scenario(**dict(BASE, tp=1, pp=1, extra_parallelism={"fsdp": "full_shard", "fsdp_size": 4}))
+    dag, _, _ = build_dag(sc, "full")
+    groups = {c.group for c in dag.collectives if c.label == "fsdp_param_allgather"}
+    assert groups == {(0, 1, 2, 3), (4, 5, 6, 7)}
+    replicas = {c.group for c in dag.collectives if c.label == "fsdp_grad_allreduce"}
+    assert replicas == {(0, 4), (1, 5), (2, 6), (3, 7)}
+
+
+def test_tensor_parallel_overlap_hides_communication_behind_gemms():
+    sp = dict(BASE, tp=4, pp=2, hidden=4096, heads=32)
+    blocking = simulate(gpt_scenario(**dict(sp, extra_parallelism={"sequence_parallel": True}))).result
+    overlapped = simulate(gpt_scenario(**dict(sp, extra_parallelism={"sequence_parallel": True,
+                                                                     "tp_comm_overlap": True}))).result
+    assert overlapped.iteration_time_ms < blocking.iteration_time_ms
+    assert overlapped.breakdown["exposed_comm_ms"] < blocking.breakdown["exposed_comm_ms"]
+    assert overlapped.breakdown["compute_ms"] == pytest.approx(blocking.breakdown["compute_ms"], rel=1e-9)
+
+
+def test_lora_skips_weight_gradients_sync_and_optimizer():
+    sc = gpt_scenario(**BASE)
+    lora = sc.model_copy(update={"workload": sc.workload.model_copy(update={
+        "training": sc.workload.training.model_copy(update={"peft": "lora"})})})
+    dag, _, _ = build_dag(lora, "full")
+    phases = {dag.kernel_specs[k].phase for k in dag.kernel[dag.kind == NodeKind.compute]}
+    assert Phase.bwd_wg not in phases and Phase.step not in phases
+    assert not [c for c in dag.collectives if "grad" in c.label and c.label.startswith(("grad", "expert_grad"))]
+    assert simulate(lora).result.iteration_time_ms < simulate(sc).result.iteration_time_ms
+
+
+def test_unfused_attention_materialises_scores_and_is_slower():
+    sc = gpt_scenario(**dict(BASE, seq=2048))
+    unfused = sc.model_copy(update={"workload": sc.workload.model_copy(update={
+        "training": sc.workload.training.model_copy(update={"attention": "unfused"})})})
+    names = {s.name for s in build_dag(unfused)[0].kernel_specs}
+    assert {"attn_scores", "attn_softmax", "attn_context"} <= names and "attn_flash" not in names
+    assert build_dag(unfused)[0].total_flops() == pytest.approx(build_dag(sc)[0].total_flops(), rel=1e-12)
+    assert simulate(unfused).result.iteration_time_ms > simulate(sc).result.iteration_time_ms
+
+
+FEATURE_FOLDS = {
+    "interleaved": dict(BASE, nodes=4, layers=8, gbs=16, extra_parallelism={"vpp": 2}),
+    "full recompute": dict(BASE, nodes=4, extra_parallelism={"recompute": "full"}),
+    "context parallel": dict(nodes=4, gpus_per_node=4, tp=2, pp=1, gbs=8, extra_parallelism={"cp": 2}),
+    "fsdp": dict(nodes=4, gpus_per_node=2, tp=2, pp=1, gbs=8, extra_parallelism={"fsdp": "full_shard"}),
+    "tp overlap": dict(nodes=4, gpus_per_node=4, tp=4, pp=1, gbs=8, hidden=2048,
+                       extra_parallelism={"sequence_parallel": True, "tp_comm_overlap": True}),
+}
+
+
+@pytest.mark.parametrize("case", list(FEATURE_FOLDS))
+def test_folding_agrees_with_full_expansion_for_each_feature(case):
+    sc = gpt_scenario(**FEATURE_FOLDS[case])
+    full, folded = simulate(sc, "full").result, simulate(sc, "symmetric").result
+    assert folded.simulated_gpus < full.simulated_gpus
+    assert folded.iteration_time_ms == pytest.approx(full.iteration_time_ms, rel=1e-9)
+    assert np.isclose(folded.hfu, full.hfu, rtol=1e-9)
+
+
+PERIODIC_FOLDS = {
+    "data parallel, two per node": dict(nodes=4, gpus_per_node=4, tp=2, pp=1, gbs=16),
+    "tensor parallel across nodes": dict(nodes=4, gpus_per_node=2, tp=4, pp=1, gbs=8, hidden=2048),
+    "fsdp, four per node": dict(nodes=4, gpus_per_node=4, tp=1, pp=1, gbs=16, extra_parallelism={"fsdp": "full_shard"}),
+    "context and data parallel": dict(nodes=4, gpus_per_node=8, tp=2, pp=1, gbs=16, extra_parallelism={"cp": 2}),
+}
+
+
+@pytest.mark.parametrize("case", list(PERIODIC_FOLDS))
+def test_groups_spanning_nodes_fold_node_by_node_exactly(case):
+    sc = gpt_scenario(**PERIODIC_FOLDS[case])
+    full, folded = simulate(sc, "full").result, simulate(sc, "symmetric").result
+    assert folded.simulated_gpus < full.simulated_gpus
+    assert folded.iteration_time_ms == pytest.approx(full.iteration_time_ms, rel=1e-9)
+    assert folded.breakdown["exposed_comm_ms"] == pytest.approx(full.breakdown["exposed_comm_ms"], rel=1e-6)

@@ -1,0 +1,134 @@
+"""`simulon profile gpu`: the plan uses the simulator's own kernel keys, outliers are dropped, the GPU YAML
+keeps what it had and skips what is done, bad input exits 2, and (with torch) a CPU run feeds simulations."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+
+import pytest
+import yaml
+from hypothesis import given
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from helpers import ROOT, gpt_scenario
+from simulon.cli.app import app
+from simulon.cli.profile import need_torch
+from simulon.compute.populate import kernel_seconds
+from simulon.config.common import DType
+from simulon.config.dc import GPUSpec
+from simulon.config.loading import ConfigError
+from simulon.pipeline import build_dag
+from simulon.profiling.plan import SweepPoint, plan
+from simulon.profiling.store import ProfileFile
+from simulon.profiling.timing import without_outliers
+from simulon.workload.kernels import Phase
+
+HAS_TORCH = importlib.util.find_spec("torch") is not None
+TINY = ["--hidden-size", "64", "--num-heads", "4", "--ffn-hidden-size", "128", "--seq-len", "32",
+        "--vocab-size", "256", "--epoch-num", "3", "--warmup", "1", "--device", "cpu"]
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", "from simulon.cli.app import main; main()", *args],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300)
+
+
+def test_the_plan_records_exactly_the_keys_the_simulator_looks_up():
+    point = SweepPoint(hidden=64, heads=4, ffn=128, seq=32, batch=2, vocab=256, dtype=DType.bf16, tp=2,
+                       activation="swiglu", experts=4, top_k=2)
+    kernels, planned = plan(point)
+    names = {p.spec.name for p in planned}
+    assert {"attn_qkv", "attn_flash", "mlp_linear1", "mlp_gate", "mlp_act", "moe_expert_linear1", "embedding",
+            "lm_head", "loss", "optimizer"} <= names
+    for item in planned:
+        assert item.params == {**dict(item.spec.shape), "phase": item.spec.phase.name, "dtype": "bf16"}
+    phases = {(p.spec.name, p.spec.phase) for p in planned}
+    for name, by_phase in kernels.table.items():  # every kernel the tracer emits, recompute aside
+        assert {(name, ph) for ph in by_phase if ph != Phase.recompute} <= phases
+    with pytest.raises(ValueError, match="tp 3"):
+        plan(SweepPoint(64, 4, 128, 32, 1, 256, DType.bf16, 3))
+
+
+@given(st.lists(st.floats(1.0, 2.0), min_size=4, max_size=30), st.floats(50.0, 1e4))
+def test_outliers_beyond_tukeys_fences_are_dropped(times, spike):
+    kept = without_outliers([*times, spike])
+    assert spike not in kept and set(kept) <= set(times)
+    assert sorted(without_outliers([1.0, 1.0, 1.0, 1.0, 1.0])) == [1.0] * 5
+
+
+def test_the_profile_file_keeps_what_it_had_and_skips_what_is_done(tmp_path):
+    path = tmp_path / "h100.yaml"
+    path.write_text("# my notes\nname: H100\nmemory_capacity_gb: 80\nkernel_runs:\n"
+                    "- {kernel: mlp, params: {m: 1, phase: fwd}, times_ms: [1.0]}\n")
+    store = ProfileFile(path, {"name": "ignored"})
+    assert store.has("mlp", {"m": 1, "phase": "fwd"}) and not store.has("mlp", {"m": 2, "phase": "fwd"})
+    store.add("mlp", {"m": 2, "phase": "fwd"}, [2.0])
+    store.add("attn_flash", {"seq_q": 1 << 20, "phase": "fwd"}, None)
+    store.save()
+    text = path.read_text()
+    assert text.startswith("# my notes\n")
+    doc = yaml.safe_load(text)
+    assert doc["name"] == "H100" and doc["memory_capacity_gb"] == 80
+    assert [r["params"]["m"] for r in doc["kernel_runs"]] == [1, 2]
+    assert doc["oom_kernel_runs"] == [{"kernel": "attn_flash", "params": {"seq_q": 1 << 20, "phase": "fwd"}}]
+    assert ProfileFile(path, {}).has("attn_flash", {"seq_q": 1 << 20, "phase": "fwd"})
+    assert not list(tmp_path.glob(".*.tmp"))
+    GPUSpec.model_validate(doc)  # still a GPU the simulator loads
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--tp", "two"], "--tp: cannot read 'two'"),
+    (["--seq-len", "0"], "--seq-len: '0': values must be positive"),
+    (["--dtype", "int8"], "--dtype: 'int8'"),
+    (["--device", "tpu"], "--device: expected cuda or cpu"),
+])
+def test_bad_flags_are_bad_input_before_anything_runs(tmp_path, args, message):
+    result = CliRunner().invoke(app, ["profile", "gpu", "--output", str(tmp_path / "g.yaml"), *args])
+    assert isinstance(result.exception, ConfigError) and str(result.exception).startswith(message)
+    assert not (tmp_path / "g.yaml").exists()
+
+
+def test_without_a_gpu_cuda_profiling_is_refused():
+    if not HAS_TORCH:
+        with pytest.raises(ConfigError, match=r"simulon\[profile\]"):
+            need_torch("cpu")
+        return
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a CUDA GPU")
+    with pytest.raises(ConfigError, match="no CUDA GPU is visible; pass --device cpu"):
+        need_torch("cuda")
+
+
+def test_a_corrupt_profile_file_exits_2_with_one_line_and_is_left_alone(tmp_path):
+    path = tmp_path / "g.yaml"
+    path.write_text("- just\n- a list\n")
+    run = cli("profile", "gpu", "--output", str(path), *TINY)
+    assert run.returncode == 2 and run.stderr.startswith(f"error: {path}: (top level)"), run.stderr
+    assert "Traceback" not in run.stderr and path.read_text() == "- just\n- a list\n"
+
+
+@pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed (simulon[profile])")
+def test_a_cpu_profile_feeds_the_simulation_and_reruns_skip_what_is_done(tmp_path):
+    out = tmp_path / "h100.yaml"
+    runner = CliRunner()
+    first = runner.invoke(app, ["profile", "gpu", "--name", "H100-SXM5-80GB", "--output", str(out), *TINY,
+                                "--tp", "1,2"])
+    assert first.exit_code == 0, first.output
+    doc = yaml.safe_load(out.read_text())
+    assert doc["name"] == "H100-SXM5-80GB" and len(doc["kernel_runs"]) > 20
+    assert all(r["times_ms"] and all(t > 0 for t in r["times_ms"]) for r in doc["kernel_runs"])
+    again = runner.invoke(app, ["profile", "gpu", "--name", "H100-SXM5-80GB", "--output", str(out), *TINY,
+                                "--tp", "2"])
+    assert again.exit_code == 0 and " 0 timed" in again.output
+    assert yaml.safe_load(out.read_text()) == doc
+
+    gpu = GPUSpec.model_validate({"from": str(out)})
+    sc = gpt_scenario(layers=2, hidden=64, heads=4, ffn=128, vocab=256, seq=32, gbs=4, tp=2)
+    dag, _, _ = build_dag(sc)
+    _, measured = kernel_seconds(dag, gpu, DType.bf16)
+    assert measured == len(dag.kernel_specs)  # every kernel found (the optimizer by interpolation)

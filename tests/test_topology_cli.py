@@ -1,0 +1,60 @@
+"""`simulon topology`: what was built, as a table, JSON and an SVG drawing; bad input exits 2."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+
+import yaml
+
+from helpers import ROOT
+
+CLI = "from simulon.cli.app import main; main()"
+
+
+def cli(*args: str, cwd=None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", CLI, *args], capture_output=True, text=True, cwd=cwd or ROOT,
+                          timeout=120)
+
+
+def scenario(tmp_path, topology, nodes: int = 16) -> str:
+    path = tmp_path / "dc.yaml"
+    path.write_text(yaml.safe_dump({"datacenter": {"from": "dgx-h100", "cluster": {"num_nodes": nodes},
+                                                   "network": {"scale_out": {"topology": topology}}}}))
+    return str(path)
+
+
+def test_topology_reports_switches_links_and_bisection(tmp_path):
+    spec = {"tiers": 2, "rail_optimized": True, "nics_per_leaf": 8, "spines": 4, "oversubscription": 2.0}
+    run = cli("topology", scenario(tmp_path, spec), "--json")
+    assert run.returncode == 0, run.stderr
+    data = json.loads(run.stdout)
+    tiers = {t["name"]: t for t in data["tiers"]}
+    assert (data["gpus"], data["nodes"], data["nics"]) == (128, 16, 128)
+    assert tiers["leaf"]["switches"] == 16 and tiers["leaf"]["links"] == 128      # 2 segments x 8 rails
+    assert tiers["spine"]["switches"] == 4 and tiers["spine"]["links"] == 64      # every leaf to every spine
+    assert tiers["spine"]["link_GBps"] == 8 * 50 / 2.0 / 4
+    assert data["scale_out_bisection_GBps"] == 128 * 50 / 2.0 / 2                 # halved by 2:1 uplinks
+    assert data["in_network_reduction"] == {"scale_up": True, "scale_out": False}
+
+
+def test_topology_table_and_drawing(tmp_path):
+    drawing = tmp_path / "topo.svg"
+    run = cli("topology", scenario(tmp_path, "alibaba-hpn"), "--draw", str(drawing))
+    assert run.returncode == 0, run.stderr
+    assert "Switches and links" in run.stdout and "Bisection bandwidth" in run.stdout
+    assert f"Drawing written to {drawing}" in run.stdout
+    root = ET.fromstring(drawing.read_text())
+    shapes = [el.tag.split("}")[1] for el in root]
+    assert shapes.count("rect") > 16 and shapes.count("line") > 16
+    assert any("alibaba-hpn" in (el.text or "") for el in root)
+
+
+def test_topology_bad_input_exits_2_with_one_line(tmp_path):
+    run = cli("topology", scenario(tmp_path, {"tiers": 2}))
+    assert run.returncode == 2 and "Traceback" not in run.stderr
+    assert run.stderr.startswith("error: ") and "topology.nics_per_leaf: required" in run.stderr
+    run = cli("topology", scenario(tmp_path, "spectrum-x"), "--draw", str(tmp_path / "missing" / "t.svg"))
+    assert run.returncode == 2 and "--draw" in run.stderr and "Traceback" not in run.stderr

@@ -1,0 +1,123 @@
+"""Training-run validation: rows become scenarios, measurements become iteration times, the CLI reports."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from simulon.validate.report import read_table
+from simulon.validate.training import Unsupported, measured_iteration, scenario_from_row, validate_training
+
+TABLE = Path(__file__).resolve().parents[2] / "shared" / "validation" / "training.csv"
+needs_table = pytest.mark.skipif(not TABLE.exists(), reason="shared/validation/training.csv is not beside the repo")
+
+
+@pytest.fixture(scope="module")
+def rows() -> list[dict[str, str]]:
+    return read_table(TABLE)
+
+
+def _row(rows, **match) -> tuple[int, dict[str, str]]:
+    return next((i, r) for i, r in enumerate(rows) if all(r[k] == v for k, v in match.items()))
+
+
+@needs_table
+def test_every_row_becomes_a_scenario_or_says_why_not(rows):
+    skipped = []
+    for row in rows:
+        try:
+            sc = scenario_from_row(row)
+        except Unsupported as exc:
+            assert str(exc), "a skip must give its reason"
+            skipped.append(str(exc))
+            continue
+        assert sc.workload.training.num_gpus == int(row["num_gpus"])
+    assert len(skipped) <= 0.1 * len(rows), skipped
+
+
+@needs_table
+def test_a_dgx_cloud_recipe_row_keeps_its_strategy(rows):
+    _, row = _row(rows, subset="dgxc_benchmarking_v24.11.1", model="Llama 3.1 405B", num_gpus="576")
+    sc = scenario_from_row(row)
+    par, train = sc.workload.parallelism, sc.workload.training
+    assert (par.tp, par.pp, par.cp, par.vpp) == (8, 9, 2, 7)
+    assert sc.workload.model.num_layers == 126 and sc.workload.model.kv_heads == 8
+    assert par.sequence_parallel and par.tp_comm_overlap and par.distributed_optimizer
+    assert train.global_batch_size == 252 and train.sequence_length == 8192
+    assert sc.datacenter.cluster.num_nodes == 72 and sc.datacenter.node.gpu.name.startswith("H100")
+
+
+@needs_table
+def test_an_fsdp_row_shards_and_recomputes(rows):
+    _, row = _row(rows, subset="llm_foundry_mpt_benchmarks", model="MPT-70b", num_gpus="256")
+    par = scenario_from_row(row).workload.parallelism
+    assert par.fsdp == "full_shard" and par.recompute == "full" and not par.distributed_optimizer
+
+
+@needs_table
+def test_rows_without_a_layout_that_cannot_fit_are_skipped(rows):
+    _, row = _row(rows, subset="mcore_r0.8_h100_strong_scaling", num_gpus="4608")
+    with pytest.raises(Unsupported, match="no parallel layout"):
+        scenario_from_row(row)
+
+
+class _Result:
+    def __init__(self, flops: float, recompute: float):
+        self.flops, self.recompute = flops, recompute
+
+    def total_flops(self, include_recompute: bool = False) -> float:
+        return self.flops + (self.recompute if include_recompute else 0.0)
+
+
+class _Sim:
+    def __init__(self, flops: float, recompute: float = 0.0):
+        self.dag = _Result(flops, recompute)
+
+
+@needs_table
+@pytest.mark.parametrize(("columns", "expected"), [
+    ({"iter_time_s": "2.5"}, 2.5),
+    ({"tokens_per_s_total": "1000"}, 256 * 2048 / 1000),
+    ({"tokens_per_s_per_gpu": "10"}, 256 * 2048 / (10 * 64)),
+    ({"samples_per_s": "4"}, 256 / 4),
+    ({"tflops_per_gpu": "100", "mfu_pct": "30"}, 1e18 / (100e12 * 64)),  # model FLOPs
+    ({"tflops_per_gpu": "100", "hfu_pct": "30"}, 1.5e18 / (100e12 * 64)),  # hardware FLOPs
+    ({"mfu_pct": "50"}, 1e18 / (0.5 * 989.4e12 * 64)),
+    ({"hfu_pct": "50"}, 1.5e18 / (0.5 * 989.4e12 * 64)),
+])
+def test_measurements_convert_to_an_iteration_time(rows, columns, expected):
+    _, row = _row(rows, subset="mcore_r0.8_h100_weak_scaling", model="GPT-7.1B")
+    row = {**row, **dict.fromkeys(("iter_time_s", "tokens_per_s_total", "tokens_per_s_per_gpu", "samples_per_s",
+                                   "tflops_per_gpu", "mfu_pct", "hfu_pct"), ""), **columns}
+    row.update(num_gpus="64", gbs="256", seq_len="2048", tp="1", pp="1", dp="64")
+    sc = scenario_from_row(row)
+    metric, seconds = measured_iteration(row, _Sim(1e18, 0.5e18), sc)
+    assert metric in columns
+    assert seconds == pytest.approx(expected)
+
+
+@needs_table
+def test_validate_training_reports_rows_and_skips(rows, tmp_path):
+    picks = [_row(rows, subset="flash_attention_training_speed", model="GPT3-125M (FlashAttention impl)")[1],
+             _row(rows, subset="mcore_r0.8_h100_strong_scaling", num_gpus="4608")[1],
+             _row(rows, subset="simumax_b200_release_v1.2", tp="4", pp="1", grad_accum="4")[1]]
+    report = validate_training(picks)
+    assert [r.index for r in report.rows] == [0, 2] and [s.index for s in report.skipped] == [1]
+    for r in report.rows:
+        assert r.predicted > 0 and r.error_pct == pytest.approx(100 * (r.predicted - r.measured) / r.measured)
+    path = tmp_path / "three.csv"
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(picks[0]))
+        writer.writeheader()
+        writer.writerows(picks)
+    run = subprocess.run([sys.executable, "-c", "from simulon.cli.app import main; main()", "validate", "training",
+                          "--csv", str(path), "--json"], capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr
+    data = json.loads(run.stdout)
+    assert {r["index"] for r in data["rows"]} == {0, 2} and data["skipped"][0]["index"] == 1
+    assert data["mape_pct"] == pytest.approx(sum(abs(r["error_pct"]) for r in data["rows"]) / 2)
