@@ -148,15 +148,6 @@ FEATURE_FOLDS = {
 }
 
 
-@pytest.mark.parametrize("case", list(FEATURE_FOLDS))
-def test_folding_agrees_with_full_expansion_for_each_feature(case):
-    sc = gpt_scenario(**FEATURE_FOLDS[case])
-    full, folded = simulate(sc, "full").result, simulate(sc, "symmetric").result
-    assert folded.simulated_gpus < full.simulated_gpus
-    assert folded.iteration_time_ms == pytest.approx(full.iteration_time_ms, rel=1e-9)
-    assert np.isclose(folded.hfu, full.hfu, rtol=1e-9)
-
-
 PERIODIC_FOLDS = {
     "data parallel, two per node": dict(nodes=4, gpus_per_node=4, tp=2, pp=1, gbs=16),
     "tensor parallel across nodes": dict(nodes=4, gpus_per_node=2, tp=4, pp=1, gbs=8, hidden=2048),
@@ -165,10 +156,12 @@ PERIODIC_FOLDS = {
 }
 
 
-@pytest.mark.parametrize("case", list(PERIODIC_FOLDS))
-def test_groups_spanning_nodes_fold_node_by_node_exactly(case):
-    sc = gpt_scenario(**PERIODIC_FOLDS[case])
+@pytest.mark.parametrize("case", [*FEATURE_FOLDS, *PERIODIC_FOLDS])
+def test_folding_agrees_with_full_expansion(case):
+    """Each feature, and groups spanning nodes (folded node by node), simulate the same folded as full."""
+    sc = gpt_scenario(**{**FEATURE_FOLDS, **PERIODIC_FOLDS}[case])
     full, folded = simulate(sc, "full").result, simulate(sc, "symmetric").result
     assert folded.simulated_gpus < full.simulated_gpus
     assert folded.iteration_time_ms == pytest.approx(full.iteration_time_ms, rel=1e-9)
     assert folded.breakdown["exposed_comm_ms"] == pytest.approx(full.breakdown["exposed_comm_ms"], rel=1e-6)
+    assert np.isclose(folded.hfu, full.hfu, rtol=1e-9)
