@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +14,12 @@ from simulon.config import ScenarioConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 SEED_SCENARIO = ROOT / "examples" / "scenario.yaml"
+
+
+def cli(*args: str, cwd: Path | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+    """Run `simulon ARGS` through its real entry point (exit codes and stderr as a user sees them)."""
+    return subprocess.run([sys.executable, "-c", "from simulon.cli.app import main; main()", *args],
+                          capture_output=True, text=True, cwd=cwd or ROOT, timeout=timeout)
 
 
 def seed_dict() -> dict[str, Any]:

@@ -12,7 +12,6 @@ import json
 import os
 import stat
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from helpers import cli
 from simulon.config.loading import ConfigError, parse_scenario
 from simulon.config.scenario import ScenarioConfig
 
@@ -29,8 +29,7 @@ DC_ONLY = {"datacenter": {"from": "dgx-h100", "cluster": {"num_nodes": 2}}}   # 
 
 
 def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", "from simulon.cli.app import main; main()", *args],
-                          cwd=cwd, capture_output=True, text=True, timeout=120)
+    return cli(*args, cwd=cwd, timeout=120)
 
 
 def assert_bad_input(proc: subprocess.CompletedProcess, *expected: str) -> str:

@@ -3,20 +3,13 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 import yaml
 
-from helpers import ROOT, SEED_SCENARIO
+from helpers import SEED_SCENARIO, cli
 from simulon.backend.analytical import AnalyticalBackend
 from simulon.config.scenario import ScenarioConfig
-
-
-def cli(*args: str, cwd=None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", "from simulon.cli.app import main; main()", *args],
-                          capture_output=True, text=True, cwd=cwd or ROOT, timeout=300)
 
 
 def test_seed_python_snippet_works_as_written():

@@ -4,8 +4,6 @@ keeps what it had and skips what is done, bad input exits 2, and (with torch) a 
 from __future__ import annotations
 
 import importlib.util
-import subprocess
-import sys
 
 import pytest
 import yaml
@@ -13,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from helpers import ROOT, gpt_scenario
+from helpers import cli, gpt_scenario
 from simulon.cli.app import app
 from simulon.cli.profile import need_torch
 from simulon.compute.populate import kernel_seconds
@@ -30,10 +28,6 @@ HAS_TORCH = importlib.util.find_spec("torch") is not None
 TINY = ["--hidden-size", "64", "--num-heads", "4", "--ffn-hidden-size", "128", "--seq-len", "32",
         "--vocab-size", "256", "--epoch-num", "3", "--warmup", "1", "--device", "cpu"]
 
-
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", "from simulon.cli.app import main; main()", *args],
-                          capture_output=True, text=True, cwd=ROOT, timeout=300)
 
 
 def test_the_plan_records_exactly_the_keys_the_simulator_looks_up():

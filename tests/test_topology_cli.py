@@ -3,20 +3,11 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import xml.etree.ElementTree as ET
 
 import yaml
 
-from helpers import ROOT
-
-CLI = "from simulon.cli.app import main; main()"
-
-
-def cli(*args: str, cwd=None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", CLI, *args], capture_output=True, text=True, cwd=cwd or ROOT,
-                          timeout=120)
+from helpers import cli
 
 
 def scenario(tmp_path, topology, nodes: int = 16) -> str:

@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import json
 import statistics
-import subprocess
-import sys
 from collections import defaultdict
 
 import pytest
 
-from helpers import ROOT
+from helpers import ROOT, cli
 from simulon.validate.collectives import _forced_algorithm, collective_cases, validate_collectives
 from simulon.validate.report import read_table
 
@@ -32,10 +30,6 @@ rows come from a system its reporter found underperforming."""
 HEADER = ["subset", "hardware", "num_gpus", "nodes", "collective", "msg_bytes", "group_size", "num_groups",
           "algbw_GBps", "busbw_GBps", "time_us", "notes"]
 
-
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", "from simulon.cli.app import main; main()", *args],
-                          capture_output=True, text=True, cwd=ROOT, timeout=300)
 
 
 @pytest.fixture(scope="module")

@@ -6,14 +6,12 @@ from __future__ import annotations
 import csv
 import json
 import statistics
-import subprocess
-import sys
 from collections import defaultdict
 
 import pytest
 from typer.testing import CliRunner
 
-from helpers import ROOT
+from helpers import ROOT, cli
 from simulon.cli.app import app
 from simulon.config.loading import ConfigError
 from simulon.validate.kernels import observation, validate_kernels
@@ -22,10 +20,6 @@ from simulon.validate.report import read_table
 KERNELS = ROOT.parent / "shared" / "validation" / "kernels.csv"
 GEMM_BOUND_PCT, ATTENTION_BOUND_PCT = 10.0, 15.0  # the targets, per GPU
 
-
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", "from simulon.cli.app import main; main()", *args],
-                          capture_output=True, text=True, cwd=ROOT, timeout=300)
 
 
 @pytest.fixture(scope="module")

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import csv
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from helpers import cli
 from simulon.validate.report import read_table
 from simulon.validate.training import Unsupported, measured_iteration, scenario_from_row, validate_training
 
@@ -115,8 +114,7 @@ def test_validate_training_reports_rows_and_skips(rows, tmp_path):
         writer = csv.DictWriter(f, fieldnames=list(picks[0]))
         writer.writeheader()
         writer.writerows(picks)
-    run = subprocess.run([sys.executable, "-c", "from simulon.cli.app import main; main()", "validate", "training",
-                          "--csv", str(path), "--json"], capture_output=True, text=True, timeout=600)
+    run = cli("validate", "training", "--csv", str(path), "--json", timeout=600)
     assert run.returncode == 0, run.stderr
     data = json.loads(run.stdout)
     assert {r["index"] for r in data["rows"]} == {0, 2} and data["skipped"][0]["index"] == 1

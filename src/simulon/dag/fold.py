@@ -35,9 +35,6 @@ class Fold:
         """How many GPUs each GPU stands for (0 for GPUs that are not simulated)."""
         return np.bincount(self.rep, minlength=len(self.rep))
 
-    def is_simulated(self, rank: int) -> bool:
-        return int(self.rep[rank]) == rank
-
     @classmethod
     def identity(cls, num_gpus: int) -> Fold:
         return cls(np.arange(num_gpus), ())

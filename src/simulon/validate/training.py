@@ -74,6 +74,7 @@ FAMILIES = (
 SHAPE_COLUMNS = {"layers": "num_layers", "hidden": "hidden_size", "heads": "num_heads",
                  "kv_heads": "num_kv_heads", "ffn": "ffn_hidden_size", "vocab": "vocab_size"}
 HEAD_DIM_WHEN_UNKNOWN = 128  # the head size of every model in the table that states one
+GPT2_VOCAB_PADDED = 51200  # GPT-2's 50,257 BPE tokens padded by Megatron (the SC'21 rows' vocabulary)
 MIXED_PRECISION_BYTES_PER_PARAM = 16  # fp16/bf16 weight and gradient, fp32 master weight and two Adam moments
 # Measurements in order of preference, and what each needs to become an iteration time.
 METRICS = ("iter_time_s", "tokens_per_s_total", "tokens_per_s_per_gpu", "samples_per_s", "tflops_per_gpu",
@@ -112,7 +113,7 @@ def model_block(row: dict[str, str]) -> dict[str, Any]:
             raise Unsupported(f"model {row['model']!r}: no template and no hidden size / layer count")
         block.setdefault("num_heads", block["hidden_size"] // HEAD_DIM_WHEN_UNKNOWN)
         block.setdefault("ffn_hidden_size", 4 * block["hidden_size"])
-        block.setdefault("vocab_size", 51200)
+        block.setdefault("vocab_size", GPT2_VOCAB_PADDED)
         block.update(_first(FAMILIES, name) or {})
     elif "num_heads" in block and "num_kv_heads" not in block:
         template = find_template("model", stem) or {}

@@ -19,10 +19,6 @@ class Phase(IntEnum):
     step = 3       # once per iteration: optimizer
     recompute = 4  # a forward kernel re-run before its backward (activation recomputation)
 
-    @property
-    def label(self) -> str:
-        return self.name
-
 
 class KernelClass(IntEnum):
     """How a kernel spends its time; picks the timing model."""

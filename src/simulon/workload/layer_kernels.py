@@ -97,7 +97,8 @@ class LayerKernels:
                           memory_bound("embedding", Phase.bwd_wg, Tn * h * (db + 4), Tn * h))
         elementwise("final_norm", Tn, h, 2, 3)
         k["lm_head"] = gemm_with_backward("lm_head", T, V, h, db)
-        # vocab-parallel cross entropy in fp32: read logits, write the softmax, then its gradient
+        # vocab-parallel cross entropy in fp32: read logits, write the softmax, then its gradient (about five
+        # operations per logit forward - max, subtract, exp, sum, divide - and two backward)
         k["loss"] = (memory_bound("loss", Phase.fwd, T * V * (db + 8), T * V, 5),
                      memory_bound("loss", Phase.bwd_ig, T * V * (4 + db), T * V, 2))
         table = {name: {spec.phase: spec for spec in specs} for name, specs in k.items()}
@@ -166,7 +167,7 @@ class LayerKernels:
         for name in self.mlp_inputs(prefix):
             k[name] = gemm_with_backward(name, rows, ffn, h, db, groups)
         elems = rows * ffn
-        fwd, bwd = (3, 5) if m.gated_mlp else (2, 3)
+        fwd, bwd = (3, 5) if m.gated_mlp else (2, 3)  # tensors read + written; ~8 operations per element (GELU/SiLU)
         k[f"{prefix}_act"] = (memory_bound(f"{prefix}_act", Phase.fwd, fwd * elems * db, elems, 8),
                               memory_bound(f"{prefix}_act", Phase.bwd_ig, bwd * elems * db, elems, 8))
         k[f"{prefix}_linear2"] = gemm_with_backward(f"{prefix}_linear2", rows, h, ffn, db, groups)

@@ -81,7 +81,3 @@ class RankLayout:
         else:
             raise ValueError(f"unknown process-group axis {axis!r}")
         return tuple(self.rank(tp=t, cp=m % self.cp, dp=m // self.cp, pp=p) for m in members)
-
-    def stage_ranks(self, stage: int) -> np.ndarray:
-        per_stage = self.tp * self.cp * self.dp
-        return np.arange(stage * per_stage, (stage + 1) * per_stage)
