@@ -10,7 +10,12 @@ import pytest
 
 from helpers import cli
 from simulon.validate.report import read_table
-from simulon.validate.training import Unsupported, measured_iteration, scenario_from_row, validate_training
+from simulon.validate.training import (
+    Unsupported,
+    measured_iteration,
+    scenario_from_row,
+    validate_training,
+)
 
 TABLE = Path(__file__).resolve().parents[2] / "shared" / "validation" / "training.csv"
 needs_table = pytest.mark.skipif(not TABLE.exists(), reason="shared/validation/training.csv is not beside the repo")
@@ -119,3 +124,4 @@ def test_validate_training_reports_rows_and_skips(rows, tmp_path):
     data = json.loads(run.stdout)
     assert {r["index"] for r in data["rows"]} == {0, 2} and data["skipped"][0]["index"] == 1
     assert data["mape_pct"] == pytest.approx(sum(abs(r["error_pct"]) for r in data["rows"]) / 2)
+

@@ -11,6 +11,7 @@ from .analysis.result import SimulationResult, summarize
 from .collective.decompose import flow_set
 from .collective.metrics import bus_bandwidth_factor
 from .collective.tuner import CollectivePlan
+from .compute.calibration import Calibrations
 from .compute.populate import populate
 from .config.dc import DatacenterConfig
 from .config.scenario import ScenarioConfig
@@ -52,9 +53,18 @@ def build_dag(sc: ScenarioConfig, fold_mode: FoldMode = "auto") -> tuple[Executi
 
 def simulate(sc: ScenarioConfig, fold_mode: FoldMode = "auto") -> Simulation:
     dag, topology, fold = build_dag(sc, fold_mode)
+    populate(dag, sc.datacenter.node.gpu, sc.workload.training.dtype)
+    return run_populated(sc, dag, topology, fold)
+
+
+def run_populated(sc: ScenarioConfig, dag: ExecutionDAG, topology: Topology, fold: Fold,
+                  overlap_slowdown: float | None = None) -> Simulation:
+    """Replay a scenario's populated DAG and summarise it (`overlap_slowdown`: the shipped calibration's
+    unless given, for fitting it)."""
     gpu, train = sc.datacenter.node.gpu, sc.workload.training
-    populate(dag, gpu, train.dtype)
-    timeline = replay(dag, topology, fold)
+    if overlap_slowdown is None:
+        overlap_slowdown = Calibrations.shipped().overlap_slowdown
+    timeline = replay(dag, topology, fold, overlap_slowdown)
     tokens = train.global_batch_size * train.sequence_length
     result = summarize(dag, timeline, tokens, gpu.peak_flops(train.dtype))
     return Simulation(dag, timeline, result, topology, fold)

@@ -16,7 +16,7 @@ from ..config.dc import GPUSpec
 from ..workload.kernels import KernelClass, KernelSpec
 from .attention import attention_seconds
 from .calibration import Calibrations
-from .gemm import GemmShapes, gemm_seconds
+from .gemm import GemmShapes, clock_fraction, gemm_seconds
 
 ATTENTION_DTYPES = (DType.fp16, DType.bf16)
 """Flash attention runs in 16-bit even when the GEMMs run in fp8, fp4 or tf32."""
@@ -24,34 +24,57 @@ GEMM_CLASSES = (KernelClass.gemm, KernelClass.grouped_gemm)
 
 
 class AnalyticalModel:
-    """Seconds of kernels on one GPU for one training dtype."""
+    """Seconds of kernels on one GPU for one training dtype, run alone (as the kernel table measured
+    them) or under `sustained_load`: back to back for seconds, at the clock the power limit allows."""
 
-    def __init__(self, gpu: GPUSpec, dtype: DType, calibrations: Calibrations | None = None):
+    def __init__(self, gpu: GPUSpec, dtype: DType, calibrations: Calibrations | None = None,
+                 sustained_load: bool = False):
         cal = calibrations or Calibrations.shipped()
-        self.gpu, self.dtype = gpu, dtype
+        self.gpu, self.dtype, self.sustained_load = gpu, dtype, sustained_load
+        self.calibrations = cal
         self.gemm, self.gemm_from = cal.gemm(gpu, dtype)
         self.gemm_arch = cal.architecture(gpu, self.gemm_from)
+        self.gemm_peak = gpu.peak_flops(dtype)  # raises for a dtype the GPU has no peak in
         self.attention_from = cal.nearest(gpu, lambda c: c.attention is not None)
         self.attention = cal.gpus[self.attention_from].attention if self.attention_from else None
         self.attention_arch = cal.architecture(gpu, self.attention_from) if self.attention_from else None
         self.memory = cal.memory
-        self.gemm_peak = gpu.peak_flops(dtype)
-        self.attention_peak = gpu.peak_flops(dtype if dtype in ATTENTION_DTYPES else DType.bf16)
+        attention_dtype = dtype if dtype in ATTENTION_DTYPES else DType.bf16
+        self.attention_peak = gpu.peak_flops(attention_dtype)
+        self.attention_clock = cal.gemm(gpu, attention_dtype)[0]  # the tensor cores' clock behaviour
 
     def seconds(self, specs: Sequence[KernelSpec]) -> np.ndarray:
         """Seconds of each kernel, GEMMs evaluated together."""
         out = np.empty(len(specs))
         gemms = [i for i, s in enumerate(specs) if s.kclass in GEMM_CLASSES]
-        if gemms:
-            shapes = GemmShapes.of([specs[i] for i in gemms])
-            out[gemms] = gemm_seconds(self.gemm, self.gemm_arch, self.gemm_peak, self.gpu.memory_bandwidth,
-                                      self.dtype.bytes, shapes)
+        by_dtype: dict[DType, list[int]] = {}
+        for i in gemms:
+            by_dtype.setdefault(DType(dict(specs[i].shape).get("precision", self.dtype)), []).append(i)
+        for dtype, members in by_dtype.items():
+            if dtype == self.dtype:
+                params, arch, peak = self.gemm, self.gemm_arch, self.gemm_peak
+            else:  # a GEMM kept in another precision (an fp8 run's LM head)
+                params, donor = self.calibrations.gemm(self.gpu, dtype)
+                arch, peak = self.calibrations.architecture(self.gpu, donor), self.gpu.peak_flops(dtype)
+            shapes = GemmShapes.of([specs[i] for i in members])
+            out[members] = gemm_seconds(params, arch, peak, self.gpu.memory_bandwidth,
+                                        dtype.bytes, shapes, self.sustained_load)
         for i, spec in enumerate(specs):
             if spec.kclass == KernelClass.attention:
                 if self.attention is None:
                     raise ValueError("no attention calibration on any GPU")
-                out[i] = attention_seconds(self.attention, self.attention_arch, self.attention_peak, spec)
+                out[i] = self._attention_seconds(spec)
             elif spec.kclass == KernelClass.memory:
                 out[i] = self.memory.overhead_us * 1e-6 + spec.bytes / (
                     self.gpu.memory_bandwidth * self.memory.efficiency)
         return out
+
+    def _attention_seconds(self, spec: KernelSpec) -> float:
+        """The fitted attention time is a microbenchmark's; under sustained load its tensor-core work runs at
+        the sustained clock instead of the clock a kernel of its length keeps alone."""
+        alone = attention_seconds(self.attention, self.attention_arch, self.attention_peak, spec)
+        if not self.sustained_load:
+            return alone
+        busy = alone - self.attention.overhead_us * 1e-6
+        p = self.attention_clock
+        return alone + busy * (float(clock_fraction(np.array(busy), p)) / p.sustained_clock - 1.0)

@@ -93,6 +93,7 @@ class Calibrations:
     gemm_splits: tuple[int, ...]
     attention_block: int
     memory: MemoryBound
+    overlap_slowdown: float  # compute kernels alongside a collective on their GPU run this much longer
 
     @classmethod
     def shipped(cls) -> Calibrations:
@@ -118,7 +119,8 @@ class Calibrations:
                    gemm_tiles=tuple(tuple(t) for t in architecture["gemm_tiles"]),
                    gemm_splits=tuple(architecture["gemm_splits"]),
                    attention_block=architecture["attention_block"],
-                   memory=_build(MemoryBound, architecture["memory_bound"]))
+                   memory=_build(MemoryBound, architecture["memory_bound"]),
+                   overlap_slowdown=float(architecture["overlap_slowdown"]))
 
     def architecture(self, gpu: GPUSpec, donor: str | None) -> Architecture:
         """The GPU's own SM count where public, else the one its parameters were fitted with."""
@@ -131,17 +133,20 @@ class Calibrations:
         return Architecture(sms, self.gemm_tiles, self.gemm_splits, self.attention_block)
 
     def gemm(self, gpu: GPUSpec, dtype: DType) -> tuple[GemmParams, str]:
-        """GEMM parameters for dtype on gpu, and the template they were fitted on. Another GPU lends only
-        a full fit when one of the same vendor exists: one fitted on a best-shape row or two knows its peak
-        efficiency, not its shape response."""
-        stem = template_stem("gpu", gpu.name)
-        for candidate in GEMM_DTYPE_FALLBACK[dtype]:
-            if stem in self.gpus and candidate in self.gpus[stem].gemm:
-                return self.gpus[stem].gemm[candidate], stem
-            donor = self.nearest(gpu, lambda c, d=candidate: d in c.gemm, lambda c, d=candidate: d not in c.borrowed)
-            if donor is not None:
-                return self.gpus[donor].gemm[candidate], donor
-        raise ValueError(f"no GEMM calibration for {dtype.value} on any GPU")
+        """GEMM parameters for dtype on gpu, and the template they were fitted on. The GPU comes first, then
+        the dtype: clocks, power limit and tile machinery belong to the chip, so a GPU's fp8 fitted on a
+        best-shape row or two rests on its own bf16 shape response rather than another chip's fp8. Another
+        GPU lends a full fit where it has one: a best-shape fit knows its peak, not its shape response."""
+        chain = GEMM_DTYPE_FALLBACK[dtype]
+        donor = self.nearest(gpu, lambda c: any(d in c.gemm for d in chain),
+                             lambda c: any(d in c.gemm and d not in c.borrowed for d in chain))
+        if donor is None:
+            raise ValueError(f"no GEMM calibration for {dtype.value} on any GPU")
+        cal = self.gpus[donor]
+        own = donor == template_stem("gpu", gpu.name)
+        usable = [d for d in chain if d in cal.gemm and (own or d not in cal.borrowed)]
+        chosen = usable[0] if usable else next(d for d in chain if d in cal.gemm)
+        return cal.gemm[chosen], donor
 
     def nearest(self, gpu: GPUSpec, has, preferred=lambda c: True) -> str | None:
         """The GPU itself if fitted, else the fitted GPU closest in spec: same vendor first, then the

@@ -61,8 +61,10 @@ def clock_fraction(busy: np.ndarray, p: GemmParams) -> np.ndarray:
 
 
 def gemm_seconds(p: GemmParams, arch: Architecture, peak: float, bandwidth: float, in_bytes: float,
-                 s: GemmShapes) -> np.ndarray:
-    """Seconds of each GEMM at `peak` dense FLOP/s and `bandwidth` B/s with operands of in_bytes."""
+                 s: GemmShapes, sustained_load: bool = False) -> np.ndarray:
+    """Seconds of each GEMM at `peak` dense FLOP/s and `bandwidth` B/s with operands of in_bytes: alone
+    (a microbenchmark: burst clock until the kernel has run long enough to throttle), or under
+    `sustained_load` (a training step keeps the GPU busy for seconds: the power-limited clock throughout)."""
     rows = np.ceil(s.m / s.groups)
     fastest = max(tile_speed(tm, tn, p.tile_intensity) for tm, tn in arch.gemm_tiles)
     operands = in_bytes * s.groups * (rows * s.k + s.k * s.n) + s.out_bytes * s.m * s.n
@@ -76,4 +78,5 @@ def gemm_seconds(p: GemmParams, arch: Architecture, peak: float, bandwidth: floa
             traffic = operands + (split > 1) * PARTIAL_BYTES * s.m * s.n * split
             best = np.minimum(best, np.maximum(compute, traffic / (bandwidth * p.memory_efficiency)))
     launches = p.overhead_us + np.where(s.grouped, s.groups - 1, 0) * p.group_overhead_us
-    return launches * 1e-6 + best / clock_fraction(best, p)
+    clock = p.sustained_clock if sustained_load else clock_fraction(best, p)
+    return launches * 1e-6 + best / clock

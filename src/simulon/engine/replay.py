@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..dag.fold import Fold
-from ..dag.nodes import ExecutionDAG
+from ..dag.nodes import ExecutionDAG, NodeKind
 from ..network.topology import Topology
 from .flows import flow_properties
 
@@ -154,8 +154,19 @@ def _successors(src: np.ndarray, dst: np.ndarray, n: int) -> tuple[list[int], li
     return dst[order].tolist(), np.concatenate([[0], np.cumsum(np.bincount(src, minlength=n))]).tolist()
 
 
-def replay(dag: ExecutionDAG, topology: Topology, fold: Fold) -> Timeline:
-    """Run the DAG to completion; return every node's start and finish time."""
+def _collective_spans(dag: ExecutionDAG) -> list[int]:
+    """Per node: +1 for a rank joining a collective (its start marker), -1 for leaving it, else 0."""
+    span = np.zeros(dag.num_nodes, dtype=np.int64)
+    markers = np.flatnonzero((dag.kind == NodeKind.marker) & (dag.coll >= 0))  # start/end pairs
+    span[markers[0::2]], span[markers[1::2]] = 1, -1
+    return span.tolist()
+
+
+def replay(dag: ExecutionDAG, topology: Topology, fold: Fold, overlap_slowdown: float = 0.0) -> Timeline:
+    """Run the DAG to completion; return every node's start and finish time.
+
+    A kernel that starts while its GPU is inside a collective runs `overlap_slowdown` longer: the
+    collective's kernel holds SMs and HBM bandwidth the kernel would otherwise have."""
     if dag.duration is None:
         raise ValueError("the DAG has no kernel durations: populate it first")
     n = dag.num_nodes
@@ -177,6 +188,10 @@ def replay(dag: ExecutionDAG, topology: Topology, fold: Fold) -> Timeline:
     latency = props.latency.tolist()
     delay = props.delay.tolist()
     duration = dag.duration.tolist()
+    span = _collective_spans(dag) if overlap_slowdown else [0] * n
+    gpu_of = dag.gpu.tolist()
+    in_collective = [0] * dag.num_gpus
+    slowed = 1.0 + overlap_slowdown
 
     start = [0.0] * n
     finish = [-1.0] * n
@@ -202,8 +217,10 @@ def replay(dag: ExecutionDAG, topology: Topology, fold: Fold) -> Timeline:
                     net.add(f, sizes[f], now)
             elif duration[node] > 0:
                 seq += 1
-                push(events, (now + duration[node], seq, 0, node, 0))
+                busy = duration[node] * (slowed if in_collective[gpu_of[node]] else 1.0)
+                push(events, (now + busy, seq, 0, node, 0))
             else:  # markers complete on the spot
+                in_collective[gpu_of[node]] += span[node]
                 finish[node] = now
                 done += 1
                 for s in succ[succ_ptr[node]:succ_ptr[node + 1]]:

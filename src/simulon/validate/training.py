@@ -240,11 +240,23 @@ def measured_iteration(row: dict[str, str], sim: Simulation, sc: ScenarioConfig)
 
 def compare_row(index: int, row: dict[str, str]) -> Comparison:
     sc = scenario_from_row(row)
-    sim = simulate(sc)
+    sim = simulate(sc, fold_mode="symmetric")  # folding is exact, and a comparison needs no per-GPU trace
     metric, measured = measured_iteration(row, sim, sc)
     group = _first(HARDWARE, row["hardware"]) or ""
     return Comparison(index, row["subset"], f"iter_time_s (from {metric})", measured,
                       sim.result.iteration_time_ms / 1e3, group)
+
+
+def sample_rows(rows: list[dict[str, str]], max_gpus: int, per_subset: int) -> list[int]:
+    """Indices of the first `per_subset` rows of every subset with at most `max_gpus` GPUs: a deterministic
+    cross-section of the table that simulates in minutes (for fitting and for the regression test)."""
+    taken: dict[str, int] = {}
+    picked = []
+    for i, row in enumerate(rows):
+        if (number(row, "num_gpus") or 0) <= max_gpus and taken.get(row["subset"], 0) < per_subset:
+            taken[row["subset"]] = taken.get(row["subset"], 0) + 1
+            picked.append(i)
+    return picked
 
 
 def validate_training(rows: list[dict[str, str]]) -> ValidationReport:

@@ -46,22 +46,25 @@ class KernelSpec:
 
 
 def gemm(name: str, phase: Phase, m: int, n: int, k: int, dtype_bytes: float, groups: int = 1,
-         batched: bool = False) -> KernelSpec:
+         batched: bool = False, precision: str | None = None) -> KernelSpec:
     """C[m,n] = A[m,k] @ B[k,n], summed over `groups` experts for a grouped GEMM (m is their total), or
-    over `groups` equal problems of one batched launch (attention scores) when `batched`."""
+    over `groups` equal problems of one batched launch (attention scores) when `batched`. `precision`
+    names the dtype the GEMM runs in when it is not the training dtype (an fp8 run's LM head)."""
     flops = 2.0 * m * n * k
     moved = dtype_bytes * (m * k + k * n * groups + m * n)
     kclass = KernelClass.grouped_gemm if groups > 1 and not batched else KernelClass.gemm
     shape = (("m", m), ("n", n), ("k", k), ("groups", groups), ("dtype_bytes", dtype_bytes))
+    if precision is not None:
+        shape += (("precision", precision),)
     return KernelSpec(name, kclass, phase, flops, flops, moved, shape)
 
 
-def gemm_with_backward(name: str, m: int, n: int, k: int, dtype_bytes: float,
-                       groups: int = 1) -> tuple[KernelSpec, KernelSpec, KernelSpec]:
+def gemm_with_backward(name: str, m: int, n: int, k: int, dtype_bytes: float, groups: int = 1,
+                       precision: str | None = None) -> tuple[KernelSpec, KernelSpec, KernelSpec]:
     """Forward Y=XW, input gradient dX=dY W^T, weight gradient dW=X^T dY: same FLOPs, other shapes."""
-    return (gemm(name, Phase.fwd, m, n, k, dtype_bytes, groups),
-            gemm(name, Phase.bwd_ig, m, k, n, dtype_bytes, groups),
-            gemm(name, Phase.bwd_wg, k, n, m, dtype_bytes, groups))
+    return (gemm(name, Phase.fwd, m, n, k, dtype_bytes, groups, precision=precision),
+            gemm(name, Phase.bwd_ig, m, k, n, dtype_bytes, groups, precision=precision),
+            gemm(name, Phase.bwd_wg, k, n, m, dtype_bytes, groups, precision=precision))
 
 
 def memory_bound(name: str, phase: Phase, moved_bytes: float, elements: float,

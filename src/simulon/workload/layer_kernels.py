@@ -11,7 +11,7 @@ from functools import cached_property
 
 from ..config.common import DType
 from ..config.workload import MegatronWorkload, ModelSpec
-from .kernels import KernelSpec, Phase, as_recompute, attention, gemm, gemm_with_backward, memory_bound
+from .kernels import KernelClass, KernelSpec, Phase, as_recompute, attention, gemm, gemm_with_backward, memory_bound
 
 
 @dataclass(frozen=True)
@@ -28,17 +28,20 @@ class ShardShape:
     ep: int
     act_bytes: float     # activation / weight element size
     grad_bytes: float    # gradient element size in data-parallel reductions
+    quantized_bytes: float | None = None  # element size of fp8/fp4 GEMM operands, None for 16-bit GEMMs
 
     @classmethod
     def of(cls, workload: MegatronWorkload) -> ShardShape:
         par, train = workload.parallelism, workload.training
         dtype = train.dtype
-        act_bytes = 2.0 if dtype in (DType.fp8, DType.fp4) else dtype.bytes  # fp8 GEMMs keep bf16 activations
+        quantized = dtype in (DType.fp8, DType.fp4)
+        act_bytes = 2.0 if quantized else dtype.bytes  # fp8 GEMMs keep bf16 activations
         default_grad = DType.fp16 if dtype == DType.fp16 else DType.fp32
         seq = train.sequence_length // par.cp
         return cls(tokens=train.micro_batch_size * seq, seq=seq, full_seq=train.sequence_length,
                    batch=train.micro_batch_size, tp=par.tp, cp=par.cp, sp=par.sequence_parallel and par.tp > 1,
-                   ep=par.ep, act_bytes=act_bytes, grad_bytes=(train.grad_reduce_dtype or default_grad).bytes)
+                   ep=par.ep, act_bytes=act_bytes, grad_bytes=(train.grad_reduce_dtype or default_grad).bytes,
+                   quantized_bytes=dtype.bytes if quantized else None)
 
     @property
     def norm_tokens(self) -> int:
@@ -81,9 +84,11 @@ class LayerKernels:
         n, v_dim = m.num_heads // t, (m.mla.v_head_dim if m.mla else m.head_size)
         k["attn_proj"] = gemm_with_backward("attn_proj", T, h, n * v_dim, db)
         self._mlp(k, "mlp", T, m.ffn_hidden_size // t, groups=1)
+        # what Transformer Engine leaves in 16-bit when the layers' GEMMs run in fp8: router and LM head
+        high = DType.bf16.value if sh.quantized_bytes else None
         if m.moe is not None:
             moe = m.moe
-            k["moe_route"] = gemm_with_backward("moe_route", T, moe.num_experts, h, db)
+            k["moe_route"] = gemm_with_backward("moe_route", T, moe.num_experts, h, db, precision=high)
             routed = T * moe.top_k
             elementwise("moe_permute", routed, h, 2, 2)
             elementwise("moe_unpermute", routed, h, 2, 2)
@@ -96,16 +101,35 @@ class LayerKernels:
         k["embedding"] = (memory_bound("embedding", Phase.fwd, 2 * Tn * h * db, Tn * h),
                           memory_bound("embedding", Phase.bwd_wg, Tn * h * (db + 4), Tn * h))
         elementwise("final_norm", Tn, h, 2, 3)
-        k["lm_head"] = gemm_with_backward("lm_head", T, V, h, db)
+        k["lm_head"] = gemm_with_backward("lm_head", T, V, h, db, precision=high)
         # vocab-parallel cross entropy in fp32: read logits, write the softmax, then its gradient (about five
         # operations per logit forward - max, subtract, exp, sum, divide - and two backward)
         k["loss"] = (memory_bound("loss", Phase.fwd, T * V * (db + 8), T * V, 5),
                      memory_bound("loss", Phase.bwd_ig, T * V * (4 + db), T * V, 2))
+        if sh.quantized_bytes:
+            self._quantize_casts(k)
         table = {name: {spec.phase: spec for spec in specs} for name, specs in k.items()}
         for phases in table.values():
             if Phase.fwd in phases:
                 phases[Phase.recompute] = as_recompute(phases[Phase.fwd])
         return table
+
+    def _quantize_casts(self, k: dict[str, tuple[KernelSpec, ...]]) -> None:
+        """fp8 GEMMs take fp8 operands that Transformer Engine writes from the 16-bit tensors, each with its
+        transpose for the other backward GEMM: a `<gemm>_cast` kernel before the forward GEMM (once per input
+        that several GEMMs share) and before the input-gradient GEMM (its output gradient)."""
+        db, q = self.shape.act_bytes, self.shape.quantized_bytes
+        shared = {*self.attention_inputs[1:], *self.mlp_inputs("mlp")[1:], *self.mlp_inputs("moe_expert")[1:],
+                  *self.mlp_inputs("moe_shared")[1:]}
+        for name, specs in list(k.items()):
+            fwd = specs[0]
+            if fwd.kclass not in (KernelClass.gemm, KernelClass.grouped_gemm) or "precision" in dict(fwd.shape):
+                continue
+            rows, cols, inner = fwd.param("m"), fwd.param("n"), fwd.param("k")
+            casts = [] if name in shared else [memory_bound(f"{name}_cast", Phase.fwd, rows * inner * (db + 2 * q),
+                                                            rows * inner)]
+            casts.append(memory_bound(f"{name}_cast", Phase.bwd_ig, rows * cols * (db + 2 * q), rows * cols))
+            k[f"{name}_cast"] = tuple(casts)
 
     @property
     def vocab_shard(self) -> int:

@@ -97,6 +97,10 @@ class _StageEmitter:
             alongside: tuple[int, ...] = ()) -> int:
         if phase == Phase.bwd_wg and self.lora:
             return -1  # frozen base weights have no weight gradient
+        cast = f"{name}_cast"
+        if cast in self.k and phase in self.k[cast]:  # the fp8 operand the GEMM reads
+            self.run(cast, phase, layer, mb, *extra_waits)
+            extra_waits = ()
         idx = self.prog.compute(self.k[name][phase], layer, mb, (self.pending, *self.unit_waits, *extra_waits),
                                 alongside)
         self.pending, self.unit_waits = -1, ()
