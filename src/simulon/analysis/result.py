@@ -61,14 +61,14 @@ def summarize(dag: ExecutionDAG, timeline: Timeline, tokens_per_iteration: float
     simulated = dag.simulated_gpus
     compute = np.flatnonzero(dag.kind == NodeKind.compute)
     compute_by_gpu = _by_gpu(dag.gpu[compute], timeline.start[compute], timeline.finish[compute], simulated)
-    # communication a GPU takes part in: its span in each collective (markers come in start/end pairs)
+    # communication a GPU takes part in: its span in each collective (from its start to its end marker)
     # and every pipeline flow it sends or receives
-    markers = np.flatnonzero((dag.kind == NodeKind.marker) & (dag.coll >= 0))  # collective spans
+    joins, leaves = dag.collective_spans()
     p2p = np.flatnonzero((dag.kind == NodeKind.flow) & (dag.coll < 0))
     comm_by_gpu = _by_gpu(
-        np.concatenate([dag.gpu[markers[0::2]], dag.gpu[p2p], dag.peer[p2p]]),
-        np.concatenate([timeline.start[markers[0::2]], timeline.start[p2p], timeline.start[p2p]]),
-        np.concatenate([timeline.finish[markers[1::2]], timeline.finish[p2p], timeline.finish[p2p]]),
+        np.concatenate([dag.gpu[joins], dag.gpu[p2p], dag.peer[p2p]]),
+        np.concatenate([timeline.start[joins], timeline.start[p2p], timeline.start[p2p]]),
+        np.concatenate([timeline.finish[leaves], timeline.finish[p2p], timeline.finish[p2p]]),
         simulated)
     stage_of = dict(zip(dag.gpu[compute].tolist(), dag.stage[compute].tolist(), strict=False))
     per_gpu = []

@@ -153,6 +153,11 @@ class ExecutionDAG:
         return CommNode(n, int(self.gpu[n]), int(self.peer[n]), float(self.size[n]), ctype, n,
                         [parent] if parent >= 0 else [])
 
+    def collective_spans(self) -> tuple[np.ndarray, np.ndarray]:
+        """(start, end) marker node ids of every rank's part in every collective: they come in pairs."""
+        markers = np.flatnonzero((self.kind == NodeKind.marker) & (self.coll >= 0))
+        return markers[0::2], markers[1::2]
+
     def kernel_flops(self, include_recompute: bool = False) -> np.ndarray:
         """FLOPs of every node (0 for flows and markers): model FLOPs, or hardware FLOPs that also count
         the forward kernels re-run by activation recomputation."""

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..dag.fold import Fold
-from ..dag.nodes import ExecutionDAG, NodeKind
+from ..dag.nodes import ExecutionDAG
 from ..network.topology import Topology
 from .flows import flow_properties
 
@@ -157,8 +157,8 @@ def _successors(src: np.ndarray, dst: np.ndarray, n: int) -> tuple[list[int], li
 def _collective_spans(dag: ExecutionDAG) -> list[int]:
     """Per node: +1 for a rank joining a collective (its start marker), -1 for leaving it, else 0."""
     span = np.zeros(dag.num_nodes, dtype=np.int64)
-    markers = np.flatnonzero((dag.kind == NodeKind.marker) & (dag.coll >= 0))  # start/end pairs
-    span[markers[0::2]], span[markers[1::2]] = 1, -1
+    joins, leaves = dag.collective_spans()
+    span[joins], span[leaves] = 1, -1
     return span.tolist()
 
 
