@@ -130,3 +130,21 @@ def test_the_training_dtype_picks_the_gemm_peak():
     assert AnalyticalModel(h100(), DType.fp8).seconds(att)[0] == AnalyticalModel(h100(), DType.bf16).seconds(att)[0]
     with pytest.raises(ValueError, match="fp8"):
         AnalyticalModel(GPUSpec.model_validate({"from": "a100-sxm-80gb"}), DType.fp8)
+
+
+def test_each_attention_library_has_its_own_speed_and_a_stand_in_where_unmeasured():
+    cal = Calibrations.shipped()
+    a100, b200 = (GPUSpec.model_validate({"from": g}) for g in ("a100-sxm-80gb", "b200"))
+    # the fwd+bwd charts put FlashAttention 1 and the Triton kernel at about half of FlashAttention-2's speed
+    for gpu in (a100, h100()):
+        times = {impl: AnalyticalModel(gpu, DType.bf16).seconds(
+            [attention(p, 4, 16, 16, 4096, 4096, 128, 128, True, 2.0, impl) for p in (Phase.fwd, Phase.bwd_ig)]).sum()
+            for impl in ("flash", "flash_v1", "flash_triton")}
+        assert 1.6 < times["flash_v1"] / times["flash"] < 3.5, times
+        assert 1.6 < times["flash_triton"] / times["flash"] < 3.5, times
+    # measured on the GPU itself first; a library not measured there runs like its stand-in on the same chip
+    assert cal.attention(a100, "flash_triton") == (cal.gpus["a100-sxm-80gb"].attention["flash_triton"], "a100-sxm-80gb")
+    assert cal.attention(h100(), "flash_triton") == (cal.gpus["h100-sxm"].attention["flash_v1"], "h100-sxm")
+    # a GPU without either borrows from the GPU nearest in spec that has one
+    assert cal.attention(b200, "flash_triton")[1] == "h100-sxm"
+    assert cal.attention(b200, "flash")[1] == "b200"

@@ -20,7 +20,7 @@ from simulon.config import (
     SwitchSpec,
     load_scenario,
 )
-from simulon.config.templates import find_template, template_names, template_stem
+from simulon.config.templates import find_template, template_names, template_stem, template_stem_loose
 
 SEED_PATH = Path(__file__).resolve().parent.parent / "examples" / "scenario.yaml"
 SEED = yaml.safe_load(SEED_PATH.read_text())
@@ -167,6 +167,7 @@ def test_template_names_and_aliases_resolve_to_their_own_file(kind):
             if name:
                 assert template_stem(kind, str(name)) == stem, (kind, name)
                 assert template_stem(kind, f" {str(name).upper()} ") == stem, (kind, name)
+                assert template_stem_loose(kind, str(name).replace("-", " ")) == stem, (kind, name)
 
 
 GPT3_PAPER = re.compile(r"^gpt3-(\d+(?:\.\d+)?)b$")          # Brown et al. 2020, Table 2.1

@@ -58,13 +58,11 @@ def simulate(sc: ScenarioConfig, fold_mode: FoldMode = "auto") -> Simulation:
 
 
 def run_populated(sc: ScenarioConfig, dag: ExecutionDAG, topology: Topology, fold: Fold,
-                  overlap_slowdown: float | None = None) -> Simulation:
-    """Replay a scenario's populated DAG and summarise it (`overlap_slowdown`: the shipped calibration's
-    unless given, for fitting it)."""
+                  share_sms: bool = True) -> Simulation:
+    """Replay a scenario's populated DAG and summarise it; `share_sms`: compute kernels lose the SMs of the
+    collectives running beside them (engine/replay.py)."""
     gpu, train = sc.datacenter.node.gpu, sc.workload.training
-    if overlap_slowdown is None:
-        overlap_slowdown = Calibrations.shipped().overlap_slowdown
-    timeline = replay(dag, topology, fold, overlap_slowdown)
+    timeline = replay(dag, topology, fold, Calibrations.shipped().sm_count(gpu) if share_sms else 0)
     tokens = train.global_batch_size * train.sequence_length
     result = summarize(dag, timeline, tokens, gpu.peak_flops(train.dtype))
     return Simulation(dag, timeline, result, topology, fold)

@@ -13,9 +13,9 @@ import numpy as np
 
 from ..config.common import DType
 from ..config.dc import GPUSpec
-from ..workload.kernels import KernelClass, KernelSpec
+from ..workload.kernels import KernelClass, KernelSpec, attention_impl
 from .attention import attention_seconds
-from .calibration import Calibrations
+from .calibration import Architecture, AttentionParams, Calibrations
 from .gemm import GemmShapes, clock_fraction, gemm_seconds
 
 ATTENTION_DTYPES = (DType.fp16, DType.bf16)
@@ -35,9 +35,7 @@ class AnalyticalModel:
         self.gemm, self.gemm_from = cal.gemm(gpu, dtype)
         self.gemm_arch = cal.architecture(gpu, self.gemm_from)
         self.gemm_peak = gpu.peak_flops(dtype)  # raises for a dtype the GPU has no peak in
-        self.attention_from = cal.nearest(gpu, lambda c: c.attention is not None)
-        self.attention = cal.gpus[self.attention_from].attention if self.attention_from else None
-        self.attention_arch = cal.architecture(gpu, self.attention_from) if self.attention_from else None
+        self._attention: dict[str, tuple[AttentionParams, Architecture]] = {}
         self.memory = cal.memory
         attention_dtype = dtype if dtype in ATTENTION_DTYPES else DType.bf16
         self.attention_peak = gpu.peak_flops(attention_dtype)
@@ -61,20 +59,26 @@ class AnalyticalModel:
                                         dtype.bytes, shapes, self.sustained_load)
         for i, spec in enumerate(specs):
             if spec.kclass == KernelClass.attention:
-                if self.attention is None:
-                    raise ValueError("no attention calibration on any GPU")
                 out[i] = self._attention_seconds(spec)
             elif spec.kclass == KernelClass.memory:
                 out[i] = self.memory.overhead_us * 1e-6 + spec.bytes / (
                     self.gpu.memory_bandwidth * self.memory.efficiency)
         return out
 
+    def attention(self, impl: str) -> tuple[AttentionParams, Architecture]:
+        """Parameters of attention library `impl` on this GPU (maybe lent) and the layout they apply to."""
+        if impl not in self._attention:
+            params, donor = self.calibrations.attention(self.gpu, impl)
+            self._attention[impl] = params, self.calibrations.architecture(self.gpu, donor)
+        return self._attention[impl]
+
     def _attention_seconds(self, spec: KernelSpec) -> float:
         """The fitted attention time is a microbenchmark's; under sustained load its tensor-core work runs at
         the sustained clock instead of the clock a kernel of its length keeps alone."""
-        alone = attention_seconds(self.attention, self.attention_arch, self.attention_peak, spec)
+        params, arch = self.attention(attention_impl(spec))
+        alone = attention_seconds(params, arch, self.attention_peak, spec)
         if not self.sustained_load:
             return alone
-        busy = alone - self.attention.overhead_us * 1e-6
+        busy = alone - params.overhead_us * 1e-6
         p = self.attention_clock
         return alone + busy * (float(clock_fraction(np.array(busy), p)) / p.sustained_clock - 1.0)

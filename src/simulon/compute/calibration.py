@@ -80,7 +80,7 @@ class GpuCalibration:
     """Everything fitted for one GPU template; any part may be missing (then a nearer GPU lends it)."""
 
     gemm: dict[DType, GemmParams]
-    attention: AttentionParams | None
+    attention: dict[str, AttentionParams]  # per attention library (workload.kernels.FLASH_IMPLEMENTATIONS)
     sm_count: int  # the SM count its parameters were fitted with
     borrowed: frozenset[DType] = frozenset()  # GEMM dtypes fitted only in efficiency, on another GPU's shape
 
@@ -92,8 +92,8 @@ class Calibrations:
     gemm_tiles: tuple[tuple[int, int], ...]
     gemm_splits: tuple[int, ...]
     attention_block: int
+    attention_stand_ins: dict[str, tuple[str, ...]]  # library -> the ones it runs like, nearest first
     memory: MemoryBound
-    overlap_slowdown: float  # compute kernels alongside a collective on their GPU run this much longer
 
     @classmethod
     def shipped(cls) -> Calibrations:
@@ -110,17 +110,17 @@ class Calibrations:
         gpus = {}
         for stem, doc in (calibration.get("gpus") or {}).items():
             gemm = {DType(d): _build(GemmParams, p) for d, p in (doc.get("gemm") or {}).items()}
-            att = doc.get("attention")
-            attention = None if att is None else AttentionParams(
-                _build(AttentionPhase, att["fwd"]), _build(AttentionPhase, att["bwd"]), att["overhead_us"])
+            attention = {impl: AttentionParams(_build(AttentionPhase, att["fwd"]), _build(AttentionPhase, att["bwd"]),
+                                               att["overhead_us"])
+                         for impl, att in (doc.get("attention") or {}).items()}
             borrowed = frozenset(DType(d) for d, p in (doc.get("gemm") or {}).items() if "shape_from" in p)
             gpus[stem] = GpuCalibration(gemm, attention, int(doc["sm_count"]), borrowed)
         return cls(gpus=gpus, sm_counts=dict(architecture["sm_count"]),
                    gemm_tiles=tuple(tuple(t) for t in architecture["gemm_tiles"]),
                    gemm_splits=tuple(architecture["gemm_splits"]),
                    attention_block=architecture["attention_block"],
-                   memory=_build(MemoryBound, architecture["memory_bound"]),
-                   overlap_slowdown=float(architecture["overlap_slowdown"]))
+                   attention_stand_ins={k: tuple(v) for k, v in architecture["attention_stand_ins"].items()},
+                   memory=_build(MemoryBound, architecture["memory_bound"]))
 
     def architecture(self, gpu: GPUSpec, donor: str | None) -> Architecture:
         """The GPU's own SM count where public, else the one its parameters were fitted with."""
@@ -131,6 +131,10 @@ class Calibrations:
         if sms is None:
             raise ValueError(f"no SM count for {gpu.name} in compute/data/architecture.yaml")
         return Architecture(sms, self.gemm_tiles, self.gemm_splits, self.attention_block)
+
+    def sm_count(self, gpu: GPUSpec) -> int:
+        """The GPU's SM count: public where known, else that of the GPU its bf16 GEMMs are fitted on."""
+        return self.architecture(gpu, self.nearest(gpu, lambda c: bool(c.gemm))).sm_count
 
     def gemm(self, gpu: GPUSpec, dtype: DType) -> tuple[GemmParams, str]:
         """GEMM parameters for dtype on gpu, and the template they were fitted on. The GPU comes first, then
@@ -147,6 +151,17 @@ class Calibrations:
         usable = [d for d in chain if d in cal.gemm and (own or d not in cal.borrowed)]
         chosen = usable[0] if usable else next(d for d in chain if d in cal.gemm)
         return cal.gemm[chosen], donor
+
+    def attention(self, gpu: GPUSpec, impl: str) -> tuple[AttentionParams, str]:
+        """Attention parameters of library `impl` on gpu, and the template they were fitted on. The GPU comes
+        first, as for GEMMs: a library never measured on this GPU runs like its stand-in measured here (an
+        old kernel is held back by the same chip); elsewhere the GPU nearest in spec with either lends."""
+        chain = (impl, *self.attention_stand_ins.get(impl, ()))
+        donor = self.nearest(gpu, lambda c: any(i in c.attention for i in chain))
+        if donor is None:
+            raise ValueError(f"no {impl} attention calibration on any GPU")
+        cal = self.gpus[donor]
+        return cal.attention[next(i for i in chain if i in cal.attention)], donor
 
     def nearest(self, gpu: GPUSpec, has, preferred=lambda c: True) -> str | None:
         """The GPU itself if fitted, else the fitted GPU closest in spec: same vendor first, then the

@@ -3,7 +3,7 @@ data/calibration.yaml) and by the leave-one-GPU-out benchmark; a simulation only
 
 Each GPU and dtype with enough GEMM rows gets its own full parameter set; one with a few rows (a single
 best-shape measurement, say) keeps the shape parameters of the nearest fully fitted GPU and fits only
-its efficiency. Attention is fitted per GPU, forward and backward apart where the rows separate them.
+its efficiency. Attention is fitted per GPU and library, forward and backward apart where the rows separate them.
 The loss is the mean absolute log ratio of predicted to measured time.
 """
 
@@ -18,7 +18,7 @@ import numpy as np
 
 from ..config.common import DType
 from ..config.dc import GPUSpec
-from ..workload.kernels import KernelSpec, Phase
+from ..workload.kernels import KernelSpec, Phase, attention_impl
 from .analytical import AnalyticalModel
 from .attention import attention_seconds
 from .calibration import Architecture, AttentionParams, AttentionPhase, Calibrations, GemmParams, GpuCalibration
@@ -62,9 +62,12 @@ def fit_calibration(observations: Sequence[Observation], arch: Calibrations, set
     `memo` may carry full fits between calls on subsets of the same observations."""
     memo = {} if memo is None else memo
     by_group: dict[tuple[str, DType], list[Observation]] = defaultdict(list)
-    attention: dict[str, list[Observation]] = defaultdict(list)
+    attention: dict[tuple[str, str], list[Observation]] = defaultdict(list)
     for obs in observations:
-        (attention[obs.gpu] if obs.family == "attention" else by_group[(obs.gpu, obs.dtype)]).append(obs)
+        if obs.family == "attention":
+            attention[(obs.gpu, attention_impl(obs.specs[0]))].append(obs)
+        else:
+            by_group[(obs.gpu, obs.dtype)].append(obs)
     gemm: dict[str, dict[DType, GemmParams]] = defaultdict(dict)
     rows: dict[tuple[str, DType], int] = {}
     plain = {key: [o for o in obs if o.family == "gemm"] for key, obs in by_group.items()}
@@ -88,17 +91,19 @@ def fit_calibration(observations: Sequence[Observation], arch: Calibrations, set
             gemm[key[0]][key[1]] = _fit_gemm(obs, gemm[key[0]][key[1]], ["group_overhead_us"],
                                              _layout(arch, key[0], gemm), settings)
     _lend_group_overhead(arch, gemm, {k for k, v in grouped.items() if v})
-    att = {gpu: _fit_attention(obs, _layout(arch, gpu, gemm), settings) for gpu, obs in sorted(attention.items())}
+    att = {key: _fit_attention(obs, _layout(arch, key[0], gemm), settings) for key, obs in sorted(attention.items())}
     doc: dict = {}
-    for gpu in sorted(set(gemm) | set(att)):
+    for gpu in sorted(set(gemm) | {g for g, _ in att}):
         entry: dict = {"sm_count": _sm_count(arch, gpu, gemm)}
         if gemm.get(gpu):
             entry["gemm"] = {d.value: {**_rounded(p), "rows": rows.get((gpu, d), 0),
                                        **({"shape_from": shape_from[(gpu, d)]} if (gpu, d) in shape_from else {})}
                              for d, p in sorted(gemm[gpu].items())}
-        if gpu in att:
-            entry["attention"] = {"fwd": _rounded(att[gpu].fwd), "bwd": _rounded(att[gpu].bwd),
-                                  "overhead_us": round(att[gpu].overhead_us, 4), "rows": len(attention[gpu])}
+        libraries = sorted(impl for g, impl in att if g == gpu)
+        if libraries:
+            entry["attention"] = {impl: {"fwd": _rounded(att[(gpu, impl)].fwd), "bwd": _rounded(att[(gpu, impl)].bwd),
+                                         "overhead_us": round(att[(gpu, impl)].overhead_us, 4),
+                                         "rows": len(attention[(gpu, impl)])} for impl in libraries}
         doc[gpu] = entry
     return {"gpus": doc}
 
@@ -120,14 +125,14 @@ def _spec(gpu: str) -> GPUSpec:
 
 
 def _partial(arch: Calibrations, gemm: dict[str, dict[DType, GemmParams]]) -> Calibrations:
-    return replace(arch, gpus={g: GpuCalibration(dict(p), None, _sm_count(arch, g, gemm)) for g, p in gemm.items()})
+    return replace(arch, gpus={g: GpuCalibration(dict(p), {}, _sm_count(arch, g, gemm)) for g, p in gemm.items()})
 
 
 def _sm_count(arch: Calibrations, gpu: str, gemm: dict[str, dict[DType, GemmParams]]) -> int:
     """The GPU's public SM count, else that of the nearest GPU which has one (whose shape it borrowed)."""
     if gpu in arch.sm_counts:
         return arch.sm_counts[gpu]
-    known = replace(arch, gpus={g: GpuCalibration({}, None, arch.sm_counts[g]) for g in gemm if g in arch.sm_counts})
+    known = replace(arch, gpus={g: GpuCalibration({}, {}, arch.sm_counts[g]) for g in gemm if g in arch.sm_counts})
     return arch.sm_counts[known.nearest(_spec(gpu), lambda c: True)]
 
 

@@ -56,7 +56,8 @@ def template_stem(kind: str, name: str) -> str | None:
 
 
 def _bare(name: str) -> str:
-    return re.sub(r"[^a-z0-9]", "", name.lower())
+    """Letters and digits only, but a decimal point survives: GPT3-1.3B is not GPT3-13B."""
+    return re.sub(r"[^a-z0-9]", "", re.sub(r"(?<=\d)\.(?=\d)", "p", name.lower()))
 
 
 def template_stem_loose(kind: str, name: str) -> str | None:

@@ -120,8 +120,9 @@ class TrainingSpec(StrictModel):
     dtype: LaxDType = DType.bf16
     grad_reduce_dtype: LaxDType | None = Field(
         None, description="gradient element type in data-parallel reductions; fp32 unless training in fp16")
-    attention: Literal["flash", "unfused"] = Field(
-        "flash", description="flash attention, or unfused kernels that materialise the score matrix")
+    attention: Literal["flash", "flash_v1", "flash_triton", "unfused"] = Field(
+        "flash", description="flash: FlashAttention-2/3 or cuDNN fused attention; flash_v1: FlashAttention 1; "
+        "flash_triton: the Triton FlashAttention of 2022; unfused: kernels that materialise the score matrix")
     peft: Literal["none", "lora"] = Field(
         "none", description="lora: base weights frozen, so no weight gradients, gradient sync or optimizer for them")
     grad_bucket_size: PositiveInt | None = Field(

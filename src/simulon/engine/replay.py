@@ -18,8 +18,13 @@ import numpy as np
 from ..dag.fold import Fold
 from ..dag.nodes import ExecutionDAG
 from ..network.topology import Topology
+from ..workload.kernels import KernelClass
 from .flows import flow_properties
 
+SM_BOUND = (KernelClass.gemm, KernelClass.grouped_gemm, KernelClass.attention)
+MAX_HELD_SHARE = 0.5
+"""Collectives hold at most half a GPU's SMs: the CTAs of more concurrent collectives wait for SMs that
+running kernels free (a bound for many overlapping collectives, not a fitted value)."""
 _EPS = 1e-12
 _INF = float("inf")
 
@@ -154,19 +159,28 @@ def _successors(src: np.ndarray, dst: np.ndarray, n: int) -> tuple[list[int], li
     return dst[order].tolist(), np.concatenate([[0], np.cumsum(np.bincount(src, minlength=n))]).tolist()
 
 
-def _collective_spans(dag: ExecutionDAG) -> list[int]:
-    """Per node: +1 for a rank joining a collective (its start marker), -1 for leaving it, else 0."""
+def _channel_spans(dag: ExecutionDAG) -> list[int]:
+    """Per node: the channels a rank's collective kernel takes when it joins (its start marker), minus
+    them when it leaves (its end marker), else 0."""
     span = np.zeros(dag.num_nodes, dtype=np.int64)
     joins, leaves = dag.collective_spans()
-    span[joins], span[leaves] = 1, -1
+    channels = np.array([c.channels for c in dag.collectives] + [0], dtype=np.int64)
+    span[joins], span[leaves] = channels[dag.coll[joins]], -channels[dag.coll[leaves]]
     return span.tolist()
 
 
-def replay(dag: ExecutionDAG, topology: Topology, fold: Fold, overlap_slowdown: float = 0.0) -> Timeline:
+def _sm_bound(dag: ExecutionDAG) -> list[bool]:
+    """Per node: a kernel whose speed is its share of the SMs (GEMMs and attention, not bandwidth-bound)."""
+    table = np.array([k.kclass in SM_BOUND for k in dag.kernel_specs] + [False])
+    return table[dag.kernel].tolist()
+
+
+def replay(dag: ExecutionDAG, topology: Topology, fold: Fold, sm_count: int = 0) -> Timeline:
     """Run the DAG to completion; return every node's start and finish time.
 
-    A kernel that starts while its GPU is inside a collective runs `overlap_slowdown` longer: the
-    collective's kernel holds SMs and HBM bandwidth the kernel would otherwise have."""
+    With the GPU's `sm_count`, a GEMM or attention kernel that starts while collectives run on its GPU gets
+    the SMs they leave: NCCL's kernel holds one SM per channel for the whole collective, so the kernel runs
+    sm_count / (sm_count - held) longer. 0 leaves every kernel its measured time."""
     if dag.duration is None:
         raise ValueError("the DAG has no kernel durations: populate it first")
     n = dag.num_nodes
@@ -188,10 +202,10 @@ def replay(dag: ExecutionDAG, topology: Topology, fold: Fold, overlap_slowdown: 
     latency = props.latency.tolist()
     delay = props.delay.tolist()
     duration = dag.duration.tolist()
-    span = _collective_spans(dag) if overlap_slowdown else [0] * n
+    span = _channel_spans(dag) if sm_count else [0] * n
+    sm_bound = _sm_bound(dag) if sm_count else [False] * n
     gpu_of = dag.gpu.tolist()
-    in_collective = [0] * dag.num_gpus
-    slowed = 1.0 + overlap_slowdown
+    held = [0] * dag.num_gpus  # SMs the collectives running on each GPU hold
 
     start = [0.0] * n
     finish = [-1.0] * n
@@ -217,10 +231,12 @@ def replay(dag: ExecutionDAG, topology: Topology, fold: Fold, overlap_slowdown: 
                     net.add(f, sizes[f], now)
             elif duration[node] > 0:
                 seq += 1
-                busy = duration[node] * (slowed if in_collective[gpu_of[node]] else 1.0)
+                busy = duration[node]
+                if sm_bound[node] and held[gpu_of[node]]:
+                    busy *= sm_count / (sm_count - min(held[gpu_of[node]], MAX_HELD_SHARE * sm_count))
                 push(events, (now + busy, seq, 0, node, 0))
             else:  # markers complete on the spot
-                in_collective[gpu_of[node]] += span[node]
+                held[gpu_of[node]] += span[node]
                 finish[node] = now
                 done += 1
                 for s in succ[succ_ptr[node]:succ_ptr[node + 1]]:

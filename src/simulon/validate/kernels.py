@@ -15,7 +15,7 @@ from ..compute.fit import Observation
 from ..config.common import DType
 from ..config.dc import GPUSpec
 from ..config.loading import ConfigError
-from ..workload.kernels import KernelClass, KernelSpec, Phase, attention, gemm
+from ..workload.kernels import FLASH_IMPLEMENTATIONS, KernelClass, KernelSpec, Phase, attention, attention_impl, gemm
 from .report import Comparison, Skipped, ValidationReport, number
 
 HARDWARE = {
@@ -32,8 +32,9 @@ DTYPES = {
     "bf16xbf16->bf16": DType.bf16, "f32xf32->f32": DType.tf32,  # XLA's f32 dot runs on TF32 tensor cores
     "f8e4m3fnxf8e4m3fn->bf16": DType.fp8, "fp8 e4m3fn": DType.fp8,
 }
-MODELLED_ATTENTION = ("[FlashAttention-2]", "(TE fused attn)")
-"""The attention implementations the simulator's flash-attention kernel stands for."""
+ATTENTION_LIBRARIES = {"[FlashAttention-2]": "flash", "(TE fused attn)": "flash", "[FlashAttention]": "flash_v1",
+                       "[FlashAttention Triton]": "flash_triton"}
+"""The tables' attention kernels -> the flash-attention library they measured (workload.kernels)."""
 COLUMNS = ("hardware", "kernel", "dtype", "M", "N", "K", "batch", "kernel_tflops")
 GEMM_FAMILY_MIN_FLOPS = 1e9
 """GEMMs of at least 1 GFLOP are reported apart: below it launch latency, not the GPU, sets the time."""
@@ -65,6 +66,8 @@ def validate_kernels(rows: list[dict[str, str]], calibrations: Calibrations | No
 def family(obs: Observation) -> str:
     if obs.family == "gemm":
         return "gemm" if obs.flops >= GEMM_FAMILY_MIN_FLOPS else "gemm <1 GFLOP"
+    if obs.family == "attention" and attention_impl(obs.specs[0]) != FLASH_IMPLEMENTATIONS[0]:
+        return f"attention {attention_impl(obs.specs[0])}"
     return obs.family
 
 
@@ -133,8 +136,9 @@ def _gemm(kernel: str, row: dict[str, str], gpu: str, dtype: DType) -> tuple[tup
 
 
 def _attention(kernel: str, row: dict[str, str]) -> tuple[tuple[KernelSpec, ...], float] | str:
-    if not any(impl in kernel for impl in MODELLED_ATTENTION):
-        return f"attention implementation {kernel!r} is not modelled (flash-attention 2 and cuDNN fused are)"
+    impl = next((lib for name, lib in ATTENTION_LIBRARIES.items() if name in kernel), None)
+    if impl is None:
+        return f"attention implementation {kernel!r} is not modelled (flash-attention 1, 2, Triton and cuDNN are)"
     seq, batch, head_dim = _dims(row, "M", "batch", "head_dim")
     notes = row.get("notes", "")
     if "TE fused attn" in kernel:  # SimuMax: causal; FLOPs count the full score matrix, backward 2.5x
@@ -143,7 +147,7 @@ def _attention(kernel: str, row: dict[str, str]) -> tuple[tuple[KernelSpec, ...]
             return "notes do not give heads, kv_heads and v_head_dim"
         heads, kv, v_dim = found["heads"], found["kv_heads"], found["v_head_dim"]
         phase = Phase.bwd_ig if " bwd " in kernel else Phase.fwd
-        spec = attention(phase, batch, heads, kv, seq, seq, head_dim, v_dim, True, 2.0)
+        spec = attention(phase, batch, heads, kv, seq, seq, head_dim, v_dim, True, 2.0, impl)
         base = batch * seq * seq * max(heads, kv) * (head_dim + v_dim)
         return (spec,), (5.0 if phase == Phase.bwd_ig else 2.0) * base
     heads = re.search(r"\((\d+) heads\)", notes)
@@ -151,7 +155,7 @@ def _attention(kernel: str, row: dict[str, str]) -> tuple[tuple[KernelSpec, ...]
         return "notes do not give the number of heads"
     causal = row.get("causal", "").strip() == "True"
     h = int(heads.group(1))
-    specs = tuple(attention(p, batch, h, h, seq, seq, head_dim, head_dim, causal, 2.0)
+    specs = tuple(attention(p, batch, h, h, seq, seq, head_dim, head_dim, causal, 2.0, impl)
                   for p in (Phase.fwd, Phase.bwd_ig))
     # flash-attention's benchmark: forward 4*b*s^2*h*d (halved when causal), backward 2.5x the forward
     forward = 4.0 * batch * seq * seq * h * head_dim / (2.0 if causal else 1.0)

@@ -75,9 +75,15 @@ def memory_bound(name: str, phase: Phase, moved_bytes: float, elements: float,
                       (("bytes", round(moved_bytes)),))
 
 
+FLASH_IMPLEMENTATIONS = ("flash", "flash_v1", "flash_triton")
+"""Fused attention kernels, one algorithm at three speeds: FlashAttention-2/3 or cuDNN's fused attention (the
+default), FlashAttention 1 (2022), and the Triton FlashAttention of 2022 (MosaicML's `attn_impl: triton`)."""
+
+
 def attention(phase: Phase, batch: int, heads: int, kv_heads: int, seq_q: int, seq_k: int,
-              qk_dim: int, v_dim: int, causal: bool, dtype_bytes: float) -> KernelSpec:
-    """Flash attention over one micro-batch. Model FLOPs count the full score matrix."""
+              qk_dim: int, v_dim: int, causal: bool, dtype_bytes: float, impl: str = "flash") -> KernelSpec:
+    """Flash attention over one micro-batch. Model FLOPs count the full score matrix. `impl` names the
+    kernel library when it is not the default one (FLASH_IMPLEMENTATIONS)."""
     fwd_flops = 2.0 * batch * heads * seq_q * seq_k * (qk_dim + v_dim)
     # a causal mask skips half the score blocks (on average over context-parallel ranks, which are
     # load-balanced by pairing early and late sequence chunks)
@@ -90,7 +96,14 @@ def attention(phase: Phase, batch: int, heads: int, kv_heads: int, seq_q: int, s
     shape = (("batch", batch), ("heads", heads), ("kv_heads", kv_heads), ("seq_q", seq_q),
              ("seq_k", seq_k), ("qk_dim", qk_dim), ("v_dim", v_dim), ("causal", causal),
              ("dtype_bytes", dtype_bytes))
+    if impl != FLASH_IMPLEMENTATIONS[0]:
+        shape += (("impl", impl),)
     return KernelSpec("attn_flash", KernelClass.attention, phase, flops, hw, moved, shape)
+
+
+def attention_impl(spec: KernelSpec) -> str:
+    """The library of an attention kernel spec (FLASH_IMPLEMENTATIONS)."""
+    return str(dict(spec.shape).get("impl", FLASH_IMPLEMENTATIONS[0]))
 
 
 def as_recompute(kernel: KernelSpec) -> KernelSpec:

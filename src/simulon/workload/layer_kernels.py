@@ -11,7 +11,17 @@ from functools import cached_property
 
 from ..config.common import DType
 from ..config.workload import MegatronWorkload, ModelSpec
-from .kernels import KernelClass, KernelSpec, Phase, as_recompute, attention, gemm, gemm_with_backward, memory_bound
+from .kernels import (
+    FLASH_IMPLEMENTATIONS,
+    KernelClass,
+    KernelSpec,
+    Phase,
+    as_recompute,
+    attention,
+    gemm,
+    gemm_with_backward,
+    memory_bound,
+)
 
 
 @dataclass(frozen=True)
@@ -102,10 +112,12 @@ class LayerKernels:
                           memory_bound("embedding", Phase.bwd_wg, Tn * h * (db + 4), Tn * h))
         elementwise("final_norm", Tn, h, 2, 3)
         k["lm_head"] = gemm_with_backward("lm_head", T, V, h, db, precision=high)
-        # vocab-parallel cross entropy in fp32: read logits, write the softmax, then its gradient (about five
-        # operations per logit forward - max, subtract, exp, sum, divide - and two backward)
-        k["loss"] = (memory_bound("loss", Phase.fwd, T * V * (db + 8), T * V, 5),
-                     memory_bound("loss", Phase.bwd_ig, T * V * (4 + db), T * V, 2))
+        # Megatron's vocab-parallel cross entropy, one fp32 pass over the logits per operation. Forward: cast up
+        # (read db, write 4), max (read), subtract (read, write), exp (read, write), sum (read), normalise to
+        # the softmax kept for backward (read, write). Backward: scale by the loss gradient (read, write),
+        # cast down for the LM head's GEMMs (read 4, write db).
+        k["loss"] = (memory_bound("loss", Phase.fwd, T * V * (db + 36), T * V, 5),
+                     memory_bound("loss", Phase.bwd_ig, T * V * (12 + db), T * V, 2))
         if sh.quantized_bytes:
             self._quantize_casts(k)
         table = {name: {spec.phase: spec for spec in specs} for name, specs in k.items()}
@@ -163,9 +175,9 @@ class LayerKernels:
         else:
             kv, qk_dim, v_dim = n, m.mla.qk_nope_head_dim + m.mla.qk_rope_head_dim, m.mla.v_head_dim
         b, sq, sk, db = sh.batch, sh.seq, sh.full_seq, sh.act_bytes
-        if self.attention_impl == "flash":
-            return {"attn_flash": tuple(attention(phase, b, n, kv, sq, sk, qk_dim, v_dim, True, db)
-                                        for phase in (Phase.fwd, Phase.bwd_ig))}
+        if self.attention_impl in FLASH_IMPLEMENTATIONS:
+            return {"attn_flash": tuple(attention(phase, b, n, kv, sq, sk, qk_dim, v_dim, True, db,
+                                                  self.attention_impl) for phase in (Phase.fwd, Phase.bwd_ig))}
         # unfused: scores Q K^T and context P V as batched GEMMs over b*heads (m counts the rows of all
         # of them), the full score matrix materialised in between (scale, mask, softmax, dropout: read
         # and written about three times). Each backward is two GEMMs of the forward's size.
