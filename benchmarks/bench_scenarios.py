@@ -22,6 +22,8 @@ SCENARIOS = {
     "seed": (ROOT / "examples/scenario.yaml", True),
     "moe96": (ROOT / "examples/moe_96gpu.yaml", False),
     "gpt3-1024": (ROOT / "examples/gpt3_175b_1024gpu.yaml", False),
+    "llama405b-8192": (ROOT / "examples/llama3_405b_8192gpu.yaml", False),
+    "llama405b-16384": (ROOT / "examples/llama3_405b_16384gpu.yaml", False),
 }
 CLI = "from simulon.cli.app import main; main()"
 
@@ -40,10 +42,11 @@ def run_process(args: list[str]) -> tuple[float, float]:
 def stages(path: Path) -> dict[str, float]:
     """Seconds per pipeline stage, in this process."""
     from simulon.analysis.result import summarize
+    from simulon.compute.calibration import Calibrations
     from simulon.compute.populate import populate
     from simulon.config.loading import load_scenario
     from simulon.engine.replay import replay
-    from simulon.pipeline import build_dag
+    from simulon.pipeline import TRAINING_RESHARE_WINDOW_S, build_dag
 
     times = {}
     t = time.perf_counter()
@@ -56,7 +59,8 @@ def stages(path: Path) -> dict[str, float]:
     populate(dag, sc.datacenter.node.gpu, sc.workload.training.dtype)
     times["populate"] = time.perf_counter() - t
     t = time.perf_counter()
-    timeline = replay(dag, topology, fold)
+    timeline = replay(dag, topology, fold, Calibrations.shipped().sm_count(sc.datacenter.node.gpu),
+                      TRAINING_RESHARE_WINDOW_S)
     times["replay"] = time.perf_counter() - t
     t = time.perf_counter()
     train = sc.workload.training

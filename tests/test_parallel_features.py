@@ -13,8 +13,8 @@ from helpers import gpt_scenario
 from simulon.compute.calibration import Calibrations
 from simulon.compute.populate import populate
 from simulon.dag.nodes import NodeKind
-from simulon.engine.replay import MAX_HELD_SHARE
-from simulon.pipeline import build_dag, run_populated, simulate
+from simulon.engine.replay import MAX_HELD_SHARE, replay
+from simulon.pipeline import TRAINING_RESHARE_WINDOW_S, build_dag, run_populated, simulate
 from simulon.workload.kernels import KernelClass, Phase
 from simulon.workload.megatron import MegatronTracer
 from simulon.workload.program import CollectiveOp, CollType, ComputeOp
@@ -191,3 +191,14 @@ def test_folding_agrees_with_full_expansion(case):
     assert folded.iteration_time_ms == pytest.approx(full.iteration_time_ms, rel=1e-9)
     assert folded.breakdown["exposed_comm_ms"] == pytest.approx(full.breakdown["exposed_comm_ms"], rel=1e-6)
     assert np.isclose(folded.hfu, full.hfu, rtol=1e-9)
+
+
+def test_a_one_microsecond_reshare_window_barely_moves_a_training_step():
+    """Coalescing flow events within 1 us saves rate computations without changing the answer."""
+    sc = gpt_scenario(**dict(BASE, tp=2, pp=1, extra_parallelism={"fsdp": "full_shard"}))
+    dag, topology, fold = build_dag(sc)
+    populate(dag, sc.datacenter.node.gpu, sc.workload.training.dtype)
+    sms = Calibrations.shipped().sm_count(sc.datacenter.node.gpu)
+    exact = replay(dag, topology, fold, sms).makespan
+    windowed = replay(dag, topology, fold, sms, TRAINING_RESHARE_WINDOW_S).makespan
+    assert windowed == pytest.approx(exact, rel=1e-3)

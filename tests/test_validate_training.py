@@ -13,6 +13,7 @@ from simulon.validate.report import read_table
 from simulon.validate.training import (
     Unsupported,
     measured_iteration,
+    sample_rows,
     scenario_from_row,
     validate_training,
 )
@@ -54,6 +55,13 @@ def test_a_dgx_cloud_recipe_row_keeps_its_strategy(rows):
     assert par.sequence_parallel and par.tp_comm_overlap and par.distributed_optimizer
     assert train.global_batch_size == 252 and train.sequence_length == 8192
     assert sc.datacenter.cluster.num_nodes == 72 and sc.datacenter.node.gpu.name.startswith("H100")
+    # the flash-attention charts state no batch: their source's 0.5M-token batches apply
+    for model, gbs in (("GPT3-125M (seq 2048) [Megatron-LM]", 256), ("GPT2-125M (seq 1024) [HuggingFace]", 512)):
+        _, chart = _row(rows, subset="flash_attention_training_efficiency_chart", model=model)
+        assert not chart["gbs"] and scenario_from_row(chart).workload.training.global_batch_size == gbs
+    _, proxy = _row(rows, subset="dgxc_benchmarking_v24.11.1", model="Llama 3.1 405B", num_gpus="32")
+    par = scenario_from_row(proxy).workload.parallelism  # the recipe's vpp 7, kept on its one stage
+    assert (par.tp, par.pp, par.vpp) == (8, 1, 1)
 
 
 @needs_table
@@ -125,3 +133,21 @@ def test_validate_training_reports_rows_and_skips(rows, tmp_path):
     assert {r["index"] for r in data["rows"]} == {0, 2} and data["skipped"][0]["index"] == 1
     assert data["mape_pct"] == pytest.approx(sum(abs(r["error_pct"]) for r in data["rows"]) / 2)
 
+
+
+CROSS_SECTION_MAPE_PCT = 13.0
+"""The cross-section's MAPE when this bound was set was 12.1% (30 rows, every subset with a row of 64 GPUs or
+fewer; `uv run pytest tests/test_validate_training.py -k cross_section`): a regression guard, above the
+issue's 10% target that the full table does not yet reach."""
+
+
+@needs_table
+def test_a_cross_section_of_the_table_holds_its_accuracy(rows):
+    """The three smallest rows of every subset, simulated end to end: all evaluated, MAPE within the bound."""
+    picked = sample_rows(rows, max_gpus=64, per_subset=3)
+    report = validate_training([rows[i] for i in picked])
+    assert not report.skipped, [(picked[s.index], s.reason) for s in report.skipped]
+    subsets = {rows[i]["subset"] for i in picked}
+    assert len(subsets) >= 10 and len(report.rows) == len(picked) >= 25
+    mape = sum(abs(r.error_pct) for r in report.rows) / len(report.rows)
+    assert mape <= CROSS_SECTION_MAPE_PCT, [(picked[r.index], round(r.error_pct, 1)) for r in report.rows]

@@ -26,6 +26,12 @@ from .workload.megatron import MegatronTracer
 from .workload.program import CollType
 
 
+TRAINING_RESHARE_WINDOW_S = 1e-6
+"""A training step's flows that start or finish within 1 us share one rate computation: under a hop's
+latency, and on the 32-GPU FSDP rows of training.csv half the computations for a 0.01% change in step time
+(benchmarks/bench_scenarios.py times whole runs)."""
+
+
 @dataclass(frozen=True)
 class Simulation:
     dag: ExecutionDAG
@@ -62,7 +68,8 @@ def run_populated(sc: ScenarioConfig, dag: ExecutionDAG, topology: Topology, fol
     """Replay a scenario's populated DAG and summarise it; `share_sms`: compute kernels lose the SMs of the
     collectives running beside them (engine/replay.py)."""
     gpu, train = sc.datacenter.node.gpu, sc.workload.training
-    timeline = replay(dag, topology, fold, Calibrations.shipped().sm_count(gpu) if share_sms else 0)
+    timeline = replay(dag, topology, fold, Calibrations.shipped().sm_count(gpu) if share_sms else 0,
+                      TRAINING_RESHARE_WINDOW_S)
     tokens = train.global_batch_size * train.sequence_length
     result = summarize(dag, timeline, tokens, gpu.peak_flops(train.dtype))
     return Simulation(dag, timeline, result, topology, fold)

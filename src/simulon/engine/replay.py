@@ -175,12 +175,15 @@ def _sm_bound(dag: ExecutionDAG) -> list[bool]:
     return table[dag.kernel].tolist()
 
 
-def replay(dag: ExecutionDAG, topology: Topology, fold: Fold, sm_count: int = 0) -> Timeline:
+def replay(dag: ExecutionDAG, topology: Topology, fold: Fold, sm_count: int = 0, window_s: float = 0.0) -> Timeline:
     """Run the DAG to completion; return every node's start and finish time.
 
     With the GPU's `sm_count`, a GEMM or attention kernel that starts while collectives run on its GPU gets
     the SMs they leave: NCCL's kernel holds one SM per channel for the whole collective, so the kernel runs
-    sm_count / (sm_count - held) longer. 0 leaves every kernel its measured time."""
+    sm_count / (sm_count - held) longer. 0 leaves every kernel its measured time.
+
+    Flows that start or finish within `window_s` of each other share one max-min rate computation (0: one
+    per distinct time); a flow starting inside the window waits for it."""
     if dag.duration is None:
         raise ValueError("the DAG has no kernel durations: populate it first")
     n = dag.num_nodes
@@ -243,7 +246,7 @@ def replay(dag: ExecutionDAG, topology: Topology, fold: Fold, sm_count: int = 0)
                     pending[s] -= 1
                     if pending[s] == 0:
                         ready.append(s)
-        if net.dirty and (not events or events[0][0] > now + _EPS * max(now, 1.0)):
+        if net.dirty and (not events or events[0][0] > now + max(_EPS * max(now, 1.0), window_s)):
             for finish_time, f, version in net.reshare(now):
                 seq += 1
                 push(events, (finish_time, seq, 1, f, version))

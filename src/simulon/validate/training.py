@@ -67,6 +67,9 @@ FRAMEWORKS = (
     # are the FlashAttention column of the FlashAttention-2 paper's Table 3
     (r"FlashAttention|flash-attention", FrameworkDefaults(micro_batch_size=8, attention="flash_v1")),
 )
+# Global batches, in tokens, of sources that state them once for every row (matched against `source`): the
+# flash-attention repo's GPT-2 and GPT-3 configs train on 0.5M-token batches (its own training-speed table).
+SOURCE_BATCH_TOKENS = ((r"Dao-AILab/flash-attention training/README", "0.5M tokens"),)
 # Model families whose architecture a row with bare shape columns implies.
 FAMILIES = (
     (r"llama|mistral|mixtral|qwen|deepseek", {"activation": "swiglu", "normalization": "rmsnorm"}),
@@ -135,7 +138,8 @@ def _dtype(row: dict[str, str]) -> DType:
 
 
 def _global_batch(row: dict[str, str], seq: int) -> int | None:
-    text = row["gbs"].strip()
+    """The row's global batch in sequences, else the batch its source trained with, else None."""
+    text = row["gbs"].strip() or _first(SOURCE_BATCH_TOKENS, row["source"]) or ""
     tokens = re.fullmatch(r"([0-9.]+)\s*M tokens", text)
     if tokens:
         return int(float(tokens.group(1)) * 2**20 // seq)
@@ -169,6 +173,8 @@ def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
         raise Unsupported("row gives no GPU count or sequence length")
     tp, pp, cp = (_integer(row, c, 1) for c in ("tp", "pp", "cp"))
     ep, vpp = _integer(row, "ep", 1), _integer(row, "vpp", 1)
+    if pp == 1:
+        vpp = 1  # a recipe scaled down to one stage keeps its vpp, which then splits nothing
     if num_gpus % (tp * pp * cp):
         raise Unsupported(f"{num_gpus} GPUs are not a multiple of tp*pp*cp = {tp * pp * cp}")
     dp = num_gpus // (tp * pp * cp)
@@ -251,15 +257,17 @@ def compare_row(index: int, row: dict[str, str]) -> Comparison:
 
 
 def sample_rows(rows: list[dict[str, str]], max_gpus: int, per_subset: int) -> list[int]:
-    """Indices of the first `per_subset` rows of every subset with at most `max_gpus` GPUs: a deterministic
-    cross-section of the table that simulates in minutes (for fitting and for the regression test)."""
+    """Indices of the `per_subset` rows of every subset with the fewest GPUs, at most `max_gpus` (table order
+    among equals): a deterministic cross-section of the table that simulates in minutes (the regression test)."""
+    by_size = sorted(range(len(rows)), key=lambda i: (number(rows[i], "num_gpus") or 0, i))
     taken: dict[str, int] = {}
     picked = []
-    for i, row in enumerate(rows):
+    for i in by_size:
+        row = rows[i]
         if (number(row, "num_gpus") or 0) <= max_gpus and taken.get(row["subset"], 0) < per_subset:
             taken[row["subset"]] = taken.get(row["subset"], 0) + 1
             picked.append(i)
-    return picked
+    return sorted(picked)
 
 
 def validate_training(rows: list[dict[str, str]]) -> ValidationReport:
