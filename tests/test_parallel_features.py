@@ -164,6 +164,25 @@ def test_unfused_attention_materialises_scores_and_is_slower():
     assert simulate(unfused).result.iteration_time_ms > simulate(sc).result.iteration_time_ms
 
 
+def test_eager_elementwise_ops_move_more_bytes_for_the_same_flops():
+    """Eager PyTorch runs each op of softmax, GELU and dropout-add apart: same model FLOPs, more traffic."""
+    def training(sc, **update):
+        return sc.model_copy(update={"workload": sc.workload.model_copy(update={
+            "training": sc.workload.training.model_copy(update=update)})})
+
+    fused = training(gpt_scenario(**dict(BASE, seq=2048)), attention="unfused")
+    eager = training(fused, elementwise="eager")
+    specs = {(s.name, s.phase): s for s in build_dag(eager)[0].kernel_specs}
+    base = {(s.name, s.phase): s for s in build_dag(fused)[0].kernel_specs}
+    scores = specs[("attn_softmax", Phase.fwd)].bytes / 26  # bf16: 8 passes of 2 bytes and 10 bytes in fp32
+    assert base[("attn_softmax", Phase.fwd)].bytes == pytest.approx(12 * scores)
+    assert specs[("attn_softmax", Phase.bwd_ig)].bytes == pytest.approx(32 * scores)
+    for name in ("mlp_act", "attn_residual"):
+        assert specs[(name, Phase.fwd)].bytes > base[(name, Phase.fwd)].bytes
+    assert {k: s.flops for k, s in specs.items()} == {k: s.flops for k, s in base.items()}
+    assert simulate(eager).result.iteration_time_ms > simulate(fused).result.iteration_time_ms
+
+
 FEATURE_FOLDS = {
     "interleaved": dict(BASE, nodes=4, layers=8, gbs=16, extra_parallelism={"vpp": 2}),
     "full recompute": dict(BASE, nodes=4, extra_parallelism={"recompute": "full"}),

@@ -123,6 +123,9 @@ class TrainingSpec(StrictModel):
     attention: Literal["flash", "flash_v1", "flash_triton", "unfused"] = Field(
         "flash", description="flash: FlashAttention-2/3 or cuDNN fused attention; flash_v1: FlashAttention 1; "
         "flash_triton: the Triton FlashAttention of 2022; unfused: kernels that materialise the score matrix")
+    elementwise: Literal["fused", "eager"] = Field(
+        "fused", description="fused: bias-GELU, softmax and bias-dropout-add as single kernels (Megatron, "
+        "Transformer Engine); eager: every PyTorch op its own kernel over whole tensors (HuggingFace models)")
     peft: Literal["none", "lora"] = Field(
         "none", description="lora: base weights frozen, so no weight gradients, gradient sync or optimizer for them")
     grad_bucket_size: PositiveInt | None = Field(

@@ -49,6 +49,7 @@ class FrameworkDefaults:
     distributed_optimizer: bool = False
     fsdp: str = "none"
     attention: str = "flash"
+    elementwise: str = "fused"
     micro_batch_size: int = 1
 
 
@@ -62,7 +63,7 @@ FRAMEWORKS = (
     # llm-foundry's benchmark sweep runs MPT with attn_impl: triton (scripts/train/benchmarking/submit_benchmarks.py)
     (r"Composer|llm-foundry", FrameworkDefaults(fsdp="full_shard", attention="flash_triton")),
     (r"maxtext|paxml", FrameworkDefaults(fsdp="full_shard")),
-    (r"HuggingFace", FrameworkDefaults(attention="unfused")),
+    (r"HuggingFace", FrameworkDefaults(attention="unfused", elementwise="eager")),  # eager PyTorch, GPT-2's GELU
     # the flash-attention repo's training charts predate FlashAttention-2: its own 1.3B/2.7B numbers (189 TFLOP/s)
     # are the FlashAttention column of the FlashAttention-2 paper's Table 3
     (r"FlashAttention|flash-attention", FrameworkDefaults(micro_batch_size=8, attention="flash_v1")),
@@ -203,7 +204,7 @@ def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
         parallelism["fsdp_size"] = fsdp_size
     training = {
         "num_gpus": num_gpus, "global_batch_size": gbs, "micro_batch_size": mbs, "sequence_length": seq,
-        "dtype": _dtype(row).value, "attention": habits.attention,
+        "dtype": _dtype(row).value, "attention": habits.attention, "elementwise": habits.elementwise,
         "peft": "lora" if re.search(r"\bLoRA\b", row["model"]) else "none",
     }
     if "PURE" in row["precision"]:

@@ -59,11 +59,42 @@ class ShardShape:
         return self.tokens // self.tp if self.sp else self.tokens
 
 
+@dataclass(frozen=True)
+class ElementwisePasses:
+    """Tensor passes (reads + writes of a whole activation) of the layer's elementwise work, (fwd, bwd)."""
+
+    residual: tuple[float, float]           # dropout and residual add, per hidden element
+    activation: tuple[float, float]         # GELU-like, per FFN element
+    gated_activation: tuple[float, float]   # act(gate) * up, per FFN element
+    softmax: tuple[tuple[float, float], tuple[float, float]]  # unfused attention, per score: (tensors, fp32 bytes)
+
+
+FUSED_PASSES = ElementwisePasses(
+    residual=(3, 2),                 # bias-dropout-add: read 2, write 1 | read dy, write dx
+    activation=(2, 3),               # bias-GELU
+    gated_activation=(3, 5),
+    softmax=((6, 0), (6, 0)),        # scale-mask-softmax and dropout, about three reads and writes each way
+)
+"""Megatron, Transformer Engine and the flash-attention repo: one fused kernel per elementwise block."""
+EAGER_PASSES = ElementwisePasses(
+    residual=(5.5, 2.5),             # dropout (read, write, 1-byte mask) then add (read 2, write)
+    # GPT-2's tanh GELU as eight PyTorch ops (pow, scale, add, scale, tanh, add, multiply, halve: 18 passes);
+    # autograd runs a backward kernel per op and sums the two paths into x (about 24)
+    activation=(18, 24),
+    gated_activation=(5, 9),         # F.silu(gate) * up: two kernels | their backward
+    # scale, mask, softmax in fp32 under autocast, cast back, dropout; the backward of each in reverse
+    softmax=((8, 10), (7, 18)),
+)
+"""PyTorch run eagerly (HuggingFace models): every op of the layer is its own kernel over whole tensors."""
+
+
 class LayerKernels:
     """Every kernel spec of the workload, and the parameters each part holds on one rank."""
 
-    def __init__(self, model: ModelSpec, shape: ShardShape, attention_impl: str = "flash"):
+    def __init__(self, model: ModelSpec, shape: ShardShape, attention_impl: str = "flash",
+                 elementwise: str = "fused"):
         self.model, self.shape, self.attention_impl = model, shape, attention_impl
+        self.passes = EAGER_PASSES if elementwise == "eager" else FUSED_PASSES
 
     def __getitem__(self, name: str) -> dict[Phase, KernelSpec]:
         return self.table[name]
@@ -87,7 +118,7 @@ class LayerKernels:
         for name in ("attn_norm", "mlp_norm"):
             elementwise(name, Tn, h, 2, 3)           # read x, write y | read x, dy, write dx
         for name in ("attn_residual", "mlp_residual"):
-            elementwise(name, Tn, h, 3, 2)           # bias-dropout-add: read 2, write 1
+            elementwise(name, Tn, h, *self.passes.residual)
         for name, shape in self._attention_projections().items():
             k[name] = gemm_with_backward(name, T, *shape, db)
         k.update(self._attention_core())
@@ -186,8 +217,9 @@ class LayerKernels:
             "attn_scores": (gemm("attn_scores", Phase.fwd, batches * sq, sk, qk_dim, db, batches, batched=True),
                             gemm("attn_scores", Phase.bwd_ig, 2 * batches * sq, qk_dim, sk, db, 2 * batches,
                                  batched=True)),
-            "attn_softmax": (memory_bound("attn_softmax", Phase.fwd, 6 * scores * db, scores, 5),
-                             memory_bound("attn_softmax", Phase.bwd_ig, 6 * scores * db, scores, 5)),
+            "attn_softmax": tuple(memory_bound("attn_softmax", phase, scores * (tensors * db + fp32_bytes), scores, 5)
+                                  for phase, (tensors, fp32_bytes) in zip((Phase.fwd, Phase.bwd_ig),
+                                                                          self.passes.softmax, strict=True)),
             "attn_context": (gemm("attn_context", Phase.fwd, batches * sq, v_dim, sk, db, batches, batched=True),
                              gemm("attn_context", Phase.bwd_ig, 2 * batches * sq, v_dim, sk, db, 2 * batches,
                                   batched=True)),
@@ -203,7 +235,7 @@ class LayerKernels:
         for name in self.mlp_inputs(prefix):
             k[name] = gemm_with_backward(name, rows, ffn, h, db, groups)
         elems = rows * ffn
-        fwd, bwd = (3, 5) if m.gated_mlp else (2, 3)  # tensors read + written; ~8 operations per element (GELU/SiLU)
+        fwd, bwd = self.passes.gated_activation if m.gated_mlp else self.passes.activation
         k[f"{prefix}_act"] = (memory_bound(f"{prefix}_act", Phase.fwd, fwd * elems * db, elems, 8),
                               memory_bound(f"{prefix}_act", Phase.bwd_ig, bwd * elems * db, elems, 8))
         k[f"{prefix}_linear2"] = gemm_with_backward(f"{prefix}_linear2", rows, h, ffn, db, groups)
