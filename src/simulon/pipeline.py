@@ -25,7 +25,6 @@ from .network.topology import Topology
 from .workload.megatron import MegatronTracer
 from .workload.program import CollType
 
-
 TRAINING_RESHARE_WINDOW_S = 1e-6
 """A training step's flows that start or finish within 1 us share one rate computation: under a hop's
 latency, and on the 32-GPU FSDP rows of training.csv half the computations for a 0.01% change in step time
