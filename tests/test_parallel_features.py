@@ -183,6 +183,19 @@ def test_eager_elementwise_ops_move_more_bytes_for_the_same_flops():
     assert simulate(eager).result.iteration_time_ms > simulate(fused).result.iteration_time_ms
 
 
+def test_a_fused_cross_entropy_reads_the_logits_once_each_way():
+    sc = gpt_scenario(**dict(BASE, seq=2048))
+    fused = sc.model_copy(update={"workload": sc.workload.model_copy(update={
+        "training": sc.workload.training.model_copy(update={"cross_entropy": "fused"})})})
+    megatron, one = ({s.phase: s.bytes for s in build_dag(x)[0].kernel_specs if s.name == "loss"}
+                     for x in (sc, fused))
+    logits = one[Phase.fwd] / 2  # bf16 logits read once
+    assert one[Phase.bwd_ig] == pytest.approx(4 * logits)  # read, and write the gradient
+    # Megatron's: cast up, max, subtract, exp, sum, normalise | scale, cast down
+    assert megatron[Phase.fwd] == pytest.approx(38 * logits) and megatron[Phase.bwd_ig] == pytest.approx(14 * logits)
+    assert simulate(fused).result.iteration_time_ms < simulate(sc).result.iteration_time_ms
+
+
 FEATURE_FOLDS = {
     "interleaved": dict(BASE, nodes=4, layers=8, gbs=16, extra_parallelism={"vpp": 2}),
     "full recompute": dict(BASE, nodes=4, extra_parallelism={"recompute": "full"}),

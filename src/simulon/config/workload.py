@@ -126,6 +126,9 @@ class TrainingSpec(StrictModel):
     elementwise: Literal["fused", "eager"] = Field(
         "fused", description="fused: bias-GELU, softmax and bias-dropout-add as single kernels (Megatron, "
         "Transformer Engine); eager: every PyTorch op its own kernel over whole tensors (HuggingFace models)")
+    cross_entropy: Literal["vocab_parallel", "fused"] = Field(
+        "vocab_parallel", description="vocab_parallel: Megatron's fp32 cross entropy, one pass per operation; "
+        "fused: one kernel each way (flash-attention's or apex's, Megatron-Core's cross_entropy_loss_fusion)")
     peft: Literal["none", "lora"] = Field(
         "none", description="lora: base weights frozen, so no weight gradients, gradient sync or optimizer for them")
     grad_bucket_size: PositiveInt | None = Field(

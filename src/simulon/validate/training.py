@@ -50,6 +50,7 @@ class FrameworkDefaults:
     fsdp: str = "none"
     attention: str = "flash"
     elementwise: str = "fused"
+    cross_entropy: str = "vocab_parallel"
     micro_batch_size: int = 1
 
 
@@ -66,7 +67,9 @@ FRAMEWORKS = (
     (r"HuggingFace", FrameworkDefaults(attention="unfused", elementwise="eager")),  # eager PyTorch, GPT-2's GELU
     # the flash-attention repo's training charts predate FlashAttention-2: its own 1.3B/2.7B numbers (189 TFLOP/s)
     # are the FlashAttention column of the FlashAttention-2 paper's Table 3
-    (r"FlashAttention|flash-attention", FrameworkDefaults(micro_batch_size=8, attention="flash_v1")),
+    # and its configs train with its fused loss (loss_fn: flash_attn.losses.cross_entropy.CrossEntropyLoss)
+    (r"FlashAttention|flash-attention", FrameworkDefaults(micro_batch_size=8, attention="flash_v1",
+                                                           cross_entropy="fused")),
 )
 # Global batches, in tokens, of sources that state them once for every row (matched against `source`): the
 # flash-attention repo's GPT-2 and GPT-3 configs train on 0.5M-token batches (its own training-speed table).
@@ -205,6 +208,7 @@ def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
     training = {
         "num_gpus": num_gpus, "global_batch_size": gbs, "micro_batch_size": mbs, "sequence_length": seq,
         "dtype": _dtype(row).value, "attention": habits.attention, "elementwise": habits.elementwise,
+        "cross_entropy": habits.cross_entropy,
         "peft": "lora" if re.search(r"\bLoRA\b", row["model"]) else "none",
     }
     if "PURE" in row["precision"]:

@@ -88,12 +88,26 @@ EAGER_PASSES = ElementwisePasses(
 """PyTorch run eagerly (HuggingFace models): every op of the layer is its own kernel over whole tensors."""
 
 
+CROSS_ENTROPY_PASSES = {
+    # Megatron's vocab-parallel cross entropy, one fp32 pass over the logits per operation. Forward: cast up
+    # (read db, write 4), max (read), subtract (read, write), exp (read, write), sum (read), normalise to the
+    # softmax kept for backward (read, write). Backward: scale by the loss gradient (read, write), cast down
+    # for the LM head's GEMMs (read 4, write db).
+    "vocab_parallel": ((1, 36), (1, 12)),
+    # one kernel each way (flash-attention's and apex's cross entropy, Megatron-Core's loss fusion): read the
+    # logits and keep only the log-sum-exp | read the logits again and write their gradient in place
+    "fused": ((1, 0), (2, 0)),
+}
+"""Per logit, (16-bit tensors, fp32 bytes) forward and backward of each cross-entropy implementation."""
+
+
 class LayerKernels:
     """Every kernel spec of the workload, and the parameters each part holds on one rank."""
 
     def __init__(self, model: ModelSpec, shape: ShardShape, attention_impl: str = "flash",
-                 elementwise: str = "fused"):
+                 elementwise: str = "fused", cross_entropy: str = "vocab_parallel"):
         self.model, self.shape, self.attention_impl = model, shape, attention_impl
+        self.cross_entropy = cross_entropy
         self.passes = EAGER_PASSES if elementwise == "eager" else FUSED_PASSES
 
     def __getitem__(self, name: str) -> dict[Phase, KernelSpec]:
@@ -143,12 +157,9 @@ class LayerKernels:
                           memory_bound("embedding", Phase.bwd_wg, Tn * h * (db + 4), Tn * h))
         elementwise("final_norm", Tn, h, 2, 3)
         k["lm_head"] = gemm_with_backward("lm_head", T, V, h, db, precision=high)
-        # Megatron's vocab-parallel cross entropy, one fp32 pass over the logits per operation. Forward: cast up
-        # (read db, write 4), max (read), subtract (read, write), exp (read, write), sum (read), normalise to
-        # the softmax kept for backward (read, write). Backward: scale by the loss gradient (read, write),
-        # cast down for the LM head's GEMMs (read 4, write db).
-        k["loss"] = (memory_bound("loss", Phase.fwd, T * V * (db + 36), T * V, 5),
-                     memory_bound("loss", Phase.bwd_ig, T * V * (12 + db), T * V, 2))
+        (fwd_tensors, fwd_fp32), (bwd_tensors, bwd_fp32) = CROSS_ENTROPY_PASSES[self.cross_entropy]
+        k["loss"] = (memory_bound("loss", Phase.fwd, T * V * (fwd_tensors * db + fwd_fp32), T * V, 5),
+                     memory_bound("loss", Phase.bwd_ig, T * V * (bwd_tensors * db + bwd_fp32), T * V, 2))
         if sh.quantized_bytes:
             self._quantize_casts(k)
         table = {name: {spec.phase: spec for spec in specs} for name, specs in k.items()}

@@ -35,7 +35,7 @@ class MegatronTracer:
         self.chunks = par.vpp
         self.scheduler = make_scheduler(par.pipeline_schedule, par.vpp)
         self.shape = ShardShape.of(workload)
-        self.kernels = LayerKernels(model, self.shape, train.attention, train.elementwise)
+        self.kernels = LayerKernels(model, self.shape, train.attention, train.elementwise, train.cross_entropy)
         virtual_stages = par.pp * par.vpp
         counts = list(par.layers_per_stage or [model.num_layers // virtual_stages] * virtual_stages)
         self._first_layer = [sum(counts[:i]) for i in range(virtual_stages)]
