@@ -135,10 +135,9 @@ def test_validate_training_reports_rows_and_skips(rows, tmp_path):
 
 
 
-CROSS_SECTION_MAPE_PCT = 13.0
-"""The cross-section's MAPE when this bound was set was 12.1% (30 rows, every subset with a row of 64 GPUs or
-fewer; `uv run pytest tests/test_validate_training.py -k cross_section`): a regression guard, above the
-issue's 10% target that the full table does not yet reach."""
+CROSS_SECTION_MAPE_PCT = 11.0
+"""The cross-section's MAPE was 10.0% when this bound was set (30 rows from the 11 subsets with rows of 64 GPUs
+or fewer): a regression guard with a point of slack; the whole table is at 11.2%, above the issue's 10%."""
 
 
 @needs_table
