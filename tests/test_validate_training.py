@@ -59,6 +59,9 @@ def test_a_dgx_cloud_recipe_row_keeps_its_strategy(rows):
     for model, gbs in (("GPT3-125M (seq 2048) [Megatron-LM]", 256), ("GPT2-125M (seq 1024) [HuggingFace]", 512)):
         _, chart = _row(rows, subset="flash_attention_training_efficiency_chart", model=model)
         assert not chart["gbs"] and scenario_from_row(chart).workload.training.global_batch_size == gbs
+    # a recipe that recomputes activations without the row saying so (MaxText's remat_policy=save_qkv_proj)
+    _, maxtext = _row(rows, subset="dgxc_benchmarking_v24.11.1", model="Llama 2 70B (MaxText/JAX)")
+    assert not maxtext["recompute"] and scenario_from_row(maxtext).workload.parallelism.recompute == "full"
     _, proxy = _row(rows, subset="dgxc_benchmarking_v24.11.1", model="Llama 3.1 405B", num_gpus="32")
     par = scenario_from_row(proxy).workload.parallelism  # the recipe's vpp 7, kept on its one stage
     assert (par.tp, par.pp, par.vpp) == (8, 1, 1)

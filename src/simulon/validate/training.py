@@ -74,6 +74,10 @@ FRAMEWORKS = (
 # Global batches, in tokens, of sources that state them once for every row (matched against `source`): the
 # flash-attention repo's GPT-2 and GPT-3 configs train on 0.5M-token batches (its own training-speed table).
 SOURCE_BATCH_TOKENS = ((r"Dao-AILab/flash-attention training/README", "0.5M tokens"),)
+# Activation recomputation of recipes whose rows leave it blank (matched against `source_locator`): the DGX
+# Cloud MaxText recipe sets remat_policy=save_qkv_proj (maxtext/configure.sh) and the Paxml 175B one
+# SAVE_QKV_OUT_PROJ (paxml/paxml_mod_configs.py): each layer's forward runs again but for a projection or two.
+SOURCE_RECOMPUTE = ((r"maxtext/README_70b|paxml/README_175b", "full"),)
 # Model families whose architecture a row with bare shape columns implies.
 FAMILIES = (
     (r"llama|mistral|mixtral|qwen|deepseek", {"activation": "swiglu", "normalization": "rmsnorm"}),
@@ -196,6 +200,8 @@ def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
     recompute = "full" if "full" in row["recompute"] else "selective" if "selective" in row["recompute"] else "none"
     if not row["recompute"] and re.search(r"counted with activation recomputation", row["notes"]):
         recompute = "full"  # the source's FLOP count says its runs recomputed activations
+    if not row["recompute"]:
+        recompute = _first(SOURCE_RECOMPUTE, row["source_locator"]) or recompute
     parallelism = {
         "tp": tp, "pp": pp, "cp": cp, "ep": ep, "vpp": vpp,
         "sequence_parallel": habits.sequence_parallel and tp > 1,
