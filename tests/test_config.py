@@ -520,3 +520,9 @@ def test_invalid_yaml_template_file_gives_one_line(tmp_path):
     assert message.startswith(f"{path}: datacenter.node.gpu: ")
     assert "not valid YAML" in message
     assert "\n" not in message
+
+
+@pytest.mark.parametrize("path", sorted((SEED_PATH.parent).glob("*.yaml")), ids=lambda p: p.name)
+def test_every_shipped_example_is_a_valid_scenario(path):
+    """The loader checks the strategy against the cluster; an example must pass it as shipped."""
+    assert load_scenario(path).workload is not None
