@@ -59,6 +59,18 @@ class ShardShape:
         return self.tokens // self.tp if self.sp else self.tokens
 
 
+Passes = tuple[tuple[float, float], tuple[float, float]]
+"""Forward and backward of a bandwidth-bound op, per element: (16-bit tensors read + written, fp32 bytes)."""
+
+
+def pass_pair(name: str, elements: float, passes: Passes, act_bytes: float,
+              flops_per_element: tuple[float, float]) -> tuple[KernelSpec, KernelSpec]:
+    """The forward and input-gradient kernels of an op that streams `passes` over `elements`."""
+    return tuple(memory_bound(name, phase, elements * (tensors * act_bytes + fp32), elements, flops)
+                 for phase, (tensors, fp32), flops in zip((Phase.fwd, Phase.bwd_ig), passes, flops_per_element,
+                                                          strict=True))
+
+
 @dataclass(frozen=True)
 class ElementwisePasses:
     """Tensor passes (reads + writes of a whole activation) of the layer's elementwise work, (fwd, bwd)."""
@@ -66,7 +78,7 @@ class ElementwisePasses:
     residual: tuple[float, float]           # dropout and residual add, per hidden element
     activation: tuple[float, float]         # GELU-like, per FFN element
     gated_activation: tuple[float, float]   # act(gate) * up, per FFN element
-    softmax: tuple[tuple[float, float], tuple[float, float]]  # unfused attention, per score: (tensors, fp32 bytes)
+    softmax: Passes                         # unfused attention, per score
 
 
 FUSED_PASSES = ElementwisePasses(
@@ -88,7 +100,7 @@ EAGER_PASSES = ElementwisePasses(
 """PyTorch run eagerly (HuggingFace models): every op of the layer is its own kernel over whole tensors."""
 
 
-CROSS_ENTROPY_PASSES = {
+CROSS_ENTROPY_PASSES: dict[str, Passes] = {
     # Megatron's vocab-parallel cross entropy, one fp32 pass over the logits per operation. Forward: cast up
     # (read db, write 4), max (read), subtract (read, write), exp (read, write), sum (read), normalise to the
     # softmax kept for backward (read, write). Backward: scale by the loss gradient (read, write), cast down
@@ -98,7 +110,7 @@ CROSS_ENTROPY_PASSES = {
     # logits and keep only the log-sum-exp | read the logits again and write their gradient in place
     "fused": ((1, 0), (2, 0)),
 }
-"""Per logit, (16-bit tensors, fp32 bytes) forward and backward of each cross-entropy implementation."""
+"""Per logit, the passes of each cross-entropy implementation."""
 
 
 class LayerKernels:
@@ -157,9 +169,7 @@ class LayerKernels:
                           memory_bound("embedding", Phase.bwd_wg, Tn * h * (db + 4), Tn * h))
         elementwise("final_norm", Tn, h, 2, 3)
         k["lm_head"] = gemm_with_backward("lm_head", T, V, h, db, precision=high)
-        (fwd_tensors, fwd_fp32), (bwd_tensors, bwd_fp32) = CROSS_ENTROPY_PASSES[self.cross_entropy]
-        k["loss"] = (memory_bound("loss", Phase.fwd, T * V * (fwd_tensors * db + fwd_fp32), T * V, 5),
-                     memory_bound("loss", Phase.bwd_ig, T * V * (bwd_tensors * db + bwd_fp32), T * V, 2))
+        k["loss"] = pass_pair("loss", T * V, CROSS_ENTROPY_PASSES[self.cross_entropy], db, (5, 2))
         if sh.quantized_bytes:
             self._quantize_casts(k)
         table = {name: {spec.phase: spec for spec in specs} for name, specs in k.items()}
@@ -228,9 +238,7 @@ class LayerKernels:
             "attn_scores": (gemm("attn_scores", Phase.fwd, batches * sq, sk, qk_dim, db, batches, batched=True),
                             gemm("attn_scores", Phase.bwd_ig, 2 * batches * sq, qk_dim, sk, db, 2 * batches,
                                  batched=True)),
-            "attn_softmax": tuple(memory_bound("attn_softmax", phase, scores * (tensors * db + fp32_bytes), scores, 5)
-                                  for phase, (tensors, fp32_bytes) in zip((Phase.fwd, Phase.bwd_ig),
-                                                                          self.passes.softmax, strict=True)),
+            "attn_softmax": pass_pair("attn_softmax", scores, self.passes.softmax, db, (5, 5)),
             "attn_context": (gemm("attn_context", Phase.fwd, batches * sq, v_dim, sk, db, batches, batched=True),
                              gemm("attn_context", Phase.bwd_ig, 2 * batches * sq, v_dim, sk, db, 2 * batches,
                                   batched=True)),
