@@ -113,6 +113,12 @@ def test_an_unfitted_gpu_borrows_the_nearest_fitted_one():
     np.testing.assert_allclose(AnalyticalModel(clone, DType.bf16).seconds(specs),
                                AnalyticalModel(h100(), DType.bf16).seconds(specs))
     assert cal.nearest(GPUSpec.model_validate({"from": "h800-sxm"}), lambda c: bool(c.gemm)) == "h100-sxm"
+    # the same chip at the same power limit comes before a closer spec sheet: the A100 SXM 40GB runs GEMMs
+    # like the SXM 80GB (400 W), not like the 300 W PCIe card whose HBM bandwidth is nearer its own
+    sxm40 = GPUSpec.model_validate({"from": "a100-sxm-40gb"})
+    sxm80, pcie = (GPUSpec.model_validate({"from": g}) for g in ("a100-sxm-80gb", "a100-pcie-80gb"))
+    assert cal.gemm(sxm40, DType.bf16) == cal.gemm(sxm80, DType.bf16) != cal.gemm(pcie, DType.bf16)
+    assert cal.attention(sxm40, "flash") == cal.attention(sxm80, "flash")
     # the same vendor comes first, however close another vendor's spec sheet is
     amd = h100().model_copy(update={"name": "an-amd-part", "vendor": "amd"})
     assert GPUSpec.model_validate({"from": cal.nearest(amd, lambda c: bool(c.gemm))}).vendor == "amd"

@@ -68,6 +68,15 @@ def test_a_dgx_cloud_recipe_row_keeps_its_strategy(rows):
 
 
 @needs_table
+def test_a_note_on_dense_layers_shapes_the_truncated_moe_model(rows):
+    _, v3 = _row(rows, subset="simumax_b200_release_v1.2", model="deepseekv3 (truncated to 4 layers)")
+    _, v2 = _row(rows, subset="simumax_b200_release_v1.2", model="deepseekv2 (truncated to 4 layers)")
+    assert "DeepSeekV3 rows dense_layers=1" in v3["notes"] and "DeepSeekV3 rows dense_layers=1" in v2["notes"]
+    assert scenario_from_row(v3).workload.model.moe.first_dense_layers == 1  # the template's full model has 3
+    assert scenario_from_row(v2).workload.model.moe.first_dense_layers == 1  # its template's own count
+
+
+@needs_table
 def test_an_fsdp_row_shards_and_recomputes(rows):
     _, row = _row(rows, subset="llm_foundry_mpt_benchmarks", model="MPT-70b", num_gpus="256")
     par = scenario_from_row(row).workload.parallelism

@@ -164,9 +164,10 @@ class Calibrations:
         return cal.attention[next(i for i in chain if i in cal.attention)], donor
 
     def nearest(self, gpu: GPUSpec, has, preferred=lambda c: True) -> str | None:
-        """The GPU itself if fitted, else the fitted GPU closest in spec: same vendor first, then the
-        preferred ones, then the smallest distance in log dense-bf16 peak and log HBM bandwidth (name
-        breaks ties)."""
+        """The GPU itself if fitted, else the fitted GPU closest in spec: same vendor first, then the same
+        chip at the same power limit (equal dense peaks and TDP: its clocks under load, and so its fit, hold
+        whatever the memory), then the preferred ones, then the smallest distance in log dense-bf16 peak and
+        log HBM bandwidth (name breaks ties)."""
         stem = template_stem("gpu", gpu.name)
         if stem in self.gpus and has(self.gpus[stem]):
             return stem
@@ -175,7 +176,8 @@ class Calibrations:
             if not has(cal):
                 continue
             spec = GPUSpec.model_validate({"from": other})
-            key = (spec.vendor != gpu.vendor, not preferred(cal), _spec_distance(gpu, spec), other)
+            same_chip = spec.peak_tflops == gpu.peak_tflops and spec.tdp_w == gpu.tdp_w is not None
+            key = (spec.vendor != gpu.vendor, not same_chip, not preferred(cal), _spec_distance(gpu, spec), other)
             best = key if best is None or key < best else best
         return None if best is None else best[-1]
 

@@ -78,6 +78,9 @@ SOURCE_BATCH_TOKENS = ((r"Dao-AILab/flash-attention training/README", "0.5M toke
 # Cloud MaxText recipe sets remat_policy=save_qkv_proj (maxtext/configure.sh) and the Paxml 175B one
 # SAVE_QKV_OUT_PROJ (paxml/paxml_mod_configs.py): each layer's forward runs again but for a projection or two.
 SOURCE_RECOMPUTE = ((r"maxtext/README_70b|paxml/README_175b", "full"),)
+# A note that states how many leading layers of a truncated MoE model stay dense, e.g. SimuMax's B200 table:
+# "DeepSeekV3 rows dense_layers=1" (its model JSON; the full model has 3).
+DENSE_LAYERS_NOTE = re.compile(r"(\S+) rows dense_layers=(\d+)")
 # Model families whose architecture a row with bare shape columns implies.
 FAMILIES = (
     (r"llama|mistral|mixtral|qwen|deepseek", {"activation": "swiglu", "normalization": "rmsnorm"}),
@@ -122,6 +125,9 @@ def model_block(row: dict[str, str]) -> dict[str, Any]:
         value = _integer(row, column)
         if value is not None:
             block[field] = value
+    dense = DENSE_LAYERS_NOTE.search(row["notes"])
+    if dense and _alphanumeric(dense.group(1)) in _alphanumeric(name):
+        block["moe"] = {"first_dense_layers": int(dense.group(2))}
     if stem is None:
         if "hidden_size" not in block or "num_layers" not in block:
             raise Unsupported(f"model {row['model']!r}: no template and no hidden size / layer count")
@@ -134,6 +140,10 @@ def model_block(row: dict[str, str]) -> dict[str, Any]:
         if template.get("num_kv_heads") and template.get("num_heads") != block["num_heads"]:
             block["num_kv_heads"] = block["num_heads"]  # a different head count: the template's GQA no longer applies
     return block
+
+
+def _alphanumeric(text: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", text.lower())
 
 
 def _dtype(row: dict[str, str]) -> DType:

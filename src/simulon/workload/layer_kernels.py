@@ -71,6 +71,13 @@ def pass_pair(name: str, elements: float, passes: Passes, act_bytes: float,
                                                           strict=True))
 
 
+SOFTMAX_ROW_ELEMENTS = 1024
+"""PyTorch's softmax holds a row of up to 1,024 fp32 elements in registers and reads it once; a longer row is
+read three times forward (max, sum, normalise) and twice per input backward (the dot product, then the
+gradient): aten/src/ATen/native/cuda/SoftMax.cu, the persistent-softmax limit, before shared-memory
+caching came in PyTorch 2.1."""
+
+
 @dataclass(frozen=True)
 class ElementwisePasses:
     """Tensor passes (reads + writes of a whole activation) of the layer's elementwise work, (fwd, bwd)."""
@@ -79,6 +86,11 @@ class ElementwisePasses:
     activation: tuple[float, float]         # GELU-like, per FFN element
     gated_activation: tuple[float, float]   # act(gate) * up, per FFN element
     softmax: Passes                         # unfused attention, per score
+    softmax_long_rows: Passes               # the same over rows too long for one read of each
+
+    def softmax_passes(self, keys: int) -> Passes:
+        """The softmax block's passes over rows of `keys` scores."""
+        return self.softmax_long_rows if keys > SOFTMAX_ROW_ELEMENTS else self.softmax
 
 
 FUSED_PASSES = ElementwisePasses(
@@ -86,6 +98,7 @@ FUSED_PASSES = ElementwisePasses(
     activation=(2, 3),               # bias-GELU
     gated_activation=(3, 5),
     softmax=((6, 0), (6, 0)),        # scale-mask-softmax and dropout, about three reads and writes each way
+    softmax_long_rows=((6, 0), (6, 0)),
 )
 """Megatron, Transformer Engine and the flash-attention repo: one fused kernel per elementwise block."""
 EAGER_PASSES = ElementwisePasses(
@@ -94,8 +107,12 @@ EAGER_PASSES = ElementwisePasses(
     # autograd runs a backward kernel per op and sums the two paths into x (about 24)
     activation=(18, 24),
     gated_activation=(5, 9),         # F.silu(gate) * up: two kernels | their backward
-    # scale, mask, softmax in fp32 under autocast, cast back, dropout; the backward of each in reverse
-    softmax=((8, 10), (7, 18)),
+    # Forward: scale and mask (read, write each), cast up for softmax, which autocast runs in fp32 (read;
+    # write 4), softmax (read 4, write 4), cast down (read 4; write), dropout (read, write; 1-byte mask).
+    # Backward, each in reverse: dropout (read, write; mask), cast (read; write 4), softmax (read the
+    # gradient and the output, 8; write 4), cast (read 4; write), mask and scale (read, write each).
+    softmax=((8, 17), (8, 21)),
+    softmax_long_rows=((8, 25), (8, 29)),
 )
 """PyTorch run eagerly (HuggingFace models): every op of the layer is its own kernel over whole tensors."""
 
@@ -238,7 +255,7 @@ class LayerKernels:
             "attn_scores": (gemm("attn_scores", Phase.fwd, batches * sq, sk, qk_dim, db, batches, batched=True),
                             gemm("attn_scores", Phase.bwd_ig, 2 * batches * sq, qk_dim, sk, db, 2 * batches,
                                  batched=True)),
-            "attn_softmax": pass_pair("attn_softmax", scores, self.passes.softmax, db, (5, 5)),
+            "attn_softmax": pass_pair("attn_softmax", scores, self.passes.softmax_passes(sk), db, (5, 5)),
             "attn_context": (gemm("attn_context", Phase.fwd, batches * sq, v_dim, sk, db, batches, batched=True),
                              gemm("attn_context", Phase.bwd_ig, 2 * batches * sq, v_dim, sk, db, 2 * batches,
                                   batched=True)),
