@@ -26,6 +26,8 @@ MAX_HELD_SHARE = 0.5
 """Collectives hold at most half a GPU's SMs: the CTAs of more concurrent collectives wait for SMs that
 running kernels free (a bound for many overlapping collectives, not a fitted value)."""
 _EPS = 1e-12
+_SAME_RATE = 1e-12
+"""A recomputed rate this close (relative) to the old one is the old one: its finish event stands."""
 _INF = float("inf")
 
 
@@ -101,6 +103,7 @@ class _FlowNetwork:
                             seen_links.add(link)
                             stack.append(link)
         remaining, rate, since = self.remaining, self.rate, self.since
+        before = [rate[f] for f in flows]
         for f in flows:  # bring progress up to now at the old rate
             remaining[f] = max(remaining[f] - rate[f] * (now - since[f]), 0.0)
             since[f] = now
@@ -111,7 +114,10 @@ class _FlowNetwork:
         else:
             self._progressive_filling(flows)
         events = []
-        for f in flows:
+        for f, old in zip(flows, before, strict=True):
+            if old > 0 and abs(rate[f] - old) <= _SAME_RATE * old:
+                rate[f] = old  # its finish event still holds: most of a big component keeps its share
+                continue
             self.version[f] += 1
             finish = now + remaining[f] / rate[f] if rate[f] > 0 else _INF
             events.append((finish, f, self.version[f]))
