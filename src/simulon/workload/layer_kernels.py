@@ -97,8 +97,10 @@ FUSED_PASSES = ElementwisePasses(
     residual=(3, 2),                 # bias-dropout-add: read 2, write 1 | read dy, write dx
     activation=(2, 3),               # bias-GELU
     gated_activation=(3, 5),
-    softmax=((6, 0), (6, 0)),        # scale-mask-softmax and dropout, about three reads and writes each way
-    softmax_long_rows=((6, 0), (6, 0)),
+    # Megatron's fused scale-mask-softmax (read, write) then dropout (read, write; 1-byte mask) | dropout's
+    # backward (read the gradient and the mask, write), then softmax's (read the gradient and the output, write)
+    softmax=((4, 1), (5, 1)),
+    softmax_long_rows=((4, 1), (5, 1)),
 )
 """Megatron, Transformer Engine and the flash-attention repo: one fused kernel per elementwise block."""
 EAGER_PASSES = ElementwisePasses(
