@@ -42,16 +42,22 @@ def test_ring_gather_and_scatter_move_n_minus_1_over_n_per_rank(n, c, size, ctyp
         assert flows.bytes_received_by(pos) == pytest.approx((n - 1) / n * size)
 
 
-@given(n=groups, c=channels, size=sizes)
-def test_all_to_all_sends_one_nth_to_every_peer_without_chains(n, c, size):
+@given(n=st.integers(2, 40), c=channels, size=sizes)
+def test_all_to_all_sends_one_nth_to_every_peer_in_rounds_of_peers(n, c, size):
     flows = flow_set("AllToAll", range(n), size, c)
     assert len(flows) == n * (n - 1)  # identical channels are simulated once, carrying all their bytes
-    assert len(flows.parent_idx) == 0
     assert (flows.src_pos != flows.dst_pos).all()
     pairs = {(int(s), int(d)) for s, d in zip(flows.src_pos, flows.dst_pos, strict=True)}
     assert len(pairs) == n * (n - 1)
     for pos in range(n):
         assert flows.bytes_sent_by(pos) == pytest.approx((n - 1) / n * size)
+    # 16 peers at a time; a flow of a later round waits for what its sender received in the round before
+    offset = (flows.dst_pos - flows.src_pos) % n
+    assert (flows.step == (offset - 1) // 16).all()
+    assert len(flows.parent_idx) == max(0, n - 1 - 16) * n
+    child = flows.parent_of
+    assert (flows.dst_pos[flows.parent_idx] == flows.src_pos[child]).all()
+    assert (flows.step[flows.parent_idx] == flows.step[child] - 1).all()
 
 
 @given(n=groups, c=channels, ctype=st.sampled_from(["AllReduce", "AllGather", "ReduceScatter"]))
