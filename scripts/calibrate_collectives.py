@@ -43,7 +43,9 @@ HEADER = """# Link-use parameters of collectives, calibrated against ../shared/v
 # Regenerate: uv run python scripts/calibrate_collectives.py --csv ../shared/validation/collectives.csv
 # Efficiencies are fractions of the line rate; times in microseconds; bandwidths in GB/s per channel
 # (null: no per-channel limit); in_switch_efficiency null: the family has no in-switch reduction (NVLS).
-# A GPU family matches GPU names by prefix; a NIC family NIC names.
+# A GPU family matches GPU names by prefix; a NIC family NIC names. Families without measured rows (the
+# default ones) are not fitted: the default NIC's Simple per-step latency (6 us) is the one that puts a
+# 64 MiB ring all-reduce within 3% of SimAI's packet-level ns-3 (benchmarks/bench_ns3_spectrum_x.py).
 """
 
 
