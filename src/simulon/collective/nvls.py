@@ -3,10 +3,9 @@
 Reduce-scatter: each member asks the switch for its shard; the switch pulls that shard from every other
 member (one flow up from each) and sends the sum down to the asker, who adds its own part. All-gather:
 each member writes its shard to the switch once (one flow up) and the switch writes it to every other
-member (one flow down each). An
-all-reduce is both, shard by shard, pipelined in chunks. Across nodes (NVLS-tree) each member reduces one
-shard of its node's data through the switch, the members of one rail combine theirs over NCCL's binary
-trees, and the switch multicasts the result back inside each node.
+member (one flow down each). An all-reduce is both, shard by shard, pipelined in chunks. Across nodes
+(NVLS-tree) each member reduces one shard of its node's data through the switch, the members of one rail
+combine theirs over NCCL's binary trees, and the switch multicasts the result back inside each node.
 """
 
 from __future__ import annotations
