@@ -65,11 +65,17 @@ class Parameter:
 
     def valid(self, x: float) -> bool:
         value = 1.0 / x if self.inverse and x > 0 else x
-        return x > 0 and self.low <= value <= self.high if self.inverse else self.low <= value <= self.high
+        slack = 1e-9 * max(abs(self.low), abs(self.high))  # a value stored at a bound reads back within it
+        return (x > 0 or not self.inverse) and self.low - slack <= value <= self.high + slack
 
     @property
     def step(self) -> float:
         return INVERSE_STEP if self.inverse else LATENCY_STEP
+
+    def upper_half(self, x: float) -> bool:
+        """Whether x (in the units the fit moves) lies nearer the bound it reaches by growing."""
+        ends = sorted((1 / self.low, 1 / self.high)) if self.inverse else (self.low, self.high)
+        return x > sum(ends) / 2
 
     @property
     def span(self) -> float:
@@ -143,7 +149,8 @@ def fit(table: dict, params: list[Parameter], data: Fit, label: str) -> None:
         jacobian = np.array(jacobian).T
         live = np.abs(jacobian).sum(axis=0) > 0
 
-        scale = np.array([p.span / 10 for p in params])[live]
+        # first steps point inwards: a parameter at a bound would otherwise start the simplex outside them
+        scale = np.array([p.span / 10 * (-1 if p.upper_half(v) else 1) for p, v in zip(params, x, strict=True)])[live]
 
         def linear(dz: np.ndarray, x0=x, t0=times, jac=jacobian, live=live, scale=scale) -> float:
             full = x0.copy()
