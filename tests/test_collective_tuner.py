@@ -9,7 +9,7 @@ from simulon.config import DatacenterConfig
 from simulon.network.topology import Topology
 from simulon.workload.program import CollType
 
-AR, AG, RS = CollType.AllReduce, CollType.AllGather, CollType.ReduceScatter
+AR, AG, RS, A2A = CollType.AllReduce, CollType.AllGather, CollType.ReduceScatter, CollType.AllToAll
 
 
 def plan(template: str = "dgx-h100", nodes: int = 1, algorithm: str = "auto", protocol: str = "auto",
@@ -51,6 +51,18 @@ def test_enabled_algorithms_follow_the_group_and_the_hardware():
     assert "nvls" in h100._enabled(AR, h100.shape(range(8)))
     assert "collnet_direct" in plan(nodes=4, sharp=True)._enabled(AR, full)
     assert "nvls_tree" not in plan("dgx-a100", nodes=4)._enabled(AR, full)
+
+
+def test_nvls_gathers_and_scatters_for_at_most_32_ranks_of_an_nvl72_rack_but_reduces_for_all():
+    rack = plan("gb200-nvl72", nodes=18)
+    assert "nvls" in rack._enabled(AG, rack.shape(range(32)))
+    assert "nvls" not in rack._enabled(RS, rack.shape(range(36)))
+    assert "nvls" in rack._enabled(AR, rack.shape(range(72)))
+
+
+def test_all_to_all_runs_nccl_point_to_point_kernels_which_are_simple_only():
+    p = plan()
+    assert {p.choose(A2A, range(8), 2.0**k).protocol for k in range(10, 31, 4)} == {"simple"}
 
 
 def test_fixed_algorithm_protocol_and_channels_are_kept():

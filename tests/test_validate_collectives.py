@@ -16,17 +16,18 @@ from simulon.validate.report import read_table
 COLLECTIVES = ROOT.parent / "shared" / "validation" / "collectives.csv"
 BOUND_PCT = {">=1MiB": 10.0, "<1MiB": 25.0}   # the issue's targets, per hardware family
 SHORT_OF_BOUND_PCT = {
-    ("B200", "<1MiB"): 53.0, ("B200", ">=1MiB"): 18.0,
-    ("GB200", "<1MiB"): 45.0, ("GB200", ">=1MiB"): 20.0,
-    ("H100", "<1MiB"): 53.0, ("H100", ">=1MiB"): 22.0,
-    ("H20", ">=1MiB"): 37.0,
-    ("MI300X", ">=1MiB"): 260.0,
+    ("B200", "<1MiB"): 45.0, ("B200", ">=1MiB"): 14.0,
+    ("GB200", ">=1MiB"): 14.5,
+    ("H100", "<1MiB"): 39.0, ("H100", ">=1MiB"): 18.0,
+    ("H20", ">=1MiB"): 45.0,
+    ("MI300X", ">=1MiB"): 250.0,
 }
 """Where the model does not reach the bound yet, the level it holds (a regression guard, not a target).
 The XLA tables behind B200, GB200 and H100 scatter by more than the bounds between neighbouring sizes (a
 per-configuration fit of two latency-bandwidth lines leaves 12-33% MAPE below 1 MiB); MI300X needs its
 xGMI mesh modelled pair by pair (a two-GPU group gets one 64 GB/s link, not the 448 GB/s port); the H20
-rows come from a system its reporter found underperforming."""
+rows come from a system its reporter found underperforming (they are not fitted: its ConnectX NICs take the
+default NIC family, set by the packet-level ns-3 reference)."""
 HEADER = ["subset", "hardware", "num_gpus", "nodes", "collective", "msg_bytes", "group_size", "num_groups",
           "algbw_GBps", "busbw_GBps", "time_us", "notes"]
 

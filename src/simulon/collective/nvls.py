@@ -1,11 +1,11 @@
 """NVLink SHARP (NVLS): the NVSwitch reduces and multicasts.
 
-Reduce-scatter: each member asks the switch for its shard; the switch pulls that shard from every member
-(one flow up from each) and sends the sum down to the asker. All-gather: each member writes its shard to
-the switch once (one flow up) and the switch writes it to every other member (one flow down each). An
-all-reduce is both, shard by shard, pipelined in chunks. Across nodes (NVLS-tree) each member reduces one
-shard of its node's data through the switch, the members of one rail combine theirs over NCCL's binary
-trees, and the switch multicasts the result back inside each node.
+Reduce-scatter: each member asks the switch for its shard; the switch pulls that shard from every other
+member (one flow up from each) and sends the sum down to the asker, who adds its own part. All-gather:
+each member writes its shard to the switch once (one flow up) and the switch writes it to every other
+member (one flow down each). An all-reduce is both, shard by shard, pipelined in chunks. Across nodes
+(NVLS-tree) each member reduces one shard of its node's data through the switch, the members of one rail
+combine theirs over NCCL's binary trees, and the switch multicasts the result back inside each node.
 """
 
 from __future__ import annotations
@@ -20,15 +20,18 @@ from .tree import btree_parent, dtree_parent, pipelined_reduce_broadcast
 
 def _switch_reduce(out: FlowBuilder, members: np.ndarray, owners: np.ndarray, chunk: float, chunks: int,
                    channel: int) -> np.ndarray:
-    """In each of B switch domains (members [B, n], owners [B, o]): each member sends its part of the
-    owners' shards up (one flow per chunk); the switch sends each owner the sum of its shard. Returns the
-    down flows [chunks, B, o]."""
+    """In each of B switch domains (members [B, n], owners [B, o]): each member sends its part of the other
+    owners' shards up (one flow per chunk); the switch sends each owner the sum of its shard, to which the
+    owner adds its own part from local memory. So a member's link carries the same bytes whatever the
+    group size, as the measured NVLS all-reduce bandwidth (flat from 2 to 72 GPUs) says. Returns the down
+    flows [chunks, B, o]."""
     b, n = members.shape
     o = owners.shape[1]
+    others = o - (members[:, :, None] == owners[:, None, :]).sum(axis=2)             # [B, n]
     j = np.arange(chunks)[:, None, None]
     up = out.count + (j * b + np.arange(b)[None, :, None]) * n + np.arange(n)         # [chunks, B, n]
     prev_up = np.where(j > 0, up - b * n, -1)[..., None]
-    out.add(np.broadcast_to(members, up.shape), SWITCH, chunk * o, channel, j, prev_up.reshape(-1, 1),
+    out.add(np.broadcast_to(members, up.shape), SWITCH, chunk * others, channel, j, prev_up.reshape(-1, 1),
             tag=len(out.group))
     down = out.count + (j * b + np.arange(b)[None, :, None]) * o + np.arange(o)       # [chunks, B, o]
     prev_down = np.where(j > 0, down - b * o, -1)[..., None]

@@ -14,6 +14,7 @@ from dataclasses import replace
 import numpy as np
 
 from .common import FlowBuilder, FlowSet
+from .nccl import constants
 from .shape import GroupShape
 
 
@@ -69,10 +70,17 @@ def ring_all_reduce(group: tuple[int, ...], shape: GroupShape, size: float, chan
 
 
 def all_to_all(group: tuple[int, ...], shape: GroupShape, size: float, channels: int) -> FlowSet:
-    """Every rank sends size/n to every other rank at once (NCCL's grouped send/recv); no chains."""
+    """Every rank sends size/n to every other rank (NCCL's grouped send/recv). NCCL works through the peers
+    in rounds, peer offset k in round (k-1) // peers_per_round (as many peers at once as its point-to-point
+    channels serve), and a rank moves to the next round once the previous one's receive arrived: a large
+    group pays one hop per round."""
     n = len(group)
     src, offset, ch = (a.ravel() for a in np.meshgrid(np.arange(n), np.arange(1, n), np.arange(channels),
                                                       indexing="ij"))
+    per_round = constants()["p2p_peers_per_round"]
+    index = lambda s, k, c: (s * (n - 1) + k - 1) * channels + c  # noqa: E731 - the layout of the meshgrid above
+    before = offset - per_round  # the same slot's peer offset in the previous round
+    parent = np.where(before >= 1, index((src - np.maximum(before, 1)) % max(n, 1), np.maximum(before, 1), ch), -1)
     out = FlowBuilder(group)
-    out.add(src, (src + offset) % n, size / (n * channels), ch, 0)
+    out.add(src, (src + offset) % n, size / (n * channels), ch, (offset - 1) // per_round, parent[:, None])
     return out.build()

@@ -23,11 +23,14 @@ if TYPE_CHECKING:
     from ..config.scenario import CollectiveConfig
     from ..network.topology import Topology
 
-AR, AG, RS = CollType.AllReduce, CollType.AllGather, CollType.ReduceScatter
+AR, AG, RS, A2A = CollType.AllReduce, CollType.AllGather, CollType.ReduceScatter, CollType.AllToAll
 TUNED = ("ring", "tree", "nvls", "nvls_tree", "collnet_direct", "collnet_chain", "pat")
 """NCCL's own algorithms, the ones `auto` chooses among (hierarchical and pxn are simulon's variants)."""
 RING_LIKE = ("hierarchical", "pxn")
 """Variants whose protocol and channels are chosen as for NCCL's ring."""
+NVLS_ARITY = 32
+"""NCCL_MAX_NVLS_ARITY: NVLS all-gather and reduce-scatter serve at most this many ranks per NVLink domain
+(NCCL skips NVLS for them beyond it; all-reduce has no such limit)."""
 
 
 @dataclass(frozen=True)
@@ -83,10 +86,10 @@ class CollectivePlan:
 
     def _choose(self, ctype: CollType, shape: GroupShape, size: float) -> Choice:
         if self.algorithm == "auto":
-            candidates = [(a, p) for a in self._enabled(ctype, shape) for p in self._protocols(a)]
+            candidates = [(a, p) for a in self._enabled(ctype, shape) for p in self._protocols(a, ctype)]
         else:
             check_algorithm(self.algorithm, ctype)
-            candidates = [(self.algorithm, p) for p in self._protocols(self.algorithm)]
+            candidates = [(self.algorithm, p) for p in self._protocols(self.algorithm, ctype)]
         if self.protocol != "auto":
             candidates = [(a, p) for a, p in candidates if p == self.protocol] or [(self.algorithm, self.protocol)]
         times = [(self._time(ctype, shape, size, a, p), i) for i, (a, p) in enumerate(candidates)]
@@ -99,15 +102,17 @@ class CollectivePlan:
         reduce_up, reduce_out = self.topology.reduces_in_switch
         nodes, per_node = shape.nodes, shape.per_node
         ok = {"ring": True, "tree": per_node is not None,
-              "nvls": reduce_up and nodes == 1 and shape.n > 1,
+              "nvls": reduce_up and nodes == 1 and shape.n > 1 and (ctype == AR or shape.n <= NVLS_ARITY),
               "nvls_tree": reduce_up and nodes > 1 and (per_node or 0) > 1,
               "collnet_direct": reduce_out and nodes > 1 and per_node is not None,
               "collnet_chain": reduce_out and nodes > 1 and per_node is not None,
               "pat": nodes > 1 and per_node == 1}
         return [a for a in TUNED if ok[a] and ctype in ALGORITHMS[a]]
 
-    def _protocols(self, algorithm: str) -> tuple[str, ...]:
-        if algorithm in ("nvls", "nvls_tree", "collnet_direct", "collnet_chain", "pat"):
+    def _protocols(self, algorithm: str, ctype: CollType) -> tuple[str, ...]:
+        """NVLS, CollNet and PAT run Simple only; so does all-to-all, a group of NCCL send/receive calls (NCCL's
+        point-to-point kernels have no LL path)."""
+        if algorithm in ("nvls", "nvls_tree", "collnet_direct", "collnet_chain", "pat") or ctype == A2A:
             return ("simple",)
         return PROTOCOLS if not self.topology.pcie else ("simple", "ll")
 
