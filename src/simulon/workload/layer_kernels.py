@@ -250,8 +250,8 @@ class LayerKernels:
             return {"attn_flash": tuple(attention(phase, b, n, kv, sq, sk, qk_dim, v_dim, True, db,
                                                   self.attention_impl) for phase in (Phase.fwd, Phase.bwd_ig))}
         # unfused: scores Q K^T and context P V as batched GEMMs over b*heads (m counts the rows of all
-        # of them), the full score matrix materialised in between (scale, mask, softmax, dropout: read
-        # and written about three times). Each backward is two GEMMs of the forward's size.
+        # of them), the full score matrix materialised in between (scale, mask, softmax, dropout: the
+        # passes of ElementwisePasses.softmax). Each backward is two GEMMs of the forward's size.
         batches, scores = b * n, b * n * sq * sk
         return {
             "attn_scores": (gemm("attn_scores", Phase.fwd, batches * sq, sk, qk_dim, db, batches, batched=True),
