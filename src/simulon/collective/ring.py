@@ -78,9 +78,9 @@ def all_to_all(group: tuple[int, ...], shape: GroupShape, size: float, channels:
     src, offset, ch = (a.ravel() for a in np.meshgrid(np.arange(n), np.arange(1, n), np.arange(channels),
                                                       indexing="ij"))
     per_round = constants()["p2p_peers_per_round"]
-    index = lambda s, k, c: (s * (n - 1) + k - 1) * channels + c  # noqa: E731 - the layout of the meshgrid above
-    before = offset - per_round  # the same slot's peer offset in the previous round
-    parent = np.where(before >= 1, index((src - np.maximum(before, 1)) % max(n, 1), np.maximum(before, 1), ch), -1)
+    before = np.maximum(offset - per_round, 1)  # the same slot's peer offset in the previous round
+    sender = (src - before) % max(n, 1)           # who sent this rank that round's receive
+    parent = np.where(offset > per_round, (sender * (n - 1) + before - 1) * channels + ch, -1)  # meshgrid order
     out = FlowBuilder(group)
     out.add(src, (src + offset) % n, size / (n * channels), ch, (offset - 1) // per_round, parent[:, None])
     return out.build()

@@ -110,8 +110,8 @@ class CollectivePlan:
         return [a for a in TUNED if ok[a] and ctype in ALGORITHMS[a]]
 
     def _protocols(self, algorithm: str, ctype: CollType) -> tuple[str, ...]:
-        """NVLS, CollNet and PAT run Simple only; so does all-to-all, a group of NCCL send/receive calls (NCCL's
-        point-to-point kernels have no LL path)."""
+        """NVLS, CollNet and PAT run Simple only; so does all-to-all here, a group of NCCL send/receive calls
+        (an approximation: NCCL sends point-to-point messages below NCCL_P2P_LL_THRESHOLD with LL)."""
         if algorithm in ("nvls", "nvls_tree", "collnet_direct", "collnet_chain", "pat") or ctype == A2A:
             return ("simple",)
         return PROTOCOLS if not self.topology.pcie else ("simple", "ll")

@@ -86,11 +86,12 @@ class ElementwisePasses:
     activation: tuple[float, float]         # GELU-like, per FFN element
     gated_activation: tuple[float, float]   # act(gate) * up, per FFN element
     softmax: Passes                         # unfused attention, per score
-    softmax_long_rows: Passes               # the same over rows too long for one read of each
+    softmax_long_rows: Passes | None = None  # the same over rows too long for one read of each (None: same)
 
     def softmax_passes(self, keys: int) -> Passes:
         """The softmax block's passes over rows of `keys` scores."""
-        return self.softmax_long_rows if keys > SOFTMAX_ROW_ELEMENTS else self.softmax
+        long_rows = keys > SOFTMAX_ROW_ELEMENTS and self.softmax_long_rows
+        return long_rows or self.softmax
 
 
 FUSED_PASSES = ElementwisePasses(
@@ -100,7 +101,6 @@ FUSED_PASSES = ElementwisePasses(
     # Megatron's fused scale-mask-softmax (read, write) then dropout (read, write; 1-byte mask) | dropout's
     # backward (read the gradient and the mask, write), then softmax's (read the gradient and the output, write)
     softmax=((4, 1), (5, 1)),
-    softmax_long_rows=((4, 1), (5, 1)),
 )
 """Megatron, Transformer Engine and the flash-attention repo: one fused kernel per elementwise block."""
 EAGER_PASSES = ElementwisePasses(
