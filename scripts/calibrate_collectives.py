@@ -43,9 +43,10 @@ HEADER = """# Link-use parameters of collectives, calibrated against ../shared/v
 # Regenerate: uv run python scripts/calibrate_collectives.py --csv ../shared/validation/collectives.csv
 # Efficiencies are fractions of the line rate; times in microseconds; bandwidths in GB/s per channel
 # (null: no per-channel limit); in_switch_efficiency null: the family has no in-switch reduction (NVLS).
-# A GPU family matches GPU names by prefix; a NIC family NIC names. Families without measured rows (the
-# default ones) are not fitted: the default NIC's Simple per-step latency (6 us) is the one that puts a
-# 64 MiB ring all-reduce within 3% of SimAI's packet-level ns-3 (benchmarks/bench_ns3_spectrum_x.py).
+# A GPU family matches GPU names by prefix; a NIC family NIC names. A family whose rows are all of 1 MiB or
+# more keeps NCCL's latencies (cdna3). Families without measured rows (the default ones) are not fitted: the
+# default NIC's Simple per-step latency (6 us) is the one that puts a 64 MiB ring all-reduce within 3% of
+# SimAI's packet-level ns-3 (benchmarks/bench_ns3_spectrum_x.py).
 """
 
 
@@ -90,17 +91,24 @@ def _node(table: dict, path: tuple[str, ...]) -> dict:
     return table
 
 
-def gpu_parameters(table: dict, family: str) -> list[Parameter]:
-    """Launch and hop latency per protocol, NVLink efficiency and NVLS's. The per-channel bandwidths stay
-    NCCL's: they bind only at few channels, which the measurements hardly show."""
+def gpu_parameters(table: dict, family: str, latencies: bool) -> list[Parameter]:
+    """Launch and hop latency per protocol (when the rows can show them), NVLink efficiency and NVLS's. The
+    per-channel bandwidths stay NCCL's: they bind only at few channels, which the measurements hardly show."""
     entry = table["gpu_families"][family]
-    params = [Parameter(("gpu_families", family, "launch_us", p), False, *LAUNCH_US) for p in PROTOCOLS]
-    params += [Parameter(("gpu_families", family, "hop_us", p), False, *HOP_US) for p in PROTOCOLS]
+    params = [Parameter(("gpu_families", family, key, p), False, *bounds)
+              for key, bounds in (("launch_us", LAUNCH_US), ("hop_us", HOP_US)) for p in PROTOCOLS] if latencies else []
     params.append(Parameter(("gpu_families", family, "scale_up_efficiency"), True, *SCALE_UP_EFFICIENCY))
     if entry["in_switch_efficiency"] is not None:
-        params += [Parameter(("gpu_families", family, "in_switch_efficiency"), True, *SCALE_UP_EFFICIENCY),
-                   Parameter(("gpu_families", family, "in_switch_hop_us"), False, *HOP_US)]
+        params.append(Parameter(("gpu_families", family, "in_switch_efficiency"), True, *SCALE_UP_EFFICIENCY))
+        if latencies:
+            params.append(Parameter(("gpu_families", family, "in_switch_hop_us"), False, *HOP_US))
     return params
+
+
+def shows_latency(cases: list[Case]) -> bool:
+    """Whether some row is small enough for latency to show: on large messages alone latencies only drift
+    to their bounds."""
+    return any(size_class(size) == "<1MiB" for case in cases for _, _, size, _ in case.rows)
 
 
 def nic_parameters(family: str) -> list[Parameter]:
@@ -199,7 +207,9 @@ def write(table: dict) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--csv", required=True, type=Path)
+    parser.add_argument("--family", action="append", help="fit only this GPU or NIC family (repeatable)")
     args = parser.parse_args()
+    chosen = lambda family: args.family is None or family in args.family  # noqa: E731
     rows = read_table(args.csv)
     for subset, reason in NOT_FITTED.items():
         print(f"not fitted: {subset}: {reason}")
@@ -209,11 +219,11 @@ def main() -> None:
     across = [c for c in cases if not single_domain(c)]
     for family in table["gpu_families"]:
         mine = [c for c in inside if link_model_for(c.datacenter()).gpu_family == family]
-        if mine:
-            fit(table, gpu_parameters(table, family), Fit(mine), f"GPU family {family}")
+        if mine and chosen(family):
+            fit(table, gpu_parameters(table, family, shows_latency(mine)), Fit(mine), f"GPU family {family}")
     for family in table["nic_families"]:
         mine = [c for c in across if link_model_for(c.datacenter()).nic_family == family]
-        if mine:
+        if mine and chosen(family):
             fit(table, nic_parameters(family), Fit(mine), f"NIC family {family}")
     write(table)
     print(f"wrote {DATA.relative_to(ROOT)}")

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from simulon.collective import ALGORITHMS, GroupShape, decompose_collective, flow_set
 from simulon.collective.common import SWITCH
+from simulon.collective.mesh import disjoint_cycles
 from simulon.collective.tree import btree_parent, dtree_parent
 from simulon.workload.program import CollType
 
@@ -300,3 +301,29 @@ def test_unknown_algorithm_and_bad_arguments_are_refused():
 def test_single_member_group_has_no_flows():
     assert len(flow_set(CollType.AllReduce, [5], 1024, 2)) == 0
     assert np.asarray(flow_set(CollType.AllToAll, [5], 1024, 2).size).sum() == 0
+
+
+@given(k=st.integers(1, 9))
+def test_mesh_cycles_are_arc_disjoint_hamiltonian_cycles_using_every_link_where_one_can(k):
+    cycles = disjoint_cycles(k)
+    assert all(sorted(c) == list(range(k)) for c in cycles)
+    arcs = [(c[i], c[(i + 1) % k]) for c in cycles for i in range(k)] if k > 1 else []
+    assert len(set(arcs)) == len(arcs) and all(a != b for a, b in arcs)
+    # the complete digraph splits into k-1 Hamiltonian cycles except on 4 and 6 vertices (Tillson 1980)
+    assert len(cycles) == (k - 2 if k in (4, 6) else max(k - 1, 1))
+
+
+@given(n=st.integers(2, 8), rounds=st.integers(1, 2), size=sizes)
+def test_a_mesh_ring_spreads_its_channels_over_every_cycle_and_still_moves_2_n_minus_1_over_n(n, rounds, size):
+    shape = GroupShape.of(range(n), n, mesh=True)
+    cycles = len(disjoint_cycles(n))
+    flows = flow_set(AR, range(n), size, rounds * cycles, "ring", shape=shape)
+    for pos in range(n):
+        assert flows.bytes_sent_by(pos) == pytest.approx(2 * (n - 1) / n * size)
+        assert flows.bytes_received_by(pos) == pytest.approx(flows.bytes_sent_by(pos))
+    per_arc = Counter()
+    for s, d, b in zip(flows.src_pos.tolist(), flows.dst_pos.tolist(), flows.size.tolist(), strict=True):
+        per_arc[(s, d)] += b
+    assert len(per_arc) == n * cycles if n > 2 else len(per_arc) == 2
+    assert max(per_arc.values()) == pytest.approx(min(per_arc.values()))   # every link it uses carries the same
+    assert flows.symmetry is None or cycles == 1

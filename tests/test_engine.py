@@ -296,3 +296,13 @@ def test_the_steady_state_estimate_of_a_ring_on_identical_links_is_exact():
     assert len(flows) == n and flows.periods == 2 * (n - 1)
     seconds = SteadyState(Topology.from_datacenter(dc, model=IDEAL)).estimate([flows], "simple")
     assert seconds == pytest.approx(2 * (n - 1) / n * size / (100 * GB) + 2 * (n - 1) * 2e-6, rel=1e-9)
+
+
+@pytest.mark.parametrize(("n", "channels", "links"), [(2, 1, 1), (2, 4, 1), (3, 2, 2), (8, 7, 7), (8, 14, 7)])
+def test_a_mesh_ring_all_reduce_runs_at_the_links_its_cycles_use(n, channels, links):
+    dc = DatacenterConfig.model_validate({
+        "cluster": {"num_nodes": 1}, "node": {"gpus_per_node": 8, "gpu": "MI300X"},
+        "network": {"scale_up": {"kind": "mesh", "switch": {"port_speed": "448GBps"}}}})
+    size = 2.0**30
+    timing = timed(dc, CollType.AllReduce, range(n), size, channels=channels)
+    assert timing.busbw_GBps == pytest.approx(links * 64, rel=1e-6)   # one 64 GB/s link per cycle in use

@@ -186,3 +186,22 @@ def test_every_shipped_topology_builds_and_routes(name):
     links, latency, _ = topo.routes(np.arange(128), (np.arange(128) * 37 + 11) % 128)
     assert (links < topo.num_links).all() and (latency > 0).all()
     assert ((links >= 0).sum(axis=1) >= 2).all()
+
+
+def test_in_a_mesh_node_each_ordered_pair_of_gpus_has_its_own_link():
+    topo = build(datacenter(nodes=2, gpus=8, scale_up={"kind": "mesh"}))
+    pairs = [(s, d) for node in (0, 8) for s in range(node, node + 8) for d in range(node, node + 8) if s != d]
+    links = [hops(topo, s, d) for s, d in pairs]
+    assert all(len(path) == 1 for path in links)
+    assert sorted(path[0] for path in links) == list(range(2 * 8 * 7))    # one link per ordered pair, no gaps
+    assert topo.line_rate[hops(topo, 2, 5)[0]] == pytest.approx(450 * GB / 7)   # the port split over 7 peers
+    assert topo.link_name(hops(topo, 2, 5)[0]) == "mesh[gpu 2 -> gpu 5]"
+    assert kinds(topo, 3, 11) == ["nic_up", "nic_down"]
+    summary = TopologySummary.of(topo)
+    assert (summary.scale_up, summary.tiers[0].switches, summary.tiers[0].links) == ("mesh", 0, 2 * 28)
+    assert summary.scale_up_bisection == pytest.approx(16 * 450 * GB / 7)   # 4 x 4 links across the cut
+
+
+def test_a_mesh_spanning_nodes_is_a_located_error():
+    with pytest.raises(ValueError, match="domain_gpus"):
+        datacenter(nodes=2, gpus=8, scale_up={"kind": "mesh", "domain_gpus": 16})

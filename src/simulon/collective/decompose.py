@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from functools import partial
@@ -56,7 +57,9 @@ def symmetry(algorithm: str, ctype: CollType, shape: GroupShape) -> int | None:
     stand for the members that many positions away: 1 for direct sends, PAT, NVLS, and rings (or what
     degenerates to one) inside one node or with one member per node; a node's members for what repeats node
     by node (rings not bent to the rails, hierarchical, CollNet); None for trees, whose root is unlike the
-    other members."""
+    other members. Rings in a mesh take cycles no shift maps onto themselves."""
+    if shape.mesh_cycles > 1 and algorithm in ("ring", "pxn") and ctype != A2A:
+        return None
     if (ctype == A2A and algorithm == "ring") or algorithm in ("pat", "nvls") or (shape.flat_ring and \
             algorithm in ("ring", "pxn", "hierarchical")):
         return 1
@@ -72,10 +75,11 @@ def symmetry(algorithm: str, ctype: CollType, shape: GroupShape) -> int | None:
 
 def channel_period(algorithm: str, ctype: CollType, shape: GroupShape) -> int:
     """Channels c and c + period have the same flows: a ring's channels differ only in which member (and
-    NIC) they leave a node by, a tree's in which tree and chain member they use."""
+    NIC) they leave a node by (and in a mesh which cycle they take), a tree's in which tree and chain member
+    they use."""
     per_node = shape.per_node or 1
-    if algorithm in ("ring", "pxn") and ctype != A2A and not shape.flat_ring:
-        return per_node
+    if algorithm in ("ring", "pxn") and ctype != A2A:
+        return math.lcm(1 if shape.flat_ring else per_node, shape.mesh_cycles)
     if algorithm == "tree":
         return 2 * per_node
     if algorithm == "nvls_tree":

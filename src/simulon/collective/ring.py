@@ -5,6 +5,10 @@ A ring visits each node's members in a row and crosses to the next node once (on
 fabric is rail-optimized). Channel c starts its runs at member c (mod the members per node), so different
 channels leave a node through different GPUs, and so through different NICs. Per rank, a ring
 reduce-scatter or all-gather sends (n-1)/n of the buffer, an all-reduce 2(n-1)/n.
+
+In a full mesh (every pair of a node's GPUs has its own link) the channels take turns over arc-disjoint
+Hamiltonian cycles of the node's members, as RCCL's rings do on an xGMI mesh, so that together they use
+every link instead of loading one link per neighbour.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from dataclasses import replace
 import numpy as np
 
 from .common import FlowBuilder, FlowSet
+from .mesh import disjoint_cycles
 from .nccl import constants
 from .shape import GroupShape
 
@@ -21,11 +26,15 @@ from .shape import GroupShape
 def ring_order(shape: GroupShape, channel: int) -> np.ndarray:
     """Positions in the order channel `channel`'s ring visits them: each node's members in a row starting at
     member `channel`. On a rail-optimized fabric every other node is visited backwards, so that the ring
-    leaves a node from the member (and so the NIC, the rail) it enters the next one by."""
+    leaves a node from the member (and so the NIC, the rail) it enters the next one by. In a mesh the row
+    follows one of the members' disjoint cycles, a different one per channel."""
     if not shape.n:
         return np.zeros(0, dtype=np.int64)
     runs = []
     for node, members in enumerate(shape.members):
+        if shape.mesh:
+            cycles = disjoint_cycles(len(members))
+            members = members[list(cycles[channel % len(cycles)])]
         run = np.roll(members, -(channel % len(members)))
         runs.append(run[::-1] if shape.rail_aligned and node % 2 else run)
     return np.concatenate(runs)

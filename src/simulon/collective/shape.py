@@ -6,21 +6,25 @@ need it; a group inside one domain, or with one member per domain, is "flat".
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
+
+from .mesh import disjoint_cycles
 
 
 @dataclass(frozen=True)
 class GroupShape:
     domain: tuple[int, ...]   # per position: its domain, numbered in order of first appearance
     rail_aligned: bool = False  # the fabric is rail-optimized: rings should cross nodes on one rail
+    mesh: bool = False          # a domain's GPUs are linked pairwise (no switch): rings spread over the links
 
     @classmethod
-    def of(cls, group, domain_gpus: int, rail_aligned: bool = False) -> GroupShape:
+    def of(cls, group, domain_gpus: int, rail_aligned: bool = False, mesh: bool = False) -> GroupShape:
         first: dict[int, int] = {}
-        return cls(tuple(first.setdefault(int(r) // domain_gpus, len(first)) for r in group), rail_aligned)
+        return cls(tuple(first.setdefault(int(r) // domain_gpus, len(first)) for r in group), rail_aligned, mesh)
 
     @classmethod
     def flat(cls, n: int) -> GroupShape:
@@ -54,6 +58,12 @@ class GroupShape:
         """Members per domain when every domain holds the same number, else None."""
         sizes = {len(m) for m in self.members}
         return sizes.pop() if len(sizes) == 1 else None
+
+    @cached_property
+    def mesh_cycles(self) -> int:
+        """How many different rings a domain's members take in a mesh (1 on a switch): channels that many
+        apart run the same flows."""
+        return math.lcm(*(len(disjoint_cycles(len(m))) for m in self.members)) if self.mesh and self.n else 1
 
     @property
     def flat_ring(self) -> bool:

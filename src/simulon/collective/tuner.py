@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from ..workload.program import CollType
 from .decompose import ALGORITHMS, PROTOCOLS, check_algorithm, coll_type, symmetry
+from .mesh import disjoint_cycles
 from .nccl import architecture, constants
 from .shape import GroupShape
 
@@ -65,7 +66,7 @@ class CollectivePlan:
         if group not in self.shapes:
             spec = self.topology.fabric.spec
             self.shapes[group] = GroupShape.of(group, self.topology.domain_gpus,
-                                               spec.rail_optimized and spec.tiers >= 2)
+                                               spec.rail_optimized and spec.tiers >= 2, self.topology.mesh)
         return self.shapes[group]
 
     def symmetry(self, ctype: CollType, group, size: float) -> int | None:
@@ -116,11 +117,13 @@ class CollectivePlan:
             return ("simple",)
         return PROTOCOLS if not self.topology.pcie else ("simple", "ll")
 
-    def _bandwidths(self) -> tuple[float, float]:
-        """(scale-up, scale-out) GB/s: a member's port, and its node's NICs (a ring crosses each once per
-        channel, and NCCL spreads the channels over them)."""
+    def _bandwidths(self, shape: GroupShape) -> tuple[float, float]:
+        """(scale-up, scale-out) GB/s: a member's port (in a mesh, the links its rings take), and its node's
+        NICs (a ring crosses each once per channel, and NCCL spreads the channels over them)."""
         topo = self.topology
         intra = float(topo.capacity[0]) / 1e9 if topo.num_gpus else 0.0
+        if topo.mesh:
+            intra *= min(len(disjoint_cycles(len(m))) for m in shape.members)
         nic = float(topo.capacity[topo.fabric.up(0)]) * topo.fabric.ports_per_nic / 1e9
         return intra, nic * topo.gpus_per_node / topo.gpus_per_nic
 
@@ -130,7 +133,7 @@ class CollectivePlan:
         nodes = max(shape.nodes, 1)
         index = min(nodes, 3) - 1
         channels = self.channels or arch["max_channels"]
-        intra, inter = self._bandwidths()
+        intra, inter = self._bandwidths(shape)
         per_channel = self.topology.model.channel_bandwidth[PROTOCOLS.index(protocol)] / 1e9
         bus = min(intra if nodes == 1 else min(intra, inter), channels * per_channel)
         if algorithm == "ring" and protocol == "ll":
@@ -197,9 +200,12 @@ class CollectivePlan:
         return latency + size / (1000 * algbw) if algbw > 0 else math.inf
 
     def _channels(self, ctype: CollType, shape: GroupShape, size: float, algorithm: str, protocol: str) -> int:
-        """NCCL's channel count: fewer while the message gives each channel's threads too little work."""
+        """NCCL's channel count: fewer while the message gives each channel's threads too little work. In a
+        mesh, whole repeats of the rings' cycles, so that every link carries the same share."""
         c = constants()
         ring = algorithm == "ring" or algorithm in RING_LIKE
         threshold = c["thread_threshold"][protocol] * (shape.n if ring and protocol == "ll" else 1)
         per_channel = c["threads"][protocol] * threshold
-        return max(1, min(self.arch["max_channels"], int(size // per_channel)))
+        count = max(1, min(self.arch["max_channels"], int(size // per_channel)))
+        cycles = shape.mesh_cycles if ring else 1
+        return count - count % cycles if count >= cycles else count

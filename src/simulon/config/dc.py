@@ -66,9 +66,11 @@ class SwitchSpec(Templated):
 class ScaleUpSpec(StrictModel):
     """The scale-up fabric. `nvswitch`: each GPU has one port of `port_speed` to a non-blocking NVSwitch
     shared by `domain_gpus` GPUs (the node, or a multi-node NVLink domain such as GB200 NVL72). `pcie`: GPUs
-    reach each other, and their NICs, through their PCIe link of `port_speed` to the host."""
+    reach each other, and their NICs, through their PCIe link of `port_speed` to the host. `mesh`: every pair
+    of a node's GPUs has its own link (AMD's xGMI), `port_speed` being a GPU's links together, so one link
+    carries port_speed / (gpus_per_node - 1)."""
 
-    kind: Literal["nvswitch", "pcie"] = "nvswitch"
+    kind: Literal["nvswitch", "pcie", "mesh"] = "nvswitch"
     domain_gpus: PositiveInt | None = Field(None, description="GPUs in one NVLink domain (default: a node)")
     switch: SwitchSpec | None = None
 
@@ -176,7 +178,8 @@ class DatacenterConfig(Templated):
         if domain % self.node.gpus_per_node:  # the last domain may be partly filled (a rack not full)
             raise FieldError("network.scale_up.domain_gpus", f"{domain} must be a multiple of gpus_per_node "
                              f"({self.node.gpus_per_node})")
-        if self.network.scale_up.kind == "pcie" and domain != self.node.gpus_per_node:
-            raise FieldError("network.scale_up.domain_gpus", "a PCIe node is its own scale-up domain")
+        kind = self.network.scale_up.kind
+        if kind in ("pcie", "mesh") and domain != self.node.gpus_per_node:
+            raise FieldError("network.scale_up.domain_gpus", f"a {kind} node is its own scale-up domain")
         return self
 

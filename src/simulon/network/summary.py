@@ -3,6 +3,7 @@ rates and bisection bandwidth."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from .topology import Topology
@@ -12,7 +13,8 @@ from .topology import Topology
 class Tier:
     name: str
     switches: int
-    links: int               # cables (each an up and a down link) from the tier below into this one
+    links: int               # cables (each an up and a down link) from the tier below into this one (in a
+                             # mesh: between GPUs)
     link_rate: float         # bytes/s per direction of one such link
 
 
@@ -20,7 +22,7 @@ class Tier:
 class TopologySummary:
     gpus: int
     nodes: int
-    scale_up: str            # nvswitch or pcie
+    scale_up: str            # nvswitch, pcie or mesh
     domain_gpus: int
     reduces_in_switch: tuple[bool, bool]
     fabric: str
@@ -35,16 +37,20 @@ class TopologySummary:
         spec = fabric.spec
         ports = len(fabric.leaf_of_port)
         first = {kind: fabric.base + start for kind, start in zip(fabric.kind, fabric.block_start, strict=True)}
-        up_switches = -(-g // (topology.gpus_per_node if topology.pcie else topology.domain_gpus))
-        tiers = [Tier("pcie" if topology.pcie else "nvswitch", up_switches, g, float(rate[0]) if g else 0.0),
+        nodes = g // topology.gpus_per_node
+        up_switches = 0 if topology.mesh else nodes if topology.pcie else -(-g // topology.domain_gpus)
+        up_links = nodes * math.comb(topology.gpus_per_node, 2) if topology.mesh else g
+        tiers = [Tier(topology.scale_up_kind, up_switches, up_links, float(rate[0]) if g else 0.0),
                  Tier("leaf", fabric.leaves, ports, float(rate[first["nic_up"]]) if ports else 0.0)]
         if fabric.spines:
             tiers.append(Tier("spine", fabric.spines, fabric.leaves * spec.spines, float(rate[first["leaf_up"]])))
         if fabric.cores:
             tiers.append(Tier("core", fabric.cores, fabric.spines * spec.cores, float(rate[first["spine_up"]])))
-        return cls(g, g // topology.gpus_per_node, tiers[0].name, topology.domain_gpus, topology.reduces_in_switch,
+        domain = min(topology.domain_gpus, g)  # a mesh cut in half has (domain/2)^2 links across
+        up_bisection = tiers[0].link_rate * ((domain // 2) ** 2 if topology.mesh else domain / 2)
+        return cls(g, nodes, tiers[0].name, topology.domain_gpus, topology.reduces_in_switch,
                    spec.name, -(-g // topology.gpus_per_nic), tiers,
-                   min(topology.domain_gpus, g) * tiers[0].link_rate / 2, fabric.bisection(tiers[1].link_rate))
+                   up_bisection, fabric.bisection(tiers[1].link_rate))
 
     def to_dict(self) -> dict:
         return {"gpus": self.gpus, "nodes": self.nodes, "scale_up": self.scale_up, "domain_gpus": self.domain_gpus,

@@ -2,10 +2,12 @@
 
 Scale-up: each GPU has an up and a down link (its port's per-direction bandwidth) to the non-blocking
 switch of its domain: an NVSwitch shared by `domain_gpus` GPUs, or, on PCIe-only nodes, the host's PCIe
-root, which the GPU's traffic to its NIC also crosses. Scale-out: each NIC (shared by `gpus_per_nic` GPUs)
+root, which the GPU's traffic to its NIC also crosses. In a mesh node each GPU instead has one link to each
+of its peers (its port's bandwidth split evenly over them). Scale-out: each NIC (shared by `gpus_per_nic` GPUs)
 has one port, or two with dual ToRs, on the Clos fabric of network.scale_out.topology.
 
-A flow inside a domain uses its sender's up link and its receiver's down link; between domains it goes
+A flow inside a domain uses its sender's up link and its receiver's down link (in a mesh, the link from
+its sender to its receiver); between domains it goes
 NIC to NIC through the fabric. In-network reduction legs (NVLS, CollNet) go from a GPU to its switch or
 back; their destination is one of the negative endpoint codes below.
 """
@@ -43,7 +45,7 @@ class Topology:
     gpus_per_node: int
     gpus_per_nic: int
     domain_gpus: int
-    pcie: bool                     # the scale-up link also carries the GPU's NIC traffic
+    scale_up_kind: str             # nvswitch, pcie (the scale-up link also carries NIC traffic) or mesh
     line_rate: np.ndarray          # bytes/s of every link, as built
     capacity: np.ndarray           # bytes/s a collective achieves on every link (line rate x efficiency)
     latency: np.ndarray            # seconds per link traversal
@@ -59,21 +61,43 @@ class Topology:
         model = model or link_model_for(dc)
         up_switch, nic, out_switch = net.scale_up.switch, net.scale_out.nic, net.scale_out.switch
         scale_up = dc.scale_up_bandwidth or 0.0  # a single-GPU node has no scale-up links in use
+        kind = net.scale_up.kind
+        peers = node.gpus_per_node - 1
+        if kind == "mesh":  # a link to each peer: the port's bandwidth split over them
+            scale_up, up_links = scale_up / max(peers, 1), num_gpus * peers
+        else:
+            up_links = 2 * num_gpus
         nic_speed = nic.speed if nic else 0.0
         num_nics = -(-num_gpus // node.gpus_per_nic)
         spec = net.scale_out.topology
         fabric = Fabric.build(spec, num_nics, node.gpus_per_node // node.gpus_per_nic,
                               nic_speed / (2 if spec.dual_tor else 1), nic.latency if nic else 0.0,
-                              out_switch.latency if out_switch else 0.0, 2 * num_gpus)
-        line = np.concatenate([np.full(2 * num_gpus, scale_up), fabric.capacity])
-        efficiency = np.concatenate([np.full(2 * num_gpus, model.scale_up_efficiency),
+                              out_switch.latency if out_switch else 0.0, up_links)
+        line = np.concatenate([np.full(up_links, scale_up), fabric.capacity])
+        efficiency = np.concatenate([np.full(up_links, model.scale_up_efficiency),
                                      np.full(fabric.num_links, model.scale_out_efficiency)])
-        up_latency = up_switch.latency if up_switch else 0.0
-        latency = np.concatenate([np.full(num_gpus, up_latency), np.zeros(num_gpus), fabric.latency])
-        reduces = (bool(up_switch and up_switch.in_network_reduction) and net.scale_up.kind == "nvswitch",
+        up_latency = np.full(up_links, up_switch.latency if up_switch else 0.0)
+        if kind != "mesh":  # a switch's latency counts once, on the way in
+            up_latency[num_gpus:] = 0.0
+        latency = np.concatenate([up_latency, fabric.latency])
+        reduces = (bool(up_switch and up_switch.in_network_reduction) and kind == "nvswitch",
                    bool(out_switch and out_switch.in_network_reduction))
-        return cls(num_gpus, node.gpus_per_node, node.gpus_per_nic, dc.domain_gpus, net.scale_up.kind == "pcie",
+        return cls(num_gpus, node.gpus_per_node, node.gpus_per_nic, dc.domain_gpus, kind,
                    line, line * efficiency, latency, fabric, reduces, model)
+
+    @property
+    def pcie(self) -> bool:
+        return self.scale_up_kind == "pcie"
+
+    @property
+    def mesh(self) -> bool:
+        return self.scale_up_kind == "mesh"
+
+    def mesh_link(self, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+        """The link from GPU src to GPU dst of the same mesh node: each GPU's links to its peers in order."""
+        p = self.gpus_per_node
+        local_src, local_dst = src % p, dst % p
+        return src * (p - 1) + local_dst - (local_dst > local_src)
 
     @property
     def num_links(self) -> int:
@@ -87,6 +111,10 @@ class Topology:
 
     def link_name(self, link: int) -> str:
         g = self.num_gpus
+        if self.mesh and link < self.fabric.base:
+            src, peer = divmod(link, self.gpus_per_node - 1)
+            dst = src - src % self.gpus_per_node + peer + (peer >= src % self.gpus_per_node)
+            return f"mesh[gpu {src} -> gpu {dst}]"
         if link < 2 * g:
             kind = ("pcie" if self.pcie else "nvlink") + ("_up" if link < g else "_down")
             return f"{kind}[gpu {link % g}]"
@@ -118,7 +146,11 @@ class Topology:
             middle[out] = self.fabric.routes(port_s[out], port_d[out], src[out], real_dst[out])
         middle[to_out, 0] = self.fabric.up(port_s[to_out])
         middle[from_out, 5] = self.fabric.down(port_d[from_out])
-        links = np.column_stack([np.where(uses_up, src, -1), middle, np.where(uses_down, g + last, -1)])
+        if self.mesh:
+            first, final = np.where(same_domain, self.mesh_link(src, real_dst), -1), np.full(len(src), -1)
+        else:
+            first, final = np.where(uses_up, src, -1), np.where(uses_down, g + last, -1)
+        links = np.column_stack([first, middle, final])
         links = np.take_along_axis(links, np.argsort(links < 0, axis=1, kind="stable"), axis=1)
         width = max(int((links >= 0).sum(axis=1).max(initial=1)), 1)
         links = links[:, :width]
