@@ -32,6 +32,10 @@ FORCED = {"ring": "ring", "nvls": "nvls", "nvlstree": "nvls_tree", "tree": "tree
 COLUMNS = ("hardware", "collective", "msg_bytes", "group_size", "busbw_GBps", "time_us")
 LARGE_MESSAGE = 2**20
 """Messages of at least 1 MiB are reported apart: below it latency, not bandwidth, sets the time."""
+SPIKE_RATIO = 2.0
+"""A reading that took more than this many times as long as a larger message of the same sweep is a spike
+(a warm-up or a hiccup: a collective's time does not fall as its message grows), not the collective's time.
+Such rows are skipped, with the reason, from both the fit and the validation."""
 
 
 @dataclass(frozen=True)
@@ -125,7 +129,25 @@ def collective_cases(rows: list[dict[str, str]], source: str = "collectives tabl
             continue
         key, case, size, busbw = found
         cases.setdefault(key, case).rows.append((index, row.get("subset", ""), size, busbw))
+    for case in cases.values():
+        spikes = _spikes(case)
+        case.rows = [row for row in case.rows if row[0] not in spikes]
+        skipped.extend(Skipped(index, f"a spike: over {SPIKE_RATIO:g}x the time of a larger message of its sweep")
+                       for index in sorted(spikes))
     return list(cases.values()), skipped
+
+
+def _spikes(case: Case) -> set[int]:
+    """Rows of a case that took over SPIKE_RATIO times as long as some larger message of it."""
+    n = len(case.groups[0])
+    timed = sorted((size, bus_bandwidth_factor(case.ctype, n) * size / busbw, index)
+                   for index, _, size, busbw in case.rows)
+    spikes, fastest_larger = set(), float("inf")
+    for _, seconds, index in reversed(timed):
+        if seconds > SPIKE_RATIO * fastest_larger:
+            spikes.add(index)
+        fastest_larger = min(fastest_larger, seconds)
+    return spikes
 
 
 def size_class(size: float) -> str:
