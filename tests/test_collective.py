@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from simulon.collective import ALGORITHMS, GroupShape, decompose_collective, flow_set
 from simulon.collective.common import SWITCH
 from simulon.collective.mesh import disjoint_cycles
+from simulon.collective.nccl import constants
 from simulon.collective.tree import btree_parent, dtree_parent
 from simulon.workload.program import CollType
 
@@ -327,3 +328,15 @@ def test_a_mesh_ring_spreads_its_channels_over_every_cycle_and_still_moves_2_n_m
     assert len(per_arc) == n * cycles if n > 2 else len(per_arc) == 2
     assert max(per_arc.values()) == pytest.approx(min(per_arc.values()))   # every link it uses carries the same
     assert flows.symmetry is None or cycles == 1
+
+
+@pytest.mark.parametrize(("algorithm", "n", "size", "real_chunk"), [
+    ("nvls", 8, 2**26, 2**17), ("nvls", 8, 2**30, 2**17), ("nvls", 4, 2**22, 2**17), ("tree", 8, 2**28, 2**19)])
+def test_a_merged_channel_is_cut_into_the_chunks_of_one_real_channel(algorithm, n, size, real_chunk):
+    channels = 32
+    flows = flow_set(AR, range(n), size, channels, algorithm)
+    assert flows.lanes > 1   # identical channels merged
+    per_channel = size / channels / (n if algorithm == "nvls" else 1)
+    chunks = min(max(1, -(-per_channel // real_chunk)), constants()["max_pipeline_chunks"])
+    phases = 4 if algorithm == "nvls" else 2   # reduce up and down, multicast up and down; a tree's up and down
+    assert flows.step.max() + 1 == phases * chunks

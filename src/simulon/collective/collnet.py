@@ -42,10 +42,10 @@ def _switch_round_trip(out: FlowBuilder, heads: np.ndarray, ready: np.ndarray, c
 
 
 def collnet_chain_all_reduce(group: tuple[int, ...], shape: GroupShape, size: float, channels: int,
-                             protocol: str) -> FlowSet:
+                             protocol: str, lanes: int = 1) -> FlowSet:
     m = _multi_node(shape, "collnet_chain")
     out = FlowBuilder(group, switch="scale_out")
-    chunks = pipeline_chunks(size / channels, protocol)
+    chunks = pipeline_chunks(size / channels / lanes, protocol)
     chunk = size / (channels * chunks)
     for ch in range(channels):
         parent = np.full(len(group), -1, dtype=np.int64)
@@ -67,10 +67,10 @@ def collnet_chain_all_reduce(group: tuple[int, ...], shape: GroupShape, size: fl
 
 
 def collnet_direct_all_reduce(group: tuple[int, ...], shape: GroupShape, size: float, channels: int,
-                              protocol: str) -> FlowSet:
+                              protocol: str, lanes: int = 1) -> FlowSet:
     m = _multi_node(shape, "collnet_direct")
     out = FlowBuilder(group, switch="scale_out")
-    chunks = pipeline_chunks(size / channels / m, protocol)
+    chunks = pipeline_chunks(size / channels / lanes / m, protocol)
     chunk = size / (channels * chunks * m)
     by_node = np.stack(shape.members)                      # [nodes, m] positions
     others = np.array([[i for i in range(m) if i != lead] for lead in range(m)], dtype=np.int64).reshape(m, m - 1)

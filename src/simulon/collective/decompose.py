@@ -21,17 +21,19 @@ from .tree import tree_all_reduce
 
 AR, AG, RS, A2A = CollType.AllReduce, CollType.AllGather, CollType.ReduceScatter, CollType.AllToAll
 
-Decomposition = Callable[[tuple[int, ...], GroupShape, float, int, str], FlowSet]
+Decomposition = Callable[[tuple[int, ...], GroupShape, float, int, str, int], FlowSet]
+"""(group, shape, size, simulated channels, protocol, lanes: real channels per simulated one) -> flows."""
 
 
 def _plain(fn) -> Decomposition:
-    """An algorithm whose flows do not depend on the protocol."""
-    return lambda group, shape, size, channels, protocol: fn(group, shape, size, channels)
+    """An algorithm whose flows depend on neither the protocol nor a pipeline's chunks."""
+    return lambda group, shape, size, channels, protocol, lanes: fn(group, shape, size, channels)
 
 
 def _pxn(fn) -> Decomposition:
     """A ring-family algorithm whose cross-node, cross-rail sends go through the rail-aligned peer."""
-    return lambda group, shape, size, channels, protocol: relay_cross_rail(fn(group, shape, size, channels), shape)
+    return lambda group, shape, size, channels, protocol, lanes: relay_cross_rail(fn(group, shape, size, channels),
+                                                                                  shape)
 
 
 _RING_STEPS = {AR: ring_all_reduce, AG: ring_all_gather, RS: ring_reduce_scatter}
@@ -139,7 +141,7 @@ def flow_set(collective_type: str | CollType, group: Sequence[int], size: float,
     if one_period and algorithm == "ring" and ctype in _RING_STEPS:
         flows = _RING_STEPS[ctype](group, shape, float(size), simulated, one_period=True)
     else:
-        flows = ALGORITHMS[algorithm][ctype](group, shape, float(size), simulated, protocol)
+        flows = ALGORITHMS[algorithm][ctype](group, shape, float(size), simulated, protocol, channels // simulated)
     return replace(flows, symmetry=symmetry(algorithm, ctype, shape), lanes=channels // simulated)
 
 

@@ -24,7 +24,10 @@ def architecture(gpu_family: str) -> dict[str, Any]:
     return tables.get(gpu_family, tables[DEFAULT_ARCHITECTURE])
 
 
-def pipeline_chunks(bytes_per_channel: float, protocol: str) -> int:
-    """How many chunks a pipelined algorithm cuts one channel's data into."""
+def pipeline_chunks(bytes_per_channel: float, protocol: str, chunk_bytes: float | None = None) -> int:
+    """How many chunks a pipelined algorithm cuts one channel's data into (chunks of `chunk_bytes`, by default
+    the protocol's buffer slot). NCCL's channels each run their own pipeline, so a simulated channel standing
+    for several (lanes) is cut as one of them is."""
     c = constants()
-    return max(1, min(math.ceil(bytes_per_channel / c["chunk_bytes"][protocol]), c["max_pipeline_chunks"]))
+    chunk_bytes = chunk_bytes or c["chunk_bytes"][protocol]
+    return max(1, min(math.ceil(bytes_per_channel / chunk_bytes), c["max_pipeline_chunks"]))

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from .common import SWITCH, FlowBuilder, FlowSet
-from .nccl import pipeline_chunks
+from .nccl import constants, pipeline_chunks
 from .shape import GroupShape
 from .tree import btree_parent, dtree_parent, pipelined_reduce_broadcast
 
@@ -63,7 +63,7 @@ def _multicast(out: FlowBuilder, members: np.ndarray, owners: np.ndarray, ready:
             step0 + chunks + j, parents.reshape(down.size, -1), tag=len(out.group) + 3)
 
 
-def nvls(group: tuple[int, ...], shape: GroupShape, size: float, channels: int, protocol: str,
+def nvls(group: tuple[int, ...], shape: GroupShape, size: float, channels: int, protocol: str, lanes: int = 1, *,
          reduce: bool, gather: bool) -> FlowSet:
     """NVLS all-reduce (reduce and gather), reduce-scatter (reduce) or all-gather (gather) in one domain."""
     if shape.nodes > 1:
@@ -71,7 +71,7 @@ def nvls(group: tuple[int, ...], shape: GroupShape, size: float, channels: int, 
     n = len(group)
     out = FlowBuilder(group, switch="scale_up")
     positions = np.arange(n)[None, :]
-    chunks = pipeline_chunks(size / channels / n, protocol)
+    chunks = pipeline_chunks(size / channels / lanes / n, protocol, constants()["nvls_chunk_bytes"])
     chunk = size / (n * channels * chunks)
     for ch in range(channels):
         if reduce:
@@ -84,7 +84,7 @@ def nvls(group: tuple[int, ...], shape: GroupShape, size: float, channels: int, 
 
 
 def nvls_tree_all_reduce(group: tuple[int, ...], shape: GroupShape, size: float, channels: int,
-                         protocol: str) -> FlowSet:
+                         protocol: str, lanes: int = 1) -> FlowSet:
     if shape.nodes < 2:
         raise ValueError("nvls_tree needs more than one node (inside one node, use nvls)")
     m = shape.regular("nvls_tree")
@@ -93,7 +93,7 @@ def nvls_tree_all_reduce(group: tuple[int, ...], shape: GroupShape, size: float,
                          "per node (with one, use tree)")
     out = FlowBuilder(group, switch="scale_up")
     trees = (btree_parent(shape.nodes), dtree_parent(shape.nodes))
-    chunks = pipeline_chunks(size / channels / m, protocol)
+    chunks = pipeline_chunks(size / channels / lanes / m, protocol, constants()["nvls_chunk_bytes"])
     chunk = size / (m * channels * chunks)
     by_node = np.stack(shape.members)                                          # [nodes, m]
     for ch in range(channels):

@@ -107,12 +107,12 @@ def _columns(shape: tuple[int, int], *parts: np.ndarray) -> np.ndarray:
 
 
 def tree_all_reduce(group: tuple[int, ...], shape: GroupShape, size: float, channels: int,
-                    protocol: str) -> FlowSet:
+                    protocol: str, lanes: int = 1) -> FlowSet:
     shape.regular("tree")
     out = FlowBuilder(group)
     trees = (btree_parent(shape.nodes), dtree_parent(shape.nodes))
     per_channel = size / channels
-    chunks = pipeline_chunks(per_channel, protocol)
+    chunks = pipeline_chunks(per_channel / lanes, protocol)
     for ch in range(channels):
         parent = chain_parents(shape, ch // 2, trees[ch % 2])
         pipelined_reduce_broadcast(out, parent, per_channel / chunks, chunks, ch)
