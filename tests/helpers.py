@@ -37,7 +37,7 @@ def gpt_scenario(*, nodes: int = 1, gpus_per_node: int = 4, tp: int = 1, pp: int
                  layers: int = 4, hidden: int = 1024, heads: int = 16, ffn: int | None = None, vocab: int = 32768,
                  seq: int = 512, gbs: int = 8, mbs: int = 1, nic: str = "100Gbps", nvlink: str = "400GBps",
                  gpus_per_nic: int = 1, moe: dict | None = None, activation: str = "gelu", kv_heads: int | None = None,
-                 extra_parallelism: dict | None = None) -> ScenarioConfig:
+                 extra_parallelism: dict | None = None, scale_up_kind: str = "nvswitch") -> ScenarioConfig:
     """A small GPT-like scenario on H100 nodes; every knob a test needs is an argument."""
     model: dict[str, Any] = {"name": "test-gpt", "num_layers": layers, "hidden_size": hidden, "num_heads": heads,
                              "ffn_hidden_size": ffn or 4 * hidden, "vocab_size": vocab, "activation": activation}
@@ -49,7 +49,7 @@ def gpt_scenario(*, nodes: int = 1, gpus_per_node: int = 4, tp: int = 1, pp: int
         "datacenter": {
             "cluster": {"num_nodes": nodes},
             "node": {"gpus_per_node": gpus_per_node, "gpus_per_nic": gpus_per_nic, "gpu": "H100"},
-            "network": {"scale_up": {"switch": {"port_speed": nvlink, "latency": "0.5us"}},
+            "network": {"scale_up": {"kind": scale_up_kind, "switch": {"port_speed": nvlink, "latency": "0.5us"}},
                         "scale_out": {"nic": {"speed": nic, "latency": "2us"}}},
         },
         "workload": {

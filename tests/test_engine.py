@@ -308,3 +308,15 @@ def test_a_mesh_ring_all_reduce_runs_at_the_links_its_cycles_use(n, channels, li
     size = 2.0**30
     timing = timed(dc, CollType.AllReduce, range(n), size, channels=channels)
     assert timing.busbw_GBps == pytest.approx(links * 64, rel=1e-6)   # one 64 GB/s link per cycle in use
+
+
+def test_tensor_parallel_groups_train_on_a_mesh_node_at_the_links_their_rings_use():
+    """TP groups of 4 on one 8-GPU mesh node take 2 of a member's 7 links (the 4-vertex digraph has no third
+    disjoint cycle): slower than a switch port of the same total, faster with faster links."""
+    def run(kind: str, port: str) -> float:
+        sc = gpt_scenario(gpus_per_node=8, tp=4, gbs=8, nvlink=port, scale_up_kind=kind)
+        return simulate(sc).result.iteration_time_ms
+
+    mesh = run("mesh", "448GBps")
+    assert run("nvswitch", "448GBps") < mesh
+    assert run("mesh", "896GBps") < mesh
