@@ -3,13 +3,13 @@
 Scale-up: each GPU has an up and a down link (its port's per-direction bandwidth) to the non-blocking
 switch of its domain: an NVSwitch shared by `domain_gpus` GPUs, or, on PCIe-only nodes, the host's PCIe
 root, which the GPU's traffic to its NIC also crosses. In a mesh node each GPU instead has one link to each
-of its peers (its port's bandwidth split evenly over them). Scale-out: each NIC (shared by `gpus_per_nic` GPUs)
-has one port, or two with dual ToRs, on the Clos fabric of network.scale_out.topology.
+of its peers (its port's bandwidth split evenly over them). Scale-out: each NIC (shared by `gpus_per_nic`
+GPUs) has one port, or two with dual ToRs, on the Clos fabric of network.scale_out.topology.
 
 A flow inside a domain uses its sender's up link and its receiver's down link (in a mesh, the link from
-its sender to its receiver); between domains it goes
-NIC to NIC through the fabric. In-network reduction legs (NVLS, CollNet) go from a GPU to its switch or
-back; their destination is one of the negative endpoint codes below.
+its sender to its receiver); between domains it goes NIC to NIC through the fabric. In-network reduction
+legs (NVLS, CollNet) go from a GPU to its switch or back; their destination is one of the negative endpoint
+codes below.
 """
 
 from __future__ import annotations
