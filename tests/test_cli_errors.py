@@ -124,6 +124,23 @@ def test_algorithm_not_built_in_scenario(workdir):
     assert_bad_input(proc, "error: warp.yaml: collective.algorithm: ", "'warp'")
 
 
+MESH = {"datacenter": {"from": "mi300x-platform", "cluster": {"num_nodes": 2}}}   # xGMI mesh, no NVSwitch
+
+
+@pytest.mark.parametrize(("algorithm", "missing"), [
+    ("nvls", "an NVSwitch that reduces"), ("nvls_tree", "an NVSwitch that reduces"),
+    ("collnet_direct", "network.scale_out.switch.in_network_reduction")])
+def test_an_in_switch_algorithm_without_a_reducing_switch_is_refused(workdir, algorithm, missing):
+    mesh = copy.deepcopy(MESH)
+    mesh["datacenter"]["network"] = {"scale_out": {"switch": {"name": "plain", "in_network_reduction": False}}}
+    (workdir / "mesh.yaml").write_text(yaml.safe_dump({**mesh, "collective": {"algorithm": algorithm}}))
+    proc = run_cli("collective", "mesh.yaml", cwd=workdir)
+    assert_bad_input(proc, "error: mesh.yaml: collective.algorithm: ", missing)
+    (workdir / "plain.yaml").write_text(yaml.safe_dump(mesh))
+    proc = run_cli("collective", "plain.yaml", "--algorithm", algorithm, "--sizes", "1MiB", cwd=workdir)
+    assert_bad_input(proc, "error: --algorithm: ", missing)
+
+
 # --- bad command-line values -------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("group", "expected"), [

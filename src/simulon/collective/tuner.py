@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ..config.dc import reduction_missing
 from ..workload.program import CollType
 from .decompose import ALGORITHMS, PROTOCOLS, check_algorithm, coll_type, symmetry
 from .mesh import disjoint_cycles
@@ -90,6 +91,9 @@ class CollectivePlan:
             candidates = [(a, p) for a in self._enabled(ctype, shape) for p in self._protocols(a, ctype)]
         else:
             check_algorithm(self.algorithm, ctype)
+            missing = reduction_missing(self.algorithm, self.topology.reduces_in_switch)
+            if missing:
+                raise ValueError(missing)
             candidates = [(self.algorithm, p) for p in self._protocols(self.algorithm, ctype)]
         if self.protocol != "auto":
             candidates = [(a, p) for a, p in candidates if p == self.protocol] or [(self.algorithm, self.protocol)]

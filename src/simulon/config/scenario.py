@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import PositiveInt, field_validator, model_validator
 
 from .common import FieldError, StrictModel
-from .dc import DatacenterConfig
+from .dc import DatacenterConfig, reduction_missing
 from .workload import MegatronWorkload
 
 BUILT_ALGORITHMS = ("ring", "tree", "nvls", "nvls_tree", "collnet_direct", "collnet_chain", "pat", "hierarchical",
@@ -42,6 +42,9 @@ class ScenarioConfig(StrictModel):
 
     @model_validator(mode="after")
     def _consistent(self) -> ScenarioConfig:
+        missing = reduction_missing(self.collective.algorithm, self.datacenter.reduces_in_switch)
+        if missing:
+            raise FieldError("collective.algorithm", missing)
         if self.workload is not None:
             check_workload_fits(self.workload, self.datacenter)
         return self

@@ -80,10 +80,8 @@ class Topology:
         if kind != "mesh":  # a switch's latency counts once, on the way in
             up_latency[num_gpus:] = 0.0
         latency = np.concatenate([up_latency, fabric.latency])
-        reduces = (bool(up_switch and up_switch.in_network_reduction) and kind == "nvswitch",
-                   bool(out_switch and out_switch.in_network_reduction))
         return cls(num_gpus, node.gpus_per_node, node.gpus_per_nic, dc.domain_gpus, kind,
-                   line, line * efficiency, latency, fabric, reduces, model)
+                   line, line * efficiency, latency, fabric, dc.reduces_in_switch, model)
 
     @property
     def pcie(self) -> bool:
