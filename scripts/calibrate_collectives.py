@@ -93,11 +93,14 @@ def _node(table: dict, path: tuple[str, ...]) -> dict:
 
 
 def gpu_parameters(table: dict, family: str, latencies: bool) -> list[Parameter]:
-    """Launch and hop latency per protocol (when the rows can show them), NVLink efficiency and NVLS's. The
-    per-channel bandwidths stay NCCL's: they bind only at few channels, which the measurements hardly show."""
+    """Launch and hop latency per protocol and an all-to-all round's (when the rows can show them), NVLink
+    efficiency and NVLS's. The per-channel bandwidths stay NCCL's: they bind only at few channels, which the
+    measurements hardly show."""
     entry = table["gpu_families"][family]
     params = [Parameter(("gpu_families", family, key, p), False, *bounds)
               for key, bounds in (("launch_us", LAUNCH_US), ("hop_us", HOP_US)) for p in PROTOCOLS] if latencies else []
+    if latencies:
+        params.append(Parameter(("gpu_families", family, "p2p_hop_us"), False, *HOP_US))
     params.append(Parameter(("gpu_families", family, "scale_up_efficiency"), True, *SCALE_UP_EFFICIENCY))
     if entry["in_switch_efficiency"] is not None:
         params.append(Parameter(("gpu_families", family, "in_switch_efficiency"), True, *SCALE_UP_EFFICIENCY))

@@ -320,3 +320,16 @@ def test_tensor_parallel_groups_train_on_a_mesh_node_at_the_links_their_rings_us
     mesh = run("mesh", "448GBps")
     assert run("nvswitch", "448GBps") < mesh
     assert run("mesh", "896GBps") < mesh
+
+
+def test_all_to_all_rounds_pay_the_grouped_send_hop_and_ring_steps_do_not():
+    """p2p_hop is what a round of grouped sends adds; a ring's steps keep their protocol's scale-up hop."""
+    from dataclasses import replace as with_
+    dc = datacenter(gpus=8, nvlink="100GBps")
+    model = with_(IDEAL, p2p_hop=10e-6)
+    tiny = 8.0   # bytes: the times are the latencies
+    a2a = timed(dc, CollType.AllToAll, range(8), tiny, model=model)
+    ring = timed(dc, CollType.AllReduce, range(8), tiny, model=model)
+    assert a2a.time_us == pytest.approx(10.0, abs=1e-3)   # 7 peers: one round (plus picoseconds of bytes)
+    assert ring.time_us == pytest.approx(timed(dc, CollType.AllReduce, range(8), tiny).time_us, rel=1e-9)
+    assert ring.time_us < 1.0

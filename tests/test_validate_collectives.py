@@ -20,8 +20,8 @@ COLLECTIVES = ROOT.parent / "shared" / "validation" / "collectives.csv"
 BOUND_PCT = {">=1MiB": 10.0, "<1MiB": 25.0}   # the issue's targets, per hardware family
 SHORT_OF_BOUND_PCT = {
     ("B200", ">=1MiB"): 12.0,
-    ("GB200", ">=1MiB"): 13.0,
-    ("H100", ">=1MiB"): 16.0,
+    ("GB200", ">=1MiB"): 12.5,
+    ("H100", ">=1MiB"): 15.5,
     ("H20", ">=1MiB"): 45.0,
 }
 """Where the model does not reach the bound yet, the level it holds (a regression guard, not a target).

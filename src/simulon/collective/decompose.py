@@ -142,7 +142,8 @@ def flow_set(collective_type: str | CollType, group: Sequence[int], size: float,
         flows = _RING_STEPS[ctype](group, shape, float(size), simulated, one_period=True)
     else:
         flows = ALGORITHMS[algorithm][ctype](group, shape, float(size), simulated, protocol, channels // simulated)
-    return replace(flows, symmetry=symmetry(algorithm, ctype, shape), lanes=channels // simulated)
+    return replace(flows, symmetry=symmetry(algorithm, ctype, shape), lanes=channels // simulated,
+                   grouped_sends=ctype == A2A)
 
 
 def decompose_collective(collective_type: str, group_ranks: Sequence[int], data_size: float,

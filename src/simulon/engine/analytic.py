@@ -163,7 +163,8 @@ class SteadyState:
         in_switch = np.isin(peer, (TO_SCALE_UP_SWITCH, FROM_SCALE_UP_SWITCH))
         lanes = np.concatenate([np.full(len(fs), fs.lanes) for fs in flows])
         cap = model.channel_bandwidth[p] * WIRE_FACTOR[protocol] * lanes
-        hop = np.where(in_switch, model.in_switch_hop, np.where(scale_out, model.hop_out[p], model.hop_up[p]))
+        grouped = np.concatenate([np.full(len(fs), fs.grouped_sends) for fs in flows])
+        hop = model.step_latency(p, scale_out, in_switch, grouped)
         step = np.concatenate([fs.step for fs in flows])
         rate = np.zeros(len(gpu))
         for s in np.unique(step):

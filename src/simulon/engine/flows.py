@@ -16,6 +16,7 @@ from ..dag.fold import Fold
 from ..dag.nodes import ExecutionDAG, NodeKind
 from ..network.calibration import PROTOCOLS
 from ..network.topology import FROM_SCALE_UP_SWITCH, TO_SCALE_UP_SWITCH, Topology
+from ..workload.program import CollType
 
 WIRE_FACTOR = {"simple": 1.0, "ll": 2.0, "ll128": 128 / 120}
 """Bytes on the wire per byte of data (NCCL's protocol formats: LL 8-byte lines of 4 data + 4 flag bytes;
@@ -44,8 +45,8 @@ def flow_properties(dag: ExecutionDAG, topology: Topology, fold: Fold) -> FlowPr
     wire = dag.size[nodes] * factor / np.where(in_switch, model.in_switch_efficiency, 1.0)
     lanes = np.array([c.lanes for c in dag.collectives] + [1], dtype=np.float64)[coll]
     cap = np.asarray(model.channel_bandwidth)[proto] * factor * lanes
-    hop = np.where(scale_out, np.asarray(model.hop_out)[proto], np.asarray(model.hop_up)[proto])
-    hop = np.where(in_switch, model.in_switch_hop, hop)
+    grouped = np.array([c.ctype == CollType.AllToAll for c in dag.collectives] + [False])[coll]
+    hop = model.step_latency(proto, scale_out, in_switch, grouped)
     from_flow = np.zeros(dag.num_nodes, dtype=bool)
     from_flow[dag.edge_dst[dag.kind[dag.edge_src] == NodeKind.flow]] = True
     head = (coll >= 0) & ~from_flow[nodes]

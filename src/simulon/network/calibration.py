@@ -11,6 +11,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+import numpy as np
 import yaml
 
 from ..config.dc import DatacenterConfig
@@ -33,6 +34,15 @@ class LinkModel:
     hop_up: tuple[float, ...]       # seconds per scale-up hop (beyond the links' own latency)
     hop_out: tuple[float, ...]      # seconds per scale-out hop
     channel_bandwidth: tuple[float, ...]  # payload bytes/s one channel can move (inf: no limit)
+    p2p_hop: float = 0.0            # seconds per round of grouped sends (all-to-all) inside a scale-up domain
+
+    def step_latency(self, proto, scale_out, in_switch, grouped_sends) -> np.ndarray:
+        """Seconds a flow adds past its links' own latency: a scale-up or scale-out hop of its protocol, a leg
+        to or from a reducing switch, or a round of grouped sends. A ring step's hop is pipelined behind the
+        step before; a round of an all-to-all waits for the previous round's receives, so it pays more."""
+        up = np.where(grouped_sends, self.p2p_hop, np.asarray(self.hop_up)[proto])
+        hop = np.where(scale_out, np.asarray(self.hop_out)[proto], up)
+        return np.where(in_switch, self.in_switch_hop, hop)
 
     @classmethod
     def ideal(cls) -> LinkModel:
@@ -71,4 +81,4 @@ def link_model_for(dc: DatacenterConfig, table: dict[str, Any] | None = None) ->
                      float(g["in_switch_efficiency"] or 1.0), float(g["in_switch_hop_us"]) * US,
                      _per_protocol(g, "launch_us", US),
                      _per_protocol(g, "hop_us", US), _per_protocol(n, "hop_us", US),
-                     _per_protocol(g, "channel_GBps", GBPS))
+                     _per_protocol(g, "channel_GBps", GBPS), float(g["p2p_hop_us"]) * US)
