@@ -44,6 +44,7 @@ HEADER = """# Link-use parameters of collectives, calibrated against ../shared/v
 # Regenerate: uv run python scripts/calibrate_collectives.py --csv ../shared/validation/collectives.csv
 # Efficiencies are fractions of the line rate; times in microseconds; bandwidths in GB/s per channel
 # (null: no per-channel limit); in_switch_efficiency null: the family has no in-switch reduction (NVLS).
+# hop_us is a ring or tree step's latency per protocol; p2p_hop_us a round of grouped sends (all-to-all).
 # A GPU family matches GPU names by prefix; a NIC family NIC names. A family whose rows are all of 1 MiB or
 # more keeps NCCL's latencies (cdna3). Families without measured rows (the default ones) are not fitted: the
 # default NIC's Simple per-step latency (6 us) is the one that puts a 64 MiB ring all-reduce within 3% of
