@@ -39,7 +39,8 @@ class LinkModel:
     def step_latency(self, proto, scale_out, in_switch, grouped_sends) -> np.ndarray:
         """Seconds a flow adds past its links' own latency: a scale-up or scale-out hop of its protocol, a leg
         to or from a reducing switch, or a round of grouped sends. A ring step's hop is pipelined behind the
-        step before; a round of an all-to-all waits for the previous round's receives, so it pays more."""
+        step before, while a round of an all-to-all waits for the previous round's receives: the two are
+        fitted apart."""
         up = np.where(grouped_sends, self.p2p_hop, np.asarray(self.hop_up)[proto])
         hop = np.where(scale_out, np.asarray(self.hop_out)[proto], up)
         return np.where(in_switch, self.in_switch_hop, hop)
