@@ -104,15 +104,15 @@ class CollectivePlan:
     # ---- NCCL's model ----
 
     def _enabled(self, ctype: CollType, shape: GroupShape) -> list[str]:
-        reduce_up, reduce_out = self.topology.reduces_in_switch
         nodes, per_node = shape.nodes, shape.per_node
         ok = {"ring": True, "tree": per_node is not None,
-              "nvls": reduce_up and nodes == 1 and shape.n > 1 and (ctype == AR or shape.n <= NVLS_ARITY),
-              "nvls_tree": reduce_up and nodes > 1 and (per_node or 0) > 1,
-              "collnet_direct": reduce_out and nodes > 1 and per_node is not None,
-              "collnet_chain": reduce_out and nodes > 1 and per_node is not None,
+              "nvls": nodes == 1 and shape.n > 1 and (ctype == AR or shape.n <= NVLS_ARITY),
+              "nvls_tree": nodes > 1 and (per_node or 0) > 1,
+              "collnet_direct": nodes > 1 and per_node is not None,
+              "collnet_chain": nodes > 1 and per_node is not None,
               "pat": nodes > 1 and per_node == 1}
-        return [a for a in TUNED if ok[a] and ctype in ALGORITHMS[a]]
+        reduces = self.topology.reduces_in_switch
+        return [a for a in TUNED if ok[a] and ctype in ALGORITHMS[a] and reduction_missing(a, reduces) is None]
 
     def _protocols(self, algorithm: str, ctype: CollType) -> tuple[str, ...]:
         """NVLS, CollNet and PAT run Simple only; so does all-to-all here, a group of NCCL send/receive calls
