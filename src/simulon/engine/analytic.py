@@ -1,6 +1,8 @@
 """A steady-state estimate of a lone collective, for collectives too large to replay flow by flow.
 
-Every flow moves at the max-min fair rate it gets while the other flows of its step run with it. A chain
+Every flow moves at the max-min fair rate it gets while the other flows of its level run with it: its
+depth in the dependency graph, so that the legs of one chunk up a tree or a chain, which follow one another,
+do not share links, while a pipeline's later legs of early chunks run beside earlier legs of later ones. A chain
 of dependent flows takes the sum of their transfer times and latencies (a sender's next flow waits only
 for the last byte of its previous one); no link moves more than its capacity. The estimate is the launch
 plus the larger of the longest chain and the busiest link's bytes (plus one flow's latency). A ring's
@@ -88,6 +90,13 @@ class _Chain:
         starts = np.concatenate([[0], np.cumsum(counts[with_parents])[:-1]]).astype(np.int64)
         return members, with_parents, flows.parent_idx[links], streamed[links], starts
 
+    def depth(self, count: int) -> np.ndarray:
+        """Each flow's level: the flows of one level are those that run at the same time."""
+        depth = np.zeros(count, dtype=np.int64)
+        for d, level in enumerate(self.levels):
+            depth[level[0]] = d
+        return depth
+
     def last_arrival(self, transfer: np.ndarray, latency: np.ndarray) -> float:
         """When the last flow arrives, each starting as its parents allow and taking its transfer time."""
 
@@ -165,13 +174,14 @@ class SteadyState:
         cap = model.channel_bandwidth[p] * WIRE_FACTOR[protocol] * lanes
         grouped = np.concatenate([np.full(len(fs), fs.grouped_sends) for fs in flows])
         hop = model.step_latency(p, scale_out, in_switch, grouped)
-        step = np.concatenate([fs.step for fs in flows])
+        chains = [_Chain.of(fs) for fs in flows]
+        depth = np.concatenate([c.depth(len(fs)) for c, fs in zip(chains, flows, strict=True)])
         rate = np.zeros(len(gpu))
-        for s in np.unique(step):
-            here = step == s
+        for d in np.unique(depth):
+            here = depth == d
             rate[here] = max_min_rates(links[here], topology.capacity, cap[here])
         sets = np.concatenate([np.full(len(fs), i) for i, fs in enumerate(flows)])
-        return _Structure(latency + hop, rate, [_Chain.of(fs) for fs in flows], sets, in_switch, links)
+        return _Structure(latency + hop, rate, chains, sets, in_switch, links)
 
 
 def _fingerprint(flows: list[FlowSet], protocol: str) -> str:
