@@ -26,6 +26,7 @@ from simulon.network.calibration import PROTOCOLS, link_model_for, shipped_table
 from simulon.pipeline import collective_sweep
 from simulon.validate.collectives import Case, collective_cases, size_class
 from simulon.validate.report import read_table
+from simulon.workload.program import CollType
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "src/simulon/network/data/calibration.yaml"
@@ -35,6 +36,9 @@ SCALE_UP_EFFICIENCY = (0.6, 1.0)   # bounds: fraction of line rate a collective 
 NIC_EFFICIENCY = (0.85, 1.0)       # and on a NIC (RDMA goodput over line rate)
 LAUNCH_US = (0.0, 60.0)            # per collective
 HOP_US = (0.0, 30.0)               # per NVLink hop
+P2P_CHANNEL_GBPS = (10.0, 200.0)   # what one channel's thread block copies of a grouped send over NVLink
+P2P_CHANNEL_SEED_GBPS = 20.0       # where its fit starts: low enough to bind at one channel per peer, so that
+                                   # the fit sees it move times (a rate that never binds has no gradient)
 NIC_HOP_US = (0.0, 200.0)          # per NIC hop: an EFA or TCP NIC's hop may take far longer
 BOUNDS = {">=1MiB": 10.0, "<1MiB": 25.0}
 """The validation bounds (busbw MAPE %, by size class): the fit weighs each class's error against its bound."""
@@ -44,7 +48,8 @@ HEADER = """# Link-use parameters of collectives, calibrated against ../shared/v
 # Regenerate: uv run python scripts/calibrate_collectives.py --csv ../shared/validation/collectives.csv
 # Efficiencies are fractions of the line rate; times in microseconds; bandwidths in GB/s per channel
 # (null: no per-channel limit); in_switch_efficiency null: the family has no in-switch reduction (NVLS).
-# hop_us is a ring or tree step's latency per protocol; p2p_hop_us a round of grouped sends (all-to-all).
+# hop_us is a ring or tree step's latency per protocol; p2p_hop_us a round of grouped sends (all-to-all);
+# p2p_channel_GBps what one channel copies of a grouped send inside a scale-up domain (null: no limit).
 # A GPU family matches GPU names by prefix; a NIC family NIC names. A family whose rows are all of 1 MiB or
 # more keeps NCCL's latencies (cdna3). Families without measured rows (the default ones) are not fitted: the
 # default NIC's Simple per-step latency (6 us) is the one that puts a 64 MiB ring all-reduce within 3% of
@@ -93,10 +98,10 @@ def _node(table: dict, path: tuple[str, ...]) -> dict:
     return table
 
 
-def gpu_parameters(table: dict, family: str, latencies: bool) -> list[Parameter]:
+def gpu_parameters(table: dict, family: str, latencies: bool, all_to_all: bool) -> list[Parameter]:
     """Launch and hop latency per protocol and an all-to-all round's (when the rows can show them), NVLink
-    efficiency and NVLS's. The per-channel bandwidths stay NCCL's: they bind only at few channels, which the
-    measurements hardly show."""
+    efficiency and NVLS's, and a channel's all-to-all copy rate (when there are all-to-all rows). The other
+    per-channel bandwidths stay NCCL's: they bind only at few channels, which the measurements hardly show."""
     entry = table["gpu_families"][family]
     params = [Parameter(("gpu_families", family, key, p), False, *bounds)
               for key, bounds in (("launch_us", LAUNCH_US), ("hop_us", HOP_US)) for p in PROTOCOLS] if latencies else []
@@ -107,6 +112,10 @@ def gpu_parameters(table: dict, family: str, latencies: bool) -> list[Parameter]
         params.append(Parameter(("gpu_families", family, "in_switch_efficiency"), True, *SCALE_UP_EFFICIENCY))
         if latencies:
             params.append(Parameter(("gpu_families", family, "in_switch_hop_us"), False, *HOP_US))
+    if all_to_all:
+        if entry["p2p_channel_GBps"] is None:
+            entry["p2p_channel_GBps"] = P2P_CHANNEL_SEED_GBPS
+        params.append(Parameter(("gpu_families", family, "p2p_channel_GBps"), False, *P2P_CHANNEL_GBPS))
     return params
 
 
@@ -225,7 +234,8 @@ def main() -> None:
     for family in table["gpu_families"]:
         mine = [c for c in inside if link_model_for(c.datacenter()).gpu_family == family]
         if mine and chosen(family):
-            fit(table, gpu_parameters(table, family, shows_latency(mine)), Fit(mine), f"GPU family {family}")
+            a2a = any(c.ctype == CollType.AllToAll for c in mine)
+            fit(table, gpu_parameters(table, family, shows_latency(mine), a2a), Fit(mine), f"GPU family {family}")
     for family in table["nic_families"]:
         mine = [c for c in across if link_model_for(c.datacenter()).nic_family == family]
         if mine and chosen(family):

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from simulon.collective.nccl import constants, p2p_channels_per_peer
 from simulon.collective.tuner import CollectivePlan
 from simulon.config import DatacenterConfig
 from simulon.network.topology import Topology
@@ -63,6 +66,30 @@ def test_nvls_gathers_and_scatters_for_at_most_32_ranks_of_an_nvl72_rack_but_red
 def test_all_to_all_runs_nccl_point_to_point_kernels_which_are_simple_only():
     p = plan()
     assert {p.choose(A2A, range(8), 2.0**k).protocol for k in range(10, 31, 4)} == {"simple"}
+
+
+@pytest.mark.parametrize(("ranks", "peer_bytes", "channels"), [
+    (72, 2**30, 1), (64, 2**24, 1), (64, 2**26, 2), (36, 2**30, 2), (32, 2**26, 4), (18, 2**24, 1),
+    (8, 2**20, 4), (8, 2**30, 16), (2, 2**30, 32), (8, 2**15, 1)])
+def test_an_all_to_all_gives_each_peer_the_channels_nccl_does(ranks, peer_bytes, channels):
+    # p2pnChannelsPerPeer 32 halved while x ranks > 32 (the start) or > 128 (the most), parts of 64 KiB at
+    # least and doubled while over 16 MiB: 72 ranks always get 1 channel a peer, 64 get 2 from 32 MiB a peer
+    assert p2p_channels_per_peer(ranks, peer_bytes) == channels
+
+
+@given(ranks=st.integers(2, 1024), peer_bytes=st.floats(1, 2**34), more=st.floats(1, 1024))
+def test_a_peer_gets_a_power_of_two_of_the_channels_more_as_its_part_grows_fewer_as_ranks_grow(
+        ranks, peer_bytes, more):
+    count = p2p_channels_per_peer(ranks, peer_bytes)
+    assert 1 <= count <= constants()["p2p_channels"] and count & (count - 1) == 0
+    assert p2p_channels_per_peer(ranks, peer_bytes * more) >= count
+    assert p2p_channels_per_peer(ranks + 1, peer_bytes) <= count
+
+
+def test_an_all_to_all_inside_an_nvlink_domain_takes_nccls_channels_per_peer():
+    rack = plan("gb200-nvl72", nodes=18)
+    assert rack.choose(A2A, range(72), 72 * 2.0**24).channels == 1
+    assert rack.choose(A2A, range(8), 8 * 2.0**30).channels == 16
 
 
 def test_fixed_algorithm_protocol_and_channels_are_kept():

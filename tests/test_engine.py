@@ -165,10 +165,15 @@ def test_in_switch_all_reduce_moves_each_shard_once_each_way():
 
 
 def test_all_to_all_cannot_beat_the_nic():
+    from dataclasses import replace as with_
     dc = datacenter(nodes=8, gpus=1, nic="400Gbps")
     size = 2**30
     timing = timed(dc, CollType.AllToAll, range(8), size, channels=4)
     assert timing.time_us * 1e-6 == pytest.approx(7 / 8 * size / 50e9, rel=1e-9)
+    # across the network the NIC moves the parts: the scale-up copy rate of a channel does not bind
+    slow_copies = with_(IDEAL, p2p_channel_bandwidth=1 * GB)
+    assert timed(dc, CollType.AllToAll, range(8), size, channels=4, model=slow_copies).time_us == \
+        pytest.approx(timing.time_us, rel=1e-9)
 
 
 def test_shared_nic_halves_inter_node_bandwidth():
@@ -321,6 +326,20 @@ def test_tensor_parallel_groups_train_on_a_mesh_node_at_the_links_their_rings_us
     mesh = run("mesh", "448GBps")
     assert run("nvswitch", "448GBps") < mesh
     assert run("mesh", "896GBps") < mesh
+
+
+@pytest.mark.parametrize("channels", [1, 4, 16])
+def test_an_all_to_all_inside_a_node_moves_a_channel_copy_rate_per_channel_of_a_peer(channels):
+    """Each channel's thread block copies its part of a grouped send at p2p_channel_bandwidth: two ranks
+    exchange half the buffer each at channels x that rate while the links have room; a ring does not pay it."""
+    from dataclasses import replace as with_
+    dc = datacenter(gpus=2, nvlink="1000GBps")
+    model = with_(IDEAL, p2p_channel_bandwidth=20 * GB)
+    size = 2.0**30
+    a2a = timed(dc, CollType.AllToAll, range(2), size, channels=channels, model=model)
+    assert a2a.time_us * 1e-6 == pytest.approx(size / 2 / (channels * 20 * GB), rel=1e-9)
+    ring = timed(dc, CollType.AllGather, range(2), size, channels=channels, model=model)
+    assert ring.time_us == pytest.approx(timed(dc, CollType.AllGather, range(2), size, channels=channels).time_us)
 
 
 def test_all_to_all_rounds_pay_the_grouped_send_hop_and_ring_steps_do_not():

@@ -31,3 +31,19 @@ def pipeline_chunks(bytes_per_channel: float, protocol: str, chunk_bytes: float 
     c = constants()
     chunk_bytes = chunk_bytes or c["chunk_bytes"][protocol]
     return max(1, min(math.ceil(bytes_per_channel / chunk_bytes), c["max_pipeline_chunks"]))
+
+
+def p2p_channels_per_peer(ranks: int, peer_bytes: float) -> int:
+    """NCCL's channels for one peer's part of a grouped send/receive inside an NVLink domain: as few as the
+    part needs, fewer the more ranks share the point-to-point channels."""
+    c = constants()
+    channels, chunk = c["p2p_channels"], c["p2p_nvl_chunk_bytes"]
+    fewest = most = channels
+    while fewest * ranks > channels and fewest > 1:
+        fewest //= 2
+    while most * ranks > 4 * channels and most > 1:
+        most //= 2
+    count = max(1, min(fewest, math.ceil(peer_bytes / (chunk / 8))))
+    while peer_bytes / count > 32 * chunk and count <= most // 2:
+        count *= 2
+    return count

@@ -18,7 +18,7 @@ from ..config.dc import reduction_missing
 from ..workload.program import CollType
 from .decompose import ALGORITHMS, PROTOCOLS, check_algorithm, coll_type, symmetry
 from .mesh import disjoint_cycles
-from .nccl import architecture, constants
+from .nccl import architecture, constants, p2p_channels_per_peer
 from .shape import GroupShape
 
 if TYPE_CHECKING:
@@ -205,7 +205,10 @@ class CollectivePlan:
 
     def _channels(self, ctype: CollType, shape: GroupShape, size: float, algorithm: str, protocol: str) -> int:
         """NCCL's channel count: fewer while the message gives each channel's threads too little work. In a
-        mesh, whole repeats of the rings' cycles, so that every link carries the same share."""
+        mesh, whole repeats of the rings' cycles, so that every link carries the same share. An all-to-all
+        inside one NVLink domain: the channels NCCL gives one peer's part."""
+        if ctype == A2A and shape.nodes == 1:
+            return p2p_channels_per_peer(shape.n, size / shape.n)
         c = constants()
         ring = algorithm == "ring" or algorithm in RING_LIKE
         threshold = c["thread_threshold"][protocol] * (shape.n if ring and protocol == "ll" else 1)

@@ -171,8 +171,8 @@ class SteadyState:
         links, latency, scale_out = topology.routes(gpu, peer)
         in_switch = np.isin(peer, (TO_SCALE_UP_SWITCH, FROM_SCALE_UP_SWITCH))
         lanes = np.concatenate([np.full(len(fs), fs.lanes) for fs in flows])
-        cap = model.channel_bandwidth[p] * WIRE_FACTOR[protocol] * lanes
         grouped = np.concatenate([np.full(len(fs), fs.grouped_sends) for fs in flows])
+        cap = model.flow_cap(p, lanes, scale_out, grouped) * WIRE_FACTOR[protocol]
         hop = model.step_latency(p, scale_out, in_switch, grouped)
         chains = [_Chain.of(fs) for fs in flows]
         depth = np.concatenate([c.depth(len(fs)) for c, fs in zip(chains, flows, strict=True)])

@@ -44,8 +44,8 @@ def flow_properties(dag: ExecutionDAG, topology: Topology, fold: Fold) -> FlowPr
     in_switch = np.isin(dag.peer[nodes], (TO_SCALE_UP_SWITCH, FROM_SCALE_UP_SWITCH))
     wire = dag.size[nodes] * factor / np.where(in_switch, model.in_switch_efficiency, 1.0)
     lanes = np.array([c.lanes for c in dag.collectives] + [1], dtype=np.float64)[coll]
-    cap = np.asarray(model.channel_bandwidth)[proto] * factor * lanes
     grouped = np.array([c.ctype == CollType.AllToAll for c in dag.collectives] + [False])[coll]
+    cap = model.flow_cap(proto, lanes, scale_out, grouped) * factor
     hop = model.step_latency(proto, scale_out, in_switch, grouped)
     from_flow = np.zeros(dag.num_nodes, dtype=bool)
     from_flow[dag.edge_dst[dag.kind[dag.edge_src] == NodeKind.flow]] = True

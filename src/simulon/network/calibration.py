@@ -35,6 +35,7 @@ class LinkModel:
     hop_out: tuple[float, ...]      # seconds per scale-out hop
     channel_bandwidth: tuple[float, ...]  # payload bytes/s one channel can move (inf: no limit)
     p2p_hop: float = 0.0            # seconds per round of grouped sends (all-to-all) inside a scale-up domain
+    p2p_channel_bandwidth: float = float("inf")  # payload bytes/s one channel copies of a grouped send there
 
     def step_latency(self, proto, scale_out, in_switch, grouped_sends) -> np.ndarray:
         """Seconds a flow adds past its links' own latency: a scale-up or scale-out hop of its protocol, a leg
@@ -44,6 +45,13 @@ class LinkModel:
         up = np.where(grouped_sends, self.p2p_hop, np.asarray(self.hop_up)[proto])
         hop = np.where(scale_out, np.asarray(self.hop_out)[proto], up)
         return np.where(in_switch, self.in_switch_hop, hop)
+
+    def flow_cap(self, proto, lanes, scale_out, grouped_sends) -> np.ndarray:
+        """Payload bytes/s a flow may reach on its own: its channels' (lanes) worth of one channel's. Inside a
+        scale-up domain a thread block copies each part of a grouped send, at its own rate."""
+        per_channel = np.where(grouped_sends & ~np.asarray(scale_out, dtype=bool), self.p2p_channel_bandwidth,
+                               np.asarray(self.channel_bandwidth)[proto])
+        return per_channel * lanes
 
     @classmethod
     def ideal(cls) -> LinkModel:
@@ -82,4 +90,5 @@ def link_model_for(dc: DatacenterConfig, table: dict[str, Any] | None = None) ->
                      float(g["in_switch_efficiency"] or 1.0), float(g["in_switch_hop_us"]) * US,
                      _per_protocol(g, "launch_us", US),
                      _per_protocol(g, "hop_us", US), _per_protocol(n, "hop_us", US),
-                     _per_protocol(g, "channel_GBps", GBPS), float(g["p2p_hop_us"]) * US)
+                     _per_protocol(g, "channel_GBps", GBPS), float(g["p2p_hop_us"]) * US,
+                     float(g["p2p_channel_GBps"] or "inf") * GBPS)
