@@ -48,7 +48,7 @@ HEADER = """# Link-use parameters of collectives, calibrated against ../shared/v
 # Regenerate: uv run python scripts/calibrate_collectives.py --csv ../shared/validation/collectives.csv
 # Efficiencies are fractions of the line rate; times in microseconds; bandwidths in GB/s per channel
 # (null: no per-channel limit); in_switch_efficiency null: the family has no in-switch reduction (NVLS).
-# hop_us is a ring or tree step's latency per protocol; p2p_hop_us a round of grouped sends (all-to-all);
+# hop_us is a ring or tree step's latency per protocol; p2p_hop_us a part of a grouped send (all-to-all);
 # p2p_channel_GBps what one channel copies of a grouped send inside a scale-up domain (null: no limit).
 # A GPU family matches GPU names by prefix; a NIC family NIC names. A family whose rows are all of 1 MiB or
 # more keeps NCCL's latencies (cdna3). Families without measured rows (the default ones) are not fitted: the
@@ -99,7 +99,7 @@ def _node(table: dict, path: tuple[str, ...]) -> dict:
 
 
 def gpu_parameters(table: dict, family: str, latencies: bool, all_to_all: bool) -> list[Parameter]:
-    """Launch and hop latency per protocol and an all-to-all round's (when the rows can show them), NVLink
+    """Launch and hop latency per protocol and an all-to-all part's (when the rows can show them), NVLink
     efficiency and NVLS's, and a channel's all-to-all copy rate (when there are all-to-all rows). The other
     per-channel bandwidths stay NCCL's: they bind only at few channels, which the measurements hardly show."""
     entry = table["gpu_families"][family]

@@ -45,8 +45,8 @@ def test_ring_gather_and_scatter_move_n_minus_1_over_n_per_rank(n, c, size, ctyp
 
 
 @given(n=st.integers(2, 40), c=channels, size=sizes)
-def test_all_to_all_sends_one_nth_to_every_peer_in_rounds_of_peers(n, c, size):
-    flows = flow_set("AllToAll", range(n), size, c)
+def test_all_to_all_across_nodes_sends_one_nth_to_every_peer_in_rounds_of_peers(n, c, size):
+    flows = flow_set("AllToAll", range(n), size, c, shape=shaped(n, 1))
     assert len(flows) == n * (n - 1)  # identical channels are simulated once, carrying all their bytes
     assert (flows.src_pos != flows.dst_pos).all()
     pairs = {(int(s), int(d)) for s, d in zip(flows.src_pos, flows.dst_pos, strict=True)}
@@ -60,6 +60,34 @@ def test_all_to_all_sends_one_nth_to_every_peer_in_rounds_of_peers(n, c, size):
     child = flows.parent_of
     assert (flows.dst_pos[flows.parent_idx] == flows.src_pos[child]).all()
     assert (flows.step[flows.parent_idx] == flows.step[child] - 1).all()
+
+
+@given(n=st.integers(2, 80), c=st.sampled_from([1, 2, 4, 8, 16, 32]), size=sizes)
+def test_all_to_all_in_a_node_cuts_each_peers_part_over_its_channels_which_serve_parts_in_turn(n, c, size):
+    flows = flow_set("AllToAll", range(n), size, c)
+    assert len(flows) == n * (n - 1) * c and flows.lanes == 1
+    for pos in range(n):
+        assert flows.bytes_sent_by(pos) == pytest.approx((n - 1) / n * size)
+        assert flows.bytes_received_by(pos) == pytest.approx((n - 1) / n * size)
+    offset = (flows.dst_pos - flows.src_pos) % n
+    total = constants()["p2p_channels"]
+    parts = Counter(zip(flows.src_pos.tolist(), offset.tolist(), strict=True))
+    assert set(parts.values()) == {c}
+    assert (((flows.channel - offset) % total)[:c] == [int(f"{j:05b}"[::-1], 2) for j in range(c)]).all()
+    # a channel serves a rank's parts one after another, each once the part before on it has arrived
+    load = Counter(zip(flows.src_pos.tolist(), flows.channel.tolist(), strict=True))
+    assert flows.step.max() + 1 == max(load.values())
+    child = flows.parent_of
+    assert (flows.dst_pos[flows.parent_idx] == flows.src_pos[child]).all()
+    assert (flows.channel[flows.parent_idx] == flows.channel[child]).all()
+    assert (flows.step[flows.parent_idx] == flows.step[child] - 1).all()
+    assert len(flows.parent_idx) == len(flows) - len(load)
+
+
+def test_72_ranks_load_7_of_32_channels_with_a_third_part():
+    flows = flow_set("AllToAll", range(72), 2.0**30, 1)
+    load = Counter(flows.channel[flows.src_pos == 0].tolist())
+    assert sorted(Counter(load.values()).items()) == [(2, 25), (3, 7)]
 
 
 @given(n=groups, c=channels, ctype=st.sampled_from(["AllReduce", "AllGather", "ReduceScatter"]))

@@ -39,7 +39,7 @@ class FlowSet:
     lanes: int = 1              # channels each simulated channel stands for (identical channels merged)
     periods: int = 1            # >1: the flows are one period of a schedule repeated this many times, each
                                 # flow's parents in the period before (a ring's steps, for estimates at scale)
-    grouped_sends: bool = False  # NCCL's grouped send/receive (all-to-all): its rounds pay the p2p hop
+    grouped_sends: bool = False  # NCCL's grouped send/receive (all-to-all): its parts pay the p2p hop
 
     def __len__(self) -> int:
         return len(self.size)

@@ -12,6 +12,7 @@ from ..workload.program import CollType
 from .collnet import collnet_chain_all_reduce, collnet_direct_all_reduce
 from .common import CollectiveResult, FlowSet, P2PFlow
 from .hierarchical import hierarchical
+from .nccl import constants
 from .nvls import nvls, nvls_tree_all_reduce
 from .pat import pat_all_gather, pat_reduce_scatter
 from .pxn import relay_cross_rail
@@ -80,7 +81,9 @@ def channel_period(algorithm: str, ctype: CollType, shape: GroupShape) -> int:
     NIC) they leave a node by (and in a mesh which cycle they take), a tree's in which tree and chain member
     they use."""
     per_node = shape.per_node or 1
-    if algorithm in ("ring", "pxn") and ctype != A2A:
+    if ctype == A2A:  # inside a domain each of the channels a peer's part takes is its own
+        return constants()["p2p_channels"] if shape.nodes == 1 else 1
+    if algorithm in ("ring", "pxn"):
         return math.lcm(1 if shape.flat_ring else per_node, shape.mesh_cycles)
     if algorithm == "tree":
         return 2 * per_node

@@ -79,10 +79,48 @@ def ring_all_reduce(group: tuple[int, ...], shape: GroupShape, size: float, chan
 
 
 def all_to_all(group: tuple[int, ...], shape: GroupShape, size: float, channels: int) -> FlowSet:
-    """Every rank sends size/n to every other rank (NCCL's grouped send/recv). NCCL works through the peers
-    in rounds, peer offset k in round (k-1) // peers_per_round (as many peers at once as its point-to-point
-    channels serve), and a rank moves to the next round once the previous one's receive arrived: a large
-    group pays one hop per round."""
+    """Every rank sends size/n to every other rank (NCCL's grouped send/recv), `channels` parts per peer."""
+    schedule = _in_rounds_of_peers if shape.nodes > 1 else _over_point_to_point_channels
+    return schedule(group, shape, size, channels)
+
+
+def _over_point_to_point_channels(group: tuple[int, ...], shape: GroupShape, size: float,
+                                  channels: int) -> FlowSet:
+    """Inside one NVLink domain NCCL cuts each peer's part over `channels` of its point-to-point channels:
+    part j for the peer at offset r on channel (r + j with its bits reversed) mod the channel count. A
+    channel's thread block serves its parts one after another, the next once what it received before has
+    arrived, each at most at its copy rate: the busiest channel sets the pace, so ranks that do not spread
+    evenly over the channels (72 over 32) take longer than their bytes need."""
+    n = len(group)
+    out = FlowBuilder(group)
+    if n < 2:
+        return out.build()
+    total = constants()["p2p_channels"]
+    bits = total.bit_length() - 1
+    offset, part = (a.ravel() for a in np.meshgrid(np.arange(1, n), np.arange(channels), indexing="ij"))
+    reversed_part = sum(((part >> b) & 1) << (bits - 1 - b) for b in range(bits))
+    channel = (offset + reversed_part) % total
+    order = np.lexsort((part, offset, channel))                  # each channel's parts, in the order served
+    first = np.r_[True, channel[order][1:] != channel[order][:-1]]
+    position = np.empty(order.size, dtype=np.int64)
+    position[order] = np.arange(order.size) - np.maximum.accumulate(np.where(first, np.arange(order.size), 0))
+    before = np.full(order.size, -1)
+    before[order[~first]] = order[np.flatnonzero(~first) - 1]     # the part served just before, per part
+    per_rank = order.size
+    src = np.repeat(np.arange(n), per_rank)
+    slot = np.tile(np.arange(per_rank), n)
+    prior = before[slot]
+    sender = (src - offset[np.maximum(prior, 0)]) % max(n, 1)     # who sent this rank that earlier part
+    parent = np.where(prior >= 0, sender * per_rank + prior, -1)
+    out.add(src, (src + offset[slot]) % n, size / (n * channels), channel[slot], np.tile(position, n),
+            parent[:, None])
+    return out.build()
+
+
+def _in_rounds_of_peers(group: tuple[int, ...], shape: GroupShape, size: float, channels: int) -> FlowSet:
+    """Across nodes NCCL works through the peers in rounds, peer offset k in round (k-1) // peers_per_round
+    (as many peers at once as its point-to-point channels serve), and a rank moves to the next round once the
+    previous one's receive arrived: a large group pays one hop per round."""
     n = len(group)
     src, offset, ch = (a.ravel() for a in np.meshgrid(np.arange(n), np.arange(1, n), np.arange(channels),
                                                       indexing="ij"))

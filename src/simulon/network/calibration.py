@@ -34,14 +34,14 @@ class LinkModel:
     hop_up: tuple[float, ...]       # seconds per scale-up hop (beyond the links' own latency)
     hop_out: tuple[float, ...]      # seconds per scale-out hop
     channel_bandwidth: tuple[float, ...]  # payload bytes/s one channel can move (inf: no limit)
-    p2p_hop: float = 0.0            # seconds per round of grouped sends (all-to-all) inside a scale-up domain
+    p2p_hop: float = 0.0            # seconds per part of a grouped send (all-to-all) inside a scale-up domain
     p2p_channel_bandwidth: float = float("inf")  # payload bytes/s one channel copies of a grouped send there
 
     def step_latency(self, proto, scale_out, in_switch, grouped_sends) -> np.ndarray:
         """Seconds a flow adds past its links' own latency: a scale-up or scale-out hop of its protocol, a leg
-        to or from a reducing switch, or a round of grouped sends. A ring step's hop is pipelined behind the
-        step before, while a round of an all-to-all waits for the previous round's receives: the two are
-        fitted apart."""
+        to or from a reducing switch, or a part of a grouped send. A ring step's hop is pipelined behind the
+        step before, while an all-to-all's channel serves its next part once the last one's receive arrived:
+        the two are fitted apart."""
         up = np.where(grouped_sends, self.p2p_hop, np.asarray(self.hop_up)[proto])
         hop = np.where(scale_out, np.asarray(self.hop_out)[proto], up)
         return np.where(in_switch, self.in_switch_hop, hop)
