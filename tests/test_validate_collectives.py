@@ -26,8 +26,9 @@ SHORT_OF_BOUND_PCT = {
 }
 """Where the model does not reach the bound yet, the level it holds (a regression guard, not a target).
 Above 1 MiB the XLA tables behind B200, GB200 and H100 disagree with nccl-tests on the same links (by
-14-16% for an 8-GPU all-reduce) and lose bandwidth on small groups (2 ranks) no NCCL mechanism explains; the H20 rows come from a system its reporter found underperforming (they are not fitted: its
-ConnectX NICs take the default NIC family, set by the packet-level ns-3 reference)."""
+14-16% for an 8-GPU all-reduce) and lose bandwidth on small groups (2 ranks) no NCCL mechanism explains;
+the H20 rows come from a system its reporter found underperforming (they are not fitted: its ConnectX NICs
+take the default NIC family, set by the packet-level ns-3 reference)."""
 HEADER = ["subset", "hardware", "num_gpus", "nodes", "collective", "msg_bytes", "group_size", "num_groups",
           "algbw_GBps", "busbw_GBps", "time_us", "notes"]
 
