@@ -1,4 +1,5 @@
-"""NCCL's constants (data/nccl.yaml): tuning-model tables, protocol buffer sizes, GPU architectures."""
+"""NCCL's constants (data/nccl.yaml): tuning-model tables, protocol buffer sizes, GPU architectures; and its
+rules over them: how it cuts a channel's data into chunks and a peer's into point-to-point channels."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+import numpy as np
 import yaml
 
 DEFAULT_ARCHITECTURE = "hopper"
@@ -47,3 +49,12 @@ def p2p_channels_per_peer(ranks: int, peer_bytes: float) -> int:
     while peer_bytes / count > 32 * chunk and count <= most // 2:
         count *= 2
     return count
+
+
+def p2p_channel(offset: np.ndarray, part: np.ndarray) -> np.ndarray:
+    """NCCL's point-to-point channel for part `part` of a peer `offset` ranks away (ncclP2pChannelForPart):
+    the offset plus the part with its bits reversed, modulo the channel count (a power of two)."""
+    total = constants()["p2p_channels"]
+    bits = total.bit_length() - 1
+    reversed_part = sum(((part >> b) & 1) << (bits - 1 - b) for b in range(bits))
+    return (offset + reversed_part) % total

@@ -19,7 +19,7 @@ import numpy as np
 
 from .common import FlowBuilder, FlowSet
 from .mesh import disjoint_cycles
-from .nccl import constants
+from .nccl import constants, p2p_channel
 from .shape import GroupShape
 
 
@@ -95,11 +95,8 @@ def _over_point_to_point_channels(group: tuple[int, ...], shape: GroupShape, siz
     out = FlowBuilder(group)
     if n < 2:
         return out.build()
-    total = constants()["p2p_channels"]
-    bits = total.bit_length() - 1
     offset, part = (a.ravel() for a in np.meshgrid(np.arange(1, n), np.arange(channels), indexing="ij"))
-    reversed_part = sum(((part >> b) & 1) << (bits - 1 - b) for b in range(bits))
-    channel = (offset + reversed_part) % total
+    channel = p2p_channel(offset, part)
     order = np.lexsort((part, offset, channel))                  # each channel's parts, in the order served
     first = np.r_[True, channel[order][1:] != channel[order][:-1]]
     position = np.empty(order.size, dtype=np.int64)
