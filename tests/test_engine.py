@@ -331,15 +331,25 @@ def test_tensor_parallel_groups_train_on_a_mesh_node_at_the_links_their_rings_us
 @pytest.mark.parametrize("channels", [1, 4, 16])
 def test_an_all_to_all_inside_a_node_moves_a_channel_copy_rate_per_channel_of_a_peer(channels):
     """Each channel's thread block copies its part of a grouped send at p2p_channel_bandwidth: two ranks
-    exchange half the buffer each at channels x that rate while the links have room; a ring does not pay it."""
+    exchange half the buffer each at channels x that rate while the links have room, plus one 512 KiB FIFO
+    step that the receiver copies out after the sender copied it in; a ring pays neither."""
     from dataclasses import replace as with_
     dc = datacenter(gpus=2, nvlink="1000GBps")
     model = with_(IDEAL, p2p_channel_bandwidth=20 * GB)
     size = 2.0**30
     a2a = timed(dc, CollType.AllToAll, range(2), size, channels=channels, model=model)
-    assert a2a.time_us * 1e-6 == pytest.approx(size / 2 / (channels * 20 * GB), rel=1e-9)
+    assert a2a.time_us * 1e-6 == pytest.approx(size / 2 / (channels * 20 * GB) + 2**19 / (20 * GB), rel=1e-9)
     ring = timed(dc, CollType.AllGather, range(2), size, channels=channels, model=model)
     assert ring.time_us == pytest.approx(timed(dc, CollType.AllGather, range(2), size, channels=channels).time_us)
+
+
+@pytest.mark.parametrize("part", [2.0**16, 2.0**19, 2.0**22])
+def test_a_part_of_a_grouped_send_pays_one_fifo_step_of_its_size_at_most(part):
+    from dataclasses import replace as with_
+    dc = datacenter(gpus=2, nvlink="1000GBps")
+    model = with_(IDEAL, p2p_channel_bandwidth=20 * GB)
+    a2a = timed(dc, CollType.AllToAll, range(2), 2 * part, model=model)
+    assert a2a.time_us * 1e-6 == pytest.approx((part + min(part, 2**19)) / (20 * GB), rel=1e-9)
 
 
 def test_all_to_all_rounds_pay_the_grouped_send_hop_and_ring_steps_do_not():

@@ -21,7 +21,7 @@ import numpy as np
 from ..collective.common import FlowSet
 from ..network.calibration import PROTOCOLS
 from ..network.topology import FROM_SCALE_UP_SWITCH, TO_SCALE_UP_SWITCH, Topology, endpoints
-from .flows import WIRE_FACTOR
+from .flows import WIRE_FACTOR, staging_delay
 
 _EPS = 1e-9
 
@@ -125,6 +125,8 @@ class _Structure:
     """What does not change with the message size: routes, latencies, fair rates, dependency order."""
 
     latency: np.ndarray
+    lanes: np.ndarray
+    staged: np.ndarray        # parts of a grouped send inside a scale-up domain (see flows.staging_delay)
     rate: np.ndarray          # wire bytes/s of every flow
     chains: list[_Chain]
     sets: np.ndarray          # which flow set each flow belongs to
@@ -148,14 +150,15 @@ class SteadyState:
         size = np.concatenate([fs.size for fs in flows])
         wire = size * WIRE_FACTOR[protocol] / np.where(st.in_switch, model.in_switch_efficiency, 1.0)
         transfer = wire / np.maximum(st.rate, _EPS)
-        chain = max(c.last_arrival(transfer[st.sets == i], st.latency[st.sets == i])
+        latency = st.latency + staging_delay(model, size, st.lanes, st.staged)
+        chain = max(c.last_arrival(transfer[st.sets == i], latency[st.sets == i])
                     for i, c in enumerate(st.chains))
         periods = np.concatenate([np.full(len(fs), fs.periods) for fs in flows])
         valid = st.links >= 0
         load = np.bincount(st.links[valid], weights=np.repeat(wire * periods, valid.sum(axis=1)),
                            minlength=topology.num_links)
         used = topology.capacity > 0
-        busiest = float((load[used] / topology.capacity[used]).max(initial=0.0)) + float(st.latency.max(initial=0.0))
+        busiest = float((load[used] / topology.capacity[used]).max(initial=0.0)) + float(latency.max(initial=0.0))
         return model.launch[PROTOCOLS.index(protocol)] + max(chain, busiest)
 
     def _structure(self, flows: list[FlowSet], protocol: str) -> _Structure:
@@ -181,7 +184,7 @@ class SteadyState:
             here = depth == d
             rate[here] = max_min_rates(links[here], topology.capacity, cap[here])
         sets = np.concatenate([np.full(len(fs), i) for i, fs in enumerate(flows)])
-        return _Structure(latency + hop, rate, chains, sets, in_switch, links)
+        return _Structure(latency + hop, lanes, grouped & ~scale_out, rate, chains, sets, in_switch, links)
 
 
 def _fingerprint(flows: list[FlowSet], protocol: str) -> str:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..collective.nccl import constants
 from ..dag.fold import Fold
 from ..dag.nodes import ExecutionDAG, NodeKind
 from ..network.calibration import PROTOCOLS
@@ -21,6 +22,14 @@ from ..workload.program import CollType
 WIRE_FACTOR = {"simple": 1.0, "ll": 2.0, "ll128": 128 / 120}
 """Bytes on the wire per byte of data (NCCL's protocol formats: LL 8-byte lines of 4 data + 4 flag bytes;
 LL128 128-byte lines carrying 120 data bytes)."""
+
+
+def staging_delay(model, size: np.ndarray, lanes: np.ndarray, staged: np.ndarray) -> np.ndarray:
+    """Seconds a part of a grouped send inside a scale-up domain (`staged`) adds past its transfer: NCCL
+    moves it through a FIFO in steps of NCCL_P2P_NVL_CHUNKSIZE, and the receiver copies the last step out only
+    once the sender has copied it in, at the channel's copy rate."""
+    step = np.minimum(size / lanes, constants()["p2p_nvl_chunk_bytes"])
+    return np.where(staged, step / model.p2p_channel_bandwidth, 0.0)
 
 
 @dataclass(frozen=True)
@@ -46,7 +55,8 @@ def flow_properties(dag: ExecutionDAG, topology: Topology, fold: Fold) -> FlowPr
     lanes = np.array([c.lanes for c in dag.collectives] + [1], dtype=np.float64)[coll]
     grouped = np.array([c.ctype == CollType.AllToAll for c in dag.collectives] + [False])[coll]
     cap = model.flow_cap(proto, lanes, scale_out, grouped) * factor
-    hop = model.step_latency(proto, scale_out, in_switch, grouped)
+    hop = model.step_latency(proto, scale_out, in_switch, grouped) + \
+        staging_delay(model, dag.size[nodes], lanes, grouped & ~scale_out)
     from_flow = np.zeros(dag.num_nodes, dtype=bool)
     from_flow[dag.edge_dst[dag.kind[dag.edge_src] == NodeKind.flow]] = True
     head = (coll >= 0) & ~from_flow[nodes]
