@@ -4,8 +4,8 @@
 
 GPU families first, on the rows that stay inside one scale-up domain (no NIC takes part); then NIC families
 on the rows that cross nodes, with the GPU families fixed. Each fit linearises the simulated times around
-the current parameters (one simulation per parameter), minimises the sum over message-size classes of the
-busbw MAPE of that linear model over the class's bound (Nelder-Mead), re-simulates at the result, and
+the current parameters (one simulation per parameter), minimises the 4-norm over message-size classes of
+the busbw MAPE of that linear model over the class's bound (Nelder-Mead), re-simulates at the result, and
 repeats. Latencies enter the times linearly, efficiencies through their inverses. Parameters stay within
 physical bounds; per-channel bandwidths stay NCCL's. The rows are the validation's: spikes (a reading over
 twice as long as a larger message of its sweep) are left out of both.

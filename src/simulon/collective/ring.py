@@ -81,11 +81,10 @@ def ring_all_reduce(group: tuple[int, ...], shape: GroupShape, size: float, chan
 def all_to_all(group: tuple[int, ...], shape: GroupShape, size: float, channels: int) -> FlowSet:
     """Every rank sends size/n to every other rank (NCCL's grouped send/recv), `channels` parts per peer."""
     schedule = _in_rounds_of_peers if shape.nodes > 1 else _over_point_to_point_channels
-    return schedule(group, shape, size, channels)
+    return schedule(group, size, channels)
 
 
-def _over_point_to_point_channels(group: tuple[int, ...], shape: GroupShape, size: float,
-                                  channels: int) -> FlowSet:
+def _over_point_to_point_channels(group: tuple[int, ...], size: float, channels: int) -> FlowSet:
     """Inside one NVLink domain NCCL cuts each peer's part over `channels` of its point-to-point channels:
     part j for the peer at offset r on channel (r + j with its bits reversed) mod the channel count. A
     channel's thread block serves its parts one after another, the next once what it received before has
@@ -107,14 +106,14 @@ def _over_point_to_point_channels(group: tuple[int, ...], shape: GroupShape, siz
     src = np.repeat(np.arange(n), per_rank)
     slot = np.tile(np.arange(per_rank), n)
     prior = before[slot]
-    sender = (src - offset[np.maximum(prior, 0)]) % max(n, 1)     # who sent this rank that earlier part
+    sender = (src - offset[np.maximum(prior, 0)]) % n             # who sent this rank that earlier part
     parent = np.where(prior >= 0, sender * per_rank + prior, -1)
     out.add(src, (src + offset[slot]) % n, size / (n * channels), channel[slot], np.tile(position, n),
             parent[:, None])
     return out.build()
 
 
-def _in_rounds_of_peers(group: tuple[int, ...], shape: GroupShape, size: float, channels: int) -> FlowSet:
+def _in_rounds_of_peers(group: tuple[int, ...], size: float, channels: int) -> FlowSet:
     """Across nodes NCCL works through the peers in rounds, peer offset k in round (k-1) // peers_per_round
     (as many peers at once as its point-to-point channels serve), and a rank moves to the next round once the
     previous one's receive arrived: a large group pays one hop per round."""
