@@ -39,6 +39,8 @@ HOP_US = (0.0, 30.0)               # per NVLink hop
 P2P_CHANNEL_GBPS = (10.0, 200.0)   # what one channel's thread block copies of a grouped send over NVLink
 P2P_CHANNEL_SEED_GBPS = 20.0       # where its fit starts: low enough to bind at one channel per peer, so that
                                    # the fit sees it move times (a rate that never binds has no gradient)
+RING_LOCAL_GBPS = (5.0, 1000.0)    # what one channel reduces or copies in a ring's local step
+RING_LOCAL_SEED_GBPS = 40.0        # where its fit starts: about twice a channel's share of an NVLink port
 NIC_HOP_US = (0.0, 200.0)          # per NIC hop: an EFA or TCP NIC's hop may take far longer
 BOUNDS = {">=1MiB": 10.0, "<1MiB": 25.0}
 """The validation bounds (busbw MAPE %, by size class): the fit weighs each class's error against its bound."""
@@ -49,7 +51,9 @@ HEADER = """# Link-use parameters of collectives, calibrated against ../shared/v
 # Efficiencies are fractions of the line rate; times in microseconds; bandwidths in GB/s per channel
 # (null: no per-channel limit); in_switch_efficiency null: the family has no in-switch reduction (NVLS).
 # hop_us is a ring or tree step's latency per protocol; p2p_hop_us a part of a grouped send (all-to-all);
-# p2p_channel_GBps what one channel copies of a grouped send inside a scale-up domain (null: no limit).
+# p2p_channel_GBps what one channel copies of a grouped send inside a scale-up domain (null: no limit);
+# ring_local_GBps what one channel reduces (reduce-scatter) or copies (all-gather, all-reduce) in a ring's
+# last, local step (null: not fitted, as no ring was measured over groups of two sizes).
 # A GPU family matches GPU names by prefix; a NIC family NIC names. A family whose rows are all of 1 MiB or
 # more keeps NCCL's latencies (cdna3). Families without measured rows (the default ones) are not fitted: the
 # default NIC's Simple per-step latency (6 us) is the one that puts a 64 MiB ring all-reduce within 3% of
@@ -98,7 +102,7 @@ def _node(table: dict, path: tuple[str, ...]) -> dict:
     return table
 
 
-def gpu_parameters(table: dict, family: str, latencies: bool, all_to_all: bool) -> list[Parameter]:
+def gpu_parameters(table: dict, family: str, latencies: bool, all_to_all: bool, ring_sizes: bool) -> list[Parameter]:
     """Launch and hop latency per protocol and an all-to-all part's (when the rows can show them), NVLink
     efficiency and NVLS's, and a channel's all-to-all copy rate (when there are all-to-all rows). The other
     per-channel bandwidths stay NCCL's: they bind only at few channels, which the measurements hardly show."""
@@ -116,7 +120,18 @@ def gpu_parameters(table: dict, family: str, latencies: bool, all_to_all: bool) 
         if entry["p2p_channel_GBps"] is None:
             entry["p2p_channel_GBps"] = P2P_CHANNEL_SEED_GBPS
         params.append(Parameter(("gpu_families", family, "p2p_channel_GBps"), False, *P2P_CHANNEL_GBPS))
+    if ring_sizes:
+        if entry["ring_local_GBps"] is None:
+            entry["ring_local_GBps"] = {kind: RING_LOCAL_SEED_GBPS for kind in ("reduce", "copy")}
+        params += [Parameter(("gpu_families", family, "ring_local_GBps", kind), False, *RING_LOCAL_GBPS)
+                   for kind in ("reduce", "copy")]
     return params
+
+
+def shows_ring_sizes(cases: list[Case]) -> bool:
+    """Whether ring collectives were measured over groups of more than one size: only then can the fit tell
+    a ring's local step (one per n-1 link steps) from its links' efficiency."""
+    return len({len(c.groups[0]) for c in cases if c.ctype in (CollType.AllGather, CollType.ReduceScatter)}) > 1
 
 
 def shows_latency(cases: list[Case]) -> bool:
@@ -236,7 +251,8 @@ def main() -> None:
         mine = [c for c in inside if link_model_for(c.datacenter()).gpu_family == family]
         if mine and chosen(family):
             a2a = any(c.ctype == CollType.AllToAll for c in mine)
-            fit(table, gpu_parameters(table, family, shows_latency(mine), a2a), Fit(mine), f"GPU family {family}")
+            params = gpu_parameters(table, family, shows_latency(mine), a2a, shows_ring_sizes(mine))
+            fit(table, params, Fit(mine), f"GPU family {family}")
     for family in table["nic_families"]:
         mine = [c for c in across if link_model_for(c.datacenter()).nic_family == family]
         if mine and chosen(family):

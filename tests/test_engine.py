@@ -306,6 +306,55 @@ def test_the_steady_state_estimate_of_a_ring_on_identical_links_is_exact():
     assert seconds == pytest.approx(2 * (n - 1) / n * size / (100 * GB) + 2 * (n - 1) * 2e-6, rel=1e-9)
 
 
+@pytest.mark.parametrize("ctype", [CollType.ReduceScatter, CollType.AllGather, CollType.AllReduce])
+@pytest.mark.parametrize(("n", "channels"), [(2, 1), (2, 8), (4, 2), (8, 16)])
+def test_a_ring_channel_ends_with_a_local_step_on_its_last_chunk(ctype, n, channels):
+    """A ring's link steps move size/n per rank over the port; then each channel reduces (reduce-scatter) or
+    copies (all-gather, all-reduce) the last chunk it received, size/(n channels), at its own local rate."""
+    from dataclasses import replace as with_
+    dc = datacenter(gpus=8, nvlink="100GBps")
+    model = with_(IDEAL, local_pass_bandwidth=(5 * GB, 20 * GB))
+    size = 2.0**30
+    steps = 2 * (n - 1) if ctype == CollType.AllReduce else n - 1
+    rate = 5 * GB if ctype == CollType.ReduceScatter else 20 * GB
+    expected = steps * size / n / (100 * GB) + size / (n * channels) / rate
+    assert timed(dc, ctype, range(n), size, channels=channels, model=model).time_us * 1e-6 == \
+        pytest.approx(expected, rel=1e-9)
+    flows = flow_set(ctype, range(n), size, channels, "ring", "simple", one_period=True)
+    estimate = SteadyState(Topology.from_datacenter(dc, model=model)).estimate([flows], "simple")
+    assert estimate == pytest.approx(expected, rel=1e-9)
+
+
+@given(st.integers(2, 7), st.floats(1.0, 100.0))
+@settings(max_examples=20, deadline=None)
+def test_a_ring_over_more_ranks_reaches_more_bus_bandwidth_once_it_has_a_local_step(n, local_GBps):
+    """One local step per 2(n-1) link steps of an all-reduce: busbw = B 2(n-1) / (2(n-1) + B / (channels x
+    local rate)) grows with n on the same links; without the step (an infinite rate) it is B at every n.
+    Other algorithms have none."""
+    from dataclasses import replace as with_
+    dc = datacenter(gpus=8, nvlink="100GBps")
+    model = with_(IDEAL, local_pass_bandwidth=(local_GBps * GB,) * 2)
+    size = 2.0**28
+
+    def busbw(ranks: int, algorithm: str = "ring", link_model: LinkModel = model) -> float:
+        return timed(dc, CollType.AllReduce, range(ranks), size, algorithm, 2, model=link_model).busbw_GBps
+
+    assert busbw(n) < busbw(n + 1)
+    assert busbw(n) == pytest.approx(100 * 2 * (n - 1) / (2 * (n - 1) + 100 / (2 * local_GBps)), rel=1e-6)
+    assert busbw(n, link_model=IDEAL) == pytest.approx(busbw(n + 1, link_model=IDEAL), rel=1e-9)
+    assert busbw(n, "tree") == pytest.approx(busbw(n, "tree", IDEAL), rel=1e-12)
+
+
+def test_a_ring_across_nodes_pays_no_local_step():
+    """Across nodes the proxy keeps the NIC sending from its FIFO while the GPU copies the last chunk out."""
+    from dataclasses import replace as with_
+    dc = datacenter(nodes=4, gpus=2)
+    model = with_(IDEAL, local_pass_bandwidth=(1 * GB, 1 * GB))
+    for group in ((0, 2, 4, 6), tuple(range(8))):
+        assert timed(dc, CollType.AllReduce, group, 2.0**28, channels=2, model=model).time_us == \
+            pytest.approx(timed(dc, CollType.AllReduce, group, 2.0**28, channels=2).time_us, rel=1e-12)
+
+
 @pytest.mark.parametrize(("n", "channels", "links"), [(2, 1, 1), (2, 4, 1), (3, 2, 2), (8, 7, 7), (8, 14, 7)])
 def test_a_mesh_ring_all_reduce_runs_at_the_links_its_cycles_use(n, channels, links):
     dc = DatacenterConfig.model_validate({

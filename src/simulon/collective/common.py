@@ -40,6 +40,8 @@ class FlowSet:
     periods: int = 1            # >1: the flows are one period of a schedule repeated this many times, each
                                 # flow's parents in the period before (a ring's steps, for estimates at scale)
     grouped_sends: bool = False  # NCCL's grouped send/receive (all-to-all): its parts pay the p2p hop
+    local_pass: str = ""         # how a member's channel handles its last received chunk before it is done:
+                                 # "reduce", "copy" or "" (see collective.decompose.local_pass)
 
     def __len__(self) -> int:
         return len(self.size)

@@ -39,6 +39,19 @@ def _pxn(fn) -> Decomposition:
 
 _RING_STEPS = {AR: ring_all_reduce, AG: ring_all_gather, RS: ring_reduce_scatter}
 _RING = {**_RING_STEPS, A2A: all_to_all}
+
+
+def local_pass(algorithm: str, ctype: CollType, domains: int) -> str:
+    """The step that ends each loop of a channel without moving anything over a link ("" if none): NCCL's
+    ring kernels reduce the last chunk a rank receives into its output ("reduce", reduce-scatter) or copy it
+    out ("copy", all-gather and all-reduce), in the thread block that also sends over NVLink, so those links
+    idle meanwhile. One such step per n-1 link steps is why a 2-rank ring reaches less bus bandwidth than an
+    8-rank one on the same links. A ring across `domains` > 1 has none: a NIC keeps sending from the proxy's
+    FIFO while the GPU copies."""
+    if algorithm != "ring" or ctype not in _RING_STEPS or domains > 1:
+        return ""
+    return "reduce" if ctype == RS else "copy"
+    return algorithm == "ring" and ctype in _RING_STEPS
 ALGORITHMS: dict[str, dict[CollType, Decomposition]] = {
     "ring": {ctype: _plain(fn) for ctype, fn in _RING.items()},
     "tree": {AR: tree_all_reduce},
@@ -146,7 +159,7 @@ def flow_set(collective_type: str | CollType, group: Sequence[int], size: float,
     else:
         flows = ALGORITHMS[algorithm][ctype](group, shape, float(size), simulated, protocol, channels // simulated)
     return replace(flows, symmetry=symmetry(algorithm, ctype, shape), lanes=channels // simulated,
-                   grouped_sends=ctype == A2A)
+                   grouped_sends=ctype == A2A, local_pass=local_pass(algorithm, ctype, shape.nodes))
 
 
 def decompose_collective(collective_type: str, group_ranks: Sequence[int], data_size: float,

@@ -51,7 +51,7 @@ def _ring(group: tuple[int, ...], shape: GroupShape, chunk: float, steps: int, c
                                                   indexing="ij"))
     orders = np.stack([ring_order(shape, c) for c in range(channels)]) if n else np.zeros((channels, 0), int)
     index = lambda s, p, c: (s * n + p) * channels + c  # noqa: E731 - the layout of the meshgrid above
-    before = step - 1 + (1 if one_period else 0)  # in a period, the parent is in the period before
+    before = step - 1 + (1 if one_period and steps > 1 else 0)  # in a period, the parent is in the period before
     parent = np.where(before >= 0, index(np.maximum(before, 0), (k - 1) % max(n, 1), ch), -1)
     out.add(orders[ch, k], orders[ch, (k + 1) % max(n, 1)], chunk, ch, step, parent[:, None])
     return replace(out.build(), periods=steps if one_period else 1)

@@ -97,8 +97,9 @@ class _Chain:
             depth[level[0]] = d
         return depth
 
-    def last_arrival(self, transfer: np.ndarray, latency: np.ndarray) -> float:
-        """When the last flow arrives, each starting as its parents allow and taking its transfer time."""
+    def last_arrival(self, transfer: np.ndarray, latency: np.ndarray, tail: np.ndarray) -> float:
+        """When the last flow has arrived and been handled (`tail`: what its receiver does with it then), each
+        starting as its parents allow and taking its transfer time."""
 
         def begin(done: np.ndarray, level: tuple) -> np.ndarray:
             _, with_parents, parents, streamed, starts = level
@@ -117,7 +118,7 @@ class _Chain:
             for level in self.levels:
                 members = level[0]
                 done[members] = begin(done, level)[members] + transfer[members]
-        return float((done + latency).max(initial=0.0))
+        return float((done + latency + tail).max(initial=0.0))
 
 
 @dataclass(frozen=True)
@@ -127,6 +128,7 @@ class _Structure:
     latency: np.ndarray
     lanes: np.ndarray
     staged: np.ndarray        # parts of a grouped send inside a scale-up domain (see flows.staging_delay)
+    local: np.ndarray         # the local step a flow's receiver ends with (see LinkModel.local_pass)
     rate: np.ndarray          # wire bytes/s of every flow
     chains: list[_Chain]
     sets: np.ndarray          # which flow set each flow belongs to
@@ -151,14 +153,16 @@ class SteadyState:
         wire = size * WIRE_FACTOR[protocol] / np.where(st.in_switch, model.in_switch_efficiency, 1.0)
         transfer = wire / np.maximum(st.rate, _EPS)
         latency = st.latency + staging_delay(model, size, st.lanes, st.staged)
-        chain = max(c.last_arrival(transfer[st.sets == i], latency[st.sets == i])
+        tail = model.local_pass(size, st.lanes, st.local)
+        chain = max(c.last_arrival(transfer[st.sets == i], latency[st.sets == i], tail[st.sets == i])
                     for i, c in enumerate(st.chains))
         periods = np.concatenate([np.full(len(fs), fs.periods) for fs in flows])
         valid = st.links >= 0
         load = np.bincount(st.links[valid], weights=np.repeat(wire * periods, valid.sum(axis=1)),
                            minlength=topology.num_links)
         used = topology.capacity > 0
-        busiest = float((load[used] / topology.capacity[used]).max(initial=0.0)) + float(latency.max(initial=0.0))
+        busiest = float((load[used] / topology.capacity[used]).max(initial=0.0)) + \
+            float((latency + tail).max(initial=0.0))
         return model.launch[PROTOCOLS.index(protocol)] + max(chain, busiest)
 
     def _structure(self, flows: list[FlowSet], protocol: str) -> _Structure:
@@ -175,6 +179,9 @@ class SteadyState:
         in_switch = np.isin(peer, (TO_SCALE_UP_SWITCH, FROM_SCALE_UP_SWITCH))
         lanes = np.concatenate([np.full(len(fs), fs.lanes) for fs in flows])
         grouped = np.concatenate([np.full(len(fs), fs.grouped_sends) for fs in flows])
+        # the flows a member handles last: a repeated period's (after its last repeat), else those feeding none
+        local = np.concatenate([np.where((fs.periods > 1) | ~np.isin(np.arange(len(fs)), fs.parent_idx),
+                                         fs.local_pass, "") for fs in flows])
         cap = model.flow_cap(p, lanes, scale_out, grouped) * WIRE_FACTOR[protocol]
         hop = model.step_latency(p, scale_out, in_switch, grouped)
         chains = [_Chain.of(fs) for fs in flows]
@@ -184,14 +191,14 @@ class SteadyState:
             here = depth == d
             rate[here] = max_min_rates(links[here], topology.capacity, cap[here])
         sets = np.concatenate([np.full(len(fs), i) for i, fs in enumerate(flows)])
-        return _Structure(latency + hop, lanes, grouped & ~scale_out, rate, chains, sets, in_switch, links)
+        return _Structure(latency + hop, lanes, grouped & ~scale_out, local, rate, chains, sets, in_switch, links)
 
 
 def _fingerprint(flows: list[FlowSet], protocol: str) -> str:
     """A key for everything of the flows but their sizes."""
     digest = hashlib.blake2b(protocol.encode(), digest_size=16)
     for fs in flows:
-        digest.update(repr((fs.group, fs.switch, fs.lanes, fs.periods)).encode())
+        digest.update(repr((fs.group, fs.switch, fs.lanes, fs.periods, fs.local_pass)).encode())
         for column in (fs.src_pos, fs.dst_pos, fs.step, fs.parent_ptr, fs.parent_idx):
             digest.update(np.ascontiguousarray(column).tobytes())
     return digest.hexdigest()

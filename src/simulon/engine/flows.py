@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..collective.decompose import local_pass
 from ..collective.nccl import constants
 from ..dag.fold import Fold
 from ..dag.nodes import ExecutionDAG, NodeKind
@@ -55,10 +56,17 @@ def flow_properties(dag: ExecutionDAG, topology: Topology, fold: Fold) -> FlowPr
     lanes = np.array([c.lanes for c in dag.collectives] + [1], dtype=np.float64)[coll]
     grouped = np.array([c.ctype == CollType.AllToAll for c in dag.collectives] + [False])[coll]
     cap = model.flow_cap(proto, lanes, scale_out, grouped) * factor
-    hop = model.step_latency(proto, scale_out, in_switch, grouped) + \
-        staging_delay(model, dag.size[nodes], lanes, grouped & ~scale_out)
     from_flow = np.zeros(dag.num_nodes, dtype=bool)
     from_flow[dag.edge_dst[dag.kind[dag.edge_src] == NodeKind.flow]] = True
+    to_flow = np.zeros(dag.num_nodes, dtype=bool)
+    to_flow[dag.edge_src[dag.kind[dag.edge_dst] == NodeKind.flow]] = True
+    if dag.stream_src is not None:
+        to_flow[dag.stream_src] = True
+    local = np.array([local_pass(c.algorithm, c.ctype, len({r // topology.domain_gpus for r in c.group}))
+                      for c in dag.collectives] + [""])[coll]
+    hop = model.step_latency(proto, scale_out, in_switch, grouped) + \
+        staging_delay(model, dag.size[nodes], lanes, grouped & ~scale_out) + \
+        model.local_pass(dag.size[nodes], lanes, np.where(to_flow[nodes], "", local))
     head = (coll >= 0) & ~from_flow[nodes]
     delay = np.where(head, np.asarray(model.launch)[proto], 0.0)
     return FlowProperties(nodes, links, wire, cap, latency + hop, delay)

@@ -36,6 +36,15 @@ class LinkModel:
     channel_bandwidth: tuple[float, ...]  # payload bytes/s one channel can move (inf: no limit)
     p2p_hop: float = 0.0            # seconds per part of a grouped send (all-to-all) inside a scale-up domain
     p2p_channel_bandwidth: float = float("inf")  # payload bytes/s one channel copies of a grouped send there
+    local_pass_bandwidth: tuple[float, float] = (float("inf"), float("inf"))  # bytes/s one channel reduces,
+                                                                            # copies, in a ring's local step
+
+    def local_pass(self, size, lanes, kind) -> np.ndarray:
+        """Seconds a channel's local step takes on the last chunk it received, by `kind` of step ("reduce",
+        "copy", "": none; see collective.decompose.local_pass)."""
+        kind = np.asarray(kind)
+        rate = np.where(kind == "reduce", self.local_pass_bandwidth[0], self.local_pass_bandwidth[1])
+        return np.where(kind != "", np.asarray(size) / (np.asarray(lanes) * rate), 0.0)
 
     def step_latency(self, proto, scale_out, in_switch, grouped_sends) -> np.ndarray:
         """Seconds a flow adds past its links' own latency: a scale-up or scale-out hop of its protocol, a leg
@@ -65,6 +74,11 @@ def _per_protocol(entry: dict[str, Any], key: str, scale: float) -> tuple[float,
     return tuple(float(values[p]) * scale if values.get(p) is not None else float("inf") for p in PROTOCOLS)
 
 
+def _local_pass(entry: dict[str, Any]) -> tuple[float, float]:
+    rates = entry["ring_local_GBps"] or {}
+    return tuple(float(rates.get(kind) or "inf") * GBPS for kind in ("reduce", "copy"))
+
+
 @cache
 def shipped_table() -> dict[str, Any]:
     return yaml.safe_load((resources.files("simulon.network") / "data" / "calibration.yaml").read_text())
@@ -91,4 +105,4 @@ def link_model_for(dc: DatacenterConfig, table: dict[str, Any] | None = None) ->
                      _per_protocol(g, "launch_us", US),
                      _per_protocol(g, "hop_us", US), _per_protocol(n, "hop_us", US),
                      _per_protocol(g, "channel_GBps", GBPS), float(g["p2p_hop_us"]) * US,
-                     float(g["p2p_channel_GBps"] or "inf") * GBPS)
+                     float(g["p2p_channel_GBps"] or "inf") * GBPS, _local_pass(g))
