@@ -5,7 +5,8 @@ depth in the dependency graph, so that the legs of one chunk up a tree or a chai
 do not share links, while a pipeline's later legs of early chunks run beside earlier legs of later ones. A chain
 of dependent flows takes the sum of their transfer times and latencies (a sender's next flow waits only
 for the last byte of its previous one); no link moves more than its capacity. The estimate is the launch
-plus the larger of the longest chain and the busiest link's bytes (plus one flow's latency). A ring's
+plus the larger of the longest chain and the busiest link's bytes (plus one flow's latency and the local step
+its receiver ends with, see LinkModel.local_pass). A ring's
 steps repeat, so one step stands for all of them. Routes, rates and chain order do not depend on the
 message size, so a size sweep computes them once per flow structure. On a ring over identical links this
 is exactly what replay gives; the tests bound the difference elsewhere.

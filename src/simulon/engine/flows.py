@@ -3,7 +3,9 @@ and launch delay, from the DAG, the topology and the calibrated link model.
 
 A collective's protocol sets the bytes on the wire (LL sends a 4-byte flag with every 4 bytes of data,
 LL128 8 bytes of flag per 128-byte line), the per-channel rate limit and the per-hop latency; its first
-flows wait for the launch overhead. In-switch reduction legs move data at the switch's reduction rate.
+flows wait for the launch overhead. In-switch reduction legs move data at the switch's reduction rate. A
+ring's last flows inside an NVLink domain are delivered only once their receiver's channel has reduced or
+copied them locally.
 """
 
 from __future__ import annotations
