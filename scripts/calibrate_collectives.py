@@ -36,6 +36,7 @@ SCALE_UP_EFFICIENCY = (0.6, 1.0)   # bounds: fraction of line rate a collective 
 NIC_EFFICIENCY = (0.85, 1.0)       # and on a NIC (RDMA goodput over line rate)
 LAUNCH_US = (0.0, 60.0)            # per collective
 HOP_US = (0.0, 30.0)               # per NVLink hop
+MEMBER_HOP_US = (0.0, 2.0)         # per member a reducing NVSwitch serves, per leg
 P2P_CHANNEL_GBPS = (10.0, 200.0)   # what one channel's thread block copies of a grouped send over NVLink
 P2P_CHANNEL_SEED_GBPS = 20.0       # where its fit starts: low enough to bind at one channel per peer, so that
                                    # the fit sees it move times (a rate that never binds has no gradient)
@@ -50,7 +51,8 @@ HEADER = """# Link-use parameters of collectives, calibrated against ../shared/v
 # Regenerate: uv run python scripts/calibrate_collectives.py --csv ../shared/validation/collectives.csv
 # Efficiencies are fractions of the line rate; times in microseconds; bandwidths in GB/s per channel
 # (null: no per-channel limit); in_switch_efficiency null: the family has no in-switch reduction (NVLS).
-# hop_us is a ring or tree step's latency per protocol; p2p_hop_us a part of a grouped send (all-to-all);
+# hop_us is a ring or tree step's latency per protocol; in_switch_hop_us a leg to or from the reducing NVSwitch,
+# plus in_switch_member_hop_us per member it serves beyond the first; p2p_hop_us a part of a grouped send;
 # p2p_channel_GBps what one channel copies of a grouped send inside a scale-up domain (null: no limit);
 # ring_local_GBps what one channel reduces (reduce-scatter) or copies (all-gather, all-reduce) in a ring's
 # last, local step (null: not fitted, as no ring was measured over groups of two sizes).
@@ -115,7 +117,8 @@ def gpu_parameters(table: dict, family: str, latencies: bool, all_to_all: bool, 
     if entry["in_switch_efficiency"] is not None:
         params.append(Parameter(("gpu_families", family, "in_switch_efficiency"), True, *SCALE_UP_EFFICIENCY))
         if latencies:
-            params.append(Parameter(("gpu_families", family, "in_switch_hop_us"), False, *HOP_US))
+            params += [Parameter(("gpu_families", family, "in_switch_hop_us"), False, *HOP_US),
+                       Parameter(("gpu_families", family, "in_switch_member_hop_us"), False, *MEMBER_HOP_US)]
     if all_to_all:
         if entry["p2p_channel_GBps"] is None:
             entry["p2p_channel_GBps"] = P2P_CHANNEL_SEED_GBPS

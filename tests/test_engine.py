@@ -148,6 +148,21 @@ def test_a_pipelined_tree_streams_its_chunks():
     assert timing.time_us * 1e-6 == pytest.approx((chunks + 1) * size / chunks / bw + 2 * lat, rel=1e-9)
 
 
+@pytest.mark.parametrize(("ctype", "legs"), [(CollType.AllReduce, 4), (CollType.ReduceScatter, 2),
+                                            (CollType.AllGather, 2)])
+@pytest.mark.parametrize("n", [2, 4, 8])
+def test_a_switch_leg_takes_longer_the_more_members_the_switch_serves(ctype, legs, n):
+    """A tiny NVLS collective is its legs' latencies: up to the switch and down (reduce-scatter, all-gather),
+    twice over for an all-reduce; each leg takes a base latency plus one per member beyond the first."""
+    from dataclasses import replace as with_
+    dc = DatacenterConfig.model_validate({
+        "cluster": {"num_nodes": 1}, "node": {"gpus_per_node": 8, "gpu": "H100"},
+        "network": {"scale_up": {"switch": {"port_speed": "100GBps", "in_network_reduction": True}}}})
+    model = with_(IDEAL, in_switch_hop=2e-6, in_switch_member_hop=0.5e-6)
+    timing = timed(dc, ctype, range(n), 8.0 * n, algorithm="nvls", model=model)
+    assert timing.time_us == pytest.approx(legs * (2 + 0.5 * (n - 1)), abs=1e-2)   # plus nanoseconds of bytes
+
+
 def test_in_switch_all_reduce_moves_each_shard_once_each_way():
     # NVLS: every port carries the others' parts of their shards plus its reduced shard up, and its reduced
     # shard plus the others' down: the buffer each way, pipelined (its own part stays local); the pipeline

@@ -22,7 +22,7 @@ import numpy as np
 from ..collective.common import FlowSet
 from ..network.calibration import PROTOCOLS
 from ..network.topology import FROM_SCALE_UP_SWITCH, TO_SCALE_UP_SWITCH, Topology, endpoints
-from .flows import WIRE_FACTOR, staging_delay
+from .flows import WIRE_FACTOR, domain_members, staging_delay
 
 _EPS = 1e-9
 
@@ -184,7 +184,9 @@ class SteadyState:
         local = np.concatenate([np.where((fs.periods > 1) | ~np.isin(np.arange(len(fs)), fs.parent_idx),
                                          fs.local_pass, "") for fs in flows])
         cap = model.flow_cap(p, lanes, scale_out, grouped) * WIRE_FACTOR[protocol]
-        hop = model.step_latency(p, scale_out, in_switch, grouped)
+        fan_in = np.concatenate([np.full(len(fs), domain_members(fs.group, topology.domain_gpus).max(initial=1))
+                                 for fs in flows])
+        hop = model.step_latency(p, scale_out, in_switch, grouped, fan_in)
         chains = [_Chain.of(fs) for fs in flows]
         depth = np.concatenate([c.depth(len(fs)) for c, fs in zip(chains, flows, strict=True)])
         rate = np.zeros(len(gpu))

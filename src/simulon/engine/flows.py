@@ -35,6 +35,12 @@ def staging_delay(model, size: np.ndarray, lanes: np.ndarray, staged: np.ndarray
     return np.where(staged, step / model.p2p_channel_bandwidth, 0.0)
 
 
+def domain_members(group, domain_gpus: int) -> np.ndarray:
+    """How many of a group's members each scale-up domain it spans holds: how many domains a ring crosses, and
+    how many members a reducing switch serves."""
+    return np.unique(np.asarray(group, dtype=np.int64) // domain_gpus, return_counts=True)[1]
+
+
 @dataclass(frozen=True)
 class FlowProperties:
     nodes: np.ndarray      # DAG node id of every flow
@@ -64,9 +70,11 @@ def flow_properties(dag: ExecutionDAG, topology: Topology, fold: Fold) -> FlowPr
     to_flow[dag.edge_src[dag.kind[dag.edge_dst] == NodeKind.flow]] = True
     if dag.stream_src is not None:
         to_flow[dag.stream_src] = True
-    local = np.array([local_pass(c.algorithm, c.ctype, len({r // topology.domain_gpus for r in c.group}))
-                      for c in dag.collectives] + [""])[coll]
-    hop = model.step_latency(proto, scale_out, in_switch, grouped) + \
+    members = [domain_members(c.group, topology.domain_gpus) for c in dag.collectives]
+    local = np.array([local_pass(c.algorithm, c.ctype, len(m)) for c, m in zip(dag.collectives, members, strict=True)]
+                     + [""])[coll]
+    fan_in = np.array([m.max(initial=1) for m in members] + [1])[coll]
+    hop = model.step_latency(proto, scale_out, in_switch, grouped, fan_in) + \
         staging_delay(model, dag.size[nodes], lanes, grouped & ~scale_out) + \
         model.local_pass(dag.size[nodes], lanes, np.where(to_flow[nodes], "", local))
     head = (coll >= 0) & ~from_flow[nodes]

@@ -35,6 +35,7 @@ class LinkModel:
     hop_out: tuple[float, ...]      # seconds per scale-out hop
     channel_bandwidth: tuple[float, ...]  # payload bytes/s one channel can move (inf: no limit)
     p2p_hop: float = 0.0            # seconds per part of a grouped send (all-to-all) inside a scale-up domain
+    in_switch_member_hop: float = 0.0  # seconds a switch leg adds per member beyond the first it serves
     p2p_channel_bandwidth: float = float("inf")  # payload bytes/s one channel copies of a grouped send there
     local_pass_bandwidth: tuple[float, float] = (float("inf"), float("inf"))  # bytes/s one channel reduces,
                                                                             # copies, in a ring's local step
@@ -46,14 +47,16 @@ class LinkModel:
         rate = np.where(kind == "reduce", self.local_pass_bandwidth[0], self.local_pass_bandwidth[1])
         return np.where(kind != "", np.asarray(size) / (np.asarray(lanes) * rate), 0.0)
 
-    def step_latency(self, proto, scale_out, in_switch, grouped_sends) -> np.ndarray:
+    def step_latency(self, proto, scale_out, in_switch, grouped_sends, fan_in=1) -> np.ndarray:
         """Seconds a flow adds past its links' own latency: a scale-up or scale-out hop of its protocol, a leg
         to or from a reducing switch, or a part of a grouped send. A ring step's hop is pipelined behind the
         step before, while an all-to-all's channel serves its next part once the last one's receive arrived:
-        the two are fitted apart."""
+        the two are fitted apart. A switch leg takes longer the more members (`fan_in`) the switch reduces
+        over or multicasts to."""
         up = np.where(grouped_sends, self.p2p_hop, np.asarray(self.hop_up)[proto])
         hop = np.where(scale_out, np.asarray(self.hop_out)[proto], up)
-        return np.where(in_switch, self.in_switch_hop, hop)
+        switch = self.in_switch_hop + self.in_switch_member_hop * (np.asarray(fan_in) - 1)
+        return np.where(in_switch, switch, hop)
 
     def flow_cap(self, proto, lanes, scale_out, grouped_sends) -> np.ndarray:
         """Payload bytes/s a flow may reach on its own: its channels' (lanes) worth of one channel's. Inside a
@@ -104,5 +107,7 @@ def link_model_for(dc: DatacenterConfig, table: dict[str, Any] | None = None) ->
                      float(g["in_switch_efficiency"] or 1.0), float(g["in_switch_hop_us"]) * US,
                      _per_protocol(g, "launch_us", US),
                      _per_protocol(g, "hop_us", US), _per_protocol(n, "hop_us", US),
-                     _per_protocol(g, "channel_GBps", GBPS), float(g["p2p_hop_us"]) * US,
-                     float(g["p2p_channel_GBps"] or "inf") * GBPS, _local_pass(g))
+                     _per_protocol(g, "channel_GBps", GBPS), p2p_hop=float(g["p2p_hop_us"]) * US,
+                     in_switch_member_hop=float(g["in_switch_member_hop_us"]) * US,
+                     p2p_channel_bandwidth=float(g["p2p_channel_GBps"] or "inf") * GBPS,
+                     local_pass_bandwidth=_local_pass(g))
