@@ -51,7 +51,8 @@ def local_pass(algorithm: str, ctype: CollType, domains: int) -> str:
     if algorithm != "ring" or ctype not in _RING_STEPS or domains > 1:
         return ""
     return "reduce" if ctype == RS else "copy"
-    return algorithm == "ring" and ctype in _RING_STEPS
+
+
 ALGORITHMS: dict[str, dict[CollType, Decomposition]] = {
     "ring": {ctype: _plain(fn) for ctype, fn in _RING.items()},
     "tree": {AR: tree_all_reduce},
