@@ -41,7 +41,9 @@ P2P_CHANNEL_GBPS = (10.0, 200.0)   # what one channel's thread block copies of a
 P2P_CHANNEL_SEED_GBPS = 20.0       # where its fit starts: low enough to bind at one channel per peer, so that
                                    # the fit sees it move times (a rate that never binds has no gradient)
 RING_LOCAL_GBPS = (5.0, 1000.0)    # what one channel reduces or copies in a ring's local step
-RING_LOCAL_SEED_GBPS = 40.0        # where its fit starts: about twice a channel's share of an NVLink port
+RING_LOCAL_SEED_GBPS = 40.0        # where its fit starts: 2-4x a channel's share of an NVLink port (11-22 GB/s
+                                   # at 32 channels), near enough to move times (a step that takes no time
+                                   # has no gradient)
 NIC_HOP_US = (0.0, 200.0)          # per NIC hop: an EFA or TCP NIC's hop may take far longer
 BOUNDS = {">=1MiB": 10.0, "<1MiB": 25.0}
 """The validation bounds (busbw MAPE %, by size class): the fit weighs each class's error against its bound."""
@@ -105,8 +107,9 @@ def _node(table: dict, path: tuple[str, ...]) -> dict:
 
 
 def gpu_parameters(table: dict, family: str, latencies: bool, all_to_all: bool, ring_sizes: bool) -> list[Parameter]:
-    """Launch and hop latency per protocol and an all-to-all part's (when the rows can show them), NVLink
-    efficiency and NVLS's, and a channel's all-to-all copy rate (when there are all-to-all rows). The other
+    """Launch and hop latency per protocol, an all-to-all part's and an NVSwitch leg's (base and per member)
+    when the rows can show them; NVLink efficiency and NVLS's; a channel's all-to-all copy rate when there are
+    all-to-all rows, and its ring local rates when rings were measured over groups of two sizes. The other
     per-channel bandwidths stay NCCL's: they bind only at few channels, which the measurements hardly show."""
     entry = table["gpu_families"][family]
     params = [Parameter(("gpu_families", family, key, p), False, *bounds)
