@@ -36,7 +36,8 @@ SCALE_UP_EFFICIENCY = (0.6, 1.0)   # bounds: fraction of line rate a collective 
 NIC_EFFICIENCY = (0.85, 1.0)       # and on a NIC (RDMA goodput over line rate)
 LAUNCH_US = (0.0, 60.0)            # per collective
 HOP_US = (0.0, 30.0)               # per NVLink hop
-MEMBER_HOP_US = (0.0, 2.0)         # per member a reducing NVSwitch serves, per leg
+MEMBER_HOP_US = (0.0, 2.0)         # per member a reducing NVSwitch serves, per leg: at 2 us, 72 members would add
+                                   # 142 us a leg, past any NVLS latency measured (about 60 us at 72 GPUs)
 P2P_CHANNEL_GBPS = (10.0, 200.0)   # what one channel's thread block copies of a grouped send over NVLink
 P2P_CHANNEL_SEED_GBPS = 20.0       # where its fit starts: low enough to bind at one channel per peer, so that
                                    # the fit sees it move times (a rate that never binds has no gradient)

@@ -3,6 +3,8 @@ folding exactness."""
 
 from __future__ import annotations
 
+from dataclasses import replace as with_
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -154,7 +156,6 @@ def test_a_pipelined_tree_streams_its_chunks():
 def test_a_switch_leg_takes_longer_the_more_members_the_switch_serves(ctype, legs, n):
     """A tiny NVLS collective is its legs' latencies: up to the switch and down (reduce-scatter, all-gather),
     twice over for an all-reduce; each leg takes a base latency plus one per member beyond the first."""
-    from dataclasses import replace as with_
     dc = DatacenterConfig.model_validate({
         "cluster": {"num_nodes": 1}, "node": {"gpus_per_node": 8, "gpu": "H100"},
         "network": {"scale_up": {"switch": {"port_speed": "100GBps", "in_network_reduction": True}}}})
@@ -180,7 +181,6 @@ def test_in_switch_all_reduce_moves_each_shard_once_each_way():
 
 
 def test_all_to_all_cannot_beat_the_nic():
-    from dataclasses import replace as with_
     dc = datacenter(nodes=8, gpus=1, nic="400Gbps")
     size = 2**30
     timing = timed(dc, CollType.AllToAll, range(8), size, channels=4)
@@ -326,7 +326,6 @@ def test_the_steady_state_estimate_of_a_ring_on_identical_links_is_exact():
 def test_a_ring_channel_ends_with_a_local_step_on_its_last_chunk(ctype, n, channels):
     """A ring's link steps move size/n per rank over the port; then each channel reduces (reduce-scatter) or
     copies (all-gather, all-reduce) the last chunk it received, size/(n channels), at its own local rate."""
-    from dataclasses import replace as with_
     dc = datacenter(gpus=8, nvlink="100GBps")
     model = with_(IDEAL, local_pass_bandwidth=(5 * GB, 20 * GB))
     size = 2.0**30
@@ -346,7 +345,6 @@ def test_a_ring_over_more_ranks_reaches_more_bus_bandwidth_once_it_has_a_local_s
     """One local step per 2(n-1) link steps of an all-reduce: busbw = B 2(n-1) / (2(n-1) + B / (channels x
     local rate)) grows with n on the same links; without the step (an infinite rate) it is B at every n.
     Other algorithms have none."""
-    from dataclasses import replace as with_
     dc = datacenter(gpus=8, nvlink="100GBps")
     model = with_(IDEAL, local_pass_bandwidth=(local_GBps * GB,) * 2)
     size = 2.0**28
@@ -362,7 +360,6 @@ def test_a_ring_over_more_ranks_reaches_more_bus_bandwidth_once_it_has_a_local_s
 
 def test_a_ring_across_nodes_pays_no_local_step():
     """Across nodes the proxy keeps the NIC sending from its FIFO while the GPU copies the last chunk out."""
-    from dataclasses import replace as with_
     dc = datacenter(nodes=4, gpus=2)
     model = with_(IDEAL, local_pass_bandwidth=(1 * GB, 1 * GB))
     for group in ((0, 2, 4, 6), tuple(range(8))):
@@ -397,7 +394,6 @@ def test_an_all_to_all_inside_a_node_moves_a_channel_copy_rate_per_channel_of_a_
     """Each channel's thread block copies its part of a grouped send at p2p_channel_bandwidth: two ranks
     exchange half the buffer each at channels x that rate while the links have room, plus one 512 KiB FIFO
     step that the receiver copies out after the sender copied it in; a ring pays neither."""
-    from dataclasses import replace as with_
     dc = datacenter(gpus=2, nvlink="1000GBps")
     model = with_(IDEAL, p2p_channel_bandwidth=20 * GB)
     size = 2.0**30
@@ -409,7 +405,6 @@ def test_an_all_to_all_inside_a_node_moves_a_channel_copy_rate_per_channel_of_a_
 
 @pytest.mark.parametrize("part", [2.0**16, 2.0**19, 2.0**22])
 def test_a_part_of_a_grouped_send_pays_one_fifo_step_of_its_size_at_most(part):
-    from dataclasses import replace as with_
     dc = datacenter(gpus=2, nvlink="1000GBps")
     model = with_(IDEAL, p2p_channel_bandwidth=20 * GB)
     a2a = timed(dc, CollType.AllToAll, range(2), 2 * part, model=model)
@@ -418,7 +413,6 @@ def test_a_part_of_a_grouped_send_pays_one_fifo_step_of_its_size_at_most(part):
 
 def test_all_to_all_rounds_pay_the_grouped_send_hop_and_ring_steps_do_not():
     """p2p_hop is what a round of grouped sends adds; a ring's steps keep their protocol's scale-up hop."""
-    from dataclasses import replace as with_
     dc = datacenter(gpus=8, nvlink="100GBps")
     model = with_(IDEAL, p2p_hop=10e-6)
     tiny = 8.0   # bytes: the times are the latencies

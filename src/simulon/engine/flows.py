@@ -70,7 +70,8 @@ def flow_properties(dag: ExecutionDAG, topology: Topology, fold: Fold) -> FlowPr
     to_flow[dag.edge_src[dag.kind[dag.edge_dst] == NodeKind.flow]] = True
     if dag.stream_src is not None:
         to_flow[dag.stream_src] = True
-    members = [domain_members(c.group, topology.domain_gpus) for c in dag.collectives]
+    by_group = {g: domain_members(g, topology.domain_gpus) for g in {c.group for c in dag.collectives}}
+    members = [by_group[c.group] for c in dag.collectives]   # a training step repeats its groups
     local = np.array([local_pass(c.algorithm, c.ctype, len(m)) for c, m in zip(dag.collectives, members, strict=True)]
                      + [""])[coll]
     fan_in = np.array([m.max(initial=1) for m in members] + [1])[coll]
