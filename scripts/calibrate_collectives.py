@@ -22,7 +22,7 @@ import yaml
 
 from simulon.collective.metrics import bus_bandwidth_factor
 from simulon.compute.minimize import nelder_mead
-from simulon.network.calibration import PROTOCOLS, link_model_for, shipped_table
+from simulon.network.calibration import LOCAL_PASSES, PROTOCOLS, link_model_for, shipped_table
 from simulon.pipeline import collective_sweep
 from simulon.validate.collectives import Case, collective_cases, size_class
 from simulon.validate.report import read_table
@@ -57,8 +57,9 @@ HEADER = """# Link-use parameters of collectives, calibrated against ../shared/v
 # hop_us is a ring or tree step's latency per protocol; in_switch_hop_us a leg to or from the reducing NVSwitch,
 # plus in_switch_member_hop_us per member it serves beyond the first; p2p_hop_us a part of a grouped send;
 # p2p_channel_GBps what one channel copies of a grouped send inside a scale-up domain (null: no limit);
-# ring_local_GBps what one channel reduces (reduce-scatter) or copies (all-gather, all-reduce) in a ring's
-# last, local step (null: not fitted, as no ring was measured over groups of two sizes).
+# ring_local_GBps what one channel moves in a ring's last, local step: reduce-scatter's reduce, all-gather's copy,
+# all-reduce's reduce_copy (its reduced chunk written out as it is sent on, then copied out) (null: not fitted,
+# as no ring was measured over groups of two sizes).
 # A GPU family matches GPU names by prefix; a NIC family NIC names. A family whose rows are all of 1 MiB or
 # more keeps NCCL's latencies (cdna3). Families without measured rows (the default ones) are not fitted: the
 # default NIC's Simple per-step latency (6 us) is the one that puts a 64 MiB ring all-reduce within 3% of
@@ -128,10 +129,11 @@ def gpu_parameters(table: dict, family: str, latencies: bool, all_to_all: bool, 
             entry["p2p_channel_GBps"] = P2P_CHANNEL_SEED_GBPS
         params.append(Parameter(("gpu_families", family, "p2p_channel_GBps"), False, *P2P_CHANNEL_GBPS))
     if ring_sizes:
-        if entry["ring_local_GBps"] is None:
-            entry["ring_local_GBps"] = {kind: RING_LOCAL_SEED_GBPS for kind in ("reduce", "copy")}
+        rates = entry["ring_local_GBps"] = entry["ring_local_GBps"] or {}
+        for kind in LOCAL_PASSES:
+            rates.setdefault(kind, RING_LOCAL_SEED_GBPS)
         params += [Parameter(("gpu_families", family, "ring_local_GBps", kind), False, *RING_LOCAL_GBPS)
-                   for kind in ("reduce", "copy")]
+                   for kind in LOCAL_PASSES]
     return params
 
 

@@ -63,6 +63,37 @@ def test_nvls_gathers_and_scatters_for_at_most_32_ranks_of_an_nvl72_rack_but_red
     assert "nvls" in rack._enabled(AR, rack.shape(range(72)))
 
 
+def test_nvls_needs_more_than_two_gpus_of_a_communicator_in_an_nvlink_domain():
+    """ncclNvlsInit sets NVLS up only where the communicator has more than two GPUs in the domain."""
+    p = plan(nodes=2)
+    assert "nvls" not in p._enabled(AR, p.shape(range(2)))
+    assert "nvls" in p._enabled(AR, p.shape(range(3)))
+    assert "nvls_tree" not in p._enabled(AR, p.shape((0, 1, 8, 9)))
+    assert "nvls_tree" in p._enabled(AR, p.shape((0, 1, 2, 8, 9, 10)))
+
+
+@pytest.mark.parametrize(("template", "nodes", "ranks", "algorithm"), [
+    ("dgx-h100", 1, 4, "ring"), ("dgx-h100", 1, 8, "nvls"), ("dgx-b200", 1, 4, "ring"), ("dgx-b200", 1, 8, "nvls"),
+    ("gb200-nvl72", 18, 4, "ring"), ("gb200-nvl72", 18, 16, "nvls"), ("gb200-nvl72", 18, 72, "nvls")])
+def test_a_large_all_reduce_takes_nvls_from_8_ranks_of_a_domain_and_a_ring_below(template, nodes, ranks, algorithm):
+    """NCCL's NVLS graph has a channel per head, and a head's port carries its channel twice: at 4 ranks the
+    search speeds leave NVLS short of a ring; from 8 its halved traffic wins."""
+    assert plan(template, nodes).choose(AR, range(ranks), 2**30).algorithm == algorithm
+
+
+def test_nvls_bandwidth_is_nccl_on_its_graph_in_the_ring_units():
+    """H100 (NCCL's port: 18 NVLinks x 20.6 GB/s = 370.8): 8 heads at 40 GB/s (9 x 40 fits, 9 x 50 not);
+    all-reduce (7 x 40 x 0.85 x 2 x 8/14), reduce-scatter (7 x 40 x 0.85 x 7/8 x 8/7), scaled to the ring's
+    port bandwidth. A ring beats NVLS reduce-scatter inside one node."""
+    p = plan()
+    shape = p.shape(range(8))
+    intra = p._bandwidths(shape)[0]
+    scale = intra / (450 * 0.824)
+    assert p._bus_bandwidth(AR, shape, "nvls", "simple") == pytest.approx(7 * 40 * 0.85 * 2 * 8 / 14 * scale)
+    assert p._bus_bandwidth(RS, shape, "nvls", "simple") == pytest.approx(7 * 40 * 0.85 * scale)
+    assert p.choose(RS, range(8), 2**30).algorithm == "ring"
+
+
 def test_all_to_all_runs_nccl_point_to_point_kernels_which_are_simple_only():
     p = plan()
     assert {p.choose(A2A, range(8), 2.0**k).protocol for k in range(10, 31, 4)} == {"simple"}

@@ -324,13 +324,15 @@ def test_the_steady_state_estimate_of_a_ring_on_identical_links_is_exact():
 @pytest.mark.parametrize("ctype", [CollType.ReduceScatter, CollType.AllGather, CollType.AllReduce])
 @pytest.mark.parametrize(("n", "channels"), [(2, 1), (2, 8), (4, 2), (8, 16)])
 def test_a_ring_channel_ends_with_a_local_step_on_its_last_chunk(ctype, n, channels):
-    """A ring's link steps move size/n per rank over the port; then each channel reduces (reduce-scatter) or
-    copies (all-gather, all-reduce) the last chunk it received, size/(n channels), at its own local rate."""
+    """A ring's link steps move size/n per rank over the port; then each channel reduces (reduce-scatter),
+    copies (all-gather) or reduces, writes out and copies (all-reduce) the last chunk it received,
+    size/(n channels), at the local rate of that kind of step."""
     dc = datacenter(gpus=8, nvlink="100GBps")
-    model = with_(IDEAL, local_pass_bandwidth=(5 * GB, 20 * GB))
+    rates = {CollType.ReduceScatter: 5 * GB, CollType.AllGather: 20 * GB, CollType.AllReduce: 8 * GB}
+    model = with_(IDEAL, local_pass_bandwidth=tuple(rates.values()))
     size = 2.0**30
     steps = 2 * (n - 1) if ctype == CollType.AllReduce else n - 1
-    rate = 5 * GB if ctype == CollType.ReduceScatter else 20 * GB
+    rate = rates[ctype]
     expected = steps * size / n / (100 * GB) + size / (n * channels) / rate
     assert timed(dc, ctype, range(n), size, channels=channels, model=model).time_us * 1e-6 == \
         pytest.approx(expected, rel=1e-9)
@@ -346,7 +348,7 @@ def test_a_ring_over_more_ranks_reaches_more_bus_bandwidth_once_it_has_a_local_s
     local rate)) grows with n on the same links; without the step (an infinite rate) it is B at every n.
     Other algorithms have none."""
     dc = datacenter(gpus=8, nvlink="100GBps")
-    model = with_(IDEAL, local_pass_bandwidth=(local_GBps * GB,) * 2)
+    model = with_(IDEAL, local_pass_bandwidth=(local_GBps * GB,) * 3)
     size = 2.0**28
 
     def busbw(ranks: int, algorithm: str = "ring", link_model: LinkModel = model) -> float:
@@ -361,7 +363,7 @@ def test_a_ring_over_more_ranks_reaches_more_bus_bandwidth_once_it_has_a_local_s
 def test_a_ring_across_nodes_pays_no_local_step():
     """Across nodes the proxy keeps the NIC sending from its FIFO while the GPU copies the last chunk out."""
     dc = datacenter(nodes=4, gpus=2)
-    model = with_(IDEAL, local_pass_bandwidth=(1 * GB, 1 * GB))
+    model = with_(IDEAL, local_pass_bandwidth=(1 * GB,) * 3)
     for group in ((0, 2, 4, 6), tuple(range(8))):
         assert timed(dc, CollType.AllReduce, group, 2.0**28, channels=2, model=model).time_us == \
             pytest.approx(timed(dc, CollType.AllReduce, group, 2.0**28, channels=2).time_us, rel=1e-12)

@@ -18,15 +18,11 @@ from simulon.validate.report import read_table
 
 COLLECTIVES = ROOT.parent / "shared" / "validation" / "collectives.csv"
 BOUND_PCT = {">=1MiB": 10.0, "<1MiB": 25.0}   # the issue's targets, per hardware family
-SHORT_OF_BOUND_PCT = {
-    ("H100", ">=1MiB"): 11.0,
-    ("H20", ">=1MiB"): 44.0,
-}
-"""Where the model does not reach the bound yet, the level it holds (a regression guard, not a target).
-Above 1 MiB the XLA table behind H100 disagrees with nccl-tests on the same links (by 14-16% for an 8-GPU
-all-reduce) and H100's rows include GCP's TCPXO plugin (GB200, which holds its bound by 0.07 points, shares the
-first); the H20 rows come from a system its reporter found underperforming (they are not fitted: its ConnectX
-NICs take the default NIC family, set by the packet-level ns-3 reference)."""
+SHORT_OF_BOUND_PCT = {("H20", ">=1MiB"): 45.0}
+"""Where the model does not reach the bound, the level it holds (a regression guard, not a target): the H20
+rows come from a system its reporter found underperforming (NVIDIA/nccl#1244: ~343 of ~460 GB/s, busbw falling
+from 64 to 128 MiB), so they are not fitted, and its ConnectX NICs take the default NIC family, set by the
+packet-level ns-3 reference. H100 (9.9%) and GB200 (9.5%) hold the bound by under a point."""
 HEADER = ["subset", "hardware", "num_gpus", "nodes", "collective", "msg_bytes", "group_size", "num_groups",
           "algbw_GBps", "busbw_GBps", "time_us", "notes"]
 

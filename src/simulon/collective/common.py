@@ -41,7 +41,8 @@ class FlowSet:
                                 # flow's parents in the period before (a ring's steps, for estimates at scale)
     grouped_sends: bool = False  # NCCL's grouped send/receive (all-to-all): its parts pay the p2p hop
     local_pass: str = ""         # how a member's channel handles its last received chunk before it is done:
-                                 # "reduce", "copy" or "" (see collective.decompose.local_pass)
+                                 # a kind of network.calibration.LOCAL_PASSES or "" (see
+                                 # collective.decompose.local_pass)
 
     def __len__(self) -> int:
         return len(self.size)

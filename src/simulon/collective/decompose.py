@@ -44,13 +44,17 @@ _RING = {**_RING_STEPS, A2A: all_to_all}
 def local_pass(algorithm: str, ctype: CollType, domains: int) -> str:
     """The step that ends each loop of a channel without moving anything over a link ("" if none): NCCL's
     ring kernels reduce the last chunk a rank receives into its output ("reduce", reduce-scatter) or copy it
-    out ("copy", all-gather and all-reduce), in the thread block that also sends over NVLink, so those links
-    idle meanwhile. One such step per n-1 link steps is why a 2-rank ring reaches less bus bandwidth than an
+    out ("copy", all-gather), in the thread block that also sends over NVLink, so those links idle
+    meanwhile. An all-reduce loop ("reduce_copy") also writes its reduced chunk to its output as it sends it
+    on, before the final copy. One such step per loop is why a 2-rank ring reaches less bus bandwidth than an
     8-rank one on the same links. A ring across `domains` > 1 has none: a NIC keeps sending from the proxy's
     FIFO while the GPU copies."""
     if algorithm != "ring" or ctype not in _RING_STEPS or domains > 1:
         return ""
-    return "reduce" if ctype == RS else "copy"
+    return _LOCAL_PASS[ctype]
+
+
+_LOCAL_PASS = {RS: "reduce", AG: "copy", AR: "reduce_copy"}
 
 
 ALGORITHMS: dict[str, dict[CollType, Decomposition]] = {

@@ -30,6 +30,8 @@ TUNED = ("ring", "tree", "nvls", "nvls_tree", "collnet_direct", "collnet_chain",
 """NCCL's own algorithms, the ones `auto` chooses among (hierarchical and pxn are simulon's variants)."""
 RING_LIKE = ("hierarchical", "pxn")
 """Variants whose protocol and channels are chosen as for NCCL's ring."""
+NVLS_MIN_GPUS = 2
+"""NCCL sets NVLS up only where a communicator has more than this many GPUs in an NVLink domain (ncclNvlsInit)."""
 NVLS_ARITY = 32
 """NCCL_MAX_NVLS_ARITY: NVLS all-gather and reduce-scatter serve at most this many ranks per NVLink domain
 (NCCL skips NVLS for them beyond it; all-reduce has no such limit)."""
@@ -106,8 +108,8 @@ class CollectivePlan:
     def _enabled(self, ctype: CollType, shape: GroupShape) -> list[str]:
         nodes, per_node = shape.nodes, shape.per_node
         ok = {"ring": True, "tree": per_node is not None,
-              "nvls": nodes == 1 and shape.n > 1 and (ctype == AR or shape.n <= NVLS_ARITY),
-              "nvls_tree": nodes > 1 and (per_node or 0) > 1,
+              "nvls": nodes == 1 and shape.n > NVLS_MIN_GPUS and (ctype == AR or shape.n <= NVLS_ARITY),
+              "nvls_tree": nodes > 1 and (per_node or 0) > NVLS_MIN_GPUS,
               "collnet_direct": nodes > 1 and per_node is not None,
               "collnet_chain": nodes > 1 and per_node is not None,
               "pat": nodes > 1 and per_node == 1}
@@ -151,7 +153,9 @@ class CollectivePlan:
             if protocol == "ll128":
                 fraction = r["tree_ll128_bus_one_node"] if nodes == 1 else r["tree_ll128_bus"]
                 bus = min(bus * fraction, channels * arch["per_channel_tree_ll128"][index])
-        if algorithm in ("nvls", "nvls_tree"):
+        if algorithm == "nvls":
+            return self._nvls_bandwidth(ctype, shape.n, intra)
+        if algorithm == "nvls_tree":
             ppn = shape.n / nodes
             bus = min(intra * arch["nvls_efficiency"] * (2 if ctype == AR else (ppn - 1) / ppn), bus * 2)
         if algorithm == "pat":
@@ -160,8 +164,23 @@ class CollectivePlan:
             steps = 2 * (shape.n - 1) if ctype == AR else shape.n - 1
             return bus * shape.n / max(steps, 1)
         if ctype == AR:
-            return bus * (r["nvls_algbw"] if algorithm in ("nvls", "nvls_tree") else r["tree_algbw"])
+            return bus * (r["nvls_algbw"] if algorithm == "nvls_tree" else r["tree_algbw"])
         return bus
+
+    def _nvls_bandwidth(self, ctype: CollType, n: int, intra: float) -> float:
+        """NCCL's algorithm bandwidth (GB/s) of NVLS inside one NVLink domain (src/tuning/nvls.cc) on the
+        graph its search finds: a channel per head, up to NCCL_MAX_NVLS_ARITY, each at the fastest of the
+        architecture's search speeds at which a member's port carries all channels, twice its own (a head
+        reads and writes the switch for every member). NCCL's ring graph fills the port, so the result is
+        scaled from NCCL's port bandwidth to `intra`, the ring's. At 4 ranks NVLS gets too few channels and
+        NCCL takes the ring; at 8 the halved all-reduce traffic wins."""
+        port = float(self.topology.line_rate[0]) / 1e9 * self.arch["graph_nvlink_fraction"]
+        heads = min(n, NVLS_ARITY)
+        speed = max((s for s in self.arch["search_speeds"] if s * (heads + 1) <= port), default=0.0)
+        share = 2.0 if ctype == AR else (n - 1) / n
+        steps = 2 * (n - 1) if ctype == AR else n - 1
+        nccl = (heads - 1) * speed * self.arch["nvls_efficiency"] * share * n / steps
+        return nccl * intra / port
 
     def _latency(self, ctype: CollType, shape: GroupShape, algorithm: str, protocol: str) -> float:
         """NCCL's predicted latency (microseconds) of one (algorithm, protocol)."""

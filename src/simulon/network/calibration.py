@@ -17,6 +17,8 @@ import yaml
 from ..config.dc import DatacenterConfig
 
 PROTOCOLS = ("simple", "ll", "ll128")
+LOCAL_PASSES = ("reduce", "copy", "reduce_copy")
+"""Kinds of a ring's local step: reduce-scatter's, all-gather's, all-reduce's (collective.decompose.local_pass)."""
 US, GBPS = 1e-6, 1e9
 
 
@@ -37,14 +39,16 @@ class LinkModel:
     p2p_hop: float = 0.0            # seconds per part of a grouped send (all-to-all) inside a scale-up domain
     in_switch_member_hop: float = 0.0  # seconds a switch leg adds per member beyond the first it serves
     p2p_channel_bandwidth: float = float("inf")  # payload bytes/s one channel copies of a grouped send there
-    local_pass_bandwidth: tuple[float, float] = (float("inf"), float("inf"))  # bytes/s one channel reduces,
-                                                                            # copies, in a ring's local step
+    local_pass_bandwidth: tuple[float, ...] = (float("inf"),) * 3  # bytes/s of one channel's ring local step,
+                                                                     # by kind (LOCAL_PASSES)
 
     def local_pass(self, size, lanes, kind) -> np.ndarray:
-        """Seconds a channel's local step takes on the last chunk it received, by `kind` of step ("reduce",
-        "copy", "": none; see collective.decompose.local_pass)."""
+        """Seconds a channel's local step takes on the last chunk it received, by `kind` of step (one of
+        LOCAL_PASSES, "": none; see collective.decompose.local_pass)."""
         kind = np.asarray(kind)
-        rate = np.where(kind == "reduce", self.local_pass_bandwidth[0], self.local_pass_bandwidth[1])
+        rate = np.full(kind.shape, np.inf)
+        for name, bandwidth in zip(LOCAL_PASSES, self.local_pass_bandwidth, strict=True):
+            rate = np.where(kind == name, bandwidth, rate)
         return np.where(kind != "", np.asarray(size) / (np.asarray(lanes) * rate), 0.0)
 
     def step_latency(self, proto, scale_out, in_switch, grouped_sends, fan_in=1) -> np.ndarray:
@@ -77,9 +81,9 @@ def _per_protocol(entry: dict[str, Any], key: str, scale: float) -> tuple[float,
     return tuple(float(values[p]) * scale if values.get(p) is not None else float("inf") for p in PROTOCOLS)
 
 
-def _local_pass(entry: dict[str, Any]) -> tuple[float, float]:
+def _local_pass(entry: dict[str, Any]) -> tuple[float, ...]:
     rates = entry["ring_local_GBps"] or {}
-    return tuple(float(rates.get(kind) or "inf") * GBPS for kind in ("reduce", "copy"))
+    return tuple(float(rates.get(kind) or "inf") * GBPS for kind in LOCAL_PASSES)
 
 
 @cache
