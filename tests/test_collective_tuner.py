@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simulon.collective.nccl import constants, p2p_channels_per_peer
@@ -92,6 +92,19 @@ def test_nvls_bandwidth_is_nccl_on_its_graph_in_the_ring_units():
     assert p._bus_bandwidth(AR, shape, "nvls", "simple") == pytest.approx(7 * 40 * 0.85 * 2 * 8 / 14 * scale)
     assert p._bus_bandwidth(RS, shape, "nvls", "simple") == pytest.approx(7 * 40 * 0.85 * scale)
     assert p.choose(RS, range(8), 2**30).algorithm == "ring"
+
+
+@given(ranks=st.integers(3, 8), port_GBps=st.floats(50, 2000), more=st.floats(1, 8))
+@settings(max_examples=25, deadline=None)
+def test_nccl_nvls_bandwidth_never_falls_with_a_faster_port(ranks, port_GBps, more):
+    def nvls(speed: float) -> float:
+        dc = DatacenterConfig.model_validate(
+            {"from": "dgx-h100", "cluster": {"num_nodes": 1},
+             "network": {"scale_up": {"switch": {"port_speed": f"{speed}GBps"}}}})
+        p = CollectivePlan(Topology.from_datacenter(dc), "auto")
+        return p._bus_bandwidth(AR, p.shape(range(ranks)), "nvls", "simple")
+
+    assert nvls(port_GBps * more) >= nvls(port_GBps) * (1 - 1e-9)
 
 
 def test_all_to_all_runs_nccl_point_to_point_kernels_which_are_simple_only():
