@@ -140,6 +140,8 @@ class CollectivePlan:
         index = min(nodes, 3) - 1
         channels = self.channels or arch["max_channels"]
         intra, inter = self._bandwidths(shape)
+        if algorithm == "nvls":
+            return self._nvls_bandwidth(ctype, shape.n, intra)
         per_channel = self.topology.model.channel_bandwidth[PROTOCOLS.index(protocol)] / 1e9
         bus = min(intra if nodes == 1 else min(intra, inter), channels * per_channel)
         if algorithm == "ring" and protocol == "ll":
@@ -153,8 +155,6 @@ class CollectivePlan:
             if protocol == "ll128":
                 fraction = r["tree_ll128_bus_one_node"] if nodes == 1 else r["tree_ll128_bus"]
                 bus = min(bus * fraction, channels * arch["per_channel_tree_ll128"][index])
-        if algorithm == "nvls":
-            return self._nvls_bandwidth(ctype, shape.n, intra)
         if algorithm == "nvls_tree":
             ppn = shape.n / nodes
             bus = min(intra * arch["nvls_efficiency"] * (2 if ctype == AR else (ppn - 1) / ppn), bus * 2)
