@@ -37,6 +37,12 @@ NVLS_ARITY = 32
 (NCCL skips NVLS for them beyond it; all-reduce has no such limit)."""
 
 
+def nccl_steps(ctype: CollType, n: int) -> int:
+    """The steps NCCL's model counts for a collective over n ranks (ncclTuningGetNsteps): a ring's all-reduce
+    passes its buffer round twice, a reduce-scatter or all-gather once."""
+    return 2 * (n - 1) if ctype == AR else n - 1
+
+
 @dataclass(frozen=True)
 class Choice:
     algorithm: str
@@ -161,8 +167,7 @@ class CollectivePlan:
         if algorithm == "pat":
             bus *= r["pat_bus"]
         if algorithm == "ring":
-            steps = 2 * (shape.n - 1) if ctype == AR else shape.n - 1
-            return bus * shape.n / max(steps, 1)
+            return bus * shape.n / max(nccl_steps(ctype, shape.n), 1)
         if ctype == AR:
             return bus * (r["nvls_algbw"] if algorithm == "nvls_tree" else r["tree_algbw"])
         return bus
@@ -178,8 +183,7 @@ class CollectivePlan:
         heads = min(n, NVLS_ARITY)
         speed = max((s for s in self.arch["search_speeds"] if s * (heads + 1) <= port), default=0.0)
         share = 2.0 if ctype == AR else (n - 1) / n
-        steps = 2 * (n - 1) if ctype == AR else n - 1
-        nccl = (heads - 1) * speed * self.arch["nvls_efficiency"] * share * n / steps
+        nccl = (heads - 1) * speed * self.arch["nvls_efficiency"] * share * n / nccl_steps(ctype, n)
         return nccl * intra / port
 
     def _latency(self, ctype: CollType, shape: GroupShape, algorithm: str, protocol: str) -> float:
@@ -194,8 +198,8 @@ class CollectivePlan:
         base = c["base_latency_us"].get(algorithm, {}).get(protocol, 0.0)
         log_nodes = int(math.log2(nodes))
         if algorithm == "ring":
-            steps = 2 * (n - 1) if ctype == AR else n - 1
-            inter_steps = 0 if nodes == 1 else (2 * (nodes - 1) if ctype == AR else nodes - 1)
+            steps = nccl_steps(ctype, n)
+            inter_steps = nccl_steps(ctype, nodes)
             latency = base + (steps - inter_steps) * intra + inter_steps * inter
             plateau = protocol == "simple" and nodes > 1 and ctype == AR
             return latency * (r["ring_plateau_latency"] if plateau else 1.0)
