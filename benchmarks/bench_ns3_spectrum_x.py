@@ -15,9 +15,9 @@ import statistics
 import time
 from pathlib import Path
 
+from simulon.collective.types import CollType
 from simulon.config.loading import load_scenario
 from simulon.pipeline import collective_sweep
-from simulon.workload.program import CollType
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIO = ROOT / "benchmarks/scenarios/spectrum_x_simai.yaml"

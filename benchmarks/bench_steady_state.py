@@ -10,7 +10,7 @@ estimate / replay printed (1.00: the same time).
 from __future__ import annotations
 
 import simulon.pipeline as pipeline
-from simulon.collective.decompose import CollType
+from simulon.collective.types import CollType
 from simulon.config.dc import DatacenterConfig
 
 SIZES = [2.0**p for p in range(14, 31, 2)]

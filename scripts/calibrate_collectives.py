@@ -21,12 +21,13 @@ import numpy as np
 import yaml
 
 from simulon.collective.metrics import bus_bandwidth_factor
+from simulon.collective.nccl import PROTOCOLS
+from simulon.collective.types import CollType
 from simulon.compute.minimize import nelder_mead
-from simulon.network.calibration import LOCAL_PASSES, PROTOCOLS, link_model_for, shipped_table
+from simulon.network.calibration import LOCAL_PASSES, link_model_for, shipped_table
 from simulon.pipeline import collective_sweep
 from simulon.validate.collectives import Case, collective_cases, size_class
 from simulon.validate.report import read_table
-from simulon.workload.program import CollType
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "src/simulon/network/data/calibration.yaml"

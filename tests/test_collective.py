@@ -14,7 +14,7 @@ from simulon.collective.common import SWITCH
 from simulon.collective.mesh import disjoint_cycles
 from simulon.collective.nccl import constants
 from simulon.collective.tree import btree_parent, dtree_parent
-from simulon.workload.program import CollType
+from simulon.collective.types import CollType
 
 sizes = st.integers(1, 2**30).map(float)
 groups = st.integers(2, 16)

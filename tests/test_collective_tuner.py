@@ -8,9 +8,9 @@ from hypothesis import strategies as st
 
 from simulon.collective.nccl import constants, p2p_channels_per_peer
 from simulon.collective.tuner import CollectivePlan
+from simulon.collective.types import CollType
 from simulon.config import DatacenterConfig
 from simulon.network.topology import Topology
-from simulon.workload.program import CollType
 
 AR, AG, RS, A2A = CollType.AllReduce, CollType.AllGather, CollType.ReduceScatter, CollType.AllToAll
 

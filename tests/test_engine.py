@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from helpers import gpt_scenario
 from simulon.collective import flow_set
 from simulon.collective.nccl import constants, pipeline_chunks
+from simulon.collective.types import CollType
 from simulon.config import DatacenterConfig, ScenarioConfig
 from simulon.config.scenario import CollectiveConfig
 from simulon.dag.fold import Fold
@@ -22,7 +23,6 @@ from simulon.engine.analytic import SteadyState
 from simulon.network import Topology
 from simulon.network.calibration import LinkModel
 from simulon.pipeline import simulate, time_collective
-from simulon.workload.program import CollType
 
 GB = 1e9
 IDEAL = LinkModel.ideal()

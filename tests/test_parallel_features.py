@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from helpers import gpt_scenario
+from simulon.collective.types import CollType
 from simulon.compute.calibration import Calibrations
 from simulon.compute.populate import populate
 from simulon.dag.nodes import NodeKind
@@ -17,7 +18,7 @@ from simulon.engine.replay import MAX_HELD_SHARE, replay
 from simulon.pipeline import TRAINING_RESHARE_WINDOW_S, build_dag, run_populated, simulate
 from simulon.workload.kernels import KernelClass, Phase
 from simulon.workload.megatron import MegatronTracer
-from simulon.workload.program import CollectiveOp, CollType, ComputeOp
+from simulon.workload.program import CollectiveOp, ComputeOp
 from simulon.workload.schedule import InterleavedOneFOneBScheduler, Step
 
 BASE = dict(nodes=2, gpus_per_node=4, tp=2, pp=2, layers=8, gbs=8)

@@ -10,12 +10,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from helpers import gpt_scenario
+from simulon.collective.types import CollType
 from simulon.dag.nodes import NodeKind
 from simulon.pipeline import build_dag, simulate
 from simulon.workload.kernels import Phase
 from simulon.workload.layout import RankLayout
 from simulon.workload.megatron import MegatronTracer
-from simulon.workload.program import CollectiveOp, CollType, ComputeOp
+from simulon.workload.program import CollectiveOp, ComputeOp
 from simulon.workload.schedule import OneFOneBScheduler, Step
 
 

@@ -11,6 +11,7 @@ from .analysis.result import SimulationResult, summarize
 from .collective.decompose import flow_set
 from .collective.metrics import bus_bandwidth_factor
 from .collective.tuner import CollectivePlan
+from .collective.types import CollType
 from .compute.calibration import Calibrations
 from .compute.populate import populate
 from .config.dc import DatacenterConfig
@@ -23,7 +24,6 @@ from .engine.replay import Timeline, replay
 from .network.calibration import LinkModel
 from .network.topology import Topology
 from .workload.megatron import MegatronTracer
-from .workload.program import CollType
 
 TRAINING_RESHARE_WINDOW_S = 1e-6
 """A training step's flows that start or finish within 1 us share one rate computation: under a hop's

@@ -12,9 +12,9 @@ from typing import Annotated
 
 import typer
 
+from ..collective.types import CollType
 from ..config.loading import ConfigError, load_scenario, one_line
 from ..config.units import format_size, parse_size
-from ..workload.program import CollType
 from .output import print_table
 from .profile import app as profile_app
 from .topology import topology as topology_command

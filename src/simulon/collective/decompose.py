@@ -7,18 +7,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from functools import partial
 
-from ..network.calibration import PROTOCOLS
-from ..workload.program import CollType
 from .collnet import collnet_chain_all_reduce, collnet_direct_all_reduce
 from .common import CollectiveResult, FlowSet, P2PFlow
 from .hierarchical import hierarchical
-from .nccl import constants
+from .nccl import PROTOCOLS, constants
 from .nvls import nvls, nvls_tree_all_reduce
 from .pat import pat_all_gather, pat_reduce_scatter
 from .pxn import relay_cross_rail
 from .ring import all_to_all, ring_all_gather, ring_all_reduce, ring_reduce_scatter
 from .shape import GroupShape
 from .tree import tree_all_reduce
+from .types import CollType, coll_type
 
 AR, AG, RS, A2A = CollType.AllReduce, CollType.AllGather, CollType.ReduceScatter, CollType.AllToAll
 
@@ -110,16 +109,6 @@ def channel_period(algorithm: str, ctype: CollType, shape: GroupShape) -> int:
     if algorithm == "collnet_chain":
         return per_node
     return 1
-
-
-def coll_type(name: str | CollType) -> CollType:
-    if isinstance(name, CollType):
-        return name
-    try:
-        return CollType[name]
-    except KeyError:
-        valid = ", ".join(t.name for t in CollType if t != CollType.PP_Send)
-        raise ValueError(f"unknown collective type {name!r} (valid: {valid})") from None
 
 
 def check_algorithm(algorithm: str, ctype: CollType) -> None:

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..workload.program import CollType
 from .common import FlowBuilder, FlowSet
 from .shape import GroupShape
+from .types import CollType
 
 
 def ring_phase(out: FlowBuilder, rings: list[np.ndarray], chunk: float, steps: int, channel: int, step0: int,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..workload.program import CollType
+from .types import CollType
 
 
 def bus_bandwidth_factor(ctype: CollType, n: int) -> float:

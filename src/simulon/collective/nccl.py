@@ -11,6 +11,8 @@ from typing import Any
 import numpy as np
 import yaml
 
+PROTOCOLS = ("simple", "ll", "ll128")
+"""NCCL's protocols, in the order of every per-protocol table (NCCL_PROTO_SIMPLE, _LL, _LL128)."""
 DEFAULT_ARCHITECTURE = "hopper"
 """GPU families NCCL has no tables for (AMD, unknown GPUs) are tuned as this one."""
 

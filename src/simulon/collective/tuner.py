@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..config.dc import reduction_missing
-from ..workload.program import CollType
-from .decompose import ALGORITHMS, PROTOCOLS, check_algorithm, coll_type, symmetry
+from .decompose import ALGORITHMS, check_algorithm, symmetry
 from .mesh import disjoint_cycles
-from .nccl import architecture, constants, p2p_channels_per_peer
+from .nccl import PROTOCOLS, architecture, constants, p2p_channels_per_peer
 from .shape import GroupShape
+from .types import CollType, coll_type
 
 if TYPE_CHECKING:
     from ..config.scenario import CollectiveConfig

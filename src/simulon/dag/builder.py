@@ -17,10 +17,11 @@ import numpy as np
 from ..collective.common import FlowSet
 from ..collective.decompose import flow_set
 from ..collective.shape import GroupShape
+from ..collective.types import CollType
 from ..network.topology import endpoints
 from ..workload.kernels import KernelSpec, Phase
 from ..workload.layout import RankLayout
-from ..workload.program import CollectiveOp, CollType, ComputeOp, RecvOp, SendOp, StageProgram, Stream
+from ..workload.program import CollectiveOp, ComputeOp, RecvOp, SendOp, StageProgram, Stream
 from .fold import Fold
 from .nodes import CollectiveInstance, ExecutionDAG, NodeKind
 

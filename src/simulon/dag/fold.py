@@ -14,8 +14,9 @@ from typing import Literal
 
 import numpy as np
 
+from ..collective.types import CollType
 from ..workload.layout import RankLayout
-from ..workload.program import CollectiveOp, CollType, StageProgram
+from ..workload.program import CollectiveOp, StageProgram
 
 FoldMode = Literal["auto", "full", "symmetric"]
 AUTO_FULL_MAX_GPUS = 64

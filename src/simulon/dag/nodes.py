@@ -13,14 +13,19 @@ from typing import Generic, TypeVar
 
 import numpy as np
 
+from ..collective.types import CollType
 from ..workload.kernels import KernelSpec, Phase
-from ..workload.program import CollType, Stream
+from ..workload.program import Stream
 
 
 class NodeKind(IntEnum):
     compute = 0
     flow = 1
     marker = 2  # zero-time: a rank joins (start) or leaves (end) a collective
+
+
+PIPELINE_SEND = "PP_Send"
+"""What a flow outside every collective (a pipeline-parallel send) is called in records and traces."""
 
 
 @dataclass(frozen=True)
@@ -148,7 +153,7 @@ class ExecutionDAG:
 
     def _comm_record(self, n: int) -> CommNode:
         coll = int(self.coll[n])
-        ctype = self.collectives[coll].ctype.name if coll >= 0 else CollType.PP_Send.name
+        ctype = self.collectives[coll].ctype.name if coll >= 0 else PIPELINE_SEND
         parent = int(self.parent[n])
         return CommNode(n, int(self.gpu[n]), int(self.peer[n]), float(self.size[n]), ctype, n,
                         [parent] if parent >= 0 else [])

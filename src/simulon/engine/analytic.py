@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..collective.common import FlowSet
-from ..network.calibration import PROTOCOLS
+from ..collective.nccl import PROTOCOLS
 from ..network.topology import FROM_SCALE_UP_SWITCH, TO_SCALE_UP_SWITCH, Topology, endpoints
 from .flows import WIRE_FACTOR, domain_members, staging_delay
 

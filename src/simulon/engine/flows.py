@@ -15,12 +15,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..collective.decompose import local_pass
-from ..collective.nccl import constants
+from ..collective.nccl import PROTOCOLS, constants
+from ..collective.types import CollType
 from ..dag.fold import Fold
 from ..dag.nodes import ExecutionDAG, NodeKind
-from ..network.calibration import PROTOCOLS
 from ..network.topology import FROM_SCALE_UP_SWITCH, TO_SCALE_UP_SWITCH, Topology
-from ..workload.program import CollType
 
 WIRE_FACTOR = {"simple": 1.0, "ll": 2.0, "ll128": 128 / 120}
 """Bytes on the wire per byte of data (NCCL's protocol formats: LL 8-byte lines of 4 data + 4 flag bytes;

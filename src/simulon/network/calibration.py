@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 import yaml
 
+from ..collective.nccl import PROTOCOLS
 from ..config.dc import DatacenterConfig
 
-PROTOCOLS = ("simple", "ll", "ll128")
 LOCAL_PASSES = ("reduce", "copy", "reduce_copy")
 """Kinds of a ring's local step: reduce-scatter's, all-gather's, all-reduce's (collective.decompose.local_pass)."""
 US, GBPS = 1e-6, 1e9

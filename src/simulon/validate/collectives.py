@@ -18,11 +18,11 @@ from typing import Any
 import yaml
 
 from ..collective.metrics import bus_bandwidth_factor
+from ..collective.types import CollType
 from ..config.dc import DatacenterConfig
 from ..config.loading import ConfigError
 from ..network.calibration import LinkModel
 from ..pipeline import collective_sweep
-from ..workload.program import CollType
 from .report import Comparison, Skipped, ValidationReport, number
 
 COLLECTIVES = {"all_reduce": CollType.AllReduce, "all_gather": CollType.AllGather,

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..collective.types import CollType
 from .kernels import Phase, memory_bound
-from .program import EMBEDDING_LAYER, OPTIMIZER_LAYER, CollType, StageProgram, Stream
+from .program import EMBEDDING_LAYER, OPTIMIZER_LAYER, StageProgram, Stream
 
 if TYPE_CHECKING:
     from .megatron import MegatronTracer, _StageEmitter

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ..collective.types import CollType
 from ..config.workload import MegatronWorkload
 from .data_parallel import DataParallelSync
 from .kernels import Phase
 from .layer_kernels import LayerKernels, ShardShape
 from .layout import RankLayout
-from .program import EMBEDDING_LAYER, HEAD_LAYER, CollType, StageProgram, Stream
+from .program import EMBEDDING_LAYER, HEAD_LAYER, StageProgram, Stream
 from .schedule import make_scheduler
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import IntEnum
 
+from ..collective.types import CollType
 from .kernels import KernelSpec, Phase
 
 EMBEDDING_LAYER, HEAD_LAYER, OPTIMIZER_LAYER = -1, -2, -3
@@ -25,14 +26,6 @@ class Stream(IntEnum):
     ep_comm = 4
     cp_comm = 5
     param_comm = 6  # FSDP / distributed-optimizer parameter all-gathers
-
-
-class CollType(IntEnum):
-    AllReduce = 0
-    AllGather = 1
-    ReduceScatter = 2
-    AllToAll = 3
-    PP_Send = 4
 
 
 @dataclass(frozen=True, slots=True)
