@@ -9,7 +9,6 @@ from hypothesis import strategies as st
 
 from simulon.config import DatacenterConfig
 from simulon.config.loading import ConfigError, parse_scenario
-from simulon.dag.fold import Fold
 from simulon.network.calibration import LinkModel
 from simulon.network.ecmp import ecmp_choice
 from simulon.network.summary import TopologySummary
@@ -39,8 +38,8 @@ def build(dc: DatacenterConfig) -> Topology:
     return Topology.from_datacenter(dc, model=LinkModel.ideal())
 
 
-def hops(topo: Topology, src, dst, fold=None) -> list[int]:
-    links, _, _ = topo.routes(np.atleast_1d(src), np.atleast_1d(dst), fold)
+def hops(topo: Topology, src, dst, rep=None) -> list[int]:
+    links, _, _ = topo.routes(np.atleast_1d(src), np.atleast_1d(dst), rep)
     return [int(x) for x in links[0] if x >= 0]
 
 
@@ -159,10 +158,10 @@ def test_fold_weights_count_the_class_on_shared_nics():
     topo = build(datacenter(nodes=2, gpus=4, gpus_per_nic=2))
     nic = topo.fabric.up(0)
     # GPUs 2, 3 (NIC 1) fold onto 0, 1 (NIC 0): NIC 0 carries what NIC 1 carries, weight 1
-    weights = topo.fold_weights(Fold(np.array([0, 1, 0, 1, 4, 5, 4, 5]), ("dp",)))
+    weights = topo.fold_weights(np.array([0, 1, 0, 1, 4, 5, 4, 5]))
     assert weights[nic] == pytest.approx(1.0)
     # GPU 1 folds onto GPU 0 on the same NIC: each simulated flow there stands for two
-    weights = topo.fold_weights(Fold(np.array([0, 0, 2, 2, 4, 4, 6, 6]), ("tp",)))
+    weights = topo.fold_weights(np.array([0, 0, 2, 2, 4, 4, 6, 6]))
     assert weights[nic] == pytest.approx(2.0) and weights[0] == 1.0
 
 

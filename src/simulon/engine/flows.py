@@ -52,7 +52,7 @@ class FlowProperties:
 
 def flow_properties(dag: ExecutionDAG, topology: Topology, fold: Fold) -> FlowProperties:
     nodes = np.flatnonzero(dag.kind == NodeKind.flow)
-    links, latency, scale_out = topology.routes(dag.gpu[nodes], dag.peer[nodes], fold)
+    links, latency, scale_out = topology.routes(dag.gpu[nodes], dag.peer[nodes], fold.rep)
     coll = dag.coll[nodes]
     proto_of_coll = np.array([PROTOCOLS.index(c.protocol) for c in dag.collectives] + [0], dtype=np.int64)
     proto = proto_of_coll[coll]  # point-to-point flows (coll -1) use the simple protocol

@@ -206,7 +206,7 @@ def replay(dag: ExecutionDAG, topology: Topology, fold: Fold, sm_count: int = 0,
     flow_of = np.full(n, -1, dtype=np.int64)
     flow_of[props.nodes] = np.arange(len(props.nodes))
     flow_of = flow_of.tolist()
-    net = _FlowNetwork(_rows(props.links), topology.capacity, topology.fold_weights(fold), props.cap)
+    net = _FlowNetwork(_rows(props.links), topology.capacity, topology.fold_weights(fold.rep), props.cap)
     sizes = props.wire.tolist()
     latency = props.latency.tolist()
     delay = props.delay.tolist()

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..config.dc import DatacenterConfig
-from ..dag.fold import Fold
 from .calibration import LinkModel, link_model_for
 from .fabric import Fabric
 
@@ -119,19 +118,20 @@ class Topology:
         kind, index = self.fabric.link_kind(link)
         return f"{kind}[{index}]"
 
-    def routes(self, src: np.ndarray, dst: np.ndarray, fold: Fold | None = None
+    def routes(self, src: np.ndarray, dst: np.ndarray, rep: np.ndarray | None = None
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(links[F, hops] padded with -1, latency[F] seconds, scale_out[F]) of flows src -> dst.
 
-        `src` is always a GPU; `dst` a GPU or an in-network reduction endpoint code. With a fold, the
-        receiver's last links are its representative's: by symmetry they carry the same traffic.
+        `src` is always a GPU; `dst` a GPU or an in-network reduction endpoint code. With a fold (`rep[g]`:
+        the simulated GPU that stands for GPU g, see dag.fold.Fold), the receiver's last links are its
+        representative's: by symmetry they carry the same traffic.
         """
         src = np.asarray(src, dtype=np.int64)
         dst = np.asarray(dst, dtype=np.int64)
         g = self.num_gpus
         p2p = dst >= 0
         real_dst = np.where(p2p, dst, src)
-        last = real_dst if fold is None else fold.rep[real_dst]
+        last = real_dst if rep is None else rep[real_dst]
         same_domain = p2p & (src // self.domain_gpus == dst // self.domain_gpus)
         out = p2p & ~same_domain
         to_out, from_out = dst == TO_SCALE_OUT_SWITCH, dst == FROM_SCALE_OUT_SWITCH
@@ -155,19 +155,21 @@ class Topology:
         latency = np.where(links >= 0, self.latency[links], 0.0).sum(axis=1)
         return links, latency, out | to_out | from_out
 
-    def fold_weights(self, fold: Fold) -> np.ndarray:
-        """Per link: how many flows one simulated flow on it stands for.
+    def fold_weights(self, rep: np.ndarray) -> np.ndarray:
+        """Per link: how many flows one simulated flow on it stands for, under the fold `rep` (`rep[g]`: the
+        simulated GPU that stands for GPU g).
 
         A representative's flow stands for one flow of each GPU in its class; those spread over the
         physical links that fold onto this one, so the weight is class size / links in the link's class.
         """
         weights = np.ones(self.num_links)
-        if not fold.axes:
+        multiplicity = np.bincount(rep, minlength=len(rep))
+        if multiplicity.max(initial=1) == 1:
             return weights
         # GPU ports: a class of f GPUs folds onto one port, so the weight is 1. NICs: a class of f GPUs may
         # share fewer than f NICs.
-        class_size = int(fold.multiplicity.max())
-        nic_fold = fold.rep[:: self.gpus_per_nic] // self.gpus_per_nic  # a NIC folds where its GPUs fold
+        class_size = int(multiplicity.max())
+        nic_fold = rep[:: self.gpus_per_nic] // self.gpus_per_nic  # a NIC folds where its GPUs fold
         nic_class = np.bincount(nic_fold, minlength=len(nic_fold))
         nic_weight = np.where(nic_class > 0, class_size / np.maximum(nic_class, 1), 1.0)
         port_weight = np.repeat(nic_weight, self.fabric.ports_per_nic)
