@@ -1,6 +1,6 @@
 """Bad input to the `simulon` command: exit status 2 and one plain line on stderr, never a traceback.
 
-The CLI is run through its real entry point (`simulon.cli.app:main`, which turns ConfigError/BadInput
+The CLI is run through its real entry point (`simulon.cli.app:main`, which turns ConfigError
 into exit status 2) in a subprocess; the hypothesis part calls `parse_scenario` in-process.
 """
 

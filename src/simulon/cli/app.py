@@ -6,15 +6,16 @@ Exit status: 0 success, 2 bad input (one plain message naming file, field and pr
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from ..collective.types import CollType
-from ..config.loading import ConfigError, load_scenario, one_line
+from ..config.errors import ConfigError
+from ..config.loading import load_scenario
 from ..config.units import format_size, parse_size
+from .errors import run_reporting_errors
 from .output import print_table
 from .profile import app as profile_app
 from .topology import topology as topology_command
@@ -28,10 +29,6 @@ app.add_typer(profile_app, name="profile")
 
 OPS = {"allreduce": CollType.AllReduce, "allgather": CollType.AllGather,
        "reducescatter": CollType.ReduceScatter, "alltoall": CollType.AllToAll}
-
-
-class BadInput(Exception):
-    """A command-line value that cannot be used (exit status 2)."""
 
 
 @app.command()
@@ -50,9 +47,9 @@ def simulate(
     from ..pipeline import simulate as run
 
     if expand not in ("auto", "full", "symmetric"):
-        raise BadInput(f"--expand: expected auto, full or symmetric, got {expand!r}")
+        raise ConfigError(f"--expand: expected auto, full or symmetric, got {expand!r}")
     if output is not None and not (output.parent if str(output.parent) else Path(".")).is_dir():
-        raise BadInput(f"-o {output}: folder {str(output.parent)!r} does not exist")
+        raise ConfigError(f"-o {output}: folder {str(output.parent)!r} does not exist")
     sc = load_scenario(scenario)
     if sc.workload is None:
         raise ConfigError(f"{scenario}: workload: required to simulate a training iteration "
@@ -63,7 +60,7 @@ def simulate(
         try:
             write_atomic(output, chrome_trace_json(sim.dag, sim.timeline, trace_flows))
         except OSError as exc:
-            raise BadInput(f"-o {output}: cannot write: {exc.strerror or exc}") from None
+            raise ConfigError(f"-o {output}: cannot write: {exc.strerror or exc}") from None
     if as_json:
         print(json.dumps(result.to_dict()))
         return
@@ -94,7 +91,7 @@ def parse_ranks(text: str, num_gpus: int) -> tuple[int, ...]:
     for part in text.split(","):
         part = part.strip()
         if not part:
-            raise BadInput(f"--group: empty entry in {text!r} (use ranges like 0-7 or lists like 0,8,16)")
+            raise ConfigError(f"--group: empty entry in {text!r} (use ranges like 0-7 or lists like 0,8,16)")
         try:
             if "-" in part:
                 lo, hi = (int(x) for x in part.split("-", 1))
@@ -104,14 +101,14 @@ def parse_ranks(text: str, num_gpus: int) -> tuple[int, ...]:
             else:
                 ranks.append(int(part))
         except ValueError:
-            raise BadInput(f"--group: cannot read {part!r} (use ranges like 0-7 or lists like 0,8,16)") from None
+            raise ConfigError(f"--group: cannot read {part!r} (use ranges like 0-7 or lists like 0,8,16)") from None
     bad = [r for r in ranks if not 0 <= r < num_gpus]
     if bad:
-        raise BadInput(f"--group: rank {bad[0]} is outside the datacenter's {num_gpus} GPUs (0-{num_gpus - 1})")
+        raise ConfigError(f"--group: rank {bad[0]} is outside the datacenter's {num_gpus} GPUs (0-{num_gpus - 1})")
     if len(set(ranks)) != len(ranks):
-        raise BadInput("--group: a rank appears twice")
+        raise ConfigError("--group: a rank appears twice")
     if len(ranks) < 2:
-        raise BadInput("--group: a collective needs at least two ranks")
+        raise ConfigError("--group: a collective needs at least two ranks")
     return tuple(ranks)
 
 
@@ -123,9 +120,9 @@ def parse_sizes(text: str | None) -> list[float]:
         try:
             size = parse_size(part.strip())
         except ValueError as exc:
-            raise BadInput(f"--sizes: {exc}") from None
+            raise ConfigError(f"--sizes: {exc}") from None
         if size <= 0:
-            raise BadInput(f"--sizes: {part.strip()!r} must be positive")
+            raise ConfigError(f"--sizes: {part.strip()!r} must be positive")
         sizes.append(size)
     return sizes
 
@@ -147,7 +144,7 @@ def collective(
     from ..pipeline import collective_sweep
 
     if op not in OPS:
-        raise BadInput(f"--op: expected one of {', '.join(OPS)}, got {op!r}")
+        raise ConfigError(f"--op: expected one of {', '.join(OPS)}, got {op!r}")
     sc = load_scenario(scenario)
     dc = sc.datacenter
     ranks = parse_ranks(group, dc.num_gpus) if group is not None else tuple(range(dc.num_gpus))
@@ -155,12 +152,12 @@ def collective(
     proto = protocol or sc.collective.protocol
     chans = channels if channels is not None else sc.collective.num_channels
     if chans is not None and chans < 1:
-        raise BadInput(f"--channels: must be at least 1, got {chans}")
+        raise ConfigError(f"--channels: must be at least 1, got {chans}")
     try:
         rows = collective_sweep(dc, OPS[op], ranks, parse_sizes(sizes), algo, chans, proto)
     except ValueError as exc:
         option = "--protocol" if "protocol" in str(exc) else "--algorithm"
-        raise BadInput(f"{option}: {exc}") from None
+        raise ConfigError(f"{option}: {exc}") from None
     if as_json:
         print(json.dumps([{"size_bytes": r.size_bytes, "time_us": r.time_us, "algbw_GBps": r.algbw_GBps,
                            "busbw_GBps": r.busbw_GBps} for r in rows]))
@@ -172,11 +169,4 @@ def collective(
 
 
 def main() -> None:
-    try:
-        app()  # click handles usage errors itself (exit status 2) and exits
-    except (ConfigError, BadInput) as exc:
-        print(f"error: {one_line(str(exc))}", file=sys.stderr)
-        sys.exit(2)
-    except Exception as exc:
-        print(f"internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
-        sys.exit(1)
+    run_reporting_errors(app)

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from ..config.common import DType
-from ..config.loading import ConfigError
+from ..config.errors import ConfigError
 
 app = typer.Typer(no_args_is_help=True,
                   help="Measure kernel times on the local GPU (needs the optional torch extra, simulon\\[profile]).")

@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from ..config.errors import ConfigError
 from ..config.loading import load_scenario
 from .output import print_table
 
@@ -22,7 +23,6 @@ def topology(
     from ..network.draw import topology_svg
     from ..network.summary import TopologySummary
     from ..network.topology import Topology
-    from .app import BadInput
 
     topo = Topology.from_datacenter(load_scenario(scenario).datacenter)
     summary = TopologySummary.of(topo)
@@ -30,7 +30,7 @@ def topology(
         try:
             write_atomic(draw, topology_svg(topo))
         except OSError as exc:
-            raise BadInput(f"--draw {draw}: cannot write: {exc.strerror or exc}") from None
+            raise ConfigError(f"--draw {draw}: cannot write: {exc.strerror or exc}") from None
     if as_json:
         print(json.dumps(summary.to_dict()))
         return

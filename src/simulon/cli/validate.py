@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from ..config.loading import ConfigError
+from ..config.errors import ConfigError
 from .output import print_table
 
 app = typer.Typer(no_args_is_help=True, help="Compare predictions with published measurement tables.")

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..config.common import DType
 from ..config.dc import GPUSpec, KernelRun
-from ..config.loading import ConfigError
+from ..config.errors import ConfigError
 from ..workload.kernels import KernelClass, KernelSpec, Phase
 from .analytical import AnalyticalModel
 

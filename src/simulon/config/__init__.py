@@ -2,7 +2,8 @@
 
 from .common import DType, FieldError
 from .dc import DatacenterConfig, GPUSpec, KernelRun, NICSpec, SwitchSpec
-from .loading import ConfigError, load_scenario
+from .errors import ConfigError
+from .loading import load_scenario
 from .scenario import CollectiveConfig, ScenarioConfig
 from .workload import MegatronWorkload, ModelSpec, MoESpec, ParallelismSpec, TrainingSpec
 

@@ -9,11 +9,8 @@ import yaml
 from pydantic import ValidationError
 
 from .common import FieldError
+from .errors import ConfigError, one_line, yaml_problem
 from .scenario import ScenarioConfig
-
-
-class ConfigError(Exception):
-    """Bad input: the message names the file, the field and the problem (CLI exit status 2)."""
 
 
 def _dotted(loc: tuple[Any, ...]) -> str:
@@ -46,11 +43,6 @@ def describe_validation_error(exc: ValidationError, source: str) -> str:
     return one_line(f"{source}: {field}: {message}{more}")
 
 
-def one_line(message: str) -> str:
-    """Messages quote user text; keep them on one line whatever that text holds."""
-    return message.replace("\r", "\\r").replace("\n", "\\n")
-
-
 def parse_scenario(data: Any, source: str = "<scenario>", base_dir: Path | None = None) -> ScenarioConfig:
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: (top level): expected a mapping with a 'datacenter' block, "
@@ -73,8 +65,6 @@ def load_scenario(path: str | Path) -> ScenarioConfig:
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or "invalid YAML"
+        where, problem = yaml_problem(exc)
         raise ConfigError(f"{path}: (YAML){where}: {problem}") from None
     return parse_scenario(data, str(path), path.parent)

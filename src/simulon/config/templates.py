@@ -18,6 +18,7 @@ import yaml
 from pydantic import ValidationInfo, model_validator
 
 from .common import StrictModel
+from .errors import yaml_problem
 
 _DOC_KEYS = ("aliases", "source")  # template metadata, not config fields
 _MAX_TEMPLATE_DEPTH = 8
@@ -89,9 +90,7 @@ def _load_reference(kind: str, ref: str, base_dir: Path | None, depth: int = 0) 
         except OSError as exc:
             raise ValueError(f"cannot read template file {str(path)!r}: {exc.strerror}") from None
         except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-            problem = getattr(exc, "problem", None) or "invalid YAML"
+            where, problem = yaml_problem(exc)
             raise ValueError(f"template file {str(path)!r} is not valid YAML{where}: {problem}") from None
         if not isinstance(doc, dict):
             raise ValueError(f"template file {str(path)!r} does not hold a mapping")

@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from ..config.loading import ConfigError
+from ..config.errors import ConfigError
 from ..config.templates import template_stem
 from ..export.files import write_atomic
 

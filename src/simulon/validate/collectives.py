@@ -20,7 +20,7 @@ import yaml
 from ..collective.metrics import bus_bandwidth_factor
 from ..collective.types import CollType
 from ..config.dc import DatacenterConfig
-from ..config.loading import ConfigError
+from ..config.errors import ConfigError
 from ..network.calibration import LinkModel
 from ..pipeline import collective_sweep
 from .report import Comparison, Skipped, ValidationReport, number

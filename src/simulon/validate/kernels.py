@@ -14,7 +14,7 @@ from ..compute.calibration import Calibrations
 from ..compute.fit import Observation
 from ..config.common import DType
 from ..config.dc import GPUSpec
-from ..config.loading import ConfigError
+from ..config.errors import ConfigError
 from ..workload.kernels import FLASH_IMPLEMENTATIONS, KernelClass, KernelSpec, Phase, attention, attention_impl, gemm
 from .report import Comparison, Skipped, ValidationReport, number
 

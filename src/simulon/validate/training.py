@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..config.common import DType
-from ..config.loading import ConfigError, parse_scenario
+from ..config.errors import ConfigError
+from ..config.loading import parse_scenario
 from ..config.scenario import ScenarioConfig
 from ..config.templates import find_template, template_stem_loose
 from ..pipeline import Simulation, simulate
