@@ -23,7 +23,7 @@ from ..workload.kernels import KernelSpec, Phase
 from ..workload.layout import RankLayout
 from ..workload.program import CollectiveOp, ComputeOp, RecvOp, SendOp, StageProgram, Stream
 from .fold import Fold
-from .nodes import CollectiveInstance, ExecutionDAG, NodeKind
+from .nodes import NO_NODE, CollectiveInstance, ExecutionDAG, NodeKind
 
 if TYPE_CHECKING:
     from ..collective.tuner import Choice, CollectivePlan
@@ -42,7 +42,7 @@ class _ExpansionTemplate:
     flow_src: list[int]                 # position of the flow's GPU (its sender, or the receiver of a switch leg)
     flow_dst: list[int]                 # position of its receiver, or a switch endpoint code
     flow_size: list[float]
-    flow_parent: list[int]              # local node id of its first parent, or -1
+    flow_parent: list[int]              # local node id of its first parent, or NO_NODE
     edge_src: list[int]                 # local node ids
     edge_dst: list[int]
     stream_src: list[int]               # from a flow to its sender's next one (released at its last byte)
@@ -59,73 +59,96 @@ def _last_steps(pos: np.ndarray, flows: FlowSet, n: int) -> np.ndarray:
     return valid & (flows.step == latest[np.maximum(key, 0)])
 
 
+class _FlowNodes:
+    """Local node ids of a collective's flows under a fold: a flow owned by a folded member is represented by
+    the kept flow with the same step, channel and tag owned by its owner's representative."""
+
+    def __init__(self, flows: FlowSet, owner: np.ndarray, kept: np.ndarray, fold: np.ndarray, first: int):
+        self.first, self.fold, self.owner, self.kept = first, fold, owner, kept
+        self.folded = bool((fold != np.arange(len(fold))).any())
+        if self.folded:
+            tags = int(flows.tag.max(initial=0)) + 1
+            channels = int(flows.channel.max(initial=0)) + 1
+            self.code = ((flows.step * channels + flows.channel) * tags + flows.tag) * len(fold)
+            kept_code = self.code[kept] + owner[kept]
+            self.order = np.argsort(kept_code, kind="stable")
+            self.sorted_code = kept_code[self.order]
+
+    def of(self, f: np.ndarray) -> np.ndarray:
+        """The node standing for flows f (any flows of the set)."""
+        if not self.folded:
+            return self.first + f
+        return self.first + self.order[np.searchsorted(self.sorted_code, self.code[f] + self.fold[self.owner[f]])]
+
+    def of_kept(self, f: np.ndarray) -> np.ndarray:
+        """The node of kept flows f."""
+        return self.first + np.searchsorted(self.kept, f) if self.folded else self.first + f
+
+
+def _check_foldable(flows: FlowSet, fold: np.ndarray, algorithm: str) -> None:
+    n = len(fold)
+    shift = (np.arange(n) - fold) % max(n, 1)
+    if (fold != np.arange(n)).any() and (flows.symmetry is None or (shift % flows.symmetry).any()):
+        raise RuntimeError(f"{algorithm} does not repeat as the fold needs: its members cannot be folded")
+
+
+def _dependency_edges(flows: FlowSet, nodes: _FlowNodes) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(edge src, edge dst, stream src, stream dst): each kept flow waits for its parents' arrival, or, where
+    the parent is the previous flow its sender pushes, for the parent's last byte to leave (a stream edge)."""
+    parent_of, parent_idx = flows.parent_of, flows.parent_idx
+    link_kept = np.isin(parent_of, nodes.kept) if nodes.folded else np.ones(len(parent_of), dtype=bool)
+    child_node = nodes.of_kept(parent_of[link_kept])
+    streamed = flows.streamed[link_kept]
+    parents = parent_idx[link_kept]
+    return nodes.of(parents[~streamed]), child_node[~streamed], nodes.of(parents[streamed]), child_node[streamed]
+
+
+def _chain_head_edges(flows: FlowSet, nodes: _FlowNodes, marker: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """A chain starts when its members have joined the collective: its sender, and its receiver for a
+    point-to-point flow (a switch leg waits for its GPU only)."""
+    kept = nodes.kept
+    has_parent = np.diff(flows.parent_ptr)[kept] > 0
+    heads = kept[~has_parent]
+    p2p_heads = heads[(flows.src_pos[heads] >= 0) & (flows.dst_pos[heads] >= 0)]
+    return [(marker[nodes.owner[heads]], nodes.of_kept(kept)[~has_parent]),
+            (marker[nodes.fold[flows.dst_pos[p2p_heads]]], nodes.of_kept(p2p_heads))]
+
+
+def _completion_edges(flows: FlowSet, nodes: _FlowNodes, marker: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """A member is done (its end marker, start + 1) when the last flows it sends and receives (per channel)
+    have arrived."""
+    n, fold = len(nodes.fold), nodes.fold
+    sent = nodes.kept[_last_steps(flows.src_pos, flows, n)[nodes.kept]]
+    received = np.flatnonzero(_last_steps(flows.dst_pos, flows, n) & (fold[np.maximum(flows.dst_pos, 0)]
+                                                                      == flows.dst_pos))
+    return [(nodes.of(sent), marker[flows.src_pos[sent]] + 1),
+            (nodes.of(received), marker[flows.dst_pos[received]] + 1)]
+
+
 @cache
 def _template(ctype: CollType, size: float, choice: Choice, shape: GroupShape,
               fold_pos: tuple[int, ...]) -> _ExpansionTemplate:
     n = shape.n
     flows = flow_set(ctype, tuple(range(n)), size, choice.channels, choice.algorithm, choice.protocol, shape)
     fold = np.asarray(fold_pos)
-    folded = bool((fold != np.arange(n)).any())
-    shift = (np.arange(n) - fold) % max(n, 1)
-    if folded and (flows.symmetry is None or (shift % flows.symmetry).any()):
-        raise RuntimeError(f"{choice.algorithm} does not repeat as the fold needs: its members cannot be folded")
+    _check_foldable(flows, fold, choice.algorithm)
     simulated = tuple(p for p in range(n) if fold[p] == p)
-    marker = np.full(n, -1, dtype=np.int64)
+    marker = np.full(n, NO_NODE, dtype=np.int64)
     marker[list(simulated)] = 2 * np.arange(len(simulated))  # start; end is +1
-    first = 2 * len(simulated)
-    starts = marker[list(simulated)]
-    edge_src, edge_dst = [starts], [starts + 1]   # a member's part ends no earlier than it starts
-    owner, _ = endpoints(flows.src_pos, flows.dst_pos, flows.switch)
+    owner, dst = endpoints(flows.src_pos, flows.dst_pos, flows.switch)
     kept = np.flatnonzero(fold[owner] == owner) if len(flows) else np.zeros(0, dtype=np.int64)
-    if folded:
-        # a flow stands for every flow with the same step, channel and tag owned by a member of its owner's
-        # class: map any flow to the kept one owned by its owner's representative
-        tags = int(flows.tag.max(initial=0)) + 1
-        channels = int(flows.channel.max(initial=0)) + 1
-        code = ((flows.step * channels + flows.channel) * tags + flows.tag) * n
-        kept_code = code[kept] + owner[kept]
-        order = np.argsort(kept_code, kind="stable")
-        sorted_code = kept_code[order]
-
-        def equivalent(f: np.ndarray) -> np.ndarray:
-            return first + order[np.searchsorted(sorted_code, code[f] + fold[owner[f]])]
-    else:
-        def equivalent(f: np.ndarray) -> np.ndarray:
-            return first + f
-
-    nodes = first + np.arange(len(kept))
-    parent_of, parent_idx = flows.parent_of, flows.parent_idx
-    has_parent = np.diff(flows.parent_ptr)[kept] > 0
-    link_kept = np.isin(parent_of, kept) if folded else np.ones(len(parent_of), dtype=bool)
-    child_node = (first + np.searchsorted(kept, parent_of[link_kept])) if folded else first + parent_of
-    streamed = flows.streamed[link_kept]
-    stream_src, stream_dst = equivalent(parent_idx[link_kept][streamed]), child_node[streamed]
-    edge_src.append(equivalent(parent_idx[link_kept][~streamed]))
-    edge_dst.append(child_node[~streamed])
-    # a chain starts when its members have joined the collective: its sender, and its receiver for a
-    # point-to-point flow (a switch leg waits for its GPU only)
-    heads = kept[~has_parent]
-    edge_src.append(marker[owner[heads]])
-    edge_dst.append(nodes[~has_parent])
-    p2p_heads = heads[(flows.src_pos[heads] >= 0) & (flows.dst_pos[heads] >= 0)]
-    edge_src.append(marker[fold[flows.dst_pos[p2p_heads]]])
-    edge_dst.append(first + np.searchsorted(kept, p2p_heads))
-    # a member is done when the last flows it sends and receives (per channel) have arrived
-    sent = kept[_last_steps(flows.src_pos, flows, n)[kept]]
-    edge_src.append(equivalent(sent))
-    edge_dst.append(marker[flows.src_pos[sent]] + 1)
-    received = np.flatnonzero(_last_steps(flows.dst_pos, flows, n) & (fold[np.maximum(flows.dst_pos, 0)]
-                                                                      == flows.dst_pos))
-    edge_src.append(equivalent(received))
-    edge_dst.append(marker[flows.dst_pos[received]] + 1)
-    first_parent = np.full(len(flows), -1, dtype=np.int64)
+    nodes = _FlowNodes(flows, owner, kept, fold, first=2 * len(simulated))
+    starts = marker[list(simulated)]
+    edge_src, edge_dst, stream_src, stream_dst = _dependency_edges(flows, nodes)
+    edges = [(starts, starts + 1),   # a member's part ends no earlier than it starts
+             (edge_src, edge_dst), *_chain_head_edges(flows, nodes, marker), *_completion_edges(flows, nodes, marker)]
+    first_parent = np.full(len(flows), NO_NODE, dtype=np.int64)
     with_parent = np.flatnonzero(np.diff(flows.parent_ptr) > 0)
-    first_parent[with_parent] = equivalent(parent_idx[flows.parent_ptr[with_parent]])
-    _, dst = endpoints(flows.src_pos, flows.dst_pos, flows.switch)
+    first_parent[with_parent] = nodes.of(flows.parent_idx[flows.parent_ptr[with_parent]])
     return _ExpansionTemplate(simulated, flows.lanes, owner[kept].tolist(), dst[kept].tolist(),
                               flows.size[kept].tolist(), first_parent[kept].tolist(),
-                              np.concatenate(edge_src).tolist(), np.concatenate(edge_dst).tolist(),
-                              stream_src.tolist(), stream_dst.tolist())
+                              np.concatenate([e[0] for e in edges]).tolist(),
+                              np.concatenate([e[1] for e in edges]).tolist(), stream_src.tolist(), stream_dst.tolist())
 
 
 class DAGBuilder:
@@ -147,7 +170,7 @@ class DAGBuilder:
     # ---- node and edge primitives ----
 
     def _add(self, kind: NodeKind, gpu: int, peer: int = -1, stream: int = 0, kernel: int = -1, layer: int = -1,
-             microbatch: int = -1, coll: int = -1, size: float = 0.0, parent: int = -1) -> int:
+             microbatch: int = -1, coll: int = -1, size: float = 0.0, parent: int = NO_NODE) -> int:
         c = self.cols
         node = len(c["kind"])
         c["kind"].append(kind)
@@ -165,7 +188,7 @@ class DAGBuilder:
 
     def _edges(self, sources, target: int) -> None:
         for s in sources:
-            if s >= 0:
+            if s != NO_NODE:
                 self.edge_src.append(s)
                 self.edge_dst.append(target)
 
@@ -193,10 +216,10 @@ class DAGBuilder:
         )
 
     def _instantiate(self, rank: int, prog: StageProgram) -> None:
-        done = [-1] * len(prog.ops)          # node whose completion completes op i on this rank
-        began = [-1] * len(prog.ops)         # node whose completion marks op i starting (pipelined overlap)
+        done = [NO_NODE] * len(prog.ops)          # node whose completion completes op i on this rank
+        began = [NO_NODE] * len(prog.ops)         # node whose completion marks op i starting (pipelined overlap)
         launched = {a for op in prog.ops if isinstance(op, CollectiveOp) for a in op.alongside}
-        last_compute = -1
+        last_compute = NO_NODE
         last_on_stream: dict[Stream, int] = {}
         occurrences: dict[tuple, int] = defaultdict(int)
         per_stage = self.layout.num_gpus // self.layout.pp
@@ -215,9 +238,9 @@ class DAGBuilder:
                 group = self._group(op.axis, rank)
                 key = (op.label, op.layer, op.microbatch, op.phase)
                 occurrences[key] += 1
-                members = self._instance((*key, occurrences[key], group), op, group)
+                members = self.instance((*key, occurrences[key], group), op, group)
                 start, end = members[rank]
-                self._edges([last_on_stream.get(op.stream, -1), *(done[w] for w in op.waits),
+                self._edges([last_on_stream.get(op.stream, NO_NODE), *(done[w] for w in op.waits),
                              *(began[a] for a in op.alongside)], start)
                 began[i] = start
                 last_on_stream[op.stream] = done[i] = end
@@ -225,7 +248,7 @@ class DAGBuilder:
                 peer = rank + (op.peer_stage - prog.stage) * per_stage
                 node = self._p2p_flow(rank, peer, op.microbatch, op.phase, op.peer_chunk)
                 self.cols["size"][node] = op.nbytes
-                self._edges([last_on_stream.get(op.stream, -1), *(done[w] for w in op.waits)], node)
+                self._edges([last_on_stream.get(op.stream, NO_NODE), *(done[w] for w in op.waits)], node)
                 last_on_stream[op.stream] = done[i] = node
             elif isinstance(op, RecvOp):
                 src = rank + (op.peer_stage - prog.stage) * per_stage
@@ -246,7 +269,8 @@ class DAGBuilder:
 
     # ---- collectives ----
 
-    def _instance(self, key: tuple, op: CollectiveOp, group: tuple[int, ...]) -> dict[int, tuple[int, int]]:
+    def instance(self, key: tuple, op: CollectiveOp, group: tuple[int, ...]) -> dict[int, tuple[int, int]]:
+        """The (start, end) markers of each simulated member of the collective instance `key`, expanded once."""
         if key not in self.instances:
             self.instances[key] = self._expand(op, group)
         return self.instances[key]
@@ -277,7 +301,8 @@ class DAGBuilder:
         c["gpu"].extend(marker_gpus + [group[p] for p in t.flow_src])
         c["peer"].extend([-1] * len(marker_gpus) + [group[p] if p >= 0 else p for p in t.flow_dst])
         c["size"].extend([0.0] * len(marker_gpus) + t.flow_size)
-        c["parent"].extend([-1] * len(marker_gpus) + [base + x if x >= 0 else -1 for x in t.flow_parent])
+        c["parent"].extend([NO_NODE] * len(marker_gpus)
+                           + [base + x if x != NO_NODE else NO_NODE for x in t.flow_parent])
         for name, value in (("stream", op.stream), ("kernel", -1), ("layer", op.layer),
                             ("microbatch", op.microbatch), ("stage", stage), ("coll", coll)):
             c[name].extend([value] * count)
@@ -296,5 +321,5 @@ def collective_dag(ctype: CollType, groups: list[tuple[int, ...]], size: float, 
     builder = DAGBuilder([], layout, fold or Fold.identity(num_gpus), plan)
     op = CollectiveOp(ctype, "collective", size, Stream.dp_comm, ctype.name, -1, -1, Phase.fwd)
     for i, group in enumerate(groups):
-        builder._instance((ctype.name, i), op, tuple(group))
+        builder.instance((ctype.name, i), op, tuple(group))
     return builder.finish()

@@ -24,6 +24,8 @@ class NodeKind(IntEnum):
     marker = 2  # zero-time: a rank joins (start) or leaves (end) a collective
 
 
+NO_NODE = -1
+"""An empty node id: a flow without a parent flow, an operation without a node that completes it yet."""
 PIPELINE_SEND = "PP_Send"
 """What a flow outside every collective (a pipeline-parallel send) is called in records and traces."""
 
