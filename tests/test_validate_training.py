@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from helpers import cli
+from simulon.validate import training
 from simulon.validate.report import read_table
 from simulon.validate.training import (
     Unsupported,
@@ -65,6 +66,14 @@ def test_a_dgx_cloud_recipe_row_keeps_its_strategy(rows):
     _, proxy = _row(rows, subset="dgxc_benchmarking_v24.11.1", model="Llama 3.1 405B", num_gpus="32")
     par = scenario_from_row(proxy).workload.parallelism  # the recipe's vpp 7, kept on its one stage
     assert (par.tp, par.pp, par.vpp) == (8, 1, 1)
+
+
+@needs_table
+def test_a_row_gets_as_many_nodes_as_its_system_needs_for_its_gpus(rows, monkeypatch):
+    _, row = _row(rows, subset="dgxc_benchmarking_v24.11.1", model="Llama 3.1 405B", num_gpus="576")
+    monkeypatch.setattr(training, "HARDWARE", ((r".", "gb200-nvl72"),))  # 4 GPUs per node
+    sc = scenario_from_row(row)
+    assert sc.datacenter.node.gpus_per_node == 4 and sc.datacenter.cluster.num_nodes == 576 // 4
 
 
 @needs_table

@@ -14,9 +14,11 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from ..config.common import DType
+from ..config.dc import DatacenterConfig, NodeSpec
 from ..config.errors import ConfigError
 from ..config.loading import parse_scenario
 from ..config.scenario import ScenarioConfig
@@ -165,16 +167,21 @@ def _global_batch(row: dict[str, str], seq: int) -> int | None:
     return _integer(row, "gbs")
 
 
+@cache
+def system_node(datacenter: str) -> NodeSpec:
+    """The node (GPU, GPUs per node) of a datacenter template."""
+    return DatacenterConfig.model_validate({"from": datacenter, "cluster": {"num_nodes": 1}}).node
+
+
 def _check_fits_data_parallel(row: dict[str, str], model: dict[str, Any], datacenter: str) -> None:
     """A row without a parallel layout is plain data parallelism only if every GPU can hold the model:
     weights, gradients and Adam state take about 16 bytes per parameter in mixed precision."""
-    from ..config.dc import DatacenterConfig
     from ..config.workload import ModelSpec
 
     spec = ModelSpec.model_validate(model)
     layer = 12 * spec.hidden_size**2 if spec.moe is None else 0  # a lower bound is enough to refuse
     params = spec.num_layers * layer + spec.vocab_size * spec.hidden_size
-    gpu = DatacenterConfig.model_validate({"from": datacenter, "cluster": {"num_nodes": 1}}).node.gpu
+    gpu = system_node(datacenter).gpu
     if params * MIXED_PRECISION_BYTES_PER_PARAM > gpu.memory_capacity_gb * 1e9:
         raise Unsupported(f"row gives no parallel layout, and {row['model']} ({params / 1e9:.0f}B parameters) "
                           f"does not fit one {gpu.name} for plain data parallelism")
@@ -230,8 +237,9 @@ def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
     }
     if "PURE" in row["precision"]:
         training["grad_reduce_dtype"] = "bf16"  # Composer's PURE mixed precision reduces in bf16
+    num_nodes = math.ceil(num_gpus / system_node(datacenter).gpus_per_node)
     data = {
-        "datacenter": {"from": datacenter, "cluster": {"num_nodes": math.ceil(num_gpus / 8)}},
+        "datacenter": {"from": datacenter, "cluster": {"num_nodes": num_nodes}},
         "workload": {"framework": "megatron", "model": model_block(row), "parallelism": parallelism,
                      "training": training},
     }
