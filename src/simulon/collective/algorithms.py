@@ -54,6 +54,10 @@ def _no_local_pass(ctype: CollType, domains: int) -> str:
     return ""
 
 
+def _no_refusal(shape: GroupShape) -> str | None:
+    return None
+
+
 @dataclass(frozen=True)
 class Algorithm:
     """One collective algorithm.
@@ -64,7 +68,8 @@ class Algorithm:
     each loop of a channel without moving anything over a link ("" if none; see ring.ring_local_pass).
     `tuned_as`: the NCCL algorithm whose model chooses its protocol and channels. `enabled(ctype, shape)`:
     for NCCL's own algorithms, whether NCCL would consider it for the group, so `auto` may choose it (None: a
-    simulon variant, never chosen by `auto`). `first_period`: decompositions of one period only, marked as
+    simulon variant, never chosen by `auto`). `refusal(shape)`: why NCCL would not run it on a group at all
+    (None: it would), for a fixed choice of it. `first_period`: decompositions of one period only, marked as
     repeated (a ring's first step, for steady-state estimates of huge rings).
     """
 
@@ -77,6 +82,7 @@ class Algorithm:
     reduction: Reduction = Reduction.GPUS
     enabled: Callable[[CollType, GroupShape], bool] | None = None
     local_pass: Callable[[CollType, int], str] = _no_local_pass
+    refusal: Callable[[GroupShape], str | None] = _no_refusal
     first_period: Mapping[CollType, Decomposition] | None = None
 
     @property
@@ -183,6 +189,13 @@ def _pat_enabled(ctype: CollType, shape: GroupShape) -> bool:
     return shape.nodes > 1 and shape.per_node == 1
 
 
+def _pat_refusal(shape: GroupShape) -> str | None:
+    """NCCL runs PAT only where every GPU of a communicator is on its own node (ncclPatEnable)."""
+    if shape.per_node == 1:
+        return None
+    return "pat needs a group with one GPU per node (NCCL restricts PAT to one GPU per node)"
+
+
 _SIMPLE = ("simple",)
 
 CATALOG: dict[str, Algorithm] = {a.name: a for a in (
@@ -200,7 +213,7 @@ CATALOG: dict[str, Algorithm] = {a.name: a for a in (
     Algorithm("collnet_chain", {AR: collnet_chain_all_reduce}, _per_node, _chain_period, tuned_as="collnet_chain",
               protocols=_SIMPLE, reduction=Reduction.SCALE_OUT_SWITCH, enabled=_collnet_enabled),
     Algorithm("pat", {AG: _plain(pat_all_gather), RS: _plain(pat_reduce_scatter)}, _constant(1), _constant(1),
-              tuned_as="pat", protocols=_SIMPLE, enabled=_pat_enabled),
+              tuned_as="pat", protocols=_SIMPLE, enabled=_pat_enabled, refusal=_pat_refusal),
     Algorithm("hierarchical", {ctype: _plain(partial(hierarchical, ctype=ctype)) for ctype in (AR, AG, RS)},
               _hierarchical_symmetry, _constant(1), tuned_as="ring"),
     Algorithm("pxn", {ctype: _pxn(fn) for ctype, fn in _RING.items()}, _rail_ring_symmetry, _ring_period,

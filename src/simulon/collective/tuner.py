@@ -97,9 +97,9 @@ class CollectivePlan:
             candidates = [(a, p) for a in self._enabled(ctype, shape) for p in self._protocols(a, ctype)]
         else:
             record = checked(self.algorithm, ctype)
-            missing = record.reduction_missing(self.topology.reduces_in_switch)
-            if missing:
-                raise ValueError(missing)
+            refusal = record.reduction_missing(self.topology.reduces_in_switch) or record.refusal(shape)
+            if refusal:
+                raise ValueError(refusal)
             candidates = [(self.algorithm, p) for p in self._protocols(self.algorithm, ctype)]
         if self.protocol != "auto":
             candidates = [(a, p) for a, p in candidates if p == self.protocol] or [(self.algorithm, self.protocol)]
