@@ -1,6 +1,6 @@
 """The collective algorithms simulon simulates, one record each: what it decomposes into per collective type,
-which NCCL protocols it runs, where it reduces, how NCCL's tuner treats it (src/graph/tuning.cc, and
-src/enqueue.cc for when `auto` may take it), and which of its flows repeat over members and channels.
+which NCCL protocols it runs, where it reduces, how NCCL's tuning model treats it and when it leaves it out
+for a communicator (src/graph/tuning.cc), and which of its flows repeat over members and channels.
 
 Adding an algorithm is one record here plus the module that builds its flows.
 """
