@@ -180,6 +180,19 @@ def test_bad_algorithm_option(workdir):
     assert_bad_input(proc, "error: --algorithm: ", "'warp'")
 
 
+@pytest.mark.parametrize("op", ["allgather", "reducescatter"])
+def test_pat_over_several_gpus_per_node_is_refused_as_nccl_restricts_it_to_one(workdir, op):
+    proc = run_cli("collective", "dc.yaml", "--op", op, "--algorithm", "pat", "--sizes", "1MiB", cwd=workdir)
+    assert_bad_input(proc, "error: --algorithm: ", "pat", "one GPU per node")
+
+
+def test_pat_over_one_gpu_per_node_runs(workdir):
+    proc = run_cli("collective", "dc.yaml", "--op", "allgather", "--algorithm", "pat", "--group", "0,8",
+                   "--sizes", "1MiB", "--json", cwd=workdir)
+    assert proc.returncode == 0, proc.stderr
+    assert len(json.loads(proc.stdout)) == 1
+
+
 def test_bad_channels(workdir):
     proc = run_cli("collective", "dc.yaml", "--channels", "0", "--sizes", "1MiB", cwd=workdir)
     assert_bad_input(proc, "error: --channels: ", "at least 1")

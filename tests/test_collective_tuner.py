@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from simulon.collective.algorithms import CATALOG
 from simulon.collective.nccl import constants, p2p_channels_per_peer
 from simulon.collective.tuner import CollectivePlan
 from simulon.collective.types import CollType
@@ -160,3 +161,16 @@ def test_bad_settings_are_refused(kwargs, message):
 def test_an_algorithm_that_does_not_do_the_collective_is_refused():
     with pytest.raises(ValueError, match="AllGather has no tree decomposition"):
         plan(algorithm="tree").choose(AG, range(8), 2**20)
+
+
+def test_a_fixed_pat_is_refused_unless_the_group_has_one_gpu_per_node():
+    p = plan(nodes=4, algorithm="pat")
+    with pytest.raises(ValueError, match="pat needs a group with one GPU per node"):
+        p.choose(AG, range(32), 2**20)
+    assert p.choose(AG, range(0, 32, 8), 2**20).algorithm == "pat"
+
+
+def test_auto_chooses_only_among_nccls_own_algorithms_and_tunes_each_variant_as_one_of_them():
+    own = [a.name for a in CATALOG.values() if a.enabled is not None]
+    assert own == ["ring", "tree", "nvls", "nvls_tree", "collnet_direct", "collnet_chain", "pat"]
+    assert {a.tuned_as for a in CATALOG.values()} <= set(own)

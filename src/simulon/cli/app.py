@@ -11,6 +11,7 @@ from typing import Annotated
 
 import typer
 
+from ..collective.algorithms import CATALOG
 from ..collective.types import CollType
 from ..config.errors import ConfigError
 from ..config.loading import load_scenario
@@ -133,8 +134,8 @@ def collective(
     op: Annotated[str, typer.Option(help="allreduce | allgather | reducescatter | alltoall")] = "allreduce",
     group: Annotated[str | None, typer.Option(help="ranks like 0-7 or 0,8,16,24 (default: every GPU)")] = None,
     sizes: Annotated[str | None, typer.Option(help="sizes like 1KiB,64MiB,1GiB (default: 1KiB..1GiB doubling)")] = None,
-    algorithm: Annotated[str | None, typer.Option(help="ring, tree, nvls, nvls_tree, collnet_direct, collnet_chain, "
-                                                  "pat, hierarchical, pxn or auto (default: the scenario's)")] = None,
+    algorithm: Annotated[str | None, typer.Option(help=f"{', '.join(CATALOG)} or auto "
+                                                  "(default: the scenario's)")] = None,
     protocol: Annotated[str | None, typer.Option(help="simple, ll, ll128 or auto (default: the scenario's)")] = None,
     channels: Annotated[int | None, typer.Option(help="channels (default: the scenario's num_channels, else "
                                                  "NCCL's count for the message)")] = None,

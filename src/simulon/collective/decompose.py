@@ -1,123 +1,39 @@
-"""From a collective to its P2P flows: the registry of algorithms, and the seed's decompose_collective."""
+"""From a collective to its P2P flows through the catalog of algorithms (collective.algorithms), and the seed's
+decompose_collective."""
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
-from functools import partial
 
-from .collnet import collnet_chain_all_reduce, collnet_direct_all_reduce
+from .algorithms import CATALOG, Algorithm, Decomposition, find_algorithm
 from .common import CollectiveResult, FlowSet, P2PFlow
-from .hierarchical import hierarchical
-from .nccl import PROTOCOLS, constants
-from .nvls import nvls, nvls_tree_all_reduce
-from .pat import pat_all_gather, pat_reduce_scatter
-from .pxn import relay_cross_rail
-from .ring import all_to_all, ring_all_gather, ring_all_reduce, ring_reduce_scatter
+from .nccl import PROTOCOLS
 from .shape import GroupShape
-from .tree import tree_all_reduce
 from .types import CollType, coll_type
 
-AR, AG, RS, A2A = CollType.AllReduce, CollType.AllGather, CollType.ReduceScatter, CollType.AllToAll
-
-Decomposition = Callable[[tuple[int, ...], GroupShape, float, int, str, int], FlowSet]
-"""(group, shape, size, simulated channels, protocol, lanes: real channels per simulated one) -> flows."""
+ALGORITHMS: dict[str, dict[CollType, Decomposition]] = {name: dict(a.decompositions) for name, a in CATALOG.items()}
+"""Algorithm -> the collectives it does, and their decompositions (the catalog's, by name)."""
 
 
-def _plain(fn) -> Decomposition:
-    """An algorithm whose flows depend on neither the protocol nor a pipeline's chunks."""
-    return lambda group, shape, size, channels, protocol, lanes: fn(group, shape, size, channels)
+def local_pass(name: str, ctype: CollType, domains: int) -> str:
+    """The step that ends each loop of a channel of algorithm `name` over `domains` scale-up domains without
+    moving anything over a link ("" if none; see Algorithm)."""
+    return CATALOG[name].local_pass(ctype, domains)
 
 
-def _pxn(fn) -> Decomposition:
-    """A ring-family algorithm whose cross-node, cross-rail sends go through the rail-aligned peer."""
-    return lambda group, shape, size, channels, protocol, lanes: relay_cross_rail(fn(group, shape, size, channels),
-                                                                                  shape)
+def symmetry(name: str, ctype: CollType, shape: GroupShape) -> int | None:
+    """The smallest shift of positions that maps the flows of algorithm `name` onto themselves (see Algorithm)."""
+    return CATALOG[name].symmetry(ctype, shape)
 
 
-_RING_STEPS = {AR: ring_all_reduce, AG: ring_all_gather, RS: ring_reduce_scatter}
-_RING = {**_RING_STEPS, A2A: all_to_all}
-
-
-def local_pass(algorithm: str, ctype: CollType, domains: int) -> str:
-    """The step that ends each loop of a channel without moving anything over a link ("" if none): NCCL's
-    ring kernels reduce the last chunk a rank receives into its output ("reduce", reduce-scatter) or copy it
-    out ("copy", all-gather), in the thread block that also sends over NVLink, so those links idle
-    meanwhile. An all-reduce loop ("reduce_copy") also writes its reduced chunk to its output as it sends it
-    on, before the final copy. One such step per loop is why a 2-rank ring reaches less bus bandwidth than an
-    8-rank one on the same links. A ring across `domains` > 1 has none: a NIC keeps sending from the proxy's
-    FIFO while the GPU copies."""
-    if algorithm != "ring" or ctype not in _RING_STEPS or domains > 1:
-        return ""
-    return _LOCAL_PASS[ctype]
-
-
-_LOCAL_PASS = {RS: "reduce", AG: "copy", AR: "reduce_copy"}
-
-
-ALGORITHMS: dict[str, dict[CollType, Decomposition]] = {
-    "ring": {ctype: _plain(fn) for ctype, fn in _RING.items()},
-    "tree": {AR: tree_all_reduce},
-    "nvls": {AR: partial(nvls, reduce=True, gather=True), RS: partial(nvls, reduce=True, gather=False),
-             AG: partial(nvls, reduce=False, gather=True)},
-    "nvls_tree": {AR: nvls_tree_all_reduce},
-    "collnet_direct": {AR: collnet_direct_all_reduce},
-    "collnet_chain": {AR: collnet_chain_all_reduce},
-    "pat": {AG: _plain(pat_all_gather), RS: _plain(pat_reduce_scatter)},
-    "hierarchical": {ctype: _plain(partial(hierarchical, ctype=ctype)) for ctype in (AR, AG, RS)},
-    "pxn": {ctype: _pxn(fn) for ctype, fn in _RING.items()},
-}
-"""Algorithm -> the collectives it does. NCCL's tree and CollNet do only all-reduce; PAT only all-gather
-and reduce-scatter; all-to-all is a set of direct sends (ring's, or with PXN relays)."""
-
-
-def symmetry(algorithm: str, ctype: CollType, shape: GroupShape) -> int | None:
-    """The smallest shift of positions that maps the algorithm's flows onto themselves, so that a member may
-    stand for the members that many positions away: 1 for direct sends, PAT, NVLS, and rings (or what
-    degenerates to one) inside one node or with one member per node; a node's members for what repeats node
-    by node (rings not bent to the rails, hierarchical, CollNet); None for trees, whose root is unlike the
-    other members. Rings in a mesh take cycles no shift maps onto themselves."""
-    if shape.mesh_cycles > 1 and algorithm in ("ring", "pxn") and ctype != A2A:
-        return None
-    if (ctype == A2A and algorithm == "ring") or algorithm in ("pat", "nvls") or (shape.flat_ring and \
-            algorithm in ("ring", "pxn", "hierarchical")):
-        return 1
-    per_node = shape.per_node
-    if per_node is None:
-        return None
-    if (algorithm in ("ring", "pxn") and not shape.rail_aligned) or algorithm == "hierarchical":
-        return per_node
-    if algorithm in ("collnet_direct", "collnet_chain"):
-        return per_node
-    return None
-
-
-def channel_period(algorithm: str, ctype: CollType, shape: GroupShape) -> int:
-    """Channels c and c + period have the same flows: a ring's channels differ only in which member (and
-    NIC) they leave a node by (and in a mesh which cycle they take), a tree's in which tree and chain member
-    they use."""
-    per_node = shape.per_node or 1
-    if ctype == A2A:  # inside a domain each of the channels a peer's part takes is its own
-        return constants()["p2p_channels"] if shape.nodes == 1 else 1
-    if algorithm in ("ring", "pxn"):
-        return math.lcm(1 if shape.flat_ring else per_node, shape.mesh_cycles)
-    if algorithm == "tree":
-        return 2 * per_node
-    if algorithm == "nvls_tree":
-        return 2
-    if algorithm == "collnet_chain":
-        return per_node
-    return 1
-
-
-def check_algorithm(algorithm: str, ctype: CollType) -> None:
-    """Refuse an unknown algorithm, or one that does not do this collective."""
-    if algorithm not in ALGORITHMS:
-        raise ValueError(f"collective algorithm {algorithm!r} is unknown (built: {', '.join(ALGORITHMS)}, auto)")
-    if ctype not in ALGORITHMS[algorithm]:
-        does = ", ".join(t.name for t in ALGORITHMS[algorithm])
-        raise ValueError(f"{ctype.name} has no {algorithm} decomposition ({algorithm} does {does})")
+def checked(name: str, ctype: CollType) -> Algorithm:
+    """The algorithm of this name, refusing an unknown one, or one that does not do this collective."""
+    found = find_algorithm(name)
+    if ctype not in found.decompositions:
+        does = ", ".join(t.name for t in found.decompositions)
+        raise ValueError(f"{ctype.name} has no {name} decomposition ({name} does {does})")
+    return found
 
 
 def flow_set(collective_type: str | CollType, group: Sequence[int], size: float, channels: int,
@@ -133,7 +49,7 @@ def flow_set(collective_type: str | CollType, group: Sequence[int], size: float,
     if algorithm == "auto":
         raise ValueError("algorithm 'auto' is chosen per datacenter: resolve it with collective.tuner first")
     ctype = coll_type(collective_type)
-    check_algorithm(algorithm, ctype)
+    record = checked(algorithm, ctype)
     if protocol not in PROTOCOLS:
         raise ValueError(f"unknown protocol {protocol!r} (valid: {', '.join(PROTOCOLS)})")
     if channels < 1:
@@ -146,14 +62,14 @@ def flow_set(collective_type: str | CollType, group: Sequence[int], size: float,
     shape = shape or GroupShape.flat(len(group))
     if len(shape.domain) != len(group):
         raise ValueError(f"the group shape has {len(shape.domain)} members, the group {len(group)}")
-    period = channel_period(algorithm, ctype, shape)
+    period = record.channel_period(ctype, shape)
     simulated = period if channels % period == 0 else channels
-    if one_period and algorithm == "ring" and ctype in _RING_STEPS:
-        flows = _RING_STEPS[ctype](group, shape, float(size), simulated, one_period=True)
-    else:
-        flows = ALGORITHMS[algorithm][ctype](group, shape, float(size), simulated, protocol, channels // simulated)
-    return replace(flows, symmetry=symmetry(algorithm, ctype, shape), lanes=channels // simulated,
-                   grouped_sends=ctype == A2A, local_pass=local_pass(algorithm, ctype, shape.nodes))
+    decomposition = record.decompositions[ctype]
+    if one_period and record.first_period and ctype in record.first_period:
+        decomposition = record.first_period[ctype]
+    flows = decomposition(group, shape, float(size), simulated, protocol, channels // simulated)
+    return replace(flows, symmetry=record.symmetry(ctype, shape), lanes=channels // simulated,
+                   grouped_sends=ctype == CollType.AllToAll, local_pass=record.local_pass(ctype, shape.nodes))
 
 
 def decompose_collective(collective_type: str, group_ranks: Sequence[int], data_size: float,

@@ -13,6 +13,11 @@ import yaml
 
 PROTOCOLS = ("simple", "ll", "ll128")
 """NCCL's protocols, in the order of every per-protocol table (NCCL_PROTO_SIMPLE, _LL, _LL128)."""
+NVLS_MIN_GPUS = 2
+"""NCCL sets NVLS up only where a communicator has more than this many GPUs in an NVLink domain (ncclNvlsInit)."""
+NVLS_ARITY = 32
+"""NCCL_MAX_NVLS_ARITY: NVLS all-gather and reduce-scatter serve at most this many ranks per NVLink domain
+(NCCL skips NVLS for them beyond it; all-reduce has no such limit)."""
 DEFAULT_ARCHITECTURE = "hopper"
 """GPU families NCCL has no tables for (AMD, unknown GPUs) are tuned as this one."""
 

@@ -21,6 +21,7 @@ from .common import FlowBuilder, FlowSet
 from .mesh import disjoint_cycles
 from .nccl import constants, p2p_channel
 from .shape import GroupShape
+from .types import CollType
 
 
 def ring_order(shape: GroupShape, channel: int) -> np.ndarray:
@@ -76,6 +77,20 @@ def ring_all_reduce(group: tuple[int, ...], shape: GroupShape, size: float, chan
     """Reduce-scatter then all-gather: 2(n-1) steps, one chain per channel."""
     n = len(group)
     return _ring(group, shape, size / (n * channels), 2 * (n - 1), channels, one_period)
+
+
+_LOCAL_PASS = {CollType.ReduceScatter: "reduce", CollType.AllGather: "copy", CollType.AllReduce: "reduce_copy"}
+
+
+def ring_local_pass(ctype: CollType, domains: int) -> str:
+    """The step that ends each loop of a channel without moving anything over a link ("" if none): NCCL's
+    ring kernels reduce the last chunk a rank receives into its output ("reduce", reduce-scatter) or copy it
+    out ("copy", all-gather), in the thread block that also sends over NVLink, so those links idle
+    meanwhile. An all-reduce loop ("reduce_copy") also writes its reduced chunk to its output as it sends it
+    on, before the final copy. One such step per loop is why a 2-rank ring reaches less bus bandwidth than an
+    8-rank one on the same links. A ring across `domains` > 1 has none: a NIC keeps sending from the proxy's
+    FIFO while the GPU copies; nor have all-to-all's direct sends."""
+    return "" if domains > 1 else _LOCAL_PASS.get(ctype, "")
 
 
 def all_to_all(group: tuple[int, ...], shape: GroupShape, size: float, channels: int) -> FlowSet:

@@ -12,35 +12,33 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
-from ..config.dc import reduction_missing
-from .decompose import ALGORITHMS, check_algorithm, symmetry
+from .algorithms import CATALOG, find_algorithm
+from .decompose import checked
 from .mesh import disjoint_cycles
-from .nccl import PROTOCOLS, architecture, constants, p2p_channels_per_peer
+from .nccl import NVLS_ARITY, PROTOCOLS, architecture, constants, p2p_channels_per_peer
 from .shape import GroupShape
 from .types import CollType, coll_type
 
 if TYPE_CHECKING:
-    from ..config.scenario import CollectiveConfig
     from ..network.topology import Topology
 
 AR, AG, RS, A2A = CollType.AllReduce, CollType.AllGather, CollType.ReduceScatter, CollType.AllToAll
-TUNED = ("ring", "tree", "nvls", "nvls_tree", "collnet_direct", "collnet_chain", "pat")
-"""NCCL's own algorithms, the ones `auto` chooses among (hierarchical and pxn are simulon's variants)."""
-RING_LIKE = ("hierarchical", "pxn")
-"""Variants whose protocol and channels are chosen as for NCCL's ring."""
-NVLS_MIN_GPUS = 2
-"""NCCL sets NVLS up only where a communicator has more than this many GPUs in an NVLink domain (ncclNvlsInit)."""
-NVLS_ARITY = 32
-"""NCCL_MAX_NVLS_ARITY: NVLS all-gather and reduce-scatter serve at most this many ranks per NVLink domain
-(NCCL skips NVLS for them beyond it; all-reduce has no such limit)."""
 
 
 def nccl_steps(ctype: CollType, n: int) -> int:
     """The steps NCCL's model counts for a collective over n ranks (ncclTuningGetNsteps): a ring's all-reduce
     passes its buffer round twice, a reduce-scatter or all-gather once."""
     return 2 * (n - 1) if ctype == AR else n - 1
+
+
+class CollectiveSettings(Protocol):
+    """A scenario's collective settings (config.scenario.CollectiveConfig), read without importing config."""
+
+    algorithm: str
+    protocol: str
+    num_channels: int | None
 
 
 @dataclass(frozen=True)
@@ -55,8 +53,8 @@ class CollectivePlan:
 
     def __init__(self, topology: Topology, algorithm: str = "ring", protocol: str = "auto",
                  channels: int | None = None):
-        if algorithm != "auto" and algorithm not in ALGORITHMS:
-            raise ValueError(f"collective algorithm {algorithm!r} is unknown (built: {', '.join(ALGORITHMS)}, auto)")
+        if algorithm != "auto":
+            find_algorithm(algorithm)
         if protocol != "auto" and protocol not in PROTOCOLS:
             raise ValueError(f"unknown protocol {protocol!r} (valid: auto, {', '.join(PROTOCOLS)})")
         if channels is not None and channels < 1:
@@ -67,7 +65,7 @@ class CollectivePlan:
         self.choices: dict[tuple, Choice] = {}
 
     @classmethod
-    def from_config(cls, topology: Topology, config: CollectiveConfig) -> CollectivePlan:
+    def from_config(cls, topology: Topology, config: CollectiveSettings) -> CollectivePlan:
         return cls(topology, config.algorithm, config.protocol, config.num_channels)
 
     def shape(self, group) -> GroupShape:
@@ -80,7 +78,7 @@ class CollectivePlan:
 
     def symmetry(self, ctype: CollType, group, size: float) -> int | None:
         """The shift of positions this collective's flows repeat under (see collective.decompose.symmetry)."""
-        return symmetry(self.choose(ctype, group, size).algorithm, ctype, self.shape(group))
+        return CATALOG[self.choose(ctype, group, size).algorithm].symmetry(ctype, self.shape(group))
 
     def foldable(self, ctype: CollType, group, size: float) -> bool:
         """Whether a fold node by node (or finer) keeps this collective exact."""
@@ -98,10 +96,10 @@ class CollectivePlan:
         if self.algorithm == "auto":
             candidates = [(a, p) for a in self._enabled(ctype, shape) for p in self._protocols(a, ctype)]
         else:
-            check_algorithm(self.algorithm, ctype)
-            missing = reduction_missing(self.algorithm, self.topology.reduces_in_switch)
-            if missing:
-                raise ValueError(missing)
+            record = checked(self.algorithm, ctype)
+            refusal = record.reduction_missing(self.topology.reduces_in_switch) or record.refusal(shape)
+            if refusal:
+                raise ValueError(refusal)
             candidates = [(self.algorithm, p) for p in self._protocols(self.algorithm, ctype)]
         if self.protocol != "auto":
             candidates = [(a, p) for a, p in candidates if p == self.protocol] or [(self.algorithm, self.protocol)]
@@ -112,22 +110,18 @@ class CollectivePlan:
     # ---- NCCL's model ----
 
     def _enabled(self, ctype: CollType, shape: GroupShape) -> list[str]:
-        nodes, per_node = shape.nodes, shape.per_node
-        ok = {"ring": True, "tree": per_node is not None,
-              "nvls": nodes == 1 and shape.n > NVLS_MIN_GPUS and (ctype == AR or shape.n <= NVLS_ARITY),
-              "nvls_tree": nodes > 1 and (per_node or 0) > NVLS_MIN_GPUS,
-              "collnet_direct": nodes > 1 and per_node is not None,
-              "collnet_chain": nodes > 1 and per_node is not None,
-              "pat": nodes > 1 and per_node == 1}
+        """NCCL's own algorithms that it would consider for this collective on this group and datacenter."""
         reduces = self.topology.reduces_in_switch
-        return [a for a in TUNED if ok[a] and ctype in ALGORITHMS[a] and reduction_missing(a, reduces) is None]
+        return [a.name for a in CATALOG.values() if a.enabled is not None and a.enabled(ctype, shape)
+                and ctype in a.decompositions and a.reduction_missing(reduces) is None]
 
     def _protocols(self, algorithm: str, ctype: CollType) -> tuple[str, ...]:
-        """NVLS, CollNet and PAT run Simple only; so does all-to-all here, a group of NCCL send/receive calls
-        (an approximation: NCCL sends point-to-point messages below NCCL_P2P_LL_THRESHOLD with LL)."""
-        if algorithm in ("nvls", "nvls_tree", "collnet_direct", "collnet_chain", "pat") or ctype == A2A:
+        """The algorithm's protocols (NVLS, CollNet and PAT run Simple only), less LL128 over PCIe. All-to-all
+        runs Simple, a group of NCCL send/receive calls (an approximation: NCCL sends point-to-point messages
+        below NCCL_P2P_LL_THRESHOLD with LL)."""
+        if ctype == A2A:
             return ("simple",)
-        return PROTOCOLS if not self.topology.pcie else ("simple", "ll")
+        return tuple(p for p in CATALOG[algorithm].protocols if not (self.topology.pcie and p == "ll128"))
 
     def _bandwidths(self, shape: GroupShape) -> tuple[float, float]:
         """(scale-up, scale-out) GB/s: a member's port (in a mesh, the links its rings take), and its node's
@@ -218,7 +212,7 @@ class CollectivePlan:
 
     def _time(self, ctype: CollType, shape: GroupShape, size: float, algorithm: str, protocol: str) -> float:
         """NCCL's predicted microseconds for one (algorithm, protocol)."""
-        algorithm = "ring" if algorithm in RING_LIKE else algorithm
+        algorithm = CATALOG[algorithm].tuned_as
         algbw = self._bus_bandwidth(ctype, shape, algorithm, protocol)
         if algorithm == "tree" and size >= 64:
             correction = constants()["tree_correction"][protocol]
@@ -233,7 +227,7 @@ class CollectivePlan:
         if ctype == A2A and shape.nodes == 1:
             return p2p_channels_per_peer(shape.n, size / shape.n)
         c = constants()
-        ring = algorithm == "ring" or algorithm in RING_LIKE
+        ring = CATALOG[algorithm].ring_like
         threshold = c["thread_threshold"][protocol] * (shape.n if ring and protocol == "ll" else 1)
         per_channel = c["threads"][protocol] * threshold
         count = max(1, min(self.arch["max_channels"], int(size // per_channel)))

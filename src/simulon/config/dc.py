@@ -144,21 +144,6 @@ class NodeSpec(StrictModel):
         return self
 
 
-IN_SWITCH_REDUCTION = {"nvls": 0, "nvls_tree": 0, "collnet_direct": 1, "collnet_chain": 1}
-"""Algorithms that reduce inside a switch -> which one (0: the NVSwitch, 1: the scale-out switch)."""
-_REDUCING_SWITCH = ("an NVSwitch that reduces (network.scale_up.switch.in_network_reduction: true; a mesh or "
-                    "PCIe node has none)",
-                    "a scale-out switch that reduces (network.scale_out.switch.in_network_reduction: true)")
-
-
-def reduction_missing(algorithm: str, reduces: tuple[bool, bool]) -> str | None:
-    """Why a datacenter whose switches reduce as `reduces` says cannot run `algorithm`, or None if it can."""
-    where = IN_SWITCH_REDUCTION.get(algorithm)
-    if where is None or reduces[where]:
-        return None
-    return f"{algorithm} needs {_REDUCING_SWITCH[where]}"
-
-
 class DatacenterConfig(Templated):
     template_kind: ClassVar[str] = "datacenter"
 

@@ -6,14 +6,14 @@ from typing import Literal
 
 from pydantic import PositiveInt, field_validator, model_validator
 
+from ..collective.algorithms import CATALOG, reduction_missing
 from .common import FieldError, StrictModel
-from .dc import DatacenterConfig, reduction_missing
+from .dc import DatacenterConfig
 from .workload import MegatronWorkload
 
-BUILT_ALGORITHMS = ("ring", "tree", "nvls", "nvls_tree", "collnet_direct", "collnet_chain", "pat", "hierarchical",
-                    "pxn", "auto")
-"""Collective algorithms that decompose into flows (collective.ALGORITHMS), and `auto`, NCCL's choice per
-message; anything else is refused, never replaced."""
+BUILT_ALGORITHMS = (*CATALOG, "auto")
+"""Collective algorithms that decompose into flows (the catalog, collective.algorithms), and `auto`, NCCL's
+choice per message; anything else is refused, never replaced."""
 
 
 class CollectiveConfig(StrictModel):

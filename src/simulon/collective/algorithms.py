@@ -1,0 +1,237 @@
+"""The collective algorithms simulon simulates, one record each: what it decomposes into per collective type,
+which NCCL protocols it runs, where it reduces, how NCCL's tuning model treats it and when it leaves it out
+for a communicator (src/graph/tuning.cc), and which of its flows repeat over members and channels.
+
+Adding an algorithm is one record here plus the module that builds its flows.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import Enum
+from functools import partial
+
+from .collnet import collnet_chain_all_reduce, collnet_direct_all_reduce
+from .common import FlowSet
+from .hierarchical import hierarchical
+from .nccl import NVLS_ARITY, NVLS_MIN_GPUS, PROTOCOLS, constants
+from .nvls import nvls, nvls_tree_all_reduce
+from .pat import pat_all_gather, pat_reduce_scatter
+from .pxn import relay_cross_rail
+from .ring import all_to_all, ring_all_gather, ring_all_reduce, ring_local_pass, ring_reduce_scatter
+from .shape import GroupShape
+from .tree import tree_all_reduce
+from .types import CollType
+
+AR, AG, RS, A2A = CollType.AllReduce, CollType.AllGather, CollType.ReduceScatter, CollType.AllToAll
+
+Decomposition = Callable[[tuple[int, ...], GroupShape, float, int, str, int], FlowSet]
+"""(group, shape, size, simulated channels, protocol, lanes: real channels per simulated one) -> flows."""
+ShapeRule = Callable[[CollType, GroupShape], int | None]
+"""(collective type, group shape) -> a shift of positions or a channel count (see Algorithm)."""
+
+
+class Reduction(Enum):
+    """Where an algorithm adds up the members' data: in the GPUs, or in a switch that reduces (the value is that
+    switch's index in DatacenterConfig.reduces_in_switch and Topology.reduces_in_switch)."""
+
+    GPUS = None
+    NVSWITCH = 0
+    SCALE_OUT_SWITCH = 1
+
+
+_REDUCING_SWITCH = {
+    Reduction.NVSWITCH: "an NVSwitch that reduces (network.scale_up.switch.in_network_reduction: true; a mesh or "
+                        "PCIe node has none)",
+    Reduction.SCALE_OUT_SWITCH: "a scale-out switch that reduces (network.scale_out.switch.in_network_reduction: "
+                                "true)",
+}
+
+
+def _no_local_pass(ctype: CollType, domains: int) -> str:
+    return ""
+
+
+def _no_refusal(shape: GroupShape) -> str | None:
+    return None
+
+
+@dataclass(frozen=True)
+class Algorithm:
+    """One collective algorithm.
+
+    `symmetry(ctype, shape)`: the smallest shift of positions that maps its flows onto themselves, so that a
+    member may stand for the members that many positions away (None: no shift does). `channel_period(ctype,
+    shape)`: channels c and c + period have the same flows. `local_pass(ctype, domains)`: the step that ends
+    each loop of a channel without moving anything over a link ("" if none; see ring.ring_local_pass).
+    `tuned_as`: the NCCL algorithm whose model chooses its protocol and channels. `enabled(ctype, shape)`:
+    for NCCL's own algorithms, whether NCCL would consider it for the group, so `auto` may choose it (None: a
+    simulon variant, never chosen by `auto`). `refusal(shape)`: why NCCL would not run it on a group at all
+    (None: it would), for a fixed choice of it. `first_period`: decompositions of one period only, marked as
+    repeated (a ring's first step, for steady-state estimates of huge rings).
+    """
+
+    name: str
+    decompositions: Mapping[CollType, Decomposition]
+    symmetry: ShapeRule
+    channel_period: ShapeRule
+    tuned_as: str
+    protocols: tuple[str, ...] = PROTOCOLS
+    reduction: Reduction = Reduction.GPUS
+    enabled: Callable[[CollType, GroupShape], bool] | None = None
+    local_pass: Callable[[CollType, int], str] = _no_local_pass
+    refusal: Callable[[GroupShape], str | None] = _no_refusal
+    first_period: Mapping[CollType, Decomposition] | None = None
+
+    @property
+    def ring_like(self) -> bool:
+        """Tuned as NCCL's ring: its protocol and channels are chosen as a ring's."""
+        return self.tuned_as == "ring"
+
+    def reduction_missing(self, reduces: tuple[bool, bool]) -> str | None:
+        """Why a datacenter whose switches reduce as `reduces` says cannot run it, or None if it can."""
+        where = self.reduction.value
+        if where is None or reduces[where]:
+            return None
+        return f"{self.name} needs {_REDUCING_SWITCH[self.reduction]}"
+
+
+# ---- decompositions, adapted to the common signature ----
+
+def _plain(fn) -> Decomposition:
+    """An algorithm whose flows depend on neither the protocol nor a pipeline's chunks."""
+    return lambda group, shape, size, channels, protocol, lanes: fn(group, shape, size, channels)
+
+
+def _pxn(fn) -> Decomposition:
+    """A ring-family algorithm whose cross-node, cross-rail sends go through the rail-aligned peer."""
+    return lambda group, shape, size, channels, protocol, lanes: relay_cross_rail(fn(group, shape, size, channels),
+                                                                                  shape)
+
+
+_RING_STEPS = {AR: ring_all_reduce, AG: ring_all_gather, RS: ring_reduce_scatter}
+_RING = {**_RING_STEPS, A2A: all_to_all}
+
+
+# ---- which members and channels repeat ----
+
+def _constant(value: int | None) -> ShapeRule:
+    return lambda ctype, shape: value
+
+
+def _per_node(ctype: CollType, shape: GroupShape) -> int | None:
+    """What repeats node by node (CollNet's chains and direct heads)."""
+    return shape.per_node
+
+
+def _rail_ring_symmetry(ctype: CollType, shape: GroupShape) -> int | None:
+    """A ring (or what degenerates to one) inside one node or with one member per node: 1; a ring not bent to
+    the rails repeats node by node; a ring bent to the rails, or over a mesh's cycles, by no shift."""
+    if shape.mesh_cycles > 1 and ctype != A2A:
+        return None
+    if shape.flat_ring:
+        return 1
+    return None if shape.rail_aligned else shape.per_node
+
+
+def _ring_symmetry(ctype: CollType, shape: GroupShape) -> int | None:
+    """As a ring's, and 1 for all-to-all's direct sends."""
+    return 1 if ctype == A2A else _rail_ring_symmetry(ctype, shape)
+
+
+def _hierarchical_symmetry(ctype: CollType, shape: GroupShape) -> int | None:
+    return 1 if shape.flat_ring else shape.per_node
+
+
+def _ring_period(ctype: CollType, shape: GroupShape) -> int:
+    """A ring's channels differ only in which member (and NIC) they leave a node by, and in a mesh which cycle
+    they take; inside a domain each of the channels an all-to-all peer's part takes is its own."""
+    if ctype == A2A:
+        return constants()["p2p_channels"] if shape.nodes == 1 else 1
+    return math.lcm(1 if shape.flat_ring else shape.per_node or 1, shape.mesh_cycles)
+
+
+def _tree_period(ctype: CollType, shape: GroupShape) -> int:
+    """A tree's channels differ in which of the two trees and which chain member they use."""
+    return 2 * (shape.per_node or 1)
+
+
+def _chain_period(ctype: CollType, shape: GroupShape) -> int:
+    return shape.per_node or 1
+
+
+# ---- when NCCL considers its algorithms (`auto`) ----
+
+def _any_group(ctype: CollType, shape: GroupShape) -> bool:
+    return True
+
+
+def _regular(ctype: CollType, shape: GroupShape) -> bool:
+    return shape.per_node is not None
+
+
+def _nvls_enabled(ctype: CollType, shape: GroupShape) -> bool:
+    """One NVLink domain with more than NVLS_MIN_GPUS members; all-gather and reduce-scatter up to the arity."""
+    return shape.nodes == 1 and shape.n > NVLS_MIN_GPUS and (ctype == AR or shape.n <= NVLS_ARITY)
+
+
+def _nvls_tree_enabled(ctype: CollType, shape: GroupShape) -> bool:
+    return shape.nodes > 1 and (shape.per_node or 0) > NVLS_MIN_GPUS
+
+
+def _collnet_enabled(ctype: CollType, shape: GroupShape) -> bool:
+    return shape.nodes > 1 and shape.per_node is not None
+
+
+def _pat_enabled(ctype: CollType, shape: GroupShape) -> bool:
+    return shape.nodes > 1 and shape.per_node == 1
+
+
+def _pat_refusal(shape: GroupShape) -> str | None:
+    """NCCL runs PAT only where every GPU of a communicator is on its own node (ncclPatEnable)."""
+    if shape.per_node == 1:
+        return None
+    return "pat needs a group with one GPU per node (NCCL restricts PAT to one GPU per node)"
+
+
+_SIMPLE = ("simple",)
+
+CATALOG: dict[str, Algorithm] = {a.name: a for a in (
+    Algorithm("ring", {ctype: _plain(fn) for ctype, fn in _RING.items()}, _ring_symmetry, _ring_period,
+              tuned_as="ring", enabled=_any_group, local_pass=ring_local_pass,
+              first_period={ctype: _plain(partial(fn, one_period=True)) for ctype, fn in _RING_STEPS.items()}),
+    Algorithm("tree", {AR: tree_all_reduce}, _constant(None), _tree_period, tuned_as="tree", enabled=_regular),
+    Algorithm("nvls", {AR: partial(nvls, reduce=True, gather=True), RS: partial(nvls, reduce=True, gather=False),
+                       AG: partial(nvls, reduce=False, gather=True)}, _constant(1), _constant(1),
+              tuned_as="nvls", protocols=_SIMPLE, reduction=Reduction.NVSWITCH, enabled=_nvls_enabled),
+    Algorithm("nvls_tree", {AR: nvls_tree_all_reduce}, _constant(None), _constant(2), tuned_as="nvls_tree",
+              protocols=_SIMPLE, reduction=Reduction.NVSWITCH, enabled=_nvls_tree_enabled),
+    Algorithm("collnet_direct", {AR: collnet_direct_all_reduce}, _per_node, _constant(1), tuned_as="collnet_direct",
+              protocols=_SIMPLE, reduction=Reduction.SCALE_OUT_SWITCH, enabled=_collnet_enabled),
+    Algorithm("collnet_chain", {AR: collnet_chain_all_reduce}, _per_node, _chain_period, tuned_as="collnet_chain",
+              protocols=_SIMPLE, reduction=Reduction.SCALE_OUT_SWITCH, enabled=_collnet_enabled),
+    Algorithm("pat", {AG: _plain(pat_all_gather), RS: _plain(pat_reduce_scatter)}, _constant(1), _constant(1),
+              tuned_as="pat", protocols=_SIMPLE, enabled=_pat_enabled, refusal=_pat_refusal),
+    Algorithm("hierarchical", {ctype: _plain(partial(hierarchical, ctype=ctype)) for ctype in (AR, AG, RS)},
+              _hierarchical_symmetry, _constant(1), tuned_as="ring"),
+    Algorithm("pxn", {ctype: _pxn(fn) for ctype, fn in _RING.items()}, _rail_ring_symmetry, _ring_period,
+              tuned_as="ring"),
+)}
+"""Name -> algorithm. NCCL's tree and CollNet do only all-reduce; PAT only all-gather and reduce-scatter;
+all-to-all is a set of direct sends (ring's, or with PXN relays). hierarchical and pxn are simulon's variants of
+NCCL's ring. NCCL's own algorithms come first, in the order `auto` weighs them."""
+
+
+def find_algorithm(name: str) -> Algorithm:
+    """The algorithm of this name, refusing unknown names."""
+    if name not in CATALOG:
+        raise ValueError(f"collective algorithm {name!r} is unknown (built: {', '.join(CATALOG)}, auto)")
+    return CATALOG[name]
+
+
+def reduction_missing(name: str, reduces: tuple[bool, bool]) -> str | None:
+    """Why a datacenter whose switches reduce as `reduces` says cannot run algorithm `name`, or None if it can
+    (or if `name` is `auto`, which chooses only algorithms it can run)."""
+    return CATALOG[name].reduction_missing(reduces) if name in CATALOG else None
