@@ -124,6 +124,14 @@ def test_algorithm_not_built_in_scenario(workdir):
     assert_bad_input(proc, "error: warp.yaml: collective.algorithm: ", "'warp'")
 
 
+def test_a_training_run_whose_collectives_the_fixed_algorithm_cannot_run_is_refused(workdir):
+    data = copy.deepcopy(SEED)
+    data["collective"]["algorithm"] = "pat"   # the seed's tensor parallelism all-reduces
+    (workdir / "fixed.yaml").write_text(yaml.safe_dump(data))
+    proc = run_cli("simulate", "fixed.yaml", cwd=workdir)
+    assert_bad_input(proc, "error: fixed.yaml: collective.algorithm: ", "AllReduce has no pat decomposition")
+
+
 MESH = {"datacenter": {"from": "mi300x-platform", "cluster": {"num_nodes": 2}}}   # xGMI mesh, no NVSwitch
 
 

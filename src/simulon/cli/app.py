@@ -43,6 +43,7 @@ def simulate(
     trace_flows: Annotated[bool, typer.Option(help="include every network flow in the trace")] = True,
 ) -> None:
     """Simulate one training iteration and report its time."""
+    from ..collective.algorithms import Unrunnable
     from ..export.chrome_trace import chrome_trace_json
     from ..export.files import write_atomic
     from ..pipeline import simulate as run
@@ -55,7 +56,10 @@ def simulate(
     if sc.workload is None:
         raise ConfigError(f"{scenario}: workload: required to simulate a training iteration "
                           "(use `simulon collective` for a datacenter-only scenario)")
-    sim = run(sc, fold_mode=expand)  # type: ignore[arg-type]
+    try:
+        sim = run(sc, fold_mode=expand)  # type: ignore[arg-type]
+    except Unrunnable as exc:
+        raise ConfigError(f"{scenario}: collective.algorithm: {exc}") from None
     result = sim.result
     if output is not None:
         try:

@@ -33,6 +33,11 @@ ShapeRule = Callable[[CollType, GroupShape], int | None]
 """(collective type, group shape) -> a shift of positions or a channel count (see Algorithm)."""
 
 
+class Unrunnable(ValueError):
+    """A fixed algorithm that cannot run a collective the workload or command asks of it: unknown, without a
+    decomposition for that collective type, or refused for the group or the datacenter."""
+
+
 class Reduction(Enum):
     """Where an algorithm adds up the members' data: in the GPUs, or in a switch that reduces (the value is that
     switch's index in DatacenterConfig.reduces_in_switch and Topology.reduces_in_switch)."""
@@ -227,7 +232,7 @@ NCCL's ring. NCCL's own algorithms come first, in the order `auto` weighs them."
 def find_algorithm(name: str) -> Algorithm:
     """The algorithm of this name, refusing unknown names."""
     if name not in CATALOG:
-        raise ValueError(f"collective algorithm {name!r} is unknown (built: {', '.join(CATALOG)}, auto)")
+        raise Unrunnable(f"collective algorithm {name!r} is unknown (built: {', '.join(CATALOG)}, auto)")
     return CATALOG[name]
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from .algorithms import CATALOG, Algorithm, Decomposition, find_algorithm
+from .algorithms import CATALOG, Algorithm, Decomposition, Unrunnable, find_algorithm
 from .common import CollectiveResult, FlowSet, P2PFlow
 from .nccl import PROTOCOLS
 from .shape import GroupShape
@@ -32,7 +32,7 @@ def checked(name: str, ctype: CollType) -> Algorithm:
     found = find_algorithm(name)
     if ctype not in found.decompositions:
         does = ", ".join(t.name for t in found.decompositions)
-        raise ValueError(f"{ctype.name} has no {name} decomposition ({name} does {does})")
+        raise Unrunnable(f"{ctype.name} has no {name} decomposition ({name} does {does})")
     return found
 
 

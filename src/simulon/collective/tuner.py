@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from .algorithms import CATALOG, find_algorithm
+from .algorithms import CATALOG, Unrunnable, find_algorithm
 from .decompose import checked
 from .mesh import disjoint_cycles
 from .nccl import NVLS_ARITY, PROTOCOLS, architecture, constants, p2p_channels_per_peer
@@ -99,7 +99,7 @@ class CollectivePlan:
             record = checked(self.algorithm, ctype)
             refusal = record.reduction_missing(self.topology.reduces_in_switch) or record.refusal(shape)
             if refusal:
-                raise ValueError(refusal)
+                raise Unrunnable(refusal)
             candidates = [(self.algorithm, p) for p in self._protocols(self.algorithm, ctype)]
         if self.protocol != "auto":
             candidates = [(a, p) for a, p in candidates if p == self.protocol] or [(self.algorithm, self.protocol)]
