@@ -18,7 +18,7 @@ from ..collective.nccl import PROTOCOLS
 from ..config.dc import DatacenterConfig
 
 LOCAL_PASSES = ("reduce", "copy", "reduce_copy")
-"""Kinds of a ring's local step: reduce-scatter's, all-gather's, all-reduce's (collective.decompose.local_pass)."""
+"""Kinds of a ring's local step: reduce-scatter's, all-gather's, all-reduce's (collective.ring.ring_local_pass)."""
 US, GBPS = 1e-6, 1e9
 
 
@@ -44,7 +44,7 @@ class LinkModel:
 
     def local_pass(self, size, lanes, kind) -> np.ndarray:
         """Seconds a channel's local step takes on the last chunk it received, by `kind` of step (one of
-        LOCAL_PASSES, "": none; see collective.decompose.local_pass)."""
+        LOCAL_PASSES, "": none; see collective.ring.ring_local_pass)."""
         kind = np.asarray(kind)
         rate = np.full(kind.shape, np.inf)
         for name, bandwidth in zip(LOCAL_PASSES, self.local_pass_bandwidth, strict=True):
