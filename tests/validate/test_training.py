@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import csv
 import json
-from pathlib import Path
 
 import pytest
 
-from helpers import cli
+from helpers import ROOT, cli
 from simulon.validate import training
 from simulon.validate.report import read_table
 from simulon.validate.training import (
@@ -19,7 +18,7 @@ from simulon.validate.training import (
     validate_training,
 )
 
-TABLE = Path(__file__).resolve().parents[2] / "shared" / "validation" / "training.csv"
+TABLE = ROOT.parent / "shared" / "validation" / "training.csv"
 needs_table = pytest.mark.skipif(not TABLE.exists(), reason="shared/validation/training.csv is not beside the repo")
 
 

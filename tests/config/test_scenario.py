@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from helpers import SEED_SCENARIO
 from simulon.config import (
     ConfigError,
     DatacenterConfig,
@@ -22,7 +23,7 @@ from simulon.config import (
 )
 from simulon.config.templates import find_template, template_names, template_stem, template_stem_loose
 
-SEED_PATH = Path(__file__).resolve().parent.parent / "examples" / "scenario.yaml"
+SEED_PATH = SEED_SCENARIO
 SEED = yaml.safe_load(SEED_PATH.read_text())
 
 KIND_MODELS = {"gpu": GPUSpec, "nic": NICSpec, "switch": SwitchSpec, "model": ModelSpec}

@@ -19,11 +19,11 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from helpers import cli
+from helpers import SEED_SCENARIO, cli
 from simulon.config.loading import ConfigError, parse_scenario
 from simulon.config.scenario import ScenarioConfig
 
-SEED_PATH = Path(__file__).resolve().parent.parent / "examples" / "scenario.yaml"
+SEED_PATH = SEED_SCENARIO
 SEED = yaml.safe_load(SEED_PATH.read_text())
 DC_ONLY = {"datacenter": {"from": "dgx-h100", "cluster": {"num_nodes": 2}}}   # 16 GPUs
 
