@@ -19,16 +19,16 @@ from ..dag.fold import Fold
 from ..dag.nodes import ExecutionDAG
 from ..network.topology import Topology
 from ..workload.kernels import KernelClass
+from .fair_share import FlowNetwork, link_rows
 from .flows import flow_properties
 
 SM_BOUND = (KernelClass.gemm, KernelClass.grouped_gemm, KernelClass.attention)
 MAX_HELD_SHARE = 0.5
 """Collectives hold at most half a GPU's SMs: the CTAs of more concurrent collectives wait for SMs that
 running kernels free (a bound for many overlapping collectives, not a fitted value)."""
-_EPS = 1e-12
-_SAME_RATE = 1e-12
-"""A recomputed rate this close (relative) to the old one is the old one: its finish event stands."""
-_INF = float("inf")
+SAME_TIME = 1e-12
+"""Events this close (relative to the time, at least 1 s) to now happen now: rates are reshared only once
+they are all handled, so that flows starting together share one computation."""
 
 
 @dataclass(frozen=True)
@@ -37,126 +37,12 @@ class Timeline:
 
     start: np.ndarray
     finish: np.ndarray
-    links: np.ndarray        # [flows, hops] link ids of each flow (-1 padded), in dag flow order
+    links: np.ndarray        # [flows, hops] link ids of each flow (NO_LINK padded), in dag flow order
     flow_nodes: np.ndarray   # node id of each flow
 
     @property
     def makespan(self) -> float:
         return float(self.finish.max()) if len(self.finish) else 0.0
-
-
-def _rows(links: np.ndarray) -> list[list[int]]:
-    """Each flow's links without the -1 padding (padding sits at the end of a row)."""
-    counts = (links >= 0).sum(axis=1)
-    rows = links.tolist()
-    if (counts == links.shape[1]).all():
-        return rows
-    return [row[:k] for row, k in zip(rows, counts.tolist(), strict=True)]
-
-
-class _FlowNetwork:
-    """Active flows, their rates, and the max-min fair share over the links they cross."""
-
-    def __init__(self, links: list[list[int]], capacity: np.ndarray, weight: np.ndarray, cap: np.ndarray):
-        self.links = links
-        self.weight = [[float(weight[link]) for link in row] for row in links]
-        self.capacity = capacity.tolist()
-        self.cap = cap.tolist()
-        self.limited = bool(np.isfinite(cap).any())
-        self.on_link: list[set[int]] = [set() for _ in range(len(capacity))]
-        self.remaining: dict[int, float] = {}
-        self.rate: dict[int, float] = {}
-        self.since: dict[int, float] = {}
-        self.version: dict[int, int] = {}
-        self.dirty: set[int] = set()
-
-    def add(self, f: int, size: float, now: float) -> None:
-        self.remaining[f] = size
-        self.rate[f] = 0.0
-        self.since[f] = now
-        self.version[f] = self.version.get(f, 0) + 1
-        for link in self.links[f]:
-            self.on_link[link].add(f)
-            self.dirty.add(link)
-
-    def remove(self, f: int) -> None:
-        for link in self.links[f]:
-            self.on_link[link].discard(f)
-            self.dirty.add(link)
-        del self.remaining[f], self.rate[f], self.since[f]
-
-    def reshare(self, now: float) -> list[tuple[float, int, int]]:
-        """Recompute rates of every flow connected to a changed link; return their new finish events."""
-        on_link, flow_links = self.on_link, self.links
-        stack = [link for link in self.dirty if on_link[link]]
-        seen_links = set(self.dirty)
-        self.dirty = set()
-        flows: list[int] = []
-        seen_flows: set[int] = set()
-        while stack:
-            for f in on_link[stack.pop()]:
-                if f not in seen_flows:
-                    seen_flows.add(f)
-                    flows.append(f)
-                    for link in flow_links[f]:
-                        if link not in seen_links:
-                            seen_links.add(link)
-                            stack.append(link)
-        remaining, rate, since = self.remaining, self.rate, self.since
-        before = [rate[f] for f in flows]
-        for f in flows:  # bring progress up to now at the old rate
-            remaining[f] = max(remaining[f] - rate[f] * (now - since[f]), 0.0)
-            since[f] = now
-        if len(flows) == 1:  # the common case: a flow alone on its links
-            f = flows[0]
-            share = min(self.capacity[link] / w for link, w in zip(flow_links[f], self.weight[f], strict=True))
-            rate[f] = min(share, self.cap[f]) if self.limited else share
-        else:
-            self._progressive_filling(flows)
-        events = []
-        for f, old in zip(flows, before, strict=True):
-            if old > 0 and abs(rate[f] - old) <= _SAME_RATE * old:
-                rate[f] = old  # its finish event still holds: most of a big component keeps its share
-                continue
-            self.version[f] += 1
-            finish = now + remaining[f] / rate[f] if rate[f] > 0 else _INF
-            events.append((finish, f, self.version[f]))
-        return events
-
-    def _freeze(self, frozen, rate: float | None, cap: dict[int, float], load: dict[int, float]) -> None:
-        """Fix the rate of `frozen` flows (at `rate`, or each at its own limit) and take it off their links."""
-        for f in frozen:
-            r = self.cap[f] if rate is None else rate
-            self.rate[f] = r
-            for link, w in zip(self.links[f], self.weight[f], strict=True):
-                cap[link] -= r * w
-                load[link] -= w
-
-    def _progressive_filling(self, flows: list[int]) -> None:
-        """Max-min fair rates: raise all rates together; freeze the flows of each link that fills up, and
-        each flow that reaches its own limit."""
-        cap: dict[int, float] = {}
-        load: dict[int, float] = {}
-        for f in flows:
-            for link, w in zip(self.links[f], self.weight[f], strict=True):
-                cap[link] = self.capacity[link]
-                load[link] = load.get(link, 0.0) + w
-        unfrozen = set(flows)
-        while unfrozen:
-            share = min((cap[link] / load[link] for link in load if load[link] > _EPS), default=_INF)
-            if self.limited:
-                lowest = min(self.cap[f] for f in unfrozen)
-                if lowest <= share:
-                    limited = {f for f in unfrozen if self.cap[f] <= lowest * (1 + 1e-9)}
-                    self._freeze(limited, None, cap, load)
-                    unfrozen -= limited
-                    continue
-            bottlenecks = [link for link in load if load[link] > _EPS and cap[link] / load[link] <= share * (1 + 1e-9)]
-            frozen = {f for link in bottlenecks for f in self.on_link[link] if f in unfrozen}
-            self._freeze(frozen, share, cap, load)
-            for link in bottlenecks:
-                load[link] = 0.0
-            unfrozen -= frozen
 
 
 def _successors(src: np.ndarray, dst: np.ndarray, n: int) -> tuple[list[int], list[int]]:
@@ -206,7 +92,7 @@ def replay(dag: ExecutionDAG, topology: Topology, fold: Fold, sm_count: int = 0,
     flow_of = np.full(n, -1, dtype=np.int64)
     flow_of[props.nodes] = np.arange(len(props.nodes))
     flow_of = flow_of.tolist()
-    net = _FlowNetwork(_rows(props.links), topology.capacity, topology.fold_weights(fold), props.cap)
+    net = FlowNetwork(link_rows(props.links), topology.capacity, topology.fold_weights(fold), props.cap)
     sizes = props.wire.tolist()
     latency = props.latency.tolist()
     delay = props.delay.tolist()
@@ -252,7 +138,7 @@ def replay(dag: ExecutionDAG, topology: Topology, fold: Fold, sm_count: int = 0,
                     pending[s] -= 1
                     if pending[s] == 0:
                         ready.append(s)
-        if net.dirty and (not events or events[0][0] > now + max(_EPS * max(now, 1.0), window_s)):
+        if net.dirty and (not events or events[0][0] > now + max(SAME_TIME * max(now, 1.0), window_s)):
             for finish_time, f, version in net.reshare(now):
                 seq += 1
                 push(events, (finish_time, seq, 1, f, version))

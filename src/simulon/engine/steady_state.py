@@ -22,28 +22,12 @@ import numpy as np
 from ..collective.common import FlowSet
 from ..collective.nccl import PROTOCOLS
 from ..network.topology import FROM_SCALE_UP_SWITCH, TO_SCALE_UP_SWITCH, Topology, endpoints
+from .fair_share import NO_LINK, max_min_rates
 from .flows import WIRE_FACTOR, domain_members, staging_delay
 
-_EPS = 1e-9
-
-
-def max_min_rates(links: np.ndarray, capacity: np.ndarray, cap: np.ndarray) -> np.ndarray:
-    """Max-min fair rates of flows all active at once (progressive filling, vectorised over flows)."""
-    rates = np.zeros(len(links))
-    active = np.ones(len(links), dtype=bool)
-    room = capacity.astype(float)
-    valid = links >= 0
-    safe = np.where(valid, links, 0)
-    while active.any():
-        load = np.bincount(safe[active][valid[active]], minlength=len(capacity)).astype(float)
-        share = np.where(load > 0, room / np.maximum(load, 1), np.inf)
-        flow_share = np.where(valid, share[safe], np.inf).min(axis=1)
-        level = min(float(flow_share[active].min()), float(cap[active].min()))
-        done = active & ((flow_share <= level * (1 + _EPS)) | (cap <= level * (1 + _EPS)))
-        rates[done] = level
-        np.subtract.at(room, safe[done][valid[done]], level)
-        active &= ~done
-    return rates
+MIN_RATE = 1e-9
+"""Wire bytes/s a flow is taken to move at least, so that a flow with no rate takes long rather than
+dividing by zero."""
 
 
 def _ranges(begin: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -152,13 +136,13 @@ class SteadyState:
         st, model, topology = self.known[key], self.topology.model, self.topology
         size = np.concatenate([fs.size for fs in flows])
         wire = size * WIRE_FACTOR[protocol] / np.where(st.in_switch, model.in_switch_efficiency, 1.0)
-        transfer = wire / np.maximum(st.rate, _EPS)
+        transfer = wire / np.maximum(st.rate, MIN_RATE)
         latency = st.latency + staging_delay(model, size, st.lanes, st.staged)
         tail = model.local_pass(size, st.lanes, st.local)
         chain = max(c.last_arrival(transfer[st.sets == i], latency[st.sets == i], tail[st.sets == i])
                     for i, c in enumerate(st.chains))
         periods = np.concatenate([np.full(len(fs), fs.periods) for fs in flows])
-        valid = st.links >= 0
+        valid = st.links != NO_LINK
         load = np.bincount(st.links[valid], weights=np.repeat(wire * periods, valid.sum(axis=1)),
                            minlength=topology.num_links)
         used = topology.capacity > 0
