@@ -19,8 +19,8 @@ from .config.scenario import ScenarioConfig
 from .dag.builder import DAGBuilder, collective_dag
 from .dag.fold import Fold, FoldMode, choose_fold, fold_group, nics_consistent, symmetric_axes
 from .dag.nodes import ExecutionDAG
-from .engine.analytic import SteadyState
 from .engine.replay import Timeline, replay
+from .engine.steady_state import SteadyState
 from .network.calibration import LinkModel
 from .network.topology import Topology
 from .workload.megatron import MegatronTracer

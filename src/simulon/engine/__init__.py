@@ -1,4 +1,5 @@
-"""Replay: per-GPU streams, dependency order and max-min fair flow sharing."""
+"""The engine: replay of a DAG (per-GPU streams, dependency order, max-min fair flow sharing), the flows'
+link terms, and the steady-state estimate of a lone collective."""
 
 from .replay import Timeline, replay
 

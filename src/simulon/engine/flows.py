@@ -26,6 +26,38 @@ WIRE_FACTOR = {"simple": 1.0, "ll": 2.0, "ll128": 128 / 120}
 LL128 128-byte lines carrying 120 data bytes)."""
 
 
+NO_COLLECTIVE = -1
+"""The collective of a flow that belongs to none (a point-to-point send): it indexes the last entry of a
+per-collective table, which holds the point-to-point value."""
+
+
+@dataclass(frozen=True)
+class LinkTerms:
+    """What a flow's protocol, route and channels make of it on its links (see link_terms)."""
+
+    factor: np.ndarray      # bytes on the wire per byte of data
+    efficiency: np.ndarray  # the share of the links' rate an in-switch reduction leg moves data at (else 1)
+    cap: np.ndarray         # wire bytes/s a flow may reach on its own
+    hop: np.ndarray         # seconds a flow adds past its links' own latency (see LinkModel.step_latency)
+
+    def wire(self, size: np.ndarray) -> np.ndarray:
+        """Bytes on the wire of flows of `size` data bytes: a reduction leg counts the bytes its links could move
+        while the switch reduces them."""
+        return size * self.factor / self.efficiency
+
+
+def link_terms(model, proto, lanes: np.ndarray, scale_out: np.ndarray, in_switch: np.ndarray,
+               grouped: np.ndarray, fan_in: np.ndarray) -> LinkTerms:
+    """A flow's terms on its links under the calibrated link `model`, whatever its size: `proto` indexes
+    PROTOCOLS (one for all flows or one per flow), `lanes` its channels, `scale_out` whether it leaves the
+    scale-up domain, `in_switch` whether it is a leg to or from a reducing switch, `grouped` whether it is a
+    part of a grouped send, `fan_in` how many members of a domain a switch serves."""
+    factor = np.array([WIRE_FACTOR[p] for p in PROTOCOLS])[proto]
+    efficiency = np.where(in_switch, model.in_switch_efficiency, 1.0)
+    cap = model.flow_cap(proto, lanes, scale_out, grouped) * factor
+    return LinkTerms(factor, efficiency, cap, model.step_latency(proto, scale_out, in_switch, grouped, fan_in))
+
+
 def staging_delay(model, size: np.ndarray, lanes: np.ndarray, staged: np.ndarray) -> np.ndarray:
     """Seconds a part of a grouped send inside a scale-up domain (`staged`) adds past its transfer: NCCL
     moves it through a FIFO in steps of NCCL_P2P_NVL_CHUNKSIZE, and the receiver copies the last step out only
@@ -43,7 +75,7 @@ def domain_members(group, domain_gpus: int) -> np.ndarray:
 @dataclass(frozen=True)
 class FlowProperties:
     nodes: np.ndarray      # DAG node id of every flow
-    links: np.ndarray      # [flows, hops], -1 padded
+    links: np.ndarray      # [flows, hops], fair_share.NO_LINK padded
     wire: np.ndarray       # bytes on the wire
     cap: np.ndarray        # wire bytes/s a flow may reach on its own (inf: only its links limit it)
     latency: np.ndarray    # seconds from last byte sent to delivery
@@ -55,14 +87,11 @@ def flow_properties(dag: ExecutionDAG, topology: Topology, fold: Fold) -> FlowPr
     links, latency, scale_out = topology.routes(dag.gpu[nodes], dag.peer[nodes], fold.rep)
     coll = dag.coll[nodes]
     proto_of_coll = np.array([PROTOCOLS.index(c.protocol) for c in dag.collectives] + [0], dtype=np.int64)
-    proto = proto_of_coll[coll]  # point-to-point flows (coll -1) use the simple protocol
+    proto = proto_of_coll[coll]  # point-to-point flows (NO_COLLECTIVE) use the simple protocol
     model = topology.model
-    factor = np.array([WIRE_FACTOR[p] for p in PROTOCOLS])[proto]
     in_switch = np.isin(dag.peer[nodes], (TO_SCALE_UP_SWITCH, FROM_SCALE_UP_SWITCH))
-    wire = dag.size[nodes] * factor / np.where(in_switch, model.in_switch_efficiency, 1.0)
     lanes = np.array([c.lanes for c in dag.collectives] + [1], dtype=np.float64)[coll]
     grouped = np.array([c.ctype == CollType.AllToAll for c in dag.collectives] + [False])[coll]
-    cap = model.flow_cap(proto, lanes, scale_out, grouped) * factor
     from_flow = np.zeros(dag.num_nodes, dtype=bool)
     from_flow[dag.edge_dst[dag.kind[dag.edge_src] == NodeKind.flow]] = True
     to_flow = np.zeros(dag.num_nodes, dtype=bool)
@@ -74,9 +103,9 @@ def flow_properties(dag: ExecutionDAG, topology: Topology, fold: Fold) -> FlowPr
     local = np.array([local_pass(c.algorithm, c.ctype, len(m)) for c, m in zip(dag.collectives, members, strict=True)]
                      + [""])[coll]
     fan_in = np.array([m.max(initial=1) for m in members] + [1])[coll]
-    hop = model.step_latency(proto, scale_out, in_switch, grouped, fan_in) + \
-        staging_delay(model, dag.size[nodes], lanes, grouped & ~scale_out) + \
+    terms = link_terms(model, proto, lanes, scale_out, in_switch, grouped, fan_in)
+    hop = terms.hop + staging_delay(model, dag.size[nodes], lanes, grouped & ~scale_out) + \
         model.local_pass(dag.size[nodes], lanes, np.where(to_flow[nodes], "", local))
-    head = (coll >= 0) & ~from_flow[nodes]
+    head = (coll != NO_COLLECTIVE) & ~from_flow[nodes]
     delay = np.where(head, np.asarray(model.launch)[proto], 0.0)
-    return FlowProperties(nodes, links, wire, cap, latency + hop, delay)
+    return FlowProperties(nodes, links, terms.wire(dag.size[nodes]), terms.cap, latency + hop, delay)

@@ -22,28 +22,12 @@ import numpy as np
 from ..collective.common import FlowSet
 from ..collective.nccl import PROTOCOLS
 from ..network.topology import FROM_SCALE_UP_SWITCH, TO_SCALE_UP_SWITCH, Topology, endpoints
-from .flows import WIRE_FACTOR, domain_members, staging_delay
+from .fair_share import NO_LINK, max_min_rates
+from .flows import LinkTerms, domain_members, link_terms, staging_delay
 
-_EPS = 1e-9
-
-
-def max_min_rates(links: np.ndarray, capacity: np.ndarray, cap: np.ndarray) -> np.ndarray:
-    """Max-min fair rates of flows all active at once (progressive filling, vectorised over flows)."""
-    rates = np.zeros(len(links))
-    active = np.ones(len(links), dtype=bool)
-    room = capacity.astype(float)
-    valid = links >= 0
-    safe = np.where(valid, links, 0)
-    while active.any():
-        load = np.bincount(safe[active][valid[active]], minlength=len(capacity)).astype(float)
-        share = np.where(load > 0, room / np.maximum(load, 1), np.inf)
-        flow_share = np.where(valid, share[safe], np.inf).min(axis=1)
-        level = min(float(flow_share[active].min()), float(cap[active].min()))
-        done = active & ((flow_share <= level * (1 + _EPS)) | (cap <= level * (1 + _EPS)))
-        rates[done] = level
-        np.subtract.at(room, safe[done][valid[done]], level)
-        active &= ~done
-    return rates
+MIN_RATE = 1e-9
+"""Wire bytes/s a flow is taken to move at least, so that a flow with no rate takes long rather than
+dividing by zero."""
 
 
 def _ranges(begin: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -127,13 +111,13 @@ class _Structure:
     """What does not change with the message size: routes, latencies, fair rates, dependency order."""
 
     latency: np.ndarray
+    terms: LinkTerms
     lanes: np.ndarray
     staged: np.ndarray        # parts of a grouped send inside a scale-up domain (see flows.staging_delay)
     local: np.ndarray         # the local step a flow's receiver ends with (see LinkModel.local_pass)
     rate: np.ndarray          # wire bytes/s of every flow
     chains: list[_Chain]
     sets: np.ndarray          # which flow set each flow belongs to
-    in_switch: np.ndarray
     links: np.ndarray
 
 
@@ -151,14 +135,14 @@ class SteadyState:
             self.known = {key: self._structure(flows, protocol)}  # a sweep moves on: keep the latest only
         st, model, topology = self.known[key], self.topology.model, self.topology
         size = np.concatenate([fs.size for fs in flows])
-        wire = size * WIRE_FACTOR[protocol] / np.where(st.in_switch, model.in_switch_efficiency, 1.0)
-        transfer = wire / np.maximum(st.rate, _EPS)
+        wire = st.terms.wire(size)
+        transfer = wire / np.maximum(st.rate, MIN_RATE)
         latency = st.latency + staging_delay(model, size, st.lanes, st.staged)
         tail = model.local_pass(size, st.lanes, st.local)
         chain = max(c.last_arrival(transfer[st.sets == i], latency[st.sets == i], tail[st.sets == i])
                     for i, c in enumerate(st.chains))
         periods = np.concatenate([np.full(len(fs), fs.periods) for fs in flows])
-        valid = st.links >= 0
+        valid = st.links != NO_LINK
         load = np.bincount(st.links[valid], weights=np.repeat(wire * periods, valid.sum(axis=1)),
                            minlength=topology.num_links)
         used = topology.capacity > 0
@@ -183,18 +167,17 @@ class SteadyState:
         # the flows a member handles last: a repeated period's (after its last repeat), else those feeding none
         local = np.concatenate([np.where((fs.periods > 1) | ~np.isin(np.arange(len(fs)), fs.parent_idx),
                                          fs.local_pass, "") for fs in flows])
-        cap = model.flow_cap(p, lanes, scale_out, grouped) * WIRE_FACTOR[protocol]
         fan_in = np.concatenate([np.full(len(fs), domain_members(fs.group, topology.domain_gpus).max(initial=1))
                                  for fs in flows])
-        hop = model.step_latency(p, scale_out, in_switch, grouped, fan_in)
+        terms = link_terms(model, p, lanes, scale_out, in_switch, grouped, fan_in)
         chains = [_Chain.of(fs) for fs in flows]
         depth = np.concatenate([c.depth(len(fs)) for c, fs in zip(chains, flows, strict=True)])
         rate = np.zeros(len(gpu))
         for d in np.unique(depth):
             here = depth == d
-            rate[here] = max_min_rates(links[here], topology.capacity, cap[here])
+            rate[here] = max_min_rates(links[here], topology.capacity, terms.cap[here])
         sets = np.concatenate([np.full(len(fs), i) for i, fs in enumerate(flows)])
-        return _Structure(latency + hop, lanes, grouped & ~scale_out, local, rate, chains, sets, in_switch, links)
+        return _Structure(latency + terms.hop, terms, lanes, grouped & ~scale_out, local, rate, chains, sets, links)
 
 
 def _fingerprint(flows: list[FlowSet], protocol: str) -> str:

@@ -19,7 +19,7 @@ from simulon.config.scenario import CollectiveConfig
 from simulon.dag.fold import Fold
 from simulon.dag.nodes import ExecutionDAG, NodeKind
 from simulon.engine import replay
-from simulon.engine.analytic import SteadyState
+from simulon.engine.steady_state import SteadyState
 from simulon.network import Topology
 from simulon.network.calibration import LinkModel
 from simulon.pipeline import simulate, time_collective
