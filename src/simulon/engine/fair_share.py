@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-NO_LINK = -1
-"""The padding of a flow's row of links past its last hop (routes of different lengths share one array)."""
+from ..network.fabric import NO_LINK
+
 SAME_SHARE = 1e-9
 """Relative tolerance under which a link's fair share, or a flow's rate limit, is the lowest one: every link
 and flow within it freezes in the same filling step, so rounding does not split one bottleneck into two."""

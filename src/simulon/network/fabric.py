@@ -16,6 +16,8 @@ from ..config.dc import FabricSpec
 from .ecmp import ecmp_choice
 
 MAX_FABRIC_HOPS = 6  # NIC up, leaf up, spine up, core down, spine down, NIC down
+NO_LINK = -1
+"""The padding of a route past its last hop (routes of different lengths share one array)."""
 
 
 @dataclass(frozen=True)
@@ -100,9 +102,9 @@ class Fabric:
         return (self.plane_of_leaf[leaf] * self.pods + self.pod_of_leaf[leaf]) * (self.spec.spines or 1) + local
 
     def routes(self, port_s: np.ndarray, port_d: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
-        """Links between two NIC ports, [F, MAX_FABRIC_HOPS] padded with -1 (up to the lowest common tier)."""
+        """Links between two NIC ports, [F, MAX_FABRIC_HOPS] padded with NO_LINK (up to the lowest common tier)."""
         f = len(port_s)
-        hops = np.full((f, MAX_FABRIC_HOPS), -1, dtype=np.int64)
+        hops = np.full((f, MAX_FABRIC_HOPS), NO_LINK, dtype=np.int64)
         hops[:, 0] = self.up(port_s)
         hops[:, 5] = self.down(port_d)
         leaf_s, leaf_d = self.leaf_of_port[port_s], self.leaf_of_port[port_d]
@@ -117,10 +119,11 @@ class Fabric:
             core = ecmp_choice(self.spec.cores, src, dst, 2)
             spine_d = np.where(cross_pod, ecmp_choice(s, src, dst, 3), spine_s)
             c = self.spec.cores
-            hops[:, 2] = np.where(cross_pod, self._block("spine_up") + self._spine(leaf_s, spine_s) * c + core, -1)
-            hops[:, 3] = np.where(cross_pod, self._block("core_down") + self._spine(leaf_d, spine_d) * c + core, -1)
-        hops[:, 1] = np.where(cross, self._block("leaf_up") + leaf_s * s + spine_s, -1)
-        hops[:, 4] = np.where(cross, self._block("spine_down") + leaf_d * s + spine_d, -1)
+            up, down = self._block("spine_up"), self._block("core_down")
+            hops[:, 2] = np.where(cross_pod, up + self._spine(leaf_s, spine_s) * c + core, NO_LINK)
+            hops[:, 3] = np.where(cross_pod, down + self._spine(leaf_d, spine_d) * c + core, NO_LINK)
+        hops[:, 1] = np.where(cross, self._block("leaf_up") + leaf_s * s + spine_s, NO_LINK)
+        hops[:, 4] = np.where(cross, self._block("spine_down") + leaf_d * s + spine_d, NO_LINK)
         return hops
 
     def switch_counts(self) -> dict[str, int]:

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..config.dc import DatacenterConfig
 from .calibration import LinkModel, link_model_for
-from .fabric import Fabric
+from .fabric import NO_LINK, Fabric
 
 TO_SCALE_UP_SWITCH, FROM_SCALE_UP_SWITCH, TO_SCALE_OUT_SWITCH, FROM_SCALE_OUT_SWITCH = -2, -3, -4, -5
 """Endpoint codes of in-network reduction legs: the flow's GPU sends to, or receives from, its switch."""
@@ -120,7 +120,7 @@ class Topology:
 
     def routes(self, src: np.ndarray, dst: np.ndarray, rep: np.ndarray | None = None
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(links[F, hops] padded with -1, latency[F] seconds, scale_out[F]) of flows src -> dst.
+        """(links[F, hops] padded with NO_LINK, latency[F] seconds, scale_out[F]) of flows src -> dst.
 
         `src` is always a GPU; `dst` a GPU or an in-network reduction endpoint code. With a fold (`rep[g]`:
         the simulated GPU that stands for GPU g, see dag.fold.Fold), the receiver's last links are its
@@ -139,15 +139,15 @@ class Topology:
         uses_down = same_domain | (dst == FROM_SCALE_UP_SWITCH) | (self.pcie & (out | from_out))
         port_s = self.fabric.port(src // self.gpus_per_nic, src, real_dst)
         port_d = self.fabric.port(last // self.gpus_per_nic, src, real_dst)
-        middle = np.full((len(src), 6), -1, dtype=np.int64)
+        middle = np.full((len(src), 6), NO_LINK, dtype=np.int64)
         if out.any():
             middle[out] = self.fabric.routes(port_s[out], port_d[out], src[out], real_dst[out])
         middle[to_out, 0] = self.fabric.up(port_s[to_out])
         middle[from_out, 5] = self.fabric.down(port_d[from_out])
         if self.mesh:
-            first, final = np.where(same_domain, self.mesh_link(src, real_dst), -1), np.full(len(src), -1)
+            first, final = np.where(same_domain, self.mesh_link(src, real_dst), NO_LINK), np.full(len(src), NO_LINK)
         else:
-            first, final = np.where(uses_up, src, -1), np.where(uses_down, g + last, -1)
+            first, final = np.where(uses_up, src, NO_LINK), np.where(uses_down, g + last, NO_LINK)
         links = np.column_stack([first, middle, final])
         links = np.take_along_axis(links, np.argsort(links < 0, axis=1, kind="stable"), axis=1)
         width = max(int((links >= 0).sum(axis=1).max(initial=1)), 1)
