@@ -52,9 +52,9 @@ def test_interleaving_shrinks_the_pipeline_bubble():
 def test_interleaved_chunks_cover_every_layer_once():
     sc = gpt_scenario(**dict(BASE, pp=2, layers=12, extra_parallelism={"vpp": 3}))
     tracer = MegatronTracer(sc.workload, 8)
-    layers = [layer for stage in range(2) for chunk in range(3) for layer in tracer.layers_of(stage, chunk)]
+    layers = [layer for stage in range(2) for chunk in range(3) for layer in tracer.layers.layers_of(stage, chunk)]
     assert sorted(layers) == list(range(12))
-    assert list(tracer.layers_of(1, 0)) == [2, 3] and list(tracer.layers_of(0, 1)) == [4, 5]
+    assert list(tracer.layers.layers_of(1, 0)) == [2, 3] and list(tracer.layers.layers_of(0, 1)) == [4, 5]
 
 
 def test_full_recompute_reruns_every_forward_kernel_and_counts_only_as_hardware_flops():
@@ -90,7 +90,7 @@ def _collective_bytes(sc, label: str) -> float:
 def test_fsdp_gathers_parameters_per_layer_and_scatters_gradients():
     sc = gpt_scenario(**dict(BASE, tp=1, pp=1, extra_parallelism={"fsdp": "full_shard"}))
     tracer = MegatronTracer(sc.workload, 8)
-    params = sum(sum(tracer.unit_params(u)) for u in tracer.stage_units(0))
+    params = sum(tracer.parameters.stage(0).total())
     microbatches = tracer.num_microbatches
     dag, _, _ = build_dag(sc, "full")
     gathers = [c for c in dag.collectives if c.label == "fsdp_param_allgather"]

@@ -12,14 +12,17 @@ Then the optimizer step (Adam) over the parameters this rank owns.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from functools import partial
+from typing import NamedTuple
 
 from ..collective.types import CollType
+from ..config.workload import MegatronWorkload
 from .kernels import Phase, memory_bound
-from .program import EMBEDDING_LAYER, OPTIMIZER_LAYER, StageProgram, Stream
-
-if TYPE_CHECKING:
-    from .megatron import MegatronTracer, _StageEmitter
+from .layer_kernels import ShardShape
+from .layout import RankLayout
+from .parameters import StageParameters
+from .program import EMBEDDING_LAYER, NO_OP, OPTIMIZER_LAYER, StageProgram, Stream
 
 ADAM_BYTES_PER_PARAM = 30.0
 """Adam step traffic per parameter with bf16/fp16 mixed precision: fp32 gradient read (4), fp32 master
@@ -29,14 +32,24 @@ MEGATRON_MIN_BUCKET_PARAMS = 40_000_000
 AXES = ("dp_cp", "edp")  # dense parameters sync over data x context, expert parameters over expert-data
 
 
+class Gathers(NamedTuple):
+    """Parameter gathers a unit's first kernel waits for, and the prefetch of the next unit's gather to issue
+    once that kernel is queued (FSDP), if any."""
+
+    waits: tuple[int, ...] = ()
+    prefetch: Callable[[], None] | None = None
+
+
 class DataParallelSync:
-    def __init__(self, tracer: MegatronTracer, prog: StageProgram, frozen: bool):
-        self.tr, self.prog, self.frozen = tracer, prog, frozen
-        par, layout = tracer.workload.parallelism, tracer.layout
-        self.par, self.shape = par, tracer.shape
+    """The gradient sync and optimizer step of one stage's program, from the parameters the stage holds."""
+
+    def __init__(self, workload: MegatronWorkload, layout: RankLayout, parameters: StageParameters,
+                 shape: ShardShape, program: StageProgram, frozen: bool):
+        self.layout, self.parameters, self.shape, self.program, self.frozen = layout, parameters, shape, program, frozen
+        self.parallelism = parallelism = workload.parallelism
         self.group_size = {"dp_cp": layout.dp * layout.cp, "edp": layout.edp}
-        self.fsdp = par.fsdp != "none"
-        self.bucket_params = tracer.workload.training.grad_bucket_size or max(
+        self.fsdp = parallelism.fsdp != "none"
+        self.bucket_params = workload.training.grad_bucket_size or max(
             MEGATRON_MIN_BUCKET_PARAMS, 1_000_000 * self.group_size["dp_cp"])
         self.syncs: list[int] = []                        # collectives the optimizer waits for
         self._bucket = dict.fromkeys(AXES, 0.0)
@@ -46,55 +59,56 @@ class DataParallelSync:
     # ---- hooks called by the stage emitter ----
 
     def start_of_iteration(self) -> None:
-        if self.par.distributed_optimizer:
+        if self.parallelism.distributed_optimizer:
             self._distributed_optimizer_gathers()
 
-    def before_forward(self, unit: int, mb: int, next_unit: int | None, emitter: _StageEmitter) -> tuple[int, ...]:
+    def before_forward(self, unit: int, mb: int, next_unit: int | None) -> Gathers:
         """Gathers the unit's first forward kernel waits for."""
         if self.fsdp:
-            return self._fsdp_gather(unit, mb, Phase.fwd, next_unit, emitter)
-        return tuple(self._first_use.pop(unit, ())) if mb == 0 else ()
+            return self._fsdp_gather(unit, mb, Phase.fwd, next_unit)
+        return Gathers(tuple(self._first_use.pop(unit, ())) if mb == 0 else ())
 
-    def before_backward(self, unit: int, mb: int, next_unit: int | None, emitter: _StageEmitter) -> tuple[int, ...]:
-        if self.par.fsdp == "full_shard":  # parameters were freed after the forward
-            return self._fsdp_gather(unit, mb, Phase.bwd_ig, next_unit, emitter)
-        return ()
+    def before_backward(self, unit: int, mb: int, next_unit: int | None) -> Gathers:
+        if self.parallelism.fsdp == "full_shard":  # parameters were freed after the forward
+            return self._fsdp_gather(unit, mb, Phase.bwd_ig, next_unit)
+        return Gathers()
 
     def after_backward(self, unit: int, mb: int, last_microbatch: bool) -> None:
         if self.frozen:
             return
         if self.fsdp:
             self._fsdp_reduce(unit, mb)
-        elif last_microbatch and self.par.overlap_grad_reduce:
+        elif last_microbatch and self.parallelism.overlap_grad_reduce:
             self._fill(unit)
 
     def end_of_iteration(self) -> None:
         if self.frozen:
             return  # frozen weights (LoRA) get no gradient sync and no optimizer step
         if not self.fsdp:
-            if not self.par.overlap_grad_reduce:
-                for unit in reversed(self.tr.stage_units(self.prog.stage)):
+            if not self.parallelism.overlap_grad_reduce:
+                for unit in reversed(self.parameters.units):
                     self._fill(unit)
             for axis in AXES:
                 self._launch(axis)
             self._tied_embedding_sync()
-        dense, expert = 0.0, 0.0
-        for unit in self.tr.stage_units(self.prog.stage):
-            d, e = self.tr.unit_params(unit)
-            dense, expert = dense + d, expert + e
+        self._optimizer_step()
+
+    def _optimizer_step(self) -> None:
+        """Adam over the parameters this rank owns: its shard under FSDP or the distributed optimizer."""
+        dense, expert = self.parameters.total()
         if self.fsdp:
-            dense, expert = dense / self.tr.layout.fsdp, expert / self.tr.layout.fsdp
-        elif self.par.distributed_optimizer:
+            dense, expert = dense / self.layout.fsdp, expert / self.layout.fsdp
+        elif self.parallelism.distributed_optimizer:
             dense, expert = dense / self.group_size["dp_cp"], expert / self.group_size["edp"]
         params = dense + expert
         optimizer = memory_bound("optimizer", Phase.step, ADAM_BYTES_PER_PARAM * params, params)
-        self.prog.compute(optimizer, OPTIMIZER_LAYER, -1, tuple(self.syncs))
+        self.program.compute(optimizer, OPTIMIZER_LAYER, -1, tuple(self.syncs))
 
     # ---- DDP and distributed optimizer ----
 
     def _fill(self, unit: int) -> None:
         """Count a finished unit's gradients into the open buckets; launch each full bucket."""
-        for axis, params in zip(AXES, self.tr.unit_params(unit), strict=True):
+        for axis, params in zip(AXES, self.parameters.of(unit), strict=True):
             if params:
                 self._bucket[axis] += params
                 if self._bucket[axis] >= self.bucket_params:
@@ -104,69 +118,67 @@ class DataParallelSync:
         params, self._bucket[axis] = self._bucket[axis], 0.0
         if self.group_size[axis] == 1 or params == 0:
             return
-        scatter = self.par.distributed_optimizer
+        scatter = self.parallelism.distributed_optimizer
         label = ("expert_" if axis == "edp" else "") + ("grad_reduce_scatter" if scatter else "grad_allreduce")
-        self.syncs.append(self.prog.collective(
+        self.syncs.append(self.program.collective(
             CollType.ReduceScatter if scatter else CollType.AllReduce, axis, params * self.shape.grad_bytes,
             Stream.dp_comm, label, OPTIMIZER_LAYER, -1, Phase.bwd_wg))
 
     def _tied_embedding_sync(self) -> None:
         """Tied word embeddings live on the first and the last stage; their gradients are summed."""
-        pp = self.tr.layout.pp
-        if self.tr.model.tie_embeddings and pp > 1 and self.prog.stage in (0, pp - 1):
-            size = self.tr.kernels.vocab_params * self.shape.grad_bytes
-            self.syncs.append(self.prog.collective(CollType.AllReduce, "emb", size, Stream.dp_comm,
-                                                   "embedding_grad_allreduce", EMBEDDING_LAYER, -1, Phase.step))
+        if self.parameters.tied_embedding:
+            size = self.parameters.tied_embedding * self.shape.grad_bytes
+            self.syncs.append(self.program.collective(CollType.AllReduce, "emb", size, Stream.dp_comm,
+                                                      "embedding_grad_allreduce", EMBEDDING_LAYER, -1, Phase.step))
 
     def _distributed_optimizer_gathers(self) -> None:
         """All-gather the updated parameters bucket by bucket in forward order; the first forward of each
         unit waits for its bucket (in steady state, the previous step's gather overlapping this one)."""
-        units = self.tr.stage_units(self.prog.stage)
+        units = self.parameters.units
         for axis_index, axis in enumerate(AXES):
             if self.group_size[axis] == 1:
                 continue
             waiting: list[int] = []
             bucket = 0.0
             for i, unit in enumerate(units):
-                bucket += self.tr.unit_params(unit)[axis_index]
+                bucket += self.parameters.of(unit)[axis_index]
                 waiting.append(unit)
                 if bucket > 0 and (bucket >= self.bucket_params or i == len(units) - 1):
-                    op = self.prog.collective(CollType.AllGather, axis, bucket * self.shape.act_bytes,
-                                              Stream.param_comm, "param_allgather", OPTIMIZER_LAYER, -1, Phase.fwd)
+                    op = self.program.collective(CollType.AllGather, axis, bucket * self.shape.act_bytes,
+                                                 Stream.param_comm, "param_allgather", OPTIMIZER_LAYER, -1, Phase.fwd)
                     for pending in waiting:
                         self._first_use.setdefault(pending, []).append(op)
                     bucket, waiting = 0.0, []
 
     # ---- FSDP ----
 
-    def _fsdp_gather(self, unit: int, mb: int, phase: Phase, next_unit: int | None,
-                     emitter: _StageEmitter) -> tuple[int, ...]:
+    def _fsdp_gather(self, unit: int, mb: int, phase: Phase, next_unit: int | None) -> Gathers:
         """This unit's gather (issued now unless prefetched) and a prefetch of the next one, issued once
         this unit's first kernel is queued, as FSDP's forward/backward prefetch does."""
         op = self._gathers.pop((unit, mb, phase), None)
         if op is None:
             op = self._issue_gather(unit, mb, phase)
-        if next_unit is not None:
-            def prefetch() -> None:
-                self._gathers[(next_unit, mb, phase)] = self._issue_gather(next_unit, mb, phase)
-            emitter.prefetch_after_next_kernel(prefetch)
-        return (op,) if op >= 0 else ()
+        prefetch = None if next_unit is None else partial(self._prefetch, next_unit, mb, phase)
+        return Gathers((op,) if op != NO_OP else (), prefetch)
+
+    def _prefetch(self, unit: int, mb: int, phase: Phase) -> None:
+        self._gathers[(unit, mb, phase)] = self._issue_gather(unit, mb, phase)
 
     def _issue_gather(self, unit: int, mb: int, phase: Phase) -> int:
-        if self.tr.layout.fsdp == 1:
-            return -1
-        params = sum(self.tr.unit_params(unit))
-        return self.prog.collective(CollType.AllGather, "fsdp", params * self.shape.act_bytes, Stream.param_comm,
-                                    "fsdp_param_allgather", unit, mb, phase)
+        if self.layout.fsdp == 1:
+            return NO_OP
+        params = sum(self.parameters.of(unit))
+        return self.program.collective(CollType.AllGather, "fsdp", params * self.shape.act_bytes,
+                                       Stream.param_comm, "fsdp_param_allgather", unit, mb, phase)
 
     def _fsdp_reduce(self, unit: int, mb: int) -> None:
         """Reduce-scatter the unit's gradients over its shard group; with hybrid sharding, then all-reduce
         the shard across the replicas."""
-        layout = self.tr.layout
-        grads = sum(self.tr.unit_params(unit)) * self.shape.grad_bytes
+        layout = self.layout
+        grads = sum(self.parameters.of(unit)) * self.shape.grad_bytes
         if layout.fsdp > 1:
-            self.syncs.append(self.prog.collective(CollType.ReduceScatter, "fsdp", grads, Stream.dp_comm,
-                                                   "fsdp_grad_reduce_scatter", unit, mb, Phase.bwd_wg))
+            self.syncs.append(self.program.collective(CollType.ReduceScatter, "fsdp", grads, Stream.dp_comm,
+                                                      "fsdp_grad_reduce_scatter", unit, mb, Phase.bwd_wg))
         if layout.fsdp_replicas > 1:
-            self.syncs.append(self.prog.collective(CollType.AllReduce, "fsdp_replica", grads / layout.fsdp,
-                                                   Stream.dp_comm, "fsdp_grad_allreduce", unit, mb, Phase.bwd_wg))
+            self.syncs.append(self.program.collective(CollType.AllReduce, "fsdp_replica", grads / layout.fsdp,
+                                                      Stream.dp_comm, "fsdp_grad_allreduce", unit, mb, Phase.bwd_wg))

@@ -289,6 +289,11 @@ class LayerKernels:
         return sum(self[n][Phase.bwd_wg].param("m") * self[n][Phase.bwd_wg].param("n")
                    * self[n][Phase.bwd_wg].param("groups") for n in names)
 
+    def is_moe_layer(self, layer: int) -> bool:
+        """Layers after the model's first dense ones are mixture-of-experts layers."""
+        moe = self.model.moe
+        return moe is not None and layer >= moe.first_dense_layers
+
     def layer_params(self, moe_layer: bool) -> tuple[float, float]:
         """(dense, expert) parameters of one layer: norms and GEMM weights."""
         dense_names = [*self.attention_inputs, "attn_proj"]

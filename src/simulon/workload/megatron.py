@@ -15,11 +15,12 @@ from collections.abc import Callable
 
 from ..collective.types import CollType
 from ..config.workload import MegatronWorkload
-from .data_parallel import DataParallelSync
+from .data_parallel import DataParallelSync, Gathers
 from .kernels import Phase
 from .layer_kernels import LayerKernels, ShardShape
 from .layout import RankLayout
-from .program import EMBEDDING_LAYER, HEAD_LAYER, StageProgram, Stream
+from .parameters import ModelParameters, PipelineLayers
+from .program import EMBEDDING_LAYER, HEAD_LAYER, NO_OP, StageProgram, Stream
 from .schedule import make_scheduler
 
 
@@ -33,107 +34,81 @@ class MegatronTracer:
         self.layout = RankLayout(tp=par.tp, cp=par.cp, dp=dp, pp=par.pp, ep=par.ep,
                                  fsdp=par.fsdp_size or dp * par.cp)
         self.num_microbatches = train.global_batch_size // (train.micro_batch_size * dp)
-        self.chunks = par.vpp
         self.scheduler = make_scheduler(par.pipeline_schedule, par.vpp)
         self.shape = ShardShape.of(workload)
         self.kernels = LayerKernels(model, self.shape, train.attention, train.elementwise, train.cross_entropy)
-        virtual_stages = par.pp * par.vpp
-        counts = list(par.layers_per_stage or [model.num_layers // virtual_stages] * virtual_stages)
-        self._first_layer = [sum(counts[:i]) for i in range(virtual_stages)]
-        self._num_layers = counts
-
-    def is_moe_layer(self, layer: int) -> bool:
-        moe = self.model.moe
-        return moe is not None and layer >= moe.first_dense_layers
-
-    def layers_of(self, stage: int, chunk: int = 0) -> range:
-        """Layers of one model chunk; chunk c of stage s is virtual stage c * pp + s (Megatron's order)."""
-        virtual = chunk * self.layout.pp + stage
-        return range(self._first_layer[virtual], self._first_layer[virtual] + self._num_layers[virtual])
-
-    def unit_params(self, unit: int) -> tuple[float, float]:
-        """(dense, expert) parameters of a layer, the embedding or the LM head (with the final norm)."""
-        if unit >= 0:
-            return self.kernels.layer_params(self.is_moe_layer(unit))
-        vocab = self.kernels.vocab_params
-        if unit == EMBEDDING_LAYER:
-            return vocab, 0.0
-        shares_embedding = self.model.tie_embeddings and self.layout.pp == 1
-        return self.model.hidden_size + (0.0 if shares_embedding else vocab), 0.0
-
-    def stage_units(self, stage: int) -> list[int]:
-        """The parameter-holding units of a stage in forward order."""
-        units = [EMBEDDING_LAYER] if stage == 0 else []
-        for chunk in range(self.chunks):
-            units += list(self.layers_of(stage, chunk))
-        return units + ([HEAD_LAYER] if stage == self.layout.pp - 1 else [])
+        self.layers = PipelineLayers.of(workload)
+        self.parameters = ModelParameters(self.kernels, model, self.layers)
 
     def stage_programs(self) -> list[StageProgram]:
         return [self.stage_program(s) for s in range(self.layout.pp)]
 
     def stage_program(self, stage: int) -> StageProgram:
-        prog = StageProgram(stage)
-        _StageEmitter(self, prog).emit_iteration()
-        return prog
+        program = StageProgram(stage)
+        _StageEmitter(self, program).emit_iteration()
+        return program
 
 
 class _StageEmitter:
     """Writes one stage's program; keeps the bookkeeping of pending communication."""
 
-    def __init__(self, tracer: MegatronTracer, prog: StageProgram):
-        self.tr, self.prog = tracer, prog
-        self.k, self.sh = tracer.kernels, tracer.shape
-        self.stage, self.pp, self.chunks = prog.stage, tracer.layout.pp, tracer.chunks
-        self.par = tracer.workload.parallelism
+    def __init__(self, tracer: MegatronTracer, program: StageProgram):
+        self.tracer, self.program = tracer, program
+        self.kernels, self.shape, self.layers = tracer.kernels, tracer.shape, tracer.layers
+        self.stage, self.pp = program.stage, tracer.layout.pp
+        self.parallelism = tracer.workload.parallelism
+        self.hidden_size = tracer.model.hidden_size
         self.lora = tracer.workload.training.peft == "lora"
-        self.overlap_tp = self.par.tp_comm_overlap and self.sh.sp
-        self.pending = -1                 # comm op the next compute must wait for
+        self.overlap_tp = self.parallelism.tp_comm_overlap and self.shape.sp
+        self.pending = NO_OP                    # comm op the next compute must wait for
         self.unit_waits: tuple[int, ...] = ()   # parameter gathers the next layer's first kernel waits for
         self._after_next_kernel: Callable[[], None] | None = None
-        self.dp = DataParallelSync(tracer, prog, frozen=self.lora)
+        self.gradient_sync = DataParallelSync(tracer.workload, tracer.layout, tracer.parameters.stage(self.stage),
+                                              self.shape, program, frozen=self.lora)
 
     # -- small helpers --
 
     def run(self, name: str, phase: Phase, layer: int, mb: int, *extra_waits: int,
             alongside: tuple[int, ...] = ()) -> int:
         if phase == Phase.bwd_wg and self.lora:
-            return -1  # frozen base weights have no weight gradient
+            return NO_OP  # frozen base weights have no weight gradient
         cast = f"{name}_cast"
-        if cast in self.k and phase in self.k[cast]:  # the fp8 operand the GEMM reads
+        if cast in self.kernels and phase in self.kernels[cast]:  # the fp8 operand the GEMM reads
             self.run(cast, phase, layer, mb, *extra_waits)
             extra_waits = ()
-        idx = self.prog.compute(self.k[name][phase], layer, mb, (self.pending, *self.unit_waits, *extra_waits),
+        idx = self.program.compute(self.kernels[name][phase], layer, mb, (self.pending, *self.unit_waits, *extra_waits),
                                 alongside)
-        self.pending, self.unit_waits = -1, ()
+        self.pending, self.unit_waits = NO_OP, ()
         if self._after_next_kernel is not None:
             hook, self._after_next_kernel = self._after_next_kernel, None
             hook()
         return idx
 
     def tp_collective(self, ctype: CollType, label: str, layer: int, mb: int, phase: Phase,
-                      nbytes: float | None = None, alongside: int = -1) -> int:
-        if self.sh.tp == 1:
-            return -1
-        size = nbytes if nbytes is not None else self.sh.tokens * self.tr.model.hidden_size * self.sh.act_bytes
-        return self.prog.collective(ctype, "tp", size, Stream.tp_comm, label, layer, mb, phase, alongside=(alongside,))
+                      nbytes: float | None = None, alongside: int = NO_OP) -> int:
+        if self.shape.tp == 1:
+            return NO_OP
+        size = nbytes if nbytes is not None else self.shape.tokens * self.hidden_size * self.shape.act_bytes
+        return self.program.collective(ctype, "tp", size, Stream.tp_comm, label, layer, mb, phase,
+                                       alongside=(alongside,))
 
-    def tp_reduce(self, label: str, layer: int, mb: int, phase: Phase, gemm: int = -1) -> int:
+    def tp_reduce(self, label: str, layer: int, mb: int, phase: Phase, gemm: int = NO_OP) -> int:
         """Row-parallel output: all-reduce, or reduce-scatter with sequence parallelism (pipelined with the
         `gemm` producing it when tensor-parallel communication overlap is on)."""
-        if self.sh.sp:
+        if self.shape.sp:
             return self.tp_collective(CollType.ReduceScatter, label, layer, mb, phase,
-                                      alongside=gemm if self.overlap_tp else -1)
+                                      alongside=gemm if self.overlap_tp else NO_OP)
         return self.tp_collective(CollType.AllReduce, label, layer, mb, phase)
 
     def tp_gather(self, label: str, layer: int, mb: int, phase: Phase) -> int:
         """Column-parallel input under sequence parallelism: all-gather along the sequence."""
-        return self.tp_collective(CollType.AllGather, label, layer, mb, phase) if self.sh.sp else -1
+        return self.tp_collective(CollType.AllGather, label, layer, mb, phase) if self.shape.sp else NO_OP
 
     def gathered_gemms(self, names: list[str], phase: Phase, layer: int, mb: int, gather: int) -> int:
         """GEMMs consuming an all-gathered input: after the gather, or pipelined with it (overlap on)."""
-        last = -1
+        last = NO_OP
         for name in names:
-            if self.overlap_tp and gather >= 0:
+            if self.overlap_tp and gather != NO_OP:
                 last = self.run(name, phase, layer, mb, alongside=(gather,))
             else:
                 last = self.run(name, phase, layer, mb, gather)
@@ -143,35 +118,43 @@ class _StageEmitter:
 
     def cp_exchange(self, ctype: CollType, label: str, layer: int, mb: int, phase: Phase) -> int:
         """Context parallelism: all-gather every rank's keys and values (reduce-scatter their gradients)."""
-        if self.sh.cp == 1:
-            return -1
-        core = self.k[self.k.attention_core[0]][Phase.fwd]
-        kv_heads = core.param("kv_heads") if core.name == "attn_flash" else core.param("groups") // self.sh.batch
+        if self.shape.cp == 1:
+            return NO_OP
+        core = self.kernels[self.kernels.attention_core[0]][Phase.fwd]
+        kv_heads = core.param("kv_heads") if core.name == "attn_flash" else core.param("groups") // self.shape.batch
         dims = core.param("qk_dim") + core.param("v_dim") if core.name == "attn_flash" else 2 * core.param("k")
-        size = kv_heads * dims * self.sh.batch * self.sh.full_seq * self.sh.act_bytes
-        return self.prog.collective(ctype, "cp", size, Stream.cp_comm, label, layer, mb, phase)
+        size = kv_heads * dims * self.shape.batch * self.shape.full_seq * self.shape.act_bytes
+        return self.program.collective(ctype, "cp", size, Stream.cp_comm, label, layer, mb, phase)
 
-    def prefetch_after_next_kernel(self, action: Callable[[], None]) -> None:
-        """Issue `action` (a parameter prefetch) once the next kernel has been emitted: it overlaps it."""
-        self._after_next_kernel = action
+    def wait_for_gathers(self, gathers: Gathers) -> None:
+        """The next kernel waits for the unit's parameter gathers; a prefetch of the next unit's gather is
+        issued once that kernel has been emitted, so that it overlaps it."""
+        self.unit_waits = gathers.waits
+        if gathers.prefetch is not None:
+            self._after_next_kernel = gathers.prefetch
+
+    @property
+    def activation_bytes(self) -> float:
+        """A micro-batch's activations (or their gradients) sent between pipeline stages."""
+        return self.shape.norm_tokens * self.hidden_size * self.shape.act_bytes
 
     # -- iteration --
 
     def emit_iteration(self) -> None:
-        tr = self.tr
-        self.dp.start_of_iteration()
-        for step in tr.scheduler.steps(self.stage, self.pp, tr.num_microbatches):
+        num_microbatches = self.tracer.num_microbatches
+        self.gradient_sync.start_of_iteration()
+        for step in self.tracer.scheduler.steps(self.stage, self.pp, num_microbatches):
             if step.kind == "F":
                 self.forward(step.microbatch, step.chunk)
             else:
-                self.backward(step.microbatch, step.chunk, last=step.microbatch == tr.num_microbatches - 1)
-        self.dp.end_of_iteration()
+                self.backward(step.microbatch, step.chunk, last=step.microbatch == num_microbatches - 1)
+        self.gradient_sync.end_of_iteration()
 
     def _is_first(self, chunk: int) -> bool:
-        return self.stage == 0 and chunk == 0
+        return self.layers.is_first(self.stage, chunk)
 
     def _is_last(self, chunk: int) -> bool:
-        return self.stage == self.pp - 1 and chunk == self.chunks - 1
+        return self.layers.is_last(self.stage, chunk)
 
     def _next(self, chunk: int) -> tuple[int, int]:
         """(stage, chunk) that consumes this chunk's output: the next stage, wrapping to the next chunk."""
@@ -180,17 +163,12 @@ class _StageEmitter:
     def _previous(self, chunk: int) -> tuple[int, int]:
         return (self.stage - 1, chunk) if self.stage > 0 else (self.pp - 1, chunk - 1)
 
-    def _units(self, chunk: int) -> list[int]:
-        units = [EMBEDDING_LAYER] if self._is_first(chunk) else []
-        return units + list(self.tr.layers_of(self.stage, chunk)) + ([HEAD_LAYER] if self._is_last(chunk) else [])
-
     def forward(self, mb: int, chunk: int) -> None:
-        sh, h = self.sh, self.tr.model.hidden_size
         if not self._is_first(chunk):
-            self.pending = self.prog.recv(self._previous(chunk)[0], chunk, mb, Phase.fwd)
-        units = self._units(chunk)
-        for i, unit in enumerate(units):
-            self.unit_waits = self.dp.before_forward(unit, mb, units[i + 1] if i + 1 < len(units) else None, self)
+            self.pending = self.program.recv(self._previous(chunk)[0], chunk, mb, Phase.fwd)
+        units = self.layers.units_of(self.stage, chunk)
+        for unit, next_unit in zip(units, [*units[1:], None], strict=True):
+            self.wait_for_gathers(self.gradient_sync.before_forward(unit, mb, next_unit))
             if unit == EMBEDDING_LAYER:
                 self.run("embedding", Phase.fwd, unit, mb)
                 self.pending = self.tp_reduce("embedding_reduce", unit, mb, Phase.fwd)
@@ -200,7 +178,7 @@ class _StageEmitter:
                 self.layer_forward(unit, mb, Phase.fwd)
         if not self._is_last(chunk):  # Megatron waits for its pipeline sends before the next kernel
             stage, peer_chunk = self._next(chunk)
-            self.pending = self.prog.send(stage, peer_chunk, sh.norm_tokens * h * sh.act_bytes, mb, Phase.fwd)
+            self.pending = self.program.send(stage, peer_chunk, self.activation_bytes, mb, Phase.fwd)
 
     def head_forward(self, mb: int) -> None:
         self.run("final_norm", Phase.fwd, HEAD_LAYER, mb)
@@ -210,12 +188,12 @@ class _StageEmitter:
         # vocab-parallel cross entropy: all-reduce of the max, the target logit and the exp-sum
         for label in ("loss_max", "loss_target", "loss_sum"):
             self.pending = self.tp_collective(CollType.AllReduce, label, HEAD_LAYER, mb, Phase.fwd,
-                                              nbytes=self.sh.tokens * 4.0)
+                                              nbytes=self.shape.tokens * 4.0)
 
     def layer_forward(self, layer: int, mb: int, phase: Phase) -> None:
         """One transformer layer's forward; phase is fwd, or recompute before its backward."""
         self.attention_forward(layer, mb, phase)
-        if self.tr.is_moe_layer(layer):
+        if self.kernels.is_moe_layer(layer):
             self.moe_forward(layer, mb, phase)
         else:
             self.mlp_forward("mlp", layer, mb, phase, self.tp_gather("mlp_gather", layer, mb, phase), "mlp_reduce")
@@ -223,10 +201,11 @@ class _StageEmitter:
 
     def attention_forward(self, layer: int, mb: int, phase: Phase) -> None:
         self.run("attn_norm", phase, layer, mb)
-        self.gathered_gemms(self.k.attention_inputs, phase, layer, mb, self.tp_gather("attn_gather", layer, mb, phase))
+        self.gathered_gemms(self.kernels.attention_inputs, phase, layer, mb,
+                            self.tp_gather("attn_gather", layer, mb, phase))
         core_waits = (self.pending, self.cp_exchange(CollType.AllGather, "cp_kv_gather", layer, mb, phase))
-        self.pending = -1
-        for name in self.k.attention_core:
+        self.pending = NO_OP
+        for name in self.kernels.attention_core:
             self.run(name, phase, layer, mb, *core_waits)
         proj = self.run("attn_proj", phase, layer, mb)
         self.pending = self.tp_reduce("attn_reduce", layer, mb, phase, gemm=proj)
@@ -235,7 +214,7 @@ class _StageEmitter:
 
     def mlp_forward(self, block: str, layer: int, mb: int, phase: Phase, gather: int,
                     reduce_label: str | None = None) -> None:
-        self.gathered_gemms(self.k.mlp_inputs(block), phase, layer, mb, gather)
+        self.gathered_gemms(self.kernels.mlp_inputs(block), phase, layer, mb, gather)
         self.run(f"{block}_act", phase, layer, mb)
         down = self.run(f"{block}_linear2", phase, layer, mb)
         if reduce_label is not None:
@@ -246,41 +225,40 @@ class _StageEmitter:
         self.run("moe_route", phase, layer, mb, gather)
         self.run("moe_permute", phase, layer, mb)
         self.pending = self.all_to_all("moe_dispatch", layer, mb, phase)
-        self.mlp_forward("moe_expert", layer, mb, phase, -1)
+        self.mlp_forward("moe_expert", layer, mb, phase, NO_OP)
         self.pending = self.all_to_all("moe_combine", layer, mb, phase)
         self.run("moe_unpermute", phase, layer, mb)
-        if "moe_shared_linear1" in self.k:
-            self.mlp_forward("moe_shared", layer, mb, phase, -1)
+        if "moe_shared_linear1" in self.kernels:
+            self.mlp_forward("moe_shared", layer, mb, phase, NO_OP)
         self.pending = self.tp_reduce("moe_reduce", layer, mb, phase)
 
     def all_to_all(self, label: str, layer: int, mb: int, phase: Phase) -> int:
-        if self.sh.ep == 1:
-            return -1
-        size = self.sh.tokens * self.tr.model.moe.top_k * self.tr.model.hidden_size * self.sh.act_bytes
-        return self.prog.collective(CollType.AllToAll, "ep", size, Stream.ep_comm, label, layer, mb, phase)
+        if self.shape.ep == 1:
+            return NO_OP
+        size = self.shape.tokens * self.tracer.model.moe.top_k * self.hidden_size * self.shape.act_bytes
+        return self.program.collective(CollType.AllToAll, "ep", size, Stream.ep_comm, label, layer, mb, phase)
 
     # -- backward --
 
     def backward(self, mb: int, chunk: int, last: bool) -> None:
-        sh, h = self.sh, self.tr.model.hidden_size
         if not self._is_last(chunk):
-            self.pending = self.prog.recv(self._next(chunk)[0], chunk, mb, Phase.bwd_ig)
-        units = self._units(chunk)[::-1]
-        for i, unit in enumerate(units):
-            self.unit_waits = self.dp.before_backward(unit, mb, units[i + 1] if i + 1 < len(units) else None, self)
+            self.pending = self.program.recv(self._next(chunk)[0], chunk, mb, Phase.bwd_ig)
+        units = self.layers.units_of(self.stage, chunk)[::-1]
+        for unit, next_unit in zip(units, [*units[1:], None], strict=True):
+            self.wait_for_gathers(self.gradient_sync.before_backward(unit, mb, next_unit))
             if unit == HEAD_LAYER:
                 self.head_backward(mb)
             elif unit == EMBEDDING_LAYER:
                 self.pending = self.tp_gather("embedding_gather", unit, mb, Phase.bwd_wg)
                 self.run("embedding", Phase.bwd_wg, unit, mb)
             else:
-                if self.par.recompute == "full":
+                if self.parallelism.recompute == "full":
                     self.layer_forward(unit, mb, Phase.recompute)
                 self.layer_backward(unit, mb)
-            self.dp.after_backward(unit, mb, last)
+            self.gradient_sync.after_backward(unit, mb, last)
         if not self._is_first(chunk):
             stage, peer_chunk = self._previous(chunk)
-            self.pending = self.prog.send(stage, peer_chunk, sh.norm_tokens * h * sh.act_bytes, mb, Phase.bwd_ig)
+            self.pending = self.program.send(stage, peer_chunk, self.activation_bytes, mb, Phase.bwd_ig)
 
     def head_backward(self, mb: int) -> None:
         self.run("loss", Phase.bwd_ig, HEAD_LAYER, mb)
@@ -289,7 +267,7 @@ class _StageEmitter:
 
     def layer_backward(self, layer: int, mb: int) -> None:
         self.run("mlp_residual", Phase.bwd_ig, layer, mb)
-        if self.tr.is_moe_layer(layer):
+        if self.kernels.is_moe_layer(layer):
             self.moe_backward(layer, mb)
         else:
             self.mlp_backward("mlp", layer, mb, reduce_label="mlp_reduce")
@@ -310,15 +288,15 @@ class _StageEmitter:
             self.run(name, Phase.bwd_ig, layer, mb)
         reduce = self.tp_reduce(reduce_label, layer, mb, Phase.bwd_ig)
         for i, name in enumerate(names):
-            self.run(name, Phase.bwd_wg, layer, mb, gather if i == 0 else -1)
+            self.run(name, Phase.bwd_wg, layer, mb, gather if i == 0 else NO_OP)
         self.pending = reduce
 
     def mlp_backward(self, block: str, layer: int, mb: int, reduce_label: str | None) -> None:
-        grad_gather = self.tp_gather(f"{block}_grad_gather", layer, mb, Phase.bwd_ig) if block == "mlp" else -1
+        grad_gather = self.tp_gather(f"{block}_grad_gather", layer, mb, Phase.bwd_ig) if block == "mlp" else NO_OP
         self.gathered_gemms([f"{block}_linear2"], Phase.bwd_ig, layer, mb, grad_gather)
         self.run(f"{block}_linear2", Phase.bwd_wg, layer, mb)
         self.run(f"{block}_act", Phase.bwd_ig, layer, mb)
-        names = self.k.mlp_inputs(block)
+        names = self.kernels.mlp_inputs(block)
         if reduce_label is None:
             for name in names:
                 self.run(name, Phase.bwd_ig, layer, mb)
@@ -329,7 +307,7 @@ class _StageEmitter:
 
     def moe_backward(self, layer: int, mb: int) -> None:
         self.pending = self.tp_gather("moe_grad_gather", layer, mb, Phase.bwd_ig)
-        if "moe_shared_linear1" in self.k:
+        if "moe_shared_linear1" in self.kernels:
             self.mlp_backward("moe_shared", layer, mb, reduce_label=None)
         self.run("moe_unpermute", Phase.bwd_ig, layer, mb)
         self.pending = self.all_to_all("moe_combine", layer, mb, Phase.bwd_ig)
@@ -343,13 +321,13 @@ class _StageEmitter:
         self.gathered_gemms(["attn_proj"], Phase.bwd_ig, layer, mb,
                             self.tp_gather("attn_grad_gather", layer, mb, Phase.bwd_ig))
         self.run("attn_proj", Phase.bwd_wg, layer, mb)
-        core = self.k.attention_core
-        if self.par.recompute == "selective":
+        core = self.kernels.attention_core
+        if self.parallelism.recompute == "selective":
             self.pending = self.cp_exchange(CollType.AllGather, "cp_kv_gather", layer, mb, Phase.recompute)
             for name in core:
                 self.run(name, Phase.recompute, layer, mb)
         for name in reversed(core):
             self.run(name, Phase.bwd_ig, layer, mb)
         self.pending = self.cp_exchange(CollType.ReduceScatter, "cp_kv_grad_scatter", layer, mb, Phase.bwd_ig)
-        self.column_block_backward(self.k.attention_inputs, layer, mb, "attn_reduce", "attn_gather")
+        self.column_block_backward(self.kernels.attention_inputs, layer, mb, "attn_reduce", "attn_gather")
         self.run("attn_norm", Phase.bwd_ig, layer, mb)

@@ -15,6 +15,16 @@ from .kernels import KernelSpec, Phase
 EMBEDDING_LAYER, HEAD_LAYER, OPTIMIZER_LAYER = -1, -2, -3
 """`layer` of operations outside the transformer layers."""
 
+NO_OP = -1
+"""Index of no operation: what a builder method returns when it appends nothing (a collective over a group
+of one, a frozen weight gradient), and a wait or `alongside` entry that waits for nothing. StageProgram drops
+it from `waits` and `alongside`, so the ops it holds name real operations only."""
+
+
+def _real(indices: tuple[int, ...]) -> tuple[int, ...]:
+    """The indices that name an operation (NO_OP dropped)."""
+    return tuple(i for i in indices if i != NO_OP)
+
 
 class Stream(IntEnum):
     """A GPU's CUDA streams; operations on one stream run in order."""
@@ -95,7 +105,7 @@ class StageProgram:
 
     stage: int
     ops: list[Op] = field(default_factory=list)
-    _last_compute: int = -1
+    _last_compute: int = NO_OP
 
     def _append(self, op: Op) -> int:
         self.ops.append(op)
@@ -103,8 +113,7 @@ class StageProgram:
 
     def compute(self, kernel: KernelSpec, layer: int, microbatch: int, waits: tuple[int, ...] = (),
                 alongside: tuple[int, ...] = ()) -> int:
-        idx = self._append(ComputeOp(kernel, layer, microbatch, tuple(w for w in waits if w >= 0),
-                                     tuple(a for a in alongside if a >= 0)))
+        idx = self._append(ComputeOp(kernel, layer, microbatch, _real(waits), _real(alongside)))
         self._last_compute = idx
         return idx
 
@@ -113,14 +122,12 @@ class StageProgram:
                    alongside: tuple[int, ...] = ()) -> int:
         """A collective carrying the last kernel's output, or, pipelined `alongside` kernels, starting
         with them."""
-        producer = self._last_compute if self._last_compute not in alongside else -1
-        deps = tuple(w for w in (producer, *waits) if w >= 0)
-        return self._append(CollectiveOp(ctype, axis, nbytes, stream, label, layer, microbatch, phase, deps,
-                                         tuple(a for a in alongside if a >= 0)))
+        producer = self._last_compute if self._last_compute not in alongside else NO_OP
+        return self._append(CollectiveOp(ctype, axis, nbytes, stream, label, layer, microbatch, phase,
+                                         _real((producer, *waits)), _real(alongside)))
 
     def send(self, peer_stage: int, peer_chunk: int, nbytes: float, microbatch: int, phase: Phase) -> int:
-        deps = (self._last_compute,) if self._last_compute >= 0 else ()
-        return self._append(SendOp(peer_stage, peer_chunk, nbytes, microbatch, phase, deps))
+        return self._append(SendOp(peer_stage, peer_chunk, nbytes, microbatch, phase, _real((self._last_compute,))))
 
     def recv(self, peer_stage: int, chunk: int, microbatch: int, phase: Phase) -> int:
         return self._append(RecvOp(peer_stage, chunk, microbatch, phase))

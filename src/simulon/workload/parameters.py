@@ -1,0 +1,119 @@
+"""The parameters each rank holds, unit by unit, as Megatron-Core's gradient sync and optimizer count them.
+
+A unit is what the data-parallel code buckets and gathers as one piece: a transformer layer, the word
+embedding (EMBEDDING_LAYER) or the LM head with the final norm (HEAD_LAYER). A unit holds dense parameters,
+synced over data x context parallelism, and expert parameters, synced over expert-data parallelism
+(Megatron-Core's DistributedDataParallel keeps them in separate buffers, `expert_parallel_buffers`:
+megatron/core/distributed/distributed_data_parallel.py).
+
+Layers are split over pipeline stages and model chunks as `get_transformer_layer_offset` and
+`get_num_layers_to_build` (megatron/core/transformer/transformer_layer.py, transformer_block.py) split them:
+chunk c of stage s builds virtual stage c * pp + s. With pipeline parallelism a tied word embedding has one
+copy on the first and one on the last stage, whose gradients are summed (`_allreduce_word_embedding_grads`,
+megatron/core/distributed/finalize_model_grads.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from ..config.workload import MegatronWorkload, ModelSpec
+from .layer_kernels import LayerKernels
+from .program import EMBEDDING_LAYER, HEAD_LAYER
+
+Counts = tuple[float, float]
+"""(dense, expert) parameters."""
+
+
+@dataclass(frozen=True)
+class PipelineLayers:
+    """Which transformer layers each model chunk of each pipeline stage builds."""
+
+    pp: int
+    chunks: int
+    counts: tuple[int, ...]  # layers of each virtual stage
+
+    @classmethod
+    def of(cls, workload: MegatronWorkload) -> PipelineLayers:
+        par = workload.parallelism
+        virtual_stages = par.pp * par.vpp
+        counts = par.layers_per_stage or [workload.model.num_layers // virtual_stages] * virtual_stages
+        return cls(pp=par.pp, chunks=par.vpp, counts=tuple(counts))
+
+    def layers_of(self, stage: int, chunk: int = 0) -> range:
+        """Layers of one model chunk; chunk c of stage s is virtual stage c * pp + s (Megatron's order)."""
+        virtual = chunk * self.pp + stage
+        first = sum(self.counts[:virtual])
+        return range(first, first + self.counts[virtual])
+
+    def is_first(self, stage: int, chunk: int) -> bool:
+        """The model chunk that starts the model (holds the embedding)."""
+        return stage == 0 and chunk == 0
+
+    def is_last(self, stage: int, chunk: int) -> bool:
+        """The model chunk that ends the model (holds the LM head and the loss)."""
+        return stage == self.pp - 1 and chunk == self.chunks - 1
+
+    def units_of(self, stage: int, chunk: int) -> list[int]:
+        """The parameter-holding units of one model chunk in forward order."""
+        units = [EMBEDDING_LAYER] if self.is_first(stage, chunk) else []
+        units += self.layers_of(stage, chunk)
+        return units + ([HEAD_LAYER] if self.is_last(stage, chunk) else [])
+
+    def stage_units(self, stage: int) -> list[int]:
+        """The parameter-holding units of a stage in forward order, chunk after chunk."""
+        return [unit for chunk in range(self.chunks) for unit in self.units_of(stage, chunk)]
+
+
+@dataclass(frozen=True)
+class StageParameters:
+    """What one rank of a pipeline stage holds: its units in forward order, each unit's (dense, expert)
+    parameters, and the tied word-embedding parameters whose gradients it sums with the other end of the
+    pipeline (0 when it has none)."""
+
+    units: tuple[int, ...]
+    counts: Mapping[int, Counts]
+    tied_embedding: float = 0.0
+
+    def of(self, unit: int) -> Counts:
+        return self.counts[unit]
+
+    def total(self) -> Counts:
+        """(dense, expert) parameters of the stage, summed in forward order."""
+        dense, expert = 0.0, 0.0
+        for unit in self.units:
+            unit_dense, unit_expert = self.counts[unit]
+            dense, expert = dense + unit_dense, expert + unit_expert
+        return dense, expert
+
+
+class ModelParameters:
+    """The (dense, expert) parameters of every unit on one rank: its tensor- and expert-parallel shard."""
+
+    def __init__(self, kernels: LayerKernels, model: ModelSpec, layers: PipelineLayers):
+        self.kernels, self.model, self.layers = kernels, model, layers
+
+    def of(self, unit: int) -> Counts:
+        """(dense, expert) parameters of a layer, the embedding or the LM head (with the final norm)."""
+        if unit >= 0:
+            return self.kernels.layer_params(self.kernels.is_moe_layer(unit))
+        vocab = self.kernels.vocab_params
+        if unit == EMBEDDING_LAYER:
+            return vocab, 0.0
+        return self.model.hidden_size + (0.0 if self.shares_embedding else vocab), 0.0
+
+    @property
+    def shares_embedding(self) -> bool:
+        """Without pipeline parallelism the LM head reads the embedding's tied weights: no copy of its own."""
+        return self.model.tie_embeddings and self.layers.pp == 1
+
+    def tied_embedding(self, stage: int) -> float:
+        """Parameters of a tied embedding copy on this stage that another stage also holds."""
+        pp = self.layers.pp
+        copies = self.model.tie_embeddings and pp > 1 and stage in (0, pp - 1)
+        return self.kernels.vocab_params if copies else 0.0
+
+    def stage(self, stage: int) -> StageParameters:
+        units = tuple(self.layers.stage_units(stage))
+        return StageParameters(units, {unit: self.of(unit) for unit in units}, self.tied_embedding(stage))
