@@ -1,14 +1,20 @@
 """Wall time and peak memory of whole `simulon simulate` runs, plus where the time goes in-process.
 
-    uv run python benchmarks/bench_scenarios.py [--runs 3] [--only seed,moe96,gpt3-1024]
+    uv run python benchmarks/bench_scenarios.py [--runs 3] [--only seed,moe96,gpt3-1024] [--baseline DIR]
 
 Each run is a fresh process (imports included, trace written for the seed example), timed with
 wait4 for its peak RSS. Medians over --runs; the machine is shared, so compare within one run.
+
+`--baseline DIR`: another checkout with its own environment (DIR/.venv, e.g. a `git worktree` of the commit
+before a change, set up with `uv sync`). Its runs alternate with this checkout's, whole processes and the
+in-process stages alike (the stages are timed by this script run under DIR's Python, so on DIR's simulon),
+and each figure is printed for both with the ratio this / baseline.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -28,10 +34,10 @@ SCENARIOS = {
 CLI = "from simulon.cli.app import main; main()"
 
 
-def run_process(args: list[str]) -> tuple[float, float]:
+def run_process(args: list[str], python: str = sys.executable) -> tuple[float, float]:
     """(wall seconds, peak RSS MiB) of one child process."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-c", CLI, *args], stdout=subprocess.DEVNULL)
+    proc = subprocess.Popen([python, "-c", CLI, *args], stdout=subprocess.DEVNULL)
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
     if os.waitstatus_to_exitcode(status) != 0:
@@ -72,23 +78,62 @@ def stages(path: Path) -> dict[str, float]:
     return times
 
 
+def stages_in(python: str, path: Path) -> dict[str, float]:
+    """`stages` of a scenario timed in a fresh process of `python` (its own simulon)."""
+    out = subprocess.run([python, __file__, "--stages-json", str(path)], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)
+
+
+def median_stages(runs: list[dict[str, float]]) -> dict[str, float]:
+    return {k: statistics.median(r[k] for r in runs) if isinstance(runs[0][k], float) else runs[0][k]
+            for k in runs[0]}
+
+
+def describe(detail: dict[str, float]) -> str:
+    return ", ".join(f"{k} {v:.3f} s" if isinstance(v, float) else f"{k} {v}" for k, v in detail.items())
+
+
+def compare(name: str, cmd: list[str], path: Path, runs: int, baseline: Path) -> None:
+    """This checkout against `baseline`, run by run in turn."""
+    pythons = {"this": sys.executable, "baseline": str(baseline / ".venv" / "bin" / "python")}
+    walls: dict[str, list[float]] = {k: [] for k in pythons}
+    detail: dict[str, list[dict[str, float]]] = {k: [] for k in pythons}
+    for _ in range(runs):
+        for tree, python in pythons.items():
+            walls[tree].append(run_process(cmd, python)[0])
+            detail[tree].append(stages_in(python, path))
+    medians = {tree: statistics.median(w) for tree, w in walls.items()}
+    stage = {tree: median_stages(d) for tree, d in detail.items()}
+    print(f"{name}: end-to-end median this {medians['this']:.2f} s, baseline {medians['baseline']:.2f} s "
+          f"(ratio {medians['this'] / medians['baseline']:.3f}, {runs} runs each, alternating)")
+    for tree in pythons:
+        print(f"    in-process {tree}: {describe(stage[tree])}")
+    print(f"    replay ratio this / baseline: {stage['this']['replay'] / stage['baseline']['replay']:.3f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--only", default=",".join(SCENARIOS))
+    parser.add_argument("--baseline", type=Path, help="a checkout to compare with, run by run in turn")
+    parser.add_argument("--stages-json", type=Path, help=argparse.SUPPRESS)  # one scenario's stages, as JSON
     args = parser.parse_args()
+    if args.stages_json:
+        print(json.dumps(stages(args.stages_json)))
+        return
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.only.split(","):
             path, with_trace = SCENARIOS[name]
             cmd = ["simulate", str(path)] + (["-o", str(Path(tmp) / "trace.json")] if with_trace else [])
+            if args.baseline:
+                compare(name, cmd, path, args.runs, args.baseline)
+                continue
             walls, rss = zip(*(run_process(cmd) for _ in range(args.runs)), strict=True)
             imports, _ = run_process(["--help"])
             print(f"{name}: end-to-end median {statistics.median(walls):.2f} s "
                   f"(min {min(walls):.2f}, max {max(walls):.2f}, {args.runs} runs), peak RSS "
                   f"{max(rss):.0f} MiB; a bare `simulon --help` process: {imports:.2f} s")
-            detail = stages(path)
-            print("    in-process: " + ", ".join(f"{k} {v:.3f} s" if isinstance(v, float) else f"{k} {v}"
-                                            for k, v in detail.items()))
+            print("    in-process: " + describe(stages(path)))
 
 
 if __name__ == "__main__":
