@@ -47,9 +47,10 @@ COLLECTIVE_RUNS = {  # name: (datacenter block, groups)
 
 
 def invoke(args: list[str]) -> str:
-    """A command's exit code, output and any exception, as text."""
+    """A command's exit code, output and the message of any exception it ended with, as text (not the
+    exception's type: what a refusal is called may change where its message does not)."""
     result = CliRunner().invoke(app, args)
-    error = f"{type(result.exception).__name__}: {result.exception}" if result.exception else ""
+    error = f"ended with: {result.exception}" if result.exception else ""
     return f"exit {result.exit_code}\n{result.output}{error}\n"
 
 
