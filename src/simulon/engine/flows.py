@@ -75,7 +75,7 @@ def domain_members(group, domain_gpus: int) -> np.ndarray:
 @dataclass(frozen=True)
 class FlowProperties:
     nodes: np.ndarray      # DAG node id of every flow
-    links: np.ndarray      # [flows, hops], fair_share.NO_LINK padded
+    links: np.ndarray      # [flows, hops], network.fabric.NO_LINK padded
     wire: np.ndarray       # bytes on the wire
     cap: np.ndarray        # wire bytes/s a flow may reach on its own (inf: only its links limit it)
     latency: np.ndarray    # seconds from last byte sent to delivery

@@ -21,8 +21,9 @@ import numpy as np
 
 from ..collective.common import FlowSet
 from ..collective.nccl import PROTOCOLS
+from ..network.fabric import NO_LINK
 from ..network.topology import FROM_SCALE_UP_SWITCH, TO_SCALE_UP_SWITCH, Topology, endpoints
-from .fair_share import NO_LINK, max_min_rates
+from .fair_share import max_min_rates
 from .flows import LinkTerms, domain_members, link_terms, staging_delay
 
 MIN_RATE = 1e-9
