@@ -12,11 +12,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from helpers import ROOT, cli
+from helpers import cli
 from simulon.validate.collectives import _forced_algorithm, collective_cases, validate_collectives
-from simulon.validate.report import read_table
+from simulon.validate.report import read_table, shipped_table
 
-COLLECTIVES = ROOT.parent / "shared" / "validation" / "collectives.csv"
+COLLECTIVES = shipped_table("collectives")
 BOUND_PCT = {">=1MiB": 10.0, "<1MiB": 25.0}   # the issue's targets, per hardware family
 SHORT_OF_BOUND_PCT = {("H20", ">=1MiB"): 45.0}
 """Where the model does not reach the bound, the level it holds (a regression guard, not a target): the H20
@@ -30,8 +30,6 @@ HEADER = ["subset", "hardware", "num_gpus", "nodes", "collective", "msg_bytes", 
 
 @pytest.fixture(scope="module")
 def table() -> list[dict[str, str]]:
-    if not COLLECTIVES.exists():
-        pytest.skip("shared/validation/collectives.csv is not beside the repository")
     return read_table(COLLECTIVES)
 
 

@@ -11,22 +11,20 @@ from collections import defaultdict
 import pytest
 from typer.testing import CliRunner
 
-from helpers import ROOT, cli
+from helpers import cli
 from simulon.cli.app import app
 from simulon.config.loading import ConfigError
 from simulon.validate.kernels import observation, validate_kernels
-from simulon.validate.report import read_table
+from simulon.validate.report import read_table, shipped_table
 from simulon.workload.kernels import attention_impl
 
-KERNELS = ROOT.parent / "shared" / "validation" / "kernels.csv"
+KERNELS = shipped_table("kernels")
 GEMM_BOUND_PCT, ATTENTION_BOUND_PCT = 10.0, 15.0  # the targets, per GPU
 
 
 
 @pytest.fixture(scope="module")
 def table() -> list[dict[str, str]]:
-    if not KERNELS.exists():
-        pytest.skip("shared/validation/kernels.csv is not beside the repository")
     return read_table(KERNELS)
 
 

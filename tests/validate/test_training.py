@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from helpers import ROOT, cli
+from helpers import cli
 from simulon.validate import training
-from simulon.validate.report import read_table
+from simulon.validate.report import read_table, shipped_table
 from simulon.validate.training import (
     Unsupported,
     measured_iteration,
@@ -18,8 +18,7 @@ from simulon.validate.training import (
     validate_training,
 )
 
-TABLE = ROOT.parent / "shared" / "validation" / "training.csv"
-needs_table = pytest.mark.skipif(not TABLE.exists(), reason="shared/validation/training.csv is not beside the repo")
+TABLE = shipped_table("training")
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +30,6 @@ def _row(rows, **match) -> tuple[int, dict[str, str]]:
     return next((i, r) for i, r in enumerate(rows) if all(r[k] == v for k, v in match.items()))
 
 
-@needs_table
 def test_every_row_becomes_a_scenario_or_says_why_not(rows):
     skipped = []
     for row in rows:
@@ -45,7 +43,6 @@ def test_every_row_becomes_a_scenario_or_says_why_not(rows):
     assert len(skipped) <= 0.1 * len(rows), skipped
 
 
-@needs_table
 def test_a_dgx_cloud_recipe_row_keeps_its_strategy(rows):
     _, row = _row(rows, subset="dgxc_benchmarking_v24.11.1", model="Llama 3.1 405B", num_gpus="576")
     sc = scenario_from_row(row)
@@ -67,7 +64,6 @@ def test_a_dgx_cloud_recipe_row_keeps_its_strategy(rows):
     assert (par.tp, par.pp, par.vpp) == (8, 1, 1)
 
 
-@needs_table
 def test_a_row_gets_as_many_nodes_as_its_system_needs_for_its_gpus(rows, monkeypatch):
     _, row = _row(rows, subset="dgxc_benchmarking_v24.11.1", model="Llama 3.1 405B", num_gpus="576")
     monkeypatch.setattr(training, "HARDWARE", ((r".", "gb200-nvl72"),))  # 4 GPUs per node
@@ -75,7 +71,6 @@ def test_a_row_gets_as_many_nodes_as_its_system_needs_for_its_gpus(rows, monkeyp
     assert sc.datacenter.node.gpus_per_node == 4 and sc.datacenter.cluster.num_nodes == 576 // 4
 
 
-@needs_table
 def test_a_note_on_dense_layers_shapes_the_truncated_moe_model(rows):
     _, v3 = _row(rows, subset="simumax_b200_release_v1.2", model="deepseekv3 (truncated to 4 layers)")
     _, v2 = _row(rows, subset="simumax_b200_release_v1.2", model="deepseekv2 (truncated to 4 layers)")
@@ -84,14 +79,12 @@ def test_a_note_on_dense_layers_shapes_the_truncated_moe_model(rows):
     assert scenario_from_row(v2).workload.model.moe.first_dense_layers == 1  # its template's own count
 
 
-@needs_table
 def test_an_fsdp_row_shards_and_recomputes(rows):
     _, row = _row(rows, subset="llm_foundry_mpt_benchmarks", model="MPT-70b", num_gpus="256")
     par = scenario_from_row(row).workload.parallelism
     assert par.fsdp == "full_shard" and par.recompute == "full" and not par.distributed_optimizer
 
 
-@needs_table
 def test_rows_without_a_layout_that_cannot_fit_are_skipped(rows):
     _, row = _row(rows, subset="mcore_r0.8_h100_strong_scaling", num_gpus="4608")
     with pytest.raises(Unsupported, match="no parallel layout"):
@@ -111,7 +104,6 @@ class _Sim:
         self.dag = _Result(flops, recompute)
 
 
-@needs_table
 @pytest.mark.parametrize(("columns", "expected"), [
     ({"iter_time_s": "2.5"}, 2.5),
     ({"tokens_per_s_total": "1000"}, 256 * 2048 / 1000),
@@ -133,7 +125,6 @@ def test_measurements_convert_to_an_iteration_time(rows, columns, expected):
     assert seconds == pytest.approx(expected)
 
 
-@needs_table
 def test_validate_training_reports_rows_and_skips(rows, tmp_path):
     picks = [_row(rows, subset="flash_attention_training_speed", model="GPT3-125M (FlashAttention impl)")[1],
              _row(rows, subset="mcore_r0.8_h100_strong_scaling", num_gpus="4608")[1],
@@ -160,7 +151,6 @@ CROSS_SECTION_MAPE_PCT = 10.0
 64 GPUs or fewer); the whole table was at 9.2% over 333 rows."""
 
 
-@needs_table
 def test_a_cross_section_of_the_table_holds_its_accuracy(rows):
     """The three smallest rows of every subset, simulated end to end: all evaluated, MAPE within the bound."""
     picked = sample_rows(rows, max_gpus=64, per_subset=3)

@@ -1,4 +1,4 @@
-"""`simulon validate {kernels,collectives,training} --csv FILE [--json]`."""
+"""`simulon validate {kernels,collectives,training} [--csv FILE] [--json]`: the shipped tables unless --csv names one."""
 
 from __future__ import annotations
 
@@ -14,8 +14,16 @@ from .output import print_table
 
 app = typer.Typer(no_args_is_help=True, help="Compare predictions with published measurement tables.")
 
-CsvOption = Annotated[Path, typer.Option("--csv", help="measurement table in the format of shared/validation")]
+CsvOption = Annotated[Path | None, typer.Option("--csv", help="a measurement table in the shipped tables' format "
+                                                 "(default: the shipped table of published measurements)")]
 JsonOption = Annotated[bool, typer.Option("--json", help="print the report as one JSON object")]
+
+
+def table(csv_path: Path | None, name: str) -> Path:
+    """The table to compare with: the one given, else the shipped one."""
+    from ..validate.report import shipped_table
+
+    return csv_path if csv_path is not None else shipped_table(name)
 
 
 def report(csv_path: Path, as_json: bool, validator: Callable, group_title: str) -> None:
@@ -47,24 +55,25 @@ def report(csv_path: Path, as_json: bool, validator: Callable, group_title: str)
 
 
 @app.command()
-def training(csv: CsvOption, as_json: JsonOption = False) -> None:
+def training(csv: CsvOption = None, as_json: JsonOption = False) -> None:
     """Predict each published training run's iteration time and compare."""
     from ..validate.training import validate_training
 
-    report(csv, as_json, validate_training, "system")
+    report(table(csv, "training"), as_json, validate_training, "system")
 
 
 @app.command()
-def kernels(csv: CsvOption, as_json: JsonOption = False) -> None:
+def kernels(csv: CsvOption = None, as_json: JsonOption = False) -> None:
     """Kernel throughput (GEMM, grouped GEMM, attention) against the calibrated compute model."""
     from ..validate.kernels import validate_kernels
 
-    report(csv, as_json, lambda rows: validate_kernels(rows, source=str(csv)), "GPU / family")
+    path = table(csv, "kernels")
+    report(path, as_json, lambda rows: validate_kernels(rows, source=str(path)), "GPU / family")
 
 
 @app.command()
-def collectives(csv: CsvOption, as_json: JsonOption = False) -> None:
+def collectives(csv: CsvOption = None, as_json: JsonOption = False) -> None:
     """Simulate each published collective measurement (nccl-tests style) and compare bus bandwidth."""
     from ..validate.collectives import validate_collectives
 
-    report(csv, as_json, validate_collectives, "hardware family and size")
+    report(table(csv, "collectives"), as_json, validate_collectives, "hardware family and size")

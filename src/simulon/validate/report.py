@@ -6,6 +6,7 @@ import csv
 import statistics
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
+from importlib import resources
 from pathlib import Path
 
 
@@ -54,6 +55,18 @@ class ValidationReport:
 
 def mape(rows: list[Comparison]) -> float:
     return statistics.fmean(abs(r.error_pct) for r in rows) if rows else float("nan")
+
+
+TABLES = ("training", "collectives", "kernels", "memory")
+"""The published-measurement tables shipped in data/ (copies of the project's shared/validation/, with their
+README naming every source; `python scripts/sync_validation_tables.py` refreshes them)."""
+
+
+def shipped_table(name: str) -> Path:
+    """The path of a shipped measurement table (`training`, `collectives`, `kernels` or `memory`)."""
+    if name not in TABLES:
+        raise ValueError(f"no shipped table {name!r} (shipped: {', '.join(TABLES)})")
+    return Path(str(resources.files("simulon.validate") / "data" / f"{name}.csv"))
 
 
 def read_table(path: str | Path) -> list[dict[str, str]]:
