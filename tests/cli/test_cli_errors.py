@@ -10,8 +10,10 @@ import copy
 import datetime
 import json
 import os
+import signal
 import stat
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -22,6 +24,7 @@ from hypothesis import strategies as st
 from helpers import SEED_SCENARIO, cli
 from simulon.config.loading import ConfigError, parse_scenario
 from simulon.config.scenario import ScenarioConfig
+from simulon.validate.report import shipped_table
 
 SEED_PATH = SEED_SCENARIO
 SEED = yaml.safe_load(SEED_PATH.read_text())
@@ -232,6 +235,37 @@ def test_output_into_missing_folder_fails_cleanly(missing_folder_run):
 def test_output_into_missing_folder_is_bad_input(missing_folder_run):
     _, proc = missing_folder_run
     assert_bad_input(proc, "no/such/folder")
+
+
+def test_a_trace_path_that_is_a_folder_is_refused_before_anything_is_simulated(workdir):
+    (workdir / "traces").mkdir()
+    proc = run_cli("simulate", "seed.yaml", "-o", "traces", cwd=workdir)
+    assert_bad_input(proc, "-o traces: is a folder")
+    assert list((workdir / "traces").iterdir()) == []
+
+
+def test_sigterm_unwinds_the_command_so_that_half_written_files_are_removed(tmp_path):
+    """What a batch scheduler sends: the command stops with 128 + SIGTERM after its cleanup has run (the
+    atomic writer removes its temporary copy in the same way as on any exception)."""
+    code = ("import os, signal, sys, time\n"
+            "from pathlib import Path\n"
+            "from simulon.cli.errors import run_reporting_errors\n"
+            "def command():\n"
+            "    try:\n"
+            "        os.kill(os.getpid(), signal.SIGTERM)\n"
+            "        time.sleep(30)\n"
+            "    finally:\n"
+            "        Path(sys.argv[1]).write_text('unwound')\n"
+            "run_reporting_errors(command)\n")
+    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path / "marker")], capture_output=True, text=True,
+                          timeout=20)
+    assert proc.returncode == 128 + signal.SIGTERM
+    assert (tmp_path / "marker").read_text() == "unwound"
+
+
+def test_validating_a_table_of_another_kind_is_refused_not_reported_as_nan(workdir):
+    proc = run_cli("validate", "kernels", "--csv", str(shipped_table("training")), cwd=workdir)
+    assert_bad_input(proc, "training.csv: no row could be compared")
 
 
 @pytest.fixture(scope="module")

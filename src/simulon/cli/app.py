@@ -52,6 +52,8 @@ def simulate(
         raise ConfigError(f"--expand: expected auto, full or symmetric, got {expand!r}")
     if output is not None and not (output.parent if str(output.parent) else Path(".")).is_dir():
         raise ConfigError(f"-o {output}: folder {str(output.parent)!r} does not exist")
+    if output is not None and output.is_dir():
+        raise ConfigError(f"-o {output}: is a folder; name the trace file to write")
     sc = load_scenario(scenario)
     if sc.workload is None:
         raise ConfigError(f"{scenario}: workload: required to simulate a training iteration "
@@ -165,7 +167,8 @@ def collective(
         raise ConfigError(f"{option}: {exc}") from None
     if as_json:
         print(json.dumps([{"size_bytes": r.size_bytes, "time_us": r.time_us, "algbw_GBps": r.algbw_GBps,
-                           "busbw_GBps": r.busbw_GBps} for r in rows]))
+                           "busbw_GBps": r.busbw_GBps, "algorithm": r.algorithm, "protocol": r.protocol,
+                           "channels": r.channels, "model": r.model} for r in rows]))
         return
     print_table(f"{op} over {len(ranks)} GPUs, algorithm {algo}, protocol {proto}",
                 ("size", "time (us)", "algbw (GB/s)", "busbw (GB/s)", "algorithm", "protocol", "channels"),

@@ -1,4 +1,4 @@
-"""`simulon validate {kernels,collectives,training} [--csv FILE] [--json]`: the shipped tables unless --csv names one."""
+"""`simulon validate {kernels,collectives,training} [--csv FILE] [--json]`: the shipped table unless --csv names one."""
 
 from __future__ import annotations
 
@@ -37,6 +37,10 @@ def report(csv_path: Path, as_json: bool, validator: Callable, group_title: str)
     except UnicodeDecodeError:
         raise ConfigError(f"{csv_path}: not a text file") from None
     result = validator(rows)
+    if not result.rows:
+        why = f": {result.skipped[0].reason}" if result.skipped else ""
+        raise ConfigError(f"{csv_path}: no row could be compared ({len(result.skipped)} skipped{why}); is this "
+                          "a table in the shipped tables' format for this validator?")
     if as_json:
         print(json.dumps(result.to_dict()))
         return

@@ -49,8 +49,8 @@ class ValidationReport:
     def to_dict(self) -> dict:
         rows = [{**{k: v for k, v in asdict(r).items() if k != "group"}, "error_pct": r.error_pct}
                 for r in self.rows]
-        return {"rows": rows, "skipped": [asdict(s) for s in self.skipped], "mape_pct": self.mape_pct,
-                "mape_pct_by_subset": self.mape_by("subset")}
+        return {"rows": rows, "skipped": [asdict(s) for s in self.skipped],
+                "mape_pct": self.mape_pct if self.rows else None, "mape_pct_by_subset": self.mape_by("subset")}
 
 
 def mape(rows: list[Comparison]) -> float:
