@@ -263,6 +263,13 @@ def test_sigterm_unwinds_the_command_so_that_half_written_files_are_removed(tmp_
     assert (tmp_path / "marker").read_text() == "unwound"
 
 
+def test_a_profile_sweep_with_no_valid_model_is_refused_and_writes_nothing(workdir):
+    proc = cli("profile", "gpu", "-o", "h100.yaml", "--activation", "bogus", "--device", "cpu", cwd=workdir)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "no point of the sweep describes a model" in proc.stderr and "model.activation" in proc.stderr
+    assert "wrote" not in proc.stdout and not (workdir / "h100.yaml").exists()
+
+
 def test_validating_a_table_of_another_kind_is_refused_not_reported_as_nan(workdir):
     proc = run_cli("validate", "kernels", "--csv", str(shipped_table("training")), cwd=workdir)
     assert_bad_input(proc, "training.csv: no row could be compared")

@@ -7,9 +7,11 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from pydantic import ValidationError
 
 from ..config.common import DType
 from ..config.errors import ConfigError
+from ..config.loading import describe_validation_error
 
 app = typer.Typer(no_args_is_help=True,
                   help="Measure kernel times on the local GPU (needs the optional torch extra, simulon\\[profile]).")
@@ -75,8 +77,8 @@ def gpu(
                              ints("--ffn-hidden-size", ffn_hidden_size), ints("--seq-len", seq_len),
                              ints("--batch-size", batch_size), ints("--vocab-size", vocab_size),
                              dtypes(dtype), ints("--tp", tp), kv)
-    points = [SweepPoint(h, n, f, s, b, v, d, t, k, activation, normalization, num_experts, moe_top_k)
-              for h, n, f, s, b, v, d, t, k in grid]
+    points = runnable([SweepPoint(h, n, f, s, b, v, d, t, k, activation, normalization, num_experts, moe_top_k)
+                       for h, n, f, s, b, v, d, t, k in grid])
     from ..profiling.store import ProfileFile
 
     store = ProfileFile(output, {"name": name, "vendor": vendor, "memory_capacity_gb": memory_capacity_gb,
@@ -96,15 +98,30 @@ def need_torch(device: str) -> None:
                           "(for tests and small shapes only: CPU times do not describe a GPU)")
 
 
+def runnable(points: list) -> list:
+    """The sweep's points that describe a model, saying why each other one is skipped; bad input if none does."""
+    kept, reasons = [], []
+    for i, point in enumerate(points, 1):
+        try:
+            point.workload()
+        except ValidationError as exc:
+            reasons.append(describe_validation_error(exc, "workload"))
+            print(f"point {i}/{len(points)} {point}: skipped, {reasons[-1]}")
+            continue
+        except ValueError as exc:
+            reasons.append(str(exc).splitlines()[0])
+            print(f"point {i}/{len(points)} {point}: skipped, {reasons[-1]}")
+            continue
+        kept.append(point)
+    if not kept:
+        raise ConfigError(f"no point of the sweep describes a model to profile (the first: {reasons[0]})")
+    return kept
+
+
 def _profile(points, store, device: str, repetitions: int, warmup: int) -> None:
     from ..profiling.run import profile_point
 
     for i, point in enumerate(points, 1):
-        try:
-            point.workload()
-        except ValueError as exc:
-            print(f"point {i}/{len(points)} {point}: skipped, {str(exc).splitlines()[0]}")
-            continue
         r = profile_point(point, store, device, repetitions, warmup)
         print(f"point {i}/{len(points)} (hidden {point.hidden}, heads {point.heads}, seq {point.seq}, "
               f"batch {point.batch}, {point.dtype.value}, tp {point.tp}): {r.timed} timed, {r.skipped} already "
