@@ -6,6 +6,7 @@ Exit status: 0 success, 2 bad input (one plain message naming file, field and pr
 from __future__ import annotations
 
 import json
+from importlib.metadata import version as installed_version
 from pathlib import Path
 from typing import Annotated
 
@@ -27,6 +28,21 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
 app.add_typer(validate_app, name="validate")
 app.command(name="topology")(topology_command)
 app.add_typer(profile_app, name="profile")
+
+
+def _print_version(requested: bool) -> None:
+    if requested:
+        print(f"simulon {installed_version('simulon')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: Annotated[bool, typer.Option("--version", callback=_print_version, is_eager=True,
+                                          help="print simulon's version and exit")] = False,
+) -> None:
+    """Simulate LLM training iterations and collectives on AI clusters."""
+
 
 OPS = {"allreduce": CollType.AllReduce, "allgather": CollType.AllGather,
        "reducescatter": CollType.ReduceScatter, "alltoall": CollType.AllToAll}
