@@ -70,6 +70,21 @@ def test_directory_instead_of_file(workdir):
     assert_bad_input(proc, "error: folder: cannot read", "directory")
 
 
+@pytest.mark.parametrize(("scenario", "expected"), [
+    ("/dev/zero", "error: /dev/zero: cannot read: not a regular file"),
+    ("dev_zero_gpu.yaml", "datacenter.node.gpu: cannot read template file '/dev/zero': not a regular file"),
+    ("deep.yaml", "error: deep.yaml: (YAML): nested deeper than the parser follows"),
+    ("huge.yaml", "huge.yaml: cannot read: 16,777,217 bytes, more than a scenario or template holds"),
+])
+def test_files_no_scenario_could_be_are_refused_before_they_are_read_whole(workdir, scenario, expected):
+    (workdir / "dev_zero_gpu.yaml").write_text(yaml.safe_dump(
+        {"datacenter": {"from": "dgx-h100", "cluster": {"num_nodes": 1}, "node": {"gpu": {"from": "/dev/zero"}}}}))
+    (workdir / "deep.yaml").write_text("datacenter: " + "[" * 100_000 + "]" * 100_000)
+    (workdir / "huge.yaml").write_text("#" * (16 * 2**20 + 1))
+    proc = run_cli("collective", scenario, cwd=workdir)
+    assert_bad_input(proc, expected)
+
+
 def test_invalid_yaml_names_the_line(workdir):
     (workdir / "tab.yaml").write_text("datacenter:\n  cluster:\n\tnum_nodes: 1\n")
     proc = run_cli("simulate", "tab.yaml", cwd=workdir)

@@ -9,7 +9,7 @@ import yaml
 from pydantic import ValidationError
 
 from .common import FieldError
-from .errors import ConfigError, one_line, yaml_problem
+from .errors import ConfigError, one_line, parse_yaml, read_yaml_text, yaml_problem
 from .scenario import ScenarioConfig
 
 
@@ -57,13 +57,15 @@ def load_scenario(path: str | Path) -> ScenarioConfig:
     """Load and validate a scenario YAML file; relative template paths resolve from its folder."""
     path = Path(path)
     try:
-        text = path.read_text()
+        text = read_yaml_text(path)
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
     except UnicodeDecodeError:
         raise ConfigError(f"{path}: not a text file") from None
+    except ValueError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc}") from None
     try:
-        data = yaml.safe_load(text)
+        data = parse_yaml(text)
     except yaml.YAMLError as exc:
         where, problem = yaml_problem(exc)
         raise ConfigError(f"{path}: (YAML){where}: {problem}") from None

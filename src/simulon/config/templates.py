@@ -18,7 +18,7 @@ import yaml
 from pydantic import ValidationInfo, model_validator
 
 from .common import StrictModel
-from .errors import yaml_problem
+from .errors import parse_yaml, read_yaml_text, yaml_problem
 
 _DOC_KEYS = ("aliases", "source")  # template metadata, not config fields
 _MAX_TEMPLATE_DEPTH = 8
@@ -86,12 +86,16 @@ def _load_reference(kind: str, ref: str, base_dir: Path | None, depth: int = 0) 
         if not path.is_absolute() and base_dir is not None:
             path = base_dir / path
         try:
-            doc = yaml.safe_load(path.read_text())
+            doc = parse_yaml(read_yaml_text(path))
         except OSError as exc:
             raise ValueError(f"cannot read template file {str(path)!r}: {exc.strerror}") from None
+        except UnicodeDecodeError:
+            raise ValueError(f"template file {str(path)!r} is not a text file") from None
         except yaml.YAMLError as exc:
             where, problem = yaml_problem(exc)
             raise ValueError(f"template file {str(path)!r} is not valid YAML{where}: {problem}") from None
+        except ValueError as exc:
+            raise ValueError(f"cannot read template file {str(path)!r}: {exc}") from None
         if not isinstance(doc, dict):
             raise ValueError(f"template file {str(path)!r} does not hold a mapping")
         for key in _DOC_KEYS:
