@@ -25,6 +25,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import urllib.parse
 import urllib.request
 import zipfile
 from pathlib import Path
@@ -130,7 +131,7 @@ def fetch_uv(into: Path) -> Path:
     print(f"bootstrap_uv: uv is not installed; fetching {wheel['filename']} from PyPI into {into}/", file=sys.stderr)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / wheel["filename"]
-        download(wheel["url"], path)
+        download(urllib.parse.urljoin(PYPI_JSON, wheel["url"]), path)  # a mirror may list URLs relative to it
         check_sha256(path, wheel["digests"]["sha256"], wheel["filename"])
         return extract_uv(path, into)
 
@@ -146,7 +147,7 @@ def find_uv() -> Path:
 def main(args: list[str]) -> int:
     try:
         uv = find_uv()
-    except (BootstrapError, OSError) as exc:
+    except (BootstrapError, OSError, ValueError) as exc:  # ValueError: PyPI's answer is not what it should be
         print(f"bootstrap_uv: {exc}", file=sys.stderr)
         return 1
     os.environ.setdefault("UV_PYTHON", sys.executable)

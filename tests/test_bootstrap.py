@@ -153,6 +153,16 @@ def test_fetching_from_pypi_checks_the_wheel_and_leaves_only_uv_in_the_folder(tm
     assert [p.name for p in (tmp_path / ".uv").iterdir()] == [bootstrap.EXE]
 
 
+def test_a_wheel_url_relative_to_the_json_document_is_fetched_from_the_same_host(tmp_path, monkeypatch):
+    wheel = make_wheel(tmp_path / "w.whl", {f"uv-0.9.0.data/scripts/{bootstrap.EXE}": b"uv binary"}).read_bytes()
+    release = fake_release(["manylinux_2_17_x86_64"])
+    release["urls"][0].update(url="../../packages/ab/uv.whl", digests={"sha256": hashlib.sha256(wheel).hexdigest()})
+    serve(monkeypatch, {bootstrap.PYPI_JSON: json.dumps(release).encode(),
+                        "https://pypi.org/packages/ab/uv.whl": wheel})
+    monkeypatch.setattr(bootstrap, "this_platform", lambda: ["manylinux_2_17_x86_64"])
+    assert bootstrap.fetch_uv(tmp_path / ".uv").read_bytes() == b"uv binary"
+
+
 def test_fetching_a_wheel_that_does_not_match_pypis_sha256_leaves_no_uv_behind(tmp_path, monkeypatch):
     wheel = make_wheel(tmp_path / "w.whl", {f"uv-0.9.0.data/scripts/{bootstrap.EXE}": b"tampered"}).read_bytes()
     fake_pypi(monkeypatch, wheel, "12" * 32)
