@@ -100,7 +100,13 @@ def test_invalid_yaml_mapping_value(workdir):
 def test_not_utf8(workdir):
     (workdir / "binary.yaml").write_bytes(b"\xff\xfe\x00\x81datacenter")
     proc = run_cli("simulate", "binary.yaml", cwd=workdir)
-    assert_bad_input(proc, "error: binary.yaml: ")
+    assert_bad_input(proc, "error: binary.yaml: not UTF-8 text (byte 0xff at offset 0)")
+
+
+def test_a_latin1_file_is_told_where_it_is_not_utf8_and_what_to_do(workdir):
+    (workdir / "latin1.yaml").write_bytes("datacenter:\n  datacenter: {name: café}\n".encode("latin-1"))
+    proc = run_cli("collective", "latin1.yaml", cwd=workdir)
+    assert_bad_input(proc, "error: latin1.yaml: not UTF-8 text (byte 0xe9 at offset 36); save it as UTF-8")
 
 
 def test_yaml_list_at_top_level(workdir):

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from ..config.errors import ConfigError
+from ..config.errors import ConfigError, not_utf8
 from .output import print_table
 
 app = typer.Typer(no_args_is_help=True, help="Compare predictions with published measurement tables.")
@@ -34,8 +34,8 @@ def report(csv_path: Path, as_json: bool, validator: Callable, group_title: str)
         rows = read_table(csv_path)
     except OSError as exc:
         raise ConfigError(f"{csv_path}: cannot read: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"{csv_path}: not a text file") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{csv_path}: {not_utf8(exc)}") from None
     result = validator(rows)
     if not result.rows:
         why = f": {result.skipped[0].reason}" if result.skipped else ""

@@ -21,6 +21,12 @@ def one_line(message: str) -> str:
     return message.replace("\r", "\\r").replace("\n", "\\n")
 
 
+def not_utf8(exc: UnicodeDecodeError) -> str:
+    """What to say of a file that is not UTF-8 text (a latin-1 file, a binary one): where, and what to do."""
+    return (f"not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); "
+            "save it as UTF-8")
+
+
 def yaml_problem(exc: yaml.YAMLError) -> tuple[str, str]:
     """(" at line L, column C" or "", the problem) of a YAML parse error, for a one-line message."""
     mark = getattr(exc, "problem_mark", None)

@@ -9,7 +9,7 @@ import yaml
 from pydantic import ValidationError
 
 from .common import FieldError
-from .errors import ConfigError, one_line, parse_yaml, read_yaml_text, yaml_problem
+from .errors import ConfigError, not_utf8, one_line, parse_yaml, read_yaml_text, yaml_problem
 from .scenario import ScenarioConfig
 
 
@@ -60,8 +60,8 @@ def load_scenario(path: str | Path) -> ScenarioConfig:
         text = read_yaml_text(path)
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"{path}: not a text file") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: {not_utf8(exc)}") from None
     except ValueError as exc:
         raise ConfigError(f"{path}: cannot read: {exc}") from None
     try:

@@ -18,7 +18,7 @@ import yaml
 from pydantic import ValidationInfo, model_validator
 
 from .common import StrictModel
-from .errors import parse_yaml, read_yaml_text, yaml_problem
+from .errors import not_utf8, parse_yaml, read_yaml_text, yaml_problem
 
 _DOC_KEYS = ("aliases", "source")  # template metadata, not config fields
 _MAX_TEMPLATE_DEPTH = 8
@@ -89,8 +89,8 @@ def _load_reference(kind: str, ref: str, base_dir: Path | None, depth: int = 0) 
             doc = parse_yaml(read_yaml_text(path))
         except OSError as exc:
             raise ValueError(f"cannot read template file {str(path)!r}: {exc.strerror}") from None
-        except UnicodeDecodeError:
-            raise ValueError(f"template file {str(path)!r} is not a text file") from None
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"template file {str(path)!r}: {not_utf8(exc)}") from None
         except yaml.YAMLError as exc:
             where, problem = yaml_problem(exc)
             raise ValueError(f"template file {str(path)!r} is not valid YAML{where}: {problem}") from None
