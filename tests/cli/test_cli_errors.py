@@ -194,7 +194,7 @@ def test_bad_group(workdir, group, expected):
 @pytest.mark.parametrize(("sizes", "expected"), [
     ("12XB", "cannot read '12XB' as a size"),
     ("-1", "cannot read '-1'"),
-    ("0", "'0' must be positive"),
+    ("0", "'0': must be positive"),
     ("1MiB,,2MiB", "cannot read ''"),
 ])
 def test_bad_sizes(workdir, sizes, expected):

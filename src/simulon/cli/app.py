@@ -16,7 +16,8 @@ from ..collective.algorithms import CATALOG
 from ..collective.types import CollType
 from ..config.errors import ConfigError
 from ..config.loading import load_scenario
-from ..config.units import format_size, parse_size
+from ..config.scenario import check_channels
+from ..config.units import check_size, format_size, parse_size
 from .errors import run_reporting_errors
 from .output import print_table
 from .profile import app as profile_app
@@ -141,12 +142,9 @@ def parse_sizes(text: str | None) -> list[float]:
     sizes = []
     for part in text.split(","):
         try:
-            size = parse_size(part.strip())
+            sizes.append(check_size(parse_size(part.strip())))
         except ValueError as exc:
-            raise ConfigError(f"--sizes: {exc}") from None
-        if size <= 0:
-            raise ConfigError(f"--sizes: {part.strip()!r} must be positive")
-        sizes.append(size)
+            raise ConfigError(f"--sizes: {part.strip()!r}: {exc}") from None
     return sizes
 
 
@@ -174,8 +172,11 @@ def collective(
     algo = algorithm or sc.collective.algorithm
     proto = protocol or sc.collective.protocol
     chans = channels if channels is not None else sc.collective.num_channels
-    if chans is not None and chans < 1:
-        raise ConfigError(f"--channels: must be at least 1, got {chans}")
+    if channels is not None:
+        try:
+            check_channels(channels)
+        except ValueError as exc:
+            raise ConfigError(f"--channels: {exc}") from None
     try:
         rows = collective_sweep(dc, OPS[op], ranks, parse_sizes(sizes), algo, chans, proto)
     except ValueError as exc:

@@ -1,11 +1,19 @@
-"""Shared config pieces: the strict base model, data types and field-located errors."""
+"""Shared config pieces: the strict base model, data types, field-located errors, and the plausible range of
+every count in a scenario.
+
+Each bound is set generously above every real system and model (the shipped templates and validation tables
+included), so that what it refuses is a typo or an absurd value, never a real configuration; the reason for each
+number is given where it is defined. A value outside its range is bad input: one line naming the value given and
+the bound, where it would otherwise run out of memory or give non-finite results.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from enum import StrEnum
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Strict
+from pydantic import AfterValidator, BaseModel, ConfigDict, Strict
 
 
 class StrictModel(BaseModel):
@@ -43,3 +51,71 @@ class FieldError(ValueError):
         super().__init__(f"{field}: {message}")
         self.field = field
         self.message = message
+
+
+def range_check(low: float, high: float, shown_high: str, *, positive: bool = False,
+                show: Callable[[float], str] = str) -> Callable[[float], float]:
+    """A check that a number lies in [low, high] (or (0, high] when `positive`); its message holds the value
+    given, written by `show`, and the bound it breaks (`shown_high` for the upper one, as a reader writes it:
+    "10,000 layers", "1e+14 B/s"). NaN is outside every range."""
+
+    def check(value: float) -> float:
+        if value > high:
+            raise ValueError(f"{show(value)} is more than {shown_high}")
+        if positive and not value > 0:
+            raise ValueError(f"must be positive, got {show(value)}")
+        if not low <= value <= high:
+            raise ValueError(f"must be at least {show(low)}, got {show(value)}")
+        return value
+
+    return check
+
+
+def in_range(low: float, high: float, shown_high: str) -> AfterValidator:
+    """range_check as a pydantic validator, run after the type's own."""
+    return AfterValidator(range_check(low, high, shown_high))
+
+
+def count(high: int, noun: str, low: int = 1) -> object:
+    """An integer from `low` (default 1) to `high` of `noun`s, refused outside with both value and bound."""
+    return Annotated[int, in_range(low, high, f"{high:,} {noun}")]
+
+
+MAX_GPUS = 10**6
+"""GPUs (nodes, NICs, switches, ranks of one parallel degree): ten times the largest clusters built (~100,000
+GPUs) and 160x the largest shipped validation run (6,144)."""
+MAX_LAYERS = 10_000
+"""Transformer layers: 78x the deepest shipped model (128, gpt-1t)."""
+MAX_WIDTH = 2**20
+"""Hidden, FFN, head and low-rank sizes: 10x the widest shipped (ffn 102,400 of gpt-1t)."""
+MAX_HEADS = 2**16
+"""Attention heads, experts: 256x the most of either shipped (160 heads of gpt-1t; 256 experts of DeepSeek-V3)."""
+MAX_VOCAB = 2**24
+"""Vocabulary entries: 65x the largest shipped (256,000)."""
+MAX_SEQUENCE = 2**24
+"""Tokens in a sequence: 128x the longest shipped (131,072)."""
+MAX_BATCH = 2**24
+"""Samples in a (global or micro) batch, micro-batches in a step: 2,700x the largest shipped global batch (6,144)."""
+MAX_PARAMETERS = 10**13
+"""Parameters (of a gradient bucket): ten times the largest shipped model (gpt-1t)."""
+MAX_RATIO = 1024.0
+"""Oversubscription (downlink : uplink bandwidth): 100x the steepest fabric oversubscription in practice (~10:1)."""
+
+GPUCount = count(MAX_GPUS, "GPUs")
+"""GPUs, or a parallel degree (ranks)."""
+NodeCount = count(MAX_GPUS, "nodes")
+FabricCount = count(MAX_GPUS, "ports or switches")
+"""Switches or switch ports of a fabric: no more than there are GPUs."""
+LayerCount = count(MAX_LAYERS, "layers")
+OptionalLayerCount = count(MAX_LAYERS, "layers", low=0)
+"""Layers where none is allowed (dense first layers of an MoE model)."""
+Width = count(MAX_WIDTH, "elements")
+HeadCount = count(MAX_HEADS, "heads")
+ExpertCount = count(MAX_HEADS, "experts")
+OptionalExpertCount = count(MAX_HEADS, "experts", low=0)
+VocabSize = count(MAX_VOCAB, "tokens")
+SequenceLength = count(MAX_SEQUENCE, "tokens")
+BatchSize = count(MAX_BATCH, "samples")
+MicrobatchCount = count(MAX_BATCH, "micro-batches")
+ParameterCount = count(MAX_PARAMETERS, "parameters")
+Oversubscription = Annotated[float, in_range(1.0, MAX_RATIO, f"{MAX_RATIO:g}:1")]

@@ -4,11 +4,21 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field, PositiveFloat, PositiveInt, model_validator
+from pydantic import Field, model_validator
 
-from .common import DType, FieldError, LaxDType, StrictModel
+from .common import (
+    MAX_GPUS,
+    DType,
+    FabricCount,
+    FieldError,
+    GPUCount,
+    LaxDType,
+    NodeCount,
+    Oversubscription,
+    StrictModel,
+)
 from .templates import Templated
-from .units import Bandwidth, Duration
+from .units import Bandwidth, KernelMs, Latency, MemoryGB, TeraFlops, Watts
 
 
 class KernelRun(StrictModel):
@@ -16,7 +26,7 @@ class KernelRun(StrictModel):
 
     kernel: str
     params: dict[str, Any]
-    times_ms: list[float] = []
+    times_ms: list[KernelMs] = []
 
 
 class GPUSpec(Templated):
@@ -26,11 +36,11 @@ class GPUSpec(Templated):
 
     name: str
     vendor: str = "nvidia"
-    memory_capacity_gb: PositiveFloat
-    memory_bandwidth: Bandwidth = Field(gt=0, description="HBM bandwidth")
-    peak_tflops: dict[LaxDType, PositiveFloat] = Field(description="dense peak TFLOP/s by data type")
+    memory_capacity_gb: MemoryGB
+    memory_bandwidth: Bandwidth = Field(description="HBM bandwidth")
+    peak_tflops: dict[LaxDType, TeraFlops] = Field(description="dense peak TFLOP/s by data type")
     nvlink_bandwidth: Bandwidth | None = Field(None, description="scale-up bandwidth per direction")
-    tdp_w: PositiveFloat | None = None
+    tdp_w: Watts | None = None
     kernel_runs: list[KernelRun] = []
     oom_kernel_runs: list[KernelRun] = []
 
@@ -47,8 +57,8 @@ class NICSpec(Templated):
 
     name: str = "nic"
     vendor: str | None = None
-    speed: Bandwidth = Field(gt=0, description="line rate per direction")
-    latency: Duration = Field(0.0, description="one-way latency added per traversal")
+    speed: Bandwidth = Field(description="line rate per direction")
+    latency: Latency = Field(0.0, description="one-way latency added per traversal")
 
 
 class SwitchSpec(Templated):
@@ -56,9 +66,9 @@ class SwitchSpec(Templated):
 
     name: str = "switch"
     vendor: str | None = None
-    port_count: PositiveInt | None = None
-    port_speed: Bandwidth | None = Field(None, gt=0, description="per port, per direction")
-    latency: Duration = Field(0.0, description="one-way latency through the switch")
+    port_count: FabricCount | None = None
+    port_speed: Bandwidth | None = Field(None, description="per port, per direction")
+    latency: Latency = Field(0.0, description="one-way latency through the switch")
     in_network_reduction: bool = Field(False, description="reduces data in the switch: NVLink SHARP (NVLS) on "
                                        "an NVSwitch, SHARP on an InfiniBand switch (CollNet)")
 
@@ -71,7 +81,7 @@ class ScaleUpSpec(StrictModel):
     carries port_speed / (gpus_per_node - 1)."""
 
     kind: Literal["nvswitch", "pcie", "mesh"] = "nvswitch"
-    domain_gpus: PositiveInt | None = Field(None, description="GPUs in one NVLink domain (default: a node)")
+    domain_gpus: GPUCount | None = Field(None, description="GPUs in one NVLink domain (default: a node)")
     switch: SwitchSpec | None = None
 
 
@@ -89,12 +99,12 @@ class FabricSpec(Templated):
     name: str = "single-switch"
     tiers: Literal[1, 2, 3] = 1
     rail_optimized: bool = False
-    nics_per_leaf: PositiveInt | None = Field(None, description="NIC ports under one leaf switch")
-    spines: PositiveInt | None = Field(None, description="spine switches per plane (per pod with three tiers)")
-    oversubscription: float = Field(1.0, ge=1.0, description="leaf downlink : uplink bandwidth")
-    leaves_per_pod: PositiveInt | None = Field(None, description="leaves under one pod's spines (three tiers)")
-    cores: PositiveInt | None = Field(None, description="core switches per plane (three tiers)")
-    pod_oversubscription: float = Field(1.0, ge=1.0, description="spine downlink : uplink bandwidth")
+    nics_per_leaf: FabricCount | None = Field(None, description="NIC ports under one leaf switch")
+    spines: FabricCount | None = Field(None, description="spine switches per plane (per pod with three tiers)")
+    oversubscription: Oversubscription = Field(1.0, description="leaf downlink : uplink bandwidth")
+    leaves_per_pod: FabricCount | None = Field(None, description="leaves under one pod's spines (three tiers)")
+    cores: FabricCount | None = Field(None, description="core switches per plane (three tiers)")
+    pod_oversubscription: Oversubscription = Field(1.0, description="spine downlink : uplink bandwidth")
     dual_tor: bool = False
     planes: Literal[1, 2] = 1
 
@@ -127,13 +137,13 @@ class DatacenterMeta(StrictModel):
 
 
 class ClusterSpec(StrictModel):
-    num_nodes: PositiveInt
+    num_nodes: NodeCount
 
 
 class NodeSpec(StrictModel):
     name: str | None = None
-    gpus_per_node: PositiveInt
-    gpus_per_nic: PositiveInt = 1
+    gpus_per_node: GPUCount
+    gpus_per_nic: GPUCount = 1
     gpu: GPUSpec
 
     @model_validator(mode="after")
@@ -176,6 +186,9 @@ class DatacenterConfig(Templated):
 
     @model_validator(mode="after")
     def _links_known(self) -> DatacenterConfig:
+        if self.num_gpus > MAX_GPUS:
+            raise FieldError("cluster.num_nodes", f"{self.cluster.num_nodes} nodes x {self.node.gpus_per_node} GPUs "
+                             f"= {self.num_gpus} is more than {MAX_GPUS:,} GPUs")
         if self.cluster.num_nodes > 1 and self.network.scale_out.nic is None:
             raise FieldError("network.scale_out.nic", "a cluster of more than one node needs a NIC")
         if self.node.gpus_per_node > 1 and self.scale_up_bandwidth is None:

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import PositiveInt, field_validator, model_validator
+from pydantic import AfterValidator, field_validator, model_validator
 
 from ..collective.algorithms import CATALOG, reduction_missing
-from .common import FieldError, StrictModel
+from .common import FieldError, StrictModel, range_check
 from .dc import DatacenterConfig
 from .workload import MegatronWorkload
+
+MAX_CHANNELS = 64
+"""NCCL's MAXCHANNELS (src/include/device.h): the most channels a communicator can have."""
+check_channels = range_check(1, MAX_CHANNELS, f"{MAX_CHANNELS} channels, NCCL's maximum")
+"""A channel count unchanged if from 1 to MAX_CHANNELS, else ValueError (also for --channels)."""
+ChannelCount = Annotated[int, AfterValidator(check_channels)]
 
 BUILT_ALGORITHMS = (*CATALOG, "auto")
 """Collective algorithms that decompose into flows (the catalog, collective.algorithms), and `auto`, NCCL's
@@ -23,7 +29,7 @@ class CollectiveConfig(StrictModel):
     library: Literal["nccl", "rccl"] = "nccl"
     algorithm: str = "ring"
     protocol: Literal["auto", "simple", "ll", "ll128"] = "auto"
-    num_channels: PositiveInt | None = None
+    num_channels: ChannelCount | None = None
 
     @field_validator("algorithm")
     @classmethod

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from typing import Annotated
 
-from pydantic import BeforeValidator
+from pydantic import AfterValidator, BeforeValidator
+
+from .common import range_check
 
 _NUMBER_UNIT = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([A-Za-z/]*)\s*$")
 
@@ -68,12 +71,41 @@ def parse_size(value: object) -> float:
     return _parse(value, _SIZE, "size", "64MiB")
 
 
-Bandwidth = Annotated[float, BeforeValidator(parse_bandwidth)]
-"""A bandwidth in bytes/s, written with a unit in YAML."""
-Duration = Annotated[float, BeforeValidator(parse_time)]
-"""A time in seconds, written with a unit in YAML."""
-ByteSize = Annotated[float, BeforeValidator(parse_size)]
-"""A size in bytes, written with a unit in YAML."""
+MAX_BANDWIDTH = 100e12
+"""100 TB/s, per direction: 12x the fastest shipped HBM (GB300, 8 TB/s), 110x the fastest shipped link (NVLink 5,
+900 GB/s)."""
+MAX_LATENCY = 1.0
+"""One second: a switch or NIC traversal takes nanoseconds to microseconds; a second is a million times that."""
+MAX_SIZE = 1e18
+"""An exabyte: a message that large is a million times any GPU's memory."""
+MAX_MEMORY_GB = 1e9
+"""A GPU's memory, in GB: an exabyte, three million times the largest shipped (GB300, 288 GB)."""
+MAX_TFLOPS = 1e6
+"""A GPU's dense peak, in TFLOP/s: an exaflop, 66x the fastest shipped (GB300 fp4, 15,000)."""
+MAX_POWER_W = 1e5
+"""A GPU's TDP, in watts: 100 kW, 70x the most power-hungry shipped (B300, 1,400 W)."""
+MAX_KERNEL_MS = 3.6e6
+"""A measured kernel's time, in milliseconds: an hour, where kernels take microseconds to seconds."""
+
+
+def _up_to(high: float, unit: str, note: str = "", *, positive: bool = True) -> Callable[[float], float]:
+    """range_check for a quantity in `unit`, positive (or from 0) to `high`; `note` says the bound in words."""
+    return range_check(0.0, high, f"{high:g} {unit}{note}", positive=positive, show=lambda value: f"{value:g} {unit}")
+
+
+check_size = _up_to(MAX_SIZE, "B", " (an exabyte)")
+"""Bytes unchanged if positive and at most MAX_SIZE, else ValueError (also for sizes given outside a config)."""
+
+Bandwidth = Annotated[float, BeforeValidator(parse_bandwidth), AfterValidator(_up_to(MAX_BANDWIDTH, "B/s"))]
+"""A bandwidth in bytes/s, written with a unit in YAML: positive, at most MAX_BANDWIDTH."""
+Latency = Annotated[float, BeforeValidator(parse_time), AfterValidator(_up_to(MAX_LATENCY, "s", positive=False))]
+"""A latency in seconds, written with a unit in YAML: from 0 to MAX_LATENCY."""
+ByteSize = Annotated[float, BeforeValidator(parse_size), AfterValidator(check_size)]
+"""A size in bytes, written with a unit in YAML: positive, at most MAX_SIZE."""
+MemoryGB = Annotated[float, AfterValidator(_up_to(MAX_MEMORY_GB, "GB", " (an exabyte)"))]
+TeraFlops = Annotated[float, AfterValidator(_up_to(MAX_TFLOPS, "TFLOP/s", " (an exaflop)"))]
+Watts = Annotated[float, AfterValidator(_up_to(MAX_POWER_W, "W"))]
+KernelMs = Annotated[float, AfterValidator(_up_to(MAX_KERNEL_MS, "ms", " (an hour)", positive=False))]
 
 
 def format_size(num_bytes: float) -> str:

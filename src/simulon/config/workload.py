@@ -4,21 +4,38 @@ from __future__ import annotations
 
 from typing import ClassVar, Literal
 
-from pydantic import Field, NonNegativeInt, PositiveInt, model_validator
+from pydantic import Field, model_validator
 
-from .common import DType, FieldError, LaxDType, StrictModel
+from .common import (
+    BatchSize,
+    DType,
+    ExpertCount,
+    FieldError,
+    GPUCount,
+    HeadCount,
+    LaxDType,
+    LayerCount,
+    MicrobatchCount,
+    OptionalExpertCount,
+    OptionalLayerCount,
+    ParameterCount,
+    SequenceLength,
+    StrictModel,
+    VocabSize,
+    Width,
+)
 from .templates import Templated
 
 
 class MoESpec(StrictModel):
     """Mixture of experts: routed experts (top-k), optional shared experts, dense first layers."""
 
-    num_experts: PositiveInt
-    top_k: PositiveInt
-    expert_ffn_hidden_size: PositiveInt | None = Field(None, description="default: the model's ffn")
-    num_shared_experts: NonNegativeInt = 0
-    shared_expert_ffn_hidden_size: PositiveInt | None = None
-    first_dense_layers: NonNegativeInt = 0
+    num_experts: ExpertCount
+    top_k: ExpertCount
+    expert_ffn_hidden_size: Width | None = Field(None, description="default: the model's ffn")
+    num_shared_experts: OptionalExpertCount = 0
+    shared_expert_ffn_hidden_size: Width | None = None
+    first_dense_layers: OptionalLayerCount = 0
 
     @model_validator(mode="after")
     def _top_k_fits(self) -> MoESpec:
@@ -30,11 +47,11 @@ class MoESpec(StrictModel):
 class MLASpec(StrictModel):
     """Multi-head latent attention (DeepSeek-V2/V3): low-rank query and key/value projections."""
 
-    q_lora_rank: PositiveInt | None = None
-    kv_lora_rank: PositiveInt
-    qk_nope_head_dim: PositiveInt
-    qk_rope_head_dim: PositiveInt
-    v_head_dim: PositiveInt
+    q_lora_rank: Width | None = None
+    kv_lora_rank: Width
+    qk_nope_head_dim: Width
+    qk_rope_head_dim: Width
+    v_head_dim: Width
 
 
 class ModelSpec(Templated):
@@ -43,13 +60,13 @@ class ModelSpec(Templated):
     template_kind: ClassVar[str] = "model"
 
     name: str = "custom"
-    num_layers: PositiveInt
-    hidden_size: PositiveInt
-    num_heads: PositiveInt
-    num_kv_heads: PositiveInt | None = Field(None, description="GQA groups; default num_heads")
-    head_dim: PositiveInt | None = Field(None, description="default hidden_size / num_heads")
-    ffn_hidden_size: PositiveInt
-    vocab_size: PositiveInt
+    num_layers: LayerCount
+    hidden_size: Width
+    num_heads: HeadCount
+    num_kv_heads: HeadCount | None = Field(None, description="GQA groups; default num_heads")
+    head_dim: Width | None = Field(None, description="default hidden_size / num_heads")
+    ffn_hidden_size: Width
+    vocab_size: VocabSize
     activation: Literal["gelu", "relu", "squared_relu", "swiglu", "geglu"] = "gelu"
     normalization: Literal["layernorm", "rmsnorm"] = "layernorm"
     tie_embeddings: bool = False
@@ -84,13 +101,13 @@ class ModelSpec(Templated):
 class ParallelismSpec(StrictModel):
     """Megatron-Core parallel strategy. Ranks are ordered tp, cp, dp, pp; EP is carved out of dp*cp."""
 
-    tp: PositiveInt = 1
-    pp: PositiveInt = 1
-    dp: PositiveInt | None = Field(None, description="derived from num_gpus if omitted")
-    cp: PositiveInt = 1
-    ep: PositiveInt = 1
-    vpp: PositiveInt = Field(1, description="model chunks per pipeline rank; > 1 runs interleaved 1F1B")
-    num_microbatches: PositiveInt | None = Field(None, description="derived from the batch if omitted")
+    tp: GPUCount = 1
+    pp: GPUCount = 1
+    dp: GPUCount | None = Field(None, description="derived from num_gpus if omitted")
+    cp: GPUCount = 1
+    ep: GPUCount = 1
+    vpp: LayerCount = Field(1, description="model chunks per pipeline rank; > 1 runs interleaved 1F1B")
+    num_microbatches: MicrobatchCount | None = Field(None, description="derived from the batch if omitted")
     pipeline_schedule: Literal["1f1b", "interleaved_1f1b"] = "1f1b"
     sequence_parallel: bool = False
     tp_comm_overlap: bool = Field(False, description="pipeline tensor-parallel all-gathers and reduce-scatters "
@@ -100,12 +117,12 @@ class ParallelismSpec(StrictModel):
     distributed_optimizer: bool = False
     fsdp: Literal["none", "full_shard", "shard_grad_op"] = Field(
         "none", description="ZeRO-3 (full_shard) or ZeRO-2 (shard_grad_op) sharding over data parallelism")
-    fsdp_size: PositiveInt | None = Field(None, description="ranks a parameter is sharded over (HSDP); "
+    fsdp_size: GPUCount | None = Field(None, description="ranks a parameter is sharded over (HSDP); "
                                           "default every data-parallel rank")
     overlap_grad_reduce: bool = True
     recompute: Literal["none", "selective", "full"] = Field(
         "none", description="activation recomputation: selective re-runs core attention, full every layer")
-    layers_per_stage: list[PositiveInt] | None = None
+    layers_per_stage: list[LayerCount] | None = None
 
     @property
     def interleaved(self) -> bool:
@@ -113,10 +130,10 @@ class ParallelismSpec(StrictModel):
 
 
 class TrainingSpec(StrictModel):
-    num_gpus: PositiveInt | None = Field(None, description="default: every GPU of the datacenter")
-    global_batch_size: PositiveInt
-    micro_batch_size: PositiveInt = 1
-    sequence_length: PositiveInt
+    num_gpus: GPUCount | None = Field(None, description="default: every GPU of the datacenter")
+    global_batch_size: BatchSize
+    micro_batch_size: BatchSize = 1
+    sequence_length: SequenceLength
     dtype: LaxDType = DType.bf16
     grad_reduce_dtype: LaxDType | None = Field(
         None, description="gradient element type in data-parallel reductions; fp32 unless training in fp16")
@@ -131,7 +148,7 @@ class TrainingSpec(StrictModel):
         "fused: one kernel each way (flash-attention's or apex's, Megatron-Core's cross_entropy_loss_fusion)")
     peft: Literal["none", "lora"] = Field(
         "none", description="lora: base weights frozen, so no weight gradients, gradient sync or optimizer for them")
-    grad_bucket_size: PositiveInt | None = Field(
+    grad_bucket_size: ParameterCount | None = Field(
         None, description="parameters per DP gradient bucket; Megatron-Core's max(40M, 1M*dp) if omitted")
 
 
