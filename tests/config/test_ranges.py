@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from helpers import ROOT, cli, seed_dict
-from simulon.config.common import MAX_GPUS, MAX_LAYERS, MAX_SEQUENCE, MAX_VOCAB
+from simulon.config.common import MAX_GPUS, MAX_LAYERS, MAX_MICROBATCHES, MAX_SEQUENCE, MAX_VOCAB
 from simulon.config.loading import ConfigError, load_scenario, parse_scenario
 from simulon.config.scenario import MAX_CHANNELS
 from simulon.config.units import MAX_BANDWIDTH, MAX_LATENCY, MAX_MEMORY_GB
@@ -145,3 +145,13 @@ def test_every_value_outside_its_bounds_is_refused_naming_the_field(bound_value)
 @pytest.mark.parametrize("example", sorted((ROOT / "examples").glob("*.yaml")), ids=lambda p: p.name)
 def test_every_shipped_example_is_inside_the_bounds(example: Path):
     load_scenario(example)
+
+
+def test_a_batch_of_more_micro_batches_than_the_bound_is_refused_at_the_global_batch():
+    data = with_value("workload.training.global_batch_size", 2 * MAX_MICROBATCHES)
+    del data["workload"]["parallelism"]["num_microbatches"]
+    with pytest.raises(ConfigError) as info:
+        parse_scenario(data, "seed.yaml")
+    assert str(info.value) == (f"seed.yaml: workload.training.global_batch_size: {2 * MAX_MICROBATCHES} makes "
+                               f"{2 * MAX_MICROBATCHES} micro-batches of micro_batch_size*dp = 1, more than "
+                               f"{MAX_MICROBATCHES:,} micro-batches")

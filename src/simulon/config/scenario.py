@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, field_validator, model_validator
 
 from ..collective.algorithms import CATALOG, reduction_missing
-from .common import FieldError, StrictModel, range_check
+from .common import MAX_MICROBATCHES, FieldError, StrictModel, range_check
 from .dc import DatacenterConfig
 from .workload import MegatronWorkload
 
@@ -97,6 +97,10 @@ def check_workload_fits(wl: MegatronWorkload, dc: DatacenterConfig) -> None:
         raise FieldError("workload.training.global_batch_size", f"{train.global_batch_size} is not a "
                          f"multiple of micro_batch_size*dp = {train.micro_batch_size}*{dp}")
     microbatches = train.global_batch_size // samples_per_step
+    if microbatches > MAX_MICROBATCHES:
+        raise FieldError("workload.training.global_batch_size", f"{train.global_batch_size} makes {microbatches} "
+                         f"micro-batches of micro_batch_size*dp = {samples_per_step}, more than "
+                         f"{MAX_MICROBATCHES:,} micro-batches")
     if par.num_microbatches is not None and par.num_microbatches != microbatches:
         raise FieldError("workload.parallelism.num_microbatches", f"{par.num_microbatches}, but "
                          f"global_batch_size/(micro_batch_size*dp) = {microbatches}")
