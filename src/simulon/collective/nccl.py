@@ -18,6 +18,8 @@ NVLS_MIN_GPUS = 2
 NVLS_ARITY = 32
 """NCCL_MAX_NVLS_ARITY: NVLS all-gather and reduce-scatter serve at most this many ranks per NVLink domain
 (NCCL skips NVLS for them beyond it; all-reduce has no such limit)."""
+MAX_CHANNELS = 64
+"""NCCL's MAXCHANNELS (src/include/device.h): the most channels a communicator can have."""
 DEFAULT_ARCHITECTURE = "hopper"
 """GPU families NCCL has no tables for (AMD, unknown GPUs) are tuned as this one."""
 

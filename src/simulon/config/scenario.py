@@ -7,12 +7,11 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, field_validator, model_validator
 
 from ..collective.algorithms import CATALOG, reduction_missing
+from ..collective.nccl import MAX_CHANNELS
 from .common import MAX_MICROBATCHES, FieldError, StrictModel, range_check
 from .dc import DatacenterConfig
 from .workload import MegatronWorkload
 
-MAX_CHANNELS = 64
-"""NCCL's MAXCHANNELS (src/include/device.h): the most channels a communicator can have."""
 check_channels = range_check(1, MAX_CHANNELS, f"{MAX_CHANNELS} channels, NCCL's maximum")
 """A channel count unchanged if from 1 to MAX_CHANNELS, else ValueError (also for --channels)."""
 ChannelCount = Annotated[int, AfterValidator(check_channels)]
