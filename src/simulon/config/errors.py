@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import os
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +41,7 @@ def read_yaml_text(path: Path) -> str:
     what is no input file (a device, a pipe, a file over MAX_YAML_BYTES) and UnicodeDecodeError."""
     info = path.stat()
     if path.is_dir():
-        raise IsADirectoryError(21, "Is a directory")
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
     if not path.is_file():
         raise ValueError("not a regular file")
     if info.st_size > MAX_YAML_BYTES:
