@@ -98,9 +98,16 @@ def test_invalid_yaml_mapping_value(workdir):
 
 
 def test_not_utf8(workdir):
-    (workdir / "binary.yaml").write_bytes(b"\xff\xfe\x00\x81datacenter")
+    (workdir / "binary.yaml").write_bytes(b"\x81\xfe\x00\x81datacenter")
     proc = run_cli("simulate", "binary.yaml", cwd=workdir)
-    assert_bad_input(proc, "error: binary.yaml: not UTF-8 text (byte 0xff at offset 0)")
+    assert_bad_input(proc, "error: binary.yaml: not UTF-8 text (byte 0x81 at offset 0)")
+
+
+@pytest.mark.parametrize(("encoding", "name"), [("utf-16", "UTF-16"), ("utf-32", "UTF-32")])
+def test_a_utf16_or_utf32_file_is_named_by_its_byte_order_mark(workdir, encoding, name):
+    (workdir / "wide.yaml").write_bytes(SEED_PATH.read_text().encode(encoding))
+    proc = run_cli("simulate", "wide.yaml", cwd=workdir)
+    assert_bad_input(proc, f"error: wide.yaml: {name} text, not UTF-8", "save it as UTF-8")
 
 
 def test_a_latin1_file_is_told_where_it_is_not_utf8_and_what_to_do(workdir):
@@ -112,7 +119,7 @@ def test_a_latin1_file_is_told_where_it_is_not_utf8_and_what_to_do(workdir):
 def test_yaml_list_at_top_level(workdir):
     (workdir / "list.yaml").write_text("- datacenter\n- workload\n")
     proc = run_cli("simulate", "list.yaml", cwd=workdir)
-    assert_bad_input(proc, "error: list.yaml: (top level): expected a mapping", "got list")
+    assert_bad_input(proc, "error: list.yaml: (top level): expected a mapping", "got a list")
 
 
 def test_empty_file(workdir):
@@ -176,14 +183,15 @@ def test_an_in_switch_algorithm_without_a_reducing_switch_is_refused(workdir, al
 # --- bad command-line values -------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("group", "expected"), [
-    ("0-99", "rank 16 is outside the datacenter's 16 GPUs"),
+    ("0-99", "rank 99 is outside the datacenter's 16 GPUs"),
+    ("0-" + "9" * 30, "rank " + "9" * 30 + " is outside"),
     ("16", "rank 16 is outside"),
     ("-1,0", "cannot read"),
     ("a-b", "cannot read 'a-b'"),
     ("5-2", "cannot read '5-2'"),
     ("0,x", "cannot read 'x'"),
-    ("0,1,1", "a rank appears twice"),
-    ("0-3,2", "a rank appears twice"),
+    ("0,1,1", "rank 1 appears twice in '0,1,1'"),
+    ("0-3,2", "rank 2 appears twice in '0-3,2'"),
     ("3", "at least two ranks"),
 ])
 def test_bad_group(workdir, group, expected):
@@ -449,3 +457,15 @@ def test_line_breaks_in_user_strings_stay_on_one_line(case):
     with pytest.raises(ConfigError) as info:
         parse_scenario(data, "gen.yaml")
     assert len(str(info.value).splitlines()) == 1, str(info.value)
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    (["collective", "dc.yaml", "--channels", "1e3"], ["'--channels': expected a whole number, got '1e3'",
+                                                      "see 'simulon collective --help'"]),
+    (["collective", "dc.yaml", "--channels=x"], ["'--channels'", "got 'x'"]),
+    (["collective", "dc.yaml", "--bogus"], ["No such option: --bogus", "see 'simulon collective --help'"]),
+    (["simulate"], ["Missing argument 'scenario'", "see 'simulon simulate --help'"]),
+    (["frob"], ["No such command 'frob'", "see 'simulon --help'"]),
+])
+def test_a_command_line_usage_error_is_one_line_naming_the_option_and_value(workdir, args, expected):
+    assert_bad_input(run_cli(*args, cwd=workdir), *expected)

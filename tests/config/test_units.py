@@ -9,6 +9,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from simulon.config.errors import shown
 from simulon.config.units import parse_bandwidth, parse_size, parse_time
 
 # Scales written out by hand (not imported from the module under test).
@@ -142,7 +143,7 @@ def test_bad_strings_raise_value_error_naming_the_value(parse, bad):
 def test_wrong_types_raise_value_error_naming_the_value(parse, bad):
     with pytest.raises(ValueError) as info:
         parse(bad)
-    assert repr(bad) in str(info.value)
+    assert shown(bad) in str(info.value)
     assert "expected a" in str(info.value)
 
 

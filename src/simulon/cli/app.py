@@ -121,16 +121,18 @@ def parse_ranks(text: str, num_gpus: int) -> tuple[int, ...]:
                 lo, hi = (int(x) for x in part.split("-", 1))
                 if hi < lo:
                     raise ValueError
-                ranks.extend(range(lo, hi + 1))
             else:
-                ranks.append(int(part))
+                lo = hi = int(part)
         except ValueError:
             raise ConfigError(f"--group: cannot read {part!r} (use ranges like 0-7 or lists like 0,8,16)") from None
-    bad = [r for r in ranks if not 0 <= r < num_gpus]
-    if bad:
-        raise ConfigError(f"--group: rank {bad[0]} is outside the datacenter's {num_gpus} GPUs (0-{num_gpus - 1})")
-    if len(set(ranks)) != len(ranks):
-        raise ConfigError("--group: a rank appears twice")
+        for rank in (lo, hi):
+            if not 0 <= rank < num_gpus:
+                raise ConfigError(f"--group: rank {rank} is outside the datacenter's {num_gpus} GPUs "
+                                  f"(0-{num_gpus - 1})")
+        ranks.extend(range(lo, hi + 1))
+    twice = sorted({r for r in ranks if ranks.count(r) > 1}) if len(set(ranks)) != len(ranks) else []
+    if twice:
+        raise ConfigError(f"--group: rank {twice[0]} appears twice in {text!r}")
     if len(ranks) < 2:
         raise ConfigError("--group: a collective needs at least two ranks")
     return tuple(ranks)
@@ -142,7 +144,10 @@ def parse_sizes(text: str | None) -> list[float]:
     sizes = []
     for part in text.split(","):
         try:
-            sizes.append(check_size(parse_size(part.strip())))
+            size = check_size(parse_size(part.strip()))
+            if not size.is_integer():
+                raise ValueError(f"{size:g} B is not a whole number of bytes")
+            sizes.append(size)
         except ValueError as exc:
             raise ConfigError(f"--sizes: {part.strip()!r}: {exc}") from None
     return sizes
@@ -169,8 +174,8 @@ def collective(
     sc = load_scenario(scenario)
     dc = sc.datacenter
     ranks = parse_ranks(group, dc.num_gpus) if group is not None else tuple(range(dc.num_gpus))
-    algo = algorithm or sc.collective.algorithm
-    proto = protocol or sc.collective.protocol
+    algo = sc.collective.algorithm if algorithm is None else algorithm
+    proto = sc.collective.protocol if protocol is None else protocol
     chans = channels if channels is not None else sc.collective.num_channels
     if channels is not None:
         try:
@@ -194,4 +199,4 @@ def collective(
 
 
 def main() -> None:
-    run_reporting_errors(app)
+    run_reporting_errors(lambda: app(prog_name="simulon", standalone_mode=False))

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+
+import typer
+from typer.exceptions import Abort, TyperException
 
 from ..config.errors import ConfigError, one_line
 
@@ -20,14 +23,57 @@ def stop_on_terminate(signum: int, frame: object) -> None:
     raise SystemExit(EXIT_TERMINATED)
 
 
-def run_reporting_errors(command: Callable[[], object]) -> None:
-    """Run a command; bad input ends it with one line and exit status 2, anything else with exit status 1."""
+_TYPER_WORDING = {
+    "Input should be a valid integer, unable to parse string as an integer": "expected a whole number",
+    "Input should be a valid number, unable to parse string as a number": "expected a number",
+}
+"""typer's messages for an option of the wrong type, as the rest of simulon's messages put it."""
+
+
+def given_value(exc: typer.BadParameter, args: Sequence[str]) -> str | None:
+    """The value the command line gave the option `exc` complains of (the last one given), or None."""
+    opts = getattr(exc.param, "opts", ())
+    value = None
+    for i, arg in enumerate(args):
+        if arg in opts and i + 1 < len(args):
+            value = args[i + 1]
+        elif "=" in arg and arg.split("=", 1)[0] in opts:
+            value = arg.split("=", 1)[1]
+    return value
+
+
+def usage_problem(exc: TyperException, args: Sequence[str]) -> str:
+    """A command-line usage error (unknown option, bad option value, missing argument) as one line naming the
+    option and the value given, and where help is."""
+    message = exc.format_message()
+    for theirs, ours in _TYPER_WORDING.items():
+        message = message.replace(theirs, ours)
+    if isinstance(exc, typer.BadParameter) and (value := given_value(exc, args)) is not None:
+        message += f", got {value!r}"
+    ctx = getattr(exc, "ctx", None)
+    where = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+    return one_line(message + where)
+
+
+def run_reporting_errors(command: Callable[[], object], args: Sequence[str] | None = None) -> None:
+    """Run a click/typer command in non-standalone mode; bad input (a ConfigError, a usage error) ends it with one
+    line and exit status 2, anything else unexpected with exit status 1."""
     signal.signal(signal.SIGTERM, stop_on_terminate)
+    args = sys.argv[1:] if args is None else args
     try:
-        command()  # click handles usage errors itself (exit status 2) and exits
+        status = command()
+    except TyperException as exc:  # click's usage errors: unknown option, wrong type, missing argument
+        if exc.format_message():  # empty where click already printed the help (no arguments)
+            print(f"error: {usage_problem(exc, args)}", file=sys.stderr)
+        sys.exit(exc.exit_code)
+    except Abort:
+        print("aborted", file=sys.stderr)
+        sys.exit(EXIT_INTERNAL_ERROR)
     except ConfigError as exc:
         print(f"error: {one_line(str(exc))}", file=sys.stderr)
         sys.exit(EXIT_BAD_INPUT)
     except Exception as exc:
         print(f"internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
         sys.exit(EXIT_INTERNAL_ERROR)
+    if isinstance(status, int) and status:  # typer.Exit(code) in non-standalone mode returns the code
+        sys.exit(status)

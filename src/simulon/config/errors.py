@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -23,14 +24,45 @@ def one_line(message: str) -> str:
     return message.replace("\r", "\\r").replace("\n", "\\n")
 
 
+_MAX_SHOWN = 60
+
+
+def shown(value: Any) -> str:
+    """A value given in a scenario as its author wrote it in YAML, cut short when long."""
+    if value is None:
+        return "nothing (null)"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        text = repr(value)
+        kind = "the text "
+    elif isinstance(value, dict):
+        keys = ", ".join(f"{key}: ..." for key in list(value)[:4])
+        text, kind = "{" + keys + ("}" if len(value) <= 4 else ", ...}"), "a mapping "
+    elif isinstance(value, list):
+        text, kind = repr(value), "a list "
+    else:
+        text, kind = repr(value), ""
+    return kind + (text if len(text) <= _MAX_SHOWN else text[:_MAX_SHOWN - 3] + "...")
+
+
+_BYTE_ORDER_MARKS = {b"\xff\xfe\x00\x00": "UTF-32", b"\x00\x00\xfe\xff": "UTF-32", b"\xff\xfe": "UTF-16",
+                     b"\xfe\xff": "UTF-16"}
+
+
 def not_utf8(exc: UnicodeDecodeError) -> str:
     """What to say of a file that is not UTF-8 text (a latin-1 file, a binary one): where, and what to do."""
+    for mark, encoding in _BYTE_ORDER_MARKS.items():
+        if bytes(exc.object[:len(mark)]) == mark:
+            return f"{encoding} text, not UTF-8 (it starts with a {encoding} byte-order mark); save it as UTF-8"
     return (f"not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); "
             "save it as UTF-8")
 
 
 def yaml_problem(exc: yaml.YAMLError) -> tuple[str, str]:
     """(" at line L, column C" or "", the problem) of a YAML parse error, for a one-line message."""
+    if isinstance(exc, yaml.reader.ReaderError):
+        return f" at character {exc.position}", f"{exc.reason} (U+{int(exc.character):04X})"
     mark = getattr(exc, "problem_mark", None)
     where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
     return where, getattr(exc, "problem", None) or "invalid YAML"
@@ -55,9 +87,21 @@ class NestedTooDeep(yaml.YAMLError):
     problem = "nested deeper than the parser follows"
 
 
+class ScenarioLoader(yaml.SafeLoader):
+    """PyYAML's safe loader reading numbers as YAML 1.2 does: `1e9` and `8E-3` are floats, where YAML 1.1 wants
+    a decimal point and a signed exponent (`1.0e+9`) and reads the rest as text."""
+
+
+ScenarioLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"))
+
+
 def parse_yaml(text: str) -> Any:
-    """Parse YAML, turning nesting too deep for the parser into a YAMLError like any other."""
+    """Parse YAML (numbers as YAML 1.2 writes them), turning nesting too deep for the parser into a YAMLError
+    like any other."""
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=ScenarioLoader)  # a SafeLoader subclass
     except RecursionError:
         raise NestedTooDeep() from None

@@ -9,7 +9,7 @@ import yaml
 from pydantic import ValidationError
 
 from .common import FieldError
-from .errors import ConfigError, not_utf8, one_line, parse_yaml, read_yaml_text, yaml_problem
+from .errors import ConfigError, not_utf8, one_line, parse_yaml, read_yaml_text, shown, yaml_problem
 from .scenario import ScenarioConfig
 
 
@@ -23,6 +23,46 @@ def _dotted(loc: tuple[Any, ...]) -> str:
     return path
 
 
+_EXPECTED = {
+    "int_type": "a whole number", "int_parsing": "a whole number", "int_from_float": "a whole number",
+    "float_type": "a number", "float_parsing": "a number", "finite_number": "a finite number",
+    "string_type": "text", "bool_type": "true or false", "bool_parsing": "true or false",
+    "model_type": "a mapping of fields", "model_attributes_type": "a mapping of fields",
+    "dict_type": "a mapping", "list_type": "a list", "tuple_type": "a list",
+}
+"""What each of pydantic's wrong-type errors expects, as a reader of a YAML file would put it."""
+
+def _number_hint(error: dict[str, Any]) -> str:
+    """Why a number was refused where YAML or its author made it something else."""
+    value = error.get("input")
+    if isinstance(value, float) and error["type"] == "int_type" and value.is_integer():
+        return f" (write it as {int(value)})"
+    if isinstance(value, str) and error["type"] in ("int_type", "float_type"):
+        try:
+            float(value.replace("_", ""))
+        except ValueError:
+            return ""
+        return " (write the number without quotes)"
+    return ""
+
+
+def problem(error: dict[str, Any]) -> str:
+    """One of pydantic's errors as a plain sentence holding the value given and what is expected."""
+    kind = error["type"]
+    if kind == "extra_forbidden":
+        return "unknown key"
+    if kind == "missing":
+        return "required field is missing"
+    if kind in _EXPECTED:
+        return f"expected {_EXPECTED[kind]}, got {shown(error.get('input'))}{_number_hint(error)}"
+    message = error["msg"].removeprefix("Value error, ")
+    if kind in ("literal_error", "enum"):
+        return f"expected {error['ctx']['expected']}, got {shown(error.get('input'))}"
+    if kind.startswith(("greater", "less", "too_", "string_")) and "input" in error:
+        return f"{message[0].lower()}{message[1:]}, got {shown(error['input'])}"
+    return message
+
+
 def describe_validation_error(exc: ValidationError, source: str) -> str:
     """'file: field.path: problem' for the first error, with a count of the others."""
     errors = exc.errors(include_url=False)
@@ -33,11 +73,7 @@ def describe_validation_error(exc: ValidationError, source: str) -> str:
         loc = (*loc, *cause.field.split("."))
         message = cause.message
     else:
-        message = first["msg"].removeprefix("Value error, ")
-        if first["type"] == "extra_forbidden":
-            message = "unknown key"
-        elif first["type"] == "missing":
-            message = "required field is missing"
+        message = problem(first)
     field = _dotted(loc) or "(top level)"
     more = f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""
     return one_line(f"{source}: {field}: {message}{more}")
@@ -45,8 +81,8 @@ def describe_validation_error(exc: ValidationError, source: str) -> str:
 
 def parse_scenario(data: Any, source: str = "<scenario>", base_dir: Path | None = None) -> ScenarioConfig:
     if not isinstance(data, dict):
-        raise ConfigError(f"{source}: (top level): expected a mapping with a 'datacenter' block, "
-                          f"got {type(data).__name__}")
+        given = "an empty file" if data is None else shown(data)
+        raise ConfigError(f"{source}: (top level): expected a mapping with a 'datacenter' block, got {given}")
     try:
         return ScenarioConfig.model_validate(data, context={"base_dir": base_dir})
     except ValidationError as exc:

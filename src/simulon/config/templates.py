@@ -39,7 +39,7 @@ def _index(kind: str) -> tuple[dict[str, str], dict[str, str]]:
             continue
         stem = entry.name[:-5]
         texts[stem] = entry.read_text()
-        doc = yaml.safe_load(texts[stem]) or {}
+        doc = parse_yaml(texts[stem]) or {}
         for name in [stem, doc.get("name", ""), *doc.get("aliases", [])]:
             if name:
                 names.setdefault(_key(str(name)), stem)
@@ -74,7 +74,7 @@ def find_template(kind: str, name: str) -> dict[str, Any] | None:
     stem = template_stem(kind, name)
     if stem is None:
         return None
-    doc = yaml.safe_load(_index(kind)[1][stem])
+    doc = parse_yaml(_index(kind)[1][stem])
     for key in _DOC_KEYS:
         doc.pop(key, None)
     return doc

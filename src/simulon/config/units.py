@@ -14,6 +14,7 @@ from typing import Annotated
 from pydantic import AfterValidator, BeforeValidator
 
 from .common import range_check
+from .errors import shown
 
 _NUMBER_UNIT = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([A-Za-z/]*)\s*$")
 
@@ -37,7 +38,7 @@ _TIME = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
 
 def _parse(value: object, table: dict[str, float], what: str, example: str) -> float:
     if isinstance(value, bool):
-        raise ValueError(f"expected a {what} like {example!r}, got {value!r}")
+        raise ValueError(f"expected a {what} like {example!r}, got {shown(value)}")
     if isinstance(value, int | float):
         if not math.isfinite(value):
             raise ValueError(f"{what} must be a finite number, got {value}")
@@ -45,7 +46,7 @@ def _parse(value: object, table: dict[str, float], what: str, example: str) -> f
             raise ValueError(f"{what} must not be negative, got {value}")
         return float(value)
     if not isinstance(value, str):
-        raise ValueError(f"expected a {what} like {example!r}, got {value!r}")
+        raise ValueError(f"expected a {what} like {example!r}, got {shown(value)}")
     match = _NUMBER_UNIT.match(value)
     if not match or match.group(2) not in table:
         units = ", ".join(k for k in table if k)

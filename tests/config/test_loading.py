@@ -1,0 +1,91 @@
+"""What a scenario's author reads when a value is wrong: the field, the value as written in YAML and what is
+expected (config.loading.problem, config.errors.shown), and numbers read as YAML 1.2 writes them."""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import pytest
+import yaml
+from hypothesis import given
+from hypothesis import strategies as st
+
+from helpers import seed_dict
+from simulon.config.errors import ConfigError, parse_yaml, shown
+from simulon.config.loading import parse_scenario
+
+SEED = seed_dict()
+
+
+def message_for(path: tuple[str, ...], value) -> str:
+    data = copy.deepcopy(SEED)
+    node = data
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    with pytest.raises(ConfigError) as info:
+        parse_scenario(data, "s.yaml")
+    return str(info.value)
+
+
+@pytest.mark.parametrize(("text", "value"), [
+    ("8e1", 80.0), ("1e9", 1e9), ("1.5E-3", 0.0015), ("-2e+2", -200.0), ("1_000e3", 1e6), ("1.0e+9", 1e9),
+])
+def test_scientific_notation_reads_as_a_number_as_yaml_1_2_writes_it(text, value):
+    assert parse_yaml(f"x: {text}") == {"x": value}
+
+
+@pytest.mark.parametrize("text", ["e5", "1e", "400Gbps", "5us", "1e9x", "1e3e3"])
+def test_text_that_only_starts_like_a_number_stays_text(text):
+    assert isinstance(parse_yaml(f"x: {text}")["x"], str)
+
+
+def test_shipped_loader_is_left_as_pyyaml_defines_it():
+    assert yaml.safe_load("x: 8e1") == {"x": "8e1"}
+
+
+@pytest.mark.parametrize(("path", "value", "expected"), [
+    (("workload", "model", "num_layers"), "abc", "num_layers: expected a whole number, got the text 'abc'"),
+    (("workload", "model", "num_layers"), 3.5, "num_layers: expected a whole number, got 3.5"),
+    (("workload", "model", "num_layers"), 32.0, "num_layers: expected a whole number, got 32.0 (write it as 32)"),
+    (("workload", "model", "num_layers"), "8e1", "got the text '8e1' (write the number without quotes)"),
+    (("workload", "model", "num_layers"), None, "num_layers: expected a whole number, got nothing (null)"),
+    (("workload", "model", "num_layers"), True, "num_layers: expected a whole number, got true"),
+    (("workload", "model", "num_layers"), [1, 2], "got a list [1, 2]"),
+    (("datacenter", "cluster"), None, "datacenter.cluster: expected a mapping of fields, got nothing (null)"),
+    (("datacenter", "node", "gpu"), 5, "datacenter.node.gpu: expected a mapping of fields, got 5"),
+    (("datacenter", "node", "gpu", "memory_capacity_gb"), "lots", "expected a number, got the text 'lots'"),
+    (("collective", "algorithm"), 5, "collective.algorithm: expected text, got 5"),
+    (("workload", "parallelism", "pipeline_schedule"), "zz",
+     "expected '1f1b' or 'interleaved_1f1b', got the text 'zz'"),
+    (("datacenter", "network", "scale_out", "nic", "speed"), None,
+     "nic.speed: expected a bandwidth like '400Gbps', got nothing (null)"),
+])
+def test_a_wrong_value_is_named_with_what_was_expected(path, value, expected):
+    message = message_for(path, value)
+    assert message.startswith("s.yaml: " + ".".join(path[:-1])), message
+    assert expected in message, message
+    for internal in ("instance of", "NoneType", "Input should be", "Spec"):
+        assert internal not in message, message
+
+
+@given(st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(), st.lists(st.integers()),
+                 st.dictionaries(st.text(), st.integers())))
+def test_a_shown_value_is_one_short_line(value):
+    text = shown(value)
+    assert len(text) <= 80
+    assert "\n" not in text.replace("\\n", "")
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    (None, "nothing (null)"), (True, "true"), (False, "false"), ("x", "the text 'x'"), (3, "3"),
+    (math.inf, "inf"), ({"a": 1, "b": 2}, "a mapping {a: ..., b: ...}"), ([1], "a list [1]"),
+])
+def test_values_are_shown_as_yaml_writes_them(value, expected):
+    assert shown(value) == expected
+
+
+def test_an_empty_file_is_called_empty():
+    with pytest.raises(ConfigError, match="got an empty file"):
+        parse_scenario(None, "s.yaml")
