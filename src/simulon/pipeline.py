@@ -23,6 +23,7 @@ from .engine.replay import Timeline, replay
 from .engine.steady_state import SteadyState
 from .network.calibration import LinkModel
 from .network.topology import Topology
+from .progress import SILENT, Progress
 from .workload.megatron import MegatronTracer
 
 TRAINING_RESHARE_WINDOW_S = 1e-6
@@ -56,19 +57,23 @@ def build_dag(sc: ScenarioConfig, fold_mode: FoldMode = "auto") -> tuple[Executi
     return dag, topology, fold
 
 
-def simulate(sc: ScenarioConfig, fold_mode: FoldMode = "auto") -> Simulation:
+def simulate(sc: ScenarioConfig, fold_mode: FoldMode = "auto", progress: Progress = SILENT) -> Simulation:
+    """Simulate one training iteration, telling `progress` each stage and how far the replay has got."""
+    progress.stage("tracing the workload and building the DAG")
     dag, topology, fold = build_dag(sc, fold_mode)
+    progress.stage(f"timing {dag.num_nodes:,} nodes' kernels")
     populate(dag, sc.datacenter.node.gpu, sc.workload.training.dtype)
-    return run_populated(sc, dag, topology, fold)
+    return run_populated(sc, dag, topology, fold, progress=progress)
 
 
 def run_populated(sc: ScenarioConfig, dag: ExecutionDAG, topology: Topology, fold: Fold,
-                  share_sms: bool = True) -> Simulation:
+                  share_sms: bool = True, progress: Progress = SILENT) -> Simulation:
     """Replay a scenario's populated DAG and summarise it; `share_sms`: compute kernels lose the SMs of the
     collectives running beside them (engine/replay.py)."""
     gpu, train = sc.datacenter.node.gpu, sc.workload.training
+    progress.stage("replaying", total=dag.num_nodes)
     timeline = replay(dag, topology, fold, Calibrations.shipped().sm_count(gpu) if share_sms else 0,
-                      TRAINING_RESHARE_WINDOW_S)
+                      TRAINING_RESHARE_WINDOW_S, progress.advance)
     tokens = train.global_batch_size * train.sequence_length
     result = summarize(dag, timeline, tokens, gpu.peak_flops(train.dtype))
     return Simulation(dag, timeline, result, topology, fold)

@@ -43,6 +43,32 @@ def test_topology_table_and_drawing(tmp_path):
     assert any("alibaba-hpn" in (el.text or "") for el in root)
 
 
+def drawing_texts(tmp_path, topology, nodes: int = 16) -> list[str]:
+    drawing = tmp_path / "topo.svg"
+    run = cli("topology", scenario(tmp_path, topology, nodes), "--draw", str(drawing))
+    assert run.returncode == 0, run.stderr
+    return [el.text or "" for el in ET.fromstring(drawing.read_text()) if el.tag.endswith("text")]
+
+
+def test_the_drawing_names_every_row_switch_rail_and_link_speed(tmp_path):
+    spec = {"tiers": 2, "rail_optimized": True, "nics_per_leaf": 8, "spines": 4, "oversubscription": 2.0}
+    texts = drawing_texts(tmp_path, spec)
+    for expected in ["16 nodes", "8 GPUs, 8 NICs each", "16 leaf switches", "8 rails", "4 spine switches",
+                     "NIC port to leaf: 128 links", "leaf to spine: 64 links", "50.0 GB/s each way", "rail 7",
+                     "n15", "L15", "S3"]:
+        assert expected in texts, expected
+    caption = " ".join(texts)
+    assert "2-tier rail-optimized: two tiers, rail-optimized, 1 plane" in caption
+    assert "leafs" not in caption and "False" not in caption and "True" not in caption
+
+
+def test_a_row_too_long_to_draw_shows_its_first_and_last_boxes_and_says_so(tmp_path):
+    texts = drawing_texts(tmp_path, "single-switch", nodes=100)
+    assert "100 nodes" in texts and "(the first 39 and the last shown)" in texts
+    assert "n0" in texts and "n99" in texts and "…" in texts
+    assert "not rail-optimized" in " ".join(texts)
+
+
 def test_topology_bad_input_exits_2_with_one_line(tmp_path):
     run = cli("topology", scenario(tmp_path, {"tiers": 2}))
     assert run.returncode == 2 and "Traceback" not in run.stderr

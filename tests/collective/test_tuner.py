@@ -172,5 +172,21 @@ def test_a_fixed_pat_is_refused_unless_the_group_has_one_gpu_per_node():
 
 def test_auto_chooses_only_among_nccls_own_algorithms_and_tunes_each_variant_as_one_of_them():
     own = [a.name for a in CATALOG.values() if a.enabled is not None]
-    assert own == ["ring", "tree", "nvls", "nvls_tree", "collnet_direct", "collnet_chain", "pat"]
+    assert own == ["ring", "tree", "nvls", "nvls_tree", "collnet_direct", "collnet_chain", "pat", "p2p"]
     assert {a.tuned_as for a in CATALOG.values()} <= set(own)
+
+
+@pytest.mark.parametrize("fixed", ["auto", "ring", "tree", "nvls", "hierarchical", "pat", "p2p"])
+def test_an_all_to_all_runs_as_send_receive_whatever_algorithm_collectives_are_fixed_to(fixed):
+    p = plan(nodes=2, algorithm=fixed)
+    assert p.choose(CollType.AllToAll, range(16), 2**20).algorithm == "p2p"
+    assert p.choose(CollType.AllToAll, range(8), 2**20).algorithm == "p2p"
+
+
+def test_pxn_relays_an_all_to_all_through_the_rail_aligned_peer_so_keeps_its_name():
+    assert plan(nodes=2, algorithm="pxn").choose(CollType.AllToAll, range(16), 2**20).algorithm == "pxn"
+
+
+def test_send_receive_is_no_collective_algorithm():
+    with pytest.raises(ValueError, match="AllReduce has no p2p decomposition"):
+        plan(nodes=2, algorithm="p2p").choose(CollType.AllReduce, range(16), 2**20)

@@ -21,6 +21,7 @@ from ..config.units import check_size, format_size, parse_size
 from .errors import run_reporting_errors
 from .output import print_table
 from .profile import app as profile_app
+from .progress import terminal_progress
 from .topology import topology as topology_command
 from .validate import app as validate_app
 
@@ -76,7 +77,8 @@ def simulate(
         raise ConfigError(f"{scenario}: workload: required to simulate a training iteration "
                           "(use `simulon collective` for a datacenter-only scenario)")
     try:
-        sim = run(sc, fold_mode=expand)  # type: ignore[arg-type]
+        with terminal_progress() as progress:
+            sim = run(sc, fold_mode=expand, progress=progress)  # type: ignore[arg-type]
     except Unrunnable as exc:
         raise ConfigError(f"{scenario}: collective.algorithm: {exc}") from None
     result = sim.result

@@ -117,7 +117,6 @@ def _pxn(fn) -> Decomposition:
 
 
 _RING_STEPS = {AR: ring_all_reduce, AG: ring_all_gather, RS: ring_reduce_scatter}
-_RING = {**_RING_STEPS, A2A: all_to_all}
 
 
 # ---- which members and channels repeat ----
@@ -141,9 +140,9 @@ def _rail_ring_symmetry(ctype: CollType, shape: GroupShape) -> int | None:
     return None if shape.rail_aligned else shape.per_node
 
 
-def _ring_symmetry(ctype: CollType, shape: GroupShape) -> int | None:
-    """As a ring's, and 1 for all-to-all's direct sends."""
-    return 1 if ctype == A2A else _rail_ring_symmetry(ctype, shape)
+def _pxn_symmetry(ctype: CollType, shape: GroupShape) -> int | None:
+    """As a ring's, and for all-to-all's sends with relays as a ring bent to the rails."""
+    return _rail_ring_symmetry(ctype, shape)
 
 
 def _hierarchical_symmetry(ctype: CollType, shape: GroupShape) -> int | None:
@@ -152,10 +151,16 @@ def _hierarchical_symmetry(ctype: CollType, shape: GroupShape) -> int | None:
 
 def _ring_period(ctype: CollType, shape: GroupShape) -> int:
     """A ring's channels differ only in which member (and NIC) they leave a node by, and in a mesh which cycle
-    they take; inside a domain each of the channels an all-to-all peer's part takes is its own."""
+    they take; all-to-all's as send/receive's."""
     if ctype == A2A:
-        return constants()["p2p_channels"] if shape.nodes == 1 else 1
+        return _p2p_period(ctype, shape)
     return math.lcm(1 if shape.flat_ring else shape.per_node or 1, shape.mesh_cycles)
+
+
+def _p2p_period(ctype: CollType, shape: GroupShape) -> int:
+    """Inside a domain each of the channels an all-to-all peer's part takes is its own; across nodes every
+    channel sends the same parts."""
+    return constants()["p2p_channels"] if shape.nodes == 1 else 1
 
 
 def _tree_period(ctype: CollType, shape: GroupShape) -> int:
@@ -204,7 +209,7 @@ def _pat_refusal(shape: GroupShape) -> str | None:
 _SIMPLE = ("simple",)
 
 CATALOG: dict[str, Algorithm] = {a.name: a for a in (
-    Algorithm("ring", {ctype: _plain(fn) for ctype, fn in _RING.items()}, _ring_symmetry, _ring_period,
+    Algorithm("ring", {ctype: _plain(fn) for ctype, fn in _RING_STEPS.items()}, _rail_ring_symmetry, _ring_period,
               tuned_as="ring", enabled=_any_group, local_pass=ring_local_pass,
               first_period={ctype: _plain(partial(fn, one_period=True)) for ctype, fn in _RING_STEPS.items()}),
     Algorithm("tree", {AR: tree_all_reduce}, _constant(None), _tree_period, tuned_as="tree", enabled=_regular),
@@ -219,14 +224,30 @@ CATALOG: dict[str, Algorithm] = {a.name: a for a in (
               protocols=_SIMPLE, reduction=Reduction.SCALE_OUT_SWITCH, enabled=_collnet_enabled),
     Algorithm("pat", {AG: _plain(pat_all_gather), RS: _plain(pat_reduce_scatter)}, _constant(1), _constant(1),
               tuned_as="pat", protocols=_SIMPLE, enabled=_pat_enabled, refusal=_pat_refusal),
+    Algorithm("p2p", {A2A: _plain(all_to_all)}, _constant(1), _p2p_period, tuned_as="ring", protocols=_SIMPLE,
+              enabled=_any_group),
     Algorithm("hierarchical", {ctype: _plain(partial(hierarchical, ctype=ctype)) for ctype in (AR, AG, RS)},
               _hierarchical_symmetry, _constant(1), tuned_as="ring"),
-    Algorithm("pxn", {ctype: _pxn(fn) for ctype, fn in _RING.items()}, _rail_ring_symmetry, _ring_period,
-              tuned_as="ring"),
+    Algorithm("pxn", {ctype: _pxn(fn) for ctype, fn in {**_RING_STEPS, A2A: all_to_all}.items()}, _pxn_symmetry,
+              _ring_period, tuned_as="ring"),
 )}
-"""Name -> algorithm. NCCL's tree and CollNet do only all-reduce; PAT only all-gather and reduce-scatter;
-all-to-all is a set of direct sends (ring's, or with PXN relays). hierarchical and pxn are simulon's variants of
-NCCL's ring. NCCL's own algorithms come first, in the order `auto` weighs them."""
+"""Name -> algorithm. NCCL's tree and CollNet do only all-reduce; PAT only all-gather and reduce-scatter.
+All-to-all is NCCL's grouped send/receive (`p2p`), which NCCL_ALGO does not choose: every member sends its part
+straight to every other (or, with `pxn`, through the rail-aligned peer); its channels across nodes are counted as
+a ring's (an approximation: NCCL gives each network peer NCCL_NCHANNELS_PER_NET_PEER channels). hierarchical and
+pxn are simulon's variants of NCCL's ring. NCCL's own algorithms come first, in the order `auto` weighs them."""
+
+
+SEND_RECEIVE = "p2p"
+"""What runs an all-to-all whatever algorithm is fixed for the collectives, pxn's relays aside."""
+
+
+def algorithm_for(ctype: CollType, fixed: str) -> str:
+    """The algorithm that runs a collective of type `ctype` when `fixed` (or auto) is chosen for collectives:
+    NCCL_ALGO applies to collectives, not to an all-to-all's sends and receives."""
+    if ctype == A2A and fixed not in (SEND_RECEIVE, "pxn", "auto"):
+        return SEND_RECEIVE
+    return fixed
 
 
 def find_algorithm(name: str) -> Algorithm:

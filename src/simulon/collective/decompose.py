@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from .algorithms import CATALOG, Algorithm, Decomposition, Unrunnable, find_algorithm
+from .algorithms import CATALOG, Algorithm, Decomposition, Unrunnable, algorithm_for, find_algorithm
 from .common import CollectiveResult, FlowSet, P2PFlow
 from .nccl import PROTOCOLS
 from .shape import GroupShape
@@ -28,7 +28,10 @@ def symmetry(name: str, ctype: CollType, shape: GroupShape) -> int | None:
 
 
 def checked(name: str, ctype: CollType) -> Algorithm:
-    """The algorithm of this name, refusing an unknown one, or one that does not do this collective."""
+    """The algorithm that runs a collective of this type when `name` is chosen (an all-to-all runs as send/receive
+    whatever is chosen for collectives: algorithms.algorithm_for), refusing an unknown name, or one that does
+    not do this collective."""
+    name = algorithm_for(ctype, name)
     found = find_algorithm(name)
     if ctype not in found.decompositions:
         does = ", ".join(t.name for t in found.decompositions)

@@ -100,9 +100,9 @@ class CollectivePlan:
             refusal = record.reduction_missing(self.topology.reduces_in_switch) or record.refusal(shape)
             if refusal:
                 raise Unrunnable(refusal)
-            candidates = [(self.algorithm, p) for p in self._protocols(self.algorithm, ctype)]
+            candidates = [(record.name, p) for p in self._protocols(record.name, ctype)]
         if self.protocol != "auto":
-            candidates = [(a, p) for a, p in candidates if p == self.protocol] or [(self.algorithm, self.protocol)]
+            candidates = [(a, p) for a, p in candidates if p == self.protocol] or [(candidates[0][0], self.protocol)]
         times = [(self._time(ctype, shape, size, a, p), i) for i, (a, p) in enumerate(candidates)]
         algorithm, protocol = candidates[min(times)[1]]
         return Choice(algorithm, protocol, self.channels or self._channels(ctype, shape, size, algorithm, protocol))

@@ -96,7 +96,7 @@ class FabricSpec(Templated):
 
     template_kind: ClassVar[str] = "topology"
 
-    name: str = "single-switch"
+    name: str | None = Field(None, description="default: the shape, like '2-tier rail-optimized'")
     tiers: Literal[1, 2, 3] = 1
     rail_optimized: bool = False
     nics_per_leaf: FabricCount | None = Field(None, description="NIC ports under one leaf switch")
@@ -117,6 +117,15 @@ class FabricSpec(Templated):
         if self.planes == 2 and not self.dual_tor:
             raise FieldError("planes", "two planes need dual_tor: true (each NIC port on its own plane)")
         return self
+
+    @property
+    def label(self) -> str:
+        """The fabric's name, or for one without, its shape ("single-switch", "2-tier rail-optimized")."""
+        if self.name:
+            return self.name
+        if self.tiers == 1:
+            return "single-switch"
+        return f"{self.tiers}-tier{' rail-optimized' if self.rail_optimized else ''}"
 
 
 class ScaleOutSpec(StrictModel):

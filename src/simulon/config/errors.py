@@ -43,6 +43,7 @@ def shown(value: Any) -> str:
         text, kind = repr(value), "a list "
     else:
         text, kind = repr(value), ""
+    text = one_line(text)
     return kind + (text if len(text) <= _MAX_SHOWN else text[:_MAX_SHOWN - 3] + "...")
 
 

@@ -11,6 +11,7 @@ byte leaves; a sender's next flow that waits for it may start as soon as that la
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -19,6 +20,7 @@ import numpy as np
 from ..dag.fold import Fold
 from ..dag.nodes import ExecutionDAG
 from ..network.topology import Topology
+from ..progress import REPORT_EVERY
 from ..workload.kernels import KernelClass
 from .fair_share import FlowNetwork, link_rows
 from .flows import FlowProperties, flow_properties
@@ -115,7 +117,8 @@ def _nodes(dag: ExecutionDAG, flow_nodes: np.ndarray, sm_count: int) -> _Nodes:
                   _sm_bound(dag) if sm_count else [False] * n, dag.gpu.tolist())
 
 
-def replay(dag: ExecutionDAG, topology: Topology, fold: Fold, sm_count: int = 0, window_s: float = 0.0) -> Timeline:
+def replay(dag: ExecutionDAG, topology: Topology, fold: Fold, sm_count: int = 0, window_s: float = 0.0,
+           advance: Callable[[int], None] | None = None) -> Timeline:
     """Run the DAG to completion; return every node's start and finish time.
 
     With the GPU's `sm_count`, a GEMM or attention kernel that starts while collectives run on its GPU gets
@@ -123,13 +126,15 @@ def replay(dag: ExecutionDAG, topology: Topology, fold: Fold, sm_count: int = 0,
     sm_count / (sm_count - held) longer. 0 leaves every kernel its measured time.
 
     Flows that start or finish within `window_s` of each other share one max-min rate computation (0: one
-    per distinct time); a flow starting inside the window waits for it."""
+    per distinct time); a flow starting inside the window waits for it.
+
+    `advance(done)` is told every progress.REPORT_EVERY finished nodes how many are finished."""
     if dag.duration is None:
         raise ValueError("the DAG has no kernel durations: populate it first")
     props = flow_properties(dag, topology, fold)
     net = FlowNetwork(link_rows(props.links), topology.capacity, topology.fold_weights(fold.rep), props.cap)
     nodes = _nodes(dag, props.nodes, sm_count)
-    start, finish = _run(nodes, props, net, dag.num_gpus, sm_count, window_s)
+    start, finish = _run(nodes, props, net, dag.num_gpus, sm_count, window_s, advance or _unreported)
     stuck = finish.count(NOT_FINISHED)
     if stuck:
         n = dag.num_nodes
@@ -137,8 +142,12 @@ def replay(dag: ExecutionDAG, topology: Topology, fold: Fold, sm_count: int = 0,
     return Timeline(np.asarray(start), np.asarray(finish), props.links, props.nodes)
 
 
+def _unreported(done: int) -> None:
+    pass
+
+
 def _run(nodes: _Nodes, props: FlowProperties, net: FlowNetwork, num_gpus: int, sm_count: int,
-         window_s: float) -> tuple[list[float], list[float]]:
+         window_s: float, advance: Callable[[int], None]) -> tuple[list[float], list[float]]:
     """The event loop: start every ready node, reshare the links once nothing more happens now, take the next
     event; each node that completes (and each flow whose last byte leaves) releases the nodes waiting on it.
     Returns every node's start and finish time (NOT_FINISHED where a cycle stalled it)."""
@@ -155,6 +164,7 @@ def _run(nodes: _Nodes, props: FlowProperties, net: FlowNetwork, num_gpus: int, 
     push, pop = heapq.heappush, heapq.heappop
     seq = 0
     now = 0.0
+    done, report_at = 0, REPORT_EVERY  # finished nodes, and when next to report them
     ready = np.flatnonzero(np.asarray(pending) == 0).tolist()  # nodes whose dependencies are all met
     while True:
         if ready:  # start a ready node
@@ -177,6 +187,7 @@ def _run(nodes: _Nodes, props: FlowProperties, net: FlowNetwork, num_gpus: int, 
                 continue
             held[gpu_of[node]] += span[node]  # markers complete on the spot
             finish[node] = now
+            done += 1
             released = succ[succ_ptr[node]:succ_ptr[node + 1]]
         else:
             if net.dirty and (not events or events[0][0] > now + max(SAME_TIME * max(now, 1.0), window_s)):
@@ -201,6 +212,10 @@ def _run(nodes: _Nodes, props: FlowProperties, net: FlowNetwork, num_gpus: int, 
             else:
                 finish[item] = now
                 released = succ[succ_ptr[item]:succ_ptr[item + 1]]
+                done += 1
+                if done >= report_at:
+                    advance(done)
+                    report_at = done + REPORT_EVERY
         for s in released:  # the nodes waiting on this one
             pending[s] -= 1
             if pending[s] == 0:

@@ -1,63 +1,200 @@
-"""An SVG picture of a topology: nodes at the bottom, then leaves, spines and cores, with their links.
+"""An SVG picture of a topology: nodes at the bottom, then leaf, spine and core switches, with their links.
 
-Plain SVG text, no plotting library. Large fabrics are cut to their first switches and nodes per row (the
-caption says so), which still shows how nodes reach leaves and leaves reach spines.
+Every row is titled with what it holds (how many, GPUs and NICs per node, rails, planes, pods), every link band
+with its link count and speed, every box with its name (n3, L12, S0, C1) and, on a rail-optimized fabric, the
+links and leaves of each rail in the rail's colour. A row of more than MAX_SHOWN boxes shows its first ones and
+its last, with an ellipsis between and the row title saying so; links to boxes not shown are left out.
+
+Plain SVG text, no plotting library: the picture is a handful of rectangles, lines and labels.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from html import escape
+from itertools import pairwise
 
 import numpy as np
 
 from .summary import TopologySummary
 from .topology import Topology
 
-WIDTH, ROW, MARGIN, BOX = 1200, 110, 40, 14
-MAX_PER_ROW = 48
+WIDTH, LEFT, RIGHT, TOP, ROW, BOX = 1280, 250, 20, 70, 120, 14
+MAX_SHOWN = 40
+"""Boxes drawn per row at most; beyond, the first MAX_SHOWN - 1 and the last."""
+MAX_LABELLED = 24
+"""Rows of more boxes name every few of them, so that the names do not overlap."""
 COLORS = {"node": "#4e79a7", "leaf": "#59a14f", "spine": "#f28e2b", "core": "#e15759"}
+RAIL_COLORS = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
+               "#9c755f", "#bab0ac"]
+PREFIX = {"node": "n", "leaf": "L", "spine": "S", "core": "C"}
+TITLE = {"node": ("node", "nodes"), "leaf": ("leaf switch", "leaf switches"),
+         "spine": ("spine switch", "spine switches"), "core": ("core switch", "core switches")}
 
 
-def _xs(count: int) -> np.ndarray:
-    shown = min(count, MAX_PER_ROW)
-    return MARGIN + (np.arange(shown) + 0.5) * (WIDTH - 2 * MARGIN) / max(shown, 1)
+def counted(count: int, singular: str, plural: str) -> str:
+    return f"{count:,} {singular if count == 1 else plural}"
+
+
+@dataclass(frozen=True)
+class Row:
+    """One row of boxes: which ids are drawn, and where."""
+
+    name: str
+    count: int
+    y: float
+
+    @property
+    def ids(self) -> list[int]:
+        if self.count <= MAX_SHOWN:
+            return list(range(self.count))
+        return [*range(MAX_SHOWN - 1), self.count - 1]
+
+    @property
+    def truncated(self) -> bool:
+        return self.count > MAX_SHOWN
+
+    def x(self) -> dict[int, float]:
+        """Box id -> x; a truncated row leaves one slot empty for the ellipsis before its last box."""
+        slots = len(self.ids) + (1 if self.truncated else 0)
+        step = (WIDTH - LEFT - RIGHT) / max(slots, 1)
+        positions = [LEFT + (i + 0.5) * step for i in range(slots)]
+        if self.truncated:
+            positions = positions[:-2] + positions[-1:]
+        return dict(zip(self.ids, positions, strict=True))
+
+    def ellipsis_x(self) -> float:
+        slots = len(self.ids) + 1
+        return LEFT + (slots - 1.5) * (WIDTH - LEFT - RIGHT) / slots
+
+
+def _rail_of_leaf(topology: Topology) -> np.ndarray | None:
+    """The rail of every leaf of a rail-optimized fabric (None for any other): leaves are numbered segment by
+    segment, a segment holding one leaf per NIC of a node (fabric.Fabric.build)."""
+    spec = topology.fabric.spec
+    if not spec.rail_optimized or spec.tiers < 2:
+        return None
+    per_set = topology.fabric.leaves // topology.fabric.ports_per_nic
+    nics_per_node = topology.gpus_per_node // topology.gpus_per_nic
+    return (np.arange(topology.fabric.leaves) % per_set) % nics_per_node
+
+
+def _links(topology: Topology) -> list[tuple[str, int, str, int]]:
+    """(row, id, row above, id) of every link between boxes of adjacent rows."""
+    fabric, spec = topology.fabric, topology.fabric.spec
+    nodes = topology.num_gpus // topology.gpus_per_node
+    nics_per_node = topology.gpus_per_node // topology.gpus_per_nic
+    links: list[tuple[str, int, str, int]] = []
+    for node in sorted({*range(min(nodes, MAX_SHOWN)), nodes - 1}):
+        nics = np.arange(node * nics_per_node, (node + 1) * nics_per_node)
+        ports = (nics[:, None] * fabric.ports_per_nic + np.arange(fabric.ports_per_nic)).ravel()
+        links += [("node", node, "leaf", int(leaf)) for leaf in sorted(set(fabric.leaf_of_port[ports].tolist()))]
+    for leaf in sorted({*range(min(fabric.leaves, MAX_SHOWN)), fabric.leaves - 1}):
+        base = (int(fabric.plane_of_leaf[leaf]) * fabric.pods + int(fabric.pod_of_leaf[leaf])) * (spec.spines or 0)
+        links += [("leaf", leaf, "spine", base + s) for s in range(spec.spines or 0)]
+    per_plane = fabric.spines // spec.planes if fabric.spines else 1
+    for spine in sorted({*range(min(fabric.spines, MAX_SHOWN)), fabric.spines - 1}) if fabric.spines else []:
+        links += [("spine", spine, "core", spine // per_plane * (spec.cores or 0) + c) for c in range(spec.cores or 0)]
+    return links
+
+
+def _row_title(name: str, count: int, topology: Topology) -> list[str]:
+    spec, fabric = topology.fabric.spec, topology.fabric
+    nics_per_node = topology.gpus_per_node // topology.gpus_per_nic
+    lines = [counted(count, *TITLE[name])]
+    if name == "node":
+        lines.append(f"{counted(topology.gpus_per_node, 'GPU', 'GPUs')}, {counted(nics_per_node, 'NIC', 'NICs')}"
+                     " each")
+    elif name == "leaf":
+        detail = [counted(nics_per_node, "rail", "rails")] if _rail_of_leaf(topology) is not None else []
+        if spec.dual_tor:
+            detail.append("two per NIC (dual ToR)")
+        if spec.planes > 1:
+            detail.append(counted(spec.planes, "plane", "planes"))
+        lines += [", ".join(detail)] if detail else []
+    elif name == "spine" and spec.tiers == 3:
+        lines.append(counted(fabric.pods * spec.planes, "pod", "pods"))
+    if count > MAX_SHOWN:
+        lines.append(f"(the first {MAX_SHOWN - 1} and the last shown)")
+    return lines
+
+
+def _link_label(below: str, summary: TopologySummary) -> list[str]:
+    """What the links from a row up to the next are: how many, at what speed."""
+    tier = {"node": "leaf", "leaf": "spine", "spine": "core"}[below]
+    found = next(t for t in summary.tiers if t.name == tier)
+    start = "NIC port" if below == "node" else below
+    return [f"{start} to {tier}: {counted(found.links, 'link', 'links')}",
+            f"{found.link_rate / 1e9:,.1f} GB/s each way"]
+
+
+def _caption(topology: Topology, summary: TopologySummary) -> list[str]:
+    spec = topology.fabric.spec
+    reduce_up, reduce_out = summary.reduces_in_switch
+    tiers = {1: "one tier", 2: "two tiers", 3: "three tiers"}[spec.tiers]
+    shape = ["rail-optimized" if spec.rail_optimized else "not rail-optimized"]
+    if spec.dual_tor:
+        shape.append("dual ToR")
+    shape.append(counted(spec.planes, "plane", "planes"))
+    if reduce_out:
+        shape.append("SHARP in the switches")
+    return [f"{summary.gpus:,} GPUs in {counted(summary.nodes, 'node', 'nodes')} of {topology.gpus_per_node}; "
+            f"{summary.scale_up} scale-up domains of {summary.domain_gpus} GPUs"
+            f"{' reducing in the switch (NVLS)' if reduce_up else ''}",
+            f"scale-out fabric {summary.fabric}: {tiers}, {', '.join(shape)}; bisection "
+            f"{summary.scale_out_bisection / 1e9:,.0f} GB/s per direction"]
+
+
+def _text(x: float, y: float, text: str, size: int = 11, anchor: str = "start", weight: str = "normal") -> str:
+    return (f'<text x="{x:.1f}" y="{y:.1f}" font-size="{size}" text-anchor="{anchor}" font-weight="{weight}">'
+            f"{escape(text)}</text>")
 
 
 def topology_svg(topology: Topology) -> str:
-    fabric, spec = topology.fabric, topology.fabric.spec
-    nodes = topology.num_gpus // topology.gpus_per_node
-    rows = {"node": nodes, "leaf": fabric.leaves, "spine": fabric.spines, "core": fabric.cores}
-    rows = {name: count for name, count in rows.items() if count}
-    y = {name: MARGIN + ROW * (len(rows) - 1 - i) for i, name in enumerate(rows)}
-    xs = {name: _xs(count) for name, count in rows.items()}
-    lines: list[tuple[str, int, str, int]] = []
-    nics_per_node = topology.gpus_per_node // topology.gpus_per_nic
-    for node in range(min(nodes, MAX_PER_ROW)):
-        nics = np.arange(node * nics_per_node, (node + 1) * nics_per_node)
-        ports = (nics[:, None] * fabric.ports_per_nic + np.arange(fabric.ports_per_nic)).ravel()
-        lines += [("node", node, "leaf", int(leaf)) for leaf in sorted(set(fabric.leaf_of_port[ports].tolist()))]
-    for leaf in range(min(fabric.leaves, MAX_PER_ROW)):
-        base = (int(fabric.plane_of_leaf[leaf]) * fabric.pods + int(fabric.pod_of_leaf[leaf])) * (spec.spines or 0)
-        lines += [("leaf", leaf, "spine", base + s) for s in range(spec.spines or 0)]
-    per_plane = fabric.spines // spec.planes if fabric.spines else 1
-    for spine in range(min(fabric.spines, MAX_PER_ROW)):
-        lines += [("spine", spine, "core", spine // per_plane * (spec.cores or 0) + c) for c in range(spec.cores or 0)]
-    shown = [(a, i, b, j) for a, i, b, j in lines if i < MAX_PER_ROW and j < MAX_PER_ROW]
-    svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{MARGIN * 3 + ROW * len(rows)}" '
-           'font-family="sans-serif" font-size="11">']
-    svg += [f'<line x1="{xs[a][i]:.1f}" y1="{y[a]}" x2="{xs[b][j]:.1f}" y2="{y[b]}" stroke="#bbb" '
-            'stroke-width="0.6"/>' for a, i, b, j in shown]
-    for name, count in rows.items():
-        for x in xs[name]:
-            svg.append(f'<rect x="{x - BOX / 2:.1f}" y="{y[name] - BOX / 2}" width="{BOX}" height="{BOX}" '
-                       f'fill="{COLORS[name]}"/>')
-        more = f" (first {MAX_PER_ROW} of {count})" if count > MAX_PER_ROW else ""
-        svg.append(f'<text x="4" y="{y[name] - BOX}">{name}s: {count}{more}</text>')
-    s = TopologySummary.of(topology)
-    caption = (f"{s.gpus} GPUs in {s.nodes} nodes ({topology.gpus_per_node} per node, {s.scale_up} domains of "
-               f"{s.domain_gpus}); fabric {s.fabric}: {spec.tiers} tier(s), rail-optimized {spec.rail_optimized}, "
-               f"dual ToR {spec.dual_tor}, {spec.planes} plane(s); scale-out bisection "
-               f"{s.scale_out_bisection / 1e9:,.0f} GB/s")
-    svg.append(f'<text x="4" y="{MARGIN * 2 + ROW * len(rows)}">{escape(caption)}</text>')
+    fabric = topology.fabric
+    summary = TopologySummary.of(topology)
+    counts = {"node": topology.num_gpus // topology.gpus_per_node, "leaf": fabric.leaves, "spine": fabric.spines,
+              "core": fabric.cores}
+    counts = {name: count for name, count in counts.items() if count}
+    rows = {name: Row(name, count, TOP + ROW * (len(counts) - 1 - i)) for i, (name, count) in enumerate(counts.items())}
+    xs = {name: row.x() for name, row in rows.items()}
+    rail = _rail_of_leaf(topology)
+    height = TOP + ROW * (len(rows) - 1) + 110
+    svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" font-family="sans-serif">',
+           f'<rect width="{WIDTH}" height="{height}" fill="white"/>']
+    for a, i, b, j in _links(topology):
+        if i in xs[a] and j in xs[b]:
+            color = RAIL_COLORS[int(rail[j]) % len(RAIL_COLORS)] if a == "node" and rail is not None else "#aaa"
+            svg.append(f'<line x1="{xs[a][i]:.1f}" y1="{rows[a].y}" x2="{xs[b][j]:.1f}" y2="{rows[b].y}" '
+                       f'stroke="{color}" stroke-width="0.8"/>')
+    for name, row in rows.items():
+        for y_offset, line in enumerate(_row_title(name, row.count, topology)):
+            svg.append(_text(8, row.y + 13 * y_offset, line, 12 if y_offset == 0 else 10,
+                             weight="bold" if y_offset == 0 else "normal"))
+        every = 1 if len(row.ids) <= MAX_LABELLED else -(-len(row.ids) // (MAX_LABELLED // 2))
+        for k, (box, x) in enumerate(xs[name].items()):
+            fill = RAIL_COLORS[int(rail[box]) % len(RAIL_COLORS)] if name == "leaf" and rail is not None \
+                else COLORS[name]
+            svg.append(f'<rect x="{x - BOX / 2:.1f}" y="{row.y - BOX / 2}" width="{BOX}" height="{BOX}" '
+                       f'fill="{fill}"><title>{PREFIX[name]}{box}</title></rect>')
+            if k % every == 0 or box == row.count - 1:
+                svg.append(_text(x, row.y + BOX + 4, f"{PREFIX[name]}{box}", 9, "middle"))
+        if row.truncated:
+            svg.append(_text(row.ellipsis_x(), row.y + 4, "…", 14, "middle"))
+    names = list(rows)
+    for below, above in pairwise(names):
+        middle = (rows[below].y + rows[above].y) / 2
+        for k, line in enumerate(_link_label(below, summary)):
+            svg.append(_text(LEFT - 16, middle + 13 * k, line, 10, "end", "normal"))
+    if rail is not None:
+        nics_per_node = topology.gpus_per_node // topology.gpus_per_nic
+        for r in range(nics_per_node):
+            x = LEFT + r * 70
+            color = RAIL_COLORS[r % len(RAIL_COLORS)]
+            svg.append(f'<line x1="{x}" y1="{TOP - 40}" x2="{x + 18}" y2="{TOP - 40}" stroke="{color}" '
+                       'stroke-width="3"/>')
+            svg.append(_text(x + 22, TOP - 36, f"rail {r}", 10))
+    for k, line in enumerate(_caption(topology, summary)):
+        svg.append(_text(8, height - 36 + 16 * k, line, 12))
     svg.append("</svg>")
     return "\n".join(svg) + "\n"

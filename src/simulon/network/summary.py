@@ -49,7 +49,7 @@ class TopologySummary:
         domain = min(topology.domain_gpus, g)  # a mesh cut in half has (domain/2)^2 links across
         up_bisection = tiers[0].link_rate * ((domain // 2) ** 2 if topology.mesh else domain / 2)
         return cls(g, nodes, tiers[0].name, topology.domain_gpus, topology.reduces_in_switch,
-                   spec.name, -(-g // topology.gpus_per_nic), tiers,
+                   spec.label, -(-g // topology.gpus_per_nic), tiers,
                    up_bisection, fabric.bisection(tiers[1].link_rate))
 
     def to_dict(self) -> dict:

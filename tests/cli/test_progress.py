@@ -1,0 +1,69 @@
+"""A long run says what it is doing: the pipeline reports its stages and the replay's advance
+(simulon.progress), shown as a bar on a terminal and not at all where stderr is a file (cli/progress.py)."""
+
+from __future__ import annotations
+
+import importlib
+import io
+
+import pytest
+from rich.console import Console
+
+from helpers import gpt_scenario
+from simulon.cli.progress import terminal_progress
+from simulon.pipeline import simulate
+
+replay_module = importlib.import_module("simulon.engine.replay")  # the package exports a function of that name
+
+
+class Recorder:
+    def __init__(self):
+        self.events: list[tuple[str, object, object]] = []
+
+    def stage(self, description, total=None):
+        self.events.append(("stage", description, total))
+
+    def advance(self, done):
+        self.events.append(("advance", done, None))
+
+
+@pytest.fixture(scope="module")
+def recorded():
+    mp = pytest.MonkeyPatch()
+    mp.setattr(replay_module, "REPORT_EVERY", 100)
+    recorder = Recorder()
+    try:
+        sim = simulate(gpt_scenario(tp=2, pp=2, gbs=8), progress=recorder)
+    finally:
+        mp.undo()
+    return sim, recorder.events
+
+
+def test_a_simulation_reports_its_stages_in_order(recorded):
+    _, events = recorded
+    stages = [description for kind, description, _ in events if kind == "stage"]
+    assert stages[0].startswith("tracing") and stages[1].startswith("timing") and stages[2] == "replaying"
+
+
+def test_the_replay_reports_finished_nodes_rising_to_at_most_the_dags_size(recorded):
+    sim, events = recorded
+    replaying = [i for i, (kind, description, _) in enumerate(events) if description == "replaying"][0]
+    assert events[replaying][2] == sim.dag.num_nodes
+    done = [value for kind, value, _ in events[replaying:] if kind == "advance"]
+    assert len(done) >= sim.dag.num_nodes // 100 - 1
+    assert done == sorted(done) and done[-1] <= sim.dag.num_nodes
+    assert all(b - a >= 100 for a, b in zip(done, done[1:], strict=False))
+
+
+def test_reporting_progress_does_not_change_the_result(recorded):
+    sim, _ = recorded
+    assert simulate(gpt_scenario(tp=2, pp=2, gbs=8)).result.iteration_time_ms == sim.result.iteration_time_ms
+
+
+def test_the_bar_is_drawn_on_a_terminal_and_nothing_is_written_elsewhere():
+    for terminal in (True, False):
+        out = io.StringIO()
+        with terminal_progress(Console(file=out, force_terminal=terminal, width=100)) as progress:
+            progress.stage("replaying", total=1000)
+            progress.advance(500)
+        assert ("replaying" in out.getvalue()) == terminal
