@@ -19,6 +19,7 @@ from .config.scenario import ScenarioConfig
 from .dag.builder import DAGBuilder, collective_dag
 from .dag.fold import Fold, FoldMode, choose_fold, fold_group, nics_consistent, symmetric_axes
 from .dag.nodes import ExecutionDAG
+from .dag.size import check_fits, estimate_size
 from .engine.replay import Timeline, replay
 from .engine.steady_state import SteadyState
 from .network.calibration import LinkModel
@@ -41,8 +42,11 @@ class Simulation:
     fold: Fold
 
 
-def build_dag(sc: ScenarioConfig, fold_mode: FoldMode = "auto") -> tuple[ExecutionDAG, Topology, Fold]:
-    """The GPU-agnostic DAG of one iteration, and the network and fold it is meant for."""
+def build_dag(sc: ScenarioConfig, fold_mode: FoldMode = "auto", memory_limit: float | None = None,
+              trace: bool = False) -> tuple[ExecutionDAG, Topology, Fold]:
+    """The GPU-agnostic DAG of one iteration, and the network and fold it is meant for. With `memory_limit`
+    (bytes), a DAG estimated to need more (with its trace, if `trace`) is refused before it is built
+    (dag.size.TooLarge)."""
     if sc.workload is None:
         raise ValueError("the scenario has no workload block to simulate")
     dc, wl = sc.datacenter, sc.workload
@@ -53,14 +57,30 @@ def build_dag(sc: ScenarioConfig, fold_mode: FoldMode = "auto") -> tuple[Executi
     programs = tracer.stage_programs()
     axes = symmetric_axes(programs, tracer.layout, plan.foldable) if topology.foldable else set()
     fold = choose_fold(tracer.layout, dc.node.gpus_per_node, dc.node.gpus_per_nic, fold_mode, axes)
+    if memory_limit is not None:
+        check_fits(estimate_size(programs, tracer.layout, fold, plan), memory_limit, trace,
+                   _why_unfolded(fold, topology, fold_mode))
     dag = DAGBuilder(programs, tracer.layout, fold, plan).build()
     return dag, topology, fold
 
 
-def simulate(sc: ScenarioConfig, fold_mode: FoldMode = "auto", progress: Progress = SILENT) -> Simulation:
-    """Simulate one training iteration, telling `progress` each stage and how far the replay has got."""
+def _why_unfolded(fold: Fold, topology: Topology, fold_mode: FoldMode) -> str:
+    """Why every GPU is simulated, for a refusal's message ("" when some are folded)."""
+    if fold.axes:
+        return ""
+    if fold_mode == "full":
+        return " (--expand full simulates every GPU; auto or symmetric stand one GPU for its identical peers)"
+    if not topology.foldable:
+        return " (every GPU is simulated: a fabric of more than one tier is not folded)"
+    return ""
+
+
+def simulate(sc: ScenarioConfig, fold_mode: FoldMode = "auto", progress: Progress = SILENT,
+             memory_limit: float | None = None, trace: bool = False) -> Simulation:
+    """Simulate one training iteration, telling `progress` each stage and how far the replay has got; a run
+    estimated to need more than `memory_limit` bytes is refused before it is built (see build_dag)."""
     progress.stage("tracing the workload and building the DAG")
-    dag, topology, fold = build_dag(sc, fold_mode)
+    dag, topology, fold = build_dag(sc, fold_mode, memory_limit, trace)
     progress.stage(f"timing {dag.num_nodes:,} nodes' kernels")
     populate(dag, sc.datacenter.node.gpu, sc.workload.training.dtype)
     return run_populated(sc, dag, topology, fold, progress=progress)

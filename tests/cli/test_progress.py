@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import io
+import itertools
 
 import pytest
 from rich.console import Console
@@ -47,12 +48,12 @@ def test_a_simulation_reports_its_stages_in_order(recorded):
 
 def test_the_replay_reports_finished_nodes_rising_to_at_most_the_dags_size(recorded):
     sim, events = recorded
-    replaying = [i for i, (kind, description, _) in enumerate(events) if description == "replaying"][0]
+    replaying = next(i for i, (kind, description, _) in enumerate(events) if description == "replaying")
     assert events[replaying][2] == sim.dag.num_nodes
     done = [value for kind, value, _ in events[replaying:] if kind == "advance"]
     assert len(done) >= sim.dag.num_nodes // 100 - 1
     assert done == sorted(done) and done[-1] <= sim.dag.num_nodes
-    assert all(b - a >= 100 for a, b in zip(done, done[1:], strict=False))
+    assert all(b - a >= 100 for a, b in itertools.pairwise(done))
 
 
 def test_reporting_progress_does_not_change_the_result(recorded):

@@ -160,3 +160,12 @@ def test_a_cross_section_of_the_table_holds_its_accuracy(rows):
     assert len(subsets) >= 10 and len(report.rows) == len(picked) >= 25
     mape = sum(abs(r.error_pct) for r in report.rows) / len(report.rows)
     assert mape <= CROSS_SECTION_MAPE_PCT, [(picked[r.index], round(r.error_pct, 1)) for r in report.rows]
+
+
+def test_a_row_too_large_for_the_memory_given_is_skipped_with_the_reason_and_the_rest_go_on(rows):
+    small = _row(rows, subset="flash_attention_training_speed", model="GPT3-125M (FlashAttention impl)")[1]
+    report = validate_training([small, small], memory_limit=1e3)
+    assert not report.rows and [s.index for s in report.skipped] == [0, 1]
+    assert all(s.reason.startswith("too large: ") and "GB are available" not in s.reason and "MB are available"
+               in s.reason for s in report.skipped)
+    assert [r.index for r in validate_training([small], memory_limit=None).rows] == [0]

@@ -19,6 +19,7 @@ from ..config.loading import load_scenario
 from ..config.scenario import check_channels
 from ..config.units import check_size, format_size, parse_size
 from .errors import run_reporting_errors
+from .limits import MaxMemoryOption, memory_limit
 from .output import print_table
 from .profile import app as profile_app
 from .progress import terminal_progress
@@ -59,15 +60,18 @@ def simulate(
     expand: Annotated[str, typer.Option(help="auto | full | symmetric: simulate every GPU, or one per "
                                         "class of identical data/tensor-parallel peers")] = "auto",
     trace_flows: Annotated[bool, typer.Option(help="include every network flow in the trace")] = True,
+    max_memory: MaxMemoryOption = None,
 ) -> None:
     """Simulate one training iteration and report its time."""
     from ..collective.algorithms import Unrunnable
+    from ..dag.size import TooLarge
     from ..export.chrome_trace import chrome_trace_json
     from ..export.files import write_atomic
     from ..pipeline import simulate as run
 
     if expand not in ("auto", "full", "symmetric"):
         raise ConfigError(f"--expand: expected auto, full or symmetric, got {expand!r}")
+    limit = memory_limit(max_memory)
     if output is not None and not (output.parent if str(output.parent) else Path(".")).is_dir():
         raise ConfigError(f"-o {output}: folder {str(output.parent)!r} does not exist")
     if output is not None and output.is_dir():
@@ -78,9 +82,12 @@ def simulate(
                           "(use `simulon collective` for a datacenter-only scenario)")
     try:
         with terminal_progress() as progress:
-            sim = run(sc, fold_mode=expand, progress=progress)  # type: ignore[arg-type]
+            sim = run(sc, fold_mode=expand, progress=progress, memory_limit=limit,  # type: ignore[arg-type]
+                      trace=output is not None)
     except Unrunnable as exc:
         raise ConfigError(f"{scenario}: collective.algorithm: {exc}") from None
+    except TooLarge as exc:
+        raise ConfigError(f"{scenario}: {exc}") from None
     result = sim.result
     if output is not None:
         try:

@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from ..config.errors import ConfigError, not_utf8
+from .limits import MaxMemoryOption, memory_limit
 from .output import print_table
 
 app = typer.Typer(no_args_is_help=True, help="Compare predictions with published measurement tables.")
@@ -59,11 +60,13 @@ def report(csv_path: Path, as_json: bool, validator: Callable, group_title: str)
 
 
 @app.command()
-def training(csv: CsvOption = None, as_json: JsonOption = False) -> None:
-    """Predict each published training run's iteration time and compare."""
+def training(csv: CsvOption = None, as_json: JsonOption = False, max_memory: MaxMemoryOption = None) -> None:
+    """Predict each published training run's iteration time and compare (a row too large for the memory
+    available is skipped, with its reason)."""
     from ..validate.training import validate_training
 
-    report(table(csv, "training"), as_json, validate_training, "system")
+    limit = memory_limit(max_memory)
+    report(table(csv, "training"), as_json, lambda rows: validate_training(rows, limit), "system")
 
 
 @app.command()

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
-class _ExpansionTemplate:
+class ExpansionTemplate:
     """One collective's markers, flows and edges relative to a base node id and group positions.
 
     Local node ids: members' (start, end) markers first, two per simulated position, then the kept flows.
@@ -125,9 +125,17 @@ def _completion_edges(flows: FlowSet, nodes: _FlowNodes, marker: np.ndarray) -> 
             (nodes.of(received), marker[flows.dst_pos[received]] + 1)]
 
 
+def fold_positions(group: tuple[int, ...], rep: np.ndarray) -> tuple[int, ...]:
+    """The position in `group` of each member's representative."""
+    position = {g: p for p, g in enumerate(group)}
+    return tuple(position[int(rep[g])] for g in group)
+
+
 @cache
-def _template(ctype: CollType, size: float, choice: Choice, shape: GroupShape,
-              fold_pos: tuple[int, ...]) -> _ExpansionTemplate:
+def expansion_template(ctype: CollType, size: float, choice: Choice, shape: GroupShape,
+                       fold_pos: tuple[int, ...]) -> ExpansionTemplate:
+    """The markers, flows and edges of one collective call on a group of this shape under this fold (cached:
+    every group of the same shape, size, algorithm and fold pattern shares it)."""
     n = shape.n
     flows = flow_set(ctype, tuple(range(n)), size, choice.channels, choice.algorithm, choice.protocol, shape)
     fold = np.asarray(fold_pos)
@@ -145,7 +153,7 @@ def _template(ctype: CollType, size: float, choice: Choice, shape: GroupShape,
     first_parent = np.full(len(flows), NO_NODE, dtype=np.int64)
     with_parent = np.flatnonzero(np.diff(flows.parent_ptr) > 0)
     first_parent[with_parent] = nodes.of(flows.parent_idx[flows.parent_ptr[with_parent]])
-    return _ExpansionTemplate(simulated, flows.lanes, owner[kept].tolist(), dst[kept].tolist(),
+    return ExpansionTemplate(simulated, flows.lanes, owner[kept].tolist(), dst[kept].tolist(),
                               flows.size[kept].tolist(), first_parent[kept].tolist(),
                               np.concatenate([e[0] for e in edges]).tolist(),
                               np.concatenate([e[1] for e in edges]).tolist(), stream_src.tolist(), stream_dst.tolist())
@@ -278,12 +286,11 @@ class DAGBuilder:
     def _expand(self, op: CollectiveOp, group: tuple[int, ...]) -> dict[int, tuple[int, int]]:
         """Markers for the simulated members and flows for the simulated senders of one collective."""
         rep = self.fold.rep
-        position = {g: p for p, g in enumerate(group)}
         if not any(int(rep[g]) == g for g in group):
             return {}  # a group of folded GPUs only: its representatives' group stands for it
-        fold_pos = tuple(position[int(rep[g])] for g in group)
+        fold_pos = fold_positions(group, rep)
         choice = self.plan.choose(op.ctype, group, op.nbytes)
-        t = _template(op.ctype, op.nbytes, choice, self.plan.shape(group), fold_pos)
+        t = expansion_template(op.ctype, op.nbytes, choice, self.plan.shape(group), fold_pos)
         coll = len(self.collectives)
         self.collectives.append(CollectiveInstance(op.ctype, op.label, group, op.nbytes, op.stream, op.layer,
                                                    op.microbatch, op.phase, choice.algorithm, choice.protocol,

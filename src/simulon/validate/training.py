@@ -23,6 +23,7 @@ from ..config.errors import ConfigError
 from ..config.loading import parse_scenario
 from ..config.scenario import ScenarioConfig
 from ..config.templates import find_template, template_stem_loose
+from ..dag.size import TooLarge
 from ..pipeline import Simulation, simulate
 from .report import Comparison, Skipped, ValidationReport, number
 
@@ -277,9 +278,12 @@ def measured_iteration(row: dict[str, str], sim: Simulation, sc: ScenarioConfig)
     raise Unsupported("row has no iteration time, throughput or utilisation")
 
 
-def compare_row(index: int, row: dict[str, str]) -> Comparison:
+def compare_row(index: int, row: dict[str, str], memory_limit: float | None = None) -> Comparison:
+    """A row's measured iteration time against the prediction; a row estimated to need more than
+    `memory_limit` bytes is refused before it is built (dag.size.TooLarge)."""
     sc = scenario_from_row(row)
-    sim = simulate(sc, fold_mode="symmetric")  # folding is exact, and a comparison needs no per-GPU trace
+    sim = simulate(sc, fold_mode="symmetric", memory_limit=memory_limit)  # folding is exact, and a comparison
+    # needs no per-GPU trace
     metric, measured = measured_iteration(row, sim, sc)
     group = _first(HARDWARE, row["hardware"]) or ""
     return Comparison(index, row["subset"], f"iter_time_s (from {metric})", measured,
@@ -300,11 +304,18 @@ def sample_rows(rows: list[dict[str, str]], max_gpus: int, per_subset: int) -> l
     return sorted(picked)
 
 
-def validate_training(rows: list[dict[str, str]]) -> ValidationReport:
+def validate_training(rows: list[dict[str, str]], memory_limit: float | None = None) -> ValidationReport:
+    """Every row compared, or skipped with its reason: one simulon cannot express, one too large for
+    `memory_limit` bytes, or one whose simulation fails (out of memory, an algorithm that cannot run it). No
+    row stops the table."""
     report = ValidationReport()
     for index, row in enumerate(rows):
         try:
-            report.rows.append(compare_row(index, row))
+            report.rows.append(compare_row(index, row, memory_limit))
         except Unsupported as exc:
             report.skipped.append(Skipped(index, str(exc)))
+        except TooLarge as exc:
+            report.skipped.append(Skipped(index, f"too large: {str(exc).split(': ', 1)[1].split(';')[0]}"))
+        except (ConfigError, ValueError, MemoryError, RuntimeError) as exc:
+            report.skipped.append(Skipped(index, f"simulation failed: {type(exc).__name__}: {exc}"))
     return report

@@ -1,0 +1,27 @@
+"""`--max-memory`: how much memory a simulation may take before it is refused up front (dag/size.py)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from ..config.errors import ConfigError
+from ..config.units import check_size, parse_size
+from ..dag.size import available_memory
+
+MaxMemoryOption = Annotated[str | None, typer.Option(
+    "--max-memory", help="memory a simulation may take, like 8GB, or 'none' for no limit (default: what the "
+                         "machine has available); a run estimated to need more is refused before it starts")]
+
+
+def memory_limit(text: str | None) -> float | None:
+    """Bytes a simulation may take: the option's value, or what this machine has available; None: no limit."""
+    if text is None:
+        return available_memory()
+    if text.strip().lower() == "none":
+        return None
+    try:
+        return check_size(parse_size(text))
+    except ValueError as exc:
+        raise ConfigError(f"--max-memory: {exc}") from None

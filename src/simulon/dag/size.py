@@ -1,0 +1,139 @@
+"""How large a training step's DAG will be, before it is built, and the memory building and replaying it take.
+
+The count follows DAGBuilder without creating a node: every simulated rank instantiates its stage's program
+(a node per kernel, one more per kernel a collective is launched beside, a flow per pipeline send), and each
+collective call is expanded once per group that holds a simulated member, into two markers per simulated
+member and the flows its expansion template keeps. One template is taken per (stage, call) from the group of
+the stage's first simulated rank and stands for the stage's other groups of that axis (they have the same size
+and, on the fabrics simulon builds, nearly the same flows). A collective shared by two stages (the tied
+embedding's all-reduce) is counted in both.
+
+The memory is a line fitted to measured runs (benchmarks/bench_dag_memory.py, written to
+data/memory_cost.yaml): peak resident bytes over an import of simulon, per node and per flow, and per node of a
+Perfetto trace. `check_fits` refuses, before anything is built, a run that needs more than the memory this
+machine has available (Linux: MemAvailable, within the cgroup's limit) or a limit the user sets, so that a run
+too large is told so instead of being killed by the kernel's out-of-memory killer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import yaml
+
+from ..config.errors import ConfigError
+from ..workload.layout import RankLayout
+from ..workload.program import CollectiveOp, ComputeOp, SendOp, StageProgram
+from .builder import expansion_template, fold_positions
+from .fold import Fold
+
+if TYPE_CHECKING:
+    from ..collective.tuner import CollectivePlan
+
+
+@dataclass(frozen=True)
+class DagSize:
+    """Nodes (kernels, markers and flows) and flows of a DAG, and the GPUs it simulates."""
+
+    nodes: int
+    flows: int
+    simulated_gpus: int
+
+    def memory_bytes(self, trace: bool = False) -> float:
+        """The resident memory that building, timing and replaying such a DAG (and writing its trace) adds."""
+        cost = memory_cost()
+        return (cost["per_node_bytes"] * self.nodes + cost["per_flow_bytes"] * self.flows
+                + (cost["per_trace_node_bytes"] * self.nodes if trace else 0.0))
+
+
+class TooLarge(ConfigError):
+    """A run that would need more memory than it may have: refused before it is built."""
+
+
+def _read_number(path: Path) -> int | None:
+    try:
+        text = path.read_text().split()[0]
+    except (OSError, IndexError):
+        return None
+    return int(text) if text.isdigit() else None
+
+
+def available_memory() -> float | None:
+    """Bytes this process may still take: the kernel's MemAvailable, and no more than the cgroup's limit less its
+    usage (cgroup v2, then v1). None where neither can be read (not Linux)."""
+    found = []
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                found.append(int(line.split()[1]) * 1024)
+    except OSError:
+        pass
+    for limit_file, usage_file in (("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+                                   ("/sys/fs/cgroup/memory/memory.limit_in_bytes",
+                                    "/sys/fs/cgroup/memory/memory.usage_in_bytes")):
+        limit, usage = _read_number(Path(limit_file)), _read_number(Path(usage_file))
+        if limit is not None and usage is not None and limit < 2**62:
+            found.append(max(limit - usage, 0))
+            break
+    return float(min(found)) if found else None
+
+
+def _readable(num_bytes: float) -> str:
+    return f"{num_bytes / 1e9:,.1f} GB" if num_bytes >= 1e8 else f"{num_bytes / 1e6:,.1f} MB"
+
+
+def check_fits(size: DagSize, limit: float | None, trace: bool = False, hint: str = "") -> None:
+    """Refuse (TooLarge) a run whose estimated memory exceeds `limit` bytes (None: no limit)."""
+    need = size.memory_bytes(trace)
+    if limit is None or need <= limit:
+        return
+    raise TooLarge(f"the run is too large for the memory it may use: {size.nodes:,} DAG nodes and "
+                   f"{size.flows:,} flows over {size.simulated_gpus:,} simulated GPUs need about "
+                   f"{_readable(need)}, and {_readable(limit)} are available{hint}; simulate a smaller "
+                   "global batch (fewer micro-batches) or cluster, or raise the limit with --max-memory")
+
+
+@cache
+def memory_cost() -> dict[str, float]:
+    """The fitted bytes per node and per flow (data/memory_cost.yaml)."""
+    return yaml.safe_load((resources.files("simulon.dag") / "data" / "memory_cost.yaml").read_text())
+
+
+def _program_counts(prog: StageProgram) -> tuple[int, int, list[CollectiveOp]]:
+    """(kernel and launch-marker nodes, pipeline sends, collective calls) of one rank running `prog`."""
+    launched = {a for op in prog.ops if isinstance(op, CollectiveOp) for a in op.alongside}
+    kernels = sum(1 for op in prog.ops if isinstance(op, ComputeOp))
+    sends = sum(1 for op in prog.ops if isinstance(op, SendOp))
+    return kernels + len(launched), sends, [op for op in prog.ops if isinstance(op, CollectiveOp)]
+
+
+def estimate_size(programs: list[StageProgram], layout: RankLayout, fold: Fold, plan: CollectivePlan) -> DagSize:
+    """The size of the DAG DAGBuilder(programs, layout, fold, plan).build() makes, counted without building."""
+    simulated = np.flatnonzero(fold.multiplicity)
+    stages = layout.coords[simulated, 3]
+    rep = fold.rep
+    nodes = flows = 0
+    for stage, prog in enumerate(programs):
+        ranks = simulated[stages == stage].tolist()
+        if not ranks:
+            continue
+        per_rank, sends, calls = _program_counts(prog)
+        nodes += len(ranks) * (per_rank + sends)
+        flows += len(ranks) * sends
+        groups: dict[str, tuple[int, tuple[int, ...]]] = {}   # axis -> (groups expanded, a sample group)
+        for op in calls:
+            if op.axis not in groups:
+                distinct = {layout.group(op.axis, r) for r in ranks}
+                expanded = [g for g in distinct if any(int(rep[m]) == m for m in g)]
+                groups[op.axis] = (len(expanded), layout.group(op.axis, ranks[0]))
+            count, sample = groups[op.axis]
+            template = expansion_template(op.ctype, op.nbytes, plan.choose(op.ctype, sample, op.nbytes),
+                                          plan.shape(sample), fold_positions(sample, rep))
+            nodes += count * (2 * len(template.simulated) + len(template.flow_src))
+            flows += count * len(template.flow_src)
+    return DagSize(int(nodes), int(flows), len(simulated))

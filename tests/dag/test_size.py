@@ -1,0 +1,99 @@
+"""The memory guard: a DAG's size counted before it is built matches the built DAG, and a run that would need
+more memory than it may use is refused up front (dag/size.py)."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from helpers import ROOT, cli, gpt_scenario
+from simulon.collective.tuner import CollectivePlan
+from simulon.dag.fold import choose_fold, symmetric_axes
+from simulon.dag.size import DagSize, TooLarge, available_memory, check_fits, estimate_size, memory_cost
+from simulon.network.topology import Topology
+from simulon.pipeline import build_dag
+from simulon.workload.megatron import MegatronTracer
+
+
+def estimated(sc, mode):
+    dc, wl = sc.datacenter, sc.workload
+    n = wl.training.num_gpus or dc.num_gpus
+    tracer, topology = MegatronTracer(wl, n), Topology.from_datacenter(dc, n)
+    plan = CollectivePlan.from_config(topology, sc.collective)
+    programs = tracer.stage_programs()
+    axes = symmetric_axes(programs, tracer.layout, plan.foldable) if topology.foldable else set()
+    fold = choose_fold(tracer.layout, dc.node.gpus_per_node, dc.node.gpus_per_nic, mode, axes)
+    return estimate_size(programs, tracer.layout, fold, plan)
+
+
+CASES = {
+    "dense tp2 pp2, one node": dict(tp=2, pp=2, gbs=8),
+    "dense dp over four nodes": dict(nodes=4, gpus_per_node=8, tp=2, gbs=32),
+    "interleaved stages": dict(nodes=2, gpus_per_node=8, tp=2, pp=4, gbs=16, layers=8,
+                               extra_parallelism={"vpp": 2}),
+    "moe with expert parallelism": dict(nodes=2, gpus_per_node=8, tp=2, ep=4, gbs=16,
+                                        moe={"num_experts": 8, "top_k": 2}),
+    "sequence parallel, context parallel": dict(nodes=2, gpus_per_node=8, tp=2, gbs=8, seq=1024,
+                                                extra_parallelism={"sequence_parallel": True, "cp": 2}),
+}
+
+
+@pytest.mark.parametrize("mode", ["full", "symmetric"])
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_the_size_counted_before_building_is_the_size_built(case, mode):
+    sc = gpt_scenario(**CASES[case])
+    dag, _, _ = build_dag(sc, mode)
+    size = estimated(sc, mode)
+    assert size.nodes == dag.num_nodes
+    assert size.flows == int((dag.kind == 1).sum())
+    assert size.simulated_gpus == int((dag.multiplicity > 0).sum())
+
+
+def test_memory_grows_with_nodes_flows_and_a_trace():
+    cost = memory_cost()
+    assert cost["per_node_bytes"] > 0 and cost["per_flow_bytes"] > 0 and cost["per_trace_node_bytes"] > 0
+    small, more_nodes, more_flows = DagSize(1000, 100, 1), DagSize(2000, 100, 1), DagSize(1000, 200, 1)
+    assert small.memory_bytes() < more_nodes.memory_bytes() and small.memory_bytes() < more_flows.memory_bytes()
+    assert small.memory_bytes(trace=True) > small.memory_bytes()
+
+
+def test_a_run_needing_more_than_its_limit_is_refused_with_its_size_and_what_to_do():
+    size = DagSize(10**8, 5 * 10**7, 1024)
+    with pytest.raises(TooLarge) as info:
+        check_fits(size, 1e9, hint=" (why)")
+    message = str(info.value)
+    for piece in ["100,000,000 DAG nodes", "50,000,000 flows", "1,024 simulated GPUs", "1.0 GB are available",
+                  "(why)", "--max-memory"]:
+        assert piece in message, message
+    check_fits(size, None)
+    check_fits(size, size.memory_bytes() + 1)
+
+
+def test_this_machine_reports_the_memory_it_has():
+    available = available_memory()
+    assert available is not None and 0 < available < 2**50
+
+
+def test_a_run_too_large_for_the_machine_is_refused_before_it_is_built_and_writes_nothing(tmp_path):
+    data = yaml.safe_load((ROOT / "examples" / "gpt3_175b_1024gpu.yaml").read_text())
+    data["datacenter"]["network"] = {"scale_out": {"topology": "rail-optimized-fat-tree"}}
+    path = tmp_path / "gpt3-rail.yaml"
+    path.write_text(yaml.safe_dump(data))
+    run = cli("simulate", str(path), "-o", str(tmp_path / "trace.json"), "--max-memory", "16GB", timeout=120)
+    assert run.returncode == 2 and run.stdout == "", run.stderr
+    assert len(run.stderr.strip().splitlines()) == 1
+    assert "1,024 simulated GPUs" in run.stderr and "16.0 GB are available" in run.stderr
+    assert "a fabric of more than one tier is not folded" in run.stderr
+    assert not (tmp_path / "trace.json").exists()
+
+
+@pytest.mark.parametrize(("value", "expected"), [("lots", "cannot read 'lots'"), ("0GB", "must be positive"),
+                                                 ("1e30GB", "exabyte")])
+def test_a_bad_memory_limit_is_refused(value, expected):
+    run = cli("simulate", str(ROOT / "examples" / "scenario.yaml"), "--max-memory", value)
+    assert run.returncode == 2 and "--max-memory" in run.stderr and expected in run.stderr, run.stderr
+
+
+def test_no_limit_lets_the_run_through():
+    run = cli("simulate", str(ROOT / "examples" / "scenario.yaml"), "--max-memory", "none", "--json")
+    assert run.returncode == 0, run.stderr
