@@ -22,7 +22,6 @@ from .errors import run_reporting_errors
 from .limits import MaxMemoryOption, memory_limit
 from .output import print_table
 from .profile import app as profile_app
-from .progress import terminal_progress
 from .topology import topology as topology_command
 from .validate import app as validate_app
 
@@ -68,6 +67,7 @@ def simulate(
     from ..export.chrome_trace import chrome_trace_json
     from ..export.files import write_atomic
     from ..pipeline import simulate as run
+    from .progress import terminal_progress
 
     if expand not in ("auto", "full", "symmetric"):
         raise ConfigError(f"--expand: expected auto, full or symmetric, got {expand!r}")

@@ -8,7 +8,6 @@ import typer
 
 from ..config.errors import ConfigError
 from ..config.units import check_size, parse_size
-from ..dag.size import available_memory
 
 MaxMemoryOption = Annotated[str | None, typer.Option(
     "--max-memory", help="memory a simulation may take, like 8GB, or 'none' for no limit (default: what the "
@@ -17,6 +16,8 @@ MaxMemoryOption = Annotated[str | None, typer.Option(
 
 def memory_limit(text: str | None) -> float | None:
     """Bytes a simulation may take: the option's value, or what this machine has available; None: no limit."""
+    from ..dag.size import available_memory
+
     if text is None:
         return available_memory()
     if text.strip().lower() == "none":

@@ -17,6 +17,7 @@ too large is told so instead of being killed by the kernel's out-of-memory kille
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -106,10 +107,10 @@ def memory_cost() -> dict[str, float]:
 
 def _program_counts(prog: StageProgram) -> tuple[int, int, list[CollectiveOp]]:
     """(kernel and launch-marker nodes, pipeline sends, collective calls) of one rank running `prog`."""
-    launched = {a for op in prog.ops if isinstance(op, CollectiveOp) for a in op.alongside}
-    kernels = sum(1 for op in prog.ops if isinstance(op, ComputeOp))
-    sends = sum(1 for op in prog.ops if isinstance(op, SendOp))
-    return kernels + len(launched), sends, [op for op in prog.ops if isinstance(op, CollectiveOp)]
+    kinds = Counter(type(op) for op in prog.ops)
+    calls = [op for op in prog.ops if type(op) is CollectiveOp]
+    launched = {a for op in calls for a in op.alongside}
+    return kinds[ComputeOp] + len(launched), kinds[SendOp], calls
 
 
 def estimate_size(programs: list[StageProgram], layout: RankLayout, fold: Fold, plan: CollectivePlan) -> DagSize:
@@ -125,15 +126,23 @@ def estimate_size(programs: list[StageProgram], layout: RankLayout, fold: Fold, 
         per_rank, sends, calls = _program_counts(prog)
         nodes += len(ranks) * (per_rank + sends)
         flows += len(ranks) * sends
-        groups: dict[str, tuple[int, tuple[int, ...]]] = {}   # axis -> (groups expanded, a sample group)
+        groups: dict[str, tuple[int, tuple[int, ...], tuple[int, ...]]] = {}  # axis -> (groups expanded,
+        # a sample group, its members' representatives' positions)
+        per_call: dict[tuple, tuple[int, int]] = {}  # (axis, type, size) -> (nodes, flows) of all its groups
         for op in calls:
-            if op.axis not in groups:
-                distinct = {layout.group(op.axis, r) for r in ranks}
-                expanded = [g for g in distinct if any(int(rep[m]) == m for m in g)]
-                groups[op.axis] = (len(expanded), layout.group(op.axis, ranks[0]))
-            count, sample = groups[op.axis]
-            template = expansion_template(op.ctype, op.nbytes, plan.choose(op.ctype, sample, op.nbytes),
-                                          plan.shape(sample), fold_positions(sample, rep))
-            nodes += count * (2 * len(template.simulated) + len(template.flow_src))
-            flows += count * len(template.flow_src)
+            key = (op.axis, op.ctype, op.nbytes)
+            if key not in per_call:
+                if op.axis not in groups:
+                    distinct = {layout.group(op.axis, r) for r in ranks}
+                    expanded = [g for g in distinct if any(int(rep[m]) == m for m in g)]
+                    sample = layout.group(op.axis, ranks[0])
+                    groups[op.axis] = (len(expanded), sample, fold_positions(sample, rep))
+                count, sample, fold_pos = groups[op.axis]
+                template = expansion_template(op.ctype, op.nbytes, plan.choose(op.ctype, sample, op.nbytes),
+                                              plan.shape(sample), fold_pos)
+                per_call[key] = (count * (2 * len(template.simulated) + len(template.flow_src)),
+                                 count * len(template.flow_src))
+            call_nodes, call_flows = per_call[key]
+            nodes += call_nodes
+            flows += call_flows
     return DagSize(int(nodes), int(flows), len(simulated))
