@@ -32,6 +32,7 @@ from typer.testing import CliRunner
 
 from simulon.cli.app import app
 from simulon.collective import ALGORITHMS
+from simulon.validate.report import shipped_table
 
 ROOT = Path.cwd()
 EXAMPLES = ("scenario.yaml", "moe_96gpu.yaml", "gpt3_175b_1024gpu.yaml", "llama3_405b_8192gpu.yaml")
@@ -116,8 +117,8 @@ def main() -> None:
     parser.add_argument("out", type=Path)
     parser.add_argument("--training-max-gpus", type=int, default=64)
     parser.add_argument("--no-training", action="store_true")
-    parser.add_argument("--tables", type=Path, default=ROOT.parent / "shared" / "validation",
-                        help="the measurement tables (default: shared/validation beside the checkout)")
+    parser.add_argument("--tables", type=Path, default=shipped_table("training").parent,
+                        help="the measurement tables (default: the ones shipped with simulon)")
     args = parser.parse_args()
     snapshot(args.out, args.tables, None if args.no_training else args.training_max_gpus)
     print(json.dumps({"folder": str(args.out), "files": len(list(args.out.iterdir()))}))

@@ -91,7 +91,7 @@ def run_populated(sc: ScenarioConfig, dag: ExecutionDAG, topology: Topology, fol
     """Replay a scenario's populated DAG and summarise it; `share_sms`: compute kernels lose the SMs of the
     collectives running beside them (engine/replay.py)."""
     gpu, train = sc.datacenter.node.gpu, sc.workload.training
-    progress.stage("replaying", total=dag.num_nodes)
+    progress.stage("replaying", total=dag.num_nodes, unit="nodes")
     timeline = replay(dag, topology, fold, Calibrations.shipped().sm_count(gpu) if share_sms else 0,
                       TRAINING_RESHARE_WINDOW_S, progress.advance)
     tokens = train.global_batch_size * train.sequence_length

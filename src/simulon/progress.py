@@ -13,8 +13,9 @@ REPORT_EVERY = 1 << 14
 
 
 class Progress(Protocol):
-    def stage(self, description: str, total: int | None = None) -> None:
-        """A new stage begins; `total`: the units `advance` counts to, if it reports any."""
+    def stage(self, description: str, total: int | None = None, unit: str = "") -> None:
+        """A new stage begins; `total`: the units (`unit`: what they are) `advance` counts to, if it reports
+        any."""
 
     def advance(self, done: int) -> None:
         """`done` of the current stage's total units are finished."""
@@ -23,7 +24,7 @@ class Progress(Protocol):
 class Silent:
     """Progress that is not shown."""
 
-    def stage(self, description: str, total: int | None = None) -> None:
+    def stage(self, description: str, total: int | None = None, unit: str = "") -> None:
         pass
 
     def advance(self, done: int) -> None:

@@ -21,7 +21,7 @@ class Recorder:
     def __init__(self):
         self.events: list[tuple[str, object, object]] = []
 
-    def stage(self, description, total=None):
+    def stage(self, description, total=None, unit=""):
         self.events.append(("stage", description, total))
 
     def advance(self, done):

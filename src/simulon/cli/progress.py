@@ -1,6 +1,7 @@
-"""A progress display on stderr for long commands: the stage, and a bar with the replay's nodes done, the
-elapsed time and an estimate of the time left. Shown only where stderr is a terminal, so that output piped to
-a file or read by another program stays as it is; it disappears when the command ends."""
+"""A progress display on stderr for long commands: the stage, and a bar with the units done (the replay's
+nodes, a table's rows), the elapsed time and an estimate of the time left. Shown only where stderr is a
+terminal, so that output piped to a file or read by another program stays as it is; it disappears when the
+command ends."""
 
 from __future__ import annotations
 
@@ -25,16 +26,19 @@ class TerminalProgress:
     def __init__(self, bar: Progress):
         self.bar = bar
         self.task: TaskID | None = None
+        self.unit = ""
 
-    def stage(self, description: str, total: int | None = None) -> None:
+    def stage(self, description: str, total: int | None = None, unit: str = "") -> None:
         if self.task is not None:
             self.bar.remove_task(self.task)
+        self.unit = f" {unit}" if unit else ""
         self.task = self.bar.add_task(description, total=total, counts="")
 
     def advance(self, done: int) -> None:
         if self.task is not None:
             total = self.bar.tasks[-1].total
-            self.bar.update(self.task, completed=done, counts=f"{done:,}/{total:,.0f} nodes" if total else "")
+            self.bar.update(self.task, completed=done,
+                            counts=f"{done:,}/{total:,.0f}{self.unit}" if total else "")
 
 
 @contextmanager

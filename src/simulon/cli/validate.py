@@ -64,9 +64,12 @@ def training(csv: CsvOption = None, as_json: JsonOption = False, max_memory: Max
     """Predict each published training run's iteration time and compare (a row too large for the memory
     available is skipped, with its reason)."""
     from ..validate.training import validate_training
+    from .progress import terminal_progress
 
     limit = memory_limit(max_memory)
-    report(table(csv, "training"), as_json, lambda rows: validate_training(rows, limit), "system")
+    with terminal_progress() as progress:
+        report(table(csv, "training"), as_json, lambda rows: validate_training(rows, limit, progress=progress),
+               "system")
 
 
 @app.command()
@@ -82,5 +85,8 @@ def kernels(csv: CsvOption = None, as_json: JsonOption = False) -> None:
 def collectives(csv: CsvOption = None, as_json: JsonOption = False) -> None:
     """Simulate each published collective measurement (nccl-tests style) and compare bus bandwidth."""
     from ..validate.collectives import validate_collectives
+    from .progress import terminal_progress
 
-    report(table(csv, "collectives"), as_json, validate_collectives, "hardware family and size")
+    with terminal_progress() as progress:
+        report(table(csv, "collectives"), as_json, lambda rows: validate_collectives(rows, progress=progress),
+               "hardware family and size")

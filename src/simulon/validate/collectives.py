@@ -23,6 +23,7 @@ from ..config.dc import DatacenterConfig
 from ..config.errors import ConfigError
 from ..network.calibration import LinkModel
 from ..pipeline import collective_sweep
+from ..progress import SILENT, Progress
 from .report import Comparison, Skipped, ValidationReport, number
 
 COLLECTIVES = {"all_reduce": CollType.AllReduce, "all_gather": CollType.AllGather,
@@ -154,13 +155,16 @@ def size_class(size: float) -> str:
     return ">=1MiB" if size >= LARGE_MESSAGE else "<1MiB"
 
 
-def validate_collectives(rows: list[dict[str, str]], model: LinkModel | None = None) -> ValidationReport:
+def validate_collectives(rows: list[dict[str, str]], model: LinkModel | None = None,
+                         progress: Progress = SILENT) -> ValidationReport:
     """Predicted vs measured busbw_GBps for every row the network model covers, grouped by hardware family
-    and message size class."""
+    and message size class. `progress` is told each sweep as it is done."""
     cases, skipped = collective_cases(rows)
     report = ValidationReport(skipped=skipped)
     by_index: dict[int, Comparison] = {}
-    for case in cases:
+    progress.stage("simulating the table's collective sweeps", total=len(cases), unit="sweeps")
+    for done, case in enumerate(cases):
+        progress.advance(done)
         try:
             predicted = case.predict(model)
         except ValueError as exc:

@@ -25,6 +25,7 @@ from ..config.scenario import ScenarioConfig
 from ..config.templates import find_template, template_stem_loose
 from ..dag.size import TooLarge
 from ..pipeline import Simulation, simulate
+from ..progress import SILENT, Progress
 from .report import Comparison, Skipped, ValidationReport, number
 
 
@@ -304,12 +305,15 @@ def sample_rows(rows: list[dict[str, str]], max_gpus: int, per_subset: int) -> l
     return sorted(picked)
 
 
-def validate_training(rows: list[dict[str, str]], memory_limit: float | None = None) -> ValidationReport:
+def validate_training(rows: list[dict[str, str]], memory_limit: float | None = None,
+                      progress: Progress = SILENT) -> ValidationReport:
     """Every row compared, or skipped with its reason: one simulon cannot express, one too large for
     `memory_limit` bytes, or one whose simulation fails (out of memory, an algorithm that cannot run it). No
-    row stops the table."""
+    row stops the table. `progress` is told each row as it is done."""
     report = ValidationReport()
+    progress.stage("simulating the table's training runs", total=len(rows), unit="rows")
     for index, row in enumerate(rows):
+        progress.advance(index)
         try:
             report.rows.append(compare_row(index, row, memory_limit))
         except Unsupported as exc:
