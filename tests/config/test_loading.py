@@ -89,3 +89,12 @@ def test_values_are_shown_as_yaml_writes_them(value, expected):
 def test_an_empty_file_is_called_empty():
     with pytest.raises(ConfigError, match="got an empty file"):
         parse_scenario(None, "s.yaml")
+
+
+@pytest.mark.parametrize(("path", "value", "suggested"), [
+    (("workload", "model"), "llama", "did you mean llama-3-8b or llama-2-7b or llama-3-70b?"),
+    (("datacenter", "node", "gpu"), {"from": "H1OO"}, "did you mean h100-sxm?"),
+])
+def test_an_unknown_template_name_suggests_the_closest_shipped_ones(path, value, suggested):
+    message = message_for(path, value)
+    assert suggested in message and "(shipped: " in message, message

@@ -8,6 +8,7 @@ its aliases. Keys written in the block override the template's.
 from __future__ import annotations
 
 import copy
+import difflib
 import re
 from functools import cache
 from importlib import resources
@@ -109,8 +110,11 @@ def _load_reference(kind: str, ref: str, base_dir: Path | None, depth: int = 0) 
         return doc
     doc = find_template(kind, ref)
     if doc is None:
-        known = ", ".join(template_names(kind))
-        raise ValueError(f"unknown {kind} template {ref!r} (shipped: {known})")
+        names = template_names(kind)
+        aliases = _index(kind)[0]   # names and aliases -> file stem
+        close = dict.fromkeys(aliases[key] for key in difflib.get_close_matches(_key(ref), aliases, n=6, cutoff=0.5))
+        hint = f"; did you mean {' or '.join(list(close)[:3])}?" if close else ""
+        raise ValueError(f"unknown {kind} template {ref!r}{hint} (shipped: {', '.join(names)})")
     return doc
 
 
