@@ -92,7 +92,7 @@ def test_an_empty_file_is_called_empty():
 
 
 @pytest.mark.parametrize(("path", "value", "suggested"), [
-    (("workload", "model"), "llama", "did you mean llama-3-8b or llama-2-7b or llama-3-70b?"),
+    (("workload", "model"), "llama", "did you mean llama-2-7b or llama-3-8b or llama-2-13b?"),
     (("datacenter", "node", "gpu"), {"from": "H1OO"}, "did you mean h100-sxm?"),
 ])
 def test_an_unknown_template_name_suggests_the_closest_shipped_ones(path, value, suggested):
