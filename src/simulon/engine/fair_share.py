@@ -5,7 +5,12 @@ keep the rate they have, and the others go on sharing what is left. A flow also 
 Two forms of the same sharing live here. `FlowNetwork` is the incremental one the replay drives: flows come
 and go, and only the flows connected to a change through shared links are reshared; a flow weighs on a link
 as many flows as a folded flow stands for. `max_min_rates` is the vectorised one of the steady-state
-estimate: one set of flows all active at once. The tests hold the two to the same rates.
+estimate: one set of flows all active at once. The tests hold the two to the same rates. compiled.py holds a
+third, FlowNetwork's own steps over arrays, for the replay at compiled speed.
+
+FlowNetwork visits flows and links in the order they came (insertion-ordered dicts, not sets, whose order
+is CPython's hash layout): the order in which flows are reshared sets the order of their finish events, and
+so which of two simultaneous events is handled first; compiled.py follows the same order.
 """
 
 from __future__ import annotations
@@ -48,12 +53,12 @@ class FlowNetwork:
         self.capacity = capacity.tolist()
         self.cap = cap.tolist()
         self.limited = bool(np.isfinite(cap).any())
-        self.on_link: list[set[int]] = [set() for _ in range(len(capacity))]
+        self.on_link: list[dict[int, None]] = [{} for _ in range(len(capacity))]  # ordered sets
         self.remaining: dict[int, float] = {}
         self.rate: dict[int, float] = {}
         self.since: dict[int, float] = {}
         self.version: dict[int, int] = {}
-        self.dirty: set[int] = set()
+        self.dirty: dict[int, None] = {}
 
     def add(self, f: int, size: float, now: float) -> None:
         """Flow `f` starts sending `size` bytes; its links need resharing."""
@@ -62,14 +67,14 @@ class FlowNetwork:
         self.since[f] = now
         self.version[f] = self.version.get(f, 0) + 1
         for link in self.links[f]:
-            self.on_link[link].add(f)
-            self.dirty.add(link)
+            self.on_link[link][f] = None
+            self.dirty[link] = None
 
     def remove(self, f: int) -> None:
         """Flow `f` has sent its last byte; its links need resharing."""
         for link in self.links[f]:
-            self.on_link[link].discard(f)
-            self.dirty.add(link)
+            self.on_link[link].pop(f, None)
+            self.dirty[link] = None
         del self.remaining[f], self.rate[f], self.since[f]
 
     def reshare(self, now: float) -> list[tuple[float, int, int]]:
@@ -104,7 +109,7 @@ class FlowNetwork:
         on_link, flow_links = self.on_link, self.links
         stack = [link for link in self.dirty if on_link[link]]
         seen_links = set(self.dirty)
-        self.dirty = set()
+        self.dirty = {}
         flows: list[int] = []
         seen_flows: set[int] = set()
         while stack:
@@ -136,23 +141,25 @@ class FlowNetwork:
             for link, w in zip(self.links[f], self.weight[f], strict=True):
                 cap[link] = self.capacity[link]
                 load[link] = load.get(link, 0.0) + w
-        unfrozen = set(flows)
+        unfrozen = dict.fromkeys(flows)  # an ordered set: flows freeze in the order they were found
         while unfrozen:
             share = min((cap[link] / load[link] for link in load if load[link] > EMPTY_LOAD), default=_INF)
             if self.limited:
                 lowest = min(self.cap[f] for f in unfrozen)
                 if lowest <= share:
-                    limited = {f for f in unfrozen if self.cap[f] <= lowest * (1 + SAME_SHARE)}
+                    limited = [f for f in unfrozen if self.cap[f] <= lowest * (1 + SAME_SHARE)]
                     self._freeze(limited, None, cap, load)
-                    unfrozen -= limited
+                    for f in limited:
+                        del unfrozen[f]
                     continue
             bottlenecks = [link for link in load
                            if load[link] > EMPTY_LOAD and cap[link] / load[link] <= share * (1 + SAME_SHARE)]
-            frozen = {f for link in bottlenecks for f in self.on_link[link] if f in unfrozen}
+            frozen = dict.fromkeys(f for link in bottlenecks for f in self.on_link[link] if f in unfrozen)
             self._freeze(frozen, share, cap, load)
             for link in bottlenecks:
                 load[link] = 0.0
-            unfrozen -= frozen
+            for f in frozen:
+                del unfrozen[f]
 
 
 def max_min_rates(links: np.ndarray, capacity: np.ndarray, cap: np.ndarray,

@@ -6,14 +6,21 @@ weighted by how many flows a folded flow stands for, each flow at most at its ow
 are recomputed only when a flow starts or ends, and only for the flows connected to it through shared
 links. A flow starts its launch delay after it is ready and is delivered one path latency after its last
 byte leaves; a sender's next flow that waits for it may start as soon as that last byte has left.
+
+The event loop has two forms with the same steps in the same order: `_run` below, in Python, the reference,
+and compiled.py's, the same loop compiled by numba. They give every node the same start and finish time to the
+bit (tests/engine/test_compiled.py), so which runs is a matter of speed: `replay(engine=...)`, else the
+environment variable SIMULON_REPLAY, picks "compiled", "python" or "auto" (the default: compiled for a DAG of
+COMPILED_FROM_NODES nodes or more, where it pays for importing numba and loading the compiled loop; Python
+below). Where numba cannot be imported, compiled runs the Python loop.
 """
 
 from __future__ import annotations
 
 import heapq
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from enum import IntEnum
 
 import numpy as np
 
@@ -21,32 +28,18 @@ from ..dag.fold import Fold
 from ..dag.nodes import ExecutionDAG
 from ..network.topology import Topology
 from ..progress import REPORT_EVERY
-from ..workload.kernels import KernelClass
 from .fair_share import FlowNetwork, link_rows
 from .flows import FlowProperties, flow_properties
+from .replay_input import MAX_HELD_SHARE, NO_FLOW, NOT_FINISHED, SAME_TIME, Event, NodeArrays, node_arrays
 
-SM_BOUND = (KernelClass.gemm, KernelClass.grouped_gemm, KernelClass.attention)
-MAX_HELD_SHARE = 0.5
-"""Collectives hold at most half a GPU's SMs: the CTAs of more concurrent collectives wait for SMs that
-running kernels free (a bound for many overlapping collectives, not a fitted value)."""
-SAME_TIME = 1e-12
-"""Events this close (relative to the time, at least 1 s) to now happen now: rates are reshared only once
-they are all handled, so that flows starting together share one computation."""
-NO_FLOW = -1
-"""A node that is not a flow (in the node -> flow index)."""
-NOT_FINISHED = -1.0
-"""The finish time of a node that has not finished yet."""
-
-
-class Event(IntEnum):
-    """What an entry of the replay's event queue marks; an entry is (time, sequence, kind, item, version)."""
-
-    NODE_DONE = 0
-    """A node (item) completes: a kernel's time is over, or a flow is delivered."""
-    LAST_BYTE = 1
-    """A flow's (item) last byte leaves its sender, if the flow's rate has not changed since (version)."""
-    LAUNCHED = 2
-    """A flow's (item) launch delay is over: it starts sending."""
+ENGINES = ("auto", "compiled", "python")
+"""The forms of the event loop `replay` may be told to run: numba's (compiled.py), the Python reference, or
+the one that is faster for the DAG's size."""
+ENGINE_VARIABLE = "SIMULON_REPLAY"
+"""The environment variable that picks the event loop where `replay` is not told."""
+COMPILED_FROM_NODES = 200_000
+"""DAG nodes from which "auto" runs the compiled loop: the Python loop replays 80k to 300k nodes a second, and a
+process takes 1 to 2 s to import numba and load the cached compiled loop (benchmarks/bench_replay.py)."""
 
 
 @dataclass(frozen=True)
@@ -63,62 +56,32 @@ class Timeline:
         return float(self.finish.max()) if len(self.finish) else 0.0
 
 
-def _successors(src: np.ndarray, dst: np.ndarray, n: int) -> tuple[list[int], list[int]]:
-    """Successor lists in CSR form (targets, and per node the offset of its first)."""
-    order = np.argsort(src, kind="stable")
-    return dst[order].tolist(), np.concatenate([[0], np.cumsum(np.bincount(src, minlength=n))]).tolist()
-
-
-def _channel_spans(dag: ExecutionDAG) -> list[int]:
-    """Per node: the channels a rank's collective kernel takes when it joins (its start marker), minus
-    them when it leaves (its end marker), else 0."""
-    span = np.zeros(dag.num_nodes, dtype=np.int64)
-    joins, leaves = dag.collective_spans()
-    channels = np.array([c.channels for c in dag.collectives] + [0], dtype=np.int64)
-    span[joins], span[leaves] = channels[dag.coll[joins]], -channels[dag.coll[leaves]]
-    return span.tolist()
-
-
-def _sm_bound(dag: ExecutionDAG) -> list[bool]:
-    """Per node: a kernel whose speed is its share of the SMs (GEMMs and attention, not bandwidth-bound)."""
-    table = np.array([k.kclass in SM_BOUND for k in dag.kernel_specs] + [False])
-    return table[dag.kernel].tolist()
-
-
 @dataclass(frozen=True)
 class _Nodes:
-    """Per node, what the event loop reads (plain lists: the loop reads them one item at a time)."""
+    """Per node, what the Python event loop reads (plain lists: the loop reads them one item at a time)."""
 
-    successors: list[int]            # CSR targets (see _successors)
+    successors: list[int]            # CSR targets (see replay_input.csr)
     successor_ptr: list[int]
     next_sends: dict[int, list[int]]  # flow node -> the sender's next flows (pipelined chunks)
     pending: list[int]               # dependencies not yet met: predecessors, and a streamed flow's previous one
     flow_of: list[int]               # flow index, or NO_FLOW
     duration: list[float]
-    span: list[int]                  # see _channel_spans
-    sm_bound: list[bool]             # see _sm_bound
+    span: list[int]                  # see replay_input.channel_spans
+    sm_bound: list[bool]             # see replay_input.sm_bound
     gpu: list[int]
 
 
-def _nodes(dag: ExecutionDAG, flow_nodes: np.ndarray, sm_count: int) -> _Nodes:
-    """The node lists of `dag` (the SM terms only with an `sm_count`)."""
-    n = dag.num_nodes
-    none = np.zeros(0, dtype=np.int64)
-    stream_src = none if dag.stream_src is None else dag.stream_src
-    stream_dst = none if dag.stream_dst is None else dag.stream_dst
-    next_sends: dict[int, list[int]] = {}
-    for a, b in zip(stream_src.tolist(), stream_dst.tolist(), strict=True):
-        next_sends.setdefault(a, []).append(b)
-    pending = (np.bincount(dag.edge_dst, minlength=n) + np.bincount(stream_dst, minlength=n)).tolist()
-    flow_of = np.full(n, NO_FLOW, dtype=np.int64)
-    flow_of[flow_nodes] = np.arange(len(flow_nodes))
-    return _Nodes(*_successors(dag.edge_src, dag.edge_dst, n), next_sends, pending, flow_of.tolist(),
-                  dag.duration.tolist(), _channel_spans(dag) if sm_count else [0] * n,
-                  _sm_bound(dag) if sm_count else [False] * n, dag.gpu.tolist())
+def _nodes(arrays: NodeArrays) -> _Nodes:
+    """The node arrays as the lists and dict the Python loop reads."""
+    ptr = arrays.next_send_ptr
+    next_sends = {int(a): arrays.next_sends[ptr[a]:ptr[a + 1]].tolist() for a in np.flatnonzero(np.diff(ptr))}
+    return _Nodes(arrays.successors.tolist(), arrays.successor_ptr.tolist(), next_sends, arrays.pending.tolist(),
+                  arrays.flow_of.tolist(), arrays.duration.tolist(), arrays.span.tolist(), arrays.sm_bound.tolist(),
+                  arrays.gpu.tolist())
 
 
 def replay(dag: ExecutionDAG, topology: Topology, fold: Fold, sm_count: int = 0, window_s: float = 0.0,
-           advance: Callable[[int], None] | None = None) -> Timeline:
+           advance: Callable[[int], None] | None = None, engine: str | None = None) -> Timeline:
     """Run the DAG to completion; return every node's start and finish time.
 
     With the GPU's `sm_count`, a GEMM or attention kernel that starts while collectives run on its GPU gets
@@ -128,18 +91,55 @@ def replay(dag: ExecutionDAG, topology: Topology, fold: Fold, sm_count: int = 0,
     Flows that start or finish within `window_s` of each other share one max-min rate computation (0: one
     per distinct time); a flow starting inside the window waits for it.
 
-    `advance(done)` is told every progress.REPORT_EVERY finished nodes how many are finished."""
+    `advance(done)` is told every progress.REPORT_EVERY finished nodes how many are finished.
+
+    `engine`: "compiled" (numba, compiled.py), "python" (the reference loop below) or "auto" (compiled from
+    COMPILED_FROM_NODES nodes); None takes the SIMULON_REPLAY environment variable, else auto. Both loops give
+    the same times to the bit; compiled falls back to python where numba cannot be imported."""
     if dag.duration is None:
         raise ValueError("the DAG has no kernel durations: populate it first")
     props = flow_properties(dag, topology, fold)
-    net = FlowNetwork(link_rows(props.links), topology.capacity, topology.fold_weights(fold.rep), props.cap)
-    nodes = _nodes(dag, props.nodes, sm_count)
-    start, finish = _run(nodes, props, net, dag.num_gpus, sm_count, window_s, advance or _unreported)
-    stuck = finish.count(NOT_FINISHED)
+    loop = _event_loop(_engine(engine), dag.num_nodes)
+    start, finish = loop(node_arrays(dag, props.nodes, sm_count), props, topology.capacity,
+                         topology.fold_weights(fold.rep), dag.num_gpus, sm_count, window_s, advance or _unreported,
+                         REPORT_EVERY)
+    stuck = int(np.count_nonzero(finish == NOT_FINISHED))
     if stuck:
         n = dag.num_nodes
         raise RuntimeError(f"replay stalled with {stuck} of {n} nodes unfinished (a dependency cycle in the DAG)")
-    return Timeline(np.asarray(start), np.asarray(finish), props.links, props.nodes)
+    return Timeline(start, finish, props.links, props.nodes)
+
+
+def _engine(engine: str | None) -> str:
+    """The event loop asked for: `engine`, else the environment's, else auto."""
+    chosen = engine if engine is not None else os.environ.get(ENGINE_VARIABLE, "").strip().lower() or "auto"
+    if chosen not in ENGINES:
+        where = "engine" if engine is not None else ENGINE_VARIABLE
+        raise ValueError(f"{where} {chosen!r} is not one of {', '.join(ENGINES)}")
+    return chosen
+
+
+def _event_loop(engine: str, num_nodes: int):
+    """The event loop to run for a DAG of `num_nodes`: compiled.event_loop, unless the Python one is asked for,
+    auto finds the DAG too small, or numba cannot be imported."""
+    if engine == "python" or (engine == "auto" and num_nodes < COMPILED_FROM_NODES):
+        return event_loop
+    try:
+        from .compiled import event_loop as compiled_loop
+    except ImportError:
+        return event_loop
+    return compiled_loop
+
+
+def event_loop(nodes: NodeArrays, props: FlowProperties, capacity: np.ndarray, weight: np.ndarray, num_gpus: int,
+               sm_count: int, window_s: float, advance: Callable[[int], None],
+               report_every: int) -> tuple[np.ndarray, np.ndarray]:
+    """The Python event loop over the DAG's `nodes` and flows `props` on links of `capacity` (bytes/s) and fold
+    `weight`: every node's start and finish time (NOT_FINISHED where a cycle stalled it). `advance(done)` is
+    told every `report_every` finished nodes how many are finished."""
+    net = FlowNetwork(link_rows(props.links), capacity, weight, props.cap)
+    start, finish = _run(_nodes(nodes), props, net, num_gpus, sm_count, window_s, advance, report_every)
+    return np.asarray(start, dtype=np.float64), np.asarray(finish, dtype=np.float64)
 
 
 def _unreported(done: int) -> None:
@@ -147,7 +147,7 @@ def _unreported(done: int) -> None:
 
 
 def _run(nodes: _Nodes, props: FlowProperties, net: FlowNetwork, num_gpus: int, sm_count: int,
-         window_s: float, advance: Callable[[int], None]) -> tuple[list[float], list[float]]:
+         window_s: float, advance: Callable[[int], None], report_every: int) -> tuple[list[float], list[float]]:
     """The event loop: start every ready node, reshare the links once nothing more happens now, take the next
     event; each node that completes (and each flow whose last byte leaves) releases the nodes waiting on it.
     Returns every node's start and finish time (NOT_FINISHED where a cycle stalled it)."""
@@ -164,7 +164,7 @@ def _run(nodes: _Nodes, props: FlowProperties, net: FlowNetwork, num_gpus: int, 
     push, pop = heapq.heappush, heapq.heappop
     seq = 0
     now = 0.0
-    done, report_at = 0, REPORT_EVERY  # finished nodes, and when next to report them
+    done, report_at = 0, report_every  # finished nodes, and when next to report them
     ready = np.flatnonzero(np.asarray(pending) == 0).tolist()  # nodes whose dependencies are all met
     while True:
         if ready:  # start a ready node
@@ -215,7 +215,7 @@ def _run(nodes: _Nodes, props: FlowProperties, net: FlowNetwork, num_gpus: int, 
                 done += 1
                 if done >= report_at:
                     advance(done)
-                    report_at = done + REPORT_EVERY
+                    report_at = done + report_every
         for s in released:  # the nodes waiting on this one
             pending[s] -= 1
             if pending[s] == 0:
