@@ -13,6 +13,7 @@ which dag/size.py reads.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import subprocess
 import sys
@@ -93,20 +94,36 @@ def measure(data: dict, expand: str, trace: bool) -> dict:
     return json.loads(out.stdout)
 
 
+def nonnegative_least_squares(a: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """min |a x - y| over x >= 0, for a handful of columns: the best non-negative least-squares solution on
+    every subset of the columns (exact, 2^columns small solves)."""
+    best, best_residual = np.zeros(a.shape[1]), float(np.sum(y**2))
+    for size in range(1, a.shape[1] + 1):
+        for columns in itertools.combinations(range(a.shape[1]), size):
+            x = np.zeros(a.shape[1])
+            x[list(columns)] = np.linalg.lstsq(a[:, columns], y, rcond=None)[0]
+            residual = float(np.sum((a @ x - y) ** 2))
+            if (x >= 0).all() and residual < best_residual:
+                best, best_residual = x, residual
+    return best
+
+
 def fit(rows: list[dict]) -> dict[str, float]:
-    """Bytes per node and per flow (least squares over the rows without a trace, then scaled to cover them all),
-    and per node of a trace (the largest excess a trace row shows over that line)."""
+    """Fixed bytes (the compiled replay's numba and LLVM, loaded from 200k nodes on), bytes per node and per
+    flow (non-negative least squares over the rows without a trace, then scaled to cover them all), and per node
+    of a trace (the largest excess a trace row shows over that line)."""
     plain = [r for r in rows if not r["trace"]]
-    a = np.array([[r["nodes"], r["flows"]] for r in plain], dtype=float)
+    a = np.array([[1.0, r["nodes"], r["flows"]] for r in plain], dtype=float)
     y = np.array([r["added_bytes"] for r in plain], dtype=float)
-    coef = np.maximum(np.linalg.lstsq(a, y, rcond=None)[0], 0.0)
+    coef = nonnegative_least_squares(a, y)
     cover = max(1.0, float((y / (a @ coef)).max()))
-    per_node, per_flow = coef * cover
+    fixed, per_node, per_flow = coef * cover
     traced = [r for r in rows if r["trace"]]
-    per_trace = max([(r["added_bytes"] - per_node * r["nodes"] - per_flow * r["flows"]) / r["nodes"]
+    per_trace = max([(r["added_bytes"] - fixed - per_node * r["nodes"] - per_flow * r["flows"]) / r["nodes"]
                      for r in traced] + [0.0])
-    return {"per_node_bytes": round(float(per_node), 1), "per_flow_bytes": round(float(per_flow), 1),
-            "per_trace_node_bytes": round(float(per_trace), 1), "cover_factor": round(cover, 3)}
+    return {"fixed_bytes": round(float(fixed)), "per_node_bytes": round(float(per_node), 1),
+            "per_flow_bytes": round(float(per_flow), 1), "per_trace_node_bytes": round(float(per_trace), 1),
+            "cover_factor": round(cover, 3)}
 
 
 def main() -> None:
@@ -122,7 +139,7 @@ def main() -> None:
     cost = fit(rows)
     print(f"fit: {cost}")
     for r in rows:
-        predicted = cost["per_node_bytes"] * r["nodes"] + cost["per_flow_bytes"] * r["flows"] \
+        predicted = cost["fixed_bytes"] + cost["per_node_bytes"] * r["nodes"] + cost["per_flow_bytes"] * r["flows"] \
             + (cost["per_trace_node_bytes"] * r["nodes"] if r["trace"] else 0.0)
         print(f"  {r['name']:36} measured {r['added_bytes'] / 2**20:8,.0f} MB, guard's estimate "
               f"{predicted / 2**20:8,.0f} MB ({predicted / r['added_bytes']:.2f}x)")

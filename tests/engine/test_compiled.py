@@ -23,6 +23,7 @@ from simulon.collective.types import CollType
 from simulon.compute.calibration import Calibrations
 from simulon.compute.populate import populate
 from simulon.config import DatacenterConfig
+from simulon.config.errors import ConfigError
 from simulon.dag.builder import collective_dag
 from simulon.dag.fold import Fold
 from simulon.engine import compiled
@@ -136,7 +137,8 @@ def test_an_engine_is_picked_by_argument_then_environment(monkeypatch):
     with pytest.raises(ValueError, match="engine 'numba'"):
         replay(dag, topology, fold, engine="numba")
     monkeypatch.setenv("SIMULON_REPLAY", "fortran")
-    with pytest.raises(ValueError, match="SIMULON_REPLAY 'fortran'"):
+    with pytest.raises(ConfigError, match="environment variable SIMULON_REPLAY: expected one of auto, compiled, "
+                                          "python, got 'fortran'"):
         replay(dag, topology, fold)
     ran = []
     monkeypatch.setattr(compiled, "event_loop", lambda *args: ran.append("compiled") or event_loop(*args))

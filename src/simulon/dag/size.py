@@ -9,10 +9,11 @@ and, on the fabrics simulon builds, nearly the same flows). A collective shared 
 embedding's all-reduce) is counted in both.
 
 The memory is a line fitted to measured runs (benchmarks/bench_dag_memory.py, written to
-data/memory_cost.yaml): peak resident bytes over an import of simulon, per node and per flow, and per node of a
-Perfetto trace. `check_fits` refuses, before anything is built, a run that needs more than the memory this
-machine has available (Linux: MemAvailable, within the cgroup's limit) or a limit the user sets, so that a run
-too large is told so instead of being killed by the kernel's out-of-memory killer.
+data/memory_cost.yaml): peak resident bytes over an import of simulon, a fixed part (the compiled replay's
+numba and LLVM), per node and per flow, and per node of a Perfetto trace. `check_fits` refuses, before
+anything is built, a run that needs more than the memory this machine has available (Linux: MemAvailable,
+within the cgroup's limit) or a limit the user sets, so that a run too large is told so instead of being
+killed by the kernel's out-of-memory killer.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ class DagSize:
     def memory_bytes(self, trace: bool = False) -> float:
         """The resident memory that building, timing and replaying such a DAG (and writing its trace) adds."""
         cost = memory_cost()
-        return (cost["per_node_bytes"] * self.nodes + cost["per_flow_bytes"] * self.flows
+        return (cost["fixed_bytes"] + cost["per_node_bytes"] * self.nodes + cost["per_flow_bytes"] * self.flows
                 + (cost["per_trace_node_bytes"] * self.nodes if trace else 0.0))
 
 

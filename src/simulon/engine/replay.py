@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..config.errors import ConfigError
 from ..dag.fold import Fold
 from ..dag.nodes import ExecutionDAG
 from ..network.topology import Topology
@@ -114,8 +115,10 @@ def _engine(engine: str | None) -> str:
     """The event loop asked for: `engine`, else the environment's, else auto."""
     chosen = engine if engine is not None else os.environ.get(ENGINE_VARIABLE, "").strip().lower() or "auto"
     if chosen not in ENGINES:
-        where = "engine" if engine is not None else ENGINE_VARIABLE
-        raise ValueError(f"{where} {chosen!r} is not one of {', '.join(ENGINES)}")
+        if engine is None:  # the user's environment: bad input, told as such
+            raise ConfigError(f"environment variable {ENGINE_VARIABLE}: expected one of {', '.join(ENGINES)}, "
+                              f"got {chosen!r}")
+        raise ValueError(f"engine {chosen!r} is not one of {', '.join(ENGINES)}")
     return chosen
 
 
@@ -126,7 +129,7 @@ def _event_loop(engine: str, num_nodes: int):
         return event_loop
     try:
         from .compiled import event_loop as compiled_loop
-    except ImportError:
+    except Exception:  # no numba, or one that refuses the compiled module's options: the Python loop
         return event_loop
     return compiled_loop
 
