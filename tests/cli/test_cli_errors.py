@@ -469,3 +469,11 @@ def test_line_breaks_in_user_strings_stay_on_one_line(case):
 ])
 def test_a_command_line_usage_error_is_one_line_naming_the_option_and_value(workdir, args, expected):
     assert_bad_input(run_cli(*args, cwd=workdir), *expected)
+
+
+def test_an_unknown_replay_engine_in_the_environment_is_bad_input(workdir):
+    proc = subprocess.run([sys.executable, "-c", "from simulon.cli.app import main; main()", "simulate", "seed.yaml"],
+                          capture_output=True, text=True, cwd=workdir, timeout=120,
+                          env={**os.environ, "SIMULON_REPLAY": "fast"})
+    assert_bad_input(proc, "error: environment variable SIMULON_REPLAY: expected one of auto, compiled, python, "
+                           "got 'fast'")
