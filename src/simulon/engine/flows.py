@@ -99,10 +99,11 @@ def flow_properties(dag: ExecutionDAG, topology: Topology, fold: Fold) -> FlowPr
     if dag.stream_src is not None:
         to_flow[dag.stream_src] = True
     by_group = {g: domain_members(g, topology.domain_gpus) for g in {c.group for c in dag.collectives}}
-    members = [by_group[c.group] for c in dag.collectives]   # a training step repeats its groups
-    local = np.array([local_pass(c.algorithm, c.ctype, len(m)) for c, m in zip(dag.collectives, members, strict=True)]
-                     + [""])[coll]
-    fan_in = np.array([m.max(initial=1) for m in members] + [1])[coll]
+    domains = {g: len(m) for g, m in by_group.items()}         # a training step repeats its groups
+    largest = {g: int(m.max(initial=1)) for g, m in by_group.items()}
+    passes = {key: local_pass(*key) for key in {(c.algorithm, c.ctype, domains[c.group]) for c in dag.collectives}}
+    local = np.array([passes[c.algorithm, c.ctype, domains[c.group]] for c in dag.collectives] + [""])[coll]
+    fan_in = np.array([largest[c.group] for c in dag.collectives] + [1])[coll]
     terms = link_terms(model, proto, lanes, scale_out, in_switch, grouped, fan_in)
     hop = terms.hop + staging_delay(model, dag.size[nodes], lanes, grouped & ~scale_out) + \
         model.local_pass(dag.size[nodes], lanes, np.where(to_flow[nodes], "", local))

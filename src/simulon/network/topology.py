@@ -148,10 +148,7 @@ class Topology:
             first, final = np.where(same_domain, self.mesh_link(src, real_dst), NO_LINK), np.full(len(src), NO_LINK)
         else:
             first, final = np.where(uses_up, src, NO_LINK), np.where(uses_down, g + last, NO_LINK)
-        links = np.column_stack([first, middle, final])
-        links = np.take_along_axis(links, np.argsort(links < 0, axis=1, kind="stable"), axis=1)
-        width = max(int((links >= 0).sum(axis=1).max(initial=1)), 1)
-        links = links[:, :width]
+        links = _packed(np.column_stack([first, middle, final]))
         latency = np.where(links >= 0, self.latency[links], 0.0).sum(axis=1)
         return links, latency, out | to_out | from_out
 
@@ -177,3 +174,15 @@ class Topology:
         weights[up:up + len(port_weight)] = port_weight
         weights[down:down + len(port_weight)] = port_weight
         return weights
+
+
+def _packed(links: np.ndarray) -> np.ndarray:
+    """Each row's links moved to its front in order, NO_LINK padding after, cut to the widest row (at least
+    one column)."""
+    valid = links >= 0
+    counts = valid.sum(axis=1)
+    width = max(int(counts.max(initial=1)), 1)
+    packed = np.full((len(links), width), NO_LINK, dtype=links.dtype)
+    rows = np.nonzero(valid)[0]
+    packed[rows, (np.cumsum(valid, axis=1) - 1)[valid]] = links[valid]
+    return packed
