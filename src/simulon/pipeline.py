@@ -120,9 +120,11 @@ bound: replay takes about 10 us per flow)."""
 
 def collective_sweep(dc: DatacenterConfig, ctype: CollType, group: tuple[int, ...], sizes: Sequence[float],
                      algorithm: str = "ring", channels: int | None = None, protocol: str = "auto",
-                     others: Sequence[tuple[int, ...]] = (), model: LinkModel | None = None) -> list[CollectiveTiming]:
+                     others: Sequence[tuple[int, ...]] = (), model: LinkModel | None = None,
+                     progress: Progress = SILENT) -> list[CollectiveTiming]:
     """Simulate one collective alone on the datacenter at each size, from every member joining to the last
-    finishing (replayed flow by flow, or estimated in steady state when too large).
+    finishing (replayed flow by flow, or estimated in steady state when too large); `progress` is told each
+    size as it is done.
 
     `others`: more groups running the same collective at the same time. Identical groups of a symmetric
     algorithm, on a fabric where every member sees the same links, are simulated through one member.
@@ -133,7 +135,9 @@ def collective_sweep(dc: DatacenterConfig, ctype: CollType, group: tuple[int, ..
     folds = topology.foldable and len({plan.shape(g) for g in groups}) == 1
     steady = SteadyState(topology)
     rows = []
+    progress.stage(f"simulating {ctype.name} over {len(group)} GPUs", total=len(sizes), unit="sizes")
     for size in sizes:
+        progress.advance(len(rows))
         choice = plan.choose(ctype, group, size)
         fold = Fold.identity(dc.num_gpus)
         if folds and plan.symmetry(ctype, group, size) == 1:

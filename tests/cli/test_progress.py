@@ -68,3 +68,15 @@ def test_the_bar_is_drawn_on_a_terminal_and_nothing_is_written_elsewhere():
             progress.stage("replaying", total=1000)
             progress.advance(500)
         assert ("replaying" in out.getvalue()) == terminal
+
+
+def test_a_collective_sweep_reports_each_size_done():
+    from simulon.collective.types import CollType
+    from simulon.pipeline import collective_sweep
+
+    recorder = Recorder()
+    dc = gpt_scenario(nodes=2, gpus_per_node=4).datacenter
+    rows = collective_sweep(dc, CollType.AllReduce, tuple(range(8)), [2.0**20, 2.0**24, 2.0**26], progress=recorder)
+    assert len(rows) == 3
+    assert recorder.events[0] == ("stage", "simulating AllReduce over 8 GPUs", 3)
+    assert [value for kind, value, _ in recorder.events if kind == "advance"] == [0, 1, 2]

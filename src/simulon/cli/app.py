@@ -177,6 +177,7 @@ def collective(
 ) -> None:
     """Simulate one collective over a message-size sweep, like nccl-tests without GPUs."""
     from ..pipeline import collective_sweep
+    from .progress import terminal_progress
 
     if op not in OPS:
         raise ConfigError(f"--op: expected one of {', '.join(OPS)}, got {op!r}")
@@ -192,7 +193,8 @@ def collective(
         except ValueError as exc:
             raise ConfigError(f"--channels: {exc}") from None
     try:
-        rows = collective_sweep(dc, OPS[op], ranks, parse_sizes(sizes), algo, chans, proto)
+        with terminal_progress() as progress:
+            rows = collective_sweep(dc, OPS[op], ranks, parse_sizes(sizes), algo, chans, proto, progress=progress)
     except ValueError as exc:
         option = "--protocol" if "protocol" in str(exc) else "--algorithm"
         raise ConfigError(f"{option}: {exc}") from None
