@@ -27,18 +27,19 @@ class TerminalProgress:
         self.bar = bar
         self.task: TaskID | None = None
         self.unit = ""
+        self.total: int | None = None
 
     def stage(self, description: str, total: int | None = None, unit: str = "") -> None:
         if self.task is not None:
             self.bar.remove_task(self.task)
         self.unit = f" {unit}" if unit else ""
+        self.total = total
         self.task = self.bar.add_task(description, total=total, counts="")
 
     def advance(self, done: int) -> None:
         if self.task is not None:
-            total = self.bar.tasks[-1].total
             self.bar.update(self.task, completed=done,
-                            counts=f"{done:,}/{total:,.0f}{self.unit}" if total else "")
+                            counts=f"{done:,}/{self.total:,}{self.unit}" if self.total else "")
 
 
 @contextmanager

@@ -25,6 +25,7 @@ def one_line(message: str) -> str:
 
 
 _MAX_SHOWN = 60
+"""Characters of a value quoted in a message, so that the message stays one readable line."""
 
 
 def shown(value: Any) -> str:

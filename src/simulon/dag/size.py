@@ -54,7 +54,12 @@ class DagSize:
 
 
 class TooLarge(ConfigError):
-    """A run that would need more memory than it may have: refused before it is built."""
+    """A run that would need more memory than it may have: refused before it is built. `summary` says how large
+    it is and what it needs, without the advice (for a table row's reason)."""
+
+    def __init__(self, summary: str, advice: str):
+        super().__init__(f"the run is too large for the memory it may use: {summary}; {advice}")
+        self.summary = summary
 
 
 def _read_number(path: Path) -> int | None:
@@ -94,10 +99,10 @@ def check_fits(size: DagSize, limit: float | None, trace: bool = False, hint: st
     need = size.memory_bytes(trace)
     if limit is None or need <= limit:
         return
-    raise TooLarge(f"the run is too large for the memory it may use: {size.nodes:,} DAG nodes and "
-                   f"{size.flows:,} flows over {size.simulated_gpus:,} simulated GPUs need about "
-                   f"{_readable(need)}, and {_readable(limit)} are available{hint}; simulate a smaller "
-                   "global batch (fewer micro-batches) or cluster, or raise the limit with --max-memory")
+    raise TooLarge(f"{size.nodes:,} DAG nodes and {size.flows:,} flows over {size.simulated_gpus:,} simulated GPUs "
+                   f"need about {_readable(need)}, and {_readable(limit)} are available{hint}",
+                   "simulate a smaller global batch (fewer micro-batches) or cluster, or raise the limit with "
+                   "--max-memory")
 
 
 @cache

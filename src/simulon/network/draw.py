@@ -27,6 +27,8 @@ MAX_LABELLED = 24
 COLORS = {"node": "#4e79a7", "leaf": "#59a14f", "spine": "#f28e2b", "core": "#e15759"}
 RAIL_COLORS = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
                "#9c755f", "#bab0ac"]
+"""Tableau's "Tableau 10" palette (its default since 2016): ten colours designed to stay distinct from one
+another; rails past ten repeat them."""
 PREFIX = {"node": "n", "leaf": "L", "spine": "S", "core": "C"}
 TITLE = {"node": ("node", "nodes"), "leaf": ("leaf switch", "leaf switches"),
          "spine": ("spine switch", "spine switches"), "core": ("core switch", "core switches")}

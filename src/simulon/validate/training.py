@@ -319,7 +319,7 @@ def validate_training(rows: list[dict[str, str]], memory_limit: float | None = N
         except Unsupported as exc:
             report.skipped.append(Skipped(index, str(exc)))
         except TooLarge as exc:
-            report.skipped.append(Skipped(index, f"too large: {str(exc).split(': ', 1)[1].split(';')[0]}"))
+            report.skipped.append(Skipped(index, f"too large: {exc.summary}"))
         except (ConfigError, ValueError, MemoryError, RuntimeError) as exc:
             report.skipped.append(Skipped(index, f"simulation failed: {type(exc).__name__}: {exc}"))
     return report
