@@ -123,3 +123,5 @@ BatchSize = count(MAX_BATCH, "samples")
 MicrobatchCount = count(MAX_MICROBATCHES, "micro-batches")
 ParameterCount = count(MAX_PARAMETERS, "parameters")
 Oversubscription = Annotated[float, in_range(1.0, MAX_RATIO, f"{MAX_RATIO:g}:1")]
+Probability = Annotated[float, in_range(0.0, 0.99, "0.99")]
+"""A dropout probability: from 0 (none) to 0.99."""

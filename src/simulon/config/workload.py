@@ -19,6 +19,7 @@ from .common import (
     OptionalExpertCount,
     OptionalLayerCount,
     ParameterCount,
+    Probability,
     SequenceLength,
     StrictModel,
     VocabSize,
@@ -70,6 +71,8 @@ class ModelSpec(Templated):
     activation: Literal["gelu", "relu", "squared_relu", "swiglu", "geglu"] = "gelu"
     normalization: Literal["layernorm", "rmsnorm"] = "layernorm"
     tie_embeddings: bool = False
+    dropout: Probability = Field(0.0, description="hidden and attention dropout: with any, each dropout keeps a "
+                                 "one-byte mask per element for backward (Megatron's GPT models: 0.1, Llama: 0)")
     moe: MoESpec | None = None
     mla: MLASpec | None = None
 
@@ -98,6 +101,11 @@ class ModelSpec(Templated):
         return self
 
 
+RecomputeModule = Literal["core_attn", "mlp", "moe_act", "layernorm", "mla_up_proj", "moe", "shared_experts"]
+"""Megatron-Core's selective-recompute modules (megatron/core/transformer/transformer_config.py,
+`recompute_modules`)."""
+
+
 class ParallelismSpec(StrictModel):
     """Megatron-Core parallel strategy. Ranks are ordered tp, cp, dp, pp; EP is carved out of dp*cp."""
 
@@ -122,11 +130,24 @@ class ParallelismSpec(StrictModel):
     overlap_grad_reduce: bool = True
     recompute: Literal["none", "selective", "full"] = Field(
         "none", description="activation recomputation: selective re-runs core attention, full every layer")
+    recompute_modules: list[RecomputeModule] | None = Field(
+        None, description="selective recomputation by module, as Megatron-Core's --recompute-modules "
+        "(default: core_attn)")
+    recompute_num_layers: OptionalLayerCount | None = Field(
+        None, description="full recomputation: the layers of each model chunk that recompute (Megatron's "
+        "'block' method); default every layer ('uniform', one layer per checkpoint)")
     layers_per_stage: list[LayerCount] | None = None
 
     @property
     def interleaved(self) -> bool:
         return self.vpp > 1 or self.pipeline_schedule == "interleaved_1f1b"
+
+    @property
+    def recomputed_modules(self) -> frozenset[str]:
+        """Modules selective recomputation re-runs (none unless recompute is selective)."""
+        if self.recompute != "selective":
+            return frozenset()
+        return frozenset(self.recompute_modules or ("core_attn",))
 
 
 class TrainingSpec(StrictModel):
@@ -146,6 +167,10 @@ class TrainingSpec(StrictModel):
     cross_entropy: Literal["vocab_parallel", "fused"] = Field(
         "vocab_parallel", description="vocab_parallel: Megatron's fp32 cross entropy, one pass per operation; "
         "fused: one kernel each way (flash-attention's or apex's, Megatron-Core's cross_entropy_loss_fusion)")
+    fp8_params: bool = Field(
+        False, description="fp8/fp4 runs: keep the GEMM weights only in the narrow type, with the transpose the "
+        "backward reads (Megatron's --fp8-param-gather, Transformer Engine's fp8_model_init); otherwise they stay "
+        "16-bit and are cast each step")
     peft: Literal["none", "lora"] = Field(
         "none", description="lora: base weights frozen, so no weight gradients, gradient sync or optimizer for them")
     grad_bucket_size: ParameterCount | None = Field(

@@ -1,0 +1,262 @@
+"""Activations one rank keeps for backward, per transformer layer and micro-batch, and the transients of a
+layer's forward and backward.
+
+A tensor is counted where autograd saves it, as Megatron-Core with Transformer Engine saves it
+(megatron/core/transformer/transformer_layer.py, attention.py, mlp.py, moe/; TE's LayerNormLinear,
+Linear, DotProductAttention). Written element by element, the sum reproduces Korthikanti et al. 2022
+("Reducing Activation Recomputation in Large Transformer Models", arXiv 2205.05198, section 4): a GPT layer
+keeps sbh(34 + 5as/h) bytes in 16 bits, sbh(10 + 24/t + 5as/(ht)) with tensor parallelism,
+sbh(34/t + 5as/(ht)) with sequence parallelism too, sbh * 34/t with selective recomputation and 2sbh/t
+(the layer's input) with full recomputation:
+
+* attention: the norm's input (2sbh), the QKV GEMM's input (2sbh), Q, K and V (6sbh), the projection's
+  input (2sbh), the dropout mask after it (sbh); an unfused attention adds the softmax output (2as^2b), its
+  dropout mask (as^2b) and the dropout output (2as^2b); a flash attention keeps only the log-sum-exp (fp32,
+  one per query and head) instead.
+* MLP: the norm's input (2sbh), fc1's input (2sbh), the activation's input (8sbh for a 4h FFN, twice that
+  for a gated one), fc2's input (8sbh), the dropout mask (sbh).
+
+An fp8 (or fp4) run keeps a GEMM's input for the weight gradient in the narrow type, the copy Transformer
+Engine casts for the GEMM (only the column-wise one the weight gradient reads); norms, activation functions and
+attention keep theirs in 16 bits. Sequence parallelism divides what norms and dropouts keep by t; context
+parallelism divides every row count by cp. A model without dropout keeps no masks (Llama, DeepSeek).
+Grouped-query attention keeps fewer K and V heads; multi-head latent attention keeps its low-rank latents
+and the up-projected Q, K, V.
+Mixture-of-experts layers keep the router's fp32 logits, the dispatched tokens each expert GEMM reads, the
+expert activations (top_k x the tokens, times the capacity factor where tokens are padded) and the expert
+outputs the combine weights by the router's probabilities (megatron/core/transformer/moe/moe_utils.py
+`unpermute`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+from ..config.workload import MegatronWorkload
+from ..workload.layer_kernels import ShardShape
+
+FP32_BYTES = 4.0
+MASK_BYTES = 1.0
+"""A dropout mask is one byte per element (torch's bool mask; Megatron's fused bias-dropout-add)."""
+INDEX_BYTES = 8.0
+"""Token ids and routing indices are int64."""
+
+
+@dataclass(frozen=True)
+class LayerActivations:
+    """Bytes one layer keeps per micro-batch, by part, and the most its forward and backward hold on top."""
+
+    parts: dict[str, float]
+    forward_transient: float
+    backward_transient: float
+
+    @property
+    def total(self) -> float:
+        return sum(self.parts.values())
+
+
+class ActivationModel:
+    """Saved activations of every kind of layer of one workload on one rank."""
+
+    def __init__(self, workload: MegatronWorkload, capacity_factor: float = 1.0):
+        self.workload = workload
+        self.model, self.par, self.train = workload.model, workload.parallelism, workload.training
+        self.shape = ShardShape.of(workload)
+        self.modules = self.par.recomputed_modules
+        self.capacity_factor = capacity_factor
+
+    # ---- sizes ----
+
+    @property
+    def a(self) -> float:
+        return self.shape.act_bytes
+
+    @property
+    def gemm_input(self) -> float:
+        """Bytes per element of a GEMM input kept for the weight gradient."""
+        return self.shape.quantized_bytes or self.a
+
+    @property
+    def mask(self) -> float:
+        return MASK_BYTES if self.model.dropout > 0 else 0.0
+
+    @property
+    def rows(self) -> float:
+        """Token rows of GEMMs on this rank: micro-batch x sequence / cp."""
+        return float(self.shape.tokens)
+
+    @property
+    def norm_rows(self) -> float:
+        """Token rows of norms, residuals and dropouts: sequence parallelism splits them over tp."""
+        return float(self.shape.norm_tokens)
+
+    @property
+    def flash(self) -> bool:
+        return self.train.attention != "unfused"
+
+    # ---- layers ----
+
+    def layer(self, moe: bool, recompute: bool | None = None) -> LayerActivations:
+        """One layer (dense or mixture-of-experts); `recompute`: whether full recomputation applies to it
+        (default: whenever the strategy recomputes fully)."""
+        full = self.par.recompute == "full" if recompute is None else recompute
+        parts = {**self._attention(), **(self._moe() if moe else self._mlp("mlp", self.model.ffn_hidden_size,
+                                                                           self.rows, "mlp"))}
+        saved = {"layer input": self.norm_rows * self.model.hidden_size * self.a} if full else parts
+        return LayerActivations(saved, self._forward_transient(moe), self._backward_transient(parts, full, moe))
+
+    def _attention(self) -> dict[str, float]:
+        m, t, a = self.model, self.shape.tp, self.a
+        h, rows, norm_rows = m.hidden_size, self.rows, self.norm_rows
+        n = m.num_heads // t
+        parts = {"attention norm input": norm_rows * h * a}
+        if "layernorm" not in self.modules:
+            parts["attention GEMM input"] = norm_rows * h * self.gemm_input
+        if m.mla is None:
+            kv, qk_dim, v_dim = max(m.kv_heads // t, 1), m.head_size, m.head_size
+            parts["query, key, value"] = rows * (n * qk_dim + kv * (qk_dim + v_dim)) * a
+        else:
+            mla = m.mla
+            qk_dim, v_dim, kv = mla.qk_nope_head_dim + mla.qk_rope_head_dim, mla.v_head_dim, n
+            latents = (mla.kv_lora_rank + mla.qk_rope_head_dim) + mla.kv_lora_rank
+            if mla.q_lora_rank:
+                latents += 2 * mla.q_lora_rank  # the down projection's output and its norm's output
+            parts["attention latents"] = rows * latents * a
+            if "mla_up_proj" not in self.modules:
+                parts["query, key, value"] = rows * n * (2 * qk_dim + v_dim) * a
+        parts["attention output"] = rows * n * v_dim * a
+        if self.shape.quantized_bytes:  # the projection keeps its own narrow copy of the attention output
+            parts["attention projection input"] = rows * n * v_dim * self.gemm_input
+        parts.update(self._core_attention(n, kv))
+        parts["attention dropout mask"] = norm_rows * h * self.mask
+        return parts
+
+    def _core_attention(self, heads: int, kv_heads: int) -> dict[str, float]:
+        """What the attention kernel itself keeps besides Q, K, V and its output."""
+        sh = self.shape
+        if self.flash:
+            return {"softmax statistics": self.rows * heads * FP32_BYTES}
+        if "core_attn" in self.modules:
+            return {}
+        scores = sh.batch * heads * sh.seq * sh.full_seq
+        dropout = self.model.dropout > 0
+        # softmax output; with dropout also its mask and the dropped-out copy P V reads
+        return {"attention scores": scores * (self.a * (2 if dropout else 1) + self.mask)}
+
+    def _mlp(self, prefix: str, ffn: int, rows: float, module: str) -> dict[str, float]:
+        """A (dense or shared-expert) MLP: its norm (for the dense one), fc1's input, the activation's input
+        and fc2's input."""
+        m, t, a, h = self.model, self.shape.tp, self.a, self.model.hidden_size
+        f = ffn // t
+        fc1_out = 2 * f if m.gated_mlp else f
+        parts: dict[str, float] = {}
+        if prefix == "mlp":
+            parts["MLP norm input"] = self.norm_rows * h * a
+        if module in self.modules:  # recomputed from the block's input
+            return parts
+        if prefix == "mlp" and "layernorm" not in self.modules:
+            parts["MLP GEMM input"] = self.norm_rows * h * self.gemm_input
+        parts[f"{prefix} activation input"] = rows * fc1_out * a
+        parts[f"{prefix} fc2 input"] = rows * f * self.gemm_input
+        if prefix == "mlp":
+            parts["MLP dropout mask"] = self.norm_rows * h * self.mask
+        return parts
+
+    @cached_property
+    def routed_rows(self) -> float:
+        """Tokens the experts on this rank process per micro-batch: top_k copies of each token, balanced
+        over the expert-parallel ranks, padded to the capacity factor."""
+        moe = self.model.moe
+        return self.rows * moe.top_k * self.capacity_factor
+
+    def _moe(self) -> dict[str, float]:
+        m, moe, t, a, h = self.model, self.model.moe, self.shape.tp, self.a, self.model.hidden_size
+        parts = {"MoE norm input": self.norm_rows * h * a}
+        if "moe" in self.modules:
+            return parts
+        if "layernorm" not in self.modules:
+            parts["MoE GEMM input"] = self.norm_rows * h * self.gemm_input
+        parts["router logits"] = self.rows * moe.num_experts * FP32_BYTES
+        routed = self.routed_rows
+        parts["dispatched tokens"] = routed * h * self.gemm_input
+        fe = moe.expert_ffn_hidden_size or m.ffn_hidden_size
+        f = fe // t
+        parts["expert activation input"] = routed * (2 * f if m.gated_mlp else f) * a
+        if "moe_act" not in self.modules:
+            parts["expert fc2 input"] = routed * f * self.gemm_input
+        parts["expert outputs"] = routed * h * a
+        parts["routing indices and probabilities"] = routed * (INDEX_BYTES + FP32_BYTES)
+        if moe.num_shared_experts:
+            fs = (moe.shared_expert_ffn_hidden_size or fe) * moe.num_shared_experts
+            if "shared_experts" not in self.modules:
+                parts.update(self._mlp("shared expert", fs, self.rows, "shared_experts"))
+        return parts
+
+    # ---- transients ----
+
+    def _widest(self, moe: bool) -> float:
+        """The widest intermediate of a layer (fc1's output, or the experts')."""
+        m, t = self.model, self.shape.tp
+        f = m.ffn_hidden_size // t
+        widest = self.rows * (2 * f if m.gated_mlp else f)
+        if moe:
+            fe = (m.moe.expert_ffn_hidden_size or m.ffn_hidden_size) // t
+            widest = self.routed_rows * max(fe * (2 if m.gated_mlp else 1), m.hidden_size)
+        return widest * self.a
+
+    def _forward_transient(self, moe: bool) -> float:
+        """A forward holds, beyond what it keeps, the GEMM output it is writing (the widest) and, with
+        tensor parallelism, the all-gathered (sequence parallel) or all-reduced input of a block."""
+        gathered = self.rows * self.model.hidden_size * self.a if self.shape.tp > 1 else 0.0
+        return self._widest(moe) + gathered
+
+    def _backward_transient(self, parts: dict[str, float], full: bool, moe: bool) -> float:
+        """A backward holds the gradient of the widest intermediate and of its input at once, and the 16-bit
+        "dummy" weight gradient Megatron-Core and Transformer Engine hand autograd when the real one is
+        accumulated straight into the fp32 main_grad (gradient_accumulation_fusion;
+        megatron/core/tensor_parallel/layers.py) for the largest weight; under full recomputation also the
+        layer's recomputed activations."""
+        return 2 * self._widest(moe) + self.largest_weight(moe) * self.a + (sum(parts.values()) if full else 0.0)
+
+    def largest_weight(self, moe: bool) -> float:
+        """Parameters of the layer's largest GEMM weight on this rank (all local experts' for a grouped GEMM)."""
+        m, t, h = self.model, self.shape.tp, self.model.hidden_size
+        gate = 2 if m.gated_mlp else 1
+        if not moe:
+            return gate * m.ffn_hidden_size // t * h
+        fe = (m.moe.expert_ffn_hidden_size or m.ffn_hidden_size) // t
+        return gate * fe * h * m.moe.num_experts // self.shape.ep
+
+    # ---- first and last stage ----
+
+    def embedding(self) -> dict[str, float]:
+        """The first stage keeps the token ids and the embedding dropout's mask."""
+        return {"token ids": self.rows * INDEX_BYTES,
+                "embedding dropout mask": self.norm_rows * self.model.hidden_size * self.mask}
+
+    @property
+    def vocab_shard(self) -> int:
+        return -(-self.model.vocab_size // self.shape.tp)
+
+    def head(self) -> dict[str, float]:
+        """The last stage keeps the final norm's input, the LM head's input, the logits and what the cross
+        entropy keeps: Megatron's vocab-parallel loss keeps an fp32 softmax beside the 16-bit logits
+        (megatron/core/tensor_parallel/cross_entropy.py); the fused loss (cross_entropy_loss_fusion) writes
+        the gradient into the logits."""
+        h, a = self.model.hidden_size, self.a
+        logits = self.rows * self.vocab_shard
+        parts = {"final norm input": self.norm_rows * h * a, "LM head input": self.norm_rows * h * a,
+                 "logits": logits * a}
+        if self.train.cross_entropy == "vocab_parallel":
+            parts["softmax (fp32)"] = logits * FP32_BYTES
+        return parts
+
+    def head_transient(self) -> float:
+        """The loss's forward works on an fp32 copy of the logits."""
+        return self.rows * self.vocab_shard * FP32_BYTES
+
+    def vocabulary_weight_gradient(self) -> float:
+        """The 16-bit gradient of the word embedding (or of the LM head: its dummy weight gradient), V/t x h,
+        held while it is added to the fp32 main_grad."""
+        return self.vocab_shard * self.model.hidden_size * self.a

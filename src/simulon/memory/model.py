@@ -1,0 +1,231 @@
+"""Peak memory of each pipeline stage: model states, the activations of the micro-batches in flight, the
+transient of the layer running at the peak, and the runtime around them.
+
+Activations in flight follow the stage's own schedule table (workload/schedule.py): walking its forward and
+backward steps in order, each forward of a model chunk adds what the chunk keeps and each backward frees it,
+so 1F1B peaks at min(pp - stage, micro-batches) micro-batches on stage `stage`, interleaved 1F1B at its own
+count, and any schedule simulon runs gets its count from the same walk. The peak is taken over every step:
+the kept activations plus what the running forward or backward holds on top (activations.py), or the
+optimizer step's transient after the last backward.
+
+Three figures per stage, as three tools report them:
+allocated (torch.cuda.max_memory_allocated), reserved (max_memory_reserved: allocated plus the caching
+allocator's excess) and device (nvidia-smi's used memory: reserved plus the CUDA context and NCCL's buffers).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..config.scenario import ScenarioConfig
+from ..config.workload import MegatronWorkload
+from ..workload.layout import RankLayout
+from ..workload.parameters import PipelineLayers
+from ..workload.schedule import make_scheduler
+from .activations import ActivationModel
+from .runtime import CUDA_CONTEXT_BYTES, AllocatorModel, GiB, nccl_buffers
+from .states import ModelStates
+
+TRANSIENT_TERMS = ("layer transient", "optimizer step transient")
+"""Short-lived blocks at the peak: what the caching allocator's excess grows with (runtime.AllocatorModel)."""
+DYNAMIC_TERMS = ("activations", *TRANSIENT_TERMS)
+"""Terms allocated and freed within a step; the rest (model states) stay allocated throughout."""
+
+
+@dataclass(frozen=True)
+class StageMemory:
+    """One rank of a pipeline stage at its peak."""
+
+    stage: int
+    terms: dict[str, float]              # allocated bytes by term at the peak, largest terms first
+    activation_parts: dict[str, float]   # what one micro-batch's activations on this stage are made of
+    microbatches_in_flight: float        # activations kept at the activation peak, in micro-batches of this stage
+    kept_activations: float              # bytes of activations kept at the activation peak (before or after the
+                                         # step, whichever sets the stage's peak)
+    reserved: float
+    runtime: dict[str, float]
+    capacity: float
+    params: float
+
+    @property
+    def allocated(self) -> float:
+        return sum(self.terms.values())
+
+    @property
+    def transient(self) -> float:
+        """The short-lived blocks at the peak (a layer's transient, or the optimizer step's)."""
+        return sum(self.terms.get(name, 0.0) for name in TRANSIENT_TERMS)
+
+    @property
+    def dynamic(self) -> float:
+        """The allocated bytes that come and go within the step (activations and transients)."""
+        return sum(self.terms.get(name, 0.0) for name in DYNAMIC_TERMS)
+
+    @property
+    def device(self) -> float:
+        """What nvidia-smi shows: reserved plus the CUDA context and NCCL's buffers."""
+        return self.reserved + sum(self.runtime.values())
+
+    @property
+    def fits(self) -> bool:
+        return self.device <= self.capacity
+
+    def largest_terms(self, count: int = 3) -> list[tuple[str, float]]:
+        return sorted(self.terms.items(), key=lambda item: -item[1])[:count]
+
+    def to_json(self) -> dict:
+        return {"stage": self.stage, "allocated_bytes": self.allocated, "reserved_bytes": self.reserved,
+                "device_bytes": self.device, "capacity_bytes": self.capacity, "fits": self.fits,
+                "parameters": self.params, "microbatches_in_flight": self.microbatches_in_flight,
+                "kept_activations_bytes": self.kept_activations,
+                "terms_bytes": dict(self.terms), "runtime_bytes": dict(self.runtime)}
+
+
+@dataclass(frozen=True)
+class MemoryReport:
+    """Every pipeline stage's peak; the GPU they run on and its capacity."""
+
+    stages: list[StageMemory]
+    gpu: str
+    capacity: float
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def peak(self) -> StageMemory:
+        """The stage with the most memory in use (the one that decides whether the run fits)."""
+        return max(self.stages, key=lambda s: (s.device, -s.stage))
+
+    @property
+    def fits(self) -> bool:
+        return all(s.fits for s in self.stages)
+
+    def to_json(self) -> dict:
+        return {"gpu": self.gpu, "capacity_bytes": self.capacity, "fits": self.fits,
+                "peak_stage": self.peak.stage, "stages": [s.to_json() for s in self.stages], "notes": self.notes}
+
+
+@dataclass(frozen=True)
+class _Chunk:
+    """What one model chunk of a stage keeps per micro-batch, and the most its forward and backward hold on top."""
+
+    kept: float
+    forward: float
+    backward: float
+    parts: dict[str, float]
+
+
+class MemoryModel:
+    """The memory model of one workload on one GPU type."""
+
+    def __init__(self, workload: MegatronWorkload, num_gpus: int, capacity_bytes: float, gpu: str = "",
+                 channels: int | None = None):
+        par, train = workload.parallelism, workload.training
+        dp = num_gpus // (par.tp * par.cp * par.pp)
+        self.layout = RankLayout(tp=par.tp, cp=par.cp, dp=dp, pp=par.pp, ep=par.ep, fsdp=par.fsdp_size or dp * par.cp)
+        self.workload, self.capacity, self.gpu, self.channels = workload, capacity_bytes, gpu, channels
+        self.num_microbatches = max(train.global_batch_size // (train.micro_batch_size * dp), 1)
+        self.layers = PipelineLayers.of(workload)
+        self.activations = ActivationModel(workload)
+        self.states = ModelStates(workload, self.layout)
+        self.scheduler = make_scheduler(par.pipeline_schedule, par.vpp)
+        self.allocator = AllocatorModel.shipped()
+
+    @classmethod
+    def of(cls, sc: ScenarioConfig) -> MemoryModel:
+        if sc.workload is None:
+            raise ValueError("the scenario has no workload block")
+        gpu = sc.datacenter.node.gpu
+        num_gpus = sc.workload.training.num_gpus or sc.datacenter.num_gpus
+        channels = sc.collective.num_channels if sc.collective is not None else None
+        return cls(sc.workload, num_gpus, gpu.memory_capacity_gb * GiB, gpu.name, channels)
+
+    def report(self) -> MemoryReport:
+        return MemoryReport([self.stage(s) for s in range(self.layout.pp)], self.gpu, self.capacity)
+
+    # ---- one stage ----
+
+    def stage(self, stage: int) -> StageMemory:
+        states = self.states.stage(stage)
+        chunks = [self._chunk(stage, c) for c in range(self.layers.chunks)]
+        kept, transient, in_flight = self._peak_activations(stage, chunks)
+        terms = {**states.terms()}
+        if states.step_transient > kept + transient:  # the step's fp32 gradient copy outgrows the activations
+            terms["optimizer step transient"] = states.step_transient
+        else:
+            terms["activations"] = kept
+            terms["layer transient"] = transient
+        reserved = sum(terms.values()) + self.allocator.overhead * sum(terms.get(t, 0.0) for t in TRANSIENT_TERMS)
+        runtime = {"CUDA context": float(CUDA_CONTEXT_BYTES),
+                   "NCCL buffers": nccl_buffers(self._communicators(), self.channels)}
+        parts: dict[str, float] = {}
+        for chunk in chunks:
+            for name, value in chunk.parts.items():
+                parts[name] = parts.get(name, 0.0) + value
+        return StageMemory(stage, dict(sorted(terms.items(), key=lambda item: -item[1])), parts, in_flight, kept,
+                           reserved, runtime, self.capacity, states.params)
+
+    def _chunk(self, stage: int, chunk: int) -> _Chunk:
+        """Sum the kept activations of a chunk's layers (with the embedding or the head where it holds them)."""
+        acts, par = self.activations, self.workload.parallelism
+        layers = self.layers.layers_of(stage, chunk)
+        full_layers = len(layers) if par.recompute_num_layers is None else min(par.recompute_num_layers, len(layers))
+        parts: dict[str, float] = {}
+        forward = backward = 0.0
+        for position, layer in enumerate(layers):
+            recompute = par.recompute == "full" and position < full_layers
+            moe = self.states.kernels.is_moe_layer(layer)
+            one = acts.layer(moe, recompute)
+            for name, value in one.parts.items():
+                parts[name] = parts.get(name, 0.0) + value
+            forward, backward = max(forward, one.forward_transient), max(backward, one.backward_transient)
+        if self.layers.is_first(stage, chunk):
+            parts.update(acts.embedding())
+            backward = max(backward, acts.vocabulary_weight_gradient())
+        if self.layers.is_last(stage, chunk):
+            parts.update(acts.head())
+            forward = max(forward, acts.head_transient())
+            backward = max(backward, acts.vocabulary_weight_gradient() + acts.head()["logits"])
+        forward, backward = forward + self._fsdp_transient(False), backward + self._fsdp_transient(True)
+        return _Chunk(sum(parts.values()), forward, backward, parts)
+
+    def _fsdp_transient(self, backward: bool) -> float:
+        """FSDP holds the gathered weights of the running layer and the prefetched next one, and in backward
+        the running layer's unsharded gradients."""
+        par = self.workload.parallelism
+        if par.fsdp == "none":
+            return 0.0
+        layer = sum(self.states.kernels.layer_params(self.workload.model.moe is not None))
+        weight = 4.0 if self.states.fp32 else 2.0
+        return 2 * layer * weight + (layer * self.states.shape.grad_bytes if backward else 0.0)
+
+    def _peak_activations(self, stage: int, chunks: list[_Chunk]) -> tuple[float, float, float]:
+        """(kept, transient, micro-batches kept) at the stage's activation peak, walking its schedule."""
+        steps = self.scheduler.steps(stage, self.layout.pp, self.num_microbatches)
+        live, best = 0.0, (0.0, 0.0)
+        for step in steps:
+            chunk = chunks[step.chunk]
+            if step.kind == "F":
+                live += chunk.kept
+                candidate = (live, chunk.forward)
+            else:
+                candidate = (live, chunk.backward)
+                live -= chunk.kept
+            if sum(candidate) > sum(best):
+                best = candidate
+        per_microbatch = sum(c.kept for c in chunks) / len(chunks)
+        return best[0], best[1], best[0] / per_microbatch if per_microbatch else 0.0
+
+    def _communicators(self) -> int:
+        """Process groups of more than one rank this rank talks through (NCCL connects them lazily, on use)."""
+        layout, par = self.layout, self.workload.parallelism
+        sizes = [layout.tp, layout.cp, layout.dp * layout.cp, layout.pp]
+        if self.workload.model.moe is not None:
+            sizes += [layout.ep, layout.edp]
+        if par.fsdp != "none" and layout.fsdp != layout.dp * layout.cp:
+            sizes.append(layout.fsdp)
+        return sum(1 for size in sizes if size > 1)
+
+
+def estimate_memory(sc: ScenarioConfig) -> MemoryReport:
+    """The per-stage peak memory of a scenario's workload on its GPU."""
+    return MemoryModel.of(sc).report()

@@ -1,0 +1,117 @@
+"""Model states one rank holds for the whole step: weights, gradients and optimizer states.
+
+Mixed-precision Adam as Megatron-Core keeps it (megatron/core/optimizer/, distributed/param_and_grad_buffer.py):
+16-bit weights (2 bytes), gradients accumulated into an fp32 `main_grad` buffer (4; 2 when training in fp16,
+whose reductions stay in fp16), and fp32 master weights with Adam's two moments (12). Without sharding that
+is 18 bytes per parameter; the distributed optimizer (ZeRO-1) shards the 12 over the data x context group,
+6 + 12/(dp cp) (Megatron-LM docs/source/distrib_optimizer.md, Rajbhandari et al. 2020 section 5.1); expert
+parameters shard over their own expert-data-parallel group. ZeRO-2 (FSDP shard_grad_op) shards gradients
+too and ZeRO-3 (full_shard) weights as well, over the FSDP shard group. fp32 training has no master copy
+(8 bytes of moments). LoRA freezes the base weights: no gradients and no optimizer states for them.
+
+fp8 (and fp4) training keeps the 16-bit weights and, for the step, each GEMM weight cast to the narrow type
+with its transpose (Transformer Engine caches them across micro-batches: `is_first_microbatch`); with
+`fp8_params` (Megatron's --fp8-param-gather) the GEMM weights live only in the narrow type, with their transpose.
+
+The optimizer step of a run whose gradients are 16-bit first copies them to fp32 (Megatron's
+`_copy_model_grads_to_main_grads`, `main_grad.float()`): a transient of 4 bytes per parameter it updates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..config.common import DType
+from ..config.workload import MegatronWorkload
+from ..workload.layer_kernels import LayerKernels, ShardShape
+from ..workload.layout import RankLayout
+from ..workload.parameters import ModelParameters, PipelineLayers
+
+FP32_BYTES = 4.0
+ADAM_MOMENTS_BYTES = 8.0
+"""Adam's first and second moments, fp32 each (torch.optim.Adam, apex FusedAdam, TE FusedAdam)."""
+
+
+@dataclass(frozen=True)
+class StageStates:
+    """Model-state bytes of one rank of a stage, and the parameters they come from."""
+
+    dense_params: float
+    expert_params: float
+    weights: float
+    gradients: float
+    optimizer: float
+    cast_weights: float
+    step_transient: float
+
+    @property
+    def params(self) -> float:
+        return self.dense_params + self.expert_params
+
+    def terms(self) -> dict[str, float]:
+        terms = {"weights": self.weights, "gradients": self.gradients, "optimizer states": self.optimizer}
+        if self.cast_weights:
+            terms["fp8 weight copies"] = self.cast_weights
+        return terms
+
+    @property
+    def total(self) -> float:
+        return sum(self.terms().values())
+
+
+class ModelStates:
+    """Weights, gradients and optimizer states of each pipeline stage's ranks."""
+
+    def __init__(self, workload: MegatronWorkload, layout: RankLayout):
+        self.workload, self.layout = workload, layout
+        par, train = workload.parallelism, workload.training
+        self.shape = ShardShape.of(workload)
+        self.kernels = LayerKernels(workload.model, self.shape, train.attention, train.elementwise,
+                                    train.cross_entropy)
+        self.parameters = ModelParameters(self.kernels, workload.model, PipelineLayers.of(workload))
+        self.frozen = train.peft == "lora"
+        self.fp32 = train.dtype in (DType.fp32, DType.tf32)
+        self.par = par
+
+    def shards(self) -> tuple[float, float]:
+        """Over how many ranks the optimizer states of dense and of expert parameters are split."""
+        par, layout = self.par, self.layout
+        if par.fsdp != "none":
+            return float(layout.fsdp), float(max(layout.fsdp // layout.ep, 1))
+        if par.distributed_optimizer:
+            return float(layout.dp * layout.cp), float(layout.edp)
+        return 1.0, 1.0
+
+    def stage(self, stage: int) -> StageStates:
+        dense, expert = self.parameters.stage(stage).total()
+        dense_shard, expert_shard = self.shards()
+        sharded = dense / dense_shard + expert / expert_shard
+        weight_bytes = FP32_BYTES if self.fp32 else 2.0
+        weights = weight_bytes * (sharded if self.par.fsdp == "full_shard" else dense + expert)
+        if self.narrow_params:  # GEMM weights in the narrow type with their transpose, the rest 16-bit
+            gemm = self._gemm_params(stage)
+            weights -= gemm * (weight_bytes - 2 * self.shape.quantized_bytes)
+        if self.frozen:
+            return StageStates(dense, expert, weights, 0.0, 0.0, self._cast_weights(stage), 0.0)
+        grad_bytes = FP32_BYTES if self.fp32 else self.shape.grad_bytes
+        gradients = grad_bytes * (sharded if self.par.fsdp != "none" else dense + expert)
+        optimizer_bytes = ADAM_MOMENTS_BYTES + (0.0 if self.fp32 else FP32_BYTES)
+        step = FP32_BYTES * sharded if grad_bytes < FP32_BYTES else 0.0
+        return StageStates(dense, expert, weights, gradients, optimizer_bytes * sharded,
+                           self._cast_weights(stage), step)
+
+    @property
+    def narrow_params(self) -> bool:
+        return bool(self.shape.quantized_bytes) and self.workload.training.fp8_params
+
+    def _gemm_params(self, stage: int) -> float:
+        """Parameters of the GEMM weights of a stage's transformer layers (not norms, embedding or LM head)."""
+        params = self.parameters.stage(stage)
+        return sum(sum(params.of(unit)) - 2 * self.workload.model.hidden_size for unit in params.units if unit >= 0)
+
+    def _cast_weights(self, stage: int) -> float:
+        """Narrow copies (and transposes) of the GEMM weights of an fp8 or fp4 run that keeps 16-bit weights."""
+        narrow = self.shape.quantized_bytes
+        if not narrow or self.narrow_params:
+            return 0.0
+        return 2 * narrow * self._gemm_params(stage)

@@ -1,0 +1,304 @@
+"""Published per-GPU peak memory -> scenarios -> predicted peaks, and their errors.
+
+Each row of a memory table (the format of shared/validation/memory.csv) becomes an ordinary scenario and its
+memory report (memory/), compared with the quantity the row's source measured:
+
+* `allocated`: torch.cuda.max_memory_allocated, the report's allocated peak of the stage the row names (the
+  first, unless the notes say otherwise; the largest when they say "max over ranks").
+* `reserved`: max_memory_reserved; a row's notes may give the reserved figure beside the allocated one
+  ("reserved=70.88 GiB"), compared as a second measurement of the same run.
+* `unknown`: nvidia-smi's used memory (the report's device figure: reserved plus the CUDA context and NCCL),
+  except for Korthikanti et al.'s rows, which are the paper's analytic bars: model states plus activations.
+
+What the columns leave unsaid comes from the row's source (its framework's defaults, as FRAMEWORKS below
+says for each) and its notes (truncated layer counts, dense layers, vocabulary padding, layers per stage).
+The memory model depends on the GPU only through its capacity and runtime, so rows on GPUs without a template
+(Sailor's RTX cards) are evaluated on a stand-in system; no fit is checked on them.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from ..config.errors import ConfigError
+from ..config.loading import parse_scenario
+from ..config.scenario import ScenarioConfig
+from ..config.templates import template_stem_loose
+from ..memory import MemoryReport, StageMemory, estimate_memory
+from ..memory.runtime import GiB
+from .report import Comparison, Skipped, ValidationReport, number
+
+
+class Unsupported(Exception):
+    """A row this model cannot turn into a scenario; the message says why."""
+
+
+@dataclass(frozen=True)
+class Source:
+    """How a source's runs were set up where its rows do not say."""
+
+    family: str                        # reporting group: Megatron, DeepSpeed, ...
+    datacenter: str                    # a system template to stand the run on
+    distributed_optimizer: bool = True
+    sequence_parallel: bool = True     # with tp > 1
+    cross_entropy: str = "vocab_parallel"
+    attention: str = "flash"
+    sequence_length: int | None = None  # where the row leaves it blank
+    measured: str = ""                 # what an `unknown` row measured, when the source says: "states+activations"
+    recompute: str = "none"            # where the row leaves it blank
+    grad_reduce_dtype: str | None = None  # the gradient buffer's type, where the source counts it otherwise
+    fp8_params: bool = False           # fp8 runs keep their GEMM weights in fp8 only
+    ranks: str = "first"               # whose peak the source reports: the first stage's, or the largest ("max")
+
+
+# Matched against the `source` column, first match wins.
+SOURCES = (
+    # SimuMax's B200 runs: Megatron-Core + TE 2.11, distributed optimizer, cross-entropy fusion (its notes)
+    # (its summary JSON reports the largest allocation over ranks: peak_memory_by_rank_mb)
+    (r"^SimuMax", Source("Megatron", "dgx-b200", cross_entropy="fused", ranks="max")),
+    # Megatron-Bridge's performance recipes: distributed optimizer and sequence parallelism on, gradients reduced
+    # in bf16 (scripts/performance/utils/helpers.py `set_basic_perf_overrides`: grad_reduce_in_fp32 = False),
+    # fp8 weights kept in fp8 (mixed_precision.py `bf16_with_fp8_current_scaling_mixed`: fp8_param_gather)
+    (r"^Megatron-Bridge", Source("Megatron", "dgx-h100", grad_reduce_dtype="bf16", fp8_params=True)),
+    # the paper's Figure 7/8 bars (Calculon reproduces them): weights + optimizer + activations of stage 0, with
+    # Megatron-LM's 2022 unfused attention and no distributed optimizer
+    # Megatron-LM 2022, no distributed optimizer; the bars count 18 bytes of model state per parameter (fp32
+    # gradients: 45.56 GiB for the 2.76B parameters of a Megatron-22B rank)
+    (r"^Korthikanti", Source("Megatron", "dgx-a100", distributed_optimizer=False, attention="unfused",
+                             measured="states+activations", grad_reduce_dtype="fp32")),
+    # Megatron-LM's memory-estimator PR: Llama-2 7B at its 4,096-token context, distributed optimizer
+    (r"^Megatron-LM PR", Source("Megatron", "dgx-a100", sequence_length=4096)),
+    (r"^aicb", Source("Megatron", "dgx-h100", distributed_optimizer=False)),
+    (r"^mbridge", Source("Megatron", "dgx-h100")),
+    # ColossalAI's PyTorch-Lightning GPT-2 benchmark: GPT-2's 1,024-token context, HuggingFace layers with
+    # activation checkpointing (the rows leave it blank, but without it the ZeRO-3 row's 40 samples of 1,024
+    # tokens would keep some 300 GiB of activations on a 40 GB card)
+    (r"^ColossalAI", Source("ColossalAI", "dgx-a100", distributed_optimizer=False, sequence_parallel=False,
+                            attention="unfused", sequence_length=1024, recompute="full")),
+    # Sailor: DeepSpeed's pipeline engine in fp16, no ZeRO (its plan files), HuggingFace OPT layers whose
+    # attention runs through PyTorch's scaled-dot-product attention (no score matrix kept); memory.used is
+    # the largest over ranks
+    (r"^Sailor", Source("DeepSpeed", "dgx-a100", distributed_optimizer=False, sequence_parallel=False,
+                        ranks="max")),
+)
+
+NOT_MODELLED = (
+    (r"mamba|nemotron-3|nemotron-h", "hybrid Mamba layers are not modelled"),
+)
+LAYERS = re.compile(r"\((\d+) layers")
+SHAPES = re.compile(r"\((\d+)L h(\d+)(?: a(\d+))?(?: ffn(\d+))?\)")
+DENSE_LAYERS = re.compile(r"dense_layers=(\d+)")
+VOCAB_PAD = re.compile(r"vocab pad (\d+)")
+STAGE_LAYERS = re.compile(r"layers/stage \[([\d, ]+)\] \(incl embed\+head\)")
+RESERVED = re.compile(r"reserved=([\d.]+) GiB")
+GPT_VOCAB_PADDED = 51200   # Megatron pads GPT-2's 50,257 tokens to 51,200 (Korthikanti et al.'s models)
+NAMED_SHAPES = {           # Korthikanti et al. Table 3: layers, hidden size and heads of the models it names
+    "megatron-22b": (48, 6144, 64), "gpt-3-175b": (96, 12288, 96), "turing-530b": (105, 20480, 128),
+    "megatron-1t": (128, 25600, 160),
+}
+HEAD_DIM_WHEN_UNKNOWN = 128
+
+
+def _source(row: dict[str, str]) -> Source:
+    for pattern, source in SOURCES:
+        if re.search(pattern, row["source"]):
+            return source
+    raise Unsupported(f"source {row['source']!r} has no known set-up")
+
+
+def _integer(row: dict[str, str], column: str) -> int | None:
+    value = number(row, column)
+    return int(value) if value is not None else None
+
+
+def _required(row: dict[str, str], column: str, what: str) -> int:
+    value = _integer(row, column)
+    if value is None:
+        raise Unsupported(f"row gives no {what} ({column} is {row[column]!r})")
+    return value
+
+
+def model_block(row: dict[str, str], tp: int) -> dict[str, Any]:
+    """The model: a template by name, its layers cut where the row ran a truncated model, or the shapes the
+    name gives ('Megatron-22B (48L h6144 a64)')."""
+    text = row["model"]
+    for pattern, reason in NOT_MODELLED:
+        if re.search(pattern, text, re.IGNORECASE):
+            raise Unsupported(reason)
+    shapes = SHAPES.search(text)
+    name = re.sub(r"\(.*?\)|\b(SFT|LoRA|reduced)\b", " ", text, flags=re.IGNORECASE).strip()
+    like = name.lower().endswith("-like")
+    stem = None if like else template_stem_loose("model", name)
+    named = NAMED_SHAPES.get(name.lower())
+    if shapes or named:
+        layers, hidden, heads = named or (int(shapes.group(1)), int(shapes.group(2)), None)
+        if shapes and shapes.group(3):
+            heads = int(shapes.group(3))
+        ffn = int(shapes.group(4)) if shapes and shapes.group(4) else 4 * hidden
+        block: dict[str, Any] = {"name": name, "num_layers": layers, "hidden_size": hidden,
+                                 "num_heads": heads or hidden // HEAD_DIM_WHEN_UNKNOWN, "ffn_hidden_size": ffn}
+        if like:  # a Qwen-style model described by its shapes, with Qwen-7B's vocabulary (its config.json)
+            block.update({"vocab_size": 151936, "activation": "swiglu", "normalization": "rmsnorm"})
+        else:     # Megatron's GPT models
+            block.update({"vocab_size": GPT_VOCAB_PADDED, "tie_embeddings": True, "dropout": 0.1})
+    elif stem is not None:
+        block = {"from": stem}
+    else:
+        raise Unsupported(f"model {text!r} has no template and the row gives no shapes")
+    layers = LAYERS.search(text)
+    if layers:
+        block["num_layers"] = int(layers.group(1))
+    dense = DENSE_LAYERS.search(row["notes"])
+    if dense:
+        block["moe"] = {"first_dense_layers": int(dense.group(1))}
+    pad = VOCAB_PAD.search(text)
+    if pad and stem:
+        from ..config.templates import find_template
+
+        vocab = find_template("model", stem)["vocab_size"]
+        multiple = int(pad.group(1)) * tp
+        block["vocab_size"] = math.ceil(vocab / multiple) * multiple
+    return block
+
+
+def _recompute(text: str) -> dict[str, Any]:
+    """'selective(core_attn+layernorm)' -> selective recomputation of those modules."""
+    text = text.strip().lower()
+    if text.startswith("full"):
+        return {"recompute": "full"}
+    if text.startswith("selective"):
+        modules = re.search(r"\((.*)\)", text)
+        block: dict[str, Any] = {"recompute": "selective"}
+        if modules:
+            block["recompute_modules"] = modules.group(1).split("+")
+        return block
+    return {"recompute": "none"}
+
+
+def _sharding(text: str, source: Source) -> dict[str, Any]:
+    text = text.lower()
+    if "zero-3" in text or "fsdp" in text or "full_shard" in text:
+        return {"fsdp": "full_shard", "distributed_optimizer": False}
+    if "zero-2" in text:
+        return {"fsdp": "shard_grad_op", "distributed_optimizer": False}
+    if "distopt" in text or "zero-1" in text:
+        return {"distributed_optimizer": True}
+    if text.startswith(("none", "ddp")):
+        return {"distributed_optimizer": False}
+    return {"distributed_optimizer": source.distributed_optimizer}
+
+
+def _dtype(text: str) -> str:
+    text = text.lower()
+    if "fp8" in text:
+        return "fp8"
+    if "fp16" in text:
+        return "fp16"
+    return "bf16"
+
+
+def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
+    """The scenario a memory measurement describes. Raises Unsupported with the reason if it can't."""
+    source = _source(row)
+    tp, pp = _integer(row, "tp") or 1, _integer(row, "pp") or 1
+    cp, ep = _integer(row, "cp") or 1, _integer(row, "ep") or 1
+    vpp = _integer(row, "vpp") or 1
+    num_gpus = _integer(row, "num_gpus")
+    dp = _integer(row, "dp")
+    if num_gpus is None and dp is None:
+        raise Unsupported("row gives neither the GPU count nor data parallelism")
+    dp = dp if dp is not None else num_gpus // (tp * pp * cp)
+    num_gpus = num_gpus or tp * pp * cp * dp
+    if num_gpus != tp * pp * cp * dp:
+        raise Unsupported(f"{num_gpus} GPUs are not tp*pp*cp*dp = {tp * pp * cp * dp}")
+    if row["ep"].strip() == "unknown" and re.search(r"mixtral|moe|a\d+b", row["model"], re.IGNORECASE):
+        raise Unsupported("row does not give the expert parallelism of an MoE model")
+    mbs = _required(row, "mbs", "micro-batch size")
+    seq = _integer(row, "seq_len") or source.sequence_length
+    if seq is None:
+        raise Unsupported("row gives no sequence length")
+    gbs = _integer(row, "gbs") or mbs * dp * max(pp, 1)
+    sp = row["sp"].strip().lower()
+    sequence_parallel = (sp == "true") if sp in ("true", "false") else source.sequence_parallel
+    parallelism: dict[str, Any] = {"tp": tp, "pp": pp, "cp": cp, "ep": ep, "vpp": vpp,
+                                   "sequence_parallel": sequence_parallel and tp > 1,
+                                   **_recompute(row["recompute"] if row["recompute"].strip() not in ("", "unknown")
+                                                else source.recompute),
+                                   **_sharding(row["zero_or_fsdp"], source)}
+    stages = STAGE_LAYERS.search(row["notes"])
+    if stages:  # Sailor counts the embedding and the head as layers of the first and last stage
+        counts = [int(n) for n in stages.group(1).split(",")]
+        counts[0] -= 1
+        counts[-1] -= 1
+        parallelism["layers_per_stage"] = counts
+    training = {"num_gpus": num_gpus, "global_batch_size": gbs, "micro_batch_size": mbs, "sequence_length": seq,
+                "dtype": _dtype(row["dtype"]), "attention": source.attention,
+                "cross_entropy": source.cross_entropy,
+                "peft": "lora" if re.search(r"\bLoRA\b", row["model"]) else "none"}
+    if source.grad_reduce_dtype:
+        training["grad_reduce_dtype"] = source.grad_reduce_dtype
+    if source.fp8_params and training["dtype"] == "fp8":
+        training["fp8_params"] = True
+    data = {"datacenter": {"from": source.datacenter, "cluster": {"num_nodes": max(1, math.ceil(num_gpus / 8))}},
+            "workload": {"framework": "megatron", "model": model_block(row, tp), "parallelism": parallelism,
+                         "training": training}}
+    try:
+        return parse_scenario(data, "row")
+    except ConfigError as exc:
+        raise Unsupported(str(exc).removeprefix("row: ")) from None
+
+
+def measurements(row: dict[str, str]) -> list[tuple[str, float]]:
+    """(quantity, GiB) pairs the row measured: its mem_gib as its mem_kind says, and a reserved figure its
+    notes give."""
+    source = _source(row)
+    value = number(row, "mem_gib")
+    if value is None:
+        raise Unsupported("row gives no memory figure")
+    kind = row["mem_kind"].strip() or "unknown"
+    quantity = {"allocated": "allocated", "reserved": "reserved"}.get(kind, source.measured or "device")
+    found = [(quantity, value)]
+    reserved = RESERVED.search(row["notes"])
+    if reserved and quantity == "allocated":
+        found.append(("reserved", float(reserved.group(1))))
+    return found
+
+
+def stages_measured(report: MemoryReport, row: dict[str, str]) -> list[StageMemory]:
+    """The stages whose peak the row's source reports: the first, or all of them when it took the largest."""
+    return report.stages if _source(row).ranks == "max" else [report.stages[0]]
+
+
+def predicted(report: MemoryReport, quantity: str, row: dict[str, str]) -> float:
+    """The report's figure for a measured quantity, in GiB, on the stage the row measured."""
+    stages = stages_measured(report, row)
+    figure = {
+        "allocated": lambda s: s.allocated,
+        "reserved": lambda s: s.reserved,
+        "device": lambda s: s.device,
+        "states+activations": lambda s: s.terms.get("weights", 0.0) + s.terms.get("gradients", 0.0)
+        + s.terms.get("optimizer states", 0.0) + s.kept_activations,
+    }[quantity]
+    return max(figure(s) for s in stages) / GiB
+
+
+def compare_row(index: int, row: dict[str, str]) -> list[Comparison]:
+    sc = scenario_from_row(row)
+    report = estimate_memory(sc)
+    family = _source(row).family
+    return [Comparison(index, family, f"{quantity}_gib", value, predicted(report, quantity, row),
+                       group=row["source"].split()[0])
+            for quantity, value in measurements(row)]
+
+
+def validate_memory(rows: list[dict[str, str]]) -> ValidationReport:
+    report = ValidationReport()
+    for index, row in enumerate(rows):
+        try:
+            report.rows.extend(compare_row(index, row))
+        except Unsupported as exc:
+            report.skipped.append(Skipped(index, str(exc)))
+    return report
