@@ -22,6 +22,7 @@ from .dag.nodes import ExecutionDAG
 from .dag.size import check_fits, estimate_size
 from .engine.replay import Timeline, replay
 from .engine.steady_state import SteadyState
+from .memory import MemoryReport, estimate_memory
 from .network.calibration import LinkModel
 from .network.topology import Topology
 from .progress import SILENT, Progress
@@ -40,6 +41,7 @@ class Simulation:
     result: SimulationResult
     topology: Topology
     fold: Fold
+    memory: MemoryReport
 
 
 def build_dag(sc: ScenarioConfig, fold_mode: FoldMode = "auto", memory_limit: float | None = None,
@@ -96,7 +98,7 @@ def run_populated(sc: ScenarioConfig, dag: ExecutionDAG, topology: Topology, fol
                       TRAINING_RESHARE_WINDOW_S, progress.advance)
     tokens = train.global_batch_size * train.sequence_length
     result = summarize(dag, timeline, tokens, gpu.peak_flops(train.dtype))
-    return Simulation(dag, timeline, result, topology, fold)
+    return Simulation(dag, timeline, result, topology, fold, estimate_memory(sc))
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,8 @@ from ..config.scenario import check_channels
 from ..config.units import check_size, format_size, parse_size
 from .errors import run_reporting_errors
 from .limits import MaxMemoryOption, memory_limit
+from .memory import memory as memory_command
+from .memory import print_report, summary_line, warnings
 from .output import print_table
 from .profile import app as profile_app
 from .topology import topology as topology_command
@@ -29,6 +31,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
                   help="Simulate LLM training iterations and collectives on AI clusters.")
 app.add_typer(validate_app, name="validate")
 app.command(name="topology")(topology_command)
+app.command(name="memory")(memory_command)
 app.add_typer(profile_app, name="profile")
 
 
@@ -91,21 +94,25 @@ def simulate(
     result = sim.result
     if output is not None:
         try:
-            write_atomic(output, chrome_trace_json(sim.dag, sim.timeline, trace_flows))
+            write_atomic(output, chrome_trace_json(sim.dag, sim.timeline, trace_flows, sim.memory))
         except OSError as exc:
             raise ConfigError(f"-o {output}: cannot write: {exc.strerror or exc}") from None
     if as_json:
-        print(json.dumps(result.to_dict()))
+        print(json.dumps({**result.to_dict(), "memory": sim.memory.to_json()}))
         return
     if output is not None:
         print(f"Trace written to {output}")
     print(f"GPUs: {result.num_gpus} | Total: {result.iteration_time_ms:.1f} ms")
     print(f"Throughput: {result.tokens_per_s:,.0f} tokens/s | {result.tflops_per_gpu:.1f} TFLOP/s per GPU "
           f"| MFU {100 * result.mfu:.1f}%")
+    print(summary_line(sim.memory))
+    for line in warnings(sim.memory):
+        print(line)
     if output is not None:
         print("Load in https://ui.perfetto.dev or chrome://tracing")
     if verbose:
         _print_breakdown(result)
+        print_report(sim.memory)
 
 
 def _print_breakdown(result) -> None:

@@ -1,4 +1,5 @@
-"""`simulon validate {kernels,collectives,training} [--csv FILE] [--json]`: the shipped table unless --csv names one."""
+"""`simulon validate {kernels,collectives,training,memory} [--csv FILE] [--json]`: the shipped table unless --csv
+names one."""
 
 from __future__ import annotations
 
@@ -45,7 +46,9 @@ def report(csv_path: Path, as_json: bool, validator: Callable, group_title: str)
     if as_json:
         print(json.dumps(result.to_dict()))
         return
-    print_table(f"{len(result.rows)} rows compared, {len(result.skipped)} skipped: MAPE "
+    rows = len({r.index for r in result.rows})
+    compared = f"{rows} rows compared" + (f" ({len(result.rows)} measurements)" if len(result.rows) > rows else "")
+    print_table(f"{compared}, {len(result.skipped)} skipped: MAPE "
                 f"{result.mape_pct:.1f}%", ("subset", "MAPE %", "rows"),
                 [(name, f"{value:.1f}", str(sum(r.subset == name for r in result.rows)))
                  for name, value in result.mape_by("subset").items()])
@@ -90,3 +93,12 @@ def collectives(csv: CsvOption = None, as_json: JsonOption = False) -> None:
     with terminal_progress() as progress:
         report(table(csv, "collectives"), as_json, lambda rows: validate_collectives(rows, progress=progress),
                "hardware family and size")
+
+
+@app.command()
+def memory(csv: CsvOption = None, as_json: JsonOption = False) -> None:
+    """Per-GPU peak memory of published runs against the memory model, each compared with what its source
+    measured (allocated, reserved, or nvidia-smi's used memory)."""
+    from ..validate.memory import validate_memory
+
+    report(table(csv, "memory"), as_json, validate_memory, "source")

@@ -119,9 +119,18 @@ def check_workload_fits(wl: MegatronWorkload, dc: DatacenterConfig) -> None:
         if model.moe.num_experts % par.ep:
             raise FieldError("workload.parallelism.ep", f"{par.ep} does not divide num_experts "
                              f"{model.moe.num_experts}")
-        if (dp * par.cp) % par.ep:
+        if par.etp == par.tp and (dp * par.cp) % par.ep:
             raise FieldError("workload.parallelism.ep", f"{par.ep} does not divide dp*cp = {dp * par.cp} "
-                             "(expert parallelism is carved out of data parallelism)")
+                             "(expert parallelism is carved out of data parallelism; set "
+                             "expert_tensor_parallel below tp to span tensor-parallel ranks too)")
+    if par.expert_tensor_parallel is not None:
+        if model.moe is None:
+            raise FieldError("workload.parallelism.expert_tensor_parallel", "the model has no MoE block")
+        ranks = par.tp * par.cp * dp
+        if par.etp > par.tp or ranks % (par.ep * par.etp):
+            raise FieldError("workload.parallelism.expert_tensor_parallel",
+                             f"{par.etp}: ep x expert_tensor_parallel = {par.ep * par.etp} must divide "
+                             f"tp*cp*dp = {ranks}, with expert_tensor_parallel at most tp = {par.tp}")
     try:
         dc.node.gpu.peak_flops(train.dtype)
     except ValueError as exc:

@@ -114,6 +114,10 @@ class ParallelismSpec(StrictModel):
     dp: GPUCount | None = Field(None, description="derived from num_gpus if omitted")
     cp: GPUCount = 1
     ep: GPUCount = 1
+    expert_tensor_parallel: GPUCount | None = Field(
+        None, description="ranks splitting each expert's FFN (Megatron-Core's expert_tensor_parallel_size); default "
+        "tp. Below tp, expert parallelism spans tensor-parallel ranks too (MoE parallel folding): ep x this must "
+        "divide tp*cp*dp")
     vpp: LayerCount = Field(1, description="model chunks per pipeline rank; > 1 runs interleaved 1F1B")
     num_microbatches: MicrobatchCount | None = Field(None, description="derived from the batch if omitted")
     pipeline_schedule: Literal["1f1b", "interleaved_1f1b"] = "1f1b"
@@ -143,6 +147,11 @@ class ParallelismSpec(StrictModel):
         return self.vpp > 1 or self.pipeline_schedule == "interleaved_1f1b"
 
     @property
+    def etp(self) -> int:
+        """Expert tensor parallelism: tp unless set."""
+        return self.expert_tensor_parallel or self.tp
+
+    @property
     def recomputed_modules(self) -> frozenset[str]:
         """Modules selective recomputation re-runs (none unless recompute is selective)."""
         if self.recompute != "selective":
@@ -167,6 +176,9 @@ class TrainingSpec(StrictModel):
     cross_entropy: Literal["vocab_parallel", "fused"] = Field(
         "vocab_parallel", description="vocab_parallel: Megatron's fp32 cross entropy, one pass per operation; "
         "fused: one kernel each way (flash-attention's or apex's, Megatron-Core's cross_entropy_loss_fusion)")
+    adam_moments_dtype: LaxDType = Field(
+        DType.fp32, description="Adam's two moments: fp32, or bf16 with Megatron's precision-aware optimizer "
+        "(--use-precision-aware-optimizer --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16)")
     fp8_params: bool = Field(
         False, description="fp8/fp4 runs: keep the GEMM weights only in the narrow type, with the transpose the "
         "backward reads (Megatron's --fp8-param-gather, Transformer Engine's fp8_model_init); otherwise they stay "

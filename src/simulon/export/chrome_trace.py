@@ -1,4 +1,5 @@
-"""Chrome/Perfetto trace: a process per GPU, a track per stream, network flows with arrows.
+"""Chrome/Perfetto trace: a process per GPU, a track per stream, network flows with arrows, and a counter of
+the memory each GPU has allocated over the iteration.
 
 Load the file in https://ui.perfetto.dev or chrome://tracing. Times are microseconds.
 """
@@ -11,6 +12,9 @@ import numpy as np
 
 from ..dag.nodes import ExecutionDAG, NodeKind
 from ..engine.replay import Timeline
+from ..memory import MemoryReport
+from ..memory.runtime import GiB
+from ..workload.kernels import Phase
 from ..workload.program import Stream
 
 SEND_TRACK, RECV_TRACK = 10, 11
@@ -67,6 +71,51 @@ def trace_events(dag: ExecutionDAG, timeline: Timeline, include_flows: bool = Tr
     return events
 
 
-def chrome_trace_json(dag: ExecutionDAG, timeline: Timeline, include_flows: bool = True) -> str:
-    return json.dumps({"traceEvents": trace_events(dag, timeline, include_flows), "displayTimeUnit": "ms"},
-                      separators=(",", ":"))
+MEMORY_COUNTER = "allocated memory (GiB)"
+
+
+def _last_finish(keys: np.ndarray, finish: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct keys, the latest finish of each)."""
+    unique, inverse = np.unique(keys, return_inverse=True)
+    latest = np.full(len(unique), -np.inf)
+    np.maximum.at(latest, inverse, finish)
+    return unique, latest
+
+
+def memory_counter_events(dag: ExecutionDAG, timeline: Timeline, memory: MemoryReport) -> list[dict]:
+    """A counter per simulated GPU: its stage's model states, plus what each layer keeps for a micro-batch from
+    the end of the layer's forward to the end of its backward (memory/ gives the bytes; the replay the times).
+    Transients inside a kernel are not drawn: the table's allocated peak adds them."""
+    compute = np.flatnonzero(dag.kind == NodeKind.compute)
+    phases = np.array([spec.phase for spec in dag.kernel_specs], dtype=np.int16)[dag.kernel[compute]]
+    stride = int(dag.microbatch[compute].max(initial=0)) + 1
+    events: list[dict] = []
+    for g in dag.simulated_gpus.tolist():
+        mine = compute[dag.gpu[compute] == g]
+        if not len(mine):
+            continue
+        stage = memory.stages[int(dag.stage[mine[0]])]
+        mine_phases = phases[dag.gpu[compute] == g]
+        key = dag.layer[mine].astype(np.int64) * stride + dag.microbatch[mine]
+        times, deltas = [0.0], [stage.states]
+        for selected, sign in ((mine_phases == Phase.fwd, 1.0),
+                               ((mine_phases == Phase.bwd_ig) | (mine_phases == Phase.bwd_wg), -1.0)):
+            keys, latest = _last_finish(key[selected], timeline.finish[mine[selected]])
+            layers = np.floor_divide(keys, stride)
+            kept = np.array([stage.unit_kept.get(int(layer), 0.0) for layer in layers.tolist()])
+            times += latest.tolist()
+            deltas += (sign * kept).tolist()
+        order = np.argsort(np.array(times), kind="stable")
+        level = np.cumsum(np.array(deltas)[order])
+        for t, value in zip(np.array(times)[order].tolist(), level.tolist(), strict=True):
+            events.append({"ph": "C", "name": MEMORY_COUNTER, "pid": g, "ts": _us(t),
+                           "args": {"GiB": round(value / GiB, 4)}})
+    return events
+
+
+def chrome_trace_json(dag: ExecutionDAG, timeline: Timeline, include_flows: bool = True,
+                      memory: MemoryReport | None = None) -> str:
+    events = trace_events(dag, timeline, include_flows)
+    if memory is not None:
+        events += memory_counter_events(dag, timeline, memory)
+    return json.dumps({"traceEvents": events, "displayTimeUnit": "ms"}, separators=(",", ":"))

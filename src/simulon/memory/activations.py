@@ -167,11 +167,10 @@ class ActivationModel:
     def routed_rows(self) -> float:
         """Tokens the experts on this rank process per micro-batch: top_k copies of each token, balanced
         over the expert-parallel ranks, padded to the capacity factor."""
-        moe = self.model.moe
-        return self.rows * moe.top_k * self.capacity_factor
+        return self.shape.routed_tokens(self.model.moe.top_k) * self.capacity_factor
 
     def _moe(self) -> dict[str, float]:
-        m, moe, t, a, h = self.model, self.model.moe, self.shape.tp, self.a, self.model.hidden_size
+        m, moe, a, h = self.model, self.model.moe, self.a, self.model.hidden_size
         parts = {"MoE norm input": self.norm_rows * h * a}
         if "moe" in self.modules:
             return parts
@@ -181,7 +180,7 @@ class ActivationModel:
         routed = self.routed_rows
         parts["dispatched tokens"] = routed * h * self.gemm_input
         fe = moe.expert_ffn_hidden_size or m.ffn_hidden_size
-        f = fe // t
+        f = fe // self.shape.expert_tp
         parts["expert activation input"] = routed * (2 * f if m.gated_mlp else f) * a
         if "moe_act" not in self.modules:
             parts["expert fc2 input"] = routed * f * self.gemm_input
@@ -201,7 +200,7 @@ class ActivationModel:
         f = m.ffn_hidden_size // t
         widest = self.rows * (2 * f if m.gated_mlp else f)
         if moe:
-            fe = (m.moe.expert_ffn_hidden_size or m.ffn_hidden_size) // t
+            fe = (m.moe.expert_ffn_hidden_size or m.ffn_hidden_size) // self.shape.expert_tp
             widest = self.routed_rows * max(fe * (2 if m.gated_mlp else 1), m.hidden_size)
         return widest * self.a
 
@@ -225,7 +224,7 @@ class ActivationModel:
         gate = 2 if m.gated_mlp else 1
         if not moe:
             return gate * m.ffn_hidden_size // t * h
-        fe = (m.moe.expert_ffn_hidden_size or m.ffn_hidden_size) // t
+        fe = (m.moe.expert_ffn_hidden_size or m.ffn_hidden_size) // self.shape.expert_tp
         return gate * fe * h * m.moe.num_experts // self.shape.ep
 
     # ---- first and last stage ----

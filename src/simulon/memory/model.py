@@ -21,6 +21,7 @@ from ..config.scenario import ScenarioConfig
 from ..config.workload import MegatronWorkload
 from ..workload.layout import RankLayout
 from ..workload.parameters import PipelineLayers
+from ..workload.program import EMBEDDING_LAYER, HEAD_LAYER
 from ..workload.schedule import make_scheduler
 from .activations import ActivationModel
 from .runtime import CUDA_CONTEXT_BYTES, AllocatorModel, GiB, nccl_buffers
@@ -46,6 +47,13 @@ class StageMemory:
     runtime: dict[str, float]
     capacity: float
     params: float
+    unit_kept: dict[int, float] = field(default_factory=dict)  # bytes each layer (or the embedding, -1, or the
+                                                                # LM head, -2) keeps per micro-batch
+
+    @property
+    def states(self) -> float:
+        """Weights, gradients and optimizer states: allocated for the whole step."""
+        return sum(v for name, v in self.terms.items() if name not in DYNAMIC_TERMS)
 
     @property
     def allocated(self) -> float:
@@ -112,6 +120,7 @@ class _Chunk:
     forward: float
     backward: float
     parts: dict[str, float]
+    units: dict[int, float]  # bytes each unit of the chunk keeps
 
 
 class MemoryModel:
@@ -121,7 +130,8 @@ class MemoryModel:
                  channels: int | None = None):
         par, train = workload.parallelism, workload.training
         dp = num_gpus // (par.tp * par.cp * par.pp)
-        self.layout = RankLayout(tp=par.tp, cp=par.cp, dp=dp, pp=par.pp, ep=par.ep, fsdp=par.fsdp_size or dp * par.cp)
+        self.layout = RankLayout(tp=par.tp, cp=par.cp, dp=dp, pp=par.pp, ep=par.ep, etp=par.etp,
+                                 fsdp=par.fsdp_size or dp * par.cp)
         self.workload, self.capacity, self.gpu, self.channels = workload, capacity_bytes, gpu, channels
         self.num_microbatches = max(train.global_batch_size // (train.micro_batch_size * dp), 1)
         self.layers = PipelineLayers.of(workload)
@@ -161,8 +171,9 @@ class MemoryModel:
         for chunk in chunks:
             for name, value in chunk.parts.items():
                 parts[name] = parts.get(name, 0.0) + value
+        units = {unit: kept for chunk in chunks for unit, kept in chunk.units.items()}
         return StageMemory(stage, dict(sorted(terms.items(), key=lambda item: -item[1])), parts, in_flight, kept,
-                           reserved, runtime, self.capacity, states.params)
+                           reserved, runtime, self.capacity, states.params, units)
 
     def _chunk(self, stage: int, chunk: int) -> _Chunk:
         """Sum the kept activations of a chunk's layers (with the embedding or the head where it holds them)."""
@@ -170,6 +181,7 @@ class MemoryModel:
         layers = self.layers.layers_of(stage, chunk)
         full_layers = len(layers) if par.recompute_num_layers is None else min(par.recompute_num_layers, len(layers))
         parts: dict[str, float] = {}
+        units: dict[int, float] = {}
         forward = backward = 0.0
         for position, layer in enumerate(layers):
             recompute = par.recompute == "full" and position < full_layers
@@ -177,16 +189,19 @@ class MemoryModel:
             one = acts.layer(moe, recompute)
             for name, value in one.parts.items():
                 parts[name] = parts.get(name, 0.0) + value
+            units[layer] = one.total
             forward, backward = max(forward, one.forward_transient), max(backward, one.backward_transient)
         if self.layers.is_first(stage, chunk):
             parts.update(acts.embedding())
+            units[EMBEDDING_LAYER] = sum(acts.embedding().values())
             backward = max(backward, acts.vocabulary_weight_gradient())
         if self.layers.is_last(stage, chunk):
             parts.update(acts.head())
+            units[HEAD_LAYER] = sum(acts.head().values())
             forward = max(forward, acts.head_transient())
             backward = max(backward, acts.vocabulary_weight_gradient() + acts.head()["logits"])
         forward, backward = forward + self._fsdp_transient(False), backward + self._fsdp_transient(True)
-        return _Chunk(sum(parts.values()), forward, backward, parts)
+        return _Chunk(sum(parts.values()), forward, backward, parts, units)
 
     def _fsdp_transient(self, backward: bool) -> float:
         """FSDP holds the gathered weights of the running layer and the prefetched next one, and in backward

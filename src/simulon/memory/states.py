@@ -7,7 +7,9 @@ is 18 bytes per parameter; the distributed optimizer (ZeRO-1) shards the 12 over
 6 + 12/(dp cp) (Megatron-LM docs/source/distrib_optimizer.md, Rajbhandari et al. 2020 section 5.1); expert
 parameters shard over their own expert-data-parallel group. ZeRO-2 (FSDP shard_grad_op) shards gradients
 too and ZeRO-3 (full_shard) weights as well, over the FSDP shard group. fp32 training has no master copy
-(8 bytes of moments). LoRA freezes the base weights: no gradients and no optimizer states for them.
+(8 bytes of moments). Megatron's precision-aware optimizer may keep the two moments in bf16
+(`adam_moments_dtype`), 4 bytes instead of 8. LoRA freezes the base weights: no gradients and no optimizer
+states for them.
 
 fp8 (and fp4) training keeps the 16-bit weights and, for the step, each GEMM weight cast to the narrow type
 with its transpose (Transformer Engine caches them across micro-batches: `is_first_microbatch`); with
@@ -28,8 +30,6 @@ from ..workload.layout import RankLayout
 from ..workload.parameters import ModelParameters, PipelineLayers
 
 FP32_BYTES = 4.0
-ADAM_MOMENTS_BYTES = 8.0
-"""Adam's first and second moments, fp32 each (torch.optim.Adam, apex FusedAdam, TE FusedAdam)."""
 
 
 @dataclass(frozen=True)
@@ -95,7 +95,8 @@ class ModelStates:
             return StageStates(dense, expert, weights, 0.0, 0.0, self._cast_weights(stage), 0.0)
         grad_bytes = FP32_BYTES if self.fp32 else self.shape.grad_bytes
         gradients = grad_bytes * (sharded if self.par.fsdp != "none" else dense + expert)
-        optimizer_bytes = ADAM_MOMENTS_BYTES + (0.0 if self.fp32 else FP32_BYTES)
+        moments = 2 * self.workload.training.adam_moments_dtype.bytes  # Adam's first and second moments
+        optimizer_bytes = moments + (0.0 if self.fp32 else FP32_BYTES)
         step = FP32_BYTES * sharded if grad_bytes < FP32_BYTES else 0.0
         return StageStates(dense, expert, weights, gradients, optimizer_bytes * sharded,
                            self._cast_weights(stage), step)

@@ -85,6 +85,12 @@ SOURCES = (
                         ranks="max")),
 )
 
+# Recipes of a named model that set what its source's defaults do not (matched against the model column).
+RECIPES = (
+    # Megatron-Bridge's Moonlight-16B recipe: "precision-aware optimizer with bf16 gradients/moments"
+    # (recipes/moonlight/moonlight_16b.py `moonlight_16b_pretrain_config`)
+    (r"moonlight", {"grad_reduce_dtype": "bf16", "adam_moments_dtype": "bf16"}),
+)
 NOT_MODELLED = (
     (r"mamba|nemotron-3|nemotron-h", "hybrid Mamba layers are not modelled"),
 )
@@ -228,6 +234,8 @@ def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
                                    **_recompute(row["recompute"] if row["recompute"].strip() not in ("", "unknown")
                                                 else source.recompute),
                                    **_sharding(row["zero_or_fsdp"], source)}
+    if ep > 1 and (dp * cp) % ep:  # ep spans tensor-parallel ranks: Megatron-Core needs their experts unsplit
+        parallelism["expert_tensor_parallel"] = 1
     stages = STAGE_LAYERS.search(row["notes"])
     if stages:  # Sailor counts the embedding and the head as layers of the first and last stage
         counts = [int(n) for n in stages.group(1).split(",")]
@@ -242,6 +250,9 @@ def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
         training["grad_reduce_dtype"] = source.grad_reduce_dtype
     if source.fp8_params and training["dtype"] == "fp8":
         training["fp8_params"] = True
+    for pattern, settings in RECIPES:
+        if re.search(pattern, row["model"], re.IGNORECASE):
+            training.update(settings)
     data = {"datacenter": {"from": source.datacenter, "cluster": {"num_nodes": max(1, math.ceil(num_gpus / 8))}},
             "workload": {"framework": "megatron", "model": model_block(row, tp), "parallelism": parallelism,
                          "training": training}}

@@ -39,6 +39,7 @@ class ShardShape:
     act_bytes: float     # activation / weight element size
     grad_bytes: float    # gradient element size in data-parallel reductions
     quantized_bytes: float | None = None  # element size of fp8/fp4 GEMM operands, None for 16-bit GEMMs
+    etp: int | None = None  # expert tensor parallelism (default tp)
 
     @classmethod
     def of(cls, workload: MegatronWorkload) -> ShardShape:
@@ -51,7 +52,16 @@ class ShardShape:
         return cls(tokens=train.micro_batch_size * seq, seq=seq, full_seq=train.sequence_length,
                    batch=train.micro_batch_size, tp=par.tp, cp=par.cp, sp=par.sequence_parallel and par.tp > 1,
                    ep=par.ep, act_bytes=act_bytes, grad_bytes=(train.grad_reduce_dtype or default_grad).bytes,
-                   quantized_bytes=dtype.bytes if quantized else None)
+                   quantized_bytes=dtype.bytes if quantized else None, etp=par.etp)
+
+    @property
+    def expert_tp(self) -> int:
+        return self.etp or self.tp
+
+    def routed_tokens(self, top_k: int) -> int:
+        """Token copies the experts on one rank process per micro-batch, balanced: top_k per token, the tokens
+        of the tp ranks shared out over the expert-tensor-parallel ones (all of them when etp = tp)."""
+        return self.tokens * top_k * self.expert_tp // self.tp
 
     @property
     def norm_tokens(self) -> int:
@@ -175,13 +185,13 @@ class LayerKernels:
         if m.moe is not None:
             moe = m.moe
             k["moe_route"] = gemm_with_backward("moe_route", T, moe.num_experts, h, db, precision=high)
-            routed = T * moe.top_k
+            routed = sh.routed_tokens(moe.top_k)
             elementwise("moe_permute", routed, h, 2, 2)
             elementwise("moe_unpermute", routed, h, 2, 2)
-            fe = (moe.expert_ffn_hidden_size or m.ffn_hidden_size) // t
+            fe = (moe.expert_ffn_hidden_size or m.ffn_hidden_size) // sh.expert_tp
             self._mlp(k, "moe_expert", routed, fe, groups=moe.num_experts // sh.ep)
             if moe.num_shared_experts:
-                fs = (moe.shared_expert_ffn_hidden_size or fe * t) * moe.num_shared_experts // t
+                fs = (moe.shared_expert_ffn_hidden_size or fe * sh.expert_tp) * moe.num_shared_experts // t
                 self._mlp(k, "moe_shared", T, fs, groups=1)
         V = self.vocab_shard
         k["embedding"] = (memory_bound("embedding", Phase.fwd, 2 * Tn * h * db, Tn * h),

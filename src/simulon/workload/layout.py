@@ -1,7 +1,10 @@
 """Megatron-Core rank layout: tensor-parallel fastest, then context, data, pipeline.
 
-Expert parallelism is carved out of the data(x context) dimension: ep consecutive dp*cp
-indices form an expert-parallel group, and ranks ep apart form the expert-data-parallel group.
+Expert layers lay the same ranks of a pipeline stage out again, expert-tensor-parallel fastest, then expert
+parallel, then expert-data parallel (Megatron-Core's expert RankGenerator, order tp-ep-dp; "MoE parallel
+folding"). With expert tensor parallelism equal to tp (the default), expert parallelism is carved out of the
+data(x context) dimension: ep consecutive dp*cp indices form an expert-parallel group, and ranks ep apart
+the expert-data-parallel group.
 """
 
 from __future__ import annotations
@@ -22,6 +25,11 @@ class RankLayout:
     pp: int
     ep: int = 1
     fsdp: int = 1  # ranks of the data x context dimension a parameter is sharded over (FSDP)
+    etp: int | None = None  # expert tensor parallelism (default tp)
+
+    @property
+    def expert_tp(self) -> int:
+        return self.etp or self.tp
 
     @property
     def fsdp_replicas(self) -> int:
@@ -35,7 +43,7 @@ class RankLayout:
     @property
     def edp(self) -> int:
         """Size of the expert-data-parallel group (gradient sync of expert weights)."""
-        return self.cp * self.dp // self.ep
+        return self.tp * self.cp * self.dp // (self.ep * self.expert_tp)
 
     def rank(self, tp: int = 0, cp: int = 0, dp: int = 0, pp: int = 0) -> int:
         return tp + self.tp * (cp + self.cp * (dp + self.dp * pp))
@@ -66,6 +74,8 @@ class RankLayout:
             idx = {"tp": t, "cp": c, "dp": d, "pp": p}
             return tuple(self.rank(**{**idx, axis: i}) for i in range(sizes[axis]))
         dc = c + self.cp * d  # position along the flattened data x context dimension
+        if axis in ("ep", "edp") and self.expert_tp != self.tp:
+            return self._expert_group(axis, rank)
         if axis == "dp_cp":
             members = range(self.cp * self.dp)
         elif axis == "ep":
@@ -81,3 +91,14 @@ class RankLayout:
         else:
             raise ValueError(f"unknown process-group axis {axis!r}")
         return tuple(self.rank(tp=t, cp=m % self.cp, dp=m // self.cp, pp=p) for m in members)
+
+    def _expert_group(self, axis: str, rank: int) -> tuple[int, ...]:
+        """Expert-parallel or expert-data-parallel group when experts have their own tensor parallelism: the
+        stage's ranks decomposed expert-tp fastest, then ep, then edp."""
+        per_stage = self.tp * self.cp * self.dp
+        base, m = rank - rank % per_stage, rank % per_stage
+        etp, ep = self.expert_tp, self.ep
+        t, e, d = m % etp, m // etp % ep, m // (etp * ep)
+        if axis == "ep":
+            return tuple(base + t + etp * (i + ep * d) for i in range(ep))
+        return tuple(base + t + etp * (e + ep * j) for j in range(self.edp))

@@ -31,7 +31,7 @@ class MegatronTracer:
         par, train, model = workload.parallelism, workload.training, workload.model
         self.workload, self.model = workload, model
         dp = num_gpus // (par.tp * par.cp * par.pp)
-        self.layout = RankLayout(tp=par.tp, cp=par.cp, dp=dp, pp=par.pp, ep=par.ep,
+        self.layout = RankLayout(tp=par.tp, cp=par.cp, dp=dp, pp=par.pp, ep=par.ep, etp=par.etp,
                                  fsdp=par.fsdp_size or dp * par.cp)
         self.num_microbatches = train.global_batch_size // (train.micro_batch_size * dp)
         self.scheduler = make_scheduler(par.pipeline_schedule, par.vpp)
@@ -235,7 +235,7 @@ class _StageEmitter:
     def all_to_all(self, label: str, layer: int, mb: int, phase: Phase) -> int:
         if self.shape.ep == 1:
             return NO_OP
-        size = self.shape.tokens * self.tracer.model.moe.top_k * self.hidden_size * self.shape.act_bytes
+        size = self.shape.routed_tokens(self.tracer.model.moe.top_k) * self.hidden_size * self.shape.act_bytes
         return self.program.collective(CollType.AllToAll, "ep", size, Stream.ep_comm, label, layer, mb, phase)
 
     # -- backward --

@@ -1,0 +1,79 @@
+"""`simulon memory SCENARIO`: the per-stage memory breakdown alone (no DAG, no replay); the lines `simulate`
+prints about memory."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ..config.errors import ConfigError
+from ..config.loading import load_scenario
+from ..memory import MemoryReport, StageMemory, estimate_memory
+from ..memory.runtime import GiB
+from .output import print_table
+
+TERM_COLUMNS = {"weights": "weights", "gradients": "grads", "optimizer states": "optimizer",
+                "fp8 weight copies": "fp8 copies", "activations": "activations", "layer transient": "transient",
+                "optimizer step transient": "step"}
+"""Memory terms as table columns: the term, its column header."""
+
+
+def _gib(value: float) -> str:
+    return f"{value / GiB:.2f}"
+
+
+def warnings(report: MemoryReport) -> list[str]:
+    """One line per stage that does not fit, naming its largest terms."""
+    lines = []
+    for stage in report.stages:
+        if stage.fits:
+            continue
+        largest = ", ".join(f"{name} {_gib(value)}" for name, value in stage.largest_terms())
+        lines.append(f"warning: stage {stage.stage} needs {_gib(stage.device)} GiB of the {report.gpu}'s "
+                     f"{_gib(report.capacity)} GiB (largest: {largest} GiB); it would run out of memory")
+    return lines
+
+
+def summary_line(report: MemoryReport) -> str:
+    """The peak stage against the GPU's memory, in one line."""
+    peak = report.peak
+    verdict = "fits" if report.fits else "DOES NOT FIT"
+    return (f"Memory: peak {_gib(peak.device)} GiB on stage {peak.stage} of {_gib(report.capacity)} GiB "
+            f"({report.gpu}): {verdict}")
+
+
+def print_report(report: MemoryReport) -> None:
+    """The breakdown table: a row per pipeline stage, a column per term, GiB."""
+    used = [name for name in TERM_COLUMNS if any(name in s.terms for s in report.stages)]
+
+    def row(stage: StageMemory) -> tuple[str, ...]:
+        return (str(stage.stage), f"{stage.params / 1e9:.2f}", f"{stage.microbatches_in_flight:.1f}",
+                *(_gib(stage.terms.get(name, 0.0)) for name in used), _gib(stage.allocated), _gib(stage.reserved),
+                _gib(stage.device), "yes" if stage.fits else "NO")
+
+    print_table(f"Peak memory per GPU by pipeline stage, GiB ({report.gpu}: {_gib(report.capacity)} GiB)",
+                ("stage", "params B", "in flight", *(TERM_COLUMNS[name] for name in used), "alloc", "reserved",
+                 "device", "fits"),
+                [row(stage) for stage in report.stages])
+
+
+def memory(
+    scenario: Annotated[Path, typer.Argument(help="scenario YAML (datacenter + workload)")],
+    as_json: Annotated[bool, typer.Option("--json", help="print the report as one JSON object")] = False,
+) -> None:
+    """Print each pipeline stage's peak memory per GPU, term by term, against the GPU's capacity (allocated as
+    torch counts it, reserved by its caching allocator, device as nvidia-smi shows it)."""
+    sc = load_scenario(scenario)
+    if sc.workload is None:
+        raise ConfigError(f"{scenario}: workload: required to estimate memory")
+    report = estimate_memory(sc)
+    if as_json:
+        print(json.dumps(report.to_json()))
+        return
+    print_report(report)
+    print(summary_line(report))
+    for line in warnings(report):
+        print(line)
