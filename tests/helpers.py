@@ -60,3 +60,11 @@ def gpt_scenario(*, nodes: int = 1, gpus_per_node: int = 4, tp: int = 1, pp: int
         },
     }
     return ScenarioConfig.model_validate(data)
+
+
+def gpt_workload(*, gpus: int = 8, training: dict | None = None, model: dict | None = None, **knobs: Any):
+    """The workload of a gpt_scenario on `gpus` H100s, with training and model fields overridden (validated)."""
+    wl = gpt_scenario(nodes=max(gpus // 4, 1), gpus_per_node=min(gpus, 4), **knobs).workload
+    train = type(wl.training).model_validate({**wl.training.model_dump(), **(training or {})})
+    spec = type(wl.model).model_validate({**wl.model.model_dump(exclude_none=True), **(model or {})})
+    return wl.model_copy(update={"training": train, "model": spec})

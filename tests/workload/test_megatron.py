@@ -89,6 +89,40 @@ def test_rank_layout_is_tp_then_cp_then_dp_then_pp_with_ep_inside_dp():
         assert layout.rank(t, c, d, p) == rank
 
 
+@given(st.sampled_from([(2, 1, 4, 1), (4, 2, 2, 2), (2, 1, 8, 2), (8, 1, 2, 4)]))
+def test_expert_groups_partition_each_stage_whatever_the_expert_tensor_parallelism(shape):
+    tp, cp, dp, ep = shape
+    for etp in {tp, 1}:
+        if (tp * cp * dp) % (ep * etp):
+            continue
+        layout = RankLayout(tp=tp, cp=cp, dp=dp, pp=2, ep=ep, etp=etp)
+        for axis, size in (("ep", ep), ("edp", layout.edp)):
+            groups = {layout.group(axis, rank) for rank in range(layout.num_gpus)}
+            assert all(len(g) == size and rank in layout.group(axis, rank) for g in groups
+                       for rank in g)
+            assert sorted(r for g in groups for r in g) == list(range(layout.num_gpus))
+            assert all(layout.stage_of(g[0]) == layout.stage_of(g[-1]) for g in groups)
+        assert ep * etp * layout.edp == tp * cp * dp
+
+
+def test_with_unsplit_experts_expert_parallelism_spans_tensor_parallel_ranks():
+    layout = RankLayout(tp=2, cp=1, dp=4, pp=1, ep=8, etp=1)
+    assert layout.group("ep", 3) == tuple(range(8)) and layout.group("edp", 3) == (3,)
+    default = RankLayout(tp=2, cp=1, dp=4, pp=1, ep=2)
+    assert default.group("ep", 4) == RankLayout(tp=2, cp=1, dp=4, pp=1, ep=2, etp=2).group("ep", 4) == (4, 6)
+
+
+def test_unsplit_experts_process_a_tp_share_of_the_tokens_with_the_whole_expert_ffn():
+    moe = {"num_experts": 8, "top_k": 2}
+    split = MegatronTracer(gpt_scenario(nodes=2, gpus_per_node=4, tp=2, ep=2, moe=moe).workload, 8).kernels
+    whole = MegatronTracer(gpt_scenario(nodes=2, gpus_per_node=4, tp=2, ep=8, moe=moe,
+                                        extra_parallelism={"expert_tensor_parallel": 1}).workload, 8).kernels
+    a, b = split["moe_expert_linear1"][Phase.fwd], whole["moe_expert_linear1"][Phase.fwd]
+    assert (b.param("m"), b.param("n")) == (a.param("m") // 2, a.param("n") * 2)
+    assert b.param("groups") == 1 and a.param("groups") == 4
+    assert b.flops == a.flops  # each rank: half the tokens through the whole FFN, or all through half of it
+
+
 def test_every_layer_runs_forward_and_both_backward_parts_for_every_microbatch():
     sc = gpt_scenario(nodes=1, gpus_per_node=4, tp=2, pp=2, layers=4, gbs=6)
     tracer = MegatronTracer(sc.workload, 4)

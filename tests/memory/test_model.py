@@ -1,0 +1,60 @@
+"""Per-stage peaks: micro-batches in flight per schedule, the stage that peaks, what fits."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from helpers import gpt_scenario, gpt_workload
+from simulon.memory import MemoryModel, estimate_memory
+from simulon.memory.runtime import GiB
+
+
+def model(pp: int, microbatches: int, vpp: int = 1, layers: int = 16, **knobs) -> MemoryModel:
+    extra = {"vpp": vpp} if vpp > 1 else {}
+    wl = gpt_workload(gpus=pp, pp=pp, layers=layers, gbs=microbatches, extra_parallelism=extra, **knobs)
+    return MemoryModel(wl, pp, 80 * GiB)
+
+
+def kept_per_microbatch(stage) -> float:
+    return sum(stage.unit_kept.values())
+
+
+@given(st.sampled_from([2, 4, 8]), st.integers(1, 12))
+def test_1f1b_keeps_min_of_pp_minus_stage_and_the_micro_batches(pp, microbatches):
+    memory = model(pp, microbatches)
+    for s in range(pp):
+        stage = memory.stage(s)
+        assert stage.kept_activations == pytest.approx(min(pp - s, microbatches) * kept_per_microbatch(stage))
+
+
+@pytest.mark.parametrize("pp, vpp, microbatches", [(4, 2, 8), (4, 2, 16), (8, 2, 16), (4, 4, 8)])
+def test_interleaved_1f1b_keeps_its_warm_up_plus_one_model_chunks(pp, vpp, microbatches):
+    memory = model(pp, microbatches, vpp=vpp)
+    for s in range(1, pp - 1):  # middle stages: every chunk keeps the same
+        stage = memory.stage(s)
+        chunks = min((pp - s - 1) * 2 + (vpp - 1) * pp + 1, microbatches * vpp)
+        assert stage.kept_activations == pytest.approx(chunks * kept_per_microbatch(stage) / vpp)
+
+
+def test_the_peak_is_on_the_last_stage_when_the_logits_outweigh_the_pipeline_warm_up():
+    memory = model(2, 8, layers=2, vocab=262144, training={"attention": "flash"})
+    report = memory.report()
+    assert report.peak.stage == 1
+    assert report.stages[1].unit_kept[-2] > report.stages[0].unit_kept[0]  # the head keeps the logits
+
+
+def test_reserved_covers_allocated_and_the_device_covers_reserved():
+    for stage in estimate_memory(gpt_scenario(nodes=2, pp=2, tp=2, layers=8, gbs=16)).stages:
+        assert stage.allocated <= stage.reserved <= stage.device
+        assert all(math.isfinite(v) and v >= 0 for v in stage.terms.values())
+
+
+def test_a_stage_that_needs_more_than_the_gpu_holds_does_not_fit():
+    big = gpt_scenario(nodes=1, gpus_per_node=1, layers=32, hidden=8192, heads=64, seq=4096, gbs=1)
+    report = estimate_memory(big)
+    assert not report.fits and not report.peak.fits
+    assert report.to_json()["fits"] is False and report.to_json()["stages"][0]["fits"] is False
