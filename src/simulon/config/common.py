@@ -124,4 +124,6 @@ MicrobatchCount = count(MAX_MICROBATCHES, "micro-batches")
 ParameterCount = count(MAX_PARAMETERS, "parameters")
 Oversubscription = Annotated[float, in_range(1.0, MAX_RATIO, f"{MAX_RATIO:g}:1")]
 Probability = Annotated[float, in_range(0.0, 0.99, "0.99")]
+CapacityFactor = Annotated[float, AfterValidator(range_check(0.0, 64.0, "64", positive=True))]
+"""An MoE expert capacity factor: positive, up to 64 (every token to every expert of a 64-expert top-1 router)."""
 """A dropout probability: from 0 (none) to 0.99."""

@@ -8,6 +8,7 @@ from pydantic import Field, model_validator
 
 from .common import (
     BatchSize,
+    CapacityFactor,
     DType,
     ExpertCount,
     FieldError,
@@ -37,6 +38,9 @@ class MoESpec(StrictModel):
     num_shared_experts: OptionalExpertCount = 0
     shared_expert_ffn_hidden_size: Width | None = None
     first_dense_layers: OptionalLayerCount = 0
+    capacity_factor: CapacityFactor | None = Field(
+        None, description="expert capacity as a multiple of the balanced load, tokens padded up to it "
+        "(Megatron's --moe-expert-capacity-factor with --moe-pad-expert-input-to-capacity); default dropless")
 
     @model_validator(mode="after")
     def _top_k_fits(self) -> MoESpec:

@@ -59,12 +59,13 @@ class LayerActivations:
 class ActivationModel:
     """Saved activations of every kind of layer of one workload on one rank."""
 
-    def __init__(self, workload: MegatronWorkload, capacity_factor: float = 1.0):
+    def __init__(self, workload: MegatronWorkload):
         self.workload = workload
         self.model, self.par, self.train = workload.model, workload.parallelism, workload.training
         self.shape = ShardShape.of(workload)
         self.modules = self.par.recomputed_modules
-        self.capacity_factor = capacity_factor
+        moe = self.model.moe
+        self.capacity_factor = (moe.capacity_factor or 1.0) if moe is not None else 1.0
 
     # ---- sizes ----
 
@@ -166,7 +167,7 @@ class ActivationModel:
     @cached_property
     def routed_rows(self) -> float:
         """Tokens the experts on this rank process per micro-batch: top_k copies of each token, balanced
-        over the expert-parallel ranks, padded to the capacity factor."""
+        over the expert-parallel ranks (a dropless run's average), padded up to the capacity factor if set."""
         return self.shape.routed_tokens(self.model.moe.top_k) * self.capacity_factor
 
     def _moe(self) -> dict[str, float]:

@@ -97,6 +97,7 @@ NOT_MODELLED = (
 LAYERS = re.compile(r"\((\d+) layers")
 SHAPES = re.compile(r"\((\d+)L h(\d+)(?: a(\d+))?(?: ffn(\d+))?\)")
 DENSE_LAYERS = re.compile(r"dense_layers=(\d+)")
+CAPACITY = re.compile(r"capacity=([\d.]+) padded")
 VOCAB_PAD = re.compile(r"vocab pad (\d+)")
 STAGE_LAYERS = re.compile(r"layers/stage \[([\d, ]+)\] \(incl embed\+head\)")
 RESERVED = re.compile(r"reserved=([\d.]+) GiB")
@@ -157,9 +158,15 @@ def model_block(row: dict[str, str], tp: int) -> dict[str, Any]:
     layers = LAYERS.search(text)
     if layers:
         block["num_layers"] = int(layers.group(1))
+    moe: dict[str, Any] = {}
     dense = DENSE_LAYERS.search(row["notes"])
     if dense:
-        block["moe"] = {"first_dense_layers": int(dense.group(1))}
+        moe["first_dense_layers"] = int(dense.group(1))
+    capacity = CAPACITY.search(row["notes"])
+    if capacity:  # SimuMax's MoE runs pad every expert's input to its capacity
+        moe["capacity_factor"] = float(capacity.group(1))
+    if moe:
+        block["moe"] = moe
     pad = VOCAB_PAD.search(text)
     if pad and stem:
         from ..config.templates import find_template
