@@ -178,3 +178,21 @@ def test_breakdown_adds_up_to_the_iteration_time():
         total = gpu.compute_ms + gpu.exposed_comm_ms + gpu.bubble_ms
         assert total == pytest.approx(result.iteration_time_ms, rel=1e-9)
     assert result.breakdown["bubble_ms"] > 0  # pp = 2 has a pipeline bubble
+
+
+def recomputed_kernels(**parallelism) -> Counter:
+    sc = gpt_scenario(nodes=1, gpus_per_node=2, pp=2, layers=4, gbs=2, extra_parallelism=parallelism)
+    return Counter(op.kernel.name for program in MegatronTracer(sc.workload, 2).stage_programs() for op in program.ops
+                   if isinstance(op, ComputeOp) and op.kernel.phase == Phase.recompute)
+
+
+def test_selective_recomputation_re_runs_the_modules_it_names_and_core_attention_by_default():
+    assert recomputed_kernels(recompute="selective") == Counter({"attn_flash": 8})  # 2 micro-batches x 4 layers
+    named = recomputed_kernels(recompute="selective", recompute_modules=["mlp", "layernorm"])
+    assert set(named) == {"attn_norm", "mlp_norm", "mlp_linear1", "mlp_act", "mlp_linear2"}
+    assert set(named.values()) == {8}
+
+
+def test_full_recomputation_of_some_layers_re_runs_only_those_layers_of_each_chunk():
+    every, first = recomputed_kernels(recompute="full"), recomputed_kernels(recompute="full", recompute_num_layers=1)
+    assert set(every) == set(first) and all(first[name] * 2 == count for name, count in every.items())

@@ -155,6 +155,10 @@ class ParallelismSpec(StrictModel):
         """Expert tensor parallelism: tp unless set."""
         return self.expert_tensor_parallel or self.tp
 
+    def recomputes_layer(self, position: int) -> bool:
+        """Whether full recomputation re-runs the layer at `position` (0-based) within its model chunk."""
+        return self.recompute == "full" and (self.recompute_num_layers is None or position < self.recompute_num_layers)
+
     @property
     def recomputed_modules(self) -> frozenset[str]:
         """Modules selective recomputation re-runs (none unless recompute is selective)."""

@@ -179,12 +179,11 @@ class MemoryModel:
         """Sum the kept activations of a chunk's layers (with the embedding or the head where it holds them)."""
         acts, par = self.activations, self.workload.parallelism
         layers = self.layers.layers_of(stage, chunk)
-        full_layers = len(layers) if par.recompute_num_layers is None else min(par.recompute_num_layers, len(layers))
         parts: dict[str, float] = {}
         units: dict[int, float] = {}
         forward = backward = 0.0
         for position, layer in enumerate(layers):
-            recompute = par.recompute == "full" and position < full_layers
+            recompute = par.recomputes_layer(position)
             moe = self.states.kernels.is_moe_layer(layer)
             one = acts.layer(moe, recompute)
             for name, value in one.parts.items():

@@ -288,6 +288,23 @@ class LayerKernels:
                               memory_bound(f"{prefix}_act", Phase.bwd_ig, bwd * elems * db, elems, 8))
         k[f"{prefix}_linear2"] = gemm_with_backward(f"{prefix}_linear2", rows, h, ffn, db, groups)
 
+    def recomputed(self, module: str, moe_layer: bool) -> list[str]:
+        """The forward kernels selective recomputation of a Megatron-Core module re-runs in a layer (none where the
+        layer lacks the module); core attention is re-run in place by the tracer, not listed here."""
+        def mlp(block: str) -> list[str]:
+            return [*self.mlp_inputs(block), f"{block}_act", f"{block}_linear2"]
+
+        shared = mlp("moe_shared") if "moe_shared_linear1" in self else []
+        kernels = {
+            "layernorm": ["attn_norm", "mlp_norm"],
+            "mlp": [] if moe_layer else mlp("mlp"),
+            "moe_act": ["moe_expert_act"] if moe_layer else [],
+            "shared_experts": shared if moe_layer else [],
+            "moe": ["moe_route", "moe_permute", *mlp("moe_expert"), "moe_unpermute", *shared] if moe_layer else [],
+            "mla_up_proj": [name for name in ("attn_q_up", "attn_kv_up") if name in self],
+        }.get(module, [])
+        return [name for name in kernels if name in self]
+
     def mlp_inputs(self, block: str) -> list[str]:
         """The GEMMs from the hidden state into an MLP-like block: one, or up and gate for GLUs."""
         return [f"{block}_linear1"] + ([f"{block}_gate"] if self.model.gated_mlp else [])

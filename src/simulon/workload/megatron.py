@@ -252,13 +252,22 @@ class _StageEmitter:
                 self.pending = self.tp_gather("embedding_gather", unit, mb, Phase.bwd_wg)
                 self.run("embedding", Phase.bwd_wg, unit, mb)
             else:
-                if self.parallelism.recompute == "full":
+                if self.parallelism.recomputes_layer(unit - self.layers.layers_of(self.stage, chunk).start):
                     self.layer_forward(unit, mb, Phase.recompute)
+                self.recompute_modules(unit, mb)
                 self.layer_backward(unit, mb)
             self.gradient_sync.after_backward(unit, mb, last)
         if not self._is_first(chunk):
             stage, peer_chunk = self._previous(chunk)
             self.pending = self.program.send(stage, peer_chunk, self.activation_bytes, mb, Phase.bwd_ig)
+
+    def recompute_modules(self, layer: int, mb: int) -> None:
+        """Selective recomputation of Megatron-Core modules other than core attention (which attention_backward
+        re-runs in place): their forward kernels again, before the layer's backward."""
+        moe_layer = self.kernels.is_moe_layer(layer)
+        for module in sorted(self.parallelism.recomputed_modules - {"core_attn"}):
+            for name in self.kernels.recomputed(module, moe_layer):
+                self.run(name, Phase.recompute, layer, mb)
 
     def head_backward(self, mb: int) -> None:
         self.run("loss", Phase.bwd_ig, HEAD_LAYER, mb)
@@ -322,7 +331,7 @@ class _StageEmitter:
                             self.tp_gather("attn_grad_gather", layer, mb, Phase.bwd_ig))
         self.run("attn_proj", Phase.bwd_wg, layer, mb)
         core = self.kernels.attention_core
-        if self.parallelism.recompute == "selective":
+        if "core_attn" in self.parallelism.recomputed_modules:
             self.pending = self.cp_exchange(CollType.AllGather, "cp_kv_gather", layer, mb, Phase.recompute)
             for name in core:
                 self.run(name, Phase.recompute, layer, mb)
