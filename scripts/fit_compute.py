@@ -3,7 +3,7 @@
     uv run python scripts/fit_compute.py ../shared/validation/kernels.csv
 
 Reads every row `simulon validate kernels` can use, fits GEMM parameters per GPU and dtype and attention
-parameters per GPU (src/simulon/compute/fit.py says how), writes the file atomically and prints the
+parameters per GPU, library and dtype (src/simulon/compute/fit.py says how), writes the file atomically and prints the
 in-sample MAPE by GPU and kernel family. Deterministic: the same table gives the same file.
 """
 
@@ -37,7 +37,8 @@ HEADER = """\
 #   uv run python scripts/fit_compute.py ../shared/validation/kernels.csv
 # gemm: per GPU template and dtype (GemmParams in src/simulon/compute/calibration.py); `rows` is how many
 # plain-GEMM rows it was fitted on; below the fit's min_rows only `efficiency` is fitted, on the shape
-# parameters of the fully fitted GPU named in `shape_from`. attention: per GPU (AttentionParams).
+# parameters of the fully fitted GPU named in `shape_from`. attention: per GPU, library and 16-bit dtype
+# (AttentionParams).
 # sm_count: the SM count the parameters were fitted with.
 """
 

@@ -37,9 +37,9 @@ class AnalyticalModel:
         self.gemm_peak = gpu.peak_flops(dtype)  # raises for a dtype the GPU has no peak in
         self._attention: dict[str, tuple[AttentionParams, Architecture]] = {}
         self.memory = cal.memory
-        attention_dtype = dtype if dtype in ATTENTION_DTYPES else DType.bf16
-        self.attention_peak = gpu.peak_flops(attention_dtype)
-        self.attention_clock = cal.gemm(gpu, attention_dtype)[0]  # the tensor cores' clock behaviour
+        self.attention_dtype = dtype if dtype in ATTENTION_DTYPES else DType.bf16
+        self.attention_peak = gpu.peak_flops(self.attention_dtype)
+        self.attention_clock = cal.gemm(gpu, self.attention_dtype)[0]  # the tensor cores' clock behaviour
 
     def seconds(self, specs: Sequence[KernelSpec]) -> np.ndarray:
         """Seconds of each kernel, GEMMs evaluated together."""
@@ -66,9 +66,10 @@ class AnalyticalModel:
         return out
 
     def attention(self, impl: str) -> tuple[AttentionParams, Architecture]:
-        """Parameters of attention library `impl` on this GPU (maybe lent) and the layout they apply to."""
+        """Parameters of attention library `impl` in this model's 16-bit dtype on this GPU (maybe lent) and the
+        layout they apply to."""
         if impl not in self._attention:
-            params, donor = self.calibrations.attention(self.gpu, impl)
+            params, donor = self.calibrations.attention(self.gpu, impl, self.attention_dtype)
             self._attention[impl] = params, self.calibrations.architecture(self.gpu, donor)
         return self._attention[impl]
 

@@ -28,12 +28,14 @@ HARDWARE = {
 }
 """The tables' hardware names -> shipped GPU templates (a GH200, Gaudi or MI355X row has no template)."""
 DTYPES = {
-    "bf16": DType.bf16, "fp16/bf16": DType.bf16, "bf16 out, bf16 in": DType.bf16, "fp32 out, bf16 in": DType.bf16,
+    "bf16": DType.bf16, "fp16": DType.fp16,
+    # the FlashAttention charts: its benchmark script (benchmarks/benchmark_flash_attention.py) times fp16
+    "fp16/bf16": DType.fp16, "bf16 out, bf16 in": DType.bf16, "fp32 out, bf16 in": DType.bf16,
     "bf16xbf16->bf16": DType.bf16, "f32xf32->f32": DType.tf32,  # XLA's f32 dot runs on TF32 tensor cores
     "f8e4m3fnxf8e4m3fn->bf16": DType.fp8, "fp8 e4m3fn": DType.fp8,
 }
 ATTENTION_LIBRARIES = {"[FlashAttention-2]": "flash", "(TE fused attn)": "flash", "[FlashAttention]": "flash_v1",
-                       "[FlashAttention Triton]": "flash_triton"}
+                       "[FlashAttention Triton]": "flash_triton", "[PyTorch]": "pytorch", "[xformers]": "xformers"}
 """The tables' attention kernels -> the flash-attention library they measured (workload.kernels)."""
 COLUMNS = ("hardware", "kernel", "dtype", "M", "N", "K", "batch", "kernel_tflops")
 GEMM_FAMILY_MIN_FLOPS = 1e9
@@ -98,8 +100,9 @@ def observation(index: int, row: dict[str, str]) -> Observation | str:
     kclass = specs[0].kclass
     name = "attention" if kclass == KernelClass.attention else "grouped_gemm" if \
         kclass == KernelClass.grouped_gemm else "gemm"
-    return Observation(index, gpu, dtype if name != "attention" else DType.bf16, specs, flops / (tflops * 1e12),
-                       flops, row.get("subset", ""), name)
+    if name != "attention" and tflops * 1e12 > GPUSpec.model_validate({"from": gpu}).peak_flops(dtype):
+        return f"suspect: {tflops:g} TFLOP/s is above the GPU's dense {dtype.value} peak (the source marks such rows)"
+    return Observation(index, gpu, dtype, specs, flops / (tflops * 1e12), flops, row.get("subset", ""), name)
 
 
 def _dims(row: dict[str, str], *columns: str) -> list[int]:
@@ -111,8 +114,6 @@ def _dims(row: dict[str, str], *columns: str) -> list[int]:
 
 
 def _gemm(kernel: str, row: dict[str, str], gpu: str, dtype: DType) -> tuple[tuple[KernelSpec, ...], float] | str:
-    if "XLA dot" in kernel and dtype == DType.fp8 and gpu == "h100-sxm":
-        return "suspect: the source marks its sm_90 FP8 rows, some above the dense FP8 peak"
     m, n, k = _dims(row, "M", "N", "K")
     out_bytes = 4.0 if row["dtype"] == "f32xf32->f32" else 2.0
     if "grouped GEMM" in kernel:
@@ -138,7 +139,8 @@ def _gemm(kernel: str, row: dict[str, str], gpu: str, dtype: DType) -> tuple[tup
 def _attention(kernel: str, row: dict[str, str]) -> tuple[tuple[KernelSpec, ...], float] | str:
     impl = next((lib for name, lib in ATTENTION_LIBRARIES.items() if name in kernel), None)
     if impl is None:
-        return f"attention implementation {kernel!r} is not modelled (flash-attention 1, 2, Triton and cuDNN are)"
+        return (f"attention implementation {kernel!r} is not modelled (flash-attention 1, 2, Triton, cuDNN, xformers "
+                f"and PyTorch's are)")
     seq, batch, head_dim = _dims(row, "M", "batch", "head_dim")
     notes = row.get("notes", "")
     if "TE fused attn" in kernel:  # SimuMax: causal; FLOPs count the full score matrix, backward 2.5x
