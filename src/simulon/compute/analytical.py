@@ -15,12 +15,17 @@ from ..config.common import DType
 from ..config.dc import GPUSpec
 from ..workload.kernels import KernelClass, KernelSpec, attention_impl
 from .attention import attention_seconds
-from .calibration import Architecture, AttentionParams, Calibrations
+from .calibration import Architecture, AttentionParams, Calibrations, MemoryBound
 from .gemm import GemmShapes, clock_fraction, gemm_seconds
 
 ATTENTION_DTYPES = (DType.fp16, DType.bf16)
 """Flash attention runs in 16-bit even when the GEMMs run in fp8, fp4 or tf32."""
 GEMM_CLASSES = (KernelClass.gemm, KernelClass.grouped_gemm)
+
+
+def memory_seconds(memory: MemoryBound, bandwidth: float, moved_bytes: float) -> float:
+    """Seconds of a memory-bound kernel moving `moved_bytes` on a GPU of HBM `bandwidth` B/s."""
+    return memory.overhead_us * 1e-6 + moved_bytes / (bandwidth * memory.efficiency)
 
 
 class AnalyticalModel:
@@ -61,8 +66,7 @@ class AnalyticalModel:
             if spec.kclass == KernelClass.attention:
                 out[i] = self._attention_seconds(spec)
             elif spec.kclass == KernelClass.memory:
-                out[i] = self.memory.overhead_us * 1e-6 + spec.bytes / (
-                    self.gpu.memory_bandwidth * self.memory.efficiency)
+                out[i] = memory_seconds(self.memory, self.gpu.memory_bandwidth, spec.bytes)
         return out
 
     def attention(self, impl: str) -> tuple[AttentionParams, Architecture]:

@@ -19,7 +19,7 @@ import numpy as np
 from ..config.common import DType
 from ..config.dc import GPUSpec
 from ..workload.kernels import KernelSpec, Phase, attention_impl
-from .analytical import AnalyticalModel
+from .analytical import AnalyticalModel, memory_seconds
 from .attention import attention_seconds
 from .calibration import Architecture, AttentionParams, AttentionPhase, Calibrations, GemmParams, GpuCalibration
 from .gemm import GemmShapes, gemm_seconds
@@ -29,6 +29,14 @@ FRACTIONS = {"memory_efficiency", "sustained_clock"}
 """Parameters in (0, 1), fitted through a logit; every other one is positive, fitted through a log."""
 SEARCH_RANGE = 20.0
 """Largest |log| (or |logit|) the search visits: e^20 is far past any physical value of a parameter."""
+PHYSICAL_MAX = {"efficiency": 1.6, "k_overhead": 4096.0, "ramp_k": 8192.0, "tile_intensity": 1000.0,
+                "throttle_ms": 1000.0, "overhead_us": 100.0}
+"""Upper bounds the search respects, so that parameters that trade off against each other cannot run off
+together to an unphysical corner (an efficiency of 10^5 paid back by a ramp of 10^8 K elements, as an
+unbounded fit of the noisy Hopper FP8 table did): a main loop at most 1.6x the listed dense peak (a best-shape
+row of a GPU whose template peak is conservative reaches about 1.5x), a tile's prologue and a kernel's ramp
+within a few thousand K elements, a tile's half-speed intensity within 1000 FLOP/B, clocks that settle within
+a second, and a launch within 100 us."""
 
 
 @dataclass(frozen=True)
@@ -158,8 +166,11 @@ def _gemm_loss(obs: Sequence[Observation], arch: Architecture, spec: GPUSpec, dt
     shapes = GemmShapes.of([o.specs[0] for o in obs])
     measured = np.array([o.seconds for o in obs])
     peak, bandwidth = spec.peak_flops(dtype), spec.memory_bandwidth
-    return lambda p: float(np.mean(np.abs(np.log(gemm_seconds(p, arch, peak, bandwidth, dtype.bytes, shapes)
-                                                 / measured))))
+    memory = Calibrations.shipped().memory
+    # what else the row timed besides the GEMM (an operand transpose): memory-bound kernels, not fitted here
+    besides = np.array([sum(memory_seconds(memory, bandwidth, s.bytes) for s in o.specs[1:]) for o in obs])
+    return lambda p: float(np.mean(np.abs(np.log((gemm_seconds(p, arch, peak, bandwidth, dtype.bytes, shapes)
+                                                  + besides) / measured))))
 
 
 def _layout(arch: Calibrations, gpu: str, gemm: dict[str, dict[DType, GemmParams]]) -> Architecture:
@@ -228,8 +239,10 @@ def _minimize(start, names: list[str], loss: Callable, settings: FitSettings,
         p = codec(start, updates)
         return replace(p, bwd=p.fwd) if tie else p
 
+    upper = np.array([math.log(PHYSICAL_MAX[n]) if n in PHYSICAL_MAX else SEARCH_RANGE for n in names])
+
     def bounded(x: np.ndarray) -> float:
-        return loss(decode(x)) if np.all(np.abs(x) <= SEARCH_RANGE) else math.inf
+        return loss(decode(x)) if np.all(np.abs(x) <= SEARCH_RANGE) and np.all(x <= upper) else math.inf
 
     x = np.array([encode(_get(start, n), n) for n in names])
     for _ in range(settings.restarts):
