@@ -235,9 +235,10 @@ CATALOG: dict[str, Algorithm] = {a.name: a for a in (
 )}
 """Name -> algorithm. NCCL's tree and CollNet do only all-reduce; PAT only all-gather and reduce-scatter.
 All-to-all and send/receive (a ring shift) are NCCL's grouped send/receive (`p2p`), which NCCL_ALGO does not
-choose: every member sends its part straight to every other (send/receive: to the next) (or, with `pxn`, through the rail-aligned peer); its channels across nodes are counted as
-a ring's (an approximation: NCCL gives each network peer NCCL_NCHANNELS_PER_NET_PEER channels). hierarchical and
-pxn are simulon's variants of NCCL's ring. NCCL's own algorithms come first, in the order `auto` weighs them."""
+choose: every member sends its part straight to every other (send/receive: to the next) (or, with `pxn`, through
+the rail-aligned peer); its channels across nodes are counted as a ring's (an approximation: NCCL gives each
+network peer NCCL_NCHANNELS_PER_NET_PEER channels). hierarchical and pxn are simulon's variants of NCCL's ring.
+NCCL's own algorithms come first, in the order `auto` weighs them."""
 
 
 SEND_RECEIVE = "p2p"

@@ -3,7 +3,8 @@ data/calibration.yaml) and by the leave-one-GPU-out benchmark; a simulation only
 
 Each GPU and dtype with enough GEMM rows gets its own full parameter set; one with a few rows (a single
 best-shape measurement, say) keeps the shape parameters of the nearest fully fitted GPU and fits only
-its efficiency. Attention is fitted per GPU, library and 16-bit dtype, forward and backward apart where the rows separate them.
+its efficiency. Attention is fitted per GPU, library and 16-bit dtype, forward and backward apart where the rows
+separate them.
 The loss is the mean absolute log ratio of predicted to measured time.
 """
 
@@ -29,14 +30,6 @@ FRACTIONS = {"memory_efficiency", "sustained_clock"}
 """Parameters in (0, 1), fitted through a logit; every other one is positive, fitted through a log."""
 SEARCH_RANGE = 20.0
 """Largest |log| (or |logit|) the search visits: e^20 is far past any physical value of a parameter."""
-PHYSICAL_MAX = {"efficiency": 1.6, "k_overhead": 4096.0, "ramp_k": 8192.0, "tile_intensity": 1000.0,
-                "throttle_ms": 1000.0, "overhead_us": 100.0}
-"""Upper bounds the search respects, so that parameters that trade off against each other cannot run off
-together to an unphysical corner (an efficiency of 10^5 paid back by a ramp of 10^8 K elements, as an
-unbounded fit of the noisy Hopper FP8 table did): a main loop at most 1.6x the listed dense peak (a best-shape
-row of a GPU whose template peak is conservative reaches about 1.5x), a tile's prologue and a kernel's ramp
-within a few thousand K elements, a tile's half-speed intensity within 1000 FLOP/B, clocks that settle within
-a second, and a launch within 100 us."""
 
 
 @dataclass(frozen=True)
@@ -239,10 +232,8 @@ def _minimize(start, names: list[str], loss: Callable, settings: FitSettings,
         p = codec(start, updates)
         return replace(p, bwd=p.fwd) if tie else p
 
-    upper = np.array([math.log(PHYSICAL_MAX[n]) if n in PHYSICAL_MAX else SEARCH_RANGE for n in names])
-
     def bounded(x: np.ndarray) -> float:
-        return loss(decode(x)) if np.all(np.abs(x) <= SEARCH_RANGE) and np.all(x <= upper) else math.inf
+        return loss(decode(x)) if np.all(np.abs(x) <= SEARCH_RANGE) else math.inf
 
     x = np.array([encode(_get(start, n), n) for n in names])
     for _ in range(settings.restarts):

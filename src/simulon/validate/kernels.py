@@ -15,8 +15,16 @@ from ..compute.fit import Observation
 from ..config.common import DType
 from ..config.dc import GPUSpec
 from ..config.errors import ConfigError
-from ..workload.kernels import (FLASH_IMPLEMENTATIONS, KernelClass, KernelSpec, Phase, attention, attention_impl, gemm,
-                                memory_bound)
+from ..workload.kernels import (
+    FLASH_IMPLEMENTATIONS,
+    KernelClass,
+    KernelSpec,
+    Phase,
+    attention,
+    attention_impl,
+    gemm,
+    memory_bound,
+)
 from .report import Comparison, Skipped, ValidationReport, number
 
 HARDWARE = {
