@@ -160,6 +160,11 @@ def _spikes(case: Case) -> set[int]:
     return spikes
 
 
+def _op_label(ctype: CollType) -> str:
+    """Send/receive is reported apart from the collectives of its family ("B200/sendrecv >=1MiB")."""
+    return "/sendrecv" if ctype == CollType.SendRecv else ""
+
+
 def size_class(size: float) -> str:
     return ">=1MiB" if size >= LARGE_MESSAGE else "<1MiB"
 
@@ -167,7 +172,7 @@ def size_class(size: float) -> str:
 def validate_collectives(rows: list[dict[str, str]], model: LinkModel | None = None,
                          progress: Progress = SILENT) -> ValidationReport:
     """Predicted vs measured busbw_GBps for every row the network model covers, grouped by hardware family
-    and message size class. `progress` is told each sweep as it is done."""
+    (send/receive apart) and message size class. `progress` is told each sweep as it is done."""
     cases, skipped = collective_cases(rows)
     report = ValidationReport(skipped=skipped)
     by_index: dict[int, Comparison] = {}
@@ -181,7 +186,7 @@ def validate_collectives(rows: list[dict[str, str]], model: LinkModel | None = N
             continue
         for (index, subset, size, busbw), value in zip(case.rows, predicted, strict=True):
             by_index[index] = Comparison(index, subset, "busbw_GBps", busbw, value,
-                                         f"{case.system.family} {size_class(size)}")
+                                         f"{case.system.family}{_op_label(case.ctype)} {size_class(size)}")
     report.rows = [by_index[i] for i in sorted(by_index)]
     report.skipped.sort(key=lambda s: s.index)
     return report
