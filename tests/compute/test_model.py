@@ -149,8 +149,37 @@ def test_each_attention_library_has_its_own_speed_and_a_stand_in_where_unmeasure
         assert 1.6 < times["flash_v1"] / times["flash"] < 3.5, times
         assert 1.6 < times["flash_triton"] / times["flash"] < 3.5, times
     # measured on the GPU itself first; a library not measured there runs like its stand-in on the same chip
-    assert cal.attention(a100, "flash_triton") == (cal.gpus["a100-sxm-80gb"].attention["flash_triton"], "a100-sxm-80gb")
-    assert cal.attention(h100(), "flash_triton") == (cal.gpus["h100-sxm"].attention["flash_v1"], "h100-sxm")
+    fp16 = DType.fp16
+    assert cal.attention(a100, "flash_triton", fp16) == (cal.gpus["a100-sxm-80gb"].attention["flash_triton", fp16],
+                                                         "a100-sxm-80gb")
+    assert cal.attention(h100(), "flash_triton", fp16) == (cal.gpus["h100-sxm"].attention["flash_v1", fp16], "h100-sxm")
+    # the other 16-bit dtype of the same library on the same chip comes before a stand-in library
+    assert cal.attention(h100(), "flash_v1", DType.bf16) == cal.attention(h100(), "flash_v1", fp16)
+    assert cal.attention(h100(), "xformers", fp16) == (cal.gpus["h100-sxm"].attention["flash_v1", fp16], "h100-sxm")
     # a GPU without either borrows from the GPU nearest in spec that has one
     assert cal.attention(b200, "flash_triton")[1] == "h100-sxm"
     assert cal.attention(b200, "flash")[1] == "b200"
+
+
+def test_pytorch_attention_computes_the_whole_score_matrix_whatever_the_mask():
+    h = h100()
+    for impl, ratio in (("pytorch", (0.95, 1.05)), ("flash", (0.4, 0.7))):
+        causal, full = (AnalyticalModel(h, DType.fp16).seconds(
+            [attention(Phase.fwd, 4, 32, 32, 8192, 8192, 128, 128, mask, 2.0, impl)])[0] for mask in (True, False))
+        assert ratio[0] < causal / full < ratio[1], impl
+
+
+def test_fp16_and_bf16_attention_share_the_peak_and_lend_each_other_a_fit():
+    """FlashAttention's charts time fp16 and SimuMax's TE rows bf16: each dtype is fitted on its own rows, and a GPU
+    measured in one runs the other like it (the same tensor-core rate)."""
+    cal = Calibrations.shipped()
+    assert ("flash", DType.fp16) in cal.gpus["h100-sxm"].attention
+    assert ("flash", DType.bf16) not in cal.gpus["h100-sxm"].attention
+    assert ("flash", DType.bf16) in cal.gpus["b200"].attention
+    spec = [attention(Phase.fwd, 1, 32, 32, 4096, 4096, 128, 128, True, 2.0)]
+    assert AnalyticalModel(h100(), DType.fp16).seconds(spec)[0] == AnalyticalModel(h100(), DType.bf16).seconds(spec)[0]
+    b200 = GPUSpec.model_validate({"from": "b200"})
+    assert cal.attention(b200, "flash", DType.fp16) == (cal.gpus["b200"].attention["flash", DType.bf16], "b200")
+    # fp16 GEMMs run at bf16's tensor-core rate on bf16's fit where no fp16 GEMM was measured
+    big = [gemm("mlp", Phase.fwd, 8192, 8192, 8192, 2.0)]
+    assert AnalyticalModel(h100(), DType.fp16).seconds(big)[0] == AnalyticalModel(h100(), DType.bf16).seconds(big)[0]

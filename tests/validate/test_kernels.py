@@ -20,6 +20,7 @@ from simulon.workload.kernels import attention_impl
 
 KERNELS = shipped_table("kernels")
 GEMM_BOUND_PCT, ATTENTION_BOUND_PCT = 10.0, 15.0  # the issue's targets, per GPU
+HELD_OUT_FP8_PCT = 40.0  # Hopper FP8 (XLA's table, held out of the fit): reached 37.2%
 
 
 
@@ -46,12 +47,21 @@ def test_gemms_of_a_gflop_or_more_are_within_10_percent_per_gpu(report):
     by_gpu = mape_by(report, "gemm")
     assert {"h100-sxm", "b200", "a100-pcie-80gb"} <= set(by_gpu)
     assert all(v < GEMM_BOUND_PCT for v in by_gpu.values()), by_gpu
+    fp8 = mape_by(report, "gemm fp8")
+    assert {"h100-sxm", "b200"} <= set(fp8)
+    assert fp8["b200"] < GEMM_BOUND_PCT
+    # Hopper's FP8 rows are evaluated (all but the 22 above the dense FP8 peak) but held out of the fit
+    # (scripts/fit_compute.py HELD_OUT): a guard on what the model reaches on them, not the issue's bound
+    assert fp8["h100-sxm"] < HELD_OUT_FP8_PCT
+    assert sum(row.group == "h100-sxm / gemm fp8" for row in report.rows) == 210
 
 
 @pytest.mark.parametrize(("library", "gpus"), [
     ("attention", {"h100-sxm", "b200", "a100-pcie-80gb", "a100-sxm-80gb"}),
     ("attention flash_v1", {"h100-sxm", "a100-sxm-80gb"}),
     ("attention flash_triton", {"a100-sxm-80gb"}),
+    ("attention xformers", {"a100-sxm-80gb"}),
+    ("attention pytorch", {"h100-sxm", "a100-sxm-80gb"}),
 ])
 def test_attention_is_within_15_percent_per_gpu_and_library(report, library, gpus):
     by_gpu = mape_by(report, library)
@@ -60,12 +70,15 @@ def test_attention_is_within_15_percent_per_gpu_and_library(report, library, gpu
 
 
 def test_predictions_never_read_the_measured_column(table):
-    """Doubling every measured value doubles every error ratio: the model never saw the column."""
+    """Halving every measured value halves every error ratio: the model never saw the column (halving, so that no
+    row rises above its GPU's dense peak, where it would be skipped as suspect)."""
     rows = table[:40] + table[1744:1770] + table[2255:2290]
-    doubled = [{**r, "kernel_tflops": str(2 * float(r["kernel_tflops"]))} for r in rows]
-    a, b = validate_kernels(rows), validate_kernels(doubled)
-    assert [r.predicted for r in a.rows] == [r.predicted for r in b.rows]
-    assert [2 * r.measured for r in a.rows] == pytest.approx([r.measured for r in b.rows])
+    halved = [{**r, "kernel_tflops": str(float(r["kernel_tflops"]) / 2)} for r in rows]
+    a, b = validate_kernels(rows), validate_kernels(halved)
+    kept = {r.index: r for r in b.rows}
+    assert {r.index for r in a.rows} <= set(kept)
+    assert [r.predicted for r in a.rows] == [kept[r.index].predicted for r in a.rows]
+    assert [r.measured / 2 for r in a.rows] == pytest.approx([kept[r.index].measured for r in a.rows])
 
 
 def test_json_report_follows_the_design_format(tmp_path):
@@ -85,10 +98,9 @@ def test_json_report_follows_the_design_format(tmp_path):
     run = cli("validate", "kernels", "--csv", str(path), "--json")
     assert run.returncode == 0, run.stderr
     out = json.loads(run.stdout)
-    assert [r["index"] for r in out["rows"]] == [0, 2]
-    assert [s["index"] for s in out["skipped"]] == [1, 3]
+    assert [r["index"] for r in out["rows"]] == [0, 2, 3]
+    assert [s["index"] for s in out["skipped"]] == [1]
     assert "no shipped GPU template" in out["skipped"][0]["reason"]
-    assert "not modelled" in out["skipped"][1]["reason"]
     for r in out["rows"]:
         assert r["metric"] == "kernel_tflops"
         assert r["error_pct"] == pytest.approx(100 * (r["predicted"] - r["measured"]) / r["measured"])
@@ -127,11 +139,17 @@ def test_rows_become_the_specs_the_simulator_times():
                  for kernel in ("attention fwd+bwd [FlashAttention-2]", "attention fwd+bwd [FlashAttention]",
                                 "attention fwd+bwd [FlashAttention Triton]")}
     assert list(libraries.values()) == [{"flash"}, {"flash_v1"}, {"flash_triton"}]
-    assert isinstance(observation(5, {**chart, "kernel": "attention fwd+bwd [PyTorch]"}), str)
+    torch = observation(5, {**chart, "kernel": "attention fwd+bwd [PyTorch]", "dtype": "fp16/bf16"})
+    assert {attention_impl(s) for s in torch.specs} == {"pytorch"} and torch.dtype.value == "fp16"
+    assert isinstance(observation(5, {**chart, "kernel": "attention fwd+bwd [SomethingElse]"}), str)
     blank = observation(2, {**base, "kernel": "GEMM (TE/cuBLAS, as used by Megatron)", "M": "", "N": "1",
                             "K": "1"})
     assert isinstance(blank, str) and "M" in blank
-    suspect = observation(3, {**base, "hardware": "Hopper sm_90 (H100-class; exact SKU not named)",
-                              "kernel": "XLA dot (cuBLAS)", "dtype": "f8e4m3fnxf8e4m3fn->bf16", "M": "256",
-                              "N": "256", "K": "256", "batch": "1"})
+    hopper_fp8 = {**base, "hardware": "Hopper sm_90 (H100-class; exact SKU not named)", "kernel": "XLA dot (cuBLAS)",
+                  "dtype": "f8e4m3fnxf8e4m3fn->bf16", "M": "256", "N": "512", "K": "1024", "batch": "2"}
+    # only a row above the dense FP8 peak (1978.9 TFLOP/s) is suspect, not the family
+    suspect = observation(3, {**hopper_fp8, "kernel_tflops": "2100"})
     assert isinstance(suspect, str) and suspect.startswith("suspect")
+    fp8 = observation(3, hopper_fp8)
+    # XLA's dot on Hopper transposes its K x N right operand for cuBLASLt's TN-only FP8 GEMM: read and write
+    assert [s.kclass.name for s in fp8.specs] == ["gemm", "memory"] and fp8.specs[1].bytes == 2 * 1024 * 512 * 2

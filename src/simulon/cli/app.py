@@ -50,7 +50,8 @@ def _options(
 
 
 OPS = {"allreduce": CollType.AllReduce, "allgather": CollType.AllGather,
-       "reducescatter": CollType.ReduceScatter, "alltoall": CollType.AllToAll}
+       "reducescatter": CollType.ReduceScatter, "alltoall": CollType.AllToAll,
+       "sendrecv": CollType.SendRecv, "permute": CollType.SendRecv}  # permute: XLA's name for the ring shift
 
 
 @app.command()
@@ -172,7 +173,8 @@ def parse_sizes(text: str | None) -> list[float]:
 @app.command()
 def collective(
     scenario: Annotated[Path, typer.Argument(help="scenario YAML with at least a datacenter block")],
-    op: Annotated[str, typer.Option(help="allreduce | allgather | reducescatter | alltoall")] = "allreduce",
+    op: Annotated[str, typer.Option(help="allreduce | allgather | reducescatter | alltoall | sendrecv | permute "
+                                    "(sendrecv and permute: a ring shift, each GPU to the next)")] = "allreduce",
     group: Annotated[str | None, typer.Option(help="ranks like 0-7 or 0,8,16,24 (default: every GPU)")] = None,
     sizes: Annotated[str | None, typer.Option(help="sizes like 1KiB,64MiB,1GiB (default: 1KiB..1GiB doubling)")] = None,
     algorithm: Annotated[str | None, typer.Option(help=f"{', '.join(CATALOG)} or auto "

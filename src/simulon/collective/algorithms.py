@@ -20,12 +20,13 @@ from .nccl import NVLS_ARITY, NVLS_MIN_GPUS, PROTOCOLS, constants
 from .nvls import nvls, nvls_tree_all_reduce
 from .pat import pat_all_gather, pat_reduce_scatter
 from .pxn import relay_cross_rail
-from .ring import all_to_all, ring_all_gather, ring_all_reduce, ring_local_pass, ring_reduce_scatter
+from .ring import all_to_all, ring_all_gather, ring_all_reduce, ring_local_pass, ring_reduce_scatter, ring_shift
 from .shape import GroupShape
 from .tree import tree_all_reduce
-from .types import CollType
+from .types import POINT_TO_POINT, CollType
 
 AR, AG, RS, A2A = CollType.AllReduce, CollType.AllGather, CollType.ReduceScatter, CollType.AllToAll
+SR = CollType.SendRecv
 
 Decomposition = Callable[[tuple[int, ...], GroupShape, float, int, str, int], FlowSet]
 """(group, shape, size, simulated channels, protocol, lanes: real channels per simulated one) -> flows."""
@@ -152,15 +153,15 @@ def _hierarchical_symmetry(ctype: CollType, shape: GroupShape) -> int | None:
 def _ring_period(ctype: CollType, shape: GroupShape) -> int:
     """A ring's channels differ only in which member (and NIC) they leave a node by, and in a mesh which cycle
     they take; all-to-all's as send/receive's."""
-    if ctype == A2A:
+    if ctype in POINT_TO_POINT:
         return _p2p_period(ctype, shape)
     return math.lcm(1 if shape.flat_ring else shape.per_node or 1, shape.mesh_cycles)
 
 
 def _p2p_period(ctype: CollType, shape: GroupShape) -> int:
     """Inside a domain each of the channels an all-to-all peer's part takes is its own; across nodes every
-    channel sends the same parts."""
-    return constants()["p2p_channels"] if shape.nodes == 1 else 1
+    channel sends the same parts, and a ring shift's channels carry the same pairs everywhere."""
+    return constants()["p2p_channels"] if shape.nodes == 1 and ctype == A2A else 1
 
 
 def _tree_period(ctype: CollType, shape: GroupShape) -> int:
@@ -224,28 +225,30 @@ CATALOG: dict[str, Algorithm] = {a.name: a for a in (
               protocols=_SIMPLE, reduction=Reduction.SCALE_OUT_SWITCH, enabled=_collnet_enabled),
     Algorithm("pat", {AG: _plain(pat_all_gather), RS: _plain(pat_reduce_scatter)}, _constant(1), _constant(1),
               tuned_as="pat", protocols=_SIMPLE, enabled=_pat_enabled, refusal=_pat_refusal),
-    Algorithm("p2p", {A2A: _plain(all_to_all)}, _constant(1), _p2p_period, tuned_as="ring", protocols=_SIMPLE,
-              enabled=_any_group),
+    Algorithm("p2p", {A2A: _plain(all_to_all), SR: _plain(ring_shift)}, _constant(1), _p2p_period, tuned_as="ring",
+              protocols=_SIMPLE, enabled=_any_group),
     Algorithm("hierarchical", {ctype: _plain(partial(hierarchical, ctype=ctype)) for ctype in (AR, AG, RS)},
               _hierarchical_symmetry, _constant(1), tuned_as="ring"),
-    Algorithm("pxn", {ctype: _pxn(fn) for ctype, fn in {**_RING_STEPS, A2A: all_to_all}.items()}, _pxn_symmetry,
+    Algorithm("pxn", {ctype: _pxn(fn) for ctype, fn in {**_RING_STEPS, A2A: all_to_all, SR: ring_shift}.items()},
+              _pxn_symmetry,
               _ring_period, tuned_as="ring"),
 )}
 """Name -> algorithm. NCCL's tree and CollNet do only all-reduce; PAT only all-gather and reduce-scatter.
-All-to-all is NCCL's grouped send/receive (`p2p`), which NCCL_ALGO does not choose: every member sends its part
-straight to every other (or, with `pxn`, through the rail-aligned peer); its channels across nodes are counted as
-a ring's (an approximation: NCCL gives each network peer NCCL_NCHANNELS_PER_NET_PEER channels). hierarchical and
-pxn are simulon's variants of NCCL's ring. NCCL's own algorithms come first, in the order `auto` weighs them."""
+All-to-all and send/receive (a ring shift) are NCCL's grouped send/receive (`p2p`), which NCCL_ALGO does not
+choose: every member sends its part straight to every other (send/receive: to the next) (or, with `pxn`, through
+the rail-aligned peer); its channels across nodes are counted as a ring's (an approximation: NCCL gives each
+network peer NCCL_NCHANNELS_PER_NET_PEER channels). hierarchical and pxn are simulon's variants of NCCL's ring.
+NCCL's own algorithms come first, in the order `auto` weighs them."""
 
 
 SEND_RECEIVE = "p2p"
-"""What runs an all-to-all whatever algorithm is fixed for the collectives, pxn's relays aside."""
+"""What runs an all-to-all or a send/receive whatever algorithm is fixed for the collectives, pxn's relays aside."""
 
 
 def algorithm_for(ctype: CollType, fixed: str) -> str:
     """The algorithm that runs a collective of type `ctype` when `fixed` (or auto) is chosen for collectives:
-    NCCL_ALGO applies to collectives, not to an all-to-all's sends and receives."""
-    if ctype == A2A and fixed not in (SEND_RECEIVE, "pxn", "auto"):
+    NCCL_ALGO applies to collectives, not to an all-to-all's or a send/receive's point-to-point calls."""
+    if ctype in POINT_TO_POINT and fixed not in (SEND_RECEIVE, "pxn", "auto"):
         return SEND_RECEIVE
     return fixed
 

@@ -10,7 +10,7 @@ from .algorithms import CATALOG, Algorithm, Decomposition, Unrunnable, algorithm
 from .common import CollectiveResult, FlowSet, P2PFlow
 from .nccl import PROTOCOLS
 from .shape import GroupShape
-from .types import CollType, coll_type
+from .types import POINT_TO_POINT, CollType, coll_type
 
 ALGORITHMS: dict[str, dict[CollType, Decomposition]] = {name: dict(a.decompositions) for name, a in CATALOG.items()}
 """Algorithm -> the collectives it does, and their decompositions (the catalog's, by name)."""
@@ -72,7 +72,7 @@ def flow_set(collective_type: str | CollType, group: Sequence[int], size: float,
         decomposition = record.first_period[ctype]
     flows = decomposition(group, shape, float(size), simulated, protocol, channels // simulated)
     return replace(flows, symmetry=record.symmetry(ctype, shape), lanes=channels // simulated,
-                   grouped_sends=ctype == CollType.AllToAll, local_pass=record.local_pass(ctype, shape.nodes))
+                   grouped_sends=ctype in POINT_TO_POINT, local_pass=record.local_pass(ctype, shape.nodes))
 
 
 def decompose_collective(collective_type: str, group_ranks: Sequence[int], data_size: float,

@@ -93,6 +93,20 @@ def ring_local_pass(ctype: CollType, domains: int) -> str:
     return "" if domains > 1 else _LOCAL_PASS.get(ctype, "")
 
 
+def ring_shift(group: tuple[int, ...], shape: GroupShape, size: float, channels: int) -> FlowSet:
+    """Every member sends the whole `size` to the next member of the group and receives it from the previous one
+    (nccl-tests' sendrecv_perf: peer rank+1; XLA's collective-permute with pairs i -> i+1 mod n), each message cut
+    over `channels` of NCCL's point-to-point channels as a peer's part of a grouped send is. All flows start at
+    once: nothing waits for anything."""
+    n = len(group)
+    out = FlowBuilder(group)
+    if n < 2:
+        return out.build()
+    src, part = (a.ravel() for a in np.meshgrid(np.arange(n), np.arange(channels), indexing="ij"))
+    out.add(src, (src + 1) % n, size / channels, p2p_channel(np.ones_like(part), part), 0)
+    return out.build()
+
+
 def all_to_all(group: tuple[int, ...], shape: GroupShape, size: float, channels: int) -> FlowSet:
     """Every rank sends size/n to every other rank (NCCL's grouped send/recv), `channels` parts per peer."""
     schedule = _in_rounds_of_peers if shape.nodes > 1 else _over_point_to_point_channels

@@ -19,12 +19,13 @@ from .decompose import checked
 from .mesh import disjoint_cycles
 from .nccl import NVLS_ARITY, PROTOCOLS, architecture, constants, p2p_channels_per_peer
 from .shape import GroupShape
-from .types import CollType, coll_type
+from .types import POINT_TO_POINT, CollType, coll_type
 
 if TYPE_CHECKING:
     from ..network.topology import Topology
 
 AR, AG, RS, A2A = CollType.AllReduce, CollType.AllGather, CollType.ReduceScatter, CollType.AllToAll
+SR = CollType.SendRecv
 
 
 def nccl_steps(ctype: CollType, n: int) -> int:
@@ -119,7 +120,7 @@ class CollectivePlan:
         """The algorithm's protocols (NVLS, CollNet and PAT run Simple only), less LL128 over PCIe. All-to-all
         runs Simple, a group of NCCL send/receive calls (an approximation: NCCL sends point-to-point messages
         below NCCL_P2P_LL_THRESHOLD with LL)."""
-        if ctype == A2A:
+        if ctype in POINT_TO_POINT:
             return ("simple",)
         return tuple(p for p in CATALOG[algorithm].protocols if not (self.topology.pcie and p == "ll128"))
 
@@ -226,6 +227,8 @@ class CollectivePlan:
         inside one NVLink domain: the channels NCCL gives one peer's part."""
         if ctype == A2A and shape.nodes == 1:
             return p2p_channels_per_peer(shape.n, size / shape.n)
+        if ctype == SR and shape.nodes == 1:  # one peer per member, the whole message
+            return p2p_channels_per_peer(shape.n, size)
         c = constants()
         ring = CATALOG[algorithm].ring_like
         threshold = c["thread_threshold"][protocol] * (shape.n if ring and protocol == "ll" else 1)

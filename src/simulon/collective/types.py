@@ -10,6 +10,13 @@ class CollType(IntEnum):
     AllGather = 1
     ReduceScatter = 2
     AllToAll = 3
+    SendRecv = 4  # a ring shift: every member sends the whole message to the next one and receives it from the
+    #               previous one (nccl-tests' sendrecv_perf; XLA's collective-permute over source-target pairs
+    #               i -> i+1; a pipeline's stage-to-stage sends are its pairs)
+
+
+POINT_TO_POINT = frozenset({CollType.AllToAll, CollType.SendRecv})
+"""The collectives NCCL runs as grouped send/receive calls (not through NCCL_ALGO's collective algorithms)."""
 
 
 def coll_type(name: str | CollType) -> CollType:

@@ -15,12 +15,17 @@ from ..config.common import DType
 from ..config.dc import GPUSpec
 from ..workload.kernels import KernelClass, KernelSpec, attention_impl
 from .attention import attention_seconds
-from .calibration import Architecture, AttentionParams, Calibrations
+from .calibration import Architecture, AttentionParams, Calibrations, MemoryBound
 from .gemm import GemmShapes, clock_fraction, gemm_seconds
 
 ATTENTION_DTYPES = (DType.fp16, DType.bf16)
 """Flash attention runs in 16-bit even when the GEMMs run in fp8, fp4 or tf32."""
 GEMM_CLASSES = (KernelClass.gemm, KernelClass.grouped_gemm)
+
+
+def memory_seconds(memory: MemoryBound, bandwidth: float, moved_bytes: float) -> float:
+    """Seconds of a memory-bound kernel moving `moved_bytes` on a GPU of HBM `bandwidth` B/s."""
+    return memory.overhead_us * 1e-6 + moved_bytes / (bandwidth * memory.efficiency)
 
 
 class AnalyticalModel:
@@ -37,9 +42,9 @@ class AnalyticalModel:
         self.gemm_peak = gpu.peak_flops(dtype)  # raises for a dtype the GPU has no peak in
         self._attention: dict[str, tuple[AttentionParams, Architecture]] = {}
         self.memory = cal.memory
-        attention_dtype = dtype if dtype in ATTENTION_DTYPES else DType.bf16
-        self.attention_peak = gpu.peak_flops(attention_dtype)
-        self.attention_clock = cal.gemm(gpu, attention_dtype)[0]  # the tensor cores' clock behaviour
+        self.attention_dtype = dtype if dtype in ATTENTION_DTYPES else DType.bf16
+        self.attention_peak = gpu.peak_flops(self.attention_dtype)
+        self.attention_clock = cal.gemm(gpu, self.attention_dtype)[0]  # the tensor cores' clock behaviour
 
     def seconds(self, specs: Sequence[KernelSpec]) -> np.ndarray:
         """Seconds of each kernel, GEMMs evaluated together."""
@@ -61,14 +66,14 @@ class AnalyticalModel:
             if spec.kclass == KernelClass.attention:
                 out[i] = self._attention_seconds(spec)
             elif spec.kclass == KernelClass.memory:
-                out[i] = self.memory.overhead_us * 1e-6 + spec.bytes / (
-                    self.gpu.memory_bandwidth * self.memory.efficiency)
+                out[i] = memory_seconds(self.memory, self.gpu.memory_bandwidth, spec.bytes)
         return out
 
     def attention(self, impl: str) -> tuple[AttentionParams, Architecture]:
-        """Parameters of attention library `impl` on this GPU (maybe lent) and the layout they apply to."""
+        """Parameters of attention library `impl` in this model's 16-bit dtype on this GPU (maybe lent) and the
+        layout they apply to."""
         if impl not in self._attention:
-            params, donor = self.calibrations.attention(self.gpu, impl)
+            params, donor = self.calibrations.attention(self.gpu, impl, self.attention_dtype)
             self._attention[impl] = params, self.calibrations.architecture(self.gpu, donor)
         return self._attention[impl]
 

@@ -1,7 +1,9 @@
 """Flash-attention time from its shape: one CTA per (batch, head, query block) walks the key blocks it
 needs (all of them, or the causal triangle's share), and the CTAs run in waves over the SMs.
 
-The backward is parallel over key blocks instead, which has the same spread of work per CTA. Per block
+The backward is parallel over key blocks instead, which has the same spread of work per CTA. PyTorch's
+attention without a fused kernel is timed the same way, its fitted block rate standing for the passes over
+the materialised score matrix, and it computes every block whatever the mask. Per block
 the forward multiplies Q K^T and P V (qk_dim + v_dim per score); the backward recomputes the scores and
 forms dV, dP, dQ and dK (3 qk_dim + 2 v_dim per score). Softmax work per score counts as extra dims.
 """
@@ -12,10 +14,13 @@ import math
 
 import numpy as np
 
-from ..workload.kernels import KernelSpec, Phase
+from ..workload.kernels import KernelSpec, Phase, attention_impl
 from .calibration import Architecture, AttentionParams
 
 BACKWARD_PHASES = (Phase.bwd_ig, Phase.bwd_wg)
+FULL_MATRIX_LIBRARIES = ("pytorch",)
+"""Libraries that compute the whole score matrix and mask it afterwards (PyTorch's math attention: matmul, masked
+softmax, matmul), so a causal mask saves them no work; the tiled kernels skip the blocks above the diagonal."""
 
 
 def attention_seconds(p: AttentionParams, arch: Architecture, peak: float, spec: KernelSpec) -> float:
@@ -27,7 +32,8 @@ def attention_seconds(p: AttentionParams, arch: Architecture, peak: float, spec:
     block = arch.attention_block
     block_seconds = 2.0 * block * block * (dims + phase.softmax_dims) / (peak * phase.efficiency / arch.sm_count)
     blocks = wave_blocks(s["batch"] * s["heads"], math.ceil(s["seq_q"] / block), math.ceil(s["seq_k"] / block),
-                         bool(s["causal"]), phase.block_overhead, arch.sm_count)
+                         bool(s["causal"]) and attention_impl(spec) not in FULL_MATRIX_LIBRARIES, phase.block_overhead,
+                         arch.sm_count)
     return p.overhead_us * 1e-6 + blocks * block_seconds
 
 

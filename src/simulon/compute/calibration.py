@@ -26,6 +26,10 @@ GEMM_DTYPE_FALLBACK = {
     DType.fp32: (DType.fp32, DType.tf32, DType.bf16),
 }
 """Whose efficiency surface a GEMM in each dtype borrows when the GPU has none fitted for it."""
+ATTENTION_DTYPE_FALLBACK = {DType.fp16: (DType.fp16, DType.bf16), DType.bf16: (DType.bf16, DType.fp16)}
+"""Fused attention runs in 16-bit: fp16 and bf16 have the same tensor-core rate (the GPU templates list the
+same dense peak), so a library measured in one of them on a GPU runs the other like it where that one was
+never measured there."""
 
 
 @dataclass(frozen=True)
@@ -80,7 +84,8 @@ class GpuCalibration:
     """Everything fitted for one GPU template; any part may be missing (then a nearer GPU lends it)."""
 
     gemm: dict[DType, GemmParams]
-    attention: dict[str, AttentionParams]  # per attention library (workload.kernels.FLASH_IMPLEMENTATIONS)
+    attention: dict[tuple[str, DType], AttentionParams]  # per attention library (workload.kernels.
+    #                                                      FLASH_IMPLEMENTATIONS) and 16-bit dtype
     sm_count: int  # the SM count its parameters were fitted with
     borrowed: frozenset[DType] = frozenset()  # GEMM dtypes fitted only in efficiency, on another GPU's shape
 
@@ -110,9 +115,9 @@ class Calibrations:
         gpus = {}
         for stem, doc in (calibration.get("gpus") or {}).items():
             gemm = {DType(d): _build(GemmParams, p) for d, p in (doc.get("gemm") or {}).items()}
-            attention = {impl: AttentionParams(_build(AttentionPhase, att["fwd"]), _build(AttentionPhase, att["bwd"]),
-                                               att["overhead_us"])
-                         for impl, att in (doc.get("attention") or {}).items()}
+            attention = {(impl, DType(d)): AttentionParams(_build(AttentionPhase, att["fwd"]),
+                                                           _build(AttentionPhase, att["bwd"]), att["overhead_us"])
+                         for impl, by_dtype in (doc.get("attention") or {}).items() for d, att in by_dtype.items()}
             borrowed = frozenset(DType(d) for d, p in (doc.get("gemm") or {}).items() if "shape_from" in p)
             gpus[stem] = GpuCalibration(gemm, attention, int(doc["sm_count"]), borrowed)
         return cls(gpus=gpus, sm_counts=dict(architecture["sm_count"]),
@@ -152,16 +157,18 @@ class Calibrations:
         chosen = usable[0] if usable else next(d for d in chain if d in cal.gemm)
         return cal.gemm[chosen], donor
 
-    def attention(self, gpu: GPUSpec, impl: str) -> tuple[AttentionParams, str]:
-        """Attention parameters of library `impl` on gpu, and the template they were fitted on. The GPU comes
-        first, as for GEMMs: a library never measured on this GPU runs like its stand-in measured here (an
-        old kernel is held back by the same chip); elsewhere the GPU nearest in spec with either lends."""
-        chain = (impl, *self.attention_stand_ins.get(impl, ()))
-        donor = self.nearest(gpu, lambda c: any(i in c.attention for i in chain))
+    def attention(self, gpu: GPUSpec, impl: str, dtype: DType = DType.bf16) -> tuple[AttentionParams, str]:
+        """Attention parameters of library `impl` in 16-bit `dtype` on gpu, and the template they were fitted on.
+        The GPU comes first, as for GEMMs, then the library: a library never measured on this GPU in this dtype
+        runs like itself in the other 16-bit dtype, else like its stand-in measured here (an old kernel is held
+        back by the same chip); elsewhere the GPU nearest in spec with any of them lends."""
+        chain = [(i, d) for i in (impl, *self.attention_stand_ins.get(impl, ()))
+                 for d in ATTENTION_DTYPE_FALLBACK.get(dtype, ATTENTION_DTYPE_FALLBACK[DType.bf16])]
+        donor = self.nearest(gpu, lambda c: any(key in c.attention for key in chain))
         if donor is None:
             raise ValueError(f"no {impl} attention calibration on any GPU")
         cal = self.gpus[donor]
-        return cal.attention[next(i for i in chain if i in cal.attention)], donor
+        return cal.attention[next(key for key in chain if key in cal.attention)], donor
 
     def nearest(self, gpu: GPUSpec, has, preferred=lambda c: True) -> str | None:
         """The GPU itself if fitted, else the fitted GPU closest in spec: same vendor first, then the same

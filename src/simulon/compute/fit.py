@@ -3,7 +3,8 @@ data/calibration.yaml) and by the leave-one-GPU-out benchmark; a simulation only
 
 Each GPU and dtype with enough GEMM rows gets its own full parameter set; one with a few rows (a single
 best-shape measurement, say) keeps the shape parameters of the nearest fully fitted GPU and fits only
-its efficiency. Attention is fitted per GPU and library, forward and backward apart where the rows separate them.
+its efficiency. Attention is fitted per GPU, library and 16-bit dtype, forward and backward apart where the rows
+separate them.
 The loss is the mean absolute log ratio of predicted to measured time.
 """
 
@@ -19,7 +20,7 @@ import numpy as np
 from ..config.common import DType
 from ..config.dc import GPUSpec
 from ..workload.kernels import KernelSpec, Phase, attention_impl
-from .analytical import AnalyticalModel
+from .analytical import AnalyticalModel, memory_seconds
 from .attention import attention_seconds
 from .calibration import Architecture, AttentionParams, AttentionPhase, Calibrations, GemmParams, GpuCalibration
 from .gemm import GemmShapes, gemm_seconds
@@ -62,10 +63,10 @@ def fit_calibration(observations: Sequence[Observation], arch: Calibrations, set
     `memo` may carry full fits between calls on subsets of the same observations."""
     memo = {} if memo is None else memo
     by_group: dict[tuple[str, DType], list[Observation]] = defaultdict(list)
-    attention: dict[tuple[str, str], list[Observation]] = defaultdict(list)
+    attention: dict[tuple[str, str, DType], list[Observation]] = defaultdict(list)
     for obs in observations:
         if obs.family == "attention":
-            attention[(obs.gpu, attention_impl(obs.specs[0]))].append(obs)
+            attention[(obs.gpu, attention_impl(obs.specs[0]), obs.dtype)].append(obs)
         else:
             by_group[(obs.gpu, obs.dtype)].append(obs)
     gemm: dict[str, dict[DType, GemmParams]] = defaultdict(dict)
@@ -93,19 +94,23 @@ def fit_calibration(observations: Sequence[Observation], arch: Calibrations, set
     _lend_group_overhead(arch, gemm, {k for k, v in grouped.items() if v})
     att = {key: _fit_attention(obs, _layout(arch, key[0], gemm), settings) for key, obs in sorted(attention.items())}
     doc: dict = {}
-    for gpu in sorted(set(gemm) | {g for g, _ in att}):
+    for gpu in sorted(set(gemm) | {g for g, _, _ in att}):
         entry: dict = {"sm_count": _sm_count(arch, gpu, gemm)}
         if gemm.get(gpu):
             entry["gemm"] = {d.value: {**_rounded(p), "rows": rows.get((gpu, d), 0),
                                        **({"shape_from": shape_from[(gpu, d)]} if (gpu, d) in shape_from else {})}
                              for d, p in sorted(gemm[gpu].items())}
-        libraries = sorted(impl for g, impl in att if g == gpu)
+        libraries = sorted({impl for g, impl, _ in att if g == gpu})
         if libraries:
-            entry["attention"] = {impl: {"fwd": _rounded(att[(gpu, impl)].fwd), "bwd": _rounded(att[(gpu, impl)].bwd),
-                                         "overhead_us": round(att[(gpu, impl)].overhead_us, 4),
-                                         "rows": len(attention[(gpu, impl)])} for impl in libraries}
+            entry["attention"] = {impl: {d.value: _attention_entry(att[key], len(attention[key]))
+                                         for key in sorted(k for k in att if k[:2] == (gpu, impl)) for d in key[2:]}
+                                  for impl in libraries}
         doc[gpu] = entry
     return {"gpus": doc}
+
+
+def _attention_entry(p: AttentionParams, rows: int) -> dict:
+    return {"fwd": _rounded(p.fwd), "bwd": _rounded(p.bwd), "overhead_us": round(p.overhead_us, 4), "rows": rows}
 
 
 def predict(obs: Sequence[Observation], cal: Calibrations) -> np.ndarray:
@@ -154,8 +159,11 @@ def _gemm_loss(obs: Sequence[Observation], arch: Architecture, spec: GPUSpec, dt
     shapes = GemmShapes.of([o.specs[0] for o in obs])
     measured = np.array([o.seconds for o in obs])
     peak, bandwidth = spec.peak_flops(dtype), spec.memory_bandwidth
-    return lambda p: float(np.mean(np.abs(np.log(gemm_seconds(p, arch, peak, bandwidth, dtype.bytes, shapes)
-                                                 / measured))))
+    memory = Calibrations.shipped().memory
+    # what else the row timed besides the GEMM (an operand transpose): memory-bound kernels, not fitted here
+    besides = np.array([sum(memory_seconds(memory, bandwidth, s.bytes) for s in o.specs[1:]) for o in obs])
+    return lambda p: float(np.mean(np.abs(np.log((gemm_seconds(p, arch, peak, bandwidth, dtype.bytes, shapes)
+                                                  + besides) / measured))))
 
 
 def _layout(arch: Calibrations, gpu: str, gemm: dict[str, dict[DType, GemmParams]]) -> Architecture:
@@ -172,7 +180,7 @@ def _fit_gemm(obs: Sequence[Observation], start: GemmParams, free: list[str] | N
 
 def _fit_attention(obs: Sequence[Observation], arch: Architecture, settings: FitSettings) -> AttentionParams:
     spec = _spec(obs[0].gpu)
-    peak = spec.peak_flops(DType.bf16)
+    peak = spec.peak_flops(obs[0].dtype)
     measured = np.array([o.seconds for o in obs])
 
     def loss(p: AttentionParams) -> float:

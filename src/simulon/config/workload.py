@@ -175,9 +175,11 @@ class TrainingSpec(StrictModel):
     dtype: LaxDType = DType.bf16
     grad_reduce_dtype: LaxDType | None = Field(
         None, description="gradient element type in data-parallel reductions; fp32 unless training in fp16")
-    attention: Literal["flash", "flash_v1", "flash_triton", "unfused"] = Field(
+    attention: Literal["flash", "flash_v1", "flash_triton", "xformers", "pytorch", "unfused"] = Field(
         "flash", description="flash: FlashAttention-2/3 or cuDNN fused attention; flash_v1: FlashAttention 1; "
-        "flash_triton: the Triton FlashAttention of 2022; unfused: kernels that materialise the score matrix")
+        "flash_triton: the Triton FlashAttention of 2022; xformers: xformers' memory-efficient attention (SDPA's "
+        "efficient backend); pytorch: PyTorch's attention as one fitted kernel (SDPA's math backend); unfused: "
+        "kernels that materialise the score matrix")
     elementwise: Literal["fused", "eager"] = Field(
         "fused", description="fused: bias-GELU, softmax and bias-dropout-add as single kernels (Megatron, "
         "Transformer Engine); eager: every PyTorch op its own kernel over whole tensors (HuggingFace models)")

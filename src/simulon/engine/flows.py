@@ -16,7 +16,7 @@ import numpy as np
 
 from ..collective.decompose import local_pass
 from ..collective.nccl import PROTOCOLS, constants
-from ..collective.types import CollType
+from ..collective.types import POINT_TO_POINT
 from ..dag.fold import Fold
 from ..dag.nodes import ExecutionDAG, NodeKind
 from ..network.topology import FROM_SCALE_UP_SWITCH, TO_SCALE_UP_SWITCH, Topology
@@ -91,7 +91,7 @@ def flow_properties(dag: ExecutionDAG, topology: Topology, fold: Fold) -> FlowPr
     model = topology.model
     in_switch = np.isin(dag.peer[nodes], (TO_SCALE_UP_SWITCH, FROM_SCALE_UP_SWITCH))
     lanes = np.array([c.lanes for c in dag.collectives] + [1], dtype=np.float64)[coll]
-    grouped = np.array([c.ctype == CollType.AllToAll for c in dag.collectives] + [False])[coll]
+    grouped = np.array([c.ctype in POINT_TO_POINT for c in dag.collectives] + [False])[coll]
     from_flow = np.zeros(dag.num_nodes, dtype=bool)
     from_flow[dag.edge_dst[dag.kind[dag.edge_src] == NodeKind.flow]] = True
     to_flow = np.zeros(dag.num_nodes, dtype=bool)

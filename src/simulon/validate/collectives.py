@@ -27,7 +27,14 @@ from ..progress import SILENT, Progress
 from .report import Comparison, Skipped, ValidationReport, number
 
 COLLECTIVES = {"all_reduce": CollType.AllReduce, "all_gather": CollType.AllGather,
-               "reduce_scatter": CollType.ReduceScatter, "alltoall": CollType.AllToAll}
+               "reduce_scatter": CollType.ReduceScatter, "alltoall": CollType.AllToAll,
+               "sendrecv": CollType.SendRecv, "collective_permute (p2p ring shift)": CollType.SendRecv}
+PERMUTE_GROUP = 8
+"""XLA's collective-permute rows name no group: its table generator runs the permute over every device of the
+run's device list (xla/tools/collective_perf_table_gen.cc), which the table does not give either. Its pairs
+are a ring shift i -> i+1, or the partner or opposite-half exchanges of the same generator, one message per
+GPU each way in all three: on an NVSwitch every pattern loads each GPU's port alike, and so does any group
+size. The rows are simulated over one 8-GPU node's worth (a DGX's node; 8 of an NVL72 rack)."""
 FORCED = {"ring": "ring", "nvls": "nvls", "nvlstree": "nvls_tree", "tree": "tree"}
 """Algorithm names of NCCL_ALGO as the notes write them -> simulon's."""
 COLUMNS = ("hardware", "collective", "msg_bytes", "group_size", "busbw_GBps", "time_us")
@@ -96,6 +103,8 @@ def _case_of(index: int, row: dict[str, str]) -> tuple[tuple, Case, float, float
     if ctype is None:
         return f"collective {row['collective']!r} is not one simulon models"
     size, n = number(row, "msg_bytes"), number(row, "group_size")
+    if n is None and ctype == CollType.SendRecv:
+        n = PERMUTE_GROUP
     if size is None or n is None or size <= 0 or n < 2:
         return "no message size or group size"
     system = _system(row["hardware"])
@@ -151,6 +160,11 @@ def _spikes(case: Case) -> set[int]:
     return spikes
 
 
+def _op_label(ctype: CollType) -> str:
+    """Send/receive is reported apart from the collectives of its family ("B200/sendrecv >=1MiB")."""
+    return "/sendrecv" if ctype == CollType.SendRecv else ""
+
+
 def size_class(size: float) -> str:
     return ">=1MiB" if size >= LARGE_MESSAGE else "<1MiB"
 
@@ -158,7 +172,7 @@ def size_class(size: float) -> str:
 def validate_collectives(rows: list[dict[str, str]], model: LinkModel | None = None,
                          progress: Progress = SILENT) -> ValidationReport:
     """Predicted vs measured busbw_GBps for every row the network model covers, grouped by hardware family
-    and message size class. `progress` is told each sweep as it is done."""
+    (send/receive apart) and message size class. `progress` is told each sweep as it is done."""
     cases, skipped = collective_cases(rows)
     report = ValidationReport(skipped=skipped)
     by_index: dict[int, Comparison] = {}
@@ -172,7 +186,7 @@ def validate_collectives(rows: list[dict[str, str]], model: LinkModel | None = N
             continue
         for (index, subset, size, busbw), value in zip(case.rows, predicted, strict=True):
             by_index[index] = Comparison(index, subset, "busbw_GBps", busbw, value,
-                                         f"{case.system.family} {size_class(size)}")
+                                         f"{case.system.family}{_op_label(case.ctype)} {size_class(size)}")
     report.rows = [by_index[i] for i in sorted(by_index)]
     report.skipped.sort(key=lambda s: s.index)
     return report

@@ -15,7 +15,16 @@ from ..compute.fit import Observation
 from ..config.common import DType
 from ..config.dc import GPUSpec
 from ..config.errors import ConfigError
-from ..workload.kernels import FLASH_IMPLEMENTATIONS, KernelClass, KernelSpec, Phase, attention, attention_impl, gemm
+from ..workload.kernels import (
+    FLASH_IMPLEMENTATIONS,
+    KernelClass,
+    KernelSpec,
+    Phase,
+    attention,
+    attention_impl,
+    gemm,
+    memory_bound,
+)
 from .report import Comparison, Skipped, ValidationReport, number
 
 HARDWARE = {
@@ -28,13 +37,18 @@ HARDWARE = {
 }
 """The tables' hardware names -> shipped GPU templates (a GH200, Gaudi or MI355X row has no template)."""
 DTYPES = {
-    "bf16": DType.bf16, "fp16/bf16": DType.bf16, "bf16 out, bf16 in": DType.bf16, "fp32 out, bf16 in": DType.bf16,
+    "bf16": DType.bf16, "fp16": DType.fp16,
+    # the FlashAttention charts: its benchmark script (benchmarks/benchmark_flash_attention.py) times fp16
+    "fp16/bf16": DType.fp16, "bf16 out, bf16 in": DType.bf16, "fp32 out, bf16 in": DType.bf16,
     "bf16xbf16->bf16": DType.bf16, "f32xf32->f32": DType.tf32,  # XLA's f32 dot runs on TF32 tensor cores
     "f8e4m3fnxf8e4m3fn->bf16": DType.fp8, "fp8 e4m3fn": DType.fp8,
 }
 ATTENTION_LIBRARIES = {"[FlashAttention-2]": "flash", "(TE fused attn)": "flash", "[FlashAttention]": "flash_v1",
-                       "[FlashAttention Triton]": "flash_triton"}
+                       "[FlashAttention Triton]": "flash_triton", "[PyTorch]": "pytorch", "[xformers]": "xformers"}
 """The tables' attention kernels -> the flash-attention library they measured (workload.kernels)."""
+TN_ONLY_FP8 = ("h100-sxm",)
+"""GPUs (Hopper) whose FP8 tensor-core GEMMs in cuBLASLt take both operands K-major only (the "TN" layout of
+NVIDIA's cuBLAS documentation, cublasLtMatmul FP8 requirements); Blackwell takes every layout."""
 COLUMNS = ("hardware", "kernel", "dtype", "M", "N", "K", "batch", "kernel_tflops")
 GEMM_FAMILY_MIN_FLOPS = 1e9
 """GEMMs of at least 1 GFLOP are reported apart: below it launch latency, not the GPU, sets the time."""
@@ -65,7 +79,8 @@ def validate_kernels(rows: list[dict[str, str]], calibrations: Calibrations | No
 
 def family(obs: Observation) -> str:
     if obs.family == "gemm":
-        return "gemm" if obs.flops >= GEMM_FAMILY_MIN_FLOPS else "gemm <1 GFLOP"
+        name = "gemm fp8" if obs.dtype == DType.fp8 else "gemm"  # fp8 apart: Hopper's rows are held out of the fit
+        return name if obs.flops >= GEMM_FAMILY_MIN_FLOPS else f"{name} <1 GFLOP"
     if obs.family == "attention" and attention_impl(obs.specs[0]) != FLASH_IMPLEMENTATIONS[0]:
         return f"attention {attention_impl(obs.specs[0])}"
     return obs.family
@@ -98,8 +113,9 @@ def observation(index: int, row: dict[str, str]) -> Observation | str:
     kclass = specs[0].kclass
     name = "attention" if kclass == KernelClass.attention else "grouped_gemm" if \
         kclass == KernelClass.grouped_gemm else "gemm"
-    return Observation(index, gpu, dtype if name != "attention" else DType.bf16, specs, flops / (tflops * 1e12),
-                       flops, row.get("subset", ""), name)
+    if name != "attention" and tflops * 1e12 > GPUSpec.model_validate({"from": gpu}).peak_flops(dtype):
+        return f"suspect: {tflops:g} TFLOP/s is above the GPU's dense {dtype.value} peak (the source marks such rows)"
+    return Observation(index, gpu, dtype, specs, flops / (tflops * 1e12), flops, row.get("subset", ""), name)
 
 
 def _dims(row: dict[str, str], *columns: str) -> list[int]:
@@ -111,8 +127,6 @@ def _dims(row: dict[str, str], *columns: str) -> list[int]:
 
 
 def _gemm(kernel: str, row: dict[str, str], gpu: str, dtype: DType) -> tuple[tuple[KernelSpec, ...], float] | str:
-    if "XLA dot" in kernel and dtype == DType.fp8 and gpu == "h100-sxm":
-        return "suspect: the source marks its sm_90 FP8 rows, some above the dense FP8 peak"
     m, n, k = _dims(row, "M", "N", "K")
     out_bytes = 4.0 if row["dtype"] == "f32xf32->f32" else 2.0
     if "grouped GEMM" in kernel:
@@ -132,13 +146,19 @@ def _gemm(kernel: str, row: dict[str, str], gpu: str, dtype: DType) -> tuple[tup
     spec = gemm("gemm", phase, m * batch, n, k, out_bytes, batch)
     if batch > 1:  # one batched launch, not a grouped GEMM
         spec = KernelSpec(spec.name, KernelClass.gemm, spec.phase, spec.flops, spec.hw_flops, spec.bytes, spec.shape)
+    if "XLA dot" in kernel and dtype == DType.fp8 and gpu in TN_ONLY_FP8:
+        # XLA's dot takes its right operand K x N; cuBLASLt's FP8 GEMM on Hopper takes it only K-major (TN), so
+        # XLA transposes it first: one more pass that reads and writes the operand
+        return (spec, memory_bound("fp8_operand_transpose", Phase.fwd, 2.0 * k * n * batch * dtype.bytes,
+                                   k * n * batch)), 2.0 * m * n * k * batch
     return (spec,), 2.0 * m * n * k * batch
 
 
 def _attention(kernel: str, row: dict[str, str]) -> tuple[tuple[KernelSpec, ...], float] | str:
     impl = next((lib for name, lib in ATTENTION_LIBRARIES.items() if name in kernel), None)
     if impl is None:
-        return f"attention implementation {kernel!r} is not modelled (flash-attention 1, 2, Triton and cuDNN are)"
+        return (f"attention implementation {kernel!r} is not modelled (flash-attention 1, 2, Triton, cuDNN, xformers "
+                f"and PyTorch's are)")
     seq, batch, head_dim = _dims(row, "M", "batch", "head_dim")
     notes = row.get("notes", "")
     if "TE fused attn" in kernel:  # SimuMax: causal; FLOPs count the full score matrix, backward 2.5x

@@ -75,9 +75,12 @@ def memory_bound(name: str, phase: Phase, moved_bytes: float, elements: float,
                       (("bytes", round(moved_bytes)),))
 
 
-FLASH_IMPLEMENTATIONS = ("flash", "flash_v1", "flash_triton")
-"""Fused attention kernels, one algorithm at three speeds: FlashAttention-2/3 or cuDNN's fused attention (the
-default), FlashAttention 1 (2022), and the Triton FlashAttention of 2022 (MosaicML's `attn_impl: triton`)."""
+FLASH_IMPLEMENTATIONS = ("flash", "flash_v1", "flash_triton", "xformers", "pytorch")
+"""Attention libraries timed as one kernel per direction: FlashAttention-2/3 or cuDNN's fused attention (the
+default, and PyTorch SDPA's `flash` backend), FlashAttention 1 (2022), the Triton FlashAttention of 2022
+(MosaicML's `attn_impl: triton`), xformers' memory-efficient attention (SDPA's `efficient` backend runs its
+kernel), and PyTorch's own attention without a fused kernel (SDPA's `math` backend; the reference of the
+FlashAttention benchmarks), each at its own fitted speed."""
 
 
 def attention(phase: Phase, batch: int, heads: int, kv_heads: int, seq_q: int, seq_k: int,
