@@ -92,6 +92,12 @@ def parse_scenario(data: Any, source: str = "<scenario>", base_dir: Path | None 
 def load_scenario(path: str | Path) -> ScenarioConfig:
     """Load and validate a scenario YAML file; relative template paths resolve from its folder."""
     path = Path(path)
+    return parse_scenario(read_scenario_data(path), str(path), path.parent)
+
+
+def read_scenario_data(path: Path) -> Any:
+    """A scenario file's YAML, read as load_scenario reads it (one located message for any problem), not yet
+    validated."""
     try:
         text = read_yaml_text(path)
     except OSError as exc:
@@ -105,4 +111,4 @@ def load_scenario(path: str | Path) -> ScenarioConfig:
     except yaml.YAMLError as exc:
         where, problem = yaml_problem(exc)
         raise ConfigError(f"{path}: (YAML){where}: {problem}") from None
-    return parse_scenario(data, str(path), path.parent)
+    return data

@@ -16,6 +16,7 @@ allocator's excess) and device (nvidia-smi's used memory: reserved plus the CUDA
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from ..config.scenario import ScenarioConfig
 from ..config.workload import MegatronWorkload
@@ -182,13 +183,15 @@ class MemoryModel:
         parts: dict[str, float] = {}
         units: dict[int, float] = {}
         forward = backward = 0.0
+        kinds: dict[tuple[bool, bool], list[int]] = {}  # (MoE layer, recomputed) -> the layers of that kind
         for position, layer in enumerate(layers):
-            recompute = par.recomputes_layer(position)
-            moe = self.states.kernels.is_moe_layer(layer)
-            one = acts.layer(moe, recompute)
+            kind = (self.states.kernels.is_moe_layer(layer), par.recomputes_layer(position))
+            kinds.setdefault(kind, []).append(layer)
+        for kind, members in kinds.items():
+            one = acts.layer(*kind)
             for name, value in one.parts.items():
-                parts[name] = parts.get(name, 0.0) + value
-            units[layer] = one.total
+                parts[name] = parts.get(name, 0.0) + value * len(members)
+            units.update(dict.fromkeys(members, one.total))
             forward, backward = max(forward, one.forward_transient), max(backward, one.backward_transient)
         if self.layers.is_first(stage, chunk):
             parts.update(acts.embedding())
@@ -214,11 +217,12 @@ class MemoryModel:
 
     def _peak_activations(self, stage: int, chunks: list[_Chunk]) -> tuple[float, float, float]:
         """(kept, transient, micro-batches kept) at the stage's activation peak, walking its schedule."""
-        steps = self.scheduler.steps(stage, self.layout.pp, self.num_microbatches)
+        par = self.workload.parallelism
+        steps = schedule_steps(par.pipeline_schedule, par.vpp, stage, self.layout.pp, self.num_microbatches)
         live, best = 0.0, (0.0, 0.0)
-        for step in steps:
-            chunk = chunks[step.chunk]
-            if step.kind == "F":
+        for forward, index in steps:
+            chunk = chunks[index]
+            if forward:
                 live += chunk.kept
                 candidate = (live, chunk.forward)
             else:
@@ -238,6 +242,14 @@ class MemoryModel:
         if par.fsdp != "none" and layout.fsdp != layout.dp * layout.cp:
             sizes.append(layout.fsdp)
         return sum(1 for size in sizes if size > 1)
+
+
+@lru_cache(maxsize=4096)
+def schedule_steps(schedule: str, chunks: int, stage: int, num_stages: int,
+                   microbatches: int) -> tuple[tuple[bool, int], ...]:
+    """(is a forward, model chunk) of each step of a stage's schedule; strategy searches ask again and again."""
+    steps = make_scheduler(schedule, chunks).steps(stage, num_stages, microbatches)
+    return tuple((step.kind == "F", step.chunk) for step in steps)
 
 
 def estimate_memory(sc: ScenarioConfig) -> MemoryReport:

@@ -150,6 +150,7 @@ class LayerKernels:
         self.model, self.shape, self.attention_impl = model, shape, attention_impl
         self.cross_entropy = cross_entropy
         self.passes = EAGER_PASSES if elementwise == "eager" else FUSED_PASSES
+        self._layer_params: dict[bool, tuple[float, float]] = {}
 
     def __getitem__(self, name: str) -> dict[Phase, KernelSpec]:
         return self.table[name]
@@ -322,7 +323,12 @@ class LayerKernels:
         return moe is not None and layer >= moe.first_dense_layers
 
     def layer_params(self, moe_layer: bool) -> tuple[float, float]:
-        """(dense, expert) parameters of one layer: norms and GEMM weights."""
+        """(dense, expert) parameters of one layer: norms and GEMM weights (worked out once per kind of layer)."""
+        if moe_layer not in self._layer_params:
+            self._layer_params[moe_layer] = self._count_layer_params(moe_layer)
+        return self._layer_params[moe_layer]
+
+    def _count_layer_params(self, moe_layer: bool) -> tuple[float, float]:
         dense_names = [*self.attention_inputs, "attn_proj"]
         expert = 0.0
         if not moe_layer:

@@ -1,0 +1,286 @@
+"""A fast estimate of one strategy's step time, to rank every strategy before the best few are replayed.
+
+Per micro-batch and pipeline stage: the kernels of every layer from the calibrated compute model (the same
+model `populate` uses), plus the communication a layer cannot hide, each collective at NCCL's own predicted
+time for it (collective/tuner.py, `predicted_seconds`: latency plus size over bus bandwidth, on the
+scenario's topology): tensor-parallel all-reduces (or all-gathers and reduce-scatters; with
+`tp_comm_overlap` only what outlasts the GEMMs they overlap), context-parallel key/value all-gathers,
+expert-parallel all-to-alls, and the pipeline send of each micro-batch's activations.
+
+The step: the pipeline formula of Narayanan et al. (SC'21, section 2.2) with the slowest stage,
+(m + (pp - 1) / vpp) x t_microbatch, plus the data-parallel synchronisation the last micro-batch's backward
+(gradient reduce) and the first forward (parameter all-gather) cannot hide, plus the optimizer step. FSDP
+gathers each layer's weights before its forward and backward: what outlasts the layer's compute is exposed.
+
+What it leaves out (the replay has it): flows sharing links across concurrent collectives, the exact
+schedule's dependencies, and SM sharing between kernels and communication.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..collective.tuner import CollectivePlan
+from ..collective.types import CollType
+from ..compute.analytical import AnalyticalModel
+from ..config.common import DType
+from ..config.dc import GPUSpec
+from ..config.workload import MegatronWorkload
+from ..workload.data_parallel import ADAM_BYTES_PER_PARAM
+from ..workload.kernels import KernelClass, Phase, memory_bound
+from ..workload.layer_kernels import LayerKernels, ShardShape
+from ..workload.layout import RankLayout
+from ..workload.parameters import ModelParameters, PipelineLayers
+from ..workload.program import EMBEDDING_LAYER, HEAD_LAYER
+from .space import Strategy
+
+AR, AG, RS, A2A, SR = (CollType.AllReduce, CollType.AllGather, CollType.ReduceScatter, CollType.AllToAll,
+                       CollType.SendRecv)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A strategy's estimated step, in seconds, by where the time goes."""
+
+    iteration_s: float
+    compute_s: float       # the slowest stage's kernels over all micro-batches (recompute included)
+    recompute_s: float     # of which re-run forwards
+    tp_s: float            # exposed tensor-parallel communication
+    cp_s: float
+    ep_s: float
+    pp_s: float            # pipeline sends
+    bubble_s: float        # (pp - 1) / vpp micro-batches of the slowest stage
+    dp_s: float            # exposed data-parallel synchronisation
+    optimizer_s: float
+
+    def breakdown_ms(self) -> dict[str, float]:
+        return {name: 1e3 * getattr(self, f"{name}_s") for name in
+                ("compute", "recompute", "tp", "cp", "ep", "pp", "bubble", "dp", "optimizer")}
+
+
+@dataclass(frozen=True)
+class _LayerCost:
+    """One layer's (or the embedding's / head's) costs per micro-batch on one rank, seconds."""
+
+    forward: float
+    backward: float
+    recompute: float
+    tp: float
+    cp: float
+    ep: float
+
+
+class Estimator:
+    """Estimates strategies of one workload on one datacenter; caches what strategies share."""
+
+    def __init__(self, workload: MegatronWorkload, gpu: GPUSpec, plan: CollectivePlan):
+        self.workload, self.gpu, self.plan = workload, gpu, plan
+        self._units: dict[tuple, _LayerCost] = {}
+        self._tables: dict[tuple, LayerKernels] = {}
+        self._models: dict[str, AnalyticalModel] = {}
+        self._params: dict[tuple, tuple[float, float]] = {}
+        self._stages: dict[tuple, _StageCost] = {}
+        self._layouts: dict[tuple, RankLayout] = {}
+        self._groups: dict[tuple, tuple[int, ...]] = {}
+
+    def compute_model(self, dtype: str) -> AnalyticalModel:
+        """The calibrated compute model for a number format (read once per search)."""
+        if dtype not in self._models:
+            self._models[dtype] = AnalyticalModel(self.gpu, DType(dtype))
+        return self._models[dtype]
+
+    def estimate(self, strategy: Strategy, workload: MegatronWorkload) -> Estimate:
+        """`workload`: the base workload with the strategy applied (search.run builds it)."""
+        s = strategy
+        layout = self._layout(s)
+        layers = PipelineLayers.of(workload)
+        kernels = self._kernels(strategy, workload)
+        microbatches = workload.training.global_batch_size // (s.micro_batch_size * s.dp)
+        stage_costs = [self._stage_cost(s, workload, kernels, layers, stage) for stage in range(s.pp)]
+        slowest = max(range(s.pp), key=lambda stage: stage_costs[stage].total)
+        cost = stage_costs[slowest]
+        per_mb = cost.total
+        pp_send = self._pipeline_send(s, workload, layout) if s.pp > 1 else 0.0
+        bubble = (s.pp - 1) / s.vpp * per_mb
+        params = self._stage_params(s, workload, kernels, layers, slowest)
+        dp, optimizer = self._data_parallel(s, workload, layout, params, cost, microbatches)
+        total = microbatches * (per_mb + 2 * pp_send) + bubble + dp + optimizer
+        return Estimate(total, microbatches * cost.compute, microbatches * cost.recompute, microbatches * cost.tp,
+                        microbatches * cost.cp, microbatches * cost.ep, microbatches * 2 * pp_send, bubble, dp,
+                        optimizer)
+
+    # ---- per stage ----
+
+    @staticmethod
+    def shape_key(s: Strategy) -> tuple:
+        """What a layer's kernels and communication depend on: strategies equal here share their unit costs."""
+        expert_layout = s.dp if s.ep > 1 else 0  # where the expert-parallel group's members sit
+        return (s.tp, s.cp, expert_layout, s.ep, s.etp, s.micro_batch_size, s.sequence_parallel, s.recompute,
+                s.dtype, s.tp_comm_overlap)
+
+    def _stage_cost(self, s: Strategy, workload: MegatronWorkload, kernels: LayerKernels, layers: PipelineLayers,
+                    stage: int) -> _StageCost:
+        key = (self.shape_key(s), s.pp, s.vpp, stage)
+        if key not in self._stages:
+            self._stages[key] = self._sum_stage(s, workload, kernels, layers, stage)
+        return self._stages[key]
+
+    def _sum_stage(self, s: Strategy, workload: MegatronWorkload, kernels: LayerKernels, layers: PipelineLayers,
+                   stage: int) -> _StageCost:
+        total = _StageCost()
+        for unit in layers.stage_units(stage):
+            kind = unit if unit < 0 else int(kernels.is_moe_layer(unit))  # embedding, head, dense (0) or MoE (1)
+            key = (self.shape_key(s), kind)
+            if key not in self._units:
+                self._units[key] = self._cost_of_unit(s, workload, kernels, kind)
+            total.add(self._units[key])
+        return total
+
+    def _cost_of_unit(self, s: Strategy, workload: MegatronWorkload, kernels: LayerKernels, unit: int) -> _LayerCost:
+        """Kernels and exposed communication of a dense layer (unit 0), an MoE layer (1), the embedding or head."""
+        model = self.compute_model(s.dtype)
+        names = self._unit_kernels(kernels, unit)
+        specs = {phase: [kernels[n][phase] for n in names if phase in kernels[n]]
+                 for phase in (Phase.fwd, Phase.bwd_ig, Phase.bwd_wg)}
+        seconds = {phase: float(model.seconds(specs[phase]).sum()) if specs[phase] else 0.0 for phase in specs}
+        forward, backward = seconds[Phase.fwd], seconds[Phase.bwd_ig] + seconds[Phase.bwd_wg]
+        recompute = 0.0
+        if unit >= 0 and s.recompute == "full":
+            recompute = forward
+        elif unit >= 0 and s.recompute == "selective":
+            recompute = float(model.seconds([kernels[n][Phase.fwd] for n in kernels.attention_core]).sum())
+        tp, cp, ep = self._layer_comm(s, workload, kernels, unit, specs, model)
+        return _LayerCost(forward, backward, recompute, tp, cp, ep)
+
+    @staticmethod
+    def _unit_kernels(kernels: LayerKernels, unit: int) -> list[str]:
+        head = {"final_norm", "lm_head", "loss", "lm_head_cast"}
+        if unit == EMBEDDING_LAYER:
+            return ["embedding"]
+        if unit == HEAD_LAYER:
+            return [n for n in kernels.table if n in head]
+        skip = "mlp_" if unit == 1 else "moe_"  # an MoE layer has no dense MLP, a dense one no experts
+        return [n for n in kernels.table if n not in head and n != "embedding" and not n.startswith(skip)]
+
+    def _layer_comm(self, s: Strategy, workload: MegatronWorkload, kernels: LayerKernels, unit: int,
+                    specs: dict, model: AnalyticalModel) -> tuple[float, float, float]:
+        """Exposed TP, CP and EP communication of one unit per micro-batch (forward and backward)."""
+        if unit < 0:
+            return 0.0, 0.0, 0.0
+        shape, h = kernels.shape, workload.model.hidden_size
+        block = shape.tokens * h * shape.act_bytes  # a block's output, whole sequence share of this rank
+        blocks = 2  # attention and MLP (or MoE) each reduce their output across tp
+        tp = 0.0
+        if s.tp > 1:
+            group = tuple(range(s.tp))
+            per_block = (self.plan.predicted_seconds(AG, group, block) + self.plan.predicted_seconds(RS, group, block)
+                         if s.sequence_parallel else self.plan.predicted_seconds(AR, group, block))
+            tp = 2 * blocks * per_block  # forward and backward
+            if s.tp_comm_overlap:
+                gemms = sum(float(model.seconds([spec]).sum()) for phase in specs for spec in specs[phase]
+                            if spec.kclass in (KernelClass.gemm, KernelClass.grouped_gemm))
+                tp = max(0.0, tp - gemms)
+        cp = 0.0
+        if s.cp > 1:
+            m = workload.model
+            kv = 2 * shape.tokens * s.cp * max(m.kv_heads // s.tp, 1) * m.head_size * shape.act_bytes
+            group = tuple(range(0, s.tp * s.cp, s.tp))
+            cp = self.plan.predicted_seconds(AG, group, kv) + self.plan.predicted_seconds(RS, group, kv)
+        ep = 0.0
+        if unit == 1 and s.ep > 1:
+            layout = self._layout(s)
+            routed = shape.routed_tokens(workload.model.moe.top_k) * h * shape.act_bytes
+            ep = 4 * self.plan.predicted_seconds(A2A, layout.group("ep", 0), routed)
+        return tp, cp, ep
+
+    def _layout(self, s: Strategy) -> RankLayout:
+        key = (s.tp, s.cp, s.dp, s.pp, s.ep, s.etp)
+        if key not in self._layouts:
+            self._layouts[key] = RankLayout(tp=s.tp, cp=s.cp, dp=s.dp, pp=s.pp, ep=s.ep, etp=s.etp)
+        return self._layouts[key]
+
+    def _group(self, s: Strategy, layout: RankLayout, axis: str) -> tuple[int, ...]:
+        """Rank 0's group along an axis (every group of a symmetric layout costs the same)."""
+        key = (s.tp, s.cp, s.dp, s.pp, s.ep, s.etp, axis)
+        if key not in self._groups:
+            self._groups[key] = layout.group(axis, 0)
+        return self._groups[key]
+
+    def _stage_params(self, s: Strategy, workload: MegatronWorkload, kernels: LayerKernels, layers: PipelineLayers,
+                      stage: int) -> tuple[float, float]:
+        """(dense, expert) parameters one rank of a stage holds; they depend on the sharding of weights only."""
+        key = (s.tp, s.ep, s.etp, s.pp, s.vpp, stage)
+        if key not in self._params:
+            self._params[key] = ModelParameters(kernels, workload.model, layers).stage(stage).total()
+        return self._params[key]
+
+    def _pipeline_send(self, s: Strategy, workload: MegatronWorkload, layout: RankLayout) -> float:
+        shape = ShardShape.of(workload)
+        size = shape.norm_tokens * workload.model.hidden_size * shape.act_bytes
+        return self.plan.predicted_seconds(SR, (0, layout.rank(pp=1)), size)
+
+    def _data_parallel(self, s: Strategy, workload: MegatronWorkload, layout: RankLayout,
+                       params: tuple[float, float], cost: _StageCost, microbatches: int) -> tuple[float, float]:
+        """(exposed gradient and parameter sync, optimizer step) of the slowest stage."""
+        dense, expert = params
+        shape = ShardShape.of(workload)
+        groups = ((dense, self._group(s, layout, "dp_cp")), (expert, self._group(s, layout, "edp")))
+        exposed = 0.0
+        shards = 0.0
+        for count, group in groups:
+            if count == 0:
+                continue
+            shards += count / len(group)
+            if len(group) == 1:
+                continue
+            grads, weights = count * shape.grad_bytes, count * shape.act_bytes
+            if s.sharding == "fsdp":  # per layer and micro-batch: gather twice, reduce-scatter once
+                gather = self.plan.predicted_seconds(AG, group, weights)
+                scatter = self.plan.predicted_seconds(RS, group, grads)
+                exposed += microbatches * max(0.0, 2 * gather + scatter - cost.compute)
+            elif s.sharding == "zero2":
+                scatter = self.plan.predicted_seconds(RS, group, grads)
+                gather = self.plan.predicted_seconds(AG, group, weights)
+                exposed += microbatches * max(0.0, scatter - cost.backward) + max(0.0, gather - cost.forward)
+            else:
+                scatter = self.plan.predicted_seconds(RS, group, grads)
+                gather = self.plan.predicted_seconds(AG, group, weights)
+                exposed += max(0.0, scatter - cost.backward) + max(0.0, gather - cost.forward)
+        step = memory_bound("adam", Phase.step, ADAM_BYTES_PER_PARAM * shards, shards)
+        optimizer = float(self.compute_model(s.dtype).seconds([step]).sum())
+        return exposed, optimizer
+
+    def _kernels(self, s: Strategy, workload: MegatronWorkload) -> LayerKernels:
+        """The workload's kernel table, shared by strategies of the same shape."""
+        key = self.shape_key(s)
+        if key not in self._tables:
+            train = workload.training
+            self._tables[key] = LayerKernels(workload.model, ShardShape.of(workload), train.attention,
+                                             train.elementwise, train.cross_entropy)
+        return self._tables[key]
+
+
+@dataclass
+class _StageCost:
+    """A stage's costs per micro-batch, summed over its units."""
+
+    compute: float = 0.0
+    forward: float = 0.0
+    backward: float = 0.0
+    recompute: float = 0.0
+    tp: float = 0.0
+    cp: float = 0.0
+    ep: float = 0.0
+
+    def add(self, unit: _LayerCost) -> None:
+        self.forward += unit.forward
+        self.backward += unit.backward + unit.recompute
+        self.recompute += unit.recompute
+        self.compute += unit.forward + unit.backward + unit.recompute
+        self.tp += unit.tp
+        self.cp += unit.cp
+        self.ep += unit.ep
+
+    @property
+    def total(self) -> float:
+        return self.compute + self.tp + self.cp + self.ep

@@ -1,0 +1,256 @@
+"""The search: enumerate, prune by exact rules, drop what does not fit, estimate the rest, replay the best.
+
+1. `space.Space` enumerates every strategy and prunes by divisibility and dominance, counting each rule.
+2. The memory model (memory/) decides feasibility on the stages that hold the most: the first (most
+   micro-batches in flight, the embedding) and the last (the LM head and its logits). An infeasible strategy
+   is counted under the term that is largest on its fullest stage.
+3. `estimate.Estimator` ranks every feasible strategy in well under a millisecond each.
+4. The best `replay` strategies are simulated by the full contention-aware replay (pipeline.simulate) on a
+   process pool, and the ranking puts the replayed ones first, by their replayed step time.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..collective.tuner import CollectivePlan
+from ..config.common import DType
+from ..config.errors import ConfigError
+from ..config.loading import parse_scenario, read_scenario_data
+from ..config.scenario import ScenarioConfig
+from ..config.workload import MegatronWorkload, ParallelismSpec
+from ..memory import MemoryModel, StageMemory
+from ..memory.runtime import GiB
+from ..network.topology import Topology
+from ..progress import SILENT, Progress
+from .estimate import Estimate, Estimator
+from .space import Limits, Space, Strategy
+
+RECOMPUTE_STRENGTH = {"none": 0, "selective": 1, "full": 2}
+"""How much each recomputation setting saves: memory never rises with a stronger one."""
+
+
+@dataclass(frozen=True, order=True)
+class Estimated:
+    """A feasible strategy's estimated step time (ordering by time, then by the strategy's fields)."""
+
+    seconds: float
+    strategy: Strategy
+    estimate: Estimate = field(compare=False)
+
+    def __init__(self, estimate: Estimate, strategy: Strategy):
+        object.__setattr__(self, "seconds", estimate.iteration_s)
+        object.__setattr__(self, "strategy", strategy)
+        object.__setattr__(self, "estimate", estimate)
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """One strategy in the ranking: its estimate, its memory, and its replayed step time if it was replayed."""
+
+    strategy: Strategy
+    estimate: Estimate
+    peak_memory_gib: float
+    capacity_gib: float
+    peak_stage: int
+    replay_ms: float | None = None
+    mfu: float | None = None
+
+    @property
+    def iteration_ms(self) -> float:
+        return self.replay_ms if self.replay_ms is not None else 1e3 * self.estimate.iteration_s
+
+    @property
+    def headroom_gib(self) -> float:
+        return self.capacity_gib - self.peak_memory_gib
+
+
+@dataclass
+class SearchResult:
+    enumerated: int
+    pruned: Counter
+    infeasible: Counter
+    estimated: int
+    replayed: int
+    seconds: float
+    ranked: list[Ranked]
+    tokens_per_step: float
+    num_gpus: int
+    closest_miss: tuple[Strategy, str] | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def apply(workload: MegatronWorkload, strategy: Strategy) -> MegatronWorkload:
+    """The workload with a strategy's parallelism and training settings (the parallelism block validated; the
+    model and the rest of training are the base's, already validated)."""
+    parallelism = {**workload.parallelism.model_dump(exclude_none=True), **strategy.parallelism()}
+    for key in ("num_microbatches", "layers_per_stage", "expert_tensor_parallel"):
+        parallelism.pop(key, None)
+    if strategy.etp != strategy.tp:
+        parallelism["expert_tensor_parallel"] = strategy.etp
+    training = workload.training.model_copy(update={"micro_batch_size": strategy.micro_batch_size,
+                                                    "dtype": DType(strategy.dtype)})
+    return workload.model_copy(update={"parallelism": ParallelismSpec.model_validate(parallelism),
+                                       "training": training})
+
+
+def scenario_for(sc: ScenarioConfig, strategy: Strategy, num_gpus: int) -> ScenarioConfig:
+    """The base scenario running a strategy on `num_gpus` GPUs."""
+    workload = apply(sc.workload, strategy)
+    data = sc.model_dump(exclude_none=True)
+    data["workload"] = workload.model_dump(exclude_none=True)
+    data["workload"]["training"]["num_gpus"] = num_gpus
+    return parse_scenario(data, "search")
+
+
+def _replay(args: tuple[dict, str]) -> tuple[float, float]:
+    """(step ms, MFU) of one scenario replayed; runs in a worker process."""
+    from ..pipeline import simulate
+
+    data, name = args
+    sim = simulate(parse_scenario(data, name))
+    return sim.result.iteration_time_ms, sim.result.mfu
+
+
+class Search:
+    """A strategy search over one scenario's model, datacenter and batch."""
+
+    def __init__(self, sc: ScenarioConfig, num_gpus: int | None = None, limits: Limits | None = None,
+                 fp8: bool = True):
+        if sc.workload is None:
+            raise ConfigError("the scenario has no workload block to search strategies for")
+        self.sc, self.workload = sc, sc.workload
+        dc = sc.datacenter
+        self.num_gpus = num_gpus or sc.workload.training.num_gpus or dc.num_gpus
+        if self.num_gpus > dc.num_gpus:
+            raise ConfigError(f"--gpus: {self.num_gpus} is more than the datacenter's {dc.num_gpus} GPUs")
+        gpu = dc.node.gpu
+        has_fp8 = fp8 and _supports(gpu, DType.fp8)
+        self.space = Space(self.workload, self.num_gpus, dc.node.gpus_per_node, has_fp8, limits)
+        topology = Topology.from_datacenter(dc, self.num_gpus)
+        self.estimator = Estimator(self.workload, gpu, CollectivePlan.from_config(topology, sc.collective))
+        self.capacity = gpu.memory_capacity_gb * GiB
+        self.gpu = gpu
+
+    def run(self, top: int = 10, replay: int = 10, progress: Progress = SILENT,
+            workers: int | None = None) -> SearchResult:
+        started = time.perf_counter()
+        infeasible: Counter[str] = Counter()
+        candidates: list[Estimated] = []
+        self._known: dict[tuple, list[tuple[int, int, str | None]]] = {}
+        self._closest: tuple[float, Strategy, str] | None = None
+        progress.stage("enumerating and estimating strategies")
+        for strategy in self.space.strategies():
+            try:
+                workload = apply(self.workload, strategy)
+            except ValueError as exc:
+                self.space.pruned[f"invalid: {str(exc).splitlines()[0][:80]}"] += 1
+                continue
+            why = self._fits(strategy, workload)
+            if why is not None:
+                infeasible[why] += 1
+                continue
+            candidates.append(Estimated(self.estimator.estimate(strategy, workload), strategy))
+        candidates.sort()
+        best = [self._ranked(c.strategy, c.estimate) for c in candidates[:max(top, replay)]]
+        replayed = self._replay(best[:replay], progress, workers)
+        ranked = sorted(replayed, key=lambda r: (r.iteration_ms, r.strategy)) + best[len(replayed):]
+        train = self.workload.training
+        miss = None
+        if self._closest is not None:
+            device, strategy, term = self._closest
+            miss = (strategy, f"needs {device / GiB:.1f} GiB, {(device - self.capacity) / GiB:.1f} GiB over the "
+                              f"{self.capacity / GiB:.0f} GiB of a {self.gpu.name}; largest term: {term}")
+        return SearchResult(self.space.enumerated, self.space.pruned, infeasible, len(candidates), len(replayed),
+                            time.perf_counter() - started, ranked[:top],
+                            train.global_batch_size * train.sequence_length, self.num_gpus, miss)
+
+    def _ranked(self, strategy: Strategy, estimate: Estimate) -> Ranked:
+        peak = self.memory(strategy)
+        return Ranked(strategy, estimate, peak.device / GiB, self.capacity / GiB, peak.stage)
+
+    def _fits(self, strategy: Strategy, workload: MegatronWorkload) -> str | None:
+        """None if the strategy fits, else the largest term of its fullest stage. Memory never falls with a
+        larger micro-batch or a weaker recomputation, so a strategy is settled without the memory model when
+        one it dominates (or that dominates it) was: `_known` keeps the evaluated ones per family."""
+        family = (strategy.tp, strategy.pp, strategy.vpp, strategy.cp, strategy.ep, strategy.etp,
+                  strategy.sequence_parallel, strategy.sharding, strategy.dtype)
+        level = RECOMPUTE_STRENGTH[strategy.recompute]
+        known = self._known.setdefault(family, [])
+        for mbs, strength, why in known:
+            if why is None and strategy.micro_batch_size <= mbs and level >= strength:
+                return None
+            if why is not None and strategy.micro_batch_size >= mbs and level <= strength:
+                return why
+        peak = self.memory(strategy, workload)
+        why = None if peak.fits else peak.largest_terms(1)[0][0]
+        known.append((strategy.micro_batch_size, level, why))
+        if why is not None and (self._closest is None or peak.device < self._closest[0]):
+            self._closest = (peak.device, strategy, why)
+        return why
+
+    def memory(self, strategy: Strategy, workload: MegatronWorkload | None = None) -> StageMemory:
+        """The fullest of the first and last stage (the first keeps the most micro-batches and the embedding,
+        the last the LM head and its logits; a middle stage keeps less than the first)."""
+        model = MemoryModel(workload or apply(self.workload, strategy), self.num_gpus, self.capacity, self.gpu.name)
+        return max((model.stage(s) for s in sorted({0, strategy.pp - 1})), key=lambda s: s.device)
+
+    def _replay(self, best: list[Ranked], progress: Progress, workers: int | None) -> list[Ranked]:
+        if not best:
+            return []
+        jobs = [(scenario_for(self.sc, r.strategy, self.num_gpus).model_dump(exclude_none=True), "search")
+                for r in best]
+        progress.stage(f"replaying the best {len(jobs)}", total=len(jobs), unit="strategies")
+        results: list[tuple[float, float]] = []
+        with ProcessPoolExecutor(max_workers=workers or os.cpu_count() or 1) as pool:
+            for result in pool.map(_replay, jobs):
+                results.append(result)
+                progress.advance(len(results))
+        return [Ranked(r.strategy, r.estimate, r.peak_memory_gib, r.capacity_gib, r.peak_stage, ms, mfu)
+                for r, (ms, mfu) in zip(best, results, strict=True)]
+
+
+def load_search_scenario(path: Path) -> tuple[ScenarioConfig, int | None]:
+    """A scenario to search strategies for, and the GPU count it asks for (None: every GPU of its datacenter).
+    Its parallelism block, if any, is set aside: the search chooses it, and a layout the model and batch
+    cannot run must not stop the file from loading."""
+    data = read_scenario_data(path)
+    workload = data.get("workload") if isinstance(data, dict) else None
+    num_gpus = None
+    if isinstance(workload, dict):
+        workload = {**workload, "parallelism": {}}
+        training = workload.get("training")
+        if isinstance(training, dict):
+            num_gpus = training.get("num_gpus")
+            workload["training"] = {**training, "num_gpus": 1, "micro_batch_size": 1}
+        data = {**data, "workload": workload}
+    sc = parse_scenario(data, str(path), path.parent)
+    if sc.workload is not None:  # the placeholder GPU count and micro-batch were only there to pass validation
+        training = sc.workload.training.model_copy(update={"num_gpus": None})
+        sc = sc.model_copy(update={"workload": sc.workload.model_copy(update={"training": training})})
+    return sc, num_gpus
+
+
+def _supports(gpu: Any, dtype: DType) -> bool:
+    try:
+        gpu.peak_flops(dtype)
+    except ValueError:
+        return False
+    return True
+
+
+def search(sc: ScenarioConfig, num_gpus: int | None = None, top: int = 10, replay: int = 10,
+           limits: Limits | None = None, fp8: bool = True, progress: Progress = SILENT,
+           workers: int | None = None) -> SearchResult:
+    """Search every strategy for a scenario's model and batch on its datacenter (see the module docstring)."""
+    return Search(sc, num_gpus, limits, fp8).run(top, replay, progress, workers)
+
+
+Reporter = Callable[[SearchResult], None]

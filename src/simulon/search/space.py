@@ -1,0 +1,151 @@
+"""The strategies a search enumerates, and the exact rules that prune them before anything is estimated.
+
+A strategy fixes every parallel degree and training knob the Megatron-Core workload has: tp, pp, vpp (model
+chunks), dp (what the GPU count leaves), cp, ep, expert tensor parallelism, micro-batch size, sequence
+parallelism, recomputation (none, selective, full), the optimizer's sharding (distributed optimizer = ZeRO-1,
+ZeRO-2, FSDP), the GEMM number format and tensor-parallel communication overlap.
+
+Rules that are exact (a strategy they remove cannot run, or another strategy is never worse):
+* divisibility: tp divides the heads, the key/value heads and the GPUs of a node (Megatron keeps a tensor-
+  parallel group inside one NVLink domain); pp·vpp divides the layers; 2·cp divides the sequence; tp·pp·cp
+  divides the GPUs; the micro-batch times dp divides the global batch; ep divides the experts and, with
+  experts split like the attention (etp = tp), dp·cp, or with unsplit experts (etp = 1) tp·cp·dp.
+* dominance: with tp > 1 sequence parallelism keeps the same communication volume (a reduce-scatter and an
+  all-gather in place of each all-reduce) and never more memory, so strategies without it are dropped; plain
+  data parallelism is dropped for the distributed optimizer, which moves the same bytes (reduce-scatter plus
+  all-gather in place of the all-reduce) and keeps less.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ..config.common import DType
+from ..config.workload import MegatronWorkload
+
+SHARDINGS = ("distributed_optimizer", "zero2", "fsdp")
+"""Optimizer-state sharding: ZeRO-1 (Megatron's distributed optimizer), ZeRO-2 and ZeRO-3 (FSDP)."""
+RECOMPUTE = ("none", "selective", "full")
+MICRO_BATCHES = (1, 2, 4, 8)
+CONTEXT_PARALLEL = (1, 2, 4, 8, 16)
+MAX_VPP = 8
+"""Model chunks per stage considered: Megatron's recipes use up to 8 (Llama 3 405B on 16,384 GPUs ran 4-8)."""
+
+
+@dataclass(frozen=True, order=True)
+class Strategy:
+    """One point of the search space."""
+
+    tp: int
+    pp: int
+    vpp: int
+    dp: int
+    cp: int
+    ep: int
+    etp: int
+    micro_batch_size: int
+    sequence_parallel: bool
+    recompute: str
+    sharding: str
+    dtype: str
+    tp_comm_overlap: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def parallelism(self) -> dict[str, Any]:
+        """The scenario's `workload.parallelism` block for this strategy."""
+        block: dict[str, Any] = {
+            "tp": self.tp, "pp": self.pp, "cp": self.cp, "ep": self.ep, "vpp": self.vpp,
+            "sequence_parallel": self.sequence_parallel, "tp_comm_overlap": self.tp_comm_overlap,
+            "recompute": self.recompute,
+            "distributed_optimizer": self.sharding == "distributed_optimizer",
+            "fsdp": {"zero2": "shard_grad_op", "fsdp": "full_shard"}.get(self.sharding, "none"),
+        }
+        if self.vpp > 1:
+            block["pipeline_schedule"] = "interleaved_1f1b"
+        if self.etp != self.tp:
+            block["expert_tensor_parallel"] = self.etp
+        return block
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What the user restricts: allowed values per dimension (None: the default range)."""
+
+    values: dict[str, tuple] | None = None
+
+    def allows(self, dimension: str, value: Any) -> bool:
+        allowed = (self.values or {}).get(dimension)
+        return allowed is None or value in allowed
+
+
+def _divisors(n: int, cap: int | None = None) -> list[int]:
+    return [d for d in range(1, (cap or n) + 1) if n % d == 0]
+
+
+class Space:
+    """Every strategy for one workload on `num_gpus` GPUs of `gpus_per_node`, counting what the rules prune."""
+
+    def __init__(self, workload: MegatronWorkload, num_gpus: int, gpus_per_node: int, fp8: bool,
+                 limits: Limits | None = None):
+        self.workload, self.num_gpus, self.gpus_per_node = workload, num_gpus, gpus_per_node
+        self.limits = limits or Limits()
+        base = workload.training.dtype
+        self.dtypes = (base.value,) + (("fp8",) if fp8 and base in (DType.bf16, DType.fp16) else ())
+        self.pruned: Counter[str] = Counter()
+        self.enumerated = 0
+
+    def strategies(self) -> Iterator[Strategy]:
+        """Every strategy that passes the exact rules; `enumerated` and `pruned` count the rest by rule."""
+        model, train = self.workload.model, self.workload.training
+        lim = self.limits
+        moe = model.moe
+        tps = [t for t in _divisors(self.gpus_per_node) if model.num_heads % t == 0 and model.kv_heads % t == 0]
+        dims = itertools.product(
+            tps, _divisors(model.num_layers), range(1, MAX_VPP + 1), CONTEXT_PARALLEL,
+            _divisors(moe.num_experts) if moe else [1], (False, True) if moe else (False,), MICRO_BATCHES,
+            (False, True), RECOMPUTE, ("ddp", *SHARDINGS), self.dtypes, (False, True))
+        for tp, pp, vpp, cp, ep, unsplit, mbs, sp, recompute, sharding, dtype, overlap in dims:
+            self.enumerated += 1
+            reason = self._rule(tp, pp, vpp, cp, ep, unsplit, mbs, sp, sharding, overlap, train.global_batch_size,
+                                train.sequence_length)
+            if reason:
+                self.pruned[reason] += 1
+                continue
+            strategy = Strategy(tp, pp, vpp, self.num_gpus // (tp * pp * cp), cp, ep, 1 if unsplit else tp, mbs, sp,
+                                recompute, sharding, dtype, overlap)
+            if lim.values and not all(lim.allows(k, v) for k, v in strategy.to_json().items()):
+                self.pruned["excluded by the command's options"] += 1
+                continue
+            yield strategy
+
+    def _rule(self, tp: int, pp: int, vpp: int, cp: int, ep: int, unsplit: bool, mbs: int, sp: bool,
+              sharding: str, overlap: bool, gbs: int, seq: int) -> str | None:
+        """The first exact rule a combination breaks, or None."""
+        layers = self.workload.model.num_layers
+        if (pp == 1 and vpp > 1) or layers % (pp * vpp):
+            return "divisibility: pp x vpp must divide the layers (vpp only with pp > 1)"
+        if seq % (2 * cp) or (sp and seq % (tp * cp)):
+            return "divisibility: 2 x cp (and tp x cp with sequence parallelism) must divide the sequence"
+        if self.num_gpus % (tp * pp * cp):
+            return "divisibility: tp x pp x cp must divide the GPUs"
+        dp = self.num_gpus // (tp * pp * cp)
+        if gbs % (mbs * dp):
+            return "divisibility: micro-batch x dp must divide the global batch"
+        ranks = tp * cp * dp if unsplit else dp * cp  # what expert parallelism is carved out of
+        if ep > 1 and ranks % ep:
+            return "divisibility: ep must divide dp x cp (tp x dp x cp with unsplit experts)"
+        if unsplit and (ep == 1 or tp == 1):
+            return "dominance: unsplit experts are the default when tp = 1 or without expert parallelism"
+        if tp > 1 and not sp:
+            return "dominance: sequence parallelism moves the same bytes and keeps less"
+        if tp == 1 and (sp or overlap):
+            return "divisibility: sequence parallelism and its overlap need tp > 1"
+        if sharding == "ddp":
+            return "dominance: the distributed optimizer moves the same bytes as DDP and keeps less"
+        return None
