@@ -24,6 +24,7 @@ from .memory import memory as memory_command
 from .memory import print_report, summary_line, warnings
 from .output import print_table
 from .profile import app as profile_app
+from .search import search as search_command
 from .topology import topology as topology_command
 from .validate import app as validate_app
 
@@ -32,6 +33,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
 app.add_typer(validate_app, name="validate")
 app.command(name="topology")(topology_command)
 app.command(name="memory")(memory_command)
+app.command(name="search")(search_command)
 app.add_typer(profile_app, name="profile")
 
 

@@ -93,13 +93,6 @@ class CollectivePlan:
             self.choices[key] = self._choose(ctype, shape, size)
         return self.choices[key]
 
-    def predicted_seconds(self, ctype: CollType | str, group, size: float) -> float:
-        """NCCL's model time of the choice this plan makes for one collective alone: a steady-state estimate in
-        seconds (the strategy search ranks with it), not the replay's flow-level time."""
-        ctype = coll_type(ctype)
-        choice = self.choose(ctype, group, size)
-        return self._time(ctype, self.shape(group), size, choice.algorithm, choice.protocol) * 1e-6
-
     def _choose(self, ctype: CollType, shape: GroupShape, size: float) -> Choice:
         if self.algorithm == "auto":
             candidates = [(a, p) for a in self._enabled(ctype, shape) for p in self._protocols(a, ctype)]

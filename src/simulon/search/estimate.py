@@ -1,9 +1,10 @@
 """A fast estimate of one strategy's step time, to rank every strategy before the best few are replayed.
 
 Per micro-batch and pipeline stage: the kernels of every layer from the calibrated compute model (the same
-model `populate` uses), plus the communication a layer cannot hide, each collective at NCCL's own predicted
-time for it (collective/tuner.py, `predicted_seconds`: latency plus size over bus bandwidth, on the
-scenario's topology): tensor-parallel all-reduces (or all-gathers and reduce-scatters; with
+model `populate` uses), plus the communication a layer cannot hide, each collective at the time simulon
+gives it alone on the scenario's datacenter (`pipeline.time_collective`: replayed flow by flow, or in steady
+state when large; calibrated against nccl-tests measurements), worked out once per collective, group shape
+and size: tensor-parallel all-reduces (or all-gathers and reduce-scatters; with
 `tp_comm_overlap` only what outlasts the GEMMs they overlap), context-parallel key/value all-gathers,
 expert-parallel all-to-alls, and the pipeline send of each micro-batch's activations.
 
@@ -12,8 +13,11 @@ The step: the pipeline formula of Narayanan et al. (SC'21, section 2.2) with the
 (gradient reduce) and the first forward (parameter all-gather) cannot hide, plus the optimizer step. FSDP
 gathers each layer's weights before its forward and backward: what outlasts the layer's compute is exposed.
 
-What it leaves out (the replay has it): flows sharing links across concurrent collectives, the exact
-schedule's dependencies, and SM sharing between kernels and communication.
+Kernels that run beside communication lose the SMs NCCL holds (one per channel), as in the replay
+(engine/replay.py): the compute a collective overlaps is stretched by sm / (sm - channels).
+
+What it leaves out (the replay has it): flows sharing links across concurrent collectives and the exact
+schedule's dependencies.
 """
 
 from __future__ import annotations
@@ -23,9 +27,13 @@ from dataclasses import dataclass
 from ..collective.tuner import CollectivePlan
 from ..collective.types import CollType
 from ..compute.analytical import AnalyticalModel
+from ..compute.calibration import Calibrations
 from ..config.common import DType
-from ..config.dc import GPUSpec
+from ..config.dc import DatacenterConfig
+from ..config.scenario import CollectiveConfig
 from ..config.workload import MegatronWorkload
+from ..engine.replay import MAX_HELD_SHARE
+from ..pipeline import time_collective
 from ..workload.data_parallel import ADAM_BYTES_PER_PARAM
 from ..workload.kernels import KernelClass, Phase, memory_bound
 from ..workload.layer_kernels import LayerKernels, ShardShape
@@ -73,8 +81,12 @@ class _LayerCost:
 class Estimator:
     """Estimates strategies of one workload on one datacenter; caches what strategies share."""
 
-    def __init__(self, workload: MegatronWorkload, gpu: GPUSpec, plan: CollectivePlan):
-        self.workload, self.gpu, self.plan = workload, gpu, plan
+    def __init__(self, workload: MegatronWorkload, datacenter: DatacenterConfig, plan: CollectivePlan,
+                 collective: CollectiveConfig):
+        self.workload, self.datacenter, self.plan, self.collective = workload, datacenter, plan, collective
+        gpu = self.gpu = datacenter.node.gpu
+        self._collectives: dict[tuple, float] = {}
+        self.sm_count = Calibrations.shipped().sm_count(gpu)
         self._units: dict[tuple, _LayerCost] = {}
         self._tables: dict[tuple, LayerKernels] = {}
         self._models: dict[str, AnalyticalModel] = {}
@@ -173,25 +185,60 @@ class Estimator:
         tp = 0.0
         if s.tp > 1:
             group = tuple(range(s.tp))
-            per_block = (self.plan.predicted_seconds(AG, group, block) + self.plan.predicted_seconds(RS, group, block)
-                         if s.sequence_parallel else self.plan.predicted_seconds(AR, group, block))
-            tp = 2 * blocks * per_block  # forward and backward
-            if s.tp_comm_overlap:
+            if s.sequence_parallel:  # forward: gather the input, reduce-scatter the output; backward: the same
+                gather = self.seconds(AG, group, block)  # reversed, and the input gathered again
+                tp = blocks * (3 * gather + 2 * self.seconds(RS, group, block))  # for the wgrad GEMM
+            else:  # the row-parallel output forward, the column-parallel input gradient backward
+                tp = 2 * blocks * self.seconds(AR, group, block)
+            if s.tp_comm_overlap:  # hidden behind the GEMMs, which run on the SMs NCCL leaves
                 gemms = sum(float(model.seconds([spec]).sum()) for phase in specs for spec in specs[phase]
                             if spec.kclass in (KernelClass.gemm, KernelClass.grouped_gemm))
-                tp = max(0.0, tp - gemms)
+                channels = self.plan.choose(AG if s.sequence_parallel else AR, group, block).channels
+                tp = max(0.0, tp - gemms) + min(tp, gemms) * (self.stretch(channels) - 1)
         cp = 0.0
         if s.cp > 1:
             m = workload.model
             kv = 2 * shape.tokens * s.cp * max(m.kv_heads // s.tp, 1) * m.head_size * shape.act_bytes
             group = tuple(range(0, s.tp * s.cp, s.tp))
-            cp = self.plan.predicted_seconds(AG, group, kv) + self.plan.predicted_seconds(RS, group, kv)
+            cp = self.seconds(AG, group, kv) + self.seconds(RS, group, kv)
         ep = 0.0
         if unit == 1 and s.ep > 1:
             layout = self._layout(s)
             routed = shape.routed_tokens(workload.model.moe.top_k) * h * shape.act_bytes
-            ep = 4 * self.plan.predicted_seconds(A2A, layout.group("ep", 0), routed)
+            ep = 4 * self.seconds(A2A, layout.group("ep", 0), routed)
         return tp, cp, ep
+
+    def model_flops(self) -> float:
+        """Model FLOPs of one step (Narayanan et al.'s convention, as the replay counts them): every layer's
+        forward and backward kernels on one unsharded micro-batch of one sequence, times the global batch."""
+        base = self.workload
+        parallelism = base.parallelism.model_copy(update={"tp": 1, "cp": 1, "ep": 1, "sequence_parallel": False,
+                                                          "expert_tensor_parallel": None})
+        training = base.training.model_copy(update={"micro_batch_size": 1})
+        one = base.model_copy(update={"parallelism": parallelism, "training": training})
+        kernels = LayerKernels(one.model, ShardShape.of(one), one.training.attention, one.training.elementwise,
+                               one.training.cross_entropy)
+        layers = PipelineLayers.of(one)
+        flops = 0.0
+        for unit in layers.stage_units(0):
+            kind = unit if unit < 0 else int(kernels.is_moe_layer(unit))
+            for name in self._unit_kernels(kernels, kind):
+                flops += sum(spec.flops for phase, spec in kernels[name].items() if phase != Phase.recompute)
+        return flops * base.training.global_batch_size
+
+    def seconds(self, ctype: CollType, group: tuple[int, ...], size: float) -> float:
+        """One collective alone, as simulon times it (cached per collective, group shape and size)."""
+        key = (ctype, self.plan.shape(group), round(size))
+        if key not in self._collectives:
+            c = self.collective
+            timing = time_collective(self.datacenter, ctype, group, size, c.algorithm, c.num_channels, c.protocol)
+            self._collectives[key] = timing.time_us * 1e-6
+        return self._collectives[key]
+
+    def stretch(self, channels: int) -> float:
+        """How much longer a kernel runs beside a collective of `channels` channels (engine/replay.py)."""
+        held = min(channels, MAX_HELD_SHARE * self.sm_count)
+        return self.sm_count / (self.sm_count - held)
 
     def _layout(self, s: Strategy) -> RankLayout:
         key = (s.tp, s.cp, s.dp, s.pp, s.ep, s.etp)
@@ -217,7 +264,7 @@ class Estimator:
     def _pipeline_send(self, s: Strategy, workload: MegatronWorkload, layout: RankLayout) -> float:
         shape = ShardShape.of(workload)
         size = shape.norm_tokens * workload.model.hidden_size * shape.act_bytes
-        return self.plan.predicted_seconds(SR, (0, layout.rank(pp=1)), size)
+        return self.seconds(SR, (0, layout.rank(pp=1)), size)
 
     def _data_parallel(self, s: Strategy, workload: MegatronWorkload, layout: RankLayout,
                        params: tuple[float, float], cost: _StageCost, microbatches: int) -> tuple[float, float]:
@@ -234,18 +281,18 @@ class Estimator:
             if len(group) == 1:
                 continue
             grads, weights = count * shape.grad_bytes, count * shape.act_bytes
+            scatter = self.seconds(RS, group, grads)
+            gather = self.seconds(AG, group, weights)
+            slower = self.stretch(self.plan.choose(RS, group, grads).channels) - 1  # compute beside the sync
             if s.sharding == "fsdp":  # per layer and micro-batch: gather twice, reduce-scatter once
-                gather = self.plan.predicted_seconds(AG, group, weights)
-                scatter = self.plan.predicted_seconds(RS, group, grads)
-                exposed += microbatches * max(0.0, 2 * gather + scatter - cost.compute)
-            elif s.sharding == "zero2":
-                scatter = self.plan.predicted_seconds(RS, group, grads)
-                gather = self.plan.predicted_seconds(AG, group, weights)
-                exposed += microbatches * max(0.0, scatter - cost.backward) + max(0.0, gather - cost.forward)
-            else:
-                scatter = self.plan.predicted_seconds(RS, group, grads)
-                gather = self.plan.predicted_seconds(AG, group, weights)
-                exposed += max(0.0, scatter - cost.backward) + max(0.0, gather - cost.forward)
+                sync = 2 * gather + scatter
+                exposed += microbatches * (max(0.0, sync - cost.compute) + min(sync, cost.compute) * slower)
+            elif s.sharding == "zero2":  # gradients reduce-scattered every micro-batch
+                exposed += microbatches * (max(0.0, scatter - cost.backward) + min(scatter, cost.backward) * slower)
+                exposed += max(0.0, gather - cost.forward) + min(gather, cost.forward) * slower
+            else:  # the last micro-batch's backward hides the reduction, the first forward the gather
+                exposed += max(0.0, scatter - cost.backward) + min(scatter, cost.backward) * slower
+                exposed += max(0.0, gather - cost.forward) + min(gather, cost.forward) * slower
         step = memory_bound("adam", Phase.step, ADAM_BYTES_PER_PARAM * shards, shards)
         optimizer = float(self.compute_model(s.dtype).seconds([step]).sum())
         return exposed, optimizer

@@ -11,10 +11,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import statistics
 import time
 from collections import Counter
-from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,11 +62,11 @@ class Ranked:
     capacity_gib: float
     peak_stage: int
     replay_ms: float | None = None
-    mfu: float | None = None
+    scale: float = 1.0  # replayed / estimated step time of the replayed strategies (their median)
 
     @property
     def iteration_ms(self) -> float:
-        return self.replay_ms if self.replay_ms is not None else 1e3 * self.estimate.iteration_s
+        return self.replay_ms if self.replay_ms is not None else 1e3 * self.estimate.iteration_s * self.scale
 
     @property
     def headroom_gib(self) -> float:
@@ -83,8 +84,28 @@ class SearchResult:
     ranked: list[Ranked]
     tokens_per_step: float
     num_gpus: int
+    model_flops: float              # per step
+    peak_flops: dict[str, float]    # per GPU, by number format
     closest_miss: tuple[Strategy, str] | None = None
-    notes: list[str] = field(default_factory=list)
+    estimate_scale: float = 1.0     # how the replayed strategies' step times compare with their estimates
+
+    def tokens_per_s(self, r: Ranked) -> float:
+        return self.tokens_per_step / (r.iteration_ms / 1e3)
+
+    def mfu(self, r: Ranked) -> float:
+        """Model FLOPs utilisation against the peak of the strategy's number format."""
+        return self.model_flops / (r.iteration_ms / 1e3) / (self.num_gpus * self.peak_flops[r.strategy.dtype])
+
+    def to_json(self) -> dict[str, Any]:
+        top = [{**{k: v for k, v in r.strategy.to_json().items() if k != "dtype"}, "dtype": r.strategy.dtype,
+                "iteration_time_ms": r.iteration_ms, "estimated_ms": 1e3 * r.estimate.iteration_s,
+                "tokens_per_s": self.tokens_per_s(r), "mfu": self.mfu(r), "peak_memory_gib": r.peak_memory_gib,
+                "memory_capacity_gib": r.capacity_gib, "fits": r.headroom_gib >= 0,
+                "replayed": r.replay_ms is not None, "breakdown_ms": r.estimate.breakdown_ms()} for r in self.ranked]
+        return {"enumerated": self.enumerated, "pruned": sum(self.pruned.values()),
+                "pruned_by_rule": dict(self.pruned.most_common()), "infeasible": sum(self.infeasible.values()),
+                "infeasible_by_term": dict(self.infeasible.most_common()), "estimated": self.estimated,
+                "replayed": self.replayed, "seconds": self.seconds, "num_gpus": self.num_gpus, "top": top}
 
 
 def apply(workload: MegatronWorkload, strategy: Strategy) -> MegatronWorkload:
@@ -111,7 +132,7 @@ def scenario_for(sc: ScenarioConfig, strategy: Strategy, num_gpus: int) -> Scena
 
 
 def _replay(args: tuple[dict, str]) -> tuple[float, float]:
-    """(step ms, MFU) of one scenario replayed; runs in a worker process."""
+    """(step ms, MFU) of one scenario replayed; runs in a worker process (module level, to be picklable)."""
     from ..pipeline import simulate
 
     data, name = args
@@ -135,7 +156,8 @@ class Search:
         has_fp8 = fp8 and _supports(gpu, DType.fp8)
         self.space = Space(self.workload, self.num_gpus, dc.node.gpus_per_node, has_fp8, limits)
         topology = Topology.from_datacenter(dc, self.num_gpus)
-        self.estimator = Estimator(self.workload, gpu, CollectivePlan.from_config(topology, sc.collective))
+        self.estimator = Estimator(self.workload, dc, CollectivePlan.from_config(topology, sc.collective),
+                                   sc.collective)
         self.capacity = gpu.memory_capacity_gb * GiB
         self.gpu = gpu
 
@@ -161,7 +183,9 @@ class Search:
         candidates.sort()
         best = [self._ranked(c.strategy, c.estimate) for c in candidates[:max(top, replay)]]
         replayed = self._replay(best[:replay], progress, workers)
-        ranked = sorted(replayed, key=lambda r: (r.iteration_ms, r.strategy)) + best[len(replayed):]
+        scale = statistics.median(r.replay_ms / (1e3 * r.estimate.iteration_s) for r in replayed) if replayed else 1.0
+        rest = [dataclasses.replace(r, scale=scale) for r in best[len(replayed):]]
+        ranked = sorted(replayed + rest, key=lambda r: (r.iteration_ms, r.strategy))
         train = self.workload.training
         miss = None
         if self._closest is not None:
@@ -170,7 +194,9 @@ class Search:
                               f"{self.capacity / GiB:.0f} GiB of a {self.gpu.name}; largest term: {term}")
         return SearchResult(self.space.enumerated, self.space.pruned, infeasible, len(candidates), len(replayed),
                             time.perf_counter() - started, ranked[:top],
-                            train.global_batch_size * train.sequence_length, self.num_gpus, miss)
+                            train.global_batch_size * train.sequence_length, self.num_gpus,
+                            self.estimator.model_flops(), {d: self.gpu.peak_flops(DType(d)) for d in self.space.dtypes},
+                            miss, scale)
 
     def _ranked(self, strategy: Strategy, estimate: Estimate) -> Ranked:
         peak = self.memory(strategy)
@@ -213,8 +239,8 @@ class Search:
             for result in pool.map(_replay, jobs):
                 results.append(result)
                 progress.advance(len(results))
-        return [Ranked(r.strategy, r.estimate, r.peak_memory_gib, r.capacity_gib, r.peak_stage, ms, mfu)
-                for r, (ms, mfu) in zip(best, results, strict=True)]
+        return [Ranked(r.strategy, r.estimate, r.peak_memory_gib, r.capacity_gib, r.peak_stage, ms)
+                for r, (ms, _) in zip(best, results, strict=True)]
 
 
 def load_search_scenario(path: Path) -> tuple[ScenarioConfig, int | None]:
@@ -252,5 +278,3 @@ def search(sc: ScenarioConfig, num_gpus: int | None = None, top: int = 10, repla
     """Search every strategy for a scenario's model and batch on its datacenter (see the module docstring)."""
     return Search(sc, num_gpus, limits, fp8).run(top, replay, progress, workers)
 
-
-Reporter = Callable[[SearchResult], None]

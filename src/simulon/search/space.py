@@ -8,7 +8,8 @@ ZeRO-2, FSDP), the GEMM number format and tensor-parallel communication overlap.
 Rules that are exact (a strategy they remove cannot run, or another strategy is never worse):
 * divisibility: tp divides the heads, the key/value heads and the GPUs of a node (Megatron keeps a tensor-
   parallel group inside one NVLink domain); pp·vpp divides the layers; 2·cp divides the sequence; tp·pp·cp
-  divides the GPUs; the micro-batch times dp divides the global batch; ep divides the experts and, with
+  divides the GPUs; the micro-batch times dp divides the global batch, into a multiple of pp micro-batches
+  when interleaved; ep divides the experts and, with
   experts split like the attention (etp = tp), dp·cp, or with unsplit experts (etp = 1) tp·cp·dp.
 * dominance: with tp > 1 sequence parallelism keeps the same communication volume (a reduce-scatter and an
   all-gather in place of each all-reduce) and never more memory, so strategies without it are dropped; plain
@@ -137,6 +138,8 @@ class Space:
         dp = self.num_gpus // (tp * pp * cp)
         if gbs % (mbs * dp):
             return "divisibility: micro-batch x dp must divide the global batch"
+        if vpp > 1 and (gbs // (mbs * dp)) % pp:
+            return "divisibility: the interleaved schedule needs a multiple of pp micro-batches"
         ranks = tp * cp * dp if unsplit else dp * cp  # what expert parallelism is carved out of
         if ep > 1 and ranks % ep:
             return "divisibility: ep must divide dp x cp (tp x dp x cp with unsplit experts)"

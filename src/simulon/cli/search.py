@@ -1,0 +1,161 @@
+"""`simulon search SCENARIO`: the fastest strategy that fits, its runners-up, and how the search got there."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ..config.errors import ConfigError
+from .output import print_table
+
+HEADROOM_GIB = 3.0
+"""A winner with less memory headroom than this gets its roomiest close alternative shown beside it (the caching
+allocator's fragmentation alone moves a peak by a few GiB: memory.csv's reserved-over-allocated excess runs to
+13 GiB on its largest runs)."""
+
+DIMENSIONS = {"tp": int, "pp": int, "vpp": int, "cp": int, "ep": int, "etp": int, "micro_batch_size": int,
+              "recompute": str, "sharding": str, "dtype": str, "sequence_parallel": bool, "tp_comm_overlap": bool}
+"""Dimensions a user may restrict (`--tp 1,2,4`, `--fix pp=8`), with the type of their values."""
+
+
+def _values(name: str, text: str, option: str) -> tuple:
+    kind = DIMENSIONS[name]
+    values = []
+    for part in text.split(","):
+        part = part.strip()
+        try:
+            if kind is bool:
+                if part.lower() not in ("true", "false"):
+                    raise ValueError
+                values.append(part.lower() == "true")
+            else:
+                values.append(kind(part))
+        except ValueError:
+            raise ConfigError(f"{option}: {name}: expected {kind.__name__} values, got {part!r}") from None
+    return tuple(values)
+
+
+def limits_from(options: dict[str, str | None], fixes: list[str]):
+    """The dimensions the command's options restrict."""
+    from ..search.space import Limits
+
+    values: dict[str, tuple] = {}
+    for name, text in options.items():
+        if text is not None:
+            values[name] = _values(name, text, f"--{name.replace('_', '-')}")
+    for fix in fixes:
+        name, _, text = fix.partition("=")
+        name = name.strip().replace("-", "_")
+        if name == "mbs":
+            name = "micro_batch_size"
+        if name not in DIMENSIONS or not text:
+            raise ConfigError(f"--fix: expected NAME=VALUE with NAME one of {', '.join(DIMENSIONS)}, got {fix!r}")
+        values[name] = _values(name, text, "--fix")
+    return Limits(values or None)
+
+
+def _row(rank: int, r, result) -> tuple[str, ...]:
+    time = f"{r.iteration_ms:,.0f}" + ("" if r.replay_ms is not None else " *")
+    return (str(rank), _describe(r.strategy, short=True), time, f"{result.tokens_per_s(r):,.0f}",
+            f"{100 * result.mfu(r):.1f}", f"{r.peak_memory_gib:.1f} / {r.headroom_gib:.1f}")
+
+
+def print_result(result) -> None:
+    pruned = ", ".join(f"{count:,} {rule}" for rule, count in result.pruned.most_common())
+    infeasible = ", ".join(f"{count:,} by {term}" for term, count in result.infeasible.most_common()) or "none"
+    print(f"{result.enumerated:,} strategies enumerated in {result.seconds:.1f} s: "
+          f"{sum(result.pruned.values()):,} pruned, {sum(result.infeasible.values()):,} do not fit, "
+          f"{result.estimated:,} estimated, {result.replayed} replayed")
+    print(f"  pruned: {pruned}")
+    print(f"  do not fit (largest term on the fullest stage): {infeasible}")
+    print_table(f"Best strategies on {result.num_gpus:,} GPUs (step ms replayed; * estimated, scaled by "
+                f"{result.estimate_scale:.2f} as the replayed ones ran against their estimates)",
+                ("#", "strategy", "step ms", "tokens/s", "MFU %", "peak / free GiB"),
+                [_row(i + 1, r, result) for i, r in enumerate(result.ranked)])
+
+
+def search(
+    scenario: Annotated[Path, typer.Argument(help="scenario YAML: datacenter, model, global batch and sequence")],
+    gpus: Annotated[int | None, typer.Option(help="GPUs to train on (default: the scenario's, else every GPU)")] = None,
+    top: Annotated[int, typer.Option(help="strategies to list")] = 10,
+    replay: Annotated[int, typer.Option(help="best estimates to replay with the full simulation")] = 10,
+    tp: Annotated[str | None, typer.Option(help="allowed values, e.g. 1,2,4,8")] = None,
+    pp: Annotated[str | None, typer.Option(help="allowed values")] = None,
+    cp: Annotated[str | None, typer.Option(help="allowed values")] = None,
+    ep: Annotated[str | None, typer.Option(help="allowed values")] = None,
+    fix: Annotated[list[str] | None, typer.Option(help="NAME=VALUE[,VALUE] for any dimension, e.g. pp=8 or "
+                                                       "recompute=none,selective (repeatable)")] = None,
+    fp8: Annotated[bool, typer.Option(help="also try fp8 where the GPU has it")] = True,
+    as_json: Annotated[bool, typer.Option("--json", help="print the result as one JSON object")] = False,
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="write the ranking as CSV")] = None,
+    write_best: Annotated[Path | None, typer.Option(help="write the winner as a scenario YAML")] = None,
+) -> None:
+    """Find the fastest parallel strategy that fits: enumerate, prune by exact rules, drop what does not fit,
+    estimate every survivor, replay the best with the full contention-aware simulation."""
+    from ..search.export import megatron_arguments, scenario_yaml
+    from ..search.run import Search, load_search_scenario
+    from .progress import terminal_progress
+
+    for name, value in (("--top", top), ("--replay", replay)):
+        if not 0 <= value <= 1000:
+            raise ConfigError(f"{name}: expected 0 to 1000, got {value}")
+    if gpus is not None and gpus < 1:
+        raise ConfigError(f"--gpus: expected a positive number of GPUs, got {gpus}")
+    limits = limits_from({"tp": tp, "pp": pp, "cp": cp, "ep": ep}, fix or [])
+    sc, asked = load_search_scenario(scenario)
+    with terminal_progress() as progress:
+        result = Search(sc, gpus or asked, limits, fp8).run(top, replay, progress)
+    if not result.ranked:
+        miss = result.closest_miss
+        closest = f"; closest: {_describe(miss[0])}, which {miss[1]}" if miss else ""
+        raise ConfigError(f"{scenario}: no strategy fits on {result.num_gpus:,} GPUs "
+                          f"({result.enumerated:,} enumerated, {sum(result.pruned.values()):,} pruned by the rules, "
+                          f"{sum(result.infeasible.values()):,} out of memory){closest}")
+    if output is not None:
+        _write_csv(output, result)
+    best = result.ranked[0]
+    if write_best is not None:
+        note = (f"simulon search: best of {result.estimated:,} feasible strategies, "
+                f"{best.iteration_ms:,.0f} ms per step ({'replayed' if best.replay_ms else 'estimated'})")
+        write_best.write_text(scenario_yaml(sc, best.strategy, result.num_gpus, note))
+    if as_json:
+        print(json.dumps(result.to_json()))
+        return
+    print_result(result)
+    print("Where the winner's step goes (estimate, ms): " + ", ".join(
+        f"{k} {v:,.0f}" for k, v in best.estimate.breakdown_ms().items() if v >= 0.5))
+    print("Megatron-LM: " + " ".join(megatron_arguments(best.strategy, sc)))
+    if best.headroom_gib < HEADROOM_GIB:
+        roomier = next((r for r in result.ranked[1:] if r.headroom_gib >= HEADROOM_GIB), None)
+        if roomier is not None:
+            print(f"The winner leaves {best.headroom_gib:.1f} GiB free; with more room: {_describe(roomier.strategy)} "
+                  f"({roomier.iteration_ms:,.0f} ms, {roomier.headroom_gib:.1f} GiB free)")
+    if write_best is not None:
+        print(f"Winner written to {write_best}")
+
+
+def _describe(s, short: bool = False) -> str:
+    """A strategy in a line: every degree, the micro-batch, recomputation, sharding, format and TP overlap."""
+    sharding = {"distributed_optimizer": "dist-opt", "zero2": "ZeRO-2", "fsdp": "FSDP"}[s.sharding]
+    experts = f" ep{s.ep}" + (f" etp{s.etp}" if s.etp != s.tp else "") if s.ep > 1 else ""
+    text = (f"tp{s.tp} pp{s.pp}" + (f" vpp{s.vpp}" if s.vpp > 1 else "") + f" dp{s.dp}"
+            + (f" cp{s.cp}" if s.cp > 1 else "") + experts + f" mbs{s.micro_batch_size}"
+            + ("" if s.recompute == "none" else f" {s.recompute}-recompute") + f" {sharding} {s.dtype}"
+            + (" tp-overlap" if s.tp_comm_overlap else ""))
+    return text if short else text.replace("mbs", "micro-batch ")
+
+
+def _write_csv(path: Path, result) -> None:
+    rows = result.to_json()["top"]
+    try:
+        with open(path, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=[k for k in rows[0] if k != "breakdown_ms"])
+            writer.writeheader()
+            for row in rows:
+                writer.writerow({k: v for k, v in row.items() if k != "breakdown_ms"})
+    except OSError as exc:
+        raise ConfigError(f"-o {path}: cannot write: {exc.strerror or exc}") from None

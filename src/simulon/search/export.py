@@ -1,0 +1,55 @@
+"""A searched strategy as a person runs it: a scenario YAML for simulon, and Megatron-LM's command-line arguments
+(megatron/training/arguments.py names)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from ..config.scenario import ScenarioConfig
+from .space import Strategy
+
+
+def megatron_arguments(strategy: Strategy, sc: ScenarioConfig) -> list[str]:
+    """Megatron-LM flags that run the strategy (the model's own flags come from its recipe)."""
+    s, train = strategy, sc.workload.training
+    layers = sc.workload.model.num_layers
+    args = [f"--tensor-model-parallel-size {s.tp}", f"--pipeline-model-parallel-size {s.pp}",
+            f"--context-parallel-size {s.cp}", f"--micro-batch-size {s.micro_batch_size}",
+            f"--global-batch-size {train.global_batch_size}", f"--seq-length {train.sequence_length}"]
+    if s.vpp > 1:
+        args.append(f"--num-layers-per-virtual-pipeline-stage {layers // (s.pp * s.vpp)}")
+    if s.ep > 1:
+        args.append(f"--expert-model-parallel-size {s.ep}")
+    if s.etp != s.tp:
+        args.append(f"--expert-tensor-parallel-size {s.etp}")
+    if s.sequence_parallel:
+        args.append("--sequence-parallel")
+    if s.tp_comm_overlap:
+        args.append("--tp-comm-overlap")
+    if s.recompute == "selective":
+        args.append("--recompute-granularity selective")
+    elif s.recompute == "full":
+        args += ["--recompute-granularity full", "--recompute-method uniform", "--recompute-num-layers 1"]
+    if s.sharding == "distributed_optimizer":
+        args.append("--use-distributed-optimizer")
+    else:
+        strategy_name = "optim_grads" if s.sharding == "zero2" else "optim_grads_params"
+        args += ["--use-megatron-fsdp", f"--data-parallel-sharding-strategy {strategy_name}"]
+    args.append("--fp16" if s.dtype == "fp16" else "--bf16")
+    if s.dtype == "fp8":
+        args += ["--fp8-format hybrid", "--fp8-recipe tensorwise"]
+    return args
+
+
+def scenario_yaml(sc: ScenarioConfig, strategy: Strategy, num_gpus: int, note: str) -> str:
+    """The scenario running the strategy, ready for `simulon simulate` (templates by name, as the user gave them
+    where the original file named them)."""
+    data: dict[str, Any] = sc.model_dump(mode="json", exclude_none=True)
+    workload = data["workload"]
+    workload["parallelism"] = {k: v for k, v in strategy.parallelism().items()
+                               if v not in (False, "none") or k == "recompute"}
+    workload["training"].update({"micro_batch_size": strategy.micro_batch_size, "dtype": strategy.dtype,
+                                 "num_gpus": num_gpus})
+    return f"# {note}\n" + yaml.safe_dump(data, sort_keys=False)

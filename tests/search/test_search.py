@@ -1,0 +1,99 @@
+"""The strategy search: exact pruning, feasibility, the estimate against the replay, and the command."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from helpers import SEED_SCENARIO, cli, gpt_scenario
+from simulon.config.loading import parse_scenario
+from simulon.memory import estimate_memory
+from simulon.pipeline import simulate
+from simulon.search.export import megatron_arguments, scenario_yaml
+from simulon.search.run import Search, apply, scenario_for
+from simulon.search.space import Limits, Space, Strategy
+
+
+def small(**knobs):
+    return gpt_scenario(nodes=2, gpus_per_node=4, layers=8, gbs=16, seq=1024, **knobs)
+
+
+def test_every_strategy_the_rules_keep_is_a_valid_scenario_and_every_count_adds_up():
+    sc = small()
+    space = Space(sc.workload, 8, 4, fp8=True)
+    kept = list(space.strategies())
+    assert space.enumerated == len(kept) + sum(space.pruned.values())
+    for strategy in kept[::7]:
+        assert scenario_for(sc, strategy, 8).workload.parallelism.tp == strategy.tp
+    assert all(s.tp * s.pp * s.cp * s.dp == 8 for s in kept)
+
+
+def test_limits_keep_only_the_values_asked_for():
+    sc = small()
+    space = Space(sc.workload, 8, 4, fp8=False, limits=Limits({"tp": (2,), "recompute": ("none",)}))
+    kept = list(space.strategies())
+    assert kept and {s.tp for s in kept} == {2} and {s.recompute for s in kept} == {"none"}
+
+
+def test_a_strategy_reported_to_fit_fits_by_the_memory_model_and_the_winner_is_the_fastest_replayed():
+    result = Search(small()).run(top=5, replay=3, workers=1)
+    assert result.estimated > 0 and result.replayed == 3
+    replayed = [r for r in result.ranked if r.replay_ms is not None]
+    assert result.ranked[0] is replayed[0] and replayed == sorted(replayed, key=lambda r: r.replay_ms)
+    best = result.ranked[0]
+    report = estimate_memory(scenario_for(small(), best.strategy, 8))
+    assert report.fits and report.peak.device / 2**30 == pytest.approx(best.peak_memory_gib)
+    assert simulate(scenario_for(small(), best.strategy, 8)).result.iteration_time_ms == pytest.approx(best.replay_ms)
+
+
+def test_the_estimate_ranks_like_the_replay_on_distinct_strategies():
+    sc = small()
+    search = Search(sc)
+    strategies = [Strategy(1, 1, 1, 8, 1, 1, 1, 2, False, "none", "distributed_optimizer", "bf16", False),
+                  Strategy(4, 1, 1, 2, 1, 1, 4, 2, True, "none", "distributed_optimizer", "bf16", False),
+                  Strategy(1, 4, 1, 2, 1, 1, 1, 1, False, "full", "distributed_optimizer", "bf16", False)]
+    estimated = [search.estimator.estimate(s, apply(sc.workload, s)).iteration_s for s in strategies]
+    replayed = [simulate(scenario_for(sc, s, 8)).result.iteration_time_ms for s in strategies]
+    assert sorted(range(3), key=estimated.__getitem__) == sorted(range(3), key=replayed.__getitem__)
+    for e, r in zip(estimated, replayed, strict=True):
+        assert 0.5 < 1e3 * e / r < 1.5
+
+
+def test_the_winner_is_written_as_a_scenario_that_simulates_and_as_megatron_arguments():
+    sc = small()
+    strategy = Strategy(2, 2, 2, 2, 1, 1, 2, 1, True, "selective", "distributed_optimizer", "bf16", True)
+    text = scenario_yaml(sc, strategy, 8, "test")
+    again = parse_scenario(yaml.safe_load(text))
+    assert again.workload.parallelism.vpp == 2 and again.workload.parallelism.tp_comm_overlap
+    args = " ".join(megatron_arguments(strategy, sc))
+    assert "--tensor-model-parallel-size 2" in args and "--num-layers-per-virtual-pipeline-stage 2" in args
+    assert "--recompute-granularity selective" in args and "--use-distributed-optimizer" in args
+
+
+def test_the_command_prints_the_counts_the_table_and_the_winners_arguments(tmp_path):
+    best = tmp_path / "best.yaml"
+    run = cli("search", str(SEED_SCENARIO), "--replay", "1", "--top", "3", "--write-best", str(best))
+    assert run.returncode == 0, run.stderr
+    assert "strategies enumerated" in run.stdout and "Megatron-LM: --tensor-model-parallel-size" in run.stdout
+    assert cli("simulate", str(best)).returncode == 0
+    data = json.loads(cli("search", str(SEED_SCENARIO), "--replay", "1", "--top", "3", "--json").stdout)
+    assert data["enumerated"] == data["pruned"] + data["infeasible"] + data["estimated"]
+    assert len(data["top"]) == 3 and data["top"][0]["replayed"] and data["top"][0]["fits"]
+
+
+def test_a_space_where_nothing_fits_says_so_with_the_closest_miss(tmp_path):
+    data = yaml.safe_load(SEED_SCENARIO.read_text())
+    data["workload"]["model"].update({"num_layers": 96, "hidden_size": 12288, "num_heads": 96,
+                                      "ffn_hidden_size": 49152})
+    path = tmp_path / "huge.yaml"
+    path.write_text(yaml.safe_dump(data))
+    run = cli("search", str(path), "--replay", "0")
+    assert run.returncode == 2 and "no strategy fits on 4 GPUs" in run.stderr and "closest:" in run.stderr
+    assert "Traceback" not in run.stderr
+
+
+def test_bad_restrictions_are_one_line_errors():
+    run = cli("search", str(SEED_SCENARIO), "--fix", "color=red")
+    assert run.returncode == 2 and "--fix: expected NAME=VALUE" in run.stderr
