@@ -1,0 +1,107 @@
+"""Does the search rank strategies as the measurements do? Kendall's tau over the families of a training table
+where one model ran on one cluster, with one batch and sequence, under several strategies.
+
+For each family every row's strategy gets the search's estimate (search/estimate.py) and its full replay
+(pipeline.simulate); each is ranked against the measured step times (validate/training.py turns a row and
+its metric into a scenario and a step time). Tau counts concordant minus discordant pairs over the pairs
+that are not tied (tau-a over untied pairs); the overall figure pools the pairs of every family.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from dataclasses import dataclass
+
+from ..collective.tuner import CollectivePlan
+from ..network.topology import Topology
+from ..pipeline import simulate
+from ..validate.training import Unsupported, measured_iteration, scenario_from_row
+from .estimate import Estimator
+from .run import Strategy
+
+FAMILY_COLUMNS = ("source", "model", "hardware", "num_gpus", "seq_len", "gbs", "precision")
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str
+    rows: tuple[int, ...]
+    measured: tuple[float, ...]
+    estimated: tuple[float, ...]
+    replayed: tuple[float, ...]
+
+    @property
+    def tau_estimate(self) -> float:
+        return kendall_tau(self.measured, self.estimated)
+
+    @property
+    def tau_replay(self) -> float:
+        return kendall_tau(self.measured, self.replayed)
+
+
+def _pairs(a: tuple[float, ...], b: tuple[float, ...]) -> tuple[int, int]:
+    """(concordant, discordant) pairs, ties in either left out."""
+    concordant = discordant = 0
+    for i in range(len(a)):
+        for j in range(i + 1, len(a)):
+            product = (a[i] - a[j]) * (b[i] - b[j])
+            concordant += product > 0
+            discordant += product < 0
+    return concordant, discordant
+
+
+def kendall_tau(a: tuple[float, ...], b: tuple[float, ...]) -> float:
+    """(concordant - discordant) / (concordant + discordant); 1 when every untied pair agrees."""
+    concordant, discordant = _pairs(a, b)
+    return (concordant - discordant) / (concordant + discordant) if concordant + discordant else float("nan")
+
+
+def pooled_tau(families: list[Family], which: str) -> float:
+    """Tau over every family's pairs together (`which`: estimated or replayed)."""
+    concordant = discordant = 0
+    for family in families:
+        c, d = _pairs(family.measured, getattr(family, which))
+        concordant, discordant = concordant + c, discordant + d
+    return (concordant - discordant) / (concordant + discordant) if concordant + discordant else float("nan")
+
+
+def _strategy(sc) -> Strategy:
+    par, train = sc.workload.parallelism, sc.workload.training
+    num_gpus = train.num_gpus or sc.datacenter.num_gpus
+    sharding = ("fsdp" if par.fsdp == "full_shard" else "zero2" if par.fsdp == "shard_grad_op"
+                else "distributed_optimizer")
+    return Strategy(par.tp, par.pp, par.vpp, num_gpus // (par.tp * par.pp * par.cp), par.cp, par.ep, par.etp,
+                    train.micro_batch_size, par.sequence_parallel, par.recompute, sharding, train.dtype.value,
+                    par.tp_comm_overlap)
+
+
+def families(rows: list[dict[str, str]]) -> list[Family]:
+    """Every family of the table with at least two distinct strategies that simulon can express."""
+    groups: dict[tuple, list[int]] = defaultdict(list)
+    for index, row in enumerate(rows):
+        groups[tuple(row[c] for c in FAMILY_COLUMNS)].append(index)
+    found = []
+    for key, members in groups.items():
+        measured, estimated, replayed, kept, seen = [], [], [], [], set()
+        for index in members:
+            try:
+                sc = scenario_from_row(rows[index])
+            except Unsupported:
+                continue
+            strategy = _strategy(sc)
+            if strategy in seen:
+                continue
+            seen.add(strategy)
+            sim = simulate(sc)
+            measured.append(measured_iteration(rows[index], sim, sc)[1])
+            replayed.append(sim.result.iteration_time_ms / 1e3)
+            topology = Topology.from_datacenter(sc.datacenter, sc.workload.training.num_gpus)
+            estimator = Estimator(sc.workload, sc.datacenter, CollectivePlan.from_config(topology, sc.collective),
+                                  sc.collective)
+            estimated.append(estimator.estimate(strategy, sc.workload).iteration_s)
+            kept.append(index)
+        if len(kept) >= 2:
+            name = re.sub(r"\s+", " ", f"{key[0][:32]} | {key[1]} | {key[2]} | seq {key[4]} | gbs {key[5]}")
+            found.append(Family(name, tuple(kept), tuple(measured), tuple(estimated), tuple(replayed)))
+    return found
