@@ -83,16 +83,17 @@ def families(rows: list[dict[str, str]]) -> list[Family]:
         groups[tuple(row[c] for c in FAMILY_COLUMNS)].append(index)
     found = []
     for key, members in groups.items():
-        measured, estimated, replayed, kept, seen = [], [], [], [], set()
-        for index in members:
+        distinct: dict[Strategy, tuple[int, object]] = {}
+        for index in members:  # the first row of each distinct strategy that simulon can express
             try:
                 sc = scenario_from_row(rows[index])
             except Unsupported:
                 continue
-            strategy = _strategy(sc)
-            if strategy in seen:
-                continue
-            seen.add(strategy)
+            distinct.setdefault(_strategy(sc), (index, sc))
+        if len(distinct) < 2:
+            continue
+        measured, estimated, replayed = [], [], []
+        for strategy, (index, sc) in distinct.items():
             sim = simulate(sc)
             measured.append(measured_iteration(rows[index], sim, sc)[1])
             replayed.append(sim.result.iteration_time_ms / 1e3)
@@ -100,8 +101,7 @@ def families(rows: list[dict[str, str]]) -> list[Family]:
             estimator = Estimator(sc.workload, sc.datacenter, CollectivePlan.from_config(topology, sc.collective),
                                   sc.collective)
             estimated.append(estimator.estimate(strategy, sc.workload).iteration_s)
-            kept.append(index)
-        if len(kept) >= 2:
-            name = re.sub(r"\s+", " ", f"{key[0][:32]} | {key[1]} | {key[2]} | seq {key[4]} | gbs {key[5]}")
-            found.append(Family(name, tuple(kept), tuple(measured), tuple(estimated), tuple(replayed)))
+        kept = tuple(index for index, _ in distinct.values())
+        name = re.sub(r"\s+", " ", f"{key[0][:32]} | {key[1]} | {key[2]} | seq {key[4]} | gbs {key[5]}")
+        found.append(Family(name, kept, tuple(measured), tuple(estimated), tuple(replayed)))
     return found
