@@ -106,6 +106,15 @@ class Topology:
         whose links a representative's flows would not load as all its peers' flows do."""
         return self.fabric.spec.tiers == 1
 
+    @property
+    def inner_links_from(self) -> int:
+        """The first link above the leaves (leaf uplinks, spine and core links follow it to the last link); the
+        number of links where the fabric has one tier."""
+        fabric = self.fabric
+        if "leaf_up" not in fabric.kind:
+            return self.num_links
+        return fabric.base + fabric.block_start[fabric.kind.index("leaf_up")]
+
     def link_name(self, link: int) -> str:
         g = self.num_gpus
         if self.mesh and link < self.fabric.base:
