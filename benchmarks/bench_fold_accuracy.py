@@ -27,10 +27,11 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 
 RUN = r"""
-import json, resource, sys, time
+import importlib, json, resource, sys, time
 from simulon.config.loading import parse_scenario
 from simulon.network.topology import Topology
-from simulon.engine import footprint, replay as replay_module
+from simulon.engine import footprint
+replay_module = importlib.import_module("simulon.engine.replay")
 from simulon.pipeline import simulate
 path, expand, method = sys.argv[1:4]
 Topology.foldable = property(lambda self: not self.fabric.spec.dual_tor)
@@ -137,7 +138,7 @@ def main() -> None:
 
 
 def _gpus(data: dict) -> int:
-    gpn = {"dgx-h100": 8, "dgx-a100": 8}.get(data["datacenter"].get("from"), None)
+    gpn = {"dgx-h100": 8, "dgx-a100": 8}.get(data["datacenter"].get("from"))
     node = data["datacenter"].get("node", {})
     return data["datacenter"]["cluster"]["num_nodes"] * (node.get("gpus_per_node") or gpn or 8)
 

@@ -204,3 +204,12 @@ def test_in_a_mesh_node_each_ordered_pair_of_gpus_has_its_own_link():
 def test_a_mesh_spanning_nodes_is_a_located_error():
     with pytest.raises(ValueError, match="domain_gpus"):
         datacenter(nodes=2, gpus=8, scale_up={"kind": "mesh", "domain_gpus": 16})
+
+
+def test_only_fabrics_where_no_flow_goes_above_the_leaves_fold():
+    spine_leaf = {"tiers": 2, "nics_per_leaf": 32, "spines": 4}
+    assert build(datacenter(topology="single-switch")).foldable
+    assert build(datacenter(nodes=4, gpus=8, topology=spine_leaf)).foldable          # 32 NICs: one leaf
+    assert not build(datacenter(nodes=8, gpus=8, topology=spine_leaf)).foldable      # two leaves
+    rails = {"tiers": 2, "rail_optimized": True, "nics_per_leaf": 4, "spines": 4}
+    assert not build(datacenter(nodes=4, gpus=8, topology=rails)).foldable           # a leaf per rail

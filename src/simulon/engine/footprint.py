@@ -15,6 +15,7 @@ Without a fold, or on a fabric of one tier, a flow's footprint is its own route.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import pairwise
 
 import numpy as np
 
@@ -44,10 +45,9 @@ class LinkLoads:
 
     def rows(self) -> tuple[list[list[int]], list[list[float]]]:
         """Each flow's links, and its weights on them, as lists."""
-        bounds = self.ptr.tolist()
+        bounds = list(pairwise(self.ptr.tolist()))
         links, weights = self.link.tolist(), self.weight.tolist()
-        return ([links[a:b] for a, b in zip(bounds, bounds[1:])],
-                [weights[a:b] for a, b in zip(bounds, bounds[1:])])
+        return [links[a:b] for a, b in bounds], [weights[a:b] for a, b in bounds]
 
 
 def flow_loads(dag: ExecutionDAG, topology: Topology, fold: Fold, props: FlowProperties) -> LinkLoads:

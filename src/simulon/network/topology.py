@@ -102,9 +102,17 @@ class Topology:
 
     @property
     def foldable(self) -> bool:
-        """Whether peers folded onto a representative see its links: true unless flows cross switch tiers
-        whose links a representative's flows would not load as all its peers' flows do."""
-        return self.fabric.spec.tiers == 1
+        """Whether peers folded onto a representative see its links: on one switch, or where every NIC port is
+        under one leaf, so that no flow goes above the leaves.
+
+        Above them, ECMP hashes each folded peer's flows onto their own uplinks and spines. A simulated flow does
+        load every inner link its counterparts cross (engine/footprint.py), and the links carry the full
+        expansion's bytes, but the step is not the full expansion's within 1%: some counterparts of a ring's hop
+        collide and others do not, and in the full expansion the ring's later steps pile up behind the slow
+        hops and share them, starving the hops after them, where every folded counterpart moves at the slowest
+        one's pace (folded 1-15% fast on two-tier spine-leaf and rail-optimized fabrics at 64-128 GPUs, 64% on
+        a 64-way data-parallel ring; benchmarks/bench_fold_accuracy.py)."""
+        return self.fabric.spec.tiers == 1 or self.fabric.leaves == 1
 
     @property
     def inner_links_from(self) -> int:
