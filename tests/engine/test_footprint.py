@@ -39,6 +39,8 @@ FABRICS = {
     "spine-leaf": TWO_TIER,
     "spine-leaf 2:1": {**TWO_TIER, "oversubscription": 2.0},
     "rails under one leaf each": {"tiers": 2, "rail_optimized": True, "nics_per_leaf": 8, "spines": 4},
+    "rails over two leaves 2:1": {"tiers": 2, "rail_optimized": True, "nics_per_leaf": 4, "spines": 4,
+                                  "oversubscription": 2.0},
 }
 
 
@@ -103,18 +105,10 @@ def step_ms(case: str, expand: str, fabric: str) -> float:
     return run_populated(sc, dag, topology, fold).result.iteration_time_ms
 
 
-RING_SKEW = pytest.mark.xfail(strict=True, reason=(
-    "Topology.foldable stays false here: ECMP collisions slow some counterparts of a ring's hop and not others; "
-    "in the full expansion the later steps of the ring pile up behind the slow hops and share them, which "
-    "starves the hops after them, while every folded counterpart moves at the slowest one's pace (folded 4-8% "
-    "fast)"))
-
-
 @pytest.mark.parametrize(("case", "fabric"), [
-    ("tp pp dp", "rails under one leaf each"),
-    pytest.param("tp pp dp", "spine-leaf", marks=RING_SKEW),
-    pytest.param("tp pp dp", "spine-leaf 2:1", marks=RING_SKEW),
-    pytest.param("moe with ep", "spine-leaf 2:1", marks=RING_SKEW)])
+    ("tp pp dp", "rails under one leaf each"), ("tp pp dp", "spine-leaf"), ("tp pp dp", "spine-leaf 2:1"),
+    ("tp pp dp", "rails over two leaves 2:1"), ("moe with ep", "spine-leaf 2:1"), ("moe with ep", "rails over two leaves 2:1"),
+    ("dp over nodes", "spine-leaf"), ("dp over nodes", "spine-leaf 2:1")])
 def test_a_folded_step_takes_the_full_expansions_time_within_one_percent(case, fabric):
     """On the spine-leaf fabrics both pipeline stages' data-parallel all-reduces cross the spines at once and
     collide there."""
