@@ -89,9 +89,8 @@ def _half(case: dict) -> dict:
     """GPT-3 175B on 512 GPUs: the 1,024-GPU example with half the data parallelism."""
     data = json.loads(json.dumps(case))
     data["datacenter"]["cluster"]["num_nodes"] //= 2
-    training = data["workload"]["training"]
-    training["num_gpus"] = training.get("num_gpus", 1024) // 2
-    training["global_batch_size"] //= 2
+    data["workload"]["parallelism"]["dp"] //= 2
+    data["workload"]["training"]["global_batch_size"] //= 2
     return data
 
 
