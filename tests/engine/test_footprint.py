@@ -64,7 +64,8 @@ def test_a_simulated_flow_stands_for_real_flows_one_per_gpu_of_its_class(case):
     assert fold.axes
     real = set(zip(full.gpu[full.kind == 1].tolist(), full.peer[full.kind == 1].tolist(), strict=True))
     flows = np.flatnonzero(dag.kind == 1)
-    for node in flows[dag.peer[flows] >= 0][::7]:
+    folded = (dag.peer[flows] >= 0) & (fold.rep[dag.gpu[flows]] == dag.gpu[flows])
+    for node in flows[folded][::7]:
         src, dst, coll = int(dag.gpu[node]), int(dag.peer[node]), int(dag.coll[node])
         group = None if coll == NO_COLLECTIVE else dag.collectives[coll].group
         senders, receivers = fold.counterparts(src, dst, group)

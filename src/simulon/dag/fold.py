@@ -21,6 +21,7 @@ from typing import Literal
 import numpy as np
 
 from ..collective.types import CollType
+from ..network.topology import Topology
 from ..workload.layout import RankLayout
 from ..workload.program import CollectiveOp, StageProgram
 
@@ -64,6 +65,13 @@ class Fold:
     def _classes(self) -> tuple[np.ndarray, np.ndarray]:
         order = np.argsort(self.rep, kind="stable")
         return order, np.concatenate([[0], np.cumsum(np.bincount(self.rep, minlength=len(self.rep)))])
+
+    def expands(self, group: tuple[int, ...], topology: Topology) -> bool:
+        """Whether a collective over `group` is expanded, every member of every group its members' classes
+        hold simulated: the fold folds something and the group's flows may go above the leaves. There ECMP
+        collides the peers' flows unevenly, and a ring whose hops are slowed unevenly is not any one of its
+        members' ring repeated (engine/footprint.py)."""
+        return not self.trivial and topology.spreads(group)
 
     def members(self, gpu: int) -> np.ndarray:
         """The GPUs a simulated GPU stands for (itself first)."""

@@ -53,19 +53,28 @@ class LinkLoads:
 def flow_loads(dag: ExecutionDAG, topology: Topology, fold: Fold, props: FlowProperties) -> LinkLoads:
     """The links every flow of `props` loads under `fold`: its route, weighted by the fold, with its inner hops
     (above the leaves) replaced by its counterparts' (see the module's docstring)."""
-    routes = LinkLoads.of_routes(props.links, topology.fold_weights(fold.rep))
-    inner_from = topology.inner_links_from
-    if fold.trivial or inner_from >= topology.num_links:
+    weight = topology.fold_weights(fold.rep)
+    if props.physical is None or not props.physical.any():
+        routes = LinkLoads.of_routes(props.links, weight)
+    else:
+        per_hop = weight[np.maximum(props.links, 0)]
+        per_hop[props.physical] = 1.0
+        valid = props.links != NO_LINK
+        routes = LinkLoads(np.concatenate([[0], np.cumsum(valid.sum(axis=1))]).astype(np.int64),
+                           props.links[valid].astype(np.int64), per_hop[valid])
+    if fold.trivial or topology.inner_links_from >= topology.num_links:
         return routes
     src, dst = dag.gpu[props.nodes].astype(np.int64), dag.peer[props.nodes].astype(np.int64)
     domain = topology.domain_gpus
     spread = (dst >= 0) & (src // domain != np.maximum(dst, 0) // domain) & (fold.multiplicity[src] > 1)
+    if props.physical is not None:
+        spread &= ~props.physical
     if not spread.any():
         return routes
     rows = np.flatnonzero(spread)
     keys, key_of_row = _pair_keys(dag, props.nodes[rows], src[rows], dst[rows])
     fp_ptr, fp_link, fp_count = _footprints(keys, dag, topology, fold)
-    return _merged(props.links, routes, rows, key_of_row, fp_ptr, fp_link, fp_count, inner_from)
+    return _merged(props.links, routes, rows, key_of_row, fp_ptr, fp_link, fp_count, topology.fabric.base)
 
 
 def _pair_keys(dag: ExecutionDAG, nodes: np.ndarray, src: np.ndarray, dst: np.ndarray
@@ -94,7 +103,7 @@ def _footprints(keys: np.ndarray, dag: ExecutionDAG, topology: Topology, fold: F
         owner.append(np.full(len(ms), k, dtype=np.int64))
     senders, receivers, owner = np.concatenate(senders), np.concatenate(receivers), np.concatenate(owner)
     links, _, _ = topology.routes(senders, receivers)
-    inner = links >= topology.inner_links_from
+    inner = links >= topology.fabric.base
     pair = np.repeat(owner, inner.sum(axis=1)) * topology.num_links + links[inner]
     counted, count = np.unique(pair, return_counts=True)
     ptr = np.concatenate([[0], np.cumsum(np.bincount(counted // topology.num_links, minlength=len(keys)))])
@@ -102,11 +111,11 @@ def _footprints(keys: np.ndarray, dag: ExecutionDAG, topology: Topology, fold: F
 
 
 def _merged(links: np.ndarray, routes: LinkLoads, rows: np.ndarray, key_of_row: np.ndarray, fp_ptr: np.ndarray,
-            fp_link: np.ndarray, fp_count: np.ndarray, inner_from: int) -> LinkLoads:
+            fp_link: np.ndarray, fp_count: np.ndarray, shared_from: int) -> LinkLoads:
     """`routes` with the inner hops of flows `rows` replaced by their key's footprint (after their other links)."""
     num_flows = len(links)
     kept = links != NO_LINK
-    kept[rows] &= links[rows] < inner_from
+    kept[rows] &= links[rows] < shared_from
     weight = np.zeros(links.shape)
     weight[links != NO_LINK] = routes.weight
     own = kept.sum(axis=1)

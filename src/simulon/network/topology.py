@@ -135,13 +135,19 @@ class Topology:
         kind, index = self.fabric.link_kind(link)
         return f"{kind}[{index}]"
 
-    def routes(self, src: np.ndarray, dst: np.ndarray, rep: np.ndarray | None = None
-               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def spreads(self, group) -> bool:
+        """Whether a group's flows may go above the leaves: it spans several scale-up domains of a fabric with
+        links above its leaves."""
+        return self.inner_links_from < self.num_links and len({g // self.domain_gpus for g in group}) > 1
+
+    def routes(self, src: np.ndarray, dst: np.ndarray, rep: np.ndarray | None = None,
+               physical: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(links[F, hops] padded with NO_LINK, latency[F] seconds, scale_out[F]) of flows src -> dst.
 
         `src` is always a GPU; `dst` a GPU or an in-network reduction endpoint code. With a fold (`rep[g]`:
         the simulated GPU that stands for GPU g, see dag.fold.Fold), the receiver's last links are its
-        representative's: by symmetry they carry the same traffic.
+        representative's: by symmetry they carry the same traffic; except for `physical` flows (a mask), which
+        are real flows of their own.
         """
         src = np.asarray(src, dtype=np.int64)
         dst = np.asarray(dst, dtype=np.int64)
@@ -149,6 +155,8 @@ class Topology:
         p2p = dst >= 0
         real_dst = np.where(p2p, dst, src)
         last = real_dst if rep is None else rep[real_dst]
+        if physical is not None and rep is not None:
+            last = np.where(physical, real_dst, last)
         same_domain = p2p & (src // self.domain_gpus == dst // self.domain_gpus)
         out = p2p & ~same_domain
         to_out, from_out = dst == TO_SCALE_OUT_SWITCH, dst == FROM_SCALE_OUT_SWITCH
