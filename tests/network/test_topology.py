@@ -206,10 +206,13 @@ def test_a_mesh_spanning_nodes_is_a_located_error():
         datacenter(nodes=2, gpus=8, scale_up={"kind": "mesh", "domain_gpus": 16})
 
 
-def test_only_fabrics_where_no_flow_goes_above_the_leaves_fold():
+def test_one_and_two_tier_fabrics_of_nvswitch_nodes_fold_and_others_do_not():
     spine_leaf = {"tiers": 2, "nics_per_leaf": 32, "spines": 4}
+    rails = {"tiers": 2, "rail_optimized": True, "nics_per_leaf": 4, "spines": 4, "oversubscription": 2.0}
     assert build(datacenter(topology="single-switch")).foldable
-    assert build(datacenter(nodes=4, gpus=8, topology=spine_leaf)).foldable          # 32 NICs: one leaf
-    assert not build(datacenter(nodes=8, gpus=8, topology=spine_leaf)).foldable      # two leaves
-    rails = {"tiers": 2, "rail_optimized": True, "nics_per_leaf": 4, "spines": 4}
-    assert not build(datacenter(nodes=4, gpus=8, topology=rails)).foldable           # a leaf per rail
+    assert build(datacenter(nodes=8, gpus=8, topology=spine_leaf)).foldable
+    assert build(datacenter(nodes=4, gpus=8, topology=rails)).foldable
+    assert not build(datacenter(nodes=8, gpus=8, topology="rail-optimized-3-tier")).foldable
+    assert not build(datacenter(nodes=8, gpus=8, topology="alibaba-hpn")).foldable
+    assert not build(datacenter(nodes=8, gpus=8, topology=spine_leaf, scale_up={"kind": "pcie"})).foldable
+    assert build(datacenter(nodes=4, gpus=8, topology=spine_leaf, scale_up={"kind": "pcie"})).foldable  # one leaf

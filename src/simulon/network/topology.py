@@ -102,17 +102,20 @@ class Topology:
 
     @property
     def foldable(self) -> bool:
-        """Whether peers folded onto a representative see its links: on one switch, or where every NIC port is
-        under one leaf, so that no flow goes above the leaves.
+        """Whether peers may be folded onto representatives: on one switch, where every NIC port is under one
+        leaf, and on two tiers (spine-leaf or rail-optimized, any oversubscription) of single-port NICs under
+        NVSwitch nodes.
 
-        Above them, ECMP hashes each folded peer's flows onto their own uplinks and spines. A simulated flow does
-        load every inner link its counterparts cross (engine/footprint.py), and the links carry the full
-        expansion's bytes, but the step is not the full expansion's within 1%: some counterparts of a ring's hop
-        collide and others do not, and in the full expansion the ring's later steps pile up behind the slow
-        hops and share them, starving the hops after them, where every folded counterpart moves at the slowest
-        one's pace (folded 1-15% fast on two-tier spine-leaf and rail-optimized fabrics at 64-128 GPUs, 64% on
-        a 64-way data-parallel ring; benchmarks/bench_fold_accuracy.py)."""
-        return self.fabric.spec.tiers == 1 or self.fabric.leaves == 1
+        Above the leaves ECMP hashes each folded peer's flows onto their own uplinks and spines, where they
+        collide unevenly: there collectives whose groups span several domains are expanded over every peer
+        (dag.fold.Fold.expands), and other folded flows that leave their domain load their counterparts' links
+        (engine/footprint.py). Checked against the full expansion within 0.5% of the step time at 64-128 GPUs
+        (benchmarks/bench_fold_accuracy.py); three tiers, dual-ToR and dual-plane NICs, and PCIe or mesh nodes
+        (whose GPU links carry their NIC traffic) are not checked and not folded."""
+        spec = self.fabric.spec
+        if spec.tiers == 1 or self.fabric.leaves == 1:
+            return True
+        return spec.tiers == 2 and not spec.dual_tor and spec.planes == 1 and self.scale_up_kind == "nvswitch"
 
     @property
     def inner_links_from(self) -> int:
