@@ -34,13 +34,14 @@ from simulon.engine import footprint
 replay_module = importlib.import_module("simulon.engine.replay")
 from simulon.pipeline import simulate
 path, expand, method = sys.argv[1:4]
+MEMORY_LIMIT = 12 * 2**30  # the memory guard refuses what would not fit (dag/size.py)
 Topology.foldable = property(lambda self: not self.fabric.spec.dual_tor)
 if method == "naive":
     replay_module.flow_loads = lambda dag, topology, fold, props: footprint.LinkLoads.of_routes(
         props.links, topology.fold_weights(fold.rep))
 sc = parse_scenario(json.load(open(path)), path)
 t = time.perf_counter()
-sim = simulate(sc, expand)
+sim = simulate(sc, expand, memory_limit=MEMORY_LIMIT)
 wall = time.perf_counter() - t
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 print(json.dumps({"ms": sim.result.iteration_time_ms, "wall_s": wall, "rss_mb": peak / 2**20,
@@ -101,7 +102,8 @@ def run(data: dict, expand: str, method: str) -> dict:
                           cwd=ROOT)
     Path(f.name).unlink()
     if done.returncode:
-        return {"error": done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit {done.returncode}"}
+        message = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit {done.returncode}"
+        return {"error": message[:160]}
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 

@@ -8,7 +8,9 @@ that every link still carries the traffic of its whole class.
 A simulated flow stands for one flow of each GPU of its sender's class: its counterparts, the same step of the
 same algorithm in the group (or pipeline peer) each of them belongs to. Inside the fabric, ECMP hashes each
 counterpart onto its own links (engine/footprint.py counts them), so the fold keeps what it takes to name them:
-the rank layout (or the lone collective's groups) it was made from.
+the rank layout (or the lone collective's groups) it was made from. Where a collective's flows may go above the
+leaves, the unevenly collided counterparts of a ring are no one member's ring repeated: such a collective is
+expanded over every GPU (Fold.expands), while the kernels and the other collectives stay folded.
 """
 
 from __future__ import annotations

@@ -1,15 +1,19 @@
-"""Folded flows on a fabric of several tiers: the links above the leaves that a simulated flow's counterparts load.
+"""Folded flows on a fabric of several tiers: the fabric links that a simulated flow's counterparts load.
 
-A simulated flow stands for one real flow of each GPU of its sender's class (dag.fold.Fold.counterparts). Their
-NIC and scale-up links are copies of the representative's, which carry the class's weight
-(Topology.fold_weights). Above the leaves they are not: ECMP hashes each counterpart onto its own uplinks and
+A simulated flow stands for one real flow of each GPU of its sender's class (dag.fold.Fold.counterparts). Inside
+a scale-up domain their links are copies of the representative's, which carry the class's weight
+(Topology.fold_weights). In the fabric they are not: ECMP hashes each counterpart onto its own uplinks and
 spines, where the counterparts of this and of every other flow active at the same time collide unevenly. So a
-simulated flow loads every inner link its counterparts cross, weighted by how many of them cross it (its
-footprint), and the fair share divides each inner link among all the real flows on it: a simulated flow moves
-all its counterparts at one rate, the one its most loaded link leaves it, the pace of its slowest counterpart,
-which the step waits for.
+folded flow that leaves its domain loads every NIC port and inner link its counterparts cross, weighted by how
+many of them cross it (its footprint), and the fair share divides each such link among all the real flows on it:
+a simulated flow moves all its counterparts at one rate, the one its most loaded link leaves it, the pace of its
+slowest counterpart, which what waits for it waits for.
 
-Without a fold, or on a fabric of one tier, a flow's footprint is its own route.
+That pace is right for a pipeline send; a ring's steps are not one member's steps repeated when its hops are
+slowed unevenly, so collectives whose groups span several domains are expanded over every GPU (Fold.expands):
+their flows are real flows (FlowProperties.physical), loading their own route with weight 1.
+
+Without a fold, or on a fabric of one tier, a flow loads its own route.
 """
 
 from __future__ import annotations
@@ -51,8 +55,9 @@ class LinkLoads:
 
 
 def flow_loads(dag: ExecutionDAG, topology: Topology, fold: Fold, props: FlowProperties) -> LinkLoads:
-    """The links every flow of `props` loads under `fold`: its route, weighted by the fold, with its inner hops
-    (above the leaves) replaced by its counterparts' (see the module's docstring)."""
+    """The links every flow of `props` loads under `fold`: its route, weighted by the fold (by 1 for a physical
+    flow), with its fabric hops replaced by its counterparts' where it is folded and leaves its domain (see the
+    module's docstring)."""
     weight = topology.fold_weights(fold.rep)
     if props.physical is None or not props.physical.any():
         routes = LinkLoads.of_routes(props.links, weight)
@@ -92,8 +97,8 @@ def _pair_keys(dag: ExecutionDAG, nodes: np.ndarray, src: np.ndarray, dst: np.nd
 
 def _footprints(keys: np.ndarray, dag: ExecutionDAG, topology: Topology, fold: Fold
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per key (group, sender, receiver): the inner links its counterparts cross and how many cross each, in CSR
-    form (links in increasing order)."""
+    """Per key (group, sender, receiver): the fabric links (NIC ports and above) its counterparts cross and how
+    many cross each, in CSR form (links in increasing order)."""
     groups = sorted({c.group for c in dag.collectives})
     senders, receivers, owner = [], [], []
     for k, (g, s, d) in enumerate(keys.tolist()):
@@ -112,7 +117,8 @@ def _footprints(keys: np.ndarray, dag: ExecutionDAG, topology: Topology, fold: F
 
 def _merged(links: np.ndarray, routes: LinkLoads, rows: np.ndarray, key_of_row: np.ndarray, fp_ptr: np.ndarray,
             fp_link: np.ndarray, fp_count: np.ndarray, shared_from: int) -> LinkLoads:
-    """`routes` with the inner hops of flows `rows` replaced by their key's footprint (after their other links)."""
+    """`routes` with the links from `shared_from` on of flows `rows` replaced by their key's footprint (after
+    their other links)."""
     num_flows = len(links)
     kept = links != NO_LINK
     kept[rows] &= links[rows] < shared_from
