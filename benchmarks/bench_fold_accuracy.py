@@ -130,8 +130,13 @@ def main() -> None:
         folded = run(data, "symmetric", args.method)
         full = {"ms": float("nan"), "wall_s": float("nan"), "rss_mb": float("nan")} if args.no_full else \
             run(data, "full", args.method)
-        if "error" in folded or "error" in full:
-            print(f"{name:16} {fabric:16} {gpus:>5} error: {folded.get('error') or full.get('error')}")
+        if "error" in folded:
+            print(f"{name:16} {fabric:16} {gpus:>5} error: {folded['error']}")
+            continue
+        if "error" in full:  # refused by the memory guard: the folded run alone
+            print(f"{name:16} {fabric:16} {gpus:>5} {'-':>10} {folded['ms']:>10.2f} {'-':>7} {'-':>9} "
+                  f"{folded['wall_s']:>8.1f}s {'-':>9} {folded['rss_mb']:>7.0f}MB  full: {full['error'][:60]}",
+                  flush=True)
             continue
         print(f"{name:16} {fabric:16} {gpus:>5} {full['ms']:>10.2f} {folded['ms']:>10.2f} "
               f"{folded['ms'] / full['ms']:>7.4f} {full['wall_s']:>8.1f}s {folded['wall_s']:>8.1f}s "
