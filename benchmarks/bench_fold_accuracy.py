@@ -7,8 +7,9 @@ Every run is a fresh process (simulon imported, one training step built, timed a
 time and peak resident memory are its own. The table gives per case and fabric the iteration time of the full
 expansion and of the folded run, their ratio, and the wall time and peak RSS of each.
 
-`--method naive` replays the folded run as before engine/footprint.py: a simulated flow loads its own route's
-inner links only, so it misses the ECMP collisions of the flows it stands for (the "before" column). Both
+`--method naive` replays the folded run as before engine/footprint.py and Fold.expands: a simulated flow loads
+its own route's inner links only, so it misses the ECMP collisions of the flows it stands for (the "before"
+column). Both
 methods force `Topology.foldable` true, to measure fabrics where it is still false. `--large` adds GPT-3 175B
 on 512 and 1,024 GPUs on a rail-optimized fat-tree.
 """
@@ -30,6 +31,7 @@ RUN = r"""
 import importlib, json, resource, sys, time
 from simulon.config.loading import parse_scenario
 from simulon.network.topology import Topology
+from simulon.dag.fold import Fold
 from simulon.engine import footprint
 replay_module = importlib.import_module("simulon.engine.replay")
 from simulon.pipeline import simulate
@@ -37,6 +39,7 @@ path, expand, method = sys.argv[1:4]
 MEMORY_LIMIT = 12 * 2**30  # the memory guard refuses what would not fit (dag/size.py)
 Topology.foldable = property(lambda self: not self.fabric.spec.dual_tor)
 if method == "naive":
+    Fold.expands = lambda self, group, topology: False
     replay_module.flow_loads = lambda dag, topology, fold, props: footprint.LinkLoads.of_routes(
         props.links, topology.fold_weights(fold.rep))
 sc = parse_scenario(json.load(open(path)), path)
