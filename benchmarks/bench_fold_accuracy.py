@@ -80,6 +80,10 @@ FABRICS = {
                         "oversubscription": 2.0},
     "rail-optimized": "rail-optimized-fat-tree",
     "single-switch": "single-switch",
+    "3-tier-rail-2:1": {"tiers": 3, "rail_optimized": True, "nics_per_leaf": 4, "spines": 4, "leaves_per_pod": 8,
+                        "cores": 4, "oversubscription": 2.0, "pod_oversubscription": 2.0},
+    "3-tier-2:1": {"tiers": 3, "nics_per_leaf": 16, "spines": 4, "leaves_per_pod": 2, "cores": 4,
+                   "oversubscription": 2.0, "pod_oversubscription": 2.0},
 }
 
 
@@ -113,7 +117,7 @@ def run(data: dict, expand: str, method: str) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", default=",".join(c for c in CASES if c != "dense512"))
-    parser.add_argument("--fabrics", default=",".join(FABRICS))
+    parser.add_argument("--fabrics", default="spine-leaf,spine-leaf-2:1,rail-4/leaf-2:1")
     parser.add_argument("--method", default="footprint", choices=["footprint", "naive"])
     parser.add_argument("--large", action="store_true")
     parser.add_argument("--no-full", action="store_true", help="only the folded runs (sizes too large to expand)")
