@@ -73,7 +73,7 @@ def _why_unfolded(fold: Fold, topology: Topology, fold_mode: FoldMode) -> str:
     if fold_mode == "full":
         return " (--expand full simulates every GPU; auto or symmetric stand one GPU for its identical peers)"
     if not topology.foldable:
-        return " (every GPU is simulated: a fabric of more than one tier is not folded)"
+        return " (every GPU is simulated: this fabric is not folded, see Topology.foldable)"
     return ""
 
 

@@ -28,6 +28,7 @@ from simulon.dag.builder import collective_dag
 from simulon.dag.fold import Fold
 from simulon.engine import compiled
 from simulon.engine.flows import FlowProperties, flow_properties
+from simulon.engine.footprint import LinkLoads
 from simulon.engine.replay import NOT_FINISHED, event_loop, replay
 from simulon.engine.replay_input import NO_FLOW, NodeArrays, csr
 from simulon.network import Topology
@@ -216,7 +217,8 @@ def test_random_networks_replay_to_the_same_bit_compiled(network, window_s, repo
     runs = []
     for loop in (event_loop, compiled.event_loop):
         done: list[int] = []
-        start, finish = loop(nodes, props, capacity, weight, num_gpus, sm_count, window_s, done.append, report_every)
+        start, finish = loop(nodes, props, capacity, LinkLoads.of_routes(props.links, weight), num_gpus, sm_count,
+                             window_s, done.append, report_every)
         runs.append((start, finish, done))
     (start, finish, done), (fast_start, fast_finish, fast_done) = runs
     assert np.array_equal(fast_start, start) and np.array_equal(fast_finish, finish)

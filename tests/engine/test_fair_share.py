@@ -34,6 +34,11 @@ def padded(routes: list[list[int]]) -> np.ndarray:
     return links
 
 
+def weighted(routes: list[list[int]], weight: np.ndarray) -> list[list[float]]:
+    """Each flow's weight on each link of its route: the link's."""
+    return [[float(weight[link]) for link in route] for route in routes]
+
+
 def incremental_rates(net: FlowNetwork, flows) -> np.ndarray:
     return np.array([net.rate[f] for f in flows])
 
@@ -42,7 +47,7 @@ def incremental_rates(net: FlowNetwork, flows) -> np.ndarray:
 @given(link_sets())
 def test_the_incremental_and_vectorised_fair_shares_agree(case):
     capacity, weight, routes, cap = case
-    net = FlowNetwork(routes, capacity, weight, cap)
+    net = FlowNetwork(routes, capacity, weighted(routes, weight), cap)
     for f in range(len(routes)):
         net.add(f, 1.0, 0.0)
     net.reshare(0.0)
@@ -54,7 +59,7 @@ def test_the_incremental_and_vectorised_fair_shares_agree(case):
 @given(link_sets(), st.data())
 def test_flows_left_after_others_end_get_the_fair_share_of_those_left(case, data):
     capacity, weight, routes, cap = case
-    net = FlowNetwork(routes, capacity, weight, cap)
+    net = FlowNetwork(routes, capacity, weighted(routes, weight), cap)
     for f in range(len(routes)):
         net.add(f, 1.0, 0.0)
     net.reshare(0.0)
@@ -75,7 +80,7 @@ def test_without_weights_each_flow_counts_once():
 
 
 def test_a_flow_at_its_limit_leaves_the_rest_of_its_link_to_the_others():
-    net = FlowNetwork([[0], [0]], np.array([10.0]), np.ones(1), np.array([2.0, INF]))
+    net = FlowNetwork([[0], [0]], np.array([10.0]), [[1.0], [1.0]], np.array([2.0, INF]))
     net.add(0, 1.0, 0.0)
     net.add(1, 1.0, 0.0)
     net.reshare(0.0)

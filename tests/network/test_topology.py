@@ -204,3 +204,15 @@ def test_in_a_mesh_node_each_ordered_pair_of_gpus_has_its_own_link():
 def test_a_mesh_spanning_nodes_is_a_located_error():
     with pytest.raises(ValueError, match="domain_gpus"):
         datacenter(nodes=2, gpus=8, scale_up={"kind": "mesh", "domain_gpus": 16})
+
+
+def test_one_and_two_tier_fabrics_of_nvswitch_nodes_fold_and_others_do_not():
+    spine_leaf = {"tiers": 2, "nics_per_leaf": 32, "spines": 4}
+    rails = {"tiers": 2, "rail_optimized": True, "nics_per_leaf": 4, "spines": 4, "oversubscription": 2.0}
+    assert build(datacenter(topology="single-switch")).foldable
+    assert build(datacenter(nodes=8, gpus=8, topology=spine_leaf)).foldable
+    assert build(datacenter(nodes=4, gpus=8, topology=rails)).foldable
+    assert not build(datacenter(nodes=8, gpus=8, topology="rail-optimized-3-tier")).foldable
+    assert not build(datacenter(nodes=8, gpus=8, topology="alibaba-hpn")).foldable
+    assert not build(datacenter(nodes=8, gpus=8, topology=spine_leaf, scale_up={"kind": "pcie"})).foldable
+    assert build(datacenter(nodes=4, gpus=8, topology=spine_leaf, scale_up={"kind": "pcie"})).foldable  # one leaf

@@ -8,7 +8,7 @@ the flows between them carry the algorithm's step-by-step dependencies.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from typing import TYPE_CHECKING
 
@@ -125,6 +125,33 @@ def _completion_edges(flows: FlowSet, nodes: _FlowNodes, marker: np.ndarray) -> 
             (nodes.of(received), marker[flows.dst_pos[received]] + 1)]
 
 
+def in_connection_order(flows: FlowSet) -> FlowSet:
+    """`flows` where each flow between two members also waits for the last byte of the previous step's flow on
+    its connection (same sender, receiver and channel), as a parent its sender pushed.
+
+    NCCL posts a channel's steps to one connection in order (its NCCL_STEPS slots drain first in, first out),
+    so a connection carries one step at a time. Without this, the steps a slow hop falls behind on would share
+    its link all at once and finish together, starving the hops after it: a ring whose hops collide unevenly
+    on the spines then ran up to 3x slower than its slowest hop allows."""
+    p2p = np.flatnonzero((flows.src_pos >= 0) & (flows.dst_pos >= 0))
+    if len(p2p) < 2:
+        return flows
+    order = p2p[np.lexsort((p2p, flows.step[p2p], flows.channel[p2p], flows.dst_pos[p2p], flows.src_pos[p2p]))]
+    prev, this = order[:-1], order[1:]
+    same = (flows.src_pos[prev] == flows.src_pos[this]) & (flows.dst_pos[prev] == flows.dst_pos[this]) & \
+        (flows.channel[prev] == flows.channel[this]) & (flows.step[prev] < flows.step[this])
+    child, parent = this[same], prev[same]
+    known = set(zip(flows.parent_of.tolist(), flows.parent_idx.tolist(), strict=True))
+    new = np.array([(c, p) not in known for c, p in zip(child.tolist(), parent.tolist(), strict=True)], dtype=bool)
+    if not new.any():
+        return flows
+    children = np.concatenate([flows.parent_of, child[new]])
+    parents = np.concatenate([flows.parent_idx, parent[new]])
+    by_child = np.argsort(children, kind="stable")   # each flow's parents as before, the connection's last
+    ptr = np.concatenate([[0], np.cumsum(np.bincount(children, minlength=len(flows)))]).astype(np.int64)
+    return replace(flows, parent_ptr=ptr, parent_idx=parents[by_child].astype(np.int64))
+
+
 def fold_positions(group: tuple[int, ...], rep: np.ndarray) -> tuple[int, ...]:
     """The position in `group` of each member's representative."""
     position = {g: p for p, g in enumerate(group)}
@@ -138,6 +165,7 @@ def expansion_template(ctype: CollType, size: float, choice: Choice, shape: Grou
     every group of the same shape, size, algorithm and fold pattern shares it)."""
     n = shape.n
     flows = flow_set(ctype, tuple(range(n)), size, choice.channels, choice.algorithm, choice.protocol, shape)
+    flows = in_connection_order(flows)
     fold = np.asarray(fold_pos)
     _check_foldable(flows, fold, choice.algorithm)
     simulated = tuple(p for p in range(n) if fold[p] == p)
@@ -229,6 +257,7 @@ class DAGBuilder:
         launched = {a for op in prog.ops if isinstance(op, CollectiveOp) for a in op.alongside}
         last_compute = NO_NODE
         last_on_stream: dict[Stream, int] = {}
+        member_ends: dict[int, dict[int, int]] = {}  # a representative's part's end -> its peers' (Fold.expands)
         occurrences: dict[tuple, int] = defaultdict(int)
         per_stage = self.layout.num_gpus // self.layout.pp
         for i, op in enumerate(prog.ops):
@@ -246,12 +275,17 @@ class DAGBuilder:
                 group = self._group(op.axis, rank)
                 key = (op.label, op.layer, op.microbatch, op.phase)
                 occurrences[key] += 1
-                members = self.instance((*key, occurrences[key], group), op, group)
-                start, end = members[rank]
-                self._edges([last_on_stream.get(op.stream, NO_NODE), *(done[w] for w in op.waits),
-                             *(began[a] for a in op.alongside)], start)
+                deps = [*(done[w] for w in op.waits), *(began[a] for a in op.alongside)]
+                previous = last_on_stream.get(op.stream, NO_NODE)
+                if self.fold.expands(group, self.plan.topology):
+                    start, end, done[i] = self._expanded(rank, (*key, occurrences[key]), op, deps, previous,
+                                                         member_ends)
+                else:
+                    start, end = self.instance((*key, occurrences[key], group), op, group)[rank]
+                    done[i] = end
+                self._edges([previous, *deps], start)
                 began[i] = start
-                last_on_stream[op.stream] = done[i] = end
+                last_on_stream[op.stream] = end
             elif isinstance(op, SendOp):
                 peer = rank + (op.peer_stage - prog.stage) * per_stage
                 node = self._p2p_flow(rank, peer, op.microbatch, op.phase, op.peer_chunk)
@@ -261,6 +295,25 @@ class DAGBuilder:
             elif isinstance(op, RecvOp):
                 src = rank + (op.peer_stage - prog.stage) * per_stage
                 done[i] = self._p2p_flow(src, rank, op.microbatch, op.phase, op.chunk)
+
+    def _expanded(self, rank: int, key: tuple, op: CollectiveOp, deps: list[int], previous: int,
+                  member_ends: dict[int, dict[int, int]]) -> tuple[int, int, int]:
+        """(start, end, joined) of a representative's part in a collective expanded over every GPU it stands for
+        (see Fold.expands). Each of them joins when the representative's program reaches the call (`deps`) and
+        its own previous part on the stream has ended (where the representative's, `previous`, was one of such a
+        collective, else when that has); `joined` completes when all their parts have ended."""
+        parts = {}
+        for m in [rank, *(m for m in self.fold.members(rank).tolist() if m != rank)]:
+            group = self._group(op.axis, m)
+            parts[m] = self.instance((*key, group), op, group, expand=True)[m]
+        before = member_ends.get(previous, {})
+        for m, (begin, _) in parts.items():
+            if m != rank:
+                self._edges([*deps, before.get(m, previous)], begin)
+        joined = self._add(NodeKind.marker, rank, layer=op.layer, microbatch=op.microbatch)
+        self._edges([end for _, end in parts.values()], joined)
+        member_ends[parts[rank][1]] = {m: end for m, (_, end) in parts.items()}
+        return *parts[rank], joined
 
     def _group(self, axis: str, rank: int) -> tuple[int, ...]:
         key = (axis, rank)
@@ -277,18 +330,21 @@ class DAGBuilder:
 
     # ---- collectives ----
 
-    def instance(self, key: tuple, op: CollectiveOp, group: tuple[int, ...]) -> dict[int, tuple[int, int]]:
-        """The (start, end) markers of each simulated member of the collective instance `key`, expanded once."""
+    def instance(self, key: tuple, op: CollectiveOp, group: tuple[int, ...],
+                 expand: bool = False) -> dict[int, tuple[int, int]]:
+        """The (start, end) markers of each simulated member of the collective instance `key`, expanded once
+        (every member, with `expand`)."""
         if key not in self.instances:
-            self.instances[key] = self._expand(op, group)
+            self.instances[key] = self._expand(op, group, expand)
         return self.instances[key]
 
-    def _expand(self, op: CollectiveOp, group: tuple[int, ...]) -> dict[int, tuple[int, int]]:
-        """Markers for the simulated members and flows for the simulated senders of one collective."""
+    def _expand(self, op: CollectiveOp, group: tuple[int, ...], every: bool = False) -> dict[int, tuple[int, int]]:
+        """Markers for the simulated members and flows for the simulated senders of one collective (for every
+        member, with `every`)."""
         rep = self.fold.rep
-        if not any(int(rep[g]) == g for g in group):
+        if not every and not any(int(rep[g]) == g for g in group):
             return {}  # a group of folded GPUs only: its representatives' group stands for it
-        fold_pos = fold_positions(group, rep)
+        fold_pos = tuple(range(len(group))) if every else fold_positions(group, rep)
         choice = self.plan.choose(op.ctype, group, op.nbytes)
         t = expansion_template(op.ctype, op.nbytes, choice, self.plan.shape(group), fold_pos)
         coll = len(self.collectives)
@@ -328,5 +384,6 @@ def collective_dag(ctype: CollType, groups: list[tuple[int, ...]], size: float, 
     builder = DAGBuilder([], layout, fold or Fold.identity(num_gpus), plan)
     op = CollectiveOp(ctype, "collective", size, Stream.dp_comm, ctype.name, -1, -1, Phase.fwd)
     for i, group in enumerate(groups):
-        builder.instance((ctype.name, i), op, tuple(group))
+        group = tuple(group)
+        builder.instance((ctype.name, i), op, group, expand=builder.fold.expands(group, plan.topology))
     return builder.finish()

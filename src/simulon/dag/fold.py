@@ -4,17 +4,26 @@ Data-parallel replicas (and tensor-parallel peers) run the same kernels on the s
 symmetric placement, see the same links. Simulating rank r with coordinate 0 along the folded axes
 stands for all of them; flows to folded peers land on the representative's own links, weighted so
 that every link still carries the traffic of its whole class.
+
+A simulated flow stands for one flow of each GPU of its sender's class: its counterparts, the same step of the
+same algorithm in the group (or pipeline peer) each of them belongs to. Inside the fabric, ECMP hashes each
+counterpart onto its own links (engine/footprint.py counts them), so the fold keeps what it takes to name them:
+the rank layout (or the lone collective's groups) it was made from. Where a collective's flows may go above the
+leaves, the unevenly collided counterparts of a ring are no one member's ring repeated: such a collective is
+expanded over every GPU (Fold.expands), while the kernels and the other collectives stay folded.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property, lru_cache
 from typing import Literal
 
 import numpy as np
 
 from ..collective.types import CollType
+from ..network.topology import Topology
 from ..workload.layout import RankLayout
 from ..workload.program import CollectiveOp, StageProgram
 
@@ -24,12 +33,21 @@ AUTO_FULL_MAX_GPUS = 64
 _FOLDABLE = (("dp", 2), ("tp", 0))  # axis, column of RankLayout.coords
 
 
+GROUP_AXES = ("tp", "cp", "dp", "pp", "ep", "edp", "dp_cp", "fsdp", "fsdp_replica", "emb")
+"""The process-group axes of a rank layout (RankLayout.group), tried in turn to tell which one a group is of."""
+
+
 @dataclass(frozen=True)
 class Fold:
-    """rep[g]: the simulated GPU that stands for GPU g (rep[g] == g for simulated GPUs)."""
+    """rep[g]: the simulated GPU that stands for GPU g (rep[g] == g for simulated GPUs).
+
+    `layout`: the rank layout the fold was chosen on, or `groups`: the disjoint groups of a lone collective
+    folded together (fold_group); either names the groups of the folded GPUs (see counterparts)."""
 
     rep: np.ndarray
     axes: tuple[str, ...]
+    layout: RankLayout | None = field(default=None, compare=False)
+    groups: tuple[tuple[int, ...], ...] | None = field(default=None, compare=False)
 
     @property
     def multiplicity(self) -> np.ndarray:
@@ -39,6 +57,60 @@ class Fold:
     @classmethod
     def identity(cls, num_gpus: int) -> Fold:
         return cls(np.arange(num_gpus), ())
+
+    @property
+    def trivial(self) -> bool:
+        """Every GPU simulated (nothing folded)."""
+        return not self.axes
+
+    @cached_property
+    def _classes(self) -> tuple[np.ndarray, np.ndarray]:
+        order = np.argsort(self.rep, kind="stable")
+        return order, np.concatenate([[0], np.cumsum(np.bincount(self.rep, minlength=len(self.rep)))])
+
+    def expands(self, group: tuple[int, ...], topology: Topology) -> bool:
+        """Whether a collective over `group` is expanded, every member of every group its members' classes
+        hold simulated: the fold folds something and the group's flows may go above the leaves. There ECMP
+        collides the peers' flows unevenly, and a ring whose hops are slowed unevenly is not any one of its
+        members' ring repeated (engine/footprint.py)."""
+        return not self.trivial and topology.spreads(group)
+
+    def members(self, gpu: int) -> np.ndarray:
+        """The GPUs a simulated GPU stands for (itself first)."""
+        order, ptr = self._classes
+        return order[ptr[gpu]:ptr[gpu + 1]]
+
+    def counterparts(self, src: int, dst: int, group: tuple[int, ...] | None) -> tuple[np.ndarray, np.ndarray]:
+        """(senders, receivers) of the real flows a simulated flow src -> dst stands for: one per GPU of src's
+        class (src -> dst itself first). In a collective over `group`, each sender's counterpart goes to the
+        member as many positions on in its own group of the same kind as dst is from src in `group` (a folded
+        collective repeats by rotation, dag/builder.py); a pipeline send (`group` None) keeps its rank offset."""
+        members = self.members(src)
+        if group is None:
+            return members, members + (dst - src)
+        step = group.index(dst) - group.index(src)
+        peers = [self._group_of(group, int(m)) for m in members]
+        receivers = [peer[(peer.index(m) + step) % len(peer)] for m, peer in zip(members.tolist(), peers, strict=True)]
+        return members, np.asarray(receivers, dtype=np.int64)
+
+    def _group_of(self, group: tuple[int, ...], gpu: int) -> tuple[int, ...]:
+        """The group of the same kind as `group` that `gpu` belongs to."""
+        if gpu in group:
+            return group
+        if self.groups is not None:
+            return next(g for g in self.groups if gpu in g)
+        if self.layout is None:
+            raise ValueError("a fold without a layout or groups cannot name the groups of its folded GPUs")
+        return self.layout.group(_axis_of(self.layout, group), gpu)
+
+
+@lru_cache(maxsize=4096)
+def _axis_of(layout: RankLayout, group: tuple[int, ...]) -> str:
+    """The axis whose process group `group` is (the first that fits: equal groups of two axes are alike)."""
+    for axis in GROUP_AXES:
+        if layout.group(axis, group[0]) == group:
+            return axis
+    raise ValueError(f"{group} is not a process group of {layout}")
 
 
 def _fold_period(stride: int, size: int, gpus_per_node: int) -> int | None:
@@ -102,7 +174,7 @@ def choose_fold(layout: RankLayout, gpus_per_node: int, gpus_per_nic: int, mode:
             if nics_consistent(rep, gpus_per_nic):
                 coords, folded = trial, [*folded, axis]
     rep = np.asarray(layout.rank(*coords.T), dtype=np.int64)
-    return Fold(rep, tuple(folded))
+    return Fold(rep, tuple(folded), layout)
 
 
 def fold_group(num_gpus: int, groups: list[tuple[int, ...]]) -> Fold:
@@ -111,4 +183,4 @@ def fold_group(num_gpus: int, groups: list[tuple[int, ...]]) -> Fold:
     rep = np.arange(num_gpus)
     members = [g for group in groups for g in group]
     rep[members] = groups[0][0]
-    return Fold(rep, ("group",))
+    return Fold(rep, ("group",), groups=tuple(tuple(g) for g in groups))

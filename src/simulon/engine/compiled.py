@@ -31,9 +31,9 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from ..network.fabric import NO_LINK
 from .fair_share import EMPTY_LOAD, SAME_RATE, SAME_SHARE
 from .flows import FlowProperties
+from .footprint import LinkLoads
 from .replay_input import MAX_HELD_SHARE, NO_FLOW, NOT_FINISHED, SAME_TIME, Event, NodeArrays
 
 NODE_DONE, LAST_BYTE, LAUNCHED = int(Event.NODE_DONE), int(Event.LAST_BYTE), int(Event.LAUNCHED)
@@ -139,11 +139,11 @@ class Loop(NamedTuple):
     clock: np.ndarray       # [now]
 
 
-def event_loop(nodes: NodeArrays, props: FlowProperties, capacity: np.ndarray, weight: np.ndarray, num_gpus: int,
+def event_loop(nodes: NodeArrays, props: FlowProperties, capacity: np.ndarray, loads: LinkLoads, num_gpus: int,
                sm_count: int, window_s: float, advance: Callable[[int], None],
                report_every: int) -> tuple[np.ndarray, np.ndarray]:
     """replay.event_loop compiled: the same arguments, the same start and finish times."""
-    graph = _graph(nodes, props, capacity, weight)
+    graph = _graph(nodes, props, capacity, loads)
     net = _network(len(props.nodes), len(capacity), len(graph.link))
     loop = _loop(nodes, num_gpus, len(props.nodes), report_every)
     settings = Settings(int(sm_count), float(window_s), bool(np.isfinite(props.cap).any()), int(report_every),
@@ -166,22 +166,25 @@ def _f64(values) -> np.ndarray:
     return np.ascontiguousarray(values, dtype=np.float64)
 
 
-def _graph(nodes: NodeArrays, props: FlowProperties, capacity: np.ndarray, weight: np.ndarray) -> Graph:
+def _first_slots(loads: LinkLoads) -> np.ndarray:
+    """Per slot: whether it is its flow's first on its link (a flow loading a link twice joins its list once)."""
+    flow = np.repeat(np.arange(len(loads.ptr) - 1), np.diff(loads.ptr))
+    order = np.lexsort((np.arange(len(loads.link)), loads.link, flow))
+    first = np.ones(len(loads.link), dtype=bool)
+    same = (flow[order][1:] == flow[order][:-1]) & (loads.link[order][1:] == loads.link[order][:-1])
+    first[order[1:][same]] = False
+    return first
+
+
+def _graph(nodes: NodeArrays, props: FlowProperties, capacity: np.ndarray, loads: LinkLoads) -> Graph:
     """The loop's read-only arrays; each flow's links in CSR form with their weights."""
-    valid = props.links != NO_LINK
-    link = props.links[valid]  # row by row: each flow's links in route order
-    repeated = np.zeros(props.links.shape, dtype=bool)
-    for hop in range(1, props.links.shape[1]):
-        repeated[:, hop] = (props.links[:, :hop] == props.links[:, hop:hop + 1]).any(axis=1)
-    counts = valid.sum(axis=1)
-    link_ptr = np.concatenate([[0], np.cumsum(counts)])
-    capacity = _f64(capacity)
+    counts = np.diff(loads.ptr)
     return Graph(_i64(nodes.successors), _i64(nodes.successor_ptr), _i64(nodes.next_sends),
                  _i64(nodes.next_send_ptr), _i64(nodes.flow_of), _f64(nodes.duration), _i64(nodes.span),
                  np.ascontiguousarray(nodes.sm_bound, dtype=np.bool_), _i64(nodes.gpu), _f64(props.wire),
-                 _f64(props.latency), _f64(props.delay), _i64(props.nodes), _f64(props.cap), _i64(link_ptr),
-                 _i64(link), _f64(np.asarray(weight, dtype=np.float64)[link]),
-                 _i64(np.repeat(np.arange(len(counts)), counts)), np.ascontiguousarray(~repeated[valid]), capacity)
+                 _f64(props.latency), _f64(props.delay), _i64(props.nodes), _f64(props.cap), _i64(loads.ptr),
+                 _i64(loads.link), _f64(loads.weight), _i64(np.repeat(np.arange(len(counts)), counts)),
+                 np.ascontiguousarray(_first_slots(loads)), _f64(capacity))
 
 
 def _network(num_flows: int, num_links: int, num_slots: int) -> Network:

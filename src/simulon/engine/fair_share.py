@@ -42,14 +42,14 @@ class FlowNetwork:
     """Active flows, how much each has left to send, their rates, and the max-min fair share over the links
     they cross, kept up to date as flows come and go.
 
-    `links`: each flow's link ids; `capacity`: bytes/s per link; `weight`: per link, how many flows one flow on
-    it stands for; `cap`: each flow's own rate limit (inf: none). A flow's `version` counts its rate changes,
-    so that a finish event computed under an older rate can be told apart.
+    `links`: each flow's link ids; `capacity`: bytes/s per link; `weights`: each flow's weight on each of its links
+    (how many flows it stands for there); `cap`: each flow's own rate limit (inf: none). A flow's `version`
+    counts its rate changes, so that a finish event computed under an older rate can be told apart.
     """
 
-    def __init__(self, links: list[list[int]], capacity: np.ndarray, weight: np.ndarray, cap: np.ndarray):
+    def __init__(self, links: list[list[int]], capacity: np.ndarray, weights: list[list[float]], cap: np.ndarray):
         self.links = links
-        self.weight = [[float(weight[link]) for link in row] for row in links]
+        self.weight = weights
         self.capacity = capacity.tolist()
         self.cap = cap.tolist()
         self.limited = bool(np.isfinite(cap).any())

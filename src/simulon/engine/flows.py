@@ -80,11 +80,19 @@ class FlowProperties:
     cap: np.ndarray        # wire bytes/s a flow may reach on its own (inf: only its links limit it)
     latency: np.ndarray    # seconds from last byte sent to delivery
     delay: np.ndarray      # seconds from ready to first byte (a collective's launch)
+    physical: np.ndarray | None = None  # a real flow of its own, not one standing for a class (None: none is)
+
+
+def expanded_flows(dag: ExecutionDAG, nodes: np.ndarray, topology: Topology, fold: Fold) -> np.ndarray:
+    """Per flow of `nodes`: whether it belongs to a collective expanded over every GPU (dag.fold.Fold.expands)."""
+    expanded = np.array([fold.expands(c.group, topology) for c in dag.collectives] + [False], dtype=bool)
+    return expanded[dag.coll[nodes]]
 
 
 def flow_properties(dag: ExecutionDAG, topology: Topology, fold: Fold) -> FlowProperties:
     nodes = np.flatnonzero(dag.kind == NodeKind.flow)
-    links, latency, scale_out = topology.routes(dag.gpu[nodes], dag.peer[nodes], fold.rep)
+    physical = expanded_flows(dag, nodes, topology, fold)
+    links, latency, scale_out = topology.routes(dag.gpu[nodes], dag.peer[nodes], fold.rep, physical)
     coll = dag.coll[nodes]
     proto_of_coll = np.array([PROTOCOLS.index(c.protocol) for c in dag.collectives] + [0], dtype=np.int64)
     proto = proto_of_coll[coll]  # point-to-point flows (NO_COLLECTIVE) use the simple protocol
@@ -109,4 +117,4 @@ def flow_properties(dag: ExecutionDAG, topology: Topology, fold: Fold) -> FlowPr
         model.local_pass(dag.size[nodes], lanes, np.where(to_flow[nodes], "", local))
     head = (coll != NO_COLLECTIVE) & ~from_flow[nodes]
     delay = np.where(head, np.asarray(model.launch)[proto], 0.0)
-    return FlowProperties(nodes, links, terms.wire(dag.size[nodes]), terms.cap, latency + hop, delay)
+    return FlowProperties(nodes, links, terms.wire(dag.size[nodes]), terms.cap, latency + hop, delay, physical)

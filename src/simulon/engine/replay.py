@@ -29,8 +29,9 @@ from ..dag.fold import Fold
 from ..dag.nodes import ExecutionDAG
 from ..network.topology import Topology
 from ..progress import REPORT_EVERY
-from .fair_share import FlowNetwork, link_rows
+from .fair_share import FlowNetwork
 from .flows import FlowProperties, flow_properties
+from .footprint import LinkLoads, flow_loads
 from .replay_input import MAX_HELD_SHARE, NO_FLOW, NOT_FINISHED, SAME_TIME, Event, NodeArrays, node_arrays
 
 ENGINES = ("auto", "compiled", "python")
@@ -102,8 +103,8 @@ def replay(dag: ExecutionDAG, topology: Topology, fold: Fold, sm_count: int = 0,
     props = flow_properties(dag, topology, fold)
     loop = _event_loop(_engine(engine), dag.num_nodes)
     start, finish = loop(node_arrays(dag, props.nodes, sm_count), props, topology.capacity,
-                         topology.fold_weights(fold.rep), dag.num_gpus, sm_count, window_s, advance or _unreported,
-                         REPORT_EVERY)
+                         flow_loads(dag, topology, fold, props), dag.num_gpus, sm_count, window_s,
+                         advance or _unreported, REPORT_EVERY)
     stuck = int(np.count_nonzero(finish == NOT_FINISHED))
     if stuck:
         n = dag.num_nodes
@@ -134,13 +135,14 @@ def _event_loop(engine: str, num_nodes: int):
     return compiled_loop
 
 
-def event_loop(nodes: NodeArrays, props: FlowProperties, capacity: np.ndarray, weight: np.ndarray, num_gpus: int,
+def event_loop(nodes: NodeArrays, props: FlowProperties, capacity: np.ndarray, loads: LinkLoads, num_gpus: int,
                sm_count: int, window_s: float, advance: Callable[[int], None],
                report_every: int) -> tuple[np.ndarray, np.ndarray]:
-    """The Python event loop over the DAG's `nodes` and flows `props` on links of `capacity` (bytes/s) and fold
-    `weight`: every node's start and finish time (NOT_FINISHED where a cycle stalled it). `advance(done)` is
+    """The Python event loop over the DAG's `nodes` and flows `props` loading links of `capacity` (bytes/s) as
+    `loads` says: every node's start and finish time (NOT_FINISHED where a cycle stalled it). `advance(done)` is
     told every `report_every` finished nodes how many are finished."""
-    net = FlowNetwork(link_rows(props.links), capacity, weight, props.cap)
+    links, weights = loads.rows()
+    net = FlowNetwork(links, capacity, weights, props.cap)
     start, finish = _run(_nodes(nodes), props, net, num_gpus, sm_count, window_s, advance, report_every)
     return np.asarray(start, dtype=np.float64), np.asarray(finish, dtype=np.float64)
 

@@ -102,9 +102,29 @@ class Topology:
 
     @property
     def foldable(self) -> bool:
-        """Whether peers folded onto a representative see its links: true unless flows cross switch tiers
-        whose links a representative's flows would not load as all its peers' flows do."""
-        return self.fabric.spec.tiers == 1
+        """Whether peers may be folded onto representatives: on one switch, where every NIC port is under one
+        leaf, and on two tiers (spine-leaf or rail-optimized, any oversubscription) of single-port NICs under
+        NVSwitch nodes.
+
+        Above the leaves ECMP hashes each folded peer's flows onto their own uplinks and spines, where they
+        collide unevenly: there collectives whose groups span several domains are expanded over every peer
+        (dag.fold.Fold.expands), and other folded flows that leave their domain load their counterparts' links
+        (engine/footprint.py). Checked against the full expansion within 0.5% of the step time at 64-128 GPUs
+        (benchmarks/bench_fold_accuracy.py); three tiers, dual-ToR and dual-plane NICs, and PCIe or mesh nodes
+        (whose GPU links carry their NIC traffic) are not checked and not folded."""
+        spec = self.fabric.spec
+        if spec.tiers == 1 or self.fabric.leaves == 1:
+            return True
+        return spec.tiers == 2 and not spec.dual_tor and spec.planes == 1 and self.scale_up_kind == "nvswitch"
+
+    @property
+    def inner_links_from(self) -> int:
+        """The first link above the leaves (leaf uplinks, spine and core links follow it to the last link); the
+        number of links where the fabric has one tier."""
+        fabric = self.fabric
+        if "leaf_up" not in fabric.kind:
+            return self.num_links
+        return fabric.base + fabric.block_start[fabric.kind.index("leaf_up")]
 
     def link_name(self, link: int) -> str:
         g = self.num_gpus
@@ -118,13 +138,19 @@ class Topology:
         kind, index = self.fabric.link_kind(link)
         return f"{kind}[{index}]"
 
-    def routes(self, src: np.ndarray, dst: np.ndarray, rep: np.ndarray | None = None
-               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def spreads(self, group) -> bool:
+        """Whether a group's flows may go above the leaves: it spans several scale-up domains of a fabric with
+        links above its leaves."""
+        return self.inner_links_from < self.num_links and len({g // self.domain_gpus for g in group}) > 1
+
+    def routes(self, src: np.ndarray, dst: np.ndarray, rep: np.ndarray | None = None,
+               physical: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(links[F, hops] padded with NO_LINK, latency[F] seconds, scale_out[F]) of flows src -> dst.
 
         `src` is always a GPU; `dst` a GPU or an in-network reduction endpoint code. With a fold (`rep[g]`:
         the simulated GPU that stands for GPU g, see dag.fold.Fold), the receiver's last links are its
-        representative's: by symmetry they carry the same traffic.
+        representative's: by symmetry they carry the same traffic; except for `physical` flows (a mask), which
+        are real flows of their own.
         """
         src = np.asarray(src, dtype=np.int64)
         dst = np.asarray(dst, dtype=np.int64)
@@ -132,6 +158,8 @@ class Topology:
         p2p = dst >= 0
         real_dst = np.where(p2p, dst, src)
         last = real_dst if rep is None else rep[real_dst]
+        if physical is not None and rep is not None:
+            last = np.where(physical, real_dst, last)
         same_domain = p2p & (src // self.domain_gpus == dst // self.domain_gpus)
         out = p2p & ~same_domain
         to_out, from_out = dst == TO_SCALE_OUT_SWITCH, dst == FROM_SCALE_OUT_SWITCH

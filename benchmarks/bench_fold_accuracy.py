@@ -1,0 +1,160 @@
+"""Symmetry folding on fabrics of several tiers: folded (`--expand symmetric`) against full expansion.
+
+    uv run python benchmarks/bench_fold_accuracy.py [--cases dense128,moe96] [--fabrics spine-leaf]
+        [--method footprint|naive] [--large]
+
+Every run is a fresh process (simulon imported, one training step built, timed and replayed), so that its wall
+time and peak resident memory are its own. The table gives per case and fabric the iteration time of the full
+expansion and of the folded run, their ratio, and the wall time and peak RSS of each.
+
+`--method naive` replays the folded run as before engine/footprint.py and Fold.expands: a simulated flow loads
+its own route's inner links only, so it misses the ECMP collisions of the flows it stands for (the "before"
+column). Both
+methods force `Topology.foldable` true, to measure fabrics where it is still false. `--large` adds GPT-3 175B
+on 512 and 1,024 GPUs on a rail-optimized fat-tree.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+RUN = r"""
+import importlib, json, resource, sys, time
+from simulon.config.loading import parse_scenario
+from simulon.network.topology import Topology
+from simulon.dag.fold import Fold
+from simulon.engine import footprint
+replay_module = importlib.import_module("simulon.engine.replay")
+from simulon.pipeline import simulate
+path, expand, method = sys.argv[1:4]
+MEMORY_LIMIT = 12 * 2**30  # the memory guard refuses what would not fit (dag/size.py)
+Topology.foldable = property(lambda self: not self.fabric.spec.dual_tor)
+if method == "naive":
+    Fold.expands = lambda self, group, topology: False
+    replay_module.flow_loads = lambda dag, topology, fold, props: footprint.LinkLoads.of_routes(
+        props.links, topology.fold_weights(fold.rep))
+sc = parse_scenario(json.load(open(path)), path)
+t = time.perf_counter()
+sim = simulate(sc, expand, memory_limit=MEMORY_LIMIT)
+wall = time.perf_counter() - t
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+print(json.dumps({"ms": sim.result.iteration_time_ms, "wall_s": wall, "rss_mb": peak / 2**20,
+                  "nodes": sim.dag.num_nodes, "folded": bool(sim.fold.axes)}))
+"""
+
+
+def _example(name: str) -> dict:
+    return yaml.safe_load((ROOT / "examples" / name).read_text())
+
+
+def _gpt(model: str, nodes: int, tp: int, pp: int, gbs: int, template: str = "dgx-h100") -> dict:
+    return {"datacenter": {"from": template, "cluster": {"num_nodes": nodes}},
+            "workload": {"framework": "megatron", "model": model, "parallelism": {"tp": tp, "pp": pp},
+                         "training": {"global_batch_size": gbs, "micro_batch_size": 1, "sequence_length": 2048}}}
+
+
+CASES = {
+    "dense128": _gpt("gpt3-13b", 16, 8, 2, 32),     # tp8 pp2 dp8 on 128 H100
+    "dp64": _gpt("gpt3-1.3b", 8, 1, 1, 64),         # dp64 on 64 H100
+    "tp2pp2dp16": _gpt("gpt3-1.3b", 8, 2, 2, 64),   # dp over nodes with two tp groups per node
+    "moe96": _example("moe_96gpu.yaml"),            # tp4 pp6 dp4 ep2 on 96 H100
+    "dense512": _gpt("gpt3-13b", 64, 8, 2, 128),    # tp8 pp2 dp32 on 512 H100
+}
+LARGE = {
+    "gpt3-175b-512": {**_example("gpt3_175b_1024gpu.yaml")},
+    "gpt3-175b-1024": _example("gpt3_175b_1024gpu.yaml"),
+}
+FABRICS = {
+    "spine-leaf": "spine-leaf",
+    "spine-leaf-2:1": {"from": "spine-leaf", "oversubscription": 2.0},
+    "rail-4/leaf-2:1": {"tiers": 2, "rail_optimized": True, "nics_per_leaf": 4, "spines": 4,
+                        "oversubscription": 2.0},
+    "rail-optimized": "rail-optimized-fat-tree",
+    "single-switch": "single-switch",
+    "3-tier-rail-2:1": {"tiers": 3, "rail_optimized": True, "nics_per_leaf": 4, "spines": 4, "leaves_per_pod": 8,
+                        "cores": 4, "oversubscription": 2.0, "pod_oversubscription": 2.0},
+    "3-tier-2:1": {"tiers": 3, "nics_per_leaf": 16, "spines": 4, "leaves_per_pod": 2, "cores": 4,
+                   "oversubscription": 2.0, "pod_oversubscription": 2.0},
+}
+
+
+def _on(case: dict, fabric) -> dict:
+    data = json.loads(json.dumps(case))
+    data["datacenter"].setdefault("network", {}).setdefault("scale_out", {})["topology"] = fabric
+    return data
+
+
+def _half(case: dict) -> dict:
+    """GPT-3 175B on 512 GPUs: the 1,024-GPU example with half the data parallelism."""
+    data = json.loads(json.dumps(case))
+    data["datacenter"]["cluster"]["num_nodes"] //= 2
+    data["workload"]["parallelism"]["dp"] //= 2
+    data["workload"]["training"]["global_batch_size"] //= 2
+    return data
+
+
+def run(data: dict, expand: str, method: str) -> dict:
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(data, f)
+    done = subprocess.run([sys.executable, "-c", RUN, f.name, expand, method], capture_output=True, text=True,
+                          cwd=ROOT)
+    Path(f.name).unlink()
+    if done.returncode:
+        message = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit {done.returncode}"
+        return {"error": message[:160]}
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", default=",".join(c for c in CASES if c != "dense512"))
+    parser.add_argument("--fabrics", default="spine-leaf,spine-leaf-2:1,rail-4/leaf-2:1")
+    parser.add_argument("--method", default="footprint", choices=["footprint", "naive"])
+    parser.add_argument("--large", action="store_true")
+    parser.add_argument("--no-full", action="store_true", help="only the folded runs (sizes too large to expand)")
+    args = parser.parse_args()
+    cases = {name: CASES[name] for name in args.cases.split(",") if name}
+    rows = [(name, fabric, _on(case, FABRICS[fabric])) for name, case in cases.items()
+            for fabric in args.fabrics.split(",") if fabric]
+    if args.large:
+        large = _example("gpt3_175b_1024gpu.yaml")
+        rows += [("gpt3-175b-512", "rail-optimized", _on(_half(large), FABRICS["rail-optimized"])),
+                 ("gpt3-175b-1024", "rail-optimized", _on(large, FABRICS["rail-optimized"]))]
+    print(f"method: {args.method}")
+    print(f"{'case':16} {'fabric':16} {'GPUs':>5} {'full ms':>10} {'folded ms':>10} {'ratio':>7} "
+          f"{'full wall':>9} {'fold wall':>9} {'full RSS':>9} {'fold RSS':>9}")
+    for name, fabric, data in rows:
+        gpus = data["workload"]["training"].get("num_gpus") or _gpus(data)
+        folded = run(data, "symmetric", args.method)
+        full = {"ms": float("nan"), "wall_s": float("nan"), "rss_mb": float("nan")} if args.no_full else \
+            run(data, "full", args.method)
+        if "error" in folded:
+            print(f"{name:16} {fabric:16} {gpus:>5} error: {folded['error']}")
+            continue
+        if "error" in full:  # refused by the memory guard: the folded run alone
+            print(f"{name:16} {fabric:16} {gpus:>5} {'-':>10} {folded['ms']:>10.2f} {'-':>7} {'-':>9} "
+                  f"{folded['wall_s']:>8.1f}s {'-':>9} {folded['rss_mb']:>7.0f}MB  full: {full['error'][:60]}",
+                  flush=True)
+            continue
+        print(f"{name:16} {fabric:16} {gpus:>5} {full['ms']:>10.2f} {folded['ms']:>10.2f} "
+              f"{folded['ms'] / full['ms']:>7.4f} {full['wall_s']:>8.1f}s {folded['wall_s']:>8.1f}s "
+              f"{full['rss_mb']:>7.0f}MB {folded['rss_mb']:>7.0f}MB", flush=True)
+
+
+def _gpus(data: dict) -> int:
+    gpn = {"dgx-h100": 8, "dgx-a100": 8}.get(data["datacenter"].get("from"))
+    node = data["datacenter"].get("node", {})
+    return data["datacenter"]["cluster"]["num_nodes"] * (node.get("gpus_per_node") or gpn or 8)
+
+
+if __name__ == "__main__":
+    main()
