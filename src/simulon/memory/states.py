@@ -66,8 +66,7 @@ class ModelStates:
         self.workload, self.layout = workload, layout
         par, train = workload.parallelism, workload.training
         self.shape = ShardShape.of(workload)
-        self.kernels = LayerKernels(workload.model, self.shape, train.attention, train.elementwise,
-                                    train.cross_entropy)
+        self.kernels = LayerKernels.of(workload)
         self.parameters = ModelParameters(self.kernels, workload.model, PipelineLayers.of(workload))
         self.frozen = train.peft == "lora"
         self.fp32 = train.dtype in (DType.fp32, DType.tf32)

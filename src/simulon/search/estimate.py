@@ -216,8 +216,7 @@ class Estimator:
                                                           "expert_tensor_parallel": None})
         training = base.training.model_copy(update={"micro_batch_size": 1})
         one = base.model_copy(update={"parallelism": parallelism, "training": training})
-        kernels = LayerKernels(one.model, ShardShape.of(one), one.training.attention, one.training.elementwise,
-                               one.training.cross_entropy)
+        kernels = LayerKernels.of(one)
         layers = PipelineLayers.of(one)
         flops = 0.0
         for unit in layers.stage_units(0):
@@ -301,9 +300,7 @@ class Estimator:
         """The workload's kernel table, shared by strategies of the same shape."""
         key = self.shape_key(s)
         if key not in self._tables:
-            train = workload.training
-            self._tables[key] = LayerKernels(workload.model, ShardShape.of(workload), train.attention,
-                                             train.elementwise, train.cross_entropy)
+            self._tables[key] = LayerKernels.of(workload)
         return self._tables[key]
 
 

@@ -152,6 +152,12 @@ class LayerKernels:
         self.passes = EAGER_PASSES if elementwise == "eager" else FUSED_PASSES
         self._layer_params: dict[bool, tuple[float, float]] = {}
 
+    @classmethod
+    def of(cls, workload: MegatronWorkload) -> LayerKernels:
+        """The kernels of a workload as its training block asks them to run."""
+        train = workload.training
+        return cls(workload.model, ShardShape.of(workload), train.attention, train.elementwise, train.cross_entropy)
+
     def __getitem__(self, name: str) -> dict[Phase, KernelSpec]:
         return self.table[name]
 
