@@ -8,6 +8,7 @@ import yaml
 
 from helpers import ROOT, cli, gpt_scenario
 from simulon.collective.tuner import CollectivePlan
+from simulon.config.dc import FabricSpec
 from simulon.dag.fold import choose_fold, symmetric_axes
 from simulon.dag.size import DagSize, TooLarge, available_memory, check_fits, estimate_size, memory_cost
 from simulon.network.topology import Topology
@@ -38,10 +39,26 @@ CASES = {
 }
 
 
+TWO_TIER = {"tiers": 2, "rail_optimized": False, "nics_per_leaf": 4, "spines": 4}
+ON_TWO_TIERS = {"dense tp pp dp on a spine-leaf fabric": dict(nodes=8, gpus_per_node=4, tp=2, pp=2, gbs=16),
+                "moe on a spine-leaf fabric": dict(nodes=8, gpus_per_node=2, pp=2, ep=2, layers=4, gbs=16,
+                                                   moe={"num_experts": 4, "top_k": 2})}
+
+
+def scenario(case: str):
+    if case in CASES:
+        return gpt_scenario(**CASES[case])
+    sc = gpt_scenario(**ON_TWO_TIERS[case])
+    net = sc.datacenter.network
+    scale_out = net.scale_out.model_copy(update={"topology": FabricSpec.model_validate(TWO_TIER)})
+    dc = sc.datacenter.model_copy(update={"network": net.model_copy(update={"scale_out": scale_out})})
+    return sc.model_copy(update={"datacenter": dc})
+
+
 @pytest.mark.parametrize("mode", ["full", "symmetric"])
-@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("case", sorted(CASES) + sorted(ON_TWO_TIERS))
 def test_the_size_counted_before_building_is_the_size_built(case, mode):
-    sc = gpt_scenario(**CASES[case])
+    sc = scenario(case)
     dag, _, _ = build_dag(sc, mode)
     size = estimated(sc, mode)
     assert size.nodes == dag.num_nodes

@@ -123,7 +123,6 @@ def estimate_size(programs: list[StageProgram], layout: RankLayout, fold: Fold, 
     """The size of the DAG DAGBuilder(programs, layout, fold, plan).build() makes, counted without building."""
     simulated = np.flatnonzero(fold.multiplicity)
     stages = layout.coords[simulated, 3]
-    rep = fold.rep
     nodes = flows = 0
     for stage, prog in enumerate(programs):
         ranks = simulated[stages == stage].tolist()
@@ -132,23 +131,36 @@ def estimate_size(programs: list[StageProgram], layout: RankLayout, fold: Fold, 
         per_rank, sends, calls = _program_counts(prog)
         nodes += len(ranks) * (per_rank + sends)
         flows += len(ranks) * sends
-        groups: dict[str, tuple[int, tuple[int, ...], tuple[int, ...]]] = {}  # axis -> (groups expanded,
-        # a sample group, its members' representatives' positions)
+        groups: dict[str, tuple[int, tuple[int, ...], tuple[int, ...], int]] = {}  # axis -> (groups built,
+        # a sample group, its members' representatives' positions, markers a call adds besides its groups')
         per_call: dict[tuple, tuple[int, int]] = {}  # (axis, type, size) -> (nodes, flows) of all its groups
         for op in calls:
             key = (op.axis, op.ctype, op.nbytes)
             if key not in per_call:
                 if op.axis not in groups:
-                    distinct = {layout.group(op.axis, r) for r in ranks}
-                    expanded = [g for g in distinct if any(int(rep[m]) == m for m in g)]
-                    sample = layout.group(op.axis, ranks[0])
-                    groups[op.axis] = (len(expanded), sample, fold_positions(sample, rep))
-                count, sample, fold_pos = groups[op.axis]
+                    groups[op.axis] = _axis_groups(op.axis, ranks, layout, fold, plan)
+                count, sample, fold_pos, joins = groups[op.axis]
                 template = expansion_template(op.ctype, op.nbytes, plan.choose(op.ctype, sample, op.nbytes),
                                               plan.shape(sample), fold_pos)
-                per_call[key] = (count * (2 * len(template.simulated) + len(template.flow_src)),
+                per_call[key] = (count * (2 * len(template.simulated) + len(template.flow_src)) + joins,
                                  count * len(template.flow_src))
             call_nodes, call_flows = per_call[key]
             nodes += call_nodes
             flows += call_flows
     return DagSize(int(nodes), int(flows), len(simulated))
+
+
+def _axis_groups(axis: str, ranks: list[int], layout: RankLayout, fold: Fold,
+                 plan: CollectivePlan) -> tuple[int, tuple[int, ...], tuple[int, ...], int]:
+    """(groups a call along `axis` builds, a sample group, its members' representatives' positions, the markers
+    the call adds besides them) for the simulated `ranks` of one stage. A collective the fold expands
+    (Fold.expands) builds every group of every GPU a simulated rank stands for, whole, and a joining marker per
+    simulated rank (DAGBuilder._expanded); any other builds the groups holding a simulated GPU, folded."""
+    rep = fold.rep
+    sample = layout.group(axis, ranks[0])
+    if fold.expands(sample, plan.topology):
+        distinct = {layout.group(axis, int(m)) for r in ranks for m in fold.members(r)}
+        return len(distinct), sample, tuple(range(len(sample))), len(ranks)
+    distinct = {layout.group(axis, r) for r in ranks}
+    built = [g for g in distinct if any(int(rep[m]) == m for m in g)]
+    return len(built), sample, fold_positions(sample, rep), 0
