@@ -107,3 +107,12 @@ def test_the_search_orders_measured_strategy_families_as_the_measurements_do():
     assert len(found) >= 10
     # 0.733 today over 30 pairs: the two discordant pairs were measured 1% apart (the issue asks for 0.8)
     assert pooled_tau(found, "estimated") >= 0.7 and pooled_tau(found, "replayed") >= 0.7
+
+
+def test_a_bad_gpu_count_in_the_searched_file_is_a_one_line_error(tmp_path):
+    data = yaml.safe_load(SEED_SCENARIO.read_text())
+    data["workload"]["training"]["num_gpus"] = "many"
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(data))
+    run = cli("search", str(path), "--replay", "0")
+    assert run.returncode == 2 and "workload.training.num_gpus" in run.stderr and "Traceback" not in run.stderr

@@ -91,11 +91,11 @@ def memory_counter_events(dag: ExecutionDAG, timeline: Timeline, memory: MemoryR
     stride = int(dag.microbatch[compute].max(initial=0)) + 1
     events: list[dict] = []
     for g in dag.simulated_gpus.tolist():
-        mine = compute[dag.gpu[compute] == g]
+        on_gpu = dag.gpu[compute] == g
+        mine, mine_phases = compute[on_gpu], phases[on_gpu]
         if not len(mine):
             continue
         stage = memory.stages[int(dag.stage[mine[0]])]
-        mine_phases = phases[dag.gpu[compute] == g]
         key = dag.layer[mine].astype(np.int64) * stride + dag.microbatch[mine]
         times, deltas = [0.0], [stage.states]
         for selected, sign in ((mine_phases == Phase.fwd, 1.0),

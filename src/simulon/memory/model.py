@@ -138,7 +138,6 @@ class MemoryModel:
         self.layers = PipelineLayers.of(workload)
         self.activations = ActivationModel(workload)
         self.states = ModelStates(workload, self.layout)
-        self.scheduler = make_scheduler(par.pipeline_schedule, par.vpp)
         self.allocator = AllocatorModel.shipped()
 
     @classmethod

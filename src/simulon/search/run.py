@@ -17,16 +17,18 @@ import statistics
 import time
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from pydantic import ValidationError
 
 from ..collective.tuner import CollectivePlan
 from ..config.common import DType
 from ..config.errors import ConfigError
-from ..config.loading import parse_scenario, read_scenario_data
+from ..config.loading import parse_scenario, problem, read_scenario_data
 from ..config.scenario import ScenarioConfig
-from ..config.workload import MegatronWorkload, ParallelismSpec
+from ..config.workload import MegatronWorkload, ParallelismSpec, TrainingSpec
 from ..memory import MemoryModel, StageMemory
 from ..memory.runtime import GiB
 from ..network.topology import Topology
@@ -36,20 +38,6 @@ from .space import Limits, Space, Strategy
 
 RECOMPUTE_STRENGTH = {"none": 0, "selective": 1, "full": 2}
 """How much each recomputation setting saves: memory never rises with a stronger one."""
-
-
-@dataclass(frozen=True, order=True)
-class Estimated:
-    """A feasible strategy's estimated step time (ordering by time, then by the strategy's fields)."""
-
-    seconds: float
-    strategy: Strategy
-    estimate: Estimate = field(compare=False)
-
-    def __init__(self, estimate: Estimate, strategy: Strategy):
-        object.__setattr__(self, "seconds", estimate.iteration_s)
-        object.__setattr__(self, "strategy", strategy)
-        object.__setattr__(self, "estimate", estimate)
 
 
 @dataclass(frozen=True)
@@ -131,13 +119,13 @@ def scenario_for(sc: ScenarioConfig, strategy: Strategy, num_gpus: int) -> Scena
     return parse_scenario(data, "search")
 
 
-def _replay(args: tuple[dict, str]) -> tuple[float, float]:
-    """(step ms, MFU) of one scenario replayed; runs in a worker process (module level, to be picklable)."""
+def _replay(args: tuple[dict, str]) -> float:
+    """The step ms of one scenario replayed; runs in a worker process (module level, to be picklable)."""
     from ..pipeline import simulate
 
     data, name = args
     sim = simulate(parse_scenario(data, name))
-    return sim.result.iteration_time_ms, sim.result.mfu
+    return sim.result.iteration_time_ms
 
 
 class Search:
@@ -165,7 +153,7 @@ class Search:
             workers: int | None = None) -> SearchResult:
         started = time.perf_counter()
         infeasible: Counter[str] = Counter()
-        candidates: list[Estimated] = []
+        candidates: list[tuple[Estimate, Strategy]] = []
         self._known: dict[tuple, list[tuple[int, int, str | None]]] = {}
         self._closest: tuple[float, Strategy, str] | None = None
         progress.stage("enumerating and estimating strategies")
@@ -179,9 +167,9 @@ class Search:
             if why is not None:
                 infeasible[why] += 1
                 continue
-            candidates.append(Estimated(self.estimator.estimate(strategy, workload), strategy))
-        candidates.sort()
-        best = [self._ranked(c.strategy, c.estimate) for c in candidates[:max(top, replay)]]
+            candidates.append((self.estimator.estimate(strategy, workload), strategy))
+        candidates.sort(key=lambda c: (c[0].iteration_s, c[1]))  # ties broken by the strategy's fields
+        best = [self._ranked(strategy, estimate) for estimate, strategy in candidates[:max(top, replay)]]
         replayed = self._replay(best[:replay], progress, workers)
         scale = statistics.median(r.replay_ms / (1e3 * r.estimate.iteration_s) for r in replayed) if replayed else 1.0
         rest = [dataclasses.replace(r, scale=scale) for r in best[len(replayed):]]
@@ -234,13 +222,13 @@ class Search:
         jobs = [(scenario_for(self.sc, r.strategy, self.num_gpus).model_dump(exclude_none=True), "search")
                 for r in best]
         progress.stage(f"replaying the best {len(jobs)}", total=len(jobs), unit="strategies")
-        results: list[tuple[float, float]] = []
+        results: list[float] = []
         with ProcessPoolExecutor(max_workers=workers or os.cpu_count() or 1) as pool:
             for result in pool.map(_replay, jobs):
                 results.append(result)
                 progress.advance(len(results))
         return [Ranked(r.strategy, r.estimate, r.peak_memory_gib, r.capacity_gib, r.peak_stage, ms)
-                for r, (ms, _) in zip(best, results, strict=True)]
+                for r, ms in zip(best, results, strict=True)]
 
 
 def load_search_scenario(path: Path) -> tuple[ScenarioConfig, int | None]:
@@ -249,19 +237,25 @@ def load_search_scenario(path: Path) -> tuple[ScenarioConfig, int | None]:
     cannot run must not stop the file from loading."""
     data = read_scenario_data(path)
     workload = data.get("workload") if isinstance(data, dict) else None
-    num_gpus = None
+    asked = None
     if isinstance(workload, dict):
         workload = {**workload, "parallelism": {}}
         training = workload.get("training")
         if isinstance(training, dict):
-            num_gpus = training.get("num_gpus")
+            # validated on one GPU with micro-batches of one (any batch divides): the search picks both
+            asked = training.get("num_gpus")
             workload["training"] = {**training, "num_gpus": 1, "micro_batch_size": 1}
         data = {**data, "workload": workload}
     sc = parse_scenario(data, str(path), path.parent)
-    if sc.workload is not None:  # the placeholder GPU count and micro-batch were only there to pass validation
-        training = sc.workload.training.model_copy(update={"num_gpus": None})
-        sc = sc.model_copy(update={"workload": sc.workload.model_copy(update={"training": training})})
-    return sc, num_gpus
+    if sc.workload is None:
+        return sc, None
+    training = sc.workload.training.model_copy(update={"num_gpus": None})
+    if asked is not None:  # the GPU count the file asks for gets the field's own checks
+        try:
+            asked = TrainingSpec.model_validate({**training.model_dump(), "num_gpus": asked}).num_gpus
+        except ValidationError as exc:
+            raise ConfigError(f"{path}: workload.training.num_gpus: {problem(exc.errors()[0])}") from None
+    return sc.model_copy(update={"workload": sc.workload.model_copy(update={"training": training})}), asked
 
 
 def _supports(gpu: Any, dtype: DType) -> bool:

@@ -32,7 +32,10 @@ SHARDINGS = ("distributed_optimizer", "zero2", "fsdp")
 """Optimizer-state sharding: ZeRO-1 (Megatron's distributed optimizer), ZeRO-2 and ZeRO-3 (FSDP)."""
 RECOMPUTE = ("none", "selective", "full")
 MICRO_BATCHES = (1, 2, 4, 8)
+"""Micro-batch sizes tried: Megatron and NeMo recipes run 1 to 8 (larger ones only fit small models, whose
+throughput has flattened by then)."""
 CONTEXT_PARALLEL = (1, 2, 4, 8, 16)
+"""Context-parallel degrees tried: powers of two up to 16 (Llama 3 405B's 128K-token stage ran cp 16)."""
 MAX_VPP = 8
 """Model chunks per stage considered: Megatron's recipes use up to 8 (Llama 3 405B on 16,384 GPUs ran 4-8)."""
 

@@ -26,7 +26,7 @@ from typing import Any
 from ..config.errors import ConfigError
 from ..config.loading import parse_scenario
 from ..config.scenario import ScenarioConfig
-from ..config.templates import template_stem_loose
+from ..config.templates import find_template, template_stem_loose
 from ..memory import MemoryReport, StageMemory, estimate_memory
 from ..memory.runtime import GiB
 from .report import Comparison, Skipped, ValidationReport, number
@@ -169,8 +169,6 @@ def model_block(row: dict[str, str], tp: int) -> dict[str, Any]:
         block["moe"] = moe
     pad = VOCAB_PAD.search(text)
     if pad and stem:
-        from ..config.templates import find_template
-
         vocab = find_template("model", stem)["vocab_size"]
         multiple = int(pad.group(1)) * tp
         block["vocab_size"] = math.ceil(vocab / multiple) * multiple
