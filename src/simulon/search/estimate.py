@@ -116,7 +116,7 @@ class Estimator:
         bubble = (s.pp - 1) / s.vpp * per_mb
         params = self._stage_params(s, workload, kernels, layers, slowest)
         dp, optimizer = self._data_parallel(s, workload, layout, params, cost, microbatches)
-        total = microbatches * (per_mb + 2 * pp_send) + bubble + dp + optimizer
+        total = microbatches * (per_mb + 2 * pp_send) + bubble + dp + optimizer  # a send forward, one back
         return Estimate(total, microbatches * cost.compute, microbatches * cost.recompute, microbatches * cost.tp,
                         microbatches * cost.cp, microbatches * cost.ep, microbatches * 2 * pp_send, bubble, dp,
                         optimizer)
@@ -205,7 +205,7 @@ class Estimator:
         if unit == 1 and s.ep > 1:
             layout = self._layout(s)
             routed = shape.routed_tokens(workload.model.moe.top_k) * h * shape.act_bytes
-            ep = 4 * self.seconds(A2A, layout.group("ep", 0), routed)
+            ep = 4 * self.seconds(A2A, layout.group("ep", 0), routed)  # dispatch and combine, forward and back
         return tp, cp, ep
 
     def model_flops(self) -> float:
