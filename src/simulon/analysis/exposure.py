@@ -1,0 +1,113 @@
+"""Where each GPU's iteration went, finer than result.py's breakdown: compute split into compute-bound and
+memory(HBM)-bound kernels, exposed communication split by kind (TP, CP, EP, DP, PP), and idle time (bubble).
+
+A kernel is memory-bound when its arithmetic intensity (hardware FLOPs per byte moved) is below the GPU's ridge
+point, peak FLOP/s over HBM bandwidth (the roofline model: Williams, Waterman and Patterson, CACM 52(4), 2009).
+Communication a GPU takes part in is what result.summarize counts (its span in each collective, every pipeline
+flow it sends or receives), labelled by kinds.py. Time is split over the pieces between consecutive interval
+ends: a piece with a kernel running is compute (memory-bound if only memory-bound kernels run); a piece with
+communication and no kernel is exposed communication, shared equally among the kinds running then; a piece with
+neither is bubble. So per GPU compute + exposed + bubble = the step time, as in result.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..dag.nodes import ExecutionDAG, NodeKind
+from ..engine.replay import Timeline
+from .kinds import COMM_KINDS, KIND_NAMES, node_kinds
+
+MEMORY_BOUND, COMPUTE_BOUND = 0, 1
+"""The channels of kernels in the sweep; communication kind k is channel 2 + k."""
+
+
+@dataclass(frozen=True)
+class GPUExposure:
+    """One simulated GPU's step (ms): compute_bound + memory_bound + sum(exposed) + bubble = step."""
+
+    gpu: int
+    stage: int
+    stands_for: int
+    compute_bound_ms: float
+    memory_bound_ms: float
+    exposed_ms: dict[str, float]   # per kind of COMM_KINDS
+    bubble_ms: float
+
+    def to_dict(self) -> dict:
+        return {"gpu": self.gpu, "stage": self.stage, "stands_for": self.stands_for,
+                "compute_bound_ms": self.compute_bound_ms, "memory_bound_ms": self.memory_bound_ms,
+                "exposed_ms": dict(self.exposed_ms), "bubble_ms": self.bubble_ms}
+
+
+def memory_bound(dag: ExecutionDAG, ridge_flops_per_byte: float) -> np.ndarray:
+    """Per kernel spec: whether its hardware FLOPs per byte are under the ridge point (a kernel moving no bytes
+    is compute-bound)."""
+    intensity = np.array([k.hw_flops / k.bytes if k.bytes > 0 else np.inf for k in dag.kernel_specs])
+    return intensity < ridge_flops_per_byte
+
+
+def comm_intervals(dag: ExecutionDAG, timeline: Timeline) -> tuple[np.ndarray, ...]:
+    """(gpu, start, end, node) of the communication each GPU takes part in: its span in each collective (from its
+    start marker to its end marker; `node` the start marker) and every pipeline flow, on its sender and on its
+    receiver."""
+    joins, leaves = dag.collective_spans()
+    p2p = np.flatnonzero((dag.kind == NodeKind.flow) & (dag.coll < 0))
+    return (np.concatenate([dag.gpu[joins], dag.gpu[p2p], dag.peer[p2p]]).astype(np.int64),
+            np.concatenate([timeline.start[joins], timeline.start[p2p], timeline.start[p2p]]),
+            np.concatenate([timeline.finish[leaves], timeline.finish[p2p], timeline.finish[p2p]]),
+            np.concatenate([joins, p2p, p2p]))
+
+
+def exposure(dag: ExecutionDAG, timeline: Timeline, ridge_flops_per_byte: float) -> list[GPUExposure]:
+    """Per simulated GPU, its step split as the module says."""
+    compute = np.flatnonzero(dag.kind == NodeKind.compute)
+    slow = memory_bound(dag, ridge_flops_per_byte)[dag.kernel[compute]]
+    c_gpu, c_start, c_end, c_node = comm_intervals(dag, timeline)
+    channel = np.concatenate([np.where(slow, MEMORY_BOUND, COMPUTE_BOUND),
+                              2 + node_kinds(dag)[c_node] - KIND_NAMES.index(COMM_KINDS[0])])
+    gpu = np.concatenate([dag.gpu[compute].astype(np.int64), c_gpu])
+    start = np.concatenate([timeline.start[compute], c_start])
+    end = np.concatenate([timeline.finish[compute], c_end])
+    totals = _swept(gpu, start, end, channel, 2 + len(COMM_KINDS), dag.num_gpus)
+    step = timeline.makespan
+    stage = np.zeros(dag.num_gpus, dtype=np.int64)
+    stage[dag.gpu[compute]] = dag.stage[compute]
+    rows = []
+    for g in dag.simulated_gpus.tolist():
+        mem, comp, *kinds = totals[g].tolist()
+        busy = mem + comp + sum(kinds)
+        rows.append(GPUExposure(g, int(stage[g]), int(dag.multiplicity[g]), comp * 1e3, mem * 1e3,
+                                {k: v * 1e3 for k, v in zip(COMM_KINDS, kinds, strict=True)},
+                                max(step - busy, 0.0) * 1e3))
+    return rows
+
+
+def _swept(gpu: np.ndarray, start: np.ndarray, end: np.ndarray, channel: np.ndarray, channels: int,
+           num_gpus: int) -> np.ndarray:
+    """[gpu, channel] seconds: each piece between consecutive interval ends of a GPU goes to memory-bound if only
+    memory-bound kernels run in it, to compute-bound if a compute-bound kernel does, else shared equally among the
+    communication channels running in it."""
+    times = np.concatenate([start, end])
+    owner = np.concatenate([gpu, gpu])
+    delta = np.concatenate([np.ones(len(start), np.int64), -np.ones(len(end), np.int64)])
+    chan = np.concatenate([channel, channel])
+    order = np.lexsort((-delta, times, owner))  # per GPU, by time; at one time openings before closings
+    times, owner, delta, chan = times[order], owner[order], delta[order], chan[order]
+    active = np.zeros((len(times), channels), dtype=np.int32)
+    active[np.arange(len(times)), chan] = delta
+    np.cumsum(active, axis=0, out=active)  # every interval closes on its GPU: counts return to 0 between GPUs
+    piece = np.zeros(len(times))
+    same = owner[1:] == owner[:-1]
+    piece[:-1] = np.where(same, times[1:] - times[:-1], 0.0)
+    running = active > 0
+    kernel = running[:, MEMORY_BOUND] | running[:, COMPUTE_BOUND]
+    share = np.zeros((len(times), channels))
+    share[:, COMPUTE_BOUND] = running[:, COMPUTE_BOUND]
+    share[:, MEMORY_BOUND] = running[:, MEMORY_BOUND] & ~running[:, COMPUTE_BOUND]
+    comm = running[:, 2:] & ~kernel[:, None]
+    share[:, 2:] = comm / np.maximum(comm.sum(axis=1), 1)[:, None]
+    return np.column_stack([np.bincount(owner, weights=share[:, c] * piece, minlength=num_gpus)
+                            for c in range(channels)])
