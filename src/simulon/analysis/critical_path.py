@@ -31,6 +31,8 @@ TERMS = ("compute", "compute_slowdown", "transfer", "link_contention", "launch",
 """What a critical path's time is spent on: kernels at their own time and stretched by SMs held by collectives;
 flows' bytes at their route's rate and slowed by flows sharing their links; collectives' launch delay; delivery:
 path latency, and where a ring step ends in its receiver's local reduction or copy, that pass (engine/flows.py)."""
+TOP = 5
+"""Collectives listed by their time on the path."""
 
 
 @dataclass(frozen=True)
@@ -139,7 +141,21 @@ def path_summary(dag: ExecutionDAG, path: CriticalPath) -> dict:
             "flows": int((dag.kind[path.nodes] == NodeKind.flow).sum()),
             "by_term_ms": dict(sorted(ms.items(), key=lambda kv: (-kv[1], kv[0]))),
             "by_kind_ms": _ms(path.shares(kinds)), "by_stage_ms": _ms(path.shares(stages)),
-            "by_stream_ms": _ms(path.shares(streams))}
+            "by_stream_ms": _ms(path.shares(streams)),
+            "by_collective_ms": _top_collectives(path.shares(collective_names(dag, kinds, path.nodes)))}
+
+
+def _top_collectives(seconds: dict[str, float]) -> dict[str, float]:
+    """The TOP collectives' time on the path (ms), without the kernels' (named "")."""
+    return _ms(dict([(name, s) for name, s in seconds.items() if name][:TOP]))
+
+
+def collective_names(dag: ExecutionDAG, kinds: np.ndarray, nodes: np.ndarray) -> np.ndarray:
+    """Per node of `nodes` (whose kinds are `kinds`): its kind and collective, as "DP grad_reduce
+    (ReduceScatter)" or "PP send"; the empty name "" for kernels."""
+    names = np.array([f"{c.label} ({c.ctype.name})" for c in dag.collectives] + ["send"], dtype=object)
+    named = np.char.add(np.char.add(kinds.astype(str), " "), names[dag.coll[nodes]].astype(str))
+    return np.where(dag.kind[nodes] == NodeKind.compute, "", named)
 
 
 def _ms(seconds: dict[str, float]) -> dict[str, float]:

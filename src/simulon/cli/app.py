@@ -64,19 +64,23 @@ def simulate(
     as_json: Annotated[bool, typer.Option("--json", help="print the summary as one JSON object")] = False,
     expand: Annotated[str, typer.Option(help="auto | full | symmetric: simulate every GPU, or one per "
                                         "class of identical data/tensor-parallel peers")] = "auto",
-    trace_flows: Annotated[bool, typer.Option(help="include every network flow in the trace")] = True,
+    trace_detail: Annotated[str, typer.Option(help="what the trace draws: kernels, collectives (and pipeline "
+                                              "sends) or flows (every network flow)")] = "collectives",
     max_memory: MaxMemoryOption = None,
 ) -> None:
     """Simulate one training iteration and report its time."""
+    from ..analysis.analyze import analyze
     from ..collective.algorithms import Unrunnable
     from ..dag.size import TooLarge
-    from ..export.chrome_trace import chrome_trace_json
+    from ..export.chrome_trace import DETAILS, chrome_trace_json
     from ..export.files import write_atomic
     from ..pipeline import simulate as run
     from .progress import terminal_progress
 
     if expand not in ("auto", "full", "symmetric"):
         raise ConfigError(f"--expand: expected auto, full or symmetric, got {expand!r}")
+    if trace_detail not in DETAILS:
+        raise ConfigError(f"--trace-detail: expected one of {', '.join(DETAILS)}, got {trace_detail!r}")
     limit = memory_limit(max_memory)
     if output is not None and not (output.parent if str(output.parent) else Path(".")).is_dir():
         raise ConfigError(f"-o {output}: folder {str(output.parent)!r} does not exist")
@@ -94,14 +98,17 @@ def simulate(
         raise ConfigError(f"{scenario}: collective.algorithm: {exc}") from None
     except TooLarge as exc:
         raise ConfigError(f"{scenario}: {exc}") from None
-    result = sim.result
+    result, gpu = sim.result, sc.datacenter.node.gpu
+    analysis = analyze(sim.dag, sim.timeline, sim.topology, sim.fold, gpu.peak_flops(sc.workload.training.dtype),
+                       gpu.memory_bandwidth)
     if output is not None:
         try:
-            write_atomic(output, chrome_trace_json(sim.dag, sim.timeline, trace_flows, sim.memory))
+            write_atomic(output, chrome_trace_json(sim.dag, sim.timeline, trace_detail, sim.memory, sim.fold.rep,
+                                                   analysis.busiest))
         except OSError as exc:
             raise ConfigError(f"-o {output}: cannot write: {exc.strerror or exc}") from None
     if as_json:
-        print(json.dumps({**result.to_dict(), "memory": sim.memory.to_json()}))
+        print(json.dumps({**result.to_dict(), "memory": sim.memory.to_json(), "analysis": analysis.to_dict()}))
         return
     if output is not None:
         print(f"Trace written to {output}")
@@ -111,6 +118,8 @@ def simulate(
     print(summary_line(sim.memory))
     for line in warnings(sim.memory):
         print(line)
+    for rank, finding in enumerate(analysis.findings[:3], start=1):
+        print(f"Finding {rank}: {finding.line()}")
     if output is not None:
         print("Load in https://ui.perfetto.dev or chrome://tracing")
     if verbose:

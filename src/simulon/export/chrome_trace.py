@@ -1,77 +1,215 @@
-"""Chrome/Perfetto trace: a process per GPU, a track per stream, network flows with arrows, and a counter of
-the memory each GPU has allocated over the iteration.
+"""Chrome/Perfetto trace: a process per GPU, a track per stream, network flows with arrows, a counter of the
+memory each GPU has allocated over the iteration, and counters of the busiest links' load.
 
-Load the file in https://ui.perfetto.dev or chrome://tracing. Times are microseconds.
+Load the file in https://ui.perfetto.dev or chrome://tracing. Times are microseconds, written from whole
+nanoseconds: each slice's start and end are rounded to the nanosecond and its duration is their difference, so
+slices that follow each other in the simulation touch in the trace instead of overlapping by a rounding step
+(Perfetto reads a time as round(value x 1000) ns, and drops a complete slice that overlaps its track's last one
+without nesting in it). Slices that run at once on one GPU's stream or network side (collectives of one stream
+pipelined together, concurrent flows) go on tracks of their own: "send", "send #2", ...; each slice takes the
+first of its kind's tracks that is free by its start, so a GPU gets as many tracks as it has slices running at
+once, and no two slices of one track overlap.
+
+How much is drawn is `detail`: "kernels" (compute kernels only), "collectives" (and each GPU's span in each
+collective, and pipeline sends: one slice per operation, not per flow) or "flows" (and every network flow, on
+its sender's send tracks and on its receiver's receive tracks, with an arrow between them; a receiver that is
+folded onto a representative, dag/fold.py, shows its receive on its representative's receive tracks). Flows
+outnumber collectives by the ranks and chunks of each collective (10 to 100 times), so "flows" makes the large
+examples' traces too big for the browser's memory; "collectives" is the default.
 """
 
 from __future__ import annotations
 
+import heapq
 import json
+from dataclasses import dataclass
 
 import numpy as np
 
-from ..dag.nodes import ExecutionDAG, NodeKind
+from ..analysis.links import LinkSeries
+from ..dag.nodes import PIPELINE_SEND, ExecutionDAG, NodeKind
 from ..engine.replay import Timeline
 from ..memory import MemoryReport
 from ..memory.runtime import GiB
 from ..workload.kernels import Phase
 from ..workload.program import Stream
 
+DETAILS = ("kernels", "collectives", "flows")
+"""What a trace may draw, each level adding to the one before."""
+DEFAULT_DETAIL = "collectives"
 SEND_TRACK, RECV_TRACK = 10, 11
+"""The network tracks of a GPU, after its streams' (Stream values)."""
+TRACK_NAMES = {**{int(s): s.name for s in Stream}, SEND_TRACK: "network send", RECV_TRACK: "network receive"}
+LANES = 100_000
+"""Track ids per kind of track: a slice on the k-th track of kind b has tid b * LANES + k."""
+TRACK_KINDS = RECV_TRACK + 1
+MEMORY_COUNTER = "allocated memory (GiB)"
 
 
-def _us(seconds: float) -> float:
-    return round(seconds * 1e6, 3)
+def ns(seconds: np.ndarray | float) -> np.ndarray:
+    """Times in whole nanoseconds."""
+    return np.rint(np.asarray(seconds, dtype=np.float64) * 1e9).astype(np.int64)
 
 
-def trace_events(dag: ExecutionDAG, timeline: Timeline, include_flows: bool = True) -> list[dict]:
+def us(nanoseconds: int) -> float | int:
+    """Whole nanoseconds as the trace's microseconds (an integer where exact, for a shorter file)."""
+    whole, rest = divmod(nanoseconds, 1000)
+    return whole if rest == 0 else nanoseconds / 1000
+
+
+def lanes(key: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Per slice: the track of its key it goes on, the first free by its start (a track is free from its last
+    slice's end on); slices of one key in order of start, then end, then index. Uses as many tracks per key as it
+    has slices running at once (interval partitioning)."""
+    order = np.lexsort((np.arange(len(key)), end, start, key))
+    lane = np.zeros(len(key), dtype=np.int64)
+    current = None
+    free: list[tuple[int, int]] = []  # (end of its last slice, track) of the key's tracks
+    count = 0
+    for i, k, s, e in zip(order.tolist(), key[order].tolist(), start[order].tolist(), end[order].tolist(),
+                          strict=True):
+        if k != current:
+            current, free, count = k, [], 0
+        if free and free[0][0] <= s:
+            _, track = heapq.heapreplace(free, (e, free[0][1]))
+        else:
+            track = count
+            count += 1
+            heapq.heappush(free, (e, track))
+        lane[i] = track
+    return lane
+
+
+@dataclass
+class _Slices:
+    """Complete events being gathered: per slice its process, kind of track, start and end (ns) and the rest of
+    its event; and the arrows from one slice to another (indices into the slices)."""
+
+    pid: list[int]
+    track: list[int]
+    start: list[np.ndarray]
+    end: list[np.ndarray]
+    body: list[dict]
+    arrows: list[tuple[int, int, int]]  # (id, from slice, to slice)
+
+    def add(self, pid: np.ndarray, track: int | np.ndarray, start: np.ndarray, end: np.ndarray,
+            bodies: list[dict]) -> int:
+        """Slices with their bodies; returns the index of the first."""
+        first = len(self.body)
+        self.pid += np.asarray(pid).tolist()
+        self.track += np.broadcast_to(np.asarray(track), np.shape(pid)).tolist()
+        self.start.append(ns(start))
+        self.end.append(ns(end))
+        self.body += bodies
+        return first
+
+    def events(self) -> tuple[list[dict], set[tuple[int, int]]]:
+        """The complete events and arrow events, each slice on its track, and the (pid, tid) tracks used."""
+        if not self.body:
+            return [], set()
+        pid, track = np.array(self.pid, dtype=np.int64), np.array(self.track, dtype=np.int64)
+        start, end = np.concatenate(self.start), np.concatenate(self.end)
+        tid = track * LANES + lanes(pid * TRACK_KINDS + track, start, end)
+        events = []
+        for body, p, t, s, e in zip(self.body, pid.tolist(), tid.tolist(), start.tolist(), end.tolist(), strict=True):
+            events.append({**body, "ph": "X", "pid": p, "tid": t, "ts": us(s), "dur": us(e - s)})
+        for ident, a, b in self.arrows:
+            events.append({"ph": "s", "id": ident, "name": "flow", "cat": "flow", "pid": events[a]["pid"],
+                           "tid": events[a]["tid"], "ts": events[a]["ts"]})
+            events.append({"ph": "f", "bp": "e", "id": ident, "name": "flow", "cat": "flow", "pid": events[b]["pid"],
+                           "tid": events[b]["tid"], "ts": events[b]["ts"]})
+        return events, set(zip(pid.tolist(), tid.tolist(), strict=True))
+
+
+def trace_events(dag: ExecutionDAG, timeline: Timeline, detail: str = DEFAULT_DETAIL,
+                 rep: np.ndarray | None = None) -> list[dict]:
+    """The trace's metadata and slices at `detail` (see the module's docstring); `rep[g]`, the GPU that stands for
+    GPU g in a folded DAG (default: every GPU for itself), places folded receivers' receives."""
+    if detail not in DETAILS:
+        raise ValueError(f"trace detail {detail!r} is not one of {', '.join(DETAILS)}")
+    slices = _Slices([], [], [], [], [], [])
+    _kernels(slices, dag, timeline)
+    if detail != "kernels":
+        _collectives(slices, dag, timeline)
+    if detail == "flows":
+        _flows(slices, dag, timeline, np.arange(dag.num_gpus) if rep is None else rep)
+    elif detail == "collectives":
+        _pipeline_sends(slices, dag, timeline)
+    events, used = slices.events()
+    return _metadata(dag, used) + events
+
+
+def _kernels(slices: _Slices, dag: ExecutionDAG, timeline: Timeline) -> None:
+    nodes = np.flatnonzero(dag.kind == NodeKind.compute)
+    bodies = []
+    for n in nodes.tolist():
+        spec = dag.kernel_specs[dag.kernel[n]]
+        bodies.append({"name": spec.name, "cat": spec.phase.name,
+                       "args": {"layer": int(dag.layer[n]), "microbatch": int(dag.microbatch[n]),
+                                "phase": spec.phase.name, "gflops": round(spec.flops / 1e9, 3)}})
+    slices.add(dag.gpu[nodes], int(Stream.compute), timeline.start[nodes], timeline.finish[nodes], bodies)
+
+
+def _collectives(slices: _Slices, dag: ExecutionDAG, timeline: Timeline) -> None:
+    """Each GPU's span in each collective, on the collective's stream."""
+    joins, leaves = dag.collective_spans()
+    bodies, tracks = [], []
+    for begin in joins.tolist():
+        coll = dag.collectives[dag.coll[begin]]
+        tracks.append(int(coll.stream))
+        bodies.append({"name": f"{coll.label} ({coll.ctype.name})", "cat": "collective",
+                       "args": {"bytes": coll.nbytes, "group": list(coll.group), "layer": coll.layer,
+                                "microbatch": coll.microbatch}})
+    slices.add(dag.gpu[joins], np.array(tracks, dtype=np.int64), timeline.start[joins], timeline.finish[leaves],
+               bodies)
+
+
+def _pipeline_sends(slices: _Slices, dag: ExecutionDAG, timeline: Timeline) -> None:
+    """Pipeline sends (flows outside every collective) on their sender's pipeline stream."""
+    sends = np.flatnonzero((dag.kind == NodeKind.flow) & (dag.coll < 0))
+    bodies = [{"name": f"{PIPELINE_SEND} to GPU {d}", "cat": "flow", "args": {"bytes": float(b), "dst": d}}
+              for d, b in zip(dag.peer[sends].tolist(), dag.size[sends].tolist(), strict=True)]
+    slices.add(dag.gpu[sends], int(Stream.pp_comm), timeline.start[sends], timeline.finish[sends], bodies)
+
+
+def _flows(slices: _Slices, dag: ExecutionDAG, timeline: Timeline, rep: np.ndarray) -> None:
+    """Every flow on its sender's send tracks, and on its receiver's (or the receiver's representative's) receive
+    tracks with an arrow from the send."""
+    flows = np.flatnonzero(dag.kind == NodeKind.flow)
+    src, dst = dag.gpu[flows].astype(np.int64), dag.peer[flows].astype(np.int64)
+    start, finish = timeline.start[flows], timeline.finish[flows]
+    sends = []
+    for s, d, b in zip(src.tolist(), dst.tolist(), dag.size[flows].tolist(), strict=True):
+        name = f"to GPU {d}" if d >= 0 else "with its switch"  # an in-network reduction leg
+        sends.append({"name": name, "cat": "flow", "args": {"bytes": float(b), "src": s, "dst": d}})
+    first_send = slices.add(src, SEND_TRACK, start, finish, sends)
+    received = np.flatnonzero(dst >= 0)
+    received = received[dag.multiplicity[rep[dst[received]]] > 0]  # a receiver with a process to show it on
+    shown = rep[dst[received]]
+    receives = []
+    for s, d, r, b in zip(src[received].tolist(), dst[received].tolist(), shown.tolist(),
+                          dag.size[flows[received]].tolist(), strict=True):
+        name = f"from GPU {s}" if r == d else f"GPU {d} from GPU {s}"  # a folded receiver, on its representative
+        receives.append({"name": name, "cat": "flow", "args": {"bytes": float(b), "src": s, "dst": d}})
+    first_receive = slices.add(shown, RECV_TRACK, start[received], finish[received], receives)
+    slices.arrows += [(int(flows[i]), first_send + i, first_receive + k) for k, i in enumerate(received.tolist())]
+
+
+def _metadata(dag: ExecutionDAG, used: set[tuple[int, int]]) -> list[dict]:
+    """Names and order of every simulated GPU's process and of the tracks used (and each stream's first)."""
     events: list[dict] = []
-    start, finish = timeline.start, timeline.finish
     for g in dag.simulated_gpus.tolist():
         copies = int(dag.multiplicity[g])
         label = f"GPU {g}" + (f" (stands for {copies} GPUs)" if copies > 1 else "")
         events.append({"ph": "M", "name": "process_name", "pid": g, "args": {"name": label}})
         events.append({"ph": "M", "name": "process_sort_index", "pid": g, "args": {"sort_index": g}})
-        for stream in Stream:
-            events.append({"ph": "M", "name": "thread_name", "pid": g, "tid": int(stream),
-                           "args": {"name": stream.name}})
-        for tid, name in ((SEND_TRACK, "network send"), (RECV_TRACK, "network receive")):
-            events.append({"ph": "M", "name": "thread_name", "pid": g, "tid": tid, "args": {"name": name}})
-
-    for n in np.flatnonzero(dag.kind == NodeKind.compute).tolist():
-        spec = dag.kernel_specs[dag.kernel[n]]
-        events.append({"ph": "X", "name": spec.name, "cat": spec.phase.name, "pid": int(dag.gpu[n]),
-                       "tid": int(Stream.compute), "ts": _us(start[n]), "dur": _us(finish[n] - start[n]),
-                       "args": {"layer": int(dag.layer[n]), "microbatch": int(dag.microbatch[n]),
-                                "phase": spec.phase.name, "gflops": round(spec.flops / 1e9, 3)}})
-    markers = np.flatnonzero((dag.kind == NodeKind.marker) & (dag.coll >= 0))  # collective spans
-    for begin, end in zip(markers[0::2].tolist(), markers[1::2].tolist(), strict=True):
-        coll = dag.collectives[dag.coll[begin]]
-        events.append({"ph": "X", "name": f"{coll.label} ({coll.ctype.name})", "cat": "collective",
-                       "pid": int(dag.gpu[begin]), "tid": int(coll.stream), "ts": _us(start[begin]),
-                       "dur": _us(finish[end] - start[begin]),
-                       "args": {"bytes": coll.nbytes, "group": list(coll.group), "layer": coll.layer,
-                                "microbatch": coll.microbatch}})
-    if include_flows:
-        simulated = dag.multiplicity > 0
-        for n in np.flatnonzero(dag.kind == NodeKind.flow).tolist():
-            src, dst = int(dag.gpu[n]), int(dag.peer[n])
-            ts, dur = _us(start[n]), _us(finish[n] - start[n])
-            args = {"bytes": float(dag.size[n]), "src": src, "dst": dst}
-            name = f"to GPU {dst}" if dst >= 0 else "with its switch"  # an in-network reduction leg
-            events.append({"ph": "X", "name": name, "cat": "flow", "pid": src, "tid": SEND_TRACK,
-                           "ts": ts, "dur": dur, "args": args})
-            if dst >= 0 and simulated[dst]:
-                events.append({"ph": "X", "name": f"from GPU {src}", "cat": "flow", "pid": dst,
-                               "tid": RECV_TRACK, "ts": ts, "dur": dur, "args": args})
-                events.append({"ph": "s", "id": n, "name": "flow", "cat": "flow", "pid": src,
-                               "tid": SEND_TRACK, "ts": ts})
-                events.append({"ph": "f", "bp": "e", "id": n, "name": "flow", "cat": "flow", "pid": dst,
-                               "tid": RECV_TRACK, "ts": ts})
+        used |= {(g, int(s) * LANES) for s in Stream}
+    for pid, tid in sorted(used):
+        track, lane = divmod(tid, LANES)
+        name = TRACK_NAMES[track] + (f" #{lane + 1}" if lane else "")
+        events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": name}})
+        events.append({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid, "args": {"sort_index": tid}})
     return events
-
-
-MEMORY_COUNTER = "allocated memory (GiB)"
 
 
 def _last_finish(keys: np.ndarray, finish: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -107,15 +245,30 @@ def memory_counter_events(dag: ExecutionDAG, timeline: Timeline, memory: MemoryR
             deltas += (sign * kept).tolist()
         order = np.argsort(np.array(times), kind="stable")
         level = np.cumsum(np.array(deltas)[order])
-        for t, value in zip(np.array(times)[order].tolist(), level.tolist(), strict=True):
-            events.append({"ph": "C", "name": MEMORY_COUNTER, "pid": g, "ts": _us(t),
+        for t, value in zip(ns(np.array(times)[order]).tolist(), level.tolist(), strict=True):
+            events.append({"ph": "C", "name": MEMORY_COUNTER, "pid": g, "ts": us(t),
                            "args": {"GiB": round(value / GiB, 4)}})
     return events
 
 
-def chrome_trace_json(dag: ExecutionDAG, timeline: Timeline, include_flows: bool = True,
-                      memory: MemoryReport | None = None) -> str:
-    events = trace_events(dag, timeline, include_flows)
+def link_counter_events(series: list[LinkSeries], pid: int) -> list[dict]:
+    """A process `pid` named "network" with a counter per link of `series`: its load (share of its capacity)."""
+    events: list[dict] = [{"ph": "M", "name": "process_name", "pid": pid, "args": {"name": "network (busiest links)"}},
+                          {"ph": "M", "name": "process_sort_index", "pid": pid, "args": {"sort_index": pid}}]
+    for link in series:
+        for t, value in zip(ns(link.times).tolist(), link.load.tolist(), strict=True):
+            events.append({"ph": "C", "name": f"{link.name} load", "pid": pid, "ts": us(t),
+                           "args": {"share": round(value, 4)}})
+    return events
+
+
+def chrome_trace_json(dag: ExecutionDAG, timeline: Timeline, detail: str = DEFAULT_DETAIL,
+                      memory: MemoryReport | None = None, rep: np.ndarray | None = None,
+                      links: list[LinkSeries] | None = None) -> str:
+    """The trace as JSON text: trace_events at `detail`, and the memory and link counters where given."""
+    events = trace_events(dag, timeline, detail, rep)
     if memory is not None:
         events += memory_counter_events(dag, timeline, memory)
+    if links:
+        events += link_counter_events(links, dag.num_gpus)
     return json.dumps({"traceEvents": events, "displayTimeUnit": "ms"}, separators=(",", ":"))

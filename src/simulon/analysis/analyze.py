@@ -1,0 +1,52 @@
+"""Why a replayed step took its time: the critical path, the per-GPU exposure by kind, the links' utilisation
+and the bottleneck findings, from the DAG, its replay and the network it ran on (see critical_path.py,
+exposure.py, links.py and findings.py for what each models)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..dag.fold import Fold
+from ..dag.nodes import ExecutionDAG
+from ..engine.flows import flow_properties
+from ..engine.footprint import flow_loads
+from ..engine.replay import Timeline
+from ..network.topology import Topology
+from .critical_path import CriticalPath, critical_path, path_summary
+from .exposure import GPUExposure, exposure
+from .findings import Finding, findings
+from .links import LinkSeries, LinkUse, busiest_links, link_series, link_use, links_summary
+
+
+@dataclass(frozen=True)
+class Analysis:
+    path: CriticalPath
+    path_summary: dict
+    per_gpu: list[GPUExposure]
+    link_use: LinkUse
+    links: dict
+    findings: list[Finding]
+    ridge_flops_per_byte: float
+    busiest: list[LinkSeries]   # the busiest links' load over the step (links.link_series)
+
+    def to_dict(self) -> dict:
+        """The analysis as JSON-ready values (`simulate --json`'s `analysis`)."""
+        return {"critical_path": self.path_summary, "ridge_flops_per_byte": self.ridge_flops_per_byte,
+                "per_gpu": [row.to_dict() for row in self.per_gpu], "links": self.links,
+                "findings": [f.to_dict() for f in self.findings]}
+
+
+def analyze(dag: ExecutionDAG, timeline: Timeline, topology: Topology, fold: Fold, peak_flops: float,
+            hbm_bandwidth: float) -> Analysis:
+    """The analysis of a replayed step on a GPU of `peak_flops` (FLOP/s in the step's dtype) and `hbm_bandwidth`
+    (bytes/s): the flows' properties are the replay's own (engine.flows.flow_properties)."""
+    props = flow_properties(dag, topology, fold)
+    path = critical_path(dag, timeline, props, topology.capacity)
+    summary = path_summary(dag, path)
+    ridge = peak_flops / hbm_bandwidth
+    per_gpu = exposure(dag, timeline, ridge)
+    loads = flow_loads(dag, topology, fold, props)
+    use = link_use(topology, props, loads, timeline.makespan)
+    links = links_summary(topology, use)
+    return Analysis(path, summary, per_gpu, use, links, findings(per_gpu, summary, links, timeline.makespan * 1e3),
+                    ridge, link_series(topology, props, loads, timeline, busiest_links(use)))

@@ -1,0 +1,99 @@
+"""Bottleneck findings: what holds the step back, by how much, and what to try, ranked by the time at stake.
+
+Every finding is a number the simulation produced, not a threshold: per term, the most any simulated GPU spends
+on it (exposure.py: exposed communication of one kind, idle time, memory-bound kernels) or the time the critical
+path spends on it (critical_path.py: kernels slowed by the SMs collectives hold, flows slowed by flows sharing
+their links). Removing a term saves at most its time; the findings are listed by that time, largest first, so
+the first names the largest exposed term. What to try follows Megatron-Core's knobs (Narayanan et al., SC'21:
+micro-batches and interleaving against the bubble, keeping tensor parallelism in the NVLink domain; the
+distributed optimizer's overlapped gradient reduce-scatter) and the scenario's own fields.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from .exposure import GPUExposure
+from .kinds import COMM_KINDS
+
+ADVICE = {
+    "TP": "keep tensor parallelism inside the NVLink domain, lower tp, or overlap it (sequence_parallel with "
+          "tp_comm_overlap)",
+    "CP": "lower cp, or give each rank a longer sequence so attention hides the key/value exchange",
+    "EP": "keep the expert-parallel group inside the NVLink domain, lower ep, or add NIC bandwidth",
+    "DP": "set overlap_grad_reduce, a larger grad_bucket_size, or more micro-batches so that backward hides the "
+          "gradient reduction; fewer data-parallel ranks across the slowest tier",
+    "PP": "more micro-batches, interleaving (vpp > 1), or a faster link between stages",
+    "bubble": "more micro-batches per step, interleaved 1F1B (vpp > 1), fewer pipeline stages, or balanced "
+              "layers_per_stage",
+    "memory_bound": "a larger micro_batch_size or sequence_length (longer GEMMs), fused elementwise kernels, "
+                    "or a GPU with more HBM bandwidth",
+    "link_contention": "more bandwidth on the busiest link's tier (a lower oversubscription, faster NICs), or "
+                       "fewer flows crossing it at once",
+    "compute_slowdown": "fewer collective channels (num_channels) while compute runs beside them",
+}
+"""What to try against each term."""
+WHAT = {"bubble": "idle time (pipeline bubble, waiting on other stages)",
+        "memory_bound": "memory-bound (HBM) kernels",
+        "link_contention": "flows slowed by link sharing on the critical path",
+        "compute_slowdown": "kernels slowed by SMs that collectives hold, on the critical path"}
+
+
+@dataclass(frozen=True)
+class Finding:
+    term: str            # TP, CP, EP, DP, PP (exposed communication), bubble, memory_bound, link_contention, ...
+    at_stake_ms: float   # the time the term takes: the most a fix can save
+    share: float         # of the step
+    where: str           # the GPU and stage, or "critical path"
+    detail: str          # the simulated numbers behind it
+    advice: str
+
+    def line(self) -> str:
+        """The finding in one line."""
+        return f"{self.detail}. Try: {self.advice}"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def findings(per_gpu: list[GPUExposure], path: dict, links: dict, step_ms: float) -> list[Finding]:
+    """The findings of a step of `step_ms`, largest time at stake first (ties by term): from the per-GPU
+    exposure, the critical path's summary (critical_path.path_summary) and the links' (links.links_summary)."""
+    found = [_worst_gpu(per_gpu, term, step_ms, path) for term in (*COMM_KINDS, "bubble", "memory_bound")]
+    found += [_on_path(term, path, links, step_ms) for term in ("link_contention", "compute_slowdown")]
+    return sorted((f for f in found if f is not None and f.at_stake_ms > 0), key=lambda f: (-f.at_stake_ms, f.term))
+
+
+def _value(row: GPUExposure, term: str) -> float:
+    if term in COMM_KINDS:
+        return row.exposed_ms[term]
+    return row.bubble_ms if term == "bubble" else row.memory_bound_ms
+
+
+def _worst_gpu(per_gpu: list[GPUExposure], term: str, step_ms: float, path: dict) -> Finding | None:
+    """The GPU that spends the most on `term`, and how much."""
+    if not per_gpu:
+        return None
+    row = max(per_gpu, key=lambda r: (_value(r, term), -r.gpu))
+    value = _value(row, term)
+    where = f"GPU {row.gpu} (stage {row.stage})"
+    share = value / step_ms if step_ms > 0 else 0.0
+    if term in COMM_KINDS:
+        detail = f"{term} communication exposed {value:,.1f} ms on {where}, {100 * share:.1f}% of the step"
+        top = [(name, ms) for name, ms in path.get("by_collective_ms", {}).items() if name.startswith(f"{term} ")]
+        if top:
+            detail += f"; on the critical path {top[0][0]} takes {top[0][1]:,.1f} ms"
+    else:
+        detail = f"{WHAT[term]}: {value:,.1f} ms on {where}, {100 * share:.1f}% of the step"
+    return Finding(term, value, share, where, detail, ADVICE[term])
+
+
+def _on_path(term: str, path: dict, links: dict, step_ms: float) -> Finding:
+    """The critical path's time on `term`."""
+    value = float(path["by_term_ms"].get(term, 0.0))
+    share = value / step_ms if step_ms > 0 else 0.0
+    detail = f"{WHAT[term]}: {value:,.1f} ms, {100 * share:.1f}% of the step"
+    busiest = links.get("busiest", [])
+    if term == "link_contention" and busiest:
+        detail += f"; busiest link {busiest[0]['link']} at {100 * busiest[0]['utilisation']:.0f}% over the step"
+    return Finding(term, value, share, "critical path", detail, ADVICE[term])

@@ -1,0 +1,115 @@
+"""How busy the network was over the iteration: per link class (scale-up NVLink or PCIe, NIC ports, leaf-spine,
+spine-core; network/topology.py and network/fabric.py) and per link, bytes carried over what the link could
+carry in the step (its capacity, the rate collectives reach on it, times the step time).
+
+A link carries the wire bytes (engine/flows.py: data plus the protocol's flags) of every flow crossing it, times
+how many real flows a simulated flow stands for there (engine/footprint.py: under a fold a representative's flow
+loads its counterparts' links). The replay never gives a link more than its capacity (max-min fair sharing), so
+a link's utilisation lies in [0, 1]. Under a fold, links of GPUs that are not simulated carry nothing here;
+their representatives' links show what they carry, so a class's figures are over the links that carried
+traffic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..engine.flows import FlowProperties
+from ..engine.footprint import LinkLoads
+from ..engine.replay import Timeline
+from ..network.topology import Topology
+
+FABRIC_CLASSES = {"nic_up": "NIC", "nic_down": "NIC", "leaf_up": "leaf-spine", "spine_down": "leaf-spine",
+                  "spine_up": "spine-core", "core_down": "spine-core"}
+"""The class of each block of fabric links: NIC ports to their leaf, leaves to spines, spines to cores."""
+BUSIEST = 5
+"""Links listed as the busiest."""
+
+
+@dataclass(frozen=True)
+class LinkSeries:
+    """A link's load over the step, for a counter track: from times[i] on (seconds) its flows, each at its mean
+    rate, take `load[i]` of its capacity."""
+
+    name: str
+    times: np.ndarray
+    load: np.ndarray
+
+
+@dataclass(frozen=True)
+class LinkUse:
+    """Per link of the topology: bytes carried, utilisation over the step, and its class."""
+
+    bytes: np.ndarray
+    utilisation: np.ndarray
+    link_class: list[str]
+
+
+def link_classes(topology: Topology) -> list[str]:
+    """Per link: NVLink or PCIe (the scale-up links, a mesh's included), else its fabric class."""
+    base = topology.fabric.base
+    scale_up = "PCIe" if topology.pcie else "NVLink"
+    classes = [scale_up] * base
+    fabric = topology.fabric
+    bounds = [*fabric.block_start, fabric.num_links]
+    for kind, lo, hi in zip(fabric.kind, bounds[:-1], bounds[1:], strict=True):
+        classes += [FABRIC_CLASSES[kind]] * (hi - lo)
+    return classes
+
+
+def link_use(topology: Topology, props: FlowProperties, loads: LinkLoads, step_s: float) -> LinkUse:
+    """Bytes and utilisation of every link over a step of `step_s` seconds, from the flows' wire bytes and the
+    links each loads (engine.footprint.flow_loads)."""
+    per_slot = np.repeat(props.wire, np.diff(loads.ptr)) * loads.weight
+    carried = np.bincount(loads.link, weights=per_slot, minlength=topology.num_links)
+    room = topology.capacity * step_s
+    utilisation = np.divide(carried, room, out=np.zeros_like(carried), where=room > 0)
+    return LinkUse(carried, utilisation, link_classes(topology))
+
+
+def links_summary(topology: Topology, use: LinkUse) -> dict:
+    """Per class: links, links that carried traffic, bytes, mean and highest utilisation of those; and the
+    BUSIEST links by utilisation (ties by link id)."""
+    classes = np.array(use.link_class)
+    by_class = {}
+    for name in dict.fromkeys(use.link_class):
+        mine = classes == name
+        used = mine & (use.bytes > 0)
+        util = use.utilisation[used]
+        by_class[name] = {"links": int(mine.sum()), "used": int(used.sum()), "bytes": float(use.bytes[mine].sum()),
+                          "mean_utilisation": float(util.mean()) if len(util) else 0.0,
+                          "max_utilisation": float(util.max(initial=0.0))}
+    busiest = [{"link": topology.link_name(i), "class": use.link_class[i], "bytes": float(use.bytes[i]),
+                "utilisation": float(use.utilisation[i])} for i in busiest_links(use).tolist()]
+    return {"by_class": by_class, "busiest": busiest}
+
+
+def busiest_links(use: LinkUse, count: int = BUSIEST) -> np.ndarray:
+    """The `count` links of highest utilisation that carried traffic, busiest first (ties by link id)."""
+    order = np.lexsort((np.arange(len(use.bytes)), -use.utilisation))[:count]
+    return order[use.bytes[order] > 0]
+
+
+def link_series(topology: Topology, props: FlowProperties, loads: LinkLoads, timeline: Timeline,
+                links: np.ndarray) -> list[LinkSeries]:
+    """The load of each of `links` over the step, each flow on it counted at its mean rate (its wire bytes over
+    the time from its first to its last byte, times its weight there) while it sends. The replay's rates change as
+    flows come and go, so this smooths each flow's rate over its life: the load may pass 1 for a moment where a
+    flow that ran alone at full rate and one that shared the link overlap."""
+    flow_of_slot = np.repeat(np.arange(len(props.nodes)), np.diff(loads.ptr))
+    first = timeline.start[props.nodes]
+    last = timeline.finish[props.nodes] - props.latency
+    span = last - first
+    rate = np.divide(props.wire, span, out=np.zeros_like(span), where=span > 0)
+    series = []
+    for link in links.tolist():
+        slots = np.flatnonzero(loads.link == link)
+        f = flow_of_slot[slots]
+        load = rate[f] * loads.weight[slots] / topology.capacity[link]
+        times = np.concatenate([first[f], last[f]])
+        order = np.argsort(times, kind="stable")
+        level = np.cumsum(np.concatenate([load, -load])[order])
+        series.append(LinkSeries(topology.link_name(link), times[order], np.maximum(level, 0.0)))
+    return series
