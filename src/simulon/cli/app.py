@@ -18,6 +18,7 @@ from ..config.errors import ConfigError
 from ..config.loading import load_scenario
 from ..config.scenario import check_channels
 from ..config.units import check_size, format_size, parse_size
+from .diff import diff_command
 from .errors import run_reporting_errors
 from .limits import MaxMemoryOption, memory_limit
 from .memory import memory as memory_command
@@ -34,6 +35,7 @@ app.add_typer(validate_app, name="validate")
 app.command(name="topology")(topology_command)
 app.command(name="memory")(memory_command)
 app.command(name="search")(search_command)
+app.command(name="diff")(diff_command)
 app.add_typer(profile_app, name="profile")
 
 

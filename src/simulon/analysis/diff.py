@@ -1,0 +1,138 @@
+"""What changed between two simulation results (`simulate --json` objects) and why: the headline numbers, and the
+terms that moved, largest move first.
+
+Why a step got longer or shorter is read off terms that add up to the step, so that their changes add up to the
+step's change: the critical path's time per kind (compute, TP, CP, EP, DP, PP) and per term (kernels, their SM
+slowdown, transfer, link contention, launch, delivery), both summing to the step (critical_path.py); and the
+per-GPU mean (over the GPUs each simulated GPU stands for) of compute-bound and memory-bound kernels, exposed
+communication by kind and bubble, which sum to the step on every GPU (exposure.py). Results without an
+`analysis` (written before it existed) are compared on their breakdown alone.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..config.errors import ConfigError
+
+HEADLINE = {"iteration_time_ms": "step time (ms)", "tokens_per_s": "tokens/s", "tflops_per_gpu": "TFLOP/s per GPU",
+            "mfu": "MFU", "num_gpus": "GPUs"}
+"""The numbers compared first, and their names."""
+BREAKDOWN = ("compute_ms", "exposed_comm_ms", "overlapped_comm_ms", "bubble_ms")
+
+
+@dataclass(frozen=True)
+class Change:
+    """One number in both results."""
+
+    name: str
+    a: float
+    b: float
+
+    @property
+    def delta(self) -> float:
+        return self.b - self.a
+
+    @property
+    def percent(self) -> float | None:
+        """The change relative to A (None where A is 0)."""
+        return 100 * self.delta / self.a if self.a else None
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "a": self.a, "b": self.b, "delta": self.delta, "percent": self.percent}
+
+
+@dataclass(frozen=True)
+class Diff:
+    headline: list[Change]
+    why: dict[str, list[Change]]   # per group of terms that add up to the step: its terms, largest move first
+
+    def to_dict(self) -> dict:
+        return {"headline": [c.to_dict() for c in self.headline],
+                "why": {group: [c.to_dict() for c in changes] for group, changes in self.why.items()}}
+
+
+def read_result(path: Path) -> dict:
+    """A `simulate --json` result from `path`; bad input (unreadable, not JSON, a field missing or not a number)
+    is a ConfigError naming the file and the field."""
+    try:
+        data = json.loads(path.read_text())
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: not a JSON file (simulon simulate --json writes one): {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a JSON object from simulon simulate --json, got {type(data).__name__}")
+    for field in HEADLINE:
+        _number(data, (field,), path)
+    for term in BREAKDOWN:
+        _number(data, ("breakdown", term), path)
+    return data
+
+
+def _number(data: object, keys: tuple[str, ...], path: Path, where: str = "") -> float:
+    """The finite number at `keys` of `data` (found at `where` in the file), else a ConfigError naming it."""
+    field = where + ".".join(keys)
+    value = data
+    for key in keys:
+        if not isinstance(value, dict) or key not in value:
+            raise ConfigError(f"{path}: {field}: missing (is this simulon simulate --json output?)")
+        value = value[key]
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ConfigError(f"{path}: {field}: expected a number, got {value!r}")
+    return float(value)
+
+
+def _terms(data: dict, path: Path) -> dict[str, dict[str, float]]:
+    """Per group of terms adding up to the step: each term's ms."""
+    groups = {"breakdown (mean GPU)": {t.removesuffix("_ms"): _number(data, ("breakdown", t), path)
+                                       for t in BREAKDOWN if t != "overlapped_comm_ms"}}
+    analysis = data.get("analysis")
+    if not isinstance(analysis, dict):
+        return groups
+    path_summary = analysis.get("critical_path")
+    for group, key in (("critical path by kind", "by_kind_ms"), ("critical path by term", "by_term_ms")):
+        found = path_summary.get(key) if isinstance(path_summary, dict) else None
+        if isinstance(found, dict):
+            groups[group] = {name: _number(found, (name,), path, f"analysis.critical_path.{key}.") for name in found}
+    rows = analysis.get("per_gpu")
+    if isinstance(rows, list) and rows:
+        groups["per GPU (mean)"] = _mean_exposure(rows, path)
+    return groups
+
+
+def _mean_exposure(rows: list, path: Path) -> dict[str, float]:
+    """The mean over the GPUs of a result (each simulated GPU weighted by those it stands for) of each exposure
+    term."""
+    totals: dict[str, float] = {}
+    weight = 0.0
+    for i, row in enumerate(rows):
+        where = f"analysis.per_gpu[{i}]."
+        w = _number(row, ("stands_for",), path, where)
+        if w <= 0:
+            raise ConfigError(f"{path}: {where}stands_for: expected at least 1, got {w:g}")
+        weight += w
+        terms = {"compute-bound": ("compute_bound_ms",), "memory-bound": ("memory_bound_ms",),
+                 "bubble": ("bubble_ms",)}
+        exposed = row.get("exposed_ms")
+        terms |= {f"exposed {k}": ("exposed_ms", k) for k in (exposed if isinstance(exposed, dict) else {})}
+        for name, keys in terms.items():
+            totals[name] = totals.get(name, 0.0) + w * _number(row, keys, path, where)
+    return {name: value / weight for name, value in totals.items()}
+
+
+def diff(a: dict, b: dict, path_a: Path, path_b: Path) -> Diff:
+    """What changed from result `a` (read from `path_a`) to `b`: headline numbers, and per group of terms the
+    terms that moved, largest move first (ties by name); a term missing from one result counts as 0 there."""
+    headline = [Change(name, _number(a, (key,), path_a), _number(b, (key,), path_b)) for key, name in HEADLINE.items()]
+    terms_a, terms_b = _terms(a, path_a), _terms(b, path_b)
+    why = {}
+    for group in terms_a.keys() & terms_b.keys():
+        names = sorted(terms_a[group].keys() | terms_b[group].keys())
+        changes = [Change(n, terms_a[group].get(n, 0.0), terms_b[group].get(n, 0.0)) for n in names]
+        why[group] = sorted(changes, key=lambda c: (-abs(c.delta), c.name))
+    order = list(terms_a)
+    return Diff(headline, {group: why[group] for group in order if group in why})

@@ -1,0 +1,46 @@
+"""`simulon diff A.json B.json`: what changed between two `simulate --json` results, and which terms moved."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ..analysis.diff import Change, diff, read_result
+
+SHOWN = 4
+"""Terms shown per group in the terminal, those that moved most."""
+
+
+def _headline(change: Change) -> str:
+    percent = f", {change.percent:+.1f}%" if change.percent is not None else ""
+    if change.name == "MFU":
+        return f"{change.name}: {100 * change.a:.1f}% -> {100 * change.b:.1f}% ({100 * change.delta:+.1f} points)"
+    if change.a.is_integer() and change.b.is_integer():
+        return f"{change.name}: {change.a:,.0f} -> {change.b:,.0f} ({change.delta:+,.0f}{percent})"
+    return f"{change.name}: {change.a:,.1f} -> {change.b:,.1f} ({change.delta:+,.1f}{percent})"
+
+
+def _moved(change: Change) -> str:
+    return f"{change.name} {change.delta:+,.1f} ms ({change.a:,.1f} -> {change.b:,.1f})"
+
+
+def diff_command(
+    a: Annotated[Path, typer.Argument(help="a result of simulon simulate --json (before)")],
+    b: Annotated[Path, typer.Argument(help="another (after)")],
+    as_json: Annotated[bool, typer.Option("--json", help="print the comparison as one JSON object")] = False,
+) -> None:
+    """Compare two simulation results: the headline numbers, and the terms that moved most, in groups of terms
+    that add up to the step time (so their changes add up to its change)."""
+    result = diff(read_result(a), read_result(b), a, b)
+    if as_json:
+        print(json.dumps({"a": str(a), "b": str(b), **result.to_dict()}))
+        return
+    print(f"{a} -> {b}")
+    for change in result.headline:
+        print(_headline(change))
+    for group, changes in result.why.items():
+        moved = [_moved(c) for c in changes[:SHOWN] if round(c.delta, 1) != 0]
+        print(f"{group}: {'; '.join(moved) if moved else 'unchanged'}")
