@@ -104,16 +104,14 @@ def critical_path(dag: ExecutionDAG, timeline: Timeline, props: FlowProperties, 
 def _split(dag: ExecutionDAG, timeline: Timeline, props: FlowProperties, capacity: np.ndarray, nodes: np.ndarray,
            released: np.ndarray, ends: np.ndarray, latency: np.ndarray) -> CriticalPath:
     """The path with each step's time split into its terms."""
-    flow_of = np.full(dag.num_nodes, -1, dtype=np.int64)
-    flow_of[props.nodes] = np.arange(len(props.nodes))
-    f = flow_of[nodes]
-    is_flow = f >= 0
+    is_flow = np.zeros(dag.num_nodes, dtype=bool)
+    delay, alone = np.zeros(dag.num_nodes), np.asarray(dag.duration, dtype=np.float64).copy()
+    is_flow[props.nodes], delay[props.nodes] = True, props.delay
+    alone[props.nodes] = _alone_time(props, capacity)
+    is_flow, launch, alone = is_flow[nodes], delay[nodes], alone[nodes]
     start = timeline.start[nodes]
-    launch = np.where(is_flow, props.delay[np.maximum(f, 0)], 0.0)
-    last_byte = np.where(is_flow, timeline.finish[nodes] - latency[nodes], timeline.finish[nodes])
+    last_byte = timeline.finish[nodes] - latency[nodes]
     busy = np.minimum(last_byte, ends) - start
-    alone = np.where(is_flow, _alone_time(props, capacity)[np.maximum(f, 0)],
-                     np.asarray(dag.duration, dtype=np.float64)[nodes])
     alone = np.clip(alone, 0.0, busy)
     kernel = dag.kind[nodes] == NodeKind.compute
     terms = {"compute": np.where(kernel, alone, 0.0), "compute_slowdown": np.where(kernel, busy - alone, 0.0),

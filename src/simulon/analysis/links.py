@@ -63,7 +63,7 @@ def link_use(topology: Topology, props: FlowProperties, loads: LinkLoads, step_s
     """Bytes and utilisation of every link over a step of `step_s` seconds, from the flows' wire bytes and the
     links each loads (engine.footprint.flow_loads)."""
     per_slot = np.repeat(props.wire, np.diff(loads.ptr)) * loads.weight
-    carried = np.bincount(loads.link, weights=per_slot, minlength=topology.num_links)
+    carried = np.bincount(loads.link, weights=per_slot, minlength=topology.num_links).astype(np.float64)
     room = topology.capacity * step_s
     utilisation = np.divide(carried, room, out=np.zeros_like(carried), where=room > 0)
     return LinkUse(carried, utilisation, link_classes(topology))

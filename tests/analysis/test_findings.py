@@ -1,0 +1,59 @@
+"""Findings rank the terms by the time at stake: on scenarios built so that one term dominates, the first finding
+names it, with the simulated number behind it."""
+
+from __future__ import annotations
+
+import pytest
+from analysed import analysed
+from helpers import gpt_scenario
+
+from simulon.analysis.exposure import GPUExposure
+from simulon.analysis.findings import findings
+
+CASES = {
+    # four single-GPU nodes on 10 Gb/s NICs, gradients reduced only after backward
+    "DP": gpt_scenario(nodes=4, gpus_per_node=1, nic="10Gbps", gbs=4,
+                       extra_parallelism={"overlap_grad_reduce": False}),
+    # four pipeline stages over four micro-batches on a fast node
+    "bubble": gpt_scenario(nodes=1, gpus_per_node=4, pp=4, gbs=4),
+    # tensor parallelism over a slow scale-up link
+    "TP": gpt_scenario(nodes=1, gpus_per_node=4, tp=4, nvlink="10GBps", gbs=2),
+    # 64-token sequences: every GEMM is too short to reach the ridge point
+    "memory_bound": gpt_scenario(nodes=1, gpus_per_node=2, tp=2, seq=64, hidden=2048, gbs=4, nvlink="900GBps"),
+}
+
+
+@pytest.mark.parametrize("term", CASES)
+def test_the_first_finding_names_the_largest_term_with_its_simulated_time(term):
+    run = analysed(CASES[term])
+    first, *rest = run.analysis.findings
+    assert first.term == term
+    rows = run.analysis.per_gpu
+    value = {"bubble": lambda r: r.bubble_ms, "memory_bound": lambda r: r.memory_bound_ms}.get(
+        term, lambda r: r.exposed_ms[term])
+    assert first.at_stake_ms == pytest.approx(max(value(r) for r in rows), rel=1e-12)
+    assert first.share == pytest.approx(first.at_stake_ms / run.step_ms)
+    assert f"{first.at_stake_ms:,.1f} ms" in first.line()
+    assert all(f.at_stake_ms <= first.at_stake_ms for f in rest)
+    assert rest and rest[0].at_stake_ms > 0  # a real contest, not a lone term
+
+
+def row(gpu: int, *, bubble: float = 0.0, memory: float = 0.0, **exposed: float) -> GPUExposure:
+    return GPUExposure(gpu, gpu, 1, 10.0, memory, {k: exposed.get(k, 0.0) for k in ("TP", "CP", "EP", "DP", "PP")},
+                       bubble)
+
+
+def test_findings_are_ranked_by_time_at_stake_whatever_its_size():
+    path = {"by_term_ms": {"link_contention": 0.3, "compute_slowdown": 0.0}, "by_collective_ms": {}}
+    tiny = findings([row(0, DP=0.002, bubble=0.001), row(1, TP=0.0015)], path, {}, step_ms=100.0)
+    assert [f.term for f in tiny] == ["link_contention", "DP", "TP", "bubble"]  # no threshold hides small terms
+    assert tiny[1].where == "GPU 0 (stage 0)"
+    assert findings([row(0)], {"by_term_ms": {}}, {}, step_ms=10.0) == []  # nothing at stake, nothing found
+
+
+def test_a_communication_finding_names_the_collective_that_takes_longest_on_the_critical_path():
+    path = {"by_term_ms": {}, "by_collective_ms": {"TP attn_reduce (AllReduce)": 9.0, "DP grad (ReduceScatter)": 4.0}}
+    (dp,) = findings([row(3, DP=310.0)], path, {}, step_ms=1000.0)
+    assert dp.line().startswith("DP communication exposed 310.0 ms on GPU 3 (stage 3), 31.0% of the step; "
+                                "on the critical path DP grad (ReduceScatter) takes 4.0 ms")
+    assert "overlap_grad_reduce" in dp.advice

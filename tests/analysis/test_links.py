@@ -1,0 +1,71 @@
+"""Link utilisation: bytes carried over capacity x step, in [0, 1]; bytes carried are the flows' wire bytes on
+every link of their route (NVLink inside a node, NIC ports, and twice the leaf-spine tier for flows between
+leaves)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from analysed import analysed
+from helpers import gpt_scenario, merge
+
+from simulon.analysis.links import link_classes
+from simulon.config import ScenarioConfig
+from simulon.engine.flows import flow_properties
+
+FABRIC = {"tiers": 2, "nics_per_leaf": 4, "spines": 2, "oversubscription": 2.0}
+
+
+@pytest.fixture(scope="module")
+def leaf_spine_run():
+    """Four nodes of two GPUs, two nodes a leaf, two spines: tensor parallelism in a node, data parallelism across
+    the leaves; every GPU simulated."""
+    base = gpt_scenario(nodes=4, gpus_per_node=2, tp=2, gbs=8, layers=2, nic="50Gbps").model_dump(exclude_none=True)
+    data = merge(base, {"datacenter": {"network": {"scale_out": {"topology": FABRIC}}}})
+    return analysed(ScenarioConfig.model_validate(data), "full")
+
+
+def test_every_link_is_used_between_none_and_all_of_its_capacity_over_the_step(leaf_spine_run):
+    use = leaf_spine_run.analysis.link_use
+    assert (use.utilisation >= 0).all() and (use.utilisation <= 1 + 1e-9).all()
+    assert set(use.link_class) == {"NVLink", "NIC", "leaf-spine"}
+    by_class = leaf_spine_run.analysis.links["by_class"]
+    assert all(0 < c["mean_utilisation"] <= c["max_utilisation"] <= 1 for c in by_class.values())
+    busiest = leaf_spine_run.analysis.links["busiest"]
+    assert [b["utilisation"] for b in busiest] == sorted((b["utilisation"] for b in busiest), reverse=True)
+    assert busiest[0]["utilisation"] == pytest.approx(use.utilisation.max())
+
+
+def test_bytes_carried_are_the_wire_bytes_of_the_flows_crossing_each_link(leaf_spine_run):
+    sim = leaf_spine_run.sim
+    dag, topology = sim.dag, sim.topology
+    props = flow_properties(dag, topology, sim.fold)
+    src, dst = dag.gpu[props.nodes], dag.peer[props.nodes]
+    assert (dst >= 0).all()  # point-to-point flows only on this fabric: no in-switch reduction
+    node_of = np.arange(dag.num_gpus) // topology.gpus_per_node
+    inside = node_of[src] == node_of[dst]
+    carried = leaf_spine_run.analysis.link_use.bytes
+    g = dag.num_gpus
+    sent_inside = np.bincount(src[inside], weights=props.wire[inside], minlength=g)
+    assert np.allclose(carried[:g], sent_inside)  # each GPU's NVLink port up: what it sends inside its node
+    sent_out = np.bincount(src[~inside], weights=props.wire[~inside], minlength=g)
+    nic_up = topology.fabric.up(np.arange(g))  # a NIC per GPU
+    assert np.allclose(carried[nic_up], sent_out)  # bytes sent = bytes on the first hop out
+    leaf = topology.fabric.leaf_of_port
+    between = ~inside & (leaf[src] != leaf[dst])
+    classes = np.array(link_classes(topology))
+    assert between.any()
+    assert carried[classes == "leaf-spine"].sum() == pytest.approx(2 * props.wire[between].sum(), rel=1e-12)
+    assert leaf_spine_run.analysis.links["by_class"]["leaf-spine"]["bytes"] == pytest.approx(
+        2 * props.wire[between].sum(), rel=1e-12)
+
+
+def test_the_busiest_links_counters_integrate_to_the_bytes_the_links_carried(leaf_spine_run):
+    """The counter tracks hold each flow at its mean rate: integrated over the step they give back the bytes."""
+    analysis, sim = leaf_spine_run.analysis, leaf_spine_run.sim
+    names = [sim.topology.link_name(i) for i in range(sim.topology.num_links)]
+    for series in analysis.busiest:
+        link = names.index(series.name)
+        spans = np.diff(np.append(series.times, sim.timeline.makespan))
+        moved = float((series.load * spans).sum()) * sim.topology.capacity[link]
+        assert moved == pytest.approx(analysis.link_use.bytes[link], rel=1e-6)
