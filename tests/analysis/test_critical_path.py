@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from analysed import analysed
-from helpers import SEED_SCENARIO, gpt_scenario
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from helpers import SEED_SCENARIO, gpt_scenario
 from simulon.analysis.critical_path import TERMS, critical_path
 from simulon.config.loading import load_scenario
 from simulon.dag.nodes import NodeKind

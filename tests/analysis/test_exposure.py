@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from analysed import analysed
-from helpers import gpt_scenario
 
+from helpers import gpt_scenario
 from simulon.analysis.exposure import exposure, memory_bound
 from simulon.analysis.kinds import COMM_KINDS, KIND_NAMES, node_kinds
 from simulon.dag.nodes import NodeKind

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 from analysed import analysed
-from helpers import gpt_scenario
 
+from helpers import gpt_scenario
 from simulon.analysis.exposure import GPUExposure
 from simulon.analysis.findings import findings
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from analysed import analysed
-from helpers import gpt_scenario, merge
 
+from helpers import gpt_scenario, merge
 from simulon.analysis.links import link_classes
 from simulon.config import ScenarioConfig
 from simulon.engine.flows import flow_properties
