@@ -1,0 +1,125 @@
+"""`simulon diff A.json B.json`: the headline numbers and the terms that moved, in groups that add up to the step
+(so the moves add up to the step's move); bad files end in one line and exit status 2."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from analysed import analysed
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from helpers import SEED_SCENARIO, cli, seed_dict
+from simulon.analysis.diff import diff, read_result
+from simulon.config.errors import ConfigError
+from simulon.config.loading import load_scenario
+from simulon.config.scenario import ScenarioConfig
+
+
+def result_json(run) -> dict:
+    """What `simulate --json` prints for a run."""
+    return json.loads(json.dumps({**run.sim.result.to_dict(), "memory": run.sim.memory.to_json(),
+                                  "analysis": run.analysis.to_dict()}))
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    """The quick start on one NCCL channel (A) and on NCCL's own channel count (B), as files."""
+    folder = tmp_path_factory.mktemp("results")
+    data = seed_dict()
+    del data["collective"]["num_channels"]
+    paths = []
+    for name, sc in (("a.json", load_scenario(SEED_SCENARIO)), ("b.json", ScenarioConfig.model_validate(data))):
+        (folder / name).write_text(json.dumps(result_json(analysed(sc))))
+        paths.append(folder / name)
+    return paths
+
+
+def test_each_group_of_terms_moves_by_what_the_step_moved(results):
+    a, b = results
+    compared = diff(read_result(a), read_result(b), a, b)
+    step = compared.headline[0]
+    assert step.name == "step time (ms)" and step.delta < -200  # more channels: TP all-reduces no longer crawl
+    assert set(compared.why) == {"breakdown (mean GPU)", "critical path by kind", "critical path by term",
+                                 "per GPU (mean)"}
+    for changes in compared.why.values():
+        assert sum(c.delta for c in changes) == pytest.approx(step.delta, rel=1e-6)
+        assert [abs(c.delta) for c in changes] == sorted((abs(c.delta) for c in changes), reverse=True)
+    assert compared.why["critical path by kind"][0].name == "TP"  # what moved most, and why the step moved
+    assert compared.why["per GPU (mean)"][0].name == "exposed TP"
+
+
+def test_the_command_prints_what_moved_and_the_same_output_for_the_same_files(results):
+    a, b = results
+    first = cli("diff", str(a), str(b))
+    assert first.returncode == 0, first.stderr
+    lines = first.stdout.splitlines()
+    assert lines[1].startswith("step time (ms): 500.3 -> ")
+    assert any(line.startswith("critical path by kind: TP -") for line in lines)
+    as_json = cli("diff", str(a), str(b), "--json")
+    assert as_json.returncode == 0
+    assert json.loads(as_json.stdout)["headline"][0]["a"] == pytest.approx(500.284, abs=1e-3)
+    assert cli("diff", str(a), str(b)).stdout == first.stdout
+
+
+def test_a_result_without_analysis_is_compared_on_its_breakdown(results, tmp_path):
+    a, b = results
+    old = json.loads(a.read_text())
+    del old["analysis"]
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    compared = diff(old, read_result(b), tmp_path / "old.json", b)
+    assert list(compared.why) == ["breakdown (mean GPU)"]
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("not json", "not a JSON file"),
+    ("[1, 2]", "expected a JSON object"),
+    ('{"iteration_time_ms": 1}', "tokens_per_s: missing"),
+])
+def test_a_bad_file_ends_in_one_line_naming_it_and_exit_status_2(results, tmp_path, text, message):
+    bad = tmp_path / "bad.json"
+    bad.write_text(text)
+    run = cli("diff", str(results[0]), str(bad))
+    assert run.returncode == 2
+    assert run.stderr.startswith(f"error: {bad}: ") and message in run.stderr
+    assert run.stderr.count("\n") == 1 and "Traceback" not in run.stderr
+
+
+def test_a_missing_file_is_named_with_exit_status_2(results, tmp_path):
+    run = cli("diff", str(tmp_path / "missing.json"), str(results[1]))
+    assert run.returncode == 2 and run.stderr == f"error: {tmp_path / 'missing.json'}: cannot read: No such file or directory\n"
+
+
+def mutations(value):
+    """A JSON value, or something in its place."""
+    return st.one_of(st.just(value), st.none(), st.text(max_size=3), st.booleans(), st.floats(allow_nan=True),
+                     st.lists(st.integers(), max_size=2), st.dictionaries(st.text(max_size=3), st.integers(),
+                                                                          max_size=2))
+
+
+@settings(max_examples=150)
+@given(data=st.data())
+def test_a_damaged_result_is_compared_or_refused_with_a_message_naming_its_field(results, tmp_path_factory, data):
+    good = json.loads(results[0].read_text())
+    damaged = json.loads(json.dumps(good))
+    node, keys = damaged, []
+    while isinstance(node, dict) and node:  # walk down to a random field, then replace or drop it
+        key = data.draw(st.sampled_from(sorted(node)))
+        keys.append(key)
+        if not isinstance(node[key], dict) or data.draw(st.booleans()):
+            if data.draw(st.booleans()):
+                del node[key]
+            else:
+                node[key] = data.draw(mutations(node[key]))
+            break
+        node = node[key]
+    path = tmp_path_factory.mktemp("damaged") / "b.json"
+    path.write_text(json.dumps(damaged))
+    try:
+        compared = diff(good, read_result(path), results[0], path)
+    except ConfigError as exc:
+        assert str(exc).startswith(f"{path}: ") and "\n" not in str(exc)
+        return
+    assert all(math.isfinite(c.delta) for changes in compared.why.values() for c in changes)

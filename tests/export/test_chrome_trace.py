@@ -1,0 +1,171 @@
+"""The Perfetto trace: slices from whole-nanosecond ends, so that no two slices of one track overlap (Perfetto
+drops a complete slice that overlaps its track's last one), concurrent slices on tracks of their own, every flow
+on its sender and receiver (a folded receiver's on its representative), and the busiest links as counters."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from helpers import SEED_SCENARIO, cli, gpt_scenario
+from simulon.analysis.analyze import analyze
+from simulon.config.loading import load_scenario
+from simulon.dag.nodes import NodeKind
+from simulon.export.chrome_trace import DETAILS, chrome_trace_json, lanes, trace_events
+from simulon.pipeline import simulate
+
+
+def perfetto_ns(value: float) -> int:
+    """How Perfetto's JSON importer reads a time in microseconds: round(value x 1000) nanoseconds."""
+    return round(value * 1000)
+
+
+def overlaps(events: list[dict]) -> int:
+    """Slices of one track that overlap the slice before them, in Perfetto's nanoseconds."""
+    tracks = defaultdict(list)
+    for e in events:
+        if e["ph"] == "X":
+            start = perfetto_ns(e["ts"])
+            tracks[e["pid"], e["tid"]].append((start, start + perfetto_ns(e["dur"])))
+    count = 0
+    for spans in tracks.values():
+        spans.sort()
+        count += sum(b[0] < a[1] for a, b in zip(spans, spans[1:]))
+    return count
+
+
+def traced(sc, fold_mode="auto", detail="flows"):
+    sim = simulate(sc, fold_mode)
+    gpu = sc.datacenter.node.gpu
+    analysis = analyze(sim.dag, sim.timeline, sim.topology, sim.fold, gpu.peak_flops(sc.workload.training.dtype),
+                       gpu.memory_bandwidth)
+    text = chrome_trace_json(sim.dag, sim.timeline, detail, sim.memory, sim.fold.rep, analysis.busiest)
+    return sim, json.loads(text)["traceEvents"], text
+
+
+@pytest.fixture(scope="module")
+def quick_start():
+    return traced(load_scenario(SEED_SCENARIO))
+
+
+def test_no_two_slices_of_one_track_overlap_in_the_quick_start(quick_start):
+    sim, events, _ = quick_start
+    assert overlaps(events) == 0
+    slices = [e for e in events if e["ph"] == "X"]
+    assert all(e["dur"] >= 0 for e in slices)
+    # the last slice ends at the step time, to the nanosecond
+    end = max(perfetto_ns(e["ts"]) + perfetto_ns(e["dur"]) for e in slices)
+    assert end == round(sim.timeline.makespan * 1e9)
+
+
+def test_every_flow_shows_on_its_sender_and_its_receiver_with_an_arrow(quick_start):
+    sim, events, _ = quick_start
+    flows = int((sim.dag.kind == NodeKind.flow).sum())
+    sends = [e for e in events if e["ph"] == "X" and e["cat"] == "flow" and e["name"].startswith("to GPU")]
+    receives = [e for e in events if e["ph"] == "X" and e["cat"] == "flow" and e["name"].startswith("from GPU")]
+    assert len(sends) == len(receives) == flows
+    assert sum(e["ph"] == "s" for e in events) == sum(e["ph"] == "f" for e in events) == flows
+
+
+def test_concurrent_flows_of_one_gpu_go_on_tracks_of_their_own():
+    """An expert all-to-all sends to every peer at once."""
+    sc = gpt_scenario(nodes=1, gpus_per_node=4, ep=4, gbs=4, layers=2, hidden=512, heads=8,
+                      moe={"num_experts": 4, "top_k": 2})
+    sim, events, _ = traced(sc)
+    sends = [e for e in events if e["ph"] == "X" and e["cat"] == "flow" and e["name"].startswith("to GPU")]
+    tracks = {(e["pid"], e["tid"]) for e in sends}
+    assert len(tracks) > sim.dag.num_gpus
+    names = {(e["pid"], e["tid"]): e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert {"network send", "network send #2"} <= {names[t] for t in tracks}
+    assert all(names[t].startswith("network send") for t in tracks)
+    assert overlaps(events) == 0
+
+
+def test_a_folded_receivers_flows_show_on_its_representatives_receive_tracks():
+    sc = gpt_scenario(nodes=4, gpus_per_node=2, gbs=8, layers=2, nic="25Gbps")
+    sim, events, _ = traced(sc, "symmetric")
+    assert sim.result.simulated_gpus < sim.result.num_gpus
+    dag, rep = sim.dag, sim.fold.rep
+    flows = np.flatnonzero((dag.kind == NodeKind.flow) & (dag.peer >= 0))
+    folded = flows[dag.multiplicity[dag.peer[flows]] == 0]
+    assert len(folded)
+    receives = [e for e in events if e["ph"] == "X" and e["cat"] == "flow" and " from GPU " in e["name"]]
+    assert len(receives) == len(folded)
+    assert all(e["pid"] == rep[e["args"]["dst"]] != e["args"]["dst"] for e in receives)
+    assert overlaps(events) == 0
+
+
+def test_the_busiest_links_and_the_memory_are_counters(quick_start):
+    sim, events, _ = quick_start
+    counters = {e["name"] for e in events if e["ph"] == "C" and e["pid"] == sim.dag.num_gpus}
+    assert len(counters) == 5 and all(name.endswith(" load") for name in counters)
+    assert any(e["ph"] == "C" and e["name"] == "allocated memory (GiB)" for e in events)
+
+
+def test_each_detail_draws_what_it_says(quick_start):
+    sim, _, _ = quick_start
+    dag, timeline = sim.dag, sim.timeline
+    counts = {}
+    for detail in DETAILS:
+        slices = [e for e in trace_events(dag, timeline, detail) if e["ph"] == "X"]
+        counts[detail] = len(slices)
+        assert overlaps(slices) == 0
+    kernels = int((dag.kind == NodeKind.compute).sum())
+    spans = len(dag.collective_spans()[0])
+    sends = int(((dag.kind == NodeKind.flow) & (dag.coll < 0)).sum())
+    assert counts["kernels"] == kernels
+    assert counts["collectives"] == kernels + spans + sends
+    assert counts["flows"] == kernels + spans + 2 * int((dag.kind == NodeKind.flow).sum())
+    with pytest.raises(ValueError, match="trace detail"):
+        trace_events(dag, timeline, "everything")
+
+
+@settings(max_examples=15)
+@given(tp=st.sampled_from([1, 2]), pp=st.sampled_from([1, 2]), microbatches=st.integers(1, 3),
+       overlap=st.booleans(), channels=st.sampled_from([1, 2]))
+def test_no_two_slices_of_one_track_overlap_on_small_scenarios(tp, pp, microbatches, overlap, channels):
+    dp = 4 // (tp * pp)
+    sc = gpt_scenario(nodes=2, gpus_per_node=2, tp=tp, pp=pp, gbs=dp * microbatches, layers=2, hidden=512, heads=8,
+                      extra_parallelism={"overlap_grad_reduce": overlap, "sequence_parallel": tp > 1,
+                                         "tp_comm_overlap": tp > 1})
+    sc = sc.model_copy(update={"collective": sc.collective.model_copy(update={"num_channels": channels})})
+    _, events, _ = traced(sc)
+    assert overlaps(events) == 0
+
+
+@settings(max_examples=200)
+@given(st.lists(st.tuples(st.integers(0, 2), st.integers(0, 50), st.integers(1, 20)), max_size=40))
+def test_slices_share_a_track_only_one_after_another_and_take_no_more_tracks_than_run_at_once(spans):
+    key = np.array([k for k, _, _ in spans], dtype=np.int64)
+    start = np.array([s for _, s, _ in spans], dtype=np.int64)
+    end = start + np.array([d for _, _, d in spans], dtype=np.int64)
+    lane = lanes(key, start, end)
+    for k in set(key.tolist()):
+        mine = np.flatnonzero(key == k)
+        for track in set(lane[mine].tolist()):
+            on = sorted(zip(start[mine][lane[mine] == track].tolist(), end[mine][lane[mine] == track].tolist()))
+            assert all(b[0] >= a[1] for a, b in zip(on, on[1:]))
+        # as many tracks as slices running at once (at some slice's start), never more
+        busiest = max(int(((start[mine] <= s) & (end[mine] > s)).sum()) for s in start[mine].tolist())
+        assert lane[mine].max() + 1 == max(busiest, 1)
+
+
+def test_the_same_scenario_gives_the_same_json_and_trace_bytes_in_another_process(tmp_path):
+    runs = [cli("simulate", str(SEED_SCENARIO), "--json", "-o", str(tmp_path / f"{i}.json"), "--trace-detail",
+                "flows") for i in range(2)]
+    assert all(run.returncode == 0 for run in runs), runs[0].stderr
+    assert runs[0].stdout == runs[1].stdout
+    assert "analysis" in json.loads(runs[0].stdout)
+    assert (tmp_path / "0.json").read_bytes() == (tmp_path / "1.json").read_bytes()
+
+
+def test_the_command_refuses_an_unknown_trace_detail(tmp_path):
+    run = cli("simulate", str(SEED_SCENARIO), "-o", str(tmp_path / "t.json"), "--trace-detail", "all")
+    assert run.returncode == 2
+    assert run.stderr == "error: --trace-detail: expected one of kernels, collectives, flows, got 'all'\n"
+    assert not (tmp_path / "t.json").exists()
