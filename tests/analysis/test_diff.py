@@ -89,7 +89,8 @@ def test_a_bad_file_ends_in_one_line_naming_it_and_exit_status_2(results, tmp_pa
 
 def test_a_missing_file_is_named_with_exit_status_2(results, tmp_path):
     run = cli("diff", str(tmp_path / "missing.json"), str(results[1]))
-    assert run.returncode == 2 and run.stderr == f"error: {tmp_path / 'missing.json'}: cannot read: No such file or directory\n"
+    missing = tmp_path / "missing.json"
+    assert run.returncode == 2 and run.stderr == f"error: {missing}: cannot read: No such file or directory\n"
 
 
 def mutations(value):

@@ -4,6 +4,7 @@ on its sender and receiver (a folded receiver's on its representative), and the 
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections import defaultdict
 
@@ -35,7 +36,7 @@ def overlaps(events: list[dict]) -> int:
     count = 0
     for spans in tracks.values():
         spans.sort()
-        count += sum(b[0] < a[1] for a, b in zip(spans, spans[1:]))
+        count += sum(b[0] < a[1] for a, b in itertools.pairwise(spans))
     return count
 
 
@@ -148,8 +149,9 @@ def test_slices_share_a_track_only_one_after_another_and_take_no_more_tracks_tha
     for k in set(key.tolist()):
         mine = np.flatnonzero(key == k)
         for track in set(lane[mine].tolist()):
-            on = sorted(zip(start[mine][lane[mine] == track].tolist(), end[mine][lane[mine] == track].tolist()))
-            assert all(b[0] >= a[1] for a, b in zip(on, on[1:]))
+            on_track = mine[lane[mine] == track]
+            on = sorted(zip(start[on_track].tolist(), end[on_track].tolist(), strict=True))
+            assert all(b[0] >= a[1] for a, b in itertools.pairwise(on))
         # as many tracks as slices running at once (at some slice's start), never more
         busiest = max(int(((start[mine] <= s) & (end[mine] > s)).sum()) for s in start[mine].tolist())
         assert lane[mine].max() + 1 == max(busiest, 1)
