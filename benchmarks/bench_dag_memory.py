@@ -36,7 +36,7 @@ sc = parse_scenario(data, sys.argv[1])
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 sim = simulate(sc, expand)
 if trace:
-    text = chrome_trace_json(sim.dag, sim.timeline, True)
+    text = chrome_trace_json(sim.dag, sim.timeline, "flows")
     del text
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 print(json.dumps({"nodes": sim.dag.num_nodes, "flows": int((sim.dag.kind == 1).sum()),

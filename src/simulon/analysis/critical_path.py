@@ -53,9 +53,9 @@ class CriticalPath:
 
     def shares(self, labels: np.ndarray) -> dict[str, float]:
         """Seconds of the path per label of its steps (`labels` per step), largest first, ties by label."""
-        totals: dict[str, float] = {}
-        for label, seconds in zip(labels.tolist(), (self.ends - self.released).tolist(), strict=True):
-            totals[str(label)] = totals.get(str(label), 0.0) + seconds
+        names, inverse = np.unique(labels.astype(str), return_inverse=True)
+        seconds = np.bincount(inverse.ravel(), weights=self.ends - self.released, minlength=len(names))
+        totals = dict(zip(names.tolist(), seconds.tolist(), strict=True))
         return dict(sorted(totals.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
