@@ -8,6 +8,7 @@ import numpy as np
 
 from ..dag.nodes import ExecutionDAG, NodeKind
 from ..engine.replay import Timeline
+from .exposure import comm_intervals
 from .intervals import overlap_length, union_length
 
 
@@ -61,15 +62,8 @@ def summarize(dag: ExecutionDAG, timeline: Timeline, tokens_per_iteration: float
     simulated = dag.simulated_gpus
     compute = np.flatnonzero(dag.kind == NodeKind.compute)
     compute_by_gpu = _by_gpu(dag.gpu[compute], timeline.start[compute], timeline.finish[compute], simulated)
-    # communication a GPU takes part in: its span in each collective (from its start to its end marker)
-    # and every pipeline flow it sends or receives
-    joins, leaves = dag.collective_spans()
-    p2p = np.flatnonzero((dag.kind == NodeKind.flow) & (dag.coll < 0))
-    comm_by_gpu = _by_gpu(
-        np.concatenate([dag.gpu[joins], dag.gpu[p2p], dag.peer[p2p]]),
-        np.concatenate([timeline.start[joins], timeline.start[p2p], timeline.start[p2p]]),
-        np.concatenate([timeline.finish[leaves], timeline.finish[p2p], timeline.finish[p2p]]),
-        simulated)
+    comm_gpu, comm_start, comm_end, _ = comm_intervals(dag, timeline)
+    comm_by_gpu = _by_gpu(comm_gpu, comm_start, comm_end, simulated)
     stage_of = dict(zip(dag.gpu[compute].tolist(), dag.stage[compute].tolist(), strict=False))
     per_gpu = []
     for g, comp, comm in zip(simulated.tolist(), compute_by_gpu, comm_by_gpu, strict=True):
