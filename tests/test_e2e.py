@@ -39,15 +39,15 @@ def test_seed_example_bytes_sent_equal_bytes_received():
 
 def test_simulate_cli_prints_the_seed_summary_and_writes_a_perfetto_trace(tmp_path):
     trace = tmp_path / "trace.json"
-    run = cli("simulate", str(SEED_SCENARIO), "-o", str(trace))
+    run = cli("simulate", str(SEED_SCENARIO), "-o", str(trace), "--trace-detail", "flows")
     assert run.returncode == 0, run.stderr
     lines = run.stdout.splitlines()
     assert lines[0] == f"Trace written to {trace}"
     assert lines[1].startswith("GPUs: 4 | Total: ") and lines[1].endswith(" ms")
     assert lines[-1] == "Load in https://ui.perfetto.dev or chrome://tracing"
     events = json.loads(trace.read_text())["traceEvents"]
-    processes = {e["pid"] for e in events if e["ph"] == "M" and e["name"] == "process_name"}
-    assert processes == {0, 1, 2, 3}
+    processes = {e["pid"]: e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "process_name"}
+    assert {pid for pid, name in processes.items() if name.startswith("GPU ")} == {0, 1, 2, 3}
     threads = {e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
     assert {"compute", "tp_comm", "pp_comm", "network send", "network receive"} <= threads
     kernels = [e for e in events if e["ph"] == "X" and e.get("cat") in ("fwd", "bwd_ig", "bwd_wg", "step")]
