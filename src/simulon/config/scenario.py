@@ -130,6 +130,9 @@ def check_workload_fits(wl: MegatronWorkload, dc: DatacenterConfig) -> None:
 
 
 def _check_pipeline(par, microbatches: int) -> None:
+    if par.pipeline_schedule == "zb_h1" and par.vpp > 1:
+        raise FieldError("workload.parallelism.pipeline_schedule", f"zb_h1 runs one model chunk per rank, "
+                         f"not vpp = {par.vpp}")
     if not par.interleaved:
         return
     if par.vpp == 1:

@@ -111,6 +111,10 @@ RecomputeModule = Literal["core_attn", "mlp", "moe_act", "layernorm", "mla_up_pr
 `recompute_modules`)."""
 
 
+ScheduleName = Literal["1f1b", "interleaved_1f1b", "zb_h1"]
+"""The pipeline schedules simulon builds (workload/schedule.py)."""
+
+
 class ParallelismSpec(StrictModel):
     """Megatron-Core parallel strategy. Ranks are ordered tp, cp, dp, pp; EP is carved out of dp*cp."""
 
@@ -125,7 +129,9 @@ class ParallelismSpec(StrictModel):
         "divide tp*cp*dp")
     vpp: LayerCount = Field(1, description="model chunks per pipeline rank; > 1 runs interleaved 1F1B")
     num_microbatches: MicrobatchCount | None = Field(None, description="derived from the batch if omitted")
-    pipeline_schedule: Literal["1f1b", "interleaved_1f1b"] = "1f1b"
+    pipeline_schedule: ScheduleName = Field(
+        "1f1b", description="1f1b, interleaved_1f1b (vpp > 1) or zb_h1 (zero-bubble: weight gradients deferred "
+        "into the cool-down bubble; vpp = 1)")
     sequence_parallel: bool = False
     tp_comm_overlap: bool = Field(False, description="pipeline tensor-parallel all-gathers and reduce-scatters "
                                   "with their GEMMs (Transformer Engine userbuffers; needs sequence_parallel)")

@@ -12,6 +12,7 @@ parameter all-gather, or FSDP's per-layer gather and reduce-scatter; then the op
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 from ..collective.types import CollType
 from ..config.workload import MegatronWorkload
@@ -63,6 +64,10 @@ class _StageEmitter:
         self.pending = NO_OP                    # comm op the next compute must wait for
         self.unit_waits: tuple[int, ...] = ()   # parameter gathers the next layer's first kernel waits for
         self._after_next_kernel: Callable[[], None] | None = None
+        # a split backward (zero-bubble schedules): what its W step runs, per (micro-batch, chunk), and the list
+        # a running B step defers its weight gradients and their gradient-sync hooks into (None: run them)
+        self.weight_steps: dict[tuple[int, int], list[Callable[[], object]]] = {}
+        self.deferring: list[Callable[[], object]] | None = None
         self.gradient_sync = DataParallelSync(tracer.workload, tracer.layout, tracer.parameters.stage(self.stage),
                                               self.shape, program, frozen=self.lora)
 
@@ -72,6 +77,9 @@ class _StageEmitter:
             alongside: tuple[int, ...] = ()) -> int:
         if phase == Phase.bwd_wg and self.lora:
             return NO_OP  # frozen base weights have no weight gradient
+        if phase == Phase.bwd_wg and self.deferring is not None:
+            self.deferring.append(partial(self.run, name, phase, layer, mb, *extra_waits, alongside=alongside))
+            return NO_OP
         cast = f"{name}_cast"
         if cast in self.kernels and phase in self.kernels[cast]:  # the fp8 operand the GEMM reads
             self.run(cast, phase, layer, mb, *extra_waits)
@@ -143,11 +151,18 @@ class _StageEmitter:
     def emit_iteration(self) -> None:
         num_microbatches = self.tracer.num_microbatches
         self.gradient_sync.start_of_iteration()
-        for step in self.tracer.scheduler.steps(self.stage, self.pp, num_microbatches):
+        steps = self.tracer.scheduler.steps(self.stage, self.pp, num_microbatches)
+        split = any(step.kind == "W" for step in steps)
+        for step in steps:
             if step.kind == "F":
                 self.forward(step.microbatch, step.chunk)
-            else:
+            elif step.kind == "B":
+                self.deferring = self.weight_steps.setdefault((step.microbatch, step.chunk), []) if split else None
                 self.backward(step.microbatch, step.chunk, last=step.microbatch == num_microbatches - 1)
+                self.deferring = None
+            else:
+                for action in self.weight_steps.pop((step.microbatch, step.chunk)):
+                    action()
         self.gradient_sync.end_of_iteration()
 
     def _is_first(self, chunk: int) -> bool:
@@ -256,7 +271,10 @@ class _StageEmitter:
                     self.layer_forward(unit, mb, Phase.recompute)
                 self.recompute_modules(unit, mb)
                 self.layer_backward(unit, mb)
-            self.gradient_sync.after_backward(unit, mb, last)
+            if self.deferring is not None:
+                self.deferring.append(partial(self.gradient_sync.after_backward, unit, mb, last))
+            else:
+                self.gradient_sync.after_backward(unit, mb, last)
         if not self._is_first(chunk):
             stage, peer_chunk = self._previous(chunk)
             self.pending = self.program.send(stage, peer_chunk, self.activation_bytes, mb, Phase.bwd_ig)
