@@ -135,8 +135,10 @@ class ParallelismSpec(StrictModel):
     sequence_parallel: bool = False
     tp_comm_overlap: bool = Field(False, description="pipeline tensor-parallel all-gathers and reduce-scatters "
                                   "with their GEMMs (Transformer Engine userbuffers; needs sequence_parallel)")
-    context_parallel_comm: Literal["all_gather"] = Field(
-        "all_gather", description="how context-parallel ranks exchange keys and values")
+    context_parallel_comm: Literal["p2p", "all_gather"] = Field(
+        "p2p", description="how context-parallel ranks exchange keys and values: p2p passes them around a ring "
+        "overlapped with attention blocks (Megatron's default --cp-comm-type p2p, Transformer Engine's "
+        "AttnFuncWithCPAndKVP2P); all_gather gathers them all before attention (--cp-comm-type all_gather)")
     distributed_optimizer: bool = False
     fsdp: Literal["none", "full_shard", "shard_grad_op"] = Field(
         "none", description="ZeRO-3 (full_shard) or ZeRO-2 (shard_grad_op) sharding over data parallelism")

@@ -18,7 +18,7 @@ from ..collective.types import CollType
 from ..config.workload import MegatronWorkload
 from .data_parallel import DataParallelSync, Gathers
 from .kernels import Phase
-from .layer_kernels import LayerKernels, ShardShape
+from .layer_kernels import RING_BLOCK, LayerKernels, ShardShape
 from .layout import RankLayout
 from .parameters import ModelParameters, PipelineLayers
 from .program import EMBEDDING_LAYER, HEAD_LAYER, NO_OP, StageProgram, Stream
@@ -128,11 +128,46 @@ class _StageEmitter:
         """Context parallelism: all-gather every rank's keys and values (reduce-scatter their gradients)."""
         if self.shape.cp == 1:
             return NO_OP
+        size = self.local_kv_bytes * self.shape.cp
+        return self.program.collective(ctype, "cp", size, Stream.cp_comm, label, layer, mb, phase)
+
+    @property
+    def local_kv_bytes(self) -> float:
+        """The keys and values of this rank's share of the sequence."""
         core = self.kernels[self.kernels.attention_core[0]][Phase.fwd]
         kv_heads = core.param("kv_heads") if core.name == "attn_flash" else core.param("groups") // self.shape.batch
         dims = core.param("qk_dim") + core.param("v_dim") if core.name == "attn_flash" else 2 * core.param("k")
-        size = kv_heads * dims * self.shape.batch * self.shape.full_seq * self.shape.act_bytes
-        return self.program.collective(ctype, "cp", size, Stream.cp_comm, label, layer, mb, phase)
+        return kv_heads * dims * self.shape.batch * self.shape.seq * self.shape.act_bytes
+
+    def core_attention(self, layer: int, mb: int, phase: Phase) -> None:
+        """Core attention forward (or its recomputation), with context parallelism's exchange of keys and values:
+        around the ring, or gathered first."""
+        if RING_BLOCK in self.kernels:
+            self.ring_attention(layer, mb, phase)
+            return
+        waits = (self.pending, self.cp_exchange(CollType.AllGather, "cp_kv_gather", layer, mb, phase))
+        self.pending = NO_OP
+        for name in self.kernels.attention_core:
+            self.run(name, phase, layer, mb, *waits)
+
+    def ring_attention(self, layer: int, mb: int, phase: Phase) -> None:
+        """Transformer Engine's context-parallel ring (`AttnFuncWithCPAndKVP2P`, Megatron's --cp-comm-type p2p):
+        cp steps; at each the rank passes the keys and values it holds on to the next rank of the ring (in the
+        backward with their accumulated gradients) while it computes attention on them, its own block first;
+        the backward ends by returning each block's key/value gradients to their owner."""
+        backward = phase == Phase.bwd_ig
+        size = self.local_kv_bytes * (2 if backward else 1)
+        held = NO_OP  # the block this step computes on has arrived
+        for step in range(self.shape.cp):
+            passed_on = NO_OP
+            if step < self.shape.cp - 1:
+                passed_on = self.program.collective(CollType.SendRecv, "cp", size, Stream.cp_comm, "cp_ring", layer,
+                                                    mb, phase)
+            self.run("attn_flash" if step == 0 else RING_BLOCK, phase, layer, mb, held)
+            held = passed_on
+        if backward:
+            self.pending = self.program.collective(CollType.SendRecv, "cp", self.local_kv_bytes, Stream.cp_comm,
+                                                   "cp_ring_grad_return", layer, mb, phase)
 
     def wait_for_gathers(self, gathers: Gathers) -> None:
         """The next kernel waits for the unit's parameter gathers; a prefetch of the next unit's gather is
@@ -218,10 +253,7 @@ class _StageEmitter:
         self.run("attn_norm", phase, layer, mb)
         self.gathered_gemms(self.kernels.attention_inputs, phase, layer, mb,
                             self.tp_gather("attn_gather", layer, mb, phase))
-        core_waits = (self.pending, self.cp_exchange(CollType.AllGather, "cp_kv_gather", layer, mb, phase))
-        self.pending = NO_OP
-        for name in self.kernels.attention_core:
-            self.run(name, phase, layer, mb, *core_waits)
+        self.core_attention(layer, mb, phase)
         proj = self.run("attn_proj", phase, layer, mb)
         self.pending = self.tp_reduce("attn_reduce", layer, mb, phase, gemm=proj)
         self.run("attn_residual", phase, layer, mb)
@@ -348,13 +380,13 @@ class _StageEmitter:
         self.gathered_gemms(["attn_proj"], Phase.bwd_ig, layer, mb,
                             self.tp_gather("attn_grad_gather", layer, mb, Phase.bwd_ig))
         self.run("attn_proj", Phase.bwd_wg, layer, mb)
-        core = self.kernels.attention_core
         if "core_attn" in self.parallelism.recomputed_modules:
-            self.pending = self.cp_exchange(CollType.AllGather, "cp_kv_gather", layer, mb, Phase.recompute)
-            for name in core:
-                self.run(name, Phase.recompute, layer, mb)
-        for name in reversed(core):
-            self.run(name, Phase.bwd_ig, layer, mb)
-        self.pending = self.cp_exchange(CollType.ReduceScatter, "cp_kv_grad_scatter", layer, mb, Phase.bwd_ig)
+            self.core_attention(layer, mb, Phase.recompute)
+        if RING_BLOCK in self.kernels:
+            self.ring_attention(layer, mb, Phase.bwd_ig)
+        else:
+            for name in reversed(self.kernels.attention_core):
+                self.run(name, Phase.bwd_ig, layer, mb)
+            self.pending = self.cp_exchange(CollType.ReduceScatter, "cp_kv_grad_scatter", layer, mb, Phase.bwd_ig)
         self.column_block_backward(self.kernels.attention_inputs, layer, mb, "attn_reduce", "attn_gather")
         self.run("attn_norm", Phase.bwd_ig, layer, mb)
