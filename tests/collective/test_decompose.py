@@ -368,3 +368,27 @@ def test_a_merged_channel_is_cut_into_the_chunks_of_one_real_channel(algorithm, 
     chunks = min(max(1, -(-per_channel // real_chunk)), constants()["max_pipeline_chunks"])
     phases = 4 if algorithm == "nvls" else 2   # reduce up and down, multicast up and down; a tree's up and down
     assert flows.step.max() + 1 == phases * chunks
+
+
+@pytest.mark.parametrize("n, c", [(4, 2), (8, 4), (3, 8)])
+def test_a_ring_all_reduce_returns_every_channels_flows_as_mock_nccl_does(n, c):
+    result, next_flow_id = decompose_collective("AllReduce", list(range(n)), 4096.0 * n * c, c, "ring")
+    assert len(result.flows) == 2 * (n - 1) * n * c == next_flow_id
+    assert sorted({f.channel for f in result.flows}) == list(range(c))
+    per_channel = {ch: [f for f in result.flows if f.channel == ch] for ch in range(c)}
+    assert all(len(flows) == 2 * (n - 1) * n for flows in per_channel.values())
+    by_id = {f.flow_id: f for f in result.flows}
+    assert all(by_id[p].channel == f.channel for f in result.flows for p in f.parent_flow_ids)
+
+
+@given(algorithm=st.sampled_from(["ring", "tree", "pat"]), ctype=st.sampled_from(["AllReduce", "AllGather"]),
+       n=st.integers(2, 9), channels=st.integers(1, 16), size=st.floats(1.0, 1e9))
+def test_every_channel_keeps_the_bytes_and_numbers_the_channels_from_zero(algorithm, ctype, n, channels, size):
+    try:
+        simulated = flow_set(ctype, range(n), size, channels, algorithm)
+    except ValueError:
+        return  # an algorithm that does not do this collective
+    result, _ = decompose_collective(ctype, list(range(n)), size, channels, algorithm)
+    assert sum(f.bytes for f in result.flows) == pytest.approx(float(simulated.size.sum()), rel=1e-9)
+    assert {f.channel for f in result.flows} == set(range(channels))
+    assert len(result.flows) == len(simulated) * simulated.lanes

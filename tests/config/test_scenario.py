@@ -340,9 +340,33 @@ CHECKS = {
     "ffn not divisible by tp": (
         [("workload.model.ffn_hidden_size", 11007)],
         "workload.parallelism.tp", ["2 does not divide ffn_hidden_size 11007"]),
-    "layers not divisible by pp": (
-        [("workload.model.num_layers", 31)],
-        "workload.parallelism.pp", ["2 does not divide num_layers 31", "layers_per_stage"]),
+    "layout places the wrong number of layers": (
+        [("workload.parallelism.pipeline_layout", "Et*15|t*16L")],
+        "workload.parallelism.pipeline_layout", ["places 31 transformer layers", "has 32"]),
+    "layout with multi-token prediction": (
+        [("workload.parallelism.pipeline_layout", "Et*16|t*16mL")],
+        "workload.parallelism.pipeline_layout", ["multi-token-prediction", "not modelled"]),
+    "layout without the embedding first": (
+        [("workload.parallelism.pipeline_layout", "t*16|Et*16L")],
+        "workload.parallelism.pipeline_layout", ["embedding (E) must open the first"]),
+    "layout stages not a multiple of pp": (
+        [("workload.parallelism.pipeline_layout", "Et*10|t*11|t*11L")],
+        "workload.parallelism.pipeline_layout", ["3 virtual stages, not a multiple of pp = 2"]),
+    "layout against a different vpp": (
+        [("workload.parallelism.pipeline_layout", "Et*16|t*16L"), ("workload.parallelism.vpp", 2)],
+        "workload.parallelism.pipeline_layout", ["make vpp = 1", "vpp is 2"]),
+    "unknown layout symbol": (
+        [("workload.parallelism.pipeline_layout", "Et*16|x*16L")],
+        "workload.parallelism.pipeline_layout", ["'x'", "separated by '|'"]),
+    "a stage's layers do not split over its chunks": (
+        [("workload.parallelism.vpp", 2), ("workload.parallelism.layers_per_stage", [15, 17])],
+        "workload.parallelism.layers_per_stage", ["15 layers do not split over vpp = 2"]),
+    "first stage leaves an uneven rest": (
+        [("workload.parallelism.first_stage_layers", 5), ("workload.parallelism.last_stage_layers", 5)],
+        "workload.parallelism.first_stage_layers", ["0 stages cannot split the remaining 22 of 32"]),
+    "embedding and loss accounted do not divide": (
+        [("workload.parallelism.account_for_embedding_in_pipeline_split", True)],
+        "workload.parallelism", ["= 33 is not divisible by pp*vpp = 2"]),
     "layers_per_stage wrong length": (
         [("workload.parallelism.layers_per_stage", [32])],
         "workload.parallelism.layers_per_stage", ["1 entries for pp = 2"]),
@@ -373,9 +397,6 @@ CHECKS = {
     "interleaving without pipeline": (
         [("workload.parallelism.pp", 1), ("workload.parallelism.tp", 4), ("workload.parallelism.vpp", 2)],
         "workload.parallelism.vpp", ["needs pipeline parallelism"]),
-    "interleaved chunks do not divide layers": (
-        [("workload.parallelism.vpp", 3)],
-        "workload.parallelism.vpp", ["pp*vpp = 6 does not divide num_layers 32"]),
     "fsdp with distributed optimizer": (
         [("workload.parallelism.fsdp", "full_shard"), ("workload.parallelism.distributed_optimizer", True)],
         "workload.parallelism.fsdp", ["already shards the optimizer"]),

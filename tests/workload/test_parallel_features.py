@@ -71,7 +71,7 @@ def test_full_recompute_reruns_every_forward_kernel_and_counts_only_as_hardware_
 
 
 def test_context_parallel_splits_attention_and_exchanges_keys_and_values():
-    sc = gpt_scenario(**dict(BASE, tp=1, pp=1, extra_parallelism={"cp": 2}))
+    sc = gpt_scenario(**dict(BASE, tp=1, pp=1, extra_parallelism={"cp": 2, "context_parallel_comm": "all_gather"}))
     ops = MegatronTracer(sc.workload, 8).stage_program(0).ops
     cp_ops = Counter((op.ctype, op.phase) for op in ops if isinstance(op, CollectiveOp) and op.axis == "cp")
     assert cp_ops[(CollType.AllGather, Phase.fwd)] == cp_ops[(CollType.ReduceScatter, Phase.bwd_ig)] > 0
@@ -80,6 +80,8 @@ def test_context_parallel_splits_attention_and_exchanges_keys_and_values():
     # the same FLOPs as without context parallelism, spread over twice the ranks of one sequence
     no_cp = build_dag(gpt_scenario(**dict(BASE, tp=1, pp=1)))[0]
     assert build_dag(sc)[0].total_flops() == pytest.approx(no_cp.total_flops(), rel=1e-12)
+    ring = gpt_scenario(**dict(BASE, tp=1, pp=1, extra_parallelism={"cp": 2}))  # the default: Megatron's p2p ring
+    assert build_dag(ring)[0].total_flops() == pytest.approx(no_cp.total_flops(), rel=1e-12)
 
 
 def _collective_bytes(sc, label: str) -> float:

@@ -121,4 +121,4 @@ def test_a_new_schedule_is_a_table_run_by_the_same_loop():
 
 def test_an_unknown_schedule_name_is_refused():
     with pytest.raises(ValueError, match="not built"):
-        make_scheduler("zb_h1")
+        make_scheduler("gpipe")

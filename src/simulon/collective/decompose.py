@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
+import numpy as np
+
 from .algorithms import CATALOG, Algorithm, Decomposition, Unrunnable, algorithm_for, find_algorithm
 from .common import CollectiveResult, FlowSet, P2PFlow
 from .nccl import PROTOCOLS
@@ -75,15 +77,38 @@ def flow_set(collective_type: str | CollType, group: Sequence[int], size: float,
                    grouped_sends=ctype in POINT_TO_POINT, local_pass=record.local_pass(ctype, shape.nodes))
 
 
+def every_channel(flows: FlowSet) -> FlowSet:
+    """The flows of every channel a simulated channel stands for (`lanes`), each with its share of the bytes:
+    channel k + lane * simulated repeats channel k, its parents in its own copy."""
+    lanes = flows.lanes
+    if lanes == 1:
+        return flows
+    count, simulated = len(flows.size), int(flows.channel.max()) + 1 if len(flows.size) else 1
+    parents_per_flow = np.diff(flows.parent_ptr)
+    copies = np.arange(lanes)
+
+    def tiled(column: np.ndarray) -> np.ndarray:
+        return np.tile(column, lanes)
+
+    return replace(
+        flows, src_pos=tiled(flows.src_pos), dst_pos=tiled(flows.dst_pos), size=tiled(flows.size) / lanes,
+        channel=(flows.channel[None, :] + simulated * copies[:, None]).ravel(), step=tiled(flows.step),
+        tag=tiled(flows.tag),
+        parent_ptr=np.concatenate([[0], np.cumsum(tiled(parents_per_flow))]).astype(flows.parent_ptr.dtype),
+        parent_idx=(flows.parent_idx[None, :] + count * copies[:, None]).ravel().astype(flows.parent_idx.dtype),
+        lanes=1)
+
+
 def decompose_collective(collective_type: str, group_ranks: Sequence[int], data_size: float,
                          num_channels: int = 1, algorithm: str = "ring",
                          flow_id_start: int = 0) -> tuple[CollectiveResult, int]:
-    """Decompose one collective into P2PFlow records with parent/child chains.
+    """Decompose one collective into P2PFlow records with parent/child chains, every channel's flows (channel
+    ids 0 to num_channels - 1; the engine simulates identical channels once, see flow_set).
 
     Returns the result and the next unused flow id, so that callers can number flows of several
     collectives without collisions.
     """
-    flows = flow_set(collective_type, group_ranks, data_size, num_channels, algorithm)
+    flows = every_channel(flow_set(collective_type, group_ranks, data_size, num_channels, algorithm))
     src, dst = flows.src, flows.dst
     records = [
         P2PFlow(flow_id=flow_id_start + i, src=int(src[i]), dst=int(dst[i]), bytes=float(flows.size[i]),

@@ -10,6 +10,7 @@ from ..collective.algorithms import CATALOG, reduction_missing
 from ..collective.nccl import MAX_CHANNELS
 from .common import MAX_MICROBATCHES, FieldError, StrictModel, range_check
 from .dc import DatacenterConfig
+from .pipeline_layout import virtual_stage_layers
 from .workload import MegatronWorkload
 
 check_channels = range_check(1, MAX_CHANNELS, f"{MAX_CHANNELS} channels, NCCL's maximum")
@@ -81,16 +82,7 @@ def check_workload_fits(wl: MegatronWorkload, dc: DatacenterConfig) -> None:
     if model.ffn_hidden_size % par.tp:
         raise FieldError("workload.parallelism.tp", f"{par.tp} does not divide ffn_hidden_size "
                          f"{model.ffn_hidden_size}")
-    if par.layers_per_stage is not None:
-        if len(par.layers_per_stage) != par.pp:
-            raise FieldError("workload.parallelism.layers_per_stage",
-                             f"{len(par.layers_per_stage)} entries for pp = {par.pp} stages")
-        if sum(par.layers_per_stage) != model.num_layers:
-            raise FieldError("workload.parallelism.layers_per_stage",
-                             f"sums to {sum(par.layers_per_stage)}, the model has {model.num_layers} layers")
-    elif model.num_layers % par.pp:
-        raise FieldError("workload.parallelism.pp", f"{par.pp} does not divide num_layers {model.num_layers} "
-                         "(give layers_per_stage for an uneven split)")
+    virtual_stage_layers(par, model.num_layers)
     samples_per_step = train.micro_batch_size * dp
     if train.global_batch_size % samples_per_step:
         raise FieldError("workload.training.global_batch_size", f"{train.global_batch_size} is not a "
@@ -106,7 +98,7 @@ def check_workload_fits(wl: MegatronWorkload, dc: DatacenterConfig) -> None:
     if par.cp > 1 and train.sequence_length % (2 * par.cp):
         raise FieldError("workload.training.sequence_length", f"{train.sequence_length} is not divisible "
                          f"by 2*cp = {2 * par.cp} (context parallelism splits it into 2*cp chunks)")
-    _check_pipeline(par, model.num_layers, microbatches)
+    _check_pipeline(par, microbatches)
     _check_sharding(par, dp)
     if par.tp_comm_overlap and not (par.sequence_parallel and par.tp > 1):
         raise FieldError("workload.parallelism.tp_comm_overlap", "needs sequence_parallel with tp > 1")
@@ -137,18 +129,16 @@ def check_workload_fits(wl: MegatronWorkload, dc: DatacenterConfig) -> None:
         raise FieldError("workload.training.dtype", str(exc)) from None
 
 
-def _check_pipeline(par, num_layers: int, microbatches: int) -> None:
+def _check_pipeline(par, microbatches: int) -> None:
+    if par.pipeline_schedule == "zb_h1" and par.vpp > 1:
+        raise FieldError("workload.parallelism.pipeline_schedule", f"zb_h1 runs one model chunk per rank, "
+                         f"not vpp = {par.vpp}")
     if not par.interleaved:
         return
     if par.vpp == 1:
         raise FieldError("workload.parallelism.vpp", "the interleaved schedule needs vpp > 1")
     if par.pp == 1:
         raise FieldError("workload.parallelism.vpp", f"vpp = {par.vpp} needs pipeline parallelism (pp > 1)")
-    if par.layers_per_stage is not None:
-        raise FieldError("workload.parallelism.layers_per_stage", "uneven stages are not supported with vpp > 1")
-    if num_layers % (par.pp * par.vpp):
-        raise FieldError("workload.parallelism.vpp", f"pp*vpp = {par.pp * par.vpp} does not divide num_layers "
-                         f"{num_layers}")
     if microbatches % par.pp:
         raise FieldError("workload.parallelism.num_microbatches", f"{microbatches} micro-batches is not a multiple "
                          f"of pp = {par.pp}, as Megatron's interleaved schedule needs")

@@ -26,6 +26,7 @@ from .common import (
     VocabSize,
     Width,
 )
+from .pipeline_layout import layout_chunks
 from .templates import Templated
 
 
@@ -110,6 +111,10 @@ RecomputeModule = Literal["core_attn", "mlp", "moe_act", "layernorm", "mla_up_pr
 `recompute_modules`)."""
 
 
+ScheduleName = Literal["1f1b", "interleaved_1f1b", "zb_h1"]
+"""The pipeline schedules simulon builds (workload/schedule.py)."""
+
+
 class ParallelismSpec(StrictModel):
     """Megatron-Core parallel strategy. Ranks are ordered tp, cp, dp, pp; EP is carved out of dp*cp."""
 
@@ -124,12 +129,16 @@ class ParallelismSpec(StrictModel):
         "divide tp*cp*dp")
     vpp: LayerCount = Field(1, description="model chunks per pipeline rank; > 1 runs interleaved 1F1B")
     num_microbatches: MicrobatchCount | None = Field(None, description="derived from the batch if omitted")
-    pipeline_schedule: Literal["1f1b", "interleaved_1f1b"] = "1f1b"
+    pipeline_schedule: ScheduleName = Field(
+        "1f1b", description="1f1b, interleaved_1f1b (vpp > 1) or zb_h1 (zero-bubble: weight gradients deferred "
+        "into the cool-down bubble; vpp = 1)")
     sequence_parallel: bool = False
     tp_comm_overlap: bool = Field(False, description="pipeline tensor-parallel all-gathers and reduce-scatters "
                                   "with their GEMMs (Transformer Engine userbuffers; needs sequence_parallel)")
-    context_parallel_comm: Literal["all_gather"] = Field(
-        "all_gather", description="how context-parallel ranks exchange keys and values")
+    context_parallel_comm: Literal["p2p", "all_gather"] = Field(
+        "p2p", description="how context-parallel ranks exchange keys and values: p2p passes them around a ring "
+        "overlapped with attention blocks (Megatron's default --cp-comm-type p2p, Transformer Engine's "
+        "AttnFuncWithCPAndKVP2P); all_gather gathers them all before attention (--cp-comm-type all_gather)")
     distributed_optimizer: bool = False
     fsdp: Literal["none", "full_shard", "shard_grad_op"] = Field(
         "none", description="ZeRO-3 (full_shard) or ZeRO-2 (shard_grad_op) sharding over data parallelism")
@@ -144,7 +153,34 @@ class ParallelismSpec(StrictModel):
     recompute_num_layers: OptionalLayerCount | None = Field(
         None, description="full recomputation: the layers of each model chunk that recompute (Megatron's "
         "'block' method); default every layer ('uniform', one layer per checkpoint)")
-    layers_per_stage: list[LayerCount] | None = None
+    layers_per_stage: list[OptionalLayerCount] | None = Field(
+        None, description="transformer layers of each pipeline stage (pp entries, each split evenly over its vpp "
+        "chunks) or of each virtual stage (pp*vpp entries, chunk c of stage s at c*pp+s)")
+    first_stage_layers: OptionalLayerCount | None = Field(
+        None, description="layers of the first stage, the other stages splitting the rest evenly (Megatron's "
+        "--decoder-first-pipeline-num-layers)")
+    last_stage_layers: OptionalLayerCount | None = Field(
+        None, description="layers of the last stage (Megatron's --decoder-last-pipeline-num-layers)")
+    account_for_embedding_in_pipeline_split: bool = Field(
+        False, description="the embedding counts as one layer of the first virtual stage (Megatron's flag)")
+    account_for_loss_in_pipeline_split: bool = Field(
+        False, description="the loss counts as one layer of the last virtual stage (Megatron's flag)")
+    pipeline_layout: str | None = Field(
+        None, description="Megatron's --pipeline-model-parallel-layout: virtual stages separated by '|' of E "
+        "(embedding), t (transformer layer) and L (loss), e.g. 'Et*3|(tt|)*29,t|L'; sets vpp when vpp is not given")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _chunks_from_layout(cls, data: object) -> object:
+        """vpp from the layout string's virtual stages where vpp is not given, as Megatron derives it."""
+        if not isinstance(data, dict) or not isinstance(data.get("pipeline_layout"), str) or "vpp" in data:
+            return data
+        pp = data.get("pp", 1)
+        try:
+            chunks = layout_chunks(data["pipeline_layout"], pp if isinstance(pp, int) and pp > 0 else 1)
+        except ValueError:
+            return data  # the split reports it, naming the field
+        return {**data, "vpp": chunks}
 
     @property
     def interleaved(self) -> bool:

@@ -43,6 +43,16 @@ INDEX_BYTES = 8.0
 """Token ids and routing indices are int64."""
 
 
+WEIGHT_GRADIENT_INPUTS = ("GEMM input", "projection input", "fc2 input", "dispatched tokens", "LM head input")
+"""Endings of the kept tensors a weight-gradient GEMM reads (its layer's input): what a split backward (ZB-H1's
+B then W) still holds between the two."""
+
+
+def weight_gradient_inputs(parts: dict[str, float]) -> float:
+    """Bytes of the kept tensors that the weight gradients read, of a chunk's parts."""
+    return sum(value for name, value in parts.items() if name.endswith(WEIGHT_GRADIENT_INPUTS))
+
+
 @dataclass(frozen=True)
 class LayerActivations:
     """Bytes one layer keeps per micro-batch, by part, and the most its forward and backward hold on top."""

@@ -24,7 +24,7 @@ from ..workload.layout import RankLayout
 from ..workload.parameters import PipelineLayers
 from ..workload.program import EMBEDDING_LAYER, HEAD_LAYER
 from ..workload.schedule import make_scheduler
-from .activations import ActivationModel
+from .activations import ActivationModel, weight_gradient_inputs
 from .runtime import CUDA_CONTEXT_BYTES, AllocatorModel, GiB, nccl_buffers
 from .states import ModelStates
 
@@ -123,6 +123,11 @@ class _Chunk:
     parts: dict[str, float]
     units: dict[int, float]  # bytes each unit of the chunk keeps
 
+    @property
+    def weight_inputs(self) -> float:
+        """What a split backward keeps from its B until its W."""
+        return weight_gradient_inputs(self.parts)
+
 
 class MemoryModel:
     """The memory model of one workload on one GPU type."""
@@ -218,16 +223,18 @@ class MemoryModel:
         """(kept, transient, micro-batches kept) at the stage's activation peak, walking its schedule."""
         par = self.workload.parallelism
         steps = schedule_steps(par.pipeline_schedule, par.vpp, stage, self.layout.pp, self.num_microbatches)
+        split = any(kind == "W" for kind, _ in steps)
         live, best = 0.0, (0.0, 0.0)
-        for forward, index in steps:
+        for kind, index in steps:
             chunk = chunks[index]
-            if forward:
+            candidate = (live + chunk.kept, chunk.forward) if kind == "F" else (live, chunk.backward)
+            if kind == "F":
                 live += chunk.kept
-                candidate = (live, chunk.forward)
-            else:
-                candidate = (live, chunk.backward)
-                live -= chunk.kept
-            if sum(candidate) > sum(best):
+            elif kind == "W":
+                live -= chunk.weight_inputs
+            else:  # a split backward keeps what the weight gradients read until its W
+                live -= chunk.kept - (chunk.weight_inputs if split else 0.0)
+            if kind != "W" and sum(candidate) > sum(best):
                 best = candidate
         per_microbatch = sum(c.kept for c in chunks) / len(chunks)
         return best[0], best[1], best[0] / per_microbatch if per_microbatch else 0.0
@@ -245,10 +252,10 @@ class MemoryModel:
 
 @lru_cache(maxsize=4096)
 def schedule_steps(schedule: str, chunks: int, stage: int, num_stages: int,
-                   microbatches: int) -> tuple[tuple[bool, int], ...]:
-    """(is a forward, model chunk) of each step of a stage's schedule; strategy searches ask again and again."""
+                   microbatches: int) -> tuple[tuple[str, int], ...]:
+    """(kind F, B or W, model chunk) of each step of a stage's schedule; strategy searches ask again and again."""
     steps = make_scheduler(schedule, chunks).steps(stage, num_stages, microbatches)
-    return tuple((step.kind == "F", step.chunk) for step in steps)
+    return tuple((step.kind, step.chunk) for step in steps)
 
 
 def estimate_memory(sc: ScenarioConfig) -> MemoryReport:

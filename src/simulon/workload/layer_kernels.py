@@ -23,6 +23,8 @@ from .kernels import (
     memory_bound,
 )
 
+RING_BLOCK = "attn_flash_ring"
+"""The attention kernel of one received block of the context-parallel ring (cp - 1 per layer and pass)."""
 
 @dataclass(frozen=True)
 class ShardShape:
@@ -40,6 +42,7 @@ class ShardShape:
     grad_bytes: float    # gradient element size in data-parallel reductions
     quantized_bytes: float | None = None  # element size of fp8/fp4 GEMM operands, None for 16-bit GEMMs
     etp: int | None = None  # expert tensor parallelism (default tp)
+    cp_ring: bool = False   # context parallelism passes keys and values around a ring instead of gathering them
 
     @classmethod
     def of(cls, workload: MegatronWorkload) -> ShardShape:
@@ -52,7 +55,8 @@ class ShardShape:
         return cls(tokens=train.micro_batch_size * seq, seq=seq, full_seq=train.sequence_length,
                    batch=train.micro_batch_size, tp=par.tp, cp=par.cp, sp=par.sequence_parallel and par.tp > 1,
                    ep=par.ep, act_bytes=act_bytes, grad_bytes=(train.grad_reduce_dtype or default_grad).bytes,
-                   quantized_bytes=dtype.bytes if quantized else None, etp=par.etp)
+                   quantized_bytes=dtype.bytes if quantized else None, etp=par.etp,
+                   cp_ring=par.cp > 1 and par.context_parallel_comm == "p2p")
 
     @property
     def expert_tp(self) -> int:
@@ -263,6 +267,13 @@ class LayerKernels:
         else:
             kv, qk_dim, v_dim = n, m.mla.qk_nope_head_dim + m.mla.qk_rope_head_dim, m.mla.v_head_dim
         b, sq, sk, db = sh.batch, sh.seq, sh.full_seq, sh.act_bytes
+        if sh.cp_ring and self.attention_impl in FLASH_IMPLEMENTATIONS:
+            # the ring's blocks, the rank's queries against one rank's keys: its own (causal) and each received
+            # one, of which the load balancing over 2*cp chunks leaves half to compute (half the queries or half
+            # the keys), as much as the causal block: the model FLOPs of a full block each, half of them executed
+            block = tuple(attention(phase, b, n, kv, sq, sq, qk_dim, v_dim, True, db, self.attention_impl)
+                          for phase in (Phase.fwd, Phase.bwd_ig))
+            return {"attn_flash": block, RING_BLOCK: block}
         if self.attention_impl in FLASH_IMPLEMENTATIONS:
             return {"attn_flash": tuple(attention(phase, b, n, kv, sq, sk, qk_dim, v_dim, True, db,
                                                   self.attention_impl) for phase in (Phase.fwd, Phase.bwd_ig))}
@@ -283,6 +294,11 @@ class LayerKernels:
     @property
     def attention_core(self) -> list[str]:
         return list(self._attention_core())
+
+    def repeats(self, name: str) -> int:
+        """How many times a layer's forward (and backward) runs the kernel: cp - 1 received blocks of the
+        context-parallel ring, once every other kernel."""
+        return self.shape.cp - 1 if name == RING_BLOCK else 1
 
     def _mlp(self, k: dict, prefix: str, rows: int, ffn: int, groups: int) -> None:
         m, db = self.model, self.shape.act_bytes

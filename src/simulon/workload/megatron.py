@@ -12,12 +12,13 @@ parameter all-gather, or FSDP's per-layer gather and reduce-scatter; then the op
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 from ..collective.types import CollType
 from ..config.workload import MegatronWorkload
 from .data_parallel import DataParallelSync, Gathers
 from .kernels import Phase
-from .layer_kernels import LayerKernels, ShardShape
+from .layer_kernels import RING_BLOCK, LayerKernels, ShardShape
 from .layout import RankLayout
 from .parameters import ModelParameters, PipelineLayers
 from .program import EMBEDDING_LAYER, HEAD_LAYER, NO_OP, StageProgram, Stream
@@ -63,6 +64,10 @@ class _StageEmitter:
         self.pending = NO_OP                    # comm op the next compute must wait for
         self.unit_waits: tuple[int, ...] = ()   # parameter gathers the next layer's first kernel waits for
         self._after_next_kernel: Callable[[], None] | None = None
+        # a split backward (zero-bubble schedules): what its W step runs, per (micro-batch, chunk), and the list
+        # a running B step defers its weight gradients and their gradient-sync hooks into (None: run them)
+        self.weight_steps: dict[tuple[int, int], list[Callable[[], object]]] = {}
+        self.deferring: list[Callable[[], object]] | None = None
         self.gradient_sync = DataParallelSync(tracer.workload, tracer.layout, tracer.parameters.stage(self.stage),
                                               self.shape, program, frozen=self.lora)
 
@@ -72,6 +77,9 @@ class _StageEmitter:
             alongside: tuple[int, ...] = ()) -> int:
         if phase == Phase.bwd_wg and self.lora:
             return NO_OP  # frozen base weights have no weight gradient
+        if phase == Phase.bwd_wg and self.deferring is not None:
+            self.deferring.append(partial(self.run, name, phase, layer, mb, *extra_waits, alongside=alongside))
+            return NO_OP
         cast = f"{name}_cast"
         if cast in self.kernels and phase in self.kernels[cast]:  # the fp8 operand the GEMM reads
             self.run(cast, phase, layer, mb, *extra_waits)
@@ -120,11 +128,46 @@ class _StageEmitter:
         """Context parallelism: all-gather every rank's keys and values (reduce-scatter their gradients)."""
         if self.shape.cp == 1:
             return NO_OP
+        size = self.local_kv_bytes * self.shape.cp
+        return self.program.collective(ctype, "cp", size, Stream.cp_comm, label, layer, mb, phase)
+
+    @property
+    def local_kv_bytes(self) -> float:
+        """The keys and values of this rank's share of the sequence."""
         core = self.kernels[self.kernels.attention_core[0]][Phase.fwd]
         kv_heads = core.param("kv_heads") if core.name == "attn_flash" else core.param("groups") // self.shape.batch
         dims = core.param("qk_dim") + core.param("v_dim") if core.name == "attn_flash" else 2 * core.param("k")
-        size = kv_heads * dims * self.shape.batch * self.shape.full_seq * self.shape.act_bytes
-        return self.program.collective(ctype, "cp", size, Stream.cp_comm, label, layer, mb, phase)
+        return kv_heads * dims * self.shape.batch * self.shape.seq * self.shape.act_bytes
+
+    def core_attention(self, layer: int, mb: int, phase: Phase) -> None:
+        """Core attention forward (or its recomputation), with context parallelism's exchange of keys and values:
+        around the ring, or gathered first."""
+        if RING_BLOCK in self.kernels:
+            self.ring_attention(layer, mb, phase)
+            return
+        waits = (self.pending, self.cp_exchange(CollType.AllGather, "cp_kv_gather", layer, mb, phase))
+        self.pending = NO_OP
+        for name in self.kernels.attention_core:
+            self.run(name, phase, layer, mb, *waits)
+
+    def ring_attention(self, layer: int, mb: int, phase: Phase) -> None:
+        """Transformer Engine's context-parallel ring (`AttnFuncWithCPAndKVP2P`, Megatron's --cp-comm-type p2p):
+        cp steps; at each the rank passes the keys and values it holds on to the next rank of the ring (in the
+        backward with their accumulated gradients) while it computes attention on them, its own block first;
+        the backward ends by returning each block's key/value gradients to their owner."""
+        backward = phase == Phase.bwd_ig
+        size = self.local_kv_bytes * (2 if backward else 1)
+        held = NO_OP  # the block this step computes on has arrived
+        for step in range(self.shape.cp):
+            passed_on = NO_OP
+            if step < self.shape.cp - 1:
+                passed_on = self.program.collective(CollType.SendRecv, "cp", size, Stream.cp_comm, "cp_ring", layer,
+                                                    mb, phase)
+            self.run("attn_flash" if step == 0 else RING_BLOCK, phase, layer, mb, held)
+            held = passed_on
+        if backward:
+            self.pending = self.program.collective(CollType.SendRecv, "cp", self.local_kv_bytes, Stream.cp_comm,
+                                                   "cp_ring_grad_return", layer, mb, phase)
 
     def wait_for_gathers(self, gathers: Gathers) -> None:
         """The next kernel waits for the unit's parameter gathers; a prefetch of the next unit's gather is
@@ -143,11 +186,18 @@ class _StageEmitter:
     def emit_iteration(self) -> None:
         num_microbatches = self.tracer.num_microbatches
         self.gradient_sync.start_of_iteration()
-        for step in self.tracer.scheduler.steps(self.stage, self.pp, num_microbatches):
+        steps = self.tracer.scheduler.steps(self.stage, self.pp, num_microbatches)
+        split = any(step.kind == "W" for step in steps)
+        for step in steps:
             if step.kind == "F":
                 self.forward(step.microbatch, step.chunk)
-            else:
+            elif step.kind == "B":
+                self.deferring = self.weight_steps.setdefault((step.microbatch, step.chunk), []) if split else None
                 self.backward(step.microbatch, step.chunk, last=step.microbatch == num_microbatches - 1)
+                self.deferring = None
+            else:
+                for action in self.weight_steps.pop((step.microbatch, step.chunk)):
+                    action()
         self.gradient_sync.end_of_iteration()
 
     def _is_first(self, chunk: int) -> bool:
@@ -203,10 +253,7 @@ class _StageEmitter:
         self.run("attn_norm", phase, layer, mb)
         self.gathered_gemms(self.kernels.attention_inputs, phase, layer, mb,
                             self.tp_gather("attn_gather", layer, mb, phase))
-        core_waits = (self.pending, self.cp_exchange(CollType.AllGather, "cp_kv_gather", layer, mb, phase))
-        self.pending = NO_OP
-        for name in self.kernels.attention_core:
-            self.run(name, phase, layer, mb, *core_waits)
+        self.core_attention(layer, mb, phase)
         proj = self.run("attn_proj", phase, layer, mb)
         self.pending = self.tp_reduce("attn_reduce", layer, mb, phase, gemm=proj)
         self.run("attn_residual", phase, layer, mb)
@@ -256,7 +303,10 @@ class _StageEmitter:
                     self.layer_forward(unit, mb, Phase.recompute)
                 self.recompute_modules(unit, mb)
                 self.layer_backward(unit, mb)
-            self.gradient_sync.after_backward(unit, mb, last)
+            if self.deferring is not None:
+                self.deferring.append(partial(self.gradient_sync.after_backward, unit, mb, last))
+            else:
+                self.gradient_sync.after_backward(unit, mb, last)
         if not self._is_first(chunk):
             stage, peer_chunk = self._previous(chunk)
             self.pending = self.program.send(stage, peer_chunk, self.activation_bytes, mb, Phase.bwd_ig)
@@ -330,13 +380,13 @@ class _StageEmitter:
         self.gathered_gemms(["attn_proj"], Phase.bwd_ig, layer, mb,
                             self.tp_gather("attn_grad_gather", layer, mb, Phase.bwd_ig))
         self.run("attn_proj", Phase.bwd_wg, layer, mb)
-        core = self.kernels.attention_core
         if "core_attn" in self.parallelism.recomputed_modules:
-            self.pending = self.cp_exchange(CollType.AllGather, "cp_kv_gather", layer, mb, Phase.recompute)
-            for name in core:
-                self.run(name, Phase.recompute, layer, mb)
-        for name in reversed(core):
-            self.run(name, Phase.bwd_ig, layer, mb)
-        self.pending = self.cp_exchange(CollType.ReduceScatter, "cp_kv_grad_scatter", layer, mb, Phase.bwd_ig)
+            self.core_attention(layer, mb, Phase.recompute)
+        if RING_BLOCK in self.kernels:
+            self.ring_attention(layer, mb, Phase.bwd_ig)
+        else:
+            for name in reversed(self.kernels.attention_core):
+                self.run(name, Phase.bwd_ig, layer, mb)
+            self.pending = self.cp_exchange(CollType.ReduceScatter, "cp_kv_grad_scatter", layer, mb, Phase.bwd_ig)
         self.column_block_backward(self.kernels.attention_inputs, layer, mb, "attn_reduce", "attn_gather")
         self.run("attn_norm", Phase.bwd_ig, layer, mb)

@@ -7,10 +7,10 @@ synced over data x context parallelism, and expert parameters, synced over exper
 megatron/core/distributed/distributed_data_parallel.py).
 
 Layers are split over pipeline stages and model chunks as `get_transformer_layer_offset` and
-`get_num_layers_to_build` (megatron/core/transformer/transformer_layer.py, transformer_block.py) split them:
-chunk c of stage s builds virtual stage c * pp + s. With pipeline parallelism a tied word embedding has one
-copy on the first and one on the last stage, whose gradients are summed (`_allreduce_word_embedding_grads`,
-megatron/core/distributed/finalize_model_grads.py).
+`get_num_layers_to_build` (megatron/core/transformer/transformer_layer.py, transformer_block.py) split them,
+evenly or unevenly (config/pipeline_layout.py): chunk c of stage s builds virtual stage c * pp + s. With
+pipeline parallelism a tied word embedding has one copy on the first and one on the last stage, whose
+gradients are summed (`_allreduce_word_embedding_grads`, megatron/core/distributed/finalize_model_grads.py).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from ..config.pipeline_layout import virtual_stage_layers
 from ..config.workload import MegatronWorkload, ModelSpec
 from .layer_kernels import LayerKernels
 from .program import EMBEDDING_LAYER, HEAD_LAYER
@@ -37,9 +38,7 @@ class PipelineLayers:
     @classmethod
     def of(cls, workload: MegatronWorkload) -> PipelineLayers:
         par = workload.parallelism
-        virtual_stages = par.pp * par.vpp
-        counts = par.layers_per_stage or [workload.model.num_layers // virtual_stages] * virtual_stages
-        return cls(pp=par.pp, chunks=par.vpp, counts=tuple(counts))
+        return cls(pp=par.pp, chunks=par.vpp, counts=virtual_stage_layers(par, workload.model.num_layers))
 
     def layers_of(self, stage: int, chunk: int = 0) -> range:
         """Layers of one model chunk; chunk c of stage s is virtual stage c * pp + s (Megatron's order)."""

@@ -12,18 +12,28 @@ backward at a time (the steady 1F1B state), then the remaining backwards (the co
   num_stages micro-batches (`microbatch_group_size_per_vp_stage`) through chunk 0, then chunk 1, ...;
   2 (num_stages - stage - 1) + (chunks - 1) num_stages warm-up forwards shrink the bubble by 1/chunks.
 
-A new schedule is a new table (and warm-up), not a new loop.
+* ZB-H1 (Qi et al., "Zero Bubble Pipeline Parallelism", ICLR 2024, section 3.1 and figure 3): the backward
+  split into B, the input gradient, and W, the weight gradient. 1F1B's table and warm-up; stage i runs the W
+  of a micro-batch right after its B except for its first i, which it defers to the end, where they fill the
+  cool-down bubble: the bubble shrinks from (p - 1)(T_F + T_B + T_W) to (p - 1)(T_F + T_B - T_W) at 1F1B's
+  peak activation memory. The same rule with `deferred = stage` is what PyTorch's pipelining runs for its
+  zero-bubble schedules (torch/distributed/pipelining/schedules.py, `_get_1f1b_rank_ops`, whose
+  `num_1f1b_microbatches` is the rank).
+
+A new schedule is a new table (warm-up and deferred weight gradients), not a new loop.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
-from typing import Literal, NamedTuple
+from dataclasses import dataclass, replace
+from typing import Literal, NamedTuple, get_args
+
+from ..config.workload import ScheduleName
 
 
 class Step(NamedTuple):
-    kind: Literal["F", "B"]
+    kind: Literal["F", "B", "W"]  # forward; backward (with the weight gradient unless W steps are split off)
     microbatch: int
     chunk: int = 0  # model chunk (virtual pipeline stage) on this rank
 
@@ -50,6 +60,7 @@ class ScheduleTable:
     forwards: tuple[VirtualStep, ...]
     backwards: tuple[VirtualStep, ...]
     warmup: int
+    deferred: int | None = None  # None: B includes the weight gradient; else W steps, the first `deferred` late
 
     @classmethod
     def megatron(cls, num_microbatches: int, chunks: int, group_size: int, warmup: int) -> ScheduleTable:
@@ -59,19 +70,29 @@ class ScheduleTable:
         return cls(tuple(forwards), tuple(backwards), warmup)
 
     def steps(self) -> list[Step]:
-        """Warm-up forwards, steady one-forward-one-backward, cool-down backwards."""
+        """Warm-up forwards, steady one-forward-one-backward, cool-down backwards; with split weight gradients,
+        each backward after the first `deferred` followed by the oldest W not yet run, the rest at the end."""
         total = len(self.forwards)
         warmup = min(self.warmup, total)
         order = [self.forward(k) for k in range(warmup)]
-        for k in range(total - warmup):
-            order += [self.forward(warmup + k), self.backward(k)]
-        return order + [self.backward(k) for k in range(total - warmup, total)]
+        for k in range(total):
+            if warmup + k < total:
+                order.append(self.forward(warmup + k))
+            order.append(self.backward(k))
+            if self.deferred is not None and k >= self.deferred:
+                order.append(self.weight(k - self.deferred))
+        if self.deferred is not None:
+            order += [self.weight(k) for k in range(max(total - self.deferred, 0), total)]
+        return order
 
     def forward(self, k: int) -> Step:
         return Step("F", *self.forwards[k])
 
     def backward(self, k: int) -> Step:
         return Step("B", *self.backwards[k])
+
+    def weight(self, k: int) -> Step:
+        return Step("W", *self.backwards[k])
 
 
 class PipelineScheduler(ABC):
@@ -109,10 +130,21 @@ class OneFOneBScheduler(InterleavedOneFOneBScheduler):
         return num_stages - stage - 1
 
 
+class ZeroBubbleH1Scheduler(OneFOneBScheduler):
+    """ZB-H1: 1F1B with the weight gradients split off, stage i deferring its first i."""
+
+    def table(self, stage: int, num_stages: int, num_microbatches: int) -> ScheduleTable:
+        return replace(super().table(stage, num_stages, num_microbatches), deferred=stage)
+
+
 def make_scheduler(name: str, chunks: int = 1) -> PipelineScheduler:
     """The scheduler for a pipeline_schedule name; more than one chunk per rank means interleaved."""
+    if name == "zb_h1":
+        if chunks > 1:
+            raise ValueError("zb_h1 runs one model chunk per rank (vpp = 1)")
+        return ZeroBubbleH1Scheduler()
     if name == "interleaved_1f1b" or chunks > 1:
         return InterleavedOneFOneBScheduler(chunks)
     if name == "1f1b":
         return OneFOneBScheduler()
-    raise ValueError(f"pipeline schedule {name!r} is not built (available: 1f1b, interleaved_1f1b)")
+    raise ValueError(f"pipeline schedule {name!r} is not built (available: {', '.join(get_args(ScheduleName))})")

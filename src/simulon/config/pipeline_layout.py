@@ -1,0 +1,199 @@
+"""How many transformer layers each pipeline stage and model chunk builds, as Megatron-Core splits them.
+
+Megatron-Core numbers the model chunks of a pipeline with pp stages and vpp chunks per stage as virtual stages:
+chunk c of stage s is virtual stage c * pp + s, and the model's layers run through the virtual stages in that
+order, the embedding before the first and the loss after the last. A split is the layer count of every
+virtual stage. It comes from the first of these a workload gives:
+
+1. `pipeline_layout`, Megatron's `--pipeline-model-parallel-layout` string
+   (megatron/core/transformer/pipeline_parallel_layer_layout.py, `PipelineParallelLayerLayout.parse_str_to_list`):
+   virtual stages separated by `|`, each a run of `E` (the embedding, first), `t` (a transformer layer) and `L`
+   (the loss, last); `x*n` and `(...)*n` repeat, commas are cosmetic. "Et*3|(tt|)*29,m|L" is DeepSeek-V3's
+   PP16 VPP2 recipe. Its number of virtual stages over pp is vpp. Multi-token-prediction layers (`m`) are not
+   modelled and are refused.
+2. `layers_per_stage`: pp counts, each stage's split evenly over its vpp chunks (Megatron's
+   `get_num_layers_to_build` with `--decoder-first/last-pipeline-num-layers`), or pp * vpp counts, one per
+   virtual stage in the order above.
+3. `first_stage_layers` / `last_stage_layers` (`--decoder-first-pipeline-num-layers`,
+   `--decoder-last-pipeline-num-layers`): the first and last stage hold that many, the others split the rest
+   evenly; every stage's layers split evenly over its chunks.
+4. `account_for_embedding_in_pipeline_split` / `account_for_loss_in_pipeline_split` (Megatron's flags of those
+   names): the embedding, the loss, or both count as one layer each; layers plus those split evenly over the
+   virtual stages, the first one layer fewer for the embedding, the last one fewer for the loss.
+5. Nothing given, pp * vpp dividing the layers: an even split (Megatron's default).
+6. Nothing given, pp * vpp not dividing the layers, where Megatron would refuse: `balanced_counts`, which
+   counts the embedding and the loss as one layer each and hands out the layers one at a time to the least
+   loaded virtual stage, earliest first. Where layers + 2 or layers + 1 divide evenly this is exactly (4)'s
+   split with both flags or with the loss flag (tests/config/test_pipeline_layout.py checks it), which is what
+   NeMo's recipes set for such models (Llama 3.1 405B: 126 layers); elsewhere it is the layout string a user
+   would write to balance the stages.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Protocol
+
+from .common import MAX_LAYERS, FieldError
+
+LAYOUT_SYMBOLS = {"E": "embedding", "t": "transformer layer", "L": "loss", "m": "multi-token-prediction layer"}
+"""The symbols of Megatron's layout string."""
+
+MAX_LAYOUT_SYMBOLS = 4 * MAX_LAYERS
+"""The longest unrolled layout read: every layer and a separator, with room to spare."""
+_GROUP_REPEAT = re.compile(r"\(([^)]+)\)\*(\d+)")
+_SYMBOL_REPEAT = re.compile(r"(.)\*(\d+)")
+
+
+class PipelineSplit(Protocol):
+    """The parallelism fields a split reads (config.workload.ParallelismSpec)."""
+
+    pp: int
+    vpp: int
+    pipeline_layout: str | None
+    layers_per_stage: list[int] | None
+    first_stage_layers: int | None
+    last_stage_layers: int | None
+    account_for_embedding_in_pipeline_split: bool
+    account_for_loss_in_pipeline_split: bool
+
+
+def _unrolled(match: re.Match) -> str:
+    """One repeat unrolled, refused before it is built when it alone is longer than any real layout."""
+    times = int(match.group(2))
+    if times * len(match.group(1)) > MAX_LAYOUT_SYMBOLS:
+        raise ValueError(f"{match.group(0)!r} unrolls to more than {MAX_LAYOUT_SYMBOLS:,} symbols")
+    return match.group(1) * times
+
+
+def parse_layout(layout: str) -> list[str]:
+    """The virtual stages of a layout string, each its symbols after unrolling repeats. ValueError on a symbol
+    Megatron does not know."""
+    text = layout.replace(",", "").replace(" ", "")
+    for pattern in (_GROUP_REPEAT, _SYMBOL_REPEAT):
+        text = pattern.sub(_unrolled, text)
+        if len(text) > MAX_LAYOUT_SYMBOLS:
+            raise ValueError(f"{layout!r} unrolls to more than {MAX_LAYOUT_SYMBOLS:,} symbols")
+    unknown = sorted(set(text) - set(LAYOUT_SYMBOLS) - {"|"})
+    if unknown:
+        raise ValueError(f"{layout!r} has {', '.join(map(repr, unknown))}; a layout is virtual stages separated "
+                         "by '|' of E (embedding), t (transformer layer), L (loss), m (MTP), with x*n and (...)*n")
+    return text.split("|")
+
+
+def layout_counts(layout: str, num_layers: int) -> tuple[int, ...]:
+    """Transformer layers of each virtual stage of a layout string; ValueError where the layout is not one of
+    this model (the embedding first, the loss last, each once, and every layer placed)."""
+    stages = parse_layout(layout)
+    symbols = "".join(stages)
+    if "m" in symbols:
+        raise ValueError("multi-token-prediction layers (m) are not modelled; give the layout without them")
+    if symbols.count("E") != 1 or not stages[0].startswith("E"):
+        raise ValueError(f"{layout!r}: the embedding (E) must open the first virtual stage, once")
+    if symbols.count("L") != 1 or not stages[-1].endswith("L"):
+        raise ValueError(f"{layout!r}: the loss (L) must close the last virtual stage, once")
+    counts = tuple(stage.count("t") for stage in stages)
+    if sum(counts) != num_layers:
+        raise ValueError(f"{layout!r} places {sum(counts)} transformer layers (t), the model has {num_layers}")
+    return counts
+
+
+def layout_chunks(layout: str, pp: int) -> int:
+    """Model chunks per stage (vpp) a layout string gives for pp stages; ValueError if pp does not divide its
+    virtual stages."""
+    stages = len(parse_layout(layout))
+    if stages % pp:
+        raise ValueError(f"{stages} virtual stages, not a multiple of pp = {pp}")
+    return stages // pp
+
+
+def balanced_counts(num_layers: int, virtual_stages: int, embedding: bool = True, loss: bool = True
+                    ) -> tuple[int, ...]:
+    """The most even split of the layers over the virtual stages with the embedding (on the first) and the loss
+    (on the last) each weighing one layer: each layer goes to the least loaded virtual stage, the earliest among
+    equals."""
+    loads = [0] * virtual_stages
+    loads[0] += embedding
+    loads[-1] += loss
+    counts = [0] * virtual_stages
+    for _ in range(num_layers):
+        lightest = loads.index(min(loads))
+        loads[lightest] += 1
+        counts[lightest] += 1
+    return tuple(counts)
+
+
+def virtual_stage_layers(par: PipelineSplit, num_layers: int) -> tuple[int, ...]:
+    """Layers of every virtual stage (chunk c of stage s at c * pp + s). FieldError naming the field whose
+    split is impossible."""
+    virtual = par.pp * par.vpp
+    if par.pipeline_layout is not None:
+        return _from_layout(par, num_layers)
+    if par.layers_per_stage is not None:
+        return _from_stage_list(par, num_layers)
+    if par.first_stage_layers is not None or par.last_stage_layers is not None:
+        return _from_first_last(par, num_layers)
+    embedding, loss = par.account_for_embedding_in_pipeline_split, par.account_for_loss_in_pipeline_split
+    if embedding or loss:
+        units = num_layers + embedding + loss
+        if units % virtual:
+            raise FieldError("workload.parallelism", f"num_layers {num_layers} + {embedding + loss} accounted "
+                             f"for the embedding/loss = {units} is not divisible by pp*vpp = {virtual}")
+        counts = [units // virtual] * virtual
+        counts[0] -= embedding
+        counts[-1] -= loss
+        if min(counts) < 0:
+            raise FieldError("workload.parallelism", f"{virtual} virtual stages for {num_layers} layers leave "
+                             "the embedding's or the loss's stage with no room")
+        return tuple(counts)
+    if num_layers % virtual == 0:
+        return (num_layers // virtual,) * virtual
+    return balanced_counts(num_layers, virtual)
+
+
+def _from_layout(par: PipelineSplit, num_layers: int) -> tuple[int, ...]:
+    field = "workload.parallelism.pipeline_layout"
+    try:
+        counts = layout_counts(par.pipeline_layout, num_layers)
+        chunks = layout_chunks(par.pipeline_layout, par.pp)
+    except ValueError as exc:
+        raise FieldError(field, str(exc)) from None
+    if chunks != par.vpp:
+        raise FieldError(field, f"{len(counts)} virtual stages make vpp = {chunks} over pp = {par.pp}, "
+                         f"but vpp is {par.vpp}")
+    return counts
+
+
+def _from_stage_list(par: PipelineSplit, num_layers: int) -> tuple[int, ...]:
+    field = "workload.parallelism.layers_per_stage"
+    given = list(par.layers_per_stage)
+    if sum(given) != num_layers:
+        raise FieldError(field, f"sums to {sum(given)}, the model has {num_layers} layers")
+    if len(given) == par.pp * par.vpp:
+        return tuple(given)
+    if len(given) != par.pp:
+        expected = f"pp = {par.pp}" + (f" or pp*vpp = {par.pp * par.vpp}" if par.vpp > 1 else "")
+        raise FieldError(field, f"{len(given)} entries for {expected} stages")
+    return _chunked(given, par.vpp, field)
+
+
+def _from_first_last(par: PipelineSplit, num_layers: int) -> tuple[int, ...]:
+    ends = {0: par.first_stage_layers, par.pp - 1: par.last_stage_layers}
+    ends = {stage: layers for stage, layers in ends.items() if layers is not None}
+    if par.pp == 1:
+        raise FieldError("workload.parallelism.first_stage_layers", "first/last stage layers need pp > 1")
+    rest, middle = num_layers - sum(ends.values()), par.pp - len(ends)
+    if rest < 0 or (middle and rest % middle) or (not middle and rest):
+        raise FieldError("workload.parallelism.first_stage_layers", f"the other {middle} stages cannot split the "
+                         f"remaining {rest} of {num_layers} layers evenly")
+    per_stage = [ends.get(stage, rest // middle if middle else 0) for stage in range(par.pp)]
+    return _chunked(per_stage, par.vpp, "workload.parallelism.first_stage_layers")
+
+
+def _chunked(per_stage: list[int], vpp: int, field: str) -> tuple[int, ...]:
+    """Each stage's layers split evenly over its vpp chunks, in virtual-stage order (chunk-major)."""
+    uneven = [layers for layers in per_stage if layers % vpp]
+    if uneven:
+        raise FieldError(field, f"a stage's {uneven[0]} layers do not split over vpp = {vpp} model chunks "
+                         "(give one count per virtual stage, pp*vpp entries, or a pipeline_layout)")
+    return tuple(per_stage[stage] // vpp for chunk in range(vpp) for stage in range(len(per_stage)))

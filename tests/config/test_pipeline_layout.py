@@ -1,0 +1,123 @@
+"""Layer splits over pipeline stages and model chunks, as Megatron-Core's flags and layout strings make them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from simulon.config.common import FieldError
+from simulon.config.pipeline_layout import balanced_counts, layout_counts, parse_layout, virtual_stage_layers
+from simulon.config.workload import ParallelismSpec
+
+
+@dataclass
+class Split:
+    """The fields a split reads, for calling it without a whole scenario."""
+
+    pp: int = 1
+    vpp: int = 1
+    pipeline_layout: str | None = None
+    layers_per_stage: list[int] | None = None
+    first_stage_layers: int | None = None
+    last_stage_layers: int | None = None
+    account_for_embedding_in_pipeline_split: bool = False
+    account_for_loss_in_pipeline_split: bool = False
+
+
+def megatron_accounted(num_layers: int, virtual: int, embedding: bool, loss: bool) -> list[int]:
+    """Megatron-Core's split with --account-for-embedding/loss-in-pipeline-split, written out directly."""
+    per_stage = (num_layers + embedding + loss) // virtual
+    return [per_stage - (embedding and v == 0) - (loss and v == virtual - 1) for v in range(virtual)]
+
+
+def test_deepseek_v3_recipe_layout_unrolls_to_its_32_virtual_stages():
+    stages = parse_layout("Et*3|(tt|)*29,m|L")
+    assert stages[0] == "Ettt" and stages[1:30] == ["tt"] * 29 and stages[30:] == ["m", "L"]
+    assert layout_counts("Et*3|(tt|)*29,t|L", 62) == (3, *(2,) * 29, 1, 0)
+
+
+def test_a_layout_string_sets_vpp_as_megatron_derives_it():
+    par = ParallelismSpec.model_validate({"pp": 16, "pipeline_layout": "Et*3|(tt|)*29,t|L"})
+    assert par.vpp == 2 and par.interleaved
+    assert virtual_stage_layers(par, 62)[:2] == (3, 2)
+
+
+def test_per_stage_counts_split_over_chunks_in_virtual_stage_order():
+    # chunk c of stage s is virtual stage c * pp + s
+    assert virtual_stage_layers(Split(pp=2, vpp=2, layers_per_stage=[6, 2]), 8) == (3, 1, 3, 1)
+    assert virtual_stage_layers(Split(pp=2, vpp=2, layers_per_stage=[3, 1, 3, 1]), 8) == (3, 1, 3, 1)
+
+
+def test_first_and_last_stage_layers_leave_the_rest_even_as_megatron_does():
+    # Megatron: --decoder-first-pipeline-num-layers 4 --decoder-last-pipeline-num-layers 3, 61 layers, pp 8
+    split = virtual_stage_layers(Split(pp=8, first_stage_layers=4, last_stage_layers=3), 61)
+    assert split == (4, 9, 9, 9, 9, 9, 9, 3)
+    interleaved = virtual_stage_layers(Split(pp=4, vpp=2, first_stage_layers=2, last_stage_layers=2), 16)
+    assert interleaved == (1, 3, 3, 1, 1, 3, 3, 1)
+
+
+def test_llama3_405b_on_16_stages_of_8_chunks_gives_the_ends_one_layer_fewer():
+    # 126 layers + embedding + loss = 128 = 16 x 8 virtual stages of one layer: the first and last hold none
+    split = virtual_stage_layers(Split(pp=16, vpp=8, account_for_embedding_in_pipeline_split=True,
+                                       account_for_loss_in_pipeline_split=True), 126)
+    assert split[0] == split[-1] == 0 and set(split[1:-1]) == {1}
+
+
+@given(virtual=st.integers(1, 64), per_stage=st.integers(1, 12), embedding=st.booleans(), loss=st.booleans())
+def test_the_automatic_split_is_megatrons_accounting_split_where_that_divides(virtual, per_stage, embedding, loss):
+    num_layers = virtual * per_stage - embedding - loss
+    if num_layers < 1:
+        return
+    automatic = balanced_counts(num_layers, virtual, embedding, loss)
+    assert list(automatic) == megatron_accounted(num_layers, virtual, embedding, loss)
+    flags = Split(pp=virtual, account_for_embedding_in_pipeline_split=embedding,
+                  account_for_loss_in_pipeline_split=loss)
+    assert list(virtual_stage_layers(flags, num_layers)) == megatron_accounted(num_layers, virtual, embedding, loss)
+
+
+@given(pp=st.integers(1, 32), vpp=st.integers(1, 8), num_layers=st.integers(1, 300))
+def test_every_split_places_each_layer_once_and_balances_the_load_within_one_layer(pp, vpp, num_layers):
+    split = virtual_stage_layers(Split(pp=pp, vpp=vpp), num_layers)
+    assert len(split) == pp * vpp and sum(split) == num_layers and min(split) >= 0
+    if num_layers % (pp * vpp):
+        loads = list(split)
+        loads[0] += 1
+        loads[-1] += 1
+        assert max(loads) - min(loads) <= 1
+    else:
+        assert set(split) == {num_layers // (pp * vpp)}
+
+
+@given(layout=st.text(alphabet="EtLm|()*,0123456789x", max_size=30))
+def test_any_layout_string_is_a_split_or_a_field_error(layout):
+    try:
+        par = ParallelismSpec.model_validate({"pp": 2, "pipeline_layout": layout})
+    except ValueError:
+        return  # refused by the config's own validation, with a message
+    try:
+        split = virtual_stage_layers(par, 8)
+    except FieldError as error:
+        assert error.field == "workload.parallelism.pipeline_layout"
+    else:
+        assert sum(split) == 8 and len(split) == 2 * par.vpp
+
+
+@pytest.mark.parametrize("fields, words", [
+    ({"pp": 2, "layers_per_stage": [5, 3], "vpp": 2}, ["5 layers do not split over vpp = 2"]),
+    ({"pp": 3, "layers_per_stage": [4, 4]}, ["2 entries for pp = 3"]),
+    ({"pp": 4, "first_stage_layers": 1}, ["3 stages cannot split the remaining 7"]),
+    ({"pp": 1, "last_stage_layers": 1}, ["need pp > 1"]),
+])
+def test_impossible_splits_say_which_field_and_why(fields, words):
+    with pytest.raises(FieldError) as error:
+        virtual_stage_layers(Split(**fields), 8)
+    for word in words:
+        assert word in error.value.message
+
+
+def test_a_layout_that_unrolls_to_billions_of_symbols_is_refused_before_it_is_built():
+    with pytest.raises(ValueError, match="unrolls to more than"):
+        parse_layout("E(t|)*999999999999L")
