@@ -24,8 +24,8 @@ ADVICE = {
     "DP": "set overlap_grad_reduce, a larger grad_bucket_size, or more micro-batches so that backward hides the "
           "gradient reduction; fewer data-parallel ranks across the slowest tier",
     "PP": "more micro-batches, interleaving (vpp > 1), or a faster link between stages",
-    "bubble": "more micro-batches per step, interleaved 1F1B (vpp > 1), fewer pipeline stages, or balanced "
-              "layers_per_stage",
+    "bubble": "more micro-batches per step, interleaved 1F1B (vpp > 1), the zero-bubble schedule "
+              "(pipeline_schedule: zb_h1), fewer pipeline stages, or balanced stages (layers_per_stage)",
     "memory_bound": "a larger micro_batch_size or sequence_length (longer GEMMs), fused elementwise kernels, "
                     "or a GPU with more HBM bandwidth",
     "link_contention": "more bandwidth on the busiest link's tier (a lower oversubscription, faster NICs), or "
