@@ -1,0 +1,138 @@
+"""The pipeline timeline of an iteration, per stage: what the stage's representative GPU was doing when.
+
+For each pipeline stage, the lowest-numbered simulated GPU of that stage stands for the stage (its tensor-,
+context- and data-parallel peers run the same schedule). Its spans are
+
+* compute: consecutive kernels of one micro-batch and one kind (forward, backward = input gradient,
+  weight-gradient, recompute, optimizer), from the first kernel's start to the last one's finish, in the
+  order the replay ran them (engine/replay.py's Timeline);
+* communication, per stream (tp, cp, ep, dp, pp, param): the GPU's part in each collective (from joining to
+  leaving, as analysis/result.py counts it) and every pipeline send it sends or receives, overlapping parts
+  merged into one span.
+
+A span is [start_ms, end_ms, kind, microbatch] (microbatch -1 for the optimizer step and merged communication of
+several micro-batches): what `simulon simulate --json` writes under `schedule` and `simulon plot --kind gantt`
+draws, one row per stage as in Narayanan et al. (SC'21), Figures 3-4.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..dag.nodes import ExecutionDAG, NodeKind
+from ..engine.replay import Timeline
+from ..workload.kernels import Phase
+from ..workload.program import Stream
+from .intervals import overlap_length, union_length
+
+COMPUTE_KINDS = {Phase.fwd: "forward", Phase.bwd_ig: "backward", Phase.bwd_wg: "weight-gradient",
+                 Phase.recompute: "recompute", Phase.step: "optimizer"}
+"""The span kind of each kernel phase."""
+
+COMM_KINDS = {Stream.compute: "communication", Stream.tp_comm: "tp-comm", Stream.pp_comm: "pp-comm",
+              Stream.dp_comm: "dp-comm", Stream.ep_comm: "ep-comm", Stream.cp_comm: "cp-comm",
+              Stream.param_comm: "param-comm"}
+"""The span kind of communication on each stream."""
+
+DIGITS = 4
+"""Decimals of a span's milliseconds (0.1 us: finer than any kernel launch)."""
+
+Span = tuple[float, float, str, int]
+
+
+def stage_representatives(dag: ExecutionDAG) -> dict[int, int]:
+    """stage -> the lowest simulated GPU running that stage's kernels."""
+    compute = np.flatnonzero(dag.kind == NodeKind.compute)
+    reps: dict[int, int] = {}
+    for gpu, stage in zip(dag.gpu[compute].tolist(), dag.stage[compute].tolist(), strict=True):
+        if stage not in reps or gpu < reps[stage]:
+            reps[stage] = gpu
+    return dict(sorted(reps.items()))
+
+
+def compute_spans(dag: ExecutionDAG, timeline: Timeline, gpu: int) -> list[Span]:
+    """Runs of consecutive kernels of one micro-batch and one kind on `gpu`, in start order."""
+    nodes = np.flatnonzero((dag.kind == NodeKind.compute) & (dag.gpu == gpu))
+    if len(nodes) == 0:
+        return []
+    nodes = nodes[np.argsort(timeline.start[nodes], kind="stable")]
+    phase_of = np.array([int(k.phase) for k in dag.kernel_specs], dtype=np.int64)
+    phases, microbatches = phase_of[dag.kernel[nodes]], dag.microbatch[nodes]
+    breaks = np.flatnonzero((phases[1:] != phases[:-1]) | (microbatches[1:] != microbatches[:-1])) + 1
+    firsts = np.concatenate([[0], breaks]).astype(np.int64)
+    lasts = np.concatenate([breaks - 1, [len(nodes) - 1]]).astype(np.int64)
+    finish = np.maximum.accumulate(timeline.finish[nodes])
+    spans = []
+    for first, last in zip(firsts.tolist(), lasts.tolist(), strict=True):
+        phase = Phase(int(phases[first]))
+        microbatch = -1 if phase == Phase.step else int(microbatches[first])
+        spans.append(span(timeline.start[nodes[first]], finish[last], COMPUTE_KINDS[phase], microbatch))
+    return spans
+
+
+def comm_spans(dag: ExecutionDAG, timeline: Timeline, gpu: int) -> list[Span]:
+    """`gpu`'s communication per stream: its parts in collectives and its pipeline sends and receives, overlapping
+    ones merged."""
+    joins, leaves = dag.collective_spans()
+    mine = dag.gpu[joins] == gpu
+    joins, leaves = joins[mine], leaves[mine]
+    p2p = np.flatnonzero((dag.kind == NodeKind.flow) & (dag.coll < 0) & ((dag.gpu == gpu) | (dag.peer == gpu)))
+    streams = np.concatenate([[int(dag.collectives[c].stream) for c in dag.coll[joins].tolist()],
+                              np.full(len(p2p), int(Stream.pp_comm))]).astype(np.int64)
+    starts = np.concatenate([timeline.start[joins], timeline.start[p2p]])
+    ends = np.concatenate([timeline.finish[leaves], timeline.finish[p2p]])
+    microbatches = np.concatenate([[dag.collectives[c].microbatch for c in dag.coll[joins].tolist()],
+                                   dag.microbatch[p2p]]).astype(np.int64)
+    spans = []
+    for stream in sorted(set(streams.tolist())):
+        pick = streams == stream
+        spans.extend(merged(starts[pick], ends[pick], microbatches[pick], COMM_KINDS[Stream(stream)]))
+    return sorted(spans)
+
+
+def merged(starts: np.ndarray, ends: np.ndarray, microbatches: np.ndarray, kind: str) -> list[Span]:
+    """Overlapping intervals merged into spans of `kind`, each with its micro-batch if all agree, else -1."""
+    order = np.argsort(starts, kind="stable")
+    spans: list[Span] = []
+    run_start, run_end, run_mb = None, 0.0, -1
+    for s, e, mb in zip(starts[order].tolist(), ends[order].tolist(), microbatches[order].tolist(), strict=True):
+        if run_start is not None and s <= run_end:
+            run_end, run_mb = max(run_end, e), run_mb if run_mb == mb else -1
+            continue
+        if run_start is not None:
+            spans.append(span(run_start, run_end, kind, run_mb))
+        run_start, run_end, run_mb = s, e, mb
+    if run_start is not None:
+        spans.append(span(run_start, run_end, kind, run_mb))
+    return spans
+
+
+def span(start_s: float, end_s: float, kind: str, microbatch: int) -> Span:
+    return (round(float(start_s) * 1e3, DIGITS), round(float(end_s) * 1e3, DIGITS), kind, int(microbatch))
+
+
+def schedule(dag: ExecutionDAG, timeline: Timeline) -> dict:
+    """The per-stage timeline as JSON: {"stages": [{"stage", "gpu", "spans": [[start_ms, end_ms, kind, mb]]}]}."""
+    stages = [{"stage": stage, "gpu": gpu,
+               "spans": [list(s) for s in sorted(compute_spans(dag, timeline, gpu) + comm_spans(dag, timeline, gpu))]}
+              for stage, gpu in stage_representatives(dag).items()]
+    return {"iteration_time_ms": round(timeline.makespan * 1e3, DIGITS), "stages": stages}
+
+
+def exposed_comm_by_kind(dag: ExecutionDAG, timeline: Timeline) -> dict[str, float]:
+    """Per communication kind (tp-comm, dp-comm, pp-comm, ...), the ms a stage's representative GPU spends in it
+    with no kernel of its own running, averaged over the stages. Kinds that run at once each count the time, so
+    the kinds may add up to more than the GPU's exposed communication."""
+    totals: dict[str, float] = {}
+    reps = stage_representatives(dag)
+    for gpu in reps.values():
+        kernels = np.flatnonzero((dag.kind == NodeKind.compute) & (dag.gpu == gpu))
+        busy = (timeline.start[kernels] * 1e3, timeline.finish[kernels] * 1e3)
+        by_kind: dict[str, list[Span]] = {}
+        for s in comm_spans(dag, timeline, gpu):
+            by_kind.setdefault(s[2], []).append(s)
+        for kind, spans in by_kind.items():
+            comm = (np.array([s[0] for s in spans]), np.array([s[1] for s in spans]))
+            exposed = union_length(*comm) - overlap_length(comm, busy)
+            totals[kind] = totals.get(kind, 0.0) + exposed / len(reps)
+    return dict(sorted(totals.items()))
