@@ -48,7 +48,7 @@ def sweep(
     points = sweep_points(scenario, [parse_axis(text) for text in set_])
     with terminal_progress(quiet=as_json) as progress:
         rows, kept = run_sweep(points, output, jobs or os.cpu_count() or 1, expand, progress)
-    axes = list(points[0].settings)
+    axes = list(points[0].steps)
     series = scaling_study(rows, axes)
     if plots is not None:
         write_plots(plots, output)

@@ -90,10 +90,12 @@ def scaling(data: Any, source: str, options: Any = None) -> Any:
 
 def steps(data: Any, source: str, options: Any = None) -> Any:
     """Every point's step split into compute, exposed communication and bubble (ms, averages over the GPUs)."""
+    from ..sweep.scaling import short_name
+
     rows, axes = data
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(max(6.0, 1.2 * len(rows) + 2), 5))
-    labels = ["\n".join(f"{a.rsplit('.', 1)[-1]}={r[a]}" for a in axes) for r in rows]
+    labels = ["\n".join(f"{short_name(a)}={r[a]}" for a in axes) for r in rows]
     stack(ax, labels, [[float(r[t[0]]) for r in rows] for t in TERMS])
     ax.set_ylabel("ms per step")
     ax.legend(fontsize=8)

@@ -37,6 +37,16 @@ class Axis:
     paths: tuple[str, ...]
     values: tuple[tuple[Any, ...], ...]
 
+    @property
+    def name(self) -> str:
+        """The axis's column in the sweep's CSV: its paths joined by '+'."""
+        return "+".join(self.paths)
+
+
+def step_text(values: tuple[Any, ...]) -> str:
+    """One step of an axis as its CSV cell: the values joined by ':' (true/false for flags)."""
+    return ":".join(str(v).lower() if isinstance(v, bool) else str(v) for v in values)
+
 
 @dataclass(frozen=True)
 class Point:
@@ -44,7 +54,7 @@ class Point:
 
     settings: dict[str, Any]
     scenario: ScenarioConfig
-    data: dict
+    steps: dict[str, str]   # axis name -> the step's CSV cell
 
     @property
     def label(self) -> str:
@@ -130,7 +140,8 @@ def sweep_points(scenario: Path, axes: list[Axis]) -> list[Point]:
         sc = parse_scenario(data, f"{scenario} with {label}", scenario.parent)
         if sc.workload is None:
             raise ConfigError(f"{scenario}: workload: required to sweep training iterations")
-        points.append(Point(settings, sc, data))
+        points.append(Point(settings, sc, {axis.name: step_text(step) for axis, step in zip(axes, steps,
+                                                                                         strict=True)}))
     keys = [p.key for p in points]
     same = next((i for i, k in enumerate(keys) if keys.index(k) != i), None)
     if same is not None:

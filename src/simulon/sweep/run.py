@@ -65,7 +65,7 @@ def text(value: object) -> str:
 
 
 def columns(points: list[Point]) -> list[str]:
-    return ["key", *points[0].settings, *METRICS]
+    return ["key", *points[0].steps, *METRICS]
 
 
 def read_done(path: Path) -> dict[str, dict[str, str]]:
@@ -102,7 +102,7 @@ def header_text(header: list[str]) -> str:
 
 
 def point_row(point: Point, metrics: dict[str, str]) -> dict[str, str]:
-    return {"key": point.key, **{p: text(v) for p, v in point.settings.items()}, **metrics}
+    return {"key": point.key, **point.steps, **metrics}
 
 
 def run_sweep(points: list[Point], path: Path, jobs: int = 1, fold_mode: str = "auto",

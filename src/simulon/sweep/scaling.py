@@ -62,6 +62,11 @@ class Series:
         return [float(r["tokens_per_s"]) for r in self.rows]
 
 
+def short_name(axis: str) -> str:
+    """An axis's column without the blocks its paths go through: `datacenter.cluster.num_nodes` -> `num_nodes`."""
+    return "+".join(path.rsplit(".", 1)[-1] for path in axis.split("+"))
+
+
 def gpu_axes(rows: list[dict[str, str]], axes: list[str]) -> list[str]:
     """The swept columns that change the GPU count: two rows differing in that column alone differ in GPUs."""
     changing = []
@@ -115,6 +120,6 @@ def scaling_study(rows: list[dict[str, str]], axes: list[str]) -> list[Series]:
         members = sorted(members, key=lambda r: int(r["num_gpus"]))
         base = float(members[0]["tokens_per_s"]) / int(members[0]["num_gpus"])
         efficiency = [float(r["tokens_per_s"]) / int(r["num_gpus"]) / base if base > 0 else 0.0 for r in members]
-        name = ", ".join(f"{a.rsplit('.', 1)[-1]}={v}" for a, v in zip(others, values, strict=True)) or "all points"
+        name = ", ".join(f"{short_name(a)}={v}" for a, v in zip(others, values, strict=True)) or "all points"
         series.append(Series(name, members, scaling_kind(members), efficiency, worst_step(members, efficiency)))
     return series
