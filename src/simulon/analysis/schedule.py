@@ -70,9 +70,9 @@ def compute_spans(dag: ExecutionDAG, timeline: Timeline, gpu: int) -> list[Span]
     return spans
 
 
-def comm_spans(dag: ExecutionDAG, timeline: Timeline, gpu: int) -> list[Span]:
-    """`gpu`'s communication per stream: its parts in collectives and its pipeline sends and receives, overlapping
-    ones merged."""
+def comm_intervals(dag: ExecutionDAG, timeline: Timeline, gpu: int) -> dict[str, tuple[np.ndarray, ...]]:
+    """`gpu`'s communication by kind: (starts, ends in seconds, micro-batches) of its parts in collectives and of
+    the pipeline sends it sends or receives."""
     joins, leaves = dag.collective_spans()
     mine = dag.gpu[joins] == gpu
     joins, leaves = joins[mine], leaves[mine]
@@ -83,11 +83,14 @@ def comm_spans(dag: ExecutionDAG, timeline: Timeline, gpu: int) -> list[Span]:
     ends = np.concatenate([timeline.finish[leaves], timeline.finish[p2p]])
     microbatches = np.concatenate([[dag.collectives[c].microbatch for c in dag.coll[joins].tolist()],
                                    dag.microbatch[p2p]]).astype(np.int64)
-    spans = []
-    for stream in sorted(set(streams.tolist())):
-        pick = streams == stream
-        spans.extend(merged(starts[pick], ends[pick], microbatches[pick], COMM_KINDS[Stream(stream)]))
-    return sorted(spans)
+    return {COMM_KINDS[Stream(stream)]: (starts[streams == stream], ends[streams == stream],
+                                         microbatches[streams == stream])
+            for stream in sorted(set(streams.tolist()))}
+
+
+def comm_spans(dag: ExecutionDAG, timeline: Timeline, gpu: int) -> list[Span]:
+    """`gpu`'s communication spans per kind, overlapping ones merged."""
+    return sorted(s for kind, parts in comm_intervals(dag, timeline, gpu).items() for s in merged(*parts, kind))
 
 
 def merged(starts: np.ndarray, ends: np.ndarray, microbatches: np.ndarray, kind: str) -> list[Span]:
@@ -127,12 +130,8 @@ def exposed_comm_by_kind(dag: ExecutionDAG, timeline: Timeline) -> dict[str, flo
     reps = stage_representatives(dag)
     for gpu in reps.values():
         kernels = np.flatnonzero((dag.kind == NodeKind.compute) & (dag.gpu == gpu))
-        busy = (timeline.start[kernels] * 1e3, timeline.finish[kernels] * 1e3)
-        by_kind: dict[str, list[Span]] = {}
-        for s in comm_spans(dag, timeline, gpu):
-            by_kind.setdefault(s[2], []).append(s)
-        for kind, spans in by_kind.items():
-            comm = (np.array([s[0] for s in spans]), np.array([s[1] for s in spans]))
-            exposed = union_length(*comm) - overlap_length(comm, busy)
-            totals[kind] = totals.get(kind, 0.0) + exposed / len(reps)
+        busy = (timeline.start[kernels], timeline.finish[kernels])
+        for kind, (starts, ends, _) in comm_intervals(dag, timeline, gpu).items():
+            exposed = union_length(starts, ends) - overlap_length((starts, ends), busy)
+            totals[kind] = totals.get(kind, 0.0) + 1e3 * exposed / len(reps)
     return dict(sorted(totals.items()))
