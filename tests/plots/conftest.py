@@ -8,16 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from helpers import cli
+from helpers import cli, gpt_scenario
 
-SMALL = {
-    "datacenter": {"from": "dgx-h100", "cluster": {"num_nodes": 1}},
-    "workload": {"framework": "megatron",
-                 "model": {"name": "small", "hidden_size": 1024, "num_layers": 4, "num_heads": 16,
-                           "ffn_hidden_size": 4096, "vocab_size": 32000},
-                 "parallelism": {"tp": 2, "pp": 2},
-                 "training": {"global_batch_size": 16, "micro_batch_size": 1, "sequence_length": 1024}},
-}
+SMALL = gpt_scenario(nodes=1, gpus_per_node=8, tp=2, pp=2, gbs=16, seq=1024)
 """A 1-node, 8-GPU scenario (tp2 pp2 dp2) that simulates in well under a second."""
 
 
@@ -32,7 +25,7 @@ def results(tmp_path_factory) -> dict[str, Path]:
     """kind -> a result file it reads, each written by the real command."""
     folder = tmp_path_factory.mktemp("results")
     scenario = folder / "small.yaml"
-    scenario.write_text(yaml.safe_dump(SMALL))
+    scenario.write_text(yaml.safe_dump(SMALL.model_dump(mode="json", exclude_none=True)))
     files = {"simulate": folder / "simulate.json", "collective": folder / "collective.json",
              "validate": folder / "validate.json", "sweep": folder / "sweep.csv"}
     files["simulate"].write_text(json.dumps(run_json("simulate", str(scenario), "--json")))
@@ -42,8 +35,3 @@ def results(tmp_path_factory) -> dict[str, Path]:
     done = cli("sweep", str(scenario), "--set", "cluster.num_nodes=1,2", "-o", str(files["sweep"]), "--jobs", "1")
     assert done.returncode == 0, done.stderr
     return files
-
-
-READS = {"breakdown": "simulate", "gantt": "simulate", "memory": "simulate", "busbw": "collective",
-         "validation": "validate", "scaling": "sweep", "steps": "sweep"}
-"""Which result each plot kind reads."""

@@ -9,11 +9,13 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from conftest import READS
 from helpers import cli
 from simulon.plots import KINDS, render
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+READS = {"breakdown": "simulate", "gantt": "simulate", "memory": "simulate", "busbw": "collective",
+         "validation": "validate", "scaling": "sweep", "steps": "sweep"}
+"""Which result each plot kind reads."""
 
 
 def test_every_registered_kind_has_a_result_to_read():

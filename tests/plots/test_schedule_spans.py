@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -37,7 +39,7 @@ def test_compute_spans_of_a_stage_follow_one_another_as_its_stream_runs_them(pip
     _, sched = pipelined
     for s in sched["stages"]:
         compute = [span for span in s["spans"] if span[2] in COMPUTE_KINDS.values()]
-        assert all(a[1] <= b[0] + 1e-4 for a, b in zip(compute, compute[1:], strict=False))
+        assert all(a[1] <= b[0] + 1e-4 for a, b in itertools.pairwise(compute))
 
 
 def test_every_stage_runs_the_forward_and_backward_of_every_micro_batch_once_in_1f1b_order(pipelined):
@@ -47,7 +49,7 @@ def test_every_stage_runs_the_forward_and_backward_of_every_micro_batch_once_in_
         forward = [span[3] for span in s["spans"] if span[2] == "forward"]
         backward = [span[3] for span in s["spans"] if span[2] == "backward"]
         assert sorted(set(forward)) == sorted(set(backward)) == list(range(microbatches))
-        assert forward[:1] == [0] and all(a <= b for a, b in zip(forward, forward[1:], strict=False))
+        assert forward[:1] == [0] and all(a <= b for a, b in itertools.pairwise(forward))
     warmup = [sum(1 for span in s["spans"] if span[2] == "forward" and span[0] < first_backward(s))
               for s in sched["stages"]]
     assert warmup == [4, 3, 2, 1]  # 1F1B: pp - stage micro-batches in flight before the first backward

@@ -15,7 +15,8 @@ from simulon.sweep.scaling import TERMS, gpu_axes, scaling_kind, scaling_study
 def row(gpus: int, tokens: float, step_ms: float, nic: str = "400Gbps", **terms: float) -> dict[str, str]:
     values = {t: 0.0 for t in TERMS} | {"compute_ms": step_ms} | terms
     return {"nodes": str(gpus // 8), "nic": nic, "num_gpus": str(gpus), "tokens_per_step": str(tokens),
-            "step_ms": str(step_ms), "tokens_per_s": str(tokens / step_ms * 1e3), **{k: str(v) for k, v in values.items()}}
+            "step_ms": str(step_ms), "tokens_per_s": str(tokens / step_ms * 1e3),
+            **{k: str(v) for k, v in values.items()}}
 
 
 def test_the_field_that_changes_the_gpus_is_told_from_the_others():

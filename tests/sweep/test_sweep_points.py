@@ -99,5 +99,5 @@ def test_a_point_that_simulates_the_same_scenario_as_another_is_refused(scenario
 
 
 def test_a_field_set_twice_is_refused(scenario):
-    with pytest.raises(ConfigError, match="datacenter.cluster.num_nodes is set by two"):
+    with pytest.raises(ConfigError, match=r"datacenter\.cluster\.num_nodes is set by two"):
         sweep_points(scenario, [parse_axis("cluster.num_nodes=1"), parse_axis("datacenter.cluster.num_nodes=2")])

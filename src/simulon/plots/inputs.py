@@ -9,14 +9,19 @@ from typing import Any
 from ..config.errors import ConfigError, not_utf8
 
 
-def read_json(path: Path) -> Any:
-    """A JSON result file, or a ConfigError naming the file and what is wrong with it."""
+def read_text(path: Path) -> str:
+    """A result file's text, or a ConfigError naming the file and why it cannot be read."""
     try:
-        text = path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: {not_utf8(exc)}") from None
+
+
+def read_json(path: Path) -> Any:
+    """A JSON result file, or a ConfigError naming the file and what is wrong with it."""
+    text = read_text(path)
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:

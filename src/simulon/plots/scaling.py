@@ -9,8 +9,9 @@ import io
 from pathlib import Path
 from typing import Any
 
-from ..config.errors import ConfigError, not_utf8
+from ..config.errors import ConfigError
 from .figure import pyplot
+from .inputs import read_text
 from .result import TERMS, stack
 
 SWEEP = "simulon sweep SCENARIO --set ... -o sweep.csv"
@@ -20,13 +21,7 @@ def read_sweep(path: Path) -> tuple[list[dict[str, str]], list[str]]:
     """A sweep's CSV: its rows and its swept columns (those between `key` and `num_gpus`)."""
     from ..sweep.run import METRICS
 
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{path}: {not_utf8(exc)}") from None
-    reader = csv.DictReader(io.StringIO(text))
+    reader = csv.DictReader(io.StringIO(read_text(path)))
     header = reader.fieldnames or []
     missing = [c for c in ("key", *METRICS) if c not in header]
     if missing:
