@@ -100,3 +100,15 @@ def test_a_bad_option_exits_2_with_one_line(args, expected, results, tmp_path):
 def test_a_missing_result_file_exits_2(tmp_path):
     done = cli("plot", str(tmp_path / "none.json"), "--kind", "gantt", "-o", str(tmp_path / "g.png"))
     assert done.returncode == 2 and "none.json: cannot read" in done.stderr
+
+
+def test_simulating_does_not_import_matplotlib(results):
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom simulon.cli.app import app\n"
+            f"app(['simulate', {str(results['simulate'].parent / 'small.yaml')!r}, '--json'], standalone_mode=False)\n"
+            "print('matplotlib' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == "False"

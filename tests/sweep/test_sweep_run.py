@@ -6,12 +6,14 @@ from __future__ import annotations
 import csv
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from simulon.config.errors import ConfigError
 from simulon.pipeline import simulate
 from simulon.sweep import run as sweep_run
 from simulon.sweep.points import parse_axis, sweep_points
-from simulon.sweep.run import METRICS, run_sweep
+from simulon.sweep.run import METRICS, read_done, run_sweep
 
 
 class Recorder:
@@ -101,3 +103,16 @@ def test_a_file_that_is_not_a_sweeps_csv_is_not_overwritten(points, tmp_path):
     with pytest.raises(ConfigError, match="not a sweep's CSV"):
         run_sweep(points, out)
     assert out.read_text() == "name,value\na,1\n"
+
+
+@given(st.lists(st.sampled_from([",", "\n", '"', "x", "1", "key", *METRICS]), max_size=60).map("".join))
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_whatever_the_csv_holds_its_rows_are_read_or_the_file_is_refused(tmp_path, content):
+    out = tmp_path / "any.csv"
+    out.write_text(content)
+    try:
+        done = read_done(out)
+    except ConfigError as exc:
+        assert "not a sweep's CSV" in str(exc)
+    else:
+        assert all(set(metrics) == set(METRICS) for metrics in done.values())
