@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from helpers import gpt_scenario
-from simulon.analysis.schedule import COMPUTE_KINDS, exposed_comm_by_kind, schedule, stage_representatives
+from simulon.analysis.schedule import COMPUTE_KINDS, RESOLUTION, exposed_comm_by_kind, schedule, stage_representatives
 from simulon.dag.nodes import NodeKind
 from simulon.pipeline import simulate
 
@@ -74,3 +74,18 @@ def test_with_tensor_parallelism_alone_the_exposed_tp_time_is_the_gpus_exposed_c
     breakdown = next(b for b in sim.result.per_gpu if b.gpu == gpu)
     assert exposed["tp-comm"] == pytest.approx(breakdown.exposed_comm_ms, rel=1e-6)
     assert np.isfinite(exposed["tp-comm"]) and exposed["tp-comm"] > 0
+
+
+def test_every_kernel_of_a_stage_lies_in_a_compute_span_and_short_weight_gradient_runs_join_their_backward(
+        pipelined):
+    sim, sched = pipelined
+    compute = sim.dag.kind == NodeKind.compute
+    for s in sched["stages"]:
+        spans = [span for span in s["spans"] if span[2] in COMPUTE_KINDS.values()]
+        starts, ends = np.array([x[0] for x in spans]), np.array([x[1] for x in spans])
+        kernels = np.flatnonzero(compute & (sim.dag.gpu == s["gpu"]))
+        for start, finish in zip(sim.timeline.start[kernels] * 1e3, sim.timeline.finish[kernels] * 1e3,
+                                 strict=True):
+            assert np.any((starts <= start + 1e-3) & (finish <= ends + 1e-3))
+        shortest = RESOLUTION * sched["iteration_time_ms"]
+        assert all(x[1] - x[0] >= shortest - 1e-3 for x in spans if x[2] == "weight-gradient")

@@ -3,12 +3,15 @@
 For each pipeline stage, the lowest-numbered simulated GPU of that stage stands for the stage (its tensor-,
 context- and data-parallel peers run the same schedule). Its spans are
 
-* compute: consecutive kernels of one micro-batch and one kind (forward, backward = input gradient,
-  weight-gradient, recompute, optimizer), from the first kernel's start to the last one's finish, in the
-  order the replay ran them (engine/replay.py's Timeline);
+* compute: consecutive kernels of one micro-batch and one kind (forward, backward = input gradients,
+  weight-gradient, recompute, optimizer), from the first kernel's start to the last one's finish, in the order
+  the replay ran them (engine/replay.py's Timeline). Megatron-Core runs a backward layer by layer, input then
+  weight gradients; a run of weight gradients shorter than RESOLUTION of the iteration joins its backward's
+  span (a plot cannot show it apart), a longer one is a span of its own;
 * communication, per stream (tp, cp, ep, dp, pp, param): the GPU's part in each collective (from joining to
-  leaving, as analysis/result.py counts it) and every pipeline send it sends or receives, overlapping parts
-  merged into one span.
+  leaving, as analysis/result.py counts it) and every pipeline send it sends or receives, parts that overlap
+  or lie closer than RESOLUTION of the iteration merged into one span (a plot cannot show finer: the layers'
+  tensor-parallel collectives of a micro-batch become one span).
 
 A span is [start_ms, end_ms, kind, microbatch] (microbatch -1 for the optimizer step and merged communication of
 several micro-batches): what `simulon simulate --json` writes under `schedule` and `simulon plot --kind gantt`
@@ -37,6 +40,10 @@ COMM_KINDS = {Stream.compute: "communication", Stream.tp_comm: "tp-comm", Stream
 DIGITS = 4
 """Decimals of a span's milliseconds (0.1 us: finer than any kernel launch)."""
 
+RESOLUTION = 1 / 2000
+"""Spans shorter or closer than this fraction of the iteration are merged as the module docstring says (a
+2,000-pixel-wide timeline shows nothing finer); it keeps GPT-3 175B's schedule to a few hundred spans per stage."""
+
 Span = tuple[float, float, str, int]
 
 
@@ -51,7 +58,8 @@ def stage_representatives(dag: ExecutionDAG) -> dict[int, int]:
 
 
 def compute_spans(dag: ExecutionDAG, timeline: Timeline, gpu: int) -> list[Span]:
-    """Runs of consecutive kernels of one micro-batch and one kind on `gpu`, in start order."""
+    """Runs of consecutive kernels of one micro-batch and one kind on `gpu`, in start order; a run of weight
+    gradients shorter than RESOLUTION of the iteration joins the backward span before it."""
     nodes = np.flatnonzero((dag.kind == NodeKind.compute) & (dag.gpu == gpu))
     if len(nodes) == 0:
         return []
@@ -62,11 +70,18 @@ def compute_spans(dag: ExecutionDAG, timeline: Timeline, gpu: int) -> list[Span]
     firsts = np.concatenate([[0], breaks]).astype(np.int64)
     lasts = np.concatenate([breaks - 1, [len(nodes) - 1]]).astype(np.int64)
     finish = np.maximum.accumulate(timeline.finish[nodes])
-    spans = []
+    gap = RESOLUTION * timeline.makespan
+    spans: list[Span] = []
     for first, last in zip(firsts.tolist(), lasts.tolist(), strict=True):
         phase = Phase(int(phases[first]))
         microbatch = -1 if phase == Phase.step else int(microbatches[first])
-        spans.append(span(timeline.start[nodes[first]], finish[last], COMPUTE_KINDS[phase], microbatch))
+        start, end = timeline.start[nodes[first]], finish[last]
+        previous = spans[-1] if spans else None
+        if (previous is not None and previous[2] == "backward" and previous[3] == microbatch
+                and (phase == Phase.bwd_ig or (phase == Phase.bwd_wg and end - start < gap))):
+            spans[-1] = span(previous[0] / 1e3, end, "backward", microbatch)
+        else:
+            spans.append(span(start, end, COMPUTE_KINDS[phase], microbatch))
     return spans
 
 
@@ -89,17 +104,20 @@ def comm_intervals(dag: ExecutionDAG, timeline: Timeline, gpu: int) -> dict[str,
 
 
 def comm_spans(dag: ExecutionDAG, timeline: Timeline, gpu: int) -> list[Span]:
-    """`gpu`'s communication spans per kind, overlapping ones merged."""
-    return sorted(s for kind, parts in comm_intervals(dag, timeline, gpu).items() for s in merged(*parts, kind))
+    """`gpu`'s communication spans per kind, those that overlap or lie within RESOLUTION of the iteration merged."""
+    gap = RESOLUTION * timeline.makespan
+    return sorted(s for kind, parts in comm_intervals(dag, timeline, gpu).items()
+                  for s in merged(*parts, kind, gap))
 
 
-def merged(starts: np.ndarray, ends: np.ndarray, microbatches: np.ndarray, kind: str) -> list[Span]:
-    """Overlapping intervals merged into spans of `kind`, each with its micro-batch if all agree, else -1."""
+def merged(starts: np.ndarray, ends: np.ndarray, microbatches: np.ndarray, kind: str, gap: float = 0.0) -> list[Span]:
+    """Intervals that overlap or lie within `gap` of one another merged into spans of `kind`, each with its
+    micro-batch if all agree, else -1."""
     order = np.argsort(starts, kind="stable")
     spans: list[Span] = []
     run_start, run_end, run_mb = None, 0.0, -1
     for s, e, mb in zip(starts[order].tolist(), ends[order].tolist(), microbatches[order].tolist(), strict=True):
-        if run_start is not None and s <= run_end:
+        if run_start is not None and s <= run_end + gap:
             run_end, run_mb = max(run_end, e), run_mb if run_mb == mb else -1
             continue
         if run_start is not None:

@@ -76,7 +76,7 @@ def gantt(data: Any, source: str, options: Any = None) -> Any:
                                   "microbatch]")
             by_kind[s[2]].append((float(s[0]), float(s[1]) - float(s[0])))
         y = len(stages) - 1 - row
-        for kind in sorted(by_kind):
+        for kind in sorted(by_kind, key=lambda k: (-sum(d for _, d in by_kind[k]), k)):  # the rarer drawn on top
             comm = kind not in SPAN_COLOURS
             colour = COMM_COLOUR.get(kind, "#8c8c8c") if comm else SPAN_COLOURS[kind]
             band = (y - 0.42, 0.22) if comm else (y - 0.17, 0.55)
