@@ -50,8 +50,7 @@ def sweep(
         rows, kept = run_sweep(points, output, jobs or os.cpu_count() or 1, expand, progress)
     axes = list(points[0].steps)
     series = scaling_study(rows, axes)
-    if plots is not None:
-        write_plots(plots, output)
+    written = write_plots(plots, output) if plots is not None else []
     if as_json:
         print(json.dumps({"rows": rows, "kept": kept, "scaling": [
             {"series": s.name, "kind": s.kind, "gpus": s.gpus, "efficiency": s.efficiency,
@@ -61,12 +60,13 @@ def sweep(
     for s in series:
         print(f"{s.name}: {s.kind} scaling over {s.gpus[0]:,}-{s.gpus[-1]:,} GPUs, efficiency "
               f"{100 * s.efficiency[-1]:.0f}% at {s.gpus[-1]:,}" + (f"; {s.worst.describe()}" if s.worst else ""))
-    if plots is not None:
-        print(f"Plots written to {plots}: {', '.join(PLOTS.values())}")
+    if written:
+        print(f"Plots written to {plots}: {', '.join(written)}")
 
 
-def write_plots(folder: Path, csv_path: Path) -> None:
-    """The sweep's plots from its CSV (a scaling plot only where a swept field changes the GPU count)."""
+def write_plots(folder: Path, csv_path: Path) -> list[str]:
+    """The sweep's plots from its CSV (a scaling plot only where a swept field changes the GPU count); the names
+    of the files written."""
     from ..plots import render
     from ..plots.scaling import read_sweep
     from ..sweep.scaling import scaling_study
@@ -76,7 +76,9 @@ def write_plots(folder: Path, csv_path: Path) -> None:
     except OSError as exc:
         raise ConfigError(f"--plots {folder}: cannot create: {exc.strerror or exc}") from None
     rows, axes = read_sweep(csv_path)
+    written = []
     for kind, name in PLOTS.items():
-        if kind == "scaling" and not scaling_study(rows, axes):
-            continue
-        render(kind, csv_path, folder / name)
+        if kind != "scaling" or scaling_study(rows, axes):
+            render(kind, csv_path, folder / name)
+            written.append(name)
+    return written
