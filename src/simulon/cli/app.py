@@ -216,7 +216,7 @@ def collective(
         option = "--protocol" if "protocol" in str(exc) else "--algorithm"
         raise ConfigError(f"{option}: {exc}") from None
     if as_json:
-        print(json.dumps([{"op": op, "group_size": len(ranks),
+        print(json.dumps([{"op": OPS[op].name.lower(), "group_size": len(ranks),
                            "size_bytes": r.size_bytes, "time_us": r.time_us, "algbw_GBps": r.algbw_GBps,
                            "busbw_GBps": r.busbw_GBps, "algorithm": r.algorithm, "protocol": r.protocol,
                            "channels": r.channels, "model": r.model} for r in rows]))
