@@ -66,6 +66,15 @@ def test_each_point_gets_one_row_in_order_with_what_its_simulation_reports(point
     assert progress.events == [("stage", 4, "points"), *[("advance", n, None) for n in range(1, 5)]]
 
 
+@pytest.mark.parametrize("cut", [1, 5, 40])
+def test_a_last_row_cut_anywhere_is_not_taken_for_a_finished_point(points, tmp_path, cut):
+    out = tmp_path / "sweep.csv"
+    run_sweep(points, out)
+    whole = out.read_bytes()
+    out.write_bytes(whole[:-cut])  # cut inside the last row: its "fits" (or more) half written
+    assert len(read_done(out)) == 3
+
+
 def test_a_finished_sweep_run_again_keeps_every_row_and_simulates_nothing(points, tmp_path, counted):
     out = tmp_path / "sweep.csv"
     run_sweep(points, out)

@@ -69,14 +69,16 @@ def columns(points: list[Point]) -> list[str]:
 
 
 def read_done(path: Path) -> dict[str, dict[str, str]]:
-    """The rows of an earlier run of a sweep in `path` (none if it does not exist): key -> metrics. Rows cut short
-    by a kill are ignored; a file that is not a sweep's CSV is refused rather than overwritten."""
+    """The rows of an earlier run of a sweep in `path` (none if it does not exist): key -> metrics. A row cut short
+    by a kill (no newline at its end, or fields missing) is ignored; a file that is not a sweep's CSV is refused
+    rather than overwritten."""
     if not path.exists():
         return {}
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"-o {path}: cannot read the earlier sweep's rows: {exc}") from None
+    text = text[:text.rfind("\n") + 1]  # a last line without its newline was cut short by a kill
     if not text.strip():
         return {}
     reader = csv.DictReader(io.StringIO(text))
