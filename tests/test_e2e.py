@@ -85,8 +85,8 @@ def test_collective_cli_reports_nccl_tests_columns():
                   "--json", *channels)
         assert run.returncode == 0, run.stderr
         (row,) = json.loads(run.stdout)
-        assert set(row) == {"size_bytes", "time_us", "algbw_GBps", "busbw_GBps", "algorithm", "protocol", "channels",
-                            "model"}
+        assert set(row) == {"op", "group_size", "size_bytes", "time_us", "algbw_GBps", "busbw_GBps", "algorithm",
+                            "protocol", "channels", "model"}
         assert (row["algorithm"], row["model"]) == ("ring", "replay")
         assert row["busbw_GBps"] == pytest.approx(row["algbw_GBps"] * 2 * 3 / 4)
         return row["busbw_GBps"]

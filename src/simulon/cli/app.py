@@ -24,8 +24,10 @@ from .limits import MaxMemoryOption, memory_limit
 from .memory import memory as memory_command
 from .memory import print_report, summary_line, warnings
 from .output import print_table
+from .plot import plot as plot_command
 from .profile import app as profile_app
 from .search import search as search_command
+from .sweep import sweep as sweep_command
 from .topology import topology as topology_command
 from .validate import app as validate_app
 
@@ -36,6 +38,8 @@ app.command(name="topology")(topology_command)
 app.command(name="memory")(memory_command)
 app.command(name="search")(search_command)
 app.command(name="diff")(diff_command)
+app.command(name="sweep")(sweep_command)
+app.command(name="plot")(plot_command)
 app.add_typer(profile_app, name="profile")
 
 
@@ -72,6 +76,7 @@ def simulate(
 ) -> None:
     """Simulate one training iteration and report its time."""
     from ..analysis.analyze import analyze
+    from ..analysis.schedule import schedule
     from ..collective.algorithms import Unrunnable
     from ..dag.size import TooLarge
     from ..export.chrome_trace import DETAILS, chrome_trace_json
@@ -93,7 +98,7 @@ def simulate(
         raise ConfigError(f"{scenario}: workload: required to simulate a training iteration "
                           "(use `simulon collective` for a datacenter-only scenario)")
     try:
-        with terminal_progress() as progress:
+        with terminal_progress(quiet=as_json) as progress:
             sim = run(sc, fold_mode=expand, progress=progress, memory_limit=limit,  # type: ignore[arg-type]
                       trace=output is not None)
     except Unrunnable as exc:
@@ -110,7 +115,8 @@ def simulate(
         except OSError as exc:
             raise ConfigError(f"-o {output}: cannot write: {exc.strerror or exc}") from None
     if as_json:
-        print(json.dumps({**result.to_dict(), "memory": sim.memory.to_json(), "analysis": analysis.to_dict()}))
+        print(json.dumps({**result.to_dict(), "memory": sim.memory.to_json(), "analysis": analysis.to_dict(),
+                          "schedule": schedule(sim.dag, sim.timeline)}))
         return
     if output is not None:
         print(f"Trace written to {output}")
@@ -221,7 +227,8 @@ def collective(
         option = "--protocol" if "protocol" in str(exc) else "--algorithm"
         raise ConfigError(f"{option}: {exc}") from None
     if as_json:
-        print(json.dumps([{"size_bytes": r.size_bytes, "time_us": r.time_us, "algbw_GBps": r.algbw_GBps,
+        print(json.dumps([{"op": OPS[op].name.lower(), "group_size": len(ranks),
+                           "size_bytes": r.size_bytes, "time_us": r.time_us, "algbw_GBps": r.algbw_GBps,
                            "busbw_GBps": r.busbw_GBps, "algorithm": r.algorithm, "protocol": r.protocol,
                            "channels": r.channels, "model": r.model} for r in rows]))
         return

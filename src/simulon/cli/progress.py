@@ -1,7 +1,7 @@
 """A progress display on stderr for long commands: the stage, and a bar with the units done (the replay's
 nodes, a table's rows), the elapsed time and an estimate of the time left. Shown only where stderr is a
-terminal, so that output piped to a file or read by another program stays as it is; it disappears when the
-command ends."""
+terminal, and not with --json (`quiet`), so that output piped to a file or read by another program stays as it
+is; it disappears when the command ends."""
 
 from __future__ import annotations
 
@@ -43,10 +43,10 @@ class TerminalProgress:
 
 
 @contextmanager
-def terminal_progress(console: Console | None = None) -> Iterator[TerminalProgress]:
-    """A progress display on `console` (default: stderr), disabled where that is not a terminal."""
+def terminal_progress(console: Console | None = None, quiet: bool = False) -> Iterator[TerminalProgress]:
+    """A progress display on `console` (default: stderr), disabled where that is not a terminal or `quiet`."""
     console = console or Console(stderr=True)
     columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[counts]}"),
                TimeElapsedColumn(), TimeRemainingColumn())
-    with Progress(*columns, console=console, transient=True, disable=not console.is_terminal) as bar:
+    with Progress(*columns, console=console, transient=True, disable=quiet or not console.is_terminal) as bar:
         yield TerminalProgress(bar)

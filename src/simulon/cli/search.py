@@ -107,7 +107,7 @@ def search(
         raise ConfigError(f"--gpus: expected a positive number of GPUs, got {gpus}")
     limits = limits_from({"tp": tp, "pp": pp, "cp": cp, "ep": ep}, fix or [])
     sc, asked = load_search_scenario(scenario)
-    with terminal_progress() as progress:
+    with terminal_progress(quiet=as_json) as progress:
         result = Search(sc, gpus or asked, limits, fp8).run(top, replay, progress)
     if not result.ranked:
         miss = result.closest_miss

@@ -1,5 +1,5 @@
-"""`simulon validate {kernels,collectives,training,memory} [--csv FILE] [--json]`: the shipped table unless --csv
-names one."""
+"""`simulon validate {kernels,collectives,training,memory} [--csv FILE] [--json] [--plot FILE]`: the shipped table
+unless --csv names one; --plot draws predicted against measured (plots/validation.py)."""
 
 from __future__ import annotations
 
@@ -19,6 +19,8 @@ app = typer.Typer(no_args_is_help=True, help="Compare predictions with published
 CsvOption = Annotated[Path | None, typer.Option("--csv", help="a measurement table in the shipped tables' format "
                                                  "(default: the shipped table of published measurements)")]
 JsonOption = Annotated[bool, typer.Option("--json", help="print the report as one JSON object")]
+PlotOption = Annotated[Path | None, typer.Option("--plot", help="also draw predicted against measured by subset "
+                                                  "(.png or .svg)")]
 
 
 def table(csv_path: Path | None, name: str) -> Path:
@@ -28,9 +30,13 @@ def table(csv_path: Path | None, name: str) -> Path:
     return csv_path if csv_path is not None else shipped_table(name)
 
 
-def report(csv_path: Path, as_json: bool, validator: Callable, group_title: str) -> None:
-    """Run a validator over a table and print its report (a table, or JSON)."""
+def report(csv_path: Path, as_json: bool, validator: Callable, group_title: str, plot: Path | None = None) -> None:
+    """Run a validator over a table and print its report (a table, or JSON); with `plot`, draw it there."""
+    from ..plots.figure import check_output
     from ..validate.report import read_table
+
+    if plot is not None:
+        check_output(plot)
 
     try:
         rows = read_table(csv_path)
@@ -43,6 +49,11 @@ def report(csv_path: Path, as_json: bool, validator: Callable, group_title: str)
         why = f": {result.skipped[0].reason}" if result.skipped else ""
         raise ConfigError(f"{csv_path}: no row could be compared ({len(result.skipped)} skipped{why}); is this "
                           "a table in the shipped tables' format for this validator?")
+    if plot is not None:
+        from ..plots.figure import save
+        from ..plots.validation import validation
+
+        save(validation(result.to_dict(), str(csv_path)), plot)
     if as_json:
         print(json.dumps(result.to_dict()))
         return
@@ -63,42 +74,43 @@ def report(csv_path: Path, as_json: bool, validator: Callable, group_title: str)
 
 
 @app.command()
-def training(csv: CsvOption = None, as_json: JsonOption = False, max_memory: MaxMemoryOption = None) -> None:
+def training(csv: CsvOption = None, as_json: JsonOption = False, max_memory: MaxMemoryOption = None,
+             plot: PlotOption = None) -> None:
     """Predict each published training run's iteration time and compare (a row too large for the memory
     available is skipped, with its reason)."""
     from ..validate.training import validate_training
     from .progress import terminal_progress
 
     limit = memory_limit(max_memory)
-    with terminal_progress() as progress:
+    with terminal_progress(quiet=as_json) as progress:
         report(table(csv, "training"), as_json, lambda rows: validate_training(rows, limit, progress=progress),
-               "system")
+               "system", plot)
 
 
 @app.command()
-def kernels(csv: CsvOption = None, as_json: JsonOption = False) -> None:
+def kernels(csv: CsvOption = None, as_json: JsonOption = False, plot: PlotOption = None) -> None:
     """Kernel throughput (GEMM, grouped GEMM, attention) against the calibrated compute model."""
     from ..validate.kernels import validate_kernels
 
     path = table(csv, "kernels")
-    report(path, as_json, lambda rows: validate_kernels(rows, source=str(path)), "GPU / family")
+    report(path, as_json, lambda rows: validate_kernels(rows, source=str(path)), "GPU / family", plot)
 
 
 @app.command()
-def collectives(csv: CsvOption = None, as_json: JsonOption = False) -> None:
+def collectives(csv: CsvOption = None, as_json: JsonOption = False, plot: PlotOption = None) -> None:
     """Simulate each published collective measurement (nccl-tests style) and compare bus bandwidth."""
     from ..validate.collectives import validate_collectives
     from .progress import terminal_progress
 
-    with terminal_progress() as progress:
+    with terminal_progress(quiet=as_json) as progress:
         report(table(csv, "collectives"), as_json, lambda rows: validate_collectives(rows, progress=progress),
-               "hardware family and size")
+               "hardware family and size", plot)
 
 
 @app.command()
-def memory(csv: CsvOption = None, as_json: JsonOption = False) -> None:
+def memory(csv: CsvOption = None, as_json: JsonOption = False, plot: PlotOption = None) -> None:
     """Per-GPU peak memory of published runs against the memory model, each compared with what its source
     measured (allocated, reserved, or nvidia-smi's used memory)."""
     from ..validate.memory import validate_memory
 
-    report(table(csv, "memory"), as_json, validate_memory, "source")
+    report(table(csv, "memory"), as_json, validate_memory, "source", plot)

@@ -1,0 +1,155 @@
+"""The pipeline timeline of an iteration, per stage: what the stage's representative GPU was doing when.
+
+For each pipeline stage, the lowest-numbered simulated GPU of that stage stands for the stage (its tensor-,
+context- and data-parallel peers run the same schedule). Its spans are
+
+* compute: consecutive kernels of one micro-batch and one kind (forward, backward = input gradients,
+  weight-gradient, recompute, optimizer), from the first kernel's start to the last one's finish, in the order
+  the replay ran them (engine/replay.py's Timeline). Megatron-Core runs a backward layer by layer, input then
+  weight gradients; a run of weight gradients shorter than RESOLUTION of the iteration joins its backward's
+  span (a plot cannot show it apart), a longer one is a span of its own;
+* communication, per stream (tp, cp, ep, dp, pp, param): the GPU's part in each collective (from joining to
+  leaving, as analysis/result.py counts it) and every pipeline send it sends or receives, parts that overlap
+  or lie closer than RESOLUTION of the iteration merged into one span (a plot cannot show finer: the layers'
+  tensor-parallel collectives of a micro-batch become one span).
+
+A span is [start_ms, end_ms, kind, microbatch] (microbatch -1 for the optimizer step and merged communication of
+several micro-batches): what `simulon simulate --json` writes under `schedule` and `simulon plot --kind gantt`
+draws, one row per stage as in Narayanan et al. (SC'21), Figures 3-4.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..dag.nodes import ExecutionDAG, NodeKind
+from ..engine.replay import Timeline
+from ..workload.kernels import Phase
+from ..workload.program import Stream
+from .intervals import overlap_length, union_length
+
+COMPUTE_KINDS = {Phase.fwd: "forward", Phase.bwd_ig: "backward", Phase.bwd_wg: "weight-gradient",
+                 Phase.recompute: "recompute", Phase.step: "optimizer"}
+"""The span kind of each kernel phase."""
+
+COMM_KINDS = {Stream.compute: "communication", Stream.tp_comm: "tp-comm", Stream.pp_comm: "pp-comm",
+              Stream.dp_comm: "dp-comm", Stream.ep_comm: "ep-comm", Stream.cp_comm: "cp-comm",
+              Stream.param_comm: "param-comm"}
+"""The span kind of communication on each stream."""
+
+DIGITS = 4
+"""Decimals of a span's milliseconds (0.1 us: finer than any kernel launch)."""
+
+RESOLUTION = 1 / 2000
+"""Spans shorter or closer than this fraction of the iteration are merged as the module docstring says (a
+2,000-pixel-wide timeline shows nothing finer); it keeps GPT-3 175B's schedule to a few hundred spans per stage."""
+
+Span = tuple[float, float, str, int]
+
+
+def stage_representatives(dag: ExecutionDAG) -> dict[int, int]:
+    """stage -> the lowest simulated GPU running that stage's kernels."""
+    compute = np.flatnonzero(dag.kind == NodeKind.compute)
+    reps: dict[int, int] = {}
+    for gpu, stage in zip(dag.gpu[compute].tolist(), dag.stage[compute].tolist(), strict=True):
+        if stage not in reps or gpu < reps[stage]:
+            reps[stage] = gpu
+    return dict(sorted(reps.items()))
+
+
+def compute_spans(dag: ExecutionDAG, timeline: Timeline, gpu: int) -> list[Span]:
+    """Runs of consecutive kernels of one micro-batch and one kind on `gpu`, in start order; a run of weight
+    gradients shorter than RESOLUTION of the iteration joins the backward span before it."""
+    nodes = np.flatnonzero((dag.kind == NodeKind.compute) & (dag.gpu == gpu))
+    if len(nodes) == 0:
+        return []
+    nodes = nodes[np.argsort(timeline.start[nodes], kind="stable")]
+    phase_of = np.array([int(k.phase) for k in dag.kernel_specs], dtype=np.int64)
+    phases, microbatches = phase_of[dag.kernel[nodes]], dag.microbatch[nodes]
+    breaks = np.flatnonzero((phases[1:] != phases[:-1]) | (microbatches[1:] != microbatches[:-1])) + 1
+    firsts = np.concatenate([[0], breaks]).astype(np.int64)
+    lasts = np.concatenate([breaks - 1, [len(nodes) - 1]]).astype(np.int64)
+    finish = np.maximum.accumulate(timeline.finish[nodes])
+    gap = RESOLUTION * timeline.makespan
+    spans: list[Span] = []
+    for first, last in zip(firsts.tolist(), lasts.tolist(), strict=True):
+        phase = Phase(int(phases[first]))
+        microbatch = -1 if phase == Phase.step else int(microbatches[first])
+        start, end = timeline.start[nodes[first]], finish[last]
+        previous = spans[-1] if spans else None
+        if (previous is not None and previous[2] == "backward" and previous[3] == microbatch
+                and (phase == Phase.bwd_ig or (phase == Phase.bwd_wg and end - start < gap))):
+            spans[-1] = span(previous[0] / 1e3, end, "backward", microbatch)
+        else:
+            spans.append(span(start, end, COMPUTE_KINDS[phase], microbatch))
+    return spans
+
+
+def comm_intervals(dag: ExecutionDAG, timeline: Timeline, gpu: int) -> dict[str, tuple[np.ndarray, ...]]:
+    """`gpu`'s communication by kind: (starts, ends in seconds, micro-batches) of its parts in collectives and of
+    the pipeline sends it sends or receives."""
+    joins, leaves = dag.collective_spans()
+    mine = dag.gpu[joins] == gpu
+    joins, leaves = joins[mine], leaves[mine]
+    p2p = np.flatnonzero((dag.kind == NodeKind.flow) & (dag.coll < 0) & ((dag.gpu == gpu) | (dag.peer == gpu)))
+    streams = np.concatenate([[int(dag.collectives[c].stream) for c in dag.coll[joins].tolist()],
+                              np.full(len(p2p), int(Stream.pp_comm))]).astype(np.int64)
+    starts = np.concatenate([timeline.start[joins], timeline.start[p2p]])
+    ends = np.concatenate([timeline.finish[leaves], timeline.finish[p2p]])
+    microbatches = np.concatenate([[dag.collectives[c].microbatch for c in dag.coll[joins].tolist()],
+                                   dag.microbatch[p2p]]).astype(np.int64)
+    return {COMM_KINDS[Stream(stream)]: (starts[streams == stream], ends[streams == stream],
+                                         microbatches[streams == stream])
+            for stream in sorted(set(streams.tolist()))}
+
+
+def comm_spans(dag: ExecutionDAG, timeline: Timeline, gpu: int) -> list[Span]:
+    """`gpu`'s communication spans per kind, those that overlap or lie within RESOLUTION of the iteration merged."""
+    gap = RESOLUTION * timeline.makespan
+    return sorted(s for kind, parts in comm_intervals(dag, timeline, gpu).items()
+                  for s in merged(*parts, kind, gap))
+
+
+def merged(starts: np.ndarray, ends: np.ndarray, microbatches: np.ndarray, kind: str, gap: float = 0.0) -> list[Span]:
+    """Intervals that overlap or lie within `gap` of one another merged into spans of `kind`, each with its
+    micro-batch if all agree, else -1."""
+    order = np.argsort(starts, kind="stable")
+    spans: list[Span] = []
+    run_start, run_end, run_mb = None, 0.0, -1
+    for s, e, mb in zip(starts[order].tolist(), ends[order].tolist(), microbatches[order].tolist(), strict=True):
+        if run_start is not None and s <= run_end + gap:
+            run_end, run_mb = max(run_end, e), run_mb if run_mb == mb else -1
+            continue
+        if run_start is not None:
+            spans.append(span(run_start, run_end, kind, run_mb))
+        run_start, run_end, run_mb = s, e, mb
+    if run_start is not None:
+        spans.append(span(run_start, run_end, kind, run_mb))
+    return spans
+
+
+def span(start_s: float, end_s: float, kind: str, microbatch: int) -> Span:
+    return (round(float(start_s) * 1e3, DIGITS), round(float(end_s) * 1e3, DIGITS), kind, int(microbatch))
+
+
+def schedule(dag: ExecutionDAG, timeline: Timeline) -> dict:
+    """The per-stage timeline as JSON: {"stages": [{"stage", "gpu", "spans": [[start_ms, end_ms, kind, mb]]}]}."""
+    stages = [{"stage": stage, "gpu": gpu,
+               "spans": [list(s) for s in sorted(compute_spans(dag, timeline, gpu) + comm_spans(dag, timeline, gpu))]}
+              for stage, gpu in stage_representatives(dag).items()]
+    return {"iteration_time_ms": round(timeline.makespan * 1e3, DIGITS), "stages": stages}
+
+
+def exposed_comm_by_kind(dag: ExecutionDAG, timeline: Timeline) -> dict[str, float]:
+    """Per communication kind (tp-comm, dp-comm, pp-comm, ...), the ms a stage's representative GPU spends in it
+    with no kernel of its own running, averaged over the stages. Kinds that run at once each count the time, so
+    the kinds may add up to more than the GPU's exposed communication."""
+    totals: dict[str, float] = {}
+    reps = stage_representatives(dag)
+    for gpu in reps.values():
+        kernels = np.flatnonzero((dag.kind == NodeKind.compute) & (dag.gpu == gpu))
+        busy = (timeline.start[kernels], timeline.finish[kernels])
+        for kind, (starts, ends, _) in comm_intervals(dag, timeline, gpu).items():
+            exposed = union_length(starts, ends) - overlap_length((starts, ends), busy)
+            totals[kind] = totals.get(kind, 0.0) + 1e3 * exposed / len(reps)
+    return dict(sorted(totals.items()))

@@ -1,0 +1,84 @@
+"""`simulon sweep SCENARIO --set PATH=V1,V2 ... -o sweep.csv [--plots DIR] [--jobs N]`: the cartesian product of
+the swept fields, simulated on local processes, written as a resumable CSV, with scaling plots (sweep/)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ..config.errors import ConfigError
+
+PLOTS = {"scaling": "scaling.png", "steps": "steps.png"}
+"""The plots --plots writes (plots/scaling.py), by kind."""
+
+
+def sweep(
+    scenario: Annotated[Path, typer.Argument(help="scenario YAML to start every point from")],
+    set_: Annotated[list[str], typer.Option("--set", help="PATH=V1,V2,... : a field by its dotted path (from the "
+                                            "scenario's root, or inside datacenter/workload/collective) and its "
+                                            "values; PATH+PATH=A:B,C:D moves fields together (repeatable; the "
+                                            "sweep runs every combination)")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="the sweep's CSV; rows already there for the same "
+                                         "points are kept, not re-run")],
+    plots: Annotated[Path | None, typer.Option(help="folder to write scaling.png and steps.png into")] = None,
+    jobs: Annotated[int | None, typer.Option(help="points simulated at once (default: the CPU count)")] = None,
+    expand: Annotated[str, typer.Option(help="auto | full | symmetric, as in simulate")] = "auto",
+    as_json: Annotated[bool, typer.Option("--json", help="print the rows and the scaling study as JSON")] = False,
+) -> None:
+    """Simulate every combination of the swept values; write one CSV row per point and the scaling plots."""
+    from ..sweep.points import parse_axis, sweep_points
+    from ..sweep.run import run_sweep
+    from ..sweep.scaling import scaling_study
+    from .progress import terminal_progress
+
+    if expand not in ("auto", "full", "symmetric"):
+        raise ConfigError(f"--expand: expected auto, full or symmetric, got {expand!r}")
+    if jobs is not None and jobs < 1:
+        raise ConfigError(f"--jobs: expected a positive number of processes, got {jobs}")
+    folder = output.parent if str(output.parent) else Path(".")
+    if not folder.is_dir() or output.is_dir():
+        raise ConfigError(f"-o {output}: " + ("is a folder; name the CSV to write" if output.is_dir() else
+                                              f"folder {str(folder)!r} does not exist"))
+    if plots is not None and plots.exists() and not plots.is_dir():
+        raise ConfigError(f"--plots {plots}: exists and is not a folder")
+    points = sweep_points(scenario, [parse_axis(text) for text in set_])
+    with terminal_progress(quiet=as_json) as progress:
+        rows, kept = run_sweep(points, output, jobs or os.cpu_count() or 1, expand, progress)
+    axes = list(points[0].steps)
+    series = scaling_study(rows, axes)
+    written = write_plots(plots, output) if plots is not None else []
+    if as_json:
+        print(json.dumps({"rows": rows, "kept": kept, "scaling": [
+            {"series": s.name, "kind": s.kind, "gpus": s.gpus, "efficiency": s.efficiency,
+             "worst": s.worst.describe() if s.worst else None} for s in series]}))
+        return
+    print(f"{len(points)} points ({kept} already in {output}, {len(points) - kept} simulated); written to {output}")
+    for s in series:
+        print(f"{s.name}: {s.kind} scaling over {s.gpus[0]:,}-{s.gpus[-1]:,} GPUs, efficiency "
+              f"{100 * s.efficiency[-1]:.0f}% at {s.gpus[-1]:,}" + (f"; {s.worst.describe()}" if s.worst else ""))
+    if written:
+        print(f"Plots written to {plots}: {', '.join(written)}")
+
+
+def write_plots(folder: Path, csv_path: Path) -> list[str]:
+    """The sweep's plots from its CSV (a scaling plot only where a swept field changes the GPU count); the names
+    of the files written."""
+    from ..plots import render
+    from ..plots.scaling import read_sweep
+    from ..sweep.scaling import scaling_study
+
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"--plots {folder}: cannot create: {exc.strerror or exc}") from None
+    rows, axes = read_sweep(csv_path)
+    written = []
+    for kind, name in PLOTS.items():
+        if kind != "scaling" or scaling_study(rows, axes):
+            render(kind, csv_path, folder / name)
+            written.append(name)
+    return written

@@ -1,0 +1,70 @@
+"""Figures rendered the same way every time: matplotlib's Agg backend (no display), imported only when a plot is
+made, and files whose bytes depend only on what is drawn.
+
+PNG: matplotlib writes no time stamp, and its "Software" text is dropped (it names the matplotlib version). SVG: the
+ids matplotlib derives from a random salt use a fixed `svg.hashsalt`, and the "Date" metadata is left out
+(matplotlib's documented recipe for reproducible SVG, `rcParams["svg.hashsalt"]`)."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Any
+
+from ..config.errors import ConfigError
+
+FORMATS = (".png", ".svg")
+"""The file types a plot is written as, by the output's suffix."""
+
+DPI = 120
+"""PNG resolution: a 10 x 6 inch figure is 1,200 x 720 pixels, readable on a laptop screen."""
+
+STYLE = {"svg.hashsalt": "simulon", "svg.fonttype": "path", "font.size": 9, "axes.grid": True,
+         "grid.alpha": 0.3, "figure.dpi": DPI}
+
+
+def pyplot() -> Any:
+    """matplotlib.pyplot on the Agg backend, with simulon's style (imported on first use: `simulon simulate` and
+    the other commands do not pay for matplotlib)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plt.rcParams.update(STYLE)
+    return plt
+
+
+def check_output(path: Path) -> str:
+    """The format to write `path` in, or a ConfigError naming the option and the problem."""
+    suffix = path.suffix.lower()
+    if suffix not in FORMATS:
+        raise ConfigError(f"-o {path}: expected a file name ending in .png or .svg, got {suffix or 'no suffix'!r}")
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        raise ConfigError(f"-o {path}: folder {str(folder)!r} does not exist")
+    if path.is_dir():
+        raise ConfigError(f"-o {path}: is a folder; name the file to write")
+    return suffix[1:]
+
+
+def figure_bytes(fig: Any, fmt: str) -> bytes:
+    """The figure as PNG or SVG bytes, without time stamps or version strings; the figure is closed."""
+    plt = pyplot()
+    metadata = {"Software": None} if fmt == "png" else {"Date": None, "Creator": None}
+    buffer = io.BytesIO()
+    with plt.rc_context(STYLE):
+        fig.savefig(buffer, format=fmt, dpi=DPI, metadata=metadata, bbox_inches="tight")
+    plt.close(fig)
+    return buffer.getvalue()
+
+
+def save(fig: Any, path: Path) -> None:
+    """Write the figure to `path` (PNG or SVG by its suffix), atomically."""
+    from ..export.files import write_atomic
+
+    data = figure_bytes(fig, check_output(path))
+    try:
+        write_atomic(path, data)
+    except OSError as exc:
+        raise ConfigError(f"-o {path}: cannot write: {exc.strerror or exc}") from None

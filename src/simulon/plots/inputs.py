@@ -1,0 +1,57 @@
+"""Reading what a plot draws from a result file, with one plain message (file, field, problem) when it is not there."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from ..config.errors import ConfigError, not_utf8
+
+
+def read_text(path: Path) -> str:
+    """A result file's text, or a ConfigError naming the file and why it cannot be read."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: {not_utf8(exc)}") from None
+
+
+def read_json(path: Path) -> Any:
+    """A JSON result file, or a ConfigError naming the file and what is wrong with it."""
+    text = read_text(path)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path}: not JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}") from None
+
+
+def need(data: Any, key: str, source: str, made_by: str, kind: type = list) -> Any:
+    """`data[key]`, which must be a non-empty `kind`; else a ConfigError saying which command writes it."""
+    value = data.get(key) if isinstance(data, dict) else None
+    if not isinstance(value, kind) or not value:
+        what = "missing" if value is None else "empty or of the wrong type"
+        raise ConfigError(f"{source}: {key}: {what} (this plot reads the output of `{made_by}`)")
+    return value
+
+
+def numbers(rows: list, keys: tuple[str, ...], source: str, where: str) -> list[tuple[float, ...]]:
+    """Each row's values of `keys` as floats; a ConfigError names the first row and key that is not a number."""
+    values = []
+    for i, row in enumerate(rows):
+        try:
+            values.append(tuple(float(row[k]) for k in keys))
+        except (KeyError, TypeError, ValueError):
+            bad = next((k for k in keys if not isinstance(row, dict) or not _is_number(row.get(k))), keys[0])
+            raise ConfigError(f"{source}: {where}[{i}].{bad}: expected a number") from None
+    return values
+
+
+def _is_number(value: Any) -> bool:
+    try:
+        float(value)
+    except (TypeError, ValueError):
+        return False
+    return not isinstance(value, bool)

@@ -1,0 +1,42 @@
+"""The plot kinds by name, what each reads, and rendering one to a file."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..config.errors import ConfigError
+from .collective import busbw
+from .figure import check_output, save
+from .inputs import read_json
+from .result import breakdown, gantt, memory
+from .scaling import read_sweep, scaling, steps
+from .validation import validation
+
+
+@dataclass(frozen=True)
+class PlotKind:
+    draw: Callable[[Any, str, Any], Any]   # (data, source name, options) -> figure
+    read: Callable[[Path], Any]            # the result file -> data
+
+
+KINDS = {
+    "breakdown": PlotKind(breakdown, read_json),
+    "gantt": PlotKind(gantt, read_json),
+    "memory": PlotKind(memory, read_json),
+    "busbw": PlotKind(busbw, read_json),
+    "validation": PlotKind(validation, read_json),
+    "scaling": PlotKind(scaling, read_sweep),
+    "steps": PlotKind(steps, read_sweep),
+}
+
+
+def render(kind: str, result: Path, output: Path, options: Any = None) -> None:
+    """Draw `kind` from the result file into `output` (PNG or SVG by its suffix)."""
+    if kind not in KINDS:
+        raise ConfigError(f"--kind: expected one of {', '.join(KINDS)}, got {kind!r}")
+    check_output(output)
+    plot = KINDS[kind]
+    save(plot.draw(plot.read(result), str(result), options), output)

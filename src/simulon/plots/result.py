@@ -1,0 +1,125 @@
+"""Plots of one simulated iteration, from `simulon simulate --json`: where each GPU's and stage's step time goes
+(analysis/result.py's per-GPU breakdown), the pipeline timeline per stage (analysis/schedule.py) and memory per
+stage against the GPU's capacity (memory/)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from ..config.errors import ConfigError
+from .figure import pyplot
+from .inputs import need, numbers
+
+SIMULATE = "simulon simulate SCENARIO --json"
+
+TERMS = (("compute_ms", "compute", "#4c72b0"), ("exposed_comm_ms", "exposed communication", "#dd8452"),
+         ("bubble_ms", "bubble / idle", "#bbbbbb"))
+"""The parts a GPU's iteration splits into (compute + exposed communication + bubble = step time)."""
+
+SPAN_COLOURS = {"forward": "#4c72b0", "backward": "#55a868", "weight-gradient": "#8172b3", "recompute": "#64b5cd",
+                "optimizer": "#937860"}
+COMM_COLOUR = {"tp-comm": "#dd8452", "cp-comm": "#da8bc3", "ep-comm": "#ccb974", "dp-comm": "#c44e52",
+               "pp-comm": "#8c8c8c", "param-comm": "#e377c2", "communication": "#dd8452"}
+
+
+def breakdown(data: Any, source: str, options: Any = None) -> Any:
+    """Stacked bars: each simulated GPU's step split into compute, exposed communication and bubble, and the same
+    per pipeline stage (averaged over the GPUs of the stage, each weighted by the GPUs it stands for)."""
+    per_gpu = need(data, "per_gpu", source, SIMULATE)
+    keys = ("gpu", "stage", "stands_for", *(t[0] for t in TERMS))
+    rows = numbers(per_gpu, keys, source, "per_gpu")
+    plt = pyplot()
+    fig, (by_gpu, by_stage) = plt.subplots(1, 2, figsize=(11, 4.5), gridspec_kw={"width_ratios": (3, 2)})
+    labels = [f"{int(r[0])}" for r in rows]
+    stack(by_gpu, labels, [[r[3 + i] for r in rows] for i in range(len(TERMS))])
+    by_gpu.set_xlabel("simulated GPU")
+    stages: dict[int, list[tuple[float, ...]]] = defaultdict(list)
+    for r in rows:
+        stages[int(r[1])].append(r)
+    means = [[sum(r[2] * r[3 + i] for r in group) / sum(r[2] for r in group) for group in stages.values()]
+             for i in range(len(TERMS))]
+    stack(by_stage, [str(s) for s in stages], means)
+    by_stage.set_xlabel("pipeline stage")
+    for ax in (by_gpu, by_stage):
+        ax.set_ylabel("ms per iteration")
+    by_stage.legend(loc="lower right", fontsize=8)
+    fig.suptitle(f"Step-time breakdown: {float(data.get('iteration_time_ms', 0)):,.1f} ms, "
+                 f"{int(data.get('num_gpus', len(rows))):,} GPUs")
+    return fig
+
+
+def stack(ax: Any, labels: list[str], series: list[list[float]]) -> None:
+    """Bars of the TERMS stacked at each label."""
+    bottom = [0.0] * len(labels)
+    for (_, name, colour), values in zip(TERMS, series, strict=True):
+        ax.bar(range(len(labels)), values, bottom=bottom, label=name, color=colour, width=0.8)
+        bottom = [b + v for b, v in zip(bottom, values, strict=True)]
+    step = max(1, len(labels) // 32)
+    ax.set_xticks(range(0, len(labels), step), labels[::step], fontsize=7)
+
+
+def gantt(data: Any, source: str, options: Any = None) -> Any:
+    """The pipeline timeline: per stage a row of compute spans coloured by kind (forward, backward,
+    weight-gradient, recompute, optimizer) and under it a thinner row of communication by stream."""
+    sched = need(data, "schedule", source, SIMULATE, dict)
+    stages = need(sched, "stages", f"{source}: schedule", SIMULATE)
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(12, 1.0 + 0.6 * len(stages)))
+    seen: set[str] = set()
+    for row, stage in enumerate(stages):
+        spans = need(stage, "spans", f"{source}: schedule.stages[{row}]", SIMULATE)
+        by_kind: dict[str, list[tuple[float, float]]] = defaultdict(list)
+        for i, s in enumerate(spans):
+            if not (isinstance(s, list) and len(s) == 4 and isinstance(s[2], str)):
+                raise ConfigError(f"{source}: schedule.stages[{row}].spans[{i}]: expected [start_ms, end_ms, kind, "
+                                  "microbatch]")
+            by_kind[s[2]].append((float(s[0]), float(s[1]) - float(s[0])))
+        y = len(stages) - 1 - row
+        for kind in sorted(by_kind, key=lambda k: (-sum(d for _, d in by_kind[k]), k)):  # the rarer drawn on top
+            comm = kind not in SPAN_COLOURS
+            colour = COMM_COLOUR.get(kind, "#8c8c8c") if comm else SPAN_COLOURS[kind]
+            band = (y - 0.42, 0.22) if comm else (y - 0.17, 0.55)
+            ax.broken_barh(by_kind[kind], band, facecolors=colour, label=None if kind in seen else kind,
+                           linewidth=0)
+            seen.add(kind)
+    ax.set_yticks(range(len(stages)), [f"stage {s.get('stage', i)}" for i, s in enumerate(reversed(stages))])
+    ax.set_xlabel("time (ms)")
+    ax.set_xlim(0, float(sched.get("iteration_time_ms") or ax.get_xlim()[1]))
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12 - 0.3 / len(stages)), ncol=6, fontsize=8)
+    ax.set_title("Pipeline timeline per stage (compute above, communication below; one GPU per stage)")
+    return fig
+
+
+def memory(data: Any, source: str, options: Any = None) -> Any:
+    """Each stage's peak memory per GPU, split into its terms, against the GPU's capacity."""
+    mem = need(data, "memory", source, SIMULATE, dict)
+    stages = need(mem, "stages", f"{source}: memory", SIMULATE)
+    capacity = numbers([mem], ("capacity_bytes",), source, "memory")[0][0]
+    gib = 2.0**30
+    terms: dict[str, list[float]] = {}
+    for i, stage in enumerate(stages):
+        parts = {**need(stage, "terms_bytes", f"{source}: memory.stages[{i}]", SIMULATE, dict),
+                 **(stage.get("runtime_bytes") or {})}
+        for name in parts:
+            terms.setdefault(name, [0.0] * len(stages))
+        for name, value in parts.items():
+            terms[name][i] = float(value) / gib
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    bottom = [0.0] * len(stages)
+    colours = plt.get_cmap("tab20").colors
+    for n, (name, values) in enumerate(terms.items()):
+        ax.bar(range(len(stages)), values, bottom=bottom, label=name, color=colours[n % len(colours)])
+        bottom = [b + v for b, v in zip(bottom, values, strict=True)]
+    devices = numbers(stages, ("device_bytes",), source, "memory.stages")
+    rest = [max(d[0] / gib - b, 0.0) for d, b in zip(devices, bottom, strict=True)]
+    if any(r > 0 for r in rest):  # the caching allocator's excess: device peak over the terms
+        ax.bar(range(len(stages)), rest, bottom=bottom, label="allocator excess", color="#eeeeee", hatch="//")
+    ax.axhline(capacity / gib, color="#c44e52", linestyle="--", label=f"capacity {capacity / gib:.0f} GiB")
+    ax.set_xticks(range(len(stages)), [str(s.get("stage", i)) for i, s in enumerate(stages)])
+    ax.set_xlabel("pipeline stage")
+    ax.set_ylabel("GiB per GPU")
+    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=7)
+    ax.set_title(f"Memory per stage on {mem.get('gpu', 'the GPU')}: {'fits' if mem.get('fits') else 'does not fit'}")
+    return fig

@@ -1,0 +1,98 @@
+"""Plots of a sweep (`simulon sweep ... -o sweep.csv`): throughput and scaling efficiency against GPUs with where
+the efficiency falls most and the term that causes it (sweep/scaling.py), and the step-time breakdown of every
+point."""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+from typing import Any
+
+from ..config.errors import ConfigError
+from .figure import pyplot
+from .inputs import read_text
+from .result import TERMS, stack
+
+SWEEP = "simulon sweep SCENARIO --set ... -o sweep.csv"
+
+
+def read_sweep(path: Path) -> tuple[list[dict[str, str]], list[str]]:
+    """A sweep's CSV: its rows and its swept columns (those between `key` and `num_gpus`)."""
+    from ..sweep.run import METRICS
+
+    reader = csv.DictReader(io.StringIO(read_text(path)))
+    header = reader.fieldnames or []
+    missing = [c for c in ("key", *METRICS) if c not in header]
+    if missing:
+        raise ConfigError(f"{path}: {missing[0]}: column missing (this plot reads the CSV of `{SWEEP}`)")
+    rows = list(reader)
+    if not rows:
+        raise ConfigError(f"{path}: no rows (this plot reads the CSV of `{SWEEP}`)")
+    for i, row in enumerate(rows):
+        for column in METRICS[:-1]:
+            try:
+                float(row[column])
+            except (TypeError, ValueError):
+                raise ConfigError(f"{path}: row {i + 1}: {column}: expected a number, got {row[column]!r}") from None
+    return rows, header[1:header.index("num_gpus")]
+
+
+def scaling(data: Any, source: str, options: Any = None) -> Any:
+    """Tokens/s against GPUs (log-log, with the ideal line from the smallest point) and scaling efficiency, one
+    line per series, the largest fall in efficiency marked and explained."""
+    from ..sweep.scaling import scaling_study
+
+    rows, axes = data
+    series = scaling_study(rows, axes)
+    if not series:
+        raise ConfigError(f"{source}: no swept field changes the GPU count; a scaling plot needs one "
+                          "(e.g. --set cluster.num_nodes=1,2,4)")
+    plt = pyplot()
+    fig, (speed, eff) = plt.subplots(1, 2, figsize=(12, 4.8))
+    notes = []
+    for n, s in enumerate(series):
+        colour = plt.get_cmap("tab10").colors[n % 10]
+        label = f"{s.name} ({s.kind} scaling)"
+        speed.plot(s.gpus, s.tokens_per_s, "o-", color=colour, label=label)
+        ideal = [s.tokens_per_s[0] * g / s.gpus[0] for g in s.gpus]
+        if s.kind != "mixed":
+            speed.plot(s.gpus, ideal, ":", color=colour, linewidth=0.8)
+        eff.plot(s.gpus, [100 * e for e in s.efficiency], "o-", color=colour, label=label)
+        if s.worst is not None:
+            eff.annotate(s.worst.term.removesuffix("_ms").replace("_", " "), (s.worst.to_gpus,
+                         100 * s.worst.efficiency_after), textcoords="offset points", xytext=(0, -14), ha="center",
+                         fontsize=7, color=colour)
+            notes.append(f"{s.name}: {s.worst.describe()}")
+    gpus = sorted({g for s in series for g in s.gpus})
+    for ax in (speed, eff):
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(gpus, [f"{g:,}" for g in gpus])
+        ax.minorticks_off()
+        ax.set_xlabel("GPUs")
+        ax.legend(fontsize=7)
+    speed.set_yscale("log")
+    speed.yaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v:,.0f}"))
+    speed.yaxis.set_minor_formatter(plt.NullFormatter())
+    speed.set_ylabel("tokens/s (dotted: ideal)")
+    eff.set_ylabel("scaling efficiency (%)")
+    eff.set_ylim(0, max(105, max(100 * max(s.efficiency) for s in series) + 5))
+    fig.suptitle("Throughput and scaling efficiency")
+    if notes:
+        fig.text(0.5, -0.02, "\n".join(notes), ha="center", va="top", fontsize=8)
+    return fig
+
+
+def steps(data: Any, source: str, options: Any = None) -> Any:
+    """Every point's step split into compute, exposed communication and bubble (ms, averages over the GPUs)."""
+    from ..sweep.scaling import short_name
+
+    rows, axes = data
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.2 * len(rows) + 2), 5))
+    labels = ["\n".join(f"{short_name(a)}={r[a]}" for a in axes) for r in rows]
+    stack(ax, labels, [[float(r[t[0]]) for r in rows] for t in TERMS])
+    ax.set_ylabel("ms per step")
+    ax.legend(fontsize=8)
+    ax.set_title("Step-time breakdown per point")
+    return fig

@@ -1,0 +1,150 @@
+"""The points of a sweep: the cartesian product of `--set PATH=V1,V2,...` axes over a scenario file.
+
+PATH is a field's dotted path from the scenario's root (`datacenter.cluster.num_nodes`), or from inside one of its
+blocks when only one block has a field of that name (`cluster.num_nodes`, `network.scale_out.nic.speed`,
+`parallelism.tp`). Several fields that must move together are one axis: `--set A+B=a1:b1,a2:b2` (a GPU count and
+the batch that keeps a weak-scaling study's micro-batches per replica constant, say). Values are read as YAML
+scalars, as in the scenario file (`4` a number, `400Gbps` text, `true` a flag). Each point is the scenario file with
+its values set, validated by the scenario's own models (config/), so a bad path or value is refused with the
+field's own message before anything runs.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import itertools
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..config.dc import DatacenterConfig
+from ..config.errors import ConfigError, parse_yaml
+from ..config.loading import parse_scenario, read_scenario_data
+from ..config.scenario import CollectiveConfig, ScenarioConfig
+from ..config.workload import MegatronWorkload
+
+BLOCKS = {"datacenter": DatacenterConfig, "workload": MegatronWorkload, "collective": CollectiveConfig}
+"""The scenario's blocks, and the model a path inside each starts from."""
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One `--set`: the fields it sets together, and the values of each of its steps."""
+
+    paths: tuple[str, ...]
+    values: tuple[tuple[Any, ...], ...]
+
+    @property
+    def name(self) -> str:
+        """The axis's column in the sweep's CSV: its paths joined by '+'."""
+        return "+".join(self.paths)
+
+
+def step_text(values: tuple[Any, ...]) -> str:
+    """One step of an axis as its CSV cell: the values joined by ':' (true/false for flags)."""
+    return ":".join(str(v).lower() if isinstance(v, bool) else str(v) for v in values)
+
+
+@dataclass(frozen=True)
+class Point:
+    """One scenario of the sweep: the values it sets (path -> value) and its validated scenario."""
+
+    settings: dict[str, Any]
+    scenario: ScenarioConfig
+    steps: dict[str, str]   # axis name -> the step's CSV cell
+
+    @property
+    def label(self) -> str:
+        return ", ".join(f"{path}={value}" for path, value in self.settings.items())
+
+    @property
+    def key(self) -> str:
+        """A hash of the resolved scenario (templates merged, defaults filled): two points that simulate the same
+        thing share it, whatever their file or options said."""
+        return hashlib.sha256(self.scenario.model_dump_json().encode()).hexdigest()[:16]
+
+
+def full_path(path: str) -> str:
+    """A dotted path from the scenario's root: `cluster.num_nodes` -> `datacenter.cluster.num_nodes` when only one
+    block has a `cluster` field (a path the blocks do not know is left for the validation to name)."""
+    first = path.split(".", 1)[0]
+    if first in BLOCKS:
+        return path
+    owners = [block for block, model in BLOCKS.items() if first in model.model_fields]
+    return f"{owners[0]}.{path}" if len(owners) == 1 else path
+
+
+def parse_axis(text: str) -> Axis:
+    """`PATH=V1,V2` or `PATH1+PATH2=A1:B1,A2:B2` as an axis; a ConfigError names the --set and the problem."""
+    left, sep, right = text.partition("=")
+    paths = tuple(full_path(p.strip()) for p in left.split("+"))
+    if not sep or not right.strip() or not all(p and all(paths) for p in paths):
+        raise ConfigError(f"--set {text}: expected PATH=VALUE[,VALUE...] (or PATH+PATH=V:V[,V:V...])")
+    if len(set(paths)) != len(paths):
+        raise ConfigError(f"--set {text}: a field appears twice")
+    values = []
+    for step in right.split(","):
+        parts = step.split(":") if len(paths) > 1 else [step]
+        if len(parts) != len(paths):
+            raise ConfigError(f"--set {text}: {step.strip()!r} has {len(parts)} values for {len(paths)} fields "
+                              "(separate them with ':')")
+        try:
+            values.append(tuple(parse_yaml(part.strip()) for part in parts))
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"--set {text}: cannot read {step.strip()!r}: {exc}") from None
+        if any(v is None or isinstance(v, dict | list) for v in values[-1]):
+            raise ConfigError(f"--set {text}: {step.strip()!r}: expected a number, text or true/false")
+    if len(set(values)) != len(values):
+        raise ConfigError(f"--set {text}: a value appears twice")
+    return Axis(paths, tuple(values))
+
+
+def with_value(data: dict, path: str, value: Any) -> None:
+    """Set `path` in the raw scenario `data` (in place), creating mappings on the way; a template named by a bare
+    string (`model: gpt3-175b`) becomes `{from: gpt3-175b}` so that one of its fields can be set."""
+    node = data
+    keys = path.split(".")
+    for key in keys[:-1]:
+        child = node.get(key)
+        if isinstance(child, str):
+            child = {"from": child}
+        elif not isinstance(child, dict):
+            child = {}
+        node[key] = child
+        node = child
+    node[keys[-1]] = value
+
+
+def sweep_points(scenario: Path, axes: list[Axis]) -> list[Point]:
+    """Every point of the cartesian product of `axes` over the scenario file, validated (the first bad one stops
+    the sweep with a message naming its settings, the field and the problem)."""
+    if not axes:
+        raise ConfigError("--set: give at least one field to sweep, e.g. --set cluster.num_nodes=1,2,4")
+    paths = [p for axis in axes for p in axis.paths]
+    twice = next((p for p in paths if paths.count(p) > 1), None)
+    if twice is not None:
+        raise ConfigError(f"--set: {twice} is set by two --set options")
+    base = read_scenario_data(scenario)
+    if not isinstance(base, dict):
+        parse_scenario(base, str(scenario))  # raises the loader's own message
+    points = []
+    for steps in itertools.product(*(axis.values for axis in axes)):
+        settings = {p: v for axis, step in zip(axes, steps, strict=True) for p, v in zip(axis.paths, step, strict=True)}
+        data = copy.deepcopy(base)
+        for path, value in settings.items():
+            with_value(data, path, value)
+        label = ", ".join(f"{p}={v}" for p, v in settings.items())
+        sc = parse_scenario(data, f"{scenario} with {label}", scenario.parent)
+        if sc.workload is None:
+            raise ConfigError(f"{scenario}: workload: required to sweep training iterations")
+        points.append(Point(settings, sc, {axis.name: step_text(step) for axis, step in zip(axes, steps,
+                                                                                         strict=True)}))
+    keys = [p.key for p in points]
+    same = next((i for i, k in enumerate(keys) if keys.index(k) != i), None)
+    if same is not None:
+        first = points[keys.index(keys[same])]
+        raise ConfigError(f"--set: {points[same].label} simulates the same scenario as {first.label}")
+    return points

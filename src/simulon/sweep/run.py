@@ -1,0 +1,161 @@
+"""Run a sweep's points on local processes and keep their results in a CSV that doubles as the sweep's journal.
+
+Each point is one full simulation (pipeline.simulate) in a worker process (concurrent.futures'
+ProcessPoolExecutor, as the search replays its best strategies: search/run.py). A finished point's row is
+appended to the CSV and flushed to disk at once, keyed by the hash of the point's resolved scenario
+(sweep/points.py), so a sweep that is killed loses only the points it was running: started again, it keeps the
+rows whose key is one of its points and runs the rest. When every point is done the CSV is rewritten in the
+points' order, so the same sweep gives the same file however it was interrupted or parallelised.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+
+from ..analysis.schedule import COMM_KINDS
+from ..config.errors import ConfigError
+from ..export.files import write_atomic
+from ..progress import SILENT, Progress
+from .points import Point
+
+EXPOSED = tuple(f"exposed_{kind.replace('-', '_')}_ms" for kind in sorted(set(COMM_KINDS.values())))
+"""Exposed communication per kind, averaged over the stages (analysis/schedule.py: exposed_comm_by_kind)."""
+
+METRICS = ("num_gpus", "tokens_per_step", "step_ms", "tokens_per_s", "tflops_per_gpu", "mfu", "compute_ms",
+           "exposed_comm_ms", "overlapped_comm_ms", "bubble_ms", *EXPOSED, "peak_memory_gib", "memory_capacity_gib",
+           "fits")
+"""What each point's row reports after its key and swept values (ms per step: averages over the GPUs)."""
+
+DIGITS = 9
+"""Significant digits of a number in the CSV."""
+
+
+def point_metrics(args: tuple[dict, str]) -> dict[str, str]:
+    """Simulate one point and return its row's metrics as CSV text; runs in a worker process (module level, to be
+    picklable)."""
+    from ..analysis.schedule import exposed_comm_by_kind
+    from ..config.loading import parse_scenario
+    from ..pipeline import simulate
+
+    data, fold_mode = args
+    sc = parse_scenario(data, "sweep point")
+    sim = simulate(sc, fold_mode=fold_mode)  # type: ignore[arg-type]
+    r, train, gib = sim.result, sc.workload.training, 2.0**30
+    exposed = exposed_comm_by_kind(sim.dag, sim.timeline)
+    values = {"num_gpus": r.num_gpus, "tokens_per_step": train.global_batch_size * train.sequence_length,
+              "step_ms": r.iteration_time_ms, "tokens_per_s": r.tokens_per_s, "tflops_per_gpu": r.tflops_per_gpu,
+              "mfu": r.mfu, **r.breakdown,
+              **{f"exposed_{k.replace('-', '_')}_ms": exposed.get(k, 0.0) for k in sorted(set(COMM_KINDS.values()))},
+              "peak_memory_gib": sim.memory.peak.device / gib, "memory_capacity_gib": sim.memory.capacity / gib,
+              "fits": sim.memory.fits}
+    return {name: text(values[name]) for name in METRICS}
+
+
+def text(value: object) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float):
+        return f"{value:.{DIGITS}g}"
+    return str(value)
+
+
+def columns(points: list[Point]) -> list[str]:
+    return ["key", *points[0].steps, *METRICS]
+
+
+def read_done(path: Path) -> dict[str, dict[str, str]]:
+    """The rows of an earlier run of a sweep in `path` (none if it does not exist): key -> metrics. A row cut short
+    by a kill (no newline at its end, or fields missing) is ignored; a file that is not a sweep's CSV is refused
+    rather than overwritten."""
+    if not path.exists():
+        return {}
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"-o {path}: cannot read the earlier sweep's rows: {exc}") from None
+    text = text[:text.rfind("\n") + 1]  # a last line without its newline was cut short by a kill
+    if not text.strip():
+        return {}
+    reader = csv.DictReader(io.StringIO(text))
+    if "key" not in (reader.fieldnames or []):
+        raise ConfigError(f"-o {path}: exists and is not a sweep's CSV (no key column); name another file")
+    done = {}
+    for row in reader:
+        if all(row.get(m) not in (None, "") for m in METRICS) and None not in row:
+            done[row["key"]] = {m: row[m] for m in METRICS}
+    return done
+
+
+def row_text(header: list[str], rows: list[dict[str, str]]) -> str:
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=header, lineterminator="\n")
+    for row in rows:
+        writer.writerow(row)
+    return out.getvalue()
+
+
+def header_text(header: list[str]) -> str:
+    return ",".join(header) + "\n"
+
+
+def point_row(point: Point, metrics: dict[str, str]) -> dict[str, str]:
+    return {"key": point.key, **point.steps, **metrics}
+
+
+def run_sweep(points: list[Point], path: Path, jobs: int = 1, fold_mode: str = "auto",
+              progress: Progress = SILENT) -> tuple[list[dict[str, str]], int]:
+    """Run every point not already in the CSV at `path`, `jobs` at a time, writing each row as it finishes; the
+    rows in the points' order, and how many were already there."""
+    header = columns(points)
+    done = read_done(path)
+    kept = {p.key: done[p.key] for p in points if p.key in done}
+    try:
+        write_atomic(path, header_text(header) + row_text(header, [point_row(p, kept[p.key]) for p in points
+                                                                    if p.key in kept]))
+    except OSError as exc:
+        raise ConfigError(f"-o {path}: cannot write: {exc.strerror or exc}") from None
+    pending = [p for p in points if p.key not in kept]
+    progress.stage(f"simulating {len(pending)} of {len(points)} points", total=len(pending), unit="points")
+    results = dict(kept)
+    with open(path, "a", encoding="utf-8") as journal:
+        for n, (point, metrics) in enumerate(simulated(pending, jobs, fold_mode), start=1):
+            journal.write(row_text(header, [point_row(point, metrics)]))
+            journal.flush()
+            os.fsync(journal.fileno())
+            results[point.key] = metrics
+            progress.advance(n)
+    rows = [point_row(p, results[p.key]) for p in points]
+    write_atomic(path, header_text(header) + row_text(header, rows))
+    return rows, len(kept)
+
+
+def simulated(points: list[Point], jobs: int, fold_mode: str) -> Iterator[tuple[Point, dict[str, str]]]:
+    """(point, metrics) as each point finishes: in this process with one job, else on a pool of `jobs`."""
+    work = [(p.scenario.model_dump(exclude_none=True), fold_mode) for p in points]
+    if jobs <= 1 or len(points) <= 1:
+        for point, args in zip(points, work, strict=True):
+            yield point, named(point, lambda args=args: point_metrics(args))
+        return
+    pool = ProcessPoolExecutor(max_workers=min(jobs, len(points)))
+    try:
+        futures = {pool.submit(point_metrics, args): point for point, args in zip(points, work, strict=True)}
+        for future in as_completed(futures):
+            yield futures[future], named(futures[future], future.result)
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
+def named(point: Point, result: Callable[[], dict[str, str]]) -> dict[str, str]:
+    """A point's metrics; a scenario that validates but cannot run (a collective algorithm the fabric lacks) stops
+    the sweep with a message naming the point (the rows done so far stay in the CSV)."""
+    from ..collective.algorithms import Unrunnable
+
+    try:
+        return result()
+    except Unrunnable as exc:
+        raise ConfigError(f"sweep point {point.label}: collective.algorithm: {exc}") from None

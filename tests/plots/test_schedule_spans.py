@@ -1,0 +1,91 @@
+"""The per-stage timeline the gantt plot draws (analysis/schedule.py), checked against the replay it comes from."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from helpers import gpt_scenario
+from simulon.analysis.schedule import COMPUTE_KINDS, RESOLUTION, exposed_comm_by_kind, schedule, stage_representatives
+from simulon.dag.nodes import NodeKind
+from simulon.pipeline import simulate
+
+
+@pytest.fixture(scope="module")
+def pipelined():
+    sim = simulate(gpt_scenario(nodes=1, gpus_per_node=8, tp=2, pp=4, gbs=8, layers=4))
+    return sim, schedule(sim.dag, sim.timeline)
+
+
+def test_each_stage_is_drawn_by_its_lowest_simulated_gpu(pipelined):
+    sim, sched = pipelined
+    assert [s["stage"] for s in sched["stages"]] == [0, 1, 2, 3]
+    compute = sim.dag.kind == NodeKind.compute
+    for s in sched["stages"]:
+        assert s["gpu"] == int(sim.dag.gpu[compute & (sim.dag.stage == s["stage"])].min())
+
+
+def test_spans_lie_within_the_iteration_and_the_last_one_ends_it(pipelined):
+    sim, sched = pipelined
+    ends = [span[1] for s in sched["stages"] for span in s["spans"]]
+    assert all(0 <= span[0] <= span[1] <= sched["iteration_time_ms"] + 1e-4
+               for s in sched["stages"] for span in s["spans"])
+    assert max(ends) == pytest.approx(sim.result.iteration_time_ms, abs=1e-3)
+
+
+def test_compute_spans_of_a_stage_follow_one_another_as_its_stream_runs_them(pipelined):
+    _, sched = pipelined
+    for s in sched["stages"]:
+        compute = [span for span in s["spans"] if span[2] in COMPUTE_KINDS.values()]
+        assert all(a[1] <= b[0] + 1e-4 for a, b in itertools.pairwise(compute))
+
+
+def test_every_stage_runs_the_forward_and_backward_of_every_micro_batch_once_in_1f1b_order(pipelined):
+    _, sched = pipelined
+    microbatches = 8  # global batch 8, micro-batch 1, dp 1
+    for s in sched["stages"]:
+        forward = [span[3] for span in s["spans"] if span[2] == "forward"]
+        backward = [span[3] for span in s["spans"] if span[2] == "backward"]
+        assert sorted(set(forward)) == sorted(set(backward)) == list(range(microbatches))
+        assert forward[:1] == [0] and all(a <= b for a, b in itertools.pairwise(forward))
+    warmup = [sum(1 for span in s["spans"] if span[2] == "forward" and span[0] < first_backward(s))
+              for s in sched["stages"]]
+    assert warmup == [4, 3, 2, 1]  # 1F1B: pp - stage micro-batches in flight before the first backward
+
+
+def first_backward(stage: dict) -> float:
+    return min(span[0] for span in stage["spans"] if span[2] == "backward")
+
+
+def test_pipeline_sends_appear_on_every_stage_and_only_on_the_pp_stream(pipelined):
+    _, sched = pipelined
+    for s in sched["stages"]:
+        assert any(span[2] == "pp-comm" for span in s["spans"])
+        assert {span[2] for span in s["spans"]} <= set(COMPUTE_KINDS.values()) | {"tp-comm", "pp-comm", "dp-comm"}
+
+
+def test_with_tensor_parallelism_alone_the_exposed_tp_time_is_the_gpus_exposed_communication():
+    sim = simulate(gpt_scenario(nodes=1, gpus_per_node=2, tp=2, pp=1, gbs=2, layers=2))
+    exposed = exposed_comm_by_kind(sim.dag, sim.timeline)
+    assert set(exposed) == {"tp-comm"}
+    gpu = stage_representatives(sim.dag)[0]
+    breakdown = next(b for b in sim.result.per_gpu if b.gpu == gpu)
+    assert exposed["tp-comm"] == pytest.approx(breakdown.exposed_comm_ms, rel=1e-6)
+    assert np.isfinite(exposed["tp-comm"]) and exposed["tp-comm"] > 0
+
+
+def test_every_kernel_of_a_stage_lies_in_a_compute_span_and_short_weight_gradient_runs_join_their_backward(
+        pipelined):
+    sim, sched = pipelined
+    compute = sim.dag.kind == NodeKind.compute
+    for s in sched["stages"]:
+        spans = [span for span in s["spans"] if span[2] in COMPUTE_KINDS.values()]
+        starts, ends = np.array([x[0] for x in spans]), np.array([x[1] for x in spans])
+        kernels = np.flatnonzero(compute & (sim.dag.gpu == s["gpu"]))
+        for start, finish in zip(sim.timeline.start[kernels] * 1e3, sim.timeline.finish[kernels] * 1e3,
+                                 strict=True):
+            assert np.any((starts <= start + 1e-3) & (finish <= ends + 1e-3))
+        shortest = RESOLUTION * sched["iteration_time_ms"]
+        assert all(x[1] - x[0] >= shortest - 1e-3 for x in spans if x[2] == "weight-gradient")

@@ -1,0 +1,89 @@
+"""`simulon sweep` on the command line: killed and started again it loses nothing and writes the same CSV as a
+run that was never interrupted; bad input ends with exit status 2 before any run; --json prints the rows and the
+scaling study and draws no progress; --plots writes the scaling and breakdown plots."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import yaml
+from rich.console import Console
+
+from helpers import ROOT, cli
+from simulon.cli.progress import terminal_progress
+from simulon.sweep.points import parse_axis, sweep_points
+from simulon.sweep.run import run_sweep
+
+SLOWER = {"num_layers": 8, "hidden_size": 2048, "ffn_hidden_size": 8192}
+"""A model big enough that a point takes a good part of a second, so the kill lands in the middle of the sweep."""
+
+
+def test_a_killed_sweep_started_again_loses_nothing_and_writes_what_an_uninterrupted_one_does(scenario, tmp_path):
+    data = yaml.safe_load(scenario.read_text())
+    data["workload"]["model"].update(SLOWER)
+    scenario.write_text(yaml.safe_dump(data))
+    sets = ["--set", "cluster.num_nodes=1,2", "--set", "training.global_batch_size=16,32"]
+    out = tmp_path / "sweep.csv"
+    command = [sys.executable, "-c", "from simulon.cli.app import main; main()", "sweep", str(scenario), *sets,
+               "-o", str(out), "--jobs", "1"]
+    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and (not out.exists() or out.read_text().count("\n") < 2):
+            time.sleep(0.02)
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.communicate()
+    rows_before = out.read_text().count("\n") - 1
+    assert 1 <= rows_before < 4, "the kill should land after the first point and before the last"
+    done = cli("sweep", str(scenario), *sets, "-o", str(out), "--jobs", "1")
+    assert done.returncode == 0, done.stderr
+    assert f"4 points ({rows_before} already in {out}, {4 - rows_before} simulated)" in done.stdout
+    reference = tmp_path / "reference.csv"
+    run_sweep(sweep_points(scenario, [parse_axis(s) for s in sets[1::2]]), reference)
+    assert out.read_bytes() == reference.read_bytes()
+
+
+def test_json_prints_the_rows_and_the_scaling_study_and_plots_are_written(scenario, tmp_path):
+    out, plots = tmp_path / "sweep.csv", tmp_path / "plots"
+    done = cli("sweep", str(scenario), "--set", "cluster.num_nodes+training.global_batch_size=1:16,2:32", "-o",
+               str(out), "--jobs", "1", "--json", "--plots", str(plots))
+    assert done.returncode == 0 and done.stderr == ""
+    result = json.loads(done.stdout)
+    assert [int(r["num_gpus"]) for r in result["rows"]] == [8, 16] and result["kept"] == 0
+    (series,) = result["scaling"]
+    assert series["kind"] == "weak" and series["gpus"] == [8, 16] and series["efficiency"][0] == 1.0
+    assert sorted(p.name for p in plots.iterdir()) == ["scaling.png", "steps.png"]
+
+
+def test_a_bad_set_exits_2_naming_it_before_anything_runs_or_is_written(scenario, tmp_path):
+    out = tmp_path / "sweep.csv"
+    done = cli("sweep", str(scenario), "--set", "cluster.num_nodes=1,2", "--set", "cluster.nodes=4", "-o", str(out))
+    assert done.returncode == 2 and done.stderr.count("\n") == 1
+    assert "datacenter.cluster.nodes: unknown key" in done.stderr and "Traceback" not in done.stderr
+    assert not out.exists()
+
+
+def test_bad_options_exit_2_with_one_line(scenario, tmp_path):
+    for args, expected in ((("--jobs", "0"), "--jobs: expected a positive number"),
+                           (("--expand", "some"), "--expand: expected auto, full or symmetric"),
+                           (("-o", str(tmp_path / "no" / "x.csv")), "does not exist")):
+        options = ["-o", str(tmp_path / "s.csv"), *args] if args[0] != "-o" else list(args)
+        done = cli("sweep", str(scenario), "--set", "cluster.num_nodes=1", *options)
+        assert done.returncode == 2 and expected in done.stderr, done.stderr
+
+
+def test_the_progress_bar_is_drawn_on_a_terminal_unless_quiet():
+    for quiet in (False, True):
+        out = io.StringIO()
+        with terminal_progress(Console(file=out, force_terminal=True, width=100), quiet=quiet) as progress:
+            progress.stage("simulating 4 of 4 points", total=4, unit="points")
+            progress.advance(2)
+        assert ("simulating" in out.getvalue()) != quiet

@@ -1,0 +1,103 @@
+"""A sweep's points: `--set` axes read as YAML values, paths from the scenario's root or inside one block, the
+cartesian product, every point validated by the scenario's own models before anything runs."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from simulon.config.errors import ConfigError
+from simulon.sweep.points import Axis, full_path, parse_axis, sweep_points
+
+
+def test_values_are_read_as_yaml_scalars():
+    assert parse_axis("cluster.num_nodes=1,2,4") == Axis(("datacenter.cluster.num_nodes",), ((1,), (2,), (4,)))
+    assert parse_axis("network.scale_out.nic.speed=200Gbps, 400Gbps").values == (("200Gbps",), ("400Gbps",))
+    assert parse_axis("parallelism.sequence_parallel=true,false").values == ((True,), (False,))
+
+
+def test_linked_fields_move_together_as_one_axis():
+    axis = parse_axis("cluster.num_nodes+training.global_batch_size=1:16,2:32")
+    assert axis.paths == ("datacenter.cluster.num_nodes", "workload.training.global_batch_size")
+    assert axis.values == ((1, 16), (2, 32)) and axis.name == "+".join(axis.paths)
+
+
+@pytest.mark.parametrize(("path", "full"), [
+    ("cluster.num_nodes", "datacenter.cluster.num_nodes"),
+    ("parallelism.tp", "workload.parallelism.tp"),
+    ("algorithm", "collective.algorithm"),
+    ("workload.training.micro_batch_size", "workload.training.micro_batch_size"),
+    ("nonsense.field", "nonsense.field"),  # left for the validation to name
+])
+def test_a_path_inside_one_block_is_completed_from_the_scenarios_root(path, full):
+    assert full_path(path) == full
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("cluster.num_nodes", "expected PATH=VALUE"),
+    ("cluster.num_nodes=", "expected PATH=VALUE"),
+    ("=1,2", "expected PATH=VALUE"),
+    ("a+b=1:2,3", "'3' has 1 values for 2 fields"),
+    ("cluster.num_nodes=1,1", "a value appears twice"),
+    ("cluster.num_nodes=[1", "cannot read"),
+    ("cluster.num_nodes=1,,2", "expected a number, text or true/false"),
+])
+def test_a_malformed_set_is_refused_naming_it(text, expected):
+    with pytest.raises(ConfigError, match="--set") as exc:
+        parse_axis(text)
+    assert expected in str(exc.value)
+
+
+@given(st.lists(st.integers(1, 10**6), min_size=1, max_size=8, unique=True))
+def test_any_list_of_whole_numbers_reads_back_as_itself(values):
+    assert parse_axis("cluster.num_nodes=" + ",".join(map(str, values))).values == tuple((v,) for v in values)
+
+
+def test_the_points_are_the_cartesian_product_each_with_its_values_set(scenario):
+    axes = [parse_axis("cluster.num_nodes=1,2,4"), parse_axis("network.scale_out.nic.speed=200Gbps,400Gbps")]
+    points = sweep_points(scenario, axes)
+    assert len(points) == math.prod(len(a.values) for a in axes) == 6
+    assert [(p.scenario.datacenter.cluster.num_nodes, p.scenario.datacenter.network.scale_out.nic.speed / 1e9 * 8)
+            for p in points] == [(n, s) for n in (1, 2, 4) for s in (200, 400)]
+    assert len({p.key for p in points}) == 6
+    assert points[0].steps == {"datacenter.cluster.num_nodes": "1", "datacenter.network.scale_out.nic.speed": "200Gbps"}
+
+
+def test_a_templates_field_can_be_set_where_the_file_names_the_template(scenario):
+    text = scenario.read_text().replace("from: dgx-h100", "from: dgx-h100")
+    scenario.write_text(text)
+    points = sweep_points(scenario, [parse_axis("node.gpu.memory_capacity_gb=40,80")])
+    assert [p.scenario.datacenter.node.gpu.memory_capacity_gb for p in points] == [40, 80]
+    assert points[0].scenario.datacenter.node.gpu.name == points[1].scenario.datacenter.node.gpu.name
+
+
+def test_the_key_is_the_resolved_scenarios_not_the_way_it_was_written(scenario):
+    once = sweep_points(scenario, [parse_axis("cluster.num_nodes=1")])[0]
+    again = sweep_points(scenario, [parse_axis("datacenter.cluster.num_nodes=1")])[0]
+    other = sweep_points(scenario, [parse_axis("cluster.num_nodes=2")])[0]
+    assert once.key == again.key != other.key
+
+
+@pytest.mark.parametrize(("axis", "expected"), [
+    ("cluster.num_nodez=1,2", "datacenter.cluster.num_nodez: unknown key"),
+    ("cluster.num_nodes=1,two", "datacenter.cluster.num_nodes: expected a whole number, got the text 'two'"),
+    ("network.scale_out.nic.speed=fast", "datacenter.network.scale_out.nic.speed"),
+    ("parallelism.tp=3", "workload.parallelism: tp*cp*pp = 6 does not divide num_gpus 8"),
+])
+def test_a_bad_path_or_value_is_refused_with_the_fields_own_message(scenario, axis, expected):
+    with pytest.raises(ConfigError) as exc:
+        sweep_points(scenario, [parse_axis(axis)])
+    assert str(exc.value).startswith(f"{scenario} with ") and expected in str(exc.value)
+
+
+def test_a_point_that_simulates_the_same_scenario_as_another_is_refused(scenario):
+    with pytest.raises(ConfigError, match="simulates the same scenario"):
+        sweep_points(scenario, [parse_axis("network.scale_out.nic.speed=400Gbps,50GBps")])
+
+
+def test_a_field_set_twice_is_refused(scenario):
+    with pytest.raises(ConfigError, match=r"datacenter\.cluster\.num_nodes is set by two"):
+        sweep_points(scenario, [parse_axis("cluster.num_nodes=1"), parse_axis("datacenter.cluster.num_nodes=2")])

@@ -1,0 +1,127 @@
+"""Running a sweep: one CSV row per point, in the points' order, the same bytes however it ran; rows already in
+the CSV (by the hash of the point's resolved scenario) are kept and not re-run; a row cut short is re-run."""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from simulon.config.errors import ConfigError
+from simulon.pipeline import simulate
+from simulon.sweep import run as sweep_run
+from simulon.sweep.points import parse_axis, sweep_points
+from simulon.sweep.run import METRICS, read_done, run_sweep
+
+
+class Recorder:
+    def __init__(self):
+        self.events = []
+
+    def stage(self, description, total=None, unit=""):
+        self.events.append(("stage", total, unit))
+
+    def advance(self, done):
+        self.events.append(("advance", done, None))
+
+
+@pytest.fixture()
+def points(scenario):
+    return sweep_points(scenario, [parse_axis("cluster.num_nodes=1,2"), parse_axis("parallelism.pp=1,2")])
+
+
+@pytest.fixture()
+def counted(monkeypatch):
+    """The points simulated, by key (the sweep's worker function, counted)."""
+    calls = []
+    original = sweep_run.point_metrics
+
+    def counting(args):
+        calls.append(args)
+        return original(args)
+
+    monkeypatch.setattr(sweep_run, "point_metrics", counting)
+    return calls
+
+
+def test_each_point_gets_one_row_in_order_with_what_its_simulation_reports(points, tmp_path, counted):
+    out = tmp_path / "sweep.csv"
+    progress = Recorder()
+    rows, kept = run_sweep(points, out, progress=progress)
+    assert kept == 0 and len(counted) == 4
+    table = list(csv.DictReader(out.open()))
+    assert table == rows
+    assert [r["key"] for r in table] == [p.key for p in points]
+    assert list(table[0]) == ["key", "datacenter.cluster.num_nodes", "workload.parallelism.pp", *METRICS]
+    assert [(r["datacenter.cluster.num_nodes"], r["workload.parallelism.pp"]) for r in table] == [
+        ("1", "1"), ("1", "2"), ("2", "1"), ("2", "2")]
+    direct = simulate(points[3].scenario).result
+    assert float(table[3]["step_ms"]) == pytest.approx(direct.iteration_time_ms, rel=1e-8)
+    assert int(table[3]["num_gpus"]) == 16 and float(table[3]["mfu"]) == pytest.approx(direct.mfu, rel=1e-8)
+    for row in table:  # compute + exposed communication + bubble = step (averaged over the GPUs)
+        parts = sum(float(row[k]) for k in ("compute_ms", "exposed_comm_ms", "bubble_ms"))
+        assert parts == pytest.approx(float(row["step_ms"]), rel=1e-6)
+    assert progress.events == [("stage", 4, "points"), *[("advance", n, None) for n in range(1, 5)]]
+
+
+@pytest.mark.parametrize("cut", [1, 5, 40])
+def test_a_last_row_cut_anywhere_is_not_taken_for_a_finished_point(points, tmp_path, cut):
+    out = tmp_path / "sweep.csv"
+    run_sweep(points, out)
+    whole = out.read_bytes()
+    out.write_bytes(whole[:-cut])  # cut inside the last row: its "fits" (or more) half written
+    assert len(read_done(out)) == 3
+
+
+def test_a_finished_sweep_run_again_keeps_every_row_and_simulates_nothing(points, tmp_path, counted):
+    out = tmp_path / "sweep.csv"
+    run_sweep(points, out)
+    first = out.read_bytes()
+    _, kept = run_sweep(points, out)
+    assert kept == 4 and len(counted) == 4 and out.read_bytes() == first
+
+
+def test_a_row_cut_short_by_a_kill_is_run_again_and_the_file_comes_out_the_same(points, tmp_path, counted):
+    out = tmp_path / "sweep.csv"
+    run_sweep(points, out)
+    whole = out.read_bytes()
+    out.write_bytes(whole[: whole.rindex(b"\n", 0, len(whole) - 1) + 40])  # the last row half written
+    _, kept = run_sweep(points, out)
+    assert kept == 3 and len(counted) == 5 and out.read_bytes() == whole
+
+
+def test_a_larger_sweep_keeps_the_points_it_shares_with_an_earlier_one(scenario, tmp_path, counted):
+    out = tmp_path / "sweep.csv"
+    run_sweep(sweep_points(scenario, [parse_axis("cluster.num_nodes=1,2")]), out)
+    _, kept = run_sweep(sweep_points(scenario, [parse_axis("cluster.num_nodes=1,2,4")]), out)
+    assert kept == 2 and len(counted) == 3
+
+
+def test_points_run_on_processes_give_the_same_file_as_in_one_process(points, tmp_path):
+    serial, parallel = tmp_path / "serial.csv", tmp_path / "parallel.csv"
+    run_sweep(points, serial, jobs=1)
+    run_sweep(points, parallel, jobs=2)
+    assert parallel.read_bytes() == serial.read_bytes()
+
+
+def test_a_file_that_is_not_a_sweeps_csv_is_not_overwritten(points, tmp_path):
+    out = tmp_path / "notes.csv"
+    out.write_text("name,value\na,1\n")
+    with pytest.raises(ConfigError, match="not a sweep's CSV"):
+        run_sweep(points, out)
+    assert out.read_text() == "name,value\na,1\n"
+
+
+@given(st.lists(st.sampled_from([",", "\n", '"', "x", "1", "key", *METRICS]), max_size=60).map("".join))
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_whatever_the_csv_holds_its_rows_are_read_or_the_file_is_refused(tmp_path, content):
+    out = tmp_path / "any.csv"
+    out.write_text(content)
+    try:
+        done = read_done(out)
+    except ConfigError as exc:
+        assert "not a sweep's CSV" in str(exc)
+    else:
+        assert all(set(metrics) == set(METRICS) for metrics in done.values())
