@@ -65,8 +65,10 @@ def _row(rank: int, r, result) -> tuple[str, ...]:
 
 
 def print_result(result) -> None:
-    pruned = ", ".join(f"{count:,} {rule}" for rule, count in result.pruned.most_common())
-    infeasible = ", ".join(f"{count:,} by {term}" for term, count in result.infeasible.most_common()) or "none"
+    from ..search.run import by_count
+
+    pruned = ", ".join(f"{count:,} {rule}" for rule, count in by_count(result.pruned))
+    infeasible = ", ".join(f"{count:,} by {term}" for term, count in by_count(result.infeasible)) or "none"
     print(f"{result.enumerated:,} strategies enumerated in {result.seconds:.1f} s: "
           f"{sum(result.pruned.values()):,} pruned, {sum(result.infeasible.values()):,} do not fit, "
           f"{result.estimated:,} estimated, {result.replayed} replayed")
@@ -93,9 +95,18 @@ def search(
     as_json: Annotated[bool, typer.Option("--json", help="print the result as one JSON object")] = False,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="write the ranking as CSV")] = None,
     write_best: Annotated[Path | None, typer.Option(help="write the winner as a scenario YAML")] = None,
+    cache: Annotated[Path, typer.Option(help="folder keeping estimates and replays by configuration hash: a "
+                                             "search run again (or killed and restarted) reads what it finished")]
+    = Path(".simulon-cache"),
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="neither read nor write the cache")] = False,
+    executor: Annotated[str, typer.Option(help="where replays run: process (a local pool) or ray")] = "process",
+    ray_address: Annotated[str | None, typer.Option(help="Ray cluster to join (default: start a local one)")] = None,
+    workers: Annotated[int | None, typer.Option(help="processes of the local pool (default: every core)")] = None,
 ) -> None:
     """Find the fastest parallel strategy that fits: enumerate, prune by exact rules, drop what does not fit,
     estimate every survivor, replay the best with the full contention-aware simulation."""
+    from ..search.cache import Cache
+    from ..search.executors import executor as make_executor
     from ..search.export import megatron_arguments, scenario_yaml
     from ..search.run import Search, load_search_scenario
     from .progress import terminal_progress
@@ -103,12 +114,16 @@ def search(
     for name, value in (("--top", top), ("--replay", replay)):
         if not 0 <= value <= 1000:
             raise ConfigError(f"{name}: expected 0 to 1000, got {value}")
+    if workers is not None and workers < 1:
+        raise ConfigError(f"--workers: expected a positive number of processes, got {workers}")
+    runner = make_executor(executor, workers, ray_address)
     if gpus is not None and gpus < 1:
         raise ConfigError(f"--gpus: expected a positive number of GPUs, got {gpus}")
     limits = limits_from({"tp": tp, "pp": pp, "cp": cp, "ep": ep}, fix or [])
     sc, asked = load_search_scenario(scenario)
     with terminal_progress() as progress:
-        result = Search(sc, gpus or asked, limits, fp8).run(top, replay, progress)
+        result = Search(sc, gpus or asked, limits, fp8).run(top, replay, progress, executor=runner,
+                                                            cache=None if no_cache else Cache(cache))
     if not result.ranked:
         miss = result.closest_miss
         closest = f"; closest: {_describe(miss[0])}, which {miss[1]}" if miss else ""
