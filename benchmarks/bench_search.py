@@ -37,7 +37,7 @@ def main() -> None:
         path = Path(folder) / "llama3_70b_1024.yaml"
         path.write_text(SCENARIO)
         command = [sys.executable, "-c", "from simulon.cli.app import main; main()", "search", str(path),
-                   "--replay", str(args.replay), "--json"]
+                   "--replay", str(args.replay), "--json", "--no-cache"]
         walls = []
         for _ in range(args.repeat):
             start = time.perf_counter()

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 
 import pytest
 
-from helpers import SEED_SCENARIO, ROOT, gpt_scenario
+from helpers import ROOT, SEED_SCENARIO, gpt_scenario
 from simulon.search.executors import ProcessExecutor, RayExecutor
 from simulon.search.run import Search
 
@@ -32,8 +33,6 @@ def test_a_search_on_a_local_ray_instance_gives_exactly_the_process_pools_answer
 
 
 def test_without_ray_the_ray_executor_is_a_one_line_error_saying_how_to_install_it():
-    import subprocess
-
     run = subprocess.run([sys.executable, "-c", "import sys; sys.modules['ray'] = None; "
                           "from simulon.cli.app import main; main()", "search", str(SEED_SCENARIO), "--executor",
                           "ray", "--no-cache"], capture_output=True, text=True, cwd=ROOT, timeout=120)

@@ -95,6 +95,7 @@ def search(
     as_json: Annotated[bool, typer.Option("--json", help="print the result as one JSON object")] = False,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="write the ranking as CSV")] = None,
     write_best: Annotated[Path | None, typer.Option(help="write the winner as a scenario YAML")] = None,
+    plot: Annotated[Path | None, typer.Option(help="draw the time-vs-memory Pareto front (.png or .svg)")] = None,
     cache: Annotated[Path, typer.Option(help="folder keeping estimates and replays by configuration hash: a "
                                              "search run again (or killed and restarted) reads what it finished")]
     = Path(".simulon-cache"),
@@ -108,6 +109,7 @@ def search(
     from ..search.cache import Cache
     from ..search.executors import executor as make_executor
     from ..search.export import megatron_arguments, scenario_yaml
+    from ..search.pareto import plot_kind
     from ..search.run import Search, load_search_scenario
     from .progress import terminal_progress
 
@@ -117,13 +119,15 @@ def search(
     if workers is not None and workers < 1:
         raise ConfigError(f"--workers: expected a positive number of processes, got {workers}")
     runner = make_executor(executor, workers, ray_address)
+    if plot is not None:
+        plot_kind(plot)
     if gpus is not None and gpus < 1:
         raise ConfigError(f"--gpus: expected a positive number of GPUs, got {gpus}")
     limits = limits_from({"tp": tp, "pp": pp, "cp": cp, "ep": ep}, fix or [])
     sc, asked = load_search_scenario(scenario)
     with terminal_progress() as progress:
-        result = Search(sc, gpus or asked, limits, fp8).run(top, replay, progress, executor=runner,
-                                                            cache=None if no_cache else Cache(cache))
+        searcher = Search(sc, gpus or asked, limits, fp8)
+        result = searcher.run(top, replay, progress, executor=runner, cache=None if no_cache else Cache(cache))
     if not result.ranked:
         miss = result.closest_miss
         closest = f"; closest: {_describe(miss[0])}, which {miss[1]}" if miss else ""
@@ -133,6 +137,8 @@ def search(
     if output is not None:
         _write_csv(output, result)
     best = result.ranked[0]
+    if plot is not None:
+        _plot(plot, searcher, result)
     if write_best is not None:
         note = (f"simulon search: best of {result.estimated:,} feasible strategies, "
                 f"{best.iteration_ms:,.0f} ms per step ({'replayed' if best.replay_ms else 'estimated'})")
@@ -151,6 +157,14 @@ def search(
                   f"({roomier.iteration_ms:,.0f} ms, {roomier.headroom_gib:.1f} GiB free)")
     if write_best is not None:
         print(f"Winner written to {write_best}")
+
+
+def _plot(path: Path, searcher, result) -> None:
+    from ..search import pareto
+
+    title = (f"{searcher.workload.model.name} on {result.num_gpus:,} {searcher.gpu.name}: step time against "
+             f"peak memory")
+    pareto.plot(pareto.points(searcher, result), result.ranked[0].strategy, searcher.capacity / 2**30, path, title)
 
 
 def _describe(s, short: bool = False) -> str:

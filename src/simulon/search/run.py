@@ -120,6 +120,7 @@ class SearchResult:
     closest_miss: tuple[Strategy, str] | None = None
     estimate_scale: float = 1.0     # how the replayed strategies' step times compare with their estimates
     reused: Reused = Reused(False, 0)
+    candidates: list[tuple[Estimate, Strategy]] = dataclasses.field(default_factory=list)  # every feasible one
 
     def tokens_per_s(self, r: Ranked) -> float:
         return self.tokens_per_step / (r.iteration_ms / 1e3)
@@ -216,7 +217,7 @@ class Search:
                             time.perf_counter() - started, ranked[:top],
                             train.global_batch_size * train.sequence_length, self.num_gpus,
                             self.estimator.model_flops(), {d: self.gpu.peak_flops(DType(d)) for d in self.space.dtypes},
-                            miss, scale, Reused(phase.from_cache, reused))
+                            miss, scale, Reused(phase.from_cache, reused), phase.candidates)
 
     def _estimated(self, progress: Progress, cache: Cache | None) -> Phase:
         """Every feasible strategy with its estimate, best first: from the cache where it has this search's."""
