@@ -121,25 +121,71 @@ class SearchResult:
     estimate_scale: float = 1.0     # how the replayed strategies' step times compare with their estimates
     reused: Reused = Reused(False, 0)
     candidates: list[tuple[Estimate, Strategy]] = dataclasses.field(default_factory=list)  # every feasible one
+    gpu_counts: tuple[int, ...] = ()        # the counts searched (several with --gpus 512,1024); () = num_gpus
+    objective: str = "time"
+    gpu_hour_price: float | None = None     # what a GPU-hour costs, for the cost column
+    parts: dict[int, SearchResult] = dataclasses.field(default_factory=dict)  # each count's own search
 
     def tokens_per_s(self, r: Ranked) -> float:
         return self.tokens_per_step / (r.iteration_ms / 1e3)
 
     def mfu(self, r: Ranked) -> float:
         """Model FLOPs utilisation against the peak of the strategy's number format."""
-        return self.model_flops / (r.iteration_ms / 1e3) / (self.num_gpus * self.peak_flops[r.strategy.dtype])
+        return (self.model_flops / (r.iteration_ms / 1e3)
+                / (r.strategy.num_gpus * self.peak_flops[r.strategy.dtype]))
+
+    def gpu_hours_per_million_tokens(self, r: Ranked) -> float:
+        """GPU-hours one million training tokens take: GPUs x step time / tokens per step."""
+        return gpu_hours_per_million_tokens(r.iteration_ms, r.strategy.num_gpus, self.tokens_per_step)
+
+    def rank_key(self, r: Ranked) -> tuple:
+        """What the objective minimises (step time, or GPU-hours per token), ties broken by the strategy."""
+        value = r.iteration_ms if self.objective == "time" else self.gpu_hours_per_million_tokens(r)
+        return value, r.strategy.num_gpus, r.strategy
 
     def to_json(self) -> dict[str, Any]:
         top = [{**{k: v for k, v in r.strategy.to_json().items() if k != "dtype"}, "dtype": r.strategy.dtype,
                 "iteration_time_ms": r.iteration_ms, "estimated_ms": 1e3 * r.estimate.iteration_s,
                 "tokens_per_s": self.tokens_per_s(r), "mfu": self.mfu(r), "peak_memory_gib": r.peak_memory_gib,
                 "memory_capacity_gib": r.capacity_gib, "fits": r.headroom_gib >= 0,
-                "replayed": r.replay_ms is not None, "breakdown_ms": r.estimate.breakdown_ms()} for r in self.ranked]
+                "replayed": r.replay_ms is not None, "num_gpus": r.strategy.num_gpus,
+                "gpu_hours_per_million_tokens": self.gpu_hours_per_million_tokens(r),
+                **({} if self.gpu_hour_price is None else
+                   {"cost_per_million_tokens": self.gpu_hour_price * self.gpu_hours_per_million_tokens(r)}),
+                "breakdown_ms": r.estimate.breakdown_ms()} for r in self.ranked]
         return {"enumerated": self.enumerated, "pruned": sum(self.pruned.values()),
                 "pruned_by_rule": dict(by_count(self.pruned)), "infeasible": sum(self.infeasible.values()),
                 "infeasible_by_term": dict(by_count(self.infeasible)), "estimated": self.estimated,
                 "replayed": self.replayed, "seconds": self.seconds, "num_gpus": self.num_gpus,
+                "gpu_counts": list(self.gpu_counts or (self.num_gpus,)), "objective": self.objective,
                 "cached": self.reused.to_json(), "top": top}
+
+
+OBJECTIVES = ("time", "cost")
+"""What a search minimises: the step time, or the GPU-hours (hence the cost) of a million tokens."""
+
+
+def gpu_hours_per_million_tokens(iteration_ms: float, num_gpus: int, tokens_per_step: float) -> float:
+    return num_gpus * iteration_ms / 3.6e6 / (tokens_per_step / 1e6)
+
+
+def combine(results: list[SearchResult], objective: str = "time", top: int = 10,
+            gpu_hour_price: float | None = None) -> SearchResult:
+    """One ranking of searches of the same scenario on several GPU counts, by the objective. Within one count
+    the GPU-hours of a token are the step time times a constant, so both objectives rank one count alike."""
+    if objective not in OBJECTIVES:
+        raise ConfigError(f"--objective: expected one of {', '.join(OBJECTIVES)}, got {objective!r}")
+    first = results[0]
+    merged = dataclasses.replace(first, objective=objective, gpu_hour_price=gpu_hour_price)
+    ranked = sorted((r for result in results for r in result.ranked), key=merged.rank_key)[:top]
+    return dataclasses.replace(
+        merged, enumerated=sum(r.enumerated for r in results), pruned=sum((r.pruned for r in results), Counter()),
+        infeasible=sum((r.infeasible for r in results), Counter()), estimated=sum(r.estimated for r in results),
+        replayed=sum(r.replayed for r in results), seconds=sum(r.seconds for r in results), ranked=ranked,
+        num_gpus=ranked[0].strategy.num_gpus if ranked else first.num_gpus,
+        closest_miss=next((r.closest_miss for r in results if r.closest_miss), None),
+        reused=Reused(all(r.reused.estimates for r in results), sum(r.reused.replays for r in results)),
+        candidates=[], gpu_counts=tuple(r.num_gpus for r in results), parts={r.num_gpus: r for r in results})
 
 
 def apply(workload: MegatronWorkload, strategy: Strategy) -> MegatronWorkload:

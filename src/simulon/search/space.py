@@ -61,6 +61,10 @@ class Strategy:
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
+    @property
+    def num_gpus(self) -> int:
+        return self.tp * self.pp * self.cp * self.dp
+
     def parallelism(self) -> dict[str, Any]:
         """The scenario's `workload.parallelism` block for this strategy."""
         block: dict[str, Any] = {
