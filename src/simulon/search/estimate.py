@@ -8,10 +8,12 @@ and size: tensor-parallel all-reduces (or all-gathers and reduce-scatters; with
 `tp_comm_overlap` only what outlasts the GEMMs they overlap), context-parallel key/value all-gathers,
 expert-parallel all-to-alls, and the pipeline send of each micro-batch's activations.
 
-The step: the pipeline formula of Narayanan et al. (SC'21, section 2.2) with the slowest stage,
-(m + (pp - 1) / vpp) x t_microbatch, plus the data-parallel synchronisation the last micro-batch's backward
-(gradient reduce) and the first forward (parameter all-gather) cannot hide, plus the optimizer step. FSDP
-gathers each layer's weights before its forward and backward: what outlasts the layer's compute is exposed.
+The step: the pipeline formula of Narayanan et al. (SC'21, section 2.2), m x t_slowest + (pp - 1) / vpp x t,
+with the fill and drain taken at each other stage's own micro-batch time (their sum over vpp: equal stages give
+the formula's (pp - 1) / vpp x t; uneven ones, a lighter first or last stage, a shorter bubble), plus the
+data-parallel synchronisation the last micro-batch's backward (gradient reduce) and the first forward
+(parameter all-gather) cannot hide, plus the optimizer step. FSDP gathers each layer's weights before its
+forward and backward: what outlasts the layer's compute is exposed.
 
 Kernels that run beside communication lose the SMs NCCL holds (one per channel), as in the replay
 (engine/replay.py): the compute a collective overlaps is stretched by sm / (sm - channels).
@@ -57,7 +59,7 @@ class Estimate:
     cp_s: float
     ep_s: float
     pp_s: float            # pipeline sends
-    bubble_s: float        # (pp - 1) / vpp micro-batches of the slowest stage
+    bubble_s: float        # one micro-batch of every stage but the slowest, over vpp
     dp_s: float            # exposed data-parallel synchronisation
     optimizer_s: float
 
@@ -113,7 +115,7 @@ class Estimator:
         cost = stage_costs[slowest]
         per_mb = cost.total
         pp_send = self._pipeline_send(s, workload, layout) if s.pp > 1 else 0.0
-        bubble = (s.pp - 1) / s.vpp * per_mb
+        bubble = (sum(c.total for c in stage_costs) - per_mb) / s.vpp  # fill and drain: every other stage once
         params = self._stage_params(s, workload, kernels, layers, slowest)
         dp, optimizer = self._data_parallel(s, workload, layout, params, cost, microbatches)
         total = microbatches * (per_mb + 2 * pp_send) + bubble + dp + optimizer  # a send forward, one back
@@ -132,7 +134,7 @@ class Estimator:
 
     def _stage_cost(self, s: Strategy, workload: MegatronWorkload, kernels: LayerKernels, layers: PipelineLayers,
                     stage: int) -> _StageCost:
-        key = (self.shape_key(s), s.pp, s.vpp, stage)
+        key = (self.shape_key(s), s.pp, s.vpp, s.first_layers, s.last_layers, stage)
         if key not in self._stages:
             self._stages[key] = self._sum_stage(s, workload, kernels, layers, stage)
         return self._stages[key]
@@ -255,7 +257,7 @@ class Estimator:
     def _stage_params(self, s: Strategy, workload: MegatronWorkload, kernels: LayerKernels, layers: PipelineLayers,
                       stage: int) -> tuple[float, float]:
         """(dense, expert) parameters one rank of a stage holds; they depend on the sharding of weights only."""
-        key = (s.tp, s.ep, s.etp, s.pp, s.vpp, stage)
+        key = (s.tp, s.ep, s.etp, s.pp, s.vpp, s.first_layers, s.last_layers, stage)
         if key not in self._params:
             self._params[key] = ModelParameters(kernels, workload.model, layers).stage(stage).total()
         return self._params[key]

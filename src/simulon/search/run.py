@@ -191,9 +191,10 @@ def combine(results: list[SearchResult], objective: str = "time", top: int = 10,
 def apply(workload: MegatronWorkload, strategy: Strategy) -> MegatronWorkload:
     """The workload with a strategy's parallelism and training settings (the parallelism block validated; the
     model and the rest of training are the base's, already validated)."""
-    parallelism = {**workload.parallelism.model_dump(exclude_none=True), **strategy.parallelism()}
+    parallelism = workload.parallelism.model_dump(exclude_none=True)
     for key in ("num_microbatches", "layers_per_stage", "expert_tensor_parallel"):
         parallelism.pop(key, None)
+    parallelism.update(strategy.parallelism(workload.model.num_layers))
     if strategy.etp != strategy.tp:
         parallelism["expert_tensor_parallel"] = strategy.etp
     training = workload.training.model_copy(update={"micro_batch_size": strategy.micro_batch_size,
@@ -247,7 +248,7 @@ class Search:
         """`executor` runs the replays (default: a process pool of `workers`); `cache` keeps estimates and
         replays on disk (search/cache.py), so that a search run again reads what it had finished."""
         started = time.perf_counter()
-        phase = self._estimated(progress, cache)
+        phase = self.estimated(progress, cache)
         best = [self._ranked(strategy, estimate) for estimate, strategy in phase.candidates[:max(top, replay)]]
         replayed, reused = self._replay(best[:replay], progress, executor or ProcessExecutor(workers), cache)
         scale = statistics.median(r.replay_ms / (1e3 * r.estimate.iteration_s) for r in replayed) if replayed else 1.0
@@ -265,7 +266,7 @@ class Search:
                             self.estimator.model_flops(), {d: self.gpu.peak_flops(DType(d)) for d in self.space.dtypes},
                             miss, scale, Reused(phase.from_cache, reused), phase.candidates)
 
-    def _estimated(self, progress: Progress, cache: Cache | None) -> Phase:
+    def estimated(self, progress: Progress = SILENT, cache: Cache | None = None) -> Phase:
         """Every feasible strategy with its estimate, best first: from the cache where it has this search's."""
         key = None
         if cache is not None:
@@ -325,9 +326,11 @@ class Search:
 
     def memory(self, strategy: Strategy, workload: MegatronWorkload | None = None) -> StageMemory:
         """The fullest of the first and last stage (the first keeps the most micro-batches and the embedding,
-        the last the LM head and its logits; a middle stage keeps less than the first)."""
+        the last the LM head and its logits; a middle stage keeps less than the first), and of the second where
+        the first holds fewer layers than the middle stages (the second keeps the most micro-batches of those)."""
         model = MemoryModel(workload or apply(self.workload, strategy), self.num_gpus, self.capacity, self.gpu.name)
-        return max((model.stage(s) for s in sorted({0, strategy.pp - 1})), key=lambda s: s.device)
+        stages = {0, strategy.pp - 1} | ({1} if strategy.first_layers and strategy.pp > 2 else set())
+        return max((model.stage(s) for s in sorted(stages)), key=lambda s: s.device)
 
     def _replay(self, best: list[Ranked], progress: Progress, executor: Executor,
                 cache: Cache | None) -> tuple[list[Ranked], int]:
@@ -367,9 +370,12 @@ def load_search_scenario(path: Path) -> tuple[ScenarioConfig, int | None]:
         workload = {**workload, "parallelism": {}}
         training = workload.get("training")
         if isinstance(training, dict):
-            # validated on one GPU with micro-batches of one (any batch divides): the search picks both
+            # validated on one GPU with one micro-batch of the whole batch (any batch divides, and no count of
+            # micro-batches is too many): the search picks both
             asked = training.get("num_gpus")
-            workload["training"] = {**training, "num_gpus": 1, "micro_batch_size": 1}
+            whole = training.get("global_batch_size")
+            workload["training"] = {**training, "num_gpus": 1,
+                                    "micro_batch_size": whole if isinstance(whole, int) and whole > 0 else 1}
         data = {**data, "workload": workload}
     sc = parse_scenario(data, str(path), path.parent)
     if sc.workload is None:
