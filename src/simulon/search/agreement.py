@@ -158,7 +158,8 @@ def check_recipes(rows: list[dict[str, str]], indices: list[int], cache=None) ->
             skipped[str(exc).split(":")[0][:60]] += 1
             continue
         strategy = strategy_of(sc)
-        base = sc.workload.model_dump_json(exclude={"parallelism"}) + sc.datacenter.model_dump_json()
+        base = (sc.workload.model_dump_json(exclude={"parallelism": True, "training": {"micro_batch_size"}})
+                + sc.datacenter.model_dump_json())  # what the search is for: all but the strategy
         if base not in searches:
             search = Search(sc, sc.workload.training.num_gpus, fp8=False)
             phase = search.estimated(SILENT, cache)
