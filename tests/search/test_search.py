@@ -138,3 +138,13 @@ def test_uneven_stages_are_searched_without_model_chunks_and_run_as_the_split_th
     estimated = [search.estimator.estimate(s, apply(sc.workload, s)).iteration_s for s in (lighter_head, heavier_head)]
     replayed = [simulate(scenario_for(sc, s, 8)).result.iteration_time_ms for s in (lighter_head, heavier_head)]
     assert estimated[0] < estimated[1] and replayed[0] < replayed[1]
+
+
+def test_a_published_nemo_recipe_fits_and_ranks_in_the_searchs_top_ten_percent():
+    from simulon.search.agreement import TOP_SHARE, check_recipes, recipe_rows
+    from simulon.validate.report import read_table, shipped_table
+
+    rows = read_table(shipped_table("training"))
+    llama2_7b = [i for i in recipe_rows(rows) if rows[i]["model"] == "LLAMA2-7B" and rows[i]["num_gpus"] == "8"][:1]
+    (check,), skipped = check_recipes(rows, llama2_7b)
+    assert not skipped and check.fits and check.feasible > 1000 and check.share <= TOP_SHARE and check.passes
