@@ -105,7 +105,7 @@ def test_the_search_orders_measured_strategy_families_as_the_measurements_do():
 
     found = families(read_table(shipped_table("training")))
     assert len(found) >= 10
-    # 0.733 today over 30 pairs: the two discordant pairs were measured 1% apart (the issue asks for 0.8)
+    # 0.733 today over 15 pairs: the two discordant pairs were measured under 1% apart (the issue asks for 0.8)
     assert pooled_tau(found, "estimated") >= 0.7 and pooled_tau(found, "replayed") >= 0.7
 
 
@@ -116,3 +116,35 @@ def test_a_bad_gpu_count_in_the_searched_file_is_a_one_line_error(tmp_path):
     path.write_text(yaml.safe_dump(data))
     run = cli("search", str(path), "--replay", "0")
     assert run.returncode == 2 and "workload.training.num_gpus" in run.stderr and "Traceback" not in run.stderr
+
+
+def test_uneven_stages_are_searched_without_model_chunks_and_run_as_the_split_they_name():
+    sc = gpt_scenario(nodes=2, gpus_per_node=4, layers=10, gbs=16, seq=1024)
+    space = Space(sc.workload, 8, 4, fp8=False)
+    assert space.splits(4, 1) == [(0, 0), (3, 1), (2, 2), (1, 3)]  # middle stages of 3 layers each
+    assert space.splits(4, 2) == [(0, 0)] and space.splits(1, 1) == [(0, 0)]
+    assert space.splits(2, 1) == [(0, 0), (6, 4), (4, 6)]  # 5 + 5 is the even split itself
+    kept = list(space.strategies())
+    uneven = [s for s in kept if s.first_layers]
+    assert uneven and all(s.vpp == 1 and s.pp > 1 for s in uneven)
+    assert all(sum(s.layers_per_stage(10)) == 10 for s in uneven)
+    lighter_head = Strategy(1, 2, 1, 4, 1, 1, 1, 1, False, "none", "distributed_optimizer", "bf16", False, 6, 4)
+    scenario = scenario_for(sc, lighter_head, 8)
+    assert scenario.workload.parallelism.layers_per_stage == [6, 4]
+    assert "--decoder-last-pipeline-num-layers 4" in " ".join(megatron_arguments(lighter_head, sc))
+    # the last stage holds the LM head: moving a layer off it shortens the step, in the estimate and the replay
+    heavier_head = Strategy(1, 2, 1, 4, 1, 1, 1, 1, False, "none", "distributed_optimizer", "bf16", False, 4, 6)
+    search = Search(sc)
+    estimated = [search.estimator.estimate(s, apply(sc.workload, s)).iteration_s for s in (lighter_head, heavier_head)]
+    replayed = [simulate(scenario_for(sc, s, 8)).result.iteration_time_ms for s in (lighter_head, heavier_head)]
+    assert estimated[0] < estimated[1] and replayed[0] < replayed[1]
+
+
+def test_a_published_nemo_recipe_fits_and_ranks_in_the_searchs_top_ten_percent():
+    from simulon.search.agreement import TOP_SHARE, check_recipes, recipe_rows
+    from simulon.validate.report import read_table, shipped_table
+
+    rows = read_table(shipped_table("training"))
+    llama2_7b = [i for i in recipe_rows(rows) if rows[i]["model"] == "LLAMA2-7B" and rows[i]["num_gpus"] == "8"][:1]
+    (check,), skipped = check_recipes(rows, llama2_7b)
+    assert not skipped and check.fits and check.feasible > 1000 and check.share <= TOP_SHARE and check.passes

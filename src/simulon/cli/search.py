@@ -60,27 +60,38 @@ def limits_from(options: dict[str, str | None], fixes: list[str]):
 
 def _row(rank: int, r, result) -> tuple[str, ...]:
     time = f"{r.iteration_ms:,.0f}" + ("" if r.replay_ms is not None else " *")
-    return (str(rank), _describe(r.strategy, short=True), time, f"{result.tokens_per_s(r):,.0f}",
-            f"{100 * result.mfu(r):.1f}", f"{r.peak_memory_gib:.1f} / {r.headroom_gib:.1f}")
+    hours = result.gpu_hours_per_million_tokens(r)
+    price = () if result.gpu_hour_price is None else (f"{hours * result.gpu_hour_price:,.3g}",)
+    return (str(rank), f"{r.strategy.num_gpus:,}", _describe(r.strategy, short=True), time,
+            f"{result.tokens_per_s(r):,.0f}", f"{100 * result.mfu(r):.1f}", f"{hours:,.3g}", *price,
+            f"{r.peak_memory_gib:.1f} / {r.headroom_gib:.1f}")
 
 
 def print_result(result) -> None:
-    pruned = ", ".join(f"{count:,} {rule}" for rule, count in result.pruned.most_common())
-    infeasible = ", ".join(f"{count:,} by {term}" for term, count in result.infeasible.most_common()) or "none"
+    from ..search.run import by_count
+
+    pruned = ", ".join(f"{count:,} {rule}" for rule, count in by_count(result.pruned))
+    infeasible = ", ".join(f"{count:,} by {term}" for term, count in by_count(result.infeasible)) or "none"
     print(f"{result.enumerated:,} strategies enumerated in {result.seconds:.1f} s: "
           f"{sum(result.pruned.values()):,} pruned, {sum(result.infeasible.values()):,} do not fit, "
           f"{result.estimated:,} estimated, {result.replayed} replayed")
     print(f"  pruned: {pruned}")
     print(f"  do not fit (largest term on the fullest stage): {infeasible}")
-    print_table(f"Best strategies on {result.num_gpus:,} GPUs (step ms replayed; * estimated, scaled by "
-                f"{result.estimate_scale:.2f} as the replayed ones ran against their estimates)",
-                ("#", "strategy", "step ms", "tokens/s", "MFU %", "peak / free GiB"),
+    scales = ", ".join(f"{part.estimate_scale:.2f}" for part in (result.parts or {0: result}).values())
+    price = () if result.gpu_hour_price is None else ("cost / Mtok",)
+    print_table(f"Best strategies on {_counts(result)} GPUs by {result.objective} (step ms replayed; * estimated, "
+                f"scaled by {scales} as the replayed ones ran against their estimates)",
+                ("#", "GPUs", "strategy", "step ms", "tokens/s", "MFU %", "GPU-h / Mtok", *price, "peak / free GiB"),
                 [_row(i + 1, r, result) for i, r in enumerate(result.ranked)])
 
 
 def search(
     scenario: Annotated[Path, typer.Argument(help="scenario YAML: datacenter, model, global batch and sequence")],
-    gpus: Annotated[int | None, typer.Option(help="GPUs to train on (default: the scenario's, else every GPU)")] = None,
+    gpus: Annotated[str | None, typer.Option(help="GPUs to train on, or several counts to compare (512,1024); "
+                                                  "default: the scenario's, else every GPU")] = None,
+    objective: Annotated[str, typer.Option(help="time (the fastest step) or cost (the fewest GPU-hours per "
+                                                "million tokens)")] = "time",
+    gpu_hour_price: Annotated[float | None, typer.Option(help="price of one GPU-hour, for a cost column")] = None,
     top: Annotated[int, typer.Option(help="strategies to list")] = 10,
     replay: Annotated[int, typer.Option(help="best estimates to replay with the full simulation")] = 10,
     tp: Annotated[str | None, typer.Option(help="allowed values, e.g. 1,2,4,8")] = None,
@@ -93,31 +104,56 @@ def search(
     as_json: Annotated[bool, typer.Option("--json", help="print the result as one JSON object")] = False,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="write the ranking as CSV")] = None,
     write_best: Annotated[Path | None, typer.Option(help="write the winner as a scenario YAML")] = None,
+    plot: Annotated[Path | None, typer.Option(help="draw the time-vs-memory Pareto front (.png or .svg)")] = None,
+    cache: Annotated[Path, typer.Option(help="folder keeping estimates and replays by configuration hash: a "
+                                             "search run again (or killed and restarted) reads what it finished")]
+    = Path(".simulon-cache"),
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="neither read nor write the cache")] = False,
+    executor: Annotated[str, typer.Option(help="where replays run: process (a local pool) or ray")] = "process",
+    ray_address: Annotated[str | None, typer.Option(help="Ray cluster to join (default: start a local one)")] = None,
+    workers: Annotated[int | None, typer.Option(help="processes of the local pool (default: every core)")] = None,
 ) -> None:
     """Find the fastest parallel strategy that fits: enumerate, prune by exact rules, drop what does not fit,
     estimate every survivor, replay the best with the full contention-aware simulation."""
+    from ..search.cache import Cache
+    from ..search.executors import executor as make_executor
     from ..search.export import megatron_arguments, scenario_yaml
-    from ..search.run import Search, load_search_scenario
+    from ..search.pareto import plot_kind
+    from ..search.run import OBJECTIVES, Search, combine, load_search_scenario
     from .progress import terminal_progress
 
     for name, value in (("--top", top), ("--replay", replay)):
         if not 0 <= value <= 1000:
             raise ConfigError(f"{name}: expected 0 to 1000, got {value}")
-    if gpus is not None and gpus < 1:
-        raise ConfigError(f"--gpus: expected a positive number of GPUs, got {gpus}")
+    if workers is not None and workers < 1:
+        raise ConfigError(f"--workers: expected a positive number of processes, got {workers}")
+    runner = make_executor(executor, workers, ray_address)
+    if plot is not None:
+        plot_kind(plot)
+    counts = _gpu_counts(gpus)
+    if objective not in OBJECTIVES:
+        raise ConfigError(f"--objective: expected one of {', '.join(OBJECTIVES)}, got {objective!r}")
+    if gpu_hour_price is not None and not gpu_hour_price > 0:
+        raise ConfigError(f"--gpu-hour-price: expected a positive price, got {gpu_hour_price}")
     limits = limits_from({"tp": tp, "pp": pp, "cp": cp, "ep": ep}, fix or [])
     sc, asked = load_search_scenario(scenario)
     with terminal_progress(quiet=as_json) as progress:
-        result = Search(sc, gpus or asked, limits, fp8).run(top, replay, progress)
+        searchers = [Search(sc, n, limits, fp8) for n in counts or [asked]]
+        store = None if no_cache else Cache(cache)
+        result = combine([s.run(top, replay, progress, executor=runner, cache=store) for s in searchers], objective,
+                         top, gpu_hour_price)
     if not result.ranked:
         miss = result.closest_miss
         closest = f"; closest: {_describe(miss[0])}, which {miss[1]}" if miss else ""
-        raise ConfigError(f"{scenario}: no strategy fits on {result.num_gpus:,} GPUs "
+        raise ConfigError(f"{scenario}: no strategy fits on {_counts(result)} GPUs "
                           f"({result.enumerated:,} enumerated, {sum(result.pruned.values()):,} pruned by the rules, "
                           f"{sum(result.infeasible.values()):,} out of memory){closest}")
     if output is not None:
         _write_csv(output, result)
     best = result.ranked[0]
+    if plot is not None:
+        winner = result.ranked[0].strategy.num_gpus
+        _plot(plot, next(s for s in searchers if s.num_gpus == winner), result.parts[winner])
     if write_best is not None:
         note = (f"simulon search: best of {result.estimated:,} feasible strategies, "
                 f"{best.iteration_ms:,.0f} ms per step ({'replayed' if best.replay_ms else 'estimated'})")
@@ -136,6 +172,35 @@ def search(
                   f"({roomier.iteration_ms:,.0f} ms, {roomier.headroom_gib:.1f} GiB free)")
     if write_best is not None:
         print(f"Winner written to {write_best}")
+
+
+def _plot(path: Path, searcher, result) -> None:
+    from ..search import pareto
+
+    title = (f"{searcher.workload.model.name} on {result.num_gpus:,} {searcher.gpu.name}: step time against "
+             f"peak memory")
+    pareto.plot(pareto.points(searcher, result), result.ranked[0].strategy, searcher.capacity / 2**30, path, title)
+
+
+def _gpu_counts(text: str | None) -> list[int]:
+    """`--gpus 512` or `--gpus 512,1024`: the counts, in the order given, each once."""
+    if text is None:
+        return []
+    counts = []
+    for part in text.split(","):
+        try:
+            count = int(part.strip())
+        except ValueError:
+            count = 0
+        if count < 1:
+            raise ConfigError(f"--gpus: expected positive whole numbers like 512 or 512,1024, got {part.strip()!r}")
+        if count not in counts:
+            counts.append(count)
+    return counts
+
+
+def _counts(result) -> str:
+    return " or ".join(f"{n:,}" for n in result.gpu_counts or (result.num_gpus,))
 
 
 def _describe(s, short: bool = False) -> str:

@@ -5,20 +5,26 @@ For each family every row's strategy gets the search's estimate (search/estimate
 (pipeline.simulate); each is ranked against the measured step times (validate/training.py turns a row and
 its metric into a scenario and a step time). Tau counts concordant minus discordant pairs over the pairs
 that are not tied (tau-a over untied pairs); the overall figure pools the pairs of every family.
+
+NVIDIA's published recipes (the NeMo performance tables and DGX Cloud benchmarking rows) are checked another
+way: each must fit by the memory model and its estimate must rank within the best 10% of the feasible strategies
+the search finds for the same model, GPU count, batch, sequence and precision (`check_recipes`).
 """
 
 from __future__ import annotations
 
+import bisect
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 
 from ..collective.tuner import CollectivePlan
 from ..network.topology import Topology
 from ..pipeline import simulate
+from ..progress import SILENT
 from ..validate.training import Unsupported, measured_iteration, scenario_from_row
 from .estimate import Estimator
-from .run import Strategy
+from .run import Search, Strategy
 
 FAMILY_COLUMNS = ("source", "model", "hardware", "num_gpus", "seq_len", "gbs", "precision")
 
@@ -66,14 +72,16 @@ def pooled_tau(families: list[Family], which: str) -> float:
     return (concordant - discordant) / (concordant + discordant) if concordant + discordant else float("nan")
 
 
-def _strategy(sc) -> Strategy:
+def strategy_of(sc) -> Strategy:
+    """The strategy a scenario runs (its parallelism and training settings as a point of the search space)."""
     par, train = sc.workload.parallelism, sc.workload.training
     num_gpus = train.num_gpus or sc.datacenter.num_gpus
     sharding = ("fsdp" if par.fsdp == "full_shard" else "zero2" if par.fsdp == "shard_grad_op"
                 else "distributed_optimizer")
     return Strategy(par.tp, par.pp, par.vpp, num_gpus // (par.tp * par.pp * par.cp), par.cp, par.ep, par.etp,
                     train.micro_batch_size, par.sequence_parallel, par.recompute, sharding, train.dtype.value,
-                    par.tp_comm_overlap)
+                    par.tp_comm_overlap, *((par.layers_per_stage[0], par.layers_per_stage[-1])
+                                           if par.layers_per_stage else ()))
 
 
 def families(rows: list[dict[str, str]]) -> list[Family]:
@@ -89,7 +97,7 @@ def families(rows: list[dict[str, str]]) -> list[Family]:
                 sc = scenario_from_row(rows[index])
             except Unsupported:
                 continue
-            distinct.setdefault(_strategy(sc), (index, sc))
+            distinct.setdefault(strategy_of(sc), (index, sc))
         if len(distinct) < 2:
             continue
         measured, estimated, replayed = [], [], []
@@ -105,3 +113,61 @@ def families(rows: list[dict[str, str]]) -> list[Family]:
         name = re.sub(r"\s+", " ", f"{key[0][:32]} | {key[1]} | {key[2]} | seq {key[4]} | gbs {key[5]}")
         found.append(Family(name, kept, tuple(measured), tuple(estimated), tuple(replayed)))
     return found
+
+
+RECIPE_SOURCES = re.compile(r"nemo|dgxc", re.IGNORECASE)
+"""training.csv rows that are NVIDIA's published recipes (NeMo performance tables, DGX Cloud benchmarking)."""
+TOP_SHARE = 0.10
+"""A published recipe must rank within this share of the search's feasible strategies (the issue's top 10%)."""
+
+
+@dataclass(frozen=True)
+class RecipeCheck:
+    """Where one published recipe stands in the search for its model, cluster, batch and precision."""
+
+    row: int
+    name: str
+    fits: bool
+    rank: int            # feasible strategies the estimate puts strictly faster than the recipe
+    feasible: int
+
+    @property
+    def share(self) -> float:
+        return self.rank / self.feasible if self.feasible else float("nan")
+
+    @property
+    def passes(self) -> bool:
+        return self.fits and self.share <= TOP_SHARE
+
+
+def recipe_rows(rows: list[dict[str, str]]) -> list[int]:
+    return [i for i, row in enumerate(rows) if RECIPE_SOURCES.search(row["subset"] + " " + row["source"])]
+
+
+def check_recipes(rows: list[dict[str, str]], indices: list[int], cache=None) -> tuple[list[RecipeCheck], Counter]:
+    """Each recipe's memory fit (memory/) and the rank of its estimate among the estimates of every feasible
+    strategy the search finds on the same model, GPU count, batch and precision (rows that share those share
+    one search). Rows simulon cannot express are counted by reason."""
+    skipped: Counter[str] = Counter()
+    searches: dict[str, tuple[Search, list[float]]] = {}
+    checks = []
+    for index in indices:
+        try:
+            sc = scenario_from_row(rows[index])
+        except Unsupported as exc:
+            skipped[str(exc).split(":")[0][:60]] += 1
+            continue
+        strategy = strategy_of(sc)
+        base = (sc.workload.model_dump_json(exclude={"parallelism": True, "training": {"micro_batch_size"}})
+                + sc.datacenter.model_dump_json())  # what the search is for: all but the strategy
+        if base not in searches:
+            search = Search(sc, sc.workload.training.num_gpus, fp8=False)
+            phase = search.estimated(SILENT, cache)
+            searches[base] = (search, [e.iteration_s for e, _ in phase.candidates])
+        search, times = searches[base]
+        estimate = search.estimator.estimate(strategy, sc.workload).iteration_s
+        fits = search.memory(strategy, sc.workload).fits
+        row = rows[index]
+        name = f"{row['subset'][:28]} | {row['model']} | {row['num_gpus']} GPUs | {row['precision']}"
+        checks.append(RecipeCheck(index, name, fits, bisect.bisect_left(times, estimate), len(times)))
+    return checks, skipped

@@ -8,10 +8,12 @@ and size: tensor-parallel all-reduces (or all-gathers and reduce-scatters; with
 `tp_comm_overlap` only what outlasts the GEMMs they overlap), context-parallel key/value all-gathers,
 expert-parallel all-to-alls, and the pipeline send of each micro-batch's activations.
 
-The step: the pipeline formula of Narayanan et al. (SC'21, section 2.2) with the slowest stage,
-(m + (pp - 1) / vpp) x t_microbatch, plus the data-parallel synchronisation the last micro-batch's backward
-(gradient reduce) and the first forward (parameter all-gather) cannot hide, plus the optimizer step. FSDP
-gathers each layer's weights before its forward and backward: what outlasts the layer's compute is exposed.
+The step: the pipeline formula of Narayanan et al. (SC'21, section 2.2), m x t_slowest + (pp - 1) / vpp x t,
+with the fill and drain taken at each other stage's own micro-batch time (their sum over vpp: equal stages give
+the formula's (pp - 1) / vpp x t; uneven ones, a lighter first or last stage, a shorter bubble), plus the
+data-parallel synchronisation the last micro-batch's backward (gradient reduce) and the first forward
+(parameter all-gather) cannot hide, plus the optimizer step. FSDP gathers each layer's weights before its
+forward and backward: what outlasts the layer's compute is exposed.
 
 Kernels that run beside communication lose the SMs NCCL holds (one per channel), as in the replay
 (engine/replay.py): the compute a collective overlaps is stretched by sm / (sm - channels).
@@ -22,6 +24,7 @@ schedule's dependencies.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
 from ..collective.tuner import CollectivePlan
@@ -57,7 +60,7 @@ class Estimate:
     cp_s: float
     ep_s: float
     pp_s: float            # pipeline sends
-    bubble_s: float        # (pp - 1) / vpp micro-batches of the slowest stage
+    bubble_s: float        # one micro-batch of every stage but the slowest, over vpp
     dp_s: float            # exposed data-parallel synchronisation
     optimizer_s: float
 
@@ -92,6 +95,8 @@ class Estimator:
         self._models: dict[str, AnalyticalModel] = {}
         self._params: dict[tuple, tuple[float, float]] = {}
         self._stages: dict[tuple, _StageCost] = {}
+        self._compositions: dict[tuple, tuple[tuple[int, int], ...]] = {}
+        self._pipelines: dict[tuple, tuple[int, _StageCost, float]] = {}
         self._layouts: dict[tuple, RankLayout] = {}
         self._groups: dict[tuple, tuple[int, ...]] = {}
 
@@ -108,12 +113,10 @@ class Estimator:
         layers = PipelineLayers.of(workload)
         kernels = self._kernels(strategy, workload)
         microbatches = workload.training.global_batch_size // (s.micro_batch_size * s.dp)
-        stage_costs = [self._stage_cost(s, workload, kernels, layers, stage) for stage in range(s.pp)]
-        slowest = max(range(s.pp), key=lambda stage: stage_costs[stage].total)
-        cost = stage_costs[slowest]
+        slowest, cost, every_stage = self._pipeline_cost(s, workload, kernels, layers)
         per_mb = cost.total
         pp_send = self._pipeline_send(s, workload, layout) if s.pp > 1 else 0.0
-        bubble = (s.pp - 1) / s.vpp * per_mb
+        bubble = (every_stage - per_mb) / s.vpp  # fill and drain: every other stage once
         params = self._stage_params(s, workload, kernels, layers, slowest)
         dp, optimizer = self._data_parallel(s, workload, layout, params, cost, microbatches)
         total = microbatches * (per_mb + 2 * pp_send) + bubble + dp + optimizer  # a send forward, one back
@@ -130,23 +133,40 @@ class Estimator:
         return (s.tp, s.cp, expert_layout, s.ep, s.etp, s.micro_batch_size, s.sequence_parallel, s.recompute,
                 s.dtype, s.tp_comm_overlap)
 
+    def _pipeline_cost(self, s: Strategy, workload: MegatronWorkload, kernels: LayerKernels,
+                       layers: PipelineLayers) -> tuple[int, _StageCost, float]:
+        """The slowest stage, its costs, and the sum of every stage's micro-batch time (cached per shape and
+        pipeline: most strategies differ only in what these do not depend on)."""
+        key = (self.shape_key(s), s.pp, s.vpp, s.first_layers, s.last_layers)
+        if key not in self._pipelines:
+            costs = [self._stage_cost(s, workload, kernels, layers, stage) for stage in range(s.pp)]
+            slowest = max(range(s.pp), key=lambda stage: costs[stage].total)
+            self._pipelines[key] = (slowest, costs[slowest], sum(c.total for c in costs))
+        return self._pipelines[key]
+
     def _stage_cost(self, s: Strategy, workload: MegatronWorkload, kernels: LayerKernels, layers: PipelineLayers,
                     stage: int) -> _StageCost:
-        key = (self.shape_key(s), s.pp, s.vpp, stage)
+        """A stage's costs: each kind of unit it holds times how many (stages alike in that share them)."""
+        composition = self._composition(s, kernels, layers, stage)
+        key = (self.shape_key(s), composition)
         if key not in self._stages:
-            self._stages[key] = self._sum_stage(s, workload, kernels, layers, stage)
+            total = _StageCost()
+            for kind, count in composition:
+                unit_key = (self.shape_key(s), kind)
+                if unit_key not in self._units:
+                    self._units[unit_key] = self._cost_of_unit(s, workload, kernels, kind)
+                total.add(self._units[unit_key], count)
+            self._stages[key] = total
         return self._stages[key]
 
-    def _sum_stage(self, s: Strategy, workload: MegatronWorkload, kernels: LayerKernels, layers: PipelineLayers,
-                   stage: int) -> _StageCost:
-        total = _StageCost()
-        for unit in layers.stage_units(stage):
-            kind = unit if unit < 0 else int(kernels.is_moe_layer(unit))  # embedding, head, dense (0) or MoE (1)
-            key = (self.shape_key(s), kind)
-            if key not in self._units:
-                self._units[key] = self._cost_of_unit(s, workload, kernels, kind)
-            total.add(self._units[key])
-        return total
+    def _composition(self, s: Strategy, kernels: LayerKernels, layers: PipelineLayers,
+                     stage: int) -> tuple[tuple[int, int], ...]:
+        """(kind, count) of the units of a stage: the embedding, the head, dense (0) and MoE (1) layers."""
+        key = (s.pp, s.vpp, s.first_layers, s.last_layers, stage)
+        if key not in self._compositions:
+            kinds = Counter(unit if unit < 0 else int(kernels.is_moe_layer(unit)) for unit in layers.stage_units(stage))
+            self._compositions[key] = tuple(sorted(kinds.items()))
+        return self._compositions[key]
 
     def _cost_of_unit(self, s: Strategy, workload: MegatronWorkload, kernels: LayerKernels, unit: int) -> _LayerCost:
         """Kernels and exposed communication of a dense layer (unit 0), an MoE layer (1), the embedding or head."""
@@ -255,7 +275,7 @@ class Estimator:
     def _stage_params(self, s: Strategy, workload: MegatronWorkload, kernels: LayerKernels, layers: PipelineLayers,
                       stage: int) -> tuple[float, float]:
         """(dense, expert) parameters one rank of a stage holds; they depend on the sharding of weights only."""
-        key = (s.tp, s.ep, s.etp, s.pp, s.vpp, stage)
+        key = (s.tp, s.ep, s.etp, self._composition(s, kernels, layers, stage))
         if key not in self._params:
             self._params[key] = ModelParameters(kernels, workload.model, layers).stage(stage).total()
         return self._params[key]
@@ -316,14 +336,14 @@ class _StageCost:
     cp: float = 0.0
     ep: float = 0.0
 
-    def add(self, unit: _LayerCost) -> None:
-        self.forward += unit.forward
-        self.backward += unit.backward + unit.recompute
-        self.recompute += unit.recompute
-        self.compute += unit.forward + unit.backward + unit.recompute
-        self.tp += unit.tp
-        self.cp += unit.cp
-        self.ep += unit.ep
+    def add(self, unit: _LayerCost, count: int = 1) -> None:
+        self.forward += count * unit.forward
+        self.backward += count * (unit.backward + unit.recompute)
+        self.recompute += count * unit.recompute
+        self.compute += count * (unit.forward + unit.backward + unit.recompute)
+        self.tp += count * unit.tp
+        self.cp += count * unit.cp
+        self.ep += count * unit.ep
 
     @property
     def total(self) -> float:

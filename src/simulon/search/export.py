@@ -20,6 +20,9 @@ def megatron_arguments(strategy: Strategy, sc: ScenarioConfig) -> list[str]:
             f"--global-batch-size {train.global_batch_size}", f"--seq-length {train.sequence_length}"]
     if s.vpp > 1:
         args.append(f"--num-layers-per-virtual-pipeline-stage {layers // (s.pp * s.vpp)}")
+    if s.first_layers:
+        args += [f"--decoder-first-pipeline-num-layers {s.first_layers}",
+                 f"--decoder-last-pipeline-num-layers {s.last_layers}"]
     if s.ep > 1:
         args.append(f"--expert-model-parallel-size {s.ep}")
     if s.etp != s.tp:
@@ -48,7 +51,7 @@ def scenario_yaml(sc: ScenarioConfig, strategy: Strategy, num_gpus: int, note: s
     where the original file named them)."""
     data: dict[str, Any] = sc.model_dump(mode="json", exclude_none=True)
     workload = data["workload"]
-    workload["parallelism"] = {k: v for k, v in strategy.parallelism().items()
+    workload["parallelism"] = {k: v for k, v in strategy.parallelism(sc.workload.model.num_layers).items()
                                if v not in (False, "none") or k == "recompute"}
     workload["training"].update({"micro_batch_size": strategy.micro_batch_size, "dtype": strategy.dtype,
                                  "num_gpus": num_gpus})

@@ -12,11 +12,9 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 import statistics
 import time
 from collections import Counter
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,9 +31,13 @@ from ..memory import MemoryModel, StageMemory
 from ..memory.runtime import GiB
 from ..network.topology import Topology
 from ..progress import SILENT, Progress
+from .cache import Cache
 from .estimate import Estimate, Estimator
+from .executors import Executor, ProcessExecutor
 from .space import Limits, Space, Strategy
 
+ESTIMATE_FIELDS = len(dataclasses.fields(Estimate))
+"""A cached candidate is one row: its estimate's fields, then its strategy's."""
 RECOMPUTE_STRENGTH = {"none": 0, "selective": 1, "full": 2}
 """How much each recomputation setting saves: memory never rises with a stronger one."""
 
@@ -61,6 +63,47 @@ class Ranked:
         return self.capacity_gib - self.peak_memory_gib
 
 
+def by_count(counter: Counter) -> list[tuple[str, int]]:
+    """A counter's entries, largest first, ties by name (the same order however the counter was filled)."""
+    return sorted(counter.items(), key=lambda item: (-item[1], item[0]))
+
+
+@dataclass(frozen=True)
+class Reused:
+    """What a search read from its cache instead of working out again."""
+
+    estimates: bool  # the whole enumerate-prune-estimate phase
+    replays: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"estimates": self.estimates, "replays": self.replays}
+
+
+@dataclass
+class Phase:
+    """The enumerate-prune-estimate phase of a search: every feasible strategy with its estimate, best first."""
+
+    enumerated: int
+    pruned: Counter
+    infeasible: Counter
+    candidates: list[tuple[Estimate, Strategy]]
+    closest: tuple[float, Strategy, str] | None  # the smallest memory need that does not fit: bytes, strategy, term
+    from_cache: bool = True
+
+    def to_json(self) -> dict[str, Any]:
+        closest = None if self.closest is None else [self.closest[0], self.closest[1].to_json(), self.closest[2]]
+        return {"enumerated": self.enumerated, "pruned": dict(self.pruned), "infeasible": dict(self.infeasible),
+                "candidates": [[*dataclasses.astuple(e), *dataclasses.astuple(s)] for e, s in self.candidates],
+                "closest": closest}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Phase:
+        closest = data["closest"]
+        return cls(data["enumerated"], Counter(data["pruned"]), Counter(data["infeasible"]),
+                   [(Estimate(*row[:ESTIMATE_FIELDS]), Strategy(*row[ESTIMATE_FIELDS:])) for row in data["candidates"]],
+                   None if closest is None else (closest[0], Strategy(**closest[1]), closest[2]))
+
+
 @dataclass
 class SearchResult:
     enumerated: int
@@ -76,32 +119,82 @@ class SearchResult:
     peak_flops: dict[str, float]    # per GPU, by number format
     closest_miss: tuple[Strategy, str] | None = None
     estimate_scale: float = 1.0     # how the replayed strategies' step times compare with their estimates
+    reused: Reused = Reused(False, 0)
+    candidates: list[tuple[Estimate, Strategy]] = dataclasses.field(default_factory=list)  # every feasible one
+    gpu_counts: tuple[int, ...] = ()        # the counts searched (several with --gpus 512,1024); () = num_gpus
+    objective: str = "time"
+    gpu_hour_price: float | None = None     # what a GPU-hour costs, for the cost column
+    parts: dict[int, SearchResult] = dataclasses.field(default_factory=dict)  # each count's own search
 
     def tokens_per_s(self, r: Ranked) -> float:
         return self.tokens_per_step / (r.iteration_ms / 1e3)
 
     def mfu(self, r: Ranked) -> float:
         """Model FLOPs utilisation against the peak of the strategy's number format."""
-        return self.model_flops / (r.iteration_ms / 1e3) / (self.num_gpus * self.peak_flops[r.strategy.dtype])
+        return (self.model_flops / (r.iteration_ms / 1e3)
+                / (r.strategy.num_gpus * self.peak_flops[r.strategy.dtype]))
+
+    def gpu_hours_per_million_tokens(self, r: Ranked) -> float:
+        """GPU-hours one million training tokens take: GPUs x step time / tokens per step."""
+        return gpu_hours_per_million_tokens(r.iteration_ms, r.strategy.num_gpus, self.tokens_per_step)
+
+    def rank_key(self, r: Ranked) -> tuple:
+        """What the objective minimises (step time, or GPU-hours per token), ties broken by the strategy."""
+        value = r.iteration_ms if self.objective == "time" else self.gpu_hours_per_million_tokens(r)
+        return value, r.strategy.num_gpus, r.strategy
 
     def to_json(self) -> dict[str, Any]:
         top = [{**{k: v for k, v in r.strategy.to_json().items() if k != "dtype"}, "dtype": r.strategy.dtype,
                 "iteration_time_ms": r.iteration_ms, "estimated_ms": 1e3 * r.estimate.iteration_s,
                 "tokens_per_s": self.tokens_per_s(r), "mfu": self.mfu(r), "peak_memory_gib": r.peak_memory_gib,
                 "memory_capacity_gib": r.capacity_gib, "fits": r.headroom_gib >= 0,
-                "replayed": r.replay_ms is not None, "breakdown_ms": r.estimate.breakdown_ms()} for r in self.ranked]
+                "replayed": r.replay_ms is not None, "num_gpus": r.strategy.num_gpus,
+                "gpu_hours_per_million_tokens": self.gpu_hours_per_million_tokens(r),
+                **({} if self.gpu_hour_price is None else
+                   {"cost_per_million_tokens": self.gpu_hour_price * self.gpu_hours_per_million_tokens(r)}),
+                "breakdown_ms": r.estimate.breakdown_ms()} for r in self.ranked]
         return {"enumerated": self.enumerated, "pruned": sum(self.pruned.values()),
-                "pruned_by_rule": dict(self.pruned.most_common()), "infeasible": sum(self.infeasible.values()),
-                "infeasible_by_term": dict(self.infeasible.most_common()), "estimated": self.estimated,
-                "replayed": self.replayed, "seconds": self.seconds, "num_gpus": self.num_gpus, "top": top}
+                "pruned_by_rule": dict(by_count(self.pruned)), "infeasible": sum(self.infeasible.values()),
+                "infeasible_by_term": dict(by_count(self.infeasible)), "estimated": self.estimated,
+                "replayed": self.replayed, "seconds": self.seconds, "num_gpus": self.num_gpus,
+                "gpu_counts": list(self.gpu_counts or (self.num_gpus,)), "objective": self.objective,
+                "cached": self.reused.to_json(), "top": top}
+
+
+OBJECTIVES = ("time", "cost")
+"""What a search minimises: the step time, or the GPU-hours (hence the cost) of a million tokens."""
+
+
+def gpu_hours_per_million_tokens(iteration_ms: float, num_gpus: int, tokens_per_step: float) -> float:
+    return num_gpus * iteration_ms / 3.6e6 / (tokens_per_step / 1e6)
+
+
+def combine(results: list[SearchResult], objective: str = "time", top: int = 10,
+            gpu_hour_price: float | None = None) -> SearchResult:
+    """One ranking of searches of the same scenario on several GPU counts, by the objective. Within one count
+    the GPU-hours of a token are the step time times a constant, so both objectives rank one count alike."""
+    if objective not in OBJECTIVES:
+        raise ConfigError(f"--objective: expected one of {', '.join(OBJECTIVES)}, got {objective!r}")
+    first = results[0]
+    merged = dataclasses.replace(first, objective=objective, gpu_hour_price=gpu_hour_price)
+    ranked = sorted((r for result in results for r in result.ranked), key=merged.rank_key)[:top]
+    return dataclasses.replace(
+        merged, enumerated=sum(r.enumerated for r in results), pruned=sum((r.pruned for r in results), Counter()),
+        infeasible=sum((r.infeasible for r in results), Counter()), estimated=sum(r.estimated for r in results),
+        replayed=sum(r.replayed for r in results), seconds=sum(r.seconds for r in results), ranked=ranked,
+        num_gpus=ranked[0].strategy.num_gpus if ranked else first.num_gpus,
+        closest_miss=next((r.closest_miss for r in results if r.closest_miss), None),
+        reused=Reused(all(r.reused.estimates for r in results), sum(r.reused.replays for r in results)),
+        candidates=[], gpu_counts=tuple(r.num_gpus for r in results), parts={r.num_gpus: r for r in results})
 
 
 def apply(workload: MegatronWorkload, strategy: Strategy) -> MegatronWorkload:
     """The workload with a strategy's parallelism and training settings (the parallelism block validated; the
     model and the rest of training are the base's, already validated)."""
-    parallelism = {**workload.parallelism.model_dump(exclude_none=True), **strategy.parallelism()}
+    parallelism = workload.parallelism.model_dump(exclude_none=True)
     for key in ("num_microbatches", "layers_per_stage", "expert_tensor_parallel"):
         parallelism.pop(key, None)
+    parallelism.update(strategy.parallelism(workload.model.num_layers))
     if strategy.etp != strategy.tp:
         parallelism["expert_tensor_parallel"] = strategy.etp
     training = workload.training.model_copy(update={"micro_batch_size": strategy.micro_batch_size,
@@ -119,7 +212,7 @@ def scenario_for(sc: ScenarioConfig, strategy: Strategy, num_gpus: int) -> Scena
     return parse_scenario(data, "search")
 
 
-def _replay(args: tuple[dict, str]) -> float:
+def replay_step_ms(args: tuple[dict, str]) -> float:
     """The step ms of one scenario replayed; runs in a worker process (module level, to be picklable)."""
     from ..pipeline import simulate
 
@@ -148,15 +241,51 @@ class Search:
                                    sc.collective)
         self.capacity = gpu.memory_capacity_gb * GiB
         self.gpu = gpu
+        self.fp8 = fp8
 
-    def run(self, top: int = 10, replay: int = 10, progress: Progress = SILENT,
-            workers: int | None = None) -> SearchResult:
+    def run(self, top: int = 10, replay: int = 10, progress: Progress = SILENT, workers: int | None = None,
+            executor: Executor | None = None, cache: Cache | None = None) -> SearchResult:
+        """`executor` runs the replays (default: a process pool of `workers`); `cache` keeps estimates and
+        replays on disk (search/cache.py), so that a search run again reads what it had finished."""
         started = time.perf_counter()
+        phase = self.estimated(progress, cache)
+        best = [self._ranked(strategy, estimate) for estimate, strategy in phase.candidates[:max(top, replay)]]
+        replayed, reused = self._replay(best[:replay], progress, executor or ProcessExecutor(workers), cache)
+        scale = statistics.median(r.replay_ms / (1e3 * r.estimate.iteration_s) for r in replayed) if replayed else 1.0
+        rest = [dataclasses.replace(r, scale=scale) for r in best[len(replayed):]]
+        ranked = sorted(replayed + rest, key=lambda r: (r.iteration_ms, r.strategy))
+        train = self.workload.training
+        miss = None
+        if phase.closest is not None:
+            device, strategy, term = phase.closest
+            miss = (strategy, f"needs {device / GiB:.1f} GiB, {(device - self.capacity) / GiB:.1f} GiB over the "
+                              f"{self.capacity / GiB:.0f} GiB of a {self.gpu.name}; largest term: {term}")
+        return SearchResult(phase.enumerated, phase.pruned, phase.infeasible, len(phase.candidates), len(replayed),
+                            time.perf_counter() - started, ranked[:top],
+                            train.global_batch_size * train.sequence_length, self.num_gpus,
+                            self.estimator.model_flops(), {d: self.gpu.peak_flops(DType(d)) for d in self.space.dtypes},
+                            miss, scale, Reused(phase.from_cache, reused), phase.candidates)
+
+    def estimated(self, progress: Progress = SILENT, cache: Cache | None = None) -> Phase:
+        """Every feasible strategy with its estimate, best first: from the cache where it has this search's."""
+        key = None
+        if cache is not None:
+            key = cache.key({"scenario": self.sc.model_dump(mode="json", exclude_none=True),
+                             "num_gpus": self.num_gpus, "fp8": self.fp8, "limits": self.space.limits.values})
+            found = cache.get("estimates", key)
+            if found is not None:
+                return Phase.from_json(found)
+        progress.stage("enumerating and estimating strategies")
+        phase = self._estimate_all()
+        if cache is not None and key is not None:
+            cache.put("estimates", key, phase.to_json())
+        return dataclasses.replace(phase, from_cache=False)
+
+    def _estimate_all(self) -> Phase:
         infeasible: Counter[str] = Counter()
         candidates: list[tuple[Estimate, Strategy]] = []
         self._known: dict[tuple, list[tuple[int, int, str | None]]] = {}
         self._closest: tuple[float, Strategy, str] | None = None
-        progress.stage("enumerating and estimating strategies")
         for strategy in self.space.strategies():
             try:
                 workload = apply(self.workload, strategy)
@@ -169,22 +298,7 @@ class Search:
                 continue
             candidates.append((self.estimator.estimate(strategy, workload), strategy))
         candidates.sort(key=lambda c: (c[0].iteration_s, c[1]))  # ties broken by the strategy's fields
-        best = [self._ranked(strategy, estimate) for estimate, strategy in candidates[:max(top, replay)]]
-        replayed = self._replay(best[:replay], progress, workers)
-        scale = statistics.median(r.replay_ms / (1e3 * r.estimate.iteration_s) for r in replayed) if replayed else 1.0
-        rest = [dataclasses.replace(r, scale=scale) for r in best[len(replayed):]]
-        ranked = sorted(replayed + rest, key=lambda r: (r.iteration_ms, r.strategy))
-        train = self.workload.training
-        miss = None
-        if self._closest is not None:
-            device, strategy, term = self._closest
-            miss = (strategy, f"needs {device / GiB:.1f} GiB, {(device - self.capacity) / GiB:.1f} GiB over the "
-                              f"{self.capacity / GiB:.0f} GiB of a {self.gpu.name}; largest term: {term}")
-        return SearchResult(self.space.enumerated, self.space.pruned, infeasible, len(candidates), len(replayed),
-                            time.perf_counter() - started, ranked[:top],
-                            train.global_batch_size * train.sequence_length, self.num_gpus,
-                            self.estimator.model_flops(), {d: self.gpu.peak_flops(DType(d)) for d in self.space.dtypes},
-                            miss, scale)
+        return Phase(self.space.enumerated, Counter(self.space.pruned), infeasible, candidates, self._closest)
 
     def _ranked(self, strategy: Strategy, estimate: Estimate) -> Ranked:
         peak = self.memory(strategy)
@@ -212,23 +326,37 @@ class Search:
 
     def memory(self, strategy: Strategy, workload: MegatronWorkload | None = None) -> StageMemory:
         """The fullest of the first and last stage (the first keeps the most micro-batches and the embedding,
-        the last the LM head and its logits; a middle stage keeps less than the first)."""
+        the last the LM head and its logits; a middle stage keeps less than the first), and of the second where
+        the first holds fewer layers than the middle stages (the second keeps the most micro-batches of those)."""
         model = MemoryModel(workload or apply(self.workload, strategy), self.num_gpus, self.capacity, self.gpu.name)
-        return max((model.stage(s) for s in sorted({0, strategy.pp - 1})), key=lambda s: s.device)
+        stages = {0, strategy.pp - 1} | ({1} if strategy.first_layers and strategy.pp > 2 else set())
+        return max((model.stage(s) for s in sorted(stages)), key=lambda s: s.device)
 
-    def _replay(self, best: list[Ranked], progress: Progress, workers: int | None) -> list[Ranked]:
+    def _replay(self, best: list[Ranked], progress: Progress, executor: Executor,
+                cache: Cache | None) -> tuple[list[Ranked], int]:
+        """The strategies replayed (each recorded in the cache as it finishes), and how many the cache had."""
         if not best:
-            return []
-        jobs = [(scenario_for(self.sc, r.strategy, self.num_gpus).model_dump(exclude_none=True), "search")
+            return [], 0
+        jobs = [(scenario_for(self.sc, r.strategy, self.num_gpus).model_dump(mode="json", exclude_none=True), "search")
                 for r in best]
+        keys = [cache.key({"replay": job[0]}) for job in jobs] if cache is not None else []
+        results: dict[int, float] = {}
+        for index, key in enumerate(keys):
+            found = cache.get("replays", key) if cache is not None else None
+            if found is not None:
+                results[index] = found["iteration_time_ms"]
+        reused = len(results)
         progress.stage(f"replaying the best {len(jobs)}", total=len(jobs), unit="strategies")
-        results: list[float] = []
-        with ProcessPoolExecutor(max_workers=workers or os.cpu_count() or 1) as pool:
-            for result in pool.map(_replay, jobs):
-                results.append(result)
-                progress.advance(len(results))
-        return [Ranked(r.strategy, r.estimate, r.peak_memory_gib, r.capacity_gib, r.peak_stage, ms)
-                for r, ms in zip(best, results, strict=True)]
+        progress.advance(reused)
+        todo = [index for index in range(len(jobs)) if index not in results]
+        for position, ms in executor.map_unordered(replay_step_ms, [jobs[index] for index in todo]):
+            index = todo[position]
+            results[index] = ms
+            if cache is not None:
+                cache.put("replays", keys[index], {"iteration_time_ms": ms})
+            progress.advance(len(results))
+        return [Ranked(r.strategy, r.estimate, r.peak_memory_gib, r.capacity_gib, r.peak_stage, results[index])
+                for index, r in enumerate(best)], reused
 
 
 def load_search_scenario(path: Path) -> tuple[ScenarioConfig, int | None]:
@@ -242,9 +370,12 @@ def load_search_scenario(path: Path) -> tuple[ScenarioConfig, int | None]:
         workload = {**workload, "parallelism": {}}
         training = workload.get("training")
         if isinstance(training, dict):
-            # validated on one GPU with micro-batches of one (any batch divides): the search picks both
+            # validated on one GPU with one micro-batch of the whole batch (any batch divides, and no count of
+            # micro-batches is too many): the search picks both
             asked = training.get("num_gpus")
-            workload["training"] = {**training, "num_gpus": 1, "micro_batch_size": 1}
+            whole = training.get("global_batch_size")
+            workload["training"] = {**training, "num_gpus": 1,
+                                    "micro_batch_size": whole if isinstance(whole, int) and whole > 0 else 1}
         data = {**data, "workload": workload}
     sc = parse_scenario(data, str(path), path.parent)
     if sc.workload is None:
@@ -268,7 +399,7 @@ def _supports(gpu: Any, dtype: DType) -> bool:
 
 def search(sc: ScenarioConfig, num_gpus: int | None = None, top: int = 10, replay: int = 10,
            limits: Limits | None = None, fp8: bool = True, progress: Progress = SILENT,
-           workers: int | None = None) -> SearchResult:
+           workers: int | None = None, executor: Executor | None = None, cache: Cache | None = None) -> SearchResult:
     """Search every strategy for a scenario's model and batch on its datacenter (see the module docstring)."""
-    return Search(sc, num_gpus, limits, fp8).run(top, replay, progress, workers)
+    return Search(sc, num_gpus, limits, fp8).run(top, replay, progress, workers, executor, cache)
 

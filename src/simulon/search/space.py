@@ -3,11 +3,15 @@
 A strategy fixes every parallel degree and training knob the Megatron-Core workload has: tp, pp, vpp (model
 chunks), dp (what the GPU count leaves), cp, ep, expert tensor parallelism, micro-batch size, sequence
 parallelism, recomputation (none, selective, full), the optimizer's sharding (distributed optimizer = ZeRO-1,
-ZeRO-2, FSDP), the GEMM number format and tensor-parallel communication overlap.
+ZeRO-2, FSDP), the GEMM number format, tensor-parallel communication overlap, and uneven first and last pipeline
+stages (fewer layers where the embedding and the LM head sit; only without model chunks, vpp = 1, as the
+scenario's layers_per_stage is refused with the interleaved schedule).
 
 Rules that are exact (a strategy they remove cannot run, or another strategy is never worse):
 * divisibility: tp divides the heads, the key/value heads and the GPUs of a node (Megatron keeps a tensor-
-  parallel group inside one NVLink domain); pp·vpp divides the layers; 2·cp divides the sequence; tp·pp·cp
+  parallel group inside one NVLink domain); pp divides the GPUs and pp·vpp the layers (an even split; pp is
+  tried among the GPU count's divisors, so that a layer count no pp divides, DeepSeek-V3's 61, still gets
+  uneven splits); 2·cp divides the sequence; tp·pp·cp
   divides the GPUs; the micro-batch times dp divides the global batch, into a multiple of pp micro-batches
   when interleaved; ep divides the experts and, with
   experts split like the attention (etp = tp), dp·cp, or with unsplit experts (etp = 1) tp·cp·dp.
@@ -36,6 +40,9 @@ MICRO_BATCHES = (1, 2, 4, 8)
 throughput has flattened by then)."""
 CONTEXT_PARALLEL = (1, 2, 4, 8, 16)
 """Context-parallel degrees tried: powers of two up to 16 (Llama 3 405B's 128K-token stage ran cp 16)."""
+MAX_TRIM = 2
+"""Uneven stages tried: the first and last stages hold up to this many layers fewer than the others (Megatron's
+--decoder-first/last-pipeline-num-layers: room for the embedding, and for the LM head and its logits)."""
 MAX_VPP = 8
 """Model chunks per stage considered: Megatron's recipes use up to 8 (Llama 3 405B on 16,384 GPUs ran 4-8)."""
 
@@ -57,11 +64,24 @@ class Strategy:
     sharding: str
     dtype: str
     tp_comm_overlap: bool
+    first_layers: int = 0  # layers of the first and the last pipeline stage when uneven (0: an even split)
+    last_layers: int = 0
+
+    def layers_per_stage(self, num_layers: int) -> list[int] | None:
+        """Layers of each pipeline stage when the first and last are uneven, else None (an even split)."""
+        if not self.first_layers:
+            return None
+        middle = (num_layers - self.first_layers - self.last_layers) // (self.pp - 2) if self.pp > 2 else 0
+        return [self.first_layers, *[middle] * (self.pp - 2), self.last_layers]
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
-    def parallelism(self) -> dict[str, Any]:
+    @property
+    def num_gpus(self) -> int:
+        return self.tp * self.pp * self.cp * self.dp
+
+    def parallelism(self, num_layers: int) -> dict[str, Any]:
         """The scenario's `workload.parallelism` block for this strategy."""
         block: dict[str, Any] = {
             "tp": self.tp, "pp": self.pp, "cp": self.cp, "ep": self.ep, "vpp": self.vpp,
@@ -74,6 +94,8 @@ class Strategy:
             block["pipeline_schedule"] = "interleaved_1f1b"
         if self.etp != self.tp:
             block["expert_tensor_parallel"] = self.etp
+        if self.first_layers:
+            block["layers_per_stage"] = self.layers_per_stage(num_layers)
         return block
 
 
@@ -111,28 +133,48 @@ class Space:
         moe = model.moe
         tps = [t for t in _divisors(self.gpus_per_node) if model.num_heads % t == 0 and model.kv_heads % t == 0]
         dims = itertools.product(
-            tps, _divisors(model.num_layers), range(1, MAX_VPP + 1), CONTEXT_PARALLEL,
+            tps, [p for p in _divisors(self.num_gpus) if p <= model.num_layers], range(1, MAX_VPP + 1),
+            CONTEXT_PARALLEL,
             _divisors(moe.num_experts) if moe else [1], (False, True) if moe else (False,), MICRO_BATCHES,
             (False, True), RECOMPUTE, ("ddp", *SHARDINGS), self.dtypes, (False, True))
         for tp, pp, vpp, cp, ep, unsplit, mbs, sp, recompute, sharding, dtype, overlap in dims:
-            self.enumerated += 1
-            reason = self._rule(tp, pp, vpp, cp, ep, unsplit, mbs, sp, sharding, overlap, train.global_batch_size,
-                                train.sequence_length)
-            if reason:
-                self.pruned[reason] += 1
-                continue
-            strategy = Strategy(tp, pp, vpp, self.num_gpus // (tp * pp * cp), cp, ep, 1 if unsplit else tp, mbs, sp,
-                                recompute, sharding, dtype, overlap)
-            if lim.values and not all(lim.allows(k, v) for k, v in strategy.to_json().items()):
-                self.pruned["excluded by the command's options"] += 1
-                continue
-            yield strategy
+            for first, last in self.splits(pp, vpp):
+                self.enumerated += 1
+                reason = self._rule(tp, pp, vpp, cp, ep, unsplit, mbs, sp, sharding, overlap, train.global_batch_size,
+                                    train.sequence_length, bool(first))
+                if reason:
+                    self.pruned[reason] += 1
+                    continue
+                strategy = Strategy(tp, pp, vpp, self.num_gpus // (tp * pp * cp), cp, ep, 1 if unsplit else tp, mbs,
+                                    sp, recompute, sharding, dtype, overlap, first, last)
+                if lim.values and not all(lim.allows(k, v) for k, v in strategy.to_json().items()):
+                    self.pruned["excluded by the command's options"] += 1
+                    continue
+                yield strategy
+
+    def splits(self, pp: int, vpp: int) -> list[tuple[int, int]]:
+        """(first, last) stage layers to try: (0, 0), the even split, then for pp > 1 without model chunks
+        (the scenario refuses layers_per_stage with vpp > 1) every split whose other stages hold m layers each
+        and whose first and last hold 0 to MAX_TRIM fewer, one at least, m the fewest that makes that add up."""
+        splits = [(0, 0)]
+        layers = self.workload.model.num_layers
+        if pp == 1 or vpp > 1:
+            return splits
+        middle = -(-layers // pp)
+        while pp * middle - layers <= 2 * MAX_TRIM:
+            trim = pp * middle - layers  # what the first and last hold fewer than m, together
+            for a in range(max(0, trim - MAX_TRIM), min(trim, MAX_TRIM) + 1):
+                first, last = middle - a, middle - (trim - a)
+                if trim and min(first, last) >= 1 and not (pp == 2 and first == last):  # pp 2: that is even
+                    splits.append((first, last))
+            middle += 1
+        return splits
 
     def _rule(self, tp: int, pp: int, vpp: int, cp: int, ep: int, unsplit: bool, mbs: int, sp: bool,
-              sharding: str, overlap: bool, gbs: int, seq: int) -> str | None:
+              sharding: str, overlap: bool, gbs: int, seq: int, uneven: bool = False) -> str | None:
         """The first exact rule a combination breaks, or None."""
         layers = self.workload.model.num_layers
-        if (pp == 1 and vpp > 1) or layers % (pp * vpp):
+        if (pp == 1 and vpp > 1) or (not uneven and layers % (pp * vpp)):
             return "divisibility: pp x vpp must divide the layers (vpp only with pp > 1)"
         if seq % (2 * cp) or (sp and seq % (tp * cp)):
             return "divisibility: 2 x cp (and tp x cp with sequence parallelism) must divide the sequence"

@@ -1,0 +1,44 @@
+"""Are NVIDIA's published recipes where the search would put them? For every NeMo / DGX Cloud row of the training
+table (/work/shared/validation/training.csv, shipped as validate's training table): the recipe must fit by the
+memory model, and its estimate must rank within the best 10% of the feasible strategies the search finds for the
+same model, GPU count, batch, sequence and precision (search/agreement.py check_recipes).
+
+    uv run python benchmarks/bench_search_recipes.py [--cache DIR] [--limit N]
+
+Prints one line per recipe (fits, rank among the feasible strategies, share) and the totals; exits 1 if any
+recipe fails the check.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from simulon.search.agreement import TOP_SHARE, check_recipes, recipe_rows
+from simulon.search.cache import Cache
+from simulon.validate.report import read_table, shipped_table
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cache", type=Path, default=Path(".simulon-cache"))
+    parser.add_argument("--limit", type=int, default=None, help="check only the first N recipe rows")
+    args = parser.parse_args()
+    started = time.perf_counter()
+    rows = read_table(shipped_table("training"))
+    indices = recipe_rows(rows)[:args.limit]
+    checks, skipped = check_recipes(rows, indices, Cache(args.cache))
+    for c in checks:
+        print(f"row {c.row:4d} {'ok  ' if c.passes else 'FAIL'} fits={c.fits!s:5} rank {c.rank:6,d} of "
+              f"{c.feasible:7,d} ({100 * c.share:5.1f}%)  {c.name}")
+    passed = sum(c.passes for c in checks)
+    print(f"{len(indices)} recipe rows: {len(checks)} checked, {sum(skipped.values())} not expressible "
+          f"({dict(skipped)}); {passed} fit and rank in the top {100 * TOP_SHARE:.0f}%, "
+          f"{sum(not c.fits for c in checks)} do not fit; {time.perf_counter() - started:.0f} s")
+    sys.exit(0 if passed == len(checks) else 1)
+
+
+if __name__ == "__main__":
+    main()
