@@ -118,15 +118,17 @@ def test_a_bad_gpu_count_in_the_searched_file_is_a_one_line_error(tmp_path):
     assert run.returncode == 2 and "workload.training.num_gpus" in run.stderr and "Traceback" not in run.stderr
 
 
-def test_uneven_stages_are_searched_without_model_chunks_and_run_as_the_split_they_name():
+def test_uneven_stages_are_searched_with_chunks_dividing_every_stage_and_run_as_the_split_they_name():
     sc = gpt_scenario(nodes=2, gpus_per_node=4, layers=10, gbs=16, seq=1024)
     space = Space(sc.workload, 8, 4, fp8=False)
     assert space.splits(4, 1) == [(0, 0), (3, 1), (2, 2), (1, 3)]  # middle stages of 3 layers each
-    assert space.splits(4, 2) == [(0, 0)] and space.splits(1, 1) == [(0, 0)]
+    assert space.splits(4, 2) == [(0, 0)] and space.splits(1, 1) == [(0, 0)]  # 3-layer stages do not split in 2
+    assert space.splits(2, 2) == [(0, 0), (6, 4), (4, 6)]  # each stage's layers split over its two chunks
     assert space.splits(2, 1) == [(0, 0), (6, 4), (4, 6)]  # 5 + 5 is the even split itself
     kept = list(space.strategies())
     uneven = [s for s in kept if s.first_layers]
-    assert uneven and all(s.vpp == 1 and s.pp > 1 for s in uneven)
+    assert uneven and all(s.pp > 1 for s in uneven) and any(s.vpp > 1 for s in uneven)
+    assert all(layers % s.vpp == 0 for s in uneven for layers in s.layers_per_stage(10))
     assert all(sum(s.layers_per_stage(10)) == 10 for s in uneven)
     lighter_head = Strategy(1, 2, 1, 4, 1, 1, 1, 1, False, "none", "distributed_optimizer", "bf16", False, 6, 4)
     scenario = scenario_for(sc, lighter_head, 8)

@@ -39,7 +39,7 @@ from ..engine.replay import MAX_HELD_SHARE
 from ..pipeline import time_collective
 from ..workload.data_parallel import ADAM_BYTES_PER_PARAM
 from ..workload.kernels import KernelClass, Phase, memory_bound
-from ..workload.layer_kernels import LayerKernels, ShardShape
+from ..workload.layer_kernels import RING_BLOCK, LayerKernels, ShardShape
 from ..workload.layout import RankLayout
 from ..workload.parameters import ModelParameters, PipelineLayers
 from ..workload.program import EMBEDDING_LAYER, HEAD_LAYER
@@ -172,7 +172,7 @@ class Estimator:
         """Kernels and exposed communication of a dense layer (unit 0), an MoE layer (1), the embedding or head."""
         model = self.compute_model(s.dtype)
         names = self._unit_kernels(kernels, unit)
-        specs = {phase: [kernels[n][phase] for n in names if phase in kernels[n]]
+        specs = {phase: [kernels[n][phase] for n in names if phase in kernels[n] for _ in range(kernels.repeats(n))]
                  for phase in (Phase.fwd, Phase.bwd_ig, Phase.bwd_wg)}
         seconds = {phase: float(model.seconds(specs[phase]).sum()) if specs[phase] else 0.0 for phase in specs}
         forward, backward = seconds[Phase.fwd], seconds[Phase.bwd_ig] + seconds[Phase.bwd_wg]
@@ -180,7 +180,8 @@ class Estimator:
         if unit >= 0 and s.recompute == "full":
             recompute = forward
         elif unit >= 0 and s.recompute == "selective":
-            recompute = float(model.seconds([kernels[n][Phase.fwd] for n in kernels.attention_core]).sum())
+            recompute = float(model.seconds([kernels[n][Phase.fwd] for n in kernels.attention_core
+                                             for _ in range(kernels.repeats(n))]).sum())
         tp, cp, ep = self._layer_comm(s, workload, kernels, unit, specs, model)
         return _LayerCost(forward, backward, recompute, tp, cp, ep)
 
@@ -218,9 +219,16 @@ class Estimator:
         cp = 0.0
         if s.cp > 1:
             m = workload.model
-            kv = 2 * shape.tokens * s.cp * max(m.kv_heads // s.tp, 1) * m.head_size * shape.act_bytes
+            local_kv = 2 * shape.tokens * max(m.kv_heads // s.tp, 1) * m.head_size * shape.act_bytes
             group = tuple(range(0, s.tp * s.cp, s.tp))
-            cp = self.seconds(AG, group, kv) + self.seconds(RS, group, kv)
+            if RING_BLOCK in kernels:  # each pass hides behind the block computed meanwhile (workload.megatron)
+                block = {phase: float(model.seconds([kernels[RING_BLOCK][phase]]).sum())
+                         for phase in (Phase.fwd, Phase.bwd_ig)}
+                cp = (s.cp - 1) * (max(0.0, self.seconds(SR, group, local_kv) - block[Phase.fwd])
+                                   + max(0.0, self.seconds(SR, group, 2 * local_kv) - block[Phase.bwd_ig]))
+                cp += self.seconds(SR, group, local_kv)  # the key/value gradients' way home
+            else:
+                cp = self.seconds(AG, group, s.cp * local_kv) + self.seconds(RS, group, s.cp * local_kv)
         ep = 0.0
         if unit == 1 and s.ep > 1:
             layout = self._layout(s)

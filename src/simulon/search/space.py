@@ -4,8 +4,8 @@ A strategy fixes every parallel degree and training knob the Megatron-Core workl
 chunks), dp (what the GPU count leaves), cp, ep, expert tensor parallelism, micro-batch size, sequence
 parallelism, recomputation (none, selective, full), the optimizer's sharding (distributed optimizer = ZeRO-1,
 ZeRO-2, FSDP), the GEMM number format, tensor-parallel communication overlap, and uneven first and last pipeline
-stages (fewer layers where the embedding and the LM head sit; only without model chunks, vpp = 1, as the
-scenario's layers_per_stage is refused with the interleaved schedule).
+stages (fewer layers where the embedding and the LM head sit; with model chunks, splits whose every stage's
+layers divide over them).
 
 Rules that are exact (a strategy they remove cannot run, or another strategy is never worse):
 * divisibility: tp divides the heads, the key/value heads and the GPUs of a node (Megatron keeps a tensor-
@@ -153,19 +153,21 @@ class Space:
                 yield strategy
 
     def splits(self, pp: int, vpp: int) -> list[tuple[int, int]]:
-        """(first, last) stage layers to try: (0, 0), the even split, then for pp > 1 without model chunks
-        (the scenario refuses layers_per_stage with vpp > 1) every split whose other stages hold m layers each
-        and whose first and last hold 0 to MAX_TRIM fewer, one at least, m the fewest that makes that add up."""
+        """(first, last) stage layers to try: (0, 0), the even split, then for pp > 1 every split whose other
+        stages hold m layers each and whose first and last hold 0 to MAX_TRIM fewer, one at least, m the fewest
+        that makes that add up; with model chunks, only splits whose every stage's layers divide over them (as
+        Megatron's --decoder-first/last-pipeline-num-layers need)."""
         splits = [(0, 0)]
         layers = self.workload.model.num_layers
-        if pp == 1 or vpp > 1:
+        if pp == 1:
             return splits
         middle = -(-layers // pp)
         while pp * middle - layers <= 2 * MAX_TRIM:
             trim = pp * middle - layers  # what the first and last hold fewer than m, together
             for a in range(max(0, trim - MAX_TRIM), min(trim, MAX_TRIM) + 1):
                 first, last = middle - a, middle - (trim - a)
-                if trim and min(first, last) >= 1 and not (pp == 2 and first == last):  # pp 2: that is even
+                chunked = first % vpp == last % vpp == (middle % vpp if pp > 2 else 0) == 0
+                if trim and min(first, last) >= 1 and not (pp == 2 and first == last) and chunked:  # pp 2: even
                     splits.append((first, last))
             middle += 1
         return splits
