@@ -13,7 +13,7 @@ from helpers import cli
 from simulon.plots import KINDS, render
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-READS = {"breakdown": "simulate", "gantt": "simulate", "memory": "simulate", "busbw": "collective",
+READS = {"breakdown": "simulate", "gantt": "simulate", "memory": "simulate", "links": "simulate", "busbw": "collective",
          "validation": "validate", "scaling": "sweep", "steps": "sweep"}
 """Which result each plot kind reads."""
 

@@ -15,7 +15,7 @@ from ..network.topology import Topology
 from .critical_path import CriticalPath, critical_path, path_summary
 from .exposure import GPUExposure, exposure
 from .findings import Finding, findings
-from .links import LinkSeries, LinkUse, busiest_links, link_series, link_use, links_summary
+from .links import LinkSeries, LinkUse, busiest_links, link_series, link_use, links_summary, load_over_time
 
 
 @dataclass(frozen=True)
@@ -47,6 +47,7 @@ def analyze(dag: ExecutionDAG, timeline: Timeline, topology: Topology, fold: Fol
     per_gpu = exposure(dag, timeline, ridge)
     loads = flow_loads(dag, topology, fold, props)
     use = link_use(topology, props, loads, timeline.makespan)
-    links = links_summary(topology, use)
+    series = link_series(topology, props, loads, timeline, busiest_links(use))
+    links = {**links_summary(topology, use), "over_time": load_over_time(series, timeline.makespan)}
     return Analysis(path, summary, per_gpu, use, links, findings(per_gpu, summary, links, timeline.makespan * 1e3),
-                    ridge, link_series(topology, props, loads, timeline, busiest_links(use)))
+                    ridge, series)

@@ -113,3 +113,22 @@ def link_series(topology: Topology, props: FlowProperties, loads: LinkLoads, tim
         level = np.cumsum(np.concatenate([load, -load])[order])
         series.append(LinkSeries(topology.link_name(link), times[order], np.maximum(level, 0.0)))
     return series
+
+
+OVER_TIME_BINS = 60
+"""Equal time bins the busiest links' load is averaged over for `simulate --json` (the links heat map)."""
+
+
+def load_over_time(series: list[LinkSeries], step_s: float, bins: int = OVER_TIME_BINS) -> dict:
+    """Each series' mean load (share of the link's capacity) in `bins` equal bins of the step: the exact mean of
+    its step function over each bin, from its integral at the bin edges (zero before its first time)."""
+    edges = np.linspace(0.0, step_s, bins + 1)
+    width = step_s / bins if step_s > 0 else 1.0
+    rows = []
+    for s in series:
+        area = np.concatenate([[0.0], np.cumsum(s.load[:-1] * np.diff(s.times))])
+        at = np.searchsorted(s.times, edges, side="right") - 1
+        inside = np.maximum(at, 0)
+        integral = np.where(at < 0, 0.0, area[inside] + s.load[inside] * (edges - s.times[inside]))
+        rows.append({"link": s.name, "load": (np.diff(integral) / width).tolist()})
+    return {"bin_ms": step_s * 1e3 / bins, "links": rows}

@@ -26,6 +26,8 @@ from .memory import print_report, summary_line, warnings
 from .output import print_table
 from .plot import plot as plot_command
 from .profile import app as profile_app
+from .report import report as report_command
+from .report import result_json, run_scenario
 from .search import search as search_command
 from .sweep import sweep as sweep_command
 from .topology import topology as topology_command
@@ -40,6 +42,7 @@ app.command(name="search")(search_command)
 app.command(name="diff")(diff_command)
 app.command(name="sweep")(sweep_command)
 app.command(name="plot")(plot_command)
+app.command(name="report")(report_command)
 app.add_typer(profile_app, name="profile")
 
 
@@ -75,14 +78,8 @@ def simulate(
     max_memory: MaxMemoryOption = None,
 ) -> None:
     """Simulate one training iteration and report its time."""
-    from ..analysis.analyze import analyze
-    from ..analysis.schedule import schedule
-    from ..collective.algorithms import Unrunnable
-    from ..dag.size import TooLarge
     from ..export.chrome_trace import DETAILS, chrome_trace_json
     from ..export.files import write_atomic
-    from ..pipeline import simulate as run
-    from .progress import terminal_progress
 
     if expand not in ("auto", "full", "symmetric"):
         raise ConfigError(f"--expand: expected auto, full or symmetric, got {expand!r}")
@@ -93,21 +90,8 @@ def simulate(
         raise ConfigError(f"-o {output}: folder {str(output.parent)!r} does not exist")
     if output is not None and output.is_dir():
         raise ConfigError(f"-o {output}: is a folder; name the trace file to write")
-    sc = load_scenario(scenario)
-    if sc.workload is None:
-        raise ConfigError(f"{scenario}: workload: required to simulate a training iteration "
-                          "(use `simulon collective` for a datacenter-only scenario)")
-    try:
-        with terminal_progress(quiet=as_json) as progress:
-            sim = run(sc, fold_mode=expand, progress=progress, memory_limit=limit,  # type: ignore[arg-type]
-                      trace=output is not None)
-    except Unrunnable as exc:
-        raise ConfigError(f"{scenario}: collective.algorithm: {exc}") from None
-    except TooLarge as exc:
-        raise ConfigError(f"{scenario}: {exc}") from None
-    result, gpu = sim.result, sc.datacenter.node.gpu
-    analysis = analyze(sim.dag, sim.timeline, sim.topology, sim.fold, gpu.peak_flops(sc.workload.training.dtype),
-                       gpu.memory_bandwidth)
+    sim, analysis = run_scenario(scenario, quiet=as_json, expand=expand, memory_limit=limit, trace=output is not None)
+    result = sim.result
     if output is not None:
         try:
             write_atomic(output, chrome_trace_json(sim.dag, sim.timeline, trace_detail, sim.memory, sim.fold.rep,
@@ -115,8 +99,7 @@ def simulate(
         except OSError as exc:
             raise ConfigError(f"-o {output}: cannot write: {exc.strerror or exc}") from None
     if as_json:
-        print(json.dumps({**result.to_dict(), "memory": sim.memory.to_json(), "analysis": analysis.to_dict(),
-                          "schedule": schedule(sim.dag, sim.timeline)}))
+        print(json.dumps(result_json(sim, analysis)))
         return
     if output is not None:
         print(f"Trace written to {output}")

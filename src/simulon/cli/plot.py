@@ -13,8 +13,8 @@ from ..config.errors import ConfigError
 def plot(
     result: Annotated[Path, typer.Argument(help="a result: simulate/collective/validate --json output saved to a "
                                            "file, or a sweep's CSV")],
-    kind: Annotated[str, typer.Option(help="breakdown, gantt, memory (simulate --json); busbw (collective --json); "
-                                      "validation (validate --json); scaling, steps (sweep CSV)")],
+    kind: Annotated[str, typer.Option(help="breakdown, gantt, memory, links (simulate --json); busbw (collective "
+                                      "--json); validation (validate --json); scaling, steps (sweep CSV)")],
     output: Annotated[Path, typer.Option("-o", "--output", help="the plot to write: .png or .svg")],
     measured: Annotated[Path | None, typer.Option(help="busbw: a measurement table in validate's collectives.csv "
                                                   "format, its rows for the same collective and group size overlaid")]

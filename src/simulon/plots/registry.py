@@ -11,6 +11,7 @@ from ..config.errors import ConfigError
 from .collective import busbw
 from .figure import check_output, save
 from .inputs import read_json
+from .links import links
 from .result import breakdown, gantt, memory
 from .scaling import read_sweep, scaling, steps
 from .validation import validation
@@ -26,6 +27,7 @@ KINDS = {
     "breakdown": PlotKind(breakdown, read_json),
     "gantt": PlotKind(gantt, read_json),
     "memory": PlotKind(memory, read_json),
+    "links": PlotKind(links, read_json),
     "busbw": PlotKind(busbw, read_json),
     "validation": PlotKind(validation, read_json),
     "scaling": PlotKind(scaling, read_sweep),

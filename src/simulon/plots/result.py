@@ -34,12 +34,8 @@ def breakdown(data: Any, source: str, options: Any = None) -> Any:
     labels = [f"{int(r[0])}" for r in rows]
     stack(by_gpu, labels, [[r[3 + i] for r in rows] for i in range(len(TERMS))])
     by_gpu.set_xlabel("simulated GPU")
-    stages: dict[int, list[tuple[float, ...]]] = defaultdict(list)
-    for r in rows:
-        stages[int(r[1])].append(r)
-    means = [[sum(r[2] * r[3 + i] for r in group) / sum(r[2] for r in group) for group in stages.values()]
-             for i in range(len(TERMS))]
-    stack(by_stage, [str(s) for s in stages], means)
+    stages = stage_means(rows)
+    stack(by_stage, [str(s) for s in stages], [[m[i] for m in stages.values()] for i in range(len(TERMS))])
     by_stage.set_xlabel("pipeline stage")
     for ax in (by_gpu, by_stage):
         ax.set_ylabel("ms per iteration")
@@ -47,6 +43,16 @@ def breakdown(data: Any, source: str, options: Any = None) -> Any:
     fig.suptitle(f"Step-time breakdown: {float(data.get('iteration_time_ms', 0)):,.1f} ms, "
                  f"{int(data.get('num_gpus', len(rows))):,} GPUs")
     return fig
+
+
+def stage_means(rows: list[tuple[float, ...]]) -> dict[int, list[float]]:
+    """Per pipeline stage, the mean of each of the TERMS over its GPUs, each weighted by the GPUs it stands for, from
+    rows of (gpu, stage, stands_for, *terms)."""
+    stages: dict[int, list[tuple[float, ...]]] = defaultdict(list)
+    for r in rows:
+        stages[int(r[1])].append(r)
+    return {stage: [sum(r[2] * r[3 + i] for r in group) / sum(r[2] for r in group) for i in range(len(TERMS))]
+            for stage, group in stages.items()}
 
 
 def stack(ax: Any, labels: list[str], series: list[list[float]]) -> None:

@@ -1,0 +1,84 @@
+"""`simulon report SCENARIO -o report.html`: simulate the scenario once and write one self-contained HTML report of
+the iteration (report/); and the simulation `simulon simulate` and the report share: the scenario loaded and
+replayed, then analysed (analysis/), with bad input as one plain message."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from ..config.errors import ConfigError
+from ..config.loading import load_scenario
+
+if TYPE_CHECKING:
+    from ..analysis.analyze import Analysis
+    from ..pipeline import Simulation
+
+REPORT_SUFFIXES = (".html", ".htm")
+
+
+def run_scenario(scenario: Path, quiet: bool, expand: str = "auto", memory_limit: float | None = None,
+                 trace: bool = False) -> tuple[Simulation, Analysis]:
+    """Load and simulate a scenario (a progress bar on a terminal unless `quiet`) and analyse its iteration; a
+    scenario without a workload, an algorithm that cannot run or a run too large end as a ConfigError."""
+    from ..analysis.analyze import analyze
+    from ..collective.algorithms import Unrunnable
+    from ..dag.size import TooLarge
+    from ..pipeline import simulate
+    from .progress import terminal_progress
+
+    sc = load_scenario(scenario)
+    if sc.workload is None:
+        raise ConfigError(f"{scenario}: workload: required to simulate a training iteration "
+                          "(use `simulon collective` for a datacenter-only scenario)")
+    try:
+        with terminal_progress(quiet=quiet) as progress:
+            sim = simulate(sc, fold_mode=expand, progress=progress, memory_limit=memory_limit,  # type: ignore[arg-type]
+                           trace=trace)
+    except Unrunnable as exc:
+        raise ConfigError(f"{scenario}: collective.algorithm: {exc}") from None
+    except TooLarge as exc:
+        raise ConfigError(f"{scenario}: {exc}") from None
+    gpu = sc.datacenter.node.gpu
+    return sim, analyze(sim.dag, sim.timeline, sim.topology, sim.fold, gpu.peak_flops(sc.workload.training.dtype),
+                        gpu.memory_bandwidth)
+
+
+def result_json(sim: Simulation, analysis: Analysis) -> dict:
+    """The iteration as `simulon simulate --json` prints it: the summary, `memory`, `analysis` and `schedule`."""
+    from ..analysis.schedule import schedule
+
+    return {**sim.result.to_dict(), "memory": sim.memory.to_json(), "analysis": analysis.to_dict(),
+            "schedule": schedule(sim.dag, sim.timeline)}
+
+
+def check_report_output(path: Path) -> None:
+    """A ConfigError unless `path` names an .html file in a folder that exists."""
+    if path.suffix.lower() not in REPORT_SUFFIXES:
+        raise ConfigError(f"-o {path}: expected a file name ending in .html, got {path.suffix or 'no suffix'!r}")
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        raise ConfigError(f"-o {path}: folder {str(folder)!r} does not exist")
+    if path.is_dir():
+        raise ConfigError(f"-o {path}: is a folder; name the report file to write")
+
+
+def report(
+    scenario: Annotated[Path, typer.Argument(help="scenario YAML (datacenter + workload)")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="the report to write: one self-contained .html "
+                                         "file")],
+) -> None:
+    """Simulate one iteration and write an HTML report: summary, breakdown, critical path, findings, plots, memory."""
+    from ..export.files import write_atomic
+    from ..report import report_html
+
+    check_report_output(output)
+    sim, analysis = run_scenario(scenario, quiet=False)
+    html = report_html(result_json(sim, analysis), f"simulon report: {scenario.name}")
+    try:
+        write_atomic(output, html)
+    except OSError as exc:
+        raise ConfigError(f"-o {output}: cannot write: {exc.strerror or exc}") from None
+    print(f"Report written to {output}")

@@ -1,0 +1,149 @@
+"""The report page: each section from the result `simulon simulate --json` prints (analysis/result.py's summary and
+per-GPU breakdown, analysis/'s critical path, findings and links, memory/'s per-stage table, analysis/schedule.py's
+timeline), and the plots of the plots/ registry drawn from that same result."""
+
+from __future__ import annotations
+
+from ..plots import KINDS
+from ..plots.figure import figure_bytes
+from ..plots.inputs import numbers
+from ..plots.result import TERMS, stage_means
+from .markup import image, number, page, section, table, text
+
+TOP_COLLECTIVES = 10
+"""Collectives listed by their time on the critical path."""
+PLOTS = (("gantt", "Pipeline timeline per stage"), ("memory", "Memory per stage against capacity"),
+         ("links", "Busiest links' load over the step"))
+"""The plots of the Plots section (the breakdown plot opens the Breakdown section)."""
+
+
+def report_html(data: dict, title: str) -> str:
+    """The whole report of one simulated iteration, `data` being what `simulon simulate --json` prints."""
+    sections = [("summary", "Summary", summary(data)), ("breakdown", "Breakdown", breakdown(data)),
+                ("critical-path", "Critical path", critical_path(data)), ("findings", "Findings", findings(data)),
+                ("plots", "Plots", plots(data)), ("links", "Links", links(data)), ("memory", "Memory", memory(data))]
+    body = "".join(section(anchor, name, html) for anchor, name, html in sections)
+    return page(title, [(anchor, name) for anchor, name, _ in sections], body)
+
+
+def plot(data: dict, kind: str, alt: str) -> str:
+    return image(figure_bytes(KINDS[kind].draw(data, "simulate --json", None), "png"), alt)
+
+
+def card(label: str, value: str) -> str:
+    return f'<div class="card"><div class="label">{text(label)}</div>{value}</div>'
+
+
+def summary(data: dict) -> str:
+    mem = data["memory"]
+    fits = bool(mem["fits"])
+    peak = mem["stages"][[s["stage"] for s in mem["stages"]].index(mem["peak_stage"])]
+    verdict = (f'<div class="verdict {"fits" if fits else "no-fit"}" data-key="memory.fits" '
+               f'data-value="{"true" if fits else "false"}">{"fits" if fits else "does not fit"}</div>')
+    cards = [card("step time", number("iteration_time_ms", data["iteration_time_ms"])),
+             card("throughput", number("tokens_per_s", data["tokens_per_s"], "tokens/s")),
+             card("MFU", number("mfu", data["mfu"], "%")),
+             card("model FLOPs per GPU", number("tflops_per_gpu", data["tflops_per_gpu"], "TFLOP/s")),
+             card("GPUs", number("num_gpus", data["num_gpus"], "")),
+             card(f"memory on {mem['gpu']}", verdict)]
+    index = mem["stages"].index(peak)
+    return (f'<div class="cards">{"".join(cards)}</div>\n<p>Peak memory: stage {text(peak["stage"])}, '
+            f'{number(f"memory.stages.{index}.device_bytes", peak["device_bytes"], "GiB")} of '
+            f'{number("memory.capacity_bytes", mem["capacity_bytes"], "GiB")} per GPU. '
+            f'{number("simulated_gpus", data["simulated_gpus"], "")} of the GPUs simulated; each stands for its '
+            "identical data/tensor-parallel peers.</p>\n")
+
+
+def breakdown(data: dict) -> str:
+    whole = data["breakdown"]
+    totals = table(("term", "ms"), [(text(k), number(f"breakdown.{k}", v)) for k, v in whole.items()],
+                   "Mean over the GPUs")
+    keys = ("compute_ms", "exposed_comm_ms", "overlapped_comm_ms", "bubble_ms")
+    per_gpu = table(("GPU", "stage", "stands for", "compute", "exposed comm", "overlapped comm", "bubble / idle"),
+                    [(text(g["gpu"]), text(g["stage"]), text(g["stands_for"]),
+                      *(number(f"per_gpu.{i}.{k}", g[k]) for k in keys)) for i, g in enumerate(data["per_gpu"])],
+                    "Per simulated GPU (ms)")
+    rows = numbers(data["per_gpu"], ("gpu", "stage", "stands_for", *(t[0] for t in TERMS)), "", "per_gpu")
+    per_stage = table(("stage", *(t[1] for t in TERMS)),
+                      [(text(stage), *(f"{v:,.2f}" for v in means)) for stage, means in stage_means(rows).items()],
+                      "Per stage (ms, mean over its GPUs)")
+    exposure = table(("GPU", "stage", "compute-bound", "memory-bound", *data["analysis"]["per_gpu"][0]["exposed_ms"],
+                      "bubble"),
+                     [(text(g["gpu"]), text(g["stage"]), number(f"analysis.per_gpu.{i}.compute_bound_ms",
+                                                                 g["compute_bound_ms"]),
+                       number(f"analysis.per_gpu.{i}.memory_bound_ms", g["memory_bound_ms"]),
+                       *(number(f"analysis.per_gpu.{i}.exposed_ms.{k}", v) for k, v in g["exposed_ms"].items()),
+                       number(f"analysis.per_gpu.{i}.bubble_ms", g["bubble_ms"]))
+                      for i, g in enumerate(data["analysis"]["per_gpu"])],
+                     "Per GPU by kind: compute-bound, memory-bound (HBM), exposed communication, idle (ms)")
+    return (plot(data, "breakdown", "step-time breakdown per GPU and per stage")
+            + f'<div class="tables">{totals}{per_stage}</div>\n{per_gpu}{exposure}')
+
+
+def shares(path: dict, key: str, title: str, limit: int | None = None) -> str:
+    """One of the critical path's splits as a table of ms and share of the path, largest first."""
+    items = sorted(path[key].items(), key=lambda kv: (-kv[1], kv[0]))[:limit]
+    length = path["length_ms"]
+    return table((title, "ms", "share"), [(text(name), number(f"analysis.critical_path.{key}.{name}", ms),
+                                           f"{100 * ms / length:.1f}%" if length else "") for name, ms in items])
+
+
+def critical_path(data: dict) -> str:
+    path = data["analysis"]["critical_path"]
+    intro = (f"<p>The chain of kernels, flows and waits that sets the step time: "
+             f"{number('analysis.critical_path.length_ms', path['length_ms'])} over "
+             f"{number('analysis.critical_path.steps', path['steps'], '')} steps "
+             f"({number('analysis.critical_path.kernels', path['kernels'], '')} kernels, "
+             f"{number('analysis.critical_path.flows', path['flows'], '')} flows).</p>\n")
+    splits = [shares(path, "by_kind_ms", "kind"), shares(path, "by_stage_ms", "stage"),
+              shares(path, "by_stream_ms", "stream"), shares(path, "by_term_ms", "term")]
+    top = shares(path, "by_collective_ms", f"top {TOP_COLLECTIVES} collectives", TOP_COLLECTIVES)
+    return f'{intro}<div class="tables">{"".join(splits)}</div>\n{top}'
+
+
+def findings(data: dict) -> str:
+    items = [f"<li><b>{text(f['term'])}</b> at {text(f['where'])}: "
+             f"{number(f'analysis.findings.{i}.at_stake_ms', f['at_stake_ms'])} at stake "
+             f"({number(f'analysis.findings.{i}.share', f['share'], '%')} of the step). {text(f['detail'])}."
+             f"<br><span class=\"advice\">Try: {text(f['advice'])}.</span></li>\n"
+             for i, f in enumerate(data["analysis"]["findings"])]
+    return f'<ol class="findings">\n{"".join(items)}</ol>\n' if items else "<p>No findings.</p>\n"
+
+
+def plots(data: dict) -> str:
+    return "".join(f"<h3>{text(name)}</h3>\n{plot(data, kind, name)}" for kind, name in PLOTS)
+
+
+def links(data: dict) -> str:
+    info = data["analysis"]["links"]
+    classes = table(("class", "links", "used", "mean utilisation", "max utilisation"),
+                    [(text(name), number(f"analysis.links.by_class.{name}.links", c["links"], ""),
+                      number(f"analysis.links.by_class.{name}.used", c["used"], ""),
+                      number(f"analysis.links.by_class.{name}.mean_utilisation", c["mean_utilisation"], "%"),
+                      number(f"analysis.links.by_class.{name}.max_utilisation", c["max_utilisation"], "%"))
+                     for name, c in info["by_class"].items()], "Per link class (over the links that carried traffic)")
+    busiest = table(("link", "class", "utilisation", "carried"),
+                    [(text(b["link"]), text(b["class"]),
+                      number(f"analysis.links.busiest.{i}.utilisation", b["utilisation"], "%"),
+                      number(f"analysis.links.busiest.{i}.bytes", b["bytes"], "GiB"))
+                     for i, b in enumerate(info["busiest"])], "Busiest links")
+    return f'<div class="tables">{classes}{busiest}</div>\n'
+
+
+def memory(data: dict) -> str:
+    stages = data["memory"]["stages"]
+    terms: list[str] = list(dict.fromkeys(k for s in stages for k in {**s["terms_bytes"], **s["runtime_bytes"]}))
+    rows = []
+    for i, s in enumerate(stages):
+        parts = {**{k: f"terms_bytes.{k}" for k in s["terms_bytes"]},
+                 **{k: f"runtime_bytes.{k}" for k in s["runtime_bytes"]}}
+        values = {**s["terms_bytes"], **s["runtime_bytes"]}
+        rows.append((text(s["stage"]), *(number(f"memory.stages.{i}.{parts[t]}", values[t], "GiB") if t in parts
+                                         else "" for t in terms),
+                     *(number(f"memory.stages.{i}.{k}", s[k], "GiB") for k in
+                       ("allocated_bytes", "reserved_bytes", "device_bytes")),
+                     "fits" if s["fits"] else "does not fit"))
+    notes = "".join(f"<li>{text(n)}</li>" for n in data["memory"].get("notes", []))
+    return (table(("stage", *terms, "allocated", "reserved", "device peak", "verdict"), rows,
+                  "Peak memory per GPU by stage (GiB)") + (f"<ul>{notes}</ul>\n" if notes else ""))
+

@@ -1,0 +1,137 @@
+"""`simulon report SCENARIO -o report.html` writes one self-contained HTML file whose numbers are the ones
+`simulon simulate --json` prints for the same scenario, byte-identical on every run; bad input ends with exit
+status 2 and one line naming the problem, and writes nothing."""
+
+from __future__ import annotations
+
+import json
+import re
+from html.parser import HTMLParser
+
+import pytest
+import yaml
+
+from helpers import cli
+from simulon.report.markup import FORMATS
+
+SECTIONS = ("summary", "breakdown", "critical-path", "findings", "plots", "links", "memory")
+
+
+class Tagged(HTMLParser):
+    """The page's tagged numbers (data-key, data-unit, data-value, shown text), its section ids and images."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.numbers: list[dict] = []
+        self.ids: list[str] = []
+        self.images: list[str] = []
+        self.open: dict | None = None
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if "id" in attrs:
+            self.ids.append(attrs["id"])
+        if tag == "img":
+            self.images.append(attrs["src"])
+        if "data-key" in attrs:
+            self.open = {**attrs, "text": ""}
+
+    def handle_data(self, data):
+        if self.open is not None:
+            self.open["text"] += data
+
+    def handle_endtag(self, tag):
+        if self.open is not None:
+            self.numbers.append(self.open)
+            self.open = None
+
+
+def parse(html: str) -> Tagged:
+    page = Tagged()
+    page.feed(html)
+    return page
+
+
+def field(data, key: str):
+    """The value at a dotted JSON path (list indices as numbers)."""
+    for part in key.split("."):
+        data = data[int(part)] if isinstance(data, list) else data[part]
+    return data
+
+
+def shown(text: str, unit: str) -> float:
+    """The number a tagged element shows, back in the JSON's unit."""
+    _, factor, suffix = FORMATS[unit]
+    assert text.endswith(suffix), (text, unit)
+    return float(text[: len(text) - len(suffix)].replace(",", "")) / factor
+
+
+def decimals(unit: str) -> int:
+    match = re.search(r"\.(\d)f", FORMATS[unit][0])
+    return int(match.group(1)) if match else 0
+
+
+def test_the_page_is_one_file_needing_no_network(made):
+    html = made.report.read_text()
+    assert html.startswith("<!DOCTYPE html>") and html.rstrip().endswith("</html>")
+    assert not re.search(r"https?://|<script|<link|@import|url\(", html)
+    page = parse(html)
+    assert page.images and all(src.startswith("data:image/png;base64,") for src in page.images)
+
+
+def test_the_page_has_every_section_and_the_four_plots(made):
+    page = parse(made.report.read_text())
+    assert [i for i in page.ids if i in SECTIONS] == list(SECTIONS)
+    assert len(page.images) == 4  # breakdown, gantt, memory, links
+
+
+def test_every_number_shown_is_the_simulate_json_value_it_names(made):
+    page = parse(made.report.read_text())
+    assert len(page.numbers) > 50
+    for tag in page.numbers:
+        value = field(made.result, tag["data-key"])
+        assert json.loads(tag["data-value"]) == value, tag["data-key"]
+        if tag["data-key"] == "memory.fits":
+            assert tag["text"] == ("fits" if value else "does not fit")
+        else:
+            unit = tag["data-unit"]
+            assert shown(tag["text"], unit) == pytest.approx(value, abs=0.51 * 10 ** -decimals(unit) /
+                                                             FORMATS[unit][1]), tag["data-key"]
+
+
+def test_the_summary_shows_step_time_throughput_mfu_and_the_memory_verdict(made):
+    keys = {tag["data-key"] for tag in parse(made.report.read_text()).numbers}
+    assert {"iteration_time_ms", "tokens_per_s", "mfu", "tflops_per_gpu", "memory.fits",
+            "analysis.critical_path.length_ms"} <= keys
+    assert {f"per_gpu.{i}.compute_ms" for i in range(len(made.result["per_gpu"]))} <= keys
+    assert {f"analysis.findings.{i}.at_stake_ms" for i in range(len(made.result["analysis"]["findings"]))} <= keys
+    assert {f"memory.stages.{i}.device_bytes" for i in range(len(made.result["memory"]["stages"]))} <= keys
+
+
+def test_a_second_run_writes_the_same_bytes(made, tmp_path):
+    again = tmp_path / "again.html"
+    done = cli("report", str(made.scenario), "-o", str(again))
+    assert done.returncode == 0, done.stderr
+    assert again.read_bytes() == made.report.read_bytes()
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["missing.yaml", "-o", "{tmp}/r.html"], "missing.yaml"),
+    (["{scenario}", "-o", "{tmp}/r.txt"], "-o {tmp}/r.txt: expected a file name ending in .html"),
+    (["{scenario}", "-o", "{tmp}/nowhere/r.html"], "-o {tmp}/nowhere/r.html: folder"),
+])
+def test_bad_input_exits_2_with_one_line_and_writes_nothing(made, tmp_path, args, says):
+    fill = {"tmp": str(tmp_path), "scenario": str(made.scenario)}
+    done = cli("report", *(a.format(**fill) for a in args), cwd=tmp_path)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.startswith("error: ") and done.stderr.count("\n") == 1
+    assert says.format(**fill) in done.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_scenario_without_a_workload_is_refused_naming_the_field(made, tmp_path):
+    scenario = tmp_path / "dc.yaml"
+    scenario.write_text(yaml.safe_dump({"datacenter": yaml.safe_load(made.scenario.read_text())["datacenter"]}))
+    done = cli("report", str(scenario), "-o", str(tmp_path / "r.html"))
+    assert done.returncode == 2 and f"{scenario}: workload: required" in done.stderr
+    assert not (tmp_path / "r.html").exists()
