@@ -4,15 +4,14 @@ status 2 and one line naming the problem, and writes nothing."""
 
 from __future__ import annotations
 
-import json
 import re
 from html.parser import HTMLParser
 
 import pytest
 import yaml
+from report_numbers import agrees
 
 from helpers import cli
-from simulon.report.markup import FORMATS
 
 SECTIONS = ("summary", "breakdown", "critical-path", "findings", "plots", "links", "memory")
 
@@ -52,25 +51,6 @@ def parse(html: str) -> Tagged:
     return page
 
 
-def field(data, key: str):
-    """The value at a dotted JSON path (list indices as numbers)."""
-    for part in key.split("."):
-        data = data[int(part)] if isinstance(data, list) else data[part]
-    return data
-
-
-def shown(text: str, unit: str) -> float:
-    """The number a tagged element shows, back in the JSON's unit."""
-    _, factor, suffix = FORMATS[unit]
-    assert text.endswith(suffix), (text, unit)
-    return float(text[: len(text) - len(suffix)].replace(",", "")) / factor
-
-
-def decimals(unit: str) -> int:
-    match = re.search(r"\.(\d)f", FORMATS[unit][0])
-    return int(match.group(1)) if match else 0
-
-
 def test_the_page_is_one_file_needing_no_network(made):
     html = made.report.read_text()
     assert html.startswith("<!DOCTYPE html>") and html.rstrip().endswith("</html>")
@@ -89,14 +69,7 @@ def test_every_number_shown_is_the_simulate_json_value_it_names(made):
     page = parse(made.report.read_text())
     assert len(page.numbers) > 50
     for tag in page.numbers:
-        value = field(made.result, tag["data-key"])
-        assert json.loads(tag["data-value"]) == value, tag["data-key"]
-        if tag["data-key"] == "memory.fits":
-            assert tag["text"] == ("fits" if value else "does not fit")
-        else:
-            unit = tag["data-unit"]
-            assert shown(tag["text"], unit) == pytest.approx(value, abs=0.51 * 10 ** -decimals(unit) /
-                                                             FORMATS[unit][1]), tag["data-key"]
+        agrees(made.result, tag["data-key"], tag["data-value"], tag.get("data-unit", ""), tag["text"])
 
 
 def test_the_summary_shows_step_time_throughput_mfu_and_the_memory_verdict(made):
