@@ -56,13 +56,11 @@ def result_json(sim: Simulation, analysis: Analysis) -> dict:
 
 def check_report_output(path: Path) -> None:
     """A ConfigError unless `path` names an .html file in a folder that exists."""
+    from ..plots.figure import check_folder
+
     if path.suffix.lower() not in REPORT_SUFFIXES:
         raise ConfigError(f"-o {path}: expected a file name ending in .html, got {path.suffix or 'no suffix'!r}")
-    folder = path.parent if str(path.parent) else Path(".")
-    if not folder.is_dir():
-        raise ConfigError(f"-o {path}: folder {str(folder)!r} does not exist")
-    if path.is_dir():
-        raise ConfigError(f"-o {path}: is a folder; name the report file to write")
+    check_folder(path, "report file")
 
 
 def report(

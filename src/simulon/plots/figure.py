@@ -40,12 +40,17 @@ def check_output(path: Path) -> str:
     suffix = path.suffix.lower()
     if suffix not in FORMATS:
         raise ConfigError(f"-o {path}: expected a file name ending in .png or .svg, got {suffix or 'no suffix'!r}")
+    check_folder(path)
+    return suffix[1:]
+
+
+def check_folder(path: Path, what: str = "file") -> None:
+    """A ConfigError unless `path` (given by -o) can be written: its folder exists and it is not a folder."""
     folder = path.parent if str(path.parent) else Path(".")
     if not folder.is_dir():
         raise ConfigError(f"-o {path}: folder {str(folder)!r} does not exist")
     if path.is_dir():
-        raise ConfigError(f"-o {path}: is a folder; name the file to write")
-    return suffix[1:]
+        raise ConfigError(f"-o {path}: is a folder; name the {what} to write")
 
 
 def figure_bytes(fig: Any, fmt: str) -> bytes:

@@ -56,8 +56,8 @@ def summary(data: dict) -> str:
 
 def breakdown(data: dict) -> str:
     whole = data["breakdown"]
-    totals = table(("term", "ms"), [(text(k), number(f"breakdown.{k}", v)) for k, v in whole.items()],
-                   "Mean over the GPUs")
+    totals = table(("term", "ms"), [(text(k.removesuffix("_ms").replace("_", " ")), number(f"breakdown.{k}", v))
+                                    for k, v in whole.items()], "Mean over the GPUs")
     keys = ("compute_ms", "exposed_comm_ms", "overlapped_comm_ms", "bubble_ms")
     per_gpu = table(("GPU", "stage", "stands for", "compute", "exposed comm", "overlapped comm", "bubble / idle"),
                     [(text(g["gpu"]), text(g["stage"]), text(g["stands_for"]),
