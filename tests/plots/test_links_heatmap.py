@@ -41,6 +41,8 @@ def test_the_bins_hold_the_exact_integral_of_the_load(steps, bins):
 
 @pytest.mark.parametrize(("data", "field"), [
     ({"analysis": {"links": {"busiest": []}}}, "analysis.links: over_time: missing"),
+    ({"analysis": {"links": {"over_time": {"bin_ms": 1.0, "links": []}}}},
+     "analysis.links.over_time.links: empty: no link carried traffic"),
     ({"analysis": {"links": {"over_time": {"bin_ms": 1.0, "links": [{"link": "a", "load": ["x"]}]}}}},
      "analysis.links.over_time.links[0].load: expected numbers"),
 ])

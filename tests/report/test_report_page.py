@@ -11,7 +11,7 @@ import pytest
 import yaml
 from report_numbers import agrees
 
-from helpers import cli
+from helpers import cli, gpt_scenario
 
 SECTIONS = ("summary", "breakdown", "critical-path", "findings", "plots", "links", "memory")
 
@@ -108,3 +108,12 @@ def test_a_scenario_without_a_workload_is_refused_naming_the_field(made, tmp_pat
     done = cli("report", str(scenario), "-o", str(tmp_path / "r.html"))
     assert done.returncode == 2 and f"{scenario}: workload: required" in done.stderr
     assert not (tmp_path / "r.html").exists()
+
+
+def test_a_single_gpu_sends_nothing_and_its_report_says_so_instead_of_a_heat_map(tmp_path):
+    scenario, report = tmp_path / "one.yaml", tmp_path / "one.html"
+    scenario.write_text(yaml.safe_dump(gpt_scenario(gpus_per_node=1).model_dump(mode="json", exclude_none=True)))
+    done = cli("report", str(scenario), "-o", str(report))
+    assert done.returncode == 0, done.stderr
+    html = report.read_text()
+    assert "No link carried traffic in this step." in html and len(parse(html).images) == 3

@@ -17,6 +17,9 @@ def links(data: Any, source: str, options: Any = None) -> Any:
     analysis = need(data, "analysis", source, SIMULATE, dict)
     over_time = need(need(analysis, "links", f"{source}: analysis", SIMULATE, dict), "over_time",
                      f"{source}: analysis.links", SIMULATE, dict)
+    if over_time.get("links") == []:
+        raise ConfigError(f"{source}: analysis.links.over_time.links: empty: no link carried traffic in this step, "
+                          "so there is no load to draw")
     rows = need(over_time, "links", f"{source}: analysis.links.over_time", SIMULATE)
     grid = [load_row(row, source, i) for i, row in enumerate(rows)]
     if len({len(r) for r in grid}) != 1:

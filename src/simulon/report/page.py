@@ -37,7 +37,8 @@ def card(label: str, value: str) -> str:
 def summary(data: dict) -> str:
     mem = data["memory"]
     fits = bool(mem["fits"])
-    peak = mem["stages"][[s["stage"] for s in mem["stages"]].index(mem["peak_stage"])]
+    index = [s["stage"] for s in mem["stages"]].index(mem["peak_stage"])
+    peak = mem["stages"][index]
     verdict = (f'<div class="verdict {"fits" if fits else "no-fit"}" data-key="memory.fits" '
                f'data-value="{"true" if fits else "false"}">{"fits" if fits else "does not fit"}</div>')
     cards = [card("step time", number("iteration_time_ms", data["iteration_time_ms"])),
@@ -46,12 +47,12 @@ def summary(data: dict) -> str:
              card("model FLOPs per GPU", number("tflops_per_gpu", data["tflops_per_gpu"], "TFLOP/s")),
              card("GPUs", number("num_gpus", data["num_gpus"], "")),
              card(f"memory on {mem['gpu']}", verdict)]
-    index = mem["stages"].index(peak)
     return (f'<div class="cards">{"".join(cards)}</div>\n<p>Peak memory: stage {text(peak["stage"])}, '
             f'{number(f"memory.stages.{index}.device_bytes", peak["device_bytes"], "GiB")} of '
             f'{number("memory.capacity_bytes", mem["capacity_bytes"], "GiB")} per GPU. '
-            f'{number("simulated_gpus", data["simulated_gpus"], "")} of the GPUs simulated; each stands for its '
-            "identical data/tensor-parallel peers.</p>\n")
+            f'{number("simulated_gpus", data["simulated_gpus"], "")} of '
+            f'{number("num_gpus", data["num_gpus"], "")} GPUs simulated; each stands for its identical '
+            "data/tensor-parallel peers.</p>\n")
 
 
 def breakdown(data: dict) -> str:
@@ -111,7 +112,11 @@ def findings(data: dict) -> str:
 
 
 def plots(data: dict) -> str:
-    return "".join(f"<h3>{text(name)}</h3>\n{plot(data, kind, name)}" for kind, name in PLOTS)
+    """The PLOTS; the links heat map only where some link carried traffic (a single GPU sends nothing)."""
+    quiet = not data["analysis"]["links"]["over_time"]["links"]
+    return "".join(f"<h3>{text(name)}</h3>\n" + ("<p>No link carried traffic in this step.</p>\n"
+                                                  if kind == "links" and quiet else plot(data, kind, name))
+                   for kind, name in PLOTS)
 
 
 def links(data: dict) -> str:
