@@ -18,10 +18,12 @@ def field(data, key: str):
 
 
 def shown(text: str, unit: str) -> float:
-    """The number a tagged element shows, back in the JSON's unit."""
+    """The number a tagged element shows (with its unit, or bare where the column names it), back in the JSON's
+    unit."""
     _, factor, suffix = FORMATS[unit]
-    assert text.endswith(suffix), (text, unit)
-    return float(text[: len(text) - len(suffix)].replace(",", "")) / factor
+    number = text.removesuffix(suffix) if unit else text
+    assert re.fullmatch(r"-?[\d,]+(\.\d+)?", number), (text, unit)
+    return float(number.replace(",", "")) / factor
 
 
 def decimals(unit: str) -> int:

@@ -40,7 +40,8 @@ window.addEventListener("load", function () {
     return {key: e.dataset.key, value: e.dataset.value, unit: e.dataset.unit || "", text: e.textContent,
             size: box(e)};
   });
-  document.getElementById("measured").textContent = JSON.stringify({plots: plots, numbers: numbers});
+  document.getElementById("measured").textContent = JSON.stringify({plots: plots, numbers: numbers,
+    width: doc.documentElement.scrollWidth});
   console.log("SENTINEL");
 });
 </script></body></html>
@@ -71,7 +72,11 @@ def test_every_plot_is_decoded_and_shown_at_a_visible_size(rendered):
     for plot in plots:
         assert plot["complete"] and plot["natural"] > 300 and plot["shown"], plot
         width, height = plot["size"]
-        assert 300 < width <= 1100 and height > 100, plot  # fits the laptop-width layout
+        assert 300 < width <= 1180 and height > 100, plot  # fits the laptop-width layout
+
+
+def test_the_page_fits_a_laptop_screen_without_scrolling_sideways(rendered):
+    assert 0 < rendered[0]["width"] <= 1280
 
 
 def test_the_numbers_on_the_rendered_page_are_the_simulate_json_values(made, rendered):

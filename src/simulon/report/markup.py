@@ -15,9 +15,11 @@ FORMATS = {"ms": ("{:,.2f}", 1.0, " ms"), "%": ("{:.1f}", 100.0, "%"), "GiB": ("
 """Per unit: the format of the shown number, the factor from the JSON value to it, and the unit written after it."""
 
 
-def number(key: str, value: float, unit: str = "ms") -> str:
-    """A number as shown (formatted in `unit`), tagged with its JSON path and its exact JSON value."""
+def number(key: str, value: float, unit: str = "ms", suffixed: bool = True) -> str:
+    """A number as shown (formatted in `unit`, followed by the unit unless the column names it), tagged with its
+    JSON path and its exact JSON value."""
     fmt, factor, suffix = FORMATS[unit]
+    suffix = suffix if suffixed or unit == "%" else ""
     return (f'<span class="num" data-key="{escape(key)}" data-unit="{escape(unit)}" '
             f'data-value="{escape(json.dumps(value))}">{fmt.format(value if factor == 1 else value * factor)}'
             f"{escape(suffix)}</span>")
@@ -32,7 +34,7 @@ def table(headers: tuple[str, ...], rows: list[tuple[str, ...]], caption: str = 
     head = "".join(f"<th>{text(h)}</th>" for h in headers)
     body = "".join("<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>\n" for row in rows)
     cap = f"<caption>{text(caption)}</caption>" if caption else ""
-    return f"<table>{cap}<thead><tr>{head}</tr></thead><tbody>\n{body}</tbody></table>\n"
+    return f'<div class="scroll"><table>{cap}<thead><tr>{head}</tr></thead><tbody>\n{body}</tbody></table></div>\n'
 
 
 def section(anchor: str, title: str, body: str) -> str:
@@ -48,7 +50,7 @@ def image(png: bytes, alt: str) -> str:
 STYLE = """
 body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, Helvetica, Arial, sans-serif; color: #222;
        background: #fafafa; margin: 0; line-height: 1.45; }
-main { max-width: 1100px; margin: 0 auto; padding: 1rem 1.5rem 3rem; background: #fff; }
+main { max-width: 1180px; margin: 0 auto; padding: 1rem 1.5rem 3rem; background: #fff; }
 h1 { font-size: 1.6rem; margin: 0.5rem 0; } h2 { font-size: 1.25rem; border-bottom: 1px solid #ddd;
      padding-bottom: 0.2rem; margin-top: 2rem; } h3 { font-size: 1.05rem; margin: 1.2rem 0 0.4rem; }
 nav a { margin-right: 1rem; }
@@ -56,8 +58,9 @@ nav a { margin-right: 1rem; }
         padding: 0.5rem 0.9rem; min-width: 9rem; } .card .label { font-size: 0.8rem; color: #666; }
 .card .num, .card .verdict { font-size: 1.3rem; font-weight: 600; }
 .fits { color: #2a7a2a; } .no-fit { color: #b02a2a; }
-table { border-collapse: collapse; margin: 0.5rem 0 1rem; font-size: 0.9rem; }
-th, td { border: 1px solid #ddd; padding: 0.2rem 0.6rem; } th { background: #f0f0f0; text-align: left; }
+table { border-collapse: collapse; margin: 0.5rem 0 1rem; font-size: 0.85rem; }
+th, td { border: 1px solid #ddd; padding: 0.2rem 0.45rem; } td { white-space: nowrap; }
+.scroll { overflow-x: auto; max-width: 100%; } th { background: #f0f0f0; text-align: left; }
 td + td { text-align: right; } tbody tr:nth-child(even) { background: #f8f8f8; }
 caption { text-align: left; font-weight: 600; padding: 0.3rem 0; }
 .tables { display: flex; flex-wrap: wrap; gap: 1.5rem; align-items: flex-start; }

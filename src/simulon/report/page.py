@@ -55,37 +55,45 @@ def summary(data: dict) -> str:
             "data/tensor-parallel peers.</p>\n")
 
 
+def in_ms(key: str, value: float) -> str:
+    """A time in a column headed in ms: the number without its unit."""
+    return number(key, value, "ms", suffixed=False)
+
+
 def breakdown(data: dict) -> str:
-    whole = data["breakdown"]
-    totals = table(("term", "ms"), [(text(k.removesuffix("_ms").replace("_", " ")), number(f"breakdown.{k}", v))
-                                    for k, v in whole.items()], "Mean over the GPUs")
+    totals = table(("term", "ms"), [(text(k.removesuffix("_ms").replace("_", " ")), in_ms(f"breakdown.{k}", v))
+                                    for k, v in data["breakdown"].items()], "Mean over the GPUs")
     keys = ("compute_ms", "exposed_comm_ms", "overlapped_comm_ms", "bubble_ms")
     per_gpu = table(("GPU", "stage", "stands for", "compute", "exposed comm", "overlapped comm", "bubble / idle"),
                     [(text(g["gpu"]), text(g["stage"]), text(g["stands_for"]),
-                      *(number(f"per_gpu.{i}.{k}", g[k]) for k in keys)) for i, g in enumerate(data["per_gpu"])],
+                      *(in_ms(f"per_gpu.{i}.{k}", g[k]) for k in keys)) for i, g in enumerate(data["per_gpu"])],
                     "Per simulated GPU (ms)")
     rows = numbers(data["per_gpu"], ("gpu", "stage", "stands_for", *(t[0] for t in TERMS)), "", "per_gpu")
     per_stage = table(("stage", *(t[1] for t in TERMS)),
                       [(text(stage), *(f"{v:,.2f}" for v in means)) for stage, means in stage_means(rows).items()],
                       "Per stage (ms, mean over its GPUs)")
-    exposure = table(("GPU", "stage", "compute-bound", "memory-bound", *data["analysis"]["per_gpu"][0]["exposed_ms"],
-                      "bubble"),
-                     [(text(g["gpu"]), text(g["stage"]), number(f"analysis.per_gpu.{i}.compute_bound_ms",
-                                                                 g["compute_bound_ms"]),
-                       number(f"analysis.per_gpu.{i}.memory_bound_ms", g["memory_bound_ms"]),
-                       *(number(f"analysis.per_gpu.{i}.exposed_ms.{k}", v) for k, v in g["exposed_ms"].items()),
-                       number(f"analysis.per_gpu.{i}.bubble_ms", g["bubble_ms"]))
-                      for i, g in enumerate(data["analysis"]["per_gpu"])],
-                     "Per GPU by kind: compute-bound, memory-bound (HBM), exposed communication, idle (ms)")
     return (plot(data, "breakdown", "step-time breakdown per GPU and per stage")
-            + f'<div class="tables">{totals}{per_stage}</div>\n{per_gpu}{exposure}')
+            + f'<div class="tables">{totals}{per_stage}</div>\n{per_gpu}{exposure(data["analysis"]["per_gpu"])}')
+
+
+def exposure(per_gpu: list[dict]) -> str:
+    """Per GPU the time compute-bound, memory-bound, exposed per communication kind and idle (analysis/exposure.py)."""
+    rows = []
+    for i, g in enumerate(per_gpu):
+        at = f"analysis.per_gpu.{i}"
+        rows.append((text(g["gpu"]), text(g["stage"]), in_ms(f"{at}.compute_bound_ms", g["compute_bound_ms"]),
+                     in_ms(f"{at}.memory_bound_ms", g["memory_bound_ms"]),
+                     *(in_ms(f"{at}.exposed_ms.{k}", v) for k, v in g["exposed_ms"].items()),
+                     in_ms(f"{at}.bubble_ms", g["bubble_ms"])))
+    return table(("GPU", "stage", "compute-bound", "memory-bound", *per_gpu[0]["exposed_ms"], "bubble"), rows,
+                 "Per GPU by kind: compute-bound, memory-bound (HBM), exposed communication, idle (ms)")
 
 
 def shares(path: dict, key: str, title: str, limit: int | None = None) -> str:
     """One of the critical path's splits as a table of ms and share of the path, largest first."""
     items = sorted(path[key].items(), key=lambda kv: (-kv[1], kv[0]))[:limit]
     length = path["length_ms"]
-    return table((title, "ms", "share"), [(text(name), number(f"analysis.critical_path.{key}.{name}", ms),
+    return table((title, "ms", "share"), [(text(name), in_ms(f"analysis.critical_path.{key}.{name}", ms),
                                            f"{100 * ms / length:.1f}%" if length else "") for name, ms in items])
 
 
@@ -127,10 +135,10 @@ def links(data: dict) -> str:
                       number(f"analysis.links.by_class.{name}.mean_utilisation", c["mean_utilisation"], "%"),
                       number(f"analysis.links.by_class.{name}.max_utilisation", c["max_utilisation"], "%"))
                      for name, c in info["by_class"].items()], "Per link class (over the links that carried traffic)")
-    busiest = table(("link", "class", "utilisation", "carried"),
+    busiest = table(("link", "class", "utilisation", "carried (GiB)"),
                     [(text(b["link"]), text(b["class"]),
                       number(f"analysis.links.busiest.{i}.utilisation", b["utilisation"], "%"),
-                      number(f"analysis.links.busiest.{i}.bytes", b["bytes"], "GiB"))
+                      number(f"analysis.links.busiest.{i}.bytes", b["bytes"], "GiB", False))
                      for i, b in enumerate(info["busiest"])], "Busiest links")
     return f'<div class="tables">{classes}{busiest}</div>\n'
 
@@ -143,9 +151,9 @@ def memory(data: dict) -> str:
         parts = {**{k: f"terms_bytes.{k}" for k in s["terms_bytes"]},
                  **{k: f"runtime_bytes.{k}" for k in s["runtime_bytes"]}}
         values = {**s["terms_bytes"], **s["runtime_bytes"]}
-        rows.append((text(s["stage"]), *(number(f"memory.stages.{i}.{parts[t]}", values[t], "GiB") if t in parts
-                                         else "" for t in terms),
-                     *(number(f"memory.stages.{i}.{k}", s[k], "GiB") for k in
+        rows.append((text(s["stage"]), *(number(f"memory.stages.{i}.{parts[t]}", values[t], "GiB", False)
+                                         if t in parts else "" for t in terms),
+                     *(number(f"memory.stages.{i}.{k}", s[k], "GiB", False) for k in
                        ("allocated_bytes", "reserved_bytes", "device_bytes")),
                      "fits" if s["fits"] else "does not fit"))
     notes = "".join(f"<li>{text(n)}</li>" for n in data["memory"].get("notes", []))
