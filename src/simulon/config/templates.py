@@ -21,7 +21,7 @@ from pydantic import ValidationInfo, model_validator
 from .common import StrictModel
 from .errors import not_utf8, parse_yaml, read_yaml_text, yaml_problem
 
-_DOC_KEYS = ("aliases", "source")  # template metadata, not config fields
+_DOC_KEYS = ("aliases", "source", "reference")  # template metadata, not config fields
 _MAX_TEMPLATE_DEPTH = 8
 
 
@@ -50,6 +50,11 @@ def _index(kind: str) -> tuple[dict[str, str], dict[str, str]]:
 def template_names(kind: str) -> list[str]:
     """Names of the shipped templates of one kind (file stems), for listings and messages."""
     return sorted(_index(kind)[1])
+
+
+def template_text(kind: str, stem: str) -> str:
+    """The YAML text of the shipped template with file stem `stem`, metadata (aliases, source) included."""
+    return _index(kind)[1][stem]
 
 
 def template_stem(kind: str, name: str) -> str | None:

@@ -1,8 +1,9 @@
 """`simulon validate kernels`: the compute model against measured GEMM, grouped-GEMM and attention throughput.
 
 Each row of a table in the format of shared/validation/kernels.csv becomes the kernel spec(s) the simulator
-would time, with the measured seconds recovered through the source's own FLOP convention; rows the model
-does not cover are skipped with the reason. The same observations feed scripts/fit_compute.py.
+would time on the GPU its `hardware` describes (free text, read by config.resolve), with the measured seconds
+recovered through the source's own FLOP convention; rows the model does not cover are skipped with the reason.
+The same observations feed scripts/fit_compute.py.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from ..compute.fit import Observation
 from ..config.common import DType
 from ..config.dc import GPUSpec
 from ..config.errors import ConfigError
+from ..config.resolve import Unresolved, resolve_gpu
 from ..workload.kernels import (
     FLASH_IMPLEMENTATIONS,
     KernelClass,
@@ -27,15 +29,6 @@ from ..workload.kernels import (
 )
 from .report import Comparison, Skipped, ValidationReport, number
 
-HARDWARE = {
-    "A100-PCIe-80GB": "a100-pcie-80gb", "NVIDIA A100 PCIe": "a100-pcie-80gb",
-    "A100-SXM4-80GB": "a100-sxm-80gb", "NVIDIA A100 SXM": "a100-sxm-80gb",
-    "Hopper sm_90 (H100-class; exact SKU not named)": "h100-sxm", "NVIDIA H100 SXM": "h100-sxm",
-    "H100-SXM5-80GB": "h100-sxm", "NVIDIA H200 SXM": "h200-sxm",
-    "B200": "b200", "NVIDIA B200 SXM": "b200", "NVIDIA B300 SXM": "b300", "NVIDIA GB200 SXM": "gb200",
-    "AMD MI300X": "mi300x", "AMD MI325X": "mi325x",
-}
-"""The tables' hardware names -> shipped GPU templates (a GH200, Gaudi or MI355X row has no template)."""
 DTYPES = {
     "bf16": DType.bf16, "fp16": DType.fp16,
     # the FlashAttention charts: its benchmark script (benchmarks/benchmark_flash_attention.py) times fp16
@@ -93,9 +86,10 @@ def observations(rows: list[dict[str, str]]) -> list[Observation]:
 
 def observation(index: int, row: dict[str, str]) -> Observation | str:
     """The row as kernel specs and measured seconds, or why the model cannot take it."""
-    gpu = HARDWARE.get(row.get("hardware", ""))
-    if gpu is None:
-        return f"hardware {row.get('hardware')!r} has no shipped GPU template"
+    try:
+        gpu = resolve_gpu(row.get("hardware", ""), row.get("notes", ""))[0]
+    except Unresolved as exc:
+        return f"hardware: {exc}"
     dtype = DTYPES.get(row.get("dtype", ""))
     if dtype is None:
         return f"dtype {row.get('dtype')!r} is not modelled"
