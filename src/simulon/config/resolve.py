@@ -33,7 +33,7 @@ from functools import cache
 from typing import Any
 
 from .errors import parse_yaml
-from .templates import find_template, template_names, template_stem, template_text
+from .templates import find_template, template_names, template_stem, template_stem_loose, template_text
 
 VENDORS = ("nvidia", "amd", "intel")
 ARCHITECTURES = {
@@ -56,6 +56,10 @@ GPU_LIKE = re.compile(r"\b(?:gaudi\s*\d|[a-z]{1,4}\d{2,4}[a-z]{0,2})\b", re.IGNO
 UNMODELLED = {"gaudi": "Intel Gaudi is not modelled: its matrix engines have no calibration and its scale-up "
                        "is on-chip RoCE ports, which simulon's collectives do not model"}
 """GPU families simulon deliberately does not model, and why (reported instead of 'unknown')."""
+
+
+GENERIC_WORDS = frozenset({"platform", "server", "cluster", "rack", "node", "nodes", "system", "gpu", "gpus"})
+"""Words that name no particular system, whatever template carries them."""
 
 
 class Unresolved(ValueError):
@@ -99,7 +103,11 @@ def gpu_models() -> dict[str, tuple[str, ...]]:
 
 
 def _gpu_candidates(text: str) -> tuple[str, list[str], list[str]]:
-    """(model word, its templates, notes) of the GPU a description names."""
+    """(model word, its templates, notes) of the GPU a description names: a template's whole name or alias,
+    else a model word, else an architecture."""
+    exact = template_stem_loose("gpu", text)
+    if exact is not None:
+        return model_word(str((find_template("gpu", exact) or {}).get("name", exact))), [exact], []
     found = [w for w in words(text) if w in gpu_models()]
     if found:
         longest = max(found, key=len)  # 'GB200' over a 'B200' inside 'p6-b200' would not occur, but be safe
@@ -137,9 +145,10 @@ def _gpu_words(stem: str, model: str) -> frozenset[str]:
                      for w in words(str(name)) if w != model)
 
 
-def resolve_gpu(text: str, context: str = "") -> tuple[str, str, list[str]]:
-    """(GPU template stem, model word, notes) a description names; `context` (a row's notes) may tell two
-    templates of one model apart by their words ("HBM3e"). Raises Unresolved."""
+def _gpu_ranking(text: str, context: str) -> tuple[str, list[tuple[tuple[int, int, bool], str]], list[str]]:
+    """(model word, [(score, template stem)] best first, notes) of the GPU a description names. Memory and form
+    factor filter the model's templates; the score counts their own words in the description, then in its
+    context, then whether the template carries the bare model name (the main SKU)."""
     model, stems, notes = _gpu_candidates(text)
     memory = [int(m) for m in MEMORY.findall(text)]
     form = next((f for w in words(text) for f in FORM_FACTORS if w.startswith(f)), None)
@@ -147,22 +156,27 @@ def resolve_gpu(text: str, context: str = "") -> tuple[str, str, list[str]]:
         stems = [s for s in stems if any(math.isclose(_memory_of(s), m, rel_tol=0.05) for m in memory)] or stems
     if form in ("sxm", "pcie"):
         stems = [s for s in stems if _form_of(s) == form] or stems
-    if len(stems) > 1:
-        said, ctx = set(words(text)), set(words(context))
-        ranked = sorted(((len(_gpu_words(s, model) & said), len(_gpu_words(s, model) & ctx),
-                          template_stem("gpu", model) == s), s) for s in stems)
-        best = ranked[-1][0]
-        stems = [s for score, s in ranked if score == best]
-    if len(stems) > 1:
-        raise Unresolved(f"{text!r} could be GPU template {' or '.join(stems)}: give the memory or form factor")
-    return stems[0], model, notes
+    said, ctx = set(words(text)), set(words(context))
+    ranked = sorted((((len(_gpu_words(s, model) & said), len(_gpu_words(s, model) & ctx),
+                       template_stem("gpu", model) == s), s) for s in stems), reverse=True)
+    return model, ranked, notes
+
+
+def resolve_gpu(text: str, context: str = "") -> tuple[str, str, list[str]]:
+    """(GPU template stem, model word, notes) a description names; `context` (a row's notes) may tell two
+    templates of one model apart by their words ("HBM3e"). Raises Unresolved."""
+    model, ranked, notes = _gpu_ranking(text, context)
+    ties = [stem for score, stem in ranked if score == ranked[0][0]]
+    if len(ties) > 1:
+        raise Unresolved(f"{text!r} could be GPU template {' or '.join(ties)}: give the memory or form factor")
+    return ranked[0][1], model, notes
 
 
 @cache
 def systems() -> tuple[tuple[str, str, frozenset[str], bool], ...]:
     """(datacenter stem, its GPU's stem, its own words, whether it is the reference system) of every shipped
     datacenter template. Its own words are those of its name and aliases less the GPU's model and memory
-    words: what tells systems apart."""
+    ('a100', '40gb'): what tells systems apart ('dgx', 'cloud', 'nvl36', '320gb')."""
     found = []
     for stem in template_names("datacenter"):
         doc = parse_yaml(template_text("datacenter", stem)) or {}
@@ -173,26 +187,27 @@ def systems() -> tuple[tuple[str, str, frozenset[str], bool], ...]:
             continue
         names = [stem, *(doc.get("aliases") or [])]
         own = {w for name in names for w in words(str(name))}
-        own = {w for w in own if w not in gpu_models() and not re.fullmatch(r"\d+(gb?|tb)?|x\d*", w)}
+        memory = round(_memory_of(gpu_stem))
+        own = {w for w in own if w not in gpu_models() and w not in (f"{memory}gb", f"{memory}g")
+               and w not in GENERIC_WORDS and not re.fullmatch(r"\d+|x\d*", w)}
         found.append((stem, gpu_stem, frozenset(own), bool(doc.get("reference"))))
     return tuple(found)
 
 
-def _rank(own: frozenset[str], reference: bool, said: set[str], context: set[str]) -> tuple[int, int, bool, int]:
-    return len(own & said), len(own & context), reference, -len(own - said - context)
-
-
-def resolve_system(gpu: str, text: str, context: str = "") -> str | None:
-    """The datacenter template a description of a system on GPU template `gpu` names, or None if no shipped
-    system carries that GPU. Raises Unresolved when two systems fit equally."""
+def resolve_system(gpus: dict[str, tuple], text: str, context: str = "") -> tuple[str, str] | None:
+    """(datacenter template, GPU template) of the system a description names among those built on the
+    candidate GPUs `gpus` (stem -> its score from the GPU's own words), or None if no shipped system carries
+    any of them. A system's words said outrank the GPU's main-SKU preference ("GH200 NVL2" is the HBM3e
+    GH200's system). Raises Unresolved when two systems fit equally."""
     said, ctx = set(words(text)), set(words(context))
-    ranked = sorted(((_rank(own, ref, said, ctx), stem) for stem, g, own, ref in systems() if g == gpu), reverse=True)
+    ranked = sorted((((*gpus[g][:2], len(own & said), len(own & ctx), gpus[g][2], ref, -len(own - said - ctx)), stem,
+                      g) for stem, g, own, ref in systems() if g in gpus), reverse=True)
     if not ranked:
         return None
     if len(ranked) > 1 and ranked[0][0] == ranked[1][0]:
-        ties = sorted(stem for score, stem in ranked if score == ranked[0][0])
+        ties = sorted(stem for score, stem, _ in ranked if score == ranked[0][0])
         raise Unresolved(f"{text!r} could be system {' or '.join(ties)}: name one of them")
-    return ranked[0][1]
+    return ranked[0][1], ranked[0][2]
 
 
 def _nic_override(text: str, datacenter: dict[str, Any]) -> dict[str, Any] | None:
@@ -207,8 +222,8 @@ def _nic_override(text: str, datacenter: dict[str, Any]) -> dict[str, Any] | Non
     if count:
         ports = int(count) * (2 if re.search(r"dual[- ]port", text, re.IGNORECASE) else 1)
         aggregate = ports * speed
-    elif speed > max_nic_speed_gbps():  # above any shipped NIC: the node's aggregate ("1600 Gbps")
-        aggregate = speed
+    elif speed > max_nic_speed_gbps() or re.match(r"[^,;()]{0,12}\bper (?:node|server)", text[found.end():]):
+        aggregate = speed  # above any shipped NIC, or said to be the node's: the aggregate ("1600 Gbps")
     else:
         aggregate = nics * speed
     nic = ((datacenter.get("network") or {}).get("scale_out") or {}).get("nic") or {}
@@ -235,12 +250,24 @@ def nic_speed_gbps(nic: dict[str, Any] | str) -> float | None:
 
 
 def resolve_hardware(text: str, context: str = "") -> Hardware:
-    """The GPU and system a free-text description names; `context` (the row's framework or source) breaks
-    ties between systems of the same GPU. Raises Unresolved with the reason."""
-    gpu, model, notes = resolve_gpu(text)
-    system = resolve_system(gpu, text, context)
-    if system is None:
+    """The GPU and system a free-text description names; `context` (the row's framework, source or notes) breaks
+    ties between templates of the same GPU. A description that names no GPU may name a system alone
+    ("p5en.48xlarge"). Raises Unresolved with the reason."""
+    try:
+        model, ranked, notes = _gpu_ranking(text, context)
+        gpus = {stem: score for score, stem in ranked}
+    except Unresolved:
+        said = set(words(text))
+        gpus = {g: (0, 0, False) for stem, g, own, _ in systems() if own & said}
+        if not gpus:
+            raise
+        model, notes = "", []
+    found = resolve_system(gpus, text, context)
+    if found is None:
+        gpu, model, notes = resolve_gpu(text, context)
         return Hardware(text, gpu, None, {}, model.upper(), tuple(notes))
+    system, gpu = found
+    model = model or model_word(str((find_template("gpu", gpu) or {}).get("name", gpu)))
     block: dict[str, Any] = {"from": system}
     nic = _nic_override(text, find_template("datacenter", system) or {})
     if nic is not None:
@@ -277,14 +304,14 @@ over the Megatron-Core it runs on ("NeMo (Megatron-Core)") only where NeMo comes
 
 def resolve_framework(text: str) -> Framework | None:
     """The framework a description names first, with the version written after it, or None."""
-    lower = text.lower()
+    lower = text.lower().replace("_", "-")
     hits = [(lower.find(s), len(s), name, s) for name, spellings in FRAMEWORK_NAMES for s in spellings
             if re.search(rf"(?<![a-z]){re.escape(s)}(?![a-z])", lower)]
     if not hits:
         return None
     at, _, name, spelling = min(hits, key=lambda h: (h[0], -h[1]))
     rest = lower[at + len(spelling):]
-    version = re.match(r"\s*(?:v|r|core_r|core_v)?(\d+(?:\.\d+)+|\d+)\b", rest)
+    version = re.match(r"\s*(?:v|r|core-r|core-v)?(\d+(?:\.\d+)+|\d+)\b", rest)
     commit = re.match(r"\s*@\s*([0-9a-f]{7,40})\b", rest)
     te = bool(re.search(r"\b(?:te|transformer[- ]engine)\b", lower))
     return Framework(name, tuple(int(p) for p in version.group(1).split(".")) if version else None,
