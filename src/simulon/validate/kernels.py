@@ -16,7 +16,7 @@ from ..compute.fit import Observation
 from ..config.common import DType
 from ..config.dc import GPUSpec
 from ..config.errors import ConfigError
-from ..config.resolve import Unresolved, resolve_gpu
+from ..config.resolve import Unresolved, model_word, resolve_gpu
 from ..workload.kernels import (
     FLASH_IMPLEMENTATIONS,
     KernelClass,
@@ -39,9 +39,9 @@ DTYPES = {
 ATTENTION_LIBRARIES = {"[FlashAttention-2]": "flash", "(TE fused attn)": "flash", "[FlashAttention]": "flash_v1",
                        "[FlashAttention Triton]": "flash_triton", "[PyTorch]": "pytorch", "[xformers]": "xformers"}
 """The tables' attention kernels -> the flash-attention library they measured (workload.kernels)."""
-TN_ONLY_FP8 = ("h100-sxm",)
-"""GPUs (Hopper) whose FP8 tensor-core GEMMs in cuBLASLt take both operands K-major only (the "TN" layout of
-NVIDIA's cuBLAS documentation, cublasLtMatmul FP8 requirements); Blackwell takes every layout."""
+TN_ONLY_FP8 = ("h100", "h200", "h800", "h20", "gh200")
+"""GPU models (Hopper) whose FP8 tensor-core GEMMs in cuBLASLt take both operands K-major only (the "TN" layout
+of NVIDIA's cuBLAS documentation, cublasLtMatmul FP8 requirements); Blackwell takes every layout."""
 COLUMNS = ("hardware", "kernel", "dtype", "M", "N", "K", "batch", "kernel_tflops")
 GEMM_FAMILY_MIN_FLOPS = 1e9
 """GEMMs of at least 1 GFLOP are reported apart: below it launch latency, not the GPU, sets the time."""
@@ -140,7 +140,7 @@ def _gemm(kernel: str, row: dict[str, str], gpu: str, dtype: DType) -> tuple[tup
     spec = gemm("gemm", phase, m * batch, n, k, out_bytes, batch)
     if batch > 1:  # one batched launch, not a grouped GEMM
         spec = KernelSpec(spec.name, KernelClass.gemm, spec.phase, spec.flops, spec.hw_flops, spec.bytes, spec.shape)
-    if "XLA dot" in kernel and dtype == DType.fp8 and gpu in TN_ONLY_FP8:
+    if "XLA dot" in kernel and dtype == DType.fp8 and model_word(gpu) in TN_ONLY_FP8:
         # XLA's dot takes its right operand K x N; cuBLASLt's FP8 GEMM on Hopper takes it only K-major (TN), so
         # XLA transposes it first: one more pass that reads and writes the operand
         return (spec, memory_bound("fp8_operand_transpose", Phase.fwd, 2.0 * k * n * batch * dtype.bytes,
