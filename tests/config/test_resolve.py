@@ -30,9 +30,11 @@ def test_the_issues_descriptions_resolve_to_a_gpu_and_a_system(text, gpu, system
     assert (hardware.gpu, hardware.system) == (gpu, system)
 
 
-def test_an_architecture_stands_for_its_flagship_and_says_so():
+def test_an_architecture_stands_for_its_flagship_and_a_memory_no_template_has_is_said():
     assert resolve_hardware("sm_90 Hopper").notes == ("sm_90 read as H100, its flagship part",)
     assert resolve_hardware("H100 SXM").notes == ()
+    nvl = resolve_hardware("H100 94GB")
+    assert nvl.gpu == "h100-sxm" and nvl.notes == ("no H100 template has 94 GB",)
 
 
 @pytest.mark.parametrize("stem", template_names("gpu"))
@@ -72,6 +74,7 @@ def test_a_stated_nic_rate_overrides_the_systems_and_an_equal_one_does_not():
     ("a cluster", "names no shipped GPU"),
     ("H100 or A100", "names several GPUs: a100, h100"),
     ("NVL72", "could be system gb200-nvl72 or gb300-nvl72"),
+    ("AMD H100", "names vendor amd but GPU H100 is not one of its"),
 ])
 def test_what_cannot_be_resolved_is_said_with_the_candidates(text, says):
     with pytest.raises(Unresolved, match=says):

@@ -50,7 +50,8 @@ FORM_FACTORS = ("sxm", "pcie", "oam")
 NIC_SPEED = re.compile(r"(?:(\d+)\s*[xX×]\s*)?(?:[A-Za-z][\w-]*\s+){0,2}?"
                        r"(\d+(?:\.\d+)?)\s*(?:[Gg](?:bps|b/s|bit/s|bit|b)|G)\b")
 """A NIC line rate in bits ("400Gbps", "200Gb", "400G"; never "GB/s", bytes), with its count ("8x400Gbps")."""
-MEMORY = re.compile(r"(?<![\d.])(\d+)\s*GB\b(?!\s*/\s*s|ps)", re.IGNORECASE)
+MEMORY = re.compile(r"(?<![\d.])(\d+)\s*(?:GB|gb|GiB)\b(?!\s*/\s*s)")
+"""A memory size in bytes ("80GB", "141 GiB"); never a rate ("600GB/s") or bits ("200Gb")."""
 GPU_LIKE = re.compile(r"\b(?:gaudi\s*\d|[a-z]{1,4}\d{2,4}[a-z]{0,2})\b", re.IGNORECASE)
 """A word that looks like a GPU model (V100, RTX3090, Gaudi 2): named in the message when none is shipped."""
 UNMODELLED = {"gaudi": "Intel Gaudi is not modelled: its matrix engines have no calibration and its scale-up "
@@ -64,6 +65,10 @@ GENERIC_WORDS = frozenset({"platform", "server", "cluster", "rack", "node", "nod
 
 class Unresolved(ValueError):
     """A description that names no shipped GPU or system, or several equally; the message says which."""
+
+
+class NoGPUNamed(Unresolved):
+    """A description with no word of a shipped GPU in it (it may still name a system)."""
 
 
 @dataclass(frozen=True)
@@ -126,7 +131,7 @@ def _gpu_candidates(text: str) -> tuple[str, list[str], list[str]]:
             raise Unresolved(f"{text!r}: {reason}")
     like = GPU_LIKE.findall(text)
     named = f" ({', '.join(dict.fromkeys(like))} has no GPU template)" if like else ""
-    raise Unresolved(f"{text!r} names no shipped GPU{named}; shipped: {', '.join(sorted(gpu_models()))}")
+    raise NoGPUNamed(f"{text!r} names no shipped GPU{named}; shipped: {', '.join(sorted(gpu_models()))}")
 
 
 def _memory_of(stem: str) -> float:
@@ -150,10 +155,16 @@ def _gpu_ranking(text: str, context: str) -> tuple[str, list[tuple[tuple[int, in
     factor filter the model's templates; the score counts their own words in the description, then in its
     context, then whether the template carries the bare model name (the main SKU)."""
     model, stems, notes = _gpu_candidates(text)
+    vendor = next((w for w in words(text) if w in VENDORS), None)
+    if vendor is not None and all((find_template("gpu", s) or {}).get("vendor") != vendor for s in stems):
+        raise Unresolved(f"{text!r} names vendor {vendor} but GPU {model.upper()} is not one of its")
     memory = [int(m) for m in MEMORY.findall(text)]
     form = next((f for w in words(text) for f in FORM_FACTORS if w.startswith(f)), None)
     if memory:
-        stems = [s for s in stems if any(math.isclose(_memory_of(s), m, rel_tol=0.05) for m in memory)] or stems
+        fitting = [s for s in stems if any(math.isclose(_memory_of(s), m, rel_tol=0.05) for m in memory)]
+        if not fitting:
+            notes.append(f"no {model.upper()} template has {' or '.join(f'{m} GB' for m in memory)}")
+        stems = fitting or stems
     if form in ("sxm", "pcie"):
         stems = [s for s in stems if _form_of(s) == form] or stems
     said, ctx = set(words(text)), set(words(context))
@@ -256,7 +267,7 @@ def resolve_hardware(text: str, context: str = "") -> Hardware:
     try:
         model, ranked, notes = _gpu_ranking(text, context)
         gpus = {stem: score for score, stem in ranked}
-    except Unresolved:
+    except NoGPUNamed:
         said = set(words(text))
         gpus = {g: (0, 0, False) for stem, g, own, _ in systems() if own & said}
         if not gpus:
