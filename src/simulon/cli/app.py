@@ -76,6 +76,7 @@ def simulate(
 ) -> None:
     """Simulate one training iteration and report its time."""
     from ..analysis.analyze import analyze
+    from ..analysis.findings import Settings
     from ..analysis.schedule import schedule
     from ..collective.algorithms import Unrunnable
     from ..dag.size import TooLarge
@@ -107,7 +108,7 @@ def simulate(
         raise ConfigError(f"{scenario}: {exc}") from None
     result, gpu = sim.result, sc.datacenter.node.gpu
     analysis = analyze(sim.dag, sim.timeline, sim.topology, sim.fold, gpu.peak_flops(sc.workload.training.dtype),
-                       gpu.memory_bandwidth)
+                       gpu.memory_bandwidth, Settings.of(sc))
     if output is not None:
         try:
             write_atomic(output, chrome_trace_json(sim.dag, sim.timeline, trace_detail, sim.memory, sim.fold.rep,
