@@ -8,7 +8,7 @@ from analysed import analysed
 
 from helpers import gpt_scenario
 from simulon.analysis.exposure import GPUExposure
-from simulon.analysis.findings import findings
+from simulon.analysis.findings import Settings, advice, findings
 
 CASES = {
     # four single-GPU nodes on 10 Gb/s NICs, gradients reduced only after backward
@@ -57,3 +57,18 @@ def test_a_communication_finding_names_the_collective_that_takes_longest_on_the_
     assert dp.line().startswith("DP communication exposed 310.0 ms on GPU 3 (stage 3), 31.0% of the step; "
                                 "on the critical path DP grad (ReduceScatter) takes 4.0 ms")
     assert "overlap_grad_reduce" in dp.advice
+
+
+def test_the_advice_suggests_first_what_the_scenario_does_not_already_do():
+    pinned = advice("TP", Settings.of(gpt_scenario(tp=4).model_copy(
+        update={"collective": gpt_scenario(tp=4).collective.model_copy(update={"num_channels": 1})})))
+    assert pinned.startswith("let NCCL choose the channel count") and "NVLink domain" not in pinned
+    spanning = advice("TP", Settings.of(gpt_scenario(nodes=2, gpus_per_node=4, tp=8)))
+    assert "keep tensor parallelism inside the NVLink domain" in spanning and "channel count" not in spanning
+    overlapped = Settings.of(gpt_scenario(tp=4, extra_parallelism={"sequence_parallel": True,
+                                                                   "tp_comm_overlap": True}))
+    assert "tp_comm_overlap" not in advice("TP", overlapped)
+    interleaved = Settings.of(gpt_scenario(nodes=1, gpus_per_node=4, pp=2, gbs=8, layers=4,
+                                           extra_parallelism={"vpp": 2}))
+    assert "vpp" not in advice("bubble", interleaved) and "zb_h1" in advice("bubble", interleaved)
+    assert advice("bubble", Settings()).count(",") >= 3  # unknown settings: every option

@@ -8,7 +8,6 @@ import json
 import pytest
 
 from helpers import cli
-from simulon.validate import training
 from simulon.validate.report import read_table, shipped_table
 from simulon.validate.training import (
     Unsupported,
@@ -64,10 +63,9 @@ def test_a_dgx_cloud_recipe_row_keeps_its_strategy(rows):
     assert (par.tp, par.pp, par.vpp) == (8, 1, 1)
 
 
-def test_a_row_gets_as_many_nodes_as_its_system_needs_for_its_gpus(rows, monkeypatch):
+def test_a_row_gets_as_many_nodes_as_its_system_needs_for_its_gpus(rows):
     _, row = _row(rows, subset="dgxc_benchmarking_v24.11.1", model="Llama 3.1 405B", num_gpus="576")
-    monkeypatch.setattr(training, "HARDWARE", ((r".", "gb200-nvl72"),))  # 4 GPUs per node
-    sc = scenario_from_row(row)
+    sc = scenario_from_row({**row, "hardware": "GB200 NVL72"})  # 4 GPUs per node
     assert sc.datacenter.node.gpus_per_node == 4 and sc.datacenter.cluster.num_nodes == 576 // 4
 
 

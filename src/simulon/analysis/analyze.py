@@ -14,7 +14,7 @@ from ..engine.replay import Timeline
 from ..network.topology import Topology
 from .critical_path import CriticalPath, critical_path, path_summary
 from .exposure import GPUExposure, exposure
-from .findings import Finding, findings
+from .findings import UNKNOWN, Finding, Settings, findings
 from .links import LinkSeries, LinkUse, busiest_links, link_series, link_use, links_summary, load_over_time
 
 
@@ -37,9 +37,10 @@ class Analysis:
 
 
 def analyze(dag: ExecutionDAG, timeline: Timeline, topology: Topology, fold: Fold, peak_flops: float,
-            hbm_bandwidth: float) -> Analysis:
+            hbm_bandwidth: float, settings: Settings = UNKNOWN) -> Analysis:
     """The analysis of a replayed step on a GPU of `peak_flops` (FLOP/s in the step's dtype) and `hbm_bandwidth`
-    (bytes/s): the flows' properties are the replay's own (engine.flows.flow_properties)."""
+    (bytes/s): the flows' properties are the replay's own (engine.flows.flow_properties); `settings` (what the
+    scenario already does: findings.Settings.of) steer the advice."""
     props = flow_properties(dag, topology, fold)
     path = critical_path(dag, timeline, props, topology.capacity)
     summary = path_summary(dag, path)
@@ -49,5 +50,5 @@ def analyze(dag: ExecutionDAG, timeline: Timeline, topology: Topology, fold: Fol
     use = link_use(topology, props, loads, timeline.makespan)
     series = link_series(topology, props, loads, timeline, busiest_links(use))
     links = {**links_summary(topology, use), "over_time": load_over_time(series, timeline.makespan)}
-    return Analysis(path, summary, per_gpu, use, links, findings(per_gpu, summary, links, timeline.makespan * 1e3),
-                    ridge, series)
+    found = findings(per_gpu, summary, links, timeline.makespan * 1e3, settings)
+    return Analysis(path, summary, per_gpu, use, links, found, ridge, series)

@@ -13,26 +13,23 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from ..config.scenario import ScenarioConfig
 from .exposure import GPUExposure
 from .kinds import COMM_KINDS
 
 ADVICE = {
-    "TP": "keep tensor parallelism inside the NVLink domain, lower tp, or overlap it (sequence_parallel with "
-          "tp_comm_overlap)",
     "CP": "lower cp, or give each rank a longer sequence so attention hides the key/value exchange",
     "EP": "keep the expert-parallel group inside the NVLink domain, lower ep, or add NIC bandwidth",
     "DP": "set overlap_grad_reduce, a larger grad_bucket_size, or more micro-batches so that backward hides the "
           "gradient reduction; fewer data-parallel ranks across the slowest tier",
     "PP": "more micro-batches, interleaving (vpp > 1), or a faster link between stages",
-    "bubble": "more micro-batches per step, interleaved 1F1B (vpp > 1), the zero-bubble schedule "
-              "(pipeline_schedule: zb_h1), fewer pipeline stages, or balanced stages (layers_per_stage)",
     "memory_bound": "a larger micro_batch_size or sequence_length (longer GEMMs), fused elementwise kernels, "
                     "or a GPU with more HBM bandwidth",
     "link_contention": "more bandwidth on the busiest link's tier (a lower oversubscription, faster NICs), or "
                        "fewer flows crossing it at once",
     "compute_slowdown": "fewer collective channels (num_channels) while compute runs beside them",
 }
-"""What to try against each term."""
+"""What to try against each term (TP and the bubble: `advice`, which reads the scenario's settings)."""
 WHAT = {"bubble": "idle time (pipeline bubble, waiting on other stages)",
         "memory_bound": "memory-bound (HBM) kernels",
         "link_contention": "flows slowed by link sharing on the critical path",
@@ -56,10 +53,61 @@ class Finding:
         return asdict(self)
 
 
-def findings(per_gpu: list[GPUExposure], path: dict, links: dict, step_ms: float) -> list[Finding]:
+@dataclass(frozen=True)
+class Settings:
+    """What the scenario already does, so that the advice tries something else first (None: not known)."""
+
+    tp_within_scale_up: bool | None = None   # every tensor-parallel group inside one NVLink domain
+    tp_comm_overlap: bool | None = None      # sequence parallelism's GEMM-pipelined TP communication
+    pinned_channels: int | None = None       # collective.num_channels set by the scenario
+    interleaved: bool | None = None
+    zero_bubble: bool | None = None
+
+    @classmethod
+    def of(cls, sc: ScenarioConfig) -> Settings:
+        par = sc.workload.parallelism
+        return cls(tp_within_scale_up=par.tp <= sc.datacenter.domain_gpus, tp_comm_overlap=par.tp_comm_overlap,
+                   pinned_channels=sc.collective.num_channels, interleaved=par.interleaved,
+                   zero_bubble=par.pipeline_schedule == "zb_h1")
+
+
+UNKNOWN = Settings()
+"""Settings of a step whose scenario is not known: the advice lists every option."""
+
+
+def advice(term: str, settings: Settings) -> str:
+    """What to try against a term, first what the scenario does not already do."""
+    if term == "TP":
+        tries = []
+        if settings.pinned_channels is not None:
+            tries.append(f"let NCCL choose the channel count (collective.num_channels is pinned to "
+                         f"{settings.pinned_channels})")
+        if settings.tp_within_scale_up is not True:
+            tries.append("keep tensor parallelism inside the NVLink domain")
+        tries.append("lower tp")
+        if settings.tp_comm_overlap is not True:
+            tries.append("overlap it (sequence_parallel with tp_comm_overlap)")
+        return _either(tries)
+    if term == "bubble":
+        tries = ["more micro-batches per step"]
+        if settings.interleaved is not True:
+            tries.append("interleaved 1F1B (vpp > 1)")
+        if settings.zero_bubble is not True:
+            tries.append("the zero-bubble schedule (pipeline_schedule: zb_h1)")
+        return _either([*tries, "fewer pipeline stages", "balanced stages (layers_per_stage)"])
+    return ADVICE[term]
+
+
+def _either(tries: list[str]) -> str:
+    return tries[0] if len(tries) == 1 else f"{', '.join(tries[:-1])}, or {tries[-1]}"
+
+
+def findings(per_gpu: list[GPUExposure], path: dict, links: dict, step_ms: float,
+             settings: Settings = UNKNOWN) -> list[Finding]:
     """The findings of a step of `step_ms`, largest time at stake first (ties by term): from the per-GPU
-    exposure, the critical path's summary (critical_path.path_summary) and the links' (links.links_summary)."""
-    found = [_worst_gpu(per_gpu, term, step_ms, path) for term in (*COMM_KINDS, "bubble", "memory_bound")]
+    exposure, the critical path's summary (critical_path.path_summary) and the links' (links.links_summary);
+    the advice skips what `settings` says the scenario already does."""
+    found = [_worst_gpu(per_gpu, term, step_ms, path, settings) for term in (*COMM_KINDS, "bubble", "memory_bound")]
     found += [_on_path(term, path, links, step_ms) for term in ("link_contention", "compute_slowdown")]
     return sorted((f for f in found if f is not None and f.at_stake_ms > 0), key=lambda f: (-f.at_stake_ms, f.term))
 
@@ -70,7 +118,8 @@ def _value(row: GPUExposure, term: str) -> float:
     return row.bubble_ms if term == "bubble" else row.memory_bound_ms
 
 
-def _worst_gpu(per_gpu: list[GPUExposure], term: str, step_ms: float, path: dict) -> Finding | None:
+def _worst_gpu(per_gpu: list[GPUExposure], term: str, step_ms: float, path: dict,
+               settings: Settings) -> Finding | None:
     """The GPU that spends the most on `term`, and how much."""
     if not per_gpu:
         return None
@@ -85,7 +134,7 @@ def _worst_gpu(per_gpu: list[GPUExposure], term: str, step_ms: float, path: dict
             detail += f"; on the critical path {top[0][0]} takes {top[0][1]:,.1f} ms"
     else:
         detail = f"{WHAT[term]}: {value:,.1f} ms on {where}, {100 * share:.1f}% of the step"
-    return Finding(term, value, share, where, detail, ADVICE[term])
+    return Finding(term, value, share, where, detail, advice(term, settings))
 
 
 def _on_path(term: str, path: dict, links: dict, step_ms: float) -> Finding:

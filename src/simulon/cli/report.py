@@ -21,9 +21,11 @@ REPORT_SUFFIXES = (".html", ".htm")
 
 def run_scenario(scenario: Path, quiet: bool, expand: str = "auto", memory_limit: float | None = None,
                  trace: bool = False) -> tuple[Simulation, Analysis]:
-    """Load and simulate a scenario (a progress bar on a terminal unless `quiet`) and analyse its iteration; a
-    scenario without a workload, an algorithm that cannot run or a run too large end as a ConfigError."""
+    """Load and simulate a scenario (a progress bar on a terminal unless `quiet`) and analyse its iteration, the
+    findings' advice steered by what the scenario already does (findings.Settings); a scenario without a workload,
+    an algorithm that cannot run or a run too large end as a ConfigError."""
     from ..analysis.analyze import analyze
+    from ..analysis.findings import Settings
     from ..collective.algorithms import Unrunnable
     from ..dag.size import TooLarge
     from ..pipeline import simulate
@@ -43,7 +45,7 @@ def run_scenario(scenario: Path, quiet: bool, expand: str = "auto", memory_limit
         raise ConfigError(f"{scenario}: {exc}") from None
     gpu = sc.datacenter.node.gpu
     return sim, analyze(sim.dag, sim.timeline, sim.topology, sim.fold, gpu.peak_flops(sc.workload.training.dtype),
-                        gpu.memory_bandwidth)
+                        gpu.memory_bandwidth, Settings.of(sc))
 
 
 def result_json(sim: Simulation, analysis: Analysis) -> dict:

@@ -21,7 +21,7 @@ from pydantic import ValidationInfo, model_validator
 from .common import StrictModel
 from .errors import not_utf8, parse_yaml, read_yaml_text, yaml_problem
 
-_DOC_KEYS = ("aliases", "source")  # template metadata, not config fields
+_DOC_KEYS = ("aliases", "source", "reference")  # template metadata, not config fields
 _MAX_TEMPLATE_DEPTH = 8
 
 
@@ -52,6 +52,11 @@ def template_names(kind: str) -> list[str]:
     return sorted(_index(kind)[1])
 
 
+def template_text(kind: str, stem: str) -> str:
+    """The YAML text of the shipped template with file stem `stem`, metadata (aliases, source) included."""
+    return _index(kind)[1][stem]
+
+
 def template_stem(kind: str, name: str) -> str | None:
     """The file stem of the shipped template called `name` (or with that alias), or None."""
     return _index(kind)[0].get(_key(name))
@@ -62,17 +67,29 @@ def _bare(name: str) -> str:
     return re.sub(r"[^a-z0-9]", "", re.sub(r"(?<=\d)\.(?=\d)", "p", name.lower()))
 
 
+VARIANT_WORDS = ("instruct", "chat", "base", "hf", "it")
+"""Words of a released model's name that mark a fine-tune or packaging of the same architecture
+("Llama-3.1-70B-Instruct", "Llama-2-7b-hf"): dropped when the name alone finds no template."""
+
+
 def template_stem_loose(kind: str, name: str) -> str | None:
-    """Like template_stem, ignoring punctuation and spacing ("Llama 3.1 70B" finds llama-3.1-70b), for
-    names written freely in measurement tables. None when no name or alias matches."""
+    """Like template_stem, ignoring case, punctuation and spacing ("Llama 3.1 70B" finds llama-3.1-70b), a
+    HuggingFace organisation prefix ("meta-llama/Llama-3.1-70B") and, for models, variant words
+    ("Qwen3-8B-Instruct"): names written freely in tables and scenarios. None when nothing matches."""
     names = _index(kind)[0]
     bare = {_bare(key): stem for key, stem in names.items()}
-    return bare.get(_bare(name))
+    tail = name.strip().rsplit("/", 1)[-1]
+    tries = [name, tail]
+    if kind == "model":
+        variants = "|".join(VARIANT_WORDS)
+        tries.append(re.sub(rf"(?i)[-_ .]({variants})(?=$|[-_ .])", "", tail))
+    return next((bare[_bare(t)] for t in tries if _bare(t) in bare), None)
 
 
 def find_template(kind: str, name: str) -> dict[str, Any] | None:
-    """A fresh copy of the shipped template called `name` (or with that alias), or None."""
-    stem = template_stem(kind, name)
+    """A fresh copy of the shipped template called `name` (or with that alias, or loosely so: see
+    template_stem_loose), or None."""
+    stem = template_stem(kind, name) or template_stem_loose(kind, name)
     if stem is None:
         return None
     doc = parse_yaml(_index(kind)[1][stem])
@@ -81,8 +98,19 @@ def find_template(kind: str, name: str) -> dict[str, Any] | None:
     return doc
 
 
+def _is_file_reference(kind: str, ref: str, base_dir: Path | None) -> bool:
+    """A YAML file's name, or a path that exists; 'meta-llama/Llama-3.1-70B', a HuggingFace model id whose
+    model has a template, is a name."""
+    if ref.endswith((".yaml", ".yml")):
+        return True
+    if "/" not in ref:
+        return False
+    path = Path(ref) if Path(ref).is_absolute() or base_dir is None else base_dir / ref
+    return path.exists() or template_stem_loose(kind, ref) is None
+
+
 def _load_reference(kind: str, ref: str, base_dir: Path | None, depth: int = 0) -> dict[str, Any]:
-    if ref.endswith((".yaml", ".yml")) or "/" in ref:
+    if _is_file_reference(kind, ref, base_dir):
         path = Path(ref)
         if not path.is_absolute() and base_dir is not None:
             path = base_dir / path

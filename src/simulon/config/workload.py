@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationInfo, model_validator
 
 from .common import (
     BatchSize,
@@ -26,6 +26,7 @@ from .common import (
     VocabSize,
     Width,
 )
+from .hf import resolve_from_hf
 from .pipeline_layout import layout_chunks
 from .templates import Templated
 
@@ -80,6 +81,14 @@ class ModelSpec(Templated):
                                  "one-byte mask per element for backward (Megatron's GPT models: 0.1, Llama: 0)")
     moe: MoESpec | None = None
     mla: MLASpec | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_hf(cls, data: Any, info: ValidationInfo) -> Any:
+        """`from_hf: config.json` builds the block from a HuggingFace config (config/hf.py)."""
+        if isinstance(data, dict) and "from_hf" in data:
+            return resolve_from_hf(data, (info.context or {}).get("base_dir"))
+        return data
 
     @property
     def kv_heads(self) -> int:

@@ -1,26 +1,24 @@
 """`simulon validate collectives`: simulated against measured bus bandwidth of nccl-tests-style rows.
 
 Each row of a table in the format of shared/validation/collectives.csv names a system, a collective, a
-message size and a group (and how many such groups ran at once). The system becomes a datacenter
-(data/collective_systems.yaml), the groups consecutive ranks, and the collective is simulated with NCCL's
-algorithm choice (or the one the row's notes say was forced). Rows the model does not cover are skipped
-with the reason. scripts/calibrate_collectives.py fits the link model on the same cases.
+message size and a group (and how many such groups ran at once). The system, described in free text, becomes
+a datacenter template through config.resolve (the row's source and notes telling systems of one GPU apart),
+the groups consecutive ranks, and the collective is simulated with NCCL's algorithm choice (or the one the
+row's notes say was forced). Rows the model does not cover are skipped with the reason.
+scripts/calibrate_collectives.py fits the link model on the same cases.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from functools import cache
-from importlib import resources
 from typing import Any
-
-import yaml
 
 from ..collective.metrics import bus_bandwidth_factor
 from ..collective.types import CollType
 from ..config.dc import DatacenterConfig
 from ..config.errors import ConfigError
+from ..config.resolve import Unresolved, resolve_hardware
 from ..network.calibration import LinkModel
 from ..pipeline import collective_sweep
 from ..progress import SILENT, Progress
@@ -48,9 +46,8 @@ Such rows are skipped, with the reason, from both the fit and the validation."""
 
 @dataclass(frozen=True)
 class System:
-    family: str
-    datacenter: dict[str, Any]
-    nodes: int | None
+    family: str                  # the GPU model the validation reports by ("H100", "GB200")
+    datacenter: dict[str, Any]   # a datacenter block without its cluster
 
 
 @dataclass
@@ -65,10 +62,11 @@ class Case:
     rows: list[tuple[int, str, float, float]] = field(default_factory=list)  # index, subset, bytes, busbw
 
     def datacenter(self) -> DatacenterConfig:
-        nodes = self.system.nodes
-        if nodes is None:
-            node = DatacenterConfig.model_validate({**self.system.datacenter, "cluster": {"num_nodes": 1}}).node
-            nodes = -(-self.num_gpus // node.gpus_per_node)
+        """The system with the nodes the case's GPUs need, in whole NVLink domains (an NVL72 rack is 18
+        trays whatever part of it a run used)."""
+        one = DatacenterConfig.model_validate({**self.system.datacenter, "cluster": {"num_nodes": 1}})
+        domain = one.domain_gpus
+        nodes = -(-self.num_gpus // domain) * domain // one.node.gpus_per_node
         return DatacenterConfig.model_validate({**self.system.datacenter, "cluster": {"num_nodes": nodes}})
 
     def predict(self, model: LinkModel | None = None) -> list[float]:
@@ -80,14 +78,15 @@ class Case:
         return [by_size[size] for _, _, size, _ in self.rows]
 
 
-@cache
-def systems() -> list[tuple[str, System]]:
-    doc = yaml.safe_load((resources.files("simulon.validate") / "data" / "collective_systems.yaml").read_text())
-    return [(s["match"], System(s["family"], s["datacenter"], s.get("nodes"))) for s in doc["systems"]]
-
-
-def _system(hardware: str) -> System | None:
-    return next((system for match, system in systems() if match in hardware), None)
+def system_of(row: dict[str, str]) -> System | str:
+    """The system a row's `hardware` describes, or why it cannot be resolved."""
+    try:
+        hardware = resolve_hardware(row["hardware"], f"{row.get('source', '')} {row.get('notes', '')}")
+    except Unresolved as exc:
+        return f"hardware: {exc}"
+    if hardware.system is None:
+        return f"hardware {row['hardware']!r}: GPU {hardware.gpu} has no system (datacenter) template"
+    return System(hardware.model, hardware.datacenter)
 
 
 def _forced_algorithm(notes: str) -> str:
@@ -107,9 +106,9 @@ def _case_of(index: int, row: dict[str, str]) -> tuple[tuple, Case, float, float
         n = PERMUTE_GROUP
     if size is None or n is None or size <= 0 or n < 2:
         return "no message size or group size"
-    system = _system(row["hardware"])
-    if system is None:
-        return f"no datacenter for hardware {row['hardware']!r}"
+    system = system_of(row)
+    if isinstance(system, str):
+        return system
     groups_count = int(number(row, "num_groups") or 1)
     seconds = number(row, "time_us")
     busbw = (bus_bandwidth_factor(ctype, int(n)) * size / (seconds * 1e-6) / 1e9 if seconds

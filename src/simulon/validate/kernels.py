@@ -1,8 +1,9 @@
 """`simulon validate kernels`: the compute model against measured GEMM, grouped-GEMM and attention throughput.
 
 Each row of a table in the format of shared/validation/kernels.csv becomes the kernel spec(s) the simulator
-would time, with the measured seconds recovered through the source's own FLOP convention; rows the model
-does not cover are skipped with the reason. The same observations feed scripts/fit_compute.py.
+would time on the GPU its `hardware` describes (free text, read by config.resolve), with the measured seconds
+recovered through the source's own FLOP convention; rows the model does not cover are skipped with the reason.
+The same observations feed scripts/fit_compute.py.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from ..compute.fit import Observation
 from ..config.common import DType
 from ..config.dc import GPUSpec
 from ..config.errors import ConfigError
+from ..config.resolve import Unresolved, model_word, resolve_gpu
 from ..workload.kernels import (
     FLASH_IMPLEMENTATIONS,
     KernelClass,
@@ -27,15 +29,6 @@ from ..workload.kernels import (
 )
 from .report import Comparison, Skipped, ValidationReport, number
 
-HARDWARE = {
-    "A100-PCIe-80GB": "a100-pcie-80gb", "NVIDIA A100 PCIe": "a100-pcie-80gb",
-    "A100-SXM4-80GB": "a100-sxm-80gb", "NVIDIA A100 SXM": "a100-sxm-80gb",
-    "Hopper sm_90 (H100-class; exact SKU not named)": "h100-sxm", "NVIDIA H100 SXM": "h100-sxm",
-    "H100-SXM5-80GB": "h100-sxm", "NVIDIA H200 SXM": "h200-sxm",
-    "B200": "b200", "NVIDIA B200 SXM": "b200", "NVIDIA B300 SXM": "b300", "NVIDIA GB200 SXM": "gb200",
-    "AMD MI300X": "mi300x", "AMD MI325X": "mi325x",
-}
-"""The tables' hardware names -> shipped GPU templates (a GH200, Gaudi or MI355X row has no template)."""
 DTYPES = {
     "bf16": DType.bf16, "fp16": DType.fp16,
     # the FlashAttention charts: its benchmark script (benchmarks/benchmark_flash_attention.py) times fp16
@@ -46,9 +39,9 @@ DTYPES = {
 ATTENTION_LIBRARIES = {"[FlashAttention-2]": "flash", "(TE fused attn)": "flash", "[FlashAttention]": "flash_v1",
                        "[FlashAttention Triton]": "flash_triton", "[PyTorch]": "pytorch", "[xformers]": "xformers"}
 """The tables' attention kernels -> the flash-attention library they measured (workload.kernels)."""
-TN_ONLY_FP8 = ("h100-sxm",)
-"""GPUs (Hopper) whose FP8 tensor-core GEMMs in cuBLASLt take both operands K-major only (the "TN" layout of
-NVIDIA's cuBLAS documentation, cublasLtMatmul FP8 requirements); Blackwell takes every layout."""
+TN_ONLY_FP8 = ("h100", "h200", "h800", "h20", "gh200")
+"""GPU models (Hopper) whose FP8 tensor-core GEMMs in cuBLASLt take both operands K-major only (the "TN" layout
+of NVIDIA's cuBLAS documentation, cublasLtMatmul FP8 requirements); Blackwell takes every layout."""
 COLUMNS = ("hardware", "kernel", "dtype", "M", "N", "K", "batch", "kernel_tflops")
 GEMM_FAMILY_MIN_FLOPS = 1e9
 """GEMMs of at least 1 GFLOP are reported apart: below it launch latency, not the GPU, sets the time."""
@@ -93,9 +86,10 @@ def observations(rows: list[dict[str, str]]) -> list[Observation]:
 
 def observation(index: int, row: dict[str, str]) -> Observation | str:
     """The row as kernel specs and measured seconds, or why the model cannot take it."""
-    gpu = HARDWARE.get(row.get("hardware", ""))
-    if gpu is None:
-        return f"hardware {row.get('hardware')!r} has no shipped GPU template"
+    try:
+        gpu = resolve_gpu(row.get("hardware", ""), row.get("notes", ""))[0]
+    except Unresolved as exc:
+        return f"hardware: {exc}"
     dtype = DTYPES.get(row.get("dtype", ""))
     if dtype is None:
         return f"dtype {row.get('dtype')!r} is not modelled"
@@ -146,7 +140,7 @@ def _gemm(kernel: str, row: dict[str, str], gpu: str, dtype: DType) -> tuple[tup
     spec = gemm("gemm", phase, m * batch, n, k, out_bytes, batch)
     if batch > 1:  # one batched launch, not a grouped GEMM
         spec = KernelSpec(spec.name, KernelClass.gemm, spec.phase, spec.flops, spec.hw_flops, spec.bytes, spec.shape)
-    if "XLA dot" in kernel and dtype == DType.fp8 and gpu in TN_ONLY_FP8:
+    if "XLA dot" in kernel and dtype == DType.fp8 and model_word(gpu) in TN_ONLY_FP8:
         # XLA's dot takes its right operand K x N; cuBLASLt's FP8 GEMM on Hopper takes it only K-major (TN), so
         # XLA transposes it first: one more pass that reads and writes the operand
         return (spec, memory_bound("fp8_operand_transpose", Phase.fwd, 2.0 * k * n * batch * dtype.bytes,

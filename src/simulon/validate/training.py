@@ -1,12 +1,12 @@
 """Published training runs -> scenarios -> predicted iteration times, and their errors.
 
 `scenario_from_row` turns one row of a measurement table (the format of shared/validation/training.csv)
-into an ordinary ScenarioConfig: the system named in `hardware` becomes its datacenter template, the
-model comes from its template and/or the shape columns, and what the row leaves unsaid (sequence
-parallelism, distributed optimizer, attention kernels) follows how the named framework runs by
-default. Every measurement is compared as an iteration time: throughputs and FLOP rates are converted
-with the row's own batch and the FLOP convention its source uses (model FLOPs, or hardware FLOPs that
-include recomputation).
+into an ordinary ScenarioConfig: the system described in `hardware` (free text, read by config.resolve)
+becomes its datacenter template, the model comes from its template and/or the shape columns, and what the
+row leaves unsaid (sequence parallelism, distributed optimizer, attention kernels) follows how the named
+framework, at the version named, runs by default. Every measurement is compared as an iteration time:
+throughputs and FLOP rates are converted with the row's own batch and the FLOP convention its source uses
+(model FLOPs, or hardware FLOPs that include recomputation).
 """
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from functools import cache
 from typing import Any
 
 from ..config.common import DType
 from ..config.dc import DatacenterConfig, NodeSpec
 from ..config.errors import ConfigError
 from ..config.loading import parse_scenario
+from ..config.resolve import Unresolved, resolve_framework, resolve_hardware
 from ..config.scenario import ScenarioConfig
 from ..config.templates import find_template, template_stem_loose
 from ..dag.size import TooLarge
@@ -31,18 +31,6 @@ from .report import Comparison, Skipped, ValidationReport, number
 
 class Unsupported(Exception):
     """A row this model cannot turn into a scenario; the message says why."""
-
-
-# The systems the table names, by a pattern of its `hardware` column, first match wins.
-HARDWARE = (
-    (r"DGX Cloud", "dgx-cloud-h100"),
-    (r"^A100-40GB .*RoCE", "llm-foundry-a100-40gb"),
-    (r"^A100-80GB .*RoCE", "llm-foundry-a100-80gb"),
-    (r"^H100-80GB$", "llm-foundry-h100"),
-    (r"B200", "dgx-b200"),
-    (r"H100", "dgx-h100"),
-    (r"A100-SXM4-80GB", "dgx-a100"),
-)
 
 
 @dataclass(frozen=True)
@@ -59,23 +47,41 @@ class FrameworkDefaults:
     micro_batch_size: int = 1
 
 
-# Matched against the `framework` column, first match wins.
-FRAMEWORKS = (
-    # NeMo's performance recipes and Megatron-Core's scaling runs overlap TP communication with GEMMs
-    (r"NeMo|Megatron-Core", FrameworkDefaults(sequence_parallel=True, tp_comm_overlap=True,
-                                               distributed_optimizer=True)),
-    (r"Megatron-LM @", FrameworkDefaults(sequence_parallel=True, distributed_optimizer=True)),  # Megatron-LM + TE
-    (r"^Megatron-LM$", FrameworkDefaults(attention="unfused")),  # 2021-22 Megatron-LM: fused softmax, no flash
+NEMO_RECIPES = FrameworkDefaults(sequence_parallel=True, tp_comm_overlap=True, distributed_optimizer=True)
+"""NeMo's performance recipes and Megatron-Core's scaling runs overlap TP communication with GEMMs."""
+MEGATRON_LM_WITH_TE = FrameworkDefaults(sequence_parallel=True, distributed_optimizer=True)
+MEGATRON_LM_2021 = FrameworkDefaults(attention="unfused")
+"""Megatron-LM's 2020-22 releases (v1.x to v3.0, the SC'21 paper's runs): fused softmax, no flash attention."""
+FRAMEWORKS = {
+    "nemo": NEMO_RECIPES,
+    "megatron-core": NEMO_RECIPES,
+    "megatron-lm": MEGATRON_LM_WITH_TE,
     # llm-foundry's benchmark sweep runs MPT with attn_impl: triton (scripts/train/benchmarking/submit_benchmarks.py)
-    (r"Composer|llm-foundry", FrameworkDefaults(fsdp="full_shard", attention="flash_triton")),
-    (r"maxtext|paxml", FrameworkDefaults(fsdp="full_shard")),
-    (r"HuggingFace", FrameworkDefaults(attention="unfused", elementwise="eager")),  # eager PyTorch, GPT-2's GELU
+    "llm-foundry": FrameworkDefaults(fsdp="full_shard", attention="flash_triton"),
+    "maxtext": FrameworkDefaults(fsdp="full_shard"),
+    "paxml": FrameworkDefaults(fsdp="full_shard"),
+    "huggingface": FrameworkDefaults(attention="unfused", elementwise="eager"),  # eager PyTorch, GPT-2's GELU
     # the flash-attention repo's training charts predate FlashAttention-2: its own 1.3B/2.7B numbers (189 TFLOP/s)
     # are the FlashAttention column of the FlashAttention-2 paper's Table 3
     # and its configs train with its fused loss (loss_fn: flash_attn.losses.cross_entropy.CrossEntropyLoss)
-    (r"FlashAttention|flash-attention", FrameworkDefaults(micro_batch_size=8, attention="flash_v1",
-                                                           cross_entropy="fused")),
-)
+    "flash-attention": FrameworkDefaults(micro_batch_size=8, attention="flash_v1", cross_entropy="fused"),
+}
+"""Defaults by the canonical framework name config.resolve.resolve_framework gives."""
+
+
+def framework_defaults(text: str) -> FrameworkDefaults:
+    """How the framework a row names runs by default, at the version it names: Megatron-LM named bare or with
+    a 1.x-3.x release is the 2020-22 code; with a commit, a Megatron-Core (0.x) version or Transformer Engine
+    it is the current one."""
+    framework = resolve_framework(text)
+    if framework is None:
+        return FrameworkDefaults()
+    if framework.name == "megatron-lm" and not (framework.commit or framework.with_transformer_engine) and (
+            framework.version is None or 1 <= framework.version[0] <= 3):
+        return MEGATRON_LM_2021
+    return FRAMEWORKS.get(framework.name, FrameworkDefaults())
+
+
 # Global batches, in tokens, of sources that state them once for every row (matched against `source`): the
 # flash-attention repo's GPT-2 and GPT-3 configs train on 0.5M-token batches (its own training-speed table).
 SOURCE_BATCH_TOKENS = ((r"Dao-AILab/flash-attention training/README", "0.5M tokens"),)
@@ -169,13 +175,12 @@ def _global_batch(row: dict[str, str], seq: int) -> int | None:
     return _integer(row, "gbs")
 
 
-@cache
-def system_node(datacenter: str) -> NodeSpec:
-    """The node (GPU, GPUs per node) of a datacenter template."""
-    return DatacenterConfig.model_validate({"from": datacenter, "cluster": {"num_nodes": 1}}).node
+def system_node(datacenter: dict[str, Any]) -> NodeSpec:
+    """The node (GPU, GPUs per node) of a datacenter block."""
+    return DatacenterConfig.model_validate({**datacenter, "cluster": {"num_nodes": 1}}).node
 
 
-def _check_fits_data_parallel(row: dict[str, str], model: dict[str, Any], datacenter: str) -> None:
+def _check_fits_data_parallel(row: dict[str, str], model: dict[str, Any], datacenter: dict[str, Any]) -> None:
     """A row without a parallel layout is plain data parallelism only if every GPU can hold the model:
     weights, gradients and Adam state take about 16 bytes per parameter in mixed precision."""
     from ..config.workload import ModelSpec
@@ -189,12 +194,22 @@ def _check_fits_data_parallel(row: dict[str, str], model: dict[str, Any], datace
                           f"does not fit one {gpu.name} for plain data parallelism")
 
 
+def system_of(row: dict[str, str]) -> dict[str, Any]:
+    """The datacenter block of the system a row's `hardware` describes (config.resolve, with the row's framework
+    and source to tell systems of one GPU apart). Raises Unsupported with what could not be resolved."""
+    try:
+        hardware = resolve_hardware(row["hardware"], f"{row.get('framework', '')} {row.get('source', '')}")
+    except Unresolved as exc:
+        raise Unsupported(f"hardware: {exc}") from None
+    if hardware.system is None:
+        raise Unsupported(f"hardware {row['hardware']!r}: GPU {hardware.gpu} has no system (datacenter) template")
+    return hardware.datacenter
+
+
 def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
     """The scenario a measured training run describes. Raises Unsupported with the reason if it can't."""
-    datacenter = _first(HARDWARE, row["hardware"])
-    if datacenter is None:
-        raise Unsupported(f"hardware {row['hardware']!r} has no datacenter template")
-    habits = _first(FRAMEWORKS, row["framework"]) or FrameworkDefaults()
+    system = system_of(row)
+    habits = framework_defaults(row["framework"])
     num_gpus = _integer(row, "num_gpus")
     seq = _integer(row, "seq_len")
     if not num_gpus or not seq:
@@ -207,7 +222,7 @@ def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
         raise Unsupported(f"{num_gpus} GPUs are not a multiple of tp*pp*cp = {tp * pp * cp}")
     dp = num_gpus // (tp * pp * cp)
     if not any(row[c].strip() for c in ("tp", "pp", "dp", "zero_or_fsdp")) and habits.fsdp == "none":
-        _check_fits_data_parallel(row, model_block(row), datacenter)
+        _check_fits_data_parallel(row, model_block(row), system)
     mbs = _integer(row, "mbs") or habits.micro_batch_size
     gbs = _global_batch(row, seq) or mbs * dp
     sharding = row["zero_or_fsdp"]
@@ -239,9 +254,9 @@ def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
     }
     if "PURE" in row["precision"]:
         training["grad_reduce_dtype"] = "bf16"  # Composer's PURE mixed precision reduces in bf16
-    num_nodes = math.ceil(num_gpus / system_node(datacenter).gpus_per_node)
+    num_nodes = math.ceil(num_gpus / system_node(system).gpus_per_node)
     data = {
-        "datacenter": {"from": datacenter, "cluster": {"num_nodes": num_nodes}},
+        "datacenter": {**system, "cluster": {"num_nodes": num_nodes}},
         "workload": {"framework": "megatron", "model": model_block(row), "parallelism": parallelism,
                      "training": training},
     }
@@ -286,9 +301,8 @@ def compare_row(index: int, row: dict[str, str], memory_limit: float | None = No
     sim = simulate(sc, fold_mode="symmetric", memory_limit=memory_limit)  # folding is exact, and a comparison
     # needs no per-GPU trace
     metric, measured = measured_iteration(row, sim, sc)
-    group = _first(HARDWARE, row["hardware"]) or ""
     return Comparison(index, row["subset"], f"iter_time_s (from {metric})", measured,
-                      sim.result.iteration_time_ms / 1e3, group)
+                      sim.result.iteration_time_ms / 1e3, system_of(row).get("from", ""))
 
 
 def sample_rows(rows: list[dict[str, str]], max_gpus: int, per_subset: int) -> list[int]:

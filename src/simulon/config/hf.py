@@ -1,0 +1,154 @@
+"""`model: {from_hf: path/to/config.json}`: a model block built from a HuggingFace `config.json`.
+
+The keys read are those of the transformers configuration classes of the decoder-only families simulon
+models (LlamaConfig, MistralConfig, MixtralConfig, Qwen2/Qwen3(-MoE)Config, DeepseekV3Config,
+GptOssConfig; a multimodal config's `text_config`):
+
+- shape: num_hidden_layers, hidden_size, num_attention_heads, num_key_value_heads, head_dim,
+  intermediate_size, vocab_size, tie_word_embeddings;
+- activation: hidden_act `silu` (a gated SwiGLU MLP in every family above), `relu2` (squared ReLU), else
+  GELU; normalization: RMSNorm where the config has rms_norm_eps, else LayerNorm;
+- mixture of experts: num_local_experts (Mixtral, GPT-OSS) or num_experts (Qwen-MoE) or n_routed_experts
+  (DeepSeek-V3), num_experts_per_tok, moe_intermediate_size (else intermediate_size), n_shared_experts or
+  shared_expert_intermediate_size, first_k_dense_replace; layouts that interleave dense and MoE layers
+  (decoder_sparse_step, moe_layer_freq, interleave_moe_layer_step above 1, mlp_only_layers) are refused;
+- multi-head latent attention: kv_lora_rank, q_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim.
+
+Keys written beside `from_hf` in the block override what the file gives. A missing or malformed key is
+an error naming the file and the key.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+GATED_ACTIVATIONS = {"silu": "swiglu", "swish": "swiglu", "swiglu": "swiglu", "relu2": "squared_relu"}
+"""hidden_act -> simulon's activation; every family read here with a SiLU MLP gates it (SwiGLU)."""
+SPARSE_STEP_KEYS = ("decoder_sparse_step", "moe_layer_freq", "interleave_moe_layer_step")
+
+
+class HFConfigError(ValueError):
+    """A config.json simulon cannot read as a model; the message names the file and the key."""
+
+
+def read_config(path: Path) -> dict[str, Any]:
+    """The config's mapping (its `text_config` for a multimodal model)."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise HFConfigError(f"cannot read HuggingFace config {str(path)!r}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise HFConfigError(f"HuggingFace config {str(path)!r} is not UTF-8 text") from None
+    except json.JSONDecodeError as exc:
+        raise HFConfigError(f"HuggingFace config {str(path)!r} is not valid JSON (line {exc.lineno}: "
+                            f"{exc.msg})") from None
+    if not isinstance(doc, dict):
+        raise HFConfigError(f"HuggingFace config {str(path)!r} does not hold a JSON object")
+    text = doc.get("text_config")
+    return {**doc, **text} if isinstance(text, dict) else doc
+
+
+class Reader:
+    """Typed access to one config's keys, each error naming the file and the key."""
+
+    def __init__(self, path: Path, doc: dict[str, Any]):
+        self.path, self.doc = path, doc
+
+    def fail(self, key: str, problem: str) -> HFConfigError:
+        return HFConfigError(f"HuggingFace config {str(self.path)!r}: key {key!r} {problem}")
+
+    def integer(self, *keys: str, required: bool = True, default: int | None = None) -> int | None:
+        """The first of `keys` present, a positive integer (None, or `default`, when absent and not required)."""
+        key = next((k for k in keys if self.doc.get(k) is not None), None)
+        if key is None:
+            if required:
+                raise self.fail(keys[0], "is missing")
+            return default
+        value = self.doc[key]
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise self.fail(key, f"must be a positive integer, got {value!r}")
+        return value
+
+    def flag(self, key: str, default: bool) -> bool:
+        value = self.doc.get(key, default)
+        if not isinstance(value, bool):
+            raise self.fail(key, f"must be true or false, got {value!r}")
+        return value
+
+    def text(self, key: str, default: str) -> str:
+        value = self.doc.get(key, default)
+        if not isinstance(value, str):
+            raise self.fail(key, f"must be a string, got {value!r}")
+        return value
+
+
+def _moe(cfg: Reader) -> dict[str, Any] | None:
+    experts = cfg.integer("num_local_experts", "num_experts", "n_routed_experts", required=False)
+    if experts is None:
+        return None
+    for key in SPARSE_STEP_KEYS:
+        if cfg.integer(key, required=False, default=1) != 1:
+            raise cfg.fail(key, "interleaves dense and MoE layers, which simulon's MoE block (dense layers first, "
+                                "then MoE) cannot lay out")
+    if cfg.doc.get("mlp_only_layers"):
+        raise cfg.fail("mlp_only_layers", "places dense layers among MoE ones, which simulon cannot lay out")
+    expert_ffn = cfg.integer("moe_intermediate_size", "intermediate_size")
+    block: dict[str, Any] = {
+        "num_experts": experts,
+        "top_k": cfg.integer("num_experts_per_tok", "experts_per_token"),
+        "expert_ffn_hidden_size": expert_ffn,
+        "first_dense_layers": cfg.doc.get("first_k_dense_replace") or 0,
+    }
+    shared_ffn = cfg.integer("shared_expert_intermediate_size", required=False)
+    shared = cfg.integer("n_shared_experts", required=False, default=1 if shared_ffn else 0)
+    block["num_shared_experts"] = shared
+    if shared:
+        block["shared_expert_ffn_hidden_size"] = shared_ffn or expert_ffn
+    return block
+
+
+def _mla(cfg: Reader) -> dict[str, Any] | None:
+    if cfg.doc.get("kv_lora_rank") is None:
+        return None
+    block = {key: cfg.integer(key) for key in ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")}
+    block["q_lora_rank"] = cfg.integer("q_lora_rank", required=False)
+    return block
+
+
+def model_from_hf(path: Path) -> dict[str, Any]:
+    """The model block a HuggingFace config.json describes. Raises HFConfigError naming file and key."""
+    cfg = Reader(path, read_config(path))
+    heads = cfg.integer("num_attention_heads", "n_head")
+    block: dict[str, Any] = {
+        # the file in the name keeps a shipped template of the same name from filling in keys (config/templates.py)
+        "name": f"{cfg.text('_name_or_path', '') or path.parent.name or 'model'} ({path.name})",
+        "num_layers": cfg.integer("num_hidden_layers", "n_layer", "num_layers"),
+        "hidden_size": cfg.integer("hidden_size", "n_embd", "d_model"),
+        "num_heads": heads,
+        "num_kv_heads": cfg.integer("num_key_value_heads", required=False, default=heads),
+        "ffn_hidden_size": cfg.integer("intermediate_size", "n_inner", "ffn_dim"),
+        "vocab_size": cfg.integer("vocab_size"),
+        "activation": GATED_ACTIVATIONS.get(cfg.text("hidden_act", cfg.text("activation_function", "gelu")), "gelu"),
+        "normalization": "rmsnorm" if "rms_norm_eps" in cfg.doc else "layernorm",
+        "tie_embeddings": cfg.flag("tie_word_embeddings", False),
+    }
+    head_dim = cfg.integer("head_dim", required=False)
+    if head_dim is not None:
+        block["head_dim"] = head_dim
+    for key, sub in (("moe", _moe(cfg)), ("mla", _mla(cfg))):
+        if sub is not None:
+            block[key] = sub
+    return block
+
+
+def resolve_from_hf(data: dict[str, Any], base_dir: Path | None) -> dict[str, Any]:
+    """A model block with `from_hf` replaced by what the file gives, the block's own keys winning."""
+    ref = data["from_hf"]
+    if not isinstance(ref, str) or not ref:
+        raise HFConfigError(f"'from_hf' must be the path of a HuggingFace config.json, got {ref!r}")
+    path = Path(ref)
+    if not path.is_absolute() and base_dir is not None:
+        path = base_dir / path
+    return {**model_from_hf(path), **{k: v for k, v in data.items() if k != "from_hf"}}

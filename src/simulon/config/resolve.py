@@ -1,0 +1,329 @@
+"""Free-text descriptions of hardware and frameworks, as people write them in tables, resolved to templates.
+
+A hardware description is read with a small grammar whose words may come in any order, with any case and
+punctuation: `[count x] [vendor] GPU [memory GB] [form factor] [system] [interconnect]`, for example
+"8x H100 80GB SXM DGX", "GB200 NVL72 rack", "sm_90 Hopper", "A100-SXM4-40GB RoCE", "B300 (HGX)" or
+"B200 (AWS p6-b200.48xlarge), EFA v4 8x400Gbps".
+
+- GPU: the model word of a shipped GPU template's name or aliases (A100, H100, GB200, MI300X, ...), or an
+  architecture (Hopper, sm_90, ...), which stands for that architecture's flagship data-center part and says
+  so. Memory ("40GB") and form factor (SXM, PCIe) choose between templates of one model; without them the
+  template that carries the bare model name as an alias (the vendor's main SKU) is taken.
+- System: among the datacenter templates built on that GPU, the one whose name and alias words the
+  description (then its context: the table's framework or source) names most; with none named, the one
+  marked `reference: true` (the vendor's reference system, e.g. DGX H100 rather than DGX Cloud), then the
+  one with the fewest words of its own.
+- Interconnect: a NIC count and line rate ("8x400Gbps", "1600 Gbps", "4x IB 200Gb dual-port") that differs
+  from the system's NICs overrides them; RoCE, InfiniBand and the NIC's name are read but change nothing
+  the network model distinguishes.
+
+What cannot be resolved raises Unresolved with the reason, and on ambiguity the candidates. Nothing here
+knows any particular table: templates' names and aliases are the only vocabulary.
+
+A framework description ("NeMo 24.07 (Megatron-Core)", "Megatron-LM @23e00ed0 + TE 2.11") resolves to the
+framework's canonical name, the version it states, and the components it adds (Transformer Engine).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+from .errors import parse_yaml
+from .templates import find_template, template_names, template_stem, template_stem_loose, template_text
+
+VENDORS = ("nvidia", "amd", "intel")
+ARCHITECTURES = {
+    "ampere": "A100", "sm_80": "A100", "sm80": "A100",
+    "hopper": "H100", "sm_90": "H100", "sm90": "H100", "sm_90a": "H100",
+    "blackwell": "B200", "sm_100": "B200", "sm100": "B200", "sm_100a": "B200",
+    "sm_103": "B300", "sm103": "B300",
+    "cdna3": "MI300X", "cdna4": "MI355X",
+}
+"""Architectures -> the GPU model that stands for them: the flagship data-center part of each (NVIDIA's
+compute capability 8.0 is A100, 9.0 H100/H200, 10.0 B200/GB200, 10.3 B300/GB300; AMD CDNA 3 is MI300X/MI325X,
+CDNA 4 MI355X/MI350X)."""
+FORM_FACTORS = ("sxm", "pcie", "oam")
+NIC_SPEED = re.compile(r"(?:(\d+)\s*[xX×]\s*)?(?:[A-Za-z][\w-]*\s+){0,2}?"
+                       r"(\d+(?:\.\d+)?)\s*(?:[Gg](?:bps|b/s|bit/s|bit|b)|G)\b")
+"""A NIC line rate in bits ("400Gbps", "200Gb", "400G"; never "GB/s", bytes), with its count ("8x400Gbps")."""
+MEMORY = re.compile(r"(?<![\d.])(\d+)\s*(?:GB|gb|GiB)\b(?!\s*/\s*s)")
+"""A memory size in bytes ("80GB", "141 GiB"); never a rate ("600GB/s") or bits ("200Gb")."""
+GPU_LIKE = re.compile(r"\b(?:gaudi\s*\d|[a-z]{1,4}\d{2,4}[a-z]{0,2})\b", re.IGNORECASE)
+"""A word that looks like a GPU model (V100, RTX3090, Gaudi 2): named in the message when none is shipped."""
+UNMODELLED = {"gaudi": "Intel Gaudi is not modelled: its matrix engines have no calibration and its scale-up "
+                       "is on-chip RoCE ports, which simulon's collectives do not model"}
+"""GPU families simulon deliberately does not model, and why (reported instead of 'unknown')."""
+
+
+GENERIC_WORDS = frozenset({"platform", "server", "cluster", "rack", "node", "nodes", "system", "gpu", "gpus"})
+"""Words that name no particular system, whatever template carries them."""
+
+
+class Unresolved(ValueError):
+    """A description that names no shipped GPU or system, or several equally; the message says which."""
+
+
+class NoGPUNamed(Unresolved):
+    """A description with no word of a shipped GPU in it (it may still name a system)."""
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """What a description resolved to: GPU and datacenter template stems, and the datacenter block to build
+    (the template, with any NIC override the description states)."""
+
+    text: str
+    gpu: str
+    system: str | None
+    datacenter: dict[str, Any] = field(default_factory=dict)
+    model: str = ""           # the GPU model word, e.g. "H100" (the family validators report by)
+    notes: tuple[str, ...] = ()  # assumptions made, e.g. an architecture read as its flagship GPU
+
+
+def words(text: str) -> list[str]:
+    """Lower-case words of a description; sm_90-style architecture names stay whole."""
+    return re.findall(r"sm_\d+a?|[a-z0-9]+", text.lower())
+
+
+def model_word(name: str) -> str:
+    """The model word of a GPU template name: 'A100-SXM4-80GB' -> 'a100', 'Instinct-MI300X' -> 'mi300x'."""
+    for word in words(name):
+        if re.fullmatch(r"[a-z]{1,3}\d{2,3}[a-z]?", word):
+            return word
+    return words(name)[0] if words(name) else ""
+
+
+@cache
+def gpu_models() -> dict[str, tuple[str, ...]]:
+    """Model word -> the GPU templates of that model (file stems)."""
+    models: dict[str, list[str]] = {}
+    for stem in template_names("gpu"):
+        doc = find_template("gpu", stem) or {}
+        models.setdefault(model_word(str(doc.get("name", stem))), []).append(stem)
+    return {model: tuple(stems) for model, stems in models.items()}
+
+
+def _gpu_candidates(text: str) -> tuple[str, list[str], list[str]]:
+    """(model word, its templates, notes) of the GPU a description names: a template's whole name or alias,
+    else a model word, else an architecture."""
+    exact = template_stem_loose("gpu", text)
+    if exact is not None:
+        return model_word(str((find_template("gpu", exact) or {}).get("name", exact))), [exact], []
+    found = [w for w in words(text) if w in gpu_models()]
+    if found:
+        longest = max(found, key=len)  # 'GB200' over a 'B200' inside 'p6-b200' would not occur, but be safe
+        named = {w for w in found if w != longest and w not in longest}
+        if named:
+            raise Unresolved(f"{text!r} names several GPUs: {', '.join(sorted({longest, *named}))}")
+        return longest, list(gpu_models()[longest]), []
+    arch = next((w for w in words(text) if w in ARCHITECTURES), None)
+    if arch is not None:
+        model = ARCHITECTURES[arch].lower()
+        if model in gpu_models():
+            return model, list(gpu_models()[model]), [f"{arch} read as {ARCHITECTURES[arch]}, its flagship part"]
+    lower = text.lower()
+    for family, reason in UNMODELLED.items():
+        if family in lower:
+            raise Unresolved(f"{text!r}: {reason}")
+    like = GPU_LIKE.findall(text)
+    named = f" ({', '.join(dict.fromkeys(like))} has no GPU template)" if like else ""
+    raise NoGPUNamed(f"{text!r} names no shipped GPU{named}; shipped: {', '.join(sorted(gpu_models()))}")
+
+
+def _memory_of(stem: str) -> float:
+    return float((find_template("gpu", stem) or {}).get("memory_capacity_gb", 0))
+
+
+def _form_of(stem: str) -> str:
+    doc = find_template("gpu", stem) or {}
+    return "pcie" if "pcie" in f"{stem} {doc.get('name', '')}".lower() else "sxm"
+
+
+def _gpu_words(stem: str, model: str) -> frozenset[str]:
+    """Words of a GPU template's name and aliases other than its model word ('hbm3e', 'sxm5', '80gb')."""
+    doc = parse_yaml(template_text("gpu", stem)) or {}
+    return frozenset(w for name in [stem, doc.get("name", ""), *(doc.get("aliases") or [])]
+                     for w in words(str(name)) if w != model)
+
+
+def _gpu_ranking(text: str, context: str) -> tuple[str, list[tuple[tuple[int, int, bool], str]], list[str]]:
+    """(model word, [(score, template stem)] best first, notes) of the GPU a description names. Memory and form
+    factor filter the model's templates; the score counts their own words in the description, then in its
+    context, then whether the template carries the bare model name (the main SKU)."""
+    model, stems, notes = _gpu_candidates(text)
+    vendor = next((w for w in words(text) if w in VENDORS), None)
+    if vendor is not None and all((find_template("gpu", s) or {}).get("vendor") != vendor for s in stems):
+        raise Unresolved(f"{text!r} names vendor {vendor} but GPU {model.upper()} is not one of its")
+    memory = [int(m) for m in MEMORY.findall(text)]
+    form = next((f for w in words(text) for f in FORM_FACTORS if w.startswith(f)), None)
+    if memory:
+        fitting = [s for s in stems if any(math.isclose(_memory_of(s), m, rel_tol=0.05) for m in memory)]
+        if not fitting:
+            notes.append(f"no {model.upper()} template has {' or '.join(f'{m} GB' for m in memory)}")
+        stems = fitting or stems
+    if form in ("sxm", "pcie"):
+        stems = [s for s in stems if _form_of(s) == form] or stems
+    said, ctx = set(words(text)), set(words(context))
+    ranked = sorted((((len(_gpu_words(s, model) & said), len(_gpu_words(s, model) & ctx),
+                       template_stem("gpu", model) == s), s) for s in stems), reverse=True)
+    return model, ranked, notes
+
+
+def resolve_gpu(text: str, context: str = "") -> tuple[str, str, list[str]]:
+    """(GPU template stem, model word, notes) a description names; `context` (a row's notes) may tell two
+    templates of one model apart by their words ("HBM3e"). Raises Unresolved."""
+    model, ranked, notes = _gpu_ranking(text, context)
+    ties = [stem for score, stem in ranked if score == ranked[0][0]]
+    if len(ties) > 1:
+        raise Unresolved(f"{text!r} could be GPU template {' or '.join(ties)}: give the memory or form factor")
+    return ranked[0][1], model, notes
+
+
+@cache
+def systems() -> tuple[tuple[str, str, frozenset[str], bool], ...]:
+    """(datacenter stem, its GPU's stem, its own words, whether it is the reference system) of every shipped
+    datacenter template. Its own words are those of its name and aliases less the GPU's model and memory
+    ('a100', '40gb'): what tells systems apart ('dgx', 'cloud', 'nvl36', '320gb')."""
+    found = []
+    for stem in template_names("datacenter"):
+        doc = parse_yaml(template_text("datacenter", stem)) or {}
+        gpu = (doc.get("node") or {}).get("gpu") or {}
+        ref = gpu.get("from") or gpu.get("name") if isinstance(gpu, dict) else gpu
+        gpu_stem = template_stem("gpu", str(ref)) if ref else None
+        if gpu_stem is None:
+            continue
+        names = [stem, *(doc.get("aliases") or [])]
+        own = {w for name in names for w in words(str(name))}
+        memory = round(_memory_of(gpu_stem))
+        own = {w for w in own if w not in gpu_models() and w not in (f"{memory}gb", f"{memory}g")
+               and w not in GENERIC_WORDS and not re.fullmatch(r"\d+|x\d*", w)}
+        found.append((stem, gpu_stem, frozenset(own), bool(doc.get("reference"))))
+    return tuple(found)
+
+
+def resolve_system(gpus: dict[str, tuple], text: str, context: str = "") -> tuple[str, str] | None:
+    """(datacenter template, GPU template) of the system a description names among those built on the
+    candidate GPUs `gpus` (stem -> its score from the GPU's own words), or None if no shipped system carries
+    any of them. A system's words said outrank the GPU's main-SKU preference ("GH200 NVL2" is the HBM3e
+    GH200's system). Raises Unresolved when two systems fit equally."""
+    said, ctx = set(words(text)), set(words(context))
+    ranked = sorted((((*gpus[g][:2], len(own & said), len(own & ctx), gpus[g][2], ref, -len(own - said - ctx)), stem,
+                      g) for stem, g, own, ref in systems() if g in gpus), reverse=True)
+    if not ranked:
+        return None
+    if len(ranked) > 1 and ranked[0][0] == ranked[1][0]:
+        ties = sorted(stem for score, stem, _ in ranked if score == ranked[0][0])
+        raise Unresolved(f"{text!r} could be system {' or '.join(ties)}: name one of them")
+    return ranked[0][1], ranked[0][2]
+
+
+def _nic_override(text: str, datacenter: dict[str, Any]) -> dict[str, Any] | None:
+    """The NIC the description states (count x line rate, or a node's aggregate), where it differs."""
+    found = NIC_SPEED.search(text)
+    if found is None:
+        return None
+    count, speed = found.group(1), float(found.group(2))
+    node = datacenter.get("node") or {}
+    gpus, per_nic = int(node.get("gpus_per_node", 8)), int(node.get("gpus_per_nic", 1))
+    nics = gpus // per_nic
+    if count:
+        ports = int(count) * (2 if re.search(r"dual[- ]port", text, re.IGNORECASE) else 1)
+        aggregate = ports * speed
+    elif speed > max_nic_speed_gbps() or re.match(r"[^,;()]{0,12}\bper (?:node|server)", text[found.end():]):
+        aggregate = speed  # above any shipped NIC, or said to be the node's: the aggregate ("1600 Gbps")
+    else:
+        aggregate = nics * speed
+    nic = ((datacenter.get("network") or {}).get("scale_out") or {}).get("nic") or {}
+    current = nic_speed_gbps(nic)
+    if current is not None and math.isclose(current * nics, aggregate, rel_tol=0.01):
+        return None
+    return {"speed": f"{aggregate / nics:g}Gbps"}
+
+
+@cache
+def max_nic_speed_gbps() -> float:
+    """The fastest shipped NIC's line rate."""
+    return max(nic_speed_gbps({"from": stem}) or 0.0 for stem in template_names("nic"))
+
+
+def nic_speed_gbps(nic: dict[str, Any] | str) -> float | None:
+    """Line rate in Gb/s of a NIC block (`from:` a template or inline)."""
+    if isinstance(nic, str):
+        nic = {"from": nic}
+    doc = find_template("nic", nic["from"]) if "from" in nic else {}
+    speed = nic.get("speed") or (doc or {}).get("speed")
+    found = re.fullmatch(r"(\d+(?:\.\d+)?)\s*Gbps", str(speed or ""))
+    return float(found.group(1)) if found else None
+
+
+def resolve_hardware(text: str, context: str = "") -> Hardware:
+    """The GPU and system a free-text description names; `context` (the row's framework, source or notes) breaks
+    ties between templates of the same GPU. A description that names no GPU may name a system alone
+    ("p5en.48xlarge"). Raises Unresolved with the reason."""
+    try:
+        model, ranked, notes = _gpu_ranking(text, context)
+        gpus = {stem: score for score, stem in ranked}
+    except NoGPUNamed:
+        said = set(words(text))
+        gpus = {g: (0, 0, False) for stem, g, own, _ in systems() if own & said}
+        if not gpus:
+            raise
+        model, notes = "", []
+    found = resolve_system(gpus, text, context)
+    if found is None:
+        gpu, model, notes = resolve_gpu(text, context)
+        return Hardware(text, gpu, None, {}, model.upper(), tuple(notes))
+    system, gpu = found
+    model = model or model_word(str((find_template("gpu", gpu) or {}).get("name", gpu)))
+    block: dict[str, Any] = {"from": system}
+    nic = _nic_override(text, find_template("datacenter", system) or {})
+    if nic is not None:
+        block["network"] = {"scale_out": {"nic": nic}}
+        notes.append(f"NIC line rate {nic['speed']} as stated")
+    return Hardware(text, gpu, system, block, model.upper(), tuple(notes))
+
+
+@dataclass(frozen=True)
+class Framework:
+    """A framework as a row names it: canonical name, the version stated, and the libraries it adds."""
+
+    name: str
+    version: tuple[int, ...] | None = None
+    commit: str | None = None
+    with_transformer_engine: bool = False
+
+
+FRAMEWORK_NAMES = (
+    ("megatron-core", ("megatron-core", "megatron core", "mcore")),
+    ("nemo", ("nemo",)),
+    ("megatron-lm", ("megatron-lm", "megatron lm", "megatron")),
+    ("llm-foundry", ("llm-foundry", "llm foundry", "composer", "mosaicml")),
+    ("maxtext", ("maxtext",)),
+    ("paxml", ("paxml", "pax")),
+    ("huggingface", ("huggingface", "hugging face", "transformers")),
+    ("flash-attention", ("flash-attention", "flashattention", "flash attention")),
+    ("deepspeed", ("deepspeed",)),
+    ("torchtitan", ("torchtitan",)),
+)
+"""Canonical framework names and how tables spell them; the first named in a description wins, so NeMo
+over the Megatron-Core it runs on ("NeMo (Megatron-Core)") only where NeMo comes first in the text."""
+
+
+def resolve_framework(text: str) -> Framework | None:
+    """The framework a description names first, with the version written after it, or None."""
+    lower = text.lower().replace("_", "-")
+    hits = [(lower.find(s), len(s), name, s) for name, spellings in FRAMEWORK_NAMES for s in spellings
+            if re.search(rf"(?<![a-z]){re.escape(s)}(?![a-z])", lower)]
+    if not hits:
+        return None
+    at, _, name, spelling = min(hits, key=lambda h: (h[0], -h[1]))
+    rest = lower[at + len(spelling):]
+    version = re.match(r"\s*(?:v|r|core-r|core-v)?(\d+(?:\.\d+)+|\d+)\b", rest)
+    commit = re.match(r"\s*@\s*([0-9a-f]{7,40})\b", rest)
+    te = bool(re.search(r"\b(?:te|transformer[- ]engine)\b", lower))
+    return Framework(name, tuple(int(p) for p in version.group(1).split(".")) if version else None,
+                     commit.group(1) if commit else None, te)

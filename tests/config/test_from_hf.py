@@ -1,0 +1,145 @@
+"""`model: {from_hf: config.json}`: model blocks from HuggingFace configs agree with the shipped templates built
+from the same published configs; bad files and keys are exit 2 naming the file and the key."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+from hypothesis import given
+from hypothesis import strategies as st
+
+from helpers import cli
+from simulon.config.errors import ConfigError
+from simulon.config.hf import HFConfigError, model_from_hf
+from simulon.config.loading import load_scenario
+from simulon.config.workload import ModelSpec
+
+LLAMA_31_70B = {  # meta-llama/Llama-3.1-70B config.json (shape keys)
+    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_act": "silu", "hidden_size": 8192,
+    "intermediate_size": 28672, "num_attention_heads": 64, "num_hidden_layers": 80, "num_key_value_heads": 8,
+    "rms_norm_eps": 1e-05, "tie_word_embeddings": False, "vocab_size": 128256}
+MIXTRAL_8X7B = {  # mistralai/Mixtral-8x7B-v0.1 config.json
+    "model_type": "mixtral", "hidden_act": "silu", "hidden_size": 4096, "intermediate_size": 14336,
+    "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8, "num_local_experts": 8,
+    "num_experts_per_tok": 2, "rms_norm_eps": 1e-05, "tie_word_embeddings": False, "vocab_size": 32000}
+DEEPSEEK_V3 = {  # deepseek-ai/DeepSeek-V3 config.json
+    "model_type": "deepseek_v3", "hidden_act": "silu", "hidden_size": 7168, "intermediate_size": 18432,
+    "moe_intermediate_size": 2048, "n_routed_experts": 256, "n_shared_experts": 1, "num_experts_per_tok": 8,
+    "first_k_dense_replace": 3, "moe_layer_freq": 1, "num_attention_heads": 128, "num_key_value_heads": 128,
+    "num_hidden_layers": 61, "q_lora_rank": 1536, "kv_lora_rank": 512, "qk_nope_head_dim": 128,
+    "qk_rope_head_dim": 64, "v_head_dim": 128, "rms_norm_eps": 1e-06, "tie_word_embeddings": False,
+    "vocab_size": 129280}
+GPT_OSS_20B = {  # openai/gpt-oss-20b config.json
+    "model_type": "gpt_oss", "hidden_act": "silu", "hidden_size": 2880, "intermediate_size": 2880, "head_dim": 64,
+    "num_attention_heads": 64, "num_key_value_heads": 8, "num_hidden_layers": 24, "num_local_experts": 32,
+    "num_experts_per_tok": 4, "experts_per_token": 4, "sliding_window": 128, "rms_norm_eps": 1e-05,
+    "tie_word_embeddings": False, "vocab_size": 201088}
+QWEN3_235B = {  # Qwen/Qwen3-235B-A22B config.json
+    "model_type": "qwen3_moe", "hidden_act": "silu", "hidden_size": 4096, "intermediate_size": 12288,
+    "moe_intermediate_size": 1536, "num_experts": 128, "num_experts_per_tok": 8, "decoder_sparse_step": 1,
+    "mlp_only_layers": [], "head_dim": 128, "num_attention_heads": 64, "num_key_value_heads": 4,
+    "num_hidden_layers": 94, "rms_norm_eps": 1e-06, "tie_word_embeddings": False, "vocab_size": 151936}
+LLAMA4_SCOUT = {  # meta-llama/Llama-4-Scout-17B-16E config.json: the decoder is under text_config
+    "model_type": "llama4", "vision_config": {"hidden_size": 1408}, "text_config": {
+        "hidden_act": "silu", "hidden_size": 5120, "intermediate_size": 8192, "intermediate_size_mlp": 16384,
+        "head_dim": 128, "num_attention_heads": 40, "num_key_value_heads": 8, "num_hidden_layers": 48,
+        "num_local_experts": 16, "num_experts_per_tok": 1, "interleave_moe_layer_step": 1, "rms_norm_eps": 1e-05,
+        "vocab_size": 202048}}
+SHAPE = ("num_layers", "hidden_size", "num_heads", "kv_heads", "head_size", "vocab_size", "activation",
+         "normalization", "tie_embeddings", "mla")
+
+
+def write(tmp_path, doc, name="config.json"):
+    path = tmp_path / name
+    path.write_text(json.dumps(doc))
+    return path
+
+
+@pytest.mark.parametrize(("config", "template"), [
+    (LLAMA_31_70B, "llama-3.1-70b"), (MIXTRAL_8X7B, "mixtral-8x7b"), (DEEPSEEK_V3, "deepseek-v3"),
+    (GPT_OSS_20B, "gpt-oss-20b"), (QWEN3_235B, "qwen3-235b-a22b")])
+def test_a_hf_config_gives_the_model_its_template_describes(tmp_path, config, template):
+    built = ModelSpec.model_validate({"from_hf": str(write(tmp_path, config))})
+    shipped = ModelSpec.model_validate({"from": template})
+    assert {k: getattr(built, k) for k in SHAPE} == {k: getattr(shipped, k) for k in SHAPE}
+    if shipped.moe is None:
+        assert built.moe is None and built.ffn_hidden_size == shipped.ffn_hidden_size
+    else:
+        assert built.moe.model_dump(exclude={"shared_expert_ffn_hidden_size"}) == \
+            shipped.moe.model_dump(exclude={"shared_expert_ffn_hidden_size"})
+
+
+def test_a_multimodal_config_is_read_through_its_text_config_and_the_shared_expert_is_counted(tmp_path):
+    scout = ModelSpec.model_validate({"from_hf": str(write(tmp_path, {**LLAMA4_SCOUT["text_config"],
+                                                                      "n_shared_experts": 1}))})
+    assert scout.moe.num_shared_experts == 1 and scout.moe.shared_expert_ffn_hidden_size == 8192
+    nested = model_from_hf(write(tmp_path, LLAMA4_SCOUT))
+    assert (nested["num_layers"], nested["moe"]["num_experts"], nested["moe"]["top_k"]) == (48, 16, 1)
+
+
+def test_keys_beside_from_hf_override_the_file_relative_to_the_scenario(tmp_path):
+    write(tmp_path, LLAMA_31_70B)
+    scenario = {"datacenter": {"from": "dgx-h100", "cluster": {"num_nodes": 1}},
+                "workload": {"model": {"from_hf": "config.json", "num_layers": 2},
+                             "parallelism": {"tp": 8},
+                             "training": {"num_gpus": 8, "global_batch_size": 1, "sequence_length": 512}}}
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(scenario))
+    run = cli("simulate", str(tmp_path / "s.yaml"), "--json")
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["num_gpus"] == 8
+
+
+def test_a_name_from_the_file_never_pulls_in_a_shipped_template(tmp_path):
+    """A dense config whose _name_or_path is an MoE model's: the template of that name must not add its experts."""
+    path = write(tmp_path, {**LLAMA_31_70B, "_name_or_path": "Qwen/Qwen3-30B-A3B"})
+    built = ModelSpec.model_validate({"from_hf": str(path)})
+    assert built.moe is None and built.name.startswith("Qwen/Qwen3-30B-A3B")
+
+
+def test_interleaved_dense_and_moe_layers_are_refused_naming_the_key(tmp_path):
+    path = write(tmp_path, {**QWEN3_235B, "decoder_sparse_step": 2})
+    with pytest.raises(HFConfigError, match="key 'decoder_sparse_step' interleaves dense and MoE layers"):
+        model_from_hf(path)
+
+
+REQUIRED = ("num_hidden_layers", "hidden_size", "num_attention_heads", "intermediate_size", "vocab_size")
+BAD_VALUES = st.one_of(st.just(None), st.integers(max_value=0), st.text(max_size=5), st.floats(allow_nan=False),
+                       st.booleans(), st.lists(st.integers(), max_size=2))
+
+
+def scenario_with(tmp_path, config_text: str, ref: str = "config.json"):
+    (tmp_path / "config.json").write_text(config_text)
+    scenario = {"datacenter": {"from": "dgx-h100", "cluster": {"num_nodes": 1}},
+                "workload": {"model": {"from_hf": ref},
+                             "training": {"num_gpus": 8, "global_batch_size": 8, "sequence_length": 512}}}
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(scenario))
+    return tmp_path / "s.yaml"
+
+
+@given(key=st.sampled_from(REQUIRED), value=BAD_VALUES)
+def test_a_missing_or_bad_key_is_bad_input_naming_the_file_and_the_key(tmp_path_factory, key, value):
+    doc = dict(LLAMA_31_70B)
+    if value is None:
+        del doc[key]
+    else:
+        doc[key] = value
+    path = scenario_with(tmp_path_factory.mktemp("hf"), json.dumps(doc))
+    with pytest.raises(ConfigError) as caught:
+        load_scenario(path)
+    message = str(caught.value)
+    assert message.startswith(f"{path}: workload.model: ") and "config.json" in message and repr(key) in message
+
+
+@pytest.mark.parametrize(("text", "says"), [("{not json", "is not valid JSON"),
+                                            ("[1, 2]", "does not hold a JSON object")])
+def test_a_file_that_is_not_a_config_is_exit_2_on_the_cli(tmp_path, text, says):
+    run = cli("simulate", str(scenario_with(tmp_path, text)), "--json")
+    assert run.returncode == 2 and says in run.stderr and "config.json" in run.stderr
+    assert "Traceback" not in run.stderr and run.stdout == ""
+
+
+def test_a_missing_file_is_bad_input_naming_it(tmp_path):
+    with pytest.raises(ConfigError, match=r"cannot read HuggingFace config .*nowhere/config\.json"):
+        load_scenario(scenario_with(tmp_path, "{}", ref="nowhere/config.json"))

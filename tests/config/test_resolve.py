@@ -1,0 +1,114 @@
+"""config.resolve: free-text hardware and framework descriptions -> templates, and what it refuses."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from hypothesis import given
+from hypothesis import strategies as st
+
+from simulon.config.resolve import Unresolved, resolve_framework, resolve_gpu, resolve_hardware
+from simulon.config.templates import find_template, template_names, template_text
+
+
+@pytest.mark.parametrize(("text", "gpu", "system"), [
+    ("8x H100 80GB SXM DGX", "h100-sxm", "dgx-h100"),
+    ("GB200 NVL72 rack", "gb200", "gb200-nvl72"),
+    ("GB200 NVL36", "gb200", "gb200-nvl36"),
+    ("sm_90 Hopper", "h100-sxm", "dgx-h100"),
+    ("A100-SXM4-40GB RoCE", "a100-sxm-40gb", "dgx-a100-320gb"),
+    ("B300 (HGX)", "b300", "dgx-b300"),
+    ("NVIDIA H100 PCIe", "h100-pcie", None),
+    ("AMD Instinct MI355X", "mi355x", "mi355x-platform"),
+    ("H100 (DGX Cloud)", "h100-sxm", "dgx-cloud-h100"),
+    ("H200 (AWS p5en), EFA", "h200-sxm", "aws-p5en"),
+    ("GH200 NVL2", "gh200-144gb", "gh200-nvl2"),
+    ("Blackwell sm_100", "b200", "dgx-b200"),
+])
+def test_the_issues_descriptions_resolve_to_a_gpu_and_a_system(text, gpu, system):
+    hardware = resolve_hardware(text)
+    assert (hardware.gpu, hardware.system) == (gpu, system)
+
+
+def test_an_architecture_stands_for_its_flagship_and_a_memory_no_template_has_is_said():
+    assert resolve_hardware("sm_90 Hopper").notes == ("sm_90 read as H100, its flagship part",)
+    assert resolve_hardware("H100 SXM").notes == ()
+    nvl = resolve_hardware("H100 94GB")
+    assert nvl.gpu == "h100-sxm" and nvl.notes == ("no H100 template has 94 GB",)
+
+
+@pytest.mark.parametrize("stem", template_names("gpu"))
+def test_every_gpu_template_resolves_from_its_own_name_and_aliases(stem):
+    doc = find_template("gpu", stem)
+    aliases = yaml.safe_load(template_text("gpu", stem)).get("aliases", [])
+    for name in [doc["name"], *aliases]:
+        assert resolve_gpu(name)[0] == stem, name
+
+
+@pytest.mark.parametrize("stem", template_names("datacenter"))
+def test_every_system_resolves_from_its_own_name(stem):
+    assert resolve_hardware(stem).system == stem
+
+
+def test_the_context_tells_apart_systems_of_one_gpu():
+    assert resolve_hardware("H100-80GB").system == "dgx-h100"
+    assert resolve_hardware("H100-80GB", "Composer + PyTorch FSDP (llm-foundry)").system == "llm-foundry-h100"
+    assert resolve_hardware("B200 single node", "all_reduce_bench.py on AWS P6-B200 nodes").system == "aws-p6-b200"
+
+
+def test_a_stated_nic_rate_overrides_the_systems_and_an_equal_one_does_not():
+    gcp = resolve_hardware("8x H100 DGX, 8x200Gbps NICs per node")
+    assert gcp.datacenter["network"]["scale_out"]["nic"] == {"speed": "200Gbps"}
+    assert "network" not in resolve_hardware("8x H100 DGX, 8x CX-7 400Gb RoCE").datacenter
+    assert "network" not in resolve_hardware("A100-80GB (1600 Gbps RoCE node-node)").datacenter  # 8 x 200G
+    dual = resolve_hardware("A100, 2 nodes, 4x IB 200Gb dual-port per node")  # 4 NICs x 2 ports = 8 x 200G
+    assert "network" not in dual.datacenter
+    slower = resolve_hardware("8x A100 (800 Gbps per node)")
+    assert slower.datacenter["network"]["scale_out"]["nic"] == {"speed": "100Gbps"}
+    assert "network" not in resolve_hardware("8x A100 NVLink (600GB/s bidir)").datacenter  # bytes: NVLink, not NIC
+
+
+@pytest.mark.parametrize(("text", "says"), [
+    ("single 100Gbps IB NIC per node (V100 era)", "V100 has no GPU template"),
+    ("Intel Gaudi 3", "Intel Gaudi is not modelled"),
+    ("a cluster", "names no shipped GPU"),
+    ("H100 or A100", "names several GPUs: a100, h100"),
+    ("NVL72", "could be system gb200-nvl72 or gb300-nvl72"),
+    ("AMD H100", "names vendor amd but GPU H100 is not one of its"),
+])
+def test_what_cannot_be_resolved_is_said_with_the_candidates(text, says):
+    with pytest.raises(Unresolved, match=says):
+        resolve_hardware(text)
+
+
+def test_a_system_named_without_its_gpu_resolves_through_its_own_words():
+    assert resolve_hardware("AWS p6-b200.48xlarge").system == "aws-p6-b200"
+    assert resolve_hardware("GCP a3-megagpu-8g").gpu == "h100-sxm"
+
+
+SEPARATORS = st.sampled_from([" ", "-", "_", ", ", " / ", "  "])
+
+
+@given(st.permutations(["8x", "H100", "80GB", "SXM", "DGX"]), st.lists(SEPARATORS, min_size=4, max_size=4),
+       st.lists(st.booleans(), min_size=5, max_size=5))
+def test_order_case_and_separators_do_not_change_the_answer(parts, seps, upper):
+    words = [p.upper() if u else p.lower() for p, u in zip(parts, upper, strict=True)]
+    text = words[0] + "".join(s + w for s, w in zip(seps, words[1:], strict=False))
+    hardware = resolve_hardware(text)
+    assert (hardware.gpu, hardware.system) == ("h100-sxm", "dgx-h100")
+
+
+@pytest.mark.parametrize(("text", "name", "version", "te"), [
+    ("NeMo 24.07 (Megatron-Core)", "nemo", (24, 7), False),
+    ("Megatron-Core r0.8.0", "megatron-core", (0, 8, 0), False),
+    ("Megatron-LM @23e00ed0 + TE 2.11 (NGC pytorch 26.01)", "megatron-lm", None, True),
+    ("Composer + PyTorch FSDP (llm-foundry)", "llm-foundry", None, False),
+    ("megatron_lm v2.5", "megatron-lm", (2, 5), False),
+])
+def test_a_framework_resolves_to_its_name_version_and_components(text, name, version, te):
+    fw = resolve_framework(text)
+    assert (fw.name, fw.version, fw.with_transformer_engine) == (name, version, te)
+
+
+def test_an_unknown_framework_is_none():
+    assert resolve_framework("my own trainer") is None
