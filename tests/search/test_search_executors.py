@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from helpers import ROOT, SEED_SCENARIO, gpt_scenario
-from simulon.search.executors import ProcessExecutor, RayExecutor
+from simulon.executors import ProcessExecutor, RayExecutor
 from simulon.search.run import Search
 
 

@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from simulon.config.errors import ConfigError
+from simulon.executors import RayExecutor
 from simulon.pipeline import simulate
 from simulon.sweep import run as sweep_run
 from simulon.sweep.points import parse_axis, sweep_points
@@ -104,6 +105,18 @@ def test_points_run_on_processes_give_the_same_file_as_in_one_process(points, tm
     run_sweep(points, serial, jobs=1)
     run_sweep(points, parallel, jobs=2)
     assert parallel.read_bytes() == serial.read_bytes()
+
+
+def test_points_run_on_a_local_ray_instance_give_the_same_file_as_in_one_process(points, tmp_path):
+    ray = pytest.importorskip("ray", reason="Ray is not installed (the optional extra: uv sync --extra ray)")
+    serial, on_ray = tmp_path / "serial.csv", tmp_path / "ray.csv"
+    run_sweep(points, serial, jobs=1)
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        run_sweep(points, on_ray, jobs=2, runner=RayExecutor())
+    finally:
+        ray.shutdown()
+    assert on_ray.read_bytes() == serial.read_bytes()
 
 
 def test_a_file_that_is_not_a_sweeps_csv_is_not_overwritten(points, tmp_path):

@@ -115,8 +115,8 @@ def search(
 ) -> None:
     """Find the fastest parallel strategy that fits: enumerate, prune by exact rules, drop what does not fit,
     estimate every survivor, replay the best with the full contention-aware simulation."""
+    from ..executors import executor as make_executor
     from ..search.cache import Cache
-    from ..search.executors import executor as make_executor
     from ..search.export import megatron_arguments, scenario_yaml
     from ..search.pareto import plot_kind
     from ..search.run import OBJECTIVES, Search, combine, load_search_scenario

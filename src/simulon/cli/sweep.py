@@ -1,5 +1,5 @@
 """`simulon sweep SCENARIO --set PATH=V1,V2 ... -o sweep.csv [--plots DIR] [--jobs N]`: the cartesian product of
-the swept fields, simulated on local processes, written as a resumable CSV, with scaling plots (sweep/)."""
+the swept fields, simulated on local processes or Ray, written as a resumable CSV, with scaling plots (sweep/)."""
 
 from __future__ import annotations
 
@@ -27,9 +27,12 @@ def sweep(
     plots: Annotated[Path | None, typer.Option(help="folder to write scaling.png and steps.png into")] = None,
     jobs: Annotated[int | None, typer.Option(help="points simulated at once (default: the CPU count)")] = None,
     expand: Annotated[str, typer.Option(help="auto | full | symmetric, as in simulate")] = "auto",
+    executor: Annotated[str, typer.Option(help="where points run: process (a local pool) or ray")] = "process",
+    ray_address: Annotated[str | None, typer.Option(help="Ray cluster to join (default: start a local one)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the rows and the scaling study as JSON")] = False,
 ) -> None:
     """Simulate every combination of the swept values; write one CSV row per point and the scaling plots."""
+    from ..executors import executor as make_executor
     from ..sweep.points import parse_axis, sweep_points
     from ..sweep.run import run_sweep
     from ..sweep.scaling import scaling_study
@@ -46,8 +49,9 @@ def sweep(
     if plots is not None and plots.exists() and not plots.is_dir():
         raise ConfigError(f"--plots {plots}: exists and is not a folder")
     points = sweep_points(scenario, [parse_axis(text) for text in set_])
+    runner = make_executor(executor, jobs, ray_address) if executor != "process" else None
     with terminal_progress(quiet=as_json) as progress:
-        rows, kept = run_sweep(points, output, jobs or os.cpu_count() or 1, expand, progress)
+        rows, kept = run_sweep(points, output, jobs or os.cpu_count() or 1, expand, progress, runner)
     axes = list(points[0].steps)
     series = scaling_study(rows, axes)
     written = write_plots(plots, output) if plots is not None else []

@@ -27,13 +27,13 @@ from ..config.errors import ConfigError
 from ..config.loading import parse_scenario, problem, read_scenario_data
 from ..config.scenario import ScenarioConfig
 from ..config.workload import MegatronWorkload, ParallelismSpec, TrainingSpec
+from ..executors import Executor, ProcessExecutor
 from ..memory import MemoryModel, StageMemory
 from ..memory.runtime import GiB
 from ..network.topology import Topology
 from ..progress import SILENT, Progress
 from .cache import Cache
 from .estimate import Estimate, Estimator
-from .executors import Executor, ProcessExecutor
 from .space import Limits, Space, Strategy
 
 ESTIMATE_FIELDS = len(dataclasses.fields(Estimate))

@@ -1,7 +1,8 @@
-"""Run a sweep's points on local processes and keep their results in a CSV that doubles as the sweep's journal.
+"""Run a sweep's points on local processes or Ray and keep their results in a CSV that doubles as the sweep's
+journal.
 
-Each point is one full simulation (pipeline.simulate) in a worker process (concurrent.futures'
-ProcessPoolExecutor, as the search replays its best strategies: search/run.py). A finished point's row is
+Each point is one full simulation (pipeline.simulate) in a worker: a local process pool, or Ray tasks
+(executors.py, the executors the search replays its best strategies on). A finished point's row is
 appended to the CSV and flushed to disk at once, keyed by the hash of the point's resolved scenario
 (sweep/points.py), so a sweep that is killed loses only the points it was running: started again, it keeps the
 rows whose key is one of its points and runs the rest. When every point is done the CSV is rewritten in the
@@ -13,12 +14,12 @@ from __future__ import annotations
 import csv
 import io
 import os
-from collections.abc import Callable, Iterator
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from collections.abc import Iterator
 from pathlib import Path
 
 from ..analysis.schedule import COMM_KINDS
 from ..config.errors import ConfigError
+from ..executors import Executor, ProcessExecutor
 from ..export.files import write_atomic
 from ..progress import SILENT, Progress
 from .points import Point
@@ -33,6 +34,10 @@ METRICS = ("num_gpus", "tokens_per_step", "step_ms", "tokens_per_s", "tflops_per
 
 DIGITS = 9
 """Significant digits of a number in the CSV."""
+
+
+UNRUNNABLE = "unrunnable"
+"""The key of a point's outcome that says why it cannot run."""
 
 
 def point_metrics(args: tuple[dict, str]) -> dict[str, str]:
@@ -108,7 +113,7 @@ def point_row(point: Point, metrics: dict[str, str]) -> dict[str, str]:
 
 
 def run_sweep(points: list[Point], path: Path, jobs: int = 1, fold_mode: str = "auto",
-              progress: Progress = SILENT) -> tuple[list[dict[str, str]], int]:
+              progress: Progress = SILENT, runner: Executor | None = None) -> tuple[list[dict[str, str]], int]:
     """Run every point not already in the CSV at `path`, `jobs` at a time, writing each row as it finishes; the
     rows in the points' order, and how many were already there."""
     header = columns(points)
@@ -123,7 +128,7 @@ def run_sweep(points: list[Point], path: Path, jobs: int = 1, fold_mode: str = "
     progress.stage(f"simulating {len(pending)} of {len(points)} points", total=len(pending), unit="points")
     results = dict(kept)
     with open(path, "a", encoding="utf-8") as journal:
-        for n, (point, metrics) in enumerate(simulated(pending, jobs, fold_mode), start=1):
+        for n, (point, metrics) in enumerate(simulated(pending, jobs, fold_mode, runner), start=1):
             journal.write(row_text(header, [point_row(point, metrics)]))
             journal.flush()
             os.fsync(journal.fileno())
@@ -134,28 +139,35 @@ def run_sweep(points: list[Point], path: Path, jobs: int = 1, fold_mode: str = "
     return rows, len(kept)
 
 
-def simulated(points: list[Point], jobs: int, fold_mode: str) -> Iterator[tuple[Point, dict[str, str]]]:
-    """(point, metrics) as each point finishes: in this process with one job, else on a pool of `jobs`."""
+def simulated(points: list[Point], jobs: int, fold_mode: str,
+              runner: Executor | None = None) -> Iterator[tuple[Point, dict[str, str]]]:
+    """(point, metrics) as each point finishes: on `runner` (executors.py: a process pool or Ray) if given, else in
+    this process with one job, else on a local pool of `jobs`."""
     work = [(p.scenario.model_dump(exclude_none=True), fold_mode) for p in points]
-    if jobs <= 1 or len(points) <= 1:
+    if runner is None and (jobs <= 1 or len(points) <= 1):
         for point, args in zip(points, work, strict=True):
-            yield point, named(point, lambda args=args: point_metrics(args))
+            yield point, named(point, point_outcome(args))
         return
-    pool = ProcessPoolExecutor(max_workers=min(jobs, len(points)))
-    try:
-        futures = {pool.submit(point_metrics, args): point for point, args in zip(points, work, strict=True)}
-        for future in as_completed(futures):
-            yield futures[future], named(futures[future], future.result)
-    finally:
-        pool.shutdown(wait=False, cancel_futures=True)
+    for index, outcome in (runner or ProcessExecutor(jobs)).map_unordered(point_outcome, work):
+        yield points[index], named(points[index], outcome)
 
 
-def named(point: Point, result: Callable[[], dict[str, str]]) -> dict[str, str]:
-    """A point's metrics; a scenario that validates but cannot run (a collective algorithm the fabric lacks) stops
-    the sweep with a message naming the point (the rows done so far stay in the CSV)."""
+def point_outcome(args: tuple[dict, str]) -> dict[str, str]:
+    """point_metrics, or {"unrunnable": why} for a scenario that validates but cannot run (a collective algorithm
+    the fabric lacks): a value, not an exception, so that it comes back alike from any executor."""
     from ..collective.algorithms import Unrunnable
 
     try:
-        return result()
+        return point_metrics(args)
     except Unrunnable as exc:
-        raise ConfigError(f"sweep point {point.label}: collective.algorithm: {exc}") from None
+        return {UNRUNNABLE: str(exc)}
+
+
+def named(point: Point, outcome: dict[str, str]) -> dict[str, str]:
+    """A point's metrics; one that cannot run stops the sweep with a message naming the point (the rows done so
+    far stay in the CSV)."""
+    if UNRUNNABLE in outcome:
+        raise ConfigError(f"sweep point {point.label}: collective.algorithm: {outcome[UNRUNNABLE]}")
+    return outcome
+
+

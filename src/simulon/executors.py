@@ -1,4 +1,5 @@
-"""Where a search's replays run: a local process pool (the default) or a Ray cluster (`simulon[ray]`).
+"""Where a search's replays and a sweep's points run: a local process pool (the default) or a Ray cluster
+(`simulon[ray]`).
 
 Both run one picklable function over a list of jobs and hand each result back as soon as it is finished, with
 the job's index, so that the search can record it (search/cache.py) before the next one ends. The answer does
@@ -16,7 +17,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any, Protocol
 
-from ..config.errors import ConfigError
+from .config.errors import ConfigError
 
 RAY_MISSING = ("--executor ray: Ray is not installed; install the optional extra with `uv sync --extra ray` "
                "(or `pip install 'simulon[ray]'`)")
