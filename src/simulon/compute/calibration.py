@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, fields
+from functools import cache
 from importlib import resources
 from typing import Any
 
@@ -182,11 +183,18 @@ class Calibrations:
         for other, cal in self.gpus.items():
             if not has(cal):
                 continue
-            spec = GPUSpec.model_validate({"from": other})
+            spec = template_spec(other)
             same_chip = spec.peak_tflops == gpu.peak_tflops and spec.tdp_w == gpu.tdp_w is not None
             key = (spec.vendor != gpu.vendor, not same_chip, not preferred(cal), _spec_distance(gpu, spec), other)
             best = key if best is None or key < best else best
         return None if best is None else best[-1]
+
+
+@cache
+def template_spec(stem: str) -> GPUSpec:
+    """A shipped GPU template, validated once: `nearest` reads every fitted GPU's on every lookup of a GPU that has
+    no fit of its own (a strategy search asks for thousands of kernels)."""
+    return GPUSpec.model_validate({"from": stem})
 
 
 def _spec_distance(a: GPUSpec, b: GPUSpec) -> float:

@@ -137,8 +137,9 @@ class Space:
             CONTEXT_PARALLEL,
             _divisors(moe.num_experts) if moe else [1], (False, True) if moe else (False,), MICRO_BATCHES,
             (False, True), RECOMPUTE, ("ddp", *SHARDINGS), self.dtypes, (False, True))
+        splits = {(pp, vpp): self.splits(pp, vpp) for pp in _divisors(self.num_gpus) for vpp in range(1, MAX_VPP + 1)}
         for tp, pp, vpp, cp, ep, unsplit, mbs, sp, recompute, sharding, dtype, overlap in dims:
-            for first, last in self.splits(pp, vpp):
+            for first, last in splits[pp, vpp]:
                 self.enumerated += 1
                 reason = self._rule(tp, pp, vpp, cp, ep, unsplit, mbs, sp, sharding, overlap, train.global_batch_size,
                                     train.sequence_length, bool(first))
@@ -147,7 +148,7 @@ class Space:
                     continue
                 strategy = Strategy(tp, pp, vpp, self.num_gpus // (tp * pp * cp), cp, ep, 1 if unsplit else tp, mbs,
                                     sp, recompute, sharding, dtype, overlap, first, last)
-                if lim.values and not all(lim.allows(k, v) for k, v in strategy.to_json().items()):
+                if lim.values and not all(lim.allows(k, getattr(strategy, k)) for k in lim.values):
                     self.pruned["excluded by the command's options"] += 1
                     continue
                 yield strategy
