@@ -75,8 +75,10 @@ def main() -> None:
         walls = []
         for _ in range(args.repeat):
             start, cpu = time.perf_counter(), _children_cpu()
-            run = subprocess.run(command, check=True, capture_output=True, text=True)
+            run = subprocess.run(command, capture_output=True, text=True)
             walls.append(time.perf_counter() - start)
+            if run.returncode:
+                sys.exit(f"search failed after {walls[-1]:.0f} s (exit {run.returncode}):\n{run.stderr[-4000:]}")
             cpu = _children_cpu() - cpu
             data = json.loads(run.stdout)
             best = data["top"][0]
