@@ -175,11 +175,12 @@ def search(
 
 
 def _plot(path: Path, searcher, result) -> None:
+    from ..memory.runtime import GiB
     from ..search import pareto
 
     title = (f"{searcher.workload.model.name} on {result.num_gpus:,} {searcher.gpu.name}: step time against "
              f"peak memory")
-    pareto.plot(pareto.points(searcher, result), result.ranked[0].strategy, searcher.capacity / 2**30, path, title)
+    pareto.plot(pareto.points(searcher, result), result.ranked[0].strategy, searcher.capacity / GiB, path, title)
 
 
 def _gpu_counts(text: str | None) -> list[int]:

@@ -8,6 +8,7 @@ from collections import defaultdict
 from typing import Any
 
 from ..config.errors import ConfigError
+from ..memory.runtime import GiB
 from .figure import pyplot
 from .inputs import need, numbers
 
@@ -102,7 +103,7 @@ def memory(data: Any, source: str, options: Any = None) -> Any:
     mem = need(data, "memory", source, SIMULATE, dict)
     stages = need(mem, "stages", f"{source}: memory", SIMULATE)
     capacity = numbers([mem], ("capacity_bytes",), source, "memory")[0][0]
-    gib = 2.0**30
+    gib = GiB
     terms: dict[str, list[float]] = {}
     for i, stage in enumerate(stages):
         parts = {**need(stage, "terms_bytes", f"{source}: memory.stages[{i}]", SIMULATE, dict),

@@ -21,6 +21,7 @@ from ..analysis.schedule import COMM_KINDS
 from ..config.errors import ConfigError
 from ..executors import Executor, ProcessExecutor
 from ..export.files import write_atomic
+from ..memory.runtime import GiB
 from ..progress import SILENT, Progress
 from .points import Point
 
@@ -50,7 +51,7 @@ def point_metrics(args: tuple[dict, str]) -> dict[str, str]:
     data, fold_mode = args
     sc = parse_scenario(data, "sweep point")
     sim = simulate(sc, fold_mode=fold_mode)  # type: ignore[arg-type]
-    r, train, gib = sim.result, sc.workload.training, 2.0**30
+    r, train, gib = sim.result, sc.workload.training, GiB
     exposed = exposed_comm_by_kind(sim.dag, sim.timeline)
     values = {"num_gpus": r.num_gpus, "tokens_per_step": train.global_batch_size * train.sequence_length,
               "step_ms": r.iteration_time_ms, "tokens_per_s": r.tokens_per_s, "tflops_per_gpu": r.tflops_per_gpu,

@@ -22,6 +22,9 @@ TERMS = ("compute_ms", "bubble_ms", *EXPOSED)
 """The terms whose shares of the step explain a fall in efficiency."""
 
 TOLERANCE = 1e-6
+"""Relative spread within which tokens per step (strong scaling) or per GPU (weak scaling) count as constant:
+well above the CSV's rounding (9 significant digits, sweep/run.py's DIGITS), far below any real change of
+batch or GPU count."""
 
 
 @dataclass(frozen=True)
