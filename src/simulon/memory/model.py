@@ -2,7 +2,8 @@
 transient of the layer running at the peak, and the runtime around them.
 
 Activations in flight follow the stage's own schedule table (workload/schedule.py): walking its forward and
-backward steps in order, each forward of a model chunk adds what the chunk keeps and each backward frees it,
+backward steps in order, each forward of a model chunk adds what the chunk keeps and each backward frees it
+(a split backward, ZB-H1's B then W, frees all but the weight gradients' inputs at B and those at W),
 so 1F1B peaks at min(pp - stage, micro-batches) micro-batches on stage `stage`, interleaved 1F1B at its own
 count, and any schedule simulon runs gets its count from the same walk. The peak is taken over every step:
 the kept activations plus what the running forward or backward holds on top (activations.py), or the
