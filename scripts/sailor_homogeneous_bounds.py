@@ -17,8 +17,10 @@ GPUs, as in Sailor's plans (the N2 runs use 2 of each node's 8).
         [--measured-links]
 
 --measured-links replaces the templates' spec-sheet PCIe and NIC rates by what Sailor's own send/recv profile
-measured (sailor/providers/*.json: about 6 GB/s per GPU pair inside an 8-GPU node, 22.9 Gb/s between TITAN RTX
-and RTX 2080 Ti nodes, 0.92 Gb/s to the RTX 3090 node); those figures are written below, not fitted.
+measured (sailor/providers/*.json: per GPU pair with all 8 GPUs of a node busy, 6.1 GB/s on the TITAN RTX and
+RTX 2080 Ti nodes, 1.3 GB/s on the RTX 3090 node, whose GeForce cards have no PCIe peer-to-peer; 22.9 Gb/s
+between TITAN RTX and RTX 2080 Ti nodes, 0.92 Gb/s to the RTX 3090 node); both links of a corner then come from
+one node type (fast: TITAN RTX's; slow: the RTX 3090 node's). Those figures are written below, not fitted.
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ def scenario(run: SailorRun, gpu: str, nic_of: str, dtype: str, measured_links: 
                                            "topology": {"from": "single-switch"}}}
     if measured_links:
         datacenter["network"] = {
-            "scale_up": {"kind": "pcie", "switch": {"name": "pcie", "port_speed": MEASURED_LINKS[gpu]["pcie"]}},
+            "scale_up": {"kind": "pcie", "switch": {"name": "pcie", "port_speed": MEASURED_LINKS[nic_of]["pcie"]}},
             "scale_out": {"nic": {"name": "nic", "speed": MEASURED_LINKS[nic_of]["nic"]},
                           "topology": {"from": "single-switch"}}}
     parallelism = {"tp": run.tp, "pp": run.pp, "dp": run.dp, "sequence_parallel": False,
