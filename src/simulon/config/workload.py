@@ -129,10 +129,11 @@ chunks of a V; DualPipe the model cut into pp stages (each rank then holds its o
 
 
 def check_schedule(par: ParallelismSpec, microbatches: int) -> None:
-    """The preconditions of the zero-bubble and DualPipe schedules, as their references assert them: ZB-V and
-    DualPipeV at least one micro-batch per rank and chunk (DualPipeV.step: num_chunks >= 2 * num_ranks; the
-    zero-bubble V schedule's warm-up places pp forwards of each chunk); DualPipe an even number of ranks and an
-    even number of micro-batches, at least 2 pp (DualPipe.step's asserts). FieldError names the field."""
+    """The preconditions of the zero-bubble and DualPipe schedules: their number of model chunks per rank, a
+    pipeline to place them on, and what the references assert: DualPipeV at least 2 pp micro-batches
+    (`DualPipeV.step`: num_chunks >= num_ranks * 2); DualPipe an even number of ranks and an even number of
+    micro-batches, at least 2 pp (`DualPipe.step`). ZB-V's greedy scheduler takes any number. FieldError names
+    the field."""
     name = par.pipeline_schedule
     field = "workload.parallelism."
     if name not in SCHEDULE_CHUNKS:
@@ -147,6 +148,8 @@ def check_schedule(par: ParallelismSpec, microbatches: int) -> None:
     if name == "dualpipe" and par.pp % 2:
         raise FieldError(field + "pp", f"pipeline_schedule dualpipe needs an even pp (ranks pair up with their "
                          f"mirror), not {par.pp}")
+    if name == "zb_v":
+        return
     least = 2 * par.pp
     if name == "dualpipe" and microbatches % 2:
         raise FieldError(field + "num_microbatches", f"{microbatches} micro-batches: dualpipe splits them evenly "
@@ -174,7 +177,7 @@ class ParallelismSpec(StrictModel):
         "1f1b", description="1f1b, interleaved_1f1b (vpp > 1), zb_h1 (zero-bubble: weight gradients deferred "
         "into the cool-down bubble; vpp = 1), zb_v (zero-bubble V: two chunks per rank as a V, vpp = 2), dualpipe "
         "(DeepSeek-V3: micro-batches from both ends, each rank also holding the mirrored stage, parameters twice; "
-        "vpp = 1, even pp) or dualpipev (DualPipe cut in half onto a V; vpp = 2); the last three need at least "
+        "vpp = 1, even pp) or dualpipev (DualPipe cut in half onto a V; vpp = 2); the DualPipes need at least "
         "2 pp micro-batches")
     sequence_parallel: bool = False
     tp_comm_overlap: bool = Field(False, description="pipeline tensor-parallel all-gathers and reduce-scatters "
