@@ -183,3 +183,27 @@ def test_dualpipe_accepts_exactly_what_the_reference_asserts(pp, microbatches):
         assert "workload.parallelism." in str(exc)
     else:
         assert accepted
+
+
+def test_dualpipe_sums_each_ranks_gradients_with_its_mirror_before_the_optimizer():
+    """The DualPipe example sums the two copies' gradients (rank i and rank p - 1 - i): one all-reduce per rank
+    over the pair, of every gradient it holds, which the optimizer step waits for."""
+    tracer = MegatronTracer(dualpipe_scenario().workload, 4)
+    assert tracer.layout.group("mirror", 1) == (1, 2) and tracer.layout.group("mirror", 3) == (0, 3)
+    for stage, program in enumerate(tracer.stage_programs()):
+        mirror = [i for i, op in enumerate(program.ops) if getattr(op, "label", "") == "mirror_grad_allreduce"]
+        assert len(mirror) == 1
+        params = sum(tracer.parameters.stage(stage).total())
+        assert program.ops[mirror[0]].nbytes == pytest.approx(params * tracer.shape.grad_bytes)
+        assert mirror[0] in program.ops[-1].waits  # the optimizer step
+    one_f_one_b = MegatronTracer(dualpipe_scenario("1f1b").workload, 4).stage_programs()
+    assert not any(getattr(op, "label", "") == "mirror_grad_allreduce" for p in one_f_one_b for op in p.ops)
+
+
+@pytest.mark.parametrize(("schedule", "vpp"), [("dualpipe", 1), ("dualpipev", 2), ("zb_v", 2)])
+def test_the_new_schedules_simulate_the_same_folded_as_fully_expanded(schedule, vpp):
+    sc = gpt_scenario(nodes=4, gpus_per_node=4, pp=4, layers=16, gbs=32, hidden=512, heads=8, seq=512,
+                      extra_parallelism={"pipeline_schedule": schedule, "vpp": vpp})
+    full, folded = simulate(sc, "full").result, simulate(sc, "symmetric").result
+    assert folded.simulated_gpus < full.simulated_gpus
+    assert folded.iteration_time_ms == pytest.approx(full.iteration_time_ms, rel=1e-9)

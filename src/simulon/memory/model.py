@@ -27,7 +27,7 @@ from ..config.workload import MegatronWorkload
 from ..workload.layout import RankLayout
 from ..workload.parameters import PipelineLayers
 from ..workload.program import EMBEDDING_LAYER, HEAD_LAYER
-from ..workload.schedule import make_scheduler
+from ..workload.schedule import MIRRORED, make_scheduler
 from .activations import ActivationModel, weight_gradient_inputs
 from .runtime import CUDA_CONTEXT_BYTES, AllocatorModel, GiB, nccl_buffers
 from .states import ModelStates
@@ -251,6 +251,8 @@ class MemoryModel:
             sizes += [layout.ep, layout.edp]
         if par.fsdp != "none" and layout.fsdp != layout.dp * layout.cp:
             sizes.append(layout.fsdp)
+        if self.layers.placement is MIRRORED:  # DualPipe sums gradients with the mirror rank
+            sizes.append(2 if layout.pp > 1 else 1)
         return sum(1 for size in sizes if size > 1)
 
 

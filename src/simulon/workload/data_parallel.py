@@ -91,6 +91,7 @@ class DataParallelSync:
             for axis in AXES:
                 self._launch(axis)
             self._tied_embedding_sync()
+        self._mirror_sync()
         self._optimizer_step()
 
     def _optimizer_step(self) -> None:
@@ -130,6 +131,14 @@ class DataParallelSync:
             size = self.parameters.tied_embedding * self.shape.grad_bytes
             self.syncs.append(self.program.collective(CollType.AllReduce, "emb", size, Stream.dp_comm,
                                                       "embedding_grad_allreduce", EMBEDDING_LAYER, -1, Phase.step))
+
+    def _mirror_sync(self) -> None:
+        """DualPipe: rank i and rank p - 1 - i hold the same two stages; once both have run every backward they sum
+        the gradients of both (all-reduce over the pair; the DualPipe example sums them the same way)."""
+        if self.parameters.mirrored:
+            size = sum(self.parameters.total()) * self.shape.grad_bytes
+            self.syncs.append(self.program.collective(CollType.AllReduce, "mirror", size, Stream.dp_comm,
+                                                      "mirror_grad_allreduce", OPTIMIZER_LAYER, -1, Phase.step))
 
     def _distributed_optimizer_gathers(self) -> None:
         """All-gather the updated parameters bucket by bucket in forward order; the first forward of each

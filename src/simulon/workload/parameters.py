@@ -22,7 +22,7 @@ from ..config.pipeline_layout import virtual_stage_layers
 from ..config.workload import MegatronWorkload, ModelSpec
 from .layer_kernels import LayerKernels
 from .program import EMBEDDING_LAYER, HEAD_LAYER
-from .schedule import INTERLEAVED, V_SHAPE, Placement, make_scheduler
+from .schedule import INTERLEAVED, MIRRORED, Placement, make_scheduler
 
 Counts = tuple[float, float]
 """(dense, expert) parameters."""
@@ -82,6 +82,7 @@ class StageParameters:
     units: tuple[int, ...]
     counts: Mapping[int, Counts]
     tied_embedding: float = 0.0
+    mirrored: bool = False  # DualPipe: the mirror rank holds the same stages; their gradients are summed
 
     def of(self, unit: int) -> Counts:
         return self.counts[unit]
@@ -117,12 +118,13 @@ class ModelParameters:
         return self.model.tie_embeddings and (self.layers.pp == 1 or self.layers.placement is not INTERLEAVED)
 
     def tied_embedding(self, stage: int) -> float:
-        """Parameters of a tied embedding copy on this stage that another stage also holds (with DualPipe, the
-        first and last ranks each hold the embedding)."""
+        """Parameters of a tied embedding copy on this stage that another stage also holds (none with the V and
+        DualPipe placements: one rank holds both ends; DualPipe's second copy is summed with the mirror's)."""
         pp = self.layers.pp
-        copies = self.model.tie_embeddings and pp > 1 and stage in (0, pp - 1) and self.layers.placement is not V_SHAPE
+        copies = self.model.tie_embeddings and pp > 1 and stage in (0, pp - 1) and self.layers.placement is INTERLEAVED
         return self.kernels.vocab_params if copies else 0.0
 
     def stage(self, stage: int) -> StageParameters:
         units = tuple(self.layers.stage_units(stage))
-        return StageParameters(units, {unit: self.of(unit) for unit in units}, self.tied_embedding(stage))
+        return StageParameters(units, {unit: self.of(unit) for unit in units}, self.tied_embedding(stage),
+                               mirrored=self.layers.placement is MIRRORED and self.layers.pp > 1)
