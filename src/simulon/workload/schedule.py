@@ -1,10 +1,11 @@
 """Pipeline schedules: the order in which one stage runs forward and backward micro-batches.
 
-Every schedule is a table and one loop, as Megatron-Core's `forward_backward_pipelining_with_interleaving`
-(megatron/core/pipeline_parallel/schedules.py) runs it. The table gives the (micro-batch, model chunk) of
-each virtual step, forward and backward (`get_schedule_table`; a backward runs the chunks in reverse order,
-`get_model_chunk_id(..., forward=False)`); the loop runs the warm-up forwards, then one forward and one
-backward at a time (the steady 1F1B state), then the remaining backwards (the cool-down).
+The Megatron-style schedules (1F1B, interleaved 1F1B, ZB-H1) are a table and one loop, as Megatron-Core's
+`forward_backward_pipelining_with_interleaving` (megatron/core/pipeline_parallel/schedules.py) runs it. The table
+gives the (micro-batch, model chunk) of each virtual step, forward and backward (`get_schedule_table`; a backward
+runs the chunks in reverse order, `get_model_chunk_id(..., forward=False)`); the loop runs the warm-up forwards,
+then one forward and one backward at a time (the steady 1F1B state), then the remaining backwards (the
+cool-down).
 
 * 1F1B (PipeDream-Flush, `forward_backward_pipelining_without_interleaving`): one chunk, micro-batches in
   order, num_stages - stage - 1 warm-up forwards.
@@ -20,18 +21,21 @@ backward at a time (the steady 1F1B state), then the remaining backwards (the co
   zero-bubble schedules (torch/distributed/pipelining/schedules.py, `_get_1f1b_rank_ops`, whose
   `num_1f1b_microbatches` is the rank).
 
-* ZB-V (Qi et al., "Pipeline Parallelism with Controllable Memory" / the zero-bubble repository's V schedule,
+* ZB-V (Qi et al., "Zero Bubble (Almost) Pipeline Parallelism", ICLR 2024; the zero-bubble repository,
   sail-sg/zero-bubble-pipeline-parallelism, megatron/core/pipeline_parallel/zerobubble/scheduler/zbv.py): two
   model chunks per rank placed as a V (rank i holds model stages i and 2p - 1 - i), backward split into B and
   W, the order produced by the reference's greedy list scheduler (`PipelineGraph.try_v_schedule`) at 1F1B's
   peak activation memory. The reference runs it on measured F, B, W and communication times; simulon's table
   is built once, before kernel times exist, at the fixed costs F = B = W = 1000 and communication 1 that the
   reference itself uses for its fixed V schedules (runtime.py, `zbv_greedy.PipelineGraph(..., 1000, 1000,
-  1000, 1)`), and ZBV_MEMORY below.
+  1000, 1)`), and ZBV_MEMORY below. With F = B = W and free communication no rank idles between its first
+  forward and its last step (the repository's "bubble rate 0"), at 2p chunks of activations, 1F1B's peak.
 * DualPipe (DeepSeek-V3 technical report, section 3.2.1; deepseek-ai/DualPipe, dualpipe/dualpipe.py,
   `DualPipe.step`): micro-batches injected from both ends, rank i holding model stage i (chunk 0, the forward
   direction) and stage p - 1 - i (chunk 1, the reverse direction), so every stage's parameters exist twice.
-  The reference's eight phases; some backwards split off their weight gradients (W, run from a FIFO).
+  The reference's eight phases; some backwards split off their weight gradients (W, run from a FIFO). With
+  F = B = W and the pairs below overlapped as units of F + B, the bubble is DeepSeek-V3 Table 2's
+  (p/2 - 1)(F&B + B - 3W) exactly, at p + 1 stages of activations (tests/workload/test_dualpipe.py).
 * DualPipeV (dualpipe/dualpipev.py, `DualPipeV.step`, Sea AI Lab's "cut-in-half"): DualPipe folded onto p
   ranks as a V: chunk 0 is stage i, chunk 1 stage 2p - 1 - i, every micro-batch through both.
 
@@ -56,7 +60,8 @@ from ..config.workload import ScheduleName
 
 
 class Step(NamedTuple):
-    kind: Literal["F", "B", "W"]  # forward; backward (with the weight gradient unless W steps are split off)
+    kind: Literal["F", "B", "W"]  # forward; backward (with the weight gradient unless the order has a W of the
+                                  # same micro-batch and chunk: then B is the input gradient only)
     microbatch: int
     chunk: int = 0  # model chunk (virtual pipeline stage) on this rank
 
