@@ -13,7 +13,7 @@ from helpers import gpt_scenario
 from simulon.memory import MemoryModel
 from simulon.pipeline import simulate
 from simulon.workload.megatron import MegatronTracer
-from simulon.workload.program import SendOp
+from simulon.workload.program import ComputeOp, SendOp
 from simulon.workload.schedule import MIRRORED, Step, make_scheduler
 
 dualpipe_cases = st.integers(1, 5).flatmap(lambda half: st.tuples(
@@ -185,17 +185,23 @@ def test_dualpipe_accepts_exactly_what_the_reference_asserts(pp, microbatches):
         assert accepted
 
 
-def test_dualpipe_sums_each_ranks_gradients_with_its_mirror_before_the_optimizer():
-    """The DualPipe example sums the two copies' gradients (rank i and rank p - 1 - i): one all-reduce per rank
-    over the pair, of every gradient it holds, which the optimizer step waits for."""
+def test_dualpipe_sums_each_stages_gradients_with_its_mirror_before_the_optimizer():
+    """The DualPipe example sums the two copies' gradients (rank i and rank p - 1 - i): one all-reduce over the
+    pair per stage, once the stage's last weight gradient has run, the same stage first on both ranks of a pair;
+    the optimizer step waits for both."""
     tracer = MegatronTracer(dualpipe_scenario().workload, 4)
     assert tracer.layout.group("mirror", 1) == (1, 2) and tracer.layout.group("mirror", 3) == (0, 3)
+    first_sums = {}
     for stage, program in enumerate(tracer.stage_programs()):
         mirror = [i for i, op in enumerate(program.ops) if getattr(op, "label", "") == "mirror_grad_allreduce"]
-        assert len(mirror) == 1
-        params = sum(tracer.parameters.stage(stage).total())
-        assert program.ops[mirror[0]].nbytes == pytest.approx(params * tracer.shape.grad_bytes)
-        assert mirror[0] in program.ops[-1].waits  # the optimizer step
+        assert len(mirror) == 2
+        assert sum(program.ops[i].nbytes for i in mirror) == pytest.approx(
+            sum(tracer.parameters.stage(stage).total()) * tracer.shape.grad_bytes)
+        assert set(mirror) <= set(program.ops[-1].waits)  # the optimizer step
+        # the first overlaps the other stage's last backward kernels
+        assert any(isinstance(op, ComputeOp) for op in program.ops[mirror[0]:mirror[1]])
+        first_sums[stage] = program.ops[mirror[0]].nbytes
+    assert first_sums[0] == first_sums[3] and first_sums[1] == first_sums[2]
     one_f_one_b = MegatronTracer(dualpipe_scenario("1f1b").workload, 4).stage_programs()
     assert not any(getattr(op, "label", "") == "mirror_grad_allreduce" for p in one_f_one_b for op in p.ops)
 

@@ -189,7 +189,8 @@ class _StageEmitter:
         steps = self.tracer.scheduler.steps(self.stage, self.pp, num_microbatches)
         split = {(step.microbatch, step.chunk) for step in steps if step.kind == "W"}  # backwards that defer W
         last = {step.chunk: step.microbatch for step in steps if step.kind == "B"}  # each chunk's final backward
-        for step in steps:
+        done = {step.chunk: i for i, step in enumerate(steps) if step.kind != "F"}  # its gradients complete
+        for i, step in enumerate(steps):
             key = (step.microbatch, step.chunk)
             if step.kind == "F":
                 self.forward(step.microbatch, step.chunk)
@@ -200,6 +201,8 @@ class _StageEmitter:
             else:
                 for action in self.weight_steps.pop((step.microbatch, step.chunk)):
                     action()
+            if done[step.chunk] == i:
+                self.gradient_sync.mirror_sync(self.layers.units_of(self.stage, step.chunk))
         self.gradient_sync.end_of_iteration()
 
     def _is_first(self, chunk: int) -> bool:
