@@ -62,12 +62,19 @@ def _gpt(model: str, nodes: int, tp: int, pp: int, gbs: int, template: str = "dg
                          "training": {"global_batch_size": gbs, "micro_batch_size": 1, "sequence_length": 2048}}}
 
 
+def _fsdp(case: dict) -> dict:
+    case["workload"]["parallelism"]["fsdp"] = "full_shard"
+    return case
+
+
 CASES = {
     "dense128": _gpt("gpt3-13b", 16, 8, 2, 32),     # tp8 pp2 dp8 on 128 H100
     "dp64": _gpt("gpt3-1.3b", 8, 1, 1, 64),         # dp64 on 64 H100
     "tp2pp2dp16": _gpt("gpt3-1.3b", 8, 2, 2, 64),   # dp over nodes with two tp groups per node
     "moe96": _example("moe_96gpu.yaml"),            # tp4 pp6 dp4 ep2 on 96 H100
     "dense512": _gpt("gpt3-13b", 64, 8, 2, 128),    # tp8 pp2 dp32 on 512 H100
+    "fsdp64": _fsdp(_gpt("gpt3-1.3b", 8, 1, 1, 64)),  # dp64 ZeRO-3 on 64 H100
+    "tp2pp4dp32": _gpt("gpt3-1.3b", 32, 2, 4, 128),  # 256 H100: pipeline sends across pods, dp rings over nodes
 }
 LARGE = {
     "gpt3-175b-512": {**_example("gpt3_175b_1024gpu.yaml")},
@@ -82,6 +89,10 @@ FABRICS = {
     "single-switch": "single-switch",
     "3-tier-rail-2:1": {"tiers": 3, "rail_optimized": True, "nics_per_leaf": 4, "spines": 4, "leaves_per_pod": 8,
                         "cores": 4, "oversubscription": 2.0, "pod_oversubscription": 2.0},
+    "3-tier-rail": {"tiers": 3, "rail_optimized": True, "nics_per_leaf": 4, "spines": 4, "leaves_per_pod": 8,
+                    "cores": 4},
+    "3-tier-rail-4:1": {"tiers": 3, "rail_optimized": True, "nics_per_leaf": 8, "spines": 4, "leaves_per_pod": 8,
+                        "cores": 8, "oversubscription": 2.0, "pod_oversubscription": 2.0},
     "3-tier-2:1": {"tiers": 3, "nics_per_leaf": 16, "spines": 4, "leaves_per_pod": 2, "cores": 4,
                    "oversubscription": 2.0, "pod_oversubscription": 2.0},
 }

@@ -103,19 +103,24 @@ class Topology:
     @property
     def foldable(self) -> bool:
         """Whether peers may be folded onto representatives: on one switch, where every NIC port is under one
-        leaf, and on two tiers (spine-leaf or rail-optimized, any oversubscription) of single-port NICs under
-        NVSwitch nodes.
+        leaf; on two tiers (spine-leaf or rail-optimized, any oversubscription); and on three rail-optimized
+        tiers whose pods hold whole sets of rails; all of single-port NICs under NVSwitch nodes.
 
-        Above the leaves ECMP hashes each folded peer's flows onto their own uplinks and spines, where they
+        Above the leaves ECMP hashes each folded peer's flows onto their own uplinks, spines and cores, where they
         collide unevenly: there collectives whose groups span several domains are expanded over every peer
         (dag.fold.Fold.expands), and other folded flows that leave their domain load their counterparts' links
-        (engine/footprint.py). Checked against the full expansion within 0.5% of the step time at 64-128 GPUs
-        (benchmarks/bench_fold_accuracy.py); three tiers, dual-ToR and dual-plane NICs, and PCIe or mesh nodes
-        (whose GPU links carry their NIC traffic) are not checked and not folded."""
+        (engine/footprint.py). Checked against the full expansion within 1% of the step time at 64-256 GPUs
+        (benchmarks/bench_fold_accuracy.py, tests/dag/test_fold_three_tier.py). Not folded: three tiers that are
+        not rail-optimized (a folded pipeline send moves at its slowest counterpart's pace, which the full
+        expansion beats by 1.1-1.2% there: its replicas fall out of step and collide less), dual-ToR and
+        dual-plane NICs, and PCIe or mesh nodes (whose GPU links carry their NIC traffic)."""
         spec = self.fabric.spec
         if spec.tiers == 1 or self.fabric.leaves == 1:
             return True
-        return spec.tiers == 2 and not spec.dual_tor and spec.planes == 1 and self.scale_up_kind == "nvswitch"
+        if spec.dual_tor or spec.planes != 1 or self.scale_up_kind != "nvswitch":
+            return False
+        rails = self.gpus_per_node // self.gpus_per_nic
+        return spec.tiers == 2 or (spec.rail_optimized and (spec.leaves_per_pod or 0) % rails == 0)
 
     @property
     def inner_links_from(self) -> int:
