@@ -1,8 +1,9 @@
 """Folding on rail-optimized fabrics of three tiers (leaf, spine, core): Topology.foldable holds there, the links
 above the leaves carry, summed over the simulated flows' footprints, the bytes the full expansion puts on them
 (cores included), and a folded step takes the full expansion's time within 1%, balanced and 2:1 at both tiers,
-with pipeline sends across pods, data-parallel rings over nodes, expert all-to-alls and ZeRO-3 traffic. Three
-tiers that are not rail-optimized stay unfolded (their folded pipeline sends ran 1.1-1.2% slow)."""
+with pipeline sends across pods, data-parallel rings over nodes (on one rail: folded; over several: expanded),
+expert all-to-alls and ZeRO-3 traffic. Three tiers that are not rail-optimized stay unfolded (their folded
+pipeline sends ran 1.1-1.2% slow)."""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ CASES = {
     "tp pp dp": dict(nodes=16, gpus_per_node=4, tp=2, pp=2, gbs=32),
     "moe with ep": dict(nodes=16, gpus_per_node=4, tp=4, pp=2, ep=2, layers=4, moe={"num_experts": 8, "top_k": 2},
                         gbs=32),
+    "dp on one rail": dict(nodes=16, gpus_per_node=4, tp=4, pp=2, gbs=32),
     "dp over pods": dict(nodes=16, gpus_per_node=4, tp=2, gbs=32),
     "zero-3": dict(nodes=16, gpus_per_node=4, tp=2, layers=2, gbs=32, extra_parallelism={"fsdp": "full_shard"}),
 }
@@ -59,6 +61,18 @@ def test_rail_optimized_three_tier_fabrics_fold_and_others_of_three_tiers_do_not
     assert not topology.foldable  # a pod holding half a node's rails
 
 
+def test_a_collective_on_one_rail_stays_folded_and_one_over_several_rails_is_expanded():
+    _, dag, topology, fold = built("dp on one rail", "symmetric", "3-tier rails")
+    dp_groups = {c.group for c in dag.collectives if len(c.group) > 4}
+    assert dp_groups and all(topology.spreads(g) and topology.on_one_rail(g) and not fold.expands(g, topology)
+                             for g in dp_groups)
+    props = flow_properties(dag, topology, fold)
+    assert props.physical is None or not props.physical.any()
+    _, dag, topology, fold = built("dp over pods", "symmetric", "3-tier rails")
+    dp_groups = {c.group for c in dag.collectives if len(c.group) > 4}
+    assert dp_groups and all(not topology.on_one_rail(g) and fold.expands(g, topology) for g in dp_groups)
+
+
 def core_bytes(dag, topology, fold):
     """Bytes every spine-to-core and core-to-spine link carries over the step, the flows' loads summed."""
     props = flow_properties(dag, topology, fold)
@@ -68,7 +82,7 @@ def core_bytes(dag, topology, fold):
     return carried[topology.fabric.base + topology.fabric.block_start[topology.fabric.kind.index("spine_up")]:]
 
 
-@pytest.mark.parametrize("case", ["tp pp dp", "moe with ep"])
+@pytest.mark.parametrize("case", ["tp pp dp", "moe with ep", "dp on one rail"])
 def test_the_core_links_carry_what_the_full_expansion_puts_there(case):
     full = core_bytes(*built(case, "full", "3-tier rails")[1:])
     folded = core_bytes(*built(case, "symmetric", "3-tier rails")[1:])

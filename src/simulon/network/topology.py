@@ -148,6 +148,14 @@ class Topology:
         links above its leaves."""
         return self.inner_links_from < self.num_links and len({g // self.domain_gpus for g in group}) > 1
 
+    def on_one_rail(self, group) -> bool:
+        """Whether a group's members all use the NIC of the same index in their nodes on a rail-optimized fabric
+        (their traffic between nodes stays on one rail's leaves within a scalable unit)."""
+        if not self.fabric.spec.rail_optimized:
+            return False
+        members = np.asarray(group, dtype=np.int64)
+        return len(np.unique(members % self.gpus_per_node // self.gpus_per_nic)) == 1
+
     def routes(self, src: np.ndarray, dst: np.ndarray, rep: np.ndarray | None = None,
                physical: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(links[F, hops] padded with NO_LINK, latency[F] seconds, scale_out[F]) of flows src -> dst.
