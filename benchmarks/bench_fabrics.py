@@ -68,12 +68,19 @@ def run_process(args: list[str]) -> tuple[float, float, float]:
     """(wall seconds, CPU seconds, peak RSS MiB) of one child process (on a shared machine the CPU time is the
     steadier figure)."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-c", CLI, *args], stdout=subprocess.DEVNULL)
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - t0
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"simulon {' '.join(args)} failed")
+    with tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen([sys.executable, "-c", CLI, *args], stdout=subprocess.DEVNULL, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t0
+        if os.waitstatus_to_exitcode(status) != 0:
+            err.seek(0)
+            lines = err.read().strip().splitlines()
+            raise Refused(lines[-1] if lines else f"exit {os.waitstatus_to_exitcode(status)}")
     return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
+
+
+class Refused(Exception):
+    """A run that exited with an error (the memory guard's refusal, say): its last line of output."""
 
 
 def in_process(path: Path) -> dict:
@@ -111,7 +118,11 @@ def main() -> None:
         for name in args.only.split(","):
             path = Path(tmp) / f"{name.replace(':', '_')}.yaml"
             path.write_text(scenarios()[name])
-            walls, cpus, rss = zip(*(run_process(["simulate", str(path)]) for _ in range(args.runs)), strict=True)
+            try:
+                walls, cpus, rss = zip(*(run_process(["simulate", str(path)]) for _ in range(args.runs)), strict=True)
+            except Refused as refusal:
+                print(f"{name}: not run: {refusal}", flush=True)
+                continue
             wall_target, rss_target = TARGETS[name]
             detail = json.loads(subprocess.run([sys.executable, __file__, "--in-process", str(path)], check=True,
                                                capture_output=True, text=True).stdout)
