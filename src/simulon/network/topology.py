@@ -102,25 +102,36 @@ class Topology:
 
     @property
     def foldable(self) -> bool:
-        """Whether peers may be folded onto representatives: on one switch, where every NIC port is under one
-        leaf; on two tiers (spine-leaf or rail-optimized, any oversubscription); and on three rail-optimized
-        tiers whose pods hold whole sets of rails; all of single-port NICs under NVSwitch nodes.
+        """Whether peers may be folded onto representatives (along `fold_axes`): on one switch, where every NIC
+        port is under one leaf, and on two or three tiers (spine-leaf or rail-optimized, any oversubscription) of
+        single-port NICs under NVSwitch nodes, where a rail-optimized pod holds whole sets of rails.
 
         Above the leaves ECMP hashes each folded peer's flows onto their own uplinks, spines and cores, where they
-        collide unevenly: there collectives whose groups span several domains are expanded over every peer
-        (dag.fold.Fold.expands), and other folded flows that leave their domain load their counterparts' links
-        (engine/footprint.py). Checked against the full expansion within 1% of the step time at 64-256 GPUs
-        (benchmarks/bench_fold_accuracy.py, tests/dag/test_fold_three_tier.py). Not folded: three tiers that are
-        not rail-optimized (a folded pipeline send moves at its slowest counterpart's pace, which the full
-        expansion beats by 1.1-1.2% there: its replicas fall out of step and collide less), dual-ToR and
-        dual-plane NICs, and PCIe or mesh nodes (whose GPU links carry their NIC traffic)."""
+        collide unevenly: there collectives whose groups span several domains (off one rail) are expanded over
+        every peer (dag.fold.Fold.expands), and other folded flows that leave their domain load their
+        counterparts' links (engine/footprint.py). Checked against the full expansion within 1% of the step time
+        at 64-256 GPUs (benchmarks/bench_fold_accuracy.py, tests/dag/test_fold_three_tier.py). Not folded:
+        dual-ToR and dual-plane NICs, and PCIe or mesh nodes (whose GPU links carry their NIC traffic)."""
         spec = self.fabric.spec
         if spec.tiers == 1 or self.fabric.leaves == 1:
             return True
         if spec.dual_tor or spec.planes != 1 or self.scale_up_kind != "nvswitch":
             return False
         rails = self.gpus_per_node // self.gpus_per_nic
-        return spec.tiers == 2 or (spec.rail_optimized and (spec.leaves_per_pod or 0) % rails == 0)
+        return spec.tiers == 2 or not spec.rail_optimized or (spec.leaves_per_pod or 0) % rails == 0
+
+    @property
+    def fold_axes(self) -> frozenset[str]:
+        """The axes a fold may fold here: data and tensor parallelism; on three tiers not rail-optimized, tensor
+        parallelism only. There a folded pipeline send moves at the pace of its slowest counterpart over every
+        data-parallel replica its representative stands for, every micro-batch, where the full expansion's
+        replicas fall out of step and collide less: 1.1-1.3% slower than full with data parallelism folded,
+        within 0.1% with tensor parallelism only (whose peers wait for one another every layer)
+        (benchmarks/bench_fold_accuracy.py)."""
+        spec = self.fabric.spec
+        if spec.tiers == 3 and not spec.rail_optimized and self.fabric.leaves > 1:
+            return frozenset({"tp"})
+        return frozenset({"dp", "tp"})
 
     @property
     def inner_links_from(self) -> int:
