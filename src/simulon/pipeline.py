@@ -57,7 +57,7 @@ def build_dag(sc: ScenarioConfig, fold_mode: FoldMode = "auto", memory_limit: fl
     topology = Topology.from_datacenter(dc, num_gpus)
     plan = CollectivePlan.from_config(topology, sc.collective)
     programs = tracer.stage_programs()
-    axes = symmetric_axes(programs, tracer.layout, plan.foldable) if topology.foldable else set()
+    axes = symmetric_axes(programs, tracer.layout, plan.foldable) & topology.fold_axes if topology.foldable else set()
     fold = choose_fold(tracer.layout, dc.node.gpus_per_node, dc.node.gpus_per_nic, fold_mode, axes)
     if memory_limit is not None:
         check_fits(estimate_size(programs, tracer.layout, fold, plan), memory_limit, trace,

@@ -93,8 +93,8 @@ def test_this_machine_reports_the_memory_it_has():
 
 def test_a_run_too_large_for_the_machine_is_refused_before_it_is_built_and_writes_nothing(tmp_path):
     data = yaml.safe_load((ROOT / "examples" / "gpt3_175b_1024gpu.yaml").read_text())
-    data["datacenter"]["network"] = {"scale_out": {"topology": "rail-optimized-3-tier"}}
-    path = tmp_path / "gpt3-rail.yaml"
+    data["datacenter"]["network"] = {"scale_out": {"topology": "alibaba-hpn"}}  # dual-ToR: not folded
+    path = tmp_path / "gpt3-hpn.yaml"
     path.write_text(yaml.safe_dump(data))
     run = cli("simulate", str(path), "-o", str(tmp_path / "trace.json"), "--max-memory", "16GB", timeout=120)
     assert run.returncode == 2 and run.stdout == "", run.stderr

@@ -128,12 +128,33 @@ class FabricSpec(Templated):
         return f"{self.tiers}-tier{' rail-optimized' if self.rail_optimized else ''}"
 
 
+class FabricBySize(StrictModel):
+    """One of the fabrics a system's reference architecture builds: the one for clusters of up to `max_gpus`
+    GPUs (None: any larger)."""
+
+    max_gpus: GPUCount | None = None
+    topology: FabricSpec
+
+
 class ScaleOutSpec(StrictModel):
-    """The inter-node fabric: NICs (shared by `gpus_per_nic` GPUs) on the switch fabric `topology`."""
+    """The inter-node fabric: NICs (shared by `gpus_per_nic` GPUs) on the switch fabric `topology`; where a
+    template lists `fabrics` by cluster size and no `topology` is given, the first that holds the cluster."""
 
     nic: NICSpec | None = None
     switch: SwitchSpec | None = None
     topology: FabricSpec = FabricSpec()
+    fabrics: list[FabricBySize] | None = Field(None, description="fabrics by cluster size, smallest first")
+
+    def sized(self, num_gpus: int) -> ScaleOutSpec:
+        """This fabric block with `topology` chosen from `fabrics` for a cluster of `num_gpus` GPUs (itself when
+        a topology is given or no fabrics are listed)."""
+        if not self.fabrics or "topology" in self.model_fields_set:
+            return self
+        for choice in self.fabrics:
+            if choice.max_gpus is None or num_gpus <= choice.max_gpus:
+                return self.model_copy(update={"topology": choice.topology})
+        raise FieldError("network.scale_out.fabrics", f"no fabric holds {num_gpus} GPUs (the largest listed "
+                         f"holds {self.fabrics[-1].max_gpus}); give network.scale_out.topology")
 
 
 class NetworkSpec(StrictModel):
@@ -211,4 +232,12 @@ class DatacenterConfig(Templated):
         if kind in ("pcie", "mesh") and domain != self.node.gpus_per_node:
             raise FieldError("network.scale_up.domain_gpus", f"a {kind} node is its own scale-up domain")
         return self
+
+    @model_validator(mode="after")
+    def _fabric_by_size(self) -> DatacenterConfig:
+        """The fabric the template builds for this cluster's size (ScaleOutSpec.sized)."""
+        scale_out = self.network.scale_out.sized(self.num_gpus)
+        if scale_out is self.network.scale_out:
+            return self
+        return self.model_copy(update={"network": self.network.model_copy(update={"scale_out": scale_out})})
 

@@ -102,20 +102,36 @@ class Topology:
 
     @property
     def foldable(self) -> bool:
-        """Whether peers may be folded onto representatives: on one switch, where every NIC port is under one
-        leaf, and on two tiers (spine-leaf or rail-optimized, any oversubscription) of single-port NICs under
-        NVSwitch nodes.
+        """Whether peers may be folded onto representatives (along `fold_axes`): on one switch, where every NIC
+        port is under one leaf, and on two or three tiers (spine-leaf or rail-optimized, any oversubscription) of
+        single-port NICs under NVSwitch nodes, where a rail-optimized pod holds whole sets of rails.
 
-        Above the leaves ECMP hashes each folded peer's flows onto their own uplinks and spines, where they
-        collide unevenly: there collectives whose groups span several domains are expanded over every peer
-        (dag.fold.Fold.expands), and other folded flows that leave their domain load their counterparts' links
-        (engine/footprint.py). Checked against the full expansion within 0.5% of the step time at 64-128 GPUs
-        (benchmarks/bench_fold_accuracy.py); three tiers, dual-ToR and dual-plane NICs, and PCIe or mesh nodes
-        (whose GPU links carry their NIC traffic) are not checked and not folded."""
+        Above the leaves ECMP hashes each folded peer's flows onto their own uplinks, spines and cores, where they
+        collide unevenly: there collectives whose groups span several domains (off one rail) are expanded over
+        every peer (dag.fold.Fold.expands), and other folded flows that leave their domain load their
+        counterparts' links (engine/footprint.py). Checked against the full expansion within 1% of the step time
+        at 64-256 GPUs (benchmarks/bench_fold_accuracy.py, tests/dag/test_fold_three_tier.py). Not folded:
+        dual-ToR and dual-plane NICs, and PCIe or mesh nodes (whose GPU links carry their NIC traffic)."""
         spec = self.fabric.spec
         if spec.tiers == 1 or self.fabric.leaves == 1:
             return True
-        return spec.tiers == 2 and not spec.dual_tor and spec.planes == 1 and self.scale_up_kind == "nvswitch"
+        if spec.dual_tor or spec.planes != 1 or self.scale_up_kind != "nvswitch":
+            return False
+        rails = self.gpus_per_node // self.gpus_per_nic
+        return spec.tiers == 2 or not spec.rail_optimized or (spec.leaves_per_pod or 0) % rails == 0
+
+    @property
+    def fold_axes(self) -> frozenset[str]:
+        """The axes a fold may fold here: data and tensor parallelism; on three tiers not rail-optimized, tensor
+        parallelism only. There a folded pipeline send moves at the pace of its slowest counterpart over every
+        data-parallel replica its representative stands for, every micro-batch, where the full expansion's
+        replicas fall out of step and collide less: 1.1-1.3% slower than full with data parallelism folded,
+        within 0.1% with tensor parallelism only (whose peers wait for one another every layer)
+        (benchmarks/bench_fold_accuracy.py)."""
+        spec = self.fabric.spec
+        if spec.tiers == 3 and not spec.rail_optimized and self.fabric.leaves > 1:
+            return frozenset({"tp"})
+        return frozenset({"dp", "tp"})
 
     @property
     def inner_links_from(self) -> int:
@@ -142,6 +158,14 @@ class Topology:
         """Whether a group's flows may go above the leaves: it spans several scale-up domains of a fabric with
         links above its leaves."""
         return self.inner_links_from < self.num_links and len({g // self.domain_gpus for g in group}) > 1
+
+    def on_one_rail(self, group) -> bool:
+        """Whether a group's members all use the NIC of the same index in their nodes on a rail-optimized fabric
+        (their traffic between nodes stays on one rail's leaves within a scalable unit)."""
+        if not self.fabric.spec.rail_optimized:
+            return False
+        members = np.asarray(group, dtype=np.int64)
+        return len(np.unique(members % self.gpus_per_node // self.gpus_per_nic)) == 1
 
     def routes(self, src: np.ndarray, dst: np.ndarray, rep: np.ndarray | None = None,
                physical: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
