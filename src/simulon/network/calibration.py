@@ -103,8 +103,9 @@ def _family(families: dict[str, Any], name: str) -> str:
 def link_model_for(dc: DatacenterConfig, table: dict[str, Any] | None = None) -> LinkModel:
     """The link model of a datacenter's GPU and NIC families (from data/calibration.yaml, or `table`)."""
     table = table or shipped_table()
-    gpu_family = _family(table["gpu_families"], dc.node.gpu.name)
-    nic = dc.network.scale_out.nic
+    weakest = min(dc.groups, key=lambda g: g.scale_up_bandwidth or 0.0)  # one model: the weaker node group's
+    gpu_family = _family(table["gpu_families"], weakest.gpu.name)
+    nic = weakest.nic
     nic_family = _family(table["nic_families"], nic.name if nic else "")
     g, n = table["gpu_families"][gpu_family], table["nic_families"][nic_family]
     return LinkModel(gpu_family, nic_family, float(g["scale_up_efficiency"]), float(n["scale_out_efficiency"]),
