@@ -244,6 +244,8 @@ class NodeGroup(StrictModel):
         if scale_out:
             network["scale_out"] = scale_out
         meta = doc.get("datacenter") or {}
+        if "network" in data and not isinstance(data["network"], dict):
+            network = data["network"]  # refused as such
         rest = {k: v for k, v in data.items() if k not in ("from", "node", "network")}
         return {"name": meta.get("name"), **rest, "node": doc.get("node"), "network": network}
 
@@ -453,10 +455,10 @@ class DatacenterConfig(Templated):
             field = "cluster.num_nodes" if self.node_groups is None else "node_groups"
             shape = " + ".join(f"{g.num_nodes} nodes x {g.node.gpus_per_node} GPUs" for g in self.groups)
             raise FieldError(field, f"{shape} = {self.num_gpus} is more than {MAX_GPUS:,} GPUs")
-        if self.num_nodes > 1 and any(g.nic is None for g in self.groups):
-            raise FieldError("network.scale_out.nic", "a cluster of more than one node needs a NIC")
         for g in self.groups:
             self._group_links_known(g, self._where(g)[1])
+        if self.num_nodes > 1 and any(g.nic is None for g in self.groups):
+            raise FieldError("network.scale_out.nic", "a cluster of more than one node needs a NIC")
         if self.node_groups is not None:
             self._groups_alike()
         return self
@@ -478,7 +480,7 @@ class DatacenterConfig(Templated):
         if self.node_groups is None:
             return "node", "network.scale_up"
         own = self.node_groups[group.index].network.scale_up is not None
-        prefix = f"node_groups.{group.index}"
+        prefix = f"node_groups[{group.index}]"
         return f"{prefix}.node", f"{prefix}.network.scale_up" if own else "network.scale_up"
 
     @staticmethod

@@ -103,7 +103,8 @@ def _family(families: dict[str, Any], name: str) -> str:
 def link_model_for(dc: DatacenterConfig, table: dict[str, Any] | None = None) -> LinkModel:
     """The link model of a datacenter's GPU and NIC families (from data/calibration.yaml, or `table`)."""
     table = table or shipped_table()
-    weakest = min(dc.groups, key=lambda g: g.scale_up_bandwidth or 0.0)  # one model: the weaker node group's
+    # one model for the datacenter: its weakest node group's (slowest scale-up port, then HBM)
+    weakest = min(dc.groups, key=lambda g: (g.scale_up_bandwidth or 0.0, g.gpu.memory_bandwidth))
     gpu_family = _family(table["gpu_families"], weakest.gpu.name)
     nic = weakest.nic
     nic_family = _family(table["nic_families"], nic.name if nic else "")
