@@ -5,7 +5,7 @@ A100s (DGX A100) on a two-tier rail-optimized fabric (examples/hetero_llama3_70b
 
 Each run is a fresh `simulon simulate --json` process, timed with wait4 for its peak RSS; medians over --runs
 (the machine is shared: compare within one run). `--splits` also simulates, in this process, the layer splits
-between the H100 and the A100 stages (even, and 11 to 15 layers per H100 stage) and prints each step time, to
+between the H100 and the A100 stages (even, and 12 to 17 layers per H100 stage) and prints each step time, to
 show what the uneven split gains.
 """
 
@@ -47,7 +47,7 @@ def splits() -> None:
     from simulon.pipeline import simulate
 
     data = yaml.safe_load(SCENARIO.read_text())
-    for h100 in (10, 11, 12, 13, 14, 15):
+    for h100 in (10, 12, 14, 15, 16, 17):
         data["workload"]["parallelism"]["layers_per_stage"] = [h100] * 4 + [20 - h100] * 4
         result = simulate(ScenarioConfig.model_validate(data)).result
         print(f"  {h100:2d} layers per H100 stage, {20 - h100:2d} per A100 stage: "
