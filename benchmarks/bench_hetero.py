@@ -5,8 +5,8 @@ A100s (DGX A100) on a two-tier rail-optimized fabric (examples/hetero_llama3_70b
 
 Each run is a fresh `simulon simulate --json` process, timed with wait4 for its peak RSS; medians over --runs
 (the machine is shared: compare within one run). `--splits` also simulates, in this process, the layer splits
-between the H100 and the A100 stages (even, and 12 to 17 layers per H100 stage) and prints each step time, to
-show what the uneven split gains.
+between the H100 and the A100 stages without interleaving (even, and 12 to 17 layers per H100 stage) and prints
+each step time, to show what the uneven split gains.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def splits() -> None:
 
     data = yaml.safe_load(SCENARIO.read_text())
     for h100 in (10, 12, 14, 15, 16, 17):
-        data["workload"]["parallelism"]["layers_per_stage"] = [h100] * 4 + [20 - h100] * 4
+        data["workload"]["parallelism"].update(vpp=1, layers_per_stage=[h100] * 4 + [20 - h100] * 4)
         result = simulate(ScenarioConfig.model_validate(data)).result
         print(f"  {h100:2d} layers per H100 stage, {20 - h100:2d} per A100 stage: "
               f"{result.iteration_time_ms:9.1f} ms, MFU {result.mfu:.3f}", flush=True)
