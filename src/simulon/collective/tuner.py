@@ -10,6 +10,7 @@ what to simulate; the simulated time itself comes from the flows.
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
@@ -51,6 +52,7 @@ class Ports:
     scale_up: float
     scale_up_line: float
     nic: float
+    model: int = 0  # the index of the group's link model in topology.models (its weakest member's)
 
 
 @dataclass(frozen=True)
@@ -72,7 +74,9 @@ class CollectivePlan:
         if channels is not None and channels < 1:
             raise ValueError(f"num_channels must be at least 1, got {channels}")
         self.topology, self.algorithm, self.protocol, self.channels = topology, algorithm, protocol, channels
+        self.link_model = topology.model
         self.arch = architecture(topology.model.gpu_family)
+        self.variants: dict[int, CollectivePlan] = {0: self}
         self.shapes: dict[tuple[int, ...], GroupShape] = {}  # a training step repeats its groups and sizes
         self.ports: dict[tuple[int, ...], Ports] = {}
         self.choices: dict[tuple, Choice] = {}
@@ -107,8 +111,17 @@ class CollectivePlan:
             up = members * (topo.gpus_per_node - 1) if topo.mesh else members
             nic = topo.fabric.up(members // topo.gpus_per_nic * topo.fabric.ports_per_nic)
             self.ports[group] = Ports(float(topo.capacity[up].min()), float(topo.line_rate[up].min()),
-                                      float(topo.capacity[nic].min()))
+                                      float(topo.capacity[nic].min()), topo.model_index(members))
         return self.ports[group]
+
+    def _under(self, model: int) -> CollectivePlan:
+        """This plan under the topology's link model `model` (its GPU family's NCCL tables and channels)."""
+        if model not in self.variants:
+            variant = copy.copy(self)
+            variant.link_model = self.topology.models[model]
+            variant.arch = architecture(variant.link_model.gpu_family)
+            self.variants[model] = variant
+        return self.variants[model]
 
     def choose(self, ctype: CollType | str, group, size: float) -> Choice:
         ctype = coll_type(ctype)
@@ -116,7 +129,7 @@ class CollectivePlan:
         ports = self.weakest_ports(group)
         key = (ctype, shape, size, ports)
         if key not in self.choices:
-            self.choices[key] = self._choose(ctype, shape, size, ports)
+            self.choices[key] = self._under(ports.model)._choose(ctype, shape, size, ports)
         return self.choices[key]
 
     def _choose(self, ctype: CollType, shape: GroupShape, size: float, ports: Ports) -> Choice:
@@ -173,7 +186,7 @@ class CollectivePlan:
         intra, inter = self._bandwidths(shape, ports)
         if algorithm == "nvls":
             return self._nvls_bandwidth(ctype, shape.n, intra, ports.scale_up_line)
-        per_channel = self.topology.model.channel_bandwidth[PROTOCOLS.index(protocol)] / 1e9
+        per_channel = self.link_model.channel_bandwidth[PROTOCOLS.index(protocol)] / 1e9
         bus = min(intra if nodes == 1 else min(intra, inter), channels * per_channel)
         if algorithm == "ring" and protocol == "ll":
             bus = min(arch["ll_max_bw"][index], bus * r["ring_ll_bus"])

@@ -288,6 +288,16 @@ class Group:
             self.scale_up.kind == "nvswitch"
 
 
+def weakness(group: Group) -> tuple[float, float]:
+    """What orders node groups from the weakest: the scale-up port (a collective's pace), then the HBM."""
+    return group.scale_up_bandwidth or 0.0, group.gpu.memory_bandwidth
+
+
+def weakest_group(groups) -> Group:
+    """The node group that paces a collective spanning `groups` (the first of the weakest)."""
+    return min(groups, key=weakness)
+
+
 @dataclass(frozen=True)
 class Placement:
     """Which node group every rank of a job runs on: `group[rank]`. Ranks fill the groups' GPUs in order

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..config.dc import DatacenterConfig, Placement
-from .calibration import LinkModel, link_model_for
+from ..config.dc import DatacenterConfig, Placement, weakness
+from .calibration import LinkModel, group_link_model, link_model_for
 from .fabric import NO_LINK, Fabric
 
 TO_SCALE_UP_SWITCH, FROM_SCALE_UP_SWITCH, TO_SCALE_OUT_SWITCH, FROM_SCALE_OUT_SWITCH = -2, -3, -4, -5
@@ -50,7 +50,9 @@ class Topology:
     latency: np.ndarray            # seconds per link traversal
     fabric: Fabric
     reduces_in_switch: tuple[bool, bool]  # (scale-up, scale-out) switches reduce data (NVLS, SHARP)
-    model: LinkModel
+    model: LinkModel               # the weakest node group's (all of them where the groups share one)
+    models: tuple[LinkModel, ...] = ()      # node groups of several link models: those, weakest first
+    model_of_gpu: np.ndarray | None = None  # and the index of each GPU's (None: `model` for all)
 
     @classmethod
     def from_datacenter(cls, dc: DatacenterConfig, num_gpus: int | None = None,
@@ -61,7 +63,10 @@ class Topology:
         net = dc.network
         num_gpus = num_gpus or dc.num_gpus
         placement = placement or dc.placement(num_gpus)
-        model = model or link_model_for(dc)
+        models, model_of_gpu = (model,), None
+        if model is None:
+            models, model_of_gpu = group_models(placement)
+            model = models[0] if model_of_gpu is not None else link_model_for(dc)
         gpn, per_nic = dc.gpus_per_node, dc.gpus_per_nic
         out_switch, spec = net.scale_out.switch, net.scale_out.topology
         groups = placement.groups
@@ -87,13 +92,25 @@ class Topology:
         line = np.concatenate([up_rate, fabric_rate])
         efficiency = np.concatenate([np.full(up_links, model.scale_up_efficiency),
                                      np.full(fabric.num_links, model.scale_out_efficiency)])
+        if model_of_gpu is not None:  # each GPU's links and NIC ports at its own group's efficiencies
+            up = np.array([m.scale_up_efficiency for m in models])[model_of_gpu]
+            efficiency[:up_links] = np.repeat(up, peers) if kind == "mesh" else np.tile(up, 2)
+            nic = np.array([m.scale_out_efficiency for m in models])[model_of_gpu[::per_nic]]
+            efficiency[up_links:up_links + 2 * ports] = np.tile(np.repeat(nic, sets), 2)
         up_latency = np.asarray(placement.per_rank(lambda g: g.scale_up.switch.latency if g.scale_up.switch
                                                    else 0.0), dtype=float)
         up_latency = np.repeat(up_latency, peers) if kind == "mesh" else np.concatenate([up_latency,
                                                                                         np.zeros(num_gpus)])
         latency = np.concatenate([up_latency, fabric_latency])  # a switch's latency counts once, on the way in
-        return cls(num_gpus, gpn, per_nic, dc.domain_gpus, kind,
-                   line, line * efficiency, latency, fabric, dc.reduces_in_switch, model)
+        return cls(num_gpus, gpn, per_nic, dc.domain_gpus, kind, line, line * efficiency, latency, fabric,
+                   dc.reduces_in_switch, model, models, model_of_gpu)
+
+    def model_index(self, gpus) -> int:
+        """The index in `models` of the link model a collective (or send) among `gpus` runs under: its weakest
+        member's (0 where the GPUs share one model)."""
+        if self.model_of_gpu is None:
+            return 0
+        return int(self.model_of_gpu[np.asarray(gpus, dtype=np.int64)].min())
 
     @property
     def pcie(self) -> bool:
@@ -215,6 +232,20 @@ class Topology:
         weights[up:up + len(port_weight)] = port_weight
         weights[down:down + len(port_weight)] = port_weight
         return weights
+
+
+def group_models(placement: Placement) -> tuple[tuple[LinkModel, ...], np.ndarray | None]:
+    """The distinct link models of the node groups a placement uses, weakest group's first, and the index of
+    each rank's; (the one model, None) where they share one."""
+    order = sorted(placement.used, key=lambda g: weakness(placement.groups[g]))
+    of_group = {g: group_link_model(placement.groups[g]) for g in order}
+    models = tuple(dict.fromkeys(of_group[g] for g in order))
+    if len(models) == 1:
+        return models, None
+    index = np.zeros(len(placement.groups), dtype=np.int64)
+    for g in order:
+        index[g] = models.index(of_group[g])
+    return models, index[placement.group]
 
 
 def _packed(links: np.ndarray) -> np.ndarray:
