@@ -163,7 +163,8 @@ def test_links_are_built_from_each_groups_nvlink_and_nic():
 def test_a_collective_across_groups_runs_at_the_slower_groups_speed(op):
     """Bandwidth-bound, a ring over an H100 node and an A100 node (NVLink 450 vs 300 GB/s, NICs 400 vs 100 Gb/s)
     takes what the two A100 nodes alone take; smaller, the hops over the faster NVLink fill the pipeline a little
-    sooner (0.2% at 1 MiB), never by more than 0.5%. NCCL's choices are the slower side's."""
+    sooner (0.2% at 1 MiB), never by more than 0.5%. NCCL's choices and link model are the slower side's (so a
+    small message may beat the H100 group's own, whose family's calibrated launch and hop times differ)."""
     dc = mixed_datacenter()
     slow = DatacenterConfig.model_validate({"cluster": {"num_nodes": 4}, "node": {**NODE, "gpu": "A100"},
                                             "network": merge(FABRIC, {"scale_out": {"nic": {"speed": "100Gbps"}}})})
@@ -174,10 +175,10 @@ def test_a_collective_across_groups_runs_at_the_slower_groups_speed(op):
     h100 = collective_sweep(dc, op, tuple(range(8)), sizes)
     for m, a, h in zip(mixed, a100, h100, strict=True):
         assert (m.algorithm, m.protocol, m.channels) == (a.algorithm, a.protocol, a.channels)
-        assert m.time_us >= h.time_us
         assert m.time_us >= a.time_us * (1 - 5e-3)
         if m.size_bytes >= 2**24:
             assert m.time_us == pytest.approx(a.time_us, rel=1e-9)
+            assert m.time_us > h.time_us
 
 
 def test_the_tuner_sees_the_weaker_members_ports():

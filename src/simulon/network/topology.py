@@ -6,6 +6,10 @@ root, which the GPU's traffic to its NIC also crosses. In a mesh node each GPU i
 of its peers (its port's bandwidth split evenly over them). Scale-out: each NIC (shared by `gpus_per_nic`
 GPUs) has one port, or two with dual ToRs, on the Clos fabric of network.scale_out.topology.
 
+Node groups of several types (config.dc) share the one fabric: each GPU's scale-up links and NIC ports run at its
+own group's speeds and link-model efficiencies (network/calibration.py), the fabric's switch links are sized for
+its fastest NIC, and the job's nodes sit on it in rank order.
+
 A flow inside a domain uses its sender's up link and its receiver's down link (in a mesh, the link from
 its sender to its receiver); between domains it goes NIC to NIC through the fabric. In-network reduction
 legs (NVLS, CollNet) go from a GPU to its switch or back; their destination is one of the negative endpoint
