@@ -221,3 +221,21 @@ def test_the_folded_heterogeneous_step_agrees_with_the_full_expansion():
     data["workload"]["parallelism"]["layers_per_stage"] = [3, 1]
     folded, full = step_ms(data, "symmetric"), step_ms(data, "full")
     assert folded == pytest.approx(full, rel=5e-3)
+
+
+def test_each_collective_runs_under_its_weakest_members_link_model():
+    topo = Topology.from_datacenter(mixed_datacenter())
+    assert [m.gpu_family for m in topo.models] == ["ampere", "hopper"]
+    assert (topo.model_index(range(8)), topo.model_index(range(8, 16)), topo.model_index((0, 8))) == (1, 0, 0)
+
+
+@pytest.mark.parametrize("group", [(0, 1, 2, 3), tuple(range(8))])
+def test_a_collective_within_the_h100_group_takes_what_it_takes_on_h100s_alone(group):
+    h100 = DatacenterConfig.model_validate({
+        "cluster": {"num_nodes": 4}, "node": {**NODE, "gpu": "H100"},
+        "network": merge(FABRIC, {"scale_up": {"switch": {"port_speed": "450GBps"}},
+                                  "scale_out": {"nic": {"speed": "400Gbps"}}})})
+    sizes = [2**16, 2**20, 2**26]
+    mixed = collective_sweep(mixed_datacenter(), CollType.AllReduce, group, sizes)
+    alone = collective_sweep(h100, CollType.AllReduce, group, sizes)
+    assert [m.time_us for m in mixed] == [a.time_us for a in alone]
