@@ -58,7 +58,7 @@ def test_shipped_loader_is_left_as_pyyaml_defines_it():
     (("datacenter", "node", "gpu", "memory_capacity_gb"), "lots", "expected a number, got the text 'lots'"),
     (("collective", "algorithm"), 5, "collective.algorithm: expected text, got 5"),
     (("workload", "parallelism", "pipeline_schedule"), "zz",
-     "expected '1f1b', 'interleaved_1f1b' or 'zb_h1', got the text 'zz'"),
+     "expected '1f1b', 'interleaved_1f1b', 'zb_h1', 'zb_v', 'dualpipe' or 'dualpipev', got the text 'zz'"),
     (("datacenter", "network", "scale_out", "nic", "speed"), None,
      "nic.speed: expected a bandwidth like '400Gbps', got nothing (null)"),
 ])

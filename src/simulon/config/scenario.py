@@ -11,7 +11,7 @@ from ..collective.nccl import MAX_CHANNELS
 from .common import MAX_MICROBATCHES, FieldError, StrictModel, range_check
 from .dc import DatacenterConfig, Placement
 from .pipeline_layout import virtual_stage_layers
-from .workload import MegatronWorkload
+from .workload import MegatronWorkload, check_schedule
 
 check_channels = range_check(1, MAX_CHANNELS, f"{MAX_CHANNELS} channels, NCCL's maximum")
 """A channel count unchanged if from 1 to MAX_CHANNELS, else ValueError (also for --channels)."""
@@ -170,9 +170,7 @@ def _check_stage_groups(stage_groups: list[int] | None, dc: DatacenterConfig, pp
 
 
 def _check_pipeline(par, microbatches: int) -> None:
-    if par.pipeline_schedule == "zb_h1" and par.vpp > 1:
-        raise FieldError("workload.parallelism.pipeline_schedule", f"zb_h1 runs one model chunk per rank, "
-                         f"not vpp = {par.vpp}")
+    check_schedule(par, microbatches)
     if not par.interleaved:
         return
     if par.vpp == 1:

@@ -120,8 +120,43 @@ RecomputeModule = Literal["core_attn", "mlp", "moe_act", "layernorm", "mla_up_pr
 `recompute_modules`)."""
 
 
-ScheduleName = Literal["1f1b", "interleaved_1f1b", "zb_h1"]
+ScheduleName = Literal["1f1b", "interleaved_1f1b", "zb_h1", "zb_v", "dualpipe", "dualpipev"]
 """The pipeline schedules simulon builds (workload/schedule.py)."""
+
+SCHEDULE_CHUNKS = {"zb_h1": 1, "zb_v": 2, "dualpipev": 2, "dualpipe": 1}
+"""vpp each schedule with a fixed placement needs: ZB-H1 one model chunk per rank; ZB-V and DualPipeV the two
+chunks of a V; DualPipe the model cut into pp stages (each rank then holds its own and the mirrored one)."""
+
+
+def check_schedule(par: ParallelismSpec, microbatches: int) -> None:
+    """The preconditions of the zero-bubble and DualPipe schedules: their number of model chunks per rank, a
+    pipeline to place them on, and what the references assert: DualPipeV at least 2 pp micro-batches
+    (`DualPipeV.step`: num_chunks >= num_ranks * 2); DualPipe an even number of ranks and an even number of
+    micro-batches, at least 2 pp (`DualPipe.step`). ZB-V's greedy scheduler takes any number. FieldError names
+    the field."""
+    name = par.pipeline_schedule
+    field = "workload.parallelism."
+    if name not in SCHEDULE_CHUNKS:
+        return
+    if par.vpp != SCHEDULE_CHUNKS[name]:
+        chunks = "one model chunk per rank" if SCHEDULE_CHUNKS[name] == 1 else "two model chunks per rank as a V"
+        raise FieldError(field + "pipeline_schedule", f"{name} runs {chunks}, not vpp = {par.vpp}")
+    if name == "zb_h1":
+        return
+    if par.pp < 2:
+        raise FieldError(field + "pp", f"pipeline_schedule {name} needs pipeline parallelism (pp >= 2), not {par.pp}")
+    if name == "dualpipe" and par.pp % 2:
+        raise FieldError(field + "pp", f"pipeline_schedule dualpipe needs an even pp (ranks pair up with their "
+                         f"mirror), not {par.pp}")
+    if name == "zb_v":
+        return
+    least = 2 * par.pp
+    if name == "dualpipe" and microbatches % 2:
+        raise FieldError(field + "num_microbatches", f"{microbatches} micro-batches: dualpipe splits them evenly "
+                         "between its two directions, so they must be even")
+    if microbatches < least:
+        raise FieldError(field + "num_microbatches", f"{microbatches} micro-batches: pipeline_schedule {name} "
+                         f"needs at least 2 * pp = {least}")
 
 
 class ParallelismSpec(StrictModel):
@@ -139,8 +174,11 @@ class ParallelismSpec(StrictModel):
     vpp: LayerCount = Field(1, description="model chunks per pipeline rank; > 1 runs interleaved 1F1B")
     num_microbatches: MicrobatchCount | None = Field(None, description="derived from the batch if omitted")
     pipeline_schedule: ScheduleName = Field(
-        "1f1b", description="1f1b, interleaved_1f1b (vpp > 1) or zb_h1 (zero-bubble: weight gradients deferred "
-        "into the cool-down bubble; vpp = 1)")
+        "1f1b", description="1f1b, interleaved_1f1b (vpp > 1), zb_h1 (zero-bubble: weight gradients deferred "
+        "into the cool-down bubble; vpp = 1), zb_v (zero-bubble V: two chunks per rank as a V, vpp = 2), dualpipe "
+        "(DeepSeek-V3: micro-batches from both ends, each rank also holding the mirrored stage, parameters twice; "
+        "vpp = 1, even pp) or dualpipev (DualPipe cut in half onto a V; vpp = 2); the DualPipes need at least "
+        "2 pp micro-batches")
     sequence_parallel: bool = False
     tp_comm_overlap: bool = Field(False, description="pipeline tensor-parallel all-gathers and reduce-scatters "
                                   "with their GEMMs (Transformer Engine userbuffers; needs sequence_parallel)")
@@ -193,7 +231,9 @@ class ParallelismSpec(StrictModel):
 
     @property
     def interleaved(self) -> bool:
-        return self.vpp > 1 or self.pipeline_schedule == "interleaved_1f1b"
+        """Megatron's interleaved 1F1B (the V and DualPipe schedules place their chunks their own way)."""
+        return self.pipeline_schedule not in SCHEDULE_CHUNKS and (self.vpp > 1 or
+                                                                   self.pipeline_schedule == "interleaved_1f1b")
 
     @property
     def etp(self) -> int:

@@ -3,9 +3,12 @@ transient of the layer running at the peak, and the runtime around them.
 
 Activations in flight follow the stage's own schedule table (workload/schedule.py): walking its forward and
 backward steps in order, each forward of a model chunk adds what the chunk keeps and each backward frees it
-(a split backward, ZB-H1's B then W, frees all but the weight gradients' inputs at B and those at W),
+(a split backward, ZB-H1's B then W, frees all but the weight gradients' inputs at B and those at W; a
+backward is split when the table has a W for its micro-batch and chunk, as DualPipe splits only some),
 so 1F1B peaks at min(pp - stage, micro-batches) micro-batches on stage `stage`, interleaved 1F1B at its own
-count, and any schedule simulon runs gets its count from the same walk. The peak is taken over every step:
+count, and any schedule simulon runs (ZB-V, DualPipe, DualPipeV) gets its count from the same walk, over the
+model chunks its placement gives the stage (DualPipe's two chunks are mirrored stages, so its parameters and
+their states count twice: ModelStates sums the units the stage holds). The peak is taken over every step:
 the kept activations plus what the running forward or backward holds on top (activations.py), or the
 optimizer step's transient after the last backward.
 
@@ -25,7 +28,7 @@ from ..config.workload import MegatronWorkload
 from ..workload.layout import RankLayout
 from ..workload.parameters import PipelineLayers
 from ..workload.program import EMBEDDING_LAYER, HEAD_LAYER
-from ..workload.schedule import make_scheduler
+from ..workload.schedule import MIRRORED, make_scheduler
 from .activations import ActivationModel, weight_gradient_inputs
 from .runtime import CUDA_CONTEXT_BYTES, AllocatorModel, GiB, nccl_buffers
 from .states import ModelStates
@@ -238,9 +241,9 @@ class MemoryModel:
         """(kept, transient, micro-batches kept) at the stage's activation peak, walking its schedule."""
         par = self.workload.parallelism
         steps = schedule_steps(par.pipeline_schedule, par.vpp, stage, self.layout.pp, self.num_microbatches)
-        split = any(kind == "W" for kind, _ in steps)
+        split = {(mb, index) for kind, mb, index in steps if kind == "W"}  # backwards followed by their own W
         live, best = 0.0, (0.0, 0.0)
-        for kind, index in steps:
+        for kind, mb, index in steps:
             chunk = chunks[index]
             candidate = (live + chunk.kept, chunk.forward) if kind == "F" else (live, chunk.backward)
             if kind == "F":
@@ -248,7 +251,7 @@ class MemoryModel:
             elif kind == "W":
                 live -= chunk.weight_inputs
             else:  # a split backward keeps what the weight gradients read until its W
-                live -= chunk.kept - (chunk.weight_inputs if split else 0.0)
+                live -= chunk.kept - (chunk.weight_inputs if (mb, index) in split else 0.0)
             if kind != "W" and sum(candidate) > sum(best):
                 best = candidate
         per_microbatch = sum(c.kept for c in chunks) / len(chunks)
@@ -262,15 +265,18 @@ class MemoryModel:
             sizes += [layout.ep, layout.edp]
         if par.fsdp != "none" and layout.fsdp != layout.dp * layout.cp:
             sizes.append(layout.fsdp)
+        if self.layers.placement is MIRRORED:  # DualPipe sums gradients with the mirror rank
+            sizes.append(2 if layout.pp > 1 else 1)
         return sum(1 for size in sizes if size > 1)
 
 
 @lru_cache(maxsize=4096)
 def schedule_steps(schedule: str, chunks: int, stage: int, num_stages: int,
-                   microbatches: int) -> tuple[tuple[str, int], ...]:
-    """(kind F, B or W, model chunk) of each step of a stage's schedule; strategy searches ask again and again."""
+                   microbatches: int) -> tuple[tuple[str, int, int], ...]:
+    """(kind F, B or W, micro-batch, model chunk) of each step of a stage's schedule; strategy searches ask again
+    and again."""
     steps = make_scheduler(schedule, chunks).steps(stage, num_stages, microbatches)
-    return tuple((step.kind, step.chunk) for step in steps)
+    return tuple((step.kind, step.microbatch, step.chunk) for step in steps)
 
 
 def estimate_memory(sc: ScenarioConfig) -> MemoryReport:

@@ -131,6 +131,16 @@ class DataParallelSync:
             self.syncs.append(self.program.collective(CollType.AllReduce, "emb", size, Stream.dp_comm,
                                                       "embedding_grad_allreduce", EMBEDDING_LAYER, -1, Phase.step))
 
+    def mirror_sync(self, units: list[int]) -> None:
+        """DualPipe: rank i and rank p - 1 - i hold the same two stages. Once a stage's last weight gradient has run,
+        the pair sums that stage's gradients (an all-reduce over the pair, which the optimizer step waits for; the
+        DualPipe example sums the two copies the same way). Both ranks of a pair finish the same stage first (the
+        reference's phase 1, mirrored on the second half), so they call the two all-reduces in the same order."""
+        if self.parameters.mirrored and not self.frozen:
+            size = sum(sum(self.parameters.of(unit)) for unit in units) * self.shape.grad_bytes
+            self.syncs.append(self.program.collective(CollType.AllReduce, "mirror", size, Stream.dp_comm,
+                                                      "mirror_grad_allreduce", OPTIMIZER_LAYER, -1, Phase.step))
+
     def _distributed_optimizer_gathers(self) -> None:
         """All-gather the updated parameters bucket by bucket in forward order; the first forward of each
         unit waits for its bucket (in steady state, the previous step's gather overlapping this one)."""

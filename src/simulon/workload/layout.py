@@ -66,7 +66,8 @@ class RankLayout:
 
         axis is one of tp, cp, dp, pp, ep (expert parallel), edp (expert data parallel) or
         dp_cp (data x context, the dense-gradient group), fsdp / fsdp_replica (the FSDP shard group and
-        its replicas) or emb (first and last stage).
+        its replicas), emb (first and last stage) or mirror (stage s and stage pp - 1 - s, which DualPipe
+        makes hold the same layers).
         """
         t, c, d, p = (int(x) for x in self.coords[rank])
         if axis in AXES:
@@ -86,6 +87,8 @@ class RankLayout:
             members = range(dc % self.fsdp, self.cp * self.dp, self.fsdp)
         elif axis == "emb":  # tied word embeddings: first and last stage share one matrix
             return (self.rank(t, c, d, 0), self.rank(t, c, d, self.pp - 1))
+        elif axis == "mirror":
+            return tuple(sorted((self.rank(t, c, d, p), self.rank(t, c, d, self.pp - 1 - p))))
         elif axis == "edp":
             members = range(dc % self.ep, self.cp * self.dp, self.ep)
         else:

@@ -187,17 +187,22 @@ class _StageEmitter:
         num_microbatches = self.tracer.num_microbatches
         self.gradient_sync.start_of_iteration()
         steps = self.tracer.scheduler.steps(self.stage, self.pp, num_microbatches)
-        split = any(step.kind == "W" for step in steps)
-        for step in steps:
+        split = {(step.microbatch, step.chunk) for step in steps if step.kind == "W"}  # backwards that defer W
+        last = {step.chunk: step.microbatch for step in steps if step.kind == "B"}  # each chunk's final backward
+        done = {step.chunk: i for i, step in enumerate(steps) if step.kind != "F"}  # its gradients complete
+        for i, step in enumerate(steps):
+            key = (step.microbatch, step.chunk)
             if step.kind == "F":
                 self.forward(step.microbatch, step.chunk)
             elif step.kind == "B":
-                self.deferring = self.weight_steps.setdefault((step.microbatch, step.chunk), []) if split else None
-                self.backward(step.microbatch, step.chunk, last=step.microbatch == num_microbatches - 1)
+                self.deferring = self.weight_steps.setdefault(key, []) if key in split else None
+                self.backward(step.microbatch, step.chunk, last=step.microbatch == last[step.chunk])
                 self.deferring = None
             else:
                 for action in self.weight_steps.pop((step.microbatch, step.chunk)):
                     action()
+            if done[step.chunk] == i:
+                self.gradient_sync.mirror_sync(self.layers.units_of(self.stage, step.chunk))
         self.gradient_sync.end_of_iteration()
 
     def _is_first(self, chunk: int) -> bool:
@@ -207,14 +212,15 @@ class _StageEmitter:
         return self.layers.is_last(self.stage, chunk)
 
     def _next(self, chunk: int) -> tuple[int, int]:
-        """(stage, chunk) that consumes this chunk's output: the next stage, wrapping to the next chunk."""
-        return (self.stage + 1, chunk) if self.stage < self.pp - 1 else (0, chunk + 1)
+        """(stage, chunk) that consumes this chunk's output, as the schedule places chunks (Megatron's: the next
+        stage, wrapping to the next chunk)."""
+        return self.layers.placement.next(self.stage, chunk, self.pp)
 
     def _previous(self, chunk: int) -> tuple[int, int]:
-        return (self.stage - 1, chunk) if self.stage > 0 else (self.pp - 1, chunk - 1)
+        return self.layers.placement.previous(self.stage, chunk, self.pp)
 
     def forward(self, mb: int, chunk: int) -> None:
-        if not self._is_first(chunk):
+        if not self._is_first(chunk) and self._previous(chunk)[0] != self.stage:  # a V's turn stays on the rank
             self.pending = self.program.recv(self._previous(chunk)[0], chunk, mb, Phase.fwd)
         units = self.layers.units_of(self.stage, chunk)
         for unit, next_unit in zip(units, [*units[1:], None], strict=True):
@@ -226,8 +232,8 @@ class _StageEmitter:
                 self.head_forward(mb)
             else:
                 self.layer_forward(unit, mb, Phase.fwd)
-        if not self._is_last(chunk):  # Megatron waits for its pipeline sends before the next kernel
-            stage, peer_chunk = self._next(chunk)
+        stage, peer_chunk = self._next(chunk) if not self._is_last(chunk) else (self.stage, chunk)
+        if stage != self.stage:  # Megatron waits for its pipeline sends before the next kernel
             self.pending = self.program.send(stage, peer_chunk, self.activation_bytes, mb, Phase.fwd)
 
     def head_forward(self, mb: int) -> None:
@@ -288,7 +294,7 @@ class _StageEmitter:
     # -- backward --
 
     def backward(self, mb: int, chunk: int, last: bool) -> None:
-        if not self._is_last(chunk):
+        if not self._is_last(chunk) and self._next(chunk)[0] != self.stage:
             self.pending = self.program.recv(self._next(chunk)[0], chunk, mb, Phase.bwd_ig)
         units = self.layers.units_of(self.stage, chunk)[::-1]
         for unit, next_unit in zip(units, [*units[1:], None], strict=True):
@@ -307,8 +313,8 @@ class _StageEmitter:
                 self.deferring.append(partial(self.gradient_sync.after_backward, unit, mb, last))
             else:
                 self.gradient_sync.after_backward(unit, mb, last)
-        if not self._is_first(chunk):
-            stage, peer_chunk = self._previous(chunk)
+        stage, peer_chunk = self._previous(chunk) if not self._is_first(chunk) else (self.stage, chunk)
+        if stage != self.stage:
             self.pending = self.program.send(stage, peer_chunk, self.activation_bytes, mb, Phase.bwd_ig)
 
     def recompute_modules(self, layer: int, mb: int) -> None:

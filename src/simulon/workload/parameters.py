@@ -22,6 +22,7 @@ from ..config.pipeline_layout import virtual_stage_layers
 from ..config.workload import MegatronWorkload, ModelSpec
 from .layer_kernels import LayerKernels
 from .program import EMBEDDING_LAYER, HEAD_LAYER
+from .schedule import INTERLEAVED, MIRRORED, Placement, make_scheduler
 
 Counts = tuple[float, float]
 """(dense, expert) parameters."""
@@ -34,25 +35,32 @@ class PipelineLayers:
     pp: int
     chunks: int
     counts: tuple[int, ...]  # layers of each virtual stage
+    placement: Placement = INTERLEAVED  # which virtual stage each chunk of each stage runs (the schedule's)
 
     @classmethod
     def of(cls, workload: MegatronWorkload) -> PipelineLayers:
         par = workload.parallelism
-        return cls(pp=par.pp, chunks=par.vpp, counts=virtual_stage_layers(par, workload.model.num_layers))
+        placement = make_scheduler(par.pipeline_schedule, par.vpp).placement
+        return cls(pp=par.pp, chunks=placement.chunks(par.vpp),
+                   counts=virtual_stage_layers(par, workload.model.num_layers), placement=placement)
+
+    def virtual_stage(self, stage: int, chunk: int) -> int:
+        """Chunk c of stage s is virtual stage c * pp + s (Megatron's order), or as the schedule places it."""
+        return self.placement.model_stage(stage, chunk, self.pp)
 
     def layers_of(self, stage: int, chunk: int = 0) -> range:
-        """Layers of one model chunk; chunk c of stage s is virtual stage c * pp + s (Megatron's order)."""
-        virtual = chunk * self.pp + stage
+        """Layers of one model chunk."""
+        virtual = self.virtual_stage(stage, chunk)
         first = sum(self.counts[:virtual])
         return range(first, first + self.counts[virtual])
 
     def is_first(self, stage: int, chunk: int) -> bool:
         """The model chunk that starts the model (holds the embedding)."""
-        return stage == 0 and chunk == 0
+        return self.virtual_stage(stage, chunk) == 0
 
     def is_last(self, stage: int, chunk: int) -> bool:
         """The model chunk that ends the model (holds the LM head and the loss)."""
-        return stage == self.pp - 1 and chunk == self.chunks - 1
+        return self.virtual_stage(stage, chunk) == len(self.counts) - 1
 
     def units_of(self, stage: int, chunk: int) -> list[int]:
         """The parameter-holding units of one model chunk in forward order."""
@@ -74,6 +82,7 @@ class StageParameters:
     units: tuple[int, ...]
     counts: Mapping[int, Counts]
     tied_embedding: float = 0.0
+    mirrored: bool = False  # DualPipe: the mirror rank holds the same stages; their gradients are summed
 
     def of(self, unit: int) -> Counts:
         return self.counts[unit]
@@ -104,15 +113,18 @@ class ModelParameters:
 
     @property
     def shares_embedding(self) -> bool:
-        """Without pipeline parallelism the LM head reads the embedding's tied weights: no copy of its own."""
-        return self.model.tie_embeddings and self.layers.pp == 1
+        """Where one rank holds both ends of the model (no pipeline parallelism, or the V and DualPipe placements)
+        the LM head reads the embedding's tied weights: no copy of its own."""
+        return self.model.tie_embeddings and (self.layers.pp == 1 or self.layers.placement is not INTERLEAVED)
 
     def tied_embedding(self, stage: int) -> float:
-        """Parameters of a tied embedding copy on this stage that another stage also holds."""
+        """Parameters of a tied embedding copy on this stage that another stage also holds (none with the V and
+        DualPipe placements: one rank holds both ends; DualPipe's second copy is summed with the mirror's)."""
         pp = self.layers.pp
-        copies = self.model.tie_embeddings and pp > 1 and stage in (0, pp - 1)
+        copies = self.model.tie_embeddings and pp > 1 and stage in (0, pp - 1) and self.layers.placement is INTERLEAVED
         return self.kernels.vocab_params if copies else 0.0
 
     def stage(self, stage: int) -> StageParameters:
         units = tuple(self.layers.stage_units(stage))
-        return StageParameters(units, {unit: self.of(unit) for unit in units}, self.tied_embedding(stage))
+        return StageParameters(units, {unit: self.of(unit) for unit in units}, self.tied_embedding(stage),
+                               mirrored=self.layers.placement is MIRRORED and self.layers.pp > 1)

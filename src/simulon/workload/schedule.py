@@ -1,10 +1,11 @@
 """Pipeline schedules: the order in which one stage runs forward and backward micro-batches.
 
-Every schedule is a table and one loop, as Megatron-Core's `forward_backward_pipelining_with_interleaving`
-(megatron/core/pipeline_parallel/schedules.py) runs it. The table gives the (micro-batch, model chunk) of
-each virtual step, forward and backward (`get_schedule_table`; a backward runs the chunks in reverse order,
-`get_model_chunk_id(..., forward=False)`); the loop runs the warm-up forwards, then one forward and one
-backward at a time (the steady 1F1B state), then the remaining backwards (the cool-down).
+The Megatron-style schedules (1F1B, interleaved 1F1B, ZB-H1) are a table and one loop, as Megatron-Core's
+`forward_backward_pipelining_with_interleaving` (megatron/core/pipeline_parallel/schedules.py) runs it. The table
+gives the (micro-batch, model chunk) of each virtual step, forward and backward (`get_schedule_table`; a backward
+runs the chunks in reverse order, `get_model_chunk_id(..., forward=False)`); the loop runs the warm-up forwards,
+then one forward and one backward at a time (the steady 1F1B state), then the remaining backwards (the
+cool-down).
 
 * 1F1B (PipeDream-Flush, `forward_backward_pipelining_without_interleaving`): one chunk, micro-batches in
   order, num_stages - stage - 1 warm-up forwards.
@@ -20,20 +21,47 @@ backward at a time (the steady 1F1B state), then the remaining backwards (the co
   zero-bubble schedules (torch/distributed/pipelining/schedules.py, `_get_1f1b_rank_ops`, whose
   `num_1f1b_microbatches` is the rank).
 
-A new schedule is a new table (warm-up and deferred weight gradients), not a new loop.
+* ZB-V (Qi et al., "Zero Bubble (Almost) Pipeline Parallelism", ICLR 2024; the zero-bubble repository,
+  sail-sg/zero-bubble-pipeline-parallelism, megatron/core/pipeline_parallel/zerobubble/scheduler/zbv.py): two
+  model chunks per rank placed as a V (rank i holds model stages i and 2p - 1 - i), backward split into B and
+  W, the order produced by the reference's greedy list scheduler (`PipelineGraph.try_v_schedule`) at 1F1B's
+  peak activation memory. The reference runs it on measured F, B, W and communication times; simulon's table
+  is built once, before kernel times exist, at the fixed costs F = B = W = 1000 and communication 1 that the
+  reference itself uses for its fixed V schedules (runtime.py, `zbv_greedy.PipelineGraph(..., 1000, 1000,
+  1000, 1)`), and ZBV_MEMORY below. With F = B = W and free communication no rank idles between its first
+  forward and its last step (the repository's "bubble rate 0"), at 2p chunks of activations, 1F1B's peak.
+* DualPipe (DeepSeek-V3 technical report, section 3.2.1; deepseek-ai/DualPipe, dualpipe/dualpipe.py,
+  `DualPipe.step`): micro-batches injected from both ends, rank i holding model stage i (chunk 0, the forward
+  direction) and stage p - 1 - i (chunk 1, the reverse direction), so every stage's parameters exist twice.
+  The reference's eight phases; some backwards split off their weight gradients (W, run from a FIFO). With
+  F = B = W and the pairs below overlapped as units of F + B, the bubble is DeepSeek-V3 Table 2's
+  (p/2 - 1)(F&B + B - 3W) exactly, at p + 1 stages of activations (tests/workload/test_dualpipe.py).
+* DualPipeV (dualpipe/dualpipev.py, `DualPipeV.step`, Sea AI Lab's "cut-in-half"): DualPipe folded onto p
+  ranks as a V: chunk 0 is stage i, chunk 1 stage 2p - 1 - i, every micro-batch through both.
+
+DualPipe's "overlapped chunks" (`_forward_backward_chunk`) run one chunk's forward and another's backward as
+one unit so that each one's all-to-all and pipeline traffic hides behind the other's computation. simulon runs
+them one after the other on the compute stream, forward first, which is the reference's own path for modules
+without `overlapped_forward_backward` (`_forward_backward_compute_chunk`): the order is the reference's; the
+overlap of their communication with each other's compute is not modelled.
+
+Megatron-style schedules are a table and one loop (warm-up, steady state, cool-down); the V and DualPipe
+schedules are step lists generated as their references generate them. Where each model chunk of a rank sits in
+the model is the schedule's `Placement`.
 """
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Literal, NamedTuple, get_args
 
 from ..config.workload import ScheduleName
 
 
 class Step(NamedTuple):
-    kind: Literal["F", "B", "W"]  # forward; backward (with the weight gradient unless W steps are split off)
+    kind: Literal["F", "B", "W"]  # forward; backward (with the weight gradient unless the order has a W of the
+                                  # same micro-batch and chunk: then B is the input gradient only)
     microbatch: int
     chunk: int = 0  # model chunk (virtual pipeline stage) on this rank
 
@@ -95,11 +123,65 @@ class ScheduleTable:
         return Step("W", *self.backwards[k])
 
 
-class PipelineScheduler(ABC):
-    """Orders the forward and backward steps of one pipeline stage."""
+@dataclass(frozen=True)
+class Placement:
+    """Where model chunk c of pipeline rank s sits in the model: which model stage it runs and where its forward
+    output goes.
 
-    @abstractmethod
-    def table(self, stage: int, num_stages: int, num_microbatches: int) -> ScheduleTable: ...
+    interleaved (Megatron): chunk c of rank s is model stage c * p + s, a forward going on to the next rank and
+    wrapping from the last rank to chunk c + 1 of the first. v: chunk 0 is stage s, chunk 1 stage 2p - 1 - s;
+    chunk 0 sends to the next rank, chunk 1 to the previous one, and the turn at the last rank stays on it.
+    mirrored (DualPipe): the model has p stages and rank s holds stage s as chunk 0 and stage p - 1 - s as chunk
+    1; chunk 0's micro-batches flow to the next rank, chunk 1's (the reverse direction's) to the previous one.
+    """
+
+    kind: Literal["interleaved", "v", "mirrored"]
+
+    def chunks(self, vpp: int) -> int:
+        """Model chunks each rank runs: vpp when interleaved, else two."""
+        return vpp if self.kind == "interleaved" else 2
+
+    def model_stages(self, ranks: int, chunks: int) -> int:
+        """Distinct model stages the model is cut into (DualPipe's are held twice, so one per rank)."""
+        return ranks if self.kind == "mirrored" else ranks * chunks
+
+    def model_stage(self, rank: int, chunk: int, ranks: int) -> int:
+        if self.kind == "interleaved":
+            return chunk * ranks + rank
+        if chunk == 0:
+            return rank
+        return (2 * ranks if self.kind == "v" else ranks) - 1 - rank
+
+    def next(self, rank: int, chunk: int, ranks: int) -> tuple[int, int]:
+        """(rank, chunk) that runs the model stage after this chunk's, for the same micro-batch."""
+        if self.kind == "mirrored":
+            return (rank + 1, 0) if chunk == 0 else (rank - 1, 1)
+        return self._holder(self.model_stage(rank, chunk, ranks) + 1, ranks)
+
+    def previous(self, rank: int, chunk: int, ranks: int) -> tuple[int, int]:
+        """(rank, chunk) that runs the model stage before this chunk's, for the same micro-batch."""
+        if self.kind == "mirrored":
+            return (rank - 1, 0) if chunk == 0 else (rank + 1, 1)
+        return self._holder(self.model_stage(rank, chunk, ranks) - 1, ranks)
+
+    def _holder(self, model_stage: int, ranks: int) -> tuple[int, int]:
+        chunk, position = divmod(model_stage, ranks)
+        if self.kind == "v" and chunk == 1:
+            return ranks - 1 - position, 1
+        return position, chunk
+
+
+INTERLEAVED, V_SHAPE, MIRRORED = Placement("interleaved"), Placement("v"), Placement("mirrored")
+
+
+class PipelineScheduler:
+    """Orders the forward and backward steps of one pipeline stage: a Megatron-style schedule gives its table,
+    run by ScheduleTable's loop; the V and DualPipe schedules override `steps` with their generated order."""
+
+    placement: Placement = INTERLEAVED
+
+    def table(self, stage: int, num_stages: int, num_microbatches: int) -> ScheduleTable:
+        raise NotImplementedError(f"{type(self).__name__} generates its steps, not a Megatron table")
 
     def steps(self, stage: int, num_stages: int, num_microbatches: int) -> list[Step]:
         return self.table(stage, num_stages, num_microbatches).steps()
@@ -137,12 +219,269 @@ class ZeroBubbleH1Scheduler(OneFOneBScheduler):
         return replace(super().table(stage, num_stages, num_microbatches), deferred=stage)
 
 
+# ---- DualPipe and DualPipeV: the reference's eight phases ----
+
+Phase = tuple[str, int, bool]
+"""(kind F, B or W; the reference's local phase 0 or 1; whether a B splits off its W) of one step."""
+
+
+def dualpipe_phases(ranks: int, rank: int, per_chunk: int) -> list[Phase]:
+    """The compute steps of `DualPipe.step` / `DualPipeV.step` on rank `rank` of `ranks` (DualPipe: its half rank
+    of the half ranks), `per_chunk` micro-batches through each chunk, in the reference's eight phases.
+
+    An overlapped pair (`_forward_backward_chunk(a, b)`) is its forward, then its backward. A W runs the weight
+    gradients of the oldest backward that split them off (the reference's WeightGradStore FIFO)."""
+    forward, full, split, weight = ("F", 0, False), ("B", 1, False), ("B", 1, True), ("W", 0, False)
+    later, earlier = ranks - rank - 1, rank + 1
+
+    def on(step: Phase, phase: int) -> Phase:
+        return step[0], phase, step[2]
+
+    order = [forward] * (2 * later)                                                       # 1: nF0
+    order += [forward, on(forward, 1)] * earlier                                          # 2: nF0F1
+    order += [split, weight, on(forward, 1)] * later                                      # 3: nB1W1F1
+    order += [forward, full, on(forward, 1), on(full, 0)] * (per_chunk - 2 * ranks + rank + 1)  # 4: nF0B1F1B0
+    order += [full, on(forward, 1), on(full, 0)] * later                                  # 5: nB1F1B0
+    for i in range(earlier):                                                              # 6: nB1B0, the
+        zero_bubble = i > earlier // 2 or (i == earlier // 2 and rank % 2 == 1)           # second half split
+        order += [on(split if zero_bubble else full, 1), on(split if i >= earlier // 2 else full, 0)]
+    order += [weight, on(split, 0)] * later                                               # 7: nWB0
+    return order + [weight] * earlier                                                     # 8: nW
+
+
+def number_phases(phases: list[Phase], chunk_of: tuple[int, int], first_microbatch: tuple[int, int]) -> list[Step]:
+    """Steps from phases: phase p runs chunk chunk_of[p]; each chunk's forwards and backwards take its
+    micro-batches in order from first_microbatch[chunk]; W steps take the split backwards first in, first out."""
+    forwards, backwards = list(first_microbatch), list(first_microbatch)
+    waiting: list[Step] = []
+    steps: list[Step] = []
+    for kind, phase, split in phases:
+        chunk = chunk_of[phase]
+        if kind == "W":
+            steps.append(waiting.pop(0))
+            continue
+        counter = forwards if kind == "F" else backwards
+        steps.append(Step(kind, counter[chunk], chunk))  # type: ignore[arg-type]
+        counter[chunk] += 1
+        if split:
+            waiting.append(Step("W", steps[-1].microbatch, chunk))
+    return steps
+
+
+class DualPipeScheduler(PipelineScheduler):
+    """DeepSeek-V3's DualPipe: half the micro-batches enter at the first rank (chunk 0, micro-batches 0 to M/2 - 1),
+    half at the last (chunk 1, M/2 to M - 1); ranks in the second half run the reference's phases mirrored
+    (`phase ^= is_in_second_half`)."""
+
+    placement = MIRRORED
+
+    def steps(self, stage: int, num_stages: int, num_microbatches: int) -> list[Step]:
+        half, per_chunk = num_stages // 2, num_microbatches // 2
+        mirrored = int(stage >= half)
+        phases = dualpipe_phases(half, min(stage, num_stages - 1 - stage), per_chunk)
+        return number_phases(phases, (mirrored, 1 - mirrored), (0, per_chunk))
+
+
+class DualPipeVScheduler(PipelineScheduler):
+    """DualPipeV: DualPipe cut in half onto a V; every micro-batch runs through both chunks."""
+
+    placement = V_SHAPE
+
+    def steps(self, stage: int, num_stages: int, num_microbatches: int) -> list[Step]:
+        return number_phases(dualpipe_phases(num_stages, stage, num_microbatches), (0, 1), (0, 0))
+
+
+# ---- ZB-V: the reference's greedy list scheduler ----
+
+ZBV_COSTS = (1000, 1000, 1000, 1)
+"""F, B, W and communication times the ZB-V table is built at: the reference's fixed-cost call (runtime.py)."""
+ZBV_MEMORY = (1400832, -1007616, -393216)
+"""Activation memory an F adds, a B and a W release, in the reference's units (runtime.py: f = 34h + 5as,
+w = -32h, b = -f - w), evaluated at GPT-3 175B's h = 12288, a = 96, s = 2048; the limit is 2p forwards' worth,
+1F1B's peak, as the reference's default max_mem. The table does not move with the shape for M >= 2p at these
+ratios (tests/workload/test_schedule_v.py)."""
+
+
+class _VGreedy:
+    """`PipelineGraph.try_v_schedule` (zbv.py): places forwards, then backwards and forwards micro-batch round by
+    round, filling the gaps with pending weight gradients; category 0, 1, 2 are F, B, W; a B of the scheduler's
+    chunk 0 runs model chunk 1 (the backward passes the V from its far end)."""
+
+    def __init__(self, stages: int, microbatches: int, fill_f: bool, fill_b: bool, approved: list[float] | None):
+        self.n, self.m, self.fill_f, self.fill_b = stages, microbatches, fill_f, fill_b
+        self.cost, self.comm = ZBV_COSTS[:3], ZBV_COSTS[3]
+        self.mem_cost, self.max_mem = ZBV_MEMORY, ZBV_MEMORY[0] * stages * 2
+        self.approved = approved or [-1.0] * stages
+        self.count = [[0] * 6 for _ in range(stages)]
+        self.end = [-1.0] * (6 * stages * microbatches)
+        self.time, self.mem, self.bubble = [0.0] * stages, [0.0] * stages, [0.0] * stages
+        self.pending_w: list[list[int]] = [[] for _ in range(stages)]
+        self.order: list[list[tuple[int, int, int]]] = [[] for _ in range(stages)]
+
+    def node(self, cat: int, chunk: int, stage: int, micro: int) -> int:
+        return ((cat * 2 + chunk) * self.n + stage) * self.m + micro
+
+    def max_bubble(self, stage: int = -1) -> float:
+        worst = max(0.0, *self.bubble)
+        return max(worst, max(self.approved) - self.approved[stage]) if stage >= 0 else worst
+
+    def put(self, cat: int, chunk: int, stage: int) -> None:
+        done = self.count[stage][cat * 2 + chunk]
+        assert done < self.m and self.mem[stage] + self.mem_cost[cat] <= self.max_mem
+        finish = no_bubble = self.time[stage] + self.cost[cat]
+        if cat < 2 and ((chunk == 0 and stage > 0) or (chunk == 1 and stage < self.n - 1)):
+            feeder = self.end[self.node(cat, chunk, stage + (1 if chunk else -1), done)]
+            assert feeder >= 0
+            finish = max(finish, feeder + self.comm + self.cost[cat])
+        if self.count[stage][0] > 0:
+            self.bubble[stage] += finish - no_bubble
+        self.end[self.node(cat, chunk, stage, done)] = self.time[stage] = finish
+        self.mem[stage] += self.mem_cost[cat]
+        self.order[stage].append((cat, chunk, done))
+        if cat == 1:
+            self.pending_w[stage].append(chunk)
+        self.count[stage][cat * 2 + chunk] += 1
+
+    def put_w(self, stage: int) -> None:
+        self.put(2, self.pending_w[stage].pop(0), stage)
+
+    def fill(self, stage: int, feeder: int, fill: bool) -> None:
+        """Weight gradients into the wait for `feeder` (-1: none; the reference then reads end[-1], kept)."""
+        while self.pending_w[stage] and feeder >= 0 and self.end[feeder] + self.comm >= self.time[stage] + self.cost[2]:
+            self.put_w(stage)
+        gap = self.end[feeder] + self.comm - self.time[stage]
+        if self.pending_w[stage] and gap > self.max_bubble(stage) - self.bubble[stage] and fill:
+            self.put_w(stage)
+
+    def run(self) -> _VGreedy:
+        n, m, f_mem = self.n, self.m, self.mem_cost[0]
+        for i in range(n):
+            self.put(0, 0, i)
+        for i in range(n - 1, -1, -1):
+            if i < n - 1:
+                until = self.end[self.node(0, 1, i + 1, 0)] + self.comm
+                while (self.mem[i] + f_mem * (2 + 2 * i) <= self.max_mem and self.time[i] + self.cost[0] <= until
+                       and self.count[i][0] < m):
+                    for j in range(i + 1):
+                        self.put(0, 0, j)
+            self.put(0, 1, i)
+        chunk = 0
+        for i in range(1, n):
+            while (self.count[i][0] + self.count[i][1] < self.count[i - 1][0] + self.count[i - 1][1]
+                   or self.count[i][1] <= self.count[i - 1][1] < m):
+                for j in range(n - 1, i - 1, -1):
+                    if self.count[j][chunk] < m:
+                        self.put(0, chunk, j)
+                chunk = 1 - chunk
+        for _ in range(2 * m):
+            self.backward_round()
+            self.forward_round()
+        for i in range(n):
+            while self.pending_w[i]:
+                self.put_w(i)
+        return self
+
+    def backward_round(self) -> None:
+        n = self.n
+        for i in range(n):
+            while self.mem[i] + self.mem_cost[1] > self.max_mem:
+                self.put_w(i)
+        b0, b1 = [], []
+        for i in range(n):
+            c = self.count[i]
+            if c[3] >= c[2]:
+                b0.append(i)
+            elif i == n - 1 or self.end[self.node(1, 1, i + 1, c[3])] >= 0 or c[2] >= self.m:
+                b1.append(i)
+            else:
+                b0.append(i)
+        for i, chunk in [*((i, 1) for i in reversed(b1)), *((i, 0) for i in b0)]:
+            feeder = -1
+            if chunk == 1 and i < n - 1:
+                feeder = self.node(1, 1, i + 1, self.count[i][3])
+            if chunk == 0 and i > 0:
+                feeder = self.node(1, 0, i - 1, self.count[i][2])
+            self.fill(i, feeder, chunk == 1 or self.fill_b)
+            self.put(1, chunk, i)
+
+    def forward_round(self) -> None:
+        n, m = self.n, self.m
+        for i in range(n):
+            c = self.count[i]
+            if c[1] >= m:
+                continue
+            if c[1] >= c[0]:
+                chunk = 0
+            elif i == n - 1 or self.end[self.node(0, 1, i + 1, c[1])] >= 0:
+                chunk = 1
+            elif c[0] < m and (i == 0 or self.end[self.node(0, 0, i - 1, c[0])] >= 0):
+                chunk = 0
+            else:
+                continue
+            while self.mem[i] + self.mem_cost[0] > self.max_mem:
+                self.put_w(i)
+            feeder = -1
+            if chunk == 0 and i > 0:
+                feeder = self.node(0, 0, i - 1, c[0])
+            if chunk == 1 and i < n - 1:
+                feeder = self.node(0, 1, i + 1, c[1])
+            self.fill(i, feeder, self.fill_f)
+            self.put(0, chunk, i)
+
+
+def _try_v_schedule(stages: int, microbatches: int, fill_f: bool, fill_b: bool,
+                    approved: list[float] | None = None) -> _VGreedy:
+    """One try and, as the reference, one retry with every stage allowed the worst stage's bubble."""
+    first = _VGreedy(stages, microbatches, fill_f, fill_b, approved).run()
+    worst, allowed = first.max_bubble(), max(approved) if approved else -1.0
+    if allowed < 0 or worst < allowed:
+        retry = _try_v_schedule(stages, microbatches, fill_f, fill_b, list(first.bubble))
+        if retry.max_bubble() < worst:
+            return retry
+    return first
+
+
+@lru_cache(maxsize=256)
+def zbv_orders(stages: int, microbatches: int) -> tuple[tuple[Step, ...], ...]:
+    """Every stage's ZB-V steps: the best of the reference's four tries (`create_schedule`), model chunks as
+    placed (a backward or weight gradient of the greedy's chunk c runs model chunk 1 - c)."""
+    best: _VGreedy | None = None
+    for fill_b in (True, False):
+        for fill_f in (True, False):
+            tried = _try_v_schedule(stages, microbatches, fill_f, fill_b)
+            if best is None or tried.max_bubble() < best.max_bubble():
+                best = tried
+    assert best is not None
+    return tuple(tuple(Step("FBW"[cat], micro, chunk if cat == 0 else 1 - chunk)  # type: ignore[arg-type]
+                       for cat, chunk, micro in order) for order in best.order)
+
+
+class ZeroBubbleVScheduler(PipelineScheduler):
+    """ZB-V: the V placement with the reference's greedy order."""
+
+    placement = V_SHAPE
+
+    def steps(self, stage: int, num_stages: int, num_microbatches: int) -> list[Step]:
+        return list(zbv_orders(num_stages, num_microbatches)[stage])
+
+
+SCHEDULERS: dict[str, type[PipelineScheduler]] = {
+    "zb_h1": ZeroBubbleH1Scheduler, "zb_v": ZeroBubbleVScheduler,
+    "dualpipe": DualPipeScheduler, "dualpipev": DualPipeVScheduler,
+}
+"""The schedules with a fixed number of model chunks per rank (one, or two for V and DualPipe)."""
+
+
 def make_scheduler(name: str, chunks: int = 1) -> PipelineScheduler:
-    """The scheduler for a pipeline_schedule name; more than one chunk per rank means interleaved."""
-    if name == "zb_h1":
-        if chunks > 1:
-            raise ValueError("zb_h1 runs one model chunk per rank (vpp = 1)")
-        return ZeroBubbleH1Scheduler()
+    """The scheduler for a pipeline_schedule name; more than one chunk per rank means interleaved, except for the
+    schedules whose placement fixes their chunks (zb_h1: one; zb_v, dualpipev: vpp = 2; dualpipe: vpp = 1, its
+    two chunks mirrored stages)."""
+    if name in SCHEDULERS:
+        scheduler = SCHEDULERS[name]()
+        expected = 2 if scheduler.placement is V_SHAPE else 1
+        if chunks != expected:
+            raise ValueError(f"{name} needs vpp = {expected}, not {chunks}")
+        return scheduler
     if name == "interleaved_1f1b" or chunks > 1:
         return InterleavedOneFOneBScheduler(chunks)
     if name == "1f1b":
