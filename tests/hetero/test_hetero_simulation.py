@@ -77,7 +77,7 @@ def test_one_group_prints_the_same_json_as_cluster_and_node(tmp_path: Path):
 @given(nodes=st.sampled_from([1, 2, 4]), tp=st.sampled_from([1, 2, 4]), pp=st.sampled_from([1, 2]),
        gpu=st.sampled_from(["A100", "H100"]))
 def test_one_group_gives_the_homogeneous_step_time_to_the_bit(nodes, tp, pp, gpu):
-    wl = workload(tp=tp, pp=pp, gbs=8)
+    wl = workload(tp=tp, pp=pp, gbs=32)
     assert step_ms(grouped([(nodes, gpu)], wl)) == step_ms(homogeneous(nodes, gpu, wl))
 
 
