@@ -119,13 +119,23 @@ def test_stage_groups_put_each_stage_on_its_group():
 @pytest.mark.parametrize(("stage_groups", "expected"), [
     ([0], "1 entries, but pp = 2"),
     ([0, 2], "stage 1: group 2 does not exist"),
-    ([0, 0], "2 stages of 16 GPUs on group 0 (dgx-h100) need 32 GPUs, but it has 16"),
+    ([0, 0], "the stages on group 0 (dgx-h100) need 32 GPUs, but it has 16"),
+    ([[0, 1, 1], 1], "stage 0: 3 groups, but dp = 2"),
+    ([[0, 0], [0, 1]], "the stages on group 0 (dgx-h100) need 24 GPUs, but it has 16"),
+    ([[0, 2], 1], "stage 0: group 2 does not exist"),
     ([0, -1], "stage 1: group -1 does not exist"),
 ])
 def test_a_bad_stage_to_group_map_is_refused_naming_the_field(stage_groups, expected):
     message = scenario_error(example(stage_groups=stage_groups))
     assert message.startswith("s.yaml: workload.training.stage_groups: "), message
     assert expected in message
+
+
+def test_each_data_parallel_replica_of_a_stage_may_have_its_own_group():
+    """As Sailor's plans do: a stage's replicas on nodes of different GPU types."""
+    sc = parse_scenario(example(stage_groups=[[0, 1], [1, 0]]))
+    assert sc.placement().group.tolist() == [0] * 8 + [1] * 8 + [1] * 8 + [0] * 8
+    assert parse_scenario(example(stage_groups=[[1, 1], 0])).placement().group.tolist() == [1] * 16 + [0] * 16
 
 
 def test_stages_that_split_a_node_cannot_be_mapped_to_groups():

@@ -239,3 +239,18 @@ def test_a_collective_within_the_h100_group_takes_what_it_takes_on_h100s_alone(g
     mixed = collective_sweep(mixed_datacenter(), CollType.AllReduce, group, sizes)
     alone = collective_sweep(h100, CollType.AllReduce, group, sizes)
     assert [m.time_us for m in mixed] == [a.time_us for a in alone]
+
+
+def test_replicas_of_one_stage_on_two_gpu_types_run_each_on_its_own():
+    """Stage 0's two replicas on an H100 node and an A100 node: the H100 replica computes faster and waits for
+    the A100 one at the gradient all-reduce; the step is no faster than with both on A100s."""
+    wl = workload(tp=4, pp=2, gbs=16)
+    wl["training"]["stage_groups"] = [[0, 1], [0, 1]]
+    data = grouped([(2, "H100"), (2, "A100")], wl)
+    sim = simulate(ScenarioConfig.model_validate(data), fold_mode="full")
+    compute = {b.gpu: b.compute_ms for b in sim.result.per_gpu}
+    placement = ScenarioConfig.model_validate(data).placement()
+    assert placement.group.tolist() == [0] * 4 + [1] * 4 + [0] * 4 + [1] * 4
+    assert compute[0] < compute[4] and compute[8] < compute[12]
+    mixed = step_ms(data, "full", exact_sharing=True)
+    assert mixed <= step_ms(grouped([(2, "A100"), (2, "A100")], wl), "full", exact_sharing=True) * (1 + 1e-12)
