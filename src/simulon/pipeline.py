@@ -14,7 +14,7 @@ from .collective.tuner import CollectivePlan
 from .collective.types import CollType
 from .compute.calibration import Calibrations
 from .compute.populate import populate
-from .config.dc import DatacenterConfig
+from .config.dc import DatacenterConfig, Placement
 from .config.scenario import ScenarioConfig
 from .dag.builder import DAGBuilder, collective_dag
 from .dag.fold import Fold, FoldMode, choose_fold, fold_group, nics_consistent, symmetric_axes
@@ -26,6 +26,7 @@ from .memory import MemoryReport, estimate_memory
 from .network.calibration import LinkModel
 from .network.topology import Topology
 from .progress import SILENT, Progress
+from .workload.layout import RankLayout
 from .workload.megatron import MegatronTracer
 
 TRAINING_RESHARE_WINDOW_S = 1e-6
@@ -54,16 +55,30 @@ def build_dag(sc: ScenarioConfig, fold_mode: FoldMode = "auto", memory_limit: fl
     dc, wl = sc.datacenter, sc.workload
     num_gpus = wl.training.num_gpus or dc.num_gpus
     tracer = MegatronTracer(wl, num_gpus)
-    topology = Topology.from_datacenter(dc, num_gpus)
+    placement = sc.placement()
+    topology = Topology.from_datacenter(dc, num_gpus, placement=placement)
     plan = CollectivePlan.from_config(topology, sc.collective)
     programs = tracer.stage_programs()
     axes = symmetric_axes(programs, tracer.layout, plan.foldable) & topology.fold_axes if topology.foldable else set()
-    fold = choose_fold(tracer.layout, dc.node.gpus_per_node, dc.node.gpus_per_nic, fold_mode, axes)
+    fold = fold_within_groups(tracer.layout, dc, placement, fold_mode, axes)
     if memory_limit is not None:
         check_fits(estimate_size(programs, tracer.layout, fold, plan), memory_limit, trace,
                    _why_unfolded(fold, topology, fold_mode))
     dag = DAGBuilder(programs, tracer.layout, fold, plan).build()
     return dag, topology, fold
+
+
+def fold_within_groups(layout: RankLayout, dc: DatacenterConfig, placement: Placement, fold_mode: FoldMode,
+                       axes: set[str]) -> Fold:
+    """The fold choose_fold makes of `axes`, or of fewer of them where it would stand one GPU for a GPU of
+    another node group (another GPU type, NVLink or NIC): on a heterogeneous datacenter data-parallel replicas
+    fold where their stages sit on the same groups (pipeline outermost, Megatron order), tensor-parallel peers
+    within their node."""
+    for trial in (axes, *({axis} for axis in sorted(axes, reverse=True)), set()):
+        fold = choose_fold(layout, dc.gpus_per_node, dc.gpus_per_nic, fold_mode, trial)
+        if placement.uniform or np.array_equal(placement.group[fold.rep], placement.group):
+            return fold
+    raise AssertionError("an empty set of axes folds nothing")
 
 
 def _why_unfolded(fold: Fold, topology: Topology, fold_mode: FoldMode) -> str:
@@ -84,7 +99,8 @@ def simulate(sc: ScenarioConfig, fold_mode: FoldMode = "auto", progress: Progres
     progress.stage("tracing the workload and building the DAG")
     dag, topology, fold = build_dag(sc, fold_mode, memory_limit, trace)
     progress.stage(f"timing {dag.num_nodes:,} nodes' kernels")
-    populate(dag, sc.datacenter.node.gpu, sc.workload.training.dtype)
+    placement = sc.placement()
+    populate(dag, [g.gpu for g in placement.groups], sc.workload.training.dtype, placement.group)
     return run_populated(sc, dag, topology, fold, progress=progress)
 
 
@@ -92,13 +108,20 @@ def run_populated(sc: ScenarioConfig, dag: ExecutionDAG, topology: Topology, fol
                   share_sms: bool = True, progress: Progress = SILENT) -> Simulation:
     """Replay a scenario's populated DAG and summarise it; `share_sms`: compute kernels lose the SMs of the
     collectives running beside them (engine/replay.py)."""
-    gpu, train = sc.datacenter.node.gpu, sc.workload.training
+    placement, train = sc.placement(), sc.workload.training
     progress.stage("replaying", total=dag.num_nodes, unit="nodes")
-    timeline = replay(dag, topology, fold, Calibrations.shipped().sm_count(gpu) if share_sms else 0,
+    timeline = replay(dag, topology, fold, sm_counts(placement) if share_sms else 0,
                       TRAINING_RESHARE_WINDOW_S, progress.advance)
     tokens = train.global_batch_size * train.sequence_length
-    result = summarize(dag, timeline, tokens, gpu.peak_flops(train.dtype))
+    result = summarize(dag, timeline, tokens, placement.peak_flops(train.dtype))
     return Simulation(dag, timeline, result, topology, fold, estimate_memory(sc))
+
+
+def sm_counts(placement: Placement) -> int | np.ndarray:
+    """The SM count of the job's GPU, or on GPUs of several SM counts each rank's (engine.replay)."""
+    sms = np.array([Calibrations.shipped().sm_count(g.gpu) for g in placement.groups], dtype=np.int64)
+    per_rank = sms[placement.group]
+    return int(per_rank[0]) if len(np.unique(per_rank)) == 1 else per_rank
 
 
 @dataclass(frozen=True)
@@ -134,7 +157,8 @@ def collective_sweep(dc: DatacenterConfig, ctype: CollType, group: tuple[int, ..
     topology = Topology.from_datacenter(dc, model=model)
     plan = CollectivePlan(topology, algorithm, protocol, channels)
     groups = [tuple(group), *(tuple(g) for g in others)]
-    folds = topology.foldable and len({plan.shape(g) for g in groups}) == 1
+    same_hardware = len(set(dc.placement().group[[m for g in groups for m in g]].tolist())) == 1
+    folds = topology.foldable and len({plan.shape(g) for g in groups}) == 1 and same_hardware
     steady = SteadyState(topology)
     rows = []
     progress.stage(f"simulating {ctype.name} over {len(group)} GPUs", total=len(sizes), unit="sizes")
@@ -144,7 +168,7 @@ def collective_sweep(dc: DatacenterConfig, ctype: CollType, group: tuple[int, ..
         fold = Fold.identity(dc.num_gpus)
         if folds and plan.symmetry(ctype, group, size) == 1:
             candidate = fold_group(dc.num_gpus, groups)
-            if nics_consistent(candidate.rep, dc.node.gpus_per_nic):
+            if nics_consistent(candidate.rep, dc.gpus_per_nic):
                 fold = candidate
         sets = [] if fold.axes else [flow_set(ctype, g, size, choice.channels, choice.algorithm, choice.protocol,
                                               plan.shape(g), one_period=True) for g in groups]

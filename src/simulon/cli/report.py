@@ -43,9 +43,9 @@ def run_scenario(scenario: Path, quiet: bool, expand: str = "auto", memory_limit
         raise ConfigError(f"{scenario}: collective.algorithm: {exc}") from None
     except TooLarge as exc:
         raise ConfigError(f"{scenario}: {exc}") from None
-    gpu = sc.datacenter.node.gpu
-    return sim, analyze(sim.dag, sim.timeline, sim.topology, sim.fold, gpu.peak_flops(sc.workload.training.dtype),
-                        gpu.memory_bandwidth, Settings.of(sc))
+    placement = sc.placement()  # GPUs of several types: their mean peak and HBM bandwidth
+    return sim, analyze(sim.dag, sim.timeline, sim.topology, sim.fold, placement.peak_flops(sc.workload.training.dtype),
+                        placement.mean(lambda g: g.gpu.memory_bandwidth), Settings.of(sc))
 
 
 def result_json(sim: Simulation, analysis: Analysis) -> dict:

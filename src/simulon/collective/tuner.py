@@ -10,9 +10,12 @@ what to simulate; the simulated time itself comes from the flows.
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
+
+import numpy as np
 
 from .algorithms import CATALOG, Unrunnable, find_algorithm
 from .decompose import checked
@@ -43,6 +46,16 @@ class CollectiveSettings(Protocol):
 
 
 @dataclass(frozen=True)
+class Ports:
+    """Bytes/s of a group's weakest scale-up port (as a collective achieves it, and its line rate) and NIC port."""
+
+    scale_up: float
+    scale_up_line: float
+    nic: float
+    model: int = 0  # the index of the group's link model in topology.models (its weakest member's)
+
+
+@dataclass(frozen=True)
 class Choice:
     algorithm: str
     protocol: str
@@ -61,8 +74,11 @@ class CollectivePlan:
         if channels is not None and channels < 1:
             raise ValueError(f"num_channels must be at least 1, got {channels}")
         self.topology, self.algorithm, self.protocol, self.channels = topology, algorithm, protocol, channels
+        self.link_model = topology.model
         self.arch = architecture(topology.model.gpu_family)
+        self.variants: dict[int, CollectivePlan] = {0: self}
         self.shapes: dict[tuple[int, ...], GroupShape] = {}  # a training step repeats its groups and sizes
+        self.ports: dict[tuple[int, ...], Ports] = {}
         self.choices: dict[tuple, Choice] = {}
 
     @classmethod
@@ -85,15 +101,38 @@ class CollectivePlan:
         """Whether a fold node by node (or finer) keeps this collective exact."""
         return self.symmetry(ctype, group, size) is not None
 
+    def weakest_ports(self, group) -> Ports:
+        """The slowest scale-up port and NIC among the group's members: on a heterogeneous datacenter NCCL's
+        model sees the weaker side of a collective spanning node groups."""
+        group = tuple(group)
+        if group not in self.ports:
+            topo = self.topology
+            members = np.asarray(group, dtype=np.int64)
+            up = members * (topo.gpus_per_node - 1) if topo.mesh else members
+            nic = topo.fabric.up(members // topo.gpus_per_nic * topo.fabric.ports_per_nic)
+            self.ports[group] = Ports(float(topo.capacity[up].min()), float(topo.line_rate[up].min()),
+                                      float(topo.capacity[nic].min()), topo.model_index(members))
+        return self.ports[group]
+
+    def _under(self, model: int) -> CollectivePlan:
+        """This plan under the topology's link model `model` (its GPU family's NCCL tables and channels)."""
+        if model not in self.variants:
+            variant = copy.copy(self)
+            variant.link_model = self.topology.models[model]
+            variant.arch = architecture(variant.link_model.gpu_family)
+            self.variants[model] = variant
+        return self.variants[model]
+
     def choose(self, ctype: CollType | str, group, size: float) -> Choice:
         ctype = coll_type(ctype)
         shape = self.shape(group)
-        key = (ctype, shape, size)
+        ports = self.weakest_ports(group)
+        key = (ctype, shape, size, ports)
         if key not in self.choices:
-            self.choices[key] = self._choose(ctype, shape, size)
+            self.choices[key] = self._under(ports.model)._choose(ctype, shape, size, ports)
         return self.choices[key]
 
-    def _choose(self, ctype: CollType, shape: GroupShape, size: float) -> Choice:
+    def _choose(self, ctype: CollType, shape: GroupShape, size: float, ports: Ports) -> Choice:
         if self.algorithm == "auto":
             candidates = [(a, p) for a in self._enabled(ctype, shape) for p in self._protocols(a, ctype)]
         else:
@@ -104,7 +143,7 @@ class CollectivePlan:
             candidates = [(record.name, p) for p in self._protocols(record.name, ctype)]
         if self.protocol != "auto":
             candidates = [(a, p) for a, p in candidates if p == self.protocol] or [(candidates[0][0], self.protocol)]
-        times = [(self._time(ctype, shape, size, a, p), i) for i, (a, p) in enumerate(candidates)]
+        times = [(self._time(ctype, shape, size, a, p, ports), i) for i, (a, p) in enumerate(candidates)]
         algorithm, protocol = candidates[min(times)[1]]
         return Choice(algorithm, protocol, self.channels or self._channels(ctype, shape, size, algorithm, protocol))
 
@@ -124,26 +163,30 @@ class CollectivePlan:
             return ("simple",)
         return tuple(p for p in CATALOG[algorithm].protocols if not (self.topology.pcie and p == "ll128"))
 
-    def _bandwidths(self, shape: GroupShape) -> tuple[float, float]:
+    def _bandwidths(self, shape: GroupShape, ports: Ports | None = None) -> tuple[float, float]:
         """(scale-up, scale-out) GB/s: a member's port (in a mesh, the links its rings take), and its node's
-        NICs (a ring crosses each once per channel, and NCCL spreads the channels over them)."""
+        NICs (a ring crosses each once per channel, and NCCL spreads the channels over them); the weakest
+        member's (default: GPU 0's)."""
         topo = self.topology
-        intra = float(topo.capacity[0]) / 1e9 if topo.num_gpus else 0.0
+        ports = ports or self.weakest_ports((0,))
+        intra = ports.scale_up / 1e9 if topo.num_gpus else 0.0
         if topo.mesh:
             intra *= min(len(disjoint_cycles(len(m))) for m in shape.members)
-        nic = float(topo.capacity[topo.fabric.up(0)]) * topo.fabric.ports_per_nic / 1e9
+        nic = ports.nic * topo.fabric.ports_per_nic / 1e9
         return intra, nic * topo.gpus_per_node / topo.gpus_per_nic
 
-    def _bus_bandwidth(self, ctype: CollType, shape: GroupShape, algorithm: str, protocol: str) -> float:
+    def _bus_bandwidth(self, ctype: CollType, shape: GroupShape, algorithm: str, protocol: str,
+                       ports: Ports | None = None) -> float:
         """NCCL's bus bandwidth (GB/s) of one (algorithm, protocol), converted to algorithm bandwidth."""
         r, arch = constants()["refinements"], self.arch
         nodes = max(shape.nodes, 1)
         index = min(nodes, 3) - 1
         channels = self.channels or arch["max_channels"]
-        intra, inter = self._bandwidths(shape)
+        ports = ports or self.weakest_ports((0,))
+        intra, inter = self._bandwidths(shape, ports)
         if algorithm == "nvls":
-            return self._nvls_bandwidth(ctype, shape.n, intra)
-        per_channel = self.topology.model.channel_bandwidth[PROTOCOLS.index(protocol)] / 1e9
+            return self._nvls_bandwidth(ctype, shape.n, intra, ports.scale_up_line)
+        per_channel = self.link_model.channel_bandwidth[PROTOCOLS.index(protocol)] / 1e9
         bus = min(intra if nodes == 1 else min(intra, inter), channels * per_channel)
         if algorithm == "ring" and protocol == "ll":
             bus = min(arch["ll_max_bw"][index], bus * r["ring_ll_bus"])
@@ -167,14 +210,14 @@ class CollectivePlan:
             return bus * (r["nvls_algbw"] if algorithm == "nvls_tree" else r["tree_algbw"])
         return bus
 
-    def _nvls_bandwidth(self, ctype: CollType, n: int, intra: float) -> float:
+    def _nvls_bandwidth(self, ctype: CollType, n: int, intra: float, line_rate: float) -> float:
         """NCCL's algorithm bandwidth (GB/s) of NVLS inside one NVLink domain (src/tuning/nvls.cc) on the
         graph its search finds: a channel per head, up to NCCL_MAX_NVLS_ARITY, each at the fastest of the
         architecture's search speeds at which a member's port carries all channels, twice its own (a head
         reads and writes the switch for every member). NCCL's ring graph fills the port, so the result is
         scaled from NCCL's port bandwidth to `intra`, the ring's. At 4 ranks NVLS gets too few channels and
         NCCL takes the ring; at 8 the halved all-reduce traffic wins."""
-        port = float(self.topology.line_rate[0]) / 1e9 * self.arch["graph_nvlink_fraction"]
+        port = line_rate / 1e9 * self.arch["graph_nvlink_fraction"]
         heads = min(n, NVLS_ARITY)
         speed = max((s for s in self.arch["search_speeds"] if s * (heads + 1) <= port), default=0.0)
         share = 2.0 if ctype == AR else (n - 1) / n
@@ -211,10 +254,11 @@ class CollectivePlan:
         log_part = log_nodes * inter / r["pat_log_latency_divisor"]
         return r["pat_base_latency_us"] + log_part + n * r["pat_rank_latency_us"]
 
-    def _time(self, ctype: CollType, shape: GroupShape, size: float, algorithm: str, protocol: str) -> float:
+    def _time(self, ctype: CollType, shape: GroupShape, size: float, algorithm: str, protocol: str,
+              ports: Ports) -> float:
         """NCCL's predicted microseconds for one (algorithm, protocol)."""
         algorithm = CATALOG[algorithm].tuned_as
-        algbw = self._bus_bandwidth(ctype, shape, algorithm, protocol)
+        algbw = self._bus_bandwidth(ctype, shape, algorithm, protocol, ports)
         if algorithm == "tree" and size >= 64:
             correction = constants()["tree_correction"][protocol]
             algbw *= correction[min(int(math.log2(size / 64)), len(correction) - 1)]

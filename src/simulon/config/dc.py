@@ -1,10 +1,21 @@
-"""Datacenter block: GPUs, nodes, the scale-up (NVLink/NVSwitch) and scale-out (NIC) networks."""
+"""Datacenter block: GPUs, nodes, the scale-up (NVLink/NVSwitch) and scale-out (NIC) networks.
+
+A datacenter has one node type (`cluster` + `node`) or several (`node_groups`, a heterogeneous cluster: an H100
+pod beside an A100 pod, as in HeteroSim, Metis or Sailor). Each group has its own node block (GPU, GPUs per
+node, GPUs per NIC) and may override the datacenter's scale-up block and NIC; every group hangs off the one
+scale-out fabric (`network.scale_out.topology`). GPUs are numbered group after group, node after node;
+`groups` gives both forms as one list (the single-node-type form is one group) and `placement` the group of
+every rank.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field, model_validator
+import numpy as np
+from pydantic import ConfigDict, Field, ValidationInfo, model_validator
 
 from .common import (
     MAX_GPUS,
@@ -184,53 +195,306 @@ class NodeSpec(StrictModel):
         return self
 
 
-class DatacenterConfig(Templated):
-    template_kind: ClassVar[str] = "datacenter"
+class _DatacenterDocument(Templated):
+    """A datacenter template read as a plain document, with the keys given merged over it: what a node group
+    starting `from:` a system template takes its node and network blocks from."""
 
-    datacenter: DatacenterMeta = DatacenterMeta()
-    cluster: ClusterSpec
+    template_kind: ClassVar[str] = "datacenter"
+    model_config = ConfigDict(extra="allow", frozen=True, strict=True)
+
+
+def _datacenter_document(ref: Any, overrides: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+    doc = _DatacenterDocument.model_validate({"from": ref, **overrides}, context=info.context)
+    return dict(doc.model_extra or {})
+
+
+class GroupNodeSpec(NodeSpec):
+    """A node group's node block. `from: dgx-h100` starts from a datacenter template's node block (its GPU,
+    GPUs per node and per NIC); keys written beside it override the template's."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_datacenter(cls, data: Any, info: ValidationInfo) -> Any:
+        if isinstance(data, str):
+            data = {"from": data}
+        if not isinstance(data, dict) or "from" not in data:
+            return data
+        node = _datacenter_document(data["from"], {"node": {k: v for k, v in data.items() if k != "from"}},
+                                    info).get("node")
+        if not isinstance(node, dict):
+            raise ValueError(f"datacenter template {data['from']!r} has no node block")
+        return node
+
+
+class GroupScaleOut(StrictModel):
+    """A node group's own NIC (its scale-out switch fabric is the datacenter's)."""
+
+    nic: NICSpec | None = None
+
+
+class GroupNetwork(StrictModel):
+    """What a node group overrides of the datacenter's network: its scale-up block (a block given replaces the
+    datacenter's block of that name: kind, domain_gpus, switch) and its NIC."""
+
+    scale_up: ScaleUpSpec | None = None
+    scale_out: GroupScaleOut = GroupScaleOut()
+
+
+class NodeGroup(StrictModel):
+    """`num_nodes` nodes of one type. `from: dgx-a100` starts the whole group from a datacenter template: its
+    node block, scale-up block and NIC (keys written in `node` and `network` override them)."""
+
+    name: str | None = None
+    num_nodes: NodeCount
+    node: GroupNodeSpec
+    network: GroupNetwork = GroupNetwork()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_datacenter(cls, data: Any, info: ValidationInfo) -> Any:
+        if not isinstance(data, dict) or "from" not in data:
+            return data
+        given = data.get("network") if isinstance(data.get("network"), dict) else {}
+        doc = _datacenter_document(data["from"], {"node": data.get("node", {}), "network": given}, info)
+        net = doc.get("network") or {}
+        network = {k: v for k, v in given.items() if k not in ("scale_up", "scale_out")}
+        if net.get("scale_up") is not None:
+            network["scale_up"] = net["scale_up"]
+        out, given_out = net.get("scale_out") or {}, given.get("scale_out") or {}
+        scale_out = {k: v for k, v in out.items() if k == "nic" or k in given_out}
+        if scale_out:
+            network["scale_out"] = scale_out
+        meta = doc.get("datacenter") or {}
+        if "network" in data and not isinstance(data["network"], dict):
+            network = data["network"]  # refused as such
+        rest = {k: v for k, v in data.items() if k not in ("from", "node", "network")}
+        return {"name": meta.get("name"), **rest, "node": doc.get("node"), "network": network}
+
+
+@dataclass(frozen=True)
+class Group:
+    """One node group as the simulator sees it: its nodes, the scale-up block and NIC they use (the group's
+    own or the datacenter's), and the GPUs it holds (`first_gpu` on, numbered group after group)."""
+
+    index: int
+    name: str
+    num_nodes: int
     node: NodeSpec
-    network: NetworkSpec = NetworkSpec()
+    scale_up: ScaleUpSpec
+    nic: NICSpec | None
+    first_gpu: int
+
+    @property
+    def gpu(self) -> GPUSpec:
+        return self.node.gpu
 
     @property
     def num_gpus(self) -> int:
-        return self.cluster.num_nodes * self.node.gpus_per_node
+        return self.num_nodes * self.node.gpus_per_node
 
     @property
     def scale_up_bandwidth(self) -> float | None:
         """Per-direction bandwidth of a GPU's port to the NVSwitch: the switch's, else the GPU's NVLink."""
-        switch = self.network.scale_up.switch
-        return (switch.port_speed if switch else None) or self.node.gpu.nvlink_bandwidth
-
-    @property
-    def reduces_in_switch(self) -> tuple[bool, bool]:
-        """(scale-up, scale-out): whether the NVSwitch (NVLS) or the scale-out switch (SHARP) reduces data."""
-        up, out = self.network.scale_up, self.network.scale_out
-        return (bool(up.switch and up.switch.in_network_reduction) and up.kind == "nvswitch",
-                bool(out.switch and out.switch.in_network_reduction))
+        return (self.scale_up.switch.port_speed if self.scale_up.switch else None) or self.node.gpu.nvlink_bandwidth
 
     @property
     def domain_gpus(self) -> int:
         """GPUs that reach one another over the scale-up fabric (a node unless an NVLink domain spans nodes)."""
-        return self.network.scale_up.domain_gpus or self.node.gpus_per_node
+        return self.scale_up.domain_gpus or self.node.gpus_per_node
+
+    @property
+    def reduces_in_switch(self) -> bool:
+        """Whether its NVSwitch reduces data (NVLS)."""
+        return bool(self.scale_up.switch and self.scale_up.switch.in_network_reduction) and \
+            self.scale_up.kind == "nvswitch"
+
+
+def weakness(group: Group) -> tuple[float, float]:
+    """What orders node groups from the weakest: the scale-up port (a collective's pace), then the HBM."""
+    return group.scale_up_bandwidth or 0.0, group.gpu.memory_bandwidth
+
+
+def weakest_group(groups) -> Group:
+    """The node group that paces a collective spanning `groups` (the first of the weakest)."""
+    return min(groups, key=weakness)
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Which node group every rank of a job runs on: `group[rank]`. Ranks fill the groups' GPUs in order
+    (Megatron order over the groups as written) unless the workload maps pipeline stages to groups
+    (training.stage_groups). The job's nodes sit on the scale-out fabric in rank order."""
+
+    groups: tuple[Group, ...]
+    group: np.ndarray
+
+    @property
+    def num_gpus(self) -> int:
+        return len(self.group)
+
+    @cached_property
+    def uniform(self) -> bool:
+        """Every rank on one group."""
+        return len(self.used) == 1
+
+    @cached_property
+    def used(self) -> tuple[int, ...]:
+        """The groups some rank runs on, in order."""
+        return tuple(int(g) for g in np.unique(self.group))
+
+    def group_of(self, rank: int) -> Group:
+        return self.groups[int(self.group[rank])]
+
+    def gpu_of(self, rank: int) -> GPUSpec:
+        return self.group_of(rank).gpu
+
+    def ranks_of(self, group: int) -> np.ndarray:
+        return np.flatnonzero(self.group == group)
+
+    def per_rank(self, value) -> list:
+        """value(group) for every rank (a list, one entry per rank)."""
+        values = [value(g) for g in self.groups]
+        return [values[g] for g in self.group.tolist()]
+
+    def mean(self, value) -> float:
+        """The mean of value(group) over the ranks (exactly the value where every rank's is the same)."""
+        values = {g: float(value(self.groups[g])) for g in self.used}
+        if len(set(values.values())) == 1:
+            return next(iter(values.values()))
+        counts = np.bincount(self.group, minlength=len(self.groups))
+        return sum(float(counts[g]) * v for g, v in values.items()) / self.num_gpus
+
+    def peak_flops(self, dtype: DType) -> float:
+        """The mean dense peak FLOP/s of the job's GPUs: model FLOPs over it and the GPU count is the MFU
+        against the sum of their peaks."""
+        return self.mean(lambda g: g.gpu.peak_flops(dtype))
+
+
+class DatacenterConfig(Templated):
+    template_kind: ClassVar[str] = "datacenter"
+
+    datacenter: DatacenterMeta = DatacenterMeta()
+    # None when not given (the other form is), but never written as null
+    cluster: ClusterSpec = Field(None, description="a homogeneous datacenter's size (with node)")  # type: ignore[assignment]
+    node: NodeSpec = Field(None, description="a homogeneous datacenter's node type (with cluster)")  # type: ignore[assignment]
+    node_groups: list[NodeGroup] = Field(None, description="node types of a heterogeneous datacenter, in "  # type: ignore[assignment]
+                                         "place of cluster and node")
+    network: NetworkSpec = NetworkSpec()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _resolve_template(cls, data: Any, info: ValidationInfo) -> Any:
+        """A template's node block gives way to node groups written over it (`from: dgx-h100` for the
+        network, with `node_groups` for the nodes)."""
+        resolved = super()._resolve_template(data, info)
+        if isinstance(data, dict) and isinstance(resolved, dict) and data.get("node_groups") is not None:
+            for key in ("node", "cluster"):
+                if key not in data:
+                    resolved.pop(key, None)
+        return resolved
+
+    @property
+    def groups(self) -> tuple[Group, ...]:
+        """Every node group, never empty: the single-node-type form is one group."""
+        net = self.network
+        if self.node_groups is None:
+            return (Group(0, self.node.name or self.datacenter.name, self.cluster.num_nodes, self.node,
+                          net.scale_up, net.scale_out.nic, 0),)
+        groups, first = [], 0
+        for i, g in enumerate(self.node_groups):
+            up = g.network.scale_up or net.scale_up
+            groups.append(Group(i, g.name or g.node.name or f"group {i}", g.num_nodes, g.node, up,
+                                g.network.scale_out.nic or net.scale_out.nic, first))
+            first += g.num_nodes * g.node.gpus_per_node
+        return tuple(groups)
+
+    @property
+    def heterogeneous(self) -> bool:
+        """Given as node groups of more than one node type."""
+        return self.node_groups is not None and len(self.node_groups) > 1
+
+    @property
+    def num_nodes(self) -> int:
+        return sum(g.num_nodes for g in self.groups)
+
+    @property
+    def num_gpus(self) -> int:
+        return sum(g.num_gpus for g in self.groups)
+
+    @property
+    def gpus_per_node(self) -> int:
+        """GPUs per node (the same in every group)."""
+        return self.groups[0].node.gpus_per_node
+
+    @property
+    def gpus_per_nic(self) -> int:
+        """GPUs per NIC (the same in every group)."""
+        return self.groups[0].node.gpus_per_nic
+
+    def single_node(self, purpose: str) -> NodeSpec:
+        """The one node type, for what works on one GPU type only (`purpose` says what, for the message);
+        ValueError on a datacenter of several node types."""
+        if len(self._distinct_nodes()) == 1:
+            return self.groups[0].node
+        raise ValueError(f"{purpose} works on one GPU type; this datacenter has node groups of "
+                         f"{', '.join(dict.fromkeys(g.gpu.name for g in self.groups))}")
+
+    def _distinct_nodes(self) -> list[Group]:
+        seen: list[Group] = []
+        for g in self.groups:
+            if not any(g.node == s.node for s in seen):
+                seen.append(g)
+        return seen
+
+    def placement(self, num_gpus: int | None = None, stage_groups: list[int | list[int]] | None = None,
+                  ranks_per_stage: int | None = None) -> Placement:
+        """The group of each of `num_gpus` ranks (default: every GPU): the groups' GPUs in order, or with
+        `stage_groups`, pipeline stage s (ranks s*ranks_per_stage on) on group stage_groups[s], or, where that
+        is a list, its data-parallel replica d (the stage's d-th block of ranks_per_stage / dp ranks, Megatron
+        order) on group stage_groups[s][d]."""
+        num_gpus = num_gpus or self.num_gpus
+        if stage_groups is None:
+            sizes = [g.num_gpus for g in self.groups]
+            group = np.repeat(np.arange(len(sizes)), sizes)[:num_gpus]
+        else:
+            group = np.concatenate([np.repeat(np.atleast_1d(np.asarray(entry, dtype=np.int64)),
+                                              ranks_per_stage // np.size(entry)) for entry in stage_groups])
+        return Placement(self.groups, group.astype(np.int64))
+
+    @property
+    def scale_up_bandwidth(self) -> float | None:
+        """Per-direction bandwidth of a GPU's port to the NVSwitch (the slowest group's): the switch's, else the
+        GPU's NVLink."""
+        speeds = [g.scale_up_bandwidth for g in self.groups]
+        return None if None in speeds else min(speeds)
+
+    @property
+    def reduces_in_switch(self) -> tuple[bool, bool]:
+        """(scale-up, scale-out): whether the NVSwitch (NVLS, in every group) or the scale-out switch (SHARP)
+        reduces data."""
+        out = self.network.scale_out
+        return (all(g.reduces_in_switch for g in self.groups),
+                bool(out.switch and out.switch.in_network_reduction))
+
+    @property
+    def domain_gpus(self) -> int:
+        """GPUs that reach one another over the scale-up fabric (a node unless an NVLink domain spans nodes;
+        the same in every group)."""
+        return self.groups[0].domain_gpus
 
     @model_validator(mode="after")
     def _links_known(self) -> DatacenterConfig:
+        self._one_form()
         if self.num_gpus > MAX_GPUS:
-            raise FieldError("cluster.num_nodes", f"{self.cluster.num_nodes} nodes x {self.node.gpus_per_node} GPUs "
-                             f"= {self.num_gpus} is more than {MAX_GPUS:,} GPUs")
-        if self.cluster.num_nodes > 1 and self.network.scale_out.nic is None:
+            field = "cluster.num_nodes" if self.node_groups is None else "node_groups"
+            shape = " + ".join(f"{g.num_nodes} nodes x {g.node.gpus_per_node} GPUs" for g in self.groups)
+            raise FieldError(field, f"{shape} = {self.num_gpus} is more than {MAX_GPUS:,} GPUs")
+        for g in self.groups:
+            self._group_links_known(g, self._where(g)[1])
+        if self.num_nodes > 1 and any(g.nic is None for g in self.groups):
             raise FieldError("network.scale_out.nic", "a cluster of more than one node needs a NIC")
-        if self.node.gpus_per_node > 1 and self.scale_up_bandwidth is None:
-            raise FieldError("network.scale_up.switch.port_speed", f"GPU {self.node.gpu.name} has no NVLink "
-                             "bandwidth in its template; give the scale-up port speed")
-        domain = self.domain_gpus
-        if domain % self.node.gpus_per_node:  # the last domain may be partly filled (a rack not full)
-            raise FieldError("network.scale_up.domain_gpus", f"{domain} must be a multiple of gpus_per_node "
-                             f"({self.node.gpus_per_node})")
-        kind = self.network.scale_up.kind
-        if kind in ("pcie", "mesh") and domain != self.node.gpus_per_node:
-            raise FieldError("network.scale_up.domain_gpus", f"a {kind} node is its own scale-up domain")
+        if self.node_groups is not None:
+            self._groups_alike()
         return self
 
     @model_validator(mode="after")
@@ -241,3 +505,52 @@ class DatacenterConfig(Templated):
             return self
         return self.model_copy(update={"network": self.network.model_copy(update={"scale_out": scale_out})})
 
+    def _one_form(self) -> None:
+        if self.node_groups is not None:
+            if self.cluster is not None or self.node is not None:
+                given = " and ".join(k for k in ("cluster", "node") if getattr(self, k) is not None)
+                raise FieldError("node_groups", f"give node_groups or cluster and node, not both (found {given})")
+            if not self.node_groups:
+                raise FieldError("node_groups", "give at least one group")
+            return
+        for key in ("cluster", "node"):
+            if getattr(self, key) is None:
+                raise FieldError(key, "required (or give node_groups in place of cluster and node)")
+
+    def _where(self, group: Group) -> tuple[str, str]:
+        """(node field, scale-up field) prefixes that name a group's blocks in messages."""
+        if self.node_groups is None:
+            return "node", "network.scale_up"
+        own = self.node_groups[group.index].network.scale_up is not None
+        prefix = f"node_groups[{group.index}]"
+        return f"{prefix}.node", f"{prefix}.network.scale_up" if own else "network.scale_up"
+
+    @staticmethod
+    def _group_links_known(g: Group, up_field: str) -> None:
+        if g.node.gpus_per_node > 1 and g.scale_up_bandwidth is None:
+            raise FieldError(f"{up_field}.switch.port_speed", f"GPU {g.gpu.name} has no NVLink "
+                             "bandwidth in its template; give the scale-up port speed")
+        domain = g.domain_gpus
+        if domain % g.node.gpus_per_node:  # the last domain may be partly filled (a rack not full)
+            raise FieldError(f"{up_field}.domain_gpus", f"{domain} must be a multiple of gpus_per_node "
+                             f"({g.node.gpus_per_node})")
+        kind = g.scale_up.kind
+        if kind in ("pcie", "mesh") and domain != g.node.gpus_per_node:
+            raise FieldError(f"{up_field}.domain_gpus", f"a {kind} node is its own scale-up domain")
+
+    def _groups_alike(self) -> None:
+        """What the network model needs the same in every group: the node shape and the scale-up kind and
+        domain (different GPUs, NVLink and NIC speeds are what the groups are for)."""
+        first = self.groups[0]
+        for g in self.groups[1:]:
+            node_field, up_field = self._where(g)
+            for name, mine, theirs in (("gpus_per_node", g.node.gpus_per_node, first.node.gpus_per_node),
+                                       ("gpus_per_nic", g.node.gpus_per_nic, first.node.gpus_per_nic)):
+                if mine != theirs:
+                    raise FieldError(f"{node_field}.{name}", f"{mine}, but group 0 has {theirs}: node groups must "
+                                     f"have the same {name} (different node shapes are not modelled yet)")
+            for name, mine, theirs in (("kind", g.scale_up.kind, first.scale_up.kind),
+                                       ("domain_gpus", g.domain_gpus, first.domain_gpus)):
+                if mine != theirs:
+                    raise FieldError(f"{up_field}.{name}", f"{mine}, but group 0 has {theirs}: node groups must "
+                                     f"share the scale-up {name} (mixed scale-up domains are not modelled yet)")

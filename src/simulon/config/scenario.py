@@ -9,7 +9,7 @@ from pydantic import AfterValidator, field_validator, model_validator
 from ..collective.algorithms import CATALOG, reduction_missing
 from ..collective.nccl import MAX_CHANNELS
 from .common import MAX_MICROBATCHES, FieldError, StrictModel, range_check
-from .dc import DatacenterConfig
+from .dc import DatacenterConfig, Placement
 from .pipeline_layout import virtual_stage_layers
 from .workload import MegatronWorkload, check_schedule
 
@@ -55,6 +55,20 @@ class ScenarioConfig(StrictModel):
             check_workload_fits(self.workload, self.datacenter)
         return self
 
+    def placement(self) -> Placement:
+        """The node group of every rank of the training job (config.dc.Placement): in Megatron order over the
+        groups, or pipeline stage by stage as workload.training.stage_groups says."""
+        if self.workload is None:
+            return self.datacenter.placement()
+        return workload_placement(self.workload, self.datacenter)
+
+
+def workload_placement(wl: MegatronWorkload, dc: DatacenterConfig) -> Placement:
+    """The node group of every rank of `wl` on `dc` (see ScenarioConfig.placement)."""
+    par, train = wl.parallelism, wl.training
+    num_gpus = train.num_gpus or dc.num_gpus
+    return dc.placement(num_gpus, train.stage_groups, num_gpus // par.pp)
+
 
 def check_workload_fits(wl: MegatronWorkload, dc: DatacenterConfig) -> None:
     """Raise FieldError (dotted path from the scenario root) for the first inconsistency found."""
@@ -62,7 +76,7 @@ def check_workload_fits(wl: MegatronWorkload, dc: DatacenterConfig) -> None:
     num_gpus = train.num_gpus or dc.num_gpus
     if num_gpus > dc.num_gpus:
         raise FieldError("workload.training.num_gpus", f"{num_gpus} GPUs requested but the datacenter "
-                         f"has {dc.num_gpus} ({dc.cluster.num_nodes} nodes x {dc.node.gpus_per_node})")
+                         f"has {dc.num_gpus} ({dc.num_nodes} nodes x {dc.gpus_per_node})")
     model_parallel = par.tp * par.cp * par.pp
     if par.dp is not None:
         if model_parallel * par.dp != num_gpus:
@@ -123,10 +137,43 @@ def check_workload_fits(wl: MegatronWorkload, dc: DatacenterConfig) -> None:
             raise FieldError("workload.parallelism.expert_tensor_parallel",
                              f"{par.etp}: ep x expert_tensor_parallel = {par.ep * par.etp} must divide "
                              f"tp*cp*dp = {ranks}, with expert_tensor_parallel at most tp = {par.tp}")
-    try:
-        dc.node.gpu.peak_flops(train.dtype)
-    except ValueError as exc:
-        raise FieldError("workload.training.dtype", str(exc)) from None
+    _check_stage_groups(train.stage_groups, dc, par.pp, num_gpus // par.pp, dp)
+    placement = dc.placement(num_gpus, train.stage_groups, num_gpus // par.pp)
+    for g in placement.used:
+        try:
+            dc.groups[g].gpu.peak_flops(train.dtype)
+        except ValueError as exc:
+            raise FieldError("workload.training.dtype", str(exc)) from None
+
+
+def _check_stage_groups(stage_groups: list[int | list[int]] | None, dc: DatacenterConfig, pp: int, per_stage: int,
+                        dp: int) -> None:
+    """A stage-to-group map names a group for every stage (or every data-parallel replica of it), puts whole
+    nodes on a group, and no more of a group's GPUs than it has."""
+    if stage_groups is None:
+        return
+    field = "workload.training.stage_groups"
+    if len(stage_groups) != pp:
+        raise FieldError(field, f"{len(stage_groups)} entries, but pp = {pp}: give one node group per stage")
+    groups, wanted = dc.groups, [0] * len(dc.groups)
+    for s, entry in enumerate(stage_groups):
+        replicas = entry if isinstance(entry, list) else [entry]
+        if isinstance(entry, list) and len(entry) != dp:
+            raise FieldError(field, f"stage {s}: {len(entry)} groups, but dp = {dp}: give one per data-parallel "
+                             "replica (or one number for the whole stage)")
+        block = per_stage // len(replicas)
+        if block % dc.gpus_per_node:
+            raise FieldError(field, f"stage {s}: a block of {block} GPUs is not whole nodes of {dc.gpus_per_node}: "
+                             "stages (or replicas) can be mapped to node groups only when each fills whole nodes")
+        for g in replicas:
+            if not 0 <= g < len(groups):
+                raise FieldError(field, f"stage {s}: group {g} does not exist (the datacenter has {len(groups)} "
+                                 f"node group{'s' if len(groups) > 1 else ''}, numbered from 0)")
+            wanted[g] += block
+    for g, group in enumerate(groups):
+        if wanted[g] > group.num_gpus:
+            raise FieldError(field, f"the stages on group {g} ({group.name}) need {wanted[g]} GPUs, but it has "
+                             f"{group.num_gpus}")
 
 
 def _check_pipeline(par, microbatches: int) -> None:

@@ -112,9 +112,44 @@ def flow_properties(dag: ExecutionDAG, topology: Topology, fold: Fold) -> FlowPr
     passes = {key: local_pass(*key) for key in {(c.algorithm, c.ctype, domains[c.group]) for c in dag.collectives}}
     local = np.array([passes[c.algorithm, c.ctype, domains[c.group]] for c in dag.collectives] + [""])[coll]
     fan_in = np.array([largest[c.group] for c in dag.collectives] + [1])[coll]
-    terms = link_terms(model, proto, lanes, scale_out, in_switch, grouped, fan_in)
-    hop = terms.hop + staging_delay(model, dag.size[nodes], lanes, grouped & ~scale_out) + \
-        model.local_pass(dag.size[nodes], lanes, np.where(to_flow[nodes], "", local))
     head = (coll != NO_COLLECTIVE) & ~from_flow[nodes]
-    delay = np.where(head, np.asarray(model.launch)[proto], 0.0)
+    local = np.where(to_flow[nodes], "", local)
+
+    def under(model) -> tuple[LinkTerms, np.ndarray, np.ndarray]:
+        """(terms, hop, launch delay) of every flow under one link model."""
+        terms = link_terms(model, proto, lanes, scale_out, in_switch, grouped, fan_in)
+        hop = terms.hop + staging_delay(model, dag.size[nodes], lanes, grouped & ~scale_out) + \
+            model.local_pass(dag.size[nodes], lanes, local)
+        return terms, hop, np.where(head, np.asarray(model.launch)[proto], 0.0)
+
+    if topology.model_of_gpu is None:
+        terms, hop, delay = under(model)
+    else:  # node groups of several link models: each flow under its collective's weakest member's
+        terms, hop, delay = _per_model(under, topology, flow_models(dag, nodes, topology))
     return FlowProperties(nodes, links, terms.wire(dag.size[nodes]), terms.cap, latency + hop, delay, physical)
+
+
+def flow_models(dag: ExecutionDAG, nodes: np.ndarray, topology: Topology) -> np.ndarray:
+    """Per flow of `nodes`: the index in topology.models of the model it runs under, its collective's (the
+    weakest member's, as NCCL paces a collective spanning GPU types by its weaker side), or for a send outside
+    collectives its two ends' weaker."""
+    per_coll = np.array([topology.model_index(c.group) for c in dag.collectives] + [0], dtype=np.int64)
+    which = per_coll[dag.coll[nodes]]
+    sends = np.flatnonzero(dag.coll[nodes] == NO_COLLECTIVE)
+    if len(sends):
+        src, dst = dag.gpu[nodes[sends]], dag.peer[nodes[sends]]
+        of = topology.model_of_gpu
+        which[sends] = np.minimum(of[src], of[np.where(dst >= 0, dst, src)])
+    return which
+
+
+def _per_model(under, topology: Topology, which: np.ndarray) -> tuple[LinkTerms, np.ndarray, np.ndarray]:
+    """under(model)'s (terms, hop, delay), each flow's taken from its own model (`which`)."""
+    parts = [under(m) for m in topology.models]
+    pick = [which == i for i in range(len(parts))]
+
+    def chosen(values: list[np.ndarray]) -> np.ndarray:
+        return np.select(pick, values)
+
+    terms = LinkTerms(*(chosen([getattr(p[0], f) for p in parts]) for f in ("factor", "efficiency", "cap", "hop")))
+    return terms, chosen([p[1] for p in parts]), chosen([p[2] for p in parts])

@@ -18,9 +18,10 @@ below). Where numba cannot be imported, compiled runs the Python loop.
 from __future__ import annotations
 
 import heapq
+import math
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -82,13 +83,14 @@ def _nodes(arrays: NodeArrays) -> _Nodes:
                   arrays.gpu.tolist())
 
 
-def replay(dag: ExecutionDAG, topology: Topology, fold: Fold, sm_count: int = 0, window_s: float = 0.0,
+def replay(dag: ExecutionDAG, topology: Topology, fold: Fold, sm_count: int | np.ndarray = 0, window_s: float = 0.0,
            advance: Callable[[int], None] | None = None, engine: str | None = None) -> Timeline:
     """Run the DAG to completion; return every node's start and finish time.
 
     With the GPU's `sm_count`, a GEMM or attention kernel that starts while collectives run on its GPU gets
     the SMs they leave: NCCL's kernel holds one SM per channel for the whole collective, so the kernel runs
-    sm_count / (sm_count - held) longer. 0 leaves every kernel its measured time.
+    sm_count / (sm_count - held) longer. 0 leaves every kernel its measured time. On GPUs of several types
+    `sm_count` is per rank (see per_rank_sms).
 
     Flows that start or finish within `window_s` of each other share one max-min rate computation (0: one
     per distinct time); a flow starting inside the window waits for it.
@@ -102,7 +104,8 @@ def replay(dag: ExecutionDAG, topology: Topology, fold: Fold, sm_count: int = 0,
         raise ValueError("the DAG has no kernel durations: populate it first")
     props = flow_properties(dag, topology, fold)
     loop = _event_loop(_engine(engine), dag.num_nodes)
-    start, finish = loop(node_arrays(dag, props.nodes, sm_count), props, topology.capacity,
+    nodes, sm_count = per_rank_sms(dag, node_arrays(dag, props.nodes, int(np.max(sm_count, initial=0))), sm_count)
+    start, finish = loop(nodes, props, topology.capacity,
                          flow_loads(dag, topology, fold, props), dag.num_gpus, sm_count, window_s,
                          advance or _unreported, REPORT_EVERY)
     stuck = int(np.count_nonzero(finish == NOT_FINISHED))
@@ -110,6 +113,20 @@ def replay(dag: ExecutionDAG, topology: Topology, fold: Fold, sm_count: int = 0,
         n = dag.num_nodes
         raise RuntimeError(f"replay stalled with {stuck} of {n} nodes unfinished (a dependency cycle in the DAG)")
     return Timeline(start, finish, props.links, props.nodes)
+
+
+def per_rank_sms(dag: ExecutionDAG, nodes: NodeArrays, sm_count: int | np.ndarray) -> tuple[NodeArrays, int]:
+    """The node arrays and the one SM count the event loops take, for one SM count or one per rank.
+
+    Ranks of different SM counts s_g share one count S, a multiple of every s_g, with each channel a
+    collective holds on rank g counted as S / s_g: S / (S - min(held * S / s_g, share * S)) is
+    s_g / (s_g - min(held, share * s_g)), the rank's own slowdown, and spans stay whole numbers."""
+    counts = np.asarray(sm_count, dtype=np.int64)
+    if counts.ndim == 0 or len(np.unique(counts)) <= 1:
+        return nodes, int(counts.max(initial=0)) if counts.ndim else int(counts)
+    common = math.lcm(*np.unique(counts).tolist())
+    scale = common // counts[dag.gpu]
+    return replace(nodes, span=nodes.span * scale), common
 
 
 def _engine(engine: str | None) -> str:

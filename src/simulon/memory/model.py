@@ -19,6 +19,7 @@ allocator's excess) and device (nvidia-smi's used memory: reserved plus the CUDA
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -136,8 +137,9 @@ class _Chunk:
 class MemoryModel:
     """The memory model of one workload on one GPU type."""
 
-    def __init__(self, workload: MegatronWorkload, num_gpus: int, capacity_bytes: float, gpu: str = "",
-                 channels: int | None = None):
+    def __init__(self, workload: MegatronWorkload, num_gpus: int, capacity_bytes: float | Sequence[float],
+                 gpu: str = "", channels: int | None = None):
+        """`capacity_bytes`: the GPU's memory, or per pipeline stage its GPUs' smallest (GPUs of several types)."""
         par, train = workload.parallelism, workload.training
         dp = num_gpus // (par.tp * par.cp * par.pp)
         self.layout = RankLayout(tp=par.tp, cp=par.cp, dp=dp, pp=par.pp, ep=par.ep, etp=par.etp,
@@ -153,13 +155,25 @@ class MemoryModel:
     def of(cls, sc: ScenarioConfig) -> MemoryModel:
         if sc.workload is None:
             raise ValueError("the scenario has no workload block")
-        gpu = sc.datacenter.node.gpu
         num_gpus = sc.workload.training.num_gpus or sc.datacenter.num_gpus
         channels = sc.collective.num_channels if sc.collective is not None else None
-        return cls(sc.workload, num_gpus, gpu.memory_capacity_gb * GiB, gpu.name, channels)
+        placement = sc.placement()
+        if placement.uniform:
+            gpu = placement.gpu_of(0)
+            return cls(sc.workload, num_gpus, gpu.memory_capacity_gb * GiB, gpu.name, channels)
+        capacity = [g.gpu.memory_capacity_gb * GiB for g in placement.groups]
+        stage_groups = placement.group.reshape(sc.workload.parallelism.pp, -1)
+        per_stage = [min(capacity[g] for g in set(row.tolist())) for row in stage_groups]
+        names = " + ".join(dict.fromkeys(placement.groups[g].gpu.name for g in placement.used))
+        return cls(sc.workload, num_gpus, per_stage, names, channels)
+
+    def stage_capacity(self, stage: int) -> float:
+        """Bytes of memory of the stage's GPUs (the smallest, where the stage spans GPU types)."""
+        return self.capacity if isinstance(self.capacity, float | int) else self.capacity[stage]
 
     def report(self) -> MemoryReport:
-        return MemoryReport([self.stage(s) for s in range(self.layout.pp)], self.gpu, self.capacity)
+        capacity = self.capacity if isinstance(self.capacity, float | int) else min(self.capacity)
+        return MemoryReport([self.stage(s) for s in range(self.layout.pp)], self.gpu, capacity)
 
     # ---- one stage ----
 
@@ -182,7 +196,7 @@ class MemoryModel:
                 parts[name] = parts.get(name, 0.0) + value
         units = {unit: kept for chunk in chunks for unit, kept in chunk.units.items()}
         return StageMemory(stage, dict(sorted(terms.items(), key=lambda item: -item[1])), parts, in_flight, kept,
-                           reserved, runtime, self.capacity, states.params, units)
+                           reserved, runtime, self.stage_capacity(stage), states.params, units)
 
     def _chunk(self, stage: int, chunk: int) -> _Chunk:
         """Sum the kept activations of a chunk's layers (with the embedding or the head where it holds them)."""

@@ -15,7 +15,7 @@ import numpy as np
 import yaml
 
 from ..collective.nccl import PROTOCOLS
-from ..config.dc import DatacenterConfig
+from ..config.dc import DatacenterConfig, Group, weakest_group
 
 LOCAL_PASSES = ("reduce", "copy", "reduce_copy")
 """Kinds of a ring's local step: reduce-scatter's, all-gather's, all-reduce's (collective.ring.ring_local_pass)."""
@@ -101,11 +101,21 @@ def _family(families: dict[str, Any], name: str) -> str:
 
 
 def link_model_for(dc: DatacenterConfig, table: dict[str, Any] | None = None) -> LinkModel:
-    """The link model of a datacenter's GPU and NIC families (from data/calibration.yaml, or `table`)."""
+    """The link model of a datacenter's GPU and NIC families (from data/calibration.yaml, or `table`); with node
+    groups of several types, the weakest group's (config.dc.weakest_group)."""
+    return group_link_model(weakest_group(dc.groups), table)
+
+
+def group_link_model(group: Group, table: dict[str, Any] | None = None) -> LinkModel:
+    """The link model of one node group's GPU and NIC families."""
+    return link_model_of(group.gpu.name, group.nic.name if group.nic else "", table)
+
+
+def link_model_of(gpu_name: str, nic_name: str, table: dict[str, Any] | None = None) -> LinkModel:
+    """The link model of a GPU's and a NIC's families, by their names."""
     table = table or shipped_table()
-    gpu_family = _family(table["gpu_families"], dc.node.gpu.name)
-    nic = dc.network.scale_out.nic
-    nic_family = _family(table["nic_families"], nic.name if nic else "")
+    gpu_family = _family(table["gpu_families"], gpu_name)
+    nic_family = _family(table["nic_families"], nic_name)
     g, n = table["gpu_families"][gpu_family], table["nic_families"][nic_family]
     return LinkModel(gpu_family, nic_family, float(g["scale_up_efficiency"]), float(n["scale_out_efficiency"]),
                      float(g["in_switch_efficiency"] or 1.0), float(g["in_switch_hop_us"]) * US,

@@ -6,6 +6,10 @@ root, which the GPU's traffic to its NIC also crosses. In a mesh node each GPU i
 of its peers (its port's bandwidth split evenly over them). Scale-out: each NIC (shared by `gpus_per_nic`
 GPUs) has one port, or two with dual ToRs, on the Clos fabric of network.scale_out.topology.
 
+Node groups of several types (config.dc) share the one fabric: each GPU's scale-up links and NIC ports run at its
+own group's speeds and link-model efficiencies (network/calibration.py), the fabric's switch links are sized for
+its fastest NIC, and the job's nodes sit on it in rank order.
+
 A flow inside a domain uses its sender's up link and its receiver's down link (in a mesh, the link from
 its sender to its receiver); between domains it goes NIC to NIC through the fabric. In-network reduction
 legs (NVLS, CollNet) go from a GPU to its switch or back; their destination is one of the negative endpoint
@@ -18,8 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..config.dc import DatacenterConfig
-from .calibration import LinkModel, link_model_for
+from ..config.dc import DatacenterConfig, Placement, weakness
+from .calibration import LinkModel, group_link_model, link_model_for
 from .fabric import NO_LINK, Fabric
 
 TO_SCALE_UP_SWITCH, FROM_SCALE_UP_SWITCH, TO_SCALE_OUT_SWITCH, FROM_SCALE_OUT_SWITCH = -2, -3, -4, -5
@@ -50,37 +54,67 @@ class Topology:
     latency: np.ndarray            # seconds per link traversal
     fabric: Fabric
     reduces_in_switch: tuple[bool, bool]  # (scale-up, scale-out) switches reduce data (NVLS, SHARP)
-    model: LinkModel
+    model: LinkModel               # the weakest node group's (all of them where the groups share one)
+    models: tuple[LinkModel, ...] = ()      # node groups of several link models: those, weakest first
+    model_of_gpu: np.ndarray | None = None  # and the index of each GPU's (None: `model` for all)
 
     @classmethod
     def from_datacenter(cls, dc: DatacenterConfig, num_gpus: int | None = None,
-                        model: LinkModel | None = None) -> Topology:
-        node, net = dc.node, dc.network
+                        model: LinkModel | None = None, placement: Placement | None = None) -> Topology:
+        """The links of `num_gpus` GPUs (default: all) of the datacenter, each GPU's scale-up port and NIC those
+        of the node group `placement` puts its rank on (default: the groups in order). Heterogeneous groups share
+        one fabric, whose switch links are sized for its fastest NIC; each NIC port runs at its own NIC's speed."""
+        net = dc.network
         num_gpus = num_gpus or dc.num_gpus
-        model = model or link_model_for(dc)
-        up_switch, nic, out_switch = net.scale_up.switch, net.scale_out.nic, net.scale_out.switch
-        scale_up = dc.scale_up_bandwidth or 0.0  # a single-GPU node has no scale-up links in use
-        kind = net.scale_up.kind
-        peers = node.gpus_per_node - 1
+        placement = placement or dc.placement(num_gpus)
+        models, model_of_gpu = (model,), None
+        if model is None:
+            models, model_of_gpu = group_models(placement)
+            model = models[0] if model_of_gpu is not None else link_model_for(dc)
+        gpn, per_nic = dc.gpus_per_node, dc.gpus_per_nic
+        out_switch, spec = net.scale_out.switch, net.scale_out.topology
+        groups = placement.groups
+        kind = groups[0].scale_up.kind
+        scale_up = np.asarray(placement.per_rank(lambda g: g.scale_up_bandwidth or 0.0), dtype=float)
+        peers = gpn - 1
         if kind == "mesh":  # a link to each peer: the port's bandwidth split over them
-            scale_up, up_links = scale_up / max(peers, 1), num_gpus * peers
+            up_rate, up_links = np.repeat(scale_up / max(peers, 1), peers), num_gpus * peers
         else:
-            up_links = 2 * num_gpus
-        nic_speed = nic.speed if nic else 0.0
-        num_nics = -(-num_gpus // node.gpus_per_nic)
-        spec = net.scale_out.topology
-        fabric = Fabric.build(spec, num_nics, node.gpus_per_node // node.gpus_per_nic,
-                              nic_speed / (2 if spec.dual_tor else 1), nic.latency if nic else 0.0,
-                              out_switch.latency if out_switch else 0.0, up_links)
-        line = np.concatenate([np.full(up_links, scale_up), fabric.capacity])
+            up_rate, up_links = np.concatenate([scale_up, scale_up]), 2 * num_gpus
+        nic_group = placement.group[::per_nic]  # a node's GPUs, and so a NIC's, are on one group
+        nic_speed = np.array([g.nic.speed if g.nic else 0.0 for g in groups])[nic_group]
+        nic_latency = np.array([g.nic.latency if g.nic else 0.0 for g in groups])[nic_group]
+        sets = 2 if spec.dual_tor else 1
+        switch_latency = out_switch.latency if out_switch else 0.0
+        fabric = Fabric.build(spec, len(nic_group), gpn // per_nic, float(nic_speed.max(initial=0.0)) / sets,
+                              float(nic_latency.max(initial=0.0)), switch_latency, up_links)
+        fabric_rate, fabric_latency = fabric.capacity.copy(), fabric.latency.copy()
+        ports = len(nic_group) * sets
+        fabric_rate[:2 * ports] = np.tile(np.repeat(nic_speed / sets, sets), 2)  # nic_up, then nic_down
+        fabric_latency[:2 * ports] = np.concatenate([np.repeat(nic_latency + switch_latency, sets),
+                                                     np.repeat(nic_latency, sets)])
+        line = np.concatenate([up_rate, fabric_rate])
         efficiency = np.concatenate([np.full(up_links, model.scale_up_efficiency),
                                      np.full(fabric.num_links, model.scale_out_efficiency)])
-        up_latency = np.full(up_links, up_switch.latency if up_switch else 0.0)
-        if kind != "mesh":  # a switch's latency counts once, on the way in
-            up_latency[num_gpus:] = 0.0
-        latency = np.concatenate([up_latency, fabric.latency])
-        return cls(num_gpus, node.gpus_per_node, node.gpus_per_nic, dc.domain_gpus, kind,
-                   line, line * efficiency, latency, fabric, dc.reduces_in_switch, model)
+        if model_of_gpu is not None:  # each GPU's links and NIC ports at its own group's efficiencies
+            up = np.array([m.scale_up_efficiency for m in models])[model_of_gpu]
+            efficiency[:up_links] = np.repeat(up, peers) if kind == "mesh" else np.tile(up, 2)
+            nic = np.array([m.scale_out_efficiency for m in models])[model_of_gpu[::per_nic]]
+            efficiency[up_links:up_links + 2 * ports] = np.tile(np.repeat(nic, sets), 2)
+        up_latency = np.asarray(placement.per_rank(lambda g: g.scale_up.switch.latency if g.scale_up.switch
+                                                   else 0.0), dtype=float)
+        up_latency = np.repeat(up_latency, peers) if kind == "mesh" else np.concatenate([up_latency,
+                                                                                        np.zeros(num_gpus)])
+        latency = np.concatenate([up_latency, fabric_latency])  # a switch's latency counts once, on the way in
+        return cls(num_gpus, gpn, per_nic, dc.domain_gpus, kind, line, line * efficiency, latency, fabric,
+                   dc.reduces_in_switch, model, models, model_of_gpu)
+
+    def model_index(self, gpus) -> int:
+        """The index in `models` of the link model a collective (or send) among `gpus` runs under: its weakest
+        member's (0 where the GPUs share one model)."""
+        if self.model_of_gpu is None:
+            return 0
+        return int(self.model_of_gpu[np.asarray(gpus, dtype=np.int64)].min())
 
     @property
     def pcie(self) -> bool:
@@ -226,6 +260,20 @@ class Topology:
         weights[up:up + len(port_weight)] = port_weight
         weights[down:down + len(port_weight)] = port_weight
         return weights
+
+
+def group_models(placement: Placement) -> tuple[tuple[LinkModel, ...], np.ndarray | None]:
+    """The distinct link models of the node groups a placement uses, weakest group's first, and the index of
+    each rank's; (the one model, None) where they share one."""
+    order = sorted(placement.used, key=lambda g: weakness(placement.groups[g]))
+    of_group = {g: group_link_model(placement.groups[g]) for g in order}
+    models = tuple(dict.fromkeys(of_group[g] for g in order))
+    if len(models) == 1:
+        return models, None
+    index = np.zeros(len(placement.groups), dtype=np.int64)
+    for g in order:
+        index[g] = models.index(of_group[g])
+    return models, index[placement.group]
 
 
 def _packed(links: np.ndarray) -> np.ndarray:

@@ -87,7 +87,7 @@ class Estimator:
     def __init__(self, workload: MegatronWorkload, datacenter: DatacenterConfig, plan: CollectivePlan,
                  collective: CollectiveConfig):
         self.workload, self.datacenter, self.plan, self.collective = workload, datacenter, plan, collective
-        gpu = self.gpu = datacenter.node.gpu
+        gpu = self.gpu = datacenter.single_node("the strategy search").gpu
         self._collectives: dict[tuple, float] = {}
         self.sm_count = Calibrations.shipped().sm_count(gpu)
         self._units: dict[tuple, _LayerCost] = {}

@@ -233,9 +233,12 @@ class Search:
         self.num_gpus = num_gpus or sc.workload.training.num_gpus or dc.num_gpus
         if self.num_gpus > dc.num_gpus:
             raise ConfigError(f"--gpus: {self.num_gpus} is more than the datacenter's {dc.num_gpus} GPUs")
-        gpu = dc.node.gpu
+        try:
+            gpu = dc.single_node("the strategy search").gpu
+        except ValueError as exc:
+            raise ConfigError(f"datacenter.node_groups: {exc}") from None
         has_fp8 = fp8 and _supports(gpu, DType.fp8)
-        self.space = Space(self.workload, self.num_gpus, dc.node.gpus_per_node, has_fp8, limits)
+        self.space = Space(self.workload, self.num_gpus, dc.gpus_per_node, has_fp8, limits)
         topology = Topology.from_datacenter(dc, self.num_gpus)
         self.estimator = Estimator(self.workload, dc, CollectivePlan.from_config(topology, sc.collective),
                                    sc.collective)

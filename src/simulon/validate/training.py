@@ -272,7 +272,7 @@ def measured_iteration(row: dict[str, str], sim: Simulation, sc: ScenarioConfig)
     num_gpus = train.num_gpus
     tokens = train.global_batch_size * train.sequence_length
     model_flops, hardware_flops = sim.dag.total_flops(), sim.dag.total_flops(include_recompute=True)
-    peak = sc.datacenter.node.gpu.peak_flops(train.dtype)
+    peak = sc.placement().peak_flops(train.dtype)
     for metric in METRICS:
         value = number(row, metric)
         if value is None or value <= 0:
