@@ -42,7 +42,8 @@ class AnalyticalModel:
         self.gemm_peak = gpu.peak_flops(dtype)  # raises for a dtype the GPU has no peak in
         self._attention: dict[str, tuple[AttentionParams, Architecture]] = {}
         self.memory = cal.memory
-        self.attention_dtype = dtype if dtype in ATTENTION_DTYPES else DType.bf16
+        self.attention_dtype = dtype if dtype in ATTENTION_DTYPES else (  # fp16 on a GPU without bf16 (Turing)
+            DType.bf16 if DType.bf16 in gpu.peak_tflops else DType.fp16)
         self.attention_peak = gpu.peak_flops(self.attention_dtype)
         self.attention_clock = cal.gemm(gpu, self.attention_dtype)[0]  # the tensor cores' clock behaviour
 

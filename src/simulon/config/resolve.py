@@ -90,9 +90,10 @@ def words(text: str) -> list[str]:
 
 
 def model_word(name: str) -> str:
-    """The model word of a GPU template name: 'A100-SXM4-80GB' -> 'a100', 'Instinct-MI300X' -> 'mi300x'."""
+    """The model word of a GPU template name: 'A100-SXM4-80GB' -> 'a100', 'Instinct-MI300X' -> 'mi300x'; a
+    GeForce's bare four-digit number: 'RTX-3090' -> '3090' (not 'rtx', which every GeForce RTX card shares)."""
     for word in words(name):
-        if re.fullmatch(r"[a-z]{1,3}\d{2,3}[a-z]?", word):
+        if re.fullmatch(r"[a-z]{1,3}\d{2,3}[a-z]?|\d{4}", word):
             return word
     return words(name)[0] if words(name) else ""
 
