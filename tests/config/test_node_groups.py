@@ -116,10 +116,18 @@ def test_stage_groups_put_each_stage_on_its_group():
     assert parse_scenario(example()).placement().group.tolist() == [0] * 16 + [1] * 16
 
 
+def test_a_stage_may_put_each_data_parallel_replica_on_its_own_group():
+    sc = parse_scenario(example(stage_groups=[[0, 1], [1, 0]]))
+    assert sc.placement().group.tolist() == [0] * 8 + [1] * 8 + [1] * 8 + [0] * 8
+    assert "the stages mapped to group 1 (dgx-a100) need 24 GPUs" in scenario_error(example(stage_groups=[[0, 1], 1]))
+
+
 @pytest.mark.parametrize(("stage_groups", "expected"), [
     ([0], "1 entries, but pp = 2"),
+    ([[0, 1, 1], 1], "stage 0: 3 groups, but dp = 2"),
+    ([[0, 0], [0, 1]], "the stages mapped to group 0 (dgx-h100) need 24 GPUs, but it has 16"),
     ([0, 2], "stage 1: group 2 does not exist"),
-    ([0, 0], "2 stages of 16 GPUs on group 0 (dgx-h100) need 32 GPUs, but it has 16"),
+    ([0, 0], "the stages mapped to group 0 (dgx-h100) need 32 GPUs, but it has 16"),
     ([0, -1], "stage 1: group -1 does not exist"),
 ])
 def test_a_bad_stage_to_group_map_is_refused_naming_the_field(stage_groups, expected):

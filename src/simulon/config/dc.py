@@ -415,16 +415,20 @@ class DatacenterConfig(Templated):
                 seen.append(g)
         return seen
 
-    def placement(self, num_gpus: int | None = None, stage_groups: list[int] | None = None,
+    def placement(self, num_gpus: int | None = None, stage_groups: list[int | list[int]] | None = None,
                   ranks_per_stage: int | None = None) -> Placement:
         """The group of each of `num_gpus` ranks (default: every GPU): the groups' GPUs in order, or with
-        `stage_groups`, pipeline stage s (ranks s*ranks_per_stage on) on group stage_groups[s]."""
+        `stage_groups`, pipeline stage s (ranks s*ranks_per_stage on) on group stage_groups[s]; an entry that
+        is a list gives the group of each data-parallel replica of the stage, replica d holding the d-th
+        equal block of the stage's ranks (Megatron's order: tensor and context parallel ranks innermost)."""
         num_gpus = num_gpus or self.num_gpus
         if stage_groups is None:
             sizes = [g.num_gpus for g in self.groups]
             group = np.repeat(np.arange(len(sizes)), sizes)[:num_gpus]
         else:
-            group = np.repeat(np.asarray(stage_groups, dtype=np.int64), ranks_per_stage)
+            group = np.concatenate([np.repeat(np.atleast_1d(np.asarray(entry, dtype=np.int64)),
+                                              ranks_per_stage // len(np.atleast_1d(entry)))
+                                    for entry in stage_groups])
         return Placement(self.groups, group.astype(np.int64))
 
     @property

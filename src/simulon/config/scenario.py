@@ -137,7 +137,7 @@ def check_workload_fits(wl: MegatronWorkload, dc: DatacenterConfig) -> None:
             raise FieldError("workload.parallelism.expert_tensor_parallel",
                              f"{par.etp}: ep x expert_tensor_parallel = {par.ep * par.etp} must divide "
                              f"tp*cp*dp = {ranks}, with expert_tensor_parallel at most tp = {par.tp}")
-    _check_stage_groups(train.stage_groups, dc, par.pp, num_gpus // par.pp)
+    _check_stage_groups(train.stage_groups, dc, par.pp, num_gpus // par.pp, num_gpus // (par.tp * par.cp * par.pp))
     placement = dc.placement(num_gpus, train.stage_groups, num_gpus // par.pp)
     for g in placement.used:
         try:
@@ -146,27 +146,36 @@ def check_workload_fits(wl: MegatronWorkload, dc: DatacenterConfig) -> None:
             raise FieldError("workload.training.dtype", str(exc)) from None
 
 
-def _check_stage_groups(stage_groups: list[int] | None, dc: DatacenterConfig, pp: int, per_stage: int) -> None:
-    """A stage-to-group map names a group for every stage, puts whole nodes on a group, and no more of a
-    group's GPUs than it has."""
+def _check_stage_groups(stage_groups: list[int | list[int]] | None, dc: DatacenterConfig, pp: int,
+                        per_stage: int, dp: int) -> None:
+    """A stage-to-group map names a group for every stage (or every data-parallel replica of it), puts whole
+    nodes on a group, and no more of a group's GPUs than it has."""
     if stage_groups is None:
         return
     field = "workload.training.stage_groups"
     if len(stage_groups) != pp:
         raise FieldError(field, f"{len(stage_groups)} entries, but pp = {pp}: give one node group per stage")
     groups = dc.groups
-    for s, g in enumerate(stage_groups):
-        if not 0 <= g < len(groups):
-            raise FieldError(field, f"stage {s}: group {g} does not exist (the datacenter has {len(groups)} node "
-                             f"group{'s' if len(groups) > 1 else ''}, numbered from 0)")
-    if per_stage % dc.gpus_per_node:
-        raise FieldError(field, f"a stage holds {per_stage} GPUs, not whole nodes of {dc.gpus_per_node}: stages "
-                         "can be mapped to node groups only when each fills whole nodes")
+    wanted = [0] * len(groups)
+    for s, entry in enumerate(stage_groups):
+        replicas = entry if isinstance(entry, list) else [entry]
+        if isinstance(entry, list) and len(entry) != dp:
+            raise FieldError(field, f"stage {s}: {len(entry)} groups, but dp = {dp}: give one node group per "
+                             "data-parallel replica (or one for the whole stage)")
+        block = per_stage // len(replicas)
+        if block % dc.gpus_per_node:
+            what = "a stage" if len(replicas) == 1 else "a stage's data-parallel replica"
+            raise FieldError(field, f"{what} holds {block} GPUs, not whole nodes of {dc.gpus_per_node}: it can "
+                             "be mapped to a node group only when it fills whole nodes")
+        for g in replicas:
+            if not 0 <= g < len(groups):
+                raise FieldError(field, f"stage {s}: group {g} does not exist (the datacenter has {len(groups)} "
+                                 f"node group{'s' if len(groups) > 1 else ''}, numbered from 0)")
+            wanted[g] += block
     for g, group in enumerate(groups):
-        wanted = stage_groups.count(g) * per_stage
-        if wanted > group.num_gpus:
-            raise FieldError(field, f"{stage_groups.count(g)} stages of {per_stage} GPUs on group {g} "
-                             f"({group.name}) need {wanted} GPUs, but it has {group.num_gpus}")
+        if wanted[g] > group.num_gpus:
+            raise FieldError(field, f"the stages mapped to group {g} ({group.name}) need {wanted[g]} GPUs, but it "
+                             f"has {group.num_gpus}")
 
 
 def _check_pipeline(par, microbatches: int) -> None:

@@ -242,9 +242,10 @@ class TrainingSpec(StrictModel):
         "none", description="lora: base weights frozen, so no weight gradients, gradient sync or optimizer for them")
     grad_bucket_size: ParameterCount | None = Field(
         None, description="parameters per DP gradient bucket; Megatron-Core's max(40M, 1M*dp) if omitted")
-    stage_groups: list[int] | None = Field(
+    stage_groups: list[int | list[int]] | None = Field(
         None, description="heterogeneous datacenters: the node group (index into datacenter.node_groups) of each "
-        "pipeline stage; default: ranks fill the groups in order")
+        "pipeline stage, or of each of its data-parallel replicas (a list of dp groups); default: ranks fill the "
+        "groups in order")
 
 
 class MegatronWorkload(StrictModel):

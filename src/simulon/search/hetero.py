@@ -276,6 +276,9 @@ class Planner:
         """The scenario as written: its placement and its split."""
         sc = self.sc
         placement = sc.placement().group.reshape(sc.workload.parallelism.pp, -1)
+        if any(len(set(row.tolist())) > 1 for row in placement):
+            raise ConfigError("workload.training.stage_groups: the planner places whole stages on node groups; "
+                              "this scenario puts replicas of one stage on several")
         stage_groups = tuple(int(row[0]) for row in placement)
         layers = tuple(len(range_) for range_ in _stage_layers(sc))
         plan = self._estimated(stage_groups, layers, "as written")
