@@ -6,8 +6,9 @@ template (templates/datacenter/sailor-mit-*.yaml: PCIe nodes, the RTX 3090 node 
 on 25 Gb/s) with the tp GPUs of each node the run used, under one switch; every stage replica on the node type
 its plan names (`training.stage_groups`, a group per data-parallel replica), with the plan's layer split. The
 pipeline engine is DeepSpeed's as Sailor ran it (hetero_rows' docstring): 1F1B over gbs / (mbs x dp)
-micro-batches, the data-parallel gradient all-reduce after the whole schedule (overlap_grad_reduce false), no
-optimizer sharding, no sequence parallelism, Megatron-DeepSpeed's unfused attention.
+micro-batches, activations and their gradients sent between stages in 1/tp shares and all-gathered on arrival
+(pipeline_send partitioned), the data-parallel gradient all-reduce after the whole schedule (overlap_grad_reduce
+false), no optimizer sharding, no sequence parallelism, Megatron-DeepSpeed's unfused attention.
 
 DTYPE: the table gives fp16, but Sailor's launch scripts configure no fp16 and its own simulator of these plans
 runs fp32; its measured per-layer profile and gradient all-reduce times fit fp32 (hetero_rows' DOUBT, with
@@ -37,7 +38,7 @@ def scenario_of(run: SailorRun, dtype: str = RUN_DTYPE) -> ScenarioConfig:
     groups = [{"from": NODE_TEMPLATES[g.gpu], "num_nodes": g.nodes,
                "node": {"gpus_per_node": g.gpus_per_node, "gpus_per_nic": g.gpus_per_node}} for g in run.groups]
     parallelism = {"tp": run.tp, "pp": run.pp, "dp": run.dp, "sequence_parallel": False,
-                   "distributed_optimizer": False, "overlap_grad_reduce": False}
+                   "distributed_optimizer": False, "overlap_grad_reduce": False, "pipeline_send": "partitioned"}
     if run.pp > 1:
         parallelism["layers_per_stage"] = [s.transformer_layers for s in run.stages]
     training = {"num_gpus": run.num_gpus, "global_batch_size": run.global_batch_size,
