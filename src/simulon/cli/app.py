@@ -24,6 +24,7 @@ from .limits import MaxMemoryOption, memory_limit
 from .memory import memory as memory_command
 from .memory import print_report, summary_line, warnings
 from .output import print_table
+from .plan import plan_hetero
 from .plot import plot as plot_command
 from .profile import app as profile_app
 from .report import report as report_command
@@ -40,6 +41,7 @@ app.command(name="topology")(topology_command)
 app.command(name="memory")(memory_command)
 app.command(name="search")(search_command)
 app.command(name="diff")(diff_command)
+app.command(name="plan-hetero")(plan_hetero)
 app.command(name="sweep")(sweep_command)
 app.command(name="plot")(plot_command)
 app.command(name="report")(report_command)

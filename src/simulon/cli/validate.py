@@ -1,5 +1,5 @@
-"""`simulon validate {kernels,collectives,training,memory} [--csv FILE] [--json] [--plot FILE]`: the shipped table
-unless --csv names one; --plot draws predicted against measured (plots/validation.py)."""
+"""`simulon validate {kernels,collectives,training,memory,hetero} [--csv FILE] [--json] [--plot FILE]`: the
+shipped table unless --csv names one; --plot draws predicted against measured (plots/validation.py)."""
 
 from __future__ import annotations
 
@@ -114,3 +114,15 @@ def memory(csv: CsvOption = None, as_json: JsonOption = False, plot: PlotOption 
     from ..validate.memory import validate_memory
 
     report(table(csv, "memory"), as_json, validate_memory, "source", plot)
+
+
+@app.command()
+def hetero(csv: CsvOption = None, as_json: JsonOption = False, plot: PlotOption = None) -> None:
+    """Heterogeneous training runs (Sailor's mixed RTX 3090 / TITAN RTX / RTX 2080 Ti runs in the memory table)
+    simulated on their node groups: iteration time against measured."""
+    from ..validate.hetero import validate_hetero
+    from .progress import terminal_progress
+
+    with terminal_progress(quiet=as_json) as progress:
+        report(table(csv, "memory"), as_json, lambda rows: validate_hetero(rows, progress=progress),
+               "node groups and strategy", plot)

@@ -192,6 +192,10 @@ class ParallelismSpec(StrictModel):
     fsdp_size: GPUCount | None = Field(None, description="ranks a parameter is sharded over (HSDP); "
                                           "default every data-parallel rank")
     overlap_grad_reduce: bool = True
+    pipeline_send: Literal["full", "partitioned"] = Field(
+        "full", description="full: every tensor-parallel rank sends the whole activation to the next stage "
+        "(Megatron-Core); partitioned: each sends its 1/tp share, all-gathered over tp on arrival (DeepSpeed's "
+        "PipelineEngine, pipe_partitioned and grad_partitioned, on by default with model parallelism)")
     recompute: Literal["none", "selective", "full"] = Field(
         "none", description="activation recomputation: selective re-runs core attention, full every layer")
     recompute_modules: list[RecomputeModule] | None = Field(

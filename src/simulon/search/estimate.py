@@ -185,6 +185,17 @@ class Estimator:
         tp, cp, ep = self._layer_comm(s, workload, kernels, unit, specs, model)
         return _LayerCost(forward, backward, recompute, tp, cp, ep)
 
+    def unit_seconds(self, s: Strategy, workload: MegatronWorkload, unit: int) -> float:
+        """One rank's seconds per micro-batch for one unit: a dense layer (0), an MoE layer (1), the embedding
+        (EMBEDDING_LAYER) or the head (HEAD_LAYER): its kernels, recompute and exposed TP/CP/EP communication,
+        as a stage's total counts them."""
+        key = (self.shape_key(s), unit)
+        if key not in self._units:
+            self._units[key] = self._cost_of_unit(s, workload, self._kernels(s, workload), unit)
+        cost = _StageCost()
+        cost.add(self._units[key])
+        return cost.total
+
     @staticmethod
     def _unit_kernels(kernels: LayerKernels, unit: int) -> list[str]:
         head = {"final_norm", "lm_head", "loss", "lm_head_cast"}

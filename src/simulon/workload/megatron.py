@@ -178,8 +178,23 @@ class _StageEmitter:
 
     @property
     def activation_bytes(self) -> float:
-        """A micro-batch's activations (or their gradients) sent between pipeline stages."""
-        return self.shape.norm_tokens * self.hidden_size * self.shape.act_bytes
+        """A micro-batch's activations (or their gradients) a rank sends to the next (previous) pipeline stage:
+        the whole tensor, or its 1/tp share when sends are partitioned."""
+        whole = self.shape.norm_tokens * self.hidden_size * self.shape.act_bytes
+        return whole / self.shape.tp if self.partitioned_sends else whole
+
+    @property
+    def partitioned_sends(self) -> bool:
+        return self.parallelism.pipeline_send == "partitioned" and self.shape.tp > 1 and not self.shape.sp
+
+    def receive(self, peer_stage: int, chunk: int, mb: int, phase: Phase, unit: int) -> int:
+        """A pipeline receive, and with partitioned sends the all-gather over tp that rebuilds the tensor
+        (DeepSpeed's PartitionedTensor.full)."""
+        received = self.program.recv(peer_stage, chunk, mb, phase)
+        if not self.partitioned_sends:
+            return received
+        return self.program.collective(CollType.AllGather, "tp", self.activation_bytes * self.shape.tp,
+                                       Stream.tp_comm, "pp_recv_gather", unit, mb, phase, waits=(received,))
 
     # -- iteration --
 
@@ -221,7 +236,8 @@ class _StageEmitter:
 
     def forward(self, mb: int, chunk: int) -> None:
         if not self._is_first(chunk) and self._previous(chunk)[0] != self.stage:  # a V's turn stays on the rank
-            self.pending = self.program.recv(self._previous(chunk)[0], chunk, mb, Phase.fwd)
+            self.pending = self.receive(self._previous(chunk)[0], chunk, mb, Phase.fwd,
+                                        (self.layers.units_of(self.stage, chunk) or [EMBEDDING_LAYER])[0])
         units = self.layers.units_of(self.stage, chunk)
         for unit, next_unit in zip(units, [*units[1:], None], strict=True):
             self.wait_for_gathers(self.gradient_sync.before_forward(unit, mb, next_unit))
@@ -295,7 +311,8 @@ class _StageEmitter:
 
     def backward(self, mb: int, chunk: int, last: bool) -> None:
         if not self._is_last(chunk) and self._next(chunk)[0] != self.stage:
-            self.pending = self.program.recv(self._next(chunk)[0], chunk, mb, Phase.bwd_ig)
+            self.pending = self.receive(self._next(chunk)[0], chunk, mb, Phase.bwd_ig,
+                                        (self.layers.units_of(self.stage, chunk) or [HEAD_LAYER])[-1])
         units = self.layers.units_of(self.stage, chunk)[::-1]
         for unit, next_unit in zip(units, [*units[1:], None], strict=True):
             self.wait_for_gathers(self.gradient_sync.before_backward(unit, mb, next_unit))

@@ -1,0 +1,66 @@
+"""`simulon plan-hetero SCENARIO`: place a pipeline's stages on a heterogeneous cluster's node groups and split
+its layers by GPU speed (search/hetero.py), against the scenario as written."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+import yaml
+
+from ..config.errors import ConfigError
+from ..config.loading import load_scenario
+from ..export.files import write_atomic
+from ..search.hetero import Plan, Planner, PlanResult
+from .output import print_table
+
+
+def _row(plan: Plan) -> tuple[str, ...]:
+    placement = " ".join(f"{g}:{n}" for g, n in zip(plan.stage_groups, plan.layers_per_stage, strict=True))
+    return (plan.label, placement, f"{max(plan.stage_ms):.1f}", f"{plan.estimated_ms:,.1f}",
+            f"{plan.simulated_ms:,.1f}", "yes" if plan.fits else "NO")
+
+
+def print_result(result: PlanResult) -> None:
+    print("node groups: " + "; ".join(f"{i}: {name}" for i, name in enumerate(result.groups)))
+    print_table(f"Pipeline placements simulated ({result.considered} solved by estimate)",
+                ("plan", "group:layers by stage", "slowest stage ms/mb", "estimated ms", "simulated ms", "fits"),
+                [_row(p) for p in result.simulated])
+    best = result.best
+    print(f"best: stage_groups {list(best.stage_groups)}, layers_per_stage {list(best.layers_per_stage)}: "
+          f"{best.simulated_ms:,.1f} ms per step against {result.baseline.simulated_ms:,.1f} ms as written "
+          f"({1 + result.gain:.2f}x the throughput)")
+
+
+def plan_hetero(
+    scenario: Annotated[Path, typer.Argument(help="scenario YAML whose datacenter has node_groups")],
+    simulate: Annotated[int, typer.Option("--simulate", help="placements simulated in full besides the "
+                                          "scenario as written (the best by estimate)")] = 2,
+    as_json: Annotated[bool, typer.Option("--json", help="print the result as one JSON object")] = False,
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="write the best plan as a scenario "
+                                                "YAML")] = None,
+) -> None:
+    """Choose which node group runs each pipeline stage and how many layers each stage holds, so that no stage
+    holds the others up, under each GPU's memory; the best placements by estimate are simulated in full with
+    the scenario as written, and the fastest is the plan."""
+    if not 0 <= simulate <= 100:
+        raise ConfigError(f"--simulate: expected 0 to 100, got {simulate}")
+    if output is not None and output.is_dir():
+        raise ConfigError(f"-o {output}: is a folder; give a file name")
+    sc = load_scenario(scenario)
+    try:
+        planner = Planner(sc)
+        result = planner.run(simulate)
+    except ValueError as exc:
+        raise ConfigError(f"{scenario}: {exc}") from None
+    if output is not None:
+        data = planner.scenario(result.best).model_dump(mode="json", exclude_none=True)
+        note = (f"# simulon plan-hetero {scenario}: {result.best.simulated_ms:,.1f} ms per step simulated, "
+                f"{100 * result.gain:+.1f}% against the scenario as written\n")
+        write_atomic(output, note + yaml.safe_dump(data, sort_keys=False))
+    if as_json:
+        print(json.dumps(result.to_json()))
+    else:
+        print_result(result)

@@ -1,0 +1,321 @@
+"""Planning a pipeline over a heterogeneous cluster: which node group runs each stage, and how many layers.
+
+Metis (ATC'24), Sailor (SOSP'25), Cephalo and FlashFlex all balance a pipeline over mixed GPUs the same way
+at heart: a stage on a slower GPU gets fewer layers, so that no stage holds the others up. This planner does
+that for a scenario whose datacenter has `node_groups`, keeping its strategy (tp, pp, dp, micro-batches):
+
+1. Unit costs. For each node group's GPU, the seconds per micro-batch of a dense layer, an MoE layer, the
+   embedding and the head on one rank (kernels, recompute, exposed TP/CP/EP communication), from the
+   search's fast estimate (search.estimate.Estimator) on that group's own nodes.
+2. Placements. Every assignment of stages to groups that uses each group for as many stages as its GPUs
+   allow: all orders when there are at most MAX_ORDERS, else the groups in contiguous blocks (every order
+   of the groups).
+3. The layer split of a placement minimises its slowest stage (then, among splits as slow, the sum of the
+   stages, the fill and drain of 1F1B): the smallest time T at which the stages' layer counts that fit
+   under T reach the model's layers, each stage holding at least one layer, found by bisection over the
+   candidate times. A stage the memory model says does not fit on its GPU gets a layer fewer and the split
+   is solved again.
+4. Estimated step of a placement: M x slowest + the other stages once (Narayanan et al., SC'21, section 2.2,
+   with uneven stages as search.estimate counts them). The best `simulate` placements, and the scenario's
+   own placement with its own split (the even split unless it gives layers_per_stage), are simulated in
+   full; the plan is the fastest simulated, so it is never slower than the scenario as written.
+
+What it leaves out: data-parallel shares per group (every replica runs the same micro-batches), interleaved
+schedules (vpp 1 only) and tensor-parallel groups spanning GPU types.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from ..collective.tuner import CollectivePlan
+from ..config.dc import DatacenterConfig, Group
+from ..config.errors import ConfigError
+from ..config.loading import parse_scenario
+from ..config.scenario import ScenarioConfig
+from ..memory import estimate_memory
+from ..network.topology import Topology
+from ..pipeline import simulate as simulate_scenario
+from ..workload.layer_kernels import LayerKernels
+from ..workload.parameters import PipelineLayers
+from ..workload.program import EMBEDDING_LAYER, HEAD_LAYER
+from .agreement import strategy_of
+from .estimate import Estimator
+
+MAX_ORDERS = 2_000
+"""Placements enumerated in every order up to this many; beyond, each group's stages stay contiguous."""
+
+
+@dataclass(frozen=True)
+class UnitCosts:
+    """Seconds per micro-batch on one rank of a group's GPU."""
+
+    dense: float
+    moe: float
+    embedding: float
+    head: float
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A placement of stages on node groups and the layers of each stage."""
+
+    stage_groups: tuple[int, ...]
+    layers_per_stage: tuple[int, ...]
+    stage_ms: tuple[float, ...]   # each stage's estimated time per micro-batch
+    estimated_ms: float           # the step, estimated
+    fits: bool
+    simulated_ms: float | None = None
+    label: str = ""
+
+    def to_json(self) -> dict:
+        return {"label": self.label, "stage_groups": list(self.stage_groups),
+                "layers_per_stage": list(self.layers_per_stage), "stage_ms": list(self.stage_ms),
+                "estimated_ms": self.estimated_ms, "simulated_ms": self.simulated_ms, "fits": self.fits}
+
+
+@dataclass(frozen=True)
+class PlanResult:
+    groups: tuple[str, ...]        # each node group's name and GPU
+    baseline: Plan                 # the scenario as written
+    best: Plan
+    considered: int                # placements whose split was solved
+    simulated: tuple[Plan, ...]    # every plan simulated, fastest first
+
+    @property
+    def gain(self) -> float:
+        """The plan's speed-up over the scenario as written: baseline step / planned step - 1."""
+        return self.baseline.simulated_ms / self.best.simulated_ms - 1.0
+
+    def to_json(self) -> dict:
+        return {"groups": list(self.groups), "considered": self.considered, "gain": self.gain,
+                "baseline": self.baseline.to_json(), "best": self.best.to_json(),
+                "simulated": [p.to_json() for p in self.simulated]}
+
+
+def group_datacenter(dc: DatacenterConfig, group: Group) -> DatacenterConfig:
+    """The datacenter of one node group alone (its nodes, scale-up and NIC on the datacenter's fabric)."""
+    data = dc.model_dump(exclude_none=True)
+    data.pop("node_groups", None)
+    network = data.setdefault("network", {})
+    network["scale_up"] = group.scale_up.model_dump(exclude_none=True)
+    if group.nic is not None:
+        network.setdefault("scale_out", {})["nic"] = group.nic.model_dump(exclude_none=True)
+    data["cluster"] = {"num_nodes": group.num_nodes}
+    data["node"] = group.node.model_dump(exclude_none=True)
+    return DatacenterConfig.model_validate(data)
+
+
+def unit_costs(sc: ScenarioConfig) -> list[UnitCosts]:
+    """Each node group's unit costs for the scenario's strategy (see the module docstring, step 1)."""
+    strategy = replace(strategy_of(sc), first_layers=0, last_layers=0)
+    workload = sc.workload
+    parallelism = workload.parallelism.model_copy(update={"layers_per_stage": None})
+    training = workload.training.model_copy(update={"stage_groups": None})
+    workload = workload.model_copy(update={"parallelism": parallelism, "training": training})
+    costs = []
+    for group in sc.datacenter.groups:
+        dc = group_datacenter(sc.datacenter, group)
+        estimator = Estimator(workload, dc, CollectivePlan.from_config(Topology.from_datacenter(dc), sc.collective),
+                              sc.collective)
+        costs.append(UnitCosts(*(estimator.unit_seconds(strategy, workload, unit)
+                                 for unit in (0, 1, EMBEDDING_LAYER, HEAD_LAYER))))
+    return costs
+
+
+def stage_counts(sc: ScenarioConfig) -> list[int]:
+    """Stages each node group can hold: its GPUs over a stage's, shared out in group order so that the
+    counts add up to pp (ValueError if the groups cannot hold pp stages)."""
+    par = sc.workload.parallelism
+    num_gpus = sc.workload.training.num_gpus or sc.datacenter.num_gpus
+    per_stage = num_gpus // par.pp
+    if per_stage % sc.datacenter.gpus_per_node:
+        raise ValueError(f"a stage holds {per_stage} GPUs, not whole nodes of {sc.datacenter.gpus_per_node}: "
+                         "stages can be placed on node groups only when each fills whole nodes")
+    room = [g.num_gpus // per_stage for g in sc.datacenter.groups]
+    if sum(room) < par.pp:
+        raise ValueError(f"the node groups hold {sum(room)} whole stages of {per_stage} GPUs; pp is {par.pp}")
+    counts, left = [], par.pp
+    for r in room:
+        counts.append(min(r, left))
+        left -= counts[-1]
+    return counts
+
+
+def placements(counts: list[int]) -> list[tuple[int, ...]]:
+    """Stage-to-group assignments using group g for counts[g] stages (module docstring, step 2), sorted."""
+    stages = [g for g, n in enumerate(counts) for _ in range(n)]
+    orders = _multinomial(counts)
+    if orders <= MAX_ORDERS:
+        return sorted(set(itertools.permutations(stages)))
+    used = [g for g, n in enumerate(counts) if n]
+    return sorted({tuple(g for g in order for _ in range(counts[g])) for order in itertools.permutations(used)})
+
+
+def _multinomial(counts: list[int]) -> int:
+    total, n = 1, 0
+    for c in counts:
+        for i in range(1, c + 1):
+            n += 1
+            total = total * n // i
+    return total
+
+
+def split_layers(per_layer: list[float], extra: list[float], num_layers: int,
+                 caps: list[int] | None = None) -> list[int] | None:
+    """Layers per stage minimising the slowest stage (stage s takes extra[s] + layers x per_layer[s]), at least
+    one each and at most caps[s]; None if the caps leave too few layers."""
+    pp = len(per_layer)
+    caps = caps or [num_layers] * pp
+    if any(c < 1 for c in caps) or sum(caps) < num_layers or num_layers < pp:
+        return None
+
+    def most(t: float) -> list[int]:
+        return [min(caps[s], int((t - extra[s]) / per_layer[s] + 1e-9)) if per_layer[s] > 0 else caps[s]
+                for s in range(pp)]
+
+    candidates = sorted({extra[s] + n * per_layer[s] for s in range(pp) for n in range(1, caps[s] + 1)})
+    low, high = 0, len(candidates) - 1
+    while low < high:  # the smallest candidate time at which every stage fits its one layer and all layers fit
+        mid = (low + high) // 2
+        counts = most(candidates[mid])
+        if min(counts) >= 1 and sum(counts) >= num_layers:
+            high = mid
+        else:
+            low = mid + 1
+    counts = most(candidates[low])
+    while sum(counts) > num_layers:  # give back layers from the slowest stages first
+        s = max((s for s in range(pp) if counts[s] > 1), key=lambda s: (extra[s] + counts[s] * per_layer[s], s))
+        counts[s] -= 1
+    return counts
+
+
+def estimated_ms(stage_s: list[float], microbatches: int) -> float:
+    """A 1F1B step from per-micro-batch stage times: M x slowest + every other stage once."""
+    slowest = max(stage_s)
+    return 1e3 * (microbatches * slowest + sum(stage_s) - slowest)
+
+
+class Planner:
+    """Plans one heterogeneous scenario (see the module docstring)."""
+
+    def __init__(self, sc: ScenarioConfig):
+        if sc.workload is None:
+            raise ConfigError("the scenario has no workload block to plan")
+        par = sc.workload.parallelism
+        if par.vpp > 1:
+            raise ConfigError("workload.parallelism.vpp: the heterogeneous planner splits plain 1F1B pipelines "
+                              "(vpp 1)")
+        if par.pp < 2:
+            raise ConfigError("workload.parallelism.pp: 1: there is no pipeline to place on node groups")
+        self.sc = sc
+        self.costs = unit_costs(sc)
+        self.kinds = _layer_kinds(sc)
+        train = sc.workload.training
+        num_gpus = train.num_gpus or sc.datacenter.num_gpus
+        self.microbatches = train.global_batch_size // (train.micro_batch_size * (num_gpus // (par.tp * par.cp
+                                                                                               * par.pp)))
+
+    def plan_of(self, stage_groups: tuple[int, ...], caps: list[int] | None = None) -> Plan | None:
+        """A placement's best split by estimate (memory not checked), or None if it cannot hold the layers."""
+        num_layers = len(self.kinds)
+        pp = len(stage_groups)
+        per_layer = [self._per_layer(self.costs[g]) for g in stage_groups]
+        extra = [0.0] * pp
+        extra[0] += self.costs[stage_groups[0]].embedding
+        extra[-1] += self.costs[stage_groups[-1]].head
+        layers = split_layers(per_layer, extra, num_layers, caps)
+        if layers is None:
+            return None
+        return self._estimated(stage_groups, tuple(layers))
+
+    def _per_layer(self, costs: UnitCosts) -> float:
+        """A layer's mean cost (dense and MoE layers as many as the model has)."""
+        moe = sum(self.kinds)
+        return (moe * costs.moe + (len(self.kinds) - moe) * costs.dense) / len(self.kinds)
+
+    def _estimated(self, stage_groups: tuple[int, ...], layers: tuple[int, ...], label: str = "") -> Plan:
+        """A placement and split's estimate, with the stages' exact layer kinds."""
+        stage_s, first = [], 0
+        for s, (g, n) in enumerate(zip(stage_groups, layers, strict=True)):
+            kinds = Counter(self.kinds[first:first + n])
+            first += n
+            c = self.costs[g]
+            t = kinds[0] * c.dense + kinds[1] * c.moe
+            t += c.embedding if s == 0 else 0.0
+            t += c.head if s == len(layers) - 1 else 0.0
+            stage_s.append(t)
+        return Plan(stage_groups, layers, tuple(1e3 * t for t in stage_s), estimated_ms(stage_s, self.microbatches),
+                    fits=True, label=label)
+
+    def scenario(self, plan: Plan) -> ScenarioConfig:
+        """The scenario running a plan."""
+        data = self.sc.model_dump(exclude_none=True)
+        data["workload"]["parallelism"]["layers_per_stage"] = list(plan.layers_per_stage)
+        data["workload"]["training"]["stage_groups"] = list(plan.stage_groups)
+        return parse_scenario(data, "plan")
+
+    def fitted(self, stage_groups: tuple[int, ...]) -> Plan | None:
+        """A placement's best split that the memory model says fits on every stage's GPU, or None."""
+        caps = [len(self.kinds)] * len(stage_groups)
+        while True:
+            plan = self.plan_of(stage_groups, caps)
+            if plan is None:
+                return None
+            report = estimate_memory(self.scenario(plan))
+            over = [s.stage for s in report.stages if not s.fits]
+            if not over:
+                return plan
+            for s in over:
+                caps[s] = plan.layers_per_stage[s] - 1
+
+    def baseline(self) -> Plan:
+        """The scenario as written: its placement and its split."""
+        sc = self.sc
+        placement = sc.placement().group.reshape(sc.workload.parallelism.pp, -1)
+        if any(len(set(row.tolist())) > 1 for row in placement):
+            raise ConfigError("workload.training.stage_groups: the planner places whole stages on node groups; "
+                              "this scenario puts replicas of one stage on several")
+        stage_groups = tuple(int(row[0]) for row in placement)
+        layers = tuple(len(range_) for range_ in _stage_layers(sc))
+        plan = self._estimated(stage_groups, layers, "as written")
+        return replace(plan, fits=estimate_memory(sc).fits)
+
+    def run(self, simulate_best: int = 2, simulate: Callable[[ScenarioConfig], float] | None = None) -> PlanResult:
+        """Solve every placement, simulate the best `simulate_best` that fit and the scenario as written, and
+        return the fastest simulated. `simulate`: a scenario's simulated step in ms (default: the replay)."""
+        simulate = simulate or _simulated_ms
+        plans = [p for p in (self.plan_of(order) for order in placements(stage_counts(self.sc))) if p is not None]
+        plans.sort(key=lambda p: (p.estimated_ms, p.stage_groups, p.layers_per_stage))
+        chosen: list[Plan] = []
+        for plan in plans:  # the best by estimate whose memory fits (the split re-solved where it did not)
+            fitted = self.fitted(plan.stage_groups)
+            if fitted is not None and (fitted.stage_groups, fitted.layers_per_stage) not in {
+                    (c.stage_groups, c.layers_per_stage) for c in chosen}:
+                chosen.append(replace(fitted, label=f"plan {len(chosen) + 1}"))
+            if len(chosen) == simulate_best:
+                break
+        baseline = self.baseline()
+        baseline = replace(baseline, simulated_ms=simulate(self.sc))
+        simulated = [baseline] + [replace(p, simulated_ms=simulate(self.scenario(p))) for p in chosen]
+        simulated.sort(key=lambda p: (p.simulated_ms, p.label != "as written", p.label))
+        groups = tuple(f"{g.name} ({g.gpu.name})" for g in self.sc.datacenter.groups)
+        return PlanResult(groups, baseline, simulated[0], len(plans), tuple(simulated))
+
+
+def _layer_kinds(sc: ScenarioConfig) -> list[int]:
+    """1 for each MoE layer of the model, 0 for each dense one, in order."""
+    kernels = LayerKernels.of(sc.workload)
+    return [int(kernels.is_moe_layer(layer)) for layer in range(sc.workload.model.num_layers)]
+
+
+def _stage_layers(sc: ScenarioConfig) -> list[range]:
+    layers = PipelineLayers.of(sc.workload)
+    return [layers.layers_of(stage) for stage in range(layers.pp)]
+
+
+def _simulated_ms(sc: ScenarioConfig) -> float:
+    return simulate_scenario(sc).result.iteration_time_ms

@@ -1,0 +1,87 @@
+"""Heterogeneous training runs simulated as they ran: Sailor's OPT-350M runs on mixed RTX 3090, TITAN RTX and
+RTX 2080 Ti nodes (shared/validation/memory.csv, read by validate.hetero_rows), iteration time against measured.
+
+Each run becomes one scenario on a heterogeneous datacenter: a node group per GPU type, each from its MIT node
+template (templates/datacenter/sailor-mit-*.yaml: PCIe nodes, the RTX 3090 node on 1 Gb/s Ethernet, the others
+on 25 Gb/s) with the tp GPUs of each node the run used, under one switch; every stage replica on the node type
+its plan names (`training.stage_groups`, a group per data-parallel replica), with the plan's layer split. The
+pipeline engine is DeepSpeed's as Sailor ran it (hetero_rows' docstring): 1F1B over gbs / (mbs x dp)
+micro-batches, activations and their gradients sent between stages in 1/tp shares and all-gathered on arrival
+(pipeline_send partitioned), the data-parallel gradient all-reduce after the whole schedule (overlap_grad_reduce
+false), no optimizer sharding, no sequence parallelism, Megatron-DeepSpeed's unfused attention.
+
+DTYPE: the table gives fp16, but Sailor's launch scripts configure no fp16 and its own simulator of these plans
+runs fp32; its measured per-layer profile and gradient all-reduce times fit fp32 (hetero_rows' DOUBT, with
+scripts/sailor_layer_times.py and scripts/sailor_grad_allreduce.py). The runs are simulated in `RUN_DTYPE`.
+"""
+
+from __future__ import annotations
+
+from ..config.errors import ConfigError
+from ..config.loading import parse_scenario
+from ..config.scenario import ScenarioConfig
+from ..pipeline import simulate
+from ..progress import SILENT, Progress
+from .hetero_rows import BadRow, SailorRun, is_sailor_row, parse_row
+from .report import Comparison, Skipped, ValidationReport
+
+NODE_TEMPLATES = {"rtx-3090": "sailor-mit-rtx3090", "titan-rtx": "sailor-mit-titan-rtx",
+                  "rtx-2080-ti": "sailor-mit-rtx2080ti"}
+"""The MIT cluster's node template of each GPU type (templates/datacenter/sailor-mit-*.yaml)."""
+RUN_DTYPE = "fp32"
+"""What the runs computed in (see the module docstring's DTYPE), whatever the table's dtype column says."""
+
+
+def scenario_of(run: SailorRun, dtype: str = RUN_DTYPE) -> ScenarioConfig:
+    """The heterogeneous scenario of one Sailor run (see the module docstring)."""
+    order = [g.gpu for g in run.groups]
+    groups = [{"from": NODE_TEMPLATES[g.gpu], "num_nodes": g.nodes,
+               "node": {"gpus_per_node": g.gpus_per_node, "gpus_per_nic": g.gpus_per_node}} for g in run.groups]
+    parallelism = {"tp": run.tp, "pp": run.pp, "dp": run.dp, "sequence_parallel": False,
+                   "distributed_optimizer": False, "overlap_grad_reduce": False, "pipeline_send": "partitioned"}
+    if run.pp > 1:
+        parallelism["layers_per_stage"] = [s.transformer_layers for s in run.stages]
+    training = {"num_gpus": run.num_gpus, "global_batch_size": run.global_batch_size,
+                "micro_batch_size": run.micro_batch_size, "sequence_length": run.sequence_length, "dtype": dtype,
+                "attention": "unfused",
+                "stage_groups": [[order.index(gpu) for gpu in stage.replicas] for stage in run.stages]}
+    data = {"datacenter": {"datacenter": {"name": "sailor-mit"}, "node_groups": groups,
+                           "network": {"scale_out": {"topology": {"from": "single-switch"}}}},
+            "workload": {"framework": "megatron", "model": {"from": run.model}, "parallelism": parallelism,
+                         "training": training}}
+    return parse_scenario(data, f"Sailor run {run.locator}")
+
+
+def run_name(run: SailorRun) -> str:
+    """The plan's short name (N4_D2)."""
+    return run.locator.rsplit("/", 1)[-1].removeprefix("plan_config_").removesuffix(".json")
+
+
+def validate_hetero(rows: list[dict[str, str]], dtype: str = RUN_DTYPE,
+                    progress: Progress = SILENT) -> ValidationReport:
+    """Predicted vs measured iteration seconds of every heterogeneous run of the table (Sailor's rows of a
+    memory table); other rows are skipped as not heterogeneous runs."""
+    report = ValidationReport()
+    runs: list[SailorRun] = []
+    for index, row in enumerate(rows):
+        if not is_sailor_row(row):
+            report.skipped.append(Skipped(index, "not a heterogeneous run (Sailor's rows only)"))
+            continue
+        try:
+            runs.append(parse_row(row, index))
+        except BadRow as exc:
+            report.skipped.append(Skipped(index, str(exc)))
+    progress.stage("simulating the heterogeneous runs", total=len(runs), unit="runs")
+    for done, run in enumerate(runs):
+        progress.advance(done)
+        try:
+            seconds = simulate(scenario_of(run, dtype)).result.iteration_time_ms / 1e3
+        except (ConfigError, ValueError) as exc:
+            report.skipped.append(Skipped(run.index, f"not simulated: {exc}"))
+            continue
+        gpus = "+".join(g.name for g in run.groups)
+        report.rows.append(Comparison(run.index, run_name(run), "iter_s", run.iteration_s, seconds,
+                                      f"{gpus} tp{run.tp} pp{run.pp} dp{run.dp}"))
+    report.rows.sort(key=lambda c: c.index)
+    report.skipped.sort(key=lambda s: s.index)
+    return report

@@ -1,0 +1,52 @@
+"""Sailor's heterogeneous runs as scenarios (validate/hetero.py): each stage replica on its plan's GPU type."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+from helpers import cli
+from simulon.validate.hetero import scenario_of
+from simulon.validate.hetero_rows import read_sailor_runs
+from simulon.validate.report import shipped_table
+
+MEMORY = shipped_table("memory")
+
+
+def runs():
+    return {r.locator.rsplit("/", 1)[-1]: r for r in read_sailor_runs(MEMORY)}
+
+
+def test_each_stage_replica_runs_on_the_gpu_its_plan_names():
+    run = runs()["plan_config_N6_D3.json"]
+    sc = scenario_of(run)
+    per_replica = sc.placement().group.reshape(run.pp, run.dp, -1)
+    groups = sc.datacenter.groups
+    for s, stage in enumerate(run.stages):
+        for d, gpu in enumerate(stage.replicas):
+            expected = next(g.gpu.name for g, node in zip(groups, run.groups, strict=True) if node.gpu == gpu)
+            assert {groups[g].gpu.name for g in per_replica[s, d].tolist()} == {expected}
+
+
+def test_a_run_keeps_its_layer_split_and_the_tp_gpus_of_each_node():
+    run = runs()["plan_config_N4_D1.json"]
+    sc = scenario_of(run)
+    assert list(sc.workload.parallelism.layers_per_stage) == [s.transformer_layers for s in run.stages]
+    assert sc.datacenter.gpus_per_node == run.tp and sc.datacenter.num_gpus == run.num_gpus
+
+
+def test_validate_hetero_compares_every_sailor_row_of_a_table(tmp_path):
+    with open(MEMORY, newline="") as f:
+        rows = list(csv.DictReader(f))
+    kept = [r for r in rows if "/N2/" in r["locator"]] + [r for r in rows if not r["source"].startswith("Sailor")][:2]
+    path = tmp_path / "two.csv"
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(kept)
+    run = cli("validate", "hetero", "--csv", str(path), "--json")
+    assert run.returncode == 0, run.stderr
+    report = json.loads(run.stdout)
+    assert sorted(r["subset"] for r in report["rows"]) == ["N2_D1", "N2_D2"]
+    assert all(r["predicted"] > 0 for r in report["rows"])
+    assert len(report["skipped"]) == 2
