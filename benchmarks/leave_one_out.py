@@ -110,18 +110,18 @@ def reset(table: dict, kind: str, family_name: str) -> None:
             entry[key] = copy.deepcopy(value)
 
 
-def refit(table: dict, cases: list, calibrate) -> None:
-    """Fit the families these cases use, as scripts/calibrate_collectives.py does (GPU families on the
+def refit(table: dict, cases: list, gpu_families: set[str], nic_families: set[str], calibrate) -> None:
+    """Fit these families on the cases, as scripts/calibrate_collectives.py does (GPU families on the
     single-domain cases, then NIC families on the rest)."""
     inside = [c for c in cases if calibrate.single_domain(c)]
     across = [c for c in cases if not calibrate.single_domain(c)]
-    for fam in sorted({link_model_for(c.datacenter(), table).gpu_family for c in inside}):
+    for fam in sorted(gpu_families & {link_model_for(c.datacenter(), table).gpu_family for c in inside}):
         mine = [c for c in inside if link_model_for(c.datacenter(), table).gpu_family == fam]
         params = calibrate.gpu_parameters(table, fam, calibrate.shows_latency(mine),
                                           any(c.ctype.name == "AllToAll" for c in mine),
                                           calibrate.shows_ring_sizes(mine))
         calibrate.fit(table, params, calibrate.Fit(mine), f"  GPU family {fam}")
-    for fam in sorted({link_model_for(c.datacenter(), table).nic_family for c in across}):
+    for fam in sorted(nic_families & {link_model_for(c.datacenter(), table).nic_family for c in across}):
         mine = [c for c in across if link_model_for(c.datacenter(), table).nic_family == fam]
         calibrate.fit(table, calibrate.nic_parameters(fam), calibrate.Fit(mine), f"  NIC family {fam}")
 
@@ -156,8 +156,7 @@ def collective_errors(path: Path, rounds: int) -> dict[tuple[str, str], tuple[li
         for fam in nic_fams:
             reset(table, "nic_families", fam)
         print(f"holding out {source[:90]}: refitting GPU {sorted(gpu_fams)} NIC {sorted(nic_fams)}", flush=True)
-        refit(table, [c for c in kept if link_model_for(c.datacenter(), table).gpu_family in gpu_fams
-                      or link_model_for(c.datacenter(), table).nic_family in nic_fams], calibrate)
+        refit(table, kept, gpu_fams, nic_fams, calibrate)
         for case in held:
             inside = case.predict()
             outside = case.predict(link_model_for(case.datacenter(), table))
