@@ -174,7 +174,10 @@ class Estimator:
         names = self._unit_kernels(kernels, unit)
         specs = {phase: [kernels[n][phase] for n in names if phase in kernels[n] for _ in range(kernels.repeats(n))]
                  for phase in (Phase.fwd, Phase.bwd_ig, Phase.bwd_wg)}
-        seconds = {phase: float(model.seconds(specs[phase]).sum()) if specs[phase] else 0.0 for phase in specs}
+        each = {phase: model.seconds(specs[phase]) if specs[phase] else () for phase in specs}
+        seconds = {phase: float(each[phase].sum()) if specs[phase] else 0.0 for phase in specs}
+        gemms = sum(float(t) for phase in specs for t, spec in zip(each[phase], specs[phase], strict=True)
+                    if spec.kclass in (KernelClass.gemm, KernelClass.grouped_gemm))  # what TP overlap hides behind
         forward, backward = seconds[Phase.fwd], seconds[Phase.bwd_ig] + seconds[Phase.bwd_wg]
         recompute = 0.0
         if unit >= 0 and s.recompute == "full":
@@ -182,7 +185,7 @@ class Estimator:
         elif unit >= 0 and s.recompute == "selective":
             recompute = float(model.seconds([kernels[n][Phase.fwd] for n in kernels.attention_core
                                              for _ in range(kernels.repeats(n))]).sum())
-        tp, cp, ep = self._layer_comm(s, workload, kernels, unit, specs, model)
+        tp, cp, ep = self._layer_comm(s, workload, kernels, unit, gemms, model)
         return _LayerCost(forward, backward, recompute, tp, cp, ep)
 
     @staticmethod
@@ -196,8 +199,9 @@ class Estimator:
         return [n for n in kernels.table if n not in head and n != "embedding" and not n.startswith(skip)]
 
     def _layer_comm(self, s: Strategy, workload: MegatronWorkload, kernels: LayerKernels, unit: int,
-                    specs: dict, model: AnalyticalModel) -> tuple[float, float, float]:
-        """Exposed TP, CP and EP communication of one unit per micro-batch (forward and backward)."""
+                    gemms: float, model: AnalyticalModel) -> tuple[float, float, float]:
+        """Exposed TP, CP and EP communication of one unit per micro-batch (forward and backward); `gemms`: the
+        seconds of its GEMMs, which TP communication overlap hides behind."""
         if unit < 0:
             return 0.0, 0.0, 0.0
         shape, h = kernels.shape, workload.model.hidden_size
@@ -212,8 +216,6 @@ class Estimator:
             else:  # the row-parallel output forward, the column-parallel input gradient backward
                 tp = 2 * blocks * self.seconds(AR, group, block)
             if s.tp_comm_overlap:  # hidden behind the GEMMs, which run on the SMs NCCL leaves
-                gemms = sum(float(model.seconds([spec]).sum()) for phase in specs for spec in specs[phase]
-                            if spec.kclass in (KernelClass.gemm, KernelClass.grouped_gemm))
                 channels = self.plan.choose(AG if s.sequence_parallel else AR, group, block).channels
                 tp = max(0.0, tp - gemms) + min(tp, gemms) * (self.stretch(channels) - 1)
         cp = 0.0

@@ -323,7 +323,8 @@ class Search:
         larger micro-batch or a weaker recomputation, so a strategy is settled without the memory model when
         one it dominates (or that dominates it) was: `_known` keeps the evaluated ones per family."""
         family = (strategy.tp, strategy.pp, strategy.vpp, strategy.cp, strategy.ep, strategy.etp,
-                  strategy.sequence_parallel, strategy.sharding, strategy.dtype)
+                  strategy.sequence_parallel, strategy.sharding, strategy.dtype, strategy.first_layers,
+                  strategy.last_layers)  # the split too: its stages hold other layer counts
         level = RECOMPUTE_STRENGTH[strategy.recompute]
         known = self._known.setdefault(family, [])
         for mbs, strength, why in known:
@@ -378,8 +379,8 @@ class Search:
             index = todo[position]
             if isinstance(outcome, Refused):
                 size = sizes[index]
-                refused[index] = (f"not replayed: its {size.nodes:,} DAG nodes and {size.flows:,} flows over "
-                                  f"{size.simulated_gpus:,} simulated GPUs {outcome.reason}")
+                refused[index] = (f"not replayed: {size.nodes:,} DAG nodes and {size.flows:,} flows over "
+                                  f"{size.simulated_gpus:,} simulated GPUs; the replay {outcome.reason}")
                 continue
             results[index] = outcome
             if cache is not None:
