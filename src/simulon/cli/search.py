@@ -20,7 +20,8 @@ allocator's fragmentation alone moves a peak by a few GiB: memory.csv's reserved
 13 GiB on its largest runs)."""
 
 DIMENSIONS = {"tp": int, "pp": int, "vpp": int, "cp": int, "ep": int, "etp": int, "micro_batch_size": int,
-              "recompute": str, "sharding": str, "dtype": str, "sequence_parallel": bool, "tp_comm_overlap": bool}
+              "recompute": str, "sharding": str, "dtype": str, "sequence_parallel": bool, "tp_comm_overlap": bool,
+              "zero_bubble": bool}
 """Dimensions a user may restrict (`--tp 1,2,4`, `--fix pp=8`), with the type of their values."""
 
 
@@ -218,7 +219,7 @@ def _describe(s, short: bool = False) -> str:
     text = (f"tp{s.tp} pp{s.pp}" + (f" vpp{s.vpp}" if s.vpp > 1 else "") + f" dp{s.dp}"
             + (f" cp{s.cp}" if s.cp > 1 else "") + experts + f" mbs{s.micro_batch_size}"
             + ("" if s.recompute == "none" else f" {s.recompute}-recompute") + f" {sharding} {s.dtype}"
-            + (" tp-overlap" if s.tp_comm_overlap else ""))
+            + (" tp-overlap" if s.tp_comm_overlap else "") + (" zb-h1" if s.zero_bubble else ""))
     return text if short else text.replace("mbs", "micro-batch ")
 
 

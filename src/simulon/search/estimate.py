@@ -10,7 +10,9 @@ expert-parallel all-to-alls, and the pipeline send of each micro-batch's activat
 
 The step: the pipeline formula of Narayanan et al. (SC'21, section 2.2), m x t_slowest + (pp - 1) / vpp x t,
 with the fill and drain taken at each other stage's own micro-batch time (their sum over vpp: equal stages give
-the formula's (pp - 1) / vpp x t; uneven ones, a lighter first or last stage, a shorter bubble), plus the
+the formula's (pp - 1) / vpp x t; uneven ones, a lighter first or last stage, a shorter bubble); under ZB-H1
+(Qi et al., ICLR 2024, section 3.1) each other stage's share is T_F + T_B - T_W instead of T_F + T_B + T_W, its
+weight gradients filling the cool-down (workload/schedule.py runs the same schedule in the replay), plus the
 data-parallel synchronisation the last micro-batch's backward (gradient reduce) and the first forward
 (parameter all-gather) cannot hide, plus the optimizer step. FSDP gathers each layer's weights before its
 forward and backward: what outlasts the layer's compute is exposed.
@@ -76,6 +78,7 @@ class _LayerCost:
     forward: float
     backward: float
     recompute: float
+    weight_grad: float     # of the backward, the weight gradients (what ZB-H1 defers into the bubble)
     tp: float
     cp: float
     ep: float
@@ -113,10 +116,12 @@ class Estimator:
         layers = PipelineLayers.of(workload)
         kernels = self._kernels(strategy, workload)
         microbatches = workload.training.global_batch_size // (s.micro_batch_size * s.dp)
-        slowest, cost, every_stage = self._pipeline_cost(s, workload, kernels, layers)
+        slowest, cost, every_stage, every_weight_grad = self._pipeline_cost(s, workload, kernels, layers)
         per_mb = cost.total
         pp_send = self._pipeline_send(s, workload, layout) if s.pp > 1 else 0.0
         bubble = (every_stage - per_mb) / s.vpp  # fill and drain: every other stage once
+        if s.zero_bubble:  # ZB-H1: (p - 1)(T_F + T_B - T_W) in place of (p - 1)(T_F + T_B + T_W)
+            bubble -= 2 * (every_weight_grad - cost.weight_grad)
         params = self._stage_params(s, workload, kernels, layers, slowest)
         dp, optimizer = self._data_parallel(s, workload, layout, params, cost, microbatches)
         total = microbatches * (per_mb + 2 * pp_send) + bubble + dp + optimizer  # a send forward, one back
@@ -134,14 +139,15 @@ class Estimator:
                 s.dtype, s.tp_comm_overlap)
 
     def _pipeline_cost(self, s: Strategy, workload: MegatronWorkload, kernels: LayerKernels,
-                       layers: PipelineLayers) -> tuple[int, _StageCost, float]:
-        """The slowest stage, its costs, and the sum of every stage's micro-batch time (cached per shape and
-        pipeline: most strategies differ only in what these do not depend on)."""
+                       layers: PipelineLayers) -> tuple[int, _StageCost, float, float]:
+        """The slowest stage, its costs, and the sums over every stage of the micro-batch time and of its weight
+        gradients (cached per shape and pipeline: most strategies differ only in what these do not depend on)."""
         key = (self.shape_key(s), s.pp, s.vpp, s.first_layers, s.last_layers)
         if key not in self._pipelines:
             costs = [self._stage_cost(s, workload, kernels, layers, stage) for stage in range(s.pp)]
             slowest = max(range(s.pp), key=lambda stage: costs[stage].total)
-            self._pipelines[key] = (slowest, costs[slowest], sum(c.total for c in costs))
+            self._pipelines[key] = (slowest, costs[slowest], sum(c.total for c in costs),
+                                    sum(c.weight_grad for c in costs))
         return self._pipelines[key]
 
     def _stage_cost(self, s: Strategy, workload: MegatronWorkload, kernels: LayerKernels, layers: PipelineLayers,
@@ -186,7 +192,7 @@ class Estimator:
             recompute = float(model.seconds([kernels[n][Phase.fwd] for n in kernels.attention_core
                                              for _ in range(kernels.repeats(n))]).sum())
         tp, cp, ep = self._layer_comm(s, workload, kernels, unit, gemms, model)
-        return _LayerCost(forward, backward, recompute, tp, cp, ep)
+        return _LayerCost(forward, backward, recompute, seconds[Phase.bwd_wg], tp, cp, ep)
 
     @staticmethod
     def _unit_kernels(kernels: LayerKernels, unit: int) -> list[str]:
@@ -342,6 +348,7 @@ class _StageCost:
     forward: float = 0.0
     backward: float = 0.0
     recompute: float = 0.0
+    weight_grad: float = 0.0
     tp: float = 0.0
     cp: float = 0.0
     ep: float = 0.0
@@ -350,6 +357,7 @@ class _StageCost:
         self.forward += count * unit.forward
         self.backward += count * (unit.backward + unit.recompute)
         self.recompute += count * unit.recompute
+        self.weight_grad += count * unit.weight_grad
         self.compute += count * (unit.forward + unit.backward + unit.recompute)
         self.tp += count * unit.tp
         self.cp += count * unit.cp

@@ -324,7 +324,7 @@ class Search:
         one it dominates (or that dominates it) was: `_known` keeps the evaluated ones per family."""
         family = (strategy.tp, strategy.pp, strategy.vpp, strategy.cp, strategy.ep, strategy.etp,
                   strategy.sequence_parallel, strategy.sharding, strategy.dtype, strategy.first_layers,
-                  strategy.last_layers)  # the split too: its stages hold other layer counts
+                  strategy.last_layers, strategy.zero_bubble)  # the split too: its stages hold other layer counts
         level = RECOMPUTE_STRENGTH[strategy.recompute]
         known = self._known.setdefault(family, [])
         for mbs, strength, why in known:

@@ -3,8 +3,9 @@
 A strategy fixes every parallel degree and training knob the Megatron-Core workload has: tp, pp, vpp (model
 chunks), dp (what the GPU count leaves), cp, ep, expert tensor parallelism, micro-batch size, sequence
 parallelism, recomputation (none, selective, full), the optimizer's sharding (distributed optimizer = ZeRO-1,
-ZeRO-2, FSDP), the GEMM number format, tensor-parallel communication overlap, and uneven first and last pipeline
-stages (fewer layers where the embedding and the LM head sit; with model chunks, splits whose every stage's
+ZeRO-2, FSDP), the GEMM number format, tensor-parallel communication overlap, the pipeline schedule (1F1B,
+interleaved with model chunks, or ZB-H1's zero-bubble split backward with one chunk), and uneven first and last
+pipeline stages (fewer layers where the embedding and the LM head sit; with model chunks, splits whose every stage's
 layers divide over them).
 
 Rules that are exact (a strategy they remove cannot run, or another strategy is never worse):
@@ -68,6 +69,7 @@ class Strategy:
     tp_comm_overlap: bool
     first_layers: int = 0  # layers of the first and the last pipeline stage when uneven (0: an even split)
     last_layers: int = 0
+    zero_bubble: bool = False  # the ZB-H1 schedule (pipeline_schedule zb_h1) in place of 1F1B
 
     def layers_per_stage(self, num_layers: int) -> list[int] | None:
         """Layers of each pipeline stage when the first and last are uneven, else None (an even split)."""
@@ -94,6 +96,8 @@ class Strategy:
         }
         if self.vpp > 1:
             block["pipeline_schedule"] = "interleaved_1f1b"
+        elif self.zero_bubble:
+            block["pipeline_schedule"] = "zb_h1"
         if self.etp != self.tp:
             block["expert_tensor_parallel"] = self.etp
         if self.first_layers:
@@ -138,25 +142,26 @@ class Space:
         tps = [t for t in _divisors(self.gpus_per_node) if model.num_heads % t == 0 and model.kv_heads % t == 0]
         pps = [p for p in _divisors(self.num_gpus) if p <= model.num_layers]
         inner = (CONTEXT_PARALLEL, _divisors(moe.num_experts) if moe else [1], (False, True) if moe else (False,),
-                 MICRO_BATCHES, (False, True), RECOMPUTE, ("ddp", *SHARDINGS), self.dtypes, (False, True))
+                 MICRO_BATCHES, (False, True), RECOMPUTE, ("ddp", *SHARDINGS), self.dtypes, (False, True),
+                 (False, True))
         for tp, pp, vpp in itertools.product(tps, pps, range(1, MAX_VPP + 1)):
             splits = self.splits(pp, vpp)
             index = np.indices([len(values) for values in inner] + [len(splits)]).reshape(len(inner) + 1, -1)
-            cp, ep, unsplit, mbs, sp, _, sharding, _, overlap = (np.asarray(values)[i] for values, i
-                                                                  in zip(inner, index, strict=False))
+            cp, ep, unsplit, mbs, sp, _, sharding, _, overlap, zero_bubble = (
+                np.asarray(values)[i] for values, i in zip(inner, index, strict=False))
             codes = broken_rules(model.num_layers, self.num_gpus, train.global_batch_size, train.sequence_length,
                                  tp, pp, vpp, cp, ep, unsplit, mbs, sp, sharding == "ddp", overlap,
-                                 np.array([first > 0 for first, _ in splits])[index[-1]])
+                                 np.array([first > 0 for first, _ in splits])[index[-1]], zero_bubble)
             self.enumerated += codes.size
             for rule, count in zip(RULES, np.bincount(codes, minlength=len(RULES) + 1)[1:].tolist(), strict=True):
                 if count:
                     self.pruned[rule] += count
             for position in np.flatnonzero(codes == 0).tolist():
-                c, e, u, m, q, r, h, d, o, split = index[:, position].tolist()
+                c, e, u, m, q, r, h, d, o, z, split = index[:, position].tolist()
                 cp_, first, last = inner[0][c], *splits[split]
                 strategy = Strategy(tp, pp, vpp, self.num_gpus // (tp * pp * cp_), cp_, inner[1][e],
                                     1 if inner[2][u] else tp, inner[3][m], inner[4][q], inner[5][r], inner[6][h],
-                                    inner[7][d], inner[8][o], first, last)
+                                    inner[7][d], inner[8][o], first, last, inner[9][z])
                 if lim.values and not all(lim.allows(k, getattr(strategy, k)) for k in lim.values):
                     self.pruned["excluded by the command's options"] += 1
                     continue
@@ -194,17 +199,20 @@ RULES = (
     "dominance: sequence parallelism moves the same bytes and keeps less",
     "divisibility: sequence parallelism and its overlap need tp > 1",
     "dominance: the distributed optimizer moves the same bytes as DDP and keeps less",
+    "divisibility: the zero-bubble schedule (ZB-H1) needs pp > 1 and one model chunk per stage",
 )
 """The exact rules, in the order they are checked: a combination is counted under the first it breaks."""
 
 
 def broken_rules(layers: int, num_gpus: int, gbs: int, seq: int, tp: Any, pp: Any, vpp: Any, cp: Any, ep: Any,
-                 unsplit: Any, mbs: Any, sp: Any, ddp: Any, overlap: Any, uneven: Any) -> np.ndarray:
+                 unsplit: Any, mbs: Any, sp: Any, ddp: Any, overlap: Any, uneven: Any,
+                 zero_bubble: Any = False) -> np.ndarray:
     """Per combination (numbers or numpy arrays, broadcast together): 0 if it breaks no rule, else 1 + the
     index in RULES of the first it breaks. `unsplit`: experts not split over tp (etp = 1); `ddp`: plain data
-    parallelism; `uneven`: the first and last stages hold fewer layers."""
+    parallelism; `uneven`: the first and last stages hold fewer layers; `zero_bubble`: the ZB-H1 schedule."""
     tp, pp, vpp, cp, ep, mbs = (np.asarray(x, dtype=np.int64) for x in (tp, pp, vpp, cp, ep, mbs))
-    unsplit, sp, ddp, overlap, uneven = (np.asarray(x, dtype=bool) for x in (unsplit, sp, ddp, overlap, uneven))
+    unsplit, sp, ddp, overlap, uneven, zero_bubble = (np.asarray(x, dtype=bool)
+                                                      for x in (unsplit, sp, ddp, overlap, uneven, zero_bubble))
     model_ranks = tp * pp * cp
     dp = np.maximum(num_gpus // model_ranks, 1)  # only read where tp x pp x cp divides the GPUs (rule 3)
     microbatches = gbs // (mbs * dp)
@@ -218,6 +226,7 @@ def broken_rules(layers: int, num_gpus: int, gbs: int, seq: int, tp: Any, pp: An
               unsplit & ((ep == 1) | (tp == 1)),
               (tp > 1) & ~sp,
               (tp == 1) & (sp | overlap),
-              ddp]
+              ddp,
+              zero_bubble & ((pp == 1) | (vpp > 1))]
     shape = np.broadcast_shapes(*(b.shape for b in broken))
     return np.select([np.broadcast_to(b, shape) for b in broken], range(1, len(RULES) + 1), 0)
