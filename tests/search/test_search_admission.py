@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from helpers import gpt_scenario
 from simulon.dag.size import scenario_size
 from simulon.executors import Admission, ProcessExecutor, Refused
+from simulon.pipeline import build_dag
 from simulon.search.run import Search, scenario_for
 
 
@@ -91,3 +92,11 @@ def test_a_search_with_room_for_one_replay_at_a_time_gives_the_unlimited_answer(
     unlimited = Search(small()).run(top=5, replay=3, executor=ProcessExecutor(2, memory=math.inf))
     assert one_at_a_time.replayed == 3 and not one_at_a_time.refused
     assert one_at_a_time.to_json()["top"] == unlimited.to_json()["top"] == limited.to_json()["top"]
+
+
+def test_a_replay_is_sized_as_the_dag_it_builds():
+    sc = scenario_for(small(), Search(small()).run(top=1, replay=0).ranked[0].strategy, 8)
+    dag, _, _ = build_dag(sc)
+    size = scenario_size(sc)
+    assert (size.nodes, size.flows, size.simulated_gpus) == (dag.num_nodes, int((dag.kind == 1).sum()),
+                                                              int((dag.multiplicity > 0).sum()))
