@@ -94,12 +94,13 @@ class Estimator:
         self._collectives: dict[tuple, float] = {}
         self.sm_count = Calibrations.shipped().sm_count(gpu)
         self._units: dict[tuple, _LayerCost] = {}
+        self._unit_times: dict[tuple, tuple[dict[Phase, float], float, float]] = {}
         self._tables: dict[tuple, LayerKernels] = {}
         self._models: dict[str, AnalyticalModel] = {}
         self._params: dict[tuple, tuple[float, float]] = {}
         self._stages: dict[tuple, _StageCost] = {}
         self._compositions: dict[tuple, tuple[tuple[int, int], ...]] = {}
-        self._pipelines: dict[tuple, tuple[int, _StageCost, float]] = {}
+        self._pipelines: dict[tuple, tuple[int, _StageCost, float, float]] = {}
         self._layouts: dict[tuple, RankLayout] = {}
         self._groups: dict[tuple, tuple[int, ...]] = {}
 
@@ -130,6 +131,12 @@ class Estimator:
                         optimizer)
 
     # ---- per stage ----
+
+    @staticmethod
+    def kernel_key(s: Strategy) -> tuple:
+        """What a layer's kernels and their times depend on (neither recomputation nor TP overlap changes them)."""
+        expert_layout = s.dp if s.ep > 1 else 0
+        return s.tp, s.cp, expert_layout, s.ep, s.etp, s.micro_batch_size, s.sequence_parallel, s.dtype
 
     @staticmethod
     def shape_key(s: Strategy) -> tuple:
@@ -177,22 +184,35 @@ class Estimator:
     def _cost_of_unit(self, s: Strategy, workload: MegatronWorkload, kernels: LayerKernels, unit: int) -> _LayerCost:
         """Kernels and exposed communication of a dense layer (unit 0), an MoE layer (1), the embedding or head."""
         model = self.compute_model(s.dtype)
-        names = self._unit_kernels(kernels, unit)
-        specs = {phase: [kernels[n][phase] for n in names if phase in kernels[n] for _ in range(kernels.repeats(n))]
-                 for phase in (Phase.fwd, Phase.bwd_ig, Phase.bwd_wg)}
-        each = {phase: model.seconds(specs[phase]) if specs[phase] else () for phase in specs}
-        seconds = {phase: float(each[phase].sum()) if specs[phase] else 0.0 for phase in specs}
-        gemms = sum(float(t) for phase in specs for t, spec in zip(each[phase], specs[phase], strict=True)
-                    if spec.kclass in (KernelClass.gemm, KernelClass.grouped_gemm))  # what TP overlap hides behind
+        seconds, gemms, attention_core = self._unit_seconds(s, kernels, unit)
         forward, backward = seconds[Phase.fwd], seconds[Phase.bwd_ig] + seconds[Phase.bwd_wg]
         recompute = 0.0
         if unit >= 0 and s.recompute == "full":
             recompute = forward
         elif unit >= 0 and s.recompute == "selective":
-            recompute = float(model.seconds([kernels[n][Phase.fwd] for n in kernels.attention_core
-                                             for _ in range(kernels.repeats(n))]).sum())
+            recompute = attention_core
         tp, cp, ep = self._layer_comm(s, workload, kernels, unit, gemms, model)
         return _LayerCost(forward, backward, recompute, seconds[Phase.bwd_wg], tp, cp, ep)
+
+    def _unit_seconds(self, s: Strategy, kernels: LayerKernels, unit: int) -> tuple[dict[Phase, float], float, float]:
+        """(seconds of each phase, of which GEMMs, the attention core's forward) of a unit's kernels, cached per
+        kernel shape (what recomputation and TP overlap make of them is the caller's)."""
+        key = (self.kernel_key(s), unit)
+        if key not in self._unit_times:
+            model = self.compute_model(s.dtype)
+            names = self._unit_kernels(kernels, unit)
+            specs = {phase: [kernels[n][phase] for n in names if phase in kernels[n]
+                             for _ in range(kernels.repeats(n))] for phase in (Phase.fwd, Phase.bwd_ig, Phase.bwd_wg)}
+            each = {phase: model.seconds(specs[phase]) if specs[phase] else () for phase in specs}
+            seconds = {phase: float(each[phase].sum()) if specs[phase] else 0.0 for phase in specs}
+            gemms = sum(float(t) for phase in specs for t, spec in zip(each[phase], specs[phase], strict=True)
+                        if spec.kclass in (KernelClass.gemm, KernelClass.grouped_gemm))  # what TP overlap hides behind
+            attention_core = 0.0
+            if unit >= 0:
+                attention_core = float(model.seconds([kernels[n][Phase.fwd] for n in kernels.attention_core
+                                                      for _ in range(kernels.repeats(n))]).sum())
+            self._unit_times[key] = seconds, gemms, attention_core
+        return self._unit_times[key]
 
     @staticmethod
     def _unit_kernels(kernels: LayerKernels, unit: int) -> list[str]:
@@ -333,8 +353,8 @@ class Estimator:
         return exposed, optimizer
 
     def _kernels(self, s: Strategy, workload: MegatronWorkload) -> LayerKernels:
-        """The workload's kernel table, shared by strategies of the same shape."""
-        key = self.shape_key(s)
+        """The workload's kernel table, shared by strategies of the same kernel shape."""
+        key = self.kernel_key(s)
         if key not in self._tables:
             self._tables[key] = LayerKernels.of(workload)
         return self._tables[key]
