@@ -100,3 +100,12 @@ def test_a_replay_is_sized_as_the_dag_it_builds():
     size = scenario_size(sc)
     assert (size.nodes, size.flows, size.simulated_gpus) == (dag.num_nodes, int((dag.kind == 1).sum()),
                                                               int((dag.multiplicity > 0).sum()))
+
+
+def test_the_space_shared_out_over_workers_gives_exactly_the_one_process_answer():
+    from simulon.search.space import Limits
+
+    sc = gpt_scenario(nodes=2, gpus_per_node=4, layers=6, gbs=16, seq=1024)  # 6 layers: uneven splits and misses
+    alone = Search(sc, limits=Limits({"zero_bubble": (False, True)})).estimated(workers=1)
+    shared = Search(sc, limits=Limits({"zero_bubble": (False, True)})).estimated(executor=ProcessExecutor(2))
+    assert shared.to_json() == alone.to_json() and shared.enumerated > 10_000

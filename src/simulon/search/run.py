@@ -219,6 +219,28 @@ def scenario_for(sc: ScenarioConfig, strategy: Strategy, num_gpus: int) -> Scena
     return parse_scenario(data, "search")
 
 
+ESTIMATE_PARTS_PER_WORKER = 3
+"""The space is cut into this many parts per worker (by tp, pp, vpp), so that a worker that drew light parts takes
+another while a heavy one runs; each part builds its own estimator, whose collective timings are not shared."""
+
+
+def estimate_part(args: tuple[dict, int, dict | None, bool, int, int]) -> Phase:
+    """One part of a search's space estimated; runs in a worker process (module level, picklable)."""
+    data, num_gpus, limits, fp8, parts, part = args
+    search = Search(parse_scenario(data, "search"), num_gpus, Limits(limits), fp8)
+    return search._estimate_all(part, parts)
+
+
+def merge(pieces: list[Phase]) -> Phase:
+    """The phases of a space's parts as one: counts added, candidates best first, the closest miss the smallest
+    (ties by the strategy)."""
+    candidates = sorted((c for piece in pieces for c in piece.candidates), key=lambda c: (c[0].iteration_s, c[1]))
+    misses = [piece.closest for piece in pieces if piece.closest is not None]
+    return Phase(sum(piece.enumerated for piece in pieces), sum((piece.pruned for piece in pieces), Counter()),
+                 sum((piece.infeasible for piece in pieces), Counter()), candidates,
+                 min(misses, key=lambda miss: (miss[0], miss[1])) if misses else None)
+
+
 def replay_size(args: tuple[dict, str]) -> DagSize:
     """The size of the DAG one scenario's replay builds; runs in a worker process (module level, picklable)."""
     data, name = args
@@ -261,7 +283,8 @@ class Search:
         """`executor` runs the replays (default: a process pool of `workers`); `cache` keeps estimates and
         replays on disk (search/cache.py), so that a search run again reads what it had finished."""
         started = time.perf_counter()
-        phase = self.estimated(progress, cache)
+        phase = self.estimated(progress, cache, executor if executor is not None or workers != 1 else None,
+                               workers)
         best = [self._ranked(strategy, estimate) for estimate, strategy in phase.candidates[:max(top, replay)]]
         tried, reused, refused = self._replay(best[:replay], progress, executor or ProcessExecutor(workers), cache)
         replayed = [r for r in tried if r.replay_ms is not None]
@@ -280,8 +303,11 @@ class Search:
                             self.estimator.model_flops(), {d: self.gpu.peak_flops(DType(d)) for d in self.space.dtypes},
                             miss, scale, Reused(phase.from_cache, reused), phase.candidates, refused=refused)
 
-    def estimated(self, progress: Progress = SILENT, cache: Cache | None = None) -> Phase:
-        """Every feasible strategy with its estimate, best first: from the cache where it has this search's."""
+    def estimated(self, progress: Progress = SILENT, cache: Cache | None = None, executor: Executor | None = None,
+                  workers: int | None = 1) -> Phase:
+        """Every feasible strategy with its estimate, best first: from the cache where it has this search's. With
+        an executor (or a pool of `workers`), the space is shared out by (tp, pp, vpp) over its workers: no
+        family of the memory dominance spans two parts, so the answer is the same as in one process."""
         key = None
         if cache is not None:
             key = cache.key({"scenario": self.sc.model_dump(mode="json", exclude_none=True),
@@ -290,17 +316,29 @@ class Search:
             if found is not None:
                 return Phase.from_json(found)
         progress.stage("enumerating and estimating strategies")
-        phase = self._estimate_all()
+        runner = executor if executor is not None else (ProcessExecutor(workers) if workers != 1 else None)
+        parts = ESTIMATE_PARTS_PER_WORKER * getattr(runner, "workers", 2) if runner is not None else 1
+        if parts == 1:
+            phase = self._estimate_all()
+        else:
+            spec = (self.sc.model_dump(mode="json", exclude_none=True), self.num_gpus, self.space.limits.values,
+                    self.fp8, parts)
+            progress.stage("enumerating and estimating strategies", total=parts, unit="parts")
+            found: dict[int, Phase] = {}
+            for part, piece in runner.map_unordered(estimate_part, [(*spec, part) for part in range(parts)]):
+                found[part] = piece
+                progress.advance(len(found))
+            phase = merge([found[part] for part in range(parts)])
         if cache is not None and key is not None:
             cache.put("estimates", key, phase.to_json())
         return dataclasses.replace(phase, from_cache=False)
 
-    def _estimate_all(self) -> Phase:
+    def _estimate_all(self, part: int = 0, parts: int = 1) -> Phase:
         infeasible: Counter[str] = Counter()
         candidates: list[tuple[Estimate, Strategy]] = []
         self._known: dict[tuple, list[tuple[int, int, str | None]]] = {}
         self._closest: tuple[float, Strategy, str] | None = None
-        for strategy in self.space.strategies():
+        for strategy in self.space.strategies(part, parts):
             try:
                 workload = apply(self.workload, strategy)
             except ValueError as exc:

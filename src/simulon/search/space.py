@@ -136,10 +136,11 @@ class Space:
         self.pruned: Counter[str] = Counter()
         self.enumerated = 0
 
-    def strategies(self) -> Iterator[Strategy]:
+    def strategies(self, part: int = 0, parts: int = 1) -> Iterator[Strategy]:
         """Every strategy that passes the exact rules; `enumerated` and `pruned` count the rest by rule. The
         rules are checked on numpy arrays, one (tp, pp, vpp) at a time over every value of the other dimensions
-        and every split; the strategies come out in the order of the dimensions as listed, the split last."""
+        and every split; the strategies come out in the order of the dimensions as listed, the split last.
+        `part` of `parts`: only every parts-th (tp, pp, vpp), from the part-th (for workers sharing a space)."""
         model, train = self.workload.model, self.workload.training
         lim = self.limits
         moe = model.moe
@@ -148,7 +149,9 @@ class Space:
         inner = (CONTEXT_PARALLEL, _divisors(moe.num_experts) if moe else [1], (False, True) if moe else (False,),
                  MICRO_BATCHES, (False, True), RECOMPUTE, ("ddp", *SHARDINGS), self.dtypes, (False, True),
                  (lim.values or {}).get("zero_bubble", ZERO_BUBBLE))
-        for tp, pp, vpp in itertools.product(tps, pps, range(1, MAX_VPP + 1)):
+        for position, (tp, pp, vpp) in enumerate(itertools.product(tps, pps, range(1, MAX_VPP + 1))):
+            if position % parts != part:
+                continue
             splits = self.splits(pp, vpp)
             index = np.indices([len(values) for values in inner] + [len(splits)]).reshape(len(inner) + 1, -1)
             cp, ep, unsplit, mbs, sp, _, sharding, _, overlap, zero_bubble = (
