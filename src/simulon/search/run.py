@@ -227,7 +227,12 @@ another while a heavy one runs; each part builds its own estimator, whose collec
 def estimate_part(args: tuple[dict, int, dict | None, bool, int, int]) -> Phase:
     """One part of a search's space estimated; runs in a worker process (module level, picklable)."""
     data, num_gpus, limits, fp8, parts, part = args
-    search = Search(parse_scenario(data, "search"), num_gpus, Limits(limits), fp8)
+    # validated on one GPU, as load_search_scenario does (the batch is one micro-batch), then the count unset again
+    training = data["workload"]["training"]
+    sc = parse_scenario({**data, "workload": {**data["workload"], "training": {**training, "num_gpus": 1}}}, "search")
+    workload = sc.workload.model_copy(update={"training": sc.workload.training.model_copy(
+        update={"num_gpus": training.get("num_gpus")})})
+    search = Search(sc.model_copy(update={"workload": workload}), num_gpus, Limits(limits), fp8)
     return search._estimate_all(part, parts)
 
 
