@@ -5,6 +5,14 @@ Both run one picklable function over a list of jobs and hand each result back as
 the job's index, so that the search can record it (search/cache.py) before the next one ends. The answer does
 not depend on the executor: each job is a whole, deterministic replay.
 
+Memory: a job may say how many bytes it needs (`needs`, for a replay the guard's estimate, dag/size.py), and the
+jobs running at once are admitted against the memory as a whole: on the process pool, a job starts only while the
+needs of those running and its own add up to no more than the budget (the memory this machine has available when
+the jobs are handed over, or a limit given), else it waits for one to finish; on Ray each task asks for its bytes
+as Ray's `memory` resource, and Ray's scheduler places it where they are free. A job that needs more than the
+budget (Ray: more than any node has) even alone is not started: it comes back as `Refused`, saying why, and the
+other jobs go on.
+
 Ray: `ray.init(address)` joins a running cluster (`ray start --head`, or `auto`), or, with no address, starts a
 local one for the command and stops it after; a session that already called `ray.init` is used as it is. The
 workers import simulon, so every node needs the same simulon installed (see Ray's runtime environments).
@@ -12,33 +20,112 @@ workers import simulon, so every node needs the same simulon installed (see Ray'
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Iterator
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from .config.errors import ConfigError
+from .dag.size import available_memory
 
 RAY_MISSING = ("--executor ray: Ray is not installed; install the optional extra with `uv sync --extra ray` "
                "(or `pip install 'simulon[ray]'`)")
 
 
+@dataclass(frozen=True)
+class Refused:
+    """A job not started: it needs more memory than the executor may use, even alone."""
+
+    reason: str
+
+
+def _readable(num_bytes: float) -> str:
+    return f"{num_bytes / 1e9:,.1f} GB"
+
+
 class Executor(Protocol):
-    def map_unordered(self, function: Callable[[Any], Any], jobs: list[Any]) -> Iterator[tuple[int, Any]]:
-        """(index, result) of every job, in the order they finish."""
+    def map_unordered(self, function: Callable[[Any], Any], jobs: list[Any],
+                      needs: list[float] | None = None) -> Iterator[tuple[int, Any]]:
+        """(index, result) of every job, in the order they finish; `needs`: the bytes each job takes (None: no
+        memory admission), a job that can never have them comes back as Refused."""
+
+
+class Admission:
+    """Which jobs may start, so that the bytes of those running never add up to more than `budget` and no more
+    than `slots` run at once: each time one finishes, the waiting jobs are taken in order and every one that
+    fits starts (a smaller one may pass a larger one that does not fit yet; the larger starts at the latest when
+    everything before it has finished). A job needing more than the whole budget is refused at once."""
+
+    def __init__(self, needs: list[float], budget: float, slots: int):
+        if slots < 1:
+            raise ValueError(f"expected at least one slot, got {slots}")
+        self.needs, self.budget, self.slots = needs, budget, slots
+        self.refused = {i: need for i, need in enumerate(needs) if need > budget}
+        self.waiting = [i for i in range(len(needs)) if i not in self.refused]
+        self.running: set[int] = set()
+
+    @property
+    def in_use(self) -> float:
+        return sum(self.needs[i] for i in self.running)
+
+    def start(self) -> list[int]:
+        """The waiting jobs that start now (each counted as running until `finish`)."""
+        started = []
+        for index in list(self.waiting):
+            if len(self.running) >= self.slots:
+                break
+            if self.in_use + self.needs[index] <= self.budget:
+                self.waiting.remove(index)
+                self.running.add(index)
+                started.append(index)
+        return started
+
+    def finish(self, index: int) -> None:
+        self.running.remove(index)
+
+    @property
+    def done(self) -> bool:
+        return not self.waiting and not self.running
 
 
 class ProcessExecutor:
-    """A local process pool, all cores unless told."""
+    """A local process pool, all cores unless told; `memory`: the bytes the jobs may take together (None: what
+    this machine has available when they are handed over; math.inf: no limit)."""
 
-    def __init__(self, workers: int | None = None):
+    def __init__(self, workers: int | None = None, memory: float | None = None):
         self.workers = workers or os.cpu_count() or 1
+        self.memory = memory
 
-    def map_unordered(self, function: Callable[[Any], Any], jobs: list[Any]) -> Iterator[tuple[int, Any]]:
-        with ProcessPoolExecutor(max_workers=min(self.workers, len(jobs)) or 1) as pool:
-            futures = {pool.submit(function, job): index for index, job in enumerate(jobs)}
-            for future in as_completed(futures):
-                yield futures[future], future.result()
+    def budget(self) -> float:
+        if self.memory is not None:
+            return self.memory
+        available = available_memory()
+        return math.inf if available is None else available
+
+    def map_unordered(self, function: Callable[[Any], Any], jobs: list[Any],
+                      needs: list[float] | None = None) -> Iterator[tuple[int, Any]]:
+        if not jobs:
+            return
+        budget = self.budget() if needs is not None else math.inf
+        admission = Admission(list(needs) if needs is not None else [0.0] * len(jobs), budget,
+                              min(self.workers, len(jobs)))
+        for index, need in sorted(admission.refused.items()):
+            yield index, Refused(f"needs about {_readable(need)}, more than the {_readable(budget)} the replays "
+                                 f"may use together")
+        if admission.done:
+            return
+        with ProcessPoolExecutor(max_workers=admission.slots) as pool:
+            futures: dict[Future, int] = {}
+            while not admission.done:
+                for index in admission.start():
+                    futures[pool.submit(function, jobs[index])] = index
+                finished, _ = wait(futures, return_when=FIRST_COMPLETED)
+                for future in sorted(finished, key=futures.__getitem__):
+                    index = futures.pop(future)
+                    admission.finish(index)
+                    yield index, future.result()
 
 
 class RayExecutor:
@@ -51,14 +138,26 @@ class RayExecutor:
             raise ConfigError(RAY_MISSING) from None
         self.ray, self.address = ray, address
 
-    def map_unordered(self, function: Callable[[Any], Any], jobs: list[Any]) -> Iterator[tuple[int, Any]]:
+    def map_unordered(self, function: Callable[[Any], Any], jobs: list[Any],
+                      needs: list[float] | None = None) -> Iterator[tuple[int, Any]]:
         ray = self.ray
         started = not ray.is_initialized()
         if started:
             ray.init(address=self.address, include_dashboard=False, log_to_driver=False)
         try:
             task = ray.remote(function)
-            pending = {task.remote(job): index for index, job in enumerate(jobs)}
+            pending = {}
+            largest = max((node["Resources"].get("memory", 0.0) for node in ray.nodes() if node["Alive"]),
+                          default=0.0) if needs is not None else math.inf
+            for index, job in enumerate(jobs):
+                need = needs[index] if needs is not None else 0.0
+                if need > largest:
+                    yield index, Refused(f"needs about {_readable(need)}, more than the {_readable(largest)} of "
+                                         f"memory any Ray node offers")
+                elif need > 0:
+                    pending[task.options(memory=math.ceil(need)).remote(job)] = index
+                else:
+                    pending[task.remote(job)] = index
             while pending:
                 ready, _ = ray.wait(list(pending), num_returns=1)
                 yield pending.pop(ready[0]), ray.get(ready[0])
@@ -67,10 +166,11 @@ class RayExecutor:
                 ray.shutdown()
 
 
-def executor(kind: str, workers: int | None = None, address: str | None = None) -> Executor:
-    """The executor a command names: `process` or `ray`."""
+def executor(kind: str, workers: int | None = None, address: str | None = None,
+             memory: float | None = None) -> Executor:
+    """The executor a command names: `process` or `ray`; `memory`: the process pool's budget (ProcessExecutor)."""
     if kind == "process":
-        return ProcessExecutor(workers)
+        return ProcessExecutor(workers, memory)
     if kind == "ray":
         return RayExecutor(address)
     raise ConfigError(f"--executor: expected process or ray, got {kind!r}")

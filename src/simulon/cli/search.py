@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from ..config.errors import ConfigError
+from .limits import MaxMemoryOption, memory_limit
 from .output import print_table
 
 HEADROOM_GIB = 3.0
@@ -18,7 +20,8 @@ allocator's fragmentation alone moves a peak by a few GiB: memory.csv's reserved
 13 GiB on its largest runs)."""
 
 DIMENSIONS = {"tp": int, "pp": int, "vpp": int, "cp": int, "ep": int, "etp": int, "micro_batch_size": int,
-              "recompute": str, "sharding": str, "dtype": str, "sequence_parallel": bool, "tp_comm_overlap": bool}
+              "recompute": str, "sharding": str, "dtype": str, "sequence_parallel": bool, "tp_comm_overlap": bool,
+              "zero_bubble": bool}
 """Dimensions a user may restrict (`--tp 1,2,4`, `--fix pp=8`), with the type of their values."""
 
 
@@ -79,6 +82,8 @@ def print_result(result) -> None:
     print(f"  do not fit (largest term on the fullest stage): {infeasible}")
     scales = ", ".join(f"{part.estimate_scale:.2f}" for part in (result.parts or {0: result}).values())
     price = () if result.gpu_hour_price is None else ("cost / Mtok",)
+    for strategy, why in result.refused:
+        print(f"  {_describe(strategy, short=True)}: {why}")
     print_table(f"Best strategies on {_counts(result)} GPUs by {result.objective} (step ms replayed; * estimated, "
                 f"scaled by {scales} as the replayed ones ran against their estimates)",
                 ("#", "GPUs", "strategy", "step ms", "tokens/s", "MFU %", "GPU-h / Mtok", *price, "peak / free GiB"),
@@ -112,6 +117,7 @@ def search(
     executor: Annotated[str, typer.Option(help="where replays run: process (a local pool) or ray")] = "process",
     ray_address: Annotated[str | None, typer.Option(help="Ray cluster to join (default: start a local one)")] = None,
     workers: Annotated[int | None, typer.Option(help="processes of the local pool (default: every core)")] = None,
+    max_memory: MaxMemoryOption = None,
 ) -> None:
     """Find the fastest parallel strategy that fits: enumerate, prune by exact rules, drop what does not fit,
     estimate every survivor, replay the best with the full contention-aware simulation."""
@@ -127,7 +133,9 @@ def search(
             raise ConfigError(f"{name}: expected 0 to 1000, got {value}")
     if workers is not None and workers < 1:
         raise ConfigError(f"--workers: expected a positive number of processes, got {workers}")
-    runner = make_executor(executor, workers, ray_address)
+    # the replays running side by side share this budget (default: what is available when they start)
+    budget = None if max_memory is None else (memory_limit(max_memory) or math.inf)
+    runner = make_executor(executor, workers, ray_address, budget)
     if plot is not None:
         plot_kind(plot)
     counts = _gpu_counts(gpus)
@@ -211,7 +219,7 @@ def _describe(s, short: bool = False) -> str:
     text = (f"tp{s.tp} pp{s.pp}" + (f" vpp{s.vpp}" if s.vpp > 1 else "") + f" dp{s.dp}"
             + (f" cp{s.cp}" if s.cp > 1 else "") + experts + f" mbs{s.micro_batch_size}"
             + ("" if s.recompute == "none" else f" {s.recompute}-recompute") + f" {sharding} {s.dtype}"
-            + (" tp-overlap" if s.tp_comm_overlap else ""))
+            + (" tp-overlap" if s.tp_comm_overlap else "") + (" zb-h1" if s.zero_bubble else ""))
     return text if short else text.replace("mbs", "micro-batch ")
 
 

@@ -28,14 +28,17 @@ from typing import TYPE_CHECKING
 import numpy as np
 import yaml
 
+from ..collective.tuner import CollectivePlan
 from ..config.errors import ConfigError
+from ..network.topology import Topology
 from ..workload.layout import RankLayout
+from ..workload.megatron import MegatronTracer
 from ..workload.program import CollectiveOp, ComputeOp, SendOp, StageProgram
 from .builder import expansion_template, fold_positions
-from .fold import Fold
+from .fold import Fold, FoldMode, choose_fold, symmetric_axes
 
 if TYPE_CHECKING:
-    from ..collective.tuner import CollectivePlan
+    from ..config.scenario import ScenarioConfig
 
 
 @dataclass(frozen=True)
@@ -148,6 +151,22 @@ def estimate_size(programs: list[StageProgram], layout: RankLayout, fold: Fold, 
             nodes += call_nodes
             flows += call_flows
     return DagSize(int(nodes), int(flows), len(simulated))
+
+
+def scenario_size(sc: ScenarioConfig, fold_mode: FoldMode = "auto") -> DagSize:
+    """The size of the DAG pipeline.build_dag builds for a scenario (the same programs, fabric and fold), counted
+    without building it: what runs of several scenarios side by side are admitted by (executors.py)."""
+    dc, wl = sc.datacenter, sc.workload
+    if wl is None:
+        raise ValueError("the scenario has no workload block to simulate")
+    num_gpus = wl.training.num_gpus or dc.num_gpus
+    tracer = MegatronTracer(wl, num_gpus)
+    topology = Topology.from_datacenter(dc, num_gpus)
+    plan = CollectivePlan.from_config(topology, sc.collective)
+    programs = tracer.stage_programs()
+    axes = symmetric_axes(programs, tracer.layout, plan.foldable) if topology.foldable else set()
+    fold = choose_fold(tracer.layout, dc.node.gpus_per_node, dc.node.gpus_per_nic, fold_mode, axes)
+    return estimate_size(programs, tracer.layout, fold, plan)
 
 
 def _axis_groups(axis: str, ranks: list[int], layout: RankLayout, fold: Fold,

@@ -10,7 +10,9 @@ expert-parallel all-to-alls, and the pipeline send of each micro-batch's activat
 
 The step: the pipeline formula of Narayanan et al. (SC'21, section 2.2), m x t_slowest + (pp - 1) / vpp x t,
 with the fill and drain taken at each other stage's own micro-batch time (their sum over vpp: equal stages give
-the formula's (pp - 1) / vpp x t; uneven ones, a lighter first or last stage, a shorter bubble), plus the
+the formula's (pp - 1) / vpp x t; uneven ones, a lighter first or last stage, a shorter bubble); under ZB-H1
+(Qi et al., ICLR 2024, section 3.1) each other stage's share is T_F + T_B - T_W instead of T_F + T_B + T_W, its
+weight gradients filling the cool-down (workload/schedule.py runs the same schedule in the replay), plus the
 data-parallel synchronisation the last micro-batch's backward (gradient reduce) and the first forward
 (parameter all-gather) cannot hide, plus the optimizer step. FSDP gathers each layer's weights before its
 forward and backward: what outlasts the layer's compute is exposed.
@@ -76,6 +78,7 @@ class _LayerCost:
     forward: float
     backward: float
     recompute: float
+    weight_grad: float     # of the backward, the weight gradients (what ZB-H1 defers into the bubble)
     tp: float
     cp: float
     ep: float
@@ -91,12 +94,13 @@ class Estimator:
         self._collectives: dict[tuple, float] = {}
         self.sm_count = Calibrations.shipped().sm_count(gpu)
         self._units: dict[tuple, _LayerCost] = {}
+        self._unit_times: dict[tuple, tuple[dict[Phase, float], float, float]] = {}
         self._tables: dict[tuple, LayerKernels] = {}
         self._models: dict[str, AnalyticalModel] = {}
         self._params: dict[tuple, tuple[float, float]] = {}
         self._stages: dict[tuple, _StageCost] = {}
         self._compositions: dict[tuple, tuple[tuple[int, int], ...]] = {}
-        self._pipelines: dict[tuple, tuple[int, _StageCost, float]] = {}
+        self._pipelines: dict[tuple, tuple[int, _StageCost, float, float]] = {}
         self._layouts: dict[tuple, RankLayout] = {}
         self._groups: dict[tuple, tuple[int, ...]] = {}
 
@@ -113,10 +117,12 @@ class Estimator:
         layers = PipelineLayers.of(workload)
         kernels = self._kernels(strategy, workload)
         microbatches = workload.training.global_batch_size // (s.micro_batch_size * s.dp)
-        slowest, cost, every_stage = self._pipeline_cost(s, workload, kernels, layers)
+        slowest, cost, every_stage, every_weight_grad = self._pipeline_cost(s, workload, kernels, layers)
         per_mb = cost.total
         pp_send = self._pipeline_send(s, workload, layout) if s.pp > 1 else 0.0
         bubble = (every_stage - per_mb) / s.vpp  # fill and drain: every other stage once
+        if s.zero_bubble:  # ZB-H1: (p - 1)(T_F + T_B - T_W) in place of (p - 1)(T_F + T_B + T_W)
+            bubble -= 2 * (every_weight_grad - cost.weight_grad)
         params = self._stage_params(s, workload, kernels, layers, slowest)
         dp, optimizer = self._data_parallel(s, workload, layout, params, cost, microbatches)
         total = microbatches * (per_mb + 2 * pp_send) + bubble + dp + optimizer  # a send forward, one back
@@ -127,6 +133,12 @@ class Estimator:
     # ---- per stage ----
 
     @staticmethod
+    def kernel_key(s: Strategy) -> tuple:
+        """What a layer's kernels and their times depend on (neither recomputation nor TP overlap changes them)."""
+        expert_layout = s.dp if s.ep > 1 else 0
+        return s.tp, s.cp, expert_layout, s.ep, s.etp, s.micro_batch_size, s.sequence_parallel, s.dtype
+
+    @staticmethod
     def shape_key(s: Strategy) -> tuple:
         """What a layer's kernels and communication depend on: strategies equal here share their unit costs."""
         expert_layout = s.dp if s.ep > 1 else 0  # where the expert-parallel group's members sit
@@ -134,14 +146,15 @@ class Estimator:
                 s.dtype, s.tp_comm_overlap)
 
     def _pipeline_cost(self, s: Strategy, workload: MegatronWorkload, kernels: LayerKernels,
-                       layers: PipelineLayers) -> tuple[int, _StageCost, float]:
-        """The slowest stage, its costs, and the sum of every stage's micro-batch time (cached per shape and
-        pipeline: most strategies differ only in what these do not depend on)."""
+                       layers: PipelineLayers) -> tuple[int, _StageCost, float, float]:
+        """The slowest stage, its costs, and the sums over every stage of the micro-batch time and of its weight
+        gradients (cached per shape and pipeline: most strategies differ only in what these do not depend on)."""
         key = (self.shape_key(s), s.pp, s.vpp, s.first_layers, s.last_layers)
         if key not in self._pipelines:
             costs = [self._stage_cost(s, workload, kernels, layers, stage) for stage in range(s.pp)]
             slowest = max(range(s.pp), key=lambda stage: costs[stage].total)
-            self._pipelines[key] = (slowest, costs[slowest], sum(c.total for c in costs))
+            self._pipelines[key] = (slowest, costs[slowest], sum(c.total for c in costs),
+                                    sum(c.weight_grad for c in costs))
         return self._pipelines[key]
 
     def _stage_cost(self, s: Strategy, workload: MegatronWorkload, kernels: LayerKernels, layers: PipelineLayers,
@@ -171,19 +184,35 @@ class Estimator:
     def _cost_of_unit(self, s: Strategy, workload: MegatronWorkload, kernels: LayerKernels, unit: int) -> _LayerCost:
         """Kernels and exposed communication of a dense layer (unit 0), an MoE layer (1), the embedding or head."""
         model = self.compute_model(s.dtype)
-        names = self._unit_kernels(kernels, unit)
-        specs = {phase: [kernels[n][phase] for n in names if phase in kernels[n] for _ in range(kernels.repeats(n))]
-                 for phase in (Phase.fwd, Phase.bwd_ig, Phase.bwd_wg)}
-        seconds = {phase: float(model.seconds(specs[phase]).sum()) if specs[phase] else 0.0 for phase in specs}
+        seconds, gemms, attention_core = self._unit_seconds(s, kernels, unit)
         forward, backward = seconds[Phase.fwd], seconds[Phase.bwd_ig] + seconds[Phase.bwd_wg]
         recompute = 0.0
         if unit >= 0 and s.recompute == "full":
             recompute = forward
         elif unit >= 0 and s.recompute == "selective":
-            recompute = float(model.seconds([kernels[n][Phase.fwd] for n in kernels.attention_core
-                                             for _ in range(kernels.repeats(n))]).sum())
-        tp, cp, ep = self._layer_comm(s, workload, kernels, unit, specs, model)
-        return _LayerCost(forward, backward, recompute, tp, cp, ep)
+            recompute = attention_core
+        tp, cp, ep = self._layer_comm(s, workload, kernels, unit, gemms, model)
+        return _LayerCost(forward, backward, recompute, seconds[Phase.bwd_wg], tp, cp, ep)
+
+    def _unit_seconds(self, s: Strategy, kernels: LayerKernels, unit: int) -> tuple[dict[Phase, float], float, float]:
+        """(seconds of each phase, of which GEMMs, the attention core's forward) of a unit's kernels, cached per
+        kernel shape (what recomputation and TP overlap make of them is the caller's)."""
+        key = (self.kernel_key(s), unit)
+        if key not in self._unit_times:
+            model = self.compute_model(s.dtype)
+            names = self._unit_kernels(kernels, unit)
+            specs = {phase: [kernels[n][phase] for n in names if phase in kernels[n]
+                             for _ in range(kernels.repeats(n))] for phase in (Phase.fwd, Phase.bwd_ig, Phase.bwd_wg)}
+            each = {phase: model.seconds(specs[phase]) if specs[phase] else () for phase in specs}
+            seconds = {phase: float(each[phase].sum()) if specs[phase] else 0.0 for phase in specs}
+            gemms = sum(float(t) for phase in specs for t, spec in zip(each[phase], specs[phase], strict=True)
+                        if spec.kclass in (KernelClass.gemm, KernelClass.grouped_gemm))  # what TP overlap hides behind
+            attention_core = 0.0
+            if unit >= 0:
+                attention_core = float(model.seconds([kernels[n][Phase.fwd] for n in kernels.attention_core
+                                                      for _ in range(kernels.repeats(n))]).sum())
+            self._unit_times[key] = seconds, gemms, attention_core
+        return self._unit_times[key]
 
     def unit_seconds(self, s: Strategy, workload: MegatronWorkload, unit: int) -> float:
         """One rank's seconds per micro-batch for one unit: a dense layer (0), an MoE layer (1), the embedding
@@ -207,8 +236,9 @@ class Estimator:
         return [n for n in kernels.table if n not in head and n != "embedding" and not n.startswith(skip)]
 
     def _layer_comm(self, s: Strategy, workload: MegatronWorkload, kernels: LayerKernels, unit: int,
-                    specs: dict, model: AnalyticalModel) -> tuple[float, float, float]:
-        """Exposed TP, CP and EP communication of one unit per micro-batch (forward and backward)."""
+                    gemms: float, model: AnalyticalModel) -> tuple[float, float, float]:
+        """Exposed TP, CP and EP communication of one unit per micro-batch (forward and backward); `gemms`: the
+        seconds of its GEMMs, which TP communication overlap hides behind."""
         if unit < 0:
             return 0.0, 0.0, 0.0
         shape, h = kernels.shape, workload.model.hidden_size
@@ -223,8 +253,6 @@ class Estimator:
             else:  # the row-parallel output forward, the column-parallel input gradient backward
                 tp = 2 * blocks * self.seconds(AR, group, block)
             if s.tp_comm_overlap:  # hidden behind the GEMMs, which run on the SMs NCCL leaves
-                gemms = sum(float(model.seconds([spec]).sum()) for phase in specs for spec in specs[phase]
-                            if spec.kclass in (KernelClass.gemm, KernelClass.grouped_gemm))
                 channels = self.plan.choose(AG if s.sequence_parallel else AR, group, block).channels
                 tp = max(0.0, tp - gemms) + min(tp, gemms) * (self.stretch(channels) - 1)
         cp = 0.0
@@ -336,8 +364,8 @@ class Estimator:
         return exposed, optimizer
 
     def _kernels(self, s: Strategy, workload: MegatronWorkload) -> LayerKernels:
-        """The workload's kernel table, shared by strategies of the same shape."""
-        key = self.shape_key(s)
+        """The workload's kernel table, shared by strategies of the same kernel shape."""
+        key = self.kernel_key(s)
         if key not in self._tables:
             self._tables[key] = LayerKernels.of(workload)
         return self._tables[key]
@@ -351,6 +379,7 @@ class _StageCost:
     forward: float = 0.0
     backward: float = 0.0
     recompute: float = 0.0
+    weight_grad: float = 0.0
     tp: float = 0.0
     cp: float = 0.0
     ep: float = 0.0
@@ -359,6 +388,7 @@ class _StageCost:
         self.forward += count * unit.forward
         self.backward += count * (unit.backward + unit.recompute)
         self.recompute += count * unit.recompute
+        self.weight_grad += count * unit.weight_grad
         self.compute += count * (unit.forward + unit.backward + unit.recompute)
         self.tp += count * unit.tp
         self.cp += count * unit.cp

@@ -20,6 +20,8 @@ def megatron_arguments(strategy: Strategy, sc: ScenarioConfig) -> list[str]:
             f"--global-batch-size {train.global_batch_size}", f"--seq-length {train.sequence_length}"]
     if s.vpp > 1:
         args.append(f"--num-layers-per-virtual-pipeline-stage {layers // (s.pp * s.vpp)}")
+    if s.zero_bubble:  # upstream Megatron-LM has no flag: the ZB-H1 authors' fork has (sail-sg/zero-bubble-...)
+        args.append("--enable-zero-bubble")
     if s.first_layers:
         args += [f"--decoder-first-pipeline-num-layers {s.first_layers}",
                  f"--decoder-last-pipeline-num-layers {s.last_layers}"]

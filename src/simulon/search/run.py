@@ -6,7 +6,10 @@
    is counted under the term that is largest on its fullest stage.
 3. `estimate.Estimator` ranks every feasible strategy in well under a millisecond each.
 4. The best `replay` strategies are simulated by the full contention-aware replay (pipeline.simulate) on a
-   process pool, and the ranking puts the replayed ones first, by their replayed step time.
+   process pool (or Ray), and the ranking puts the replayed ones first, by their replayed step time. Each
+   replay is first sized (the DAG it builds, dag/size.py) and the replays run side by side only as far as
+   their memory adds up on the machine (executors.Admission); one too large even alone is not run, and the
+   search reports it with its reason and ranks it by its estimate.
 """
 
 from __future__ import annotations
@@ -27,7 +30,8 @@ from ..config.errors import ConfigError
 from ..config.loading import parse_scenario, problem, read_scenario_data
 from ..config.scenario import ScenarioConfig
 from ..config.workload import MegatronWorkload, ParallelismSpec, TrainingSpec
-from ..executors import Executor, ProcessExecutor
+from ..dag.size import DagSize, scenario_size
+from ..executors import Executor, ProcessExecutor, Refused
 from ..memory import MemoryModel, StageMemory
 from ..memory.runtime import GiB
 from ..network.topology import Topology
@@ -125,6 +129,7 @@ class SearchResult:
     objective: str = "time"
     gpu_hour_price: float | None = None     # what a GPU-hour costs, for the cost column
     parts: dict[int, SearchResult] = dataclasses.field(default_factory=dict)  # each count's own search
+    refused: list[tuple[Strategy, str]] = dataclasses.field(default_factory=list)  # replays not run, and why
 
     def tokens_per_s(self, r: Ranked) -> float:
         return self.tokens_per_step / (r.iteration_ms / 1e3)
@@ -158,7 +163,8 @@ class SearchResult:
                 "infeasible_by_term": dict(by_count(self.infeasible)), "estimated": self.estimated,
                 "replayed": self.replayed, "seconds": self.seconds, "num_gpus": self.num_gpus,
                 "gpu_counts": list(self.gpu_counts or (self.num_gpus,)), "objective": self.objective,
-                "cached": self.reused.to_json(), "top": top}
+                "cached": self.reused.to_json(), "top": top,
+                "refused": [{**strategy.to_json(), "reason": why} for strategy, why in self.refused]}
 
 
 OBJECTIVES = ("time", "cost")
@@ -185,7 +191,8 @@ def combine(results: list[SearchResult], objective: str = "time", top: int = 10,
         num_gpus=ranked[0].strategy.num_gpus if ranked else first.num_gpus,
         closest_miss=next((r.closest_miss for r in results if r.closest_miss), None),
         reused=Reused(all(r.reused.estimates for r in results), sum(r.reused.replays for r in results)),
-        candidates=[], gpu_counts=tuple(r.num_gpus for r in results), parts={r.num_gpus: r for r in results})
+        candidates=[], gpu_counts=tuple(r.num_gpus for r in results), parts={r.num_gpus: r for r in results},
+        refused=[item for r in results for item in r.refused])
 
 
 def apply(workload: MegatronWorkload, strategy: Strategy) -> MegatronWorkload:
@@ -210,6 +217,39 @@ def scenario_for(sc: ScenarioConfig, strategy: Strategy, num_gpus: int) -> Scena
     data["workload"] = workload.model_dump(exclude_none=True)
     data["workload"]["training"]["num_gpus"] = num_gpus
     return parse_scenario(data, "search")
+
+
+ESTIMATE_PARTS_PER_WORKER = 3
+"""The space is cut into this many parts per worker (by tp, pp, vpp), so that a worker that drew light parts takes
+another while a heavy one runs; each part builds its own estimator, whose collective timings are not shared."""
+
+
+def estimate_part(args: tuple[dict, int, dict | None, bool, int, int]) -> Phase:
+    """One part of a search's space estimated; runs in a worker process (module level, picklable)."""
+    data, num_gpus, limits, fp8, parts, part = args
+    # validated on one GPU, as load_search_scenario does (the batch is one micro-batch), then the count unset again
+    training = data["workload"]["training"]
+    sc = parse_scenario({**data, "workload": {**data["workload"], "training": {**training, "num_gpus": 1}}}, "search")
+    workload = sc.workload.model_copy(update={"training": sc.workload.training.model_copy(
+        update={"num_gpus": training.get("num_gpus")})})
+    search = Search(sc.model_copy(update={"workload": workload}), num_gpus, Limits(limits), fp8)
+    return search._estimate_all(part, parts)
+
+
+def merge(pieces: list[Phase]) -> Phase:
+    """The phases of a space's parts as one: counts added, candidates best first, the closest miss the smallest
+    (ties by the strategy)."""
+    candidates = sorted((c for piece in pieces for c in piece.candidates), key=lambda c: (c[0].iteration_s, c[1]))
+    misses = [piece.closest for piece in pieces if piece.closest is not None]
+    return Phase(sum(piece.enumerated for piece in pieces), sum((piece.pruned for piece in pieces), Counter()),
+                 sum((piece.infeasible for piece in pieces), Counter()), candidates,
+                 min(misses, key=lambda miss: (miss[0], miss[1])) if misses else None)
+
+
+def replay_size(args: tuple[dict, str]) -> DagSize:
+    """The size of the DAG one scenario's replay builds; runs in a worker process (module level, picklable)."""
+    data, name = args
+    return scenario_size(parse_scenario(data, name))
 
 
 def replay_step_ms(args: tuple[dict, str]) -> float:
@@ -251,11 +291,13 @@ class Search:
         """`executor` runs the replays (default: a process pool of `workers`); `cache` keeps estimates and
         replays on disk (search/cache.py), so that a search run again reads what it had finished."""
         started = time.perf_counter()
-        phase = self.estimated(progress, cache)
+        phase = self.estimated(progress, cache, executor if executor is not None or workers != 1 else None,
+                               workers)
         best = [self._ranked(strategy, estimate) for estimate, strategy in phase.candidates[:max(top, replay)]]
-        replayed, reused = self._replay(best[:replay], progress, executor or ProcessExecutor(workers), cache)
+        tried, reused, refused = self._replay(best[:replay], progress, executor or ProcessExecutor(workers), cache)
+        replayed = [r for r in tried if r.replay_ms is not None]
         scale = statistics.median(r.replay_ms / (1e3 * r.estimate.iteration_s) for r in replayed) if replayed else 1.0
-        rest = [dataclasses.replace(r, scale=scale) for r in best[len(replayed):]]
+        rest = [dataclasses.replace(r, scale=scale) for r in tried + best[len(tried):] if r.replay_ms is None]
         ranked = sorted(replayed + rest, key=lambda r: (r.iteration_ms, r.strategy))
         train = self.workload.training
         miss = None
@@ -267,10 +309,13 @@ class Search:
                             time.perf_counter() - started, ranked[:top],
                             train.global_batch_size * train.sequence_length, self.num_gpus,
                             self.estimator.model_flops(), {d: self.gpu.peak_flops(DType(d)) for d in self.space.dtypes},
-                            miss, scale, Reused(phase.from_cache, reused), phase.candidates)
+                            miss, scale, Reused(phase.from_cache, reused), phase.candidates, refused=refused)
 
-    def estimated(self, progress: Progress = SILENT, cache: Cache | None = None) -> Phase:
-        """Every feasible strategy with its estimate, best first: from the cache where it has this search's."""
+    def estimated(self, progress: Progress = SILENT, cache: Cache | None = None, executor: Executor | None = None,
+                  workers: int | None = 1) -> Phase:
+        """Every feasible strategy with its estimate, best first: from the cache where it has this search's. With
+        an executor (or a pool of `workers`), the space is shared out by (tp, pp, vpp) over its workers: no
+        family of the memory dominance spans two parts, so the answer is the same as in one process."""
         key = None
         if cache is not None:
             key = cache.key({"scenario": self.sc.model_dump(mode="json", exclude_none=True),
@@ -279,17 +324,29 @@ class Search:
             if found is not None:
                 return Phase.from_json(found)
         progress.stage("enumerating and estimating strategies")
-        phase = self._estimate_all()
+        runner = executor if executor is not None else (ProcessExecutor(workers) if workers != 1 else None)
+        parts = ESTIMATE_PARTS_PER_WORKER * getattr(runner, "workers", 2) if runner is not None else 1
+        if parts == 1:
+            phase = self._estimate_all()
+        else:
+            spec = (self.sc.model_dump(mode="json", exclude_none=True), self.num_gpus, self.space.limits.values,
+                    self.fp8, parts)
+            progress.stage("enumerating and estimating strategies", total=parts, unit="parts")
+            found: dict[int, Phase] = {}
+            for part, piece in runner.map_unordered(estimate_part, [(*spec, part) for part in range(parts)]):
+                found[part] = piece
+                progress.advance(len(found))
+            phase = merge([found[part] for part in range(parts)])
         if cache is not None and key is not None:
             cache.put("estimates", key, phase.to_json())
         return dataclasses.replace(phase, from_cache=False)
 
-    def _estimate_all(self) -> Phase:
+    def _estimate_all(self, part: int = 0, parts: int = 1) -> Phase:
         infeasible: Counter[str] = Counter()
         candidates: list[tuple[Estimate, Strategy]] = []
         self._known: dict[tuple, list[tuple[int, int, str | None]]] = {}
         self._closest: tuple[float, Strategy, str] | None = None
-        for strategy in self.space.strategies():
+        for strategy in self.space.strategies(part, parts):
             try:
                 workload = apply(self.workload, strategy)
             except ValueError as exc:
@@ -312,7 +369,8 @@ class Search:
         larger micro-batch or a weaker recomputation, so a strategy is settled without the memory model when
         one it dominates (or that dominates it) was: `_known` keeps the evaluated ones per family."""
         family = (strategy.tp, strategy.pp, strategy.vpp, strategy.cp, strategy.ep, strategy.etp,
-                  strategy.sequence_parallel, strategy.sharding, strategy.dtype)
+                  strategy.sequence_parallel, strategy.sharding, strategy.dtype, strategy.first_layers,
+                  strategy.last_layers, strategy.zero_bubble)  # the split too: its stages hold other layer counts
         level = RECOMPUTE_STRENGTH[strategy.recompute]
         known = self._known.setdefault(family, [])
         for mbs, strength, why in known:
@@ -336,10 +394,13 @@ class Search:
         return max((model.stage(s) for s in sorted(stages)), key=lambda s: s.device)
 
     def _replay(self, best: list[Ranked], progress: Progress, executor: Executor,
-                cache: Cache | None) -> tuple[list[Ranked], int]:
-        """The strategies replayed (each recorded in the cache as it finishes), and how many the cache had."""
+                cache: Cache | None) -> tuple[list[Ranked], int, list[tuple[Strategy, str]]]:
+        """The strategies tried (each replay recorded in the cache as it finishes; replay_ms None where refused),
+        how many the cache had, and the refused with why. The replays not cached are first sized (the DAG each
+        builds, dag/size.py, on the executor), then run side by side as far as their memory adds up
+        (executors.py): a replay too large even alone is refused, and the others go on."""
         if not best:
-            return [], 0
+            return [], 0, []
         jobs = [(scenario_for(self.sc, r.strategy, self.num_gpus).model_dump(mode="json", exclude_none=True), "search")
                 for r in best]
         keys = [cache.key({"replay": job[0]}) for job in jobs] if cache is not None else []
@@ -349,17 +410,30 @@ class Search:
             if found is not None:
                 results[index] = found["iteration_time_ms"]
         reused = len(results)
+        todo = [index for index in range(len(jobs)) if index not in results]
+        sizes: dict[int, DagSize] = {}
+        if todo:
+            progress.stage(f"sizing the {len(todo)} replays", total=len(todo), unit="strategies")
+            for position, size in executor.map_unordered(replay_size, [jobs[index] for index in todo]):
+                sizes[todo[position]] = size
+                progress.advance(len(sizes))
         progress.stage(f"replaying the best {len(jobs)}", total=len(jobs), unit="strategies")
         progress.advance(reused)
-        todo = [index for index in range(len(jobs)) if index not in results]
-        for position, ms in executor.map_unordered(replay_step_ms, [jobs[index] for index in todo]):
+        refused: dict[int, str] = {}
+        needs = [sizes[index].memory_bytes() for index in todo]
+        for position, outcome in executor.map_unordered(replay_step_ms, [jobs[index] for index in todo], needs):
             index = todo[position]
-            results[index] = ms
+            if isinstance(outcome, Refused):
+                size = sizes[index]
+                refused[index] = (f"not replayed: {size.nodes:,} DAG nodes and {size.flows:,} flows over "
+                                  f"{size.simulated_gpus:,} simulated GPUs; the replay {outcome.reason}")
+                continue
+            results[index] = outcome
             if cache is not None:
-                cache.put("replays", keys[index], {"iteration_time_ms": ms})
-            progress.advance(len(results))
-        return [Ranked(r.strategy, r.estimate, r.peak_memory_gib, r.capacity_gib, r.peak_stage, results[index])
-                for index, r in enumerate(best)], reused
+                cache.put("replays", keys[index], {"iteration_time_ms": outcome})
+            progress.advance(len(results) + len(refused))
+        tried = [dataclasses.replace(r, replay_ms=results.get(index)) for index, r in enumerate(best)]
+        return tried, reused, [(best[index].strategy, why) for index, why in sorted(refused.items())]
 
 
 def load_search_scenario(path: Path) -> tuple[ScenarioConfig, int | None]:

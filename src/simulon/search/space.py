@@ -3,9 +3,10 @@
 A strategy fixes every parallel degree and training knob the Megatron-Core workload has: tp, pp, vpp (model
 chunks), dp (what the GPU count leaves), cp, ep, expert tensor parallelism, micro-batch size, sequence
 parallelism, recomputation (none, selective, full), the optimizer's sharding (distributed optimizer = ZeRO-1,
-ZeRO-2, FSDP), the GEMM number format, tensor-parallel communication overlap, and uneven first and last pipeline
-stages (fewer layers where the embedding and the LM head sit; with model chunks, splits whose every stage's
-layers divide over them).
+ZeRO-2, FSDP), the GEMM number format, tensor-parallel communication overlap, the pipeline schedule (1F1B,
+interleaved with model chunks, or, when asked, ZB-H1's zero-bubble split backward with one chunk), and uneven
+first and last pipeline stages (fewer layers where the embedding and the LM head sit; with model chunks, splits
+whose every stage's layers divide over them).
 
 Rules that are exact (a strategy they remove cannot run, or another strategy is never worse):
 * divisibility: tp divides the heads, the key/value heads and the GPUs of a node (Megatron keeps a tensor-
@@ -29,6 +30,8 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import numpy as np
+
 from ..config.common import DType
 from ..config.workload import MegatronWorkload
 
@@ -43,6 +46,10 @@ CONTEXT_PARALLEL = (1, 2, 4, 8, 16)
 MAX_TRIM = 2
 """Uneven stages tried: the first and last stages hold up to this many layers fewer than the others (Megatron's
 --decoder-first/last-pipeline-num-layers: room for the embedding, and for the LM head and its logits)."""
+ZERO_BUBBLE = (False,)
+"""ZB-H1 is searched when asked (`--fix zero_bubble=false,true`): the memory model walks its split backward's
+weight-gradient steps at about three times the cost of a 1F1B stage (DeepSeek-V3, tp 4 pp 16: 525 of 611 s), too
+slow for the default space; its estimate and replay are the same as for any strategy."""
 MAX_VPP = 8
 """Model chunks per stage considered: Megatron's recipes use up to 8 (Llama 3 405B on 16,384 GPUs ran 4-8)."""
 
@@ -66,6 +73,7 @@ class Strategy:
     tp_comm_overlap: bool
     first_layers: int = 0  # layers of the first and the last pipeline stage when uneven (0: an even split)
     last_layers: int = 0
+    zero_bubble: bool = False  # the ZB-H1 schedule (pipeline_schedule zb_h1) in place of 1F1B
 
     def layers_per_stage(self, num_layers: int) -> list[int] | None:
         """Layers of each pipeline stage when the first and last are uneven, else None (an even split)."""
@@ -92,6 +100,8 @@ class Strategy:
         }
         if self.vpp > 1:
             block["pipeline_schedule"] = "interleaved_1f1b"
+        elif self.zero_bubble:
+            block["pipeline_schedule"] = "zb_h1"
         if self.etp != self.tp:
             block["expert_tensor_parallel"] = self.etp
         if self.first_layers:
@@ -126,28 +136,39 @@ class Space:
         self.pruned: Counter[str] = Counter()
         self.enumerated = 0
 
-    def strategies(self) -> Iterator[Strategy]:
-        """Every strategy that passes the exact rules; `enumerated` and `pruned` count the rest by rule."""
+    def strategies(self, part: int = 0, parts: int = 1) -> Iterator[Strategy]:
+        """Every strategy that passes the exact rules; `enumerated` and `pruned` count the rest by rule. The
+        rules are checked on numpy arrays, one (tp, pp, vpp) at a time over every value of the other dimensions
+        and every split; the strategies come out in the order of the dimensions as listed, the split last.
+        `part` of `parts`: only every parts-th (tp, pp, vpp), from the part-th (for workers sharing a space)."""
         model, train = self.workload.model, self.workload.training
         lim = self.limits
         moe = model.moe
         tps = [t for t in _divisors(self.gpus_per_node) if model.num_heads % t == 0 and model.kv_heads % t == 0]
-        dims = itertools.product(
-            tps, [p for p in _divisors(self.num_gpus) if p <= model.num_layers], range(1, MAX_VPP + 1),
-            CONTEXT_PARALLEL,
-            _divisors(moe.num_experts) if moe else [1], (False, True) if moe else (False,), MICRO_BATCHES,
-            (False, True), RECOMPUTE, ("ddp", *SHARDINGS), self.dtypes, (False, True))
-        splits = {(pp, vpp): self.splits(pp, vpp) for pp in _divisors(self.num_gpus) for vpp in range(1, MAX_VPP + 1)}
-        for tp, pp, vpp, cp, ep, unsplit, mbs, sp, recompute, sharding, dtype, overlap in dims:
-            for first, last in splits[pp, vpp]:
-                self.enumerated += 1
-                reason = self._rule(tp, pp, vpp, cp, ep, unsplit, mbs, sp, sharding, overlap, train.global_batch_size,
-                                    train.sequence_length, bool(first))
-                if reason:
-                    self.pruned[reason] += 1
-                    continue
-                strategy = Strategy(tp, pp, vpp, self.num_gpus // (tp * pp * cp), cp, ep, 1 if unsplit else tp, mbs,
-                                    sp, recompute, sharding, dtype, overlap, first, last)
+        pps = [p for p in _divisors(self.num_gpus) if p <= model.num_layers]
+        inner = (CONTEXT_PARALLEL, _divisors(moe.num_experts) if moe else [1], (False, True) if moe else (False,),
+                 MICRO_BATCHES, (False, True), RECOMPUTE, ("ddp", *SHARDINGS), self.dtypes, (False, True),
+                 (lim.values or {}).get("zero_bubble", ZERO_BUBBLE))
+        for position, (tp, pp, vpp) in enumerate(itertools.product(tps, pps, range(1, MAX_VPP + 1))):
+            if position % parts != part:
+                continue
+            splits = self.splits(pp, vpp)
+            index = np.indices([len(values) for values in inner] + [len(splits)]).reshape(len(inner) + 1, -1)
+            cp, ep, unsplit, mbs, sp, _, sharding, _, overlap, zero_bubble = (
+                np.asarray(values)[i] for values, i in zip(inner, index, strict=False))
+            codes = broken_rules(model.num_layers, self.num_gpus, train.global_batch_size, train.sequence_length,
+                                 tp, pp, vpp, cp, ep, unsplit, mbs, sp, sharding == "ddp", overlap,
+                                 np.array([first > 0 for first, _ in splits])[index[-1]], zero_bubble)
+            self.enumerated += codes.size
+            for rule, count in zip(RULES, np.bincount(codes, minlength=len(RULES) + 1)[1:].tolist(), strict=True):
+                if count:
+                    self.pruned[rule] += count
+            for position in np.flatnonzero(codes == 0).tolist():
+                c, e, u, m, q, r, h, d, o, z, split = index[:, position].tolist()
+                cp_, first, last = inner[0][c], *splits[split]
+                strategy = Strategy(tp, pp, vpp, self.num_gpus // (tp * pp * cp_), cp_, inner[1][e],
+                                    1 if inner[2][u] else tp, inner[3][m], inner[4][q], inner[5][r], inner[6][h],
+                                    inner[7][d], inner[8][o], first, last, inner[9][z])
                 if lim.values and not all(lim.allows(k, getattr(strategy, k)) for k in lim.values):
                     self.pruned["excluded by the command's options"] += 1
                     continue
@@ -173,30 +194,46 @@ class Space:
             middle += 1
         return splits
 
-    def _rule(self, tp: int, pp: int, vpp: int, cp: int, ep: int, unsplit: bool, mbs: int, sp: bool,
-              sharding: str, overlap: bool, gbs: int, seq: int, uneven: bool = False) -> str | None:
-        """The first exact rule a combination breaks, or None."""
-        layers = self.workload.model.num_layers
-        if (pp == 1 and vpp > 1) or (not uneven and layers % (pp * vpp)):
-            return "divisibility: pp x vpp must divide the layers (vpp only with pp > 1)"
-        if seq % (2 * cp) or (sp and seq % (tp * cp)):
-            return "divisibility: 2 x cp (and tp x cp with sequence parallelism) must divide the sequence"
-        if self.num_gpus % (tp * pp * cp):
-            return "divisibility: tp x pp x cp must divide the GPUs"
-        dp = self.num_gpus // (tp * pp * cp)
-        if gbs % (mbs * dp):
-            return "divisibility: micro-batch x dp must divide the global batch"
-        if vpp > 1 and (gbs // (mbs * dp)) % pp:
-            return "divisibility: the interleaved schedule needs a multiple of pp micro-batches"
-        ranks = tp * cp * dp if unsplit else dp * cp  # what expert parallelism is carved out of
-        if ep > 1 and ranks % ep:
-            return "divisibility: ep must divide dp x cp (tp x dp x cp with unsplit experts)"
-        if unsplit and (ep == 1 or tp == 1):
-            return "dominance: unsplit experts are the default when tp = 1 or without expert parallelism"
-        if tp > 1 and not sp:
-            return "dominance: sequence parallelism moves the same bytes and keeps less"
-        if tp == 1 and (sp or overlap):
-            return "divisibility: sequence parallelism and its overlap need tp > 1"
-        if sharding == "ddp":
-            return "dominance: the distributed optimizer moves the same bytes as DDP and keeps less"
-        return None
+
+RULES = (
+    "divisibility: pp x vpp must divide the layers (vpp only with pp > 1)",
+    "divisibility: 2 x cp (and tp x cp with sequence parallelism) must divide the sequence",
+    "divisibility: tp x pp x cp must divide the GPUs",
+    "divisibility: micro-batch x dp must divide the global batch",
+    "divisibility: the interleaved schedule needs a multiple of pp micro-batches",
+    "divisibility: ep must divide dp x cp (tp x dp x cp with unsplit experts)",
+    "dominance: unsplit experts are the default when tp = 1 or without expert parallelism",
+    "dominance: sequence parallelism moves the same bytes and keeps less",
+    "divisibility: sequence parallelism and its overlap need tp > 1",
+    "dominance: the distributed optimizer moves the same bytes as DDP and keeps less",
+    "divisibility: the zero-bubble schedule (ZB-H1) needs pp > 1 and one model chunk per stage",
+)
+"""The exact rules, in the order they are checked: a combination is counted under the first it breaks."""
+
+
+def broken_rules(layers: int, num_gpus: int, gbs: int, seq: int, tp: Any, pp: Any, vpp: Any, cp: Any, ep: Any,
+                 unsplit: Any, mbs: Any, sp: Any, ddp: Any, overlap: Any, uneven: Any,
+                 zero_bubble: Any = False) -> np.ndarray:
+    """Per combination (numbers or numpy arrays, broadcast together): 0 if it breaks no rule, else 1 + the
+    index in RULES of the first it breaks. `unsplit`: experts not split over tp (etp = 1); `ddp`: plain data
+    parallelism; `uneven`: the first and last stages hold fewer layers; `zero_bubble`: the ZB-H1 schedule."""
+    tp, pp, vpp, cp, ep, mbs = (np.asarray(x, dtype=np.int64) for x in (tp, pp, vpp, cp, ep, mbs))
+    unsplit, sp, ddp, overlap, uneven, zero_bubble = (np.asarray(x, dtype=bool)
+                                                      for x in (unsplit, sp, ddp, overlap, uneven, zero_bubble))
+    model_ranks = tp * pp * cp
+    dp = np.maximum(num_gpus // model_ranks, 1)  # only read where tp x pp x cp divides the GPUs (rule 3)
+    microbatches = gbs // (mbs * dp)
+    ranks = np.where(unsplit, tp * cp * dp, dp * cp)  # what expert parallelism is carved out of
+    broken = [((pp == 1) & (vpp > 1)) | (~uneven & (layers % (pp * vpp) != 0)),
+              (seq % (2 * cp) != 0) | (sp & (seq % (tp * cp) != 0)),
+              num_gpus % model_ranks != 0,
+              gbs % (mbs * dp) != 0,
+              (vpp > 1) & (microbatches % pp != 0),
+              (ep > 1) & (ranks % ep != 0),
+              unsplit & ((ep == 1) | (tp == 1)),
+              (tp > 1) & ~sp,
+              (tp == 1) & (sp | overlap),
+              ddp,
+              zero_bubble & ((pp == 1) | (vpp > 1))]
+    shape = np.broadcast_shapes(*(b.shape for b in broken))
+    return np.select([np.broadcast_to(b, shape) for b in broken], range(1, len(RULES) + 1), 0)
