@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
+from itertools import pairwise
 
 from ..collective.types import CollType
 from ..config.workload import MegatronWorkload
@@ -239,7 +240,7 @@ class _StageEmitter:
             self.pending = self.receive(self._previous(chunk)[0], chunk, mb, Phase.fwd,
                                         (self.layers.units_of(self.stage, chunk) or [EMBEDDING_LAYER])[0])
         units = self.layers.units_of(self.stage, chunk)
-        for unit, next_unit in zip(units, [*units[1:], None], strict=True):
+        for unit, next_unit in pairwise([*units, None]):
             self.wait_for_gathers(self.gradient_sync.before_forward(unit, mb, next_unit))
             if unit == EMBEDDING_LAYER:
                 self.run("embedding", Phase.fwd, unit, mb)
@@ -314,7 +315,7 @@ class _StageEmitter:
             self.pending = self.receive(self._next(chunk)[0], chunk, mb, Phase.bwd_ig,
                                         (self.layers.units_of(self.stage, chunk) or [HEAD_LAYER])[-1])
         units = self.layers.units_of(self.stage, chunk)[::-1]
-        for unit, next_unit in zip(units, [*units[1:], None], strict=True):
+        for unit, next_unit in pairwise([*units, None]):
             self.wait_for_gathers(self.gradient_sync.before_backward(unit, mb, next_unit))
             if unit == HEAD_LAYER:
                 self.head_backward(mb)
