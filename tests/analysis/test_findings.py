@@ -72,3 +72,16 @@ def test_the_advice_suggests_first_what_the_scenario_does_not_already_do():
                                            extra_parallelism={"vpp": 2}))
     assert "vpp" not in advice("bubble", interleaved) and "zb_h1" in advice("bubble", interleaved)
     assert advice("bubble", Settings()).count(",") >= 3  # unknown settings: every option
+
+
+def test_a_run_on_a_bubble_shrinking_schedule_is_not_told_to_try_zero_bubble_or_interleaving():
+    from helpers import gpt_scenario
+    from simulon.analysis.findings import BUBBLE_SCHEDULES
+
+    vpp = {"zb_h1": 1, "zb_v": 2, "dualpipe": 1, "dualpipev": 2}
+    for schedule in BUBBLE_SCHEDULES:
+        sc = gpt_scenario(pp=2, layers=8, gbs=8,
+                          extra_parallelism={"pipeline_schedule": schedule, "vpp": vpp[schedule]})
+        text = advice("bubble", Settings.of(sc))
+        assert "zb_h1" not in text and "interleaved" not in text, schedule
+    assert "zb_h1" in advice("bubble", Settings.of(gpt_scenario(pp=2, layers=8, gbs=8)))

@@ -68,8 +68,12 @@ class Settings:
         par = sc.workload.parallelism
         return cls(tp_within_scale_up=par.tp <= sc.datacenter.domain_gpus, tp_comm_overlap=par.tp_comm_overlap,
                    pinned_channels=sc.collective.num_channels, interleaved=par.interleaved,
-                   zero_bubble=par.pipeline_schedule == "zb_h1")
+                   zero_bubble=par.pipeline_schedule in BUBBLE_SCHEDULES)
 
+
+BUBBLE_SCHEDULES = ("zb_h1", "zb_v", "dualpipe", "dualpipev")
+"""Schedules built to shrink the bubble (workload/schedule.py): a run on one is not told to try zb_h1 or
+interleaving."""
 
 UNKNOWN = Settings()
 """Settings of a step whose scenario is not known: the advice lists every option."""
@@ -90,7 +94,7 @@ def advice(term: str, settings: Settings) -> str:
         return _either(tries)
     if term == "bubble":
         tries = ["more micro-batches per step"]
-        if settings.interleaved is not True:
+        if settings.interleaved is not True and settings.zero_bubble is not True:
             tries.append("interleaved 1F1B (vpp > 1)")
         if settings.zero_bubble is not True:
             tries.append("the zero-bubble schedule (pipeline_schedule: zb_h1)")
