@@ -156,3 +156,36 @@ def test_an_fp8_recipe_with_a_block_format_is_bad_input():
     data["datacenter"]["node"]["gpu"] = "b200"
     with pytest.raises(ConfigError, match=r"fp8_recipe.*mxfp8"):
         parse_scenario(data, "s.yaml")
+
+
+@pytest.mark.parametrize("dtype", ["fp8", "mxfp8", "nvfp4"])
+def test_a_16_bit_weight_is_quantized_with_its_scales_by_a_cast_kernel(dtype):
+    fmt = number_format(DType(dtype))
+    k = kernels(dtype)
+    fwd = k["mlp_linear1"][Phase.fwd]
+    weights = fwd.param("k") * fwd.param("n")
+    block = fmt.weight_block or fmt.block
+    per_copy = fmt.element_bytes + (fmt.scale_bytes / block if block else 0.0)
+    reads = 2 if fmt.amax_pass else 1
+    assert k.weight_casts["mlp_linear1"].bytes == pytest.approx(weights * (reads * 2.0 + 2 * per_copy))
+    assert kernels(dtype, fp8_params=True).weight_casts == {}  # weights already narrow
+
+
+def weight_casts(wl, gpus: int = 4) -> dict[int, int]:
+    """Weight-cast kernels of stage 0 by micro-batch."""
+    counts: dict[int, int] = {}
+    for op in MegatronTracer(wl, gpus).stage_program(0).ops:
+        kernel = getattr(op, "kernel", None)
+        if kernel is not None and kernel.name.endswith("_weight_cast"):
+            counts[op.microbatch] = counts.get(op.microbatch, 0) + 1
+    return counts
+
+
+def test_weights_are_quantized_once_a_step_or_every_micro_batch_under_full_sharding():
+    cached = weight_casts(gpt_workload(training={"dtype": "mxfp8"}, layers=4, gbs=16))
+    # four layers x four GEMMs (QKV, projection, fc1, fc2), at the first micro-batch only
+    assert cached == {0: 16}
+    sharded = weight_casts(gpt_workload(training={"dtype": "mxfp8"}, layers=4, gbs=16,
+                                        extra_parallelism={"fsdp": "full_shard"}))
+    assert set(sharded) == set(range(4)) and set(sharded.values()) == {16}
+    assert weight_casts(gpt_workload(training={"dtype": "mxfp8", "fp8_params": True}, layers=4, gbs=16)) == {}

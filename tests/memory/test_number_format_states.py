@@ -87,3 +87,10 @@ def test_a_layer_kept_in_bf16_keeps_16_bit_gemm_inputs():
     narrow, wide = acts.layer(False).parts, acts.layer(False, in_bf16=True).parts
     assert wide["attention GEMM input"] == pytest.approx(narrow["attention GEMM input"] * 2 / (0.5 + 1 / 16))
     assert "attention projection input" not in wide
+
+
+def test_under_full_sharding_only_the_running_layers_quantized_copies_exist():
+    wl = gpt_workload(gpus=8, training={"dtype": "fp8"}, layers=LAYERS, gbs=64,
+                      extra_parallelism={"fsdp": "full_shard"})
+    one_layer = gemm_params(wl, range(1))
+    assert states(wl).stage(0).cast_weights == pytest.approx(2 * 1.0 * one_layer)

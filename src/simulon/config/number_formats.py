@@ -140,16 +140,20 @@ class TrainingFormat:
     bf16_first: int = 0
     bf16_last: int = 0
     num_layers: int = 0
+    narrow_weights: bool = False  # GEMM weights kept only in the narrow format (fp8_params): no per-step cast
+    weight_cache: bool = True     # quantized weights cached from the first micro-batch for the step (see below)
 
     @classmethod
     def of(cls, dtype: DType, num_layers: int, fp8_recipe: str | None = None,
-           bf16_layers: tuple[int | None, int | None] = (None, None)) -> TrainingFormat:
+           bf16_layers: tuple[int | None, int | None] = (None, None), narrow_weights: bool = False,
+           weight_cache: bool = True) -> TrainingFormat:
         fmt = number_format(dtype)
         amax = fmt.amax_pass or FP8_RECIPES[fp8_recipe or DEFAULT_FP8_RECIPE]
         first, last = fmt.bf16_layers(num_layers)
         first = first if bf16_layers[0] is None else bf16_layers[0]
         last = last if bf16_layers[1] is None else bf16_layers[1]
-        return cls(fmt, amax and fmt.quantized, first, last, num_layers)
+        return cls(fmt, amax and fmt.quantized, first, last, num_layers, narrow_weights and fmt.quantized,
+                   weight_cache)
 
     def layer_in_bf16(self, layer: int) -> bool:
         """Whether transformer layer `layer` (0-based, of the whole model) runs its GEMMs in bf16."""
@@ -158,7 +162,16 @@ class TrainingFormat:
 
     @classmethod
     def of_workload(cls, workload) -> TrainingFormat:
-        """The format of a Megatron workload (config.workload.MegatronWorkload) as its training block asks."""
+        """The format of a Megatron workload (config.workload.MegatronWorkload) as its training block asks.
+
+        Transformer Engine caches a module's quantized weight (both copies) from the first micro-batch to the
+        last only when the caller passes `is_first_microbatch` (transformer_engine/pytorch/module/linear.py:
+        `cache_name=(None if is_first_microbatch is None else "weight")`), as Megatron-Core's TE modules do
+        (megatron/core/extensions/transformer_engine.py, unless disable_parameter_transpose_cache). Under ZeRO-3 /
+        FSDP full sharding a layer's whole weight exists only while the layer runs (and JAX frameworks quantize
+        inside the jitted layer), so nothing is cached: the weight is quantized at every micro-batch's forward and
+        its copies live as long as the layer's gathered weight."""
         train = workload.training
         return cls.of(train.dtype, workload.model.num_layers, train.fp8_recipe,
-                      (train.bf16_first_layers, train.bf16_last_layers))
+                      (train.bf16_first_layers, train.bf16_last_layers), train.fp8_params,
+                      workload.parallelism.fsdp != "full_shard")

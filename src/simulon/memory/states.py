@@ -112,17 +112,23 @@ class ModelStates:
         fmt = self.shape.number_format.format
         return QUANTIZED_COPIES * fmt.weight_operand_bytes
 
-    def _gemm_params(self, stage: int) -> float:
-        """Parameters of the GEMM weights of a stage's transformer layers (not norms, embedding or LM head) that
-        run in the narrow format (not those its recipe keeps in bf16)."""
+    def _layer_gemm_params(self, stage: int) -> list[float]:
+        """Parameters of the GEMM weights of each of a stage's transformer layers (not norms, embedding or LM head)
+        that run in the narrow format (not those its recipe keeps in bf16)."""
         params, fmt = self.parameters.stage(stage), self.shape.number_format
-        return sum(sum(params.of(unit)) - 2 * self.workload.model.hidden_size for unit in params.units
-                   if unit >= 0 and not fmt.layer_in_bf16(unit))
+        return [sum(params.of(unit)) - 2 * self.workload.model.hidden_size for unit in params.units
+                if unit >= 0 and not fmt.layer_in_bf16(unit)]
+
+    def _gemm_params(self, stage: int) -> float:
+        return sum(self._layer_gemm_params(stage))
 
     def _cast_weights(self, stage: int) -> float:
         """Narrow copies (and transposes) of the GEMM weights of a narrow-format run that keeps 16-bit weights:
         Transformer Engine quantizes each weight at the first micro-batch and keeps both copies for the step
-        (`is_first_microbatch`, the module's weight workspace)."""
+        (`is_first_microbatch`, the module's weight workspace); without that cache (FSDP full sharding:
+        config/number_formats.py TrainingFormat.of_workload) only the running layer's copies exist at a time."""
         if not self.shape.quantized_bytes or self.narrow_params:
             return 0.0
+        if not self.shape.number_format.weight_cache:
+            return self._narrow_weight_bytes * max(self._layer_gemm_params(stage), default=0.0)
         return self._narrow_weight_bytes * self._gemm_params(stage)

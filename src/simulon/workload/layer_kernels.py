@@ -166,6 +166,7 @@ class LayerKernels:
         self.all_bf16 = all_bf16  # every GEMM in bf16: a layer a narrow format's recipe keeps in 16 bits
         self._layer_params: dict[bool, tuple[float, float]] = {}
         self._bf16_twin: LayerKernels | None = None
+        self._weight_casts: dict[str, KernelSpec] = {}
 
     @classmethod
     def of(cls, workload: MegatronWorkload) -> LayerKernels:
@@ -247,7 +248,8 @@ class LayerKernels:
         """Narrow GEMMs take operands that Transformer Engine quantizes from the 16-bit tensors, row-wise and
         column-wise (config/number_formats.py): a `<gemm>_cast` kernel before the forward GEMM (once per input
         that several GEMMs share) and before the input-gradient GEMM (its output gradient), each moving
-        NumberFormat.cast_bytes (an amax pass first under current scaling and NVFP4)."""
+        NumberFormat.cast_bytes (an amax pass first under current scaling and NVFP4); and, unless the weights are
+        kept narrow (fp8_params), a `<gemm>_weight_cast` of the 16-bit weight (weight_casts)."""
         db, fmt = self.shape.act_bytes, self.shape.number_format
         shared = {*self.attention_inputs[1:], *self.mlp_inputs("mlp")[1:], *self.mlp_inputs("moe_expert")[1:],
                   *self.mlp_inputs("moe_shared")[1:]}
@@ -262,6 +264,27 @@ class LayerKernels:
             casts.append(memory_bound(f"{name}_cast", Phase.bwd_ig,
                                       fmt.format.cast_bytes(rows * cols, db, fmt.amax_pass), rows * cols))
             k[f"{name}_cast"] = tuple(casts)
+            if not fmt.narrow_weights and name not in self.attention_core:  # the weight (inner x cols per group)
+                weights = inner * cols * fwd.param("groups")
+                self._weight_casts[name] = memory_bound(
+                    f"{name}_weight_cast", Phase.fwd,
+                    fmt.format.cast_bytes(weights, db, fmt.amax_pass, fmt.format.weight_block), weights)
+
+    def weight_cast(self, name: str, microbatch: int) -> KernelSpec | None:
+        """The kernel quantizing GEMM `name`'s 16-bit weight before its forward at `microbatch`, if it runs then:
+        at the first micro-batch of the step where Transformer Engine caches the quantized weight, at every one
+        where it does not (config/number_formats.py TrainingFormat.of_workload). Kept out of `table`, whose
+        kernels run at every micro-batch (the search's estimate leaves this once-a-step cost out)."""
+        spec, fmt = self.weight_casts.get(name), self.shape.number_format
+        if spec is None or (fmt.weight_cache and microbatch > 0):
+            return None
+        return spec
+
+    @property
+    def weight_casts(self) -> dict[str, KernelSpec]:
+        """GEMM name -> the kernel quantizing its 16-bit weight (none unless the run is narrow with 16-bit weights)."""
+        _ = self.table  # built with it
+        return self._weight_casts
 
     @property
     def vocab_shard(self) -> int:
