@@ -3,6 +3,8 @@ of the cast kernels, the layers a recipe keeps in bf16, and the refusal of a for
 
 from __future__ import annotations
 
+import csv
+
 import pytest
 import yaml
 from hypothesis import given, settings
@@ -13,7 +15,9 @@ from simulon.compute.analytical import AnalyticalModel
 from simulon.config.common import DType
 from simulon.config.dc import GPUSpec
 from simulon.config.loading import ConfigError, parse_scenario
-from simulon.config.number_formats import NUMBER_FORMATS, TrainingFormat, number_format
+from simulon.config.number_formats import NUMBER_FORMATS, TrainingFormat, number_format, precision_named
+from simulon.validate.report import shipped_table
+from simulon.validate.training import scenario_from_row
 from simulon.workload.kernels import KernelClass, Phase, gemm
 from simulon.workload.layer_kernels import LayerKernels
 from simulon.workload.megatron import MegatronTracer
@@ -189,3 +193,22 @@ def test_weights_are_quantized_once_a_step_or_every_micro_batch_under_full_shard
                                         extra_parallelism={"fsdp": "full_shard"}))
     assert set(sharded) == set(range(4)) and set(sharded.values()) == {16}
     assert weight_casts(gpt_workload(training={"dtype": "mxfp8", "fp8_params": True}, layers=4, gbs=16)) == {}
+
+
+@pytest.mark.parametrize("text, dtype, recipe", [
+    ("NVFP4", "nvfp4", None), ("FP4 (Blackwell)", "nvfp4", None), ("MXFP8 (TE 2.x)", "mxfp8", None),
+    ("FP8 current-scaling", "fp8", "current"), ("fp8 tensorwise", "fp8", "current"), ("amp_fp8/DEFAULT", "fp8", None),
+    ("BF16/FP16", "bf16", None), ("fp16 mixed", "fp16", None), ("not stated", None, None),
+])
+def test_a_precision_written_as_tables_write_it_names_its_format(text, dtype, recipe):
+    named, fp8_recipe = precision_named(text)
+    assert (named.value if named else None, fp8_recipe) == (dtype, recipe)
+
+
+def test_a_users_nvfp4_row_on_b200_is_simulated_in_nvfp4_not_bf16():
+    with open(shipped_table("training"), newline="") as handle:
+        columns = next(csv.reader(handle))
+    row = {**dict.fromkeys(columns, ""), "subset": "mine", "hardware": "8x B200 (DGX B200)", "num_gpus": "8",
+           "model": "meta-llama/Llama-3.1-8B", "layers": "2", "seq_len": "2048", "precision": "NVFP4",
+           "framework": "Megatron-LM", "tp": "1", "gbs": "8", "mbs": "1", "iter_time_s": "0.5"}
+    assert scenario_from_row(row).workload.training.dtype is DType.nvfp4

@@ -175,3 +175,24 @@ class TrainingFormat:
         return cls.of(train.dtype, workload.model.num_layers, train.fp8_recipe,
                       (train.bf16_first_layers, train.bf16_last_layers), train.fp8_params,
                       workload.parallelism.fsdp != "full_shard")
+
+
+def precision_named(text: str) -> tuple[DType | None, str | None]:
+    """The training dtype and fp8 recipe a free-text precision names, as published tables write it ("NVFP4",
+    "MXFP8", "FP8 current-scaling", "amp_fp8", "bf16 mixed"), or (None, None) where it names none. A bare "fp4"
+    is NVFP4: Transformer Engine's only 4-bit training recipe."""
+    words = text.lower()
+    if "nvfp4" in words or "fp4" in words:
+        return DType.nvfp4, None
+    if "mxfp8" in words:
+        return DType.mxfp8, None
+    if "fp8" in words:
+        current = "current" in words or "tensorwise" in words
+        return DType.fp8, "current" if current else None
+    if "fp16" in words and "bf16" not in words:
+        return DType.fp16, None
+    if "bf16" in words:
+        return DType.bf16, None
+    if "tf32" in words:
+        return DType.tf32, None
+    return None, None

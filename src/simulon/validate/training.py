@@ -20,6 +20,7 @@ from ..config.common import DType
 from ..config.dc import DatacenterConfig, NodeSpec
 from ..config.errors import ConfigError
 from ..config.loading import parse_scenario
+from ..config.number_formats import precision_named
 from ..config.resolve import Unresolved, resolve_framework, resolve_hardware
 from ..config.scenario import ScenarioConfig
 from ..config.templates import find_template, template_stem_loose
@@ -166,12 +167,8 @@ def _alphanumeric(text: str) -> str:
 
 
 def _dtype(row: dict[str, str]) -> DType:
-    precision = row["precision"].lower()
-    if "fp8" in precision:
-        return DType.fp8
-    if "fp16" in precision and "bf16" not in precision:
-        return DType.fp16
-    return DType.bf16
+    """The row's training format (config.number_formats.precision_named), bf16 where it names none."""
+    return precision_named(row["precision"])[0] or DType.bf16
 
 
 def _global_batch(row: dict[str, str], seq: int) -> int | None:
@@ -260,6 +257,8 @@ def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
         "cross_entropy": habits.cross_entropy,
         "peft": "lora" if re.search(r"\bLoRA\b", row["model"]) else "none",
     }
+    if precision_named(row["precision"])[1]:
+        training["fp8_recipe"] = precision_named(row["precision"])[1]
     if habits.grad_reduce_dtype:
         training["grad_reduce_dtype"] = habits.grad_reduce_dtype
     if "PURE" in row["precision"]:
