@@ -52,7 +52,7 @@ class StageStates:
     def terms(self) -> dict[str, float]:
         terms = {"weights": self.weights, "gradients": self.gradients, "optimizer states": self.optimizer}
         if self.cast_weights:
-            terms["fp8 weight copies"] = self.cast_weights  # (named so for every narrow format: cli/memory.py)
+            terms["quantized weight copies"] = self.cast_weights  # fp8, MXFP8, NVFP4: config/number_formats.py
         return terms
 
     @property
