@@ -11,6 +11,7 @@ from simulon.validate.collectives import collective_cases
 from simulon.validate.kernels import observation
 from simulon.validate.report import shipped_table
 from simulon.validate.training import (
+    MEGATRON_CORE_RUNS,
     MEGATRON_LM_2021,
     MEGATRON_LM_WITH_TE,
     NEMO_RECIPES,
@@ -32,7 +33,7 @@ def training_row(**values: str) -> dict[str, str]:
     ("Megatron-LM", MEGATRON_LM_2021), ("Megatron-LM v2.5", MEGATRON_LM_2021),
     ("Megatron-LM core_r0.9.0", MEGATRON_LM_WITH_TE), ("megatron_lm @1a2b3c4d", MEGATRON_LM_WITH_TE),
     ("Megatron-LM v3.0 + Transformer Engine 1.2", MEGATRON_LM_WITH_TE),
-    ("NeMo 24.07 (Megatron-Core)", NEMO_RECIPES), ("Megatron-Core r0.8.0", NEMO_RECIPES),
+    ("NeMo 24.07 (Megatron-Core)", NEMO_RECIPES), ("Megatron-Core r0.8.0", MEGATRON_CORE_RUNS),
     ("my own trainer", FrameworkDefaults()),
 ])
 def test_a_framework_named_with_a_version_gets_that_versions_defaults(framework, defaults):

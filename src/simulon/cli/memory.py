@@ -16,7 +16,7 @@ from ..memory.runtime import GiB
 from .output import print_table
 
 TERM_COLUMNS = {"weights": "weights", "gradients": "grads", "optimizer states": "optimizer",
-                "fp8 weight copies": "fp8 copies", "activations": "activations", "layer transient": "transient",
+                "quantized weight copies": "narrow wts", "activations": "activations", "layer transient": "transient",
                 "optimizer step transient": "step"}
 """Memory terms as table columns: the term, its column header."""
 

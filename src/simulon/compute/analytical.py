@@ -1,6 +1,12 @@
 """Kernel times for a GPU without a measured profile: the calibrated GEMM and attention models, and
 memory-bound kernels at the achievable fraction of HBM bandwidth.
 
+A GEMM in a block-scaled format (MXFP8, NVFP4: config/number_formats.py) runs at that format's dense peak from the
+GPU template, with the fitted efficiency of its calibration chain (its own fit, else fp8's on the same GPU: the
+block-scaled tensor-core instructions apply the scales inside the main loop, so the fraction of peak a tile
+reaches is the narrow format's, not a different curve), and streams its operands with their block scales
+(element + scale / block bytes each), which is where the format's extra traffic shows.
+
 A GPU whose template was never fitted borrows the parameters of the nearest fitted GPU (calibration.py);
 its own dense peak scales compute-bound work and its own HBM bandwidth memory-bound work.
 """
@@ -13,13 +19,12 @@ import numpy as np
 
 from ..config.common import DType
 from ..config.dc import GPUSpec
+from ..config.number_formats import number_format
 from ..workload.kernels import KernelClass, KernelSpec, attention_impl
 from .attention import attention_seconds
 from .calibration import Architecture, AttentionParams, Calibrations, MemoryBound
 from .gemm import GemmShapes, clock_fraction, gemm_seconds
 
-ATTENTION_DTYPES = (DType.fp16, DType.bf16)
-"""Flash attention runs in 16-bit even when the GEMMs run in fp8, fp4 or tf32."""
 GEMM_CLASSES = (KernelClass.gemm, KernelClass.grouped_gemm)
 
 
@@ -42,8 +47,10 @@ class AnalyticalModel:
         self.gemm_peak = gpu.peak_flops(dtype)  # raises for a dtype the GPU has no peak in
         self._attention: dict[str, tuple[AttentionParams, Architecture]] = {}
         self.memory = cal.memory
-        self.attention_dtype = dtype if dtype in ATTENTION_DTYPES else (  # fp16 on a GPU without bf16 (Turing)
-            DType.bf16 if DType.bf16 in gpu.peak_tflops else DType.fp16)
+        attention = number_format(dtype).attention_dtype  # flash attention runs in 16 bits
+        if attention == DType.bf16 and DType.bf16 not in gpu.peak_tflops:  # fp16 on a GPU without bf16 (Turing)
+            attention = DType.fp16
+        self.attention_dtype = attention
         self.attention_peak = gpu.peak_flops(self.attention_dtype)
         self.attention_clock = cal.gemm(gpu, self.attention_dtype)[0]  # the tensor cores' clock behaviour
 
@@ -62,7 +69,7 @@ class AnalyticalModel:
                 arch, peak = self.calibrations.architecture(self.gpu, donor), self.gpu.peak_flops(dtype)
             shapes = GemmShapes.of([specs[i] for i in members])
             out[members] = gemm_seconds(params, arch, peak, self.gpu.memory_bandwidth,
-                                        dtype.bytes, shapes, self.sustained_load)
+                                        number_format(dtype).operand_bytes(), shapes, self.sustained_load)
         for i, spec in enumerate(specs):
             if spec.kclass == KernelClass.attention:
                 out[i] = self._attention_seconds(spec)

@@ -16,17 +16,9 @@ import yaml
 
 from ..config.common import DType
 from ..config.dc import GPUSpec
+from ..config.number_formats import number_format
 from ..config.templates import template_stem
 
-GEMM_DTYPE_FALLBACK = {
-    DType.fp16: (DType.fp16, DType.bf16),
-    DType.bf16: (DType.bf16,),
-    DType.fp8: (DType.fp8, DType.bf16),
-    DType.fp4: (DType.fp4, DType.fp8, DType.bf16),     # no public fp4 measurements: fp8's efficiency surface
-    DType.tf32: (DType.tf32, DType.bf16),
-    DType.fp32: (DType.fp32, DType.tf32, DType.bf16),
-}
-"""Whose efficiency surface a GEMM in each dtype borrows when the GPU has none fitted for it."""
 ATTENTION_DTYPE_FALLBACK = {DType.fp16: (DType.fp16, DType.bf16), DType.bf16: (DType.bf16, DType.fp16)}
 """Fused attention runs in 16-bit: fp16 and bf16 have the same tensor-core rate (the GPU templates list the
 same dense peak), so a library measured in one of them on a GPU runs the other like it where that one was
@@ -147,7 +139,7 @@ class Calibrations:
         the dtype: clocks, power limit and tile machinery belong to the chip, so a GPU's fp8 fitted on a
         best-shape row or two rests on its own bf16 shape response rather than another chip's fp8. Another
         GPU lends a full fit where it has one: a best-shape fit knows its peak, not its shape response."""
-        chain = GEMM_DTYPE_FALLBACK[dtype]
+        chain = number_format(dtype).calibration_chain  # whose efficiency surface a GEMM in dtype borrows
         donor = self.nearest(gpu, lambda c: any(d in c.gemm for d in chain),
                              lambda c: any(d in c.gemm and d not in c.borrowed for d in chain))
         if donor is None:

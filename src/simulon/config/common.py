@@ -30,6 +30,8 @@ class DType(StrEnum):
     bf16 = "bf16"
     fp8 = "fp8"
     fp4 = "fp4"
+    mxfp8 = "mxfp8"   # block-scaled formats: config/number_formats.py says how each is scaled
+    nvfp4 = "nvfp4"
 
     @property
     def bytes(self) -> float:
@@ -41,7 +43,9 @@ LaxDType = Annotated[DType, Strict(False)]
 
 _DTYPE_BYTES = {
     DType.fp32: 4.0, DType.tf32: 4.0, DType.fp16: 2.0, DType.bf16: 2.0, DType.fp8: 1.0, DType.fp4: 0.5,
+    DType.mxfp8: 1.0, DType.nvfp4: 0.5,
 }
+"""Element width; a block-scaled format's scales are counted by its config.number_formats row."""
 
 
 class FieldError(ValueError):

@@ -282,6 +282,15 @@ class TrainingSpec(StrictModel):
         False, description="fp8/fp4 runs: keep the GEMM weights only in the narrow type, with the transpose the "
         "backward reads (Megatron's --fp8-param-gather, Transformer Engine's fp8_model_init); otherwise they stay "
         "16-bit and are cast each step")
+    fp8_recipe: Literal["delayed", "current"] | None = Field(
+        None, description="per-tensor fp8 scaling (dtype fp8 only): delayed (Transformer Engine's DelayedScaling, "
+        "the default) or current (Float8CurrentScaling, Megatron's --fp8-recipe tensorwise: an amax pass before "
+        "each cast); mxfp8 and nvfp4 are dtypes of their own")
+    bf16_first_layers: OptionalLayerCount | None = Field(
+        None, description="narrow formats: transformer layers from the first whose GEMMs stay bf16 (Megatron's "
+        "--num-layers-at-start-in-bf16); default the format's recipe (config/number_formats.py)")
+    bf16_last_layers: OptionalLayerCount | None = Field(
+        None, description="the same from the last layer (--num-layers-at-end-in-bf16)")
     peft: Literal["none", "lora"] = Field(
         "none", description="lora: base weights frozen, so no weight gradients, gradient sync or optimizer for them")
     grad_bucket_size: ParameterCount | None = Field(
@@ -297,3 +306,15 @@ class MegatronWorkload(StrictModel):
     model: ModelSpec
     parallelism: ParallelismSpec = ParallelismSpec()
     training: TrainingSpec
+
+    @model_validator(mode="after")
+    def _number_format_fits(self) -> MegatronWorkload:
+        train, layers = self.training, self.model.num_layers
+        if train.fp8_recipe is not None and train.dtype != DType.fp8:
+            raise FieldError("training.fp8_recipe", f"{train.fp8_recipe!r} applies to dtype fp8 only, not "
+                             f"{train.dtype.value} (mxfp8 and nvfp4 scale per block)")
+        for name in ("bf16_first_layers", "bf16_last_layers"):
+            value = getattr(train, name)
+            if value is not None and value > layers:
+                raise FieldError(f"training.{name}", f"{value} is more than the model's {layers} layers")
+        return self

@@ -16,8 +16,9 @@ sbh(34/t + 5as/(ht)) with sequence parallelism too, sbh * 34/t with selective re
 * MLP: the norm's input (2sbh), fc1's input (2sbh), the activation's input (8sbh for a 4h FFN, twice that
   for a gated one), fc2's input (8sbh), the dropout mask (sbh).
 
-An fp8 (or fp4) run keeps a GEMM's input for the weight gradient in the narrow type, the copy Transformer
-Engine casts for the GEMM (only the column-wise one the weight gradient reads); norms, activation functions and
+An fp8 (fp4, MXFP8, NVFP4) run keeps a GEMM's input for the weight gradient in the narrow type with its block
+scales (config/number_formats.py), the copy Transformer Engine casts for the GEMM (only the column-wise one the
+weight gradient reads), except in the layers its recipe keeps in bf16; norms, activation functions and
 attention keep theirs in 16 bits. Sequence parallelism divides what norms and dropouts keep by t; context
 parallelism divides every row count by cp. A model without dropout keeps no masks (Llama, DeepSeek).
 Grouped-query attention keeps fewer K and V heads; multi-head latent attention keeps its low-rank latents
@@ -30,6 +31,7 @@ outputs the combine weights by the router's probabilities (megatron/core/transfo
 
 from __future__ import annotations
 
+from copy import copy
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -108,9 +110,18 @@ class ActivationModel:
 
     # ---- layers ----
 
-    def layer(self, moe: bool, recompute: bool | None = None) -> LayerActivations:
+    def layer_in_bf16(self, layer: int) -> bool:
+        """Whether the run's number format keeps transformer layer `layer` in bf16 (its GEMM inputs kept 16-bit)."""
+        fmt = self.shape.number_format
+        return fmt is not None and fmt.layer_in_bf16(layer)
+
+    def layer(self, moe: bool, recompute: bool | None = None, in_bf16: bool = False) -> LayerActivations:
         """One layer (dense or mixture-of-experts); `recompute`: whether full recomputation applies to it
-        (default: whenever the strategy recomputes fully)."""
+        (default: whenever the strategy recomputes fully); `in_bf16`: a layer the number format keeps in bf16."""
+        if in_bf16 and self.shape.quantized_bytes:
+            twin = copy(self)
+            twin.shape = self.shape.in_bf16()
+            return twin.layer(moe, recompute)
         full = self.par.recompute == "full" if recompute is None else recompute
         parts = {**self._attention(), **(self._moe() if moe else self._mlp("mlp", self.model.ffn_hidden_size,
                                                                            self.rows, "mlp"))}

@@ -205,9 +205,9 @@ class MemoryModel:
         parts: dict[str, float] = {}
         units: dict[int, float] = {}
         forward = backward = 0.0
-        kinds: dict[tuple[bool, bool], list[int]] = {}  # (MoE layer, recomputed) -> the layers of that kind
+        kinds: dict[tuple[bool, bool, bool], list[int]] = {}  # (MoE layer, recomputed, bf16) -> its layers
         for position, layer in enumerate(layers):
-            kind = (self.states.kernels.is_moe_layer(layer), par.recomputes_layer(position))
+            kind = (self.states.kernels.is_moe_layer(layer), par.recomputes_layer(position), acts.layer_in_bf16(layer))
             kinds.setdefault(kind, []).append(layer)
         for kind, members in kinds.items():
             one = acts.layer(*kind)

@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..config.common import DType
+from ..config.number_formats import QUANTIZED_COPIES
 from ..config.workload import MegatronWorkload
 from ..workload.layer_kernels import LayerKernels, ShardShape
 from ..workload.layout import RankLayout
@@ -51,7 +52,7 @@ class StageStates:
     def terms(self) -> dict[str, float]:
         terms = {"weights": self.weights, "gradients": self.gradients, "optimizer states": self.optimizer}
         if self.cast_weights:
-            terms["fp8 weight copies"] = self.cast_weights
+            terms["quantized weight copies"] = self.cast_weights  # fp8, MXFP8, NVFP4: config/number_formats.py
         return terms
 
     @property
@@ -89,7 +90,7 @@ class ModelStates:
         weights = weight_bytes * (sharded if self.par.fsdp == "full_shard" else dense + expert)
         if self.narrow_params:  # GEMM weights in the narrow type with their transpose, the rest 16-bit
             gemm = self._gemm_params(stage)
-            weights -= gemm * (weight_bytes - 2 * self.shape.quantized_bytes)
+            weights -= gemm * (weight_bytes - self._narrow_weight_bytes)
         if self.frozen:
             return StageStates(dense, expert, weights, 0.0, 0.0, self._cast_weights(stage), 0.0)
         grad_bytes = FP32_BYTES if self.fp32 else self.shape.grad_bytes
@@ -104,14 +105,30 @@ class ModelStates:
     def narrow_params(self) -> bool:
         return bool(self.shape.quantized_bytes) and self.workload.training.fp8_params
 
+    @property
+    def _narrow_weight_bytes(self) -> float:
+        """Bytes per GEMM weight element of its two quantized copies (row-wise and column-wise, block scales
+        included: config/number_formats.py)."""
+        fmt = self.shape.number_format.format
+        return QUANTIZED_COPIES * fmt.weight_operand_bytes
+
+    def _layer_gemm_params(self, stage: int) -> list[float]:
+        """Parameters of the GEMM weights of each of a stage's transformer layers (not norms, embedding or LM head)
+        that run in the narrow format (not those its recipe keeps in bf16)."""
+        params, fmt = self.parameters.stage(stage), self.shape.number_format
+        return [sum(params.of(unit)) - 2 * self.workload.model.hidden_size for unit in params.units
+                if unit >= 0 and not fmt.layer_in_bf16(unit)]
+
     def _gemm_params(self, stage: int) -> float:
-        """Parameters of the GEMM weights of a stage's transformer layers (not norms, embedding or LM head)."""
-        params = self.parameters.stage(stage)
-        return sum(sum(params.of(unit)) - 2 * self.workload.model.hidden_size for unit in params.units if unit >= 0)
+        return sum(self._layer_gemm_params(stage))
 
     def _cast_weights(self, stage: int) -> float:
-        """Narrow copies (and transposes) of the GEMM weights of an fp8 or fp4 run that keeps 16-bit weights."""
-        narrow = self.shape.quantized_bytes
-        if not narrow or self.narrow_params:
+        """Narrow copies (and transposes) of the GEMM weights of a narrow-format run that keeps 16-bit weights:
+        Transformer Engine quantizes each weight at the first micro-batch and keeps both copies for the step
+        (`is_first_microbatch`, the module's weight workspace); without that cache (FSDP full sharding:
+        config/number_formats.py TrainingFormat.of_workload) only the running layer's copies exist at a time."""
+        if not self.shape.quantized_bytes or self.narrow_params:
             return 0.0
-        return 2 * narrow * self._gemm_params(stage)
+        if not self.shape.number_format.weight_cache:
+            return self._narrow_weight_bytes * max(self._layer_gemm_params(stage), default=0.0)
+        return self._narrow_weight_bytes * self._gemm_params(stage)

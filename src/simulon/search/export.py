@@ -45,6 +45,10 @@ def megatron_arguments(strategy: Strategy, sc: ScenarioConfig) -> list[str]:
     args.append("--fp16" if s.dtype == "fp16" else "--bf16")
     if s.dtype == "fp8":
         args += ["--fp8-format hybrid", "--fp8-recipe tensorwise"]
+    elif s.dtype == "mxfp8":
+        args += ["--fp8-format e4m3", "--fp8-recipe mxfp8"]
+    elif s.dtype == "nvfp4":
+        args += ["--fp4-format e2m1", "--fp4-recipe nvfp4"]
     return args
 
 

@@ -20,6 +20,7 @@ from ..config.common import DType
 from ..config.dc import DatacenterConfig, NodeSpec
 from ..config.errors import ConfigError
 from ..config.loading import parse_scenario
+from ..config.number_formats import precision_named
 from ..config.resolve import Unresolved, resolve_framework, resolve_hardware
 from ..config.scenario import ScenarioConfig
 from ..config.templates import find_template, template_stem_loose
@@ -45,16 +46,24 @@ class FrameworkDefaults:
     elementwise: str = "fused"
     cross_entropy: str = "vocab_parallel"
     micro_batch_size: int = 1
+    grad_reduce_dtype: str | None = None  # the gradient buffer's type where it is not Megatron's default
 
 
-NEMO_RECIPES = FrameworkDefaults(sequence_parallel=True, tp_comm_overlap=True, distributed_optimizer=True)
-"""NeMo's performance recipes and Megatron-Core's scaling runs overlap TP communication with GEMMs."""
+NEMO_RECIPES = FrameworkDefaults(sequence_parallel=True, tp_comm_overlap=True, distributed_optimizer=True,
+                                 grad_reduce_dtype="bf16")
+"""NeMo's performance recipes overlap TP communication with GEMMs and keep and reduce gradients in bf16: NeMo 24.07's
+launcher examples add `+training.model.optim.grad_sync_dtype=bf16` to Apex's distributed_fused_adam
+(NeMo-Framework-Launcher examples/training/llama/h100/llama3_8b_fp8.sh and the others), NeMo 2.0's performance
+scripts and recipes' performance mode set `recipe.trainer.plugins.grad_reduce_in_fp32 = False`."""
+MEGATRON_CORE_RUNS = FrameworkDefaults(sequence_parallel=True, tp_comm_overlap=True, distributed_optimizer=True)
+"""Megatron-Core's scaling runs: as NeMo's recipes, with Megatron-LM's fp32 gradients under --bf16
+(arguments.py turns on accumulate_allreduce_grads_in_fp32)."""
 MEGATRON_LM_WITH_TE = FrameworkDefaults(sequence_parallel=True, distributed_optimizer=True)
 MEGATRON_LM_2021 = FrameworkDefaults(attention="unfused")
 """Megatron-LM's 2020-22 releases (v1.x to v3.0, the SC'21 paper's runs): fused softmax, no flash attention."""
 FRAMEWORKS = {
     "nemo": NEMO_RECIPES,
-    "megatron-core": NEMO_RECIPES,
+    "megatron-core": MEGATRON_CORE_RUNS,
     "megatron-lm": MEGATRON_LM_WITH_TE,
     # llm-foundry's benchmark sweep runs MPT with attn_impl: triton (scripts/train/benchmarking/submit_benchmarks.py)
     "llm-foundry": FrameworkDefaults(fsdp="full_shard", attention="flash_triton"),
@@ -158,12 +167,8 @@ def _alphanumeric(text: str) -> str:
 
 
 def _dtype(row: dict[str, str]) -> DType:
-    precision = row["precision"].lower()
-    if "fp8" in precision:
-        return DType.fp8
-    if "fp16" in precision and "bf16" not in precision:
-        return DType.fp16
-    return DType.bf16
+    """The row's training format (config.number_formats.precision_named), bf16 where it names none."""
+    return precision_named(row["precision"])[0] or DType.bf16
 
 
 def _global_batch(row: dict[str, str], seq: int) -> int | None:
@@ -252,6 +257,10 @@ def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
         "cross_entropy": habits.cross_entropy,
         "peft": "lora" if re.search(r"\bLoRA\b", row["model"]) else "none",
     }
+    if precision_named(row["precision"])[1]:
+        training["fp8_recipe"] = precision_named(row["precision"])[1]
+    if habits.grad_reduce_dtype:
+        training["grad_reduce_dtype"] = habits.grad_reduce_dtype
     if "PURE" in row["precision"]:
         training["grad_reduce_dtype"] = "bf16"  # Composer's PURE mixed precision reduces in bf16
     num_nodes = math.ceil(num_gpus / system_node(system).gpus_per_node)

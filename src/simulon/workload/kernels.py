@@ -59,6 +59,13 @@ def gemm(name: str, phase: Phase, m: int, n: int, k: int, dtype_bytes: float, gr
     return KernelSpec(name, kclass, phase, flops, flops, moved, shape)
 
 
+def in_precision(spec: KernelSpec, precision: str) -> KernelSpec:
+    """A GEMM spec run in `precision` instead of the training dtype (shaped as `gemm(..., precision=...)`)."""
+    if spec.kclass not in (KernelClass.gemm, KernelClass.grouped_gemm) or "precision" in dict(spec.shape):
+        return spec
+    return replace(spec, shape=(*spec.shape, ("precision", precision)))
+
+
 def gemm_with_backward(name: str, m: int, n: int, k: int, dtype_bytes: float, groups: int = 1,
                        precision: str | None = None) -> tuple[KernelSpec, KernelSpec, KernelSpec]:
     """Forward Y=XW, input gradient dX=dY W^T, weight gradient dW=X^T dY: same FLOPs, other shapes."""

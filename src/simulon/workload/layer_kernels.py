@@ -6,10 +6,11 @@ create 96 copies), and by every phase: name -> {fwd, bwd_ig, bwd_wg, recompute} 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 from ..config.common import DType
+from ..config.number_formats import HIGH_PRECISION_GEMMS, TrainingFormat
 from ..config.workload import MegatronWorkload, ModelSpec
 from .kernels import (
     FLASH_IMPLEMENTATIONS,
@@ -20,6 +21,7 @@ from .kernels import (
     attention,
     gemm,
     gemm_with_backward,
+    in_precision,
     memory_bound,
 )
 
@@ -40,23 +42,30 @@ class ShardShape:
     ep: int
     act_bytes: float     # activation / weight element size
     grad_bytes: float    # gradient element size in data-parallel reductions
-    quantized_bytes: float | None = None  # element size of fp8/fp4 GEMM operands, None for 16-bit GEMMs
+    quantized_bytes: float | None = None  # bytes per element of a narrow GEMM operand copy (its block scales
+    #                                       included), None for 16-bit GEMMs
     etp: int | None = None  # expert tensor parallelism (default tp)
     cp_ring: bool = False   # context parallelism passes keys and values around a ring instead of gathering them
+    number_format: TrainingFormat | None = None  # the run's narrow format (None: 16-bit GEMMs)
 
     @classmethod
     def of(cls, workload: MegatronWorkload) -> ShardShape:
         par, train = workload.parallelism, workload.training
         dtype = train.dtype
-        quantized = dtype in (DType.fp8, DType.fp4)
-        act_bytes = 2.0 if quantized else dtype.bytes  # fp8 GEMMs keep bf16 activations
+        fmt = TrainingFormat.of_workload(workload)
+        quantized = fmt.format.quantized
+        act_bytes = 2.0 if quantized else dtype.bytes  # narrow GEMMs keep bf16 activations
         default_grad = DType.fp16 if dtype == DType.fp16 else DType.fp32
         seq = train.sequence_length // par.cp
         return cls(tokens=train.micro_batch_size * seq, seq=seq, full_seq=train.sequence_length,
                    batch=train.micro_batch_size, tp=par.tp, cp=par.cp, sp=par.sequence_parallel and par.tp > 1,
                    ep=par.ep, act_bytes=act_bytes, grad_bytes=(train.grad_reduce_dtype or default_grad).bytes,
-                   quantized_bytes=dtype.bytes if quantized else None, etp=par.etp,
-                   cp_ring=par.cp > 1 and par.context_parallel_comm == "p2p")
+                   quantized_bytes=fmt.format.operand_bytes() if quantized else None, etp=par.etp,
+                   cp_ring=par.cp > 1 and par.context_parallel_comm == "p2p", number_format=fmt if quantized else None)
+
+    def in_bf16(self) -> ShardShape:
+        """The same shard with 16-bit GEMMs: a layer the format's recipe keeps in bf16."""
+        return replace(self, quantized_bytes=None, number_format=None)
 
     @property
     def expert_tp(self) -> int:
@@ -150,17 +159,31 @@ class LayerKernels:
     """Every kernel spec of the workload, and the parameters each part holds on one rank."""
 
     def __init__(self, model: ModelSpec, shape: ShardShape, attention_impl: str = "flash",
-                 elementwise: str = "fused", cross_entropy: str = "vocab_parallel"):
+                 elementwise: str = "fused", cross_entropy: str = "vocab_parallel", all_bf16: bool = False):
         self.model, self.shape, self.attention_impl = model, shape, attention_impl
-        self.cross_entropy = cross_entropy
+        self.cross_entropy, self.elementwise = cross_entropy, elementwise
         self.passes = EAGER_PASSES if elementwise == "eager" else FUSED_PASSES
+        self.all_bf16 = all_bf16  # every GEMM in bf16: a layer a narrow format's recipe keeps in 16 bits
         self._layer_params: dict[bool, tuple[float, float]] = {}
+        self._bf16_twin: LayerKernels | None = None
+        self._weight_casts: dict[str, KernelSpec] = {}
 
     @classmethod
     def of(cls, workload: MegatronWorkload) -> LayerKernels:
         """The kernels of a workload as its training block asks them to run."""
         train = workload.training
         return cls(workload.model, ShardShape.of(workload), train.attention, train.elementwise, train.cross_entropy)
+
+    def at(self, layer: int) -> LayerKernels:
+        """The kernels transformer layer `layer` runs: these, or their bf16 twin where the run's number format
+        keeps the layer in bf16 (config/number_formats.py; same shapes, GEMMs at the bf16 rate, no casts)."""
+        fmt = self.shape.number_format
+        if fmt is None or not fmt.layer_in_bf16(layer):
+            return self
+        if self._bf16_twin is None:
+            self._bf16_twin = LayerKernels(self.model, self.shape.in_bf16(), self.attention_impl, self.elementwise,
+                                           self.cross_entropy, all_bf16=True)
+        return self._bf16_twin
 
     def __getitem__(self, name: str) -> dict[Phase, KernelSpec]:
         return self.table[name]
@@ -191,11 +214,9 @@ class LayerKernels:
         n, v_dim = m.num_heads // t, (m.mla.v_head_dim if m.mla else m.head_size)
         k["attn_proj"] = gemm_with_backward("attn_proj", T, h, n * v_dim, db)
         self._mlp(k, "mlp", T, m.ffn_hidden_size // t, groups=1)
-        # what Transformer Engine leaves in 16-bit when the layers' GEMMs run in fp8: router and LM head
-        high = DType.bf16.value if sh.quantized_bytes else None
         if m.moe is not None:
             moe = m.moe
-            k["moe_route"] = gemm_with_backward("moe_route", T, moe.num_experts, h, db, precision=high)
+            k["moe_route"] = gemm_with_backward("moe_route", T, moe.num_experts, h, db)
             routed = sh.routed_tokens(moe.top_k)
             elementwise("moe_permute", routed, h, 2, 2)
             elementwise("moe_unpermute", routed, h, 2, 2)
@@ -208,8 +229,13 @@ class LayerKernels:
         k["embedding"] = (memory_bound("embedding", Phase.fwd, 2 * Tn * h * db, Tn * h),
                           memory_bound("embedding", Phase.bwd_wg, Tn * h * (db + 4), Tn * h))
         elementwise("final_norm", Tn, h, 2, 3)
-        k["lm_head"] = gemm_with_backward("lm_head", T, V, h, db, precision=high)
+        k["lm_head"] = gemm_with_backward("lm_head", T, V, h, db)
         k["loss"] = pass_pair("loss", T * V, CROSS_ENTROPY_PASSES[self.cross_entropy], db, (5, 2))
+        # what Transformer Engine leaves in 16-bit when the layers' GEMMs run narrow (router and LM head), or
+        # every GEMM of a layer the recipe keeps in bf16
+        for name in (k if self.all_bf16 else HIGH_PRECISION_GEMMS if sh.quantized_bytes else ()):
+            if name in k:
+                k[name] = tuple(in_precision(spec, DType.bf16.value) for spec in k[name])
         if sh.quantized_bytes:
             self._quantize_casts(k)
         table = {name: {spec.phase: spec for spec in specs} for name, specs in k.items()}
@@ -219,10 +245,12 @@ class LayerKernels:
         return table
 
     def _quantize_casts(self, k: dict[str, tuple[KernelSpec, ...]]) -> None:
-        """fp8 GEMMs take fp8 operands that Transformer Engine writes from the 16-bit tensors, each with its
-        transpose for the other backward GEMM: a `<gemm>_cast` kernel before the forward GEMM (once per input
-        that several GEMMs share) and before the input-gradient GEMM (its output gradient)."""
-        db, q = self.shape.act_bytes, self.shape.quantized_bytes
+        """Narrow GEMMs take operands that Transformer Engine quantizes from the 16-bit tensors, row-wise and
+        column-wise (config/number_formats.py): a `<gemm>_cast` kernel before the forward GEMM (once per input
+        that several GEMMs share) and before the input-gradient GEMM (its output gradient), each moving
+        NumberFormat.cast_bytes (an amax pass first under current scaling and NVFP4); and, unless the weights are
+        kept narrow (fp8_params), a `<gemm>_weight_cast` of the 16-bit weight (weight_casts)."""
+        db, fmt = self.shape.act_bytes, self.shape.number_format
         shared = {*self.attention_inputs[1:], *self.mlp_inputs("mlp")[1:], *self.mlp_inputs("moe_expert")[1:],
                   *self.mlp_inputs("moe_shared")[1:]}
         for name, specs in list(k.items()):
@@ -230,10 +258,33 @@ class LayerKernels:
             if fwd.kclass not in (KernelClass.gemm, KernelClass.grouped_gemm) or "precision" in dict(fwd.shape):
                 continue
             rows, cols, inner = fwd.param("m"), fwd.param("n"), fwd.param("k")
-            casts = [] if name in shared else [memory_bound(f"{name}_cast", Phase.fwd, rows * inner * (db + 2 * q),
+            casts = [] if name in shared else [memory_bound(f"{name}_cast", Phase.fwd,
+                                                            fmt.format.cast_bytes(rows * inner, db, fmt.amax_pass),
                                                             rows * inner)]
-            casts.append(memory_bound(f"{name}_cast", Phase.bwd_ig, rows * cols * (db + 2 * q), rows * cols))
+            casts.append(memory_bound(f"{name}_cast", Phase.bwd_ig,
+                                      fmt.format.cast_bytes(rows * cols, db, fmt.amax_pass), rows * cols))
             k[f"{name}_cast"] = tuple(casts)
+            if not fmt.narrow_weights and name not in self.attention_core:  # the weight (inner x cols per group)
+                weights = inner * cols * fwd.param("groups")
+                self._weight_casts[name] = memory_bound(
+                    f"{name}_weight_cast", Phase.fwd,
+                    fmt.format.cast_bytes(weights, db, fmt.amax_pass, fmt.format.weight_block), weights)
+
+    def weight_cast(self, name: str, microbatch: int) -> KernelSpec | None:
+        """The kernel quantizing GEMM `name`'s 16-bit weight before its forward at `microbatch`, if it runs then:
+        at the first micro-batch of the step where Transformer Engine caches the quantized weight, at every one
+        where it does not (config/number_formats.py TrainingFormat.of_workload). Kept out of `table`, whose
+        kernels run at every micro-batch (the search's estimate leaves this once-a-step cost out)."""
+        spec, fmt = self.weight_casts.get(name), self.shape.number_format
+        if spec is None or (fmt.weight_cache and microbatch > 0):
+            return None
+        return spec
+
+    @property
+    def weight_casts(self) -> dict[str, KernelSpec]:
+        """GEMM name -> the kernel quantizing its 16-bit weight (none unless the run is narrow with 16-bit weights)."""
+        _ = self.table  # built with it
+        return self._weight_casts
 
     @property
     def vocab_shard(self) -> int:

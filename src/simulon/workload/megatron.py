@@ -81,11 +81,15 @@ class _StageEmitter:
         if phase == Phase.bwd_wg and self.deferring is not None:
             self.deferring.append(partial(self.run, name, phase, layer, mb, *extra_waits, alongside=alongside))
             return NO_OP
+        kernels = self.kernels.at(layer)  # a layer the number format keeps in bf16 runs its bf16 twin
+        weight_cast = kernels.weight_cast(name, mb) if phase == Phase.fwd else None
+        if weight_cast is not None:  # the narrow copy of the weight, once a step (or per micro-batch under FSDP)
+            self.program.compute(weight_cast, layer, mb, (self.pending, *self.unit_waits, *extra_waits))
         cast = f"{name}_cast"
-        if cast in self.kernels and phase in self.kernels[cast]:  # the fp8 operand the GEMM reads
+        if cast in kernels and phase in kernels[cast]:  # the fp8 operand the GEMM reads
             self.run(cast, phase, layer, mb, *extra_waits)
             extra_waits = ()
-        idx = self.program.compute(self.kernels[name][phase], layer, mb, (self.pending, *self.unit_waits, *extra_waits),
+        idx = self.program.compute(kernels[name][phase], layer, mb, (self.pending, *self.unit_waits, *extra_waits),
                                 alongside)
         self.pending, self.unit_waits = NO_OP, ()
         if self._after_next_kernel is not None:

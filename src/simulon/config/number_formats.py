@@ -1,0 +1,198 @@
+"""Number formats a training run computes its GEMMs in: one row per `training.dtype`, saying everything the
+rest of simulon needs to know about it, so that adding a format is adding a row here (and its dense peak to the
+GPU templates that have a tensor-core rate for it), not editing the tracer, the kernel model and the memory model.
+
+What a row holds:
+
+* the element (`DType`, whose width is `DType.bytes` and whose dense peak the GPU template lists under the same
+  name: a GPU without that entry has no tensor-core rate for the format and is refused);
+* its scaling: per tensor (one fp32 scale; Transformer Engine's DelayedScaling and Float8CurrentScaling for fp8),
+  or per block of `block` elements sharing a `scale_bytes` scale (OCP Microscaling v1.0: MXFP8 has 32-element
+  blocks of e4m3/e5m2 with an e8m0 scale; NVIDIA's NVFP4 has 16-element blocks of e2m1 with an e4m3 scale and a
+  second, per-tensor fp32 scale, Transformer Engine's NVFP4BlockScaling), and the weights' block where it differs
+  (NVFP4 scales weights in 16 x 16 tiles, "Pretraining Large Language Models with NVFP4", arXiv 2509.25149,
+  section 4.3);
+* whether its cast reads each tensor once more first to find its absolute maximum (Float8CurrentScaling, and
+  NVFP4's per-tensor scale; DelayedScaling takes the scale from the amax history of earlier steps and MXFP8 finds
+  each block's amax inside the cast kernel);
+* which transformer layers stay in bf16 (Megatron-Core's `--first-last-layers-bf16`,
+  `--num-layers-at-start-in-bf16`, `--num-layers-at-end-in-bf16`, off by default; the NVFP4 paper keeps about 16%
+  of its 12B model's 62 blocks in bf16, the first two and the last eight, section 4.1: as fractions of the
+  depth here);
+* whose fitted GEMM efficiency a GPU without a fit for the format borrows (compute/calibration.py), and the
+  16-bit type fused attention runs in (attention, softmax and the score GEMMs stay in 16 bits in every recipe).
+
+The GEMMs every narrow recipe leaves in bf16 whatever the layer (the MoE router and the LM head: Transformer
+Engine's modules are the transformer layers' linears only) are named in `HIGH_PRECISION_GEMMS`.
+The fp8 scaling recipe is `training.fp8_recipe` (`FP8_RECIPES`), meaningful only for per-tensor fp8.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .common import DType
+
+TENSOR_SCALE_BYTES = 4.0
+"""One fp32 scale (and its inverse) per tensor: negligible next to the tensor, not counted in bytes moved."""
+QUANTIZED_COPIES = 2
+"""A narrow GEMM operand is written twice: row-wise for the forward (or input-gradient) GEMM and column-wise for
+the other backward GEMM (Transformer Engine's rowwise and columnwise data: a transpose for per-tensor fp8 on
+Hopper, a second quantization along the other axis for block-scaled formats, whose blocks run along K)."""
+
+
+@dataclass(frozen=True)
+class NumberFormat:
+    """How one training dtype stores and scales the operands of its GEMMs."""
+
+    dtype: DType
+    quantized: bool = False            # GEMM operands are cast from 16-bit tensors to the narrow element
+    block: int | None = None           # elements sharing one scale; None: one scale per tensor
+    scale_bytes: float = 0.0           # bytes of one block scale
+    weight_block: int | None = None    # the weights' block where it differs from the activations'
+    amax_pass: bool = False            # the cast first reads the tensor to find its amax (current scaling)
+    bf16_first_fraction: float = 0.0  # share of the transformer layers, from the first, whose GEMMs stay bf16
+    bf16_last_fraction: float = 0.0   # the same from the last
+    calibration_chain: tuple[DType, ...] = ()  # whose fitted GEMM efficiency it borrows, in order (itself first)
+
+    @property
+    def name(self) -> str:
+        return self.dtype.value
+
+    @property
+    def element_bytes(self) -> float:
+        return self.dtype.bytes
+
+    def operand_bytes(self, block: int | None = None) -> float:
+        """Bytes per element of one quantized copy: the element and its share of a block scale."""
+        block = block or self.block
+        return self.element_bytes + (self.scale_bytes / block if block else 0.0)
+
+    @property
+    def weight_operand_bytes(self) -> float:
+        return self.operand_bytes(self.weight_block)
+
+    @property
+    def attention_dtype(self) -> DType:
+        """Fused attention runs in 16 bits: fp16 in an fp16 run, bf16 otherwise."""
+        return DType.fp16 if self.dtype == DType.fp16 else DType.bf16
+
+    def cast_bytes(self, elements: float, input_bytes: float, amax_pass: bool | None = None,
+                   block: int | None = None) -> float:
+        """Bytes a cast kernel moves quantizing `elements` of `input_bytes` each: read the input (twice with an
+        amax pass), write both quantized copies with their block scales."""
+        amax = self.amax_pass if amax_pass is None else amax_pass
+        reads = input_bytes * (2 if amax else 1)
+        return elements * (reads + QUANTIZED_COPIES * self.operand_bytes(block))
+
+    def bf16_layers(self, num_layers: int) -> tuple[int, int]:
+        """(first, last) transformer layers whose GEMMs the format's recipe keeps in bf16 by default."""
+        if not self.quantized:
+            return 0, 0
+        return math.ceil(self.bf16_first_fraction * num_layers), math.ceil(self.bf16_last_fraction * num_layers)
+
+
+_FP8_CHAIN = (DType.fp8, DType.bf16)
+NUMBER_FORMATS: dict[DType, NumberFormat] = {
+    DType.fp32: NumberFormat(DType.fp32, calibration_chain=(DType.fp32, DType.tf32, DType.bf16)),
+    DType.tf32: NumberFormat(DType.tf32, calibration_chain=(DType.tf32, DType.bf16)),
+    DType.fp16: NumberFormat(DType.fp16, calibration_chain=(DType.fp16, DType.bf16)),
+    DType.bf16: NumberFormat(DType.bf16, calibration_chain=(DType.bf16,)),
+    DType.fp8: NumberFormat(DType.fp8, quantized=True, calibration_chain=_FP8_CHAIN),
+    # a per-tensor-scaled fp4 (no public recipe trains so; kept for scenarios that name it): no public fp4
+    # measurements, so fp8's efficiency surface
+    DType.fp4: NumberFormat(DType.fp4, quantized=True, calibration_chain=(DType.fp4, *_FP8_CHAIN)),
+    # Transformer Engine's MXFP8BlockScaling: e4m3 (e5m2 gradients) in 1 x 32 blocks, e8m0 (1-byte) scales;
+    # the block-scaled tensor-core MMA of Blackwell applies the scales in the main loop, so it runs at the fp8
+    # rate with fp8's fitted efficiency where the GPU has no mxfp8 fit
+    DType.mxfp8: NumberFormat(DType.mxfp8, quantized=True, block=32, scale_bytes=1.0,
+                              calibration_chain=(DType.mxfp8, *_FP8_CHAIN)),
+    # Transformer Engine's NVFP4BlockScaling: e2m1 in 1 x 16 blocks with e4m3 (1-byte) scales, weights in
+    # 16 x 16 tiles, plus a per-tensor fp32 scale from the tensor's amax (so an amax pass before every cast)
+    DType.nvfp4: NumberFormat(DType.nvfp4, quantized=True, block=16, scale_bytes=1.0, weight_block=256,
+                              amax_pass=True, bf16_first_fraction=2 / 62, bf16_last_fraction=8 / 62,
+                              calibration_chain=(DType.nvfp4, DType.fp4, DType.mxfp8, *_FP8_CHAIN)),
+}
+"""Every training dtype's format (one row each; see the module docstring)."""
+
+FP8_RECIPES = {"delayed": False, "current": True}
+"""Per-tensor fp8 scaling recipes and whether the cast needs an amax pass first: Transformer Engine's DelayedScaling
+(scale from the amax history of earlier iterations, recorded by the cast itself) and Float8CurrentScaling (amax of
+this tensor, a reduction over it before the cast; Megatron's `--fp8-recipe tensorwise`)."""
+DEFAULT_FP8_RECIPE = "delayed"
+
+HIGH_PRECISION_GEMMS = ("moe_route", "lm_head")
+"""GEMMs a narrow-format run leaves in bf16 in every layer: Transformer Engine quantizes the transformer layers'
+linears only (Megatron-Core's router and output layer are plain 16-bit GEMMs)."""
+
+
+def number_format(dtype: DType) -> NumberFormat:
+    return NUMBER_FORMATS[dtype]
+
+
+@dataclass(frozen=True)
+class TrainingFormat:
+    """The format a run trains in, with its fp8 recipe and the transformer layers it keeps in bf16."""
+
+    format: NumberFormat
+    amax_pass: bool
+    bf16_first: int = 0
+    bf16_last: int = 0
+    num_layers: int = 0
+    narrow_weights: bool = False  # GEMM weights kept only in the narrow format (fp8_params): no per-step cast
+    weight_cache: bool = True     # quantized weights cached from the first micro-batch for the step (see below)
+
+    @classmethod
+    def of(cls, dtype: DType, num_layers: int, fp8_recipe: str | None = None,
+           bf16_layers: tuple[int | None, int | None] = (None, None), narrow_weights: bool = False,
+           weight_cache: bool = True) -> TrainingFormat:
+        fmt = number_format(dtype)
+        amax = fmt.amax_pass or FP8_RECIPES[fp8_recipe or DEFAULT_FP8_RECIPE]
+        first, last = fmt.bf16_layers(num_layers)
+        first = first if bf16_layers[0] is None else bf16_layers[0]
+        last = last if bf16_layers[1] is None else bf16_layers[1]
+        return cls(fmt, amax and fmt.quantized, first, last, num_layers, narrow_weights and fmt.quantized,
+                   weight_cache)
+
+    def layer_in_bf16(self, layer: int) -> bool:
+        """Whether transformer layer `layer` (0-based, of the whole model) runs its GEMMs in bf16."""
+        return self.format.quantized and layer >= 0 and (layer < self.bf16_first
+                                                         or layer >= self.num_layers - self.bf16_last)
+
+    @classmethod
+    def of_workload(cls, workload) -> TrainingFormat:
+        """The format of a Megatron workload (config.workload.MegatronWorkload) as its training block asks.
+
+        Transformer Engine caches a module's quantized weight (both copies) from the first micro-batch to the
+        last only when the caller passes `is_first_microbatch` (transformer_engine/pytorch/module/linear.py:
+        `cache_name=(None if is_first_microbatch is None else "weight")`), as Megatron-Core's TE modules do
+        (megatron/core/extensions/transformer_engine.py, unless disable_parameter_transpose_cache). Under ZeRO-3 /
+        FSDP full sharding a layer's whole weight exists only while the layer runs (and JAX frameworks quantize
+        inside the jitted layer), so nothing is cached: the weight is quantized at every micro-batch's forward and
+        its copies live as long as the layer's gathered weight."""
+        train = workload.training
+        return cls.of(train.dtype, workload.model.num_layers, train.fp8_recipe,
+                      (train.bf16_first_layers, train.bf16_last_layers), train.fp8_params,
+                      workload.parallelism.fsdp != "full_shard")
+
+
+def precision_named(text: str) -> tuple[DType | None, str | None]:
+    """The training dtype and fp8 recipe a free-text precision names, as published tables write it ("NVFP4",
+    "MXFP8", "FP8 current-scaling", "amp_fp8", "bf16 mixed"), or (None, None) where it names none. A bare "fp4"
+    is NVFP4: Transformer Engine's only 4-bit training recipe."""
+    words = text.lower()
+    if "nvfp4" in words or "fp4" in words:
+        return DType.nvfp4, None
+    if "mxfp8" in words:
+        return DType.mxfp8, None
+    if "fp8" in words:
+        current = "current" in words or "tensorwise" in words
+        return DType.fp8, "current" if current else None
+    if "fp16" in words and "bf16" not in words:
+        return DType.fp16, None
+    if "bf16" in words:
+        return DType.bf16, None
+    if "tf32" in words:
+        return DType.tf32, None
+    return None, None

@@ -1,0 +1,214 @@
+"""Training number formats (config/number_formats.py) in the kernel model and the tracer: GEMM rates, the bytes
+of the cast kernels, the layers a recipe keeps in bf16, and the refusal of a format on a GPU without its rate."""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from helpers import cli, gpt_workload, seed_dict
+from simulon.compute.analytical import AnalyticalModel
+from simulon.config.common import DType
+from simulon.config.dc import GPUSpec
+from simulon.config.loading import ConfigError, parse_scenario
+from simulon.config.number_formats import NUMBER_FORMATS, TrainingFormat, number_format, precision_named
+from simulon.validate.report import shipped_table
+from simulon.validate.training import scenario_from_row
+from simulon.workload.kernels import KernelClass, Phase, gemm
+from simulon.workload.layer_kernels import LayerKernels
+from simulon.workload.megatron import MegatronTracer
+
+BLACKWELL = ("b200", "b300", "gb200", "gb300")
+
+
+def gpu(stem: str) -> GPUSpec:
+    return GPUSpec.model_validate({"from": stem})
+
+
+def kernels(dtype: str, **training) -> LayerKernels:
+    return LayerKernels.of(gpt_workload(training={"dtype": dtype, **training}, layers=8))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(BLACKWELL), st.integers(7, 15), st.integers(7, 15), st.integers(7, 15))
+def test_a_gemm_in_nvfp4_takes_no_longer_than_in_mxfp8_nor_mxfp8_than_bf16(stem, m, n, k):
+    spec = [gemm("g", Phase.fwd, 2**m, 2**n, 2**k, 2.0)]
+    times = [float(AnalyticalModel(gpu(stem), d, sustained_load=True).seconds(spec)[0])
+             for d in (DType.nvfp4, DType.mxfp8, DType.bf16)]
+    assert times[0] <= times[1] <= times[2]
+
+
+def test_a_large_gemm_runs_near_the_ratio_of_the_formats_peaks():
+    b200, big = gpu("b200"), [gemm("g", Phase.fwd, 16384, 16384, 16384, 2.0)]
+    fp8, mxfp8, nvfp4 = (float(AnalyticalModel(b200, d).seconds(big)[0]) for d in (DType.fp8, DType.mxfp8,
+                                                                                    DType.nvfp4))
+    # compute-bound: MXFP8 at fp8's rate and fitted efficiency, its scales a rounding error; NVFP4 at twice the rate
+    assert mxfp8 == pytest.approx(fp8, rel=0.01) and 1.6 < mxfp8 / nvfp4 <= 2.0 + 1e-9
+    # B300 (Blackwell Ultra) has 1.5x B200's fp4 rate and the same fp8 rate
+    b300 = [float(AnalyticalModel(gpu("b300"), d).seconds(big)[0]) for d in (DType.mxfp8, DType.nvfp4)]
+    assert b300[0] == pytest.approx(mxfp8, rel=0.05) and b300[1] < nvfp4
+
+
+def test_block_scales_add_their_bytes_to_a_memory_bound_gemm():
+    # a skinny GEMM that streams its weight: operands cost element + scale / block bytes
+    skinny = [gemm("g", Phase.fwd, 16, 16384, 16384, 2.0)]
+    b200 = gpu("b200")
+    fp8, mxfp8 = (float(AnalyticalModel(b200, d).seconds(skinny)[0]) for d in (DType.fp8, DType.mxfp8))
+    assert mxfp8 > fp8
+
+
+@pytest.mark.parametrize("dtype, block, scale", [("mxfp8", 32, 1.0), ("nvfp4", 16, 1.0)])
+def test_block_formats_store_one_scale_per_block(dtype, block, scale):
+    fmt = number_format(DType(dtype))
+    assert (fmt.block, fmt.scale_bytes) == (block, scale)
+    assert fmt.operand_bytes() == pytest.approx(DType(dtype).bytes + scale / block)
+
+
+@pytest.mark.parametrize("dtype, recipe, reads", [("fp8", "delayed", 1), ("fp8", "current", 2), ("mxfp8", None, 1),
+                                                  ("nvfp4", None, 2)])
+def test_cast_kernels_move_input_bytes_plus_both_quantized_copies_with_their_scales(dtype, recipe, reads):
+    training = {"fp8_recipe": recipe} if recipe else {}
+    k = kernels(dtype, **training)
+    fmt = number_format(DType(dtype))
+    per_copy = fmt.element_bytes + (fmt.scale_bytes / fmt.block if fmt.block else 0.0)
+    for name in ("attn_qkv", "mlp_linear2"):
+        fwd = k[name][Phase.fwd]
+        cast = k[f"{name}_cast"]
+        elements = fwd.param("m") * fwd.param("k")
+        assert cast[Phase.fwd].bytes == pytest.approx(elements * (reads * 2.0 + 2 * per_copy))
+        grads = fwd.param("m") * fwd.param("n")
+        assert cast[Phase.bwd_ig].bytes == pytest.approx(grads * (reads * 2.0 + 2 * per_copy))
+
+
+def test_current_scaling_costs_one_more_read_of_each_tensor_than_delayed():
+    delayed, current = kernels("fp8"), kernels("fp8", fp8_recipe="current")
+    fwd = delayed["attn_qkv"][Phase.fwd]
+    extra = current["attn_qkv_cast"][Phase.fwd].bytes - delayed["attn_qkv_cast"][Phase.fwd].bytes
+    assert extra == pytest.approx(fwd.param("m") * fwd.param("k") * 2.0)
+    # the GEMMs themselves are the same
+    assert current["attn_qkv"][Phase.fwd] == fwd
+
+
+def test_every_quantized_format_keeps_router_and_lm_head_in_bf16():
+    for dtype in (d for d, f in NUMBER_FORMATS.items() if f.quantized):
+        k = kernels(dtype.value)
+        assert k["lm_head"][Phase.fwd].param("precision") == "bf16"
+        assert "lm_head_cast" not in k and "attn_qkv_cast" in k
+
+
+def test_nvfp4_keeps_the_papers_share_of_first_and_last_layers_in_bf16():
+    # arXiv 2509.25149 keeps the first 2 and last 8 of 62 blocks in bf16: on 62 layers exactly that
+    fmt = TrainingFormat.of(DType.nvfp4, 62)
+    assert (fmt.bf16_first, fmt.bf16_last) == (2, 8)
+    assert [fmt.layer_in_bf16(i) for i in (0, 1, 2, 53, 54, 61)] == [True, True, False, False, True, True]
+    assert not fmt.layer_in_bf16(-1) and not fmt.layer_in_bf16(-2)  # embedding and head are not layers
+    # fp8 and mxfp8 keep none unless asked (Megatron's --first-last-layers-bf16 is off by default)
+    assert TrainingFormat.of(DType.mxfp8, 62).bf16_last == 0
+    asked = TrainingFormat.of(DType.fp8, 62, bf16_layers=(1, 1))
+    assert asked.layer_in_bf16(0) and asked.layer_in_bf16(61) and not asked.layer_in_bf16(1)
+
+
+def test_the_tracer_runs_bf16_layers_in_bf16_without_casts():
+    wl = gpt_workload(training={"dtype": "nvfp4", "bf16_first_layers": 1, "bf16_last_layers": 2}, layers=8)
+    program = MegatronTracer(wl, 4).stage_program(0)
+    by_layer: dict[int, set[str]] = {}
+    for op in program.ops:
+        kernel = getattr(op, "kernel", None)
+        if kernel is not None and kernel.kclass == KernelClass.gemm and op.layer >= 0:
+            by_layer.setdefault(op.layer, set()).add(str(dict(kernel.shape).get("precision", "nvfp4")))
+    casts = {op.layer for op in program.ops if getattr(op, "kernel", None) is not None
+             and op.kernel.name.endswith("_cast")}
+    assert by_layer[0] == by_layer[6] == by_layer[7] == {"bf16"}
+    assert all(by_layer[i] == {"nvfp4"} for i in range(1, 6))
+    assert casts == set(range(1, 6))
+
+
+def test_a_format_on_a_gpu_without_its_rate_is_refused_naming_both():
+    with pytest.raises(ValueError, match=r"H100.*mxfp8"):
+        AnalyticalModel(gpu("h100-sxm"), DType.mxfp8)
+    for stem in BLACKWELL:  # every Blackwell template lists both formats' rates
+        assert gpu(stem).peak_flops(DType.mxfp8) == gpu(stem).peak_flops(DType.fp8)
+        assert gpu(stem).peak_flops(DType.nvfp4) == gpu(stem).peak_flops(DType.fp4)
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.sampled_from(["mxfp8", "nvfp4"]), st.sampled_from(["h100-sxm", "a100-sxm-80gb", "mi300x", "h200-sxm"]))
+def test_a_scenario_training_a_block_format_on_a_gpu_without_it_is_bad_input(dtype, stem):
+    data = seed_dict()
+    data["datacenter"]["node"]["gpu"] = stem
+    data["workload"]["training"]["dtype"] = dtype
+    with pytest.raises(ConfigError, match=f"workload.training.dtype.*{dtype}"):
+        parse_scenario(data, "s.yaml")
+
+
+def test_the_cli_exits_2_naming_the_gpu_and_the_format(tmp_path):
+    data = seed_dict()
+    data["workload"]["training"]["dtype"] = "nvfp4"
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(data))
+    proc = cli("simulate", "s.yaml", cwd=tmp_path, timeout=120)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "nvfp4" in proc.stderr and "H100" in proc.stderr and "workload.training.dtype" in proc.stderr
+
+
+def test_an_fp8_recipe_with_a_block_format_is_bad_input():
+    data = seed_dict()
+    data["workload"]["training"].update({"dtype": "mxfp8", "fp8_recipe": "current"})
+    data["datacenter"]["node"]["gpu"] = "b200"
+    with pytest.raises(ConfigError, match=r"fp8_recipe.*mxfp8"):
+        parse_scenario(data, "s.yaml")
+
+
+@pytest.mark.parametrize("dtype", ["fp8", "mxfp8", "nvfp4"])
+def test_a_16_bit_weight_is_quantized_with_its_scales_by_a_cast_kernel(dtype):
+    fmt = number_format(DType(dtype))
+    k = kernels(dtype)
+    fwd = k["mlp_linear1"][Phase.fwd]
+    weights = fwd.param("k") * fwd.param("n")
+    block = fmt.weight_block or fmt.block
+    per_copy = fmt.element_bytes + (fmt.scale_bytes / block if block else 0.0)
+    reads = 2 if fmt.amax_pass else 1
+    assert k.weight_casts["mlp_linear1"].bytes == pytest.approx(weights * (reads * 2.0 + 2 * per_copy))
+    assert kernels(dtype, fp8_params=True).weight_casts == {}  # weights already narrow
+
+
+def weight_casts(wl, gpus: int = 4) -> dict[int, int]:
+    """Weight-cast kernels of stage 0 by micro-batch."""
+    counts: dict[int, int] = {}
+    for op in MegatronTracer(wl, gpus).stage_program(0).ops:
+        kernel = getattr(op, "kernel", None)
+        if kernel is not None and kernel.name.endswith("_weight_cast"):
+            counts[op.microbatch] = counts.get(op.microbatch, 0) + 1
+    return counts
+
+
+def test_weights_are_quantized_once_a_step_or_every_micro_batch_under_full_sharding():
+    cached = weight_casts(gpt_workload(training={"dtype": "mxfp8"}, layers=4, gbs=16))
+    # four layers x four GEMMs (QKV, projection, fc1, fc2), at the first micro-batch only
+    assert cached == {0: 16}
+    sharded = weight_casts(gpt_workload(training={"dtype": "mxfp8"}, layers=4, gbs=16,
+                                        extra_parallelism={"fsdp": "full_shard"}))
+    assert set(sharded) == set(range(4)) and set(sharded.values()) == {16}
+    assert weight_casts(gpt_workload(training={"dtype": "mxfp8", "fp8_params": True}, layers=4, gbs=16)) == {}
+
+
+@pytest.mark.parametrize("text, dtype, recipe", [
+    ("NVFP4", "nvfp4", None), ("FP4 (Blackwell)", "nvfp4", None), ("MXFP8 (TE 2.x)", "mxfp8", None),
+    ("FP8 current-scaling", "fp8", "current"), ("fp8 tensorwise", "fp8", "current"), ("amp_fp8/DEFAULT", "fp8", None),
+    ("BF16/FP16", "bf16", None), ("fp16 mixed", "fp16", None), ("not stated", None, None),
+])
+def test_a_precision_written_as_tables_write_it_names_its_format(text, dtype, recipe):
+    named, fp8_recipe = precision_named(text)
+    assert (named.value if named else None, fp8_recipe) == (dtype, recipe)
+
+
+def test_a_users_nvfp4_row_on_b200_is_simulated_in_nvfp4_not_bf16():
+    with open(shipped_table("training"), newline="") as handle:
+        columns = next(csv.reader(handle))
+    row = {**dict.fromkeys(columns, ""), "subset": "mine", "hardware": "8x B200 (DGX B200)", "num_gpus": "8",
+           "model": "meta-llama/Llama-3.1-8B", "layers": "2", "seq_len": "2048", "precision": "NVFP4",
+           "framework": "Megatron-LM", "tp": "1", "gbs": "8", "mbs": "1", "iter_time_s": "0.5"}
+    assert scenario_from_row(row).workload.training.dtype is DType.nvfp4

@@ -1,0 +1,96 @@
+"""Memory terms of each training number format (config/number_formats.py): the quantized weight copies a run
+keeps for the step, narrow weights with fp8_params, and the GEMM inputs kept for the weight gradient, block
+scales included, in closed form."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from helpers import gpt_workload
+from simulon.config.common import DType
+from simulon.config.number_formats import number_format
+from simulon.memory.activations import ActivationModel
+from simulon.memory.states import ModelStates
+from simulon.workload.layout import RankLayout
+
+LAYERS, HIDDEN = 8, 1024
+NARROW = ["fp8", "fp4", "mxfp8", "nvfp4"]
+
+
+def workload(dtype: str, **training):
+    return gpt_workload(gpus=8, training={"dtype": dtype, **training}, layers=LAYERS, gbs=64)
+
+
+def states(wl):
+    return ModelStates(wl, RankLayout(tp=1, cp=1, dp=8, pp=1, ep=1, etp=1, fsdp=8))
+
+
+def gemm_params(wl, layers: range) -> float:
+    """GEMM weights of the given transformer layers: each layer's parameters less its two norms."""
+    st_ = states(wl)
+    params = st_.parameters.stage(0)
+    return sum(sum(params.of(unit)) - 2 * HIDDEN for unit in layers)
+
+
+@pytest.mark.parametrize("dtype", NARROW)
+def test_cast_weight_copies_are_two_quantized_copies_with_their_block_scales(dtype):
+    wl = workload(dtype, bf16_first_layers=0, bf16_last_layers=0)
+    fmt = number_format(DType(dtype))
+    per_element = DType(dtype).bytes + (fmt.scale_bytes / (fmt.weight_block or fmt.block) if fmt.block else 0.0)
+    assert states(wl).stage(0).cast_weights == pytest.approx(2 * per_element * gemm_params(wl, range(LAYERS)))
+
+
+def test_nvfp4_weights_carry_one_e4m3_scale_per_16x16_tile():
+    wl = workload("nvfp4", bf16_first_layers=0, bf16_last_layers=0)
+    assert states(wl).stage(0).cast_weights == pytest.approx(2 * (0.5 + 1 / 256) * gemm_params(wl, range(LAYERS)))
+
+
+@given(st.integers(0, 3), st.integers(0, 3))
+def test_layers_kept_in_bf16_have_no_quantized_copies(first, last):
+    wl = workload("mxfp8", bf16_first_layers=first, bf16_last_layers=last)
+    narrow = range(first, LAYERS - last)
+    assert states(wl).stage(0).cast_weights == pytest.approx(2 * (1 + 1 / 32) * gemm_params(wl, narrow))
+
+
+@pytest.mark.parametrize("dtype", NARROW)
+def test_narrow_params_keep_gemm_weights_only_as_their_two_copies(dtype):
+    plain, narrow = states(workload(dtype)).stage(0), states(workload(dtype, fp8_params=True)).stage(0)
+    assert narrow.cast_weights == 0.0
+    # the 16-bit GEMM weights of the narrow layers are replaced by the two narrow copies the step would otherwise add
+    wl = workload(dtype)
+    sixteen_bit = 2.0 * gemm_params(wl, _narrow_layers(wl))
+    assert narrow.weights == pytest.approx(plain.weights - sixteen_bit + plain.cast_weights)
+    # gradients and optimizer states do not depend on the format: Megatron's main_grad and Adam stay fp32
+    assert (narrow.gradients, narrow.optimizer) == (plain.gradients, plain.optimizer)
+
+
+def _narrow_layers(wl) -> range:
+    fmt = ModelStates(wl, RankLayout(tp=1, cp=1, dp=8, pp=1, ep=1, etp=1, fsdp=8)).shape.number_format
+    return range(fmt.bf16_first, LAYERS - fmt.bf16_last)
+
+
+@pytest.mark.parametrize("dtype", ["mxfp8", "nvfp4"])
+def test_a_block_format_keeps_gemm_inputs_with_their_scales_for_the_weight_gradient(dtype):
+    fp8 = ActivationModel(workload("fp8")).layer(False).parts
+    block = ActivationModel(workload(dtype)).layer(False).parts
+    fmt = number_format(DType(dtype))
+    for part in ("attention GEMM input", "mlp fc2 input"):
+        assert block[part] == pytest.approx(fp8[part] * fmt.operand_bytes())
+    # the rest is 16-bit whatever the format
+    assert block["attention norm input"] == fp8["attention norm input"]
+
+
+def test_a_layer_kept_in_bf16_keeps_16_bit_gemm_inputs():
+    acts = ActivationModel(workload("nvfp4"))
+    narrow, wide = acts.layer(False).parts, acts.layer(False, in_bf16=True).parts
+    assert wide["attention GEMM input"] == pytest.approx(narrow["attention GEMM input"] * 2 / (0.5 + 1 / 16))
+    assert "attention projection input" not in wide
+
+
+def test_under_full_sharding_only_the_running_layers_quantized_copies_exist():
+    wl = gpt_workload(gpus=8, training={"dtype": "fp8"}, layers=LAYERS, gbs=64,
+                      extra_parallelism={"fsdp": "full_shard"})
+    one_layer = gemm_params(wl, range(1))
+    assert states(wl).stage(0).cast_weights == pytest.approx(2 * 1.0 * one_layer)
