@@ -21,7 +21,9 @@ from simulon.collective.types import CollType
 from simulon.compute.populate import populate, spec_seconds
 from simulon.config import ScenarioConfig
 from simulon.config.dc import DatacenterConfig
+from simulon.config.loading import load_scenario
 from simulon.dag.nodes import NodeKind
+from simulon.network.summary import TopologySummary
 from simulon.network.topology import Topology
 from simulon.pipeline import build_dag, collective_sweep, simulate
 
@@ -255,3 +257,14 @@ def test_replicas_of_one_stage_on_two_gpu_types_run_each_on_its_own():
     assert compute[0] < compute[4] and compute[8] < compute[12]
     mixed = step_ms(data, "full", exact_sharing=True)
     assert mixed <= step_ms(grouped([(2, "A100"), (2, "A100")], wl), "full", exact_sharing=True) * (1 + 1e-12)
+
+
+def test_the_topology_summary_shows_every_node_groups_link_rates():
+    sc = load_scenario(ROOT / "examples" / "hetero_h100_a100.yaml")
+    tiers = {t.name: t for t in TopologySummary.of(Topology.from_datacenter(sc.datacenter)).tiers}
+    assert tiers["nvswitch"].link_rates == (300e9, 450e9)  # A100 NVLink 3, H100 NVLink 4
+    assert tiers["leaf"].link_rates == (25e9, 50e9)        # ConnectX-6 200G, ConnectX-7 400G
+    assert tiers["leaf"].link_rate == 25e9                  # the slowest sets the bisection
+    one = {t.name: t for t in TopologySummary.of(Topology.from_datacenter(
+        load_scenario(ROOT / "examples" / "gpt3_175b_1024gpu.yaml").datacenter)).tiers}
+    assert all(len(t.link_rates) == 1 for t in one.values())

@@ -39,7 +39,8 @@ def topology(
           f"{' with in-switch reduction (NVLS)' if reduce_up else ''}; {summary.nics} NICs on fabric "
           f"{summary.fabric}{' with SHARP' if reduce_out else ''}")
     print_table("Switches and links", ("tier", "switches", "links from below", "GB/s per link and direction"),
-                [(t.name, f"{t.switches:,}", f"{t.links:,}", f"{t.link_rate / 1e9:,.1f}") for t in summary.tiers])
+                [(t.name, f"{t.switches:,}", f"{t.links:,}", " / ".join(f"{r / 1e9:,.1f}" for r in t.link_rates))
+                 for t in summary.tiers])
     print(f"Bisection bandwidth (per direction): scale-out {summary.scale_out_bisection / 1e9:,.0f} GB/s; "
           f"inside one scale-up domain {summary.scale_up_bisection / 1e9:,.0f} GB/s")
     if draw is not None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from .topology import Topology
 
 
@@ -15,7 +17,8 @@ class Tier:
     switches: int
     links: int               # cables (each an up and a down link) from the tier below into this one (in a
                              # mesh: between GPUs)
-    link_rate: float         # bytes/s per direction of one such link
+    link_rate: float         # bytes/s per direction of one such link (the slowest, where node groups differ)
+    link_rates: tuple[float, ...] = ()  # every distinct rate of the tier's links, ascending (node groups)
 
 
 @dataclass(frozen=True)
@@ -40,12 +43,14 @@ class TopologySummary:
         nodes = g // topology.gpus_per_node
         up_switches = 0 if topology.mesh else nodes if topology.pcie else -(-g // topology.domain_gpus)
         up_links = nodes * math.comb(topology.gpus_per_node, 2) if topology.mesh else g
-        tiers = [Tier(topology.scale_up_kind, up_switches, up_links, float(rate[0]) if g else 0.0),
-                 Tier("leaf", fabric.leaves, ports, float(rate[first["nic_up"]]) if ports else 0.0)]
+        tiers = [_tier(topology.scale_up_kind, up_switches, up_links, rate[:fabric.base]),
+                 _tier("leaf", fabric.leaves, ports, rate[first["nic_up"]:first["nic_up"] + ports])]
         if fabric.spines:
-            tiers.append(Tier("spine", fabric.spines, fabric.leaves * spec.spines, float(rate[first["leaf_up"]])))
+            links = fabric.leaves * spec.spines
+            tiers.append(_tier("spine", fabric.spines, links, rate[first["leaf_up"]:first["leaf_up"] + links]))
         if fabric.cores:
-            tiers.append(Tier("core", fabric.cores, fabric.spines * spec.cores, float(rate[first["spine_up"]])))
+            links = fabric.spines * spec.cores
+            tiers.append(_tier("core", fabric.cores, links, rate[first["spine_up"]:first["spine_up"] + links]))
         domain = min(topology.domain_gpus, g)  # a mesh cut in half has (domain/2)^2 links across
         up_bisection = tiers[0].link_rate * ((domain // 2) ** 2 if topology.mesh else domain / 2)
         return cls(g, nodes, tiers[0].name, topology.domain_gpus, topology.reduces_in_switch,
@@ -53,11 +58,23 @@ class TopologySummary:
                    up_bisection, fabric.bisection(tiers[1].link_rate))
 
     def to_dict(self) -> dict:
+        def tier(t: Tier) -> dict:
+            found = {"name": t.name, "switches": t.switches, "links": t.links, "link_GBps": t.link_rate / 1e9}
+            if len(t.link_rates) > 1:
+                found["link_GBps_by_group"] = [r / 1e9 for r in t.link_rates]
+            return found
+
         return {"gpus": self.gpus, "nodes": self.nodes, "scale_up": self.scale_up, "domain_gpus": self.domain_gpus,
                 "in_network_reduction": {"scale_up": self.reduces_in_switch[0],
                                          "scale_out": self.reduces_in_switch[1]},
                 "fabric": self.fabric, "nics": self.nics,
-                "tiers": [{"name": t.name, "switches": t.switches, "links": t.links, "link_GBps": t.link_rate / 1e9}
-                          for t in self.tiers],
+                "tiers": [tier(t) for t in self.tiers],
                 "scale_up_bisection_GBps": self.scale_up_bisection / 1e9,
                 "scale_out_bisection_GBps": self.scale_out_bisection / 1e9}
+
+
+def _tier(name: str, switches: int, links: int, rates: np.ndarray) -> Tier:
+    """A tier whose links run at `rates` (one per link; node groups of several NICs or NVLink generations give
+    several): its slowest rate, and each distinct one."""
+    distinct = tuple(float(r) for r in np.unique(rates)) if len(rates) else (0.0,)
+    return Tier(name, switches, links, distinct[0], distinct)
