@@ -4,6 +4,7 @@ cartesian product, every point validated by the scenario's own models before any
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -101,3 +102,22 @@ def test_a_point_that_simulates_the_same_scenario_as_another_is_refused(scenario
 def test_a_field_set_twice_is_refused(scenario):
     with pytest.raises(ConfigError, match=r"datacenter\.cluster\.num_nodes is set by two"):
         sweep_points(scenario, [parse_axis("cluster.num_nodes=1"), parse_axis("datacenter.cluster.num_nodes=2")])
+
+
+MIXED = Path(__file__).resolve().parents[2] / "examples" / "hetero_h100_a100.yaml"
+
+
+def test_a_number_in_a_path_steps_into_a_list_such_as_a_node_group(tmp_path):
+    path = tmp_path / "mixed.yaml"
+    path.write_text(MIXED.read_text())
+    points = sweep_points(path, [parse_axis("node_groups.1.node.gpu.memory_capacity_gb=40,80")])
+    assert [p.scenario.datacenter.groups[1].gpu.memory_capacity_gb for p in points] == [40, 80]
+    assert all(p.scenario.datacenter.groups[0].gpu.memory_capacity_gb == 80 for p in points)
+
+
+@pytest.mark.parametrize("path", ["node_groups.2.num_nodes", "node_groups.x.num_nodes", "node_groups.-1.num_nodes"])
+def test_a_list_position_that_is_not_there_is_refused_naming_the_positions(tmp_path, path):
+    scenario = tmp_path / "mixed.yaml"
+    scenario.write_text(MIXED.read_text())
+    with pytest.raises(ConfigError, match=r"datacenter\.node_groups is a list of 2: expected a position 0 to 1"):
+        sweep_points(scenario, [parse_axis(f"{path}=1,2")])

@@ -2,11 +2,11 @@
 
 PATH is a field's dotted path from the scenario's root (`datacenter.cluster.num_nodes`), or from inside one of its
 blocks when only one block has a field of that name (`cluster.num_nodes`, `network.scale_out.nic.speed`,
-`parallelism.tp`). Several fields that must move together are one axis: `--set A+B=a1:b1,a2:b2` (a GPU count and
-the batch that keeps a weak-scaling study's micro-batches per replica constant, say). Values are read as YAML
-scalars, as in the scenario file (`4` a number, `400Gbps` text, `true` a flag). Each point is the scenario file with
-its values set, validated by the scenario's own models (config/), so a bad path or value is refused with the
-field's own message before anything runs.
+`parallelism.tp`); a number is a position in a list (`node_groups.1.num_nodes`). Several fields that must move
+together are one axis: `--set A+B=a1:b1,a2:b2` (a GPU count and the batch that keeps a weak-scaling study's
+micro-batches per replica constant, say). Values are read as YAML scalars, as in the scenario file (`4` a number,
+`400Gbps` text, `true` a flag). Each point is the scenario file with its values set, validated by the scenario's
+own models (config/), so a bad path or value is refused with the field's own message before anything runs.
 """
 
 from __future__ import annotations
@@ -104,18 +104,36 @@ def parse_axis(text: str) -> Axis:
 
 def with_value(data: dict, path: str, value: Any) -> None:
     """Set `path` in the raw scenario `data` (in place), creating mappings on the way; a template named by a bare
-    string (`model: gpt3-175b`) becomes `{from: gpt3-175b}` so that one of its fields can be set."""
-    node = data
+    string (`model: gpt3-175b`) becomes `{from: gpt3-175b}` so that one of its fields can be set; a number steps
+    into a list (`datacenter.node_groups.1.num_nodes`)."""
+    node: dict | list = data
     keys = path.split(".")
-    for key in keys[:-1]:
+    for depth, key in enumerate(keys[:-1]):
+        if isinstance(node, list):
+            at = list_index(node, key, path, keys[:depth])
+            if isinstance(node[at], str):
+                node[at] = {"from": node[at]}
+            node = node[at]
+            continue
         child = node.get(key)
         if isinstance(child, str):
             child = {"from": child}
-        elif not isinstance(child, dict):
+        elif not isinstance(child, dict | list):
             child = {}
         node[key] = child
         node = child
-    node[keys[-1]] = value
+    if isinstance(node, list):
+        node[list_index(node, keys[-1], path, keys[:-1])] = value
+    else:
+        node[keys[-1]] = value
+
+
+def list_index(items: list, key: str, path: str, prefix: list[str]) -> int:
+    """The list position `key` names in a --set path, or a ConfigError saying which positions there are."""
+    if not key.isdigit() or int(key) >= len(items):
+        raise ConfigError(f"--set {path}: {'.'.join(prefix)} is a list of {len(items)}: expected a position "
+                          f"0 to {len(items) - 1}, got {key!r}")
+    return int(key)
 
 
 def sweep_points(scenario: Path, axes: list[Axis]) -> list[Point]:
