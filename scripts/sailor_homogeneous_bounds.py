@@ -33,10 +33,9 @@ from pathlib import Path
 from simulon.config.dc import DatacenterConfig
 from simulon.config.loading import parse_scenario
 from simulon.pipeline import simulate
+from simulon.validate.hetero import NODE_TEMPLATES
 from simulon.validate.hetero_rows import SailorRun, read_sailor_runs
 
-NODE_TEMPLATES = {"rtx-3090": "sailor-mit-rtx3090", "titan-rtx": "sailor-mit-titan-rtx",
-                  "rtx-2080-ti": "sailor-mit-rtx2080ti"}
 BOUNDS = (("fast", "rtx-3090", "titan-rtx"), ("slow", "rtx-2080-ti", "rtx-3090"))
 """(corner, GPU type, whose node's NIC every node gets): the fastest GPU (dense fp16 and fp32 peak) on the fast
 NIC, the slowest GPU on the slow NIC."""

@@ -25,7 +25,7 @@ then the data-parallel gradient all-reduce (`allreduce_gradients`, 500M-element 
 schedule: no overlap with the backward), then the optimizer step. DOUBT on the dtype: the table says fp16,
 but Sailor's launch scripts (third_party/Megatron-DeepSpeed/run_from_file.sh) write a DeepSpeed config
 without an "fp16" block and pass no --fp16, and its own validation simulates the MIT plans with fp16=False
-(sailor/Planner/simulations/validation/validate.py, "# TODO"); its per-layer profile of OPT-350M
+(sailor/Planner/simulations/validation/validate.py, flagged there as a to-do); its per-layer profile of OPT-350M
 (sailor/Planner/simulations/profiles_tmp.json) has the TITAN RTX barely faster than the RTX 2080 Ti, as their
 fp32 peaks (16.3 and 13.4 TFLOPS) would have it, not their fp16 tensor peaks (130 and 53.8); and the plans'
 measured gradient all-reduce times ("red_grads") fit fp32 gradients over the RTX 3090 node's 1 Gb/s link. The
@@ -41,11 +41,11 @@ from pathlib import Path
 
 from ..config.resolve import Unresolved, resolve_gpu
 from ..config.templates import find_template
+from .memory import STAGE_LAYERS
 from .report import read_table
 
 SAILOR_SOURCE = re.compile(r"^Sailor\b")
 """The `source` of the rows this module reads."""
-STAGE_LAYERS = re.compile(r"layers/stage \[([\d, ]+)\] \(incl embed\+head\)")
 ITER_S = re.compile(r"\biter_s=([\d.]+)")
 STAGE_GPUS = re.compile(r"stage->GPU types ([^;]+?)\s*(?:;|$)")
 NODES = re.compile(r"/N(\d+)/plan_config_N\1_")
