@@ -18,7 +18,8 @@ What a row holds:
 * which transformer layers stay in bf16 (Megatron-Core's `--first-last-layers-bf16`,
   `--num-layers-at-start-in-bf16`, `--num-layers-at-end-in-bf16`, off by default; the NVFP4 paper keeps about 16%
   of its 12B model's 62 blocks in bf16, the first two and the last eight, section 4.1: as fractions of the
-  depth here);
+  depth here; DOUBT: the two and eight are recalled from the paper, the sources read while writing this confirm
+  only "about 16%");
 * whose fitted GEMM efficiency a GPU without a fit for the format borrows (compute/calibration.py), and the
   16-bit type fused attention runs in (attention, softmax and the score GEMMs stay in 16 bits in every recipe).
 
