@@ -114,6 +114,9 @@ HEAD_DIM_WHEN_UNKNOWN = 128  # the head size of every model in the table that st
 GPT2_VOCAB_PADDED = 51200  # GPT-2's 50,257 BPE tokens padded by Megatron (the SC'21 rows' vocabulary)
 MIXED_PRECISION_BYTES_PER_PARAM = 16  # fp16/bf16 weight and gradient, fp32 master weight and two Adam moments
 # Measurements in order of preference, and what each needs to become an iteration time.
+# What makes two rows of one source the same model run (with_source_layouts), and the layout copied between them.
+LAYOUT_KEY = ("source", "layers", "hidden", "heads", "kv_heads", "vocab", "seq_len")
+LAYOUT_COLUMNS = ("tp", "pp", "cp", "vpp", "ep", "etp", "sp", "mbs")
 METRICS = ("iter_time_s", "tokens_per_s_total", "tokens_per_s_per_gpu", "samples_per_s", "tflops_per_gpu",
            "mfu_pct", "hfu_pct")
 
@@ -211,6 +214,42 @@ def system_of(row: dict[str, str]) -> dict[str, Any]:
     return hardware.datacenter
 
 
+def _states_layout(row: dict[str, str]) -> bool:
+    return any(row[c].strip() for c in ("tp", "pp", "dp", "zero_or_fsdp"))
+
+
+def _layout_key(row: dict[str, str]) -> tuple[str, ...]:
+    shape = tuple(row[c] for c in LAYOUT_KEY)
+    return shape if row["layers"].strip() and row["hidden"].strip() else (*shape, _model_name(row))
+
+
+def with_source_layouts(rows: list[dict[str, str]]) -> list[dict[str, str]]:
+    """The rows, where one gives only a GPU count, with the parallel layout its own source states for the same
+    model (same source, same layers, hidden size, heads, vocabulary and sequence length) whose model-parallel
+    size divides that count; the first such row in table order, named in the row's notes. Megatron-LM's strong
+    scaling of GPT-3 175B (96 to 4,608 H100 at 1,152 sequences) states no layout, but the same README's model
+    table runs that model at that batch with tp 8, pp 6 (dp 48 on 2,304 GPUs): 96 and 4,608 GPUs are 2 and 96
+    replicas of it. A row without layer count and hidden size is the same model only under the same name. Only
+    configuration columns are copied, never a measurement."""
+    layouts: dict[tuple[str, ...], tuple[int, dict[str, str]]] = {}
+    for index, row in enumerate(rows):
+        key = _layout_key(row)
+        if _states_layout(row) and row["tp"].strip() and row["pp"].strip():
+            layouts.setdefault(key, (index, row))
+    out = []
+    for row in rows:
+        found = layouts.get(_layout_key(row))
+        if found is not None and not _states_layout(row):
+            index, source = found
+            mp = math.prod(_integer(source, c, 1) for c in ("tp", "pp", "cp"))
+            gpus = _integer(row, "num_gpus")
+            if gpus and gpus % mp == 0:
+                row = {**row, **{c: source[c] for c in LAYOUT_COLUMNS if not row[c].strip()},
+                       "notes": f"{row['notes']}; layout of row {index} (same source and model)".lstrip("; ")}
+        out.append(row)
+    return out
+
+
 def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
     """The scenario a measured training run describes. Raises Unsupported with the reason if it can't."""
     system = system_of(row)
@@ -226,7 +265,7 @@ def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
     if num_gpus % (tp * pp * cp):
         raise Unsupported(f"{num_gpus} GPUs are not a multiple of tp*pp*cp = {tp * pp * cp}")
     dp = num_gpus // (tp * pp * cp)
-    if not any(row[c].strip() for c in ("tp", "pp", "dp", "zero_or_fsdp")) and habits.fsdp == "none":
+    if not _states_layout(row) and habits.fsdp == "none":
         _check_fits_data_parallel(row, model_block(row), system)
     mbs = _integer(row, "mbs") or habits.micro_batch_size
     gbs = _global_batch(row, seq) or mbs * dp
@@ -334,6 +373,7 @@ def validate_training(rows: list[dict[str, str]], memory_limit: float | None = N
     `memory_limit` bytes, or one whose simulation fails (out of memory, an algorithm that cannot run it). No
     row stops the table. `progress` is told each row as it is done."""
     report = ValidationReport()
+    rows = with_source_layouts(rows)
     progress.stage("simulating the table's training runs", total=len(rows), unit="rows")
     for index, row in enumerate(rows):
         progress.advance(index)
