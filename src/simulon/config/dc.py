@@ -84,16 +84,48 @@ class SwitchSpec(Templated):
                                        "an NVSwitch, SHARP on an InfiniBand switch (CollNet)")
 
 
+class HostPathSpec(StrictModel):
+    """A PCIe node whose GPUs have no peer-to-peer access (GeForce cards, or P2P disabled): NCCL copies
+    GPU-to-GPU traffic, and traffic to the NIC, through host memory, so every such transfer also crosses a
+    host path shared by `gpus` GPUs (consecutive local GPUs: the CPU root complex and memory for the whole
+    node, or the uplink of a PCIe switch holding a few cards; a node of fewer GPUs, as when a scenario uses
+    part of a node, has one of its own): up from the sender's, down into the receiver's.
+    `bandwidth` is what staged copies achieve through it together, per direction (a measured figure, such as
+    a send/recv test with every GPU of the path busy; the link model's efficiency is not applied to it)."""
+
+    bandwidth: Bandwidth = Field(description="bytes/s per direction staged copies achieve through one host path")
+    gpus: GPUCount | None = Field(None, description="consecutive GPUs sharing one host path (default, and at "
+                                  "most: the node's)")
+
+
+class BridgeSpec(StrictModel):
+    """NVLink bridges joining the GPUs of a PCIe node in pairs (local GPUs 0-1, 2-3, ...): traffic between
+    the two GPUs of a pair takes the bridge, at `bandwidth` per direction (a line rate, as a port's)."""
+
+    bandwidth: Bandwidth = Field(description="line rate per direction of one bridge")
+
+
 class ScaleUpSpec(StrictModel):
     """The scale-up fabric. `nvswitch`: each GPU has one port of `port_speed` to a non-blocking NVSwitch
     shared by `domain_gpus` GPUs (the node, or a multi-node NVLink domain such as GB200 NVL72). `pcie`: GPUs
-    reach each other, and their NICs, through their PCIe link of `port_speed` to the host. `mesh`: every pair
-    of a node's GPUs has its own link (AMD's xGMI), `port_speed` being a GPU's links together, so one link
-    carries port_speed / (gpus_per_node - 1)."""
+    reach each other, and their NICs, through their PCIe link of `port_speed` to the host (peer to peer,
+    unless a `host_path` stages the traffic through host memory; `bridges` join pairs of GPUs directly).
+    `mesh`: every pair of a node's GPUs has its own link (AMD's xGMI), `port_speed` being a GPU's links
+    together, so one link carries port_speed / (gpus_per_node - 1)."""
 
     kind: Literal["nvswitch", "pcie", "mesh"] = "nvswitch"
     domain_gpus: GPUCount | None = Field(None, description="GPUs in one NVLink domain (default: a node)")
     switch: SwitchSpec | None = None
+    host_path: HostPathSpec | None = Field(None, description="pcie only: no peer-to-peer, traffic staged "
+                                           "through host memory over this shared path")
+    bridges: BridgeSpec | None = Field(None, description="pcie only: NVLink bridges joining GPUs 0-1, 2-3, ...")
+
+    @model_validator(mode="after")
+    def _pcie_only(self) -> ScaleUpSpec:
+        for name in ("host_path", "bridges"):
+            if getattr(self, name) is not None and self.kind != "pcie":
+                raise FieldError(name, f"only a kind: pcie node has one (this scale-up block is kind: {self.kind})")
+        return self
 
 
 class FabricSpec(Templated):
@@ -537,6 +569,12 @@ class DatacenterConfig(Templated):
         kind = g.scale_up.kind
         if kind in ("pcie", "mesh") and domain != g.node.gpus_per_node:
             raise FieldError(f"{up_field}.domain_gpus", f"a {kind} node is its own scale-up domain")
+        host, gpn = g.scale_up.host_path, g.node.gpus_per_node
+        if host is not None and host.gpus is not None and gpn % host.gpus and host.gpus % gpn:
+            raise FieldError(f"{up_field}.host_path.gpus", f"{host.gpus} must divide gpus_per_node ({gpn}), or be "
+                             "a multiple of it (a node of fewer GPUs than a host path serves has one of its own)")
+        if g.scale_up.bridges is not None and gpn % 2:
+            raise FieldError(f"{up_field}.bridges", f"bridges join GPUs in pairs; gpus_per_node ({gpn}) is odd")
 
     def _groups_alike(self) -> None:
         """What the network model needs the same in every group: the node shape and the scale-up kind and

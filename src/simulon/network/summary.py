@@ -43,7 +43,7 @@ class TopologySummary:
         nodes = g // topology.gpus_per_node
         up_switches = 0 if topology.mesh else nodes if topology.pcie else -(-g // topology.domain_gpus)
         up_links = nodes * math.comb(topology.gpus_per_node, 2) if topology.mesh else g
-        tiers = [_tier(topology.scale_up_kind, up_switches, up_links, rate[:fabric.base]),
+        tiers = [_tier(topology.scale_up_kind, up_switches, up_links, rate[:topology.port_links]),
                  _tier("leaf", fabric.leaves, ports, rate[first["nic_up"]:first["nic_up"] + ports])]
         if fabric.spines:
             links = fabric.leaves * spec.spines

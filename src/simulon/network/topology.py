@@ -6,6 +6,14 @@ root, which the GPU's traffic to its NIC also crosses. In a mesh node each GPU i
 of its peers (its port's bandwidth split evenly over them). Scale-out: each NIC (shared by `gpus_per_nic`
 GPUs) has one port, or two with dual ToRs, on the Clos fabric of network.scale_out.topology.
 
+PCIe nodes without peer-to-peer (`scale_up.host_path`; GeForce cards: NCCL's SHM transport copies through
+host memory, and its socket transport stages NIC traffic there too) add a host path per `host_path.gpus`
+consecutive GPUs, an up and a down link of the stated achieved bandwidth: a GPU's traffic crosses its port
+and its host path's up link, and arrives over the receiver's host path down link and port. NVLink bridges
+(`scale_up.bridges`) give each GPU of a bridged pair (local GPUs 0-1, 2-3, ...) a link to its partner,
+which their traffic to each other takes in place of the ports and the host path. The host path and bridge
+links sit after the ports, before the fabric; a node without them has exactly the links it had before.
+
 Node groups of several types (config.dc) share the one fabric: each GPU's scale-up links and NIC ports run at its
 own group's speeds and link-model efficiencies (network/calibration.py), the fabric's switch links are sized for
 its fastest NIC, and the job's nodes sit on it in rank order.
@@ -57,6 +65,7 @@ class Topology:
     model: LinkModel               # the weakest node group's (all of them where the groups share one)
     models: tuple[LinkModel, ...] = ()      # node groups of several link models: those, weakest first
     model_of_gpu: np.ndarray | None = None  # and the index of each GPU's (None: `model` for all)
+    staging: Staging | None = None          # host paths and bridges of PCIe nodes (None: none anywhere)
 
     @classmethod
     def from_datacenter(cls, dc: DatacenterConfig, num_gpus: int | None = None,
@@ -81,6 +90,10 @@ class Topology:
             up_rate, up_links = np.repeat(scale_up / max(peers, 1), peers), num_gpus * peers
         else:
             up_rate, up_links = np.concatenate([scale_up, scale_up]), 2 * num_gpus
+        port_links = up_links
+        staging = Staging.of(placement, gpn, port_links) if kind == "pcie" else None
+        if staging is not None:
+            up_rate, up_links = np.concatenate([up_rate, staging.rate]), up_links + len(staging.rate)
         nic_group = placement.group[::per_nic]  # a node's GPUs, and so a NIC's, are on one group
         nic_speed = np.array([g.nic.speed if g.nic else 0.0 for g in groups])[nic_group]
         nic_latency = np.array([g.nic.latency if g.nic else 0.0 for g in groups])[nic_group]
@@ -98,16 +111,21 @@ class Topology:
                                      np.full(fabric.num_links, model.scale_out_efficiency)])
         if model_of_gpu is not None:  # each GPU's links and NIC ports at its own group's efficiencies
             up = np.array([m.scale_up_efficiency for m in models])[model_of_gpu]
-            efficiency[:up_links] = np.repeat(up, peers) if kind == "mesh" else np.tile(up, 2)
+            efficiency[:port_links] = np.repeat(up, peers) if kind == "mesh" else np.tile(up, 2)
+            if staging is not None:
+                efficiency[staging.bridge_links] = up[staging.bridge_owner]
             nic = np.array([m.scale_out_efficiency for m in models])[model_of_gpu[::per_nic]]
             efficiency[up_links:up_links + 2 * ports] = np.tile(np.repeat(nic, sets), 2)
+        if staging is not None:  # a host path's bandwidth is an achieved figure already
+            efficiency[staging.host_links] = 1.0
         up_latency = np.asarray(placement.per_rank(lambda g: g.scale_up.switch.latency if g.scale_up.switch
                                                    else 0.0), dtype=float)
         up_latency = np.repeat(up_latency, peers) if kind == "mesh" else np.concatenate([up_latency,
                                                                                         np.zeros(num_gpus)])
-        latency = np.concatenate([up_latency, fabric_latency])  # a switch's latency counts once, on the way in
+        # a switch's latency counts once, on the way in; host paths and bridges add none
+        latency = np.concatenate([up_latency, np.zeros(up_links - port_links), fabric_latency])
         return cls(num_gpus, gpn, per_nic, dc.domain_gpus, kind, line, line * efficiency, latency, fabric,
-                   dc.reduces_in_switch, model, models, model_of_gpu)
+                   dc.reduces_in_switch, model, models, model_of_gpu, staging)
 
     def model_index(self, gpus) -> int:
         """The index in `models` of the link model a collective (or send) among `gpus` runs under: its weakest
@@ -135,6 +153,12 @@ class Topology:
         return len(self.capacity)
 
     @property
+    def port_links(self) -> int:
+        """The GPUs' own scale-up links (ports, or a mesh's peer links), which come first; host paths and bridges
+        follow them up to the fabric's base."""
+        return self.fabric.base - (len(self.staging.rate) if self.staging is not None else 0)
+
+    @property
     def foldable(self) -> bool:
         """Whether peers may be folded onto representatives (along `fold_axes`): on one switch, where every NIC
         port is under one leaf, and on two or three tiers (spine-leaf or rail-optimized, any oversubscription) of
@@ -147,6 +171,8 @@ class Topology:
         at 64-256 GPUs (benchmarks/bench_fold_accuracy.py, tests/dag/test_fold_three_tier.py). Not folded:
         dual-ToR and dual-plane NICs, and PCIe or mesh nodes (whose GPU links carry their NIC traffic)."""
         spec = self.fabric.spec
+        if self.staging is not None:  # a host path is shared by GPUs a fold would take apart
+            return False
         if spec.tiers == 1 or self.fabric.leaves == 1:
             return True
         if spec.dual_tor or spec.planes != 1 or self.scale_up_kind != "nvswitch":
@@ -185,6 +211,8 @@ class Topology:
         if link < 2 * g:
             kind = ("pcie" if self.pcie else "nvlink") + ("_up" if link < g else "_down")
             return f"{kind}[gpu {link % g}]"
+        if link < self.fabric.base and self.staging is not None:
+            return self.staging.link_name(link)
         kind, index = self.fabric.link_kind(link)
         return f"{kind}[{index}]"
 
@@ -234,7 +262,13 @@ class Topology:
             first, final = np.where(same_domain, self.mesh_link(src, real_dst), NO_LINK), np.full(len(src), NO_LINK)
         else:
             first, final = np.where(uses_up, src, NO_LINK), np.where(uses_down, g + last, NO_LINK)
-        links = _packed(np.column_stack([first, middle, final]))
+        columns = [first, middle, final]
+        if self.staging is not None:
+            bridged = same_domain & self.staging.bridged(src, real_dst)
+            first, final = np.where(bridged, self.staging.bridge_of(src), first), np.where(bridged, NO_LINK, final)
+            columns = [first, self.staging.host_up(src, uses_up & ~bridged), middle,
+                       self.staging.host_down(last, uses_down & ~bridged), final]
+        links = _packed(np.column_stack(columns))
         latency = np.where(links >= 0, self.latency[links], 0.0).sum(axis=1)
         return links, latency, out | to_out | from_out
 
@@ -260,6 +294,91 @@ class Topology:
         weights[up:up + len(port_weight)] = port_weight
         weights[down:down + len(port_weight)] = port_weight
         return weights
+
+
+@dataclass(frozen=True)
+class Staging:
+    """The host paths and NVLink bridges of a job's PCIe nodes (ScaleUpSpec.host_path, .bridges), as links
+    numbered from `base` (after the GPUs' ports): every host path's up link, then every host path's down link,
+    then one bridge link per bridged GPU, towards its partner."""
+
+    base: int
+    host_of_gpu: np.ndarray     # index of the host path each GPU's traffic crosses (-1: peer to peer)
+    host_rate: np.ndarray       # bytes/s per direction of every host path
+    partner: np.ndarray         # each GPU's bridged partner (-1: none)
+    bridge_of_gpu: np.ndarray   # index of each GPU's bridge link (-1: none)
+    bridge_rate: np.ndarray     # line rate of every bridge link, in the order of the GPUs that own them
+
+    @classmethod
+    def of(cls, placement: Placement, gpus_per_node: int, base: int) -> Staging | None:
+        """The host paths and bridges of the node groups of `placement` (each GPU's of its own group), or None
+        where no group has either."""
+        ups = [g.scale_up for g in placement.groups]
+        if all(up.host_path is None and up.bridges is None for up in ups):
+            return None
+        rank = np.arange(placement.num_gpus)
+        node_first, local = rank - rank % gpus_per_node, rank % gpus_per_node
+        span = np.array([min(up.host_path.gpus or gpus_per_node, gpus_per_node) if up.host_path else 0
+                         for up in ups])[placement.group]
+        staged = span > 0
+        path_start = np.where(staged, node_first + local // np.maximum(span, 1) * span, -1)
+        starts, host_of = np.unique(path_start[staged], return_inverse=True)
+        host_of_gpu = np.full(len(rank), -1, dtype=np.int64)
+        host_of_gpu[staged] = host_of
+        host_rate = np.array([up.host_path.bandwidth if up.host_path else 0.0 for up in ups])[placement.group]
+        bridge_speed = np.array([up.bridges.bandwidth if up.bridges else 0.0 for up in ups])[placement.group]
+        partner = np.where(bridge_speed > 0, rank ^ 1, -1)  # gpus_per_node is even where there are bridges
+        bridge_of_gpu = np.where(partner >= 0, np.cumsum(partner >= 0) - 1, -1)
+        return cls(base, host_of_gpu, host_rate[starts], partner, bridge_of_gpu, bridge_speed[partner >= 0])
+
+    @property
+    def paths(self) -> int:
+        return len(self.host_rate)
+
+    @property
+    def rate(self) -> np.ndarray:
+        """Line rate of every link from `base`, in link order."""
+        return np.concatenate([self.host_rate, self.host_rate, self.bridge_rate])
+
+    @property
+    def host_links(self) -> slice:
+        return slice(self.base, self.base + 2 * self.paths)
+
+    @property
+    def bridge_links(self) -> slice:
+        start = self.base + 2 * self.paths
+        return slice(start, start + len(self.bridge_rate))
+
+    @property
+    def bridge_owner(self) -> np.ndarray:
+        """The GPU whose outgoing link each bridge link is."""
+        return np.flatnonzero(self.partner >= 0)
+
+    def bridged(self, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+        """Whether each flow src -> dst (dst a GPU or an endpoint code) runs between the GPUs of one bridge."""
+        return (self.partner[src] >= 0) & (self.partner[src] == dst)
+
+    def bridge_of(self, src: np.ndarray) -> np.ndarray:
+        return self.bridge_links.start + self.bridge_of_gpu[src]
+
+    def host_up(self, gpu: np.ndarray, used: np.ndarray) -> np.ndarray:
+        """The up link of the host path of each sending GPU where `used` and it has one, else NO_LINK."""
+        path = self.host_of_gpu[gpu]
+        return np.where(used & (path >= 0), self.base + path, NO_LINK)
+
+    def host_down(self, gpu: np.ndarray, used: np.ndarray) -> np.ndarray:
+        """The down link of the host path of each receiving GPU where `used` and it has one, else NO_LINK."""
+        path = self.host_of_gpu[gpu]
+        return np.where(used & (path >= 0), self.base + self.paths + path, NO_LINK)
+
+    def link_name(self, link: int) -> str:
+        rel = link - self.base
+        if rel < 2 * self.paths:
+            path = rel % self.paths
+            first = int(np.flatnonzero(self.host_of_gpu == path)[0])
+            return f"host_{'up' if rel < self.paths else 'down'}[gpu {first}+]"
+        gpu = int(self.bridge_owner[rel - 2 * self.paths])
+        return f"bridge[gpu {gpu} -> gpu {int(self.partner[gpu])}]"
 
 
 def group_models(placement: Placement) -> tuple[tuple[LinkModel, ...], np.ndarray | None]:

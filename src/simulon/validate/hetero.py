@@ -2,13 +2,16 @@
 RTX 2080 Ti nodes (shared/validation/memory.csv, read by validate.hetero_rows), iteration time against measured.
 
 Each run becomes one scenario on a heterogeneous datacenter: a node group per GPU type, each from its MIT node
-template (templates/datacenter/sailor-mit-*.yaml: PCIe nodes, the RTX 3090 node on 1 Gb/s Ethernet, the others
-on 25 Gb/s) with the tp GPUs of each node the run used, under one switch; every stage replica on the node type
-its plan names (`training.stage_groups`, a group per data-parallel replica), with the plan's layer split. The
-pipeline engine is DeepSpeed's as Sailor ran it (hetero_rows' docstring): 1F1B over gbs / (mbs x dp)
-micro-batches, activations and their gradients sent between stages in 1/tp shares and all-gathered on arrival
-(pipeline_send partitioned), the data-parallel gradient all-reduce after the whole schedule (overlap_grad_reduce
-false), no optimizer sharding, no sequence parallelism, Megatron-DeepSpeed's unfused attention.
+template (templates/datacenter/sailor-mit-*.yaml: PCIe nodes without peer-to-peer, whose GPU traffic crosses
+host paths at what Sailor's send/recv test measured, the RTX 3090 node's GPUs NVLink-bridged in pairs; the RTX
+3090 node on 1 Gb/s Ethernet, the others on 25 Gb/s; scripts/sailor_host_paths.py compares the nodes with
+Sailor's send/recv and all-reduce microbenchmarks) with the tp GPUs of each node the run used, under one
+switch; every stage replica on the node type its plan names (`training.stage_groups`, a group per data-parallel
+replica), with the plan's layer split. The pipeline engine is DeepSpeed's as Sailor ran it (hetero_rows'
+docstring): 1F1B over gbs / (mbs x dp) micro-batches, activations and their gradients sent between stages in
+1/tp shares and all-gathered on arrival (pipeline_send partitioned), the data-parallel gradient all-reduce after
+the whole schedule (overlap_grad_reduce false), no optimizer sharding, no sequence parallelism,
+Megatron-DeepSpeed's unfused attention.
 
 DTYPE: the table gives fp16, but Sailor's launch scripts configure no fp16 and its own simulator of these plans
 runs fp32; its measured per-layer profile and gradient all-reduce times fit fp32 (hetero_rows' DOUBT, with

@@ -1,0 +1,43 @@
+"""The MIT node templates of Sailor's runs (templates/datacenter/sailor-mit-*.yaml): GPU traffic staged through
+host paths that carry what Sailor's send/recv test measured with every GPU busy, and the RTX 3090 node's
+NVLink-bridged pairs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from simulon.config.dc import DatacenterConfig
+from simulon.engine.fair_share import max_min_rates
+from simulon.network.topology import Topology
+from simulon.validate.hetero import NODE_TEMPLATES
+
+ALL_BUSY_GBPS = {"rtx-3090": 5.327, "titan-rtx": 24.30, "rtx-2080-ti": 24.55}
+"""Sailor's send/recv aggregate on one node with GPUs 0-3 each sending to GPU i + 4 at once
+(eth-easl/sailor sailor/providers/intra_node_bandwidths.json, world size 8, its best over message sizes)."""
+
+
+def node(gpu: str) -> Topology:
+    return Topology.from_datacenter(DatacenterConfig.model_validate({"from": NODE_TEMPLATES[gpu],
+                                                                     "cluster": {"num_nodes": 1}}))
+
+
+def aggregate_GBps(topology: Topology, src, dst) -> float:
+    links, _, _ = topology.routes(np.asarray(src), np.asarray(dst))
+    return float(max_min_rates(links, topology.capacity, np.full(len(src), np.inf)).sum()) / 1e9
+
+
+@pytest.mark.parametrize("gpu", sorted(NODE_TEMPLATES))
+def test_every_mit_node_stages_its_gpu_traffic_at_what_sailor_measured_with_every_gpu_busy(gpu):
+    topology = node(gpu)
+    assert topology.staging is not None and (topology.staging.host_of_gpu >= 0).all()
+    assert aggregate_GBps(topology, range(4), range(4, 8)) == pytest.approx(ALL_BUSY_GBPS[gpu], rel=0.01)
+
+
+def test_the_rtx_3090_node_bridges_gpus_in_pairs_at_the_nvlink_3_bridge_rate():
+    topology = node("rtx-3090")
+    links, _, _ = topology.routes(np.array([0, 7, 1]), np.array([1, 6, 2]))
+    names = [[topology.link_name(int(x)) for x in row if x >= 0] for row in links]
+    assert names[0] == ["bridge[gpu 0 -> gpu 1]"] and names[1] == ["bridge[gpu 7 -> gpu 6]"]
+    assert [n.split("[")[0] for n in names[2]] == ["pcie_up", "host_up", "host_down", "pcie_down"]
+    assert topology.line_rate[links[0, 0]] == pytest.approx(56.25e9)
