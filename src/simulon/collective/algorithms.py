@@ -158,6 +158,13 @@ def _ring_period(ctype: CollType, shape: GroupShape) -> int:
     return math.lcm(1 if shape.flat_ring else shape.per_node or 1, shape.mesh_cycles)
 
 
+def _p2p_symmetry(ctype: CollType, shape: GroupShape) -> int | None:
+    """An all-to-all's members each send to every other, so every member sees the same mix of links: 1. A ring
+    shift's member sends to the next: across nodes only the last of each node's members leaves it, so its sends
+    repeat node by node (1 in one domain or with one member per domain)."""
+    return 1 if ctype == A2A or shape.flat_ring else shape.per_node
+
+
 def _p2p_period(ctype: CollType, shape: GroupShape) -> int:
     """Inside a domain each of the channels an all-to-all peer's part takes is its own; across nodes every
     channel sends the same parts, and a ring shift's channels carry the same pairs everywhere."""
@@ -225,7 +232,7 @@ CATALOG: dict[str, Algorithm] = {a.name: a for a in (
               protocols=_SIMPLE, reduction=Reduction.SCALE_OUT_SWITCH, enabled=_collnet_enabled),
     Algorithm("pat", {AG: _plain(pat_all_gather), RS: _plain(pat_reduce_scatter)}, _constant(1), _constant(1),
               tuned_as="pat", protocols=_SIMPLE, enabled=_pat_enabled, refusal=_pat_refusal),
-    Algorithm("p2p", {A2A: _plain(all_to_all), SR: _plain(ring_shift)}, _constant(1), _p2p_period, tuned_as="ring",
+    Algorithm("p2p", {A2A: _plain(all_to_all), SR: _plain(ring_shift)}, _p2p_symmetry, _p2p_period, tuned_as="ring",
               protocols=_SIMPLE, enabled=_any_group),
     Algorithm("hierarchical", {ctype: _plain(partial(hierarchical, ctype=ctype)) for ctype in (AR, AG, RS)},
               _hierarchical_symmetry, _constant(1), tuned_as="ring"),
