@@ -1,5 +1,6 @@
-"""The fitter recovers a model from measurements the model itself produced, and lends shape parameters
-to a GPU with a single best-shape row."""
+"""The fitter recovers a model from measurements the model itself produced (timed as a whole, or reported as the
+median kernel duration as XLA's matmul table does), and lends shape parameters to a GPU with a single best-shape
+row."""
 
 from __future__ import annotations
 
@@ -7,13 +8,15 @@ import dataclasses
 import itertools
 
 import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
 
 from simulon.compute.calibration import AttentionParams, AttentionPhase, Calibrations, GemmParams
-from simulon.compute.fit import FitSettings, Observation, fit_calibration, predict
+from simulon.compute.fit import FitSettings, Observation, Timing, fit_calibration, predict
 from simulon.compute.minimize import nelder_mead
 from simulon.config.common import DType
 from simulon.config.dc import GPUSpec
-from simulon.workload.kernels import Phase, gemm
+from simulon.workload.kernels import Phase, gemm, memory_bound
 
 TRUE = GemmParams(efficiency=0.8, overhead_us=4.0, k_overhead=60.0, ramp_k=120.0, tile_intensity=50.0,
                   memory_efficiency=0.85, sustained_clock=0.8, throttle_ms=2.0, group_overhead_us=3.0)
@@ -24,11 +27,30 @@ SETTINGS = FitSettings(min_rows=20, gemm_start=START,
                        step=0.3, iterations=600, tolerance=1e-10, restarts=2)
 
 
-def synthetic(gpu: str, params: GemmParams, shapes) -> list[Observation]:
+def synthetic(gpu: str, params: GemmParams, shapes, timing: Timing = Timing.total) -> list[Observation]:
+    """Rows the model itself times; median-timed rows also run an operand transpose (XLA's FP8 dot on Hopper)."""
     cal = Calibrations.with_fit({"gpus": {gpu: {"sm_count": 132, "gemm": {"bf16": dataclasses.asdict(params)}}}})
-    obs = [Observation(i, gpu, DType.bf16, (gemm("g", Phase.fwd, m, n, k, 2.0),), 1.0, 2.0 * m * n * k, "s", "gemm")
-           for i, (m, n, k) in enumerate(shapes)]
+    besides = (lambda k, n: (memory_bound("t", Phase.fwd, 4.0 * k * n, k * n),)) if timing == Timing.median_kernel \
+        else (lambda k, n: ())
+    obs = [Observation(i, gpu, DType.bf16, (gemm("g", Phase.fwd, m, n, k, 2.0), *besides(k, n)), 1.0,
+                       2.0 * m * n * k, "s", "gemm", timing) for i, (m, n, k) in enumerate(shapes)]
     return [dataclasses.replace(o, seconds=float(t)) for o, t in zip(obs, predict(obs, cal), strict=True)]
+
+
+def test_a_timed_region_reports_the_sum_of_its_kernels_and_a_median_the_middle_one():
+    assert Timing.total.reported(np.array([2.0, 7.0, 3.0])) == 12.0
+    assert Timing.median_kernel.reported(np.array([2.0, 7.0, 3.0])) == 3.0
+    assert Timing.median_kernel.reported(np.array([2.0, 7.0])) == 4.5  # two kernels: their mean
+    np.testing.assert_array_equal(Timing.median_kernel.reported(np.array([[1.0, 3.0], [5.0, 9.0]])), [2.0, 7.0])
+
+
+@given(st.lists(st.floats(1e-7, 1.0), min_size=1, max_size=6))
+def test_a_median_kernel_time_lies_within_the_kernel_durations_and_never_above_their_sum(seconds):
+    reported = float(Timing.median_kernel.reported(np.array(seconds)))
+    assert min(seconds) <= reported <= max(seconds)
+    assert reported <= float(Timing.total.reported(np.array(seconds)))
+    if len(seconds) == 1:
+        assert reported == seconds[0]
 
 
 def test_nelder_mead_finds_the_minimum_of_a_quadratic():
@@ -53,3 +75,14 @@ def test_the_fit_reproduces_times_the_model_generated():
     # a GPU with no rows borrows the full fit, never the one fitted on a single best shape
     assert cal.gemm(GPUSpec.model_validate({"from": "gb200"}), DType.bf16)[1] == "h100-sxm"
     assert fit_calibration(obs + best, Calibrations.with_fit({}), SETTINGS) == doc  # deterministic
+
+
+def test_the_fit_reproduces_median_kernel_times_of_a_gemm_run_with_an_operand_transpose():
+    shapes = list(itertools.product((256, 2048, 16384), (512, 4096, 14336), (256, 2048, 8192)))
+    obs = synthetic("h100-sxm", TRUE, shapes, Timing.median_kernel)
+    cal = Calibrations.with_fit(fit_calibration(obs, Calibrations.with_fit({}), SETTINGS))
+    measured = np.array([o.seconds for o in obs])
+    assert np.max(np.abs(predict(obs, cal) / measured - 1)) < 0.02
+    # read as the time of both kernels, the same rows would need a GEMM faster than the one that produced them
+    whole = [dataclasses.replace(o, timing=Timing.total) for o in obs]
+    assert np.all(predict(whole, cal) > measured)

@@ -5,7 +5,9 @@ Each GPU and dtype with enough GEMM rows gets its own full parameter set; one wi
 best-shape measurement, say) keeps the shape parameters of the nearest fully fitted GPU and fits only
 its efficiency. Attention is fitted per GPU, library and 16-bit dtype, forward and backward apart where the rows
 separate them.
-The loss is the mean absolute log ratio of predicted to measured time.
+The loss is the mean absolute log ratio of predicted to measured time, the predicted time read as the source
+reports it (Timing): the sum of a row's kernels where one timed region spans them, or the median kernel duration
+where the source takes the median over every kernel it traced.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import math
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, fields, replace
+from enum import StrEnum
 
 import numpy as np
 
@@ -32,9 +35,23 @@ SEARCH_RANGE = 20.0
 """Largest |log| (or |logit|) the search visits: e^20 is far past any physical value of a parameter."""
 
 
+class Timing(StrEnum):
+    """How a source turns the kernels one measured operation launches into the time it reports."""
+
+    total = "total"                  # one timed region (CUDA events, wall clock) spans every kernel
+    median_kernel = "median_kernel"  # the median duration over every kernel traced (each run launches the same
+    #                                  kernels, so the median of one run's kernel durations): XLA's matmul table
+
+    def reported(self, kernel_seconds: np.ndarray) -> np.ndarray:
+        """The time the source reports for kernels of these durations (last axis: one operation's kernels)."""
+        reduce = np.median if self == Timing.median_kernel else np.sum
+        return reduce(np.asarray(kernel_seconds, dtype=float), axis=-1)
+
+
 @dataclass(frozen=True)
 class Observation:
-    """One measured kernel (or a forward+backward pair timed together)."""
+    """One measured kernel (or a forward+backward pair timed together, or a GEMM and the operand transpose its
+    framework runs before it)."""
 
     index: int
     gpu: str                        # GPU template
@@ -44,6 +61,7 @@ class Observation:
     flops: float                    # in the source's own convention, to report throughput
     subset: str
     family: str                     # gemm | grouped_gemm | attention
+    timing: Timing = Timing.total   # how `seconds` relates to the durations of `specs`
 
 
 @dataclass(frozen=True)
@@ -121,7 +139,7 @@ def predict(obs: Sequence[Observation], cal: Calibrations) -> np.ndarray:
         key = (o.gpu, o.dtype)
         if key not in models:
             models[key] = AnalyticalModel(_spec(o.gpu), o.dtype, cal)
-        out[i] = models[key].seconds(o.specs).sum()
+        out[i] = o.timing.reported(models[key].seconds(o.specs))
     return out
 
 
@@ -160,10 +178,22 @@ def _gemm_loss(obs: Sequence[Observation], arch: Architecture, spec: GPUSpec, dt
     measured = np.array([o.seconds for o in obs])
     peak, bandwidth = spec.peak_flops(dtype), spec.memory_bandwidth
     memory = Calibrations.shipped().memory
-    # what else the row timed besides the GEMM (an operand transpose): memory-bound kernels, not fitted here
-    besides = np.array([sum(memory_seconds(memory, bandwidth, s.bytes) for s in o.specs[1:]) for o in obs])
-    return lambda p: float(np.mean(np.abs(np.log((gemm_seconds(p, arch, peak, bandwidth, dtype.bytes, shapes)
-                                                  + besides) / measured))))
+    # what else the row timed besides the GEMM (an operand transpose): memory-bound kernels, not fitted here; rows
+    # grouped by timing and kernel count, so that each group is reported from one (rows x kernels) array
+    groups: dict[tuple[Timing, int], list[int]] = defaultdict(list)
+    for i, o in enumerate(obs):
+        groups[(o.timing, len(o.specs))].append(i)
+    besides = {key: np.array([[memory_seconds(memory, bandwidth, s.bytes) for s in obs[i].specs[1:]] for i in rows])
+               for key, rows in groups.items()}
+
+    def reported(gemms: np.ndarray) -> np.ndarray:
+        out = np.empty(len(obs))
+        for key, rows in groups.items():
+            out[rows] = key[0].reported(np.column_stack([gemms[rows], besides[key]]))
+        return out
+
+    return lambda p: float(np.mean(np.abs(np.log(reported(gemm_seconds(p, arch, peak, bandwidth, dtype.bytes, shapes))
+                                                  / measured))))
 
 
 def _layout(arch: Calibrations, gpu: str, gemm: dict[str, dict[DType, GemmParams]]) -> Architecture:
