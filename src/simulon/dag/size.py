@@ -35,7 +35,7 @@ from ..workload.layout import RankLayout
 from ..workload.megatron import MegatronTracer
 from ..workload.program import CollectiveOp, ComputeOp, SendOp, StageProgram
 from .builder import expansion_template, fold_positions
-from .fold import Fold, FoldMode, choose_fold, symmetric_axes
+from .fold import Fold, FoldMode, choose_fold, collective_shifts, symmetric_axes
 
 if TYPE_CHECKING:
     from ..config.scenario import ScenarioConfig
@@ -165,7 +165,8 @@ def scenario_size(sc: ScenarioConfig, fold_mode: FoldMode = "auto") -> DagSize:
     plan = CollectivePlan.from_config(topology, sc.collective)
     programs = tracer.stage_programs()
     axes = symmetric_axes(programs, tracer.layout, plan.foldable) if topology.foldable else set()
-    fold = choose_fold(tracer.layout, dc.node.gpus_per_node, dc.node.gpus_per_nic, fold_mode, axes)
+    fold = choose_fold(tracer.layout, dc.node.gpus_per_node, dc.node.gpus_per_nic, fold_mode, axes,
+                       collective_shifts(programs, tracer.layout, plan.symmetry) if axes else ())
     return estimate_size(programs, tracer.layout, fold, plan)
 
 
