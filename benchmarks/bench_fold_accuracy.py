@@ -110,6 +110,7 @@ FABRICS = {
                         "oversubscription": 2.0},
     "rail-optimized": "rail-optimized-fat-tree",
     "rail-optimized-2:1": {"from": "rail-optimized-fat-tree", "oversubscription": 2.0},
+    "rail-8/leaf": {"tiers": 2, "rail_optimized": True, "nics_per_leaf": 8, "spines": 8},
     "rail-8/leaf-2:1": {"tiers": 2, "rail_optimized": True, "nics_per_leaf": 8, "spines": 8,
                         "oversubscription": 2.0},
     "single-switch": "single-switch",

@@ -70,7 +70,7 @@ def build_dag(sc: ScenarioConfig, fold_mode: FoldMode = "auto", memory_limit: fl
     programs = tracer.stage_programs()
     axes = symmetric_axes(programs, tracer.layout, plan.foldable) & topology.fold_axes if topology.foldable else set()
     fold = fold_within_groups(tracer.layout, dc, placement, fold_mode, axes,
-                              collective_shifts(programs, tracer.layout, plan.symmetry) if axes else ())
+                              collective_shifts(programs, tracer.layout, plan.symmetry, topology) if axes else ())
     if memory_limit is not None:
         check_fits(estimate_size(programs, tracer.layout, fold, plan), memory_limit, trace,
                    _why_unfolded(fold, topology, fold_mode))

@@ -27,7 +27,8 @@ RAILS = {"tiers": 2, "rail_optimized": True, "nics_per_leaf": 8, "spines": 2}
 FABRICS = {
     "one unit": RAILS,                                                          # every rail under one leaf
     "one unit 2:1": {**RAILS, "oversubscription": 2.0},
-    "two units 2:1": {**RAILS, "nics_per_leaf": 4, "oversubscription": 2.0},  # a stage per scalable unit
+    "two units": {**RAILS, "nics_per_leaf": 4},                                # a stage per scalable unit
+    "two units 2:1": {**RAILS, "nics_per_leaf": 4, "oversubscription": 2.0},
 }
 CASES = {  # 8 nodes of 4 GPUs, two stages of 4 nodes
     "dp rings": dict(nodes=8, gpus_per_node=4, pp=2, gbs=32),
@@ -111,7 +112,7 @@ def test_a_group_whose_rails_stay_under_their_leaves_is_folded_and_one_across_sc
     dp = {c.group for c in dag.collectives if len(c.group) == 16}
     assert dp and all(topology.spreads(g) and not topology.on_one_rail(g) and not fold.expands(g, topology)
                       for g in dp)
-    sc = on_fabric(gpt_scenario(**{**CASES["dp rings"], "pp": 1}), FABRICS["two units 2:1"])
+    sc = on_fabric(gpt_scenario(**{**CASES["dp rings"], "pp": 1}), FABRICS["two units"])
     dag, topology, fold = build_dag(sc, "symmetric")
     dp = {c.group for c in dag.collectives if len(c.group) == 32}
     assert dp and all(fold.expands(g, topology) for g in dp)
@@ -124,12 +125,20 @@ def step_ms(case: str, expand: str, fabric: str, algorithm: str) -> float:
 
 
 @pytest.mark.parametrize(("case", "fabric", "algorithm"), [
-    ("dp rings", "one unit", "ring"), ("dp rings", "two units 2:1", "ring"), ("tp2 dp rings", "one unit 2:1", "ring"),
-    ("ep16 all-to-all", "one unit", "ring"), ("ep16 all-to-all", "one unit 2:1", "ring"),
-    ("ep16 all-to-all", "one unit", "pxn"), ("ep16 all-to-all", "two units 2:1", "pxn"),
+    ("dp rings", "one unit", "ring"), ("dp rings", "two units", "ring"), ("tp2 dp rings", "one unit", "pxn"),
+    ("ep16 all-to-all", "one unit", "ring"), ("ep16 all-to-all", "two units", "ring"),
+    ("ep16 all-to-all", "one unit", "pxn"), ("ep16 all-to-all", "two units", "pxn"),
 ])
 def test_a_folded_step_with_rings_bent_to_the_rails_takes_the_full_expansions_time_within_one_percent(
         case, fabric, algorithm):
     full = step_ms(case, "full", fabric, algorithm)
     assert "dp" in built(case, "symmetric", fabric, algorithm)[3].axes
     assert step_ms(case, "symmetric", fabric, algorithm) == pytest.approx(full, rel=0.01)
+
+
+@pytest.mark.parametrize("fabric", ["one unit 2:1", "two units 2:1"])
+def test_on_oversubscribed_leaves_rings_bent_to_the_rails_keep_their_members_simulated(fabric):
+    _, dag, _, fold = built("tp2 dp rings", "symmetric", fabric)
+    assert fold.axes == ("tp",)  # tensor parallelism inside a node still folds
+    dp = [c.group for c in dag.collectives if len(c.group) == 8]  # tp2 dp8 per stage, over 4 nodes
+    assert dp and all(fold.rep[g] == g for group in dp for g in group)

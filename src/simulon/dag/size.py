@@ -166,7 +166,7 @@ def scenario_size(sc: ScenarioConfig, fold_mode: FoldMode = "auto") -> DagSize:
     programs = tracer.stage_programs()
     axes = symmetric_axes(programs, tracer.layout, plan.foldable) if topology.foldable else set()
     fold = choose_fold(tracer.layout, dc.node.gpus_per_node, dc.node.gpus_per_nic, fold_mode, axes,
-                       collective_shifts(programs, tracer.layout, plan.symmetry) if axes else ())
+                       collective_shifts(programs, tracer.layout, plan.symmetry, topology) if axes else ())
     return estimate_size(programs, tracer.layout, fold, plan)
 
 
