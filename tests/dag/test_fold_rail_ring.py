@@ -21,6 +21,9 @@ from simulon.collective.types import CollType
 from simulon.compute.populate import populate
 from simulon.config.scenario import CollectiveConfig
 from simulon.dag.fold import choose_fold
+from simulon.dag.size import scenario_size
+from simulon.engine.flows import flow_properties
+from simulon.engine.footprint import flow_loads
 from simulon.pipeline import build_dag, run_populated
 
 RAILS = {"tiers": 2, "rail_optimized": True, "nics_per_leaf": 8, "spines": 2}
@@ -142,3 +145,13 @@ def test_on_oversubscribed_leaves_rings_bent_to_the_rails_keep_their_members_sim
     assert fold.axes == ("tp",)  # tensor parallelism inside a node still folds
     dp = [c.group for c in dag.collectives if len(c.group) == 8]  # tp2 dp8 per stage, over 4 nodes
     assert dp and all(fold.rep[g] == g for group in dp for g in group)
+
+
+def test_the_size_estimate_bounds_the_footprint_entries_of_folded_flows_above_the_leaves():
+    sc, dag, topology, fold = built("ep16 all-to-all", "symmetric", "one unit")
+    props = flow_properties(dag, topology, fold)
+    loads = flow_loads(dag, topology, fold, props)
+    above = int((loads.link >= topology.inner_links_from).sum())
+    estimate = scenario_size(sc, "symmetric").footprint_entries
+    assert 0 < above <= estimate
+    assert scenario_size(sc, "full").footprint_entries == 0
