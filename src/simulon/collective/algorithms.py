@@ -147,10 +147,13 @@ def _rail_ring_symmetry(ctype: CollType, shape: GroupShape) -> int | None:
 
 def _pxn_symmetry(ctype: CollType, shape: GroupShape) -> int | None:
     """As a ring's; an all-to-all's or a send/receive's sends, relayed by the member of the sender's node at the
-    receiver's index there (pxn.relay_cross_rail), repeat node by node."""
+    receiver's index there (pxn.relay_cross_rail), repeat node by node, but are not folded on a rail-optimized
+    fabric: there a step of DeepSeek-V3's shape with PXN all-to-alls inside scalable units of 8 nodes, folded every
+    two nodes, ran 2.2% fast against the full expansion (benchmarks/bench_fold_accuracy.py, ds128-pxn on
+    rail-8/leaf; the cause was not found), where without PXN it stays within 0.3%."""
     if ctype not in POINT_TO_POINT or shape.flat_ring:
         return _rail_ring_symmetry(ctype, shape)
-    return shape.per_node if shape.blocked else None
+    return shape.per_node if shape.blocked and not shape.rail_aligned else None
 
 
 def _hierarchical_symmetry(ctype: CollType, shape: GroupShape) -> int | None:

@@ -87,6 +87,8 @@ class Fold:
         counterparts' inner links (DeepSeek-V3's expert all-to-alls on 2,048 H800)."""
         if self.trivial or not topology.spreads(group) or topology.on_one_rail(group):
             return False
+        if self.layout is None:
+            return True  # a lone collective's group folded onto one member (fold_group): see _rails_under_leaves
         if group not in self._rails:
             self._rails[group] = not _rails_under_leaves(group, topology)
         return self._rails[group]
@@ -122,7 +124,12 @@ class Fold:
 
 def _rails_under_leaves(group: tuple[int, ...], topology: Topology) -> bool:
     """Whether, on a rail-optimized fabric, a group whose nodes hold its members in equal numbers links every
-    node's k-th member to the k-th member of each other node without going above the leaves."""
+    node's k-th member to the k-th member of each other node without going above the leaves.
+
+    Not asked of a lone collective folded onto one member (Fold.groups): its all-to-all's flows across rails, each
+    standing for every member's, ran 30% fast against the full expansion (`simulon collective` all-to-all of 128
+    MiB over 4 DGX H100: 2,218 against 3,176 us), where a training step's, standing for 4-8 members, stay within
+    0.3% on non-blocking leaves (ds128)."""
     if not topology.fabric.spec.rail_optimized:
         return False
     members = np.asarray(group, dtype=np.int64)
