@@ -13,6 +13,14 @@ parallelism only: with data parallelism folded too, a folded pipeline send moves
 over every data-parallel replica the representative stands for, which the full expansion's replicas, out of step,
 beat by 1.1-1.3% (tp2pp2dp16 1.0114, moe96 1.0121); folding tp only gives 1.0000 and 0.9994.
 
+`ds128` and `ds128-pxn` have DeepSeek-V3's structure on 16 HGX H800 nodes (tp1 pp2 dp64 ep32): data-parallel rings
+over 8 nodes, bent to the rails (they repeat every two nodes, so the fold's period doubles to 16 GPUs), and expert
+all-to-alls over 4 nodes, across rails (or relayed by PXN). Folded / full: 1.0000 on rail-optimized (32 nodes per
+leaf), 0.9973 on rail-8/leaf; at 2:1 (rail-8/leaf-2:1, rail-optimized-2:1) such steps are no longer folded along data
+parallelism (1.0000: folded they ran 1.0667 and 0.9893, dag.fold.collective_shifts); with PXN on rails the
+all-to-alls keep data parallelism whole (folded, ds128-pxn on rail-8/leaf ran 0.9777; cause not found). dp64 and
+tp2pp2dp16 (rings bent to the rails, folded since) 1.0000 on rail-optimized and rail-8/leaf.
+
 `--method naive` replays the folded run as before engine/footprint.py and Fold.expands: a simulated flow loads
 its own route's inner links only, so it misses the ECMP collisions of the flows it stands for (the "before"
 column). Both
