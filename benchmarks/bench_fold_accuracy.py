@@ -13,6 +13,14 @@ parallelism only: with data parallelism folded too, a folded pipeline send moves
 over every data-parallel replica the representative stands for, which the full expansion's replicas, out of step,
 beat by 1.1-1.3% (tp2pp2dp16 1.0114, moe96 1.0121); folding tp only gives 1.0000 and 0.9994.
 
+`ds128` and `ds128-pxn` have DeepSeek-V3's structure on 16 HGX H800 nodes (tp1 pp2 dp64 ep32): data-parallel rings
+over 8 nodes, bent to the rails (they repeat every two nodes, so the fold's period doubles to 16 GPUs), and expert
+all-to-alls over 4 nodes, across rails (or relayed by PXN). Folded / full: 1.0000 on rail-optimized (32 nodes per
+leaf), 0.9973 on rail-8/leaf; at 2:1 (rail-8/leaf-2:1, rail-optimized-2:1) such steps are no longer folded along data
+parallelism (1.0000: folded they ran 1.0667 and 0.9893, dag.fold.collective_shifts); with PXN on rails the
+all-to-alls keep data parallelism whole (folded, ds128-pxn on rail-8/leaf ran 0.9777; cause not found). dp64 and
+tp2pp2dp16 (rings bent to the rails, folded since) 1.0000 on rail-optimized and rail-8/leaf.
+
 `--method naive` replays the folded run as before engine/footprint.py and Fold.expands: a simulated flow loads
 its own route's inner links only, so it misses the ECMP collisions of the flows it stands for (the "before"
 column). Both
@@ -68,6 +76,21 @@ def _gpt(model: str, nodes: int, tp: int, pp: int, gbs: int, template: str = "dg
                          "training": {"global_batch_size": gbs, "micro_batch_size": 1, "sequence_length": 2048}}}
 
 
+def _deepseek_like(nodes: int, pp: int, ep: int, gbs: int) -> dict:
+    """DeepSeek-V3's structure on HGX H800 nodes: no tensor parallelism, so data-parallel rings run over the
+    nodes of a stage (bent to the rails) and expert all-to-alls over several nodes, across rails; a Llama-7B-shaped
+    MoE of `ep` experts, top-2, 8 layers."""
+    model = {**_example("moe_96gpu.yaml")["workload"]["model"], "num_layers": 8,
+             "moe": {"num_experts": ep, "top_k": 2}}
+    return {"datacenter": {"from": "hgx-h800", "cluster": {"num_nodes": nodes}},
+            "workload": {"framework": "megatron", "model": model, "parallelism": {"tp": 1, "pp": pp, "ep": ep},
+                         "training": {"global_batch_size": gbs, "micro_batch_size": 1, "sequence_length": 2048}}}
+
+
+def _pxn(case: dict) -> dict:
+    return {**case, "collective": {"algorithm": "pxn"}}
+
+
 def _fsdp(case: dict) -> dict:
     case["workload"]["parallelism"]["fsdp"] = "full_shard"
     return case
@@ -81,6 +104,8 @@ CASES = {
     "dense512": _gpt("gpt3-13b", 64, 8, 2, 128),    # tp8 pp2 dp32 on 512 H100
     "fsdp64": _fsdp(_gpt("gpt3-1.3b", 8, 1, 1, 64)),  # dp64 ZeRO-3 on 64 H100
     "tp2pp4dp32": _gpt("gpt3-1.3b", 32, 2, 4, 128),  # 256 H100: pipeline sends across pods, dp rings over nodes
+    "ds128": _deepseek_like(16, 2, 32, 256),        # tp1 pp2 dp64 ep32 on 128 H800: rings bent to the rails
+    "ds128-pxn": _pxn(_deepseek_like(16, 2, 32, 256)),  # the same, all-to-alls relayed through PXN
 }
 LARGE = {
     "gpt3-175b-512": {**_example("gpt3_175b_1024gpu.yaml")},
@@ -92,6 +117,10 @@ FABRICS = {
     "rail-4/leaf-2:1": {"tiers": 2, "rail_optimized": True, "nics_per_leaf": 4, "spines": 4,
                         "oversubscription": 2.0},
     "rail-optimized": "rail-optimized-fat-tree",
+    "rail-optimized-2:1": {"from": "rail-optimized-fat-tree", "oversubscription": 2.0},
+    "rail-8/leaf": {"tiers": 2, "rail_optimized": True, "nics_per_leaf": 8, "spines": 8},
+    "rail-8/leaf-2:1": {"tiers": 2, "rail_optimized": True, "nics_per_leaf": 8, "spines": 8,
+                        "oversubscription": 2.0},
     "single-switch": "single-switch",
     "3-tier-rail-2:1": {"tiers": 3, "rail_optimized": True, "nics_per_leaf": 4, "spines": 4, "leaves_per_pod": 8,
                         "cores": 4, "oversubscription": 2.0, "pod_oversubscription": 2.0},
@@ -168,7 +197,7 @@ def main() -> None:
 
 
 def _gpus(data: dict) -> int:
-    gpn = {"dgx-h100": 8, "dgx-a100": 8}.get(data["datacenter"].get("from"))
+    gpn = {"dgx-h100": 8, "dgx-a100": 8, "hgx-h800": 8}.get(data["datacenter"].get("from"))
     node = data["datacenter"].get("node", {})
     return data["datacenter"]["cluster"]["num_nodes"] * (node.get("gpus_per_node") or gpn or 8)
 

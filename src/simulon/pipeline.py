@@ -17,7 +17,16 @@ from .compute.populate import populate
 from .config.dc import DatacenterConfig, Placement
 from .config.scenario import ScenarioConfig
 from .dag.builder import DAGBuilder, collective_dag
-from .dag.fold import Fold, FoldMode, choose_fold, fold_group, nics_consistent, symmetric_axes
+from .dag.fold import (
+    Fold,
+    FoldMode,
+    Shifts,
+    choose_fold,
+    collective_shifts,
+    fold_group,
+    nics_consistent,
+    symmetric_axes,
+)
 from .dag.nodes import ExecutionDAG
 from .dag.size import check_fits, estimate_size
 from .engine.replay import Timeline, replay
@@ -60,7 +69,8 @@ def build_dag(sc: ScenarioConfig, fold_mode: FoldMode = "auto", memory_limit: fl
     plan = CollectivePlan.from_config(topology, sc.collective)
     programs = tracer.stage_programs()
     axes = symmetric_axes(programs, tracer.layout, plan.foldable) & topology.fold_axes if topology.foldable else set()
-    fold = fold_within_groups(tracer.layout, dc, placement, fold_mode, axes)
+    fold = fold_within_groups(tracer.layout, dc, placement, fold_mode, axes,
+                              collective_shifts(programs, tracer.layout, plan.symmetry, topology) if axes else ())
     if memory_limit is not None:
         check_fits(estimate_size(programs, tracer.layout, fold, plan), memory_limit, trace,
                    _why_unfolded(fold, topology, fold_mode))
@@ -69,13 +79,13 @@ def build_dag(sc: ScenarioConfig, fold_mode: FoldMode = "auto", memory_limit: fl
 
 
 def fold_within_groups(layout: RankLayout, dc: DatacenterConfig, placement: Placement, fold_mode: FoldMode,
-                       axes: set[str]) -> Fold:
+                       axes: set[str], shifts: Shifts = ()) -> Fold:
     """The fold choose_fold makes of `axes`, or of fewer of them where it would stand one GPU for a GPU of
     another node group (another GPU type, NVLink or NIC): on a heterogeneous datacenter data-parallel replicas
     fold where their stages sit on the same groups (pipeline outermost, Megatron order), tensor-parallel peers
     within their node."""
     for trial in (axes, *({axis} for axis in sorted(axes, reverse=True)), set()):
-        fold = choose_fold(layout, dc.gpus_per_node, dc.gpus_per_nic, fold_mode, trial)
+        fold = choose_fold(layout, dc.gpus_per_node, dc.gpus_per_nic, fold_mode, trial, shifts)
         if placement.uniform or np.array_equal(placement.group[fold.rep], placement.group):
             return fold
     raise AssertionError("an empty set of axes folds nothing")

@@ -133,17 +133,27 @@ def _per_node(ctype: CollType, shape: GroupShape) -> int | None:
 
 def _rail_ring_symmetry(ctype: CollType, shape: GroupShape) -> int | None:
     """A ring (or what degenerates to one) inside one node or with one member per node: 1; a ring not bent to
-    the rails repeats node by node; a ring bent to the rails, or over a mesh's cycles, by no shift."""
+    the rails repeats node by node; a ring bent to the rails (every other node visited backwards, ring.ring_order)
+    every two nodes, where the group's nodes are even in number and hold their members in a row (an odd count
+    joins a forward node to a forward one); over a mesh's cycles, by no shift."""
     if shape.mesh_cycles > 1 and ctype != A2A:
         return None
     if shape.flat_ring:
         return 1
-    return None if shape.rail_aligned else shape.per_node
+    if not shape.rail_aligned:
+        return shape.per_node
+    return 2 * shape.per_node if shape.blocked and shape.nodes % 2 == 0 else None
 
 
 def _pxn_symmetry(ctype: CollType, shape: GroupShape) -> int | None:
-    """As a ring's, and for all-to-all's sends with relays as a ring bent to the rails."""
-    return _rail_ring_symmetry(ctype, shape)
+    """As a ring's; an all-to-all's or a send/receive's sends, relayed by the member of the sender's node at the
+    receiver's index there (pxn.relay_cross_rail), repeat node by node, but are not folded on a rail-optimized
+    fabric: there a step of DeepSeek-V3's shape with PXN all-to-alls inside scalable units of 8 nodes, folded every
+    two nodes, ran 2.2% fast against the full expansion (benchmarks/bench_fold_accuracy.py, ds128-pxn on
+    rail-8/leaf; the cause was not found), where without PXN it stays within 0.3%."""
+    if ctype not in POINT_TO_POINT or shape.flat_ring:
+        return _rail_ring_symmetry(ctype, shape)
+    return shape.per_node if shape.blocked and not shape.rail_aligned else None
 
 
 def _hierarchical_symmetry(ctype: CollType, shape: GroupShape) -> int | None:

@@ -11,6 +11,14 @@ from .common import FlowSet
 from .shape import GroupShape
 
 
+def relay_tag(src: np.ndarray, proxy: np.ndarray, dst: np.ndarray, n: int) -> np.ndarray:
+    """The tag of a relay's second part: the proxy forwards to one receiver the parts of several senders of its
+    node, in the same step and channel, so the tag names both how far round the group the receiver is from the
+    proxy and how far the sender is, past the tags of direct flows (0 to n): a folded member's relays map onto
+    its representative's one for one (dag.builder)."""
+    return n + 1 + (src - proxy) % n * n + (dst - proxy) % n
+
+
 def relay_cross_rail(flows: FlowSet, shape: GroupShape) -> FlowSet:
     """The same flows with every cross-node, cross-rail one split at its rail-aligned proxy: the first part
     keeps the flow's parents, the second waits for the first, and the flow's children wait for the second."""
@@ -44,5 +52,5 @@ def relay_cross_rail(flows: FlowSet, shape: GroupShape) -> FlowSet:
     return FlowSet(flows.group, extend(src, proxy[relayed]), extend(new_dst, dst[relayed]),
                    extend(flows.size, flows.size[relayed]), extend(flows.channel, flows.channel[relayed]),
                    extend(flows.step, flows.step[relayed]),
-                   extend(flows.tag, (dst[relayed] - proxy[relayed]) % n),
+                   extend(flows.tag, relay_tag(src[relayed], proxy[relayed], dst[relayed], n)),
                    np.concatenate([[0], np.cumsum(counts)]).astype(np.int64), parent_idx, switch=flows.switch)

@@ -65,6 +65,13 @@ class GroupShape:
         apart run the same flows."""
         return math.lcm(*(len(disjoint_cycles(len(m))) for m in self.members)) if self.mesh and self.n else 1
 
+    @cached_property
+    def blocked(self) -> bool:
+        """Every domain holds the same number of members, at consecutive positions, domains in order: a shift of
+        positions by a multiple of the members per domain maps domain k onto domain k + shift / per_node."""
+        per_node = self.per_node
+        return per_node is not None and all(d == p // per_node for p, d in enumerate(self.domain))
+
     @property
     def flat_ring(self) -> bool:
         """One domain, or one member per domain: every member sees the same links (rotation symmetric)."""

@@ -35,7 +35,7 @@ from ..workload.layout import RankLayout
 from ..workload.megatron import MegatronTracer
 from ..workload.program import CollectiveOp, ComputeOp, SendOp, StageProgram
 from .builder import expansion_template, fold_positions
-from .fold import Fold, FoldMode, choose_fold, symmetric_axes
+from .fold import Fold, FoldMode, choose_fold, collective_shifts, symmetric_axes
 
 if TYPE_CHECKING:
     from ..config.scenario import ScenarioConfig
@@ -48,12 +48,22 @@ class DagSize:
     nodes: int
     flows: int
     simulated_gpus: int
+    footprint_entries: int = 0
 
     def memory_bytes(self, trace: bool = False) -> float:
         """The resident memory that building, timing and replaying such a DAG (and writing its trace) adds."""
         cost = memory_cost()
         return (cost["fixed_bytes"] + cost["per_node_bytes"] * self.nodes + cost["per_flow_bytes"] * self.flows
+                + FOOTPRINT_ENTRY_BYTES * self.footprint_entries
                 + (cost["per_trace_node_bytes"] * self.nodes if trace else 0.0))
+
+
+FOOTPRINT_ENTRY_BYTES = 32.0
+"""Bytes per (flow, inner link) entry of folded flows' footprints (engine/footprint.py): a link index and a weight
+(16 bytes) and what building and replaying keep beside them. Measured: DeepSeek-V3 on 2,048 H800 at 16
+micro-batches (`simulon simulate`, 6.75 million nodes, at most 57.5 million such entries) peaked at 4.90 GiB
+resident, 1.65 GiB above the fitted line (memory_cost.yaml, whose rows have few entries): 30.8 bytes an entry,
+rounded up to cover that run."""
 
 
 class TooLarge(ConfigError):
@@ -126,7 +136,8 @@ def estimate_size(programs: list[StageProgram], layout: RankLayout, fold: Fold, 
     """The size of the DAG DAGBuilder(programs, layout, fold, plan).build() makes, counted without building."""
     simulated = np.flatnonzero(fold.multiplicity)
     stages = layout.coords[simulated, 3]
-    nodes = flows = 0
+    nodes = flows = entries = 0
+    spread = _footprint_spread(fold, plan.topology)
     for stage, prog in enumerate(programs):
         ranks = simulated[stages == stage].tolist()
         if not ranks:
@@ -134,9 +145,11 @@ def estimate_size(programs: list[StageProgram], layout: RankLayout, fold: Fold, 
         per_rank, sends, calls = _program_counts(prog)
         nodes += len(ranks) * (per_rank + sends)
         flows += len(ranks) * sends
+        entries += spread * int(fold.multiplicity[ranks].sum()) * sends
         groups: dict[str, tuple[int, tuple[int, ...], tuple[int, ...], int]] = {}  # axis -> (groups built,
         # a sample group, its members' representatives' positions, markers a call adds besides its groups')
-        per_call: dict[tuple, tuple[int, int]] = {}  # (axis, type, size) -> (nodes, flows) of all its groups
+        per_call: dict[tuple, tuple[int, int, int]] = {}  # (axis, type, size) -> (nodes, flows, footprint
+        # entries) of all its groups
         for op in calls:
             key = (op.axis, op.ctype, op.nbytes)
             if key not in per_call:
@@ -146,11 +159,33 @@ def estimate_size(programs: list[StageProgram], layout: RankLayout, fold: Fold, 
                 template = expansion_template(op.ctype, op.nbytes, plan.choose(op.ctype, sample, op.nbytes),
                                               plan.shape(sample), fold_pos)
                 per_call[key] = (count * (2 * len(template.simulated) + len(template.flow_src)) + joins,
-                                 count * len(template.flow_src))
-            call_nodes, call_flows = per_call[key]
+                                 count * len(template.flow_src),
+                                 count * spread * _leaving_flows(template, sample, fold, plan.topology))
+            call_nodes, call_flows, call_entries = per_call[key]
             nodes += call_nodes
             flows += call_flows
-    return DagSize(int(nodes), int(flows), len(simulated))
+            entries += call_entries
+    return DagSize(int(nodes), int(flows), len(simulated), int(entries))
+
+
+def _footprint_spread(fold: Fold, topology: Topology) -> int:
+    """The inner links (above the leaves) one counterpart of a folded flow that leaves its domain may add to the
+    flow's footprint: up and down each tier above the leaves (0 without a fold or inner links)."""
+    if fold.trivial or topology.inner_links_from >= topology.num_links:
+        return 0
+    return 2 * (topology.fabric.spec.tiers - 1)
+
+
+def _leaving_flows(template, sample: tuple[int, ...], fold: Fold, topology: Topology) -> int:
+    """Counterparts of a call's kept flows that leave their scale-up domain, summed over those flows (each a
+    footprint of at most `_footprint_spread` entries per counterpart)."""
+    if fold.expands(sample, topology):
+        return 0  # expanded flows are physical: they load their own routes
+    src = np.asarray(sample)[np.asarray(template.flow_src, dtype=np.int64)]
+    dst_pos = np.asarray(template.flow_dst, dtype=np.int64)
+    dst = np.where(dst_pos >= 0, np.asarray(sample)[np.maximum(dst_pos, 0)], src)
+    leaving = src // topology.domain_gpus != dst // topology.domain_gpus
+    return int(fold.multiplicity[src[leaving]].sum())
 
 
 def scenario_size(sc: ScenarioConfig, fold_mode: FoldMode = "auto") -> DagSize:
@@ -165,7 +200,8 @@ def scenario_size(sc: ScenarioConfig, fold_mode: FoldMode = "auto") -> DagSize:
     plan = CollectivePlan.from_config(topology, sc.collective)
     programs = tracer.stage_programs()
     axes = symmetric_axes(programs, tracer.layout, plan.foldable) if topology.foldable else set()
-    fold = choose_fold(tracer.layout, dc.node.gpus_per_node, dc.node.gpus_per_nic, fold_mode, axes)
+    fold = choose_fold(tracer.layout, dc.node.gpus_per_node, dc.node.gpus_per_nic, fold_mode, axes,
+                       collective_shifts(programs, tracer.layout, plan.symmetry, topology) if axes else ())
     return estimate_size(programs, tracer.layout, fold, plan)
 
 
