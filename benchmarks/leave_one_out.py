@@ -118,8 +118,9 @@ def refit(table: dict, cases: list, gpu_families: set[str], nic_families: set[st
     for fam in sorted(gpu_families & {link_model_for(c.datacenter(), table).gpu_family for c in inside}):
         mine = [c for c in inside if link_model_for(c.datacenter(), table).gpu_family == fam]
         params = calibrate.gpu_parameters(table, fam, calibrate.shows_latency(mine),
-                                          any(c.ctype.name == "AllToAll" for c in mine),
-                                          calibrate.shows_ring_sizes(mine))
+                                          any(c.ctype.name in ("AllToAll", "SendRecv") for c in mine),
+                                          calibrate.shows_ring_sizes(mine),
+                                          any(c.ctype.name == "SendRecv" for c in mine))
         calibrate.fit(table, params, calibrate.Fit(mine), f"  GPU family {fam}")
     for fam in sorted(nic_families & {link_model_for(c.datacenter(), table).nic_family for c in across}):
         mine = [c for c in across if link_model_for(c.datacenter(), table).nic_family == fam]

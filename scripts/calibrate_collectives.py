@@ -4,11 +4,12 @@
 
 GPU families first, on the rows that stay inside one scale-up domain (no NIC takes part); then NIC families
 on the rows that cross nodes, with the GPU families fixed. Each fit linearises the simulated times around
-the current parameters (one simulation per parameter), minimises the 4-norm over message-size classes of
-the busbw MAPE of that linear model over the class's bound (Nelder-Mead), re-simulates at the result, and
-repeats. Latencies enter the times linearly, efficiencies through their inverses. Parameters stay within
-physical bounds; per-channel bandwidths stay NCCL's. The rows are the validation's: spikes (a reading over
-twice as long as a larger message of its sweep) are left out of both.
+the current parameters (one simulation per parameter), minimises the 4-norm over message-size classes (of
+send/receive apart from the collectives) of the busbw MAPE of that linear model over the class's bound
+(Nelder-Mead), re-simulates at the result, and repeats. Latencies enter the times linearly, efficiencies
+through their inverses. Parameters stay within physical bounds; per-channel bandwidths stay NCCL's. The rows
+are the validation's: spikes (a reading over twice as long as a larger message of its sweep) are left out of
+both.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import yaml
 
 from simulon.collective.metrics import bus_bandwidth_factor
 from simulon.collective.nccl import PROTOCOLS
-from simulon.collective.types import CollType
+from simulon.collective.types import POINT_TO_POINT, CollType
 from simulon.compute.minimize import nelder_mead
 from simulon.network.calibration import LOCAL_PASSES, link_model_for, shipped_table
 from simulon.pipeline import collective_sweep
@@ -34,6 +35,7 @@ DATA = ROOT / "src/simulon/network/data/calibration.yaml"
 OUTER, INNER, RESTARTS = 5, 600, 3   # linearise-and-fit rounds; Nelder-Mead iterations and starts per round
 LATENCY_STEP, INVERSE_STEP = 1.0, 0.05   # finite-difference steps: microseconds; inverse efficiency
 SCALE_UP_EFFICIENCY = (0.6, 1.0)   # bounds: fraction of line rate a collective reaches on NVLink
+P2P_EFFICIENCY = (0.4, 1.0)        # and grouped sends (XLA's permutes reach 0.59-0.75 at 1 GiB and more)
 NIC_EFFICIENCY = (0.85, 1.0)       # and on a NIC (RDMA goodput over line rate)
 LAUNCH_US = (0.0, 60.0)            # per collective
 HOP_US = (0.0, 30.0)               # per NVLink hop
@@ -57,6 +59,8 @@ HEADER = """# Link-use parameters of collectives, calibrated against ../shared/v
 # (null: no per-channel limit); in_switch_efficiency null: the family has no in-switch reduction (NVLS).
 # hop_us is a ring or tree step's latency per protocol; in_switch_hop_us a leg to or from the reducing NVSwitch,
 # plus in_switch_member_hop_us per member it serves beyond the first; p2p_hop_us a part of a grouped send;
+# sendrecv_launch_us a send/receive's (ring shift's) launch (null: Simple's); p2p_efficiency the fraction of a
+# scale-up port's line rate grouped sends reach inside the domain (null: scale_up_efficiency's);
 # p2p_channel_GBps what one channel copies of a grouped send inside a scale-up domain (null: no limit);
 # ring_local_GBps what one channel moves in a ring's last, local step: reduce-scatter's reduce, all-gather's copy,
 # all-reduce's reduce_copy (its reduced chunk written out as it is sent on, then copied out) (null: not fitted,
@@ -109,11 +113,14 @@ def _node(table: dict, path: tuple[str, ...]) -> dict:
     return table
 
 
-def gpu_parameters(table: dict, family: str, latencies: bool, all_to_all: bool, ring_sizes: bool) -> list[Parameter]:
+def gpu_parameters(table: dict, family: str, latencies: bool, point_to_point: bool, ring_sizes: bool,
+                   send_receive: bool = False) -> list[Parameter]:
     """Launch and hop latency per protocol, an all-to-all part's and an NVSwitch leg's (base and per member)
-    when the rows can show them; NVLink efficiency and NVLS's; a channel's all-to-all copy rate when there are
-    all-to-all rows, and its ring local rates when rings were measured over groups of two sizes. The other
-    per-channel bandwidths stay NCCL's: they bind only at few channels, which the measurements hardly show."""
+    when the rows can show them; NVLink efficiency and NVLS's; where there are grouped send/receive rows
+    (all-to-all, send/receive), a channel's copy rate and the share of the line rate they reach, and with
+    send/receive rows and latencies, a send/receive's launch; a channel's ring local rates when rings were
+    measured over groups of two sizes. The other per-channel bandwidths stay NCCL's: they bind only at few
+    channels, which the measurements hardly show."""
     entry = table["gpu_families"][family]
     params = [Parameter(("gpu_families", family, key, p), False, *bounds)
               for key, bounds in (("launch_us", LAUNCH_US), ("hop_us", HOP_US)) for p in PROTOCOLS] if latencies else []
@@ -125,10 +132,17 @@ def gpu_parameters(table: dict, family: str, latencies: bool, all_to_all: bool, 
         if latencies:
             params += [Parameter(("gpu_families", family, "in_switch_hop_us"), False, *HOP_US),
                        Parameter(("gpu_families", family, "in_switch_member_hop_us"), False, *MEMBER_HOP_US)]
-    if all_to_all:
+    if point_to_point:
         if entry["p2p_channel_GBps"] is None:
             entry["p2p_channel_GBps"] = P2P_CHANNEL_SEED_GBPS
         params.append(Parameter(("gpu_families", family, "p2p_channel_GBps"), False, *P2P_CHANNEL_GBPS))
+        if entry.get("p2p_efficiency") is None:
+            entry["p2p_efficiency"] = entry["scale_up_efficiency"]
+        params.append(Parameter(("gpu_families", family, "p2p_efficiency"), True, *P2P_EFFICIENCY))
+        if latencies and send_receive:
+            if entry.get("sendrecv_launch_us") is None:
+                entry["sendrecv_launch_us"] = entry["launch_us"]["simple"]
+            params.append(Parameter(("gpu_families", family, "sendrecv_launch_us"), False, *LAUNCH_US))
     if ring_sizes:
         rates = entry["ring_local_GBps"] = entry["ring_local_GBps"] or {}
         for kind in LOCAL_PASSES:
@@ -164,7 +178,7 @@ class Fit:
         rows = [(case, row) for case in cases for row in case.rows]
         self.measured = np.array([bus_bandwidth_factor(case.ctype, len(case.groups[0])) * size / busbw / 1e9
                                   for case, (_, _, size, busbw) in rows])
-        classes = [size_class(size) for _, (_, _, size, _) in rows]
+        classes = [(case.ctype == CollType.SendRecv, size_class(size)) for case, (_, _, size, _) in rows]
         self.classes = [(name, np.array([c == name for c in classes])) for name in sorted(set(classes))]
 
     def simulate(self, table: dict) -> np.ndarray:
@@ -178,10 +192,11 @@ class Fit:
         return np.array(times)
 
     def loss(self, times: np.ndarray) -> float:
-        """The size classes' busbw MAPE (the validation's metric) over the class's bound, combined as a 4-norm:
+        """The size classes' busbw MAPE (the validation's metric; send/receive's classes apart from the
+        collectives', as the validation reports them) over the class's bound, combined as a 4-norm:
         the class furthest over its bound weighs most, as the bounds hold class by class."""
         error = 100 * np.abs(self.measured / np.maximum(times, 1e-12) - 1.0)
-        return float(sum((error[mask].mean() / BOUNDS[name]) ** 4 for name, mask in self.classes) ** 0.25)
+        return float(sum((error[mask].mean() / BOUNDS[name]) ** 4 for (_, name), mask in self.classes) ** 0.25)
 
 
 def fit(table: dict, params: list[Parameter], data: Fit, label: str) -> None:
@@ -260,8 +275,9 @@ def main() -> None:
     for family in table["gpu_families"]:
         mine = [c for c in inside if link_model_for(c.datacenter()).gpu_family == family]
         if mine and chosen(family):
-            a2a = any(c.ctype == CollType.AllToAll for c in mine)
-            params = gpu_parameters(table, family, shows_latency(mine), a2a, shows_ring_sizes(mine))
+            grouped = any(c.ctype in POINT_TO_POINT for c in mine)
+            params = gpu_parameters(table, family, shows_latency(mine), grouped, shows_ring_sizes(mine),
+                                    any(c.ctype == CollType.SendRecv for c in mine))
             fit(table, params, Fit(mine), f"GPU family {family}")
     for family in table["nic_families"]:
         mine = [c for c in across if link_model_for(c.datacenter()).nic_family == family]

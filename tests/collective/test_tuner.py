@@ -114,11 +114,13 @@ def test_all_to_all_runs_nccl_point_to_point_kernels_which_are_simple_only():
 
 
 @pytest.mark.parametrize(("ranks", "peer_bytes", "channels"), [
-    (72, 2**30, 1), (64, 2**24, 1), (64, 2**26, 2), (36, 2**30, 2), (32, 2**26, 4), (18, 2**24, 1),
-    (8, 2**20, 4), (8, 2**30, 16), (2, 2**30, 32), (8, 2**15, 1)])
-def test_an_all_to_all_gives_each_peer_the_channels_nccl_does(ranks, peer_bytes, channels):
-    # p2pnChannelsPerPeer 32 halved while x ranks > 32 (the start) or > 128 (the most), parts of 64 KiB at
-    # least and doubled while over 16 MiB: 72 ranks always get 1 channel a peer, 64 get 2 from 32 MiB a peer
+    (72, 2**24, 1), (72, 2**25, 2), (72, 2**30, 32), (64, 2**26, 4), (36, 2**30, 32), (32, 2**26, 4),
+    (18, 2**24, 1), (8, 2**20, 4), (8, 2**26, 4), (8, 2**27, 8), (8, 2**29, 32), (8, 2**30, 32), (2, 2**30, 32),
+    (8, 2**15, 1)])
+def test_a_peer_gets_the_point_to_point_channels_nccl_gives_it(ranks, peer_bytes, channels):
+    # p2pnChannelsPerPeer 32 halved while x ranks > 32 to start with, parts of 64 KiB at least, doubled while
+    # over 16 MiB up to all 32 (NCCL 2.24 on): 72 ranks start at 1 channel a peer, 8 at 4; XLA's permutes of a
+    # whole message show the doublings from 32 MiB (72 ranks) and 128 MiB (8 ranks) up
     assert p2p_channels_per_peer(ranks, peer_bytes) == channels
 
 
@@ -134,7 +136,7 @@ def test_a_peer_gets_a_power_of_two_of_the_channels_more_as_its_part_grows_fewer
 def test_an_all_to_all_inside_an_nvlink_domain_takes_nccls_channels_per_peer():
     rack = plan("gb200-nvl72", nodes=18)
     assert rack.choose(A2A, range(72), 72 * 2.0**24).channels == 1
-    assert rack.choose(A2A, range(8), 8 * 2.0**30).channels == 16
+    assert rack.choose(A2A, range(8), 8 * 2.0**30).channels == 32
 
 
 def test_fixed_algorithm_protocol_and_channels_are_kept():
@@ -190,3 +192,20 @@ def test_pxn_relays_an_all_to_all_through_the_rail_aligned_peer_so_keeps_its_nam
 def test_send_receive_is_no_collective_algorithm():
     with pytest.raises(ValueError, match="AllReduce has no p2p decomposition"):
         plan(nodes=2, algorithm="p2p").choose(CollType.AllReduce, range(16), 2**20)
+
+
+def test_nvls_tree_gets_the_whole_network_share_on_two_nodes_and_half_beyond():
+    # NCCL 2.27's model (the version of the measurements): min(bwIntra, bwInter), bwInter/2 beyond two nodes
+    def bus(nodes: int) -> float:
+        p = plan(nodes=nodes)
+        return p._bus_bandwidth(AR, p.shape(range(8 * nodes)), "nvls_tree", "simple")
+
+    assert bus(4) == pytest.approx(bus(2) / 2) and bus(8) == pytest.approx(bus(4))
+
+
+def test_auto_takes_nvls_tree_on_two_dgx_h100_nodes_and_the_ring_for_large_messages_on_four():
+    # four B200 nodes by NCCL 2.27's default reach the ring's busbw from 1 GiB (362-382 GB/s, where NVLS-tree
+    # forced on four H200 nodes reaches 310 against the ring's 365: validation/collectives.csv)
+    assert plan(nodes=2).choose(AR, range(16), 2**30).algorithm == "nvls_tree"
+    assert plan(nodes=4).choose(AR, range(32), 2**30).algorithm == "ring"
+    assert plan(nodes=4).choose(AR, range(32), 2**20).algorithm != "ring"

@@ -19,16 +19,15 @@ from simulon.validate.report import read_table, shipped_table
 
 COLLECTIVES = shipped_table("collectives")
 BOUND_PCT = {">=1MiB": 10.0, "<1MiB": 25.0}   # the issue's targets, per hardware family
-SHORT_OF_BOUND_PCT = {("H20", ">=1MiB"): 45.0,
-                      # send/receive and XLA's collective-permute, not calibrated yet: guards on what they reach
-                      ("A100/sendrecv", ">=1MiB"): 45.0, ("B200/sendrecv", ">=1MiB"): 32.0,
-                      ("B200/sendrecv", "<1MiB"): 48.0, ("GB200/sendrecv", ">=1MiB"): 47.0,
-                      ("GB200/sendrecv", "<1MiB"): 47.0, ("H100/sendrecv", ">=1MiB"): 28.0,
-                      ("H100/sendrecv", "<1MiB"): 63.0}
+SHORT_OF_BOUND_PCT = {("H20", ">=1MiB"): 45.0, ("H100", ">=1MiB"): 10.5,
+                      # XLA's permutes mix three pairings the table does not tell apart (validate.collectives.
+                      # permute_group): the ring shift simulated, and exchanges and half-to-half sends up to 1.6x faster
+                      ("B200/sendrecv", ">=1MiB"): 13.0, ("H100/sendrecv", ">=1MiB"): 10.5}
 """Where the model does not reach the bound, the level it holds (a regression guard, not a target): the H20
 rows come from a system its reporter found underperforming (NVIDIA/nccl#1244: ~343 of ~460 GB/s, busbw falling
 from 64 to 128 MiB), so they are not fitted, and its ConnectX NICs take the default NIC family, set by the
-packet-level ns-3 reference. H100 (9.9%) and GB200 (9.5%) hold the bound by under a point."""
+packet-level ns-3 reference. H100 (10.4%) misses the bound by under half a point, most of it two GCP A3 Mega
+nodes' all-reduce over TCPXO (24.8% on 14 rows)."""
 HEADER = ["subset", "hardware", "num_gpus", "nodes", "collective", "msg_bytes", "group_size", "num_groups",
           "algbw_GBps", "busbw_GBps", "time_us", "notes"]
 
@@ -82,11 +81,15 @@ def test_rows_become_cases_with_their_groups_and_skips_say_why():
         {"subset": "x", "hardware": "B200 (8-GPU node)", "num_gpus": "", "nodes": "",
          "collective": "collective_permute (p2p ring shift)", "msg_bytes": "1024", "group_size": "",
          "num_groups": "", "busbw_GBps": "", "time_us": "10", "notes": ""},
+        {"subset": "x", "hardware": "GB200 NVL72 (MNNVL, up to 72 GPUs)", "num_gpus": "", "nodes": "",
+         "collective": "collective_permute (p2p ring shift)", "msg_bytes": "2048", "group_size": "",
+         "num_groups": "", "busbw_GBps": "", "time_us": "10", "notes": ""},
     ]
     cases, skipped = collective_cases(rows)
-    case, permute = cases
-    # a collective-permute row names no group: one 8-GPU node's ring shift, busbw its algbw
+    case, permute, rack_permute = cases
+    # a collective-permute row names no group: a ring shift over one NVLink domain, busbw its algbw
     assert permute.ctype == CollType.SendRecv and permute.groups == [tuple(range(8))]
+    assert rack_permute.groups == [tuple(range(72))] and rack_permute.datacenter().num_gpus == 72
     assert permute.rows[0][3] == pytest.approx(1024 / 10e-6 / 1e9)
     assert case.groups == [tuple(range(g * 16, (g + 1) * 16)) for g in range(4)]
     assert case.datacenter().num_gpus == 72 and case.algorithm == "auto"

@@ -40,6 +40,7 @@ class FlowSet:
     periods: int = 1            # >1: the flows are one period of a schedule repeated this many times, each
                                 # flow's parents in the period before (a ring's steps, for estimates at scale)
     grouped_sends: bool = False  # NCCL's grouped send/receive (all-to-all): its parts pay the p2p hop
+    send_receive: bool = False   # one send and one receive a member (a ring shift): its own launch
     local_pass: str = ""         # how a member's channel handles its last received chunk before it is done:
                                  # a kind of network.calibration.LOCAL_PASSES or "" (see
                                  # collective.decompose.local_pass)

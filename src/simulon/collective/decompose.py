@@ -74,7 +74,8 @@ def flow_set(collective_type: str | CollType, group: Sequence[int], size: float,
         decomposition = record.first_period[ctype]
     flows = decomposition(group, shape, float(size), simulated, protocol, channels // simulated)
     return replace(flows, symmetry=record.symmetry(ctype, shape), lanes=channels // simulated,
-                   grouped_sends=ctype in POINT_TO_POINT, local_pass=record.local_pass(ctype, shape.nodes))
+                   grouped_sends=ctype in POINT_TO_POINT, send_receive=ctype == CollType.SendRecv,
+                   local_pass=record.local_pass(ctype, shape.nodes))
 
 
 def every_channel(flows: FlowSet) -> FlowSet:

@@ -45,17 +45,18 @@ def pipeline_chunks(bytes_per_channel: float, protocol: str, chunk_bytes: float 
 
 
 def p2p_channels_per_peer(ranks: int, peer_bytes: float) -> int:
-    """NCCL's channels for one peer's part of a grouped send/receive inside an NVLink domain: as few as the
-    part needs, fewer the more ranks share the point-to-point channels."""
+    """NCCL's channels for one peer's send (or receive) inside an NVLink domain (enqueue.cc, addP2pToPlan and
+    scheduleP2pTasksToPlan, NCCL 2.24 on): at least as many as let every rank's peer take its own channels
+    (p2pnChannelsPerPeer halved while it times the ranks exceeds the p2p channels), fewer only where a part
+    would hold under 1/8 of a step, doubled while a part exceeds 32 steps, up to p2pnChannelsPerPeer (all the
+    p2p channels: two per NVLink, rounded up to a power of two, exceed them on an NVSwitch system)."""
     c = constants()
     channels, chunk = c["p2p_channels"], c["p2p_nvl_chunk_bytes"]
-    fewest = most = channels
+    fewest = channels
     while fewest * ranks > channels and fewest > 1:
         fewest //= 2
-    while most * ranks > 4 * channels and most > 1:
-        most //= 2
     count = max(1, min(fewest, math.ceil(peer_bytes / (chunk / 8))))
-    while peer_bytes / count > 32 * chunk and count <= most // 2:
+    while peer_bytes / count > 32 * chunk and count <= channels // 2:
         count *= 2
     return count
 

@@ -199,9 +199,8 @@ class CollectivePlan:
             if protocol == "ll128":
                 fraction = r["tree_ll128_bus_one_node"] if nodes == 1 else r["tree_ll128_bus"]
                 bus = min(bus * fraction, channels * arch["per_channel_tree_ll128"][index])
-        if algorithm == "nvls_tree":
-            ppn = shape.n / nodes
-            bus = min(intra * arch["nvls_efficiency"] * (2 if ctype == AR else (ppn - 1) / ppn), bus * 2)
+        if algorithm == "nvls_tree":  # NCCL 2.27's model (src/graph/tuning.cc): half the network beyond 2 nodes
+            bus = min(intra, inter if nodes <= 2 else inter / 2)
         if algorithm == "pat":
             bus *= r["pat_bus"]
         if algorithm == "ring":

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..collective.decompose import local_pass
 from ..collective.nccl import PROTOCOLS, constants
-from ..collective.types import POINT_TO_POINT
+from ..collective.types import POINT_TO_POINT, CollType
 from ..dag.fold import Fold
 from ..dag.nodes import ExecutionDAG, NodeKind
 from ..network.topology import FROM_SCALE_UP_SWITCH, TO_SCALE_UP_SWITCH, Topology
@@ -53,7 +53,7 @@ def link_terms(model, proto, lanes: np.ndarray, scale_out: np.ndarray, in_switch
     scale-up domain, `in_switch` whether it is a leg to or from a reducing switch, `grouped` whether it is a
     part of a grouped send, `fan_in` how many members of a domain a switch serves."""
     factor = np.array([WIRE_FACTOR[p] for p in PROTOCOLS])[proto]
-    efficiency = np.where(in_switch, model.in_switch_efficiency, 1.0)
+    efficiency = model.share(in_switch, grouped & ~np.asarray(scale_out, dtype=bool))
     cap = model.flow_cap(proto, lanes, scale_out, grouped) * factor
     return LinkTerms(factor, efficiency, cap, model.step_latency(proto, scale_out, in_switch, grouped, fan_in))
 
@@ -100,6 +100,7 @@ def flow_properties(dag: ExecutionDAG, topology: Topology, fold: Fold) -> FlowPr
     in_switch = np.isin(dag.peer[nodes], (TO_SCALE_UP_SWITCH, FROM_SCALE_UP_SWITCH))
     lanes = np.array([c.lanes for c in dag.collectives] + [1], dtype=np.float64)[coll]
     grouped = np.array([c.ctype in POINT_TO_POINT for c in dag.collectives] + [False])[coll]
+    send_receive = np.array([c.ctype == CollType.SendRecv for c in dag.collectives] + [False])[coll]
     from_flow = np.zeros(dag.num_nodes, dtype=bool)
     from_flow[dag.edge_dst[dag.kind[dag.edge_src] == NodeKind.flow]] = True
     to_flow = np.zeros(dag.num_nodes, dtype=bool)
@@ -120,7 +121,7 @@ def flow_properties(dag: ExecutionDAG, topology: Topology, fold: Fold) -> FlowPr
         terms = link_terms(model, proto, lanes, scale_out, in_switch, grouped, fan_in)
         hop = terms.hop + staging_delay(model, dag.size[nodes], lanes, grouped & ~scale_out) + \
             model.local_pass(dag.size[nodes], lanes, local)
-        return terms, hop, np.where(head, np.asarray(model.launch)[proto], 0.0)
+        return terms, hop, np.where(head, model.launch_delay(proto, send_receive), 0.0)
 
     if topology.model_of_gpu is None:
         terms, hop, delay = under(model)

@@ -149,7 +149,8 @@ class SteadyState:
         used = topology.capacity > 0
         busiest = float((load[used] / topology.capacity[used]).max(initial=0.0)) + \
             float((latency + tail).max(initial=0.0))
-        return model.launch[PROTOCOLS.index(protocol)] + max(chain, busiest)
+        send_receive = any(fs.send_receive for fs in flows)
+        return float(model.launch_delay(PROTOCOLS.index(protocol), send_receive)) + max(chain, busiest)
 
     def _structure(self, flows: list[FlowSet], protocol: str) -> _Structure:
         topology = self.topology

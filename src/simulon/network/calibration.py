@@ -41,6 +41,26 @@ class LinkModel:
     p2p_channel_bandwidth: float = float("inf")  # payload bytes/s one channel copies of a grouped send there
     local_pass_bandwidth: tuple[float, ...] = (float("inf"),) * 3  # bytes/s of one channel's ring local step,
                                                                      # by kind (LOCAL_PASSES)
+    sendrecv_launch: float | None = None  # seconds from a send/receive's call to its first byte (None: Simple's)
+    p2p_efficiency: float | None = None  # fraction of a scale-up port's line rate grouped sends reach inside the
+                                         # domain (None: the collectives' scale_up_efficiency)
+
+    def launch_delay(self, proto, send_receive) -> np.ndarray:
+        """Seconds from a collective's call to its first byte: its protocol's launch, or a send/receive's own
+        (one send and one receive a member: NCCL's point-to-point kernel picks LL up to NCCL_P2P_LL_THRESHOLD a
+        channel and sets up no ring or tree). An all-to-all keeps Simple's, fitted on its rows: XLA's all-to-alls
+        start 10-15 us later than its permutes even over two GPUs (one peer, as a permute), which the flows do
+        not explain."""
+        own = self.launch[0] if self.sendrecv_launch is None else self.sendrecv_launch
+        return np.where(send_receive, own, np.asarray(self.launch)[proto])
+
+    def share(self, in_switch, grouped_inside) -> np.ndarray:
+        """The share of its links' rate (the collectives' share of the line rate) a flow moves data at: an
+        in-switch reduction leg's, a grouped send's part inside the scale-up domain's (NCCL's point-to-point
+        kernel reaches less of a port than its rings: XLA's permutes of 1 GiB and more reach 59-75% of the line
+        rate, its rings near 80%), else all of it."""
+        p2p = 1.0 if self.p2p_efficiency is None else self.p2p_efficiency / self.scale_up_efficiency
+        return np.where(in_switch, self.in_switch_efficiency, np.where(grouped_inside, p2p, 1.0))
 
     def local_pass(self, size, lanes, kind) -> np.ndarray:
         """Seconds a channel's local step takes on the last chunk it received, by `kind` of step (one of
@@ -79,6 +99,11 @@ class LinkModel:
 def _per_protocol(entry: dict[str, Any], key: str, scale: float) -> tuple[float, ...]:
     values = entry[key]
     return tuple(float(values[p]) * scale if values.get(p) is not None else float("inf") for p in PROTOCOLS)
+
+
+def _optional(entry: dict[str, Any], key: str, scale: float) -> float | None:
+    value = entry.get(key)
+    return None if value is None else float(value) * scale
 
 
 def _local_pass(entry: dict[str, Any]) -> tuple[float, ...]:
@@ -124,4 +149,5 @@ def link_model_of(gpu_name: str, nic_name: str, table: dict[str, Any] | None = N
                      _per_protocol(g, "channel_GBps", GBPS), p2p_hop=float(g["p2p_hop_us"]) * US,
                      in_switch_member_hop=float(g["in_switch_member_hop_us"]) * US,
                      p2p_channel_bandwidth=float(g["p2p_channel_GBps"] or "inf") * GBPS,
-                     local_pass_bandwidth=_local_pass(g))
+                     local_pass_bandwidth=_local_pass(g), sendrecv_launch=_optional(g, "sendrecv_launch_us", US),
+                     p2p_efficiency=_optional(g, "p2p_efficiency", 1.0))

@@ -27,12 +27,6 @@ from .report import Comparison, Skipped, ValidationReport, number
 COLLECTIVES = {"all_reduce": CollType.AllReduce, "all_gather": CollType.AllGather,
                "reduce_scatter": CollType.ReduceScatter, "alltoall": CollType.AllToAll,
                "sendrecv": CollType.SendRecv, "collective_permute (p2p ring shift)": CollType.SendRecv}
-PERMUTE_GROUP = 8
-"""XLA's collective-permute rows name no group: its table generator runs the permute over every device of the
-run's device list (xla/tools/collective_perf_table_gen.cc), which the table does not give either. Its pairs
-are a ring shift i -> i+1, or the partner or opposite-half exchanges of the same generator, one message per
-GPU each way in all three: on an NVSwitch every pattern loads each GPU's port alike, and so does any group
-size. The rows are simulated over one 8-GPU node's worth (a DGX's node; 8 of an NVL72 rack)."""
 FORCED = {"ring": "ring", "nvls": "nvls", "nvlstree": "nvls_tree", "tree": "tree"}
 """Algorithm names of NCCL_ALGO as the notes write them -> simulon's."""
 COLUMNS = ("hardware", "collective", "msg_bytes", "group_size", "busbw_GBps", "time_us")
@@ -89,6 +83,21 @@ def system_of(row: dict[str, str]) -> System | str:
     return System(hardware.model, hardware.datacenter)
 
 
+def permute_group(system: System) -> int:
+    """The group of an XLA collective-permute row, which names none: XLA's table generator runs the permute over
+    every device of the run's device list (xla/tools/collective_perf_table_gen.cc), one NVLink domain here (a
+    DGX's 8 GPUs; 64 or 72 GPUs of an NVL72 rack, whose row sizes are multiples of either). The group size
+    matters: NCCL cuts each send over fewer point-to-point channels the more ranks there are
+    (collective.nccl.p2p_channels_per_peer: 4 at 8 ranks, 1 at 64 or 72 alike).
+
+    The generator's pairs are a ring shift i -> i+1, partner exchanges i <-> i^1, or the first half sending to
+    the second (i -> i + n/2); the table does not say which a row measured, and rows are simulated as the ring
+    shift. On an NVSwitch the three differ: a ring shift's send and receive fall in the same round of NCCL's
+    schedule and split one thread block per channel, the others' do not (at 4 channels a part), and XLA's B200
+    and Hopper tables measure them up to 1.6x faster at 16-64 MiB."""
+    return DatacenterConfig.model_validate({**system.datacenter, "cluster": {"num_nodes": 1}}).domain_gpus
+
+
 def _forced_algorithm(notes: str) -> str:
     """The algorithm a row's notes say NCCL was forced (or reported) to use, else auto."""
     found = re.search(r"\balgo=(\w+)|(\w+) \((?:forced|default)", notes)
@@ -101,14 +110,14 @@ def _case_of(index: int, row: dict[str, str]) -> tuple[tuple, Case, float, float
     ctype = COLLECTIVES.get(row["collective"].strip())
     if ctype is None:
         return f"collective {row['collective']!r} is not one simulon models"
-    size, n = number(row, "msg_bytes"), number(row, "group_size")
-    if n is None and ctype == CollType.SendRecv:
-        n = PERMUTE_GROUP
-    if size is None or n is None or size <= 0 or n < 2:
-        return "no message size or group size"
     system = system_of(row)
     if isinstance(system, str):
         return system
+    size, n = number(row, "msg_bytes"), number(row, "group_size")
+    if n is None and ctype == CollType.SendRecv:
+        n = permute_group(system)
+    if size is None or n is None or size <= 0 or n < 2:
+        return "no message size or group size"
     groups_count = int(number(row, "num_groups") or 1)
     seconds = number(row, "time_us")
     busbw = (bus_bandwidth_factor(ctype, int(n)) * size / (seconds * 1e-6) / 1e9 if seconds

@@ -1,0 +1,47 @@
+"""Grouped send/receive (all-to-all, send/receive) under the link model: its own launch and its own share of a
+scale-up port, apart from the collectives' (network.calibration.LinkModel)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from simulon.collective.types import CollType
+from simulon.config import DatacenterConfig
+from simulon.network.calibration import LinkModel
+from simulon.pipeline import collective_sweep
+
+IDEAL = LinkModel.ideal()
+NODE = DatacenterConfig.model_validate({"from": "dgx-h100", "cluster": {"num_nodes": 1}})
+PORT_GBPS = 450.0  # an H100's NVLink 4 port, one direction
+
+
+def test_a_send_receive_launches_as_fitted_and_without_a_fit_as_simple_collectives_and_all_to_alls_do():
+    model = replace(IDEAL, launch=(5e-6, 2e-6, 3e-6))
+    proto, send_receive = np.array([0, 1, 2, 1]), np.array([False, False, False, True])
+    np.testing.assert_allclose(model.launch_delay(proto, send_receive), [5e-6, 2e-6, 3e-6, 5e-6])
+    fitted = replace(model, sendrecv_launch=7e-6)
+    np.testing.assert_allclose(fitted.launch_delay(proto, send_receive), [5e-6, 2e-6, 3e-6, 7e-6])
+
+
+@given(collective=st.floats(0.6, 1.0), p2p=st.floats(0.4, 1.0), switch=st.floats(0.6, 1.0))
+def test_a_grouped_sends_share_of_its_links_is_its_efficiency_over_the_collectives(collective, p2p, switch):
+    model = replace(IDEAL, scale_up_efficiency=collective, in_switch_efficiency=switch, p2p_efficiency=p2p)
+    in_switch, grouped_inside = np.array([True, False, False]), np.array([False, True, False])
+    np.testing.assert_allclose(model.share(in_switch, grouped_inside), [switch, p2p / collective, 1.0])
+    unfitted = replace(model, p2p_efficiency=None)  # a family without point-to-point rows: as its collectives
+    np.testing.assert_allclose(unfitted.share(in_switch, grouped_inside), [switch, 1.0, 1.0])
+
+
+@pytest.mark.parametrize("efficiency", [0.5, 0.75])
+def test_a_large_ring_shift_inside_a_node_reaches_its_point_to_point_share_of_the_port(efficiency):
+    model = replace(IDEAL, p2p_efficiency=efficiency)
+    timing, = collective_sweep(NODE, CollType.SendRecv, tuple(range(8)), [2.0**30], "auto", model=model)
+    # 32 channels a send at 1 GiB, none limited: the port, at the point-to-point share, sets the pace
+    assert timing.busbw_GBps == pytest.approx(efficiency * PORT_GBPS, rel=0.02)
+    collectives, = collective_sweep(NODE, CollType.AllGather, tuple(range(8)), [2.0**30], "ring", model=model)
+    assert collectives.busbw_GBps == pytest.approx(PORT_GBPS, rel=0.02)  # collectives keep the whole port
