@@ -68,7 +68,9 @@ HEADER = """# Link-use parameters of collectives, calibrated against ../shared/v
 # A GPU family matches GPU names by prefix; a NIC family NIC names. A family whose rows are all of 1 MiB or
 # more keeps NCCL's latencies (cdna3). Families without measured rows (the default ones) are not fitted: the
 # default NIC's Simple per-step latency (6 us) is the one that puts a 64 MiB ring all-reduce within 3% of
-# SimAI's packet-level ns-3 (benchmarks/bench_ns3_spectrum_x.py).
+# SimAI's packet-level ns-3 (benchmarks/bench_ns3_spectrum_x.py). Ampere's four send/receive parameters rest on
+# its four send/receive rows (a100_sendrecv, 1 MiB and up): as many parameters as rows, so their error there is no
+# evidence of their accuracy.
 """
 
 
