@@ -22,10 +22,11 @@ The optimizer step of a run whose gradients are 16-bit first copies them to fp32
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from ..config.common import DType
 from ..config.number_formats import QUANTIZED_COPIES
-from ..config.workload import MegatronWorkload
+from ..config.workload import MegatronWorkload, ModelSpec
 from ..workload.layer_kernels import LayerKernels, ShardShape
 from ..workload.layout import RankLayout
 from ..workload.parameters import ModelParameters, PipelineLayers
@@ -60,6 +61,21 @@ class StageStates:
         return sum(self.terms().values())
 
 
+@lru_cache(maxsize=256)
+def _shared_kernels(model: ModelSpec, shape: ShardShape, attention: str, elementwise: str,
+                    cross_entropy: str) -> LayerKernels:
+    return LayerKernels(model, shape, attention, elementwise, cross_entropy)
+
+
+def kernels_of(workload: MegatronWorkload) -> LayerKernels:
+    """LayerKernels.of(workload), one table per model, shard shape and kernel choices: the parameters the states
+    count come from the table, which strategies that differ only in what it does not depend on (recomputation,
+    sharding, the pipeline) share; a strategy search builds thousands of memory models."""
+    train = workload.training
+    return _shared_kernels(workload.model, ShardShape.of(workload), train.attention, train.elementwise,
+                           train.cross_entropy)
+
+
 class ModelStates:
     """Weights, gradients and optimizer states of each pipeline stage's ranks."""
 
@@ -67,7 +83,7 @@ class ModelStates:
         self.workload, self.layout = workload, layout
         par, train = workload.parallelism, workload.training
         self.shape = ShardShape.of(workload)
-        self.kernels = LayerKernels.of(workload)
+        self.kernels = kernels_of(workload)
         self.parameters = ModelParameters(self.kernels, workload.model, PipelineLayers.of(workload))
         self.frozen = train.peft == "lora"
         self.fp32 = train.dtype in (DType.fp32, DType.tf32)
