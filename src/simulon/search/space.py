@@ -163,16 +163,37 @@ class Space:
             for rule, count in zip(RULES, np.bincount(codes, minlength=len(RULES) + 1)[1:].tolist(), strict=True):
                 if count:
                     self.pruned[rule] += count
-            for position in np.flatnonzero(codes == 0).tolist():
+            passing = codes == 0
+            if lim.values:
+                allowed = self._allowed(tp, pp, vpp, inner, index, splits)
+                excluded = int(np.count_nonzero(passing & ~allowed))
+                if excluded:
+                    self.pruned["excluded by the command's options"] += excluded
+                passing &= allowed
+            for position in np.flatnonzero(passing).tolist():
                 c, e, u, m, q, r, h, d, o, z, split = index[:, position].tolist()
                 cp_, first, last = inner[0][c], *splits[split]
-                strategy = Strategy(tp, pp, vpp, self.num_gpus // (tp * pp * cp_), cp_, inner[1][e],
-                                    1 if inner[2][u] else tp, inner[3][m], inner[4][q], inner[5][r], inner[6][h],
-                                    inner[7][d], inner[8][o], first, last, inner[9][z])
-                if lim.values and not all(lim.allows(k, getattr(strategy, k)) for k in lim.values):
-                    self.pruned["excluded by the command's options"] += 1
-                    continue
-                yield strategy
+                yield Strategy(tp, pp, vpp, self.num_gpus // (tp * pp * cp_), cp_, inner[1][e],
+                               1 if inner[2][u] else tp, inner[3][m], inner[4][q], inner[5][r], inner[6][h],
+                               inner[7][d], inner[8][o], first, last, inner[9][z])
+
+    def _allowed(self, tp: int, pp: int, vpp: int, inner: tuple, index: np.ndarray,
+                 splits: list[tuple[int, int]]) -> np.ndarray:
+        """Per combination of one (tp, pp, vpp): whether every dimension the limits restrict takes an allowed
+        value (Limits.allows, on arrays)."""
+        columns = dict(zip(INNER_DIMENSIONS, (np.asarray(values)[i] for values, i in zip(inner, index, strict=False)),
+                           strict=False))
+        columns.update(tp=np.asarray(tp), pp=np.asarray(pp), vpp=np.asarray(vpp),
+                       dp=self.num_gpus // (tp * pp * columns["cp"]),
+                       etp=np.where(columns.pop("unsplit"), 1, tp),
+                       first_layers=np.array([first for first, _ in splits])[index[-1]],
+                       last_layers=np.array([last for _, last in splits])[index[-1]])
+        allowed = np.ones(index.shape[1], dtype=bool)
+        for name, values in (self.limits.values or {}).items():
+            if name not in columns:
+                raise ValueError(f"cannot restrict {name!r}: a strategy has no such dimension")
+            allowed &= np.isin(columns[name], np.asarray(values))
+        return allowed
 
     def splits(self, pp: int, vpp: int) -> list[tuple[int, int]]:
         """(first, last) stage layers to try: (0, 0), the even split, then for pp > 1 every split whose other
@@ -194,6 +215,10 @@ class Space:
             middle += 1
         return splits
 
+
+INNER_DIMENSIONS = ("cp", "ep", "unsplit", "micro_batch_size", "sequence_parallel", "recompute", "sharding", "dtype",
+                    "tp_comm_overlap", "zero_bubble")
+"""The dimensions Space.strategies enumerates on arrays within one (tp, pp, vpp), in order (unsplit: etp = 1)."""
 
 RULES = (
     "divisibility: pp x vpp must divide the layers (vpp only with pp > 1)",
