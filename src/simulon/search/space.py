@@ -47,9 +47,12 @@ MAX_TRIM = 2
 """Uneven stages tried: the first and last stages hold up to this many layers fewer than the others (Megatron's
 --decoder-first/last-pipeline-num-layers: room for the embedding, and for the LM head and its logits)."""
 ZERO_BUBBLE = (False,)
-"""ZB-H1 is searched when asked (`--fix zero_bubble=false,true`): the memory model walks its split backward's
-weight-gradient steps at about three times the cost of a 1F1B stage (DeepSeek-V3, tp 4 pp 16: 525 of 611 s), too
-slow for the default space; its estimate and replay are the same as for any strategy."""
+"""ZB-H1 is searched when asked (`--fix zero_bubble=false,true`). Its memory walk now costs what a 1F1B one does
+(memory/walk.py), so what it adds is its strategies: on Llama 3 70B / 1,024 H100 the estimate phase took 10.7 s CPU
+without and 12.5 s with it (27,175 and 38,440 strategies estimated, the same winner); on DeepSeek-V3 / 2,048 H800
+with pp 16, 25.9 s and 39.3 s (34,353 and 68,470), the winner tp1 pp16 dp128 ep8 3.0% faster under ZB-H1
+(23,265 ms against 23,977 ms). Not on by default while DeepSeek-V3's search misses its 3-minute target
+(benchmarks/bench_search_estimate.py, one run each on a shared 2-core machine)."""
 MAX_VPP = 8
 """Model chunks per stage considered: Megatron's recipes use up to 8 (Llama 3 405B on 16,384 GPUs ran 4-8)."""
 
