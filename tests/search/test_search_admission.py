@@ -13,7 +13,11 @@ from helpers import gpt_scenario
 from simulon.dag.size import scenario_size
 from simulon.executors import Admission, ProcessExecutor, Refused
 from simulon.pipeline import build_dag
-from simulon.search.run import Search, scenario_for
+from simulon.search import run
+from simulon.search.run import Search, scenario_for, worker_baseline
+
+FOOTPRINT = 3e9
+"""A stand-in for the search's own resident memory (what a forked worker starts from)."""
 
 
 def small():
@@ -85,10 +89,12 @@ def test_a_search_whose_replays_cannot_fit_ranks_by_estimate_and_says_why_each_w
     assert [r["reason"] for r in result.to_json()["refused"]] == [why for _, why in result.refused]
 
 
-def test_a_search_with_room_for_one_replay_at_a_time_gives_the_unlimited_answer():
+def test_a_search_with_room_for_one_replay_at_a_time_gives_the_unlimited_answer(monkeypatch):
+    monkeypatch.setattr(run, "resident_memory", lambda: FOOTPRINT)
     limited = Search(small()).run(top=5, replay=3, executor=ProcessExecutor(2, memory=None))
     sizes = [scenario_size(scenario_for(small(), r.strategy, 8)).memory_bytes() for r in limited.ranked[:3]]
-    one_at_a_time = Search(small()).run(top=5, replay=3, executor=ProcessExecutor(2, memory=max(sizes) * 1.01))
+    one_at_a_time = Search(small()).run(top=5, replay=3,
+                                        executor=ProcessExecutor(2, memory=(max(sizes) + FOOTPRINT) * 1.01))
     unlimited = Search(small()).run(top=5, replay=3, executor=ProcessExecutor(2, memory=math.inf))
     assert one_at_a_time.replayed == 3 and not one_at_a_time.refused
     assert one_at_a_time.to_json()["top"] == unlimited.to_json()["top"] == limited.to_json()["top"]
@@ -109,3 +115,48 @@ def test_the_space_shared_out_over_workers_gives_exactly_the_one_process_answer(
     alone = Search(sc, limits=Limits({"zero_bubble": (False, True)})).estimated(workers=1)
     shared = Search(sc, limits=Limits({"zero_bubble": (False, True)})).estimated(executor=ProcessExecutor(2))
     assert shared.to_json() == alone.to_json() and shared.enumerated > 10_000
+
+
+class RecordingPool(ProcessExecutor):
+    """The process pool, remembering the needs it was handed."""
+
+    def __init__(self, workers: int, memory: float | None = None):
+        super().__init__(workers, memory)
+        self.needs: list[list[float] | None] = []
+
+    def map_unordered(self, function, jobs, needs=None):
+        self.needs.append(None if needs is None else list(needs))
+        return super().map_unordered(function, jobs, needs)
+
+
+def test_a_forked_worker_s_replay_needs_its_dag_plus_the_search_s_own_footprint(monkeypatch):
+    monkeypatch.setattr(run, "resident_memory", lambda: FOOTPRINT)
+    pool = RecordingPool(2, memory=math.inf)
+    result = Search(small()).run(top=3, replay=3, executor=pool)
+    estimated, sized, replayed = pool.needs  # the estimates and the sizing jobs (no admission), then the replays
+    dags = [scenario_size(scenario_for(small(), r.strategy, 8)).memory_bytes() for r in result.ranked[:3]]
+    assert estimated is None and sized is None and result.replayed == 3
+    assert sorted(replayed) == sorted(dag + FOOTPRINT for dag in dags)
+
+
+def test_a_replay_whose_dag_fits_but_not_beside_the_inherited_footprint_is_refused_and_says_so(monkeypatch):
+    monkeypatch.setattr(run, "resident_memory", lambda: FOOTPRINT)
+    ranked = Search(small()).run(top=3, replay=0).ranked
+    dags = [scenario_size(scenario_for(small(), r.strategy, 8)).memory_bytes() for r in ranked]
+    result = Search(small()).run(top=3, replay=3, executor=ProcessExecutor(2, memory=max(dags) + FOOTPRINT / 2))
+    assert result.replayed == 0 and len(result.refused) == 3
+    assert all("3.0 GB is the search's own memory" in why for _, why in result.refused)
+
+
+def test_only_a_forked_pool_worker_starts_from_the_search_s_footprint(monkeypatch):
+    monkeypatch.setattr(run, "resident_memory", lambda: FOOTPRINT)
+    monkeypatch.setattr(run.multiprocessing, "get_start_method", lambda: "fork")
+    assert worker_baseline(ProcessExecutor(2)) == FOOTPRINT
+    assert worker_baseline(RecordingPool(2)) == FOOTPRINT
+    assert worker_baseline(object()) == 0.0  # Ray's (or any other executor's) workers start fresh
+    monkeypatch.setattr(run.multiprocessing, "get_start_method", lambda: "spawn")
+    assert worker_baseline(ProcessExecutor(2)) == 0.0
+
+
+def test_the_search_s_resident_memory_is_read_and_is_more_than_an_empty_interpreter():
+    assert run.resident_memory() > 50e6  # simulon, numpy and pydantic imported

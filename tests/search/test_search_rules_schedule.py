@@ -92,3 +92,31 @@ def test_the_zb_h1_estimate_only_shortens_the_bubble_and_stays_within_six_percen
         one_f_one_b.iteration_s - one_f_one_b.bubble_s)  # only the bubble moves
     replayed = simulate(scenario_for(sc, zb, 8)).result.iteration_time_ms
     assert 1e3 * zero_bubble.iteration_s == pytest.approx(replayed, rel=0.06)  # measured: -2.8% to +3.3%
+
+
+
+LIMITABLE = {"tp": (1, 2, 4), "pp": (1, 2, 4), "vpp": (1, 2), "dp": (1, 2, 8), "cp": (1, 2), "ep": (1, 2, 4),
+             "etp": (1, 2), "micro_batch_size": (1, 2, 8), "sequence_parallel": (False, True),
+             "recompute": ("none", "selective", "full"), "sharding": ("distributed_optimizer", "zero2", "fsdp"),
+             "dtype": ("bf16", "fp8"), "tp_comm_overlap": (False, True), "first_layers": (0, 1, 2, 3),
+             "last_layers": (0, 1, 2, 3)}
+"""Dimensions a search may be restricted in, with values some strategies take (zero_bubble aside: asking for it
+widens the enumeration itself)."""
+MOE = gpt_scenario(nodes=2, gpus_per_node=4, layers=6, gbs=16, seq=1024, moe={"num_experts": 4, "top_k": 2})
+EVERYTHING = Space(MOE.workload, 8, 4, fp8=True, limits=Limits({"zero_bubble": (False, True)}))
+ALL = list(EVERYTHING.strategies())
+
+
+@given(st.dictionaries(st.sampled_from(sorted(LIMITABLE)), st.data(), min_size=1, max_size=4))
+@settings(max_examples=15, deadline=None)
+def test_limits_checked_on_arrays_keep_and_count_exactly_the_strategies_their_plain_statement_allows(picked):
+    values = {name: tuple(data.draw(st.lists(st.sampled_from(LIMITABLE[name]), min_size=1, max_size=3, unique=True)))
+              for name, data in picked.items()}
+    limits = Limits({**values, "zero_bubble": (False, True)})
+    limited = Space(MOE.workload, 8, 4, fp8=True, limits=limits)
+    kept = list(limited.strategies())
+    expected = [s for s in ALL if all(limits.allows(k, getattr(s, k)) for k in limits.values)]
+    assert kept == expected
+    excluded = limited.pruned.pop("excluded by the command's options", 0)
+    assert excluded == len(ALL) - len(expected)
+    assert limited.pruned == EVERYTHING.pruned and limited.enumerated == EVERYTHING.enumerated

@@ -1,10 +1,10 @@
 """Peak memory of each pipeline stage: model states, the activations of the micro-batches in flight, the
 transient of the layer running at the peak, and the runtime around them.
 
-Activations in flight follow the stage's own schedule table (workload/schedule.py): walking its forward and
-backward steps in order, each forward of a model chunk adds what the chunk keeps and each backward frees it
-(a split backward, ZB-H1's B then W, frees all but the weight gradients' inputs at B and those at W; a
-backward is split when the table has a W for its micro-batch and chunk, as DualPipe splits only some),
+Activations in flight follow the stage's own schedule table (workload/schedule.py; walked on arrays, walk.py):
+walking its forward and backward steps in order, each forward of a model chunk adds what the chunk keeps and
+each backward frees it (a split backward, ZB-H1's B then W, frees all but the weight gradients' inputs at B and
+those at W; a backward is split when the table has a W for its micro-batch and chunk, as DualPipe splits only some),
 so 1F1B peaks at min(pp - stage, micro-batches) micro-batches on stage `stage`, interleaved 1F1B at its own
 count, and any schedule simulon runs (ZB-V, DualPipe, DualPipeV) gets its count from the same walk, over the
 model chunks its placement gives the stage (DualPipe's two chunks are mirrored stages, so its parameters and
@@ -21,17 +21,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
+
+import numpy as np
 
 from ..config.scenario import ScenarioConfig
 from ..config.workload import MegatronWorkload
 from ..workload.layout import RankLayout
 from ..workload.parameters import PipelineLayers
 from ..workload.program import EMBEDDING_LAYER, HEAD_LAYER
-from ..workload.schedule import MIRRORED, make_scheduler
+from ..workload.schedule import MIRRORED
 from .activations import ActivationModel, weight_gradient_inputs
 from .runtime import CUDA_CONTEXT_BYTES, AllocatorModel, GiB, nccl_buffers
 from .states import ModelStates
+from .walk import StagePlan
 
 TRANSIENT_TERMS = ("layer transient", "optimizer step transient")
 """Short-lived blocks at the peak: what the caching allocator's excess grows with (runtime.AllocatorModel)."""
@@ -238,24 +240,13 @@ class MemoryModel:
         return 2 * layer * weight + (layer * self.states.shape.grad_bytes if backward else 0.0)
 
     def _peak_activations(self, stage: int, chunks: list[_Chunk]) -> tuple[float, float, float]:
-        """(kept, transient, micro-batches kept) at the stage's activation peak, walking its schedule."""
+        """(kept, transient, micro-batches kept) at the stage's activation peak, walking its schedule (walk.py)."""
         par = self.workload.parallelism
-        steps = schedule_steps(par.pipeline_schedule, par.vpp, stage, self.layout.pp, self.num_microbatches)
-        split = {(mb, index) for kind, mb, index in steps if kind == "W"}  # backwards followed by their own W
-        live, best = 0.0, (0.0, 0.0)
-        for kind, mb, index in steps:
-            chunk = chunks[index]
-            candidate = (live + chunk.kept, chunk.forward) if kind == "F" else (live, chunk.backward)
-            if kind == "F":
-                live += chunk.kept
-            elif kind == "W":
-                live -= chunk.weight_inputs
-            else:  # a split backward keeps what the weight gradients read until its W
-                live -= chunk.kept - (chunk.weight_inputs if (mb, index) in split else 0.0)
-            if kind != "W" and sum(candidate) > sum(best):
-                best = candidate
+        plan = StagePlan.of(par.pipeline_schedule, par.vpp, stage, self.layout.pp, self.num_microbatches)
+        kept, transient = plan.peak(*(np.array([getattr(c, name) for c in chunks], dtype=float)
+                                      for name in ("kept", "forward", "backward", "weight_inputs")))
         per_microbatch = sum(c.kept for c in chunks) / len(chunks)
-        return best[0], best[1], best[0] / per_microbatch if per_microbatch else 0.0
+        return kept, transient, kept / per_microbatch if per_microbatch else 0.0
 
     def _communicators(self) -> int:
         """Process groups of more than one rank this rank talks through (NCCL connects them lazily, on use)."""
@@ -268,15 +259,6 @@ class MemoryModel:
         if self.layers.placement is MIRRORED:  # DualPipe sums gradients with the mirror rank
             sizes.append(2 if layout.pp > 1 else 1)
         return sum(1 for size in sizes if size > 1)
-
-
-@lru_cache(maxsize=4096)
-def schedule_steps(schedule: str, chunks: int, stage: int, num_stages: int,
-                   microbatches: int) -> tuple[tuple[str, int, int], ...]:
-    """(kind F, B or W, micro-batch, model chunk) of each step of a stage's schedule; strategy searches ask again
-    and again."""
-    steps = make_scheduler(schedule, chunks).steps(stage, num_stages, microbatches)
-    return tuple((step.kind, step.microbatch, step.chunk) for step in steps)
 
 
 def estimate_memory(sc: ScenarioConfig) -> MemoryReport:

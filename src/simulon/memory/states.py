@@ -22,13 +22,14 @@ The optimizer step of a run whose gradients are 16-bit first copies them to fp32
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from ..config.common import DType
 from ..config.number_formats import QUANTIZED_COPIES
-from ..config.workload import MegatronWorkload
+from ..config.workload import MegatronWorkload, ModelSpec
 from ..workload.layer_kernels import LayerKernels, ShardShape
 from ..workload.layout import RankLayout
-from ..workload.parameters import ModelParameters, PipelineLayers
+from ..workload.parameters import ModelParameters, PipelineLayers, StageParameters
 
 FP32_BYTES = 4.0
 
@@ -60,6 +61,27 @@ class StageStates:
         return sum(self.terms().values())
 
 
+@lru_cache(maxsize=256)
+def _shared_kernels(model: ModelSpec, shape: ShardShape, attention: str, elementwise: str,
+                    cross_entropy: str) -> LayerKernels:
+    return LayerKernels(model, shape, attention, elementwise, cross_entropy)
+
+
+def kernels_of(workload: MegatronWorkload) -> LayerKernels:
+    """LayerKernels.of(workload), one table per model, shard shape and kernel choices: the parameters the states
+    count come from the table, which strategies that differ only in what it does not depend on (recomputation,
+    sharding, the pipeline) share; a strategy search builds thousands of memory models."""
+    train = workload.training
+    return _shared_kernels(workload.model, ShardShape.of(workload), train.attention, train.elementwise,
+                           train.cross_entropy)
+
+
+@lru_cache(maxsize=4096)
+def stage_parameters(kernels: LayerKernels, model: ModelSpec, layers: PipelineLayers, stage: int) -> StageParameters:
+    """What one rank of a stage holds, per kernel table (kernels_of shares them), model, layer split and stage."""
+    return ModelParameters(kernels, model, layers).stage(stage)
+
+
 class ModelStates:
     """Weights, gradients and optimizer states of each pipeline stage's ranks."""
 
@@ -67,11 +89,15 @@ class ModelStates:
         self.workload, self.layout = workload, layout
         par, train = workload.parallelism, workload.training
         self.shape = ShardShape.of(workload)
-        self.kernels = LayerKernels.of(workload)
-        self.parameters = ModelParameters(self.kernels, workload.model, PipelineLayers.of(workload))
+        self.kernels = kernels_of(workload)
+        self.layers = PipelineLayers.of(workload)
+        self.parameters = ModelParameters(self.kernels, workload.model, self.layers)
         self.frozen = train.peft == "lora"
         self.fp32 = train.dtype in (DType.fp32, DType.tf32)
         self.par = par
+
+    def stage_parameters(self, stage: int) -> StageParameters:
+        return stage_parameters(self.kernels, self.workload.model, self.layers, stage)
 
     def shards(self) -> tuple[float, float]:
         """Over how many ranks the optimizer states of dense and of expert parameters are split."""
@@ -83,7 +109,7 @@ class ModelStates:
         return 1.0, 1.0
 
     def stage(self, stage: int) -> StageStates:
-        dense, expert = self.parameters.stage(stage).total()
+        dense, expert = self.stage_parameters(stage).total()
         dense_shard, expert_shard = self.shards()
         sharded = dense / dense_shard + expert / expert_shard
         weight_bytes = FP32_BYTES if self.fp32 else 2.0
@@ -115,7 +141,7 @@ class ModelStates:
     def _layer_gemm_params(self, stage: int) -> list[float]:
         """Parameters of the GEMM weights of each of a stage's transformer layers (not norms, embedding or LM head)
         that run in the narrow format (not those its recipe keeps in bf16)."""
-        params, fmt = self.parameters.stage(stage), self.shape.number_format
+        params, fmt = self.stage_parameters(stage), self.shape.number_format
         return [sum(params.of(unit)) - 2 * self.workload.model.hidden_size for unit in params.units
                 if unit >= 0 and not fmt.layer_in_bf16(unit)]
 

@@ -29,6 +29,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..collective.tuner import CollectivePlan
 from ..collective.types import CollType
 from ..compute.analytical import AnalyticalModel
@@ -40,7 +42,7 @@ from ..config.workload import MegatronWorkload
 from ..engine.replay import MAX_HELD_SHARE
 from ..pipeline import time_collective
 from ..workload.data_parallel import ADAM_BYTES_PER_PARAM
-from ..workload.kernels import KernelClass, Phase, memory_bound
+from ..workload.kernels import KernelClass, KernelSpec, Phase, memory_bound
 from ..workload.layer_kernels import RING_BLOCK, LayerKernels, ShardShape
 from ..workload.layout import RankLayout
 from ..workload.parameters import ModelParameters, PipelineLayers
@@ -103,12 +105,24 @@ class Estimator:
         self._pipelines: dict[tuple, tuple[int, _StageCost, float, float]] = {}
         self._layouts: dict[tuple, RankLayout] = {}
         self._groups: dict[tuple, tuple[int, ...]] = {}
+        self._kernel_times: dict[str, dict[KernelSpec, float]] = {}
 
     def compute_model(self, dtype: str) -> AnalyticalModel:
         """The calibrated compute model for a number format (read once per search)."""
         if dtype not in self._models:
             self._models[dtype] = AnalyticalModel(self.gpu, DType(dtype))
         return self._models[dtype]
+
+    def kernel_seconds(self, dtype: str, specs: list[KernelSpec]) -> np.ndarray:
+        """The compute model's seconds of each kernel (AnalyticalModel.seconds), each kernel worked out once per
+        number format: the model times every kernel on its own (GEMMs on arrays, element by element), so the
+        figures are the ones a single call over the list gives; strategies of other expert layouts or micro-batch
+        counts share most of their kernels."""
+        known = self._kernel_times.setdefault(dtype, {})
+        missing = list(dict.fromkeys(spec for spec in specs if spec not in known))
+        if missing:
+            known.update(zip(missing, self.compute_model(dtype).seconds(missing).tolist(), strict=True))
+        return np.array([known[spec] for spec in specs], dtype=float)
 
     def estimate(self, strategy: Strategy, workload: MegatronWorkload) -> Estimate:
         """`workload`: the base workload with the strategy applied (search.run builds it)."""
@@ -183,7 +197,6 @@ class Estimator:
 
     def _cost_of_unit(self, s: Strategy, workload: MegatronWorkload, kernels: LayerKernels, unit: int) -> _LayerCost:
         """Kernels and exposed communication of a dense layer (unit 0), an MoE layer (1), the embedding or head."""
-        model = self.compute_model(s.dtype)
         seconds, gemms, attention_core = self._unit_seconds(s, kernels, unit)
         forward, backward = seconds[Phase.fwd], seconds[Phase.bwd_ig] + seconds[Phase.bwd_wg]
         recompute = 0.0
@@ -191,7 +204,7 @@ class Estimator:
             recompute = forward
         elif unit >= 0 and s.recompute == "selective":
             recompute = attention_core
-        tp, cp, ep = self._layer_comm(s, workload, kernels, unit, gemms, model)
+        tp, cp, ep = self._layer_comm(s, workload, kernels, unit, gemms)
         return _LayerCost(forward, backward, recompute, seconds[Phase.bwd_wg], tp, cp, ep)
 
     def _unit_seconds(self, s: Strategy, kernels: LayerKernels, unit: int) -> tuple[dict[Phase, float], float, float]:
@@ -199,18 +212,17 @@ class Estimator:
         kernel shape (what recomputation and TP overlap make of them is the caller's)."""
         key = (self.kernel_key(s), unit)
         if key not in self._unit_times:
-            model = self.compute_model(s.dtype)
             names = self._unit_kernels(kernels, unit)
             specs = {phase: [kernels[n][phase] for n in names if phase in kernels[n]
                              for _ in range(kernels.repeats(n))] for phase in (Phase.fwd, Phase.bwd_ig, Phase.bwd_wg)}
-            each = {phase: model.seconds(specs[phase]) if specs[phase] else () for phase in specs}
+            each = {phase: self.kernel_seconds(s.dtype, specs[phase]) if specs[phase] else () for phase in specs}
             seconds = {phase: float(each[phase].sum()) if specs[phase] else 0.0 for phase in specs}
             gemms = sum(float(t) for phase in specs for t, spec in zip(each[phase], specs[phase], strict=True)
                         if spec.kclass in (KernelClass.gemm, KernelClass.grouped_gemm))  # what TP overlap hides behind
             attention_core = 0.0
             if unit >= 0:
-                attention_core = float(model.seconds([kernels[n][Phase.fwd] for n in kernels.attention_core
-                                                      for _ in range(kernels.repeats(n))]).sum())
+                core = [kernels[n][Phase.fwd] for n in kernels.attention_core for _ in range(kernels.repeats(n))]
+                attention_core = float(self.kernel_seconds(s.dtype, core).sum())
             self._unit_times[key] = seconds, gemms, attention_core
         return self._unit_times[key]
 
@@ -236,7 +248,7 @@ class Estimator:
         return [n for n in kernels.table if n not in head and n != "embedding" and not n.startswith(skip)]
 
     def _layer_comm(self, s: Strategy, workload: MegatronWorkload, kernels: LayerKernels, unit: int,
-                    gemms: float, model: AnalyticalModel) -> tuple[float, float, float]:
+                    gemms: float) -> tuple[float, float, float]:
         """Exposed TP, CP and EP communication of one unit per micro-batch (forward and backward); `gemms`: the
         seconds of its GEMMs, which TP communication overlap hides behind."""
         if unit < 0:
@@ -261,7 +273,7 @@ class Estimator:
             local_kv = 2 * shape.tokens * max(m.kv_heads // s.tp, 1) * m.head_size * shape.act_bytes
             group = tuple(range(0, s.tp * s.cp, s.tp))
             if RING_BLOCK in kernels:  # each pass hides behind the block computed meanwhile (workload.megatron)
-                block = {phase: float(model.seconds([kernels[RING_BLOCK][phase]]).sum())
+                block = {phase: float(self.kernel_seconds(s.dtype, [kernels[RING_BLOCK][phase]]).sum())
                          for phase in (Phase.fwd, Phase.bwd_ig)}
                 cp = (s.cp - 1) * (max(0.0, self.seconds(SR, group, local_kv) - block[Phase.fwd])
                                    + max(0.0, self.seconds(SR, group, 2 * local_kv) - block[Phase.bwd_ig]))
@@ -360,7 +372,7 @@ class Estimator:
                 exposed += max(0.0, scatter - cost.backward) + min(scatter, cost.backward) * slower
                 exposed += max(0.0, gather - cost.forward) + min(gather, cost.forward) * slower
         step = memory_bound("adam", Phase.step, ADAM_BYTES_PER_PARAM * shards, shards)
-        optimizer = float(self.compute_model(s.dtype).seconds([step]).sum())
+        optimizer = float(self.kernel_seconds(s.dtype, [step]).sum())
         return exposed, optimizer
 
     def _kernels(self, s: Strategy, workload: MegatronWorkload) -> LayerKernels:

@@ -7,15 +7,20 @@
 3. `estimate.Estimator` ranks every feasible strategy in well under a millisecond each.
 4. The best `replay` strategies are simulated by the full contention-aware replay (pipeline.simulate) on a
    process pool (or Ray), and the ranking puts the replayed ones first, by their replayed step time. Each
-   replay is first sized (the DAG it builds, dag/size.py) and the replays run side by side only as far as
-   their memory adds up on the machine (executors.Admission); one too large even alone is not run, and the
-   search reports it with its reason and ranks it by its estimate.
+   replay is first sized (the DAG it builds, dag/size.py, plus on the process pool the search's own footprint,
+   which a forked worker starts from) and the replays run side by side only as far as their memory adds up on
+   the machine (executors.Admission); one too large even alone is not run, and the search reports it with its
+   reason and ranks it by its estimate.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import multiprocessing
+import os
+import resource
 import statistics
+import sys
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -252,6 +257,28 @@ def replay_size(args: tuple[dict, str]) -> DagSize:
     return scenario_size(parse_scenario(data, name))
 
 
+def resident_memory() -> float:
+    """Bytes this process holds in memory now (Linux: /proc/self/statm's resident pages; elsewhere its peak so
+    far, as getrusage reports it)."""
+    try:
+        pages = int(Path("/proc/self/statm").read_text().split()[1])
+        return float(pages * os.sysconf("SC_PAGE_SIZE"))
+    except (OSError, IndexError, ValueError):
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return float(peak if sys.platform == "darwin" else peak * 1024)  # bytes on macOS, KiB on Linux
+
+
+def worker_baseline(executor: Executor) -> float:
+    """What a replay's worker holds before it builds anything, beyond the fitted size (dag/size.py, measured
+    over a fresh import of simulon): a worker of the local process pool is forked from this process and starts
+    as its copy, and Python's reference counts and garbage collector write to most of the objects it inherits,
+    so their pages are copied as the replay runs; the search's own footprint is added to each replay's need
+    (a DeepSeek-V3 replay peaked at 7.7 GB against a DAG estimate of 5.6 GB). Ray's workers and spawned ones
+    start fresh: nothing is added."""
+    forked = isinstance(executor, ProcessExecutor) and multiprocessing.get_start_method() == "fork"
+    return resident_memory() if forked else 0.0
+
+
 def replay_step_ms(args: tuple[dict, str]) -> float:
     """The step ms of one scenario replayed; runs in a worker process (module level, to be picklable)."""
     from ..pipeline import simulate
@@ -420,13 +447,16 @@ class Search:
         progress.stage(f"replaying the best {len(jobs)}", total=len(jobs), unit="strategies")
         progress.advance(reused)
         refused: dict[int, str] = {}
-        needs = [sizes[index].memory_bytes() for index in todo]
+        baseline = worker_baseline(executor)
+        needs = [sizes[index].memory_bytes() + baseline for index in todo]
         for position, outcome in executor.map_unordered(replay_step_ms, [jobs[index] for index in todo], needs):
             index = todo[position]
             if isinstance(outcome, Refused):
                 size = sizes[index]
+                inherited = (f" (of which {baseline / 1e9:,.1f} GB is the search's own memory, which a forked worker "
+                             f"starts from)" if baseline else "")
                 refused[index] = (f"not replayed: {size.nodes:,} DAG nodes and {size.flows:,} flows over "
-                                  f"{size.simulated_gpus:,} simulated GPUs; the replay {outcome.reason}")
+                                  f"{size.simulated_gpus:,} simulated GPUs; the replay {outcome.reason}{inherited}")
                 continue
             results[index] = outcome
             if cache is not None:

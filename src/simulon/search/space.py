@@ -47,9 +47,12 @@ MAX_TRIM = 2
 """Uneven stages tried: the first and last stages hold up to this many layers fewer than the others (Megatron's
 --decoder-first/last-pipeline-num-layers: room for the embedding, and for the LM head and its logits)."""
 ZERO_BUBBLE = (False,)
-"""ZB-H1 is searched when asked (`--fix zero_bubble=false,true`): the memory model walks its split backward's
-weight-gradient steps at about three times the cost of a 1F1B stage (DeepSeek-V3, tp 4 pp 16: 525 of 611 s), too
-slow for the default space; its estimate and replay are the same as for any strategy."""
+"""ZB-H1 is searched when asked (`--fix zero_bubble=false,true`). Its memory walk now costs what a 1F1B one does
+(memory/walk.py), so what it adds is its strategies: on Llama 3 70B / 1,024 H100 the estimate phase took 10.7 s CPU
+without and 12.5 s with it (27,175 and 38,440 strategies estimated, the same winner); on DeepSeek-V3 / 2,048 H800
+with pp 16, 25.9 s and 39.3 s (34,353 and 68,470), the winner tp1 pp16 dp128 ep8 3.0% faster under ZB-H1
+(23,265 ms against 23,977 ms). Not on by default while DeepSeek-V3's search misses its 3-minute target
+(benchmarks/bench_search_estimate.py, one run each on a shared 2-core machine)."""
 MAX_VPP = 8
 """Model chunks per stage considered: Megatron's recipes use up to 8 (Llama 3 405B on 16,384 GPUs ran 4-8)."""
 
@@ -163,16 +166,37 @@ class Space:
             for rule, count in zip(RULES, np.bincount(codes, minlength=len(RULES) + 1)[1:].tolist(), strict=True):
                 if count:
                     self.pruned[rule] += count
-            for position in np.flatnonzero(codes == 0).tolist():
+            passing = codes == 0
+            if lim.values:
+                allowed = self._allowed(tp, pp, vpp, inner, index, splits)
+                excluded = int(np.count_nonzero(passing & ~allowed))
+                if excluded:
+                    self.pruned["excluded by the command's options"] += excluded
+                passing &= allowed
+            for position in np.flatnonzero(passing).tolist():
                 c, e, u, m, q, r, h, d, o, z, split = index[:, position].tolist()
                 cp_, first, last = inner[0][c], *splits[split]
-                strategy = Strategy(tp, pp, vpp, self.num_gpus // (tp * pp * cp_), cp_, inner[1][e],
-                                    1 if inner[2][u] else tp, inner[3][m], inner[4][q], inner[5][r], inner[6][h],
-                                    inner[7][d], inner[8][o], first, last, inner[9][z])
-                if lim.values and not all(lim.allows(k, getattr(strategy, k)) for k in lim.values):
-                    self.pruned["excluded by the command's options"] += 1
-                    continue
-                yield strategy
+                yield Strategy(tp, pp, vpp, self.num_gpus // (tp * pp * cp_), cp_, inner[1][e],
+                               1 if inner[2][u] else tp, inner[3][m], inner[4][q], inner[5][r], inner[6][h],
+                               inner[7][d], inner[8][o], first, last, inner[9][z])
+
+    def _allowed(self, tp: int, pp: int, vpp: int, inner: tuple, index: np.ndarray,
+                 splits: list[tuple[int, int]]) -> np.ndarray:
+        """Per combination of one (tp, pp, vpp): whether every dimension the limits restrict takes an allowed
+        value (Limits.allows, on arrays)."""
+        columns = dict(zip(INNER_DIMENSIONS, (np.asarray(values)[i] for values, i in zip(inner, index, strict=False)),
+                           strict=False))
+        columns.update(tp=np.asarray(tp), pp=np.asarray(pp), vpp=np.asarray(vpp),
+                       dp=self.num_gpus // (tp * pp * columns["cp"]),
+                       etp=np.where(columns.pop("unsplit"), 1, tp),
+                       first_layers=np.array([first for first, _ in splits])[index[-1]],
+                       last_layers=np.array([last for _, last in splits])[index[-1]])
+        allowed = np.ones(index.shape[1], dtype=bool)
+        for name, values in (self.limits.values or {}).items():
+            if name not in columns:
+                raise ValueError(f"cannot restrict {name!r}: a strategy has no such dimension")
+            allowed &= np.isin(columns[name], np.asarray(values))
+        return allowed
 
     def splits(self, pp: int, vpp: int) -> list[tuple[int, int]]:
         """(first, last) stage layers to try: (0, 0), the even split, then for pp > 1 every split whose other
@@ -194,6 +218,10 @@ class Space:
             middle += 1
         return splits
 
+
+INNER_DIMENSIONS = ("cp", "ep", "unsplit", "micro_batch_size", "sequence_parallel", "recompute", "sharding", "dtype",
+                    "tp_comm_overlap", "zero_bubble")
+"""The dimensions Space.strategies enumerates on arrays within one (tp, pp, vpp), in order (unsplit: etp = 1)."""
 
 RULES = (
     "divisibility: pp x vpp must divide the layers (vpp only with pp > 1)",

@@ -1,0 +1,99 @@
+"""The schedule walk on arrays (memory/walk.py) gives, to the last bit, what the plain loop over the schedule's steps
+gives, for every schedule simulon builds, and the memory model's figures come from it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from helpers import gpt_workload
+from simulon.memory import MemoryModel
+from simulon.memory.runtime import GiB
+from simulon.memory.walk import StagePlan
+from simulon.workload.schedule import make_scheduler
+
+
+def plain_walk(schedule: str, chunks: int, stage: int, num_stages: int, microbatches: int,
+               kept: list[float], forward: list[float], backward: list[float],
+               weight_inputs: list[float]) -> tuple[float, float]:
+    """The walk as a loop over the steps: F adds what its chunk keeps, B frees it (a split B all but what its W
+    reads), W frees the rest; the peak is the first step whose kept plus transient is the largest."""
+    steps = make_scheduler(schedule, chunks).steps(stage, num_stages, microbatches)
+    split = {(step.microbatch, step.chunk) for step in steps if step.kind == "W"}
+    live, best = 0.0, (0.0, 0.0)
+    for kind, microbatch, chunk in steps:
+        candidate = (live + kept[chunk], forward[chunk]) if kind == "F" else (live, backward[chunk])
+        if kind == "F":
+            live += kept[chunk]
+        elif kind == "W":
+            live -= weight_inputs[chunk]
+        else:
+            live -= kept[chunk] - (weight_inputs[chunk] if (microbatch, chunk) in split else 0.0)
+        if kind != "W" and sum(candidate) > sum(best):
+            best = candidate
+    return best
+
+
+values = st.floats(0.0, 1e10, allow_nan=False, allow_infinity=False)
+
+
+def chunk_values(count: int):
+    """Per chunk (kept, forward, backward, weight inputs <= kept)."""
+    one = st.tuples(values, values, values, st.floats(0.0, 1.0)).map(lambda v: (v[0], v[1], v[2], v[0] * v[3]))
+    return st.lists(one, min_size=count, max_size=count).map(
+        lambda rows: [list(column) for column in zip(*rows, strict=True)])
+
+
+def same_as_the_loop(schedule: str, chunks: int, stage: int, pp: int, microbatches: int, columns) -> None:
+    arrays = [np.array(column, dtype=float) for column in columns]
+    fast = StagePlan.of(schedule, chunks, stage, pp, microbatches).peak(*arrays)
+    assert fast == plain_walk(schedule, chunks, stage, pp, microbatches, *columns)
+    assert all(type(x) is float for x in fast)
+
+
+@given(data=st.data(), schedule=st.sampled_from(["1f1b", "zb_h1", "interleaved_1f1b"]), pp=st.integers(1, 16),
+       microbatches=st.integers(1, 64), vpp=st.integers(2, 4))
+@settings(max_examples=300, deadline=None)
+def test_the_array_walk_equals_the_loop_for_1f1b_interleaved_and_zb_h1(data, schedule, pp, microbatches, vpp):
+    chunks = vpp if schedule == "interleaved_1f1b" else 1
+    stage = data.draw(st.integers(0, pp - 1))
+    same_as_the_loop(schedule, chunks, stage, pp, microbatches, data.draw(chunk_values(chunks)))
+
+
+@given(data=st.data(), schedule=st.sampled_from(["dualpipe", "dualpipev", "zb_v"]), half=st.integers(1, 4),
+       factor=st.integers(1, 3))
+@settings(max_examples=60, deadline=None)
+def test_the_array_walk_equals_the_loop_for_the_v_and_dualpipe_schedules(data, schedule, half, factor):
+    pp = 2 * half
+    microbatches = factor * 2 * pp  # DualPipe runs at least 2 pp micro-batches, half from each end
+    stage = data.draw(st.integers(0, pp - 1))
+    chunks = 1 if schedule == "dualpipe" else 2
+    same_as_the_loop(schedule, chunks, stage, pp, microbatches, data.draw(chunk_values(2)))
+
+
+def test_a_walk_of_steps_that_hold_nothing_peaks_at_nothing():
+    zero = np.zeros(1)
+    assert StagePlan.of("zb_h1", 1, 0, 4, 8).peak(zero, zero, zero, zero) == (0.0, 0.0)
+
+
+@pytest.mark.parametrize("schedule, vpp", [("1f1b", 1), ("zb_h1", 1), ("interleaved_1f1b", 2)])
+def test_the_memory_model_keeps_what_the_loop_keeps_on_every_stage(schedule, vpp, monkeypatch):
+    walks = []
+    peak = StagePlan.peak
+
+    def recorded(plan, *columns):
+        walks.append(([column.tolist() for column in columns], peak(plan, *columns)))
+        return walks[-1][1]
+
+    monkeypatch.setattr(StagePlan, "peak", recorded)
+    extra = {"pipeline_schedule": schedule, **({"vpp": vpp} if vpp > 1 else {})}
+    wl = gpt_workload(gpus=4, pp=4, layers=16, gbs=12, extra_parallelism=extra)
+    memory = MemoryModel(wl, 4, 80 * GiB)
+    for s in range(4):
+        stage = memory.stage(s)
+        columns, (kept, transient) = walks[-1]
+        assert (kept, transient) == plain_walk(schedule, vpp, s, 4, 12, *columns)
+        assert stage.kept_activations == kept > 0
+        assert stage.terms.get("layer transient", transient) == transient
