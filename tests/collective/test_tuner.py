@@ -200,7 +200,8 @@ def test_nvls_tree_gets_the_whole_network_share_on_two_nodes_and_half_beyond():
         p = plan(nodes=nodes)
         return p._bus_bandwidth(AR, p.shape(range(8 * nodes)), "nvls_tree", "simple")
 
-    assert bus(4) == pytest.approx(bus(2) / 2) and bus(8) == pytest.approx(bus(4))
+    # min(intra, inter) on two nodes (a DGX H100 pair is held by its NVLink side), inter / 2 from four on
+    assert bus(8) == pytest.approx(bus(4)) and bus(4) < bus(2) <= 2 * bus(4) * (1 + 1e-12)
 
 
 def test_auto_takes_nvls_tree_on_two_dgx_h100_nodes_and_the_ring_for_large_messages_on_four():
