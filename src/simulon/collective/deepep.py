@@ -127,27 +127,36 @@ def deepep_all_to_all(group: tuple[int, ...], shape: GroupShape, size: float, ch
     n = len(group)
     out = FlowBuilder(group)
     _check_routing(routing, shape)
-    rank_part = leg_bytes(size, shape, routing)[1] / channels
+    node_bytes, rank_bytes = (b / channels for b in leg_bytes(size, shape, routing))
     domain = np.asarray(shape.domain, dtype=np.int64)
     local = shape.local
+    sizes = np.asarray([len(m) for m in shape.members], dtype=np.int64)
+    member_at = np.full((shape.nodes, int(sizes.max(initial=0))), -1, dtype=np.int64)  # [node, index] -> position
+    member_at[domain, local] = np.arange(n)
+    src, dst = (a.ravel() for a in np.meshgrid(np.arange(n), np.arange(n), indexing="ij"))
+    same = (domain[src] == domain[dst]) & (src != dst)
+    # no member at the sender's index on the receiver's node: straight to each of that node's members
+    direct = same | ((domain[src] != domain[dst]) & (local[src] >= sizes[domain[dst]]))
+    senders = np.repeat(np.arange(n), shape.nodes)
+    nodes = np.tile(np.arange(shape.nodes), n)
+    held = local[senders] < sizes[nodes]                            # the node has a member at the sender's index
+    relay = np.where(held, member_at[nodes, np.minimum(local[senders], member_at.shape[1] - 1)], -1)
+    legs = (nodes != domain[senders]) & (relay >= 0)
+    senders, relay = senders[legs], relay[legs]
+    leg_size = node_bytes if routing else rank_bytes * sizes[domain[relay]]
+    into = np.argsort(relay, kind="stable")                     # each relay's incoming legs, grouped
+    counts = np.bincount(relay, minlength=n)
+    width = int(counts.max(initial=0))
+    slot = np.arange(len(relay)) - np.repeat(np.cumsum(counts) - counts, counts)
+    fwd_src, fwd_dst = src[same & (counts[src] > 0)], dst[same & (counts[src] > 0)]
     for ch in range(channels):
-        relayed: dict[int, list[int]] = {}        # relay position -> its incoming fabric legs
-        for s in range(n):
-            for d, members in enumerate(shape.members):
-                if d == domain[s]:
-                    out.add(s, members[members != s], rank_part, ch, 0)
-                elif local[s] < len(members):
-                    relay = int(members[local[s]])
-                    node_part = leg_bytes(size, shape, routing)[0] / channels if routing else rank_part * len(members)
-                    relayed.setdefault(relay, []).append(int(out.add(s, relay, node_part, ch, 0)))
-                else:                              # no member at the sender's index there: straight to each
-                    out.add(s, members, rank_part, ch, 0)
-        for relay, legs in sorted(relayed.items()):
-            members = shape.members[domain[relay]]
-            targets = members[members != relay]
-            if len(targets):
-                out.add(relay, targets, rank_part * len(legs), ch, 1,
-                        np.broadcast_to(np.asarray(legs), (len(targets), len(legs))))
+        out.add(src[direct], dst[direct], rank_bytes, ch, 0)
+        first = out.add(senders, relay, leg_size, ch, 0)
+        if not len(fwd_src):
+            continue
+        table = np.full((n, width), -1, dtype=np.int64)
+        table[relay[into], slot] = first[into]
+        out.add(fwd_src, fwd_dst, rank_bytes * counts[fwd_src], ch, 1, table[fwd_src])
     return out.build()
 
 
