@@ -345,7 +345,7 @@ class DAGBuilder:
         if not every and not any(int(rep[g]) == g for g in group):
             return {}  # a group of folded GPUs only: its representatives' group stands for it
         fold_pos = tuple(range(len(group))) if every else fold_positions(group, rep)
-        choice = self.plan.choose(op.ctype, group, op.nbytes)
+        choice = self.plan.choose(op.ctype, group, op.nbytes, op.algorithm)
         t = expansion_template(op.ctype, op.nbytes, choice, self.plan.shape(group), fold_pos)
         coll = len(self.collectives)
         self.collectives.append(CollectiveInstance(op.ctype, op.label, group, op.nbytes, op.stream, op.layer,

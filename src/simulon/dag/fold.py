@@ -174,25 +174,26 @@ def nics_consistent(rep: np.ndarray, gpus_per_nic: int) -> bool:
 
 
 def _step_collectives(programs: list[StageProgram], layout: RankLayout) -> dict[tuple, tuple[int, ...]]:
-    """Each distinct collective call of a step, (type, axis, size, stage), with the group of its stage's first
-    rank."""
+    """Each distinct collective call of a step, (type, axis, size, stage, algorithm), with the group of its stage's
+    first rank."""
     calls: dict[tuple, tuple[int, ...]] = {}
     for prog in programs:
         rank = layout.rank(pp=prog.stage)
         for op in prog.ops:
-            if isinstance(op, CollectiveOp) and (key := (op.ctype, op.axis, op.nbytes, prog.stage)) not in calls:
+            if isinstance(op, CollectiveOp) and (key := (op.ctype, op.axis, op.nbytes, prog.stage, op.algorithm)) \
+                    not in calls:
                 calls[key] = layout.group(op.axis, rank)
     return calls
 
 
 def symmetric_axes(programs: list[StageProgram], layout: RankLayout,
-                   is_symmetric: Callable[[CollType, tuple[int, ...], float], bool]) -> set[str]:
+                   is_symmetric: Callable[[CollType, tuple[int, ...], float, str], bool]) -> set[str]:
     """The foldable axes (dp, tp) every collective group spanning them runs symmetrically (its flows repeat
     node by node, or member by member): an algorithm that treats members differently (a tree, a chain with
     a leader) must see each member simulated."""
     unsafe: set[str] = set()
-    for (ctype, _, nbytes, _), group in _step_collectives(programs, layout).items():
-        if is_symmetric(ctype, group, nbytes):
+    for (ctype, _, nbytes, _, algorithm), group in _step_collectives(programs, layout).items():
+        if is_symmetric(ctype, group, nbytes, algorithm):
             continue
         coords = layout.coords[list(group)]
         unsafe |= {axis for axis, column in _FOLDABLE if len(set(coords[:, column].tolist())) > 1}
@@ -204,7 +205,7 @@ Shifts = tuple[tuple[tuple[int, ...], int], ...]
 
 
 def collective_shifts(programs: list[StageProgram], layout: RankLayout,
-                      symmetry: Callable[[CollType, tuple[int, ...], float], int | None],
+                      symmetry: Callable[[CollType, tuple[int, ...], float, str], int | None],
                       topology: Topology | None = None) -> Shifts:
     """Per distinct collective call of a step, the group of its stage's first rank and the shift of positions its
     flows repeat under (collective.algorithms.Algorithm.symmetry), where some shift does: what a fold must keep
@@ -217,8 +218,8 @@ def collective_shifts(programs: list[StageProgram], layout: RankLayout,
     oversubscribed = topology is not None and max(topology.fabric.spec.oversubscription,
                                                   topology.fabric.spec.pod_oversubscription) > 1
     shifts = {}
-    for (ctype, _, nbytes, _), group in _step_collectives(programs, layout).items():
-        shift = symmetry(ctype, group, nbytes)
+    for (ctype, _, nbytes, _, algorithm), group in _step_collectives(programs, layout).items():
+        shift = symmetry(ctype, group, nbytes, algorithm)
         if shift is None or shift == 1:
             continue
         if oversubscribed and shift > len(group) // len({g // topology.domain_gpus for g in group}):

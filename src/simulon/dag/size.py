@@ -151,13 +151,13 @@ def estimate_size(programs: list[StageProgram], layout: RankLayout, fold: Fold, 
         per_call: dict[tuple, tuple[int, int, int]] = {}  # (axis, type, size) -> (nodes, flows, footprint
         # entries) of all its groups
         for op in calls:
-            key = (op.axis, op.ctype, op.nbytes)
+            key = (op.axis, op.ctype, op.nbytes, op.algorithm)
             if key not in per_call:
                 if op.axis not in groups:
                     groups[op.axis] = _axis_groups(op.axis, ranks, layout, fold, plan)
                 count, sample, fold_pos, joins = groups[op.axis]
-                template = expansion_template(op.ctype, op.nbytes, plan.choose(op.ctype, sample, op.nbytes),
-                                              plan.shape(sample), fold_pos)
+                choice = plan.choose(op.ctype, sample, op.nbytes, op.algorithm)
+                template = expansion_template(op.ctype, op.nbytes, choice, plan.shape(sample), fold_pos)
                 per_call[key] = (count * (2 * len(template.simulated) + len(template.flow_src)) + joins,
                                  count * len(template.flow_src),
                                  count * spread * _leaving_flows(template, sample, fold, plan.topology))

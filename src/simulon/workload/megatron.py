@@ -15,6 +15,7 @@ from collections.abc import Callable
 from functools import partial
 from itertools import pairwise
 
+from ..collective.deepep import Routing, routed_name
 from ..collective.types import CollType
 from ..config.workload import MegatronWorkload
 from .data_parallel import DataParallelSync, Gathers
@@ -41,6 +42,7 @@ class MegatronTracer:
         self.kernels = LayerKernels(model, self.shape, train.attention, train.elementwise, train.cross_entropy)
         self.layers = PipelineLayers.of(workload)
         self.parameters = ModelParameters(self.kernels, model, self.layers)
+        self.dispatch_algorithm = dispatch_algorithm(workload)
 
     def stage_programs(self) -> list[StageProgram]:
         return [self.stage_program(s) for s in range(self.layout.pp)]
@@ -49,6 +51,15 @@ class MegatronTracer:
         program = StageProgram(stage)
         _StageEmitter(self, program).emit_iteration()
         return program
+
+
+def dispatch_algorithm(workload: MegatronWorkload) -> str:
+    """The collective algorithm of the MoE token dispatch and combine: the scenario's for Megatron's all-to-all
+    dispatcher (""), DeepEP's carrying the model's routed tokens for the deepep one."""
+    moe = workload.model.moe
+    if workload.training.moe_dispatcher != "deepep" or moe is None:
+        return ""
+    return routed_name(Routing(moe.num_experts, moe.num_groups, moe.group_topk, moe.top_k))
 
 
 class _StageEmitter:
@@ -310,7 +321,8 @@ class _StageEmitter:
         if self.shape.ep == 1:
             return NO_OP
         size = self.shape.routed_tokens(self.tracer.model.moe.top_k) * self.hidden_size * self.shape.act_bytes
-        return self.program.collective(CollType.AllToAll, "ep", size, Stream.ep_comm, label, layer, mb, phase)
+        return self.program.collective(CollType.AllToAll, "ep", size, Stream.ep_comm, label, layer, mb, phase,
+                                       algorithm=self.tracer.dispatch_algorithm)
 
     # -- backward --
 
