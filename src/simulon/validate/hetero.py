@@ -8,7 +8,10 @@ host paths at what Sailor's send/recv test measured, the RTX 3090 node's GPUs NV
 Sailor's send/recv and all-reduce microbenchmarks) with the tp GPUs of each node the run used, under one
 switch; every stage replica on the node type its plan names (`training.stage_groups`, a group per data-parallel
 replica), with the plan's layer split. The pipeline engine is DeepSpeed's as Sailor ran it (hetero_rows'
-docstring): 1F1B over gbs / (mbs x dp) micro-batches, activations and their gradients sent between stages in
+docstring; `framework: deepspeed`, workload/megatron.py `lockstep_exchange`): 1F1B over gbs / (mbs x dp)
+micro-batches in DeepSpeed's lock-step TrainSchedule, whose blocking sends and receives keep a stage waiting for
+each transfer it receives (and for each it sends larger than NCCL's 4 MiB buffer, as the tp-2 runs' are), a
+transfer starting once both sides reach it; activations and their gradients sent between stages in
 1/tp shares and all-gathered on arrival (pipeline_send partitioned), the data-parallel gradient all-reduce after
 the whole schedule (overlap_grad_reduce false), no optimizer sharding, no sequence parallelism,
 Megatron-DeepSpeed's unfused attention.
@@ -50,7 +53,7 @@ def scenario_of(run: SailorRun, dtype: str = RUN_DTYPE) -> ScenarioConfig:
                 "stage_groups": [[order.index(gpu) for gpu in stage.replicas] for stage in run.stages]}
     data = {"datacenter": {"datacenter": {"name": "sailor-mit"}, "node_groups": groups,
                            "network": {"scale_out": {"topology": {"from": "single-switch"}}}},
-            "workload": {"framework": "megatron", "model": {"from": run.model}, "parallelism": parallelism,
+            "workload": {"framework": "deepspeed", "model": {"from": run.model}, "parallelism": parallelism,
                          "training": training}}
     return parse_scenario(data, f"Sailor run {run.locator}")
 
