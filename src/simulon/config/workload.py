@@ -326,10 +326,22 @@ class TrainingSpec(StrictModel):
 
 
 class MegatronWorkload(StrictModel):
-    framework: Literal["megatron"] = "megatron"
+    framework: Literal["megatron", "deepspeed"] = Field(
+        "megatron", description="what runs the pipeline: megatron (Megatron-Core's 1F1B, each send issued as its "
+        "data is ready) or deepspeed (DeepSpeed's PipelineEngine TrainSchedule: 1F1B in lock-step steps whose "
+        "sends and receives block the stage, a transfer starting once both sides reach it; vpp 1); the rest of "
+        "the workload as given (DeepSpeed's partitioned sends are parallelism.pipeline_send)")
     model: ModelSpec
     parallelism: ParallelismSpec = ParallelismSpec()
     training: TrainingSpec
+
+    @model_validator(mode="after")
+    def _deepspeed_pipeline(self) -> MegatronWorkload:
+        par = self.parallelism
+        if self.framework == "deepspeed" and (par.vpp > 1 or par.pipeline_schedule != "1f1b"):
+            raise FieldError("framework", "deepspeed's PipelineEngine runs plain 1F1B (vpp 1, pipeline_schedule "
+                             f"1f1b), not {par.pipeline_schedule} with vpp {par.vpp}")
+        return self
 
     @model_validator(mode="after")
     def _number_format_fits(self) -> MegatronWorkload:

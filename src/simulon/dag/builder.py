@@ -295,6 +295,7 @@ class DAGBuilder:
             elif isinstance(op, RecvOp):
                 src = rank + (op.peer_stage - prog.stage) * per_stage
                 done[i] = self._p2p_flow(src, rank, op.microbatch, op.phase, op.chunk)
+                self._edges([done[w] for w in op.waits], done[i])  # a blocking receive: the transfer waits for it
 
     def _expanded(self, rank: int, key: tuple, op: CollectiveOp, deps: list[int], previous: int,
                   member_ends: dict[int, dict[int, int]]) -> tuple[int, int, int]:
