@@ -145,19 +145,19 @@ def test_auto_samples_a_step_above_the_node_budget(monkeypatch):
     sc = small("1f1b", 2, 16)
     monkeypatch.setattr(pipeline, "SAMPLE_ABOVE_NODES", 1)
     result = simulate(sc, micro_batches="auto").result
-    assert result.sampling is not None and result.sampling.simulated == (2, 3)
-    assert result.to_dict()["micro_batch_sampling"] == {"micro_batches": 16, "simulated": [2, 3],
-                                                        "extrapolated": True, "trace_and_analysis_of": 3}
+    assert result.sampling is not None and result.sampling.simulated == (2, 4)
+    assert result.to_dict()["micro_batch_sampling"] == {"micro_batches": 16, "simulated": [2, 4],
+                                                        "extrapolated": True, "trace_and_analysis_of": 4}
 
 
 def test_auto_samples_a_step_whose_full_dag_would_not_fit_and_all_is_refused_naming_the_option():
     sc = ScenarioConfig.model_validate(merge(seed_dict(), {"workload": {
         "parallelism": {"num_microbatches": 64}, "training": {"global_batch_size": 64}}}))
     full = plan_dag(sc).size().memory_bytes()
-    sampled = plan_dag(with_microbatches(sc, 3)).size().memory_bytes()
+    sampled = plan_dag(with_microbatches(sc, 4)).size().memory_bytes()
     limit = (full + sampled) / 2
     assert simulate(sc, micro_batches="auto", memory_limit=limit).result.sampling is not None
-    with pytest.raises(TooLarge, match="--micro-batches auto replays 2 and 3 of its 64 micro-batches"):
+    with pytest.raises(TooLarge, match="--micro-batches auto replays 2 and 4 of its 64 micro-batches"):
         simulate(sc, micro_batches="all", memory_limit=limit)
 
 
@@ -168,7 +168,7 @@ def test_simulate_json_says_the_figures_are_extrapolated_and_the_trace_which_rep
     trace = tmp_path / "trace.json"
     done = cli("simulate", str(scenario), "--json", "--micro-batches", "sample", "-o", str(trace))
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["micro_batch_sampling"]["simulated"] == [2, 3]
-    assert json.loads(trace.read_text())["otherData"]["micro_batch_sampling"]["trace_and_analysis_of"] == 3
+    assert json.loads(done.stdout)["micro_batch_sampling"]["simulated"] == [2, 4]
+    assert json.loads(trace.read_text())["otherData"]["micro_batch_sampling"]["trace_and_analysis_of"] == 4
     refused = cli("simulate", str(scenario), "--micro-batches", "3,2")
     assert refused.returncode == 2 and "--micro-batches" in refused.stderr
