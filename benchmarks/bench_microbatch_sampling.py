@@ -5,7 +5,8 @@
 
 Scenarios whose full replay is affordable on a laptop:
 * `seed-64`: the seed example (Llama-2 7B, tp2 pp2, 1F1B) at 64 micro-batches.
-* `moe-96`: examples/moe_96gpu.yaml (pp6, 10 micro-batches, MoE all-to-alls, data-parallel reductions).
+* `moe-96`: examples/moe_96gpu.yaml (pp6, 10 micro-batches, MoE all-to-alls, data-parallel reductions): too few
+  micro-batches to sample (6 and 12 are not fewer), so both runs replay all; `moe-96-40`: the same at 40.
 * `moe-96-interleaved`: the same with vpp 2 over 36 micro-batches (interleaved 1F1B).
 * `gpt3-1024`: examples/gpt3_175b_1024gpu.yaml (tp8 pp8 dp16, 96 micro-batches).
 * `seed-zb-h1`, `seed-zb-v`, `seed-dualpipe`, `seed-dualpipev`: the seed example at 64 micro-batches on pp 2 under
@@ -49,6 +50,7 @@ def scenarios() -> dict[str, dict]:
     return {
         "seed-64": _with(seed, {"num_microbatches": 64}, 64),
         "moe-96": moe,
+        "moe-96-40": _with(moe, {"num_microbatches": 40}, 160),
         "moe-96-interleaved": _with(moe, {"vpp": 2, "num_microbatches": 36}, 144),
         "gpt3-1024": _example("gpt3_175b_1024gpu.yaml"),
         "seed-zb-h1": _with(seed, {"num_microbatches": 64, "pipeline_schedule": "zb_h1"}, 64),
