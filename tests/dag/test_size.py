@@ -96,7 +96,8 @@ def test_a_run_too_large_for_the_machine_is_refused_before_it_is_built_and_write
     data["datacenter"]["network"] = {"scale_out": {"topology": "alibaba-hpn"}}  # dual-ToR: not folded
     path = tmp_path / "gpt3-hpn.yaml"
     path.write_text(yaml.safe_dump(data))
-    run = cli("simulate", str(path), "-o", str(tmp_path / "trace.json"), "--max-memory", "16GB", timeout=120)
+    run = cli("simulate", str(path), "-o", str(tmp_path / "trace.json"), "--max-memory", "16GB",
+              "--micro-batches", "all", timeout=120)  # the default (auto) would sample its micro-batches instead
     assert run.returncode == 2 and run.stdout == "", run.stderr
     assert len(run.stderr.strip().splitlines()) == 1
     assert "1,024 simulated GPUs" in run.stderr and "16.0 GB are available" in run.stderr

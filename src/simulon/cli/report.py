@@ -15,12 +15,13 @@ from ..config.loading import load_scenario
 if TYPE_CHECKING:
     from ..analysis.analyze import Analysis
     from ..pipeline import Simulation
+    from ..sampling import MicroBatches
 
 REPORT_SUFFIXES = (".html", ".htm")
 
 
 def run_scenario(scenario: Path, quiet: bool, expand: str = "auto", memory_limit: float | None = None,
-                 trace: bool = False) -> tuple[Simulation, Analysis]:
+                 trace: bool = False, micro_batches: MicroBatches = "auto") -> tuple[Simulation, Analysis]:
     """Load and simulate a scenario (a progress bar on a terminal unless `quiet`) and analyse its iteration, the
     findings' advice steered by what the scenario already does (findings.Settings); a scenario without a workload,
     an algorithm that cannot run or a run too large end as a ConfigError."""
@@ -38,11 +39,13 @@ def run_scenario(scenario: Path, quiet: bool, expand: str = "auto", memory_limit
     try:
         with terminal_progress(quiet=quiet) as progress:
             sim = simulate(sc, fold_mode=expand, progress=progress, memory_limit=memory_limit,  # type: ignore[arg-type]
-                           trace=trace)
+                           trace=trace, micro_batches=micro_batches)
     except Unrunnable as exc:
         raise ConfigError(f"{scenario}: collective.algorithm: {exc}") from None
     except TooLarge as exc:
         raise ConfigError(f"{scenario}: {exc}") from None
+    except ValueError as exc:  # micro-batch counts the step or its schedule refuses (sampling.chosen_counts)
+        raise ConfigError(f"{scenario}: --micro-batches: {exc}") from None
     placement = sc.placement()  # GPUs of several types: their mean peak and HBM bandwidth
     return sim, analyze(sim.dag, sim.timeline, sim.topology, sim.fold, placement.peak_flops(sc.workload.training.dtype),
                         placement.mean(lambda g: g.gpu.memory_bandwidth), Settings.of(sc))

@@ -107,15 +107,17 @@ def _readable(num_bytes: float) -> str:
     return f"{num_bytes / 1e9:,.1f} GB" if num_bytes >= 1e8 else f"{num_bytes / 1e6:,.1f} MB"
 
 
-def check_fits(size: DagSize, limit: float | None, trace: bool = False, hint: str = "") -> None:
-    """Refuse (TooLarge) a run whose estimated memory exceeds `limit` bytes (None: no limit)."""
+def check_fits(size: DagSize, limit: float | None, trace: bool = False, hint: str = "", advice: str = "") -> None:
+    """Refuse (TooLarge) a run whose estimated memory exceeds `limit` bytes (None: no limit); `hint` follows the
+    size in the message, `advice` comes first in what to do (pipeline.py: the micro-batch sampling that would
+    fit)."""
     need = size.memory_bytes(trace)
     if limit is None or need <= limit:
         return
     raise TooLarge(f"{size.nodes:,} DAG nodes and {size.flows:,} flows over {size.simulated_gpus:,} simulated GPUs "
                    f"need about {_readable(need)}, and {_readable(limit)} are available{hint}",
-                   "simulate a smaller global batch (fewer micro-batches) or cluster, or raise the limit with "
-                   "--max-memory")
+                   f"{advice}simulate fewer micro-batches (--micro-batches sample, or a smaller global batch) or "
+                   "a smaller cluster, or raise the limit with --max-memory")
 
 
 @cache
