@@ -151,13 +151,28 @@ def simulate(sc: ScenarioConfig, fold_mode: FoldMode = "auto", progress: Progres
     progress.stage("tracing the workload and building the DAG")
     planned = plan_dag(sc, fold_mode)
     size = planned.size() if counts is not None or memory_limit is not None else None
+    too_many = counts is not None and size.nodes > SAMPLE_ABOVE_NODES
+    if size is not None and (too_many or not fits(size, memory_limit, trace)):
+        planned, size = folded_throughout(planned, size)
     if counts is not None and (size.nodes > SAMPLE_ABOVE_NODES or not fits(size, memory_limit, trace)):
+        throughout = not planned.fold.expand_spread
         del planned
-        return simulate_sampled(sc, counts, fold_mode, progress, memory_limit, trace)
+        return simulate_sampled(sc, counts, fold_mode, progress, memory_limit, trace, throughout)
     if not fits(size, memory_limit, trace):  # refused: say whether sampling would fit
         check_fits(size, memory_limit, trace, planned.why_unfolded(),
                    sampling_advice(sc, fold_mode, memory_limit, trace) if micro_batches == "all" else "")
     return simulate_planned(sc, planned, progress)
+
+
+def folded_throughout(planned: PlannedDag, size: DagSize) -> tuple[PlannedDag, DagSize]:
+    """The planned DAG with no collective expanded over every GPU (dag.fold.Fold.folded_throughout), where that
+    makes it smaller: what a step takes when its expanded collectives would not fit, or would push it past the node
+    budget of sampling, before its micro-batches are sampled."""
+    if not planned.fold.axes or not planned.fold.expand_spread:
+        return planned, size
+    trial = replace(planned, fold=planned.fold.folded_throughout())
+    trial_size = trial.size()
+    return (trial, trial_size) if trial_size.nodes < size.nodes else (planned, size)
 
 
 def simulate_planned(sc: ScenarioConfig, planned: PlannedDag, progress: Progress = SILENT) -> Simulation:
@@ -171,10 +186,11 @@ def simulate_planned(sc: ScenarioConfig, planned: PlannedDag, progress: Progress
 
 def simulate_sampled(sc: ScenarioConfig, counts: tuple[int, int], fold_mode: FoldMode = "auto",
                      progress: Progress = SILENT, memory_limit: float | None = None,
-                     trace: bool = False) -> Simulation:
+                     trace: bool = False, throughout: bool | None = None) -> Simulation:
     """Replay the step at counts[0] and counts[1] micro-batches, one after the other (only the first's summary
     kept), and extrapolate to its real count (sampling.extrapolate). The Simulation's DAG, timeline and trace are
-    the larger count's; its memory report is the real step's."""
+    the larger count's; its memory report is the real step's. `throughout`: both counts fold every collective
+    (folded_throughout); None decides it on the larger count's size."""
     real = microbatch_count(sc)
     results, sim = [], None
     for count in counts:
@@ -182,8 +198,14 @@ def simulate_sampled(sc: ScenarioConfig, counts: tuple[int, int], fold_mode: Fol
         sampled = with_microbatches(sc, count)
         progress.stage(f"sampling {count} of {real} micro-batches: tracing and building the DAG")
         planned = plan_dag(sampled, fold_mode)
+        size = planned.size()
+        if throughout is None:  # decided on the larger count, for both
+            larger = plan_dag(with_microbatches(sc, counts[1]), fold_mode).size() if count != counts[1] else size
+            throughout = larger.nodes > SAMPLE_ABOVE_NODES or not fits(larger, memory_limit, trace)
+        if throughout:
+            planned, size = folded_throughout(planned, size)
         if memory_limit is not None:
-            check_fits(planned.size(), memory_limit, trace,
+            check_fits(size, memory_limit, trace,
                        f"{planned.why_unfolded()} (sampling {count} of the step's {real} micro-batches)")
         sim = simulate_planned(sampled, planned, progress)
         results.append(sim.result)

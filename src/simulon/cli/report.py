@@ -55,7 +55,8 @@ def result_json(sim: Simulation, analysis: Analysis) -> dict:
     """The iteration as `simulon simulate --json` prints it: the summary, `memory`, `analysis` and `schedule`."""
     from ..analysis.schedule import schedule
 
-    return {**sim.result.to_dict(), "memory": sim.memory.to_json(), "analysis": analysis.to_dict(),
+    folded = {} if sim.fold.expand_spread else {"collectives_folded_throughout": True}
+    return {**sim.result.to_dict(), **folded, "memory": sim.memory.to_json(), "analysis": analysis.to_dict(),
             "schedule": schedule(sim.dag, sim.timeline)}
 
 

@@ -49,6 +49,7 @@ class Fold:
     axes: tuple[str, ...]
     layout: RankLayout | None = field(default=None, compare=False)
     groups: tuple[tuple[int, ...], ...] | None = field(default=None, compare=False)
+    expand_spread: bool = field(default=True, compare=False)
     _rails: dict[tuple[int, ...], bool] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -85,13 +86,21 @@ class Fold:
         the nodes of one scalable unit) runs its rings, bent to the rails, under the leaves; its other
         collectives' flows that cross rails (an all-to-all's without PXN) stay folded, loading their
         counterparts' inner links (DeepSeek-V3's expert all-to-alls on 2,048 H800)."""
-        if self.trivial or not topology.spreads(group) or topology.on_one_rail(group):
+        if not self.expand_spread or self.trivial or not topology.spreads(group) or topology.on_one_rail(group):
             return False
         if self.layout is None:
             return True  # a lone collective's group folded onto one member (fold_group): see _rails_under_leaves
         if group not in self._rails:
             self._rails[group] = not _rails_under_leaves(group, topology)
         return self._rails[group]
+
+    def folded_throughout(self) -> Fold:
+        """The same fold with no collective expanded: every folded flow, whatever links it crosses, loads its
+        counterparts' inner links (engine/footprint.py), as a pipeline send's do. What a step whose expansions
+        would not fit takes instead (pipeline.simulate): against the full expansion, within 1% on dense, pipeline,
+        MoE and DeepSeek-like steps whose data-parallel rings cross spines, but 8-10% fast on ZeRO-3's
+        all-gathers (benchmarks/bench_fold_accuracy.py --method folded)."""
+        return Fold(self.rep, self.axes, self.layout, self.groups, expand_spread=False)
 
     def members(self, gpu: int) -> np.ndarray:
         """The GPUs a simulated GPU stands for (itself first)."""
