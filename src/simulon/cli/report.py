@@ -30,12 +30,17 @@ def run_scenario(scenario: Path, quiet: bool, expand: str = "auto", memory_limit
     from ..collective.algorithms import Unrunnable
     from ..dag.size import TooLarge
     from ..pipeline import simulate
+    from ..sampling import chosen_counts
     from .progress import terminal_progress
 
     sc = load_scenario(scenario)
     if sc.workload is None:
         raise ConfigError(f"{scenario}: workload: required to simulate a training iteration "
                           "(use `simulon collective` for a datacenter-only scenario)")
+    try:
+        chosen_counts(sc, micro_batches)
+    except ValueError as exc:  # micro-batch counts the step or its schedule refuses
+        raise ConfigError(f"{scenario}: --micro-batches: {exc}") from None
     try:
         with terminal_progress(quiet=quiet) as progress:
             sim = simulate(sc, fold_mode=expand, progress=progress, memory_limit=memory_limit,  # type: ignore[arg-type]
@@ -44,8 +49,6 @@ def run_scenario(scenario: Path, quiet: bool, expand: str = "auto", memory_limit
         raise ConfigError(f"{scenario}: collective.algorithm: {exc}") from None
     except TooLarge as exc:
         raise ConfigError(f"{scenario}: {exc}") from None
-    except ValueError as exc:  # micro-batch counts the step or its schedule refuses (sampling.chosen_counts)
-        raise ConfigError(f"{scenario}: --micro-batches: {exc}") from None
     placement = sc.placement()  # GPUs of several types: their mean peak and HBM bandwidth
     return sim, analyze(sim.dag, sim.timeline, sim.topology, sim.fold, placement.peak_flops(sc.workload.training.dtype),
                         placement.mean(lambda g: g.gpu.memory_bandwidth), Settings.of(sc))
