@@ -151,10 +151,9 @@ def simulate(sc: ScenarioConfig, fold_mode: FoldMode = "auto", progress: Progres
     progress.stage("tracing the workload and building the DAG")
     planned = plan_dag(sc, fold_mode)
     size = planned.size() if counts is not None or memory_limit is not None else None
-    too_many = counts is not None and size.nodes > SAMPLE_ABOVE_NODES
-    if size is not None and (too_many or not fits(size, memory_limit, trace)):
+    if size is not None and too_large(size, memory_limit, trace, counts is not None):
         planned, size = folded_throughout(planned, size)
-    if counts is not None and (size.nodes > SAMPLE_ABOVE_NODES or not fits(size, memory_limit, trace)):
+    if counts is not None and too_large(size, memory_limit, trace, sampling=True):
         throughout = not planned.fold.expand_spread
         del planned
         return simulate_sampled(sc, counts, fold_mode, progress, memory_limit, trace, throughout)
@@ -192,6 +191,9 @@ def simulate_sampled(sc: ScenarioConfig, counts: tuple[int, int], fold_mode: Fol
     the larger count's; its memory report is the real step's. `throughout`: both counts fold every collective
     (folded_throughout); None decides it on the larger count's size."""
     real = microbatch_count(sc)
+    if throughout is None:  # decided on the larger count, for both
+        larger = plan_dag(with_microbatches(sc, counts[1]), fold_mode).size()
+        throughout = too_large(larger, memory_limit, trace, sampling=True)
     results, sim = [], None
     for count in counts:
         sim = None  # the previous count's DAG goes before the next is built
@@ -199,9 +201,6 @@ def simulate_sampled(sc: ScenarioConfig, counts: tuple[int, int], fold_mode: Fol
         progress.stage(f"sampling {count} of {real} micro-batches: tracing and building the DAG")
         planned = plan_dag(sampled, fold_mode)
         size = planned.size()
-        if throughout is None:  # decided on the larger count, for both
-            larger = plan_dag(with_microbatches(sc, counts[1]), fold_mode).size() if count != counts[1] else size
-            throughout = larger.nodes > SAMPLE_ABOVE_NODES or not fits(larger, memory_limit, trace)
         if throughout:
             planned, size = folded_throughout(planned, size)
         if memory_limit is not None:
@@ -213,6 +212,13 @@ def simulate_sampled(sc: ScenarioConfig, counts: tuple[int, int], fold_mode: Fol
     result = extrapolate(results[0], results[1], counts, real, train.global_batch_size * train.sequence_length,
                          sc.placement().peak_flops(train.dtype))
     return replace(sim, result=result, memory=estimate_memory(sc))
+
+
+def too_large(size: DagSize, memory_limit: float | None, trace: bool, sampling: bool) -> bool:
+    """Whether `auto` shrinks a step of `size` (folds its expanded collectives, samples its micro-batches): it
+    would not fit `memory_limit`, or, where its micro-batches may be sampled, it has more than SAMPLE_ABOVE_NODES
+    nodes."""
+    return not fits(size, memory_limit, trace) or (sampling and size.nodes > SAMPLE_ABOVE_NODES)
 
 
 def fits(size: DagSize | None, memory_limit: float | None, trace: bool) -> bool:
