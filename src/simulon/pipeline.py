@@ -145,22 +145,52 @@ def simulate(sc: ScenarioConfig, fold_mode: FoldMode = "auto", progress: Progres
     two smaller counts and extrapolates (sampling.py: the result says so, the DAG and timeline are the larger
     count's); "auto" replays every one unless the full DAG would not fit `memory_limit` or has more than
     sampling.SAMPLE_ABOVE_NODES nodes, and then samples."""
+    progress.stage("tracing the workload and building the DAG")
+    step = plan_step(sc, fold_mode, memory_limit, trace, micro_batches)
+    if step.counts is not None:
+        return simulate_sampled(sc, step.counts, fold_mode, progress, memory_limit, trace, step.throughout)
+    if not fits(step.size, memory_limit, trace):  # refused: say whether sampling would fit
+        check_fits(step.size, memory_limit, trace, step.planned.why_unfolded(),
+                   sampling_advice(sc, fold_mode, memory_limit, trace) if micro_batches == "all" else "")
+    return simulate_planned(sc, step.planned, progress)
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    """How simulate runs a step: whole, as `planned` (of `size`, where it was counted), or sampled at `counts`
+    micro-batches, each folded throughout or not (`throughout`; None: decided on the larger count's size)."""
+
+    planned: PlannedDag | None
+    size: DagSize | None
+    counts: tuple[int, int] | None = None
+    throughout: bool | None = None
+
+
+def plan_step(sc: ScenarioConfig, fold_mode: FoldMode = "auto", memory_limit: float | None = None,
+              trace: bool = False, micro_batches: MicroBatches = "all") -> StepPlan:
+    """What simulate(sc, fold_mode, memory_limit=..., trace=..., micro_batches=...) builds: the decisions of
+    `auto` (fold the expanded collectives, sample the micro-batches) taken on the counted sizes."""
     counts = chosen_counts(sc, micro_batches)
     if counts is not None and micro_batches != "auto":
-        return simulate_sampled(sc, counts, fold_mode, progress, memory_limit, trace)
-    progress.stage("tracing the workload and building the DAG")
+        return StepPlan(None, None, counts)
     planned = plan_dag(sc, fold_mode)
     size = planned.size() if counts is not None or memory_limit is not None else None
     if size is not None and too_large(size, memory_limit, trace, counts is not None):
         planned, size = folded_throughout(planned, size)
     if counts is not None and too_large(size, memory_limit, trace, sampling=True):
-        throughout = not planned.fold.expand_spread
-        del planned
-        return simulate_sampled(sc, counts, fold_mode, progress, memory_limit, trace, throughout)
-    if not fits(size, memory_limit, trace):  # refused: say whether sampling would fit
-        check_fits(size, memory_limit, trace, planned.why_unfolded(),
-                   sampling_advice(sc, fold_mode, memory_limit, trace) if micro_batches == "all" else "")
-    return simulate_planned(sc, planned, progress)
+        return StepPlan(None, None, counts, not planned.fold.expand_spread)
+    return StepPlan(planned, size)
+
+
+def step_size(sc: ScenarioConfig, fold_mode: FoldMode = "auto", micro_batches: MicroBatches = "all") -> DagSize:
+    """The largest DAG simulate(sc, fold_mode, micro_batches=micro_batches) builds, counted without building it
+    (a sampled step's: its larger count's): what a strategy search's replays are admitted by (search/run.py)."""
+    step = plan_step(sc, fold_mode, micro_batches=micro_batches)
+    if step.counts is None:
+        return step.size if step.size is not None else step.planned.size()
+    throughout = sampled_throughout(sc, step.counts, fold_mode, None, False) if step.throughout is None \
+        else step.throughout
+    return sampled_plan(sc, step.counts[1], fold_mode, throughout)[1]
 
 
 def folded_throughout(planned: PlannedDag, size: DagSize) -> tuple[PlannedDag, DagSize]:
@@ -191,27 +221,36 @@ def simulate_sampled(sc: ScenarioConfig, counts: tuple[int, int], fold_mode: Fol
     the larger count's; its memory report is the real step's. `throughout`: both counts fold every collective
     (folded_throughout); None decides it on the larger count's size."""
     real = microbatch_count(sc)
-    if throughout is None:  # decided on the larger count, for both
-        larger = plan_dag(with_microbatches(sc, counts[1]), fold_mode).size()
-        throughout = too_large(larger, memory_limit, trace, sampling=True)
+    if throughout is None:
+        throughout = sampled_throughout(sc, counts, fold_mode, memory_limit, trace)
     results, sim = [], None
     for count in counts:
         sim = None  # the previous count's DAG goes before the next is built
-        sampled = with_microbatches(sc, count)
         progress.stage(f"sampling {count} of {real} micro-batches: tracing and building the DAG")
-        planned = plan_dag(sampled, fold_mode)
-        size = planned.size()
-        if throughout:
-            planned, size = folded_throughout(planned, size)
+        planned, size = sampled_plan(sc, count, fold_mode, throughout)
         if memory_limit is not None:
             check_fits(size, memory_limit, trace,
                        f"{planned.why_unfolded()} (sampling {count} of the step's {real} micro-batches)")
-        sim = simulate_planned(sampled, planned, progress)
+        sim = simulate_planned(with_microbatches(sc, count), planned, progress)
         results.append(sim.result)
     train = sc.workload.training
     result = extrapolate(results[0], results[1], counts, real, train.global_batch_size * train.sequence_length,
                          sc.placement().peak_flops(train.dtype))
     return replace(sim, result=result, memory=estimate_memory(sc))
+
+
+def sampled_throughout(sc: ScenarioConfig, counts: tuple[int, int], fold_mode: FoldMode,
+                       memory_limit: float | None, trace: bool) -> bool:
+    """Whether both sampled counts fold every collective: decided on the larger count, for both."""
+    larger = plan_dag(with_microbatches(sc, counts[1]), fold_mode).size()
+    return too_large(larger, memory_limit, trace, sampling=True)
+
+
+def sampled_plan(sc: ScenarioConfig, count: int, fold_mode: FoldMode, throughout: bool) -> tuple[PlannedDag, DagSize]:
+    """The planned DAG of the step at `count` micro-batches, and its size."""
+    planned = plan_dag(with_microbatches(sc, count), fold_mode)
+    size = planned.size()
+    return folded_throughout(planned, size) if throughout else (planned, size)
 
 
 def too_large(size: DagSize, memory_limit: float | None, trace: bool, sampling: bool) -> bool:

@@ -15,7 +15,7 @@ from simulon.analysis.result import GPUBreakdown, SimulationResult
 from simulon.config import ScenarioConfig
 from simulon.config.common import FieldError
 from simulon.dag.size import TooLarge
-from simulon.pipeline import plan_dag, simulate
+from simulon.pipeline import plan_dag, simulate, step_size
 from simulon.sampling import (
     chosen_counts,
     extrapolate,
@@ -24,6 +24,7 @@ from simulon.sampling import (
     steady_counts,
     with_microbatches,
 )
+from simulon.search.run import replay_size, replay_step_ms
 
 SAMPLING_TOLERANCE = 2e-3
 """Sampled over full step time, at most 0.2% apart. Measured (benchmarks/bench_microbatch_sampling.py): the seed
@@ -149,6 +150,23 @@ def test_auto_samples_a_step_above_the_node_budget(monkeypatch):
     assert result.sampling is not None and result.sampling.simulated == (2, 4)
     assert result.to_dict()["micro_batch_sampling"] == {"micro_batches": 16, "simulated": [2, 4],
                                                         "extrapolated": True, "trace_and_analysis_of": 4}
+
+
+def test_the_size_a_sampled_step_is_admitted_by_is_its_larger_counts_dag(monkeypatch):
+    sc = small("1f1b", 2, 16)
+    whole = step_size(sc, micro_batches="auto")
+    assert whole == plan_dag(sc).size()
+    monkeypatch.setattr(pipeline, "SAMPLE_ABOVE_NODES", 1)
+    sampled = step_size(sc, micro_batches="auto")
+    assert sampled == plan_dag(with_microbatches(sc, 4)).size() and sampled.nodes < whole.nodes
+
+
+def test_a_search_replays_a_step_above_the_node_budget_sampled(monkeypatch):
+    sc = small("1f1b", 2, 16)
+    monkeypatch.setattr(pipeline, "SAMPLE_ABOVE_NODES", 1)
+    job = (sc.model_dump(mode="json", exclude_none=True), "search")
+    assert replay_step_ms(job) == simulate(sc, micro_batches="sample").result.iteration_time_ms
+    assert replay_size(job) == plan_dag(with_microbatches(sc, 4)).size()
 
 
 def test_auto_samples_a_step_whose_full_dag_would_not_fit_and_all_is_refused_naming_the_option():

@@ -23,8 +23,7 @@ from simulon.config.hf import model_from_hf
 from simulon.config.loading import parse_scenario
 from simulon.config.scenario import ScenarioConfig
 from simulon.config.workload import ModelSpec, MoESpec
-from simulon.dag.size import scenario_size
-from simulon.pipeline import build_dag, run_populated
+from simulon.pipeline import build_dag, run_populated, step_size
 from simulon.workload.megatron import MegatronTracer
 from simulon.workload.program import CollectiveOp
 
@@ -134,7 +133,7 @@ def test_deepep_builds_fewer_flows_than_the_all_to_all_and_the_size_estimate_cou
     sizes = {}
     for dispatcher in ("alltoall", "deepep"):
         sc, dag, _, _ = built(dispatcher, "symmetric", "one unit")
-        estimate = scenario_size(sc, "symmetric")
+        estimate = step_size(sc, "symmetric")
         assert estimate.nodes == dag.num_nodes and estimate.flows == int((dag.kind == 1).sum())
         sizes[dispatcher] = estimate
     # per member and call: 15 peers under NCCL; 3 rail messages, 3 sends in the node and 3 forwards under DeepEP
