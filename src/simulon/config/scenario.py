@@ -185,8 +185,8 @@ def _check_dp_shares(wl: MegatronWorkload, dp: int) -> None:
     par, train = wl.parallelism, wl.training
     field, shares = "workload.training.dp_shares", train.dp_shares
     if len(shares) != dp:
-        raise FieldError(field, f"{len(shares)} entries, but dp = {dp}: give one micro-batch count per "
-                         "data-parallel replica")
+        raise FieldError(field, f"{len(shares)} entr{'y' if len(shares) == 1 else 'ies'}, but dp = {dp}: give one "
+                         "micro-batch count per data-parallel replica")
     if sum(shares) * train.micro_batch_size != train.global_batch_size:
         raise FieldError(field, f"the shares add up to {sum(shares)} micro-batches of {train.micro_batch_size}, "
                          f"but global_batch_size is {train.global_batch_size} (= "
