@@ -18,13 +18,21 @@ from ..search.hetero import Plan, Planner, PlanResult
 from .output import print_table
 
 
+def _per_replica(values: tuple[int, ...]) -> str:
+    """Per-replica numbers joined by '/', a repeating pattern written once with its count: 0/1x8."""
+    period = next(p for p in range(1, len(values) + 1)
+                  if len(values) % p == 0 and values == values[:p] * (len(values) // p))
+    repeats = len(values) // period
+    return "/".join(map(str, values[:period])) + (f"x{repeats}" if repeats > 1 else "")
+
+
 def _groups(entry: int | tuple[int, ...]) -> str:
-    """A stage's group, or its replicas' groups joined by '/'."""
-    return "/".join(map(str, entry)) if isinstance(entry, tuple) else str(entry)
+    """A stage's group, or its replicas' groups."""
+    return _per_replica(entry) if isinstance(entry, tuple) else str(entry)
 
 
 def _shares(plan: Plan) -> str:
-    return "even" if plan.dp_shares is None else "/".join(map(str, plan.dp_shares))
+    return "even" if plan.dp_shares is None else _per_replica(plan.dp_shares)
 
 
 def _row(plan: Plan) -> tuple[str, ...]:

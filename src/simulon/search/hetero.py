@@ -404,11 +404,21 @@ class Planner:
     def _shared(self, baseline: Plan, chosen: list[Plan]) -> list[Plan]:
         """The plans step 5 adds: every replica whole on a group with even shares (where the groups hold whole
         replicas), and each placement running replicas on different GPUs with shares by speed."""
+        seen = {_setting(p) for p in (baseline, *chosen)}
         extra = []
         whole = self.replica_placement()
-        if whole is not None and (fitted := self.fitted(whole)) is not None:
+        if whole is not None and (fitted := self.fitted(whole)) is not None and _setting(fitted) not in seen:
             extra.append(replace(fitted, label="replicas by group, even shares"))
-        return extra + [p for p in map(self.with_shares, [baseline, *chosen, *extra]) if p is not None]
+        for shared in map(self.with_shares, [baseline, *chosen, *extra]):
+            if shared is not None and _setting(shared) not in seen:
+                seen.add(_setting(shared))
+                extra.append(shared)
+        return extra
+
+
+def _setting(plan: Plan) -> tuple:
+    """What a plan simulates: its placement, split and shares."""
+    return plan.stage_groups, plan.layers_per_stage, plan.dp_shares
 
 
 def _layer_kinds(sc: ScenarioConfig) -> list[int]:
