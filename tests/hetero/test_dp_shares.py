@@ -92,6 +92,18 @@ def mixed():
     return data, shared, step(data), step(scenario(replica_groups=[0, 1], shares=list(shared.dp_shares)))
 
 
+def test_a_replay_that_ends_as_estimated_leaves_the_estimated_shares(mixed):
+    data, shared, _, _ = mixed
+    planner = Planner(ScenarioConfig.model_validate(data))
+    even = planner.baseline()
+    period, fill = planner.replica_lines(even)
+    ends = [f + planner.microbatches * p for p, f in zip(period, fill, strict=True)]
+    assert planner.calibration(even, ends) == pytest.approx([1.0, 1.0])
+    assert planner.with_shares(even, [1.0, 1.0]).dp_shares == shared.dp_shares
+    slower_a100 = planner.with_shares(even, [1.0, 1.5]).dp_shares
+    assert slower_a100[1] < shared.dp_shares[1]
+
+
 def test_on_h100_beside_a100_shares_by_speed_beat_even_shares(mixed):
     _, shared, even, by_speed = mixed
     h100, a100 = shared.dp_shares

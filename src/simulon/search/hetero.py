@@ -24,8 +24,10 @@ that for a scenario whose datacenter has `node_groups`, keeping its strategy (tp
    per-replica stage_groups, or every replica's pipeline whole on one group, `replica_placement`), replica d
    takes m_d of the step's micro-batches so that all reach the gradient reduction together, as Whale, HetPipe
    and Cephalo share the global batch by speed: m_d minimises the latest fill_d + m_d x period_d (period: the
-   replica's slowest stage per micro-batch; `share_microbatches`), in the counts the schedule accepts. Each
-   such plan is simulated beside the same placement with even shares, so the plan is never slower than those.
+   replica's slowest stage per micro-batch; `share_microbatches`), in the counts the schedule accepts; and
+   again with each replica's line scaled by its replayed over its estimated end under the placement's own
+   shares (`calibration`: the estimate leaves out what the replay adds on the slower GPUs' links). Each such
+   plan is simulated beside the same placement with even shares, so the plan is never slower than those.
 
 What it leaves out: interleaved schedules (vpp 1 only), tensor-parallel groups spanning GPU types, and
 placements that mix stage-by-stage and replica-by-replica placing beyond the scenario's own.
@@ -39,14 +41,18 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+import numpy as np
+
 from ..collective.tuner import CollectivePlan
 from ..config.dc import DatacenterConfig, Group
 from ..config.errors import ConfigError
 from ..config.loading import parse_scenario
 from ..config.scenario import ScenarioConfig
 from ..config.workload import microbatch_steps
+from ..dag.nodes import NodeKind
 from ..memory import estimate_memory
 from ..network.topology import Topology
+from ..pipeline import Simulation
 from ..pipeline import simulate as simulate_scenario
 from ..workload.layer_kernels import LayerKernels
 from ..workload.parameters import PipelineLayers
@@ -86,6 +92,7 @@ class Plan:
     simulated_ms: float | None = None
     label: str = ""
     dp_shares: tuple[int, ...] | None = None  # micro-batches per data-parallel replica (None: the even split)
+    replica_ends: tuple[float, ...] | None = None  # replayed: each replica's last micro-batch's end, seconds
 
     @property
     def stage_groups_config(self) -> list[int | list[int]]:
@@ -303,21 +310,37 @@ class Planner:
         return Plan(stage_groups, layers, tuple(1e3 * t for t in stage_s), step, fits=True, label=label,
                     dp_shares=shares)
 
-    def with_shares(self, plan: Plan) -> Plan | None:
+    def replica_lines(self, plan: Plan) -> tuple[list[float], list[float]]:
+        """(period, fill) of each replica, in seconds: its estimated step is fill + micro-batches x period (1F1B:
+        its slowest stage per micro-batch, and every other stage once)."""
+        seconds = [self._stage_seconds(r, plan.layers_per_stage) for r in self.replica_groups(plan.stage_groups)]
+        return [max(t) for t in seconds], [sum(t) - max(t) for t in seconds]
+
+    def with_shares(self, plan: Plan, scale: list[float] | None = None) -> Plan | None:
         """The plan with each replica's micro-batches shared by its speed (module docstring, step 5), its memory
-        checked; None where every replica runs on the same GPUs (even shares)."""
-        replicas = self.replica_groups(plan.stage_groups)
-        if len(set(replicas)) == 1:
+        checked; None where every replica runs on the same GPUs, or the shares come out even. `scale`: each
+        replica's estimate multiplied by it (calibrated on a replay, `calibration`)."""
+        if len(set(self.replica_groups(plan.stage_groups))) == 1:
             return None
-        seconds = [self._stage_seconds(r, plan.layers_per_stage) for r in replicas]
+        period, fill = self.replica_lines(plan)
+        if scale is not None:
+            period, fill = [p * k for p, k in zip(period, scale, strict=True)], [f * k for f, k in zip(fill, scale,
+                                                                                                     strict=True)]
         step, least = microbatch_steps(self.sc.workload.parallelism)
-        shares = share_microbatches([max(t) for t in seconds], [sum(t) - max(t) for t in seconds],
-                                    self.microbatches * self.dp, step, least)
+        shares = share_microbatches(period, fill, self.microbatches * self.dp, step, least)
         if len(set(shares)) == 1:
             return None
-        label = plan.label.removesuffix(", even shares") + ", dp shares"
+        label = plan.label.removesuffix(", even shares") + (", dp shares" if scale is None else
+                                                            ", dp shares by replay")
         shared = self._estimated(plan.stage_groups, plan.layers_per_stage, label, tuple(shares))
         return replace(shared, fits=estimate_memory(self.scenario(shared)).fits)
+
+    def calibration(self, plan: Plan, ends: list[float]) -> list[float]:
+        """Each replica's replayed end of its last micro-batch (`ends`, seconds) over its estimated end under the
+        plan's shares: what with_shares scales the estimate by."""
+        period, fill = self.replica_lines(plan)
+        counts = plan.dp_shares or (self.microbatches,) * self.dp
+        return [end / (f + m * p) for end, p, f, m in zip(ends, period, fill, counts, strict=True)]
 
     def replica_placement(self) -> StageGroups | None:
         """Every replica's whole pipeline on one node group: the groups take as many replicas as their GPUs hold, in
@@ -374,13 +397,12 @@ class Planner:
         plan = self._estimated(stage_groups, layers, "as written", None if shares is None else tuple(shares))
         return replace(plan, fits=estimate_memory(sc).fits)
 
-    def run(self, simulate_best: int = 2, simulate: Callable[[ScenarioConfig], float] | None = None,
+    def run(self, simulate_best: int = 2, simulate: Callable[[ScenarioConfig], Simulation] = simulate_scenario,
             shares: bool = False) -> PlanResult:
         """Solve every placement, simulate the best `simulate_best` that fit and the scenario as written, and
-        return the fastest simulated. `simulate`: a scenario's simulated step in ms (default: the replay).
+        return the fastest simulated. `simulate`: a scenario's simulation (default: the replay).
         `shares`: also place every replica whole on a group, and give each replica of a placement that runs
         replicas on different GPUs its share of micro-batches (module docstring, step 5)."""
-        simulate = simulate or _simulated_ms
         plans = [p for p in (self.plan_of(order) for order in placements(stage_counts(self.sc))) if p is not None]
         plans.sort(key=lambda p: (p.estimated_ms, p.stage_groups, p.layers_per_stage))
         chosen: list[Plan] = []
@@ -392,28 +414,43 @@ class Planner:
             if len(chosen) == simulate_best:
                 break
         baseline = self.baseline()
+        whole = self.replica_placement() if shares else None
+        if whole is not None and (fitted := self.fitted(whole)) is not None and _setting(fitted) not in {
+                _setting(p) for p in (baseline, *chosen)}:
+            chosen.append(replace(fitted, label="replicas by group, even shares"))
+        replayed = {_setting(baseline): self._replayed(baseline, self.sc, simulate)}
+        for plan in chosen:
+            replayed.setdefault(_setting(plan), self._replayed(plan, self.scenario(plan), simulate))
         if shares:
-            chosen += self._shared(baseline, chosen)
-        baseline = replace(baseline, simulated_ms=simulate(self.sc))
-        simulated = [baseline] + [replace(p, simulated_ms=simulate(self.scenario(p))) for p in chosen]
-        simulated.sort(key=lambda p: (p.simulated_ms, p.label != "as written", p.label))
+            self._replay_shares(replayed, simulate)
+        simulated = sorted(replayed.values(), key=lambda p: (p.simulated_ms, p.label != "as written", p.label))
         groups = tuple(f"{g.name} ({g.gpu.name})" for g in self.sc.datacenter.groups)
-        return PlanResult(groups, baseline, simulated[0], len(plans), tuple(simulated))
+        return PlanResult(groups, replayed[_setting(baseline)], simulated[0], len(plans), tuple(simulated))
 
+    def _replay_shares(self, replayed: dict[tuple, Plan], simulate: Callable[[ScenarioConfig], Simulation]) -> None:
+        """Step 5: each replayed placement that runs replicas on different GPUs again with shares by speed, from the
+        estimate and from the estimate calibrated on its own replay (`calibration`), each simulated once."""
+        for plan in list(replayed.values()):
+            if plan.replica_ends is None:
+                continue
+            for shared in (self.with_shares(plan), self.with_shares(plan, self.calibration(plan, plan.replica_ends))):
+                if shared is not None and _setting(shared) not in replayed:
+                    replayed[_setting(shared)] = self._replayed(shared, self.scenario(shared), simulate)
 
-    def _shared(self, baseline: Plan, chosen: list[Plan]) -> list[Plan]:
-        """The plans step 5 adds: every replica whole on a group with even shares (where the groups hold whole
-        replicas), and each placement running replicas on different GPUs with shares by speed."""
-        seen = {_setting(p) for p in (baseline, *chosen)}
-        extra = []
-        whole = self.replica_placement()
-        if whole is not None and (fitted := self.fitted(whole)) is not None and _setting(fitted) not in seen:
-            extra.append(replace(fitted, label="replicas by group, even shares"))
-        for shared in map(self.with_shares, [baseline, *chosen, *extra]):
-            if shared is not None and _setting(shared) not in seen:
-                seen.add(_setting(shared))
-                extra.append(shared)
-        return extra
+    def _replayed(self, plan: Plan, sc: ScenarioConfig, simulate: Callable[[ScenarioConfig], Simulation]) -> Plan:
+        """The plan with its simulated step, and, where its replicas run on different GPUs, when each replica's
+        last micro-batch ended (the latest kernel of any micro-batch on its simulated ranks)."""
+        sim = simulate(sc)
+        if len(set(self.replica_groups(plan.stage_groups))) == 1:
+            return replace(plan, simulated_ms=sim.result.iteration_time_ms)
+        dag, par = sim.dag, sc.workload.parallelism
+        work = (dag.kind == NodeKind.compute) & (dag.microbatch >= 0)
+        end = np.zeros(dag.num_gpus)
+        np.maximum.at(end, dag.gpu[work], sim.timeline.finish[work])
+        per_replica = par.tp * par.cp
+        ends = tuple(max(float(end[sim.fold.rep[per_replica * (d + self.dp * s)]]) for s in range(par.pp))
+                     for d in range(self.dp))
+        return replace(plan, simulated_ms=sim.result.iteration_time_ms, replica_ends=ends)
 
 
 def _setting(plan: Plan) -> tuple:
@@ -430,7 +467,3 @@ def _layer_kinds(sc: ScenarioConfig) -> list[int]:
 def _stage_layers(sc: ScenarioConfig) -> list[range]:
     layers = PipelineLayers.of(sc.workload)
     return [layers.layers_of(stage) for stage in range(layers.pp)]
-
-
-def _simulated_ms(sc: ScenarioConfig) -> float:
-    return simulate_scenario(sc).result.iteration_time_ms
