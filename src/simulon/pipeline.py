@@ -25,6 +25,7 @@ from .dag.fold import (
     collective_shifts,
     fold_group,
     nics_consistent,
+    placement_periods,
     symmetric_axes,
 )
 from .dag.nodes import ExecutionDAG
@@ -117,7 +118,9 @@ def fold_within_groups(layout: RankLayout, dc: DatacenterConfig, placement: Plac
     """The fold choose_fold makes of `axes`, or of fewer of them where it would stand one GPU for a GPU of
     another node group (another GPU type, NVLink or NIC): on a heterogeneous datacenter data-parallel replicas
     fold where their stages sit on the same groups (pipeline outermost, Megatron order), tensor-parallel peers
-    within their node."""
+    within their node, replicas alternating groups a period of the groups apart (dag.fold.placement_periods)."""
+    if not placement.uniform:
+        shifts = (*shifts, *placement_periods(layout, placement.group))
     for trial in (axes, *({axis} for axis in sorted(axes, reverse=True)), set()):
         fold = choose_fold(layout, dc.gpus_per_node, dc.gpus_per_nic, fold_mode, trial, shifts)
         if placement.uniform or np.array_equal(placement.group[fold.rep], placement.group):

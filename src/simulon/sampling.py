@@ -121,6 +121,11 @@ def chosen_counts(sc: ScenarioConfig, mode: MicroBatches) -> tuple[int, int] | N
     schedule (FieldError) and below the step's count (ValueError)."""
     if mode == "all":
         return None
+    if sc.workload.training.dp_shares is not None:  # each replica runs its own count: no one line to extrapolate
+        if mode == "auto":
+            return None
+        raise FieldError("workload.training.dp_shares", "micro-batch sampling takes one count for every replica; "
+                         "with per-replica shares simulate every micro-batch (--micro-batches all)")
     real = microbatch_count(sc)
     counts = steady_counts(sc.workload.parallelism) if mode in ("auto", "sample") else mode
     if isinstance(mode, tuple):

@@ -263,3 +263,12 @@ def test_shares_a_schedule_or_a_sharding_cannot_run_are_refused(tmp_path: Path, 
     run = cli("simulate", str(path))
     assert run.returncode == 2
     assert FIELD in run.stderr and says in run.stderr and "Traceback" not in run.stderr
+
+
+def test_a_step_with_shares_is_simulated_whole_under_auto_and_sampling_it_names_the_shares(monkeypatch):
+    import simulon.pipeline as pipeline_module
+    sc = ScenarioConfig.model_validate(scenario(shares=[11, 5]))
+    monkeypatch.setattr(pipeline_module, "SAMPLE_ABOVE_NODES", 1)
+    assert simulate(sc, micro_batches="auto").result.sampling is None
+    with pytest.raises(FieldError, match="dp_shares"):
+        simulate(sc, micro_batches="sample")

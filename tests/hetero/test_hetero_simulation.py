@@ -268,3 +268,22 @@ def test_the_topology_summary_shows_every_node_groups_link_rates():
     one = {t.name: t for t in TopologySummary.of(Topology.from_datacenter(
         load_scenario(ROOT / "examples" / "gpt3_175b_1024gpu.yaml").datacenter)).tiers}
     assert all(len(t.link_rates) == 1 for t in one.values())
+
+
+def test_replicas_alternating_gpu_types_fold_a_period_of_the_groups_apart_and_keep_the_full_steps_time():
+    node = {"gpus_per_node": 4, "gpus_per_nic": 1}
+    sc = ScenarioConfig.model_validate({
+        "datacenter": {"node_groups": [{"num_nodes": 4, "node": {**node, "gpu": gpu}} for gpu in ("H100", "A100")],
+                       "network": {"scale_out": {"nic": {"speed": "200Gbps"}, "topology": {
+                           "tiers": 2, "rail_optimized": True, "nics_per_leaf": 8, "spines": 4}}}},
+        "workload": {"model": {"name": "test-gpt", "num_layers": 4, "hidden_size": 1024, "num_heads": 16,
+                               "ffn_hidden_size": 4096, "vocab_size": 32768},
+                     "parallelism": {"tp": 4, "pp": 2, "dp": 4},
+                     "training": {"global_batch_size": 16, "micro_batch_size": 1, "sequence_length": 1024,
+                                  "stage_groups": [[0, 1, 0, 1]] * 2}}})   # replicas on H100, A100, H100, A100
+    planned = pipeline.plan_dag(sc, "symmetric")
+    group = sc.placement().group
+    assert "dp" in planned.fold.axes and (group[planned.fold.rep] == group).all()
+    assert int((planned.fold.multiplicity > 0).sum()) < sc.datacenter.num_gpus // 4  # tp folded, dp by two
+    folded, full = simulate(sc, fold_mode="symmetric"), simulate(sc, fold_mode="full")
+    assert folded.result.iteration_time_ms == pytest.approx(full.result.iteration_time_ms, rel=1e-3)

@@ -250,11 +250,29 @@ def replica_periods(programs: list[StageProgram], layout: RankLayout) -> Shifts:
         for i, prog in enumerate(p for p in programs if p.stage == stage):
             for d in prog.replicas:
                 runs[d] = i
-        period = next(q for q in range(1, layout.dp + 1)
-                      if layout.dp % q == 0 and all(runs[d] == runs[d % q] for d in range(layout.dp)))
+        period = sequence_period(runs)
         if period > 1:
             periods.append((layout.group("dp", layout.rank(pp=stage)), period))
     return tuple(periods)
+
+
+def placement_periods(layout: RankLayout, group_of: np.ndarray) -> Shifts:
+    """Per stage whose data-parallel replicas sit on node groups that differ (config.dc.Placement.group, one entry
+    per rank), its first data-parallel group with the period of the groups along it: a fold may stand a replica
+    only for one on the same GPUs, links and NICs (replicas alternating H100 and A100 nodes fold every two)."""
+    periods = []
+    for stage in range(layout.pp):
+        group = layout.group("dp", layout.rank(pp=stage))
+        period = sequence_period(group_of[list(group)].tolist())
+        if period > 1:
+            periods.append((group, period))
+    return tuple(periods)
+
+
+def sequence_period(values: list) -> int:
+    """The smallest q dividing len(values) with values[d] == values[d % q] for every d."""
+    n = len(values)
+    return next(q for q in range(1, n + 1) if n % q == 0 and all(values[d] == values[d % q] for d in range(n)))
 
 
 def _keeps_shifts(rep: np.ndarray, shifts: Shifts) -> bool:

@@ -319,7 +319,7 @@ def measured_iteration(row: dict[str, str], sim: Simulation, sc: ScenarioConfig)
     train = sc.workload.training
     num_gpus = sim.result.num_gpus
     tokens = train.global_batch_size * train.sequence_length
-    model_flops, hardware_flops = sim.result.step_flops(), sim.result.step_flops(hardware=True)  # sampled: the real step's
+    model_flops, hardware_flops = sim.result.step_flops(), sim.result.step_flops(hardware=True)
     peak = sc.placement().peak_flops(train.dtype)
     for metric in METRICS:
         value = number(row, metric)
