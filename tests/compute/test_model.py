@@ -60,6 +60,20 @@ def test_long_kernels_settle_at_the_sustained_clock():
     assert one_gemm(*small, p=throttled) == pytest.approx(one_gemm(*small), rel=1e-3)
 
 
+def test_a_benchmark_loop_throttles_like_one_kernel_of_the_loops_length():
+    # the clock follows the busy time of the loop a source runs back to back, not the one kernel's
+    throttled = dataclasses.replace(IDEAL, sustained_clock=0.5, throttle_ms=1.0)
+    shapes = GemmShapes.of([gemm("g", Phase.fwd, 128 * 10, 128 * 10, 4096, 2.0)])
+    burst = float(gemm_seconds(IDEAL, ARCH, PEAK, BANDWIDTH, 2.0, shapes)[0])
+    tau = 1e-3
+    for repeats in (1, 100, 10_000):
+        looped = float(gemm_seconds(throttled, ARCH, PEAK, BANDWIDTH, 2.0, shapes, repeats=repeats)[0])
+        assert looped == pytest.approx(burst / (0.5 + 0.5 * tau / (tau + repeats * burst)))
+    longest = float(gemm_seconds(throttled, ARCH, PEAK, BANDWIDTH, 2.0, shapes, repeats=1e12)[0])
+    sustained = float(gemm_seconds(throttled, ARCH, PEAK, BANDWIDTH, 2.0, shapes, sustained_load=True)[0])
+    assert longest == pytest.approx(sustained, rel=1e-6)
+
+
 @settings(max_examples=40, deadline=None)
 @given(st.integers(1, 1 << 14), st.integers(1, 1 << 14), st.integers(1, 1 << 14), st.sampled_from(["m", "n", "k"]))
 def test_gemm_time_never_falls_when_a_dimension_grows(m, n, k, which):

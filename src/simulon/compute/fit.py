@@ -62,6 +62,8 @@ class Observation:
     subset: str
     family: str                     # gemm | grouped_gemm | attention
     timing: Timing = Timing.total   # how `seconds` relates to the durations of `specs`
+    repeats: int = 1                # times the source runs the kernels back to back, warm-up included: the clock
+    #                                 they run at follows the whole loop's busy time (gemm.clock_fraction)
 
 
 @dataclass(frozen=True)
@@ -133,12 +135,12 @@ def _attention_entry(p: AttentionParams, rows: int) -> dict:
 
 def predict(obs: Sequence[Observation], cal: Calibrations) -> np.ndarray:
     """Predicted seconds of each observation with the given calibration (for checks and reports)."""
-    models: dict[tuple[str, DType], AnalyticalModel] = {}
+    models: dict[tuple[str, DType, int], AnalyticalModel] = {}
     out = np.empty(len(obs))
     for i, o in enumerate(obs):
-        key = (o.gpu, o.dtype)
+        key = (o.gpu, o.dtype, o.repeats)
         if key not in models:
-            models[key] = AnalyticalModel(_spec(o.gpu), o.dtype, cal)
+            models[key] = AnalyticalModel(_spec(o.gpu), o.dtype, cal, repeats=o.repeats)
         out[i] = o.timing.reported(models[key].seconds(o.specs))
     return out
 
@@ -176,6 +178,7 @@ def _gemm_loss(obs: Sequence[Observation], arch: Architecture, spec: GPUSpec, dt
                ) -> Callable[[GemmParams], float]:
     shapes = GemmShapes.of([o.specs[0] for o in obs])
     measured = np.array([o.seconds for o in obs])
+    repeats = np.array([float(o.repeats) for o in obs])
     peak, bandwidth = spec.peak_flops(dtype), spec.memory_bandwidth
     memory = Calibrations.shipped().memory
     # what else the row timed besides the GEMM (an operand transpose): memory-bound kernels, not fitted here; rows
@@ -192,8 +195,8 @@ def _gemm_loss(obs: Sequence[Observation], arch: Architecture, spec: GPUSpec, dt
             out[rows] = key[0].reported(np.column_stack([gemms[rows], besides[key]]))
         return out
 
-    return lambda p: float(np.mean(np.abs(np.log(reported(gemm_seconds(p, arch, peak, bandwidth, dtype.bytes, shapes))
-                                                  / measured))))
+    return lambda p: float(np.mean(np.abs(np.log(reported(gemm_seconds(p, arch, peak, bandwidth, dtype.bytes, shapes,
+                                                                       repeats=repeats)) / measured))))
 
 
 def _layout(arch: Calibrations, gpu: str, gemm: dict[str, dict[DType, GemmParams]]) -> Architecture:

@@ -55,16 +55,17 @@ def tile_speed(tm: int, tn: int, tile_intensity: float) -> float:
 
 
 def clock_fraction(busy: np.ndarray, p: GemmParams) -> np.ndarray:
-    """Clock relative to burst for a kernel that is busy this long: 1 when short, sustained when long."""
+    """Clock relative to burst for a GPU kept busy this long: 1 when short, sustained when long."""
     tau = p.throttle_ms * 1e-3
     return p.sustained_clock + (1.0 - p.sustained_clock) * tau / (tau + busy)
 
 
 def gemm_seconds(p: GemmParams, arch: Architecture, peak: float, bandwidth: float, in_bytes: float,
-                 s: GemmShapes, sustained_load: bool = False) -> np.ndarray:
-    """Seconds of each GEMM at `peak` dense FLOP/s and `bandwidth` B/s with operands of in_bytes: alone
-    (a microbenchmark: burst clock until the kernel has run long enough to throttle), or under
-    `sustained_load` (a training step keeps the GPU busy for seconds: the power-limited clock throughout)."""
+                 s: GemmShapes, sustained_load: bool = False, repeats: float | np.ndarray = 1.0) -> np.ndarray:
+    """Seconds of each GEMM at `peak` dense FLOP/s and `bandwidth` B/s with operands of in_bytes: in a
+    microbenchmark that runs it `repeats` times back to back (burst clock until the loop has run long enough to
+    throttle: the clock follows the loop's busy time, not the one kernel's), or under `sustained_load` (a training
+    step keeps the GPU busy for seconds: the power-limited clock throughout)."""
     rows = np.ceil(s.m / s.groups)
     fastest = max(tile_speed(tm, tn, p.tile_intensity) for tm, tn in arch.gemm_tiles)
     operands = in_bytes * s.groups * (rows * s.k + s.k * s.n) + s.out_bytes * s.m * s.n
@@ -78,5 +79,5 @@ def gemm_seconds(p: GemmParams, arch: Architecture, peak: float, bandwidth: floa
             traffic = operands + (split > 1) * PARTIAL_BYTES * s.m * s.n * split
             best = np.minimum(best, np.maximum(compute, traffic / (bandwidth * p.memory_efficiency)))
     launches = p.overhead_us + np.where(s.grouped, s.groups - 1, 0) * p.group_overhead_us
-    clock = p.sustained_clock if sustained_load else clock_fraction(best, p)
+    clock = p.sustained_clock if sustained_load else clock_fraction(best * repeats, p)
     return launches * 1e-6 + best / clock
