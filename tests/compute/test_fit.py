@@ -24,7 +24,7 @@ START = dataclasses.replace(TRUE, efficiency=0.6, overhead_us=8.0, k_overhead=20
 SETTINGS = FitSettings(min_rows=20, gemm_start=START,
                        attention_start=AttentionParams(AttentionPhase(0.5, 2.0, 30.0), AttentionPhase(0.5, 2.0, 30.0),
                                                        5.0),
-                       step=0.3, iterations=600, tolerance=1e-10, restarts=2)
+                       step=0.5, iterations=600, tolerance=1e-10, restarts=2)  # scripts/fit_compute.py's step
 
 
 def synthetic(gpu: str, params: GemmParams, shapes, timing: Timing = Timing.total) -> list[Observation]:

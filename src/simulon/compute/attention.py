@@ -20,7 +20,11 @@ from .calibration import Architecture, AttentionParams
 BACKWARD_PHASES = (Phase.bwd_ig, Phase.bwd_wg)
 FULL_MATRIX_LIBRARIES = ("pytorch",)
 """Libraries that compute the whole score matrix and mask it afterwards (PyTorch's math attention: matmul, masked
-softmax, matmul), so a causal mask saves them no work; the tiled kernels skip the blocks above the diagonal."""
+softmax, matmul), so a causal mask saves them no work but costs one more pass over the scores in the forward (the
+mask added to the score matrix before the softmax: flash-attention's benchmarks/benchmark_causal.py attention_pytorch,
+`scores + triu(-10000)`), an elementwise read and write of every score like the softmax's own pass, whose cost per
+score the fitted softmax_dims is; the backward of the addition passes the gradient through. The tiled kernels skip
+the blocks above the diagonal."""
 
 
 def attention_seconds(p: AttentionParams, arch: Architecture, peak: float, spec: KernelSpec) -> float:
@@ -29,10 +33,13 @@ def attention_seconds(p: AttentionParams, arch: Architecture, peak: float, spec:
     backward = spec.phase in BACKWARD_PHASES
     phase = p.bwd if backward else p.fwd
     dims = (3 * s["qk_dim"] + 2 * s["v_dim"]) if backward else (s["qk_dim"] + s["v_dim"])
+    full_matrix = attention_impl(spec) in FULL_MATRIX_LIBRARIES
+    passes = 2 if full_matrix and bool(s["causal"]) and not backward else 1  # the softmax's, and the mask's
     block = arch.attention_block
-    block_seconds = 2.0 * block * block * (dims + phase.softmax_dims) / (peak * phase.efficiency / arch.sm_count)
+    block_seconds = 2.0 * block * block * (dims + passes * phase.softmax_dims) / (peak * phase.efficiency
+                                                                                   / arch.sm_count)
     blocks = wave_blocks(s["batch"] * s["heads"], math.ceil(s["seq_q"] / block), math.ceil(s["seq_k"] / block),
-                         bool(s["causal"]) and attention_impl(spec) not in FULL_MATRIX_LIBRARIES, phase.block_overhead,
+                         bool(s["causal"]) and not full_matrix, phase.block_overhead,
                          arch.sm_count)
     return p.overhead_us * 1e-6 + blocks * block_seconds
 

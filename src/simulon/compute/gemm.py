@@ -7,7 +7,7 @@ library picks its tile and split-K; the model takes the fastest candidate, as a 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -65,11 +65,23 @@ def gemm_seconds(p: GemmParams, arch: Architecture, peak: float, bandwidth: floa
     """Seconds of each GEMM at `peak` dense FLOP/s and `bandwidth` B/s with operands of in_bytes: in a
     microbenchmark that runs it `repeats` times back to back (burst clock until the loop has run long enough to
     throttle: the clock follows the loop's busy time, not the one kernel's), or under `sustained_load` (a training
-    step keeps the GPU busy for seconds: the power-limited clock throughout)."""
+    step keeps the GPU busy for seconds: the power-limited clock throughout). The power limit slows the SMs, not
+    HBM (its clock is fixed): a memory-bound candidate keeps its time."""
+    candidates = list(candidate_seconds(p, arch, peak, bandwidth, in_bytes, s))
+    burst = np.min([np.maximum(compute, memory) for compute, memory in candidates], axis=0)
+    clock = p.sustained_clock if sustained_load else clock_fraction(burst * repeats, p)
+    best = np.min([np.maximum(compute / clock, memory) for compute, memory in candidates], axis=0)
+    launches = p.overhead_us + np.where(s.grouped, s.groups - 1, 0) * p.group_overhead_us
+    return launches * 1e-6 + best
+
+
+def candidate_seconds(p: GemmParams, arch: Architecture, peak: float, bandwidth: float, in_bytes: float,
+                      s: GemmShapes) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """(main-loop seconds at burst clock, HBM seconds) of each GEMM for every tile shape and split-K the library
+    can choose."""
     rows = np.ceil(s.m / s.groups)
     fastest = max(tile_speed(tm, tn, p.tile_intensity) for tm, tn in arch.gemm_tiles)
     operands = in_bytes * s.groups * (rows * s.k + s.k * s.n) + s.out_bytes * s.m * s.n
-    best = np.full(s.m.shape, np.inf)
     for tm, tn in arch.gemm_tiles:
         sm_rate = peak * p.efficiency * tile_speed(tm, tn, p.tile_intensity) / fastest / arch.sm_count
         tiles = np.ceil(rows / tm) * np.ceil(s.n / tn) * s.groups
@@ -77,7 +89,4 @@ def gemm_seconds(p: GemmParams, arch: Architecture, peak: float, bandwidth: floa
             waves = np.ceil(tiles * split / arch.sm_count)
             compute = (waves * (np.ceil(s.k / split) + p.k_overhead) + p.ramp_k) * 2.0 * tm * tn / sm_rate
             traffic = operands + (split > 1) * PARTIAL_BYTES * s.m * s.n * split
-            best = np.minimum(best, np.maximum(compute, traffic / (bandwidth * p.memory_efficiency)))
-    launches = p.overhead_us + np.where(s.grouped, s.groups - 1, 0) * p.group_overhead_us
-    clock = p.sustained_clock if sustained_load else clock_fraction(best * repeats, p)
-    return launches * 1e-6 + best / clock
+            yield compute, traffic / (bandwidth * p.memory_efficiency)
