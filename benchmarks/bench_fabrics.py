@@ -8,7 +8,9 @@ replay's speed in DAG nodes per second.
   (templates/topology/dgx-superpod-ndr-3-tier.yaml). The Llama 3 paper (Dubey et al. 2024, Table 4) measured
   about 400 TFLOP/s per GPU there.
 * `deepseek-v3-2048`: DeepSeek-V3 671B on 2,048 H800 (hgx-h800: rail-optimized two tiers), pp16 ep64 as its
-  paper (arXiv 2412.19437, section 3.2), its batch of 15,360 x 4,096 tokens, one-forward-one-backward schedule.
+  paper (arXiv 2412.19437, section 3.2), its batch of 15,360 x 4,096 tokens, one-forward-one-backward schedule,
+  its expert dispatch (DeepEP's, node-limited to 4 of 8 nodes: `moe_dispatcher: deepep`); `simulate`'s default
+  `--micro-batches auto` replays 16 and 32 of its 120 micro-batches and extrapolates (sampling.py).
 * `gpt3-1024-rail`, `gpt3-1024-rail-4:1`: GPT-3 175B on 1,024 A100, tp8 pp8 dp16 (examples/gpt3_175b_1024gpu.yaml)
   on a two-tier rail-optimized fat-tree (templates/topology/rail-optimized-fat-tree.yaml), non-blocking and with
   its leaves 4:1 oversubscribed.
@@ -43,7 +45,7 @@ workload:
   framework: megatron
   model: {from: deepseek-v3}
   parallelism: {tp: 1, pp: 16, ep: 64}
-  training: {global_batch_size: 15360, micro_batch_size: 1, sequence_length: 4096, dtype: bf16}
+  training: {global_batch_size: 15360, micro_batch_size: 1, sequence_length: 4096, dtype: bf16, moe_dispatcher: deepep}
 """
 TARGETS = {"llama405b-16384": (60, 4), "deepseek-v3-2048": (60, 4), "gpt3-1024-rail": (20, 2),
            "gpt3-1024-rail-4:1": (20, 2)}
@@ -89,20 +91,28 @@ def in_process(path: Path) -> dict:
     from simulon.compute.populate import populate
     from simulon.config.loading import load_scenario
     from simulon.engine.replay import replay
-    from simulon.pipeline import TRAINING_RESHARE_WINDOW_S, build_dag, run_populated
+    from simulon.pipeline import TRAINING_RESHARE_WINDOW_S, build_dag, plan_dag, simulate
+    from simulon.sampling import SAMPLE_ABOVE_NODES, chosen_counts, with_microbatches
 
     sc = load_scenario(path)
+    counts = chosen_counts(sc, "auto")
+    staged = sc  # a step `simulate` samples is staged at its larger count, the largest DAG it builds
+    if counts is not None and plan_dag(sc).size().nodes > SAMPLE_ABOVE_NODES:
+        staged = with_microbatches(sc, counts[1])
     t = time.perf_counter()
-    dag, topology, fold = build_dag(sc)
+    dag, topology, fold = build_dag(staged)
     built = time.perf_counter() - t
     populate(dag, sc.datacenter.node.gpu, sc.workload.training.dtype)
     t = time.perf_counter()
     replay(dag, topology, fold, Calibrations.shipped().sm_count(sc.datacenter.node.gpu), TRAINING_RESHARE_WINDOW_S)
     replayed = time.perf_counter() - t
-    result = run_populated(sc, dag, topology, fold).result
-    return {"fabric": topology.fabric.spec.label, "nodes": dag.num_nodes, "simulated_gpus": len(dag.simulated_gpus),
-            "build_s": built, "replay_s": replayed, "nodes_per_s": dag.num_nodes / replayed,
-            "iteration_ms": result.iteration_time_ms, "tflops_per_gpu": result.tflops_per_gpu}
+    nodes = dag.num_nodes
+    del dag
+    result = simulate(sc, micro_batches="auto").result
+    return {"fabric": topology.fabric.spec.label, "nodes": nodes,
+            "simulated_gpus": int((fold.multiplicity > 0).sum()), "build_s": built, "replay_s": replayed,
+            "nodes_per_s": nodes / replayed, "iteration_ms": result.iteration_time_ms,
+            "tflops_per_gpu": result.tflops_per_gpu, "sampled": None if staged is sc else list(counts)}
 
 
 def main() -> None:
@@ -129,10 +139,15 @@ def main() -> None:
             print(f"{name}: median {statistics.median(walls):.1f} s wall (min {min(walls):.1f}, max "
                   f"{max(walls):.1f}, {args.runs} runs; target < {wall_target} s), {statistics.median(cpus):.1f} s "
                   f"CPU, peak RSS {max(rss) / 1024:.2f} GiB (target < {rss_target} GB); fabric {detail['fabric']}; "
-                  f"{detail['nodes']:,} DAG nodes over {detail['simulated_gpus']} simulated GPUs; build "
+                  f"{detail['nodes']:,} DAG nodes over {detail['simulated_gpus']} simulated GPUs"
+                  f"{_sampled(detail['sampled'])}; build "
                   f"{detail['build_s']:.1f} s, replay {detail['replay_s']:.1f} s = {detail['nodes_per_s']:,.0f} "
                   f"nodes/s; iteration {detail['iteration_ms']:,.0f} ms, {detail['tflops_per_gpu']:.0f} TFLOP/s "
                   "per GPU", flush=True)
+
+
+def _sampled(counts: list[int] | None) -> str:
+    return "" if counts is None else f" (micro-batches sampled at {counts[0]} and {counts[1]}: the larger's DAG)"
 
 
 if __name__ == "__main__":

@@ -6,8 +6,8 @@ Two hardware characterisations of the MIT nodes ship with eth-easl/sailor, both 
   i + w/2 for every i < w/2, all at once, messages of 64 KiB to 1 GiB; the file keeps, per world size, the best
   aggregate (bytes/s over all pairs). Here the same pairs send at once through the template's links (max-min
   fair shares at the link capacities: line rate x the link model's efficiency, host paths at their stated
-  figure). The templates take each host path's bandwidth from the w = 8 figure (every GPU busy), so that
-  row matches by construction; w = 2 and 4 are the check.
+  figure). The templates' host paths are fitted to Sailor's tp-8 layer profile instead
+  (scripts/sailor_host_path_fit.py), so no row matches by construction.
 - the all-reduce profile taken for the Aceso baseline (sailor/Planner/baselines/Aceso/profiler/GPU/
   profiled-data-fp32/prim_OPT-350_all_reduce_Ngpus.csv: milliseconds per size in MB, read as MiB): here
   `collective_sweep` on the template's first N GPUs, NCCL's algorithm choice as simulon models it.

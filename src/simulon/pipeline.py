@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -28,13 +28,21 @@ from .dag.fold import (
     symmetric_axes,
 )
 from .dag.nodes import ExecutionDAG
-from .dag.size import check_fits, estimate_size
+from .dag.size import DagSize, check_fits, estimate_size
 from .engine.replay import Timeline, replay
 from .engine.steady_state import SteadyState
 from .memory import MemoryReport, estimate_memory
 from .network.calibration import LinkModel
 from .network.topology import Topology
 from .progress import SILENT, Progress
+from .sampling import (
+    SAMPLE_ABOVE_NODES,
+    MicroBatches,
+    chosen_counts,
+    extrapolate,
+    microbatch_count,
+    with_microbatches,
+)
 from .workload.layout import RankLayout
 from .workload.megatron import MegatronTracer
 
@@ -54,11 +62,30 @@ class Simulation:
     memory: MemoryReport
 
 
-def build_dag(sc: ScenarioConfig, fold_mode: FoldMode = "auto", memory_limit: float | None = None,
-              trace: bool = False) -> tuple[ExecutionDAG, Topology, Fold]:
-    """The GPU-agnostic DAG of one iteration, and the network and fold it is meant for. With `memory_limit`
-    (bytes), a DAG estimated to need more (with its trace, if `trace`) is refused before it is built
-    (dag.size.TooLarge)."""
+@dataclass(frozen=True)
+class PlannedDag:
+    """What a training step's DAG is built from (the stage programs, rank layout, network, collective plan and
+    fold), before it is built: its size can be counted first (dag.size.estimate_size)."""
+
+    programs: list
+    layout: RankLayout
+    topology: Topology
+    plan: CollectivePlan
+    fold: Fold
+    fold_mode: FoldMode
+
+    def size(self) -> DagSize:
+        return estimate_size(self.programs, self.layout, self.fold, self.plan)
+
+    def build(self) -> ExecutionDAG:
+        return DAGBuilder(self.programs, self.layout, self.fold, self.plan).build()
+
+    def why_unfolded(self) -> str:
+        return _why_unfolded(self.fold, self.topology, self.fold_mode)
+
+
+def plan_dag(sc: ScenarioConfig, fold_mode: FoldMode = "auto") -> PlannedDag:
+    """The programs, network and fold of one iteration's DAG, not yet built."""
     if sc.workload is None:
         raise ValueError("the scenario has no workload block to simulate")
     dc, wl = sc.datacenter, sc.workload
@@ -71,11 +98,18 @@ def build_dag(sc: ScenarioConfig, fold_mode: FoldMode = "auto", memory_limit: fl
     axes = symmetric_axes(programs, tracer.layout, plan.foldable) & topology.fold_axes if topology.foldable else set()
     fold = fold_within_groups(tracer.layout, dc, placement, fold_mode, axes,
                               collective_shifts(programs, tracer.layout, plan.symmetry, topology) if axes else ())
+    return PlannedDag(programs, tracer.layout, topology, plan, fold, fold_mode)
+
+
+def build_dag(sc: ScenarioConfig, fold_mode: FoldMode = "auto", memory_limit: float | None = None,
+              trace: bool = False) -> tuple[ExecutionDAG, Topology, Fold]:
+    """The GPU-agnostic DAG of one iteration, and the network and fold it is meant for. With `memory_limit`
+    (bytes), a DAG estimated to need more (with its trace, if `trace`) is refused before it is built
+    (dag.size.TooLarge)."""
+    planned = plan_dag(sc, fold_mode)
     if memory_limit is not None:
-        check_fits(estimate_size(programs, tracer.layout, fold, plan), memory_limit, trace,
-                   _why_unfolded(fold, topology, fold_mode))
-    dag = DAGBuilder(programs, tracer.layout, fold, plan).build()
-    return dag, topology, fold
+        check_fits(planned.size(), memory_limit, trace, planned.why_unfolded())
+    return planned.build(), planned.topology, planned.fold
 
 
 def fold_within_groups(layout: RankLayout, dc: DatacenterConfig, placement: Placement, fold_mode: FoldMode,
@@ -103,15 +137,145 @@ def _why_unfolded(fold: Fold, topology: Topology, fold_mode: FoldMode) -> str:
 
 
 def simulate(sc: ScenarioConfig, fold_mode: FoldMode = "auto", progress: Progress = SILENT,
-             memory_limit: float | None = None, trace: bool = False) -> Simulation:
+             memory_limit: float | None = None, trace: bool = False, micro_batches: MicroBatches = "all") -> Simulation:
     """Simulate one training iteration, telling `progress` each stage and how far the replay has got; a run
-    estimated to need more than `memory_limit` bytes is refused before it is built (see build_dag)."""
+    estimated to need more than `memory_limit` bytes is refused before it is built (see build_dag).
+
+    `micro_batches` (sampling.MicroBatches): "all" replays every micro-batch; "sample" or a pair of counts replays
+    two smaller counts and extrapolates (sampling.py: the result says so, the DAG and timeline are the larger
+    count's); "auto" replays every one unless the full DAG would not fit `memory_limit` or has more than
+    sampling.SAMPLE_ABOVE_NODES nodes, and then samples."""
     progress.stage("tracing the workload and building the DAG")
-    dag, topology, fold = build_dag(sc, fold_mode, memory_limit, trace)
+    step = plan_step(sc, fold_mode, memory_limit, trace, micro_batches)
+    if step.counts is not None:
+        return simulate_sampled(sc, step.counts, fold_mode, progress, memory_limit, trace, step.throughout)
+    if not fits(step.size, memory_limit, trace):  # refused: say whether sampling would fit
+        check_fits(step.size, memory_limit, trace, step.planned.why_unfolded(),
+                   sampling_advice(sc, fold_mode, memory_limit, trace) if micro_batches == "all" else "")
+    return simulate_planned(sc, step.planned, progress)
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    """How simulate runs a step: whole, as `planned` (of `size`, where it was counted), or sampled at `counts`
+    micro-batches, each folded throughout or not (`throughout`; None: decided on the larger count's size)."""
+
+    planned: PlannedDag | None
+    size: DagSize | None
+    counts: tuple[int, int] | None = None
+    throughout: bool | None = None
+
+
+def plan_step(sc: ScenarioConfig, fold_mode: FoldMode = "auto", memory_limit: float | None = None,
+              trace: bool = False, micro_batches: MicroBatches = "all") -> StepPlan:
+    """What simulate(sc, fold_mode, memory_limit=..., trace=..., micro_batches=...) builds: the decisions of
+    `auto` (fold the expanded collectives, sample the micro-batches) taken on the counted sizes."""
+    counts = chosen_counts(sc, micro_batches)
+    if counts is not None and micro_batches != "auto":
+        return StepPlan(None, None, counts)
+    planned = plan_dag(sc, fold_mode)
+    size = planned.size() if counts is not None or memory_limit is not None else None
+    if size is not None and too_large(size, memory_limit, trace, counts is not None):
+        planned, size = folded_throughout(planned, size)
+    if counts is not None and too_large(size, memory_limit, trace, sampling=True):
+        return StepPlan(None, None, counts, not planned.fold.expand_spread)
+    return StepPlan(planned, size)
+
+
+def step_size(sc: ScenarioConfig, fold_mode: FoldMode = "auto", micro_batches: MicroBatches = "all") -> DagSize:
+    """The largest DAG simulate(sc, fold_mode, micro_batches=micro_batches) builds, counted without building it
+    (a sampled step's: its larger count's): what a strategy search's replays are admitted by (search/run.py)."""
+    step = plan_step(sc, fold_mode, micro_batches=micro_batches)
+    if step.counts is None:
+        return step.size if step.size is not None else step.planned.size()
+    throughout = sampled_throughout(sc, step.counts, fold_mode, None, False) if step.throughout is None \
+        else step.throughout
+    return sampled_plan(sc, step.counts[1], fold_mode, throughout)[1]
+
+
+def folded_throughout(planned: PlannedDag, size: DagSize) -> tuple[PlannedDag, DagSize]:
+    """The planned DAG with no collective expanded over every GPU (dag.fold.Fold.folded_throughout), where that
+    makes it smaller: what a step takes when its expanded collectives would not fit, or would push it past the node
+    budget of sampling, before its micro-batches are sampled."""
+    if not planned.fold.axes or not planned.fold.expand_spread:
+        return planned, size
+    trial = replace(planned, fold=planned.fold.folded_throughout())
+    trial_size = trial.size()
+    return (trial, trial_size) if trial_size.nodes < size.nodes else (planned, size)
+
+
+def simulate_planned(sc: ScenarioConfig, planned: PlannedDag, progress: Progress = SILENT) -> Simulation:
+    """Build, time and replay a planned DAG."""
+    dag = planned.build()
     progress.stage(f"timing {dag.num_nodes:,} nodes' kernels")
     placement = sc.placement()
     populate(dag, [g.gpu for g in placement.groups], sc.workload.training.dtype, placement.group)
-    return run_populated(sc, dag, topology, fold, progress=progress)
+    return run_populated(sc, dag, planned.topology, planned.fold, progress=progress)
+
+
+def simulate_sampled(sc: ScenarioConfig, counts: tuple[int, int], fold_mode: FoldMode = "auto",
+                     progress: Progress = SILENT, memory_limit: float | None = None,
+                     trace: bool = False, throughout: bool | None = None) -> Simulation:
+    """Replay the step at counts[0] and counts[1] micro-batches, one after the other (only the first's summary
+    kept), and extrapolate to its real count (sampling.extrapolate). The Simulation's DAG, timeline and trace are
+    the larger count's; its memory report is the real step's. `throughout`: both counts fold every collective
+    (folded_throughout); None decides it on the larger count's size."""
+    real = microbatch_count(sc)
+    if throughout is None:
+        throughout = sampled_throughout(sc, counts, fold_mode, memory_limit, trace)
+    results, sim = [], None
+    for count in counts:
+        sim = None  # the previous count's DAG goes before the next is built
+        progress.stage(f"sampling {count} of {real} micro-batches: tracing and building the DAG")
+        planned, size = sampled_plan(sc, count, fold_mode, throughout)
+        if memory_limit is not None:
+            check_fits(size, memory_limit, trace,
+                       f"{planned.why_unfolded()} (sampling {count} of the step's {real} micro-batches)")
+        sim = simulate_planned(with_microbatches(sc, count), planned, progress)
+        results.append(sim.result)
+    train = sc.workload.training
+    result = extrapolate(results[0], results[1], counts, real, train.global_batch_size * train.sequence_length,
+                         sc.placement().peak_flops(train.dtype))
+    return replace(sim, result=result, memory=estimate_memory(sc))
+
+
+def sampled_throughout(sc: ScenarioConfig, counts: tuple[int, int], fold_mode: FoldMode,
+                       memory_limit: float | None, trace: bool) -> bool:
+    """Whether both sampled counts fold every collective: decided on the larger count, for both."""
+    larger = plan_dag(with_microbatches(sc, counts[1]), fold_mode).size()
+    return too_large(larger, memory_limit, trace, sampling=True)
+
+
+def sampled_plan(sc: ScenarioConfig, count: int, fold_mode: FoldMode, throughout: bool) -> tuple[PlannedDag, DagSize]:
+    """The planned DAG of the step at `count` micro-batches, and its size."""
+    planned = plan_dag(with_microbatches(sc, count), fold_mode)
+    size = planned.size()
+    return folded_throughout(planned, size) if throughout else (planned, size)
+
+
+def too_large(size: DagSize, memory_limit: float | None, trace: bool, sampling: bool) -> bool:
+    """Whether `auto` shrinks a step of `size` (folds its expanded collectives, samples its micro-batches): it
+    would not fit `memory_limit`, or, where its micro-batches may be sampled, it has more than SAMPLE_ABOVE_NODES
+    nodes."""
+    return not fits(size, memory_limit, trace) or (sampling and size.nodes > SAMPLE_ABOVE_NODES)
+
+
+def fits(size: DagSize | None, memory_limit: float | None, trace: bool) -> bool:
+    """Whether a DAG of `size` fits `memory_limit` bytes (None: no limit)."""
+    return memory_limit is None or size is None or size.memory_bytes(trace) <= memory_limit
+
+
+def sampling_advice(sc: ScenarioConfig, fold_mode: FoldMode, memory_limit: float, trace: bool) -> str:
+    """For a refusal of the whole step: that sampling its micro-batches would fit, and what it needs ("" if it
+    would not, or cannot sample)."""
+    counts = chosen_counts(sc, "sample")
+    if counts is None:
+        return ""
+    need = plan_dag(with_microbatches(sc, counts[1]), fold_mode).size().memory_bytes(trace)
+    if need > memory_limit:
+        return ""
+    return (f"--micro-batches auto replays {counts[0]} and {counts[1]} of its {microbatch_count(sc)} micro-batches "
+            f"and extrapolates, in about {need / 1e9:,.1f} GB; ")
 
 
 def run_populated(sc: ScenarioConfig, dag: ExecutionDAG, topology: Topology, fold: Fold,

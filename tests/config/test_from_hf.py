@@ -27,7 +27,8 @@ MIXTRAL_8X7B = {  # mistralai/Mixtral-8x7B-v0.1 config.json
 DEEPSEEK_V3 = {  # deepseek-ai/DeepSeek-V3 config.json
     "model_type": "deepseek_v3", "hidden_act": "silu", "hidden_size": 7168, "intermediate_size": 18432,
     "moe_intermediate_size": 2048, "n_routed_experts": 256, "n_shared_experts": 1, "num_experts_per_tok": 8,
-    "first_k_dense_replace": 3, "moe_layer_freq": 1, "num_attention_heads": 128, "num_key_value_heads": 128,
+    "first_k_dense_replace": 3, "moe_layer_freq": 1, "n_group": 8, "topk_group": 4, "num_attention_heads": 128,
+    "num_key_value_heads": 128,
     "num_hidden_layers": 61, "q_lora_rank": 1536, "kv_lora_rank": 512, "qk_nope_head_dim": 128,
     "qk_rope_head_dim": 64, "v_head_dim": 128, "rms_norm_eps": 1e-06, "tie_word_embeddings": False,
     "vocab_size": 129280}

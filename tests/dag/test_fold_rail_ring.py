@@ -21,10 +21,9 @@ from simulon.collective.types import CollType
 from simulon.compute.populate import populate
 from simulon.config.scenario import CollectiveConfig
 from simulon.dag.fold import choose_fold
-from simulon.dag.size import scenario_size
 from simulon.engine.flows import flow_properties
 from simulon.engine.footprint import flow_loads
-from simulon.pipeline import build_dag, run_populated
+from simulon.pipeline import build_dag, run_populated, step_size
 
 RAILS = {"tiers": 2, "rail_optimized": True, "nics_per_leaf": 8, "spines": 2}
 FABRICS = {
@@ -158,6 +157,6 @@ def test_the_size_estimate_bounds_the_footprint_entries_of_folded_flows_above_th
     props = flow_properties(dag, topology, fold)
     loads = flow_loads(dag, topology, fold, props)
     above = int((loads.link >= topology.inner_links_from).sum())
-    estimate = scenario_size(sc, "symmetric").footprint_entries
+    estimate = step_size(sc, "symmetric").footprint_entries
     assert 0 < above <= estimate
-    assert scenario_size(sc, "full").footprint_entries == 0
+    assert step_size(sc, "full").footprint_entries == 0

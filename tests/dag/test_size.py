@@ -96,7 +96,8 @@ def test_a_run_too_large_for_the_machine_is_refused_before_it_is_built_and_write
     data["datacenter"]["network"] = {"scale_out": {"topology": "alibaba-hpn"}}  # dual-ToR: not folded
     path = tmp_path / "gpt3-hpn.yaml"
     path.write_text(yaml.safe_dump(data))
-    run = cli("simulate", str(path), "-o", str(tmp_path / "trace.json"), "--max-memory", "16GB", timeout=120)
+    run = cli("simulate", str(path), "-o", str(tmp_path / "trace.json"), "--max-memory", "16GB",
+              "--micro-batches", "all", timeout=120)  # the default (auto) would sample its micro-batches instead
     assert run.returncode == 2 and run.stdout == "", run.stderr
     assert len(run.stderr.strip().splitlines()) == 1
     assert "1,024 simulated GPUs" in run.stderr and "16.0 GB are available" in run.stderr
@@ -114,3 +115,55 @@ def test_a_bad_memory_limit_is_refused(value, expected):
 def test_no_limit_lets_the_run_through():
     run = cli("simulate", str(ROOT / "examples" / "scenario.yaml"), "--max-memory", "none", "--json")
     assert run.returncode == 0, run.stderr
+
+
+def _templates(algorithm, ctype, shape, fold_pos, channels=4):
+    from simulon.collective.tuner import Choice
+    from simulon.dag.builder import expansion_template, template_counts
+    choice = Choice(algorithm, "simple", channels)
+    return (expansion_template(ctype, 2.0**20, choice, shape, fold_pos),
+            template_counts(ctype, 2.0**20, choice, shape, fold_pos))
+
+
+def _fold_by_node(shape, symmetry):
+    """Each member's representative: the member one node's worth of positions back, when the algorithm repeats
+    node by node; otherwise itself."""
+    n, per_node = shape.n, shape.n // shape.nodes
+    if symmetry is None or per_node % symmetry or shape.nodes < 2:
+        return tuple(range(n))
+    return tuple(p % per_node for p in range(n))
+
+
+@pytest.mark.parametrize("nodes", [1, 4])
+@pytest.mark.parametrize("rail_aligned", [False, True])
+@pytest.mark.parametrize("algorithm", ["ring", "tree", "nvls", "nvls_tree", "pat", "p2p", "hierarchical", "pxn",
+                                       "deepep"])
+def test_a_template_counted_from_one_period_has_the_built_templates_nodes_and_flows(algorithm, rail_aligned, nodes):
+    from simulon.collective.algorithms import CATALOG
+    from simulon.collective.shape import GroupShape
+    record = CATALOG[algorithm]
+    shape = GroupShape.of(tuple(range(4 * nodes)), 4, rail_aligned=rail_aligned)
+    checked = 0
+    for ctype in record.decompositions:
+        for fold_pos in {tuple(range(shape.n)), _fold_by_node(shape, record.symmetry(ctype, shape))}:
+            try:
+                built, counted = _templates(algorithm, ctype, shape, fold_pos)
+            except ValueError:
+                continue  # the algorithm does not run on this shape (NVLS across nodes, a tree in one node)
+            assert counted.simulated == len(built.simulated)
+            assert counted.flows == len(built.flow_src)
+            one_period = sorted(zip(counted.flow_src.tolist(), counted.flow_dst.tolist(), strict=True))
+            assert sorted(one_period * counted.periods) == sorted(zip(built.flow_src, built.flow_dst, strict=True))
+            checked += 1
+    assert checked or (algorithm, nodes) in {("nvls", 4), ("nvls_tree", 1), ("tree", 1)}
+
+
+def test_a_thousand_member_ring_is_counted_without_building_its_million_flows():
+    from simulon.collective.shape import GroupShape
+    from simulon.collective.tuner import Choice
+    from simulon.collective.types import CollType
+    from simulon.dag.builder import template_counts
+    shape = GroupShape.of(tuple(range(1024)), 8)
+    counted = template_counts(CollType.AllReduce, 2.0**30, Choice("ring", "simple", 8), shape, tuple(range(1024)))
+    assert counted.periods == 2 * 1023 and len(counted.flow_src) == 1024 * 8
+    assert counted.flows == 2 * 1023 * 1024 * 8

@@ -10,9 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from helpers import gpt_scenario
-from simulon.dag.size import scenario_size
 from simulon.executors import Admission, ProcessExecutor, Refused
-from simulon.pipeline import build_dag
+from simulon.pipeline import build_dag, step_size
 from simulon.search import run
 from simulon.search.run import Search, scenario_for, worker_baseline
 
@@ -82,7 +81,7 @@ def test_a_search_whose_replays_cannot_fit_ranks_by_estimate_and_says_why_each_w
     sc = small()
     result = Search(sc).run(top=5, replay=3, executor=ProcessExecutor(2, memory=1e6))
     assert result.replayed == 0 and len(result.refused) == 3 and len(result.ranked) == 5
-    need = scenario_size(scenario_for(sc, result.refused[0][0], 8)).memory_bytes()
+    need = step_size(scenario_for(sc, result.refused[0][0], 8)).memory_bytes()
     assert need > 1e6
     for _, why in result.refused:
         assert why.startswith("not replayed: ") and "DAG nodes" in why and "0.0 GB the replays may use" in why
@@ -92,7 +91,7 @@ def test_a_search_whose_replays_cannot_fit_ranks_by_estimate_and_says_why_each_w
 def test_a_search_with_room_for_one_replay_at_a_time_gives_the_unlimited_answer(monkeypatch):
     monkeypatch.setattr(run, "resident_memory", lambda: FOOTPRINT)
     limited = Search(small()).run(top=5, replay=3, executor=ProcessExecutor(2, memory=None))
-    sizes = [scenario_size(scenario_for(small(), r.strategy, 8)).memory_bytes() for r in limited.ranked[:3]]
+    sizes = [step_size(scenario_for(small(), r.strategy, 8)).memory_bytes() for r in limited.ranked[:3]]
     one_at_a_time = Search(small()).run(top=5, replay=3,
                                         executor=ProcessExecutor(2, memory=(max(sizes) + FOOTPRINT) * 1.01))
     unlimited = Search(small()).run(top=5, replay=3, executor=ProcessExecutor(2, memory=math.inf))
@@ -103,7 +102,7 @@ def test_a_search_with_room_for_one_replay_at_a_time_gives_the_unlimited_answer(
 def test_a_replay_is_sized_as_the_dag_it_builds():
     sc = scenario_for(small(), Search(small()).run(top=1, replay=0).ranked[0].strategy, 8)
     dag, _, _ = build_dag(sc)
-    size = scenario_size(sc)
+    size = step_size(sc)
     assert (size.nodes, size.flows, size.simulated_gpus) == (dag.num_nodes, int((dag.kind == 1).sum()),
                                                               int((dag.multiplicity > 0).sum()))
 
@@ -134,7 +133,7 @@ def test_a_forked_worker_s_replay_needs_its_dag_plus_the_search_s_own_footprint(
     pool = RecordingPool(2, memory=math.inf)
     result = Search(small()).run(top=3, replay=3, executor=pool)
     estimated, sized, replayed = pool.needs  # the estimates and the sizing jobs (no admission), then the replays
-    dags = [scenario_size(scenario_for(small(), r.strategy, 8)).memory_bytes() for r in result.ranked[:3]]
+    dags = [step_size(scenario_for(small(), r.strategy, 8)).memory_bytes() for r in result.ranked[:3]]
     assert estimated is None and sized is None and result.replayed == 3
     assert sorted(replayed) == sorted(dag + FOOTPRINT for dag in dags)
 
@@ -142,7 +141,7 @@ def test_a_forked_worker_s_replay_needs_its_dag_plus_the_search_s_own_footprint(
 def test_a_replay_whose_dag_fits_but_not_beside_the_inherited_footprint_is_refused_and_says_so(monkeypatch):
     monkeypatch.setattr(run, "resident_memory", lambda: FOOTPRINT)
     ranked = Search(small()).run(top=3, replay=0).ranked
-    dags = [scenario_size(scenario_for(small(), r.strategy, 8)).memory_bytes() for r in ranked]
+    dags = [step_size(scenario_for(small(), r.strategy, 8)).memory_bytes() for r in ranked]
     result = Search(small()).run(top=3, replay=3, executor=ProcessExecutor(2, memory=max(dags) + FOOTPRINT / 2))
     assert result.replayed == 0 and len(result.refused) == 3
     assert all("3.0 GB is the search's own memory" in why for _, why in result.refused)

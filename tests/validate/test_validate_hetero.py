@@ -35,6 +35,12 @@ def test_a_run_keeps_its_layer_split_and_the_tp_gpus_of_each_node():
     assert sc.datacenter.gpus_per_node == run.tp and sc.datacenter.num_gpus == run.num_gpus
 
 
+def test_the_runs_pipeline_as_deepspeeds_engine_with_partitioned_sends_and_the_gradient_sync_after_it():
+    wl = scenario_of(runs()["plan_config_N2_D1.json"]).workload
+    assert wl.framework == "deepspeed" and wl.parallelism.pipeline_send == "partitioned"
+    assert not wl.parallelism.overlap_grad_reduce
+
+
 def test_validate_hetero_compares_every_sailor_row_of_a_table(tmp_path):
     with open(MEMORY, newline="") as f:
         rows = list(csv.DictReader(f))

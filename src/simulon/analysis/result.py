@@ -26,6 +26,20 @@ class GPUBreakdown:
 
 
 @dataclass(frozen=True)
+class MicroBatchSampling:
+    """A result extrapolated from replays of fewer micro-batches (sampling.py): the step's real count per
+    data-parallel replica, and the two counts replayed. The figures are the extrapolated step's; the trace,
+    analysis and schedule are those of the larger replayed count."""
+
+    micro_batches: int
+    simulated: tuple[int, int]
+
+    def to_dict(self) -> dict:
+        return {"micro_batches": self.micro_batches, "simulated": list(self.simulated), "extrapolated": True,
+                "trace_and_analysis_of": self.simulated[1]}
+
+
+@dataclass(frozen=True)
 class SimulationResult:
     iteration_time_ms: float
     num_gpus: int
@@ -37,6 +51,7 @@ class SimulationResult:
     hfu: float
     breakdown: dict[str, float]
     per_gpu: list[GPUBreakdown] = field(default_factory=list)
+    sampling: MicroBatchSampling | None = None  # set where the figures are extrapolated (sampling.py)
 
     @property
     def total_time_ms(self) -> float:
@@ -44,7 +59,12 @@ class SimulationResult:
         return self.iteration_time_ms
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """The fields as JSON-ready values; `micro_batch_sampling` only where the figures are extrapolated."""
+        data = asdict(self)
+        del data["sampling"]
+        if self.sampling is not None:
+            data["micro_batch_sampling"] = self.sampling.to_dict()
+        return data
 
 
 def _by_gpu(gpus: np.ndarray, starts: np.ndarray, ends: np.ndarray, simulated: np.ndarray) -> list:

@@ -1,6 +1,12 @@
-"""Terminal tables; rich is imported only when a table is printed, to keep start-up light."""
+"""Terminal tables, and the labels of a result extrapolated from sampled micro-batches; rich is imported only when
+a table is printed, to keep start-up light."""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..analysis.result import MicroBatchSampling, SimulationResult
 
 
 def print_table(title: str, columns: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
@@ -13,3 +19,20 @@ def print_table(title: str, columns: tuple[str, ...], rows: list[tuple[str, ...]
     for row in rows:
         table.add_row(*row)
     Console(highlight=False, soft_wrap=True).print(table)
+
+
+def sampling_line(sampling: MicroBatchSampling, traced: bool = False) -> str:
+    """What `simulon simulate` says of a step extrapolated from two replayed micro-batch counts."""
+    m1, m2 = sampling.simulated
+    shown = "the trace and findings are" if traced else "the findings are"
+    return (f"Micro-batches: {m1} and {m2} of {sampling.micro_batches} replayed, the step extrapolated linearly "
+            f"(--micro-batches all replays every one); {shown} the {m2}-micro-batch replay's")
+
+
+def sampling_metadata(result: SimulationResult) -> dict | None:
+    """The trace's label where the result is extrapolated: the trace is the larger replayed count's."""
+    if result.sampling is None:
+        return None
+    return {"micro_batch_sampling": result.sampling.to_dict(),
+            "note": f"this trace replays {result.sampling.simulated[1]} of the step's "
+                    f"{result.sampling.micro_batches} micro-batches; the summary is extrapolated"}

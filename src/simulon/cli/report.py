@@ -15,12 +15,13 @@ from ..config.loading import load_scenario
 if TYPE_CHECKING:
     from ..analysis.analyze import Analysis
     from ..pipeline import Simulation
+    from ..sampling import MicroBatches
 
 REPORT_SUFFIXES = (".html", ".htm")
 
 
 def run_scenario(scenario: Path, quiet: bool, expand: str = "auto", memory_limit: float | None = None,
-                 trace: bool = False) -> tuple[Simulation, Analysis]:
+                 trace: bool = False, micro_batches: MicroBatches = "auto") -> tuple[Simulation, Analysis]:
     """Load and simulate a scenario (a progress bar on a terminal unless `quiet`) and analyse its iteration, the
     findings' advice steered by what the scenario already does (findings.Settings); a scenario without a workload,
     an algorithm that cannot run or a run too large end as a ConfigError."""
@@ -29,6 +30,7 @@ def run_scenario(scenario: Path, quiet: bool, expand: str = "auto", memory_limit
     from ..collective.algorithms import Unrunnable
     from ..dag.size import TooLarge
     from ..pipeline import simulate
+    from ..sampling import chosen_counts
     from .progress import terminal_progress
 
     sc = load_scenario(scenario)
@@ -36,9 +38,13 @@ def run_scenario(scenario: Path, quiet: bool, expand: str = "auto", memory_limit
         raise ConfigError(f"{scenario}: workload: required to simulate a training iteration "
                           "(use `simulon collective` for a datacenter-only scenario)")
     try:
+        chosen_counts(sc, micro_batches)
+    except ValueError as exc:  # micro-batch counts the step or its schedule refuses
+        raise ConfigError(f"{scenario}: --micro-batches: {exc}") from None
+    try:
         with terminal_progress(quiet=quiet) as progress:
             sim = simulate(sc, fold_mode=expand, progress=progress, memory_limit=memory_limit,  # type: ignore[arg-type]
-                           trace=trace)
+                           trace=trace, micro_batches=micro_batches)
     except Unrunnable as exc:
         raise ConfigError(f"{scenario}: collective.algorithm: {exc}") from None
     except TooLarge as exc:
@@ -52,7 +58,8 @@ def result_json(sim: Simulation, analysis: Analysis) -> dict:
     """The iteration as `simulon simulate --json` prints it: the summary, `memory`, `analysis` and `schedule`."""
     from ..analysis.schedule import schedule
 
-    return {**sim.result.to_dict(), "memory": sim.memory.to_json(), "analysis": analysis.to_dict(),
+    folded = {} if sim.fold.expand_spread else {"collectives_folded_throughout": True}
+    return {**sim.result.to_dict(), **folded, "memory": sim.memory.to_json(), "analysis": analysis.to_dict(),
             "schedule": schedule(sim.dag, sim.timeline)}
 
 

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
-from functools import partial
+from functools import cache, partial
 
 from .collnet import collnet_chain_all_reduce, collnet_direct_all_reduce
 from .common import FlowSet
+from .deepep import NAME as DEEPEP
+from .deepep import deepep_all_to_all, parse_name
+from .deepep import symmetry as deepep_symmetry
 from .hierarchical import hierarchical
 from .nccl import NVLS_ARITY, NVLS_MIN_GPUS, PROTOCOLS, constants
 from .nvls import nvls, nvls_tree_all_reduce
@@ -249,12 +252,16 @@ CATALOG: dict[str, Algorithm] = {a.name: a for a in (
     Algorithm("pxn", {ctype: _pxn(fn) for ctype, fn in {**_RING_STEPS, A2A: all_to_all, SR: ring_shift}.items()},
               _pxn_symmetry,
               _ring_period, tuned_as="ring"),
+    Algorithm(DEEPEP, {A2A: _plain(deepep_all_to_all)}, lambda ctype, shape: deepep_symmetry(ctype, shape),
+              _constant(1), tuned_as="ring", protocols=_SIMPLE),
 )}
 """Name -> algorithm. NCCL's tree and CollNet do only all-reduce; PAT only all-gather and reduce-scatter.
 All-to-all and send/receive (a ring shift) are NCCL's grouped send/receive (`p2p`), which NCCL_ALGO does not
 choose: every member sends its part straight to every other (send/receive: to the next) (or, with `pxn`, through
 the rail-aligned peer); its channels across nodes are counted as a ring's (an approximation: NCCL gives each
 network peer NCCL_NCHANNELS_PER_NET_PEER channels). hierarchical and pxn are simulon's variants of NCCL's ring.
+deepep is DeepEP's internode all-to-all (collective.deepep), never chosen by `auto`; `deepep:E:G:K:k` is the same
+carrying MoE tokens routed over E experts in G groups, k of them in K groups (find_algorithm builds it).
 NCCL's own algorithms come first, in the order `auto` weighs them."""
 
 
@@ -265,19 +272,31 @@ SEND_RECEIVE = "p2p"
 def algorithm_for(ctype: CollType, fixed: str) -> str:
     """The algorithm that runs a collective of type `ctype` when `fixed` (or auto) is chosen for collectives:
     NCCL_ALGO applies to collectives, not to an all-to-all's or a send/receive's point-to-point calls."""
-    if ctype in POINT_TO_POINT and fixed not in (SEND_RECEIVE, "pxn", "auto"):
+    if ctype in POINT_TO_POINT and fixed != "auto" and ctype not in find_algorithm(fixed).decompositions:
         return SEND_RECEIVE
     return fixed
 
 
 def find_algorithm(name: str) -> Algorithm:
-    """The algorithm of this name, refusing unknown names."""
-    if name not in CATALOG:
-        raise Unrunnable(f"collective algorithm {name!r} is unknown (built: {', '.join(CATALOG)}, auto)")
-    return CATALOG[name]
+    """The algorithm of this name (a routed deepep's too), refusing unknown names."""
+    if name in CATALOG:
+        return CATALOG[name]
+    if name.startswith(DEEPEP + ":"):
+        return _routed_deepep(name)
+    raise Unrunnable(f"collective algorithm {name!r} is unknown (built: {', '.join(CATALOG)}, auto)")
+
+
+@cache
+def _routed_deepep(name: str) -> Algorithm:
+    try:
+        routing = parse_name(name)
+    except ValueError as err:
+        raise Unrunnable(str(err)) from None
+    return replace(CATALOG[DEEPEP], name=name, decompositions={A2A: _plain(partial(deepep_all_to_all,
+                                                                                    routing=routing))})
 
 
 def reduction_missing(name: str, reduces: tuple[bool, bool]) -> str | None:
     """Why a datacenter whose switches reduce as `reduces` says cannot run algorithm `name`, or None if it can
     (or if `name` is `auto`, which chooses only algorithms it can run)."""
-    return CATALOG[name].reduction_missing(reduces) if name in CATALOG else None
+    return find_algorithm(name).reduction_missing(reduces) if name != "auto" else None

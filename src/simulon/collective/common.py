@@ -115,17 +115,12 @@ class FlowBuilder:
         def col(key: str, dtype) -> np.ndarray:
             return np.concatenate(self.cols[key]).astype(dtype) if self.cols[key] else np.zeros(0, dtype=dtype)
 
-        width = max((p.shape[1] for p in self.parents), default=0)
-        table = np.full((self.count, width), -1, dtype=np.int64)
-        row = 0
-        for p in self.parents:
-            table[row:row + len(p), :p.shape[1]] = p
-            row += len(p)
-        valid = table >= 0
-        ptr = np.concatenate([[0], np.cumsum(valid.sum(axis=1))]).astype(np.int64)
+        per_flow = [(p >= 0).sum(axis=1) for p in self.parents]   # block by block: no table as wide as the widest
+        ptr = np.concatenate([[0], np.cumsum(np.concatenate(per_flow) if per_flow else [])]).astype(np.int64)
+        parent_idx = np.concatenate([p[p >= 0] for p in self.parents] or [np.zeros(0)]).astype(np.int64)
         return FlowSet(self.group, col("src", np.int64), col("dst", np.int64), col("size", np.float64),
                        col("channel", np.int64), col("step", np.int64), col("tag", np.int64), ptr,
-                       table[valid], switch=self.switch)
+                       parent_idx, switch=self.switch)
 
 
 @dataclass

@@ -21,12 +21,12 @@ ALGORITHMS: dict[str, dict[CollType, Decomposition]] = {name: dict(a.decompositi
 def local_pass(name: str, ctype: CollType, domains: int) -> str:
     """The step that ends each loop of a channel of algorithm `name` over `domains` scale-up domains without
     moving anything over a link ("" if none; see Algorithm)."""
-    return CATALOG[name].local_pass(ctype, domains)
+    return find_algorithm(name).local_pass(ctype, domains)
 
 
 def symmetry(name: str, ctype: CollType, shape: GroupShape) -> int | None:
     """The smallest shift of positions that maps the flows of algorithm `name` onto themselves (see Algorithm)."""
-    return CATALOG[name].symmetry(ctype, shape)
+    return find_algorithm(name).symmetry(ctype, shape)
 
 
 def checked(name: str, ctype: CollType) -> Algorithm:

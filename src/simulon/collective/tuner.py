@@ -93,13 +93,13 @@ class CollectivePlan:
                                                spec.rail_optimized and spec.tiers >= 2, self.topology.mesh)
         return self.shapes[group]
 
-    def symmetry(self, ctype: CollType, group, size: float) -> int | None:
+    def symmetry(self, ctype: CollType, group, size: float, algorithm: str = "") -> int | None:
         """The shift of positions this collective's flows repeat under (see collective.decompose.symmetry)."""
-        return CATALOG[self.choose(ctype, group, size).algorithm].symmetry(ctype, self.shape(group))
+        return find_algorithm(self.choose(ctype, group, size, algorithm).algorithm).symmetry(ctype, self.shape(group))
 
-    def foldable(self, ctype: CollType, group, size: float) -> bool:
+    def foldable(self, ctype: CollType, group, size: float, algorithm: str = "") -> bool:
         """Whether a fold node by node (or finer) keeps this collective exact."""
-        return self.symmetry(ctype, group, size) is not None
+        return self.symmetry(ctype, group, size, algorithm) is not None
 
     def weakest_ports(self, group) -> Ports:
         """The slowest scale-up port and NIC among the group's members: on a heterogeneous datacenter NCCL's
@@ -123,20 +123,22 @@ class CollectivePlan:
             self.variants[model] = variant
         return self.variants[model]
 
-    def choose(self, ctype: CollType | str, group, size: float) -> Choice:
+    def choose(self, ctype: CollType | str, group, size: float, algorithm: str = "") -> Choice:
+        """How a collective runs: with `algorithm` where the workload fixes one for this call (a framework's own
+        kernels, such as DeepEP's), else with the scenario's algorithm (or NCCL's choice, for auto)."""
         ctype = coll_type(ctype)
         shape = self.shape(group)
         ports = self.weakest_ports(group)
-        key = (ctype, shape, size, ports)
+        key = (ctype, shape, size, ports, algorithm)
         if key not in self.choices:
-            self.choices[key] = self._under(ports.model)._choose(ctype, shape, size, ports)
+            self.choices[key] = self._under(ports.model)._choose(ctype, shape, size, ports, algorithm or self.algorithm)
         return self.choices[key]
 
-    def _choose(self, ctype: CollType, shape: GroupShape, size: float, ports: Ports) -> Choice:
-        if self.algorithm == "auto":
+    def _choose(self, ctype: CollType, shape: GroupShape, size: float, ports: Ports, fixed: str) -> Choice:
+        if fixed == "auto":
             candidates = [(a, p) for a in self._enabled(ctype, shape) for p in self._protocols(a, ctype)]
         else:
-            record = checked(self.algorithm, ctype)
+            record = checked(fixed, ctype)
             refusal = record.reduction_missing(self.topology.reduces_in_switch) or record.refusal(shape)
             if refusal:
                 raise Unrunnable(refusal)
@@ -161,7 +163,7 @@ class CollectivePlan:
         below NCCL_P2P_LL_THRESHOLD with LL)."""
         if ctype in POINT_TO_POINT:
             return ("simple",)
-        return tuple(p for p in CATALOG[algorithm].protocols if not (self.topology.pcie and p == "ll128"))
+        return tuple(p for p in find_algorithm(algorithm).protocols if not (self.topology.pcie and p == "ll128"))
 
     def _bandwidths(self, shape: GroupShape, ports: Ports | None = None) -> tuple[float, float]:
         """(scale-up, scale-out) GB/s: a member's port (in a mesh, the links its rings take), and its node's
@@ -256,7 +258,7 @@ class CollectivePlan:
     def _time(self, ctype: CollType, shape: GroupShape, size: float, algorithm: str, protocol: str,
               ports: Ports) -> float:
         """NCCL's predicted microseconds for one (algorithm, protocol)."""
-        algorithm = CATALOG[algorithm].tuned_as
+        algorithm = find_algorithm(algorithm).tuned_as
         algbw = self._bus_bandwidth(ctype, shape, algorithm, protocol, ports)
         if algorithm == "tree" and size >= 64:
             correction = constants()["tree_correction"][protocol]
@@ -273,7 +275,7 @@ class CollectivePlan:
         if ctype == SR and shape.nodes == 1:  # one peer per member, the whole message
             return p2p_channels_per_peer(shape.n, size)
         c = constants()
-        ring = CATALOG[algorithm].ring_like
+        ring = find_algorithm(algorithm).ring_like
         threshold = c["thread_threshold"][protocol] * (shape.n if ring and protocol == "ll" else 1)
         per_channel = c["threads"][protocol] * threshold
         count = max(1, min(self.arch["max_channels"], int(size // per_channel)))

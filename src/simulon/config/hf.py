@@ -10,7 +10,8 @@ GptOssConfig; a multimodal config's `text_config`):
   GELU; normalization: RMSNorm where the config has rms_norm_eps, else LayerNorm;
 - mixture of experts: num_local_experts (Mixtral, GPT-OSS) or num_experts (Qwen-MoE) or n_routed_experts
   (DeepSeek-V3), num_experts_per_tok, moe_intermediate_size (else intermediate_size), n_shared_experts or
-  shared_expert_intermediate_size, first_k_dense_replace; layouts that interleave dense and MoE layers
+  shared_expert_intermediate_size, first_k_dense_replace, node-limited routing's n_group and topk_group
+  (DeepSeek-V3; both default 1); layouts that interleave dense and MoE layers
   (decoder_sparse_step, moe_layer_freq, interleave_moe_layer_step above 1, mlp_only_layers) are refused;
 - multi-head latent attention: kv_lora_rank, q_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim.
 
@@ -100,6 +101,8 @@ def _moe(cfg: Reader) -> dict[str, Any] | None:
         "top_k": cfg.integer("num_experts_per_tok", "experts_per_token"),
         "expert_ffn_hidden_size": expert_ffn,
         "first_dense_layers": cfg.doc.get("first_k_dense_replace") or 0,
+        "num_groups": cfg.integer("n_group", required=False, default=1),
+        "group_topk": cfg.integer("topk_group", required=False, default=1),
     }
     shared_ffn = cfg.integer("shared_expert_intermediate_size", required=False)
     shared = cfg.integer("n_shared_experts", required=False, default=1 if shared_ffn else 0)

@@ -43,12 +43,30 @@ class MoESpec(StrictModel):
     capacity_factor: CapacityFactor | None = Field(
         None, description="expert capacity as a multiple of the balanced load, tokens padded up to it "
         "(Megatron's --moe-expert-capacity-factor with --moe-pad-expert-input-to-capacity); default dropless")
+    num_groups: ExpertCount = Field(
+        1, description="node-limited routing (DeepSeek-V3, arXiv 2412.19437 section 2.1.2): the routed experts "
+        "fall into this many equal groups, in order (HF n_group, Megatron's --moe-router-num-groups)")
+    group_topk: ExpertCount = Field(
+        1, description="groups each token's top_k experts are chosen among (HF topk_group, Megatron's "
+        "--moe-router-group-topk); with num_groups 1, all experts")
 
     @model_validator(mode="after")
     def _top_k_fits(self) -> MoESpec:
         if self.top_k > self.num_experts:
             raise FieldError("top_k", f"{self.top_k} exceeds num_experts ({self.num_experts})")
+        if self.num_experts % self.num_groups:
+            raise FieldError("num_groups", f"{self.num_groups} does not divide num_experts ({self.num_experts})")
+        if self.group_topk > self.num_groups:
+            raise FieldError("group_topk", f"{self.group_topk} exceeds num_groups ({self.num_groups})")
+        if self.top_k > self.routable_experts:
+            raise FieldError("top_k", f"{self.top_k} exceeds the {self.routable_experts} experts of group_topk "
+                             f"({self.group_topk}) groups")
         return self
+
+    @property
+    def routable_experts(self) -> int:
+        """Experts a token's top_k are chosen among once its groups are chosen."""
+        return self.group_topk * (self.num_experts // self.num_groups)
 
 
 class MLASpec(StrictModel):
@@ -291,6 +309,12 @@ class TrainingSpec(StrictModel):
         "--num-layers-at-start-in-bf16); default the format's recipe (config/number_formats.py)")
     bf16_last_layers: OptionalLayerCount | None = Field(
         None, description="the same from the last layer (--num-layers-at-end-in-bf16)")
+    moe_dispatcher: Literal["alltoall", "deepep"] = Field(
+        "alltoall", description="how MoE tokens reach their experts: alltoall, Megatron's all-to-all token "
+        "dispatcher (one copy per chosen expert, NCCL send/receive to every expert-parallel peer); deepep, "
+        "DeepEP's internode dispatch and combine (Megatron's --moe-token-dispatcher-type flex "
+        "--moe-enable-deepep): a token crosses the scale-out fabric once per node it goes to, on its own rail, and "
+        "NVLink takes it on to its experts' GPUs there (collective algorithm deepep)")
     peft: Literal["none", "lora"] = Field(
         "none", description="lora: base weights frozen, so no weight gradients, gradient sync or optimizer for them")
     grad_bucket_size: ParameterCount | None = Field(
@@ -302,10 +326,22 @@ class TrainingSpec(StrictModel):
 
 
 class MegatronWorkload(StrictModel):
-    framework: Literal["megatron"] = "megatron"
+    framework: Literal["megatron", "deepspeed"] = Field(
+        "megatron", description="what runs the pipeline: megatron (Megatron-Core's 1F1B, each send issued as its "
+        "data is ready) or deepspeed (DeepSpeed's PipelineEngine TrainSchedule: 1F1B in lock-step steps whose "
+        "sends and receives block the stage, a transfer starting once both sides reach it; vpp 1); the rest of "
+        "the workload as given (DeepSpeed's partitioned sends are parallelism.pipeline_send)")
     model: ModelSpec
     parallelism: ParallelismSpec = ParallelismSpec()
     training: TrainingSpec
+
+    @model_validator(mode="after")
+    def _deepspeed_pipeline(self) -> MegatronWorkload:
+        par = self.parallelism
+        if self.framework == "deepspeed" and (par.vpp > 1 or par.pipeline_schedule != "1f1b"):
+            raise FieldError("framework", "deepspeed's PipelineEngine runs plain 1F1B (vpp 1, pipeline_schedule "
+                             f"1f1b), not {par.pipeline_schedule} with vpp {par.vpp}")
+        return self
 
     @model_validator(mode="after")
     def _number_format_fits(self) -> MegatronWorkload:

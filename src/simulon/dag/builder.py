@@ -158,11 +158,11 @@ def fold_positions(group: tuple[int, ...], rep: np.ndarray) -> tuple[int, ...]:
     return tuple(position[int(rep[g])] for g in group)
 
 
-@cache
 def expansion_template(ctype: CollType, size: float, choice: Choice, shape: GroupShape,
                        fold_pos: tuple[int, ...]) -> ExpansionTemplate:
-    """The markers, flows and edges of one collective call on a group of this shape under this fold (cached:
-    every group of the same shape, size, algorithm and fold pattern shares it)."""
+    """The markers, flows and edges of one collective call on a group of this shape under this fold (every group
+    of the same shape, size, algorithm and fold pattern shares it: DAGBuilder keeps those it built while it
+    builds, and lets them go with it, so that runs one after another in a process do not pile them up)."""
     n = shape.n
     flows = flow_set(ctype, tuple(range(n)), size, choice.channels, choice.algorithm, choice.protocol, shape)
     flows = in_connection_order(flows)
@@ -187,6 +187,36 @@ def expansion_template(ctype: CollType, size: float, choice: Choice, shape: Grou
                               np.concatenate([e[1] for e in edges]).tolist(), stream_src.tolist(), stream_dst.tolist())
 
 
+@dataclass(frozen=True)
+class TemplateCounts:
+    """What one collective call's expansion template holds, counted without building it: its simulated positions,
+    and the positions its kept flows run between in one period of `periods` identical ones (a ring's step)."""
+
+    simulated: int
+    flow_src: np.ndarray                # as ExpansionTemplate.flow_src, one period's
+    flow_dst: np.ndarray
+    periods: int
+
+    @property
+    def flows(self) -> int:
+        return len(self.flow_src) * self.periods
+
+
+@cache
+def template_counts(ctype: CollType, size: float, choice: Choice, shape: GroupShape,
+                    fold_pos: tuple[int, ...]) -> TemplateCounts:
+    """The counts of expansion_template(ctype, size, choice, shape, fold_pos), from one period of the
+    collective's flows: a ring of n members repeats its first step's senders and receivers n-1 (or 2(n-1))
+    times, so a 1,024-member ring is counted from 1/1,023 of its flows (dag/size.py's estimate of a run too
+    large to build must not itself need that memory)."""
+    flows = flow_set(ctype, tuple(range(shape.n)), size, choice.channels, choice.algorithm, choice.protocol, shape,
+                     one_period=True)
+    fold = np.asarray(fold_pos, dtype=np.int64)
+    owner, dst = endpoints(flows.src_pos, flows.dst_pos, flows.switch)
+    kept = fold[owner] == owner
+    return TemplateCounts(int((fold == np.arange(shape.n)).sum()), owner[kept], dst[kept], flows.periods)
+
+
 class DAGBuilder:
     def __init__(self, programs: list[StageProgram], layout: RankLayout, fold: Fold, plan: CollectivePlan):
         self.programs, self.layout, self.fold, self.plan = programs, layout, fold, plan
@@ -202,6 +232,7 @@ class DAGBuilder:
         self.p2p: dict[tuple[int, int, int, int, int], int] = {}
         self.stage_of = layout.coords[:, 3].tolist()
         self._groups: dict[tuple[str, int], tuple[int, ...]] = {}
+        self._templates: dict[tuple, ExpansionTemplate] = {}
 
     # ---- node and edge primitives ----
 
@@ -295,6 +326,7 @@ class DAGBuilder:
             elif isinstance(op, RecvOp):
                 src = rank + (op.peer_stage - prog.stage) * per_stage
                 done[i] = self._p2p_flow(src, rank, op.microbatch, op.phase, op.chunk)
+                self._edges([done[w] for w in op.waits], done[i])  # a blocking receive: the transfer waits for it
 
     def _expanded(self, rank: int, key: tuple, op: CollectiveOp, deps: list[int], previous: int,
                   member_ends: dict[int, dict[int, int]]) -> tuple[int, int, int]:
@@ -345,8 +377,11 @@ class DAGBuilder:
         if not every and not any(int(rep[g]) == g for g in group):
             return {}  # a group of folded GPUs only: its representatives' group stands for it
         fold_pos = tuple(range(len(group))) if every else fold_positions(group, rep)
-        choice = self.plan.choose(op.ctype, group, op.nbytes)
-        t = expansion_template(op.ctype, op.nbytes, choice, self.plan.shape(group), fold_pos)
+        choice = self.plan.choose(op.ctype, group, op.nbytes, op.algorithm)
+        key = (op.ctype, op.nbytes, choice, self.plan.shape(group), fold_pos)
+        if key not in self._templates:
+            self._templates[key] = expansion_template(*key)
+        t = self._templates[key]
         coll = len(self.collectives)
         self.collectives.append(CollectiveInstance(op.ctype, op.label, group, op.nbytes, op.stream, op.layer,
                                                    op.microbatch, op.phase, choice.algorithm, choice.protocol,

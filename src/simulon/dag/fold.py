@@ -34,7 +34,7 @@ AUTO_FULL_MAX_GPUS = 64
 _FOLDABLE = (("dp", 2), ("tp", 0))  # axis, column of RankLayout.coords
 
 
-GROUP_AXES = ("tp", "cp", "dp", "pp", "ep", "edp", "dp_cp", "fsdp", "fsdp_replica", "emb")
+GROUP_AXES = ("tp", "cp", "dp", "pp", "ep", "edp", "dp_cp", "fsdp", "fsdp_replica", "emb", "mirror")
 """The process-group axes of a rank layout (RankLayout.group), tried in turn to tell which one a group is of."""
 
 
@@ -49,6 +49,7 @@ class Fold:
     axes: tuple[str, ...]
     layout: RankLayout | None = field(default=None, compare=False)
     groups: tuple[tuple[int, ...], ...] | None = field(default=None, compare=False)
+    expand_spread: bool = field(default=True, compare=False)
     _rails: dict[tuple[int, ...], bool] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -85,13 +86,21 @@ class Fold:
         the nodes of one scalable unit) runs its rings, bent to the rails, under the leaves; its other
         collectives' flows that cross rails (an all-to-all's without PXN) stay folded, loading their
         counterparts' inner links (DeepSeek-V3's expert all-to-alls on 2,048 H800)."""
-        if self.trivial or not topology.spreads(group) or topology.on_one_rail(group):
+        if not self.expand_spread or self.trivial or not topology.spreads(group) or topology.on_one_rail(group):
             return False
         if self.layout is None:
             return True  # a lone collective's group folded onto one member (fold_group): see _rails_under_leaves
         if group not in self._rails:
             self._rails[group] = not _rails_under_leaves(group, topology)
         return self._rails[group]
+
+    def folded_throughout(self) -> Fold:
+        """The same fold with no collective expanded: every folded flow, whatever links it crosses, loads its
+        counterparts' inner links (engine/footprint.py), as a pipeline send's do. What a step whose expansions
+        would not fit takes instead (pipeline.simulate): against the full expansion, within 1% on dense, pipeline,
+        MoE and DeepSeek-like steps whose data-parallel rings cross spines, but 8-10% fast on ZeRO-3's
+        all-gathers (benchmarks/bench_fold_accuracy.py --method folded)."""
+        return Fold(self.rep, self.axes, self.layout, self.groups, expand_spread=False)
 
     def members(self, gpu: int) -> np.ndarray:
         """The GPUs a simulated GPU stands for (itself first)."""
@@ -174,25 +183,26 @@ def nics_consistent(rep: np.ndarray, gpus_per_nic: int) -> bool:
 
 
 def _step_collectives(programs: list[StageProgram], layout: RankLayout) -> dict[tuple, tuple[int, ...]]:
-    """Each distinct collective call of a step, (type, axis, size, stage), with the group of its stage's first
-    rank."""
+    """Each distinct collective call of a step, (type, axis, size, stage, algorithm), with the group of its stage's
+    first rank."""
     calls: dict[tuple, tuple[int, ...]] = {}
     for prog in programs:
         rank = layout.rank(pp=prog.stage)
         for op in prog.ops:
-            if isinstance(op, CollectiveOp) and (key := (op.ctype, op.axis, op.nbytes, prog.stage)) not in calls:
+            if isinstance(op, CollectiveOp) and (key := (op.ctype, op.axis, op.nbytes, prog.stage, op.algorithm)) \
+                    not in calls:
                 calls[key] = layout.group(op.axis, rank)
     return calls
 
 
 def symmetric_axes(programs: list[StageProgram], layout: RankLayout,
-                   is_symmetric: Callable[[CollType, tuple[int, ...], float], bool]) -> set[str]:
+                   is_symmetric: Callable[[CollType, tuple[int, ...], float, str], bool]) -> set[str]:
     """The foldable axes (dp, tp) every collective group spanning them runs symmetrically (its flows repeat
     node by node, or member by member): an algorithm that treats members differently (a tree, a chain with
     a leader) must see each member simulated."""
     unsafe: set[str] = set()
-    for (ctype, _, nbytes, _), group in _step_collectives(programs, layout).items():
-        if is_symmetric(ctype, group, nbytes):
+    for (ctype, _, nbytes, _, algorithm), group in _step_collectives(programs, layout).items():
+        if is_symmetric(ctype, group, nbytes, algorithm):
             continue
         coords = layout.coords[list(group)]
         unsafe |= {axis for axis, column in _FOLDABLE if len(set(coords[:, column].tolist())) > 1}
@@ -204,7 +214,7 @@ Shifts = tuple[tuple[tuple[int, ...], int], ...]
 
 
 def collective_shifts(programs: list[StageProgram], layout: RankLayout,
-                      symmetry: Callable[[CollType, tuple[int, ...], float], int | None],
+                      symmetry: Callable[[CollType, tuple[int, ...], float, str], int | None],
                       topology: Topology | None = None) -> Shifts:
     """Per distinct collective call of a step, the group of its stage's first rank and the shift of positions its
     flows repeat under (collective.algorithms.Algorithm.symmetry), where some shift does: what a fold must keep
@@ -217,8 +227,8 @@ def collective_shifts(programs: list[StageProgram], layout: RankLayout,
     oversubscribed = topology is not None and max(topology.fabric.spec.oversubscription,
                                                   topology.fabric.spec.pod_oversubscription) > 1
     shifts = {}
-    for (ctype, _, nbytes, _), group in _step_collectives(programs, layout).items():
-        shift = symmetry(ctype, group, nbytes)
+    for (ctype, _, nbytes, _, algorithm), group in _step_collectives(programs, layout).items():
+        shift = symmetry(ctype, group, nbytes, algorithm)
         if shift is None or shift == 1:
             continue
         if oversubscribed and shift > len(group) // len({g // topology.domain_gpus for g in group}):

@@ -3,7 +3,8 @@
 The count follows DAGBuilder without creating a node: every simulated rank instantiates its stage's program
 (a node per kernel, one more per kernel a collective is launched beside, a flow per pipeline send), and each
 collective call is expanded once per group that holds a simulated member, into two markers per simulated
-member and the flows its expansion template keeps. One template is taken per (stage, call) from the group of
+member and the flows its expansion template keeps (dag.builder.template_counts, counted from one period of
+the collective: a 1,024-member ring from one step of its 2,046). One template is taken per (stage, call) from the group of
 the stage's first simulated rank and stands for the stage's other groups of that axis (they have the same size
 and, on the fabrics simulon builds, nearly the same flows). A collective shared by two stages (the tied
 embedding's all-reduce) is counted in both.
@@ -32,13 +33,12 @@ from ..collective.tuner import CollectivePlan
 from ..config.errors import ConfigError
 from ..network.topology import Topology
 from ..workload.layout import RankLayout
-from ..workload.megatron import MegatronTracer
 from ..workload.program import CollectiveOp, ComputeOp, SendOp, StageProgram
-from .builder import expansion_template, fold_positions
-from .fold import Fold, FoldMode, choose_fold, collective_shifts, symmetric_axes
+from .builder import TemplateCounts, fold_positions, template_counts
+from .fold import Fold
 
 if TYPE_CHECKING:
-    from ..config.scenario import ScenarioConfig
+    pass
 
 
 @dataclass(frozen=True)
@@ -107,15 +107,17 @@ def _readable(num_bytes: float) -> str:
     return f"{num_bytes / 1e9:,.1f} GB" if num_bytes >= 1e8 else f"{num_bytes / 1e6:,.1f} MB"
 
 
-def check_fits(size: DagSize, limit: float | None, trace: bool = False, hint: str = "") -> None:
-    """Refuse (TooLarge) a run whose estimated memory exceeds `limit` bytes (None: no limit)."""
+def check_fits(size: DagSize, limit: float | None, trace: bool = False, hint: str = "", advice: str = "") -> None:
+    """Refuse (TooLarge) a run whose estimated memory exceeds `limit` bytes (None: no limit); `hint` follows the
+    size in the message, `advice` comes first in what to do (pipeline.py: the micro-batch sampling that would
+    fit)."""
     need = size.memory_bytes(trace)
     if limit is None or need <= limit:
         return
     raise TooLarge(f"{size.nodes:,} DAG nodes and {size.flows:,} flows over {size.simulated_gpus:,} simulated GPUs "
                    f"need about {_readable(need)}, and {_readable(limit)} are available{hint}",
-                   "simulate a smaller global batch (fewer micro-batches) or cluster, or raise the limit with "
-                   "--max-memory")
+                   f"{advice}simulate fewer micro-batches (--micro-batches sample, or a smaller global batch) or "
+                   "a smaller cluster, or raise the limit with --max-memory")
 
 
 @cache
@@ -151,15 +153,15 @@ def estimate_size(programs: list[StageProgram], layout: RankLayout, fold: Fold, 
         per_call: dict[tuple, tuple[int, int, int]] = {}  # (axis, type, size) -> (nodes, flows, footprint
         # entries) of all its groups
         for op in calls:
-            key = (op.axis, op.ctype, op.nbytes)
+            key = (op.axis, op.ctype, op.nbytes, op.algorithm)
             if key not in per_call:
                 if op.axis not in groups:
                     groups[op.axis] = _axis_groups(op.axis, ranks, layout, fold, plan)
                 count, sample, fold_pos, joins = groups[op.axis]
-                template = expansion_template(op.ctype, op.nbytes, plan.choose(op.ctype, sample, op.nbytes),
-                                              plan.shape(sample), fold_pos)
-                per_call[key] = (count * (2 * len(template.simulated) + len(template.flow_src)) + joins,
-                                 count * len(template.flow_src),
+                choice = plan.choose(op.ctype, sample, op.nbytes, op.algorithm)
+                template = template_counts(op.ctype, op.nbytes, choice, plan.shape(sample), fold_pos)
+                per_call[key] = (count * (2 * template.simulated + template.flows) + joins,
+                                 count * template.flows,
                                  count * spread * _leaving_flows(template, sample, fold, plan.topology))
             call_nodes, call_flows, call_entries = per_call[key]
             nodes += call_nodes
@@ -176,33 +178,16 @@ def _footprint_spread(fold: Fold, topology: Topology) -> int:
     return 2 * (topology.fabric.spec.tiers - 1)
 
 
-def _leaving_flows(template, sample: tuple[int, ...], fold: Fold, topology: Topology) -> int:
+def _leaving_flows(template: TemplateCounts, sample: tuple[int, ...], fold: Fold, topology: Topology) -> int:
     """Counterparts of a call's kept flows that leave their scale-up domain, summed over those flows (each a
     footprint of at most `_footprint_spread` entries per counterpart)."""
     if fold.expands(sample, topology):
         return 0  # expanded flows are physical: they load their own routes
-    src = np.asarray(sample)[np.asarray(template.flow_src, dtype=np.int64)]
-    dst_pos = np.asarray(template.flow_dst, dtype=np.int64)
+    src = np.asarray(sample)[template.flow_src]
+    dst_pos = template.flow_dst
     dst = np.where(dst_pos >= 0, np.asarray(sample)[np.maximum(dst_pos, 0)], src)
     leaving = src // topology.domain_gpus != dst // topology.domain_gpus
-    return int(fold.multiplicity[src[leaving]].sum())
-
-
-def scenario_size(sc: ScenarioConfig, fold_mode: FoldMode = "auto") -> DagSize:
-    """The size of the DAG pipeline.build_dag builds for a scenario (the same programs, fabric and fold), counted
-    without building it: what runs of several scenarios side by side are admitted by (executors.py)."""
-    dc, wl = sc.datacenter, sc.workload
-    if wl is None:
-        raise ValueError("the scenario has no workload block to simulate")
-    num_gpus = wl.training.num_gpus or dc.num_gpus
-    tracer = MegatronTracer(wl, num_gpus)
-    topology = Topology.from_datacenter(dc, num_gpus)
-    plan = CollectivePlan.from_config(topology, sc.collective)
-    programs = tracer.stage_programs()
-    axes = symmetric_axes(programs, tracer.layout, plan.foldable) if topology.foldable else set()
-    fold = choose_fold(tracer.layout, dc.node.gpus_per_node, dc.node.gpus_per_nic, fold_mode, axes,
-                       collective_shifts(programs, tracer.layout, plan.symmetry, topology) if axes else ())
-    return estimate_size(programs, tracer.layout, fold, plan)
+    return template.periods * int(fold.multiplicity[src[leaving]].sum())
 
 
 def _axis_groups(axis: str, ranks: list[int], layout: RankLayout, fold: Fold,

@@ -265,11 +265,15 @@ def link_counter_events(series: list[LinkSeries], pid: int) -> list[dict]:
 
 def chrome_trace_json(dag: ExecutionDAG, timeline: Timeline, detail: str = DEFAULT_DETAIL,
                       memory: MemoryReport | None = None, rep: np.ndarray | None = None,
-                      links: list[LinkSeries] | None = None) -> str:
-    """The trace as JSON text: trace_events at `detail`, and the memory and link counters where given."""
+                      links: list[LinkSeries] | None = None, metadata: dict | None = None) -> str:
+    """The trace as JSON text: trace_events at `detail`, and the memory and link counters and the trace's
+    metadata (`otherData`, shown by Perfetto's trace info) where given."""
     events = trace_events(dag, timeline, detail, rep)
     if memory is not None:
         events += memory_counter_events(dag, timeline, memory)
     if links:
         events += link_counter_events(links, dag.num_gpus)
-    return json.dumps({"traceEvents": events, "displayTimeUnit": "ms"}, separators=(",", ":"))
+    document = {"traceEvents": events, "displayTimeUnit": "ms"}
+    if metadata:
+        document["otherData"] = metadata
+    return json.dumps(document, separators=(",", ":"))

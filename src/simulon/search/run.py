@@ -35,7 +35,7 @@ from ..config.errors import ConfigError
 from ..config.loading import parse_scenario, problem, read_scenario_data
 from ..config.scenario import ScenarioConfig
 from ..config.workload import MegatronWorkload, ParallelismSpec, TrainingSpec
-from ..dag.size import DagSize, scenario_size
+from ..dag.size import DagSize
 from ..executors import Executor, ProcessExecutor, Refused
 from ..memory import MemoryModel, StageMemory
 from ..memory.runtime import GiB
@@ -253,8 +253,10 @@ def merge(pieces: list[Phase]) -> Phase:
 
 def replay_size(args: tuple[dict, str]) -> DagSize:
     """The size of the DAG one scenario's replay builds; runs in a worker process (module level, picklable)."""
+    from ..pipeline import step_size
+
     data, name = args
-    return scenario_size(parse_scenario(data, name))
+    return step_size(parse_scenario(data, name), micro_batches="auto")
 
 
 def resident_memory() -> float:
@@ -284,7 +286,7 @@ def replay_step_ms(args: tuple[dict, str]) -> float:
     from ..pipeline import simulate
 
     data, name = args
-    sim = simulate(parse_scenario(data, name))
+    sim = simulate(parse_scenario(data, name), micro_batches="auto")
     return sim.result.iteration_time_ms
 
 

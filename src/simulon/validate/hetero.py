@@ -3,12 +3,16 @@ RTX 2080 Ti nodes (shared/validation/memory.csv, read by validate.hetero_rows), 
 
 Each run becomes one scenario on a heterogeneous datacenter: a node group per GPU type, each from its MIT node
 template (templates/datacenter/sailor-mit-*.yaml: PCIe nodes without peer-to-peer, whose GPU traffic crosses
-host paths at what Sailor's send/recv test measured, the RTX 3090 node's GPUs NVLink-bridged in pairs; the RTX
+host paths whose bandwidth is fitted to Sailor's tp-8 layer profile (scripts/sailor_host_path_fit.py,
+`node_microbatch_seconds`; not to the runs), the RTX 3090 node's GPUs NVLink-bridged in pairs; the RTX
 3090 node on 1 Gb/s Ethernet, the others on 25 Gb/s; scripts/sailor_host_paths.py compares the nodes with
 Sailor's send/recv and all-reduce microbenchmarks) with the tp GPUs of each node the run used, under one
 switch; every stage replica on the node type its plan names (`training.stage_groups`, a group per data-parallel
 replica), with the plan's layer split. The pipeline engine is DeepSpeed's as Sailor ran it (hetero_rows'
-docstring): 1F1B over gbs / (mbs x dp) micro-batches, activations and their gradients sent between stages in
+docstring; `framework: deepspeed`, workload/megatron.py `lockstep_exchange`): 1F1B over gbs / (mbs x dp)
+micro-batches in DeepSpeed's lock-step TrainSchedule, whose blocking sends and receives keep a stage waiting for
+each transfer it receives (and for each it sends larger than NCCL's 4 MiB buffer, as the tp-2 runs' are), a
+transfer starting once both sides reach it; activations and their gradients sent between stages in
 1/tp shares and all-gathered on arrival (pipeline_send partitioned), the data-parallel gradient all-reduce after
 the whole schedule (overlap_grad_reduce false), no optimizer sharding, no sequence parallelism,
 Megatron-DeepSpeed's unfused attention.
@@ -50,9 +54,31 @@ def scenario_of(run: SailorRun, dtype: str = RUN_DTYPE) -> ScenarioConfig:
                 "stage_groups": [[order.index(gpu) for gpu in stage.replicas] for stage in run.stages]}
     data = {"datacenter": {"datacenter": {"name": "sailor-mit"}, "node_groups": groups,
                            "network": {"scale_out": {"topology": {"from": "single-switch"}}}},
-            "workload": {"framework": "megatron", "model": {"from": run.model}, "parallelism": parallelism,
+            "workload": {"framework": "deepspeed", "model": {"from": run.model}, "parallelism": parallelism,
                          "training": training}}
     return parse_scenario(data, f"Sailor run {run.locator}")
+
+
+def node_microbatch_seconds(gpu: str, tp: int, host_gbps: float | None = None, model: str = "opt-350m",
+                            micro_batch: int = 2, sequence: int = 2048) -> float:
+    """Seconds of one micro-batch's forward and backward of the whole model tensor-parallel over `tp` GPUs of
+    one MIT node of `gpu` (its template's host path, or `host_gbps`), as the runs compute (RUN_DTYPE, unfused
+    attention, partitioned sends): the slope of the iteration time between 2 and 4 micro-batches, so that the
+    optimizer step and the pipeline's fill drop out. What Sailor's layer profile sums to (profiles_tmp.json)."""
+    network = {"scale_up": {"host_path": {"bandwidth": f"{host_gbps}GBps"}}} if host_gbps else {}
+
+    def iteration_s(microbatches: int) -> float:
+        data = {"datacenter": {"from": NODE_TEMPLATES[gpu], "cluster": {"num_nodes": 1},
+                               "node": {"gpus_per_node": tp, "gpus_per_nic": tp}, "network": network},
+                "workload": {"framework": "deepspeed", "model": {"from": model},
+                             "parallelism": {"tp": tp, "sequence_parallel": False, "overlap_grad_reduce": False,
+                                             "pipeline_send": "partitioned"},
+                             "training": {"num_gpus": tp, "micro_batch_size": micro_batch,
+                                          "global_batch_size": micro_batch * microbatches,
+                                          "sequence_length": sequence, "dtype": RUN_DTYPE, "attention": "unfused"}}}
+        return simulate(parse_scenario(data, f"{gpu} node at tp {tp}")).result.iteration_time_ms / 1e3
+
+    return (iteration_s(4) - iteration_s(2)) / 2
 
 
 def run_name(run: SailorRun) -> str:

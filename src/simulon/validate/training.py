@@ -346,8 +346,9 @@ def compare_row(index: int, row: dict[str, str], memory_limit: float | None = No
     """A row's measured iteration time against the prediction; a row estimated to need more than
     `memory_limit` bytes is refused before it is built (dag.size.TooLarge)."""
     sc = scenario_from_row(row)
-    sim = simulate(sc, fold_mode="symmetric", memory_limit=memory_limit)  # folding is exact, and a comparison
-    # needs no per-GPU trace
+    # folding is exact, and a comparison needs no per-GPU trace; a step too large for memory or above sampling's
+    # node budget folds its spread collectives too and samples its micro-batches (pipeline.simulate, "auto")
+    sim = simulate(sc, fold_mode="symmetric", memory_limit=memory_limit, micro_batches="auto")
     metric, measured = measured_iteration(row, sim, sc)
     return Comparison(index, row["subset"], f"iter_time_s (from {metric})", measured,
                       sim.result.iteration_time_ms / 1e3, system_of(row).get("from", ""))

@@ -6,7 +6,9 @@ interleaved over model chunks), activation recomputation, tensor-parallel collec
 all-gather/reduce-scatter with sequence parallelism), context-parallel key/value exchange, pipeline
 send/recv, expert-parallel all-to-all, and data-parallel gradient sync: DDP buckets launched during the
 last micro-batch's backward (overlap_grad_reduce), the distributed optimizer's reduce-scatter and
-parameter all-gather, or FSDP's per-layer gather and reduce-scatter; then the optimizer step.
+parameter all-gather, or FSDP's per-layer gather and reduce-scatter; then the optimizer step. With
+`framework: deepspeed` the pipeline's sends and receives follow DeepSpeed's PipelineEngine instead
+(`_StageEmitter.lockstep_exchange`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from collections.abc import Callable
 from functools import partial
 from itertools import pairwise
 
+from ..collective.deepep import Routing, routed_name
 from ..collective.types import CollType
 from ..config.workload import MegatronWorkload
 from .data_parallel import DataParallelSync, Gathers
@@ -24,6 +27,12 @@ from .layout import RankLayout
 from .parameters import ModelParameters, PipelineLayers
 from .program import EMBEDDING_LAYER, HEAD_LAYER, NO_OP, StageProgram, Stream
 from .schedule import make_scheduler
+
+NCCL_SEND_BUFFER_BYTES = 4 * 2**20
+"""NCCL_BUFFSIZE's default (NCCL's environment-variable documentation): a point-to-point send whose message fits
+the connection's buffer ends (its kernel completes, so a blocking dist.send returns) once its data is copied in;
+the transfer itself waits for the receiver. A larger send holds its stream until the receiver has taken it
+(simplified: until the whole transfer ends). Used by DeepSpeed's lock-step pipeline (lockstep_exchange)."""
 
 
 class MegatronTracer:
@@ -41,6 +50,7 @@ class MegatronTracer:
         self.kernels = LayerKernels(model, self.shape, train.attention, train.elementwise, train.cross_entropy)
         self.layers = PipelineLayers.of(workload)
         self.parameters = ModelParameters(self.kernels, model, self.layers)
+        self.dispatch_algorithm = dispatch_algorithm(workload)
 
     def stage_programs(self) -> list[StageProgram]:
         return [self.stage_program(s) for s in range(self.layout.pp)]
@@ -49,6 +59,15 @@ class MegatronTracer:
         program = StageProgram(stage)
         _StageEmitter(self, program).emit_iteration()
         return program
+
+
+def dispatch_algorithm(workload: MegatronWorkload) -> str:
+    """The collective algorithm of the MoE token dispatch and combine: the scenario's for Megatron's all-to-all
+    dispatcher (""), DeepEP's carrying the model's routed tokens for the deepep one."""
+    moe = workload.model.moe
+    if workload.training.moe_dispatcher != "deepep" or moe is None:
+        return ""
+    return routed_name(Routing(moe.num_experts, moe.num_groups, moe.group_topk, moe.top_k))
 
 
 class _StageEmitter:
@@ -71,6 +90,11 @@ class _StageEmitter:
         self.deferring: list[Callable[[], object]] | None = None
         self.gradient_sync = DataParallelSync(tracer.workload, tracer.layout, tracer.parameters.stage(self.stage),
                                               self.shape, program, frozen=self.lora)
+        # DeepSpeed's lock-step pipeline (see lockstep_exchange): the send a step leaves to the next one, and the
+        # kind of the last step run
+        self.lockstep = tracer.workload.framework == "deepspeed"
+        self.deferred_send: tuple[int, int, int, Phase] | None = None
+        self.last_kind = ""
 
     # -- small helpers --
 
@@ -195,11 +219,52 @@ class _StageEmitter:
     def receive(self, peer_stage: int, chunk: int, mb: int, phase: Phase, unit: int) -> int:
         """A pipeline receive, and with partitioned sends the all-gather over tp that rebuilds the tensor
         (DeepSpeed's PartitionedTensor.full)."""
-        received = self.program.recv(peer_stage, chunk, mb, phase)
+        return self.rebuild(self.program.recv(peer_stage, chunk, mb, phase), mb, phase, unit)
+
+    def rebuild(self, received: int, mb: int, phase: Phase, unit: int) -> int:
+        """With partitioned sends, the all-gather over tp that rebuilds a received tensor once `received` (the
+        receive, or an op after it) is complete; otherwise `received`."""
         if not self.partitioned_sends:
             return received
         return self.program.collective(CollType.AllGather, "tp", self.activation_bytes * self.shape.tp,
                                        Stream.tp_comm, "pp_recv_gather", unit, mb, phase, waits=(received,))
+
+    def lockstep_exchange(self, kind: str, mb: int, unit: int) -> int:
+        """DeepSpeed's pipeline communication before a forward (kind F) or backward (B) step of micro-batch `mb`,
+        as its TrainSchedule orders it (deepspeed/runtime/pipe/schedule.py, `TrainSchedule.steps`; Sailor's copy
+        in eth-easl/sailor deepspeed/pipe_engine.py runs it): a stage alternates forward and backward steps,
+        some idle; a forward step sends the gradient the previous (backward) step produced, then receives its
+        activation; a backward step receives its gradient, then sends the activation the previous step produced;
+        an idle step between two steps of one kind only sends. Sends and receives are blocking (p2p.send and
+        p2p.recv are dist.send and dist.recv): the next instruction waits for a receive, and for a send unless its
+        message fits NCCL's buffer (flush_send); a transfer starts once both sides have reached it (a rendezvous).
+        Returns the op the step's kernels wait for."""
+        chain = self.pending
+        send_first = kind == "F" or self.last_kind == kind
+        if send_first:
+            chain = self.flush_send(chain)
+        peer = self._previous(0)[0] if kind == "F" else self._next(0)[0]
+        received = NO_OP
+        if (not self._is_first(0) if kind == "F" else not self._is_last(0)) and peer != self.stage:
+            phase = Phase.fwd if kind == "F" else Phase.bwd_ig
+            chain = received = self.program.recv(peer, 0, mb, phase, waits=(chain,))
+        if not send_first:
+            chain = self.flush_send(chain)
+        self.last_kind = kind
+        if received == NO_OP:
+            return chain
+        return self.rebuild(chain, mb, Phase.fwd if kind == "F" else Phase.bwd_ig, unit)  # in the pass, after all
+
+    def flush_send(self, chain: int) -> int:
+        """The send a lock-step step left to the next, after `chain`; the op the stage waits for next: the send,
+        or, for a message that fits NCCL's buffer (NCCL_SEND_BUFFER_BYTES), `chain` (its transfer still starts
+        only once the receiver reaches its receive)."""
+        if self.deferred_send is None:
+            return chain
+        stage, peer_chunk, mb, phase = self.deferred_send
+        self.deferred_send = None
+        sent = self.program.send(stage, peer_chunk, self.activation_bytes, mb, phase, waits=(chain,))
+        return sent if self.activation_bytes > NCCL_SEND_BUFFER_BYTES else chain
 
     # -- iteration --
 
@@ -223,6 +288,7 @@ class _StageEmitter:
                     action()
             if done[step.chunk] == i:
                 self.gradient_sync.mirror_sync(self.layers.units_of(self.stage, step.chunk))
+        self.pending = self.flush_send(self.pending)  # the idle step after a lock-step stage's last sends it
         self.gradient_sync.end_of_iteration()
 
     def _is_first(self, chunk: int) -> bool:
@@ -240,7 +306,10 @@ class _StageEmitter:
         return self.layers.placement.previous(self.stage, chunk, self.pp)
 
     def forward(self, mb: int, chunk: int) -> None:
-        if not self._is_first(chunk) and self._previous(chunk)[0] != self.stage:  # a V's turn stays on the rank
+        if self.lockstep:
+            first = (self.layers.units_of(self.stage, 0) or [EMBEDDING_LAYER])[0]
+            self.pending = self.lockstep_exchange("F", mb, first)
+        elif not self._is_first(chunk) and self._previous(chunk)[0] != self.stage:  # a V's turn stays on the rank
             self.pending = self.receive(self._previous(chunk)[0], chunk, mb, Phase.fwd,
                                         (self.layers.units_of(self.stage, chunk) or [EMBEDDING_LAYER])[0])
         units = self.layers.units_of(self.stage, chunk)
@@ -254,7 +323,9 @@ class _StageEmitter:
             else:
                 self.layer_forward(unit, mb, Phase.fwd)
         stage, peer_chunk = self._next(chunk) if not self._is_last(chunk) else (self.stage, chunk)
-        if stage != self.stage:  # Megatron waits for its pipeline sends before the next kernel
+        if stage != self.stage and self.lockstep:
+            self.deferred_send = (stage, peer_chunk, mb, Phase.fwd)
+        elif stage != self.stage:  # Megatron waits for its pipeline sends before the next kernel
             self.pending = self.program.send(stage, peer_chunk, self.activation_bytes, mb, Phase.fwd)
 
     def head_forward(self, mb: int) -> None:
@@ -310,12 +381,15 @@ class _StageEmitter:
         if self.shape.ep == 1:
             return NO_OP
         size = self.shape.routed_tokens(self.tracer.model.moe.top_k) * self.hidden_size * self.shape.act_bytes
-        return self.program.collective(CollType.AllToAll, "ep", size, Stream.ep_comm, label, layer, mb, phase)
+        return self.program.collective(CollType.AllToAll, "ep", size, Stream.ep_comm, label, layer, mb, phase,
+                                       algorithm=self.tracer.dispatch_algorithm)
 
     # -- backward --
 
     def backward(self, mb: int, chunk: int, last: bool) -> None:
-        if not self._is_last(chunk) and self._next(chunk)[0] != self.stage:
+        if self.lockstep:
+            self.pending = self.lockstep_exchange("B", mb, (self.layers.units_of(self.stage, 0) or [HEAD_LAYER])[-1])
+        elif not self._is_last(chunk) and self._next(chunk)[0] != self.stage:
             self.pending = self.receive(self._next(chunk)[0], chunk, mb, Phase.bwd_ig,
                                         (self.layers.units_of(self.stage, chunk) or [HEAD_LAYER])[-1])
         units = self.layers.units_of(self.stage, chunk)[::-1]
@@ -336,7 +410,9 @@ class _StageEmitter:
             else:
                 self.gradient_sync.after_backward(unit, mb, last)
         stage, peer_chunk = self._previous(chunk) if not self._is_first(chunk) else (self.stage, chunk)
-        if stage != self.stage:
+        if stage != self.stage and self.lockstep:
+            self.deferred_send = (stage, peer_chunk, mb, Phase.bwd_ig)
+        elif stage != self.stage:
             self.pending = self.program.send(stage, peer_chunk, self.activation_bytes, mb, Phase.bwd_ig)
 
     def recompute_modules(self, layer: int, mb: int) -> None:

@@ -63,6 +63,7 @@ class CollectiveOp:
     phase: Phase
     waits: tuple[int, ...] = ()
     alongside: tuple[int, ...] = ()  # kernels it runs together with (pipelined overlap): waits for their start
+    algorithm: str = ""  # the collective algorithm the framework runs it with ("": the scenario's; DeepEP's)
 
 
 @dataclass(frozen=True)
@@ -83,12 +84,14 @@ class SendOp:
 @dataclass(frozen=True)
 class RecvOp:
     """Receive, for model chunk `chunk`, from stage `peer_stage`; completes when the matching SendOp's
-    flow arrives."""
+    flow arrives. With `waits`, a blocking receive (a rendezvous): the flow starts only once the receiver's
+    ops `waits` have completed too, not as soon as the sender is ready."""
 
     peer_stage: int
     chunk: int
     microbatch: int
     phase: Phase
+    waits: tuple[int, ...] = ()
 
     stream = Stream.pp_comm
 
@@ -119,15 +122,20 @@ class StageProgram:
 
     def collective(self, ctype: CollType, axis: str, nbytes: float, stream: Stream, label: str,
                    layer: int, microbatch: int, phase: Phase, waits: tuple[int, ...] = (),
-                   alongside: tuple[int, ...] = ()) -> int:
+                   alongside: tuple[int, ...] = (), algorithm: str = "") -> int:
         """A collective carrying the last kernel's output, or, pipelined `alongside` kernels, starting
         with them."""
         producer = self._last_compute if self._last_compute not in alongside else NO_OP
         return self._append(CollectiveOp(ctype, axis, nbytes, stream, label, layer, microbatch, phase,
-                                         _real((producer, *waits)), _real(alongside)))
+                                         _real((producer, *waits)), _real(alongside), algorithm))
 
-    def send(self, peer_stage: int, peer_chunk: int, nbytes: float, microbatch: int, phase: Phase) -> int:
-        return self._append(SendOp(peer_stage, peer_chunk, nbytes, microbatch, phase, _real((self._last_compute,))))
+    def send(self, peer_stage: int, peer_chunk: int, nbytes: float, microbatch: int, phase: Phase,
+             waits: tuple[int, ...] = ()) -> int:
+        """A send of the last kernel's output, once `waits` have completed too."""
+        return self._append(SendOp(peer_stage, peer_chunk, nbytes, microbatch, phase,
+                                   _real((self._last_compute, *waits))))
 
-    def recv(self, peer_stage: int, chunk: int, microbatch: int, phase: Phase) -> int:
-        return self._append(RecvOp(peer_stage, chunk, microbatch, phase))
+    def recv(self, peer_stage: int, chunk: int, microbatch: int, phase: Phase, waits: tuple[int, ...] = ()) -> int:
+        """A receive; with `waits`, blocking: its flow starts once they (and the last kernel) have completed."""
+        return self._append(RecvOp(peer_stage, chunk, microbatch, phase,
+                                   _real((self._last_compute, *waits)) if waits else ()))

@@ -1,0 +1,193 @@
+"""Micro-batch sampling: simulate a training step at two small micro-batch counts and extrapolate to the real one.
+
+A step of m micro-batches costs a DAG that grows linearly in m (every micro-batch is a copy of the forward and
+backward kernels, their collectives and pipeline sends). DeepSeek-V3 on 2,048 H800 (pp16, 120 micro-batches per
+replica) needs 37 million nodes, more than a laptop holds. But once every pipeline stage is in its steady state,
+one more micro-batch adds the same time to the step, whatever m is: the step is a line in m. So the step is
+replayed at two counts m1 < m2 that the schedule accepts and that put every stage in steady state, and every
+additive figure is extrapolated along the line through them:
+
+    X(m) = X(m2) + (m - m2) / (m2 - m1) * (X(m2) - X(m1))
+
+for the iteration time, each simulated GPU's compute, exposed and overlapped communication and bubble, and the
+model and hardware FLOPs (exactly linear in m: every micro-batch runs the same kernels). Throughput, TFLOP/s per
+GPU and MFU then follow from the extrapolated time, the extrapolated FLOPs and the real batch.
+
+Why it is exact for 1F1B (PipeDream-Flush, Narayanan et al. SC'21 section 2.2): on p balanced stages of forward time F
+and backward time B and free point-to-point transfers, the first micro-batch's backward leaves stage 0 after p (F + B)
+and each later one follows a steady-state period F + B behind it, so the step is T(m) = (m + p - 1)(F + B): a line in m
+with slope F + B. Any two counts on it give the same line, so the extrapolation is exact (tests/sampling checks the
+closed form). Unbalanced stages (an embedding or loss stage, uneven first/last stages) keep a line once every stage is
+in its steady state: the slope is then the slowest stage's F + B and the warm-up and cool-down add a constant. The
+data-parallel gradient reduction, the optimizer step and the parameter all-gathers run once per step and land in the
+intercept. Which counts are "steady" depends on the schedule (`steady_counts`): 1F1B and ZB-H1 reach it at m1 = p (stage
+0's p - 1 warm-up forwards, then at least one 1F1B pair); interleaved 1F1B runs groups of p micro-batches through each
+chunk and needs m a multiple of p, with its first steady pair on stage 0 at m1 = 2p; DualPipe needs at least 2p and an
+even count; DualPipeV and ZB-V (whose greedy order is regenerated for each count) start at 2p but no fewer than
+V_SETTLED. m2 is about p more (p, rounded up to even for DualPipe), not one: one more micro-batch does not add exactly
+the steady period, because the replay's contention and the data-parallel overlap move each increment by a few percent
+(GPT-3 175B on 1,024 A100, examples/gpt3_175b_1024gpu.yaml, replayed at 8 to 17 micro-batches: increments of 184.4 to
+197.9 ms about a mean of 192.5), and the extrapolation multiplies that by (m - m2) / (m2 - m1). From 8 and 9 of its 96
+micro-batches the step came out 2.2% long; from 8 and 16, 0.15% (from the increments measured at 8, 16 and 96).
+Spreading the counts by p costs a replay of about 2p micro-batches.
+
+What it does not capture. The step is the latest of several chains of work, each a line in m (a stage's warm-up and
+cool-down plus m times its period), so T(m) is their maximum: convex in m. Two counts sampled before the steepest chain
+has taken over give a line that is too shallow, and the step is underestimated; that is why the counts start in every
+stage's steady state, and why the V schedules start later (at 4 and 5 micro-batches on pp 2 both were 3% short). Beyond
+that: a schedule whose order is re-planned for each count (ZB-V) can place its bubble differently at m than at m2; flows
+that share links differently when more micro-batches are in flight are assumed to reach their pattern by m1 (1F1B holds
+at most p in flight); the data-parallel reductions, optimizer and parameter gathers run once and are carried in the
+intercept, exact as long as their overlap with the last backward passes is the same at every count. The trace, critical
+path, findings and per-step schedule are those of the m2 replay, not of the real step.
+benchmarks/bench_microbatch_sampling.py measures the gap where the full step is affordable, and
+tests/sampling/test_microbatch_sampling.py holds small cases to SAMPLING_TOLERANCE.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from .analysis.result import GPUBreakdown, MicroBatchSampling, SimulationResult
+from .config.common import FieldError
+from .config.scenario import ScenarioConfig, check_workload_fits
+from .config.workload import ParallelismSpec
+
+MicroBatches = str | tuple[int, int]
+"""How many micro-batches a step is simulated with: "all" (every one), "auto" (all unless the full DAG would not
+fit or is larger than SAMPLE_ABOVE_NODES, then sampled), "sample" (sampled at `steady_counts`) or an explicit
+(m1, m2) pair."""
+
+MODES = ("all", "auto", "sample")
+
+SAMPLE_ABOVE_NODES = 4_000_000
+"""`auto` samples a step whose full DAG has more nodes than this even if it fits in memory. At the fitted 507
+bytes a node (dag/data/memory_cost.yaml) such a DAG takes about 2 GB, half the 4 GB the largest runs are held to
+(issue 16), and its replay takes tens of seconds on the compiled engine. The shipped examples stay below it and keep
+their full replay (GPT-3 175B on 1,024 GPUs: 824,056 nodes; Llama 3 405B on 8,192: 499,792); DeepSeek-V3 on 2,048
+H800 (37.3 million) is above it even where it would fit."""
+
+
+V_SETTLED = 8
+"""The V schedules' (ZB-V, DualPipeV) steady state starts at 2p micro-batches on pp 4 but only at 8 on pp 2 (the
+seed example's step, replayed at every count from 2p: its per-micro-batch increment changes until 8, then stays),
+so they are sampled from max(2p, 8)."""
+
+
+def microbatch_count(sc: ScenarioConfig) -> int:
+    """Micro-batches each data-parallel replica runs in one step (as workload.megatron.MegatronTracer counts)."""
+    wl = sc.workload
+    if wl is None:
+        raise ValueError("the scenario has no workload block to simulate")
+    par, train = wl.parallelism, wl.training
+    dp = (train.num_gpus or sc.datacenter.num_gpus) // (par.tp * par.cp * par.pp)
+    return train.global_batch_size // (train.micro_batch_size * dp)
+
+
+def steady_counts(par: ParallelismSpec) -> tuple[int, int]:
+    """(m1, m2): the smallest micro-batch count the schedule accepts with every stage in its steady state, and about
+    p more (see the module docstring)."""
+    p, name = par.pp, par.pipeline_schedule
+    if name == "dualpipe":
+        return 2 * p, 2 * p + 2 * -(-p // 2)  # p more, rounded up to an even count
+    if name in ("dualpipev", "zb_v"):
+        least = max(2 * p, V_SETTLED)
+        return least, least + p
+    if par.interleaved:
+        return 2 * p, 3 * p
+    return p, 2 * p
+
+
+def parse_mode(text: str) -> MicroBatches:
+    """'all', 'auto', 'sample' or 'M1,M2' (two counts, M1 < M2); ValueError otherwise."""
+    text = text.strip().lower()
+    if text in MODES:
+        return text
+    parts = text.split(",")
+    try:
+        m1, m2 = (int(part) for part in parts)
+    except ValueError:
+        raise ValueError(f"expected all, auto, sample or two counts M1,M2, got {text!r}") from None
+    if not 1 <= m1 < m2:
+        raise ValueError(f"{text!r}: the counts must satisfy 1 <= M1 < M2")
+    return m1, m2
+
+
+def chosen_counts(sc: ScenarioConfig, mode: MicroBatches) -> tuple[int, int] | None:
+    """The two counts a step is sampled at under `mode`, or None where it is simulated whole ("all", or a step no
+    longer than the larger count, which sampling would not make smaller). An explicit pair must be accepted by the
+    schedule (FieldError) and below the step's count (ValueError)."""
+    if mode == "all":
+        return None
+    real = microbatch_count(sc)
+    counts = steady_counts(sc.workload.parallelism) if mode in ("auto", "sample") else mode
+    if isinstance(mode, tuple):
+        if counts[1] >= real:
+            raise ValueError(f"{counts[0]},{counts[1]}: the step has {real} micro-batches; sample fewer")
+        for count in counts:
+            with_microbatches(sc, count)
+        return counts  # type: ignore[return-value]
+    return counts if counts[1] < real else None
+
+
+def with_microbatches(sc: ScenarioConfig, count: int) -> ScenarioConfig:
+    """The scenario with `count` micro-batches per replica (a smaller global batch), checked as a scenario is
+    (FieldError where the schedule refuses the count)."""
+    wl = sc.workload
+    par, train = wl.parallelism, wl.training
+    per_microbatch = train.global_batch_size // microbatch_count(sc)
+    parallelism = par.model_copy(update={"num_microbatches": None if par.num_microbatches is None else count})
+    training = train.model_copy(update={"global_batch_size": count * per_microbatch})
+    workload = wl.model_copy(update={"parallelism": parallelism, "training": training})
+    try:
+        check_workload_fits(workload, sc.datacenter)
+    except FieldError as exc:
+        raise FieldError(exc.field, f"sampling {count} micro-batches: {exc.message}") from None
+    return sc.model_copy(update={"workload": workload})
+
+
+def line(x1: float, x2: float, counts: tuple[int, int], real: int) -> float:
+    """The value at `real` of the line through (m1, x1) and (m2, x2)."""
+    m1, m2 = counts
+    return x2 + (real - m2) / (m2 - m1) * (x2 - x1)
+
+
+def extrapolate(first: SimulationResult, second: SimulationResult, counts: tuple[int, int], real: int,
+                tokens_per_iteration: float, peak_flops: float) -> SimulationResult:
+    """The result of a step of `real` micro-batches from its replays at counts[0] (`first`) and counts[1]
+    (`second`): additive figures along their line; throughput, TFLOP/s and utilisation from the extrapolated time,
+    the extrapolated FLOPs and the real batch."""
+    if [b.gpu for b in first.per_gpu] != [b.gpu for b in second.per_gpu]:
+        raise AssertionError("the sampled replays simulate different GPUs")
+    ms = line(first.iteration_time_ms, second.iteration_time_ms, counts, real)
+    seconds = ms / 1e3
+
+    def flops(result: SimulationResult, tflops: float) -> float:  # the step's FLOPs per GPU
+        return tflops * 1e12 * result.iteration_time_ms / 1e3
+
+    model = line(flops(first, first.tflops_per_gpu), flops(second, second.tflops_per_gpu), counts, real)
+    hardware = line(flops(first, first.hardware_tflops_per_gpu), flops(second, second.hardware_tflops_per_gpu),
+                    counts, real)
+    per_gpu = [extrapolate_gpu(a, b, counts, real) for a, b in zip(first.per_gpu, second.per_gpu, strict=True)]
+    weights = np.array([b.stands_for for b in per_gpu], dtype=float)
+    breakdown = {name: float(np.average([getattr(b, name) for b in per_gpu], weights=weights))
+                 for name in second.breakdown}
+    return replace(second, iteration_time_ms=ms, tokens_per_s=tokens_per_iteration / seconds,
+                   tflops_per_gpu=model / seconds / 1e12, mfu=model / seconds / peak_flops,
+                   hardware_tflops_per_gpu=hardware / seconds / 1e12, hfu=hardware / seconds / peak_flops,
+                   breakdown=breakdown, per_gpu=per_gpu, sampling=MicroBatchSampling(real, counts))
+
+
+def extrapolate_gpu(first: GPUBreakdown, second: GPUBreakdown, counts: tuple[int, int], real: int) -> GPUBreakdown:
+    """One GPU's breakdown along the line of its two replays, each part kept non-negative. A part's increment
+    between two counts one micro-batch apart carries the replay's contention noise, multiplied by (m - m2) / (m2 -
+    m1): on DeepSeek-V3 (2,048 H800, 16 and 17 of 120) one GPU's overlapped communication, a few hundred ms, came
+    out at -400 ms while its exposed communication, 23 s, took the difference. The parts are a GPU's split of the
+    step, less certain than the step time itself."""
+    def at(name: str) -> float:
+        return max(line(getattr(first, name), getattr(second, name), counts, real), 0.0)
+
+    return replace(second, compute_ms=at("compute_ms"), exposed_comm_ms=at("exposed_comm_ms"),
+                   overlapped_comm_ms=at("overlapped_comm_ms"), bubble_ms=at("bubble_ms"))

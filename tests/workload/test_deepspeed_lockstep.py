@@ -1,0 +1,78 @@
+"""framework: deepspeed runs the pipeline as DeepSpeed's PipelineEngine does (TrainSchedule): each step's sends and
+receives in its order, blocking, every transfer starting once its receiver has reached the receive."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from helpers import gpt_scenario
+from simulon.config.scenario import ScenarioConfig
+from simulon.dag.nodes import NodeKind
+from simulon.pipeline import build_dag, simulate
+from simulon.workload.megatron import NCCL_SEND_BUFFER_BYTES, MegatronTracer
+from simulon.workload.program import ComputeOp, RecvOp, SendOp
+
+
+def scenario(framework: str, seq: int = 512, gbs: int = 4, nic: str = "10Gbps", **extra) -> ScenarioConfig:
+    sc = gpt_scenario(nodes=2, gpus_per_node=1, pp=2, seq=seq, gbs=gbs, nic=nic, extra_parallelism=extra)
+    data = sc.model_dump(mode="json", exclude_none=True)
+    data["workload"]["framework"] = framework
+    return ScenarioConfig.model_validate(data)
+
+
+def transfers(sc: ScenarioConfig, stage: int) -> list[str]:
+    """The stage's sends (S) and receives (R) in program order, with micro-batch and direction (f, b)."""
+    program = MegatronTracer(sc.workload, 2).stage_program(stage)
+    return [f"{'S' if isinstance(op, SendOp) else 'R'}{op.microbatch}{'f' if op.phase.name == 'fwd' else 'b'}"
+            for op in program.ops if isinstance(op, SendOp | RecvOp)]
+
+
+def test_each_stage_exchanges_in_the_order_of_deepspeeds_train_schedule():
+    sc = scenario("deepspeed")
+    # stage 0: F0 | idle B step sends act 0 | F1 | B0: recv grad 0, send act 1 | F2 | B1: recv grad 1, send act 2 ...
+    assert transfers(sc, 0) == ["S0f", "R0b", "S1f", "R1b", "S2f", "R2b", "S3f", "R3b"]
+    # last stage: F0: recv act 0 | B0 | F1: send grad 0, recv act 1 | ... | the idle step after B3 sends grad 3
+    assert transfers(sc, 1) == ["R0f", "S0b", "R1f", "S1b", "R2f", "S2b", "R3f", "S3b"]
+
+
+def test_megatron_receives_complete_when_the_data_arrives_whatever_the_receiver_does():
+    programs = MegatronTracer(scenario("megatron").workload, 2).stage_programs()
+    assert all(op.waits == () for p in programs for op in p.ops if isinstance(op, RecvOp))
+
+
+def test_every_transfer_waits_for_its_receiver_to_reach_the_receive():
+    dag, _, _ = build_dag(scenario("deepspeed"))
+    flows = np.flatnonzero((dag.kind == NodeKind.flow) & (dag.coll < 0))
+    on_receiver = {int(d) for s, d in zip(dag.edge_src, dag.edge_dst, strict=True)
+                   if dag.kind[d] == NodeKind.flow and dag.coll[d] < 0 and dag.gpu[s] == dag.peer[d]}
+    unwaited = [(int(dag.peer[f]), int(dag.microbatch[f])) for f in flows if int(f) not in on_receiver]
+    assert unwaited == [(1, 0)]  # only the first activation: the last stage has run nothing before it
+
+
+def sender_waits_on_sends(sc: ScenarioConfig) -> bool:
+    """Whether any later op of a stage waits for one of its own sends to complete."""
+    for program in MegatronTracer(sc.workload, 2).stage_programs():
+        sends = {i for i, op in enumerate(program.ops) if isinstance(op, SendOp)}
+        if any(sends & set(op.waits) for op in program.ops if isinstance(op, ComputeOp | RecvOp)):
+            return True
+    return False
+
+
+def test_a_send_holds_its_stage_only_when_its_message_overflows_nccls_buffer():
+    small, large = scenario("deepspeed", seq=512), scenario("deepspeed", seq=4096)  # 1 MiB and 8 MiB of bf16
+    assert 512 * 1024 * 2 <= NCCL_SEND_BUFFER_BYTES < 4096 * 1024 * 2
+    assert not sender_waits_on_sends(small)
+    assert sender_waits_on_sends(large)
+
+
+def test_blocking_transfers_never_make_a_step_faster_than_megatrons():
+    for seq in (512, 4096):
+        deepspeed = simulate(scenario("deepspeed", seq=seq, gbs=8, nic="1Gbps")).result.iteration_time_ms
+        megatron = simulate(scenario("megatron", seq=seq, gbs=8, nic="1Gbps")).result.iteration_time_ms
+        assert deepspeed >= megatron * (1 - 1e-9)
+
+
+def test_deepspeed_runs_plain_1f1b_only():
+    with pytest.raises(ValueError, match="deepspeed"):
+        scenario("deepspeed", gbs=8, vpp=2, layers_per_stage=None)
