@@ -90,3 +90,20 @@ def test_the_fit_reproduces_median_kernel_times_of_a_gemm_run_with_an_operand_tr
     # read as the time of both kernels, the same rows would need a GEMM faster than the one that produced them
     whole = [dataclasses.replace(o, timing=Timing.total) for o in obs]
     assert np.all(predict(whole, cal) > measured)
+
+
+def test_rows_timed_alone_leave_the_clock_a_training_step_runs_at_where_the_fit_started():
+    """Kernels timed alone run at the burst clock (compute.gemm.benchmark_clock): they cannot show how far the power
+    limit slows a long run, so the fit keeps the start's sustained clock and throttle time; beside a loop it fits
+    them."""
+    shapes = list(itertools.product((256, 2048, 16384), (512, 4096, 14336), (256, 2048, 8192)))
+    alone = synthetic("h100-sxm", TRUE, shapes)
+    start = dataclasses.replace(START, sustained_clock=0.9, throttle_ms=1.0)
+    settings = dataclasses.replace(SETTINGS, gemm_start=start)
+    fitted = fit_calibration(alone, Calibrations.with_fit({}), settings)["gpus"]["h100-sxm"]["gemm"]["bf16"]
+    assert (fitted["sustained_clock"], fitted["throttle_ms"]) == (0.9, 1.0)
+    looped = [dataclasses.replace(o, index=len(alone) + o.index, repeats=100) for o in alone]
+    cal = Calibrations.with_fit({"gpus": {"h100-sxm": {"sm_count": 132, "gemm": {"bf16": dataclasses.asdict(TRUE)}}}})
+    looped = [dataclasses.replace(o, seconds=float(t)) for o, t in zip(looped, predict(looped, cal), strict=True)]
+    both = fit_calibration(alone + looped, Calibrations.with_fit({}), settings)["gpus"]["h100-sxm"]["gemm"]["bf16"]
+    assert abs(both["sustained_clock"] - TRUE.sustained_clock) < 0.02  # 0.8, from 0.9

@@ -51,27 +51,21 @@ def test_memory_bound_gemm_runs_at_the_bandwidth():
     assert one_gemm(m, n, k, bandwidth=bandwidth) == pytest.approx(moved / bandwidth)
 
 
-def test_long_kernels_settle_at_the_sustained_clock():
-    throttled = dataclasses.replace(IDEAL, sustained_clock=0.5, throttle_ms=1.0)
-    big = (128 * 10, 128 * 10, 1 << 22)  # 14 ms at burst clock: the clock has mostly dropped
-    burst, tau = one_gemm(*big), 1e-3
-    assert one_gemm(*big, p=throttled) == pytest.approx(burst / (0.5 + 0.5 * tau / (tau + burst)))
-    small = (128, 128, 128)
-    assert one_gemm(*small, p=throttled) == pytest.approx(one_gemm(*small), rel=1e-3)
-
-
-def test_a_benchmark_loop_throttles_like_one_kernel_of_the_loops_length():
-    # the clock follows the busy time of the loop a source runs back to back, not the one kernel's
+def test_a_kernel_timed_alone_runs_at_the_burst_clock_and_a_loop_settles_at_the_sustained_one():
+    # the clock follows the busy time of the loop a source runs back to back; one kernel timed alone is at burst
     throttled = dataclasses.replace(IDEAL, sustained_clock=0.5, throttle_ms=1.0)
     shapes = GemmShapes.of([gemm("g", Phase.fwd, 128 * 10, 128 * 10, 4096, 2.0)])
     burst = float(gemm_seconds(IDEAL, ARCH, PEAK, BANDWIDTH, 2.0, shapes)[0])
     tau = 1e-3
-    for repeats in (1, 100, 10_000):
+    assert float(gemm_seconds(throttled, ARCH, PEAK, BANDWIDTH, 2.0, shapes, repeats=1)[0]) == pytest.approx(burst)
+    assert one_gemm(128 * 10, 128 * 10, 1 << 22, p=throttled) == pytest.approx(one_gemm(128 * 10, 128 * 10, 1 << 22))
+    for repeats in (2, 100, 10_000):
         looped = float(gemm_seconds(throttled, ARCH, PEAK, BANDWIDTH, 2.0, shapes, repeats=repeats)[0])
         assert looped == pytest.approx(burst / (0.5 + 0.5 * tau / (tau + repeats * burst)))
     longest = float(gemm_seconds(throttled, ARCH, PEAK, BANDWIDTH, 2.0, shapes, repeats=1e12)[0])
     sustained = float(gemm_seconds(throttled, ARCH, PEAK, BANDWIDTH, 2.0, shapes, sustained_load=True)[0])
     assert longest == pytest.approx(sustained, rel=1e-6)
+    assert sustained == pytest.approx(burst / 0.5)
 
 
 @settings(max_examples=40, deadline=None)

@@ -34,6 +34,10 @@ FRACTIONS = {"memory_efficiency", "sustained_clock", "efficiency"}
 fraction of the dense peak at burst clock: unbounded, a source that only times kernels in long back-to-back loops
 (SimuMax) trades it against the sustained clock, and its fit predicts a kernel timed alone (XLA's table) far too fast
 (leaving XLA's rows out: GEMMs of 1 GFLOP and more 94.8% off, +90% bias)."""
+CLOCK = ("sustained_clock", "throttle_ms")
+"""How far and how fast the power limit slows a GPU: fitted only on rows that show it (shows_throttling), else left at
+the fit's start (scripts/fit_compute.py: 0.9 of the burst clock, a typical value, not fitted to any row), which is
+then what a training step runs at (gemm.gemm_seconds under sustained load)."""
 SEARCH_RANGE = 20.0
 """Largest |log| (or |logit|) the search visits: e^20 is far past any physical value of a parameter."""
 
@@ -209,9 +213,18 @@ def _layout(arch: Calibrations, gpu: str, gemm: dict[str, dict[DType, GemmParams
 def _fit_gemm(obs: Sequence[Observation], start: GemmParams, free: list[str] | None, arch: Architecture,
               settings: FitSettings) -> GemmParams:
     spec = _spec(obs[0].gpu)
-    names = free if free is not None else [f.name for f in fields(GemmParams) if f.name != "group_overhead_us"]
+    names = free if free is not None else [f.name for f in fields(GemmParams) if f.name != "group_overhead_us"
+                                           and (f.name not in CLOCK or shows_throttling(obs))]
     loss = _gemm_loss(obs, arch, spec, obs[0].dtype)
     return _minimize(start, names, loss, settings)
+
+
+def shows_throttling(obs: Sequence[Observation]) -> bool:
+    """Whether rows can tell the sustained clock from the efficiency: kernels timed alone (at the burst clock:
+    gemm.benchmark_clock) beside loops long enough to throttle. Loops alone show only their product (SimuMax's A100
+    PCIe rows: refits put the clock anywhere from 0.87 to 0.93 of burst, which the A100 SXM, fitted on one row timed
+    alone, then ran a training step at); kernels alone show neither."""
+    return any(o.repeats == 1 for o in obs) and any(o.repeats > 1 for o in obs)
 
 
 def _fit_attention(obs: Sequence[Observation], arch: Architecture, settings: FitSettings) -> AttentionParams:
