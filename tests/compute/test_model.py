@@ -84,6 +84,21 @@ def test_wave_blocks_closed_forms():
     assert wave_blocks(copies=1, q_blocks=32, k_blocks=32, causal=True, overhead=0.0, sm_count=32) == 32
     # causal, one SM: every block of the triangle, n(n+1)/2
     assert wave_blocks(copies=2, q_blocks=16, k_blocks=16, causal=True, overhead=0.0, sm_count=1) == 2 * 136
+    # two query tiles per CTA (Blackwell's forward): half the CTAs, each walking its key blocks for both tiles
+    assert wave_blocks(copies=1, q_blocks=16, k_blocks=32, causal=True, overhead=0.0, sm_count=32, q_tiles=2) == 64
+    assert wave_blocks(copies=1, q_blocks=16, k_blocks=32, causal=False, overhead=1.0, sm_count=100, q_tiles=2) == 65
+
+
+def test_a_blackwell_forward_carries_two_query_tiles_per_cta_and_its_backward_one():
+    arch = Calibrations.shipped().architecture(GPUSpec.model_validate({"from": "b200"}), None)
+    assert arch.attention_query_tiles == 2
+    assert Calibrations.shipped().architecture(h100(), None).attention_query_tiles == 1
+    p = AttentionParams(AttentionPhase(1.0, 0.0, 0.0), AttentionPhase(1.0, 0.0, 0.0), 0.0)
+    few = dataclasses.replace(arch, sm_count=1000)  # every CTA on its own SM: the heaviest sets the time
+    one_tile = dataclasses.replace(few, attention_query_tiles=1)
+    fwd, bwd = (attention(ph, 1, 8, 8, 4096, 4096, 128, 128, True, 2.0) for ph in (Phase.fwd, Phase.bwd_ig))
+    assert attention_seconds(p, few, PEAK, fwd) == pytest.approx(2 * attention_seconds(p, one_tile, PEAK, fwd))
+    assert attention_seconds(p, few, PEAK, bwd) == pytest.approx(attention_seconds(p, one_tile, PEAK, bwd))
 
 
 def test_causal_attention_takes_about_half_the_time_when_the_gpu_is_full():

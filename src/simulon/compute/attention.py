@@ -38,16 +38,19 @@ def attention_seconds(p: AttentionParams, arch: Architecture, peak: float, spec:
     block = arch.attention_block
     block_seconds = 2.0 * block * block * (dims + passes * phase.softmax_dims) / (peak * phase.efficiency
                                                                                    / arch.sm_count)
-    blocks = wave_blocks(s["batch"] * s["heads"], math.ceil(s["seq_q"] / block), math.ceil(s["seq_k"] / block),
-                         bool(s["causal"]) and not full_matrix, phase.block_overhead,
-                         arch.sm_count)
+    tiles = 1 if backward else arch.attention_query_tiles
+    blocks = wave_blocks(s["batch"] * s["heads"], math.ceil(s["seq_q"] / (block * tiles)),
+                         math.ceil(s["seq_k"] / block), bool(s["causal"]) and not full_matrix, phase.block_overhead,
+                         arch.sm_count, tiles)
     return p.overhead_us * 1e-6 + blocks * block_seconds
 
 
-def wave_blocks(copies: int, q_blocks: int, k_blocks: int, causal: bool, overhead: float, sm_count: int) -> float:
-    """Blocks on the critical path when `copies` x `q_blocks` CTAs, each walking its key blocks plus
-    `overhead`, are issued heaviest first in waves of sm_count (the sum of each wave's heaviest)."""
+def wave_blocks(copies: int, q_blocks: int, k_blocks: int, causal: bool, overhead: float, sm_count: int,
+                q_tiles: int = 1) -> float:
+    """Blocks on the critical path when `copies` x `q_blocks` CTAs, each walking its key blocks (`q_tiles` query
+    tiles at a time) plus `overhead`, are issued heaviest first in waves of sm_count (the sum of each wave's
+    heaviest)."""
     i = np.arange(q_blocks, 0, -1)  # heaviest first
-    work = np.ceil(i * k_blocks / q_blocks) if causal else np.full(q_blocks, float(k_blocks))
+    work = q_tiles * (np.ceil(i * k_blocks / q_blocks) if causal else np.full(q_blocks, float(k_blocks)))
     leaders = np.arange(0, copies * q_blocks, sm_count) // copies
     return float(np.sum(work[leaders] + overhead))
