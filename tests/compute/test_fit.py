@@ -93,9 +93,8 @@ def test_the_fit_reproduces_median_kernel_times_of_a_gemm_run_with_an_operand_tr
 
 
 def test_rows_timed_alone_leave_the_clock_a_training_step_runs_at_where_the_fit_started():
-    """Kernels timed alone run at the burst clock (compute.gemm.benchmark_clock): they cannot show how far the power
-    limit slows a long run, so the fit keeps the start's sustained clock and throttle time; beside a loop it fits
-    them."""
+    """Kernels timed alone cannot tell how far the power limit slows a long run from how fast the GPU is, so the fit
+    keeps the start's sustained clock and throttle time; beside loops of the same kernels it fits them."""
     shapes = list(itertools.product((256, 2048, 16384), (512, 4096, 14336), (256, 2048, 8192)))
     alone = synthetic("h100-sxm", TRUE, shapes)
     start = dataclasses.replace(START, sustained_clock=0.9, throttle_ms=1.0)

@@ -36,8 +36,8 @@ fraction of the dense peak at burst clock: unbounded, a source that only times k
 (leaving XLA's rows out: GEMMs of 1 GFLOP and more 94.8% off, +90% bias)."""
 CLOCK = ("sustained_clock", "throttle_ms")
 """How far and how fast the power limit slows a GPU: fitted only on rows that show it (shows_throttling), else left at
-the fit's start (scripts/fit_compute.py: 0.9 of the burst clock, a typical value, not fitted to any row), which is
-then what a training step runs at (gemm.gemm_seconds under sustained load)."""
+the fit's start (scripts/fit_compute.py: 0.9 of the burst clock after 1 ms, typical values, not fitted to any row),
+which is then what a training step runs at (gemm.gemm_seconds under sustained load)."""
 SEARCH_RANGE = 20.0
 """Largest |log| (or |logit|) the search visits: e^20 is far past any physical value of a parameter."""
 
@@ -221,10 +221,11 @@ def _fit_gemm(obs: Sequence[Observation], start: GemmParams, free: list[str] | N
 
 
 def shows_throttling(obs: Sequence[Observation]) -> bool:
-    """Whether rows can tell the sustained clock from the efficiency: kernels timed alone (at the burst clock:
-    gemm.benchmark_clock) beside loops long enough to throttle. Loops alone show only their product (SimuMax's A100
-    PCIe rows: refits put the clock anywhere from 0.87 to 0.93 of burst, which the A100 SXM, fitted on one row timed
-    alone, then ran a training step at); kernels alone show neither."""
+    """Whether rows can tell the sustained clock from the efficiency: kernels timed alone beside loops of them run
+    back to back (gemm.gemm_seconds: the clock follows the loop's busy time). Fitted on kernels timed alone, which
+    last microseconds to a millisecond or two, the clock a training step runs at moved with every refit (H100 fp8:
+    0.78 of burst on main, 0.999 after efficiency was bounded by the peak, moving NeMo's fp8 runs by 5%); fitted on
+    loops alone, it trades against the efficiency (SimuMax's A100 PCIe rows put it anywhere from 0.87 to 0.93)."""
     return any(o.repeats == 1 for o in obs) and any(o.repeats > 1 for o in obs)
 
 

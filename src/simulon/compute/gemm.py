@@ -61,13 +61,14 @@ def clock_fraction(busy: np.ndarray, p: GemmParams) -> np.ndarray:
 
 
 def benchmark_clock(burst: np.ndarray, repeats: float | np.ndarray, p: GemmParams) -> np.ndarray:
-    """Clock relative to burst of kernels a microbenchmark times: a kernel timed alone (repeats 1: each run
-    synchronised, the GPU idle between runs, for microseconds to a millisecond or two in the tables) runs at the burst
-    clock, the power limit acting only on sustained draw; a loop of `repeats` kernels back to back follows the
-    loop's busy time. So only a source that loops shows how far and how fast a GPU throttles; fitted on kernels timed
-    alone, sustained_clock and throttle_ms stay at the fit's start (scripts/fit_compute.py), not wherever the
-    simplex leaves them (per-kernel throttling fitted on XLA's alone-timed rows left H100 fp8's sustained clock at
-    0.78 of burst in one refit and 0.999 in another, moving NeMo's fp8 training runs by 5%)."""
+    """Clock relative to burst of GEMMs a microbenchmark times: one timed alone (repeats 1: each run synchronised,
+    the GPU idle between runs; the tables' GEMMs last microseconds to a few milliseconds) runs at the burst clock; a
+    loop of `repeats` kernels back to back follows the loop's busy time. So only a source that loops shows how far and
+    how fast a GPU throttles (compute.fit.shows_throttling). Read with the kernel's own busy time instead, XLA's
+    alone-timed GEMMs of 0.1 to 1.4 ms are throttled by whatever throttle_ms the fit starts from, and the efficiency
+    that compensates carries into training (H100 fp8 under sustained load: 0.83 of peak so read from a 1 ms start,
+    0.72 read at burst). Attention keeps its own busy time (AnalyticalModel): SimuMax's rows of 131,072 tokens
+    last hundreds of milliseconds."""
     return np.where(np.asarray(repeats) > 1, clock_fraction(burst * repeats, p), 1.0)
 
 
