@@ -218,3 +218,15 @@ def test_one_and_two_tier_fabrics_of_nvswitch_nodes_fold_and_others_do_not():
     assert not build(datacenter(nodes=8, gpus=8, topology="alibaba-hpn")).foldable
     assert not build(datacenter(nodes=8, gpus=8, topology=spine_leaf, scale_up={"kind": "pcie"})).foldable
     assert build(datacenter(nodes=4, gpus=8, topology=spine_leaf, scale_up={"kind": "pcie"})).foldable  # one leaf
+
+
+def test_metas_llama3_fabric_keeps_full_bisection_in_a_pod_and_one_seventh_above_it():
+    topo = build(datacenter(nodes=2 * 192 * 2, topology="meta-llama3-roce"))   # two pods of 192 racks of 16 GPUs
+    assert kinds(topo, 0, 15) == ["nic_up", "nic_down"] and len(kinds(topo, 0, 16)) == 4  # a rack: 16 GPUs, one ToR
+    inside, across = kinds(topo, 0, 3000), kinds(topo, 0, 3072 + 5)
+    assert inside == ["nic_up", "leaf_up", "spine_down", "nic_down"]
+    assert across == ["nic_up", "leaf_up", "spine_up", "core_down", "spine_down", "nic_down"]
+    rate = {kind: topo.line_rate[hops(topo, 0, 3072 + 5)[i]] for i, kind in enumerate(across)}
+    # a ToR's 16 uplinks carry its 16 NICs; a pod's 16 x 16 spine uplinks carry 1/7 of its 192 ToRs' uplinks
+    assert 16 * rate["leaf_up"] == pytest.approx(16 * rate["nic_up"])
+    assert 16 * 16 * rate["spine_up"] == pytest.approx(192 * 16 * rate["leaf_up"] / 7)

@@ -191,3 +191,22 @@ def test_simulate_json_says_the_figures_are_extrapolated_and_the_trace_which_rep
     assert json.loads(trace.read_text())["otherData"]["micro_batch_sampling"]["trace_and_analysis_of"] == 4
     refused = cli("simulate", str(scenario), "--micro-batches", "3,2")
     assert refused.returncode == 2 and "--micro-batches" in refused.stderr
+
+
+def test_a_sampled_steps_flops_are_the_real_steps_not_its_replayed_dags():
+    sc = small("1f1b", 2, 16, tp=2)
+    full = simulate(sc)
+    sampled = simulate(sc, micro_batches="sample")
+    assert sampled.dag.total_flops() < full.dag.total_flops() / 2  # the DAG holds 4 of the 16 micro-batches
+    for hardware in (False, True):
+        assert full.result.step_flops(hardware) == pytest.approx(full.dag.total_flops(include_recompute=hardware))
+        assert sampled.result.step_flops(hardware) == pytest.approx(full.result.step_flops(hardware), rel=1e-9)
+
+
+def test_a_utilisation_row_implies_the_same_measured_time_from_a_sampled_replay():
+    from simulon.validate.training import measured_iteration
+    sc = small("1f1b", 2, 16, tp=2)
+    row = {"mfu_pct": "40"}
+    full = measured_iteration(row, simulate(sc), sc)
+    sampled = measured_iteration(row, simulate(sc, micro_batches="sample"), sc)
+    assert sampled[0] == full[0] == "mfu_pct" and sampled[1] == pytest.approx(full[1], rel=1e-9)

@@ -90,16 +90,18 @@ def test_rows_without_a_layout_that_cannot_fit_are_skipped(rows):
 
 
 class _Result:
+    num_gpus = 64
+
     def __init__(self, flops: float, recompute: float):
         self.flops, self.recompute = flops, recompute
 
-    def total_flops(self, include_recompute: bool = False) -> float:
-        return self.flops + (self.recompute if include_recompute else 0.0)
+    def step_flops(self, hardware: bool = False) -> float:
+        return self.flops + (self.recompute if hardware else 0.0)
 
 
 class _Sim:
     def __init__(self, flops: float, recompute: float = 0.0):
-        self.dag = _Result(flops, recompute)
+        self.result = _Result(flops, recompute)
 
 
 @pytest.mark.parametrize(("columns", "expected"), [

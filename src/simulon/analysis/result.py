@@ -58,6 +58,12 @@ class SimulationResult:
         """The seed API's name for the iteration time."""
         return self.iteration_time_ms
 
+    def step_flops(self, hardware: bool = False) -> float:
+        """The step's FLOPs over every GPU (model FLOPs, or with `hardware` the recomputed forward kernels too), from
+        its rate and time: the real step's where the figures are extrapolated, whose DAG holds fewer micro-batches."""
+        rate = self.hardware_tflops_per_gpu if hardware else self.tflops_per_gpu
+        return rate * 1e12 * self.iteration_time_ms / 1e3 * self.num_gpus
+
     def to_dict(self) -> dict:
         """The fields as JSON-ready values; `micro_batch_sampling` only where the figures are extrapolated."""
         data = asdict(self)

@@ -1,5 +1,6 @@
 """`simulon plan-hetero SCENARIO`: place a pipeline's stages on a heterogeneous cluster's node groups and split
-its layers by GPU speed (search/hetero.py), against the scenario as written."""
+its layers by GPU speed, optionally sharing the global batch among data-parallel replicas by speed
+(search/hetero.py), against the scenario as written."""
 
 from __future__ import annotations
 
@@ -17,19 +18,38 @@ from ..search.hetero import Plan, Planner, PlanResult
 from .output import print_table
 
 
+def _per_replica(values: tuple[int, ...]) -> str:
+    """Per-replica numbers joined by '/', a repeating pattern written once with its count: 0/1x8."""
+    period = next(p for p in range(1, len(values) + 1)
+                  if len(values) % p == 0 and values == values[:p] * (len(values) // p))
+    repeats = len(values) // period
+    return "/".join(map(str, values[:period])) + (f"x{repeats}" if repeats > 1 else "")
+
+
+def _groups(entry: int | tuple[int, ...]) -> str:
+    """A stage's group, or its replicas' groups."""
+    return _per_replica(entry) if isinstance(entry, tuple) else str(entry)
+
+
+def _shares(plan: Plan) -> str:
+    return "even" if plan.dp_shares is None else _per_replica(plan.dp_shares)
+
+
 def _row(plan: Plan) -> tuple[str, ...]:
-    placement = " ".join(f"{g}:{n}" for g, n in zip(plan.stage_groups, plan.layers_per_stage, strict=True))
-    return (plan.label, placement, f"{max(plan.stage_ms):.1f}", f"{plan.estimated_ms:,.1f}",
+    placement = " ".join(f"{_groups(g)}:{n}" for g, n in zip(plan.stage_groups, plan.layers_per_stage, strict=True))
+    return (plan.label, placement, _shares(plan), f"{max(plan.stage_ms):.1f}", f"{plan.estimated_ms:,.1f}",
             f"{plan.simulated_ms:,.1f}", "yes" if plan.fits else "NO")
 
 
 def print_result(result: PlanResult) -> None:
     print("node groups: " + "; ".join(f"{i}: {name}" for i, name in enumerate(result.groups)))
     print_table(f"Pipeline placements simulated ({result.considered} solved by estimate)",
-                ("plan", "group:layers by stage", "slowest stage ms/mb", "estimated ms", "simulated ms", "fits"),
+                ("plan", "group:layers by stage", "dp shares", "slowest stage ms/mb", "estimated ms", "simulated ms",
+                 "fits"),
                 [_row(p) for p in result.simulated])
     best = result.best
-    print(f"best: stage_groups {list(best.stage_groups)}, layers_per_stage {list(best.layers_per_stage)}: "
+    shares = "" if best.dp_shares is None else f", dp_shares {list(best.dp_shares)}"
+    print(f"best: stage_groups {best.stage_groups_config}, layers_per_stage {list(best.layers_per_stage)}{shares}: "
           f"{best.simulated_ms:,.1f} ms per step against {result.baseline.simulated_ms:,.1f} ms as written "
           f"({1 + result.gain:.2f}x the throughput)")
 
@@ -38,13 +58,17 @@ def plan_hetero(
     scenario: Annotated[Path, typer.Argument(help="scenario YAML whose datacenter has node_groups")],
     simulate: Annotated[int, typer.Option("--simulate", help="placements simulated in full besides the "
                                           "scenario as written (the best by estimate)")] = 2,
+    dp_shares: Annotated[bool, typer.Option("--dp-shares", help="also place each data-parallel replica whole on "
+                                            "one group, and where replicas run on different GPUs give each a "
+                                            "share of the micro-batches by its speed (training.dp_shares)")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="print the result as one JSON object")] = False,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="write the best plan as a scenario "
                                                 "YAML")] = None,
 ) -> None:
     """Choose which node group runs each pipeline stage and how many layers each stage holds, so that no stage
-    holds the others up, under each GPU's memory; the best placements by estimate are simulated in full with
-    the scenario as written, and the fastest is the plan."""
+    holds the others up, under each GPU's memory (with --dp-shares, also how many micro-batches each data-parallel
+    replica runs); the best placements by estimate are simulated in full with the scenario as written, and the
+    fastest is the plan."""
     if not 0 <= simulate <= 100:
         raise ConfigError(f"--simulate: expected 0 to 100, got {simulate}")
     if output is not None and output.is_dir():
@@ -52,7 +76,7 @@ def plan_hetero(
     sc = load_scenario(scenario)
     try:
         planner = Planner(sc)
-        result = planner.run(simulate)
+        result = planner.run(simulate, shares=dp_shares)
     except ValueError as exc:
         raise ConfigError(f"{scenario}: {exc}") from None
     if output is not None:

@@ -98,7 +98,9 @@ def check_workload_fits(wl: MegatronWorkload, dc: DatacenterConfig) -> None:
                          f"{model.ffn_hidden_size}")
     virtual_stage_layers(par, model.num_layers)
     samples_per_step = train.micro_batch_size * dp
-    if train.global_batch_size % samples_per_step:
+    if train.dp_shares is not None:
+        _check_dp_shares(wl, dp)
+    elif train.global_batch_size % samples_per_step:
         raise FieldError("workload.training.global_batch_size", f"{train.global_batch_size} is not a "
                          f"multiple of micro_batch_size*dp = {train.micro_batch_size}*{dp}")
     microbatches = train.global_batch_size // samples_per_step
@@ -112,7 +114,8 @@ def check_workload_fits(wl: MegatronWorkload, dc: DatacenterConfig) -> None:
     if par.cp > 1 and train.sequence_length % (2 * par.cp):
         raise FieldError("workload.training.sequence_length", f"{train.sequence_length} is not divisible "
                          f"by 2*cp = {2 * par.cp} (context parallelism splits it into 2*cp chunks)")
-    _check_pipeline(par, microbatches)
+    if train.dp_shares is None:
+        _check_pipeline(par, microbatches)
     _check_sharding(par, dp)
     if par.tp_comm_overlap and not (par.sequence_parallel and par.tp > 1):
         raise FieldError("workload.parallelism.tp_comm_overlap", "needs sequence_parallel with tp > 1")
@@ -174,6 +177,28 @@ def _check_stage_groups(stage_groups: list[int | list[int]] | None, dc: Datacent
         if wanted[g] > group.num_gpus:
             raise FieldError(field, f"the stages on group {g} ({group.name}) need {wanted[g]} GPUs, but it has "
                              f"{group.num_gpus}")
+
+
+def _check_dp_shares(wl: MegatronWorkload, dp: int) -> None:
+    """Per-replica micro-batches: one count per replica, adding up to the global batch, each a count the pipeline
+    schedule accepts, and no collective that joins replicas every micro-batch (expert all-to-alls, FSDP)."""
+    par, train = wl.parallelism, wl.training
+    field, shares = "workload.training.dp_shares", train.dp_shares
+    if len(shares) != dp:
+        raise FieldError(field, f"{len(shares)} entr{'y' if len(shares) == 1 else 'ies'}, but dp = {dp}: give one "
+                         "micro-batch count per data-parallel replica")
+    if sum(shares) * train.micro_batch_size != train.global_batch_size:
+        raise FieldError(field, f"the shares add up to {sum(shares)} micro-batches of {train.micro_batch_size}, "
+                         f"but global_batch_size is {train.global_batch_size} (= "
+                         f"{train.global_batch_size / train.micro_batch_size:g} micro-batches)")
+    if par.ep > 1 or par.fsdp != "none":
+        what = f"expert parallelism (ep = {par.ep})" if par.ep > 1 else f"fsdp {par.fsdp}"
+        raise FieldError(field, f"uneven shares with {what}: its collectives join the replicas every micro-batch")
+    for replica, count in enumerate(shares):
+        try:
+            _check_pipeline(par, count)
+        except FieldError as exc:
+            raise FieldError(field, f"replica {replica}: {exc.message}") from None
 
 
 def _check_pipeline(par, microbatches: int) -> None:

@@ -177,6 +177,18 @@ def check_schedule(par: ParallelismSpec, microbatches: int) -> None:
                          f"needs at least 2 * pp = {least}")
 
 
+def microbatch_steps(par: ParallelismSpec) -> tuple[int, int]:
+    """(step, least): the micro-batch counts a pipeline's schedule accepts are the multiples of `step` from `least`
+    (check_schedule; Megatron's interleaved schedule runs whole groups of pp)."""
+    if par.pipeline_schedule == "dualpipe":
+        return 2, 2 * par.pp
+    if par.pipeline_schedule == "dualpipev":
+        return 1, 2 * par.pp
+    if par.interleaved:
+        return par.pp, par.pp
+    return 1, 1
+
+
 class ParallelismSpec(StrictModel):
     """Megatron-Core parallel strategy. Ranks are ordered tp, cp, dp, pp; EP is carved out of dp*cp."""
 
@@ -323,6 +335,19 @@ class TrainingSpec(StrictModel):
         None, description="heterogeneous datacenters: the node group (index into datacenter.node_groups) of each "
         "pipeline stage, or a list of dp groups, one per data-parallel replica of the stage; default: ranks fill "
         "the groups in order")
+    dp_shares: list[MicrobatchCount] | None = Field(
+        None, description="micro-batches of each data-parallel replica (dp entries, in data-parallel order, summing "
+        "to global_batch_size / micro_batch_size), so that replicas on faster GPUs take more of the global batch and "
+        "all reach the gradient reduction together (Whale, HetPipe, Cephalo); a replica's pipeline stages all run "
+        "its count, each a count its pipeline schedule accepts; not with expert parallelism or FSDP, whose "
+        "collectives join replicas every micro-batch. Default: every replica global_batch_size / (micro_batch_size "
+        "x dp)")
+
+    def replica_microbatches(self, dp: int) -> list[int]:
+        """Micro-batches each of the `dp` data-parallel replicas runs in one step: dp_shares, or the even split."""
+        if self.dp_shares is not None:
+            return list(self.dp_shares)
+        return [self.global_batch_size // (self.micro_batch_size * dp)] * dp
 
 
 class MegatronWorkload(StrictModel):

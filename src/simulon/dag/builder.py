@@ -21,7 +21,7 @@ from ..collective.types import CollType
 from ..network.topology import endpoints
 from ..workload.kernels import KernelSpec, Phase
 from ..workload.layout import RankLayout
-from ..workload.program import CollectiveOp, ComputeOp, RecvOp, SendOp, StageProgram, Stream
+from ..workload.program import CollectiveOp, ComputeOp, RecvOp, SendOp, StageProgram, Stream, program_of_rank
 from .fold import Fold
 from .nodes import NO_NODE, CollectiveInstance, ExecutionDAG, NodeKind
 
@@ -262,8 +262,9 @@ class DAGBuilder:
     # ---- programs ----
 
     def build(self) -> ExecutionDAG:
+        program = program_of_rank(self.programs, self.layout)
         for rank in map(int, np.flatnonzero(self.fold.multiplicity)):
-            self._instantiate(rank, self.programs[self.layout.stage_of(rank)])
+            self._instantiate(rank, self.programs[program[rank]])
         return self.finish()
 
     def finish(self) -> ExecutionDAG:

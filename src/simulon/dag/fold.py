@@ -218,7 +218,8 @@ def collective_shifts(programs: list[StageProgram], layout: RankLayout,
                       topology: Topology | None = None) -> Shifts:
     """Per distinct collective call of a step, the group of its stage's first rank and the shift of positions its
     flows repeat under (collective.algorithms.Algorithm.symmetry), where some shift does: what a fold must keep
-    (choose_fold), a ring bent to the rails repeating only every two nodes.
+    (choose_fold), a ring bent to the rails repeating only every two nodes. The data-parallel groups of stages
+    whose replicas run different programs keep their period too (replica_periods).
 
     On a `topology` whose leaves or spines are oversubscribed such a ring's group is kept whole (its shift is its
     size): folding its members every two nodes let the steps around it (all-to-alls across rails, pipeline sends
@@ -234,7 +235,26 @@ def collective_shifts(programs: list[StageProgram], layout: RankLayout,
         if oversubscribed and shift > len(group) // len({g // topology.domain_gpus for g in group}):
             shift = len(group)
         shifts[group] = math.lcm(shifts.get(group, 1), shift)
+    for group, period in replica_periods(programs, layout):
+        shifts[group] = math.lcm(shifts.get(group, 1), period)
     return tuple(shifts.items())
+
+
+def replica_periods(programs: list[StageProgram], layout: RankLayout) -> Shifts:
+    """Where a stage's data-parallel replicas run programs of their own (training.dp_shares), the stage's first
+    data-parallel group with the period of its replicas' programs (the smallest shift of replicas that maps each
+    onto one running the same program): a fold may stand a replica only for one that runs what it runs."""
+    periods = []
+    for stage in sorted({prog.stage for prog in programs if prog.replicas is not None}):
+        runs = [0] * layout.dp
+        for i, prog in enumerate(p for p in programs if p.stage == stage):
+            for d in prog.replicas:
+                runs[d] = i
+        period = next(q for q in range(1, layout.dp + 1)
+                      if layout.dp % q == 0 and all(runs[d] == runs[d % q] for d in range(layout.dp)))
+        if period > 1:
+            periods.append((layout.group("dp", layout.rank(pp=stage)), period))
+    return tuple(periods)
 
 
 def _keeps_shifts(rep: np.ndarray, shifts: Shifts) -> bool:

@@ -1,13 +1,14 @@
 """How large a training step's DAG will be, before it is built, and the memory building and replaying it take.
 
-The count follows DAGBuilder without creating a node: every simulated rank instantiates its stage's program
-(a node per kernel, one more per kernel a collective is launched beside, a flow per pipeline send), and each
-collective call is expanded once per group that holds a simulated member, into two markers per simulated
-member and the flows its expansion template keeps (dag.builder.template_counts, counted from one period of
-the collective: a 1,024-member ring from one step of its 2,046). One template is taken per (stage, call) from the group of
-the stage's first simulated rank and stands for the stage's other groups of that axis (they have the same size
-and, on the fabrics simulon builds, nearly the same flows). A collective shared by two stages (the tied
-embedding's all-reduce) is counted in both.
+The count follows DAGBuilder without creating a node: every simulated rank instantiates its program (its stage's,
+or its replica's under training.dp_shares: a node per kernel, one more per kernel a collective is launched beside,
+a flow per pipeline send), and each collective call is expanded once per group that holds a simulated member, into
+two markers per simulated member and the flows its expansion template keeps (dag.builder.template_counts, counted
+from one period of the collective: a 1,024-member ring from one step of its 2,046). One template is taken per
+(stage, call) from the group of the stage's first simulated rank and stands for the stage's other groups of that
+axis (they have the same size and, on the fabrics simulon builds, nearly the same flows). A collective shared by
+two stages (the tied embedding's all-reduce) is counted in both; one joining replicas that run different programs
+(the gradient reduction under dp_shares) is one instance, counted once.
 
 The memory is a line fitted to measured runs (benchmarks/bench_dag_memory.py, written to
 data/memory_cost.yaml): peak resident bytes over an import of simulon, a fixed part (the compiled replay's
@@ -33,7 +34,7 @@ from ..collective.tuner import CollectivePlan
 from ..config.errors import ConfigError
 from ..network.topology import Topology
 from ..workload.layout import RankLayout
-from ..workload.program import CollectiveOp, ComputeOp, SendOp, StageProgram
+from ..workload.program import CollectiveOp, ComputeOp, SendOp, StageProgram, program_of_rank
 from .builder import TemplateCounts, fold_positions, template_counts
 from .fold import Fold
 
@@ -137,26 +138,36 @@ def _program_counts(prog: StageProgram) -> tuple[int, int, list[CollectiveOp]]:
 def estimate_size(programs: list[StageProgram], layout: RankLayout, fold: Fold, plan: CollectivePlan) -> DagSize:
     """The size of the DAG DAGBuilder(programs, layout, fold, plan).build() makes, counted without building."""
     simulated = np.flatnonzero(fold.multiplicity)
-    stages = layout.coords[simulated, 3]
+    stages, runs = layout.coords[simulated, 3], program_of_rank(programs, layout)[simulated]
     nodes = flows = entries = 0
     spread = _footprint_spread(fold, plan.topology)
-    for stage, prog in enumerate(programs):
-        ranks = simulated[stages == stage].tolist()
+    joint_counted: set[int] = set()  # stages whose calls over groups joining several programs' ranks are counted
+    for i, prog in enumerate(programs):
+        ranks = simulated[runs == i].tolist()
         if not ranks:
             continue
+        stage_ranks = simulated[stages == prog.stage].tolist()
+        first_of_stage = prog.stage not in joint_counted
+        joint_counted.add(prog.stage)
         per_rank, sends, calls = _program_counts(prog)
         nodes += len(ranks) * (per_rank + sends)
         flows += len(ranks) * sends
         entries += spread * int(fold.multiplicity[ranks].sum()) * sends
         groups: dict[str, tuple[int, tuple[int, ...], tuple[int, ...], int]] = {}  # axis -> (groups built,
         # a sample group, its members' representatives' positions, markers a call adds besides its groups')
+        joint_axes: dict[str, bool] = {}
         per_call: dict[tuple, tuple[int, int, int]] = {}  # (axis, type, size) -> (nodes, flows, footprint
         # entries) of all its groups
         for op in calls:
+            if op.axis not in joint_axes:
+                joint_axes[op.axis] = len(stage_ranks) > len(ranks) and _joins_replicas(op.axis, ranks[0], layout)
+            joint = joint_axes[op.axis]
+            if joint and not first_of_stage:
+                continue  # the same call of the stage's other programs: counted with the first
             key = (op.axis, op.ctype, op.nbytes, op.algorithm)
             if key not in per_call:
                 if op.axis not in groups:
-                    groups[op.axis] = _axis_groups(op.axis, ranks, layout, fold, plan)
+                    groups[op.axis] = _axis_groups(op.axis, stage_ranks if joint else ranks, layout, fold, plan)
                 count, sample, fold_pos, joins = groups[op.axis]
                 choice = plan.choose(op.ctype, sample, op.nbytes, op.algorithm)
                 template = template_counts(op.ctype, op.nbytes, choice, plan.shape(sample), fold_pos)
@@ -168,6 +179,13 @@ def estimate_size(programs: list[StageProgram], layout: RankLayout, fold: Fold, 
             flows += call_flows
             entries += call_entries
     return DagSize(int(nodes), int(flows), len(simulated), int(entries))
+
+
+def _joins_replicas(axis: str, rank: int, layout: RankLayout) -> bool:
+    """Whether `rank`'s group along `axis` holds ranks of several data-parallel replicas: where replicas run
+    programs of their own (training.dp_shares), such a call is one instance shared by the stage's programs (the
+    builder keys it by its group), made once."""
+    return len(set(layout.coords[list(layout.group(axis, rank)), 2].tolist())) > 1
 
 
 def _footprint_spread(fold: Fold, topology: Topology) -> int:

@@ -147,7 +147,7 @@ class MemoryModel:
         self.layout = RankLayout(tp=par.tp, cp=par.cp, dp=dp, pp=par.pp, ep=par.ep, etp=par.etp,
                                  fsdp=par.fsdp_size or dp * par.cp)
         self.workload, self.capacity, self.gpu, self.channels = workload, capacity_bytes, gpu, channels
-        self.num_microbatches = max(train.global_batch_size // (train.micro_batch_size * dp), 1)
+        self.num_microbatches = max(*train.replica_microbatches(dp), 1)  # the replica keeping the most in flight
         self.layers = PipelineLayers.of(workload)
         self.activations = ActivationModel(workload)
         self.states = ModelStates(workload, self.layout)

@@ -16,12 +16,21 @@ that for a scenario whose datacenter has `node_groups`, keeping its strategy (tp
    candidate times. A stage the memory model says does not fit on its GPU gets a layer fewer and the split
    is solved again.
 4. Estimated step of a placement: M x slowest + the other stages once (Narayanan et al., SC'21, section 2.2,
-   with uneven stages as search.estimate counts them). The best `simulate` placements, and the scenario's
-   own placement with its own split (the even split unless it gives layers_per_stage), are simulated in
-   full; the plan is the fastest simulated, so it is never slower than the scenario as written.
+   with uneven stages as search.estimate counts them), for the slowest data-parallel replica. The best
+   `simulate` placements, and the scenario's own placement with its own split (the even split unless it gives
+   layers_per_stage), are simulated in full; the plan is the fastest simulated, so it is never slower than the
+   scenario as written.
+5. Data-parallel shares (`dp_shares`, optional): where replicas run on different GPUs (the scenario's own
+   per-replica stage_groups, or every replica's pipeline whole on one group, `replica_placement`), replica d
+   takes m_d of the step's micro-batches so that all reach the gradient reduction together, as Whale, HetPipe
+   and Cephalo share the global batch by speed: m_d minimises the latest fill_d + m_d x period_d (period: the
+   replica's slowest stage per micro-batch; `share_microbatches`), in the counts the schedule accepts; and
+   again with each replica's line scaled by its replayed over its estimated end under the placement's own
+   shares (`calibration`: the estimate leaves out what the replay adds on the slower GPUs' links). Each such
+   plan is simulated beside the same placement with even shares, so the plan is never slower than those.
 
-What it leaves out: data-parallel shares per group (every replica runs the same micro-batches), interleaved
-schedules (vpp 1 only) and tensor-parallel groups spanning GPU types.
+What it leaves out: interleaved schedules (vpp 1 only), tensor-parallel groups spanning GPU types, and
+placements that mix stage-by-stage and replica-by-replica placing beyond the scenario's own.
 """
 
 from __future__ import annotations
@@ -32,13 +41,18 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+import numpy as np
+
 from ..collective.tuner import CollectivePlan
 from ..config.dc import DatacenterConfig, Group
 from ..config.errors import ConfigError
 from ..config.loading import parse_scenario
 from ..config.scenario import ScenarioConfig
+from ..config.workload import microbatch_steps
+from ..dag.nodes import NodeKind
 from ..memory import estimate_memory
 from ..network.topology import Topology
+from ..pipeline import Simulation
 from ..pipeline import simulate as simulate_scenario
 from ..workload.layer_kernels import LayerKernels
 from ..workload.parameters import PipelineLayers
@@ -62,22 +76,34 @@ class UnitCosts:
     head: float
 
 
+StageGroups = tuple[int | tuple[int, ...], ...]
+"""Each stage's node group, or its data-parallel replicas' groups (as training.stage_groups)."""
+
+
 @dataclass(frozen=True)
 class Plan:
-    """A placement of stages on node groups and the layers of each stage."""
+    """A placement of stages on node groups, the layers of each stage and the micro-batches of each replica."""
 
-    stage_groups: tuple[int, ...]
+    stage_groups: StageGroups
     layers_per_stage: tuple[int, ...]
-    stage_ms: tuple[float, ...]   # each stage's estimated time per micro-batch
+    stage_ms: tuple[float, ...]   # each stage's estimated time per micro-batch (on its slowest replica's GPU)
     estimated_ms: float           # the step, estimated
     fits: bool
     simulated_ms: float | None = None
     label: str = ""
+    dp_shares: tuple[int, ...] | None = None  # micro-batches per data-parallel replica (None: the even split)
+    replica_ends: tuple[float, ...] | None = None  # replayed: each replica's last micro-batch's end, seconds
+
+    @property
+    def stage_groups_config(self) -> list[int | list[int]]:
+        """stage_groups as a scenario writes them."""
+        return [list(g) if isinstance(g, tuple) else g for g in self.stage_groups]
 
     def to_json(self) -> dict:
-        return {"label": self.label, "stage_groups": list(self.stage_groups),
+        return {"label": self.label, "stage_groups": self.stage_groups_config,
                 "layers_per_stage": list(self.layers_per_stage), "stage_ms": list(self.stage_ms),
-                "estimated_ms": self.estimated_ms, "simulated_ms": self.simulated_ms, "fits": self.fits}
+                "estimated_ms": self.estimated_ms, "simulated_ms": self.simulated_ms, "fits": self.fits,
+                "dp_shares": None if self.dp_shares is None else list(self.dp_shares)}
 
 
 @dataclass(frozen=True)
@@ -117,7 +143,7 @@ def unit_costs(sc: ScenarioConfig) -> list[UnitCosts]:
     strategy = replace(strategy_of(sc), first_layers=0, last_layers=0)
     workload = sc.workload
     parallelism = workload.parallelism.model_copy(update={"layers_per_stage": None})
-    training = workload.training.model_copy(update={"stage_groups": None})
+    training = workload.training.model_copy(update={"stage_groups": None, "dp_shares": None})
     workload = workload.model_copy(update={"parallelism": parallelism, "training": training})
     costs = []
     for group in sc.datacenter.groups:
@@ -187,6 +213,22 @@ def split_layers(per_layer: list[float], extra: list[float], num_layers: int,
     return counts
 
 
+def share_microbatches(period: list[float], fill: list[float], total: int, step: int = 1, least: int = 1) -> list[int]:
+    """Micro-batches per replica, `total` in all, each `least` plus a multiple of `step`, minimising the latest
+    replica's estimated end fill[d] + m_d x period[d]: each `step` goes in turn to the replica that would end it
+    first (greedy is optimal for the largest of increasing lines; ties to the lower replica). ValueError where
+    `total` cannot be so shared."""
+    left = total - least * len(period)
+    if left < 0 or left % step:
+        raise ValueError(f"{total} micro-batches cannot be shared among {len(period)} replicas in counts of "
+                         f"{least} plus multiples of {step}")
+    counts = [least] * len(period)
+    for _ in range(left // step):
+        d = min(range(len(period)), key=lambda d: (fill[d] + (counts[d] + step) * period[d], d))
+        counts[d] += step
+    return counts
+
+
 def estimated_ms(stage_s: list[float], microbatches: int) -> float:
     """A 1F1B step from per-micro-batch stage times: M x slowest + every other stage once."""
     slowest = max(stage_s)
@@ -209,32 +251,45 @@ class Planner:
         self.costs = unit_costs(sc)
         self.kinds = _layer_kinds(sc)
         train = sc.workload.training
-        num_gpus = train.num_gpus or sc.datacenter.num_gpus
-        self.microbatches = train.global_batch_size // (train.micro_batch_size * (num_gpus // (par.tp * par.cp
-                                                                                               * par.pp)))
+        self.num_gpus = train.num_gpus or sc.datacenter.num_gpus
+        self.dp = self.num_gpus // (par.tp * par.cp * par.pp)
+        self.microbatches = train.global_batch_size // (train.micro_batch_size * self.dp)
 
-    def plan_of(self, stage_groups: tuple[int, ...], caps: list[int] | None = None) -> Plan | None:
-        """A placement's best split by estimate (memory not checked), or None if it cannot hold the layers."""
+    def plan_of(self, stage_groups: StageGroups, caps: list[int] | None = None) -> Plan | None:
+        """A placement's best split by estimate (memory not checked), or None if it cannot hold the layers. A stage
+        whose replicas sit on several groups is split for the slowest of them."""
         num_layers = len(self.kinds)
         pp = len(stage_groups)
-        per_layer = [self._per_layer(self.costs[g]) for g in stage_groups]
+        costs = [self._slowest(g) for g in stage_groups]
+        per_layer = [self._per_layer(c) for c in costs]
         extra = [0.0] * pp
-        extra[0] += self.costs[stage_groups[0]].embedding
-        extra[-1] += self.costs[stage_groups[-1]].head
+        extra[0] += costs[0].embedding
+        extra[-1] += costs[-1].head
         layers = split_layers(per_layer, extra, num_layers, caps)
         if layers is None:
             return None
         return self._estimated(stage_groups, tuple(layers))
+
+    def _slowest(self, groups: int | tuple[int, ...]) -> UnitCosts:
+        """The unit costs of the slowest of a stage's groups (by a layer's mean cost; the first of equals)."""
+        if isinstance(groups, int):
+            return self.costs[groups]
+        return self.costs[max(sorted(set(groups)), key=lambda g: self._per_layer(self.costs[g]))]
+
+    def replica_groups(self, stage_groups: StageGroups) -> list[tuple[int, ...]]:
+        """Each data-parallel replica's node group at every stage."""
+        rows = [g if isinstance(g, tuple) else (g,) * self.dp for g in stage_groups]
+        return [tuple(row[d] for row in rows) for d in range(self.dp)]
 
     def _per_layer(self, costs: UnitCosts) -> float:
         """A layer's mean cost (dense and MoE layers as many as the model has)."""
         moe = sum(self.kinds)
         return (moe * costs.moe + (len(self.kinds) - moe) * costs.dense) / len(self.kinds)
 
-    def _estimated(self, stage_groups: tuple[int, ...], layers: tuple[int, ...], label: str = "") -> Plan:
-        """A placement and split's estimate, with the stages' exact layer kinds."""
+    def _stage_seconds(self, groups: tuple[int, ...], layers: tuple[int, ...]) -> list[float]:
+        """Each stage's seconds per micro-batch on the given group per stage, with its exact layer kinds."""
         stage_s, first = [], 0
-        for s, (g, n) in enumerate(zip(stage_groups, layers, strict=True)):
+        for s, (g, n) in enumerate(zip(groups, layers, strict=True)):
             kinds = Counter(self.kinds[first:first + n])
             first += n
             c = self.costs[g]
@@ -242,17 +297,82 @@ class Planner:
             t += c.embedding if s == 0 else 0.0
             t += c.head if s == len(layers) - 1 else 0.0
             stage_s.append(t)
-        return Plan(stage_groups, layers, tuple(1e3 * t for t in stage_s), estimated_ms(stage_s, self.microbatches),
-                    fits=True, label=label)
+        return stage_s
+
+    def _estimated(self, stage_groups: StageGroups, layers: tuple[int, ...], label: str = "",
+                   shares: tuple[int, ...] | None = None) -> Plan:
+        """A placement, split and shares' estimate: the slowest replica's step."""
+        replicas = self.replica_groups(stage_groups)
+        seconds = {groups: self._stage_seconds(groups, layers) for groups in set(replicas)}
+        counts = shares or (self.microbatches,) * self.dp
+        stage_s = [max(seconds[r][s] for r in replicas) for s in range(len(layers))]
+        step = max(estimated_ms(seconds[r], m) for r, m in zip(replicas, counts, strict=True))
+        return Plan(stage_groups, layers, tuple(1e3 * t for t in stage_s), step, fits=True, label=label,
+                    dp_shares=shares)
+
+    def replica_lines(self, plan: Plan) -> tuple[list[float], list[float]]:
+        """(period, fill) of each replica, in seconds: its estimated step is fill + micro-batches x period (1F1B:
+        its slowest stage per micro-batch, and every other stage once)."""
+        seconds = [self._stage_seconds(r, plan.layers_per_stage) for r in self.replica_groups(plan.stage_groups)]
+        return [max(t) for t in seconds], [sum(t) - max(t) for t in seconds]
+
+    def with_shares(self, plan: Plan, scale: list[float] | None = None) -> Plan | None:
+        """The plan with each replica's micro-batches shared by its speed (module docstring, step 5), its memory
+        checked; None where every replica runs on the same GPUs, or the shares come out even. `scale`: each
+        replica's estimate multiplied by it (calibrated on a replay, `calibration`)."""
+        if len(set(self.replica_groups(plan.stage_groups))) == 1:
+            return None
+        period, fill = self.replica_lines(plan)
+        if scale is not None:
+            period, fill = [p * k for p, k in zip(period, scale, strict=True)], [f * k for f, k in zip(fill, scale,
+                                                                                                     strict=True)]
+        step, least = microbatch_steps(self.sc.workload.parallelism)
+        shares = share_microbatches(period, fill, self.microbatches * self.dp, step, least)
+        if len(set(shares)) == 1:
+            return None
+        label = plan.label.removesuffix(", even shares") + (", dp shares" if scale is None else
+                                                            ", dp shares by replay")
+        shared = self._estimated(plan.stage_groups, plan.layers_per_stage, label, tuple(shares))
+        return replace(shared, fits=estimate_memory(self.scenario(shared)).fits)
+
+    def calibration(self, plan: Plan, ends: list[float]) -> list[float]:
+        """Each replica's replayed end of its last micro-batch (`ends`, seconds) over its estimated end under the
+        plan's shares: what with_shares scales the estimate by."""
+        period, fill = self.replica_lines(plan)
+        counts = plan.dp_shares or (self.microbatches,) * self.dp
+        return [end / (f + m * p) for end, p, f, m in zip(ends, period, fill, counts, strict=True)]
+
+    def replica_placement(self) -> StageGroups | None:
+        """Every replica's whole pipeline on one node group: the groups take as many replicas as their GPUs hold, in
+        group order, spread so that the pattern repeats as often as it can (a fold then stands a replica for one of
+        its own group a period away); None with one replica, with replicas that are not whole nodes, or where one
+        group takes them all."""
+        par, dc = self.sc.workload.parallelism, self.sc.datacenter
+        per_replica = self.num_gpus // self.dp
+        if self.dp < 2 or (per_replica // par.pp) % dc.gpus_per_node:
+            return None
+        counts, left = [], self.dp
+        for group in dc.groups:
+            counts.append(min(group.num_gpus // per_replica, left))
+            left -= counts[-1]
+        used = [c for c in counts if c]
+        if left or len(used) < 2:
+            return None
+        repeats = math.gcd(*used)
+        row = tuple(g for g, c in enumerate(counts) for _ in range(c // repeats)) * repeats
+        return (row,) * par.pp
 
     def scenario(self, plan: Plan) -> ScenarioConfig:
         """The scenario running a plan."""
         data = self.sc.model_dump(exclude_none=True)
         data["workload"]["parallelism"]["layers_per_stage"] = list(plan.layers_per_stage)
-        data["workload"]["training"]["stage_groups"] = list(plan.stage_groups)
+        data["workload"]["training"]["stage_groups"] = plan.stage_groups_config
+        data["workload"]["training"].pop("dp_shares", None)
+        if plan.dp_shares is not None:
+            data["workload"]["training"]["dp_shares"] = list(plan.dp_shares)
         return parse_scenario(data, "plan")
 
-    def fitted(self, stage_groups: tuple[int, ...]) -> Plan | None:
+    def fitted(self, stage_groups: StageGroups) -> Plan | None:
         """A placement's best split that the memory model says fits on every stage's GPU, or None."""
         caps = [len(self.kinds)] * len(stage_groups)
         while True:
@@ -269,19 +389,20 @@ class Planner:
     def baseline(self) -> Plan:
         """The scenario as written: its placement and its split."""
         sc = self.sc
-        placement = sc.placement().group.reshape(sc.workload.parallelism.pp, -1)
-        if any(len(set(row.tolist())) > 1 for row in placement):
-            raise ConfigError("workload.training.stage_groups: the planner places whole stages on node groups; "
-                              "this scenario puts replicas of one stage on several")
-        stage_groups = tuple(int(row[0]) for row in placement)
+        placement = sc.placement().group.reshape(sc.workload.parallelism.pp, self.dp, -1)[:, :, 0]
+        stage_groups = tuple(int(row[0]) if len(set(row.tolist())) == 1 else tuple(map(int, row))
+                             for row in placement)
         layers = tuple(len(range_) for range_ in _stage_layers(sc))
-        plan = self._estimated(stage_groups, layers, "as written")
+        shares = sc.workload.training.dp_shares
+        plan = self._estimated(stage_groups, layers, "as written", None if shares is None else tuple(shares))
         return replace(plan, fits=estimate_memory(sc).fits)
 
-    def run(self, simulate_best: int = 2, simulate: Callable[[ScenarioConfig], float] | None = None) -> PlanResult:
+    def run(self, simulate_best: int = 2, simulate: Callable[[ScenarioConfig], Simulation] = simulate_scenario,
+            shares: bool = False) -> PlanResult:
         """Solve every placement, simulate the best `simulate_best` that fit and the scenario as written, and
-        return the fastest simulated. `simulate`: a scenario's simulated step in ms (default: the replay)."""
-        simulate = simulate or _simulated_ms
+        return the fastest simulated. `simulate`: a scenario's simulation (default: the replay).
+        `shares`: also place every replica whole on a group, and give each replica of a placement that runs
+        replicas on different GPUs its share of micro-batches (module docstring, step 5)."""
         plans = [p for p in (self.plan_of(order) for order in placements(stage_counts(self.sc))) if p is not None]
         plans.sort(key=lambda p: (p.estimated_ms, p.stage_groups, p.layers_per_stage))
         chosen: list[Plan] = []
@@ -293,11 +414,48 @@ class Planner:
             if len(chosen) == simulate_best:
                 break
         baseline = self.baseline()
-        baseline = replace(baseline, simulated_ms=simulate(self.sc))
-        simulated = [baseline] + [replace(p, simulated_ms=simulate(self.scenario(p))) for p in chosen]
-        simulated.sort(key=lambda p: (p.simulated_ms, p.label != "as written", p.label))
+        whole = self.replica_placement() if shares else None
+        if whole is not None and (fitted := self.fitted(whole)) is not None and _setting(fitted) not in {
+                _setting(p) for p in (baseline, *chosen)}:
+            chosen.append(replace(fitted, label="replicas by group, even shares"))
+        replayed = {_setting(baseline): self._replayed(baseline, self.sc, simulate)}
+        for plan in chosen:
+            replayed.setdefault(_setting(plan), self._replayed(plan, self.scenario(plan), simulate))
+        if shares:
+            self._replay_shares(replayed, simulate)
+        simulated = sorted(replayed.values(), key=lambda p: (p.simulated_ms, p.label != "as written", p.label))
         groups = tuple(f"{g.name} ({g.gpu.name})" for g in self.sc.datacenter.groups)
-        return PlanResult(groups, baseline, simulated[0], len(plans), tuple(simulated))
+        return PlanResult(groups, replayed[_setting(baseline)], simulated[0], len(plans), tuple(simulated))
+
+    def _replay_shares(self, replayed: dict[tuple, Plan], simulate: Callable[[ScenarioConfig], Simulation]) -> None:
+        """Step 5: each replayed placement that runs replicas on different GPUs again with shares by speed, from the
+        estimate and from the estimate calibrated on its own replay (`calibration`), each simulated once."""
+        for plan in list(replayed.values()):
+            if plan.replica_ends is None:
+                continue
+            for shared in (self.with_shares(plan), self.with_shares(plan, self.calibration(plan, plan.replica_ends))):
+                if shared is not None and _setting(shared) not in replayed:
+                    replayed[_setting(shared)] = self._replayed(shared, self.scenario(shared), simulate)
+
+    def _replayed(self, plan: Plan, sc: ScenarioConfig, simulate: Callable[[ScenarioConfig], Simulation]) -> Plan:
+        """The plan with its simulated step, and, where its replicas run on different GPUs, when each replica's
+        last micro-batch ended (the latest kernel of any micro-batch on its simulated ranks)."""
+        sim = simulate(sc)
+        if len(set(self.replica_groups(plan.stage_groups))) == 1:
+            return replace(plan, simulated_ms=sim.result.iteration_time_ms)
+        dag, par = sim.dag, sc.workload.parallelism
+        work = (dag.kind == NodeKind.compute) & (dag.microbatch >= 0)
+        end = np.zeros(dag.num_gpus)
+        np.maximum.at(end, dag.gpu[work], sim.timeline.finish[work])
+        per_replica = par.tp * par.cp
+        ends = tuple(max(float(end[sim.fold.rep[per_replica * (d + self.dp * s)]]) for s in range(par.pp))
+                     for d in range(self.dp))
+        return replace(plan, simulated_ms=sim.result.iteration_time_ms, replica_ends=ends)
+
+
+def _setting(plan: Plan) -> tuple:
+    """What a plan simulates: its placement, split and shares."""
+    return plan.stage_groups, plan.layers_per_stage, plan.dp_shares
 
 
 def _layer_kinds(sc: ScenarioConfig) -> list[int]:
@@ -309,7 +467,3 @@ def _layer_kinds(sc: ScenarioConfig) -> list[int]:
 def _stage_layers(sc: ScenarioConfig) -> list[range]:
     layers = PipelineLayers.of(sc.workload)
     return [layers.layers_of(stage) for stage in range(layers.pp)]
-
-
-def _simulated_ms(sc: ScenarioConfig) -> float:
-    return simulate_scenario(sc).result.iteration_time_ms

@@ -317,9 +317,9 @@ def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
 def measured_iteration(row: dict[str, str], sim: Simulation, sc: ScenarioConfig) -> tuple[str, float]:
     """(the column measured, the iteration time in seconds that measurement implies)."""
     train = sc.workload.training
-    num_gpus = train.num_gpus
+    num_gpus = sim.result.num_gpus
     tokens = train.global_batch_size * train.sequence_length
-    model_flops, hardware_flops = sim.dag.total_flops(), sim.dag.total_flops(include_recompute=True)
+    model_flops, hardware_flops = sim.result.step_flops(), sim.result.step_flops(hardware=True)  # sampled: the real step's
     peak = sc.placement().peak_flops(train.dtype)
     for metric in METRICS:
         value = number(row, metric)

@@ -44,7 +44,7 @@ class MegatronTracer:
         dp = num_gpus // (par.tp * par.cp * par.pp)
         self.layout = RankLayout(tp=par.tp, cp=par.cp, dp=dp, pp=par.pp, ep=par.ep, etp=par.etp,
                                  fsdp=par.fsdp_size or dp * par.cp)
-        self.num_microbatches = train.global_batch_size // (train.micro_batch_size * dp)
+        self.replica_microbatches = train.replica_microbatches(dp)
         self.scheduler = make_scheduler(par.pipeline_schedule, par.vpp)
         self.shape = ShardShape.of(workload)
         self.kernels = LayerKernels(model, self.shape, train.attention, train.elementwise, train.cross_entropy)
@@ -52,12 +52,26 @@ class MegatronTracer:
         self.parameters = ModelParameters(self.kernels, model, self.layers)
         self.dispatch_algorithm = dispatch_algorithm(workload)
 
-    def stage_programs(self) -> list[StageProgram]:
-        return [self.stage_program(s) for s in range(self.layout.pp)]
+    @property
+    def num_microbatches(self) -> int:
+        """Micro-batches of every replica (the most of any, where training.dp_shares gives each its own)."""
+        return max(self.replica_microbatches)
 
-    def stage_program(self, stage: int) -> StageProgram:
-        program = StageProgram(stage)
-        _StageEmitter(self, program).emit_iteration()
+    def stage_programs(self) -> list[StageProgram]:
+        """Each stage's program; with uneven training.dp_shares, one per stage and micro-batch count, naming the
+        data-parallel replicas that run it (workload.program.program_of_rank picks a rank's)."""
+        shares = self.replica_microbatches
+        if len(set(shares)) == 1:
+            return [self.stage_program(s) for s in range(self.layout.pp)]
+        counts = sorted(set(shares), reverse=True)
+        return [self.stage_program(s, count, tuple(d for d, m in enumerate(shares) if m == count))
+                for s in range(self.layout.pp) for count in counts]
+
+    def stage_program(self, stage: int, microbatches: int | None = None,
+                      replicas: tuple[int, ...] | None = None) -> StageProgram:
+        """The program of `stage` running `microbatches` (default: every replica's) for `replicas` (None: all)."""
+        program = StageProgram(stage, replicas=replicas)
+        _StageEmitter(self, program).emit_iteration(microbatches or self.num_microbatches)
         return program
 
 
@@ -268,8 +282,7 @@ class _StageEmitter:
 
     # -- iteration --
 
-    def emit_iteration(self) -> None:
-        num_microbatches = self.tracer.num_microbatches
+    def emit_iteration(self, num_microbatches: int) -> None:
         self.gradient_sync.start_of_iteration()
         steps = self.tracer.scheduler.steps(self.stage, self.pp, num_microbatches)
         split = {(step.microbatch, step.chunk) for step in steps if step.kind == "W"}  # backwards that defer W

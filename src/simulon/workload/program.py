@@ -1,7 +1,9 @@
 """The per-stage program: the ordered operations every rank of one pipeline stage runs.
 
 All ranks of a stage run the same program; only their process groups differ. The DAG builder
-instantiates it per rank and turns collectives into flows.
+instantiates it per rank and turns collectives into flows. Where data-parallel replicas run different
+numbers of micro-batches (training.dp_shares), a stage has one program per count, each naming its
+replicas (`program_of_rank`).
 """
 
 from __future__ import annotations
@@ -9,8 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import IntEnum
 
+import numpy as np
+
 from ..collective.types import CollType
 from .kernels import KernelSpec, Phase
+from .layout import RankLayout
 
 EMBEDDING_LAYER, HEAD_LAYER, OPTIMIZER_LAYER = -1, -2, -3
 """`layer` of operations outside the transformer layers."""
@@ -109,6 +114,7 @@ class StageProgram:
     stage: int
     ops: list[Op] = field(default_factory=list)
     _last_compute: int = NO_OP
+    replicas: tuple[int, ...] | None = None  # the data-parallel replicas running it (None: every one)
 
     def _append(self, op: Op) -> int:
         self.ops.append(op)
@@ -139,3 +145,16 @@ class StageProgram:
         """A receive; with `waits`, blocking: its flow starts once they (and the last kernel) have completed."""
         return self._append(RecvOp(peer_stage, chunk, microbatch, phase,
                                    _real((self._last_compute, *waits)) if waits else ()))
+
+
+def program_of_rank(programs: list[StageProgram], layout: RankLayout) -> np.ndarray:
+    """For every rank, the index in `programs` of the program it runs: its stage's, or the one of its stage naming
+    its data-parallel replica."""
+    index = np.full(layout.num_gpus, -1, dtype=np.int64)
+    replica, stage = layout.coords[:, 2], layout.coords[:, 3]
+    for i, prog in enumerate(programs):
+        runs = stage == prog.stage
+        if prog.replicas is not None:
+            runs &= np.isin(replica, prog.replicas)
+        index[runs] = i
+    return index
