@@ -51,13 +51,21 @@ def test_memory_bound_gemm_runs_at_the_bandwidth():
     assert one_gemm(m, n, k, bandwidth=bandwidth) == pytest.approx(moved / bandwidth)
 
 
-def test_long_kernels_settle_at_the_sustained_clock():
+def test_a_kernel_timed_alone_runs_at_the_burst_clock_and_a_loop_settles_at_the_sustained_one():
+    # the clock follows the busy time of the loop a source runs back to back; one kernel timed alone is at burst
     throttled = dataclasses.replace(IDEAL, sustained_clock=0.5, throttle_ms=1.0)
-    big = (128 * 10, 128 * 10, 1 << 22)  # 14 ms at burst clock: the clock has mostly dropped
-    burst, tau = one_gemm(*big), 1e-3
-    assert one_gemm(*big, p=throttled) == pytest.approx(burst / (0.5 + 0.5 * tau / (tau + burst)))
-    small = (128, 128, 128)
-    assert one_gemm(*small, p=throttled) == pytest.approx(one_gemm(*small), rel=1e-3)
+    shapes = GemmShapes.of([gemm("g", Phase.fwd, 128 * 10, 128 * 10, 4096, 2.0)])
+    burst = float(gemm_seconds(IDEAL, ARCH, PEAK, BANDWIDTH, 2.0, shapes)[0])
+    tau = 1e-3
+    assert float(gemm_seconds(throttled, ARCH, PEAK, BANDWIDTH, 2.0, shapes, repeats=1)[0]) == pytest.approx(burst)
+    assert one_gemm(128 * 10, 128 * 10, 1 << 22, p=throttled) == pytest.approx(one_gemm(128 * 10, 128 * 10, 1 << 22))
+    for repeats in (2, 100, 10_000):
+        looped = float(gemm_seconds(throttled, ARCH, PEAK, BANDWIDTH, 2.0, shapes, repeats=repeats)[0])
+        assert looped == pytest.approx(burst / (0.5 + 0.5 * tau / (tau + repeats * burst)))
+    longest = float(gemm_seconds(throttled, ARCH, PEAK, BANDWIDTH, 2.0, shapes, repeats=1e12)[0])
+    sustained = float(gemm_seconds(throttled, ARCH, PEAK, BANDWIDTH, 2.0, shapes, sustained_load=True)[0])
+    assert longest == pytest.approx(sustained, rel=1e-6)
+    assert sustained == pytest.approx(burst / 0.5)
 
 
 @settings(max_examples=40, deadline=None)
@@ -76,6 +84,21 @@ def test_wave_blocks_closed_forms():
     assert wave_blocks(copies=1, q_blocks=32, k_blocks=32, causal=True, overhead=0.0, sm_count=32) == 32
     # causal, one SM: every block of the triangle, n(n+1)/2
     assert wave_blocks(copies=2, q_blocks=16, k_blocks=16, causal=True, overhead=0.0, sm_count=1) == 2 * 136
+    # two query tiles per CTA (Blackwell's forward): half the CTAs, each walking its key blocks for both tiles
+    assert wave_blocks(copies=1, q_blocks=16, k_blocks=32, causal=True, overhead=0.0, sm_count=32, q_tiles=2) == 64
+    assert wave_blocks(copies=1, q_blocks=16, k_blocks=32, causal=False, overhead=1.0, sm_count=100, q_tiles=2) == 65
+
+
+def test_a_blackwell_forward_carries_two_query_tiles_per_cta_and_its_backward_one():
+    arch = Calibrations.shipped().architecture(GPUSpec.model_validate({"from": "b200"}), None)
+    assert arch.attention_query_tiles == 2
+    assert Calibrations.shipped().architecture(h100(), None).attention_query_tiles == 1
+    p = AttentionParams(AttentionPhase(1.0, 0.0, 0.0), AttentionPhase(1.0, 0.0, 0.0), 0.0)
+    few = dataclasses.replace(arch, sm_count=1000)  # every CTA on its own SM: the heaviest sets the time
+    one_tile = dataclasses.replace(few, attention_query_tiles=1)
+    fwd, bwd = (attention(ph, 1, 8, 8, 4096, 4096, 128, 128, True, 2.0) for ph in (Phase.fwd, Phase.bwd_ig))
+    assert attention_seconds(p, few, PEAK, fwd) == pytest.approx(2 * attention_seconds(p, one_tile, PEAK, fwd))
+    assert attention_seconds(p, few, PEAK, bwd) == pytest.approx(attention_seconds(p, one_tile, PEAK, bwd))
 
 
 def test_causal_attention_takes_about_half_the_time_when_the_gpu_is_full():
@@ -163,10 +186,24 @@ def test_each_attention_library_has_its_own_speed_and_a_stand_in_where_unmeasure
 
 def test_pytorch_attention_computes_the_whole_score_matrix_whatever_the_mask():
     h = h100()
-    for impl, ratio in (("pytorch", (0.95, 1.05)), ("flash", (0.4, 0.7))):
+    for impl, ratio in (("pytorch", (1.0, 2.0)), ("flash", (0.4, 0.7))):
         causal, full = (AnalyticalModel(h, DType.fp16).seconds(
             [attention(Phase.fwd, 4, 32, 32, 8192, 8192, 128, 128, mask, 2.0, impl)])[0] for mask in (True, False))
         assert ratio[0] < causal / full < ratio[1], impl
+
+
+def test_a_causal_mask_costs_the_full_matrix_libraries_one_more_softmax_like_pass_in_the_forward():
+    phase = AttentionPhase(efficiency=0.5, block_overhead=0.0, softmax_dims=300.0)
+    p = AttentionParams(phase, phase, overhead_us=0.0)
+    arch = dataclasses.replace(ARCH, sm_count=64)
+
+    def seconds(phase_: Phase, causal: bool) -> float:
+        return attention_seconds(p, arch, PEAK, attention(phase_, 4, 16, 16, 4096, 4096, 64, 64, causal, 2.0,
+                                                          "pytorch"))
+
+    # per score: the forward's matmuls (64 + 64 dims) and the softmax's pass, plus the mask's pass when causal
+    assert seconds(Phase.fwd, True) / seconds(Phase.fwd, False) == pytest.approx((128 + 600) / (128 + 300))
+    assert seconds(Phase.bwd_ig, True) == pytest.approx(seconds(Phase.bwd_ig, False))  # the add's gradient passes
 
 
 def test_fp16_and_bf16_attention_share_the_peak_and_lend_each_other_a_fit():
@@ -183,3 +220,17 @@ def test_fp16_and_bf16_attention_share_the_peak_and_lend_each_other_a_fit():
     # fp16 GEMMs run at bf16's tensor-core rate on bf16's fit where no fp16 GEMM was measured
     big = [gemm("mlp", Phase.fwd, 8192, 8192, 8192, 2.0)]
     assert AnalyticalModel(h100(), DType.fp16).seconds(big)[0] == AnalyticalModel(h100(), DType.bf16).seconds(big)[0]
+
+
+def test_the_power_limit_slows_the_sms_not_hbm():
+    # a memory-bound GEMM keeps its time at the sustained clock; a compute-bound one slows by the clock
+    throttled = dataclasses.replace(IDEAL, sustained_clock=0.5)
+    bandwidth = 1e9
+    m, n, k = 4096, 4096, 64
+    shapes = GemmShapes.of([gemm("g", Phase.fwd, m, n, k, 2.0)])
+    memory_bound = float(gemm_seconds(throttled, ARCH, PEAK, bandwidth, 2.0, shapes, sustained_load=True)[0])
+    assert memory_bound == pytest.approx((2.0 * (m * k + k * n) + 2.0 * m * n) / bandwidth)
+    compute_bound = GemmShapes.of([gemm("g", Phase.fwd, 1280, 1280, 4096, 2.0)])
+    burst = float(gemm_seconds(IDEAL, ARCH, PEAK, BANDWIDTH, 2.0, compute_bound)[0])
+    assert float(gemm_seconds(throttled, ARCH, PEAK, BANDWIDTH, 2.0, compute_bound, sustained_load=True)[0]) == \
+        pytest.approx(burst / 0.5)

@@ -159,3 +159,13 @@ def test_rows_become_the_specs_the_simulator_times():
     assert [s.kclass.name for s in fp8.specs] == ["gemm", "memory"] and fp8.specs[1].bytes == 2 * 1024 * 512 * 2
     # XLA's table reports the median kernel duration of the dot (matmul_perf_table_gen), a timed region the others
     assert fp8.timing == Timing.median_kernel and grouped.timing == sdp.timing == Timing.total
+
+
+def test_each_source_declares_how_many_kernels_its_benchmark_loop_runs_back_to_back():
+    base = {"hardware": "B200", "dtype": "bf16", "kernel_tflops": "900", "subset": "s", "notes": "",
+            "M": "4096", "N": "4096", "K": "4096", "batch": "8"}
+    simumax = "MooreThreads SimuMax machine config b200_bf16_ceperm (measured operator efficiency under real shapes)"
+    plain = observation(0, {**base, "kernel": "GEMM (TE/cuBLAS, as used by Megatron)", "source": simumax})
+    grouped = observation(1, {**base, "kernel": "grouped GEMM (fwd)", "source": simumax})
+    xla = observation(2, {**base, "kernel": "XLA dot (cuBLAS)", "source": "OpenXLA default matmul perf table"})
+    assert (plain.repeats, grouped.repeats, xla.repeats) == (100, 50, 1)

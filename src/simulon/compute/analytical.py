@@ -34,13 +34,14 @@ def memory_seconds(memory: MemoryBound, bandwidth: float, moved_bytes: float) ->
 
 
 class AnalyticalModel:
-    """Seconds of kernels on one GPU for one training dtype, run alone (as the kernel table measured
-    them) or under `sustained_load`: back to back for seconds, at the clock the power limit allows."""
+    """Seconds of kernels on one GPU for one training dtype, as a microbenchmark times them (each kernel run
+    `repeats` times back to back, the clock following that loop's busy time) or under `sustained_load`: back to
+    back for seconds, at the clock the power limit allows."""
 
     def __init__(self, gpu: GPUSpec, dtype: DType, calibrations: Calibrations | None = None,
-                 sustained_load: bool = False):
+                 sustained_load: bool = False, repeats: float = 1.0):
         cal = calibrations or Calibrations.shipped()
-        self.gpu, self.dtype, self.sustained_load = gpu, dtype, sustained_load
+        self.gpu, self.dtype, self.sustained_load, self.repeats = gpu, dtype, sustained_load, repeats
         self.calibrations = cal
         self.gemm, self.gemm_from = cal.gemm(gpu, dtype)
         self.gemm_arch = cal.architecture(gpu, self.gemm_from)
@@ -69,7 +70,8 @@ class AnalyticalModel:
                 arch, peak = self.calibrations.architecture(self.gpu, donor), self.gpu.peak_flops(dtype)
             shapes = GemmShapes.of([specs[i] for i in members])
             out[members] = gemm_seconds(params, arch, peak, self.gpu.memory_bandwidth,
-                                        number_format(dtype).operand_bytes(), shapes, self.sustained_load)
+                                        number_format(dtype).operand_bytes(), shapes, self.sustained_load,
+                                        self.repeats)
         for i, spec in enumerate(specs):
             if spec.kclass == KernelClass.attention:
                 out[i] = self._attention_seconds(spec)

@@ -20,7 +20,11 @@ from .calibration import Architecture, AttentionParams
 BACKWARD_PHASES = (Phase.bwd_ig, Phase.bwd_wg)
 FULL_MATRIX_LIBRARIES = ("pytorch",)
 """Libraries that compute the whole score matrix and mask it afterwards (PyTorch's math attention: matmul, masked
-softmax, matmul), so a causal mask saves them no work; the tiled kernels skip the blocks above the diagonal."""
+softmax, matmul), so a causal mask saves them no work but costs one more pass over the scores in the forward (the
+mask added to the score matrix before the softmax: flash-attention's benchmarks/benchmark_causal.py attention_pytorch,
+`scores + triu(-10000)`), an elementwise read and write of every score like the softmax's own pass, whose cost per
+score the fitted softmax_dims is; the backward of the addition passes the gradient through. The tiled kernels skip
+the blocks above the diagonal."""
 
 
 def attention_seconds(p: AttentionParams, arch: Architecture, peak: float, spec: KernelSpec) -> float:
@@ -29,18 +33,24 @@ def attention_seconds(p: AttentionParams, arch: Architecture, peak: float, spec:
     backward = spec.phase in BACKWARD_PHASES
     phase = p.bwd if backward else p.fwd
     dims = (3 * s["qk_dim"] + 2 * s["v_dim"]) if backward else (s["qk_dim"] + s["v_dim"])
+    full_matrix = attention_impl(spec) in FULL_MATRIX_LIBRARIES
+    passes = 2 if full_matrix and bool(s["causal"]) and not backward else 1  # the softmax's, and the mask's
     block = arch.attention_block
-    block_seconds = 2.0 * block * block * (dims + phase.softmax_dims) / (peak * phase.efficiency / arch.sm_count)
-    blocks = wave_blocks(s["batch"] * s["heads"], math.ceil(s["seq_q"] / block), math.ceil(s["seq_k"] / block),
-                         bool(s["causal"]) and attention_impl(spec) not in FULL_MATRIX_LIBRARIES, phase.block_overhead,
-                         arch.sm_count)
+    block_seconds = 2.0 * block * block * (dims + passes * phase.softmax_dims) / (peak * phase.efficiency
+                                                                                   / arch.sm_count)
+    tiles = 1 if backward else arch.attention_query_tiles
+    blocks = wave_blocks(s["batch"] * s["heads"], math.ceil(s["seq_q"] / (block * tiles)),
+                         math.ceil(s["seq_k"] / block), bool(s["causal"]) and not full_matrix, phase.block_overhead,
+                         arch.sm_count, tiles)
     return p.overhead_us * 1e-6 + blocks * block_seconds
 
 
-def wave_blocks(copies: int, q_blocks: int, k_blocks: int, causal: bool, overhead: float, sm_count: int) -> float:
-    """Blocks on the critical path when `copies` x `q_blocks` CTAs, each walking its key blocks plus
-    `overhead`, are issued heaviest first in waves of sm_count (the sum of each wave's heaviest)."""
+def wave_blocks(copies: int, q_blocks: int, k_blocks: int, causal: bool, overhead: float, sm_count: int,
+                q_tiles: int = 1) -> float:
+    """Blocks on the critical path when `copies` x `q_blocks` CTAs, each walking its key blocks (`q_tiles` query
+    tiles at a time) plus `overhead`, are issued heaviest first in waves of sm_count (the sum of each wave's
+    heaviest)."""
     i = np.arange(q_blocks, 0, -1)  # heaviest first
-    work = np.ceil(i * k_blocks / q_blocks) if causal else np.full(q_blocks, float(k_blocks))
+    work = q_tiles * (np.ceil(i * k_blocks / q_blocks) if causal else np.full(q_blocks, float(k_blocks)))
     leaders = np.arange(0, copies * q_blocks, sm_count) // copies
     return float(np.sum(work[leaders] + overhead))

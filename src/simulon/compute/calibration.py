@@ -7,7 +7,7 @@ The numbers live in data/calibration.yaml (written by scripts/fit_compute.py) an
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -64,6 +64,7 @@ class Architecture:
     gemm_tiles: tuple[tuple[int, int], ...]
     gemm_splits: tuple[int, ...]
     attention_block: int
+    attention_query_tiles: int = 1  # query blocks one forward CTA carries (data/architecture.yaml)
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,7 @@ class Calibrations:
     attention_block: int
     attention_stand_ins: dict[str, tuple[str, ...]]  # library -> the ones it runs like, nearest first
     memory: MemoryBound
+    attention_query_tiles: dict[str, int] = field(default_factory=dict)  # GPU -> query blocks per forward CTA
 
     @classmethod
     def shipped(cls) -> Calibrations:
@@ -118,7 +120,8 @@ class Calibrations:
                    gemm_splits=tuple(architecture["gemm_splits"]),
                    attention_block=architecture["attention_block"],
                    attention_stand_ins={k: tuple(v) for k, v in architecture["attention_stand_ins"].items()},
-                   memory=_build(MemoryBound, architecture["memory_bound"]))
+                   memory=_build(MemoryBound, architecture["memory_bound"]),
+                   attention_query_tiles=dict(architecture.get("attention_query_tiles") or {}))
 
     def architecture(self, gpu: GPUSpec, donor: str | None) -> Architecture:
         """The GPU's own SM count where public, else the one its parameters were fitted with."""
@@ -128,7 +131,8 @@ class Calibrations:
             sms = self.gpus[donor].sm_count
         if sms is None:
             raise ValueError(f"no SM count for {gpu.name} in compute/data/architecture.yaml")
-        return Architecture(sms, self.gemm_tiles, self.gemm_splits, self.attention_block)
+        tiles = self.attention_query_tiles.get(stem or "", self.attention_query_tiles.get(donor or "", 1))
+        return Architecture(sms, self.gemm_tiles, self.gemm_splits, self.attention_block, tiles)
 
     def sm_count(self, gpu: GPUSpec) -> int:
         """The GPU's SM count: public where known, else that of the GPU its bf16 GEMMs are fitted on."""
