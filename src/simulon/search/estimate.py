@@ -108,9 +108,10 @@ class Estimator:
         self._kernel_times: dict[str, dict[KernelSpec, float]] = {}
 
     def compute_model(self, dtype: str) -> AnalyticalModel:
-        """The calibrated compute model for a number format (read once per search)."""
+        """The calibrated compute model for a number format (read once per search), under a training step's
+        sustained load as compute.populate times a replay's kernels: the estimate ranks what the replay runs."""
         if dtype not in self._models:
-            self._models[dtype] = AnalyticalModel(self.gpu, DType(dtype))
+            self._models[dtype] = AnalyticalModel(self.gpu, DType(dtype), sustained_load=True)
         return self._models[dtype]
 
     def kernel_seconds(self, dtype: str, specs: list[KernelSpec]) -> np.ndarray:
