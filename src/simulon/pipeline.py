@@ -182,6 +182,8 @@ def plan_step(sc: ScenarioConfig, fold_mode: FoldMode = "auto", memory_limit: fl
         planned, size = folded_throughout(planned, size)
     if counts is not None and too_large(size, memory_limit, trace, sampling=True):
         return StepPlan(None, None, counts, not planned.fold.expand_spread)
+    if size is not None and too_large(size, memory_limit, trace, sampling=micro_batches == "auto"):
+        planned, size = in_steady_state(planned, size)
     return StepPlan(planned, size)
 
 
@@ -203,6 +205,17 @@ def folded_throughout(planned: PlannedDag, size: DagSize) -> tuple[PlannedDag, D
     if not planned.fold.axes or not planned.fold.expand_spread:
         return planned, size
     trial = replace(planned, fold=planned.fold.folded_throughout())
+    trial_size = trial.size()
+    return (trial, trial_size) if trial_size.nodes < size.nodes else (planned, size)
+
+
+def in_steady_state(planned: PlannedDag, size: DagSize) -> tuple[PlannedDag, DagSize]:
+    """The planned DAG with its rings of dag.fold.STEADY_RING_MEMBERS members or more in steady state
+    (dag.fold.Fold.with_steady_rings), where that makes it smaller: what a step still too large once folded
+    throughout and sampled where it can be takes (a ZeRO-3 step over hundreds of GPUs, few micro-batches)."""
+    if planned.fold.steady_rings:
+        return planned, size
+    trial = replace(planned, fold=planned.fold.with_steady_rings())
     trial_size = trial.size()
     return (trial, trial_size) if trial_size.nodes < size.nodes else (planned, size)
 

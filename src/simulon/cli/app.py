@@ -122,6 +122,11 @@ def simulate(
     if not sim.fold.expand_spread:
         print("Collectives: folded throughout, none expanded over every GPU (their expansion would not fit; "
               "within 1% of it on most steps, up to 10% fast on ZeRO-3's: dag.fold.Fold.folded_throughout)")
+    if sim.fold.steady_rings:
+        from ..dag.fold import STEADY_RING_MEMBERS
+
+        print(f"Rings: those of {STEADY_RING_MEMBERS} members or more in steady state, each sender's steps one flow "
+              "(the step would not fit otherwise: dag.fold.Fold.with_steady_rings)")
     print(f"Throughput: {result.tokens_per_s:,.0f} tokens/s | {result.tflops_per_gpu:.1f} TFLOP/s per GPU "
           f"| MFU {100 * result.mfu:.1f}%")
     print(summary_line(sim.memory))

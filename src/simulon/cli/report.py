@@ -59,6 +59,8 @@ def result_json(sim: Simulation, analysis: Analysis) -> dict:
     from ..analysis.schedule import schedule
 
     folded = {} if sim.fold.expand_spread else {"collectives_folded_throughout": True}
+    if sim.fold.steady_rings:
+        folded["rings_in_steady_state"] = True
     return {**sim.result.to_dict(), **folded, "memory": sim.memory.to_json(), "analysis": analysis.to_dict(),
             "schedule": schedule(sim.dag, sim.timeline)}
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -47,6 +47,16 @@ class FlowSet:
 
     def __len__(self) -> int:
         return len(self.size)
+
+    def in_steady_state(self) -> FlowSet:
+        """One period of a schedule repeated `periods` times (a ring's first step) as one flow per sender and
+        channel carrying every period's bytes, with no parents: each hop of the ring streams its whole share
+        while the others do, and pays its per-step latency `periods` times (engine/flows.py). What a ring of
+        hundreds of members takes in a step too large to replay step by step (dag.fold.Fold.steady_rings)."""
+        if self.periods == 1:
+            return self
+        return replace(self, size=self.size * self.periods, parent_ptr=np.zeros(len(self) + 1, dtype=np.int64),
+                       parent_idx=np.zeros(0, dtype=np.int64))
 
     def parents(self, i: int) -> np.ndarray:
         return self.parent_idx[self.parent_ptr[i]:self.parent_ptr[i + 1]]

@@ -43,13 +43,14 @@ def checked(name: str, ctype: CollType) -> Algorithm:
 
 def flow_set(collective_type: str | CollType, group: Sequence[int], size: float, channels: int,
              algorithm: str = "ring", protocol: str = "simple", shape: GroupShape | None = None,
-             one_period: bool = False) -> FlowSet:
+             one_period: bool = False, steady: bool = False) -> FlowSet:
     """The flows of one collective instance, column-wise (what the DAG builder uses).
 
     `shape` says which node each member sits on (default: all on one node). Channels with identical flows
     are simulated once, each simulated channel carrying `lanes` channels' bytes: they share the same links
     equally and finish together, so this changes nothing but the cost. `one_period`: a ring's first step
-    only, marked as repeated (for steady-state estimates of huge rings; other algorithms ignore it).
+    only, marked as repeated (for steady-state estimates of huge rings; other algorithms ignore it); `steady`:
+    that step carrying every step's bytes, without parents (FlowSet.in_steady_state).
     """
     if algorithm == "auto":
         raise ValueError("algorithm 'auto' is chosen per datacenter: resolve it with collective.tuner first")
@@ -70,12 +71,13 @@ def flow_set(collective_type: str | CollType, group: Sequence[int], size: float,
     period = record.channel_period(ctype, shape)
     simulated = period if channels % period == 0 else channels
     decomposition = record.decompositions[ctype]
-    if one_period and record.first_period and ctype in record.first_period:
+    if (one_period or steady) and record.first_period and ctype in record.first_period:
         decomposition = record.first_period[ctype]
     flows = decomposition(group, shape, float(size), simulated, protocol, channels // simulated)
-    return replace(flows, symmetry=record.symmetry(ctype, shape), lanes=channels // simulated,
-                   grouped_sends=ctype in POINT_TO_POINT, send_receive=ctype == CollType.SendRecv,
-                   local_pass=record.local_pass(ctype, shape.nodes))
+    flows = replace(flows, symmetry=record.symmetry(ctype, shape), lanes=channels // simulated,
+                    grouped_sends=ctype in POINT_TO_POINT, send_receive=ctype == CollType.SendRecv,
+                    local_pass=record.local_pass(ctype, shape.nodes))
+    return flows.in_steady_state() if steady else flows
 
 
 def every_channel(flows: FlowSet) -> FlowSet:

@@ -39,6 +39,7 @@ class ExpansionTemplate:
 
     simulated: tuple[int, ...]          # positions that get markers
     lanes: int                          # channels each simulated channel stands for
+    steps: int                          # ring steps each flow carries (1 but in steady state)
     flow_src: list[int]                 # position of the flow's GPU (its sender, or the receiver of a switch leg)
     flow_dst: list[int]                 # position of its receiver, or a switch endpoint code
     flow_size: list[float]
@@ -159,12 +160,13 @@ def fold_positions(group: tuple[int, ...], rep: np.ndarray) -> tuple[int, ...]:
 
 
 def expansion_template(ctype: CollType, size: float, choice: Choice, shape: GroupShape,
-                       fold_pos: tuple[int, ...]) -> ExpansionTemplate:
+                       fold_pos: tuple[int, ...], steady: bool = False) -> ExpansionTemplate:
     """The markers, flows and edges of one collective call on a group of this shape under this fold (every group
     of the same shape, size, algorithm and fold pattern shares it: DAGBuilder keeps those it built while it
     builds, and lets them go with it, so that runs one after another in a process do not pile them up)."""
     n = shape.n
-    flows = flow_set(ctype, tuple(range(n)), size, choice.channels, choice.algorithm, choice.protocol, shape)
+    flows = flow_set(ctype, tuple(range(n)), size, choice.channels, choice.algorithm, choice.protocol, shape,
+                     steady=steady)
     flows = in_connection_order(flows)
     fold = np.asarray(fold_pos)
     _check_foldable(flows, fold, choice.algorithm)
@@ -181,7 +183,7 @@ def expansion_template(ctype: CollType, size: float, choice: Choice, shape: Grou
     first_parent = np.full(len(flows), NO_NODE, dtype=np.int64)
     with_parent = np.flatnonzero(np.diff(flows.parent_ptr) > 0)
     first_parent[with_parent] = nodes.of(flows.parent_idx[flows.parent_ptr[with_parent]])
-    return ExpansionTemplate(simulated, flows.lanes, owner[kept].tolist(), dst[kept].tolist(),
+    return ExpansionTemplate(simulated, flows.lanes, flows.periods, owner[kept].tolist(), dst[kept].tolist(),
                               flows.size[kept].tolist(), first_parent[kept].tolist(),
                               np.concatenate([e[0] for e in edges]).tolist(),
                               np.concatenate([e[1] for e in edges]).tolist(), stream_src.tolist(), stream_dst.tolist())
@@ -204,7 +206,7 @@ class TemplateCounts:
 
 @cache
 def template_counts(ctype: CollType, size: float, choice: Choice, shape: GroupShape,
-                    fold_pos: tuple[int, ...]) -> TemplateCounts:
+                    fold_pos: tuple[int, ...], steady: bool = False) -> TemplateCounts:
     """The counts of expansion_template(ctype, size, choice, shape, fold_pos), from one period of the
     collective's flows: a ring of n members repeats its first step's senders and receivers n-1 (or 2(n-1))
     times, so a 1,024-member ring is counted from 1/1,023 of its flows (dag/size.py's estimate of a run too
@@ -214,7 +216,8 @@ def template_counts(ctype: CollType, size: float, choice: Choice, shape: GroupSh
     fold = np.asarray(fold_pos, dtype=np.int64)
     owner, dst = endpoints(flows.src_pos, flows.dst_pos, flows.switch)
     kept = fold[owner] == owner
-    return TemplateCounts(int((fold == np.arange(shape.n)).sum()), owner[kept], dst[kept], flows.periods)
+    periods = 1 if steady else flows.periods  # in steady state the period is all there is
+    return TemplateCounts(int((fold == np.arange(shape.n)).sum()), owner[kept], dst[kept], periods)
 
 
 class DAGBuilder:
@@ -379,14 +382,14 @@ class DAGBuilder:
             return {}  # a group of folded GPUs only: its representatives' group stands for it
         fold_pos = tuple(range(len(group))) if every else fold_positions(group, rep)
         choice = self.plan.choose(op.ctype, group, op.nbytes, op.algorithm)
-        key = (op.ctype, op.nbytes, choice, self.plan.shape(group), fold_pos)
+        key = (op.ctype, op.nbytes, choice, self.plan.shape(group), fold_pos, self.fold.steady(group))
         if key not in self._templates:
             self._templates[key] = expansion_template(*key)
         t = self._templates[key]
         coll = len(self.collectives)
         self.collectives.append(CollectiveInstance(op.ctype, op.label, group, op.nbytes, op.stream, op.layer,
                                                    op.microbatch, op.phase, choice.algorithm, choice.protocol,
-                                                   choice.channels, t.lanes))
+                                                   choice.channels, t.lanes, t.steps))
         base = len(self.cols["kind"])
         members = {}
         for i, p in enumerate(t.simulated):

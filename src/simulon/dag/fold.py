@@ -38,6 +38,11 @@ GROUP_AXES = ("tp", "cp", "dp", "pp", "ep", "edp", "dp_cp", "fsdp", "fsdp_replic
 """The process-group axes of a rank layout (RankLayout.group), tried in turn to tell which one a group is of."""
 
 
+STEADY_RING_MEMBERS = 32
+"""The smallest ring a step in steady state (Fold.with_steady_rings) collapses: its 31 steps per channel and more.
+Smaller rings (tensor parallelism, a node's or a few nodes' data parallelism) keep their steps."""
+
+
 @dataclass(frozen=True)
 class Fold:
     """rep[g]: the simulated GPU that stands for GPU g (rep[g] == g for simulated GPUs).
@@ -50,6 +55,7 @@ class Fold:
     layout: RankLayout | None = field(default=None, compare=False)
     groups: tuple[tuple[int, ...], ...] | None = field(default=None, compare=False)
     expand_spread: bool = field(default=True, compare=False)
+    steady_rings: bool = field(default=False, compare=False)
     _rails: dict[tuple[int, ...], bool] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -100,7 +106,18 @@ class Fold:
         would not fit takes instead (pipeline.simulate): against the full expansion, within 1% on dense, pipeline,
         MoE and DeepSeek-like steps whose data-parallel rings cross spines, but 8-10% fast on ZeRO-3's
         all-gathers (benchmarks/bench_fold_accuracy.py --method folded)."""
-        return Fold(self.rep, self.axes, self.layout, self.groups, expand_spread=False)
+        return Fold(self.rep, self.axes, self.layout, self.groups, expand_spread=False, steady_rings=self.steady_rings)
+
+    def with_steady_rings(self) -> Fold:
+        """The same fold with the rings of STEADY_RING_MEMBERS members or more in steady state: each sender's
+        steps of a channel one flow (collective.common.FlowSet.in_steady_state). What a step still too large once
+        folded throughout takes (pipeline.plan_step): a ring of n members has n-1 (all-reduce 2(n-1)) steps
+        per channel, a ZeRO-3 all-gather over 1,024 GPUs a million flows."""
+        return Fold(self.rep, self.axes, self.layout, self.groups, self.expand_spread, steady_rings=True)
+
+    def steady(self, group: tuple[int, ...]) -> bool:
+        """Whether a ring over `group` runs in steady state (with_steady_rings)."""
+        return self.steady_rings and len(group) >= STEADY_RING_MEMBERS
 
     def members(self, gpu: int) -> np.ndarray:
         """The GPUs a simulated GPU stands for (itself first)."""

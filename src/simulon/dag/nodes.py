@@ -77,6 +77,7 @@ class CollectiveInstance:
     protocol: str = "simple"
     channels: int = 1
     lanes: int = 1  # channels each simulated channel stands for
+    steps: int = 1  # ring steps each of its flows carries in a row (in steady state, dag.fold.Fold.steady_rings)
 
 
 T = TypeVar("T")

@@ -170,7 +170,8 @@ def estimate_size(programs: list[StageProgram], layout: RankLayout, fold: Fold, 
                     groups[op.axis] = _axis_groups(op.axis, stage_ranks if joint else ranks, layout, fold, plan)
                 count, sample, fold_pos, joins = groups[op.axis]
                 choice = plan.choose(op.ctype, sample, op.nbytes, op.algorithm)
-                template = template_counts(op.ctype, op.nbytes, choice, plan.shape(sample), fold_pos)
+                template = template_counts(op.ctype, op.nbytes, choice, plan.shape(sample), fold_pos,
+                                           fold.steady(sample))
                 per_call[key] = (count * (2 * template.simulated + template.flows) + joins,
                                  count * template.flows,
                                  count * spread * _leaving_flows(template, sample, fold, plan.topology))

@@ -115,19 +115,23 @@ def flow_properties(dag: ExecutionDAG, topology: Topology, fold: Fold) -> FlowPr
     fan_in = np.array([largest[c.group] for c in dag.collectives] + [1])[coll]
     head = (coll != NO_COLLECTIVE) & ~from_flow[nodes]
     local = np.where(to_flow[nodes], "", local)
+    steps = np.array([c.steps for c in dag.collectives] + [1], dtype=np.float64)[coll]  # a ring in steady state:
+    # each flow its sender's steps in a row, each step paying the hop's latency (one local pass, at the end)
 
     def under(model) -> tuple[LinkTerms, np.ndarray, np.ndarray]:
         """(terms, hop, launch delay) of every flow under one link model."""
         terms = link_terms(model, proto, lanes, scale_out, in_switch, grouped, fan_in)
-        hop = terms.hop + staging_delay(model, dag.size[nodes], lanes, grouped & ~scale_out) + \
-            model.local_pass(dag.size[nodes], lanes, local)
+        step = dag.size[nodes] / steps
+        hop = (terms.hop + staging_delay(model, step, lanes, grouped & ~scale_out)) * steps + \
+            model.local_pass(step, lanes, local)
         return terms, hop, np.where(head, model.launch_delay(proto, send_receive), 0.0)
 
     if topology.model_of_gpu is None:
         terms, hop, delay = under(model)
     else:  # node groups of several link models: each flow under its collective's weakest member's
         terms, hop, delay = _per_model(under, topology, flow_models(dag, nodes, topology))
-    return FlowProperties(nodes, links, terms.wire(dag.size[nodes]), terms.cap, latency + hop, delay, physical)
+    return FlowProperties(nodes, links, terms.wire(dag.size[nodes]), terms.cap, latency * steps + hop, delay,
+                          physical)
 
 
 def flow_models(dag: ExecutionDAG, nodes: np.ndarray, topology: Topology) -> np.ndarray:
