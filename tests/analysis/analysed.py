@@ -22,5 +22,5 @@ class Analysed:
 def analysed(sc: ScenarioConfig, fold_mode: str = "auto") -> Analysed:
     sim = simulate(sc, fold_mode)  # type: ignore[arg-type]
     gpu = sc.datacenter.node.gpu
-    return Analysed(sim, analyze(sim.dag, sim.timeline, sim.topology, sim.fold,
+    return Analysed(sim, analyze(sim.dag, sim.timeline, sim.topology,
                                  gpu.peak_flops(sc.workload.training.dtype), gpu.memory_bandwidth))

@@ -43,7 +43,7 @@ def overlaps(events: list[dict]) -> int:
 def traced(sc, fold_mode="auto", detail="flows"):
     sim = simulate(sc, fold_mode)
     gpu = sc.datacenter.node.gpu
-    analysis = analyze(sim.dag, sim.timeline, sim.topology, sim.fold, gpu.peak_flops(sc.workload.training.dtype),
+    analysis = analyze(sim.dag, sim.timeline, sim.topology, gpu.peak_flops(sc.workload.training.dtype),
                        gpu.memory_bandwidth)
     text = chrome_trace_json(sim.dag, sim.timeline, detail, sim.memory, sim.fold.rep, analysis.busiest)
     return sim, json.loads(text)["traceEvents"], text

@@ -6,10 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..dag.fold import Fold
 from ..dag.nodes import ExecutionDAG
-from ..engine.flows import flow_properties
-from ..engine.footprint import flow_loads
 from ..engine.replay import Timeline
 from ..network.topology import Topology
 from .critical_path import CriticalPath, critical_path, path_summary
@@ -36,17 +33,17 @@ class Analysis:
                 "findings": [f.to_dict() for f in self.findings]}
 
 
-def analyze(dag: ExecutionDAG, timeline: Timeline, topology: Topology, fold: Fold, peak_flops: float,
-            hbm_bandwidth: float, settings: Settings = UNKNOWN) -> Analysis:
+def analyze(dag: ExecutionDAG, timeline: Timeline, topology: Topology, peak_flops: float, hbm_bandwidth: float,
+            settings: Settings = UNKNOWN) -> Analysis:
     """The analysis of a replayed step on a GPU of `peak_flops` (FLOP/s in the step's dtype) and `hbm_bandwidth`
-    (bytes/s): the flows' properties are the replay's own (engine.flows.flow_properties); `settings` (what the
-    scenario already does: findings.Settings.of) steer the advice."""
-    props = flow_properties(dag, topology, fold)
+    (bytes/s): the flows' properties and link loads are the replay's own (Timeline.flows, Timeline.loads);
+    `settings` (what the scenario already does: findings.Settings.of) steer the advice."""
+    props = timeline.flows
     path = critical_path(dag, timeline, props, topology.capacity)
     summary = path_summary(dag, path)
     ridge = peak_flops / hbm_bandwidth
     per_gpu = exposure(dag, timeline, ridge)
-    loads = flow_loads(dag, topology, fold, props)
+    loads = timeline.loads
     use = link_use(topology, props, loads, timeline.makespan)
     series = link_series(topology, props, loads, timeline, busiest_links(use))
     links = {**links_summary(topology, use), "over_time": load_over_time(series, timeline.makespan)}

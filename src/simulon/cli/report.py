@@ -50,7 +50,7 @@ def run_scenario(scenario: Path, quiet: bool, expand: str = "auto", memory_limit
     except TooLarge as exc:
         raise ConfigError(f"{scenario}: {exc}") from None
     placement = sc.placement()  # GPUs of several types: their mean peak and HBM bandwidth
-    return sim, analyze(sim.dag, sim.timeline, sim.topology, sim.fold, placement.peak_flops(sc.workload.training.dtype),
+    return sim, analyze(sim.dag, sim.timeline, sim.topology, placement.peak_flops(sc.workload.training.dtype),
                         placement.mean(lambda g: g.gpu.memory_bandwidth), Settings.of(sc))
 
 

@@ -235,6 +235,8 @@ class DAGBuilder:
         self.p2p: dict[tuple[int, int, int, int, int], int] = {}
         self.stage_of = layout.coords[:, 3].tolist()
         self._groups: dict[tuple[str, int], tuple[int, ...]] = {}
+        self._spread: dict[tuple[str, int], bool] = {}    # (axis, rank) -> Fold.expands of its group
+        self._kernels: dict[int, list[int]] = {}           # program index -> each op's kernel index (-1: none)
         self._templates: dict[tuple, ExpansionTemplate] = {}
 
     # ---- node and edge primitives ----
@@ -267,7 +269,7 @@ class DAGBuilder:
     def build(self) -> ExecutionDAG:
         program = program_of_rank(self.programs, self.layout)
         for rank in map(int, np.flatnonzero(self.fold.multiplicity)):
-            self._instantiate(rank, self.programs[program[rank]])
+            self._instantiate(rank, int(program[rank]))
         return self.finish()
 
     def finish(self) -> ExecutionDAG:
@@ -286,7 +288,9 @@ class DAGBuilder:
             multiplicity=self.fold.multiplicity,
         )
 
-    def _instantiate(self, rank: int, prog: StageProgram) -> None:
+    def _instantiate(self, rank: int, index: int) -> None:
+        prog = self.programs[index]
+        kernels = self._kernel_ids(index)
         done = [NO_NODE] * len(prog.ops)          # node whose completion completes op i on this rank
         began = [NO_NODE] * len(prog.ops)         # node whose completion marks op i starting (pipelined overlap)
         launched = {a for op in prog.ops if isinstance(op, CollectiveOp) for a in op.alongside}
@@ -297,7 +301,7 @@ class DAGBuilder:
         per_stage = self.layout.num_gpus // self.layout.pp
         for i, op in enumerate(prog.ops):
             if isinstance(op, ComputeOp):
-                kernel = self.kernel_index.setdefault(op.kernel, len(self.kernel_index))
+                kernel = kernels[i]
                 deps = [last_compute, *(done[w] for w in op.waits), *(began[a] for a in op.alongside)]
                 if i in launched:  # a collective starts with this kernel: mark its launch
                     began[i] = self._add(NodeKind.marker, rank, layer=op.layer, microbatch=op.microbatch)
@@ -312,7 +316,7 @@ class DAGBuilder:
                 occurrences[key] += 1
                 deps = [*(done[w] for w in op.waits), *(began[a] for a in op.alongside)]
                 previous = last_on_stream.get(op.stream, NO_NODE)
-                if self.fold.expands(group, self.plan.topology):
+                if self._expands(op.axis, rank, group):
                     start, end, done[i] = self._expanded(rank, (*key, occurrences[key]), op, deps, previous,
                                                          member_ends)
                 else:
@@ -350,6 +354,22 @@ class DAGBuilder:
         self._edges([end for _, end in parts.values()], joined)
         member_ends[parts[rank][1]] = {m: end for m, (_, end) in parts.items()}
         return *parts[rank], joined
+
+    def _kernel_ids(self, index: int) -> list[int]:
+        """Each op's kernel index in program `index` (-1 for ops that are not kernels), numbered in order of
+        first appearance over the build: a program's ops are hashed once, not once per rank that runs it."""
+        if index not in self._kernels:
+            table = self.kernel_index
+            self._kernels[index] = [table.setdefault(op.kernel, len(table)) if isinstance(op, ComputeOp) else -1
+                                    for op in self.programs[index].ops]
+        return self._kernels[index]
+
+    def _expands(self, axis: str, rank: int, group: tuple[int, ...]) -> bool:
+        """Fold.expands of `group`, `rank`'s group of `axis`, asked once per rank and axis."""
+        key = (axis, rank)
+        if key not in self._spread:
+            self._spread[key] = self.fold.expands(group, self.plan.topology)
+        return self._spread[key]
 
     def _group(self, axis: str, rank: int) -> tuple[int, ...]:
         key = (axis, rank)

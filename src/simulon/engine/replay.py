@@ -51,8 +51,18 @@ class Timeline:
 
     start: np.ndarray
     finish: np.ndarray
-    links: np.ndarray        # [flows, hops] link ids of each flow (NO_LINK padded), in dag flow order
-    flow_nodes: np.ndarray   # node id of each flow
+    flows: FlowProperties    # the flows as replayed (engine.flows.flow_properties), kept for the analysis
+    loads: LinkLoads         # the links each flow loaded, and how heavily (engine.footprint.flow_loads)
+
+    @property
+    def links(self) -> np.ndarray:
+        """[flows, hops] link ids of each flow (NO_LINK padded), in dag flow order."""
+        return self.flows.links
+
+    @property
+    def flow_nodes(self) -> np.ndarray:
+        """The node id of each flow."""
+        return self.flows.nodes
 
     @property
     def makespan(self) -> float:
@@ -105,14 +115,14 @@ def replay(dag: ExecutionDAG, topology: Topology, fold: Fold, sm_count: int | np
     props = flow_properties(dag, topology, fold)
     loop = _event_loop(_engine(engine), dag.num_nodes)
     nodes, sm_count = per_rank_sms(dag, node_arrays(dag, props.nodes, int(np.max(sm_count, initial=0))), sm_count)
-    start, finish = loop(nodes, props, topology.capacity,
-                         flow_loads(dag, topology, fold, props), dag.num_gpus, sm_count, window_s,
+    loads = flow_loads(dag, topology, fold, props)
+    start, finish = loop(nodes, props, topology.capacity, loads, dag.num_gpus, sm_count, window_s,
                          advance or _unreported, REPORT_EVERY)
     stuck = int(np.count_nonzero(finish == NOT_FINISHED))
     if stuck:
         n = dag.num_nodes
         raise RuntimeError(f"replay stalled with {stuck} of {n} nodes unfinished (a dependency cycle in the DAG)")
-    return Timeline(start, finish, props.links, props.nodes)
+    return Timeline(start, finish, props, loads)
 
 
 def per_rank_sms(dag: ExecutionDAG, nodes: NodeArrays, sm_count: int | np.ndarray) -> tuple[NodeArrays, int]:
