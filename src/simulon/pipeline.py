@@ -41,11 +41,20 @@ from .sampling import (
     MicroBatches,
     chosen_counts,
     extrapolate,
+    line,
     microbatch_count,
     with_microbatches,
 )
 from .workload.layout import RankLayout
 from .workload.megatron import MegatronTracer
+
+SIZE_FROM_SAMPLES_ABOVE = 8
+"""`auto` counts a step of at least this many times its larger sampled count's micro-batches from its two sampled
+counts (size_from_samples) before tracing the whole step, which it then traces only if it runs whole. DeepSeek-V3
+on 2,048 H800 at dp 32 runs 480 micro-batches per replica: its whole trace took 29 s of a strategy search's 33 s
+sizing of it, its traces at 16 and 32 micro-batches 3 s. Below this ratio the whole step is traced first, as a step
+run whole would be (the sampled traces would add up to (m1 + m2) / m of it: GPT-3 175B on 1,024 GPUs, 96
+micro-batches sampled at 8 and 16, is run whole)."""
 
 TRAINING_RESHARE_WINDOW_S = 1e-6
 """A training step's flows that start or finish within 1 us share one rate computation: under a hop's
@@ -151,7 +160,8 @@ def simulate(sc: ScenarioConfig, fold_mode: FoldMode = "auto", progress: Progres
     progress.stage("tracing the workload and building the DAG")
     step = plan_step(sc, fold_mode, memory_limit, trace, micro_batches)
     if step.counts is not None:
-        return simulate_sampled(sc, step.counts, fold_mode, progress, memory_limit, trace, step.throughout)
+        return simulate_sampled(sc, step.counts, fold_mode, progress, memory_limit, trace, step.throughout,
+                                step.samples)
     if not fits(step.size, memory_limit, trace):  # refused: say whether sampling would fit
         check_fits(step.size, memory_limit, trace, step.planned.why_unfolded(),
                    sampling_advice(sc, fold_mode, memory_limit, trace) if micro_batches == "all" else "")
@@ -167,6 +177,8 @@ class StepPlan:
     size: DagSize | None
     counts: tuple[int, int] | None = None
     throughout: bool | None = None
+    samples: tuple[tuple[PlannedDag, DagSize], ...] = ()  # the counts' planned DAGs and sizes (not yet folded
+    # throughout), where plan_step made them
 
 
 def plan_step(sc: ScenarioConfig, fold_mode: FoldMode = "auto", memory_limit: float | None = None,
@@ -176,6 +188,10 @@ def plan_step(sc: ScenarioConfig, fold_mode: FoldMode = "auto", memory_limit: fl
     counts = chosen_counts(sc, micro_batches)
     if counts is not None and micro_batches != "auto":
         return StepPlan(None, None, counts)
+    if counts is not None and microbatch_count(sc) >= SIZE_FROM_SAMPLES_ABOVE * counts[1]:
+        sampled = sampled_from_samples(sc, counts, fold_mode, memory_limit, trace)
+        if sampled is not None:
+            return sampled
     planned = plan_dag(sc, fold_mode)
     size = planned.size() if counts is not None or memory_limit is not None else None
     if size is not None and too_large(size, memory_limit, trace, counts is not None):
@@ -187,6 +203,39 @@ def plan_step(sc: ScenarioConfig, fold_mode: FoldMode = "auto", memory_limit: fl
     return StepPlan(planned, size)
 
 
+def sampled_from_samples(sc: ScenarioConfig, counts: tuple[int, int], fold_mode: FoldMode,
+                         memory_limit: float | None, trace: bool) -> StepPlan | None:
+    """plan_step's sampled plan, decided on the whole step's sizes counted from the sampled counts
+    (size_from_samples) without tracing it; None where the step runs whole (plan_step then plans it whole)."""
+    real = microbatch_count(sc)
+    samples = tuple(sampled_plan(sc, count, fold_mode, throughout=False) for count in counts)
+    size = size_from_samples([size for _, size in samples], counts, real)
+    if not too_large(size, memory_limit, trace, sampling=True):
+        return None
+    fold = samples[0][0].fold
+    if fold.axes and fold.expand_spread:  # as folded_throughout, on the counted sizes
+        trials = [replace(planned, fold=planned.fold.folded_throughout()).size() for planned, _ in samples]
+        trial_size = size_from_samples(trials, counts, real)
+        if trial_size.nodes < size.nodes:
+            fold, size = fold.folded_throughout(), trial_size
+    if not too_large(size, memory_limit, trace, sampling=True):
+        return None
+    return StepPlan(None, None, counts, not fold.expand_spread, samples)
+
+
+def size_from_samples(sizes: Sequence[DagSize], counts: tuple[int, int], real: int) -> DagSize:
+    """The size of a step of `real` micro-batches from its sizes at counts[0] and counts[1]: every micro-batch adds
+    the same nodes, flows and footprint entries (its kernels, collectives and pipeline sends), so each is a line in
+    the count, exactly (tests/sampling/test_size_from_samples.py counts every schedule both ways); the simulated
+    GPUs do not change."""
+    first, second = sizes
+
+    def at(field: str) -> int:
+        return round(line(getattr(first, field), getattr(second, field), counts, real))
+
+    return DagSize(at("nodes"), at("flows"), second.simulated_gpus, at("footprint_entries"))
+
+
 def step_size(sc: ScenarioConfig, fold_mode: FoldMode = "auto", micro_batches: MicroBatches = "all") -> DagSize:
     """The largest DAG simulate(sc, fold_mode, micro_batches=micro_batches) builds, counted without building it
     (a sampled step's: its larger count's): what a strategy search's replays are admitted by (search/run.py)."""
@@ -195,7 +244,7 @@ def step_size(sc: ScenarioConfig, fold_mode: FoldMode = "auto", micro_batches: M
         return step.size if step.size is not None else step.planned.size()
     throughout = sampled_throughout(sc, step.counts, fold_mode, None, False) if step.throughout is None \
         else step.throughout
-    return sampled_plan(sc, step.counts[1], fold_mode, throughout)[1]
+    return sampled_plan(sc, step.counts[1], fold_mode, throughout, step.samples[1] if step.samples else None)[1]
 
 
 def folded_throughout(planned: PlannedDag, size: DagSize) -> tuple[PlannedDag, DagSize]:
@@ -231,19 +280,21 @@ def simulate_planned(sc: ScenarioConfig, planned: PlannedDag, progress: Progress
 
 def simulate_sampled(sc: ScenarioConfig, counts: tuple[int, int], fold_mode: FoldMode = "auto",
                      progress: Progress = SILENT, memory_limit: float | None = None,
-                     trace: bool = False, throughout: bool | None = None) -> Simulation:
+                     trace: bool = False, throughout: bool | None = None,
+                     samples: Sequence[tuple[PlannedDag, DagSize]] = ()) -> Simulation:
     """Replay the step at counts[0] and counts[1] micro-batches, one after the other (only the first's summary
     kept), and extrapolate to its real count (sampling.extrapolate). The Simulation's DAG, timeline and trace are
     the larger count's; its memory report is the real step's. `throughout`: both counts fold every collective
-    (folded_throughout); None decides it on the larger count's size."""
+    (folded_throughout); None decides it on the larger count's size. `samples`: the counts' planned DAGs and sizes
+    where plan_step made them (else they are made here)."""
     real = microbatch_count(sc)
     if throughout is None:
         throughout = sampled_throughout(sc, counts, fold_mode, memory_limit, trace)
     results, sim = [], None
-    for count in counts:
+    for index, count in enumerate(counts):
         sim = None  # the previous count's DAG goes before the next is built
         progress.stage(f"sampling {count} of {real} micro-batches: tracing and building the DAG")
-        planned, size = sampled_plan(sc, count, fold_mode, throughout)
+        planned, size = sampled_plan(sc, count, fold_mode, throughout, samples[index] if samples else None)
         if memory_limit is not None:
             check_fits(size, memory_limit, trace,
                        f"{planned.why_unfolded()} (sampling {count} of the step's {real} micro-batches)")
@@ -262,11 +313,14 @@ def sampled_throughout(sc: ScenarioConfig, counts: tuple[int, int], fold_mode: F
     return too_large(larger, memory_limit, trace, sampling=True)
 
 
-def sampled_plan(sc: ScenarioConfig, count: int, fold_mode: FoldMode, throughout: bool) -> tuple[PlannedDag, DagSize]:
-    """The planned DAG of the step at `count` micro-batches, and its size."""
-    planned = plan_dag(with_microbatches(sc, count), fold_mode)
-    size = planned.size()
-    return folded_throughout(planned, size) if throughout else (planned, size)
+def sampled_plan(sc: ScenarioConfig, count: int, fold_mode: FoldMode, throughout: bool,
+                 made: tuple[PlannedDag, DagSize] | None = None) -> tuple[PlannedDag, DagSize]:
+    """The planned DAG of the step at `count` micro-batches, and its size (from `made`, that count's planned DAG
+    and size before folding throughout, where plan_step made them)."""
+    if made is None:
+        planned = plan_dag(with_microbatches(sc, count), fold_mode)
+        made = planned, planned.size()
+    return folded_throughout(*made) if throughout else made
 
 
 def too_large(size: DagSize, memory_limit: float | None, trace: bool, sampling: bool) -> bool:

@@ -42,12 +42,12 @@ class ExpansionTemplate:
     steps: int                          # ring steps each flow carries (1 but in steady state)
     flow_src: list[int]                 # position of the flow's GPU (its sender, or the receiver of a switch leg)
     flow_dst: list[int]                 # position of its receiver, or a switch endpoint code
-    flow_size: list[float]
-    flow_parent: list[int]              # local node id of its first parent, or NO_NODE
-    edge_src: list[int]                 # local node ids
-    edge_dst: list[int]
-    stream_src: list[int]               # from a flow to its sender's next one (released at its last byte)
-    stream_dst: list[int]
+    flow_size: list[float]              # (these three as lists: a DAG's columns then share their values' objects)
+    flow_parent: np.ndarray             # local node id of its first parent, or NO_NODE
+    edge_src: np.ndarray                # local node ids
+    edge_dst: np.ndarray
+    stream_src: np.ndarray              # from a flow to its sender's next one (released at its last byte)
+    stream_dst: np.ndarray
 
 
 def _last_steps(pos: np.ndarray, flows: FlowSet, n: int) -> np.ndarray:
@@ -183,10 +183,10 @@ def expansion_template(ctype: CollType, size: float, choice: Choice, shape: Grou
     first_parent = np.full(len(flows), NO_NODE, dtype=np.int64)
     with_parent = np.flatnonzero(np.diff(flows.parent_ptr) > 0)
     first_parent[with_parent] = nodes.of(flows.parent_idx[flows.parent_ptr[with_parent]])
+    ids = [np.asarray(a, dtype=np.int64) for a in (first_parent[kept], np.concatenate([e[0] for e in edges]),
+                                                    np.concatenate([e[1] for e in edges]), stream_src, stream_dst)]
     return ExpansionTemplate(simulated, flows.lanes, flows.periods, owner[kept].tolist(), dst[kept].tolist(),
-                              flows.size[kept].tolist(), first_parent[kept].tolist(),
-                              np.concatenate([e[0] for e in edges]).tolist(),
-                              np.concatenate([e[1] for e in edges]).tolist(), stream_src.tolist(), stream_dst.tolist())
+                             flows.size[kept].tolist(), *ids)
 
 
 @dataclass(frozen=True)
@@ -424,14 +424,14 @@ class DAGBuilder:
         c["peer"].extend([-1] * len(marker_gpus) + [group[p] if p >= 0 else p for p in t.flow_dst])
         c["size"].extend([0.0] * len(marker_gpus) + t.flow_size)
         c["parent"].extend([NO_NODE] * len(marker_gpus)
-                           + [base + x if x != NO_NODE else NO_NODE for x in t.flow_parent])
+                           + np.where(t.flow_parent != NO_NODE, t.flow_parent + base, NO_NODE).tolist())
         for name, value in (("stream", op.stream), ("kernel", -1), ("layer", op.layer),
                             ("microbatch", op.microbatch), ("stage", stage), ("coll", coll)):
             c[name].extend([value] * count)
-        self.edge_src.extend([base + x for x in t.edge_src])
-        self.edge_dst.extend([base + x for x in t.edge_dst])
-        self.stream_src.extend([base + x for x in t.stream_src])
-        self.stream_dst.extend([base + x for x in t.stream_dst])
+        self.edge_src.extend((t.edge_src + base).tolist())
+        self.edge_dst.extend((t.edge_dst + base).tolist())
+        self.stream_src.extend((t.stream_src + base).tolist())
+        self.stream_dst.extend((t.stream_dst + base).tolist())
         return members
 
 
