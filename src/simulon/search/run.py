@@ -446,6 +446,7 @@ class Search:
             for position, size in executor.map_unordered(replay_size, [jobs[index] for index in todo]):
                 sizes[todo[position]] = size
                 progress.advance(len(sizes))
+        todo.sort(key=lambda index: (-sizes[index].nodes, index))  # the largest first: the last to finish is short
         progress.stage(f"replaying the best {len(jobs)}", total=len(jobs), unit="strategies")
         progress.advance(reused)
         refused: dict[int, str] = {}
