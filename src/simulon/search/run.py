@@ -256,7 +256,7 @@ def replay_size(args: tuple[dict, str]) -> DagSize:
     from ..pipeline import step_size
 
     data, name = args
-    return step_size(parse_scenario(data, name), micro_batches="auto")
+    return step_size(parse_scenario(data, name), micro_batches="auto", samples_first=True)
 
 
 def resident_memory() -> float:
@@ -286,7 +286,7 @@ def replay_step_ms(args: tuple[dict, str]) -> float:
     from ..pipeline import simulate
 
     data, name = args
-    sim = simulate(parse_scenario(data, name), micro_batches="auto")
+    sim = simulate(parse_scenario(data, name), micro_batches="auto", samples_first=True)  # most are sampled
     return sim.result.iteration_time_ms
 
 
