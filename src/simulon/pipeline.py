@@ -150,7 +150,7 @@ def _why_unfolded(fold: Fold, topology: Topology, fold_mode: FoldMode) -> str:
 
 def simulate(sc: ScenarioConfig, fold_mode: FoldMode = "auto", progress: Progress = SILENT,
              memory_limit: float | None = None, trace: bool = False, micro_batches: MicroBatches = "all",
-             samples_first: bool = False) -> Simulation:
+             samples_first_above: float | None = None) -> Simulation:
     """Simulate one training iteration, telling `progress` each stage and how far the replay has got; a run
     estimated to need more than `memory_limit` bytes is refused before it is built (see build_dag).
 
@@ -159,7 +159,7 @@ def simulate(sc: ScenarioConfig, fold_mode: FoldMode = "auto", progress: Progres
     count's); "auto" replays every one unless the full DAG would not fit `memory_limit` or has more than
     sampling.SAMPLE_ABOVE_NODES nodes, and then samples."""
     progress.stage("tracing the workload and building the DAG")
-    step = plan_step(sc, fold_mode, memory_limit, trace, micro_batches, samples_first)
+    step = plan_step(sc, fold_mode, memory_limit, trace, micro_batches, samples_first_above)
     if step.counts is not None:
         return simulate_sampled(sc, step.counts, fold_mode, progress, memory_limit, trace, step.throughout,
                                 step.samples)
@@ -183,15 +183,18 @@ class StepPlan:
 
 
 def plan_step(sc: ScenarioConfig, fold_mode: FoldMode = "auto", memory_limit: float | None = None,
-              trace: bool = False, micro_batches: MicroBatches = "all", samples_first: bool = False) -> StepPlan:
+              trace: bool = False, micro_batches: MicroBatches = "all",
+              samples_first_above: float | None = None) -> StepPlan:
     """What simulate(sc, fold_mode, memory_limit=..., trace=..., micro_batches=...) builds: the decisions of
-    `auto` (fold the expanded collectives, sample the micro-batches) taken on the counted sizes. `samples_first`:
-    count the step from its sampled counts first whatever its count (SIZE_FROM_SAMPLES_ABOVE), where most steps
-    planned are sampled (a strategy search's candidates); the decisions are the same either way."""
+    `auto` (fold the expanded collectives, sample the micro-batches) taken on the counted sizes. `samples_first_above`:
+    from how many times its larger sampled count a step is counted from its sampled counts first (None:
+    SIZE_FROM_SAMPLES_ABOVE), lower where most steps planned are sampled (a strategy search's candidates); the
+    decisions are the same either way, only what is traced differs."""
     counts = chosen_counts(sc, micro_batches)
     if counts is not None and micro_batches != "auto":
         return StepPlan(None, None, counts)
-    if counts is not None and (samples_first or microbatch_count(sc) >= SIZE_FROM_SAMPLES_ABOVE * counts[1]):
+    ratio = SIZE_FROM_SAMPLES_ABOVE if samples_first_above is None else samples_first_above
+    if counts is not None and microbatch_count(sc) >= ratio * counts[1]:
         sampled = sampled_from_samples(sc, counts, fold_mode, memory_limit, trace)
         if sampled is not None:
             return sampled
@@ -240,10 +243,10 @@ def size_from_samples(sizes: Sequence[DagSize], counts: tuple[int, int], real: i
 
 
 def step_size(sc: ScenarioConfig, fold_mode: FoldMode = "auto", micro_batches: MicroBatches = "all",
-              samples_first: bool = False) -> DagSize:
+              samples_first_above: float | None = None) -> DagSize:
     """The largest DAG simulate(sc, fold_mode, micro_batches=micro_batches) builds, counted without building it
     (a sampled step's: its larger count's): what a strategy search's replays are admitted by (search/run.py)."""
-    step = plan_step(sc, fold_mode, micro_batches=micro_batches, samples_first=samples_first)
+    step = plan_step(sc, fold_mode, micro_batches=micro_batches, samples_first_above=samples_first_above)
     if step.counts is None:
         return step.size if step.size is not None else step.planned.size()
     throughout = sampled_throughout(sc, step.counts, fold_mode, None, False) if step.throughout is None \

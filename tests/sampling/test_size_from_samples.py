@@ -69,7 +69,7 @@ def test_the_line_holds_for_collectives_expanded_over_every_gpu_and_folded_throu
         assert counted == folded.size()
 
 
-@pytest.mark.parametrize("asked", ["by its count", "by the caller"])  # SIZE_FROM_SAMPLES_ABOVE, samples_first
+@pytest.mark.parametrize("asked", ["by its count", "by the caller"])  # SIZE_FROM_SAMPLES_ABOVE, samples_first_above
 @pytest.mark.parametrize(("budget", "sampled", "expanded"), [(1, True, False), (340_000, False, False),
                                                             (10**9, False, True)])
 def test_auto_samples_from_the_counted_size_as_from_the_whole_steps_without_tracing_it(monkeypatch, budget, sampled,
@@ -87,7 +87,8 @@ def test_auto_samples_from_the_counted_size_as_from_the_whole_steps_without_trac
     traced = []
     real_plan_dag = pipeline.plan_dag
     monkeypatch.setattr(pipeline, "plan_dag", lambda s, *a: traced.append(microbatch_count(s)) or real_plan_dag(s, *a))
-    counted = plan_step(sc, "symmetric", micro_batches="auto", samples_first=asked == "by the caller")
+    first_above = 1 if asked == "by the caller" else None
+    counted = plan_step(sc, "symmetric", micro_batches="auto", samples_first_above=first_above)
     assert (counted.counts, counted.throughout) == (reference.counts, reference.throughout)
     if reference.counts is not None:  # sampled: the whole step was never traced
         assert microbatch_count(sc) not in traced

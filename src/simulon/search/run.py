@@ -251,12 +251,20 @@ def merge(pieces: list[Phase]) -> Phase:
                  min(misses, key=lambda miss: (miss[0], miss[1])) if misses else None)
 
 
+SAMPLES_FIRST_ABOVE = 2
+"""A candidate of at least this many times its larger sampled micro-batch count is counted from its sampled counts
+before it is traced whole (pipeline.plan_step). A choice, not a fit: DeepSeek-V3's tp1 dp128 candidates (120
+micro-batches, sampled at 16 and 32) are then sampled without a whole trace, while Llama 3 70B's on 1,024 H100 (16
+micro-batches, sampled at 8 and 12) run whole without sampled traces they would not use (its search: 29.9 s median
+of 3 before these candidates were counted from samples, 29.2 s after, benchmarks/bench_search.py, one session)."""
+
+
 def replay_size(args: tuple[dict, str]) -> DagSize:
     """The size of the DAG one scenario's replay builds; runs in a worker process (module level, picklable)."""
     from ..pipeline import step_size
 
     data, name = args
-    return step_size(parse_scenario(data, name), micro_batches="auto", samples_first=True)
+    return step_size(parse_scenario(data, name), micro_batches="auto", samples_first_above=SAMPLES_FIRST_ABOVE)
 
 
 def resident_memory() -> float:
@@ -286,7 +294,7 @@ def replay_step_ms(args: tuple[dict, str]) -> float:
     from ..pipeline import simulate
 
     data, name = args
-    sim = simulate(parse_scenario(data, name), micro_batches="auto", samples_first=True)  # most are sampled
+    sim = simulate(parse_scenario(data, name), micro_batches="auto", samples_first_above=SAMPLES_FIRST_ABOVE)
     return sim.result.iteration_time_ms
 
 
