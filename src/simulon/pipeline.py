@@ -54,7 +54,7 @@ counts (size_from_samples) before tracing the whole step, which it then traces o
 on 2,048 H800 at dp 32 runs 480 micro-batches per replica: its whole trace took 29 s of a strategy search's 33 s
 sizing of it, its traces at 16 and 32 micro-batches 3 s. Below this ratio the whole step is traced first, as a step
 run whole would be (the sampled traces would add up to (m1 + m2) / m of it: GPT-3 175B on 1,024 GPUs, 96
-micro-batches sampled at 8 and 16, is run whole)."""
+micro-batches sampled at 8 and 16, is run whole). The ratio is a choice, not a fit."""
 
 TRAINING_RESHARE_WINDOW_S = 1e-6
 """A training step's flows that start or finish within 1 us share one rate computation: under a hop's
@@ -219,7 +219,7 @@ def sampled_from_samples(sc: ScenarioConfig, counts: tuple[int, int], fold_mode:
     if not too_large(size, memory_limit, trace, sampling=True):
         return None
     fold = samples[0][0].fold
-    if fold.axes and fold.expand_spread:  # as folded_throughout, on the counted sizes
+    if folds_further(fold):  # as folded_throughout, on the counted sizes
         trials = [replace(planned, fold=planned.fold.folded_throughout()).size() for planned, _ in samples]
         trial_size = size_from_samples(trials, counts, real)
         if trial_size.nodes < size.nodes:
@@ -258,11 +258,16 @@ def folded_throughout(planned: PlannedDag, size: DagSize) -> tuple[PlannedDag, D
     """The planned DAG with no collective expanded over every GPU (dag.fold.Fold.folded_throughout), where that
     makes it smaller: what a step takes when its expanded collectives would not fit, or would push it past the node
     budget of sampling, before its micro-batches are sampled."""
-    if not planned.fold.axes or not planned.fold.expand_spread:
+    if not folds_further(planned.fold):
         return planned, size
     trial = replace(planned, fold=planned.fold.folded_throughout())
     trial_size = trial.size()
     return (trial, trial_size) if trial_size.nodes < size.nodes else (planned, size)
+
+
+def folds_further(fold: Fold) -> bool:
+    """Whether folding throughout changes `fold`: it folds something and still expands the collectives that spread."""
+    return bool(fold.axes) and fold.expand_spread
 
 
 def in_steady_state(planned: PlannedDag, size: DagSize) -> tuple[PlannedDag, DagSize]:

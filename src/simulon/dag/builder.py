@@ -316,7 +316,7 @@ class DAGBuilder:
                 occurrences[key] += 1
                 deps = [*(done[w] for w in op.waits), *(began[a] for a in op.alongside)]
                 previous = last_on_stream.get(op.stream, NO_NODE)
-                if self._expands(op.axis, rank, group):
+                if self._expands(op.axis, rank):
                     start, end, done[i] = self._expanded(rank, (*key, occurrences[key]), op, deps, previous,
                                                          member_ends)
                 else:
@@ -364,11 +364,11 @@ class DAGBuilder:
                                     for op in self.programs[index].ops]
         return self._kernels[index]
 
-    def _expands(self, axis: str, rank: int, group: tuple[int, ...]) -> bool:
-        """Fold.expands of `group`, `rank`'s group of `axis`, asked once per rank and axis."""
+    def _expands(self, axis: str, rank: int) -> bool:
+        """Fold.expands of `rank`'s group of `axis`, asked once per rank and axis."""
         key = (axis, rank)
         if key not in self._spread:
-            self._spread[key] = self.fold.expands(group, self.plan.topology)
+            self._spread[key] = self.fold.expands(self._group(axis, rank), self.plan.topology)
         return self._spread[key]
 
     def _group(self, axis: str, rank: int) -> tuple[int, ...]:
