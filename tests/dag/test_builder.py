@@ -69,3 +69,31 @@ def test_a_pipeline_send_links_the_producing_kernel_to_the_consumer_on_the_next_
     assert dag.kind.tolist() == [NodeKind.compute, NodeKind.flow, NodeKind.compute]
     assert (dag.gpu[send], dag.peer[send], dag.size[send]) == (0, 1, 2**20)
     assert edges(dag) == {(a, send), (send, b)}
+
+
+def test_ranks_running_one_program_number_their_kernels_after_the_collectives_the_first_of_them_made():
+    """A collective launched with a kernel (its launch marker), a kernel waiting for it, on two ranks of one
+    program: rank 0 makes the collective's nodes for both, so rank 1's kernels follow rank 0's directly."""
+    prog = StageProgram(0)
+    prog.compute(kernel("a"), layer=0, microbatch=0)
+    b = prog.compute(kernel("b"), layer=0, microbatch=0)
+    reduce = prog.collective(CollType.AllReduce, "tp", 2**20, Stream.tp_comm, "ar", 0, 0, Phase.fwd,
+                             alongside=(b,))
+    prog.compute(kernel("c"), layer=0, microbatch=0, waits=(reduce,))
+    dag = build([prog], RankLayout(tp=2, cp=1, dp=1, pp=1))
+    a0, m0, b0, start0, end0, start1, end1, *flows, c0, a1, m1, b1, c1 = range(16)
+    assert dag.peer[flows].tolist() == [1, 0, 1, 0]
+    assert dag.kind.tolist() == [NodeKind.compute, NodeKind.marker, NodeKind.compute] + [NodeKind.marker] * 4 + \
+        [NodeKind.flow] * 4 + [NodeKind.compute, NodeKind.compute, NodeKind.marker, NodeKind.compute,
+                               NodeKind.compute]
+    assert dag.gpu.tolist() == [0, 0, 0, 0, 0, 1, 1, 0, 1, 0, 1, 0, 1, 1, 1, 1]
+    assert [dag.kernel_specs[k].name for k in dag.kernel[[a0, b0, c0, a1, b1, c1]]] == ["a", "b", "c"] * 2
+    assert dag.kernel[[m0, m1]].tolist() == [-1, -1]
+    assert {(a0, m0), (m0, b0), (m0, start0), (b0, c0), (end0, c0),      # b launches the all-reduce with it
+            (a1, m1), (m1, b1), (m1, start1), (b1, c1), (end1, c1)} <= edges(dag)
+    assert not {(a0, start0), (b0, start0), (a1, start1), (b1, start1)} & edges(dag)  # it waits for b's start only
+    # the edges in the order an op-by-op build adds them: rank by rank, op by op, a collective's own first
+    in_order = list(zip(dag.edge_src.tolist(), dag.edge_dst.tolist(), strict=True))
+    assert in_order[:3] == [(a0, m0), (m0, b0), (start0, end0)]
+    assert in_order[-8:] == [
+        (m0, start0), (b0, c0), (end0, c0), (a1, m1), (m1, b1), (m1, start1), (b1, c1), (end1, c1)]

@@ -3,6 +3,11 @@
 Each collective instance (one group, one call) is decomposed once, not once per member: every member
 gets a start marker (it has reached the call on its stream) and an end marker (its part is done), and
 the flows between them carry the algorithm's step-by-step dependencies.
+
+A program's kernels (nine in ten of its ops) make the same nodes and edges on every rank that runs it, but
+for the ids: they are worked out once per program (LocalNodes) and placed on each rank with numpy, while
+the collectives and transfers, which ranks share, are made op by op. Nodes and edges are numbered as if
+every op of every rank were made in turn, so the DAG is the one an op-by-op build gives.
 """
 
 from __future__ import annotations
@@ -40,10 +45,13 @@ class ExpansionTemplate:
     simulated: tuple[int, ...]          # positions that get markers
     lanes: int                          # channels each simulated channel stands for
     steps: int                          # ring steps each flow carries (1 but in steady state)
-    flow_src: list[int]                 # position of the flow's GPU (its sender, or the receiver of a switch leg)
-    flow_dst: list[int]                 # position of its receiver, or a switch endpoint code
-    flow_size: list[float]              # (these three as lists: a DAG's columns then share their values' objects)
-    flow_parent: np.ndarray             # local node id of its first parent, or NO_NODE
+    flow_src: np.ndarray                # position of the flow's GPU (its sender, or the receiver of a switch leg)
+    flow_dst: np.ndarray                # position of its receiver, or a switch endpoint code
+    kind: np.ndarray                    # per local node: the markers, then the kept flows
+    gpu: np.ndarray                     # per local node: its GPU's position
+    peer: np.ndarray                    # per local node: a flow's receiver's position or switch endpoint code, or -1
+    size: np.ndarray
+    parent: np.ndarray                  # per local node: local node id of its first parent, or NO_NODE
     edge_src: np.ndarray                # local node ids
     edge_dst: np.ndarray
     stream_src: np.ndarray              # from a flow to its sender's next one (released at its last byte)
@@ -142,8 +150,8 @@ def in_connection_order(flows: FlowSet) -> FlowSet:
     same = (flows.src_pos[prev] == flows.src_pos[this]) & (flows.dst_pos[prev] == flows.dst_pos[this]) & \
         (flows.channel[prev] == flows.channel[this]) & (flows.step[prev] < flows.step[this])
     child, parent = this[same], prev[same]
-    known = set(zip(flows.parent_of.tolist(), flows.parent_idx.tolist(), strict=True))
-    new = np.array([(c, p) not in known for c, p in zip(child.tolist(), parent.tolist(), strict=True)], dtype=bool)
+    n = len(flows)  # a (child, parent) pair as one number
+    new = ~np.isin(child.astype(np.int64) * n + parent, flows.parent_of.astype(np.int64) * n + flows.parent_idx)
     if not new.any():
         return flows
     children = np.concatenate([flows.parent_of, child[new]])
@@ -183,10 +191,17 @@ def expansion_template(ctype: CollType, size: float, choice: Choice, shape: Grou
     first_parent = np.full(len(flows), NO_NODE, dtype=np.int64)
     with_parent = np.flatnonzero(np.diff(flows.parent_ptr) > 0)
     first_parent[with_parent] = nodes.of(flows.parent_idx[flows.parent_ptr[with_parent]])
-    ids = [np.asarray(a, dtype=np.int64) for a in (first_parent[kept], np.concatenate([e[0] for e in edges]),
+    markers = np.repeat(np.asarray(simulated, dtype=np.int64), 2)
+    no_marker = np.full(len(markers), NO_NODE, dtype=np.int64)
+    nodes = {"kind": np.concatenate([np.full(len(markers), NodeKind.marker), np.full(len(kept), NodeKind.flow)]),
+             "gpu": np.concatenate([markers, owner[kept]]), "peer": np.concatenate([no_marker, dst[kept]]),
+             "size": np.concatenate([np.zeros(len(markers)), flows.size[kept]]),
+             "parent": np.concatenate([no_marker, first_parent[kept]])}
+    ids = [np.asarray(a, dtype=np.int64) for a in (np.concatenate([e[0] for e in edges]),
                                                     np.concatenate([e[1] for e in edges]), stream_src, stream_dst)]
-    return ExpansionTemplate(simulated, flows.lanes, flows.periods, owner[kept].tolist(), dst[kept].tolist(),
-                             flows.size[kept].tolist(), *ids)
+    return ExpansionTemplate(simulated, flows.lanes, flows.periods, owner[kept], dst[kept],
+                             nodes["kind"].astype(np.uint8), nodes["gpu"].astype(np.int64),
+                             nodes["peer"].astype(np.int64), nodes["size"].astype(np.float64), nodes["parent"], *ids)
 
 
 @dataclass(frozen=True)
@@ -220,15 +235,124 @@ def template_counts(ctype: CollType, size: float, choice: Choice, shape: GroupSh
     return TemplateCounts(int((fold == np.arange(shape.n)).sum()), owner[kept], dst[kept], periods)
 
 
+@dataclass(frozen=True)
+class LocalNodes:
+    """What a program's kernels make on every rank that runs it, worked out once per program: each compute op's
+    node, after a launch marker where collectives start with it, in creation order, and the edges into them.
+
+    An edge comes from another of these nodes (`edge_src` < count) or from the node of one of the program's other
+    ops (`edge_src` = count + j: `external[j]`, the (op, of its start) whose node a rank's instantiation gives:
+    a collective's end or start, a transfer). A rank's nodes are numbered as DAGBuilder made them op by op: the
+    nodes of op i follow those of the ops before it, the collectives' and transfers' included."""
+
+    kind: np.ndarray
+    kernel: np.ndarray
+    layer: np.ndarray
+    microbatch: np.ndarray
+    others_before: np.ndarray   # per node: how many ops before its own are not kernels
+    is_kernel: list[bool]       # per op
+    done: list[int]             # per op: the node that completes a kernel op, else NO_NODE
+    began: list[int]            # per op: a kernel op's launch marker, else NO_NODE
+    before: list[int]           # per op: the nodes made by the kernel ops before it
+    previous_other: list[int]   # per op: the last op before it that is not a kernel, -1 if none
+    others: list[int]           # the ops that are not kernels, in order
+    edge_op: np.ndarray         # the op whose instantiation adds the edge
+    edge_src: np.ndarray
+    edge_dst: np.ndarray
+    external: list[tuple[int, bool]]
+
+    @property
+    def count(self) -> int:
+        return len(self.kind)
+
+
+def local_nodes(program: StageProgram, kernels: list[int]) -> LocalNodes:
+    """The LocalNodes of `program` (`kernels`: each op's kernel index): each kernel waits for the kernel before it,
+    for the ops it waits on and for the start of the collectives it runs alongside, where each has one by then
+    (an op later in the program has none yet); its launch marker, if any, takes those edges in its place."""
+    ops = program.ops
+    launched = {a for op in ops if isinstance(op, CollectiveOp) for a in op.alongside}
+    is_kernel = [isinstance(op, ComputeOp) for op in ops]
+    done, began = [NO_NODE] * len(ops), [NO_NODE] * len(ops)
+    kind: list[int] = []
+    kernel: list[int] = []
+    layer: list[int] = []
+    microbatch: list[int] = []
+    others_before: list[int] = []
+    edge_op: list[int] = []
+    edge_src: list[int] = []
+    edge_dst: list[int] = []
+    external: dict[tuple[int, bool], int] = {}
+    before, previous_other, others = [], [], []
+    last_compute, last_other = NO_NODE, -1
+
+    def from_other(w: int, of_start: bool) -> int:  # below NO_NODE: a code, not a node
+        return NO_NODE - 1 - external.setdefault((w, of_start), len(external))
+
+    for i, op in enumerate(ops):
+        before.append(len(kind))
+        previous_other.append(last_other)
+        if not is_kernel[i]:
+            others.append(i)
+            last_other = i
+            continue
+        deps = [last_compute, *(done[w] if is_kernel[w] else from_other(w, False) for w in op.waits if w < i),
+                *(began[a] if is_kernel[a] else from_other(a, True) for a in op.alongside
+                  if a < i and (is_kernel[a] or isinstance(ops[a], CollectiveOp)))]
+        nodes = [NodeKind.marker, NodeKind.compute] if i in launched else [NodeKind.compute]
+        for node_kind in nodes:  # a collective starts with this kernel: its launch marker takes the edges first
+            node = len(kind)
+            kind.append(node_kind)
+            kernel.append(kernels[i] if node_kind == NodeKind.compute else -1)
+            layer.append(op.layer)
+            microbatch.append(op.microbatch)
+            others_before.append(len(others))
+            for source in deps:
+                if source != NO_NODE:
+                    edge_op.append(i)
+                    edge_src.append(source)
+                    edge_dst.append(node)
+            deps = [node]
+        began[i] = len(kind) - 2 if i in launched else NO_NODE
+        done[i] = last_compute = len(kind) - 1
+    count = len(kind)
+    src = np.array(edge_src, dtype=np.int64)
+    src = np.where(src < 0, count + NO_NODE - 1 - src, src)  # an external source: count + its index
+
+    def array(values: list[int]) -> np.ndarray:
+        return np.array(values, dtype=np.int64)
+
+    return LocalNodes(array(kind), array(kernel), array(layer), array(microbatch), array(others_before), is_kernel,
+                      done, began, before, previous_other, others, array(edge_op), src, array(edge_dst),
+                      sorted(external, key=external.get))
+
+
+COLUMNS = {"kind": np.uint8, "gpu": np.int32, "peer": np.int32, "stream": np.uint8, "kernel": np.int32,
+           "layer": np.int32, "microbatch": np.int32, "stage": np.int16, "coll": np.int32, "size": np.float64,
+           "parent": np.int64}
+"""The DAG's node columns and their types (dag/nodes.py ExecutionDAG)."""
+
+
 class DAGBuilder:
+    """Nodes and edges are made rank by rank, op by op, and numbered in that order. A rank's kernels come from
+    its program's LocalNodes, placed on the rank with numpy; its collectives and transfers, which ranks share (the
+    first member to reach one makes it), are made one op at a time."""
+
     def __init__(self, programs: list[StageProgram], layout: RankLayout, fold: Fold, plan: CollectivePlan):
         self.programs, self.layout, self.fold, self.plan = programs, layout, fold, plan
-        self.cols: dict[str, list] = {name: [] for name in (
-            "kind", "gpu", "peer", "stream", "kernel", "layer", "microbatch", "stage", "coll", "size", "parent")}
-        self.edge_src: list[int] = []
+        self.n = 0                                  # the next node's id
+        self.shared: list[tuple[int, int, dict]] = []  # nodes of collectives and transfers not yet placed: (first
+        #                                               id, count, each column's value or values)
+        self.placed = 0                             # nodes below this id are in `parts`
+        self.parts: list[dict[str, np.ndarray]] = []
+        self.op = -1                                # the program op being instantiated (-1: none)
+        self.edge_src: list[int] = []              # edges added one by one, not yet placed
         self.edge_dst: list[int] = []
-        self.stream_src: list[int] = []
-        self.stream_dst: list[int] = []
+        self.marks: list[tuple[int, int]] = []      # in a rank: (op, its first in edge_src) per op
+        self.blocks: list[tuple[int, np.ndarray, np.ndarray]] = []  # in a rank: (op, src, dst) a collective adds
+        self.edges: list[tuple[np.ndarray, np.ndarray]] = []        # placed, in order
+        self.streams: list[tuple[np.ndarray, np.ndarray]] = []
+        self.sizes: dict[int, float] = {}           # a pipeline send's bytes, set on its flow by the sender
         self.kernel_index: dict[KernelSpec, int] = {}
         self.collectives: list[CollectiveInstance] = []
         self.instances: dict[tuple, dict[int, tuple[int, int]]] = {}
@@ -237,25 +361,19 @@ class DAGBuilder:
         self._groups: dict[tuple[str, int], tuple[int, ...]] = {}
         self._spread: dict[tuple[str, int], bool] = {}    # (axis, rank) -> Fold.expands of its group
         self._kernels: dict[int, list[int]] = {}           # program index -> each op's kernel index (-1: none)
+        self._local: dict[int, LocalNodes] = {}           # program index -> its kernels' nodes
         self._templates: dict[tuple, ExpansionTemplate] = {}
+        self._folded: dict[tuple[int, ...], tuple[int, ...]] = {}  # group -> fold_positions
 
     # ---- node and edge primitives ----
 
-    def _add(self, kind: NodeKind, gpu: int, peer: int = -1, stream: int = 0, kernel: int = -1, layer: int = -1,
-             microbatch: int = -1, coll: int = -1, size: float = 0.0, parent: int = NO_NODE) -> int:
-        c = self.cols
-        node = len(c["kind"])
-        c["kind"].append(kind)
-        c["gpu"].append(gpu)
-        c["peer"].append(peer)
-        c["stream"].append(stream)
-        c["kernel"].append(kernel)
-        c["layer"].append(layer)
-        c["microbatch"].append(microbatch)
-        c["stage"].append(self.stage_of[gpu])
-        c["coll"].append(coll)
-        c["size"].append(size)
-        c["parent"].append(parent)
+    def _add(self, kind: NodeKind, gpu: int, peer: int = -1, stream: int = 0, layer: int = -1,
+             microbatch: int = -1) -> int:
+        node = self.n
+        self.shared.append((node, 1, {"kind": kind, "gpu": gpu, "peer": peer, "stream": stream, "kernel": -1,
+                                      "layer": layer, "microbatch": microbatch, "stage": self.stage_of[gpu],
+                                      "coll": -1, "size": 0.0, "parent": NO_NODE}))
+        self.n += 1
         return node
 
     def _edges(self, sources, target: int) -> None:
@@ -263,6 +381,54 @@ class DAGBuilder:
             if s != NO_NODE:
                 self.edge_src.append(s)
                 self.edge_dst.append(target)
+
+    def _edge_block(self, src: np.ndarray, dst: np.ndarray) -> None:
+        """Edges as arrays: in a rank, an op's come before those it adds one by one (_instantiate orders them)."""
+        if self.op >= 0:
+            self.blocks.append((self.op, src, dst))
+        else:
+            self._seal()
+            self.edges.append((src, dst))
+
+    def _seal(self) -> None:
+        """Place the edges added one by one outside a rank."""
+        if self.edge_src:
+            self.edges.append((np.array(self.edge_src, dtype=np.int64), np.array(self.edge_dst, dtype=np.int64)))
+            self.edge_src, self.edge_dst = [], []
+
+    def _rank_edges(self, local: LocalNodes, src: np.ndarray, dst: np.ndarray) -> None:
+        """Place a rank's edges in the order its ops add them: an op's kernel edges (`src`, `dst`), or its
+        collectives' blocks and then its edges added one by one."""
+        ops = [op for op, _ in self.marks]
+        starts = [start for _, start in self.marks] + [len(self.edge_src)]
+        one_by_one = np.repeat(2 * np.array(ops, dtype=np.int64) + 1, np.diff(starts))
+        blocks = np.repeat(2 * np.array([op for op, _, _ in self.blocks], dtype=np.int64),
+                           [len(s) for _, s, _ in self.blocks])
+        keys = np.concatenate([2 * local.edge_op, blocks, one_by_one])
+        order = np.argsort(keys, kind="stable")
+        self.edges.append((np.concatenate([src, *(s for _, s, _ in self.blocks), self.edge_src])[order],
+                           np.concatenate([dst, *(d for _, _, d in self.blocks), self.edge_dst])[order]))
+        self.edge_src, self.edge_dst, self.marks, self.blocks = [], [], [], []
+
+    def _place(self, end: int, local: tuple[LocalNodes, int, np.ndarray] | None = None) -> None:
+        """Nodes [placed, end) into a part: those made one by one at their ids and, with `local` (a program's
+        LocalNodes, the rank, and where in the range each of its nodes goes), a rank's kernels."""
+        size = end - self.placed
+        part = {name: np.empty(size, dtype=dtype) for name, dtype in COLUMNS.items()}
+        if local is not None:
+            nodes, rank, at = local
+            values = {"kind": nodes.kind, "gpu": rank, "peer": -1, "stream": int(Stream.compute),
+                      "kernel": nodes.kernel, "layer": nodes.layer, "microbatch": nodes.microbatch,
+                      "stage": self.stage_of[rank], "coll": -1, "size": 0.0, "parent": NO_NODE}
+            for name, value in values.items():
+                part[name][at] = value
+        for first, count, values in self.shared:
+            start = first - self.placed
+            for name, value in values.items():
+                part[name][start:start + count] = value
+        self.shared = []
+        self.parts.append(part)
+        self.placed = end
 
     # ---- programs ----
 
@@ -273,48 +439,58 @@ class DAGBuilder:
         return self.finish()
 
     def finish(self) -> ExecutionDAG:
-        c = self.cols
+        self._seal()
+        if self.n > self.placed:
+            self._place(self.n)
+        columns = {name: (np.concatenate([part[name] for part in self.parts]) if self.parts
+                          else np.zeros(0, dtype=dtype)) for name, dtype in COLUMNS.items()}
+        if self.sizes:
+            columns["size"][np.fromiter(self.sizes, dtype=np.int64)] = np.fromiter(self.sizes.values(), dtype=float)
+
+        def joined(pairs: list[tuple[np.ndarray, np.ndarray]], side: int) -> np.ndarray:
+            return np.concatenate([p[side] for p in pairs]).astype(np.int64, copy=False) if pairs else \
+                np.zeros(0, np.int64)
+
         order = sorted(self.kernel_index, key=self.kernel_index.get)
-        return ExecutionDAG(
-            kind=np.array(c["kind"], dtype=np.uint8), gpu=np.array(c["gpu"], dtype=np.int32),
-            peer=np.array(c["peer"], dtype=np.int32), stream=np.array(c["stream"], dtype=np.uint8),
-            kernel=np.array(c["kernel"], dtype=np.int32), layer=np.array(c["layer"], dtype=np.int32),
-            microbatch=np.array(c["microbatch"], dtype=np.int32), stage=np.array(c["stage"], dtype=np.int16),
-            coll=np.array(c["coll"], dtype=np.int32), size=np.array(c["size"], dtype=np.float64),
-            parent=np.array(c["parent"], dtype=np.int64),
-            edge_src=np.array(self.edge_src, dtype=np.int64), edge_dst=np.array(self.edge_dst, dtype=np.int64),
-            stream_src=np.array(self.stream_src, dtype=np.int64), stream_dst=np.array(self.stream_dst, dtype=np.int64),
-            kernel_specs=order, collectives=self.collectives, num_gpus=self.layout.num_gpus,
-            multiplicity=self.fold.multiplicity,
-        )
+        return ExecutionDAG(**columns, edge_src=joined(self.edges, 0), edge_dst=joined(self.edges, 1),
+                            stream_src=joined(self.streams, 0), stream_dst=joined(self.streams, 1),
+                            kernel_specs=order, collectives=self.collectives, num_gpus=self.layout.num_gpus,
+                            multiplicity=self.fold.multiplicity)
 
     def _instantiate(self, rank: int, index: int) -> None:
-        prog = self.programs[index]
-        kernels = self._kernel_ids(index)
+        """One rank's nodes: its collectives and transfers op by op, then its kernels placed among them."""
+        prog, local = self.programs[index], self._local_nodes(index)
+        base = self.n
         done = [NO_NODE] * len(prog.ops)          # node whose completion completes op i on this rank
         began = [NO_NODE] * len(prog.ops)         # node whose completion marks op i starting (pipelined overlap)
-        launched = {a for op in prog.ops if isinstance(op, CollectiveOp) for a in op.alongside}
-        last_compute = NO_NODE
+        made = {-1: 0}                            # op -> nodes its collectives and transfers made, up to it
+
+        def node(w: int, of_start: bool, now: int) -> int:
+            """What done[w] (began[w], `of_start`) holds when op `now` reads it: nothing for a later op."""
+            if w >= now:
+                return NO_NODE
+            if not local.is_kernel[w]:
+                return began[w] if of_start else done[w]
+            own = local.began[w] if of_start else local.done[w]
+            return NO_NODE if own == NO_NODE else base + own + made[local.previous_other[w]]
+
         last_on_stream: dict[Stream, int] = {}
         member_ends: dict[int, dict[int, int]] = {}  # a representative's part's end -> its peers' (Fold.expands)
         occurrences: dict[tuple, int] = defaultdict(int)
         per_stage = self.layout.num_gpus // self.layout.pp
-        for i, op in enumerate(prog.ops):
-            if isinstance(op, ComputeOp):
-                kernel = kernels[i]
-                deps = [last_compute, *(done[w] for w in op.waits), *(began[a] for a in op.alongside)]
-                if i in launched:  # a collective starts with this kernel: mark its launch
-                    began[i] = self._add(NodeKind.marker, rank, layer=op.layer, microbatch=op.microbatch)
-                    self._edges(deps, began[i])
-                    deps = [began[i]]
-                node = self._add(NodeKind.compute, rank, kernel=kernel, layer=op.layer, microbatch=op.microbatch)
-                self._edges(deps, node)
-                last_compute = done[i] = node
-            elif isinstance(op, CollectiveOp):
+        self._seal()  # any made before, outside a program
+        if self.n > self.placed:
+            self._place(self.n)
+        for i in local.others:
+            op = prog.ops[i]
+            self.op, self.n = i, base + local.before[i] + made[local.previous_other[i]]
+            self.marks.append((i, len(self.edge_src)))
+            waits = [node(w, False, i) for w in op.waits]
+            if isinstance(op, CollectiveOp):
                 group = self._group(op.axis, rank)
                 key = (op.label, op.layer, op.microbatch, op.phase)
                 occurrences[key] += 1
-                deps = [*(done[w] for w in op.waits), *(began[a] for a in op.alongside)]
+                deps = [*waits, *(node(a, True, i) for a in op.alongside)]
                 previous = last_on_stream.get(op.stream, NO_NODE)
                 if self._expands(op.axis, rank):
                     start, end, done[i] = self._expanded(rank, (*key, occurrences[key]), op, deps, previous,
@@ -327,14 +503,23 @@ class DAGBuilder:
                 last_on_stream[op.stream] = end
             elif isinstance(op, SendOp):
                 peer = rank + (op.peer_stage - prog.stage) * per_stage
-                node = self._p2p_flow(rank, peer, op.microbatch, op.phase, op.peer_chunk)
-                self.cols["size"][node] = op.nbytes
-                self._edges([last_on_stream.get(op.stream, NO_NODE), *(done[w] for w in op.waits)], node)
-                last_on_stream[op.stream] = done[i] = node
+                flow = self._p2p_flow(rank, peer, op.microbatch, op.phase, op.peer_chunk)
+                self.sizes[flow] = op.nbytes
+                self._edges([last_on_stream.get(op.stream, NO_NODE), *waits], flow)
+                last_on_stream[op.stream] = done[i] = flow
             elif isinstance(op, RecvOp):
                 src = rank + (op.peer_stage - prog.stage) * per_stage
                 done[i] = self._p2p_flow(src, rank, op.microbatch, op.phase, op.chunk)
-                self._edges([done[w] for w in op.waits], done[i])  # a blocking receive: the transfer waits for it
+                self._edges(waits, done[i])  # a blocking receive: the transfer waits for it
+            made[i] = self.n - base - local.before[i]
+        self.op = -1
+        self.n = base + local.count + made[local.others[-1] if local.others else -1]
+        at = np.arange(local.count) + np.array([0] + [made[i] for i in local.others], dtype=np.int64)[
+            local.others_before]  # where each kernel's node falls among the collectives' and transfers'
+        values = np.concatenate([base + at, np.array([began[w] if of_start else done[w]
+                                                      for w, of_start in local.external], dtype=np.int64)])
+        self._rank_edges(local, values[local.edge_src], base + at[local.edge_dst])
+        self._place(self.n, (local, rank, at))
 
     def _expanded(self, rank: int, key: tuple, op: CollectiveOp, deps: list[int], previous: int,
                   member_ends: dict[int, dict[int, int]]) -> tuple[int, int, int]:
@@ -355,6 +540,11 @@ class DAGBuilder:
         member_ends[parts[rank][1]] = {m: end for m, (_, end) in parts.items()}
         return *parts[rank], joined
 
+    def _local_nodes(self, index: int) -> LocalNodes:
+        if index not in self._local:
+            self._local[index] = local_nodes(self.programs[index], self._kernel_ids(index))
+        return self._local[index]
+
     def _kernel_ids(self, index: int) -> list[int]:
         """Each op's kernel index in program `index` (-1 for ops that are not kernels), numbered in order of
         first appearance over the build: a program's ops are hashed once, not once per rank that runs it."""
@@ -370,6 +560,11 @@ class DAGBuilder:
         if key not in self._spread:
             self._spread[key] = self.fold.expands(self._group(axis, rank), self.plan.topology)
         return self._spread[key]
+
+    def _fold_positions(self, group: tuple[int, ...]) -> tuple[int, ...]:
+        if group not in self._folded:
+            self._folded[group] = fold_positions(group, self.fold.rep)
+        return self._folded[group]
 
     def _group(self, axis: str, rank: int) -> tuple[int, ...]:
         key = (axis, rank)
@@ -400,7 +595,7 @@ class DAGBuilder:
         rep = self.fold.rep
         if not every and not any(int(rep[g]) == g for g in group):
             return {}  # a group of folded GPUs only: its representatives' group stands for it
-        fold_pos = tuple(range(len(group))) if every else fold_positions(group, rep)
+        fold_pos = tuple(range(len(group))) if every else self._fold_positions(group)
         choice = self.plan.choose(op.ctype, group, op.nbytes, op.algorithm)
         key = (op.ctype, op.nbytes, choice, self.plan.shape(group), fold_pos, self.fold.steady(group))
         if key not in self._templates:
@@ -410,28 +605,18 @@ class DAGBuilder:
         self.collectives.append(CollectiveInstance(op.ctype, op.label, group, op.nbytes, op.stream, op.layer,
                                                    op.microbatch, op.phase, choice.algorithm, choice.protocol,
                                                    choice.channels, t.lanes, t.steps))
-        base = len(self.cols["kind"])
-        members = {}
-        for i, p in enumerate(t.simulated):
-            members[group[p]] = (base + 2 * i, base + 2 * i + 1)
-        marker_gpus = [group[p] for p in t.simulated for _ in (0, 1)]
-        flows = len(t.flow_src)
-        count = len(marker_gpus) + flows
-        stage = self.stage_of[group[t.simulated[0]]]
-        c = self.cols
-        c["kind"].extend([NodeKind.marker] * len(marker_gpus) + [NodeKind.flow] * flows)
-        c["gpu"].extend(marker_gpus + [group[p] for p in t.flow_src])
-        c["peer"].extend([-1] * len(marker_gpus) + [group[p] if p >= 0 else p for p in t.flow_dst])
-        c["size"].extend([0.0] * len(marker_gpus) + t.flow_size)
-        c["parent"].extend([NO_NODE] * len(marker_gpus)
-                           + np.where(t.flow_parent != NO_NODE, t.flow_parent + base, NO_NODE).tolist())
-        for name, value in (("stream", op.stream), ("kernel", -1), ("layer", op.layer),
-                            ("microbatch", op.microbatch), ("stage", stage), ("coll", coll)):
-            c[name].extend([value] * count)
-        self.edge_src.extend((t.edge_src + base).tolist())
-        self.edge_dst.extend((t.edge_dst + base).tolist())
-        self.stream_src.extend((t.stream_src + base).tolist())
-        self.stream_dst.extend((t.stream_dst + base).tolist())
+        base = self.n
+        members = {group[p]: (base + 2 * i, base + 2 * i + 1) for i, p in enumerate(t.simulated)}
+        positions = np.asarray(group)
+        self.shared.append((base, len(t.kind), {
+            "kind": t.kind, "gpu": positions[t.gpu], "peer": np.where(t.peer >= 0, positions[np.maximum(t.peer, 0)],
+                                                                      t.peer),
+            "stream": op.stream, "kernel": -1, "layer": op.layer, "microbatch": op.microbatch,
+            "stage": self.stage_of[group[t.simulated[0]]], "coll": coll, "size": t.size,
+            "parent": np.where(t.parent != NO_NODE, t.parent + base, NO_NODE)}))
+        self.n += len(t.kind)
+        self._edge_block(t.edge_src + base, t.edge_dst + base)
+        self.streams.append((t.stream_src + base, t.stream_dst + base))
         return members
 
 

@@ -61,24 +61,10 @@ class StageStates:
         return sum(self.terms().values())
 
 
-@lru_cache(maxsize=256)
-def _shared_kernels(model: ModelSpec, shape: ShardShape, attention: str, elementwise: str,
-                    cross_entropy: str) -> LayerKernels:
-    return LayerKernels(model, shape, attention, elementwise, cross_entropy)
-
-
-def kernels_of(workload: MegatronWorkload) -> LayerKernels:
-    """LayerKernels.of(workload), one table per model, shard shape and kernel choices: the parameters the states
-    count come from the table, which strategies that differ only in what it does not depend on (recomputation,
-    sharding, the pipeline) share; a strategy search builds thousands of memory models."""
-    train = workload.training
-    return _shared_kernels(workload.model, ShardShape.of(workload), train.attention, train.elementwise,
-                           train.cross_entropy)
-
-
 @lru_cache(maxsize=4096)
 def stage_parameters(kernels: LayerKernels, model: ModelSpec, layers: PipelineLayers, stage: int) -> StageParameters:
-    """What one rank of a stage holds, per kernel table (kernels_of shares them), model, layer split and stage."""
+    """What one rank of a stage holds, per kernel table (LayerKernels.weights_of shares them), model, layer split
+    and stage."""
     return ModelParameters(kernels, model, layers).stage(stage)
 
 
@@ -89,7 +75,7 @@ class ModelStates:
         self.workload, self.layout = workload, layout
         par, train = workload.parallelism, workload.training
         self.shape = ShardShape.of(workload)
-        self.kernels = kernels_of(workload)
+        self.kernels = LayerKernels.weights_of(workload)  # parameters only: they do not depend on the tokens
         self.layers = PipelineLayers.of(workload)
         self.parameters = ModelParameters(self.kernels, workload.model, self.layers)
         self.frozen = train.peft == "lora"

@@ -97,7 +97,6 @@ class Estimator:
         self.sm_count = Calibrations.shipped().sm_count(gpu)
         self._units: dict[tuple, _LayerCost] = {}
         self._unit_times: dict[tuple, tuple[dict[Phase, float], float, float]] = {}
-        self._tables: dict[tuple, LayerKernels] = {}
         self._models: dict[str, AnalyticalModel] = {}
         self._params: dict[tuple, tuple[float, float]] = {}
         self._stages: dict[tuple, _StageCost] = {}
@@ -105,6 +104,7 @@ class Estimator:
         self._pipelines: dict[tuple, tuple[int, _StageCost, float, float]] = {}
         self._layouts: dict[tuple, RankLayout] = {}
         self._groups: dict[tuple, tuple[int, ...]] = {}
+        self._syncs: dict[tuple, tuple[list[tuple[float, float, float]], float]] = {}
         self._kernel_times: dict[str, dict[KernelSpec, float]] = {}
 
     def compute_model(self, dtype: str) -> AnalyticalModel:
@@ -130,7 +130,7 @@ class Estimator:
         s = strategy
         layout = self._layout(s)
         layers = PipelineLayers.of(workload)
-        kernels = self._kernels(strategy, workload)
+        kernels = LayerKernels.weights_of(workload)  # which layers are MoE, and the parameters a stage holds
         microbatches = workload.training.global_batch_size // (s.micro_batch_size * s.dp)
         slowest, cost, every_stage, every_weight_grad = self._pipeline_cost(s, workload, kernels, layers)
         per_mb = cost.total
@@ -149,9 +149,9 @@ class Estimator:
 
     @staticmethod
     def kernel_key(s: Strategy) -> tuple:
-        """What a layer's kernels and their times depend on (neither recomputation nor TP overlap changes them)."""
-        expert_layout = s.dp if s.ep > 1 else 0
-        return s.tp, s.cp, expert_layout, s.ep, s.etp, s.micro_batch_size, s.sequence_parallel, s.dtype
+        """What a layer's kernels and their times depend on (neither recomputation, TP overlap nor where the
+        expert-parallel group's members sit changes them)."""
+        return s.tp, s.cp, s.ep, s.etp, s.micro_batch_size, s.sequence_parallel, s.dtype
 
     @staticmethod
     def shape_key(s: Strategy) -> tuple:
@@ -182,7 +182,7 @@ class Estimator:
             for kind, count in composition:
                 unit_key = (self.shape_key(s), kind)
                 if unit_key not in self._units:
-                    self._units[unit_key] = self._cost_of_unit(s, workload, kernels, kind)
+                    self._units[unit_key] = self._cost_of_unit(s, workload, kind)
                 total.add(self._units[unit_key], count)
             self._stages[key] = total
         return self._stages[key]
@@ -196,8 +196,9 @@ class Estimator:
             self._compositions[key] = tuple(sorted(kinds.items()))
         return self._compositions[key]
 
-    def _cost_of_unit(self, s: Strategy, workload: MegatronWorkload, kernels: LayerKernels, unit: int) -> _LayerCost:
+    def _cost_of_unit(self, s: Strategy, workload: MegatronWorkload, unit: int) -> _LayerCost:
         """Kernels and exposed communication of a dense layer (unit 0), an MoE layer (1), the embedding or head."""
+        kernels = LayerKernels.shared(workload)
         seconds, gemms, attention_core = self._unit_seconds(s, kernels, unit)
         forward, backward = seconds[Phase.fwd], seconds[Phase.bwd_ig] + seconds[Phase.bwd_wg]
         recompute = 0.0
@@ -233,7 +234,7 @@ class Estimator:
         as a stage's total counts them."""
         key = (self.shape_key(s), unit)
         if key not in self._units:
-            self._units[key] = self._cost_of_unit(s, workload, self._kernels(s, workload), unit)
+            self._units[key] = self._cost_of_unit(s, workload, unit)
         cost = _StageCost()
         cost.add(self._units[key])
         return cost.total
@@ -348,21 +349,9 @@ class Estimator:
     def _data_parallel(self, s: Strategy, workload: MegatronWorkload, layout: RankLayout,
                        params: tuple[float, float], cost: _StageCost, microbatches: int) -> tuple[float, float]:
         """(exposed gradient and parameter sync, optimizer step) of the slowest stage."""
-        dense, expert = params
-        shape = ShardShape.of(workload)
-        groups = ((dense, self._group(s, layout, "dp_cp")), (expert, self._group(s, layout, "edp")))
+        syncs, optimizer = self._gradient_sync(s, workload, layout, params)
         exposed = 0.0
-        shards = 0.0
-        for count, group in groups:
-            if count == 0:
-                continue
-            shards += count / len(group)
-            if len(group) == 1:
-                continue
-            grads, weights = count * shape.grad_bytes, count * shape.act_bytes
-            scatter = self.seconds(RS, group, grads)
-            gather = self.seconds(AG, group, weights)
-            slower = self.stretch(self.plan.choose(RS, group, grads).channels) - 1  # compute beside the sync
+        for scatter, gather, slower in syncs:
             if s.sharding == "fsdp":  # per layer and micro-batch: gather twice, reduce-scatter once
                 sync = 2 * gather + scatter
                 exposed += microbatches * (max(0.0, sync - cost.compute) + min(sync, cost.compute) * slower)
@@ -372,16 +361,31 @@ class Estimator:
             else:  # the last micro-batch's backward hides the reduction, the first forward the gather
                 exposed += max(0.0, scatter - cost.backward) + min(scatter, cost.backward) * slower
                 exposed += max(0.0, gather - cost.forward) + min(gather, cost.forward) * slower
-        step = memory_bound("adam", Phase.step, ADAM_BYTES_PER_PARAM * shards, shards)
-        optimizer = float(self.kernel_seconds(s.dtype, [step]).sum())
         return exposed, optimizer
 
-    def _kernels(self, s: Strategy, workload: MegatronWorkload) -> LayerKernels:
-        """The workload's kernel table, shared by strategies of the same kernel shape."""
-        key = self.kernel_key(s)
-        if key not in self._tables:
-            self._tables[key] = LayerKernels.of(workload)
-        return self._tables[key]
+    def _gradient_sync(self, s: Strategy, workload: MegatronWorkload, layout: RankLayout,
+                       params: tuple[float, float]) -> tuple[list[tuple[float, float, float]], float]:
+        """Per data-parallel group of more than one rank that holds parameters of the stage (dense over dp x cp,
+        experts over the expert-data-parallel group): the seconds of its gradient reduce-scatter and parameter
+        all-gather and how much slower compute runs beside them; and the optimizer step's seconds. Cached per
+        layout, number format (the element sizes: the rest of the workload is the search's base) and counts."""
+        key = (s.tp, s.cp, s.dp, s.pp, s.ep, s.etp, s.dtype, params)
+        if key not in self._syncs:
+            dense, expert = params
+            shape = ShardShape.of(workload)
+            syncs, shards = [], 0.0
+            for count, group in ((dense, self._group(s, layout, "dp_cp")), (expert, self._group(s, layout, "edp"))):
+                if count == 0:
+                    continue
+                shards += count / len(group)
+                if len(group) == 1:
+                    continue
+                grads, weights = count * shape.grad_bytes, count * shape.act_bytes
+                slower = self.stretch(self.plan.choose(RS, group, grads).channels) - 1  # compute beside the sync
+                syncs.append((self.seconds(RS, group, grads), self.seconds(AG, group, weights), slower))
+            step = memory_bound("adam", Phase.step, ADAM_BYTES_PER_PARAM * shards, shards)
+            self._syncs[key] = syncs, float(self.kernel_seconds(s.dtype, [step]).sum())
+        return self._syncs[key]
 
 
 @dataclass

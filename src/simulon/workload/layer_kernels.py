@@ -7,7 +7,7 @@ create 96 copies), and by every phase: name -> {fwd, bwd_ig, bwd_wg, recompute} 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 from ..config.common import DType
 from ..config.number_formats import HIGH_PRECISION_GEMMS, TrainingFormat
@@ -66,6 +66,11 @@ class ShardShape:
     def in_bf16(self) -> ShardShape:
         """The same shard with 16-bit GEMMs: a layer the format's recipe keeps in bf16."""
         return replace(self, quantized_bytes=None, number_format=None)
+
+    def one_sequence(self) -> ShardShape:
+        """The same shard running one whole sequence (micro-batch 1, no context parallelism): its GEMMs have the
+        same weights, so it counts the same parameters (LayerKernels.weights_of)."""
+        return replace(self, tokens=self.full_seq, seq=self.full_seq, batch=1, cp=1, cp_ring=False)
 
     @property
     def expert_tp(self) -> int:
@@ -173,6 +178,23 @@ class LayerKernels:
         """The kernels of a workload as its training block asks them to run."""
         train = workload.training
         return cls(workload.model, ShardShape.of(workload), train.attention, train.elementwise, train.cross_entropy)
+
+    @classmethod
+    def shared(cls, workload: MegatronWorkload) -> LayerKernels:
+        """LayerKernels.of(workload), one table per model, shard shape and kernel choices (the last SHARED_TABLES
+        kept): strategies that differ only in what the table does not depend on (recomputation, sharding, data
+        parallelism, the pipeline) share it; a strategy search times thousands of strategies."""
+        train = workload.training
+        return _shared_table(workload.model, ShardShape.of(workload), train.attention, train.elementwise,
+                             train.cross_entropy)
+
+    @classmethod
+    def weights_of(cls, workload: MegatronWorkload) -> LayerKernels:
+        """A shared table to count the workload's parameters on (layer_params, vocab_params): that of one whole
+        sequence per rank (ShardShape.one_sequence), the same for every micro-batch and context-parallel size."""
+        train = workload.training
+        return _shared_table(workload.model, ShardShape.of(workload).one_sequence(), train.attention,
+                             train.elementwise, train.cross_entropy)
 
     def at(self, layer: int) -> LayerKernels:
         """The kernels transformer layer `layer` runs: these, or their bf16 twin where the run's number format
@@ -416,3 +438,15 @@ class LayerKernels:
     @property
     def vocab_params(self) -> float:
         return self.vocab_shard * self.model.hidden_size
+
+
+SHARED_TABLES = 256
+"""Kernel tables LayerKernels.shared keeps, the most recently used (about 50 kB each): a choice. A DeepSeek-V3
+search on 2,048 GPUs times about 3,200 shard shapes, each (tp, pp, vpp) over every micro-batch, context- and
+expert-parallel size; its estimator asks for a table only where it has not timed that shape yet."""
+
+
+@lru_cache(maxsize=SHARED_TABLES)
+def _shared_table(model: ModelSpec, shape: ShardShape, attention: str, elementwise: str,
+                  cross_entropy: str) -> LayerKernels:
+    return LayerKernels(model, shape, attention, elementwise, cross_entropy)
