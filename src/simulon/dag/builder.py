@@ -513,9 +513,14 @@ class DAGBuilder:
                 self._edges(waits, done[i])  # a blocking receive: the transfer waits for it
             made[i] = self.n - base - local.before[i]
         self.op = -1
-        self.n = base + local.count + made[local.others[-1] if local.others else -1]
-        at = np.arange(local.count) + np.array([0] + [made[i] for i in local.others], dtype=np.int64)[
-            local.others_before]  # where each kernel's node falls among the collectives' and transfers'
+        self._place_kernels(rank, local, base, [made[i] for i in local.others], done, began)
+
+    def _place_kernels(self, rank: int, local: LocalNodes, base: int, made: list[int], done: list[int],
+                       began: list[int]) -> None:
+        """A rank's kernels among the nodes its other ops made (`made`: how many up to each, in order), from
+        `base`; their edges from the other ops' nodes (`done`, `began`) among theirs, in the order of the ops."""
+        self.n = base + local.count + (made[-1] if made else 0)
+        at = np.arange(local.count) + np.array([0, *made], dtype=np.int64)[local.others_before]
         values = np.concatenate([base + at, np.array([began[w] if of_start else done[w]
                                                       for w, of_start in local.external], dtype=np.int64)])
         self._rank_edges(local, values[local.edge_src], base + at[local.edge_dst])
