@@ -45,8 +45,6 @@ class ExpansionTemplate:
     simulated: tuple[int, ...]          # positions that get markers
     lanes: int                          # channels each simulated channel stands for
     steps: int                          # ring steps each flow carries (1 but in steady state)
-    flow_src: np.ndarray                # position of the flow's GPU (its sender, or the receiver of a switch leg)
-    flow_dst: np.ndarray                # position of its receiver, or a switch endpoint code
     kind: np.ndarray                    # per local node: the markers, then the kept flows
     gpu: np.ndarray                     # per local node: its GPU's position
     peer: np.ndarray                    # per local node: a flow's receiver's position or switch endpoint code, or -1
@@ -56,6 +54,16 @@ class ExpansionTemplate:
     edge_dst: np.ndarray
     stream_src: np.ndarray              # from a flow to its sender's next one (released at its last byte)
     stream_dst: np.ndarray
+
+    @property
+    def flow_src(self) -> np.ndarray:
+        """Per kept flow: the position of its GPU (its sender, or the receiver of a switch leg)."""
+        return self.gpu[2 * len(self.simulated):]
+
+    @property
+    def flow_dst(self) -> np.ndarray:
+        """Per kept flow: the position of its receiver, or a switch endpoint code."""
+        return self.peer[2 * len(self.simulated):]
 
 
 def _last_steps(pos: np.ndarray, flows: FlowSet, n: int) -> np.ndarray:
@@ -199,9 +207,9 @@ def expansion_template(ctype: CollType, size: float, choice: Choice, shape: Grou
              "parent": np.concatenate([no_marker, first_parent[kept]])}
     ids = [np.asarray(a, dtype=np.int64) for a in (np.concatenate([e[0] for e in edges]),
                                                     np.concatenate([e[1] for e in edges]), stream_src, stream_dst)]
-    return ExpansionTemplate(simulated, flows.lanes, flows.periods, owner[kept], dst[kept],
-                             nodes["kind"].astype(np.uint8), nodes["gpu"].astype(np.int64),
-                             nodes["peer"].astype(np.int64), nodes["size"].astype(np.float64), nodes["parent"], *ids)
+    return ExpansionTemplate(simulated, flows.lanes, flows.periods, nodes["kind"].astype(np.uint8),
+                             nodes["gpu"].astype(np.int64), nodes["peer"].astype(np.int64),
+                             nodes["size"].astype(np.float64), nodes["parent"], *ids)
 
 
 @dataclass(frozen=True)
@@ -360,7 +368,6 @@ class DAGBuilder:
         self.stage_of = layout.coords[:, 3].tolist()
         self._groups: dict[tuple[str, int], tuple[int, ...]] = {}
         self._spread: dict[tuple[str, int], bool] = {}    # (axis, rank) -> Fold.expands of its group
-        self._kernels: dict[int, list[int]] = {}           # program index -> each op's kernel index (-1: none)
         self._local: dict[int, LocalNodes] = {}           # program index -> its kernels' nodes
         self._templates: dict[tuple, ExpansionTemplate] = {}
         self._folded: dict[tuple[int, ...], tuple[int, ...]] = {}  # group -> fold_positions
@@ -552,12 +559,10 @@ class DAGBuilder:
 
     def _kernel_ids(self, index: int) -> list[int]:
         """Each op's kernel index in program `index` (-1 for ops that are not kernels), numbered in order of
-        first appearance over the build: a program's ops are hashed once, not once per rank that runs it."""
-        if index not in self._kernels:
-            table = self.kernel_index
-            self._kernels[index] = [table.setdefault(op.kernel, len(table)) if isinstance(op, ComputeOp) else -1
-                                    for op in self.programs[index].ops]
-        return self._kernels[index]
+        first appearance over the build (asked once per program, by _local_nodes)."""
+        table = self.kernel_index
+        return [table.setdefault(op.kernel, len(table)) if isinstance(op, ComputeOp) else -1
+                for op in self.programs[index].ops]
 
     def _expands(self, axis: str, rank: int) -> bool:
         """Fold.expands of `rank`'s group of `axis`, asked once per rank and axis."""

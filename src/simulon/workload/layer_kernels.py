@@ -176,25 +176,20 @@ class LayerKernels:
     @classmethod
     def of(cls, workload: MegatronWorkload) -> LayerKernels:
         """The kernels of a workload as its training block asks them to run."""
-        train = workload.training
-        return cls(workload.model, ShardShape.of(workload), train.attention, train.elementwise, train.cross_entropy)
+        return cls(*_arguments(workload, ShardShape.of(workload)))
 
     @classmethod
     def shared(cls, workload: MegatronWorkload) -> LayerKernels:
         """LayerKernels.of(workload), one table per model, shard shape and kernel choices (the last SHARED_TABLES
         kept): strategies that differ only in what the table does not depend on (recomputation, sharding, data
         parallelism, the pipeline) share it; a strategy search times thousands of strategies."""
-        train = workload.training
-        return _shared_table(workload.model, ShardShape.of(workload), train.attention, train.elementwise,
-                             train.cross_entropy)
+        return _shared_table(*_arguments(workload, ShardShape.of(workload)))
 
     @classmethod
     def weights_of(cls, workload: MegatronWorkload) -> LayerKernels:
         """A shared table to count the workload's parameters on (layer_params, vocab_params): that of one whole
         sequence per rank (ShardShape.one_sequence), the same for every micro-batch and context-parallel size."""
-        train = workload.training
-        return _shared_table(workload.model, ShardShape.of(workload).one_sequence(), train.attention,
-                             train.elementwise, train.cross_entropy)
+        return _shared_table(*_arguments(workload, ShardShape.of(workload).one_sequence()))
 
     def at(self, layer: int) -> LayerKernels:
         """The kernels transformer layer `layer` runs: these, or their bf16 twin where the run's number format
@@ -440,10 +435,17 @@ class LayerKernels:
         return self.vocab_shard * self.model.hidden_size
 
 
+def _arguments(workload: MegatronWorkload, shape: ShardShape) -> tuple[ModelSpec, ShardShape, str, str, str]:
+    """LayerKernels' arguments for a workload's model and kernel choices on `shape`."""
+    train = workload.training
+    return workload.model, shape, train.attention, train.elementwise, train.cross_entropy
+
+
 SHARED_TABLES = 256
-"""Kernel tables LayerKernels.shared keeps, the most recently used (about 50 kB each): a choice. A DeepSeek-V3
-search on 2,048 GPUs times about 3,200 shard shapes, each (tp, pp, vpp) over every micro-batch, context- and
-expert-parallel size; its estimator asks for a table only where it has not timed that shape yet."""
+"""Kernel tables LayerKernels.shared keeps, the most recently used: a choice, not a fit. A table of DeepSeek-V3
+holds about 48 kB (tracemalloc over 20 built); its search on 2,048 GPUs times 3,171 shard shapes, each (tp, pp,
+vpp) over every micro-batch, context- and expert-parallel size, and its estimator asks for a table only where it
+has not timed that shape yet."""
 
 
 @lru_cache(maxsize=SHARED_TABLES)
