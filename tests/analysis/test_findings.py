@@ -72,6 +72,10 @@ def test_the_advice_suggests_first_what_the_scenario_does_not_already_do():
                                            extra_parallelism={"vpp": 2}))
     assert "vpp" not in advice("bubble", interleaved) and "zb_h1" in advice("bubble", interleaved)
     assert advice("bubble", Settings()).count(",") >= 3  # unknown settings: every option
+    reducing = Settings.of(gpt_scenario(extra_parallelism={"distributed_optimizer": True}))
+    assert "overlap_grad_reduce" not in advice("DP", reducing) and "overlap_param_gather" not in advice("DP", reducing)
+    serial = Settings.of(gpt_scenario(extra_parallelism={"distributed_optimizer": True, "overlap_grad_reduce": False}))
+    assert advice("DP", serial).startswith("set overlap_grad_reduce, overlap the parameter all-gather")
 
 
 def test_a_run_on_a_bubble_shrinking_schedule_is_not_told_to_try_zero_bubble_or_interleaving():

@@ -551,3 +551,12 @@ def test_invalid_yaml_template_file_gives_one_line(tmp_path):
 def test_every_shipped_example_is_a_valid_scenario(path):
     """The loader checks the strategy against the cluster; an example must pass it as shipped."""
     assert load_scenario(path).workload is not None
+
+
+def test_the_parameter_gather_overlaps_only_with_the_gradient_reduction_as_megatron_requires(tmp_path):
+    data = seed()
+    data["workload"]["parallelism"].update(overlap_grad_reduce=False, overlap_param_gather=True)
+    path, message = load_error(tmp_path, "gather.yaml", data)
+    assert str(path) in message and "overlap_param_gather" in message and "overlap_grad_reduce" in message
+    del data["workload"]["parallelism"]["overlap_param_gather"]
+    assert not load_scenario(write(tmp_path, "follows.yaml", data)).workload.parallelism.gathers_overlapped

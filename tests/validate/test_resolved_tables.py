@@ -76,3 +76,17 @@ def test_kernel_rows_on_gpus_no_table_listed_are_observed_on_their_templates():
     assert observation(0, {**row, "hardware": "NVIDIA GH200 SXM", "notes": ""}).gpu == "gh200"
     assert observation(0, {**row, "hardware": "AMD Instinct MI355X OAM"}).gpu == "mi355x"
     assert "Intel Gaudi is not modelled" in observation(0, {**row, "hardware": "Intel Gaudi 3"})
+
+
+@pytest.mark.parametrize(("framework", "overlapped"), [
+    ("Megatron-LM @23e00ed0 + TE 2.11 (NGC pytorch 26.01)", False), ("Megatron-LM v2.5", False),
+    ("NeMo 24.07 (Megatron-Core)", True), ("Megatron-Core r0.8.0", True),
+])
+def test_megatron_lm_run_as_is_reduces_gradients_after_the_backward_and_recipes_overlap_them(framework, overlapped):
+    """Megatron-LM's --overlap-grad-reduce and --overlap-param-gather are off unless given; NVIDIA's recipes and
+    scaling runs give both."""
+    row = training_row(hardware="8x B200 (1 node, NVLink5)", num_gpus="8", model="llama3-70b", layers="2",
+                       seq_len="4096", precision="bf16", framework=framework, tp="2", gbs="8", mbs="1",
+                       iter_time_s="0.5")
+    parallelism = scenario_from_row(row).workload.parallelism
+    assert parallelism.overlap_grad_reduce is overlapped and parallelism.gathers_overlapped is overlapped

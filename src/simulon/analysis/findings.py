@@ -20,8 +20,6 @@ from .kinds import COMM_KINDS
 ADVICE = {
     "CP": "lower cp, or give each rank a longer sequence so attention hides the key/value exchange",
     "EP": "keep the expert-parallel group inside the NVLink domain, lower ep, or add NIC bandwidth",
-    "DP": "set overlap_grad_reduce, a larger grad_bucket_size, or more micro-batches so that backward hides the "
-          "gradient reduction; fewer data-parallel ranks across the slowest tier",
     "PP": "more micro-batches, interleaving (vpp > 1), or a faster link between stages",
     "memory_bound": "a larger micro_batch_size or sequence_length (longer GEMMs), fused elementwise kernels, "
                     "or a GPU with more HBM bandwidth",
@@ -62,13 +60,16 @@ class Settings:
     pinned_channels: int | None = None       # collective.num_channels set by the scenario
     interleaved: bool | None = None
     zero_bubble: bool | None = None
+    overlap_grad_reduce: bool | None = None
+    overlap_param_gather: bool | None = None  # None as well where there is no distributed optimizer
 
     @classmethod
     def of(cls, sc: ScenarioConfig) -> Settings:
         par = sc.workload.parallelism
         return cls(tp_within_scale_up=par.tp <= sc.datacenter.domain_gpus, tp_comm_overlap=par.tp_comm_overlap,
                    pinned_channels=sc.collective.num_channels, interleaved=par.interleaved,
-                   zero_bubble=par.pipeline_schedule in BUBBLE_SCHEDULES)
+                   zero_bubble=par.pipeline_schedule in BUBBLE_SCHEDULES, overlap_grad_reduce=par.overlap_grad_reduce,
+                   overlap_param_gather=par.gathers_overlapped if par.distributed_optimizer else None)
 
 
 BUBBLE_SCHEDULES = ("zb_h1", "zb_v", "dualpipe", "dualpipev")
@@ -99,6 +100,12 @@ def advice(term: str, settings: Settings) -> str:
         if settings.zero_bubble is not True:
             tries.append("the zero-bubble schedule (pipeline_schedule: zb_h1)")
         return _either([*tries, "fewer pipeline stages", "balanced stages (layers_per_stage)"])
+    if term == "DP":
+        tries = [] if settings.overlap_grad_reduce is True else ["set overlap_grad_reduce"]
+        if settings.overlap_param_gather is False:
+            tries.append("overlap the parameter all-gather (overlap_param_gather)")
+        return (_either([*tries, "a larger grad_bucket_size", "more micro-batches so that backward hides the "
+                         "gradient reduction"]) + "; fewer data-parallel ranks across the slowest tier")
     return ADVICE[term]
 
 

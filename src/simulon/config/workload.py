@@ -221,7 +221,16 @@ class ParallelismSpec(StrictModel):
         "none", description="ZeRO-3 (full_shard) or ZeRO-2 (shard_grad_op) sharding over data parallelism")
     fsdp_size: GPUCount | None = Field(None, description="ranks a parameter is sharded over (HSDP); "
                                           "default every data-parallel rank")
-    overlap_grad_reduce: bool = True
+    overlap_grad_reduce: bool = Field(
+        True, description="reduce each gradient bucket as soon as the last micro-batch's backward has filled it "
+        "(Megatron's --overlap-grad-reduce); false: every bucket after the whole backward")
+    overlap_param_gather: bool | None = Field(
+        None, description="distributed optimizer: all-gather each bucket's updated parameters overlapped with the "
+        "next step's forward (Megatron's --overlap-param-gather); false: all of them right after the optimizer step; "
+        "default: as overlap_grad_reduce (Megatron overlaps the gather only when it overlaps the reduction)")
+    average_in_collective: bool = Field(
+        False, description="the gradient reduction averages over the data-parallel ranks (Megatron's "
+        "--ddp-average-in-collective); false: each bucket is first scaled by 1/dp, a pass over its gradients")
     pipeline_send: Literal["full", "partitioned"] = Field(
         "full", description="full: every tensor-parallel rank sends the whole activation to the next stage "
         "(Megatron-Core); partitioned: each sends its 1/tp share, all-gathered over tp on arrival (DeepSpeed's "
@@ -268,6 +277,11 @@ class ParallelismSpec(StrictModel):
         """Megatron's interleaved 1F1B (the V and DualPipe schedules place their chunks their own way)."""
         return self.pipeline_schedule not in SCHEDULE_CHUNKS and (self.vpp > 1 or
                                                                    self.pipeline_schedule == "interleaved_1f1b")
+
+    @property
+    def gathers_overlapped(self) -> bool:
+        """Whether the distributed optimizer's parameter all-gather overlaps the next step's forward."""
+        return self.overlap_grad_reduce if self.overlap_param_gather is None else self.overlap_param_gather
 
     @property
     def etp(self) -> int:
@@ -366,6 +380,14 @@ class MegatronWorkload(StrictModel):
         if self.framework == "deepspeed" and (par.vpp > 1 or par.pipeline_schedule != "1f1b"):
             raise FieldError("framework", "deepspeed's PipelineEngine runs plain 1F1B (vpp 1, pipeline_schedule "
                              f"1f1b), not {par.pipeline_schedule} with vpp {par.vpp}")
+        return self
+
+    @model_validator(mode="after")
+    def _param_gather_overlaps_with_grad_reduce(self) -> MegatronWorkload:
+        par = self.parallelism
+        if par.overlap_param_gather and not par.overlap_grad_reduce:
+            raise FieldError("parallelism.overlap_param_gather", "Megatron overlaps the parameter all-gather only "
+                             "together with the gradient reduction: set overlap_grad_reduce too, or leave it out")
         return self
 
     @model_validator(mode="after")

@@ -14,8 +14,9 @@ the formula's (pp - 1) / vpp x t; uneven ones, a lighter first or last stage, a 
 (Qi et al., ICLR 2024, section 3.1) each other stage's share is T_F + T_B - T_W instead of T_F + T_B + T_W, its
 weight gradients filling the cool-down (workload/schedule.py runs the same schedule in the replay), plus the
 data-parallel synchronisation the last micro-batch's backward (gradient reduce) and the first forward
-(parameter all-gather) cannot hide, plus the optimizer step. FSDP gathers each layer's weights before its
-forward and backward: what outlasts the layer's compute is exposed.
+(parameter all-gather) cannot hide (all of it where the workload does not overlap them), plus the optimizer
+step and the passes over Megatron's gradient buffers (workload/data_parallel.py). FSDP gathers each layer's
+weights before its forward and backward: what outlasts the layer's compute is exposed.
 
 Kernels that run beside communication lose the SMs NCCL holds (one per channel), as in the replay
 (engine/replay.py): the compute a collective overlaps is stretched by sm / (sm - channels).
@@ -41,8 +42,8 @@ from ..config.scenario import CollectiveConfig
 from ..config.workload import MegatronWorkload
 from ..engine.replay import MAX_HELD_SHARE
 from ..pipeline import time_collective
-from ..workload.data_parallel import ADAM_BYTES_PER_PARAM
-from ..workload.kernels import KernelClass, KernelSpec, Phase, memory_bound
+from ..workload.data_parallel import bucket_kernel, grad_zero_kernel, optimizer_kernel
+from ..workload.kernels import KernelClass, KernelSpec, Phase
 from ..workload.layer_kernels import RING_BLOCK, LayerKernels, ShardShape
 from ..workload.layout import RankLayout
 from ..workload.parameters import ModelParameters, PipelineLayers
@@ -358,9 +359,11 @@ class Estimator:
             elif s.sharding == "zero2":  # gradients reduce-scattered every micro-batch
                 exposed += microbatches * (max(0.0, scatter - cost.backward) + min(scatter, cost.backward) * slower)
                 exposed += max(0.0, gather - cost.forward) + min(gather, cost.forward) * slower
-            else:  # the last micro-batch's backward hides the reduction, the first forward the gather
-                exposed += max(0.0, scatter - cost.backward) + min(scatter, cost.backward) * slower
-                exposed += max(0.0, gather - cost.forward) + min(gather, cost.forward) * slower
+            else:  # the last micro-batch's backward hides the reduction, the first forward the gather (if overlapped)
+                backward = cost.backward if workload.parallelism.overlap_grad_reduce else 0.0
+                forward = cost.forward if workload.parallelism.gathers_overlapped else 0.0
+                exposed += max(0.0, scatter - backward) + min(scatter, backward) * slower
+                exposed += max(0.0, gather - forward) + min(gather, forward) * slower
         return exposed, optimizer
 
     def _gradient_sync(self, s: Strategy, workload: MegatronWorkload, layout: RankLayout,
@@ -369,7 +372,7 @@ class Estimator:
         experts over the expert-data-parallel group): the seconds of its gradient reduce-scatter and parameter
         all-gather and how much slower compute runs beside them; and the optimizer step's seconds. Cached per
         layout, number format (the element sizes: the rest of the workload is the search's base) and counts."""
-        key = (s.tp, s.cp, s.dp, s.pp, s.ep, s.etp, s.dtype, params)
+        key = (s.tp, s.cp, s.dp, s.pp, s.ep, s.etp, s.dtype, s.sharding, params)
         if key not in self._syncs:
             dense, expert = params
             shape = ShardShape.of(workload)
@@ -383,8 +386,13 @@ class Estimator:
                 grads, weights = count * shape.grad_bytes, count * shape.act_bytes
                 slower = self.stretch(self.plan.choose(RS, group, grads).channels) - 1  # compute beside the sync
                 syncs.append((self.seconds(RS, group, grads), self.seconds(AG, group, weights), slower))
-            step = memory_bound("adam", Phase.step, ADAM_BYTES_PER_PARAM * shards, shards)
-            self._syncs[key] = syncs, float(self.kernel_seconds(s.dtype, [step]).sum())
+            megatron = s.sharding == "distributed_optimizer"  # Megatron's gradient buffers (not ZeRO-2's or FSDP's)
+            step = [optimizer_kernel(shards, megatron)]
+            if megatron:
+                held = (dense + expert) * shape.grad_bytes
+                scaled = len(self._group(s, layout, "dp_cp")) > 1 and not workload.parallelism.average_in_collective
+                step += [grad_zero_kernel(held), bucket_kernel(held, scaled)]
+            self._syncs[key] = syncs, float(self.kernel_seconds(s.dtype, step).sum())
         return self._syncs[key]
 
 

@@ -37,8 +37,15 @@ def megatron_arguments(strategy: Strategy, sc: ScenarioConfig) -> list[str]:
         args.append("--recompute-granularity selective")
     elif s.recompute == "full":
         args += ["--recompute-granularity full", "--recompute-method uniform", "--recompute-num-layers 1"]
+    par = sc.workload.parallelism  # what the simulation assumed; Megatron-LM overlaps none of it unless told
+    if par.overlap_grad_reduce:
+        args.append("--overlap-grad-reduce")
+    if par.average_in_collective:
+        args.append("--ddp-average-in-collective")
     if s.sharding == "distributed_optimizer":
         args.append("--use-distributed-optimizer")
+        if par.gathers_overlapped:
+            args.append("--overlap-param-gather")
     else:
         strategy_name = "optim_grads" if s.sharding == "zero2" else "optim_grads_params"
         args += ["--use-megatron-fsdp", f"--data-parallel-sharding-strategy {strategy_name}"]

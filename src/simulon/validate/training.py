@@ -47,6 +47,7 @@ class FrameworkDefaults:
     cross_entropy: str = "vocab_parallel"
     micro_batch_size: int = 1
     grad_reduce_dtype: str | None = None  # the gradient buffer's type where it is not Megatron's default
+    overlap_grad_reduce: bool = True      # and, with the distributed optimizer, the parameter all-gather
 
 
 NEMO_RECIPES = FrameworkDefaults(sequence_parallel=True, tp_comm_overlap=True, distributed_optimizer=True,
@@ -58,9 +59,15 @@ scripts and recipes' performance mode set `recipe.trainer.plugins.grad_reduce_in
 MEGATRON_CORE_RUNS = FrameworkDefaults(sequence_parallel=True, tp_comm_overlap=True, distributed_optimizer=True)
 """Megatron-Core's scaling runs: as NeMo's recipes, with Megatron-LM's fp32 gradients under --bf16
 (arguments.py turns on accumulate_allreduce_grads_in_fp32)."""
-MEGATRON_LM_WITH_TE = FrameworkDefaults(sequence_parallel=True, distributed_optimizer=True)
-MEGATRON_LM_2021 = FrameworkDefaults(attention="unfused")
-"""Megatron-LM's 2020-22 releases (v1.x to v3.0, the SC'21 paper's runs): fused softmax, no flash attention."""
+MEGATRON_LM_WITH_TE = FrameworkDefaults(sequence_parallel=True, distributed_optimizer=True, overlap_grad_reduce=False)
+"""Megatron-LM's own command line run as is: its arguments.py leaves --overlap-grad-reduce and
+--overlap-param-gather off unless given (SimuMax's B200 launcher, simu_tools/megatron_scripts/scripts/
+run_pretrain_llama3.sh, gives neither), so the gradients are reduced after the whole backward and the
+parameters gathered after the optimizer step."""
+MEGATRON_LM_2021 = FrameworkDefaults(attention="unfused", overlap_grad_reduce=False)
+"""Megatron-LM's 2020-22 releases (v1.x to v3.0, the SC'21 paper's runs): fused softmax, no flash attention, and
+its default local DDP all-reducing the gradients after the whole backward (v2.6 training.py train_step:
+allreduce_gradients() after forward_backward_func, --DDP-impl local)."""
 FRAMEWORKS = {
     "nemo": NEMO_RECIPES,
     "megatron-core": MEGATRON_CORE_RUNS,
@@ -286,7 +293,7 @@ def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
         "sequence_parallel": habits.sequence_parallel and tp > 1,
         "tp_comm_overlap": habits.tp_comm_overlap and habits.sequence_parallel and tp > 1,
         "distributed_optimizer": habits.distributed_optimizer and fsdp == "none",
-        "fsdp": fsdp, "recompute": recompute,
+        "fsdp": fsdp, "recompute": recompute, "overlap_grad_reduce": habits.overlap_grad_reduce,
     }
     if fsdp_size is not None and fsdp_size < dp * cp:
         parallelism["fsdp_size"] = fsdp_size

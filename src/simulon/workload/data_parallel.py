@@ -3,11 +3,20 @@
 * DDP (Megatron-Core): gradients go into buckets in backward order; each bucket's all-reduce is launched
   as soon as the last micro-batch's backward has produced all of it (overlap_grad_reduce).
 * Distributed optimizer (ZeRO-1): the buckets are reduce-scattered, each rank updates its shard, and the
-  updated parameters are all-gathered bucket by bucket, overlapped with the first forward.
+  updated parameters are all-gathered bucket by bucket, overlapped with the first forward (overlap_param_gather);
+  without the overlap, every bucket right after the optimizer step (DistributedOptimizer.step_with_ready_grads'
+  start_param_sync(force_sync=True)). Megatron-LM's own defaults overlap neither (arguments.py:
+  --overlap-grad-reduce and --overlap-param-gather are off unless given).
 * FSDP (ZeRO-3 full_shard, ZeRO-2 shard_grad_op): every layer's parameters are all-gathered before its
   forward (and again before its backward for full_shard), the next layer's gather prefetched while the
   current one computes, and its gradients reduce-scattered right after its backward, every micro-batch.
 Then the optimizer step (Adam) over the parameters this rank owns.
+
+Megatron's gradient buffers cost memory traffic of their own each step (`megatron_buffer_kernels`,
+`bucket_kernel`): train_step zeroes them before the first forward (zero_grad_buffer), each bucket's gradients are
+normed for the NaN check and scaled by 1/dp before their reduction (ParamAndGradBucketGroup.start_grad_sync), and
+after Adam the updated fp32 master shard is read again to be cast into the bf16 parameters
+(_copy_main_params_to_model_params). Every framework norms its gradients for clipping (clip_grad, 1.0 by default).
 """
 
 from __future__ import annotations
@@ -18,7 +27,7 @@ from typing import NamedTuple
 
 from ..collective.types import CollType
 from ..config.workload import MegatronWorkload
-from .kernels import Phase, memory_bound
+from .kernels import KernelSpec, Phase, memory_bound
 from .layer_kernels import ShardShape
 from .layout import RankLayout
 from .parameters import StageParameters
@@ -27,9 +36,35 @@ from .program import EMBEDDING_LAYER, NO_OP, OPTIMIZER_LAYER, StageProgram, Stre
 ADAM_BYTES_PER_PARAM = 30.0
 """Adam step traffic per parameter with bf16/fp16 mixed precision: fp32 gradient read (4), fp32 master
 weight, first and second moment each read and written (3 x 8), low-precision weight written (2)."""
+GRAD_NORM_BYTES_PER_PARAM = 4.0
+"""Gradient clipping's global L2 norm reads the fp32 gradients of the parameters a rank updates (Megatron's
+get_grad_norm_fp32, torch's clip_grad_norm_)."""
+MASTER_COPY_BYTES_PER_PARAM = 4.0
+"""Megatron's optimizers cast the updated fp32 master weights into the model's bf16 parameters in a kernel of
+their own (_copy_main_params_to_model_params), reading the master again (its 2-byte write is Adam's above)."""
 MEGATRON_MIN_BUCKET_PARAMS = 40_000_000
 """Megatron-Core DDP default bucket: max(40M, 1M x data-parallel size) parameters."""
 AXES = ("dp_cp", "edp")  # dense parameters sync over data x context, expert parameters over expert-data
+
+
+def grad_zero_kernel(grad_bytes: float) -> KernelSpec:
+    """Megatron's train_step zeroing every gradient buffer a rank holds before the first forward."""
+    return memory_bound("grad_zero", Phase.step, grad_bytes, grad_bytes / 4)
+
+
+def bucket_kernel(grad_bytes: float, scaled: bool) -> KernelSpec:
+    """What Megatron does to a bucket's gradients before reducing them: their L2 norm for the NaN check
+    (check_for_nan_in_grad, on in Megatron-LM and NeMo) and, unless the reduction averages (average_in_collective)
+    or one rank holds them, their scaling by 1/dp, a read and a write."""
+    return memory_bound("grad_check_scale" if scaled else "grad_check", Phase.step,
+                        grad_bytes * (3 if scaled else 1), grad_bytes / 4)
+
+
+def optimizer_kernel(params: float, megatron_buffers: bool) -> KernelSpec:
+    """The step over the parameters a rank updates: the clipping norm, Adam and, in Megatron, the cast of the
+    master weights into the model's."""
+    per_param = ADAM_BYTES_PER_PARAM + GRAD_NORM_BYTES_PER_PARAM + megatron_buffers * MASTER_COPY_BYTES_PER_PARAM
+    return memory_bound("optimizer", Phase.step, per_param * params, params)
 
 
 class Gathers(NamedTuple):
@@ -59,7 +94,12 @@ class DataParallelSync:
     # ---- hooks called by the stage emitter ----
 
     def start_of_iteration(self) -> None:
-        if self.parallelism.distributed_optimizer:
+        if self.frozen:
+            return  # frozen weights have no gradient buffer to zero and no update to gather
+        if not self.fsdp:
+            dense, expert = self.parameters.total()
+            self.program.compute(grad_zero_kernel((dense + expert) * self.shape.grad_bytes), OPTIMIZER_LAYER, -1)
+        if self.parallelism.distributed_optimizer and self.parallelism.gathers_overlapped:
             self._distributed_optimizer_gathers()
 
     def before_forward(self, unit: int, mb: int, next_unit: int | None) -> Gathers:
@@ -92,6 +132,8 @@ class DataParallelSync:
                 self._launch(axis)
             self._tied_embedding_sync()
         self._optimizer_step()
+        if self.parallelism.distributed_optimizer and not self.parallelism.gathers_overlapped and not self.fsdp:
+            self._distributed_optimizer_gathers()
 
     def _optimizer_step(self) -> None:
         """Adam over the parameters this rank owns: its shard under FSDP or the distributed optimizer."""
@@ -101,8 +143,8 @@ class DataParallelSync:
         elif self.parallelism.distributed_optimizer:
             dense, expert = dense / self.group_size["dp_cp"], expert / self.group_size["edp"]
         params = dense + expert
-        optimizer = memory_bound("optimizer", Phase.step, ADAM_BYTES_PER_PARAM * params, params)
-        self.program.compute(optimizer, OPTIMIZER_LAYER, -1, tuple(self.syncs))
+        self.program.compute(optimizer_kernel(params, megatron_buffers=not self.fsdp), OPTIMIZER_LAYER, -1,
+                             tuple(self.syncs))
 
     # ---- DDP and distributed optimizer ----
 
@@ -116,7 +158,11 @@ class DataParallelSync:
 
     def _launch(self, axis: str) -> None:
         params, self._bucket[axis] = self._bucket[axis], 0.0
-        if self.group_size[axis] == 1 or params == 0:
+        if params == 0:
+            return
+        scaled = self.group_size["dp_cp"] > 1 and not self.parallelism.average_in_collective
+        self.program.compute(bucket_kernel(params * self.shape.grad_bytes, scaled), OPTIMIZER_LAYER, -1)
+        if self.group_size[axis] == 1:
             return
         scatter = self.parallelism.distributed_optimizer
         label = ("expert_" if axis == "edp" else "") + ("grad_reduce_scatter" if scatter else "grad_allreduce")
@@ -142,8 +188,9 @@ class DataParallelSync:
                                                       "mirror_grad_allreduce", OPTIMIZER_LAYER, -1, Phase.step))
 
     def _distributed_optimizer_gathers(self) -> None:
-        """All-gather the updated parameters bucket by bucket in forward order; the first forward of each
-        unit waits for its bucket (in steady state, the previous step's gather overlapping this one)."""
+        """All-gather the updated parameters bucket by bucket in forward order: at the start of the step, where the
+        first forward of each unit waits for its bucket (in steady state, the previous step's gather overlapping
+        this one), or after the optimizer step, which they follow."""
         units = self.parameters.units
         for axis_index, axis in enumerate(AXES):
             if self.group_size[axis] == 1:
