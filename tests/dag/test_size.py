@@ -36,6 +36,9 @@ CASES = {
                                         moe={"num_experts": 8, "top_k": 2}),
     "sequence parallel, context parallel": dict(nodes=2, gpus_per_node=8, tp=2, gbs=8, seq=1024,
                                                 extra_parallelism={"sequence_parallel": True, "cp": 2}),
+    # collectives every stage reaches: the gradient norm's all-reduce over the pipeline, DualPipe's mirrored sums
+    "dualpipe, calls across stages": dict(nodes=2, gpus_per_node=4, pp=4, gbs=16, layers=8,
+                                          extra_parallelism={"pipeline_schedule": "dualpipe"}),
 }
 
 

@@ -7,8 +7,9 @@ two markers per simulated member and the flows its expansion template keeps (dag
 from one period of the collective: a 1,024-member ring from one step of its 2,046). One template is taken per
 (stage, call) from the group of the stage's first simulated rank and stands for the stage's other groups of that
 axis (they have the same size and, on the fabrics simulon builds, nearly the same flows). A collective shared by
-two stages (the tied embedding's all-reduce) is counted in both; one joining replicas that run different programs
-(the gradient reduction under dp_shares) is one instance, counted once.
+several stages (the tied embedding's, the gradient norm's and DualPipe's mirrored all-reduces) is counted once per
+group and occurrence, as the builder keys it; one joining replicas that run different programs (the gradient
+reduction under dp_shares) is one instance, counted once.
 
 The memory is a line fitted to measured runs (benchmarks/bench_dag_memory.py, written to
 data/memory_cost.yaml): peak resident bytes over an import of simulon, a fixed part (the compiled replay's
@@ -142,6 +143,7 @@ def estimate_size(programs: list[StageProgram], layout: RankLayout, fold: Fold, 
     nodes = flows = entries = 0
     spread = _footprint_spread(fold, plan.topology)
     joint_counted: set[int] = set()  # stages whose calls over groups joining several programs' ranks are counted
+    across_stages: dict[tuple, set] = {}  # calls over groups of several stages: the groups already counted
     for i, prog in enumerate(programs):
         ranks = simulated[runs == i].tolist()
         if not ranks:
@@ -153,11 +155,12 @@ def estimate_size(programs: list[StageProgram], layout: RankLayout, fold: Fold, 
         nodes += len(ranks) * (per_rank + sends)
         flows += len(ranks) * sends
         entries += spread * int(fold.multiplicity[ranks].sum()) * sends
-        groups: dict[str, tuple[int, tuple[int, ...], tuple[int, ...], int]] = {}  # axis -> (groups built,
-        # a sample group, its members' representatives' positions, markers a call adds besides its groups')
+        groups: dict[str, tuple[frozenset, tuple[int, ...], tuple[int, ...], int]] = {}  # axis -> (groups
+        # built, a sample group, its members' representatives' positions, markers a call adds besides its groups')
         joint_axes: dict[str, bool] = {}
         per_call: dict[tuple, tuple[int, int, int]] = {}  # (axis, type, size) -> (nodes, flows, footprint
-        # entries) of all its groups
+        # entries) of one group
+        occurrences: Counter[tuple] = Counter()
         for op in calls:
             if op.axis not in joint_axes:
                 joint_axes[op.axis] = len(stage_ranks) > len(ranks) and _joins_replicas(op.axis, ranks[0], layout)
@@ -165,21 +168,32 @@ def estimate_size(programs: list[StageProgram], layout: RankLayout, fold: Fold, 
             if joint and not first_of_stage:
                 continue  # the same call of the stage's other programs: counted with the first
             key = (op.axis, op.ctype, op.nbytes, op.algorithm)
+            if op.axis not in groups:
+                groups[op.axis] = _axis_groups(op.axis, stage_ranks if joint else ranks, layout, fold, plan)
+            built, sample, fold_pos, joins = groups[op.axis]
             if key not in per_call:
-                if op.axis not in groups:
-                    groups[op.axis] = _axis_groups(op.axis, stage_ranks if joint else ranks, layout, fold, plan)
-                count, sample, fold_pos, joins = groups[op.axis]
                 choice = plan.choose(op.ctype, sample, op.nbytes, op.algorithm)
                 template = template_counts(op.ctype, op.nbytes, choice, plan.shape(sample), fold_pos,
                                            fold.steady(sample))
-                per_call[key] = (count * (2 * template.simulated + template.flows) + joins,
-                                 count * template.flows,
-                                 count * spread * _leaving_flows(template, sample, fold, plan.topology))
-            call_nodes, call_flows, call_entries = per_call[key]
-            nodes += call_nodes
-            flows += call_flows
-            entries += call_entries
+                per_call[key] = (2 * template.simulated + template.flows, template.flows,
+                                 spread * _leaving_flows(template, sample, fold, plan.topology))
+            call = (op.label, op.layer, op.microbatch, op.phase)
+            occurrences[call] += 1
+            if _spans_stages(op.axis, sample, layout):  # one instance per group, whichever stage reaches it
+                seen = across_stages.setdefault((*call, occurrences[call]), set())
+                built = built - seen
+                seen |= built
+            group_nodes, group_flows, group_entries = per_call[key]
+            nodes += len(built) * group_nodes + joins
+            flows += len(built) * group_flows
+            entries += len(built) * group_entries
     return DagSize(int(nodes), int(flows), len(simulated), int(entries))
+
+
+def _spans_stages(axis: str, group: tuple[int, ...], layout: RankLayout) -> bool:
+    """Whether a group along `axis` holds ranks of several pipeline stages (the pipeline's gradient-norm all-reduce,
+    the tied embedding's): every stage's program reaches the same instance (the builder keys it by its group)."""
+    return len(set(layout.coords[list(group), 3].tolist())) > 1
 
 
 def _joins_replicas(axis: str, rank: int, layout: RankLayout) -> bool:
@@ -210,7 +224,7 @@ def _leaving_flows(template: TemplateCounts, sample: tuple[int, ...], fold: Fold
 
 
 def _axis_groups(axis: str, ranks: list[int], layout: RankLayout, fold: Fold,
-                 plan: CollectivePlan) -> tuple[int, tuple[int, ...], tuple[int, ...], int]:
+                 plan: CollectivePlan) -> tuple[frozenset, tuple[int, ...], tuple[int, ...], int]:
     """(groups a call along `axis` builds, a sample group, its members' representatives' positions, the markers
     the call adds besides them) for the simulated `ranks` of one stage. A collective the fold expands
     (Fold.expands) builds every group of every GPU a simulated rank stands for, whole, and a joining marker per
@@ -218,8 +232,8 @@ def _axis_groups(axis: str, ranks: list[int], layout: RankLayout, fold: Fold,
     rep = fold.rep
     sample = layout.group(axis, ranks[0])
     if fold.expands(sample, plan.topology):
-        distinct = {layout.group(axis, int(m)) for r in ranks for m in fold.members(r)}
-        return len(distinct), sample, tuple(range(len(sample))), len(ranks)
+        distinct = frozenset(layout.group(axis, int(m)) for r in ranks for m in fold.members(r))
+        return distinct, sample, tuple(range(len(sample))), len(ranks)
     distinct = {layout.group(axis, r) for r in ranks}
-    built = [g for g in distinct if any(int(rep[m]) == m for m in g)]
-    return len(built), sample, fold_positions(sample, rep), 0
+    built = frozenset(g for g in distinct if any(int(rep[m]) == m for m in g))
+    return built, sample, fold_positions(sample, rep), 0

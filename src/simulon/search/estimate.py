@@ -22,7 +22,8 @@ Kernels that run beside communication lose the SMs NCCL holds (one per channel),
 (engine/replay.py): the compute a collective overlaps is stretched by sm / (sm - channels).
 
 What it leaves out (the replay has it): flows sharing links across concurrent collectives and the exact
-schedule's dependencies.
+schedule's dependencies (among them the clipping norm's all-reduce, which holds every stage's optimizer step until
+the slowest stage has reduced its gradients).
 """
 
 from __future__ import annotations

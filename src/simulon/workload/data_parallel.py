@@ -39,6 +39,8 @@ weight, first and second moment each read and written (3 x 8), low-precision wei
 GRAD_NORM_BYTES_PER_PARAM = 4.0
 """Gradient clipping's global L2 norm reads the fp32 gradients of the parameters a rank updates (Megatron's
 get_grad_norm_fp32, torch's clip_grad_norm_)."""
+NORM_BYTES = 4.0
+"""The partial norm a stage contributes to the global one: one fp32."""
 MASTER_COPY_BYTES_PER_PARAM = 4.0
 """Megatron's optimizers cast the updated fp32 master weights into the model's bf16 parameters in a kernel of
 their own (_copy_main_params_to_model_params), reading the master again (its 2-byte write is Adam's above)."""
@@ -131,9 +133,21 @@ class DataParallelSync:
             for axis in AXES:
                 self._launch(axis)
             self._tied_embedding_sync()
+        self._grad_norm_sync()
         self._optimizer_step()
         if self.parallelism.distributed_optimizer and not self.parallelism.gathers_overlapped and not self.fsdp:
             self._distributed_optimizer_gathers()
+
+    def _grad_norm_sync(self) -> None:
+        """Gradient clipping needs the global norm: every stage sums its share once its gradients are reduced
+        (Megatron's get_grad_norm_fp32 all-reduces one fp32 over the model-parallel ranks), so no stage starts its
+        optimizer step before the slowest has reduced its gradients. Over the pipeline group: the tensor- and
+        data-parallel ranks of a stage already reach it together. On the pipeline's stream: the time a stage waits in
+        it for the others is the pipeline's imbalance, not data-parallel traffic."""
+        if self.layout.pp > 1:
+            self.syncs.append(self.program.collective(CollType.AllReduce, "pp", NORM_BYTES, Stream.pp_comm,
+                                                      "grad_norm_allreduce", OPTIMIZER_LAYER, -1, Phase.step,
+                                                      tuple(self.syncs)))
 
     def _optimizer_step(self) -> None:
         """Adam over the parameters this rank owns: its shard under FSDP or the distributed optimizer."""
