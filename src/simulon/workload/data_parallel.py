@@ -12,11 +12,12 @@
   current one computes, and its gradients reduce-scattered right after its backward, every micro-batch.
 Then the optimizer step (Adam) over the parameters this rank owns.
 
-Megatron's gradient buffers cost memory traffic of their own each step (`megatron_buffer_kernels`,
-`bucket_kernel`): train_step zeroes them before the first forward (zero_grad_buffer), each bucket's gradients are
+Megatron's gradient buffers cost memory traffic of their own each step (`grad_zero_kernel`, `bucket_kernel`,
+`optimizer_kernel`): train_step zeroes them before the first forward (zero_grad_buffer), each bucket's gradients are
 normed for the NaN check and scaled by 1/dp before their reduction (ParamAndGradBucketGroup.start_grad_sync), and
 after Adam the updated fp32 master shard is read again to be cast into the bf16 parameters
-(_copy_main_params_to_model_params). Every framework norms its gradients for clipping (clip_grad, 1.0 by default).
+(_copy_main_params_to_model_params). Every framework norms its gradients for clipping (clip_grad, 1.0 by default),
+and the norm's all-reduce over the pipeline holds every stage's optimizer step until all have reduced theirs.
 """
 
 from __future__ import annotations
