@@ -157,6 +157,7 @@ def estimate_size(programs: list[StageProgram], layout: RankLayout, fold: Fold, 
         entries += spread * int(fold.multiplicity[ranks].sum()) * sends
         groups: dict[str, tuple[frozenset, tuple[int, ...], tuple[int, ...], int]] = {}  # axis -> (groups
         # built, a sample group, its members' representatives' positions, markers a call adds besides its groups')
+        spanning: dict[str, bool] = {}  # axis -> whether its groups hold several stages' ranks
         joint_axes: dict[str, bool] = {}
         per_call: dict[tuple, tuple[int, int, int]] = {}  # (axis, type, size) -> (nodes, flows, footprint
         # entries) of one group
@@ -170,6 +171,7 @@ def estimate_size(programs: list[StageProgram], layout: RankLayout, fold: Fold, 
             key = (op.axis, op.ctype, op.nbytes, op.algorithm)
             if op.axis not in groups:
                 groups[op.axis] = _axis_groups(op.axis, stage_ranks if joint else ranks, layout, fold, plan)
+                spanning[op.axis] = _spans_stages(groups[op.axis][1], layout)
             built, sample, fold_pos, joins = groups[op.axis]
             if key not in per_call:
                 choice = plan.choose(op.ctype, sample, op.nbytes, op.algorithm)
@@ -177,9 +179,9 @@ def estimate_size(programs: list[StageProgram], layout: RankLayout, fold: Fold, 
                                            fold.steady(sample))
                 per_call[key] = (2 * template.simulated + template.flows, template.flows,
                                  spread * _leaving_flows(template, sample, fold, plan.topology))
-            call = (op.label, op.layer, op.microbatch, op.phase)
-            occurrences[call] += 1
-            if _spans_stages(op.axis, sample, layout):  # one instance per group, whichever stage reaches it
+            if spanning[op.axis]:  # one instance per group and occurrence, whichever stage reaches it
+                call = (op.label, op.layer, op.microbatch, op.phase)
+                occurrences[call] += 1
                 seen = across_stages.setdefault((*call, occurrences[call]), set())
                 built = built - seen
                 seen |= built
@@ -190,8 +192,8 @@ def estimate_size(programs: list[StageProgram], layout: RankLayout, fold: Fold, 
     return DagSize(int(nodes), int(flows), len(simulated), int(entries))
 
 
-def _spans_stages(axis: str, group: tuple[int, ...], layout: RankLayout) -> bool:
-    """Whether a group along `axis` holds ranks of several pipeline stages (the pipeline's gradient-norm all-reduce,
+def _spans_stages(group: tuple[int, ...], layout: RankLayout) -> bool:
+    """Whether a group holds ranks of several pipeline stages (the pipeline's gradient-norm all-reduce,
     the tied embedding's): every stage's program reaches the same instance (the builder keys it by its group)."""
     return len(set(layout.coords[list(group), 3].tolist())) > 1
 

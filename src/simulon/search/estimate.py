@@ -43,7 +43,7 @@ from ..config.scenario import CollectiveConfig
 from ..config.workload import MegatronWorkload
 from ..engine.replay import MAX_HELD_SHARE
 from ..pipeline import time_collective
-from ..workload.data_parallel import bucket_kernel, grad_zero_kernel, optimizer_kernel
+from ..workload.data_parallel import bucket_kernel, grad_zero_kernel, optimizer_kernel, scales_gradients
 from ..workload.kernels import KernelClass, KernelSpec, Phase
 from ..workload.layer_kernels import RING_BLOCK, LayerKernels, ShardShape
 from ..workload.layout import RankLayout
@@ -390,9 +390,9 @@ class Estimator:
             megatron = s.sharding == "distributed_optimizer"  # Megatron's gradient buffers (not ZeRO-2's or FSDP's)
             step = [optimizer_kernel(shards, megatron)]
             if megatron:
-                held = (dense + expert) * shape.grad_bytes
-                scaled = len(self._group(s, layout, "dp_cp")) > 1 and not workload.parallelism.average_in_collective
-                step += [grad_zero_kernel(held), bucket_kernel(held, scaled)]
+                scaled = scales_gradients(workload.parallelism, len(self._group(s, layout, "dp_cp")))
+                step += [grad_zero_kernel(dense + expert, shape.grad_bytes),
+                         bucket_kernel(dense + expert, shape.grad_bytes, scaled)]
             self._syncs[key] = syncs, float(self.kernel_seconds(s.dtype, step).sum())
         return self._syncs[key]
 

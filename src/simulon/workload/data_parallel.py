@@ -27,7 +27,7 @@ from functools import partial
 from typing import NamedTuple
 
 from ..collective.types import CollType
-from ..config.workload import MegatronWorkload
+from ..config.workload import MegatronWorkload, ParallelismSpec
 from .kernels import KernelSpec, Phase, memory_bound
 from .layer_kernels import ShardShape
 from .layout import RankLayout
@@ -50,17 +50,24 @@ MEGATRON_MIN_BUCKET_PARAMS = 40_000_000
 AXES = ("dp_cp", "edp")  # dense parameters sync over data x context, expert parameters over expert-data
 
 
-def grad_zero_kernel(grad_bytes: float) -> KernelSpec:
-    """Megatron's train_step zeroing every gradient buffer a rank holds before the first forward."""
-    return memory_bound("grad_zero", Phase.step, grad_bytes, grad_bytes / 4)
+def grad_zero_kernel(params: float, grad_bytes: float) -> KernelSpec:
+    """Megatron's train_step zeroing the gradient buffer (`grad_bytes` per element) of every parameter a rank holds
+    before the first forward."""
+    return memory_bound("grad_zero", Phase.step, params * grad_bytes, params)
 
 
-def bucket_kernel(grad_bytes: float, scaled: bool) -> KernelSpec:
+def scales_gradients(parallelism: ParallelismSpec, dp_cp: int) -> bool:
+    """Whether Megatron scales each bucket by 1/dp before reducing it: unless the reduction averages
+    (average_in_collective) or one rank holds the gradients (DistributedDataParallel's gradient_scaling_factor)."""
+    return dp_cp > 1 and not parallelism.average_in_collective
+
+
+def bucket_kernel(params: float, grad_bytes: float, scaled: bool) -> KernelSpec:
     """What Megatron does to a bucket's gradients before reducing them: their L2 norm for the NaN check
-    (check_for_nan_in_grad, on in Megatron-LM and NeMo) and, unless the reduction averages (average_in_collective)
-    or one rank holds them, their scaling by 1/dp, a read and a write."""
+    (check_for_nan_in_grad, on in Megatron-LM and NeMo), a read, and where `scaled` (scales_gradients) their
+    scaling by 1/dp, a read and a write."""
     return memory_bound("grad_check_scale" if scaled else "grad_check", Phase.step,
-                        grad_bytes * (3 if scaled else 1), grad_bytes / 4)
+                        params * grad_bytes * (3 if scaled else 1), params)
 
 
 def optimizer_kernel(params: float, megatron_buffers: bool) -> KernelSpec:
@@ -101,7 +108,7 @@ class DataParallelSync:
             return  # frozen weights have no gradient buffer to zero and no update to gather
         if not self.fsdp:
             dense, expert = self.parameters.total()
-            self.program.compute(grad_zero_kernel((dense + expert) * self.shape.grad_bytes), OPTIMIZER_LAYER, -1)
+            self.program.compute(grad_zero_kernel(dense + expert, self.shape.grad_bytes), OPTIMIZER_LAYER, -1)
         if self.parallelism.distributed_optimizer and self.parallelism.gathers_overlapped:
             self._distributed_optimizer_gathers()
 
@@ -175,8 +182,8 @@ class DataParallelSync:
         params, self._bucket[axis] = self._bucket[axis], 0.0
         if params == 0:
             return
-        scaled = self.group_size["dp_cp"] > 1 and not self.parallelism.average_in_collective
-        self.program.compute(bucket_kernel(params * self.shape.grad_bytes, scaled), OPTIMIZER_LAYER, -1)
+        scaled = scales_gradients(self.parallelism, self.group_size["dp_cp"])
+        self.program.compute(bucket_kernel(params, self.shape.grad_bytes, scaled), OPTIMIZER_LAYER, -1)
         if self.group_size[axis] == 1:
             return
         scatter = self.parallelism.distributed_optimizer
@@ -218,8 +225,9 @@ class DataParallelSync:
                 if bucket > 0 and (bucket >= self.bucket_params or i == len(units) - 1):
                     op = self.program.collective(CollType.AllGather, axis, bucket * self.shape.act_bytes,
                                                  Stream.param_comm, "param_allgather", OPTIMIZER_LAYER, -1, Phase.fwd)
-                    for pending in waiting:
-                        self._first_use.setdefault(pending, []).append(op)
+                    if self.parallelism.gathers_overlapped:  # after the optimizer step, no forward of this step waits
+                        for pending in waiting:
+                            self._first_use.setdefault(pending, []).append(op)
                     bucket, waiting = 0.0, []
 
     # ---- FSDP ----
