@@ -63,6 +63,18 @@ def test_the_estimate_ranks_like_the_replay_on_distinct_strategies():
         assert 0.5 < 1e3 * e / r < 1.5
 
 
+@pytest.mark.parametrize("sequence_parallel", [True, False])
+def test_the_estimate_exposes_the_tensor_parallel_communication_the_replay_waits_for(sequence_parallel):
+    """One rank group, no data or pipeline parallelism: all the replay's exposed communication is tensor-parallel.
+    Both leave the backward's input re-gather and dgrad reduction (or the input gradient's all-reduce) to run beside
+    the GEMMs, as Megatron and Transformer Engine do; counting them as waited for overstates it by 65-70%."""
+    sc = gpt_scenario(nodes=1, gpus_per_node=4, layers=4, hidden=4096, heads=32, gbs=4, seq=2048)
+    strategy = Strategy(4, 1, 1, 1, 1, 1, 4, 1, sequence_parallel, "none", "distributed_optimizer", "bf16", False)
+    estimate = Search(sc).estimator.estimate(strategy, apply(sc.workload, strategy))
+    replayed = simulate(scenario_for(sc, strategy, 4)).result
+    assert estimate.tp_s * 1e3 == pytest.approx(replayed.breakdown["exposed_comm_ms"], rel=0.2)
+
+
 def test_the_winner_is_written_as_a_scenario_that_simulates_and_as_megatron_arguments():
     sc = small()
     strategy = Strategy(2, 2, 2, 2, 1, 1, 2, 1, True, "selective", "distributed_optimizer", "bf16", True)
@@ -112,11 +124,12 @@ def test_the_search_orders_measured_strategy_families_as_the_measurements_do():
 
     found = families(read_table(shipped_table("training")))
     assert len(found) >= 10
-    # over the 12 pairs measured 1% apart or more: estimated and replayed 1.0; over all 15 pairs 0.733 each, the two
-    # discordant pairs measured 0.85% and 0.12% apart (the issue asks for 0.8; Megatron-LM's own defaults, gradients
-    # reduced after the backward, moved all-pairs from 0.467 and 0.600)
+    # over the 12 pairs measured 1% apart or more: estimated and replayed 1.0; over all 15 pairs 0.867 each (the
+    # issue's 0.8), the one discordant pair measured 0.12% apart. Megatron-LM's own defaults (gradients reduced after
+    # the backward, one bucket, synchronously) and the estimate hiding the backward's TP collectives as the replay
+    # does moved all-pairs from 0.467 and 0.600
     assert pooled_tau(found, "estimated", RESOLVED) == 1.0 and pooled_tau(found, "replayed", RESOLVED) == 1.0
-    assert pooled_tau(found, "estimated") >= 0.7 and pooled_tau(found, "replayed") >= 0.7
+    assert pooled_tau(found, "estimated") >= 0.8 and pooled_tau(found, "replayed") >= 0.8
 
 
 def test_a_bad_gpu_count_in_the_searched_file_is_a_one_line_error(tmp_path):

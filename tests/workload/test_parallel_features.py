@@ -268,6 +268,35 @@ def test_without_overlap_the_parameters_are_gathered_after_the_optimizer_step_an
                if isinstance(op, CollectiveOp) and op.label == "param_allgather")
 
 
+def test_without_overlap_each_gradient_buffer_is_one_bucket_reduced_before_the_next_is_touched():
+    """Megatron's DistributedDataParallel makes a buffer one bucket when overlap_grad_reduce is off (bucket_size
+    None, whatever --ddp-bucket-size says) and reduces it synchronously: the expert buffer's NaN check and scaling
+    wait for the dense buffer's reduce-scatter. With the overlap, a small bucket size gives many buckets, none waited
+    for by the compute stream."""
+    moe = {"num_experts": 4, "top_k": 2}
+    sc = gpt_scenario(**dict(BASE, tp=1, pp=1, ep=2, moe=moe,
+                             extra_parallelism={"distributed_optimizer": True, "overlap_grad_reduce": False}))
+    sc = sc.model_copy(update={"workload": sc.workload.model_copy(update={"training": sc.workload.training.model_copy(
+        update={"grad_bucket_size": 1_000_000})})})
+    tracer = MegatronTracer(sc.workload, 8)
+    ops = tracer.stage_program(0).ops
+    dense, expert = tracer.parameters.stage(0).total()
+    scatters = [i for i, op in enumerate(ops) if isinstance(op, CollectiveOp) and op.label.endswith("reduce_scatter")]
+    assert [ops[i].label for i in scatters] == ["grad_reduce_scatter", "expert_grad_reduce_scatter"]
+    assert ops[scatters[0]].nbytes == pytest.approx(4 * dense) and ops[scatters[1]].nbytes == pytest.approx(4 * expert)
+    gathers = [op for op in ops if isinstance(op, CollectiveOp) and op.label == "param_allgather"]
+    assert sorted(op.nbytes for op in gathers) == pytest.approx(sorted((2 * dense, 2 * expert)))
+    checks = [i for i, op in enumerate(ops) if isinstance(op, ComputeOp) and op.kernel.name.startswith("grad_check")]
+    assert len(checks) == 2 and scatters[0] in ops[checks[1]].waits and not ops[checks[0]].waits
+    overlapped = gpt_scenario(**dict(BASE, tp=1, pp=1, ep=2, moe=moe, extra_parallelism={"distributed_optimizer": True,
+                                                                                         "overlap_grad_reduce": True}))
+    overlapped = overlapped.model_copy(update={"workload": overlapped.workload.model_copy(update={
+        "training": overlapped.workload.training.model_copy(update={"grad_bucket_size": 1_000_000})})})
+    ops = MegatronTracer(overlapped.workload, 8).stage_program(0).ops
+    buckets = [op for op in ops if isinstance(op, ComputeOp) and op.kernel.name.startswith("grad_check")]
+    assert len(buckets) > 2 and not any(op.waits for op in buckets)
+
+
 def test_megatrons_gradient_buffers_are_zeroed_checked_and_scaled_once_per_parameter_each_step():
     """zero_grad_buffer writes every fp32 gradient a rank holds; start_grad_sync norms each bucket for the NaN
     check (a read) and scales it by 1/dp (a read and a write) unless the reduction averages."""

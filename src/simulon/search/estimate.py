@@ -4,9 +4,11 @@ Per micro-batch and pipeline stage: the kernels of every layer from the calibrat
 model `populate` uses), plus the communication a layer cannot hide, each collective at the time simulon
 gives it alone on the scenario's datacenter (`pipeline.time_collective`: replayed flow by flow, or in steady
 state when large; calibrated against nccl-tests measurements), worked out once per collective, group shape
-and size: tensor-parallel all-reduces (or all-gathers and reduce-scatters; with
-`tp_comm_overlap` only what outlasts the GEMMs they overlap), context-parallel key/value all-gathers,
-expert-parallel all-to-alls, and the pipeline send of each micro-batch's activations.
+and size: tensor-parallel all-reduces (or all-gathers and reduce-scatters), those the next kernel waits for in
+full, those the backward runs beside its GEMMs (the input re-gathered for the wgrads, the dgrads' reduction, as
+Megatron and Transformer Engine overlap them; all of them with `tp_comm_overlap`) as far as they outlast them;
+context-parallel key/value all-gathers, expert-parallel all-to-alls, and the pipeline send of each micro-batch's
+activations.
 
 The step: the pipeline formula of Narayanan et al. (SC'21, section 2.2), m x t_slowest + (pp - 1) / vpp x t,
 with the fill and drain taken at each other stage's own micro-batch time (their sum over vpp: equal stages give
@@ -211,7 +213,8 @@ class Estimator:
         tp, cp, ep = self._layer_comm(s, workload, kernels, unit, gemms)
         return _LayerCost(forward, backward, recompute, seconds[Phase.bwd_wg], tp, cp, ep)
 
-    def _unit_seconds(self, s: Strategy, kernels: LayerKernels, unit: int) -> tuple[dict[Phase, float], float, float]:
+    def _unit_seconds(self, s: Strategy, kernels: LayerKernels,
+                      unit: int) -> tuple[dict[Phase, float], dict[Phase, float], float]:
         """(seconds of each phase, of which GEMMs, the attention core's forward) of a unit's kernels, cached per
         kernel shape (what recomputation and TP overlap make of them is the caller's)."""
         key = (self.kernel_key(s), unit)
@@ -221,8 +224,9 @@ class Estimator:
                              for _ in range(kernels.repeats(n))] for phase in (Phase.fwd, Phase.bwd_ig, Phase.bwd_wg)}
             each = {phase: self.kernel_seconds(s.dtype, specs[phase]) if specs[phase] else () for phase in specs}
             seconds = {phase: float(each[phase].sum()) if specs[phase] else 0.0 for phase in specs}
-            gemms = sum(float(t) for phase in specs for t, spec in zip(each[phase], specs[phase], strict=True)
-                        if spec.kclass in (KernelClass.gemm, KernelClass.grouped_gemm))  # what TP overlap hides behind
+            gemms = {phase: sum(float(t) for t, spec in zip(each[phase], specs[phase], strict=True)
+                                if spec.kclass in (KernelClass.gemm, KernelClass.grouped_gemm))
+                     for phase in specs}  # what TP communication hides behind
             attention_core = 0.0
             if unit >= 0:
                 core = [kernels[n][Phase.fwd] for n in kernels.attention_core for _ in range(kernels.repeats(n))]
@@ -252,9 +256,9 @@ class Estimator:
         return [n for n in kernels.table if n not in head and n != "embedding" and not n.startswith(skip)]
 
     def _layer_comm(self, s: Strategy, workload: MegatronWorkload, kernels: LayerKernels, unit: int,
-                    gemms: float) -> tuple[float, float, float]:
+                    gemms: dict[Phase, float]) -> tuple[float, float, float]:
         """Exposed TP, CP and EP communication of one unit per micro-batch (forward and backward); `gemms`: the
-        seconds of its GEMMs, which TP communication overlap hides behind."""
+        seconds of its GEMMs per phase, which TP communication hides behind where it runs beside them."""
         if unit < 0:
             return 0.0, 0.0, 0.0
         shape, h = kernels.shape, workload.model.hidden_size
@@ -263,14 +267,20 @@ class Estimator:
         tp = 0.0
         if s.tp > 1:
             group = tuple(range(s.tp))
-            if s.sequence_parallel:  # forward: gather the input, reduce-scatter the output; backward: the same
-                gather = self.seconds(AG, group, block)  # reversed, and the input gathered again
-                tp = blocks * (3 * gather + 2 * self.seconds(RS, group, block))  # for the wgrad GEMM
-            else:  # the row-parallel output forward, the column-parallel input gradient backward
-                tp = 2 * blocks * self.seconds(AR, group, block)
-            if s.tp_comm_overlap:  # hidden behind the GEMMs, which run on the SMs NCCL leaves
-                channels = self.plan.choose(AG if s.sequence_parallel else AR, group, block).channels
-                tp = max(0.0, tp - gemms) + min(tp, gemms) * (self.stretch(channels) - 1)
+            if s.sequence_parallel:  # forward: gather the input, reduce-scatter the output; backward: gather the
+                gather, scatter = self.seconds(AG, group, block), self.seconds(RS, group, block)  # output's gradient
+                waited, beside = blocks * (2 * gather + scatter), blocks * (gather + scatter)
+            else:  # the row-parallel output's all-reduce forward
+                waited = beside = blocks * self.seconds(AR, group, block)
+            # backward, the column-parallel GEMMs' input re-gathered during their dgrads and the dgrads' reduction
+            # during their wgrads (sequence parallelism), or the input gradient's all-reduce during the wgrads, as
+            # Megatron and Transformer Engine overlap them (workload/megatron.py column_block_backward)
+            channels = self.plan.choose(AG if s.sequence_parallel else AR, group, block).channels
+            if s.tp_comm_overlap:  # all of it hidden behind the GEMMs, which run on the SMs NCCL leaves
+                waited, beside, hiding = 0.0, waited + beside, sum(gemms.values())
+            else:
+                hiding = gemms[Phase.bwd_ig] + gemms[Phase.bwd_wg]
+            tp = waited + max(0.0, beside - hiding) + min(beside, hiding) * (self.stretch(channels) - 1)
         cp = 0.0
         if s.cp > 1:
             m = workload.model

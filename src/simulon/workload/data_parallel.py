@@ -6,7 +6,10 @@
   updated parameters are all-gathered bucket by bucket, overlapped with the first forward (overlap_param_gather);
   without the overlap, every bucket right after the optimizer step (DistributedOptimizer.step_with_ready_grads'
   start_param_sync(force_sync=True)). Megatron-LM's own defaults overlap neither (arguments.py:
-  --overlap-grad-reduce and --overlap-param-gather are off unless given).
+  --overlap-grad-reduce and --overlap-param-gather are off unless given). Without overlap_grad_reduce, Megatron
+  makes each gradient buffer one bucket (DistributedDataParallel sets bucket_size to None) and reduces it
+  synchronously (start_grad_sync's async_op is False): the compute stream waits for the reduction, so the next
+  buffer's NaN check and scaling, and the optimizer, start only once it is done.
 * FSDP (ZeRO-3 full_shard, ZeRO-2 shard_grad_op): every layer's parameters are all-gathered before its
   forward (and again before its backward for full_shard), the next layer's gather prefetched while the
   current one computes, and its gradients reduce-scattered right after its backward, every micro-batch.
@@ -22,6 +25,7 @@ and the norm's all-reduce over the pipeline holds every stage's optimizer step u
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from functools import partial
 from typing import NamedTuple
@@ -94,8 +98,9 @@ class DataParallelSync:
         self.parallelism = parallelism = workload.parallelism
         self.group_size = {"dp_cp": layout.dp * layout.cp, "edp": layout.edp}
         self.fsdp = parallelism.fsdp != "none"
-        self.bucket_params = workload.training.grad_bucket_size or max(
+        self.bucket_params = (workload.training.grad_bucket_size or max(
             MEGATRON_MIN_BUCKET_PARAMS, 1_000_000 * self.group_size["dp_cp"])
+            if parallelism.overlap_grad_reduce else math.inf)  # one bucket per buffer without the overlap
         self.syncs: list[int] = []                        # collectives the optimizer waits for
         self._bucket = dict.fromkeys(AXES, 0.0)
         self._first_use: dict[int, list[int]] = {}        # distributed optimizer: unit -> its gathers
@@ -183,7 +188,8 @@ class DataParallelSync:
         if params == 0:
             return
         scaled = scales_gradients(self.parallelism, self.group_size["dp_cp"])
-        self.program.compute(bucket_kernel(params, self.shape.grad_bytes, scaled), OPTIMIZER_LAYER, -1)
+        synchronous = () if self.parallelism.overlap_grad_reduce else tuple(self.syncs)  # waits for the last buffer
+        self.program.compute(bucket_kernel(params, self.shape.grad_bytes, scaled), OPTIMIZER_LAYER, -1, synchronous)
         if self.group_size[axis] == 1:
             return
         scatter = self.parallelism.distributed_optimizer
