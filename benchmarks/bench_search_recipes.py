@@ -32,11 +32,13 @@ def main() -> None:
     checks, skipped = check_recipes(rows, indices, Cache(args.cache))
     for c in checks:
         print(f"row {c.row:4d} {'ok  ' if c.passes else 'FAIL'} fits={c.fits!s:5} rank {c.rank:6,d} of "
-              f"{c.feasible:7,d} ({100 * c.share:5.1f}%)  {c.name}")
+              f"{c.feasible:7,d} ({100 * c.share:5.1f}%)  {c.name}{'  (proxy: the full model layout)' * c.proxy}")
     passed = sum(c.passes for c in checks)
     print(f"{len(indices)} recipe rows: {len(checks)} checked, {sum(skipped.values())} not expressible "
           f"({dict(skipped)}); {passed} fit and rank in the top {100 * TOP_SHARE:.0f}%, "
-          f"{sum(not c.fits for c in checks)} do not fit; {time.perf_counter() - started:.0f} s")
+          f"{sum(not c.fits for c in checks)} do not fit; {sum(c.fits and not c.passes for c in checks)} rank "
+          f"below (of them {sum(c.proxy and not c.passes for c in checks)} proxies of fewer layers keeping the full "
+          f"model's layout); {time.perf_counter() - started:.0f} s")
     sys.exit(0 if passed == len(checks) else 1)
 
 

@@ -51,6 +51,18 @@ def test_bf16_adam_moments_save_four_bytes_per_parameter():
     assert plain.optimizer - narrow.optimizer == pytest.approx(4 * plain.params)
 
 
+def test_apex_bf16_optimizer_keeps_six_bytes_per_parameter_and_no_fp32_gradient_copy():
+    s = states(workload(training={"dtype": "fp16", "adam_moments_dtype": "bf16", "master_weights_dtype": "bf16"}))
+    assert s.optimizer == pytest.approx(6 * s.params)  # a bf16 copy of the weights and two bf16 moments
+    assert s.step_transient == 0.0  # the 16-bit gradients update a 16-bit copy: no main_grad.float()
+
+
+@pytest.mark.parametrize("field", ["adam_moments_dtype", "master_weights_dtype"])
+def test_optimizer_states_in_a_narrow_format_are_refused_naming_the_field(field):
+    with pytest.raises(ValueError, match=f"{field}[^\\n]*\\n.*fp32, bf16 or fp16, not fp8"):
+        workload(training={field: "fp8"})
+
+
 def test_lora_keeps_only_the_frozen_weights():
     s = states(workload(training={"peft": "lora"}))
     assert (s.gradients, s.optimizer) == (0.0, 0.0) and s.weights == pytest.approx(2 * s.params)

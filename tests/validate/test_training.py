@@ -63,6 +63,27 @@ def test_a_dgx_cloud_recipe_row_keeps_its_strategy(rows):
     assert (par.tp, par.pp, par.vpp) == (8, 1, 1)
 
 
+def test_nemo_recipe_rows_run_with_the_settings_their_launcher_configs_give(rows):
+    from simulon.memory.model import estimate_memory
+
+    _, nemotron = _row(rows, subset="dgxc_benchmarking_v24.11.1", model="Nemotron4 340B", num_gpus="128",
+                       precision="BF16")
+    sc = scenario_from_row(nemotron)
+    train = sc.workload.training  # nemotron4-340b-synth.yaml: distributed_fused_adam at dtype bf16, selective
+    assert (train.master_weights_dtype.value, train.adam_moments_dtype.value) == ("bf16", "bf16")
+    assert sc.workload.parallelism.recompute == "selective" and train.cross_entropy == "fused"
+    assert not train.fp8_params and estimate_memory(sc).fits  # 6 B of optimizer state per parameter over dp 2
+    _, fp8 = _row(rows, subset="dgxc_benchmarking_v24.11.1", model="Llama 3.1 70B", precision="FP8")
+    assert scenario_from_row(fp8).workload.training.fp8_params  # configure.sh: +model.fp8_params=${FP8_ENABLED}
+    _, sft = _row(rows, subset="nemo_24.07_finetune_fp8_h100", model="LLAMA2-70B SFT")
+    train = scenario_from_row(sft).workload.training  # conf/peft/llama/sft.yaml, examples/peft/llama/h100/
+    assert (train.master_weights_dtype.value, train.fp8_params) == ("bf16", True)
+    _, maxtext = _row(rows, subset="dgxc_benchmarking_v24.11.1", model="Llama 2 70B (MaxText/JAX)", precision="FP8")
+    train = scenario_from_row(maxtext).workload.training  # a JAX recipe: none of NeMo's settings
+    assert (train.master_weights_dtype.value, train.fp8_params, train.cross_entropy) == ("fp32", False,
+                                                                                         "vocab_parallel")
+
+
 def test_a_row_gets_as_many_nodes_as_its_system_needs_for_its_gpus(rows):
     _, row = _row(rows, subset="dgxc_benchmarking_v24.11.1", model="Llama 3.1 405B", num_gpus="576")
     sc = scenario_from_row({**row, "hardware": "GB200 NVL72"})  # 4 GPUs per node

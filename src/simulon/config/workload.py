@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import Field, ValidationInfo, model_validator
+from pydantic import AfterValidator, Field, ValidationInfo, model_validator
 
 from .common import (
     BatchSize,
@@ -300,6 +300,18 @@ class ParallelismSpec(StrictModel):
         return frozenset(self.recompute_modules or ("core_attn",))
 
 
+OPTIMIZER_STATE_DTYPES = (DType.fp32, DType.bf16, DType.fp16)
+
+
+def _optimizer_state_dtype(value: DType) -> DType:
+    if value not in OPTIMIZER_STATE_DTYPES:
+        raise ValueError(f"optimizer states are kept in fp32, bf16 or fp16, not {value.value}")
+    return value
+
+
+OptimizerDType = Annotated[LaxDType, AfterValidator(_optimizer_state_dtype)]
+
+
 class TrainingSpec(StrictModel):
     num_gpus: GPUCount | None = Field(None, description="default: every GPU of the datacenter")
     global_batch_size: BatchSize
@@ -319,9 +331,13 @@ class TrainingSpec(StrictModel):
     cross_entropy: Literal["vocab_parallel", "fused"] = Field(
         "vocab_parallel", description="vocab_parallel: Megatron's fp32 cross entropy, one pass per operation; "
         "fused: one kernel each way (flash-attention's or apex's, Megatron-Core's cross_entropy_loss_fusion)")
-    adam_moments_dtype: LaxDType = Field(
+    adam_moments_dtype: OptimizerDType = Field(
         DType.fp32, description="Adam's two moments: fp32, or bf16 with Megatron's precision-aware optimizer "
         "(--use-precision-aware-optimizer --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16)")
+    master_weights_dtype: OptimizerDType = Field(
+        DType.fp32, description="the optimizer's own copy of the weights: fp32, or 16-bit with Apex's "
+        "DistributedFusedAdam at dtype bf16 (NeMo's optim.dtype: bf16, which keeps Adam's moments in bf16 too) or "
+        "Megatron's precision-aware optimizer (--main-params-dtype fp16); none in fp32 training")
     fp8_params: bool = Field(
         False, description="fp8/fp4 runs: keep the GEMM weights only in the narrow type, with the transpose the "
         "backward reads (Megatron's --fp8-param-gather, Transformer Engine's fp8_model_init); otherwise they stay "

@@ -8,15 +8,18 @@ is 18 bytes per parameter; the distributed optimizer (ZeRO-1) shards the 12 over
 parameters shard over their own expert-data-parallel group. ZeRO-2 (FSDP shard_grad_op) shards gradients
 too and ZeRO-3 (full_shard) weights as well, over the FSDP shard group. fp32 training has no master copy
 (8 bytes of moments). Megatron's precision-aware optimizer may keep the two moments in bf16
-(`adam_moments_dtype`), 4 bytes instead of 8. LoRA freezes the base weights: no gradients and no optimizer
-states for them.
+(`adam_moments_dtype`), 4 bytes instead of 8, and its master copy in 16 bits (`master_weights_dtype`), as
+Apex's DistributedFusedAdam does at dtype bf16 (NeMo's `optim.dtype: bf16`: a bf16 copy and bf16 moments, 6
+bytes; apex/contrib/optimizers/distributed_fused_adam.py `dtype`, `store_params`). LoRA freezes the base
+weights: no gradients and no optimizer states for them.
 
 fp8 (and fp4) training keeps the 16-bit weights and, for the step, each GEMM weight cast to the narrow type
 with its transpose (Transformer Engine caches them across micro-batches: `is_first_microbatch`); with
 `fp8_params` (Megatron's --fp8-param-gather) the GEMM weights live only in the narrow type, with their transpose.
 
 The optimizer step of a run whose gradients are 16-bit first copies them to fp32 (Megatron's
-`_copy_model_grads_to_main_grads`, `main_grad.float()`): a transient of 4 bytes per parameter it updates.
+`_copy_model_grads_to_main_grads`, `main_grad.float()`): a transient of 4 bytes per parameter it updates,
+which a 16-bit master copy does not need.
 """
 
 from __future__ import annotations
@@ -107,9 +110,11 @@ class ModelStates:
             return StageStates(dense, expert, weights, 0.0, 0.0, self._cast_weights(stage), 0.0)
         grad_bytes = FP32_BYTES if self.fp32 else self.shape.grad_bytes
         gradients = grad_bytes * (sharded if self.par.fsdp != "none" else dense + expert)
-        moments = 2 * self.workload.training.adam_moments_dtype.bytes  # Adam's first and second moments
-        optimizer_bytes = moments + (0.0 if self.fp32 else FP32_BYTES)
-        step = FP32_BYTES * sharded if grad_bytes < FP32_BYTES else 0.0
+        train = self.workload.training
+        moments = 2 * train.adam_moments_dtype.bytes  # Adam's first and second moments
+        master = 0.0 if self.fp32 else train.master_weights_dtype.bytes
+        optimizer_bytes = moments + master
+        step = FP32_BYTES * sharded if grad_bytes < FP32_BYTES and master == FP32_BYTES else 0.0
         return StageStates(dense, expert, weights, gradients, optimizer_bytes * sharded,
                            self._cast_weights(stage), step)
 

@@ -127,6 +127,9 @@ def families(rows: list[dict[str, str]]) -> list[Family]:
 
 RECIPE_SOURCES = re.compile(r"nemo|dgxc", re.IGNORECASE)
 """training.csv rows that are NVIDIA's published recipes (NeMo performance tables, DGX Cloud benchmarking)."""
+PROXY_NOTE = re.compile(r"proxy config", re.IGNORECASE)
+"""A recipe row run on a proxy of the model with fewer layers (DGX Cloud's small-scale Grok-1 and Llama 3.1 405B
+rows): its layout is the full model's, chosen for the full model's memory, not tuned for the proxy."""
 TOP_SHARE = 0.10
 """A published recipe must rank within this share of the search's feasible strategies (the issue's top 10%)."""
 
@@ -140,6 +143,7 @@ class RecipeCheck:
     fits: bool
     rank: int            # feasible strategies the estimate puts strictly faster than the recipe
     feasible: int
+    proxy: bool = False  # a proxy of fewer layers that keeps the full model's layout (said so in its notes)
 
     @property
     def share(self) -> float:
@@ -179,5 +183,6 @@ def check_recipes(rows: list[dict[str, str]], indices: list[int], cache=None) ->
         fits = search.memory(strategy, sc.workload).fits
         row = rows[index]
         name = f"{row['subset'][:28]} | {row['model']} | {row['num_gpus']} GPUs | {row['precision']}"
-        checks.append(RecipeCheck(index, name, fits, bisect.bisect_left(times, estimate), len(times)))
+        checks.append(RecipeCheck(index, name, fits, bisect.bisect_left(times, estimate), len(times),
+                                  bool(PROXY_NOTE.search(row["notes"]))))
     return checks, skipped

@@ -105,6 +105,25 @@ SOURCE_BATCH_TOKENS = ((r"Dao-AILab/flash-attention training/README", "0.5M toke
 # Cloud MaxText recipe sets remat_policy=save_qkv_proj (maxtext/configure.sh) and the Paxml 175B one
 # SAVE_QKV_OUT_PROJ (paxml/paxml_mod_configs.py): each layer's forward runs again but for a projection or two.
 SOURCE_RECOMPUTE = ((r"maxtext/README_70b|paxml/README_175b", "full"),)
+# What NVIDIA's NeMo recipes set that their tables leave unstated (matched against "subset | source_locator | model
+# | precision"): training fields, and recompute where the row leaves it blank. Read from the launcher configs the
+# tables ran (NeMo-Framework-Launcher 24.07 launcher_scripts/conf/, examples/peft/; dgxc-benchmarking 35a9aecc).
+RECIPE_SETTINGS = (
+    # conf/training/llama/llama3*.yaml and nemotron/nemotron_{4b,8b,15b,22b}.yaml, dgxc llama3.1/*.yaml and
+    # nemotron/*.yaml: cross_entropy_loss_fusion: true
+    (r"(nemo|dgxc).*\|.*(llama.?3|nemotron)", {"cross_entropy": "fused"}),
+    # conf/training/nemotron/nemotron_340b.yaml and dgxc nemotron4-340b-synth.yaml: Apex's distributed_fused_adam at
+    # dtype bf16 (a bf16 copy of the weights, bf16 moments) and activations_checkpoint_granularity: selective
+    (r"(nemo|dgxc).*\|.*nemotron.?4?.?340b", {"master_weights_dtype": "bf16", "adam_moments_dtype": "bf16",
+                                               "recompute": "selective"}),
+    # conf/peft/llama/sft.yaml: distributed_fused_adam at dtype bf16; examples/peft/llama/h100/*.sh:
+    # ++peft.model.fp8_params=true
+    (r"nemo.*finetun.*\|.*\bSFT\b", {"master_weights_dtype": "bf16", "adam_moments_dtype": "bf16"}),
+    (r"nemo.*finetun.*\|.*\|.*FP8", {"fp8_params": True}),
+    # dgxc grok1/, llama3.1/ and nemotron/configure.sh: model.fp8_params=${FP8_ENABLED}; nemo_megatron/
+    # gpt3_175b_hydra.yaml: fp8_params: true
+    (r"dgxc.*(grok1|llama3\.1|nemotron|nemo_megatron)/.*\|.*\|.*FP8", {"fp8_params": True}),
+)
 # A note that states how many leading layers of a truncated MoE model stay dense, e.g. SimuMax's B200 table:
 # "DeepSeekV3 rows dense_layers=1" (its model JSON; the full model has 3).
 DENSE_LAYERS_NOTE = re.compile(r"(\S+) rows dense_layers=(\d+)")
@@ -130,6 +149,10 @@ METRICS = ("iter_time_s", "tokens_per_s_total", "tokens_per_s_per_gpu", "samples
 
 def _first(patterns, text: str):
     return next((value for pattern, value in patterns if re.search(pattern, text, re.IGNORECASE)), None)
+
+
+def _all(patterns, text: str) -> list:
+    return [value for pattern, value in patterns if re.search(pattern, text, re.IGNORECASE)]
 
 
 def _integer(row: dict[str, str], column: str, default: int | None = None) -> int | None:
@@ -305,6 +328,14 @@ def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
     }
     if precision_named(row["precision"])[1]:
         training["fp8_recipe"] = precision_named(row["precision"])[1]
+    for settings in _all(RECIPE_SETTINGS, " | ".join(row[c] for c in ("subset", "source_locator", "model",
+                                                                       "precision"))):
+        settings = dict(settings)
+        if "recompute" in settings:
+            recompute = settings.pop("recompute")
+            if not row["recompute"]:
+                parallelism["recompute"] = recompute
+        training.update(settings)
     if habits.grad_reduce_dtype:
         training["grad_reduce_dtype"] = habits.grad_reduce_dtype
     if "PURE" in row["precision"]:
