@@ -36,6 +36,13 @@ def test_a_dgx_h100_cluster_gets_the_superpod_fabric_of_its_size(nodes, label, s
     assert topology.tiers == (3 if "3-tier" in label else 2) and topology.rail_optimized
 
 
+@pytest.mark.parametrize("nodes", [32, 256, 257])
+def test_infiniband_superpods_route_adaptively_unless_the_scale_out_block_says_ecmp(nodes):
+    assert system("dgx-h100", nodes).network.scale_out.topology.routing == "adaptive"
+    hashed = system("dgx-h100", nodes, scale_out={"routing": "ecmp"}).network.scale_out.topology
+    assert hashed.routing == "ecmp" and hashed.label.startswith("dgx-superpod-ndr")  # the same fabric otherwise
+
+
 def test_a_scenarios_own_topology_wins_over_the_templates_list():
     dc = system("dgx-h100", 512, scale_out={"topology": "single-switch"})
     assert dc.network.scale_out.topology.tiers == 1

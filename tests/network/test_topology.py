@@ -154,6 +154,40 @@ def test_ecmp_spreads_pairs_over_the_spines():
     assert counts.min() > 0.8 * 512 and counts.max() < 1.2 * 512
 
 
+@pytest.mark.parametrize("spec", [TWO_TIER, {"tiers": 3, "rail_optimized": True, "nics_per_leaf": 2, "spines": 2,
+                                              "leaves_per_pod": 8, "cores": 4, "pod_oversubscription": 2.0}])
+def test_adaptive_routing_gives_each_leaf_one_path_of_all_its_uplinks_and_keeps_the_physical_fabric(spec):
+    hashed, adaptive = (build(datacenter(nodes=8, topology={**spec, "routing": r})) for r in ("ecmp", "adaptive"))
+    assert TopologySummary.of(hashed) == TopologySummary.of(adaptive)  # the same switches, links and bisection
+    fabric = adaptive.fabric
+    links, _, _ = adaptive.routes(np.array([0, 8, 0]), np.array([9, 1, 25]))  # from rail 0 of nodes 0, 1: leaf 0
+    leaf_up = {int(x) for x in links.ravel() if x >= 0 and adaptive.link_name(int(x)).startswith("leaf_up")}
+    assert len(leaf_up) == 1 and adaptive.capacity[leaf_up.pop()] == pytest.approx(2 * 50 * GB)  # 2 NICs' worth
+
+    def count(topo, kind):
+        f = topo.fabric
+        return sum(f.link_kind(link)[0] == kind for link in range(f.base, f.base + f.num_links))
+
+    assert count(adaptive, "leaf_up") == fabric.leaves and count(hashed, "leaf_up") == fabric.leaves * spec["spines"]
+    if "cores" in spec:
+        assert count(adaptive, "spine_up") == fabric.pods and count(hashed, "spine_up") == fabric.spines * 4
+
+
+def test_adaptive_routing_spreads_what_ecmp_collides():
+    from simulon.engine.fair_share import max_min_rates
+
+    times = {}
+    for routing in ("ecmp", "adaptive"):
+        topo = build(datacenter(nodes=8, topology={**TWO_TIER, "spines": 8, "nics_per_leaf": 8, "routing": routing}))
+        src = np.arange(0, 64, 8)          # rail 0 of every node
+        dst = (src + 64 // 8 + 1) % 64     # to rail 1 of the next node: all cross the spines from leaf 0
+        links, _, _ = topo.routes(src, dst)
+        rates = max_min_rates(links, topo.capacity, np.full(len(src), np.inf))
+        times[routing] = float((1e9 / rates).max())
+    assert times["adaptive"] < times["ecmp"]  # eight flows hashed onto eight spines: some share one
+    assert times["adaptive"] == pytest.approx(1e9 / (50 * GB))  # each flow at its NIC's speed: no collision
+
+
 def test_fold_weights_count_the_class_on_shared_nics():
     topo = build(datacenter(nodes=2, gpus=4, gpus_per_nic=2))
     nic = topo.fabric.up(0)

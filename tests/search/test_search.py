@@ -175,6 +175,18 @@ def test_a_published_nemo_recipe_fits_and_ranks_in_the_searchs_top_ten_percent()
     assert not skipped and check.fits and check.feasible > 1000 and check.share <= TOP_SHARE and check.passes
 
 
+def test_a_recipe_is_a_proxy_only_where_it_runs_fewer_layers_than_the_model_it_names():
+    from simulon.search.agreement import is_proxy
+    from simulon.validate.report import read_table, shipped_table
+    from simulon.validate.training import scenario_from_row
+
+    rows = read_table(shipped_table("training"))
+    grok = {int(r["layers"]): r for r in rows if r["model"].startswith("Grok-1") and r["precision"] == "FP8"}
+    assert all("proxy config" in r["notes"] for r in grok.values())  # the table notes every Grok-1 row alike
+    assert {layers: is_proxy(r, scenario_from_row(r)) for layers, r in grok.items()} == {
+        4: True, 8: True, 16: True, 32: True, 64: False}
+
+
 @settings(max_examples=40, deadline=None)
 @given(st.lists(st.floats(0.1, 10.0), min_size=2, max_size=6), st.lists(st.floats(0.1, 10.0), min_size=6, max_size=6))
 def test_pairs_measured_within_the_resolution_are_left_out_of_tau_and_no_others(measured, predicted):

@@ -84,6 +84,14 @@ def test_nemo_recipe_rows_run_with_the_settings_their_launcher_configs_give(rows
                                                                                          "vocab_parallel")
 
 
+def test_runs_of_2021_route_statically_and_runs_on_a_current_nccl_adaptively(rows):
+    _, sc21 = _row(rows, subset="megatron_sc21_table1", model="GPT-1T")  # Megatron-LM 2021: NCCL before 2.16
+    _, mcore = _row(rows, subset="mcore_r0.8_h100_weak_scaling", model="GPT-462B")
+    routing = {name: scenario_from_row(row).datacenter.network.scale_out.topology.routing
+               for name, row in (("sc21", sc21), ("mcore", mcore))}
+    assert routing == {"sc21": "ecmp", "mcore": "adaptive"}
+
+
 def test_a_row_gets_as_many_nodes_as_its_system_needs_for_its_gpus(rows):
     _, row = _row(rows, subset="dgxc_benchmarking_v24.11.1", model="Llama 3.1 405B", num_gpus="576")
     sc = scenario_from_row({**row, "hardware": "GB200 NVL72"})  # 4 GPUs per node

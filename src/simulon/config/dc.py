@@ -150,6 +150,10 @@ class FabricSpec(Templated):
     pod_oversubscription: Oversubscription = Field(1.0, description="spine downlink : uplink bandwidth")
     dual_tor: bool = False
     planes: Literal[1, 2] = 1
+    routing: Literal["ecmp", "adaptive"] = Field(
+        "ecmp", description="how a flow above the leaves picks among equal-cost spines and cores: ecmp, a hash of "
+        "its endpoints (flows collide unevenly); adaptive, InfiniBand's adaptive routing or Spectrum-X's packet "
+        "spraying, which spread every flow over all of them (network/fabric.py)")
 
     @model_validator(mode="after")
     def _complete(self) -> FabricSpec:
@@ -187,17 +191,23 @@ class ScaleOutSpec(StrictModel):
     switch: SwitchSpec | None = None
     topology: FabricSpec = FabricSpec()
     fabrics: list[FabricBySize] | None = Field(None, description="fabrics by cluster size, smallest first")
+    routing: Literal["ecmp", "adaptive"] | None = Field(
+        None, description="the routing of whichever fabric is used, over its template's (topology.routing): e.g. "
+        "ecmp for an InfiniBand cluster whose NCCL predates 2.16, which does not ask for adaptive routing")
 
     def sized(self, num_gpus: int) -> ScaleOutSpec:
         """This fabric block with `topology` chosen from `fabrics` for a cluster of `num_gpus` GPUs (itself when
-        a topology is given or no fabrics are listed)."""
-        if not self.fabrics or "topology" in self.model_fields_set:
-            return self
-        for choice in self.fabrics:
-            if choice.max_gpus is None or num_gpus <= choice.max_gpus:
-                return self.model_copy(update={"topology": choice.topology})
-        raise FieldError("network.scale_out.fabrics", f"no fabric holds {num_gpus} GPUs (the largest listed "
-                         f"holds {self.fabrics[-1].max_gpus}); give network.scale_out.topology")
+        a topology is given or no fabrics are listed), routed as `routing` says where it is given."""
+        chosen = self
+        if self.fabrics and "topology" not in self.model_fields_set:
+            choice = next((c for c in self.fabrics if c.max_gpus is None or num_gpus <= c.max_gpus), None)
+            if choice is None:
+                raise FieldError("network.scale_out.fabrics", f"no fabric holds {num_gpus} GPUs (the largest "
+                                 f"listed holds {self.fabrics[-1].max_gpus}); give network.scale_out.topology")
+            chosen = self.model_copy(update={"topology": choice.topology})
+        if self.routing is None or chosen.topology.routing == self.routing:
+            return chosen
+        return chosen.model_copy(update={"topology": chosen.topology.model_copy(update={"routing": self.routing})})
 
 
 class NetworkSpec(StrictModel):

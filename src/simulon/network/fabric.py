@@ -3,7 +3,12 @@
 Links are directed and aggregated per switch pair: a leaf's uplink bandwidth (its downlink bandwidth over
 the oversubscription) is split evenly over the spines it reaches, one link each way per (leaf, spine).
 Between two NIC ports the route is up to the lowest common tier and back down; where several switches of
-a tier would do, ECMP picks one per (source, destination) pair.
+a tier would do, ECMP picks one per (source, destination) pair (`routing: ecmp`).
+
+With `routing: adaptive` the switches spread every flow over all the equal-cost spines and cores, packet by
+packet (InfiniBand's adaptive routing, which NCCL uses on IB by default, NCCL_IB_ADAPTIVE_ROUTING; Spectrum-X's
+packet spraying): in a fluid model that is one path of their summed bandwidth, so a leaf's links to its
+spines are one link each way, and a pod's spines' links to the cores one link each way.
 """
 
 from __future__ import annotations
@@ -31,6 +36,8 @@ class Fabric:
     spines: int                 # in all planes and pods
     cores: int                  # in all planes
     pods: int                   # per plane
+    spine_paths: int            # links a leaf has to its spines, each way: its spines, or 1 under adaptive routing
+    core_paths: int             # links a spine group has to the cores, each way: the cores, or 1 (adaptive)
     base: int                   # id of the fabric's first link in the topology
     capacity: np.ndarray        # of the fabric's links, in link-id order from `base`
     latency: np.ndarray
@@ -56,10 +63,12 @@ class Fabric:
         per_pod = spec.leaves_per_pod if spec.tiers == 3 else per_set
         pod_of_leaf = (np.arange(leaves) % per_set) // per_pod
         pods = -(-per_set // per_pod)
-        s = spec.spines or 0
-        c = spec.cores or 0
-        spines = spec.planes * pods * s if spec.tiers >= 2 else 0
-        cores = spec.planes * c if spec.tiers == 3 else 0
+        spread = spec.routing == "adaptive"
+        s = min(spec.spines or 0, 1) if spread else spec.spines or 0  # links per leaf to its spines
+        c = min(spec.cores or 0, 1) if spread else spec.cores or 0
+        spines = spec.planes * pods * (spec.spines or 0) if spec.tiers >= 2 else 0
+        cores = spec.planes * (spec.cores or 0) if spec.tiers == 3 else 0
+        spine_groups = spec.planes * pods * s if spec.tiers >= 2 else 0  # spines as their links see them
         down_per_leaf = (spec.nics_per_leaf or num_nics * sets) * port_speed
         leaf_link = down_per_leaf / spec.oversubscription / s if s else 0.0
         core_link = (per_pod * leaf_link / spec.pod_oversubscription / c) if c else 0.0
@@ -69,13 +78,13 @@ class Fabric:
             blocks += [("leaf_up", leaves * s, leaf_link, switch_latency),
                        ("spine_down", leaves * s, leaf_link, switch_latency)]
         if spec.tiers == 3:
-            blocks += [("spine_up", spines * c, core_link, switch_latency),
-                       ("core_down", spines * c, core_link, switch_latency)]
+            blocks += [("spine_up", spine_groups * c, core_link, switch_latency),
+                       ("core_down", spine_groups * c, core_link, switch_latency)]
         sizes = [b[1] for b in blocks]
         starts = np.concatenate([[0], np.cumsum(sizes)]).astype(int).tolist()
         capacity = np.concatenate([np.full(n, cap) for _, n, cap, _ in blocks])
         latency = np.concatenate([np.full(n, lat) for _, n, _, lat in blocks])
-        return cls(spec, sets, leaf_of_port, plane_of_leaf, pod_of_leaf, leaves, spines, cores, pods, base,
+        return cls(spec, sets, leaf_of_port, plane_of_leaf, pod_of_leaf, leaves, spines, cores, pods, s, c, base,
                    capacity, latency, [b[0] for b in blocks], starts[:-1])
 
     @property
@@ -99,7 +108,7 @@ class Fabric:
 
     def _spine(self, leaf: np.ndarray, local: np.ndarray) -> np.ndarray:
         """Global id of spine `local` of a leaf's plane and pod."""
-        return (self.plane_of_leaf[leaf] * self.pods + self.pod_of_leaf[leaf]) * (self.spec.spines or 1) + local
+        return (self.plane_of_leaf[leaf] * self.pods + self.pod_of_leaf[leaf]) * max(self.spine_paths, 1) + local
 
     def routes(self, port_s: np.ndarray, port_d: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
         """Links between two NIC ports, [F, MAX_FABRIC_HOPS] padded with NO_LINK (up to the lowest common tier)."""
@@ -111,14 +120,14 @@ class Fabric:
         cross = leaf_s != leaf_d
         if self.spec.tiers == 1 or not cross.any():
             return hops
-        s = self.spec.spines
+        s = self.spine_paths
         spine_s = ecmp_choice(s, src, dst, 1)
         spine_d = spine_s.copy()
         if self.spec.tiers == 3:
             cross_pod = cross & (self.pod_of_leaf[leaf_s] != self.pod_of_leaf[leaf_d])
-            core = ecmp_choice(self.spec.cores, src, dst, 2)
+            c = self.core_paths
+            core = ecmp_choice(c, src, dst, 2)
             spine_d = np.where(cross_pod, ecmp_choice(s, src, dst, 3), spine_s)
-            c = self.spec.cores
             up, down = self._block("spine_up"), self._block("core_down")
             hops[:, 2] = np.where(cross_pod, up + self._spine(leaf_s, spine_s) * c + core, NO_LINK)
             hops[:, 3] = np.where(cross_pod, down + self._spine(leaf_d, spine_d) * c + core, NO_LINK)

@@ -19,10 +19,11 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 
 from ..collective.tuner import CollectivePlan
+from ..config.templates import find_template
 from ..network.topology import Topology
 from ..pipeline import simulate
 from ..progress import SILENT
-from ..validate.training import Unsupported, measured_iteration, scenario_from_row
+from ..validate.training import Unsupported, measured_iteration, model_block, scenario_from_row
 from .estimate import Estimator
 from .run import Search, Strategy
 
@@ -128,8 +129,16 @@ def families(rows: list[dict[str, str]]) -> list[Family]:
 RECIPE_SOURCES = re.compile(r"nemo|dgxc", re.IGNORECASE)
 """training.csv rows that are NVIDIA's published recipes (NeMo performance tables, DGX Cloud benchmarking)."""
 PROXY_NOTE = re.compile(r"proxy config", re.IGNORECASE)
-"""A recipe row run on a proxy of the model with fewer layers (DGX Cloud's small-scale Grok-1 and Llama 3.1 405B
-rows): its layout is the full model's, chosen for the full model's memory, not tuned for the proxy."""
+"""DGX Cloud's recipes run small GPU counts on a proxy of the model with fewer layers (its Grok-1 and Llama 3.1
+405B rows say so in their notes, on every row of the recipe): the layout is the full model's, chosen for the full
+model's memory, not tuned for the proxy."""
+
+
+def is_proxy(row: dict[str, str], sc) -> bool:
+    """Whether a recipe row runs fewer layers than the model it names (its template's)."""
+    stem = model_block(row).get("from")
+    full = (find_template("model", stem) or {}).get("num_layers") if stem else None
+    return bool(PROXY_NOTE.search(row["notes"])) and full is not None and sc.workload.model.num_layers < full
 TOP_SHARE = 0.10
 """A published recipe must rank within this share of the search's feasible strategies (the issue's top 10%)."""
 
@@ -184,5 +193,5 @@ def check_recipes(rows: list[dict[str, str]], indices: list[int], cache=None) ->
         row = rows[index]
         name = f"{row['subset'][:28]} | {row['model']} | {row['num_gpus']} GPUs | {row['precision']}"
         checks.append(RecipeCheck(index, name, fits, bisect.bisect_left(times, estimate), len(times),
-                                  bool(PROXY_NOTE.search(row["notes"]))))
+                                  is_proxy(row, sc)))
     return checks, skipped

@@ -48,6 +48,7 @@ class FrameworkDefaults:
     micro_batch_size: int = 1
     grad_reduce_dtype: str | None = None  # the gradient buffer's type where it is not Megatron's default
     overlap_grad_reduce: bool = True      # and, with the distributed optimizer, the parameter all-gather
+    routing: str | None = None            # the fabric's routing where it is not its template's
 
 
 NEMO_RECIPES = FrameworkDefaults(sequence_parallel=True, tp_comm_overlap=True, distributed_optimizer=True,
@@ -64,10 +65,12 @@ MEGATRON_LM_WITH_TE = FrameworkDefaults(sequence_parallel=True, distributed_opti
 --overlap-param-gather off unless given (SimuMax's B200 launcher, simu_tools/megatron_scripts/scripts/
 run_pretrain_llama3.sh, gives neither), so the gradients are reduced after the whole backward and the
 parameters gathered after the optimizer step."""
-MEGATRON_LM_2021 = FrameworkDefaults(attention="unfused", overlap_grad_reduce=False)
+MEGATRON_LM_2021 = FrameworkDefaults(attention="unfused", overlap_grad_reduce=False, routing="ecmp")
 """Megatron-LM's 2020-22 releases (v1.x to v3.0, the SC'21 paper's runs): fused softmax, no flash attention, and
 its default local DDP all-reducing the gradients after the whole backward (v2.6 training.py train_step:
-allreduce_gradients() after forward_backward_func, --DDP-impl local)."""
+allreduce_gradients() after forward_backward_func, --DDP-impl local). Their containers' NCCL (2.8-2.11) did not
+ask InfiniBand for adaptive routing, which NCCL turns on by default from 2.16 (src/transport/net_ib.cc,
+NCCL_IB_ADAPTIVE_ROUTING), so their flows are routed statically: each pinned to one spine."""
 FRAMEWORKS = {
     "nemo": NEMO_RECIPES,
     "megatron-core": MEGATRON_CORE_RUNS,
@@ -341,8 +344,13 @@ def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
     if "PURE" in row["precision"]:
         training["grad_reduce_dtype"] = "bf16"  # Composer's PURE mixed precision reduces in bf16
     num_nodes = math.ceil(num_gpus / system_node(system).gpus_per_node)
+    datacenter = {**system, "cluster": {"num_nodes": num_nodes}}
+    if habits.routing:
+        network = dict(datacenter.get("network", {}))
+        network["scale_out"] = {**network.get("scale_out", {}), "routing": habits.routing}
+        datacenter["network"] = network
     data = {
-        "datacenter": {**system, "cluster": {"num_nodes": num_nodes}},
+        "datacenter": datacenter,
         "workload": {"framework": "megatron", "model": model_block(row), "parallelism": parallelism,
                      "training": training},
     }
