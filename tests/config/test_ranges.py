@@ -16,7 +16,7 @@ from helpers import ROOT, cli, seed_dict
 from simulon.config.common import MAX_GPUS, MAX_LAYERS, MAX_MICROBATCHES, MAX_SEQUENCE, MAX_VOCAB
 from simulon.config.loading import ConfigError, load_scenario, parse_scenario
 from simulon.config.scenario import MAX_CHANNELS
-from simulon.config.units import MAX_BANDWIDTH, MAX_LATENCY, MAX_MEMORY_GB
+from simulon.config.units import MAX_BANDWIDTH, MAX_LATENCY, MAX_MEMORY_GB, MIN_BANDWIDTH
 
 
 def with_value(path: str, value: object) -> dict:
@@ -79,6 +79,7 @@ def test_a_cluster_of_more_gpus_than_the_bound_is_refused_at_its_node_count():
     ("collective.num_channels", 0, "must be at least 1, got 0"),
     ("workload.model.num_layers", -2, "must be at least 1, got -2"),
     ("datacenter.network.scale_out.nic.speed", 0, "must be positive, got 0 B/s"),
+    ("datacenter.node.gpu.memory_bandwidth", 1e-300, "must be at least 1e+06 B/s, got 1e-300 B/s"),
     ("datacenter.node.gpu.memory_capacity_gb", float("nan"), "must be positive, got nan GB"),
     ("datacenter.network.scale_out.nic.latency", float("inf"), "must be a finite number"),
 ])
@@ -115,8 +116,9 @@ class Bound:
 BOUNDS = [
     Bound("datacenter.network.scale_out.nic.latency", 0.0, MAX_LATENCY, integer=False),
     Bound("datacenter.network.scale_up.switch.latency", 0.0, MAX_LATENCY, integer=False),
-    Bound("datacenter.network.scale_out.nic.speed", 0.0, MAX_BANDWIDTH, integer=False, positive=True),
-    Bound("datacenter.network.scale_up.switch.port_speed", 0.0, MAX_BANDWIDTH, integer=False, positive=True),
+    Bound("datacenter.network.scale_out.nic.speed", MIN_BANDWIDTH, MAX_BANDWIDTH, integer=False),
+    Bound("datacenter.network.scale_up.switch.port_speed", MIN_BANDWIDTH, MAX_BANDWIDTH, integer=False),
+    Bound("datacenter.node.gpu.memory_bandwidth", MIN_BANDWIDTH, MAX_BANDWIDTH, integer=False),
     Bound("datacenter.node.gpu.memory_capacity_gb", 0.0, MAX_MEMORY_GB, integer=False, positive=True),
     Bound("datacenter.cluster.num_nodes", 1, MAX_GPUS // 4),
     Bound("collective.num_channels", 1, MAX_CHANNELS),

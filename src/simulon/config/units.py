@@ -75,6 +75,9 @@ def parse_size(value: object) -> float:
 MAX_BANDWIDTH = 100e12
 """100 TB/s, per direction: 12x the fastest shipped HBM (GB300, 8 TB/s), 110x the fastest shipped link (NVLink 5,
 900 GB/s)."""
+MIN_BANDWIDTH = 1e6
+"""1 MB/s: a thousandth of a 10 Mb/s Ethernet link; below it a step's times overflow (a bandwidth of 1e-300 B/s
+timed a kernel at infinity and gave NaN)."""
 MAX_LATENCY = 1.0
 """One second: a switch or NIC traversal takes nanoseconds to microseconds; a second is a million times that."""
 MAX_SIZE = 1e18
@@ -97,8 +100,9 @@ def _up_to(high: float, unit: str, note: str = "", *, positive: bool = True) -> 
 check_size = _up_to(MAX_SIZE, "B", " (an exabyte)")
 """Bytes unchanged if positive and at most MAX_SIZE, else ValueError (also for sizes given outside a config)."""
 
-Bandwidth = Annotated[float, BeforeValidator(parse_bandwidth), AfterValidator(_up_to(MAX_BANDWIDTH, "B/s"))]
-"""A bandwidth in bytes/s, written with a unit in YAML: positive, at most MAX_BANDWIDTH."""
+Bandwidth = Annotated[float, BeforeValidator(parse_bandwidth), AfterValidator(range_check(
+    MIN_BANDWIDTH, MAX_BANDWIDTH, f"{MAX_BANDWIDTH:g} B/s", positive=True, show=lambda value: f"{value:g} B/s"))]
+"""A bandwidth in bytes/s, written with a unit in YAML: from MIN_BANDWIDTH to MAX_BANDWIDTH."""
 Latency = Annotated[float, BeforeValidator(parse_time), AfterValidator(_up_to(MAX_LATENCY, "s", positive=False))]
 """A latency in seconds, written with a unit in YAML: from 0 to MAX_LATENCY."""
 ByteSize = Annotated[float, BeforeValidator(parse_size), AfterValidator(check_size)]
