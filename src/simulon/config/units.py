@@ -92,16 +92,17 @@ MAX_KERNEL_MS = 3.6e6
 """A measured kernel's time, in milliseconds: an hour, where kernels take microseconds to seconds."""
 
 
-def _up_to(high: float, unit: str, note: str = "", *, positive: bool = True) -> Callable[[float], float]:
-    """range_check for a quantity in `unit`, positive (or from 0) to `high`; `note` says the bound in words."""
-    return range_check(0.0, high, f"{high:g} {unit}{note}", positive=positive, show=lambda value: f"{value:g} {unit}")
+def _up_to(high: float, unit: str, note: str = "", *, positive: bool = True, low: float = 0.0
+           ) -> Callable[[float], float]:
+    """range_check for a quantity in `unit`, positive (or from `low`) to `high`; `note` says the bound in words."""
+    return range_check(low, high, f"{high:g} {unit}{note}", positive=positive, show=lambda value: f"{value:g} {unit}")
 
 
 check_size = _up_to(MAX_SIZE, "B", " (an exabyte)")
 """Bytes unchanged if positive and at most MAX_SIZE, else ValueError (also for sizes given outside a config)."""
 
-Bandwidth = Annotated[float, BeforeValidator(parse_bandwidth), AfterValidator(range_check(
-    MIN_BANDWIDTH, MAX_BANDWIDTH, f"{MAX_BANDWIDTH:g} B/s", positive=True, show=lambda value: f"{value:g} B/s"))]
+Bandwidth = Annotated[float, BeforeValidator(parse_bandwidth),
+                      AfterValidator(_up_to(MAX_BANDWIDTH, "B/s", low=MIN_BANDWIDTH))]
 """A bandwidth in bytes/s, written with a unit in YAML: from MIN_BANDWIDTH to MAX_BANDWIDTH."""
 Latency = Annotated[float, BeforeValidator(parse_time), AfterValidator(_up_to(MAX_LATENCY, "s", positive=False))]
 """A latency in seconds, written with a unit in YAML: from 0 to MAX_LATENCY."""

@@ -305,7 +305,8 @@ OPTIMIZER_STATE_DTYPES = (DType.fp32, DType.bf16, DType.fp16)
 
 def _optimizer_state_dtype(value: DType) -> DType:
     if value not in OPTIMIZER_STATE_DTYPES:
-        raise ValueError(f"optimizer states are kept in fp32, bf16 or fp16, not {value.value}")
+        kept = ", ".join(d.value for d in OPTIMIZER_STATE_DTYPES[:-1]) + f" or {OPTIMIZER_STATE_DTYPES[-1].value}"
+        raise ValueError(f"optimizer states are kept in {kept}, not {value.value}")
     return value
 
 

@@ -6,9 +6,11 @@ Between two NIC ports the route is up to the lowest common tier and back down; w
 a tier would do, ECMP picks one per (source, destination) pair (`routing: ecmp`).
 
 With `routing: adaptive` the switches spread every flow over all the equal-cost spines and cores, packet by
-packet (InfiniBand's adaptive routing, which NCCL uses on IB by default, NCCL_IB_ADAPTIVE_ROUTING; Spectrum-X's
-packet spraying): in a fluid model that is one path of their summed bandwidth, so a leaf's links to its
-spines are one link each way, and a pod's spines' links to the cores one link each way.
+packet (InfiniBand's adaptive routing: subnet managers enable it by default, opensm.conf per NVIDIA's
+"InfiniBand Cluster Bring-up Procedure", and NCCL asks for it on IB from 2.16, NCCL_IB_ADAPTIVE_ROUTING default 1
+in src/transport/net_ib.cc; Spectrum-X's packet spraying). In a fluid model that is one path of their summed
+bandwidth, so a leaf's links to its spines are one link each way, and a pod's spines' links to the cores one link
+each way (`physical_per_link` says how many each stands for).
 """
 
 from __future__ import annotations
@@ -159,7 +161,22 @@ class Fabric:
             bounds.append(self._total("spine_up") / 2)
         return min(bounds)
 
-    def _total(self, kind: str) -> float:
+    def links_of(self, kind: str) -> slice:
+        """The link ids of one block, relative to `base` (index `capacity` with it)."""
         i = self.kind.index(kind)
         end = self.block_start[i + 1] if i + 1 < len(self.kind) else self.num_links
-        return float(self.capacity[self.block_start[i]:end].sum())
+        return slice(self.block_start[i], end)
+
+    def physical_per_link(self, kind: str) -> int:
+        """How many physical switch links one link of a block stands for: 1, but under adaptive routing a leaf's
+        one link to its spines stands for each of them, and a spine group's one link to the cores for all of its
+        spines' links to all the cores."""
+        per_spine_link = (self.spec.spines or 1) // max(self.spine_paths, 1)
+        if kind in ("leaf_up", "spine_down"):
+            return per_spine_link
+        if kind in ("spine_up", "core_down"):
+            return per_spine_link * (self.spec.cores or 1) // max(self.core_paths, 1)
+        return 1
+
+    def _total(self, kind: str) -> float:
+        return float(self.capacity[self.links_of(kind)].sum())

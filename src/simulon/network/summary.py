@@ -45,16 +45,12 @@ class TopologySummary:
         up_links = nodes * math.comb(topology.gpus_per_node, 2) if topology.mesh else g
         tiers = [_tier(topology.scale_up_kind, up_switches, up_links, rate[:topology.port_links]),
                  _tier("leaf", fabric.leaves, ports, rate[first["nic_up"]:first["nic_up"] + ports])]
-        if fabric.spines:  # physical links: adaptive routing's one link per leaf stands for spec.spines of them
-            width = spec.spines // fabric.spine_paths
-            rates = rate[first["leaf_up"]:first["leaf_up"] + fabric.leaves * fabric.spine_paths] / width
-            tiers.append(_tier("spine", fabric.spines, fabric.leaves * spec.spines, rates))
-        if fabric.cores:
-            width = spec.cores // fabric.core_paths
-            groups = fabric.spines // (spec.spines // fabric.spine_paths)
-            rates = rate[first["spine_up"]:first["spine_up"] + groups * fabric.core_paths] / (
-                width * spec.spines // fabric.spine_paths)
-            tiers.append(_tier("core", fabric.cores, fabric.spines * spec.cores, rates))
+        for name, switches, kind, links in (("spine", fabric.spines, "leaf_up", fabric.leaves * (spec.spines or 0)),
+                                            ("core", fabric.cores, "spine_up", fabric.spines * (spec.cores or 0))):
+            if switches:  # the physical links, which adaptive routing models merged (Fabric.physical_per_link)
+                block = fabric.links_of(kind)
+                rates = rate[fabric.base + block.start:fabric.base + block.stop] / fabric.physical_per_link(kind)
+                tiers.append(_tier(name, switches, links, rates))
         domain = min(topology.domain_gpus, g)  # a mesh cut in half has (domain/2)^2 links across
         up_bisection = tiers[0].link_rate * ((domain // 2) ** 2 if topology.mesh else domain / 2)
         return cls(g, nodes, tiers[0].name, topology.domain_gpus, topology.reduces_in_switch,

@@ -139,6 +139,8 @@ def is_proxy(row: dict[str, str], sc) -> bool:
     stem = model_block(row).get("from")
     full = (find_template("model", stem) or {}).get("num_layers") if stem else None
     return bool(PROXY_NOTE.search(row["notes"])) and full is not None and sc.workload.model.num_layers < full
+
+
 TOP_SHARE = 0.10
 """A published recipe must rank within this share of the search's feasible strategies (the issue's top 10%)."""
 

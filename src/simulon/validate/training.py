@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from ..config.common import DType
 from ..config.dc import DatacenterConfig, NodeSpec
@@ -48,7 +48,7 @@ class FrameworkDefaults:
     micro_batch_size: int = 1
     grad_reduce_dtype: str | None = None  # the gradient buffer's type where it is not Megatron's default
     overlap_grad_reduce: bool = True      # and, with the distributed optimizer, the parameter all-gather
-    routing: str | None = None            # the fabric's routing where it is not its template's
+    routing: Literal["ecmp", "adaptive"] | None = None  # the fabric's routing where not its template's
 
 
 NEMO_RECIPES = FrameworkDefaults(sequence_parallel=True, tp_comm_overlap=True, distributed_optimizer=True,
@@ -150,12 +150,13 @@ METRICS = ("iter_time_s", "tokens_per_s_total", "tokens_per_s_per_gpu", "samples
            "mfu_pct", "hfu_pct")
 
 
-def _first(patterns, text: str):
-    return next((value for pattern, value in patterns if re.search(pattern, text, re.IGNORECASE)), None)
-
-
 def _all(patterns, text: str) -> list:
+    """The values of every (pattern, value) whose pattern `text` matches (case-insensitive), in order."""
     return [value for pattern, value in patterns if re.search(pattern, text, re.IGNORECASE)]
+
+
+def _first(patterns, text: str):
+    return next(iter(_all(patterns, text)), None)
 
 
 def _integer(row: dict[str, str], column: str, default: int | None = None) -> int | None:
