@@ -31,7 +31,7 @@ TINY = ["--hidden-size", "64", "--num-heads", "4", "--ffn-hidden-size", "128", "
 
 
 def test_the_plan_records_exactly_the_keys_the_simulator_looks_up():
-    point = SweepPoint(hidden=64, heads=4, ffn=128, seq=32, batch=2, vocab=256, dtype=DType.bf16, tp=2,
+    point = SweepPoint.of_shape(hidden=64, heads=4, ffn=128, seq=32, batch=2, vocab=256, dtype=DType.bf16, tp=2,
                        activation="swiglu", experts=4, top_k=2)
     kernels, planned = plan(point)
     names = {p.spec.name for p in planned}
@@ -43,7 +43,7 @@ def test_the_plan_records_exactly_the_keys_the_simulator_looks_up():
     for name, by_phase in kernels.table.items():  # every kernel the tracer emits, recompute aside
         assert {(name, ph) for ph in by_phase if ph != Phase.recompute} <= phases
     with pytest.raises(ValueError, match="tp 3"):
-        plan(SweepPoint(64, 4, 128, 32, 1, 256, DType.bf16, 3))
+        plan(SweepPoint.of_shape(64, 4, 128, 32, 1, 256, DType.bf16, 3))
 
 
 @given(st.lists(st.floats(1.0, 2.0), min_size=4, max_size=30), st.floats(50.0, 1e4))
@@ -126,3 +126,23 @@ def test_a_cpu_profile_feeds_the_simulation_and_reruns_skip_what_is_done(tmp_pat
     dag, _, _ = build_dag(sc)
     _, measured = kernel_seconds(dag, gpu, DType.bf16)
     assert measured == len(dag.kernel_specs)  # every kernel found (the optimizer by interpolation)
+
+
+def test_a_model_template_gives_every_shape_and_expert_parallelism_divides_its_experts():
+    point = SweepPoint({"from": "DeepSeek V3"}, seq=256, batch=1, dtype=DType.bf16, tp=2, ep=8)
+    _, planned = plan(point)
+    by_name = {(p.spec.name, p.spec.phase): dict(p.spec.shape) for p in planned}
+    experts = by_name[("moe_expert_linear1", Phase.fwd)]
+    assert experts["groups"] == 256 // 8 and experts["m"] == 256 * 8  # local experts; tokens x top-8
+    assert by_name[("attn_flash", Phase.fwd)]["qk_dim"] == 192  # MLA: 128 no-position + 64 rotary
+    assert ("attn_kv_down", Phase.fwd) in by_name and ("moe_shared_linear1", Phase.fwd) in by_name
+    with pytest.raises(ValueError, match="ep 8 does not divide the model's no experts"):
+        plan(SweepPoint({"from": "llama-3-8b"}, 256, 1, DType.bf16, 1, ep=8))
+
+
+def test_a_model_template_and_size_flags_together_are_bad_input(tmp_path):
+    result = CliRunner().invoke(app, ["profile", "gpu", "--output", str(tmp_path / "g.yaml"), "--model",
+                                      "llama-3-8b", "--hidden-size", "4096"])
+    assert isinstance(result.exception, ConfigError)
+    assert str(result.exception) == "--model takes every shape from the model template: leave out --hidden-size"
+    assert not (tmp_path / "g.yaml").exists()

@@ -46,19 +46,25 @@ def gpu(
     vendor: Annotated[str, typer.Option(help="GPU vendor")] = "nvidia",
     memory_capacity_gb: Annotated[float, typer.Option(help="GPU memory (GB)")] = 80.0,
     tdp_w: Annotated[float | None, typer.Option(help="board power (W)")] = None,
-    hidden_size: Sweep("hidden size") = "4096",
-    num_heads: Sweep("attention heads") = "32",
-    ffn_hidden_size: Sweep("MLP hidden size") = "16384",
+    model: Annotated[str | None, typer.Option(
+        help="model template(s) to take every shape from (llama-3-70b, deepseek-v3, ...; a comma list sweeps) in "
+        "place of the size flags")] = None,
+    hidden_size: Annotated[str | None, typer.Option(help="hidden size; a comma list sweeps [default: 4096]")] = None,
+    num_heads: Annotated[str | None, typer.Option(help="attention heads; a comma list sweeps [default: 32]")] = None,
+    ffn_hidden_size: Annotated[str | None, typer.Option(
+        help="MLP hidden size (each expert's, with --num-experts); a comma list sweeps [default: 16384]")] = None,
     seq_len: Sweep("sequence length") = "2048",
     batch_size: Sweep("micro-batch size") = "1",
-    vocab_size: Sweep("vocabulary size") = "32000",
+    vocab_size: Annotated[str | None, typer.Option(
+        help="vocabulary size; a comma list sweeps [default: 32000]")] = None,
     dtype: Sweep("training dtype: bf16, fp16, fp8, tf32, fp32") = "bf16",
     tp: Sweep("tensor-parallel size") = "1",
+    ep: Sweep("expert-parallel size (MoE models: the experts each GPU holds)") = "1",
     num_kv_heads: Annotated[str | None, typer.Option(help="GQA key/value heads; a comma list sweeps")] = None,
-    activation: Annotated[str, typer.Option(help="gelu | swiglu (gated MLP) | ...")] = "gelu",
-    normalization: Annotated[str, typer.Option(help="layernorm | rmsnorm")] = "layernorm",
+    activation: Annotated[str | None, typer.Option(help="gelu | swiglu (gated MLP) | ... [default: gelu]")] = None,
+    normalization: Annotated[str | None, typer.Option(help="layernorm | rmsnorm [default: layernorm]")] = None,
     num_experts: Annotated[int | None, typer.Option(help="MoE experts (grouped expert GEMMs)")] = None,
-    moe_top_k: Annotated[int, typer.Option(help="experts per token")] = 2,
+    moe_top_k: Annotated[int | None, typer.Option(help="experts per token [default: 2]")] = None,
     epoch_num: Annotated[int, typer.Option(help="timed repetitions per kernel")] = 20,
     warmup: Annotated[int, typer.Option(help="untimed runs before timing")] = 5,
     device: Annotated[str, typer.Option(help="cuda, or cpu to time on the CPU (tests, small shapes)")] = "cuda",
@@ -72,13 +78,26 @@ def gpu(
         raise ConfigError("--epoch-num must be at least 1 and --warmup at least 0")
     if not (output.parent if str(output.parent) else Path(".")).is_dir():
         raise ConfigError(f"--output {output}: folder {str(output.parent)!r} does not exist")
-    kv = ints("--num-kv-heads", num_kv_heads) if num_kv_heads else [None]
-    grid = itertools.product(ints("--hidden-size", hidden_size), ints("--num-heads", num_heads),
-                             ints("--ffn-hidden-size", ffn_hidden_size), ints("--seq-len", seq_len),
-                             ints("--batch-size", batch_size), ints("--vocab-size", vocab_size),
-                             dtypes(dtype), ints("--tp", tp), kv)
-    points = runnable([SweepPoint(h, n, f, s, b, v, d, t, k, activation, normalization, num_experts, moe_top_k)
-                       for h, n, f, s, b, v, d, t, k in grid])
+    shape_flags = {"--hidden-size": hidden_size, "--num-heads": num_heads, "--ffn-hidden-size": ffn_hidden_size,
+                   "--vocab-size": vocab_size, "--num-kv-heads": num_kv_heads, "--activation": activation,
+                   "--normalization": normalization, "--num-experts": num_experts, "--moe-top-k": moe_top_k}
+    runs = list(itertools.product(ints("--seq-len", seq_len), ints("--batch-size", batch_size), dtypes(dtype),
+                                  ints("--tp", tp), ints("--ep", ep)))
+    if model is not None:
+        given = [flag for flag, value in shape_flags.items() if value is not None]
+        if given:
+            raise ConfigError(f"--model takes every shape from the model template: leave out {', '.join(given)}")
+        models = [{"from": name.strip()} for name in model.split(",")]
+        points = [SweepPoint(m, s, b, d, t, e) for m in models for s, b, d, t, e in runs]
+    else:
+        kv = ints("--num-kv-heads", num_kv_heads) if num_kv_heads else [None]
+        shapes = itertools.product(ints("--hidden-size", hidden_size or "4096"), ints("--num-heads", num_heads or "32"),
+                                   ints("--ffn-hidden-size", ffn_hidden_size or "16384"),
+                                   ints("--vocab-size", vocab_size or "32000"), kv)
+        points = [SweepPoint.of_shape(h, n, f, s, b, v, d, t, k, activation or "gelu", normalization or "layernorm",
+                                      num_experts, moe_top_k or 2, ep=e)
+                  for h, n, f, v, k in shapes for s, b, d, t, e in runs]
+    points = runnable(points)
     from ..profiling.store import ProfileFile
 
     store = ProfileFile(output, {"name": name, "vendor": vendor, "memory_capacity_gb": memory_capacity_gb,
@@ -106,11 +125,11 @@ def runnable(points: list) -> list:
             point.workload()
         except ValidationError as exc:
             reasons.append(describe_validation_error(exc, "workload"))
-            print(f"point {i}/{len(points)} {point}: skipped, {reasons[-1]}")
+            print(f"point {i}/{len(points)} ({point.describe()}): skipped, {reasons[-1]}")
             continue
         except ValueError as exc:
             reasons.append(str(exc).splitlines()[0])
-            print(f"point {i}/{len(points)} {point}: skipped, {reasons[-1]}")
+            print(f"point {i}/{len(points)} ({point.describe()}): skipped, {reasons[-1]}")
             continue
         kept.append(point)
     if not kept:
@@ -123,7 +142,6 @@ def _profile(points, store, device: str, repetitions: int, warmup: int) -> None:
 
     for i, point in enumerate(points, 1):
         r = profile_point(point, store, device, repetitions, warmup)
-        print(f"point {i}/{len(points)} (hidden {point.hidden}, heads {point.heads}, seq {point.seq}, "
-              f"batch {point.batch}, {point.dtype.value}, tp {point.tp}): {r.timed} timed, {r.skipped} already "
+        print(f"point {i}/{len(points)} ({point.describe()}): {r.timed} timed, {r.skipped} already "
               f"in the file, {r.out_of_memory} out of memory, {r.unsupported} not timeable on {device}")
     print(f"wrote {store.path}")

@@ -1,5 +1,6 @@
 """`simulon validate {kernels,collectives,training,memory,hetero} [--csv FILE] [--json] [--plot FILE]`: the
-shipped table unless --csv names one; --plot draws predicted against measured (plots/validation.py)."""
+shipped table unless --csv names one; --plot draws predicted against measured (plots/validation.py).
+`simulon validate profile GPU.yaml`: a GPU's own profiled kernels against the compute model."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from pydantic import ValidationError
 
 from ..config.errors import ConfigError, not_utf8
+from ..config.loading import describe_validation_error
 from .limits import MaxMemoryOption, memory_limit
 from .output import print_table
 
@@ -49,11 +52,16 @@ def report(csv_path: Path, as_json: bool, validator: Callable, group_title: str,
         why = f": {result.skipped[0].reason}" if result.skipped else ""
         raise ConfigError(f"{csv_path}: no row could be compared ({len(result.skipped)} skipped{why}); is this "
                           "a table in the shipped tables' format for this validator?")
+    report_on(result, str(csv_path), as_json, group_title, plot)
+
+
+def report_on(result, source: str, as_json: bool, group_title: str, plot: Path | None = None) -> None:
+    """Print a validation report (a table, or JSON) and, with `plot`, draw it there."""
     if plot is not None:
         from ..plots.figure import save
         from ..plots.validation import validation
 
-        save(validation(result.to_dict(), str(csv_path)), plot)
+        save(validation(result.to_dict(), source), plot)
     if as_json:
         print(json.dumps(result.to_dict()))
         return
@@ -126,3 +134,23 @@ def hetero(csv: CsvOption = None, as_json: JsonOption = False, plot: PlotOption 
     with terminal_progress(quiet=as_json) as progress:
         report(table(csv, "memory"), as_json, lambda rows: validate_hetero(rows, progress=progress),
                "node groups and strategy", plot)
+
+
+@app.command()
+def profile(gpu_file: Annotated[Path, typer.Argument(help="a GPU YAML with kernel_runs (simulon profile gpu)")],
+            as_json: JsonOption = False, plot: PlotOption = None) -> None:
+    """A GPU's own measured kernels (`simulon profile gpu`) against the calibrated compute model, kernel by
+    kernel and by family."""
+    from ..config.dc import GPUSpec
+    from ..plots.figure import check_output
+    from ..validate.profile import validate_profile
+
+    if plot is not None:
+        check_output(plot)
+    if not gpu_file.is_file():
+        raise ConfigError(f"{gpu_file}: no such file")
+    try:
+        gpu = GPUSpec.model_validate({"from": str(gpu_file)})
+    except ValidationError as exc:
+        raise ConfigError(describe_validation_error(exc, str(gpu_file))) from None
+    report_on(validate_profile(gpu), str(gpu_file), as_json, "family", plot)

@@ -3,49 +3,77 @@ the shape keys (and phase, dtype) the simulator looks up. No torch here."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ..config.common import DType
 from ..config.workload import MegatronWorkload
-from ..workload.data_parallel import ADAM_BYTES_PER_PARAM
-from ..workload.kernels import KernelSpec, Phase, memory_bound
+from ..workload.data_parallel import bucket_kernel, grad_zero_kernel, optimizer_kernel
+from ..workload.kernels import KernelSpec, Phase
 from ..workload.layer_kernels import LayerKernels, ShardShape
 
 
 @dataclass(frozen=True)
 class SweepPoint:
-    hidden: int
-    heads: int
-    ffn: int
+    """One shape to profile: a model block (the fields of `model:` in a workload, or a template's name), of which
+    one layer is timed, at a sequence length, micro-batch, dtype, tensor- and expert-parallel size."""
+
+    model: Mapping[str, Any]
     seq: int
     batch: int
-    vocab: int
     dtype: DType
     tp: int
-    kv_heads: int | None = None
-    activation: str = "gelu"
-    normalization: str = "layernorm"
-    experts: int | None = None
-    top_k: int = 1
-    expert_ffn: int | None = None
+    ep: int = 1
+
+    @classmethod
+    def of_shape(cls, hidden: int, heads: int, ffn: int, seq: int, batch: int, vocab: int, dtype: DType, tp: int,
+                 kv_heads: int | None = None, activation: str = "gelu", normalization: str = "layernorm",
+                 experts: int | None = None, top_k: int = 1, expert_ffn: int | None = None, ep: int = 1
+                 ) -> SweepPoint:
+        """A point given by its sizes, as `simulon profile gpu --hidden-size ...` gives them."""
+        model: dict[str, Any] = {"name": "profile", "num_layers": 1, "hidden_size": hidden, "num_heads": heads,
+                                 "ffn_hidden_size": ffn, "vocab_size": vocab, "activation": activation,
+                                 "normalization": normalization}
+        if kv_heads:
+            model["num_kv_heads"] = kv_heads
+        if experts:
+            model["moe"] = {"num_experts": experts, "top_k": top_k,
+                            **({"expert_ffn_hidden_size": expert_ffn} if expert_ffn else {})}
+        return cls(model, seq, batch, dtype, tp, ep)
+
+    def one_layer(self) -> dict[str, Any]:
+        """The model block with one layer, a mixture-of-experts layer where the model has experts (raises
+        ValueError, a pydantic ValidationError locating the field under `model` among them, if the block does not
+        describe a model)."""
+        spec = self._workload(dict(self.model), tp=1, ep=1).model.model_dump(exclude_none=True)
+        if spec.get("moe"):
+            spec["moe"]["first_dense_layers"] = 0
+        return {**spec, "num_layers": 1}
 
     def workload(self) -> MegatronWorkload:
         """The one-layer workload whose kernels this point times (raises ValueError if inconsistent)."""
-        model: dict[str, Any] = {"name": "profile", "num_layers": 1, "hidden_size": self.hidden,
-                                 "num_heads": self.heads, "ffn_hidden_size": self.ffn, "vocab_size": self.vocab,
-                                 "activation": self.activation, "normalization": self.normalization}
-        if self.kv_heads:
-            model["num_kv_heads"] = self.kv_heads
-        if self.experts:
-            model["moe"] = {"num_experts": self.experts, "top_k": self.top_k,
-                            **({"expert_ffn_hidden_size": self.expert_ffn} if self.expert_ffn else {})}
-        if self.heads % self.tp or (self.kv_heads or self.heads) % self.tp:
-            raise ValueError(f"tp {self.tp} does not divide the {self.heads} heads")
+        model = self.one_layer()
+        heads, kv_heads = model["num_heads"], model.get("num_kv_heads") or model["num_heads"]
+        if heads % self.tp or kv_heads % self.tp:
+            raise ValueError(f"tp {self.tp} does not divide the {heads} heads ({kv_heads} key/value heads)")
+        experts = (model.get("moe") or {}).get("num_experts")
+        if self.ep > 1 and (not experts or experts % self.ep):
+            raise ValueError(f"ep {self.ep} does not divide the model's {experts or 'no'} experts")
+        return self._workload(model, self.tp, self.ep)
+
+    def _workload(self, model: dict[str, Any], tp: int, ep: int) -> MegatronWorkload:
         return MegatronWorkload.model_validate({
-            "model": model, "parallelism": {"tp": self.tp},
-            "training": {"global_batch_size": self.batch, "micro_batch_size": self.batch,
+            "model": model, "parallelism": {"tp": tp, "ep": ep, "dp": ep},
+            "training": {"global_batch_size": self.batch * ep, "micro_batch_size": self.batch,
                          "sequence_length": self.seq, "dtype": self.dtype.value}})
+
+    def describe(self) -> str:
+        """One line naming the point, as the progress lines print it."""
+        m = self.model
+        name = m.get("from") or f"hidden {m.get('hidden_size')}, heads {m.get('num_heads')}"
+        parallel = f"tp {self.tp}" + (f", ep {self.ep}" if self.ep > 1 else "")
+        return f"{name}, seq {self.seq}, batch {self.batch}, {self.dtype.value}, {parallel}"
 
 
 @dataclass(frozen=True)
@@ -55,13 +83,15 @@ class PlannedKernel:
 
 
 def plan(point: SweepPoint) -> tuple[LayerKernels, list[PlannedKernel]]:
-    """Every distinct kernel of one layer, the embedding, head and loss, and the optimizer step."""
+    """Every distinct kernel of one layer, the embedding, head and loss, and the step's gradient-buffer kernels
+    and optimizer (Megatron's, over the layer's parameters)."""
     wl = point.workload()
     kernels = LayerKernels(wl.model, ShardShape.of(wl))
     specs = [spec for phases in kernels.table.values() for phase, spec in phases.items()
              if phase != Phase.recompute]  # a recomputed forward is timed as the forward
     dense, expert = kernels.layer_params(moe_layer=wl.model.moe is not None)
-    params = dense + expert
-    specs.append(memory_bound("optimizer", Phase.step, ADAM_BYTES_PER_PARAM * params, params))
+    params, grad_bytes = dense + expert, kernels.shape.grad_bytes
+    specs += [grad_zero_kernel(params, grad_bytes), bucket_kernel(params, grad_bytes, scaled=False),
+              bucket_kernel(params, grad_bytes, scaled=True), optimizer_kernel(params, megatron_buffers=True)]
     return kernels, [PlannedKernel(s, {**dict(s.shape), "phase": s.phase.name, "dtype": point.dtype.value})
                      for s in specs]

@@ -4,7 +4,8 @@ it once on tensors of the kernel's shape. Imported only when profiling (torch is
 GEMMs run as torch.matmul / torch.bmm (fp8 through torch._scaled_mm), flash attention as
 scaled_dot_product_attention, and memory-bound kernels as the operation they stand for: layer/RMS norm,
 residual add, GELU or SwiGLU, MoE permutation gathers, embedding lookup and its gradient, vocab
-cross-entropy and the Adam step. A memory-bound kernel the recipes do not know is timed as a copy of
+cross-entropy, the gradient buffers' zeroing, NaN check and scaling, and Megatron's optimizer step
+(gradient norm, Adam, master-weight cast). A memory-bound kernel the recipes do not know is timed as a copy of
 its bytes.
 """
 
@@ -16,7 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from ..config.common import DType
-from ..workload.data_parallel import ADAM_BYTES_PER_PARAM
+from ..workload.data_parallel import optimizer_kernel
 from ..workload.kernels import KernelClass, KernelSpec, Phase
 from ..workload.layer_kernels import LayerKernels
 from .plan import SweepPoint
@@ -30,8 +31,8 @@ class Unsupported(Exception):
 
 
 def build(spec: KernelSpec, point: SweepPoint, kernels: LayerKernels, device: str) -> Callable[[], object]:
-    if spec.kclass in (KernelClass.gemm, KernelClass.grouped_gemm):
-        return _gemm(spec, point.dtype, device)
+    if spec.kclass in (KernelClass.gemm, KernelClass.grouped_gemm):  # a GEMM the recipe keeps 16-bit says so
+        return _gemm(spec, DType(dict(spec.shape).get("precision", point.dtype.value)), device)
     act = TORCH_DTYPES.get(point.dtype, torch.bfloat16)  # fp8 training keeps 16-bit activations
     if spec.kclass == KernelClass.attention:
         return _attention(spec, act if act != torch.float32 else torch.bfloat16, device)
@@ -75,9 +76,8 @@ def _attention(spec: KernelSpec, dtype: torch.dtype, device: str) -> Callable[[]
     v = _randn(b, kv, int(s["seq_k"]), int(s["v_dim"]), dtype=dtype, device=device, grad=backward)
     causal = bool(s["causal"])
 
-    def forward() -> torch.Tensor:  # grouped-query heads share keys and values
-        kk, vv = (k, v) if kv == h else (k.repeat_interleave(h // kv, 1), v.repeat_interleave(h // kv, 1))
-        return F.scaled_dot_product_attention(q, kk, vv, is_causal=causal)
+    def forward() -> torch.Tensor:  # grouped-query heads share keys and values, as the fused kernels read them
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=kv != h)
 
     if not backward:
         return forward
@@ -94,7 +94,7 @@ def _memory(spec: KernelSpec, point: SweepPoint, kernels: LayerKernels, dtype: t
         x = _randn(sh.norm_tokens, h, dtype=dtype, device=device, grad=backward)
         w = torch.ones(h, dtype=dtype, device=device, requires_grad=backward)
         if kernels.model.normalization == "rmsnorm":
-            return _autograd(lambda: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5) * w, backward)
+            return _autograd(lambda: F.rms_norm(x, (h,), w, 1e-5), backward)
         return _autograd(lambda: F.layer_norm(x, (h,), w), backward)
     if name.endswith("_residual"):
         x, y = (_randn(sh.norm_tokens, h, dtype=dtype, device=device) for _ in range(2))
@@ -123,15 +123,29 @@ def _memory(spec: KernelSpec, point: SweepPoint, kernels: LayerKernels, dtype: t
         logits = _randn(sh.tokens, kernels.vocab_shard, dtype=dtype, device=device, grad=backward)
         target = torch.randint(0, kernels.vocab_shard, (sh.tokens,), device=device)
         return _autograd(lambda: F.cross_entropy(logits.float(), target), backward)
+    if name in ("grad_zero", "grad_check", "grad_check_scale"):  # over fp32 gradients: bytes / 4 / passes
+        grads = torch.randn(max(round(spec.bytes / 4 / (3 if name == "grad_check_scale" else 1)), 1), device=device)
+        if name == "grad_zero":
+            return grads.zero_
+        if name == "grad_check":
+            return lambda: torch.linalg.vector_norm(grads).isnan()
+        return lambda: (torch.linalg.vector_norm(grads).isnan(), grads.mul_(0.5))
     if name == "optimizer":
-        p = torch.zeros(round(spec.bytes / ADAM_BYTES_PER_PARAM), device=device, requires_grad=True)
-        p.grad = torch.randn_like(p)
-        opt = torch.optim.Adam([p], fused=device == "cuda", foreach=None if device == "cuda" else True)
-        return opt.step
+        return _megatron_step(round(spec.bytes / optimizer_kernel(1, megatron_buffers=True).bytes), dtype, device)
     elements = max(round(spec.bytes / 2 / (torch.finfo(dtype).bits / 8)), 1)  # unknown kernel: copy its bytes
     src = _randn(elements, dtype=dtype, device=device)
     dst = torch.empty_like(src)
     return lambda: dst.copy_(src)
+
+
+def _megatron_step(params: int, dtype: torch.dtype, device: str) -> Callable[[], object]:
+    """Megatron's step (optimizer_kernel): the fp32 gradients' norm for clipping, Adam on the fp32 master weights,
+    and the master weights cast into the model's 16-bit ones."""
+    master = torch.zeros(max(params, 1), device=device, requires_grad=True)
+    master.grad = torch.randn_like(master)
+    model = torch.empty_like(master, dtype=dtype)
+    opt = torch.optim.Adam([master], fused=device == "cuda", foreach=None if device == "cuda" else True)
+    return lambda: (torch.linalg.vector_norm(master.grad), opt.step(), model.copy_(master))
 
 
 def _autograd(forward: Callable[[], torch.Tensor], backward: bool) -> Callable[[], object]:

@@ -42,6 +42,10 @@ def profile_point(point: SweepPoint, store: ProfileFile, device: str, repetition
             store.add(item.spec.name, item.params, None)
             result.out_of_memory += 1
             continue
+        except RuntimeError as exc:  # torch cannot run this stand-in here (a backend refusing a shape, say)
+            print(f"  {item.spec.name} {item.spec.phase.name}: not timed, torch says: {str(exc).splitlines()[0]}")
+            result.unsupported += 1
+            continue
         finally:
             run = None  # type: ignore[assignment]  # free this kernel's tensors before the next
         store.add(item.spec.name, item.params, times)

@@ -1,0 +1,58 @@
+"""Sustained tensor-core throughput on the local GPU: one square GEMM repeated back to back for a while, its
+TFLOP/s printed per second of running, so that the clock a training step settles at (compute/data/calibration.yaml
+`sustained_clock`) can be read off a real GPU rather than assumed. Needs torch and a CUDA GPU.
+
+    python benchmarks/gpu_sustained_gemm.py [--size 8192] [--seconds 15] [--dtype bf16|fp8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+
+def main() -> None:
+    import torch
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--size", type=int, default=8192)
+    parser.add_argument("--seconds", type=float, default=15.0)
+    parser.add_argument("--dtype", choices=("bf16", "fp8"), default="bf16")
+    args = parser.parse_args()
+    n = args.size
+    a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    if args.dtype == "fp8":
+        a8, b8 = a.to(torch.float8_e4m3fn), b.to(torch.float8_e4m3fn).t().contiguous().t()
+        one = torch.ones((), device="cuda")
+
+        def gemm():
+            return torch._scaled_mm(a8, b8, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+    else:
+        def gemm():
+            return a @ b
+    flops = 2.0 * n ** 3
+    for _ in range(10):
+        gemm()
+    torch.cuda.synchronize()
+    began, rates = time.perf_counter(), []
+    while time.perf_counter() - began < args.seconds:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        count = 0
+        while count < 50:
+            gemm()
+            count += 1
+        end.record()
+        end.synchronize()
+        seconds = start.elapsed_time(end) * 1e-3
+        rates.append(count * flops / seconds / 1e12)
+        print(f"{time.perf_counter() - began:7.2f} s  {rates[-1]:7.1f} TFLOP/s", flush=True)
+    first, last = rates[: max(len(rates) // 10, 1)], rates[-max(len(rates) // 3, 1):]
+    print(f"{args.dtype} {n}^3: first {statistics.median(first):.1f} TFLOP/s, settled (last third) "
+          f"{statistics.median(last):.1f} TFLOP/s, ratio {statistics.median(last) / statistics.median(first):.3f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Profile, on the local GPU, the kernels of the shapes issue 21 names: Llama 3 8B and 70B at sequence 8,192 and
+# tp 1/2/4/8, and DeepSeek-V3's MoE layer at sequence 4,096, tp 1/2/4/8 and ep 8/32, each in bf16 and fp8; then
+# the sustained throughput of an 8192^3 GEMM. Writes into folder $1 (default .): profile.yaml (a GPU YAML with
+# kernel_runs, `gpu: {from: profile.yaml}`), sustained_*.txt, and nvidia-smi's clocks once a second.
+#
+#     bash benchmarks/profile_gpu_llm_shapes.sh OUT [GPU-NAME]      (needs torch and a CUDA GPU)
+set -uo pipefail  # a step that fails leaves the others to run
+out=${1:-.}
+name=${2:-H100-SXM5-80GB}
+simulon() { python3 -c "import sys; from simulon.cli.app import main; sys.argv[0] = 'simulon'; main()" "$@"; }
+nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv -l 1 >"$out/smi.csv" &
+smi=$!
+trap 'kill $smi' EXIT
+python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'cudnn', torch.backends.cudnn.version(), torch.cuda.get_device_name())" >"$out/gpu.txt"
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem,power.limit --format=csv >>"$out/gpu.txt"
+simulon profile gpu --name "$name" -o "$out/profile.yaml" --model llama-3-8b,llama-3-70b --seq-len 8192 \
+    --dtype bf16,fp8 --tp 1,2,4,8
+simulon profile gpu --name "$name" -o "$out/profile.yaml" --model deepseek-v3 --seq-len 4096 \
+    --dtype bf16,fp8 --tp 1,2,4,8 --ep 8,32
+python3 benchmarks/gpu_sustained_gemm.py --dtype bf16 --seconds 20 >"$out/sustained_bf16.txt"
+python3 benchmarks/gpu_sustained_gemm.py --dtype fp8 --seconds 20 >"$out/sustained_fp8.txt"

@@ -1,0 +1,78 @@
+"""`simulon validate profile`: a GPU's measured kernel_runs against the calibrated compute model: exact when the
+profile is the model's own prediction, within a bound on the shipped H100 profile, and bad input refused."""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from pathlib import Path
+
+import pytest
+import yaml
+
+from helpers import cli
+from simulon.compute.analytical import AnalyticalModel
+from simulon.config.common import DType
+from simulon.config.dc import GPUSpec
+from simulon.config.loading import ConfigError
+from simulon.profiling.plan import SweepPoint, plan
+from simulon.validate.profile import PROFILE_REPEATS, validate_profile
+
+H100_PROFILE = Path(str(resources.files("simulon.compute") / "data" / "profiles" / "h100-sxm5-80gb.yaml"))
+
+
+def model_profile(path: Path, dtype: DType) -> int:
+    """A GPU YAML whose kernel_runs are what the analytical model predicts for a small MoE model's kernels."""
+    gpu = GPUSpec.model_validate({"from": "h100-sxm"})
+    model = AnalyticalModel(gpu, dtype, repeats=PROFILE_REPEATS)
+    _, planned = plan(SweepPoint({"from": "mixtral-8x7b"}, seq=512, batch=1, dtype=dtype, tp=2, ep=2))
+    seconds = model.seconds([p.spec for p in planned])
+    runs = [{"kernel": p.spec.name, "params": p.params, "times_ms": [float(s) * 1e3] * 3}
+            for p, s in zip(planned, seconds, strict=True)]
+    path.write_text(yaml.safe_dump({"from": "h100-sxm", "kernel_runs": runs}))
+    return len(runs)
+
+
+@pytest.mark.parametrize("dtype", [DType.bf16, DType.fp8])
+def test_a_profile_of_the_models_own_predictions_is_matched_exactly(tmp_path, dtype):
+    count = model_profile(tmp_path / "gpu.yaml", dtype)
+    report = validate_profile(GPUSpec.model_validate({"from": str(tmp_path / "gpu.yaml")}))
+    assert len(report.rows) == count and not report.skipped
+    assert max(abs(r.error_pct) for r in report.rows) < 1e-6
+    families = {r.group for r in report.rows}
+    assert {f"gemm {dtype.value}", f"grouped gemm {dtype.value}", "attention", "memory"} <= families
+
+
+def test_the_shipped_h100_profile_holds_the_compute_model_to_its_gemm_bounds():
+    report = validate_profile(GPUSpec.model_validate({"from": str(H100_PROFILE)}))
+    by_family = report.mape_by("group")
+    assert len(report.rows) > 2000 and not report.skipped
+    assert by_family["gemm bf16"] < 12.0 and by_family["grouped gemm bf16"] < 12.0
+    assert by_family["gemm fp8"] < 20.0
+
+
+def test_the_shipped_h100_profile_feeds_a_simulation_as_a_gpu():
+    gpu = GPUSpec.model_validate({"from": str(H100_PROFILE)})
+    assert gpu.name == "H100-SXM5-80GB" and gpu.peak_flops(DType.bf16) == pytest.approx(989.4e12)
+    assert len(gpu.kernel_runs) > 3000
+
+
+def test_a_gpu_without_kernel_runs_is_bad_input(tmp_path):
+    with pytest.raises(ConfigError, match="holds no measured kernels"):
+        validate_profile(GPUSpec.model_validate({"from": "h100-sxm"}))
+    empty = tmp_path / "bare.yaml"
+    empty.write_text("from: h100-sxm\n")
+    run = cli("validate", "profile", str(empty))
+    assert run.returncode == 2 and "Traceback" not in run.stderr
+    assert run.stderr.strip() == "error: GPU H100-SXM5-80GB: kernel_runs: the file holds no measured kernels " \
+                                 "(write them with `simulon profile gpu`)"
+    missing = cli("validate", "profile", str(tmp_path / "none.yaml"))
+    assert missing.returncode == 2 and missing.stderr.strip() == f"error: {tmp_path / 'none.yaml'}: no such file"
+
+
+def test_the_json_report_lists_every_kernel_with_its_error(tmp_path):
+    model_profile(tmp_path / "gpu.yaml", DType.bf16)
+    run = cli("validate", "profile", str(tmp_path / "gpu.yaml"), "--json")
+    assert run.returncode == 0, run.stderr
+    doc = json.loads(run.stdout)
+    assert doc["mape_pct"] < 1e-6 and "mlp_linear1 fwd bf16" in doc["mape_pct_by_subset"]
