@@ -14,9 +14,9 @@ smi=$!
 trap 'kill $smi' EXIT
 python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'cudnn', torch.backends.cudnn.version(), torch.cuda.get_device_name())" >"$out/gpu.txt"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem,power.limit --format=csv >>"$out/gpu.txt"
-simulon profile gpu --name "$name" -o "$out/profile.yaml" --model llama-3-8b,llama-3-70b --seq-len 8192 \
+simulon profile gpu --name "$name" -o "$out/profile.yaml" --attention cudnn --model llama-3-8b,llama-3-70b --seq-len 8192 \
     --dtype bf16,fp8 --tp 1,2,4,8
-simulon profile gpu --name "$name" -o "$out/profile.yaml" --model deepseek-v3 --seq-len 4096 \
+simulon profile gpu --name "$name" -o "$out/profile.yaml" --attention cudnn --model deepseek-v3 --seq-len 4096 \
     --dtype bf16,fp8 --tp 1,2,4,8 --ep 8,32
 python3 benchmarks/gpu_sustained_gemm.py --dtype bf16 --seconds 20 >"$out/sustained_bf16.txt"
 python3 benchmarks/gpu_sustained_gemm.py --dtype fp8 --seconds 20 >"$out/sustained_fp8.txt"

@@ -2,8 +2,10 @@
 
     uv run python scripts/fit_compute.py ../shared/validation/kernels.csv
 
-Reads every row `simulon validate kernels` can use (less the HELD_OUT ones), fits GEMM parameters per GPU and
-dtype and attention
+Reads every row `simulon validate kernels` can use (less the HELD_OUT ones) and the sustained-GEMM runs measured on
+lent GPUs (src/simulon/compute/data/sustained_gemm.yaml: the sustained clock only) and the attention kernels of the
+GPU profiles measured on lent GPUs (src/simulon/compute/data/profiles/: their library, cuDNN's on the H100), fits GEMM
+parameters per GPU and dtype and attention
 parameters per GPU, library and dtype (src/simulon/compute/fit.py says how), writes the file atomically and prints the
 in-sample MAPE by GPU and kernel family. Deterministic: the same table gives the same file.
 """
@@ -18,7 +20,10 @@ import yaml
 from simulon.compute.calibration import AttentionParams, AttentionPhase, Calibrations, GemmParams
 from simulon.compute.fit import FitSettings, fit_calibration
 from simulon.config.common import DType
+from simulon.config.dc import GPUSpec
+from simulon.config.templates import template_stem
 from simulon.export.files import write_atomic
+from simulon.validate import profile
 from simulon.validate.kernels import observations, validate_kernels
 from simulon.validate.report import read_table
 
@@ -34,7 +39,8 @@ SETTINGS = FitSettings(
     step=0.5, iterations=2000, tolerance=1e-7, restarts=3,
 )
 HEADER = """\
-# Compute-model parameters fitted by scripts/fit_compute.py to shared/validation/kernels.csv.
+# Compute-model parameters fitted by scripts/fit_compute.py to shared/validation/kernels.csv, and the sustained clock
+# of a GPU with a sustained-GEMM run to compute/data/sustained_gemm.yaml.
 # Regenerate with:
 #   uv run python scripts/fit_compute.py ../shared/validation/kernels.csv
 # gemm: per GPU template and dtype (GemmParams in src/simulon/compute/calibration.py); `rows` is how many
@@ -58,9 +64,20 @@ HELD_OUT: dict[tuple[str, DType, str], str] = {
 (simulon.validate.kernels.MEDIAN_KERNEL_TIMED)."""
 
 
+def fit_observations(path: str) -> list:
+    """Every observation the fit takes: the table's rows (less HELD_OUT), the sustained-GEMM runs and the attention
+    kernels of the shipped GPU profiles."""
+    fitted = [o for o in observations(read_table(path)) if (o.gpu, o.dtype, o.subset) not in HELD_OUT]
+    fitted += profile.sustained_observations()
+    for profiled in sorted(profile.SHIPPED_PROFILES.glob("*.yaml")):  # their attention fits its library there
+        gpu = GPUSpec.model_validate({"from": str(profiled)})
+        fitted += profile.attention_observations(gpu, template_stem("gpu", gpu.name) or gpu.name)
+    return fitted
+
+
 def main(path: str) -> None:
     rows = read_table(path)
-    fitted = [o for o in observations(rows) if (o.gpu, o.dtype, o.subset) not in HELD_OUT]
+    fitted = fit_observations(path)
     doc = fit_calibration(fitted, Calibrations.with_fit({}), SETTINGS)
     write_atomic(OUT, HEADER + yaml.safe_dump(doc, sort_keys=False))
     print(f"wrote {OUT}")

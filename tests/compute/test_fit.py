@@ -8,6 +8,7 @@ import dataclasses
 import itertools
 
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -106,3 +107,27 @@ def test_rows_timed_alone_leave_the_clock_a_training_step_runs_at_where_the_fit_
     looped = [dataclasses.replace(o, seconds=float(t)) for o, t in zip(looped, predict(looped, cal), strict=True)]
     both = fit_calibration(alone + looped, Calibrations.with_fit({}), settings)["gpus"]["h100-sxm"]["gemm"]["bf16"]
     assert abs(both["sustained_clock"] - TRUE.sustained_clock) < 0.02  # 0.8, from 0.9
+
+
+def test_a_sustained_gemm_run_sets_the_sustained_clock_alone_and_the_shipped_one_reproduces_its_rate():
+    """A GEMM run back to back for seconds fits the clock a training step runs at, nothing else; the shipped
+    calibration (fitted on compute/data/sustained_gemm.yaml) predicts each run's settled rate under sustained load."""
+    shapes = list(itertools.product((256, 2048, 16384), (512, 4096, 14336), (256, 2048, 8192)))
+    alone = synthetic("h100-sxm", TRUE, shapes)
+    settings = dataclasses.replace(SETTINGS, gemm_start=dataclasses.replace(START, sustained_clock=0.9))
+    cal = Calibrations.with_fit({"gpus": {"h100-sxm": {"sm_count": 132, "gemm": {"bf16": dataclasses.asdict(TRUE)}}}})
+    run = Observation(10_000, "h100-sxm", DType.bf16, (gemm("g", Phase.fwd, 8192, 8192, 8192, 2.0),), 1.0,
+                      2.0 * 8192**3, "sustained", "sustained_gemm", Timing.total, 10_000)
+    run = dataclasses.replace(run, seconds=float(predict([run], cal)[0]))
+    without = fit_calibration(alone, Calibrations.with_fit({}), settings)["gpus"]["h100-sxm"]["gemm"]["bf16"]
+    fitted = fit_calibration([*alone, run], Calibrations.with_fit({}), settings)["gpus"]["h100-sxm"]["gemm"]["bf16"]
+    assert abs(fitted["sustained_clock"] - TRUE.sustained_clock) < 0.01  # 0.8, from 0.9
+    assert {k: v for k, v in fitted.items() if k != "sustained_clock"} == \
+        {k: v for k, v in without.items() if k != "sustained_clock"}
+
+    from simulon.compute.analytical import AnalyticalModel
+    from simulon.validate.profile import sustained_observations
+
+    for obs in sustained_observations():
+        model = AnalyticalModel(GPUSpec.model_validate({"from": obs.gpu}), obs.dtype, sustained_load=True)
+        assert float(model.seconds(list(obs.specs))[0]) == pytest.approx(obs.seconds, rel=0.01)

@@ -212,11 +212,11 @@ def test_fp16_and_bf16_attention_share_the_peak_and_lend_each_other_a_fit():
     cal = Calibrations.shipped()
     assert ("flash", DType.fp16) in cal.gpus["h100-sxm"].attention
     assert ("flash", DType.bf16) not in cal.gpus["h100-sxm"].attention
-    assert ("flash", DType.bf16) in cal.gpus["b200"].attention
+    assert ("cudnn", DType.bf16) in cal.gpus["b200"].attention  # SimuMax's Transformer Engine rows
     spec = [attention(Phase.fwd, 1, 32, 32, 4096, 4096, 128, 128, True, 2.0)]
     assert AnalyticalModel(h100(), DType.fp16).seconds(spec)[0] == AnalyticalModel(h100(), DType.bf16).seconds(spec)[0]
     b200 = GPUSpec.model_validate({"from": "b200"})
-    assert cal.attention(b200, "flash", DType.fp16) == (cal.gpus["b200"].attention["flash", DType.bf16], "b200")
+    assert cal.attention(b200, "cudnn", DType.fp16) == (cal.gpus["b200"].attention["cudnn", DType.bf16], "b200")
     # fp16 GEMMs run at bf16's tensor-core rate on bf16's fit where no fp16 GEMM was measured
     big = [gemm("mlp", Phase.fwd, 8192, 8192, 8192, 2.0)]
     assert AnalyticalModel(h100(), DType.fp16).seconds(big)[0] == AnalyticalModel(h100(), DType.bf16).seconds(big)[0]
@@ -234,3 +234,34 @@ def test_the_power_limit_slows_the_sms_not_hbm():
     burst = float(gemm_seconds(IDEAL, ARCH, PEAK, BANDWIDTH, 2.0, compute_bound)[0])
     assert float(gemm_seconds(throttled, ARCH, PEAK, BANDWIDTH, 2.0, compute_bound, sustained_load=True)[0]) == \
         pytest.approx(burst / 0.5)
+
+
+def test_on_hopper_cudnn_attention_outruns_flashattention2_and_on_an_a100_it_runs_like_it():
+    """cuDNN's fused attention (Transformer Engine's choice on Hopper) was fitted on the H100 profile, where its
+    forward ran at up to 630 TFLOP/s; FlashAttention-2 on the FlashAttention chart's H100 rows. The A100 SXM has no
+    cuDNN rows: there cuDNN stands in for FlashAttention-2, which Transformer Engine picks there anyway."""
+    def seconds(gpu: GPUSpec, impl: str, phase: Phase) -> float:
+        return float(AnalyticalModel(gpu, DType.bf16).seconds(
+            [attention(phase, 1, 32, 8, 8192, 8192, 128, 128, True, 2.0, impl)])[0])
+
+    assert seconds(h100(), "flash", Phase.fwd) / seconds(h100(), "cudnn", Phase.fwd) > 1.5
+    assert seconds(h100(), "flash", Phase.bwd_ig) / seconds(h100(), "cudnn", Phase.bwd_ig) > 1.1
+    a100 = GPUSpec.model_validate({"from": "a100-sxm-80gb"})
+    assert seconds(a100, "cudnn", Phase.fwd) == seconds(a100, "flash", Phase.fwd)
+
+
+@given(st.floats(1e-5, 1e-1), st.floats(0.0, 2e-5), st.floats(0.5, 0.99), st.floats(1e-3, 10.0),
+       st.integers(2, 10_000))
+def test_attention_slows_with_the_loop_it_runs_in_down_to_the_sustained_clock(alone, overhead, sustained, tau,
+                                                                                repeats):
+    from simulon.compute.gemm import attention_at_clock, clock_fraction
+
+    p = dataclasses.replace(IDEAL, sustained_clock=sustained, throttle_ms=tau)
+    alone = alone + overhead
+    assert attention_at_clock(alone, overhead, p) == alone
+    loop = attention_at_clock(alone, overhead, p, repeats)
+    longer = attention_at_clock(alone, overhead, p, repeats * 2)
+    held = attention_at_clock(alone, overhead, p, sustained_load=True)
+    assert alone <= loop <= longer * (1 + 1e-12) <= held * (1 + 1e-12)
+    busy = alone - overhead
+    assert held == pytest.approx(overhead + busy * float(clock_fraction(np.array(busy), p)) / sustained)

@@ -61,7 +61,8 @@ def test_gemms_of_a_gflop_or_more_are_within_10_percent_per_gpu(report):
 
 
 @pytest.mark.parametrize(("library", "gpus"), [
-    ("attention", {"h100-sxm", "b200", "a100-pcie-80gb", "a100-sxm-80gb"}),
+    ("attention", {"h100-sxm", "a100-sxm-80gb"}),
+    ("attention cudnn", {"b200", "a100-pcie-80gb"}),  # SimuMax's Transformer Engine rows
     ("attention flash_v1", {"h100-sxm", "a100-sxm-80gb"}),
     ("attention flash_triton", {"a100-sxm-80gb"}),
     ("attention xformers", {"a100-sxm-80gb"}),

@@ -198,3 +198,14 @@ def test_a_row_too_large_for_the_memory_given_is_skipped_with_the_reason_and_the
     assert all(s.reason.startswith("too large: ") and "GB are available" not in s.reason and "MB are available"
                in s.reason for s in report.skipped)
     assert [r.index for r in validate_training([small], memory_limit=None).rows] == [0]
+
+
+def test_transformer_engine_frameworks_run_cudnn_attention_and_the_others_their_own(rows):
+    """NeMo and Megatron-Core build on Transformer Engine, which runs cuDNN's fused attention on Hopper; the
+    FlashAttention chart's runs and MosaicML's keep the kernels their sources name."""
+    attention = {subset: scenario_from_row(_row(rows, subset=subset)[1]).workload.training.attention
+                 for subset in ("nemo_24.07_pretrain_fp8_h100", "mcore_r0.8_h100_weak_scaling",
+                                "simumax_b200_release_v1.2", "llm_foundry_mpt_benchmarks", "megatron_sc21_table1")}
+    assert attention == {"nemo_24.07_pretrain_fp8_h100": "cudnn", "mcore_r0.8_h100_weak_scaling": "cudnn",
+                         "simumax_b200_release_v1.2": "cudnn", "llm_foundry_mpt_benchmarks": "flash_triton",
+                         "megatron_sc21_table1": "unfused"}

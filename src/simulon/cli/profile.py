@@ -60,6 +60,9 @@ def gpu(
     dtype: Sweep("training dtype: bf16, fp16, fp8, tf32, fp32") = "bf16",
     tp: Sweep("tensor-parallel size") = "1",
     ep: Sweep("expert-parallel size (MoE models: the experts each GPU holds)") = "1",
+    attention: Annotated[str, typer.Option(help="attention library timed (SDPA's backend on a GPU): flash, cudnn "
+                                           "(Transformer Engine's choice on Hopper and later), xformers, pytorch")
+                         ] = "flash",
     num_kv_heads: Annotated[str | None, typer.Option(help="GQA key/value heads; a comma list sweeps")] = None,
     activation: Annotated[str | None, typer.Option(help="gelu | swiglu (gated MLP) | ... [default: gelu]")] = None,
     normalization: Annotated[str | None, typer.Option(help="layernorm | rmsnorm [default: layernorm]")] = None,
@@ -88,14 +91,14 @@ def gpu(
         if given:
             raise ConfigError(f"--model takes every shape from the model template: leave out {', '.join(given)}")
         models = [{"from": name.strip()} for name in model.split(",")]
-        points = [SweepPoint(m, s, b, d, t, e) for m in models for s, b, d, t, e in runs]
+        points = [SweepPoint(m, s, b, d, t, e, attention) for m in models for s, b, d, t, e in runs]
     else:
         kv = ints("--num-kv-heads", num_kv_heads) if num_kv_heads else [None]
         shapes = itertools.product(ints("--hidden-size", hidden_size or "4096"), ints("--num-heads", num_heads or "32"),
                                    ints("--ffn-hidden-size", ffn_hidden_size or "16384"),
                                    ints("--vocab-size", vocab_size or "32000"), kv)
         points = [SweepPoint.of_shape(h, n, f, s, b, v, d, t, k, activation or "gelu", normalization or "layernorm",
-                                      num_experts, moe_top_k or 2, ep=e)
+                                      num_experts, moe_top_k or 2, ep=e, attention=attention)
                   for h, n, f, v, k in shapes for s, b, d, t, e in runs]
     points = runnable(points)
     from ..profiling.store import ProfileFile

@@ -23,7 +23,7 @@ from ..config.number_formats import number_format
 from ..workload.kernels import KernelClass, KernelSpec, attention_impl
 from .attention import attention_seconds
 from .calibration import Architecture, AttentionParams, Calibrations, MemoryBound
-from .gemm import GemmShapes, clock_fraction, gemm_seconds
+from .gemm import GemmShapes, attention_at_clock, gemm_seconds
 
 GEMM_CLASSES = (KernelClass.gemm, KernelClass.grouped_gemm)
 
@@ -88,12 +88,9 @@ class AnalyticalModel:
         return self._attention[impl]
 
     def _attention_seconds(self, spec: KernelSpec) -> float:
-        """The fitted attention time is a microbenchmark's; under sustained load its tensor-core work runs at
-        the sustained clock instead of the clock a kernel of its length keeps alone."""
+        """The fitted attention time is a microbenchmark's timed alone; in a loop or under sustained load its
+        tensor-core work runs at that loop's or the sustained clock instead (gemm.attention_at_clock)."""
         params, arch = self.attention(attention_impl(spec))
         alone = attention_seconds(params, arch, self.attention_peak, spec)
-        if not self.sustained_load:
-            return alone
-        busy = alone - params.overhead_us * 1e-6
-        p = self.attention_clock
-        return alone + busy * (float(clock_fraction(np.array(busy), p)) / p.sustained_clock - 1.0)
+        return attention_at_clock(alone, params.overhead_us * 1e-6, self.attention_clock, self.repeats,
+                                  self.sustained_load)

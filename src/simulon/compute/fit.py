@@ -26,7 +26,7 @@ from ..workload.kernels import KernelSpec, Phase, attention_impl
 from .analytical import AnalyticalModel, memory_seconds
 from .attention import attention_seconds
 from .calibration import Architecture, AttentionParams, AttentionPhase, Calibrations, GemmParams, GpuCalibration
-from .gemm import GemmShapes, gemm_seconds
+from .gemm import GemmShapes, attention_at_clock, gemm_seconds
 from .minimize import nelder_mead
 
 FRACTIONS = {"memory_efficiency", "sustained_clock", "efficiency"}
@@ -37,7 +37,9 @@ fraction of the dense peak at burst clock: unbounded, a source that only times k
 CLOCK = ("sustained_clock", "throttle_ms")
 """How far and how fast the power limit slows a GPU: fitted only on rows that show it (shows_throttling), else left at
 the fit's start (scripts/fit_compute.py: 0.9 of the burst clock after 1 ms, typical values, not fitted to any row),
-which is then what a training step runs at (gemm.gemm_seconds under sustained load)."""
+which is then what a training step runs at (gemm.gemm_seconds under sustained load). A GPU with a sustained-GEMM run
+(family `sustained_gemm`: one GEMM back to back for seconds, validate.profile.sustained_observations) has its
+sustained clock fitted on that run alone, every other parameter kept: the settled rate over the burst-clock model."""
 SEARCH_RANGE = 20.0
 """Largest |log| (or |logit|) the search visits: e^20 is far past any physical value of a parameter."""
 
@@ -67,7 +69,7 @@ class Observation:
     seconds: float
     flops: float                    # in the source's own convention, to report throughput
     subset: str
-    family: str                     # gemm | grouped_gemm | attention
+    family: str                     # gemm | grouped_gemm | attention | sustained_gemm
     timing: Timing = Timing.total   # how `seconds` relates to the durations of `specs`
     repeats: int = 1                # times the source runs the kernels back to back, warm-up included: the clock
     #                                 they run at follows the whole loop's busy time (gemm.clock_fraction)
@@ -105,12 +107,18 @@ def fit_calibration(observations: Sequence[Observation], arch: Calibrations, set
             memo[signature] = _fit_gemm(plain[key], settings.gemm_start, None, _layout(arch, key[0], gemm), settings)
         gemm[key[0]][key[1]] = memo[signature]
         rows[key] = len(plain[key])
+    sustained = {key: [o for o in obs if o.family == "sustained_gemm"] for key, obs in by_group.items()}
+    for key in sorted(k for k in rows if sustained.get(k)):  # before any GPU borrows these parameters
+        gemm[key[0]][key[1]] = _fit_gemm(sustained[key], gemm[key[0]][key[1]], ["sustained_clock"],
+                                         _layout(arch, key[0], gemm), settings)
     full = _partial(arch, gemm)
     shape_from: dict[tuple[str, DType], str] = {}
     for key in sorted(k for k in by_group if k not in rows):
         donor, shape_from[key] = full.gemm(_spec(key[0]), key[1])
         if plain[key]:
             donor = _fit_gemm(plain[key], donor, ["efficiency"], _layout(arch, key[0], gemm), settings)
+        if sustained[key]:
+            donor = _fit_gemm(sustained[key], donor, ["sustained_clock"], _layout(arch, key[0], gemm), settings)
         gemm[key[0]][key[1]] = donor
         rows[key] = len(plain[key])
     grouped = {key: [o for o in obs if o.family == "grouped_gemm"] for key, obs in by_group.items()}
@@ -119,7 +127,10 @@ def fit_calibration(observations: Sequence[Observation], arch: Calibrations, set
             gemm[key[0]][key[1]] = _fit_gemm(obs, gemm[key[0]][key[1]], ["group_overhead_us"],
                                              _layout(arch, key[0], gemm), settings)
     _lend_group_overhead(arch, gemm, {k for k, v in grouped.items() if v})
-    att = {key: _fit_attention(obs, _layout(arch, key[0], gemm), settings) for key, obs in sorted(attention.items())}
+    fitted = _partial(arch, gemm)
+    att = {key: _fit_attention(obs, _layout(arch, key[0], gemm), settings,
+                               fitted.gemm(_spec(key[0]), key[2])[0] if any(o.repeats > 1 for o in obs) else None)
+           for key, obs in sorted(attention.items())}
     doc: dict = {}
     for gpu in sorted(set(gemm) | {g for g, _, _ in att}):
         entry: dict = {"sm_count": _sm_count(arch, gpu, gemm)}
@@ -229,17 +240,30 @@ def shows_throttling(obs: Sequence[Observation]) -> bool:
     return any(o.repeats == 1 for o in obs) and any(o.repeats > 1 for o in obs)
 
 
-def _fit_attention(obs: Sequence[Observation], arch: Architecture, settings: FitSettings) -> AttentionParams:
+def _fit_attention(obs: Sequence[Observation], arch: Architecture, settings: FitSettings,
+                   clock: GemmParams | None = None) -> AttentionParams:
+    """Attention parameters of one GPU, library and dtype; rows timed in loops (`repeats` > 1, a GPU profile) are
+    read at the loop's clock, which `clock` (the GPU's GEMM parameters) describes."""
     spec = _spec(obs[0].gpu)
     peak = spec.peak_flops(obs[0].dtype)
     measured = np.array([o.seconds for o in obs])
 
+    def seconds(p: AttentionParams, o: Observation) -> float:
+        alone = sum(attention_seconds(p, arch, peak, s) for s in o.specs)
+        if o.repeats == 1 or clock is None:
+            return alone
+        return attention_at_clock(alone, p.overhead_us * 1e-6 * len(o.specs), clock, o.repeats)
+
     def loss(p: AttentionParams) -> float:
-        predicted = [sum(attention_seconds(p, arch, peak, s) for s in o.specs) for o in obs]
+        predicted = [seconds(p, o) for o in obs]
         return float(np.mean(np.abs(np.log(np.array(predicted) / measured))))
 
     apart = {o.specs[0].phase for o in obs if len(o.specs) == 1} >= {Phase.fwd, Phase.bwd_ig}
     start = settings.attention_start
+    if all(o.repeats > 1 for o in obs):  # a profile's per-run events also time the host launching a short kernel
+        names = [n for n in _attention_names(apart) if n != "overhead_us"]
+        return _minimize(start if apart else replace(start, bwd=start.fwd), names, loss, settings, _attention_codec,
+                         tie=not apart)
     if apart:
         return _minimize(start, _attention_names(True), loss, settings, _attention_codec)
     tied = replace(start, bwd=start.fwd)  # only forward+backward sums: one set of block parameters

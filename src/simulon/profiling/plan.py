@@ -11,7 +11,7 @@ from ..config.common import DType
 from ..config.workload import MegatronWorkload
 from ..workload.data_parallel import bucket_kernel, grad_zero_kernel, optimizer_kernel
 from ..workload.kernels import KernelSpec, Phase
-from ..workload.layer_kernels import LayerKernels, ShardShape
+from ..workload.layer_kernels import LayerKernels
 
 
 @dataclass(frozen=True)
@@ -25,12 +25,13 @@ class SweepPoint:
     dtype: DType
     tp: int
     ep: int = 1
+    attention: str = "flash"   # the attention library (workload training.attention)
 
     @classmethod
     def of_shape(cls, hidden: int, heads: int, ffn: int, seq: int, batch: int, vocab: int, dtype: DType, tp: int,
                  kv_heads: int | None = None, activation: str = "gelu", normalization: str = "layernorm",
-                 experts: int | None = None, top_k: int = 1, expert_ffn: int | None = None, ep: int = 1
-                 ) -> SweepPoint:
+                 experts: int | None = None, top_k: int = 1, expert_ffn: int | None = None, ep: int = 1,
+                 attention: str = "flash") -> SweepPoint:
         """A point given by its sizes, as `simulon profile gpu --hidden-size ...` gives them."""
         model: dict[str, Any] = {"name": "profile", "num_layers": 1, "hidden_size": hidden, "num_heads": heads,
                                  "ffn_hidden_size": ffn, "vocab_size": vocab, "activation": activation,
@@ -40,7 +41,7 @@ class SweepPoint:
         if experts:
             model["moe"] = {"num_experts": experts, "top_k": top_k,
                             **({"expert_ffn_hidden_size": expert_ffn} if expert_ffn else {})}
-        return cls(model, seq, batch, dtype, tp, ep)
+        return cls(model, seq, batch, dtype, tp, ep, attention)
 
     def one_layer(self) -> dict[str, Any]:
         """The model block with one layer, a mixture-of-experts layer where the model has experts (raises
@@ -66,14 +67,15 @@ class SweepPoint:
         return MegatronWorkload.model_validate({
             "model": model, "parallelism": {"tp": tp, "ep": ep, "dp": ep},
             "training": {"global_batch_size": self.batch * ep, "micro_batch_size": self.batch,
-                         "sequence_length": self.seq, "dtype": self.dtype.value}})
+                         "sequence_length": self.seq, "dtype": self.dtype.value, "attention": self.attention}})
 
     def describe(self) -> str:
         """One line naming the point, as the progress lines print it."""
         m = self.model
         name = m.get("from") or f"hidden {m.get('hidden_size')}, heads {m.get('num_heads')}"
         parallel = f"tp {self.tp}" + (f", ep {self.ep}" if self.ep > 1 else "")
-        return f"{name}, seq {self.seq}, batch {self.batch}, {self.dtype.value}, {parallel}"
+        library = "" if self.attention == "flash" else f", {self.attention} attention"
+        return f"{name}, seq {self.seq}, batch {self.batch}, {self.dtype.value}, {parallel}{library}"
 
 
 @dataclass(frozen=True)
@@ -86,7 +88,7 @@ def plan(point: SweepPoint) -> tuple[LayerKernels, list[PlannedKernel]]:
     """Every distinct kernel of one layer, the embedding, head and loss, and the step's gradient-buffer kernels
     and optimizer (Megatron's, over the layer's parameters)."""
     wl = point.workload()
-    kernels = LayerKernels(wl.model, ShardShape.of(wl))
+    kernels = LayerKernels.of(wl)
     specs = [spec for phases in kernels.table.values() for phase, spec in phases.items()
              if phase != Phase.recompute]  # a recomputed forward is timed as the forward
     dense, expert = kernels.layer_params(moe_layer=wl.model.moe is not None)

@@ -1,8 +1,9 @@
 """torch stand-ins for the tracer's kernels: each planned kernel becomes a zero-argument call that runs
 it once on tensors of the kernel's shape. Imported only when profiling (torch is an optional extra).
 
-GEMMs run as torch.matmul / torch.bmm (fp8 through torch._scaled_mm), flash attention as
-scaled_dot_product_attention, and memory-bound kernels as the operation they stand for: layer/RMS norm,
+GEMMs run as torch.matmul / torch.bmm (fp8 through torch._scaled_mm), attention as scaled_dot_product_attention
+on the backend of the workload's library (flash: FlashAttention-2, cudnn, xformers: the efficient one, pytorch: the
+math one), and memory-bound kernels as the operation they stand for: layer/RMS norm,
 residual add, GELU or SwiGLU, MoE permutation gathers, embedding lookup and its gradient, vocab
 cross-entropy, the gradient buffers' zeroing, NaN check and scaling, and Megatron's optimizer step
 (gradient norm, Adam, master-weight cast). A memory-bound kernel the recipes do not know is timed as a copy of
@@ -18,7 +19,7 @@ import torch.nn.functional as F
 
 from ..config.common import DType
 from ..workload.data_parallel import optimizer_kernel
-from ..workload.kernels import KernelClass, KernelSpec, Phase
+from ..workload.kernels import KernelClass, KernelSpec, Phase, attention_impl
 from ..workload.layer_kernels import LayerKernels
 from .plan import SweepPoint
 
@@ -67,8 +68,24 @@ def _gemm(spec: KernelSpec, dtype: DType, device: str) -> Callable[[], object]:
     return lambda: torch.bmm(a, b)
 
 
+def _sdpa_backend(library: str):
+    """PyTorch's SDPA backend running attention library `library` (workload.kernels.FLASH_IMPLEMENTATIONS)."""
+    from torch.nn.attention import SDPBackend
+
+    backends = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
+                "xformers": SDPBackend.EFFICIENT_ATTENTION, "pytorch": SDPBackend.MATH}
+    if library not in backends:
+        raise Unsupported(f"{library} attention has no PyTorch SDPA backend")
+    return backends[library]
+
+
 def _attention(spec: KernelSpec, dtype: torch.dtype, device: str) -> Callable[[], object]:
+    """SDPA on the backend of the spec's library on a GPU (PyTorch's own choice on the CPU, which has only its
+    math backend)."""
+    from torch.nn.attention import sdpa_kernel
+
     s = dict(spec.shape)
+    backend = _sdpa_backend(attention_impl(spec)) if device == "cuda" else None
     b, h, kv = int(s["batch"]), int(s["heads"]), int(s["kv_heads"])
     backward = spec.phase != Phase.fwd
     q = _randn(b, h, int(s["seq_q"]), int(s["qk_dim"]), dtype=dtype, device=device, grad=backward)
@@ -77,7 +94,10 @@ def _attention(spec: KernelSpec, dtype: torch.dtype, device: str) -> Callable[[]
     causal = bool(s["causal"])
 
     def forward() -> torch.Tensor:  # grouped-query heads share keys and values, as the fused kernels read them
-        return F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=kv != h)
+        if backend is None:
+            return F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=kv != h)
+        with sdpa_kernel(backend):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=kv != h)
 
     if not backward:
         return forward

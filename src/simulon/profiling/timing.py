@@ -1,5 +1,5 @@
-"""Timing a kernel: warm-up, then one measurement per repetition (CUDA events on a GPU, the wall
-clock on the CPU), then outliers dropped with Tukey's fences."""
+"""Timing a kernel: warm-up, then one measurement per repetition (a pair of CUDA events around each run, all queued
+before the host waits, on a GPU; the wall clock on the CPU), then outliers dropped with Tukey's fences."""
 
 from __future__ import annotations
 
@@ -27,15 +27,16 @@ def time_ms(run: Callable[[], object], repetitions: int, warmup: int, device: st
     for _ in range(warmup):
         run()
     times = []
-    if device == "cuda":
-        torch.cuda.synchronize()
-        for _ in range(repetitions):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    if device == "cuda":  # the host queues every run before waiting, so a short kernel is not timed waiting for
+        torch.cuda.synchronize()  # its own launch (it still is where the host launches slower than the GPU runs)
+        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                  for _ in range(repetitions)]
+        for start, end in events:
             start.record()
             run()
             end.record()
-            end.synchronize()
-            times.append(float(start.elapsed_time(end)))
+        torch.cuda.synchronize()
+        times = [float(start.elapsed_time(end)) for start, end in events]
     else:
         for _ in range(repetitions):
             began = time.perf_counter()

@@ -36,7 +36,7 @@ DTYPES = {
     "bf16xbf16->bf16": DType.bf16, "f32xf32->f32": DType.tf32,  # XLA's f32 dot runs on TF32 tensor cores
     "f8e4m3fnxf8e4m3fn->bf16": DType.fp8, "fp8 e4m3fn": DType.fp8,
 }
-ATTENTION_LIBRARIES = {"[FlashAttention-2]": "flash", "(TE fused attn)": "flash", "[FlashAttention]": "flash_v1",
+ATTENTION_LIBRARIES = {"[FlashAttention-2]": "flash", "(TE fused attn)": "cudnn", "[FlashAttention]": "flash_v1",
                        "[FlashAttention Triton]": "flash_triton", "[PyTorch]": "pytorch", "[xformers]": "xformers"}
 """The tables' attention kernels -> the flash-attention library they measured (workload.kernels)."""
 TN_ONLY_FP8 = ("h100", "h200", "h800", "h20", "gh200")

@@ -16,19 +16,28 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
+from importlib import resources
+from pathlib import Path
+
+import yaml
 
 from ..compute.analytical import AnalyticalModel
 from ..compute.calibration import Calibrations
+from ..compute.fit import Observation, Timing
 from ..compute.profile import spec_from_run
 from ..config.common import DType
 from ..config.dc import GPUSpec
 from ..config.errors import ConfigError
-from ..workload.kernels import KernelClass, KernelSpec, Phase
+from ..workload.kernels import FLASH_IMPLEMENTATIONS, KernelClass, KernelSpec, Phase, attention, gemm
 from .kernels import GEMM_FAMILY_MIN_FLOPS
 from .report import Comparison, Skipped, ValidationReport
 
 PROFILE_REPEATS = 25
 """Runs of each kernel back to back in `simulon profile gpu` at its defaults: 5 warm-up and 20 timed."""
+SHIPPED_PROFILES = Path(str(resources.files("simulon.compute") / "data" / "profiles"))
+"""GPU profiles measured on lent GPUs (`simulon profile gpu`), one YAML per GPU."""
+SUSTAINED_GEMMS = Path(str(resources.files("simulon.compute") / "data" / "sustained_gemm.yaml"))
+"""Sustained-GEMM runs on lent GPUs (benchmarks/gpu_sustained_gemm.py)."""
 
 
 def validate_profile(gpu: GPUSpec, calibrations: Calibrations | None = None,
@@ -75,3 +84,48 @@ def family(spec: KernelSpec, dtype: DType) -> str:
         flops = 2.0 * shape["m"] * shape["n"] * shape["k"]
         return f"gemm {precision}" + ("" if flops >= GEMM_FAMILY_MIN_FLOPS else " <1 GFLOP")
     return "attention" if spec.kclass == KernelClass.attention else "memory"
+
+
+ATTENTION_SHAPE = ("batch", "heads", "kv_heads", "seq_q", "seq_k", "qk_dim", "v_dim", "causal", "dtype_bytes")
+"""An attention kernel's shape parameters, in workload.kernels.attention's order."""
+LAUNCH_BOUND_MS = 0.3
+"""Shorter profiled kernels are left out of fits: the profiler times each run between two events after the
+previous one finished, so the host's launch (tens of microseconds through SDPA's cuDNN path) shows in them; at
+0.3 ms and more it is a few percent (compute.fit then leaves the launch overhead at its start)."""
+PROFILE_INDEX, SUSTAINED_INDEX = 1_000_000, 2_000_000
+"""Observation indices of profiled and sustained runs, apart from the kernels table's row numbers."""
+
+
+def sustained_observations(path: Path = SUSTAINED_GEMMS) -> list[Observation]:
+    """The sustained-GEMM runs (compute/data/sustained_gemm.yaml) as observations: the settled rate, read as a loop
+    as long as the time it had run by the middle of its last third."""
+    doc = yaml.safe_load(path.read_text())
+    found = []
+    for i, run in enumerate(doc["runs"]):
+        n, dtype = int(run["size"]), DType(run["dtype"])
+        flops = 2.0 * n**3
+        seconds = flops / (float(run["settled_tflops"]) * 1e12)
+        repeats = round(float(run["seconds"]) * 5 / 6 / seconds)
+        found.append(Observation(SUSTAINED_INDEX + i, str(run["gpu"]), dtype,
+                                 (gemm("sustained_gemm", Phase.fwd, n, n, n, 2.0),), seconds, flops,
+                                 "sustained GEMM", "sustained_gemm", Timing.total, repeats))
+    return found
+
+
+def attention_observations(gpu: GPUSpec, template: str) -> list[Observation]:
+    """The profile's attention kernels as observations of `template` for fitting their library: each the median of
+    its runs, in a loop of PROFILE_REPEATS. Kernels whose keys and values have one head size (the layout every
+    library supports), of LAUNCH_BOUND_MS or more, timed once: the same kernel profiled again under an fp8 point is
+    left out."""
+    found: list[Observation] = []
+    for row in validate_profile(gpu).rows:
+        run = gpu.kernel_runs[row.index]
+        params = {k: v for k, v in run.params.items() if k not in ("phase", "dtype")}
+        if "seq_q" not in params or params["qk_dim"] != params["v_dim"] or run.params.get("dtype") != "bf16" \
+                or row.measured < LAUNCH_BOUND_MS:
+            continue
+        spec = attention(Phase[str(run.params.get("phase", "fwd"))], *(params[k] for k in ATTENTION_SHAPE),
+                         str(params.get("impl", FLASH_IMPLEMENTATIONS[0])))
+        found.append(Observation(PROFILE_INDEX + row.index, template, DType.bf16, (spec,), row.measured * 1e-3,
+                                 spec.flops, f"{gpu.name} profile", "attention", Timing.total, PROFILE_REPEATS))
+    return found

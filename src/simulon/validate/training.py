@@ -51,16 +51,24 @@ class FrameworkDefaults:
     routing: Literal["ecmp", "adaptive"] | None = None  # the fabric's routing where not its template's
 
 
+TE_ATTENTION = "cudnn"
+"""Transformer Engine's DotProductAttention, which NeMo and Megatron-Core build on, runs cuDNN's fused attention
+wherever both it and FlashAttention could (transformer_engine/pytorch/attention.py since v1.2: "Select FusedAttention
+on sm90 ... for performance"; from 2.0 on sm90 and later); on an A100 it takes FlashAttention-2, which simulon's
+`cudnn` runs like on a GPU where cuDNN's was never measured (compute/data/architecture.yaml: the A100 SXM; SimuMax
+measured TE's fused attention on its A100 PCIe)."""
 NEMO_RECIPES = FrameworkDefaults(sequence_parallel=True, tp_comm_overlap=True, distributed_optimizer=True,
-                                 grad_reduce_dtype="bf16")
+                                 grad_reduce_dtype="bf16", attention=TE_ATTENTION)
 """NeMo's performance recipes overlap TP communication with GEMMs and keep and reduce gradients in bf16: NeMo 24.07's
 launcher examples add `+training.model.optim.grad_sync_dtype=bf16` to Apex's distributed_fused_adam
 (NeMo-Framework-Launcher examples/training/llama/h100/llama3_8b_fp8.sh and the others), NeMo 2.0's performance
 scripts and recipes' performance mode set `recipe.trainer.plugins.grad_reduce_in_fp32 = False`."""
-MEGATRON_CORE_RUNS = FrameworkDefaults(sequence_parallel=True, tp_comm_overlap=True, distributed_optimizer=True)
+MEGATRON_CORE_RUNS = FrameworkDefaults(sequence_parallel=True, tp_comm_overlap=True, distributed_optimizer=True,
+                                       attention=TE_ATTENTION)
 """Megatron-Core's scaling runs: as NeMo's recipes, with Megatron-LM's fp32 gradients under --bf16
 (arguments.py turns on accumulate_allreduce_grads_in_fp32)."""
-MEGATRON_LM_WITH_TE = FrameworkDefaults(sequence_parallel=True, distributed_optimizer=True, overlap_grad_reduce=False)
+MEGATRON_LM_WITH_TE = FrameworkDefaults(sequence_parallel=True, distributed_optimizer=True, overlap_grad_reduce=False,
+                                        attention=TE_ATTENTION)
 """Megatron-LM's own command line run as is: its arguments.py leaves --overlap-grad-reduce and
 --overlap-param-gather off unless given (SimuMax's B200 launcher, simu_tools/megatron_scripts/scripts/
 run_pretrain_llama3.sh, gives neither), so the gradients are reduced after the whole backward and the

@@ -82,9 +82,11 @@ def memory_bound(name: str, phase: Phase, moved_bytes: float, elements: float,
                       (("bytes", round(moved_bytes)),))
 
 
-FLASH_IMPLEMENTATIONS = ("flash", "flash_v1", "flash_triton", "xformers", "pytorch")
-"""Attention libraries timed as one kernel per direction: FlashAttention-2/3 or cuDNN's fused attention (the
-default, and PyTorch SDPA's `flash` backend), FlashAttention 1 (2022), the Triton FlashAttention of 2022
+FLASH_IMPLEMENTATIONS = ("flash", "cudnn", "flash_v1", "flash_triton", "xformers", "pytorch")
+"""Attention libraries timed as one kernel per direction: FlashAttention-2 (the default, and PyTorch SDPA's `flash`
+backend), cuDNN's fused attention (Transformer Engine's FusedAttention, which TE picks over FlashAttention on
+Hopper and later: transformer_engine/pytorch/attention.py since v1.2, "Select FusedAttention on sm90 ... for
+performance"; PyTorch SDPA's `cudnn` backend), FlashAttention 1 (2022), the Triton FlashAttention of 2022
 (MosaicML's `attn_impl: triton`), xformers' memory-efficient attention (SDPA's `efficient` backend runs its
 kernel), and PyTorch's own attention without a fused kernel (SDPA's `math` backend; the reference of the
 FlashAttention benchmarks), each at its own fitted speed."""
