@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from ..config.common import DType
 from ..config.errors import ConfigError
 from ..config.loading import describe_validation_error
+from ..profiling.timing import REPETITIONS, WARMUP
 
 app = typer.Typer(no_args_is_help=True,
                   help="Measure kernel times on the local GPU (needs the optional torch extra, simulon\\[profile]).")
@@ -68,8 +69,8 @@ def gpu(
     normalization: Annotated[str | None, typer.Option(help="layernorm | rmsnorm [default: layernorm]")] = None,
     num_experts: Annotated[int | None, typer.Option(help="MoE experts (grouped expert GEMMs)")] = None,
     moe_top_k: Annotated[int | None, typer.Option(help="experts per token [default: 2]")] = None,
-    epoch_num: Annotated[int, typer.Option(help="timed repetitions per kernel")] = 20,
-    warmup: Annotated[int, typer.Option(help="untimed runs before timing")] = 5,
+    epoch_num: Annotated[int, typer.Option(help="timed repetitions per kernel")] = REPETITIONS,
+    warmup: Annotated[int, typer.Option(help="untimed runs before timing")] = WARMUP,
     device: Annotated[str, typer.Option(help="cuda, or cpu to time on the CPU (tests, small shapes)")] = "cuda",
 ) -> None:
     """Time every kernel of each model shape in the sweep and append the runs to OUTPUT."""

@@ -259,15 +259,13 @@ def _fit_attention(obs: Sequence[Observation], arch: Architecture, settings: Fit
         return float(np.mean(np.abs(np.log(np.array(predicted) / measured))))
 
     apart = {o.specs[0].phase for o in obs if len(o.specs) == 1} >= {Phase.fwd, Phase.bwd_ig}
-    start = settings.attention_start
+    names = _attention_names(apart)
     if all(o.repeats > 1 for o in obs):  # a profile's per-run events also time the host launching a short kernel
-        names = [n for n in _attention_names(apart) if n != "overhead_us"]
-        return _minimize(start if apart else replace(start, bwd=start.fwd), names, loss, settings, _attention_codec,
-                         tie=not apart)
-    if apart:
-        return _minimize(start, _attention_names(True), loss, settings, _attention_codec)
-    tied = replace(start, bwd=start.fwd)  # only forward+backward sums: one set of block parameters
-    return _minimize(tied, _attention_names(False), loss, settings, _attention_codec, tie=True)
+        names.remove("overhead_us")
+    start = settings.attention_start
+    if not apart:  # only forward+backward sums: one set of block parameters
+        start = replace(start, bwd=start.fwd)
+    return _minimize(start, names, loss, settings, _attention_codec, tie=not apart)
 
 
 def _attention_names(apart: bool) -> list[str]:

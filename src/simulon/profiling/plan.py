@@ -65,7 +65,7 @@ class SweepPoint:
 
     def _workload(self, model: dict[str, Any], tp: int, ep: int) -> MegatronWorkload:
         return MegatronWorkload.model_validate({
-            "model": model, "parallelism": {"tp": tp, "ep": ep, "dp": ep},
+            "model": model, "parallelism": {"tp": tp, "ep": ep, "dp": ep},  # experts spread over data-parallel ranks
             "training": {"global_batch_size": self.batch * ep, "micro_batch_size": self.batch,
                          "sequence_length": self.seq, "dtype": self.dtype.value, "attention": self.attention}})
 

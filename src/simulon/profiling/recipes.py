@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from ..config.common import DType
-from ..workload.data_parallel import optimizer_kernel
+from ..workload.data_parallel import CHECK_PASSES, CHECK_SCALE_PASSES, optimizer_kernel
 from ..workload.kernels import KernelClass, KernelSpec, Phase, attention_impl
 from ..workload.layer_kernels import LayerKernels
 from .plan import SweepPoint
@@ -144,7 +144,8 @@ def _memory(spec: KernelSpec, point: SweepPoint, kernels: LayerKernels, dtype: t
         target = torch.randint(0, kernels.vocab_shard, (sh.tokens,), device=device)
         return _autograd(lambda: F.cross_entropy(logits.float(), target), backward)
     if name in ("grad_zero", "grad_check", "grad_check_scale"):  # over fp32 gradients: bytes / 4 / passes
-        grads = torch.randn(max(round(spec.bytes / 4 / (3 if name == "grad_check_scale" else 1)), 1), device=device)
+        passes = CHECK_SCALE_PASSES if name == "grad_check_scale" else CHECK_PASSES
+        grads = torch.randn(max(round(spec.bytes / 4 / passes), 1), device=device)
         if name == "grad_zero":
             return grads.zero_
         if name == "grad_check":

@@ -28,12 +28,13 @@ from ..compute.profile import spec_from_run
 from ..config.common import DType
 from ..config.dc import GPUSpec
 from ..config.errors import ConfigError
-from ..workload.kernels import FLASH_IMPLEMENTATIONS, KernelClass, KernelSpec, Phase, attention, gemm
+from ..profiling.timing import REPETITIONS, WARMUP
+from ..workload.kernels import KernelClass, KernelSpec, Phase, attention, gemm
 from .kernels import GEMM_FAMILY_MIN_FLOPS
 from .report import Comparison, Skipped, ValidationReport
 
-PROFILE_REPEATS = 25
-"""Runs of each kernel back to back in `simulon profile gpu` at its defaults: 5 warm-up and 20 timed."""
+PROFILE_REPEATS = WARMUP + REPETITIONS
+"""Runs of each kernel back to back in `simulon profile gpu` at its defaults (profiling/timing.py)."""
 SHIPPED_PROFILES = Path(str(resources.files("simulon.compute") / "data" / "profiles"))
 """GPU profiles measured on lent GPUs (`simulon profile gpu`), one YAML per GPU."""
 SUSTAINED_GEMMS = Path(str(resources.files("simulon.compute") / "data" / "sustained_gemm.yaml"))
@@ -86,12 +87,11 @@ def family(spec: KernelSpec, dtype: DType) -> str:
     return "attention" if spec.kclass == KernelClass.attention else "memory"
 
 
-ATTENTION_SHAPE = ("batch", "heads", "kv_heads", "seq_q", "seq_k", "qk_dim", "v_dim", "causal", "dtype_bytes")
-"""An attention kernel's shape parameters, in workload.kernels.attention's order."""
 LAUNCH_BOUND_MS = 0.3
-"""Shorter profiled kernels are left out of fits: the profiler times each run between two events after the
-previous one finished, so the host's launch (tens of microseconds through SDPA's cuDNN path) shows in them; at
-0.3 ms and more it is a few percent (compute.fit then leaves the launch overhead at its start)."""
+"""Shorter profiled kernels are left out of fits, a choice: the shipped H100 profile timed each run between two
+events after the previous one had finished, so the host's launch (tens of microseconds through SDPA's cuDNN path;
+a free fit put it at 42 us) shows in them, and at 0.3 ms and more it is a few percent (compute.fit then leaves the
+launch overhead at its start)."""
 PROFILE_INDEX, SUSTAINED_INDEX = 1_000_000, 2_000_000
 """Observation indices of profiled and sustained runs, apart from the kernels table's row numbers."""
 
@@ -124,8 +124,7 @@ def attention_observations(gpu: GPUSpec, template: str) -> list[Observation]:
         if "seq_q" not in params or params["qk_dim"] != params["v_dim"] or run.params.get("dtype") != "bf16" \
                 or row.measured < LAUNCH_BOUND_MS:
             continue
-        spec = attention(Phase[str(run.params.get("phase", "fwd"))], *(params[k] for k in ATTENTION_SHAPE),
-                         str(params.get("impl", FLASH_IMPLEMENTATIONS[0])))
+        spec = attention(Phase[str(run.params.get("phase", "fwd"))], **params)  # its shape: the constructor's names
         found.append(Observation(PROFILE_INDEX + row.index, template, DType.bf16, (spec,), row.measured * 1e-3,
                                  spec.flops, f"{gpu.name} profile", "attention", Timing.total, PROFILE_REPEATS))
     return found

@@ -66,12 +66,16 @@ def scales_gradients(parallelism: ParallelismSpec, dp_cp: int) -> bool:
     return dp_cp > 1 and not parallelism.average_in_collective
 
 
+CHECK_PASSES, CHECK_SCALE_PASSES = 1, 3
+"""Passes over a bucket's gradients: the NaN check's norm reads them; scaling them by 1/dp also reads and writes."""
+
+
 def bucket_kernel(params: float, grad_bytes: float, scaled: bool) -> KernelSpec:
     """What Megatron does to a bucket's gradients before reducing them: their L2 norm for the NaN check
     (check_for_nan_in_grad, on in Megatron-LM and NeMo), a read, and where `scaled` (scales_gradients) their
     scaling by 1/dp, a read and a write."""
     return memory_bound("grad_check_scale" if scaled else "grad_check", Phase.step,
-                        params * grad_bytes * (3 if scaled else 1), params)
+                        params * grad_bytes * (CHECK_SCALE_PASSES if scaled else CHECK_PASSES), params)
 
 
 def optimizer_kernel(params: float, megatron_buffers: bool) -> KernelSpec:
