@@ -187,6 +187,26 @@ def test_a_recipe_is_a_proxy_only_where_it_runs_fewer_layers_than_the_model_it_n
         4: True, 8: True, 16: True, 32: True, 64: False}
 
 
+def test_a_proxys_strategy_counts_only_if_its_pipeline_stretched_to_the_full_model_still_fits():
+    """Grok-1 on 16 GPUs in 4 of its 64 layers: the recipe (tp 4, ep 4) stretched to 16 stages fits an H100; no
+    tensor parallelism fits the proxy but, with 16 micro-batches in flight on the first stage, not the full model."""
+    import dataclasses
+
+    from simulon.search.agreement import fits_full_model, full_layers, strategy_of
+    from simulon.validate.report import read_table, shipped_table
+    from simulon.validate.training import scenario_from_row
+
+    rows = read_table(shipped_table("training"))
+    row = next(r for r in rows if r["model"].startswith("Grok-1") and r["num_gpus"] == "16" and r["precision"] == "FP8")
+    sc = scenario_from_row(row)
+    search, recipe = Search(sc, 16, fp8=False), strategy_of(sc)
+    assert full_layers(row, sc) == 64
+    no_tp = dataclasses.replace(recipe, tp=1, etp=1, dp=16, sequence_parallel=False, tp_comm_overlap=False)
+    assert search.memory(recipe).fits and search.memory(no_tp).fits
+    assert fits_full_model(search, recipe, 64) and not fits_full_model(search, no_tp, 64)
+    assert not fits_full_model(search, recipe, 63)  # 63 layers are no whole number of 4-layer proxies
+
+
 @settings(max_examples=40, deadline=None)
 @given(st.lists(st.floats(0.1, 10.0), min_size=2, max_size=6), st.lists(st.floats(0.1, 10.0), min_size=6, max_size=6))
 def test_pairs_measured_within_the_resolution_are_left_out_of_tau_and_no_others(measured, predicted):

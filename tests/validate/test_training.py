@@ -78,6 +78,10 @@ def test_nemo_recipe_rows_run_with_the_settings_their_launcher_configs_give(rows
     _, sft = _row(rows, subset="nemo_24.07_finetune_fp8_h100", model="LLAMA2-70B SFT")
     train = scenario_from_row(sft).workload.training  # conf/peft/llama/sft.yaml, examples/peft/llama/h100/
     assert (train.master_weights_dtype.value, train.fp8_params) == ("bf16", True)
+    # examples/peft/llama/h100/: one layer per virtual stage for the SFT runs over pipelines, none for LoRA's
+    vpp = {model: scenario_from_row(_row(rows, subset="nemo_24.07_finetune_fp8_h100", model=model)[1])
+           .workload.parallelism.vpp for model in ("LLAMA2-13B SFT", "LLAMA2-70B SFT", "LLAMA2-70B LoRA")}
+    assert vpp == {"LLAMA2-13B SFT": 10, "LLAMA2-70B SFT": 20, "LLAMA2-70B LoRA": 1}
     _, maxtext = _row(rows, subset="dgxc_benchmarking_v24.11.1", model="Llama 2 70B (MaxText/JAX)", precision="FP8")
     train = scenario_from_row(maxtext).workload.training  # a JAX recipe: none of NeMo's settings
     assert (train.master_weights_dtype.value, train.fp8_params, train.cross_entropy) == ("fp32", False,

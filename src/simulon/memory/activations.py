@@ -198,7 +198,7 @@ class ActivationModel:
             return parts
         if "layernorm" not in self.modules:
             parts["MoE GEMM input"] = self.norm_rows * h * self.gemm_input
-        parts["router logits"] = self.rows * moe.num_experts * FP32_BYTES
+        parts["router logits"] = self.norm_rows * moe.num_experts * FP32_BYTES  # of this rank's own tokens
         routed = self.routed_rows
         parts["dispatched tokens"] = routed * h * self.gemm_input
         fe = moe.expert_ffn_hidden_size or m.ffn_hidden_size

@@ -8,24 +8,27 @@ that are not tied (tau-a over untied pairs); the overall figure pools the pairs 
 
 NVIDIA's published recipes (the NeMo performance tables and DGX Cloud benchmarking rows) are checked another
 way: each must fit by the memory model and its estimate must rank within the best 10% of the feasible strategies
-the search finds for the same model, GPU count, batch, sequence and precision (`check_recipes`).
+the search finds for the same model, GPU count, batch, sequence and precision (`check_recipes`). A proxy of fewer
+layers runs the full model's layout, so it is ranked among the strategies that would also fit the full model.
 """
 
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 
 from ..collective.tuner import CollectivePlan
+from ..config.common import FieldError
 from ..config.templates import find_template
 from ..network.topology import Topology
 from ..pipeline import simulate
 from ..progress import SILENT
 from ..validate.training import Unsupported, measured_iteration, model_block, scenario_from_row
 from .estimate import Estimator
-from .run import Search, Strategy
+from .run import Search, Strategy, apply
 
 FAMILY_COLUMNS = ("source", "model", "hardware", "num_gpus", "seq_len", "gbs", "precision")
 
@@ -134,11 +137,36 @@ PROXY_NOTE = re.compile(r"proxy config", re.IGNORECASE)
 model's memory, not tuned for the proxy."""
 
 
-def is_proxy(row: dict[str, str], sc) -> bool:
-    """Whether a recipe row runs fewer layers than the model it names (its template's)."""
+def full_layers(row: dict[str, str], sc) -> int | None:
+    """The layers of the model a recipe row is a proxy of (its template's), or None if the row is no proxy."""
     stem = model_block(row).get("from")
     full = (find_template("model", stem) or {}).get("num_layers") if stem else None
-    return bool(PROXY_NOTE.search(row["notes"])) and full is not None and sc.workload.model.num_layers < full
+    proxy = bool(PROXY_NOTE.search(row["notes"])) and full is not None and sc.workload.model.num_layers < full
+    return full if proxy else None
+
+
+def is_proxy(row: dict[str, str], sc) -> bool:
+    """Whether a recipe row runs fewer layers than the model it names (its template's)."""
+    return full_layers(row, sc) is not None
+
+
+def fits_full_model(search: Search, strategy: Strategy, layers: int) -> bool:
+    """Whether a proxy's strategy, its pipeline stretched to the full model's `layers` (as many more stages as the
+    proxy has fewer layers, on as many more GPUs: each stage keeps its layers, its first stage now holds pp times
+    as many micro-batches in flight), fits the GPU. A strategy that cannot be stretched (the layers do not divide
+    into whole proxies, or the uneven stages do not leave whole middle ones) is no strategy for the full model."""
+    workload = search.workload
+    if layers % workload.model.num_layers:
+        return False
+    ratio = layers // workload.model.num_layers
+    stretched = dataclasses.replace(strategy, pp=strategy.pp * ratio)
+    if stretched.first_layers and (layers - stretched.first_layers - stretched.last_layers) % (stretched.pp - 2):
+        return False
+    full = workload.model_copy(update={"model": workload.model.model_copy(update={"num_layers": layers})})
+    try:
+        return search.memory(stretched, apply(full, stretched), search.num_gpus * ratio).fits
+    except FieldError:  # its stages' layers do not split into its virtual stages
+        return False
 
 
 TOP_SHARE = 0.10
@@ -153,12 +181,19 @@ class RecipeCheck:
     name: str
     fits: bool
     rank: int            # feasible strategies the estimate puts strictly faster than the recipe
-    feasible: int
+    feasible: int        # of a proxy, those that would also fit the full model (fits_full_model)
     proxy: bool = False  # a proxy of fewer layers that keeps the full model's layout (said so in its notes)
+    open_rank: int = 0   # of a proxy, its rank among every strategy feasible for the proxy itself
+    open_feasible: int = 0
 
     @property
     def share(self) -> float:
         return self.rank / self.feasible if self.feasible else float("nan")
+
+    @property
+    def open_share(self) -> float:
+        """A proxy's share among every strategy that fits the proxy (its `share` where no proxy)."""
+        return self.open_rank / self.open_feasible if self.proxy and self.open_feasible else self.share
 
     @property
     def passes(self) -> bool:
@@ -172,9 +207,10 @@ def recipe_rows(rows: list[dict[str, str]]) -> list[int]:
 def check_recipes(rows: list[dict[str, str]], indices: list[int], cache=None) -> tuple[list[RecipeCheck], Counter]:
     """Each recipe's memory fit (memory/) and the rank of its estimate among the estimates of every feasible
     strategy the search finds on the same model, GPU count, batch and precision (rows that share those share
-    one search). Rows simulon cannot express are counted by reason."""
+    one search); a proxy's among those that would also fit its full model (fits_full_model), and among all of
+    them. Rows simulon cannot express are counted by reason."""
     skipped: Counter[str] = Counter()
-    searches: dict[str, tuple[Search, list[float]]] = {}
+    searches: dict[str, tuple[Search, list[float], list[Strategy]]] = {}
     checks = []
     for index in indices:
         try:
@@ -188,12 +224,18 @@ def check_recipes(rows: list[dict[str, str]], indices: list[int], cache=None) ->
         if base not in searches:
             search = Search(sc, sc.workload.training.num_gpus, fp8=False)
             phase = search.estimated(SILENT, cache)
-            searches[base] = (search, [e.iteration_s for e, _ in phase.candidates])
-        search, times = searches[base]
+            searches[base] = (search, [e.iteration_s for e, _ in phase.candidates], [s for _, s in phase.candidates])
+        search, times, strategies = searches[base]
         estimate = search.estimator.estimate(strategy, sc.workload).iteration_s
         fits = search.memory(strategy, sc.workload).fits
         row = rows[index]
         name = f"{row['subset'][:28]} | {row['model']} | {row['num_gpus']} GPUs | {row['precision']}"
-        checks.append(RecipeCheck(index, name, fits, bisect.bisect_left(times, estimate), len(times),
-                                  is_proxy(row, sc)))
+        rank = bisect.bisect_left(times, estimate)
+        layers = full_layers(row, sc)
+        if layers is None:
+            checks.append(RecipeCheck(index, name, fits, rank, len(times)))
+            continue
+        kept = [t for t, s in zip(times, strategies, strict=True) if fits_full_model(search, s, layers)]
+        checks.append(RecipeCheck(index, name, fits and fits_full_model(search, strategy, layers),
+                                  bisect.bisect_left(kept, estimate), len(kept), True, rank, len(times)))
     return checks, skipped

@@ -261,9 +261,12 @@ class Estimator:
         seconds of its GEMMs per phase, which TP communication hides behind where it runs beside them."""
         if unit < 0:
             return 0.0, 0.0, 0.0
-        shape, h = kernels.shape, workload.model.hidden_size
+        shape, h, moe = kernels.shape, workload.model.hidden_size, workload.model.moe
         block = shape.tokens * h * shape.act_bytes  # a block's output, whole sequence share of this rank
-        blocks = 2  # attention and MLP (or MoE) each reduce their output across tp
+        # attention and the MLP each reduce their output across tp; an MoE block only where its output has partial
+        # sums (its shared expert's, or every token's without sequence parallelism: workload/megatron.py)
+        routed = unit == 1 and moe is not None
+        blocks = 2 if not routed or moe.num_shared_experts or not shape.sp else 1
         tp = 0.0
         if s.tp > 1:
             group = tuple(range(s.tp))
@@ -295,10 +298,12 @@ class Estimator:
             else:
                 cp = self.seconds(AG, group, s.cp * local_kv) + self.seconds(RS, group, s.cp * local_kv)
         ep = 0.0
-        if unit == 1 and s.ep > 1:
-            layout = self._layout(s)
-            routed = shape.routed_tokens(workload.model.moe.top_k) * h * shape.act_bytes
-            ep = 4 * self.seconds(A2A, layout.group("ep", 0), routed)  # dispatch and combine, forward and back
+        if routed and s.ep > 1:  # dispatch and combine, forward and back
+            ep = 4 * self.seconds(A2A, self._layout(s).group("ep", 0),
+                                  shape.dispatched_tokens(moe.top_k) * h * shape.act_bytes)
+        if routed and shape.gathers_routed_tokens:  # the routed tokens' gather and their outputs' scatter, both ways
+            size, group = shape.routed_tokens(moe.top_k) * h * shape.act_bytes, tuple(range(shape.expert_tp))
+            ep += 2 * (self.seconds(AG, group, size) + self.seconds(RS, group, size))
         return tp, cp, ep
 
     def model_flops(self) -> float:

@@ -422,11 +422,14 @@ class Search:
             self._closest = (peak.device, strategy, why)
         return why
 
-    def memory(self, strategy: Strategy, workload: MegatronWorkload | None = None) -> StageMemory:
+    def memory(self, strategy: Strategy, workload: MegatronWorkload | None = None,
+               num_gpus: int | None = None) -> StageMemory:
         """The fullest of the first and last stage (the first keeps the most micro-batches and the embedding,
         the last the LM head and its logits; a middle stage keeps less than the first), and of the second where
-        the first holds fewer layers than the middle stages (the second keeps the most micro-batches of those)."""
-        model = MemoryModel(workload or apply(self.workload, strategy), self.num_gpus, self.capacity, self.gpu.name)
+        the first holds fewer layers than the middle stages (the second keeps the most micro-batches of those);
+        on `num_gpus` GPUs of this search's kind where given (a workload over another GPU count)."""
+        model = MemoryModel(workload or apply(self.workload, strategy), num_gpus or self.num_gpus, self.capacity,
+                            self.gpu.name)
         stages = {0, strategy.pp - 1} | ({1} if strategy.first_layers and strategy.pp > 2 else set())
         return max((model.stage(s) for s in sorted(stages)), key=lambda s: s.device)
 

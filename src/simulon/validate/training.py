@@ -117,8 +117,9 @@ SOURCE_BATCH_TOKENS = ((r"Dao-AILab/flash-attention training/README", "0.5M toke
 # SAVE_QKV_OUT_PROJ (paxml/paxml_mod_configs.py): each layer's forward runs again but for a projection or two.
 SOURCE_RECOMPUTE = ((r"maxtext/README_70b|paxml/README_175b", "full"),)
 # What NVIDIA's NeMo recipes set that their tables leave unstated (matched against "subset | source_locator | model
-# | precision"): training fields, and recompute where the row leaves it blank. Read from the launcher configs the
-# tables ran (NeMo-Framework-Launcher 24.07 launcher_scripts/conf/, examples/peft/; dgxc-benchmarking 35a9aecc).
+# | precision"): training fields, and recompute and vpp where the row leaves them blank. Read from the launcher
+# configs the tables ran (NeMo-Framework-Launcher 24.07 launcher_scripts/conf/, examples/peft/; dgxc-benchmarking
+# 35a9aecc).
 RECIPE_SETTINGS = (
     # conf/training/llama/llama3*.yaml and nemotron/nemotron_{4b,8b,15b,22b}.yaml, dgxc llama3.1/*.yaml and
     # nemotron/*.yaml: cross_entropy_loss_fusion: true
@@ -131,9 +132,16 @@ RECIPE_SETTINGS = (
     # ++peft.model.fp8_params=true
     (r"nemo.*finetun.*\|.*\bSFT\b", {"master_weights_dtype": "bf16", "adam_moments_dtype": "bf16"}),
     (r"nemo.*finetun.*\|.*\|.*FP8", {"fp8_params": True}),
+    # examples/peft/llama/h100/13b_1node.sh and 70b_2node.sh: virtual_pipeline_model_parallel_size=10 and 20 (one
+    # layer per virtual stage), with overlap_p2p_comm=true; the 70B LoRA example (70b_1node_lora.sh) sets none
+    (r"nemo.*finetun.*\|.*llama.?2.?13b sft", {"vpp": 10}),
+    (r"nemo.*finetun.*\|.*llama.?2.?70b sft", {"vpp": 20}),
     # dgxc grok1/, llama3.1/ and nemotron/configure.sh: model.fp8_params=${FP8_ENABLED}; nemo_megatron/
     # gpt3_175b_hydra.yaml: fp8_params: true
     (r"dgxc.*(grok1|llama3\.1|nemotron|nemo_megatron)/.*\|.*\|.*FP8", {"fp8_params": True}),
+    # dgxc grok1/configure.sh and nemotron/configure.sh (340b): NVTE_FUSED_ATTN=0, so Transformer Engine runs
+    # FlashAttention-2 where it would pick cuDNN's fused attention (its 15b sets NVTE_FUSED_ATTN=1)
+    (r"dgxc.*(grok1/|nemotron.*\|.*nemotron.?4?.?340b)", {"attention": "flash"}),
 )
 # A note that states how many leading layers of a truncated MoE model stay dense, e.g. SimuMax's B200 table:
 # "DeepSeekV3 rows dense_layers=1" (its model JSON; the full model has 3).
@@ -347,6 +355,10 @@ def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
             recompute = settings.pop("recompute")
             if not row["recompute"]:
                 parallelism["recompute"] = recompute
+        if "vpp" in settings:
+            vpp = settings.pop("vpp")
+            if not row["vpp"].strip() and pp > 1:
+                parallelism["vpp"] = vpp
         training.update(settings)
     if habits.grad_reduce_dtype:
         training["grad_reduce_dtype"] = habits.grad_reduce_dtype

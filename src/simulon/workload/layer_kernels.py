@@ -81,6 +81,21 @@ class ShardShape:
         of the tp ranks shared out over the expert-tensor-parallel ones (all of them when etp = tp)."""
         return self.tokens * top_k * self.expert_tp // self.tp
 
+    def dispatched_tokens(self, top_k: int) -> int:
+        """Token copies one rank sends in the expert-parallel dispatch (and gets back in the combine), balanced.
+        Under sequence parallelism a rank routes its own share of the sequence, top_k copies per token, and the
+        copies are gathered across the expert-tensor-parallel group only once they have arrived: Megatron-Core's
+        alltoall dispatcher runs the all-to-all over ep, then the all-gather over expert tp (token_dispatcher.py,
+        MoEAlltoAllTokenDispatcher: all_to_all, then gather_from_sequence_parallel_region). Without it every tp
+        rank holds every token and sends the share its expert-tensor-parallel rank takes (routed_tokens)."""
+        return self.norm_tokens * top_k if self.sp else self.routed_tokens(top_k)
+
+    @property
+    def gathers_routed_tokens(self) -> bool:
+        """Whether the routed tokens are all-gathered over the expert-tensor-parallel group after the dispatch (and
+        their expert outputs reduce-scattered before the combine): sequence parallelism with expert tp above 1."""
+        return self.sp and self.expert_tp > 1
+
     @property
     def norm_tokens(self) -> int:
         """Rows of elementwise kernels: sequence parallelism splits them across the TP group."""
@@ -233,7 +248,8 @@ class LayerKernels:
         self._mlp(k, "mlp", T, m.ffn_hidden_size // t, groups=1)
         if m.moe is not None:
             moe = m.moe
-            k["moe_route"] = gemm_with_backward("moe_route", T, moe.num_experts, h, db)
+            # the router scores this rank's own tokens (its sequence share under sequence parallelism)
+            k["moe_route"] = gemm_with_backward("moe_route", Tn, moe.num_experts, h, db)
             routed = sh.routed_tokens(moe.top_k)
             elementwise("moe_permute", routed, h, 2, 2)
             elementwise("moe_unpermute", routed, h, 2, 2)

@@ -64,8 +64,8 @@ class RankLayout:
     def group(self, axis: str, rank: int) -> tuple[int, ...]:
         """The ranks of `rank`'s process group along one axis, in ring order.
 
-        axis is one of tp, cp, dp, pp, ep (expert parallel), edp (expert data parallel) or
-        dp_cp (data x context, the dense-gradient group), fsdp / fsdp_replica (the FSDP shard group and
+        axis is one of tp, cp, dp, pp, ep (expert parallel), etp (expert tensor parallel), edp (expert data
+        parallel) or dp_cp (data x context, the dense-gradient group), fsdp / fsdp_replica (the FSDP shard group and
         its replicas), emb (first and last stage) or mirror (stage s and stage pp - 1 - s, which DualPipe
         makes hold the same layers).
         """
@@ -74,6 +74,9 @@ class RankLayout:
             sizes = {"tp": self.tp, "cp": self.cp, "dp": self.dp, "pp": self.pp}
             idx = {"tp": t, "cp": c, "dp": d, "pp": p}
             return tuple(self.rank(**{**idx, axis: i}) for i in range(sizes[axis]))
+        if axis == "etp":  # expert tensor parallelism: consecutive ranks, as the expert layout puts it fastest
+            start = rank - rank % self.expert_tp
+            return tuple(range(start, start + self.expert_tp))
         dc = c + self.cp * d  # position along the flattened data x context dimension
         if axis in ("ep", "edp") and self.expert_tp != self.tp:
             return self._expert_group(axis, rank)

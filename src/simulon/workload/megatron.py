@@ -378,24 +378,48 @@ class _StageEmitter:
         if reduce_label is not None:
             self.pending = self.tp_reduce(reduce_label, layer, mb, phase, gemm=down)
 
+    @property
+    def moe_output_reduced(self) -> bool:
+        """Whether an MoE layer's output is reduced across tp: without sequence parallelism every tp rank holds
+        partial sums of every token; with it, only the shared expert (an ordinary tensor-parallel MLP, which also
+        all-gathers its input) has any, and the routed experts' outputs come back whole over the all-to-all."""
+        return "moe_shared_linear1" in self.kernels or not self.shape.sp
+
     def moe_forward(self, layer: int, mb: int, phase: Phase) -> None:
-        gather = self.tp_gather("moe_gather", layer, mb, phase)
-        self.run("moe_route", phase, layer, mb, gather)
+        """Megatron-Core's alltoall dispatcher: route and permute this rank's tokens, all-to-all them over ep, gather
+        them over expert tp, run the experts, and back (ShardShape.dispatched_tokens)."""
+        gather = self.tp_gather("moe_gather", layer, mb, phase) if self.moe_output_reduced else NO_OP
+        self.run("moe_route", phase, layer, mb)
         self.run("moe_permute", phase, layer, mb)
-        self.pending = self.all_to_all("moe_dispatch", layer, mb, phase)
+        dispatch = self.all_to_all("moe_dispatch", layer, mb, phase)
+        self.pending = self.expert_tp_collective(CollType.AllGather, "moe_expert_gather", layer, mb, phase, dispatch)
         self.mlp_forward("moe_expert", layer, mb, phase, NO_OP)
-        self.pending = self.all_to_all("moe_combine", layer, mb, phase)
+        scatter = self.expert_tp_collective(CollType.ReduceScatter, "moe_expert_scatter", layer, mb, phase, NO_OP)
+        self.pending = self.all_to_all("moe_combine", layer, mb, phase, scatter)
         self.run("moe_unpermute", phase, layer, mb)
         if "moe_shared_linear1" in self.kernels:
-            self.mlp_forward("moe_shared", layer, mb, phase, NO_OP)
-        self.pending = self.tp_reduce("moe_reduce", layer, mb, phase)
+            self.mlp_forward("moe_shared", layer, mb, phase, gather)
+        if self.moe_output_reduced:
+            self.pending = self.tp_reduce("moe_reduce", layer, mb, phase)
 
-    def all_to_all(self, label: str, layer: int, mb: int, phase: Phase) -> int:
+    def all_to_all(self, label: str, layer: int, mb: int, phase: Phase, after: int = NO_OP) -> int:
+        """The dispatch or combine of this rank's routed tokens over ep, once `after` has completed (or `after`
+        itself without expert parallelism)."""
         if self.shape.ep == 1:
-            return NO_OP
-        size = self.shape.routed_tokens(self.tracer.model.moe.top_k) * self.hidden_size * self.shape.act_bytes
+            return after
+        size = self.shape.dispatched_tokens(self.tracer.model.moe.top_k) * self.hidden_size * self.shape.act_bytes
         return self.program.collective(CollType.AllToAll, "ep", size, Stream.ep_comm, label, layer, mb, phase,
-                                       algorithm=self.tracer.dispatch_algorithm)
+                                       waits=(after,), algorithm=self.tracer.dispatch_algorithm)
+
+    def expert_tp_collective(self, ctype: CollType, label: str, layer: int, mb: int, phase: Phase,
+                             after: int) -> int:
+        """The routed tokens' all-gather (or their outputs' reduce-scatter) over expert tp once `after` has
+        completed, where sequence parallelism splits them (ShardShape.gathers_routed_tokens); else `after`."""
+        if not self.shape.gathers_routed_tokens:
+            return after
+        size = self.shape.routed_tokens(self.tracer.model.moe.top_k) * self.hidden_size * self.shape.act_bytes
+        axis = "tp" if self.shape.expert_tp == self.shape.tp else "etp"  # the dispatcher's, on its stream
+        return self.program.collective(ctype, axis, size, Stream.ep_comm, label, layer, mb, phase, waits=(after,))
 
     # -- backward --
 
@@ -482,15 +506,24 @@ class _StageEmitter:
             self.column_block_backward(names, layer, mb, reduce_label, f"{block}_gather")
 
     def moe_backward(self, layer: int, mb: int) -> None:
-        self.pending = self.tp_gather("moe_grad_gather", layer, mb, Phase.bwd_ig)
+        if self.moe_output_reduced:
+            self.pending = self.tp_gather("moe_grad_gather", layer, mb, Phase.bwd_ig)
         if "moe_shared_linear1" in self.kernels:
             self.mlp_backward("moe_shared", layer, mb, reduce_label=None)
         self.run("moe_unpermute", Phase.bwd_ig, layer, mb)
-        self.pending = self.all_to_all("moe_combine", layer, mb, Phase.bwd_ig)
+        combine = self.all_to_all("moe_combine", layer, mb, Phase.bwd_ig)
+        self.pending = self.expert_tp_collective(CollType.AllGather, "moe_expert_grad_gather", layer, mb,
+                                                 Phase.bwd_ig, combine)
         self.mlp_backward("moe_expert", layer, mb, reduce_label=None)
-        self.pending = self.all_to_all("moe_dispatch", layer, mb, Phase.bwd_ig)
+        scatter = self.expert_tp_collective(CollType.ReduceScatter, "moe_expert_grad_scatter", layer, mb,
+                                            Phase.bwd_ig, NO_OP)
+        self.pending = self.all_to_all("moe_dispatch", layer, mb, Phase.bwd_ig, scatter)
         self.run("moe_permute", Phase.bwd_ig, layer, mb)
-        self.column_block_backward(["moe_route"], layer, mb, "moe_reduce", "moe_gather")
+        if self.moe_output_reduced:
+            self.column_block_backward(["moe_route"], layer, mb, "moe_reduce", "moe_gather")
+        else:  # the router saw this rank's own tokens: nothing to gather or reduce
+            self.run("moe_route", Phase.bwd_ig, layer, mb)
+            self.run("moe_route", Phase.bwd_wg, layer, mb)
 
     def attention_backward(self, layer: int, mb: int) -> None:
         self.run("attn_residual", Phase.bwd_ig, layer, mb)
