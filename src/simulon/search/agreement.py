@@ -160,12 +160,10 @@ def fits_full_model(search: Search, strategy: Strategy, layers: int) -> bool:
         return False
     ratio = layers // workload.model.num_layers
     stretched = dataclasses.replace(strategy, pp=strategy.pp * ratio)
-    if stretched.first_layers and (layers - stretched.first_layers - stretched.last_layers) % (stretched.pp - 2):
-        return False
     full = workload.model_copy(update={"model": workload.model.model_copy(update={"num_layers": layers})})
     try:
         return search.memory(stretched, apply(full, stretched), search.num_gpus * ratio).fits
-    except FieldError:  # its stages' layers do not split into its virtual stages
+    except FieldError:  # its uneven stages leave no whole middle ones, or its stages do not split into vpp chunks
         return False
 
 

@@ -264,9 +264,9 @@ class Estimator:
         shape, h, moe = kernels.shape, workload.model.hidden_size, workload.model.moe
         block = shape.tokens * h * shape.act_bytes  # a block's output, whole sequence share of this rank
         # attention and the MLP each reduce their output across tp; an MoE block only where its output has partial
-        # sums (its shared expert's, or every token's without sequence parallelism: workload/megatron.py)
+        # sums (LayerKernels.moe_output_reduced)
         routed = unit == 1 and moe is not None
-        blocks = 2 if not routed or moe.num_shared_experts or not shape.sp else 1
+        blocks = 2 if not routed or kernels.moe_output_reduced else 1
         tp = 0.0
         if s.tp > 1:
             group = tuple(range(s.tp))
@@ -302,7 +302,7 @@ class Estimator:
             ep = 4 * self.seconds(A2A, self._layout(s).group("ep", 0),
                                   shape.dispatched_tokens(moe.top_k) * h * shape.act_bytes)
         if routed and shape.gathers_routed_tokens:  # the routed tokens' gather and their outputs' scatter, both ways
-            size, group = shape.routed_tokens(moe.top_k) * h * shape.act_bytes, tuple(range(shape.expert_tp))
+            size, group = shape.routed_tokens(moe.top_k) * h * shape.act_bytes, self._layout(s).group("etp", 0)
             ep += 2 * (self.seconds(AG, group, size) + self.seconds(RS, group, size))
         return tp, cp, ep
 

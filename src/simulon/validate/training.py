@@ -351,14 +351,10 @@ def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
     for settings in _all(RECIPE_SETTINGS, " | ".join(row[c] for c in ("subset", "source_locator", "model",
                                                                        "precision"))):
         settings = dict(settings)
-        if "recompute" in settings:
-            recompute = settings.pop("recompute")
-            if not row["recompute"]:
-                parallelism["recompute"] = recompute
-        if "vpp" in settings:
-            vpp = settings.pop("vpp")
-            if not row["vpp"].strip() and pp > 1:
-                parallelism["vpp"] = vpp
+        for key in ("recompute", "vpp"):  # the recipe's parallelism, where the row's own column is blank
+            value = settings.pop(key, None)
+            if value is not None and not row[key].strip() and (key != "vpp" or pp > 1):
+                parallelism[key] = value
         training.update(settings)
     if habits.grad_reduce_dtype:
         training["grad_reduce_dtype"] = habits.grad_reduce_dtype

@@ -376,6 +376,13 @@ class LayerKernels:
         }
 
     @property
+    def moe_output_reduced(self) -> bool:
+        """Whether an MoE layer's output is reduced across tp: without sequence parallelism every tp rank holds
+        partial sums of every token; with it, only the shared expert (an ordinary tensor-parallel MLP, which also
+        all-gathers its input) has any, and the routed experts' outputs come back whole over the all-to-all."""
+        return "moe_shared_linear1" in self.table or not self.shape.sp
+
+    @property
     def attention_core(self) -> list[str]:
         return list(self._attention_core())
 

@@ -378,17 +378,10 @@ class _StageEmitter:
         if reduce_label is not None:
             self.pending = self.tp_reduce(reduce_label, layer, mb, phase, gemm=down)
 
-    @property
-    def moe_output_reduced(self) -> bool:
-        """Whether an MoE layer's output is reduced across tp: without sequence parallelism every tp rank holds
-        partial sums of every token; with it, only the shared expert (an ordinary tensor-parallel MLP, which also
-        all-gathers its input) has any, and the routed experts' outputs come back whole over the all-to-all."""
-        return "moe_shared_linear1" in self.kernels or not self.shape.sp
-
     def moe_forward(self, layer: int, mb: int, phase: Phase) -> None:
         """Megatron-Core's alltoall dispatcher: route and permute this rank's tokens, all-to-all them over ep, gather
         them over expert tp, run the experts, and back (ShardShape.dispatched_tokens)."""
-        gather = self.tp_gather("moe_gather", layer, mb, phase) if self.moe_output_reduced else NO_OP
+        gather = self.tp_gather("moe_gather", layer, mb, phase) if self.kernels.moe_output_reduced else NO_OP
         self.run("moe_route", phase, layer, mb)
         self.run("moe_permute", phase, layer, mb)
         dispatch = self.all_to_all("moe_dispatch", layer, mb, phase)
@@ -399,7 +392,7 @@ class _StageEmitter:
         self.run("moe_unpermute", phase, layer, mb)
         if "moe_shared_linear1" in self.kernels:
             self.mlp_forward("moe_shared", layer, mb, phase, gather)
-        if self.moe_output_reduced:
+        if self.kernels.moe_output_reduced:
             self.pending = self.tp_reduce("moe_reduce", layer, mb, phase)
 
     def all_to_all(self, label: str, layer: int, mb: int, phase: Phase, after: int = NO_OP) -> int:
@@ -506,7 +499,7 @@ class _StageEmitter:
             self.column_block_backward(names, layer, mb, reduce_label, f"{block}_gather")
 
     def moe_backward(self, layer: int, mb: int) -> None:
-        if self.moe_output_reduced:
+        if self.kernels.moe_output_reduced:
             self.pending = self.tp_gather("moe_grad_gather", layer, mb, Phase.bwd_ig)
         if "moe_shared_linear1" in self.kernels:
             self.mlp_backward("moe_shared", layer, mb, reduce_label=None)
@@ -519,7 +512,7 @@ class _StageEmitter:
                                             Phase.bwd_ig, NO_OP)
         self.pending = self.all_to_all("moe_dispatch", layer, mb, Phase.bwd_ig, scatter)
         self.run("moe_permute", Phase.bwd_ig, layer, mb)
-        if self.moe_output_reduced:
+        if self.kernels.moe_output_reduced:
             self.column_block_backward(["moe_route"], layer, mb, "moe_reduce", "moe_gather")
         else:  # the router saw this rank's own tokens: nothing to gather or reduce
             self.run("moe_route", Phase.bwd_ig, layer, mb)
