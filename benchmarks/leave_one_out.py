@@ -3,6 +3,7 @@
     uv run python benchmarks/leave_one_out.py kernels --by source|gpu [--table ../shared/validation/kernels.csv]
     uv run python benchmarks/leave_one_out.py collectives [--table ../shared/validation/collectives.csv]
                                                           [--rounds 5]
+    uv run python benchmarks/leave_one_out.py training [--table ../shared/validation/kernels.csv]
 
 Kernels: the compute model (scripts/fit_compute.py's settings) is refitted on every row but the held-out
 source's (or GPU's); a GPU left without rows of its own is timed with the nearest remaining GPU's parameters,
@@ -17,8 +18,12 @@ source measured keeps the defaults. Prints in-sample and held-out busbw MAPE by 
 `--rounds` cuts the fit's linearise-and-fit rounds (5, as shipped) to save time; the output says how many ran.
 
 Training: no parameter of simulon is fitted to training.csv (the training prediction is the replay of kernels
-and collectives calibrated on the two tables above), so its in-sample and leave-one-source-out errors are the
-same numbers; `simulon validate training` gives them.
+and collectives calibrated on the two tables above), but a source can be in both: the flash-attention repository
+measured the attention kernels of its own training charts, SimuMax the B200 kernels of its B200 runs. For each
+source of training.csv (its repository, from source_locator) whose kernels are also in kernels.csv, the compute
+model is refitted without them and that source's training rows are predicted again; a row whose kernels nothing
+else measured (an attention library only that source timed) is reported as not predictable. A source with no
+kernel or collective rows of its own is out of sample already: `simulon validate training` gives its error.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ import statistics
 import sys
 from collections import defaultdict
 from pathlib import Path
+from unittest import mock
 
 from simulon.compute.calibration import Calibrations
 from simulon.compute.fit import fit_calibration, predict
@@ -37,6 +43,8 @@ from simulon.network.calibration import link_model_for, shipped_table
 from simulon.validate.collectives import collective_cases, size_class
 from simulon.validate.kernels import family, observations
 from simulon.validate.report import read_table
+from simulon.validate.report import shipped_table as shipped_validation_table
+from simulon.validate.training import Unsupported, compare_row, with_source_layouts
 
 ROOT = Path(__file__).resolve().parents[1]
 TABLES = ROOT.parent / "shared" / "validation"
@@ -179,15 +187,67 @@ def print_collectives(errors, rounds: int) -> None:
         print(f"{'all held-out ' + cls:80s} {len(outside):5d} {mape(inside):8.1f}% {mape(outside):8.1f}%")
 
 
+# ---- training ----
+
+def repository(locator: str) -> str:
+    """The repository (or page) a row was read from: 'github NVIDIA/NeMo @abc ...' -> 'NVIDIA/NeMo'."""
+    words = locator.removeprefix("github ").split()
+    return words[0].removeprefix("https://github.com/") if words else ""
+
+
+def training_errors(kernels_path: Path) -> tuple[dict[str, tuple[list[float], list[float]]], dict[str, list[str]]]:
+    """Held-out source -> (in-sample, held-out) percentage errors of its training rows' iteration time, with the
+    compute model refitted without that source's kernel rows; and source -> rows not predictable without them."""
+    fit_compute = script("fit_compute")
+    kernel_rows = read_table(str(kernels_path))
+    fitted = fit_compute.fit_observations(str(kernels_path))
+    origin = {row["subset"]: repository(row["source_locator"]) for row in kernel_rows}
+    rows = with_source_layouts(read_table(str(shipped_validation_table("training"))))
+    arch, memo = Calibrations.with_fit({}), {}
+    errors: dict[str, tuple[list[float], list[float]]] = {}
+    unpredictable: dict[str, list[str]] = defaultdict(list)
+    for source in sorted({repository(r["source_locator"]) for r in rows} & set(origin.values())):
+        kept = [o for o in fitted if origin.get(o.subset) != source]
+        refit = Calibrations.with_fit(fit_calibration(kept, arch, fit_compute.SETTINGS, memo))
+        print(f"holding out {source}: {len(fitted) - len(kept)} kernel rows", flush=True)
+        errors[source] = ([], [])
+        for index, row in enumerate(rows):
+            if repository(row["source_locator"]) != source:
+                continue
+            try:
+                inside = compare_row(index, row)
+                with mock.patch.object(Calibrations, "shipped", classmethod(lambda cls, cal=refit: cal)):
+                    outside = compare_row(index, row)
+            except (Unsupported, ValueError) as exc:
+                unpredictable[source].append(f"row {index} ({row['model'][:40]}): {exc}")
+                continue
+            errors[source][0].append(inside.error_pct)
+            errors[source][1].append(outside.error_pct)
+    return errors, unpredictable
+
+
+def print_training(found) -> None:
+    errors, unpredictable = found
+    print("\ntraining, leave-one-source-out (compute model refitted without the source's kernel rows)")
+    print(f"{'held-out source':40s} {'rows':>5s} {'in-sample':>9s} {'held-out':>9s} {'bias':>6s}")
+    for source, (inside, outside) in sorted(errors.items()):
+        bias = statistics.fmean(outside) if outside else float("nan")
+        print(f"{source:40s} {len(outside):5d} {mape(inside):8.1f}% {mape(outside):8.1f}% {bias:5.1f}%")
+    for source, why in sorted(unpredictable.items()):
+        print(f"not predictable without {source}: {len(why)} rows, e.g. {why[0]}")
+
+
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("what", choices=("kernels", "collectives"))
+    parser.add_argument("what", choices=("kernels", "collectives", "training"))
     parser.add_argument("--by", choices=("source", "gpu"), default="source", help="kernels: what to hold out")
     parser.add_argument("--table", type=Path)
     parser.add_argument("--rounds", type=int, default=5, help="collectives: linearise-and-fit rounds per refit")
     args = parser.parse_args(argv)
     if args.what == "kernels":
         print_kernels(kernel_errors(args.table or TABLES / "kernels.csv", args.by), args.by)
+    elif args.what == "training":
+        print_training(training_errors(args.table or TABLES / "kernels.csv"))
     else:
         print_collectives(collective_errors(args.table or TABLES / "collectives.csv", args.rounds), args.rounds)
 

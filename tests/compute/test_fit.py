@@ -12,12 +12,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from simulon.compute.attention import attention_seconds
 from simulon.compute.calibration import AttentionParams, AttentionPhase, Calibrations, GemmParams
-from simulon.compute.fit import FitSettings, Observation, Timing, fit_calibration, predict
+from simulon.compute.fit import ATTENTION_LAUNCH_US, FitSettings, Observation, Timing, fit_calibration, predict
 from simulon.compute.minimize import nelder_mead
 from simulon.config.common import DType
 from simulon.config.dc import GPUSpec
-from simulon.workload.kernels import Phase, gemm, memory_bound
+from simulon.workload.kernels import Phase, attention, gemm, memory_bound
 
 TRUE = GemmParams(efficiency=0.8, overhead_us=4.0, k_overhead=60.0, ramp_k=120.0, tile_intensity=50.0,
                   memory_efficiency=0.85, sustained_clock=0.8, throttle_ms=2.0, group_overhead_us=3.0)
@@ -131,3 +132,39 @@ def test_a_sustained_gemm_run_sets_the_sustained_clock_alone_and_the_shipped_one
     for obs in sustained_observations():
         model = AnalyticalModel(GPUSpec.model_validate({"from": obs.gpu}), obs.dtype, sustained_load=True)
         assert float(model.seconds(list(obs.specs))[0]) == pytest.approx(obs.seconds, rel=0.01)
+
+
+def test_an_attention_call_costs_at_most_a_launch_and_work_that_scales_with_its_tokens():
+    """No attention library carries a per-call constant past a launch (compute.fit.ATTENTION_LAUNCH_US), so half the
+    tokens of a FlashAttention 1, Triton or xformers call on an A100 (the FlashAttention-2 chart's libraries, whose
+    16k-token rows cannot tell a per-call cost from a per-CTA one) take about half the time."""
+    cal = Calibrations.shipped()
+    calls = [entry.overhead_us for gpu in cal.gpus.values() for entry in gpu.attention.values()]
+    assert max(calls) <= ATTENTION_LAUNCH_US
+    a100 = GPUSpec.model_validate({"from": "a100-sxm-80gb"})
+
+    def seconds(impl: str, batch: int) -> float:
+        params, donor = cal.attention(a100, impl, DType.fp16)
+        return sum(attention_seconds(params, cal.architecture(a100, donor), a100.peak_flops(DType.fp16),
+                                     attention(phase, batch, 16, 16, 2048, 2048, 128, 128, True, 2.0, impl))
+                   for phase in (Phase.fwd, Phase.bwd_ig))
+
+    for impl in ("flash_v1", "flash_triton", "xformers"):
+        assert seconds(impl, 4) / seconds(impl, 8) == pytest.approx(0.5, rel=0.05), impl
+
+
+def test_a_number_format_timed_only_alone_runs_a_training_step_at_its_chips_sustained_clock():
+    """The power limit is the chip's: the B200's fp8 and tf32 GEMMs (XLA's table times each kernel alone) settle at
+    the clock its bf16 loops (SimuMax) showed, and so do the GPUs that borrow the B200's fp8 fit; the H100's two
+    measured sustained runs keep their own (0.819 of burst in bf16, 0.801 in fp8)."""
+    cal = Calibrations.shipped()
+
+    def clock(gpu: str, dtype: DType) -> tuple[float, float]:
+        params, _ = cal.gemm(GPUSpec.model_validate({"from": gpu}), dtype)
+        return params.sustained_clock, params.throttle_ms
+
+    b200 = clock("b200", DType.bf16)
+    assert b200[0] < 0.7
+    assert clock("b200", DType.fp8) == clock("b200", DType.tf32) == clock("gb200", DType.fp8) == b200
+    assert clock("h100-sxm", DType.bf16)[0] == pytest.approx(0.819, abs=1e-3)
+    assert clock("h100-sxm", DType.fp8)[0] == pytest.approx(0.801, abs=1e-3)

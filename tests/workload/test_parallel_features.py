@@ -13,6 +13,7 @@ from helpers import gpt_scenario
 from simulon.collective.types import CollType
 from simulon.compute.calibration import Calibrations
 from simulon.compute.populate import populate
+from simulon.config.common import DType
 from simulon.dag.nodes import NodeKind
 from simulon.engine.replay import MAX_HELD_SHARE, replay
 from simulon.pipeline import TRAINING_RESHARE_WINDOW_S, build_dag, run_populated, simulate
@@ -188,8 +189,61 @@ def test_eager_elementwise_ops_move_more_bytes_for_the_same_flops():
         assert specs[("attn_softmax", Phase.bwd_ig)].bytes == pytest.approx(bwd * scores)
         for name in ("mlp_act", "attn_residual"):
             assert specs[(name, Phase.fwd)].bytes > base[(name, Phase.fwd)].bytes
-        assert {k: s.flops for k, s in specs.items()} == {k: s.flops for k, s in base.items()}
+        # and autocast's casts of the fp32 weights, which count no model FLOPs
+        casts = {key for key in specs if key[0].endswith("_cast")}
+        assert {k: s.flops for k, s in specs.items() if k not in casts} == {k: s.flops for k, s in base.items()}
+        assert casts and all(specs[key].flops == 0 for key in casts)
         assert simulate(eager).result.iteration_time_ms > simulate(fused).result.iteration_time_ms
+
+
+def test_eager_gelu_under_16_bit_autocast_runs_in_fp32_after_its_pow():
+    """torch.autocast runs pow in fp32, so GPT-2's tanh GELU after x**3 moves fp32 tensors: 38 passes of a 16-bit
+    tensor forward and 58 backward against the 18 and 24 ops of one width in an fp32 run; SwiGLU stays 16-bit."""
+    def training(sc, **update):
+        return sc.model_copy(update={"workload": sc.workload.model_copy(update={
+            "training": sc.workload.training.model_copy(update=update)})})
+
+    def act_bytes(sc):
+        return {s.phase: s.bytes for s in build_dag(sc)[0].kernel_specs if s.name == "mlp_act"}
+
+    elements = 512 * 4096 // 2  # one micro-batch's tokens x the FFN width on one of tp = 2 ranks
+    bf16 = training(gpt_scenario(**BASE), elementwise="eager")
+    assert act_bytes(bf16) == {Phase.fwd: 38 * 2 * elements, Phase.bwd_ig: 58 * 2 * elements}
+    fp32 = training(bf16, dtype=DType.fp32)
+    assert act_bytes(fp32) == {Phase.fwd: 18 * 4 * elements, Phase.bwd_ig: 24 * 4 * elements}
+    cast_to_bf16 = training(bf16, autocast=False)  # model.to(bfloat16): pow stays in 16 bits
+    assert act_bytes(cast_to_bf16) == {Phase.fwd: 18 * 2 * elements, Phase.bwd_ig: 24 * 2 * elements}
+    swiglu = training(gpt_scenario(**dict(BASE, activation="swiglu")), elementwise="eager")
+    assert act_bytes(swiglu) == {Phase.fwd: 5 * 2 * elements, Phase.bwd_ig: 9 * 2 * elements}
+
+
+def test_autocast_casts_every_weight_each_micro_batch_and_accumulates_its_gradient_in_fp32():
+    """Eager 16-bit training (torch.autocast over fp32 parameters): before each forward GEMM its weight is cast
+    down (6 bytes a parameter) and after each weight-gradient GEMM the gradient is cast up and added to the fp32
+    .grad (18 bytes), at every micro-batch; an fp32 run and a fused (Megatron) one have no such kernels."""
+    def training(sc, **update):
+        return sc.model_copy(update={"workload": sc.workload.model_copy(update={
+            "training": sc.workload.training.model_copy(update=update)})})
+
+    eager = training(gpt_scenario(**BASE), elementwise="eager")
+    dag = build_dag(eager, "full")[0]
+    casts = Counter((dag.kernel_specs[k].name, dag.kernel_specs[k].phase, dag.kernel_specs[k].bytes)
+                    for k in dag.kernel[(dag.kind == NodeKind.compute) & (dag.gpu == 0)]
+                    if dag.kernel_specs[k].name.endswith("_cast"))
+    h, ffn, tp = 1024, 4096, 2
+    weights = {"attn_qkv_cast": 3 * h * h // tp, "attn_proj_cast": h * h // tp, "mlp_linear1_cast": h * ffn // tp,
+               "mlp_linear2_cast": ffn * h // tp}
+    micro_batches, layers_on_gpu0 = 8 // 2, 8 // 2  # gbs 8 over dp 2; pp 2 of 8 layers
+    for name, w in weights.items():
+        assert casts[(name, Phase.fwd, 6 * w)] == micro_batches * layers_on_gpu0
+        assert casts[(name, Phase.bwd_wg, 18 * w)] == micro_batches * layers_on_gpu0
+    for other in (training(eager, dtype=DType.fp32), gpt_scenario(**BASE), training(eager, autocast=False)):
+        assert not [s for s in build_dag(other)[0].kernel_specs if s.name.endswith("_cast")]
+    # fused kernels under autocast (the flash-attention repo's models under PyTorch Lightning) cast the same weights
+    def weight_casts(sc):
+        return {(s.name, s.phase, s.bytes) for s in build_dag(sc)[0].kernel_specs if s.name.endswith("_cast")}
+
+    assert weight_casts(training(gpt_scenario(**BASE), autocast=True)) == weight_casts(eager)
 
 
 def test_a_fused_cross_entropy_reads_the_logits_once_each_way():

@@ -330,6 +330,10 @@ class TrainingSpec(StrictModel):
     elementwise: Literal["fused", "eager"] = Field(
         "fused", description="fused: bias-GELU, softmax and bias-dropout-add as single kernels (Megatron, "
         "Transformer Engine); eager: every PyTorch op its own kernel over whole tensors (HuggingFace models)")
+    autocast: bool | None = Field(
+        None, description="torch.autocast over fp32 parameters (PyTorch AMP, how HuggingFace's Trainer and PyTorch "
+        "Lightning train in 16 bits): each weight cast to 16 bits before its GEMM and its gradient added to the fp32 "
+        "one after it, at every micro-batch; unset: on for eager elementwise work in 16 bits")
     cross_entropy: Literal["vocab_parallel", "fused"] = Field(
         "vocab_parallel", description="vocab_parallel: Megatron's fp32 cross entropy, one pass per operation; "
         "fused: one kernel each way (flash-attention's or apex's, Megatron-Core's cross_entropy_loss_fusion)")
@@ -374,6 +378,11 @@ class TrainingSpec(StrictModel):
         "its count, each a count its pipeline schedule accepts; not with expert parallelism or FSDP, whose "
         "collectives join replicas every micro-batch. Default: every replica global_batch_size / (micro_batch_size "
         "x dp)")
+
+    @property
+    def uses_autocast(self) -> bool:
+        """Whether the run trains under torch.autocast over fp32 parameters (`autocast`, else eager work)."""
+        return self.elementwise == "eager" if self.autocast is None else self.autocast
 
     def replica_microbatches(self, dp: int) -> list[int]:
         """Micro-batches each of the `dp` data-parallel replicas runs in one step: dp_shares, or the even split."""

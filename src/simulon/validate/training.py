@@ -49,6 +49,7 @@ class FrameworkDefaults:
     grad_reduce_dtype: str | None = None  # the gradient buffer's type where it is not Megatron's default
     overlap_grad_reduce: bool = True      # and, with the distributed optimizer, the parameter all-gather
     routing: Literal["ecmp", "adaptive"] | None = None  # the fabric's routing where not its template's
+    autocast: bool | None = None          # torch.autocast over fp32 parameters (None: the config's default)
 
 
 TE_ATTENTION = "cudnn"
@@ -90,8 +91,11 @@ FRAMEWORKS = {
     "huggingface": FrameworkDefaults(attention="unfused", elementwise="eager"),  # eager PyTorch, GPT-2's GELU
     # the flash-attention repo's training charts predate FlashAttention-2: its own 1.3B/2.7B numbers (189 TFLOP/s)
     # are the FlashAttention column of the FlashAttention-2 paper's Table 3
-    # and its configs train with its fused loss (loss_fn: flash_attn.losses.cross_entropy.CrossEntropyLoss)
-    "flash-attention": FrameworkDefaults(micro_batch_size=8, attention="flash_v1", cross_entropy="fused"),
+    # and its configs train with its fused loss (loss_fn: flash_attn.losses.cross_entropy.CrossEntropyLoss), under
+    # PyTorch Lightning's mixed precision (training/configs/trainer: precision 16 or bf16) over fp32 parameters,
+    # which its fused layers cast to the autocast dtype at every forward (flash_attn/ops/fused_dense.py)
+    "flash-attention": FrameworkDefaults(micro_batch_size=8, attention="flash_v1", cross_entropy="fused",
+                                         autocast=True),
 }
 """Defaults by the canonical framework name config.resolve.resolve_framework gives."""
 
@@ -344,6 +348,7 @@ def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
         "num_gpus": num_gpus, "global_batch_size": gbs, "micro_batch_size": mbs, "sequence_length": seq,
         "dtype": _dtype(row).value, "attention": habits.attention, "elementwise": habits.elementwise,
         "cross_entropy": habits.cross_entropy,
+        **({"autocast": habits.autocast} if habits.autocast is not None else {}),
         "peft": "lora" if re.search(r"\bLoRA\b", row["model"]) else "none",
     }
     if precision_named(row["precision"])[1]:

@@ -130,6 +130,14 @@ class ElementwisePasses:
     gated_activation: tuple[float, float]   # act(gate) * up, per FFN element
     softmax: Passes                         # unfused attention, per score
     softmax_long_rows: Passes | None = None  # the same over rows too long for one read of each (None: same)
+    autocast_activation: tuple[float, float] | None = None  # `activation` with 16-bit tensors under autocast
+
+    def activation_passes(self, gated: bool, autocast: bool) -> tuple[float, float]:
+        """The MLP activation's passes (in passes of a tensor of the run's activation width), under 16-bit
+        autocast or not."""
+        if gated:
+            return self.gated_activation
+        return self.autocast_activation if autocast and self.autocast_activation else self.activation
 
     def softmax_passes(self, keys: int) -> Passes:
         """The softmax block's passes over rows of `keys` scores."""
@@ -151,6 +159,16 @@ EAGER_PASSES = ElementwisePasses(
     # GPT-2's tanh GELU as eight PyTorch ops (pow, scale, add, scale, tanh, add, multiply, halve: 18 passes);
     # autograd runs a backward kernel per op and sums the two paths into x (about 24)
     activation=(18, 24),
+    # The same under 16-bit autocast (torch.autocast, how HuggingFace models train in mixed precision): pow is
+    # on autocast's fp32 list (torch/csrc/autograd/autocast_mode.cpp, CUDA "fp32" ops), so x**3 comes out in fp32
+    # and every op after it promotes to fp32: in passes of a 16-bit tensor (a fp32 one is two), halve x (read,
+    # write: 2), pow (autocast's cast of x up: 1, 2; then 2, 2), scale (2, 2), add x (1 + 2, 2), scale (2, 2),
+    # tanh (2, 2), add 1 (2, 2), multiply (1 + 2, 2), then the next GEMM's autocast cast down (2, 1): 38.
+    # Backward, per op in reverse: the cast (1, 2), the product's two gradients (its 16-bit side cast down:
+    # 2 + 2, 2, then 2, 1; the fp32 side 2 + 1, 2), tanh's (2 + 2, 2), the scales' (2, 2 each), the add's into x
+    # cast down (2, 1), pow's 3x^2 g (1, 2; 2, 2; 2 + 2, 2; cast down 2, 1), the halving's (1, 1), and the three
+    # paths summed into x's gradient (two adds, 1 + 1, 1 each): 58.
+    autocast_activation=(38, 58),
     gated_activation=(5, 9),         # F.silu(gate) * up: two kernels | their backward
     # Forward: scale and mask (read, write each), cast up for softmax, which autocast runs in fp32 (read;
     # write 4), softmax (read 4, write 4), cast down (read 4; write), dropout (read, write; 1-byte mask).
@@ -179,9 +197,10 @@ class LayerKernels:
     """Every kernel spec of the workload, and the parameters each part holds on one rank."""
 
     def __init__(self, model: ModelSpec, shape: ShardShape, attention_impl: str = "flash",
-                 elementwise: str = "fused", cross_entropy: str = "vocab_parallel", all_bf16: bool = False):
+                 elementwise: str = "fused", cross_entropy: str = "vocab_parallel", autocast: bool = False,
+                 all_bf16: bool = False):
         self.model, self.shape, self.attention_impl = model, shape, attention_impl
-        self.cross_entropy, self.elementwise = cross_entropy, elementwise
+        self.cross_entropy, self.elementwise, self.amp = cross_entropy, elementwise, autocast
         self.passes = EAGER_PASSES if elementwise == "eager" else FUSED_PASSES
         self.all_bf16 = all_bf16  # every GEMM in bf16: a layer a narrow format's recipe keeps in 16 bits
         self._layer_params: dict[bool, tuple[float, float]] = {}
@@ -214,7 +233,7 @@ class LayerKernels:
             return self
         if self._bf16_twin is None:
             self._bf16_twin = LayerKernels(self.model, self.shape.in_bf16(), self.attention_impl, self.elementwise,
-                                           self.cross_entropy, all_bf16=True)
+                                           self.cross_entropy, self.amp, all_bf16=True)
         return self._bf16_twin
 
     def __getitem__(self, name: str) -> dict[Phase, KernelSpec]:
@@ -271,6 +290,8 @@ class LayerKernels:
                 k[name] = tuple(in_precision(spec, DType.bf16.value) for spec in k[name])
         if sh.quantized_bytes:
             self._quantize_casts(k)
+        elif self.autocast:
+            self._autocast_casts(k)
         table = {name: {spec.phase: spec for spec in specs} for name, specs in k.items()}
         for phases in table.values():
             if Phase.fwd in phases:
@@ -302,6 +323,27 @@ class LayerKernels:
                 self._weight_casts[name] = memory_bound(
                     f"{name}_weight_cast", Phase.fwd,
                     fmt.format.cast_bytes(weights, db, fmt.amax_pass, fmt.format.weight_block), weights)
+
+    @property
+    def autocast(self) -> bool:
+        """torch.autocast over fp32 parameters with 16-bit activations (training.autocast)."""
+        return self.amp and self.shape.act_bytes < 4
+
+    def _autocast_casts(self, k: dict[str, tuple[KernelSpec, ...]]) -> None:
+        """torch.autocast keeps the parameters in fp32 and casts each weight a GEMM reads to 16 bits when the
+        forward reaches it: a `<gemm>_cast` of the weight (read 4 bytes, write 2) before every forward, at every
+        micro-batch, because autocast empties its cast cache when its context exits (torch.autocast.__exit__,
+        torch.clear_autocast_cache) and the training loop enters it once per forward. Autograd takes the 16-bit
+        weight gradient back through the cast (read 2, write 4) and accumulates it into the fp32 .grad (read 4 + 4,
+        write 4): 18 bytes per parameter after each weight-gradient GEMM, counted at every micro-batch (the first
+        of a step only stores it: 6)."""
+        for name, specs in list(k.items()):
+            fwd = specs[0]
+            if fwd.kclass not in (KernelClass.gemm, KernelClass.grouped_gemm) or name in self.attention_core:
+                continue
+            weights = fwd.param("k") * fwd.param("n") * fwd.param("groups")
+            k[f"{name}_cast"] = (memory_bound(f"{name}_cast", Phase.fwd, 6 * weights, weights),
+                                 memory_bound(f"{name}_cast", Phase.bwd_wg, 18 * weights, weights))
 
     def weight_cast(self, name: str, microbatch: int) -> KernelSpec | None:
         """The kernel quantizing GEMM `name`'s 16-bit weight before its forward at `microbatch`, if it runs then:
@@ -397,7 +439,7 @@ class LayerKernels:
         for name in self.mlp_inputs(prefix):
             k[name] = gemm_with_backward(name, rows, ffn, h, db, groups)
         elems = rows * ffn
-        fwd, bwd = self.passes.gated_activation if m.gated_mlp else self.passes.activation
+        fwd, bwd = self.passes.activation_passes(m.gated_mlp, self.autocast)
         k[f"{prefix}_act"] = (memory_bound(f"{prefix}_act", Phase.fwd, fwd * elems * db, elems, 8),
                               memory_bound(f"{prefix}_act", Phase.bwd_ig, bwd * elems * db, elems, 8))
         k[f"{prefix}_linear2"] = gemm_with_backward(f"{prefix}_linear2", rows, h, ffn, db, groups)
@@ -458,10 +500,10 @@ class LayerKernels:
         return self.vocab_shard * self.model.hidden_size
 
 
-def _arguments(workload: MegatronWorkload, shape: ShardShape) -> tuple[ModelSpec, ShardShape, str, str, str]:
+def _arguments(workload: MegatronWorkload, shape: ShardShape) -> tuple[ModelSpec, ShardShape, str, str, str, bool]:
     """LayerKernels' arguments for a workload's model and kernel choices on `shape`."""
     train = workload.training
-    return workload.model, shape, train.attention, train.elementwise, train.cross_entropy
+    return workload.model, shape, train.attention, train.elementwise, train.cross_entropy, train.uses_autocast
 
 
 SHARED_TABLES = 256
@@ -473,5 +515,5 @@ has not timed that shape yet."""
 
 @lru_cache(maxsize=SHARED_TABLES)
 def _shared_table(model: ModelSpec, shape: ShardShape, attention: str, elementwise: str,
-                  cross_entropy: str) -> LayerKernels:
-    return LayerKernels(model, shape, attention, elementwise, cross_entropy)
+                  cross_entropy: str, autocast: bool) -> LayerKernels:
+    return LayerKernels(model, shape, attention, elementwise, cross_entropy, autocast)

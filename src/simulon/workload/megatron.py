@@ -47,7 +47,7 @@ class MegatronTracer:
         self.replica_microbatches = train.replica_microbatches(dp)
         self.scheduler = make_scheduler(par.pipeline_schedule, par.vpp)
         self.shape = ShardShape.of(workload)
-        self.kernels = LayerKernels(model, self.shape, train.attention, train.elementwise, train.cross_entropy)
+        self.kernels = LayerKernels.of(workload)
         self.layers = PipelineLayers.of(workload)
         self.parameters = ModelParameters(self.kernels, model, self.layers)
         self.dispatch_algorithm = dispatch_algorithm(workload)
