@@ -216,6 +216,7 @@ def training_errors(kernels_path: Path) -> tuple[dict[str, tuple[list[float], li
                 continue
             try:
                 inside = compare_row(index, row)
+                # a simulation times kernels with Calibrations.shipped(); the refit stands in for it here only
                 with mock.patch.object(Calibrations, "shipped", classmethod(lambda cls, cal=refit: cal)):
                     outside = compare_row(index, row)
             except (Unsupported, ValueError) as exc:

@@ -200,7 +200,9 @@ class LayerKernels:
                  elementwise: str = "fused", cross_entropy: str = "vocab_parallel", autocast: bool = False,
                  all_bf16: bool = False):
         self.model, self.shape, self.attention_impl = model, shape, attention_impl
-        self.cross_entropy, self.elementwise, self.amp = cross_entropy, elementwise, autocast
+        self.cross_entropy, self.elementwise = cross_entropy, elementwise
+        # torch.autocast over fp32 parameters, which only 16-bit activations make a mixed precision
+        self.autocast = autocast and shape.act_bytes < 4
         self.passes = EAGER_PASSES if elementwise == "eager" else FUSED_PASSES
         self.all_bf16 = all_bf16  # every GEMM in bf16: a layer a narrow format's recipe keeps in 16 bits
         self._layer_params: dict[bool, tuple[float, float]] = {}
@@ -233,7 +235,7 @@ class LayerKernels:
             return self
         if self._bf16_twin is None:
             self._bf16_twin = LayerKernels(self.model, self.shape.in_bf16(), self.attention_impl, self.elementwise,
-                                           self.cross_entropy, self.amp, all_bf16=True)
+                                           self.cross_entropy, self.autocast, all_bf16=True)
         return self._bf16_twin
 
     def __getitem__(self, name: str) -> dict[Phase, KernelSpec]:
@@ -318,16 +320,11 @@ class LayerKernels:
             casts.append(memory_bound(f"{name}_cast", Phase.bwd_ig,
                                       fmt.format.cast_bytes(rows * cols, db, fmt.amax_pass), rows * cols))
             k[f"{name}_cast"] = tuple(casts)
-            if not fmt.narrow_weights and name not in self.attention_core:  # the weight (inner x cols per group)
-                weights = inner * cols * fwd.param("groups")
+            if not fmt.narrow_weights and name not in self.attention_core:
+                weights = weight_elements(fwd)
                 self._weight_casts[name] = memory_bound(
                     f"{name}_weight_cast", Phase.fwd,
                     fmt.format.cast_bytes(weights, db, fmt.amax_pass, fmt.format.weight_block), weights)
-
-    @property
-    def autocast(self) -> bool:
-        """torch.autocast over fp32 parameters with 16-bit activations (training.autocast)."""
-        return self.amp and self.shape.act_bytes < 4
 
     def _autocast_casts(self, k: dict[str, tuple[KernelSpec, ...]]) -> None:
         """torch.autocast keeps the parameters in fp32 and casts each weight a GEMM reads to 16 bits when the
@@ -341,7 +338,7 @@ class LayerKernels:
             fwd = specs[0]
             if fwd.kclass not in (KernelClass.gemm, KernelClass.grouped_gemm) or name in self.attention_core:
                 continue
-            weights = fwd.param("k") * fwd.param("n") * fwd.param("groups")
+            weights = weight_elements(fwd)
             k[f"{name}_cast"] = (memory_bound(f"{name}_cast", Phase.fwd, 6 * weights, weights),
                                  memory_bound(f"{name}_cast", Phase.bwd_wg, 18 * weights, weights))
 
@@ -498,6 +495,11 @@ class LayerKernels:
     @property
     def vocab_params(self) -> float:
         return self.vocab_shard * self.model.hidden_size
+
+
+def weight_elements(gemm: KernelSpec) -> float:
+    """The weight a GEMM's forward multiplies by: inner x columns per group."""
+    return gemm.param("k") * gemm.param("n") * gemm.param("groups")
 
 
 def _arguments(workload: MegatronWorkload, shape: ShardShape) -> tuple[ModelSpec, ShardShape, str, str, str, bool]:

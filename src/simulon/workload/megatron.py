@@ -22,7 +22,7 @@ from ..collective.types import CollType
 from ..config.workload import MegatronWorkload
 from .data_parallel import DataParallelSync, Gathers
 from .kernels import Phase
-from .layer_kernels import RING_BLOCK, LayerKernels, ShardShape
+from .layer_kernels import RING_BLOCK, LayerKernels
 from .layout import RankLayout
 from .parameters import ModelParameters, PipelineLayers
 from .program import EMBEDDING_LAYER, HEAD_LAYER, NO_OP, StageProgram, Stream
@@ -46,8 +46,8 @@ class MegatronTracer:
                                  fsdp=par.fsdp_size or dp * par.cp)
         self.replica_microbatches = train.replica_microbatches(dp)
         self.scheduler = make_scheduler(par.pipeline_schedule, par.vpp)
-        self.shape = ShardShape.of(workload)
         self.kernels = LayerKernels.of(workload)
+        self.shape = self.kernels.shape
         self.layers = PipelineLayers.of(workload)
         self.parameters = ModelParameters(self.kernels, model, self.layers)
         self.dispatch_algorithm = dispatch_algorithm(workload)
