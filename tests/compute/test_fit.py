@@ -152,19 +152,3 @@ def test_an_attention_call_costs_at_most_a_launch_and_work_that_scales_with_its_
     for impl in ("flash_v1", "flash_triton", "xformers"):
         assert seconds(impl, 4) / seconds(impl, 8) == pytest.approx(0.5, rel=0.05), impl
 
-
-def test_a_number_format_timed_only_alone_runs_a_training_step_at_its_chips_sustained_clock():
-    """The power limit is the chip's: the B200's fp8 and tf32 GEMMs (XLA's table times each kernel alone) settle at
-    the clock its bf16 loops (SimuMax) showed, and so do the GPUs that borrow the B200's fp8 fit; the H100's two
-    measured sustained runs keep their own (0.819 of burst in bf16, 0.801 in fp8)."""
-    cal = Calibrations.shipped()
-
-    def clock(gpu: str, dtype: DType) -> tuple[float, float]:
-        params, _ = cal.gemm(GPUSpec.model_validate({"from": gpu}), dtype)
-        return params.sustained_clock, params.throttle_ms
-
-    b200 = clock("b200", DType.bf16)
-    assert b200[0] < 0.7
-    assert clock("b200", DType.fp8) == clock("b200", DType.tf32) == clock("gb200", DType.fp8) == b200
-    assert clock("h100-sxm", DType.bf16)[0] == pytest.approx(0.819, abs=1e-3)
-    assert clock("h100-sxm", DType.fp8)[0] == pytest.approx(0.801, abs=1e-3)

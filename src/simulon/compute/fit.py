@@ -111,7 +111,6 @@ def fit_calibration(observations: Sequence[Observation], arch: Calibrations, set
     for key in sorted(k for k in rows if sustained.get(k)):  # before any GPU borrows these parameters
         gemm[key[0]][key[1]] = _fit_gemm(sustained[key], gemm[key[0]][key[1]], ["sustained_clock"],
                                          _layout(arch, key[0], gemm), settings)
-    _lend_clock(gemm, {k for k in rows if sustained.get(k) or shows_throttling(plain[k])})
     full = _partial(arch, gemm)
     shape_from: dict[tuple[str, DType], str] = {}
     for key in sorted(k for k in by_group if k not in rows):
@@ -178,22 +177,6 @@ def _sm_count(arch: Calibrations, gpu: str, gemm: dict[str, dict[DType, GemmPara
         return arch.sm_counts[gpu]
     known = replace(arch, gpus={g: GpuCalibration({}, {}, arch.sm_counts[g]) for g in gemm if g in arch.sm_counts})
     return arch.sm_counts[known.nearest(_spec(gpu), lambda c: True)]
-
-
-def _lend_clock(gemm: dict[str, dict[DType, GemmParams]], clocked: set[tuple[str, DType]]) -> None:
-    """A dtype whose rows cannot show the power limit (kernels timed alone only) takes its GPU's sustained clock
-    from a dtype whose rows did (bf16 first): the power limit is the chip's, not the number format's. On the H100,
-    whose sustained GEMM was measured in both, bf16 settles at 0.819 of the burst clock and fp8 at 0.801; left at the
-    fit's start instead, the B200's fp8 GEMMs would run a training step at 0.9 of burst where its bf16 ones, fitted
-    on SimuMax's loops, run at 0.61."""
-    for gpu, params in gemm.items():
-        lenders = sorted((d != DType.bf16, d.value) for d in params if (gpu, d) in clocked)
-        if not lenders:
-            continue
-        lent = params[DType(lenders[0][1])]
-        for dtype, p in params.items():
-            if (gpu, dtype) not in clocked:
-                params[dtype] = replace(p, **{name: getattr(lent, name) for name in CLOCK})
 
 
 def _lend_group_overhead(arch: Calibrations, gemm: dict[str, dict[DType, GemmParams]],
