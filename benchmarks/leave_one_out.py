@@ -41,7 +41,7 @@ from simulon.compute.calibration import Calibrations
 from simulon.compute.fit import fit_calibration, predict
 from simulon.network.calibration import link_model_for, shipped_table
 from simulon.validate.collectives import collective_cases, size_class
-from simulon.validate.kernels import family, observations
+from simulon.validate.kernels import family
 from simulon.validate.report import read_table
 from simulon.validate.report import shipped_table as shipped_validation_table
 from simulon.validate.training import Unsupported, compare_row, with_source_layouts
@@ -72,8 +72,12 @@ def kernel_errors(path: Path, by: str):
     (held-out group, family) -> why its rows cannot be predicted without it."""
     fit_compute = script("fit_compute")
     rows = read_table(str(path))
-    obs = [o for o in observations(rows) if (o.gpu, o.dtype, o.subset) not in fit_compute.HELD_OUT]
-    group = (lambda o: rows[o.index]["source"]) if by == "source" else (lambda o: o.gpu)
+    obs = fit_compute.fit_observations(str(path))  # the table's rows, and the lent GPUs' profiles and loops
+
+    def source(o) -> str:
+        return rows[o.index]["source"] if o.index < len(rows) else o.subset
+
+    group = source if by == "source" else (lambda o: o.gpu)
     arch, memo = Calibrations.with_fit({}), {}
     shipped = Calibrations.shipped()
     errors: dict[tuple[str, str], tuple[list[float], list[float]]] = defaultdict(lambda: ([], []))
@@ -104,6 +108,10 @@ def print_kernels(found, by: str) -> None:
         inside = [x for (_, f), (i, _) in errors.items() if f == fam for x in i]
         outside = [x for (_, f), (_, o) in errors.items() if f == fam for x in o]
         print(f"{'all held-out ' + fam:72s} {len(outside):5d} {mape(inside):8.1f}% {mape(outside):8.1f}%")
+    for kind in ("attention", "gemm"):  # every library, every number format
+        inside = [x for (_, f), (i, _) in errors.items() if f.split()[0] == kind for x in i]
+        outside = [x for (_, f), (_, o) in errors.items() if f.split()[0] == kind for x in o]
+        print(f"{'every held-out ' + kind:72s} {len(outside):5d} {mape(inside):8.1f}% {mape(outside):8.1f}%")
     for (name, fam), why in sorted(unpredictable.items()):
         print(f"not predictable without {name[:60]} / {fam}: {why}")
 

@@ -6,6 +6,15 @@ attention without a fused kernel is timed the same way, its fitted block rate st
 the materialised score matrix, and it computes every block whatever the mask. Per block
 the forward multiplies Q K^T and P V (qk_dim + v_dim per score); the backward recomputes the scores and
 forms dV, dP, dQ and dK (3 qk_dim + 2 v_dim per score). Softmax work per score counts as extra dims.
+
+Between chips, the matmuls run at the rate of the tensor-core instruction the library issues: the chip's dense
+peak, or for a library written for Ampere's warp-level mma.sync (WARP_MMA_LIBRARIES) that instruction's rate,
+Ampere's per SM and clock, which Hopper's wgmma doubles and Blackwell's tcgen05 doubles again
+(compute/data/architecture.yaml, warp_mma_fraction). The softmax runs beside the tensor cores, on special-function
+and FMA units whose rate per SM and clock is the same on Ampere, Hopper and Blackwell (16 exponentials per SM and
+clock: the H100 SXM5's 3.9 TFLOP/s of them against its 989 of matmul, Shah et al. 2024, FlashAttention-3 §3.1), so
+it scales with the SMs' rate, not the peak. Each fit is kept in its own chip's units (its efficiency of that chip's
+dense peak), and a fit runs unchanged on the chip and library it was fitted on.
 """
 
 from __future__ import annotations
@@ -27,8 +36,25 @@ score the fitted softmax_dims is; the backward of the addition passes the gradie
 the blocks above the diagonal."""
 
 
+WARP_MMA_LIBRARIES = ("flash", "flash_v1", "flash_triton", "xformers")
+"""Libraries whose kernels were written for Ampere's warp-level tensor-core instruction, mma.sync: FlashAttention 1
+and 2, the 2022 Triton FlashAttention (Triton before its Hopper backend: MosaicML's triton_pre_mlir) and xformers'
+CUTLASS sm80 kernels. On a later chip they run their matmuls at that instruction's rate, whatever the chip's own
+(wgmma, tcgen05) reaches; cuDNN's fused attention and PyTorch's attention (cuBLAS GEMMs) issue the chip's own. A
+library timed with another's fit (calibration.py's stand-ins) runs at its own instruction's rate: FlashAttention-2 on
+a B200 runs cuDNN's fit there at mma.sync's rate."""
+
+
+def matmul_rate(warp_mma_fraction: float, library: str) -> float:
+    """The rate `library`'s attention matmuls run at, as a fraction of the dense peak of a chip whose SMs issue
+    Ampere's tensor rate at `warp_mma_fraction` of it (mma.sync's rate, at most the peak, or the peak itself)."""
+    return min(warp_mma_fraction, 1.0) if library in WARP_MMA_LIBRARIES else 1.0
+
+
 def attention_seconds(p: AttentionParams, arch: Architecture, peak: float, spec: KernelSpec) -> float:
-    """Seconds of one flash-attention kernel at `peak` dense FLOP/s."""
+    """Seconds of one flash-attention kernel at `peak` dense FLOP/s. Parameters fitted on another chip, or another
+    library, run their matmuls at this library's rate here over theirs there, and their softmax at this chip's
+    rate per SM over that chip's (both as fractions of the dense peak)."""
     s = dict(spec.shape)
     backward = spec.phase in BACKWARD_PHASES
     phase = p.bwd if backward else p.fwd
@@ -36,8 +62,11 @@ def attention_seconds(p: AttentionParams, arch: Architecture, peak: float, spec:
     full_matrix = attention_impl(spec) in FULL_MATRIX_LIBRARIES
     passes = 2 if full_matrix and bool(s["causal"]) and not backward else 1  # the softmax's, and the mask's
     block = arch.attention_block
-    block_seconds = 2.0 * block * block * (dims + passes * phase.softmax_dims) / (peak * phase.efficiency
-                                                                                   / arch.sm_count)
+    matmuls = matmul_rate(arch.fitted_warp_mma_fraction, p.library or attention_impl(spec)) / matmul_rate(
+        arch.warp_mma_fraction, attention_impl(spec))
+    softmax = arch.fitted_warp_mma_fraction / arch.warp_mma_fraction
+    block_seconds = 2.0 * block * block * (dims * matmuls + passes * phase.softmax_dims * softmax) / (
+        peak * phase.efficiency / arch.sm_count)
     tiles = 1 if backward else arch.attention_query_tiles
     blocks = wave_blocks(s["batch"] * s["heads"], math.ceil(s["seq_q"] / (block * tiles)),
                          math.ceil(s["seq_k"] / block), bool(s["causal"]) and not full_matrix, phase.block_overhead,

@@ -44,7 +44,7 @@ class GemmParams:
 class AttentionPhase:
     """One direction of flash attention: block throughput and per-CTA overhead."""
 
-    efficiency: float          # of the dense peak for the block matmuls
+    efficiency: float          # of the dense peak for the block matmuls, where fitted (attention.attention_seconds)
     block_overhead: float      # per CTA, in key/value blocks (prologue, epilogue, softmax rescale)
     softmax_dims: float        # softmax work per score, counted as extra head dimensions
 
@@ -54,6 +54,7 @@ class AttentionParams:
     fwd: AttentionPhase
     bwd: AttentionPhase
     overhead_us: float
+    library: str = ""          # the library they were fitted on (FLASH_IMPLEMENTATIONS; blank: the kernel's own)
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,8 @@ class Architecture:
     gemm_splits: tuple[int, ...]
     attention_block: int
     attention_query_tiles: int = 1  # query blocks one forward CTA carries (data/architecture.yaml)
+    warp_mma_fraction: float = 1.0  # Ampere's per-SM tensor rate on this chip, of its dense peak (architecture.yaml)
+    fitted_warp_mma_fraction: float = 1.0  # the same on the chip whose attention parameters it runs
 
 
 @dataclass(frozen=True)
@@ -94,6 +97,7 @@ class Calibrations:
     attention_stand_ins: dict[str, tuple[str, ...]]  # library -> the ones it runs like, nearest first
     memory: MemoryBound
     attention_query_tiles: dict[str, int] = field(default_factory=dict)  # GPU -> query blocks per forward CTA
+    warp_mma_fraction: dict[str, float] = field(default_factory=dict)  # GPU -> Ampere's per-SM rate, of its peak
 
     @classmethod
     def shipped(cls) -> Calibrations:
@@ -111,7 +115,7 @@ class Calibrations:
         for stem, doc in (calibration.get("gpus") or {}).items():
             gemm = {DType(d): _build(GemmParams, p) for d, p in (doc.get("gemm") or {}).items()}
             attention = {(impl, DType(d)): AttentionParams(_build(AttentionPhase, att["fwd"]),
-                                                           _build(AttentionPhase, att["bwd"]), att["overhead_us"])
+                                                           _build(AttentionPhase, att["bwd"]), att["overhead_us"], impl)
                          for impl, by_dtype in (doc.get("attention") or {}).items() for d, att in by_dtype.items()}
             borrowed = frozenset(DType(d) for d, p in (doc.get("gemm") or {}).items() if "shape_from" in p)
             gpus[stem] = GpuCalibration(gemm, attention, int(doc["sm_count"]), borrowed)
@@ -121,7 +125,8 @@ class Calibrations:
                    attention_block=architecture["attention_block"],
                    attention_stand_ins={k: tuple(v) for k, v in architecture["attention_stand_ins"].items()},
                    memory=_build(MemoryBound, architecture["memory_bound"]),
-                   attention_query_tiles=dict(architecture.get("attention_query_tiles") or {}))
+                   attention_query_tiles=dict(architecture.get("attention_query_tiles") or {}),
+                   warp_mma_fraction={k: float(v) for k, v in (architecture.get("warp_mma_fraction") or {}).items()})
 
     def architecture(self, gpu: GPUSpec, donor: str | None) -> Architecture:
         """The GPU's own SM count where public, else the one its parameters were fitted with."""
@@ -132,7 +137,10 @@ class Calibrations:
         if sms is None:
             raise ValueError(f"no SM count for {gpu.name} in compute/data/architecture.yaml")
         tiles = self.attention_query_tiles.get(stem or "", self.attention_query_tiles.get(donor or "", 1))
-        return Architecture(sms, self.gemm_tiles, self.gemm_splits, self.attention_block, tiles)
+        warp_mma = self.warp_mma_fraction.get(stem or "", self.warp_mma_fraction.get(donor or "", 1.0))
+        return Architecture(sms, self.gemm_tiles, self.gemm_splits, self.attention_block, tiles, warp_mma,
+                            self.warp_mma_fraction.get(donor or "", warp_mma))
+
 
     def sm_count(self, gpu: GPUSpec) -> int:
         """The GPU's SM count: public where known, else that of the GPU its bf16 GEMMs are fitted on."""
@@ -158,7 +166,9 @@ class Calibrations:
         """Attention parameters of library `impl` in 16-bit `dtype` on gpu, and the template they were fitted on.
         The GPU comes first, as for GEMMs, then the library: a library never measured on this GPU in this dtype
         runs like itself in the other 16-bit dtype, else like its stand-in measured here (an old kernel is held
-        back by the same chip); elsewhere the GPU nearest in spec with any of them lends."""
+        back by the same chip); elsewhere the GPU nearest in spec with any of them lends. Either way its matmuls
+        run at its own instruction's rate on this chip (attention.attention_seconds: the parameters know the library
+        and, through the architecture, the chip they were fitted on)."""
         chain = [(i, d) for i in (impl, *self.attention_stand_ins.get(impl, ()))
                  for d in ATTENTION_DTYPE_FALLBACK.get(dtype, ATTENTION_DTYPE_FALLBACK[DType.bf16])]
         donor = self.nearest(gpu, lambda c: any(key in c.attention for key in chain))

@@ -218,8 +218,9 @@ def _gemm_loss(obs: Sequence[Observation], arch: Architecture, spec: GPUSpec, dt
 
 
 def _layout(arch: Calibrations, gpu: str, gemm: dict[str, dict[DType, GemmParams]]) -> Architecture:
+    warp_mma = arch.warp_mma_fraction.get(gpu, 1.0)
     return Architecture(_sm_count(arch, gpu, gemm), arch.gemm_tiles, arch.gemm_splits, arch.attention_block,
-                        arch.attention_query_tiles.get(gpu, 1))
+                        arch.attention_query_tiles.get(gpu, 1), warp_mma, warp_mma)
 
 
 def _fit_gemm(obs: Sequence[Observation], start: GemmParams, free: list[str] | None, arch: Architecture,
@@ -262,7 +263,7 @@ def _fit_attention(obs: Sequence[Observation], arch: Architecture, settings: Fit
     names = _attention_names(apart)
     if all(o.repeats > 1 for o in obs):  # a profile's per-run events also time the host launching a short kernel
         names.remove("overhead_us")
-    start = settings.attention_start
+    start = replace(settings.attention_start, library=attention_impl(obs[0].specs[0]))
     if not apart:  # only forward+backward sums: one set of block parameters
         start = replace(start, bwd=start.fwd)
     fitted = _minimize(start, names, loss, settings, _attention_codec, tie=not apart)
@@ -298,7 +299,7 @@ def _attention_codec(p: AttentionParams, updates: dict[str, float]) -> Attention
         else:
             ph, field = name.split(".")
             phases[ph][field] = value
-    return AttentionParams(AttentionPhase(**phases["fwd"]), AttentionPhase(**phases["bwd"]), overhead)
+    return AttentionParams(AttentionPhase(**phases["fwd"]), AttentionPhase(**phases["bwd"]), overhead, p.library)
 
 
 def _get(p, name: str) -> float:

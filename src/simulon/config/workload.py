@@ -322,8 +322,9 @@ class TrainingSpec(StrictModel):
     grad_reduce_dtype: LaxDType | None = Field(
         None, description="gradient element type in data-parallel reductions; fp32 unless training in fp16")
     attention: Literal["flash", "cudnn", "flash_v1", "flash_triton", "xformers", "pytorch", "unfused"] = Field(
-        "flash", description="flash: FlashAttention-2; cudnn: cuDNN's fused attention (Transformer Engine's "
-        "FusedAttention, its choice on Hopper and Blackwell); flash_v1: FlashAttention 1; "
+        "flash", description="flash: FlashAttention-2 (written for Ampere's mma.sync, which runs at half the "
+        "dense tensor rate on Hopper and a quarter on Blackwell); cudnn: cuDNN's fused attention (Transformer "
+        "Engine's FusedAttention, its choice on Hopper and Blackwell); flash_v1: FlashAttention 1; "
         "flash_triton: the Triton FlashAttention of 2022; xformers: xformers' memory-efficient attention (SDPA's "
         "efficient backend); pytorch: PyTorch's attention as one fitted kernel (SDPA's math backend); unfused: "
         "kernels that materialise the score matrix")
