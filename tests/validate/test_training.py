@@ -213,3 +213,23 @@ def test_transformer_engine_frameworks_run_cudnn_attention_and_the_others_their_
     assert attention == {"nemo_24.07_pretrain_fp8_h100": "cudnn", "mcore_r0.8_h100_weak_scaling": "cudnn",
                          "simumax_b200_release_v1.2": "cudnn", "llm_foundry_mpt_benchmarks": "flash_triton",
                          "megatron_sc21_table1": "unfused"}
+
+
+def test_megatron_core_scaling_runs_interleave_one_layer_a_virtual_stage_where_pipelined(rows):
+    """Megatron-Core's scaling README overlaps pipeline communication, which Megatron-LM allows only on the
+    interleaved schedule: its pipelined rows, which state no vpp, run one layer per virtual stage (the depth most of
+    NVIDIA's recipes in the table give); its unpipelined rows, a row stating its vpp and other frameworks' rows
+    without one keep theirs."""
+    subset = "mcore_r0.8_h100_weak_scaling"
+    layouts = {}
+    for row in (r for r in rows if r["subset"] == subset):
+        par = scenario_from_row(row).workload.parallelism
+        layouts[row["model"]] = (par.pp, par.vpp)
+    assert layouts["GPT-70B"] == (2, 42) and layouts["GPT-177B"] == (6, 16) and layouts["GPT-462B"] == (16, 7)
+    assert layouts["GPT-32B"] == (1, 1)
+    _, row = _row(rows, subset=subset, model="GPT-177B")
+    assert scenario_from_row({**row, "vpp": "4"}).workload.parallelism.vpp == 4
+    # the same run under Megatron-LM's own command line (no overlap claimed) stays on plain 1F1B
+    assert scenario_from_row({**row, "framework": "Megatron-LM @23e00ed0 + TE 2.11"}).workload.parallelism.vpp == 1
+    # a layer count the pipeline cannot split one layer a chunk evenly is not interleaved
+    assert scenario_from_row({**row, "layers": "97", "pp": "6", "num_gpus": "2304"}).workload.parallelism.vpp == 1

@@ -24,6 +24,7 @@ from ..config.number_formats import precision_named
 from ..config.resolve import Unresolved, resolve_framework, resolve_hardware
 from ..config.scenario import ScenarioConfig
 from ..config.templates import find_template, template_stem_loose
+from ..config.workload import ModelSpec
 from ..dag.size import TooLarge
 from ..pipeline import Simulation, simulate
 from ..progress import SILENT, Progress
@@ -50,6 +51,7 @@ class FrameworkDefaults:
     overlap_grad_reduce: bool = True      # and, with the distributed optimizer, the parameter all-gather
     routing: Literal["ecmp", "adaptive"] | None = None  # the fabric's routing where not its template's
     autocast: bool | None = None          # torch.autocast over fp32 parameters (None: the config's default)
+    virtual_stage_layers: int | None = None  # with pp > 1 and no vpp given: interleaved, this many layers a chunk
 
 
 TE_ATTENTION = "cudnn"
@@ -65,9 +67,14 @@ launcher examples add `+training.model.optim.grad_sync_dtype=bf16` to Apex's dis
 (NeMo-Framework-Launcher examples/training/llama/h100/llama3_8b_fp8.sh and the others), NeMo 2.0's performance
 scripts and recipes' performance mode set `recipe.trainer.plugins.grad_reduce_in_fp32 = False`."""
 MEGATRON_CORE_RUNS = FrameworkDefaults(sequence_parallel=True, tp_comm_overlap=True, distributed_optimizer=True,
-                                       attention=TE_ATTENTION)
+                                       attention=TE_ATTENTION, virtual_stage_layers=1)
 """Megatron-Core's scaling runs: as NeMo's recipes, with Megatron-LM's fp32 gradients under --bf16
-(arguments.py turns on accumulate_allreduce_grads_in_fp32)."""
+(arguments.py turns on accumulate_allreduce_grads_in_fp32). Their README overlaps "pipeline-parallel
+communication (enabled by default)" with computation, which Megatron-LM allows only on the interleaved schedule
+(arguments.py: without virtual stages it sets overlap_p2p_comm to False, "non-interleaved schedule does not support
+overlapping p2p communication"), so their pipelined runs were interleaved; how deep is not stated, and is taken as
+one layer a virtual stage, what 5 of the 7 NVIDIA recipes in training.csv that state it use (DGX Cloud's GPT-3 175B,
+NeMo's Llama 2 13B and 70B, Nemotron-4 22B and 340B; NeMo's GPT-3 175B takes 2, its Llama 3 70B 4)."""
 MEGATRON_LM_WITH_TE = FrameworkDefaults(sequence_parallel=True, distributed_optimizer=True, overlap_grad_reduce=False,
                                         attention=TE_ATTENTION)
 """Megatron-LM's own command line run as is: its arguments.py leaves --overlap-grad-reduce and
@@ -245,8 +252,6 @@ def system_node(datacenter: dict[str, Any]) -> NodeSpec:
 def _check_fits_data_parallel(row: dict[str, str], model: dict[str, Any], datacenter: dict[str, Any]) -> None:
     """A row without a parallel layout is plain data parallelism only if every GPU can hold the model:
     weights, gradients and Adam state take about 16 bytes per parameter in mixed precision."""
-    from ..config.workload import ModelSpec
-
     spec = ModelSpec.model_validate(model)
     layer = 12 * spec.hidden_size**2 if spec.moe is None else 0  # a lower bound is enough to refuse
     params = spec.num_layers * layer + spec.vocab_size * spec.hidden_size
@@ -304,6 +309,13 @@ def with_source_layouts(rows: list[dict[str, str]]) -> list[dict[str, str]]:
     return out
 
 
+def _interleaved_vpp(model: dict[str, Any], pp: int, layers_per_chunk: int) -> int:
+    """Virtual stages per pipeline rank at `layers_per_chunk` layers each, where that splits the model's layers
+    evenly (else 1: not interleaved)."""
+    layers = ModelSpec.model_validate(model).num_layers
+    return layers // (pp * layers_per_chunk) if layers % (pp * layers_per_chunk) == 0 else 1
+
+
 def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
     """The scenario a measured training run describes. Raises Unsupported with the reason if it can't."""
     system = system_of(row)
@@ -316,6 +328,8 @@ def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
     ep, vpp = _integer(row, "ep", 1), _integer(row, "vpp", 1)
     if pp == 1:
         vpp = 1  # a recipe scaled down to one stage keeps its vpp, which then splits nothing
+    elif not row["vpp"].strip() and habits.virtual_stage_layers:
+        vpp = _interleaved_vpp(model_block(row), pp, habits.virtual_stage_layers)
     if num_gpus % (tp * pp * cp):
         raise Unsupported(f"{num_gpus} GPUs are not a multiple of tp*pp*cp = {tp * pp * cp}")
     dp = num_gpus // (tp * pp * cp)
