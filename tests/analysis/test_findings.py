@@ -89,3 +89,64 @@ def test_a_run_on_a_bubble_shrinking_schedule_is_not_told_to_try_zero_bubble_or_
         text = advice("bubble", Settings.of(sc))
         assert "zb_h1" not in text and "interleaved" not in text, schedule
     assert "zb_h1" in advice("bubble", Settings.of(gpt_scenario(pp=2, layers=8, gbs=8)))
+
+
+def _on(gpu: str, attention: str, seq: int = 8192):
+    sc = gpt_scenario(nodes=1, gpus_per_node=1, seq=seq, gbs=1, hidden=1024, heads=8)
+    data = sc.model_dump(mode="json", exclude_none=True)
+    data["datacenter"]["node"]["gpu"] = {"from": gpu}
+    data["workload"]["training"]["attention"] = attention
+    return type(sc).model_validate(data)
+
+
+def test_attention_written_for_mma_sync_on_a_faster_chip_is_a_finding_with_its_kernels_time():
+    """FlashAttention-2 on a B200 issues Ampere's mma.sync, a quarter of the chip's tensor rate: its kernels' time
+    is at stake, and cuDNN's attention is what to try; on cuDNN, or on an A100 (where mma.sync is the chip's own
+    instruction), there is no such finding."""
+    from simulon.analysis.analyze import analyze
+    from simulon.analysis.findings import Settings
+    from simulon.pipeline import simulate
+    from simulon.workload.kernels import KernelClass
+
+    def attention_findings(sc):
+        sim = simulate(sc, "auto")
+        gpu = sc.datacenter.node.gpu
+        analysis = analyze(sim.dag, sim.timeline, sim.topology, gpu.peak_flops(sc.workload.training.dtype),
+                           gpu.memory_bandwidth, Settings.of(sc))
+        dag, timeline = sim.dag, sim.timeline
+        attention = [i for i in range(len(dag.kind)) if dag.kernel[i] >= 0
+                     and dag.kernel_specs[dag.kernel[i]].kclass == KernelClass.attention]
+        spent = sum(timeline.finish[i] - timeline.start[i] for i in attention) * 1e3
+        return [f for f in analysis.findings if f.term == "attention"], spent, analysis
+
+    (found,), spent, analysis = attention_findings(_on("b200", "flash"))
+    assert found.at_stake_ms == pytest.approx(spent, rel=1e-9) and "25%" in found.detail
+    assert found is analysis.findings[0] and "attention: cudnn" in found.advice
+    assert not attention_findings(_on("b200", "cudnn"))[0]
+    assert not attention_findings(_on("a100-sxm-80gb", "flash"))[0]
+    (hopper,), _, _ = attention_findings(_on("h100-sxm", "flash_v1"))
+    assert "50%" in hopper.detail
+
+
+def test_on_a_mixed_cluster_only_the_gpus_whose_chip_outruns_mma_sync_count_toward_the_attention_finding():
+    """Llama 3 8B on DGX H100 and DGX A100 nodes with FlashAttention-2: its kernels run at half the H100's tensor peak
+    but at the A100's own; the finding names an H100 and its share."""
+    from pathlib import Path
+
+    from simulon.analysis.analyze import attention_ms
+    from simulon.analysis.findings import warp_mma_attention
+    from simulon.config.loading import load_scenario
+    from simulon.pipeline import simulate
+
+    sc = load_scenario(Path(__file__).parents[2] / "examples" / "hetero_h100_a100.yaml")
+    library, shares = warp_mma_attention(sc)
+    placement = sc.placement()
+    assert library == "flash" and {placement.groups[int(g)].gpu.name[:4]: s for g, s in
+                                   zip(placement.group, shares, strict=True)} == {"H100": 0.5, "A100": 1.0}
+    sim = simulate(sc, "auto")
+    spent = attention_ms(sim.dag, sim.timeline)
+    assert any(shares[g] == 1.0 and ms > 0 for g, ms in spent.items())  # A100s run attention too
+    (found,) = [f for f in findings([], {"by_term_ms": {}}, {}, sim.timeline.makespan * 1e3,
+                                    Settings(warp_mma_attention=(library, shares)), spent)]
+    gpu = int(found.where.split()[1])
+    assert shares[gpu] == 0.5 and found.at_stake_ms == max(ms for g, ms in spent.items() if shares[g] == 0.5)

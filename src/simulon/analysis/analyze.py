@@ -6,9 +6,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..dag.nodes import ExecutionDAG
+import numpy as np
+
+from ..dag.nodes import ExecutionDAG, NodeKind
 from ..engine.replay import Timeline
 from ..network.topology import Topology
+from ..workload.kernels import KernelClass
 from .critical_path import CriticalPath, critical_path, path_summary
 from .exposure import GPUExposure, exposure
 from .findings import UNKNOWN, Finding, Settings, findings
@@ -33,6 +36,15 @@ class Analysis:
                 "findings": [f.to_dict() for f in self.findings]}
 
 
+def attention_ms(dag: ExecutionDAG, timeline: Timeline) -> dict[int, float]:
+    """Milliseconds each simulated GPU spends in attention kernels (as replayed, slowdowns included)."""
+    attention = np.array([k.kclass == KernelClass.attention for k in dag.kernel_specs] + [False])
+    nodes = np.flatnonzero((dag.kind == NodeKind.compute) & attention[dag.kernel])
+    spent = np.bincount(dag.gpu[nodes], weights=timeline.finish[nodes] - timeline.start[nodes],
+                        minlength=dag.num_gpus)
+    return {int(g): float(spent[g]) * 1e3 for g in dag.simulated_gpus.tolist()}
+
+
 def analyze(dag: ExecutionDAG, timeline: Timeline, topology: Topology, peak_flops: float, hbm_bandwidth: float,
             settings: Settings = UNKNOWN) -> Analysis:
     """The analysis of a replayed step on a GPU of `peak_flops` (FLOP/s in the step's dtype) and `hbm_bandwidth`
@@ -47,5 +59,6 @@ def analyze(dag: ExecutionDAG, timeline: Timeline, topology: Topology, peak_flop
     use = link_use(topology, props, loads, timeline.makespan)
     series = link_series(topology, props, loads, timeline, busiest_links(use))
     links = {**links_summary(topology, use), "over_time": load_over_time(series, timeline.makespan)}
-    found = findings(per_gpu, summary, links, timeline.makespan * 1e3, settings)
+    attention = attention_ms(dag, timeline) if settings.warp_mma_attention else None
+    found = findings(per_gpu, summary, links, timeline.makespan * 1e3, settings, attention)
     return Analysis(path, summary, per_gpu, use, links, found, ridge, series)

@@ -6,13 +6,18 @@ path spends on it (critical_path.py: kernels slowed by the SMs collectives hold,
 their links). Removing a term saves at most its time; the findings are listed by that time, largest first, so
 the first names the largest exposed term. What to try follows Megatron-Core's knobs (Narayanan et al., SC'21:
 micro-batches and interleaving against the bubble, keeping tensor parallelism in the NVLink domain; the
-distributed optimizer's overlapped gradient reduce-scatter) and the scenario's own fields.
+distributed optimizer's overlapped gradient reduce-scatter) and the scenario's own fields. An attention library
+written for Ampere's mma.sync, on a chip whose own tensor-core instruction runs faster (compute/attention.py), puts
+its attention kernels' time at stake (what a library on the chip's instruction would save is not simulated).
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from ..compute.attention import WARP_MMA_LIBRARIES, matmul_rate
+from ..compute.calibration import Calibrations
+from ..config.common import DType
 from ..config.scenario import ScenarioConfig
 from .exposure import GPUExposure
 from .kinds import COMM_KINDS
@@ -26,6 +31,8 @@ ADVICE = {
     "link_contention": "more bandwidth on the busiest link's tier (a lower oversubscription, faster NICs), or "
                        "fewer flows crossing it at once",
     "compute_slowdown": "fewer collective channels (num_channels) while compute runs beside them",
+    "attention": "attention: cudnn (cuDNN's fused attention, Transformer Engine's choice on Hopper and Blackwell, "
+                 "issues the chip's own tensor-core instruction)",
 }
 """What to try against each term (TP and the bubble: `advice`, which reads the scenario's settings)."""
 WHAT = {"bubble": "idle time (pipeline bubble, waiting on other stages)",
@@ -62,6 +69,8 @@ class Settings:
     zero_bubble: bool | None = None
     overlap_grad_reduce: bool | None = None
     overlap_param_gather: bool | None = None  # None as well where there is no distributed optimizer
+    warp_mma_attention: tuple[str, tuple[float, ...]] | None = None  # an attention library written for Ampere's
+    #    mma.sync, and per rank the share of its GPU's tensor-core peak that runs at, where some share is below 1
 
     @classmethod
     def of(cls, sc: ScenarioConfig) -> Settings:
@@ -69,7 +78,29 @@ class Settings:
         return cls(tp_within_scale_up=par.tp <= sc.datacenter.domain_gpus, tp_comm_overlap=par.tp_comm_overlap,
                    pinned_channels=sc.collective.num_channels, interleaved=par.interleaved,
                    zero_bubble=par.pipeline_schedule in BUBBLE_SCHEDULES, overlap_grad_reduce=par.overlap_grad_reduce,
-                   overlap_param_gather=par.gathers_overlapped if par.distributed_optimizer else None)
+                   overlap_param_gather=par.gathers_overlapped if par.distributed_optimizer else None,
+                   warp_mma_attention=warp_mma_attention(sc))
+
+
+def warp_mma_attention(sc: ScenarioConfig) -> tuple[str, tuple[float, ...]] | None:
+    """(library, per rank the share of its GPU's tensor-core peak the library's matmuls run at) where the scenario's
+    attention library issues Ampere's mma.sync and some rank's chip runs its own instruction faster, else None."""
+    library = sc.workload.training.attention
+    if library not in WARP_MMA_LIBRARIES:
+        return None
+    cal = Calibrations.shipped()
+    placement = sc.placement()
+    shares = {}
+    for index in placement.used:
+        gpu = placement.groups[index].gpu
+        try:
+            donor = cal.attention(gpu, library, DType.bf16)[1]
+        except ValueError:  # no fit of the library anywhere: nothing to say of its rate
+            return None
+        shares[index] = matmul_rate(cal.architecture(gpu, donor).warp_mma_fraction, library)
+    if min(shares.values()) >= 1.0:
+        return None
+    return library, tuple(shares[int(g)] for g in placement.group)
 
 
 BUBBLE_SCHEDULES = ("zb_h1", "zb_v", "dualpipe", "dualpipev")
@@ -114,13 +145,31 @@ def _either(tries: list[str]) -> str:
 
 
 def findings(per_gpu: list[GPUExposure], path: dict, links: dict, step_ms: float,
-             settings: Settings = UNKNOWN) -> list[Finding]:
+             settings: Settings = UNKNOWN, attention_ms: dict[int, float] | None = None) -> list[Finding]:
     """The findings of a step of `step_ms`, largest time at stake first (ties by term): from the per-GPU
-    exposure, the critical path's summary (critical_path.path_summary) and the links' (links.links_summary);
-    the advice skips what `settings` says the scenario already does."""
+    exposure, the critical path's summary (critical_path.path_summary) and the links' (links.links_summary), and
+    each simulated GPU's attention kernel time (`attention_ms`, where the scenario's library runs below its chip's
+    tensor peak: settings.warp_mma_attention); the advice skips what `settings` says the scenario already does."""
     found = [_worst_gpu(per_gpu, term, step_ms, path, settings) for term in (*COMM_KINDS, "bubble", "memory_bound")]
     found += [_on_path(term, path, links, step_ms) for term in ("link_contention", "compute_slowdown")]
+    found.append(_attention(attention_ms or {}, step_ms, settings))
     return sorted((f for f in found if f is not None and f.at_stake_ms > 0), key=lambda f: (-f.at_stake_ms, f.term))
+
+
+def _attention(attention_ms: dict[int, float], step_ms: float, settings: Settings) -> Finding | None:
+    """The GPU whose attention kernels, issuing Ampere's mma.sync on a chip whose own instruction runs faster, take
+    the most time: all of it is at stake, since a library on the chip's instruction runs the same work."""
+    if settings.warp_mma_attention is None:
+        return None
+    library, shares = settings.warp_mma_attention
+    slowed = {gpu: ms for gpu, ms in attention_ms.items() if shares[gpu] < 1.0}
+    if not slowed:
+        return None
+    gpu, value = max(slowed.items(), key=lambda item: (item[1], -item[0]))
+    share_of_step = value / step_ms if step_ms > 0 else 0.0
+    detail = (f"attention kernels ({library}, written for Ampere's mma.sync, which runs at {100 * shares[gpu]:.0f}% "
+              f"of this GPU's tensor-core peak): {value:,.1f} ms on GPU {gpu}, {100 * share_of_step:.1f}% of the step")
+    return Finding("attention", value, share_of_step, f"GPU {gpu}", detail, ADVICE["attention"])
 
 
 def _value(row: GPUExposure, term: str) -> float:
