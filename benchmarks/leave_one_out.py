@@ -5,11 +5,13 @@
                                                           [--rounds 5]
     uv run python benchmarks/leave_one_out.py training [--table ../shared/validation/kernels.csv]
 
-Kernels: the compute model (scripts/fit_compute.py's settings) is refitted on every row but the held-out
-source's (or GPU's); a GPU left without rows of its own is timed with the nearest remaining GPU's parameters,
-its own peak and HBM bandwidth scaling them (compute.calibration.Calibrations.nearest). Prints, per held-out
-group and kernel family, the in-sample MAPE of the same rows beside the held-out MAPE (of throughput, as
-`simulon validate kernels`).
+Kernels: the compute model (scripts/fit_compute.py's settings) is refitted on all that script fits (the table's
+rows, the shipped GPU profiles' attention kernels, the sustained-GEMM runs) but the held-out source's (or GPU's);
+a GPU left without rows of its own is timed with the nearest remaining GPU's parameters, its own peak and HBM
+bandwidth scaling them (compute.calibration.Calibrations.nearest; attention by the rate its library's instruction
+runs at there, compute.attention). Prints, per held-out group and kernel family, the in-sample MAPE of the same rows
+beside the held-out MAPE (of throughput, as `simulon validate kernels`), and over every attention library and every
+GEMM number format together.
 
 Collectives: for each source, every GPU and NIC family its rows use is reset to the `default` family's values
 (NCCL's latencies, no per-channel limit: what a family without measurements gets) and refitted by
