@@ -106,14 +106,15 @@ def print_kernels(found, by: str) -> None:
     for (name, fam), (inside, outside) in sorted(errors.items()):
         print(f"{(name[:60] + ' / ' + fam):72s} {len(outside):5d} {mape(inside):8.1f}% {mape(outside):8.1f}% "
               f"{statistics.fmean(outside):5.1f}%")
+    def pooled(label: str, keep) -> None:
+        inside = [x for (_, f), (i, _) in errors.items() if keep(f) for x in i]
+        outside = [x for (_, f), (_, o) in errors.items() if keep(f) for x in o]
+        print(f"{label:72s} {len(outside):5d} {mape(inside):8.1f}% {mape(outside):8.1f}%")
+
     for fam in sorted({f for _, f in errors}):
-        inside = [x for (_, f), (i, _) in errors.items() if f == fam for x in i]
-        outside = [x for (_, f), (_, o) in errors.items() if f == fam for x in o]
-        print(f"{'all held-out ' + fam:72s} {len(outside):5d} {mape(inside):8.1f}% {mape(outside):8.1f}%")
+        pooled(f"all held-out {fam}", lambda f, fam=fam: f == fam)
     for kind in ("attention", "gemm"):  # every library, every number format
-        inside = [x for (_, f), (i, _) in errors.items() if f.split()[0] == kind for x in i]
-        outside = [x for (_, f), (_, o) in errors.items() if f.split()[0] == kind for x in o]
-        print(f"{'every held-out ' + kind:72s} {len(outside):5d} {mape(inside):8.1f}% {mape(outside):8.1f}%")
+        pooled(f"every held-out {kind}", lambda f, kind=kind: f.split()[0] == kind)
     for (name, fam), why in sorted(unpredictable.items()):
         print(f"not predictable without {name[:60]} / {fam}: {why}")
 

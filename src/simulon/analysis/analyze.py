@@ -38,6 +38,7 @@ class Analysis:
 
 def attention_ms(dag: ExecutionDAG, timeline: Timeline) -> dict[int, float]:
     """Milliseconds each simulated GPU spends in attention kernels (as replayed, slowdowns included)."""
+    # per kernel spec, and a last False for the nodes that run none (their kernel index is -1)
     attention = np.array([k.kclass == KernelClass.attention for k in dag.kernel_specs] + [False])
     nodes = np.flatnonzero((dag.kind == NodeKind.compute) & attention[dag.kernel])
     spent = np.bincount(dag.gpu[nodes], weights=timeline.finish[nodes] - timeline.start[nodes],

@@ -141,7 +141,6 @@ class Calibrations:
         return Architecture(sms, self.gemm_tiles, self.gemm_splits, self.attention_block, tiles, warp_mma,
                             self.warp_mma_fraction.get(donor or "", warp_mma))
 
-
     def sm_count(self, gpu: GPUSpec) -> int:
         """The GPU's SM count: public where known, else that of the GPU its bf16 GEMMs are fitted on."""
         return self.architecture(gpu, self.nearest(gpu, lambda c: bool(c.gemm))).sm_count

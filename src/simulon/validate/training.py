@@ -324,17 +324,18 @@ def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
     seq = _integer(row, "seq_len")
     if not num_gpus or not seq:
         raise Unsupported("row gives no GPU count or sequence length")
+    model = model_block(row)
     tp, pp, cp = (_integer(row, c, 1) for c in ("tp", "pp", "cp"))
     ep, vpp = _integer(row, "ep", 1), _integer(row, "vpp", 1)
     if pp == 1:
         vpp = 1  # a recipe scaled down to one stage keeps its vpp, which then splits nothing
     elif not row["vpp"].strip() and habits.virtual_stage_layers:
-        vpp = _interleaved_vpp(model_block(row), pp, habits.virtual_stage_layers)
+        vpp = _interleaved_vpp(model, pp, habits.virtual_stage_layers)
     if num_gpus % (tp * pp * cp):
         raise Unsupported(f"{num_gpus} GPUs are not a multiple of tp*pp*cp = {tp * pp * cp}")
     dp = num_gpus // (tp * pp * cp)
     if not _states_layout(row) and habits.fsdp == "none":
-        _check_fits_data_parallel(row, model_block(row), system)
+        _check_fits_data_parallel(row, model, system)
     mbs = _integer(row, "mbs") or habits.micro_batch_size
     gbs = _global_batch(row, seq) or mbs * dp
     sharding = row["zero_or_fsdp"]
@@ -387,7 +388,7 @@ def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
         datacenter["network"] = network
     data = {
         "datacenter": datacenter,
-        "workload": {"framework": "megatron", "model": model_block(row), "parallelism": parallelism,
+        "workload": {"framework": "megatron", "model": model, "parallelism": parallelism,
                      "training": training},
     }
     try:

@@ -334,13 +334,15 @@ class LayerKernels:
         weight gradient back through the cast (read 2, write 4) and accumulates it into the fp32 .grad (read 4 + 4,
         write 4): 18 bytes per parameter after each weight-gradient GEMM, counted at every micro-batch (the first
         of a step only stores it: 6)."""
+        master, half = DType.fp32.bytes, self.shape.act_bytes
+        cast, accumulate = master + half, half + master + 3 * master  # per weight element: 6 and 18 bytes
         for name, specs in list(k.items()):
             fwd = specs[0]
             if fwd.kclass not in (KernelClass.gemm, KernelClass.grouped_gemm) or name in self.attention_core:
                 continue
             weights = weight_elements(fwd)
-            k[f"{name}_cast"] = (memory_bound(f"{name}_cast", Phase.fwd, 6 * weights, weights),
-                                 memory_bound(f"{name}_cast", Phase.bwd_wg, 18 * weights, weights))
+            k[f"{name}_cast"] = (memory_bound(f"{name}_cast", Phase.fwd, cast * weights, weights),
+                                 memory_bound(f"{name}_cast", Phase.bwd_wg, accumulate * weights, weights))
 
     def weight_cast(self, name: str, microbatch: int) -> KernelSpec | None:
         """The kernel quantizing GEMM `name`'s 16-bit weight before its forward at `microbatch`, if it runs then:
