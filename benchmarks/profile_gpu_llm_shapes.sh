@@ -5,6 +5,10 @@
 # kernel_runs, `gpu: {from: profile.yaml}`), sustained_*.txt, and nvidia-smi's clocks once a second.
 #
 #     bash benchmarks/profile_gpu_llm_shapes.sh OUT [GPU-NAME]      (needs torch and a CUDA GPU)
+#
+# GPU-NAME is a shipped template's name or alias (H100-SXM5-80GB, the default; H200-SXM5-141GB), whose spec sheet
+# the profile takes. On a machine where simulon cannot be installed, run it from the repository's root with
+# PYTHONPATH=src and simulon's dependencies (pydantic, PyYAML, typer, rich, numpy, numba) importable.
 set -uo pipefail  # a step that fails leaves the others to run
 out=${1:-.}
 name=${2:-H100-SXM5-80GB}

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from helpers import cli, gpt_scenario
 from simulon.cli.app import app
-from simulon.cli.profile import need_torch
+from simulon.cli.profile import gpu_identity, need_torch
 from simulon.compute.populate import kernel_seconds
 from simulon.config.common import DType
 from simulon.config.dc import GPUSpec
@@ -71,6 +71,22 @@ def test_the_profile_file_keeps_what_it_had_and_skips_what_is_done(tmp_path):
     assert ProfileFile(path, {}).has("attn_flash", {"seq_q": 1 << 20, "phase": "fwd"})
     assert not list(tmp_path.glob(".*.tmp"))
     GPUSpec.model_validate(doc)  # still a GPU the simulator loads
+
+
+def test_a_new_profile_of_a_shipped_gpu_takes_its_spec_sheet_and_an_unknown_gpu_must_give_its_memory(tmp_path):
+    """The H200's profile is a 141 GB H200 (the template's), not the option's old 80 GB default over it."""
+    store = ProfileFile(tmp_path / "h200.yaml", gpu_identity("H200-SXM5-141GB", None, None, None))
+    store.save()
+    gpu = GPUSpec.model_validate({"from": str(tmp_path / "h200.yaml")})
+    assert (gpu.memory_capacity_gb, gpu.vendor) == (141, "nvidia")
+    assert gpu_identity("MI300X", None, 200.0, None) == {"name": "MI300X", "memory_capacity_gb": 200.0}
+    assert gpu_identity("my-asic", None, 96.0, 500.0) == {"name": "my-asic", "vendor": "nvidia",
+                                                          "memory_capacity_gb": 96.0, "tdp_w": 500.0}
+    run = cli("profile", "gpu", "--output", str(tmp_path / "g.yaml"), "--name", "my-asic", *TINY)
+    assert run.returncode == 2 and "Traceback" not in run.stderr
+    assert run.stderr.strip() == "error: --memory-capacity-gb: 'my-asic' names no shipped GPU template, so give " \
+                                 "its memory (GB)"
+    assert not (tmp_path / "g.yaml").exists()
 
 
 @pytest.mark.parametrize(("args", "message"), [

@@ -6,12 +6,12 @@ Exit status: 0 success, 2 bad input (one plain message naming file, field and pr
 from __future__ import annotations
 
 import json
-from importlib.metadata import version as installed_version
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from .. import __version__
 from ..collective.algorithms import CATALOG
 from ..collective.types import CollType
 from ..config.errors import ConfigError
@@ -50,7 +50,7 @@ app.add_typer(profile_app, name="profile")
 
 def _print_version(requested: bool) -> None:
     if requested:
-        print(f"simulon {installed_version('simulon')}")
+        print(f"simulon {__version__}")
         raise typer.Exit()
 
 

@@ -44,8 +44,10 @@ def Sweep(help_text: str):  # an option type, read like one
 def gpu(
     output: Annotated[Path, typer.Option("--output", "-o", help="GPU YAML to append kernel_runs to")],
     name: Annotated[str, typer.Option(help="GPU name (a shipped template's name fills its spec sheet)")] = "H100",
-    vendor: Annotated[str, typer.Option(help="GPU vendor")] = "nvidia",
-    memory_capacity_gb: Annotated[float, typer.Option(help="GPU memory (GB)")] = 80.0,
+    vendor: Annotated[str | None, typer.Option(
+        help="GPU vendor [default: the template's, else nvidia]")] = None,
+    memory_capacity_gb: Annotated[float | None, typer.Option(
+        help="GPU memory (GB) [default: the template's; needed for a GPU no template names]")] = None,
     tdp_w: Annotated[float | None, typer.Option(help="board power (W)")] = None,
     model: Annotated[str | None, typer.Option(
         help="model template(s) to take every shape from (llama-3-70b, deepseek-v3, ...; a comma list sweeps) in "
@@ -104,10 +106,22 @@ def gpu(
     points = runnable(points)
     from ..profiling.store import ProfileFile
 
-    store = ProfileFile(output, {"name": name, "vendor": vendor, "memory_capacity_gb": memory_capacity_gb,
-                                 **({"tdp_w": tdp_w} if tdp_w is not None else {})})
+    store = ProfileFile(output, gpu_identity(name, vendor, memory_capacity_gb, tdp_w))
     need_torch(device)
     _profile(points, store, device, epoch_num, warmup)
+
+
+def gpu_identity(name: str, vendor: str | None, memory_capacity_gb: float | None, tdp_w: float | None) -> dict:
+    """The new profile file's GPU fields: those given, over the shipped template the name resolves to (which
+    ProfileFile names in `from`); a GPU no template names needs its memory, and its vendor defaults to nvidia."""
+    from ..config.templates import template_stem
+
+    if template_stem("gpu", name) is None:
+        if memory_capacity_gb is None:
+            raise ConfigError(f"--memory-capacity-gb: {name!r} names no shipped GPU template, so give its memory (GB)")
+        vendor = vendor or "nvidia"
+    given = {"vendor": vendor, "memory_capacity_gb": memory_capacity_gb, "tdp_w": tdp_w}
+    return {"name": name, **{key: value for key, value in given.items() if value is not None}}
 
 
 def need_torch(device: str) -> None:
