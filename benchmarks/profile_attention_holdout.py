@@ -1,6 +1,8 @@
-"""Held-out error of the cuDNN attention fit on the shipped H100 profile: the whole compute fit
+"""Held-out error of the cuDNN attention fit on the shipped GPU profiles (H100 and H200): the whole compute fit
 (scripts/fit_compute.py) repeated without each sequence length's attention kernels (each a different set of models:
-GPT-3 175B at 2,048; Llama 2, Nemotron-4 and Mixtral at 4,096; Llama 3 at 8,192), then those kernels predicted.
+GPT-3 175B and Llama 2 70B at 2,048; Llama 2, Nemotron-4, Mixtral and GPT-3 at 4,096; Llama 3 at 8,192), and without
+each GPU's, then those kernels predicted; each line also by GPU. A GPU held out borrows the nearest fitted GPU's
+parameters (Calibrations.attention), as a GPU without a profile does.
 
     uv run python benchmarks/profile_attention_holdout.py [../shared/validation/kernels.csv]
 """
@@ -25,17 +27,25 @@ def seq(obs) -> int:
 
 def report(label: str, obs: list, cal: Calibrations) -> None:
     errors = [100 * (p / o.seconds - 1) for p, o in zip(predict(obs, cal), obs, strict=True)]
-    print(f"{label}: {len(obs)} kernels, MAPE {statistics.fmean(abs(e) for e in errors):.1f}%, "
-          f"mean {statistics.fmean(errors):+.1f}%")
+    print(f"{label}: {summary(errors)}" + "".join(
+        f"; {gpu} {summary([e for e, o in zip(errors, obs, strict=True) if o.gpu == gpu])}"
+        for gpu in sorted({o.gpu for o in obs})))
+
+
+def summary(errors: list[float]) -> str:
+    return f"{len(errors)} kernels, MAPE {statistics.fmean(abs(e) for e in errors):.1f}%, " \
+           f"mean {statistics.fmean(errors):+.1f}%"
 
 
 def main(table: str) -> None:
     everything = fit_observations(table)
     profiled = [o for o in everything if o.family == "attention" and o.repeats > 1]
-    for length in sorted({seq(o) for o in profiled}):
-        held = [o for o in profiled if seq(o) == length]
+    held_out = [(f"sequence {length}", [o for o in profiled if seq(o) == length])
+                for length in sorted({seq(o) for o in profiled})]
+    held_out += [(gpu, [o for o in profiled if o.gpu == gpu]) for gpu in sorted({o.gpu for o in profiled})]
+    for label, held in held_out:
         doc = fit_calibration([o for o in everything if o not in held], Calibrations.with_fit({}), SETTINGS)
-        report(f"sequence {length} held out", held, Calibrations.with_fit(doc))
+        report(f"{label} held out", held, Calibrations.with_fit(doc))
     report("in sample (the shipped calibration)", profiled, Calibrations.shipped())
 
 
