@@ -112,3 +112,33 @@ def test_simulating_does_not_import_matplotlib(results):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-1] == "False"
+
+
+def test_a_validation_panel_with_more_subsets_than_colours_is_coloured_by_its_rows_group():
+    """A GPU profile's report has a subset per kernel, phase and dtype (170 on the H200's): its legend names the
+    kernel families instead, each with its rows and MAPE; a panel of few subsets keeps them."""
+    from simulon.plots.validation import validation
+
+    def row(i: int, subset: str, group: str, metric: str = "kernel_ms") -> dict:
+        return {"index": i, "subset": subset, "metric": metric, "measured": 1.0, "predicted": 1.0 + i % 3 / 10,
+                "group": group, "error_pct": 10.0 * (i % 3)}
+
+    many = [row(i, f"kernel{i} fwd bf16", ("gemm bf16", "attention", "memory")[i % 3]) for i in range(30)]
+    few = [row(100 + i, f"table {i % 2}", "H100", "iter_time_s") for i in range(6)]
+    fig = validation({"rows": many + few, "mape_pct": 10.0}, "report.json")
+    legends = {ax.get_xlabel(): [t.get_text() for t in ax.get_legend().get_texts()] for ax in fig.axes}
+    assert legends["measured kernel_ms"] == ["+-20%", "attention (10, MAPE 10.0%)", "gemm bf16 (10, MAPE 0.0%)",
+                                             "memory (10, MAPE 20.0%)"]
+    assert legends["measured iter_time_s"] == ["+-20%", "table 0 (3, MAPE 10.0%)", "table 1 (3, MAPE 10.0%)"]
+
+
+def test_validate_plot_draws_a_profiles_kernel_families_while_its_json_keeps_the_design_format(tmp_path):
+    from simulon.validate.profile import SHIPPED_PROFILES
+
+    profile = SHIPPED_PROFILES / "h200-sxm5-141gb.yaml"
+    done = cli("validate", "profile", str(profile), "--json", "--plot", str(tmp_path / "p.svg"))
+    assert done.returncode == 0, done.stderr
+    assert set(json.loads(done.stdout)["rows"][0]) == {"index", "subset", "metric", "measured", "predicted",
+                                                        "error_pct"}
+    text = (tmp_path / "p.svg").read_text()  # matplotlib writes each label beside its glyphs as a comment
+    assert "gemm bf16 (618, MAPE" in text and "attn_flash fwd bf16" not in text

@@ -61,7 +61,7 @@ def report_on(result, source: str, as_json: bool, group_title: str, plot: Path |
         from ..plots.figure import save
         from ..plots.validation import validation
 
-        save(validation(result.to_dict(), source), plot)
+        save(validation(result.to_dict(groups=True), source), plot)
     if as_json:
         print(json.dumps(result.to_dict()))
         return

@@ -1,6 +1,9 @@
 """Predicted against measured, one marker per compared measurement coloured by subset, from a validation report
 (validate/report.py, what `simulon validate ... --json` prints): points on the diagonal are exact, the band is
-+-20%. One panel per compared metric (iteration time, bus bandwidth, kernel TFLOP/s, memory)."""
++-20%. One panel per compared metric (iteration time, bus bandwidth, kernel TFLOP/s, memory). A panel with more
+subsets than the palette has colours (a GPU profile's kernels by phase and dtype: 170 of them) is coloured by the
+rows' coarser group instead (kernel family, GPU, hardware family: `validate --plot` passes them; a saved `--json`
+report has none and keeps its subsets), so that its legend stays readable."""
 
 from __future__ import annotations
 
@@ -19,11 +22,13 @@ def validation(data: Any, source: str, options: Any = None) -> Any:
     rows = need(data, "rows", source, VALIDATE)
     values = numbers(rows, ("measured", "predicted"), source, "rows")
     panels: dict[str, dict[str, list[tuple[float, float]]]] = defaultdict(lambda: defaultdict(list))
-    for row, (measured, predicted) in zip(rows, values, strict=True):
-        panels[str(row.get("metric", ""))][str(row.get("subset", ""))].append((measured, predicted))
     plt = pyplot()
-    fig, axes = plt.subplots(1, len(panels), figsize=(6.5 * len(panels), 5.5), squeeze=False)
     colours = plt.get_cmap("tab20").colors
+    by_group = grouped_metrics(rows, len(colours))
+    for row, (measured, predicted) in zip(rows, values, strict=True):
+        metric = str(row.get("metric", ""))
+        panels[metric][str(row["group"] if metric in by_group else row.get("subset", ""))].append((measured, predicted))
+    fig, axes = plt.subplots(1, len(panels), figsize=(6.5 * len(panels), 5.5), squeeze=False)
     for ax, (metric, subsets) in zip(axes[0], sorted(panels.items()), strict=True):
         points = [p for pts in subsets.values() for p in pts if p[0] > 0 and p[1] > 0]
         lo = min(min(p) for p in points) / 1.5 if points else 0.1
@@ -46,3 +51,15 @@ def validation(data: Any, source: str, options: Any = None) -> Any:
     fig.suptitle(f"Predicted against measured: {len(rows)} comparisons"
                  + (f", MAPE {float(mape):.1f}%" if isinstance(mape, int | float) else ""))
     return fig
+
+
+def grouped_metrics(rows: list[dict], colours: int) -> set[str]:
+    """The metrics whose panels are coloured by group: more subsets than colours, and a group on every row."""
+    subsets: dict[str, set[str]] = defaultdict(set)
+    ungrouped: set[str] = set()
+    for row in rows:
+        metric = str(row.get("metric", ""))
+        subsets[metric].add(str(row.get("subset", "")))
+        if not row.get("group"):
+            ungrouped.add(metric)
+    return {metric for metric, names in subsets.items() if len(names) > colours and metric not in ungrouped}

@@ -46,8 +46,9 @@ class ValidationReport:
             groups[getattr(row, key)].append(row)
         return {name: mape(rows) for name, rows in sorted(groups.items())}
 
-    def to_dict(self) -> dict:
-        rows = [{**{k: v for k, v in asdict(r).items() if k != "group"}, "error_pct": r.error_pct}
+    def to_dict(self, groups: bool = False) -> dict:
+        """The report as design.md's `--json` format; `groups` adds each row's group (for the plot drawn beside it)."""
+        rows = [{**{k: v for k, v in asdict(r).items() if groups or k != "group"}, "error_pct": r.error_pct}
                 for r in self.rows]
         return {"rows": rows, "skipped": [asdict(s) for s in self.skipped],
                 "mape_pct": self.mape_pct if self.rows else None, "mape_pct_by_subset": self.mape_by("subset")}
