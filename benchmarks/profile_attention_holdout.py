@@ -1,7 +1,7 @@
 """Held-out error of the cuDNN attention fit on the shipped GPU profiles (H100 and H200): the whole compute fit
-(scripts/fit_compute.py) repeated without each sequence length's attention kernels (each a different set of models:
-GPT-3 175B and Llama 2 70B at 2,048; Llama 2, Nemotron-4, Mixtral and GPT-3 at 4,096; Llama 3 at 8,192), and without
-each GPU's, then those kernels predicted; each line also by GPU. A GPU held out borrows the nearest fitted GPU's
+(scripts/fit_compute.py) repeated without each sequence length's attention kernels (2,048, 4,096 and 8,192: a different
+set of models at each, as the profiles' headers list), and without each GPU's, then those kernels predicted; each line
+also by GPU. A GPU held out borrows the nearest fitted GPU's
 parameters (Calibrations.attention), as a GPU without a profile does.
 
     uv run python benchmarks/profile_attention_holdout.py [../shared/validation/kernels.csv]

@@ -54,7 +54,7 @@ class AttentionParams:
     fwd: AttentionPhase
     bwd: AttentionPhase
     overhead_us: float
-    library: str = ""          # the library they were fitted on (FLASH_IMPLEMENTATIONS; blank: the kernel's own)
+    library: str = ""          # the library fitted on (workload.kernels.FLASH_IMPLEMENTATIONS; blank: the kernel's own)
 
 
 @dataclass(frozen=True)
