@@ -162,3 +162,46 @@ def test_a_model_template_and_size_flags_together_are_bad_input(tmp_path):
     assert isinstance(result.exception, ConfigError)
     assert str(result.exception) == "--model takes every shape from the model template: leave out --hidden-size"
     assert not (tmp_path / "g.yaml").exists()
+
+
+@pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed (simulon[profile])")
+def test_the_fused_activation_backwards_are_the_gradients_autograd_takes():
+    import torch
+    import torch.nn.functional as F
+
+    from simulon.profiling.recipes import gelu, gelu_back, swiglu, swiglu_back
+
+    torch.manual_seed(0)
+    y = torch.randn(64, 2 * 48, dtype=torch.float64, requires_grad=True)
+    g = torch.randn(64, 48, dtype=torch.float64)
+    swiglu(y).backward(g)
+    assert torch.allclose(swiglu_back(g, y.detach()), y.grad)
+    gate, up = y.detach().chunk(2, -1)
+    assert torch.allclose(swiglu(y.detach()), F.silu(gate) * up)
+
+    x = torch.randn(64, 48, dtype=torch.float64, requires_grad=True)
+    assert torch.allclose(gelu(x), F.gelu(x, approximate="tanh"), atol=1e-7)
+    gelu(x).backward(g)
+    assert torch.allclose(gelu_back(g, x.detach()), x.grad, atol=1e-7)
+
+
+@pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed (simulon[profile])")
+def test_the_activation_stand_in_reads_the_fused_kernels_bytes():
+    """A gated MLP's activation reads the gate and up halves and writes one output (forward: 3 passes of rows x ffn,
+    as the tracer counts a fused kernel), and reads them with the gradient and writes both halves' gradients
+    (backward: 5 passes)."""
+    import torch
+
+    from simulon.profiling import recipes
+
+    point = SweepPoint({"from": "llama-3-8b"}, seq=16, batch=1, dtype=DType.bf16, tp=8)
+    kernels, planned = plan(point)
+    specs = {(p.spec.name, p.spec.phase): p.spec for p in planned}
+    up = specs[("mlp_linear1", Phase.fwd)]
+    rows, width = int(up.param("m")), int(up.param("n"))
+    assert specs[("mlp_act", Phase.fwd)].bytes == 3 * rows * width * 2
+    assert specs[("mlp_act", Phase.bwd_ig)].bytes == 5 * rows * width * 2
+    forward = recipes.build(specs[("mlp_act", Phase.fwd)], point, kernels, "cpu")()
+    backward = recipes.build(specs[("mlp_act", Phase.bwd_ig)], point, kernels, "cpu")()
+    assert forward.shape == (rows, width) and backward.shape == (rows, 2 * width)  # gate and up in, both grads out
+    assert forward.dtype == backward.dtype == torch.bfloat16

@@ -3,11 +3,11 @@ it once on tensors of the kernel's shape. Imported only when profiling (torch is
 
 GEMMs run as torch.matmul / torch.bmm (fp8 through torch._scaled_mm), attention as scaled_dot_product_attention
 on the backend of the workload's library (flash: FlashAttention-2, cudnn, xformers: the efficient one, pytorch: the
-math one), and memory-bound kernels as the operation they stand for: layer/RMS norm,
-residual add, GELU or SwiGLU, MoE permutation gathers, embedding lookup and its gradient, vocab
-cross-entropy, the gradient buffers' zeroing, NaN check and scaling, and Megatron's optimizer step
-(gradient norm, Adam, master-weight cast). A memory-bound kernel the recipes do not know is timed as a copy of
-its bytes.
+math one), and memory-bound kernels as the operation they stand for: layer/RMS norm, residual add, GELU or SwiGLU
+(one fused kernel each way, compiled as Megatron-Core's jit_fuser compiles it), MoE permutation gathers, embedding
+lookup and its gradient, vocab cross-entropy, the gradient buffers' zeroing, NaN check and scaling, and Megatron's
+optimizer step (gradient norm, Adam, master-weight cast). A memory-bound kernel the recipes do not know is timed as
+a copy of its bytes.
 """
 
 from __future__ import annotations
@@ -121,12 +121,7 @@ def _memory(spec: KernelSpec, point: SweepPoint, kernels: LayerKernels, dtype: t
         return (lambda: y.copy_(x)) if backward else (lambda: torch.add(x, y))
     if name.endswith("_act"):
         up = kernels[name.removesuffix("_act") + "_linear1"][Phase.fwd]
-        rows, width = int(up.param("m")), int(up.param("n"))
-        a = _randn(rows, width, dtype=dtype, device=device, grad=backward)
-        if kernels.model.gated_mlp:
-            gate = _randn(rows, width, dtype=dtype, device=device, grad=backward)
-            return _autograd(lambda: F.silu(gate) * a, backward)
-        return _autograd(lambda: F.gelu(a), backward)
+        return _activation(int(up.param("m")), int(up.param("n")), kernels.model.gated_mlp, backward, dtype, device)
     if name in ("moe_permute", "moe_unpermute"):
         routed = int(kernels["moe_expert_linear1"][Phase.fwd].param("m"))
         x = _randn(routed, h, dtype=dtype, device=device)
@@ -157,6 +152,70 @@ def _memory(spec: KernelSpec, point: SweepPoint, kernels: LayerKernels, dtype: t
     src = _randn(elements, dtype=dtype, device=device)
     dst = torch.empty_like(src)
     return lambda: dst.copy_(src)
+
+
+def swiglu(y: torch.Tensor) -> torch.Tensor:
+    """SwiGLU of the gate and up halves of one tensor, as Megatron-Core's fused_bias_swiglu.swiglu computes it."""
+    gate, up = torch.chunk(y, 2, -1)
+    return F.silu(gate) * up
+
+
+def swiglu_back(g: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """SwiGLU's input gradient (both halves in one tensor), as Megatron-Core's swiglu_back computes it."""
+    gate, up = torch.chunk(y, 2, -1)
+    sig = torch.sigmoid(gate)
+    return torch.cat((g * sig * (1 + gate * (1 - sig)) * up, g * F.silu(gate)), -1)
+
+
+def gelu(x: torch.Tensor) -> torch.Tensor:
+    """The tanh GELU as Megatron-Core's fused_bias_gelu computes it (no bias: the Llama-style layers have none)."""
+    return x * 0.5 * (1.0 + torch.tanh(0.79788456 * x * (1 + 0.044715 * x * x)))
+
+
+def gelu_back(g: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """The tanh GELU's input gradient, as Megatron-Core's bias_gelu_back computes it."""
+    tanh_out = torch.tanh(0.79788456 * x * (1 + 0.044715 * x * x))
+    ff = 0.5 * x * ((1 - tanh_out * tanh_out) * (0.79788456 + 0.1070322243 * x * x)) + 0.5 * (1 + tanh_out)
+    return ff * g
+
+
+_FUSER: dict[str, bool] = {}
+
+
+def fuser(device: str) -> Callable[[Callable], Callable]:
+    """What Megatron-Core's jit_fuser is (megatron/core/jit.py: torch.compile from torch 2.2 on), on a GPU: each
+    stand-in compiled afresh for its one static shape, as a training run compiles its constant shapes
+    (torch.compile(dynamic=True), one compilation for every shape, gave most SwiGLU forwards 5% of an H100's HBM
+    bandwidth, where the static kernel streams at 90%). The plain function on the CPU, or where compiling fails (no
+    C compiler for Triton, say), which is printed once: the activation is then timed unfused."""
+    if device != "cuda":
+        return lambda fn: fn
+    if device not in _FUSER:
+        try:
+            torch.compile(swiglu)(torch.ones(4, 8, device=device, dtype=torch.bfloat16))
+            _FUSER[device] = True
+        except Exception as exc:  # any compiler failure means: time the eager ops
+            first = (str(exc).splitlines() or [""])[0]
+            print(f"  torch.compile fails here ({type(exc).__name__}: {first}); activations are timed unfused")
+            _FUSER[device] = False
+    if not _FUSER[device]:
+        return lambda fn: fn
+    torch.compiler.reset()  # a fresh compilation per shape, never the recompile limit's eager fallback
+    return torch.compile
+
+
+def _activation(rows: int, width: int, gated: bool, backward: bool, dtype: torch.dtype,
+                device: str) -> Callable[[], object]:
+    """The MLP activation as Megatron-Core runs it: one fused kernel forward (SwiGLU over the gate and up halves of
+    the first linear's output, or GELU) and one backward, each through its jit_fuser (compiled at the first of the
+    timing's warm-up runs)."""
+    fuse = fuser(device)
+    y = _randn(rows, 2 * width if gated else width, dtype=dtype, device=device)
+    forward, back = (fuse(swiglu), fuse(swiglu_back)) if gated else (fuse(gelu), fuse(gelu_back))
+    if not backward:
+        return lambda: forward(y)
+    g = _randn(rows, width, dtype=dtype, device=device)
+    return lambda: back(g, y)
 
 
 def _megatron_step(params: int, dtype: torch.dtype, device: str) -> Callable[[], object]:
