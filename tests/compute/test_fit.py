@@ -134,6 +134,27 @@ def test_a_sustained_gemm_run_sets_the_sustained_clock_alone_and_the_shipped_one
         assert float(model.seconds(list(obs.specs))[0]) == pytest.approx(obs.seconds, rel=0.01)
 
 
+def test_sustained_runs_on_several_machines_fit_the_clock_of_their_geometric_mean():
+    """Two machines' sustained runs of one GPU (shipped: two H100s) give the clock at which the model's settled rate
+    is the geometric mean of theirs, not whichever run the search reached first."""
+    from collections import defaultdict
+
+    from simulon.compute.analytical import AnalyticalModel
+    from simulon.validate.profile import sustained_observations
+
+    runs = defaultdict(list)
+    for obs in sustained_observations():
+        runs[(obs.gpu, obs.dtype)].append(obs)
+    several = {key: obs for key, obs in runs.items() if len(obs) > 1}
+    assert several  # the shipped table has such a GPU
+    for (gpu, dtype), obs in several.items():
+        model = AnalyticalModel(GPUSpec.model_validate({"from": gpu}), dtype, sustained_load=True)
+        predicted = float(model.seconds(list(obs[0].specs))[0])
+        mean = float(np.exp(np.mean([np.log(o.seconds) for o in obs])))
+        assert predicted == pytest.approx(mean, rel=0.002)
+        assert min(o.seconds for o in obs) < predicted < max(o.seconds for o in obs)
+
+
 def test_an_attention_call_costs_at_most_a_launch_and_work_that_scales_with_its_tokens():
     """No attention library carries a per-call constant past a launch (compute.fit.ATTENTION_LAUNCH_US), so half the
     tokens of a FlashAttention 1, Triton or xformers call on an A100 (the FlashAttention-2 chart's libraries, whose

@@ -49,11 +49,13 @@ def test_a_profile_of_the_models_own_predictions_is_matched_exactly(tmp_path, dt
 
 
 def test_the_shipped_h100_profile_holds_the_compute_model_to_its_gemm_bounds():
+    """The profile's H100 runs the GEMMs about 10% faster than the model fitted on the published kernel tables (its
+    GEMMs are not fitted); attention, whose cuDNN fit it feeds, within 10%."""
     report = validate_profile(GPUSpec.model_validate({"from": str(H100_PROFILE)}))
     by_family = report.mape_by("group")
-    assert len(report.rows) > 2000 and not report.skipped
-    assert by_family["gemm bf16"] < 12.0 and by_family["grouped gemm bf16"] < 12.0
-    assert by_family["gemm fp8"] < 20.0
+    assert len(report.rows) > 3000 and not report.skipped
+    assert by_family["gemm bf16"] < 15.0 and by_family["gemm fp8"] < 15.0 and by_family["grouped gemm bf16"] < 18.0
+    assert by_family["attention"] < 10.0
 
 
 def test_the_shipped_h200_profile_whose_gemms_no_fit_saw_holds_the_compute_model_to_its_bounds():
@@ -75,14 +77,15 @@ def one_pass_kernels(path: Path) -> dict[str, tuple[float, float]]:
 
 def test_one_pass_kernels_run_as_much_faster_on_the_h200_as_its_bandwidth_and_near_the_model_on_both():
     """HBM3e at 4.8 TB/s against HBM3 at 3.35 (1.43x): the same one-pass kernels measured on both lent GPUs run
-    1.44x faster on the H200 (median), the model's ratio is within 3% of that, and on each GPU the model's assumed
-    fraction of HBM bandwidth (compute/data/architecture.yaml) puts them within 12% on average."""
+    1.38x faster on the H200 (median; from kernels of 20 us to those of several ms), the model's ratio (1.43) is
+    within 5% of that, and on each GPU the model's assumed fraction of HBM bandwidth (compute/data/architecture.yaml)
+    puts them within 12% on average (the H100 reaches a larger fraction of its bandwidth than the H200)."""
     h100, h200 = one_pass_kernels(H100_PROFILE), one_pass_kernels(H200_PROFILE)
     common = sorted(h100.keys() & h200.keys())
     assert len(common) > 200
     measured = statistics.median(h100[k][0] / h200[k][0] for k in common)
     predicted = statistics.median(h100[k][1] / h200[k][1] for k in common)
-    assert 1.35 < measured < 1.55 and predicted == pytest.approx(measured, rel=0.03)
+    assert 1.3 < measured < 1.5 and predicted == pytest.approx(measured, rel=0.05)
     for kernels in (h100, h200):
         assert statistics.fmean(abs(p / m - 1) for m, p in kernels.values()) < 0.12
 

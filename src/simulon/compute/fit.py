@@ -40,6 +40,9 @@ the fit's start (scripts/fit_compute.py: 0.9 of the burst clock after 1 ms, typi
 which is then what a training step runs at (gemm.gemm_seconds under sustained load). A GPU with a sustained-GEMM run
 (family `sustained_gemm`: one GEMM back to back for seconds, validate.profile.sustained_observations) has its
 sustained clock fitted on that run alone, every other parameter kept: the settled rate over the burst-clock model."""
+SUSTAINED_LOSS_POWER = 2
+"""The sustained clock of a GPU run on several machines is fitted to the geometric mean of their settled rates (the
+squared log ratio: the mean absolute one is flat anywhere between two runs, and the search stopped at one of them)."""
 SEARCH_RANGE = 20.0
 """Largest |log| (or |logit|) the search visits: e^20 is far past any physical value of a parameter."""
 
@@ -110,7 +113,7 @@ def fit_calibration(observations: Sequence[Observation], arch: Calibrations, set
     sustained = {key: [o for o in obs if o.family == "sustained_gemm"] for key, obs in by_group.items()}
     for key in sorted(k for k in rows if sustained.get(k)):  # before any GPU borrows these parameters
         gemm[key[0]][key[1]] = _fit_gemm(sustained[key], gemm[key[0]][key[1]], ["sustained_clock"],
-                                         _layout(arch, key[0], gemm), settings)
+                                         _layout(arch, key[0], gemm), settings, SUSTAINED_LOSS_POWER)
     full = _partial(arch, gemm)
     shape_from: dict[tuple[str, DType], str] = {}
     for key in sorted(k for k in by_group if k not in rows):
@@ -118,7 +121,8 @@ def fit_calibration(observations: Sequence[Observation], arch: Calibrations, set
         if plain[key]:
             donor = _fit_gemm(plain[key], donor, ["efficiency"], _layout(arch, key[0], gemm), settings)
         if sustained[key]:
-            donor = _fit_gemm(sustained[key], donor, ["sustained_clock"], _layout(arch, key[0], gemm), settings)
+            donor = _fit_gemm(sustained[key], donor, ["sustained_clock"], _layout(arch, key[0], gemm), settings,
+                              SUSTAINED_LOSS_POWER)
         gemm[key[0]][key[1]] = donor
         rows[key] = len(plain[key])
     grouped = {key: [o for o in obs if o.family == "grouped_gemm"] for key, obs in by_group.items()}
@@ -192,7 +196,7 @@ def _lend_group_overhead(arch: Calibrations, gemm: dict[str, dict[DType, GemmPar
                 params[dtype] = replace(p, group_overhead_us=lent.group_overhead_us)
 
 
-def _gemm_loss(obs: Sequence[Observation], arch: Architecture, spec: GPUSpec, dtype: DType
+def _gemm_loss(obs: Sequence[Observation], arch: Architecture, spec: GPUSpec, dtype: DType, power: int = 1
                ) -> Callable[[GemmParams], float]:
     shapes = GemmShapes.of([o.specs[0] for o in obs])
     measured = np.array([o.seconds for o in obs])
@@ -214,7 +218,7 @@ def _gemm_loss(obs: Sequence[Observation], arch: Architecture, spec: GPUSpec, dt
         return out
 
     return lambda p: float(np.mean(np.abs(np.log(reported(gemm_seconds(p, arch, peak, bandwidth, dtype.bytes, shapes,
-                                                                       repeats=repeats)) / measured))))
+                                                                       repeats=repeats)) / measured)) ** power))
 
 
 def _layout(arch: Calibrations, gpu: str, gemm: dict[str, dict[DType, GemmParams]]) -> Architecture:
@@ -224,11 +228,11 @@ def _layout(arch: Calibrations, gpu: str, gemm: dict[str, dict[DType, GemmParams
 
 
 def _fit_gemm(obs: Sequence[Observation], start: GemmParams, free: list[str] | None, arch: Architecture,
-              settings: FitSettings) -> GemmParams:
+              settings: FitSettings, power: int = 1) -> GemmParams:
     spec = _spec(obs[0].gpu)
     names = free if free is not None else [f.name for f in fields(GemmParams) if f.name != "group_overhead_us"
                                            and (f.name not in CLOCK or shows_throttling(obs))]
-    loss = _gemm_loss(obs, arch, spec, obs[0].dtype)
+    loss = _gemm_loss(obs, arch, spec, obs[0].dtype, power)
     return _minimize(start, names, loss, settings)
 
 

@@ -1,0 +1,71 @@
+"""Training steps from measured kernels: each training-table row simulated twice, with the calibrated compute model
+and with a GPU profile's measured kernel times (`gpu: {from: <profile>}`, compute/profile.py: a kernel the profile
+lacks is interpolated from its measured shapes along the model), against what the row measured. Where the profile's
+step is far faster than the measured one, the time is missing outside the kernels the tracer emits (between them,
+on the host, or in kernels it does not model), not in their durations.
+
+    uv run python benchmarks/profile_training_rows.py [--profile P] [ROW ...]
+
+Rows are indices into the training table (`simulon validate training --json` numbers them the same way); the
+default is the NeMo 24.07 fp8 pretraining rows on H100s of 64 GPUs and fewer. The profile defaults to the shipped
+H100 one, so the rows must run on H100s. Each row is simulated as `simulon validate training` does (folded,
+micro-batches sampled where the step is large).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from pathlib import Path
+
+from simulon.config.scenario import ScenarioConfig
+from simulon.pipeline import simulate
+from simulon.validate.report import number, read_table
+from simulon.validate.training import measured_iteration, scenario_from_row
+
+ROOT = Path(__file__).resolve().parents[1]
+TABLE = ROOT.parent / "shared/validation/training.csv"
+H100_PROFILE = ROOT / "src/simulon/compute/data/profiles/h100-sxm5-80gb.yaml"
+DEFAULT_SUBSET, DEFAULT_MAX_GPUS = "nemo_24.07_pretrain_fp8_h100", 64
+
+
+def with_gpu(sc: ScenarioConfig, gpu: dict) -> ScenarioConfig:
+    doc = sc.model_dump(mode="json", by_alias=True, exclude_none=True)
+    doc["datacenter"]["node"]["gpu"] = gpu
+    return ScenarioConfig.model_validate(doc)
+
+
+def step_seconds(sc: ScenarioConfig):
+    sim = simulate(sc, fold_mode="symmetric", micro_batches="auto")
+    return sim, sim.result.iteration_time_ms / 1e3
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("rows", nargs="*", type=int)
+    parser.add_argument("--profile", type=Path, default=H100_PROFILE)
+    parser.add_argument("--table", type=Path, default=TABLE)
+    args = parser.parse_args()
+    rows = read_table(str(args.table))
+    picked = args.rows or [i for i, r in enumerate(rows) if r["subset"] == DEFAULT_SUBSET
+                           and (number(r, "num_gpus") or 0) <= DEFAULT_MAX_GPUS]
+    errors: dict[str, list[float]] = {"model": [], "profile": []}
+    print(f"{'row':>4} {'model':14s} {'GPUs':>5} {'measured s':>10} {'model s':>8} {'profile s':>9}"
+          f" {'model':>7} {'profile':>7}")
+    for i in picked:
+        row = rows[i]
+        sc = scenario_from_row(row)
+        sim, modelled = step_seconds(sc)
+        _, measured = measured_iteration(row, sim, sc)
+        _, profiled = step_seconds(with_gpu(sc, {"from": str(args.profile)}))
+        for name, value in (("model", modelled), ("profile", profiled)):
+            errors[name].append(value / measured - 1)
+        print(f"{i:4d} {row['model'][:14]:14s} {row['num_gpus']:>5} {measured:10.3f} {modelled:8.3f} {profiled:9.3f}"
+              f" {modelled / measured - 1:+7.1%} {profiled / measured - 1:+7.1%}")
+    for name, errs in errors.items():
+        print(f"{name}: mean error {statistics.fmean(errs):+.1%}, MAPE {statistics.fmean(abs(e) for e in errs):.1%}"
+              f" over {len(errs)} rows")
+
+
+if __name__ == "__main__":
+    main()
