@@ -110,33 +110,38 @@ def test_rows_timed_alone_leave_the_clock_a_training_step_runs_at_where_the_fit_
     assert abs(both["sustained_clock"] - TRUE.sustained_clock) < 0.02  # 0.8, from 0.9
 
 
-def test_a_sustained_gemm_run_sets_the_sustained_clock_alone_and_the_shipped_one_reproduces_its_rate():
-    """A GEMM run back to back for seconds fits the clock a training step runs at, nothing else; the shipped
-    calibration (fitted on compute/data/sustained_gemm.yaml) predicts each run's settled rate under sustained load."""
+def test_a_sustained_gemm_run_sets_how_far_and_how_fast_the_clock_falls_and_the_shipped_one_reproduces_its_rates():
+    """A GEMM run back to back for seconds, read early and settled, fits the clock a training step runs at and how
+    fast it gets there, nothing else; the shipped calibration (fitted on compute/data/sustained_gemm.yaml) predicts
+    each run's early and settled rates, each at the time the run had been busy, within 2%."""
     shapes = list(itertools.product((256, 2048, 16384), (512, 4096, 14336), (256, 2048, 8192)))
-    alone = synthetic("h100-sxm", TRUE, shapes)
-    settings = dataclasses.replace(SETTINGS, gemm_start=dataclasses.replace(START, sustained_clock=0.9))
-    cal = Calibrations.with_fit({"gpus": {"h100-sxm": {"sm_count": 132, "gemm": {"bf16": dataclasses.asdict(TRUE)}}}})
-    run = Observation(10_000, "h100-sxm", DType.bf16, (gemm("g", Phase.fwd, 8192, 8192, 8192, 2.0),), 1.0,
-                      2.0 * 8192**3, "sustained", "sustained_gemm", Timing.total, 10_000)
-    run = dataclasses.replace(run, seconds=float(predict([run], cal)[0]))
+    truth = dataclasses.replace(TRUE, throttle_ms=200.0)
+    alone = synthetic("h100-sxm", truth, shapes)
+    settings = dataclasses.replace(SETTINGS, gemm_start=dataclasses.replace(START, sustained_clock=0.9,
+                                                                            throttle_ms=1.0))
+    cal = Calibrations.with_fit({"gpus": {"h100-sxm": {"sm_count": 132, "gemm": {"bf16": dataclasses.asdict(truth)}}}})
+    runs = [Observation(10_000 + i, "h100-sxm", DType.bf16, (gemm("g", Phase.fwd, 8192, 8192, 8192, 2.0),), 1.0,
+                        2.0 * 8192**3, "sustained", "sustained_gemm", Timing.total, repeats)
+            for i, repeats in enumerate((800, 20_000))]  # about 1 s and 20 s into the run
+    runs = [dataclasses.replace(r, seconds=float(t)) for r, t in zip(runs, predict(runs, cal), strict=True)]
     without = fit_calibration(alone, Calibrations.with_fit({}), settings)["gpus"]["h100-sxm"]["gemm"]["bf16"]
-    fitted = fit_calibration([*alone, run], Calibrations.with_fit({}), settings)["gpus"]["h100-sxm"]["gemm"]["bf16"]
-    assert abs(fitted["sustained_clock"] - TRUE.sustained_clock) < 0.01  # 0.8, from 0.9
-    assert {k: v for k, v in fitted.items() if k != "sustained_clock"} == \
-        {k: v for k, v in without.items() if k != "sustained_clock"}
+    fitted = fit_calibration([*alone, *runs], Calibrations.with_fit({}), settings)["gpus"]["h100-sxm"]["gemm"]["bf16"]
+    assert fitted["sustained_clock"] == pytest.approx(truth.sustained_clock, abs=0.01)  # 0.8, from 0.9
+    assert fitted["throttle_ms"] == pytest.approx(truth.throttle_ms, rel=0.1)  # 200, from 1
+    assert {k: v for k, v in fitted.items() if k not in ("sustained_clock", "throttle_ms")} == \
+        {k: v for k, v in without.items() if k not in ("sustained_clock", "throttle_ms")}
 
     from simulon.compute.analytical import AnalyticalModel
     from simulon.validate.profile import sustained_observations
 
     for obs in sustained_observations():
-        model = AnalyticalModel(GPUSpec.model_validate({"from": obs.gpu}), obs.dtype, sustained_load=True)
-        assert float(model.seconds(list(obs.specs))[0]) == pytest.approx(obs.seconds, rel=0.01)
+        model = AnalyticalModel(GPUSpec.model_validate({"from": obs.gpu}), obs.dtype, repeats=obs.repeats)
+        assert float(model.seconds(list(obs.specs))[0]) == pytest.approx(obs.seconds, rel=0.02)
 
 
 def test_sustained_runs_on_several_machines_fit_the_clock_of_their_geometric_mean():
     """Two machines' sustained runs of one GPU (shipped: two H100s) give the clock at which the model's settled rate
-    is the geometric mean of theirs, not whichever run the search reached first."""
+    is near the geometric mean of theirs (the squared log loss), not whichever run the search reached first."""
     from collections import defaultdict
 
     from simulon.compute.analytical import AnalyticalModel
@@ -144,14 +149,15 @@ def test_sustained_runs_on_several_machines_fit_the_clock_of_their_geometric_mea
 
     runs = defaultdict(list)
     for obs in sustained_observations():
-        runs[(obs.gpu, obs.dtype)].append(obs)
+        if obs.repeats * obs.seconds > 5.0:  # the settled rates, read seconds into the run
+            runs[(obs.gpu, obs.dtype)].append(obs)
     several = {key: obs for key, obs in runs.items() if len(obs) > 1}
     assert several  # the shipped table has such a GPU
     for (gpu, dtype), obs in several.items():
         model = AnalyticalModel(GPUSpec.model_validate({"from": gpu}), dtype, sustained_load=True)
         predicted = float(model.seconds(list(obs[0].specs))[0])
         mean = float(np.exp(np.mean([np.log(o.seconds) for o in obs])))
-        assert predicted == pytest.approx(mean, rel=0.002)
+        assert predicted == pytest.approx(mean, rel=0.005)
         assert min(o.seconds for o in obs) < predicted < max(o.seconds for o in obs)
 
 

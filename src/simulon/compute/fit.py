@@ -38,8 +38,12 @@ CLOCK = ("sustained_clock", "throttle_ms")
 """How far and how fast the power limit slows a GPU: fitted only on rows that show it (shows_throttling), else left at
 the fit's start (scripts/fit_compute.py: 0.9 of the burst clock after 1 ms, typical values, not fitted to any row),
 which is then what a training step runs at (gemm.gemm_seconds under sustained load). A GPU with a sustained-GEMM run
-(family `sustained_gemm`: one GEMM back to back for seconds, validate.profile.sustained_observations) has its
-sustained clock fitted on that run alone, every other parameter kept: the settled rate over the burst-clock model."""
+(family `sustained_gemm`: one GEMM back to back for seconds, validate.profile.sustained_observations) has both
+fitted on that run alone, every other parameter kept: its rate over the first tenth of the run and its settled rate,
+over the burst-clock model. On the H100 and H200 the clock falls over a few hundred milliseconds, not one: a
+profile's loop of 25 runs (25-100 ms) runs near the burst clock, as nvidia-smi read it during the sweeps (1,965-1,980
+MHz, the board at 237 W on average, benchmarks/device_runs/2026-11-27-h100-3/smi.csv), while the 8192^3 loop
+settles at 0.82 of it."""
 SUSTAINED_LOSS_POWER = 2
 """The sustained clock of a GPU run on several machines is fitted to the geometric mean of their settled rates (the
 squared log ratio: the mean absolute one is flat anywhere between two runs, and the search stopped at one of them)."""
@@ -112,7 +116,7 @@ def fit_calibration(observations: Sequence[Observation], arch: Calibrations, set
         rows[key] = len(plain[key])
     sustained = {key: [o for o in obs if o.family == "sustained_gemm"] for key, obs in by_group.items()}
     for key in sorted(k for k in rows if sustained.get(k)):  # before any GPU borrows these parameters
-        gemm[key[0]][key[1]] = _fit_gemm(sustained[key], gemm[key[0]][key[1]], ["sustained_clock"],
+        gemm[key[0]][key[1]] = _fit_gemm(sustained[key], gemm[key[0]][key[1]], list(CLOCK),
                                          _layout(arch, key[0], gemm), settings, SUSTAINED_LOSS_POWER)
     full = _partial(arch, gemm)
     shape_from: dict[tuple[str, DType], str] = {}
@@ -121,7 +125,7 @@ def fit_calibration(observations: Sequence[Observation], arch: Calibrations, set
         if plain[key]:
             donor = _fit_gemm(plain[key], donor, ["efficiency"], _layout(arch, key[0], gemm), settings)
         if sustained[key]:
-            donor = _fit_gemm(sustained[key], donor, ["sustained_clock"], _layout(arch, key[0], gemm), settings,
+            donor = _fit_gemm(sustained[key], donor, list(CLOCK), _layout(arch, key[0], gemm), settings,
                               SUSTAINED_LOSS_POWER)
         gemm[key[0]][key[1]] = donor
         rows[key] = len(plain[key])

@@ -14,13 +14,13 @@ from ..config.dc import GPUSpec
 from ..dag.nodes import ExecutionDAG
 from ..workload.kernels import KernelSpec
 from .analytical import AnalyticalModel
-from .profile import KernelProfile
+from .profile import PROFILE_REPEATS, KernelProfile
 
 
 def spec_seconds(specs: Sequence[KernelSpec], gpu: GPUSpec, dtype: DType) -> tuple[np.ndarray, int]:
     """Seconds of each kernel spec on `gpu`, and how many came from the measured profile."""
     model = AnalyticalModel(gpu, dtype, sustained_load=True)  # a training step keeps the GPU busy
-    profile = KernelProfile(gpu, dtype, model)
+    profile = KernelProfile(gpu, dtype, model, AnalyticalModel(gpu, dtype, repeats=PROFILE_REPEATS))
     times = model.seconds(list(specs))
     measured = 0
     for i, spec in enumerate(specs):

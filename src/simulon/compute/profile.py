@@ -6,6 +6,10 @@ the measured shapes of the same kernel (same name, phase, dtype and non-numeric 
 analytical model gives the shape dependence, and the measured/analytical ratio of the profiled shapes is
 averaged in log space with inverse-square-distance weights (distance in log2 of the numeric parameters),
 so the answer is exact at a profiled shape and follows the nearest ones in between.
+The profiler times each kernel in a short loop (PROFILE_REPEATS runs back to back, tens of milliseconds), which on
+an H100 runs near the burst clock, while a training step keeps the GPU at its power-limited clock: given the model
+of the profile's conditions (`as_profiled`), a measured time is carried to the model's own conditions by the
+model's ratio between the two (a compute-bound kernel slows by the clock's fall, a memory-bound one not at all).
 A profile is a plain object built per GPU and dtype: nothing is kept between simulations.
 """
 
@@ -19,9 +23,12 @@ import numpy as np
 from ..config.common import DType
 from ..config.dc import GPUSpec, KernelRun
 from ..config.errors import ConfigError
+from ..profiling.timing import REPETITIONS, WARMUP
 from ..workload.kernels import KernelClass, KernelSpec, Phase
 from .analytical import AnalyticalModel
 
+PROFILE_REPEATS = WARMUP + REPETITIONS
+"""Runs of each kernel back to back in `simulon profile gpu` at its defaults (profiling/timing.py)."""
 LOOKUP_PHASE = {Phase.recompute: Phase.fwd}
 """A recomputed forward kernel runs exactly like the forward."""
 
@@ -49,8 +56,11 @@ def spec_from_run(name: str, phase: Phase, params: dict) -> KernelSpec:
 
 
 class KernelProfile:
-    def __init__(self, gpu: GPUSpec, dtype: DType, model: AnalyticalModel):
+    def __init__(self, gpu: GPUSpec, dtype: DType, model: AnalyticalModel, as_profiled: AnalyticalModel | None = None):
+        """Kernel times of `gpu`'s profile for `model`'s conditions; `as_profiled` models the profiler's (None: the
+        same conditions, each measured time returned as measured)."""
         self.model = model
+        profiled = as_profiled or model
         runs: dict[tuple, list[KernelRun]] = defaultdict(list)
         for run in gpu.kernel_runs:
             params = dict(run.params)
@@ -63,19 +73,22 @@ class KernelProfile:
             phase = Phase[label]
             fixed, names, point = _split(params)
             runs[(run.kernel, phase, fixed, names, tuple(point))].append(run)
-        # (name, phase, fixed, numeric names) -> [(log2 point, measured seconds, measured/analytical)]
+        # (name, phase, fixed, numeric names) -> [(log2 point, seconds here, measured/analytical as profiled)]
         self._shapes: dict[tuple, list[tuple[np.ndarray, float, float]]] = defaultdict(list)
         for (kernel, phase, fixed, names, point), same in sorted(runs.items(), key=lambda kv: repr(kv[0])):
             seconds = statistics.median(t for run in same for t in run.times_ms) * 1e-3
             params = {k: v for k, v in same[0].params.items() if k not in ("phase", "dtype")}
-            modelled = float(model.seconds([spec_from_run(kernel, phase, params)])[0])
-            self._shapes[(kernel, phase, fixed, names)].append((np.array(point), seconds, seconds / modelled))
+            spec = spec_from_run(kernel, phase, params)
+            ratio = seconds / float(profiled.seconds([spec])[0])
+            here = seconds if profiled is model else ratio * float(model.seconds([spec])[0])
+            self._shapes[(kernel, phase, fixed, names)].append((np.array(point), here, ratio))
 
     def __len__(self) -> int:
         return sum(len(v) for v in self._shapes.values())
 
     def seconds(self, kernel: KernelSpec) -> float | None:
-        """Measured (or interpolated) seconds of the kernel, or None if no run of it was profiled."""
+        """Measured (or interpolated) seconds of the kernel under the model's conditions, or None if no run of it was
+        profiled."""
         phase = LOOKUP_PHASE.get(kernel.phase, kernel.phase)
         fixed, names, point = _split(dict(kernel.shape))
         measured = self._shapes.get((kernel.name, phase, fixed, names))

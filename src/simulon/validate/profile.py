@@ -24,17 +24,14 @@ import yaml
 from ..compute.analytical import AnalyticalModel
 from ..compute.calibration import Calibrations
 from ..compute.fit import Observation, Timing
-from ..compute.profile import spec_from_run
+from ..compute.profile import PROFILE_REPEATS, spec_from_run
 from ..config.common import DType
 from ..config.dc import GPUSpec
 from ..config.errors import ConfigError
-from ..profiling.timing import REPETITIONS, WARMUP
 from ..workload.kernels import KernelClass, KernelSpec, Phase, attention, gemm
 from .kernels import GEMM_FAMILY_MIN_FLOPS
 from .report import Comparison, Skipped, ValidationReport
 
-PROFILE_REPEATS = WARMUP + REPETITIONS
-"""Runs of each kernel back to back in `simulon profile gpu` at its defaults (profiling/timing.py)."""
 SHIPPED_PROFILES = Path(str(resources.files("simulon.compute") / "data" / "profiles"))
 """GPU profiles measured on lent GPUs (`simulon profile gpu`), one YAML per GPU."""
 SUSTAINED_GEMMS = Path(str(resources.files("simulon.compute") / "data" / "sustained_gemm.yaml"))
@@ -96,19 +93,26 @@ PROFILE_INDEX, SUSTAINED_INDEX = 1_000_000, 2_000_000
 """Observation indices of profiled and sustained runs, apart from the kernels table's row numbers."""
 
 
+SUSTAINED_PHASES = (("first_tflops", 1 / 20), ("settled_tflops", 5 / 6))
+"""The two rates a sustained-GEMM run records (benchmarks/gpu_sustained_gemm.py) and the busy time each is read at,
+as a fraction of the run: the median of the first tenth of its batches (at a twentieth of the run, its middle) and
+of the last third (at five sixths). Together they fit how far the clock falls and how fast (compute.fit.CLOCK)."""
+
+
 def sustained_observations(path: Path = SUSTAINED_GEMMS) -> list[Observation]:
-    """The sustained-GEMM runs (compute/data/sustained_gemm.yaml) as observations: the settled rate, read as a loop
-    as long as the time it had run by the middle of its last third."""
+    """The sustained-GEMM runs (compute/data/sustained_gemm.yaml) as observations: each run's first and settled
+    rates, each read as a loop as long as the time it had run by then (SUSTAINED_PHASES)."""
     doc = yaml.safe_load(path.read_text())
     found = []
     for i, run in enumerate(doc["runs"]):
         n, dtype = int(run["size"]), DType(run["dtype"])
         flops = 2.0 * n**3
-        seconds = flops / (float(run["settled_tflops"]) * 1e12)
-        repeats = round(float(run["seconds"]) * 5 / 6 / seconds)
-        found.append(Observation(SUSTAINED_INDEX + i, str(run["gpu"]), dtype,
-                                 (gemm("sustained_gemm", Phase.fwd, n, n, n, 2.0),), seconds, flops,
-                                 "sustained GEMM", "sustained_gemm", Timing.total, repeats))
+        for j, (rate, elapsed) in enumerate(SUSTAINED_PHASES):
+            seconds = flops / (float(run[rate]) * 1e12)
+            repeats = max(round(float(run["seconds"]) * elapsed / seconds), 1)
+            found.append(Observation(SUSTAINED_INDEX + len(SUSTAINED_PHASES) * i + j, str(run["gpu"]), dtype,
+                                     (gemm("sustained_gemm", Phase.fwd, n, n, n, 2.0),), seconds, flops,
+                                     "sustained GEMM", "sustained_gemm", Timing.total, repeats))
     return found
 
 
