@@ -9,10 +9,10 @@ from typing import Annotated
 import typer
 from pydantic import ValidationError
 
+from ..compute.profile import REPETITIONS, WARMUP
 from ..config.common import DType
 from ..config.errors import ConfigError
 from ..config.loading import describe_validation_error
-from ..profiling.timing import REPETITIONS, WARMUP
 
 app = typer.Typer(no_args_is_help=True,
                   help="Measure kernel times on the local GPU (needs the optional torch extra, simulon\\[profile]).")

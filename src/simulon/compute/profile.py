@@ -23,12 +23,14 @@ import numpy as np
 from ..config.common import DType
 from ..config.dc import GPUSpec, KernelRun
 from ..config.errors import ConfigError
-from ..profiling.timing import REPETITIONS, WARMUP
 from ..workload.kernels import KernelClass, KernelSpec, Phase
 from .analytical import AnalyticalModel
 
+WARMUP, REPETITIONS = 5, 20
+"""`simulon profile gpu`'s default untimed and timed runs of each kernel (a choice, not a fit; profiling/timing.py
+runs them): defined here, with what a profile's times mean."""
 PROFILE_REPEATS = WARMUP + REPETITIONS
-"""Runs of each kernel back to back in `simulon profile gpu` at its defaults (profiling/timing.py)."""
+"""Runs of each kernel back to back in `simulon profile gpu` at its defaults."""
 LOOKUP_PHASE = {Phase.recompute: Phase.fwd}
 """A recomputed forward kernel runs exactly like the forward."""
 

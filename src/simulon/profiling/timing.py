@@ -7,8 +7,6 @@ import statistics
 import time
 from collections.abc import Callable
 
-WARMUP, REPETITIONS = 5, 20
-"""`simulon profile gpu`'s default untimed and timed runs of each kernel (a choice, not a fit)."""
 TUKEY_FENCE = 1.5
 """Tukey's rule: a time more than 1.5 interquartile ranges outside the quartiles is an outlier."""
 
