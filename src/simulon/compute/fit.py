@@ -45,8 +45,8 @@ profile's loop of 25 runs (25-100 ms) runs near the burst clock, as nvidia-smi r
 MHz, the board at 237 W on average, benchmarks/device_runs/2026-11-27-h100-3/smi.csv), while the 8192^3 loop
 settles at 0.82 of it."""
 SUSTAINED_LOSS_POWER = 2
-"""The sustained clock of a GPU run on several machines is fitted to the geometric mean of their settled rates (the
-squared log ratio: the mean absolute one is flat anywhere between two runs, and the search stopped at one of them)."""
+"""The clock of a GPU whose sustained runs come from several machines is fitted to the geometric mean of their rates
+(the squared log ratio: the mean absolute one is flat anywhere between two runs, and the search stopped at one)."""
 SEARCH_RANGE = 20.0
 """Largest |log| (or |logit|) the search visits: e^20 is far past any physical value of a parameter."""
 

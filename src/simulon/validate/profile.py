@@ -85,14 +85,12 @@ def family(spec: KernelSpec, dtype: DType) -> str:
 
 
 LAUNCH_BOUND_MS = 0.3
-"""Shorter profiled kernels are left out of fits, a choice: the shipped H100 profile timed each run between two
-events after the previous one had finished, so the host's launch (tens of microseconds through SDPA's cuDNN path;
-a free fit put it at 42 us) shows in them, and at 0.3 ms and more it is a few percent (compute.fit then leaves the
-launch overhead at its start)."""
+"""Shorter profiled kernels are left out of fits, a choice: a kernel the host launches more slowly than the GPU runs
+it shows the launch even with the runs queued (tens of microseconds through SDPA's cuDNN path; a free fit on the
+first H100 profile, which timed each run after the previous had finished, put it at 42 us), and at 0.3 ms and more
+it is a few percent (compute.fit then leaves the launch overhead at its start)."""
 PROFILE_INDEX, SUSTAINED_INDEX = 1_000_000, 2_000_000
 """Observation indices of profiled and sustained runs, apart from the kernels table's row numbers."""
-
-
 SUSTAINED_PHASES = (("first_tflops", 1 / 20), ("settled_tflops", 5 / 6))
 """The two rates a sustained-GEMM run records (benchmarks/gpu_sustained_gemm.py) and the busy time each is read at,
 as a fraction of the run: the median of the first tenth of its batches (at a twentieth of the run, its middle) and
