@@ -20,9 +20,9 @@ import statistics
 from pathlib import Path
 
 from simulon.config.scenario import ScenarioConfig
-from simulon.pipeline import simulate
+from simulon.sweep.points import with_value
 from simulon.validate.report import number, read_table
-from simulon.validate.training import measured_iteration, scenario_from_row
+from simulon.validate.training import compare_row, scenario_from_row, simulate_row
 
 ROOT = Path(__file__).resolve().parents[1]
 TABLE = ROOT.parent / "shared/validation/training.csv"
@@ -30,15 +30,11 @@ H100_PROFILE = ROOT / "src/simulon/compute/data/profiles/h100-sxm5-80gb.yaml"
 DEFAULT_SUBSET, DEFAULT_MAX_GPUS = "nemo_24.07_pretrain_fp8_h100", 64
 
 
-def with_gpu(sc: ScenarioConfig, gpu: dict) -> ScenarioConfig:
-    doc = sc.model_dump(mode="json", by_alias=True, exclude_none=True)
-    doc["datacenter"]["node"]["gpu"] = gpu
-    return ScenarioConfig.model_validate(doc)
-
-
-def step_seconds(sc: ScenarioConfig):
-    sim = simulate(sc, fold_mode="symmetric", micro_batches="auto")
-    return sim, sim.result.iteration_time_ms / 1e3
+def profiled_seconds(row: dict[str, str], profile: Path) -> float:
+    """The row's step with the profile as its GPU, simulated as the validation simulates it."""
+    doc = scenario_from_row(row).model_dump(mode="json", by_alias=True, exclude_none=True)
+    with_value(doc, "datacenter.node.gpu", {"from": str(profile)})
+    return simulate_row(ScenarioConfig.model_validate(doc)).result.iteration_time_ms / 1e3
 
 
 def main() -> None:
@@ -55,10 +51,9 @@ def main() -> None:
           f" {'model':>7} {'profile':>7}")
     for i in picked:
         row = rows[i]
-        sc = scenario_from_row(row)
-        sim, modelled = step_seconds(sc)
-        _, measured = measured_iteration(row, sim, sc)
-        _, profiled = step_seconds(with_gpu(sc, {"from": str(args.profile)}))
+        compared = compare_row(i, row)
+        measured, modelled = compared.measured, compared.predicted
+        profiled = profiled_seconds(row, args.profile)
         for name, value in (("model", modelled), ("profile", profiled)):
             errors[name].append(value / measured - 1)
         print(f"{i:4d} {row['model'][:14]:14s} {row['num_gpus']:>5} {measured:10.3f} {modelled:8.3f} {profiled:9.3f}"

@@ -13,6 +13,7 @@ a copy of its bytes.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import cache
 
 import torch
 import torch.nn.functional as F
@@ -167,6 +168,8 @@ def swiglu_back(g: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return torch.cat((g * sig * (1 + gate * (1 - sig)) * up, g * F.silu(gate)), -1)
 
 
+# The tanh approximation of GELU (Hendrycks & Gimpel 2016): 0.79788456 = sqrt(2/pi), 0.044715 its cubic term, and
+# 0.1070322243 = 3 * 0.044715 * sqrt(2/pi) in the derivative; the constants Megatron-Core's fused_bias_gelu writes.
 def gelu(x: torch.Tensor) -> torch.Tensor:
     """The tanh GELU as Megatron-Core's fused_bias_gelu computes it (no bias: the Llama-style layers have none)."""
     return x * 0.5 * (1.0 + torch.tanh(0.79788456 * x * (1 + 0.044715 * x * x)))
@@ -179,29 +182,28 @@ def gelu_back(g: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     return ff * g
 
 
-_FUSER: dict[str, bool] = {}
-
-
 def fuser(device: str) -> Callable[[Callable], Callable]:
     """What Megatron-Core's jit_fuser is (megatron/core/jit.py: torch.compile from torch 2.2 on), on a GPU: each
     stand-in compiled afresh for its one static shape, as a training run compiles its constant shapes
     (torch.compile(dynamic=True), one compilation for every shape, gave most SwiGLU forwards 5% of an H100's HBM
     bandwidth, where the static kernel streams at 90%). The plain function on the CPU, or where compiling fails (no
     C compiler for Triton, say), which is printed once: the activation is then timed unfused."""
-    if device != "cuda":
-        return lambda fn: fn
-    if device not in _FUSER:
-        try:
-            torch.compile(swiglu)(torch.ones(4, 8, device=device, dtype=torch.bfloat16))
-            _FUSER[device] = True
-        except Exception as exc:  # any compiler failure means: time the eager ops
-            first = (str(exc).splitlines() or [""])[0]
-            print(f"  torch.compile fails here ({type(exc).__name__}: {first}); activations are timed unfused")
-            _FUSER[device] = False
-    if not _FUSER[device]:
+    if device != "cuda" or not compiles(device):
         return lambda fn: fn
     torch.compiler.reset()  # a fresh compilation per shape, never the recompile limit's eager fallback
     return torch.compile
+
+
+@cache
+def compiles(device: str) -> bool:
+    """Whether torch.compile works on `device` here (said once when it does not)."""
+    try:
+        torch.compile(swiglu)(torch.ones(4, 8, device=device, dtype=torch.bfloat16))
+        return True
+    except Exception as exc:  # any compiler failure means: time the eager ops
+        first = (str(exc).splitlines() or [""])[0]
+        print(f"  torch.compile fails here ({type(exc).__name__}: {first}); activations are timed unfused")
+        return False
 
 
 def _activation(rows: int, width: int, gated: bool, backward: bool, dtype: torch.dtype,

@@ -425,13 +425,18 @@ def measured_iteration(row: dict[str, str], sim: Simulation, sc: ScenarioConfig)
     raise Unsupported("row has no iteration time, throughput or utilisation")
 
 
+def simulate_row(sc: ScenarioConfig, memory_limit: float | None = None) -> Simulation:
+    """A row's scenario simulated as the validation does: folding is exact, and a comparison needs no per-GPU trace;
+    a step too large for memory or above sampling's node budget folds its spread collectives too and samples its
+    micro-batches (pipeline.simulate, "auto")."""
+    return simulate(sc, fold_mode="symmetric", memory_limit=memory_limit, micro_batches="auto")
+
+
 def compare_row(index: int, row: dict[str, str], memory_limit: float | None = None) -> Comparison:
     """A row's measured iteration time against the prediction; a row estimated to need more than
     `memory_limit` bytes is refused before it is built (dag.size.TooLarge)."""
     sc = scenario_from_row(row)
-    # folding is exact, and a comparison needs no per-GPU trace; a step too large for memory or above sampling's
-    # node budget folds its spread collectives too and samples its micro-batches (pipeline.simulate, "auto")
-    sim = simulate(sc, fold_mode="symmetric", memory_limit=memory_limit, micro_batches="auto")
+    sim = simulate_row(sc, memory_limit)
     metric, measured = measured_iteration(row, sim, sc)
     return Comparison(index, row["subset"], f"iter_time_s (from {metric})", measured,
                       sim.result.iteration_time_ms / 1e3, system_of(row).get("from", ""))
