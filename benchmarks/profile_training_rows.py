@@ -1,9 +1,9 @@
 """Training steps from measured kernels: each training-table row simulated twice, with the calibrated compute model
 and with a GPU profile's measured kernel times (`gpu: {from: <profile>}`, compute/profile.py: a kernel the profile
 lacks is interpolated from its measured shapes along the model, and every time is carried from the profiler's short
-loops, near the burst clock, to a training step's sustained clock by the model's ratio), against what the row
-measured. What the profile's step misses is outside the durations of the kernels the tracer emits: between them, on
-the host, in kernels it does not model, or in the communication.
+loops, at the clock each loop's length gives it, to a training step's settled clock by the model's ratio), against
+what the row measured. What the profile's step misses is outside the durations of the kernels the tracer emits:
+between them, on the host, in kernels it does not model, in the communication, or in a clock below the settled one.
 
     uv run python benchmarks/profile_training_rows.py [--profile P] [ROW ...]
 

@@ -2,9 +2,10 @@
 
     uv run python scripts/fit_compute.py ../shared/validation/kernels.csv
 
-Reads every row `simulon validate kernels` can use (less the HELD_OUT ones) and the sustained-GEMM runs measured on
-lent GPUs (src/simulon/compute/data/sustained_gemm.yaml: the sustained clock only) and the attention kernels of the
-GPU profiles measured on lent GPUs (src/simulon/compute/data/profiles/: their library, cuDNN's on the H100), fits GEMM
+Reads every row `simulon validate kernels` can use (less the HELD_OUT ones), the sustained-GEMM runs measured on
+lent GPUs (src/simulon/compute/data/sustained_gemm.yaml) and the GPU profiles measured on lent GPUs
+(src/simulon/compute/data/profiles/: their attention kernels fit its library, cuDNN's on the H100; their GEMMs' loops
+and the sustained runs fit the GPU's clock, how far and how fast it falls under the power limit), fits GEMM
 parameters per GPU and dtype and attention
 parameters per GPU, library and dtype (src/simulon/compute/fit.py says how), writes the file atomically and prints the
 in-sample MAPE by GPU and kernel family. Deterministic: the same table gives the same file.
@@ -65,13 +66,14 @@ HELD_OUT: dict[tuple[str, DType, str], str] = {
 
 
 def fit_observations(path: str) -> list:
-    """Every observation the fit takes: the table's rows (less HELD_OUT), the sustained-GEMM runs and the attention
-    kernels of the shipped GPU profiles."""
+    """Every observation the fit takes: the table's rows (less HELD_OUT), the sustained-GEMM runs, and the attention
+    kernels and GEMMs of the shipped GPU profiles."""
     fitted = [o for o in observations(read_table(path)) if (o.gpu, o.dtype, o.subset) not in HELD_OUT]
     fitted += profile.sustained_observations()
-    for profiled in sorted(profile.SHIPPED_PROFILES.glob("*.yaml")):  # their attention fits its library there
+    for profiled in sorted(profile.SHIPPED_PROFILES.glob("*.yaml")):  # their attention library, the GPU's clock
         gpu = GPUSpec.model_validate({"from": str(profiled)})
-        fitted += profile.attention_observations(gpu, template_stem("gpu", gpu.name) or gpu.name)
+        template = template_stem("gpu", gpu.name) or gpu.name
+        fitted += profile.attention_observations(gpu, template) + profile.gemm_observations(gpu, template)
     return fitted
 
 

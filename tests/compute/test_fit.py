@@ -110,26 +110,41 @@ def test_rows_timed_alone_leave_the_clock_a_training_step_runs_at_where_the_fit_
     assert abs(both["sustained_clock"] - TRUE.sustained_clock) < 0.02  # 0.8, from 0.9
 
 
-def test_a_sustained_gemm_run_sets_how_far_and_how_fast_the_clock_falls_and_the_shipped_one_reproduces_its_rates():
-    """A GEMM run back to back for seconds, read early and settled, fits the clock a training step runs at and how
-    fast it gets there, nothing else; the shipped calibration (fitted on compute/data/sustained_gemm.yaml) predicts
-    each run's early and settled rates, each at the time the run had been busy, within 2%."""
+def clock_fit(truth: GemmParams, start_ms: float, runs: list[Observation]) -> tuple[dict, dict, list[Observation]]:
+    """The bf16 GEMM parameters fitted, from a start at 0.9 of burst after start_ms, on rows timed alone without and
+    with `runs` (their times the model's own at `truth`), and those runs."""
     shapes = list(itertools.product((256, 2048, 16384), (512, 4096, 14336), (256, 2048, 8192)))
-    truth = dataclasses.replace(TRUE, throttle_ms=200.0)
     alone = synthetic("h100-sxm", truth, shapes)
     settings = dataclasses.replace(SETTINGS, gemm_start=dataclasses.replace(START, sustained_clock=0.9,
-                                                                            throttle_ms=1.0))
+                                                                            throttle_ms=start_ms))
     cal = Calibrations.with_fit({"gpus": {"h100-sxm": {"sm_count": 132, "gemm": {"bf16": dataclasses.asdict(truth)}}}})
-    runs = [Observation(10_000 + i, "h100-sxm", DType.bf16, (gemm("g", Phase.fwd, 8192, 8192, 8192, 2.0),), 1.0,
-                        2.0 * 8192**3, "sustained", "sustained_gemm", Timing.total, repeats)
-            for i, repeats in enumerate((800, 20_000))]  # about 1 s and 20 s into the run
     runs = [dataclasses.replace(r, seconds=float(t)) for r, t in zip(runs, predict(runs, cal), strict=True)]
-    without = fit_calibration(alone, Calibrations.with_fit({}), settings)["gpus"]["h100-sxm"]["gemm"]["bf16"]
-    fitted = fit_calibration([*alone, *runs], Calibrations.with_fit({}), settings)["gpus"]["h100-sxm"]["gemm"]["bf16"]
+    fits = [fit_calibration(rows, Calibrations.with_fit({}), settings)["gpus"]["h100-sxm"]["gemm"]["bf16"]
+            for rows in (alone, [*alone, *runs])]
+    return fits[0], fits[1], runs
+
+
+def sustained_run(index: int, repeats: int) -> Observation:
+    """An 8192^3 GEMM run `repeats` times back to back (800: about 1 s; 20,000: about 20 s)."""
+    return Observation(index, "h100-sxm", DType.bf16, (gemm("g", Phase.fwd, 8192, 8192, 8192, 2.0),), 1.0,
+                       2.0 * 8192**3, "sustained", "sustained_gemm", Timing.total, repeats)
+
+
+def assert_only_the_clock_moved(without: dict, fitted: dict, truth: GemmParams) -> None:
     assert fitted["sustained_clock"] == pytest.approx(truth.sustained_clock, abs=0.01)  # 0.8, from 0.9
-    assert fitted["throttle_ms"] == pytest.approx(truth.throttle_ms, rel=0.1)  # 200, from 1
+    assert fitted["throttle_ms"] == pytest.approx(truth.throttle_ms, rel=0.1)
     assert {k: v for k, v in fitted.items() if k not in ("sustained_clock", "throttle_ms")} == \
         {k: v for k, v in without.items() if k not in ("sustained_clock", "throttle_ms")}
+
+
+def test_a_sustained_gemm_run_sets_how_far_and_how_fast_the_clock_falls_and_the_shipped_one_reproduces_its_rates():
+    """A GEMM run back to back for seconds, read early and settled, fits the clock a training step runs at and how
+    fast it gets there (200 ms, from a start of 1 ms), nothing else; the shipped calibration (fitted on
+    compute/data/sustained_gemm.yaml and the profiles' loops) predicts each run's settled rate, at the time the run
+    had been busy, within 2%."""
+    truth = dataclasses.replace(TRUE, throttle_ms=200.0)
+    without, fitted, _ = clock_fit(truth, 1.0, [sustained_run(10_000, 800), sustained_run(10_001, 20_000)])
+    assert_only_the_clock_moved(without, fitted, truth)
 
     from simulon.compute.analytical import AnalyticalModel
     from simulon.validate.profile import sustained_observations
@@ -137,6 +152,22 @@ def test_a_sustained_gemm_run_sets_how_far_and_how_fast_the_clock_falls_and_the_
     for obs in sustained_observations():
         model = AnalyticalModel(GPUSpec.model_validate({"from": obs.gpu}), obs.dtype, repeats=obs.repeats)
         assert float(model.seconds(list(obs.specs))[0]) == pytest.approx(obs.seconds, rel=0.02)
+
+
+def test_a_profiles_gemm_loops_beside_a_settled_run_set_how_fast_and_how_far_the_clock_falls():
+    """A profile's loops of 25 runs of GEMMs from 0.1 to a few ms each (2.5 ms to 0.1 s of work, family
+    PROFILE_GEMMS) fit how fast the clock falls, a sustained run's settled rate how far, and neither moves any other
+    parameter: from a start of 200 ms and 0.9 the fit finds the model's own 15 ms and 0.8."""
+    from simulon.compute.fit import PROFILE_GEMMS
+
+    truth = dataclasses.replace(TRUE, throttle_ms=15.0)
+    loops = [Observation(10_000 + i, "h100-sxm", DType.bf16, (gemm("g", Phase.fwd, m, n, k, 2.0),), 1.0,
+                         2.0 * m * n * k, "profile", PROFILE_GEMMS, Timing.total, 25)
+             for i, (m, n, k) in enumerate(itertools.product((2048, 8192, 16384), (4096, 14336), (4096, 16384)))]
+    without, fitted, runs = clock_fit(truth, 200.0, [*loops, sustained_run(20_000, 20_000)])
+    busy = [r.seconds * r.repeats for r in runs[:-1]]
+    assert min(busy) < 0.005 and max(busy) > 0.05  # loops on both sides of the time the clock takes to fall
+    assert_only_the_clock_moved(without, fitted, truth)
 
 
 def test_sustained_runs_on_several_machines_fit_the_clock_of_their_geometric_mean():

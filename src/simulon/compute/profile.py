@@ -6,10 +6,12 @@ the measured shapes of the same kernel (same name, phase, dtype and non-numeric 
 analytical model gives the shape dependence, and the measured/analytical ratio of the profiled shapes is
 averaged in log space with inverse-square-distance weights (distance in log2 of the numeric parameters),
 so the answer is exact at a profiled shape and follows the nearest ones in between.
-The profiler times each kernel in a short loop (PROFILE_REPEATS runs back to back, tens of milliseconds), which on
-an H100 runs near the burst clock, while a training step keeps the GPU at its power-limited clock: given the model
-of the profile's conditions (`as_profiled`), a measured time is carried to the model's own conditions by the
-model's ratio between the two (a compute-bound kernel slows by the clock's fall, a memory-bound one not at all).
+The profiler times each kernel in a short loop (PROFILE_REPEATS runs back to back, 2.5 ms to 0.2 s of work), whose
+clock depends on how long it lasts (a loop of light kernels runs near the burst clock, one of large GEMMs reaches the
+power limit within tens of milliseconds: compute.fit.CLOCK), while a training step keeps the GPU at its settled
+clock: given the model of the profile's conditions (`as_profiled`), a measured time is carried to the model's own
+conditions by the model's ratio between the two (a compute-bound kernel slows by the clock's fall over the rest of
+the way, a memory-bound one not at all).
 A profile is a plain object built per GPU and dtype: nothing is kept between simulations.
 """
 

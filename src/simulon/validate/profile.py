@@ -23,7 +23,7 @@ import yaml
 
 from ..compute.analytical import AnalyticalModel
 from ..compute.calibration import Calibrations
-from ..compute.fit import Observation, Timing
+from ..compute.fit import PROFILE_GEMMS, Observation, Timing
 from ..compute.profile import PROFILE_REPEATS, spec_from_run
 from ..config.common import DType
 from ..config.dc import GPUSpec
@@ -91,10 +91,13 @@ first H100 profile, which timed each run after the previous had finished, put it
 it is a few percent (compute.fit then leaves the launch overhead at its start)."""
 PROFILE_INDEX, SUSTAINED_INDEX = 1_000_000, 2_000_000
 """Observation indices of profiled and sustained runs, apart from the kernels table's row numbers."""
-SUSTAINED_PHASES = (("first_tflops", 1 / 20), ("settled_tflops", 5 / 6))
-"""The two rates a sustained-GEMM run records (benchmarks/gpu_sustained_gemm.py) and the busy time each is read at,
-as a fraction of the run: the median of the first tenth of its batches (at a twentieth of the run, its middle) and
-of the last third (at five sixths). Together they fit how far the clock falls and how fast (compute.fit.CLOCK)."""
+SUSTAINED_PHASES = (("settled_tflops", 5 / 6),)
+"""The rate of a sustained-GEMM run (benchmarks/gpu_sustained_gemm.py) the clock is fitted on, and the busy time it is
+read at, as a fraction of the run: the median of its last third (at five sixths), which sets how far the clock falls
+(compute.fit.CLOCK); the profile's loops set how fast. The median of its first tenth, read at a twentieth of the run
+(a second), is past the fall the loops show (tens of milliseconds) and 3-5% above the settled rate (723.5 against
+691.2 TFLOP/s on the third H100): a slower drift, seconds long, which one time constant cannot hold beside the fall,
+and which a training step, seconds at a time under load, has gone through."""
 
 
 def sustained_observations(path: Path = SUSTAINED_GEMMS) -> list[Observation]:
@@ -130,3 +133,33 @@ def attention_observations(gpu: GPUSpec, template: str) -> list[Observation]:
         found.append(Observation(PROFILE_INDEX + row.index, template, DType.bf16, (spec,), row.measured * 1e-3,
                                  spec.flops, f"{gpu.name} profile", "attention", Timing.total, PROFILE_REPEATS))
     return found
+
+
+def gemm_observations(gpu: GPUSpec, template: str) -> list[Observation]:
+    """The profile's plain GEMMs as observations of `template` in their own precision (family PROFILE_GEMMS, which fits
+    how fast the clock falls: compute.fit.CLOCK): each the median of its runs, in a loop of PROFILE_REPEATS; GEMMs of
+    LAUNCH_BOUND_MS or more, each shape and precision once, and none with a dimension that is not a multiple of
+    ALIGNED_ELEMENTS."""
+    found: list[Observation] = []
+    seen: set[tuple[int, int, int, DType]] = set()
+    for row in validate_profile(gpu).rows:
+        run = gpu.kernel_runs[row.index]
+        params = {k: v for k, v in run.params.items() if k not in ("phase", "dtype")}
+        if "m" not in params or params.get("groups", 1) > 1 or row.measured < LAUNCH_BOUND_MS:
+            continue
+        precision = DType(str(params.get("precision", run.params.get("dtype", "bf16"))))
+        m, n, k = (int(params[d]) for d in ("m", "n", "k"))
+        if (m, n, k, precision) in seen or any(d % ALIGNED_ELEMENTS for d in (m, n, k)):
+            continue
+        seen.add((m, n, k, precision))
+        spec = gemm(run.kernel, Phase.fwd, m, n, k, precision.bytes)
+        found.append(Observation(PROFILE_INDEX + row.index, template, precision, (spec,), row.measured * 1e-3,
+                                 spec.flops, f"{gpu.name} profile", PROFILE_GEMMS, Timing.total, PROFILE_REPEATS))
+    return found
+
+
+ALIGNED_ELEMENTS = 8
+"""Hopper's cuBLAS GEMMs load their operands with TMA, which needs 16-byte aligned leading dimensions, 8 bf16
+elements: the H100 profile's LM heads at GPT-3's unpadded vocabulary (50,257 / tp columns) run at 112-148 TFLOP/s
+where aligned GEMMs of their size reach 600 and more, on kernels the model does not describe (Megatron pads the
+vocabulary to a multiple of 128 x tp, so a training step does not run them)."""
