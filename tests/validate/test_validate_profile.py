@@ -98,18 +98,19 @@ def test_a_profiles_gemm_loops_run_at_the_clock_the_model_gives_them_however_lon
     GEMMs of 1 GFLOP and more err alike at every length from 0.1 ms a kernel up: each band's mean (0.1-0.3 ms, 0.3-1,
     1 ms and more) within 5%, the longest within 5 points of the shortest. A fall over 0.2 s, which read every loop
     near burst, had the H100's from +0.3% to -8.8% in bf16 and -3.4% to -12.3% in fp8, the H200's bf16 to -6.8%."""
-    from simulon.validate.profile import ALIGNED_ELEMENTS
+    from simulon.validate.profile import aligned
 
     gpu = GPUSpec.model_validate({"from": str(path)})
     bands: dict[tuple[str, int], list[float]] = {}
     for row in validate_profile(gpu).rows:
         params = gpu.kernel_runs[row.index].params
         dims = [int(params.get(d, 0)) for d in ("m", "n", "k")]
-        if not all(dims) or params.get("groups", 1) > 1 or any(d % ALIGNED_ELEMENTS for d in dims) \
+        precision = DType(str(params.get("precision", params.get("dtype"))))
+        if not all(dims) or params.get("groups", 1) > 1 or not aligned(tuple(dims), precision) \
                 or 2.0 * np.prod(dims, dtype=float) < 1e9 or row.measured < 0.1:
             continue
         band = int(np.searchsorted([0.3, 1.0], row.measured, side="right"))  # 0.1-0.3, 0.3-1, 1 ms and more
-        bands.setdefault((str(params.get("precision", params["dtype"])), band), []).append(row.error_pct)
+        bands.setdefault((precision.value, band), []).append(row.error_pct)
     for precision in ("bf16", "fp8"):
         means = [statistics.fmean(bands[(precision, band)]) for band in range(3)]
         assert all(abs(m) < 5.0 for m in means) and abs(means[2] - means[0]) < 5.0, (precision, means)

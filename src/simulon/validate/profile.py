@@ -138,8 +138,8 @@ def attention_observations(gpu: GPUSpec, template: str) -> list[Observation]:
 def gemm_observations(gpu: GPUSpec, template: str) -> list[Observation]:
     """The profile's plain GEMMs as observations of `template` in their own precision (family PROFILE_GEMMS, which fits
     how fast the clock falls: compute.fit.CLOCK): each the median of its runs, in a loop of PROFILE_REPEATS; GEMMs of
-    LAUNCH_BOUND_MS or more, each shape and precision once, and none with a dimension that is not a multiple of
-    ALIGNED_ELEMENTS."""
+    LAUNCH_BOUND_MS or more, each shape and precision once, and none with a dimension that is not aligned
+    (ALIGNMENT_BYTES)."""
     found: list[Observation] = []
     seen: set[tuple[int, int, int, DType]] = set()
     for row in validate_profile(gpu).rows:
@@ -149,7 +149,7 @@ def gemm_observations(gpu: GPUSpec, template: str) -> list[Observation]:
             continue
         precision = DType(str(params.get("precision", run.params.get("dtype", "bf16"))))
         m, n, k = (int(params[d]) for d in ("m", "n", "k"))
-        if (m, n, k, precision) in seen or any(d % ALIGNED_ELEMENTS for d in (m, n, k)):
+        if (m, n, k, precision) in seen or not aligned((m, n, k), precision):
             continue
         seen.add((m, n, k, precision))
         spec = gemm(run.kernel, Phase.fwd, m, n, k, precision.bytes)
@@ -158,8 +158,13 @@ def gemm_observations(gpu: GPUSpec, template: str) -> list[Observation]:
     return found
 
 
-ALIGNED_ELEMENTS = 8
-"""Hopper's cuBLAS GEMMs load their operands with TMA, which needs 16-byte aligned leading dimensions, 8 bf16
-elements: the H100 profile's LM heads at GPT-3's unpadded vocabulary (50,257 / tp columns) run at 112-148 TFLOP/s
-where aligned GEMMs of their size reach 600 and more, on kernels the model does not describe (Megatron pads the
-vocabulary to a multiple of 128 x tp, so a training step does not run them)."""
+def aligned(dims: tuple[int, ...], precision: DType) -> bool:
+    """Whether every dimension of a GEMM in `precision` spans a whole number of ALIGNMENT_BYTES."""
+    return all(d * precision.bytes % ALIGNMENT_BYTES == 0 for d in dims)
+
+
+ALIGNMENT_BYTES = 16
+"""Hopper's cuBLAS GEMMs load their operands with TMA, which needs 16-byte aligned leading dimensions (8 bf16
+elements, 16 fp8 ones): the H100 profile's LM heads at GPT-3's unpadded vocabulary (50,257 / tp columns) run at
+112-148 TFLOP/s where aligned GEMMs of their size reach 600 and more, on kernels the model does not describe (Megatron
+pads the vocabulary to a multiple of 128 x tp, so a training step does not run them)."""
