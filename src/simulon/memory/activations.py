@@ -258,7 +258,7 @@ class ActivationModel:
 
     @property
     def vocab_shard(self) -> int:
-        return -(-self.model.vocab_size // self.shape.tp)
+        return self.shape.vocab_shard
 
     def head(self) -> dict[str, float]:
         """The last stage keeps the final norm's input, the LM head's input, the logits and what the cross

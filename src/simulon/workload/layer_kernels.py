@@ -42,6 +42,7 @@ class ShardShape:
     ep: int
     act_bytes: float     # activation / weight element size
     grad_bytes: float    # gradient element size in data-parallel reductions
+    vocab_shard: int     # vocabulary entries of this rank's embedding, LM head and loss (vocabulary / tp, rounded up)
     quantized_bytes: float | None = None  # bytes per element of a narrow GEMM operand copy (its block scales
     #                                       included), None for 16-bit GEMMs
     etp: int | None = None  # expert tensor parallelism (default tp)
@@ -61,7 +62,8 @@ class ShardShape:
                    batch=train.micro_batch_size, tp=par.tp, cp=par.cp, sp=par.sequence_parallel and par.tp > 1,
                    ep=par.ep, act_bytes=act_bytes, grad_bytes=(train.grad_reduce_dtype or default_grad).bytes,
                    quantized_bytes=fmt.format.operand_bytes() if quantized else None, etp=par.etp,
-                   cp_ring=par.cp > 1 and par.context_parallel_comm == "p2p", number_format=fmt if quantized else None)
+                   cp_ring=par.cp > 1 and par.context_parallel_comm == "p2p", number_format=fmt if quantized else None,
+                   vocab_shard=-(-workload.model.vocab_size // par.tp))
 
     def in_bf16(self) -> ShardShape:
         """The same shard with 16-bit GEMMs: a layer the format's recipe keeps in bf16."""
@@ -362,7 +364,7 @@ class LayerKernels:
 
     @property
     def vocab_shard(self) -> int:
-        return -(-self.model.vocab_size // self.shape.tp)
+        return self.shape.vocab_shard
 
     def _attention_projections(self) -> dict[str, tuple[int, int]]:
         """name -> (n, k) of the GEMMs from the hidden state to queries, keys and values."""
