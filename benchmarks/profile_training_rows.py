@@ -19,6 +19,7 @@ import argparse
 import statistics
 from pathlib import Path
 
+from simulon.analysis.result import SimulationResult
 from simulon.config.scenario import ScenarioConfig
 from simulon.sweep.points import with_value
 from simulon.validate.report import number, read_table
@@ -30,11 +31,17 @@ H100_PROFILE = ROOT / "src/simulon/compute/data/profiles/h100-sxm5-80gb.yaml"
 DEFAULT_SUBSET, DEFAULT_MAX_GPUS = "nemo_24.07_pretrain_fp8_h100", 64
 
 
-def profiled_seconds(row: dict[str, str], profile: Path) -> float:
+def profiled(row: dict[str, str], profile: Path) -> SimulationResult:
     """The row's step with the profile as its GPU, simulated as the validation simulates it."""
     doc = scenario_from_row(row).model_dump(mode="json", by_alias=True, exclude_none=True)
     with_value(doc, "datacenter.node.gpu", {"from": str(profile)})
-    return simulate_row(ScenarioConfig.model_validate(doc)).result.iteration_time_ms / 1e3
+    return simulate_row(ScenarioConfig.model_validate(doc)).result
+
+
+def shares(result: SimulationResult) -> str:
+    """Where the step goes (result.breakdown: compute, exposed communication, bubble), in percent of it."""
+    b, step = result.breakdown, result.iteration_time_ms
+    return " ".join(f"{100 * b[k] / step:5.1f}" for k in ("compute_ms", "exposed_comm_ms", "bubble_ms"))
 
 
 def main() -> None:
@@ -48,16 +55,17 @@ def main() -> None:
                            and (number(r, "num_gpus") or 0) <= DEFAULT_MAX_GPUS]
     errors: dict[str, list[float]] = {"model": [], "profile": []}
     print(f"{'row':>4} {'model':14s} {'GPUs':>5} {'measured s':>10} {'model s':>8} {'profile s':>9}"
-          f" {'model':>7} {'profile':>7}")
+          f" {'model':>7} {'profile':>7}   profile step %: compute exposed bubble")
     for i in picked:
         row = rows[i]
         compared = compare_row(i, row)
         measured, modelled = compared.measured, compared.predicted
-        profiled = profiled_seconds(row, args.profile)
-        for name, value in (("model", modelled), ("profile", profiled)):
+        result = profiled(row, args.profile)
+        seconds = result.iteration_time_ms / 1e3
+        for name, value in (("model", modelled), ("profile", seconds)):
             errors[name].append(value / measured - 1)
-        print(f"{i:4d} {row['model'][:14]:14s} {row['num_gpus']:>5} {measured:10.3f} {modelled:8.3f} {profiled:9.3f}"
-              f" {modelled / measured - 1:+7.1%} {profiled / measured - 1:+7.1%}")
+        print(f"{i:4d} {row['model'][:14]:14s} {row['num_gpus']:>5} {measured:10.3f} {modelled:8.3f} {seconds:9.3f}"
+              f" {modelled / measured - 1:+7.1%} {seconds / measured - 1:+7.1%}   {shares(result)}")
     for name, errs in errors.items():
         print(f"{name}: mean error {statistics.fmean(errs):+.1%}, MAPE {statistics.fmean(abs(e) for e in errs):.1%}"
               f" over {len(errs)} rows")
