@@ -91,29 +91,28 @@ first H100 profile, which timed each run after the previous had finished, put it
 it is a few percent (compute.fit then leaves the launch overhead at its start)."""
 PROFILE_INDEX, SUSTAINED_INDEX = 1_000_000, 2_000_000
 """Observation indices of profiled and sustained runs, apart from the kernels table's row numbers."""
-SUSTAINED_PHASES = (("settled_tflops", 5 / 6),)
-"""The rate of a sustained-GEMM run (benchmarks/gpu_sustained_gemm.py) the clock is fitted on, and the busy time it is
-read at, as a fraction of the run: the median of its last third (at five sixths), which sets how far the clock falls
-(compute.fit.CLOCK); the profile's loops set how fast. The median of its first tenth, read at a twentieth of the run
-(a second), is past the fall the loops show (tens of milliseconds) and 3-5% above the settled rate (723.5 against
-691.2 TFLOP/s on the third H100): a slower drift, seconds long, which one time constant cannot hold beside the fall,
-and which a training step, seconds at a time under load, has gone through."""
+SETTLED_AT = 5 / 6
+"""Where in a sustained-GEMM run (benchmarks/gpu_sustained_gemm.py) its settled rate, the median of its last third,
+is read: at five sixths of the run, its middle. That rate sets how far the clock falls (compute.fit.CLOCK); the
+profile's loops set how fast. The median of its first tenth, read at a twentieth of the run (a second), is not fitted:
+it is past the fall the loops show (tens of milliseconds) and 3-5% above the settled rate (723.5 against 691.2 TFLOP/s
+on the third H100), a slower drift, seconds long, which one time constant cannot hold beside the fall, and which a
+training step, seconds at a time under load, has gone through."""
 
 
 def sustained_observations(path: Path = SUSTAINED_GEMMS) -> list[Observation]:
-    """The sustained-GEMM runs (compute/data/sustained_gemm.yaml) as observations: each run's first and settled
-    rates, each read as a loop as long as the time it had run by then (SUSTAINED_PHASES)."""
+    """The sustained-GEMM runs (compute/data/sustained_gemm.yaml) as observations: each run's settled rate, read as a
+    loop as long as the time it had run by then (SETTLED_AT)."""
     doc = yaml.safe_load(path.read_text())
     found = []
     for i, run in enumerate(doc["runs"]):
         n, dtype = int(run["size"]), DType(run["dtype"])
         flops = 2.0 * n**3
-        for j, (rate, elapsed) in enumerate(SUSTAINED_PHASES):
-            seconds = flops / (float(run[rate]) * 1e12)
-            repeats = max(round(float(run["seconds"]) * elapsed / seconds), 1)
-            found.append(Observation(SUSTAINED_INDEX + len(SUSTAINED_PHASES) * i + j, str(run["gpu"]), dtype,
-                                     (gemm("sustained_gemm", Phase.fwd, n, n, n, 2.0),), seconds, flops,
-                                     "sustained GEMM", "sustained_gemm", Timing.total, repeats))
+        seconds = flops / (float(run["settled_tflops"]) * 1e12)
+        repeats = round(float(run["seconds"]) * SETTLED_AT / seconds)
+        found.append(Observation(SUSTAINED_INDEX + i, str(run["gpu"]), dtype,
+                                 (gemm("sustained_gemm", Phase.fwd, n, n, n, 2.0),), seconds, flops,
+                                 "sustained GEMM", "sustained_gemm", Timing.total, repeats))
     return found
 
 
