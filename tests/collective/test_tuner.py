@@ -11,16 +11,20 @@ from simulon.collective.nccl import constants, p2p_channels_per_peer
 from simulon.collective.tuner import CollectivePlan
 from simulon.collective.types import CollType
 from simulon.config import DatacenterConfig
+from simulon.config.errors import ConfigError
+from simulon.config.loading import parse_scenario
 from simulon.network.topology import Topology
 
 AR, AG, RS, A2A = CollType.AllReduce, CollType.AllGather, CollType.ReduceScatter, CollType.AllToAll
 
 
 def plan(template: str = "dgx-h100", nodes: int = 1, algorithm: str = "auto", protocol: str = "auto",
-         channels: int | None = None, sharp: bool = False) -> CollectivePlan:
+         channels: int | None = None, sharp: bool = False, nccl: dict | None = None) -> CollectivePlan:
     data = {"from": template, "cluster": {"num_nodes": nodes}}
     if sharp:
         data["network"] = {"scale_out": {"switch": {"from": "quantum-2-qm9700", "in_network_reduction": True}}}
+    if nccl is not None:
+        data["network"] = {**data.get("network", {}), "nccl": nccl}
     return CollectivePlan(Topology.from_datacenter(DatacenterConfig.model_validate(data)), algorithm, protocol,
                           channels)
 
@@ -210,3 +214,57 @@ def test_auto_takes_nvls_tree_on_two_dgx_h100_nodes_and_the_ring_for_large_messa
     assert plan(nodes=2).choose(AR, range(16), 2**30).algorithm == "nvls_tree"
     assert plan(nodes=4).choose(AR, range(32), 2**30).algorithm == "ring"
     assert plan(nodes=4).choose(AR, range(32), 2**20).algorithm != "ring"
+
+
+SIZES = st.integers(min_value=6, max_value=33).map(lambda k: 2.0**k)
+ENVIRONMENTS = st.fixed_dictionaries({}, optional={
+    "algorithms": st.lists(st.sampled_from(["Ring", "TREE", "nvls", "NVLSTree", "collnet_direct"]), min_size=1),
+    "protocols": st.lists(st.sampled_from(["Simple", "LL", "ll128"]), min_size=1)})
+
+
+@settings(max_examples=40, deadline=None)
+@given(environment=ENVIRONMENTS, size=SIZES, nodes=st.sampled_from([1, 2, 4]))
+def test_auto_chooses_within_the_platforms_nccl_environment_and_no_faster_than_without_it(environment, size, nodes):
+    free, held = plan(nodes=nodes, sharp=True), plan(nodes=nodes, sharp=True, nccl=environment)
+    group = range(8 * nodes)
+    shape, ports = held.shape(group), held.weakest_ports(group)
+    choice = held.choose(AR, group, size)
+    runnable = free._enabled(AR, shape)
+    algorithms = [a.lower().replace("_", "").replace("nvlstree", "nvls_tree").replace("collnetdirect",
+                  "collnet_direct") for a in environment.get("algorithms", runnable)]
+    if set(algorithms) & set(runnable):  # an environment naming none that can run leaves NCCL its own
+        assert choice.algorithm in algorithms
+    protocols = [p.lower() for p in environment.get("protocols", ["simple", "ll", "ll128"])]
+    if set(protocols) & set(free._protocols(choice.algorithm, AR)):
+        assert choice.protocol in protocols
+    # NCCL's model picks the fastest pair it may: a narrower choice never predicts a shorter time
+    assert held._time(AR, shape, size, choice.algorithm, choice.protocol, ports) >= min(
+        free._time(AR, shape, size, a, p, ports) for a in runnable for p in free._protocols(a, AR)) * (1 - 1e-12)
+
+
+def test_a_platform_that_disables_nvls_and_low_latency_protocols_runs_its_collectives_on_rings_and_trees():
+    # Google's A3 Mega environment: NCCL_ALGO=Ring,Tree, NCCL_PROTO=Simple (NCCL_NVLS_ENABLE=0)
+    p = plan(nodes=2, nccl={"algorithms": "Ring,Tree", "protocols": "Simple"})
+    for size in (2.0**10, 2.0**20, 2.0**30):
+        choice = p.choose(AR, range(16), size)
+        assert choice.algorithm in ("ring", "tree") and choice.protocol == "simple"
+    assert plan(nodes=2).choose(AR, range(16), 2.0**30).algorithm == "nvls_tree"  # what it takes without
+    assert p.choose(A2A, range(16), 2.0**20).algorithm == "p2p"  # NCCL_ALGO leaves send/receive alone
+
+
+def test_a_scenario_that_fixes_an_algorithm_or_protocol_runs_it_whatever_the_platform_allows_auto():
+    p = plan(nodes=2, algorithm="nvls_tree", protocol="simple", nccl={"algorithms": ["ring"], "protocols": ["ll"]})
+    choice = p.choose(AR, range(16), 2.0**26)
+    assert (choice.algorithm, choice.protocol) == ("nvls_tree", "simple")
+
+
+@pytest.mark.parametrize("nccl,message", [
+    ({"algorithms": ["Ring", "Butterfly"]},
+     "dc.yaml: datacenter.network.nccl.algorithms: NCCL has no algorithm 'Butterfly'"),
+    ({"protocols": "Simple,LL256"}, "dc.yaml: datacenter.network.nccl.protocols: NCCL has no protocol 'll256'"),
+    ({"algorithms": []}, "dc.yaml: datacenter.network.nccl.algorithms: lists no algorithm"),
+])
+def test_a_platform_environment_naming_what_nccl_does_not_have_is_refused_naming_the_field(nccl, message):
+    with pytest.raises(ConfigError, match=message):
+        parse_scenario({"datacenter": {"from": "dgx-h100", "cluster": {"num_nodes": 1}, "network": {"nccl": nccl}}},
+                       "dc.yaml")

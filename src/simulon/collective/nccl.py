@@ -13,6 +13,9 @@ import yaml
 
 PROTOCOLS = ("simple", "ll", "ll128")
 """NCCL's protocols, in the order of every per-protocol table (NCCL_PROTO_SIMPLE, _LL, _LL128)."""
+ALGORITHM_NAMES = {"ring": "ring", "tree": "tree", "nvls": "nvls", "nvlstree": "nvls_tree",
+                   "collnetdirect": "collnet_direct", "collnetchain": "collnet_chain", "pat": "pat"}
+"""NCCL_ALGO's algorithm names (src/enqueue.cc's ncclAlgoStr, compared without case) -> simulon's."""
 NVLS_MIN_GPUS = 2
 """NCCL sets NVLS up only where a communicator has more than this many GPUs in an NVLink domain (ncclNvlsInit)."""
 NVLS_ARITY = 32
@@ -27,6 +30,12 @@ DEFAULT_ARCHITECTURE = "hopper"
 @cache
 def constants() -> dict[str, Any]:
     return yaml.safe_load((resources.files("simulon.collective") / "data" / "nccl.yaml").read_text())
+
+
+def nccl_algorithm(name: str) -> str | None:
+    """simulon's name of an algorithm as NCCL_ALGO or a table's notes write it ("Ring", "NVLSTree",
+    "collnet_direct"), or None if NCCL has no such algorithm."""
+    return ALGORITHM_NAMES.get(name.strip().lower().replace("_", "").replace("-", ""))
 
 
 def architecture(gpu_family: str) -> dict[str, Any]:

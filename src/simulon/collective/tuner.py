@@ -1,5 +1,6 @@
 """How each collective runs: the scenario's fixed algorithm, protocol and channels, or, for `auto`, the
-choice NCCL's tuning model makes (src/graph/tuning.cc).
+choice NCCL's tuning model makes (src/graph/tuning.cc), among the algorithms and protocols the platform's NCCL
+environment allows (network.nccl: NCCL_ALGO, NCCL_PROTO).
 
 NCCL predicts every (algorithm, protocol) pair's time as a latency plus the message over a bus bandwidth,
 both from its tables and the topology's bandwidths, and takes the fastest it has enabled; it then drops
@@ -152,18 +153,23 @@ class CollectivePlan:
     # ---- NCCL's model ----
 
     def _enabled(self, ctype: CollType, shape: GroupShape) -> list[str]:
-        """NCCL's own algorithms that it would consider for this collective on this group and datacenter."""
-        reduces = self.topology.reduces_in_switch
-        return [a.name for a in CATALOG.values() if a.enabled is not None and a.enabled(ctype, shape)
-                and ctype in a.decompositions and a.reduction_missing(reduces) is None]
+        """NCCL's own algorithms that it would consider for this collective on this group and datacenter (of
+        those the platform's NCCL_ALGO lists, which point-to-point calls ignore, where it lists any that can run)."""
+        reduces, allowed = self.topology.reduces_in_switch, self.topology.nccl.algorithms
+        enabled = [a.name for a in CATALOG.values() if a.enabled is not None and a.enabled(ctype, shape)
+                   and ctype in a.decompositions and a.reduction_missing(reduces) is None]
+        return [a for a in enabled if allowed is None or a in allowed or ctype in POINT_TO_POINT] or enabled
 
     def _protocols(self, algorithm: str, ctype: CollType) -> tuple[str, ...]:
         """The algorithm's protocols (NVLS, CollNet and PAT run Simple only), less LL128 over PCIe. All-to-all
         runs Simple, a group of NCCL send/receive calls (an approximation: NCCL sends point-to-point messages
-        below NCCL_P2P_LL_THRESHOLD with LL)."""
+        below NCCL_P2P_LL_THRESHOLD with LL). Of those, the ones the platform's NCCL_PROTO lists, where it lists
+        any the algorithm runs."""
         if ctype in POINT_TO_POINT:
             return ("simple",)
-        return tuple(p for p in find_algorithm(algorithm).protocols if not (self.topology.pcie and p == "ll128"))
+        own = tuple(p for p in find_algorithm(algorithm).protocols if not (self.topology.pcie and p == "ll128"))
+        allowed = self.topology.nccl.protocols
+        return tuple(p for p in own if allowed is None or p in allowed) or own
 
     def _bandwidths(self, shape: GroupShape, ports: Ports | None = None) -> tuple[float, float]:
         """(scale-up, scale-out) GB/s: a member's port (in a mesh, the links its rings take), and its node's

@@ -15,8 +15,9 @@ from functools import cached_property
 from typing import Any, ClassVar, Literal
 
 import numpy as np
-from pydantic import ConfigDict, Field, ValidationInfo, model_validator
+from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from ..collective.nccl import ALGORITHM_NAMES, PROTOCOLS, nccl_algorithm
 from .common import (
     MAX_GPUS,
     DType,
@@ -210,9 +211,52 @@ class ScaleOutSpec(StrictModel):
         return chosen.model_copy(update={"topology": chosen.topology.model_copy(update={"routing": self.routing})})
 
 
+class NcclEnvironment(StrictModel):
+    """The NCCL environment a platform runs its collectives under, where its vendor documents one: NCCL_ALGO and
+    NCCL_PROTO, which restrict what NCCL's tuner may choose (`algorithm: auto`, `protocol: auto`) to the ones
+    listed. Names as NCCL writes them (Ring, Tree, NVLS, NVLSTree, CollnetDirect, CollnetChain, PAT; Simple, LL,
+    LL128), case aside; unset: everything NCCL enables on the system. A scenario's collective block that fixes
+    an algorithm or protocol still runs it, as NCCL_ALGO set for one job would."""
+
+    algorithms: tuple[str, ...] | None = Field(None, description="NCCL_ALGO: the algorithms NCCL may choose")
+    protocols: tuple[str, ...] | None = Field(None, description="NCCL_PROTO: the protocols NCCL may choose")
+
+    @field_validator("algorithms", "protocols", mode="before")
+    @classmethod
+    def _listed(cls, value: Any) -> Any:
+        """A comma-separated string, as the environment variable is written, or a list."""
+        if isinstance(value, str):
+            return tuple(v for v in value.split(",") if v.strip())
+        return tuple(value) if isinstance(value, list) else value
+
+    @field_validator("algorithms")
+    @classmethod
+    def _nccl_algorithms(cls, names: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        if names is None:
+            return None
+        unknown = [n for n in names if nccl_algorithm(n) is None]
+        if unknown or not names:
+            raise ValueError(f"NCCL has no algorithm {', '.join(map(repr, unknown))} (NCCL_ALGO names: "
+                             f"{', '.join(ALGORITHM_NAMES)})" if unknown else "lists no algorithm")
+        return tuple(dict.fromkeys(nccl_algorithm(n) for n in names))
+
+    @field_validator("protocols")
+    @classmethod
+    def _nccl_protocols(cls, names: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        if names is None:
+            return None
+        found = tuple(dict.fromkeys(n.strip().lower() for n in names))
+        unknown = [n for n in found if n not in PROTOCOLS]
+        if unknown or not found:
+            raise ValueError(f"NCCL has no protocol {', '.join(map(repr, unknown))} (NCCL_PROTO names: "
+                             f"{', '.join(PROTOCOLS)})" if unknown else "lists no protocol")
+        return found
+
+
 class NetworkSpec(StrictModel):
     scale_up: ScaleUpSpec = ScaleUpSpec()
     scale_out: ScaleOutSpec = ScaleOutSpec()
+    nccl: NcclEnvironment = NcclEnvironment()
 
 
 class DatacenterMeta(StrictModel):

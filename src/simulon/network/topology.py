@@ -26,11 +26,11 @@ codes below.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..config.dc import DatacenterConfig, Placement, weakness
+from ..config.dc import DatacenterConfig, NcclEnvironment, Placement, weakness
 from .calibration import LinkModel, group_link_model, link_model_for
 from .fabric import NO_LINK, Fabric
 
@@ -66,6 +66,7 @@ class Topology:
     models: tuple[LinkModel, ...] = ()      # node groups of several link models: those, weakest first
     model_of_gpu: np.ndarray | None = None  # and the index of each GPU's (None: `model` for all)
     staging: Staging | None = None          # host paths and bridges of PCIe nodes (None: none anywhere)
+    nccl: NcclEnvironment = field(default_factory=NcclEnvironment)  # what the platform lets NCCL's tuner choose
 
     @classmethod
     def from_datacenter(cls, dc: DatacenterConfig, num_gpus: int | None = None,
@@ -125,7 +126,7 @@ class Topology:
         # a switch's latency counts once, on the way in; host paths and bridges add none
         latency = np.concatenate([up_latency, np.zeros(up_links - port_links), fabric_latency])
         return cls(num_gpus, gpn, per_nic, dc.domain_gpus, kind, line, line * efficiency, latency, fabric,
-                   dc.reduces_in_switch, model, models, model_of_gpu, staging)
+                   dc.reduces_in_switch, model, models, model_of_gpu, staging, net.nccl)
 
     def model_index(self, gpus) -> int:
         """The index in `models` of the link model a collective (or send) among `gpus` runs under: its weakest

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..collective.metrics import bus_bandwidth_factor
+from ..collective.nccl import nccl_algorithm
 from ..collective.types import CollType
 from ..config.dc import DatacenterConfig
 from ..config.errors import ConfigError
@@ -27,8 +28,6 @@ from .report import Comparison, Skipped, ValidationReport, number
 COLLECTIVES = {"all_reduce": CollType.AllReduce, "all_gather": CollType.AllGather,
                "reduce_scatter": CollType.ReduceScatter, "alltoall": CollType.AllToAll,
                "sendrecv": CollType.SendRecv, "collective_permute (p2p ring shift)": CollType.SendRecv}
-FORCED = {"ring": "ring", "nvls": "nvls", "nvlstree": "nvls_tree", "tree": "tree"}
-"""Algorithm names of NCCL_ALGO as the notes write them -> simulon's."""
 COLUMNS = ("hardware", "collective", "msg_bytes", "group_size", "busbw_GBps", "time_us")
 LARGE_MESSAGE = 2**20
 """Messages of at least 1 MiB are reported apart: below it latency, not bandwidth, sets the time."""
@@ -101,8 +100,7 @@ def permute_group(system: System) -> int:
 def _forced_algorithm(notes: str) -> str:
     """The algorithm a row's notes say NCCL was forced (or reported) to use, else auto."""
     found = re.search(r"\balgo=(\w+)|(\w+) \((?:forced|default)", notes)
-    name = (found.group(1) or found.group(2)).lower() if found else ""
-    return FORCED.get(name, "auto")
+    return (nccl_algorithm(found.group(1) or found.group(2)) if found else None) or "auto"
 
 
 def _case_of(index: int, row: dict[str, str]) -> tuple[tuple, Case, float, float] | str:
