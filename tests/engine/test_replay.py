@@ -150,6 +150,47 @@ def test_a_pipelined_tree_streams_its_chunks():
     assert timing.time_us * 1e-6 == pytest.approx((chunks + 1) * size / chunks / bw + 2 * lat, rel=1e-9)
 
 
+@pytest.mark.parametrize("launch_us", [5.0, 40.0])
+def test_a_pipelined_tree_pays_its_launch_once_not_once_a_chunk(launch_us):
+    # NCCL launches one kernel a collective: the chunks after a channel's first stream behind it, each starting
+    # as the previous one's last byte leaves, with no launch of their own
+    lat, bw, size = 1e-6, 100 * GB, 2**28
+    dc = datacenter(gpus=2, nvlink="100GBps", nvlink_latency="1us")
+    chunks = pipeline_chunks(size, "simple")
+    model = with_(IDEAL, launch=(launch_us * 1e-6,) * 3)
+    timing = timed(dc, CollType.AllReduce, range(2), size, algorithm="tree", model=model)
+    expected = launch_us * 1e-6 + (chunks + 1) * size / chunks / bw + 2 * lat
+    assert chunks > 1 and timing.time_us * 1e-6 == pytest.approx(expected, rel=1e-9)
+
+
+@pytest.mark.parametrize("nodes", [1, 4])
+def test_an_ll128_tree_cut_into_nccls_smaller_chunks_is_never_slower_than_in_one(nodes, monkeypatch):
+    # NCCL halves an LL128 tree's chunk for a message of a few slots (enqueue.cc calcCollChunking) so that it
+    # pipelines through the tree's depth: with the launch paid once, more chunks only shorten the fill
+    import simulon.collective.tree as tree
+
+    dc = DatacenterConfig.model_validate({"from": "dgx-h100", "cluster": {"num_nodes": nodes}})
+    group, size = tuple(range(8 * nodes)), 2.0**24
+
+    def seconds(chunk: float) -> float:
+        monkeypatch.setattr(tree, "tree_ll128_chunk_bytes", lambda *args: chunk)
+        return time_collective(dc, CollType.AllReduce, group, size, "tree", None, "ll128").time_us
+
+    times = [seconds(c) for c in (614400.0, 153600.0, 38400.0)]
+    assert times == sorted(times, reverse=True) and times[-1] < 0.6 * times[0]
+
+
+def test_nccls_ll128_tree_chunk_shrinks_for_a_message_of_a_few_slots_down_to_its_first_halving_under_32_kib():
+    from simulon.collective.nccl import tree_ll128_chunk_bytes
+
+    slot = constants()["chunk_bytes"]["ll128"]
+    assert tree_ll128_chunk_bytes(2**30, 4, 8) == slot                 # plenty of chunks already
+    # 16 MiB over 32 channels on 4 DGX nodes: nsteps = 1 + 2 + 0.8, halved past 128 KiB while under 30.4 chunks,
+    # then once more while under 7.6
+    assert tree_ll128_chunk_bytes(2**24 / 32, 4, 8) == slot // 16
+    assert tree_ll128_chunk_bytes(1024, 16, 8) == slot // 32                 # a tiny message: 19,200 bytes
+
+
 @pytest.mark.parametrize(("ctype", "legs"), [(CollType.AllReduce, 4), (CollType.ReduceScatter, 2),
                                             (CollType.AllGather, 2)])
 @pytest.mark.parametrize("n", [2, 4, 8])

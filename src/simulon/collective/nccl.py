@@ -53,6 +53,20 @@ def pipeline_chunks(bytes_per_channel: float, protocol: str, chunk_bytes: float 
     return max(1, min(math.ceil(bytes_per_channel / chunk_bytes), c["max_pipeline_chunks"]))
 
 
+def tree_ll128_chunk_bytes(bytes_per_channel: float, nodes: int, per_node: float) -> float:
+    """The chunk NCCL cuts an LL128 tree's channel into (enqueue.cc, calcCollChunking): the LL128 slot, halved
+    while a channel's data would make fewer than 64 / ppn chunks per tree step (nsteps = 1 + log2 nodes +
+    0.1 ppn) and the chunk exceeds 128 KiB, then fewer than 16 / ppn per step and it exceeds 32 KiB, so that a
+    message of a few slots still pipelines through the tree's depth rather than crossing it in one chunk."""
+    chunk = int(constants()["chunk_bytes"]["ll128"])
+    steps = 1 + int(math.log2(max(nodes, 1))) + 0.1 * per_node
+    while bytes_per_channel // chunk < steps * 64 / per_node and chunk > 131072:
+        chunk //= 2
+    while bytes_per_channel // chunk < steps * 16 / per_node and chunk > 32768:
+        chunk //= 2
+    return float(chunk)
+
+
 def p2p_channels_per_peer(ranks: int, peer_bytes: float) -> int:
     """NCCL's channels for one peer's send (or receive) inside an NVLink domain (enqueue.cc, addP2pToPlan and
     scheduleP2pTasksToPlan, NCCL 2.24 on): at least as many as let every rank's peer take its own channels

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from .common import FlowBuilder, FlowSet
-from .nccl import pipeline_chunks
+from .nccl import pipeline_chunks, tree_ll128_chunk_bytes
 from .shape import GroupShape
 
 
@@ -112,7 +112,9 @@ def tree_all_reduce(group: tuple[int, ...], shape: GroupShape, size: float, chan
     out = FlowBuilder(group)
     trees = (btree_parent(shape.nodes), dtree_parent(shape.nodes))
     per_channel = size / channels
-    chunks = pipeline_chunks(per_channel / lanes, protocol)
+    chunk = tree_ll128_chunk_bytes(per_channel / lanes, shape.nodes, shape.n / shape.nodes) if protocol == "ll128" \
+        else None
+    chunks = pipeline_chunks(per_channel / lanes, protocol, chunk)
     for ch in range(channels):
         parent = chain_parents(shape, ch // 2, trees[ch % 2])
         pipelined_reduce_broadcast(out, parent, per_channel / chunks, chunks, ch)

@@ -137,7 +137,7 @@ class CollectivePlan:
 
     def _choose(self, ctype: CollType, shape: GroupShape, size: float, ports: Ports, fixed: str) -> Choice:
         if fixed == "auto":
-            candidates = [(a, p) for a in self._enabled(ctype, shape) for p in self._protocols(a, ctype)]
+            candidates = self._candidates(ctype, shape)
         else:
             record = checked(fixed, ctype)
             refusal = record.reduction_missing(self.topology.reduces_in_switch) or record.refusal(shape)
@@ -149,6 +149,13 @@ class CollectivePlan:
         times = [(self._time(ctype, shape, size, a, p, ports), i) for i, (a, p) in enumerate(candidates)]
         algorithm, protocol = candidates[min(times)[1]]
         return Choice(algorithm, protocol, self.channels or self._channels(ctype, shape, size, algorithm, protocol))
+
+    def candidates(self, ctype: CollType | str, group) -> list[tuple[str, str]]:
+        """Every (algorithm, protocol) `auto` weighs for this collective on this group."""
+        return self._under(self.weakest_ports(group).model)._candidates(coll_type(ctype), self.shape(group))
+
+    def _candidates(self, ctype: CollType, shape: GroupShape) -> list[tuple[str, str]]:
+        return [(a, p) for a in self._enabled(ctype, shape) for p in self._protocols(a, ctype)]
 
     # ---- NCCL's model ----
 

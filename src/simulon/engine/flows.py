@@ -101,8 +101,10 @@ def flow_properties(dag: ExecutionDAG, topology: Topology, fold: Fold) -> FlowPr
     lanes = np.array([c.lanes for c in dag.collectives] + [1], dtype=np.float64)[coll]
     grouped = np.array([c.ctype in POINT_TO_POINT for c in dag.collectives] + [False])[coll]
     send_receive = np.array([c.ctype == CollType.SendRecv for c in dag.collectives] + [False])[coll]
-    from_flow = np.zeros(dag.num_nodes, dtype=bool)
+    from_flow = np.zeros(dag.num_nodes, dtype=bool)  # a flow after another of its collective: launched already
     from_flow[dag.edge_dst[dag.kind[dag.edge_src] == NodeKind.flow]] = True
+    if dag.stream_dst is not None:  # a pipeline's next chunk after its sender's last one
+        from_flow[dag.stream_dst] = True
     to_flow = np.zeros(dag.num_nodes, dtype=bool)
     to_flow[dag.edge_src[dag.kind[dag.edge_dst] == NodeKind.flow]] = True
     if dag.stream_src is not None:
