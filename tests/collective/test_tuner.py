@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from simulon.collective.algorithms import CATALOG
+from simulon.collective import flow_set
+from simulon.collective.algorithms import CATALOG, Unrunnable
 from simulon.collective.nccl import constants, p2p_channels_per_peer
 from simulon.collective.tuner import CollectivePlan
 from simulon.collective.types import CollType
@@ -268,3 +269,24 @@ def test_a_platform_environment_naming_what_nccl_does_not_have_is_refused_naming
     with pytest.raises(ConfigError, match=message):
         parse_scenario({"datacenter": {"from": "dgx-h100", "cluster": {"num_nodes": 1}, "network": {"nccl": nccl}}},
                        "dc.yaml")
+
+
+FIXED = sorted(a for a in CATALOG if a not in ("p2p", "deepep"))
+
+
+@settings(max_examples=80, deadline=None)
+@given(algorithm=st.sampled_from(FIXED), ctype=st.sampled_from([AR, AG, RS]),
+       members=st.lists(st.integers(min_value=1, max_value=8), min_size=1, max_size=4))
+def test_a_fixed_algorithm_either_runs_a_group_or_is_refused_saying_why(algorithm, ctype, members):
+    # NCCL fails a communicator whose NCCL_ALGO cannot run it; simulon refuses it in words (collective.algorithm
+    # in the scenario), never with an error from inside the decomposition
+    p = plan(nodes=len(members), algorithm=algorithm, sharp=True)
+    group = tuple(8 * node + j for node, count in enumerate(members) for j in range(count))
+    assume(len(group) >= 2)
+    try:
+        choice = p.choose(ctype, group, 2.0**20)
+    except Unrunnable as refused:
+        assert str(refused)
+        return
+    flows = flow_set(ctype, group, 2.0**20, choice.channels, choice.algorithm, choice.protocol, p.shape(group))
+    assert len(flows) > 0

@@ -227,28 +227,68 @@ def _pat_refusal(shape: GroupShape) -> str | None:
     return "pat needs a group with one GPU per node (NCCL restricts PAT to one GPU per node)"
 
 
+def _irregular(name: str, shape: GroupShape) -> str | None:
+    """Why an algorithm that pairs the domains member by member cannot run a group whose domains hold different
+    numbers of its members (collective.shape.GroupShape.regular), or None."""
+    if shape.per_node is not None:
+        return None
+    return (f"{name} needs the same number of group members in every NVLink domain, got "
+            f"{sorted({len(m) for m in shape.members})}")
+
+
+def _nvls_refusal(shape: GroupShape) -> str | None:
+    """NVLS reduces in one NVLink domain's switch; NCCL fails a communicator across domains set to NVLS alone."""
+    if shape.nodes == 1:
+        return None
+    return (f"nvls runs inside one NVLink domain, and this group spans {shape.nodes} (nvls_tree reduces across "
+            "domains; auto picks per group)")
+
+
+def _nvls_tree_refusal(shape: GroupShape) -> str | None:
+    """NVLS-tree reduces in each domain's switch, then over a tree of the domains: it needs two or more domains
+    and, in each, the same two or more members."""
+    if shape.nodes < 2:
+        return "nvls_tree runs across NVLink domains, and this group is inside one (use nvls, or auto)"
+    if (shape.per_node or 2) < 2:
+        return ("nvls_tree reduces inside each NVLink domain through its switch: it needs two or more members a "
+                "domain (with one, use tree, or auto)")
+    return _irregular("nvls_tree", shape)
+
+
+def _collnet_refusal(shape: GroupShape) -> str | None:
+    """CollNet reduces across nodes in the scale-out switches: a group inside one domain sends nothing there."""
+    if shape.nodes < 2:
+        return "collnet reduces across nodes in the network, and this group is inside one NVLink domain (or auto)"
+    return _irregular("collnet", shape)
+
+
 _SIMPLE = ("simple",)
 
 CATALOG: dict[str, Algorithm] = {a.name: a for a in (
     Algorithm("ring", {ctype: _plain(fn) for ctype, fn in _RING_STEPS.items()}, _rail_ring_symmetry, _ring_period,
               tuned_as="ring", enabled=_any_group, local_pass=ring_local_pass,
               first_period={ctype: _plain(partial(fn, one_period=True)) for ctype, fn in _RING_STEPS.items()}),
-    Algorithm("tree", {AR: tree_all_reduce}, _constant(None), _tree_period, tuned_as="tree", enabled=_regular),
+    Algorithm("tree", {AR: tree_all_reduce}, _constant(None), _tree_period, tuned_as="tree", enabled=_regular,
+              refusal=partial(_irregular, "tree")),
     Algorithm("nvls", {AR: partial(nvls, reduce=True, gather=True), RS: partial(nvls, reduce=True, gather=False),
                        AG: partial(nvls, reduce=False, gather=True)}, _constant(1), _constant(1),
-              tuned_as="nvls", protocols=_SIMPLE, reduction=Reduction.NVSWITCH, enabled=_nvls_enabled),
+              tuned_as="nvls", protocols=_SIMPLE, reduction=Reduction.NVSWITCH, enabled=_nvls_enabled,
+              refusal=_nvls_refusal),
     Algorithm("nvls_tree", {AR: nvls_tree_all_reduce}, _constant(None), _constant(2), tuned_as="nvls_tree",
-              protocols=_SIMPLE, reduction=Reduction.NVSWITCH, enabled=_nvls_tree_enabled),
+              protocols=_SIMPLE, reduction=Reduction.NVSWITCH, enabled=_nvls_tree_enabled,
+              refusal=_nvls_tree_refusal),
     Algorithm("collnet_direct", {AR: collnet_direct_all_reduce}, _per_node, _constant(1), tuned_as="collnet_direct",
-              protocols=_SIMPLE, reduction=Reduction.SCALE_OUT_SWITCH, enabled=_collnet_enabled),
+              protocols=_SIMPLE, reduction=Reduction.SCALE_OUT_SWITCH, enabled=_collnet_enabled,
+              refusal=_collnet_refusal),
     Algorithm("collnet_chain", {AR: collnet_chain_all_reduce}, _per_node, _chain_period, tuned_as="collnet_chain",
-              protocols=_SIMPLE, reduction=Reduction.SCALE_OUT_SWITCH, enabled=_collnet_enabled),
+              protocols=_SIMPLE, reduction=Reduction.SCALE_OUT_SWITCH, enabled=_collnet_enabled,
+              refusal=_collnet_refusal),
     Algorithm("pat", {AG: _plain(pat_all_gather), RS: _plain(pat_reduce_scatter)}, _constant(1), _constant(1),
               tuned_as="pat", protocols=_SIMPLE, enabled=_pat_enabled, refusal=_pat_refusal),
     Algorithm("p2p", {A2A: _plain(all_to_all), SR: _plain(ring_shift)}, _p2p_symmetry, _p2p_period, tuned_as="ring",
               protocols=_SIMPLE, enabled=_any_group),
     Algorithm("hierarchical", {ctype: _plain(partial(hierarchical, ctype=ctype)) for ctype in (AR, AG, RS)},
-              _hierarchical_symmetry, _constant(1), tuned_as="ring"),
+              _hierarchical_symmetry, _constant(1), tuned_as="ring", refusal=partial(_irregular, "hierarchical")),
     Algorithm("pxn", {ctype: _pxn(fn) for ctype, fn in {**_RING_STEPS, A2A: all_to_all, SR: ring_shift}.items()},
               _pxn_symmetry,
               _ring_period, tuned_as="ring"),
