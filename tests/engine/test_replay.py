@@ -465,3 +465,19 @@ def test_all_to_all_rounds_pay_the_grouped_send_hop_and_ring_steps_do_not():
     assert a2a.time_us == pytest.approx(10.0, abs=1e-3)   # 7 peers: one round (plus picoseconds of bytes)
     assert ring.time_us == pytest.approx(timed(dc, CollType.AllReduce, range(8), tiny).time_us, rel=1e-9)
     assert ring.time_us < 1.0
+
+
+@pytest.mark.parametrize("nodes", [2, 4])
+def test_nccls_pick_replays_within_twice_the_fastest_choice_it_weighs(nodes):
+    # NCCL's model and the replay may rank close choices differently, but not by a factor: when every chunk of a
+    # tree paid the collective's launch, its LL128 tree replayed in 3x the ring's time on four DGX H100 nodes
+    from simulon.collective.tuner import CollectivePlan
+    from simulon.pipeline import collective_sweep
+
+    dc = DatacenterConfig.model_validate({"from": "dgx-h100", "cluster": {"num_nodes": nodes}})
+    group, sizes = tuple(range(dc.num_gpus)), [2.0**16, 2.0**24, 2.0**27]
+    auto = collective_sweep(dc, CollType.AllReduce, group, sizes, "auto")
+    choices = CollectivePlan(Topology.from_datacenter(dc), "auto").candidates(CollType.AllReduce, group)
+    each = [collective_sweep(dc, CollType.AllReduce, group, sizes, a, protocol=p) for a, p in choices]
+    for i in range(len(sizes)):
+        assert auto[i].time_us <= 2 * min(timings[i].time_us for timings in each)
