@@ -22,7 +22,7 @@ from simulon.engine import replay
 from simulon.engine.steady_state import SteadyState
 from simulon.network import Topology
 from simulon.network.calibration import LinkModel
-from simulon.pipeline import simulate, time_collective
+from simulon.pipeline import collective_sweep, simulate, time_collective
 
 GB = 1e9
 IDEAL = LinkModel.ideal()
@@ -191,6 +191,32 @@ def test_nccls_ll128_tree_chunk_shrinks_for_a_message_of_a_few_slots_down_to_its
     assert tree_ll128_chunk_bytes(1024, 16, 8) == slot // 32                 # a tiny message: 19,200 bytes
 
 
+def test_nccls_collnet_chunks_shrink_until_a_part_fills_the_pipeline_depth():
+    from simulon.collective.nccl import collnet_chunk_bytes
+
+    slot = constants()["chunk_bytes"]["simple"]
+    assert collnet_chunk_bytes(2**30, direct=True, depth=2) == slot      # plenty of chunks
+    assert collnet_chunk_bytes(2**30, direct=False, depth=8) == min(262144, slot)  # the chain's cap
+    # a 64 MiB all-reduce on 4 DGX nodes, 32 channels: a head's part of 256 KiB halves to 128 KiB (2 chunks),
+    # then 64 KiB (4 < 16) and 32 KiB (8 < 16), the loops stopping at their floors
+    assert collnet_chunk_bytes(2**26 / 32 / 8, direct=True, depth=2) == 32768
+    assert collnet_chunk_bytes(1024, direct=False, depth=8) == 32768
+
+
+@pytest.mark.parametrize("algorithm", ["collnet_direct", "collnet_chain"])
+def test_a_collnet_all_reduce_cut_as_nccl_cuts_it_is_never_slower_than_in_slot_sized_chunks(algorithm, monkeypatch):
+    import simulon.collective.collnet as collnet
+
+    dc = DatacenterConfig.model_validate({"from": "dgx-h100", "cluster": {"num_nodes": 4}, "network": {
+        "scale_out": {"switch": {"from": "quantum-2-qm9700", "in_network_reduction": True}}}})
+    sizes = [2.0**20, 2.0**24, 2.0**26, 2.0**28]
+    nccl = collective_sweep(dc, CollType.AllReduce, tuple(range(32)), sizes, algorithm)
+    monkeypatch.setattr(collnet, "collnet_chunk_bytes", lambda *args, **kwargs: constants()["chunk_bytes"]["simple"])
+    slots = collective_sweep(dc, CollType.AllReduce, tuple(range(32)), sizes, algorithm)
+    assert all(a.time_us <= b.time_us * (1 + 1e-9) for a, b in zip(nccl, slots, strict=True))
+    assert any(a.time_us < 0.9 * b.time_us for a, b in zip(nccl, slots, strict=True))
+
+
 @pytest.mark.parametrize(("ctype", "legs"), [(CollType.AllReduce, 4), (CollType.ReduceScatter, 2),
                                             (CollType.AllGather, 2)])
 @pytest.mark.parametrize("n", [2, 4, 8])
@@ -334,12 +360,13 @@ def test_collective_config_defaults_keep_ring_and_let_nccl_pick_protocol_and_cha
 
 
 @pytest.mark.parametrize("algorithm,tolerance", [("ring", 0.12), ("nvls_tree", 0.1), ("tree", 0.15),
-                                                 ("collnet_chain", 0.1), ("collnet_direct", 0.1)])
+                                                 ("collnet_chain", 0.12), ("collnet_direct", 0.1)])
 def test_the_steady_state_estimate_stays_near_replay(algorithm, tolerance, monkeypatch):
     # what `simulon collective` reports for collectives too large to replay, against replay where both run;
     # a tree of one chunk per channel (4 MiB here) is the hard case: its legs up the tree follow one another,
     # and an estimate that let them share links ran 1.9x replay; the ring's 4 MiB all-reduce (LL128, 32 channels)
-    # is estimated 1.099x replay on the old calibration and 1.109x on the one refitted with send/receive
+    # is estimated 1.099x replay on the old calibration and 1.109x on the one refitted with send/receive; CollNet's
+    # chain, cut into NCCL's chunks (calcCollChunking: 4 of them a channel at 4 MiB, where it had 1), 1.106x
     import simulon.pipeline as pipeline
 
     dc = DatacenterConfig.model_validate({"from": "dgx-h100", "cluster": {"num_nodes": 4}, "network": {

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from .common import SWITCH, FlowBuilder, FlowSet
-from .nccl import pipeline_chunks
+from .nccl import COLLNET_DIRECT_DEPTH, collnet_chunk_bytes, pipeline_chunks
 from .shape import GroupShape
 from .tree import pipelined_reduce_broadcast
 
@@ -45,7 +45,8 @@ def collnet_chain_all_reduce(group: tuple[int, ...], shape: GroupShape, size: fl
                              protocol: str, lanes: int = 1) -> FlowSet:
     m = _multi_node(shape, "collnet_chain")
     out = FlowBuilder(group, switch="scale_out")
-    chunks = pipeline_chunks(size / channels / lanes, protocol)
+    part = size / channels / lanes
+    chunks = pipeline_chunks(part, protocol, collnet_chunk_bytes(part, direct=False, depth=m))
     chunk = size / (channels * chunks)
     for ch in range(channels):
         parent = np.full(len(group), -1, dtype=np.int64)
@@ -70,7 +71,8 @@ def collnet_direct_all_reduce(group: tuple[int, ...], shape: GroupShape, size: f
                               protocol: str, lanes: int = 1) -> FlowSet:
     m = _multi_node(shape, "collnet_direct")
     out = FlowBuilder(group, switch="scale_out")
-    chunks = pipeline_chunks(size / channels / lanes / m, protocol)
+    part = size / channels / lanes / m
+    chunks = pipeline_chunks(part, protocol, collnet_chunk_bytes(part, direct=True, depth=COLLNET_DIRECT_DEPTH))
     chunk = size / (channels * chunks * m)
     by_node = np.stack(shape.members)                      # [nodes, m] positions
     others = np.array([[i for i in range(m) if i != lead] for lead in range(m)], dtype=np.int64).reshape(m, m - 1)

@@ -67,6 +67,23 @@ def tree_ll128_chunk_bytes(bytes_per_channel: float, nodes: int, per_node: float
     return float(chunk)
 
 
+COLLNET_DIRECT_DEPTH = 2
+"""A CollNet-direct channel's depth where nodes reach the switch (graph/connect.cc: 2 with peers up and down)."""
+
+
+def collnet_chunk_bytes(bytes_per_part: float, direct: bool, depth: int) -> float:
+    """The chunk NCCL cuts a CollNet channel's part into (enqueue.cc, calcCollChunking): direct starts from the
+    Simple slot and cuts a head's part, the chain from at most 256 KiB and a channel's; each is halved while the
+    part gives fewer than depth x 64 chunks above 128 KiB, depth x 8 above 64 KiB, then depth x 8 (direct) or
+    depth (chain) above 32 KiB. Direct's depth is COLLNET_DIRECT_DEPTH, the chain's its members per node."""
+    slot = int(constants()["chunk_bytes"]["simple"])
+    chunk = slot if direct else min(262144, slot)
+    for times, above in ((64, 131072), (8, 65536), (8 if direct else 1, 32768)):
+        while bytes_per_part // chunk < depth * times and chunk > above:
+            chunk //= 2
+    return float(chunk)
+
+
 def p2p_channels_per_peer(ranks: int, peer_bytes: float) -> int:
     """NCCL's channels for one peer's send (or receive) inside an NVLink domain (enqueue.cc, addP2pToPlan and
     scheduleP2pTasksToPlan, NCCL 2.24 on): at least as many as let every rank's peer take its own channels
