@@ -73,7 +73,7 @@ def fit_observations(path: str) -> list:
     for profiled in sorted(profile.SHIPPED_PROFILES.glob("*.yaml")):  # their attention library, the GPU's clock
         gpu = GPUSpec.model_validate({"from": str(profiled)})
         template = template_stem("gpu", gpu.name) or gpu.name
-        fitted += profile.attention_observations(gpu, template) + profile.gemm_observations(gpu, template)
+        fitted += profile.profile_observations(gpu, template)
     return fitted
 
 

@@ -249,7 +249,7 @@ def _nvls_tree_refusal(shape: GroupShape) -> str | None:
     and, in each, the same two or more members."""
     if shape.nodes < 2:
         return "nvls_tree runs across NVLink domains, and this group is inside one (use nvls, or auto)"
-    if (shape.per_node or 2) < 2:
+    if shape.per_node is not None and shape.per_node < 2:
         return ("nvls_tree reduces inside each NVLink domain through its switch: it needs two or more members a "
                 "domain (with one, use tree, or auto)")
     return _irregular("nvls_tree", shape)

@@ -112,8 +112,8 @@ def tree_all_reduce(group: tuple[int, ...], shape: GroupShape, size: float, chan
     out = FlowBuilder(group)
     trees = (btree_parent(shape.nodes), dtree_parent(shape.nodes))
     per_channel = size / channels
-    chunk = tree_ll128_chunk_bytes(per_channel / lanes, shape.nodes, shape.n / shape.nodes) if protocol == "ll128" \
-        else None
+    chunk = tree_ll128_chunk_bytes(per_channel / lanes, shape.nodes, shape.regular("tree")) \
+        if protocol == "ll128" else None
     chunks = pipeline_chunks(per_channel / lanes, protocol, chunk)
     for ch in range(channels):
         parent = chain_parents(shape, ch // 2, trees[ch % 2])

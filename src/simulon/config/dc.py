@@ -232,25 +232,26 @@ class NcclEnvironment(StrictModel):
     @field_validator("algorithms")
     @classmethod
     def _nccl_algorithms(cls, names: tuple[str, ...] | None) -> tuple[str, ...] | None:
-        if names is None:
-            return None
-        unknown = [n for n in names if nccl_algorithm(n) is None]
-        if unknown or not names:
-            raise ValueError(f"NCCL has no algorithm {', '.join(map(repr, unknown))} (NCCL_ALGO names: "
-                             f"{', '.join(ALGORITHM_NAMES)})" if unknown else "lists no algorithm")
-        return tuple(dict.fromkeys(nccl_algorithm(n) for n in names))
+        return _known(names, nccl_algorithm, "algorithm", "NCCL_ALGO", ALGORITHM_NAMES)
 
     @field_validator("protocols")
     @classmethod
     def _nccl_protocols(cls, names: tuple[str, ...] | None) -> tuple[str, ...] | None:
-        if names is None:
-            return None
-        found = tuple(dict.fromkeys(n.strip().lower() for n in names))
-        unknown = [n for n in found if n not in PROTOCOLS]
-        if unknown or not found:
-            raise ValueError(f"NCCL has no protocol {', '.join(map(repr, unknown))} (NCCL_PROTO names: "
-                             f"{', '.join(PROTOCOLS)})" if unknown else "lists no protocol")
-        return found
+        lowered = None if names is None else tuple(n.strip().lower() for n in names)
+        return _known(lowered, lambda n: n if n in PROTOCOLS else None, "protocol", "NCCL_PROTO", PROTOCOLS)
+
+
+def _known(names: tuple[str, ...] | None, lookup, kind: str, variable: str, valid) -> tuple[str, ...] | None:
+    """`names` as simulon's (`lookup` of each, None for one NCCL does not have), once each and in order; refused if
+    it lists none or one `lookup` does not know."""
+    if names is None:
+        return None
+    if not names:
+        raise ValueError(f"lists no {kind}")
+    unknown = [n for n in names if lookup(n) is None]
+    if unknown:
+        raise ValueError(f"NCCL has no {kind} {', '.join(map(repr, unknown))} ({variable} names: {', '.join(valid)})")
+    return tuple(dict.fromkeys(lookup(n) for n in names))
 
 
 class NetworkSpec(StrictModel):

@@ -256,17 +256,13 @@ class ActivationModel:
         return {"token ids": self.rows * INDEX_BYTES,
                 "embedding dropout mask": self.norm_rows * self.model.hidden_size * self.mask}
 
-    @property
-    def vocab_shard(self) -> int:
-        return self.shape.vocab_shard
-
     def head(self) -> dict[str, float]:
         """The last stage keeps the final norm's input, the LM head's input, the logits and what the cross
         entropy keeps: Megatron's vocab-parallel loss keeps an fp32 softmax beside the 16-bit logits
         (megatron/core/tensor_parallel/cross_entropy.py); the fused loss (cross_entropy_loss_fusion) writes
         the gradient into the logits."""
         h, a = self.model.hidden_size, self.a
-        logits = self.rows * self.vocab_shard
+        logits = self.rows * self.shape.vocab_shard
         parts = {"final norm input": self.norm_rows * h * a, "LM head input": self.norm_rows * h * a,
                  "logits": logits * a}
         if self.train.cross_entropy == "vocab_parallel":
@@ -275,9 +271,9 @@ class ActivationModel:
 
     def head_transient(self) -> float:
         """The loss's forward works on an fp32 copy of the logits."""
-        return self.rows * self.vocab_shard * FP32_BYTES
+        return self.rows * self.shape.vocab_shard * FP32_BYTES
 
     def vocabulary_weight_gradient(self) -> float:
         """The 16-bit gradient of the word embedding (or of the LM head: its dummy weight gradient), V/t x h,
         held while it is added to the fp32 main_grad."""
-        return self.vocab_shard * self.model.hidden_size * self.a
+        return self.shape.vocab_shard * self.model.hidden_size * self.a

@@ -116,13 +116,20 @@ def sustained_observations(path: Path = SUSTAINED_GEMMS) -> list[Observation]:
     return found
 
 
-def attention_observations(gpu: GPUSpec, template: str) -> list[Observation]:
+def profile_observations(gpu: GPUSpec, template: str) -> list[Observation]:
+    """The profile's attention kernels and GEMMs as observations of `template` (attention_observations,
+    gemm_observations), its kernels' medians read once."""
+    rows = validate_profile(gpu).rows
+    return attention_observations(gpu, template, rows) + gemm_observations(gpu, template, rows)
+
+
+def attention_observations(gpu: GPUSpec, template: str, rows: list[Comparison] | None = None) -> list[Observation]:
     """The profile's attention kernels as observations of `template` for fitting their library: each the median of
     its runs, in a loop of PROFILE_REPEATS. Kernels whose keys and values have one head size (the layout every
     library supports), of LAUNCH_BOUND_MS or more, timed once: the same kernel profiled again under an fp8 point is
-    left out."""
+    left out. `rows`: the profile's validate_profile rows, where already read."""
     found: list[Observation] = []
-    for row in validate_profile(gpu).rows:
+    for row in validate_profile(gpu).rows if rows is None else rows:
         run = gpu.kernel_runs[row.index]
         params = {k: v for k, v in run.params.items() if k not in ("phase", "dtype")}
         if "seq_q" not in params or params["qk_dim"] != params["v_dim"] or run.params.get("dtype") != "bf16" \
@@ -134,14 +141,14 @@ def attention_observations(gpu: GPUSpec, template: str) -> list[Observation]:
     return found
 
 
-def gemm_observations(gpu: GPUSpec, template: str) -> list[Observation]:
+def gemm_observations(gpu: GPUSpec, template: str, rows: list[Comparison] | None = None) -> list[Observation]:
     """The profile's plain GEMMs as observations of `template` in their own precision (family PROFILE_GEMMS, which fits
     how fast the clock falls: compute.fit.CLOCK): each the median of its runs, in a loop of PROFILE_REPEATS; GEMMs of
     LAUNCH_BOUND_MS or more, each shape and precision once, and none with a dimension that is not aligned
-    (ALIGNMENT_BYTES)."""
+    (ALIGNMENT_BYTES). `rows`: the profile's validate_profile rows, where already read."""
     found: list[Observation] = []
     seen: set[tuple[int, int, int, DType]] = set()
-    for row in validate_profile(gpu).rows:
+    for row in validate_profile(gpu).rows if rows is None else rows:
         run = gpu.kernel_runs[row.index]
         params = {k: v for k, v in run.params.items() if k not in ("phase", "dtype")}
         if "m" not in params or params.get("groups", 1) > 1 or row.measured < LAUNCH_BOUND_MS:
@@ -157,13 +164,13 @@ def gemm_observations(gpu: GPUSpec, template: str) -> list[Observation]:
     return found
 
 
-def aligned(dims: tuple[int, ...], precision: DType) -> bool:
-    """Whether every dimension of a GEMM in `precision` spans a whole number of ALIGNMENT_BYTES."""
-    return all(d * precision.bytes % ALIGNMENT_BYTES == 0 for d in dims)
-
-
 ALIGNMENT_BYTES = 16
 """Hopper's cuBLAS GEMMs load their operands with TMA, which needs 16-byte aligned leading dimensions (8 bf16
 elements, 16 fp8 ones): the H100 profile's LM heads at GPT-3's unpadded vocabulary (50,257 / tp columns) run at
 112-148 TFLOP/s where aligned GEMMs of their size reach 600 and more, on kernels the model does not describe (Megatron
 pads the vocabulary to a multiple of 128 x tp, so a training step does not run them)."""
+
+
+def aligned(dims: tuple[int, ...], precision: DType) -> bool:
+    """Whether every dimension of a GEMM in `precision` spans a whole number of ALIGNMENT_BYTES."""
+    return all(d * precision.bytes % ALIGNMENT_BYTES == 0 for d in dims)
