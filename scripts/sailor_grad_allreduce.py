@@ -20,6 +20,7 @@ from pathlib import Path
 
 from simulon.collective.types import CollType
 from simulon.config.dc import DatacenterConfig
+from simulon.config.hybrid import DENSE_LAYER
 from simulon.config.loading import parse_scenario
 from simulon.pipeline import collective_sweep
 from simulon.validate.hetero_rows import SailorRun, sailor_runs
@@ -39,7 +40,7 @@ def first_stage_params_per_gpu(run: SailorRun) -> float:
                                                    "sequence_length": run.sequence_length, "dtype": "fp32"}}},
                         "params")
     kernels = LayerKernels.of(sc.workload)
-    return kernels.vocab_params + run.stages[0].transformer_layers * kernels.layer_params(False)[0]
+    return kernels.vocab_params + run.stages[0].transformer_layers * kernels.layer_params(DENSE_LAYER)[0]
 
 
 def allreduce_seconds(run: SailorRun, bytes_per_param: int) -> float:

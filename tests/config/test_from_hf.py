@@ -48,8 +48,23 @@ LLAMA4_SCOUT = {  # meta-llama/Llama-4-Scout-17B-16E config.json: the decoder is
         "head_dim": 128, "num_attention_heads": 40, "num_key_value_heads": 8, "num_hidden_layers": 48,
         "num_local_experts": 16, "num_experts_per_tok": 1, "interleave_moe_layer_step": 1, "rms_norm_eps": 1e-05,
         "vocab_size": 202048}}
+NEMOTRON_H_8B = {  # nvidia/Nemotron-H-8B-Base-8K config.json (as Megatron-Bridge's bridge test copies it)
+    "model_type": "nemotron_h", "hidden_size": 4096, "intermediate_size": 21504, "num_hidden_layers": 52,
+    "hybrid_override_pattern": "M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-", "num_attention_heads": 32,
+    "attention_head_dim": 128, "num_key_value_heads": 8, "mlp_hidden_act": "relu2", "mamba_num_heads": 128,
+    "mamba_head_dim": 64, "ssm_state_size": 128, "n_groups": 8, "conv_kernel": 4, "chunk_size": 128, "expand": 2,
+    "layer_norm_epsilon": 1e-05, "rms_norm_eps": 1e-05, "tie_word_embeddings": False, "vocab_size": 131072,
+    "n_routed_experts": 8, "num_experts_per_tok": 2}  # NemotronHConfig's MoE defaults, written though no layer is E
+NEMOTRON_3_NANO = {  # nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B config.json (shape keys)
+    "model_type": "nemotron_h", "hidden_size": 2688, "intermediate_size": 1856, "num_hidden_layers": 52,
+    "hybrid_override_pattern": "MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME", "num_attention_heads": 32,
+    "head_dim": 128, "num_key_value_heads": 2, "mlp_hidden_act": "relu2", "mamba_num_heads": 64,
+    "mamba_head_dim": 64, "ssm_state_size": 128, "n_groups": 8, "conv_kernel": 4, "chunk_size": 128,
+    "n_routed_experts": 128, "num_experts_per_tok": 6, "moe_intermediate_size": 1856, "n_shared_experts": 1,
+    "moe_shared_expert_intermediate_size": 3712, "n_group": 1, "topk_group": 1, "rms_norm_eps": 1e-05,
+    "tie_word_embeddings": False, "vocab_size": 131072}
 SHAPE = ("num_layers", "hidden_size", "num_heads", "kv_heads", "head_size", "vocab_size", "activation",
-         "normalization", "tie_embeddings", "mla")
+         "normalization", "tie_embeddings", "mla", "mamba", "hybrid_pattern")
 
 
 def write(tmp_path, doc, name="config.json"):
@@ -60,7 +75,8 @@ def write(tmp_path, doc, name="config.json"):
 
 @pytest.mark.parametrize(("config", "template"), [
     (LLAMA_31_70B, "llama-3.1-70b"), (MIXTRAL_8X7B, "mixtral-8x7b"), (DEEPSEEK_V3, "deepseek-v3"),
-    (GPT_OSS_20B, "gpt-oss-20b"), (QWEN3_235B, "qwen3-235b-a22b")])
+    (GPT_OSS_20B, "gpt-oss-20b"), (QWEN3_235B, "qwen3-235b-a22b"), (NEMOTRON_H_8B, "nemotron-h-8b"),
+    (NEMOTRON_3_NANO, "nemotron-3-nano-30b-a3b")])
 def test_a_hf_config_gives_the_model_its_template_describes(tmp_path, config, template):
     built = ModelSpec.model_validate({"from_hf": str(write(tmp_path, config))})
     shipped = ModelSpec.model_validate({"from": template})
@@ -70,6 +86,16 @@ def test_a_hf_config_gives_the_model_its_template_describes(tmp_path, config, te
     else:
         assert built.moe.model_dump(exclude={"shared_expert_ffn_hidden_size"}) == \
             shipped.moe.model_dump(exclude={"shared_expert_ffn_hidden_size"})
+
+
+def test_a_hybrid_config_given_as_block_names_reads_as_its_pattern(tmp_path):
+    names = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}
+    doc = {k: v for k, v in NEMOTRON_3_NANO.items() if k != "hybrid_override_pattern"}
+    doc["layers_block_type"] = [names[c] for c in NEMOTRON_3_NANO["hybrid_override_pattern"]]
+    built = ModelSpec.model_validate({"from_hf": str(write(tmp_path, doc))})
+    assert built.hybrid_pattern == NEMOTRON_3_NANO["hybrid_override_pattern"]
+    with pytest.raises(HFConfigError, match="key 'layers_block_type' must be a list of"):
+        model_from_hf(write(tmp_path, {**doc, "layers_block_type": ["mamba", "gated_delta_net"]}))
 
 
 def test_a_multimodal_config_is_read_through_its_text_config_and_the_shared_expert_is_counted(tmp_path):
@@ -99,9 +125,36 @@ def test_a_name_from_the_file_never_pulls_in_a_shipped_template(tmp_path):
     assert built.moe is None and built.name.startswith("Qwen/Qwen3-30B-A3B")
 
 
-def test_interleaved_dense_and_moe_layers_are_refused_naming_the_key(tmp_path):
-    path = write(tmp_path, {**QWEN3_235B, "decoder_sparse_step": 2})
-    with pytest.raises(HFConfigError, match="key 'decoder_sparse_step' interleaves dense and MoE layers"):
+LLAMA4_MAVERICK = {  # meta-llama/Llama-4-Maverick-17B-128E config.json (text_config shape keys)
+    "model_type": "llama4", "text_config": {
+        "hidden_act": "silu", "hidden_size": 5120, "intermediate_size": 8192, "intermediate_size_mlp": 16384,
+        "head_dim": 128, "num_attention_heads": 40, "num_key_value_heads": 8, "num_hidden_layers": 48,
+        "num_local_experts": 128, "num_experts_per_tok": 1, "interleave_moe_layer_step": 2, "rms_norm_eps": 1e-05,
+        "vocab_size": 202048}}
+
+
+def moe_layers(spec: ModelSpec) -> list[int]:
+    return [i for i in range(spec.num_layers) if "moe" in spec.layer_blocks(i)]
+
+
+def test_dense_and_moe_layers_interleave_where_the_config_places_the_experts(tmp_path):
+    maverick = ModelSpec.model_validate({"from_hf": str(write(tmp_path, {**LLAMA4_MAVERICK, "text_config": {
+        **LLAMA4_MAVERICK["text_config"], "n_shared_experts": 1}}))})
+    shipped = ModelSpec.model_validate({"from": "llama-4-maverick"})
+    assert moe_layers(maverick) == moe_layers(shipped) == list(range(1, 48, 2))  # Llama4TextModel's moe_layers
+    assert maverick.ffn_hidden_size == shipped.ffn_hidden_size == 16384
+    assert maverick.moe.model_dump() == shipped.moe.model_dump()
+    qwen = ModelSpec.model_validate({"from_hf": str(write(tmp_path, {**QWEN3_235B, "num_hidden_layers": 6,
+                                                                     "decoder_sparse_step": 2,
+                                                                     "mlp_only_layers": [3]}))})
+    assert moe_layers(qwen) == [1, 5]  # (i + 1) % 2 == 0, layer 3 kept dense
+    deepseek = ModelSpec.model_validate({"from_hf": str(write(tmp_path, {**DEEPSEEK_V3, "moe_layer_freq": 2}))})
+    assert moe_layers(deepseek) == list(range(4, 61, 2))  # past the three dense layers, i % 2 == 0
+
+
+def test_a_bad_layer_list_is_refused_naming_the_key(tmp_path):
+    path = write(tmp_path, {**QWEN3_235B, "mlp_only_layers": [200]})
+    with pytest.raises(HFConfigError, match="key 'mlp_only_layers' must be a list of layer indices below 94"):
         model_from_hf(path)
 
 

@@ -7,6 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from helpers import gpt_workload
+from simulon.config.hybrid import DENSE_LAYER, MOE_LAYER
 from simulon.memory.activations import ActivationModel
 
 S, B, H, A = 2048, 2, 1024, 16  # sequence, micro-batch, hidden, heads
@@ -19,7 +20,7 @@ def layer_bytes(tp: int = 1, sp: bool = False, recompute: str = "none", attentio
                                                                        if modules else {})}
     wl = gpt_workload(gpus=8, tp=tp, seq=S, mbs=mbs, gbs=8 * mbs, hidden=H, heads=A, extra_parallelism=parallelism,
                       training={"attention": attention, "dtype": dtype}, model={"dropout": dropout}, **knobs)
-    return ActivationModel(wl).layer(moe=False).total
+    return ActivationModel(wl).layer(DENSE_LAYER).total
 
 
 def sbh(mbs: int = B) -> float:
@@ -89,6 +90,6 @@ def test_experts_keep_top_k_copies_of_each_token_shared_over_expert_parallel_ran
     moe = {"num_experts": 8, "top_k": 2}
     wl = gpt_workload(gpus=8, ep=8, seq=S, mbs=B, gbs=8 * B, moe=moe, training={"attention": "flash"})
     acts = ActivationModel(wl)
-    parts = acts.layer(moe=True).parts
+    parts = acts.layer(MOE_LAYER).parts
     assert parts["dispatched tokens"] == pytest.approx(S * B * 2 * H * 2)
     assert parts["expert activation input"] == pytest.approx(S * B * 2 * 4 * H * 2)

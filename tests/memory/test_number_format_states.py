@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from helpers import gpt_workload
 from simulon.config.common import DType
+from simulon.config.hybrid import DENSE_LAYER
 from simulon.config.number_formats import number_format
 from simulon.memory.activations import ActivationModel
 from simulon.memory.states import ModelStates
@@ -73,8 +74,8 @@ def _narrow_layers(wl) -> range:
 
 @pytest.mark.parametrize("dtype", ["mxfp8", "nvfp4"])
 def test_a_block_format_keeps_gemm_inputs_with_their_scales_for_the_weight_gradient(dtype):
-    fp8 = ActivationModel(workload("fp8")).layer(False).parts
-    block = ActivationModel(workload(dtype)).layer(False).parts
+    fp8 = ActivationModel(workload("fp8")).layer(DENSE_LAYER).parts
+    block = ActivationModel(workload(dtype)).layer(DENSE_LAYER).parts
     fmt = number_format(DType(dtype))
     for part in ("attention GEMM input", "mlp fc2 input"):
         assert block[part] == pytest.approx(fp8[part] * fmt.operand_bytes())
@@ -84,7 +85,7 @@ def test_a_block_format_keeps_gemm_inputs_with_their_scales_for_the_weight_gradi
 
 def test_a_layer_kept_in_bf16_keeps_16_bit_gemm_inputs():
     acts = ActivationModel(workload("nvfp4"))
-    narrow, wide = acts.layer(False).parts, acts.layer(False, in_bf16=True).parts
+    narrow, wide = acts.layer(DENSE_LAYER).parts, acts.layer(DENSE_LAYER, in_bf16=True).parts
     assert wide["attention GEMM input"] == pytest.approx(narrow["attention GEMM input"] * 2 / (0.5 + 1 / 16))
     assert "attention projection input" not in wide
 

@@ -55,6 +55,23 @@ def test_moe_flops_count_router_and_top_k_experts():
     assert total_model_flops(sc) == pytest.approx(3 * (layers * (attention + moe) + 2 * tokens * h * vocab), rel=1e-12)
 
 
+@pytest.mark.parametrize("layer_freq", [2, [0, 1, 0, 1]])
+def test_moe_layers_alternating_with_dense_ones_count_each_kind_s_flops(layer_freq):
+    """Megatron's --moe-layer-freq: every second layer (0 and 2 for the step, 1 and 3 for the list) holds the
+    experts, the others a dense MLP."""
+    layers, h, ffn, seq, vocab, gbs, experts, top_k = 4, 512, 1024, 256, 8192, 8, 4, 2
+    sc = gpt_scenario(nodes=2, gpus_per_node=4, tp=1, ep=2, layers=layers, hidden=h, heads=8, ffn=ffn, seq=seq,
+                      vocab=vocab, gbs=gbs, moe={"num_experts": experts, "top_k": top_k, "layer_freq": layer_freq})
+    tokens = gbs * seq
+    attention = 2 * tokens * h * 3 * h + 4 * tokens * seq * h + 2 * tokens * h * h
+    moe = 2 * tokens * h * experts + top_k * 2 * 2 * tokens * h * ffn
+    dense = 2 * 2 * tokens * h * ffn
+    expected = 3 * (layers * attention + 2 * moe + 2 * dense + 2 * tokens * h * vocab)
+    assert total_model_flops(sc) == pytest.approx(expected, rel=1e-12)
+    kinds = [sc.workload.model.layer_blocks(i)[1] for i in range(layers)]
+    assert kinds == (["moe", "mlp"] * 2 if layer_freq == 2 else ["mlp", "moe"] * 2)
+
+
 @given(p=st.integers(1, 8), m=st.integers(1, 24))
 def test_one_f_one_b_order(p, m):
     sched = OneFOneBScheduler()

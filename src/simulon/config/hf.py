@@ -11,9 +11,14 @@ GptOssConfig; a multimodal config's `text_config`):
 - mixture of experts: num_local_experts (Mixtral, GPT-OSS) or num_experts (Qwen-MoE) or n_routed_experts
   (DeepSeek-V3), num_experts_per_tok, moe_intermediate_size (else intermediate_size), n_shared_experts or
   shared_expert_intermediate_size, first_k_dense_replace, node-limited routing's n_group and topk_group
-  (DeepSeek-V3; both default 1); layouts that interleave dense and MoE layers
-  (decoder_sparse_step, moe_layer_freq, interleave_moe_layer_step above 1, mlp_only_layers) are refused;
-- multi-head latent attention: kv_lora_rank, q_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim.
+  (DeepSeek-V3; both default 1); layouts that interleave dense and MoE layers (decoder_sparse_step,
+  moe_layer_freq, interleave_moe_layer_step above 1, mlp_only_layers) as MoESpec.layer_freq, the dense layers
+  intermediate_size_mlp wide where the config has it (Llama 4);
+- multi-head latent attention: kv_lora_rank, q_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim;
+- hybrid Mamba models (NemotronHConfig, model_type nemotron_h): hybrid_override_pattern (or layers_block_type, the
+  same as a list of block names), mamba_num_heads, mamba_head_dim, ssm_state_size, n_groups, conv_kernel,
+  chunk_size; the MLP's activation from mlp_hidden_act, the shared expert's width from
+  moe_shared_expert_intermediate_size, the attention's head size from head_dim or attention_head_dim.
 
 Keys written beside `from_hf` in the block override what the file gives. A missing or malformed key is
 an error naming the file and the key.
@@ -26,8 +31,11 @@ from pathlib import Path
 from typing import Any
 
 GATED_ACTIVATIONS = {"silu": "swiglu", "swish": "swiglu", "swiglu": "swiglu", "relu2": "squared_relu"}
+BLOCK_TYPES = {"mamba": "M", "attention": "*", "full_attention": "*", "mlp": "-", "moe": "E"}
+"""NemotronH's layers_block_type names -> the hybrid pattern's symbols (config/hybrid.py)."""
 """hidden_act -> simulon's activation; every family read here with a SiLU MLP gates it (SwiGLU)."""
-SPARSE_STEP_KEYS = ("decoder_sparse_step", "moe_layer_freq", "interleave_moe_layer_step")
+SPARSE_STEP_KEYS = ("decoder_sparse_step", "interleave_moe_layer_step")
+"""Keys placing the experts in every step-th layer, counting from layer step - 1 (Qwen-MoE, Llama 4)."""
 
 
 class HFConfigError(ValueError):
@@ -89,12 +97,6 @@ def _moe(cfg: Reader) -> dict[str, Any] | None:
     experts = cfg.integer("num_local_experts", "num_experts", "n_routed_experts", required=False)
     if experts is None:
         return None
-    for key in SPARSE_STEP_KEYS:
-        if cfg.integer(key, required=False, default=1) != 1:
-            raise cfg.fail(key, "interleaves dense and MoE layers, which simulon's MoE block (dense layers first, "
-                                "then MoE) cannot lay out")
-    if cfg.doc.get("mlp_only_layers"):
-        raise cfg.fail("mlp_only_layers", "places dense layers among MoE ones, which simulon cannot lay out")
     expert_ffn = cfg.integer("moe_intermediate_size", "intermediate_size")
     block: dict[str, Any] = {
         "num_experts": experts,
@@ -104,7 +106,10 @@ def _moe(cfg: Reader) -> dict[str, Any] | None:
         "num_groups": cfg.integer("n_group", required=False, default=1),
         "group_topk": cfg.integer("topk_group", required=False, default=1),
     }
-    shared_ffn = cfg.integer("shared_expert_intermediate_size", required=False)
+    freq = _moe_layers(cfg)
+    if freq != 1:
+        block["layer_freq"] = freq
+    shared_ffn = cfg.integer("shared_expert_intermediate_size", "moe_shared_expert_intermediate_size", required=False)
     shared = cfg.integer("n_shared_experts", required=False, default=1 if shared_ffn else 0)
     block["num_shared_experts"] = shared
     if shared:
@@ -112,11 +117,56 @@ def _moe(cfg: Reader) -> dict[str, Any] | None:
     return block
 
 
+def _moe_layers(cfg: Reader) -> int | list[int]:
+    """Which layers hold the experts, as MoESpec.layer_freq: DeepSeek's moe_layer_freq (layer i when i % freq == 0,
+    past first_k_dense_replace), or a 0/1 per layer from Qwen-MoE's decoder_sparse_step (layer i when
+    (i + 1) % step == 0) and mlp_only_layers (dense whatever the step), or Llama 4's interleave_moe_layer_step
+    (layers step - 1, 2 step - 1, ...), as the transformers model classes build them."""
+    layers = cfg.integer("num_hidden_layers", "n_layer", "num_layers")
+    step = 1
+    for key in SPARSE_STEP_KEYS:
+        step = max(step, cfg.integer(key, required=False, default=1))
+    dense_only = cfg.doc.get("mlp_only_layers") or []
+    if not isinstance(dense_only, list) or not all(isinstance(i, int) and 0 <= i < layers for i in dense_only):
+        raise cfg.fail("mlp_only_layers", f"must be a list of layer indices below {layers}, got {dense_only!r}")
+    freq = cfg.integer("moe_layer_freq", required=False, default=1)
+    if step == 1 and not dense_only:
+        return freq
+    if freq != 1:
+        raise cfg.fail("moe_layer_freq", "together with a sparse step or mlp_only_layers is not a layout any "
+                                         "transformers model builds")
+    return [int((i + 1) % step == 0 and i not in dense_only) for i in range(layers)]
+
+
 def _mla(cfg: Reader) -> dict[str, Any] | None:
     if cfg.doc.get("kv_lora_rank") is None:
         return None
     block = {key: cfg.integer(key) for key in ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")}
     block["q_lora_rank"] = cfg.integer("q_lora_rank", required=False)
+    return block
+
+
+def _hybrid_pattern(cfg: Reader) -> str | None:
+    """The layers of a hybrid model, one symbol each: hybrid_override_pattern, or layers_block_type's names."""
+    if cfg.doc.get("hybrid_override_pattern") is not None:
+        return cfg.text("hybrid_override_pattern", "")
+    types = cfg.doc.get("layers_block_type")
+    if types is None:
+        return None
+    if not isinstance(types, list) or not all(isinstance(t, str) and t in BLOCK_TYPES for t in types):
+        raise cfg.fail("layers_block_type", f"must be a list of {', '.join(BLOCK_TYPES)}, got {types!r}")
+    return "".join(BLOCK_TYPES[t] for t in types)
+
+
+def _mamba(cfg: Reader) -> dict[str, Any] | None:
+    if cfg.doc.get("mamba_num_heads") is None:
+        return None
+    block = {"num_heads": cfg.integer("mamba_num_heads"), "head_dim": cfg.integer("mamba_head_dim")}
+    for key, hf_key in (("state_size", "ssm_state_size"), ("num_groups", "n_groups"), ("conv_kernel", "conv_kernel"),
+                        ("chunk_size", "chunk_size")):
+        value = cfg.integer(hf_key, required=False)
+        if value is not None:
+            block[key] = value
     return block
 
 
@@ -131,16 +181,23 @@ def model_from_hf(path: Path) -> dict[str, Any]:
         "hidden_size": cfg.integer("hidden_size", "n_embd", "d_model"),
         "num_heads": heads,
         "num_kv_heads": cfg.integer("num_key_value_heads", required=False, default=heads),
-        "ffn_hidden_size": cfg.integer("intermediate_size", "n_inner", "ffn_dim"),
+        # Llama 4's dense layers are intermediate_size_mlp wide, its experts intermediate_size
+        "ffn_hidden_size": cfg.integer("intermediate_size_mlp", required=False)
+        or cfg.integer("intermediate_size", "n_inner", "ffn_dim"),
         "vocab_size": cfg.integer("vocab_size"),
-        "activation": GATED_ACTIVATIONS.get(cfg.text("hidden_act", cfg.text("activation_function", "gelu")), "gelu"),
+        "activation": GATED_ACTIVATIONS.get(cfg.text("mlp_hidden_act", cfg.text("hidden_act", cfg.text(
+            "activation_function", "gelu"))), "gelu"),
         "normalization": "rmsnorm" if "rms_norm_eps" in cfg.doc else "layernorm",
         "tie_embeddings": cfg.flag("tie_word_embeddings", False),
     }
-    head_dim = cfg.integer("head_dim", required=False)
+    head_dim = cfg.integer("head_dim", "attention_head_dim", required=False)
     if head_dim is not None:
         block["head_dim"] = head_dim
-    for key, sub in (("moe", _moe(cfg)), ("mla", _mla(cfg))):
+    pattern = _hybrid_pattern(cfg)
+    # NemotronHConfig writes its MoE and Mamba defaults into every config.json: a block only where a layer has it
+    moe = _moe(cfg) if pattern is None or "E" in pattern else None
+    mamba = _mamba(cfg) if pattern is not None and "M" in pattern else None
+    for key, sub in (("moe", moe), ("mla", _mla(cfg)), ("mamba", mamba), ("hybrid_pattern", pattern)):
         if sub is not None:
             block[key] = sub
     return block

@@ -123,9 +123,10 @@ FP8_RECIPES = {"delayed": False, "current": True}
 this tensor, a reduction over it before the cast; Megatron's `--fp8-recipe tensorwise`)."""
 DEFAULT_FP8_RECIPE = "delayed"
 
-HIGH_PRECISION_GEMMS = ("moe_route", "lm_head")
+HIGH_PRECISION_GEMMS = ("moe_route", "lm_head", "mamba_ssd_chunk_state", "mamba_ssd_bmm", "mamba_ssd_scan")
 """GEMMs a narrow-format run leaves in bf16 in every layer: Transformer Engine quantizes the transformer layers'
-linears only (Megatron-Core's router and output layer are plain 16-bit GEMMs)."""
+linears only (Megatron-Core's router and output layer are plain 16-bit GEMMs; the Mamba-2 scan's products are
+mamba_ssm's Triton kernels on 16-bit operands)."""
 
 
 def number_format(dtype: DType) -> NumberFormat:

@@ -10,8 +10,9 @@ from ..collective.algorithms import CATALOG, reduction_missing
 from ..collective.nccl import MAX_CHANNELS
 from .common import MAX_MICROBATCHES, FieldError, StrictModel, range_check
 from .dc import DatacenterConfig, Placement
+from .hybrid import MambaSpec
 from .pipeline_layout import virtual_stage_layers
-from .workload import MegatronWorkload, check_schedule
+from .workload import MegatronWorkload, ParallelismSpec, check_schedule
 
 check_channels = range_check(1, MAX_CHANNELS, f"{MAX_CHANNELS} channels, NCCL's maximum")
 """A channel count unchanged if from 1 to MAX_CHANNELS, else ValueError (also for --channels)."""
@@ -70,6 +71,18 @@ def workload_placement(wl: MegatronWorkload, dc: DatacenterConfig) -> Placement:
     return dc.placement(num_gpus, train.stage_groups, num_gpus // par.pp)
 
 
+def _check_mamba(par: ParallelismSpec, mamba: MambaSpec) -> None:
+    """Megatron's MambaMixer splits its heads and its B/C groups over tp (mamba_mixer.py asserts ngroups % tp and
+    nheads % tp); context parallelism of Mamba layers (its all-to-all from sequence to head shards,
+    megatron/core/ssm/mamba_context_parallel.py) is not modelled."""
+    if mamba.num_groups % par.tp:
+        raise FieldError("workload.parallelism.tp", f"{par.tp} does not divide the Mamba mixer's num_groups "
+                         f"{mamba.num_groups}")
+    if par.cp > 1:
+        raise FieldError("workload.parallelism.cp", f"{par.cp}: context parallelism of Mamba layers (Megatron's "
+                         "all-to-all from sequence to head shards) is not modelled; use cp 1")
+
+
 def check_workload_fits(wl: MegatronWorkload, dc: DatacenterConfig) -> None:
     """Raise FieldError (dotted path from the scenario root) for the first inconsistency found."""
     par, train, model = wl.parallelism, wl.training, wl.model
@@ -96,6 +109,8 @@ def check_workload_fits(wl: MegatronWorkload, dc: DatacenterConfig) -> None:
     if model.ffn_hidden_size % par.tp:
         raise FieldError("workload.parallelism.tp", f"{par.tp} does not divide ffn_hidden_size "
                          f"{model.ffn_hidden_size}")
+    if model.mamba is not None:
+        _check_mamba(par, model.mamba)
     virtual_stage_layers(par, model.num_layers)
     samples_per_step = train.micro_batch_size * dp
     if train.dp_shares is not None:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import AfterValidator, Field, ValidationInfo, model_validator
+from pydantic import AfterValidator, BeforeValidator, Field, ValidationInfo, model_validator
 
 from .common import (
+    MAX_LAYERS,
     BatchSize,
     CapacityFactor,
     DType,
@@ -27,8 +28,19 @@ from .common import (
     Width,
 )
 from .hf import resolve_from_hf
+from .hybrid import DENSE_LAYER, HYBRID_SYMBOLS, MOE_LAYER, LayerKind, MambaSpec, check_pattern
 from .pipeline_layout import layout_chunks
 from .templates import Templated
+
+
+def _positive_layer_step(value: int) -> int:
+    if not 1 <= value <= MAX_LAYERS:
+        raise ValueError(f"{value} is not a layer step from 1 to {MAX_LAYERS:,}")
+    return value
+
+
+LayerFlags = Annotated[tuple[Literal[0, 1], ...], BeforeValidator(lambda v: tuple(v) if isinstance(v, list) else v)]
+"""A 0 or 1 per layer, written as a YAML list (kept as a tuple: a model is hashable)."""
 
 
 class MoESpec(StrictModel):
@@ -49,6 +61,10 @@ class MoESpec(StrictModel):
     group_topk: ExpertCount = Field(
         1, description="groups each token's top_k experts are chosen among (HF topk_group, Megatron's "
         "--moe-router-group-topk); with num_groups 1, all experts")
+    layer_freq: Annotated[int, AfterValidator(_positive_layer_step)] | LayerFlags = Field(
+        1, description="which layers after the first dense ones are MoE layers (Megatron's --moe-layer-freq): N, "
+        "every N-th layer counting from the first (layer i when i % N == 0; the others dense MLPs), or one 0 "
+        "(dense) or 1 (MoE) per layer")
 
     @model_validator(mode="after")
     def _top_k_fits(self) -> MoESpec:
@@ -62,6 +78,15 @@ class MoESpec(StrictModel):
             raise FieldError("top_k", f"{self.top_k} exceeds the {self.routable_experts} experts of group_topk "
                              f"({self.group_topk}) groups")
         return self
+
+    def is_moe_layer(self, layer: int) -> bool:
+        """Whether transformer layer `layer` (0-based) holds the experts: past the first dense layers, where
+        layer_freq puts one (Megatron's moe_layer_pattern, megatron/core/transformer/transformer_block.py)."""
+        if layer < self.first_dense_layers:
+            return False
+        if isinstance(self.layer_freq, int):
+            return layer % self.layer_freq == 0
+        return bool(self.layer_freq[layer])
 
     @property
     def routable_experts(self) -> int:
@@ -99,6 +124,11 @@ class ModelSpec(Templated):
                                  "one-byte mask per element for backward (Megatron's GPT models: 0.1, Llama: 0)")
     moe: MoESpec | None = None
     mla: MLASpec | None = None
+    mamba: MambaSpec | None = Field(None, description="the Mamba-2 mixer of the hybrid pattern's M layers")
+    hybrid_pattern: Annotated[str, AfterValidator(check_pattern)] | None = Field(
+        None, description="a hybrid model's layers, one symbol each (Megatron's --hybrid-override-pattern, HF "
+        "hybrid_override_pattern): M Mamba, * attention, - MLP, E mixture of experts; its length is num_layers. "
+        "Default: every layer a transformer layer (attention, then MLP or MoE)")
 
     @model_validator(mode="before")
     @classmethod
@@ -130,7 +160,52 @@ class ModelSpec(Templated):
         if self.moe and self.moe.first_dense_layers > self.num_layers:
             raise FieldError("moe.first_dense_layers", f"{self.moe.first_dense_layers} exceeds "
                              f"num_layers ({self.num_layers})")
+        if self.moe and isinstance(self.moe.layer_freq, tuple) and len(self.moe.layer_freq) != self.num_layers:
+            raise FieldError("moe.layer_freq", f"has {len(self.moe.layer_freq)} entries, one per layer, but "
+                             f"num_layers is {self.num_layers}")
+        if self.moe and not any(self.moe.is_moe_layer(i) for i in range(self.num_layers)) and \
+                self.hybrid_pattern is None:
+            raise FieldError("moe", "no layer is a mixture-of-experts layer (first_dense_layers and layer_freq "
+                             "leave none)")
+        self._check_hybrid()
         return self
+
+    def _check_hybrid(self) -> None:
+        """A hybrid pattern has a symbol per layer and the blocks its symbols name; a Mamba mixer needs M layers."""
+        pattern = self.hybrid_pattern
+        if pattern is None:
+            if self.mamba is not None:
+                raise FieldError("hybrid_pattern", "is needed with mamba: it says which layers are Mamba layers (M)")
+            return
+        if len(pattern) != self.num_layers:
+            raise FieldError("hybrid_pattern", f"has {len(pattern)} symbols, one per layer, but num_layers is "
+                             f"{self.num_layers}")
+        for symbol, block, needs in (("M", "mamba", self.mamba), ("E", "moe", self.moe)):
+            if symbol in pattern and needs is None:
+                raise FieldError("hybrid_pattern", f"has {symbol} layers but the model has no {block} block")
+        if self.mamba is not None and "M" not in pattern:
+            raise FieldError("mamba", "is given but no layer of hybrid_pattern is a Mamba layer (M)")
+        if self.moe is not None and "E" not in pattern:
+            raise FieldError("moe", "is given but no layer of hybrid_pattern is a mixture-of-experts layer (E)")
+        if self.moe is not None and (self.moe.first_dense_layers or self.moe.layer_freq != 1):
+            field = "first_dense_layers" if self.moe.first_dense_layers else "layer_freq"
+            raise FieldError(f"moe.{field}", "does not apply to a hybrid model: its pattern says which layers are "
+                             "MLP (-) and which mixture-of-experts (E) layers")
+
+    def layer_blocks(self, layer: int) -> LayerKind:
+        """The blocks of layer `layer` (0-based) in forward order (config/hybrid.py)."""
+        if self.hybrid_pattern is not None:
+            return HYBRID_SYMBOLS[self.hybrid_pattern[layer]]
+        return MOE_LAYER if self.moe is not None and self.moe.is_moe_layer(layer) else DENSE_LAYER
+
+    @property
+    def layer_kinds(self) -> tuple[LayerKind, ...]:
+        """The distinct kinds of layer of the model, in order of first appearance."""
+        return tuple(dict.fromkeys(self.layer_blocks(layer) for layer in range(self.num_layers)))
+
+    @property
+    def has_attention(self) -> bool:
+        return any("attention" in kind for kind in self.layer_kinds)
 
 
 RecomputeModule = Literal["core_attn", "mlp", "moe_act", "layernorm", "mla_up_proj", "moe", "shared_experts"]

@@ -35,6 +35,7 @@ from copy import copy
 from dataclasses import dataclass
 from functools import cached_property
 
+from ..config.hybrid import Block, LayerKind
 from ..config.workload import MegatronWorkload
 from ..workload.layer_kernels import ShardShape
 
@@ -115,18 +116,45 @@ class ActivationModel:
         fmt = self.shape.number_format
         return fmt is not None and fmt.layer_in_bf16(layer)
 
-    def layer(self, moe: bool, recompute: bool | None = None, in_bf16: bool = False) -> LayerActivations:
-        """One layer (dense or mixture-of-experts); `recompute`: whether full recomputation applies to it
-        (default: whenever the strategy recomputes fully); `in_bf16`: a layer the number format keeps in bf16."""
+    def layer(self, kind: LayerKind, recompute: bool | None = None, in_bf16: bool = False) -> LayerActivations:
+        """One layer of `kind` (its blocks, config/hybrid.py); `recompute`: whether full recomputation applies to
+        it (default: whenever the strategy recomputes fully); `in_bf16`: a layer the number format keeps in bf16."""
         if in_bf16 and self.shape.quantized_bytes:
             twin = copy(self)
             twin.shape = self.shape.in_bf16()
-            return twin.layer(moe, recompute)
+            return twin.layer(kind, recompute)
         full = self.par.recompute == "full" if recompute is None else recompute
-        parts = {**self._attention(), **(self._moe() if moe else self._mlp("mlp", self.model.ffn_hidden_size,
-                                                                           self.rows, "mlp"))}
+        parts: dict[str, float] = {}
+        for block in kind:
+            parts.update(self._block(block))
         saved = {"layer input": self.norm_rows * self.model.hidden_size * self.a} if full else parts
-        return LayerActivations(saved, self._forward_transient(moe), self._backward_transient(parts, full, moe))
+        return LayerActivations(saved, self._forward_transient(kind), self._backward_transient(parts, full, kind))
+
+    def _block(self, block: Block) -> dict[str, float]:
+        if block == "attention":
+            return self._attention()
+        if block == "moe":
+            return self._moe()
+        if block == "mamba":
+            return self._mamba()
+        return self._mlp("mlp", self.model.ffn_hidden_size, self.rows, "mlp")
+
+    def _mamba(self) -> dict[str, float]:
+        """A Mamba-2 layer (Megatron-Core's MambaLayer and MambaMixer on mamba_ssm's memory-efficient path,
+        `mamba_split_conv1d_scan_combined`, which keeps in_proj's output and the scan's output and recomputes the
+        convolution and the states in backward): the norm's input, in_proj's input, its output (z, x, B, C, dt),
+        the scan's output, the gated RMSNorm's fp32 statistics per group and its output, out_proj's input."""
+        mb, t, a, h = self.model.mamba, self.shape.tp, self.a, self.model.hidden_size
+        rows = self.rows
+        parts = {"Mamba norm input": self.norm_rows * h * a}
+        if "layernorm" not in self.modules:
+            parts["Mamba GEMM input"] = self.norm_rows * h * self.gemm_input
+        parts["Mamba in_proj output"] = rows * mb.in_proj_width // t * a
+        parts["Mamba scan output"] = rows * mb.inner // t * a
+        parts["Mamba norm statistics"] = rows * mb.num_groups // t * FP32_BYTES
+        parts["Mamba output projection input"] = rows * mb.inner // t * self.gemm_input
+        parts["Mamba dropout mask"] = self.norm_rows * h * self.mask
+        return parts
 
     def _attention(self) -> dict[str, float]:
         m, t, a = self.model, self.shape.tp, self.a
@@ -216,38 +244,54 @@ class ActivationModel:
 
     # ---- transients ----
 
-    def _widest(self, moe: bool) -> float:
-        """The widest intermediate of a layer (fc1's output, or the experts')."""
+    def _widest(self, kind: LayerKind) -> float:
+        """The widest intermediate of a layer: of its MLP fc1's output or its experts' (wider than the attention
+        block's in every transformer layer), of an attention layer alone its query, key and value, of a Mamba
+        layer in_proj's output with the scan's fp32 chunk states beside it."""
         m, t = self.model, self.shape.tp
         f = m.ffn_hidden_size // t
-        widest = self.rows * (2 * f if m.gated_mlp else f)
-        if moe:
+        widths = []
+        if "mlp" in kind:
+            widths.append(self.rows * (2 * f if m.gated_mlp else f) * self.a)
+        if "moe" in kind:
             fe = (m.moe.expert_ffn_hidden_size or m.ffn_hidden_size) // self.shape.expert_tp
-            widest = self.routed_rows * max(fe * (2 if m.gated_mlp else 1), m.hidden_size)
-        return widest * self.a
+            widths.append(self.routed_rows * max(fe * (2 if m.gated_mlp else 1), m.hidden_size) * self.a)
+        if kind == ("attention",):
+            kv = max(m.kv_heads // t, 1)
+            widths.append(self.rows * (m.num_heads // t + 2 * kv) * m.head_size * self.a)
+        if "mamba" in kind:
+            mb, sh = m.mamba, self.shape
+            states = sh.batch * -(-sh.seq // mb.chunk_size) * mb.num_heads // t * mb.head_dim * mb.state_size
+            widths.append(self.rows * mb.in_proj_width // t * self.a + states * FP32_BYTES)
+        return max(widths)
 
-    def _forward_transient(self, moe: bool) -> float:
+    def _forward_transient(self, kind: LayerKind) -> float:
         """A forward holds, beyond what it keeps, the GEMM output it is writing (the widest) and, with
         tensor parallelism, the all-gathered (sequence parallel) or all-reduced input of a block."""
         gathered = self.rows * self.model.hidden_size * self.a if self.shape.tp > 1 else 0.0
-        return self._widest(moe) + gathered
+        return self._widest(kind) + gathered
 
-    def _backward_transient(self, parts: dict[str, float], full: bool, moe: bool) -> float:
+    def _backward_transient(self, parts: dict[str, float], full: bool, kind: LayerKind) -> float:
         """A backward holds the gradient of the widest intermediate and of its input at once, and the 16-bit
         "dummy" weight gradient Megatron-Core and Transformer Engine hand autograd when the real one is
         accumulated straight into the fp32 main_grad (gradient_accumulation_fusion;
         megatron/core/tensor_parallel/layers.py) for the largest weight; under full recomputation also the
         layer's recomputed activations."""
-        return 2 * self._widest(moe) + self.largest_weight(moe) * self.a + (sum(parts.values()) if full else 0.0)
+        return 2 * self._widest(kind) + self.largest_weight(kind) * self.a + (sum(parts.values()) if full else 0.0)
 
-    def largest_weight(self, moe: bool) -> float:
-        """Parameters of the layer's largest GEMM weight on this rank (all local experts' for a grouped GEMM)."""
+    def largest_weight(self, kind: LayerKind) -> float:
+        """Parameters of the layer's largest GEMM weight on this rank (all local experts' for a grouped GEMM): the
+        MLP's or the experts', else the Mamba in_proj's, else the attention's QKV."""
         m, t, h = self.model, self.shape.tp, self.model.hidden_size
         gate = 2 if m.gated_mlp else 1
-        if not moe:
+        if "moe" in kind:
+            fe = (m.moe.expert_ffn_hidden_size or m.ffn_hidden_size) // self.shape.expert_tp
+            return gate * fe * h * m.moe.num_experts // self.shape.ep
+        if "mlp" in kind:
             return gate * m.ffn_hidden_size // t * h
-        fe = (m.moe.expert_ffn_hidden_size or m.ffn_hidden_size) // self.shape.expert_tp
-        return gate * fe * h * m.moe.num_experts // self.shape.ep
+        if "mamba" in kind:
+            return m.mamba.in_proj_width // t * h
+        return (m.num_heads // t + 2 * max(m.kv_heads // t, 1)) * m.head_size * h
 
     # ---- first and last stage ----
 

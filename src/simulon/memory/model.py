@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..config.hybrid import LayerKind
 from ..config.scenario import ScenarioConfig
 from ..config.workload import MegatronWorkload
 from ..workload.layout import RankLayout
@@ -207,9 +208,9 @@ class MemoryModel:
         parts: dict[str, float] = {}
         units: dict[int, float] = {}
         forward = backward = 0.0
-        kinds: dict[tuple[bool, bool, bool], list[int]] = {}  # (MoE layer, recomputed, bf16) -> its layers
+        kinds: dict[tuple[LayerKind, bool, bool], list[int]] = {}  # (blocks, recomputed, bf16) -> its layers
         for position, layer in enumerate(layers):
-            kind = (self.states.kernels.is_moe_layer(layer), par.recomputes_layer(position), acts.layer_in_bf16(layer))
+            kind = (self.states.kernels.blocks(layer), par.recomputes_layer(position), acts.layer_in_bf16(layer))
             kinds.setdefault(kind, []).append(layer)
         for kind, members in kinds.items():
             one = acts.layer(*kind)
@@ -235,7 +236,7 @@ class MemoryModel:
         par = self.workload.parallelism
         if par.fsdp == "none":
             return 0.0
-        layer = sum(self.states.kernels.layer_params(self.workload.model.moe is not None))
+        layer = max(sum(self.states.kernels.layer_params(kind)) for kind in self.workload.model.layer_kinds)
         weight = 4.0 if self.states.fp32 else 2.0
         return 2 * layer * weight + (layer * self.states.shape.grad_bytes if backward else 0.0)
 

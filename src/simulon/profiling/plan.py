@@ -91,7 +91,7 @@ def plan(point: SweepPoint) -> tuple[LayerKernels, list[PlannedKernel]]:
     kernels = LayerKernels.of(wl)
     specs = [spec for phases in kernels.table.values() for phase, spec in phases.items()
              if phase != Phase.recompute]  # a recomputed forward is timed as the forward
-    dense, expert = kernels.layer_params(moe_layer=wl.model.moe is not None)
+    dense, expert = max((kernels.layer_params(kind) for kind in wl.model.layer_kinds), key=sum)  # the largest layer
     params, grad_bytes = dense + expert, kernels.shape.grad_bytes
     specs += [grad_zero_kernel(params, grad_bytes), bucket_kernel(params, grad_bytes, scaled=False),
               bucket_kernel(params, grad_bytes, scaled=True), optimizer_kernel(params, megatron_buffers=True)]

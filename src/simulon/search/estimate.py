@@ -41,6 +41,7 @@ from ..compute.analytical import AnalyticalModel
 from ..compute.calibration import Calibrations
 from ..config.common import DType
 from ..config.dc import DatacenterConfig
+from ..config.hybrid import LayerKind
 from ..config.scenario import CollectiveConfig
 from ..config.workload import MegatronWorkload
 from ..engine.replay import MAX_HELD_SHARE
@@ -52,6 +53,18 @@ from ..workload.layout import RankLayout
 from ..workload.parameters import ModelParameters, PipelineLayers
 from ..workload.program import EMBEDDING_LAYER, HEAD_LAYER
 from .space import Strategy
+
+Unit = int | LayerKind
+"""What the estimate costs once and multiplies: the embedding or the head (their unit numbers), or a kind of layer."""
+
+
+def unit_kind(kernels: LayerKernels, unit: int) -> Unit:
+    """A stage's unit as the estimate costs it: the embedding and the head as themselves, a layer as its kind."""
+    return unit if unit < 0 else kernels.blocks(unit)
+
+
+def is_layer(unit: Unit) -> bool:
+    return isinstance(unit, tuple)
 
 AR, AG, RS, A2A, SR = (CollType.AllReduce, CollType.AllGather, CollType.ReduceScatter, CollType.AllToAll,
                        CollType.SendRecv)
@@ -192,29 +205,29 @@ class Estimator:
         return self._stages[key]
 
     def _composition(self, s: Strategy, kernels: LayerKernels, layers: PipelineLayers,
-                     stage: int) -> tuple[tuple[int, int], ...]:
-        """(kind, count) of the units of a stage: the embedding, the head, dense (0) and MoE (1) layers."""
+                     stage: int) -> tuple[tuple[Unit, int], ...]:
+        """(kind, count) of the units of a stage: the embedding, the head and each kind of layer."""
         key = (s.pp, s.vpp, s.first_layers, s.last_layers, stage)
         if key not in self._compositions:
-            kinds = Counter(unit if unit < 0 else int(kernels.is_moe_layer(unit)) for unit in layers.stage_units(stage))
-            self._compositions[key] = tuple(sorted(kinds.items()))
+            kinds = Counter(unit_kind(kernels, unit) for unit in layers.stage_units(stage))
+            self._compositions[key] = tuple(sorted(kinds.items(), key=lambda item: repr(item[0])))
         return self._compositions[key]
 
-    def _cost_of_unit(self, s: Strategy, workload: MegatronWorkload, unit: int) -> _LayerCost:
-        """Kernels and exposed communication of a dense layer (unit 0), an MoE layer (1), the embedding or head."""
+    def _cost_of_unit(self, s: Strategy, workload: MegatronWorkload, unit: Unit) -> _LayerCost:
+        """Kernels and exposed communication of a layer of one kind, the embedding or the head."""
         kernels = LayerKernels.shared(workload)
         seconds, gemms, attention_core = self._unit_seconds(s, kernels, unit)
         forward, backward = seconds[Phase.fwd], seconds[Phase.bwd_ig] + seconds[Phase.bwd_wg]
         recompute = 0.0
-        if unit >= 0 and s.recompute == "full":
+        if is_layer(unit) and s.recompute == "full":
             recompute = forward
-        elif unit >= 0 and s.recompute == "selective":
+        elif is_layer(unit) and s.recompute == "selective":
             recompute = attention_core
         tp, cp, ep = self._layer_comm(s, workload, kernels, unit, gemms)
         return _LayerCost(forward, backward, recompute, seconds[Phase.bwd_wg], tp, cp, ep)
 
     def _unit_seconds(self, s: Strategy, kernels: LayerKernels,
-                      unit: int) -> tuple[dict[Phase, float], dict[Phase, float], float]:
+                      unit: Unit) -> tuple[dict[Phase, float], dict[Phase, float], float]:
         """(seconds of each phase, of which GEMMs, the attention core's forward) of a unit's kernels, cached per
         kernel shape (what recomputation and TP overlap make of them is the caller's)."""
         key = (self.kernel_key(s), unit)
@@ -228,14 +241,14 @@ class Estimator:
                                 if spec.kclass in (KernelClass.gemm, KernelClass.grouped_gemm))
                      for phase in specs}  # what TP communication hides behind
             attention_core = 0.0
-            if unit >= 0:
+            if is_layer(unit) and "attention" in unit:
                 core = [kernels[n][Phase.fwd] for n in kernels.attention_core for _ in range(kernels.repeats(n))]
                 attention_core = float(self.kernel_seconds(s.dtype, core).sum())
             self._unit_times[key] = seconds, gemms, attention_core
         return self._unit_times[key]
 
-    def unit_seconds(self, s: Strategy, workload: MegatronWorkload, unit: int) -> float:
-        """One rank's seconds per micro-batch for one unit: a dense layer (0), an MoE layer (1), the embedding
+    def unit_seconds(self, s: Strategy, workload: MegatronWorkload, unit: Unit) -> float:
+        """One rank's seconds per micro-batch for one unit: a layer of one kind (config/hybrid.py), the embedding
         (EMBEDDING_LAYER) or the head (HEAD_LAYER): its kernels, recompute and exposed TP/CP/EP communication,
         as a stage's total counts them."""
         key = (self.shape_key(s), unit)
@@ -246,27 +259,26 @@ class Estimator:
         return cost.total
 
     @staticmethod
-    def _unit_kernels(kernels: LayerKernels, unit: int) -> list[str]:
+    def _unit_kernels(kernels: LayerKernels, unit: Unit) -> list[str]:
         head = {"final_norm", "lm_head", "loss", "lm_head_cast"}
         if unit == EMBEDDING_LAYER:
             return ["embedding"]
         if unit == HEAD_LAYER:
             return [n for n in kernels.table if n in head]
-        skip = "mlp_" if unit == 1 else "moe_"  # an MoE layer has no dense MLP, a dense one no experts
-        return [n for n in kernels.table if n not in head and n != "embedding" and not n.startswith(skip)]
+        return [name for block in unit for name in kernels.block_kernels(block)]
 
-    def _layer_comm(self, s: Strategy, workload: MegatronWorkload, kernels: LayerKernels, unit: int,
+    def _layer_comm(self, s: Strategy, workload: MegatronWorkload, kernels: LayerKernels, unit: Unit,
                     gemms: dict[Phase, float]) -> tuple[float, float, float]:
         """Exposed TP, CP and EP communication of one unit per micro-batch (forward and backward); `gemms`: the
         seconds of its GEMMs per phase, which TP communication hides behind where it runs beside them."""
-        if unit < 0:
+        if not is_layer(unit):
             return 0.0, 0.0, 0.0
         shape, h, moe = kernels.shape, workload.model.hidden_size, workload.model.moe
         block = shape.tokens * h * shape.act_bytes  # a block's output, whole sequence share of this rank
-        # attention and the MLP each reduce their output across tp; an MoE block only where its output has partial
-        # sums (LayerKernels.moe_output_reduced)
-        routed = unit == 1 and moe is not None
-        blocks = 2 if not routed or kernels.moe_output_reduced else 1
+        # attention, the MLP and the Mamba mixer each reduce their output across tp; an MoE block only where its
+        # output has partial sums (LayerKernels.moe_output_reduced)
+        routed = "moe" in unit
+        blocks = sum(1 for b in unit if b != "moe" or kernels.moe_output_reduced)
         tp = 0.0
         if s.tp > 1:
             group = tuple(range(s.tp))
@@ -285,7 +297,7 @@ class Estimator:
                 hiding = gemms[Phase.bwd_ig] + gemms[Phase.bwd_wg]
             tp = waited + max(0.0, beside - hiding) + min(beside, hiding) * (self.stretch(channels) - 1)
         cp = 0.0
-        if s.cp > 1:
+        if s.cp > 1 and "attention" in unit:
             m = workload.model
             local_kv = 2 * shape.tokens * max(m.kv_heads // s.tp, 1) * m.head_size * shape.act_bytes
             group = tuple(range(0, s.tp * s.cp, s.tp))
@@ -318,7 +330,7 @@ class Estimator:
         layers = PipelineLayers.of(one)
         flops = 0.0
         for unit in layers.stage_units(0):
-            kind = unit if unit < 0 else int(kernels.is_moe_layer(unit))
+            kind = unit_kind(kernels, unit)
             for name in self._unit_kernels(kernels, kind):
                 flops += sum(spec.flops for phase, spec in kernels[name].items() if phase != Phase.recompute)
         return flops * base.training.global_batch_size

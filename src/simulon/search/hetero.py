@@ -38,7 +38,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -46,6 +46,7 @@ import numpy as np
 from ..collective.tuner import CollectivePlan
 from ..config.dc import DatacenterConfig, Group
 from ..config.errors import ConfigError
+from ..config.hybrid import LayerKind
 from ..config.loading import parse_scenario
 from ..config.scenario import ScenarioConfig
 from ..config.workload import microbatch_steps
@@ -54,7 +55,6 @@ from ..memory import estimate_memory
 from ..network.topology import Topology
 from ..pipeline import Simulation
 from ..pipeline import simulate as simulate_scenario
-from ..workload.layer_kernels import LayerKernels
 from ..workload.parameters import PipelineLayers
 from ..workload.program import EMBEDDING_LAYER, HEAD_LAYER
 from .agreement import strategy_of
@@ -70,8 +70,7 @@ among the best, and 2,000 covers two groups of up to 12 stages together (C(12, 6
 class UnitCosts:
     """Seconds per micro-batch on one rank of a group's GPU."""
 
-    dense: float
-    moe: float
+    layers: Mapping[LayerKind, float]  # a layer of each kind the model has (config/hybrid.py)
     embedding: float
     head: float
 
@@ -150,8 +149,9 @@ def unit_costs(sc: ScenarioConfig) -> list[UnitCosts]:
         dc = group_datacenter(sc.datacenter, group)
         estimator = Estimator(workload, dc, CollectivePlan.from_config(Topology.from_datacenter(dc), sc.collective),
                               sc.collective)
-        costs.append(UnitCosts(*(estimator.unit_seconds(strategy, workload, unit)
-                                 for unit in (0, 1, EMBEDDING_LAYER, HEAD_LAYER))))
+        layers = {kind: estimator.unit_seconds(strategy, workload, kind) for kind in workload.model.layer_kinds}
+        costs.append(UnitCosts(layers, *(estimator.unit_seconds(strategy, workload, unit)
+                                         for unit in (EMBEDDING_LAYER, HEAD_LAYER))))
     return costs
 
 
@@ -282,9 +282,8 @@ class Planner:
         return [tuple(row[d] for row in rows) for d in range(self.dp)]
 
     def _per_layer(self, costs: UnitCosts) -> float:
-        """A layer's mean cost (dense and MoE layers as many as the model has)."""
-        moe = sum(self.kinds)
-        return (moe * costs.moe + (len(self.kinds) - moe) * costs.dense) / len(self.kinds)
+        """A layer's mean cost (each kind of layer as many as the model has)."""
+        return sum(costs.layers[kind] * n for kind, n in Counter(self.kinds).items()) / len(self.kinds)
 
     def _stage_seconds(self, groups: tuple[int, ...], layers: tuple[int, ...]) -> list[float]:
         """Each stage's seconds per micro-batch on the given group per stage, with its exact layer kinds."""
@@ -293,7 +292,7 @@ class Planner:
             kinds = Counter(self.kinds[first:first + n])
             first += n
             c = self.costs[g]
-            t = kinds[0] * c.dense + kinds[1] * c.moe
+            t = sum(c.layers[kind] * count for kind, count in kinds.items())
             t += c.embedding if s == 0 else 0.0
             t += c.head if s == len(layers) - 1 else 0.0
             stage_s.append(t)
@@ -458,10 +457,10 @@ def _setting(plan: Plan) -> tuple:
     return plan.stage_groups, plan.layers_per_stage, plan.dp_shares
 
 
-def _layer_kinds(sc: ScenarioConfig) -> list[int]:
-    """1 for each MoE layer of the model, 0 for each dense one, in order."""
-    kernels = LayerKernels.of(sc.workload)
-    return [int(kernels.is_moe_layer(layer)) for layer in range(sc.workload.model.num_layers)]
+def _layer_kinds(sc: ScenarioConfig) -> list[LayerKind]:
+    """The kind of each layer of the model, in order."""
+    model = sc.workload.model
+    return [model.layer_blocks(layer) for layer in range(model.num_layers)]
 
 
 def _stage_layers(sc: ScenarioConfig) -> list[range]:

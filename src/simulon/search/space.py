@@ -147,9 +147,12 @@ class Space:
         model, train = self.workload.model, self.workload.training
         lim = self.limits
         moe = model.moe
-        tps = [t for t in _divisors(self.gpus_per_node) if model.num_heads % t == 0 and model.kv_heads % t == 0]
+        tps = [t for t in _divisors(self.gpus_per_node) if model.num_heads % t == 0 and model.kv_heads % t == 0
+               and (model.mamba is None or model.mamba.num_groups % t == 0)]
         pps = [p for p in _divisors(self.num_gpus) if p <= model.num_layers]
-        inner = (CONTEXT_PARALLEL, _divisors(moe.num_experts) if moe else [1], (False, True) if moe else (False,),
+        # context parallelism of Mamba layers is not modelled (config.scenario refuses it)
+        contexts = (1,) if model.mamba is not None else CONTEXT_PARALLEL
+        inner = (contexts, _divisors(moe.num_experts) if moe else [1], (False, True) if moe else (False,),
                  MICRO_BATCHES, (False, True), RECOMPUTE, ("ddp", *SHARDINGS), self.dtypes, (False, True),
                  (lim.values or {}).get("zero_bubble", ZERO_BUBBLE))
         for position, (tp, pp, vpp) in enumerate(itertools.product(tps, pps, range(1, MAX_VPP + 1))):

@@ -91,9 +91,8 @@ RECIPES = (
     # (recipes/moonlight/moonlight_16b.py `moonlight_16b_pretrain_config`)
     (r"moonlight", {"grad_reduce_dtype": "bf16", "adam_moments_dtype": "bf16"}),
 )
-NOT_MODELLED = (
-    (r"mamba|nemotron-3|nemotron-h", "hybrid Mamba layers are not modelled"),
-)
+NOT_MODELLED: tuple[tuple[str, str], ...] = ()
+"""(pattern of the model column, reason): models simulon cannot build (none since hybrid Mamba layers came in)."""
 LAYERS = re.compile(r"\((\d+) layers")
 SHAPES = re.compile(r"\((\d+)L h(\d+)(?: a(\d+))?(?: ffn(\d+))?\)")
 DENSE_LAYERS = re.compile(r"dense_layers=(\d+)")

@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 from functools import cached_property, lru_cache
 
 from ..config.common import DType
+from ..config.hybrid import Block, LayerKind
 from ..config.number_formats import HIGH_PRECISION_GEMMS, TrainingFormat
 from ..config.workload import MegatronWorkload, ModelSpec
 from .kernels import (
@@ -102,6 +103,15 @@ class ShardShape:
     def norm_tokens(self) -> int:
         """Rows of elementwise kernels: sequence parallelism splits them across the TP group."""
         return self.tokens // self.tp if self.sp else self.tokens
+
+
+BLOCK_PREFIXES: dict[Block, tuple[str, tuple[str, ...]]] = {
+    "attention": ("attn_", ()),
+    "mlp": ("mlp_", ()),
+    "moe": ("moe_", ("mlp_norm", "mlp_residual")),  # the MLP slot's norm and residual around the experts
+    "mamba": ("mamba_", ()),
+}
+"""Each block's kernels: those whose names start with its prefix, and the ones named."""
 
 
 Passes = tuple[tuple[float, float], tuple[float, float]]
@@ -207,7 +217,7 @@ class LayerKernels:
         self.autocast = autocast and shape.act_bytes < 4
         self.passes = EAGER_PASSES if elementwise == "eager" else FUSED_PASSES
         self.all_bf16 = all_bf16  # every GEMM in bf16: a layer a narrow format's recipe keeps in 16 bits
-        self._layer_params: dict[bool, tuple[float, float]] = {}
+        self._layer_params: dict[LayerKind, tuple[float, float]] = {}
         self._bf16_twin: LayerKernels | None = None
         self._weight_casts: dict[str, KernelSpec] = {}
 
@@ -281,6 +291,8 @@ class LayerKernels:
             if moe.num_shared_experts:
                 fs = (moe.shared_expert_ffn_hidden_size or fe * sh.expert_tp) * moe.num_shared_experts // t
                 self._mlp(k, "moe_shared", T, fs, groups=1)
+        if m.mamba is not None:
+            k.update(self._mamba())
         V = self.vocab_shard
         k["embedding"] = (memory_bound("embedding", Phase.fwd, 2 * Tn * h * db, Tn * h),
                           memory_bound("embedding", Phase.bwd_wg, Tn * h * (db + 4), Tn * h))
@@ -322,7 +334,7 @@ class LayerKernels:
             casts.append(memory_bound(f"{name}_cast", Phase.bwd_ig,
                                       fmt.format.cast_bytes(rows * cols, db, fmt.amax_pass), rows * cols))
             k[f"{name}_cast"] = tuple(casts)
-            if not fmt.narrow_weights and name not in self.attention_core:
+            if not fmt.narrow_weights and name not in self.weightless_gemms:
                 weights = weight_elements(fwd)
                 self._weight_casts[name] = memory_bound(
                     f"{name}_weight_cast", Phase.fwd,
@@ -340,7 +352,7 @@ class LayerKernels:
         cast, accumulate = master + half, half + master + 3 * master  # per weight element: 6 and 18 bytes
         for name, specs in list(k.items()):
             fwd = specs[0]
-            if fwd.kclass not in (KernelClass.gemm, KernelClass.grouped_gemm) or name in self.attention_core:
+            if fwd.kclass not in (KernelClass.gemm, KernelClass.grouped_gemm) or name in self.weightless_gemms:
                 continue
             weights = weight_elements(fwd)
             k[f"{name}_cast"] = (memory_bound(f"{name}_cast", Phase.fwd, cast * weights, weights),
@@ -418,6 +430,77 @@ class LayerKernels:
                                   batched=True)),
         }
 
+    def _mamba(self) -> dict[str, tuple[KernelSpec, ...]]:
+        """A Mamba-2 layer on one rank (Megatron-Core's MambaLayer and MambaMixer; the scan is mamba_ssm's
+        `mamba_chunk_scan_combined`, ssd_combined.py), in forward order: the norm; in_proj, column-parallel, from
+        the hidden state to z, x, B, C and dt of the rank's heads and groups (config/hybrid.py MambaSpec); the
+        causal depthwise conv1d with its SiLU over x, B and C; the SSD scan over chunks of Q tokens (Dao and Gu,
+        arXiv 2405.21060, section 6), five kernels: the cumulative decay of each chunk (chunk_cumsum), each chunk's
+        final state B^T X per head (chunk_state: N x P from k = Q), the states passed from chunk to chunk
+        (state_passing, fp32, sequential over chunks), C B^T per group (bmm_chunk: Q x Q from k = N) and the output
+        per head, C times the entering state plus the decay-masked C B^T times X (chunk_scan: Q x P from k = N + Q,
+        the Q x Q part causal, so that it executes about k = N + Q/2); then the gated RMSNorm, rmsnorm(y * silu(z)),
+        within each group (no communication), and out_proj, row-parallel; the residual add. The scan's matrix
+        products are Triton `tl.dot` tiles, timed as batched GEMMs (bmm_chunk computes the whole Q x Q square). Backward
+        (`_mamba_chunk_scan_combined_bwd`) recomputes what the forward did not keep (cumsum, C B^T, the chunk states and
+        their passing), then runs each product's gradients: three sets of each forward product's size, of which two
+        are model FLOPs (chunk_state: recomputed, dstates, dB; bmm_chunk: recomputed, two bmm_chunk_bwd; chunk_scan:
+        dx, dC and the dCB and ddA products); and the convolution is re-run before its gradient (the memory-efficient
+        path keeps only in_proj's output and the scan's: `mamba_split_conv1d_scan_combined`)."""
+        m, sh, db = self.model, self.shape, self.shape.act_bytes
+        mb, t, h = m.mamba, sh.tp, m.hidden_size
+        T, Tn = sh.tokens, sh.norm_tokens
+        heads, groups, inner = mb.num_heads // t, mb.num_groups // t, mb.inner // t
+        N, P, Q = mb.state_size, mb.head_dim, mb.chunk_size
+        chunks = sh.batch * -(-sh.seq // Q)  # (sequence, chunk) pairs of the micro-batch
+        residual_fwd, residual_bwd = self.passes.residual
+
+        def streamed(name: str, elements: float, fwd: float, bwd: float, flops: float = 0.0) -> tuple[KernelSpec, ...]:
+            return (memory_bound(name, Phase.fwd, fwd * elements, elements, flops),
+                    memory_bound(name, Phase.bwd_ig, bwd * elements, elements, flops))
+
+        def scan_gemm(name: str, problems: int, rows: int, cols: int, inner_full: int, inner_run: int,
+                      backward_runs: int = 3) -> tuple[KernelSpec, ...]:
+            """`problems` (rows x cols from inner_full) products of one launch, executing inner_run of the inner
+            dimension; the backward runs `backward_runs` such sets, of which two are model FLOPs."""
+            fwd = gemm(name, Phase.fwd, problems * rows, cols, inner_run, db, problems, batched=True)
+            bwd = gemm(name, Phase.bwd_ig, backward_runs * problems * rows, cols, inner_run, db,
+                       backward_runs * problems, batched=True)
+            model = 2.0 * problems * rows * cols * inner_full
+            return replace(fwd, flops=model), replace(bwd, flops=2 * model)
+
+        conv_elements = T * mb.conv_channels // t
+        states = chunks * heads * P * N
+        return {
+            "mamba_norm": streamed("mamba_norm", Tn * h, 2 * db, 3 * db),
+            "mamba_in_proj": gemm_with_backward("mamba_in_proj", T, mb.in_proj_width // t, h, db),
+            # read x, B, C and write the SiLU of their convolution | the forward re-run (2), then read x and the
+            # output gradient and write the input gradient (3), the filter's gradient reduced on the way
+            "mamba_conv1d": streamed("mamba_conv1d", conv_elements, 2 * db, 5 * db, 2 * mb.conv_kernel + 5),
+            # dt (16-bit) in, its softplus and the cumulative decay out in fp32 | recomputed, then their gradients
+            "mamba_ssd_cumsum": streamed("mamba_ssd_cumsum", T * heads, db + 8, 3 * (db + 8), 6),
+            "mamba_ssd_chunk_state": scan_gemm("mamba_ssd_chunk_state", chunks * heads, N, P, Q, Q),
+            # each chunk's final state read in fp32 and the entering state written | recomputed, then the gradients
+            "mamba_ssd_state_passing": streamed("mamba_ssd_state_passing", states, 4 + db, 3 * (4 + db), 2),
+            "mamba_ssd_bmm": scan_gemm("mamba_ssd_bmm", chunks * groups, Q, Q, N, N),
+            "mamba_ssd_scan": scan_gemm("mamba_ssd_scan", chunks * heads, Q, P, N + Q, N + Q // 2),
+            # read y and z, write the normalised product | read its gradient, y and z, write theirs
+            "mamba_gated_norm": streamed("mamba_gated_norm", T * inner, 3 * db, 5 * db, 8),
+            "mamba_out_proj": gemm_with_backward("mamba_out_proj", T, h, inner, db),
+            "mamba_residual": streamed("mamba_residual", Tn * h, residual_fwd * db, residual_bwd * db),
+        }
+
+    @property
+    def weightless_gemms(self) -> set[str]:
+        """Matrix products of activations by activations (unfused attention's, the Mamba scan's): no weight to cast."""
+        return {*self.attention_core, *self.mamba_scan}
+
+    @property
+    def mamba_scan(self) -> list[str]:
+        """The kernels between the convolution and the gated norm, in forward order: the SSD scan."""
+        return ["mamba_ssd_cumsum", "mamba_ssd_chunk_state", "mamba_ssd_state_passing", "mamba_ssd_bmm",
+                "mamba_ssd_scan"]
+
     @property
     def moe_output_reduced(self) -> bool:
         """Whether an MoE layer's output is reduced across tp: without sequence parallelism every tp rank holds
@@ -445,20 +528,23 @@ class LayerKernels:
                               memory_bound(f"{prefix}_act", Phase.bwd_ig, bwd * elems * db, elems, 8))
         k[f"{prefix}_linear2"] = gemm_with_backward(f"{prefix}_linear2", rows, h, ffn, db, groups)
 
-    def recomputed(self, module: str, moe_layer: bool) -> list[str]:
-        """The forward kernels selective recomputation of a Megatron-Core module re-runs in a layer (none where the
-        layer lacks the module); core attention is re-run in place by the tracer, not listed here."""
+    def recomputed(self, module: str, kind: LayerKind) -> list[str]:
+        """The forward kernels selective recomputation of a Megatron-Core module re-runs in a layer of `kind` (none
+        where the layer lacks the module); core attention is re-run in place by the tracer, not listed here."""
         def mlp(block: str) -> list[str]:
             return [*self.mlp_inputs(block), f"{block}_act", f"{block}_linear2"]
 
+        moe_layer = "moe" in kind
         shared = mlp("moe_shared") if "moe_shared_linear1" in self else []
+        norms = ["attn_norm"] if "attention" in kind else []
+        norms += ["mlp_norm"] if "mlp" in kind or moe_layer else []
         kernels = {
-            "layernorm": ["attn_norm", "mlp_norm"],
-            "mlp": [] if moe_layer else mlp("mlp"),
+            "layernorm": norms,
+            "mlp": mlp("mlp") if "mlp" in kind else [],
             "moe_act": ["moe_expert_act"] if moe_layer else [],
             "shared_experts": shared if moe_layer else [],
             "moe": ["moe_route", "moe_permute", *mlp("moe_expert"), "moe_unpermute", *shared] if moe_layer else [],
-            "mla_up_proj": [name for name in ("attn_q_up", "attn_kv_up") if name in self],
+            "mla_up_proj": [name for name in ("attn_q_up", "attn_kv_up") if name in self and "attention" in kind],
         }.get(module, [])
         return [name for name in kernels if name in self]
 
@@ -473,28 +559,42 @@ class LayerKernels:
         return sum(self[n][Phase.bwd_wg].param("m") * self[n][Phase.bwd_wg].param("n")
                    * self[n][Phase.bwd_wg].param("groups") for n in names)
 
+    def blocks(self, layer: int) -> LayerKind:
+        """The blocks of transformer layer `layer` in forward order (config/hybrid.py)."""
+        return self.model.layer_blocks(layer)
+
     def is_moe_layer(self, layer: int) -> bool:
-        """Layers after the model's first dense ones are mixture-of-experts layers."""
-        moe = self.model.moe
-        return moe is not None and layer >= moe.first_dense_layers
+        """Whether the layer holds a mixture of experts (after the model's first dense ones, or an E layer)."""
+        return "moe" in self.blocks(layer)
 
-    def layer_params(self, moe_layer: bool) -> tuple[float, float]:
-        """(dense, expert) parameters of one layer: norms and GEMM weights (worked out once per kind of layer)."""
-        if moe_layer not in self._layer_params:
-            self._layer_params[moe_layer] = self._count_layer_params(moe_layer)
-        return self._layer_params[moe_layer]
+    def block_kernels(self, block: Block) -> list[str]:
+        """The kernels of one block of a layer in the table (its casts included), in table order."""
+        prefix, shared = BLOCK_PREFIXES[block]
+        return [name for name in self.table if name.startswith(prefix) or name in shared]
 
-    def _count_layer_params(self, moe_layer: bool) -> tuple[float, float]:
-        dense_names = [*self.attention_inputs, "attn_proj"]
-        expert = 0.0
-        if not moe_layer:
-            dense_names += [*self.mlp_inputs("mlp"), "mlp_linear2"]
-        else:
-            dense_names.append("moe_route")
-            if "moe_shared_linear1" in self:
-                dense_names += [*self.mlp_inputs("moe_shared"), "moe_shared_linear2"]
-            expert = self.weights([*self.mlp_inputs("moe_expert"), "moe_expert_linear2"])
-        return self.weights(dense_names) + 2 * self.model.hidden_size, expert
+    def layer_params(self, kind: LayerKind) -> tuple[float, float]:
+        """(dense, expert) parameters of one layer of `kind`: norms and GEMM weights (worked out once per kind)."""
+        if kind not in self._layer_params:
+            counts = [self._block_params(block) for block in kind]
+            self._layer_params[kind] = sum(c[0] for c in counts), sum(c[1] for c in counts)
+        return self._layer_params[kind]
+
+    def _block_params(self, block: Block) -> tuple[float, float]:
+        """(dense, expert) parameters of one block with its norm."""
+        h = self.model.hidden_size
+        if block == "attention":
+            return self.weights([*self.attention_inputs, "attn_proj"]) + h, 0.0
+        if block == "mlp":
+            return self.weights([*self.mlp_inputs("mlp"), "mlp_linear2"]) + h, 0.0
+        if block == "mamba":
+            mb, t = self.model.mamba, self.shape.tp
+            # conv1d's filter and bias per channel; dt_bias, A_log and D per head; the gated norm's weight
+            extra = mb.conv_channels // t * (mb.conv_kernel + 1) + 3 * mb.num_heads // t + mb.inner // t
+            return self.weights(["mamba_in_proj", "mamba_out_proj"]) + h + extra, 0.0
+        dense = ["moe_route"]
+        if "moe_shared_linear1" in self:
+            dense += [*self.mlp_inputs("moe_shared"), "moe_shared_linear2"]
+        return self.weights(dense) + h, self.weights([*self.mlp_inputs("moe_expert"), "moe_expert_linear2"])
 
     @property
     def vocab_params(self) -> float:

@@ -352,13 +352,14 @@ class _StageEmitter:
                                               nbytes=self.shape.tokens * 4.0)
 
     def layer_forward(self, layer: int, mb: int, phase: Phase) -> None:
-        """One transformer layer's forward; phase is fwd, or recompute before its backward."""
-        self.attention_forward(layer, mb, phase)
-        if self.kernels.is_moe_layer(layer):
-            self.moe_forward(layer, mb, phase)
-        else:
-            self.mlp_forward("mlp", layer, mb, phase, self.tp_gather("mlp_gather", layer, mb, phase), "mlp_reduce")
-        self.run("mlp_residual", phase, layer, mb)
+        """One layer's forward, block by block (config/hybrid.py); phase is fwd, or recompute before its backward."""
+        for block in self.kernels.blocks(layer):
+            if block == "attention":
+                self.attention_forward(layer, mb, phase)
+            elif block == "mamba":
+                self.mamba_forward(layer, mb, phase)
+            else:
+                self.ffn_forward(block, layer, mb, phase)
 
     def attention_forward(self, layer: int, mb: int, phase: Phase) -> None:
         self.run("attn_norm", phase, layer, mb)
@@ -368,7 +369,26 @@ class _StageEmitter:
         proj = self.run("attn_proj", phase, layer, mb)
         self.pending = self.tp_reduce("attn_reduce", layer, mb, phase, gemm=proj)
         self.run("attn_residual", phase, layer, mb)
+
+    def ffn_forward(self, block: str, layer: int, mb: int, phase: Phase) -> None:
+        """The MLP slot: its norm, a dense MLP or the mixture of experts, the residual add."""
         self.run("mlp_norm", phase, layer, mb)
+        if block == "moe":
+            self.moe_forward(layer, mb, phase)
+        else:
+            self.mlp_forward("mlp", layer, mb, phase, self.tp_gather("mlp_gather", layer, mb, phase), "mlp_reduce")
+        self.run("mlp_residual", phase, layer, mb)
+
+    def mamba_forward(self, layer: int, mb: int, phase: Phase) -> None:
+        """Megatron-Core's MambaLayer (LayerKernels._mamba): in_proj column-parallel (its input all-gathered under
+        sequence parallelism), the mixer on the rank's heads, out_proj row-parallel and its reduction over tp."""
+        self.run("mamba_norm", phase, layer, mb)
+        self.gathered_gemms(["mamba_in_proj"], phase, layer, mb, self.tp_gather("mamba_gather", layer, mb, phase))
+        for name in ("mamba_conv1d", *self.kernels.mamba_scan, "mamba_gated_norm"):
+            self.run(name, phase, layer, mb)
+        proj = self.run("mamba_out_proj", phase, layer, mb)
+        self.pending = self.tp_reduce("mamba_reduce", layer, mb, phase, gemm=proj)
+        self.run("mamba_residual", phase, layer, mb)
 
     def mlp_forward(self, block: str, layer: int, mb: int, phase: Phase, gather: int,
                     reduce_label: str | None = None) -> None:
@@ -448,9 +468,9 @@ class _StageEmitter:
     def recompute_modules(self, layer: int, mb: int) -> None:
         """Selective recomputation of Megatron-Core modules other than core attention (which attention_backward
         re-runs in place): their forward kernels again, before the layer's backward."""
-        moe_layer = self.kernels.is_moe_layer(layer)
+        kind = self.kernels.blocks(layer)
         for module in sorted(self.parallelism.recomputed_modules - {"core_attn"}):
-            for name in self.kernels.recomputed(module, moe_layer):
+            for name in self.kernels.recomputed(module, kind):
                 self.run(name, Phase.recompute, layer, mb)
 
     def head_backward(self, mb: int) -> None:
@@ -459,13 +479,34 @@ class _StageEmitter:
         self.run("final_norm", Phase.bwd_ig, HEAD_LAYER, mb)
 
     def layer_backward(self, layer: int, mb: int) -> None:
+        """One layer's backward, its blocks in reverse."""
+        for block in reversed(self.kernels.blocks(layer)):
+            if block == "attention":
+                self.attention_backward(layer, mb)
+            elif block == "mamba":
+                self.mamba_backward(layer, mb)
+            else:
+                self.ffn_backward(block, layer, mb)
+
+    def ffn_backward(self, block: str, layer: int, mb: int) -> None:
         self.run("mlp_residual", Phase.bwd_ig, layer, mb)
-        if self.kernels.is_moe_layer(layer):
+        if block == "moe":
             self.moe_backward(layer, mb)
         else:
             self.mlp_backward("mlp", layer, mb, reduce_label="mlp_reduce")
         self.run("mlp_norm", Phase.bwd_ig, layer, mb)
-        self.attention_backward(layer, mb)
+
+    def mamba_backward(self, layer: int, mb: int) -> None:
+        """The Mamba layer's forward in reverse, out_proj's and in_proj's reductions as a row- and a column-parallel
+        GEMM's (mlp_backward's)."""
+        self.run("mamba_residual", Phase.bwd_ig, layer, mb)
+        self.gathered_gemms(["mamba_out_proj"], Phase.bwd_ig, layer, mb,
+                            self.tp_gather("mamba_grad_gather", layer, mb, Phase.bwd_ig))
+        self.run("mamba_out_proj", Phase.bwd_wg, layer, mb)
+        for name in ("mamba_gated_norm", *reversed(self.kernels.mamba_scan), "mamba_conv1d"):
+            self.run(name, Phase.bwd_ig, layer, mb)
+        self.column_block_backward(["mamba_in_proj"], layer, mb, "mamba_reduce", "mamba_gather")
+        self.run("mamba_norm", Phase.bwd_ig, layer, mb)
 
     def linear_backward(self, name: str, layer: int, mb: int, reduce_label: str, regather: str) -> None:
         """dgrad, then its TP reduction launched asynchronously and overlapped with the wgrad GEMM."""

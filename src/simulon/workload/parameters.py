@@ -105,7 +105,7 @@ class ModelParameters:
     def of(self, unit: int) -> Counts:
         """(dense, expert) parameters of a layer, the embedding or the LM head (with the final norm)."""
         if unit >= 0:
-            return self.kernels.layer_params(self.kernels.is_moe_layer(unit))
+            return self.kernels.layer_params(self.kernels.blocks(unit))
         vocab = self.kernels.vocab_params
         if unit == EMBEDDING_LAYER:
             return vocab, 0.0

@@ -1,0 +1,90 @@
+"""What each layer of a model is made of: transformer layers, or the single-block layers of a hybrid model.
+
+A transformer layer is an attention block then an MLP block (or a mixture-of-experts block after the model's
+first dense layers). Megatron-Core's hybrid models (megatron/core/models/mamba/mamba_model.py, built by
+`allocate_layers` in megatron/core/ssm/mamba_hybrid_layer_allocation.py from `--hybrid-override-pattern`; the
+HuggingFace `hybrid_override_pattern` of NemotronH configs) make every layer one block, named by one symbol:
+
+    M  a Mamba-2 mixer (MambaLayer: norm, in_proj, causal conv1d, SSD scan, gated RMSNorm, out_proj)
+    *  self-attention alone (TransformerLayer with only input_layernorm and self_attention)
+    -  an MLP alone (TransformerLayer with only pre_mlp_layernorm and mlp)
+    E  a mixture of experts alone (the MLP slot holding a MoE block)
+
+so a Nemotron-H layer count is the length of its pattern, and the pipeline splits those layers like any others.
+A block is one of BLOCKS; a layer's kind is its tuple of blocks in forward order, which every stage reads (the
+tracer's kernels, the parameters, the activation memory, the search's estimate) from `ModelSpec.layer_blocks`.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from .common import FieldError, HeadCount, StrictModel, Width
+
+Block = Literal["attention", "mlp", "moe", "mamba"]
+LayerKind = tuple[Block, ...]
+"""A layer's blocks in forward order."""
+
+DENSE_LAYER: LayerKind = ("attention", "mlp")
+MOE_LAYER: LayerKind = ("attention", "moe")
+
+HYBRID_SYMBOLS: dict[str, LayerKind] = {"M": ("mamba",), "*": ("attention",), "-": ("mlp",), "E": ("moe",)}
+"""Megatron-Core's hybrid layer symbols (mamba_hybrid_layer_allocation.py `Symbols`: MAMBA 'M', ATTENTION '*',
+MLP '-', MOE 'E')."""
+
+MAX_PATTERN = 10_000
+"""Symbols of a hybrid pattern: one per layer (config.common.MAX_LAYERS)."""
+
+
+def check_pattern(pattern: str) -> str:
+    """The pattern, or ValueError naming what is not a hybrid layer symbol."""
+    for mark, what in (("|", "pipeline segments"), ("/", "multi-token-prediction layers")):
+        if mark in pattern:
+            raise ValueError(f"has {mark!r}: {what} in the pattern are not read; give the layers alone (a pipeline "
+                             "split goes in parallelism.layers_per_stage or pipeline_layout)")
+    unknown = sorted(set(pattern) - set(HYBRID_SYMBOLS))
+    if unknown:
+        raise ValueError(f"{pattern[:60]!r}{'...' if len(pattern) > 60 else ''} has "
+                         f"{', '.join(map(repr, unknown))}; a hybrid pattern is one symbol per layer: M (Mamba), "
+                         "* (attention), - (MLP), E (mixture of experts); Megatron's G (gated delta net), D "
+                         "(DeepSeek sparse attention) and + (MLA) layers are not modelled")
+    if len(pattern) > MAX_PATTERN:
+        raise ValueError(f"{len(pattern):,} symbols, more than the {MAX_PATTERN:,} layers a model may have")
+    return pattern
+
+
+class MambaSpec(StrictModel):
+    """A Mamba-2 mixer (Dao and Gu, "Transformers are SSMs", arXiv 2405.21060; Megatron-Core's MambaMixer):
+    d_inner = num_heads x head_dim channels, each head a state of state_size per channel, B and C shared by the
+    heads of each of num_groups groups. HuggingFace NemotronH names: mamba_num_heads, mamba_head_dim,
+    ssm_state_size, n_groups, conv_kernel, chunk_size."""
+
+    num_heads: HeadCount
+    head_dim: Width
+    state_size: Width = Field(128, description="d_state, N (Nemotron-H: 128)")
+    num_groups: HeadCount = Field(8, description="groups sharing B and C (Nemotron-H: 8); must divide num_heads")
+    conv_kernel: Width = Field(4, description="width of the causal depthwise convolution (d_conv)")
+    chunk_size: Width = Field(128, description="the SSD scan's chunk length Q (Megatron's MambaMixer default)")
+
+    @model_validator(mode="after")
+    def _groups_divide_heads(self) -> MambaSpec:
+        if self.num_heads % self.num_groups:
+            raise FieldError("num_groups", f"{self.num_groups} does not divide num_heads ({self.num_heads})")
+        return self
+
+    @property
+    def inner(self) -> int:
+        """d_inner: the mixer's channels."""
+        return self.num_heads * self.head_dim
+
+    @property
+    def conv_channels(self) -> int:
+        """Channels of the causal convolution: x, B and C (d_inner + 2 G N)."""
+        return self.inner + 2 * self.num_groups * self.state_size
+
+    @property
+    def in_proj_width(self) -> int:
+        """in_proj's output: z, x, B, C and dt (2 d_inner + 2 G N + heads)."""
+        return self.inner + self.conv_channels + self.num_heads

@@ -1,0 +1,255 @@
+"""Hybrid Mamba models (Megatron-Core's hybrid pattern): each layer runs the blocks its symbol names, a Mamba
+layer's FLOPs and parameters follow their closed forms, tensor parallelism reduces a Mamba layer's output as a
+row-parallel GEMM's, the search's estimate follows the replay, and what is not modelled is refused in words; and
+the placements of MoE layers among dense ones that place none or give the wrong count are refused."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from helpers import cli
+from simulon.collective.types import CollType
+from simulon.config.errors import ConfigError
+from simulon.config.loading import parse_scenario
+from simulon.config.workload import MegatronWorkload
+from simulon.memory.activations import ActivationModel
+from simulon.pipeline import build_dag, simulate
+from simulon.search.run import Search, apply, scenario_for
+from simulon.search.space import Space, Strategy
+from simulon.workload.kernels import Phase
+from simulon.workload.layer_kernels import LayerKernels
+from simulon.workload.megatron import MegatronTracer
+from simulon.workload.program import CollectiveOp, ComputeOp
+
+H, HEADS, FFN, VOCAB = 512, 8, 1024, 8192
+MAMBA = {"num_heads": 16, "head_dim": 64, "state_size": 64, "num_groups": 4, "conv_kernel": 4, "chunk_size": 128}
+
+
+def hybrid(pattern: str = "M*M-", *, tp: int = 1, pp: int = 1, gbs: int = 4, seq: int = 512, nodes: int = 1,
+           moe: dict | None = None, parallelism: dict | None = None, mamba: dict | None = None) -> dict:
+    model = {"name": "test-hybrid", "num_layers": len(pattern), "hidden_size": H, "num_heads": HEADS,
+             "num_kv_heads": 4, "ffn_hidden_size": FFN, "vocab_size": VOCAB, "activation": "squared_relu",
+             "normalization": "rmsnorm", "hybrid_pattern": pattern, "mamba": mamba or MAMBA}
+    if moe:
+        model["moe"] = moe
+    return {"datacenter": {"from": "dgx-h100", "cluster": {"num_nodes": nodes}},
+            "workload": {"model": model, "parallelism": {"tp": tp, "pp": pp, **(parallelism or {})},
+                         "training": {"num_gpus": tp * pp * 2 if nodes == 1 else None, "global_batch_size": gbs,
+                                      "sequence_length": seq}}}
+
+
+def scenario(pattern: str = "M*M-", **knobs):
+    data = hybrid(pattern, **knobs)
+    if data["workload"]["training"]["num_gpus"] is None:
+        del data["workload"]["training"]["num_gpus"]
+    return parse_scenario(data)
+
+
+def mamba_forward_flops(tokens: int, seq: int) -> float:
+    """in_proj, out_proj and the SSD scan's products (Dao and Gu, arXiv 2405.21060 section 6), per forward: per
+    chunk and head the state B^T X (N x P from Q) and the output C S + (C B^T) X (Q x P from N + Q), per chunk and
+    group C B^T (Q x Q from N)."""
+    heads, p, n, g, q = MAMBA["num_heads"], MAMBA["head_dim"], MAMBA["state_size"], MAMBA["num_groups"], \
+        MAMBA["chunk_size"]
+    inner = heads * p
+    width = 2 * inner + 2 * g * n + heads
+    chunks = tokens // q
+    scan = chunks * (heads * (2 * n * p * q + 2 * q * p * (n + q)) + g * 2 * q * q * n)
+    assert seq % q == 0
+    return 2 * tokens * H * width + 2 * tokens * inner * H + scan
+
+
+@pytest.mark.parametrize(("tp", "pp"), [(1, 1), (2, 1), (1, 2), (2, 2)])
+def test_a_hybrid_model_s_flops_are_the_sum_of_its_layers_closed_forms(tp, pp):
+    seq, gbs = 512, 4
+    sc = scenario("M*M-", tp=tp, pp=pp, gbs=gbs, seq=seq)
+    tokens, kv, d = gbs * seq, 4, H // HEADS
+    attention = 2 * tokens * H * (HEADS + 2 * kv) * d + 4 * tokens * seq * H + 2 * tokens * H * H
+    mlp = 2 * 2 * tokens * H * FFN
+    expected = 3 * (2 * mamba_forward_flops(tokens, seq) + attention + mlp + 2 * tokens * H * VOCAB)
+    dag, _, _ = build_dag(sc)
+    assert dag.total_flops() == pytest.approx(expected, rel=1e-12)
+
+
+def test_each_layer_runs_the_blocks_its_symbol_names_in_megatron_s_order():
+    sc = scenario("M*-E", moe={"num_experts": 4, "top_k": 2})
+    program = MegatronTracer(sc.workload, 4).stage_program(0)
+    by_layer: dict[int, list[str]] = {}
+    for op in program.ops:
+        if isinstance(op, ComputeOp) and op.kernel.phase == Phase.fwd and op.layer >= 0 and op.microbatch == 0:
+            by_layer.setdefault(op.layer, []).append(op.kernel.name)
+    assert by_layer[0] == ["mamba_norm", "mamba_in_proj", "mamba_conv1d", "mamba_ssd_cumsum", "mamba_ssd_chunk_state",
+                           "mamba_ssd_state_passing", "mamba_ssd_bmm", "mamba_ssd_scan", "mamba_gated_norm",
+                           "mamba_out_proj", "mamba_residual"]
+    assert by_layer[1] == ["attn_norm", "attn_qkv", "attn_flash", "attn_proj", "attn_residual"]
+    assert by_layer[2] == ["mlp_norm", "mlp_linear1", "mlp_act", "mlp_linear2", "mlp_residual"]
+    assert by_layer[3][0] == "mlp_norm" and by_layer[3][-1] == "mlp_residual"
+    assert {name.split("_")[0] for name in by_layer[3][1:-1]} == {"moe"}
+    backward = [op.kernel.name for op in program.ops if isinstance(op, ComputeOp) and op.layer == 0
+                and op.microbatch == 0 and op.kernel.phase == Phase.bwd_ig]
+    assert backward == ["mamba_residual", "mamba_out_proj", "mamba_gated_norm", "mamba_ssd_scan", "mamba_ssd_bmm",
+                        "mamba_ssd_state_passing", "mamba_ssd_chunk_state", "mamba_ssd_cumsum", "mamba_conv1d",
+                        "mamba_in_proj", "mamba_norm"]
+
+
+def megatron_mamba_params(h: int, heads: int, head_dim: int, state: int, groups: int, conv: int) -> int:
+    """Megatron-Core's MambaLayer with RMSNorm: the fused pre-norm, in_proj (z, x, B, C, dt), conv1d's filter and
+    bias over x, B and C, dt_bias, A_log and D per head, the gated norm's weight, out_proj (mamba_mixer.py)."""
+    inner = heads * head_dim
+    return (h + h * (2 * inner + 2 * groups * state + heads) + (inner + 2 * groups * state) * (conv + 1)
+            + 3 * heads + inner + inner * h)
+
+
+@pytest.mark.parametrize("tp", [1, 2, 4])
+def test_a_mamba_layer_holds_megatron_s_parameters_split_over_tp_but_its_norm(tp):
+    wl = scenario(tp=tp).workload
+    dense, expert = LayerKernels.of(wl).layer_params(("mamba",))
+    whole = megatron_mamba_params(H, MAMBA["num_heads"], MAMBA["head_dim"], MAMBA["state_size"],
+                                  MAMBA["num_groups"], MAMBA["conv_kernel"])
+    assert expert == 0 and dense == (whole - H) / tp + H
+
+
+@pytest.mark.parametrize(("template", "billions"), [
+    ("nemotron-h-8b", 8.1), ("nemotron-nano-9b-v2", 8.9), ("nemotron-nano-12b-v2", 12.3), ("nemotron-h-56b", 56.3),
+    ("nemotron-3-nano-30b-a3b", 31.6)])
+def test_the_shipped_hybrid_models_hold_the_parameters_their_papers_state(template, billions):
+    """Nemotron-H (arXiv 2504.03624) 8B and 56B, Nemotron Nano 2 (arXiv 2508.14444) 9B (8.89B) and 12B, Nemotron 3
+    Nano (arXiv 2512.20848: 31.6B total)."""
+    wl = MegatronWorkload.model_validate({"model": {"from": template},
+                                          "training": {"global_batch_size": 1, "sequence_length": 4096}})
+    kernels = LayerKernels.weights_of(wl)
+    layers = sum(sum(kernels.layer_params(wl.model.layer_blocks(i))) for i in range(wl.model.num_layers))
+    total = layers + 2 * kernels.vocab_params + wl.model.hidden_size  # untied embedding and LM head, final norm
+    assert total / 1e9 == pytest.approx(billions, abs=0.05)
+
+
+@pytest.mark.parametrize("sequence_parallel", [False, True])
+def test_tensor_parallelism_reduces_a_mamba_layer_s_output_and_its_input_gradient(sequence_parallel):
+    sc = scenario("MM", tp=2, parallelism={"sequence_parallel": sequence_parallel})
+    ops = MegatronTracer(sc.workload, 4).stage_program(0).ops
+    tp = Counter((op.label, op.ctype, op.phase) for op in ops if isinstance(op, CollectiveOp) and op.axis == "tp")
+    micro = 2  # global batch 4 over dp 2
+    if sequence_parallel:
+        assert tp[("mamba_gather", CollType.AllGather, Phase.fwd)] == 2 * micro
+        assert tp[("mamba_reduce", CollType.ReduceScatter, Phase.fwd)] == 2 * micro
+        assert tp[("mamba_reduce", CollType.ReduceScatter, Phase.bwd_ig)] == 2 * micro
+    else:
+        assert tp[("mamba_reduce", CollType.AllReduce, Phase.fwd)] == 2 * micro
+        assert tp[("mamba_reduce", CollType.AllReduce, Phase.bwd_ig)] == 2 * micro
+
+
+def test_a_mamba_layer_keeps_what_the_memory_efficient_path_saves():
+    wl = scenario("MM", tp=2).workload
+    parts = ActivationModel(wl).layer(("mamba",)).parts
+    rows, inner, groups, state, heads = 512, 1024 // 2, 4 // 2, MAMBA["state_size"], 16 // 2
+    assert parts["Mamba in_proj output"] == 2 * rows * (2 * inner + 2 * groups * state + heads)
+    assert parts["Mamba scan output"] == parts["Mamba output projection input"] == 2 * rows * inner
+    assert parts["Mamba norm statistics"] == 4 * rows * groups
+    full = scenario("MM", tp=2, parallelism={"recompute": "full"}).workload
+    assert ActivationModel(full).layer(("mamba",)).parts == {"layer input": 2 * rows * H}
+
+
+def test_selective_recomputation_of_norms_re_runs_only_the_norms_a_layer_has():
+    sc = scenario("M*-", parallelism={"recompute": "selective", "recompute_modules": ["layernorm", "mlp"]}, gbs=2)
+    ops = MegatronTracer(sc.workload, 2).stage_program(0).ops
+    again = Counter((op.layer, op.kernel.name) for op in ops
+                    if isinstance(op, ComputeOp) and op.kernel.phase == Phase.recompute)
+    assert {name for layer, name in again if layer == 0} == set()
+    assert {name for layer, name in again if layer == 1} == {"attn_norm"}
+    assert {name for layer, name in again if layer == 2} == {"mlp_norm", "mlp_linear1", "mlp_act", "mlp_linear2"}
+
+
+def test_the_search_s_estimate_follows_the_replay_on_a_hybrid_model():
+    sc = scenario("M*M-M*M-", nodes=2, gbs=16, seq=1024)
+    search = Search(sc)
+    strategies = [Strategy(1, 1, 1, 16, 1, 1, 1, 1, False, "none", "distributed_optimizer", "bf16", False),
+                  Strategy(4, 1, 1, 4, 1, 1, 4, 1, True, "none", "distributed_optimizer", "bf16", False),
+                  Strategy(2, 2, 1, 4, 1, 1, 2, 1, True, "full", "distributed_optimizer", "bf16", False)]
+    for strategy in strategies:
+        estimated = search.estimator.estimate(strategy, apply(sc.workload, strategy)).iteration_s * 1e3
+        replayed = simulate(scenario_for(sc, strategy, 16)).result.iteration_time_ms
+        assert 0.75 < estimated / replayed < 1.25, strategy
+
+
+def test_the_search_offers_only_what_a_mamba_layer_can_be_split_into():
+    sc = scenario("M*M-", nodes=2, gbs=16)
+    kept = list(Space(sc.workload, 16, 8, fp8=False).strategies())
+    assert kept and {s.cp for s in kept} == {1} and {s.tp for s in kept} <= {1, 2, 4}
+
+
+def test_a_narrow_format_keeps_the_scan_in_bf16_and_casts_only_the_projections():
+    sc = scenario("M*M-")
+    wl = sc.workload.model_copy(update={"training": sc.workload.training.model_copy(update={"dtype": "fp8"})})
+    table = LayerKernels.of(wl).table
+    assert "mamba_in_proj_cast" in table and "mamba_out_proj_cast" in table
+    for name in ("mamba_ssd_chunk_state", "mamba_ssd_bmm", "mamba_ssd_scan"):
+        assert f"{name}_cast" not in table and table[name][Phase.fwd].param("precision") == "bf16"
+
+
+BAD = [
+    ({"hybrid_pattern": "M*M"}, "workload.model.hybrid_pattern: has 3 symbols, one per layer, but num_layers is 4"),
+    ({"hybrid_pattern": "M*MG"}, "workload.model.hybrid_pattern: 'M*MG' has 'G'"),
+    ({"hybrid_pattern": "M*|M-"}, "pipeline segments in the pattern are not read"),
+    ({"hybrid_pattern": "E*E-"}, "workload.model.hybrid_pattern: has E layers but the model has no moe block"),
+    ({"hybrid_pattern": "-*--", "mamba": MAMBA}, "workload.model.mamba: is given but no layer"),
+    ({"hybrid_pattern": None}, "workload.model.hybrid_pattern: is needed with mamba"),
+    ({"mamba": {**MAMBA, "num_groups": 3}}, "workload.model.mamba.num_groups: 3 does not divide num_heads (16)"),
+]
+
+
+@pytest.mark.parametrize(("change", "says"), BAD)
+def test_a_bad_hybrid_model_is_exit_2_naming_the_field(tmp_path, change, says):
+    data = hybrid()
+    data["workload"]["model"].update(change)
+    if data["workload"]["model"]["hybrid_pattern"] is None:
+        del data["workload"]["model"]["hybrid_pattern"]
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(data))
+    run = cli("simulate", str(path))
+    assert run.returncode == 2 and says in run.stderr and "Traceback" not in run.stderr, run.stderr
+
+
+@pytest.mark.parametrize(("moe", "says"), [
+    ({"layer_freq": [0, 1, 1]}, "workload.model.moe.layer_freq: has 3 entries, one per layer, but num_layers is 4"),
+    ({"layer_freq": 9, "first_dense_layers": 1}, "workload.model.moe: no layer is a mixture-of-experts layer"),
+    ({"layer_freq": 0}, "workload.model.moe.layer_freq"),
+])
+def test_a_moe_layer_placement_that_places_nothing_or_too_much_is_refused(moe, says):
+    data = hybrid()
+    model = data["workload"]["model"]
+    for key in ("hybrid_pattern", "mamba"):
+        del model[key]
+    model["moe"] = {"num_experts": 4, "top_k": 2, **moe}
+    with pytest.raises(ConfigError, match=says):
+        parse_scenario(data)
+
+
+@pytest.mark.parametrize(("parallelism", "says"), [
+    ({"tp": 8}, "workload.parallelism.tp: 8 does not divide the Mamba mixer's num_groups 4"),
+    ({"cp": 2}, "workload.parallelism.cp: 2: context parallelism of Mamba layers"),
+])
+def test_a_split_a_mamba_mixer_cannot_take_is_refused(parallelism, says):
+    data = hybrid()
+    data["workload"]["parallelism"].update(parallelism)
+    data["workload"]["training"]["num_gpus"] = 8 if parallelism.get("tp") == 8 else 4
+    with pytest.raises(ConfigError, match=says):
+        parse_scenario(data)
+
+
+@settings(max_examples=40, deadline=None)
+@given(pattern=st.text(alphabet="M*-EGx|", min_size=1, max_size=8))
+def test_any_pattern_either_builds_the_layers_it_names_or_is_refused_naming_the_pattern(pattern):
+    data = hybrid(pattern, moe={"num_experts": 4, "top_k": 2} if "E" in pattern else None)
+    try:
+        sc = parse_scenario(data)
+    except ConfigError as error:
+        assert "workload.model" in str(error)
+        return
+    model = sc.workload.model
+    assert [model.layer_blocks(i) for i in range(model.num_layers)] == \
+        [{"M": ("mamba",), "*": ("attention",), "-": ("mlp",), "E": ("moe",)}[c] for c in pattern]
