@@ -12,7 +12,7 @@ from .common import MAX_MICROBATCHES, FieldError, StrictModel, range_check
 from .dc import DatacenterConfig, Placement
 from .hybrid import MambaSpec
 from .pipeline_layout import virtual_stage_layers
-from .workload import MegatronWorkload, ParallelismSpec, check_schedule
+from .workload import MegatronWorkload, ModelSpec, ParallelismSpec, check_schedule
 
 check_channels = range_check(1, MAX_CHANNELS, f"{MAX_CHANNELS} channels, NCCL's maximum")
 """A channel count unchanged if from 1 to MAX_CHANNELS, else ValueError (also for --channels)."""
@@ -83,6 +83,34 @@ def _check_mamba(par: ParallelismSpec, mamba: MambaSpec) -> None:
                          "all-to-all from sequence to head shards) is not modelled; use cp 1")
 
 
+def _check_context_parallel(par: ParallelismSpec, model: ModelSpec, attention: str) -> None:
+    """The all-to-all variants split each tensor-parallel rank's heads and its key/value heads over their group
+    (Transformer Engine's AttnFuncWithCPAndQKVOA2A asserts both divide); a2a+p2p's sizes multiply to cp."""
+    field = "workload.parallelism."
+    sizes = par.hierarchical_context_parallel_sizes
+    if sizes is not None and par.context_parallel_comm != "a2a+p2p":
+        raise FieldError(field + "hierarchical_context_parallel_sizes", "applies to context_parallel_comm a2a+p2p "
+                         f"only, not {par.context_parallel_comm}")
+    if par.context_parallel_comm == "a2a+p2p":
+        if sizes is None:
+            raise FieldError(field + "hierarchical_context_parallel_sizes", "is needed with a2a+p2p: [all-to-all "
+                             "ranks, ring ranks]")
+        if sizes[0] * sizes[1] != par.cp:
+            raise FieldError(field + "hierarchical_context_parallel_sizes", f"{sizes[0]} x {sizes[1]} = "
+                             f"{sizes[0] * sizes[1]}, but cp is {par.cp}")
+    if par.context_parallel_comm == "a2a+p2p" and attention == "unfused":
+        raise FieldError(field + "context_parallel_comm", "a2a+p2p passes keys and values around a ring of flash "
+                         "attention blocks; training.attention unfused has none")
+    group = par.cp_a2a
+    if group == 1 or not model.has_attention:
+        return
+    heads, kv_heads = model.num_heads // par.tp, max(model.kv_heads // par.tp, 1)
+    if heads % group or kv_heads % group:
+        raise FieldError(field + "context_parallel_comm", f"{par.context_parallel_comm} splits each tensor-parallel "
+                         f"rank's {heads} heads and {kv_heads} key/value heads over {group} ranks, which must divide "
+                         "both")
+
+
 def check_workload_fits(wl: MegatronWorkload, dc: DatacenterConfig) -> None:
     """Raise FieldError (dotted path from the scenario root) for the first inconsistency found."""
     par, train, model = wl.parallelism, wl.training, wl.model
@@ -126,6 +154,7 @@ def check_workload_fits(wl: MegatronWorkload, dc: DatacenterConfig) -> None:
     if par.num_microbatches is not None and par.num_microbatches != microbatches:
         raise FieldError("workload.parallelism.num_microbatches", f"{par.num_microbatches}, but "
                          f"global_batch_size/(micro_batch_size*dp) = {microbatches}")
+    _check_context_parallel(par, model, train.attention)
     if par.cp > 1 and train.sequence_length % (2 * par.cp):
         raise FieldError("workload.training.sequence_length", f"{train.sequence_length} is not divisible "
                          f"by 2*cp = {2 * par.cp} (context parallelism splits it into 2*cp chunks)")

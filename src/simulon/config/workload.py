@@ -39,6 +39,8 @@ def _positive_layer_step(value: int) -> int:
     return value
 
 
+CPSizes = Annotated[tuple[GPUCount, GPUCount], BeforeValidator(lambda v: tuple(v) if isinstance(v, list) else v)]
+"""[all-to-all ranks, ring ranks] of hierarchical context parallelism, written as a YAML list."""
 LayerFlags = Annotated[tuple[Literal[0, 1], ...], BeforeValidator(lambda v: tuple(v) if isinstance(v, list) else v)]
 """A 0 or 1 per layer, written as a YAML list (kept as a tuple: a model is hashable)."""
 
@@ -287,10 +289,16 @@ class ParallelismSpec(StrictModel):
     sequence_parallel: bool = False
     tp_comm_overlap: bool = Field(False, description="pipeline tensor-parallel all-gathers and reduce-scatters "
                                   "with their GEMMs (Transformer Engine userbuffers; needs sequence_parallel)")
-    context_parallel_comm: Literal["p2p", "all_gather"] = Field(
+    context_parallel_comm: Literal["p2p", "all_gather", "a2a", "a2a+p2p"] = Field(
         "p2p", description="how context-parallel ranks exchange keys and values: p2p passes them around a ring "
         "overlapped with attention blocks (Megatron's default --cp-comm-type p2p, Transformer Engine's "
-        "AttnFuncWithCPAndKVP2P); all_gather gathers them all before attention (--cp-comm-type all_gather)")
+        "AttnFuncWithCPAndKVP2P); all_gather gathers them all before attention (--cp-comm-type all_gather); a2a "
+        "trades the sequence split for a head split with all-to-alls of Q, K and V before attention and of its "
+        "output after (DeepSpeed-Ulysses, --cp-comm-type a2a, AttnFuncWithCPAndQKVOA2A); a2a+p2p does that "
+        "within groups of hierarchical_context_parallel_sizes[0] ranks and passes the ring between the groups")
+    hierarchical_context_parallel_sizes: CPSizes | None = Field(
+        None, description="a2a+p2p: [all-to-all ranks, ring ranks], their product cp (Megatron's "
+        "--hierarchical-context-parallel-sizes); the all-to-all groups are consecutive context-parallel ranks")
     distributed_optimizer: bool = False
     fsdp: Literal["none", "full_shard", "shard_grad_op"] = Field(
         "none", description="ZeRO-3 (full_shard) or ZeRO-2 (shard_grad_op) sharding over data parallelism")
@@ -357,6 +365,20 @@ class ParallelismSpec(StrictModel):
     def gathers_overlapped(self) -> bool:
         """Whether the distributed optimizer's parameter all-gather overlaps the next step's forward."""
         return self.overlap_grad_reduce if self.overlap_param_gather is None else self.overlap_param_gather
+
+    @property
+    def cp_a2a(self) -> int:
+        """Context-parallel ranks that split the heads by all-to-all (1: none, the sequence split throughout)."""
+        if self.context_parallel_comm == "a2a":
+            return self.cp
+        if self.context_parallel_comm == "a2a+p2p" and self.hierarchical_context_parallel_sizes:
+            return self.hierarchical_context_parallel_sizes[0]
+        return 1
+
+    @property
+    def cp_ring(self) -> int:
+        """Context-parallel ranks the keys and values pass around as a ring (1: no ring)."""
+        return self.cp // self.cp_a2a if self.context_parallel_comm in ("p2p", "a2a+p2p") else 1
 
     @property
     def etp(self) -> int:

@@ -34,7 +34,8 @@ AUTO_FULL_MAX_GPUS = 64
 _FOLDABLE = (("dp", 2), ("tp", 0))  # axis, column of RankLayout.coords
 
 
-GROUP_AXES = ("tp", "cp", "dp", "pp", "ep", "etp", "edp", "dp_cp", "fsdp", "fsdp_replica", "emb", "mirror")
+GROUP_AXES = ("tp", "cp", "cp_a2a", "cp_p2p", "dp", "pp", "ep", "etp", "edp", "dp_cp", "fsdp", "fsdp_replica", "emb",
+              "mirror")
 """The process-group axes of a rank layout (RankLayout.group), tried in turn to tell which one a group is of."""
 
 

@@ -20,7 +20,9 @@ An fp8 (fp4, MXFP8, NVFP4) run keeps a GEMM's input for the weight gradient in t
 scales (config/number_formats.py), the copy Transformer Engine casts for the GEMM (only the column-wise one the
 weight gradient reads), except in the layers its recipe keeps in bf16; norms, activation functions and
 attention keep theirs in 16 bits. Sequence parallelism divides what norms and dropouts keep by t; context
-parallelism divides every row count by cp. A model without dropout keeps no masks (Llama, DeepSeek).
+parallelism divides every row count by cp (its all-to-all variants keep the whole sequence of a share of the heads:
+the same bytes, and the attention kernel's output beside the all-to-all's that the projection keeps). A model
+without dropout keeps no masks (Llama, DeepSeek).
 Grouped-query attention keeps fewer K and V heads; multi-head latent attention keeps its low-rank latents
 and the up-projected Q, K, V.
 Mixture-of-experts layers keep the router's fp32 logits, the dispatched tokens each expert GEMM reads, the
@@ -176,6 +178,8 @@ class ActivationModel:
             if "mla_up_proj" not in self.modules:
                 parts["query, key, value"] = rows * n * (2 * qk_dim + v_dim) * a
         parts["attention output"] = rows * n * v_dim * a
+        if self.shape.cp_a2a > 1:  # the kernel's own output, head-split, beside the all-to-all's the projection reads
+            parts["attention output before the all-to-all"] = rows * n * v_dim * a
         if self.shape.quantized_bytes:  # the projection keeps its own narrow copy of the attention output
             parts["attention projection input"] = rows * n * v_dim * self.gemm_input
         parts.update(self._core_attention(n, kv))

@@ -66,6 +66,7 @@ def unit_kind(kernels: LayerKernels, unit: int) -> Unit:
 def is_layer(unit: Unit) -> bool:
     return isinstance(unit, tuple)
 
+
 AR, AG, RS, A2A, SR = (CollType.AllReduce, CollType.AllGather, CollType.ReduceScatter, CollType.AllToAll,
                        CollType.SendRecv)
 
@@ -300,14 +301,20 @@ class Estimator:
         if s.cp > 1 and "attention" in unit:
             m = workload.model
             local_kv = 2 * shape.tokens * max(m.kv_heads // s.tp, 1) * m.head_size * shape.act_bytes
-            group = tuple(range(0, s.tp * s.cp, s.tp))
+            group = tuple(range(0, s.tp * s.cp, s.tp))  # rank 0's context-parallel group (RankLayout's cp)
+            if shape.cp_a2a > 1:  # Q, K, V and the output each way, waited for (workload.megatron cp_all_to_all)
+                a2a = group[:shape.cp_a2a]
+                cp = 2 * sum(self.seconds(A2A, a2a, elements * shape.act_bytes)
+                             for elements in kernels.attention_tensors().values())
+                group = group[::shape.cp_a2a]  # the ring between the all-to-all groups (RankLayout's cp_p2p)
             if RING_BLOCK in kernels:  # each pass hides behind the block computed meanwhile (workload.megatron)
                 block = {phase: float(self.kernel_seconds(s.dtype, [kernels[RING_BLOCK][phase]]).sum())
                          for phase in (Phase.fwd, Phase.bwd_ig)}
-                cp = (s.cp - 1) * (max(0.0, self.seconds(SR, group, local_kv) - block[Phase.fwd])
-                                   + max(0.0, self.seconds(SR, group, 2 * local_kv) - block[Phase.bwd_ig]))
+                cp += kernels.repeats(RING_BLOCK) * (
+                    max(0.0, self.seconds(SR, group, local_kv) - block[Phase.fwd])
+                    + max(0.0, self.seconds(SR, group, 2 * local_kv) - block[Phase.bwd_ig]))
                 cp += self.seconds(SR, group, local_kv)  # the key/value gradients' way home
-            else:
+            elif kernels.gathers_kv:
                 cp = self.seconds(AG, group, s.cp * local_kv) + self.seconds(RS, group, s.cp * local_kv)
         ep = 0.0
         if routed and s.ep > 1:  # dispatch and combine, forward and back

@@ -150,14 +150,13 @@ class Space:
         tps = [t for t in _divisors(self.gpus_per_node) if model.num_heads % t == 0 and model.kv_heads % t == 0
                and (model.mamba is None or model.mamba.num_groups % t == 0)]
         pps = [p for p in _divisors(self.num_gpus) if p <= model.num_layers]
-        # context parallelism of Mamba layers is not modelled (config.scenario refuses it)
-        contexts = (1,) if model.mamba is not None else CONTEXT_PARALLEL
-        inner = (contexts, _divisors(moe.num_experts) if moe else [1], (False, True) if moe else (False,),
+        inner = ((), _divisors(moe.num_experts) if moe else [1], (False, True) if moe else (False,),
                  MICRO_BATCHES, (False, True), RECOMPUTE, ("ddp", *SHARDINGS), self.dtypes, (False, True),
                  (lim.values or {}).get("zero_bubble", ZERO_BUBBLE))
         for position, (tp, pp, vpp) in enumerate(itertools.product(tps, pps, range(1, MAX_VPP + 1))):
             if position % parts != part:
                 continue
+            inner = (self.contexts(tp), *inner[1:])
             splits = self.splits(pp, vpp)
             index = np.indices([len(values) for values in inner] + [len(splits)]).reshape(len(inner) + 1, -1)
             cp, ep, unsplit, mbs, sp, _, sharding, _, overlap, zero_bubble = (
@@ -182,6 +181,20 @@ class Space:
                 yield Strategy(tp, pp, vpp, self.num_gpus // (tp * pp * cp_), cp_, inner[1][e],
                                1 if inner[2][u] else tp, inner[3][m], inner[4][q], inner[5][r], inner[6][h],
                                inner[7][d], inner[8][o], first, last, inner[9][z])
+
+    def contexts(self, tp: int) -> tuple[int, ...]:
+        """Context-parallel sizes to try with `tp`: none for Mamba layers (not modelled); a2a+p2p keeps the
+        workload's (its hierarchical sizes multiply to it); a2a only those that divide each tensor-parallel
+        rank's heads and key/value heads (config.scenario)."""
+        model, par = self.workload.model, self.workload.parallelism
+        if model.mamba is not None:
+            return (1,)
+        if par.context_parallel_comm == "a2a+p2p":
+            return (par.cp,)
+        if par.context_parallel_comm == "a2a":
+            heads, kv_heads = model.num_heads // tp, max(model.kv_heads // tp, 1)
+            return tuple(c for c in CONTEXT_PARALLEL if heads % c == 0 and kv_heads % c == 0)
+        return CONTEXT_PARALLEL
 
     def _allowed(self, tp: int, pp: int, vpp: int, inner: tuple, index: np.ndarray,
                  splits: list[tuple[int, int]]) -> np.ndarray:

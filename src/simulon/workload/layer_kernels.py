@@ -48,6 +48,7 @@ class ShardShape:
     #                                       included), None for 16-bit GEMMs
     etp: int | None = None  # expert tensor parallelism (default tp)
     cp_ring: bool = False   # context parallelism passes keys and values around a ring instead of gathering them
+    cp_a2a: int = 1         # context-parallel ranks that trade the sequence split for a head split by all-to-all
     number_format: TrainingFormat | None = None  # the run's narrow format (None: 16-bit GEMMs)
 
     @classmethod
@@ -63,7 +64,7 @@ class ShardShape:
                    batch=train.micro_batch_size, tp=par.tp, cp=par.cp, sp=par.sequence_parallel and par.tp > 1,
                    ep=par.ep, act_bytes=act_bytes, grad_bytes=(train.grad_reduce_dtype or default_grad).bytes,
                    quantized_bytes=fmt.format.operand_bytes() if quantized else None, etp=par.etp,
-                   cp_ring=par.cp > 1 and par.context_parallel_comm == "p2p", number_format=fmt if quantized else None,
+                   cp_ring=par.cp_ring > 1, cp_a2a=par.cp_a2a, number_format=fmt if quantized else None,
                    vocab_shard=-(-workload.model.vocab_size // par.tp))
 
     def in_bf16(self) -> ShardShape:
@@ -73,11 +74,22 @@ class ShardShape:
     def one_sequence(self) -> ShardShape:
         """The same shard running one whole sequence (micro-batch 1, no context parallelism): its GEMMs have the
         same weights, so it counts the same parameters (LayerKernels.weights_of)."""
-        return replace(self, tokens=self.full_seq, seq=self.full_seq, batch=1, cp=1, cp_ring=False)
+        return replace(self, tokens=self.full_seq, seq=self.full_seq, batch=1, cp=1, cp_ring=False, cp_a2a=1)
 
     @property
     def expert_tp(self) -> int:
         return self.etp or self.tp
+
+    @property
+    def ring_size(self) -> int:
+        """Ranks the keys and values pass around (1: no ring)."""
+        return self.cp // self.cp_a2a if self.cp_ring else 1
+
+    @property
+    def attention_seq(self) -> int:
+        """Queries of one attention kernel: the rank's share of the sequence, times the all-to-all group that
+        gathers the sequence for a share of the heads."""
+        return self.seq * self.cp_a2a
 
     def routed_tokens(self, top_k: int) -> int:
         """Token copies the experts on one rank process per micro-batch, balanced: top_k per token, the tokens
@@ -398,15 +410,29 @@ class LayerKernels:
     def attention_inputs(self) -> list[str]:
         return list(self._attention_projections())
 
-    def _attention_core(self) -> dict[str, tuple[KernelSpec, ...]]:
+    def attention_heads(self) -> tuple[int, int, int, int]:
+        """(query heads, key/value heads, query-key size, value size) of one tensor-parallel rank, before any
+        context-parallel all-to-all splits the heads."""
         m, sh = self.model, self.shape
         n = m.num_heads // sh.tp
         if m.mla is None:
-            kv, qk_dim, v_dim = max(m.kv_heads // sh.tp, 1), m.head_size, m.head_size
-        else:
-            kv, qk_dim, v_dim = n, m.mla.qk_nope_head_dim + m.mla.qk_rope_head_dim, m.mla.v_head_dim
-        b, sq, sk, db = sh.batch, sh.seq, sh.full_seq, sh.act_bytes
-        if sh.cp_ring and self.attention_impl in FLASH_IMPLEMENTATIONS:
+            return n, max(m.kv_heads // sh.tp, 1), m.head_size, m.head_size
+        return n, n, m.mla.qk_nope_head_dim + m.mla.qk_rope_head_dim, m.mla.v_head_dim
+
+    def attention_tensors(self) -> dict[str, float]:
+        """Elements of Q, K, V and the attention output one rank holds of its share of the sequence (what a
+        context-parallel all-to-all redistributes)."""
+        n, kv, qk_dim, v_dim = self.attention_heads()
+        tokens = self.shape.tokens
+        return {"q": tokens * n * qk_dim, "k": tokens * kv * qk_dim, "v": tokens * kv * v_dim,
+                "out": tokens * n * v_dim}
+
+    def _attention_core(self) -> dict[str, tuple[KernelSpec, ...]]:
+        sh = self.shape
+        n, kv, qk_dim, v_dim = self.attention_heads()
+        n, kv = n // sh.cp_a2a, kv // sh.cp_a2a  # an all-to-all group splits the heads, gathers the sequence
+        b, sq, sk, db = sh.batch, sh.attention_seq, sh.full_seq, sh.act_bytes
+        if sh.ring_size > 1 and self.attention_impl in FLASH_IMPLEMENTATIONS:
             # the ring's blocks, the rank's queries against one rank's keys: its own (causal) and each received
             # one, of which the load balancing over 2*cp chunks leaves half to compute (half the queries or half
             # the keys), as much as the causal block: the model FLOPs of a full block each, half of them executed
@@ -509,13 +535,19 @@ class LayerKernels:
         return "moe_shared_linear1" in self.table or not self.shape.sp
 
     @property
+    def gathers_kv(self) -> bool:
+        """Context parallelism by an all-gather of every rank's keys and values before attention: neither a ring
+        (all_gather, or p2p with an attention that has no ring kernel) nor an all-to-all."""
+        return self.shape.cp > 1 and RING_BLOCK not in self and self.shape.cp_a2a == 1
+
+    @property
     def attention_core(self) -> list[str]:
         return list(self._attention_core())
 
     def repeats(self, name: str) -> int:
         """How many times a layer's forward (and backward) runs the kernel: cp - 1 received blocks of the
         context-parallel ring, once every other kernel."""
-        return self.shape.cp - 1 if name == RING_BLOCK else 1
+        return self.shape.ring_size - 1 if name == RING_BLOCK else 1
 
     def _mlp(self, k: dict, prefix: str, rows: int, ffn: int, groups: int) -> None:
         m, db = self.model, self.shape.act_bytes

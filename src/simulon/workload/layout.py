@@ -26,6 +26,7 @@ class RankLayout:
     ep: int = 1
     fsdp: int = 1  # ranks of the data x context dimension a parameter is sharded over (FSDP)
     etp: int | None = None  # expert tensor parallelism (default tp)
+    cp_a2a: int = 1  # consecutive context-parallel ranks that split the heads by all-to-all (the rest: a ring)
 
     @property
     def expert_tp(self) -> int:
@@ -64,16 +65,22 @@ class RankLayout:
     def group(self, axis: str, rank: int) -> tuple[int, ...]:
         """The ranks of `rank`'s process group along one axis, in ring order.
 
-        axis is one of tp, cp, dp, pp, ep (expert parallel), etp (expert tensor parallel), edp (expert data
-        parallel) or dp_cp (data x context, the dense-gradient group), fsdp / fsdp_replica (the FSDP shard group and
-        its replicas), emb (first and last stage) or mirror (stage s and stage pp - 1 - s, which DualPipe
-        makes hold the same layers).
+        axis is one of tp, cp, dp, pp, cp_a2a and cp_p2p (context parallelism's all-to-all groups and the ring
+        between them, Megatron's hierarchical context-parallel groups), ep (expert parallel), etp (expert tensor
+        parallel), edp (expert data parallel) or dp_cp (data x context, the dense-gradient group), fsdp /
+        fsdp_replica (the FSDP shard group and its replicas), emb (first and last stage) or mirror (stage s and
+        stage pp - 1 - s, which DualPipe makes hold the same layers).
         """
         t, c, d, p = (int(x) for x in self.coords[rank])
         if axis in AXES:
             sizes = {"tp": self.tp, "cp": self.cp, "dp": self.dp, "pp": self.pp}
             idx = {"tp": t, "cp": c, "dp": d, "pp": p}
             return tuple(self.rank(**{**idx, axis: i}) for i in range(sizes[axis]))
+        if axis in ("cp_a2a", "cp_p2p"):  # hierarchical context parallelism: all-to-all inside blocks of
+            inner = c % self.cp_a2a           # consecutive cp ranks, the ring between the blocks
+            members = (range(c - inner, c - inner + self.cp_a2a) if axis == "cp_a2a"
+                       else range(inner, self.cp, self.cp_a2a))
+            return tuple(self.rank(t, m, d, p) for m in members)
         if axis == "etp":  # expert tensor parallelism: consecutive ranks, as the expert layout puts it fastest
             start = rank - rank % self.expert_tp
             return tuple(range(start, start + self.expert_tp))

@@ -42,7 +42,7 @@ class MegatronTracer:
         par, train, model = workload.parallelism, workload.training, workload.model
         self.workload, self.model = workload, model
         dp = num_gpus // (par.tp * par.cp * par.pp)
-        self.layout = RankLayout(tp=par.tp, cp=par.cp, dp=dp, pp=par.pp, ep=par.ep, etp=par.etp,
+        self.layout = RankLayout(tp=par.tp, cp=par.cp, dp=dp, pp=par.pp, ep=par.ep, etp=par.etp, cp_a2a=par.cp_a2a,
                                  fsdp=par.fsdp_size or dp * par.cp)
         self.replica_microbatches = train.replica_microbatches(dp)
         self.scheduler = make_scheduler(par.pipeline_schedule, par.vpp)
@@ -169,29 +169,55 @@ class _StageEmitter:
 
     def cp_exchange(self, ctype: CollType, label: str, layer: int, mb: int, phase: Phase) -> int:
         """Context parallelism: all-gather every rank's keys and values (reduce-scatter their gradients)."""
-        if self.shape.cp == 1:
+        if not self.kernels.gathers_kv:
             return NO_OP
         size = self.local_kv_bytes * self.shape.cp
         return self.program.collective(ctype, "cp", size, Stream.cp_comm, label, layer, mb, phase)
 
     @property
     def local_kv_bytes(self) -> float:
-        """The keys and values of this rank's share of the sequence."""
+        """The keys and values of this rank's share of the sequence, as its attention kernel holds them (after an
+        all-to-all, the sequence of its group for its share of the heads: the same bytes)."""
         core = self.kernels[self.kernels.attention_core[0]][Phase.fwd]
-        kv_heads = core.param("kv_heads") if core.name == "attn_flash" else core.param("groups") // self.shape.batch
-        dims = core.param("qk_dim") + core.param("v_dim") if core.name == "attn_flash" else 2 * core.param("k")
-        return kv_heads * dims * self.shape.batch * self.shape.seq * self.shape.act_bytes
+        if core.name == "attn_flash":
+            kv_heads, seq = core.param("kv_heads"), core.param("seq_q")
+            dims = core.param("qk_dim") + core.param("v_dim")
+        else:
+            kv_heads, dims, seq = core.param("groups") // self.shape.batch, 2 * core.param("k"), self.shape.seq
+        return kv_heads * dims * self.shape.batch * seq * self.shape.act_bytes
 
     def core_attention(self, layer: int, mb: int, phase: Phase) -> None:
         """Core attention forward (or its recomputation), with context parallelism's exchange of keys and values:
-        around the ring, or gathered first."""
+        around the ring, or gathered first; the all-to-all variants trade the sequence split for a head split
+        first and back after (cp_all_to_all)."""
+        self.cp_all_to_all(("q", "k", "v"), "cp_qkv_a2a", layer, mb, phase)
         if RING_BLOCK in self.kernels:
             self.ring_attention(layer, mb, phase)
+        else:
+            waits = (self.pending, self.cp_exchange(CollType.AllGather, "cp_kv_gather", layer, mb, phase))
+            self.pending = NO_OP
+            for name in self.kernels.attention_core:
+                self.run(name, phase, layer, mb, *waits)
+        self.cp_all_to_all(("out",), "cp_out_a2a", layer, mb, phase)
+
+    def cp_all_to_all(self, tensors: tuple[str, ...], label: str, layer: int, mb: int, phase: Phase) -> None:
+        """Transformer Engine's all-to-all context parallelism (AttnFuncWithCPAndQKVOA2A, and the a2a part of
+        a2a+p2p in AttnFuncWithCPAndKVP2P; flash_attn_a2a_communicate): one all-to-all per tensor over the group,
+        each rank sending every peer its share of the heads of its share of the sequence; the next kernel waits
+        for the last. Forward Q, K and V before attention and its output after; backward the output's gradient
+        before and the gradients of Q, K and V after."""
+        if self.shape.cp_a2a == 1:
             return
-        waits = (self.pending, self.cp_exchange(CollType.AllGather, "cp_kv_gather", layer, mb, phase))
-        self.pending = NO_OP
-        for name in self.kernels.attention_core:
-            self.run(name, phase, layer, mb, *waits)
+        elements = self.kernels.attention_tensors()
+        for tensor in tensors:
+            self.pending = self.program.collective(CollType.AllToAll, "cp_a2a", elements[tensor] * self.shape.act_bytes,
+                                                   Stream.cp_comm, label, layer, mb, phase, waits=(self.pending,))
+
+    @property
+    def ring_axis(self) -> str:
+        """The process group the keys and values pass around: the context-parallel group, or with a2a+p2p the
+        ranks of the same place in every all-to-all group."""
+        return "cp" if self.shape.cp_a2a == 1 else "cp_p2p"
 
     def ring_attention(self, layer: int, mb: int, phase: Phase) -> None:
         """Transformer Engine's context-parallel ring (`AttnFuncWithCPAndKVP2P`, Megatron's --cp-comm-type p2p):
@@ -201,16 +227,17 @@ class _StageEmitter:
         backward = phase == Phase.bwd_ig
         size = self.local_kv_bytes * (2 if backward else 1)
         held = NO_OP  # the block this step computes on has arrived
-        for step in range(self.shape.cp):
+        ring = self.shape.ring_size
+        for step in range(ring):
             passed_on = NO_OP
-            if step < self.shape.cp - 1:
-                passed_on = self.program.collective(CollType.SendRecv, "cp", size, Stream.cp_comm, "cp_ring", layer,
-                                                    mb, phase)
+            if step < ring - 1:
+                passed_on = self.program.collective(CollType.SendRecv, self.ring_axis, size, Stream.cp_comm, "cp_ring",
+                                                    layer, mb, phase)
             self.run("attn_flash" if step == 0 else RING_BLOCK, phase, layer, mb, held)
             held = passed_on
         if backward:
-            self.pending = self.program.collective(CollType.SendRecv, "cp", self.local_kv_bytes, Stream.cp_comm,
-                                                   "cp_ring_grad_return", layer, mb, phase)
+            self.pending = self.program.collective(CollType.SendRecv, self.ring_axis, self.local_kv_bytes,
+                                                   Stream.cp_comm, "cp_ring_grad_return", layer, mb, phase)
 
     def wait_for_gathers(self, gathers: Gathers) -> None:
         """The next kernel waits for the unit's parameter gathers; a prefetch of the next unit's gather is
@@ -566,11 +593,13 @@ class _StageEmitter:
         self.run("attn_proj", Phase.bwd_wg, layer, mb)
         if "core_attn" in self.parallelism.recomputed_modules:
             self.core_attention(layer, mb, Phase.recompute)
+        self.cp_all_to_all(("out",), "cp_out_a2a", layer, mb, Phase.bwd_ig)
         if RING_BLOCK in self.kernels:
             self.ring_attention(layer, mb, Phase.bwd_ig)
         else:
             for name in reversed(self.kernels.attention_core):
                 self.run(name, Phase.bwd_ig, layer, mb)
             self.pending = self.cp_exchange(CollType.ReduceScatter, "cp_kv_grad_scatter", layer, mb, Phase.bwd_ig)
+        self.cp_all_to_all(("q", "k", "v"), "cp_qkv_a2a", layer, mb, Phase.bwd_ig)
         self.column_block_backward(self.kernels.attention_inputs, layer, mb, "attn_reduce", "attn_gather")
         self.run("attn_norm", Phase.bwd_ig, layer, mb)
