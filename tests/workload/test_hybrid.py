@@ -84,7 +84,7 @@ def test_each_layer_runs_the_blocks_its_symbol_names_in_megatron_s_order():
         if isinstance(op, ComputeOp) and op.kernel.phase == Phase.fwd and op.layer >= 0 and op.microbatch == 0:
             by_layer.setdefault(op.layer, []).append(op.kernel.name)
     assert by_layer[0] == ["mamba_norm", "mamba_in_proj", "mamba_conv1d", "mamba_ssd_cumsum", "mamba_ssd_chunk_state",
-                           "mamba_ssd_state_passing", "mamba_ssd_bmm", "mamba_ssd_scan", "mamba_gated_norm",
+                           "mamba_ssd_state_passing", "mamba_ssd_bmm", "mamba_ssd_scan", "mamba_out_norm",
                            "mamba_out_proj", "mamba_residual"]
     assert by_layer[1] == ["attn_norm", "attn_qkv", "attn_flash", "attn_proj", "attn_residual"]
     assert by_layer[2] == ["mlp_norm", "mlp_linear1", "mlp_act", "mlp_linear2", "mlp_residual"]
@@ -92,14 +92,14 @@ def test_each_layer_runs_the_blocks_its_symbol_names_in_megatron_s_order():
     assert {name.split("_")[0] for name in by_layer[3][1:-1]} == {"moe"}
     backward = [op.kernel.name for op in program.ops if isinstance(op, ComputeOp) and op.layer == 0
                 and op.microbatch == 0 and op.kernel.phase == Phase.bwd_ig]
-    assert backward == ["mamba_residual", "mamba_out_proj", "mamba_gated_norm", "mamba_ssd_scan", "mamba_ssd_bmm",
+    assert backward == ["mamba_residual", "mamba_out_proj", "mamba_out_norm", "mamba_ssd_scan", "mamba_ssd_bmm",
                         "mamba_ssd_state_passing", "mamba_ssd_chunk_state", "mamba_ssd_cumsum", "mamba_conv1d",
                         "mamba_in_proj", "mamba_norm"]
 
 
 def megatron_mamba_params(h: int, heads: int, head_dim: int, state: int, groups: int, conv: int) -> int:
     """Megatron-Core's MambaLayer with RMSNorm: the fused pre-norm, in_proj (z, x, B, C, dt), conv1d's filter and
-    bias over x, B and C, dt_bias, A_log and D per head, the gated norm's weight, out_proj (mamba_mixer.py)."""
+    bias over x, B and C, dt_bias, A_log and D per head, the output norm's weight, out_proj (mamba_mixer.py)."""
     inner = heads * head_dim
     return (h + h * (2 * inner + 2 * groups * state + heads) + (inner + 2 * groups * state) * (conv + 1)
             + 3 * heads + inner + inner * h)
@@ -147,8 +147,9 @@ def test_a_mamba_layer_keeps_what_the_memory_efficient_path_saves():
     wl = scenario("MM", tp=2).workload
     parts = ActivationModel(wl).layer(("mamba",)).parts
     rows, inner, groups, state, heads = 512, 1024 // 2, 4 // 2, MAMBA["state_size"], 16 // 2
-    assert parts["Mamba in_proj output"] == 2 * rows * (2 * inner + 2 * groups * state + heads)
-    assert parts["Mamba scan output"] == parts["Mamba output projection input"] == 2 * rows * inner
+    assert parts["Mamba scan input"] == 2 * rows * (2 * inner + 2 * groups * state + heads)
+    assert parts["Mamba scan output"] == parts["Mamba gated output"] == parts["Mamba output projection input"] \
+        == 2 * rows * inner
     assert parts["Mamba norm statistics"] == 4 * rows * groups
     full = scenario("MM", tp=2, parallelism={"recompute": "full"}).workload
     assert ActivationModel(full).layer(("mamba",)).parts == {"layer input": 2 * rows * H}
@@ -179,7 +180,11 @@ def test_the_search_s_estimate_follows_the_replay_on_a_hybrid_model():
 def test_the_search_offers_only_what_a_mamba_layer_can_be_split_into():
     sc = scenario("M*M-", nodes=2, gbs=16)
     kept = list(Space(sc.workload, 16, 8, fp8=False).strategies())
-    assert kept and {s.cp for s in kept} == {1} and {s.tp for s in kept} <= {1, 2, 4}
+    assert kept and {s.tp for s in kept} <= {1, 2, 4}
+    heads, groups = MAMBA["num_heads"], MAMBA["num_groups"]
+    assert all(heads // s.tp % s.cp == 0 and (groups // s.tp % s.cp == 0 or s.cp % (groups // s.tp) == 0)
+               for s in kept)
+    assert {s.cp for s in kept} > {1}
 
 
 def test_a_narrow_format_keeps_the_scan_in_bf16_and_casts_only_the_projections():
@@ -229,14 +234,16 @@ def test_a_moe_layer_placement_that_places_nothing_or_too_much_is_refused(moe, s
         parse_scenario(data)
 
 
-@pytest.mark.parametrize(("parallelism", "says"), [
-    ({"tp": 8}, "workload.parallelism.tp: 8 does not divide the Mamba mixer's num_groups 4"),
-    ({"cp": 2}, "workload.parallelism.cp: 2: context parallelism of Mamba layers"),
+@pytest.mark.parametrize(("parallelism", "mamba", "says"), [
+    ({"tp": 8}, MAMBA, "workload.parallelism.tp: 8 does not divide the Mamba mixer's num_groups 4"),
+    ({"cp": 4}, {**MAMBA, "num_heads": 6, "num_groups": 2}, "workload.parallelism.cp: 4 must divide each "
+     "tensor-parallel rank's 6 Mamba heads"),
+    ({"cp": 4, "tp": 2}, {**MAMBA, "num_groups": 6, "num_heads": 24}, "and divide or be a multiple of its 3 groups"),
 ])
-def test_a_split_a_mamba_mixer_cannot_take_is_refused(parallelism, says):
-    data = hybrid()
+def test_a_split_a_mamba_mixer_cannot_take_is_refused(parallelism, mamba, says):
+    data = hybrid(mamba=mamba)
     data["workload"]["parallelism"].update(parallelism)
-    data["workload"]["training"]["num_gpus"] = 8 if parallelism.get("tp") == 8 else 4
+    data["workload"]["training"]["num_gpus"] = 8
     with pytest.raises(ConfigError, match=says):
         parse_scenario(data)
 
@@ -253,3 +260,40 @@ def test_any_pattern_either_builds_the_layers_it_names_or_is_refused_naming_the_
     model = sc.workload.model
     assert [model.layer_blocks(i) for i in range(model.num_layers)] == \
         [{"M": ("mamba",), "*": ("attention",), "-": ("mlp",), "E": ("moe",)}[c] for c in pattern]
+
+
+@pytest.mark.parametrize(("tp", "cp"), [(1, 2), (2, 2), (1, 8), (2, 4)])
+def test_context_parallelism_computes_the_mamba_layers_of_one_rank_over_the_whole_sequence(tp, cp):
+    """The same model FLOPs as without it, where groups fewer than cp are repeated (tp 2 x cp 4: two groups for four
+    ranks; tp 1 x cp 8: four for eight), and the all-to-alls of MambaContextParallel: z, x, B, C, dt and back."""
+    flat = scenario("M*M-", tp=tp, gbs=16, seq=1024, nodes=2)
+    split = scenario("M*M-", tp=tp, gbs=16, seq=1024, nodes=2, parallelism={"cp": cp})
+    assert build_dag(split)[0].total_flops() == pytest.approx(build_dag(flat)[0].total_flops(), rel=1e-12)
+    tracer = MegatronTracer(split.workload, 16)
+    ops = tracer.stage_program(0).ops
+    a2a = [op for op in ops if isinstance(op, CollectiveOp) and op.label == "mamba_cp_a2a"]
+    micro = tracer.num_microbatches
+    assert all(op.axis == "cp" and op.ctype == CollType.AllToAll for op in a2a)
+    for phase in (Phase.fwd, Phase.bwd_ig):
+        assert len([op for op in a2a if op.phase == phase]) == 6 * 2 * micro  # two Mamba layers
+    first = [op.nbytes for op in a2a if op.phase == Phase.fwd][:6]
+    tokens, inner, groups = 1024 // cp, 1024 // tp, MAMBA["num_groups"] // tp
+    shared = tokens * max(groups, cp) * MAMBA["state_size"] * 2
+    assert first == [2 * tokens * inner, 2 * tokens * inner, shared, shared,
+                     2 * tokens * MAMBA["num_heads"] // tp, 2 * tokens * inner]
+
+
+def test_context_parallelism_halves_what_a_mamba_layer_keeps_where_it_repeats_no_group():
+    one = ActivationModel(scenario("MM").workload).layer(("mamba",)).parts
+    two = ActivationModel(scenario("MM", parallelism={"cp": 2}).workload).layer(("mamba",)).parts
+    assert two == pytest.approx({name: value / 2 for name, value in one.items()})
+
+
+def test_the_search_s_estimate_follows_the_replay_of_a_context_parallel_hybrid():
+    sc = scenario("M*M-M*M-", nodes=2, gbs=16, seq=4096)
+    search = Search(sc)
+    for strategy in (Strategy(1, 1, 1, 8, 2, 1, 1, 1, False, "none", "distributed_optimizer", "bf16", False),
+                     Strategy(2, 1, 1, 2, 4, 1, 2, 1, True, "none", "distributed_optimizer", "bf16", False)):
+        estimated = search.estimator.estimate(strategy, apply(sc.workload, strategy)).iteration_s * 1e3
+        replayed = simulate(scenario_for(sc, strategy, 16)).result.iteration_time_ms
+        assert 0.75 < estimated / replayed < 1.25, strategy

@@ -5,7 +5,7 @@ first dense layers). Megatron-Core's hybrid models (megatron/core/models/mamba/m
 `allocate_layers` in megatron/core/ssm/mamba_hybrid_layer_allocation.py from `--hybrid-override-pattern`; the
 HuggingFace `hybrid_override_pattern` of NemotronH configs) make every layer one block, named by one symbol:
 
-    M  a Mamba-2 mixer (MambaLayer: norm, in_proj, causal conv1d, SSD scan, gated RMSNorm, out_proj)
+    M  a Mamba-2 mixer (MambaLayer: norm, in_proj, causal conv1d, SSD scan gated by z, group RMSNorm, out_proj)
     *  self-attention alone (TransformerLayer with only input_layernorm and self_attention)
     -  an MLP alone (TransformerLayer with only pre_mlp_layernorm and mlp)
     E  a mixture of experts alone (the MLP slot holding a MoE block)
@@ -82,9 +82,16 @@ class MambaSpec(StrictModel):
     @property
     def conv_channels(self) -> int:
         """Channels of the causal convolution: x, B and C (d_inner + 2 G N)."""
-        return self.inner + 2 * self.num_groups * self.state_size
+        return mixer_widths(self.num_heads, self.head_dim, self.num_groups, self.state_size)[0]
 
     @property
     def in_proj_width(self) -> int:
         """in_proj's output: z, x, B, C and dt (2 d_inner + 2 G N + heads)."""
-        return self.inner + self.conv_channels + self.num_heads
+        return mixer_widths(self.num_heads, self.head_dim, self.num_groups, self.state_size)[1]
+
+
+def mixer_widths(heads: int, head_dim: int, groups: int, state: int) -> tuple[int, int]:
+    """(convolution channels: x, B and C; in_proj's output: z, x, B, C and dt) of a Mamba-2 mixer or a rank's
+    share of one."""
+    conv = heads * head_dim + 2 * groups * state
+    return conv, heads * head_dim + conv + heads

@@ -73,14 +73,15 @@ def workload_placement(wl: MegatronWorkload, dc: DatacenterConfig) -> Placement:
 
 def _check_mamba(par: ParallelismSpec, mamba: MambaSpec) -> None:
     """Megatron's MambaMixer splits its heads and its B/C groups over tp (mamba_mixer.py asserts ngroups % tp and
-    nheads % tp); context parallelism of Mamba layers (its all-to-all from sequence to head shards,
-    megatron/core/ssm/mamba_context_parallel.py) is not modelled."""
+    nheads % tp), and context parallelism splits each tensor-parallel rank's heads again, and its groups, or
+    repeats them where there are fewer than cp (megatron/core/ssm/mamba_context_parallel.py)."""
     if mamba.num_groups % par.tp:
         raise FieldError("workload.parallelism.tp", f"{par.tp} does not divide the Mamba mixer's num_groups "
                          f"{mamba.num_groups}")
-    if par.cp > 1:
-        raise FieldError("workload.parallelism.cp", f"{par.cp}: context parallelism of Mamba layers (Megatron's "
-                         "all-to-all from sequence to head shards) is not modelled; use cp 1")
+    heads, groups = mamba.num_heads // par.tp, mamba.num_groups // par.tp
+    if heads % par.cp or (groups % par.cp and par.cp % groups):
+        raise FieldError("workload.parallelism.cp", f"{par.cp} must divide each tensor-parallel rank's {heads} Mamba "
+                         f"heads, and divide or be a multiple of its {groups} groups")
 
 
 def _check_context_parallel(par: ParallelismSpec, model: ModelSpec, attention: str) -> None:

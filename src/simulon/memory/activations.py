@@ -39,7 +39,7 @@ from functools import cached_property
 
 from ..config.hybrid import Block, LayerKind
 from ..config.workload import MegatronWorkload
-from ..workload.layer_kernels import ShardShape
+from ..workload.layer_kernels import MambaShard, ShardShape
 
 FP32_BYTES = 4.0
 MASK_BYTES = 1.0
@@ -108,6 +108,10 @@ class ActivationModel:
         return float(self.shape.norm_tokens)
 
     @property
+    def mamba_shard(self) -> MambaShard:
+        return MambaShard.of(self.model.mamba, self.shape)
+
+    @property
     def flash(self) -> bool:
         return self.train.attention != "unfused"
 
@@ -143,18 +147,21 @@ class ActivationModel:
 
     def _mamba(self) -> dict[str, float]:
         """A Mamba-2 layer (Megatron-Core's MambaLayer and MambaMixer on mamba_ssm's memory-efficient path,
-        `mamba_split_conv1d_scan_combined`, which keeps in_proj's output and the scan's output and recomputes the
-        convolution and the states in backward): the norm's input, in_proj's input, its output (z, x, B, C, dt),
-        the scan's output, the gated RMSNorm's fp32 statistics per group and its output, out_proj's input."""
-        mb, t, a, h = self.model.mamba, self.shape.tp, self.a, self.model.hidden_size
+        `mamba_split_conv1d_scan_combined`, which keeps the scan's input and its ungated output and recomputes the
+        convolution and the states in backward; workload.layer_kernels.MambaShard): the norm's input, in_proj's
+        input, the scan's input (z, x, B, C, dt; after context parallelism's all-to-all, the whole sequence of a
+        share of the heads), its output before and after the gate, the group RMSNorm's fp32 statistics,
+        out_proj's input."""
+        ms, a, h = self.mamba_shard, self.a, self.model.hidden_size
         rows = self.rows
         parts = {"Mamba norm input": self.norm_rows * h * a}
         if "layernorm" not in self.modules:
             parts["Mamba GEMM input"] = self.norm_rows * h * self.gemm_input
-        parts["Mamba in_proj output"] = rows * mb.in_proj_width // t * a
-        parts["Mamba scan output"] = rows * mb.inner // t * a
-        parts["Mamba norm statistics"] = rows * mb.num_groups // t * FP32_BYTES
-        parts["Mamba output projection input"] = rows * mb.inner // t * self.gemm_input
+        parts["Mamba scan input"] = ms.scan_tokens * ms.scan_in_proj * a
+        parts["Mamba scan output"] = ms.scan_tokens * ms.inner * a
+        parts["Mamba gated output"] = rows * ms.tp_inner * a
+        parts["Mamba norm statistics"] = rows * ms.groups * ms.cp * FP32_BYTES
+        parts["Mamba output projection input"] = rows * ms.tp_inner * self.gemm_input
         parts["Mamba dropout mask"] = self.norm_rows * h * self.mask
         return parts
 
@@ -264,9 +271,9 @@ class ActivationModel:
             kv = max(m.kv_heads // t, 1)
             widths.append(self.rows * (m.num_heads // t + 2 * kv) * m.head_size * self.a)
         if "mamba" in kind:
-            mb, sh = m.mamba, self.shape
-            states = sh.batch * -(-sh.seq // mb.chunk_size) * mb.num_heads // t * mb.head_dim * mb.state_size
-            widths.append(self.rows * mb.in_proj_width // t * self.a + states * FP32_BYTES)
+            ms = self.mamba_shard
+            states = ms.chunks * ms.heads * ms.head_dim * ms.state
+            widths.append(ms.scan_tokens * ms.scan_in_proj * self.a + states * FP32_BYTES)
         return max(widths)
 
     def _forward_transient(self, kind: LayerKind) -> float:

@@ -111,7 +111,7 @@ def _memory(spec: KernelSpec, point: SweepPoint, kernels: LayerKernels, dtype: t
             device: str) -> Callable[[], object]:
     name, sh, h = spec.name, kernels.shape, kernels.model.hidden_size
     backward = spec.phase not in (Phase.fwd, Phase.step)
-    if name.endswith("_norm") and name != "mamba_gated_norm":  # a hidden-state norm (the gated one: copied below)
+    if name.endswith("_norm") and name != "mamba_out_norm":  # a hidden-state norm (the Mamba output's: copied below)
         x = _randn(sh.norm_tokens, h, dtype=dtype, device=device, grad=backward)
         w = torch.ones(h, dtype=dtype, device=device, requires_grad=backward)
         if kernels.model.normalization == "rmsnorm":

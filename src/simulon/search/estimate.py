@@ -316,6 +316,10 @@ class Estimator:
                 cp += self.seconds(SR, group, local_kv)  # the key/value gradients' way home
             elif kernels.gathers_kv:
                 cp = self.seconds(AG, group, s.cp * local_kv) + self.seconds(RS, group, s.cp * local_kv)
+        if s.cp > 1 and "mamba" in unit:  # z, x, B, C, dt and the scan's output each way, waited for
+            group = tuple(range(0, s.tp * s.cp, s.tp))
+            cp += 2 * sum(self.seconds(A2A, group, elements * shape.act_bytes)
+                          for elements in kernels.mamba_shard.all_to_all().values())
         ep = 0.0
         if routed and s.ep > 1:  # dispatch and combine, forward and back
             ep = 4 * self.seconds(A2A, self._layout(s).group("ep", 0),

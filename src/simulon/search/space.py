@@ -183,18 +183,20 @@ class Space:
                                inner[7][d], inner[8][o], first, last, inner[9][z])
 
     def contexts(self, tp: int) -> tuple[int, ...]:
-        """Context-parallel sizes to try with `tp`: none for Mamba layers (not modelled); a2a+p2p keeps the
-        workload's (its hierarchical sizes multiply to it); a2a only those that divide each tensor-parallel
+        """Context-parallel sizes to try with `tp`: those a Mamba mixer's heads and groups split into; a2a+p2p keeps
+        the workload's (its hierarchical sizes multiply to it); a2a only those that divide each tensor-parallel
         rank's heads and key/value heads (config.scenario)."""
         model, par = self.workload.model, self.workload.parallelism
+        sizes = CONTEXT_PARALLEL
         if model.mamba is not None:
-            return (1,)
+            heads, groups = model.mamba.num_heads // tp, max(model.mamba.num_groups // tp, 1)
+            sizes = tuple(c for c in sizes if heads % c == 0 and (groups % c == 0 or c % groups == 0))
         if par.context_parallel_comm == "a2a+p2p":
             return (par.cp,)
         if par.context_parallel_comm == "a2a":
             heads, kv_heads = model.num_heads // tp, max(model.kv_heads // tp, 1)
-            return tuple(c for c in CONTEXT_PARALLEL if heads % c == 0 and kv_heads % c == 0)
-        return CONTEXT_PARALLEL
+            return tuple(c for c in sizes if heads % c == 0 and kv_heads % c == 0)
+        return sizes
 
     def _allowed(self, tp: int, pp: int, vpp: int, inner: tuple, index: np.ndarray,
                  splits: list[tuple[int, int]]) -> np.ndarray:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from functools import cached_property, lru_cache
 
 from ..config.common import DType
-from ..config.hybrid import Block, LayerKind
+from ..config.hybrid import Block, LayerKind, MambaSpec, mixer_widths
 from ..config.number_formats import HIGH_PRECISION_GEMMS, TrainingFormat
 from ..config.workload import MegatronWorkload, ModelSpec
 from .kernels import (
@@ -124,6 +124,61 @@ BLOCK_PREFIXES: dict[Block, tuple[str, tuple[str, ...]]] = {
     "mamba": ("mamba_", ()),
 }
 """Each block's kernels: those whose names start with its prefix, and the ones named."""
+
+
+@dataclass(frozen=True)
+class MambaShard:
+    """One rank's share of a Mamba-2 mixer. Tensor parallelism splits its heads and B/C groups (in_proj's output
+    and out_proj's input: tp_inner channels); context parallelism splits them again, by all-to-all, each rank then
+    scanning the whole sequence of its share (Megatron-Core's MambaContextParallel,
+    megatron/core/ssm/mamba_context_parallel.py: z, x, B, C and dt sent before the convolution, the scan's output
+    back after it; B and C repeated first where a rank would hold less than one group)."""
+
+    heads: int          # heads each scan runs
+    groups: int         # B/C groups each scan runs (at least one: repeated)
+    model_groups: float  # the groups of the model this rank accounts for: tp's share over cp
+    head_dim: int
+    state: int
+    chunk: int
+    conv: int
+    tokens: int         # the rank's tokens (its share of the sequence): in_proj, the output norm, out_proj
+    scan_tokens: int    # tokens each scan runs over: the whole sequence with context parallelism
+    chunks: int         # (sequence, chunk) pairs of a scan
+    tp_inner: int       # in_proj's z and x, and out_proj's input, on this tensor-parallel rank
+    tp_in_proj: int     # in_proj's output on this tensor-parallel rank
+    cp: int
+
+    @classmethod
+    def of(cls, spec: MambaSpec, shape: ShardShape) -> MambaShard:
+        t, cp = shape.tp, shape.cp
+        tp_groups = spec.num_groups // t
+        return cls(heads=spec.num_heads // t // cp, groups=max(tp_groups // cp, 1), model_groups=tp_groups / cp,
+                   head_dim=spec.head_dim, state=spec.state_size, chunk=spec.chunk_size, conv=spec.conv_kernel,
+                   tokens=shape.tokens, scan_tokens=shape.tokens * cp,
+                   chunks=shape.batch * -(-shape.full_seq // spec.chunk_size), tp_inner=spec.inner // t,
+                   tp_in_proj=spec.in_proj_width // t, cp=cp)
+
+    @property
+    def inner(self) -> int:
+        """Channels each scan runs (its heads' x)."""
+        return self.heads * self.head_dim
+
+    @property
+    def conv_channels(self) -> int:
+        """x, B and C of each scan's convolution."""
+        return mixer_widths(self.heads, self.head_dim, self.groups, self.state)[0]
+
+    @property
+    def scan_in_proj(self) -> int:
+        """Channels of in_proj's output each scan reads (z, x, B, C, dt)."""
+        return mixer_widths(self.heads, self.head_dim, self.groups, self.state)[1]
+
+    def all_to_all(self) -> dict[str, float]:
+        """Elements of each tensor one rank sends in the context-parallel all-to-alls (of its share of the sequence,
+        B and C already repeated to a group a rank): z, x, B, C and dt before the scan, its output after."""
+        inner, shared = self.tokens * self.tp_inner, self.tokens * self.groups * self.cp * self.state
+        return {"z": inner, "x": inner, "B": shared, "C": shared, "dt": self.tokens * self.heads * self.cp,
+                "y": inner}
 
 
 Passes = tuple[tuple[float, float], tuple[float, float]]
@@ -457,28 +512,27 @@ class LayerKernels:
         }
 
     def _mamba(self) -> dict[str, tuple[KernelSpec, ...]]:
-        """A Mamba-2 layer on one rank (Megatron-Core's MambaLayer and MambaMixer; the scan is mamba_ssm's
-        `mamba_chunk_scan_combined`, ssd_combined.py), in forward order: the norm; in_proj, column-parallel, from
-        the hidden state to z, x, B, C and dt of the rank's heads and groups (config/hybrid.py MambaSpec); the
-        causal depthwise conv1d with its SiLU over x, B and C; the SSD scan over chunks of Q tokens (Dao and Gu,
-        arXiv 2405.21060, section 6), five kernels: the cumulative decay of each chunk (chunk_cumsum), each chunk's
-        final state B^T X per head (chunk_state: N x P from k = Q), the states passed from chunk to chunk
-        (state_passing, fp32, sequential over chunks), C B^T per group (bmm_chunk: Q x Q from k = N) and the output
-        per head, C times the entering state plus the decay-masked C B^T times X (chunk_scan: Q x P from k = N + Q,
-        the Q x Q part causal, so that it executes about k = N + Q/2); then the gated RMSNorm, rmsnorm(y * silu(z)),
-        within each group (no communication), and out_proj, row-parallel; the residual add. The scan's matrix
-        products are Triton `tl.dot` tiles, timed as batched GEMMs (bmm_chunk computes the whole Q x Q square). Backward
-        (`_mamba_chunk_scan_combined_bwd`) recomputes what the forward did not keep (cumsum, C B^T, the chunk states and
-        their passing), then runs each product's gradients: three sets of each forward product's size, of which two
-        are model FLOPs (chunk_state: recomputed, dstates, dB; bmm_chunk: recomputed, two bmm_chunk_bwd; chunk_scan:
-        dx, dC and the dCB and ddA products); and the convolution is re-run before its gradient (the memory-efficient
-        path keeps only in_proj's output and the scan's: `mamba_split_conv1d_scan_combined`)."""
+        """A Mamba-2 layer on one rank (Megatron-Core's MambaLayer and MambaMixer on mamba_ssm's memory-efficient
+        path, `mamba_split_conv1d_scan_combined`, ssd_combined.py), in forward order: the norm; in_proj,
+        column-parallel, from the hidden state to z, x, B, C and dt of the rank's heads and groups
+        (config/hybrid.py MambaSpec); with context parallelism, all-to-alls to the rank's share of the heads over the
+        whole sequence (MambaShard); the causal depthwise conv1d with its SiLU over x, B and C; the SSD scan over
+        chunks of Q tokens (Dao and Gu, arXiv 2405.21060, section 6), five kernels: the cumulative decay of each
+        chunk (chunk_cumsum), each chunk's final state B^T X per head (chunk_state: N x P from k = Q), the states
+        passed from chunk to chunk (state_passing, fp32, sequential over chunks), C B^T per group (bmm_chunk: Q x Q
+        from k = N, the whole square) and the output per head, C times the entering state plus the decay-masked
+        C B^T times X (chunk_scan: Q x P from k = N + Q, the Q x Q part causal, so that it executes about
+        k = N + Q/2), gated by silu(z) in the same kernel; then, back on the sequence split, the RMSNorm within each
+        group (no communication) and out_proj, row-parallel; the residual add. The scan's matrix products are
+        Triton `tl.dot` tiles, timed as batched GEMMs. Backward (`_mamba_chunk_scan_combined_bwd`) recomputes what
+        the forward did not keep (cumsum, C B^T, the chunk states and their passing), then runs each product's
+        gradients: three sets of each forward product's size, of which two are model FLOPs (chunk_state:
+        recomputed, dstates, dB; bmm_chunk: recomputed, two bmm_chunk_bwd; chunk_scan: dx, dC and the dCB and ddA
+        products); and the convolution is re-run before its gradient."""
         m, sh, db = self.model, self.shape, self.shape.act_bytes
-        mb, t, h = m.mamba, sh.tp, m.hidden_size
+        ms, h = self.mamba_shard, m.hidden_size
         T, Tn = sh.tokens, sh.norm_tokens
-        heads, groups, inner = mb.num_heads // t, mb.num_groups // t, mb.inner // t
-        N, P, Q = mb.state_size, mb.head_dim, mb.chunk_size
-        chunks = sh.batch * -(-sh.seq // Q)  # (sequence, chunk) pairs of the micro-batch
+        N, P, Q = ms.state, ms.head_dim, ms.chunk
         residual_fwd, residual_bwd = self.passes.residual
 
         def streamed(name: str, elements: float, fwd: float, bwd: float, flops: float = 0.0) -> tuple[KernelSpec, ...]:
@@ -486,35 +540,42 @@ class LayerKernels:
                     memory_bound(name, Phase.bwd_ig, bwd * elements, elements, flops))
 
         def scan_gemm(name: str, problems: int, rows: int, cols: int, inner_full: int, inner_run: int,
-                      backward_runs: int = 3) -> tuple[KernelSpec, ...]:
+                      model_problems: float | None = None) -> tuple[KernelSpec, ...]:
             """`problems` (rows x cols from inner_full) products of one launch, executing inner_run of the inner
-            dimension; the backward runs `backward_runs` such sets, of which two are model FLOPs."""
+            dimension; the backward runs three such sets, two of them model FLOPs (of `model_problems`, where
+            context parallelism repeats B and C for ranks that would hold less than a group)."""
             fwd = gemm(name, Phase.fwd, problems * rows, cols, inner_run, db, problems, batched=True)
-            bwd = gemm(name, Phase.bwd_ig, backward_runs * problems * rows, cols, inner_run, db,
-                       backward_runs * problems, batched=True)
-            model = 2.0 * problems * rows * cols * inner_full
+            bwd = gemm(name, Phase.bwd_ig, 3 * problems * rows, cols, inner_run, db, 3 * problems, batched=True)
+            model = 2.0 * (model_problems or problems) * rows * cols * inner_full
             return replace(fwd, flops=model), replace(bwd, flops=2 * model)
 
-        conv_elements = T * mb.conv_channels // t
-        states = chunks * heads * P * N
         return {
             "mamba_norm": streamed("mamba_norm", Tn * h, 2 * db, 3 * db),
-            "mamba_in_proj": gemm_with_backward("mamba_in_proj", T, mb.in_proj_width // t, h, db),
+            "mamba_in_proj": gemm_with_backward("mamba_in_proj", T, ms.tp_in_proj, h, db),
             # read x, B, C and write the SiLU of their convolution | the forward re-run (2), then read x and the
             # output gradient and write the input gradient (3), the filter's gradient reduced on the way
-            "mamba_conv1d": streamed("mamba_conv1d", conv_elements, 2 * db, 5 * db, 2 * mb.conv_kernel + 5),
+            "mamba_conv1d": streamed("mamba_conv1d", ms.scan_tokens * ms.conv_channels, 2 * db, 5 * db,
+                                     2 * ms.conv + 5),
             # dt (16-bit) in, its softplus and the cumulative decay out in fp32 | recomputed, then their gradients
-            "mamba_ssd_cumsum": streamed("mamba_ssd_cumsum", T * heads, db + 8, 3 * (db + 8), 6),
-            "mamba_ssd_chunk_state": scan_gemm("mamba_ssd_chunk_state", chunks * heads, N, P, Q, Q),
+            "mamba_ssd_cumsum": streamed("mamba_ssd_cumsum", ms.scan_tokens * ms.heads, db + 8, 3 * (db + 8), 6),
+            "mamba_ssd_chunk_state": scan_gemm("mamba_ssd_chunk_state", ms.chunks * ms.heads, N, P, Q, Q),
             # each chunk's final state read in fp32 and the entering state written | recomputed, then the gradients
-            "mamba_ssd_state_passing": streamed("mamba_ssd_state_passing", states, 4 + db, 3 * (4 + db), 2),
-            "mamba_ssd_bmm": scan_gemm("mamba_ssd_bmm", chunks * groups, Q, Q, N, N),
-            "mamba_ssd_scan": scan_gemm("mamba_ssd_scan", chunks * heads, Q, P, N + Q, N + Q // 2),
-            # read y and z, write the normalised product | read its gradient, y and z, write theirs
-            "mamba_gated_norm": streamed("mamba_gated_norm", T * inner, 3 * db, 5 * db, 8),
-            "mamba_out_proj": gemm_with_backward("mamba_out_proj", T, h, inner, db),
+            "mamba_ssd_state_passing": streamed("mamba_ssd_state_passing", ms.chunks * ms.heads * P * N, 4 + db,
+                                                3 * (4 + db), 2),
+            "mamba_ssd_bmm": scan_gemm("mamba_ssd_bmm", ms.chunks * ms.groups, Q, Q, N, N,
+                                       ms.chunks * ms.model_groups),
+            "mamba_ssd_scan": scan_gemm("mamba_ssd_scan", ms.chunks * ms.heads, Q, P, N + Q, N + Q // 2),
+            # the group RMSNorm over the gated output (read, write | read it and the gradient, write), with the
+            # gate chunk_scan fuses counted here (read z, write the gated output beside the plain one | read the
+            # gradient, z and the plain output, write both gradients)
+            "mamba_out_norm": streamed("mamba_out_norm", T * ms.tp_inner, 4 * db, 8 * db, 8),
+            "mamba_out_proj": gemm_with_backward("mamba_out_proj", T, h, ms.tp_inner, db),
             "mamba_residual": streamed("mamba_residual", Tn * h, residual_fwd * db, residual_bwd * db),
         }
+
+    @cached_property
+    def mamba_shard(self) -> MambaShard:
+        return MambaShard.of(self.model.mamba, self.shape)
 
     @property
     def weightless_gemms(self) -> set[str]:
@@ -523,7 +584,7 @@ class LayerKernels:
 
     @property
     def mamba_scan(self) -> list[str]:
-        """The kernels between the convolution and the gated norm, in forward order: the SSD scan."""
+        """The kernels between the convolution and the output's norm, in forward order: the SSD scan."""
         return ["mamba_ssd_cumsum", "mamba_ssd_chunk_state", "mamba_ssd_state_passing", "mamba_ssd_bmm",
                 "mamba_ssd_scan"]
 
@@ -620,7 +681,7 @@ class LayerKernels:
             return self.weights([*self.mlp_inputs("mlp"), "mlp_linear2"]) + h, 0.0
         if block == "mamba":
             mb, t = self.model.mamba, self.shape.tp
-            # conv1d's filter and bias per channel; dt_bias, A_log and D per head; the gated norm's weight
+            # conv1d's filter and bias per channel; dt_bias, A_log and D per head; the output norm's weight
             extra = mb.conv_channels // t * (mb.conv_kernel + 1) + 3 * mb.num_heads // t + mb.inner // t
             return self.weights(["mamba_in_proj", "mamba_out_proj"]) + h + extra, 0.0
         dense = ["moe_route"]

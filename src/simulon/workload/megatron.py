@@ -28,6 +28,9 @@ from .parameters import ModelParameters, PipelineLayers
 from .program import EMBEDDING_LAYER, HEAD_LAYER, NO_OP, StageProgram, Stream
 from .schedule import make_scheduler
 
+MAMBA_SCAN_INPUTS = ("z", "x", "B", "C", "dt")
+"""in_proj's outputs a Mamba layer's context-parallel all-to-all sends to the scan (MambaShard.all_to_all)."""
+
 NCCL_SEND_BUFFER_BYTES = 4 * 2**20
 """NCCL_BUFFSIZE's default (NCCL's environment-variable documentation): a point-to-point send whose message fits
 the connection's buffer ends (its kernel completes, so a blocking dist.send returns) once its data is copied in;
@@ -206,12 +209,23 @@ class _StageEmitter:
         each rank sending every peer its share of the heads of its share of the sequence; the next kernel waits
         for the last. Forward Q, K and V before attention and its output after; backward the output's gradient
         before and the gradients of Q, K and V after."""
-        if self.shape.cp_a2a == 1:
-            return
-        elements = self.kernels.attention_tensors()
+        if self.shape.cp_a2a > 1:
+            self.all_to_all_tensors(self.kernels.attention_tensors(), tensors, "cp_a2a", label, layer, mb, phase)
+
+    def all_to_all_tensors(self, elements: dict[str, float], tensors: tuple[str, ...], axis: str, label: str,
+                           layer: int, mb: int, phase: Phase) -> None:
+        """One all-to-all per tensor over `axis`, on the context-parallel stream, each after the last; the next
+        kernel waits for the last."""
         for tensor in tensors:
-            self.pending = self.program.collective(CollType.AllToAll, "cp_a2a", elements[tensor] * self.shape.act_bytes,
+            self.pending = self.program.collective(CollType.AllToAll, axis, elements[tensor] * self.shape.act_bytes,
                                                    Stream.cp_comm, label, layer, mb, phase, waits=(self.pending,))
+
+    def mamba_all_to_all(self, tensors: tuple[str, ...], layer: int, mb: int, phase: Phase) -> None:
+        """Context parallelism of a Mamba layer (MambaShard): the all-to-alls between the sequence split and the
+        head split, over the whole context-parallel group."""
+        if self.shape.cp > 1:
+            self.all_to_all_tensors(self.kernels.mamba_shard.all_to_all(), tensors, "cp", "mamba_cp_a2a", layer, mb,
+                                    phase)
 
     @property
     def ring_axis(self) -> str:
@@ -408,11 +422,15 @@ class _StageEmitter:
 
     def mamba_forward(self, layer: int, mb: int, phase: Phase) -> None:
         """Megatron-Core's MambaLayer (LayerKernels._mamba): in_proj column-parallel (its input all-gathered under
-        sequence parallelism), the mixer on the rank's heads, out_proj row-parallel and its reduction over tp."""
+        sequence parallelism), the mixer on the rank's heads (with context parallelism, all-to-all to a share of
+        them over the whole sequence and back), out_proj row-parallel and its reduction over tp."""
         self.run("mamba_norm", phase, layer, mb)
         self.gathered_gemms(["mamba_in_proj"], phase, layer, mb, self.tp_gather("mamba_gather", layer, mb, phase))
-        for name in ("mamba_conv1d", *self.kernels.mamba_scan, "mamba_gated_norm"):
+        self.mamba_all_to_all(MAMBA_SCAN_INPUTS, layer, mb, phase)
+        for name in ("mamba_conv1d", *self.kernels.mamba_scan):
             self.run(name, phase, layer, mb)
+        self.mamba_all_to_all(("y",), layer, mb, phase)
+        self.run("mamba_out_norm", phase, layer, mb)
         proj = self.run("mamba_out_proj", phase, layer, mb)
         self.pending = self.tp_reduce("mamba_reduce", layer, mb, phase, gemm=proj)
         self.run("mamba_residual", phase, layer, mb)
@@ -530,8 +548,11 @@ class _StageEmitter:
         self.gathered_gemms(["mamba_out_proj"], Phase.bwd_ig, layer, mb,
                             self.tp_gather("mamba_grad_gather", layer, mb, Phase.bwd_ig))
         self.run("mamba_out_proj", Phase.bwd_wg, layer, mb)
-        for name in ("mamba_gated_norm", *reversed(self.kernels.mamba_scan), "mamba_conv1d"):
+        self.run("mamba_out_norm", Phase.bwd_ig, layer, mb)
+        self.mamba_all_to_all(("y",), layer, mb, Phase.bwd_ig)
+        for name in (*reversed(self.kernels.mamba_scan), "mamba_conv1d"):
             self.run(name, Phase.bwd_ig, layer, mb)
+        self.mamba_all_to_all(MAMBA_SCAN_INPUTS, layer, mb, Phase.bwd_ig)
         self.column_block_backward(["mamba_in_proj"], layer, mb, "mamba_reduce", "mamba_gather")
         self.run("mamba_norm", Phase.bwd_ig, layer, mb)
 
