@@ -30,6 +30,7 @@ SCENARIOS = {
     "gpt3-1024": (ROOT / "examples/gpt3_175b_1024gpu.yaml", False),
     "llama405b-8192": (ROOT / "examples/llama3_405b_8192gpu.yaml", False),
     "llama405b-16384": (ROOT / "examples/llama3_405b_16384gpu.yaml", False),
+    "nemotron-h-1024": (ROOT / "examples/nemotron_h_56b_1024gpu.yaml", False),
 }
 CLI = "from simulon.cli.app import main; main()"
 
