@@ -93,6 +93,9 @@ RECIPES = (
 )
 NOT_MODELLED: tuple[tuple[str, str], ...] = ()
 """(pattern of the model column, reason): models simulon cannot build (none since hybrid Mamba layers came in)."""
+OUT_OF_MEMORY = re.compile(r"\bOOM\b")
+PASSED = re.compile(r"\b(passes|completed)\b", re.IGNORECASE)
+"""A row whose notes say its run ran out of memory, and do not say a run of it passed, measured no peak."""
 LAYERS = re.compile(r"\((\d+) layers")
 SHAPES = re.compile(r"\((\d+)L h(\d+)(?: a(\d+))?(?: ffn(\d+))?\)")
 DENSE_LAYERS = re.compile(r"dense_layers=(\d+)")
@@ -273,6 +276,8 @@ def measurements(row: dict[str, str]) -> list[tuple[str, float]]:
     value = number(row, "mem_gib")
     if value is None:
         raise Unsupported("row gives no memory figure")
+    if OUT_OF_MEMORY.search(row["notes"]) and not PASSED.search(row["notes"]):
+        raise Unsupported("the run ran out of memory: its figure, read before, is not its peak")
     kind = row["mem_kind"].strip() or "unknown"
     quantity = {"allocated": "allocated", "reserved": "reserved"}.get(kind, source.measured or "device")
     found = [(quantity, value)]
