@@ -156,6 +156,15 @@ def test_a_model_template_gives_every_shape_and_expert_parallelism_divides_its_e
         plan(SweepPoint({"from": "llama-3-8b"}, 256, 1, DType.bf16, 1, ep=8))
 
 
+@pytest.mark.parametrize("template", ["nemotron-3-nano-30b-a3b", "llama-4-maverick"])
+def test_a_hybrid_or_interleaved_model_is_planned_with_one_layer_of_each_kind(template):
+    point = SweepPoint({"from": template}, seq=256, batch=1, dtype=DType.bf16, tp=2, ep=8)
+    _, planned = plan(point)
+    names = {p.spec.name for p in planned}
+    assert {"moe_expert_linear1", "attn_flash"} <= names
+    assert ("mamba_ssd_scan" in names) == template.startswith("nemotron")
+
+
 def test_a_model_template_and_size_flags_together_are_bad_input(tmp_path):
     result = CliRunner().invoke(app, ["profile", "gpu", "--output", str(tmp_path / "g.yaml"), "--model",
                                       "llama-3-8b", "--hidden-size", "4096"])

@@ -44,12 +44,16 @@ class SweepPoint:
         return cls(model, seq, batch, dtype, tp, ep, attention)
 
     def one_layer(self) -> dict[str, Any]:
-        """The model block with one layer, a mixture-of-experts layer where the model has experts (raises
-        ValueError, a pydantic ValidationError locating the field under `model` among them, if the block does not
-        describe a model)."""
+        """The model block with one layer, a mixture-of-experts layer where the model has experts; a hybrid model
+        one layer of each kind it has (raises ValueError, a pydantic ValidationError locating the field under
+        `model` among them, if the block does not describe a model)."""
         spec = self._workload(dict(self.model), tp=1, ep=1).model.model_dump(exclude_none=True)
         if spec.get("moe"):
             spec["moe"]["first_dense_layers"] = 0
+            spec["moe"]["layer_freq"] = 1  # (set: the template of the name would fill its own in)
+        if spec.get("hybrid_pattern"):
+            spec["hybrid_pattern"] = "".join(dict.fromkeys(spec["hybrid_pattern"]))
+            return {**spec, "num_layers": len(spec["hybrid_pattern"])}
         return {**spec, "num_layers": 1}
 
     def workload(self) -> MegatronWorkload:
