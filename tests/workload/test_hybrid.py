@@ -24,6 +24,7 @@ from simulon.search.space import Space, Strategy
 from simulon.workload.kernels import Phase
 from simulon.workload.layer_kernels import LayerKernels
 from simulon.workload.megatron import MegatronTracer
+from simulon.workload.parameters import PipelineLayers
 from simulon.workload.program import CollectiveOp, ComputeOp
 
 H, HEADS, FFN, VOCAB = 512, 8, 1024, 8192
@@ -32,7 +33,7 @@ MAMBA = {"num_heads": 16, "head_dim": 64, "state_size": 64, "num_groups": 4, "co
 
 def hybrid(pattern: str = "M*M-", *, tp: int = 1, pp: int = 1, gbs: int = 4, seq: int = 512, nodes: int = 1,
            moe: dict | None = None, parallelism: dict | None = None, mamba: dict | None = None) -> dict:
-    model = {"name": "test-hybrid", "num_layers": len(pattern), "hidden_size": H, "num_heads": HEADS,
+    model = {"name": "test-hybrid", "num_layers": len(pattern.replace("|", "")), "hidden_size": H, "num_heads": HEADS,
              "num_kv_heads": 4, "ffn_hidden_size": FFN, "vocab_size": VOCAB, "activation": "squared_relu",
              "normalization": "rmsnorm", "hybrid_pattern": pattern, "mamba": mamba or MAMBA}
     if moe:
@@ -197,9 +198,11 @@ def test_a_narrow_format_keeps_the_scan_in_bf16_and_casts_only_the_projections()
 
 
 BAD = [
-    ({"hybrid_pattern": "M*M"}, "workload.model.hybrid_pattern: has 3 symbols, one per layer, but num_layers is 4"),
+    ({"hybrid_pattern": "M*M"}, "workload.model.hybrid_pattern: has 3 layer symbols, one per layer, but num_layers "
+     "is 4"),
     ({"hybrid_pattern": "M*MG"}, "workload.model.hybrid_pattern: 'M*MG' has 'G'"),
-    ({"hybrid_pattern": "M*|M-"}, "pipeline segments in the pattern are not read"),
+    ({"hybrid_pattern": "M*||M-"}, "has an empty pipeline segment"),
+    ({"hybrid_pattern": "M*M-/M-"}, "multi-token-prediction layers are not modelled"),
     ({"hybrid_pattern": "E*E-"}, "workload.model.hybrid_pattern: has E layers but the model has no moe block"),
     ({"hybrid_pattern": "-*--", "mamba": MAMBA}, "workload.model.mamba: is given but no layer"),
     ({"hybrid_pattern": None}, "workload.model.hybrid_pattern: is needed with mamba"),
@@ -259,7 +262,7 @@ def test_any_pattern_either_builds_the_layers_it_names_or_is_refused_naming_the_
         return
     model = sc.workload.model
     assert [model.layer_blocks(i) for i in range(model.num_layers)] == \
-        [{"M": ("mamba",), "*": ("attention",), "-": ("mlp",), "E": ("moe",)}[c] for c in pattern]
+        [{"M": ("mamba",), "*": ("attention",), "-": ("mlp",), "E": ("moe",)}[c] for c in pattern.replace("|", "")]
 
 
 @pytest.mark.parametrize(("tp", "cp"), [(1, 2), (2, 2), (1, 8), (2, 4)])
@@ -297,3 +300,29 @@ def test_the_search_s_estimate_follows_the_replay_of_a_context_parallel_hybrid()
         estimated = search.estimator.estimate(strategy, apply(sc.workload, strategy)).iteration_s * 1e3
         replayed = simulate(scenario_for(sc, strategy, 16)).result.iteration_time_ms
         assert 0.75 < estimated / replayed < 1.25, strategy
+
+
+@pytest.mark.parametrize(("pattern", "pp", "vpp", "counts"), [
+    ("M*|M-", 2, 1, (2, 2)), ("M|*M-|M-|M", 2, 2, (1, 3, 2, 1)), ("M*M-|M-", 2, 1, (4, 2))])
+def test_pipeline_marks_in_the_pattern_split_the_stages_as_megatron_s_segments(pattern, pp, vpp, counts):
+    """Segment c * pp + s is stage s's chunk c (hybrid_layer_allocation.py select_pipeline_segment); vpp follows
+    from the segments where it is not given."""
+    sc = parse_scenario(hybrid(pattern, pp=pp, gbs=8))
+    assert sc.workload.parallelism.vpp == vpp
+    layers = PipelineLayers.of(sc.workload)
+    assert layers.counts == counts
+    assert [sc.workload.model.layer_blocks(i) for i in layers.layers_of(0, 0)] == \
+        [{"M": ("mamba",), "*": ("attention",), "-": ("mlp",)}[c] for c in pattern.split("|")[0]]
+    assert simulate(sc).result.iteration_time_ms > 0
+
+
+@pytest.mark.parametrize(("change", "says"), [
+    ({"layers_per_stage": [2, 2]}, "its '|' marks split the pipeline, and parallelism.layers_per_stage does too"),
+    ({"vpp": 2}, "2 pipeline segments, but pp*vpp = 2*2 = 4 virtual stages"),
+])
+def test_pipeline_marks_and_another_split_or_a_vpp_they_do_not_make_are_refused(change, says):
+    data = hybrid("M*|M-", pp=2, gbs=8)
+    data["workload"]["parallelism"].update(change)
+    with pytest.raises(ConfigError, match=r"workload\.model\.hybrid_pattern") as caught:
+        parse_scenario(data)
+    assert says in str(caught.value)

@@ -10,7 +10,8 @@ HuggingFace `hybrid_override_pattern` of NemotronH configs) make every layer one
     -  an MLP alone (TransformerLayer with only pre_mlp_layernorm and mlp)
     E  a mixture of experts alone (the MLP slot holding a MoE block)
 
-so a Nemotron-H layer count is the length of its pattern, and the pipeline splits those layers like any others.
+so a Nemotron-H layer count is the length of its pattern, and the pipeline splits those layers like any others;
+`|` marks split the pattern into virtual pipeline stages where the parallelism gives no split of its own.
 A block is one of BLOCKS; a layer's kind is its tuple of blocks in forward order, which every stage reads (the
 tracer's kernels, the parameters, the activation memory, the search's estimate) from `ModelSpec.layer_blocks`.
 """
@@ -34,22 +35,28 @@ HYBRID_SYMBOLS: dict[str, LayerKind] = {"M": ("mamba",), "*": ("attention",), "-
 """Megatron-Core's hybrid layer symbols (mamba_hybrid_layer_allocation.py `Symbols`: MAMBA 'M', ATTENTION '*',
 MLP '-', MOE 'E')."""
 
+PIPELINE_MARK = "|"
+"""Megatron's pipeline separator in a hybrid pattern (hybrid_layer_allocation.py `select_pipeline_segment`): the
+layers between two marks are one virtual pipeline stage, segment c * pp + s on stage s's chunk c."""
+
 MAX_PATTERN = 10_000
 """Symbols of a hybrid pattern: one per layer (config.common.MAX_LAYERS)."""
 
 
 def check_pattern(pattern: str) -> str:
     """The pattern, or ValueError naming what is not a hybrid layer symbol."""
-    for mark, what in (("|", "pipeline segments"), ("/", "multi-token-prediction layers")):
-        if mark in pattern:
-            raise ValueError(f"has {mark!r}: {what} in the pattern are not read; give the layers alone (a pipeline "
-                             "split goes in parallelism.layers_per_stage or pipeline_layout)")
-    unknown = sorted(set(pattern) - set(HYBRID_SYMBOLS))
+    if "/" in pattern:
+        raise ValueError("has '/': multi-token-prediction layers are not modelled; give the decoder's layers alone")
+    segments = pattern.split(PIPELINE_MARK)
+    if len(segments) > 1 and not all(segments):
+        raise ValueError(f"has an empty pipeline segment between {PIPELINE_MARK!r}s; each segment holds one layer "
+                         "at least")
+    unknown = sorted(set(pattern) - set(HYBRID_SYMBOLS) - {PIPELINE_MARK})
     if unknown:
         raise ValueError(f"{pattern[:60]!r}{'...' if len(pattern) > 60 else ''} has "
                          f"{', '.join(map(repr, unknown))}; a hybrid pattern is one symbol per layer: M (Mamba), "
-                         "* (attention), - (MLP), E (mixture of experts); Megatron's G (gated delta net), D "
-                         "(DeepSeek sparse attention) and + (MLA) layers are not modelled")
+                         "* (attention), - (MLP), E (mixture of experts), with | between pipeline stages; Megatron's "
+                         "G (gated delta net), D (DeepSeek sparse attention) and + (MLA) layers are not modelled")
     if len(pattern) > MAX_PATTERN:
         raise ValueError(f"{len(pattern):,} symbols, more than the {MAX_PATTERN:,} layers a model may have")
     return pattern

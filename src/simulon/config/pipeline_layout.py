@@ -123,10 +123,14 @@ def balanced_counts(num_layers: int, virtual_stages: int, embedding: bool = True
     return tuple(counts)
 
 
-def virtual_stage_layers(par: PipelineSplit, num_layers: int) -> tuple[int, ...]:
-    """Layers of every virtual stage (chunk c of stage s at c * pp + s). FieldError naming the field whose
-    split is impossible."""
+def virtual_stage_layers(par: PipelineSplit, num_layers: int,
+                         segments: tuple[int, ...] | None = None) -> tuple[int, ...]:
+    """Layers of every virtual stage (chunk c of stage s at c * pp + s). `segments`: those a hybrid pattern's `|`
+    marks give (ModelSpec.pattern_segments), the split where the parallelism names none. FieldError naming the
+    field whose split is impossible."""
     virtual = par.pp * par.vpp
+    if segments is not None:
+        return _from_segments(par, segments)
     if par.pipeline_layout is not None:
         return _from_layout(par, num_layers)
     if par.layers_per_stage is not None:
@@ -149,6 +153,24 @@ def virtual_stage_layers(par: PipelineSplit, num_layers: int) -> tuple[int, ...]
     if num_layers % virtual == 0:
         return (num_layers // virtual,) * virtual
     return balanced_counts(num_layers, virtual)
+
+
+def _from_segments(par: PipelineSplit, segments: tuple[int, ...]) -> tuple[int, ...]:
+    """The split of a hybrid pattern cut by `|` (Megatron's select_pipeline_segment: segment c * pp + s on stage s's
+    chunk c), which Megatron takes instead of any other; a parallelism that names one too is refused."""
+    field = "workload.model.hybrid_pattern"
+    given = [name for name in ("pipeline_layout", "layers_per_stage", "first_stage_layers", "last_stage_layers")
+             if getattr(par, name) is not None]
+    given += [name for name in ("account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split")
+              if getattr(par, name)]
+    if given:
+        raise FieldError(field, f"its '|' marks split the pipeline, and parallelism.{given[0]} does too: give one")
+    if par.pp == 1 and par.vpp == 1:  # no pipeline: one stage holds every segment
+        return (sum(segments),)
+    if len(segments) != par.pp * par.vpp:
+        raise FieldError(field, f"{len(segments)} pipeline segments, but pp*vpp = {par.pp}*{par.vpp} = "
+                         f"{par.pp * par.vpp} virtual stages (a multiple of pp sets vpp where it is not given)")
+    return segments
 
 
 def _from_layout(par: PipelineSplit, num_layers: int) -> tuple[int, ...]:

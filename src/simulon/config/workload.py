@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import cached_property
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import AfterValidator, BeforeValidator, Field, ValidationInfo, model_validator
@@ -28,7 +29,7 @@ from .common import (
     Width,
 )
 from .hf import resolve_from_hf
-from .hybrid import DENSE_LAYER, HYBRID_SYMBOLS, MOE_LAYER, LayerKind, MambaSpec, check_pattern
+from .hybrid import DENSE_LAYER, HYBRID_SYMBOLS, MOE_LAYER, PIPELINE_MARK, LayerKind, MambaSpec, check_pattern
 from .pipeline_layout import layout_chunks
 from .templates import Templated
 
@@ -174,13 +175,13 @@ class ModelSpec(Templated):
 
     def _check_hybrid(self) -> None:
         """A hybrid pattern has a symbol per layer and the blocks its symbols name; a Mamba mixer needs M layers."""
-        pattern = self.hybrid_pattern
-        if pattern is None:
+        if self.hybrid_pattern is None:
             if self.mamba is not None:
                 raise FieldError("hybrid_pattern", "is needed with mamba: it says which layers are Mamba layers (M)")
             return
+        pattern = self.layer_symbols
         if len(pattern) != self.num_layers:
-            raise FieldError("hybrid_pattern", f"has {len(pattern)} symbols, one per layer, but num_layers is "
+            raise FieldError("hybrid_pattern", f"has {len(pattern)} layer symbols, one per layer, but num_layers is "
                              f"{self.num_layers}")
         for symbol, block, needs in (("M", "mamba", self.mamba), ("E", "moe", self.moe)):
             if symbol in pattern and needs is None:
@@ -194,10 +195,22 @@ class ModelSpec(Templated):
             raise FieldError(f"moe.{field}", "does not apply to a hybrid model: its pattern says which layers are "
                              "MLP (-) and which mixture-of-experts (E) layers")
 
+    @cached_property
+    def layer_symbols(self) -> str:
+        """The hybrid pattern's symbols, one per layer (its pipeline marks left out)."""
+        return (self.hybrid_pattern or "").replace(PIPELINE_MARK, "")
+
+    @property
+    def pattern_segments(self) -> tuple[int, ...] | None:
+        """Layers of each virtual pipeline stage the hybrid pattern's `|` marks cut it into (None: no marks)."""
+        if self.hybrid_pattern is None or PIPELINE_MARK not in self.hybrid_pattern:
+            return None
+        return tuple(len(segment) for segment in self.hybrid_pattern.split(PIPELINE_MARK))
+
     def layer_blocks(self, layer: int) -> LayerKind:
         """The blocks of layer `layer` (0-based) in forward order (config/hybrid.py)."""
         if self.hybrid_pattern is not None:
-            return HYBRID_SYMBOLS[self.hybrid_pattern[layer]]
+            return HYBRID_SYMBOLS[self.layer_symbols[layer]]
         return MOE_LAYER if self.moe is not None and self.moe.is_moe_layer(layer) else DENSE_LAYER
 
     @property
@@ -498,6 +511,18 @@ class MegatronWorkload(StrictModel):
     model: ModelSpec
     parallelism: ParallelismSpec = ParallelismSpec()
     training: TrainingSpec
+
+    @model_validator(mode="after")
+    def _chunks_from_pattern(self) -> MegatronWorkload:
+        """vpp from a hybrid pattern's pipeline segments where vpp is not given: segments over pp, as Megatron
+        derives it (a count pp does not divide is left to the split to refuse, naming the pattern; without
+        pipeline parallelism the marks split nothing)."""
+        segments, par = self.model.pattern_segments, self.parallelism
+        if (segments is None or "vpp" in par.model_fields_set or par.pp == 1 or len(segments) % par.pp
+                or len(segments) == par.pp):
+            return self
+        parallelism = par.model_copy(update={"vpp": len(segments) // par.pp})
+        return self.model_copy(update={"parallelism": parallelism})
 
     @model_validator(mode="after")
     def _deepspeed_pipeline(self) -> MegatronWorkload:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..config.common import DType
+from ..config.hybrid import PIPELINE_MARK
 from ..config.workload import MegatronWorkload
 from ..workload.data_parallel import bucket_kernel, grad_zero_kernel, optimizer_kernel
 from ..workload.kernels import KernelSpec, Phase
@@ -52,7 +53,7 @@ class SweepPoint:
             spec["moe"]["first_dense_layers"] = 0
             spec["moe"]["layer_freq"] = 1  # (set: the template of the name would fill its own in)
         if spec.get("hybrid_pattern"):
-            spec["hybrid_pattern"] = "".join(dict.fromkeys(spec["hybrid_pattern"]))
+            spec["hybrid_pattern"] = "".join(dict.fromkeys(spec["hybrid_pattern"].replace(PIPELINE_MARK, "")))
             return {**spec, "num_layers": len(spec["hybrid_pattern"])}
         return {**spec, "num_layers": 1}
 

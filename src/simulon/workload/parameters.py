@@ -42,7 +42,8 @@ class PipelineLayers:
         par = workload.parallelism
         placement = make_scheduler(par.pipeline_schedule, par.vpp).placement
         return cls(pp=par.pp, chunks=placement.chunks(par.vpp),
-                   counts=virtual_stage_layers(par, workload.model.num_layers), placement=placement)
+                   counts=virtual_stage_layers(par, workload.model.num_layers, workload.model.pattern_segments),
+                   placement=placement)
 
     def virtual_stage(self, stage: int, chunk: int) -> int:
         """Chunk c of stage s is virtual stage c * pp + s (Megatron's order), or as the schedule places it."""
