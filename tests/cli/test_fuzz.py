@@ -3,9 +3,10 @@ with one line naming the file, the field and the value, and never in an internal
 
 Three sources of cases, over 1,000 in all:
 
-- the scenario schema: each case sets one to three fields, found by walking `ScenarioConfig`'s JSON schema (so a
-  new field is fuzzed without editing this file), to a value drawn for its type (counts, numbers, bandwidths,
-  latencies, names, the schema's own choices), to a value of another type, or deletes it;
+- the scenario schema (over a one-node GPT, a two-node MoE and a two-node hybrid Mamba model): each case sets one
+  to three fields, found by walking `ScenarioConfig`'s JSON schema (so a new field is fuzzed without editing this
+  file), to a value drawn for its type (counts, numbers, bandwidths, latencies, names, the schema's own choices), to
+  a value of another type, or deletes it;
 - the `collective` command's options over a valid scenario;
 - files that are no scenario: binary, other encodings, empty, huge, deeply nested, devices, folders, links.
 
@@ -59,7 +60,16 @@ def _two_nodes_moe() -> dict[str, Any]:
     }
 
 
-BASES = [_single_node(), _two_nodes_moe()]
+def _two_nodes_hybrid() -> dict[str, Any]:
+    """A hybrid Mamba / attention / MoE model cut into pipeline segments, with context parallelism."""
+    base = _two_nodes_moe()
+    base["workload"]["model"].update({"hybrid_pattern": "M*|ME", "activation": "squared_relu",
+                                      "mamba": {"num_heads": 8, "head_dim": 32, "state_size": 16, "num_groups": 4}})
+    base["workload"]["parallelism"].update({"cp": 2, "sequence_parallel": True})
+    return base
+
+
+BASES = [_single_node(), _two_nodes_moe(), _two_nodes_hybrid()]
 
 
 # --- the schema's fields ----------------------------------------------------------------------------------

@@ -91,6 +91,9 @@ def test_a_new_model_truncated_to_two_layers_simulates_on_one_node(stem):
     ("mistralai/Mistral-Large-Instruct-2407", "mistral-large-2"), ("deepseek-ai/DeepSeek-V3.1", "deepseek-v3"),
     ("meta-llama/Llama-2-7b-hf", "llama-2-7b"), ("meta-llama/Llama-4-Scout-17B-16E-Instruct", "llama-4-scout"),
     ("GPT3-1.3B", "gpt3-1.3b"), ("QWEN3_0.6B", "qwen3-0.6b"),
+    ("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", "nemotron-3-nano-30b-a3b"),
+    ("nvidia/Nemotron-H-8B-Base-8K", "nemotron-h-8b"), ("nvidia/NVIDIA-Nemotron-Nano-9B-v2", "nemotron-nano-9b-v2"),
+    ("meta-llama/Llama-4-Maverick-17B-128E-Instruct-FP8", "llama-4-maverick"),
 ])
 def test_loosely_written_model_names_find_their_template(written, stem):
     assert template_stem_loose("model", written) == stem
