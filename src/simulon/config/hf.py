@@ -31,9 +31,9 @@ from pathlib import Path
 from typing import Any
 
 GATED_ACTIVATIONS = {"silu": "swiglu", "swish": "swiglu", "swiglu": "swiglu", "relu2": "squared_relu"}
+"""hidden_act -> simulon's activation; every family read here with a SiLU MLP gates it (SwiGLU)."""
 BLOCK_TYPES = {"mamba": "M", "attention": "*", "full_attention": "*", "mlp": "-", "moe": "E"}
 """NemotronH's layers_block_type names -> the hybrid pattern's symbols (config/hybrid.py)."""
-"""hidden_act -> simulon's activation; every family read here with a SiLU MLP gates it (SwiGLU)."""
 SPARSE_STEP_KEYS = ("decoder_sparse_step", "interleave_moe_layer_step")
 """Keys placing the experts in every step-th layer, counting from layer step - 1 (Qwen-MoE, Llama 4)."""
 

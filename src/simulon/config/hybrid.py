@@ -70,10 +70,12 @@ class MambaSpec(StrictModel):
 
     num_heads: HeadCount
     head_dim: Width
-    state_size: Width = Field(128, description="d_state, N (Nemotron-H: 128)")
-    num_groups: HeadCount = Field(8, description="groups sharing B and C (Nemotron-H: 8); must divide num_heads")
+    # the defaults are Megatron-Core's: TransformerConfig mamba_state_dim 128 and mamba_num_groups 8, MambaMixer
+    # d_conv 4 and chunk_size 128 (megatron/core/ssm/mamba_mixer.py), as every Nemotron-H config sets them
+    state_size: Width = Field(128, description="d_state, N")
+    num_groups: HeadCount = Field(8, description="groups sharing B and C; must divide num_heads")
     conv_kernel: Width = Field(4, description="width of the causal depthwise convolution (d_conv)")
-    chunk_size: Width = Field(128, description="the SSD scan's chunk length Q (Megatron's MambaMixer default)")
+    chunk_size: Width = Field(128, description="the SSD scan's chunk length Q")
 
     @model_validator(mode="after")
     def _groups_divide_heads(self) -> MambaSpec:

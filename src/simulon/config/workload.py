@@ -8,7 +8,6 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import AfterValidator, BeforeValidator, Field, ValidationInfo, model_validator
 
 from .common import (
-    MAX_LAYERS,
     BatchSize,
     CapacityFactor,
     DType,
@@ -34,16 +33,15 @@ from .pipeline_layout import layout_chunks
 from .templates import Templated
 
 
-def _positive_layer_step(value: int) -> int:
-    if not 1 <= value <= MAX_LAYERS:
-        raise ValueError(f"{value} is not a layer step from 1 to {MAX_LAYERS:,}")
-    return value
+def _list_as_tuple(value: Any) -> Any:
+    """A YAML list kept as a tuple: config blocks are hashable."""
+    return tuple(value) if isinstance(value, list) else value
 
 
-CPSizes = Annotated[tuple[GPUCount, GPUCount], BeforeValidator(lambda v: tuple(v) if isinstance(v, list) else v)]
+CPSizes = Annotated[tuple[GPUCount, GPUCount], BeforeValidator(_list_as_tuple)]
 """[all-to-all ranks, ring ranks] of hierarchical context parallelism, written as a YAML list."""
-LayerFlags = Annotated[tuple[Literal[0, 1], ...], BeforeValidator(lambda v: tuple(v) if isinstance(v, list) else v)]
-"""A 0 or 1 per layer, written as a YAML list (kept as a tuple: a model is hashable)."""
+LayerFlags = Annotated[tuple[Literal[0, 1], ...], BeforeValidator(_list_as_tuple)]
+"""A 0 or 1 per layer, written as a YAML list."""
 
 
 class MoESpec(StrictModel):
@@ -64,7 +62,7 @@ class MoESpec(StrictModel):
     group_topk: ExpertCount = Field(
         1, description="groups each token's top_k experts are chosen among (HF topk_group, Megatron's "
         "--moe-router-group-topk); with num_groups 1, all experts")
-    layer_freq: Annotated[int, AfterValidator(_positive_layer_step)] | LayerFlags = Field(
+    layer_freq: LayerCount | LayerFlags = Field(
         1, description="which layers after the first dense ones are MoE layers (Megatron's --moe-layer-freq): N, "
         "every N-th layer counting from the first (layer i when i % N == 0; the others dense MLPs), or one 0 "
         "(dense) or 1 (MoE) per layer")
@@ -389,7 +387,7 @@ class ParallelismSpec(StrictModel):
         return 1
 
     @property
-    def cp_ring(self) -> int:
+    def cp_ring_size(self) -> int:
         """Context-parallel ranks the keys and values pass around as a ring (1: no ring)."""
         return self.cp // self.cp_a2a if self.context_parallel_comm in ("p2p", "a2a+p2p") else 1
 

@@ -298,10 +298,11 @@ class Estimator:
                 hiding = gemms[Phase.bwd_ig] + gemms[Phase.bwd_wg]
             tp = waited + max(0.0, beside - hiding) + min(beside, hiding) * (self.stretch(channels) - 1)
         cp = 0.0
+        cp_group = tuple(range(0, s.tp * s.cp, s.tp))  # rank 0's context-parallel group (RankLayout's cp)
         if s.cp > 1 and "attention" in unit:
             m = workload.model
             local_kv = 2 * shape.tokens * max(m.kv_heads // s.tp, 1) * m.head_size * shape.act_bytes
-            group = tuple(range(0, s.tp * s.cp, s.tp))  # rank 0's context-parallel group (RankLayout's cp)
+            group = cp_group
             if shape.cp_a2a > 1:  # Q, K, V and the output each way, waited for (workload.megatron cp_all_to_all)
                 a2a = group[:shape.cp_a2a]
                 cp = 2 * sum(self.seconds(A2A, a2a, elements * shape.act_bytes)
@@ -317,8 +318,7 @@ class Estimator:
             elif kernels.gathers_kv:
                 cp = self.seconds(AG, group, s.cp * local_kv) + self.seconds(RS, group, s.cp * local_kv)
         if s.cp > 1 and "mamba" in unit:  # z, x, B, C, dt and the scan's output each way, waited for
-            group = tuple(range(0, s.tp * s.cp, s.tp))
-            cp += 2 * sum(self.seconds(A2A, group, elements * shape.act_bytes)
+            cp += 2 * sum(self.seconds(A2A, cp_group, elements * shape.act_bytes)
                           for elements in kernels.mamba_shard.all_to_all().values())
         ep = 0.0
         if routed and s.ep > 1:  # dispatch and combine, forward and back

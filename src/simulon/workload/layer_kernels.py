@@ -64,7 +64,7 @@ class ShardShape:
                    batch=train.micro_batch_size, tp=par.tp, cp=par.cp, sp=par.sequence_parallel and par.tp > 1,
                    ep=par.ep, act_bytes=act_bytes, grad_bytes=(train.grad_reduce_dtype or default_grad).bytes,
                    quantized_bytes=fmt.format.operand_bytes() if quantized else None, etp=par.etp,
-                   cp_ring=par.cp_ring > 1, cp_a2a=par.cp_a2a, number_format=fmt if quantized else None,
+                   cp_ring=par.cp_ring_size > 1, cp_a2a=par.cp_a2a, number_format=fmt if quantized else None,
                    vocab_shard=-(-workload.model.vocab_size // par.tp))
 
     def in_bf16(self) -> ShardShape:
@@ -536,6 +536,10 @@ class LayerKernels:
         residual_fwd, residual_bwd = self.passes.residual
 
         def streamed(name: str, elements: float, fwd: float, bwd: float, flops: float = 0.0) -> tuple[KernelSpec, ...]:
+            """A bandwidth-bound kernel moving `fwd` (`bwd`) bytes per element; `flops` per element are hardware
+            FLOPs only, counted from its operations (the filter's multiply-adds and SiLU's five for the
+            convolution, softplus, exp and the running sum for cumsum, a decay's multiply-add for the state
+            passing, square, sum, scale and gate for the norm): its time is its bytes'."""
             return (memory_bound(name, Phase.fwd, fwd * elements, elements, flops),
                     memory_bound(name, Phase.bwd_ig, bwd * elements, elements, flops))
 
@@ -655,10 +659,6 @@ class LayerKernels:
     def blocks(self, layer: int) -> LayerKind:
         """The blocks of transformer layer `layer` in forward order (config/hybrid.py)."""
         return self.model.layer_blocks(layer)
-
-    def is_moe_layer(self, layer: int) -> bool:
-        """Whether the layer holds a mixture of experts (after the model's first dense ones, or an E layer)."""
-        return "moe" in self.blocks(layer)
 
     def block_kernels(self, block: Block) -> list[str]:
         """The kernels of one block of a layer in the table (its casts included), in table order."""
