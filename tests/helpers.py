@@ -37,10 +37,12 @@ def gpt_scenario(*, nodes: int = 1, gpus_per_node: int = 4, tp: int = 1, pp: int
                  layers: int = 4, hidden: int = 1024, heads: int = 16, ffn: int | None = None, vocab: int = 32768,
                  seq: int = 512, gbs: int = 8, mbs: int = 1, nic: str = "100Gbps", nvlink: str = "400GBps",
                  gpus_per_nic: int = 1, moe: dict | None = None, activation: str = "gelu", kv_heads: int | None = None,
-                 extra_parallelism: dict | None = None, scale_up_kind: str = "nvswitch") -> ScenarioConfig:
+                 extra_parallelism: dict | None = None, scale_up_kind: str = "nvswitch",
+                 extra_model: dict | None = None) -> ScenarioConfig:
     """A small GPT-like scenario on H100 nodes; every knob a test needs is an argument."""
     model: dict[str, Any] = {"name": "test-gpt", "num_layers": layers, "hidden_size": hidden, "num_heads": heads,
-                             "ffn_hidden_size": ffn or 4 * hidden, "vocab_size": vocab, "activation": activation}
+                             "ffn_hidden_size": ffn or 4 * hidden, "vocab_size": vocab, "activation": activation,
+                             **(extra_model or {})}
     if kv_heads:
         model["num_kv_heads"] = kv_heads
     if moe:
@@ -68,3 +70,12 @@ def gpt_workload(*, gpus: int = 8, training: dict | None = None, model: dict | N
     train = type(wl.training).model_validate({**wl.training.model_dump(), **(training or {})})
     spec = type(wl.model).model_validate({**wl.model.model_dump(exclude_none=True), **(model or {})})
     return wl.model_copy(update={"training": train, "model": spec})
+
+
+def estimate_over_replay(search: Any, sc: ScenarioConfig, strategy: Any, num_gpus: int) -> float:
+    """The search's estimate of a strategy's step over the replay of the strategy's scenario."""
+    from simulon.pipeline import simulate
+    from simulon.search.run import apply, scenario_for
+
+    estimated = search.estimator.estimate(strategy, apply(sc.workload, strategy)).iteration_s * 1e3
+    return estimated / simulate(scenario_for(sc, strategy, num_gpus)).result.iteration_time_ms

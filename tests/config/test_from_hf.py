@@ -31,7 +31,7 @@ DEEPSEEK_V3 = {  # deepseek-ai/DeepSeek-V3 config.json
     "num_key_value_heads": 128,
     "num_hidden_layers": 61, "q_lora_rank": 1536, "kv_lora_rank": 512, "qk_nope_head_dim": 128,
     "qk_rope_head_dim": 64, "v_head_dim": 128, "rms_norm_eps": 1e-06, "tie_word_embeddings": False,
-    "vocab_size": 129280}
+    "vocab_size": 129280, "num_nextn_predict_layers": 1}
 GPT_OSS_20B = {  # openai/gpt-oss-20b config.json
     "model_type": "gpt_oss", "hidden_act": "silu", "hidden_size": 2880, "intermediate_size": 2880, "head_dim": 64,
     "num_attention_heads": 64, "num_key_value_heads": 8, "num_hidden_layers": 24, "num_local_experts": 32,
@@ -64,7 +64,7 @@ NEMOTRON_3_NANO = {  # nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B config.json (shape 
     "moe_shared_expert_intermediate_size": 3712, "n_group": 1, "topk_group": 1, "rms_norm_eps": 1e-05,
     "tie_word_embeddings": False, "vocab_size": 131072}
 SHAPE = ("num_layers", "hidden_size", "num_heads", "kv_heads", "head_size", "vocab_size", "activation",
-         "normalization", "tie_embeddings", "mla", "mamba", "hybrid_pattern")
+         "normalization", "tie_embeddings", "mla", "mamba", "hybrid_pattern", "mtp_layers")
 
 
 def write(tmp_path, doc, name="config.json"):
@@ -86,6 +86,12 @@ def test_a_hf_config_gives_the_model_its_template_describes(tmp_path, config, te
     else:
         assert built.moe.model_dump(exclude={"shared_expert_ffn_hidden_size"}) == \
             shipped.moe.model_dump(exclude={"shared_expert_ffn_hidden_size"})
+
+
+def test_a_hybrid_configs_multi_token_prediction_is_left_out_and_its_decoder_read(tmp_path):
+    built = ModelSpec.model_validate({"from_hf": str(write(tmp_path, {**NEMOTRON_3_NANO,
+                                                                      "num_nextn_predict_layers": 1}))})
+    assert built.mtp_layers == 0 and built.hybrid_pattern == NEMOTRON_3_NANO["hybrid_override_pattern"]
 
 
 def test_a_hybrid_config_given_as_block_names_reads_as_its_pattern(tmp_path):

@@ -346,9 +346,20 @@ CHECKS = {
     "layout places the wrong number of layers": (
         [("workload.parallelism.pipeline_layout", "Et*15|t*16L")],
         "workload.parallelism.pipeline_layout", ["places 31 transformer layers", "has 32"]),
-    "layout with multi-token prediction": (
+    "layout with multi-token prediction the model does not have": (
         [("workload.parallelism.pipeline_layout", "Et*16|t*16mL")],
-        "workload.parallelism.pipeline_layout", ["multi-token-prediction", "not modelled"]),
+        "workload.parallelism.pipeline_layout", ["places 1 multi-token-prediction", "has 0", "mtp_layers"]),
+    "multi-token prediction on the first pipeline rank": (
+        [("workload.model.mtp_layers", 1), ("workload.parallelism.vpp", 2),
+         ("workload.parallelism.pipeline_layout", "Et*8|t*8|t*16m|L")],
+        "workload.parallelism.pipeline_layout", ["virtual stage 2, on the first pipeline rank"]),
+    "a transformer layer after multi-token prediction": (
+        [("workload.model.mtp_layers", 1), ("workload.parallelism.pipeline_layout", "Et*16|t*15mtL")],
+        "workload.parallelism.pipeline_layout", ["after a multi-token-prediction layer"]),
+    "multi-token prediction split over virtual stages": (
+        [("workload.model.mtp_layers", 2), ("workload.parallelism.vpp", 2),
+         ("workload.parallelism.pipeline_layout", "Et*8|t*8|t*8m|t*8mL")],
+        "workload.parallelism.pipeline_layout", ["splits its multi-token-prediction layers"]),
     "layout without the embedding first": (
         [("workload.parallelism.pipeline_layout", "t*16|Et*16L")],
         "workload.parallelism.pipeline_layout", ["embedding (E) must open the first"]),

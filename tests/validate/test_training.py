@@ -110,6 +110,21 @@ def test_a_note_on_dense_layers_shapes_the_truncated_moe_model(rows):
     assert scenario_from_row(v2).workload.model.moe.first_dense_layers == 1  # its template's own count
 
 
+def test_a_megatron_lm_command_line_builds_no_multi_token_prediction_whatever_the_model_was_published_with(rows):
+    _, v3 = _row(rows, subset="simumax_b200_release_v1.2", model="deepseekv3 (truncated to 4 layers)")
+    assert scenario_from_row(v3).workload.model.mtp_layers == 0  # Megatron-LM's --mtp-num-layers is off by default
+    nemo = {**v3, "framework": "NeMo 24.12", "model": "DeepSeek-V3", "layers": "", "tp": "8", "pp": "16",
+            "ep": "8", "num_gpus": "1024"}
+    assert scenario_from_row(nemo).workload.model.mtp_layers == 1  # the model's own, where the framework's unknown
+
+
+def test_a_row_resizing_its_templates_model_keeps_the_templates_mlp_ratio(rows):
+    _, row = _row(rows, subset="mcore_r0.8_h100_weak_scaling", model="GPT-1.7B")
+    model = scenario_from_row(row).workload.model
+    # the SC'21 GPT-1.7B template is 2,304 wide with a 9,216 MLP; Megatron-Core's is 2,048 wide, its MLP 4 x that
+    assert (model.hidden_size, model.ffn_hidden_size) == (2048, 8192)
+
+
 def test_an_fsdp_row_shards_and_recomputes(rows):
     _, row = _row(rows, subset="llm_foundry_mpt_benchmarks", model="MPT-70b", num_gpus="256")
     par = scenario_from_row(row).workload.parallelism

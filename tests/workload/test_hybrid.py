@@ -12,14 +12,14 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from helpers import cli
+from helpers import cli, estimate_over_replay
 from simulon.collective.types import CollType
 from simulon.config.errors import ConfigError
 from simulon.config.loading import parse_scenario
 from simulon.config.workload import MegatronWorkload
 from simulon.memory.activations import ActivationModel
 from simulon.pipeline import build_dag, simulate
-from simulon.search.run import Search, apply, scenario_for
+from simulon.search.run import Search
 from simulon.search.space import Space, Strategy
 from simulon.workload.kernels import Phase
 from simulon.workload.layer_kernels import LayerKernels
@@ -173,9 +173,7 @@ def test_the_search_s_estimate_follows_the_replay_on_a_hybrid_model():
                   Strategy(4, 1, 1, 4, 1, 1, 4, 1, True, "none", "distributed_optimizer", "bf16", False),
                   Strategy(2, 2, 1, 4, 1, 1, 2, 1, True, "full", "distributed_optimizer", "bf16", False)]
     for strategy in strategies:
-        estimated = search.estimator.estimate(strategy, apply(sc.workload, strategy)).iteration_s * 1e3
-        replayed = simulate(scenario_for(sc, strategy, 16)).result.iteration_time_ms
-        assert 0.75 < estimated / replayed < 1.25, strategy
+        assert 0.75 < estimate_over_replay(search, sc, strategy, 16) < 1.25, strategy
 
 
 def test_the_search_offers_only_what_a_mamba_layer_can_be_split_into():
@@ -297,9 +295,7 @@ def test_the_search_s_estimate_follows_the_replay_of_a_context_parallel_hybrid()
     search = Search(sc)
     for strategy in (Strategy(1, 1, 1, 8, 2, 1, 1, 1, False, "none", "distributed_optimizer", "bf16", False),
                      Strategy(2, 1, 1, 2, 4, 1, 2, 1, True, "none", "distributed_optimizer", "bf16", False)):
-        estimated = search.estimator.estimate(strategy, apply(sc.workload, strategy)).iteration_s * 1e3
-        replayed = simulate(scenario_for(sc, strategy, 16)).result.iteration_time_ms
-        assert 0.75 < estimated / replayed < 1.25, strategy
+        assert 0.75 < estimate_over_replay(search, sc, strategy, 16) < 1.25, strategy
 
 
 @pytest.mark.parametrize(("pattern", "pp", "vpp", "counts"), [

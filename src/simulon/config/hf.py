@@ -15,6 +15,8 @@ GptOssConfig; a multimodal config's `text_config`):
   moe_layer_freq, interleave_moe_layer_step above 1, mlp_only_layers) as MoESpec.layer_freq, the dense layers
   intermediate_size_mlp wide where the config has it (Llama 4);
 - multi-head latent attention: kv_lora_rank, q_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim;
+- multi-token prediction: num_nextn_predict_layers (DeepSeek-V3, GLM-4.5), except in hybrid models, whose
+  multi-token prediction is not modelled (their decoder is read alone);
 - hybrid Mamba models (NemotronHConfig, model_type nemotron_h): hybrid_override_pattern (or layers_block_type, the
   same as a list of block names), mamba_num_heads, mamba_head_dim, ssm_state_size, n_groups, conv_kernel,
   chunk_size; the MLP's activation from mlp_hidden_act, the shared expert's width from
@@ -200,6 +202,9 @@ def model_from_hf(path: Path) -> dict[str, Any]:
     for key, sub in (("moe", moe), ("mla", _mla(cfg)), ("mamba", mamba), ("hybrid_pattern", pattern)):
         if sub is not None:
             block[key] = sub
+    mtp = cfg.integer("num_nextn_predict_layers", required=False, default=0)
+    if mtp and pattern is None:  # a hybrid's multi-token prediction is not modelled: its decoder alone
+        block["mtp_layers"] = mtp
     return block
 
 

@@ -1,7 +1,8 @@
 """What each layer of a model is made of: transformer layers, or the single-block layers of a hybrid model.
 
 A transformer layer is an attention block then an MLP block (or a mixture-of-experts block after the model's
-first dense layers). Megatron-Core's hybrid models (megatron/core/models/mamba/mamba_model.py, built by
+first dense layers); a multi-token-prediction layer after the decoder is the MTP block then a transformer layer
+like the decoder's last (MTP_BLOCK). Megatron-Core's hybrid models (megatron/core/models/mamba/mamba_model.py, built by
 `allocate_layers` in megatron/core/ssm/mamba_hybrid_layer_allocation.py from `--hybrid-override-pattern`; the
 HuggingFace `hybrid_override_pattern` of NemotronH configs) make every layer one block, named by one symbol:
 
@@ -24,9 +25,16 @@ from pydantic import Field, model_validator
 
 from .common import FieldError, HeadCount, StrictModel, Width
 
-Block = Literal["attention", "mlp", "moe", "mamba"]
+Block = Literal["attention", "mlp", "moe", "mamba", "mtp"]
 LayerKind = tuple[Block, ...]
 """A layer's blocks in forward order."""
+
+MTP_BLOCK: Block = "mtp"
+"""What a multi-token-prediction layer runs before its transformer layer (Megatron-Core's
+MultiTokenPredictionLayer, megatron/core/transformer/multi_token_prediction.py; DeepSeek-V3, arXiv 2412.19437,
+section 2.2): the shared embedding of the tokens one further ahead, a norm of it and of the hidden state (enorm,
+hnorm), their concatenation projected from 2h back to h (eh_proj, column-parallel, its output gathered over tp);
+its final norm, and its logits through the shared output head, run at the loss (ModelSpec.mtp_layers)."""
 
 DENSE_LAYER: LayerKind = ("attention", "mlp")
 MOE_LAYER: LayerKind = ("attention", "moe")

@@ -3,14 +3,17 @@
 Megatron-Core numbers the model chunks of a pipeline with pp stages and vpp chunks per stage as virtual stages:
 chunk c of stage s is virtual stage c * pp + s, and the model's layers run through the virtual stages in that
 order, the embedding before the first and the loss after the last. A split is the layer count of every
-virtual stage. It comes from the first of these a workload gives:
+virtual stage, multi-token-prediction layers included: they follow the decoder's last layer, on the last virtual
+stage unless a layout places them. The decoder's split comes from the first of these a workload gives:
 
 1. `pipeline_layout`, Megatron's `--pipeline-model-parallel-layout` string
    (megatron/core/transformer/pipeline_parallel_layer_layout.py, `PipelineParallelLayerLayout.parse_str_to_list`):
    virtual stages separated by `|`, each a run of `E` (the embedding, first), `t` (a transformer layer) and `L`
    (the loss, last); `x*n` and `(...)*n` repeat, commas are cosmetic. "Et*3|(tt|)*29,m|L" is DeepSeek-V3's
-   PP16 VPP2 recipe. Its number of virtual stages over pp is vpp. Multi-token-prediction layers (`m`) are not
-   modelled and are refused.
+   PP16 VPP2 recipe. Its number of virtual stages over pp is vpp. Multi-token-prediction layers (`m`, the
+   model's mtp_layers) follow the decoder's: all in one virtual stage, after the last `t`, not on the first
+   pipeline rank (Megatron's constraints, docs/user-guide/features/multi_token_prediction.md); in a stage of
+   their own ("m|L") they run "standalone" and send their outputs on to the loss.
 2. `layers_per_stage`: pp counts, each stage's split evenly over its vpp chunks (Megatron's
    `get_num_layers_to_build` with `--decoder-first/last-pipeline-num-layers`), or pp * vpp counts, one per
    virtual stage in the order above.
@@ -81,13 +84,13 @@ def parse_layout(layout: str) -> list[str]:
     return text.split("|")
 
 
-def layout_counts(layout: str, num_layers: int) -> tuple[int, ...]:
-    """Transformer layers of each virtual stage of a layout string; ValueError where the layout is not one of
-    this model (the embedding first, the loss last, each once, and every layer placed)."""
+def layout_counts(layout: str, num_layers: int, mtp_layers: int = 0, pp: int = 1) -> tuple[int, ...]:
+    """Layers (transformer and multi-token-prediction) of each virtual stage of a layout string; ValueError where
+    the layout is not one of this model (the embedding first, the loss last, each once, and every layer placed)
+    or places its MTP layers where Megatron cannot (check_mtp_placement)."""
     stages = parse_layout(layout)
     symbols = "".join(stages)
-    if "m" in symbols:
-        raise ValueError("multi-token-prediction layers (m) are not modelled; give the layout without them")
+    check_mtp_placement(stages, mtp_layers, pp)
     if symbols.count("E") != 1 or not stages[0].startswith("E"):
         raise ValueError(f"{layout!r}: the embedding (E) must open the first virtual stage, once")
     if symbols.count("L") != 1 or not stages[-1].endswith("L"):
@@ -95,7 +98,31 @@ def layout_counts(layout: str, num_layers: int) -> tuple[int, ...]:
     counts = tuple(stage.count("t") for stage in stages)
     if sum(counts) != num_layers:
         raise ValueError(f"{layout!r} places {sum(counts)} transformer layers (t), the model has {num_layers}")
-    return counts
+    return tuple(stage.count("t") + stage.count("m") for stage in stages)
+
+
+def check_mtp_placement(stages: list[str], mtp_layers: int, pp: int) -> None:
+    """ValueError unless the layout places the model's multi-token-prediction layers as Megatron-Core can
+    (PipelineParallelLayerLayout; get_mtp_num_layers_to_build: every one in the same virtual stage): all of them,
+    in one virtual stage, after every transformer layer, on a pipeline rank other than the first."""
+    placed = [v for v, stage in enumerate(stages) if "m" in stage]
+    found = sum(stage.count("m") for stage in stages)
+    if found != mtp_layers:
+        raise ValueError(f"places {found} multi-token-prediction layers (m), the model has {mtp_layers} "
+                         "(workload.model.mtp_layers)")
+    if not placed:
+        return
+    if len(placed) > 1:
+        raise ValueError("splits its multi-token-prediction layers (m) over virtual stages; Megatron builds them all "
+                         "in one")
+    where = placed[0]
+    stage = stages[where]
+    if "t" in stage[stage.index("m"):] or any("t" in later for later in stages[where + 1:]):
+        raise ValueError("places a transformer layer (t) after a multi-token-prediction layer (m); they follow "
+                         "the decoder")
+    if pp > 1 and where % pp == 0:
+        raise ValueError(f"places the multi-token-prediction layers (m) in virtual stage {where}, on the first "
+                         "pipeline rank, where Megatron does not build them")
 
 
 def layout_chunks(layout: str, pp: int) -> int:
@@ -123,16 +150,23 @@ def balanced_counts(num_layers: int, virtual_stages: int, embedding: bool = True
     return tuple(counts)
 
 
-def virtual_stage_layers(par: PipelineSplit, num_layers: int,
-                         segments: tuple[int, ...] | None = None) -> tuple[int, ...]:
-    """Layers of every virtual stage (chunk c of stage s at c * pp + s). `segments`: those a hybrid pattern's `|`
-    marks give (ModelSpec.pattern_segments), the split where the parallelism names none. FieldError naming the
-    field whose split is impossible."""
+def virtual_stage_layers(par: PipelineSplit, num_layers: int, segments: tuple[int, ...] | None = None,
+                         mtp_layers: int = 0) -> tuple[int, ...]:
+    """Layers of every virtual stage (chunk c of stage s at c * pp + s), the `mtp_layers` multi-token-prediction
+    layers after the decoder's included: where the layout places them, else on the last virtual stage (Megatron's
+    default, mtp_on_this_rank). `segments`: those a hybrid pattern's `|` marks give (ModelSpec.pattern_segments),
+    the split where the parallelism names none. FieldError naming the field whose split is impossible."""
+    if par.pipeline_layout is not None and segments is None:
+        return _from_layout(par, num_layers, mtp_layers)
+    counts = _decoder_split(par, num_layers, segments)
+    return (*counts[:-1], counts[-1] + mtp_layers)
+
+
+def _decoder_split(par: PipelineSplit, num_layers: int, segments: tuple[int, ...] | None) -> tuple[int, ...]:
+    """The decoder's layers of every virtual stage, where no layout string gives them."""
     virtual = par.pp * par.vpp
     if segments is not None:
         return _from_segments(par, segments)
-    if par.pipeline_layout is not None:
-        return _from_layout(par, num_layers)
     if par.layers_per_stage is not None:
         return _from_stage_list(par, num_layers)
     if par.first_stage_layers is not None or par.last_stage_layers is not None:
@@ -173,10 +207,10 @@ def _from_segments(par: PipelineSplit, segments: tuple[int, ...]) -> tuple[int, 
     return segments
 
 
-def _from_layout(par: PipelineSplit, num_layers: int) -> tuple[int, ...]:
+def _from_layout(par: PipelineSplit, num_layers: int, mtp_layers: int) -> tuple[int, ...]:
     field = "workload.parallelism.pipeline_layout"
     try:
-        counts = layout_counts(par.pipeline_layout, num_layers)
+        counts = layout_counts(par.pipeline_layout, num_layers, mtp_layers, par.pp)
         chunks = layout_chunks(par.pipeline_layout, par.pp)
     except ValueError as exc:
         raise FieldError(field, str(exc)) from None

@@ -140,7 +140,7 @@ def check_workload_fits(wl: MegatronWorkload, dc: DatacenterConfig) -> None:
                          f"{model.ffn_hidden_size}")
     if model.mamba is not None:
         _check_mamba(par, model.mamba)
-    virtual_stage_layers(par, model.num_layers, model.pattern_segments)
+    virtual_stage_layers(par, model.num_layers, model.pattern_segments, model.mtp_layers)
     samples_per_step = train.micro_batch_size * dp
     if train.dp_shares is not None:
         _check_dp_shares(wl, dp)

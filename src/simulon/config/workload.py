@@ -28,7 +28,16 @@ from .common import (
     Width,
 )
 from .hf import resolve_from_hf
-from .hybrid import DENSE_LAYER, HYBRID_SYMBOLS, MOE_LAYER, PIPELINE_MARK, LayerKind, MambaSpec, check_pattern
+from .hybrid import (
+    DENSE_LAYER,
+    HYBRID_SYMBOLS,
+    MOE_LAYER,
+    MTP_BLOCK,
+    PIPELINE_MARK,
+    LayerKind,
+    MambaSpec,
+    check_pattern,
+)
 from .pipeline_layout import layout_chunks
 from .templates import Templated
 
@@ -130,6 +139,11 @@ class ModelSpec(Templated):
         None, description="a hybrid model's layers, one symbol each (Megatron's --hybrid-override-pattern, HF "
         "hybrid_override_pattern): M Mamba, * attention, - MLP, E mixture of experts; its length is num_layers. "
         "Default: every layer a transformer layer (attention, then MLP or MoE)")
+    mtp_layers: OptionalLayerCount = Field(
+        0, description="multi-token-prediction depths after the decoder (Megatron-Core's mtp_num_layers, HF "
+        "num_nextn_predict_layers; DeepSeek-V3: 1): each a projection of the hidden state with the embedding of the "
+        "token one further ahead, a transformer layer like the decoder's last, and one more pass of the output "
+        "head and loss")
 
     @model_validator(mode="before")
     @classmethod
@@ -169,6 +183,9 @@ class ModelSpec(Templated):
             raise FieldError("moe", "no layer is a mixture-of-experts layer (first_dense_layers and layer_freq "
                              "leave none)")
         self._check_hybrid()
+        if self.mtp_layers and self.hybrid_pattern is not None:
+            raise FieldError("mtp_layers", "multi-token prediction of hybrid models (the pattern after '/' in "
+                             "Megatron's hybrid_override_pattern) is not modelled")
         return self
 
     def _check_hybrid(self) -> None:
@@ -205,8 +222,21 @@ class ModelSpec(Templated):
             return None
         return tuple(len(segment) for segment in self.hybrid_pattern.split(PIPELINE_MARK))
 
+    @property
+    def all_layers(self) -> int:
+        """The decoder's layers and the multi-token-prediction layers after them, which take the ids num_layers
+        onwards."""
+        return self.num_layers + self.mtp_layers
+
+    def is_mtp_layer(self, layer: int) -> bool:
+        return layer >= self.num_layers
+
     def layer_blocks(self, layer: int) -> LayerKind:
-        """The blocks of layer `layer` (0-based) in forward order (config/hybrid.py)."""
+        """The blocks of layer `layer` (0-based) in forward order (config/hybrid.py); a multi-token-prediction
+        layer (ids from num_layers) is the MTP block and a transformer layer of the decoder's last layer's kind,
+        as Megatron-Core builds it (and counts it: num_floating_point_operations's last_layer_is_moe)."""
+        if self.is_mtp_layer(layer):
+            return (MTP_BLOCK, *self.layer_blocks(self.num_layers - 1))
         if self.hybrid_pattern is not None:
             return HYBRID_SYMBOLS[self.layer_symbols[layer]]
         return MOE_LAYER if self.moe is not None and self.moe.is_moe_layer(layer) else DENSE_LAYER
@@ -214,7 +244,7 @@ class ModelSpec(Templated):
     @property
     def layer_kinds(self) -> tuple[LayerKind, ...]:
         """The distinct kinds of layer of the model, in order of first appearance."""
-        return tuple(dict.fromkeys(self.layer_blocks(layer) for layer in range(self.num_layers)))
+        return tuple(dict.fromkeys(self.layer_blocks(layer) for layer in range(self.all_layers)))
 
     @property
     def has_attention(self) -> bool:
@@ -528,6 +558,9 @@ class MegatronWorkload(StrictModel):
         if self.framework == "deepspeed" and (par.vpp > 1 or par.pipeline_schedule != "1f1b"):
             raise FieldError("framework", "deepspeed's PipelineEngine runs plain 1F1B (vpp 1, pipeline_schedule "
                              f"1f1b), not {par.pipeline_schedule} with vpp {par.vpp}")
+        if self.framework == "deepspeed" and self.model.mtp_layers:
+            raise FieldError("model.mtp_layers", "multi-token prediction is Megatron-Core's (mtp_num_layers); "
+                             "framework deepspeed has none")
         return self
 
     @model_validator(mode="after")

@@ -143,7 +143,18 @@ class ActivationModel:
             return self._moe()
         if block == "mamba":
             return self._mamba()
+        if block == "mtp":
+            return self._mtp()
         return self._mlp("mlp", self.model.ffn_hidden_size, self.rows, "mlp")
+
+    def _mtp(self) -> dict[str, float]:
+        """A multi-token-prediction layer's own part (MultiTokenPredictionLayer): the shifted token ids, the inputs
+        of enorm and hnorm, eh_proj's 2h-wide input (the concatenation, gathered inside the GEMM under sequence
+        parallelism) and its final norm's input; its transformer layer keeps what the decoder's does."""
+        h, a, norm_rows = self.model.hidden_size, self.a, self.norm_rows
+        return {"MTP token ids": self.rows * INDEX_BYTES, "MTP norm inputs": 2 * norm_rows * h * a,
+                "MTP projection input": norm_rows * 2 * h * self.gemm_input,
+                "MTP final norm input": norm_rows * h * a}
 
     def _mamba(self) -> dict[str, float]:
         """A Mamba-2 layer (Megatron-Core's MambaLayer and MambaMixer on mamba_ssm's memory-efficient path,
@@ -313,12 +324,14 @@ class ActivationModel:
 
     def head(self) -> dict[str, float]:
         """The last stage keeps the final norm's input, the LM head's input, the logits and what the cross
-        entropy keeps: Megatron's vocab-parallel loss keeps an fp32 softmax beside the 16-bit logits
+        entropy keeps, and the LM head's input, logits and loss again for each multi-token-prediction depth:
+        Megatron's vocab-parallel loss keeps an fp32 softmax beside the 16-bit logits
         (megatron/core/tensor_parallel/cross_entropy.py); the fused loss (cross_entropy_loss_fusion) writes
         the gradient into the logits."""
         h, a = self.model.hidden_size, self.a
-        logits = self.rows * self.shape.vocab_shard
-        parts = {"final norm input": self.norm_rows * h * a, "LM head input": self.norm_rows * h * a,
+        depths = 1 + self.model.mtp_layers  # each multi-token-prediction depth's logits and loss as well
+        logits = depths * self.rows * self.shape.vocab_shard
+        parts = {"final norm input": self.norm_rows * h * a, "LM head input": depths * self.norm_rows * h * a,
                  "logits": logits * a}
         if self.train.cross_entropy == "vocab_parallel":
             parts["softmax (fp32)"] = logits * FP32_BYTES

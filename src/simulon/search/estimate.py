@@ -264,8 +264,9 @@ class Estimator:
         head = {"final_norm", "lm_head", "loss", "lm_head_cast"}
         if unit == EMBEDDING_LAYER:
             return ["embedding"]
-        if unit == HEAD_LAYER:
-            return [n for n in kernels.table if n in head]
+        if unit == HEAD_LAYER:  # the LM head and loss once more for each multi-token-prediction depth
+            names = [n for n in kernels.table if n in head]
+            return names + [n for n in names if n != "final_norm"] * kernels.model.mtp_layers
         return [name for block in unit for name in kernels.block_kernels(block)]
 
     def _layer_comm(self, s: Strategy, workload: MegatronWorkload, kernels: LayerKernels, unit: Unit,

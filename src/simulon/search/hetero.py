@@ -250,6 +250,8 @@ class Planner:
         self.sc = sc
         self.costs = unit_costs(sc)
         self.kinds = _layer_kinds(sc)
+        model = sc.workload.model  # the multi-token-prediction layers, which follow the decoder on the last stage
+        self.mtp_kinds = [model.layer_blocks(layer) for layer in range(model.num_layers, model.all_layers)]
         train = sc.workload.training
         self.num_gpus = train.num_gpus or sc.datacenter.num_gpus
         self.dp = self.num_gpus // (par.tp * par.cp * par.pp)
@@ -264,7 +266,7 @@ class Planner:
         per_layer = [self._per_layer(c) for c in costs]
         extra = [0.0] * pp
         extra[0] += costs[0].embedding
-        extra[-1] += costs[-1].head
+        extra[-1] += costs[-1].head + sum(costs[-1].layers[kind] for kind in self.mtp_kinds)
         layers = split_layers(per_layer, extra, num_layers, caps)
         if layers is None:
             return None

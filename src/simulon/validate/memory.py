@@ -52,13 +52,15 @@ class Source:
     grad_reduce_dtype: str | None = None  # the gradient buffer's type, where the source counts it otherwise
     fp8_params: bool = False           # fp8 runs keep their GEMM weights in fp8 only
     ranks: str = "first"               # whose peak the source reports: the first stage's, or the largest ("max")
+    mtp_layers: int | None = None      # multi-token-prediction layers (None: the model's own)
 
 
 # Matched against the `source` column, first match wins.
 SOURCES = (
     # SimuMax's B200 runs: Megatron-Core + TE 2.11, distributed optimizer, cross-entropy fusion (its notes)
-    # (its summary JSON reports the largest allocation over ranks: peak_memory_by_rank_mb)
-    (r"^SimuMax", Source("Megatron", "dgx-b200", cross_entropy="fused", ranks="max")),
+    # (its summary JSON reports the largest allocation over ranks: peak_memory_by_rank_mb); its DeepSeek launcher
+    # (simu_tools/megatron_scripts/scripts/run_pretrain_deepseekv2.sh) gives no --mtp-num-layers
+    (r"^SimuMax", Source("Megatron", "dgx-b200", cross_entropy="fused", ranks="max", mtp_layers=0)),
     # Megatron-Bridge's performance recipes: distributed optimizer and sequence parallelism on, gradients reduced
     # in bf16 (scripts/performance/utils/helpers.py `set_basic_perf_overrides`: grad_reduce_in_fp32 = False),
     # fp8 weights kept in fp8 (mixed_precision.py `bf16_with_fp8_current_scaling_mixed`: fp8_param_gather)
@@ -177,6 +179,11 @@ def model_block(row: dict[str, str], tp: int) -> dict[str, Any]:
     return block
 
 
+def _with_mtp(model: dict[str, Any], source: Source) -> dict[str, Any]:
+    """The model block with the source's multi-token prediction, where the source says."""
+    return model if source.mtp_layers is None else {**model, "mtp_layers": source.mtp_layers}
+
+
 def _recompute(text: str) -> dict[str, Any]:
     """'selective(core_attn+layernorm)' -> selective recomputation of those modules."""
     text = text.strip().lower()
@@ -261,8 +268,8 @@ def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
         if re.search(pattern, row["model"], re.IGNORECASE):
             training.update(settings)
     data = {"datacenter": {"from": source.datacenter, "cluster": {"num_nodes": max(1, math.ceil(num_gpus / 8))}},
-            "workload": {"framework": "megatron", "model": model_block(row, tp), "parallelism": parallelism,
-                         "training": training}}
+            "workload": {"framework": "megatron", "model": _with_mtp(model_block(row, tp), source),
+                         "parallelism": parallelism, "training": training}}
     try:
         return parse_scenario(data, "row")
     except ConfigError as exc:

@@ -52,6 +52,7 @@ class FrameworkDefaults:
     routing: Literal["ecmp", "adaptive"] | None = None  # the fabric's routing where not its template's
     autocast: bool | None = None          # torch.autocast over fp32 parameters (None: the config's default)
     virtual_stage_layers: int | None = None  # with pp > 1 and no vpp given: interleaved, this many layers a chunk
+    mtp_layers: int | None = None         # multi-token-prediction layers (None: the model's own)
 
 
 TE_ATTENTION = "cudnn"
@@ -67,7 +68,7 @@ launcher examples add `+training.model.optim.grad_sync_dtype=bf16` to Apex's dis
 (NeMo-Framework-Launcher examples/training/llama/h100/llama3_8b_fp8.sh and the others), NeMo 2.0's performance
 scripts and recipes' performance mode set `recipe.trainer.plugins.grad_reduce_in_fp32 = False`."""
 MEGATRON_CORE_RUNS = FrameworkDefaults(sequence_parallel=True, tp_comm_overlap=True, distributed_optimizer=True,
-                                       attention=TE_ATTENTION, virtual_stage_layers=1)
+                                       attention=TE_ATTENTION, virtual_stage_layers=1, mtp_layers=0)
 """Megatron-Core's scaling runs: as NeMo's recipes, with Megatron-LM's fp32 gradients under --bf16
 (arguments.py turns on accumulate_allreduce_grads_in_fp32). Their README overlaps "pipeline-parallel
 communication (enabled by default)" with computation, which Megatron-LM allows only on the interleaved schedule
@@ -76,12 +77,14 @@ overlapping p2p communication"), so their pipelined runs were interleaved; how d
 one layer a virtual stage, what 5 of the 7 NVIDIA recipes in training.csv that state it use (DGX Cloud's GPT-3 175B,
 NeMo's Llama 2 13B and 70B, Nemotron-4 22B and 340B; NeMo's GPT-3 175B takes 2, its Llama 3 70B 4)."""
 MEGATRON_LM_WITH_TE = FrameworkDefaults(sequence_parallel=True, distributed_optimizer=True, overlap_grad_reduce=False,
-                                        attention=TE_ATTENTION)
+                                        attention=TE_ATTENTION, mtp_layers=0)
 """Megatron-LM's own command line run as is: its arguments.py leaves --overlap-grad-reduce and
 --overlap-param-gather off unless given (SimuMax's B200 launcher, simu_tools/megatron_scripts/scripts/
 run_pretrain_llama3.sh, gives neither), so the gradients are reduced after the whole backward and the
-parameters gathered after the optimizer step."""
-MEGATRON_LM_2021 = FrameworkDefaults(attention="unfused", overlap_grad_reduce=False, routing="ecmp")
+parameters gathered after the optimizer step; and builds no multi-token prediction unless --mtp-num-layers is
+given (its default is none; SimuMax's DeepSeek launcher, scripts/run_pretrain_deepseekv2.sh, gives none), whatever
+the model was published with."""
+MEGATRON_LM_2021 = FrameworkDefaults(attention="unfused", overlap_grad_reduce=False, routing="ecmp", mtp_layers=0)
 """Megatron-LM's 2020-22 releases (v1.x to v3.0, the SC'21 paper's runs): fused softmax, no flash attention, and
 its default local DDP all-reducing the gradients after the whole backward (v2.6 training.py train_step:
 allreduce_gradients() after forward_backward_func, --DDP-impl local). Their containers' NCCL (2.8-2.11) did not
@@ -219,11 +222,22 @@ def model_block(row: dict[str, str]) -> dict[str, Any]:
         block.setdefault("ffn_hidden_size", 4 * block["hidden_size"])
         block.setdefault("vocab_size", GPT2_VOCAB_PADDED)
         block.update(_first(FAMILIES, name) or {})
-    elif "num_heads" in block and "num_kv_heads" not in block:
-        template = find_template("model", stem) or {}
-        if template.get("num_kv_heads") and template.get("num_heads") != block["num_heads"]:
-            block["num_kv_heads"] = block["num_heads"]  # a different head count: the template's GQA no longer applies
+    else:
+        _resized_template(block, find_template("model", stem) or {})
     return block
+
+
+def _resized_template(block: dict[str, Any], template: dict[str, Any]) -> None:
+    """What a row that resizes its template's model (another hidden size or head count under the same name:
+    Megatron-Core's 'GPT-1.7B' is 2,048 wide, the SC'21 paper's 2,304) no longer takes from it: its grouped-query
+    attention when the head count differs, and its MLP width, which keeps the template's ratio to the hidden size
+    (4 x for GPT, Megatron's default ffn_hidden_size) when the row does not give one."""
+    if "num_heads" in block and "num_kv_heads" not in block and template.get("num_kv_heads") and \
+            template.get("num_heads") != block["num_heads"]:
+        block["num_kv_heads"] = block["num_heads"]
+    width, ffn = template.get("hidden_size"), template.get("ffn_hidden_size")
+    if "hidden_size" in block and "ffn_hidden_size" not in block and width and ffn and width != block["hidden_size"]:
+        block["ffn_hidden_size"] = round(ffn * block["hidden_size"] / width)
 
 
 def _alphanumeric(text: str) -> str:
@@ -325,6 +339,8 @@ def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
     if not num_gpus or not seq:
         raise Unsupported("row gives no GPU count or sequence length")
     model = model_block(row)
+    if habits.mtp_layers is not None:
+        model["mtp_layers"] = habits.mtp_layers
     tp, pp, cp = (_integer(row, c, 1) for c in ("tp", "pp", "cp"))
     ep, vpp = _integer(row, "ep", 1), _integer(row, "vpp", 1)
     if pp == 1:

@@ -6,6 +6,7 @@ create 96 copies), and by every phase: name -> {fwd, bwd_ig, bwd_wg, recompute} 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import cached_property, lru_cache
 
@@ -122,6 +123,7 @@ BLOCK_PREFIXES: dict[Block, tuple[str, tuple[str, ...]]] = {
     "mlp": ("mlp_", ()),
     "moe": ("moe_", ("mlp_norm", "mlp_residual")),  # the MLP slot's norm and residual around the experts
     "mamba": ("mamba_", ()),
+    "mtp": ("mtp_", ()),
 }
 """Each block's kernels: those whose names start with its prefix, and the ones named."""
 
@@ -361,9 +363,10 @@ class LayerKernels:
         if m.mamba is not None:
             k.update(self._mamba())
         V = self.vocab_shard
-        k["embedding"] = (memory_bound("embedding", Phase.fwd, 2 * Tn * h * db, Tn * h),
-                          memory_bound("embedding", Phase.bwd_wg, Tn * h * (db + 4), Tn * h))
+        k["embedding"] = self.embedding_specs
         elementwise("final_norm", Tn, h, 2, 3)
+        if m.mtp_layers:
+            self._mtp(k, elementwise)
         k["lm_head"] = gemm_with_backward("lm_head", T, V, h, db)
         k["loss"] = pass_pair("loss", T * V, CROSS_ENTROPY_PASSES[self.cross_entropy], db, (5, 2))
         # what Transformer Engine leaves in 16-bit when the layers' GEMMs run narrow (router and LM head), or
@@ -380,6 +383,25 @@ class LayerKernels:
             if Phase.fwd in phases:
                 phases[Phase.recompute] = as_recompute(phases[Phase.fwd])
         return table
+
+    def _mtp(self, k: dict[str, tuple[KernelSpec, ...]], elementwise: Callable[..., None]) -> None:
+        """A multi-token-prediction layer's own kernels (config.hybrid.MTP_BLOCK; MultiTokenPredictionLayer): the
+        embedding lookup of the shifted tokens, enorm and hnorm, eh_proj from the two concatenated (2h) to this
+        rank's h/t columns (column-parallel), and its final norm; its transformer layer runs the decoder's kernels
+        and its logits the LM head's."""
+        sh, h = self.shape, self.model.hidden_size
+        k["mtp_embedding"] = tuple(replace(spec, name="mtp_embedding") for spec in self.embedding_specs)
+        for name in ("mtp_enorm", "mtp_hnorm", "mtp_final_norm"):
+            elementwise(name, sh.norm_tokens, h, 2, 3)  # the table's: read x, write y | read x, dy, write dx
+        k["mtp_eh_proj"] = gemm_with_backward("mtp_eh_proj", sh.tokens, h // sh.tp, 2 * h, sh.act_bytes)
+
+    @property
+    def embedding_specs(self) -> tuple[KernelSpec, KernelSpec]:
+        """The word embedding's lookup (a gather of this rank's rows) and its weight gradient (a scatter-add into
+        the fp32 gradient)."""
+        Tn, h, db = self.shape.norm_tokens, self.model.hidden_size, self.shape.act_bytes
+        return (memory_bound("embedding", Phase.fwd, 2 * Tn * h * db, Tn * h),
+                memory_bound("embedding", Phase.bwd_wg, Tn * h * (db + 4), Tn * h))
 
     def _quantize_casts(self, k: dict[str, tuple[KernelSpec, ...]]) -> None:
         """Narrow GEMMs take operands that Transformer Engine quantizes from the 16-bit tensors, row-wise and
@@ -679,6 +701,8 @@ class LayerKernels:
             return self.weights([*self.attention_inputs, "attn_proj"]) + h, 0.0
         if block == "mlp":
             return self.weights([*self.mlp_inputs("mlp"), "mlp_linear2"]) + h, 0.0
+        if block == "mtp":  # enorm, hnorm and the final norm beside eh_proj
+            return self.weights(["mtp_eh_proj"]) + 3 * h, 0.0
         if block == "mamba":
             mb, t = self.model.mamba, self.shape.tp
             # conv1d's filter and bias per channel; dt_bias, A_log and D per head; the output norm's weight

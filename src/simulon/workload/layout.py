@@ -27,6 +27,7 @@ class RankLayout:
     fsdp: int = 1  # ranks of the data x context dimension a parameter is sharded over (FSDP)
     etp: int | None = None  # expert tensor parallelism (default tp)
     cp_a2a: int = 1  # consecutive context-parallel ranks that split the heads by all-to-all (the rest: a ring)
+    embedding_stages: tuple[int, ...] = ()  # stages holding word-embedding copies (default: the first and last)
 
     @property
     def expert_tp(self) -> int:
@@ -68,7 +69,8 @@ class RankLayout:
         axis is one of tp, cp, dp, pp, cp_a2a and cp_p2p (context parallelism's all-to-all groups and the ring
         between them, Megatron's hierarchical context-parallel groups), ep (expert parallel), etp (expert tensor
         parallel), edp (expert data parallel) or dp_cp (data x context, the dense-gradient group), fsdp /
-        fsdp_replica (the FSDP shard group and its replicas), emb (first and last stage) or mirror (stage s and
+        fsdp_replica (the FSDP shard group and its replicas), emb (the stages holding the word embedding: the first
+        and the last, or embedding_stages) or mirror (stage s and
         stage pp - 1 - s, which DualPipe makes hold the same layers).
         """
         t, c, d, p = (int(x) for x in self.coords[rank])
@@ -95,8 +97,8 @@ class RankLayout:
             members = range(dc - dc % self.fsdp, dc - dc % self.fsdp + self.fsdp)
         elif axis == "fsdp_replica":
             members = range(dc % self.fsdp, self.cp * self.dp, self.fsdp)
-        elif axis == "emb":  # tied word embeddings: first and last stage share one matrix
-            return (self.rank(t, c, d, 0), self.rank(t, c, d, self.pp - 1))
+        elif axis == "emb":  # copies of the word embedding (tied, or multi-token prediction's) share one matrix
+            return tuple(self.rank(t, c, d, s) for s in self.embedding_stages or (0, self.pp - 1))
         elif axis == "mirror":
             return tuple(sorted((self.rank(t, c, d, p), self.rank(t, c, d, self.pp - 1 - p))))
         elif axis == "edp":

@@ -45,14 +45,14 @@ class MegatronTracer:
         par, train, model = workload.parallelism, workload.training, workload.model
         self.workload, self.model = workload, model
         dp = num_gpus // (par.tp * par.cp * par.pp)
-        self.layout = RankLayout(tp=par.tp, cp=par.cp, dp=dp, pp=par.pp, ep=par.ep, etp=par.etp, cp_a2a=par.cp_a2a,
-                                 fsdp=par.fsdp_size or dp * par.cp)
-        self.replica_microbatches = train.replica_microbatches(dp)
-        self.scheduler = make_scheduler(par.pipeline_schedule, par.vpp)
         self.kernels = LayerKernels.of(workload)
         self.shape = self.kernels.shape
         self.layers = PipelineLayers.of(workload)
         self.parameters = ModelParameters(self.kernels, model, self.layers)
+        self.layout = RankLayout(tp=par.tp, cp=par.cp, dp=dp, pp=par.pp, ep=par.ep, etp=par.etp, cp_a2a=par.cp_a2a,
+                                 fsdp=par.fsdp_size or dp * par.cp, embedding_stages=self.parameters.embedding_stages)
+        self.replica_microbatches = train.replica_microbatches(dp)
+        self.scheduler = make_scheduler(par.pipeline_schedule, par.vpp)
         self.dispatch_algorithm = dispatch_algorithm(workload)
 
     @property
@@ -146,17 +146,19 @@ class _StageEmitter:
         return self.program.collective(ctype, "tp", size, Stream.tp_comm, label, layer, mb, phase,
                                        alongside=(alongside,))
 
-    def tp_reduce(self, label: str, layer: int, mb: int, phase: Phase, gemm: int = NO_OP) -> int:
+    def tp_reduce(self, label: str, layer: int, mb: int, phase: Phase, gemm: int = NO_OP,
+                  nbytes: float | None = None) -> int:
         """Row-parallel output: all-reduce, or reduce-scatter with sequence parallelism (pipelined with the
-        `gemm` producing it when tensor-parallel communication overlap is on)."""
+        `gemm` producing it when tensor-parallel communication overlap is on); `nbytes` where the tensor is not
+        the hidden state's."""
         if self.shape.sp:
-            return self.tp_collective(CollType.ReduceScatter, label, layer, mb, phase,
+            return self.tp_collective(CollType.ReduceScatter, label, layer, mb, phase, nbytes,
                                       alongside=gemm if self.overlap_tp else NO_OP)
-        return self.tp_collective(CollType.AllReduce, label, layer, mb, phase)
+        return self.tp_collective(CollType.AllReduce, label, layer, mb, phase, nbytes)
 
-    def tp_gather(self, label: str, layer: int, mb: int, phase: Phase) -> int:
+    def tp_gather(self, label: str, layer: int, mb: int, phase: Phase, nbytes: float | None = None) -> int:
         """Column-parallel input under sequence parallelism: all-gather along the sequence."""
-        return self.tp_collective(CollType.AllGather, label, layer, mb, phase) if self.shape.sp else NO_OP
+        return self.tp_collective(CollType.AllGather, label, layer, mb, phase, nbytes) if self.shape.sp else NO_OP
 
     def gathered_gemms(self, names: list[str], phase: Phase, layer: int, mb: int, gather: int) -> int:
         """GEMMs consuming an all-gathered input: after the gather, or pipelined with it (overlap on)."""
@@ -380,23 +382,30 @@ class _StageEmitter:
         if stage != self.stage and self.lockstep:
             self.deferred_send = (stage, peer_chunk, mb, Phase.fwd)
         elif stage != self.stage:  # Megatron waits for its pipeline sends before the next kernel
-            self.pending = self.program.send(stage, peer_chunk, self.activation_bytes, mb, Phase.fwd)
+            self.pending = self.program.send(stage, peer_chunk,
+                                             self.activation_bytes * self.layers.streams(self.stage, chunk), mb,
+                                             Phase.fwd)
 
     def head_forward(self, mb: int) -> None:
-        self.run("final_norm", Phase.fwd, HEAD_LAYER, mb)
-        self.gathered_gemms(["lm_head"], Phase.fwd, HEAD_LAYER, mb,
-                            self.tp_gather("lm_head_gather", HEAD_LAYER, mb, Phase.fwd))
-        self.run("loss", Phase.fwd, HEAD_LAYER, mb)
-        # vocab-parallel cross entropy: all-reduce of the max, the target logit and the exp-sum
-        for label in ("loss_max", "loss_target", "loss_sum"):
-            self.pending = self.tp_collective(CollType.AllReduce, label, HEAD_LAYER, mb, Phase.fwd,
-                                              nbytes=self.shape.tokens * 4.0)
+        """The final norm, the LM head and the loss; then each multi-token-prediction depth's final norm, logits
+        through the same head and loss (process_mtp_loss)."""
+        for norm in ("final_norm", *["mtp_final_norm"] * self.tracer.model.mtp_layers):
+            self.run(norm, Phase.fwd, HEAD_LAYER, mb)
+            self.gathered_gemms(["lm_head"], Phase.fwd, HEAD_LAYER, mb,
+                                self.tp_gather("lm_head_gather", HEAD_LAYER, mb, Phase.fwd))
+            self.run("loss", Phase.fwd, HEAD_LAYER, mb)
+            # vocab-parallel cross entropy: all-reduce of the max, the target logit and the exp-sum
+            for label in ("loss_max", "loss_target", "loss_sum"):
+                self.pending = self.tp_collective(CollType.AllReduce, label, HEAD_LAYER, mb, Phase.fwd,
+                                                  nbytes=self.shape.tokens * 4.0)
 
     def layer_forward(self, layer: int, mb: int, phase: Phase) -> None:
         """One layer's forward, block by block (config/hybrid.py); phase is fwd, or recompute before its backward."""
         for block in self.kernels.blocks(layer):
             if block == "attention":
                 self.attention_forward(layer, mb, phase)
+            elif block == "mtp":
+                self.mtp_forward(layer, mb, phase)
             elif block == "mamba":
                 self.mamba_forward(layer, mb, phase)
             else:
@@ -410,6 +419,25 @@ class _StageEmitter:
         proj = self.run("attn_proj", phase, layer, mb)
         self.pending = self.tp_reduce("attn_reduce", layer, mb, phase, gemm=proj)
         self.run("attn_residual", phase, layer, mb)
+
+    def mtp_forward(self, layer: int, mb: int, phase: Phase) -> None:
+        """What a multi-token-prediction layer runs before its transformer layer (MultiTokenPredictionLayer
+        _get_embeddings and _concat_embeddings): the embedding of the tokens one further ahead (its vocab-parallel
+        reduction as the first stage's), enorm and hnorm, eh_proj on their concatenation (column-parallel: its 2h
+        input all-gathered under sequence parallelism), and its output gathered over tp
+        (gather_from_tensor_model_parallel_region; sequence parallelism then keeps the rank's share)."""
+        self.run("mtp_embedding", phase, layer, mb)
+        self.pending = self.tp_reduce("mtp_embedding_reduce", layer, mb, phase)
+        self.run("mtp_enorm", phase, layer, mb)
+        self.run("mtp_hnorm", phase, layer, mb)
+        self.gathered_gemms(["mtp_eh_proj"], phase, layer, mb,
+                            self.tp_gather("mtp_gather", layer, mb, phase, 2 * self.hidden_bytes))
+        self.pending = self.tp_collective(CollType.AllGather, "mtp_output_gather", layer, mb, phase)
+
+    @property
+    def hidden_bytes(self) -> float:
+        """A micro-batch's hidden state on this rank, whole along the sequence."""
+        return self.shape.tokens * self.hidden_size * self.shape.act_bytes
 
     def ffn_forward(self, block: str, layer: int, mb: int, phase: Phase) -> None:
         """The MLP slot: its norm, a dense MLP or the mixture of experts, the residual add."""
@@ -508,7 +536,9 @@ class _StageEmitter:
         if stage != self.stage and self.lockstep:
             self.deferred_send = (stage, peer_chunk, mb, Phase.bwd_ig)
         elif stage != self.stage:
-            self.pending = self.program.send(stage, peer_chunk, self.activation_bytes, mb, Phase.bwd_ig)
+            self.pending = self.program.send(stage, peer_chunk,
+                                             self.activation_bytes * self.layers.streams(self.stage, chunk, end=False),
+                                             mb, Phase.bwd_ig)
 
     def recompute_modules(self, layer: int, mb: int) -> None:
         """Selective recomputation of Megatron-Core modules other than core attention (which attention_backward
@@ -519,15 +549,20 @@ class _StageEmitter:
                 self.run(name, Phase.recompute, layer, mb)
 
     def head_backward(self, mb: int) -> None:
-        self.run("loss", Phase.bwd_ig, HEAD_LAYER, mb)
-        self.linear_backward("lm_head", HEAD_LAYER, mb, reduce_label="lm_head_reduce", regather="lm_head_gather")
-        self.run("final_norm", Phase.bwd_ig, HEAD_LAYER, mb)
+        """head_forward in reverse: the multi-token-prediction depths' losses, the last first, then the main one."""
+        for norm in (*["mtp_final_norm"] * self.tracer.model.mtp_layers, "final_norm"):
+            self.run("loss", Phase.bwd_ig, HEAD_LAYER, mb)
+            self.linear_backward("lm_head", HEAD_LAYER, mb, reduce_label="lm_head_reduce",
+                                 regather="lm_head_gather")
+            self.run(norm, Phase.bwd_ig, HEAD_LAYER, mb)
 
     def layer_backward(self, layer: int, mb: int) -> None:
         """One layer's backward, its blocks in reverse."""
         for block in reversed(self.kernels.blocks(layer)):
             if block == "attention":
                 self.attention_backward(layer, mb)
+            elif block == "mtp":
+                self.mtp_backward(layer, mb)
             elif block == "mamba":
                 self.mamba_backward(layer, mb)
             else:
@@ -540,6 +575,17 @@ class _StageEmitter:
         else:
             self.mlp_backward("mlp", layer, mb, reduce_label="mlp_reduce")
         self.run("mlp_norm", Phase.bwd_ig, layer, mb)
+
+    def mtp_backward(self, layer: int, mb: int) -> None:
+        """mtp_forward in reverse: the output's gradient gathered along the sequence under sequence parallelism (the
+        backward of its scatter; without, the gather's backward is a split), eh_proj's backward with its 2h input's
+        reduction, the norms, and the embedding's weight gradient."""
+        self.pending = self.tp_gather("mtp_grad_gather", layer, mb, Phase.bwd_ig)
+        self.column_block_backward(["mtp_eh_proj"], layer, mb, "mtp_reduce", "mtp_gather", 2 * self.hidden_bytes)
+        self.run("mtp_hnorm", Phase.bwd_ig, layer, mb)
+        self.run("mtp_enorm", Phase.bwd_ig, layer, mb)
+        self.pending = self.tp_gather("mtp_embedding_gather", layer, mb, Phase.bwd_wg)
+        self.run("mtp_embedding", Phase.bwd_wg, layer, mb)
 
     def mamba_backward(self, layer: int, mb: int) -> None:
         """The Mamba layer's forward in reverse, out_proj's and in_proj's reductions as a row- and a column-parallel
@@ -561,14 +607,14 @@ class _StageEmitter:
         self.column_block_backward([name], layer, mb, reduce_label, regather)
 
     def column_block_backward(self, names: list[str], layer: int, mb: int, reduce_label: str,
-                              regather: str) -> None:
-        """Backward of column-parallel GEMMs sharing one input, as Megatron overlaps it: the input's
-        all-gather (sequence parallelism) runs during the dgrads, the dgrad's TP reduction during the
-        wgrads."""
-        gather = self.tp_gather(regather, layer, mb, Phase.bwd_wg)
+                              regather: str, nbytes: float | None = None) -> None:
+        """Backward of column-parallel GEMMs sharing one input (of `nbytes` where it is not the hidden state), as
+        Megatron overlaps it: the input's all-gather (sequence parallelism) runs during the dgrads, the dgrad's TP
+        reduction during the wgrads."""
+        gather = self.tp_gather(regather, layer, mb, Phase.bwd_wg, nbytes)
         for name in names:
             self.run(name, Phase.bwd_ig, layer, mb)
-        reduce = self.tp_reduce(reduce_label, layer, mb, Phase.bwd_ig)
+        reduce = self.tp_reduce(reduce_label, layer, mb, Phase.bwd_ig, nbytes=nbytes)
         for i, name in enumerate(names):
             self.run(name, Phase.bwd_wg, layer, mb, gather if i == 0 else NO_OP)
         self.pending = reduce

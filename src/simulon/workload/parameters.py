@@ -36,13 +36,16 @@ class PipelineLayers:
     chunks: int
     counts: tuple[int, ...]  # layers of each virtual stage
     placement: Placement = INTERLEAVED  # which virtual stage each chunk of each stage runs (the schedule's)
+    mtp_layers: int = 0  # multi-token-prediction layers, the last of `counts` (ModelSpec.mtp_layers)
 
     @classmethod
     def of(cls, workload: MegatronWorkload) -> PipelineLayers:
         par = workload.parallelism
         placement = make_scheduler(par.pipeline_schedule, par.vpp).placement
         return cls(pp=par.pp, chunks=placement.chunks(par.vpp),
-                   counts=virtual_stage_layers(par, workload.model.num_layers, workload.model.pattern_segments),
+                   counts=virtual_stage_layers(par, workload.model.num_layers, workload.model.pattern_segments,
+                                                   workload.model.mtp_layers),
+                   mtp_layers=workload.model.mtp_layers,
                    placement=placement)
 
     def virtual_stage(self, stage: int, chunk: int) -> int:
@@ -68,6 +71,22 @@ class PipelineLayers:
         units = [EMBEDDING_LAYER] if self.is_first(stage, chunk) else []
         units += self.layers_of(stage, chunk)
         return units + ([HEAD_LAYER] if self.is_last(stage, chunk) else [])
+
+    def streams(self, stage: int, chunk: int, end: bool = True) -> int:
+        """Hidden states a pipeline send carries at the end (or, with `end` False, the start) of a model chunk: the
+        decoder's, and one more after each multi-token-prediction layer (Megatron-Core concatenates them along the
+        sequence for the loss: MultiTokenPredictionBlock.forward)."""
+        layers = self.layers_of(stage, chunk)
+        first_mtp = sum(self.counts) - self.mtp_layers
+        return 1 + max(0, min((layers.stop if end else layers.start) - first_mtp, self.mtp_layers))
+
+    @property
+    def mtp_stage(self) -> int | None:
+        """The pipeline rank holding the multi-token-prediction layers (None without any)."""
+        if not self.mtp_layers:
+            return None
+        first_mtp = sum(self.counts) - self.mtp_layers
+        return next(s for s in range(self.pp) for c in range(self.chunks) if first_mtp in self.layers_of(s, c))
 
     def stage_units(self, stage: int) -> list[int]:
         """The parameter-holding units of a stage in forward order, chunk after chunk."""
@@ -104,9 +123,14 @@ class ModelParameters:
         self.kernels, self.model, self.layers = kernels, model, layers
 
     def of(self, unit: int) -> Counts:
-        """(dense, expert) parameters of a layer, the embedding or the LM head (with the final norm)."""
+        """(dense, expert) parameters of a layer, the embedding or the LM head (with the final norm); the first
+        multi-token-prediction layer also holds the word embedding it looks the tokens up in, where its stage has
+        no copy already (Megatron-Core's GPTModel builds the embedding where pre_process or mtp_process)."""
         if unit >= 0:
-            return self.kernels.layer_params(self.kernels.blocks(unit))
+            dense, expert = self.kernels.layer_params(self.kernels.blocks(unit))
+            if unit == self.model.num_layers and self.mtp_embedding_copy:
+                dense += self.kernels.vocab_params
+            return dense, expert
         vocab = self.kernels.vocab_params
         if unit == EMBEDDING_LAYER:
             return vocab, 0.0
@@ -118,12 +142,34 @@ class ModelParameters:
         the LM head reads the embedding's tied weights: no copy of its own."""
         return self.model.tie_embeddings and (self.layers.pp == 1 or self.layers.placement is not INTERLEAVED)
 
-    def tied_embedding(self, stage: int) -> float:
-        """Parameters of a tied embedding copy on this stage that another stage also holds (none with the V and
-        DualPipe placements: one rank holds both ends; DualPipe's second copy is summed with the mirror's)."""
+    @property
+    def mtp_embedding_copy(self) -> bool:
+        """Whether the multi-token-prediction layers' stage holds a word embedding of its own: not on the first
+        stage, which has the embedding, nor on the last with tied embeddings, whose LM head is a copy already."""
+        stage = self.layers.mtp_stage
+        return stage is not None and stage != 0 and not (self.model.tie_embeddings and self.holds_head(stage))
+
+    def holds_head(self, stage: int) -> bool:
+        return any(self.layers.is_last(stage, chunk) for chunk in range(self.layers.chunks))
+
+    @property
+    def embedding_stages(self) -> tuple[int, ...]:
+        """The pipeline stages holding a copy of the word embedding that another stage also holds, whose gradients
+        are summed (Megatron-Core's embedding group: the first and the last stage with tied embeddings, the
+        multi-token-prediction layers' stage with those; finalize_model_grads._allreduce_word_embedding_grads).
+        None with the V and DualPipe placements and tied embeddings alone: one rank holds both ends (DualPipe's
+        second copy is summed with the mirror's)."""
         pp = self.layers.pp
-        copies = self.model.tie_embeddings and pp > 1 and stage in (0, pp - 1) and self.layers.placement is INTERLEAVED
-        return self.kernels.vocab_params if copies else 0.0
+        stages = {0}
+        if self.model.tie_embeddings and pp > 1 and self.layers.placement is INTERLEAVED:
+            stages.add(pp - 1)
+        if self.mtp_embedding_copy:
+            stages.add(self.layers.mtp_stage)
+        return tuple(sorted(stages)) if len(stages) > 1 else ()
+
+    def tied_embedding(self, stage: int) -> float:
+        """Parameters of a word-embedding copy on this stage that another stage also holds (embedding_stages)."""
+        return self.kernels.vocab_params if stage in self.embedding_stages else 0.0
 
     def stage(self, stage: int) -> StageParameters:
         units = tuple(self.layers.stage_units(stage))
