@@ -165,6 +165,20 @@ def test_uneven_stages_are_searched_with_chunks_dividing_every_stage_and_run_as_
     assert estimated[0] < estimated[1] and replayed[0] < replayed[1]
 
 
+def test_the_last_stage_may_give_up_a_layer_more_for_each_multi_token_prediction_layer_it_holds():
+    def splits(mtp: int) -> list[tuple[int, int]]:
+        sc = gpt_scenario(nodes=2, gpus_per_node=4, layers=13, gbs=16, seq=1024, extra_model={"mtp_layers": mtp})
+        return Space(sc.workload, 8, 4, fp8=False).splits(4, 1)
+
+    assert splits(0) == [(0, 0), (3, 2), (2, 3)] and splits(1) == [(0, 0), (4, 1), (3, 2), (2, 3)]
+    middle_of = {split: (13 - sum(split)) // 2 for split in splits(1) if split != (0, 0)}
+    added = set(splits(1)) - set(splits(0))
+    # the MTP layer's stage may hold 3 fewer than the middle stages, the first still at most 2 fewer
+    assert added and all(middle_of[s] - s[1] == 3 and middle_of[s] - s[0] <= 2 for s in added)
+    assert all(middle_of[s] - s[1] <= 3 and middle_of[s] - s[0] <= 2 for s in middle_of)
+    assert len(splits(1)) == len(set(splits(1)))
+
+
 def test_a_published_nemo_recipe_fits_and_ranks_in_the_searchs_top_ten_percent():
     from simulon.search.agreement import TOP_SHARE, check_recipes, recipe_rows
     from simulon.validate.report import read_table, shipped_table

@@ -218,23 +218,25 @@ class Space:
 
     def splits(self, pp: int, vpp: int) -> list[tuple[int, int]]:
         """(first, last) stage layers to try: (0, 0), the even split, then for pp > 1 every split whose other
-        stages hold m layers each and whose first and last hold 0 to MAX_TRIM fewer, one at least, m the fewest
-        that makes that add up; with model chunks, only splits whose every stage's layers divide over them (as
+        stages hold m layers each and whose first and last hold 0 to MAX_TRIM fewer (the last as many more as the
+        model has multi-token-prediction layers, which it holds beside its own), one at least, m the fewest that
+        makes that add up; with model chunks, only splits whose every stage's layers divide over them (as
         Megatron's --decoder-first/last-pipeline-num-layers need)."""
         splits = [(0, 0)]
         layers = self.workload.model.num_layers
         if pp == 1:
             return splits
+        last_trim = MAX_TRIM + self.workload.model.mtp_layers
         middle = -(-layers // pp)
-        while pp * middle - layers <= 2 * MAX_TRIM:
+        while pp * middle - layers <= MAX_TRIM + last_trim:
             trim = pp * middle - layers  # what the first and last hold fewer than m, together
-            for a in range(max(0, trim - MAX_TRIM), min(trim, MAX_TRIM) + 1):
+            for a in range(max(0, trim - last_trim), min(trim, MAX_TRIM) + 1):
                 first, last = middle - a, middle - (trim - a)
                 chunked = first % vpp == last % vpp == (middle % vpp if pp > 2 else 0) == 0
                 if trim and min(first, last) >= 1 and not (pp == 2 and first == last) and chunked:  # pp 2: even
                     splits.append((first, last))
             middle += 1
-        return splits
+        return list(dict.fromkeys(splits))  # pp 2 has no middle stage: two m can give one split
 
 
 INNER_DIMENSIONS = ("cp", "ep", "unsplit", "micro_batch_size", "sequence_parallel", "recompute", "sharding", "dtype",
