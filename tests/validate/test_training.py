@@ -125,6 +125,14 @@ def test_a_row_resizing_its_templates_model_keeps_the_templates_mlp_ratio(rows):
     assert (model.hidden_size, model.ffn_hidden_size) == (2048, 8192)
 
 
+def test_a_megatron_gpt_given_by_its_shapes_is_megatrons_gpt_tied_with_dropout(rows):
+    _, row = _row(rows, subset="mcore_r0.8_h100_weak_scaling", model="GPT-7.1B")
+    model = scenario_from_row(row).workload.model
+    assert model.tie_embeddings and model.dropout == 0.1  # Megatron-LM's defaults: no --untie-..., dropout 0.1
+    llm_foundry = {**row, "framework": "llm-foundry"}  # another framework's GPT is not Megatron's
+    assert not scenario_from_row(llm_foundry).workload.model.tie_embeddings
+
+
 def test_an_fsdp_row_shards_and_recomputes(rows):
     _, row = _row(rows, subset="llm_foundry_mpt_benchmarks", model="MPT-70b", num_gpus="256")
     par = scenario_from_row(row).workload.parallelism

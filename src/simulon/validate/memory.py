@@ -30,6 +30,7 @@ from ..config.templates import find_template, template_stem_loose
 from ..memory import MemoryReport, StageMemory, estimate_memory
 from ..memory.runtime import GiB
 from .report import Comparison, Skipped, ValidationReport, number
+from .training import MEGATRON_GPT
 
 
 class Unsupported(Exception):
@@ -154,7 +155,7 @@ def model_block(row: dict[str, str], tp: int) -> dict[str, Any]:
         if like:  # a Qwen-style model described by its shapes, with Qwen-7B's vocabulary (its config.json)
             block.update({"vocab_size": 151936, "activation": "swiglu", "normalization": "rmsnorm"})
         else:     # Megatron's GPT models
-            block.update({"vocab_size": GPT_VOCAB_PADDED, "tie_embeddings": True, "dropout": 0.1})
+            block.update({"vocab_size": GPT_VOCAB_PADDED, **MEGATRON_GPT})
     elif stem is not None:
         block = {"from": stem}
     else:

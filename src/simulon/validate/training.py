@@ -53,6 +53,15 @@ class FrameworkDefaults:
     autocast: bool | None = None          # torch.autocast over fp32 parameters (None: the config's default)
     virtual_stage_layers: int | None = None  # with pp > 1 and no vpp given: interleaved, this many layers a chunk
     mtp_layers: int | None = None         # multi-token-prediction layers (None: the model's own)
+    megatron_gpt: bool = False            # a GPT the row gives by its shapes is Megatron's (MEGATRON_GPT)
+
+
+MEGATRON_GPT = {"tie_embeddings": True, "dropout": 0.1}
+"""What Megatron-LM's GPT models are unless the command line says otherwise: the output layer shares the word
+embedding (--untie-embeddings-and-output-weights is off by default, megatron/training/arguments.py) and hidden and
+attention dropout are 0.1 (TransformerConfig hidden_dropout, attention_dropout). A Megatron row naming a GPT by its
+shapes alone (Megatron-Core's scaling runs, GPT-7.1B to 462B) runs it so, as its templates of Megatron's GPT sizes
+(gpt-1.7b and the others) and validate/memory.py's Megatron GPT rows do."""
 
 
 TE_ATTENTION = "cudnn"
@@ -68,7 +77,8 @@ launcher examples add `+training.model.optim.grad_sync_dtype=bf16` to Apex's dis
 (NeMo-Framework-Launcher examples/training/llama/h100/llama3_8b_fp8.sh and the others), NeMo 2.0's performance
 scripts and recipes' performance mode set `recipe.trainer.plugins.grad_reduce_in_fp32 = False`."""
 MEGATRON_CORE_RUNS = FrameworkDefaults(sequence_parallel=True, tp_comm_overlap=True, distributed_optimizer=True,
-                                       attention=TE_ATTENTION, virtual_stage_layers=1, mtp_layers=0)
+                                       attention=TE_ATTENTION, virtual_stage_layers=1, mtp_layers=0,
+                                       megatron_gpt=True)
 """Megatron-Core's scaling runs: as NeMo's recipes, with Megatron-LM's fp32 gradients under --bf16
 (arguments.py turns on accumulate_allreduce_grads_in_fp32). Their README overlaps "pipeline-parallel
 communication (enabled by default)" with computation, which Megatron-LM allows only on the interleaved schedule
@@ -77,14 +87,15 @@ overlapping p2p communication"), so their pipelined runs were interleaved; how d
 one layer a virtual stage, what 5 of the 7 NVIDIA recipes in training.csv that state it use (DGX Cloud's GPT-3 175B,
 NeMo's Llama 2 13B and 70B, Nemotron-4 22B and 340B; NeMo's GPT-3 175B takes 2, its Llama 3 70B 4)."""
 MEGATRON_LM_WITH_TE = FrameworkDefaults(sequence_parallel=True, distributed_optimizer=True, overlap_grad_reduce=False,
-                                        attention=TE_ATTENTION, mtp_layers=0)
+                                        attention=TE_ATTENTION, mtp_layers=0, megatron_gpt=True)
 """Megatron-LM's own command line run as is: its arguments.py leaves --overlap-grad-reduce and
 --overlap-param-gather off unless given (SimuMax's B200 launcher, simu_tools/megatron_scripts/scripts/
 run_pretrain_llama3.sh, gives neither), so the gradients are reduced after the whole backward and the
 parameters gathered after the optimizer step; and builds no multi-token prediction unless --mtp-num-layers is
 given (its default is none; SimuMax's DeepSeek launcher, scripts/run_pretrain_deepseekv2.sh, gives none), whatever
 the model was published with."""
-MEGATRON_LM_2021 = FrameworkDefaults(attention="unfused", overlap_grad_reduce=False, routing="ecmp", mtp_layers=0)
+MEGATRON_LM_2021 = FrameworkDefaults(attention="unfused", overlap_grad_reduce=False, routing="ecmp", mtp_layers=0,
+                                    megatron_gpt=True)
 """Megatron-LM's 2020-22 releases (v1.x to v3.0, the SC'21 paper's runs): fused softmax, no flash attention, and
 its default local DDP all-reducing the gradients after the whole backward (v2.6 training.py train_step:
 allreduce_gradients() after forward_backward_func, --DDP-impl local). Their containers' NCCL (2.8-2.11) did not
@@ -341,6 +352,8 @@ def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
     model = model_block(row)
     if habits.mtp_layers is not None:
         model["mtp_layers"] = habits.mtp_layers
+    if habits.megatron_gpt and "from" not in model and re.search(r"\bgpt", model["name"], re.IGNORECASE):
+        model = {**MEGATRON_GPT, **model}
     tp, pp, cp = (_integer(row, c, 1) for c in ("tp", "pp", "cp"))
     ep, vpp = _integer(row, "ep", 1), _integer(row, "vpp", 1)
     if pp == 1:
