@@ -100,8 +100,8 @@ def _check_context_parallel(par: ParallelismSpec, model: ModelSpec, attention: s
             raise FieldError(field + "hierarchical_context_parallel_sizes", f"{sizes[0]} x {sizes[1]} = "
                              f"{sizes[0] * sizes[1]}, but cp is {par.cp}")
         if attention == "unfused":
-            raise FieldError(field + "context_parallel_comm", "a2a+p2p passes keys and values around a ring of flash "
-                         "attention blocks; training.attention unfused has none")
+            raise FieldError(field + "context_parallel_comm", "a2a+p2p passes keys and values around a ring of "
+                             "flash attention blocks; training.attention unfused has none")
     group = par.cp_a2a
     if group == 1 or not model.has_attention:
         return

@@ -138,11 +138,16 @@ class _StageEmitter:
             hook()
         return idx
 
+    @property
+    def hidden_bytes(self) -> float:
+        """A micro-batch's hidden state on this rank, whole along the sequence."""
+        return self.shape.tokens * self.hidden_size * self.shape.act_bytes
+
     def tp_collective(self, ctype: CollType, label: str, layer: int, mb: int, phase: Phase,
                       nbytes: float | None = None, alongside: int = NO_OP) -> int:
         if self.shape.tp == 1:
             return NO_OP
-        size = nbytes if nbytes is not None else self.shape.tokens * self.hidden_size * self.shape.act_bytes
+        size = nbytes if nbytes is not None else self.hidden_bytes
         return self.program.collective(ctype, "tp", size, Stream.tp_comm, label, layer, mb, phase,
                                        alongside=(alongside,))
 
@@ -433,11 +438,6 @@ class _StageEmitter:
         self.gathered_gemms(["mtp_eh_proj"], phase, layer, mb,
                             self.tp_gather("mtp_gather", layer, mb, phase, 2 * self.hidden_bytes))
         self.pending = self.tp_collective(CollType.AllGather, "mtp_output_gather", layer, mb, phase)
-
-    @property
-    def hidden_bytes(self) -> float:
-        """A micro-batch's hidden state on this rank, whole along the sequence."""
-        return self.shape.tokens * self.hidden_size * self.shape.act_bytes
 
     def ffn_forward(self, block: str, layer: int, mb: int, phase: Phase) -> None:
         """The MLP slot: its norm, a dense MLP or the mixture of experts, the residual add."""

@@ -77,16 +77,23 @@ class PipelineLayers:
         decoder's, and one more after each multi-token-prediction layer (Megatron-Core concatenates them along the
         sequence for the loss: MultiTokenPredictionBlock.forward)."""
         layers = self.layers_of(stage, chunk)
-        first_mtp = sum(self.counts) - self.mtp_layers
-        return 1 + max(0, min((layers.stop if end else layers.start) - first_mtp, self.mtp_layers))
+        return 1 + max(0, min((layers.stop if end else layers.start) - self.first_mtp, self.mtp_layers))
+
+    @property
+    def first_mtp(self) -> int:
+        """The first multi-token-prediction layer's id (the decoder's layer count)."""
+        return sum(self.counts) - self.mtp_layers
 
     @property
     def mtp_stage(self) -> int | None:
         """The pipeline rank holding the multi-token-prediction layers (None without any)."""
         if not self.mtp_layers:
             return None
-        first_mtp = sum(self.counts) - self.mtp_layers
-        return next(s for s in range(self.pp) for c in range(self.chunks) if first_mtp in self.layers_of(s, c))
+        return next(s for s in range(self.pp) for c in range(self.chunks) if self.first_mtp in self.layers_of(s, c))
+
+    def holds_head(self, stage: int) -> bool:
+        """Whether one of the stage's model chunks ends the model (holds the LM head and the loss)."""
+        return any(self.is_last(stage, chunk) for chunk in range(self.chunks))
 
     def stage_units(self, stage: int) -> list[int]:
         """The parameter-holding units of a stage in forward order, chunk after chunk."""
@@ -147,10 +154,7 @@ class ModelParameters:
         """Whether the multi-token-prediction layers' stage holds a word embedding of its own: not on the first
         stage, which has the embedding, nor on the last with tied embeddings, whose LM head is a copy already."""
         stage = self.layers.mtp_stage
-        return stage is not None and stage != 0 and not (self.model.tie_embeddings and self.holds_head(stage))
-
-    def holds_head(self, stage: int) -> bool:
-        return any(self.layers.is_last(stage, chunk) for chunk in range(self.layers.chunks))
+        return stage is not None and stage != 0 and not (self.model.tie_embeddings and self.layers.holds_head(stage))
 
     @property
     def embedding_stages(self) -> tuple[int, ...]:
