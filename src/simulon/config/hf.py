@@ -14,7 +14,8 @@ GptOssConfig; a multimodal config's `text_config`):
   (DeepSeek-V3; both default 1); layouts that interleave dense and MoE layers (decoder_sparse_step,
   moe_layer_freq, interleave_moe_layer_step above 1, mlp_only_layers) as MoESpec.layer_freq, the dense layers
   intermediate_size_mlp wide where the config has it (Llama 4);
-- multi-head latent attention: kv_lora_rank, q_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim;
+- multi-head latent attention: kv_lora_rank, q_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim; its
+  sparse attention (DeepseekV32Config): index_n_heads, index_head_dim, index_topk;
 - multi-token prediction: num_nextn_predict_layers (DeepSeek-V3, GLM-4.5), except in hybrid models, whose
   multi-token prediction is not modelled (their decoder is read alone);
 - hybrid Mamba models (NemotronHConfig, model_type nemotron_h): hybrid_override_pattern (or layers_block_type, the
@@ -145,6 +146,9 @@ def _mla(cfg: Reader) -> dict[str, Any] | None:
         return None
     block = {key: cfg.integer(key) for key in ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")}
     block["q_lora_rank"] = cfg.integer("q_lora_rank", required=False)
+    if cfg.doc.get("index_topk") is not None:  # DeepSeek-V3.2's sparse attention
+        block["dsa"] = {"index_heads": cfg.integer("index_n_heads"), "index_head_dim": cfg.integer("index_head_dim"),
+                        "index_topk": cfg.integer("index_topk")}
     return block
 
 

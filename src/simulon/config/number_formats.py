@@ -123,10 +123,13 @@ FP8_RECIPES = {"delayed": False, "current": True}
 this tensor, a reduction over it before the cast; Megatron's `--fp8-recipe tensorwise`)."""
 DEFAULT_FP8_RECIPE = "delayed"
 
-HIGH_PRECISION_GEMMS = ("moe_route", "lm_head", "mamba_ssd_chunk_state", "mamba_ssd_bmm", "mamba_ssd_scan")
+HIGH_PRECISION_GEMMS = ("moe_route", "lm_head", "mamba_ssd_chunk_state", "mamba_ssd_bmm", "mamba_ssd_scan",
+                        "attn_q_absorb", "attn_v_up", "attn_index_logits")
 """GEMMs a narrow-format run leaves in bf16 in every layer: Transformer Engine quantizes the transformer layers'
 linears only (Megatron-Core's router and output layer are plain 16-bit GEMMs; the Mamba-2 scan's products are
-mamba_ssm's Triton kernels on 16-bit operands)."""
+mamba_ssm's Triton kernels on 16-bit operands; absorbed MLA's per-head products with the key and value up-projection
+are torch.einsum, and DeepSeek sparse attention's indexer scores Megatron-Core's 16-bit kernels, where DeepSeek's
+own runs them in FP8)."""
 
 
 def number_format(dtype: DType) -> NumberFormat:

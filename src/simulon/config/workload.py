@@ -104,6 +104,19 @@ class MoESpec(StrictModel):
         return self.group_topk * (self.num_experts // self.num_groups)
 
 
+class DSASpec(StrictModel):
+    """DeepSeek sparse attention (DeepSeek-AI 2025, the DeepSeek-V3.2-Exp report, section 2.1; Megatron-Core's
+    experimental_attention_variant "dsa", megatron/core/transformer/experimental_attention_variant/dsa.py): a
+    lightning indexer scores every earlier token for each query with a few small heads (ReLU of q_i . k_s per head,
+    weighted by the query's own head weights, summed), and the attention reads only the `index_topk` best keys of
+    each query, in MLA's MQA form (keys and values the shared latent). HF config.json names: index_n_heads,
+    index_head_dim, index_topk; Megatron's: dsa_indexer_n_heads, dsa_indexer_head_dim, dsa_indexer_topk."""
+
+    index_heads: HeadCount = Field(description="the indexer's query heads H_I (DeepSeek-V3.2: 64)")
+    index_head_dim: Width = Field(description="the indexer's query and key size d_I (DeepSeek-V3.2: 128)")
+    index_topk: SequenceLength = Field(description="keys each query attends to (DeepSeek-V3.2: 2,048)")
+
+
 class MLASpec(StrictModel):
     """Multi-head latent attention (DeepSeek-V2/V3): low-rank query and key/value projections."""
 
@@ -112,6 +125,16 @@ class MLASpec(StrictModel):
     qk_nope_head_dim: Width
     qk_rope_head_dim: Width
     v_head_dim: Width
+    dsa: DSASpec | None = Field(None, description="DeepSeek sparse attention over this MLA (DeepSeek-V3.2); "
+                                "none: every query attends to every earlier key")
+
+    @model_validator(mode="after")
+    def _indexer_rope_fits(self) -> MLASpec:
+        if self.dsa is not None and self.dsa.index_head_dim < self.qk_rope_head_dim:
+            raise FieldError("dsa.index_head_dim", f"{self.dsa.index_head_dim} is less than qk_rope_head_dim "
+                             f"({self.qk_rope_head_dim}): the indexer's heads carry the rotary part (DSAIndexer "
+                             "_apply_rope splits them into it and the rest)")
+        return self
 
 
 class ModelSpec(Templated):
@@ -561,6 +584,14 @@ class MegatronWorkload(StrictModel):
         if self.framework == "deepspeed" and self.model.mtp_layers:
             raise FieldError("model.mtp_layers", "multi-token prediction is Megatron-Core's (mtp_num_layers); "
                              "framework deepspeed has none")
+        return self
+
+    @model_validator(mode="after")
+    def _sparse_attention_unsplit(self) -> MegatronWorkload:
+        mla = self.model.mla
+        if mla is not None and mla.dsa is not None and self.parallelism.cp > 1:
+            raise FieldError("parallelism.cp", f"{self.parallelism.cp} with DeepSeek sparse attention (model.mla.dsa): "
+                             "context parallelism of the indexer and its top-k selection is not modelled; use cp 1")
         return self
 
     @model_validator(mode="after")

@@ -39,13 +39,15 @@ from functools import cached_property
 
 from ..config.hybrid import Block, LayerKind
 from ..config.workload import MegatronWorkload
+from ..workload.kernels import INDEX_BYTES
 from ..workload.layer_kernels import MambaShard, ShardShape
 
 FP32_BYTES = 4.0
+INDEXER_QUERY_BLOCK = 8192
+"""Queries DeepSeek sparse attention's indexer scores at once, its fp32 scores against every key held while it picks
+their top-k (Megatron-Core DSAttention's fused_indexer_block_size default)."""
 MASK_BYTES = 1.0
 """A dropout mask is one byte per element (torch's bool mask; Megatron's fused bias-dropout-add)."""
-INDEX_BYTES = 8.0
-"""Token ids and routing indices are int64."""
 
 
 WEIGHT_GRADIENT_INPUTS = ("GEMM input", "projection input", "fc2 input", "dispatched tokens", "LM head input")
@@ -193,7 +195,9 @@ class ActivationModel:
             if mla.q_lora_rank:
                 latents += 2 * mla.q_lora_rank  # the down projection's output and its norm's output
             parts["attention latents"] = rows * latents * a
-            if "mla_up_proj" not in self.modules:
+            if mla.dsa is not None:
+                parts.update(self._sparse_attention(n))
+            elif "mla_up_proj" not in self.modules:
                 parts["query, key, value"] = rows * n * (2 * qk_dim + v_dim) * a
         parts["attention output"] = rows * n * v_dim * a
         if self.shape.cp_a2a > 1:  # the kernel's own output, head-split, beside the all-to-all's the projection reads
@@ -202,6 +206,24 @@ class ActivationModel:
             parts["attention projection input"] = rows * n * v_dim * self.gemm_input
         parts.update(self._core_attention(n, kv))
         parts["attention dropout mask"] = norm_rows * h * self.mask
+        return parts
+
+    def _sparse_attention(self, heads: int) -> dict[str, float]:
+        """DeepSeek sparse attention over MLA's MQA form (workload.layer_kernels LayerKernels._sparse_attention): the
+        query before its absorption (for that product's weight gradient) and after it, and the attention's latent
+        output (for the value up-projection's); the indexer's queries, key and head weights, kept for its loss's
+        backward, the selected keys' indices and the loss's fp32 softmax statistics (target and indexer)."""
+        mla, a, rows = self.model.mla, self.a, self.rows
+        dsa, s = mla.dsa, self.shape.seq
+        parts = {}
+        if "mla_up_proj" not in self.modules:
+            absorbed = mla.qk_nope_head_dim + mla.kv_lora_rank + mla.qk_rope_head_dim  # before and after absorption
+            parts["absorbed query"] = rows * heads * absorbed * a
+        parts["attention latent output"] = rows * heads * mla.kv_lora_rank * a
+        parts["indexer query, key, weights"] = rows * (dsa.index_heads * dsa.index_head_dim + dsa.index_head_dim
+                                                       + dsa.index_heads) * a
+        parts["selected key indices"] = rows * min(dsa.index_topk, s) * INDEX_BYTES
+        parts["indexer loss statistics"] = 2 * rows * FP32_BYTES
         return parts
 
     def _core_attention(self, heads: int, kv_heads: int) -> dict[str, float]:
@@ -269,7 +291,8 @@ class ActivationModel:
     def _widest(self, kind: LayerKind) -> float:
         """The widest intermediate of a layer: of its MLP fc1's output or its experts' (wider than the attention
         block's in every transformer layer), of an attention layer alone its query, key and value, of a Mamba
-        layer in_proj's output with the scan's fp32 chunk states beside it."""
+        layer in_proj's output with the scan's fp32 chunk states beside it, of DeepSeek sparse attention the
+        indexer's scores of a block of queries (INDEXER_QUERY_BLOCK)."""
         m, t = self.model, self.shape.tp
         f = m.ffn_hidden_size // t
         widths = []
@@ -285,6 +308,9 @@ class ActivationModel:
             ms = self.mamba_shard
             states = ms.chunks * ms.heads * ms.head_dim * ms.state
             widths.append(ms.scan_tokens * ms.scan_in_proj * self.a + states * FP32_BYTES)
+        if "attention" in kind and m.mla is not None and m.mla.dsa is not None:
+            seq = self.shape.seq  # the indexer's fp32 scores of one block of queries against every key
+            widths.append(self.shape.batch * min(seq, INDEXER_QUERY_BLOCK) * seq * FP32_BYTES)
         return max(widths)
 
     def _forward_transient(self, kind: LayerKind) -> float:

@@ -28,6 +28,10 @@ TORCH_DTYPES = {DType.bf16: torch.bfloat16, DType.fp16: torch.float16, DType.fp3
                 DType.tf32: torch.float32}
 
 
+SDPA_FUSED_HEAD_DIM = 256
+"""The widest head PyTorch's fused attention backends take (FlashAttention-2's limit, cuDNN's on Hopper)."""
+
+
 class Unsupported(Exception):
     """This kernel cannot be timed on this device (say, fp8 on a CPU)."""
 
@@ -86,6 +90,12 @@ def _attention(spec: KernelSpec, dtype: torch.dtype, device: str) -> Callable[[]
     from torch.nn.attention import sdpa_kernel
 
     s = dict(spec.shape)
+    if not s["v_dim"]:
+        raise Unsupported(f"{spec.name} scores keys without values (DeepSeek sparse attention's indexer loss): no "
+                          "SDPA stand-in")
+    if device == "cuda" and max(s["qk_dim"], s["v_dim"]) > SDPA_FUSED_HEAD_DIM:
+        raise Unsupported(f"heads of {max(s['qk_dim'], s['v_dim'])} (MLA's MQA form) exceed the fused SDPA "
+                          f"backends' {SDPA_FUSED_HEAD_DIM}")
     backend = _sdpa_backend(attention_impl(spec)) if device == "cuda" else None
     b, h, kv = int(s["batch"]), int(s["heads"]), int(s["kv_heads"])
     backward = spec.phase != Phase.fwd

@@ -298,6 +298,9 @@ class Estimator:
             else:
                 hiding = gemms[Phase.bwd_ig] + gemms[Phase.bwd_wg]
             tp = waited + max(0.0, beside - hiding) + min(beside, hiding) * (self.stretch(channels) - 1)
+            if kernels.sparse is not None and "attention" in unit:  # the indexer's inputs and its loss's target
+                tp += self.seconds(AR, group, kernels.indexer_target_bytes)
+                tp += self.seconds(AG, group, kernels.indexer_input_bytes) if s.sequence_parallel else 0.0
         cp = 0.0
         cp_group = tuple(range(0, s.tp * s.cp, s.tp))  # rank 0's context-parallel group (RankLayout's cp)
         if s.cp > 1 and "attention" in unit:

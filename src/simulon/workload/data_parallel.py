@@ -150,6 +150,7 @@ class DataParallelSync:
             for axis in AXES:
                 self._launch(axis)
             self._tied_embedding_sync()
+            self._tp_duplicated_sync()
         self._grad_norm_sync()
         self._optimizer_step()
         if self.parallelism.distributed_optimizer and not self.parallelism.gathers_overlapped and not self.fsdp:
@@ -208,6 +209,15 @@ class DataParallelSync:
             size = self.parameters.tied_embedding * self.shape.grad_bytes
             self.syncs.append(self.program.collective(CollType.AllReduce, "emb", size, Stream.dp_comm,
                                                       "embedding_grad_allreduce", EMBEDDING_LAYER, -1, Phase.step))
+
+    def _tp_duplicated_sync(self) -> None:
+        """Gradients of parameters every tensor-parallel rank holds whole (StageParameters.tp_duplicated) are averaged
+        over tp once the data-parallel sync has finished (finalize_model_grads, after finish_grad_sync)."""
+        if self.parameters.tp_duplicated:
+            size = self.parameters.tp_duplicated * self.shape.grad_bytes
+            self.syncs.append(self.program.collective(CollType.AllReduce, "tp", size, Stream.tp_comm,
+                                                      "tp_duplicated_grad_allreduce", OPTIMIZER_LAYER, -1, Phase.step,
+                                                      tuple(self.syncs)))
 
     def mirror_sync(self, units: list[int]) -> None:
         """DualPipe: rank i and rank p - 1 - i hold the same two stages. Once a stage's last weight gradient has run,

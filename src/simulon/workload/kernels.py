@@ -11,6 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from enum import IntEnum
 
+INDEX_BYTES = 8.0
+"""Token ids, routing indices and top-k indices are int64 (torch.topk's)."""
+
 
 class Phase(IntEnum):
     fwd = 0
@@ -72,6 +75,16 @@ def gemm_with_backward(name: str, m: int, n: int, k: int, dtype_bytes: float, gr
     return (gemm(name, Phase.fwd, m, n, k, dtype_bytes, groups, precision=precision),
             gemm(name, Phase.bwd_ig, m, k, n, dtype_bytes, groups, precision=precision),
             gemm(name, Phase.bwd_wg, k, n, m, dtype_bytes, groups, precision=precision))
+
+
+def batched_with_backward(name: str, problems: int, rows: int, cols: int, inner: int,
+                          dtype_bytes: float) -> tuple[KernelSpec, KernelSpec, KernelSpec]:
+    """`problems` equal products Y_p = X_p W_p of one batched launch (a per-head einsum against per-head weights:
+    torch.bmm), rows x cols from inner each, with the input and weight gradients of each; m counts the rows of
+    all of them, the weight gradient's the rows of every W_p."""
+    return (gemm(name, Phase.fwd, problems * rows, cols, inner, dtype_bytes, problems, batched=True),
+            gemm(name, Phase.bwd_ig, problems * rows, inner, cols, dtype_bytes, problems, batched=True),
+            gemm(name, Phase.bwd_wg, problems * inner, cols, rows, dtype_bytes, problems, batched=True))
 
 
 def memory_bound(name: str, phase: Phase, moved_bytes: float, elements: float,

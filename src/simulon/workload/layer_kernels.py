@@ -16,11 +16,13 @@ from ..config.number_formats import HIGH_PRECISION_GEMMS, TrainingFormat
 from ..config.workload import MegatronWorkload, ModelSpec
 from .kernels import (
     FLASH_IMPLEMENTATIONS,
+    INDEX_BYTES,
     KernelClass,
     KernelSpec,
     Phase,
     as_recompute,
     attention,
+    batched_with_backward,
     gemm,
     gemm_with_backward,
     in_precision,
@@ -274,6 +276,23 @@ CROSS_ENTROPY_PASSES: dict[str, Passes] = {
 """Per logit, the passes of each cross-entropy implementation."""
 
 
+@dataclass(frozen=True)
+class SparseKeys:
+    """The keys DeepSeek sparse attention reads per query of a sequence: query i attends its min(i + 1, top-k) best
+    earlier keys (DSAIndexer's top-k over the causal scores, topk = min(index_topk, seq)). Where the sequence is no
+    longer than top-k that is every earlier key, dense causal attention; else the mean over the queries,
+    (k(k + 1)/2 + (s - k) k) / s, each query a full row of them (no causal mask left to skip)."""
+
+    keys: int
+    causal: bool
+
+    @classmethod
+    def of(cls, seq: int, topk: int) -> SparseKeys:
+        if seq <= topk:
+            return cls(seq, True)
+        return cls(round((topk * (topk + 1) / 2 + (seq - topk) * topk) / seq), False)
+
+
 class LayerKernels:
     """Every kernel spec of the workload, and the parameters each part holds on one rank."""
 
@@ -345,6 +364,8 @@ class LayerKernels:
         for name, shape in self._attention_projections().items():
             k[name] = gemm_with_backward(name, T, *shape, db)
         k.update(self._attention_core())
+        if self.sparse is not None:
+            k.update(self._sparse_attention())
         n, v_dim = m.num_heads // t, (m.mla.v_head_dim if m.mla else m.head_size)
         k["attn_proj"] = gemm_with_backward("attn_proj", T, h, n * v_dim, db)
         self._mlp(k, "mlp", T, m.ffn_hidden_size // t, groups=1)
@@ -480,7 +501,8 @@ class LayerKernels:
         shapes = ({"attn_q_down": (a.q_lora_rank, h), "attn_q_up": (n * qk_dim, a.q_lora_rank)}
                   if a.q_lora_rank else {"attn_q": (n * qk_dim, h)})
         shapes["attn_kv_down"] = (a.kv_lora_rank + a.qk_rope_head_dim, h)
-        shapes["attn_kv_up"] = (n * (a.qk_nope_head_dim + a.v_head_dim), a.kv_lora_rank)
+        if a.dsa is None:  # absorbed into the query and the output instead (sparse_attention)
+            shapes["attn_kv_up"] = (n * (a.qk_nope_head_dim + a.v_head_dim), a.kv_lora_rank)
         return shapes
 
     @property
@@ -494,6 +516,8 @@ class LayerKernels:
         n = m.num_heads // sh.tp
         if m.mla is None:
             return n, max(m.kv_heads // sh.tp, 1), m.head_size, m.head_size
+        if m.mla.dsa is not None:  # MLA's MQA form: one key, the latent with its rotary part; the latent as value
+            return n, 1, m.mla.kv_lora_rank + m.mla.qk_rope_head_dim, m.mla.kv_lora_rank
         return n, n, m.mla.qk_nope_head_dim + m.mla.qk_rope_head_dim, m.mla.v_head_dim
 
     def attention_tensors(self) -> dict[str, float]:
@@ -509,6 +533,10 @@ class LayerKernels:
         n, kv, qk_dim, v_dim = self.attention_heads()
         n, kv = n // sh.cp_a2a, kv // sh.cp_a2a  # an all-to-all group splits the heads, gathers the sequence
         b, sq, sk, db = sh.batch, sh.attention_seq, sh.full_seq, sh.act_bytes
+        if self.sparse is not None:  # each query's selected keys (context parallelism is refused with it)
+            return {"attn_flash": tuple(attention(phase, b, n, kv, sq, self.sparse.keys, qk_dim, v_dim,
+                                                  self.sparse.causal, db, self.sparse_impl)
+                                        for phase in (Phase.fwd, Phase.bwd_ig))}
         if sh.ring_size > 1 and self.attention_impl in FLASH_IMPLEMENTATIONS:
             # the ring's blocks, the rank's queries against one rank's keys: its own (causal) and each received
             # one, of which the load balancing over 2*cp chunks leaves half to compute (half the queries or half
@@ -532,6 +560,91 @@ class LayerKernels:
                              gemm("attn_context", Phase.bwd_ig, 2 * batches * sq, v_dim, sk, db, 2 * batches,
                                   batched=True)),
         }
+
+    @cached_property
+    def sparse(self) -> SparseKeys | None:
+        """The keys DeepSeek sparse attention reads per query (None: the model's attention is dense)."""
+        mla = self.model.mla
+        return None if mla is None or mla.dsa is None else SparseKeys.of(self.shape.seq, mla.dsa.index_topk)
+
+    @property
+    def sparse_impl(self) -> str:
+        """The fit that times the sparse attention's kernels: no sparse kernel was measured, so the run's attention
+        library's (FlashAttention-2's for unfused attention; Megatron-Core runs its own DSA kernels whatever
+        Transformer Engine's backend)."""
+        return self.attention_impl if self.attention_impl in FLASH_IMPLEMENTATIONS else FLASH_IMPLEMENTATIONS[0]
+
+    def _sparse_attention(self) -> dict[str, tuple[KernelSpec, ...]]:
+        """DeepSeek sparse attention's kernels besides the attention itself (config.workload.DSASpec), as
+        Megatron-Core runs them (AbsorbedMLASelfAttention with DSAttention, experimental_attention_variant/):
+
+        - MLA in its MQA form: the key up-projection absorbed into each head's query (attn_q_absorb, q_nope of
+          qk_nope_head_dim -> kv_lora_rank per head) and the value up-projection applied to each head's latent
+          output (attn_v_up, kv_lora_rank -> v_head_dim): per-head einsums against the weights of MLA's kv_up, its
+          FLOPs, in two batched products;
+        - the lightning indexer (DSAIndexer), on the whole sequence on every tensor-parallel rank (its projections
+          are duplicated, its inputs all-gathered under sequence parallelism and detached, so only its weight
+          gradients run): its queries from the query latent (attn_index_q: q_lora_rank -> H_I x d_I), its single
+          key and its per-head weights from the hidden state (attn_index_k, attn_index_weights); the key's
+          LayerNorm, the rotary embedding and the Hadamard rotation of both (attn_index_rope); the scores of every
+          earlier key, ReLU and weighted sum over heads fused in (attn_index_logits: d_I x H_I per score, the causal
+          half executed; model FLOPs count the whole matrix, as attention's do); the top-k selection over them
+          (attn_index_topk: read the fp32 scores, write the indices);
+        - the indexer's KL loss on the selected keys (the sparse loss, dsa_indexer_use_sparse_loss; DeepSeek-V3.2's
+          sparse training stage): the main attention's probabilities there, summed over this rank's heads
+          (attn_index_target, an attention pass without values; then all-reduced over tp) and the indexer's own
+          scores and their log-softmax (attn_index_kl), whose backward is the only one the indexer has.
+
+        Every attention-like part is timed with the run's attention fit (sparse_impl)."""
+        m, sh, db = self.model, self.shape, self.shape.act_bytes
+        mla, dsa, keys = m.mla, m.mla.dsa, self.sparse
+        n, h, T, b, s = m.num_heads // sh.tp, m.hidden_size, sh.tokens, sh.batch, sh.seq
+        heads, dim = dsa.index_heads, dsa.index_head_dim
+        k: dict[str, tuple[KernelSpec, ...]] = {
+            "attn_q_absorb": batched_with_backward("attn_q_absorb", n, T, mla.kv_lora_rank, mla.qk_nope_head_dim, db),
+            "attn_v_up": batched_with_backward("attn_v_up", n, T, mla.v_head_dim, mla.kv_lora_rank, db),
+        }
+        for name, cols, inner in (("attn_index_q", heads * dim, mla.q_lora_rank or h),
+                                  ("attn_index_k", dim, h), ("attn_index_weights", heads, h)):
+            fwd, _, weight_grad = gemm_with_backward(name, T, cols, inner, db)
+            k[name] = (fwd, weight_grad)
+        rope = T * (heads + 1) * dim
+        k["attn_index_rope"] = (memory_bound("attn_index_rope", Phase.fwd, 2 * rope * db, rope),
+                                memory_bound("attn_index_rope", Phase.bwd_ig, 3 * rope * db, rope))
+        causal_keys = (s + 1) // 2
+        logits = gemm("attn_index_logits", Phase.fwd, T, causal_keys, heads * dim, db, b, batched=True)
+        k["attn_index_logits"] = (replace(logits, flops=2.0 * T * s * heads * dim),)
+        scores, selected = T * causal_keys, T * min(dsa.index_topk, s)
+        k["attn_index_topk"] = (memory_bound("attn_index_topk", Phase.fwd,
+                                             DType.fp32.bytes * scores + INDEX_BYTES * selected, scores),)
+        target = attention(Phase.fwd, b, n, 1, s, keys.keys, mla.kv_lora_rank + mla.qk_rope_head_dim, 0,
+                           keys.causal, db, self.sparse_impl)
+        k["attn_index_target"] = (replace(target, name="attn_index_target"),)
+        k["attn_index_kl"] = tuple(replace(attention(phase, b, heads, 1, s, keys.keys, dim, 0, keys.causal, db,
+                                                     self.sparse_impl), name="attn_index_kl")
+                                   for phase in (Phase.fwd, Phase.bwd_ig))
+        return k
+
+    @property
+    def indexer_gemms(self) -> list[str]:
+        """The lightning indexer's projections (weights duplicated across tensor parallelism), in forward order."""
+        return ["attn_index_q", "attn_index_k", "attn_index_weights"] if self.sparse is not None else []
+
+    @property
+    def indexer_input_bytes(self) -> float:
+        """The hidden state and the query latent the indexer all-gathers over tp under sequence parallelism (whole)."""
+        m, sh = self.model, self.shape
+        return sh.tokens * (m.hidden_size + (m.mla.q_lora_rank or m.hidden_size)) * sh.act_bytes
+
+    @property
+    def indexer_target_bytes(self) -> float:
+        """The indexer loss's target, fp32 per query and selected key, all-reduced over tp (its heads' sums)."""
+        return DType.fp32.bytes * self.shape.tokens * min(self.model.mla.dsa.index_topk, self.shape.seq)
+
+    @property
+    def indexer_params(self) -> float:
+        """Parameters of one layer's lightning indexer: its projections and its key's LayerNorm (weight and bias)."""
+        return self.weights(self.indexer_gemms) + 2 * self.model.mla.dsa.index_head_dim if self.sparse else 0.0
 
     def _mamba(self) -> dict[str, tuple[KernelSpec, ...]]:
         """A Mamba-2 layer on one rank (Megatron-Core's MambaLayer and MambaMixer on mamba_ssm's memory-efficient
@@ -605,8 +718,9 @@ class LayerKernels:
 
     @property
     def weightless_gemms(self) -> set[str]:
-        """Matrix products of activations by activations (unfused attention's, the Mamba scan's): no weight to cast."""
-        return {*self.attention_core, *self.mamba_scan}
+        """Matrix products of activations by activations (unfused attention's, the Mamba scan's, the sparse attention
+        indexer's scores): no weight to cast."""
+        return {*self.attention_core, *self.mamba_scan, *(["attn_index_logits"] if self.sparse is not None else [])}
 
     @property
     def mamba_scan(self) -> list[str]:
@@ -663,9 +777,15 @@ class LayerKernels:
             "moe_act": ["moe_expert_act"] if moe_layer else [],
             "shared_experts": shared if moe_layer else [],
             "moe": ["moe_route", "moe_permute", *mlp("moe_expert"), "moe_unpermute", *shared] if moe_layer else [],
-            "mla_up_proj": [name for name in ("attn_q_up", "attn_kv_up") if name in self and "attention" in kind],
+            "mla_up_proj": [name for name in ("attn_q_up", "attn_kv_up", "attn_q_absorb")
+                            if name in self and "attention" in kind],
         }.get(module, [])
         return [name for name in kernels if name in self]
+
+    @property
+    def absorbed(self) -> list[str]:
+        """MLA's up-projections in its MQA form, around the attention (sparse attention): none for dense MLA."""
+        return ["attn_q_absorb", "attn_v_up"] if self.sparse is not None else []
 
     def mlp_inputs(self, block: str) -> list[str]:
         """The GEMMs from the hidden state into an MLP-like block: one, or up and gate for GLUs."""
@@ -674,9 +794,12 @@ class LayerKernels:
     # ---- parameters held by one rank ----
 
     def weights(self, names: list[str]) -> float:
-        """Parameters of GEMMs: the weight-gradient GEMM's output (m x n per group) is the weight."""
-        return sum(self[n][Phase.bwd_wg].param("m") * self[n][Phase.bwd_wg].param("n")
-                   * self[n][Phase.bwd_wg].param("groups") for n in names)
+        """Parameters of GEMMs: the weight-gradient GEMM's output is the weight (m x n per group of a grouped GEMM;
+        a batched one's m counts every problem's rows)."""
+        def count(spec: KernelSpec) -> float:
+            groups = spec.param("groups") if spec.kclass == KernelClass.grouped_gemm else 1
+            return spec.param("m") * spec.param("n") * groups
+        return sum(count(self[n][Phase.bwd_wg]) for n in names)
 
     def blocks(self, layer: int) -> LayerKind:
         """The blocks of transformer layer `layer` in forward order (config/hybrid.py)."""
@@ -698,7 +821,7 @@ class LayerKernels:
         """(dense, expert) parameters of one block with its norm."""
         h = self.model.hidden_size
         if block == "attention":
-            return self.weights([*self.attention_inputs, "attn_proj"]) + h, 0.0
+            return self.weights([*self.attention_inputs, *self.absorbed, "attn_proj"]) + h + self.indexer_params, 0.0
         if block == "mlp":
             return self.weights([*self.mlp_inputs("mlp"), "mlp_linear2"]) + h, 0.0
         if block == "mtp":  # enorm, hnorm and the final norm beside eh_proj

@@ -420,10 +420,39 @@ class _StageEmitter:
         self.run("attn_norm", phase, layer, mb)
         self.gathered_gemms(self.kernels.attention_inputs, phase, layer, mb,
                             self.tp_gather("attn_gather", layer, mb, phase))
+        absorbed = self.kernels.absorbed
+        if absorbed:
+            self.run(absorbed[0], phase, layer, mb)
+            self.indexer_forward(layer, mb, phase)
         self.core_attention(layer, mb, phase)
+        if absorbed:
+            self.run(absorbed[1], phase, layer, mb)
         proj = self.run("attn_proj", phase, layer, mb)
         self.pending = self.tp_reduce("attn_reduce", layer, mb, phase, gemm=proj)
         self.run("attn_residual", phase, layer, mb)
+
+    def indexer_forward(self, layer: int, mb: int, phase: Phase) -> None:
+        """DeepSeek sparse attention's lightning indexer and its loss (LayerKernels._sparse_attention; DSAttention
+        forward): under sequence parallelism it all-gathers the hidden state and the query latent it reads again
+        (DSAIndexer.forward_before_topk), runs its projections, scores and top-k, then the KL loss's target, the
+        main attention's probabilities at the selected keys summed over the heads, all-reduced over tp
+        (compute_dsa_indexer_loss), and its own scores there."""
+        gather = self.tp_gather("attn_index_gather", layer, mb, phase, nbytes=self.kernels.indexer_input_bytes)
+        for i, name in enumerate(self.kernels.indexer_gemms):
+            self.run(name, phase, layer, mb, gather if i == 0 else NO_OP)
+        for name in ("attn_index_rope", "attn_index_logits", "attn_index_topk", "attn_index_target"):
+            self.run(name, phase, layer, mb)
+        self.pending = self.tp_collective(CollType.AllReduce, "attn_index_target_reduce", layer, mb, phase,
+                                          nbytes=self.kernels.indexer_target_bytes)
+        self.run("attn_index_kl", phase, layer, mb)
+
+    def indexer_backward(self, layer: int, mb: int) -> None:
+        """The indexer's loss backward into its queries, key and weights, then its projections' weight gradients:
+        its inputs are detached, so nothing flows on into the layer."""
+        self.run("attn_index_kl", Phase.bwd_ig, layer, mb)
+        self.run("attn_index_rope", Phase.bwd_ig, layer, mb)
+        for name in self.kernels.indexer_gemms:
+            self.run(name, Phase.bwd_wg, layer, mb)
 
     def mtp_forward(self, layer: int, mb: int, phase: Phase) -> None:
         """What a multi-token-prediction layer runs before its transformer layer (MultiTokenPredictionLayer
@@ -658,8 +687,12 @@ class _StageEmitter:
         self.gathered_gemms(["attn_proj"], Phase.bwd_ig, layer, mb,
                             self.tp_gather("attn_grad_gather", layer, mb, Phase.bwd_ig))
         self.run("attn_proj", Phase.bwd_wg, layer, mb)
+        absorbed = self.kernels.absorbed
         if "core_attn" in self.parallelism.recomputed_modules:
             self.core_attention(layer, mb, Phase.recompute)
+        if absorbed:
+            self.run(absorbed[1], Phase.bwd_ig, layer, mb)
+            self.run(absorbed[1], Phase.bwd_wg, layer, mb)
         self.cp_all_to_all(("out",), "cp_out_a2a", layer, mb, Phase.bwd_ig)
         if RING_BLOCK in self.kernels:
             self.ring_attention(layer, mb, Phase.bwd_ig)
@@ -668,5 +701,9 @@ class _StageEmitter:
                 self.run(name, Phase.bwd_ig, layer, mb)
             self.pending = self.cp_exchange(CollType.ReduceScatter, "cp_kv_grad_scatter", layer, mb, Phase.bwd_ig)
         self.cp_all_to_all(("q", "k", "v"), "cp_qkv_a2a", layer, mb, Phase.bwd_ig)
+        if absorbed:
+            self.run(absorbed[0], Phase.bwd_ig, layer, mb)
+            self.run(absorbed[0], Phase.bwd_wg, layer, mb)
+            self.indexer_backward(layer, mb)
         self.column_block_backward(self.kernels.attention_inputs, layer, mb, "attn_reduce", "attn_gather")
         self.run("attn_norm", Phase.bwd_ig, layer, mb)

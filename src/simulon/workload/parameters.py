@@ -110,6 +110,7 @@ class StageParameters:
     counts: Mapping[int, Counts]
     tied_embedding: float = 0.0
     mirrored: bool = False  # DualPipe: the mirror rank holds the same stages; their gradients are summed
+    tp_duplicated: float = 0.0  # parameters every tensor-parallel rank holds whole and trains alike (DSA's indexer)
 
     def of(self, unit: int) -> Counts:
         return self.counts[unit]
@@ -175,7 +176,17 @@ class ModelParameters:
         """Parameters of a word-embedding copy on this stage that another stage also holds (embedding_stages)."""
         return self.kernels.vocab_params if stage in self.embedding_stages else 0.0
 
+    def tp_duplicated(self, units: tuple[int, ...]) -> float:
+        """Parameters of these units that every tensor-parallel rank holds whole and whose gradients Megatron-Core
+        averages over tp after the data-parallel sync (average_gradients_across_tp_domain: DSA's lightning indexer,
+        finalize_model_grads._allreduce_non_tensor_model_parallel_grads); 0 without tensor parallelism."""
+        if self.kernels.shape.tp == 1:
+            return 0.0
+        attention = [unit for unit in units if unit >= 0 and "attention" in self.kernels.blocks(unit)]
+        return len(attention) * self.kernels.indexer_params
+
     def stage(self, stage: int) -> StageParameters:
         units = tuple(self.layers.stage_units(stage))
         return StageParameters(units, {unit: self.of(unit) for unit in units}, self.tied_embedding(stage),
-                               mirrored=self.layers.placement is MIRRORED and self.layers.pp > 1)
+                               mirrored=self.layers.placement is MIRRORED and self.layers.pp > 1,
+                               tp_duplicated=self.tp_duplicated(units))
