@@ -10,6 +10,10 @@ measured sparse-attention kernel: every attention-like part runs on the run's at
 sparse_impl). The DeepSeek-V3.2-Exp report's inference costs on H800 show its prefill's cost per token growing
 far more slowly with the position than V3.1's, the indexer's quadratic term left (and for short prefills it runs
 DSA as masked MHA, not the MQA form Megatron-Core trains in): a plausibility check, not a validation.
+
+Then whole steps of the two models' attention and dense MLP (two layers, no experts, no MTP module) on one DGX
+H100 node at 64K tokens, one sequence, tp 1 and 8 (the replay's step), and the search's estimate of the V3.2 step
+over its replay at 8K tokens, 8 sequences, for three strategies.
 """
 
 from __future__ import annotations
@@ -19,6 +23,9 @@ import argparse
 from simulon.compute.analytical import AnalyticalModel
 from simulon.config.common import DType
 from simulon.config.loading import parse_scenario
+from simulon.pipeline import simulate
+from simulon.search.run import Search, apply, scenario_for
+from simulon.search.space import Strategy
 from simulon.workload.kernels import Phase
 from simulon.workload.layer_kernels import LayerKernels
 
@@ -37,6 +44,32 @@ def attention_block_ms(model: str, seq: int, tp: int, gpu: str) -> float:
     return float(compute.seconds(specs).sum()) * 1e3
 
 
+def dense_layers(model: str, seq: int, tp: int, batch: int) -> dict:
+    """The model's attention with a dense MLP: two layers on one DGX H100 node, tp GPUs."""
+    return {"datacenter": {"from": "dgx-h100", "cluster": {"num_nodes": 1}, "node": {"gpus_per_node": tp}},
+            "workload": {"model": {"from": model, "num_layers": 2, "mtp_layers": 0, "moe": None},
+                         "parallelism": {"tp": tp, "sequence_parallel": tp > 1},
+                         "training": {"num_gpus": tp, "global_batch_size": batch, "sequence_length": seq}}}
+
+
+def steps() -> None:
+    print("Two layers (attention and dense MLP) on one DGX H100 node, 65,536 tokens, one sequence: step (ms)")
+    print(f"{'tp':>3} {'V3':>9} {'V3.2':>9} {'V3.2 / V3':>10}")
+    for tp in (1, 8):
+        dense, sparse = (simulate(parse_scenario(dense_layers(m, 65536, tp, 1))).result.iteration_time_ms
+                         for m in ("deepseek-v3", "deepseek-v3.2"))
+        print(f"{tp:>3} {dense:>9.1f} {sparse:>9.1f} {sparse / dense:>10.2f}")
+    print()
+    sc = parse_scenario(dense_layers("deepseek-v3.2", 8192, 8, 8))
+    search = Search(sc)
+    print("V3.2's search estimate over its replay (8 H100, 8,192 tokens, 8 sequences)")
+    for tp, pp, dp in ((8, 1, 1), (4, 2, 1), (2, 1, 4)):
+        strategy = Strategy(tp, pp, 1, dp, 1, 1, tp, 1, True, "none", "distributed_optimizer", "bf16", False)
+        estimated = search.estimator.estimate(strategy, apply(sc.workload, strategy)).iteration_s * 1e3
+        replayed = simulate(scenario_for(sc, strategy, 8)).result.iteration_time_ms
+        print(f"tp{tp} pp{pp} dp{dp}: {estimated:.1f} / {replayed:.1f} ms = {estimated / replayed:.3f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gpu", default="H800")
@@ -49,6 +82,7 @@ def main() -> None:
             dense, sparse = (attention_block_ms(m, seq, tp, args.gpu) for m in ("deepseek-v3", "deepseek-v3.2"))
             print(f"{seq:>7} {dense:>15.2f} {sparse:>11.2f} {sparse / dense:>10.2f}")
         print()
+    steps()
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from helpers import SEED_SCENARIO
+from helpers import ROOT, SEED_SCENARIO
 from simulon.config import (
     ConfigError,
     DatacenterConfig,
@@ -21,7 +21,10 @@ from simulon.config import (
     SwitchSpec,
     load_scenario,
 )
+from simulon.config.loading import parse_scenario
 from simulon.config.templates import find_template, template_names, template_stem, template_stem_loose
+from simulon.search.run import scenario_for
+from simulon.search.space import Strategy
 
 SEED_PATH = SEED_SCENARIO
 SEED = yaml.safe_load(SEED_PATH.read_text())
@@ -571,3 +574,21 @@ def test_the_parameter_gather_overlaps_only_with_the_gradient_reduction_as_megat
     assert str(path) in message and "overlap_param_gather" in message and "overlap_grad_reduce" in message
     del data["workload"]["parallelism"]["overlap_param_gather"]
     assert not load_scenario(write(tmp_path, "follows.yaml", data)).workload.parallelism.gathers_overlapped
+
+
+@pytest.mark.parametrize("example", sorted((ROOT / "examples").glob("*.yaml")), ids=lambda p: p.stem)
+def test_a_scenario_written_as_data_parses_back_to_itself(example):
+    sc = load_scenario(example)
+    assert parse_scenario(sc.as_data(), "round trip") == sc
+
+
+def test_a_part_taken_from_a_templates_model_stays_away_in_the_searchs_and_sweeps_variants():
+    data = {"datacenter": {"from": "dgx-h100", "cluster": {"num_nodes": 1}},
+            "workload": {"model": {"from": "deepseek-v3.2", "num_layers": 2, "mtp_layers": 0, "moe": None},
+                         "parallelism": {"tp": 8},
+                         "training": {"num_gpus": 8, "global_batch_size": 8, "sequence_length": 4096}}}
+    sc = parse_scenario(data, "no experts")
+    assert sc.workload.model.moe is None
+    assert parse_scenario(sc.as_data(), "round trip").workload.model.moe is None
+    strategy = Strategy(4, 2, 1, 1, 1, 1, 4, 1, True, "none", "distributed_optimizer", "bf16", False)
+    assert scenario_for(sc, strategy, 8).workload.model == sc.workload.model

@@ -56,6 +56,16 @@ class ScenarioConfig(StrictModel):
             check_workload_fits(self.workload, self.datacenter)
         return self
 
+    def as_data(self) -> dict:
+        """The scenario as input that parses back to it (for a search's or a sweep's variants of it): fields that
+        are None left out, except in the model, which is written whole. A model named like a template gets the
+        template's fields for those it leaves out, so a part the scenario took away (`moe: null` against its
+        template's experts) would come back."""
+        data = self.model_dump(exclude_none=True)
+        if self.workload is not None:
+            data["workload"]["model"] = self.workload.model.model_dump()
+        return data
+
     def placement(self) -> Placement:
         """The node group of every rank of the training job (config.dc.Placement): in Megatron order over the
         groups, or pipeline stage by stage as workload.training.stage_groups says."""

@@ -365,7 +365,7 @@ class Planner:
 
     def scenario(self, plan: Plan) -> ScenarioConfig:
         """The scenario running a plan."""
-        data = self.sc.model_dump(exclude_none=True)
+        data = self.sc.as_data()
         data["workload"]["parallelism"]["layers_per_stage"] = list(plan.layers_per_stage)
         data["workload"]["training"]["stage_groups"] = plan.stage_groups_config
         data["workload"]["training"].pop("dp_shares", None)

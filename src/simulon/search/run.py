@@ -217,9 +217,7 @@ def apply(workload: MegatronWorkload, strategy: Strategy) -> MegatronWorkload:
 
 def scenario_for(sc: ScenarioConfig, strategy: Strategy, num_gpus: int) -> ScenarioConfig:
     """The base scenario running a strategy on `num_gpus` GPUs."""
-    workload = apply(sc.workload, strategy)
-    data = sc.model_dump(exclude_none=True)
-    data["workload"] = workload.model_dump(exclude_none=True)
+    data = sc.model_copy(update={"workload": apply(sc.workload, strategy)}).as_data()
     data["workload"]["training"]["num_gpus"] = num_gpus
     return parse_scenario(data, "search")
 

@@ -144,7 +144,7 @@ def simulated(points: list[Point], jobs: int, fold_mode: str,
               runner: Executor | None = None) -> Iterator[tuple[Point, dict[str, str]]]:
     """(point, metrics) as each point finishes: on `runner` (executors.py: a process pool or Ray) if given, else in
     this process with one job, else on a local pool of `jobs`."""
-    work = [(p.scenario.model_dump(exclude_none=True), fold_mode) for p in points]
+    work = [(p.scenario.as_data(), fold_mode) for p in points]
     if runner is None and (jobs <= 1 or len(points) <= 1):
         for point, args in zip(points, work, strict=True):
             yield point, named(point, point_outcome(args))
