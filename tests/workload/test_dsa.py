@@ -166,7 +166,7 @@ def test_the_indexer_keeps_its_inputs_and_the_selected_indices_for_backward():
     assert "absorbed query" not in ActivationModel(recomputed.workload).layer(("attention", "mlp")).parts
 
 
-def test_the_search_keeps_dsa_unsplit_by_context_and_its_estimate_follows_the_replay():
+def test_the_search_keeps_dsa_unsplit_by_a_context_ring_and_its_estimate_follows_the_replay():
     sc = dsa_scenario(seq=8192, gbs=8, layers=2)
     assert {strategy.cp for strategy in Space(sc.workload, 8, 8, fp8=False).strategies()} == {1}
     search = Search(sc)
@@ -175,12 +175,30 @@ def test_the_search_keeps_dsa_unsplit_by_context_and_its_estimate_follows_the_re
         assert 0.8 < estimate_over_replay(search, sc, strategy, 8) < 1.2, strategy
 
 
-def test_context_parallelism_with_sparse_attention_is_refused_naming_the_field():
+def test_context_parallelism_other_than_all_gather_is_refused_naming_the_field():
     data = dsa_scenario().model_dump(mode="json", exclude_none=True)
     data["workload"]["parallelism"]["cp"] = 2
     with pytest.raises(ConfigError) as info:
         parse_scenario(data, "dsa.yaml")
-    assert "workload.parallelism.cp: " in str(info.value) and "not modelled" in str(info.value)
+    assert "workload.parallelism.context_parallel_comm: 'p2p'" in str(info.value) and "all_gather" in str(info.value)
+
+
+def test_context_parallelism_gathers_the_latent_keys_and_the_indexers_keys():
+    sc = dsa_scenario(seq=16384, tp=2, extra_parallelism={"cp": 2, "context_parallel_comm": "all_gather",
+                                                          "sequence_parallel": True})
+    kernels = LayerKernels.of(sc.workload)
+    core = kernels["attn_flash"][Phase.fwd]
+    assert core.param("seq_q") == 8192 and core.param("seq_k") == SparseKeys.of(16384, 2048).keys  # whole sequence's
+    assert kernels["attn_index_logits"][Phase.fwd].flops == 2.0 * 8192 * 16384 * 64 * 128
+    ops = MegatronTracer(sc.workload, 8).stage_program(0).ops
+    comms = {op.label: op for op in ops if isinstance(op, CollectiveOp) and op.layer == 0 and op.microbatch == 0}
+    assert comms["cp_kv_gather"].nbytes == 2 * 8192 * (512 + 64) * 2  # one 576-wide key per token, its latent the value
+    assert comms["attn_index_key_gather"].nbytes == 2 * 8192 * 128 * 2
+    assert comms["attn_index_key_grad_scatter"].nbytes == comms["attn_index_key_gather"].nbytes
+    search = Search(sc)
+    assert {strategy.cp for strategy in Space(sc.workload, 8, 8, fp8=False).strategies()} > {1}
+    strategy = Strategy(2, 1, 1, 2, 2, 1, 2, 1, True, "none", "distributed_optimizer", "bf16", False)
+    assert 0.8 < estimate_over_replay(search, sc, strategy, 8) < 1.2
 
 
 @given(head_dim=st.integers(1, 63))

@@ -587,11 +587,12 @@ class MegatronWorkload(StrictModel):
         return self
 
     @model_validator(mode="after")
-    def _sparse_attention_unsplit(self) -> MegatronWorkload:
-        mla = self.model.mla
-        if mla is not None and mla.dsa is not None and self.parallelism.cp > 1:
-            raise FieldError("parallelism.cp", f"{self.parallelism.cp} with DeepSeek sparse attention (model.mla.dsa): "
-                             "context parallelism of the indexer and its top-k selection is not modelled; use cp 1")
+    def _sparse_attention_context_by_all_gather(self) -> MegatronWorkload:
+        mla, par = self.model.mla, self.parallelism
+        if mla is not None and mla.dsa is not None and par.cp > 1 and par.context_parallel_comm != "all_gather":
+            raise FieldError("parallelism.context_parallel_comm", f"{par.context_parallel_comm!r} with DeepSeek sparse "
+                             "attention (model.mla.dsa): Megatron-Core's DSAttention splits the context by all-gather "
+                             "only; set it to all_gather, or cp to 1")
         return self
 
     @model_validator(mode="after")

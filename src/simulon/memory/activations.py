@@ -214,7 +214,7 @@ class ActivationModel:
         output (for the value up-projection's); the indexer's queries, key and head weights, kept for its loss's
         backward, the selected keys' indices and the loss's fp32 softmax statistics (target and indexer)."""
         mla, a, rows = self.model.mla, self.a, self.rows
-        dsa, s = mla.dsa, self.shape.seq
+        dsa, s = mla.dsa, self.shape.full_seq
         parts = {}
         if "mla_up_proj" not in self.modules:
             absorbed = mla.qk_nope_head_dim + mla.kv_lora_rank + mla.qk_rope_head_dim  # before and after absorption
@@ -309,8 +309,8 @@ class ActivationModel:
             states = ms.chunks * ms.heads * ms.head_dim * ms.state
             widths.append(ms.scan_tokens * ms.scan_in_proj * self.a + states * FP32_BYTES)
         if "attention" in kind and m.mla is not None and m.mla.dsa is not None:
-            seq = self.shape.seq  # the indexer's fp32 scores of one block of queries against every key
-            widths.append(self.shape.batch * min(seq, INDEXER_QUERY_BLOCK) * seq * FP32_BYTES)
+            sh = self.shape  # the indexer's fp32 scores of one block of the rank's queries against every key
+            widths.append(sh.batch * min(sh.seq, INDEXER_QUERY_BLOCK) * sh.full_seq * FP32_BYTES)
         return max(widths)
 
     def _forward_transient(self, kind: LayerKind) -> float:

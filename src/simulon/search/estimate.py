@@ -319,6 +319,9 @@ class Estimator:
                     max(0.0, self.seconds(SR, group, local_kv) - block[Phase.fwd])
                     + max(0.0, self.seconds(SR, group, 2 * local_kv) - block[Phase.bwd_ig]))
                 cp += self.seconds(SR, group, local_kv)  # the key/value gradients' way home
+            elif kernels.gathers_kv and kernels.sparse is not None:  # the MQA key, then the indexer's keys
+                cp = sum(self.seconds(AG, group, s.cp * size) + self.seconds(RS, group, s.cp * size)
+                         for size in (kernels.latent_key_bytes, kernels.indexer_key_bytes))
             elif kernels.gathers_kv:
                 cp = self.seconds(AG, group, s.cp * local_kv) + self.seconds(RS, group, s.cp * local_kv)
         if s.cp > 1 and "mamba" in unit:  # z, x, B, C, dt and the scan's output each way, waited for

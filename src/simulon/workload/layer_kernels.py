@@ -281,7 +281,8 @@ class SparseKeys:
     """The keys DeepSeek sparse attention reads per query of a sequence: query i attends its min(i + 1, top-k) best
     earlier keys (DSAIndexer's top-k over the causal scores, topk = min(index_topk, seq)). Where the sequence is no
     longer than top-k that is every earlier key, dense causal attention; else the mean over the queries,
-    (k(k + 1)/2 + (s - k) k) / s, each query a full row of them (no causal mask left to skip)."""
+    (k(k + 1)/2 + (s - k) k) / s, each query a full row of them (no causal mask left to skip). Under context
+    parallelism each rank's queries are two balanced chunks (Megatron's zigzag order), whose mean is the sequence's."""
 
     keys: int
     causal: bool
@@ -533,7 +534,7 @@ class LayerKernels:
         n, kv, qk_dim, v_dim = self.attention_heads()
         n, kv = n // sh.cp_a2a, kv // sh.cp_a2a  # an all-to-all group splits the heads, gathers the sequence
         b, sq, sk, db = sh.batch, sh.attention_seq, sh.full_seq, sh.act_bytes
-        if self.sparse is not None:  # each query's selected keys (context parallelism is refused with it)
+        if self.sparse is not None:  # each query's selected keys, of the whole sequence
             return {"attn_flash": tuple(attention(phase, b, n, kv, sq, self.sparse.keys, qk_dim, v_dim,
                                                   self.sparse.causal, db, self.sparse_impl)
                                         for phase in (Phase.fwd, Phase.bwd_ig))}
@@ -565,7 +566,7 @@ class LayerKernels:
     def sparse(self) -> SparseKeys | None:
         """The keys DeepSeek sparse attention reads per query (None: the model's attention is dense)."""
         mla = self.model.mla
-        return None if mla is None or mla.dsa is None else SparseKeys.of(self.shape.seq, mla.dsa.index_topk)
+        return None if mla is None or mla.dsa is None else SparseKeys.of(self.shape.full_seq, mla.dsa.index_topk)
 
     @property
     def sparse_impl(self) -> str:
@@ -599,7 +600,7 @@ class LayerKernels:
         m, sh, db = self.model, self.shape, self.shape.act_bytes
         mla, dsa, keys = m.mla, m.mla.dsa, self.sparse
         n, h, T, b, s = m.num_heads // sh.tp, m.hidden_size, sh.tokens, sh.batch, sh.seq
-        heads, dim = dsa.index_heads, dsa.index_head_dim
+        heads, dim, full = dsa.index_heads, dsa.index_head_dim, sh.full_seq
         k: dict[str, tuple[KernelSpec, ...]] = {
             "attn_q_absorb": batched_with_backward("attn_q_absorb", n, T, mla.kv_lora_rank, mla.qk_nope_head_dim, db),
             "attn_v_up": batched_with_backward("attn_v_up", n, T, mla.v_head_dim, mla.kv_lora_rank, db),
@@ -611,10 +612,10 @@ class LayerKernels:
         rope = T * (heads + 1) * dim
         k["attn_index_rope"] = (memory_bound("attn_index_rope", Phase.fwd, 2 * rope * db, rope),
                                 memory_bound("attn_index_rope", Phase.bwd_ig, 3 * rope * db, rope))
-        causal_keys = (s + 1) // 2
+        causal_keys = (full + 1) // 2  # per query on average (context-parallel ranks hold balanced chunks)
         logits = gemm("attn_index_logits", Phase.fwd, T, causal_keys, heads * dim, db, b, batched=True)
-        k["attn_index_logits"] = (replace(logits, flops=2.0 * T * s * heads * dim),)
-        scores, selected = T * causal_keys, T * min(dsa.index_topk, s)
+        k["attn_index_logits"] = (replace(logits, flops=2.0 * T * full * heads * dim),)
+        scores, selected = T * causal_keys, T * min(dsa.index_topk, full)
         k["attn_index_topk"] = (memory_bound("attn_index_topk", Phase.fwd,
                                              DType.fp32.bytes * scores + INDEX_BYTES * selected, scores),)
         target = attention(Phase.fwd, b, n, 1, s, keys.keys, mla.kv_lora_rank + mla.qk_rope_head_dim, 0,
@@ -639,7 +640,21 @@ class LayerKernels:
     @property
     def indexer_target_bytes(self) -> float:
         """The indexer loss's target, fp32 per query and selected key, all-reduced over tp (its heads' sums)."""
-        return DType.fp32.bytes * self.shape.tokens * min(self.model.mla.dsa.index_topk, self.shape.seq)
+        return DType.fp32.bytes * self.shape.tokens * min(self.model.mla.dsa.index_topk, self.shape.full_seq)
+
+    @property
+    def latent_key_bytes(self) -> float:
+        """MLA's MQA-form key of this rank's share of the sequence, the latent and its rotary part (the latent is the
+        value as well): what context parallelism all-gathers for sparse attention (DSAttention, cp_comm_type
+        allgather)."""
+        mla = self.model.mla
+        return self.shape.tokens * (mla.kv_lora_rank + mla.qk_rope_head_dim) * self.shape.act_bytes
+
+    @property
+    def indexer_key_bytes(self) -> float:
+        """The indexer's keys of this rank's share of the sequence, which context parallelism all-gathers (and
+        reduce-scatters their gradients back)."""
+        return self.shape.tokens * self.model.mla.dsa.index_head_dim * self.shape.act_bytes
 
     @property
     def indexer_params(self) -> float:

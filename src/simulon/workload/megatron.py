@@ -177,17 +177,21 @@ class _StageEmitter:
             self.pending = gather  # the GEMM's result is complete once the last chunk has arrived
         return last
 
-    def cp_exchange(self, ctype: CollType, label: str, layer: int, mb: int, phase: Phase) -> int:
-        """Context parallelism: all-gather every rank's keys and values (reduce-scatter their gradients)."""
+    def cp_exchange(self, ctype: CollType, label: str, layer: int, mb: int, phase: Phase,
+                    local_bytes: float | None = None) -> int:
+        """Context parallelism: all-gather every rank's keys and values (reduce-scatter their gradients), or the
+        `local_bytes` of another tensor every rank needs whole along the sequence."""
         if not self.kernels.gathers_kv:
             return NO_OP
-        size = self.local_kv_bytes * self.shape.cp
+        size = (self.local_kv_bytes if local_bytes is None else local_bytes) * self.shape.cp
         return self.program.collective(ctype, "cp", size, Stream.cp_comm, label, layer, mb, phase)
 
     @property
     def local_kv_bytes(self) -> float:
         """The keys and values of this rank's share of the sequence, as its attention kernel holds them (after an
         all-to-all, the sequence of its group for its share of the heads: the same bytes)."""
+        if self.kernels.sparse is not None:
+            return self.kernels.latent_key_bytes
         core = self.kernels[self.kernels.attention_core[0]][Phase.fwd]
         if core.name == "attn_flash":
             kv_heads, seq = core.param("kv_heads"), core.param("seq_q")
@@ -434,22 +438,29 @@ class _StageEmitter:
     def indexer_forward(self, layer: int, mb: int, phase: Phase) -> None:
         """DeepSeek sparse attention's lightning indexer and its loss (LayerKernels._sparse_attention; DSAttention
         forward): under sequence parallelism it all-gathers the hidden state and the query latent it reads again
-        (DSAIndexer.forward_before_topk), runs its projections, scores and top-k, then the KL loss's target, the
-        main attention's probabilities at the selected keys summed over the heads, all-reduced over tp
-        (compute_dsa_indexer_loss), and its own scores there."""
+        (DSAIndexer.forward_before_topk), runs its projections, then, its keys all-gathered over the context-parallel
+        group, its scores and top-k, then the KL loss's target, the main attention's probabilities at the selected
+        keys summed over the heads, all-reduced over tp (compute_dsa_indexer_loss), and its own scores there."""
         gather = self.tp_gather("attn_index_gather", layer, mb, phase, nbytes=self.kernels.indexer_input_bytes)
         for i, name in enumerate(self.kernels.indexer_gemms):
             self.run(name, phase, layer, mb, gather if i == 0 else NO_OP)
-        for name in ("attn_index_rope", "attn_index_logits", "attn_index_topk", "attn_index_target"):
+        self.run("attn_index_rope", phase, layer, mb)
+        keys = self.cp_exchange(CollType.AllGather, "attn_index_key_gather", layer, mb, phase,
+                                self.kernels.indexer_key_bytes)
+        self.run("attn_index_logits", phase, layer, mb, keys)
+        for name in ("attn_index_topk", "attn_index_target"):
             self.run(name, phase, layer, mb)
         self.pending = self.tp_collective(CollType.AllReduce, "attn_index_target_reduce", layer, mb, phase,
                                           nbytes=self.kernels.indexer_target_bytes)
         self.run("attn_index_kl", phase, layer, mb)
 
     def indexer_backward(self, layer: int, mb: int) -> None:
-        """The indexer's loss backward into its queries, key and weights, then its projections' weight gradients:
-        its inputs are detached, so nothing flows on into the layer."""
+        """The indexer's loss backward into its queries, key and weights (the keys' gradients reduce-scattered back
+        over the context-parallel group), then its projections' weight gradients: its inputs are detached, so nothing
+        flows on into the layer."""
         self.run("attn_index_kl", Phase.bwd_ig, layer, mb)
+        self.pending = self.cp_exchange(CollType.ReduceScatter, "attn_index_key_grad_scatter", layer, mb,
+                                        Phase.bwd_ig, self.kernels.indexer_key_bytes)
         self.run("attn_index_rope", Phase.bwd_ig, layer, mb)
         for name in self.kernels.indexer_gemms:
             self.run(name, Phase.bwd_wg, layer, mb)
