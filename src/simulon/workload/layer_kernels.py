@@ -29,6 +29,14 @@ from .kernels import (
     memory_bound,
 )
 
+SPARSE_ATTENTION_FIT = "cudnn"
+"""The attention fit DeepSeek sparse attention's kernels are timed with, whatever the run's attention library:
+Megatron-Core runs its own DSA kernels (tilelang's or cuDNN's, dsa_kernel_backend) and DeepSeek FlashMLA's, both
+issuing the chip's own tensor-core instruction, so cuDNN's fused attention's fit (compute/attention.py), not
+FlashAttention-2's mma.sync rate. No sparse kernel is in the tables; FlashMLA's README publishes its sparse prefill (MQA
+form, 128 heads, 576/512 dims, top-2048) at up to 640 TFLOP/s forward on an H800 SXM5 and 1,450 on a B200, where this
+fit gives 665-686 and 1,445-1,464 at 4K-64K queries (benchmarks/bench_sparse_attention.py)."""
+
 RING_BLOCK = "attn_flash_ring"
 """The attention kernel of one received block of the context-parallel ring (cp - 1 per layer and pass)."""
 
@@ -536,7 +544,7 @@ class LayerKernels:
         b, sq, sk, db = sh.batch, sh.attention_seq, sh.full_seq, sh.act_bytes
         if self.sparse is not None:  # each query's selected keys, of the whole sequence
             return {"attn_flash": tuple(attention(phase, b, n, kv, sq, self.sparse.keys, qk_dim, v_dim,
-                                                  self.sparse.causal, db, self.sparse_impl)
+                                                  self.sparse.causal, db, SPARSE_ATTENTION_FIT)
                                         for phase in (Phase.fwd, Phase.bwd_ig))}
         if sh.ring_size > 1 and self.attention_impl in FLASH_IMPLEMENTATIONS:
             # the ring's blocks, the rank's queries against one rank's keys: its own (causal) and each received
@@ -568,13 +576,6 @@ class LayerKernels:
         mla = self.model.mla
         return None if mla is None or mla.dsa is None else SparseKeys.of(self.shape.full_seq, mla.dsa.index_topk)
 
-    @property
-    def sparse_impl(self) -> str:
-        """The fit that times the sparse attention's kernels: no sparse kernel was measured, so the run's attention
-        library's (FlashAttention-2's for unfused attention; Megatron-Core runs its own DSA kernels whatever
-        Transformer Engine's backend)."""
-        return self.attention_impl if self.attention_impl in FLASH_IMPLEMENTATIONS else FLASH_IMPLEMENTATIONS[0]
-
     def _sparse_attention(self) -> dict[str, tuple[KernelSpec, ...]]:
         """DeepSeek sparse attention's kernels besides the attention itself (config.workload.DSASpec), as
         Megatron-Core runs them (AbsorbedMLASelfAttention with DSAttention, experimental_attention_variant/):
@@ -596,7 +597,7 @@ class LayerKernels:
           (attn_index_target, an attention pass without values; then all-reduced over tp) and the indexer's own
           scores and their log-softmax (attn_index_kl), whose backward is the only one the indexer has.
 
-        Every attention-like part is timed with the run's attention fit (sparse_impl)."""
+        Every attention-like part is timed with cuDNN's fit (SPARSE_ATTENTION_FIT)."""
         m, sh, db = self.model, self.shape, self.shape.act_bytes
         mla, dsa, keys = m.mla, m.mla.dsa, self.sparse
         n, h, T, b, s = m.num_heads // sh.tp, m.hidden_size, sh.tokens, sh.batch, sh.seq
@@ -619,10 +620,10 @@ class LayerKernels:
         k["attn_index_topk"] = (memory_bound("attn_index_topk", Phase.fwd,
                                              DType.fp32.bytes * scores + INDEX_BYTES * selected, scores),)
         target = attention(Phase.fwd, b, n, 1, s, keys.keys, mla.kv_lora_rank + mla.qk_rope_head_dim, 0,
-                           keys.causal, db, self.sparse_impl)
+                           keys.causal, db, SPARSE_ATTENTION_FIT)
         k["attn_index_target"] = (replace(target, name="attn_index_target"),)
         k["attn_index_kl"] = tuple(replace(attention(phase, b, heads, 1, s, keys.keys, dim, 0, keys.causal, db,
-                                                     self.sparse_impl), name="attn_index_kl")
+                                                     SPARSE_ATTENTION_FIT), name="attn_index_kl")
                                    for phase in (Phase.fwd, Phase.bwd_ig))
         return k
 
