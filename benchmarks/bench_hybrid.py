@@ -7,7 +7,10 @@
    tokens, and their ratio. No table holds a measured Mamba kernel; the Mamba-2 paper (arXiv 2405.21060, its
    efficiency benchmark) reports SSD faster than FlashAttention-2 from 2K tokens and about 6x at 16K, at its own
    head and state sizes on an A100: a plausibility check, not a validation.
-2. Nemotron-H 8B on two DGX H100 nodes (tp 2, pp 2, sequence parallelism, 8K tokens, 16 micro-batches): the
+2. For a Qwen3-Next layer on one GPU, the gated delta net's kernels between its projections against the gated
+   attention's core (cuDNN), 2K to 64K tokens: flash-linear-attention's chunked delta rule is linear in the sequence,
+   attention quadratic (workload/gated_delta.py; no table holds a measured delta-rule kernel).
+3. Nemotron-H 8B on two DGX H100 nodes (tp 2, pp 2, sequence parallelism, 8K tokens, 16 micro-batches): the
    simulated step and its wall time, the median of --runs.
 """
 
@@ -21,6 +24,7 @@ from simulon.compute.analytical import AnalyticalModel
 from simulon.config.common import DType
 from simulon.config.loading import parse_scenario
 from simulon.pipeline import simulate
+from simulon.workload.gated_delta import GDN_SCAN
 from simulon.workload.kernels import Phase
 from simulon.workload.layer_kernels import LayerKernels
 
@@ -45,6 +49,25 @@ def scan_against_attention(gpu: str) -> None:
         print(f"{seq:>7,} {scan:>9.3f} {flash:>9.3f} {flash / scan:>13.2f}")
 
 
+def delta_rule_against_attention(gpu: str) -> None:
+    """Qwen3-Next's two mixers on one GPU (tp 1, one sequence): the gated delta net's kernels between its
+    projections (workload/gated_delta.py GDN_SCAN: the chunked delta rule, its preparation and gated norm) against
+    the gated attention's core (cuDNN's fused attention), forward and backward."""
+    print(f"\nQwen3-Next, one layer's mixer core on one {gpu}, forward + backward (ms)")
+    print(f"{'tokens':>7} {'delta rule':>11} {'attention':>10} {'attention / delta':>18}")
+    for seq in (*SEQUENCES, 32768, 65536):
+        sc = parse_scenario({"datacenter": {"from": "dgx-h100", "cluster": {"num_nodes": 1}, "node": {"gpu": gpu}},
+                             "workload": {"model": {"from": "qwen3-next-80b-a3b"},
+                                          "training": {"num_gpus": 1, "global_batch_size": 1, "sequence_length": seq,
+                                                       "attention": "cudnn"}}})
+        kernels = LayerKernels.of(sc.workload)
+        model = AnalyticalModel(sc.datacenter.groups[0].gpu, DType.bf16, sustained_load=True)
+        delta, core = (1e3 * float(model.seconds([spec for name in names for phase, spec in kernels[name].items()
+                                                  if phase != Phase.recompute]).sum())
+                       for names in (list(GDN_SCAN), kernels.attention_core))
+        print(f"{seq:>7,} {delta:>11.3f} {core:>10.3f} {core / delta:>18.2f}")
+
+
 def step(gpu: str, runs: int) -> None:
     sc = parse_scenario({
         "datacenter": {"from": "dgx-h100", "cluster": {"num_nodes": 2}, "node": {"gpu": gpu}},
@@ -66,6 +89,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
     scan_against_attention(args.gpu)
+    delta_rule_against_attention(args.gpu)
     step(args.gpu, args.runs)
 
 

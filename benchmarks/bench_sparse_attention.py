@@ -3,10 +3,11 @@
     uv run python benchmarks/bench_sparse_attention.py [--gpu H800] [--tp 1,8]
 
 No table holds a measured sparse-attention kernel; every attention-like part of DSA runs on cuDNN's attention fit
-(layer_kernels.SPARSE_ATTENTION_FIT). First, that fit against the one published figure there is: FlashMLA's README (github
-deepseek-ai/FlashMLA) gives its sparse MLA prefill, in the MQA form DSA runs in (128 query heads, one 576-wide key,
-512-wide values, top-2,048 keys per query), at up to 640 TFLOP/s forward on an H800 SXM5 (CUDA 12.8) and up to 1,450
-on a B200 (CUDA 12.9); the model's forward at those shapes, at the burst clock a microbenchmark runs at, beside them.
+(layer_kernels.SPARSE_ATTENTION_FIT). First, that fit against the one published figure there is: FlashMLA's README
+(github deepseek-ai/FlashMLA) gives its sparse MLA prefill, in the MQA form DSA runs in (128 query heads, one
+576-wide key, 512-wide values, top-2,048 keys per query), at up to 640 TFLOP/s forward on an H800 SXM5 (CUDA 12.8)
+and up to 1,450 on a B200 (CUDA 12.9); the model's forward at those shapes, at the burst clock a microbenchmark runs
+at, beside them.
 
 Then, for one DeepSeek-V3 and one DeepSeek-V3.2 layer's attention block (norm, MLA's projections, the attention, the
 output projection; V3.2's also the absorbed up-projections, the lightning indexer and its KL loss), one sequence per

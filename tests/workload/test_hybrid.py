@@ -198,7 +198,8 @@ def test_a_narrow_format_keeps_the_scan_in_bf16_and_casts_only_the_projections()
 BAD = [
     ({"hybrid_pattern": "M*M"}, "workload.model.hybrid_pattern: has 3 layer symbols, one per layer, but num_layers "
      "is 4"),
-    ({"hybrid_pattern": "M*MG"}, "workload.model.hybrid_pattern: 'M*MG' has 'G'"),
+    ({"hybrid_pattern": "M*MD"}, "workload.model.hybrid_pattern: 'M*MD' has 'D'"),
+    ({"hybrid_pattern": "M*MG"}, "workload.model.hybrid_pattern: has G layers but the model has no gdn block"),
     ({"hybrid_pattern": "M*||M-"}, "has an empty pipeline segment"),
     ({"hybrid_pattern": "M*M-/M-"}, "multi-token-prediction layers are not modelled"),
     ({"hybrid_pattern": "E*E-"}, "workload.model.hybrid_pattern: has E layers but the model has no moe block"),

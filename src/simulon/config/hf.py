@@ -18,6 +18,10 @@ GptOssConfig; a multimodal config's `text_config`):
   sparse attention (DeepseekV32Config): index_n_heads, index_head_dim, index_topk;
 - multi-token prediction: num_nextn_predict_layers (DeepSeek-V3, GLM-4.5), except in hybrid models, whose
   multi-token prediction is not modelled (their decoder is read alone);
+- gated delta net hybrids (Qwen3NextConfig, Qwen3.5): linear_num_key_heads, linear_num_value_heads,
+  linear_key_head_dim, linear_value_head_dim, linear_conv_kernel_dim, and layer_types (or full_attention_interval),
+  each layer two symbols of the hybrid pattern (G or *, then E or -); attn_output_gate (Qwen3-Next's attention is
+  gated: true unless the file says otherwise);
 - hybrid Mamba models (NemotronHConfig, model_type nemotron_h): hybrid_override_pattern (or layers_block_type, the
   same as a list of block names), mamba_num_heads, mamba_head_dim, ssm_state_size, n_groups, conv_kernel,
   chunk_size; the MLP's activation from mlp_hidden_act, the shared expert's width from
@@ -164,6 +168,40 @@ def _hybrid_pattern(cfg: Reader) -> str | None:
     return "".join(BLOCK_TYPES[t] for t in types)
 
 
+LINEAR_ATTENTION = {"linear_attention": "G", "full_attention": "*"}
+"""Qwen3-Next's and Qwen3.5's layer_types -> the hybrid symbol of each layer's mixer (its MLP or experts after it)."""
+
+
+def _gated_delta_net(cfg: Reader) -> dict[str, Any] | None:
+    if cfg.doc.get("linear_num_value_heads") is None:
+        return None
+    block = {"key_heads": cfg.integer("linear_num_key_heads"), "value_heads": cfg.integer("linear_num_value_heads"),
+             "key_head_dim": cfg.integer("linear_key_head_dim"), "value_head_dim": cfg.integer("linear_value_head_dim")}
+    conv = cfg.integer("linear_conv_kernel_dim", required=False)
+    if conv is not None:
+        block["conv_kernel"] = conv
+    return block
+
+
+def _linear_attention_pattern(cfg: Reader, moe: dict[str, Any] | None) -> str:
+    """A Qwen3-Next or Qwen3.5 decoder as a hybrid pattern, two symbols a layer: its mixer (layer_types, or every
+    full_attention_interval-th layer full attention, as Qwen3NextConfig fills layer_types) and then its experts (E)
+    or MLP (-), as the MoE block's layer layout says (Qwen3NextSparseMoeBlock where decoder_sparse_step and
+    mlp_only_layers put it)."""
+    layers = cfg.integer("num_hidden_layers")
+    types = cfg.doc.get("layer_types")
+    if types is None:
+        interval = cfg.integer("full_attention_interval", required=False, default=4)
+        types = ["full_attention" if (i + 1) % interval == 0 else "linear_attention" for i in range(layers)]
+    if not isinstance(types, list) or len(types) != layers or not all(t in LINEAR_ATTENTION for t in types):
+        raise cfg.fail("layer_types", f"must be a list of {layers} of {', '.join(LINEAR_ATTENTION)}, got {types!r}")
+    freq = (moe or {}).pop("layer_freq", 1)
+    experts = [False] * layers if moe is None else freq if isinstance(freq, list) else \
+        [i % freq == 0 for i in range(layers)]
+    return "".join(LINEAR_ATTENTION[kind] + ("E" if moe_layer else "-")
+                   for kind, moe_layer in zip(types, experts, strict=True))
+
+
 def _mamba(cfg: Reader) -> dict[str, Any] | None:
     if cfg.doc.get("mamba_num_heads") is None:
         return None
@@ -203,7 +241,14 @@ def model_from_hf(path: Path) -> dict[str, Any]:
     # NemotronHConfig writes its MoE and Mamba defaults into every config.json: a block only where a layer has it
     moe = _moe(cfg) if pattern is None or "E" in pattern else None
     mamba = _mamba(cfg) if pattern is not None and "M" in pattern else None
-    for key, sub in (("moe", moe), ("mla", _mla(cfg)), ("mamba", mamba), ("hybrid_pattern", pattern)):
+    gdn = _gated_delta_net(cfg)
+    if gdn is not None:  # Qwen3-Next, Qwen3.5: gated attention every few layers, gated delta nets between
+        pattern = _linear_attention_pattern(cfg, moe)
+        block["num_layers"] = len(pattern)
+        block["attention_output_gate"] = cfg.flag("attn_output_gate", True)
+        if moe is not None and "E" not in pattern:
+            moe = None
+    for key, sub in (("moe", moe), ("mla", _mla(cfg)), ("mamba", mamba), ("gdn", gdn), ("hybrid_pattern", pattern)):
         if sub is not None:
             block[key] = sub
     mtp = cfg.integer("num_nextn_predict_layers", required=False, default=0)

@@ -7,6 +7,8 @@ like the decoder's last (MTP_BLOCK). Megatron-Core's hybrid models (megatron/cor
 HuggingFace `hybrid_override_pattern` of NemotronH configs) make every layer one block, named by one symbol:
 
     M  a Mamba-2 mixer (MambaLayer: norm, in_proj, causal conv1d, SSD scan gated by z, group RMSNorm, out_proj)
+    G  a gated delta net (GatedDeltaNet: norm, in_proj, causal conv1d, the chunked gated delta rule, gated
+       RMSNorm, out_proj; Qwen3-Next's and Qwen3.5's linear attention)
     *  self-attention alone (TransformerLayer with only input_layernorm and self_attention)
     -  an MLP alone (TransformerLayer with only pre_mlp_layernorm and mlp)
     E  a mixture of experts alone (the MLP slot holding a MoE block)
@@ -25,7 +27,7 @@ from pydantic import Field, model_validator
 
 from .common import FieldError, HeadCount, StrictModel, Width
 
-Block = Literal["attention", "mlp", "moe", "mamba", "mtp"]
+Block = Literal["attention", "mlp", "moe", "mamba", "gdn", "mtp"]
 LayerKind = tuple[Block, ...]
 """A layer's blocks in forward order."""
 
@@ -39,8 +41,9 @@ its final norm, and its logits through the shared output head, run at the loss (
 DENSE_LAYER: LayerKind = ("attention", "mlp")
 MOE_LAYER: LayerKind = ("attention", "moe")
 
-HYBRID_SYMBOLS: dict[str, LayerKind] = {"M": ("mamba",), "*": ("attention",), "-": ("mlp",), "E": ("moe",)}
-"""Megatron-Core's hybrid layer symbols (mamba_hybrid_layer_allocation.py `Symbols`: MAMBA 'M', ATTENTION '*',
+HYBRID_SYMBOLS: dict[str, LayerKind] = {"M": ("mamba",), "G": ("gdn",), "*": ("attention",), "-": ("mlp",),
+                                        "E": ("moe",)}
+"""Megatron-Core's hybrid layer symbols (hybrid_layer_allocation.py `Symbols`: MAMBA 'M', GDN 'G', ATTENTION '*',
 MLP '-', MOE 'E')."""
 
 PIPELINE_MARK = "|"
@@ -63,11 +66,20 @@ def check_pattern(pattern: str) -> str:
     if unknown:
         raise ValueError(f"{pattern[:60]!r}{'...' if len(pattern) > 60 else ''} has "
                          f"{', '.join(map(repr, unknown))}; a hybrid pattern is one symbol per layer: M (Mamba), "
-                         "* (attention), - (MLP), E (mixture of experts), with | between pipeline stages; Megatron's "
-                         "G (gated delta net), D (DeepSeek sparse attention) and + (MLA) layers are not modelled")
+                         "G (gated delta net), * (attention), - (MLP), E (mixture of experts), with | between "
+                         "pipeline stages; Megatron's D (DeepSeek sparse attention) and + (MLA) layers beside * ones "
+                         "are not modelled (a model's attention is one kind: give mla, and its dsa, for all of it)")
     if len(pattern) > MAX_PATTERN:
         raise ValueError(f"{len(pattern):,} symbols, more than the {MAX_PATTERN:,} layers a model may have")
     return pattern
+
+
+def divides(block: StrictModel, divisor: str, field: str) -> StrictModel:
+    """The block, or FieldError at `divisor` where its value does not divide `field`'s."""
+    small, big = getattr(block, divisor), getattr(block, field)
+    if big % small:
+        raise FieldError(divisor, f"{small} does not divide {field} ({big})")
+    return block
 
 
 class MambaSpec(StrictModel):
@@ -87,9 +99,7 @@ class MambaSpec(StrictModel):
 
     @model_validator(mode="after")
     def _groups_divide_heads(self) -> MambaSpec:
-        if self.num_heads % self.num_groups:
-            raise FieldError("num_groups", f"{self.num_groups} does not divide num_heads ({self.num_heads})")
-        return self
+        return divides(self, "num_groups", "num_heads")
 
     @property
     def inner(self) -> int:
@@ -105,6 +115,42 @@ class MambaSpec(StrictModel):
     def in_proj_width(self) -> int:
         """in_proj's output: z, x, B, C and dt (2 d_inner + 2 G N + heads)."""
         return mixer_widths(self.num_heads, self.head_dim, self.num_groups, self.state_size)[1]
+
+
+class GatedDeltaNetSpec(StrictModel):
+    """A gated delta net (Yang, Kautz and Hatamizadeh, "Gated Delta Networks", arXiv 2412.06464; Megatron-Core's
+    GatedDeltaNet, megatron/core/ssm/gated_delta_net/; HF Qwen3NextGatedDeltaNet): per value head a key_head_dim x
+    value_head_dim state, written by the delta rule and decayed by a per-head gate; the query and key heads are
+    shared by value_heads / key_heads value heads each (repeated to them before the kernel). HF names (Qwen3-Next,
+    Qwen3.5): linear_num_key_heads, linear_num_value_heads, linear_key_head_dim, linear_value_head_dim,
+    linear_conv_kernel_dim."""
+
+    key_heads: HeadCount
+    value_heads: HeadCount
+    key_head_dim: Width
+    value_head_dim: Width
+    conv_kernel: Width = Field(4, description="width of the causal depthwise convolution over q, k and v")
+    chunk_size: Width = Field(64, description="the chunked delta rule's chunk length (flash-linear-attention's "
+                              "chunk_gated_delta_rule, BT 64, Megatron-Core's GatedDeltaNet chunk_size)")
+
+    @property
+    def qk_dim(self) -> int:
+        """Channels of the queries (and of the keys): key_heads x key_head_dim."""
+        return self.key_heads * self.key_head_dim
+
+    @property
+    def v_dim(self) -> int:
+        """Channels of the values (and of the output gate z): value_heads x value_head_dim."""
+        return self.value_heads * self.value_head_dim
+
+    @property
+    def in_proj_width(self) -> int:
+        """in_proj's output: q, k, v, z, beta and alpha (2 qk_dim + 2 v_dim + 2 value_heads)."""
+        return 2 * self.qk_dim + 2 * self.v_dim + 2 * self.value_heads
+
+    @model_validator(mode="after")
+    def _key_heads_divide_value_heads(self) -> GatedDeltaNetSpec:
+        return divides(self, "key_heads", "value_heads")
 
 
 def mixer_widths(heads: int, head_dim: int, groups: int, state: int) -> tuple[int, int]:

@@ -10,7 +10,7 @@ from ..collective.algorithms import CATALOG, reduction_missing
 from ..collective.nccl import MAX_CHANNELS
 from .common import MAX_MICROBATCHES, FieldError, StrictModel, range_check
 from .dc import DatacenterConfig, Placement
-from .hybrid import MambaSpec
+from .hybrid import GatedDeltaNetSpec, MambaSpec
 from .pipeline_layout import virtual_stage_layers
 from .workload import MegatronWorkload, ModelSpec, ParallelismSpec, check_schedule
 
@@ -94,6 +94,18 @@ def _check_mamba(par: ParallelismSpec, mamba: MambaSpec) -> None:
                          f"heads, and divide or be a multiple of its {groups} groups")
 
 
+def _check_gated_delta_net(par: ParallelismSpec, gdn: GatedDeltaNetSpec) -> None:
+    """Megatron's GatedDeltaNet splits its key and value heads over tp, then each rank's over cp (common.py asserts
+    num_key_heads % tp, num_value_heads % tp and the rank's share of the value heads % cp; whole key heads too)."""
+    for heads, what in ((gdn.key_heads, "key_heads"), (gdn.value_heads, "value_heads")):
+        if heads % par.tp:
+            raise FieldError("workload.parallelism.tp",
+                             f"{par.tp} does not divide the gated delta net's {what} {heads}")
+        if heads // par.tp % par.cp:
+            raise FieldError("workload.parallelism.cp", f"{par.cp} does not divide each tensor-parallel rank's "
+                             f"{heads // par.tp} gated delta net {what}")
+
+
 def _check_context_parallel(par: ParallelismSpec, model: ModelSpec, attention: str) -> None:
     """The all-to-all variants split each tensor-parallel rank's heads and its key/value heads over their group
     (Transformer Engine's AttnFuncWithCPAndQKVOA2A asserts both divide); a2a+p2p's sizes multiply to cp."""
@@ -150,6 +162,8 @@ def check_workload_fits(wl: MegatronWorkload, dc: DatacenterConfig) -> None:
                          f"{model.ffn_hidden_size}")
     if model.mamba is not None:
         _check_mamba(par, model.mamba)
+    if model.gdn is not None:
+        _check_gated_delta_net(par, model.gdn)
     virtual_stage_layers(par, model.num_layers, model.pattern_segments, model.mtp_layers)
     samples_per_step = train.micro_batch_size * dp
     if train.dp_shares is not None:

@@ -34,6 +34,7 @@ from .hybrid import (
     MOE_LAYER,
     MTP_BLOCK,
     PIPELINE_MARK,
+    GatedDeltaNetSpec,
     LayerKind,
     MambaSpec,
     check_pattern,
@@ -158,6 +159,10 @@ class ModelSpec(Templated):
     moe: MoESpec | None = None
     mla: MLASpec | None = None
     mamba: MambaSpec | None = Field(None, description="the Mamba-2 mixer of the hybrid pattern's M layers")
+    gdn: GatedDeltaNetSpec | None = Field(None, description="the gated delta net of the hybrid pattern's G layers")
+    attention_output_gate: bool = Field(False, description="each attention head's output multiplied by the sigmoid "
+                                        "of a gate its query projection also makes (Megatron-Core's "
+                                        "attention_output_gate; Qwen3-Next's and Qwen3.5's gated attention)")
     hybrid_pattern: Annotated[str, AfterValidator(check_pattern)] | None = Field(
         None, description="a hybrid model's layers, one symbol each (Megatron's --hybrid-override-pattern, HF "
         "hybrid_override_pattern): M Mamba, * attention, - MLP, E mixture of experts; its length is num_layers. "
@@ -206,6 +211,8 @@ class ModelSpec(Templated):
             raise FieldError("moe", "no layer is a mixture-of-experts layer (first_dense_layers and layer_freq "
                              "leave none)")
         self._check_hybrid()
+        if self.attention_output_gate and self.mla is not None:
+            raise FieldError("attention_output_gate", "with multi-head latent attention (mla) is not modelled")
         if self.mtp_layers and self.hybrid_pattern is not None:
             raise FieldError("mtp_layers", "multi-token prediction of hybrid models (the pattern after '/' in "
                              "Megatron's hybrid_override_pattern) is not modelled")
@@ -214,18 +221,22 @@ class ModelSpec(Templated):
     def _check_hybrid(self) -> None:
         """A hybrid pattern has a symbol per layer and the blocks its symbols name; a Mamba mixer needs M layers."""
         if self.hybrid_pattern is None:
-            if self.mamba is not None:
-                raise FieldError("hybrid_pattern", "is needed with mamba: it says which layers are Mamba layers (M)")
+            for block, symbol in (("mamba", "M"), ("gdn", "G")):
+                if getattr(self, block) is not None:
+                    raise FieldError("hybrid_pattern",
+                                     f"is needed with {block}: it says which layers ({symbol}) run it")
             return
         pattern = self.layer_symbols
         if len(pattern) != self.num_layers:
             raise FieldError("hybrid_pattern", f"has {len(pattern)} layer symbols, one per layer, but num_layers is "
                              f"{self.num_layers}")
-        for symbol, block, needs in (("M", "mamba", self.mamba), ("E", "moe", self.moe)):
+        for symbol, block, needs in (("M", "mamba", self.mamba), ("G", "gdn", self.gdn), ("E", "moe", self.moe)):
             if symbol in pattern and needs is None:
                 raise FieldError("hybrid_pattern", f"has {symbol} layers but the model has no {block} block")
         if self.mamba is not None and "M" not in pattern:
             raise FieldError("mamba", "is given but no layer of hybrid_pattern is a Mamba layer (M)")
+        if self.gdn is not None and "G" not in pattern:
+            raise FieldError("gdn", "is given but no layer of hybrid_pattern is a gated delta net layer (G)")
         if self.moe is not None and "E" not in pattern:
             raise FieldError("moe", "is given but no layer of hybrid_pattern is a mixture-of-experts layer (E)")
         if self.moe is not None and (self.moe.first_dense_layers or self.moe.layer_freq != 1):

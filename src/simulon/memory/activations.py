@@ -39,6 +39,7 @@ from functools import cached_property
 
 from ..config.hybrid import Block, LayerKind
 from ..config.workload import MegatronWorkload
+from ..workload.gated_delta import GdnShard
 from ..workload.kernels import INDEX_BYTES
 from ..workload.layer_kernels import MambaShard, ShardShape
 
@@ -114,6 +115,11 @@ class ActivationModel:
         return MambaShard.of(self.model.mamba, self.shape)
 
     @property
+    def gdn_shard(self) -> GdnShard:
+        sh = self.shape
+        return GdnShard.of(self.model.gdn, sh.tokens, sh.batch, sh.full_seq, sh.tp, sh.cp)
+
+    @property
     def flash(self) -> bool:
         return self.train.attention != "unfused"
 
@@ -145,6 +151,8 @@ class ActivationModel:
             return self._moe()
         if block == "mamba":
             return self._mamba()
+        if block == "gdn":
+            return self._gdn()
         if block == "mtp":
             return self._mtp()
         return self._mlp("mlp", self.model.ffn_hidden_size, self.rows, "mlp")
@@ -178,6 +186,26 @@ class ActivationModel:
         parts["Mamba dropout mask"] = self.norm_rows * h * self.mask
         return parts
 
+    def _gdn(self) -> dict[str, float]:
+        """A gated delta net layer (Megatron-Core's GatedDeltaNet on flash-linear-attention's chunk_gated_delta_rule,
+        workload.gated_delta): the norm's input, in_proj's input, in_proj's output on the head split (the
+        convolution's input and z, beta, alpha), the convolution's output, the kernel's saved q and k (repeated to
+        the value heads), v, beta, the decay's fp32 cumulative sum and the chunks' A (C per token and head), the
+        kernel's output (the gated norm's input) with its fp32 statistics, out_proj's input."""
+        g, a, h = self.gdn_shard, self.a, self.model.hidden_size
+        ST, H = g.scan_tokens, g.heads
+        parts = {"gated delta net norm input": self.norm_rows * h * a}
+        if "layernorm" not in self.modules:
+            parts["gated delta net GEMM input"] = self.norm_rows * h * self.gemm_input
+        parts["gated delta net in_proj output"] = ST * (g.conv_channels + g.values + 2 * H) * a
+        parts["gated delta net convolution output"] = ST * g.conv_channels * a
+        parts["gated delta rule inputs"] = ST * H * (2 * g.key_dim + g.value_dim + 1 + g.chunk) * a \
+            + ST * H * FP32_BYTES
+        parts["gated delta rule output"] = ST * g.values * a + ST * H * FP32_BYTES
+        parts["gated delta net output projection input"] = self.rows * g.tp_values * self.gemm_input
+        parts["gated delta net dropout mask"] = self.norm_rows * h * self.mask
+        return parts
+
     def _attention(self) -> dict[str, float]:
         m, t, a = self.model, self.shape.tp, self.a
         h, rows, norm_rows = m.hidden_size, self.rows, self.norm_rows
@@ -200,6 +228,8 @@ class ActivationModel:
             elif "mla_up_proj" not in self.modules:
                 parts["query, key, value"] = rows * n * (2 * qk_dim + v_dim) * a
         parts["attention output"] = rows * n * v_dim * a
+        if m.attention_output_gate:  # the gate and the output before it, for the product's backward
+            parts["attention output gate"] = 2 * rows * n * v_dim * a
         if self.shape.cp_a2a > 1:  # the kernel's own output, head-split, beside the all-to-all's the projection reads
             parts["attention output before the all-to-all"] = rows * n * v_dim * a
         if self.shape.quantized_bytes:  # the projection keeps its own narrow copy of the attention output
@@ -308,6 +338,10 @@ class ActivationModel:
             ms = self.mamba_shard
             states = ms.chunks * ms.heads * ms.head_dim * ms.state
             widths.append(ms.scan_tokens * ms.scan_in_proj * self.a + states * FP32_BYTES)
+        if "gdn" in kind:  # in_proj's output on the head split, with the states the kernel writes per chunk (16 bits)
+            g = self.gdn_shard
+            widths.append(g.scan_tokens * g.tp_in_proj // g.cp * self.a
+                          + g.chunks * g.heads * g.key_dim * g.value_dim * self.a)
         if "attention" in kind and m.mla is not None and m.mla.dsa is not None:
             sh = self.shape  # the indexer's fp32 scores of one block of the rank's queries against every key
             widths.append(sh.batch * min(sh.seq, INDEXER_QUERY_BLOCK) * sh.full_seq * FP32_BYTES)
@@ -339,7 +373,10 @@ class ActivationModel:
             return gate * m.ffn_hidden_size // t * h
         if "mamba" in kind:
             return m.mamba.in_proj_width // t * h
-        return (m.num_heads // t + 2 * max(m.kv_heads // t, 1)) * m.head_size * h
+        if "gdn" in kind:
+            return m.gdn.in_proj_width // t * h
+        queries = m.num_heads // t * (2 if m.attention_output_gate else 1)
+        return (queries + 2 * max(m.kv_heads // t, 1)) * m.head_size * h
 
     # ---- first and last stage ----
 

@@ -324,9 +324,10 @@ class Estimator:
                          for size in (kernels.latent_key_bytes, kernels.indexer_key_bytes))
             elif kernels.gathers_kv:
                 cp = self.seconds(AG, group, s.cp * local_kv) + self.seconds(RS, group, s.cp * local_kv)
-        if s.cp > 1 and "mamba" in unit:  # z, x, B, C, dt and the scan's output each way, waited for
-            cp += 2 * sum(self.seconds(A2A, cp_group, elements * shape.act_bytes)
-                          for elements in kernels.mamba_shard.all_to_all().values())
+        for mixer, shard in (("mamba", "mamba_shard"), ("gdn", "gdn_shard")):
+            if s.cp > 1 and mixer in unit:  # the scan's inputs and its output each way, waited for
+                cp += 2 * sum(self.seconds(A2A, cp_group, elements * shape.act_bytes)
+                              for elements in getattr(kernels, shard).all_to_all().values())
         ep = 0.0
         if routed and s.ep > 1:  # dispatch and combine, forward and back
             ep = 4 * self.seconds(A2A, self._layout(s).group("ep", 0),

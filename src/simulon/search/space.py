@@ -194,6 +194,9 @@ class Space:
         if model.mamba is not None:
             heads, groups = model.mamba.num_heads // tp, max(model.mamba.num_groups // tp, 1)
             sizes = tuple(c for c in sizes if heads % c == 0 and (groups % c == 0 or c % groups == 0))
+        if model.gdn is not None:  # whole key and value heads on each rank of the all-to-all (Megatron's GDN)
+            keys, values = model.gdn.key_heads // tp, model.gdn.value_heads // tp
+            sizes = tuple(c for c in sizes if keys % c == 0 and values % c == 0)
         if par.context_parallel_comm == "a2a+p2p":
             return (par.cp,)
         if par.context_parallel_comm == "a2a":

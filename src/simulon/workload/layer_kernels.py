@@ -14,6 +14,7 @@ from ..config.common import DType
 from ..config.hybrid import Block, LayerKind, MambaSpec, mixer_widths
 from ..config.number_formats import HIGH_PRECISION_GEMMS, TrainingFormat
 from ..config.workload import MegatronWorkload, ModelSpec
+from .gated_delta import GDN_SCAN, GdnShard, gdn_kernels
 from .kernels import (
     FLASH_IMPLEMENTATIONS,
     INDEX_BYTES,
@@ -133,6 +134,7 @@ BLOCK_PREFIXES: dict[Block, tuple[str, tuple[str, ...]]] = {
     "mlp": ("mlp_", ()),
     "moe": ("moe_", ("mlp_norm", "mlp_residual")),  # the MLP slot's norm and residual around the experts
     "mamba": ("mamba_", ()),
+    "gdn": ("gdn_", ()),
     "mtp": ("mtp_", ()),
 }
 """Each block's kernels: those whose names start with its prefix, and the ones named."""
@@ -392,6 +394,11 @@ class LayerKernels:
                 self._mlp(k, "moe_shared", T, fs, groups=1)
         if m.mamba is not None:
             k.update(self._mamba())
+        if m.gdn is not None:
+            k.update(gdn_kernels(self.gdn_shard, m.hidden_size, Tn, db, self.passes.residual))
+        if m.attention_output_gate:  # out * sigmoid(gate): read both, write | read the gradient, both; write two
+            n, hd = m.num_heads // t, m.head_size
+            elementwise("attn_gate", T, n * hd, 3, 5, 5)
         V = self.vocab_shard
         k["embedding"] = self.embedding_specs
         elementwise("final_norm", Tn, h, 2, 3)
@@ -501,9 +508,9 @@ class LayerKernels:
         """name -> (n, k) of the GEMMs from the hidden state to queries, keys and values."""
         m, t, h = self.model, self.shape.tp, self.model.hidden_size
         n = m.num_heads // t
-        if m.mla is None:
-            kv = max(m.kv_heads // t, 1)
-            return {"attn_qkv": ((n + 2 * kv) * m.head_size, h)}
+        if m.mla is None:  # with an output gate, the query projection makes each head's gate too
+            kv, queries = max(m.kv_heads // t, 1), n * (2 if m.attention_output_gate else 1)
+            return {"attn_qkv": ((queries + 2 * kv) * m.head_size, h)}
         a = m.mla
         qk_dim = a.qk_nope_head_dim + a.qk_rope_head_dim
         # the low-rank down projections are replicated across the tensor-parallel group
@@ -732,11 +739,17 @@ class LayerKernels:
     def mamba_shard(self) -> MambaShard:
         return MambaShard.of(self.model.mamba, self.shape)
 
+    @cached_property
+    def gdn_shard(self) -> GdnShard:
+        sh = self.shape
+        return GdnShard.of(self.model.gdn, sh.tokens, sh.batch, sh.full_seq, sh.tp, sh.cp)
+
     @property
     def weightless_gemms(self) -> set[str]:
         """Matrix products of activations by activations (unfused attention's, the Mamba scan's, the sparse attention
         indexer's scores): no weight to cast."""
-        return {*self.attention_core, *self.mamba_scan, *(["attn_index_logits"] if self.sparse is not None else [])}
+        return {*self.attention_core, *self.mamba_scan, *(["attn_index_logits"] if self.sparse is not None else []),
+                *(GDN_SCAN if self.model.gdn is not None else ())}
 
     @property
     def mamba_scan(self) -> list[str]:
@@ -842,6 +855,13 @@ class LayerKernels:
             return self.weights([*self.mlp_inputs("mlp"), "mlp_linear2"]) + h, 0.0
         if block == "mtp":  # enorm, hnorm and the final norm beside eh_proj
             return self.weights(["mtp_eh_proj"]) + 3 * h, 0.0
+        if block == "gdn":
+            gd, t = self.model.gdn, self.shape.tp
+            # conv1d's filter per q, k and v channel (no bias), A_log and dt_bias per value head, the gated norm's
+            # weight (one per value channel of a head, shared by the heads)
+            conv = (2 * gd.qk_dim + gd.v_dim) // t * gd.conv_kernel
+            return self.weights(["gdn_in_proj", "gdn_out_proj"]) + h + conv + 2 * gd.value_heads // t \
+                + gd.value_head_dim, 0.0
         if block == "mamba":
             mb, t = self.model.mamba, self.shape.tp
             # conv1d's filter and bias per channel; dt_bias, A_log and D per head; the output norm's weight

@@ -21,6 +21,7 @@ from ..collective.deepep import Routing, routed_name
 from ..collective.types import CollType
 from ..config.workload import MegatronWorkload
 from .data_parallel import DataParallelSync, Gathers
+from .gated_delta import GDN_SCAN
 from .kernels import Phase
 from .layer_kernels import RING_BLOCK, LayerKernels
 from .layout import RankLayout
@@ -28,6 +29,8 @@ from .parameters import ModelParameters, PipelineLayers
 from .program import EMBEDDING_LAYER, HEAD_LAYER, NO_OP, StageProgram, Stream
 from .schedule import make_scheduler
 
+MIXERS = ("mamba", "gdn")
+"""Blocks that are sequence mixers run alike (mixer_forward): a norm, in_proj, a scan over the head split, out_proj."""
 MAMBA_SCAN_INPUTS = ("z", "x", "B", "C", "dt")
 """in_proj's outputs a Mamba layer's context-parallel all-to-all sends to the scan (MambaShard.all_to_all)."""
 
@@ -231,12 +234,12 @@ class _StageEmitter:
             self.pending = self.program.collective(CollType.AllToAll, axis, elements[tensor] * self.shape.act_bytes,
                                                    Stream.cp_comm, label, layer, mb, phase, waits=(self.pending,))
 
-    def mamba_all_to_all(self, tensors: tuple[str, ...], layer: int, mb: int, phase: Phase) -> None:
-        """Context parallelism of a Mamba layer (MambaShard): the all-to-alls between the sequence split and the
-        head split, over the whole context-parallel group."""
+    def mixer_all_to_all(self, block: str, tensors: tuple[str, ...], layer: int, mb: int, phase: Phase) -> None:
+        """Context parallelism of a Mamba or gated delta net layer (MambaShard, GdnShard): the all-to-alls between
+        the sequence split and the head split, over the whole context-parallel group."""
         if self.shape.cp > 1:
-            self.all_to_all_tensors(self.kernels.mamba_shard.all_to_all(), tensors, "cp", "mamba_cp_a2a", layer, mb,
-                                    phase)
+            shard = self.kernels.mamba_shard if block == "mamba" else self.kernels.gdn_shard
+            self.all_to_all_tensors(shard.all_to_all(), tensors, "cp", f"{block}_cp_a2a", layer, mb, phase)
 
     @property
     def ring_axis(self) -> str:
@@ -415,8 +418,8 @@ class _StageEmitter:
                 self.attention_forward(layer, mb, phase)
             elif block == "mtp":
                 self.mtp_forward(layer, mb, phase)
-            elif block == "mamba":
-                self.mamba_forward(layer, mb, phase)
+            elif block in MIXERS:
+                self.mixer_forward(block, layer, mb, phase)
             else:
                 self.ffn_forward(block, layer, mb, phase)
 
@@ -431,6 +434,8 @@ class _StageEmitter:
         self.core_attention(layer, mb, phase)
         if absorbed:
             self.run(absorbed[1], phase, layer, mb)
+        if "attn_gate" in self.kernels:
+            self.run("attn_gate", phase, layer, mb)
         proj = self.run("attn_proj", phase, layer, mb)
         self.pending = self.tp_reduce("attn_reduce", layer, mb, phase, gemm=proj)
         self.run("attn_residual", phase, layer, mb)
@@ -488,20 +493,32 @@ class _StageEmitter:
             self.mlp_forward("mlp", layer, mb, phase, self.tp_gather("mlp_gather", layer, mb, phase), "mlp_reduce")
         self.run("mlp_residual", phase, layer, mb)
 
-    def mamba_forward(self, layer: int, mb: int, phase: Phase) -> None:
-        """Megatron-Core's MambaLayer (LayerKernels._mamba): in_proj column-parallel (its input all-gathered under
-        sequence parallelism), the mixer on the rank's heads (with context parallelism, all-to-all to a share of
-        them over the whole sequence and back), out_proj row-parallel and its reduction over tp."""
-        self.run("mamba_norm", phase, layer, mb)
-        self.gathered_gemms(["mamba_in_proj"], phase, layer, mb, self.tp_gather("mamba_gather", layer, mb, phase))
-        self.mamba_all_to_all(MAMBA_SCAN_INPUTS, layer, mb, phase)
-        for name in ("mamba_conv1d", *self.kernels.mamba_scan):
+    def mixer_steps(self, block: str) -> tuple[tuple[str, ...], list[str], tuple[str, ...], list[str]]:
+        """A sequence mixer's (all-to-all inputs, kernels on the head split, all-to-all outputs, kernels after) in
+        forward order: Megatron-Core's MambaMixer normalises after its all-to-all back, its GatedDeltaNet before
+        (_gated_norm_and_a2a)."""
+        if block == "mamba":
+            return MAMBA_SCAN_INPUTS, ["mamba_conv1d", *self.kernels.mamba_scan], ("y",), ["mamba_out_norm"]
+        return ("qkvzba",), ["gdn_conv1d", *GDN_SCAN], ("o",), []
+
+    def mixer_forward(self, block: str, layer: int, mb: int, phase: Phase) -> None:
+        """Megatron-Core's MambaLayer (LayerKernels._mamba) or GatedDeltaNet (workload.gated_delta): in_proj
+        column-parallel (its input all-gathered under sequence parallelism), the mixer on the rank's heads (with
+        context parallelism, all-to-all to a share of them over the whole sequence and back), out_proj row-parallel
+        and its reduction over tp."""
+        inputs, scan, outputs, after = self.mixer_steps(block)
+        self.run(f"{block}_norm", phase, layer, mb)
+        self.gathered_gemms([f"{block}_in_proj"], phase, layer, mb,
+                            self.tp_gather(f"{block}_gather", layer, mb, phase))
+        self.mixer_all_to_all(block, inputs, layer, mb, phase)
+        for name in scan:
             self.run(name, phase, layer, mb)
-        self.mamba_all_to_all(("y",), layer, mb, phase)
-        self.run("mamba_out_norm", phase, layer, mb)
-        proj = self.run("mamba_out_proj", phase, layer, mb)
-        self.pending = self.tp_reduce("mamba_reduce", layer, mb, phase, gemm=proj)
-        self.run("mamba_residual", phase, layer, mb)
+        self.mixer_all_to_all(block, outputs, layer, mb, phase)
+        for name in after:
+            self.run(name, phase, layer, mb)
+        proj = self.run(f"{block}_out_proj", phase, layer, mb)
+        self.pending = self.tp_reduce(f"{block}_reduce", layer, mb, phase, gemm=proj)
+        self.run(f"{block}_residual", phase, layer, mb)
 
     def mlp_forward(self, block: str, layer: int, mb: int, phase: Phase, gather: int,
                     reduce_label: str | None = None) -> None:
@@ -603,8 +620,8 @@ class _StageEmitter:
                 self.attention_backward(layer, mb)
             elif block == "mtp":
                 self.mtp_backward(layer, mb)
-            elif block == "mamba":
-                self.mamba_backward(layer, mb)
+            elif block in MIXERS:
+                self.mixer_backward(block, layer, mb)
             else:
                 self.ffn_backward(block, layer, mb)
 
@@ -627,20 +644,22 @@ class _StageEmitter:
         self.pending = self.tp_gather("mtp_embedding_gather", layer, mb, Phase.bwd_wg)
         self.run("mtp_embedding", Phase.bwd_wg, layer, mb)
 
-    def mamba_backward(self, layer: int, mb: int) -> None:
-        """The Mamba layer's forward in reverse, out_proj's and in_proj's reductions as a row- and a column-parallel
-        GEMM's (mlp_backward's)."""
-        self.run("mamba_residual", Phase.bwd_ig, layer, mb)
-        self.gathered_gemms(["mamba_out_proj"], Phase.bwd_ig, layer, mb,
-                            self.tp_gather("mamba_grad_gather", layer, mb, Phase.bwd_ig))
-        self.run("mamba_out_proj", Phase.bwd_wg, layer, mb)
-        self.run("mamba_out_norm", Phase.bwd_ig, layer, mb)
-        self.mamba_all_to_all(("y",), layer, mb, Phase.bwd_ig)
-        for name in (*reversed(self.kernels.mamba_scan), "mamba_conv1d"):
+    def mixer_backward(self, block: str, layer: int, mb: int) -> None:
+        """A Mamba or gated delta net layer's forward in reverse, out_proj's and in_proj's reductions as a row- and a
+        column-parallel GEMM's (mlp_backward's)."""
+        inputs, scan, outputs, after = self.mixer_steps(block)
+        self.run(f"{block}_residual", Phase.bwd_ig, layer, mb)
+        self.gathered_gemms([f"{block}_out_proj"], Phase.bwd_ig, layer, mb,
+                            self.tp_gather(f"{block}_grad_gather", layer, mb, Phase.bwd_ig))
+        self.run(f"{block}_out_proj", Phase.bwd_wg, layer, mb)
+        for name in reversed(after):
             self.run(name, Phase.bwd_ig, layer, mb)
-        self.mamba_all_to_all(MAMBA_SCAN_INPUTS, layer, mb, Phase.bwd_ig)
-        self.column_block_backward(["mamba_in_proj"], layer, mb, "mamba_reduce", "mamba_gather")
-        self.run("mamba_norm", Phase.bwd_ig, layer, mb)
+        self.mixer_all_to_all(block, outputs, layer, mb, Phase.bwd_ig)
+        for name in reversed(scan):
+            self.run(name, Phase.bwd_ig, layer, mb)
+        self.mixer_all_to_all(block, inputs, layer, mb, Phase.bwd_ig)
+        self.column_block_backward([f"{block}_in_proj"], layer, mb, f"{block}_reduce", f"{block}_gather")
+        self.run(f"{block}_norm", Phase.bwd_ig, layer, mb)
 
     def linear_backward(self, name: str, layer: int, mb: int, reduce_label: str, regather: str) -> None:
         """dgrad, then its TP reduction launched asynchronously and overlapped with the wgrad GEMM."""
@@ -698,6 +717,8 @@ class _StageEmitter:
         self.gathered_gemms(["attn_proj"], Phase.bwd_ig, layer, mb,
                             self.tp_gather("attn_grad_gather", layer, mb, Phase.bwd_ig))
         self.run("attn_proj", Phase.bwd_wg, layer, mb)
+        if "attn_gate" in self.kernels:
+            self.run("attn_gate", Phase.bwd_ig, layer, mb)
         absorbed = self.kernels.absorbed
         if "core_attn" in self.parallelism.recomputed_modules:
             self.core_attention(layer, mb, Phase.recompute)
