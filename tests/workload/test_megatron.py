@@ -140,6 +140,26 @@ def test_unsplit_experts_process_a_tp_share_of_the_tokens_with_the_whole_expert_
     assert b.flops == a.flops  # each rank: half the tokens through the whole FFN, or all through half of it
 
 
+@given(experts=st.sampled_from([2, 8, 32, 128]), ffn=st.sampled_from([256, 1024]))
+def test_each_experts_weight_gradient_is_its_own_weight_from_its_own_tokens(experts, ffn):
+    """A grouped GEMM's weight gradient is, per expert, ffn x hidden from that expert's tokens (the kernels table
+    validates it so too: validate/kernels.py bwd_grad_w), not a slice of the weight from every token: its time stays
+    near the forward's however many experts a rank holds."""
+    from simulon.compute.analytical import AnalyticalModel
+    from simulon.config.common import DType
+
+    sc = gpt_scenario(nodes=1, gpus_per_node=4, moe={"num_experts": experts, "top_k": 2,
+                                                      "expert_ffn_hidden_size": ffn}, seq=4096, gbs=4)
+    kernels = MegatronTracer(sc.workload, 4).kernels
+    fwd, wgrad = (kernels["moe_expert_linear1"][phase] for phase in (Phase.fwd, Phase.bwd_wg))
+    tokens = fwd.param("m")
+    assert (wgrad.param("m"), wgrad.param("n"), wgrad.param("k")) == (1024 * experts, ffn, tokens / experts)
+    assert wgrad.flops == fwd.flops
+    assert kernels.weights(["moe_expert_linear1"]) == experts * 1024 * ffn
+    times = AnalyticalModel(sc.datacenter.groups[0].gpu, DType.bf16).seconds([fwd, wgrad])
+    assert times[1] < 3 * times[0]
+
+
 def test_every_layer_runs_forward_and_both_backward_parts_for_every_microbatch():
     sc = gpt_scenario(nodes=1, gpus_per_node=4, tp=2, pp=2, layers=4, gbs=6)
     tracer = MegatronTracer(sc.workload, 4)

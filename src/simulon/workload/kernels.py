@@ -69,22 +69,20 @@ def in_precision(spec: KernelSpec, precision: str) -> KernelSpec:
     return replace(spec, shape=(*spec.shape, ("precision", precision)))
 
 
+GemmTriple = tuple[KernelSpec, KernelSpec, KernelSpec]
+"""A GEMM's forward, input-gradient and weight-gradient specs."""
+
+
 def gemm_with_backward(name: str, m: int, n: int, k: int, dtype_bytes: float, groups: int = 1,
-                       precision: str | None = None) -> tuple[KernelSpec, KernelSpec, KernelSpec]:
-    """Forward Y=XW, input gradient dX=dY W^T, weight gradient dW=X^T dY: same FLOPs, other shapes."""
-    return (gemm(name, Phase.fwd, m, n, k, dtype_bytes, groups, precision=precision),
-            gemm(name, Phase.bwd_ig, m, k, n, dtype_bytes, groups, precision=precision),
-            gemm(name, Phase.bwd_wg, k, n, m, dtype_bytes, groups, precision=precision))
-
-
-def batched_with_backward(name: str, problems: int, rows: int, cols: int, inner: int,
-                          dtype_bytes: float) -> tuple[KernelSpec, KernelSpec, KernelSpec]:
-    """`problems` equal products Y_p = X_p W_p of one batched launch (a per-head einsum against per-head weights:
-    torch.bmm), rows x cols from inner each, with the input and weight gradients of each; m counts the rows of
-    all of them, the weight gradient's the rows of every W_p."""
-    return (gemm(name, Phase.fwd, problems * rows, cols, inner, dtype_bytes, problems, batched=True),
-            gemm(name, Phase.bwd_ig, problems * rows, inner, cols, dtype_bytes, problems, batched=True),
-            gemm(name, Phase.bwd_wg, problems * inner, cols, rows, dtype_bytes, problems, batched=True))
+                       precision: str | None = None, batched: bool = False) -> GemmTriple:
+    """Forward Y=XW, input gradient dX=dY W^T, weight gradient dW=X^T dY: same FLOPs, other shapes. Over `groups`
+    (experts of a grouped GEMM, whose m rows they share; or, `batched`, equal problems of one launch, a per-head
+    einsum against per-head weights) each group's weight gradient is its own k x n from its own rows: k * groups rows
+    in all (m always counts every group's rows), each from m / groups."""
+    inner = m // groups if m % groups == 0 else m / groups
+    return (gemm(name, Phase.fwd, m, n, k, dtype_bytes, groups, batched, precision),
+            gemm(name, Phase.bwd_ig, m, k, n, dtype_bytes, groups, batched, precision),
+            gemm(name, Phase.bwd_wg, k * groups, n, inner, dtype_bytes, groups, batched, precision))
 
 
 def memory_bound(name: str, phase: Phase, moved_bytes: float, elements: float,

@@ -23,7 +23,6 @@ from .kernels import (
     Phase,
     as_recompute,
     attention,
-    batched_with_backward,
     gemm,
     gemm_with_backward,
     in_precision,
@@ -610,8 +609,9 @@ class LayerKernels:
         n, h, T, b, s = m.num_heads // sh.tp, m.hidden_size, sh.tokens, sh.batch, sh.seq
         heads, dim, full = dsa.index_heads, dsa.index_head_dim, sh.full_seq
         k: dict[str, tuple[KernelSpec, ...]] = {
-            "attn_q_absorb": batched_with_backward("attn_q_absorb", n, T, mla.kv_lora_rank, mla.qk_nope_head_dim, db),
-            "attn_v_up": batched_with_backward("attn_v_up", n, T, mla.v_head_dim, mla.kv_lora_rank, db),
+            "attn_q_absorb": gemm_with_backward("attn_q_absorb", n * T, mla.kv_lora_rank, mla.qk_nope_head_dim, db,
+                                                n, batched=True),
+            "attn_v_up": gemm_with_backward("attn_v_up", n * T, mla.v_head_dim, mla.kv_lora_rank, db, n, batched=True),
         }
         for name, cols, inner in (("attn_index_q", heads * dim, mla.q_lora_rank or h),
                                   ("attn_index_k", dim, h), ("attn_index_weights", heads, h)):
@@ -823,12 +823,9 @@ class LayerKernels:
     # ---- parameters held by one rank ----
 
     def weights(self, names: list[str]) -> float:
-        """Parameters of GEMMs: the weight-gradient GEMM's output is the weight (m x n per group of a grouped GEMM;
-        a batched one's m counts every problem's rows)."""
-        def count(spec: KernelSpec) -> float:
-            groups = spec.param("groups") if spec.kclass == KernelClass.grouped_gemm else 1
-            return spec.param("m") * spec.param("n") * groups
-        return sum(count(self[n][Phase.bwd_wg]) for n in names)
+        """Parameters of GEMMs: the weight-gradient GEMM's output is the weight, m x n (m counting every group's
+        rows: gemm_with_backward)."""
+        return sum(self[n][Phase.bwd_wg].param("m") * self[n][Phase.bwd_wg].param("n") for n in names)
 
     def blocks(self, layer: int) -> LayerKind:
         """The blocks of transformer layer `layer` in forward order (config/hybrid.py)."""
