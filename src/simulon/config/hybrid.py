@@ -38,6 +38,10 @@ section 2.2): the shared embedding of the tokens one further ahead, a norm of it
 hnorm), their concatenation projected from 2h back to h (eh_proj, column-parallel, its output gathered over tp);
 its final norm, and its logits through the shared output head, run at the loss (ModelSpec.mtp_layers)."""
 
+MIXERS: tuple[Block, ...] = ("mamba", "gdn")
+"""Blocks that are sequence mixers, run alike: a norm, in_proj, a scan over a head split (all-to-all under context
+parallelism), out_proj (workload.megatron mixer_forward)."""
+
 DENSE_LAYER: LayerKind = ("attention", "mlp")
 MOE_LAYER: LayerKind = ("attention", "moe")
 

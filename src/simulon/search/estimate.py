@@ -41,7 +41,7 @@ from ..compute.analytical import AnalyticalModel
 from ..compute.calibration import Calibrations
 from ..config.common import DType
 from ..config.dc import DatacenterConfig
-from ..config.hybrid import LayerKind
+from ..config.hybrid import MIXERS, LayerKind
 from ..config.scenario import CollectiveConfig
 from ..config.workload import MegatronWorkload
 from ..engine.replay import MAX_HELD_SHARE
@@ -324,10 +324,10 @@ class Estimator:
                          for size in (kernels.latent_key_bytes, kernels.indexer_key_bytes))
             elif kernels.gathers_kv:
                 cp = self.seconds(AG, group, s.cp * local_kv) + self.seconds(RS, group, s.cp * local_kv)
-        for mixer, shard in (("mamba", "mamba_shard"), ("gdn", "gdn_shard")):
+        for mixer in MIXERS:
             if s.cp > 1 and mixer in unit:  # the scan's inputs and its output each way, waited for
                 cp += 2 * sum(self.seconds(A2A, cp_group, elements * shape.act_bytes)
-                              for elements in getattr(kernels, shard).all_to_all().values())
+                              for elements in kernels.mixer_shard(mixer).all_to_all().values())
         ep = 0.0
         if routed and s.ep > 1:  # dispatch and combine, forward and back
             ep = 4 * self.seconds(A2A, self._layout(s).group("ep", 0),

@@ -33,10 +33,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from ..config.common import DType
 from ..config.hybrid import GatedDeltaNetSpec
 from .kernels import KernelSpec, Phase, gemm, gemm_with_backward, memory_bound
 
-FP32 = 4.0
+FP32 = DType.fp32.bytes
 
 
 @dataclass(frozen=True)

@@ -739,6 +739,10 @@ class LayerKernels:
     def mamba_shard(self) -> MambaShard:
         return MambaShard.of(self.model.mamba, self.shape)
 
+    def mixer_shard(self, block: str) -> MambaShard | GdnShard:
+        """The rank's share of a sequence mixer block (mamba or gdn), which says what its all-to-alls carry."""
+        return self.mamba_shard if block == "mamba" else self.gdn_shard
+
     @cached_property
     def gdn_shard(self) -> GdnShard:
         sh = self.shape

@@ -19,6 +19,7 @@ from itertools import pairwise
 
 from ..collective.deepep import Routing, routed_name
 from ..collective.types import CollType
+from ..config.hybrid import MIXERS
 from ..config.workload import MegatronWorkload
 from .data_parallel import DataParallelSync, Gathers
 from .gated_delta import GDN_SCAN
@@ -29,8 +30,6 @@ from .parameters import ModelParameters, PipelineLayers
 from .program import EMBEDDING_LAYER, HEAD_LAYER, NO_OP, StageProgram, Stream
 from .schedule import make_scheduler
 
-MIXERS = ("mamba", "gdn")
-"""Blocks that are sequence mixers run alike (mixer_forward): a norm, in_proj, a scan over the head split, out_proj."""
 MAMBA_SCAN_INPUTS = ("z", "x", "B", "C", "dt")
 """in_proj's outputs a Mamba layer's context-parallel all-to-all sends to the scan (MambaShard.all_to_all)."""
 
@@ -238,8 +237,8 @@ class _StageEmitter:
         """Context parallelism of a Mamba or gated delta net layer (MambaShard, GdnShard): the all-to-alls between
         the sequence split and the head split, over the whole context-parallel group."""
         if self.shape.cp > 1:
-            shard = self.kernels.mamba_shard if block == "mamba" else self.kernels.gdn_shard
-            self.all_to_all_tensors(shard.all_to_all(), tensors, "cp", f"{block}_cp_a2a", layer, mb, phase)
+            self.all_to_all_tensors(self.kernels.mixer_shard(block).all_to_all(), tensors, "cp", f"{block}_cp_a2a",
+                                    layer, mb, phase)
 
     @property
     def ring_axis(self) -> str:
