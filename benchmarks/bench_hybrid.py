@@ -31,6 +31,12 @@ from simulon.workload.layer_kernels import LayerKernels
 SEQUENCES = (2048, 4096, 8192, 16384)
 
 
+def kernels_ms(kernels: LayerKernels, model: AnalyticalModel, names) -> float:
+    """The compute model's milliseconds of these kernels, forward and backward, one layer."""
+    specs = [spec for name in names for phase, spec in kernels[name].items() if phase != Phase.recompute]
+    return 1e3 * float(model.seconds(specs).sum())
+
+
 def scan_against_attention(gpu: str) -> None:
     print(f"Nemotron-H 8B, one layer on one {gpu}, forward + backward (ms)")
     print(f"{'tokens':>7} {'SSD scan':>9} {'flash':>9} {'flash / scan':>13}")
@@ -40,12 +46,7 @@ def scan_against_attention(gpu: str) -> None:
                                           "training": {"num_gpus": 1, "global_batch_size": 1, "sequence_length": seq}}})
         kernels = LayerKernels.of(sc.workload)
         model = AnalyticalModel(sc.datacenter.groups[0].gpu, DType.bf16, sustained_load=True)
-
-        def ms(names: list[str], kernels=kernels, model=model) -> float:
-            specs = [spec for name in names for phase, spec in kernels[name].items() if phase != Phase.recompute]
-            return 1e3 * float(model.seconds(specs).sum())
-
-        scan, flash = ms(kernels.mamba_scan), ms(kernels.attention_core)
+        scan, flash = (kernels_ms(kernels, model, names) for names in (kernels.mamba_scan, kernels.attention_core))
         print(f"{seq:>7,} {scan:>9.3f} {flash:>9.3f} {flash / scan:>13.2f}")
 
 
@@ -62,9 +63,7 @@ def delta_rule_against_attention(gpu: str) -> None:
                                                        "attention": "cudnn"}}})
         kernels = LayerKernels.of(sc.workload)
         model = AnalyticalModel(sc.datacenter.groups[0].gpu, DType.bf16, sustained_load=True)
-        delta, core = (1e3 * float(model.seconds([spec for name in names for phase, spec in kernels[name].items()
-                                                  if phase != Phase.recompute]).sum())
-                       for names in (list(GDN_SCAN), kernels.attention_core))
+        delta, core = (kernels_ms(kernels, model, names) for names in (GDN_SCAN, kernels.attention_core))
         print(f"{seq:>7,} {delta:>11.3f} {core:>10.3f} {core / delta:>18.2f}")
 
 

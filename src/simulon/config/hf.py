@@ -183,11 +183,11 @@ def _gated_delta_net(cfg: Reader) -> dict[str, Any] | None:
     return block
 
 
-def _linear_attention_pattern(cfg: Reader, moe: dict[str, Any] | None) -> str:
+def _linear_attention_pattern(cfg: Reader, moe_layers: int | list[int] | None) -> str:
     """A Qwen3-Next or Qwen3.5 decoder as a hybrid pattern, two symbols a layer: its mixer (layer_types, or every
     full_attention_interval-th layer full attention, as Qwen3NextConfig fills layer_types) and then its experts (E)
-    or MLP (-), as the MoE block's layer layout says (Qwen3NextSparseMoeBlock where decoder_sparse_step and
-    mlp_only_layers put it)."""
+    or MLP (-), as `moe_layers`, the MoE block's layer_freq, says (Qwen3NextSparseMoeBlock where decoder_sparse_step
+    and mlp_only_layers put it; None: no experts)."""
     layers = cfg.integer("num_hidden_layers")
     types = cfg.doc.get("layer_types")
     if types is None:
@@ -195,9 +195,8 @@ def _linear_attention_pattern(cfg: Reader, moe: dict[str, Any] | None) -> str:
         types = ["full_attention" if (i + 1) % interval == 0 else "linear_attention" for i in range(layers)]
     if not isinstance(types, list) or len(types) != layers or not all(t in LINEAR_ATTENTION for t in types):
         raise cfg.fail("layer_types", f"must be a list of {layers} of {', '.join(LINEAR_ATTENTION)}, got {types!r}")
-    freq = (moe or {}).pop("layer_freq", 1)
-    experts = [False] * layers if moe is None else freq if isinstance(freq, list) else \
-        [i % freq == 0 for i in range(layers)]
+    experts = [False] * layers if moe_layers is None else moe_layers if isinstance(moe_layers, list) else \
+        [i % moe_layers == 0 for i in range(layers)]
     return "".join(LINEAR_ATTENTION[kind] + ("E" if moe_layer else "-")
                    for kind, moe_layer in zip(types, experts, strict=True))
 
@@ -243,7 +242,8 @@ def model_from_hf(path: Path) -> dict[str, Any]:
     mamba = _mamba(cfg) if pattern is not None and "M" in pattern else None
     gdn = _gated_delta_net(cfg)
     if gdn is not None:  # Qwen3-Next, Qwen3.5: gated attention every few layers, gated delta nets between
-        pattern = _linear_attention_pattern(cfg, moe)
+        # the pattern says which layers hold experts, so the MoE block keeps no layer layout of its own
+        pattern = _linear_attention_pattern(cfg, None if moe is None else moe.pop("layer_freq", 1))
         block["num_layers"] = len(pattern)
         block["attention_output_gate"] = cfg.flag("attn_output_gate", True)
         if moe is not None and "E" not in pattern:

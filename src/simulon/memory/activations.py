@@ -116,8 +116,7 @@ class ActivationModel:
 
     @property
     def gdn_shard(self) -> GdnShard:
-        sh = self.shape
-        return GdnShard.of(self.model.gdn, sh.tokens, sh.batch, sh.full_seq, sh.tp, sh.cp)
+        return GdnShard.of(self.model.gdn, self.shape)
 
     @property
     def flash(self) -> bool:

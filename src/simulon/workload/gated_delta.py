@@ -32,12 +32,20 @@ blocks per head), which a batched GEMM runs side by side, as Mamba's state passi
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from ..config.common import DType
 from ..config.hybrid import GatedDeltaNetSpec
-from .kernels import KernelSpec, Phase, gemm, gemm_with_backward, memory_bound
+from .kernels import KernelSpec, Phase, gemm, gemm_with_backward, memory_bound, memory_pair
+
+if TYPE_CHECKING:
+    from .layer_kernels import ShardShape
 
 FP32 = DType.fp32.bytes
+Tile = tuple[int, int]
+
+GDN_PRODUCTS = ("gdn_kkt_solve", "gdn_wu", "gdn_state", "gdn_out")
+"""The chunked delta rule's product kernels (GdnShard.products), in forward order."""
 
 
 @dataclass(frozen=True)
@@ -60,11 +68,12 @@ class GdnShard:
     cp: int
 
     @classmethod
-    def of(cls, spec: GatedDeltaNetSpec, tokens: int, batch: int, full_seq: int, tp: int, cp: int) -> GdnShard:
+    def of(cls, spec: GatedDeltaNetSpec, shape: ShardShape) -> GdnShard:
+        tp, cp = shape.tp, shape.cp
         return cls(heads=spec.value_heads // tp // cp, key_heads=spec.key_heads // tp // cp,
                    key_dim=spec.key_head_dim, value_dim=spec.value_head_dim, chunk=spec.chunk_size,
-                   conv=spec.conv_kernel, tokens=tokens, scan_tokens=tokens * cp,
-                   chunks=batch * -(-full_seq // spec.chunk_size), tp_in_proj=spec.in_proj_width // tp,
+                   conv=spec.conv_kernel, tokens=shape.tokens, scan_tokens=shape.tokens * cp,
+                   chunks=shape.batch * -(-shape.full_seq // spec.chunk_size), tp_in_proj=spec.in_proj_width // tp,
                    tp_values=spec.v_dim // tp, cp=cp)
 
     @property
@@ -82,24 +91,19 @@ class GdnShard:
         whole output before the convolution, the gated norm's output after."""
         return {"qkvzba": self.tokens * self.tp_in_proj, "o": self.tokens * self.tp_values}
 
-    def per_token_flops(self) -> dict[str, tuple[float, float]]:
-        """(forward, backward) FLOPs a token and value head of each product kernel (module docstring)."""
+    def products(self) -> dict[str, tuple[tuple[float, Tile], tuple[float, Tile]]]:
+        """Each product kernel's (forward, backward) FLOPs a token and value head (module docstring) and the output
+        tile, rows x columns, it writes per chunk."""
         C, K, V = self.chunk, self.key_dim, self.value_dim
-        return {
-            "gdn_kkt_solve": ((C + 16) * K + C * C / 2, 10 * C * K + 4 * C * V + 4 * C * C),
-            "gdn_wu": (2 * C * K + 2 * C * V, 2 * C * K + 2 * C * V),
-            "gdn_state": (4 * K * V, 10 * K * V),
-            "gdn_out": (2 * K * V + 2 * C * K + 2 * C * V, 6 * C * K + 4 * C * V + 6 * K * V),
-        }
-
-    def tiles(self) -> dict[str, tuple[tuple[int, int], tuple[int, int]]]:
-        """(forward, backward) output tile of each product kernel: the rows and columns it writes per chunk."""
-        C, K, V = self.chunk, self.key_dim, self.value_dim
-        return {"gdn_kkt_solve": ((C, C), (C, K)), "gdn_wu": ((C, K + V), (C, K + V)),
-                "gdn_state": ((K, V), (K, V)), "gdn_out": ((C, V), (C, K + V))}
+        return dict(zip(GDN_PRODUCTS, (
+            (((C + 16) * K + C * C / 2, (C, C)), (10 * C * K + 4 * C * V + 4 * C * C, (C, K))),  # kkt_solve
+            ((2 * C * K + 2 * C * V, (C, K + V)), (2 * C * K + 2 * C * V, (C, K + V))),  # wu
+            ((4 * K * V, (K, V)), (10 * K * V, (K, V))),  # state
+            ((2 * K * V + 2 * C * K + 2 * C * V, (C, V)), (6 * C * K + 4 * C * V + 6 * K * V, (C, K + V))),  # out
+        ), strict=True))
 
 
-GDN_SCAN = ("gdn_prepare", "gdn_cumsum", "gdn_kkt_solve", "gdn_wu", "gdn_state", "gdn_out", "gdn_out_norm")
+GDN_SCAN = ("gdn_prepare", "gdn_cumsum", *GDN_PRODUCTS, "gdn_out_norm")
 """The kernels between the convolution and the all-to-all back, in forward order."""
 
 
@@ -118,31 +122,26 @@ def gdn_kernels(shard: GdnShard, hidden: int, norm_tokens: int, act_bytes: float
                 residual: tuple[float, float]) -> dict[str, tuple[KernelSpec, ...]]:
     """Name -> (forward, backward) specs of a gated delta net layer (module docstring)."""
     s, db, T = shard, act_bytes, shard.tokens
-
-    def streamed(name: str, elements: float, fwd: float, bwd: float, flops: float = 0.0) -> tuple[KernelSpec, ...]:
-        return (memory_bound(name, Phase.fwd, fwd * elements, elements, flops),
-                memory_bound(name, Phase.bwd_ig, bwd * elements, elements, flops))
-
     ST, H, Hk, K = s.scan_tokens, s.heads, s.key_heads, s.key_dim
     # q and k read at the key heads and written at the value heads, alpha and beta read, g (fp32) and beta written
     prepare = ST * (2 * Hk * K + 2 * H * K) * db + ST * H * (2 * db + FP32 + db)
     kernels: dict[str, tuple[KernelSpec, ...]] = {
-        "gdn_norm": streamed("gdn_norm", norm_tokens * hidden, 2 * db, 3 * db),
+        "gdn_norm": memory_pair("gdn_norm", norm_tokens * hidden, 2 * db, 3 * db),
         "gdn_in_proj": gemm_with_backward("gdn_in_proj", T, s.tp_in_proj, hidden, db),
         # read q, k, v, write their SiLU'd convolution | recomputed, then the gradients (Mamba's conv1d's passes)
-        "gdn_conv1d": streamed("gdn_conv1d", ST * s.conv_channels, 2 * db, 5 * db, 2 * s.conv + 5),
+        "gdn_conv1d": memory_pair("gdn_conv1d", ST * s.conv_channels, 2 * db, 5 * db, 2 * s.conv + 5),
         "gdn_prepare": (memory_bound("gdn_prepare", Phase.fwd, prepare, ST * H * K),
                         memory_bound("gdn_prepare", Phase.bwd_ig, 2 * prepare, ST * H * K)),
         # g in, its cumulative sum out in fp32 | dg's two parts summed and reverse-summed (fp32), dk's two parts
         # summed (read two, write one: chunk_gated_delta_rule_bwd's dk.add_ and dg.add_)
-        "gdn_cumsum": streamed("gdn_cumsum", ST * H, 2 * FP32, 3 * FP32 + 3 * K * db, 2),
+        # (hardware FLOPs, as Mamba's cumsum: the running sum's add and the scale)
+        "gdn_cumsum": memory_pair("gdn_cumsum", ST * H, 2 * FP32, 3 * FP32 + 3 * K * db, 2),
     }
-    tiles = s.tiles()
-    for name, (fwd, bwd) in s.per_token_flops().items():
-        (fr, fc), (br, bc) = tiles[name]
+    for name, ((fwd, (fr, fc)), (bwd, (br, bc))) in s.products().items():
         kernels[name] = (chunk_product(name, Phase.fwd, s, fwd, fr, fc, db),
                          chunk_product(name, Phase.bwd_ig, s, bwd, br, bc, db))
-    kernels["gdn_out_norm"] = streamed("gdn_out_norm", ST * s.values, 4 * db, 8 * db, 8)
+    # the gated RMSNorm: square, sum, scale and the SiLU gate (Mamba's out_norm's passes and FLOPs)
+    kernels["gdn_out_norm"] = memory_pair("gdn_out_norm", ST * s.values, 4 * db, 8 * db, 8)
     kernels["gdn_out_proj"] = gemm_with_backward("gdn_out_proj", T, hidden, s.tp_values, db)
-    kernels["gdn_residual"] = streamed("gdn_residual", norm_tokens * hidden, residual[0] * db, residual[1] * db)
+    kernels["gdn_residual"] = memory_pair("gdn_residual", norm_tokens * hidden, residual[0] * db, residual[1] * db)
     return kernels

@@ -93,6 +93,14 @@ def memory_bound(name: str, phase: Phase, moved_bytes: float, elements: float,
                       (("bytes", round(moved_bytes)),))
 
 
+def memory_pair(name: str, elements: float, fwd: float, bwd: float,
+                flops_per_element: float = 0.0) -> tuple[KernelSpec, KernelSpec]:
+    """A bandwidth-bound kernel's forward and backward, moving `fwd` (`bwd`) bytes per element; its FLOPs are
+    hardware FLOPs only: its time is its bytes'."""
+    return (memory_bound(name, Phase.fwd, fwd * elements, elements, flops_per_element),
+            memory_bound(name, Phase.bwd_ig, bwd * elements, elements, flops_per_element))
+
+
 FLASH_IMPLEMENTATIONS = ("flash", "cudnn", "flash_v1", "flash_triton", "xformers", "pytorch")
 """Attention libraries timed as one kernel per direction: FlashAttention-2 (the default, and PyTorch SDPA's `flash`
 backend), cuDNN's fused attention (Transformer Engine's FusedAttention, which TE picks over FlashAttention on

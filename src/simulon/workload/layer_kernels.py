@@ -14,7 +14,7 @@ from ..config.common import DType
 from ..config.hybrid import Block, LayerKind, MambaSpec, mixer_widths
 from ..config.number_formats import HIGH_PRECISION_GEMMS, TrainingFormat
 from ..config.workload import MegatronWorkload, ModelSpec
-from .gated_delta import GDN_SCAN, GdnShard, gdn_kernels
+from .gated_delta import GDN_PRODUCTS, GdnShard, gdn_kernels
 from .kernels import (
     FLASH_IMPLEMENTATIONS,
     INDEX_BYTES,
@@ -27,6 +27,7 @@ from .kernels import (
     gemm_with_backward,
     in_precision,
     memory_bound,
+    memory_pair,
 )
 
 SPARSE_ATTENTION_FIT = "cudnn"
@@ -396,7 +397,7 @@ class LayerKernels:
         if m.gdn is not None:
             k.update(gdn_kernels(self.gdn_shard, m.hidden_size, Tn, db, self.passes.residual))
         if m.attention_output_gate:  # out * sigmoid(gate): read both, write | read the gradient, both; write two
-            n, hd = m.num_heads // t, m.head_size
+            n, hd = m.num_heads // t, m.head_size  # 5 hardware FLOPs an element: the sigmoid's four and the product
             elementwise("attn_gate", T, n * hd, 3, 5, 5)
         V = self.vocab_shard
         k["embedding"] = self.embedding_specs
@@ -617,9 +618,7 @@ class LayerKernels:
                                   ("attn_index_k", dim, h), ("attn_index_weights", heads, h)):
             fwd, _, weight_grad = gemm_with_backward(name, T, cols, inner, db)
             k[name] = (fwd, weight_grad)
-        rope = T * (heads + 1) * dim
-        k["attn_index_rope"] = (memory_bound("attn_index_rope", Phase.fwd, 2 * rope * db, rope),
-                                memory_bound("attn_index_rope", Phase.bwd_ig, 3 * rope * db, rope))
+        k["attn_index_rope"] = memory_pair("attn_index_rope", T * (heads + 1) * dim, 2 * db, 3 * db)
         causal_keys = (full + 1) // 2  # per query on average (context-parallel ranks hold balanced chunks)
         logits = gemm("attn_index_logits", Phase.fwd, T, causal_keys, heads * dim, db, b, batched=True)
         k["attn_index_logits"] = (replace(logits, flops=2.0 * T * full * heads * dim),)
@@ -693,14 +692,9 @@ class LayerKernels:
         N, P, Q = ms.state, ms.head_dim, ms.chunk
         residual_fwd, residual_bwd = self.passes.residual
 
-        def streamed(name: str, elements: float, fwd: float, bwd: float, flops: float = 0.0) -> tuple[KernelSpec, ...]:
-            """A bandwidth-bound kernel moving `fwd` (`bwd`) bytes per element; `flops` per element are hardware
-            FLOPs only, counted from its operations (the filter's multiply-adds and SiLU's five for the
-            convolution, softplus, exp and the running sum for cumsum, a decay's multiply-add for the state
-            passing, square, sum, scale and gate for the norm): its time is its bytes'."""
-            return (memory_bound(name, Phase.fwd, fwd * elements, elements, flops),
-                    memory_bound(name, Phase.bwd_ig, bwd * elements, elements, flops))
-
+        # bandwidth-bound kernels (memory_pair) whose FLOPs per element are counted from their operations: the
+        # filter's multiply-adds and SiLU's five for the convolution, softplus, exp and the running sum for cumsum, a
+        # decay's multiply-add for the state passing, square, sum, scale and gate for the norm
         def scan_gemm(name: str, problems: int, rows: int, cols: int, inner_full: int, inner_run: int,
                       model_problems: float | None = None) -> tuple[KernelSpec, ...]:
             """`problems` (rows x cols from inner_full) products of one launch, executing inner_run of the inner
@@ -712,17 +706,17 @@ class LayerKernels:
             return replace(fwd, flops=model), replace(bwd, flops=2 * model)
 
         return {
-            "mamba_norm": streamed("mamba_norm", Tn * h, 2 * db, 3 * db),
+            "mamba_norm": memory_pair("mamba_norm", Tn * h, 2 * db, 3 * db),
             "mamba_in_proj": gemm_with_backward("mamba_in_proj", T, ms.tp_in_proj, h, db),
             # read x, B, C and write the SiLU of their convolution | the forward re-run (2), then read x and the
             # output gradient and write the input gradient (3), the filter's gradient reduced on the way
-            "mamba_conv1d": streamed("mamba_conv1d", ms.scan_tokens * ms.conv_channels, 2 * db, 5 * db,
+            "mamba_conv1d": memory_pair("mamba_conv1d", ms.scan_tokens * ms.conv_channels, 2 * db, 5 * db,
                                      2 * ms.conv + 5),
             # dt (16-bit) in, its softplus and the cumulative decay out in fp32 | recomputed, then their gradients
-            "mamba_ssd_cumsum": streamed("mamba_ssd_cumsum", ms.scan_tokens * ms.heads, db + 8, 3 * (db + 8), 6),
+            "mamba_ssd_cumsum": memory_pair("mamba_ssd_cumsum", ms.scan_tokens * ms.heads, db + 8, 3 * (db + 8), 6),
             "mamba_ssd_chunk_state": scan_gemm("mamba_ssd_chunk_state", ms.chunks * ms.heads, N, P, Q, Q),
             # each chunk's final state read in fp32 and the entering state written | recomputed, then the gradients
-            "mamba_ssd_state_passing": streamed("mamba_ssd_state_passing", ms.chunks * ms.heads * P * N, 4 + db,
+            "mamba_ssd_state_passing": memory_pair("mamba_ssd_state_passing", ms.chunks * ms.heads * P * N, 4 + db,
                                                 3 * (4 + db), 2),
             "mamba_ssd_bmm": scan_gemm("mamba_ssd_bmm", ms.chunks * ms.groups, Q, Q, N, N,
                                        ms.chunks * ms.model_groups),
@@ -730,9 +724,9 @@ class LayerKernels:
             # the group RMSNorm over the gated output (read, write | read it and the gradient, write), with the
             # gate chunk_scan fuses counted here (read z, write the gated output beside the plain one | read the
             # gradient, z and the plain output, write both gradients)
-            "mamba_out_norm": streamed("mamba_out_norm", T * ms.tp_inner, 4 * db, 8 * db, 8),
+            "mamba_out_norm": memory_pair("mamba_out_norm", T * ms.tp_inner, 4 * db, 8 * db, 8),
             "mamba_out_proj": gemm_with_backward("mamba_out_proj", T, h, ms.tp_inner, db),
-            "mamba_residual": streamed("mamba_residual", Tn * h, residual_fwd * db, residual_bwd * db),
+            "mamba_residual": memory_pair("mamba_residual", Tn * h, residual_fwd * db, residual_bwd * db),
         }
 
     @cached_property
@@ -745,15 +739,14 @@ class LayerKernels:
 
     @cached_property
     def gdn_shard(self) -> GdnShard:
-        sh = self.shape
-        return GdnShard.of(self.model.gdn, sh.tokens, sh.batch, sh.full_seq, sh.tp, sh.cp)
+        return GdnShard.of(self.model.gdn, self.shape)
 
     @property
     def weightless_gemms(self) -> set[str]:
         """Matrix products of activations by activations (unfused attention's, the Mamba scan's, the sparse attention
         indexer's scores): no weight to cast."""
         return {*self.attention_core, *self.mamba_scan, *(["attn_index_logits"] if self.sparse is not None else []),
-                *(GDN_SCAN if self.model.gdn is not None else ())}
+                *(GDN_PRODUCTS if self.model.gdn is not None else ())}
 
     @property
     def mamba_scan(self) -> list[str]:
