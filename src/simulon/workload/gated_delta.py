@@ -32,14 +32,21 @@ blocks per head), which a batched GEMM runs side by side, as Mamba's state passi
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from ..config.common import DType
 from ..config.hybrid import GatedDeltaNetSpec
 from .kernels import KernelSpec, Phase, gemm, gemm_with_backward, memory_bound, memory_pair
 
-if TYPE_CHECKING:
-    from .layer_kernels import ShardShape
+
+class ShardSizes(Protocol):
+    """What GdnShard reads of a rank's shard (layer_kernels.ShardShape, which imports this module)."""
+
+    tokens: int
+    batch: int
+    full_seq: int
+    tp: int
+    cp: int
 
 FP32 = DType.fp32.bytes
 Tile = tuple[int, int]
@@ -68,7 +75,7 @@ class GdnShard:
     cp: int
 
     @classmethod
-    def of(cls, spec: GatedDeltaNetSpec, shape: ShardShape) -> GdnShard:
+    def of(cls, spec: GatedDeltaNetSpec, shape: ShardSizes) -> GdnShard:
         tp, cp = shape.tp, shape.cp
         return cls(heads=spec.value_heads // tp // cp, key_heads=spec.key_heads // tp // cp,
                    key_dim=spec.key_head_dim, value_dim=spec.value_head_dim, chunk=spec.chunk_size,
