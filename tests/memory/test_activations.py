@@ -63,6 +63,14 @@ def test_selective_recomputation_of_core_attention_saves_nothing_under_flash_att
     assert layer_bytes(attention="flash", recompute="selective") == layer_bytes(attention="flash")
 
 
+def test_recomputing_the_mlp_input_drops_the_activation_and_fc2_inputs_and_keeps_fc1s():
+    # Korthikanti et al.'s 8sbh GeLU input and 8sbh fc2 input go; fc1's 2sbh input stays, to re-run fc1 from
+    kept = layer_bytes(attention="flash")
+    assert layer_bytes(attention="flash", recompute="selective", modules=["mlp_in"]) == pytest.approx(kept - 16 * sbh())
+    both = layer_bytes(attention="flash", recompute="selective", modules=["mlp_in", "layernorm"])
+    assert both == pytest.approx(kept - 16 * sbh() - 2 * sbh() * 2)  # and both norms' outputs (2sbh each)
+
+
 def test_fp8_keeps_the_gemm_inputs_in_one_byte():
     bf16, fp8 = layer_bytes(attention="flash"), layer_bytes(attention="flash", dtype="fp8")
     # the attention and MLP GEMM inputs (2sbh each) and fc2's (8sbh) halve; the projection adds its own sbh copy

@@ -55,9 +55,17 @@ def test_a_dgx_cloud_recipe_row_keeps_its_strategy(rows):
     for model, gbs in (("GPT3-125M (seq 2048) [Megatron-LM]", 256), ("GPT2-125M (seq 1024) [HuggingFace]", 512)):
         _, chart = _row(rows, subset="flash_attention_training_efficiency_chart", model=model)
         assert not chart["gbs"] and scenario_from_row(chart).workload.training.global_batch_size == gbs
-    # a recipe that recomputes activations without the row saying so (MaxText's remat_policy=save_qkv_proj)
+    # a recipe that recomputes activations without the row saying so (MaxText's remat_policy=custom, keeping the
+    # attention projections): the norms, core attention and the MLP's input projections, under cuDNN's attention
     _, maxtext = _row(rows, subset="dgxc_benchmarking_v24.11.1", model="Llama 2 70B (MaxText/JAX)")
-    assert not maxtext["recompute"] and scenario_from_row(maxtext).workload.parallelism.recompute == "full"
+    sc = scenario_from_row(maxtext)
+    assert not maxtext["recompute"] and sc.workload.parallelism.recompute == "selective"
+    assert sc.workload.parallelism.recomputed_modules == {"core_attn", "layernorm", "mlp_in"}
+    assert sc.workload.training.attention == "cudnn"
+    # Paxml's GPT 5B: FSDP over the 8 GPUs of a node (ICI mesh [1, 8, 1], one node on the DCN's FSDP axis)
+    _, paxml = _row(rows, subset="dgxc_benchmarking_v24.11.1", model="GPT 5B (Paxml/JAX)", num_gpus="128")
+    par = scenario_from_row(paxml).workload.parallelism
+    assert (par.fsdp, par.fsdp_size, par.recomputed_modules) == ("full_shard", 8, {"core_attn", "layernorm"})
     _, proxy = _row(rows, subset="dgxc_benchmarking_v24.11.1", model="Llama 3.1 405B", num_gpus="32")
     par = scenario_from_row(proxy).workload.parallelism  # the recipe's vpp 7, kept on its one stage
     assert (par.tp, par.pp, par.vpp) == (8, 1, 1)

@@ -230,6 +230,12 @@ def test_selective_recomputation_re_runs_the_modules_it_names_and_core_attention
     assert set(named.values()) == {8}
 
 
+def test_recomputing_the_mlp_input_re_runs_fc1_and_the_activation_but_never_fc2():
+    # fc2's backward needs its input, not its output: JAX's remat re-runs up to the activation only
+    assert recomputed_kernels(recompute="selective", recompute_modules=["mlp_in"]) == Counter(
+        {"mlp_linear1": 8, "mlp_act": 8})
+
+
 def test_full_recomputation_of_some_layers_re_runs_only_those_layers_of_each_chunk():
     every, first = recomputed_kernels(recompute="full"), recomputed_kernels(recompute="full", recompute_num_layers=1)
     assert set(every) == set(first) and all(first[name] * 2 == count for name, count in every.items())

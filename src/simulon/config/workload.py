@@ -285,9 +285,14 @@ class ModelSpec(Templated):
         return any("attention" in kind for kind in self.layer_kinds)
 
 
-RecomputeModule = Literal["core_attn", "mlp", "moe_act", "layernorm", "mla_up_proj", "moe", "shared_experts"]
+RecomputeModule = Literal["core_attn", "mlp", "mlp_in", "moe_act", "layernorm", "mla_up_proj", "moe",
+                          "shared_experts"]
 """Megatron-Core's selective-recompute modules (megatron/core/transformer/transformer_config.py,
-`recompute_modules`)."""
+`recompute_modules`), and `mlp_in`: the MLP's input projections and activation alone, what JAX's remat re-runs of
+an MLP whose fc1 outputs its policy does not save (MaxText's `mlpwi`, Paxml's checkpoint policies that save the
+attention projections only). fc2 is not re-run: its backward needs its input, not its output, and JAX drops what
+no gradient needs (jax.checkpoint's dead-code elimination), where Megatron's `mlp` checkpoint re-runs the whole
+MLP."""
 
 
 ScheduleName = Literal["1f1b", "interleaved_1f1b", "zb_h1", "zb_v", "dualpipe", "dualpipev"]

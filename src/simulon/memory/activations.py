@@ -280,8 +280,9 @@ class ActivationModel:
             return parts
         if prefix == "mlp" and "layernorm" not in self.modules:
             parts["MLP GEMM input"] = self.norm_rows * h * self.gemm_input
-        parts[f"{prefix} activation input"] = rows * fc1_out * a
-        parts[f"{prefix} fc2 input"] = rows * f * self.gemm_input
+        if not (prefix == "mlp" and "mlp_in" in self.modules):  # else fc1 and the activation re-run from fc1's input
+            parts[f"{prefix} activation input"] = rows * fc1_out * a
+            parts[f"{prefix} fc2 input"] = rows * f * self.gemm_input
         if prefix == "mlp":
             parts["MLP dropout mask"] = self.norm_rows * h * self.mask
         return parts

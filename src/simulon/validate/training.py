@@ -137,15 +137,26 @@ def framework_defaults(text: str) -> FrameworkDefaults:
 # Global batches, in tokens, of sources that state them once for every row (matched against `source`): the
 # flash-attention repo's GPT-2 and GPT-3 configs train on 0.5M-token batches (its own training-speed table).
 SOURCE_BATCH_TOKENS = ((r"Dao-AILab/flash-attention training/README", "0.5M tokens"),)
-# Activation recomputation of recipes whose rows leave it blank (matched against `source_locator`): the DGX
-# Cloud MaxText recipe sets remat_policy=save_qkv_proj (maxtext/configure.sh) and the Paxml 175B one
-# SAVE_QKV_OUT_PROJ (paxml/paxml_mod_configs.py): each layer's forward runs again but for a projection or two.
-SOURCE_RECOMPUTE = ((r"maxtext/README_70b|paxml/README_175b", "full"),)
-# What NVIDIA's NeMo recipes set that their tables leave unstated (matched against "subset | source_locator | model
-# | precision"): training fields, and recompute and vpp where the row leaves them blank. Read from the launcher
-# configs the tables ran (NeMo-Framework-Launcher 24.07 launcher_scripts/conf/, examples/peft/; dgxc-benchmarking
-# 35a9aecc).
+# What NVIDIA's recipes set that their tables leave unstated (matched against "subset | source_locator | model
+# | precision"): training fields, and the parallelism's (RECIPE_PARALLELISM) where the row leaves its column blank.
+# Read from the launcher configs the tables ran (NeMo-Framework-Launcher 24.07 launcher_scripts/conf/,
+# examples/peft/; dgxc-benchmarking 35a9aecc).
 RECIPE_SETTINGS = (
+    # dgxc maxtext/configure.sh: attention=cudnn_flash_te (Transformer Engine's cuDNN fused attention) and
+    # remat_policy=custom keeping query/key/value/qkv_proj and out_proj on the device (in bf16 mlpwo too, which JAX
+    # never re-runs anyway): the norms, core attention, and the MLP's input projections with their activation re-run
+    (r"dgxc.*maxtext/", {"attention": "cudnn", "recompute": "selective",
+                         "recompute_modules": ["core_attn", "layernorm", "mlp_in"]}),
+    # dgxc paxml/configure.sh: ENABLE_TE=1 and NVTE_FUSED_ATTN=1, DCN_MESH_SHAPE=[DP, FSDP, 1] over the configs'
+    # ICI_MESH_SHAPE [1, 8, 1] (paxml contrib/gpu/scripts_gpu/configs.py), FSDP=16 nodes for the 175B and 1 for
+    # the 5B; paxml_mod_configs.py: the 175B's SAVE_QKV_OUT_PROJ (names Transformer Engine gives those tensors,
+    # TransformerEngine#542) re-runs what MaxText's policy above does; the 5B's SAVE_DOT_ONLY keeps every matmul's
+    # output, so the norms and core attention re-run (and the MLP's activation, one elementwise pass not counted)
+    (r"dgxc.*paxml/", {"attention": "cudnn"}),
+    (r"dgxc.*paxml/README_175b", {"recompute": "selective", "recompute_modules": ["core_attn", "layernorm", "mlp_in"],
+                                   "fsdp_size": 128}),
+    (r"dgxc.*paxml/README_5b", {"recompute": "selective", "recompute_modules": ["core_attn", "layernorm"],
+                                 "fsdp_size": 8}),
     # conf/training/llama/llama3*.yaml and nemotron/nemotron_{4b,8b,15b,22b}.yaml, dgxc llama3.1/*.yaml and
     # nemotron/*.yaml: cross_entropy_loss_fusion: true
     (r"(nemo|dgxc).*\|.*(llama.?3|nemotron)", {"cross_entropy": "fused"}),
@@ -168,6 +179,9 @@ RECIPE_SETTINGS = (
     # FlashAttention-2 where it would pick cuDNN's fused attention (its 15b sets NVTE_FUSED_ATTN=1)
     (r"dgxc.*(grok1/|nemotron.*\|.*nemotron.?4?.?340b)", {"attention": "flash"}),
 )
+RECIPE_PARALLELISM = {"recompute": "recompute", "recompute_modules": "recompute", "vpp": "vpp",
+                      "fsdp_size": "zero_or_fsdp"}
+"""Parallelism fields a recipe setting may give, and the row's column that, when filled, overrides it."""
 # A note that states how many leading layers of a truncated MoE model stay dense, e.g. SimuMax's B200 table:
 # "DeepSeekV3 rows dense_layers=1" (its model JSON; the full model has 3).
 DENSE_LAYERS_NOTE = re.compile(r"(\S+) rows dense_layers=(\d+)")
@@ -377,8 +391,6 @@ def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
     recompute = "full" if "full" in row["recompute"] else "selective" if "selective" in row["recompute"] else "none"
     if not row["recompute"] and re.search(r"counted with activation recomputation", row["notes"]):
         recompute = "full"  # the source's FLOP count says its runs recomputed activations
-    if not row["recompute"]:
-        recompute = _first(SOURCE_RECOMPUTE, row["source_locator"]) or recompute
     parallelism = {
         "tp": tp, "pp": pp, "cp": cp, "ep": ep, "vpp": vpp,
         "sequence_parallel": habits.sequence_parallel and tp > 1,
@@ -400,9 +412,10 @@ def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
     for settings in _all(RECIPE_SETTINGS, " | ".join(row[c] for c in ("subset", "source_locator", "model",
                                                                        "precision"))):
         settings = dict(settings)
-        for key in ("recompute", "vpp"):  # the recipe's parallelism, where the row's own column is blank
+        for key, column in RECIPE_PARALLELISM.items():  # the recipe's parallelism, where the row's column is blank
             value = settings.pop(key, None)
-            if value is not None and not row[key].strip() and (key != "vpp" or pp > 1):
+            if value is not None and not row[column].strip() and (key != "vpp" or pp > 1) and (
+                    key != "fsdp_size" or value < dp * cp):
                 parallelism[key] = value
         training.update(settings)
     if habits.grad_reduce_dtype:

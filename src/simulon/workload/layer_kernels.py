@@ -800,6 +800,7 @@ class LayerKernels:
         kernels = {
             "layernorm": norms,
             "mlp": mlp("mlp") if "mlp" in kind else [],
+            "mlp_in": mlp("mlp")[:-1] if "mlp" in kind else [],
             "moe_act": ["moe_expert_act"] if moe_layer else [],
             "shared_experts": shared if moe_layer else [],
             "moe": ["moe_route", "moe_permute", *mlp("moe_expert"), "moe_unpermute", *shared] if moe_layer else [],
