@@ -16,6 +16,9 @@ from simulon.pipeline import simulate
 from simulon.search.export import megatron_arguments, scenario_yaml
 from simulon.search.run import Search, apply, scenario_for
 from simulon.search.space import Limits, Space, Strategy
+from simulon.workload.kernels import Phase
+from simulon.workload.megatron import MegatronTracer
+from simulon.workload.program import ComputeOp
 
 
 def small(**knobs):
@@ -63,6 +66,18 @@ def test_the_estimate_ranks_like_the_replay_on_distinct_strategies():
         assert 0.5 < 1e3 * e / r < 1.5
 
 
+@pytest.mark.parametrize("modules", [None, ["layernorm", "mlp"], ["core_attn", "layernorm", "mlp_in"]])
+def test_the_estimates_selective_recomputation_is_what_the_tracer_re_runs(modules):
+    extra = {"recompute": "selective", **({"recompute_modules": modules} if modules else {})}
+    sc = gpt_scenario(nodes=1, gpus_per_node=1, layers=2, gbs=2, seq=1024, extra_parallelism=extra)
+    strategy = Strategy(1, 1, 1, 1, 1, 1, 1, 1, False, "selective", "distributed_optimizer", "bf16", False)
+    search = Search(sc)
+    estimate = search.estimator.estimate(strategy, apply(sc.workload, strategy))
+    traced = [op.kernel for program in MegatronTracer(sc.workload, 1).stage_programs() for op in program.ops
+              if isinstance(op, ComputeOp) and op.kernel.phase == Phase.recompute]
+    assert traced and estimate.recompute_s == pytest.approx(search.estimator.kernel_seconds("bf16", traced).sum())
+
+
 @pytest.mark.parametrize("sequence_parallel", [True, False])
 def test_the_estimate_exposes_the_tensor_parallel_communication_the_replay_waits_for(sequence_parallel):
     """One rank group, no data or pipeline parallelism: all the replay's exposed communication is tensor-parallel.
@@ -84,6 +99,10 @@ def test_the_winner_is_written_as_a_scenario_that_simulates_and_as_megatron_argu
     args = " ".join(megatron_arguments(strategy, sc))
     assert "--tensor-model-parallel-size 2" in args and "--num-layers-per-virtual-pipeline-stage 2" in args
     assert "--recompute-granularity selective" in args and "--use-distributed-optimizer" in args
+    assert "--recompute-modules" not in args  # core attention alone, Megatron's default
+    modules = sc.model_copy(update={"workload": sc.workload.model_copy(update={
+        "parallelism": sc.workload.parallelism.model_copy(update={"recompute_modules": ["mlp_in", "layernorm"]})})})
+    assert "--recompute-modules layernorm mlp" in megatron_arguments(strategy, modules)
     # the simulation overlapped the data-parallel sync, which Megatron-LM does only when told
     assert "--overlap-grad-reduce" in args and "--overlap-param-gather" in args
     serial = sc.model_copy(update={"workload": sc.workload.model_copy(update={

@@ -223,9 +223,21 @@ class Estimator:
         if is_layer(unit) and s.recompute == "full":
             recompute = forward
         elif is_layer(unit) and s.recompute == "selective":
-            recompute = attention_core
+            recompute = self._selective_recompute(s, workload, kernels, unit, attention_core)
         tp, cp, ep = self._layer_comm(s, workload, kernels, unit, gemms)
         return _LayerCost(forward, backward, recompute, seconds[Phase.bwd_wg], tp, cp, ep)
+
+    def _selective_recompute(self, s: Strategy, workload: MegatronWorkload, kernels: LayerKernels, unit: Unit,
+                             attention_core: float) -> float:
+        """Seconds selective recomputation re-runs in a layer of kind `unit`, as the tracer does
+        (workload.megatron recompute_modules): core attention where the modules name it, and every other named
+        module's forward kernels (LayerKernels.recomputed) with the casts of their narrow operands."""
+        modules = workload.parallelism.recomputed_modules
+        names = [name for module in sorted(modules - {"core_attn"}) for name in kernels.recomputed(module, unit)]
+        specs = [kernels[k][Phase.recompute] for name in names for k in (f"{name}_cast", name)
+                 if k in kernels and Phase.recompute in kernels[k]]
+        rest = float(self.kernel_seconds(s.dtype, specs).sum()) if specs else 0.0
+        return (attention_core if "core_attn" in modules else 0.0) + rest
 
     def _unit_seconds(self, s: Strategy, kernels: LayerKernels,
                       unit: Unit) -> tuple[dict[Phase, float], dict[Phase, float], float]:

@@ -10,6 +10,10 @@ import yaml
 from ..config.scenario import ScenarioConfig
 from .space import Strategy
 
+MEGATRON_RECOMPUTE_MODULE = {"mlp_in": "mlp"}
+"""Recompute modules Megatron-LM has no flag for, as the nearest it has: JAX's re-run of an MLP's input projections
+(config.workload RecomputeModule) as Megatron's whole-MLP checkpoint, which re-runs fc2 as well."""
+
 
 def megatron_arguments(strategy: Strategy, sc: ScenarioConfig) -> list[str]:
     """Megatron-LM flags that run the strategy (the model's own flags come from its recipe)."""
@@ -35,6 +39,9 @@ def megatron_arguments(strategy: Strategy, sc: ScenarioConfig) -> list[str]:
         args.append("--tp-comm-overlap")
     if s.recompute == "selective":
         args.append("--recompute-granularity selective")
+        modules = sorted({MEGATRON_RECOMPUTE_MODULE.get(m, m) for m in sc.workload.parallelism.recompute_modules or ()})
+        if modules and modules != ["core_attn"]:  # Megatron's default is core attention alone
+            args.append(f"--recompute-modules {' '.join(modules)}")
     elif s.recompute == "full":
         args += ["--recompute-granularity full", "--recompute-method uniform", "--recompute-num-layers 1"]
     par = sc.workload.parallelism  # what the simulation assumed; Megatron-LM overlaps none of it unless told
