@@ -19,8 +19,10 @@ PUBLISHED_BILLIONS = {
     "gpt-oss-20b": 20.9, "gpt-oss-120b": 116.8, "kimi-k2": 1026.4, "mistral-large-2": 123.0,
     "llama-4-scout": 109.0, "qwen3-0.6b": 0.6, "qwen3-1.7b": 1.7, "qwen3-4b": 4.0, "qwen3-8b": 8.2,
     "qwen3-14b": 14.8, "qwen3-32b": 32.8, "deepseek-v3": 671.0, "qwen3-235b-a22b": 235.0,
+    "glm-4.5": 355.0, "glm-4.5-air": 106.0, "glm-4.7-flash": 30.0, "glm-5": 744.0, "minimax-m2": 229.0,
 }
-ACTIVE_BILLIONS = {"kimi-k2": 32.0, "llama-4-scout": 17.0, "deepseek-v3": 37.0, "qwen3-235b-a22b": 22.0}
+ACTIVE_BILLIONS = {"kimi-k2": 32.0, "llama-4-scout": 17.0, "deepseek-v3": 37.0, "qwen3-235b-a22b": 22.0,
+                   "glm-4.5": 32.0, "glm-5": 40.0}
 """Parameters active per token, as the model cards state them."""
 ACTIVE_WITHOUT_INPUT_EMBEDDING = {"gpt-oss-20b": 3.61, "gpt-oss-120b": 5.13}
 """GPT-OSS's model card counts the unembedding but not the input embedding among the active parameters."""
@@ -67,7 +69,7 @@ def test_a_templates_parameter_count_is_the_published_one(stem, billions):
 
 
 NEW_MODELS = ["gpt-oss-20b", "gpt-oss-120b", "kimi-k2", "mistral-large-2", "llama-4-scout", "qwen3-0.6b",
-              "qwen3-8b", "qwen3-32b"]
+              "qwen3-8b", "qwen3-32b", "glm-4.5", "glm-4.7-flash", "glm-5", "minimax-m2"]
 
 
 @pytest.mark.parametrize("stem", NEW_MODELS)
@@ -94,6 +96,8 @@ def test_a_new_model_truncated_to_two_layers_simulates_on_one_node(stem):
     ("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", "nemotron-3-nano-30b-a3b"),
     ("nvidia/Nemotron-H-8B-Base-8K", "nemotron-h-8b"), ("nvidia/NVIDIA-Nemotron-Nano-9B-v2", "nemotron-nano-9b-v2"),
     ("meta-llama/Llama-4-Maverick-17B-128E-Instruct-FP8", "llama-4-maverick"),
+    ("zai-org/GLM-4.6", "glm-4.5"), ("zai-org/GLM-4.5-Air", "glm-4.5-air"), ("zai-org/GLM-5", "glm-5"),
+    ("zai-org/GLM-4.7-Flash", "glm-4.7-flash"), ("MiniMaxAI/MiniMax-M2.5", "minimax-m2"),
 ])
 def test_loosely_written_model_names_find_their_template(written, stem):
     assert template_stem_loose("model", written) == stem

@@ -195,7 +195,7 @@ class ModelSpec(Templated):
 
     @model_validator(mode="after")
     def _shapes_agree(self) -> ModelSpec:
-        if self.head_dim is None and self.hidden_size % self.num_heads:
+        if self.head_dim is None and self.mla is None and self.hidden_size % self.num_heads:  # MLA sizes its own
             raise FieldError("num_heads", f"{self.num_heads} does not divide hidden_size "
                              f"{self.hidden_size}; give head_dim explicitly")
         if self.num_heads % self.kv_heads:
