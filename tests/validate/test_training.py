@@ -136,7 +136,9 @@ def test_a_row_resizing_its_templates_model_keeps_the_templates_mlp_ratio(rows):
 def test_a_megatron_gpt_given_by_its_shapes_is_megatrons_gpt_tied_with_dropout(rows):
     _, row = _row(rows, subset="mcore_r0.8_h100_weak_scaling", model="GPT-7.1B")
     model = scenario_from_row(row).workload.model
-    assert model.tie_embeddings and model.dropout == 0.1  # Megatron-LM's defaults: no --untie-..., dropout 0.1
+    assert model.dropout == 0.1 and not model.tie_embeddings  # dropout 0.1; its stated 7.1B is the untied count
+    unsized = scenario_from_row({**row, "model": "GPT"}).workload.model
+    assert unsized.tie_embeddings  # Megatron-LM's default where no size says otherwise: no --untie-...
     llm_foundry = {**row, "framework": "llm-foundry"}  # another framework's GPT is not Megatron's
     assert not scenario_from_row(llm_foundry).workload.model.tie_embeddings
 
@@ -244,6 +246,14 @@ def test_transformer_engine_frameworks_run_cudnn_attention_and_the_others_their_
     assert attention == {"nemo_24.07_pretrain_fp8_h100": "cudnn", "mcore_r0.8_h100_weak_scaling": "cudnn",
                          "simumax_b200_release_v1.2": "cudnn", "llm_foundry_mpt_benchmarks": "flash_triton",
                          "megatron_sc21_table1": "unfused"}
+
+
+def test_a_megatron_gpts_embeddings_are_tied_or_not_as_its_stated_size_says(rows):
+    # Megatron-Core's scaling GPTs count as untied ('GPT-1.7B': 1.75B so, 1.48B tied), the SC'21 paper's as tied
+    # ('GPT-1.7B' there is 2,304 wide with a 51,200 vocabulary: 1.65B tied, 1.77B untied)
+    for subset, tied in (("mcore_r0.8_h100_weak_scaling", False), ("megatron_sc21_table1", True)):
+        models = [scenario_from_row(row).workload.model for row in rows if row["subset"] == subset]
+        assert models and {m.tie_embeddings for m in models} == {tied}, subset
 
 
 def test_megatron_core_scaling_runs_interleave_one_layer_a_virtual_stage_where_pipelined(rows):

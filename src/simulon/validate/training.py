@@ -265,6 +265,27 @@ def _resized_template(block: dict[str, Any], template: dict[str, Any]) -> None:
         block["ffn_hidden_size"] = round(ffn * block["hidden_size"] / width)
 
 
+STATED_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*B\b", re.IGNORECASE)
+"""A parameter count in a model's name, in billions ('GPT-7.1B')."""
+
+
+def _ties_as_sized(row: dict[str, str], model: dict[str, Any]) -> bool:
+    """Whether a Megatron GPT's output layer shares the word embedding: its command line decides
+    (--untie-embeddings-and-output-weights), so the size the row states (params_b, else the name's) does, the count
+    nearer it winning (its layers' GEMM weights and one or two vocab x hidden embeddings; norms and biases, under
+    0.1%, left out). Megatron-Core's scaling runs are untied ('GPT-1.7B' is 1.75B so, 1.48B tied), the SC'21 paper's
+    tied ('1.7B' is 1.65B so, 1.77B untied); the model's own setting stands where the row states no size."""
+    spec = ModelSpec.model_validate(model)
+    stated = number(row, "params_b") or (float(m.group(1)) if (m := STATED_SIZE.search(row["model"])) else None)
+    if stated is None or spec.moe or spec.mla or spec.hybrid_pattern:
+        return spec.tie_embeddings
+    h, d = spec.hidden_size, spec.head_size
+    layers = spec.num_layers * (2 * h * d * (spec.num_heads + spec.kv_heads)
+                                + (3 if spec.gated_mlp else 2) * h * spec.ffn_hidden_size)
+    embedding = spec.vocab_size * h
+    return abs(layers + embedding - stated * 1e9) <= abs(layers + 2 * embedding - stated * 1e9)
+
+
 def _alphanumeric(text: str) -> str:
     return re.sub(r"[^a-z0-9]", "", text.lower())
 
@@ -368,6 +389,8 @@ def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
         model["mtp_layers"] = habits.mtp_layers
     if habits.megatron_gpt and "from" not in model and re.search(r"\bgpt", model["name"], re.IGNORECASE):
         model = {**MEGATRON_GPT, **model}
+    if habits.megatron_gpt and re.search(r"\bgpt", row["model"], re.IGNORECASE):
+        model["tie_embeddings"] = _ties_as_sized(row, model)
     tp, pp, cp = (_integer(row, c, 1) for c in ("tp", "pp", "cp"))
     ep, vpp = _integer(row, "ep", 1), _integer(row, "vpp", 1)
     if pp == 1:
