@@ -71,6 +71,14 @@ def test_recomputing_the_mlp_input_drops_the_activation_and_fc2_inputs_and_keeps
     assert both == pytest.approx(kept - 16 * sbh() - 2 * sbh() * 2)  # and both norms' outputs (2sbh each)
 
 
+def test_recomputing_core_attentions_output_drops_it_and_its_softmax_statistics():
+    # the 2sbh attention output (out_proj's input) and flash's fp32 log-sum-exp per head and token: core attention
+    # re-runs to rebuild them, where Megatron's core_attn keeps its output
+    kept = layer_bytes(attention="flash")
+    assert layer_bytes(attention="flash", recompute="selective", modules=["context"]) == pytest.approx(
+        kept - 2 * sbh() - 4 * S * B * A)
+
+
 def test_fp8_keeps_the_gemm_inputs_in_one_byte():
     bf16, fp8 = layer_bytes(attention="flash"), layer_bytes(attention="flash", dtype="fp8")
     # the attention and MLP GEMM inputs (2sbh each) and fc2's (8sbh) halve; the projection adds its own sbh copy

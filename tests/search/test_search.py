@@ -66,7 +66,7 @@ def test_the_estimate_ranks_like_the_replay_on_distinct_strategies():
         assert 0.5 < 1e3 * e / r < 1.5
 
 
-@pytest.mark.parametrize("modules", [None, ["layernorm", "mlp"], ["core_attn", "layernorm", "mlp_in"]])
+@pytest.mark.parametrize("modules", [None, ["layernorm", "mlp"], ["context", "layernorm", "mlp_in"]])
 def test_the_estimates_selective_recomputation_is_what_the_tracer_re_runs(modules):
     extra = {"recompute": "selective", **({"recompute_modules": modules} if modules else {})}
     sc = gpt_scenario(nodes=1, gpus_per_node=1, layers=2, gbs=2, seq=1024, extra_parallelism=extra)
@@ -103,6 +103,9 @@ def test_the_winner_is_written_as_a_scenario_that_simulates_and_as_megatron_argu
     modules = sc.model_copy(update={"workload": sc.workload.model_copy(update={
         "parallelism": sc.workload.parallelism.model_copy(update={"recompute_modules": ["mlp_in", "layernorm"]})})})
     assert "--recompute-modules layernorm mlp" in megatron_arguments(strategy, modules)
+    jax = sc.model_copy(update={"workload": sc.workload.model_copy(update={
+        "parallelism": sc.workload.parallelism.model_copy(update={"recompute_modules": ["context"]})})})
+    assert "--recompute-modules" not in " ".join(megatron_arguments(strategy, jax))  # core_attn, the default
     # the simulation overlapped the data-parallel sync, which Megatron-LM does only when told
     assert "--overlap-grad-reduce" in args and "--overlap-param-gather" in args
     serial = sc.model_copy(update={"workload": sc.workload.model_copy(update={

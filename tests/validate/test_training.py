@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+from pathlib import Path
 
 import pytest
 
@@ -15,7 +16,10 @@ from simulon.validate.training import (
     sample_rows,
     scenario_from_row,
     validate_training,
+    with_source_layouts,
 )
+
+ROOT = Path(__file__).resolve().parents[2]
 
 TABLE = shipped_table("training")
 
@@ -56,16 +60,16 @@ def test_a_dgx_cloud_recipe_row_keeps_its_strategy(rows):
         _, chart = _row(rows, subset="flash_attention_training_efficiency_chart", model=model)
         assert not chart["gbs"] and scenario_from_row(chart).workload.training.global_batch_size == gbs
     # a recipe that recomputes activations without the row saying so (MaxText's remat_policy=custom, keeping the
-    # attention projections): the norms, core attention and the MLP's input projections, under cuDNN's attention
+    # attention projections): the norms, core attention and its output, the MLP's input projections, under cuDNN's
     _, maxtext = _row(rows, subset="dgxc_benchmarking_v24.11.1", model="Llama 2 70B (MaxText/JAX)")
     sc = scenario_from_row(maxtext)
     assert not maxtext["recompute"] and sc.workload.parallelism.recompute == "selective"
-    assert sc.workload.parallelism.recomputed_modules == {"core_attn", "layernorm", "mlp_in"}
+    assert sc.workload.parallelism.recomputed_modules == {"context", "layernorm", "mlp_in"}
     assert sc.workload.training.attention == "cudnn"
     # Paxml's GPT 5B: FSDP over the 8 GPUs of a node (ICI mesh [1, 8, 1], one node on the DCN's FSDP axis)
     _, paxml = _row(rows, subset="dgxc_benchmarking_v24.11.1", model="GPT 5B (Paxml/JAX)", num_gpus="128")
     par = scenario_from_row(paxml).workload.parallelism
-    assert (par.fsdp, par.fsdp_size, par.recomputed_modules) == ("full_shard", 8, {"core_attn", "layernorm"})
+    assert (par.fsdp, par.fsdp_size, par.recomputed_modules) == ("full_shard", 8, {"context", "layernorm"})
     _, proxy = _row(rows, subset="dgxc_benchmarking_v24.11.1", model="Llama 3.1 405B", num_gpus="32")
     par = scenario_from_row(proxy).workload.parallelism  # the recipe's vpp 7, kept on its one stage
     assert (par.tp, par.pp, par.vpp) == (8, 1, 1)
@@ -254,6 +258,24 @@ def test_a_megatron_gpts_embeddings_are_tied_or_not_as_its_stated_size_says(rows
     for subset, tied in (("mcore_r0.8_h100_weak_scaling", False), ("megatron_sc21_table1", True)):
         models = [scenario_from_row(row).workload.model for row in rows if row["subset"] == subset]
         assert models and {m.tie_embeddings for m in models} == {tied}, subset
+
+
+def test_a_recompute_cell_naming_modules_recomputes_those_modules(rows):
+    _, row = _row(rows, subset="dgxc_benchmarking_v24.11.1", model="Nemotron4 340B", num_gpus="128", precision="BF16")
+    par = scenario_from_row({**row, "recompute": "selective (mla_up_proj, mlp, not_a_module)"}).workload.parallelism
+    assert par.recompute == "selective" and par.recompute_modules == ["mla_up_proj", "mlp"]
+    assert scenario_from_row({**row, "recompute": "selective"}).workload.parallelism.recompute_modules is None
+
+
+def test_every_run_of_the_unseen_megatron_bridge_table_becomes_the_scenario_its_recipe_states():
+    table = with_source_layouts(read_table(str(ROOT / "benchmarks" / "data" / "megatron_bridge_cards.csv")))
+    scenarios = [scenario_from_row(row) for row in table]
+    assert len(scenarios) == 10
+    deepseek = scenarios[0].workload  # deepseek_v3_pretrain_1024gpu_h100_bf16_config
+    assert (deepseek.parallelism.tp, deepseek.parallelism.pp, deepseek.parallelism.vpp, deepseek.parallelism.ep) == (
+        2, 8, 4, 64)
+    assert deepseek.parallelism.recompute_modules == ["mla_up_proj", "mlp"] and deepseek.model.mtp_layers == 1
+    assert {sc.workload.training.dtype.value for sc in scenarios[1:]} == {"mxfp8"}
 
 
 def test_megatron_core_scaling_runs_interleave_one_layer_a_virtual_stage_where_pipelined(rows):

@@ -230,6 +230,10 @@ def test_selective_recomputation_re_runs_the_modules_it_names_and_core_attention
     assert set(named.values()) == {8}
 
 
+def test_recomputing_core_attentions_output_re_runs_core_attention_alone():
+    assert recomputed_kernels(recompute="selective", recompute_modules=["context"]) == Counter({"attn_flash": 8})
+
+
 def test_recomputing_the_mlp_input_re_runs_fc1_and_the_activation_but_never_fc2():
     # fc2's backward needs its input, not its output: JAX's remat re-runs up to the activation only
     assert recomputed_kernels(recompute="selective", recompute_modules=["mlp_in"]) == Counter(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from functools import cached_property
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal, get_args
 
 from pydantic import AfterValidator, BeforeValidator, Field, ValidationInfo, model_validator
 
@@ -285,14 +285,16 @@ class ModelSpec(Templated):
         return any("attention" in kind for kind in self.layer_kinds)
 
 
-RecomputeModule = Literal["core_attn", "mlp", "mlp_in", "moe_act", "layernorm", "mla_up_proj", "moe",
+RecomputeModule = Literal["core_attn", "context", "mlp", "mlp_in", "moe_act", "layernorm", "mla_up_proj", "moe",
                           "shared_experts"]
 """Megatron-Core's selective-recompute modules (megatron/core/transformer/transformer_config.py,
-`recompute_modules`), and `mlp_in`: the MLP's input projections and activation alone, what JAX's remat re-runs of
-an MLP whose fc1 outputs its policy does not save (MaxText's `mlpwi`, Paxml's checkpoint policies that save the
-attention projections only). fc2 is not re-run: its backward needs its input, not its output, and JAX drops what
-no gradient needs (jax.checkpoint's dead-code elimination), where Megatron's `mlp` checkpoint re-runs the whole
-MLP."""
+`recompute_modules`), and two that JAX's remat policies give, which keep the tensors they name and re-run the rest:
+`context`, core attention's output not kept either (MaxText's checkpoint name for it): core attention re-runs to
+rebuild the output projection's input, where Megatron's `core_attn` keeps that output (the projection holds it);
+`mlp_in`, the MLP's input projections and activation (MaxText's `mlpwi`). fc2 is not re-run: its backward needs
+its input, not its output, and JAX drops what no gradient needs (jax.checkpoint's dead-code elimination), where
+Megatron's `mlp` checkpoint re-runs the whole MLP."""
+RECOMPUTE_MODULES: tuple[str, ...] = get_args(RecomputeModule)
 
 
 ScheduleName = Literal["1f1b", "interleaved_1f1b", "zb_h1", "zb_v", "dualpipe", "dualpipev"]
@@ -475,6 +477,11 @@ class ParallelismSpec(StrictModel):
         if self.recompute != "selective":
             return frozenset()
         return frozenset(self.recompute_modules or ("core_attn",))
+
+    @property
+    def recomputes_core_attention(self) -> bool:
+        """Whether core attention re-runs in the backward: for its internals (core_attn) or its output (context)."""
+        return bool(self.recomputed_modules & {"core_attn", "context"})
 
 
 OPTIMIZER_STATE_DTYPES = (DType.fp32, DType.bf16, DType.fp16)

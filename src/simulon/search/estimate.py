@@ -232,12 +232,13 @@ class Estimator:
         """Seconds selective recomputation re-runs in a layer of kind `unit`, as the tracer does
         (workload.megatron recompute_modules): core attention where the modules name it, and every other named
         module's forward kernels (LayerKernels.recomputed) with the casts of their narrow operands."""
-        modules = workload.parallelism.recomputed_modules
-        names = [name for module in sorted(modules - {"core_attn"}) for name in kernels.recomputed(module, unit)]
+        par = workload.parallelism
+        names = [name for module in sorted(par.recomputed_modules - {"core_attn", "context"})
+                 for name in kernels.recomputed(module, unit)]
         specs = [kernels[k][Phase.recompute] for name in names for k in (f"{name}_cast", name)
                  if k in kernels and Phase.recompute in kernels[k]]
         rest = float(self.kernel_seconds(s.dtype, specs).sum()) if specs else 0.0
-        return (attention_core if "core_attn" in modules else 0.0) + rest
+        return (attention_core if par.recomputes_core_attention else 0.0) + rest
 
     def _unit_seconds(self, s: Strategy, kernels: LayerKernels,
                       unit: Unit) -> tuple[dict[Phase, float], dict[Phase, float], float]:

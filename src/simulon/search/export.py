@@ -10,9 +10,10 @@ import yaml
 from ..config.scenario import ScenarioConfig
 from .space import Strategy
 
-MEGATRON_RECOMPUTE_MODULE = {"mlp_in": "mlp"}
-"""Recompute modules Megatron-LM has no flag for, as the nearest it has: JAX's re-run of an MLP's input projections
-(config.workload RecomputeModule) as Megatron's whole-MLP checkpoint, which re-runs fc2 as well."""
+MEGATRON_RECOMPUTE_MODULE = {"mlp_in": "mlp", "context": "core_attn"}
+"""Recompute modules Megatron-LM has no flag for, as the nearest it has (config.workload RecomputeModule): JAX's
+re-run of an MLP's input projections as Megatron's whole-MLP checkpoint, which re-runs fc2 as well; of core
+attention for its output as Megatron's core-attention checkpoint, which keeps that output."""
 
 
 def megatron_arguments(strategy: Strategy, sc: ScenarioConfig) -> list[str]:

@@ -24,7 +24,7 @@ from ..config.number_formats import precision_named
 from ..config.resolve import Unresolved, resolve_framework, resolve_hardware
 from ..config.scenario import ScenarioConfig
 from ..config.templates import find_template, template_stem_loose
-from ..config.workload import ModelSpec
+from ..config.workload import RECOMPUTE_MODULES, ModelSpec
 from ..dag.size import TooLarge
 from ..pipeline import Simulation, simulate
 from ..progress import SILENT, Progress
@@ -144,18 +144,20 @@ SOURCE_BATCH_TOKENS = ((r"Dao-AILab/flash-attention training/README", "0.5M toke
 RECIPE_SETTINGS = (
     # dgxc maxtext/configure.sh: attention=cudnn_flash_te (Transformer Engine's cuDNN fused attention) and
     # remat_policy=custom keeping query/key/value/qkv_proj and out_proj on the device (in bf16 mlpwo too, which JAX
-    # never re-runs anyway): the norms, core attention, and the MLP's input projections with their activation re-run
+    # never re-runs anyway): the norms, core attention for its output (`context`: not kept) and the MLP's input
+    # projections with their activation re-run
     (r"dgxc.*maxtext/", {"attention": "cudnn", "recompute": "selective",
-                         "recompute_modules": ["core_attn", "layernorm", "mlp_in"]}),
+                         "recompute_modules": ["context", "layernorm", "mlp_in"]}),
     # dgxc paxml/configure.sh: ENABLE_TE=1 and NVTE_FUSED_ATTN=1, DCN_MESH_SHAPE=[DP, FSDP, 1] over the configs'
     # ICI_MESH_SHAPE [1, 8, 1] (paxml contrib/gpu/scripts_gpu/configs.py), FSDP=16 nodes for the 175B and 1 for
     # the 5B; paxml_mod_configs.py: the 175B's SAVE_QKV_OUT_PROJ (names Transformer Engine gives those tensors,
     # TransformerEngine#542) re-runs what MaxText's policy above does; the 5B's SAVE_DOT_ONLY keeps every matmul's
-    # output, so the norms and core attention re-run (and the MLP's activation, one elementwise pass not counted)
+    # output, so the norms and core attention, whose output is no matmul's, re-run (and the MLP's activation, one
+    # elementwise pass not counted)
     (r"dgxc.*paxml/", {"attention": "cudnn"}),
-    (r"dgxc.*paxml/README_175b", {"recompute": "selective", "recompute_modules": ["core_attn", "layernorm", "mlp_in"],
+    (r"dgxc.*paxml/README_175b", {"recompute": "selective", "recompute_modules": ["context", "layernorm", "mlp_in"],
                                    "fsdp_size": 128}),
-    (r"dgxc.*paxml/README_5b", {"recompute": "selective", "recompute_modules": ["core_attn", "layernorm"],
+    (r"dgxc.*paxml/README_5b", {"recompute": "selective", "recompute_modules": ["context", "layernorm"],
                                  "fsdp_size": 8}),
     # conf/training/llama/llama3*.yaml and nemotron/nemotron_{4b,8b,15b,22b}.yaml, dgxc llama3.1/*.yaml and
     # nemotron/*.yaml: cross_entropy_loss_fusion: true
@@ -412,6 +414,7 @@ def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
         fsdp = "shard_grad_op"
     fsdp_size = _integer({"n": sharding.removeprefix("FSDP=")}, "n") if sharding.startswith("FSDP=") else None
     recompute = "full" if "full" in row["recompute"] else "selective" if "selective" in row["recompute"] else "none"
+    modules = [m for m in re.findall(r"[a-z_]+", row["recompute"].partition("(")[2]) if m in RECOMPUTE_MODULES]
     if not row["recompute"] and re.search(r"counted with activation recomputation", row["notes"]):
         recompute = "full"  # the source's FLOP count says its runs recomputed activations
     parallelism = {
@@ -420,6 +423,7 @@ def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
         "tp_comm_overlap": habits.tp_comm_overlap and habits.sequence_parallel and tp > 1,
         "distributed_optimizer": habits.distributed_optimizer and fsdp == "none",
         "fsdp": fsdp, "recompute": recompute, "overlap_grad_reduce": habits.overlap_grad_reduce,
+        **({"recompute_modules": modules} if recompute == "selective" and modules else {}),
     }
     if fsdp_size is not None and fsdp_size < dp * cp:
         parallelism["fsdp_size"] = fsdp_size

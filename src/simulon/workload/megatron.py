@@ -600,7 +600,7 @@ class _StageEmitter:
         """Selective recomputation of Megatron-Core modules other than core attention (which attention_backward
         re-runs in place): their forward kernels again, before the layer's backward."""
         kind = self.kernels.blocks(layer)
-        for module in sorted(self.parallelism.recomputed_modules - {"core_attn"}):
+        for module in sorted(self.parallelism.recomputed_modules - {"core_attn", "context"}):
             for name in self.kernels.recomputed(module, kind):
                 self.run(name, Phase.recompute, layer, mb)
 
@@ -719,7 +719,7 @@ class _StageEmitter:
         if "attn_gate" in self.kernels:
             self.run("attn_gate", Phase.bwd_ig, layer, mb)
         absorbed = self.kernels.absorbed
-        if "core_attn" in self.parallelism.recomputed_modules:
+        if self.parallelism.recomputes_core_attention:
             self.core_attention(layer, mb, Phase.recompute)
         if absorbed:
             self.run(absorbed[1], Phase.bwd_ig, layer, mb)
