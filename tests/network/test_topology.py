@@ -115,6 +115,18 @@ def test_nvl72_domain_spans_nodes_over_nvlink():
     assert TopologySummary.of(topo).tiers[0].switches == 2
 
 
+@pytest.mark.parametrize(("trays", "per_rack"), [(2, 18), (18, 18), (20, 10), (32, 16), (64, 16), (72, 18)])
+def test_a_job_fills_each_nvl72_rack_it_uses_with_as_many_trays(trays, per_rack):
+    # SLURM's --segment as Megatron-Bridge's launcher sets it: the most trays a rack holds that divide the job's
+    # (a job of a rack or less sits in one rack, whose 72 GPUs are then one domain)
+    dc = DatacenterConfig.model_validate({"from": "gb200-nvl72", "cluster": {"num_nodes": trays}})
+    assert dc.domain_gpus == 4 * per_rack
+    topo = build(dc)
+    if trays > per_rack:
+        assert kinds(topo, 0, 4 * per_rack - 1) == ["nvlink_up", "nvlink_down"]  # the rack's last tray of the job
+        assert kinds(topo, 0, 4 * per_rack) == ["nic_up", "nic_down"]              # the next rack's first
+
+
 def test_pcie_nodes_send_through_the_gpus_pcie_link_even_to_the_nic():
     topo = build(datacenter(nodes=2, gpus=4, scale_up={"kind": "pcie"}))
     assert kinds(topo, 0, 1) == ["pcie_up", "pcie_down"]

@@ -565,9 +565,17 @@ class DatacenterConfig(Templated):
 
     @property
     def domain_gpus(self) -> int:
-        """GPUs that reach one another over the scale-up fabric (a node unless an NVLink domain spans nodes;
-        the same in every group)."""
-        return self.groups[0].domain_gpus
+        """GPUs that reach one another over the scale-up fabric as the job sits on it: a node unless an NVLink domain
+        spans nodes (the same in every group). A job of more nodes than a domain holds, and no whole number of
+        domains, fills each domain it uses with as many nodes, the most that divide its node count (SLURM's
+        --segment, which Megatron-Bridge's performance launcher, scripts/performance/utils/executors.py, sets for
+        4-GPU GB200/GB300 trays: 64 trays sit 16 to each of 4 NVL72 racks, not 18, 18, 18 and 10, so a group of 64
+        GPUs never straddles two racks)."""
+        domain, per_node = self.groups[0].domain_gpus, self.groups[0].node.gpus_per_node
+        held, nodes = domain // per_node, self.num_nodes
+        if nodes <= held or nodes % held == 0:
+            return domain
+        return max(d for d in range(1, held + 1) if nodes % d == 0) * per_node
 
     @model_validator(mode="after")
     def _links_known(self) -> DatacenterConfig:
