@@ -63,6 +63,20 @@ NEMOTRON_3_NANO = {  # nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B config.json (shape 
     "n_routed_experts": 128, "num_experts_per_tok": 6, "moe_intermediate_size": 1856, "n_shared_experts": 1,
     "moe_shared_expert_intermediate_size": 3712, "n_group": 1, "topk_group": 1, "rms_norm_eps": 1e-05,
     "tie_word_embeddings": False, "vocab_size": 131072}
+GLM_45 = {  # zai-org/GLM-4.5 config.json (shape keys)
+    "model_type": "glm4_moe", "hidden_act": "silu", "hidden_size": 5120, "intermediate_size": 12288,
+    "moe_intermediate_size": 1536, "num_hidden_layers": 92, "num_attention_heads": 96, "num_key_value_heads": 8,
+    "head_dim": 128, "n_shared_experts": 1, "n_routed_experts": 160, "num_experts_per_tok": 8,
+    "first_k_dense_replace": 3, "n_group": 1, "topk_group": 1, "partial_rotary_factor": 0.5, "use_qk_norm": True,
+    "rms_norm_eps": 1e-05, "tie_word_embeddings": False, "vocab_size": 151552, "num_nextn_predict_layers": 1}
+GLM_5 = {  # zai-org/GLM-5 config.json (transformers' GlmMoeDsaConfig defaults), whose head_dim is MLA's rotary slice
+    "model_type": "glm_moe_dsa", "hidden_act": "silu", "hidden_size": 6144, "intermediate_size": 12288,
+    "moe_intermediate_size": 2048, "num_hidden_layers": 78, "num_attention_heads": 64, "num_key_value_heads": 64,
+    "head_dim": 64, "n_shared_experts": 1, "n_routed_experts": 256, "num_experts_per_tok": 8,
+    "first_k_dense_replace": 3, "n_group": 1, "topk_group": 1, "kv_lora_rank": 512, "q_lora_rank": 2048,
+    "qk_nope_head_dim": 192, "qk_rope_head_dim": 64, "v_head_dim": 256, "index_n_heads": 32, "index_head_dim": 128,
+    "index_topk": 2048, "rms_norm_eps": 1e-05, "tie_word_embeddings": False, "vocab_size": 154880,
+    "num_nextn_predict_layers": 1}
 SHAPE = ("num_layers", "hidden_size", "num_heads", "kv_heads", "head_size", "vocab_size", "activation",
          "normalization", "tie_embeddings", "mla", "mamba", "hybrid_pattern", "mtp_layers")
 
@@ -76,7 +90,7 @@ def write(tmp_path, doc, name="config.json"):
 @pytest.mark.parametrize(("config", "template"), [
     (LLAMA_31_70B, "llama-3.1-70b"), (MIXTRAL_8X7B, "mixtral-8x7b"), (DEEPSEEK_V3, "deepseek-v3"),
     (GPT_OSS_20B, "gpt-oss-20b"), (QWEN3_235B, "qwen3-235b-a22b"), (NEMOTRON_H_8B, "nemotron-h-8b"),
-    (NEMOTRON_3_NANO, "nemotron-3-nano-30b-a3b")])
+    (NEMOTRON_3_NANO, "nemotron-3-nano-30b-a3b"), (GLM_45, "glm-4.5"), (GLM_5, "glm-5")])
 def test_a_hf_config_gives_the_model_its_template_describes(tmp_path, config, template):
     built = ModelSpec.model_validate({"from_hf": str(write(tmp_path, config))})
     shipped = ModelSpec.model_validate({"from": template})

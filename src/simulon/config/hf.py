@@ -234,7 +234,7 @@ def model_from_hf(path: Path) -> dict[str, Any]:
         "tie_embeddings": cfg.flag("tie_word_embeddings", False),
     }
     head_dim = cfg.integer("head_dim", "attention_head_dim", required=False)
-    if head_dim is not None:
+    if head_dim is not None and "kv_lora_rank" not in cfg.doc:  # MLA's head_dim is its rotary slice (GlmMoeDsaConfig)
         block["head_dim"] = head_dim
     pattern = _hybrid_pattern(cfg)
     # NemotronHConfig writes its MoE and Mamba defaults into every config.json: a block only where a layer has it
