@@ -258,6 +258,9 @@ def test_a_megatron_gpts_embeddings_are_tied_or_not_as_its_stated_size_says(rows
     for subset, tied in (("mcore_r0.8_h100_weak_scaling", False), ("megatron_sc21_table1", True)):
         models = [scenario_from_row(row).workload.model for row in rows if row["subset"] == subset]
         assert models and {m.tie_embeddings for m in models} == {tied}, subset
+    # a size both counts round to keeps Megatron-LM's default: GPT-2 XL's '1.6B' (1.56B tied, 1.63B untied)
+    _, xl = _row(rows, subset="flash_attention_training_efficiency_chart", model="GPT2-1.6B (seq 1024) [Megatron-LM]")
+    assert scenario_from_row(xl).workload.model.tie_embeddings
 
 
 def test_a_recompute_cell_naming_modules_recomputes_those_modules(rows):

@@ -274,9 +274,10 @@ STATED_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*B\b", re.IGNORECASE)
 def _ties_as_sized(row: dict[str, str], model: dict[str, Any]) -> bool:
     """Whether a Megatron GPT's output layer shares the word embedding: its command line decides
     (--untie-embeddings-and-output-weights), so the size the row states (params_b, else the name's) does, the count
-    nearer it winning (its layers' GEMM weights and one or two vocab x hidden embeddings; norms and biases, under
-    0.1%, left out). Megatron-Core's scaling runs are untied ('GPT-1.7B' is 1.75B so, 1.48B tied), the SC'21 paper's
-    tied ('1.7B' is 1.65B so, 1.77B untied); the model's own setting stands where the row states no size."""
+    clearly nearer it winning (its layers' GEMM weights and one or two vocab x hidden embeddings; norms and biases,
+    under 0.1%, left out). Megatron-Core's scaling runs are untied ('GPT-1.7B' is 1.75B so, 1.48B tied); the
+    model's own setting stands where the row states no size or one both counts round to (the SC'21 paper's '1.7B',
+    1.65B tied and 1.77B untied, stays tied, as Megatron-LM's default has it)."""
     spec = ModelSpec.model_validate(model)
     stated = number(row, "params_b") or (float(m.group(1)) if (m := STATED_SIZE.search(row["model"])) else None)
     if stated is None or spec.moe or spec.mla or spec.hybrid_pattern:
@@ -285,7 +286,10 @@ def _ties_as_sized(row: dict[str, str], model: dict[str, Any]) -> bool:
     layers = spec.num_layers * (2 * h * d * (spec.num_heads + spec.kv_heads)
                                 + (3 if spec.gated_mlp else 2) * h * spec.ffn_hidden_size)
     embedding = spec.vocab_size * h
-    return abs(layers + embedding - stated * 1e9) <= abs(layers + 2 * embedding - stated * 1e9)
+    tied, untied = abs(layers + embedding - stated * 1e9), abs(layers + 2 * embedding - stated * 1e9)
+    if 2 * untied <= tied or 2 * tied <= untied:  # one count clearly nearer: at most half the other's distance
+        return tied < untied
+    return spec.tie_embeddings  # a rounded size both counts fit (GPT-2 XL's '1.6B': 1.56B tied, 1.63B untied)
 
 
 def _alphanumeric(text: str) -> str:
