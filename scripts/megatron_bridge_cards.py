@@ -1,5 +1,5 @@
 """Write benchmarks/data/megatron_bridge_cards.csv: training runs simulon has never been fitted on, in the format of
-the shipped training table, for `simulon validate training --csv` (benchmarks/unseen_sources.py reports it).
+the shipped training table, for `simulon validate training --csv benchmarks/data/megatron_bridge_cards.csv`.
 
     uv run python scripts/megatron_bridge_cards.py
 

@@ -295,6 +295,9 @@ rebuild the output projection's input, where Megatron's `core_attn` keeps that o
 its input, not its output, and JAX drops what no gradient needs (jax.checkpoint's dead-code elimination), where
 Megatron's `mlp` checkpoint re-runs the whole MLP."""
 RECOMPUTE_MODULES: tuple[str, ...] = get_args(RecomputeModule)
+CORE_ATTENTION_MODULES = frozenset({"core_attn", "context"})
+"""The modules that re-run core attention itself (the tracer re-runs it in place); the others name the forward
+kernels they re-run (workload.layer_kernels LayerKernels.recomputed)."""
 
 
 ScheduleName = Literal["1f1b", "interleaved_1f1b", "zb_h1", "zb_v", "dualpipe", "dualpipev"]
@@ -481,7 +484,12 @@ class ParallelismSpec(StrictModel):
     @property
     def recomputes_core_attention(self) -> bool:
         """Whether core attention re-runs in the backward: for its internals (core_attn) or its output (context)."""
-        return bool(self.recomputed_modules & {"core_attn", "context"})
+        return bool(self.recomputed_modules & CORE_ATTENTION_MODULES)
+
+    @property
+    def recomputed_kernel_modules(self) -> list[str]:
+        """The recomputed modules other than core attention's, in a fixed order: those whose kernels re-run by name."""
+        return sorted(self.recomputed_modules - CORE_ATTENTION_MODULES)
 
 
 OPTIMIZER_STATE_DTYPES = (DType.fp32, DType.bf16, DType.fp16)

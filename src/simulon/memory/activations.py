@@ -226,15 +226,16 @@ class ActivationModel:
                 parts.update(self._sparse_attention(n))
             elif "mla_up_proj" not in self.modules:
                 parts["query, key, value"] = rows * n * (2 * qk_dim + v_dim) * a
-        if "context" not in self.modules:  # else core attention re-runs to rebuild it (and its statistics)
+        context_kept = "context" not in self.modules  # else core attention re-runs to rebuild it and its statistics
+        if context_kept:
             parts["attention output"] = rows * n * v_dim * a
         if m.attention_output_gate:  # the gate and the output before it, for the product's backward
             parts["attention output gate"] = 2 * rows * n * v_dim * a
         if self.shape.cp_a2a > 1:  # the kernel's own output, head-split, beside the all-to-all's the projection reads
             parts["attention output before the all-to-all"] = rows * n * v_dim * a
-        if self.shape.quantized_bytes and "context" not in self.modules:  # the projection's own narrow copy of it
+        if self.shape.quantized_bytes and context_kept:  # the projection's own narrow copy of it
             parts["attention projection input"] = rows * n * v_dim * self.gemm_input
-        if "context" not in self.modules:
+        if context_kept:
             parts.update(self._core_attention(n, kv))
         parts["attention dropout mask"] = norm_rows * h * self.mask
         return parts

@@ -233,8 +233,7 @@ class Estimator:
         (workload.megatron recompute_modules): core attention where the modules name it, and every other named
         module's forward kernels (LayerKernels.recomputed) with the casts of their narrow operands."""
         par = workload.parallelism
-        names = [name for module in sorted(par.recomputed_modules - {"core_attn", "context"})
-                 for name in kernels.recomputed(module, unit)]
+        names = [name for module in par.recomputed_kernel_modules for name in kernels.recomputed(module, unit)]
         specs = [kernels[k][Phase.recompute] for name in names for k in (f"{name}_cast", name)
                  if k in kernels and Phase.recompute in kernels[k]]
         rest = float(self.kernel_seconds(s.dtype, specs).sum()) if specs else 0.0

@@ -600,7 +600,7 @@ class _StageEmitter:
         """Selective recomputation of Megatron-Core modules other than core attention (which attention_backward
         re-runs in place): their forward kernels again, before the layer's backward."""
         kind = self.kernels.blocks(layer)
-        for module in sorted(self.parallelism.recomputed_modules - {"core_attn", "context"}):
+        for module in self.parallelism.recomputed_kernel_modules:
             for name in self.kernels.recomputed(module, kind):
                 self.run(name, Phase.recompute, layer, mb)
 
