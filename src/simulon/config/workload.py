@@ -374,6 +374,12 @@ class ParallelismSpec(StrictModel):
     sequence_parallel: bool = False
     tp_comm_overlap: bool = Field(False, description="pipeline tensor-parallel all-gathers and reduce-scatters "
                                   "with their GEMMs (Transformer Engine userbuffers; needs sequence_parallel)")
+    overlap_moe_expert_parallel_comm: bool = Field(
+        False, description="run each steady-state forward and backward as one combined step, layer by layer, each "
+        "one's token dispatch and combine all-to-alls beside the other's computation (Megatron-Core's "
+        "--overlap-moe-expert-parallel-comm, Megatron-Bridge's moe_a2a_overlap; combined_1f1b.py); needs ep > 1, "
+        "vpp > 1 where pp > 1, no full recomputation, and one more warm-up forward runs; under dualpipe and "
+        "dualpipev, their overlapped forward-backward pairs run so")
     context_parallel_comm: Literal["p2p", "all_gather", "a2a", "a2a+p2p"] = Field(
         "p2p", description="how context-parallel ranks exchange keys and values: p2p passes them around a ring "
         "overlapped with attention blocks (Megatron's default --cp-comm-type p2p, Transformer Engine's "
@@ -625,6 +631,34 @@ class MegatronWorkload(StrictModel):
                              "attention (model.mla.dsa): Megatron-Core's DSAttention splits the context by all-gather "
                              "only; set it to all_gather, or cp to 1")
         return self
+
+    @model_validator(mode="after")
+    def _expert_overlap_runs(self) -> MegatronWorkload:
+        problem = self.expert_overlap_problem()
+        if self.parallelism.overlap_moe_expert_parallel_comm and problem:
+            raise FieldError("parallelism.overlap_moe_expert_parallel_comm", problem)
+        return self
+
+    def expert_overlap_problem(self) -> str | None:
+        """Why Megatron-Core would refuse overlap_moe_expert_parallel_comm on this workload, or None
+        (TransformerConfig.__post_init__): it needs expert parallelism, the interleaved schedule where the pipeline
+        has more than one stage, no full recomputation and no `moe` module recomputed, at most one
+        multi-token-prediction layer."""
+        par = self.parallelism
+        if self.model.moe is None or par.ep == 1:
+            return "it overlaps expert-parallel all-to-alls: it needs an MoE model and ep > 1"
+        if par.pipeline_schedule in ("zb_h1", "zb_v") or (
+                par.pipeline_schedule in ("1f1b", "interleaved_1f1b") and par.pp > 1 and par.vpp == 1):
+            return (f"Megatron-Core combines forward and backward on its 1F1B schedules only, with vpp > 1 where pp "
+                    f"> 1, and DualPipe its overlapped pairs (here pp {par.pp}, vpp {par.vpp}, pipeline_schedule "
+                    f"{par.pipeline_schedule})")
+        if par.recompute == "full" or "moe" in par.recomputed_modules:
+            return "Megatron-Core refuses it with full recomputation or the moe module recomputed"
+        if self.model.mtp_layers > 1:
+            return f"Megatron-Core runs it with at most one multi-token-prediction layer, not {self.model.mtp_layers}"
+        if self.framework == "deepspeed":
+            return "it is Megatron-Core's schedule; framework deepspeed has none"
+        return None
 
     @model_validator(mode="after")
     def _param_gather_overlaps_with_grad_reduce(self) -> MegatronWorkload:

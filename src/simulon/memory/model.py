@@ -243,7 +243,8 @@ class MemoryModel:
     def _peak_activations(self, stage: int, chunks: list[_Chunk]) -> tuple[float, float, float]:
         """(kept, transient, micro-batches kept) at the stage's activation peak, walking its schedule (walk.py)."""
         par = self.workload.parallelism
-        plan = StagePlan.of(par.pipeline_schedule, par.vpp, stage, self.layout.pp, self.num_microbatches)
+        plan = StagePlan.of(par.pipeline_schedule, par.vpp, stage, self.layout.pp, self.num_microbatches,
+                            par.overlap_moe_expert_parallel_comm)
         kept, transient = plan.peak(*(np.array([getattr(c, name) for c in chunks], dtype=float)
                                       for name in ("kept", "forward", "backward", "weight_inputs")))
         per_microbatch = sum(c.kept for c in chunks) / len(chunks)

@@ -36,9 +36,11 @@ class StagePlan:
 
     @staticmethod
     @lru_cache(maxsize=4096)
-    def of(schedule: str, chunks: int, stage: int, num_stages: int, microbatches: int) -> StagePlan:
-        """The plan of a stage of a schedule (cached: strategy searches ask again and again)."""
-        steps = make_scheduler(schedule, chunks).steps(stage, num_stages, microbatches)
+    def of(schedule: str, chunks: int, stage: int, num_stages: int, microbatches: int,
+           combined: bool = False) -> StagePlan:
+        """The plan of a stage of a schedule (cached: strategy searches ask again and again); `combined`: with
+        forward and backward combined (overlap_moe_expert_parallel_comm: one more warm-up forward)."""
+        steps = make_scheduler(schedule, chunks, combined).steps(stage, num_stages, microbatches)
         weights = {(step.microbatch, step.chunk) for step in steps if step.kind == "W"}
         kinds = np.array([step.kind for step in steps], dtype="U1")
         split = np.array([step.kind == "B" and (step.microbatch, step.chunk) in weights for step in steps], dtype=bool)

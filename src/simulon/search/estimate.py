@@ -52,6 +52,7 @@ from ..workload.layer_kernels import RING_BLOCK, LayerKernels, ShardShape
 from ..workload.layout import RankLayout
 from ..workload.parameters import ModelParameters, PipelineLayers
 from ..workload.program import EMBEDDING_LAYER, HEAD_LAYER
+from ..workload.schedule import make_scheduler
 from .space import Strategy
 
 Unit = int | LayerKind
@@ -151,7 +152,9 @@ class Estimator:
         kernels = LayerKernels.weights_of(workload)  # which layers are MoE, and the parameters a stage holds
         microbatches = workload.training.global_batch_size // (s.micro_batch_size * s.dp)
         slowest, cost, every_stage, every_weight_grad = self._pipeline_cost(s, workload, kernels, layers)
-        per_mb = cost.total
+        ep = self._combined_ep(workload, cost, microbatches, slowest) if (
+            workload.parallelism.overlap_moe_expert_parallel_comm) else cost.ep
+        per_mb = cost.total - cost.ep + ep
         pp_send = self._pipeline_send(s, workload, layout) if s.pp > 1 else 0.0
         bubble = (every_stage - per_mb) / s.vpp  # fill and drain: every other stage once
         if s.zero_bubble:  # ZB-H1: (p - 1)(T_F + T_B - T_W) in place of (p - 1)(T_F + T_B + T_W)
@@ -160,8 +163,21 @@ class Estimator:
         dp, optimizer = self._data_parallel(s, workload, layout, params, cost, microbatches)
         total = microbatches * (per_mb + 2 * pp_send) + bubble + dp + optimizer  # a send forward, one back
         return Estimate(total, microbatches * cost.compute, microbatches * cost.recompute, microbatches * cost.tp,
-                        microbatches * cost.cp, microbatches * cost.ep, microbatches * 2 * pp_send, bubble, dp,
+                        microbatches * cost.cp, microbatches * ep, microbatches * 2 * pp_send, bubble, dp,
                         optimizer)
+
+    @staticmethod
+    def _combined_ep(workload: MegatronWorkload, cost: _StageCost, microbatches: int, stage: int) -> float:
+        """Exposed expert-parallel seconds per micro-batch under overlap_moe_expert_parallel_comm: a combined step
+        (workload.megatron combined_step) runs one micro-batch's forward beside another's backward, the all-to-alls
+        of each beside the other's kernels, so of its all-to-alls (one micro-batch's worth, `cost.ep`) only what
+        outlasts its kernels (one micro-batch's forward and backward) is exposed; the warm-up forwards and cool-down
+        backwards, which run alone, expose theirs."""
+        par = workload.parallelism
+        total = microbatches * par.vpp
+        table = make_scheduler(par.pipeline_schedule, par.vpp, combined=True).table(stage, par.pp, microbatches)
+        paired = max(total - min(table.warmup, total), 0) / total
+        return (1 - paired) * cost.ep + paired * max(0.0, cost.ep - cost.compute)
 
     # ---- per stage ----
 

@@ -8,12 +8,19 @@ from typing import Any
 import yaml
 
 from ..config.scenario import ScenarioConfig
+from .run import apply
 from .space import Strategy
 
 MEGATRON_RECOMPUTE_MODULE = {"mlp_in": "mlp", "context": "core_attn"}
 """Recompute modules Megatron-LM has no flag for, as the nearest it has (config.workload RecomputeModule): JAX's
 re-run of an MLP's input projections as Megatron's whole-MLP checkpoint, which re-runs fc2 as well; of core
 attention for its output as Megatron's core-attention checkpoint, which keeps that output."""
+
+
+def overlaps_expert_comm(strategy: Strategy, sc: ScenarioConfig) -> bool:
+    """Whether the strategy runs the scenario's expert-parallel all-to-all overlap (search.run.apply keeps it where
+    Megatron-Core allows it), as the search estimated and replayed it."""
+    return apply(sc.workload, strategy).parallelism.overlap_moe_expert_parallel_comm
 
 
 def megatron_arguments(strategy: Strategy, sc: ScenarioConfig) -> list[str]:
@@ -46,6 +53,8 @@ def megatron_arguments(strategy: Strategy, sc: ScenarioConfig) -> list[str]:
     elif s.recompute == "full":
         args += ["--recompute-granularity full", "--recompute-method uniform", "--recompute-num-layers 1"]
     par = sc.workload.parallelism  # what the simulation assumed; Megatron-LM overlaps none of it unless told
+    if overlaps_expert_comm(strategy, sc):
+        args.append("--overlap-moe-expert-parallel-comm")
     if par.overlap_grad_reduce:
         args.append("--overlap-grad-reduce")
     if par.average_in_collective:
@@ -74,6 +83,8 @@ def scenario_yaml(sc: ScenarioConfig, strategy: Strategy, num_gpus: int, note: s
     workload = data["workload"]
     workload["parallelism"] = {k: v for k, v in strategy.parallelism(sc.workload.model.num_layers).items()
                                if v not in (False, "none") or k == "recompute"}
+    if overlaps_expert_comm(strategy, sc):
+        workload["parallelism"]["overlap_moe_expert_parallel_comm"] = True
     workload["training"].update({"micro_batch_size": strategy.micro_batch_size, "dtype": strategy.dtype,
                                  "num_gpus": num_gpus})
     return f"# {note}\n" + yaml.safe_dump(data, sort_keys=False)

@@ -211,8 +211,13 @@ def apply(workload: MegatronWorkload, strategy: Strategy) -> MegatronWorkload:
         parallelism["expert_tensor_parallel"] = strategy.etp
     training = workload.training.model_copy(update={"micro_batch_size": strategy.micro_batch_size,
                                                     "dtype": DType(strategy.dtype)})
-    return workload.model_copy(update={"parallelism": ParallelismSpec.model_validate(parallelism),
-                                       "training": training})
+    applied = workload.model_copy(update={"parallelism": ParallelismSpec.model_validate(parallelism),
+                                          "training": training})
+    if applied.parallelism.overlap_moe_expert_parallel_comm and applied.expert_overlap_problem():
+        # the scenario's all-to-all overlap where the strategy can run it (Megatron-Core refuses it elsewhere)
+        return applied.model_copy(update={"parallelism": applied.parallelism.model_copy(
+            update={"overlap_moe_expert_parallel_comm": False})})
+    return applied
 
 
 def scenario_for(sc: ScenarioConfig, strategy: Strategy, num_gpus: int) -> ScenarioConfig:

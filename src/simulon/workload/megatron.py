@@ -7,13 +7,17 @@ all-gather/reduce-scatter with sequence parallelism), context-parallel key/value
 send/recv, expert-parallel all-to-all, and data-parallel gradient sync: DDP buckets launched during the
 last micro-batch's backward (overlap_grad_reduce), the distributed optimizer's reduce-scatter and
 parameter all-gather, or FSDP's per-layer gather and reduce-scatter; then the optimizer step. With
+overlap_moe_expert_parallel_comm a steady-state forward and the backward after it run as one combined step, their
+layers interleaved as Megatron-Core's combined 1F1B does (`_StageEmitter.combined_step`). With
 `framework: deepspeed` the pipeline's sends and receives follow DeepSpeed's PipelineEngine instead
 (`_StageEmitter.lockstep_exchange`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from functools import partial
 from itertools import pairwise
 
@@ -28,7 +32,7 @@ from .layer_kernels import RING_BLOCK, LayerKernels
 from .layout import RankLayout
 from .parameters import ModelParameters, PipelineLayers
 from .program import EMBEDDING_LAYER, HEAD_LAYER, NO_OP, StageProgram, Stream
-from .schedule import make_scheduler
+from .schedule import Step, make_scheduler
 
 MAMBA_SCAN_INPUTS = ("z", "x", "B", "C", "dt")
 """in_proj's outputs a Mamba layer's context-parallel all-to-all sends to the scan (MambaShard.all_to_all)."""
@@ -54,7 +58,7 @@ class MegatronTracer:
         self.layout = RankLayout(tp=par.tp, cp=par.cp, dp=dp, pp=par.pp, ep=par.ep, etp=par.etp, cp_a2a=par.cp_a2a,
                                  fsdp=par.fsdp_size or dp * par.cp, embedding_stages=self.parameters.embedding_stages)
         self.replica_microbatches = train.replica_microbatches(dp)
-        self.scheduler = make_scheduler(par.pipeline_schedule, par.vpp)
+        self.scheduler = make_scheduler(par.pipeline_schedule, par.vpp, par.overlap_moe_expert_parallel_comm)
         self.dispatch_algorithm = dispatch_algorithm(workload)
 
     @property
@@ -87,6 +91,15 @@ def dispatch_algorithm(workload: MegatronWorkload) -> str:
     if workload.training.moe_dispatcher != "deepep" or moe is None:
         return ""
     return routed_name(Routing(moe.num_experts, moe.num_groups, moe.group_topk, moe.top_k))
+
+
+@dataclass
+class _Chain:
+    """One of the two dependency chains of a combined step (a forward's, a backward's): the communication its next
+    kernel waits for and its last kernel."""
+
+    pending: int = NO_OP
+    producer: int = NO_OP
 
 
 class _StageEmitter:
@@ -344,7 +357,11 @@ class _StageEmitter:
         done = {step.chunk: i for i, step in enumerate(steps) if step.kind != "F"}  # its gradients complete
         for i, step in enumerate(steps):
             key = (step.microbatch, step.chunk)
-            if step.kind == "F":
+            if step.kind == "F" and i + 1 < len(steps) and steps[i + 1].combined:
+                self.combined_step(step, steps[i + 1], last=steps[i + 1].microbatch == last[steps[i + 1].chunk])
+            elif step.combined:
+                pass  # run with the forward before it
+            elif step.kind == "F":
                 self.forward(step.microbatch, step.chunk)
             elif step.kind == "B":
                 self.deferring = self.weight_steps.setdefault(key, []) if key in split else None
@@ -357,6 +374,107 @@ class _StageEmitter:
                 self.gradient_sync.mirror_sync(self.layers.units_of(self.stage, step.chunk))
         self.pending = self.flush_send(self.pending)  # the idle step after a lock-step stage's last sends it
         self.gradient_sync.end_of_iteration()
+
+    @contextmanager
+    def on(self, chain: _Chain) -> Iterator[None]:
+        """Emit the next ops as part of `chain`: they wait for its pending communication, and its collectives carry
+        its last kernel's output; the emitter keeps each chain's state across the switches."""
+        self.pending, self.program.producer = chain.pending, chain.producer
+        yield
+        chain.pending, chain.producer = self.pending, self.program.producer
+
+    def combined_step(self, f: Step, b: Step, last: bool) -> None:
+        """A forward and the backward of another micro-batch as one step, as Megatron-Core's combined 1F1B runs them
+        (overlap_moe_expert_parallel_comm; TransformerModelChunkSchedulePlan.run): both receives, the backward's
+        head, the forward's embedding, then the forward's layers paired with the backward's from the last
+        (combined_layer), what is left of either alone, and the forward's head and send, the backward's embedding
+        and send. Each keeps its own chain of dependencies; the streams take their ops in this order."""
+        assert (f.microbatch, f.chunk) != (b.microbatch, b.chunk), "a combined step needs two different micro-batches"
+        fwd, bwd = _Chain(), _Chain(self.pending, self.program.producer)
+        with self.on(bwd):
+            self.receive_backward(b.microbatch, b.chunk)
+        with self.on(fwd):
+            self.receive_forward(f.microbatch, f.chunk)
+        f_units = self.layers.units_of(self.stage, f.chunk)
+        b_units = self.layers.units_of(self.stage, b.chunk)[::-1]
+        f_next = dict(pairwise([*f_units, None]))
+        b_next = dict(pairwise([*b_units, None]))
+        f_layers, b_layers = [u for u in f_units if u >= 0], [u for u in b_units if u >= 0]
+        with self.on(bwd):
+            for unit in b_units[:b_units.index(b_layers[0])] if b_layers else b_units:
+                self.backward_unit(unit, b.microbatch, b_next[unit], b.chunk, last)  # the head
+        with self.on(fwd):
+            for unit in f_units[:f_units.index(f_layers[0])] if f_layers else f_units:
+                self.forward_unit(unit, f.microbatch, f_next[unit])                  # the embedding
+        for f_unit, b_unit in zip(f_layers, b_layers, strict=False):
+            self.combined_layer((fwd, f_unit, f.microbatch, f_next[f_unit]),
+                                (bwd, b_unit, b.microbatch, b_next[b_unit]), b.chunk, last)
+        pairs = min(len(f_layers), len(b_layers))
+        with self.on(bwd):
+            for unit in b_layers[pairs:]:
+                self.backward_unit(unit, b.microbatch, b_next[unit], b.chunk, last)
+        with self.on(fwd):
+            for unit in f_layers[pairs:] + (f_units[f_units.index(f_layers[-1]) + 1:] if f_layers else []):
+                self.forward_unit(unit, f.microbatch, f_next[unit])                  # and the head
+            self.send_forward(f.microbatch, f.chunk)
+        with self.on(bwd):
+            for unit in b_units[b_units.index(b_layers[-1]) + 1:] if b_layers else []:
+                self.backward_unit(unit, b.microbatch, b_next[unit], b.chunk, last)  # the embedding
+            self.send_backward(b.microbatch, b.chunk)
+
+    def combined_layer(self, forward: tuple[_Chain, int, int, int | None],
+                       backward: tuple[_Chain, int, int, int | None], chunk: int, last: bool) -> None:
+        """One layer's forward beside another's backward, Megatron-Core's TransformerLayerSchedulePlan.run: on the
+        communication stream the backward's combine, the forward's dispatch, the backward's dispatch, the forward's
+        combine; on the compute stream the forward's pre-dispatch part (attention, norm, shared experts, router,
+        permutation), the backward's experts, the forward's experts, the backward's pre-dispatch part. Megatron runs
+        the combine's unpermutation and residual add on the communication stream after its all-to-all; here they
+        are compute kernels after the backward's pre-dispatch part. A layer pair without experts on both sides runs
+        one after the other."""
+        fwd, f_unit, f_mb, f_next = forward
+        bwd, b_unit, b_mb, b_next = backward
+        f_blocks, b_blocks = self.kernels.blocks(f_unit), self.kernels.blocks(b_unit)
+        if "moe" not in f_blocks or "moe" not in b_blocks:
+            with self.on(bwd):
+                self.backward_unit(b_unit, b_mb, b_next, chunk, last)
+            with self.on(fwd):
+                self.forward_unit(f_unit, f_mb, f_next)
+            return
+        f_moe, b_moe = f_blocks.index("moe"), b_blocks.index("moe")
+        with self.on(bwd):
+            self.wait_for_gathers(self.gradient_sync.before_backward(b_unit, b_mb, b_next))
+            self.recompute_modules(b_unit, b_mb)
+            for block in reversed(b_blocks[b_moe + 1:]):
+                self.block_backward(block, b_unit, b_mb)
+            self.run("mlp_residual", Phase.bwd_ig, b_unit, b_mb)
+            self.moe_combine_backward(b_unit, b_mb, shared_now=False)
+        with self.on(fwd):
+            self.wait_for_gathers(self.gradient_sync.before_forward(f_unit, f_mb, f_next))
+            for block in f_blocks[:f_moe]:
+                self.block_forward(block, f_unit, f_mb, Phase.fwd)
+            self.run("mlp_norm", Phase.fwd, f_unit, f_mb)
+            self.moe_pre_dispatch(f_unit, f_mb, Phase.fwd, shared_first=True)
+        with self.on(bwd):
+            self.mlp_backward("moe_expert", b_unit, b_mb, reduce_label=None)
+        with self.on(fwd):
+            self.moe_dispatch(f_unit, f_mb, Phase.fwd)
+        with self.on(bwd):
+            self.moe_dispatch_backward(b_unit, b_mb)
+        with self.on(fwd):
+            self.mlp_forward("moe_expert", f_unit, f_mb, Phase.fwd, NO_OP)
+            self.moe_combine(f_unit, f_mb, Phase.fwd)
+        with self.on(bwd):
+            self.moe_pre_dispatch_backward(b_unit, b_mb, shared_now=True)
+            self.run("mlp_norm", Phase.bwd_ig, b_unit, b_mb)
+            for block in reversed(b_blocks[:b_moe]):
+                self.block_backward(block, b_unit, b_mb)
+            self.after_backward(b_unit, b_mb, last)
+        with self.on(fwd):
+            self.run("moe_unpermute", Phase.fwd, f_unit, f_mb)
+            self.moe_reduce(f_unit, f_mb, Phase.fwd)
+            self.run("mlp_residual", Phase.fwd, f_unit, f_mb)
+            for block in f_blocks[f_moe + 1:]:
+                self.block_forward(block, f_unit, f_mb, Phase.fwd)
 
     def _is_first(self, chunk: int) -> bool:
         return self.layers.is_first(self.stage, chunk)
@@ -376,19 +494,30 @@ class _StageEmitter:
         if self.lockstep:
             first = (self.layers.units_of(self.stage, 0) or [EMBEDDING_LAYER])[0]
             self.pending = self.lockstep_exchange("F", mb, first)
-        elif not self._is_first(chunk) and self._previous(chunk)[0] != self.stage:  # a V's turn stays on the rank
+        else:
+            self.receive_forward(mb, chunk)
+        for unit, next_unit in pairwise([*self.layers.units_of(self.stage, chunk), None]):
+            self.forward_unit(unit, mb, next_unit)
+        self.send_forward(mb, chunk)
+
+    def receive_forward(self, mb: int, chunk: int) -> None:
+        """The chunk's input from the previous stage (none on the model's first chunk, or where a V turns)."""
+        if not self._is_first(chunk) and self._previous(chunk)[0] != self.stage:
             self.pending = self.receive(self._previous(chunk)[0], chunk, mb, Phase.fwd,
                                         (self.layers.units_of(self.stage, chunk) or [EMBEDDING_LAYER])[0])
-        units = self.layers.units_of(self.stage, chunk)
-        for unit, next_unit in pairwise([*units, None]):
-            self.wait_for_gathers(self.gradient_sync.before_forward(unit, mb, next_unit))
-            if unit == EMBEDDING_LAYER:
-                self.run("embedding", Phase.fwd, unit, mb)
-                self.pending = self.tp_reduce("embedding_reduce", unit, mb, Phase.fwd)
-            elif unit == HEAD_LAYER:
-                self.head_forward(mb)
-            else:
-                self.layer_forward(unit, mb, Phase.fwd)
+
+    def forward_unit(self, unit: int, mb: int, next_unit: int | None) -> None:
+        """One unit's forward (embedding, head or layer), after the parameter gathers it waits for."""
+        self.wait_for_gathers(self.gradient_sync.before_forward(unit, mb, next_unit))
+        if unit == EMBEDDING_LAYER:
+            self.run("embedding", Phase.fwd, unit, mb)
+            self.pending = self.tp_reduce("embedding_reduce", unit, mb, Phase.fwd)
+        elif unit == HEAD_LAYER:
+            self.head_forward(mb)
+        else:
+            self.layer_forward(unit, mb, Phase.fwd)
+
+    def send_forward(self, mb: int, chunk: int) -> None:
         stage, peer_chunk = self._next(chunk) if not self._is_last(chunk) else (self.stage, chunk)
         if stage != self.stage and self.lockstep:
             self.deferred_send = (stage, peer_chunk, mb, Phase.fwd)
@@ -413,14 +542,17 @@ class _StageEmitter:
     def layer_forward(self, layer: int, mb: int, phase: Phase) -> None:
         """One layer's forward, block by block (config/hybrid.py); phase is fwd, or recompute before its backward."""
         for block in self.kernels.blocks(layer):
-            if block == "attention":
-                self.attention_forward(layer, mb, phase)
-            elif block == "mtp":
-                self.mtp_forward(layer, mb, phase)
-            elif block in MIXERS:
-                self.mixer_forward(block, layer, mb, phase)
-            else:
-                self.ffn_forward(block, layer, mb, phase)
+            self.block_forward(block, layer, mb, phase)
+
+    def block_forward(self, block: str, layer: int, mb: int, phase: Phase) -> None:
+        if block == "attention":
+            self.attention_forward(layer, mb, phase)
+        elif block == "mtp":
+            self.mtp_forward(layer, mb, phase)
+        elif block in MIXERS:
+            self.mixer_forward(block, layer, mb, phase)
+        else:
+            self.ffn_forward(block, layer, mb, phase)
 
     def attention_forward(self, layer: int, mb: int, phase: Phase) -> None:
         self.run("attn_norm", phase, layer, mb)
@@ -529,18 +661,39 @@ class _StageEmitter:
 
     def moe_forward(self, layer: int, mb: int, phase: Phase) -> None:
         """Megatron-Core's alltoall dispatcher: route and permute this rank's tokens, all-to-all them over ep, gather
-        them over expert tp, run the experts, and back (ShardShape.dispatched_tokens)."""
+        them over expert tp, run the experts, and back (ShardShape.dispatched_tokens); then the shared experts."""
+        gather = self.moe_pre_dispatch(layer, mb, phase, shared_first=False)
+        self.moe_dispatch(layer, mb, phase)
+        self.mlp_forward("moe_expert", layer, mb, phase, NO_OP)
+        self.moe_combine(layer, mb, phase)
+        self.run("moe_unpermute", phase, layer, mb)
+        self.moe_shared(layer, mb, phase, gather)
+        self.moe_reduce(layer, mb, phase)
+
+    def moe_pre_dispatch(self, layer: int, mb: int, phase: Phase, shared_first: bool) -> int:
+        """The router and the permutation (with `shared_first`, the shared experts before them, as Megatron-Core's
+        pre-dispatch node runs them when it combines forward and backward); returns the tensor-parallel gather of
+        the input where the output is reduced over tp."""
         gather = self.tp_gather("moe_gather", layer, mb, phase) if self.kernels.moe_output_reduced else NO_OP
+        if shared_first:
+            self.moe_shared(layer, mb, phase, gather)
         self.run("moe_route", phase, layer, mb)
         self.run("moe_permute", phase, layer, mb)
+        return gather
+
+    def moe_dispatch(self, layer: int, mb: int, phase: Phase) -> None:
         dispatch = self.all_to_all("moe_dispatch", layer, mb, phase)
         self.pending = self.expert_tp_collective(CollType.AllGather, "moe_expert_gather", layer, mb, phase, dispatch)
-        self.mlp_forward("moe_expert", layer, mb, phase, NO_OP)
+
+    def moe_combine(self, layer: int, mb: int, phase: Phase) -> None:
         scatter = self.expert_tp_collective(CollType.ReduceScatter, "moe_expert_scatter", layer, mb, phase, NO_OP)
         self.pending = self.all_to_all("moe_combine", layer, mb, phase, scatter)
-        self.run("moe_unpermute", phase, layer, mb)
+
+    def moe_shared(self, layer: int, mb: int, phase: Phase, gather: int) -> None:
         if "moe_shared_linear1" in self.kernels:
             self.mlp_forward("moe_shared", layer, mb, phase, gather)
+
+    def moe_reduce(self, layer: int, mb: int, phase: Phase) -> None:
         if self.kernels.moe_output_reduced:
             self.pending = self.tp_reduce("moe_reduce", layer, mb, phase)
 
@@ -568,26 +721,41 @@ class _StageEmitter:
     def backward(self, mb: int, chunk: int, last: bool) -> None:
         if self.lockstep:
             self.pending = self.lockstep_exchange("B", mb, (self.layers.units_of(self.stage, 0) or [HEAD_LAYER])[-1])
-        elif not self._is_last(chunk) and self._next(chunk)[0] != self.stage:
+        else:
+            self.receive_backward(mb, chunk)
+        for unit, next_unit in pairwise([*self.layers.units_of(self.stage, chunk)[::-1], None]):
+            self.backward_unit(unit, mb, next_unit, chunk, last)
+        self.send_backward(mb, chunk)
+
+    def receive_backward(self, mb: int, chunk: int) -> None:
+        """The gradient of the chunk's output from the next stage (none on the model's last chunk)."""
+        if not self._is_last(chunk) and self._next(chunk)[0] != self.stage:
             self.pending = self.receive(self._next(chunk)[0], chunk, mb, Phase.bwd_ig,
                                         (self.layers.units_of(self.stage, chunk) or [HEAD_LAYER])[-1])
-        units = self.layers.units_of(self.stage, chunk)[::-1]
-        for unit, next_unit in pairwise([*units, None]):
-            self.wait_for_gathers(self.gradient_sync.before_backward(unit, mb, next_unit))
-            if unit == HEAD_LAYER:
-                self.head_backward(mb)
-            elif unit == EMBEDDING_LAYER:
-                self.pending = self.tp_gather("embedding_gather", unit, mb, Phase.bwd_wg)
-                self.run("embedding", Phase.bwd_wg, unit, mb)
-            else:
-                if self.parallelism.recomputes_layer(unit - self.layers.layers_of(self.stage, chunk).start):
-                    self.layer_forward(unit, mb, Phase.recompute)
-                self.recompute_modules(unit, mb)
-                self.layer_backward(unit, mb)
-            if self.deferring is not None:
-                self.deferring.append(partial(self.gradient_sync.after_backward, unit, mb, last))
-            else:
-                self.gradient_sync.after_backward(unit, mb, last)
+
+    def backward_unit(self, unit: int, mb: int, next_unit: int | None, chunk: int, last: bool) -> None:
+        """One unit's backward (head, embedding or layer, with its recomputation), after the gathers it waits for;
+        then its gradients' data-parallel hooks."""
+        self.wait_for_gathers(self.gradient_sync.before_backward(unit, mb, next_unit))
+        if unit == HEAD_LAYER:
+            self.head_backward(mb)
+        elif unit == EMBEDDING_LAYER:
+            self.pending = self.tp_gather("embedding_gather", unit, mb, Phase.bwd_wg)
+            self.run("embedding", Phase.bwd_wg, unit, mb)
+        else:
+            if self.parallelism.recomputes_layer(unit - self.layers.layers_of(self.stage, chunk).start):
+                self.layer_forward(unit, mb, Phase.recompute)
+            self.recompute_modules(unit, mb)
+            self.layer_backward(unit, mb)
+        self.after_backward(unit, mb, last)
+
+    def after_backward(self, unit: int, mb: int, last: bool) -> None:
+        if self.deferring is not None:
+            self.deferring.append(partial(self.gradient_sync.after_backward, unit, mb, last))
+        else:
+            self.gradient_sync.after_backward(unit, mb, last)
+
+    def send_backward(self, mb: int, chunk: int) -> None:
         stage, peer_chunk = self._previous(chunk) if not self._is_first(chunk) else (self.stage, chunk)
         if stage != self.stage and self.lockstep:
             self.deferred_send = (stage, peer_chunk, mb, Phase.bwd_ig)
@@ -615,14 +783,17 @@ class _StageEmitter:
     def layer_backward(self, layer: int, mb: int) -> None:
         """One layer's backward, its blocks in reverse."""
         for block in reversed(self.kernels.blocks(layer)):
-            if block == "attention":
-                self.attention_backward(layer, mb)
-            elif block == "mtp":
-                self.mtp_backward(layer, mb)
-            elif block in MIXERS:
-                self.mixer_backward(block, layer, mb)
-            else:
-                self.ffn_backward(block, layer, mb)
+            self.block_backward(block, layer, mb)
+
+    def block_backward(self, block: str, layer: int, mb: int) -> None:
+        if block == "attention":
+            self.attention_backward(layer, mb)
+        elif block == "mtp":
+            self.mtp_backward(layer, mb)
+        elif block in MIXERS:
+            self.mixer_backward(block, layer, mb)
+        else:
+            self.ffn_backward(block, layer, mb)
 
     def ffn_backward(self, block: str, layer: int, mb: int) -> None:
         self.run("mlp_residual", Phase.bwd_ig, layer, mb)
@@ -692,24 +863,37 @@ class _StageEmitter:
             self.column_block_backward(names, layer, mb, reduce_label, f"{block}_gather")
 
     def moe_backward(self, layer: int, mb: int) -> None:
+        self.moe_combine_backward(layer, mb, shared_now=True)
+        self.mlp_backward("moe_expert", layer, mb, reduce_label=None)
+        self.moe_dispatch_backward(layer, mb)
+        self.moe_pre_dispatch_backward(layer, mb, shared_now=False)
+
+    def moe_combine_backward(self, layer: int, mb: int, shared_now: bool) -> None:
+        """The combine's backward: the unpermutation's and the all-to-all's (and with `shared_now` the shared experts'
+        first, as MoELayer's backward runs them; a combined step leaves them to the pre-dispatch backward)."""
         if self.kernels.moe_output_reduced:
             self.pending = self.tp_gather("moe_grad_gather", layer, mb, Phase.bwd_ig)
-        if "moe_shared_linear1" in self.kernels:
+        if shared_now and "moe_shared_linear1" in self.kernels:
             self.mlp_backward("moe_shared", layer, mb, reduce_label=None)
         self.run("moe_unpermute", Phase.bwd_ig, layer, mb)
         combine = self.all_to_all("moe_combine", layer, mb, Phase.bwd_ig)
         self.pending = self.expert_tp_collective(CollType.AllGather, "moe_expert_grad_gather", layer, mb,
                                                  Phase.bwd_ig, combine)
-        self.mlp_backward("moe_expert", layer, mb, reduce_label=None)
+
+    def moe_dispatch_backward(self, layer: int, mb: int) -> None:
         scatter = self.expert_tp_collective(CollType.ReduceScatter, "moe_expert_grad_scatter", layer, mb,
                                             Phase.bwd_ig, NO_OP)
         self.pending = self.all_to_all("moe_dispatch", layer, mb, Phase.bwd_ig, scatter)
+
+    def moe_pre_dispatch_backward(self, layer: int, mb: int, shared_now: bool) -> None:
         self.run("moe_permute", Phase.bwd_ig, layer, mb)
         if self.kernels.moe_output_reduced:
             self.column_block_backward(["moe_route"], layer, mb, "moe_reduce", "moe_gather")
         else:  # the router saw this rank's own tokens: nothing to gather or reduce
             self.run("moe_route", Phase.bwd_ig, layer, mb)
             self.run("moe_route", Phase.bwd_wg, layer, mb)
+        if shared_now and "moe_shared_linear1" in self.kernels:
+            self.mlp_backward("moe_shared", layer, mb, reduce_label=None)
 
     def attention_backward(self, layer: int, mb: int) -> None:
         self.run("attn_residual", Phase.bwd_ig, layer, mb)

@@ -116,6 +116,16 @@ class StageProgram:
     _last_compute: int = NO_OP
     replicas: tuple[int, ...] | None = None  # the data-parallel replicas running it (None: every one)
 
+    @property
+    def producer(self) -> int:
+        """The last compute op, which the next collective or send carries the output of."""
+        return self._last_compute
+
+    @producer.setter
+    def producer(self, index: int) -> None:
+        """Where two chains of ops interleave (a combined forward and backward), each carries its own producer."""
+        self._last_compute = index
+
     def _append(self, op: Op) -> int:
         self.ops.append(op)
         return len(self.ops) - 1

@@ -13,6 +13,13 @@ cool-down).
   num_stages micro-batches (`microbatch_group_size_per_vp_stage`) through chunk 0, then chunk 1, ...;
   2 (num_stages - stage - 1) + (chunks - 1) num_stages warm-up forwards shrink the bubble by 1/chunks.
 
+* Combined 1F1B (Megatron-Core's overlap_moe_expert_parallel_comm, pipeline_parallel/combined_1f1b.py): either
+  table above with one more warm-up forward (get_pp_rank_microbatches), so that each steady-state forward works on
+  another micro-batch than the backward after it; each such backward is marked `combined` and runs with that forward
+  as one step (workload/megatron.py, combined_step). Without pipeline parallelism Megatron-Core's no-pipelining path
+  does the same (combined_1f1b_schedule_for_no_pipelining: the first forward alone, then forward i with backward
+  i - 1); with it, only the interleaved schedule combines.
+
 * ZB-H1 (Qi et al., "Zero Bubble Pipeline Parallelism", ICLR 2024, section 3.1 and figure 3): the backward
   split into B, the input gradient, and W, the weight gradient. 1F1B's table and warm-up; stage i runs the W
   of a micro-batch right after its B except for its first i, which it defers to the end, where they fill the
@@ -40,10 +47,12 @@ cool-down).
   ranks as a V: chunk 0 is stage i, chunk 1 stage 2p - 1 - i, every micro-batch through both.
 
 DualPipe's "overlapped chunks" (`_forward_backward_chunk`) run one chunk's forward and another's backward as
-one unit so that each one's all-to-all and pipeline traffic hides behind the other's computation. simulon runs
-them one after the other on the compute stream, forward first, which is the reference's own path for modules
-without `overlapped_forward_backward` (`_forward_backward_compute_chunk`): the order is the reference's; the
-overlap of their communication with each other's compute is not modelled.
+one unit so that each one's all-to-all and pipeline traffic hides behind the other's computation. By default simulon
+runs them one after the other on the compute stream, forward first, which is the reference's own path for modules
+without `overlapped_forward_backward` (`_forward_backward_compute_chunk`); with overlap_moe_expert_parallel_comm
+each such pair's backward is marked `combined` and the pair runs as one combined step, layer by layer as
+Megatron-Core's combined 1F1B interleaves them (DeepSeek-V3's figure 4 overlaps the same four parts: attention,
+dispatch, MLP, combine).
 
 Megatron-style schedules are a table and one loop (warm-up, steady state, cool-down); the V and DualPipe
 schedules are step lists generated as their references generate them. Where each model chunk of a rank sits in
@@ -64,6 +73,7 @@ class Step(NamedTuple):
                                   # same micro-batch and chunk: then B is the input gradient only)
     microbatch: int
     chunk: int = 0  # model chunk (virtual pipeline stage) on this rank
+    combined: bool = False  # a B run as one step with the F before it (combined 1F1B: overlap_moe_expert_parallel_comm)
 
 
 VirtualStep = tuple[int, int]
@@ -89,24 +99,28 @@ class ScheduleTable:
     backwards: tuple[VirtualStep, ...]
     warmup: int
     deferred: int | None = None  # None: B includes the weight gradient; else W steps, the first `deferred` late
+    combined: bool = False  # each steady-state F and the B after it run as one step
 
     @classmethod
-    def megatron(cls, num_microbatches: int, chunks: int, group_size: int, warmup: int) -> ScheduleTable:
+    def megatron(cls, num_microbatches: int, chunks: int, group_size: int, warmup: int,
+                 combined: bool = False) -> ScheduleTable:
         """Megatron's table: backwards take the forwards' order with the chunks reversed."""
         forwards = megatron_schedule_table(num_microbatches, chunks, group_size)
         backwards = [(microbatch, chunks - 1 - chunk) for microbatch, chunk in forwards]
-        return cls(tuple(forwards), tuple(backwards), warmup)
+        return cls(tuple(forwards), tuple(backwards), warmup, combined=combined)
 
     def steps(self) -> list[Step]:
-        """Warm-up forwards, steady one-forward-one-backward, cool-down backwards; with split weight gradients,
-        each backward after the first `deferred` followed by the oldest W not yet run, the rest at the end."""
+        """Warm-up forwards, steady one-forward-one-backward (combined, each B marked as run with its F), cool-down
+        backwards; with split weight gradients, each backward after the first `deferred` followed by the oldest W
+        not yet run, the rest at the end."""
         total = len(self.forwards)
         warmup = min(self.warmup, total)
         order = [self.forward(k) for k in range(warmup)]
         for k in range(total):
-            if warmup + k < total:
+            steady = warmup + k < total
+            if steady:
                 order.append(self.forward(warmup + k))
-            order.append(self.backward(k))
+            order.append(self.backward(k)._replace(combined=steady and self.combined))
             if self.deferred is not None and k >= self.deferred:
                 order.append(self.weight(k - self.deferred))
         if self.deferred is not None:
@@ -188,28 +202,34 @@ class PipelineScheduler:
 
 
 class InterleavedOneFOneBScheduler(PipelineScheduler):
-    """Megatron's interleaved 1F1B: `chunks` model chunks per rank, in groups of num_stages micro-batches."""
+    """Megatron's interleaved 1F1B: `chunks` model chunks per rank, in groups of num_stages micro-batches. `combined`
+    (overlap_moe_expert_parallel_comm): one more warm-up forward, so that every steady-state forward and the backward
+    after it work on different micro-batches and run as one combined step (Megatron-Core's
+    get_pp_rank_microbatches: "we schedule one extra micro-batch forward step before the 1f1b stages")."""
 
-    def __init__(self, chunks: int):
-        self.chunks = chunks
+    def __init__(self, chunks: int, combined: bool = False):
+        self.chunks, self.combined = chunks, combined
 
     def warmup(self, stage: int, num_stages: int) -> int:
         """Forwards before the first backward (`num_warmup_microbatches` in Megatron-Core)."""
-        return (num_stages - stage - 1) * 2 + (self.chunks - 1) * num_stages
+        return (num_stages - stage - 1) * 2 + (self.chunks - 1) * num_stages + self.combined
 
     def table(self, stage: int, num_stages: int, num_microbatches: int) -> ScheduleTable:
-        return ScheduleTable.megatron(num_microbatches, self.chunks, num_stages, self.warmup(stage, num_stages))
+        return ScheduleTable.megatron(num_microbatches, self.chunks, num_stages, self.warmup(stage, num_stages),
+                                      self.combined)
 
 
 class OneFOneBScheduler(InterleavedOneFOneBScheduler):
     """PipeDream-Flush / Megatron 1F1B: the interleaved table over one chunk, warmed up with one forward per
     later stage (the non-interleaved schedule's warm-up, not the interleaved one's doubled one)."""
 
-    def __init__(self) -> None:
-        super().__init__(chunks=1)
+    def __init__(self, combined: bool = False) -> None:
+        super().__init__(chunks=1, combined=combined)
 
     def warmup(self, stage: int, num_stages: int) -> int:
-        return num_stages - stage - 1
+        """Combined (one stage only: Megatron-Core combines only interleaved pipelines): the first forward alone,
+        then forward i with backward i - 1 (combined_1f1b_schedule_for_no_pipelining)."""
+        return num_stages - stage - 1 + self.combined
 
 
 class ZeroBubbleH1Scheduler(OneFOneBScheduler):
@@ -221,27 +241,31 @@ class ZeroBubbleH1Scheduler(OneFOneBScheduler):
 
 # ---- DualPipe and DualPipeV: the reference's eight phases ----
 
-Phase = tuple[str, int, bool]
-"""(kind F, B or W; the reference's local phase 0 or 1; whether a B splits off its W) of one step."""
+Phase = tuple[str, int, bool, bool]
+"""(kind F, B or W; the reference's local phase 0 or 1; whether a B splits off its W; whether a B runs overlapped
+with the F before it, `_forward_backward_chunk`) of one step."""
 
 
 def dualpipe_phases(ranks: int, rank: int, per_chunk: int) -> list[Phase]:
     """The compute steps of `DualPipe.step` / `DualPipeV.step` on rank `rank` of `ranks` (DualPipe: its half rank
     of the half ranks), `per_chunk` micro-batches through each chunk, in the reference's eight phases.
 
-    An overlapped pair (`_forward_backward_chunk(a, b)`) is its forward, then its backward. A W runs the weight
-    gradients of the oldest backward that split them off (the reference's WeightGradStore FIFO)."""
-    forward, full, split, weight = ("F", 0, False), ("B", 1, False), ("B", 1, True), ("W", 0, False)
+    An overlapped pair (`_forward_backward_chunk(a, b)`) is its forward, then its backward, marked as paired with
+    it. A W runs the weight gradients of the oldest backward that split them off (the reference's WeightGradStore
+    FIFO)."""
+    forward, full, split, weight = ("F", 0, False, False), ("B", 1, False, False), ("B", 1, True, False), (
+        "W", 0, False, False)
+    paired = ("B", 1, False, True)
     later, earlier = ranks - rank - 1, rank + 1
 
     def on(step: Phase, phase: int) -> Phase:
-        return step[0], phase, step[2]
+        return step[0], phase, step[2], step[3]
 
     order = [forward] * (2 * later)                                                       # 1: nF0
     order += [forward, on(forward, 1)] * earlier                                          # 2: nF0F1
     order += [split, weight, on(forward, 1)] * later                                      # 3: nB1W1F1
-    order += [forward, full, on(forward, 1), on(full, 0)] * (per_chunk - 2 * ranks + rank + 1)  # 4: nF0B1F1B0
-    order += [full, on(forward, 1), on(full, 0)] * later                                  # 5: nB1F1B0
+    order += [forward, paired, on(forward, 1), on(paired, 0)] * (per_chunk - 2 * ranks + rank + 1)  # 4: nF0B1F1B0
+    order += [full, on(forward, 1), on(paired, 0)] * later                                # 5: nB1F1B0
     for i in range(earlier):                                                              # 6: nB1B0, the
         zero_bubble = i > earlier // 2 or (i == earlier // 2 and rank % 2 == 1)           # second half split
         order += [on(split if zero_bubble else full, 1), on(split if i >= earlier // 2 else full, 0)]
@@ -249,19 +273,21 @@ def dualpipe_phases(ranks: int, rank: int, per_chunk: int) -> list[Phase]:
     return order + [weight] * earlier                                                     # 8: nW
 
 
-def number_phases(phases: list[Phase], chunk_of: tuple[int, int], first_microbatch: tuple[int, int]) -> list[Step]:
+def number_phases(phases: list[Phase], chunk_of: tuple[int, int], first_microbatch: tuple[int, int],
+                  combined: bool = False) -> list[Step]:
     """Steps from phases: phase p runs chunk chunk_of[p]; each chunk's forwards and backwards take its
-    micro-batches in order from first_microbatch[chunk]; W steps take the split backwards first in, first out."""
+    micro-batches in order from first_microbatch[chunk]; W steps take the split backwards first in, first out.
+    `combined`: the overlapped pairs' backwards run as one step with their forwards."""
     forwards, backwards = list(first_microbatch), list(first_microbatch)
     waiting: list[Step] = []
     steps: list[Step] = []
-    for kind, phase, split in phases:
+    for kind, phase, split, paired in phases:
         chunk = chunk_of[phase]
         if kind == "W":
             steps.append(waiting.pop(0))
             continue
         counter = forwards if kind == "F" else backwards
-        steps.append(Step(kind, counter[chunk], chunk))  # type: ignore[arg-type]
+        steps.append(Step(kind, counter[chunk], chunk, combined and paired))  # type: ignore[arg-type]
         counter[chunk] += 1
         if split:
             waiting.append(Step("W", steps[-1].microbatch, chunk))
@@ -275,20 +301,23 @@ class DualPipeScheduler(PipelineScheduler):
 
     placement = MIRRORED
 
+    def __init__(self, combined: bool = False) -> None:
+        self.combined = combined  # the overlapped pairs as combined steps (overlap_moe_expert_parallel_comm)
+
     def steps(self, stage: int, num_stages: int, num_microbatches: int) -> list[Step]:
         half, per_chunk = num_stages // 2, num_microbatches // 2
         mirrored = int(stage >= half)
         phases = dualpipe_phases(half, min(stage, num_stages - 1 - stage), per_chunk)
-        return number_phases(phases, (mirrored, 1 - mirrored), (0, per_chunk))
+        return number_phases(phases, (mirrored, 1 - mirrored), (0, per_chunk), self.combined)
 
 
-class DualPipeVScheduler(PipelineScheduler):
+class DualPipeVScheduler(DualPipeScheduler):
     """DualPipeV: DualPipe cut in half onto a V; every micro-batch runs through both chunks."""
 
     placement = V_SHAPE
 
     def steps(self, stage: int, num_stages: int, num_microbatches: int) -> list[Step]:
-        return number_phases(dualpipe_phases(num_stages, stage, num_microbatches), (0, 1), (0, 0))
+        return number_phases(dualpipe_phases(num_stages, stage, num_microbatches), (0, 1), (0, 0), self.combined)
 
 
 # ---- ZB-V: the reference's greedy list scheduler ----
@@ -472,18 +501,22 @@ SCHEDULERS: dict[str, type[PipelineScheduler]] = {
 """The schedules with a fixed number of model chunks per rank (one, or two for V and DualPipe)."""
 
 
-def make_scheduler(name: str, chunks: int = 1) -> PipelineScheduler:
+def make_scheduler(name: str, chunks: int = 1, combined: bool = False) -> PipelineScheduler:
     """The scheduler for a pipeline_schedule name; more than one chunk per rank means interleaved, except for the
     schedules whose placement fixes their chunks (zb_h1: one; zb_v, dualpipev: vpp = 2; dualpipe: vpp = 1, its
-    two chunks mirrored stages)."""
+    two chunks mirrored stages). `combined`: Megatron's 1F1B schedules with forward and backward combined
+    (overlap_moe_expert_parallel_comm)."""
+    if combined and name in ("zb_h1", "zb_v"):
+        raise ValueError(f"{name} has no combined forward-backward steps (Megatron-Core's 1F1B schedules and "
+                         "DualPipe's overlapped pairs only)")
     if name in SCHEDULERS:
-        scheduler = SCHEDULERS[name]()
+        scheduler = SCHEDULERS[name](combined) if combined else SCHEDULERS[name]()
         expected = 2 if scheduler.placement is V_SHAPE else 1
         if chunks != expected:
             raise ValueError(f"{name} needs vpp = {expected}, not {chunks}")
         return scheduler
     if name == "interleaved_1f1b" or chunks > 1:
-        return InterleavedOneFOneBScheduler(chunks)
+        return InterleavedOneFOneBScheduler(chunks, combined)
     if name == "1f1b":
-        return OneFOneBScheduler()
+        return OneFOneBScheduler(combined)
     raise ValueError(f"pipeline schedule {name!r} is not built (available: {', '.join(get_args(ScheduleName))})")
