@@ -9,10 +9,11 @@ recipe) and the recipes they name (src/megatron/bridge/perf_recipes/<family>/<gp
 recomputed modules), read at the repository's snapshot of 2026-08 (the cards' last_verified dates 2026-07-23 to
 2026-08-19). Only runs whose recipe states every column below are written: the cards' functional training checks are
 not performance runs, and recipes that leave a column open are left out (GPT-OSS 120B's: its GB300 recipe sets no
-recomputation of its own, its GB200 one no sequence length). Not
-carried by the format, and so not simulated as the runs did: Megatron-Bridge's HybridEP dispatcher (simulon's
-all-to-all stands in), forced expert load balancing (simulon's routing is balanced anyway), CUDA graphs, and
-DeepSeek-V3's explicit pipeline layouts (simulon splits the layers evenly where it can, as Megatron does without one).
+recomputation of its own, its GB200 one no sequence length). What the recipes set beyond the format's columns
+(HybridEP dispatch, overlap_moe_expert_parallel_comm, DeepSeek-V3's pipeline layouts) the validator reads from the
+recipe named in `source_locator` (validate/training.py RECIPE_SETTINGS), and the framework's defaults from its name
+(Megatron-Bridge's fused loss). Not simulated as the runs did: forced expert load balancing (simulon's routing is
+uniform anyway), CUDA graphs and FP8 attention.
 """
 
 from __future__ import annotations

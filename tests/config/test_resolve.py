@@ -104,7 +104,7 @@ def test_order_case_and_separators_do_not_change_the_answer(parts, seps, upper):
     ("Megatron-LM @23e00ed0 + TE 2.11 (NGC pytorch 26.01)", "megatron-lm", None, True),
     ("Composer + PyTorch FSDP (llm-foundry)", "llm-foundry", None, False),
     ("megatron_lm v2.5", "megatron-lm", (2, 5), False),
-    ("Megatron-Bridge", "nemo", None, False),  # NeMo 2's training library, not Megatron-LM's 2020-22 code
+    ("Megatron-Bridge", "megatron-bridge", None, False),  # NeMo 2's training library, not Megatron-LM's 2020-22 code
 ])
 def test_a_framework_resolves_to_its_name_version_and_components(text, name, version, te):
     fw = resolve_framework(text)

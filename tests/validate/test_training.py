@@ -270,6 +270,15 @@ def test_a_recompute_cell_naming_modules_recomputes_those_modules(rows):
     assert scenario_from_row({**row, "recompute": "selective"}).workload.parallelism.recompute_modules is None
 
 
+def test_the_sp_and_etp_columns_override_the_frameworks_habits(rows):
+    _, row = _row(rows, subset="dgxc_benchmarking_v24.11.1", model="Nemotron4 340B", num_gpus="128", precision="BF16")
+    assert scenario_from_row(row).workload.parallelism.sequence_parallel  # NeMo's recipes: on
+    off = scenario_from_row({**row, "sp": "no"}).workload.parallelism
+    assert not off.sequence_parallel and not off.tp_comm_overlap
+    assert scenario_from_row({**row, "sp": "yes"}).workload.parallelism.sequence_parallel
+    assert scenario_from_row({**row, "etp": "1"}).workload.parallelism.expert_tensor_parallel is None  # no experts
+
+
 def test_every_run_of_the_unseen_megatron_bridge_table_becomes_the_scenario_its_recipe_states():
     table = with_source_layouts(read_table(str(ROOT / "benchmarks" / "data" / "megatron_bridge_cards.csv")))
     scenarios = [scenario_from_row(row) for row in table]
@@ -278,7 +287,17 @@ def test_every_run_of_the_unseen_megatron_bridge_table_becomes_the_scenario_its_
     assert (deepseek.parallelism.tp, deepseek.parallelism.pp, deepseek.parallelism.vpp, deepseek.parallelism.ep) == (
         2, 8, 4, 64)
     assert deepseek.parallelism.recompute_modules == ["mla_up_proj", "mlp"] and deepseek.model.mtp_layers == 1
+    assert deepseek.parallelism.etp == 1 and deepseek.parallelism.sequence_parallel  # the etp and sp columns
     assert {sc.workload.training.dtype.value for sc in scenarios[1:]} == {"mxfp8"}
+    # every recipe dispatches by HybridEP, which deduplicates as DeepEP does; Megatron-Bridge fuses the loss
+    assert {(sc.workload.training.moe_dispatcher, sc.workload.training.cross_entropy) for sc in scenarios} == {
+        ("deepep", "fused")}
+    # the GB200/GB300 MXFP8 recipes overlap the all-to-alls, the H100 one does not (and reduces after the backward)
+    assert [sc.workload.parallelism.overlap_moe_expert_parallel_comm for sc in scenarios] == [False] + [True] * 9
+    assert not deepseek.parallelism.overlap_grad_reduce and scenarios[1].workload.parallelism.overlap_grad_reduce
+    assert deepseek.parallelism.pipeline_layout == "Et|(tt|)*30mL"
+    assert scenarios[1].workload.parallelism.pipeline_layout == scenarios[2].workload.parallelism.pipeline_layout == (
+        "Et*4|(t*4|)*14tmL")  # GB200's from the (pp 4, vpp 4) default, GB300's stated
 
 
 def test_megatron_core_scaling_runs_interleave_one_layer_a_virtual_stage_where_pipelined(rows):

@@ -300,7 +300,8 @@ class Framework:
 
 FRAMEWORK_NAMES = (
     ("megatron-core", ("megatron-core", "megatron core", "mcore")),
-    ("nemo", ("nemo", "megatron-bridge", "megatron bridge")),  # NeMo 2's training library, its recipes
+    ("megatron-bridge", ("megatron-bridge", "megatron bridge")),  # NeMo 2's training library, its recipes
+    ("nemo", ("nemo",)),
     ("megatron-lm", ("megatron-lm", "megatron lm", "megatron")),
     ("llm-foundry", ("llm-foundry", "llm foundry", "composer", "mosaicml")),
     ("maxtext", ("maxtext",)),

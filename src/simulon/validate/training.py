@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from ..config.common import DType
@@ -76,6 +76,9 @@ NEMO_RECIPES = FrameworkDefaults(sequence_parallel=True, tp_comm_overlap=True, d
 launcher examples add `+training.model.optim.grad_sync_dtype=bf16` to Apex's distributed_fused_adam
 (NeMo-Framework-Launcher examples/training/llama/h100/llama3_8b_fp8.sh and the others), NeMo 2.0's performance
 scripts and recipes' performance mode set `recipe.trainer.plugins.grad_reduce_in_fp32 = False`."""
+MEGATRON_BRIDGE_RECIPES = replace(NEMO_RECIPES, cross_entropy="fused")
+"""Megatron-Bridge, NeMo 2's training library: NeMo's recipes, and its GPT models' cross_entropy_loss_fusion on by
+default (src/megatron/bridge/models/gpt_provider.py, GPTModelProvider: `cross_entropy_loss_fusion: bool = True`)."""
 MEGATRON_CORE_RUNS = FrameworkDefaults(sequence_parallel=True, tp_comm_overlap=True, distributed_optimizer=True,
                                        attention=TE_ATTENTION, virtual_stage_layers=1, mtp_layers=0,
                                        megatron_gpt=True)
@@ -103,6 +106,7 @@ ask InfiniBand for adaptive routing, which NCCL turns on by default from 2.16 (s
 NCCL_IB_ADAPTIVE_ROUTING), so their flows are routed statically: each pinned to one spine."""
 FRAMEWORKS = {
     "nemo": NEMO_RECIPES,
+    "megatron-bridge": MEGATRON_BRIDGE_RECIPES,
     "megatron-core": MEGATRON_CORE_RUNS,
     "megatron-lm": MEGATRON_LM_WITH_TE,
     # llm-foundry's benchmark sweep runs MPT with attn_impl: triton (scripts/train/benchmarking/submit_benchmarks.py)
@@ -180,10 +184,27 @@ RECIPE_SETTINGS = (
     # dgxc grok1/configure.sh and nemotron/configure.sh (340b): NVTE_FUSED_ATTN=0, so Transformer Engine runs
     # FlashAttention-2 where it would pick cuDNN's fused attention (its 15b sets NVTE_FUSED_ATTN=1)
     (r"dgxc.*(grok1/|nemotron.*\|.*nemotron.?4?.?340b)", {"attention": "flash"}),
+    # Megatron-Bridge's DeepSeek-V3 and Qwen3 MoE performance recipes (src/megatron/bridge/perf_recipes/): HybridEP
+    # dispatch (moe_token_dispatcher_type "flex", moe_flex_dispatcher_backend "hybridep", set by the Qwen3 recipes
+    # and, through apply_flex_dispatcher_backend, by DeepSeek-V3's base recipe, recipes/deepseek/h100/
+    # deepseek_v3.py, on H100 too), which sends a token once to each rank (and node) holding any of its experts, as
+    # DeepEP's does: simulon's deepep
+    (r"perf_recipes (deepseek_v3|qwen3)_\w+_config", {"moe_dispatcher": "deepep"}),
+    # their GB200 and GB300 MXFP8 recipes: overlap_moe_expert_parallel_comm (deepseek/common.py
+    # _enable_deepseek_full_iteration_mxfp8, qwen/common.py _enable_hybridep_full_iteration_mxfp8)
+    (r"perf_recipes \w+_gb[23]00_fp8mx_config", {"overlap_moe_expert_parallel_comm": True}),
+    # DeepSeek-V3's pipeline layouts (set_deepseek_v3_pipeline_model_parallel_layout): the H100 recipe's own, the
+    # GB300 recipe's own and the GB200 recipe's from the (pp 4, vpp 4) entry of _get_deepseek_v3_pipeline_layout,
+    # the same string; the H100 recipe also sets ddp.overlap_grad_reduce = False
+    (r"perf_recipes deepseek_v3_pretrain_1024gpu_h100_", {"pipeline_layout": "Et|(tt|)*30mL",
+                                                          "overlap_grad_reduce": False}),
+    (r"perf_recipes deepseek_v3_pretrain_256gpu_gb[23]00_", {"pipeline_layout": "Et*4|(t*4|)*14tmL"}),
 )
 RECIPE_PARALLELISM = {"recompute": "recompute", "recompute_modules": "recompute", "vpp": "vpp",
-                      "fsdp_size": "zero_or_fsdp"}
-"""Parallelism fields a recipe setting may give, and the row's column that, when filled, overrides it."""
+                      "fsdp_size": "zero_or_fsdp", "overlap_moe_expert_parallel_comm": "", "pipeline_layout": "",
+                      "overlap_grad_reduce": ""}
+"""Parallelism fields a recipe setting may give, and the row's column that, when filled, overrides it ("": no
+column says otherwise)."""
 # A note that states how many leading layers of a truncated MoE model stay dense, e.g. SimuMax's B200 table:
 # "DeepSeekV3 rows dense_layers=1" (its model JSON; the full model has 3).
 DENSE_LAYERS_NOTE = re.compile(r"(\S+) rows dense_layers=(\d+)")
@@ -421,10 +442,13 @@ def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
     modules = [m for m in re.findall(r"[a-z_]+", row["recompute"].partition("(")[2]) if m in RECOMPUTE_MODULES]
     if not row["recompute"] and re.search(r"counted with activation recomputation", row["notes"]):
         recompute = "full"  # the source's FLOP count says its runs recomputed activations
+    stated_sp = {"yes": True, "true": True, "no": False, "false": False}.get(row.get("sp", "").strip().lower())
+    sp = (habits.sequence_parallel if stated_sp is None else stated_sp) and tp > 1
     parallelism = {
         "tp": tp, "pp": pp, "cp": cp, "ep": ep, "vpp": vpp,
-        "sequence_parallel": habits.sequence_parallel and tp > 1,
-        "tp_comm_overlap": habits.tp_comm_overlap and habits.sequence_parallel and tp > 1,
+        **({"expert_tensor_parallel": _integer(row, "etp")} if _integer(row, "etp") and ep > 1 else {}),
+        "sequence_parallel": sp,
+        "tp_comm_overlap": habits.tp_comm_overlap and sp,
         "distributed_optimizer": habits.distributed_optimizer and fsdp == "none",
         "fsdp": fsdp, "recompute": recompute, "overlap_grad_reduce": habits.overlap_grad_reduce,
         **({"recompute_modules": modules} if recompute == "selective" and modules else {}),
@@ -445,7 +469,7 @@ def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
         settings = dict(settings)
         for key, column in RECIPE_PARALLELISM.items():  # the recipe's parallelism, where the row's column is blank
             value = settings.pop(key, None)
-            if value is not None and not row[column].strip() and (key != "vpp" or pp > 1) and (
+            if value is not None and not (column and row[column].strip()) and (key != "vpp" or pp > 1) and (
                     key != "fsdp_size" or value < dp * cp):
                 parallelism[key] = value
         training.update(settings)
