@@ -294,6 +294,26 @@ def test_an_ampere_fit_runs_mma_sync_libraries_at_ampere_rate_per_sm_and_the_sof
                 attention_seconds(no_softmax, ampere, PEAK, spec))
 
 
+@given(softmax=st.floats(1.0, 200.0), head_dim=st.sampled_from([64, 128]), causal=st.booleans())
+def test_blackwell_ultras_doubled_exponentials_halve_the_softmax_share_of_a_blackwell_fit(softmax, head_dim, causal):
+    """A fit on a B200 (16 exponentials per SM and clock) run on a chip issuing twice as many: the block's softmax
+    part takes half, its matmuls the same; without a softmax share nothing moves."""
+    cal = Calibrations.shipped()
+    b200 = cal.architecture(GPUSpec.model_validate({"from": "b200"}), "b200")
+    gb300 = cal.architecture(GPUSpec.model_validate({"from": "gb300"}), "b200")
+    assert (b200.special_function_rate, gb300.special_function_rate, gb300.fitted_special_function_rate) == (1, 2, 1)
+    fwd = attention(Phase.fwd, 4, 16, 16, 4096, 4096, head_dim, head_dim, causal, 2.0, "cudnn")
+
+    def seconds(arch, softmax_dims):
+        p = AttentionParams(AttentionPhase(0.7, 0.0, softmax_dims), AttentionPhase(0.6, 0.0, softmax_dims), 0.0,
+                            "cudnn")
+        return attention_seconds(p, dataclasses.replace(arch, sm_count=148), PEAK, fwd)
+
+    matmuls = seconds(b200, 0.0)
+    assert seconds(gb300, 0.0) == pytest.approx(matmuls)
+    assert seconds(gb300, softmax) - matmuls == pytest.approx((seconds(b200, softmax) - matmuls) / 2)
+
+
 def test_hopper_and_blackwell_issue_mma_sync_at_half_and_a_quarter_of_their_peak_and_ampere_at_all_of_it():
     cal = Calibrations.shipped()
     fraction = {stem: cal.architecture(GPUSpec.model_validate({"from": stem}), "b200").warp_mma_fraction

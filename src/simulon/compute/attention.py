@@ -13,7 +13,8 @@ Ampere's per SM and clock, which Hopper's wgmma doubles and Blackwell's tcgen05 
 (compute/data/architecture.yaml, warp_mma_fraction). The softmax runs beside the tensor cores, on special-function
 and FMA units whose rate per SM and clock is the same on Ampere, Hopper and Blackwell (16 exponentials per SM and
 clock: the H100 SXM5's 3.9 TFLOP/s of them against its 989 of matmul, Shah et al. 2024, FlashAttention-3 §3.1), so
-it scales with the SMs' rate, not the peak. Each fit is kept in its own chip's units (its efficiency of that chip's
+it scales with the SMs' rate, not the peak; Blackwell Ultra (B300, GB300) issues twice as many
+(architecture.yaml, special_function_rate). Each fit is kept in its own chip's units (its efficiency of that chip's
 dense peak), and a fit runs unchanged on the chip and library it was fitted on.
 """
 
@@ -64,7 +65,8 @@ def attention_seconds(p: AttentionParams, arch: Architecture, peak: float, spec:
     block = arch.attention_block
     matmuls = matmul_rate(arch.fitted_warp_mma_fraction, p.library or attention_impl(spec)) / matmul_rate(
         arch.warp_mma_fraction, attention_impl(spec))
-    softmax = arch.fitted_warp_mma_fraction / arch.warp_mma_fraction
+    softmax = (arch.fitted_warp_mma_fraction * arch.fitted_special_function_rate) / (
+        arch.warp_mma_fraction * arch.special_function_rate)
     block_seconds = 2.0 * block * block * (dims * matmuls + passes * phase.softmax_dims * softmax) / (
         peak * phase.efficiency / arch.sm_count)
     tiles = 1 if backward else arch.attention_query_tiles

@@ -68,6 +68,8 @@ class Architecture:
     attention_query_tiles: int = 1  # query blocks one forward CTA carries (data/architecture.yaml)
     warp_mma_fraction: float = 1.0  # Ampere's per-SM tensor rate on this chip, of its dense peak (architecture.yaml)
     fitted_warp_mma_fraction: float = 1.0  # the same on the chip whose attention parameters it runs
+    special_function_rate: float = 1.0  # exponentials per SM and clock over Ampere's 16 (architecture.yaml)
+    fitted_special_function_rate: float = 1.0  # the same on the chip whose attention parameters it runs
 
 
 @dataclass(frozen=True)
@@ -98,6 +100,7 @@ class Calibrations:
     memory: MemoryBound
     attention_query_tiles: dict[str, int] = field(default_factory=dict)  # GPU -> query blocks per forward CTA
     warp_mma_fraction: dict[str, float] = field(default_factory=dict)  # GPU -> Ampere's per-SM rate, of its peak
+    special_function_rate: dict[str, float] = field(default_factory=dict)  # GPU -> exponentials per SM-clock over 16
 
     @classmethod
     def shipped(cls) -> Calibrations:
@@ -126,7 +129,9 @@ class Calibrations:
                    attention_stand_ins={k: tuple(v) for k, v in architecture["attention_stand_ins"].items()},
                    memory=_build(MemoryBound, architecture["memory_bound"]),
                    attention_query_tiles=dict(architecture.get("attention_query_tiles") or {}),
-                   warp_mma_fraction={k: float(v) for k, v in (architecture.get("warp_mma_fraction") or {}).items()})
+                   warp_mma_fraction={k: float(v) for k, v in (architecture.get("warp_mma_fraction") or {}).items()},
+                   special_function_rate={k: float(v)
+                                          for k, v in (architecture.get("special_function_rate") or {}).items()})
 
     def architecture(self, gpu: GPUSpec, donor: str | None) -> Architecture:
         """The GPU's own SM count where public, else the one its parameters were fitted with."""
@@ -139,7 +144,9 @@ class Calibrations:
         tiles = self.attention_query_tiles.get(stem or "", self.attention_query_tiles.get(donor or "", 1))
         warp_mma = self.warp_mma_fraction.get(stem or "", self.warp_mma_fraction.get(donor or "", 1.0))
         return Architecture(sms, self.gemm_tiles, self.gemm_splits, self.attention_block, tiles, warp_mma,
-                            self.warp_mma_fraction.get(donor or "", warp_mma))
+                            self.warp_mma_fraction.get(donor or "", warp_mma),
+                            self.special_function_rate.get(stem or "", 1.0),
+                            self.special_function_rate.get(donor or "", 1.0))
 
     def sm_count(self, gpu: GPUSpec) -> int:
         """The GPU's SM count: public where known, else that of the GPU its bf16 GEMMs are fitted on."""
