@@ -19,15 +19,14 @@ from simulon.validate.report import read_table, shipped_table
 
 COLLECTIVES = shipped_table("collectives")
 BOUND_PCT = {">=1MiB": 10.0, "<1MiB": 25.0}   # the issue's targets, per hardware family
-SHORT_OF_BOUND_PCT = {("H20", ">=1MiB"): 45.0, ("H100", ">=1MiB"): 10.5,
+SHORT_OF_BOUND_PCT = {("H100", ">=1MiB"): 10.5,
                       # XLA's permutes mix three pairings the table does not tell apart (validate.collectives.
                       # permute_group): the ring shift simulated, and exchanges and half-to-half sends up to 1.6x faster
                       ("B200/sendrecv", ">=1MiB"): 13.0, ("H100/sendrecv", ">=1MiB"): 10.5}
-"""Where the model does not reach the bound, the level it holds (a regression guard, not a target): the H20
-rows come from a system its reporter found underperforming (NVIDIA/nccl#1244: ~343 of ~460 GB/s, busbw falling
-from 64 to 128 MiB), so they are not fitted, and its ConnectX NICs take the default NIC family, set by the
-packet-level ns-3 reference. H100 (10.4%) misses the bound by under half a point, most of it two GCP A3 Mega
-nodes' all-reduce over TCPXO (24.8% on 14 rows)."""
+"""Where the model does not reach the bound, the level it holds (a regression guard, not a target). H100 (10.4%)
+misses the bound by under half a point, most of it two GCP A3 Mega nodes' all-reduce over TCPXO (24.8% on 14 rows).
+The H20 rows, from a system its reporter found underperforming (NVIDIA/nccl#1244: ~343 of ~460 GB/s, busbw falling
+from 64 to 128 MiB), are kept out with that reason (validate.collectives.KEPT_OUT)."""
 HEADER = ["subset", "hardware", "num_gpus", "nodes", "collective", "msg_bytes", "group_size", "num_groups",
           "algbw_GBps", "busbw_GBps", "time_us", "notes"]
 
@@ -50,12 +49,20 @@ def test_busbw_mape_by_hardware_family_and_size_class(report):
         errors[(family, size_class)].append(abs(row.error_pct))
     mape = {key: statistics.fmean(v) for key, v in errors.items()}
     assert {"A100", "B200", "GB200", "H100", "H200", "MI300X"} <= {family for family, _ in mape}
-    # every row but one that names no collective simulon models, 9 without a size or group, and 34 spikes
-    assert len(report.rows) == 1114
+    # every row but one that names no collective simulon models, 9 without a size or group, 34 spikes and the 10
+    # rows of the underperforming H20 system
+    assert len(report.rows) == 1104
+    assert "H20" not in {family for family, _ in mape}
     assert sum("/sendrecv" in row.group for row in report.rows) == 142
     missed = {key: round(v, 1) for key, v in mape.items()
               if v > SHORT_OF_BOUND_PCT.get(key, BOUND_PCT[key[1]])}
     assert not missed, missed
+
+
+def test_the_underperforming_h20_rows_are_kept_out_with_their_sources_reason(report, table):
+    kept_out = [s for s in report.skipped if s.reason.startswith("kept out:")]
+    assert {table[s.index]["subset"] for s in kept_out} == {"h20_2node_all_reduce"} and len(kept_out) == 10
+    assert all("343 GB/s" in s.reason and "460 GB/s is expected" in s.reason for s in kept_out)
 
 
 def test_predictions_never_read_the_measured_columns(table):
