@@ -23,7 +23,7 @@ def plain_walk(schedule: str, chunks: int, stage: int, num_stages: int, microbat
     steps = make_scheduler(schedule, chunks).steps(stage, num_stages, microbatches)
     split = {(step.microbatch, step.chunk) for step in steps if step.kind == "W"}
     live, best = 0.0, (0.0, 0.0)
-    for kind, microbatch, chunk in steps:
+    for kind, microbatch, chunk, _ in steps:
         candidate = (live + kept[chunk], forward[chunk]) if kind == "F" else (live, backward[chunk])
         if kind == "F":
             live += kept[chunk]

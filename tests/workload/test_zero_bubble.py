@@ -28,7 +28,7 @@ def makespan(schedule: str, num_stages: int, num_microbatches: int, f: float = 1
         for s in range(num_stages):
             if positions[s] == len(orders[s]):
                 continue
-            kind, mb, _ = orders[s][positions[s]]
+            kind, mb = orders[s][positions[s]].kind, orders[s][positions[s]].microbatch
             needs = {"F": ("F", s - 1, mb) if s > 0 else None,
                      "B": ("B", s + 1, mb) if s < num_stages - 1 else None, "W": ("B", s, mb)}[kind]
             if needs is not None and needs not in done:
