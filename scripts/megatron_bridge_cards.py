@@ -8,8 +8,9 @@ Source: NVIDIA-NeMo/Megatron-Bridge's model verification cards (examples/model_v
 recipe) and the recipes they name (src/megatron/bridge/perf_recipes/<family>/<gpu>/*.py: parallelism, batch,
 recomputed modules), read at the repository's snapshot of 2026-08 (the cards' last_verified dates 2026-07-23 to
 2026-08-19). Only runs whose recipe states every column below are written: the cards' functional training checks are
-not performance runs, and recipes that leave a column open are left out (GPT-OSS 120B's: its GB300 recipe sets no
-recomputation of its own, its GB200 one no sequence length). What the recipes set beyond the format's columns
+not performance runs. Where a performance recipe leaves a column open, its base recipe's value is written (GPT-OSS
+120B's sequence length, 4,096 in recipes/gpt_oss/h100/gpt_oss.py, which the card's tokens per second confirm, and its
+GB300 recipe's recomputation, none). What the recipes set beyond the format's columns
 (HybridEP dispatch, overlap_moe_expert_parallel_comm, DeepSeek-V3's pipeline layouts) the validator reads from the
 recipe named in `source_locator` (validate/training.py RECIPE_SETTINGS), and the framework's defaults from its name
 (Megatron-Bridge's fused loss). Not simulated as the runs did: forced expert load balancing (simulon's routing is
@@ -31,7 +32,9 @@ LOCATOR = ("github NVIDIA-NeMo/Megatron-Bridge examples/model_verification_cards
 SYSTEMS = {"H100": "H100 SXM (DGX H100)", "GB200": "GB200 NVL72", "GB300": "GB300 NVL72"}
 
 MODELS = {"deepseek_v3": ("deepseek-v3", "DeepSeek-V3"), "qwen3_235b_a22b": ("qwen3-235b-a22b", "Qwen3-235B-A22B"),
-          "qwen3_30b_a3b": ("qwen3-30b-a3b", "Qwen3-30B-A3B")}
+          "qwen3_30b_a3b": ("qwen3-30b-a3b", "Qwen3-30B-A3B"),
+          "nemotron_3_nano": ("nemotron-3-nano-30b-a3b", "Nemotron-3-Nano-30B-A3B"),
+          "gpt_oss_120b": ("gpt-oss-120b", "GPT-OSS-120B")}
 """The recipes' model prefix -> its card and the model name the table gives."""
 
 # One run a line: the recipe (<model>.<gpus>gpu_<gpu>_<precision>, src/megatron/bridge/perf_recipes'
@@ -49,6 +52,9 @@ qwen3_30b_a3b.8gpu_gb300_fp8mx      8    1 1 1  8  no  -               8 512   4
 qwen3_30b_a3b.8gpu_gb300_fp8mx      32   1 1 1  8  no  -               8 2048  4096 5814.290  -
 qwen3_30b_a3b.8gpu_gb300_fp8mx      128  1 1 1  8  no  -               8 8192  4096 5831.720  -
 qwen3_30b_a3b.8gpu_gb300_fp8mx      256  1 1 1  8  no  -               8 16384 4096 5818.620  -
+nemotron_3_nano.8gpu_gb300_fp8mx    8    1 1 1  8  no  -               4 512   8192 12455.140 937.770
+gpt_oss_120b.64gpu_gb200_bf16       64   1 1 1  64 no  layernorm,moe_act 4 1280 4096 4995.630  535.230
+gpt_oss_120b.64gpu_gb300_fp8mx      64   1 1 1  16 no  -               4 1280  4096 2481.140  1077.350
 """
 PRECISIONS = {"bf16": "BF16", "fp8mx": "MXFP8"}
 

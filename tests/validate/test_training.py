@@ -282,22 +282,29 @@ def test_the_sp_and_etp_columns_override_the_frameworks_habits(rows):
 def test_every_run_of_the_unseen_megatron_bridge_table_becomes_the_scenario_its_recipe_states():
     table = with_source_layouts(read_table(str(ROOT / "benchmarks" / "data" / "megatron_bridge_cards.csv")))
     scenarios = [scenario_from_row(row) for row in table]
-    assert len(scenarios) == 10
+    assert len(scenarios) == 13
     deepseek = scenarios[0].workload  # deepseek_v3_pretrain_1024gpu_h100_bf16_config
     assert (deepseek.parallelism.tp, deepseek.parallelism.pp, deepseek.parallelism.vpp, deepseek.parallelism.ep) == (
         2, 8, 4, 64)
     assert deepseek.parallelism.recompute_modules == ["mla_up_proj", "mlp"] and deepseek.model.mtp_layers == 1
     assert deepseek.parallelism.etp == 1 and deepseek.parallelism.sequence_parallel  # the etp and sp columns
-    assert {sc.workload.training.dtype.value for sc in scenarios[1:]} == {"mxfp8"}
-    # every recipe dispatches by HybridEP, which deduplicates as DeepEP does; Megatron-Bridge fuses the loss
-    assert {(sc.workload.training.moe_dispatcher, sc.workload.training.cross_entropy) for sc in scenarios} == {
-        ("deepep", "fused")}
-    # the GB200/GB300 MXFP8 recipes overlap the all-to-alls, the H100 one does not (and reduces after the backward)
-    assert [sc.workload.parallelism.overlap_moe_expert_parallel_comm for sc in scenarios] == [False] + [True] * 9
+    dtypes = [sc.workload.training.dtype.value for sc in scenarios]
+    assert dtypes == ["bf16"] + ["mxfp8"] * 10 + ["bf16", "mxfp8"]
+    # HybridEP, which deduplicates as DeepEP does, wherever the recipe dispatches through it; GPT-OSS's GB200 BF16
+    # recipe keeps its base recipe's all-to-all dispatcher; Megatron-Bridge fuses the loss everywhere
+    assert [sc.workload.training.moe_dispatcher for sc in scenarios] == ["deepep"] * 11 + ["alltoall", "deepep"]
+    assert {sc.workload.training.cross_entropy for sc in scenarios} == {"fused"}
+    # the GB200/GB300 MXFP8 DeepSeek-V3 and Qwen3 recipes and both GPT-OSS ones overlap the all-to-alls; DeepSeek-V3's
+    # H100 one (which also reduces gradients after the backward) and Nemotron 3 Nano's do not
+    assert [sc.workload.parallelism.overlap_moe_expert_parallel_comm for sc in scenarios] == (
+        [False] + [True] * 9 + [False, True, True])
     assert not deepseek.parallelism.overlap_grad_reduce and scenarios[1].workload.parallelism.overlap_grad_reduce
     assert deepseek.parallelism.pipeline_layout == "Et|(tt|)*30mL"
     assert scenarios[1].workload.parallelism.pipeline_layout == scenarios[2].workload.parallelism.pipeline_layout == (
         "Et*4|(t*4|)*14tmL")  # GB200's from the (pp 4, vpp 4) default, GB300's stated
+    gpt_oss = scenarios[11].workload
+    assert gpt_oss.training.sequence_length == 4096 and gpt_oss.parallelism.recompute_modules == ["layernorm",
+                                                                                                  "moe_act"]
 
 
 def test_megatron_core_scaling_runs_interleave_one_layer_a_virtual_stage_where_pipelined(rows):

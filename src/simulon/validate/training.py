@@ -184,15 +184,20 @@ RECIPE_SETTINGS = (
     # dgxc grok1/configure.sh and nemotron/configure.sh (340b): NVTE_FUSED_ATTN=0, so Transformer Engine runs
     # FlashAttention-2 where it would pick cuDNN's fused attention (its 15b sets NVTE_FUSED_ATTN=1)
     (r"dgxc.*(grok1/|nemotron.*\|.*nemotron.?4?.?340b)", {"attention": "flash"}),
-    # Megatron-Bridge's DeepSeek-V3 and Qwen3 MoE performance recipes (src/megatron/bridge/perf_recipes/): HybridEP
-    # dispatch (moe_token_dispatcher_type "flex", moe_flex_dispatcher_backend "hybridep", set by the Qwen3 recipes
-    # and, through apply_flex_dispatcher_backend, by DeepSeek-V3's base recipe, recipes/deepseek/h100/
-    # deepseek_v3.py, on H100 too), which sends a token once to each rank (and node) holding any of its experts, as
-    # DeepEP's does: simulon's deepep
-    (r"perf_recipes (deepseek_v3|qwen3)_\w+_config", {"moe_dispatcher": "deepep"}),
+    # Megatron-Bridge's DeepSeek-V3, Qwen3 MoE and Nemotron 3 Nano performance recipes (src/megatron/bridge/
+    # perf_recipes/): HybridEP dispatch (moe_token_dispatcher_type "flex", moe_flex_dispatcher_backend "hybridep",
+    # set by the Qwen3 recipes and Nemotron 3 Nano's base recipe, and, through apply_flex_dispatcher_backend, by
+    # DeepSeek-V3's base recipe, recipes/deepseek/h100/deepseek_v3.py, on H100 too), which sends a token once to each
+    # rank (and node) holding any of its experts, as DeepEP's does: simulon's deepep
+    (r"perf_recipes (deepseek_v3|qwen3|nemotron_3_nano)_\w+_config", {"moe_dispatcher": "deepep"}),
     # their GB200 and GB300 MXFP8 recipes: overlap_moe_expert_parallel_comm (deepseek/common.py
     # _enable_deepseek_full_iteration_mxfp8, qwen/common.py _enable_hybridep_full_iteration_mxfp8)
-    (r"perf_recipes \w+_gb[23]00_fp8mx_config", {"overlap_moe_expert_parallel_comm": True}),
+    (r"perf_recipes (deepseek_v3|qwen3)_\w+_gb[23]00_fp8mx_config", {"overlap_moe_expert_parallel_comm": True}),
+    # GPT-OSS 120B's GB200 BF16 recipe overlaps them over Megatron's all-to-all dispatcher (its base recipe's); its
+    # GB300 MXFP8 one dispatches through HybridEP too (gpt_oss/common.py _apply_gpt_oss_120b_full_iter_fp8mx_configs)
+    (r"perf_recipes gpt_oss_120b_pretrain_64gpu_gb200_bf16_config", {"overlap_moe_expert_parallel_comm": True}),
+    (r"perf_recipes gpt_oss_120b_pretrain_64gpu_gb300_fp8mx_config", {"overlap_moe_expert_parallel_comm": True,
+                                                                      "moe_dispatcher": "deepep"}),
     # DeepSeek-V3's pipeline layouts (set_deepseek_v3_pipeline_model_parallel_layout): the H100 recipe's own, the
     # GB300 recipe's own and the GB200 recipe's from the (pp 4, vpp 4) entry of _get_deepseek_v3_pipeline_layout,
     # the same string; the H100 recipe also sets ddp.overlap_grad_reduce = False
