@@ -24,17 +24,10 @@ import math
 
 import numpy as np
 
-from ..workload.kernels import KernelSpec, Phase, attention_impl
+from ..workload.kernels import FULL_MATRIX_LIBRARIES, KernelSpec, Phase, attention_impl
 from .calibration import Architecture, AttentionParams
 
 BACKWARD_PHASES = (Phase.bwd_ig, Phase.bwd_wg)
-FULL_MATRIX_LIBRARIES = ("pytorch",)
-"""Libraries that compute the whole score matrix and mask it afterwards (PyTorch's math attention: matmul, masked
-softmax, matmul), so a causal mask saves them no work but costs one more pass over the scores in the forward (the
-mask added to the score matrix before the softmax: flash-attention's benchmarks/benchmark_causal.py attention_pytorch,
-`scores + triu(-10000)`), an elementwise read and write of every score like the softmax's own pass, whose cost per
-score the fitted softmax_dims is; the backward of the addition passes the gradient through. The tiled kernels skip
-the blocks above the diagonal."""
 
 
 WARP_MMA_LIBRARIES = ("flash", "flash_v1", "flash_triton", "xformers")
@@ -70,18 +63,22 @@ def attention_seconds(p: AttentionParams, arch: Architecture, peak: float, spec:
     block_seconds = 2.0 * block * block * (dims * matmuls + passes * phase.softmax_dims * softmax) / (
         peak * phase.efficiency / arch.sm_count)
     tiles = 1 if backward else arch.attention_query_tiles
+    window = int(s.get("window", 0))  # a sliding window's band: the causal range, each tile's walk capped
     blocks = wave_blocks(s["batch"] * s["heads"], math.ceil(s["seq_q"] / (block * tiles)),
-                         math.ceil(s["seq_k"] / block), bool(s["causal"]) and not full_matrix, phase.block_overhead,
-                         arch.sm_count, tiles)
+                         math.ceil((s["seq_q"] if window else s["seq_k"]) / block),
+                         (bool(s["causal"]) or bool(window)) and not full_matrix, phase.block_overhead,
+                         arch.sm_count, tiles, math.ceil((window + block - 1) / block) if window else 0)
     return p.overhead_us * 1e-6 + blocks * block_seconds
 
 
 def wave_blocks(copies: int, q_blocks: int, k_blocks: int, causal: bool, overhead: float, sm_count: int,
-                q_tiles: int = 1) -> float:
+                q_tiles: int = 1, band: int = 0) -> float:
     """Blocks on the critical path when `copies` x `q_blocks` CTAs, each walking its key blocks (`q_tiles` query
     tiles at a time) plus `overhead`, are issued heaviest first in waves of sm_count (the sum of each wave's
-    heaviest)."""
+    heaviest). `band`: a sliding window's key blocks, at most what one query tile walks (the blocks a window of w keys
+    straddles: ceil((w + block - 1) / block))."""
     i = np.arange(q_blocks, 0, -1)  # heaviest first
-    work = q_tiles * (np.ceil(i * k_blocks / q_blocks) if causal else np.full(q_blocks, float(k_blocks)))
+    walked = np.ceil(i * k_blocks / q_blocks) if causal else np.full(q_blocks, float(k_blocks))
+    work = q_tiles * (np.minimum(walked, band) if band else walked)
     leaders = np.arange(0, copies * q_blocks, sm_count) // copies
     return float(np.sum(work[leaders] + overhead))

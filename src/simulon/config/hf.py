@@ -22,6 +22,9 @@ GptOssConfig; a multimodal config's `text_config`):
   linear_key_head_dim, linear_value_head_dim, linear_conv_kernel_dim, and layer_types (or full_attention_interval),
   each layer two symbols of the hybrid pattern (G or *, then E or -); attn_output_gate (Qwen3-Next's attention is
   gated: true unless the file says otherwise);
+- sliding-window attention: sliding_window where layer_types name sliding_attention layers (every one, or every N-th
+  layer full), GPT-OSS's (which alternate from a sliding layer where the file leaves layer_types to GptOssConfig),
+  and Mistral's (every layer);
 - hybrid Mamba models (NemotronHConfig, model_type nemotron_h): hybrid_override_pattern (or layers_block_type, the
   same as a list of block names), mamba_num_heads, mamba_head_dim, ssm_state_size, n_groups, conv_kernel,
   chunk_size; the MLP's activation from mlp_hidden_act, the shared expert's width from
@@ -213,6 +216,30 @@ def _mamba(cfg: Reader) -> dict[str, Any] | None:
     return block
 
 
+def _sliding_window(cfg: Reader) -> dict[str, Any] | None:
+    """A sliding window where the file has one that layers use: layer_types naming sliding_attention layers (every
+    one, or every N-th layer full attention), GPT-OSS's alternation where its file leaves layer_types to
+    GptOssConfig (sliding_attention first), Mistral's sliding_window on every layer."""
+    size = cfg.integer("sliding_window", required=False)
+    if size is None:
+        return None
+    types = cfg.doc.get("layer_types")
+    if types is None and cfg.text("model_type", "") == "gpt_oss":
+        return {"size": size, "full_every": 2}
+    if types is None:
+        return {"size": size, "full_every": 0} if cfg.text("model_type", "") == "mistral" else None
+    if not isinstance(types, list) or not all(t in ("sliding_attention", "full_attention") for t in types):
+        return None  # not a windowed model's list (Qwen3-Next's linear attention is read by its own pattern)
+    full = [i for i, kind in enumerate(types) if kind == "full_attention"]
+    if len(full) == len(types):
+        return None
+    every = full[0] + 1 if full else 0
+    if full != [i for i in range(len(types)) if every and (i + 1) % every == 0]:
+        raise cfg.fail("layer_types", "full_attention layers that are not every N-th layer are not modelled (a "
+                       "sliding window's full_every)")
+    return {"size": size, "full_every": every}
+
+
 def model_from_hf(path: Path) -> dict[str, Any]:
     """The model block a HuggingFace config.json describes. Raises HFConfigError naming file and key."""
     cfg = Reader(path, read_config(path))
@@ -248,7 +275,9 @@ def model_from_hf(path: Path) -> dict[str, Any]:
         block["attention_output_gate"] = cfg.flag("attn_output_gate", True)
         if moe is not None and "E" not in pattern:
             moe = None
-    for key, sub in (("moe", moe), ("mla", _mla(cfg)), ("mamba", mamba), ("gdn", gdn), ("hybrid_pattern", pattern)):
+    window = _sliding_window(cfg) if gdn is None else None
+    for key, sub in (("moe", moe), ("mla", _mla(cfg)), ("mamba", mamba), ("gdn", gdn), ("hybrid_pattern", pattern),
+                     ("sliding_window", window)):
         if sub is not None:
             block[key] = sub
     mtp = cfg.integer("num_nextn_predict_layers", required=False, default=0)

@@ -118,6 +118,20 @@ class DSASpec(StrictModel):
     index_topk: SequenceLength = Field(description="keys each query attends to (DeepSeek-V3.2: 2,048)")
 
 
+class SlidingWindowSpec(StrictModel):
+    """Sliding-window attention: a windowed layer's query attends to itself and the size - 1 tokens before it
+    (Megatron-Core's window_size, HF sliding_window; GPT-OSS 128). `full_every`: every such-numbered layer, counting
+    from 1, attends to the whole causal context instead (Megatron's window_attn_skip_freq; GPT-OSS 2: layers 1, 3, ...
+    of 0-based ids are full, HF layer_types alternating from sliding_attention); 0: every layer windowed."""
+
+    size: SequenceLength
+    full_every: OptionalLayerCount = 0
+
+    def windowed(self, layer: int) -> bool:
+        """Whether decoder layer `layer` (0-based) attends through the window."""
+        return self.full_every == 0 or (layer + 1) % self.full_every != 0
+
+
 class MLASpec(StrictModel):
     """Multi-head latent attention (DeepSeek-V2/V3): low-rank query and key/value projections."""
 
@@ -160,6 +174,9 @@ class ModelSpec(Templated):
     mla: MLASpec | None = None
     mamba: MambaSpec | None = Field(None, description="the Mamba-2 mixer of the hybrid pattern's M layers")
     gdn: GatedDeltaNetSpec | None = Field(None, description="the gated delta net of the hybrid pattern's G layers")
+    sliding_window: SlidingWindowSpec | None = Field(
+        None, description="sliding-window attention of some or all layers (Megatron-Core's window_size and "
+        "window_attn_skip_freq; HF sliding_window and layer_types): {size: tokens, full_every: N}")
     attention_output_gate: bool = Field(False, description="each attention head's output multiplied by the sigmoid "
                                         "of a gate its query projection also makes (Megatron-Core's "
                                         "attention_output_gate; Qwen3-Next's and Qwen3.5's gated attention)")
@@ -213,6 +230,8 @@ class ModelSpec(Templated):
         self._check_hybrid()
         if self.attention_output_gate and self.mla is not None:
             raise FieldError("attention_output_gate", "with multi-head latent attention (mla) is not modelled")
+        if self.sliding_window is not None and self.mla is not None:
+            raise FieldError("sliding_window", "with multi-head latent attention (mla) is not modelled")
         if self.mtp_layers and self.hybrid_pattern is not None:
             raise FieldError("mtp_layers", "multi-token prediction of hybrid models (the pattern after '/' in "
                              "Megatron's hybrid_override_pattern) is not modelled")
@@ -264,6 +283,13 @@ class ModelSpec(Templated):
 
     def is_mtp_layer(self, layer: int) -> bool:
         return layer >= self.num_layers
+
+    def windowed(self, layer: int) -> bool:
+        """Whether layer `layer` attends through a sliding window (a multi-token-prediction layer as the decoder's
+        last)."""
+        if self.sliding_window is None:
+            return False
+        return self.sliding_window.windowed(min(layer, self.num_layers - 1))
 
     def layer_blocks(self, layer: int) -> LayerKind:
         """The blocks of layer `layer` (0-based) in forward order (config/hybrid.py); a multi-token-prediction
@@ -630,6 +656,13 @@ class MegatronWorkload(StrictModel):
             raise FieldError("parallelism.context_parallel_comm", f"{par.context_parallel_comm!r} with DeepSeek sparse "
                              "attention (model.mla.dsa): Megatron-Core's DSAttention splits the context by all-gather "
                              "only; set it to all_gather, or cp to 1")
+        return self
+
+    @model_validator(mode="after")
+    def _windows_without_context_parallelism(self) -> MegatronWorkload:
+        if self.model.sliding_window is not None and self.parallelism.cp > 1:
+            raise FieldError("model.sliding_window", "with context parallelism (cp > 1) is not modelled: simulon's "
+                             "ring and gathers exchange the whole context")
         return self
 
     @model_validator(mode="after")

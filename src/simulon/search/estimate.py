@@ -23,9 +23,10 @@ weights before its forward and backward: what outlasts the layer's compute is ex
 Kernels that run beside communication lose the SMs NCCL holds (one per channel), as in the replay
 (engine/replay.py): the compute a collective overlaps is stretched by sm / (sm - channels).
 
-What it leaves out (the replay has it): flows sharing links across concurrent collectives and the exact
-schedule's dependencies (among them the clipping norm's all-reduce, which holds every stage's optimizer step until
-the slowest stage has reduced its gradients).
+What it leaves out (the replay has it): a sliding window's shorter attention (model.sliding_window: the estimate
+times every layer's attention over the whole causal context), flows sharing links across concurrent collectives and
+the exact schedule's dependencies (among them the clipping norm's all-reduce, which holds every stage's optimizer step
+until the slowest stage has reduced its gradients).
 """
 
 from __future__ import annotations

@@ -111,10 +111,22 @@ kernel), and PyTorch's own attention without a fused kernel (SDPA's `math` backe
 FlashAttention benchmarks), each at its own fitted speed."""
 
 
+FULL_MATRIX_LIBRARIES = ("pytorch",)
+"""Libraries that compute the whole score matrix and mask it afterwards (PyTorch's math attention: matmul, masked
+softmax, matmul), so a causal mask saves them no work but costs one more pass over the scores in the forward (the
+mask added to the score matrix before the softmax: flash-attention's benchmarks/benchmark_causal.py attention_pytorch,
+`scores + triu(-10000)`), an elementwise read and write of every score like the softmax's own pass, whose cost per
+score the fitted softmax_dims is; the backward of the addition passes the gradient through. The tiled kernels skip
+the blocks above the diagonal."""
+
+
 def attention(phase: Phase, batch: int, heads: int, kv_heads: int, seq_q: int, seq_k: int,
-              qk_dim: int, v_dim: int, causal: bool, dtype_bytes: float, impl: str = "flash") -> KernelSpec:
-    """Flash attention over one micro-batch. Model FLOPs count the full score matrix. `impl` names the
-    kernel library when it is not the default one (FLASH_IMPLEMENTATIONS)."""
+              qk_dim: int, v_dim: int, causal: bool, dtype_bytes: float, impl: str = "flash",
+              window: int = 0) -> KernelSpec:
+    """Flash attention over one micro-batch. Model FLOPs count the full score matrix (`seq_k` keys a query). `impl`
+    names the kernel library when it is not the default one (FLASH_IMPLEMENTATIONS). `window`: a sliding window of
+    that many keys, whose band `seq_k` then gives as the mean keys a query attends (not causal: the band is the
+    mask), kept in the shape for the compute model to count the key blocks a tiled kernel walks."""
     fwd_flops = 2.0 * batch * heads * seq_q * seq_k * (qk_dim + v_dim)
     # a causal mask skips half the score blocks (on average over context-parallel ranks, which are
     # load-balanced by pairing early and late sequence chunks)
@@ -129,6 +141,8 @@ def attention(phase: Phase, batch: int, heads: int, kv_heads: int, seq_q: int, s
              ("dtype_bytes", dtype_bytes))
     if impl != FLASH_IMPLEMENTATIONS[0]:
         shape += (("impl", impl),)
+    if window:
+        shape += (("window", window),)
     return KernelSpec("attn_flash", KernelClass.attention, phase, flops, hw, moved, shape)
 
 

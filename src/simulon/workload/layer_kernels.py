@@ -17,6 +17,7 @@ from ..config.workload import MegatronWorkload, ModelSpec
 from .gated_delta import GDN_PRODUCTS, GdnShard, gdn_kernels
 from .kernels import (
     FLASH_IMPLEMENTATIONS,
+    FULL_MATRIX_LIBRARIES,
     INDEX_BYTES,
     KernelClass,
     KernelSpec,
@@ -309,15 +310,16 @@ class LayerKernels:
 
     def __init__(self, model: ModelSpec, shape: ShardShape, attention_impl: str = "flash",
                  elementwise: str = "fused", cross_entropy: str = "vocab_parallel", autocast: bool = False,
-                 all_bf16: bool = False):
+                 all_bf16: bool = False, window: int = 0):
         self.model, self.shape, self.attention_impl = model, shape, attention_impl
+        self.window = window  # a sliding-window layer's (model.sliding_window), 0: the whole causal context
         self.cross_entropy, self.elementwise = cross_entropy, elementwise
         # torch.autocast over fp32 parameters, which only 16-bit activations make a mixed precision
         self.autocast = autocast and shape.act_bytes < 4
         self.passes = EAGER_PASSES if elementwise == "eager" else FUSED_PASSES
         self.all_bf16 = all_bf16  # every GEMM in bf16: a layer a narrow format's recipe keeps in 16 bits
         self._layer_params: dict[LayerKind, tuple[float, float]] = {}
-        self._bf16_twin: LayerKernels | None = None
+        self._twins: dict[tuple[bool, int], LayerKernels] = {}
         self._weight_casts: dict[str, KernelSpec] = {}
 
     @classmethod
@@ -339,15 +341,19 @@ class LayerKernels:
         return _shared_table(*_arguments(workload, ShardShape.of(workload).one_sequence()))
 
     def at(self, layer: int) -> LayerKernels:
-        """The kernels transformer layer `layer` runs: these, or their bf16 twin where the run's number format
-        keeps the layer in bf16 (config/number_formats.py; same shapes, GEMMs at the bf16 rate, no casts)."""
+        """The kernels transformer layer `layer` runs: these, or their twin where the run's number format keeps the
+        layer in bf16 (config/number_formats.py; same shapes, GEMMs at the bf16 rate, no casts) or the layer attends
+        through a sliding window (model.sliding_window: its attention over the window's keys), or both."""
         fmt = self.shape.number_format
-        if fmt is None or not fmt.layer_in_bf16(layer):
+        bf16 = fmt is not None and fmt.layer_in_bf16(layer)
+        window = self.model.sliding_window.size if self.model.windowed(layer) else 0  # type: ignore[union-attr]
+        if not bf16 and not window:
             return self
-        if self._bf16_twin is None:
-            self._bf16_twin = LayerKernels(self.model, self.shape.in_bf16(), self.attention_impl, self.elementwise,
-                                           self.cross_entropy, self.autocast, all_bf16=True)
-        return self._bf16_twin
+        if (bf16, window) not in self._twins:
+            self._twins[bf16, window] = LayerKernels(self.model, self.shape.in_bf16() if bf16 else self.shape,
+                                                     self.attention_impl, self.elementwise, self.cross_entropy,
+                                                     self.autocast, all_bf16=bf16, window=window)
+        return self._twins[bf16, window]
 
     def __getitem__(self, name: str) -> dict[Phase, KernelSpec]:
         return self.table[name]
@@ -560,6 +566,16 @@ class LayerKernels:
             block = tuple(attention(phase, b, n, kv, sq, sq, qk_dim, v_dim, True, db, self.attention_impl)
                           for phase in (Phase.fwd, Phase.bwd_ig))
             return {"attn_flash": block, RING_BLOCK: block}
+        if self.attention_impl in FLASH_IMPLEMENTATIONS and self.attention_impl not in FULL_MATRIX_LIBRARIES and \
+                self.window and self.window < sk:
+            # a sliding window: query i attends its min(i + 1, window) latest keys, the band DeepSeek's sparse
+            # attention's top-k makes too (SparseKeys), each query a row of their mean count; the tiled kernels
+            # walk the key blocks the band straddles (compute.attention), PyTorch's math attention masks the whole
+            # matrix, as it does for causality
+            keys = SparseKeys.of(sk, self.window)
+            return {"attn_flash": tuple(attention(phase, b, n, kv, sq, keys.keys, qk_dim, v_dim, False, db,
+                                                  self.attention_impl, self.window)
+                                        for phase in (Phase.fwd, Phase.bwd_ig))}
         if self.attention_impl in FLASH_IMPLEMENTATIONS:
             return {"attn_flash": tuple(attention(phase, b, n, kv, sq, sk, qk_dim, v_dim, True, db,
                                                   self.attention_impl) for phase in (Phase.fwd, Phase.bwd_ig))}
