@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from helpers import cli, estimate_over_replay, gpt_scenario
 from simulon.pipeline import simulate
+from simulon.search.estimate import combined_share
 from simulon.search.export import megatron_arguments, scenario_yaml
 from simulon.search.run import Search, apply
 from simulon.search.space import Strategy
@@ -224,3 +225,12 @@ def test_the_searched_strategy_is_exported_with_the_overlap_where_it_runs_it():
     assert written["overlap_moe_expert_parallel_comm"] is True
     assert "overlap_moe_expert_parallel_comm" not in yaml.safe_load(scenario_yaml(sc, no_experts, 8, "best"))[
         "workload"]["parallelism"]
+
+
+def test_the_search_estimate_hides_dualpipes_overlapped_pairs_as_the_schedule_marks_them():
+    strategy = Strategy(1, 4, 1, 2, 1, 2, 1, 1, False, "none", "distributed_optimizer", "bf16", False)
+    plain, overlapped = (Search(sc).estimator.estimate(strategy, apply(sc.workload, strategy))
+                         for sc in (dualpipe_moe(False), dualpipe_moe(True)))
+    assert overlapped.ep_s < plain.ep_s and overlapped.compute_s == plain.compute_s
+    steps = make_scheduler("dualpipe", 1, combined=True).steps(0, 4, 8)
+    assert combined_share("dualpipe", 1, 0, 4, 8) == sum(s.combined for s in steps) / sum(s.kind == "B" for s in steps)

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -63,6 +64,16 @@ Unit = int | LayerKind
 def unit_kind(kernels: LayerKernels, unit: int) -> Unit:
     """A stage's unit as the estimate costs it: the embedding and the head as themselves, a layer as its kind."""
     return unit if unit < 0 else kernels.blocks(unit)
+
+
+@lru_cache(maxsize=4096)
+def combined_share(schedule: str, chunks: int, stage: int, stages: int, microbatches: int) -> float:
+    """Of a stage's backwards, the share its schedule runs combined with a forward (Step.combined; Megatron's
+    steady state, DualPipe's overlapped pairs), under overlap_moe_expert_parallel_comm (cached: searches ask again
+    and again)."""
+    steps = make_scheduler(schedule, chunks, combined=True).steps(stage, stages, microbatches)
+    backwards = [step for step in steps if step.kind == "B"]
+    return sum(step.combined for step in backwards) / len(backwards)
 
 
 def is_layer(unit: Unit) -> bool:
@@ -175,9 +186,7 @@ class Estimator:
         outlasts its kernels (one micro-batch's forward and backward) is exposed; the warm-up forwards and cool-down
         backwards, which run alone, expose theirs."""
         par = workload.parallelism
-        total = microbatches * par.vpp
-        table = make_scheduler(par.pipeline_schedule, par.vpp, combined=True).table(stage, par.pp, microbatches)
-        paired = max(total - min(table.warmup, total), 0) / total
+        paired = combined_share(par.pipeline_schedule, par.vpp, stage, par.pp, microbatches)
         return (1 - paired) * cost.ep + paired * max(0.0, cost.ep - cost.compute)
 
     # ---- per stage ----

@@ -29,7 +29,7 @@ from ..config.scenario import ScenarioConfig
 from ..config.templates import find_template, template_stem_loose
 from ..memory import MemoryReport, StageMemory, estimate_memory
 from ..memory.runtime import GiB
-from .report import Comparison, Skipped, ValidationReport, number
+from .report import Comparison, Skipped, ValidationReport, flag, number
 from .training import MEGATRON_GPT
 
 
@@ -242,8 +242,8 @@ def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
     if seq is None:
         raise Unsupported("row gives no sequence length")
     gbs = _integer(row, "gbs") or mbs * dp * max(pp, 1)
-    sp = row["sp"].strip().lower()
-    sequence_parallel = (sp == "true") if sp in ("true", "false") else source.sequence_parallel
+    stated = flag(row, "sp")
+    sequence_parallel = source.sequence_parallel if stated is None else stated
     parallelism: dict[str, Any] = {"tp": tp, "pp": pp, "cp": cp, "ep": ep, "vpp": vpp,
                                    "sequence_parallel": sequence_parallel and tp > 1,
                                    **_recompute(row["recompute"] if row["recompute"].strip() not in ("", "unknown")

@@ -76,6 +76,11 @@ def read_table(path: str | Path) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
+def flag(row: dict[str, str], column: str) -> bool | None:
+    """A yes/no cell (yes, true, no, false, any case), or None when blank or anything else ("unknown")."""
+    return {"yes": True, "true": True, "no": False, "false": False}.get((row.get(column) or "").strip().lower())
+
+
 def number(row: dict[str, str], column: str) -> float | None:
     """A numeric cell, or None when blank or not a number."""
     text = (row.get(column) or "").strip()

@@ -28,7 +28,7 @@ from ..config.workload import RECOMPUTE_MODULES, ModelSpec
 from ..dag.size import TooLarge
 from ..pipeline import Simulation, simulate
 from ..progress import SILENT, Progress
-from .report import Comparison, Skipped, ValidationReport, number
+from .report import Comparison, Skipped, ValidationReport, flag, number
 
 
 class Unsupported(Exception):
@@ -447,11 +447,11 @@ def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
     modules = [m for m in re.findall(r"[a-z_]+", row["recompute"].partition("(")[2]) if m in RECOMPUTE_MODULES]
     if not row["recompute"] and re.search(r"counted with activation recomputation", row["notes"]):
         recompute = "full"  # the source's FLOP count says its runs recomputed activations
-    stated_sp = {"yes": True, "true": True, "no": False, "false": False}.get(row.get("sp", "").strip().lower())
+    stated_sp, etp = flag(row, "sp"), _integer(row, "etp")
     sp = (habits.sequence_parallel if stated_sp is None else stated_sp) and tp > 1
     parallelism = {
         "tp": tp, "pp": pp, "cp": cp, "ep": ep, "vpp": vpp,
-        **({"expert_tensor_parallel": _integer(row, "etp")} if _integer(row, "etp") and ep > 1 else {}),
+        **({"expert_tensor_parallel": etp} if etp and ep > 1 else {}),
         "sequence_parallel": sp,
         "tp_comm_overlap": habits.tp_comm_overlap and sp,
         "distributed_optimizer": habits.distributed_optimizer and fsdp == "none",

@@ -102,6 +102,15 @@ class _Chain:
     producer: int = NO_OP
 
 
+def _around_layers(units: list[int]) -> tuple[list[int], list[int], list[int]]:
+    """A chunk's units split into those before its transformer layers (ids below 0: the embedding, or the head in
+    backward order), the layers, and those after them."""
+    layers = [i for i, unit in enumerate(units) if unit >= 0]
+    if not layers:
+        return units, [], []
+    return units[:layers[0]], units[layers[0]:layers[-1] + 1], units[layers[-1] + 1:]
+
+
 class _StageEmitter:
     """Writes one stage's program; keeps the bookkeeping of pending communication."""
 
@@ -397,15 +406,15 @@ class _StageEmitter:
             self.receive_forward(f.microbatch, f.chunk)
         f_units = self.layers.units_of(self.stage, f.chunk)
         b_units = self.layers.units_of(self.stage, b.chunk)[::-1]
-        f_next = dict(pairwise([*f_units, None]))
-        b_next = dict(pairwise([*b_units, None]))
-        f_layers, b_layers = [u for u in f_units if u >= 0], [u for u in b_units if u >= 0]
+        f_next, b_next = dict(pairwise([*f_units, None])), dict(pairwise([*b_units, None]))
+        f_before, f_layers, f_after = _around_layers(f_units)   # the embedding, the layers, the head
+        b_before, b_layers, b_after = _around_layers(b_units)   # the head, the layers, the embedding
         with self.on(bwd):
-            for unit in b_units[:b_units.index(b_layers[0])] if b_layers else b_units:
-                self.backward_unit(unit, b.microbatch, b_next[unit], b.chunk, last)  # the head
+            for unit in b_before:
+                self.backward_unit(unit, b.microbatch, b_next[unit], b.chunk, last)
         with self.on(fwd):
-            for unit in f_units[:f_units.index(f_layers[0])] if f_layers else f_units:
-                self.forward_unit(unit, f.microbatch, f_next[unit])                  # the embedding
+            for unit in f_before:
+                self.forward_unit(unit, f.microbatch, f_next[unit])
         for f_unit, b_unit in zip(f_layers, b_layers, strict=False):
             self.combined_layer((fwd, f_unit, f.microbatch, f_next[f_unit]),
                                 (bwd, b_unit, b.microbatch, b_next[b_unit]), b.chunk, last)
@@ -414,12 +423,12 @@ class _StageEmitter:
             for unit in b_layers[pairs:]:
                 self.backward_unit(unit, b.microbatch, b_next[unit], b.chunk, last)
         with self.on(fwd):
-            for unit in f_layers[pairs:] + (f_units[f_units.index(f_layers[-1]) + 1:] if f_layers else []):
-                self.forward_unit(unit, f.microbatch, f_next[unit])                  # and the head
+            for unit in f_layers[pairs:] + f_after:
+                self.forward_unit(unit, f.microbatch, f_next[unit])
             self.send_forward(f.microbatch, f.chunk)
         with self.on(bwd):
-            for unit in b_units[b_units.index(b_layers[-1]) + 1:] if b_layers else []:
-                self.backward_unit(unit, b.microbatch, b_next[unit], b.chunk, last)  # the embedding
+            for unit in b_after:
+                self.backward_unit(unit, b.microbatch, b_next[unit], b.chunk, last)
             self.send_backward(b.microbatch, b.chunk)
 
     def combined_layer(self, forward: tuple[_Chain, int, int, int | None],
