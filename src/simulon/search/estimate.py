@@ -23,9 +23,11 @@ weights before its forward and backward: what outlasts the layer's compute is ex
 Kernels that run beside communication lose the SMs NCCL holds (one per channel), as in the replay
 (engine/replay.py): the compute a collective overlaps is stretched by sm / (sm - channels).
 
-What it leaves out (the replay has it): a sliding window's shorter attention (model.sliding_window: the estimate
-times every layer's attention over the whole causal context), flows sharing links across concurrent collectives and
-the exact schedule's dependencies (among them the clipping norm's all-reduce, which holds every stage's optimizer step
+A layer is costed as what it runs (LayerUnit): its blocks, and the twin LayerKernels.at gives it where the number
+format keeps it in bf16 or its attention looks through a sliding window.
+
+What it leaves out (the replay has it): flows sharing links across concurrent collectives and the exact schedule's
+dependencies (among them the clipping norm's all-reduce, which holds every stage's optimizer step
 until the slowest stage has reduced its gradients).
 """
 
@@ -57,13 +59,27 @@ from ..workload.program import EMBEDDING_LAYER, HEAD_LAYER
 from ..workload.schedule import make_scheduler
 from .space import Strategy
 
-Unit = int | LayerKind
-"""What the estimate costs once and multiplies: the embedding or the head (their unit numbers), or a kind of layer."""
+
+@dataclass(frozen=True)
+class LayerUnit:
+    """A layer as the estimate costs it: its blocks, whether its number format keeps it in bf16, and its attention's
+    sliding window (0: none), which pick its kernels (LayerKernels.variant)."""
+
+    kind: LayerKind
+    bf16: bool = False
+    window: int = 0
+
+    def table(self, kernels: LayerKernels) -> LayerKernels:
+        return kernels.variant(self.bf16, self.window)
+
+
+Unit = int | LayerUnit
+"""What the estimate costs once and multiplies: the embedding or the head (their unit numbers), or a layer unit."""
 
 
 def unit_kind(kernels: LayerKernels, unit: int) -> Unit:
-    """A stage's unit as the estimate costs it: the embedding and the head as themselves, a layer as its kind."""
-    return unit if unit < 0 else kernels.blocks(unit)
+    """A stage's unit as the estimate costs it: the embedding and the head as themselves, a layer as its LayerUnit."""
+    return unit if unit < 0 else LayerUnit(kernels.blocks(unit), *kernels.variant_of(unit))
 
 
 @lru_cache(maxsize=4096)
@@ -77,7 +93,12 @@ def combined_share(schedule: str, chunks: int, stage: int, stages: int, microbat
 
 
 def is_layer(unit: Unit) -> bool:
-    return isinstance(unit, tuple)
+    return isinstance(unit, LayerUnit)
+
+
+def unit_table(kernels: LayerKernels, unit: Unit) -> LayerKernels:
+    """The kernels a unit runs: a layer's twin (LayerUnit.table), the embedding's and the head's as they are."""
+    return unit.table(kernels) if is_layer(unit) else kernels
 
 
 AR, AG, RS, A2A, SR = (CollType.AllReduce, CollType.AllGather, CollType.ReduceScatter, CollType.AllToAll,
@@ -259,9 +280,10 @@ class Estimator:
         (workload.megatron recompute_modules): core attention where the modules name it, and every other named
         module's forward kernels (LayerKernels.recomputed) with the casts of their narrow operands."""
         par = workload.parallelism
-        names = [name for module in par.recomputed_kernel_modules for name in kernels.recomputed(module, unit)]
-        specs = [kernels[k][Phase.recompute] for name in names for k in (f"{name}_cast", name)
-                 if k in kernels and Phase.recompute in kernels[k]]
+        table = unit.table(kernels)
+        names = [name for module in par.recomputed_kernel_modules for name in table.recomputed(module, unit.kind)]
+        specs = [table[k][Phase.recompute] for name in names for k in (f"{name}_cast", name)
+                 if k in table and Phase.recompute in table[k]]
         rest = float(self.kernel_seconds(s.dtype, specs).sum()) if specs else 0.0
         return (attention_core if par.recomputes_core_attention else 0.0) + rest
 
@@ -271,17 +293,18 @@ class Estimator:
         kernel shape (what recomputation and TP overlap make of them is the caller's)."""
         key = (self.kernel_key(s), unit)
         if key not in self._unit_times:
-            names = self._unit_kernels(kernels, unit)
-            specs = {phase: [kernels[n][phase] for n in names if phase in kernels[n]
-                             for _ in range(kernels.repeats(n))] for phase in (Phase.fwd, Phase.bwd_ig, Phase.bwd_wg)}
+            table = unit_table(kernels, unit)
+            names = self._unit_kernels(table, unit)
+            specs = {phase: [table[n][phase] for n in names if phase in table[n]
+                             for _ in range(table.repeats(n))] for phase in (Phase.fwd, Phase.bwd_ig, Phase.bwd_wg)}
             each = {phase: self.kernel_seconds(s.dtype, specs[phase]) if specs[phase] else () for phase in specs}
             seconds = {phase: float(each[phase].sum()) if specs[phase] else 0.0 for phase in specs}
             gemms = {phase: sum(float(t) for t, spec in zip(each[phase], specs[phase], strict=True)
                                 if spec.kclass in (KernelClass.gemm, KernelClass.grouped_gemm))
                      for phase in specs}  # what TP communication hides behind
             attention_core = 0.0
-            if is_layer(unit) and "attention" in unit:
-                core = [kernels[n][Phase.fwd] for n in kernels.attention_core for _ in range(kernels.repeats(n))]
+            if is_layer(unit) and "attention" in unit.kind:
+                core = [table[n][Phase.fwd] for n in table.attention_core for _ in range(table.repeats(n))]
                 attention_core = float(self.kernel_seconds(s.dtype, core).sum())
             self._unit_times[key] = seconds, gemms, attention_core
         return self._unit_times[key]
@@ -305,7 +328,7 @@ class Estimator:
         if unit == HEAD_LAYER:  # the LM head and loss once more for each multi-token-prediction depth
             names = [n for n in kernels.table if n in head]
             return names + [n for n in names if n != "final_norm"] * kernels.model.mtp_layers
-        return [name for block in unit for name in kernels.block_kernels(block)]
+        return [name for block in unit.kind for name in kernels.block_kernels(block)]
 
     def _layer_comm(self, s: Strategy, workload: MegatronWorkload, kernels: LayerKernels, unit: Unit,
                     gemms: dict[Phase, float]) -> tuple[float, float, float]:
@@ -313,12 +336,13 @@ class Estimator:
         seconds of its GEMMs per phase, which TP communication hides behind where it runs beside them."""
         if not is_layer(unit):
             return 0.0, 0.0, 0.0
+        kernels, kind = unit.table(kernels), unit.kind
         shape, h, moe = kernels.shape, workload.model.hidden_size, workload.model.moe
         block = shape.tokens * h * shape.act_bytes  # a block's output, whole sequence share of this rank
         # attention, the MLP and the Mamba mixer each reduce their output across tp; an MoE block only where its
         # output has partial sums (LayerKernels.moe_output_reduced)
-        routed = "moe" in unit
-        blocks = sum(1 for b in unit if b != "moe" or kernels.moe_output_reduced)
+        routed = "moe" in kind
+        blocks = sum(1 for b in kind if b != "moe" or kernels.moe_output_reduced)
         tp = 0.0
         if s.tp > 1:
             group = tuple(range(s.tp))
@@ -336,12 +360,12 @@ class Estimator:
             else:
                 hiding = gemms[Phase.bwd_ig] + gemms[Phase.bwd_wg]
             tp = waited + max(0.0, beside - hiding) + min(beside, hiding) * (self.stretch(channels) - 1)
-            if kernels.sparse is not None and "attention" in unit:  # the indexer's inputs and its loss's target
+            if kernels.sparse is not None and "attention" in kind:  # the indexer's inputs and its loss's target
                 tp += self.seconds(AR, group, kernels.indexer_target_bytes)
                 tp += self.seconds(AG, group, kernels.indexer_input_bytes) if s.sequence_parallel else 0.0
         cp = 0.0
         cp_group = tuple(range(0, s.tp * s.cp, s.tp))  # rank 0's context-parallel group (RankLayout's cp)
-        if s.cp > 1 and "attention" in unit:
+        if s.cp > 1 and "attention" in kind:
             m = workload.model
             local_kv = 2 * shape.tokens * max(m.kv_heads // s.tp, 1) * m.head_size * shape.act_bytes
             group = cp_group
@@ -363,7 +387,7 @@ class Estimator:
             elif kernels.gathers_kv:
                 cp = self.seconds(AG, group, s.cp * local_kv) + self.seconds(RS, group, s.cp * local_kv)
         for mixer in MIXERS:
-            if s.cp > 1 and mixer in unit:  # the scan's inputs and its output each way, waited for
+            if s.cp > 1 and mixer in kind:  # the scan's inputs and its output each way, waited for
                 cp += 2 * sum(self.seconds(A2A, cp_group, elements * shape.act_bytes)
                               for elements in kernels.mixer_shard(mixer).all_to_all().values())
         ep = 0.0
@@ -388,8 +412,9 @@ class Estimator:
         flops = 0.0
         for unit in layers.stage_units(0):
             kind = unit_kind(kernels, unit)
-            for name in self._unit_kernels(kernels, kind):
-                flops += sum(spec.flops for phase, spec in kernels[name].items() if phase != Phase.recompute)
+            table = unit_table(kernels, kind)
+            for name in self._unit_kernels(table, kind):
+                flops += sum(spec.flops for phase, spec in table[name].items() if phase != Phase.recompute)
         return flops * base.training.global_batch_size
 
     def seconds(self, ctype: CollType, group: tuple[int, ...], size: float) -> float:

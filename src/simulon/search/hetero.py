@@ -46,7 +46,6 @@ import numpy as np
 from ..collective.tuner import CollectivePlan
 from ..config.dc import DatacenterConfig, Group
 from ..config.errors import ConfigError
-from ..config.hybrid import LayerKind
 from ..config.loading import parse_scenario
 from ..config.scenario import ScenarioConfig
 from ..config.workload import microbatch_steps
@@ -55,10 +54,11 @@ from ..memory import estimate_memory
 from ..network.topology import Topology
 from ..pipeline import Simulation
 from ..pipeline import simulate as simulate_scenario
+from ..workload.layer_kernels import LayerKernels
 from ..workload.parameters import PipelineLayers
 from ..workload.program import EMBEDDING_LAYER, HEAD_LAYER
 from .agreement import strategy_of
-from .estimate import Estimator
+from .estimate import Estimator, LayerUnit, unit_kind
 
 MAX_ORDERS = 2_000
 """Placements enumerated in every order up to this many; beyond, each group's stages stay contiguous. A cost
@@ -70,7 +70,7 @@ among the best, and 2,000 covers two groups of up to 12 stages together (C(12, 6
 class UnitCosts:
     """Seconds per micro-batch on one rank of a group's GPU."""
 
-    layers: Mapping[LayerKind, float]  # a layer of each kind the model has (config/hybrid.py)
+    layers: Mapping[LayerUnit, float]  # a layer of each kind the model has (config/hybrid.py), in bf16 or windowed
     embedding: float
     head: float
 
@@ -144,12 +144,12 @@ def unit_costs(sc: ScenarioConfig) -> list[UnitCosts]:
     parallelism = workload.parallelism.model_copy(update={"layers_per_stage": None})
     training = workload.training.model_copy(update={"stage_groups": None, "dp_shares": None})
     workload = workload.model_copy(update={"parallelism": parallelism, "training": training})
-    costs = []
+    costs, units = [], _layer_units(sc) + _mtp_units(sc)
     for group in sc.datacenter.groups:
         dc = group_datacenter(sc.datacenter, group)
         estimator = Estimator(workload, dc, CollectivePlan.from_config(Topology.from_datacenter(dc), sc.collective),
                               sc.collective)
-        layers = {kind: estimator.unit_seconds(strategy, workload, kind) for kind in workload.model.layer_kinds}
+        layers = {unit: estimator.unit_seconds(strategy, workload, unit) for unit in sorted(set(units), key=repr)}
         costs.append(UnitCosts(layers, *(estimator.unit_seconds(strategy, workload, unit)
                                          for unit in (EMBEDDING_LAYER, HEAD_LAYER))))
     return costs
@@ -249,9 +249,8 @@ class Planner:
             raise ConfigError("workload.parallelism.pp: 1: there is no pipeline to place on node groups")
         self.sc = sc
         self.costs = unit_costs(sc)
-        self.kinds = _layer_kinds(sc)
-        model = sc.workload.model  # the multi-token-prediction layers, which follow the decoder on the last stage
-        self.mtp_kinds = [model.layer_blocks(layer) for layer in range(model.num_layers, model.all_layers)]
+        self.kinds = _layer_units(sc)
+        self.mtp_kinds = _mtp_units(sc)  # the multi-token-prediction layers, which follow the decoder on the last stage
         train = sc.workload.training
         self.num_gpus = train.num_gpus or sc.datacenter.num_gpus
         self.dp = self.num_gpus // (par.tp * par.cp * par.pp)
@@ -459,10 +458,16 @@ def _setting(plan: Plan) -> tuple:
     return plan.stage_groups, plan.layers_per_stage, plan.dp_shares
 
 
-def _layer_kinds(sc: ScenarioConfig) -> list[LayerKind]:
-    """The kind of each layer of the model, in order."""
-    model = sc.workload.model
-    return [model.layer_blocks(layer) for layer in range(model.num_layers)]
+def _layer_units(sc: ScenarioConfig) -> list[LayerUnit]:
+    """Each decoder layer of the model as the estimate costs it (its kind, bf16 or not, window), in order."""
+    kernels = LayerKernels.weights_of(sc.workload)
+    return [unit_kind(kernels, layer) for layer in range(sc.workload.model.num_layers)]  # type: ignore[misc]
+
+
+def _mtp_units(sc: ScenarioConfig) -> list[LayerUnit]:
+    """The multi-token-prediction layers as the estimate costs them."""
+    kernels, model = LayerKernels.weights_of(sc.workload), sc.workload.model
+    return [unit_kind(kernels, layer) for layer in range(model.num_layers, model.all_layers)]  # type: ignore[misc]
 
 
 def _stage_layers(sc: ScenarioConfig) -> list[range]:

@@ -344,9 +344,17 @@ class LayerKernels:
         """The kernels transformer layer `layer` runs: these, or their twin where the run's number format keeps the
         layer in bf16 (config/number_formats.py; same shapes, GEMMs at the bf16 rate, no casts) or the layer attends
         through a sliding window (model.sliding_window: its attention over the window's keys), or both."""
+        return self.variant(*self.variant_of(layer))
+
+    def variant_of(self, layer: int) -> tuple[bool, int]:
+        """(kept in bf16, sliding window or 0) of transformer layer `layer`: which of the twins it runs."""
         fmt = self.shape.number_format
         bf16 = fmt is not None and fmt.layer_in_bf16(layer)
         window = self.model.sliding_window.size if self.model.windowed(layer) else 0  # type: ignore[union-attr]
+        return bf16, window
+
+    def variant(self, bf16: bool, window: int) -> LayerKernels:
+        """These kernels, or their twin with every GEMM in bf16 and/or attention through `window` (LayerKernels.at)."""
         if not bf16 and not window:
             return self
         if (bf16, window) not in self._twins:
