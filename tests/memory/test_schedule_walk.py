@@ -17,14 +17,23 @@ from simulon.workload.schedule import make_scheduler
 
 def plain_walk(schedule: str, chunks: int, stage: int, num_stages: int, microbatches: int,
                kept: list[float], forward: list[float], backward: list[float],
-               weight_inputs: list[float]) -> tuple[float, float]:
+               weight_inputs: list[float], layer: list[float] | None = None,
+               combined: bool = False) -> tuple[float, float]:
     """The walk as a loop over the steps: F adds what its chunk keeps, B frees it (a split B all but what its W
-    reads), W frees the rest; the peak is the first step whose kept plus transient is the largest."""
-    steps = make_scheduler(schedule, chunks).steps(stage, num_stages, microbatches)
+    reads), W frees the rest; the peak is the first step whose kept plus transient is the largest. A combined step
+    (an F and the combined B after it) peaks once, at what was kept before it plus one layer of the F's chunk and
+    the larger of the two transients."""
+    steps = make_scheduler(schedule, chunks, combined).steps(stage, num_stages, microbatches)
     split = {(step.microbatch, step.chunk) for step in steps if step.kind == "W"}
     live, best = 0.0, (0.0, 0.0)
-    for kind, microbatch, chunk, _ in steps:
+    for i, (kind, microbatch, chunk, paired) in enumerate(steps):
         candidate = (live + kept[chunk], forward[chunk]) if kind == "F" else (live, backward[chunk])
+        after = steps[i + 1] if i + 1 < len(steps) else None
+        if kind == "F" and after is not None and after.combined:
+            candidate = (live + (kept if layer is None else layer)[chunk],
+                         max(forward[chunk], backward[after.chunk]))
+        if paired:
+            candidate = (0.0, 0.0)  # its pair's F has its peak
         if kind == "F":
             live += kept[chunk]
         elif kind == "W":
@@ -46,10 +55,11 @@ def chunk_values(count: int):
         lambda rows: [list(column) for column in zip(*rows, strict=True)])
 
 
-def same_as_the_loop(schedule: str, chunks: int, stage: int, pp: int, microbatches: int, columns) -> None:
+def same_as_the_loop(schedule: str, chunks: int, stage: int, pp: int, microbatches: int, columns,
+                     combined: bool = False) -> None:
     arrays = [np.array(column, dtype=float) for column in columns]
-    fast = StagePlan.of(schedule, chunks, stage, pp, microbatches).peak(*arrays)
-    assert fast == plain_walk(schedule, chunks, stage, pp, microbatches, *columns)
+    fast = StagePlan.of(schedule, chunks, stage, pp, microbatches, combined).peak(*arrays)
+    assert fast == plain_walk(schedule, chunks, stage, pp, microbatches, *columns, combined=combined)
     assert all(type(x) is float for x in fast)
 
 
@@ -71,6 +81,42 @@ def test_the_array_walk_equals_the_loop_for_the_v_and_dualpipe_schedules(data, s
     stage = data.draw(st.integers(0, pp - 1))
     chunks = 1 if schedule == "dualpipe" else 2
     same_as_the_loop(schedule, chunks, stage, pp, microbatches, data.draw(chunk_values(2)))
+
+
+def chunk_values_with_layers(count: int):
+    """Per chunk (kept, forward, backward, weight inputs <= kept, one layer's keep <= kept)."""
+    return chunk_values(count).flatmap(lambda columns: st.lists(st.floats(0.0, 1.0), min_size=count, max_size=count)
+                                       .map(lambda shares: [*columns, [k * f for k, f in zip(columns[0], shares,
+                                                                                            strict=True)]]))
+
+
+@given(data=st.data(), schedule=st.sampled_from(["1f1b", "interleaved_1f1b", "dualpipe", "dualpipev"]),
+       half=st.integers(1, 4), factor=st.integers(1, 3), vpp=st.integers(2, 3))
+@settings(max_examples=200, deadline=None)
+def test_the_array_walk_equals_the_loop_with_combined_steps(data, schedule, half, factor, vpp):
+    pp = 2 * half if schedule.startswith("dualpipe") else data.draw(st.integers(1, 8))
+    chunks = {"1f1b": 1, "dualpipe": 1, "dualpipev": 2}.get(schedule, vpp)
+    if schedule == "interleaved_1f1b" and pp == 1:
+        pp = 2  # Megatron-Core's combined interleaved schedule pipelines
+    microbatches = factor * 2 * pp
+    stage = data.draw(st.integers(0, pp - 1))
+    held = 2 if schedule == "dualpipe" else chunks  # DualPipe's mirrored stage is its second chunk
+    same_as_the_loop(schedule, chunks, stage, pp, microbatches, data.draw(chunk_values_with_layers(held)), True)
+
+
+@given(columns=chunk_values_with_layers(1), microbatches=st.integers(2, 32), pp=st.integers(1, 8),
+       data=st.data())
+@settings(max_examples=100, deadline=None)
+def test_a_combined_1f1b_stage_keeps_what_plain_1f1b_keeps_plus_at_most_one_layer(columns, microbatches, pp, data):
+    stage = data.draw(st.integers(0, pp - 1))
+    arrays = [np.array(column, dtype=float) for column in columns]
+    plain = StagePlan.of("1f1b", 1, stage, pp, microbatches).peak(*arrays[:4])
+    combined = StagePlan.of("1f1b", 1, stage, pp, microbatches, True).peak(*arrays)
+    kept, layer = columns[0][0], columns[4][0]
+    live = min(pp - stage, microbatches) * kept  # plain 1F1B's micro-batches in flight
+    assert plain[0] == pytest.approx(live, rel=1e-12)
+    assert combined[0] <= live + layer + 1e-6 * (live + layer)
+    assert sum(combined) >= sum(plain) - 1e-6 * sum(plain)
 
 
 def test_a_walk_of_steps_that_hold_nothing_peaks_at_nothing():

@@ -58,3 +58,19 @@ def test_a_stage_that_needs_more_than_the_gpu_holds_does_not_fit():
     report = estimate_memory(big)
     assert not report.fits and not report.peak.fits
     assert report.to_json()["fits"] is False and report.to_json()["stages"][0]["fits"] is False
+
+
+def test_expandable_segments_reserve_what_is_allocated_and_nothing_else_moves():
+    fixed = model(2, 8, layers=4).report()
+    expandable = model(2, 8, layers=4, training={"expandable_segments": True}).report()
+    for plain, grown in zip(fixed.stages, expandable.stages, strict=True):
+        assert plain.reserved > plain.allocated  # the caching allocator's fragmentation excess
+        assert grown.reserved == grown.allocated == plain.allocated
+        assert grown.device - grown.reserved == pytest.approx(plain.device - plain.reserved)  # context, NCCL
+
+
+def test_megatron_bridge_rows_run_under_its_recipes_expandable_segments():
+    from simulon.validate.training import framework_defaults
+
+    assert framework_defaults("Megatron-Bridge").expandable_segments
+    assert not framework_defaults("Megatron-Core 0.8").expandable_segments

@@ -1,7 +1,7 @@
 """Megatron-Core's expert-parallel all-to-all overlap (overlap_moe_expert_parallel_comm, combined_1f1b.py): one more
 warm-up forward, then each steady forward runs with the backward after it as one step, layer by layer, each one's
 token dispatch and combine beside the other's computation, in the order TransformerLayerSchedulePlan.run issues
-them."""
+them, the backward freeing its layers as the forward keeps its own."""
 
 from __future__ import annotations
 
@@ -137,10 +137,12 @@ def test_overlapping_the_all_to_alls_shortens_the_step_and_never_beats_the_compu
     assert overlapped.iteration_time_ms >= plain.breakdown["compute_ms"]
 
 
-def test_one_more_micro_batch_of_activations_is_kept_at_the_peak():
+def test_the_overlap_keeps_plain_1f1bs_activations_plus_one_layer_not_a_micro_batch_more():
+    # the combined step frees the backward's layers as the forward keeps its own (memory/walk.py)
     plain, overlapped = simulate(one_node(False)).memory, simulate(one_node(True)).memory
     assert plain.stages[0].microbatches_in_flight == 1
-    assert overlapped.stages[0].microbatches_in_flight == 2
+    layer = 1 / (LAYERS + 2)  # of a micro-batch: no layer keeps more than the head and embedding together
+    assert 1 < overlapped.stages[0].microbatches_in_flight < 1 + 2 * layer
 
 
 # ---- what Megatron-Core refuses ----

@@ -588,6 +588,11 @@ class TrainingSpec(StrictModel):
         "DeepEP's internode dispatch and combine (Megatron's --moe-token-dispatcher-type flex "
         "--moe-enable-deepep): a token crosses the scale-out fabric once per node it goes to, on its own rail, and "
         "NVLink takes it on to its experts' GPUs there (collective algorithm deepep)")
+    expandable_segments: bool = Field(
+        False, description="PyTorch's caching allocator with expandable segments (PYTORCH_CUDA_ALLOC_CONF="
+        "expandable_segments:True, which Megatron-Bridge's recipes and launch templates set): reserved memory is "
+        "taken as what is allocated, without the excess fixed-size segments leave to fragmentation "
+        "(memory/runtime.py)")
     peft: Literal["none", "lora"] = Field(
         "none", description="lora: base weights frozen, so no weight gradients, gradient sync or optimizer for them")
     grad_bucket_size: ParameterCount | None = Field(

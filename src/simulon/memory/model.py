@@ -136,6 +136,13 @@ class _Chunk:
         """What a split backward keeps from its B until its W."""
         return weight_gradient_inputs(self.parts)
 
+    @property
+    def largest_layer(self) -> float:
+        """The most one transformer layer of the chunk keeps: what a combined step holds on top of what was kept
+        before it (walk.py). Its head is not counted: the backward's head and loss run first in the step and free
+        theirs, the forward's run last (TransformerModelChunkSchedulePlan.run)."""
+        return max((kept for unit, kept in self.units.items() if unit >= 0), default=0.0)
+
 
 class MemoryModel:
     """The memory model of one workload on one GPU type."""
@@ -190,7 +197,8 @@ class MemoryModel:
         else:
             terms["activations"] = kept
             terms["layer transient"] = transient
-        reserved = sum(terms.values()) + self.allocator.overhead * sum(terms.get(t, 0.0) for t in TRANSIENT_TERMS)
+        overhead = 0.0 if self.workload.training.expandable_segments else self.allocator.overhead
+        reserved = sum(terms.values()) + overhead * sum(terms.get(t, 0.0) for t in TRANSIENT_TERMS)
         runtime = {"CUDA context": float(CUDA_CONTEXT_BYTES),
                    "NCCL buffers": nccl_buffers(self._communicators(), self.channels)}
         parts: dict[str, float] = {}
@@ -246,7 +254,7 @@ class MemoryModel:
         plan = StagePlan.of(par.pipeline_schedule, par.vpp, stage, self.layout.pp, self.num_microbatches,
                             par.overlap_moe_expert_parallel_comm)
         kept, transient = plan.peak(*(np.array([getattr(c, name) for c in chunks], dtype=float)
-                                      for name in ("kept", "forward", "backward", "weight_inputs")))
+                                      for name in ("kept", "forward", "backward", "weight_inputs", "largest_layer")))
         per_microbatch = sum(c.kept for c in chunks) / len(chunks)
         return kept, transient, kept / per_microbatch if per_microbatch else 0.0
 

@@ -13,6 +13,12 @@
   reserved-over-allocated excess (memory/data/allocator.yaml, scripts/fit_memory_allocator.py): against the
   table's 19 runs with both figures, leave-one-out, this form errs 1.4% on reserved, a constant ratio of
   allocated 1.9% and one of activations 3.5%.
+* With expandable segments (training.expandable_segments, PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True) the
+  allocator maps physical pages into one growing segment per stream and unmaps what it frees at its end, so a
+  request of any size reuses freed memory: that excess is taken as gone and reserved as allocated (PyTorch's CUDA
+  semantics notes; Megatron-Bridge's memory-tuning guide, skills/nemo-mbridge-perf-memory-tuning: "the single most
+  effective fix" for fragmentation OOMs). What remains (pages of blocks freed in the middle of a segment, rounding
+  to 2 MiB pages) is not modelled: no table here measures reserved memory under expandable segments.
 """
 
 from __future__ import annotations

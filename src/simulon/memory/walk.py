@@ -7,6 +7,22 @@ the chunk keeps per micro-batch, each whole backward frees it, a split one frees
 gradients read (activations.WEIGHT_GRADIENT_INPUTS), and its W frees those. The peak is taken over every F and B:
 what is kept before it (plus, for an F, what it keeps) plus what the running forward or backward holds on top.
 
+A combined step (Step.combined: overlap_moe_expert_parallel_comm's forward and backward of two micro-batches run as
+one, layer by layer, workload/megatron.py combined_step) frees the backward's layers as the forward keeps its own:
+Megatron-Core's TransformerModelChunkSchedulePlan.run pairs forward layer i with backward layer n - 1 - i, and the
+forward's attention runs before the backward's experts and attention free theirs. So the pair peaks at what was kept
+before it plus one layer of the forward (the largest the chunk has) and the larger of the two transients (one compute
+stream runs their kernels in turn), not at a whole micro-batch more. Megatron-Core's one extra warm-up forward keeps
+what plain 1F1B's first steady forward would, so the overlap's peak is plain 1F1B's plus about one layer.
+
+A combined step (Step.combined: overlap_moe_expert_parallel_comm's forward and backward of two micro-batches run as
+one, layer by layer, workload/megatron.py combined_step) frees the backward's layers as the forward keeps its own:
+Megatron-Core's TransformerModelChunkSchedulePlan.run pairs forward layer i with backward layer n - 1 - i, and the
+forward's attention runs before the backward's experts and attention free theirs. So the pair peaks at what was kept
+before it plus one layer of the forward (the largest the chunk has) and the larger of the two transients (one compute
+stream runs their kernels in turn), not at a whole micro-batch more; Megatron-Core's one extra warm-up forward is
+what the overlap adds.
+
 The steps depend only on the schedule's shape (schedule, model chunks, stage, stages, micro-batches), so they are
 turned into arrays once per shape (`StagePlan.of`, cached) and every strategy of that shape walks them with one
 cumulative sum (a strategy search asks thousands of times per shape). The sum runs in step order, one addition
@@ -33,6 +49,7 @@ class StagePlan:
     forward: np.ndarray   # bool: an F
     weight: np.ndarray    # bool: a W
     split: np.ndarray     # bool: a B whose W comes later
+    paired: np.ndarray    # bool: an F run as one combined step with the B after it (or that B)
 
     @staticmethod
     @lru_cache(maxsize=4096)
@@ -44,16 +61,20 @@ class StagePlan:
         weights = {(step.microbatch, step.chunk) for step in steps if step.kind == "W"}
         kinds = np.array([step.kind for step in steps], dtype="U1")
         split = np.array([step.kind == "B" and (step.microbatch, step.chunk) in weights for step in steps], dtype=bool)
-        plan = StagePlan(np.array([step.chunk for step in steps], dtype=np.int64), kinds == "F", kinds == "W", split)
-        for array in (plan.chunk, plan.forward, plan.weight, plan.split):
+        combined = np.array([step.combined for step in steps], dtype=bool)
+        paired = combined | np.append(combined[1:], False)  # a combined B and the F before it
+        plan = StagePlan(np.array([step.chunk for step in steps], dtype=np.int64), kinds == "F", kinds == "W", split,
+                         paired)
+        for array in (plan.chunk, plan.forward, plan.weight, plan.split, plan.paired):
             array.flags.writeable = False  # shared by every caller of the cache
         return plan
 
-    def peak(self, kept: np.ndarray, forward: np.ndarray, backward: np.ndarray,
-             weight_inputs: np.ndarray) -> tuple[float, float]:
+    def peak(self, kept: np.ndarray, forward: np.ndarray, backward: np.ndarray, weight_inputs: np.ndarray,
+             layer: np.ndarray | None = None) -> tuple[float, float]:
         """(kept, transient) at the step where their sum peaks (the first such step; (0, 0) when no step holds
         anything), given per model chunk what a micro-batch keeps, what its forward and its backward hold on top,
-        and what a split backward keeps until its W."""
+        what a split backward keeps until its W, and the most one of its layers keeps (`layer`: what a combined
+        step holds on top of what was kept before it; the whole chunk where not given)."""
         if not self.chunk.size:
             return 0.0, 0.0
         k, w = kept[self.chunk], weight_inputs[self.chunk]
@@ -64,7 +85,13 @@ class StagePlan:
         np.cumsum(delta[:-1], out=live[1:])  # kept before each step, summed in step order
         first = np.where(self.forward, live + k, live)
         second = np.where(self.forward, forward[self.chunk], backward[self.chunk])
-        total = np.where(self.weight, -np.inf, first + second)
+        if self.paired.any():  # a combined step peaks at its F's entry: one layer more, the larger transient
+            pair = self.forward & self.paired
+            after = np.append(self.chunk[1:], 0)  # the chunk of the B paired with an F
+            grown = (kept if layer is None else layer)[self.chunk]
+            first = np.where(pair, live + grown, first)
+            second = np.where(pair, np.maximum(second, backward[after]), second)
+        total = np.where(self.weight | (self.paired & ~self.forward), -np.inf, first + second)
         best = int(np.argmax(total))
         if not total[best] > 0.0:
             return 0.0, 0.0

@@ -54,6 +54,7 @@ class FrameworkDefaults:
     virtual_stage_layers: int | None = None  # with pp > 1 and no vpp given: interleaved, this many layers a chunk
     mtp_layers: int | None = None         # multi-token-prediction layers (None: the model's own)
     megatron_gpt: bool = False            # a GPT the row gives by its shapes is Megatron's (MEGATRON_GPT)
+    expandable_segments: bool = False     # PyTorch's allocator with expandable segments (its launch environment)
 
 
 MEGATRON_GPT = {"tie_embeddings": True, "dropout": 0.1}
@@ -76,9 +77,11 @@ NEMO_RECIPES = FrameworkDefaults(sequence_parallel=True, tp_comm_overlap=True, d
 launcher examples add `+training.model.optim.grad_sync_dtype=bf16` to Apex's distributed_fused_adam
 (NeMo-Framework-Launcher examples/training/llama/h100/llama3_8b_fp8.sh and the others), NeMo 2.0's performance
 scripts and recipes' performance mode set `recipe.trainer.plugins.grad_reduce_in_fp32 = False`."""
-MEGATRON_BRIDGE_RECIPES = replace(NEMO_RECIPES, cross_entropy="fused")
+MEGATRON_BRIDGE_RECIPES = replace(NEMO_RECIPES, cross_entropy="fused", expandable_segments=True)
 """Megatron-Bridge, NeMo 2's training library: NeMo's recipes, and its GPT models' cross_entropy_loss_fusion on by
-default (src/megatron/bridge/models/gpt_provider.py, GPTModelProvider: `cross_entropy_loss_fusion: bool = True`)."""
+default (src/megatron/bridge/models/gpt_provider.py, GPTModelProvider: `cross_entropy_loss_fusion: bool = True`);
+its performance recipes run under PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (each recipe's env_vars, e.g.
+perf_recipes/qwen/gb300/qwen3_moe.py)."""
 MEGATRON_CORE_RUNS = FrameworkDefaults(sequence_parallel=True, tp_comm_overlap=True, distributed_optimizer=True,
                                        attention=TE_ATTENTION, virtual_stage_layers=1, mtp_layers=0,
                                        megatron_gpt=True)
@@ -465,6 +468,7 @@ def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
         "dtype": _dtype(row).value, "attention": habits.attention, "elementwise": habits.elementwise,
         "cross_entropy": habits.cross_entropy,
         **({"autocast": habits.autocast} if habits.autocast is not None else {}),
+        **({"expandable_segments": True} if habits.expandable_segments else {}),
         "peft": "lora" if re.search(r"\bLoRA\b", row["model"]) else "none",
     }
     if precision_named(row["precision"])[1]:
