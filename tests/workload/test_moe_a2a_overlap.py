@@ -236,3 +236,37 @@ def test_the_search_estimate_hides_dualpipes_overlapped_pairs_as_the_schedule_ma
     assert overlapped.ep_s < plain.ep_s and overlapped.compute_s == plain.compute_s
     steps = make_scheduler("dualpipe", 1, combined=True).steps(0, 4, 8)
     assert combined_share("dualpipe", 1, 0, 4, 8) == sum(s.combined for s in steps) / sum(s.kind == "B" for s in steps)
+
+
+# ---- the search keeps how the framework runs ----
+
+def test_a_searched_file_keeps_its_framework_settings_and_overlap_and_sets_its_layout_aside(tmp_path):
+    from simulon.search.run import load_search_scenario
+
+    data = one_node(True).model_dump(mode="json", exclude_none=True)
+    data["workload"]["parallelism"].update(tp=3, overlap_grad_reduce=False, pipeline_send="partitioned")
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(data))
+    sc, _ = load_search_scenario(path)
+    par = sc.workload.parallelism
+    assert (par.tp, par.ep) == (1, 1)  # the layout is the search's (tp 3 divides nothing here)
+    assert par.overlap_moe_expert_parallel_comm and not par.overlap_grad_reduce and par.pipeline_send == "partitioned"
+    ep8 = Strategy(1, 1, 1, 8, 1, 8, 1, 1, False, "none", "distributed_optimizer", "bf16", False)
+    assert apply(sc.workload, ep8).parallelism.overlap_moe_expert_parallel_comm
+
+
+@pytest.mark.parametrize("value", ["maybe", 3, [True]])
+def test_a_searched_files_bad_overlap_flag_is_exit_2_naming_it(tmp_path, value):
+    data = one_node(True).model_dump(mode="json", exclude_none=True)
+    data["workload"]["parallelism"]["overlap_moe_expert_parallel_comm"] = value
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(data))
+    run = cli("search", str(path), "--replay", "0", "--no-cache")
+    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
+    assert "workload.parallelism.overlap_moe_expert_parallel_comm" in run.stderr
+
+
+def test_without_a_pipeline_the_overlaps_estimate_has_no_bubble():
+    search = Search(one_node(True))
+    ep8 = Strategy(1, 1, 1, 8, 1, 8, 1, 1, False, "none", "distributed_optimizer", "bf16", False)
+    assert search.estimator.estimate(ep8, apply(one_node(True).workload, ep8)).bubble_s == 0.0

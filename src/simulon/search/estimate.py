@@ -189,7 +189,7 @@ class Estimator:
             workload.parallelism.overlap_moe_expert_parallel_comm) else cost.ep
         per_mb = cost.total - cost.ep + ep
         pp_send = self._pipeline_send(s, workload, layout) if s.pp > 1 else 0.0
-        bubble = (every_stage - per_mb) / s.vpp  # fill and drain: every other stage once
+        bubble = (every_stage - cost.total) / s.vpp  # fill and drain: every other stage once, as it runs alone
         if s.zero_bubble:  # ZB-H1: (p - 1)(T_F + T_B - T_W) in place of (p - 1)(T_F + T_B + T_W)
             bubble -= 2 * (every_weight_grad - cost.weight_grad)
         params = self._stage_params(s, workload, kernels, layers, slowest)

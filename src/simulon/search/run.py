@@ -235,11 +235,15 @@ another while a heavy one runs; each part builds its own estimator, whose collec
 def estimate_part(args: tuple[dict, int, dict | None, bool, int, int]) -> Phase:
     """One part of a search's space estimated; runs in a worker process (module level, picklable)."""
     data, num_gpus, limits, fp8, parts, part = args
-    # validated on one GPU, as load_search_scenario does (the batch is one micro-batch), then the count unset again
-    training = data["workload"]["training"]
-    sc = parse_scenario({**data, "workload": {**data["workload"], "training": {**training, "num_gpus": 1}}}, "search")
-    workload = sc.workload.model_copy(update={"training": sc.workload.training.model_copy(
-        update={"num_gpus": training.get("num_gpus")})})
+    # validated on one GPU, as load_search_scenario does (the batch is one micro-batch), then the count unset again;
+    # the all-to-all overlap is the strategies' to check (apply), not the base layout's
+    training, parallelism = data["workload"]["training"], dict(data["workload"].get("parallelism", {}))
+    overlap = bool(parallelism.pop(EXPERT_OVERLAP, False))
+    sc = parse_scenario({**data, "workload": {**data["workload"], "training": {**training, "num_gpus": 1},
+                                              "parallelism": parallelism}}, "search")
+    workload = sc.workload.model_copy(update={
+        "training": sc.workload.training.model_copy(update={"num_gpus": training.get("num_gpus")}),
+        "parallelism": sc.workload.parallelism.model_copy(update={EXPERT_OVERLAP: overlap})})
     search = Search(sc.model_copy(update={"workload": workload}), num_gpus, Limits(limits), fp8)
     return search._estimate_all(part, parts)
 
@@ -483,15 +487,28 @@ class Search:
         return tried, reused, [(best[index].strategy, why) for index, why in sorted(refused.items())]
 
 
+FRAMEWORK_SETTINGS = ("overlap_grad_reduce", "overlap_param_gather", "average_in_collective", "pipeline_send",
+                      "context_parallel_comm", "account_for_embedding_in_pipeline_split",
+                      "account_for_loss_in_pipeline_split")
+"""Fields of a parallelism block that say how the framework runs, not how the GPUs are split: a search keeps a
+scenario's own, and so does every strategy it tries (apply), as it keeps overlap_moe_expert_parallel_comm where the
+strategy can run it."""
+EXPERT_OVERLAP = "overlap_moe_expert_parallel_comm"
+
+
 def load_search_scenario(path: Path) -> tuple[ScenarioConfig, int | None]:
     """A scenario to search strategies for, and the GPU count it asks for (None: every GPU of its datacenter).
-    Its parallelism block, if any, is set aside: the search chooses it, and a layout the model and batch
-    cannot run must not stop the file from loading."""
+    Its parallelism block's layout is set aside: the search chooses it, and a layout the model and batch cannot run
+    must not stop the file from loading. How the framework runs (FRAMEWORK_SETTINGS and the all-to-all overlap) is
+    kept: the overlap is checked against each strategy (apply), not against the file's layout."""
     data = read_scenario_data(path)
     workload = data.get("workload") if isinstance(data, dict) else None
-    asked = None
+    asked, overlap = None, False
     if isinstance(workload, dict):
-        workload = {**workload, "parallelism": {}}
+        given = workload.get("parallelism")
+        given = given if isinstance(given, dict) else {}
+        overlap = _flag(path, given, EXPERT_OVERLAP)
+        workload = {**workload, "parallelism": {k: v for k, v in given.items() if k in FRAMEWORK_SETTINGS}}
         training = workload.get("training")
         if isinstance(training, dict):
             # validated on one GPU with one micro-batch of the whole batch (any batch divides, and no count of
@@ -510,7 +527,19 @@ def load_search_scenario(path: Path) -> tuple[ScenarioConfig, int | None]:
             asked = TrainingSpec.model_validate({**training.model_dump(), "num_gpus": asked}).num_gpus
         except ValidationError as exc:
             raise ConfigError(f"{path}: workload.training.num_gpus: {problem(exc.errors()[0])}") from None
-    return sc.model_copy(update={"workload": sc.workload.model_copy(update={"training": training})}), asked
+    parallelism = sc.workload.parallelism.model_copy(update={EXPERT_OVERLAP: overlap})
+    return sc.model_copy(update={"workload": sc.workload.model_copy(
+        update={"training": training, "parallelism": parallelism})}), asked
+
+
+def _flag(path: Path, block: dict, name: str) -> bool:
+    """A yes/no field of a parallelism block, checked as the block would check it."""
+    if name not in block:
+        return False
+    try:
+        return bool(getattr(ParallelismSpec.model_validate({name: block[name]}), name))
+    except ValidationError as exc:
+        raise ConfigError(f"{path}: workload.parallelism.{name}: {problem(exc.errors()[0])}") from None
 
 
 def _supports(gpu: Any, dtype: DType) -> bool:
