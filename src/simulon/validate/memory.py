@@ -54,6 +54,7 @@ class Source:
     fp8_params: bool = False           # fp8 runs keep their GEMM weights in fp8 only
     ranks: str = "first"               # whose peak the source reports: the first stage's, or the largest ("max")
     mtp_layers: int | None = None      # multi-token-prediction layers (None: the model's own)
+    expandable_segments: bool = False  # PyTorch's allocator with expandable segments (its launch environment)
 
 
 # Matched against the `source` column, first match wins.
@@ -65,7 +66,8 @@ SOURCES = (
     # Megatron-Bridge's performance recipes: distributed optimizer and sequence parallelism on, gradients reduced
     # in bf16 (scripts/performance/utils/helpers.py `set_basic_perf_overrides`: grad_reduce_in_fp32 = False),
     # fp8 weights kept in fp8 (mixed_precision.py `bf16_with_fp8_current_scaling_mixed`: fp8_param_gather)
-    (r"^Megatron-Bridge", Source("Megatron", "dgx-h100", grad_reduce_dtype="bf16", fp8_params=True)),
+    (r"^Megatron-Bridge", Source("Megatron", "dgx-h100", grad_reduce_dtype="bf16", fp8_params=True,
+                                 expandable_segments=True)),
     # the paper's Figure 7/8 bars (Calculon reproduces them): weights + optimizer + activations of stage 0, with
     # Megatron-LM's 2022 unfused attention and no distributed optimizer
     # Megatron-LM 2022, no distributed optimizer; the bars count 18 bytes of model state per parameter (fp32
@@ -263,6 +265,8 @@ def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
                 "peft": "lora" if re.search(r"\bLoRA\b", row["model"]) else "none"}
     if source.grad_reduce_dtype:
         training["grad_reduce_dtype"] = source.grad_reduce_dtype
+    if source.expandable_segments:
+        training["expandable_segments"] = True
     if source.fp8_params and training["dtype"] == "fp8":
         training["fp8_params"] = True
     for pattern, settings in RECIPES:
