@@ -106,3 +106,18 @@ def test_a_ring_in_steady_state_pays_every_steps_latency():
     rings = [c for c in dag.collectives if len(c.group) >= STEADY_RING_MEMBERS and c.algorithm == "ring"]
     assert rings and all(c.steps == (2 if c.ctype == CollType.AllReduce else 1) * (len(c.group) - 1) for c in rings)
     assert (steps[[len(c.group) < STEADY_RING_MEMBERS for c in dag.collectives]] == 1).all()
+
+
+def test_a_sampled_step_too_large_for_memory_runs_both_counts_rings_in_steady_state_and_keeps_its_time():
+    from simulon.pipeline import chosen_counts, in_steady_state, sampled_plan
+
+    sc = _fsdp(nodes=4, gbs=256)  # 8 micro-batches per replica, sampled
+    counts = chosen_counts(sc, "sample")
+    planned, size = sampled_plan(sc, counts[1], "symmetric", False)
+    steady = in_steady_state(planned, size)[1]
+    limit = (size.memory_bytes() + steady.memory_bytes()) / 2  # the stepwise rings do not fit, the steady ones do
+    sampled = simulate(sc, "symmetric", memory_limit=limit, micro_batches="sample")
+    assert sampled.fold.steady_rings and sampled.result.sampling is not None
+    stepwise = simulate(sc, "symmetric", micro_batches="sample")
+    assert not stepwise.fold.steady_rings
+    assert sampled.result.iteration_time_ms == pytest.approx(stepwise.result.iteration_time_ms, rel=STEADY_TOLERANCE)
