@@ -91,14 +91,38 @@ def test_windows_make_the_step_faster_than_full_attention():
         simulate(scenario(None, seq=8192)).result.iteration_time_ms
 
 
-def test_a_window_with_context_parallelism_is_exit_2_naming_the_field(tmp_path):
+@pytest.mark.parametrize("comm", [None, "p2p", "all_gather", "a2a+p2p"])
+def test_a_window_with_context_parallelism_by_ring_or_gather_is_exit_2_naming_the_field(tmp_path, comm):
     data = scenario({"size": 128, "full_every": 2}).model_dump(mode="json", exclude_none=True)
-    data["workload"]["parallelism"]["cp"] = 2
+    data["workload"]["parallelism"].update(cp=4, **({"context_parallel_comm": comm} if comm else {}))
+    if comm == "a2a+p2p":
+        data["workload"]["parallelism"]["hierarchical_context_parallel_sizes"] = [2, 2]
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump(data))
     run = cli("simulate", str(path))
     assert run.returncode == 2 and "Traceback" not in run.stderr
-    assert "workload.model.sliding_window" in run.stderr and "context parallelism" in run.stderr, run.stderr
+    assert "workload.parallelism.context_parallel_comm" in run.stderr and "sliding" in run.stderr, run.stderr
+
+
+def test_a_window_with_context_parallelism_by_all_to_all_attends_the_whole_sequence_for_a_share_of_the_heads():
+    # Megatron-Bridge's GPT-OSS recipes run cp 2 with cp_comm_type a2a
+    alone = LayerKernels.of(scenario({"size": 128, "full_every": 2}, seq=4096).workload)
+    split = LayerKernels.of(scenario({"size": 128, "full_every": 2}, seq=4096, cp=2,
+                                     context_parallel_comm="a2a").workload)
+    for layer in (0, 1):  # windowed, full
+        one, two = (k.at(layer)["attn_flash"][Phase.fwd] for k in (alone, split))
+        assert two.flops == one.flops / 2  # half the heads, the whole sequence, the same band
+        assert dict(two.shape).get("window", 0) == dict(one.shape).get("window", 0)
+    assert dict(split.at(0)["attn_flash"][Phase.fwd].shape)["window"] == 128
+
+
+def test_a_search_over_a_windowed_model_tries_context_parallelism_only_by_all_to_all():
+    from simulon.search.space import Space
+
+    ring = scenario({"size": 128, "full_every": 2}).workload
+    a2a = scenario({"size": 128, "full_every": 2}, context_parallel_comm="a2a").workload
+    assert Space(ring, 4, 4, False).contexts(1) == (1,)
+    assert max(Space(a2a, 4, 4, False).contexts(1)) > 1
 
 
 GPT_OSS = {"model_type": "gpt_oss", "hidden_act": "silu", "hidden_size": 2880, "intermediate_size": 2880,

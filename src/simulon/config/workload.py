@@ -664,10 +664,16 @@ class MegatronWorkload(StrictModel):
         return self
 
     @model_validator(mode="after")
-    def _windows_without_context_parallelism(self) -> MegatronWorkload:
-        if self.model.sliding_window is not None and self.parallelism.cp > 1:
-            raise FieldError("model.sliding_window", "with context parallelism (cp > 1) is not modelled: simulon's "
-                             "ring and gathers exchange the whole context")
+    def _windows_with_context_parallelism_by_all_to_all(self) -> MegatronWorkload:
+        """A sliding window with cp > 1 only by all-to-all (a2a: each rank attends the whole sequence for a share of
+        the heads, the window as without cp; Megatron-Bridge's GPT-OSS recipes set cp_comm_type a2a, which Transformer
+        Engine's attention with learnable softmax needs); simulon's ring and gathers exchange the whole context."""
+        par = self.parallelism
+        if self.model.sliding_window is not None and par.cp > 1 and par.cp_a2a < par.cp:
+            raise FieldError("parallelism.context_parallel_comm", f"{par.context_parallel_comm!r} with a sliding "
+                             "window (model.sliding_window) is not modelled: simulon's ring and gathers exchange the "
+                             "whole context; set it to a2a (the heads split, each rank attending the whole sequence "
+                             "through the window), or cp to 1")
         return self
 
     @model_validator(mode="after")

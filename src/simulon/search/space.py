@@ -183,14 +183,16 @@ class Space:
                                inner[7][d], inner[8][o], first, last, inner[9][z])
 
     def contexts(self, tp: int) -> tuple[int, ...]:
-        """Context-parallel sizes to try with `tp`: none with DeepSeek sparse attention unless by all-gather (refused
-        otherwise); those a Mamba mixer's heads and groups split into; a2a+p2p keeps
-        the workload's (its hierarchical sizes multiply to it); a2a only those that divide each tensor-parallel
-        rank's heads and key/value heads (config.scenario)."""
+        """Context-parallel sizes to try with `tp`: none with DeepSeek sparse attention unless by all-gather, nor with a
+        sliding window unless by all-to-all (refused otherwise); those a Mamba mixer's heads and groups split into;
+        a2a+p2p keeps the workload's (its hierarchical sizes multiply to it); a2a only those that divide each
+        tensor-parallel rank's heads and key/value heads (config.scenario)."""
         model, par = self.workload.model, self.workload.parallelism
         sizes = CONTEXT_PARALLEL
         if model.mla is not None and model.mla.dsa is not None and par.context_parallel_comm != "all_gather":
             return (1,)  # DeepSeek sparse attention splits the context by all-gather only (config.workload)
+        if model.sliding_window is not None and par.context_parallel_comm != "a2a":
+            return (1,)  # a sliding window with context parallelism by all-to-all only (config.workload)
         if model.mamba is not None:
             heads, groups = model.mamba.num_heads // tp, max(model.mamba.num_groups // tp, 1)
             sizes = tuple(c for c in sizes if heads % c == 0 and (groups % c == 0 or c % groups == 0))
