@@ -25,7 +25,9 @@ PARTIAL_BYTES = 2 * DType.fp32.bytes
 
 @dataclass(frozen=True)
 class GemmShapes:
-    """Columns of GEMM problems. m counts the rows of all groups; each group is m/groups x n x k."""
+    """Columns of GEMM problems. m counts the rows of all groups; each group is m/groups x n x k. A GEMM run in
+    `chunks` launches one after the other (workload.kernels.chunked: Transformer Engine's communication overlap) is
+    described by one chunk, m its rows."""
 
     m: np.ndarray
     n: np.ndarray
@@ -33,6 +35,7 @@ class GemmShapes:
     groups: np.ndarray
     out_bytes: np.ndarray   # bytes moved per output element (read too when accumulating)
     grouped: np.ndarray     # one launch per group (grouped GEMM), not one batched launch
+    chunks: np.ndarray | None = None  # launches of this shape one after the other (None: one each)
 
     @classmethod
     def of(cls, specs: Sequence[KernelSpec]) -> GemmShapes:
@@ -40,11 +43,13 @@ class GemmShapes:
             return np.array(list(values), dtype=float)
 
         shapes = [dict(s.shape) for s in specs]
-        return cls(column(s["m"] for s in shapes), column(s["n"] for s in shapes),
+        chunks = column(s.get("chunks", 1) for s in shapes)
+        return cls(column(s["m"] for s in shapes) / chunks, column(s["n"] for s in shapes),
                    column(s["k"] for s in shapes), column(s.get("groups", 1) for s in shapes),
                    column(MAIN_GRAD_BYTES if spec.phase == Phase.bwd_wg else s["dtype_bytes"]
                           for spec, s in zip(specs, shapes, strict=True)),
-                   np.array([spec.kclass == KernelClass.grouped_gemm for spec in specs], dtype=bool))
+                   np.array([spec.kclass == KernelClass.grouped_gemm for spec in specs], dtype=bool),
+                   chunks if (chunks > 1).any() else None)
 
 
 def tile_speed(tm: int, tn: int, tile_intensity: float) -> float:
@@ -100,7 +105,7 @@ def gemm_seconds(p: GemmParams, arch: Architecture, peak: float, bandwidth: floa
     clock = p.sustained_clock if sustained_load else benchmark_clock(burst, repeats, p)
     best = np.min([np.maximum(compute / clock, memory) for compute, memory in candidates], axis=0)
     launches = p.overhead_us + np.where(s.grouped, s.groups - 1, 0) * p.group_overhead_us
-    return launches * 1e-6 + best
+    return (launches * 1e-6 + best) * (1.0 if s.chunks is None else s.chunks)
 
 
 def candidate_seconds(p: GemmParams, arch: Architecture, peak: float, bandwidth: float, in_bytes: float,

@@ -51,7 +51,7 @@ from ..config.workload import MegatronWorkload
 from ..engine.replay import MAX_HELD_SHARE
 from ..pipeline import time_collective
 from ..workload.data_parallel import bucket_kernel, grad_zero_kernel, optimizer_kernel, scales_gradients
-from ..workload.kernels import KernelClass, KernelSpec, Phase
+from ..workload.kernels import KernelClass, KernelSpec, Phase, chunked
 from ..workload.layer_kernels import RING_BLOCK, LayerKernels, ShardShape
 from ..workload.layout import RankLayout
 from ..workload.parameters import ModelParameters, PipelineLayers
@@ -214,9 +214,9 @@ class Estimator:
 
     @staticmethod
     def kernel_key(s: Strategy) -> tuple:
-        """What a layer's kernels and their times depend on (neither recomputation, TP overlap nor where the
-        expert-parallel group's members sit changes them)."""
-        return s.tp, s.cp, s.ep, s.etp, s.micro_batch_size, s.sequence_parallel, s.dtype
+        """What a layer's kernels and their times depend on (TP overlap runs some GEMMs in chunks; neither
+        recomputation nor where the expert-parallel group's members sit changes them)."""
+        return s.tp, s.cp, s.ep, s.etp, s.micro_batch_size, s.sequence_parallel, s.dtype, s.tp_comm_overlap
 
     @staticmethod
     def shape_key(s: Strategy) -> tuple:
@@ -295,8 +295,10 @@ class Estimator:
         if key not in self._unit_times:
             table = unit_table(kernels, unit)
             names = self._unit_kernels(table, unit)
-            specs = {phase: [table[n][phase] for n in names if phase in table[n]
-                             for _ in range(table.repeats(n))] for phase in (Phase.fwd, Phase.bwd_ig, Phase.bwd_wg)}
+            overlap = s.tp_comm_overlap and s.sequence_parallel  # userbuffers' chunks, as the tracer runs them
+            specs = {phase: [chunked(table[n][phase], table.ub_chunks(n, phase) if overlap else 1)
+                             for n in names if phase in table[n] for _ in range(table.repeats(n))]
+                     for phase in (Phase.fwd, Phase.bwd_ig, Phase.bwd_wg)}
             each = {phase: self.kernel_seconds(s.dtype, specs[phase]) if specs[phase] else () for phase in specs}
             seconds = {phase: float(each[phase].sum()) if specs[phase] else 0.0 for phase in specs}
             gemms = {phase: sum(float(t) for t, spec in zip(each[phase], specs[phase], strict=True)

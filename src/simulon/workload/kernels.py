@@ -62,6 +62,15 @@ def gemm(name: str, phase: Phase, m: int, n: int, k: int, dtype_bytes: float, gr
     return KernelSpec(name, kclass, phase, flops, flops, moved, shape)
 
 
+def chunked(spec: KernelSpec, chunks: int) -> KernelSpec:
+    """A GEMM run as `chunks` launches of m / chunks rows one after the other (its FLOPs and bytes unchanged): what
+    Transformer Engine's communication overlap makes of a GEMM it pipelines with a collective
+    (LayerKernels.ub_chunks)."""
+    if chunks <= 1 or spec.kclass != KernelClass.gemm:
+        return spec
+    return replace(spec, shape=(*spec.shape, ("chunks", chunks)))
+
+
 def in_precision(spec: KernelSpec, precision: str) -> KernelSpec:
     """A GEMM spec run in `precision` instead of the training dtype (shaped as `gemm(..., precision=...)`)."""
     if spec.kclass not in (KernelClass.gemm, KernelClass.grouped_gemm) or "precision" in dict(spec.shape):

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from functools import cached_property, lru_cache
 
 from ..config.common import DType
-from ..config.hybrid import Block, LayerKind, MambaSpec, mixer_widths
+from ..config.hybrid import MIXERS, Block, LayerKind, MambaSpec, mixer_widths
 from ..config.number_formats import HIGH_PRECISION_GEMMS, TrainingFormat
 from ..config.workload import MegatronWorkload, ModelSpec
 from .gated_delta import GDN_PRODUCTS, GdnShard, gdn_kernels
@@ -838,6 +838,25 @@ class LayerKernels:
         """MLA's up-projections in its MQA form, around the attention (sparse attention): none for dense MLA."""
         return ["attn_q_absorb", "attn_v_up"] if self.sparse is not None else []
 
+    def ub_chunks(self, name: str, phase: Phase) -> int:
+        """Launches Transformer Engine's tensor-parallel communication overlap (userbuffers, Megatron's
+        --tp-comm-overlap with sequence parallelism) splits GEMM `name`'s `phase` into, one after the other beside
+        its collective's pieces: its default methods (transformer_engine/pytorch/module/base.py initialize_ub) run
+        qkv_fprop, fc1_fprop, proj_dgrad and fc2_dgrad as a ring exchange, one chunk of the rows per tensor-parallel
+        rank, and proj_fprop and fc2_fprop as a pipeline of num_splits 4; the other GEMMs overlap a whole collective
+        (bulk) and run whole. Its buffers are those of Megatron-Core's attention (qkv, proj), MLP (fc1, fc2) and
+        Mamba and gated-delta mixers (in_proj as fc1, out_proj as fc2): not multi-latent attention's projections,
+        the experts' or the LM head's. 1 without tensor or sequence parallelism."""
+        tp = self.shape.tp
+        if tp == 1 or not self.shape.sp:
+            return 1
+        gathered = ([*self.attention_inputs] if self.model.mla is None else []) + self.mlp_inputs("mlp") + [
+            f"{block}_in_proj" for block in MIXERS]
+        reduced = ["attn_proj", "mlp_linear2"] + [f"{block}_out_proj" for block in MIXERS]
+        if phase == Phase.fwd:
+            return tp if name in gathered else UB_PIPELINE_SPLITS if name in reduced else 1
+        return tp if phase == Phase.bwd_ig and name in reduced else 1
+
     def mlp_inputs(self, block: str) -> list[str]:
         """The GEMMs from the hidden state into an MLP-like block: one, or up and gate for GLUs."""
         return [f"{block}_linear1"] + ([f"{block}_gate"] if self.model.gated_mlp else [])
@@ -905,6 +924,11 @@ def _arguments(workload: MegatronWorkload, shape: ShardShape) -> tuple[ModelSpec
     """LayerKernels' arguments for a workload's model and kernel choices on `shape`."""
     train = workload.training
     return workload.model, shape, train.attention, train.elementwise, train.cross_entropy, train.uses_autocast
+
+
+UB_PIPELINE_SPLITS = 4
+"""Chunks of a GEMM whose output Transformer Engine's userbuffers reduce-scatter as a pipeline (add_ub's num_splits
+default; proj_fprop and fc2_fprop)."""
 
 
 SHARED_TABLES = 256

@@ -27,7 +27,7 @@ from ..config.hybrid import MIXERS
 from ..config.workload import MegatronWorkload
 from .data_parallel import DataParallelSync, Gathers
 from .gated_delta import GDN_SCAN
-from .kernels import Phase
+from .kernels import Phase, chunked
 from .layer_kernels import RING_BLOCK, LayerKernels
 from .layout import RankLayout
 from .parameters import ModelParameters, PipelineLayers
@@ -154,8 +154,10 @@ class _StageEmitter:
         if cast in kernels and phase in kernels[cast]:  # the fp8 operand the GEMM reads
             self.run(cast, phase, layer, mb, *extra_waits)
             extra_waits = ()
-        idx = self.program.compute(kernels[name][phase], layer, mb, (self.pending, *self.unit_waits, *extra_waits),
-                                alongside)
+        spec = kernels[name][phase]
+        if self.overlap_tp:  # Transformer Engine's userbuffers run it in chunks beside its collective's pieces
+            spec = chunked(spec, kernels.ub_chunks(name, phase))
+        idx = self.program.compute(spec, layer, mb, (self.pending, *self.unit_waits, *extra_waits), alongside)
         self.pending, self.unit_waits = NO_OP, ()
         if self._after_next_kernel is not None:
             hook, self._after_next_kernel = self._after_next_kernel, None
