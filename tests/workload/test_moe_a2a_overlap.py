@@ -270,3 +270,15 @@ def test_without_a_pipeline_the_overlaps_estimate_has_no_bubble():
     search = Search(one_node(True))
     ep8 = Strategy(1, 1, 1, 8, 1, 8, 1, 1, False, "none", "distributed_optimizer", "bf16", False)
     assert search.estimator.estimate(ep8, apply(one_node(True).workload, ep8)).bubble_s == 0.0
+
+
+def test_a_searched_files_hierarchical_context_parallelism_is_set_aside_with_the_layout_its_sizes_belong_to(tmp_path):
+    from simulon.search.run import load_search_scenario
+
+    data = one_node(False).model_dump(mode="json", exclude_none=True)
+    data["workload"]["parallelism"].update(cp=4, context_parallel_comm="a2a+p2p",
+                                           hierarchical_context_parallel_sizes=[2, 2])
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(data))
+    sc, _ = load_search_scenario(path)
+    assert sc.workload.parallelism.context_parallel_comm == "p2p" and sc.workload.parallelism.cp == 1

@@ -508,7 +508,10 @@ def load_search_scenario(path: Path) -> tuple[ScenarioConfig, int | None]:
         given = workload.get("parallelism")
         given = given if isinstance(given, dict) else {}
         overlap = _flag(path, given, EXPERT_OVERLAP)
-        workload = {**workload, "parallelism": {k: v for k, v in given.items() if k in FRAMEWORK_SETTINGS}}
+        kept = {k: v for k, v in given.items() if k in FRAMEWORK_SETTINGS}
+        if kept.get("context_parallel_comm") == "a2a+p2p":  # its group sizes are the layout's, set aside with it
+            del kept["context_parallel_comm"]
+        workload = {**workload, "parallelism": kept}
         training = workload.get("training")
         if isinstance(training, dict):
             # validated on one GPU with one micro-batch of the whole batch (any batch divides, and no count of
