@@ -15,14 +15,6 @@ before it plus one layer of the forward (the largest the chunk has) and the larg
 stream runs their kernels in turn), not at a whole micro-batch more. Megatron-Core's one extra warm-up forward keeps
 what plain 1F1B's first steady forward would, so the overlap's peak is plain 1F1B's plus about one layer.
 
-A combined step (Step.combined: overlap_moe_expert_parallel_comm's forward and backward of two micro-batches run as
-one, layer by layer, workload/megatron.py combined_step) frees the backward's layers as the forward keeps its own:
-Megatron-Core's TransformerModelChunkSchedulePlan.run pairs forward layer i with backward layer n - 1 - i, and the
-forward's attention runs before the backward's experts and attention free theirs. So the pair peaks at what was kept
-before it plus one layer of the forward (the largest the chunk has) and the larger of the two transients (one compute
-stream runs their kernels in turn), not at a whole micro-batch more; Megatron-Core's one extra warm-up forward is
-what the overlap adds.
-
 The steps depend only on the schedule's shape (schedule, model chunks, stage, stages, micro-batches), so they are
 turned into arrays once per shape (`StagePlan.of`, cached) and every strategy of that shape walks them with one
 cumulative sum (a strategy search asks thousands of times per shape). The sum runs in step order, one addition

@@ -295,8 +295,7 @@ class Estimator:
         if key not in self._unit_times:
             table = unit_table(kernels, unit)
             names = self._unit_kernels(table, unit)
-            overlap = s.tp_comm_overlap and s.sequence_parallel  # userbuffers' chunks, as the tracer runs them
-            specs = {phase: [chunked(table[n][phase], table.ub_chunks(n, phase) if overlap else 1)
+            specs = {phase: [chunked(table[n][phase], table.ub_chunks(n, phase) if s.tp_comm_overlap else 1)
                              for n in names if phase in table[n] for _ in range(table.repeats(n))]
                      for phase in (Phase.fwd, Phase.bwd_ig, Phase.bwd_wg)}
             each = {phase: self.kernel_seconds(s.dtype, specs[phase]) if specs[phase] else () for phase in specs}

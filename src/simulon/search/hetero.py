@@ -144,7 +144,7 @@ def unit_costs(sc: ScenarioConfig) -> list[UnitCosts]:
     parallelism = workload.parallelism.model_copy(update={"layers_per_stage": None})
     training = workload.training.model_copy(update={"stage_groups": None, "dp_shares": None})
     workload = workload.model_copy(update={"parallelism": parallelism, "training": training})
-    costs, units = [], _layer_units(sc) + _mtp_units(sc)
+    costs, units = [], _layer_units(sc) + _layer_units(sc, mtp=True)
     for group in sc.datacenter.groups:
         dc = group_datacenter(sc.datacenter, group)
         estimator = Estimator(workload, dc, CollectivePlan.from_config(Topology.from_datacenter(dc), sc.collective),
@@ -250,7 +250,7 @@ class Planner:
         self.sc = sc
         self.costs = unit_costs(sc)
         self.kinds = _layer_units(sc)
-        self.mtp_kinds = _mtp_units(sc)  # the multi-token-prediction layers, which follow the decoder on the last stage
+        self.mtp_kinds = _layer_units(sc, mtp=True)  # they follow the decoder on the last stage
         train = sc.workload.training
         self.num_gpus = train.num_gpus or sc.datacenter.num_gpus
         self.dp = self.num_gpus // (par.tp * par.cp * par.pp)
@@ -458,16 +458,12 @@ def _setting(plan: Plan) -> tuple:
     return plan.stage_groups, plan.layers_per_stage, plan.dp_shares
 
 
-def _layer_units(sc: ScenarioConfig) -> list[LayerUnit]:
-    """Each decoder layer of the model as the estimate costs it (its kind, bf16 or not, window), in order."""
-    kernels = LayerKernels.weights_of(sc.workload)
-    return [unit_kind(kernels, layer) for layer in range(sc.workload.model.num_layers)]  # type: ignore[misc]
-
-
-def _mtp_units(sc: ScenarioConfig) -> list[LayerUnit]:
-    """The multi-token-prediction layers as the estimate costs them."""
+def _layer_units(sc: ScenarioConfig, mtp: bool = False) -> list[LayerUnit]:
+    """Each decoder layer of the model as the estimate costs it (its kind, bf16 or not, window), in order; or, with
+    `mtp`, each multi-token-prediction layer."""
     kernels, model = LayerKernels.weights_of(sc.workload), sc.workload.model
-    return [unit_kind(kernels, layer) for layer in range(model.num_layers, model.all_layers)]  # type: ignore[misc]
+    layers = range(model.num_layers, model.all_layers) if mtp else range(model.num_layers)
+    return [unit_kind(kernels, layer) for layer in layers]  # type: ignore[misc]
 
 
 def _stage_layers(sc: ScenarioConfig) -> list[range]:

@@ -241,10 +241,8 @@ def estimate_part(args: tuple[dict, int, dict | None, bool, int, int]) -> Phase:
     overlap = bool(parallelism.pop(EXPERT_OVERLAP, False))
     sc = parse_scenario({**data, "workload": {**data["workload"], "training": {**training, "num_gpus": 1},
                                               "parallelism": parallelism}}, "search")
-    workload = sc.workload.model_copy(update={
-        "training": sc.workload.training.model_copy(update={"num_gpus": training.get("num_gpus")}),
-        "parallelism": sc.workload.parallelism.model_copy(update={EXPERT_OVERLAP: overlap})})
-    search = Search(sc.model_copy(update={"workload": workload}), num_gpus, Limits(limits), fp8)
+    training = sc.workload.training.model_copy(update={"num_gpus": training.get("num_gpus")})
+    search = Search(_base(sc, training, overlap), num_gpus, Limits(limits), fp8)
     return search._estimate_all(part, parts)
 
 
@@ -530,9 +528,15 @@ def load_search_scenario(path: Path) -> tuple[ScenarioConfig, int | None]:
             asked = TrainingSpec.model_validate({**training.model_dump(), "num_gpus": asked}).num_gpus
         except ValidationError as exc:
             raise ConfigError(f"{path}: workload.training.num_gpus: {problem(exc.errors()[0])}") from None
+    return _base(sc, training, overlap), asked
+
+
+def _base(sc: ScenarioConfig, training: TrainingSpec, overlap: bool) -> ScenarioConfig:
+    """The scenario validated for a search with `training` and the all-to-all overlap set back as given (each
+    strategy checks the overlap against its own layout: apply)."""
     parallelism = sc.workload.parallelism.model_copy(update={EXPERT_OVERLAP: overlap})
     return sc.model_copy(update={"workload": sc.workload.model_copy(
-        update={"training": training, "parallelism": parallelism})}), asked
+        update={"training": training, "parallelism": parallelism})})
 
 
 def _flag(path: Path, block: dict, name: str) -> bool:

@@ -847,15 +847,20 @@ class LayerKernels:
         (bulk) and run whole. Its buffers are those of Megatron-Core's attention (qkv, proj), MLP (fc1, fc2) and
         Mamba and gated-delta mixers (in_proj as fc1, out_proj as fc2): not multi-latent attention's projections,
         the experts' or the LM head's. 1 without tensor or sequence parallelism."""
+        return self._ub_chunks.get((name, phase), 1)
+
+    @cached_property
+    def _ub_chunks(self) -> dict[tuple[str, Phase], int]:
+        """ub_chunks of every GEMM it splits (worked out once: the tracer asks for every kernel it runs)."""
         tp = self.shape.tp
         if tp == 1 or not self.shape.sp:
-            return 1
+            return {}
         gathered = ([*self.attention_inputs] if self.model.mla is None else []) + self.mlp_inputs("mlp") + [
             f"{block}_in_proj" for block in MIXERS]
         reduced = ["attn_proj", "mlp_linear2"] + [f"{block}_out_proj" for block in MIXERS]
-        if phase == Phase.fwd:
-            return tp if name in gathered else UB_PIPELINE_SPLITS if name in reduced else 1
-        return tp if phase == Phase.bwd_ig and name in reduced else 1
+        return {**{(name, Phase.fwd): tp for name in gathered},
+                **{(name, Phase.fwd): UB_PIPELINE_SPLITS for name in reduced},
+                **{(name, Phase.bwd_ig): tp for name in reduced}}
 
     def mlp_inputs(self, block: str) -> list[str]:
         """The GEMMs from the hidden state into an MLP-like block: one, or up and gate for GLUs."""
