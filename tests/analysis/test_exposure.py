@@ -8,7 +8,7 @@ import pytest
 from analysed import analysed
 
 from helpers import gpt_scenario
-from simulon.analysis.exposure import exposure, memory_bound
+from simulon.analysis.exposure import collective_parts, exposure, memory_bound
 from simulon.analysis.kinds import COMM_KINDS, KIND_NAMES, node_kinds
 from simulon.dag.nodes import NodeKind
 from simulon.workload.program import Stream
@@ -57,3 +57,30 @@ def test_a_kernel_is_memory_bound_below_the_ridge_point_and_compute_bound_above_
     for a, b in zip(every, none, strict=True):
         assert a.compute_bound_ms <= 1e-9 < a.memory_bound_ms
         assert b.memory_bound_ms == 0 and b.compute_bound_ms == pytest.approx(a.memory_bound_ms, rel=1e-9)
+
+
+@pytest.fixture(scope="module")
+def pipeline_run():
+    """Two stages of two tensor-parallel GPUs, 1F1B over four micro-batches."""
+    return analysed(gpt_scenario(tp=2, pp=2, gbs=4))
+
+
+def test_a_rank_waiting_in_a_collective_for_its_last_member_is_idle_not_communicating(pipeline_run):
+    """The gradient-norm all-reduce across the pipeline: the last stage joins it while the first still runs its
+    cool-down backward; that wait is idle time, and only the time from the last join on is communication."""
+    dag, timeline = pipeline_run.sim.dag, pipeline_run.sim.timeline
+    joins, leaves, begins = collective_parts(dag, timeline)
+    for c in np.unique(dag.coll[joins]).tolist():
+        mine = dag.coll[joins] == c
+        last = timeline.start[joins[mine]].max()
+        assert np.array_equal(begins[mine], np.minimum(np.maximum(timeline.start[joins[mine]], last),
+                                                       timeline.finish[leaves[mine]]))
+    pipeline = np.array([dag.collectives[c].stream == Stream.pp_comm for c in dag.coll[joins].tolist()])
+    waited = (begins - timeline.start[joins])[pipeline]
+    assert waited.max() > 0.05 * timeline.makespan  # this run has such a wait
+    flows = (dag.kind == NodeKind.flow) & (dag.coll < 0)
+    for row in pipeline_run.analysis.per_gpu:
+        sends = flows & ((dag.gpu == row.gpu) | (dag.peer == row.gpu))
+        part = pipeline & (dag.gpu[joins] == row.gpu)
+        bound = (timeline.finish[sends] - timeline.start[sends]).sum() + (timeline.finish[leaves] - begins)[part].sum()
+        assert row.exposed_ms["PP"] <= bound * 1e3 * (1 + 1e-9)

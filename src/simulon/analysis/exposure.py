@@ -3,8 +3,9 @@ memory(HBM)-bound kernels, exposed communication split by kind (TP, CP, EP, DP, 
 
 A kernel is memory-bound when its arithmetic intensity (hardware FLOPs per byte moved) is below the GPU's ridge
 point, peak FLOP/s over HBM bandwidth (the roofline model: Williams, Waterman and Patterson, CACM 52(4), 2009).
-Communication a GPU takes part in is what result.summarize counts (its span in each collective, every pipeline
-flow it sends or receives), labelled by kinds.py. Time is split over the pieces between consecutive interval
+Communication a GPU takes part in is what result.summarize counts (its part in each collective from when the
+last member joined, every pipeline flow it sends or receives), labelled by kinds.py; waiting in a collective for
+its last member is idle time. Time is split over the pieces between consecutive interval
 ends: a piece with a kernel running is compute (memory-bound if only memory-bound kernels run); a piece with
 communication and no kernel is exposed communication, shared equally among the kinds running then; a piece with
 neither is bubble. So per GPU compute + exposed + bubble = the step time, as in result.py.
@@ -49,14 +50,30 @@ def memory_bound(dag: ExecutionDAG, ridge_flops_per_byte: float) -> np.ndarray:
     return intensity < ridge_flops_per_byte
 
 
-def comm_intervals(dag: ExecutionDAG, timeline: Timeline) -> tuple[np.ndarray, ...]:
-    """(gpu, start, end, node) of the communication each GPU takes part in: its span in each collective (from its
-    start marker to its end marker; `node` the start marker) and every pipeline flow, on its sender and on its
-    receiver."""
+def collective_parts(dag: ExecutionDAG, timeline: Timeline) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(start marker, end marker, begin) of every rank's part in every collective, `begin` the moment its
+    communication begins: when the collective's last member has joined (or the part ends, if that is earlier).
+    Until then a rank that joined early waits on its peers (a stage still computing, a straggler), and NCCL's
+    kernel spins on its first receive: idle time, not communication. So a 4-byte gradient-norm all-reduce across
+    the pipeline, which the first stage reaches 50 ms after the last, is 50 ms idle on the last stage, not 50 ms
+    of PP communication. Members folded away stand where their simulated peer stands, so the simulated members'
+    last join is the group's."""
     joins, leaves = dag.collective_spans()
+    coll = dag.coll[joins]
+    joined = timeline.start[joins]
+    last = np.full(len(dag.collectives), -np.inf)
+    np.maximum.at(last, coll, joined)
+    return joins, leaves, np.minimum(np.maximum(joined, last[coll]), timeline.finish[leaves])
+
+
+def comm_intervals(dag: ExecutionDAG, timeline: Timeline) -> tuple[np.ndarray, ...]:
+    """(gpu, start, end, node) of the communication each GPU takes part in: its part in each collective (from when
+    the last member joined to its end marker, collective_parts; `node` its start marker) and every pipeline flow,
+    on its sender and on its receiver."""
+    joins, leaves, begins = collective_parts(dag, timeline)
     p2p = np.flatnonzero((dag.kind == NodeKind.flow) & (dag.coll < 0))
     return (np.concatenate([dag.gpu[joins], dag.gpu[p2p], dag.peer[p2p]]).astype(np.int64),
-            np.concatenate([timeline.start[joins], timeline.start[p2p], timeline.start[p2p]]),
+            np.concatenate([begins, timeline.start[p2p], timeline.start[p2p]]),
             np.concatenate([timeline.finish[leaves], timeline.finish[p2p], timeline.finish[p2p]]),
             np.concatenate([joins, p2p, p2p]))
 

@@ -35,7 +35,7 @@ ADVICE = {
                  "issues the chip's own tensor-core instruction)",
 }
 """What to try against each term (TP and the bubble: `advice`, which reads the scenario's settings)."""
-WHAT = {"bubble": "idle time (pipeline bubble, waiting on other stages)",
+WHAT = {"bubble": "idle time (pipeline bubble, waiting on other stages or GPUs)",
         "memory_bound": "memory-bound (HBM) kernels",
         "link_contention": "flows slowed by link sharing on the critical path",
         "compute_slowdown": "kernels slowed by SMs that collectives hold, on the critical path"}

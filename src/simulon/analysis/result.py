@@ -22,7 +22,8 @@ class GPUBreakdown:
     compute_ms: float
     exposed_comm_ms: float   # communication with the compute stream idle
     overlapped_comm_ms: float
-    bubble_ms: float         # neither computing nor communicating: pipeline bubble, waiting
+    bubble_ms: float         # neither computing nor communicating: pipeline bubble, waiting (on other stages,
+    # on a collective's last member: exposure.collective_parts)
 
 
 @dataclass(frozen=True)

@@ -8,10 +8,10 @@ context- and data-parallel peers run the same schedule). Its spans are
   the replay ran them (engine/replay.py's Timeline). Megatron-Core runs a backward layer by layer, input then
   weight gradients; a run of weight gradients shorter than RESOLUTION of the iteration joins its backward's
   span (a plot cannot show it apart), a longer one is a span of its own;
-* communication, per stream (tp, cp, ep, dp, pp, param): the GPU's part in each collective (from joining to
-  leaving, as analysis/result.py counts it) and every pipeline send it sends or receives, parts that overlap
-  or lie closer than RESOLUTION of the iteration merged into one span (a plot cannot show finer: the layers'
-  tensor-parallel collectives of a micro-batch become one span).
+* communication, per stream (tp, cp, ep, dp, pp, param): the GPU's part in each collective (from when its
+  last member joined to leaving, as analysis/result.py counts it: exposure.collective_parts) and every pipeline
+  send it sends or receives, parts that overlap or lie closer than RESOLUTION of the iteration merged into one
+  span (a plot cannot show finer: the layers' tensor-parallel collectives of a micro-batch become one span).
 
 A span is [start_ms, end_ms, kind, microbatch] (microbatch -1 for the optimizer step and merged communication of
 several micro-batches): what `simulon simulate --json` writes under `schedule` and `simulon plot --kind gantt`
@@ -26,6 +26,7 @@ from ..dag.nodes import ExecutionDAG, NodeKind
 from ..engine.replay import Timeline
 from ..workload.kernels import Phase
 from ..workload.program import Stream
+from .exposure import collective_parts
 from .intervals import overlap_length, union_length
 
 COMPUTE_KINDS = {Phase.fwd: "forward", Phase.bwd_ig: "backward", Phase.bwd_wg: "weight-gradient",
@@ -88,13 +89,13 @@ def compute_spans(dag: ExecutionDAG, timeline: Timeline, gpu: int) -> list[Span]
 def comm_intervals(dag: ExecutionDAG, timeline: Timeline, gpu: int) -> dict[str, tuple[np.ndarray, ...]]:
     """`gpu`'s communication by kind: (starts, ends in seconds, micro-batches) of its parts in collectives and of
     the pipeline sends it sends or receives."""
-    joins, leaves = dag.collective_spans()
+    joins, leaves, begins = collective_parts(dag, timeline)
     mine = dag.gpu[joins] == gpu
-    joins, leaves = joins[mine], leaves[mine]
+    joins, leaves, begins = joins[mine], leaves[mine], begins[mine]
     p2p = np.flatnonzero((dag.kind == NodeKind.flow) & (dag.coll < 0) & ((dag.gpu == gpu) | (dag.peer == gpu)))
     streams = np.concatenate([[int(dag.collectives[c].stream) for c in dag.coll[joins].tolist()],
                               np.full(len(p2p), int(Stream.pp_comm))]).astype(np.int64)
-    starts = np.concatenate([timeline.start[joins], timeline.start[p2p]])
+    starts = np.concatenate([begins, timeline.start[p2p]])
     ends = np.concatenate([timeline.finish[leaves], timeline.finish[p2p]])
     microbatches = np.concatenate([[dag.collectives[c].microbatch for c in dag.coll[joins].tolist()],
                                    dag.microbatch[p2p]]).astype(np.int64)
