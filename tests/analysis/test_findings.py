@@ -150,3 +150,17 @@ def test_on_a_mixed_cluster_only_the_gpus_whose_chip_outruns_mma_sync_count_towa
                                     Settings(warp_mma_attention=(library, shares)), spent)]
     gpu = int(found.where.split()[1])
     assert shares[gpu] == 0.5 and found.at_stake_ms == max(ms for g, ms in spent.items() if shares[g] == 0.5)
+
+
+def test_idle_time_without_a_pipeline_is_not_told_to_add_micro_batches_and_a_mixed_cluster_is_pointed_to_plan_hetero():
+    from pathlib import Path
+
+    from simulon.config.loading import load_scenario
+
+    flat = advice("bubble", Settings.of(gpt_scenario(tp=2)))
+    assert "micro-batches" not in flat and "vpp" not in flat and "zb_h1" not in flat and "plan-hetero" not in flat
+    mixed = Settings.of(load_scenario(Path(__file__).parents[2] / "examples" / "hetero_h100_a100.yaml"))
+    assert mixed.mixed_gpus and mixed.pipeline_stages == 2
+    assert "plan-hetero" in advice("bubble", mixed) and "micro-batches" in advice("bubble", mixed)
+    assert "plan-hetero" in advice("bubble", Settings(pipeline_stages=1, mixed_gpus=True))
+    assert not Settings.of(gpt_scenario(pp=2, layers=8, gbs=8)).mixed_gpus

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 from ..compute.attention import WARP_MMA_LIBRARIES, matmul_rate
 from ..compute.calibration import Calibrations
 from ..config.common import DType
+from ..config.dc import Placement
 from ..config.scenario import ScenarioConfig
 from .exposure import GPUExposure
 from .kinds import COMM_KINDS
@@ -71,6 +72,8 @@ class Settings:
     overlap_param_gather: bool | None = None  # None as well where there is no distributed optimizer
     warp_mma_attention: tuple[str, tuple[float, ...]] | None = None  # an attention library written for Ampere's
     #    mma.sync, and per rank the share of its GPU's tensor-core peak that runs at, where some share is below 1
+    pipeline_stages: int | None = None
+    mixed_gpus: bool | None = None           # ranks on more than one kind of GPU
 
     @classmethod
     def of(cls, sc: ScenarioConfig) -> Settings:
@@ -79,7 +82,12 @@ class Settings:
                    pinned_channels=sc.collective.num_channels, interleaved=par.interleaved,
                    zero_bubble=par.pipeline_schedule in BUBBLE_SCHEDULES, overlap_grad_reduce=par.overlap_grad_reduce,
                    overlap_param_gather=par.gathers_overlapped if par.distributed_optimizer else None,
-                   warp_mma_attention=warp_mma_attention(sc))
+                   warp_mma_attention=warp_mma_attention(sc), pipeline_stages=par.pp,
+                   mixed_gpus=_mixed(sc.placement()))
+
+
+def _mixed(placement: Placement) -> bool:
+    return len({placement.groups[g].gpu.name for g in placement.used}) > 1
 
 
 def warp_mma_attention(sc: ScenarioConfig) -> tuple[str, tuple[float, ...]] | None:
@@ -125,12 +133,16 @@ def advice(term: str, settings: Settings) -> str:
             tries.append("overlap it (sequence_parallel with tp_comm_overlap)")
         return _either(tries)
     if term == "bubble":
+        balance = (["layers and batch sized to each GPU's speed (simulon plan-hetero)"] if settings.mixed_gpus
+                   else [])
+        if settings.pipeline_stages == 1:  # no pipeline: the GPUs wait on one another in collectives
+            return _either([*balance, "even out the work the GPUs wait on one another for"])
         tries = ["more micro-batches per step"]
         if settings.interleaved is not True and settings.zero_bubble is not True:
             tries.append("interleaved 1F1B (vpp > 1)")
         if settings.zero_bubble is not True:
             tries.append("the zero-bubble schedule (pipeline_schedule: zb_h1)")
-        return _either([*tries, "fewer pipeline stages", "balanced stages (layers_per_stage)"])
+        return _either([*tries, "fewer pipeline stages", "balanced stages (layers_per_stage)", *balance])
     if term == "DP":
         tries = [] if settings.overlap_grad_reduce is True else ["set overlap_grad_reduce"]
         if settings.overlap_param_gather is False:
