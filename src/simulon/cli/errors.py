@@ -1,5 +1,6 @@
 """How a `simulon` command ends: 0 success, 2 bad input (config.errors.ConfigError: one plain message naming
-the file or option, the field and the problem, no traceback), 1 internal error."""
+the file or option, the field and the problem, no traceback), 1 an error the system reported (a full disk, a
+closed pipe: one line naming the file) or an internal error."""
 
 from __future__ import annotations
 
@@ -72,6 +73,10 @@ def run_reporting_errors(command: Callable[[], object], args: Sequence[str] | No
     except ConfigError as exc:
         print(f"error: {one_line(str(exc))}", file=sys.stderr)
         sys.exit(EXIT_BAD_INPUT)
+    except OSError as exc:  # the system refused a read or a write (a full disk, a closed pipe): not simulon's fault
+        where = exc.filename if exc.filename is not None else "standard output or a file"
+        print(f"error: cannot complete the command: {where}: {exc.strerror or exc}", file=sys.stderr)
+        sys.exit(EXIT_INTERNAL_ERROR)
     except Exception as exc:
         print(f"internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
         sys.exit(EXIT_INTERNAL_ERROR)

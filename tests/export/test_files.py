@@ -1,0 +1,54 @@
+"""Outputs are written atomically to regular files, and written through, never replaced, where the name is a
+device, a named pipe or a symbolic link."""
+
+from __future__ import annotations
+
+import os
+import stat
+import threading
+from pathlib import Path
+
+import pytest
+
+from simulon.export.files import write_atomic
+
+
+def test_a_regular_file_gets_the_whole_new_content_and_no_temporary_file_is_left(tmp_path: Path):
+    out = tmp_path / "trace.json"
+    out.write_text("old")
+    write_atomic(out, "new")
+    assert out.read_text() == "new" and sorted(p.name for p in tmp_path.iterdir()) == ["trace.json"]
+    write_atomic(tmp_path / "plot.png", b"\x89PNG")
+    assert (tmp_path / "plot.png").read_bytes() == b"\x89PNG"
+
+
+def test_a_symbolic_link_is_followed_and_kept(tmp_path: Path):
+    target = tmp_path / "real.json"
+    target.write_text("old")
+    link = tmp_path / "link.json"
+    link.symlink_to(target)
+    write_atomic(link, "new")
+    assert link.is_symlink() and target.read_text() == "new"
+
+
+def test_a_named_pipe_is_written_through_not_replaced(tmp_path: Path):
+    fifo = tmp_path / "out.fifo"
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_text()))
+    reader.start()
+    write_atomic(fifo, "through the pipe")
+    reader.join(timeout=10)
+    assert got == ["through the pipe"] and stat.S_ISFIFO(fifo.stat().st_mode)
+
+
+def test_dev_null_stays_a_device():
+    write_atomic("/dev/null", "discarded")
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full here")
+def test_a_full_device_is_an_error_naming_it_and_stays_a_device():
+    with pytest.raises(OSError) as caught:
+        write_atomic("/dev/full", "x" * 100_000)
+    assert caught.value.filename == "/dev/full" and stat.S_ISCHR(os.stat("/dev/full").st_mode)
