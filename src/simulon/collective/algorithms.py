@@ -95,6 +95,11 @@ class Algorithm:
     first_period: Mapping[CollType, Decomposition] | None = None
 
     @property
+    def nvls_chunked(self) -> bool:
+        """Cut into NCCL's NVLS chunks (nccl.nvls_chunk_bytes): its decompositions take `chunk_bytes`."""
+        return self.tuned_as in ("nvls", "nvls_tree")
+
+    @property
     def ring_like(self) -> bool:
         """Tuned as NCCL's ring: its protocol and channels are chosen as a ring's."""
         return self.tuned_as == "ring"

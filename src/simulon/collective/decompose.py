@@ -43,14 +43,15 @@ def checked(name: str, ctype: CollType) -> Algorithm:
 
 def flow_set(collective_type: str | CollType, group: Sequence[int], size: float, channels: int,
              algorithm: str = "ring", protocol: str = "simple", shape: GroupShape | None = None,
-             one_period: bool = False, steady: bool = False) -> FlowSet:
+             one_period: bool = False, steady: bool = False, chunk_bytes: float | None = None) -> FlowSet:
     """The flows of one collective instance, column-wise (what the DAG builder uses).
 
     `shape` says which node each member sits on (default: all on one node). Channels with identical flows
     are simulated once, each simulated channel carrying `lanes` channels' bytes: they share the same links
     equally and finish together, so this changes nothing but the cost. `one_period`: a ring's first step
     only, marked as repeated (for steady-state estimates of huge rings; other algorithms ignore it); `steady`:
-    that step carrying every step's bytes, without parents (FlowSet.in_steady_state).
+    that step carrying every step's bytes, without parents (FlowSet.in_steady_state). `chunk_bytes`: NCCL's
+    chunk for an NVLS algorithm (collective.tuner's Choice; None: as NCCL cuts it by default).
     """
     if algorithm == "auto":
         raise ValueError("algorithm 'auto' is chosen per datacenter: resolve it with collective.tuner first")
@@ -73,7 +74,8 @@ def flow_set(collective_type: str | CollType, group: Sequence[int], size: float,
     decomposition = record.decompositions[ctype]
     if (one_period or steady) and record.first_period and ctype in record.first_period:
         decomposition = record.first_period[ctype]
-    flows = decomposition(group, shape, float(size), simulated, protocol, channels // simulated)
+    chunking = {"chunk_bytes": chunk_bytes} if record.nvls_chunked else {}
+    flows = decomposition(group, shape, float(size), simulated, protocol, channels // simulated, **chunking)
     flows = replace(flows, symmetry=record.symmetry(ctype, shape), lanes=channels // simulated,
                     grouped_sends=ctype in POINT_TO_POINT, send_receive=ctype == CollType.SendRecv,
                     local_pass=record.local_pass(ctype, shape.nodes))

@@ -4,6 +4,7 @@ rules over them: how it cuts a channel's data into chunks and a peer's into poin
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -64,6 +65,69 @@ def tree_ll128_chunk_bytes(bytes_per_channel: float, nodes: int, per_node: float
         chunk //= 2
     while bytes_per_channel // chunk < steps * 16 / per_node and chunk > 32768:
         chunk //= 2
+    return float(chunk)
+
+
+@dataclass(frozen=True)
+class NvlsTuning:
+    """NCCL's NVLS set-up for a communicator (src/transport/nvls.cc, ncclNvlsTuning): the channels NVLS and
+    NVLS-tree run on (every one, whatever the message: enqueue.cc's channel tuning skips them), the NVLS chunk
+    (NCCL_NVLS_CHUNKSIZE) and NVLS-tree's largest (NCCL_NVLSTREE_MAX_CHUNKSIZE)."""
+
+    channels: int
+    chunk_bytes: int
+    tree_max_chunk_bytes: int
+
+
+def nvls_tuning(arch: dict[str, Any], nodes: int, per_node: int, nic_GBps: float) -> NvlsTuning:
+    """NCCL's defaults for a communicator of `nodes` NVLink domains of `per_node` GPUs whose weakest NIC moves
+    `nic_GBps`: the architecture's channel count (NVLS_NCHANNELS_SM90 16; SM100 24 in one domain, 32 across),
+    a 128 KiB chunk, and NVLS-tree chunks of at most 64 KiB from 4 nodes; Blackwell across domains tuned by
+    ncclNvlsTreeSm100Tuning instead."""
+    c = constants()
+    channels = arch["nvls_channels"]["across" if nodes > 1 else "one_domain"]
+    chunk, tree_max = int(c["nvls_chunk_bytes"]), 0
+    if nodes > 1 and arch.get("nvls_tree_sm100_tuning"):
+        channels, chunk, tree_max = _sm100_tree_tuning(nodes, per_node, nic_GBps, channels, chunk)
+    if not tree_max:
+        tree_max = int(c["nvls_tree_max_chunk_bytes_from_4_nodes"]) if nodes >= 4 else chunk
+    return NvlsTuning(channels, chunk, tree_max)
+
+
+def _sm100_tree_tuning(nodes: int, per_node: int, nic: float, channels: int, chunk: int) -> tuple[int, int, int]:
+    """ncclNvlsTreeSm100Tuning (NCCL 2.28): (channels, chunk, NVLS-tree's largest chunk; 0 where it leaves the
+    default), with each GPU's NIC under its PCIe switch (PATH_PXB or closer, as on DGX/HGX B200 and B300)."""
+    if nodes == 2 and nic >= 48:
+        if per_node <= 4:
+            return 32, 262144, 262144
+        return 32, chunk, 65536 if per_node >= 16 or (per_node <= 8 and nic < 96) else 131072
+    if nic >= 96:
+        if per_node <= 8:
+            return 24, 262144, 262144
+        return 32, chunk, 131072 if per_node < 32 else 65536
+    if nic >= 48:
+        return 24, chunk, 65536
+    return channels, chunk, 0
+
+
+NVLS_CHUNK_CUTS = ((64, 65536), (8, 32768), (2, 16384))
+NVLS_TREE_CHUNK_CUTS = ((32, 262144), (16, 131072), (4, 65536), (1, 32768))
+"""calcCollChunking (src/enqueue.cc): a chunk above `above` bytes falls to it where the message holds fewer than
+`times` chunks per channel and head, in turn."""
+
+
+def nvls_chunk_bytes(tree: bool, size: float, channels: int, heads: int, tuning: NvlsTuning) -> float:
+    """The chunk NCCL cuts an NVLS (or, with `tree`, NVLS-tree) collective of `size` bytes into over `channels`
+    channels of `heads` heads each: the tuning's (NVLS: at most a Simple buffer slot), smaller for a message
+    of few chunks (NVLS_CHUNK_CUTS, NVLS_TREE_CHUNK_CUTS)."""
+    if tree:
+        chunk, cuts = min(tuning.chunk_bytes, tuning.tree_max_chunk_bytes), NVLS_TREE_CHUNK_CUTS
+    else:
+        chunk, cuts = min(tuning.chunk_bytes, int(constants()["chunk_bytes"]["simple"])), NVLS_CHUNK_CUTS
+    ops = channels * heads
+    for times, above in cuts:
+        if size < times * ops * chunk and chunk > above:
+            chunk = above
     return float(chunk)
 
 

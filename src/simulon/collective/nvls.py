@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from .common import SWITCH, FlowBuilder, FlowSet
-from .nccl import constants, pipeline_chunks
+from .nccl import DEFAULT_ARCHITECTURE, architecture, nvls_chunk_bytes, nvls_tuning, pipeline_chunks
 from .shape import GroupShape
 from .tree import btree_parent, dtree_parent, pipelined_reduce_broadcast
 
@@ -63,15 +63,24 @@ def _multicast(out: FlowBuilder, members: np.ndarray, owners: np.ndarray, ready:
             step0 + chunks + j, parents.reshape(down.size, -1), tag=len(out.group) + 3)
 
 
+def default_chunk(tree: bool, size: float, channels: int, nodes: int, heads: int) -> float:
+    """NCCL's chunk where the caller gives none (collective.tuner gives the communicator's): as NCCL cuts it
+    with the default architecture's tuning and no NIC limit."""
+    return nvls_chunk_bytes(tree, size, channels, heads,
+                            nvls_tuning(architecture(DEFAULT_ARCHITECTURE), nodes, heads, float("inf")))
+
+
 def nvls(group: tuple[int, ...], shape: GroupShape, size: float, channels: int, protocol: str, lanes: int = 1, *,
-         reduce: bool, gather: bool) -> FlowSet:
-    """NVLS all-reduce (reduce and gather), reduce-scatter (reduce) or all-gather (gather) in one domain."""
+         reduce: bool, gather: bool, chunk_bytes: float | None = None) -> FlowSet:
+    """NVLS all-reduce (reduce and gather), reduce-scatter (reduce) or all-gather (gather) in one domain, each
+    member's part of a channel's data cut into NCCL's chunks (`chunk_bytes`, the tuner's: nccl.nvls_chunk_bytes)."""
     if shape.nodes > 1:
         raise ValueError("nvls runs inside one NVLink domain; across nodes use nvls_tree")
     n = len(group)
     out = FlowBuilder(group, switch="scale_up")
     positions = np.arange(n)[None, :]
-    chunks = pipeline_chunks(size / channels / lanes / n, protocol, constants()["nvls_chunk_bytes"])
+    chunk_bytes = chunk_bytes or default_chunk(False, size, channels * lanes, 1, n)
+    chunks = pipeline_chunks(size / channels / lanes / n, protocol, chunk_bytes)
     chunk = size / (n * channels * chunks)
     for ch in range(channels):
         if reduce:
@@ -84,7 +93,9 @@ def nvls(group: tuple[int, ...], shape: GroupShape, size: float, channels: int, 
 
 
 def nvls_tree_all_reduce(group: tuple[int, ...], shape: GroupShape, size: float, channels: int,
-                         protocol: str, lanes: int = 1) -> FlowSet:
+                         protocol: str, lanes: int = 1, *, chunk_bytes: float | None = None) -> FlowSet:
+    """NVLS-tree all-reduce, each head's part of a channel's data cut into NCCL's chunks (`chunk_bytes`, the
+    tuner's: nccl.nvls_chunk_bytes)."""
     if shape.nodes < 2:
         raise ValueError("nvls_tree needs more than one node (inside one node, use nvls)")
     m = shape.regular("nvls_tree")
@@ -93,7 +104,8 @@ def nvls_tree_all_reduce(group: tuple[int, ...], shape: GroupShape, size: float,
                          "per node (with one, use tree)")
     out = FlowBuilder(group, switch="scale_up")
     trees = (btree_parent(shape.nodes), dtree_parent(shape.nodes))
-    chunks = pipeline_chunks(size / channels / lanes / m, protocol, constants()["nvls_chunk_bytes"])
+    chunk_bytes = chunk_bytes or default_chunk(True, size, channels * lanes, shape.nodes, m)
+    chunks = pipeline_chunks(size / channels / lanes / m, protocol, chunk_bytes)
     chunk = size / (m * channels * chunks)
     by_node = np.stack(shape.members)                                          # [nodes, m]
     for ch in range(channels):

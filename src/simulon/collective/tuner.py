@@ -21,7 +21,7 @@ import numpy as np
 from .algorithms import CATALOG, Unrunnable, find_algorithm
 from .decompose import checked
 from .mesh import disjoint_cycles
-from .nccl import NVLS_ARITY, PROTOCOLS, architecture, constants, p2p_channels_per_peer
+from .nccl import NVLS_ARITY, PROTOCOLS, architecture, constants, nvls_chunk_bytes, nvls_tuning, p2p_channels_per_peer
 from .shape import GroupShape
 from .types import POINT_TO_POINT, CollType, coll_type
 
@@ -54,6 +54,7 @@ class Ports:
     scale_up_line: float
     nic: float
     model: int = 0  # the index of the group's link model in topology.models (its weakest member's)
+    nic_line: float = 0.0  # the weakest NIC's line rate
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,7 @@ class Choice:
     algorithm: str
     protocol: str
     channels: int
+    chunk_bytes: float | None = None  # NCCL's chunk for NVLS and NVLS-tree (nccl.nvls_chunk_bytes), else None
 
 
 class CollectivePlan:
@@ -112,7 +114,8 @@ class CollectivePlan:
             up = members * (topo.gpus_per_node - 1) if topo.mesh else members
             nic = topo.fabric.up(members // topo.gpus_per_nic * topo.fabric.ports_per_nic)
             self.ports[group] = Ports(float(topo.capacity[up].min()), float(topo.line_rate[up].min()),
-                                      float(topo.capacity[nic].min()), topo.model_index(members))
+                                      float(topo.capacity[nic].min()), topo.model_index(members),
+                                      float(topo.line_rate[nic].min()))
         return self.ports[group]
 
     def _under(self, model: int) -> CollectivePlan:
@@ -148,7 +151,13 @@ class CollectivePlan:
             candidates = [(a, p) for a, p in candidates if p == self.protocol] or [(candidates[0][0], self.protocol)]
         times = [(self._time(ctype, shape, size, a, p, ports), i) for i, (a, p) in enumerate(candidates)]
         algorithm, protocol = candidates[min(times)[1]]
-        return Choice(algorithm, protocol, self.channels or self._channels(ctype, shape, size, algorithm, protocol))
+        if not find_algorithm(algorithm).nvls_chunked:
+            return Choice(algorithm, protocol, self.channels or self._channels(ctype, shape, size, algorithm, protocol))
+        heads = shape.n if shape.nodes == 1 else shape.regular(algorithm)
+        tuning = nvls_tuning(self.arch, shape.nodes, heads, ports.nic_line / 1e9)
+        channels = self.channels or tuning.channels
+        return Choice(algorithm, protocol, channels,
+                      nvls_chunk_bytes(algorithm == "nvls_tree", size, channels, heads, tuning))
 
     def candidates(self, ctype: CollType | str, group) -> list[tuple[str, str]]:
         """Every (algorithm, protocol) `auto` weighs for this collective on this group."""

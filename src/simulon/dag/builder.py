@@ -182,7 +182,7 @@ def expansion_template(ctype: CollType, size: float, choice: Choice, shape: Grou
     builds, and lets them go with it, so that runs one after another in a process do not pile them up)."""
     n = shape.n
     flows = flow_set(ctype, tuple(range(n)), size, choice.channels, choice.algorithm, choice.protocol, shape,
-                     steady=steady)
+                     steady=steady, chunk_bytes=choice.chunk_bytes)
     flows = in_connection_order(flows)
     fold = np.asarray(fold_pos)
     _check_foldable(flows, fold, choice.algorithm)
@@ -235,7 +235,7 @@ def template_counts(ctype: CollType, size: float, choice: Choice, shape: GroupSh
     times, so a 1,024-member ring is counted from 1/1,023 of its flows (dag/size.py's estimate of a run too
     large to build must not itself need that memory)."""
     flows = flow_set(ctype, tuple(range(shape.n)), size, choice.channels, choice.algorithm, choice.protocol, shape,
-                     one_period=True)
+                     one_period=True, chunk_bytes=choice.chunk_bytes)
     fold = np.asarray(fold_pos, dtype=np.int64)
     owner, dst = endpoints(flows.src_pos, flows.dst_pos, flows.switch)
     kept = fold[owner] == owner
