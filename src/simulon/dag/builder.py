@@ -158,8 +158,7 @@ def in_connection_order(flows: FlowSet) -> FlowSet:
     same = (flows.src_pos[prev] == flows.src_pos[this]) & (flows.dst_pos[prev] == flows.dst_pos[this]) & \
         (flows.channel[prev] == flows.channel[this]) & (flows.step[prev] < flows.step[this])
     child, parent = this[same], prev[same]
-    n = len(flows)  # a (child, parent) pair as one number
-    new = ~np.isin(child.astype(np.int64) * n + parent, flows.parent_of.astype(np.int64) * n + flows.parent_idx)
+    new = ~_has_parent(flows.parent_ptr, flows.parent_idx, child, parent)
     if not new.any():
         return flows
     children = np.concatenate([flows.parent_of, child[new]])
@@ -167,6 +166,17 @@ def in_connection_order(flows: FlowSet) -> FlowSet:
     by_child = np.argsort(children, kind="stable")   # each flow's parents as before, the connection's last
     ptr = np.concatenate([[0], np.cumsum(np.bincount(children, minlength=len(flows)))]).astype(np.int64)
     return replace(flows, parent_ptr=ptr, parent_idx=parents[by_child].astype(np.int64))
+
+
+def _has_parent(ptr: np.ndarray, parents: np.ndarray, child: np.ndarray, parent: np.ndarray) -> np.ndarray:
+    """Per pair, whether `parent` is already among `child`'s parents (CSR `ptr`, `parents`): each child's few
+    parents compared column by column, not hashed (a 2,048-member ring's template has millions of flows)."""
+    start, count = ptr[child], ptr[child + 1] - ptr[child]
+    found = np.zeros(len(child), dtype=bool)
+    for k in range(int(count.max()) if len(child) else 0):
+        has = count > k
+        found[has] |= parents[start[has] + k] == parent[has]
+    return found
 
 
 def fold_positions(group: tuple[int, ...], rep: np.ndarray) -> tuple[int, ...]:

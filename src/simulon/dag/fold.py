@@ -58,6 +58,8 @@ class Fold:
     expand_spread: bool = field(default=True, compare=False)
     steady_rings: bool = field(default=False, compare=False)
     _rails: dict[tuple[int, ...], bool] = field(default_factory=dict, compare=False, repr=False)
+    _positions: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray]] = field(default_factory=dict, compare=False,
+                                                                             repr=False)
 
     @property
     def multiplicity(self) -> np.ndarray:
@@ -134,9 +136,23 @@ class Fold:
         if group is None:
             return members, members + (dst - src)
         step = group.index(dst) - group.index(src)
-        peers = [self._group_of(group, int(m)) for m in members]
-        receivers = [peer[(peer.index(m) + step) % len(peer)] for m, peer in zip(members.tolist(), peers, strict=True)]
-        return members, np.asarray(receivers, dtype=np.int64)
+        receivers = np.empty_like(members)
+        todo = np.ones(len(members), dtype=bool)
+        while todo.any():  # one pass per group the members belong to (one where the group is theirs)
+            peer = self._group_of(group, int(members[np.argmax(todo)]))
+            ranks, order = self._sorted(peer)
+            at = np.minimum(np.searchsorted(ranks, members), len(ranks) - 1)
+            here = todo & (ranks[at] == members)
+            receivers[here] = np.asarray(peer, dtype=np.int64)[(order[at[here]] + step) % len(peer)]
+            todo &= ~here
+        return members, receivers
+
+    def _sorted(self, group: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+        """A group's members in increasing order, and each one's position in the group."""
+        if group not in self._positions:
+            order = np.argsort(np.asarray(group, dtype=np.int64), kind="stable")
+            self._positions[group] = (np.asarray(group, dtype=np.int64)[order], order)
+        return self._positions[group]
 
     def _group_of(self, group: tuple[int, ...], gpu: int) -> tuple[int, ...]:
         """The group of the same kind as `group` that `gpu` belongs to."""
