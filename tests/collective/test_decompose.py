@@ -392,3 +392,18 @@ def test_every_channel_keeps_the_bytes_and_numbers_the_channels_from_zero(algori
     assert sum(f.bytes for f in result.flows) == pytest.approx(float(simulated.size.sum()), rel=1e-9)
     assert {f.channel for f in result.flows} == set(range(channels))
     assert len(result.flows) == len(simulated) * simulated.lanes
+
+
+@pytest.mark.parametrize("variant", ["hierarchical", "pxn"])
+@pytest.mark.parametrize("ctype", [AR, CollType.AllGather, CollType.ReduceScatter])
+def test_ring_variants_inside_one_node_are_the_ring_and_take_its_time(variant, ctype):
+    """Inside one NVLink domain the hierarchical ring has no rails to cross and PXN nothing to relay: each is the
+    ring, its loops ending in the ring's local reduce or copy (it had none: a 1 GiB reduce-scatter ran 11% fast)."""
+    from simulon.config import DatacenterConfig
+    from simulon.pipeline import collective_sweep
+
+    dc = DatacenterConfig.model_validate({"from": "dgx-h100", "cluster": {"num_nodes": 1}})
+    sizes = [2.0**20, 2.0**27, 2.0**30]
+    ring = collective_sweep(dc, ctype, tuple(range(8)), sizes, "ring")
+    other = collective_sweep(dc, ctype, tuple(range(8)), sizes, variant)
+    assert [o.time_us for o in other] == pytest.approx([r.time_us for r in ring], rel=1e-9)

@@ -293,10 +293,11 @@ CATALOG: dict[str, Algorithm] = {a.name: a for a in (
     Algorithm("p2p", {A2A: _plain(all_to_all), SR: _plain(ring_shift)}, _p2p_symmetry, _p2p_period, tuned_as="ring",
               protocols=_SIMPLE, enabled=_any_group),
     Algorithm("hierarchical", {ctype: _plain(partial(hierarchical, ctype=ctype)) for ctype in (AR, AG, RS)},
-              _hierarchical_symmetry, _constant(1), tuned_as="ring", refusal=partial(_irregular, "hierarchical")),
+              _hierarchical_symmetry, _constant(1), tuned_as="ring", local_pass=ring_local_pass,
+              refusal=partial(_irregular, "hierarchical")),
     Algorithm("pxn", {ctype: _pxn(fn) for ctype, fn in {**_RING_STEPS, A2A: all_to_all, SR: ring_shift}.items()},
               _pxn_symmetry,
-              _ring_period, tuned_as="ring"),
+              _ring_period, tuned_as="ring", local_pass=ring_local_pass),
     Algorithm(DEEPEP, {A2A: _plain(deepep_all_to_all)}, lambda ctype, shape: deepep_symmetry(ctype, shape),
               _constant(1), tuned_as="ring", protocols=_SIMPLE),
 )}
