@@ -56,13 +56,22 @@ def usage_problem(exc: TyperException, args: Sequence[str]) -> str:
     return one_line(message + where)
 
 
+def _run(command: Callable[[], object]) -> object:
+    """The command, SIGTERM unwinding it while it runs; once it is done the default action is back, so that a
+    signal arriving while the interpreter shuts down ends the process without an 'Exception ignored' traceback."""
+    try:
+        return command()
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def run_reporting_errors(command: Callable[[], object], args: Sequence[str] | None = None) -> None:
     """Run a click/typer command in non-standalone mode; bad input (a ConfigError, a usage error) ends it with one
     line and exit status 2, anything else unexpected with exit status 1."""
     signal.signal(signal.SIGTERM, stop_on_terminate)
     args = sys.argv[1:] if args is None else args
     try:
-        status = command()
+        status = _run(command)
     except TyperException as exc:  # click's usage errors: unknown option, wrong type, missing argument
         if exc.format_message():  # empty where click already printed the help (no arguments)
             print(f"error: {usage_problem(exc, args)}", file=sys.stderr)
