@@ -148,7 +148,7 @@ def test_shared_nics_and_bisection():
     assert TopologySummary.of(shared).scale_out_bisection == pytest.approx(8 * 50 * GB / 2)
     oversubscribed = build(datacenter(nodes=4, topology={**TWO_TIER, "oversubscription": 4.0}))
     summary = TopologySummary.of(oversubscribed)
-    assert summary.tiers[2].link_rate == pytest.approx(2 * 50 * GB / 4 / 4)   # 2 NICs down, 4 spines, 4:1
+    assert summary.tiers[2].link_rate == pytest.approx(2 * 50 * GB / 4)   # 2 NICs down, 4:1: one uplink port
     assert summary.scale_out_bisection == pytest.approx(32 * 50 * GB / 4 / 2)
 
 
@@ -180,7 +180,9 @@ def test_adaptive_routing_gives_each_leaf_one_path_of_all_its_uplinks_and_keeps_
         f = topo.fabric
         return sum(f.link_kind(link)[0] == kind for link in range(f.base, f.base + f.num_links))
 
-    assert count(adaptive, "leaf_up") == fabric.leaves and count(hashed, "leaf_up") == fabric.leaves * spec["spines"]
+    ports = spec["nics_per_leaf"]  # non-blocking: as many uplink ports as NICs, each reaching one spine
+    assert count(adaptive, "leaf_up") == fabric.leaves
+    assert count(hashed, "leaf_up") == fabric.leaves * min(spec["spines"], ports)
     if "cores" in spec:
         assert count(adaptive, "spine_up") == fabric.pods and count(hashed, "spine_up") == fabric.spines * 4
 
@@ -276,3 +278,14 @@ def test_metas_llama3_fabric_keeps_full_bisection_in_a_pod_and_one_seventh_above
     # a ToR's 16 uplinks carry its 16 NICs; a pod's 16 x 16 spine uplinks carry 1/7 of its 192 ToRs' uplinks
     assert 16 * rate["leaf_up"] == pytest.approx(16 * rate["nic_up"])
     assert 16 * 16 * rate["spine_up"] == pytest.approx(192 * 16 * rate["leaf_up"] / 7)
+
+
+def test_under_ecmp_spines_beyond_a_leafs_uplink_ports_add_no_paths_and_thin_none():
+    """8 NICs a leaf, non-blocking, under 16 spines: 8 uplinks of one port each, as under 8 spines (the uplink
+    bandwidth split over 16 spines made links of half a port, and a single flow could not reach its NIC's speed)."""
+    wide, eight = (build(datacenter(nodes=8, topology={"tiers": 2, "rail_optimized": False, "nics_per_leaf": 8,
+                                                      "spines": spines})) for spines in (16, 8))
+    assert wide.fabric.spine_paths == eight.fabric.spine_paths == 8
+    up = wide.fabric.links_of("leaf_up")
+    assert wide.fabric.capacity[up] == pytest.approx(np.full(8 * 8, 50 * GB))
+    assert TopologySummary.of(wide).scale_out_bisection == TopologySummary.of(eight).scale_out_bisection
