@@ -220,6 +220,14 @@ def test_bad_algorithm_option(workdir):
     assert_bad_input(proc, "error: --algorithm: ", "'warp'")
 
 
+def test_protocol_and_algorithm_options_are_read_in_any_case_as_the_scenario_reads_them(workdir):
+    proc = run_cli("collective", "dc.yaml", "--protocol", "LL", "--algorithm", "Ring", "--sizes", "1MiB", "--json",
+                   cwd=workdir)
+    assert proc.returncode == 0, proc.stderr
+    (row,) = json.loads(proc.stdout)
+    assert (row["protocol"], row["algorithm"]) == ("ll", "ring")
+
+
 @pytest.mark.parametrize("op", ["allgather", "reducescatter"])
 def test_pat_over_several_gpus_per_node_is_refused_as_nccl_restricts_it_to_one(workdir, op):
     proc = run_cli("collective", "dc.yaml", "--op", op, "--algorithm", "pat", "--sizes", "1MiB", cwd=workdir)

@@ -11,7 +11,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from helpers import seed_dict
+from helpers import SEED_SCENARIO, seed_dict
 from simulon.config.errors import ConfigError, parse_yaml, shown
 from simulon.config.loading import parse_scenario
 
@@ -98,3 +98,45 @@ def test_an_empty_file_is_called_empty():
 def test_an_unknown_template_name_suggests_the_closest_shipped_ones(path, value, suggested):
     message = message_for(path, value)
     assert suggested in message and "(shipped: " in message, message
+
+
+def test_a_gpu_named_like_no_template_and_missing_custom_fields_is_called_a_typo_not_a_missing_field():
+    message = message_for(("datacenter", "node", "gpu"), {"name": "H1OO", "memory_capacity_gb": 80.0})
+    assert "datacenter.node.gpu: unknown gpu template 'H1OO'; did you mean h100-sxm?" in message, message
+    assert "a custom gpu needs memory_bandwidth, peak_tflops" in message, message
+    assert "required field is missing" not in message
+
+
+def test_a_custom_gpu_given_whole_under_a_new_name_still_loads():
+    gpu = {"name": "my-accelerator", "memory_capacity_gb": 96.0, "memory_bandwidth": "4TBps",
+           "peak_tflops": {"bf16": 1000.0, "fp8": 2000.0}}
+    data = copy.deepcopy(SEED)
+    data["datacenter"]["node"]["gpu"] = gpu
+    assert parse_scenario(data, "s.yaml").datacenter.node.gpu.name == "my-accelerator"
+
+
+def test_a_key_given_twice_in_one_mapping_is_refused_naming_the_key_and_both_lines():
+    with pytest.raises(yaml.YAMLError) as info:
+        parse_yaml("parallelism:\n  tp: 4\n  pp: 1\n  tp: 2\n")
+    assert "duplicate key 'tp' (first at line 2)" in str(info.value)
+    assert info.value.problem_mark.line + 1 == 4
+
+
+def test_a_merged_mapping_s_keys_may_still_be_overridden():
+    assert parse_yaml("base: &b {tp: 4}\nrun:\n  <<: *b\n  tp: 2\n")["run"] == {"tp": 2}
+
+
+def test_a_duplicate_key_in_a_scenario_file_is_one_located_message(tmp_path):
+    from simulon.config.loading import load_scenario
+
+    path = tmp_path / "dup.yaml"
+    path.write_text(SEED_SCENARIO.read_text().replace("    tp: 2\n", "    tp: 4\n    tp: 2\n", 1))
+    with pytest.raises(ConfigError, match=r"dup.yaml: \(YAML\) at line \d+, column 5: duplicate key 'tp'"):
+        load_scenario(path)
+
+
+@pytest.mark.parametrize("field", ["protocol", "algorithm"])
+def test_collective_names_are_read_in_any_case_as_nccl_s_lists_are(field):
+    data = copy.deepcopy(SEED)
+    data["collective"][field] = {"protocol": "LL", "algorithm": "Ring"}[field]
+    assert getattr(parse_scenario(data, "s.yaml").collective, field) == {"protocol": "ll", "algorithm": "ring"}[field]

@@ -414,6 +414,13 @@ CHECKS = {
     "interleaving without pipeline": (
         [("workload.parallelism.pp", 1), ("workload.parallelism.tp", 4), ("workload.parallelism.vpp", 2)],
         "workload.parallelism.vpp", ["needs pipeline parallelism"]),
+    "1f1b named with interleaving": (
+        [("workload.parallelism.vpp", 2)],   # the seed names pipeline_schedule: 1f1b
+        "workload.parallelism.pipeline_schedule", ["1f1b runs one model chunk per rank, not vpp = 2",
+                                                   "interleaved_1f1b"]),
+    "deepep dispatch on a dense model": (
+        [("workload.training.moe_dispatcher", "deepep")],
+        "workload.training.moe_dispatcher", ["deepep", "no MoE block"]),
     "fsdp with distributed optimizer": (
         [("workload.parallelism.fsdp", "full_shard"), ("workload.parallelism.distributed_optimizer", True)],
         "workload.parallelism.fsdp", ["already shards the optimizer"]),
@@ -446,6 +453,16 @@ def test_consistency_check(tmp_path, case):
     for word in words:
         assert word in message
     assert "\n" not in message
+
+
+def test_vpp_without_a_schedule_named_runs_interleaved_and_is_written_back_as_such():
+    data = seed()
+    del data["workload"]["parallelism"]["pipeline_schedule"]
+    _set(data, "workload.parallelism.vpp", 2)
+    sc = ScenarioConfig.model_validate(data)
+    assert sc.workload.parallelism.pipeline_schedule == "interleaved_1f1b" and sc.workload.parallelism.interleaved
+    again = parse_scenario(sc.as_data(), "again")
+    assert again.workload.parallelism == sc.workload.parallelism
 
 
 def test_changes_that_only_set_up_a_check_are_valid():

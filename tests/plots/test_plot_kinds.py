@@ -97,6 +97,24 @@ def test_a_bad_option_exits_2_with_one_line(args, expected, results, tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize(("kind", "where", "field"), [
+    ("breakdown", (), "iteration_time_ms"), ("breakdown", (), "num_gpus"),
+    ("gantt", ("schedule",), "iteration_time_ms"),
+])
+def test_a_headline_number_that_is_text_exits_2_naming_the_field_as_diff_does(kind, where, field, results, tmp_path):
+    data = json.loads(results["simulate"].read_text())
+    block = data
+    for key in where:
+        block = block[key]
+    block[field] = "fast"
+    result, out = tmp_path / "result.json", tmp_path / "out.png"
+    result.write_text(json.dumps(data))
+    done = cli("plot", str(result), "--kind", kind, "-o", str(out))
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert f"{field}: expected a number, got 'fast'" in done.stderr and str(result) in done.stderr
+    assert not out.exists()
+
+
 def test_a_missing_result_file_exits_2(tmp_path):
     done = cli("plot", str(tmp_path / "none.json"), "--kind", "gantt", "-o", str(tmp_path / "g.png"))
     assert done.returncode == 2 and "none.json: cannot read" in done.stderr

@@ -135,6 +135,26 @@ def test_whatever_the_csv_holds_its_rows_are_read_or_the_file_is_refused(tmp_pat
     try:
         done = read_done(out)
     except ConfigError as exc:
-        assert "not a sweep's CSV" in str(exc)
+        assert "not a sweep's CSV" in str(exc) or "row is damaged" in str(exc)
     else:
         assert all(set(metrics) == set(METRICS) for metrics in done.values())
+
+
+@pytest.mark.parametrize(("column", "value", "expected"), [
+    ("step_ms", "abc", "expected a number, got 'abc'"), ("mfu", "nan", "expected a number, got 'nan'"),
+    ("fits", "maybe", "expected true or false, got 'maybe'"),
+])
+def test_an_earlier_row_with_a_damaged_metric_is_refused_naming_the_line_and_column_not_reused(
+        points, tmp_path, column, value, expected):
+    out = tmp_path / "sweep.csv"
+    run_sweep(points, out)
+    rows = list(csv.DictReader(out.open()))
+    rows[1][column] = value
+    with out.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+    damaged = out.read_text()
+    with pytest.raises(ConfigError, match=f"-o {out}: line 3, column {column}: {expected}"):
+        run_sweep(points, out)
+    assert out.read_text() == damaged

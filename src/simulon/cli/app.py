@@ -86,7 +86,7 @@ def simulate(
 ) -> None:
     """Simulate one training iteration and report its time."""
     from ..export.chrome_trace import DETAILS, chrome_trace_json
-    from ..export.files import write_atomic
+    from ..export.files import check_writable, write_atomic
     from ..sampling import parse_mode
 
     if expand not in ("auto", "full", "symmetric"):
@@ -98,10 +98,8 @@ def simulate(
     except ValueError as exc:
         raise ConfigError(f"--micro-batches: {exc}") from None
     limit = memory_limit(max_memory)
-    if output is not None and not (output.parent if str(output.parent) else Path(".")).is_dir():
-        raise ConfigError(f"-o {output}: folder {str(output.parent)!r} does not exist")
-    if output is not None and output.is_dir():
-        raise ConfigError(f"-o {output}: is a folder; name the trace file to write")
+    if output is not None:
+        check_writable(output, "-o", "trace file", inputs=(scenario,))
     sim, analysis = run_scenario(scenario, quiet=as_json, expand=expand, memory_limit=limit, trace=output is not None,
                                  micro_batches=mode)
     result = sim.result
@@ -218,8 +216,8 @@ def collective(
     sc = load_scenario(scenario)
     dc = sc.datacenter
     ranks = parse_ranks(group, dc.num_gpus) if group is not None else tuple(range(dc.num_gpus))
-    algo = sc.collective.algorithm if algorithm is None else algorithm
-    proto = sc.collective.protocol if protocol is None else protocol
+    algo = sc.collective.algorithm if algorithm is None else algorithm.lower()  # any case, as the scenario's
+    proto = sc.collective.protocol if protocol is None else protocol.lower()
     chans = channels if channels is not None else sc.collective.num_channels
     if channels is not None:
         try:

@@ -13,7 +13,7 @@ import yaml
 
 from ..config.errors import ConfigError
 from ..config.loading import load_scenario
-from ..export.files import write_atomic
+from ..export.files import check_writable, write_atomic
 from ..search.hetero import Plan, Planner, PlanResult
 from .output import print_table
 
@@ -71,8 +71,8 @@ def plan_hetero(
     fastest is the plan."""
     if not 0 <= simulate <= 100:
         raise ConfigError(f"--simulate: expected 0 to 100, got {simulate}")
-    if output is not None and output.is_dir():
-        raise ConfigError(f"-o {output}: is a folder; give a file name")
+    if output is not None:
+        check_writable(output, "-o", "plan's scenario file", inputs=(scenario,))
     sc = load_scenario(scenario)
     try:
         planner = Planner(sc)
@@ -83,7 +83,10 @@ def plan_hetero(
         data = planner.scenario(result.best).model_dump(mode="json", exclude_none=True)
         note = (f"# simulon plan-hetero {scenario}: {result.best.simulated_ms:,.1f} ms per step simulated, "
                 f"{100 * result.gain:+.1f}% against the scenario as written\n")
-        write_atomic(output, note + yaml.safe_dump(data, sort_keys=False))
+        try:
+            write_atomic(output, note + yaml.safe_dump(data, sort_keys=False))
+        except OSError as exc:
+            raise ConfigError(f"-o {output}: cannot write: {exc.strerror or exc}") from None
     if as_json:
         print(json.dumps(result.to_json()))
     else:

@@ -26,10 +26,12 @@ def plot(
     """Draw a result as a PNG or SVG plot."""
     from ..plots import render
     from ..plots.collective import Measured
+    from ..plots.figure import check_output
 
     if measured is None and (subset is not None or hardware is not None):
         raise ConfigError("--subset/--hardware: choose measured rows, so they need --measured")
     if measured is not None and kind != "busbw":
         raise ConfigError(f"--measured: only the busbw plot overlays measurements, not {kind!r}")
+    check_output(output, "-o", (result,) if measured is None else (result, measured))
     render(kind, result, output, Measured(measured, subset, hardware) if measured is not None else None)
     print(f"Plot written to {output}")

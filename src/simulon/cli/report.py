@@ -65,13 +65,11 @@ def result_json(sim: Simulation, analysis: Analysis) -> dict:
             "schedule": schedule(sim.dag, sim.timeline)}
 
 
-def check_report_output(path: Path) -> None:
-    """A ConfigError unless `path` names an .html file in a folder that exists."""
-    from ..plots.figure import check_folder
+def check_report_output(path: Path, scenario: Path) -> None:
+    """A ConfigError unless `path` names an .html file in a folder that exists, other than the scenario."""
+    from ..export.files import check_writable
 
-    if path.suffix.lower() not in REPORT_SUFFIXES:
-        raise ConfigError(f"-o {path}: expected a file name ending in .html, got {path.suffix or 'no suffix'!r}")
-    check_folder(path, "report file")
+    check_writable(path, "-o", "report file", REPORT_SUFFIXES, (scenario,))
 
 
 def report(
@@ -83,7 +81,7 @@ def report(
     from ..export.files import write_atomic
     from ..report import report_html
 
-    check_report_output(output)
+    check_report_output(output, scenario)
     sim, analysis = run_scenario(scenario, quiet=False)
     html = report_html(result_json(sim, analysis), f"simulon report: {scenario.name}")
     try:

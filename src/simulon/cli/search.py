@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -25,21 +27,40 @@ DIMENSIONS = {"tp": int, "pp": int, "vpp": int, "cp": int, "ep": int, "etp": int
 """Dimensions a user may restrict (`--tp 1,2,4`, `--fix pp=8`), with the type of their values."""
 
 
+CHOICE_NAMES = {"recompute": "recomputation", "sharding": "sharding", "dtype": "number format"}
+"""What a message calls the values of each named dimension."""
+
+
+def _where(name: str, part: str, option: str) -> str:
+    """How a message names one value given on the command line: `--tp 0` or `--fix dtype=banana`."""
+    return f"--fix {name}={part}" if option == "--fix" else f"{option} {part}"
+
+
+def _value(name: str, part: str, option: str) -> int | str | bool:
+    """One value of a dimension as the command line gives it, checked whatever the scenario."""
+    from ..search.space import CHOICES
+
+    kind, where = DIMENSIONS[name], _where(name, part, option)
+    if kind is bool:
+        if part.lower() not in ("true", "false"):
+            raise ConfigError(f"{where}: expected true or false")
+        return part.lower() == "true"
+    if kind is int:
+        if not part.lstrip("+").isdigit() or int(part) < 1:
+            raise ConfigError(f"{where}: expected a positive whole number")
+        return int(part)
+    if part not in CHOICES[name]:
+        raise ConfigError(f"{where}: unknown {CHOICE_NAMES[name]} {part!r} (valid: {', '.join(CHOICES[name])})")
+    return part
+
+
 def _values(name: str, text: str, option: str) -> tuple:
-    kind = DIMENSIONS[name]
-    values = []
-    for part in text.split(","):
-        part = part.strip()
-        try:
-            if kind is bool:
-                if part.lower() not in ("true", "false"):
-                    raise ValueError
-                values.append(part.lower() == "true")
-            else:
-                values.append(kind(part))
-        except ValueError:
-            raise ConfigError(f"{option}: {name}: expected {kind.__name__} values, got {part!r}") from None
-    return tuple(values)
+    return tuple(_value(name, part.strip(), option) for part in text.split(","))
+
+
+def _fixed_name(fix: str) -> str:
+    name = fix.partition("=")[0].strip().replace("-", "_")
+    return "micro_batch_size" if name == "mbs" else name
 
 
 def limits_from(options: dict[str, str | None], fixes: list[str]):
@@ -51,14 +72,25 @@ def limits_from(options: dict[str, str | None], fixes: list[str]):
         if text is not None:
             values[name] = _values(name, text, f"--{name.replace('_', '-')}")
     for fix in fixes:
-        name, _, text = fix.partition("=")
-        name = name.strip().replace("-", "_")
-        if name == "mbs":
-            name = "micro_batch_size"
+        name, text = _fixed_name(fix), fix.partition("=")[2]
         if name not in DIMENSIONS or not text:
             raise ConfigError(f"--fix: expected NAME=VALUE with NAME one of {', '.join(DIMENSIONS)}, got {fix!r}")
         values[name] = _values(name, text, "--fix")
     return Limits(values or None)
+
+
+def check_tried(searcher, fixes: list[str]) -> None:
+    """A ConfigError naming the option of a restriction to a value the search never tries on this scenario (an
+    fp4 format on a GPU without it, a micro-batch size past the list), which would leave nothing to search."""
+    fixed = {_fixed_name(fix) for fix in fixes}
+    for name, tried in searcher.space.tried().items():
+        for value in (searcher.space.limits.values or {}).get(name, ()):
+            if value not in tried:
+                where = _where(name, str(value), "--fix" if name in fixed else f"--{name}")
+                why = (f": the scenario's training.dtype, and fp8 where the {searcher.gpu.name} runs it"
+                       if name == "dtype" else "")
+                raise ConfigError(f"{where}: never tried on this scenario (the search tries {name} "
+                                  f"{', '.join(map(str, tried))}{why})")
 
 
 def _row(rank: int, r, result) -> tuple[str, ...]:
@@ -75,7 +107,7 @@ def print_result(result) -> None:
 
     pruned = ", ".join(f"{count:,} {rule}" for rule, count in by_count(result.pruned))
     infeasible = ", ".join(f"{count:,} by {term}" for term, count in by_count(result.infeasible)) or "none"
-    print(f"{result.enumerated:,} strategies enumerated in {result.seconds:.1f} s: "
+    print(f"{result.enumerated:,} strategies enumerated: "
           f"{sum(result.pruned.values()):,} pruned, {sum(result.infeasible.values()):,} do not fit, "
           f"{result.estimated:,} estimated, {result.replayed} replayed")
     print(f"  pruned: {pruned}")
@@ -97,8 +129,8 @@ def search(
     objective: Annotated[str, typer.Option(help="time (the fastest step) or cost (the fewest GPU-hours per "
                                                 "million tokens)")] = "time",
     gpu_hour_price: Annotated[float | None, typer.Option(help="price of one GPU-hour, for a cost column")] = None,
-    top: Annotated[int, typer.Option(help="strategies to list")] = 10,
-    replay: Annotated[int, typer.Option(help="best estimates to replay with the full simulation")] = 10,
+    top: Annotated[int, typer.Option(help="strategies to list (1 to 1000)")] = 10,
+    replay: Annotated[int, typer.Option(help="best estimates to replay with the full simulation (0 to 1000)")] = 10,
     tp: Annotated[str | None, typer.Option(help="allowed values, e.g. 1,2,4,8")] = None,
     pp: Annotated[str | None, typer.Option(help="allowed values")] = None,
     cp: Annotated[str | None, typer.Option(help="allowed values")] = None,
@@ -111,7 +143,8 @@ def search(
     write_best: Annotated[Path | None, typer.Option(help="write the winner as a scenario YAML")] = None,
     plot: Annotated[Path | None, typer.Option(help="draw the time-vs-memory Pareto front (.png or .svg)")] = None,
     cache: Annotated[Path, typer.Option(help="folder keeping estimates and replays by configuration hash: a "
-                                             "search run again (or killed and restarted) reads what it finished")]
+                                             "search run again (or killed and restarted) reads what it finished "
+                                             "(created if missing, in a folder that exists)")]
     = Path(".simulon-cache"),
     no_cache: Annotated[bool, typer.Option("--no-cache", help="neither read nor write the cache")] = False,
     executor: Annotated[str, typer.Option(help="where replays run: process (a local pool) or ray")] = "process",
@@ -124,20 +157,14 @@ def search(
     from ..executors import executor as make_executor
     from ..search.cache import Cache
     from ..search.export import megatron_arguments, scenario_yaml
-    from ..search.pareto import plot_kind
     from ..search.run import OBJECTIVES, Search, combine, load_search_scenario
     from .progress import terminal_progress
 
-    for name, value in (("--top", top), ("--replay", replay)):
-        if not 0 <= value <= 1000:
-            raise ConfigError(f"{name}: expected 0 to 1000, got {value}")
-    if workers is not None and workers < 1:
-        raise ConfigError(f"--workers: expected a positive number of processes, got {workers}")
+    _check_counts(top, replay, workers)
     # the replays running side by side share this budget (default: what is available when they start)
     budget = None if max_memory is None else (memory_limit(max_memory) or math.inf)
     runner = make_executor(executor, workers, ray_address, budget)
-    if plot is not None:
-        plot_kind(plot)
+    _check_outputs(scenario, output, write_best, plot, None if no_cache else cache)
     counts = _gpu_counts(gpus)
     if objective not in OBJECTIVES:
         raise ConfigError(f"--objective: expected one of {', '.join(OBJECTIVES)}, got {objective!r}")
@@ -147,6 +174,8 @@ def search(
     sc, asked = load_search_scenario(scenario)
     with terminal_progress(quiet=as_json) as progress:
         searchers = [Search(sc, n, limits, fp8) for n in counts or [asked]]
+        for searcher in searchers:
+            check_tried(searcher, fix or [])
         store = None if no_cache else Cache(cache)
         result = combine([s.run(top, replay, progress, executor=runner, cache=store) for s in searchers], objective,
                          top, gpu_hour_price)
@@ -156,19 +185,16 @@ def search(
         raise ConfigError(f"{scenario}: no strategy fits on {_counts(result)} GPUs "
                           f"({result.enumerated:,} enumerated, {sum(result.pruned.values()):,} pruned by the rules, "
                           f"{sum(result.infeasible.values()):,} out of memory){closest}")
-    if output is not None:
-        _write_csv(output, result)
     best = result.ranked[0]
-    if plot is not None:
-        winner = result.ranked[0].strategy.num_gpus
-        _plot(plot, next(s for s in searchers if s.num_gpus == winner), result.parts[winner])
-    if write_best is not None:
-        note = (f"simulon search: best of {result.estimated:,} feasible strategies, "
-                f"{best.iteration_ms:,.0f} ms per step ({'replayed' if best.replay_ms else 'estimated'})")
-        write_best.write_text(scenario_yaml(sc, best.strategy, result.num_gpus, note))
+    files = {output: ("-o", _csv_text(result)) if output is not None else None,
+             plot: ("--plot", _plot(plot, searchers, result)) if plot is not None else None,
+             write_best: ("--write-best", scenario_yaml(sc, best.strategy, result.num_gpus, _best_note(result)))
+             if write_best is not None else None}
+    _write_all({path: entry for path, entry in files.items() if entry is not None})
     if as_json:
         print(json.dumps(result.to_json()))
         return
+    print(f"Search took {result.seconds:.1f} s", file=sys.stderr)  # wall-clock time: kept off stdout
     print_result(result)
     print("Where the winner's step goes (estimate, ms): " + ", ".join(
         f"{k} {v:,.0f}" for k, v in best.estimate.breakdown_ms().items() if v >= 0.5))
@@ -182,13 +208,64 @@ def search(
         print(f"Winner written to {write_best}")
 
 
-def _plot(path: Path, searcher, result) -> None:
+def _check_counts(top: int, replay: int, workers: int | None) -> None:
+    """The counts the options give: strategies listed (one at least, or there is no winner), replayed, workers."""
+    if not 1 <= top <= 1000:
+        raise ConfigError(f"--top: expected 1 to 1000 strategies to list, got {top}")
+    if not 0 <= replay <= 1000:
+        raise ConfigError(f"--replay: expected 0 to 1000, got {replay}")
+    if workers is not None and workers < 1:
+        raise ConfigError(f"--workers: expected a positive number of processes, got {workers}")
+
+
+def _check_outputs(scenario: Path, output: Path | None, write_best: Path | None, plot: Path | None,
+                   cache: Path | None) -> None:
+    """Every file the search will write, checked before it starts (a search can take minutes): the ranking, the
+    plot, the winner's scenario, and the cache folder (created if missing, in a folder that exists)."""
+    from ..export.files import check_folder_writable, check_writable
+    from ..plots.figure import check_output
+
+    if output is not None:
+        check_writable(output, "-o", "CSV", inputs=(scenario,))
+    if plot is not None:
+        check_output(plot, "--plot", (scenario,))
+    if write_best is not None:
+        check_writable(write_best, "--write-best", "scenario YAML", inputs=(scenario,))
+    if cache is not None:
+        check_folder_writable(cache, "--cache")
+    paths = [p.resolve() for p in (output, plot, write_best) if p is not None]
+    if len(set(paths)) < len(paths):
+        raise ConfigError("-o/--plot/--write-best: two of them name the same file; name a file for each")
+
+
+def _write_all(files: dict[Path, tuple[str, str | bytes]]) -> None:
+    """Write each output (its option and content), every content made before the first is written."""
+    from ..export.files import write_atomic
+
+    for path, (option, content) in files.items():
+        try:
+            write_atomic(path, content)
+        except OSError as exc:
+            raise ConfigError(f"{option} {path}: cannot write: {exc.strerror or exc}") from None
+
+
+def _best_note(result) -> str:
+    best = result.ranked[0]
+    return (f"simulon search: best of {result.estimated:,} feasible strategies, "
+            f"{best.iteration_ms:,.0f} ms per step ({'replayed' if best.replay_ms else 'estimated'})")
+
+
+def _plot(path: Path, searchers: list, result) -> bytes:
+    """The Pareto front of the winning GPU count's search, as the bytes of the file `path` names."""
     from ..memory.runtime import GiB
     from ..search import pareto
 
-    title = (f"{searcher.workload.model.name} on {result.num_gpus:,} {searcher.gpu.name}: step time against "
+    winner = result.ranked[0].strategy.num_gpus
+    searcher, part = next(s for s in searchers if s.num_gpus == winner), result.parts[winner]
+    title = (f"{searcher.workload.model.name} on {part.num_gpus:,} {searcher.gpu.name}: step time against "
              f"peak memory")
-    pareto.plot(pareto.points(searcher, result), result.ranked[0].strategy, searcher.capacity / GiB, path, title)
+    return pareto.drawing(pareto.points(searcher, part), result.ranked[0].strategy, searcher.capacity / GiB,
+                          pareto.plot_kind(path), title)
 
 
 def _gpu_counts(text: str | None) -> list[int]:
@@ -223,13 +300,12 @@ def _describe(s, short: bool = False) -> str:
     return text if short else text.replace("mbs", "micro-batch ")
 
 
-def _write_csv(path: Path, result) -> None:
+def _csv_text(result) -> str:
+    """The ranking as CSV (the JSON's `top` rows without their breakdowns)."""
     rows = result.to_json()["top"]
-    try:
-        with open(path, "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=[k for k in rows[0] if k != "breakdown_ms"])
-            writer.writeheader()
-            for row in rows:
-                writer.writerow({k: v for k, v in row.items() if k != "breakdown_ms"})
-    except OSError as exc:
-        raise ConfigError(f"-o {path}: cannot write: {exc.strerror or exc}") from None
+    text = io.StringIO(newline="")
+    writer = csv.DictWriter(text, fieldnames=[k for k in rows[0] if k != "breakdown_ms"])
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: v for k, v in row.items() if k != "breakdown_ms"})
+    return text.getvalue()

@@ -24,7 +24,8 @@ def sweep(
                                             "sweep runs every combination)")],
     output: Annotated[Path, typer.Option("-o", "--output", help="the sweep's CSV; rows already there for the same "
                                          "points are kept, not re-run")],
-    plots: Annotated[Path | None, typer.Option(help="folder to write scaling.png and steps.png into")] = None,
+    plots: Annotated[Path | None, typer.Option(help="folder to write scaling.png and steps.png into (created if "
+                                                    "missing, in a folder that exists)")] = None,
     jobs: Annotated[int | None, typer.Option(help="points simulated at once (default: the CPU count)")] = None,
     expand: Annotated[str, typer.Option(help="auto | full | symmetric, as in simulate")] = "auto",
     executor: Annotated[str, typer.Option(help="where points run: process (a local pool) or ray")] = "process",
@@ -33,6 +34,7 @@ def sweep(
 ) -> None:
     """Simulate every combination of the swept values; write one CSV row per point and the scaling plots."""
     from ..executors import executor as make_executor
+    from ..export.files import check_folder_writable, check_writable
     from ..sweep.points import parse_axis, sweep_points
     from ..sweep.run import run_sweep
     from ..sweep.scaling import scaling_study
@@ -42,12 +44,9 @@ def sweep(
         raise ConfigError(f"--expand: expected auto, full or symmetric, got {expand!r}")
     if jobs is not None and jobs < 1:
         raise ConfigError(f"--jobs: expected a positive number of processes, got {jobs}")
-    folder = output.parent if str(output.parent) else Path(".")
-    if not folder.is_dir() or output.is_dir():
-        raise ConfigError(f"-o {output}: " + ("is a folder; name the CSV to write" if output.is_dir() else
-                                              f"folder {str(folder)!r} does not exist"))
-    if plots is not None and plots.exists() and not plots.is_dir():
-        raise ConfigError(f"--plots {plots}: exists and is not a folder")
+    check_writable(output, "-o", "CSV", inputs=(scenario,))
+    if plots is not None:
+        check_folder_writable(plots, "--plots")
     points = sweep_points(scenario, [parse_axis(text) for text in set_])
     runner = make_executor(executor, jobs, ray_address) if executor != "process" else None
     with terminal_progress(quiet=as_json) as progress:
@@ -76,7 +75,7 @@ def write_plots(folder: Path, csv_path: Path) -> list[str]:
     from ..sweep.scaling import scaling_study
 
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        folder.mkdir(exist_ok=True)  # its parent was checked up front: a typo there is refused, not created
     except OSError as exc:
         raise ConfigError(f"--plots {folder}: cannot create: {exc.strerror or exc}") from None
     rows, axes = read_sweep(csv_path)

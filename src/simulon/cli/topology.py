@@ -15,15 +15,17 @@ from .output import print_table
 
 def topology(
     scenario: Annotated[Path, typer.Argument(help="scenario YAML with at least a datacenter block")],
-    draw: Annotated[Path | None, typer.Option(help="write an SVG picture of the topology to this file")] = None,
+    draw: Annotated[Path | None, typer.Option(help="write an SVG picture of the topology to this .svg file")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the summary as one JSON object")] = False,
 ) -> None:
     """Print the switches, links and bisection bandwidth of the scenario's network (and draw it)."""
-    from ..export.files import write_atomic
+    from ..export.files import check_writable, write_atomic
     from ..network.draw import topology_svg
     from ..network.summary import TopologySummary
     from ..network.topology import Topology
 
+    if draw is not None:
+        check_writable(draw, "--draw", "drawing", (".svg",), (scenario,))
     topo = Topology.from_datacenter(load_scenario(scenario).datacenter)
     summary = TopologySummary.of(topo)
     if draw is not None:

@@ -39,7 +39,7 @@ def report(csv_path: Path, as_json: bool, validator: Callable, group_title: str,
     from ..validate.report import read_table
 
     if plot is not None:
-        check_output(plot)
+        check_output(plot, "--plot")
 
     try:
         rows = read_table(csv_path)
@@ -61,7 +61,7 @@ def report_on(result, source: str, as_json: bool, group_title: str, plot: Path |
         from ..plots.figure import save
         from ..plots.validation import validation
 
-        save(validation(result.to_dict(groups=True), source), plot)
+        save(validation(result.to_dict(groups=True), source), plot, "--plot")
     if as_json:
         print(json.dumps(result.to_dict()))
         return
@@ -146,7 +146,7 @@ def profile(gpu_file: Annotated[Path, typer.Argument(help="a GPU YAML with kerne
     from ..validate.profile import validate_profile
 
     if plot is not None:
-        check_output(plot)
+        check_output(plot, "--plot")
     if not gpu_file.is_file():
         raise ConfigError(f"{gpu_file}: no such file")
     try:

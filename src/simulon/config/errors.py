@@ -91,7 +91,31 @@ class NestedTooDeep(yaml.YAMLError):
 
 class ScenarioLoader(yaml.SafeLoader):
     """PyYAML's safe loader reading numbers as YAML 1.2 does: `1e9` and `8E-3` are floats, where YAML 1.1 wants
-    a decimal point and a signed exponent (`1.0e+9`) and reads the rest as text."""
+    a decimal point and a signed exponent (`1.0e+9`) and reads the rest as text; and refusing a key given twice
+    in one mapping (PyYAML keeps the last silently; YAML 1.2 says keys are unique), a merge (`<<: *base`) aside,
+    whose keys a mapping may override."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        if isinstance(node, yaml.MappingNode):
+            refuse_duplicate_keys(self, node)
+        return super().construct_mapping(node, deep=deep)
+
+
+def refuse_duplicate_keys(loader: yaml.SafeLoader, node: yaml.MappingNode) -> None:
+    """A ConstructorError at the second of two equal keys of the mapping `node`, naming the line of the first."""
+    first: dict[Any, yaml.Node] = {}
+    for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":
+            continue
+        key = loader.construct_object(key_node, deep=True)
+        try:
+            earlier = first.setdefault(key, key_node)
+        except TypeError:  # an unhashable key: PyYAML's own construction refuses it
+            continue
+        if earlier is not key_node:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key {shown(key).removeprefix('the text ')} (first at line "
+                f"{earlier.start_mark.line + 1}); keep one", key_node.start_mark)
 
 
 ScenarioLoader.add_implicit_resolver(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, field_validator, model_validator
 
@@ -12,7 +12,7 @@ from .common import MAX_MICROBATCHES, FieldError, StrictModel, range_check
 from .dc import DatacenterConfig, Placement
 from .hybrid import GatedDeltaNetSpec, MambaSpec
 from .pipeline_layout import virtual_stage_layers
-from .workload import MegatronWorkload, ModelSpec, ParallelismSpec, check_schedule
+from .workload import MegatronWorkload, ModelSpec, ParallelismSpec, check_one_chunk, check_schedule
 
 check_channels = range_check(1, MAX_CHANNELS, f"{MAX_CHANNELS} channels, NCCL's maximum")
 """A channel count unchanged if from 1 to MAX_CHANNELS, else ValueError (also for --channels)."""
@@ -31,6 +31,12 @@ class CollectiveConfig(StrictModel):
     algorithm: str = "ring"
     protocol: Literal["auto", "simple", "ll", "ll128"] = "auto"
     num_channels: ChannelCount | None = None
+
+    @field_validator("algorithm", "protocol", mode="before")
+    @classmethod
+    def _lowercase(cls, name: Any) -> Any:
+        """Names in any case (`LL`, `Ring`), as network.nccl's lists take them; simulon's are lowercase."""
+        return name.lower() if isinstance(name, str) else name
 
     @field_validator("algorithm")
     @classmethod
@@ -191,6 +197,9 @@ def check_workload_fits(wl: MegatronWorkload, dc: DatacenterConfig) -> None:
     if par.sequence_parallel and train.sequence_length % (par.tp * par.cp):
         raise FieldError("workload.training.sequence_length", f"{train.sequence_length} is not divisible "
                          f"by tp*cp = {par.tp * par.cp} as sequence parallelism needs")
+    if train.moe_dispatcher == "deepep" and model.moe is None:
+        raise FieldError("workload.training.moe_dispatcher", "deepep dispatches MoE tokens to their experts, but "
+                         "the model has no MoE block; leave it out")
     if par.ep > 1:
         if model.moe is None:
             raise FieldError("workload.parallelism.ep", f"ep = {par.ep} but the model has no MoE block")
@@ -278,6 +287,7 @@ def _check_pipeline(par, microbatches: int) -> None:
         raise FieldError("workload.parallelism.vpp", "the interleaved schedule needs vpp > 1")
     if par.pp == 1:
         raise FieldError("workload.parallelism.vpp", f"vpp = {par.vpp} needs pipeline parallelism (pp > 1)")
+    check_one_chunk(par)
     if microbatches % par.pp:
         raise FieldError("workload.parallelism.num_microbatches", f"{microbatches} micro-batches is not a multiple "
                          f"of pp = {par.pp}, as Megatron's interleaved schedule needs")

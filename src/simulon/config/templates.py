@@ -140,12 +140,16 @@ def _load_reference(kind: str, ref: str, base_dir: Path | None, depth: int = 0) 
         return doc
     doc = find_template(kind, ref)
     if doc is None:
-        names = template_names(kind)
-        aliases = _index(kind)[0]   # names and aliases -> file stem
-        close = dict.fromkeys(aliases[key] for key in difflib.get_close_matches(_key(ref), aliases, n=6, cutoff=0.5))
-        hint = f"; did you mean {' or '.join(list(close)[:3])}?" if close else ""
-        raise ValueError(f"unknown {kind} template {ref!r}{hint} (shipped: {', '.join(names)})")
+        raise ValueError(unknown_template(kind, ref))
     return doc
+
+
+def unknown_template(kind: str, ref: str) -> str:
+    """What to say of a template name nothing shipped has: the close matches, and the shipped names."""
+    aliases = _index(kind)[0]   # names and aliases -> file stem
+    close = dict.fromkeys(aliases[key] for key in difflib.get_close_matches(_key(ref), aliases, n=6, cutoff=0.5))
+    hint = f"; did you mean {' or '.join(list(close)[:3])}?" if close else ""
+    return f"unknown {kind} template {ref!r}{hint} (shipped: {', '.join(template_names(kind))})"
 
 
 def _merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
@@ -177,7 +181,18 @@ class Templated(StrictModel):
                 raise ValueError(f"'from' must be a template name or file path, got {ref!r}")
             template = _load_reference(cls.template_kind, ref, base_dir)
         elif isinstance(data.get("name"), str):
-            template = find_template(cls.template_kind, data["name"]) or {}
+            template = find_template(cls.template_kind, data["name"]) or cls._custom(data)
         else:
             template = {}
         return _merge(template, {k: v for k, v in data.items() if k != "from"})
+
+    @classmethod
+    def _custom(cls, data: dict[str, Any]) -> dict[str, Any]:
+        """No template for a block whose name no shipped one has: it is a custom one, given whole. Where fields a
+        custom one needs are missing, the name is likely a typo: say it is not shipped, and what a custom one needs."""
+        missing = [name for name, field in cls.model_fields.items()
+                   if field.is_required() and name not in data and (field.alias or name) not in data]
+        if missing:
+            raise ValueError(f"{unknown_template(cls.template_kind, data['name'])}; a custom {cls.template_kind} "
+                             f"needs {', '.join(missing)}")
+        return {}

@@ -334,6 +334,20 @@ SCHEDULE_CHUNKS = {"zb_h1": 1, "zb_v": 2, "dualpipev": 2, "dualpipe": 1}
 chunks of a V; DualPipe the model cut into pp stages (each rank then holds its own and the mirrored one)."""
 
 
+def with_schedule_named(par: ParallelismSpec) -> ParallelismSpec:
+    """`par` with interleaved_1f1b named where vpp > 1 runs it by default (no schedule given)."""
+    if par.vpp > 1 and par.pipeline_schedule == "1f1b" and "pipeline_schedule" not in par.model_fields_set:
+        return par.model_copy(update={"pipeline_schedule": "interleaved_1f1b"})
+    return par
+
+
+def check_one_chunk(par: ParallelismSpec) -> None:
+    """1F1B named with vpp > 1 (the default schedule runs interleaved there; naming 1f1b says otherwise)."""
+    if par.pipeline_schedule == "1f1b" and par.vpp > 1:
+        raise FieldError("workload.parallelism.pipeline_schedule", f"1f1b runs one model chunk per rank, not vpp = "
+                         f"{par.vpp}; interleaved_1f1b is the schedule for vpp > 1 (zb_v and dualpipev run vpp = 2)")
+
+
 def check_schedule(par: ParallelismSpec, microbatches: int) -> None:
     """The preconditions of the zero-bubble and DualPipe schedules: their number of model chunks per rank, a
     pipeline to place them on, and what the references assert: DualPipeV at least 2 pp micro-batches
@@ -471,6 +485,13 @@ class ParallelismSpec(StrictModel):
         except ValueError:
             return data  # the split reports it, naming the field
         return {**data, "vpp": chunks}
+
+    @model_validator(mode="after")
+    def _interleaving_named(self) -> ParallelismSpec:
+        """vpp > 1 without a schedule named runs interleaved 1F1B, and says so (`interleaved_1f1b`), so that the
+        block written back out (ScenarioConfig.as_data) reads the same; `1f1b` named with vpp > 1 is refused with
+        the rest of the pipeline's checks (config.scenario)."""
+        return with_schedule_named(self)
 
     @property
     def interleaved(self) -> bool:
@@ -640,7 +661,7 @@ class MegatronWorkload(StrictModel):
         if (segments is None or "vpp" in par.model_fields_set or par.pp == 1 or len(segments) % par.pp
                 or len(segments) == par.pp):
             return self
-        parallelism = par.model_copy(update={"vpp": len(segments) // par.pp})
+        parallelism = with_schedule_named(par.model_copy(update={"vpp": len(segments) // par.pp}))
         return self.model_copy(update={"parallelism": parallelism})
 
     @model_validator(mode="after")

@@ -3,6 +3,9 @@
 A rename replaces whatever the name held, so only a regular file (or a new name) is written that way: a symbolic
 link is followed (its target replaced, the link kept), and a device or a named pipe (/dev/null, /dev/stdout, a
 FIFO) is written through, as a plain open() would, never replaced by a file.
+
+And check an output path before the work that fills it starts (check_writable): a command that would fail to
+write, or would overwrite its own input, is refused at once and writes nothing.
 """
 
 from __future__ import annotations
@@ -11,6 +14,8 @@ import os
 import stat
 import tempfile
 from pathlib import Path
+
+from ..config.errors import ConfigError
 
 
 def write_atomic(path: str | Path, text: str | bytes) -> None:
@@ -46,3 +51,42 @@ def _replace(path: Path, text: str | bytes, mode: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def check_writable(path: Path, option: str, what: str = "file", suffixes: tuple[str, ...] = (),
+                   inputs: tuple[Path, ...] = ()) -> None:
+    """A ConfigError, before any work is done, unless the output `path` given by the command-line `option` can be
+    written: a name ending in one of `suffixes` (when given), in a folder that exists, not itself a folder, and
+    not one of the command's `inputs` (writing it would destroy what was read)."""
+    if suffixes and path.suffix.lower() not in suffixes:
+        expected = " or ".join(suffixes)
+        raise ConfigError(f"{option} {path}: expected a file name ending in {expected}, "
+                          f"got {path.suffix or 'no suffix'!r}")
+    check_parent(path, option)
+    if path.is_dir():
+        raise ConfigError(f"{option} {path}: is a folder; name the {what} to write")
+    check_not_input(path, option, inputs)
+
+
+def check_parent(path: Path, option: str) -> None:
+    """A ConfigError unless the folder `path` (given by `option`) is to be written in exists."""
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        raise ConfigError(f"{option} {path}: folder {str(folder)!r} does not exist")
+
+
+def check_not_input(path: Path, option: str, inputs: tuple[Path, ...]) -> None:
+    """A ConfigError where the output `path` is (by any name, a link included) one of the files read."""
+    for given in inputs:
+        if path.exists() and given.exists() and os.path.samefile(path, given):
+            raise ConfigError(f"{option} {path}: is the input file {str(given)!r}; writing it would overwrite "
+                              "what was read, so name another file")
+
+
+def check_folder_writable(path: Path, option: str) -> None:
+    """A ConfigError unless `path` (given by `option`) is a folder, or can be created as one: a missing folder
+    is created (the command's own output), a missing folder above it is not (a typo in the path, as with -o)."""
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"{option} {path}: exists and is not a folder")
+    if not path.exists():
+        check_parent(path, option)

@@ -35,22 +35,12 @@ def pyplot() -> Any:
     return plt
 
 
-def check_output(path: Path) -> str:
-    """The format to write `path` in, or a ConfigError naming the option and the problem."""
-    suffix = path.suffix.lower()
-    if suffix not in FORMATS:
-        raise ConfigError(f"-o {path}: expected a file name ending in .png or .svg, got {suffix or 'no suffix'!r}")
-    check_folder(path)
-    return suffix[1:]
+def check_output(path: Path, option: str = "-o", inputs: tuple[Path, ...] = ()) -> str:
+    """The format to write `path` (given by `option`) in, or a ConfigError naming the option and the problem."""
+    from ..export.files import check_writable
 
-
-def check_folder(path: Path, what: str = "file") -> None:
-    """A ConfigError unless `path` (given by -o) can be written: its folder exists and it is not a folder."""
-    folder = path.parent if str(path.parent) else Path(".")
-    if not folder.is_dir():
-        raise ConfigError(f"-o {path}: folder {str(folder)!r} does not exist")
-    if path.is_dir():
-        raise ConfigError(f"-o {path}: is a folder; name the {what} to write")
+    check_writable(path, option, "plot", FORMATS, inputs)
+    return path.suffix.lower()[1:]
 
 
 def figure_bytes(fig: Any, fmt: str) -> bytes:
@@ -64,12 +54,12 @@ def figure_bytes(fig: Any, fmt: str) -> bytes:
     return buffer.getvalue()
 
 
-def save(fig: Any, path: Path) -> None:
-    """Write the figure to `path` (PNG or SVG by its suffix), atomically."""
+def save(fig: Any, path: Path, option: str = "-o") -> None:
+    """Write the figure to `path` (PNG or SVG by its suffix, given by `option`), atomically."""
     from ..export.files import write_atomic
 
-    data = figure_bytes(fig, check_output(path))
+    data = figure_bytes(fig, check_output(path, option))
     try:
         write_atomic(path, data)
     except OSError as exc:
-        raise ConfigError(f"-o {path}: cannot write: {exc.strerror or exc}") from None
+        raise ConfigError(f"{option} {path}: cannot write: {exc.strerror or exc}") from None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,15 @@ def need(data: Any, key: str, source: str, made_by: str, kind: type = list) -> A
         what = "missing" if value is None else "empty or of the wrong type"
         raise ConfigError(f"{source}: {key}: {what} (this plot reads the output of `{made_by}`)")
     return value
+
+
+def number(data: dict, key: str, source: str, default: float) -> float:
+    """`data[key]` as a finite number (`default` where absent); else a ConfigError naming the file and the field, as
+    `simulon diff` names it (analysis/diff.py)."""
+    value = data.get(key, default)
+    if not _is_number(value) or not math.isfinite(float(value)):
+        raise ConfigError(f"{source}: {key}: expected a number, got {value!r}")
+    return float(value)
 
 
 def numbers(rows: list, keys: tuple[str, ...], source: str, where: str) -> list[tuple[float, ...]]:

@@ -10,7 +10,7 @@ from typing import Any
 from ..config.errors import ConfigError
 from ..memory.runtime import GiB
 from .figure import pyplot
-from .inputs import need, numbers
+from .inputs import need, number, numbers
 
 SIMULATE = "simulon simulate SCENARIO --json"
 
@@ -30,6 +30,7 @@ def breakdown(data: Any, source: str, options: Any = None) -> Any:
     per_gpu = need(data, "per_gpu", source, SIMULATE)
     keys = ("gpu", "stage", "stands_for", *(t[0] for t in TERMS))
     rows = numbers(per_gpu, keys, source, "per_gpu")
+    total_ms, gpus = number(data, "iteration_time_ms", source, 0), number(data, "num_gpus", source, len(rows))
     plt = pyplot()
     fig, (by_gpu, by_stage) = plt.subplots(1, 2, figsize=(11, 4.5), gridspec_kw={"width_ratios": (3, 2)})
     labels = [f"{int(r[0])}" for r in rows]
@@ -41,8 +42,7 @@ def breakdown(data: Any, source: str, options: Any = None) -> Any:
     for ax in (by_gpu, by_stage):
         ax.set_ylabel("ms per iteration")
     by_stage.legend(loc="lower right", fontsize=8)
-    fig.suptitle(f"Step-time breakdown: {float(data.get('iteration_time_ms', 0)):,.1f} ms, "
-                 f"{int(data.get('num_gpus', len(rows))):,} GPUs")
+    fig.suptitle(f"Step-time breakdown: {total_ms:,.1f} ms, {int(gpus):,} GPUs")
     return fig
 
 
@@ -92,7 +92,7 @@ def gantt(data: Any, source: str, options: Any = None) -> Any:
             seen.add(kind)
     ax.set_yticks(range(len(stages)), [f"stage {s.get('stage', i)}" for i, s in enumerate(reversed(stages))])
     ax.set_xlabel("time (ms)")
-    ax.set_xlim(0, float(sched.get("iteration_time_ms") or ax.get_xlim()[1]))
+    ax.set_xlim(0, number(sched, "iteration_time_ms", f"{source}: schedule", 0) or ax.get_xlim()[1])
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12 - 0.3 / len(stages)), ncol=6, fontsize=8)
     ax.set_title("Pipeline timeline per stage (compute above, communication below; one GPU per stage)")
     return fig

@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from ..config.errors import ConfigError
+from ..config.errors import ConfigError, parse_yaml
 from ..config.templates import template_stem
 from ..export.files import write_atomic
 
@@ -27,7 +27,7 @@ class ProfileFile:
         if path.exists():
             try:
                 text = path.read_text()
-                doc = yaml.safe_load(text)
+                doc = parse_yaml(text)
             except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
                 raise ConfigError(f"{path}: cannot read it as YAML: {getattr(exc, 'problem', None) or exc}") from None
             if doc is None:

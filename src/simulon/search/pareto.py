@@ -68,7 +68,15 @@ def plot_kind(path: Path) -> str:
 
 def plot(candidates: list[Point], winner: Strategy, capacity_gib: float, path: Path, title: str) -> None:
     """The points, the front and the winner, as PNG or SVG by the file's suffix."""
-    kind = plot_kind(path)
+    data = drawing(candidates, winner, capacity_gib, plot_kind(path), title)
+    try:
+        write_atomic(path, data)
+    except OSError as exc:
+        raise ConfigError(f"--plot {path}: cannot write: {exc.strerror or exc}") from None
+
+
+def drawing(candidates: list[Point], winner: Strategy, capacity_gib: float, kind: str, title: str) -> bytes:
+    """The points, the front and the winner drawn as `kind` (png or svg): the file's bytes."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -93,7 +101,4 @@ def plot(candidates: list[Point], winner: Strategy, capacity_gib: float, path: P
         metadata = {"Software": None} if kind == "png" else {"Date": None, "Creator": None}
         figure.savefig(buffer, format=kind, metadata=metadata)
         pyplot.close(figure)
-    try:
-        write_atomic(path, buffer.getvalue())
-    except OSError as exc:
-        raise ConfigError(f"--plot {path}: cannot write: {exc.strerror or exc}") from None
+    return buffer.getvalue()

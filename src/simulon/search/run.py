@@ -120,7 +120,7 @@ class SearchResult:
     infeasible: Counter
     estimated: int
     replayed: int
-    seconds: float
+    seconds: float                  # wall clock: kept out of to_json, so a search's output is reproducible
     ranked: list[Ranked]
     tokens_per_step: float
     num_gpus: int
@@ -166,7 +166,7 @@ class SearchResult:
         return {"enumerated": self.enumerated, "pruned": sum(self.pruned.values()),
                 "pruned_by_rule": dict(by_count(self.pruned)), "infeasible": sum(self.infeasible.values()),
                 "infeasible_by_term": dict(by_count(self.infeasible)), "estimated": self.estimated,
-                "replayed": self.replayed, "seconds": self.seconds, "num_gpus": self.num_gpus,
+                "replayed": self.replayed, "num_gpus": self.num_gpus,
                 "gpu_counts": list(self.gpu_counts or (self.num_gpus,)), "objective": self.objective,
                 "cached": self.reused.to_json(), "top": top,
                 "refused": [{**strategy.to_json(), "reason": why} for strategy, why in self.refused]}
@@ -520,6 +520,10 @@ def load_search_scenario(path: Path) -> tuple[ScenarioConfig, int | None]:
                                     "micro_batch_size": whole if isinstance(whole, int) and whole > 0 else 1}
         data = {**data, "workload": workload}
     sc = parse_scenario(data, str(path), path.parent)
+    try:
+        sc.datacenter.single_node("the strategy search")
+    except ValueError as exc:
+        raise ConfigError(f"{path}: datacenter.node_groups: {exc}") from None
     if sc.workload is None:
         return sc, None
     training = sc.workload.training.model_copy(update={"num_gpus": None})

@@ -56,6 +56,9 @@ with pp 16, 25.9 s and 39.3 s (34,353 and 68,470), the winner tp1 pp16 dp128 ep8
 MAX_VPP = 8
 """Model chunks per stage considered: Megatron's recipes use up to 8 (Llama 3 405B on 16,384 GPUs ran 4-8)."""
 
+CHOICES = {"recompute": RECOMPUTE, "sharding": ("ddp", *SHARDINGS), "dtype": tuple(d.value for d in DType)}
+"""The values a named (not numeric) dimension can take, whatever the scenario."""
+
 
 @dataclass(frozen=True, order=True)
 class Strategy:
@@ -138,6 +141,12 @@ class Space:
         self.dtypes = (base.value,) + (("fp8",) if fp8 and base in (DType.bf16, DType.fp16) else ())
         self.pruned: Counter[str] = Counter()
         self.enumerated = 0
+
+    def tried(self) -> dict[str, tuple]:
+        """The values this space tries of each dimension it takes from a fixed list: a limit to a value outside
+        it leaves nothing to search."""
+        return {"vpp": tuple(range(1, MAX_VPP + 1)), "cp": CONTEXT_PARALLEL, "micro_batch_size": MICRO_BATCHES,
+                "dtype": self.dtypes}
 
     def strategies(self, part: int = 0, parts: int = 1) -> Iterator[Strategy]:
         """Every strategy that passes the exact rules; `enumerated` and `pruned` count the rest by rule. The

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -76,8 +77,8 @@ def columns(points: list[Point]) -> list[str]:
 
 def read_done(path: Path) -> dict[str, dict[str, str]]:
     """The rows of an earlier run of a sweep in `path` (none if it does not exist): key -> metrics. A row cut short
-    by a kill (no newline at its end, or fields missing) is ignored; a file that is not a sweep's CSV is refused
-    rather than overwritten."""
+    by a kill (no newline at its end, or fields missing) is ignored; a file that is not a sweep's CSV, or a complete
+    row whose metrics are not numbers (check_metrics), is refused rather than overwritten."""
     if not path.exists():
         return {}
     try:
@@ -93,8 +94,27 @@ def read_done(path: Path) -> dict[str, dict[str, str]]:
     done = {}
     for row in reader:
         if all(row.get(m) not in (None, "") for m in METRICS) and None not in row:
+            check_metrics(row, path, reader.line_num)
             done[row["key"]] = {m: row[m] for m in METRICS}
     return done
+
+
+def check_metrics(row: dict[str, str], path: Path, line: int) -> None:
+    """A ConfigError naming the file, the line and the column of a kept row's metric that is not what the sweep
+    writes (a finite number; true or false for `fits`): a row edited or damaged is refused, not taken as done."""
+    for name in METRICS:
+        value = row[name]
+        if name == "fits":
+            good = value in ("true", "false")
+        else:
+            try:
+                good = math.isfinite(float(value))
+            except ValueError:
+                good = False
+        if not good:
+            expected = "true or false" if name == "fits" else "a number"
+            raise ConfigError(f"-o {path}: line {line}, column {name}: expected {expected}, got {value!r} (the "
+                              "earlier sweep's row is damaged: correct or delete it, or name another file)")
 
 
 def row_text(header: list[str], rows: list[dict[str, str]]) -> str:

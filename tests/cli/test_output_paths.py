@@ -1,0 +1,87 @@
+"""Every file a command writes is checked before it starts (export.files.check_writable): a missing folder, a
+folder given for a file, a wrong suffix or the command's own input end with exit status 2 and one line naming
+the option, and nothing is written."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from helpers import ROOT, SEED_SCENARIO, cli
+
+HETERO = ROOT / "examples" / "hetero_plan_h100_a100.yaml"
+
+
+def refused(*args: str, cwd: Path, expected: str) -> None:
+    done = cli(*args, cwd=cwd, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr and done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith("error: ") and expected in done.stderr, done.stderr
+
+
+@pytest.fixture
+def seed(tmp_path: Path) -> Path:
+    return Path(shutil.copy(SEED_SCENARIO, tmp_path / "seed.yaml"))
+
+
+@pytest.mark.parametrize("option", ["-o", "--write-best", "--plot"])
+def test_a_search_output_in_a_missing_folder_is_refused_before_the_search_and_nothing_is_written(seed, option):
+    folder = seed.parent
+    outputs = {"-o": "r.csv", "--write-best": "best.yaml", "--plot": "p.png"}
+    args = [arg for name, file in outputs.items() for arg in (name, f"missing/{file}" if name == option else file)]
+    refused("search", "seed.yaml", "--no-cache", "--top", "2", *args, cwd=folder,
+            expected=f"{option} missing/{outputs[option]}: folder 'missing' does not exist")
+    assert sorted(p.name for p in folder.iterdir()) == ["seed.yaml"]
+
+
+def test_a_plan_into_a_missing_folder_is_refused_before_planning(tmp_path):
+    refused("plan-hetero", str(HETERO), "-o", "missing/plan.yaml", cwd=tmp_path,
+            expected="-o missing/plan.yaml: folder 'missing' does not exist")
+
+
+def test_a_search_cache_that_is_a_file_is_refused_naming_the_option(seed):
+    refused("search", "seed.yaml", "--cache", "seed.yaml", cwd=seed.parent,
+            expected="--cache seed.yaml: exists and is not a folder")
+
+
+@pytest.mark.parametrize(("command", "option"), [("search", "--cache"), ("sweep", "--plots")])
+def test_an_output_folder_is_created_but_not_its_missing_parents(seed, command, option):
+    extra = ("--set", "workload.training.global_batch_size=4", "-o", "s.csv") if command == "sweep" else ()
+    refused(command, "seed.yaml", *extra, option, "missing/out", cwd=seed.parent,
+            expected=f"{option} missing/out: folder 'missing' does not exist")
+    assert not (seed.parent / "missing").exists()
+
+
+def test_a_validation_plot_into_a_missing_folder_is_named_by_its_option(tmp_path):
+    refused("validate", "collectives", "--plot", "missing/v.png", cwd=tmp_path,
+            expected="--plot missing/v.png: folder 'missing' does not exist")
+
+
+@pytest.mark.parametrize("name", ["t.png", "t", "t.svg.txt"])
+def test_a_topology_drawing_is_svg_only(seed, name):
+    refused("topology", "seed.yaml", "--draw", name, cwd=seed.parent,
+            expected=f"--draw {name}: expected a file name ending in .svg")
+    assert not (seed.parent / name).exists()
+
+
+@pytest.mark.parametrize(("input_name", "args"), [
+    ("s.yaml", ("simulate", "s.yaml", "-o", "s.yaml")),
+    ("s.html", ("report", "s.html", "-o", "s.html")),
+    ("s.yaml", ("search", "s.yaml", "--no-cache", "-o", "s.yaml")),
+    ("s.yaml", ("search", "s.yaml", "--no-cache", "--write-best", "s.yaml")),
+    ("s.png", ("search", "s.png", "--no-cache", "--plot", "s.png")),
+    ("s.yaml", ("sweep", "s.yaml", "--set", "workload.training.global_batch_size=4", "-o", "s.yaml")),
+    ("s.yaml", ("plan-hetero", "s.yaml", "-o", "s.yaml")),
+    ("s.png", ("plot", "s.png", "--kind", "breakdown", "-o", "s.png")),
+    ("s.svg", ("topology", "s.svg", "--draw", "s.svg")),
+    ("s.yaml", ("simulate", "s.yaml", "-o", "link.yaml")),
+])
+def test_an_output_that_is_the_input_file_is_refused_and_the_input_kept(tmp_path, input_name, args):
+    scenario = tmp_path / input_name
+    shutil.copy(SEED_SCENARIO, scenario)
+    (tmp_path / "link.yaml").symlink_to(scenario)
+    option = args[-2]
+    refused(*args, cwd=tmp_path, expected=f"{option} {args[-1]}: is the input file '{input_name}'")
+    assert scenario.read_bytes() == SEED_SCENARIO.read_bytes()
