@@ -34,6 +34,8 @@ def uplink_ports(down_per_leaf: float, spec: FabricSpec, port_speed: float) -> i
     each: spines beyond them add none of its paths, rather than thinning every path below one port (8 NICs a
     leaf under 16 spines made 16 links of half a port, and a step of Llama 3 8B over 16 DGX H100 nodes 2.4x
     slower than under 8 spines)."""
+    if port_speed <= 0:  # no NIC ports (one node, nothing on the fabric): nothing bounds the paths
+        return spec.spines or 1
     return max(1, int(down_per_leaf / spec.oversubscription / port_speed + 1e-9))
 
 
