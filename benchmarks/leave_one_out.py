@@ -115,6 +115,7 @@ def print_kernels(found, by: str) -> None:
         pooled(f"all held-out {fam}", lambda f, fam=fam: f == fam)
     for kind in ("attention", "gemm"):  # every library, every number format
         pooled(f"every held-out {kind}", lambda f, kind=kind: f.split()[0] == kind)
+    pooled("every held-out gemm of 1 GFLOP and more", lambda f: f.split()[0] == "gemm" and "<1 GFLOP" not in f)
     for (name, fam), why in sorted(unpredictable.items()):
         print(f"not predictable without {name[:60]} / {fam}: {why}")
 

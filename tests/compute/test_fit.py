@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from simulon.compute.attention import attention_seconds
-from simulon.compute.calibration import AttentionParams, AttentionPhase, Calibrations, GemmParams
+from simulon.compute.calibration import AttentionParams, AttentionPhase, Calibrations, GemmParams, power_limited_clock
 from simulon.compute.fit import ATTENTION_LAUNCH_US, FitSettings, Observation, Timing, fit_calibration, predict
 from simulon.compute.minimize import nelder_mead
 from simulon.config.common import DType
@@ -108,6 +108,27 @@ def test_rows_timed_alone_leave_the_clock_a_training_step_runs_at_where_the_fit_
     looped = [dataclasses.replace(o, seconds=float(t)) for o, t in zip(looped, predict(looped, cal), strict=True)]
     both = fit_calibration(alone + looped, Calibrations.with_fit({}), settings)["gpus"]["h100-sxm"]["gemm"]["bf16"]
     assert abs(both["sustained_clock"] - TRUE.sustained_clock) < 0.02  # 0.8, from 0.9
+
+
+def test_a_gpu_whose_rows_never_show_its_clock_takes_a_neighbours_through_the_power_balance():
+    """An H100 timed alone and in loops shows how far its clock falls; a B200 timed alone only does not, and takes
+    the H100's clock scaled by the watts per FLOP/s each has (1,000 W for 2,250 TFLOP/s against 700 W for 989.4),
+    not the fit's start, with the H100's fall time."""
+    shapes = list(itertools.product((256, 2048, 16384), (512, 4096, 14336), (256, 2048, 8192)))
+    alone = synthetic("h100-sxm", TRUE, shapes)
+    cal = Calibrations.with_fit({"gpus": {"h100-sxm": {"sm_count": 132, "gemm": {"bf16": dataclasses.asdict(TRUE)}}}})
+    looped = [dataclasses.replace(o, index=len(alone) + o.index, repeats=100) for o in alone]
+    looped = [dataclasses.replace(o, seconds=float(t)) for o, t in zip(looped, predict(looped, cal), strict=True)]
+    b200 = [dataclasses.replace(o, index=2 * len(alone) + o.index)
+            for o in synthetic("b200", dataclasses.replace(TRUE, efficiency=0.7), shapes)]
+    settings = dataclasses.replace(SETTINGS, gemm_start=dataclasses.replace(START, sustained_clock=0.9,
+                                                                            throttle_ms=1.0))
+    doc = fit_calibration(alone + looped + b200, Calibrations.with_fit({}), settings)["gpus"]
+    h100, b200_fit = doc["h100-sxm"]["gemm"]["bf16"], doc["b200"]["gemm"]["bf16"]
+    specs = [GPUSpec.model_validate({"from": g}) for g in ("h100-sxm", "b200")]
+    assert b200_fit["sustained_clock"] == pytest.approx(power_limited_clock(h100["sustained_clock"], *specs), rel=1e-4)
+    assert b200_fit["sustained_clock"] < h100["sustained_clock"] < 0.9
+    assert b200_fit["throttle_ms"] == h100["throttle_ms"]
 
 
 def clock_fit(truth: GemmParams, start_ms: float, runs: list[Observation]) -> tuple[dict, dict, list[Observation]]:

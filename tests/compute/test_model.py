@@ -13,7 +13,15 @@ from hypothesis import strategies as st
 
 from simulon.compute.analytical import AnalyticalModel
 from simulon.compute.attention import attention_seconds, wave_blocks
-from simulon.compute.calibration import Architecture, AttentionParams, AttentionPhase, Calibrations, GemmParams
+from simulon.compute.calibration import (
+    POWER_CLOCK_EXPONENT,
+    Architecture,
+    AttentionParams,
+    AttentionPhase,
+    Calibrations,
+    GemmParams,
+    power_limited_clock,
+)
 from simulon.compute.gemm import GemmShapes, gemm_seconds
 from simulon.config.common import DType
 from simulon.config.dc import GPUSpec
@@ -146,6 +154,40 @@ def test_an_unfitted_gpu_borrows_the_nearest_fitted_one():
     # the same vendor comes first, however close another vendor's spec sheet is
     amd = h100().model_copy(update={"name": "an-amd-part", "vendor": "amd"})
     assert GPUSpec.model_validate({"from": cal.nearest(amd, lambda c: bool(c.gemm))}).vendor == "amd"
+
+
+def test_a_gpu_with_fewer_watts_per_flop_than_its_donor_settles_at_a_lower_clock_by_the_power_balance():
+    b200, h100_spec = (GPUSpec.model_validate({"from": g}) for g in ("b200", "h100-sxm"))
+    # the B200 has 1,000 W for 2,250 dense TFLOP/s, the H100 700 W for 989.4: (0.444/0.707) ** (1/2) of its clock
+    expected = 0.8 * ((1000 / 2250) / (700 / 989.4)) ** (1 / POWER_CLOCK_EXPONENT)
+    assert power_limited_clock(0.8, h100_spec, b200) == pytest.approx(expected)
+    assert expected == pytest.approx(0.634, abs=1e-3)
+    # more watts per FLOP/s than the donor: the power balance does not bind, the donor's clock stands
+    assert power_limited_clock(0.8, b200, h100_spec) == 0.8
+    # without a TDP nothing is known of the power limit
+    assert power_limited_clock(0.8, h100_spec, b200.model_copy(update={"tdp_w": None})) == 0.8
+
+
+@given(st.floats(0.05, 1.0), st.floats(100, 2000), st.floats(100, 2000), st.floats(100, 5000))
+def test_a_borrowed_clock_never_exceeds_the_donors_and_never_falls_with_more_power(clock, tdp, more, peak):
+    donor = h100()
+    gpu = donor.model_copy(update={"name": "my-gpu", "tdp_w": tdp,
+                                   "peak_tflops": {**donor.peak_tflops, DType.bf16: peak}})
+    richer = gpu.model_copy(update={"tdp_w": tdp + more})
+    assert 0 < power_limited_clock(clock, donor, gpu) <= clock
+    assert power_limited_clock(clock, donor, gpu) <= power_limited_clock(clock, donor, richer)
+
+
+def test_an_unfitted_gpu_at_a_lower_power_limit_runs_a_training_step_slower():
+    cal = Calibrations.shipped()
+    b200 = GPUSpec.model_validate({"from": "b200"})
+    capped = b200.model_copy(update={"name": "my-b200-at-700w", "tdp_w": 700.0})
+    own, donor = cal.gemm(capped, DType.bf16)
+    assert donor == "b200"
+    assert own.sustained_clock == pytest.approx(cal.gemm(b200, DType.bf16)[0].sustained_clock * 0.7 ** 0.5)
+    specs = [gemm("mlp", Phase.fwd, 8192, 28672, 8192, 2.0)]
+    assert (AnalyticalModel(capped, DType.bf16, sustained_load=True).seconds(specs)
+            > AnalyticalModel(b200, DType.bf16, sustained_load=True).seconds(specs))
 
 
 def test_the_training_dtype_picks_the_gemm_peak():

@@ -7,7 +7,7 @@ The numbers live in data/calibration.yaml (written by scripts/fit_compute.py) an
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -166,7 +166,11 @@ class Calibrations:
         own = donor == template_stem("gpu", gpu.name)
         usable = [d for d in chain if d in cal.gemm and (own or d not in cal.borrowed)]
         chosen = usable[0] if usable else next(d for d in chain if d in cal.gemm)
-        return cal.gemm[chosen], donor
+        params = cal.gemm[chosen]
+        if not own:
+            params = replace(params, sustained_clock=power_limited_clock(params.sustained_clock, template_spec(donor),
+                                                                         gpu))
+        return params, donor
 
     def attention(self, gpu: GPUSpec, impl: str, dtype: DType = DType.bf16) -> tuple[AttentionParams, str]:
         """Attention parameters of library `impl` in 16-bit `dtype` on gpu, and the template they were fitted on.
@@ -200,6 +204,28 @@ class Calibrations:
             key = (spec.vendor != gpu.vendor, not same_chip, not preferred(cal), _spec_distance(gpu, spec), other)
             best = key if best is None or key < best else best
         return None if best is None else best[-1]
+
+
+POWER_CLOCK_EXPONENT = 2.0
+"""How steeply a GPU's power at full tensor-core load falls with its clock, P ~ f**POWER_CLOCK_EXPONENT (dynamic power
+C V^2 f: cubic where the voltage follows the clock, linear once it sits at its floor; the power-capped clocks of
+these GPUs, 0.6 to 0.9 of burst, lie between the two). Chosen, not fitted: the tables hold one power-limited chip of
+each generation, too few to fit it without the GPU it is meant to predict."""
+
+
+def power_limited_clock(donor_clock: float, donor: GPUSpec, gpu: GPUSpec) -> float:
+    """The sustained clock (relative to burst) of `gpu`, which borrows its GEMM parameters from `donor`: the donor's,
+    unless the power `gpu` has cannot sustain it. At the power limit a chip spends its board power on tensor-core
+    work; taking the energy of an operation at burst clock as the donor's (the same vendor's tensor cores), the clock
+    settles where TDP over dense peak, the watts a chip has per FLOP/s, allows:
+    f <= f_donor * (w_gpu / w_donor) ** (1 / POWER_CLOCK_EXPONENT). That is an upper bound only: a chip with more
+    watts per FLOP/s than its donor may still be held by what the donor's fit does not tell (its thermal and current
+    limits, its voltage-frequency ceiling), so it keeps the donor's clock. Without a TDP on either side the donor's
+    clock stands."""
+    if not (gpu.tdp_w and donor.tdp_w) or DType.bf16 not in gpu.peak_tflops or DType.bf16 not in donor.peak_tflops:
+        return donor_clock
+    watts_per_flop = (gpu.tdp_w / gpu.peak_flops(DType.bf16)) / (donor.tdp_w / donor.peak_flops(DType.bf16))
+    return donor_clock * min(1.0, watts_per_flop) ** (1.0 / POWER_CLOCK_EXPONENT)
 
 
 @cache

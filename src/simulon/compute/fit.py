@@ -55,6 +55,9 @@ read at the clock these loops fit, the XLA-fitted shape meets them at 7.5%."""
 SUSTAINED_LOSS_POWER = 2
 """The clock of a GPU whose sustained runs come from several machines is fitted to the geometric mean of their rates
 (the squared log ratio: the mean absolute one is flat anywhere between two runs, and the search stopped at one)."""
+FRACTION_START_MARGIN = 0.02
+"""How far inside (0, 1) a fraction's search starts: from a start at the bound (a borrowed clock that never falls) the
+simplex's steps in logit move it nowhere."""
 SEARCH_RANGE = 20.0
 """Largest |log| (or |logit|) the search visits: e^20 is far past any physical value of a parameter."""
 
@@ -128,6 +131,7 @@ def fit_calibration(observations: Sequence[Observation], arch: Calibrations, set
     for key in sorted(k for k in rows if clock.get(k)):  # before any GPU borrows these parameters
         gemm[key[0]][key[1]] = _fit_gemm(clock[key], gemm[key[0]][key[1]], list(CLOCK), _layout(arch, key[0], gemm),
                                          settings, SUSTAINED_LOSS_POWER)
+    _lend_clock(arch, gemm, {k for k in rows if clock.get(k) or shows_throttling(plain[k])})
     full = _partial(arch, gemm)
     shape_from: dict[tuple[str, DType], str] = {}
     for key in sorted(k for k in by_group if k not in rows):
@@ -195,6 +199,23 @@ def _sm_count(arch: Calibrations, gpu: str, gemm: dict[str, dict[DType, GemmPara
         return arch.sm_counts[gpu]
     known = replace(arch, gpus={g: GpuCalibration({}, {}, arch.sm_counts[g]) for g in gemm if g in arch.sm_counts})
     return arch.sm_counts[known.nearest(_spec(gpu), lambda c: True)]
+
+
+def _lend_clock(arch: Calibrations, gemm: dict[str, dict[DType, GemmParams]], clocked: set[tuple[str, DType]]) -> None:
+    """A fully fitted GPU whose rows show its clock in no dtype (kernels timed alone only: XLA's B200 table without
+    SimuMax's loops) takes the sustained clock and its fall time from the nearest GPU whose rows show them, through
+    the power balance (calibration.power_limited_clock), not the fit's start: held out of SimuMax's kernels, the
+    B200's training runs were 31% too fast at the start's 0.9 of burst. A dtype of a GPU whose clock is shown in
+    another keeps the start (the B200's fp8 and tf32 GEMMs: no row times them in loops)."""
+    if not clocked:
+        return
+    lenders = _partial(arch, {g: {d: p for d, p in ps.items() if (g, d) in clocked} for g, ps in gemm.items()})
+    for gpu, params in gemm.items():
+        if any(g == gpu for g, _ in clocked):
+            continue
+        for dtype, p in params.items():
+            lent, _ = lenders.gemm(_spec(gpu), dtype)
+            params[dtype] = replace(p, sustained_clock=lent.sustained_clock, throttle_ms=lent.throttle_ms)
 
 
 def _lend_group_overhead(arch: Calibrations, gemm: dict[str, dict[DType, GemmParams]],
@@ -338,7 +359,10 @@ def _minimize(start, names: list[str], loss: Callable, settings: FitSettings,
     codec = codec or (lambda p, updates: replace(p, **updates))
 
     def encode(value: float, name: str) -> float:
-        return math.log(value / (1 - value)) if name.split(".")[-1] in FRACTIONS else math.log(value)
+        if name.split(".")[-1] in FRACTIONS:  # a start at a bound (a clock that never falls: 1) starts inside it
+            value = min(max(value, FRACTION_START_MARGIN), 1.0 - FRACTION_START_MARGIN)
+            return math.log(value / (1 - value))
+        return math.log(value)
 
     def decode(x: np.ndarray):
         updates = {n: (1 / (1 + math.exp(-v)) if n.split(".")[-1] in FRACTIONS else math.exp(v))
