@@ -70,17 +70,30 @@ def yaml_problem(exc: yaml.YAMLError) -> tuple[str, str]:
     return where, getattr(exc, "problem", None) or "invalid YAML"
 
 
-def read_yaml_text(path: Path) -> str:
-    """A YAML input file's text. Raises OSError for what cannot be read (a folder, a missing file), ValueError for
-    what is no input file (a device, a pipe, a file over MAX_YAML_BYTES) and UnicodeDecodeError."""
+MAX_RESULT_BYTES = 2**31
+"""The largest result file (`simulate --json`, `collective --json`, a sweep's CSV) `diff` and `plot` read: 2 GiB,
+some twenty times the JSON of the largest shipped example, so that a device like /dev/zero is refused at once
+rather than read until the process is killed."""
+
+
+def read_input_text(path: Path, max_bytes: int, holds: str, encoding: str | None = None) -> str:
+    """An input file's text. Raises OSError for what cannot be read (a folder, a missing file), ValueError for
+    what is no input file (a device, a pipe, a file over `max_bytes`, more than `holds` holds) and
+    UnicodeDecodeError."""
     info = path.stat()
     if path.is_dir():
         raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
     if not path.is_file():
         raise ValueError("not a regular file")
-    if info.st_size > MAX_YAML_BYTES:
-        raise ValueError(f"{info.st_size:,} bytes, more than a scenario or template holds ({MAX_YAML_BYTES:,})")
-    return path.read_text()
+    if info.st_size > max_bytes:
+        raise ValueError(f"{info.st_size:,} bytes, more than {holds} holds ({max_bytes:,})")
+    return path.read_text(encoding=encoding)
+
+
+def read_yaml_text(path: Path) -> str:
+    """A YAML input file's text. Raises OSError for what cannot be read (a folder, a missing file), ValueError for
+    what is no input file (a device, a pipe, a file over MAX_YAML_BYTES) and UnicodeDecodeError."""
+    return read_input_text(path, MAX_YAML_BYTES, "a scenario or template")
 
 
 class NestedTooDeep(yaml.YAMLError):

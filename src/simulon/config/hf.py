@@ -40,8 +40,16 @@ import json
 from pathlib import Path
 from typing import Any
 
+from .errors import MAX_YAML_BYTES, read_input_text
+
 GATED_ACTIVATIONS = {"silu": "swiglu", "swish": "swiglu", "swiglu": "swiglu", "relu2": "squared_relu"}
 """hidden_act -> simulon's activation; every family read here with a SiLU MLP gates it (SwiGLU)."""
+HF_ACTIVATIONS = frozenset({
+    "gelu", "gelu_10", "gelu_fast", "gelu_new", "gelu_python", "gelu_pytorch_tanh", "gelu_accurate", "quick_gelu",
+    "fast_gelu", "laplace", "leaky_relu", "linear", "mish", "relu", "relu2", "relu6", "sigmoid", "silu", "swish",
+    "swiglu", "tanh", "prelu", "xielu"})
+"""The activation names transformers knows (its ACT2FN table, and swiglu): one outside them is no config a model
+was trained from, and is refused rather than read as GELU."""
 BLOCK_TYPES = {"mamba": "M", "attention": "*", "full_attention": "*", "mlp": "-", "moe": "E"}
 """NemotronH's layers_block_type names -> the hybrid pattern's symbols (config/hybrid.py)."""
 SPARSE_STEP_KEYS = ("decoder_sparse_step", "interleave_moe_layer_step")
@@ -55,7 +63,7 @@ class HFConfigError(ValueError):
 def read_config(path: Path) -> dict[str, Any]:
     """The config's mapping (its `text_config` for a multimodal model)."""
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = json.loads(read_input_text(path, MAX_YAML_BYTES, "a HuggingFace config", encoding="utf-8"))
     except OSError as exc:
         raise HFConfigError(f"cannot read HuggingFace config {str(path)!r}: {exc.strerror}") from None
     except UnicodeDecodeError:
@@ -63,6 +71,8 @@ def read_config(path: Path) -> dict[str, Any]:
     except json.JSONDecodeError as exc:
         raise HFConfigError(f"HuggingFace config {str(path)!r} is not valid JSON (line {exc.lineno}: "
                             f"{exc.msg})") from None
+    except ValueError as exc:  # a device, a pipe, a file larger than any config
+        raise HFConfigError(f"cannot read HuggingFace config {str(path)!r}: {exc}") from None
     if not isinstance(doc, dict):
         raise HFConfigError(f"HuggingFace config {str(path)!r} does not hold a JSON object")
     text = doc.get("text_config")
@@ -240,6 +250,19 @@ def _sliding_window(cfg: Reader) -> dict[str, Any] | None:
     return {"size": size, "full_every": every}
 
 
+def _activation(cfg: Reader) -> str:
+    """The MLP's activation as the file names it (mlp_hidden_act, hidden_act or activation_function), one that
+    transformers knows."""
+    key = next((k for k in ("mlp_hidden_act", "hidden_act", "activation_function") if k in cfg.doc), None)
+    if key is None:
+        return "gelu"
+    name = cfg.text(key, "gelu")
+    if name not in HF_ACTIVATIONS:
+        raise cfg.fail(key, f"names no activation transformers has, got {name!r} (it has "
+                            f"{', '.join(sorted(HF_ACTIVATIONS))})")
+    return name
+
+
 def model_from_hf(path: Path) -> dict[str, Any]:
     """The model block a HuggingFace config.json describes. Raises HFConfigError naming file and key."""
     cfg = Reader(path, read_config(path))
@@ -255,8 +278,7 @@ def model_from_hf(path: Path) -> dict[str, Any]:
         "ffn_hidden_size": cfg.integer("intermediate_size_mlp", required=False)
         or cfg.integer("intermediate_size", "n_inner", "ffn_dim"),
         "vocab_size": cfg.integer("vocab_size"),
-        "activation": GATED_ACTIVATIONS.get(cfg.text("mlp_hidden_act", cfg.text("hidden_act", cfg.text(
-            "activation_function", "gelu"))), "gelu"),
+        "activation": GATED_ACTIVATIONS.get(_activation(cfg), "gelu"),
         "normalization": "rmsnorm" if "rms_norm_eps" in cfg.doc else "layernorm",
         "tie_embeddings": cfg.flag("tie_word_embeddings", False),
     }

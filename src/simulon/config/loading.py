@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import difflib
+import re
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +48,19 @@ def _number_hint(error: dict[str, Any]) -> str:
     return ""
 
 
+def _choice_hint(error: dict[str, Any]) -> str:
+    """' (did you mean 'bf16'?)' where a value refused from a fixed set is one of them but for case or spelling
+    ('BF16', 'bfloat16', 'Full')."""
+    given = error.get("input")
+    if not isinstance(given, str):
+        return ""
+    choices = re.findall(r"'([^']*)'", str(error["ctx"]["expected"]))
+    lowered = {choice.lower(): choice for choice in choices}
+    close = lowered.get(given.strip().lower()) or next(iter(difflib.get_close_matches(
+        given.strip().lower(), list(lowered), n=1, cutoff=0.6)), None)
+    return f" (did you mean {lowered[close.lower()]!r}?)" if close else ""
+
+
 def problem(error: dict[str, Any]) -> str:
     """One of pydantic's errors as a plain sentence holding the value given and what is expected."""
     kind = error["type"]
@@ -57,7 +72,7 @@ def problem(error: dict[str, Any]) -> str:
         return f"expected {_EXPECTED[kind]}, got {shown(error.get('input'))}{_number_hint(error)}"
     message = error["msg"].removeprefix("Value error, ")
     if kind in ("literal_error", "enum"):
-        return f"expected {error['ctx']['expected']}, got {shown(error.get('input'))}"
+        return f"expected {error['ctx']['expected']}, got {shown(error.get('input'))}{_choice_hint(error)}"
     if kind.startswith(("greater", "less", "too_", "string_")) and "input" in error:
         return f"{message[0].lower()}{message[1:]}, got {shown(error['input'])}"
     return message

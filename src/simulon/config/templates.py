@@ -111,11 +111,18 @@ def _is_file_reference(kind: str, ref: str, base_dir: Path | None) -> bool:
     return path.exists() or template_stem_loose(kind, ref) is None
 
 
-def _load_reference(kind: str, ref: str, base_dir: Path | None, depth: int = 0) -> dict[str, Any]:
+def _load_reference(kind: str, ref: str, base_dir: Path | None, depth: int = 0,
+                    chain: tuple[Path, ...] = ()) -> dict[str, Any]:
+    """The template `ref` names, its own `from:` resolved; `chain` holds the files that led to it, so that a file
+    reached again (A from B, B from A) is refused as the loop it is."""
     if _is_file_reference(kind, ref, base_dir):
         path = Path(ref)
         if not path.is_absolute() and base_dir is not None:
             path = base_dir / path
+        if path.resolve() in {p.resolve() for p in chain}:
+            loop = " -> ".join(repr(str(p)) for p in (*chain, path))
+            raise ValueError(f"template files start from one another in a loop ({loop}); one of them must start "
+                             "from a shipped template or from none")
         try:
             doc = parse_yaml(read_yaml_text(path))
         except OSError as exc:
@@ -136,7 +143,7 @@ def _load_reference(kind: str, ref: str, base_dir: Path | None, depth: int = 0) 
             if depth >= _MAX_TEMPLATE_DEPTH or not isinstance(parent, str):
                 raise ValueError(f"template file {str(path)!r}: 'from' must name a template, at most "
                                  f"{_MAX_TEMPLATE_DEPTH} files deep")
-            doc = _merge(_load_reference(kind, parent, path.parent, depth + 1), doc)
+            doc = _merge(_load_reference(kind, parent, path.parent, depth + 1, (*chain, path)), doc)
         return doc
     doc = find_template(kind, ref)
     if doc is None:

@@ -86,8 +86,14 @@ MAX_MEMORY_GB = 1e9
 """A GPU's memory, in GB: an exabyte, three million times the largest shipped (GB300, 288 GB)."""
 MAX_TFLOPS = 1e6
 """A GPU's dense peak, in TFLOP/s: an exaflop, 66x the fastest shipped (GB300 fp4, 15,000)."""
+MIN_TFLOPS = 0.01
+"""A GPU's dense peak, in TFLOP/s: 10 GFLOP/s, about a thousandth of the slowest shipped (RTX 2080 Ti fp32, 13.4);
+below it a step is timed in years (a peak of 1e-30 gave a step of 1.7e35 ms and 0 tokens/s)."""
 MAX_POWER_W = 1e5
 """A GPU's TDP, in watts: 100 kW, 70x the most power-hungry shipped (B300, 1,400 W)."""
+MIN_POWER_W = 1.0
+"""A GPU's TDP, in watts: a 250th of the least power-hungry shipped (RTX 2080 Ti, 250 W); below it the power-limited
+clock of a GPU that borrows another's fit falls towards zero (a TDP of 1e-9 W timed the seed's step at 46 hours)."""
 MAX_KERNEL_MS = 3.6e6
 """A measured kernel's time, in milliseconds: an hour, where kernels take microseconds to seconds."""
 
@@ -109,8 +115,9 @@ Latency = Annotated[float, BeforeValidator(parse_time), AfterValidator(_up_to(MA
 ByteSize = Annotated[float, BeforeValidator(parse_size), AfterValidator(check_size)]
 """A size in bytes, written with a unit in YAML: positive, at most MAX_SIZE."""
 MemoryGB = Annotated[float, AfterValidator(_up_to(MAX_MEMORY_GB, "GB", " (an exabyte)"))]
-TeraFlops = Annotated[float, AfterValidator(_up_to(MAX_TFLOPS, "TFLOP/s", " (an exaflop)"))]
-Watts = Annotated[float, AfterValidator(_up_to(MAX_POWER_W, "W"))]
+TeraFlops = Annotated[float, AfterValidator(_up_to(MAX_TFLOPS, "TFLOP/s", " (an exaflop)", positive=False,
+                                                   low=MIN_TFLOPS))]
+Watts = Annotated[float, AfterValidator(_up_to(MAX_POWER_W, "W", positive=False, low=MIN_POWER_W))]
 KernelMs = Annotated[float, AfterValidator(_up_to(MAX_KERNEL_MS, "ms", " (an hour)", positive=False))]
 
 

@@ -487,6 +487,15 @@ class ParallelismSpec(StrictModel):
         return {**data, "vpp": chunks}
 
     @model_validator(mode="after")
+    def _modules_listed(self) -> ParallelismSpec:
+        """An empty module list is no default: read as Megatron's default (core_attn), it re-ran what was asked not
+        to be."""
+        if self.recompute_modules is not None and not self.recompute_modules:
+            raise FieldError("recompute_modules", "lists no module; leave it out for the default (core_attn), or "
+                             "set recompute: none to recompute nothing")
+        return self
+
+    @model_validator(mode="after")
     def _interleaving_named(self) -> ParallelismSpec:
         """vpp > 1 without a schedule named runs interleaved 1F1B, and says so (`interleaved_1f1b`), so that the
         block written back out (ScenarioConfig.as_data) reads the same; `1f1b` named with vpp > 1 is refused with

@@ -91,12 +91,15 @@ def _links(topology: Topology) -> list[tuple[str, int, str, int]]:
         nics = np.arange(node * nics_per_node, (node + 1) * nics_per_node)
         ports = (nics[:, None] * fabric.ports_per_nic + np.arange(fabric.ports_per_nic)).ravel()
         links += [("node", node, "leaf", int(leaf)) for leaf in sorted(set(fabric.leaf_of_port[ports].tolist()))]
+    # a tier the fabric does not have has no switches, whatever counts its spec gives it (`tiers: 1, spines: 4`)
+    spines = (spec.spines or 0) if fabric.spines else 0
+    cores = (spec.cores or 0) if fabric.cores else 0
     for leaf in sorted({*range(min(fabric.leaves, MAX_SHOWN)), fabric.leaves - 1}):
-        base = (int(fabric.plane_of_leaf[leaf]) * fabric.pods + int(fabric.pod_of_leaf[leaf])) * (spec.spines or 0)
-        links += [("leaf", leaf, "spine", base + s) for s in range(spec.spines or 0)]
+        base = (int(fabric.plane_of_leaf[leaf]) * fabric.pods + int(fabric.pod_of_leaf[leaf])) * spines
+        links += [("leaf", leaf, "spine", base + s) for s in range(spines)]
     per_plane = fabric.spines // spec.planes if fabric.spines else 1
     for spine in sorted({*range(min(fabric.spines, MAX_SHOWN)), fabric.spines - 1}) if fabric.spines else []:
-        links += [("spine", spine, "core", spine // per_plane * (spec.cores or 0) + c) for c in range(spec.cores or 0)]
+        links += [("spine", spine, "core", spine // per_plane * cores + c) for c in range(cores)]
     return links
 
 

@@ -7,17 +7,19 @@ import math
 from pathlib import Path
 from typing import Any
 
-from ..config.errors import ConfigError, not_utf8
+from ..config.errors import MAX_RESULT_BYTES, ConfigError, not_utf8, read_input_text
 
 
 def read_text(path: Path) -> str:
     """A result file's text, or a ConfigError naming the file and why it cannot be read."""
     try:
-        return path.read_text(encoding="utf-8")
+        return read_input_text(path, MAX_RESULT_BYTES, "a result", encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: {not_utf8(exc)}") from None
+    except ValueError as exc:  # a device, a pipe, a file larger than any result
+        raise ConfigError(f"{path}: cannot read: {exc}") from None
 
 
 def read_json(path: Path) -> Any:

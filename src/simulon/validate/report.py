@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import errno
 import statistics
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
@@ -71,7 +72,10 @@ def shipped_table(name: str) -> Path:
 
 
 def read_table(path: str | Path) -> list[dict[str, str]]:
-    """The rows of a measurement table as dicts of strings; blank cells are ''."""
+    """The rows of a measurement table as dicts of strings; blank cells are ''. OSError for what is no table file (a
+    device or a pipe, read without end), as for a missing one."""
+    if Path(path).exists() and not Path(path).is_dir() and not Path(path).is_file():
+        raise OSError(errno.EINVAL, "not a regular file", str(path))
     with open(path, newline="") as f:
         return list(csv.DictReader(f))
 
