@@ -190,8 +190,8 @@ class Calibrations:
     def nearest(self, gpu: GPUSpec, has, preferred=lambda c: True) -> str | None:
         """The GPU itself if fitted, else the fitted GPU closest in spec: same vendor first, then the same
         chip at the same power limit (equal dense peaks and TDP: its clocks under load, and so its fit, hold
-        whatever the memory), then the preferred ones, then the smallest distance in log dense-bf16 peak and
-        log HBM bandwidth (name breaks ties)."""
+        whatever the memory), then the preferred ones, then the nearest in log dense-bf16 peak, then in log HBM
+        bandwidth (name breaks ties)."""
         stem = template_stem("gpu", gpu.name)
         if stem in self.gpus and has(self.gpus[stem]):
             return stem
@@ -235,10 +235,15 @@ def template_spec(stem: str) -> GPUSpec:
     return GPUSpec.model_validate({"from": stem})
 
 
-def _spec_distance(a: GPUSpec, b: GPUSpec) -> float:
+def _spec_distance(a: GPUSpec, b: GPUSpec) -> tuple[float, float]:
+    """How far b's spec sheet is from a's: the distance in log dense-bf16 peak first, that in log HBM bandwidth
+    only between equal peaks. The lent parameters describe the chip's compute (its GEMMs' and attention's
+    efficiency, clocks and tiles; its memory-bound time scales with its own bandwidth), and a sum of the two
+    distances let more bandwidth switch a GPU to another lender: an H100 described with 8 TB/s took the B200's fit
+    and ran a step 42% slower than at 6 TB/s."""
     peak = DType.bf16 if DType.bf16 in a.peak_tflops and DType.bf16 in b.peak_tflops else None
     compute = abs(math.log(a.peak_flops(peak) / b.peak_flops(peak))) if peak else 0.0
-    return compute + abs(math.log(a.memory_bandwidth / b.memory_bandwidth))
+    return round(compute, 9), abs(math.log(a.memory_bandwidth / b.memory_bandwidth))
 
 
 def _data(name: str) -> dict[str, Any]:
