@@ -515,6 +515,25 @@ def test_unknown_key_is_an_error(tmp_path, block):
     assert message == f"{path}: {field}: unknown key"
 
 
+@pytest.mark.parametrize(("block", "key", "hint"), [
+    ("workload.training", "micro_batch_sise", " (did you mean 'micro_batch_size'?)"),
+    ("datacenter.node.gpu", "tdp", " (did you mean 'tdp_w'?)"),
+    ("collective", "algoritm", " (did you mean 'algorithm'?)"),
+    ("workload.training", "recompute", " (it belongs in workload.parallelism)"),
+    ("workload.parallelism", "micro_batch_size", " (it belongs in workload.training)"),
+    ("datacenter.node", "bogus_key", ""),
+])
+def test_an_unknown_key_names_the_key_it_is_likely_a_misspelling_of_or_the_block_that_holds_it(
+        tmp_path, block, key, hint):
+    data = seed()
+    target = data
+    for part in block.split("."):
+        target = target[part]
+    target[key] = 1
+    path, message = load_error(tmp_path, "scen.yaml", data)
+    assert message == f"{path}: {block}.{key}: unknown key{hint}"
+
+
 @pytest.mark.parametrize(("block", "value", "field"), [
     ("workload.model.moe", {"num_experts": 8, "top_k": 2, "bogus_key": 1}, "workload.model.moe.bogus_key"),
     ("workload.model.mla", {"kv_lora_rank": 8, "qk_nope_head_dim": 8, "qk_rope_head_dim": 8, "v_head_dim": 8,

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import difflib
 import re
+import types
+import typing
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from .common import FieldError
 from .errors import ConfigError, not_utf8, one_line, parse_yaml, read_yaml_text, shown, yaml_problem
@@ -61,11 +64,60 @@ def _choice_hint(error: dict[str, Any]) -> str:
     return f" (did you mean {lowered[close.lower()]!r}?)" if close else ""
 
 
+def _models(annotation: Any) -> list[type[BaseModel]]:
+    """The pydantic models a field's annotation may hold (through Optional, unions, lists and mappings)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    if typing.get_origin(annotation) is typing.Annotated:
+        return _models(typing.get_args(annotation)[0])
+    return [m for arg in typing.get_args(annotation) if arg is not types.NoneType for m in _models(arg)]
+
+
+@cache
+def _key_homes() -> dict[str, tuple[str, ...]]:
+    """Every key a scenario may hold -> the blocks (dotted paths) that hold it."""
+    homes: dict[str, list[str]] = {}
+    seen: set[tuple[type, str]] = set()
+
+    def walk(model: type[BaseModel], path: str) -> None:
+        for name, info in model.model_fields.items():
+            key = info.alias or name
+            homes.setdefault(key, []).append(path)
+            for inner in _models(info.annotation):
+                if (inner, path) not in seen and path.count(".") < 4:
+                    seen.add((inner, path))
+                    walk(inner, f"{path}.{key}" if path else key)
+
+    walk(ScenarioConfig, "")
+    return {key: tuple(dict.fromkeys(paths)) for key, paths in homes.items()}
+
+
+def _block_keys(block: str) -> list[str]:
+    """The keys the block at this dotted path may hold."""
+    return [key for key, paths in _key_homes().items() if block in paths]
+
+
+def _unknown_key_hint(loc: tuple[Any, ...]) -> str:
+    """' (did you mean ...?)' for a key misspelt among its block's keys, or ' (it belongs in ...)' for one that
+    another block holds (`recompute` under workload.training, where workload.parallelism holds it)."""
+    names = [str(part) for part in loc if not isinstance(part, int)]
+    if not names:
+        return ""
+    key, block = names[-1], ".".join(names[:-1])
+    close = difflib.get_close_matches(key, _block_keys(block), n=1, cutoff=0.75)
+    if close:
+        return f" (did you mean {close[0]!r}?)"
+    elsewhere = [path for path in _key_homes().get(key, ()) if path and path != block]
+    if elsewhere:
+        return f" (it belongs in {' or '.join(elsewhere[:2])})"
+    return ""
+
+
 def problem(error: dict[str, Any]) -> str:
     """One of pydantic's errors as a plain sentence holding the value given and what is expected."""
     kind = error["type"]
     if kind == "extra_forbidden":
-        return "unknown key"
+        return f"unknown key{_unknown_key_hint(tuple(error['loc']))}"
     if kind == "missing":
         return "required field is missing"
     if kind in _EXPECTED:
