@@ -15,6 +15,7 @@ is exactly what replay gives; the tests bound the difference elsewhere.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -96,15 +97,49 @@ class _Chain:
             return start
 
         if self.periods > 1:
-            done = transfer.copy()  # the first period has no parents yet
-            for _ in range(self.periods - 1):
-                done = begin(done, self.levels[0]) + transfer
+            done = periodic_finish(lambda d: begin(d, self.levels[0]) + transfer, transfer.copy(), self.periods)
         else:
             done = np.zeros(len(transfer))
             for level in self.levels:
                 members = level[0]
                 done[members] = begin(done, level)[members] + transfer[members]
         return float((done + latency + tail).max(initial=0.0))
+
+
+MAX_CYCLICITY = 64
+"""The longest cycle periodic_finish looks for in a chain's periods (a ring over 8-GPU nodes repeats every 8)."""
+UNIFORM = 1e-12
+"""How far apart (relative) the moves of every finish over one cycle may be and still count as one move."""
+
+
+def _uniform(shift: np.ndarray) -> bool:
+    return bool(shift.size) and float(np.ptp(shift)) <= UNIFORM * max(float(np.abs(shift).max()), 1e-30)
+
+
+def periodic_finish(step: Callable[[np.ndarray], np.ndarray], first: np.ndarray, periods: int) -> np.ndarray:
+    """`step` applied periods - 1 times to `first` (each flow's finish in the first period): each period's flows
+    start at the latest of their parents' finishes in the one before, a max-plus linear map. Once c periods move
+    every finish by the same time C (x_k = x_(k-c) + C), every later c do (the map commutes with adding a constant
+    to all its inputs), so the rest is taken in whole cycles of C and the remainder stepped (Baccelli et al.,
+    Synchronization and Linearity, 1992, ch. 3: the cyclicity theorem). A few flows are compared first, the
+    whole period only where they agree. A ring over 1,024 DGX nodes has 16,381 periods: stepped one by one, a
+    1 GiB all-reduce took 8 s to estimate."""
+    sample = np.linspace(0, len(first) - 1, min(len(first), 64)).astype(np.int64)
+    history = [first]
+    done = first
+    for k in range(1, periods):
+        done = step(done)
+        history.append(done)
+        for c in range(1, min(MAX_CYCLICITY, k) + 1):
+            before = history[-1 - c]
+            if _uniform(done[sample] - before[sample]) and _uniform(shift := done - before):
+                cycles, rest = divmod(periods - 1 - k, c)
+                done = done + cycles * float(shift.mean())
+                for _ in range(rest):
+                    done = step(done)
+                return done
+        del history[:-MAX_CYCLICITY - 1]
+    return done
 
 
 @dataclass(frozen=True)
