@@ -9,11 +9,12 @@ the bound, where it would otherwise run out of memory or give non-finite results
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Strict
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Strict
 
 
 class StrictModel(BaseModel):
@@ -38,8 +39,32 @@ class DType(StrEnum):
         return _DTYPE_BYTES[self]
 
 
-LaxDType = Annotated[DType, Strict(False)]
-"""A data type written as its name in YAML (strict mode would demand an enum instance)."""
+DTYPE_SPELLINGS = {
+    "float32": DType.fp32, "float": DType.fp32, "single": DType.fp32,
+    "tensorfloat32": DType.tf32, "tensor_float_32": DType.tf32,
+    "float16": DType.fp16, "half": DType.fp16,
+    "bfloat16": DType.bf16,
+    "float8": DType.fp8, "fp8_e4m3": DType.fp8, "e4m3": DType.fp8, "float8_e4m3fn": DType.fp8,
+    "fp8_e5m2": DType.fp8, "e5m2": DType.fp8, "float8_e5m2": DType.fp8,
+    "mx_fp8": DType.mxfp8, "nv_fp4": DType.nvfp4, "float4": DType.fp4,
+}
+"""How users write the data types besides their names (PyTorch's torch.bfloat16 and float8_e4m3fn, NumPy's
+float16, "half"), lower case, with '-' and spaces read as '_'. FP8 training is one format whichever of its two
+encodings (E4M3, E5M2) is named: Transformer Engine's recipes use both."""
+
+
+def dtype_named(value: Any) -> Any:
+    """The DType a name written in any case or as one of DTYPE_SPELLINGS denotes; other values are left for
+    validation to refuse (with the close match, config.loading)."""
+    if not isinstance(value, str):
+        return value
+    key = re.sub(r"[\s-]+", "_", value.strip().lower()).removeprefix("torch.")
+    return DType(key) if key in DType._value2member_map_ else DTYPE_SPELLINGS.get(key, value)
+
+
+LaxDType = Annotated[DType, Strict(False), BeforeValidator(dtype_named)]
+"""A data type written as its name in YAML, in any case or as users spell it (dtype_named); strict mode would demand
+an enum instance."""
 
 _DTYPE_BYTES = {
     DType.fp32: 4.0, DType.tf32: 4.0, DType.fp16: 2.0, DType.bf16: 2.0, DType.fp8: 1.0, DType.fp4: 0.5,
