@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from helpers import ROOT, SEED_SCENARIO, cli
+from simulon.cli.search import limits_from
 
 HETERO = ROOT / "examples" / "hetero_plan_h100_a100.yaml"
 
@@ -38,6 +39,11 @@ def bad_search(*args: str, scenario: Path = SEED_SCENARIO) -> str:
 ])
 def test_an_option_value_that_leaves_nothing_to_search_is_named_with_its_option(args, expected):
     assert expected in bad_search(*args)
+
+
+@pytest.mark.parametrize("written", ["fp8", "FP8", "fp8-e4m3", "float8_e4m3fn"])
+def test_a_fixed_dtype_is_read_as_a_scenario_reads_it(written):
+    assert limits_from({}, [f"dtype={written}"]).values["dtype"] == ("fp8",)
 
 
 def test_a_datacenter_of_several_gpu_types_is_refused_naming_the_file():

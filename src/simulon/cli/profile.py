@@ -10,7 +10,7 @@ import typer
 from pydantic import ValidationError
 
 from ..compute.profile import REPETITIONS, WARMUP
-from ..config.common import DType
+from ..config.common import DType, dtype_named
 from ..config.errors import ConfigError
 from ..config.loading import describe_validation_error
 
@@ -31,7 +31,7 @@ def ints(option: str, text: str) -> list[int]:
 
 def dtypes(text: str) -> list[DType]:
     try:
-        return [DType(part.strip()) for part in text.split(",")]
+        return [DType(dtype_named(part)) for part in text.split(",")]
     except ValueError:
         raise ConfigError(f"--dtype: {text!r}: expected {', '.join(d.value for d in DType)}") from None
 

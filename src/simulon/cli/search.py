@@ -12,6 +12,7 @@ from typing import Annotated
 
 import typer
 
+from ..config.common import dtype_named
 from ..config.errors import ConfigError
 from .limits import MaxMemoryOption, memory_limit
 from .output import print_table
@@ -49,6 +50,8 @@ def _value(name: str, part: str, option: str) -> int | str | bool:
         if not part.lstrip("+").isdigit() or int(part) < 1:
             raise ConfigError(f"{where}: expected a positive whole number")
         return int(part)
+    if name == "dtype":  # as a scenario reads it: BF16, bfloat16, fp8-e4m3
+        part = str(dtype_named(part))
     if part not in CHOICES[name]:
         raise ConfigError(f"{where}: unknown {CHOICE_NAMES[name]} {part!r} (valid: {', '.join(CHOICES[name])})")
     return part
