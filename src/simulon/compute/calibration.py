@@ -239,8 +239,10 @@ def _spec_distance(a: GPUSpec, b: GPUSpec) -> tuple[float, float]:
     """How far b's spec sheet is from a's: the distance in log dense-bf16 peak first, that in log HBM bandwidth
     only between equal peaks. The lent parameters describe the chip's compute (its GEMMs' and attention's
     efficiency, clocks and tiles; its memory-bound time scales with its own bandwidth), and a sum of the two
-    distances let more bandwidth switch a GPU to another lender: an H100 described with 8 TB/s took the B200's fit
-    and ran a step 42% slower than at 6 TB/s."""
+    distances let more bandwidth switch a GPU to another lender: a GPU of 1,200 dense TFLOP/s took the B200's fit at
+    8 TB/s and ran the quick start in 351.3 ms, against 210.7 ms at 6 TB/s. The peak distance is rounded so that
+    lenders equally far in peak (one at half, one at twice) tie whatever the last bits of the logarithms, and
+    bandwidth decides between them."""
     peak = DType.bf16 if DType.bf16 in a.peak_tflops and DType.bf16 in b.peak_tflops else None
     compute = abs(math.log(a.peak_flops(peak) / b.peak_flops(peak))) if peak else 0.0
     return round(compute, 9), abs(math.log(a.memory_bandwidth / b.memory_bandwidth))

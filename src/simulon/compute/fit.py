@@ -210,8 +210,9 @@ def _lend_clock(arch: Calibrations, gemm: dict[str, dict[DType, GemmParams]], cl
     if not clocked:
         return
     lenders = _partial(arch, {g: {d: p for d, p in ps.items() if (g, d) in clocked} for g, ps in gemm.items()})
+    shown = {gpu for gpu, _ in clocked}
     for gpu, params in gemm.items():
-        if any(g == gpu for g, _ in clocked):
+        if gpu in shown:
             continue
         for dtype, p in params.items():
             lent, _ = lenders.gemm(_spec(gpu), dtype)

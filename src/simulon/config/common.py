@@ -51,6 +51,7 @@ DTYPE_SPELLINGS = {
 """How users write the data types besides their names (PyTorch's torch.bfloat16 and float8_e4m3fn, NumPy's
 float16, "half"), lower case, with '-' and spaces read as '_'. FP8 training is one format whichever of its two
 encodings (E4M3, E5M2) is named: Transformer Engine's recipes use both."""
+_DTYPE_NAMES = {**{d.value: d for d in DType}, **DTYPE_SPELLINGS}
 
 
 def dtype_named(value: Any) -> Any:
@@ -59,7 +60,7 @@ def dtype_named(value: Any) -> Any:
     if not isinstance(value, str):
         return value
     key = re.sub(r"[\s-]+", "_", value.strip().lower()).removeprefix("torch.")
-    return DType(key) if key in DType._value2member_map_ else DTYPE_SPELLINGS.get(key, value)
+    return _DTYPE_NAMES.get(key, value)
 
 
 LaxDType = Annotated[DType, Strict(False), BeforeValidator(dtype_named)]

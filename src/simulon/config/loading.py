@@ -52,8 +52,8 @@ def _number_hint(error: dict[str, Any]) -> str:
 
 
 def _choice_hint(error: dict[str, Any]) -> str:
-    """' (did you mean 'bf16'?)' where a value refused from a fixed set is one of them but for case or spelling
-    ('BF16', 'bfloat16', 'Full')."""
+    """' (did you mean 'full'?)' where a value refused from a fixed set is one of them but for case or spelling
+    ('FULL', 'selectiv', 'bf61')."""
     given = error.get("input")
     if not isinstance(given, str):
         return ""

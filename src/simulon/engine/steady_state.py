@@ -109,11 +109,15 @@ class _Chain:
 MAX_CYCLICITY = 64
 """The longest cycle periodic_finish looks for in a chain's periods (a ring over 8-GPU nodes repeats every 8)."""
 UNIFORM = 1e-12
-"""How far apart (relative) the moves of every finish over one cycle may be and still count as one move."""
+"""How far apart (relative) the moves of every finish over one cycle may be and still count as one move: rounding
+of finishes that grow period by period, far below any time the estimate reports."""
+SAMPLE_FLOWS = 64
+"""Flows, spread over a period, whose moves are compared before the whole period's are."""
 
 
 def _uniform(shift: np.ndarray) -> bool:
-    return bool(shift.size) and float(np.ptp(shift)) <= UNIFORM * max(float(np.abs(shift).max()), 1e-30)
+    """Whether every finish moved by the same time (a chain that has not moved at all counts as uniform too)."""
+    return bool(shift.size) and float(np.ptp(shift)) <= UNIFORM * max(float(np.abs(shift).max()), np.finfo(float).tiny)
 
 
 def periodic_finish(step: Callable[[np.ndarray], np.ndarray], first: np.ndarray, periods: int) -> np.ndarray:
@@ -124,7 +128,7 @@ def periodic_finish(step: Callable[[np.ndarray], np.ndarray], first: np.ndarray,
     Synchronization and Linearity, 1992, ch. 3: the cyclicity theorem). A few flows are compared first, the
     whole period only where they agree. A ring over 1,024 DGX nodes has 16,381 periods: stepped one by one, a
     1 GiB all-reduce took 8 s to estimate."""
-    sample = np.linspace(0, len(first) - 1, min(len(first), 64)).astype(np.int64)
+    sample = np.linspace(0, len(first) - 1, min(len(first), SAMPLE_FLOWS)).astype(np.int64)
     history = [first]
     done = first
     for k in range(1, periods):
