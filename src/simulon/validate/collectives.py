@@ -23,12 +23,14 @@ from ..config.resolve import Unresolved, resolve_hardware
 from ..network.calibration import LinkModel
 from ..pipeline import collective_sweep
 from ..progress import SILENT, Progress
-from .report import Comparison, Skipped, ValidationReport, number
+from .report import Comparison, Skipped, ValidationReport, inputs_key, number
 
 COLLECTIVES = {"all_reduce": CollType.AllReduce, "all_gather": CollType.AllGather,
                "reduce_scatter": CollType.ReduceScatter, "alltoall": CollType.AllToAll,
                "sendrecv": CollType.SendRecv, "collective_permute (p2p ring shift)": CollType.SendRecv}
 COLUMNS = ("hardware", "collective", "msg_bytes", "group_size", "busbw_GBps", "time_us")
+MEASURED = ("busbw_GBps", "algbw_GBps", "time_us")
+"""What a row measured; every other cell describes the run (report.inputs_key)."""
 LARGE_MESSAGE = 2**20
 """Messages of at least 1 MiB are reported apart: below it latency, not bandwidth, sets the time."""
 KEPT_OUT = {
@@ -201,7 +203,8 @@ def validate_collectives(rows: list[dict[str, str]], model: LinkModel | None = N
             continue
         for (index, subset, size, busbw), value in zip(case.rows, predicted, strict=True):
             by_index[index] = Comparison(index, subset, "busbw_GBps", busbw, value,
-                                         f"{case.system.family}{_op_label(case.ctype)} {size_class(size)}")
+                                         f"{case.system.family}{_op_label(case.ctype)} {size_class(size)}",
+                                         inputs_key(rows[index], MEASURED))
     report.rows = [by_index[i] for i in sorted(by_index)]
     report.skipped.sort(key=lambda s: s.index)
     return report

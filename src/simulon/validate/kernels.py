@@ -27,7 +27,7 @@ from ..workload.kernels import (
     gemm,
     memory_bound,
 )
-from .report import Comparison, Skipped, ValidationReport, number
+from .report import Comparison, Skipped, ValidationReport, inputs_key, number
 
 DTYPES = {
     "bf16": DType.bf16, "fp16": DType.fp16,
@@ -43,6 +43,8 @@ TN_ONLY_FP8 = ("h100", "h200", "h800", "h20", "gh200")
 """GPU models (Hopper) whose FP8 tensor-core GEMMs in cuBLASLt take both operands K-major only (the "TN" layout
 of NVIDIA's cuBLAS documentation, cublasLtMatmul FP8 requirements); Blackwell takes every layout."""
 COLUMNS = ("hardware", "kernel", "dtype", "M", "N", "K", "batch", "kernel_tflops")
+MEASURED = ("kernel_tflops", "kernel_eff_vs_peak", "time_us")
+"""What a row measured; every other cell describes the kernel (report.inputs_key)."""
 MEDIAN_KERNEL_TIMED = ("XLA dot",)
 """Kernels of a source that reports the median kernel duration, not the time of the operation: XLA's matmul table
 (xla/tools/matmul_perf_table_gen.cc: Profile() traces five runs on two argument sets with CUPTI and returns
@@ -81,7 +83,8 @@ def validate_kernels(rows: list[dict[str, str]], calibrations: Calibrations | No
                                           repeats=obs.repeats)
         predicted = float(obs.timing.reported(models[key].seconds(obs.specs)))
         report.rows.append(Comparison(index, obs.subset, "kernel_tflops", obs.flops / obs.seconds / 1e12,
-                                      obs.flops / predicted / 1e12, f"{obs.gpu} / {family(obs)}"))
+                                      obs.flops / predicted / 1e12, f"{obs.gpu} / {family(obs)}",
+                                      inputs_key(row, MEASURED)))
     return report
 
 

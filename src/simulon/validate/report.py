@@ -1,4 +1,12 @@
-"""A validation report: per-row measured vs predicted, skipped rows with reasons, MAPE overall and by subset."""
+"""A validation report: per-row measured vs predicted, skipped rows with reasons, MAPE overall and by subset, and
+the floor under that MAPE where a table holds rows it does not tell apart.
+
+The floor: rows whose every cell but the measured ones is the same (XLA's collective-permute table, for one, lists
+three send patterns per size without saying which a row measured) get one prediction from any deterministic model,
+so their spread is error no model reading the table can remove. For each such set the least sum of absolute
+percentage errors is reached at one of its own measurements (the sum is convex and piecewise linear in the
+prediction, with its corners there); a row alone has a floor of 0.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +14,7 @@ import csv
 import errno
 import statistics
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -19,6 +28,7 @@ class Comparison:
     measured: float
     predicted: float
     group: str = ""       # a finer key for reports (GPU, hardware family, kernel family)
+    alike: str = ""       # equal for rows the table does not tell apart (inputs_key); "" for a row of its own
 
     @property
     def error_pct(self) -> float:
@@ -47,16 +57,49 @@ class ValidationReport:
             groups[getattr(row, key)].append(row)
         return {name: mape(rows) for name, rows in sorted(groups.items())}
 
+    def floor_by(self, key: str) -> dict[str, float]:
+        """Per value of `key`, the least MAPE a model reading only the table could reach (see the module)."""
+        floors = least_errors(self.rows)
+        groups: dict[str, list[float]] = defaultdict(list)
+        for row, floor in zip(self.rows, floors, strict=True):
+            groups[getattr(row, key)].append(floor)
+        return {name: statistics.fmean(values) for name, values in sorted(groups.items())}
+
     def to_dict(self, groups: bool = False) -> dict:
         """The report as design.md's `--json` format; `groups` adds each row's group (for the plot drawn beside it)."""
-        rows = [{**{k: v for k, v in asdict(r).items() if groups or k != "group"}, "error_pct": r.error_pct}
-                for r in self.rows]
+        rows = [{**{k: v for k, v in asdict(r).items() if (groups or k != "group") and k != "alike"},
+                 "error_pct": r.error_pct} for r in self.rows]
         return {"rows": rows, "skipped": [asdict(s) for s in self.skipped],
-                "mape_pct": self.mape_pct if self.rows else None, "mape_pct_by_subset": self.mape_by("subset")}
+                "mape_pct": self.mape_pct if self.rows else None, "mape_pct_by_subset": self.mape_by("subset"),
+                "floor_pct_by_subset": self.floor_by("subset")}
 
 
 def mape(rows: list[Comparison]) -> float:
     return statistics.fmean(abs(r.error_pct) for r in rows) if rows else float("nan")
+
+
+def inputs_key(row: dict[str, str], measured: Iterable[str]) -> str:
+    """A key equal for rows whose every cell but the `measured` ones is the same: rows no model reading the table can
+    tell apart (more columns than a validator reads, so that the floor they give is a lower bound)."""
+    skip = set(measured)
+    return "\x1f".join(f"{column}={value.strip()}" for column, value in row.items()
+                        if column not in skip and column is not None and isinstance(value, str))
+
+
+def least_errors(rows: list[Comparison]) -> list[float]:
+    """Each row's absolute percentage error under the prediction that serves its `alike` set best: 0 for a row of its
+    own, else at the set's best single value (one of its measurements: see the module)."""
+    sets: dict[str, list[int]] = defaultdict(list)
+    for i, row in enumerate(rows):
+        if row.alike:
+            sets[row.alike].append(i)
+    floors = [0.0] * len(rows)
+    for members in sets.values():
+        measured = [rows[i].measured for i in members]
+        best = min(measured, key=lambda p: (sum(abs(p / m - 1.0) for m in measured), p))
+        for i, m in zip(members, measured, strict=True):
+            floors[i] = 100.0 * abs(best / m - 1.0)
+    return floors
 
 
 TABLES = ("training", "collectives", "kernels", "memory")
