@@ -24,6 +24,9 @@ from simulon.config.templates import find_template, template_names, template_tex
     ("H200 (AWS p5en), EFA", "h200-sxm", "aws-p5en"),
     ("GH200 NVL2", "gh200-144gb", "gh200-nvl2"),
     ("Blackwell sm_100", "b200", "dgx-b200"),
+    ("8xA100 80GB", "a100-sxm-80gb", "dgx-a100"),  # a count written onto the model
+    ("NVL36x2", "gb200", "gb200-nvl36"),            # a multiplier written onto the system
+    ("p5.48xlarge", "h100-sxm", "aws-p5"),
 ])
 def test_the_issues_descriptions_resolve_to_a_gpu_and_a_system(text, gpu, system):
     hardware = resolve_hardware(text)
@@ -84,6 +87,25 @@ def test_what_cannot_be_resolved_is_said_with_the_candidates(text, says):
 def test_a_system_named_without_its_gpu_resolves_through_its_own_words():
     assert resolve_hardware("AWS p6-b200.48xlarge").system == "aws-p6-b200"
     assert resolve_hardware("GCP a3-megagpu-8g").gpu == "h100-sxm"
+    assert resolve_hardware("AWS p5en.48xlarge with EFA, 3200 Gbps").system == "aws-p5en"
+
+
+@pytest.mark.parametrize(("text", "says"), [
+    ("a3-highgpu-8g", r"'highgpu' \(the nearest, gcp-a3-mega, does not\)"),   # GCP's A3 High, not A3 Mega
+    ("a3-ultragpu-8g", r"'ultragpu' \(the nearest, gcp-a3-mega, does not\)"),  # A3 Ultra runs H200s
+    ("p5e.48xlarge", r"'p5e' \(the nearest, aws-p5, does not\)"),             # shares only the instance size
+    ("RTX 4090", r"\(RTX 4090 has no GPU template\).*'4090'"),              # shares 'rtx' with a TITAN RTX system
+])
+def test_a_system_sharing_some_words_with_a_description_is_not_taken_for_another_machine(text, says):
+    with pytest.raises(Unresolved, match=says):
+        resolve_hardware(text)
+
+
+@given(st.sampled_from(["p5en.48xlarge", "a3-megagpu-8g", "p5.48xlarge", "nvl36"]),
+       st.sampled_from(["zeta9", "ultra", "foo"]))
+def test_a_word_no_system_has_is_never_dropped_from_a_system_only_description(name, extra):
+    with pytest.raises(Unresolved, match=repr(extra)):
+        resolve_hardware(f"{name} {extra}")
 
 
 SEPARATORS = st.sampled_from([" ", "-", "_", ", ", " / ", "  "])

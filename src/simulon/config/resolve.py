@@ -52,8 +52,9 @@ NIC_SPEED = re.compile(r"(?:(\d+)\s*[xX×]\s*)?(?:[A-Za-z][\w-]*\s+){0,2}?"
 """A NIC line rate in bits ("400Gbps", "200Gb", "400G"; never "GB/s", bytes), with its count ("8x400Gbps")."""
 MEMORY = re.compile(r"(?<![\d.])(\d+)\s*(?:GB|gb|GiB)\b(?!\s*/\s*s)")
 """A memory size in bytes ("80GB", "141 GiB"); never a rate ("600GB/s") or bits ("200Gb")."""
-GPU_LIKE = re.compile(r"\b(?:gaudi\s*\d|[a-z]{1,4}\d{2,4}[a-z]{0,2})\b", re.IGNORECASE)
-"""A word that looks like a GPU model (V100, RTX3090, Gaudi 2): named in the message when none is shipped."""
+GPU_LIKE = re.compile(r"\b(?:gaudi\s*\d|[rg]tx\s*\d{4}|[a-z]{1,4}\d{2,4}[a-z]{0,2})\b", re.IGNORECASE)
+"""A word that looks like a GPU model (V100, RTX3090, RTX 4090, Gaudi 2): named in the message when none is
+shipped."""
 UNMODELLED = {"gaudi": "Intel Gaudi is not modelled: its matrix engines have no calibration and its scale-up "
                        "is on-chip RoCE ports, which simulon's collectives do not model"}
 """GPU families simulon deliberately does not model, and why (reported instead of 'unknown')."""
@@ -61,6 +62,14 @@ UNMODELLED = {"gaudi": "Intel Gaudi is not modelled: its matrix engines have no 
 
 GENERIC_WORDS = frozenset({"platform", "server", "cluster", "rack", "node", "nodes", "system", "gpu", "gpus"})
 """Words that name no particular system, whatever template carries them."""
+PLAIN_WORDS = frozenset({"aws", "amazon", "ec2", "gcp", "google", "azure", "oci", "cloud", "instance", "instances",
+                         "machine", "vm", "with", "and", "on", "of", "per", "the", "a", "an", "x", "efa", "roce",
+                         "ib", "infiniband", "ethernet", "nvlink", "nvswitch", "nic", "nics", "gbps", "single",
+                         "multi", "bare", "metal", *VENDORS})
+"""Words a description of a system may carry beside the system's own without naming another one: clouds, vendors,
+interconnects and connectives."""
+QUANTITY = re.compile(r"\d+(?:x|g|gb|gbps|gib|t|tb)?|x\d+|v\d+")
+"""A count, size or version ("8", "8x", "400g", "x2", "v4"): no system's identity."""
 
 
 class Unresolved(ValueError):
@@ -85,7 +94,10 @@ class Hardware:
 
 
 def words(text: str) -> list[str]:
-    """Lower-case words of a description; sm_90-style architecture names stay whole."""
+    """Lower-case words of a description; sm_90-style architecture names stay whole, and a count written onto a
+    model ("8xA100") or a multiplier onto a system ("NVL36x2") is a word of its own."""
+    text = re.sub(r"(?i)(\d)\s*[x×](?=[a-z]{1,3}\d{2,3})", r"\1x ", text)
+    text = re.sub(r"(?i)([a-z]\d+)[x×](\d+)\b", r"\1 x\2", text)
     return re.findall(r"sm_\d+a?|[a-z0-9]+", text.lower())
 
 
@@ -222,6 +234,26 @@ def resolve_system(gpus: dict[str, tuple], text: str, context: str = "") -> tupl
     return ranked[0][1], ranked[0][2]
 
 
+def _systems_named(text: str) -> set[str]:
+    """The GPU templates of the systems a description naming no GPU names: those whose own words account for every
+    word of it that could name a system or a GPU ("a3-highgpu-8g" shares 'a3' and '8g' with A3 Mega but is another
+    machine; "RTX 4090" shares 'rtx' with a TITAN RTX system); none where no system shares a word with it. Raises
+    NoGPUNamed when systems share some of its words but none accounts for all, naming the words the nearest lacks."""
+    said = set(words(text))
+    near = [(stem, gpu, own) for stem, gpu, own, _ in systems() if own & said]
+    gpu_like = {w for found in GPU_LIKE.findall(text) for w in words(found)}
+    foreign = {stem: sorted(w for w in said - own if w in gpu_like or (
+        w not in GENERIC_WORDS | PLAIN_WORDS and not QUANTITY.fullmatch(w))) for stem, _, own in near}
+    named = {gpu for stem, gpu, _ in near if not foreign[stem]}
+    if near and not named:
+        stem = min(near, key=lambda s: (-len(s[2] & said), len(foreign[s[0]]), s[0]))[0]
+        like = f" ({', '.join(dict.fromkeys(GPU_LIKE.findall(text)))} has no GPU template)" if gpu_like else ""
+        raise NoGPUNamed(f"{text!r} names no shipped GPU{like}, and no shipped system carries the word(s) "
+                         f"{', '.join(map(repr, foreign[stem]))} (the nearest, {stem}, does not): name the GPU, or "
+                         "describe the system in a datacenter block")
+    return named
+
+
 def _nic_override(text: str, datacenter: dict[str, Any]) -> dict[str, Any] | None:
     """The NIC the description states (count x line rate, or a node's aggregate), where it differs."""
     found = NIC_SPEED.search(text)
@@ -269,8 +301,7 @@ def resolve_hardware(text: str, context: str = "") -> Hardware:
         model, ranked, notes = _gpu_ranking(text, context)
         gpus = {stem: score for score, stem in ranked}
     except NoGPUNamed:
-        said = set(words(text))
-        gpus = {g: (0, 0, False) for stem, g, own, _ in systems() if own & said}
+        gpus = {g: (0, 0, False) for g in _systems_named(text)}
         if not gpus:
             raise
         model, notes = "", []
