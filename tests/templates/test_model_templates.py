@@ -98,6 +98,8 @@ def test_a_new_model_truncated_to_two_layers_simulates_on_one_node(stem):
     ("meta-llama/Llama-4-Maverick-17B-128E-Instruct-FP8", "llama-4-maverick"),
     ("zai-org/GLM-4.6", "glm-4.5"), ("zai-org/GLM-4.5-Air", "glm-4.5-air"), ("zai-org/GLM-5", "glm-5"),
     ("zai-org/GLM-4.7-Flash", "glm-4.7-flash"), ("MiniMaxAI/MiniMax-M2.5", "minimax-m2"),
+    ("Qwen/Qwen3-30B-A3B-Instruct-2507", "qwen3-30b-a3b"), ("Qwen/Qwen3-235B-A22B-Thinking-2507", "qwen3-235b-a22b"),
+    ("meta-llama/Llama-3.3-70B-Instruct", "llama-3.1-70b"),
 ])
 def test_loosely_written_model_names_find_their_template(written, stem):
     assert template_stem_loose("model", written) == stem
@@ -108,6 +110,8 @@ def test_a_decimal_point_still_tells_models_apart():
     assert template_stem_loose("model", "GPT3 1.3B") == "gpt3-1.3b"
     assert template_stem_loose("model", "GPT3 13B") == "gpt3-13b"
     assert template_stem_loose("model", "my-own-model-7b") is None
+    assert template_stem_loose("model", "Qwen3-8B-2507") == "qwen3-8b"  # a release's date is dropped
+    assert template_stem_loose("model", "Qwen3-2507B") is None            # a size is not a date
 
 
 @given(st.sampled_from(template_names("model")), st.sampled_from(["-", "_", " ", ""]), st.booleans(),
