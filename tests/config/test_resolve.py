@@ -78,10 +78,18 @@ def test_a_stated_nic_rate_overrides_the_systems_and_an_equal_one_does_not():
     ("H100 or A100", "names several GPUs: a100, h100"),
     ("NVL72", "could be system gb200-nvl72 or gb300-nvl72"),
     ("AMD H100", "names vendor amd but GPU H100 is not one of its"),
+    ("H200 PCIe", r"no H200 template is PCIe \(shipped: h200-sxm\)"),  # not simulated as the SXM part
+    ("H100 NVL", "the H100 NVL .* has no GPU template"),                 # a PCIe card, not the 700 W SXM
+    ("H200 NVL 141GB", "the H200 NVL .* has no GPU template"),
 ])
 def test_what_cannot_be_resolved_is_said_with_the_candidates(text, says):
     with pytest.raises(Unresolved, match=says):
         resolve_hardware(text)
+
+
+def test_nvl_followed_by_a_size_is_a_rack_not_a_card():
+    assert resolve_hardware("GB200 NVL 72").system == "gb200-nvl72"
+    assert resolve_hardware("GB200 NVL").system == "gb200-nvl72"
 
 
 def test_a_system_named_without_its_gpu_resolves_through_its_own_words():

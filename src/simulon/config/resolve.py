@@ -47,6 +47,10 @@ ARCHITECTURES = {
 compute capability 8.0 is A100, 9.0 H100/H200, 10.0 B200/GB200, 10.3 B300/GB300; AMD CDNA 3 is MI300X/MI325X,
 CDNA 4 MI355X/MI350X)."""
 FORM_FACTORS = ("sxm", "pcie", "oam")
+NVL_CARD = re.compile(r"(?i)\bnvl\b(?!\s*\d+\b(?!\s*gi?b))")
+"""NVIDIA's "NVL" cards (H100 NVL, H200 NVL 141GB: PCIe boards bridged in pairs), as against an NVL 72 rack."""
+NVL_CARD_MODELS = ("h100", "h200")
+"""The GPU models NVIDIA sells as NVL cards (elsewhere "NVL" is a rack: "GB200 NVL")."""
 NIC_SPEED = re.compile(r"(?:(\d+)\s*[xX×]\s*)?(?:[A-Za-z][\w-]*\s+){0,2}?"
                        r"(\d+(?:\.\d+)?)\s*(?:[Gg](?:bps|b/s|bit/s|bit|b)|G)\b")
 """A NIC line rate in bits ("400Gbps", "200Gb", "400G"; never "GB/s", bytes), with its count ("8x400Gbps")."""
@@ -173,13 +177,20 @@ def _gpu_ranking(text: str, context: str) -> tuple[str, list[tuple[tuple[int, in
         raise Unresolved(f"{text!r} names vendor {vendor} but GPU {model.upper()} is not one of its")
     memory = [int(m) for m in MEMORY.findall(text)]
     form = next((f for w in words(text) for f in FORM_FACTORS if w.startswith(f)), None)
+    if model in NVL_CARD_MODELS and NVL_CARD.search(text):
+        raise Unresolved(f"{text!r}: the {model.upper()} NVL (PCIe cards bridged in pairs) has no GPU template; "
+                         f"shipped {model.upper()} templates: {', '.join(stems)}")
     if memory:
         fitting = [s for s in stems if any(math.isclose(_memory_of(s), m, rel_tol=0.05) for m in memory)]
         if not fitting:
             notes.append(f"no {model.upper()} template has {' or '.join(f'{m} GB' for m in memory)}")
         stems = fitting or stems
     if form in ("sxm", "pcie"):
-        stems = [s for s in stems if _form_of(s) == form] or stems
+        formed = [s for s in stems if _form_of(s) == form]
+        if not formed:
+            raise Unresolved(f"{text!r}: no {model.upper()} template is {form.upper() if form == 'sxm' else 'PCIe'} "
+                             f"(shipped: {', '.join(stems)})")
+        stems = formed
     said, ctx = set(words(text)), set(words(context))
     ranked = sorted((((len(_gpu_words(s, model) & said), len(_gpu_words(s, model) & ctx),
                        template_stem("gpu", model) == s), s) for s in stems), reverse=True)
