@@ -171,8 +171,8 @@ def test_stages_that_split_a_node_cannot_be_mapped_to_groups():
      "datacenter.network.scale_out.nic", "needs a NIC"),
     ({"node_groups": [{"from": "dgx-nonesuch", "num_nodes": 1}]}, "datacenter.node_groups[0]",
      "unknown datacenter template 'dgx-nonesuch'"),
-    ({"node_groups": [{"num_nodes": 1, "node": {"from": "h100-sxm"}}]}, "datacenter.node_groups[0].node",
-     "unknown datacenter template 'h100-sxm'"),
+    ({"node_groups": [{"num_nodes": 1, "node": {"from": "h100-nonesuch"}}]}, "datacenter.node_groups[0].node",
+     "read as a description it names dgx-h100, but not 'nonesuch'"),
 ])
 def test_bad_node_groups_are_refused_naming_the_field(datacenter, field, expected):
     data = example()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import yaml
 from hypothesis import given
@@ -143,3 +145,29 @@ def test_a_framework_resolves_to_its_name_version_and_components(text, name, ver
 
 def test_an_unknown_framework_is_none():
     assert resolve_framework("my own trainer") is None
+
+
+def test_a_scenarios_datacenter_may_start_from_a_description_as_people_write_it():
+    from simulon.config import DatacenterConfig, GPUSpec
+
+    def dc(ref):
+        return DatacenterConfig.model_validate({"from": ref, "cluster": {"num_nodes": 2}})
+
+    assert dc("DGX H100 (8x H100 80GB SXM)") == dc("dgx-h100")
+    assert dc("p5.48xlarge") == dc("aws-p5")
+    stated = dc("8x H100 DGX, 8x200Gbps NICs per node")  # the NIC line rate it states overrides the template's
+    assert stated.network.scale_out.nic.speed == 200e9 / 8 and stated.node == dc("dgx-h100").node
+    assert GPUSpec.model_validate({"from": "NVIDIA H100 80GB HBM3"}) == GPUSpec.model_validate({"from": "h100-sxm"})
+
+
+@pytest.mark.parametrize(("ref", "says"), [
+    ("dgx-h10", "did you mean dgx-h100"),                                     # a typo keeps its suggestion
+    ("DGX H100 turbo", "names dgx-h100, but not 'turbo'"),                     # a word nothing accounts for
+    ("NVIDIA H100 PCIe", "names GPU h100-pcie, which no shipped system is built on"),
+    ("a3-highgpu-8g", "no shipped system carries the word(s) 'highgpu'"),
+])
+def test_a_description_a_scenario_starts_from_is_refused_with_what_it_does_not_resolve(ref, says):
+    from simulon.config import DatacenterConfig
+
+    with pytest.raises(ValueError, match=re.escape(says)):
+        DatacenterConfig.model_validate({"from": ref, "cluster": {"num_nodes": 1}})

@@ -29,7 +29,8 @@ from .common import (
     Oversubscription,
     StrictModel,
 )
-from .templates import Templated
+from .resolve import Unresolved, resolve_hardware
+from .templates import Templated, find_template, merged, unknown_template
 from .units import Bandwidth, KernelMs, Latency, MemoryGB, TeraFlops, Watts
 
 
@@ -55,6 +56,18 @@ class GPUSpec(Templated):
     tdp_w: Watts | None = None
     kernel_runs: list[KernelRun] = []
     oom_kernel_runs: list[KernelRun] = []
+
+    @classmethod
+    def _described(cls, ref: str) -> dict[str, Any] | None:
+        """`from: "NVIDIA H100 80GB SXM5"`: the GPU template a description names (config.resolve)."""
+        try:
+            hardware = resolve_hardware(ref)
+        except Unresolved as exc:
+            raise ValueError(f"{unknown_template('gpu', ref)}; nor is it a description of one: {exc}") from None
+        if hardware.stray:
+            raise ValueError(f"{unknown_template('gpu', ref)}; read as a description it names {hardware.gpu}, but not "
+                             f"{', '.join(map(repr, hardware.stray))}")
+        return find_template("gpu", hardware.gpu)
 
     def peak_flops(self, dtype: DType) -> float:
         """Dense peak FLOP/s for dtype; fp32 math without a listed peak runs at the tf32 rate."""
@@ -282,12 +295,34 @@ class NodeSpec(StrictModel):
         return self
 
 
+def described_system(ref: str) -> dict[str, Any]:
+    """`from: "DGX H100 (8x H100 80GB SXM)"`: the datacenter template a description of a system names, with the NIC
+    line rate it states (config.resolve.resolve_hardware). Raises ValueError saying what it does not resolve."""
+    try:
+        hardware = resolve_hardware(ref)
+    except Unresolved as exc:
+        raise ValueError(f"{unknown_template('datacenter', ref)}; nor is it a description of one: {exc}") from None
+    if hardware.stray:
+        named = hardware.system or hardware.gpu
+        raise ValueError(f"{unknown_template('datacenter', ref)}; read as a description it names {named}, but not "
+                         f"{', '.join(map(repr, hardware.stray))}")
+    if hardware.system is None:
+        raise ValueError(f"{unknown_template('datacenter', ref)}; read as a description it names GPU {hardware.gpu}, "
+                         f"which no shipped system is built on: give node (gpu: {{from: {hardware.gpu}}}) and network")
+    block = dict(hardware.datacenter)
+    return merged(find_template("datacenter", block.pop("from")) or {}, block)
+
+
 class _DatacenterDocument(Templated):
     """A datacenter template read as a plain document, with the keys given merged over it: what a node group
     starting `from:` a system template takes its node and network blocks from."""
 
     template_kind: ClassVar[str] = "datacenter"
     model_config = ConfigDict(extra="allow", frozen=True, strict=True)
+
+    @classmethod
+    def _described(cls, ref: str) -> dict[str, Any] | None:
+        return described_system(ref)
 
 
 def _datacenter_document(ref: Any, overrides: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
@@ -459,6 +494,10 @@ class Placement:
 
 class DatacenterConfig(Templated):
     template_kind: ClassVar[str] = "datacenter"
+
+    @classmethod
+    def _described(cls, ref: str) -> dict[str, Any] | None:
+        return described_system(ref)
 
     datacenter: DatacenterMeta = DatacenterMeta()
     # None when not given (the other form is), but never written as null

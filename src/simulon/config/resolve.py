@@ -69,11 +69,12 @@ GENERIC_WORDS = frozenset({"platform", "server", "cluster", "rack", "node", "nod
 PLAIN_WORDS = frozenset({"aws", "amazon", "ec2", "gcp", "google", "azure", "oci", "cloud", "instance", "instances",
                          "machine", "vm", "with", "and", "on", "of", "per", "the", "a", "an", "x", "efa", "roce",
                          "ib", "infiniband", "ethernet", "nvlink", "nvswitch", "nic", "nics", "gbps", "single",
+                         "cx", "edr", "hdr", "ndr", "xdr", "rdma", "gpudirect",
                          "multi", "bare", "metal", *VENDORS})
 """Words a description of a system may carry beside the system's own without naming another one: clouds, vendors,
 interconnects and connectives."""
-QUANTITY = re.compile(r"\d+(?:x|g|gb|gbps|gib|t|tb)?|x\d+|v\d+")
-"""A count, size or version ("8", "8x", "400g", "x2", "v4"): no system's identity."""
+QUANTITY = re.compile(r"(?:\d+x)?\d+(?:x|g|gb|gbps|gib|t|tb)?|x\d+|v\d+")
+"""A count, size or version ("8", "8x", "400g", "8x400gbps", "x2", "v4"): no system's identity."""
 
 
 class Unresolved(ValueError):
@@ -95,6 +96,7 @@ class Hardware:
     datacenter: dict[str, Any] = field(default_factory=dict)
     model: str = ""           # the GPU model word, e.g. "H100" (the family validators report by)
     notes: tuple[str, ...] = ()  # assumptions made, e.g. an architecture read as its flagship GPU
+    stray: tuple[str, ...] = ()  # words that could name hardware but neither the GPU nor the system accounts for
 
 
 def words(text: str) -> list[str]:
@@ -245,6 +247,22 @@ def resolve_system(gpus: dict[str, tuple], text: str, context: str = "") -> tupl
     return ranked[0][1], ranked[0][2]
 
 
+def stray_words(text: str, own: frozenset[str]) -> list[str]:
+    """Words of a description not in `own` that could name hardware: any but clouds, vendors, interconnects,
+    connectives, generic words and counts or sizes, and always a word that looks like a GPU model."""
+    gpu_like = {w for found in GPU_LIKE.findall(text) for w in words(found)}
+    return sorted(w for w in set(words(text)) - own
+                  if w in gpu_like or (w not in GENERIC_WORDS | PLAIN_WORDS and not QUANTITY.fullmatch(w)))
+
+
+@cache
+def hardware_words() -> frozenset[str]:
+    """Words any GPU may be described with: architectures, form factors and the shipped NICs' names."""
+    nics = {w for stem in template_names("nic") for name in [stem, (find_template("nic", stem) or {}).get("name", "")]
+            for w in words(str(name))}
+    return frozenset({*ARCHITECTURES, *FORM_FACTORS, "sxm4", "sxm5", "sxm6", "hbm3", "hbm3e", *nics})
+
+
 def _systems_named(text: str) -> set[str]:
     """The GPU templates of the systems a description naming no GPU names: those whose own words account for every
     word of it that could name a system or a GPU ("a3-highgpu-8g" shares 'a3' and '8g' with A3 Mega but is another
@@ -253,8 +271,7 @@ def _systems_named(text: str) -> set[str]:
     said = set(words(text))
     near = [(stem, gpu, own) for stem, gpu, own, _ in systems() if own & said]
     gpu_like = {w for found in GPU_LIKE.findall(text) for w in words(found)}
-    foreign = {stem: sorted(w for w in said - own if w in gpu_like or (
-        w not in GENERIC_WORDS | PLAIN_WORDS and not QUANTITY.fullmatch(w))) for stem, _, own in near}
+    foreign = {stem: stray_words(text, own) for stem, _, own in near}
     named = {gpu for stem, gpu, _ in near if not foreign[stem]}
     if near and not named:
         stem = min(near, key=lambda s: (-len(s[2] & said), len(foreign[s[0]]), s[0]))[0]
@@ -319,7 +336,7 @@ def resolve_hardware(text: str, context: str = "") -> Hardware:
     found = resolve_system(gpus, text, context)
     if found is None:
         gpu, model, notes = resolve_gpu(text, context)
-        return Hardware(text, gpu, None, {}, model.upper(), tuple(notes))
+        return Hardware(text, gpu, None, {}, model.upper(), tuple(notes), _stray(text, gpu, None))
     system, gpu = found
     model = model or model_word(str((find_template("gpu", gpu) or {}).get("name", gpu)))
     block: dict[str, Any] = {"from": system}
@@ -327,7 +344,16 @@ def resolve_hardware(text: str, context: str = "") -> Hardware:
     if nic is not None:
         block["network"] = {"scale_out": {"nic": nic}}
         notes.append(f"NIC line rate {nic['speed']} as stated")
-    return Hardware(text, gpu, system, block, model.upper(), tuple(notes))
+    return Hardware(text, gpu, system, block, model.upper(), tuple(notes), _stray(text, gpu, system))
+
+
+def _stray(text: str, gpu: str, system: str | None) -> tuple[str, ...]:
+    """The words of a description that neither its GPU and system nor any GPU's common words account for."""
+    doc = find_template("gpu", gpu) or {}
+    model = model_word(str(doc.get("name", gpu)))
+    own = {model, *_gpu_words(gpu, model), *hardware_words(),
+           *next((own for stem, _, own, _ in systems() if stem == system), frozenset())}
+    return tuple(stray_words(text, frozenset(own)))
 
 
 @dataclass(frozen=True)

@@ -144,12 +144,16 @@ def _load_reference(kind: str, ref: str, base_dir: Path | None, depth: int = 0,
             if depth >= _MAX_TEMPLATE_DEPTH or not isinstance(parent, str):
                 raise ValueError(f"template file {str(path)!r}: 'from' must name a template, at most "
                                  f"{_MAX_TEMPLATE_DEPTH} files deep")
-            doc = _merge(_load_reference(kind, parent, path.parent, depth + 1, (*chain, path)), doc)
+            doc = merged(_load_reference(kind, parent, path.parent, depth + 1, (*chain, path)), doc)
         return doc
     doc = find_template(kind, ref)
     if doc is None:
-        raise ValueError(unknown_template(kind, ref))
+        raise UnknownTemplate(unknown_template(kind, ref))
     return doc
+
+
+class UnknownTemplate(ValueError):
+    """A `from:` naming no shipped template (and no file)."""
 
 
 def unknown_template(kind: str, ref: str) -> str:
@@ -160,14 +164,15 @@ def unknown_template(kind: str, ref: str) -> str:
     return f"unknown {kind} template {ref!r}{hint} (shipped: {', '.join(template_names(kind))})"
 
 
-def _merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
-    merged = copy.deepcopy(base)
+def merged(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    """`override` written over a copy of `base`, mappings merged key by key."""
+    out = copy.deepcopy(base)
     for key, value in override.items():
-        if isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = _merge(merged[key], value)
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merged(out[key], value)
         else:
-            merged[key] = value
-    return merged
+            out[key] = value
+    return out
 
 
 class Templated(StrictModel):
@@ -187,12 +192,24 @@ class Templated(StrictModel):
         if ref is not None:
             if not isinstance(ref, str):
                 raise ValueError(f"'from' must be a template name or file path, got {ref!r}")
-            template = _load_reference(cls.template_kind, ref, base_dir)
+            try:
+                template = _load_reference(cls.template_kind, ref, base_dir)
+            except UnknownTemplate:
+                template = cls._described(ref)
+                if template is None:
+                    raise
         elif isinstance(data.get("name"), str):
             template = find_template(cls.template_kind, data["name"]) or cls._custom(data)
         else:
             template = {}
-        return _merge(template, {k: v for k, v in data.items() if k != "from"})
+        return merged(template, {k: v for k, v in data.items() if k != "from"})
+
+    @classmethod
+    def _described(cls, ref: str) -> dict[str, Any] | None:
+        """The template a free-text description names where no template is called `ref` ("DGX H100 (8x H100 80GB
+        SXM)"), for blocks whose kind config.resolve reads; None for the others. Raises ValueError saying what
+        the description does not resolve."""
+        return None
 
     @classmethod
     def _custom(cls, data: dict[str, Any]) -> dict[str, Any]:
