@@ -70,7 +70,7 @@ def test_expandable_segments_reserve_what_is_allocated_and_nothing_else_moves():
 
 
 def test_megatron_bridge_rows_run_under_its_recipes_expandable_segments():
-    from simulon.validate.training import framework_defaults
+    from simulon.config.frameworks import framework_defaults
 
     assert framework_defaults("Megatron-Bridge").expandable_segments
     assert not framework_defaults("Megatron-Core 0.8").expandable_segments

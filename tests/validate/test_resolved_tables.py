@@ -10,16 +10,15 @@ import pytest
 from simulon.validate.collectives import collective_cases
 from simulon.validate.kernels import observation
 from simulon.validate.report import shipped_table
-from simulon.validate.training import (
+from simulon.config.frameworks import (
     MEGATRON_CORE_RUNS,
     MEGATRON_LM_2021,
     MEGATRON_LM_WITH_TE,
     NEMO_RECIPES,
     FrameworkDefaults,
     framework_defaults,
-    scenario_from_row,
-    validate_training,
 )
+from simulon.validate.training import scenario_from_row, validate_training
 
 with open(shipped_table("training"), newline="") as handle:
     COLUMNS = next(csv.reader(handle))

@@ -27,6 +27,7 @@ from .common import (
     VocabSize,
     Width,
 )
+from .frameworks import workload_defaults
 from .hf import resolve_from_hf
 from .hybrid import (
     DENSE_LAYER,
@@ -40,6 +41,7 @@ from .hybrid import (
     check_pattern,
 )
 from .pipeline_layout import layout_chunks
+from .resolve import FRAMEWORK_NAMES, resolve_framework
 from .templates import Templated
 
 
@@ -660,6 +662,25 @@ class MegatronWorkload(StrictModel):
     model: ModelSpec
     parallelism: ParallelismSpec = ParallelismSpec()
     training: TrainingSpec
+
+    @model_validator(mode="before")
+    @classmethod
+    def _framework_named(cls, data: Any) -> Any:
+        """`framework: "NeMo 24.07"` (or Megatron-Core r0.8, Megatron-Bridge, Megatron-LM v2.5, DeepSpeed 0.14, ...):
+        the framework's pipeline engine, and its defaults where the scenario leaves a setting out
+        (config.frameworks)."""
+        if not isinstance(data, dict) or not isinstance(data.get("framework"), str) or data["framework"] in (
+                "megatron", "deepspeed"):
+            return data
+        if resolve_framework(data["framework"]) is None:
+            raise FieldError("framework", f"{data['framework']!r} names no framework simulon knows: write megatron or "
+                             "deepspeed (the pipeline engine), or a framework by name, with its version if it matters "
+                             f"({', '.join(name for name, _ in FRAMEWORK_NAMES)})")
+        parallelism, training = data.get("parallelism", {}), data.get("training")
+        if not isinstance(parallelism, dict) or not isinstance(training, dict):
+            return data
+        engine, parallelism, training = workload_defaults(data["framework"], parallelism, training)
+        return {**data, "framework": engine, "parallelism": parallelism, "training": training}
 
     @model_validator(mode="after")
     def _chunks_from_pattern(self) -> MegatronWorkload:

@@ -30,7 +30,7 @@ from ..config.templates import find_template, template_stem_loose
 from ..memory import MemoryReport, StageMemory, estimate_memory
 from ..memory.runtime import GiB
 from .report import Comparison, Skipped, ValidationReport, flag, number
-from .training import MEGATRON_GPT
+from ..config.frameworks import MEGATRON_GPT
 
 
 class Unsupported(Exception):

@@ -13,15 +13,15 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Any
 
 from ..config.common import DType
 from ..config.dc import DatacenterConfig, NodeSpec
 from ..config.errors import ConfigError
+from ..config.frameworks import MEGATRON_GPT, framework_defaults
 from ..config.loading import parse_scenario
 from ..config.number_formats import precision_named
-from ..config.resolve import Unresolved, resolve_framework, resolve_hardware
+from ..config.resolve import Unresolved, resolve_hardware
 from ..config.scenario import ScenarioConfig
 from ..config.templates import find_template, template_stem_loose
 from ..config.workload import RECOMPUTE_MODULES, ModelSpec
@@ -33,112 +33,6 @@ from .report import Comparison, Skipped, ValidationReport, flag, number
 
 class Unsupported(Exception):
     """A row this model cannot turn into a scenario; the message says why."""
-
-
-@dataclass(frozen=True)
-class FrameworkDefaults:
-    """How a training framework runs when a row does not say: its published defaults and recipes."""
-
-    sequence_parallel: bool = False       # with tp > 1
-    tp_comm_overlap: bool = False         # with sequence parallelism
-    distributed_optimizer: bool = False
-    fsdp: str = "none"
-    attention: str = "flash"
-    elementwise: str = "fused"
-    cross_entropy: str = "vocab_parallel"
-    micro_batch_size: int = 1
-    grad_reduce_dtype: str | None = None  # the gradient buffer's type where it is not Megatron's default
-    overlap_grad_reduce: bool = True      # and, with the distributed optimizer, the parameter all-gather
-    routing: Literal["ecmp", "adaptive"] | None = None  # the fabric's routing where not its template's
-    autocast: bool | None = None          # torch.autocast over fp32 parameters (None: the config's default)
-    virtual_stage_layers: int | None = None  # with pp > 1 and no vpp given: interleaved, this many layers a chunk
-    mtp_layers: int | None = None         # multi-token-prediction layers (None: the model's own)
-    megatron_gpt: bool = False            # a GPT the row gives by its shapes is Megatron's (MEGATRON_GPT)
-    expandable_segments: bool = False     # PyTorch's allocator with expandable segments (its launch environment)
-
-
-MEGATRON_GPT = {"tie_embeddings": True, "dropout": 0.1}
-"""What Megatron-LM's GPT models are unless the command line says otherwise: the output layer shares the word
-embedding (--untie-embeddings-and-output-weights is off by default, megatron/training/arguments.py) and hidden and
-attention dropout are 0.1 (TransformerConfig hidden_dropout, attention_dropout). A Megatron row naming a GPT by its
-shapes alone (Megatron-Core's scaling runs, GPT-7.1B to 462B) runs it so, as its templates of Megatron's GPT sizes
-(gpt-1.7b and the others) and validate/memory.py's Megatron GPT rows do."""
-
-
-TE_ATTENTION = "cudnn"
-"""Transformer Engine's DotProductAttention, which NeMo and Megatron-Core build on, runs cuDNN's fused attention
-wherever both it and FlashAttention could (transformer_engine/pytorch/attention.py since v1.2: "Select FusedAttention
-on sm90 ... for performance"; from 2.0 on sm90 and later); on an A100 it takes FlashAttention-2, which simulon's
-`cudnn` runs like on a GPU where cuDNN's was never measured (compute/data/architecture.yaml: the A100 SXM; SimuMax
-measured TE's fused attention on its A100 PCIe)."""
-NEMO_RECIPES = FrameworkDefaults(sequence_parallel=True, tp_comm_overlap=True, distributed_optimizer=True,
-                                 grad_reduce_dtype="bf16", attention=TE_ATTENTION)
-"""NeMo's performance recipes overlap TP communication with GEMMs and keep and reduce gradients in bf16: NeMo 24.07's
-launcher examples add `+training.model.optim.grad_sync_dtype=bf16` to Apex's distributed_fused_adam
-(NeMo-Framework-Launcher examples/training/llama/h100/llama3_8b_fp8.sh and the others), NeMo 2.0's performance
-scripts and recipes' performance mode set `recipe.trainer.plugins.grad_reduce_in_fp32 = False`."""
-MEGATRON_BRIDGE_RECIPES = replace(NEMO_RECIPES, cross_entropy="fused", expandable_segments=True)
-"""Megatron-Bridge, NeMo 2's training library: NeMo's recipes, and its GPT models' cross_entropy_loss_fusion on by
-default (src/megatron/bridge/models/gpt_provider.py, GPTModelProvider: `cross_entropy_loss_fusion: bool = True`);
-its performance recipes run under PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (each recipe's env_vars, e.g.
-perf_recipes/qwen/gb300/qwen3_moe.py)."""
-MEGATRON_CORE_RUNS = FrameworkDefaults(sequence_parallel=True, tp_comm_overlap=True, distributed_optimizer=True,
-                                       attention=TE_ATTENTION, virtual_stage_layers=1, mtp_layers=0,
-                                       megatron_gpt=True)
-"""Megatron-Core's scaling runs: as NeMo's recipes, with Megatron-LM's fp32 gradients under --bf16
-(arguments.py turns on accumulate_allreduce_grads_in_fp32). Their README overlaps "pipeline-parallel
-communication (enabled by default)" with computation, which Megatron-LM allows only on the interleaved schedule
-(arguments.py: without virtual stages it sets overlap_p2p_comm to False, "non-interleaved schedule does not support
-overlapping p2p communication"), so their pipelined runs were interleaved; how deep is not stated, and is taken as
-one layer a virtual stage, what 5 of the 7 NVIDIA recipes in training.csv that state it use (DGX Cloud's GPT-3 175B,
-NeMo's Llama 2 13B and 70B, Nemotron-4 22B and 340B; NeMo's GPT-3 175B takes 2, its Llama 3 70B 4)."""
-MEGATRON_LM_WITH_TE = FrameworkDefaults(sequence_parallel=True, distributed_optimizer=True, overlap_grad_reduce=False,
-                                        attention=TE_ATTENTION, mtp_layers=0, megatron_gpt=True)
-"""Megatron-LM's own command line run as is: its arguments.py leaves --overlap-grad-reduce and
---overlap-param-gather off unless given (SimuMax's B200 launcher, simu_tools/megatron_scripts/scripts/
-run_pretrain_llama3.sh, gives neither), so the gradients are reduced after the whole backward and the
-parameters gathered after the optimizer step; and builds no multi-token prediction unless --mtp-num-layers is
-given (its default is none; SimuMax's DeepSeek launcher, scripts/run_pretrain_deepseekv2.sh, gives none), whatever
-the model was published with."""
-MEGATRON_LM_2021 = FrameworkDefaults(attention="unfused", overlap_grad_reduce=False, routing="ecmp", mtp_layers=0,
-                                    megatron_gpt=True)
-"""Megatron-LM's 2020-22 releases (v1.x to v3.0, the SC'21 paper's runs): fused softmax, no flash attention, and
-its default local DDP all-reducing the gradients after the whole backward (v2.6 training.py train_step:
-allreduce_gradients() after forward_backward_func, --DDP-impl local). Their containers' NCCL (2.8-2.11) did not
-ask InfiniBand for adaptive routing, which NCCL turns on by default from 2.16 (src/transport/net_ib.cc,
-NCCL_IB_ADAPTIVE_ROUTING), so their flows are routed statically: each pinned to one spine."""
-FRAMEWORKS = {
-    "nemo": NEMO_RECIPES,
-    "megatron-bridge": MEGATRON_BRIDGE_RECIPES,
-    "megatron-core": MEGATRON_CORE_RUNS,
-    "megatron-lm": MEGATRON_LM_WITH_TE,
-    # llm-foundry's benchmark sweep runs MPT with attn_impl: triton (scripts/train/benchmarking/submit_benchmarks.py)
-    "llm-foundry": FrameworkDefaults(fsdp="full_shard", attention="flash_triton"),
-    "maxtext": FrameworkDefaults(fsdp="full_shard"),
-    "paxml": FrameworkDefaults(fsdp="full_shard"),
-    "huggingface": FrameworkDefaults(attention="unfused", elementwise="eager"),  # eager PyTorch, GPT-2's GELU
-    # the flash-attention repo's training charts predate FlashAttention-2: its own 1.3B/2.7B numbers (189 TFLOP/s)
-    # are the FlashAttention column of the FlashAttention-2 paper's Table 3
-    # and its configs train with its fused loss (loss_fn: flash_attn.losses.cross_entropy.CrossEntropyLoss), under
-    # PyTorch Lightning's mixed precision (training/configs/trainer: precision 16 or bf16) over fp32 parameters,
-    # which its fused layers cast to the autocast dtype at every forward (flash_attn/ops/fused_dense.py)
-    "flash-attention": FrameworkDefaults(micro_batch_size=8, attention="flash_v1", cross_entropy="fused",
-                                         autocast=True),
-}
-"""Defaults by the canonical framework name config.resolve.resolve_framework gives."""
-
-
-def framework_defaults(text: str) -> FrameworkDefaults:
-    """How the framework a row names runs by default, at the version it names: Megatron-LM named bare or with
-    a 1.x-3.x release is the 2020-22 code; with a commit, a Megatron-Core (0.x) version or Transformer Engine
-    it is the current one."""
-    framework = resolve_framework(text)
-    if framework is None:
-        return FrameworkDefaults()
-    if framework.name == "megatron-lm" and not (framework.commit or framework.with_transformer_engine) and (
-            framework.version is None or 1 <= framework.version[0] <= 3):
-        return MEGATRON_LM_2021
-    return FRAMEWORKS.get(framework.name, FrameworkDefaults())
 
 
 # Global batches, in tokens, of sources that state them once for every row (matched against `source`): the

@@ -1,0 +1,65 @@
+"""config.frameworks: a scenario naming its framework as people write it ("NeMo 24.07") runs on that framework's
+pipeline engine with its published defaults wherever the scenario leaves a setting out."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from simulon.config.errors import ConfigError
+from simulon.config.frameworks import MEGATRON_LM_2021, MEGATRON_LM_WITH_TE, NEMO_RECIPES, framework_defaults
+from simulon.config.loading import parse_scenario
+
+
+def scenario(framework: str, parallelism: dict | None = None, **training):
+    return parse_scenario({
+        "datacenter": {"from": "dgx-h100", "cluster": {"num_nodes": 2}},
+        "workload": {"framework": framework, "model": "llama-3-8b",
+                     "parallelism": {"tp": 4, "pp": 2, "dp": 2, **(parallelism or {})},
+                     "training": {"global_batch_size": 16, "sequence_length": 4096, **training}}}, "s.yaml")
+
+
+def test_nemo_named_with_its_version_runs_megatrons_schedule_with_nemos_recipe_defaults():
+    sc = scenario("NeMo 24.07")
+    par, train = sc.workload.parallelism, sc.workload.training
+    assert sc.workload.framework == "megatron"
+    assert (par.sequence_parallel, par.tp_comm_overlap, par.distributed_optimizer) == (True, True, True)
+    assert (train.attention, train.grad_reduce_dtype.value) == (NEMO_RECIPES.attention, "bf16")
+
+
+def test_what_the_scenario_gives_is_kept_and_the_defaults_that_depend_on_it_follow():
+    par = scenario("NeMo 24.07", {"sequence_parallel": False}, attention="flash").workload
+    assert (par.parallelism.sequence_parallel, par.parallelism.tp_comm_overlap) == (False, False)
+    assert par.training.attention == "flash"
+    assert not scenario("NeMo", {"tp": 1, "pp": 2, "dp": 8}).workload.parallelism.sequence_parallel  # tp 1
+
+
+def test_a_named_framework_is_the_engine_plus_its_defaults_written_out():
+    named = scenario("Megatron-Core r0.8.0")
+    written = scenario("megatron", {"sequence_parallel": True, "tp_comm_overlap": True, "distributed_optimizer": True},
+                       attention="cudnn")
+    assert named == written
+
+
+def test_megatron_lm_bare_is_todays_in_a_scenario_and_the_2020_22_code_in_a_table_row():
+    assert framework_defaults("Megatron-LM", bare_is_current=True) == MEGATRON_LM_WITH_TE
+    assert framework_defaults("Megatron-LM") == MEGATRON_LM_2021
+    assert framework_defaults("Megatron-LM v2.5", bare_is_current=True) == MEGATRON_LM_2021
+    assert scenario("Megatron-LM v2.5").workload.training.attention == "unfused"
+
+
+def test_deepspeed_named_runs_deepspeeds_pipeline_engine():
+    assert scenario("DeepSpeed 0.14", {"vpp": 1}).workload.framework == "deepspeed"
+
+
+@given(st.sampled_from(["NeMo 24.12", "nemo", "Megatron-Bridge", "megatron_core", "LLM Foundry", "MaxText",
+                        "torchtitan", "DeepSpeed"]))
+def test_every_framework_simulon_names_makes_a_scenario_that_validates(name):
+    assert scenario(name).workload.framework in ("megatron", "deepspeed")
+
+
+def test_a_framework_nobody_ships_is_refused_naming_the_ones_known():
+    with pytest.raises(ConfigError, match=r"s.yaml: workload.framework: 'jaxformer' names no framework simulon "
+                                          r"knows.*nemo, megatron-lm"):
+        scenario("jaxformer")
