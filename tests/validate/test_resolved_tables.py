@@ -7,9 +7,6 @@ import csv
 
 import pytest
 
-from simulon.validate.collectives import collective_cases
-from simulon.validate.kernels import observation
-from simulon.validate.report import shipped_table
 from simulon.config.frameworks import (
     MEGATRON_CORE_RUNS,
     MEGATRON_LM_2021,
@@ -18,6 +15,9 @@ from simulon.config.frameworks import (
     FrameworkDefaults,
     framework_defaults,
 )
+from simulon.validate.collectives import collective_cases
+from simulon.validate.kernels import observation
+from simulon.validate.report import shipped_table
 from simulon.validate.training import scenario_from_row, validate_training
 
 with open(shipped_table("training"), newline="") as handle:

@@ -24,13 +24,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..config.errors import ConfigError
+from ..config.frameworks import MEGATRON_GPT
 from ..config.loading import parse_scenario
 from ..config.scenario import ScenarioConfig
 from ..config.templates import find_template, template_stem_loose
 from ..memory import MemoryReport, StageMemory, estimate_memory
 from ..memory.runtime import GiB
 from .report import Comparison, Skipped, ValidationReport, flag, number
-from ..config.frameworks import MEGATRON_GPT
 
 
 class Unsupported(Exception):
