@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -79,3 +81,21 @@ def estimate_over_replay(search: Any, sc: ScenarioConfig, strategy: Any, num_gpu
 
     estimated = search.estimator.estimate(strategy, apply(sc.workload, strategy)).iteration_s * 1e3
     return estimated / simulate(scenario_for(sc, strategy, num_gpus)).result.iteration_time_ms
+
+
+def finite_json(text: str) -> bool:
+    """Whether `text` is JSON whose every number is finite (Python's json would read NaN and Infinity, which JSON
+    does not have: reading one fails)."""
+    def constant(name: str) -> float:
+        raise AssertionError(f"{name} in JSON output")
+
+    def finite(value: Any) -> bool:
+        if isinstance(value, float):
+            return math.isfinite(value)
+        if isinstance(value, dict):
+            return all(finite(v) for v in value.values())
+        if isinstance(value, list):
+            return all(finite(v) for v in value)
+        return True
+
+    return finite(json.loads(text, parse_constant=constant))

@@ -30,7 +30,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from helpers import SEED_SCENARIO
+from helpers import SEED_SCENARIO, finite_json
 from simulon.cli.app import app
 from simulon.cli.errors import run_reporting_errors
 from simulon.config.scenario import ScenarioConfig
@@ -180,18 +180,6 @@ def run_simulon(*args: str) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
-def _no_constant(name: str) -> float:
-    raise AssertionError(f"{name} in JSON output")
-
-
-def _finite(value: Any) -> bool:
-    if isinstance(value, float):
-        return math.isfinite(value)
-    if isinstance(value, dict):
-        return all(_finite(v) for v in value.values())
-    if isinstance(value, list):
-        return all(_finite(v) for v in value)
-    return True
 
 
 def assert_finite_json_or_one_line(code: int, out: str, err: str, path: Path) -> None:
@@ -199,7 +187,7 @@ def assert_finite_json_or_one_line(code: int, out: str, err: str, path: Path) ->
     assert "Traceback" not in out + err
     assert code in (0, 2), f"exit {code}: {err}"
     if code == 0:
-        assert _finite(json.loads(out, parse_constant=_no_constant)), out
+        assert finite_json(out), out
         return
     lines = err.strip().splitlines()
     assert len(lines) == 1, err
@@ -274,7 +262,7 @@ def test_any_collective_options_give_a_finite_table_or_one_line(tmp_path, args):
     assert "Traceback" not in out + err
     assert code in (0, 2), f"exit {code}: {err}"
     if code == 0:
-        assert _finite(json.loads(out, parse_constant=_no_constant)), out
+        assert finite_json(out), out
     else:
         lines = err.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("error: "), err

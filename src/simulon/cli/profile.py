@@ -76,14 +76,14 @@ def gpu(
     device: Annotated[str, typer.Option(help="cuda, or cpu to time on the CPU (tests, small shapes)")] = "cuda",
 ) -> None:
     """Time every kernel of each model shape in the sweep and append the runs to OUTPUT."""
+    from ..export.files import check_writable
     from ..profiling.plan import SweepPoint
 
     if device not in ("cuda", "cpu"):
         raise ConfigError(f"--device: expected cuda or cpu, got {device!r}")
     if epoch_num < 1 or warmup < 0:
         raise ConfigError("--epoch-num must be at least 1 and --warmup at least 0")
-    if not (output.parent if str(output.parent) else Path(".")).is_dir():
-        raise ConfigError(f"--output {output}: folder {str(output.parent)!r} does not exist")
+    check_writable(output, "--output", "GPU YAML")
     shape_flags = {"--hidden-size": hidden_size, "--num-heads": num_heads, "--ffn-hidden-size": ffn_hidden_size,
                    "--vocab-size": vocab_size, "--num-kv-heads": num_kv_heads, "--activation": activation,
                    "--normalization": normalization, "--num-experts": num_experts, "--moe-top-k": moe_top_k}

@@ -14,7 +14,7 @@ import typer
 
 from ..config.common import dtype_named
 from ..config.errors import ConfigError
-from .limits import MaxMemoryOption, memory_limit
+from .limits import MaxMemoryOption, check_processes, memory_limit
 from .output import print_table
 
 HEADROOM_GIB = 3.0
@@ -27,6 +27,10 @@ DIMENSIONS = {"tp": int, "pp": int, "vpp": int, "cp": int, "ep": int, "etp": int
               "zero_bubble": bool}
 """Dimensions a user may restrict (`--tp 1,2,4`, `--fix pp=8`), with the type of their values."""
 
+
+MAX_GPU_HOUR_PRICE = 1e9
+"""The largest --gpu-hour-price: far above any price in any currency, and small enough that a run's cost per
+million tokens stays a finite number (an infinite price printed Infinity, which is not JSON)."""
 
 CHOICE_NAMES = {"recompute": "recomputation", "sharding": "sharding", "dtype": "number format"}
 """What a message calls the values of each named dimension."""
@@ -71,14 +75,19 @@ def limits_from(options: dict[str, str | None], fixes: list[str]):
     from ..search.space import Limits
 
     values: dict[str, tuple] = {}
+    given: dict[str, str] = {}  # dimension -> how the command line restricted it first
     for name, text in options.items():
         if text is not None:
-            values[name] = _values(name, text, f"--{name.replace('_', '-')}")
+            option = f"--{name.replace('_', '-')}"
+            values[name], given[name] = _values(name, text, option), f"{option} {text}"
     for fix in fixes:
         name, text = _fixed_name(fix), fix.partition("=")[2]
         if name not in DIMENSIONS or not text:
             raise ConfigError(f"--fix: expected NAME=VALUE with NAME one of {', '.join(DIMENSIONS)}, got {fix!r}")
-        values[name] = _values(name, text, "--fix")
+        if name in given:
+            raise ConfigError(f"--fix {fix}: {name} is already restricted by {given[name]}; give its values once "
+                              f"(a comma list: --fix {name}=A,B)")
+        values[name], given[name] = _values(name, text, "--fix"), f"--fix {fix}"
     return Limits(values or None)
 
 
@@ -171,8 +180,9 @@ def search(
     counts = _gpu_counts(gpus)
     if objective not in OBJECTIVES:
         raise ConfigError(f"--objective: expected one of {', '.join(OBJECTIVES)}, got {objective!r}")
-    if gpu_hour_price is not None and not gpu_hour_price > 0:
-        raise ConfigError(f"--gpu-hour-price: expected a positive price, got {gpu_hour_price}")
+    if gpu_hour_price is not None and not 0 < gpu_hour_price <= MAX_GPU_HOUR_PRICE:
+        raise ConfigError(f"--gpu-hour-price: expected a positive price up to {MAX_GPU_HOUR_PRICE:g}, "
+                          f"got {gpu_hour_price}")
     limits = limits_from({"tp": tp, "pp": pp, "cp": cp, "ep": ep}, fix or [])
     sc, asked = load_search_scenario(scenario)
     with terminal_progress(quiet=as_json) as progress:
@@ -217,8 +227,7 @@ def _check_counts(top: int, replay: int, workers: int | None) -> None:
         raise ConfigError(f"--top: expected 1 to 1000 strategies to list, got {top}")
     if not 0 <= replay <= 1000:
         raise ConfigError(f"--replay: expected 0 to 1000, got {replay}")
-    if workers is not None and workers < 1:
-        raise ConfigError(f"--workers: expected a positive number of processes, got {workers}")
+    check_processes(workers, "--workers")
 
 
 def _check_outputs(scenario: Path, output: Path | None, write_best: Path | None, plot: Path | None,

@@ -11,6 +11,7 @@ from typing import Annotated
 import typer
 
 from ..config.errors import ConfigError
+from .limits import check_processes
 
 PLOTS = {"scaling": "scaling.png", "steps": "steps.png"}
 """The plots --plots writes (plots/scaling.py), by kind."""
@@ -34,7 +35,7 @@ def sweep(
 ) -> None:
     """Simulate every combination of the swept values; write one CSV row per point and the scaling plots."""
     from ..executors import executor as make_executor
-    from ..export.files import check_folder_writable, check_writable
+    from ..export.files import check_folder_writable, check_regular_output, check_writable
     from ..sweep.points import parse_axis, sweep_points
     from ..sweep.run import run_sweep
     from ..sweep.scaling import scaling_study
@@ -42,9 +43,9 @@ def sweep(
 
     if expand not in ("auto", "full", "symmetric"):
         raise ConfigError(f"--expand: expected auto, full or symmetric, got {expand!r}")
-    if jobs is not None and jobs < 1:
-        raise ConfigError(f"--jobs: expected a positive number of processes, got {jobs}")
+    check_processes(jobs, "--jobs")
     check_writable(output, "-o", "CSV", inputs=(scenario,))
+    check_regular_output(output, "-o", "sweep's CSV")
     if plots is not None:
         check_folder_writable(plots, "--plots")
     points = sweep_points(scenario, [parse_axis(text) for text in set_])

@@ -47,7 +47,9 @@ def report(csv_path: Path, as_json: bool, validator: Callable, group_title: str,
         raise ConfigError(f"{csv_path}: cannot read: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{csv_path}: {not_utf8(exc)}") from None
-    result = validator(rows)
+    except ValueError as exc:  # cells the csv module cannot split
+        raise ConfigError(f"{csv_path}: {exc}") from None
+    result = validator(rows).usable()
     if not result.rows:
         why = f": {result.skipped[0].reason}" if result.skipped else ""
         raise ConfigError(f"{csv_path}: no row could be compared ({len(result.skipped)} skipped{why}); is this "
@@ -56,7 +58,9 @@ def report(csv_path: Path, as_json: bool, validator: Callable, group_title: str,
 
 
 def report_on(result, source: str, as_json: bool, group_title: str, plot: Path | None = None) -> None:
-    """Print a validation report (a table, or JSON) and, with `plot`, draw it there."""
+    """Print a validation report (a table, or JSON) and, with `plot`, draw it there; a comparison whose error is
+    no finite number is reported as skipped (ValidationReport.usable)."""
+    result = result.usable()
     if plot is not None:
         from ..plots.figure import save
         from ..plots.validation import validation
@@ -117,7 +121,8 @@ def collectives(csv: CsvOption = None, as_json: JsonOption = False, plot: PlotOp
     from .progress import terminal_progress
 
     with terminal_progress(quiet=as_json) as progress:
-        report(table(csv, "collectives"), as_json, lambda rows: validate_collectives(rows, progress=progress),
+        path = table(csv, "collectives")
+        report(path, as_json, lambda rows: validate_collectives(rows, progress=progress, source=str(path)),
                "hardware family and size", plot)
 
 

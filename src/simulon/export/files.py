@@ -56,8 +56,8 @@ def _replace(path: Path, text: str | bytes, mode: str) -> None:
 def check_writable(path: Path, option: str, what: str = "file", suffixes: tuple[str, ...] = (),
                    inputs: tuple[Path, ...] = ()) -> None:
     """A ConfigError, before any work is done, unless the output `path` given by the command-line `option` can be
-    written: a name ending in one of `suffixes` (when given), in a folder that exists, not itself a folder, and
-    not one of the command's `inputs` (writing it would destroy what was read)."""
+    written: a name ending in one of `suffixes` (when given), in a folder that exists and a file can be created in,
+    not itself a folder, and not one of the command's `inputs` (writing it would destroy what was read)."""
     if suffixes and path.suffix.lower() not in suffixes:
         expected = " or ".join(suffixes)
         raise ConfigError(f"{option} {path}: expected a file name ending in {expected}, "
@@ -66,13 +66,45 @@ def check_writable(path: Path, option: str, what: str = "file", suffixes: tuple[
     if path.is_dir():
         raise ConfigError(f"{option} {path}: is a folder; name the {what} to write")
     check_not_input(path, option, inputs)
+    if written_in_place(path):
+        check_can_create(Path(os.path.realpath(path)).parent, option, path)
 
 
 def check_parent(path: Path, option: str) -> None:
     """A ConfigError unless the folder `path` (given by `option`) is to be written in exists."""
     folder = path.parent if str(path.parent) else Path(".")
+    if folder.exists() and not folder.is_dir():
+        raise ConfigError(f"{option} {path}: {str(folder)!r} is a file, not a folder")
     if not folder.is_dir():
         raise ConfigError(f"{option} {path}: folder {str(folder)!r} does not exist")
+
+
+def written_in_place(path: Path) -> bool:
+    """Whether write_atomic writes `path` by a temporary file renamed over it (a new name or a regular file),
+    rather than through it (a device or a named pipe)."""
+    try:
+        return stat.S_ISREG(path.stat().st_mode)
+    except OSError:
+        return True
+
+
+def check_can_create(folder: Path, option: str, path: Path) -> None:
+    """A ConfigError unless a file can be created in `folder` (where `path`, given by `option`, is written): a
+    read-only file system, a folder without write permission or one like /proc is refused before any work, not
+    after it."""
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as exc:
+        raise ConfigError(f"{option} {path}: cannot create a file in folder {str(folder)!r}: "
+                          f"{exc.strerror or exc}") from None
+
+
+def check_regular_output(path: Path, option: str, what: str) -> None:
+    """A ConfigError where the output `path` (given by `option`) exists and is no regular file (a device such as
+    /dev/null or /dev/zero, a named pipe): for an output the command reads back, like a sweep's CSV."""
+    if not written_in_place(path):
+        raise ConfigError(f"{option} {path}: not a regular file; the {what} is read back, so name a file")
 
 
 def check_not_input(path: Path, option: str, inputs: tuple[Path, ...]) -> None:
@@ -90,3 +122,4 @@ def check_folder_writable(path: Path, option: str) -> None:
         raise ConfigError(f"{option} {path}: exists and is not a folder")
     if not path.exists():
         check_parent(path, option)
+    check_can_create(path if path.exists() else (path.parent if str(path.parent) else Path(".")), option, path)

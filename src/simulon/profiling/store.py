@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from ..config.errors import ConfigError, parse_yaml
+from ..config.errors import ConfigError, not_utf8, parse_yaml, read_yaml_text
 from ..config.templates import template_stem
 from ..export.files import write_atomic
 
@@ -26,9 +26,13 @@ class ProfileFile:
         self.header = ""
         if path.exists():
             try:
-                text = path.read_text()
+                text = read_yaml_text(path)  # a device such as /dev/zero, or a pipe, is refused, not read without end
                 doc = parse_yaml(text)
-            except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+            except OSError as exc:
+                raise ConfigError(f"{path}: cannot read it as YAML: {exc.strerror or exc}") from None
+            except UnicodeDecodeError as exc:
+                raise ConfigError(f"{path}: {not_utf8(exc)}") from None
+            except (ValueError, yaml.YAMLError) as exc:
                 raise ConfigError(f"{path}: cannot read it as YAML: {getattr(exc, 'problem', None) or exc}") from None
             if doc is None:
                 doc = {}

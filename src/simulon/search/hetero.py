@@ -45,7 +45,6 @@ import numpy as np
 
 from ..collective.tuner import CollectivePlan
 from ..config.dc import DatacenterConfig, Group
-from ..config.errors import ConfigError
 from ..config.loading import parse_scenario
 from ..config.scenario import ScenarioConfig
 from ..config.workload import microbatch_steps
@@ -240,13 +239,13 @@ class Planner:
 
     def __init__(self, sc: ScenarioConfig):
         if sc.workload is None:
-            raise ConfigError("the scenario has no workload block to plan")
+            raise ValueError("workload: required to plan a pipeline placement")
         par = sc.workload.parallelism
         if par.vpp > 1:
-            raise ConfigError("workload.parallelism.vpp: the heterogeneous planner splits plain 1F1B pipelines "
-                              "(vpp 1)")
+            raise ValueError("workload.parallelism.vpp: the heterogeneous planner splits plain 1F1B pipelines "
+                             "(vpp 1)")
         if par.pp < 2:
-            raise ConfigError("workload.parallelism.pp: 1: there is no pipeline to place on node groups")
+            raise ValueError("workload.parallelism.pp: 1: there is no pipeline to place on node groups")
         self.sc = sc
         self.costs = unit_costs(sc)
         self.kinds = _layer_units(sc)

@@ -145,8 +145,14 @@ class Space:
     def tried(self) -> dict[str, tuple]:
         """The values this space tries of each dimension it takes from a fixed list: a limit to a value outside
         it leaves nothing to search."""
-        return {"vpp": tuple(range(1, MAX_VPP + 1)), "cp": CONTEXT_PARALLEL, "micro_batch_size": MICRO_BATCHES,
-                "dtype": self.dtypes}
+        return {"tp": tuple(self.tensor_sizes()), "vpp": tuple(range(1, MAX_VPP + 1)), "cp": CONTEXT_PARALLEL,
+                "micro_batch_size": MICRO_BATCHES, "dtype": self.dtypes}
+
+    def tensor_sizes(self) -> list[int]:
+        """The tensor-parallel sizes tried: those that divide a node and the model's heads (and Mamba groups)."""
+        model = self.workload.model
+        return [t for t in _divisors(self.gpus_per_node) if model.num_heads % t == 0 and model.kv_heads % t == 0
+                and (model.mamba is None or model.mamba.num_groups % t == 0)]
 
     def strategies(self, part: int = 0, parts: int = 1) -> Iterator[Strategy]:
         """Every strategy that passes the exact rules; `enumerated` and `pruned` count the rest by rule. The
@@ -156,8 +162,7 @@ class Space:
         model, train = self.workload.model, self.workload.training
         lim = self.limits
         moe = model.moe
-        tps = [t for t in _divisors(self.gpus_per_node) if model.num_heads % t == 0 and model.kv_heads % t == 0
-               and (model.mamba is None or model.mamba.num_groups % t == 0)]
+        tps = self.tensor_sizes()
         pps = [p for p in _divisors(self.num_gpus) if p <= model.num_layers]
         inner = ((), _divisors(moe.num_experts) if moe else [1], (False, True) if moe else (False,),
                  MICRO_BATCHES, (False, True), RECOMPUTE, ("ddp", *SHARDINGS), self.dtypes, (False, True),

@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import itertools
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,10 +22,14 @@ from typing import Any
 import yaml
 
 from ..config.dc import DatacenterConfig
-from ..config.errors import ConfigError, parse_yaml
+from ..config.errors import ConfigError, parse_yaml, yaml_problem
 from ..config.loading import parse_scenario, read_scenario_data
 from ..config.scenario import CollectiveConfig, ScenarioConfig
 from ..config.workload import MegatronWorkload
+
+MAX_POINTS = 10_000
+"""The most points one sweep runs: each is validated before the first runs (a few ms each) and simulated in full
+(a second or more), so a product of --set lists beyond this would sit for hours before its first row; split it."""
 
 BLOCKS = {"datacenter": DatacenterConfig, "workload": MegatronWorkload, "collective": CollectiveConfig}
 """The scenario's blocks, and the model a path inside each starts from."""
@@ -94,7 +99,8 @@ def parse_axis(text: str) -> Axis:
         try:
             values.append(tuple(parse_yaml(part.strip()) for part in parts))
         except yaml.YAMLError as exc:
-            raise ConfigError(f"--set {text}: cannot read {step.strip()!r}: {exc}") from None
+            where, problem = yaml_problem(exc)
+            raise ConfigError(f"--set {text}: cannot read {step.strip()!r}{where}: {problem}") from None
         if any(v is None or isinstance(v, dict | list) for v in values[-1]):
             raise ConfigError(f"--set {text}: {step.strip()!r}: expected a number, text or true/false")
     if len(set(values)) != len(values):
@@ -145,6 +151,11 @@ def sweep_points(scenario: Path, axes: list[Axis]) -> list[Point]:
     twice = next((p for p in paths if paths.count(p) > 1), None)
     if twice is not None:
         raise ConfigError(f"--set: {twice} is set by two --set options")
+    count = math.prod(len(axis.values) for axis in axes)
+    if count > MAX_POINTS:
+        sizes = " x ".join(str(len(axis.values)) for axis in axes)
+        raise ConfigError(f"--set: {count:,} points ({sizes} values), more than the {MAX_POINTS:,} one sweep runs; "
+                          "split it into several sweeps (each resumes from its own CSV)")
     base = read_scenario_data(scenario)
     if not isinstance(base, dict):
         parse_scenario(base, str(scenario))  # raises the loader's own message

@@ -17,6 +17,7 @@ from typing import Any
 from ..collective.metrics import bus_bandwidth_factor
 from ..collective.nccl import nccl_algorithm
 from ..collective.types import CollType
+from ..config.common import MAX_GPUS
 from ..config.dc import DatacenterConfig
 from ..config.errors import ConfigError
 from ..config.resolve import Unresolved, resolve_hardware
@@ -133,6 +134,8 @@ def _case_of(index: int, row: dict[str, str]) -> tuple[tuple, Case, float, float
              else number(row, "busbw_GBps"))
     if not busbw or busbw <= 0:
         return "no positive time or bus bandwidth"
+    if groups_count < 1 or n * groups_count > MAX_GPUS:
+        return f"{groups_count:g} group(s) of {n:g} GPUs: expected 1 to {MAX_GPUS:,} GPUs in all"
     n = int(n)
     num_gpus = int(number(row, "num_gpus") or n * groups_count)
     groups = [tuple(range(g * n, (g + 1) * n)) for g in range(groups_count)]
@@ -150,7 +153,10 @@ def collective_cases(rows: list[dict[str, str]], source: str = "collectives tabl
     cases: dict[tuple, Case] = {}
     skipped = []
     for index, row in enumerate(rows):
-        found = _case_of(index, row)
+        try:
+            found = _case_of(index, row)
+        except ArithmeticError as exc:  # a time or size so small or large that the bus bandwidth is no number
+            found = f"cannot read the measurement: {exc}"
         if isinstance(found, str):
             skipped.append(Skipped(index, found))
             continue
@@ -187,10 +193,11 @@ def size_class(size: float) -> str:
 
 
 def validate_collectives(rows: list[dict[str, str]], model: LinkModel | None = None,
-                         progress: Progress = SILENT) -> ValidationReport:
+                         progress: Progress = SILENT, source: str = "collectives table") -> ValidationReport:
     """Predicted vs measured busbw_GBps for every row the network model covers, grouped by hardware family
-    (send/receive apart) and message size class. `progress` is told each sweep as it is done."""
-    cases, skipped = collective_cases(rows)
+    (send/receive apart) and message size class. `progress` is told each sweep as it is done; `source` names the
+    table in messages."""
+    cases, skipped = collective_cases(rows, source)
     report = ValidationReport(skipped=skipped)
     by_index: dict[int, Comparison] = {}
     progress.stage("simulating the table's collective sweeps", total=len(cases), unit="sweeps")

@@ -12,12 +12,16 @@ from __future__ import annotations
 
 import csv
 import errno
+import io
+import math
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from importlib import resources
 from pathlib import Path
+
+from ..config.errors import read_input_text
 
 
 @dataclass(frozen=True)
@@ -64,6 +68,23 @@ class ValidationReport:
         for row, floor in zip(self.rows, floors, strict=True):
             groups[getattr(row, key)].append(floor)
         return {name: statistics.fmean(values) for name, values in sorted(groups.items())}
+
+    def usable(self) -> ValidationReport:
+        """The report with every comparison whose error is no finite number (a measured value of 0, or one so small
+        or large that the division overflows; a prediction that overflowed) moved to the skipped rows, saying why:
+        its JSON then holds no NaN or Infinity, which JSON does not have."""
+        rows, skipped = [], list(self.skipped)
+        for row in self.rows:
+            try:
+                finite = math.isfinite(row.error_pct)
+            except (ZeroDivisionError, OverflowError):
+                finite = False
+            if finite:
+                rows.append(row)
+            else:
+                skipped.append(Skipped(row.index, f"{row.metric}: measured {row.measured:g} and predicted "
+                                                  f"{row.predicted:g} give no finite error"))
+        return ValidationReport(rows, sorted(skipped, key=lambda s: s.index))
 
     def to_dict(self, groups: bool = False) -> dict:
         """The report as design.md's `--json` format; `groups` adds each row's group (for the plot drawn beside it)."""
@@ -114,13 +135,26 @@ def shipped_table(name: str) -> Path:
     return Path(str(resources.files("simulon.validate") / "data" / f"{name}.csv"))
 
 
+MAX_TABLE_BYTES = 2**30
+"""The largest measurement table read: 1 GiB, a thousand times the shipped ones."""
+
+
 def read_table(path: str | Path) -> list[dict[str, str]]:
-    """The rows of a measurement table as dicts of strings; blank cells are ''. OSError for what is no table file (a
-    device or a pipe, read without end), as for a missing one."""
-    if Path(path).exists() and not Path(path).is_dir() and not Path(path).is_file():
-        raise OSError(errno.EINVAL, "not a regular file", str(path))
-    with open(path, newline="") as f:
-        return list(csv.DictReader(f))
+    """The rows of a measurement table as dicts of strings; blank cells, and the cells a short row lacks, are ''.
+    A UTF-8 byte-order mark before the header is dropped. OSError for what is no table file (a device or a pipe,
+    read without end), as for a missing one; UnicodeDecodeError for text that is not UTF-8; ValueError for a file
+    over MAX_TABLE_BYTES or text the csv module cannot split into cells (naming the line)."""
+    try:
+        text = read_input_text(Path(path), MAX_TABLE_BYTES, "a measurement table", encoding="utf-8-sig")
+    except ValueError as exc:
+        if isinstance(exc, UnicodeDecodeError):
+            raise
+        raise OSError(errno.EINVAL, str(exc), str(path)) from None
+    reader = csv.DictReader(io.StringIO(text, newline=""), restval="")
+    try:
+        return list(reader)
+    except csv.Error as exc:
+        raise ValueError(f"line {reader.reader.line_num}: {exc}") from None
 
 
 def flag(row: dict[str, str], column: str) -> bool | None:
@@ -129,9 +163,10 @@ def flag(row: dict[str, str], column: str) -> bool | None:
 
 
 def number(row: dict[str, str], column: str) -> float | None:
-    """A numeric cell, or None when blank or not a number."""
+    """A numeric cell, or None when blank or not a finite number."""
     text = (row.get(column) or "").strip()
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
         return None
+    return value if math.isfinite(value) else None  # nan, inf and 1e400 measure nothing
