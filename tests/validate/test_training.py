@@ -337,3 +337,9 @@ def test_every_megatron_bridge_card_run_fits_by_the_memory_model_as_each_ran():
     reports = [estimate_memory(scenario_from_row(row)) for row in table]
     assert all(report.fits for report in reports), [round(r.peak.device / 2**30, 1) for r in reports]
     assert all(sc.workload.training.expandable_segments for sc in map(scenario_from_row, table))
+
+
+def test_a_row_whose_cells_a_block_refuses_is_skipped_with_one_line_naming_the_field(rows):
+    row = {**rows[10], "layers": "1e9"}
+    (skipped,) = validate_training([row]).skipped
+    assert skipped.reason == "row: num_layers: 1000000000 is more than 10,000 layers"

@@ -15,11 +15,13 @@ import math
 import re
 from typing import Any
 
+from pydantic import ValidationError
+
 from ..config.common import DType
 from ..config.dc import DatacenterConfig, NodeSpec
 from ..config.errors import ConfigError
 from ..config.frameworks import MEGATRON_GPT, framework_defaults
-from ..config.loading import parse_scenario
+from ..config.loading import describe_validation_error, parse_scenario
 from ..config.number_formats import precision_named
 from ..config.resolve import Unresolved, resolve_hardware
 from ..config.scenario import ScenarioConfig
@@ -472,6 +474,8 @@ def validate_training(rows: list[dict[str, str]], memory_limit: float | None = N
             report.skipped.append(Skipped(index, str(exc)))
         except TooLarge as exc:
             report.skipped.append(Skipped(index, f"too large: {exc.summary}"))
+        except ValidationError as exc:  # a block built from the row's cells that its own checks refuse
+            report.skipped.append(Skipped(index, describe_validation_error(exc, "row")))
         except (ConfigError, ValueError, MemoryError, RuntimeError) as exc:
             report.skipped.append(Skipped(index, f"simulation failed: {type(exc).__name__}: {exc}"))
     return report
