@@ -14,6 +14,8 @@ from hypothesis import strategies as st
 
 from helpers import cli
 from simulon.collective.types import CollType
+from simulon.config import DatacenterConfig
+from simulon.pipeline import collective_sweep
 from simulon.validate.collectives import _forced_algorithm, collective_cases, validate_collectives
 from simulon.validate.report import read_table, shipped_table
 
@@ -23,7 +25,9 @@ SHORT_OF_BOUND_PCT = {("H100", ">=1MiB"): 11.1,
                       # XLA's permutes mix three pairings the table does not tell apart (validate.collectives.
                       # permute_group): the ring shift simulated, and exchanges and half-to-half sends up to 1.6x
                       # faster; their spread alone puts a floor of 7.7% and 5.9% under any model (report.floor_by)
-                      ("B200/sendrecv", ">=1MiB"): 13.0, ("H100/sendrecv", ">=1MiB"): 10.5}
+                      ("B200/sendrecv", ">=1MiB"): 13.0, ("H100/sendrecv", ">=1MiB"): 10.5,
+                      # a user's two A100 nodes at 86 GB/s, the issue thread asking why (predicted 184: +114%)
+                      ("A100", ">=1MiB"): 14.6}
 """Where the model does not reach the bound, the level it holds (a regression guard, not a target). H100 (11.0%)
 misses the bound by a point: two GCP A3 Mega nodes' all-reduce over TCPXO (28.8% on 14 rows: a tuner plugin whose
 tables are not public) and XLA's one-node NVLS all-reduces of 8-256 MiB (+8 to +15%: predicted faster once NVLS
@@ -52,9 +56,9 @@ def test_busbw_mape_by_hardware_family_and_size_class(report):
         errors[(family, size_class)].append(abs(row.error_pct))
     mape = {key: statistics.fmean(v) for key, v in errors.items()}
     assert {"A100", "B200", "GB200", "H100", "H200", "MI300X"} <= {family for family, _ in mape}
-    # every row but one that names no collective simulon models, 9 without a size or group, 34 spikes and the 10
-    # rows of the underperforming H20 system
-    assert len(report.rows) == 1104
+    # every row but one that names no collective simulon models, one on a V100 (no template), one with no group
+    # size, 34 spikes and the 10 rows of the underperforming H20 system; rows stating a peak without a size count
+    assert len(report.rows) == 1111
     assert "H20" not in {family for family, _ in mape}
     assert sum("/sendrecv" in row.group for row in report.rows) == 142
     missed = {key: round(v, 1) for key, v in mape.items()
@@ -68,6 +72,18 @@ def test_every_family_stays_above_the_floor_of_rows_the_table_does_not_tell_apar
     # XLA's permutes list three pairings per size, unnamed: their spread alone costs any model 7.7% and 5.9%
     assert round(floors["B200/sendrecv >=1MiB"], 1) == 7.7 and round(floors["H100/sendrecv >=1MiB"], 1) == 5.9
     assert floors["GB200 >=1MiB"] == 0.0
+
+
+def test_a_row_stating_a_peak_without_a_size_is_compared_with_the_highest_busbw_of_the_simulated_sweep(report, table):
+    from simulon.validate.collectives import PEAK_SIZES
+
+    peaks = [r for r in report.rows if not table[r.index]["msg_bytes"].strip()]
+    assert len(peaks) == 7 and all(r.group.endswith(">=1MiB") for r in peaks)
+    row = next(r for r in peaks if table[r.index]["hardware"] == "8x H100 single node")
+    dc = DatacenterConfig.model_validate({"from": "dgx-h100", "cluster": {"num_nodes": 1}})
+    sweep = collective_sweep(dc, CollType.AllReduce, tuple(range(8)), PEAK_SIZES, "auto")
+    assert row.predicted == max(t.busbw_GBps for t in sweep)
+    assert abs(row.error_pct) < 2.0  # NVLS on eight H100s: 476 GB/s stated
 
 
 def test_the_underperforming_h20_rows_are_kept_out_with_their_sources_reason(report, table):
@@ -104,7 +120,9 @@ def test_rows_become_cases_with_their_groups_and_skips_say_why():
          "num_groups": "", "busbw_GBps": "", "time_us": "10", "notes": ""},
     ]
     cases, skipped = collective_cases(rows)
-    case, permute, rack_permute = cases
+    case, peak, permute, rack_permute = cases
+    # a bus bandwidth with no message size states the collective's peak (compared with the sweep's highest)
+    assert peak.peaks == [(1, "x", 476.0)] and peak.rows == []
     # a collective-permute row names no group: a ring shift over one NVLink domain, busbw its algbw
     assert permute.ctype == CollType.SendRecv and permute.groups == [tuple(range(8))]
     assert rack_permute.groups == [tuple(range(72))] and rack_permute.datacenter().num_gpus == 72
@@ -114,9 +132,8 @@ def test_rows_become_cases_with_their_groups_and_skips_say_why():
     (index, _, size, busbw), = case.rows
     assert (index, size) == (0, 2**20) and busbw == pytest.approx(15 / 16 * 2**20 / 32e-6 / 1e9)
     assert [(s.index, s.reason) for s in skipped] == [
-        (1, "no message size or group size"), (2, "hardware: 'Gaudi 3 node': Intel Gaudi is not modelled: its matrix "
-                                                 "engines have no calibration and its scale-up is on-chip RoCE ports, "
-                                                 "which simulon's collectives do not model")]
+        (2, "hardware: 'Gaudi 3 node': Intel Gaudi is not modelled: its matrix engines have no calibration and its "
+            "scale-up is on-chip RoCE ports, which simulon's collectives do not model")]
 
 
 def sweep(times_us: list[float]) -> list[dict[str, str]]:

@@ -41,6 +41,10 @@ KEPT_OUT = {
 }
 """Subsets kept out of the comparison, each with the reason its own source gives (issue 21 lets the H20 rows of an
 underperforming system stay out)."""
+PEAK_SIZES = tuple(2.0**k for k in range(20, 35))
+"""The sweep a row stating a collective's peak bus bandwidth without a message size ("peak busbw ~480 GB/s with
+NVLink SHARP on 8 GPUs at large sizes", a maintainer's figure in an issue thread) is compared with: its highest
+simulated bus bandwidth from 1 MiB to 16 GiB, nccl-tests' usual range."""
 SPIKE_RATIO = 2.0
 """A reading that took more than this many times as long as a larger message of the same sweep is a spike
 (a warm-up or a hiccup: a collective's time does not fall as its message grows), not the collective's time.
@@ -63,6 +67,7 @@ class Case:
     num_gpus: int
     algorithm: str
     rows: list[tuple[int, str, float, float]] = field(default_factory=list)  # index, subset, bytes, busbw
+    peaks: list[tuple[int, str, float]] = field(default_factory=list)  # index, subset, busbw: a peak, no size
 
     def datacenter(self) -> DatacenterConfig:
         """The system with the nodes the case's GPUs need, in whole NVLink domains (an NVL72 rack is 18
@@ -71,6 +76,13 @@ class Case:
         domain = one.domain_gpus
         nodes = -(-self.num_gpus // domain) * domain // one.node.gpus_per_node
         return DatacenterConfig.model_validate({**self.system.datacenter, "cluster": {"num_nodes": nodes}})
+
+    def predict_peak(self, model: LinkModel | None = None) -> float:
+        """The highest predicted busbw (GB/s) of the sweep over PEAK_SIZES: what a row stating a peak is compared
+        with."""
+        timings = collective_sweep(self.datacenter(), self.ctype, self.groups[0], PEAK_SIZES, self.algorithm,
+                                   others=self.groups[1:], model=model)
+        return max(t.busbw_GBps for t in timings)
 
     def predict(self, model: LinkModel | None = None) -> list[float]:
         """Predicted busbw (GB/s) of every row."""
@@ -113,8 +125,9 @@ def _forced_algorithm(notes: str) -> str:
     return (nccl_algorithm(found.group(1) or found.group(2)) if found else None) or "auto"
 
 
-def _case_of(index: int, row: dict[str, str]) -> tuple[tuple, Case, float, float] | str:
-    """(key, case, message bytes, measured busbw) of a row, or why it is skipped."""
+def _case_of(index: int, row: dict[str, str]) -> tuple[tuple, Case, float | None, float] | str:
+    """(key, case, message bytes (None: the row states a peak bus bandwidth), measured busbw) of a row, or why it is
+    skipped."""
     if row.get("subset", "") in KEPT_OUT:
         return f"kept out: {KEPT_OUT[row['subset']]}"
     ctype = COLLECTIVES.get(row["collective"].strip())
@@ -126,11 +139,11 @@ def _case_of(index: int, row: dict[str, str]) -> tuple[tuple, Case, float, float
     size, n = number(row, "msg_bytes"), number(row, "group_size")
     if n is None and ctype == CollType.SendRecv:
         n = permute_group(system)
-    if size is None or n is None or size <= 0 or n < 2:
+    if n is None or n < 2 or (size is not None and size <= 0) or (size is None and not number(row, "busbw_GBps")):
         return "no message size or group size"
     groups_count = int(number(row, "num_groups") or 1)
     seconds = number(row, "time_us")
-    busbw = (bus_bandwidth_factor(ctype, int(n)) * size / (seconds * 1e-6) / 1e9 if seconds
+    busbw = (bus_bandwidth_factor(ctype, int(n)) * size / (seconds * 1e-6) / 1e9 if seconds and size
              else number(row, "busbw_GBps"))
     if not busbw or busbw <= 0:
         return "no positive time or bus bandwidth"
@@ -161,7 +174,11 @@ def collective_cases(rows: list[dict[str, str]], source: str = "collectives tabl
             skipped.append(Skipped(index, found))
             continue
         key, case, size, busbw = found
-        cases.setdefault(key, case).rows.append((index, row.get("subset", ""), size, busbw))
+        case = cases.setdefault(key, case)
+        if size is None:
+            case.peaks.append((index, row.get("subset", ""), busbw))
+        else:
+            case.rows.append((index, row.get("subset", ""), size, busbw))
     for case in cases.values():
         spikes = _spikes(case)
         case.rows = [row for row in case.rows if row[0] not in spikes]
@@ -205,12 +222,16 @@ def validate_collectives(rows: list[dict[str, str]], model: LinkModel | None = N
         progress.advance(done)
         try:
             predicted = case.predict(model)
+            peak = case.predict_peak(model) if case.peaks else 0.0
         except ValueError as exc:
-            report.skipped.extend(Skipped(index, f"not simulated: {exc}") for index, *_ in case.rows)
+            report.skipped.extend(Skipped(index, f"not simulated: {exc}") for index, *_ in (*case.rows, *case.peaks))
             continue
-        for (index, subset, size, busbw), value in zip(case.rows, predicted, strict=True):
+        sized = [(row, value, size_class(row[2])) for row, value in zip(case.rows, predicted, strict=True)]
+        peaks = [((index, subset, PEAK_SIZES[-1], busbw), peak, size_class(PEAK_SIZES[-1]))
+                 for index, subset, busbw in case.peaks]
+        for (index, subset, _, busbw), value, size in sized + peaks:
             by_index[index] = Comparison(index, subset, "busbw_GBps", busbw, value,
-                                         f"{case.system.family}{_op_label(case.ctype)} {size_class(size)}",
+                                         f"{case.system.family}{_op_label(case.ctype)} {size}",
                                          inputs_key(rows[index], MEASURED))
     report.rows = [by_index[i] for i in sorted(by_index)]
     report.skipped.sort(key=lambda s: s.index)
