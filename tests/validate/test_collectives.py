@@ -56,9 +56,10 @@ def test_busbw_mape_by_hardware_family_and_size_class(report):
         errors[(family, size_class)].append(abs(row.error_pct))
     mape = {key: statistics.fmean(v) for key, v in errors.items()}
     assert {"A100", "B200", "GB200", "H100", "H200", "MI300X"} <= {family for family, _ in mape}
-    # every row but one that names no collective simulon models, one on a V100 (no template), one with no group
-    # size, 34 spikes and the 10 rows of the underperforming H20 system; rows stating a peak without a size count
-    assert len(report.rows) == 1111
+    # every row but one that names no collective simulon models, one on a V100 (no template), 34 spikes and the 10
+    # rows of the underperforming H20 system; rows stating a peak without a size count, and a row naming no group
+    # is over all its GPUs (its nodes times the system's GPUs a node)
+    assert len(report.rows) == 1112
     assert "H20" not in {family for family, _ in mape}
     assert sum("/sendrecv" in row.group for row in report.rows) == 142
     missed = {key: round(v, 1) for key, v in mape.items()
@@ -78,7 +79,9 @@ def test_a_row_stating_a_peak_without_a_size_is_compared_with_the_highest_busbw_
     from simulon.validate.collectives import PEAK_SIZES
 
     peaks = [r for r in report.rows if not table[r.index]["msg_bytes"].strip()]
-    assert len(peaks) == 7 and all(r.group.endswith(">=1MiB") for r in peaks)
+    assert len(peaks) == 8 and all(r.group.endswith(">=1MiB") for r in peaks)
+    six_nodes = next(r for r in peaks if table[r.index]["hardware"] == "H100 nodes, 8x CX-7 400Gb RoCE")
+    assert table[six_nodes.index]["nodes"] == "6" and not table[six_nodes.index]["group_size"].strip()
     row = next(r for r in peaks if table[r.index]["hardware"] == "8x H100 single node")
     dc = DatacenterConfig.model_validate({"from": "dgx-h100", "cluster": {"num_nodes": 1}})
     sweep = collective_sweep(dc, CollType.AllReduce, tuple(range(8)), PEAK_SIZES, "auto")
@@ -119,8 +122,13 @@ def test_rows_become_cases_with_their_groups_and_skips_say_why():
          "collective": "collective_permute (p2p ring shift)", "msg_bytes": "2048", "group_size": "",
          "num_groups": "", "busbw_GBps": "", "time_us": "10", "notes": ""},
     ]
+    rows.append({"subset": "x", "hardware": "H100 nodes, 8x CX-7 400Gb RoCE", "num_gpus": "", "nodes": "6",
+                 "collective": "alltoall", "msg_bytes": "", "group_size": "", "num_groups": "", "busbw_GBps": "48.5",
+                 "time_us": "", "notes": ""})
     cases, skipped = collective_cases(rows)
-    case, peak, permute, rack_permute = cases
+    case, peak, permute, rack_permute, job = cases
+    # a row naming no group but its nodes is over every GPU of them
+    assert job.groups == [tuple(range(48))] and job.peaks == [(5, "x", 48.5)]
     # a bus bandwidth with no message size states the collective's peak (compared with the sweep's highest)
     assert peak.peaks == [(1, "x", 476.0)] and peak.rows == []
     # a collective-permute row names no group: a ring shift over one NVLink domain, busbw its algbw

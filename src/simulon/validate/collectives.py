@@ -119,6 +119,16 @@ def permute_group(system: System) -> int:
     return DatacenterConfig.model_validate({**system.datacenter, "cluster": {"num_nodes": 1}}).domain_gpus
 
 
+def whole_job(system: System, row: dict[str, str]) -> int | None:
+    """The group of a row that names none but gives its GPUs or nodes: every GPU of the run (nccl-tests' default,
+    one communicator over all ranks), its nodes times the system's GPUs a node; None where it gives neither."""
+    gpus, nodes = number(row, "num_gpus"), number(row, "nodes")
+    if gpus is None and nodes is not None and 0 < nodes <= MAX_GPUS:
+        one = DatacenterConfig.model_validate({**system.datacenter, "cluster": {"num_nodes": 1}})
+        gpus = nodes * one.node.gpus_per_node
+    return int(gpus) if gpus is not None and gpus == int(gpus) else None
+
+
 def _forced_algorithm(notes: str) -> str:
     """The algorithm a row's notes say NCCL was forced (or reported) to use, else auto."""
     found = re.search(r"\balgo=(\w+)|(\w+) \((?:forced|default)", notes)
@@ -139,6 +149,8 @@ def _case_of(index: int, row: dict[str, str]) -> tuple[tuple, Case, float | None
     size, n = number(row, "msg_bytes"), number(row, "group_size")
     if n is None and ctype == CollType.SendRecv:
         n = permute_group(system)
+    elif n is None:
+        n = whole_job(system, row)
     if n is None or n < 2 or (size is not None and size <= 0) or (size is None and not number(row, "busbw_GBps")):
         return "no message size or group size"
     groups_count = int(number(row, "num_groups") or 1)
