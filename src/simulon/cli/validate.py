@@ -58,9 +58,8 @@ def report(csv_path: Path, as_json: bool, validator: Callable, group_title: str,
 
 
 def report_on(result, source: str, as_json: bool, group_title: str, plot: Path | None = None) -> None:
-    """Print a validation report (a table, or JSON) and, with `plot`, draw it there; a comparison whose error is
-    no finite number is reported as skipped (ValidationReport.usable)."""
-    result = result.usable()
+    """Print a validation report (a table, or JSON) and, with `plot`, draw it there. `result` holds finite errors
+    only (ValidationReport.usable: a comparison whose error is no finite number is among the skipped)."""
     if plot is not None:
         from ..plots.figure import save
         from ..plots.validation import validation
@@ -164,4 +163,4 @@ def profile(gpu_file: Annotated[Path, typer.Argument(help="a GPU YAML with kerne
         gpu = GPUSpec.model_validate({"from": str(gpu_file)})
     except ValidationError as exc:
         raise ConfigError(describe_validation_error(exc, str(gpu_file))) from None
-    report_on(validate_profile(gpu), str(gpu_file), as_json, "family", plot)
+    report_on(validate_profile(gpu).usable(), str(gpu_file), as_json, "family", plot)

@@ -29,7 +29,7 @@ from .common import (
     Oversubscription,
     StrictModel,
 )
-from .resolve import Unresolved, resolve_hardware
+from .resolve import Hardware, Unresolved, resolve_hardware
 from .templates import Templated, find_template, merged, unknown_template
 from .units import Bandwidth, KernelMs, Latency, MemoryGB, TeraFlops, Watts
 
@@ -60,14 +60,7 @@ class GPUSpec(Templated):
     @classmethod
     def _described(cls, ref: str) -> dict[str, Any] | None:
         """`from: "NVIDIA H100 80GB SXM5"`: the GPU template a description names (config.resolve)."""
-        try:
-            hardware = resolve_hardware(ref)
-        except Unresolved as exc:
-            raise ValueError(f"{unknown_template('gpu', ref)}; nor is it a description of one: {exc}") from None
-        if hardware.stray:
-            raise ValueError(f"{unknown_template('gpu', ref)}; read as a description it names {hardware.gpu}, but not "
-                             f"{', '.join(map(repr, hardware.stray))}")
-        return find_template("gpu", hardware.gpu)
+        return find_template("gpu", described("gpu", ref).gpu)
 
     def peak_flops(self, dtype: DType) -> float:
         """Dense peak FLOP/s for dtype; fp32 math without a listed peak runs at the tf32 rate."""
@@ -295,17 +288,25 @@ class NodeSpec(StrictModel):
         return self
 
 
-def described_system(ref: str) -> dict[str, Any]:
-    """`from: "DGX H100 (8x H100 80GB SXM)"`: the datacenter template a description of a system names, with the NIC
-    line rate it states (config.resolve.resolve_hardware). Raises ValueError saying what it does not resolve."""
+def described(kind: str, ref: str) -> Hardware:
+    """The hardware a `from:` of template `kind` names where no template is called `ref`, read as a description
+    (config.resolve.resolve_hardware). Raises ValueError where it does not resolve, or holds a word neither its GPU
+    nor its system accounts for."""
     try:
         hardware = resolve_hardware(ref)
     except Unresolved as exc:
-        raise ValueError(f"{unknown_template('datacenter', ref)}; nor is it a description of one: {exc}") from None
+        raise ValueError(f"{unknown_template(kind, ref)}; nor is it a description of one: {exc}") from None
     if hardware.stray:
-        named = hardware.system or hardware.gpu
-        raise ValueError(f"{unknown_template('datacenter', ref)}; read as a description it names {named}, but not "
+        named = hardware.gpu if kind == "gpu" else hardware.system or hardware.gpu
+        raise ValueError(f"{unknown_template(kind, ref)}; read as a description it names {named}, but not "
                          f"{', '.join(map(repr, hardware.stray))}")
+    return hardware
+
+
+def described_system(ref: str) -> dict[str, Any]:
+    """`from: "DGX H100 (8x H100 80GB SXM)"`: the datacenter template a description of a system names, with the NIC
+    line rate it states. Raises ValueError saying what it does not resolve."""
+    hardware = described("datacenter", ref)
     if hardware.system is None:
         raise ValueError(f"{unknown_template('datacenter', ref)}; read as a description it names GPU {hardware.gpu}, "
                          f"which no shipped system is built on: give node (gpu: {{from: {hardware.gpu}}}) and network")

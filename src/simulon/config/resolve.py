@@ -148,9 +148,13 @@ def _gpu_candidates(text: str) -> tuple[str, list[str], list[str]]:
     for family, reason in UNMODELLED.items():
         if family in lower:
             raise Unresolved(f"{text!r}: {reason}")
+    raise NoGPUNamed(f"{text!r} names no shipped GPU{_unshipped(text)}; shipped: {', '.join(sorted(gpu_models()))}")
+
+
+def _unshipped(text: str) -> str:
+    """' (V100 has no GPU template)' for the words of a description that look like GPU models, else ''."""
     like = GPU_LIKE.findall(text)
-    named = f" ({', '.join(dict.fromkeys(like))} has no GPU template)" if like else ""
-    raise NoGPUNamed(f"{text!r} names no shipped GPU{named}; shipped: {', '.join(sorted(gpu_models()))}")
+    return f" ({', '.join(dict.fromkeys(like))} has no GPU template)" if like else ""
 
 
 def _memory_of(stem: str) -> float:
@@ -270,13 +274,11 @@ def _systems_named(text: str) -> set[str]:
     NoGPUNamed when systems share some of its words but none accounts for all, naming the words the nearest lacks."""
     said = set(words(text))
     near = [(stem, gpu, own) for stem, gpu, own, _ in systems() if own & said]
-    gpu_like = {w for found in GPU_LIKE.findall(text) for w in words(found)}
     foreign = {stem: stray_words(text, own) for stem, _, own in near}
     named = {gpu for stem, gpu, _ in near if not foreign[stem]}
     if near and not named:
         stem = min(near, key=lambda s: (-len(s[2] & said), len(foreign[s[0]]), s[0]))[0]
-        like = f" ({', '.join(dict.fromkeys(GPU_LIKE.findall(text)))} has no GPU template)" if gpu_like else ""
-        raise NoGPUNamed(f"{text!r} names no shipped GPU{like}, and no shipped system carries the word(s) "
+        raise NoGPUNamed(f"{text!r} names no shipped GPU{_unshipped(text)}, and no shipped system carries the word(s) "
                          f"{', '.join(map(repr, foreign[stem]))} (the nearest, {stem}, does not): name the GPU, or "
                          "describe the system in a datacenter block")
     return named

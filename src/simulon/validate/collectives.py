@@ -56,6 +56,10 @@ class System:
     family: str                  # the GPU model the validation reports by ("H100", "GB200")
     datacenter: dict[str, Any]   # a datacenter block without its cluster
 
+    def one_node(self) -> DatacenterConfig:
+        """The system's datacenter of a single node (its node and NVLink domain)."""
+        return DatacenterConfig.model_validate({**self.datacenter, "cluster": {"num_nodes": 1}})
+
 
 @dataclass
 class Case:
@@ -72,7 +76,7 @@ class Case:
     def datacenter(self) -> DatacenterConfig:
         """The system with the nodes the case's GPUs need, in whole NVLink domains (an NVL72 rack is 18
         trays whatever part of it a run used)."""
-        one = DatacenterConfig.model_validate({**self.system.datacenter, "cluster": {"num_nodes": 1}})
+        one = self.system.one_node()
         domain = one.domain_gpus
         nodes = -(-self.num_gpus // domain) * domain // one.node.gpus_per_node
         return DatacenterConfig.model_validate({**self.system.datacenter, "cluster": {"num_nodes": nodes}})
@@ -116,7 +120,7 @@ def permute_group(system: System) -> int:
     shift. On an NVSwitch the three differ: a ring shift's send and receive fall in the same round of NCCL's
     schedule and split one thread block per channel, the others' do not (at 4 channels a part), and XLA's B200
     and Hopper tables measure them up to 1.6x faster at 16-64 MiB."""
-    return DatacenterConfig.model_validate({**system.datacenter, "cluster": {"num_nodes": 1}}).domain_gpus
+    return system.one_node().domain_gpus
 
 
 def whole_job(system: System, row: dict[str, str]) -> int | None:
@@ -124,8 +128,7 @@ def whole_job(system: System, row: dict[str, str]) -> int | None:
     one communicator over all ranks), its nodes times the system's GPUs a node; None where it gives neither."""
     gpus, nodes = number(row, "num_gpus"), number(row, "nodes")
     if gpus is None and nodes is not None and 0 < nodes <= MAX_GPUS:
-        one = DatacenterConfig.model_validate({**system.datacenter, "cluster": {"num_nodes": 1}})
-        gpus = nodes * one.node.gpus_per_node
+        gpus = nodes * system.one_node().node.gpus_per_node
     return int(gpus) if gpus is not None and gpus == int(gpus) else None
 
 
@@ -238,10 +241,10 @@ def validate_collectives(rows: list[dict[str, str]], model: LinkModel | None = N
         except ValueError as exc:
             report.skipped.extend(Skipped(index, f"not simulated: {exc}") for index, *_ in (*case.rows, *case.peaks))
             continue
-        sized = [(row, value, size_class(row[2])) for row, value in zip(case.rows, predicted, strict=True)]
-        peaks = [((index, subset, PEAK_SIZES[-1], busbw), peak, size_class(PEAK_SIZES[-1]))
-                 for index, subset, busbw in case.peaks]
-        for (index, subset, _, busbw), value, size in sized + peaks:
+        compared = [(index, subset, busbw, value, size_class(size))
+                    for (index, subset, size, busbw), value in zip(case.rows, predicted, strict=True)]
+        compared += [(index, subset, busbw, peak, size_class(PEAK_SIZES[-1])) for index, subset, busbw in case.peaks]
+        for index, subset, busbw, value, size in compared:
             by_index[index] = Comparison(index, subset, "busbw_GBps", busbw, value,
                                          f"{case.system.family}{_op_label(case.ctype)} {size}",
                                          inputs_key(rows[index], MEASURED))
