@@ -225,7 +225,6 @@ def test_an_attention_call_costs_at_most_a_launch_and_work_that_scales_with_its_
     def seconds(impl: str, batch: int) -> float:
         params, donor = cal.attention(a100, impl, DType.fp16)
         return sum(attention_seconds(params, cal.architecture(a100, donor), a100.peak_flops(DType.fp16),
-                                     a100.memory_bandwidth,
                                      attention(phase, batch, 16, 16, 2048, 2048, 128, 128, True, 2.0, impl))
                    for phase in (Phase.fwd, Phase.bwd_ig))
 

@@ -26,17 +26,13 @@ from simulon.compute.calibration import (
 from simulon.compute.gemm import GemmShapes, gemm_seconds
 from simulon.config.common import DType
 from simulon.config.dc import GPUSpec
-from simulon.workload.kernels import KernelSpec, Phase, attention, gemm, memory_bound
+from simulon.workload.kernels import Phase, attention, gemm, memory_bound
 
 # an idealised GPU for closed forms: no overheads, no throttling, one tile shape, no split-K
 IDEAL = GemmParams(efficiency=1.0, overhead_us=0.0, k_overhead=0.0, ramp_k=0.0, tile_intensity=1e-9,
                    memory_efficiency=1.0, sustained_clock=1.0, throttle_ms=1.0, group_overhead_us=0.0)
 ARCH = Architecture(sm_count=100, gemm_tiles=((128, 128),), gemm_splits=(1,), attention_block=128)
 PEAK, BANDWIDTH = 1e15, 1e18  # bandwidth so high that nothing is memory-bound
-
-
-def attention_time(p: AttentionParams, arch: Architecture, spec: KernelSpec, peak: float = PEAK) -> float:
-    return attention_seconds(p, arch, peak, BANDWIDTH, spec)
 
 
 def h100() -> GPUSpec:
@@ -111,20 +107,20 @@ def test_a_blackwell_forward_carries_two_query_tiles_per_cta_and_its_backward_on
     few = dataclasses.replace(arch, sm_count=1000)  # every CTA on its own SM: the heaviest sets the time
     one_tile = dataclasses.replace(few, attention_query_tiles=1)
     fwd, bwd = (attention(ph, 1, 8, 8, 4096, 4096, 128, 128, True, 2.0) for ph in (Phase.fwd, Phase.bwd_ig))
-    assert attention_time(p, few, fwd) == pytest.approx(2 * attention_time(p, one_tile, fwd))
-    assert attention_time(p, few, bwd) == pytest.approx(attention_time(p, one_tile, bwd))
+    assert attention_seconds(p, few, PEAK, fwd) == pytest.approx(2 * attention_seconds(p, one_tile, PEAK, fwd))
+    assert attention_seconds(p, few, PEAK, bwd) == pytest.approx(attention_seconds(p, one_tile, PEAK, bwd))
 
 
 def test_causal_attention_takes_about_half_the_time_when_the_gpu_is_full():
     p = AttentionParams(AttentionPhase(1.0, 0.0, 0.0), AttentionPhase(1.0, 0.0, 0.0), 0.0)
     for phase in (Phase.fwd, Phase.bwd_ig):
-        full = attention_time(p, ARCH, attention(phase, 16, 64, 64, 8192, 8192, 128, 128, False, 2.0))
-        causal = attention_time(p, ARCH, attention(phase, 16, 64, 64, 8192, 8192, 128, 128, True, 2.0))
+        full = attention_seconds(p, ARCH, PEAK, attention(phase, 16, 64, 64, 8192, 8192, 128, 128, False, 2.0))
+        causal = attention_seconds(p, ARCH, PEAK, attention(phase, 16, 64, 64, 8192, 8192, 128, 128, True, 2.0))
         assert causal / full == pytest.approx(0.5, abs=0.02)
     # the backward does 2.5x the forward's block work (five matmuls against two)
     fwd = attention(Phase.fwd, 16, 64, 64, 8192, 8192, 128, 128, False, 2.0)
     bwd = attention(Phase.bwd_ig, 16, 64, 64, 8192, 8192, 128, 128, False, 2.0)
-    assert attention_time(p, ARCH, bwd) == pytest.approx(2.5 * attention_time(p, ARCH, fwd))
+    assert attention_seconds(p, ARCH, PEAK, bwd) == pytest.approx(2.5 * attention_seconds(p, ARCH, PEAK, fwd))
 
 
 def test_compute_bound_time_scales_with_peak_and_memory_bound_with_bandwidth():
@@ -269,7 +265,7 @@ def test_a_causal_mask_costs_the_full_matrix_libraries_one_more_softmax_like_pas
     arch = dataclasses.replace(ARCH, sm_count=64)
 
     def seconds(phase_: Phase, causal: bool) -> float:
-        return attention_time(p, arch, attention(phase_, 4, 16, 16, 4096, 4096, 64, 64, causal, 2.0,
+        return attention_seconds(p, arch, PEAK, attention(phase_, 4, 16, 16, 4096, 4096, 64, 64, causal, 2.0,
                                                           "pytorch"))
 
     # per score: the forward's matmuls (64 + 64 dims) and the softmax's pass, plus the mask's pass when causal
@@ -352,15 +348,16 @@ def test_an_ampere_fit_runs_mma_sync_libraries_at_ampere_rate_per_sm_and_the_sof
     for library in ("flash", "cudnn"):
         p = AttentionParams(AttentionPhase(0.7, 1.0, softmax), AttentionPhase(0.6, 1.0, softmax), 5.0, library)
         spec = attention(phase, 4, 16, 16, 4096, 4096, head_dim, head_dim, causal, 2.0, library)
-        assert attention_time(p, fitted_here, spec) == pytest.approx(attention_time(p, ampere, spec))
+        assert attention_seconds(p, fitted_here, PEAK, spec) == pytest.approx(attention_seconds(p, ampere, PEAK, spec))
         if library == "flash":
-            assert attention_time(p, chip, spec) == pytest.approx(attention_time(p, ampere, spec, PEAK * fraction))
+            assert attention_seconds(p, chip, PEAK, spec) == pytest.approx(attention_seconds(p, ampere, PEAK * fraction,
+                                                                                             spec))
         else:
-            assert attention_time(p, chip, spec) <= attention_time(p, ampere, spec, PEAK * fraction) * (
+            assert attention_seconds(p, chip, PEAK, spec) <= attention_seconds(p, ampere, PEAK * fraction, spec) * (
                 1 + 1e-12)
             no_softmax = dataclasses.replace(p, fwd=AttentionPhase(0.7, 1.0, 0.0), bwd=AttentionPhase(0.6, 1.0, 0.0))
-            assert attention_time(no_softmax, chip, spec) == pytest.approx(
-                attention_time(no_softmax, ampere, spec))
+            assert attention_seconds(no_softmax, chip, PEAK, spec) == pytest.approx(
+                attention_seconds(no_softmax, ampere, PEAK, spec))
 
 
 @given(softmax=st.floats(1.0, 200.0), head_dim=st.sampled_from([64, 128]), causal=st.booleans())
@@ -376,7 +373,7 @@ def test_blackwell_ultras_doubled_exponentials_halve_the_softmax_share_of_a_blac
     def seconds(arch, softmax_dims):
         p = AttentionParams(AttentionPhase(0.7, 0.0, softmax_dims), AttentionPhase(0.6, 0.0, softmax_dims), 0.0,
                             "cudnn")
-        return attention_time(p, dataclasses.replace(arch, sm_count=148), fwd)
+        return attention_seconds(p, dataclasses.replace(arch, sm_count=148), PEAK, fwd)
 
     matmuls = seconds(b200, 0.0)
     assert seconds(gb300, 0.0) == pytest.approx(matmuls)

@@ -21,7 +21,7 @@ from ..config.common import DType
 from ..config.dc import GPUSpec
 from ..config.number_formats import number_format
 from ..workload.kernels import KernelClass, KernelSpec, attention_impl
-from .attention import attention_seconds, unclocked_seconds
+from .attention import attention_seconds
 from .calibration import Architecture, AttentionParams, Calibrations, MemoryBound
 from .gemm import GemmShapes, attention_at_clock, gemm_seconds
 
@@ -91,6 +91,6 @@ class AnalyticalModel:
         """The fitted attention time is a microbenchmark's timed alone; in a loop or under sustained load its
         tensor-core work runs at that loop's or the sustained clock instead (gemm.attention_at_clock)."""
         params, arch = self.attention(attention_impl(spec))
-        alone = attention_seconds(params, arch, self.attention_peak, self.gpu.memory_bandwidth, spec)
-        return attention_at_clock(alone, unclocked_seconds(params, self.gpu.memory_bandwidth, spec),
-                                  self.attention_clock, self.repeats, self.sustained_load)
+        alone = attention_seconds(params, arch, self.attention_peak, spec)
+        return attention_at_clock(alone, params.overhead_us * 1e-6, self.attention_clock, self.repeats,
+                                  self.sustained_load)

@@ -39,60 +39,16 @@ library timed with another's fit (calibration.py's stand-ins) runs at its own in
 a B200 runs cuDNN's fit there at mma.sync's rate."""
 
 
-KEY_CHUNKS = {"flash_v1": ((64, 256), (128, 128))}
-"""Libraries that walk the keys in their outer loop, re-reading the query blocks and their fp32 accumulator for every
-chunk of keys (FlashAttention 1: Dao et al. 2022, Algorithms 1 and 4, the forward's output and the backward's dQ;
-FlashAttention-2 and the libraries after it walk the queries outside and keep the output on chip), with the chunk of
-keys they take for each head dimension, (largest head dim, keys) in order: FlashAttention 1's kernel traits take 256
-keys a chunk up to head dim 64 and 128 at 128 (flash-attention v1.0.9, csrc/flash_attn/src/fmha_fwd_hdim{32,64,128}.cu
-and fmha_bwd_hdim*.cu, for keys of 256 and more). So at head dim 128 it moves twice the bytes per FLOP it does at 64,
-and the flash-attention repository's A100 and H100 charts show it: 83 and 139 TFLOP/s at head dim 128, 110 and 168 at
-64 (16k tokens, forward and backward)."""
-ACCUMULATOR_BYTES = {False: (2, 0, 8), True: (10, 4, 0)}
-"""Bytes a re-read moves per query row, as (per qk dim, per v dim, per v dim of fp32 accumulator), forward (False):
-Q in 16 bits, the fp32 output read and written back; backward (True): Q, O and dO in 16 bits and the fp32 dQ read and
-written back (FlashAttention 1's backward, Algorithm 4, lines 8-21)."""
-
-
-def key_chunk(library: str, head_dim: int, seq_k: int) -> int | None:
-    """Keys per outer-loop chunk of a library that re-reads its accumulators (KEY_CHUNKS), else None."""
-    chunks = KEY_CHUNKS.get(library)
-    if chunks is None:
-        return None
-    fitting = [keys for largest, keys in chunks if head_dim <= largest] or [chunks[-1][1]]
-    return min(fitting[0], max(seq_k, 1))
-
-
-def accumulator_bytes(spec: KernelSpec, library: str) -> float:
-    """HBM bytes a library that walks the keys outside (KEY_CHUNKS) moves beyond one pass over Q, K, V and O: every
-    chunk of keys after the first re-reads the query rows it serves (all of them, or under a causal mask those at or
-    past the chunk) with their accumulators. `library`: the one whose fit times the kernel (a stand-in runs like it,
-    traffic and all: the 2022 Triton kernel, run with FlashAttention 1's fit, ran within 15% of it on the A100)."""
-    s = dict(spec.shape)
-    chunk = key_chunk(library, int(s["qk_dim"]), int(s["seq_k"]))
-    if chunk is None:
-        return 0.0
-    seq_q, seq_k = int(s["seq_q"]), int(s["seq_k"])
-    starts = np.arange(chunk, seq_k, chunk)  # the chunks after the first
-    rows = np.clip(seq_k - starts, 0, seq_q) if s["causal"] else np.full(starts.size, seq_q)  # bottom-right
-    per_qk, per_v, per_accumulator = ACCUMULATOR_BYTES[spec.phase in BACKWARD_PHASES]
-    per_row = per_qk * s["qk_dim"] + per_v * s["v_dim"] + per_accumulator * s["v_dim"]
-    return float(s["batch"] * s["heads"] * rows.sum() * per_row)
-
-
 def matmul_rate(warp_mma_fraction: float, library: str) -> float:
     """The rate `library`'s attention matmuls run at, as a fraction of the dense peak of a chip whose SMs issue
     Ampere's tensor rate at `warp_mma_fraction` of it (mma.sync's rate, at most the peak, or the peak itself)."""
     return min(warp_mma_fraction, 1.0) if library in WARP_MMA_LIBRARIES else 1.0
 
 
-def attention_seconds(p: AttentionParams, arch: Architecture, peak: float, bandwidth: float, spec: KernelSpec
-                      ) -> float:
-    """Seconds of one flash-attention kernel at `peak` dense FLOP/s and `bandwidth` B/s of HBM. Parameters fitted on
-    another chip, or another library, run their matmuls at this library's rate here over theirs there, and their
-    softmax at this chip's rate per SM over that chip's (both as fractions of the dense peak). A library that re-reads
-    its accumulators (KEY_CHUNKS) adds that traffic, at its fitted multiple of HBM's rate, to its blocks' time: it
-    waits on it between chunks."""
+def attention_seconds(p: AttentionParams, arch: Architecture, peak: float, spec: KernelSpec) -> float:
+    """Seconds of one flash-attention kernel at `peak` dense FLOP/s. Parameters fitted on another chip, or another
+    library, run their matmuls at this library's rate here over theirs there, and their softmax at this chip's
+    rate per SM over that chip's (both as fractions of the dense peak)."""
     s = dict(spec.shape)
     backward = spec.phase in BACKWARD_PHASES
     phase = p.bwd if backward else p.fwd
@@ -112,15 +68,7 @@ def attention_seconds(p: AttentionParams, arch: Architecture, peak: float, bandw
                          math.ceil((s["seq_q"] if window else s["seq_k"]) / block),
                          (bool(s["causal"]) or bool(window)) and not full_matrix, phase.block_overhead,
                          arch.sm_count, tiles, math.ceil((window + block - 1) / block) if window else 0)
-    return unclocked_seconds(p, bandwidth, spec) + blocks * block_seconds
-
-
-def unclocked_seconds(p: AttentionParams, bandwidth: float, spec: KernelSpec) -> float:
-    """The part of an attention kernel's time the SMs' clock does not set (gemm.attention_at_clock): its launch, and
-    the accumulator traffic HBM serves (KEY_CHUNKS; HBM's clock does not fall with the power limit)."""
-    phase = p.bwd if spec.phase in BACKWARD_PHASES else p.fwd
-    traffic = accumulator_bytes(spec, p.library or attention_impl(spec)) / (bandwidth * phase.accumulator_bandwidth)
-    return p.overhead_us * 1e-6 + traffic
+    return p.overhead_us * 1e-6 + blocks * block_seconds
 
 
 def wave_blocks(copies: int, q_blocks: int, k_blocks: int, causal: bool, overhead: float, sm_count: int,

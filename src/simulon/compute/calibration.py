@@ -47,8 +47,6 @@ class AttentionPhase:
     efficiency: float          # of the dense peak for the block matmuls, where fitted (attention.attention_seconds)
     block_overhead: float      # per CTA, in key/value blocks (prologue, epilogue, softmax rescale)
     softmax_dims: float        # softmax work per score, counted as extra head dimensions
-    accumulator_bandwidth: float = 1.0  # a library that re-reads its accumulators (attention.accumulator_bytes):
-    #                                     the rate they stream at, a multiple of HBM's (L2 serves part); fitted there
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from ..config.common import DType
 from ..config.dc import GPUSpec
 from ..workload.kernels import KernelSpec, Phase, attention_impl
 from .analytical import AnalyticalModel, memory_seconds
-from .attention import KEY_CHUNKS, attention_seconds, unclocked_seconds
+from .attention import attention_seconds
 from .calibration import Architecture, AttentionParams, AttentionPhase, Calibrations, GemmParams, GpuCalibration
 from .gemm import GemmShapes, attention_at_clock, gemm_seconds
 from .minimize import nelder_mead
@@ -170,16 +170,7 @@ def fit_calibration(observations: Sequence[Observation], arch: Calibrations, set
 
 
 def _attention_entry(p: AttentionParams, rows: int) -> dict:
-    def phase(ph: AttentionPhase) -> dict[str, float]:
-        return {k: v for k, v in _rounded(ph).items() if k in _attention_fields(p.library)}
-
-    return {"fwd": phase(p.fwd), "bwd": phase(p.bwd), "overhead_us": round(p.overhead_us, 4), "rows": rows}
-
-
-def _attention_fields(library: str) -> list[str]:
-    """The parameters of one attention phase a library's rows fit: the accumulators' rate only where it re-reads
-    them (attention.KEY_CHUNKS)."""
-    return [f.name for f in fields(AttentionPhase) if f.name != "accumulator_bandwidth" or library in KEY_CHUNKS]
+    return {"fwd": _rounded(p.fwd), "bwd": _rounded(p.bwd), "overhead_us": round(p.overhead_us, 4), "rows": rows}
 
 
 def predict(obs: Sequence[Observation], cal: Calibrations) -> np.ndarray:
@@ -305,18 +296,17 @@ def _fit_attention(obs: Sequence[Observation], arch: Architecture, settings: Fit
     measured = np.array([o.seconds for o in obs])
 
     def seconds(p: AttentionParams, o: Observation) -> float:
-        alone = sum(attention_seconds(p, arch, peak, spec.memory_bandwidth, s) for s in o.specs)
+        alone = sum(attention_seconds(p, arch, peak, s) for s in o.specs)
         if o.repeats == 1 or clock is None:
             return alone
-        return attention_at_clock(alone, sum(unclocked_seconds(p, spec.memory_bandwidth, s) for s in o.specs), clock,
-                                  o.repeats)
+        return attention_at_clock(alone, p.overhead_us * 1e-6 * len(o.specs), clock, o.repeats)
 
     def loss(p: AttentionParams) -> float:
         predicted = [seconds(p, o) for o in obs]
         return float(np.mean(np.abs(np.log(np.array(predicted) / measured))))
 
     apart = {o.specs[0].phase for o in obs if len(o.specs) == 1} >= {Phase.fwd, Phase.bwd_ig}
-    names = _attention_names(apart, attention_impl(obs[0].specs[0]))
+    names = _attention_names(apart)
     if all(o.repeats > 1 for o in obs):  # a profile's per-run events also time the host launching a short kernel
         names.remove("overhead_us")
     start = replace(settings.attention_start, library=attention_impl(obs[0].specs[0]))
@@ -338,12 +328,12 @@ same tokens (the FlashAttention-2 charts: 16k each) cannot tell the two apart; f
 up to 0.87 ms (PyTorch's attention on the A100; 0.27 ms the Triton kernel's, 0.17 ms FlashAttention 1's), which a
 training step then paid at every micro-batch whatever its tokens. A fit past the bound is done again with the call at
 the bound and the per-CTA term taking the rest, at the same in-sample error for FlashAttention 1 and the Triton
-kernel (8.8% and 7.6% on the A100, FlashAttention 1's before its accumulator traffic was counted: now 4.2%)."""
+kernel (8.8% and 7.6% on the A100)."""
 
 
-def _attention_names(apart: bool, library: str) -> list[str]:
+def _attention_names(apart: bool) -> list[str]:
     phases = ("fwd", "bwd") if apart else ("fwd",)
-    return [f"{ph}.{name}" for ph in phases for name in _attention_fields(library)] + ["overhead_us"]
+    return [f"{ph}.{f.name}" for ph in phases for f in fields(AttentionPhase)] + ["overhead_us"]
 
 
 def _attention_codec(p: AttentionParams, updates: dict[str, float]) -> AttentionParams:

@@ -65,21 +65,20 @@ def clock_fraction(busy: np.ndarray, p: GemmParams) -> np.ndarray:
     return p.sustained_clock + (1.0 - p.sustained_clock) * tau / (tau + busy)
 
 
-def attention_at_clock(alone: float, unclocked_s: float, p: GemmParams, repeats: float = 1.0,
+def attention_at_clock(alone: float, overhead_s: float, p: GemmParams, repeats: float = 1.0,
                        sustained_load: bool = False) -> float:
     """Seconds of an attention kernel that takes `alone` timed alone (its fitted time: the clock a kernel of its
     length keeps, clock_fraction of its busy time) when run `repeats` times back to back (the clock following the
     loop's busy time) or under sustained load (the sustained clock): its tensor-core work rescaled by the clocks'
-    ratio, the `unclocked_s` of it that the SMs' clock does not set (its launch, HBM traffic:
-    attention.unclocked_seconds) not. `p` holds the GPU's clock behaviour (its GEMM parameters in that dtype)."""
-    busy = alone - unclocked_s
+    ratio, its launch overhead not. `p` holds the GPU's clock behaviour (its GEMM parameters in that dtype)."""
+    busy = alone - overhead_s
     if sustained_load:
         clock = p.sustained_clock
     elif repeats > 1:
         clock = float(clock_fraction(np.array(busy * repeats), p))
     else:
         return alone
-    return unclocked_s + busy * float(clock_fraction(np.array(busy), p)) / clock
+    return overhead_s + busy * float(clock_fraction(np.array(busy), p)) / clock
 
 
 def benchmark_clock(burst: np.ndarray, repeats: float | np.ndarray, p: GemmParams) -> np.ndarray:
