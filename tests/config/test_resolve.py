@@ -9,7 +9,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from simulon.config.resolve import Unresolved, resolve_framework, resolve_gpu, resolve_hardware
+from simulon.config.resolve import Unresolved, card_gbps, resolve_framework, resolve_gpu, resolve_hardware
 from simulon.config.templates import find_template, template_names, template_text
 
 
@@ -66,11 +66,26 @@ def test_a_stated_nic_rate_overrides_the_systems_and_an_equal_one_does_not():
     assert gcp.datacenter["network"]["scale_out"]["nic"] == {"speed": "200Gbps"}
     assert "network" not in resolve_hardware("8x H100 DGX, 8x CX-7 400Gb RoCE").datacenter
     assert "network" not in resolve_hardware("A100-80GB (1600 Gbps RoCE node-node)").datacenter  # 8 x 200G
-    dual = resolve_hardware("A100, 2 nodes, 4x IB 200Gb dual-port per node")  # 4 NICs x 2 ports = 8 x 200G
-    assert "network" not in dual.datacenter
     slower = resolve_hardware("8x A100 (800 Gbps per node)")
     assert slower.datacenter["network"]["scale_out"]["nic"] == {"speed": "100Gbps"}
     assert "network" not in resolve_hardware("8x A100 NVLink (600GB/s bidir)").datacenter  # bytes: NVLink, not NIC
+
+
+@pytest.mark.parametrize(("text", "per_gpu"), [
+    ("A100, 2 nodes, 4x IB 200Gb dual-port per node", "100Gbps"),  # ConnectX-6: 200G a card over PCIe 4.0 x16
+    ("8x H100, 4x 400Gb dual-port", "200Gbps"),                    # ConnectX-7: 400G a card, 1x400 or 2x200
+    ("8x H100, 4x 200Gb", "100Gbps"),                              # single-port cards: each its line rate
+    ("8x H100, 8x 100Gb dual-port", "200Gbps"),                    # no shipped NIC of that rate: ports add up
+])
+def test_dual_port_cards_move_at_most_what_the_card_carries(text, per_gpu):
+    assert resolve_hardware(text).datacenter["network"]["scale_out"]["nic"] == {"speed": per_gpu}
+
+
+@given(st.sampled_from([25.0, 100.0, 200.0, 400.0, 800.0]), st.integers(1, 4))
+def test_a_card_of_more_ports_moves_no_less_and_no_more_than_its_ports_add_up(rate, ports):
+    one = card_gbps(rate, 1)
+    assert one == rate
+    assert one <= card_gbps(rate, ports) <= ports * rate
 
 
 @pytest.mark.parametrize(("text", "says"), [

@@ -25,9 +25,7 @@ SHORT_OF_BOUND_PCT = {("H100", ">=1MiB"): 11.1,
                       # XLA's permutes mix three pairings the table does not tell apart (validate.collectives.
                       # permute_group): the ring shift simulated, and exchanges and half-to-half sends up to 1.6x
                       # faster; their spread alone puts a floor of 7.7% and 5.9% under any model (report.floor_by)
-                      ("B200/sendrecv", ">=1MiB"): 13.0, ("H100/sendrecv", ">=1MiB"): 10.5,
-                      # a user's two A100 nodes at 86 GB/s, the issue thread asking why (predicted 184: +114%)
-                      ("A100", ">=1MiB"): 14.6}
+                      ("B200/sendrecv", ">=1MiB"): 13.0, ("H100/sendrecv", ">=1MiB"): 10.5}
 """Where the model does not reach the bound, the level it holds (a regression guard, not a target). H100 (11.0%)
 misses the bound by a point: two GCP A3 Mega nodes' all-reduce over TCPXO (28.8% on 14 rows: a tuner plugin whose
 tables are not public) and XLA's one-node NVLS all-reduces of 8-256 MiB (+8 to +15%: predicted faster once NVLS
@@ -65,6 +63,13 @@ def test_busbw_mape_by_hardware_family_and_size_class(report):
     missed = {key: round(v, 1) for key, v in mape.items()
               if v > SHORT_OF_BOUND_PCT.get(key, BOUND_PCT[key[1]])}
     assert not missed, missed
+
+
+def test_dual_port_hdr_cards_are_predicted_at_what_their_pcie_links_carry(report, table):
+    # nccl-tests#175: two A100 nodes of four dual-port HDR 200 Gb/s cards each, 86 GB/s measured, the thread asking
+    # why not more; a ConnectX-6 moves 200 Gb/s in all over PCIe 4.0 x16, so the ring peaks near 100 GB/s, not 200
+    row = next(r for r in report.rows if "dual-port" in table[r.index]["hardware"])
+    assert row.measured == 86.0 and 80.0 < row.predicted <= 100.0  # at most four cards' 4 x 25 GB/s
 
 
 def test_every_family_stays_above_the_floor_of_rows_the_table_does_not_tell_apart(report):

@@ -77,6 +77,11 @@ class NICSpec(Templated):
     vendor: str | None = None
     speed: Bandwidth = Field(description="line rate per direction")
     latency: Latency = Field(0.0, description="one-way latency added per traversal")
+    card_speed: Bandwidth | None = Field(None, description="per direction, what one card moves over all its ports "
+                                         "together, where that is less than its ports' line rates added up (a "
+                                         "dual-port card whose ports share its PCIe host link): what a description "
+                                         "of dual-port cards of this line rate gives each card (config.resolve); "
+                                         "unset: every port its line rate")
 
 
 class SwitchSpec(Templated):

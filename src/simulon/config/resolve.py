@@ -14,8 +14,9 @@ punctuation: `[count x] [vendor] GPU [memory GB] [form factor] [system] [interco
   marked `reference: true` (the vendor's reference system, e.g. DGX H100 rather than DGX Cloud), then the
   one with the fewest words of its own.
 - Interconnect: a NIC count and line rate ("8x400Gbps", "1600 Gbps", "4x IB 200Gb dual-port") that differs
-  from the system's NICs overrides them; RoCE, InfiniBand and the NIC's name are read but change nothing
-  the network model distinguishes.
+  from the system's NICs overrides them (dual-port cards at their ports' rates added up, at most what the
+  card moves: `card_speed` of the shipped NIC of that rate); RoCE, InfiniBand and the NIC's name are read but
+  change nothing the network model distinguishes.
 
 What cannot be resolved raises Unresolved with the reason, and on ambiguity the candidates. Nothing here
 knows any particular table: templates' names and aliases are the only vocabulary.
@@ -294,8 +295,7 @@ def _nic_override(text: str, datacenter: dict[str, Any]) -> dict[str, Any] | Non
     gpus, per_nic = int(node.get("gpus_per_node", 8)), int(node.get("gpus_per_nic", 1))
     nics = gpus // per_nic
     if count:
-        ports = int(count) * (2 if re.search(r"dual[- ]port", text, re.IGNORECASE) else 1)
-        aggregate = ports * speed
+        aggregate = int(count) * card_gbps(speed, 2 if re.search(r"dual[- ]port", text, re.IGNORECASE) else 1)
     elif speed > max_nic_speed_gbps() or re.match(r"[^,;()]{0,12}\bper (?:node|server)", text[found.end():]):
         aggregate = speed  # above any shipped NIC, or said to be the node's: the aggregate ("1600 Gbps")
     else:
@@ -313,14 +313,25 @@ def max_nic_speed_gbps() -> float:
     return max(nic_speed_gbps({"from": stem}) or 0.0 for stem in template_names("nic"))
 
 
-def nic_speed_gbps(nic: dict[str, Any] | str) -> float | None:
-    """Line rate in Gb/s of a NIC block (`from:` a template or inline)."""
+def nic_speed_gbps(nic: dict[str, Any] | str, key: str = "speed") -> float | None:
+    """Line rate in Gb/s of a NIC block (`from:` a template or inline); `key` "card_speed": what one card moves
+    over all its ports (None where the block gives none)."""
     if isinstance(nic, str):
         nic = {"from": nic}
     doc = find_template("nic", nic["from"]) if "from" in nic else {}
-    speed = nic.get("speed") or (doc or {}).get("speed")
+    speed = nic.get(key) or (doc or {}).get(key)
     found = re.fullmatch(r"(\d+(?:\.\d+)?)\s*Gbps", str(speed or ""))
     return float(found.group(1)) if found else None
+
+
+def card_gbps(port_gbps: float, ports: int) -> float:
+    """What one card of `ports` ports at `port_gbps` each moves, per direction: the ports' line rates added up, at
+    most the card's own limit where the shipped NIC of that line rate (the template its rate names, as "200g"
+    names ConnectX-6) gives one: a dual-port HDR 200 Gb/s ConnectX-6 moves 200 Gb/s in all over its PCIe 4.0 x16
+    host link, not 400."""
+    if ports == 1 or find_template("nic", f"{port_gbps:g}g") is None:
+        return ports * port_gbps
+    return min(ports * port_gbps, nic_speed_gbps(f"{port_gbps:g}g", "card_speed") or ports * port_gbps)
 
 
 def resolve_hardware(text: str, context: str = "") -> Hardware:
