@@ -329,9 +329,8 @@ def card_gbps(port_gbps: float, ports: int) -> float:
     most the card's own limit where the shipped NIC of that line rate (the template its rate names, as "200g"
     names ConnectX-6) gives one: a dual-port HDR 200 Gb/s ConnectX-6 moves 200 Gb/s in all over its PCIe 4.0 x16
     host link, not 400."""
-    if ports == 1 or find_template("nic", f"{port_gbps:g}g") is None:
-        return ports * port_gbps
-    return min(ports * port_gbps, nic_speed_gbps(f"{port_gbps:g}g", "card_speed") or ports * port_gbps)
+    limit = nic_speed_gbps(f"{port_gbps:g}g", "card_speed") if ports > 1 else None  # None: no such NIC or limit
+    return min(ports * port_gbps, limit or math.inf)
 
 
 def resolve_hardware(text: str, context: str = "") -> Hardware:
