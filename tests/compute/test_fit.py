@@ -216,7 +216,8 @@ def test_sustained_runs_on_several_machines_fit_the_clock_of_their_geometric_mea
 def test_an_attention_call_costs_at_most_a_launch_and_work_that_scales_with_its_tokens():
     """No attention library carries a per-call constant past a launch (compute.fit.ATTENTION_LAUNCH_US), so half the
     tokens of a FlashAttention 1, Triton or xformers call on an A100 (the FlashAttention-2 chart's libraries, whose
-    16k-token rows cannot tell a per-call cost from a per-CTA one) take about half the time."""
+    16k-token rows cannot tell a per-call cost from a per-CTA one) take about half the time: 16k tokens against 32k,
+    where the last round of CTAs on the SMs (compute/dispatch.py) adds 1.5% to the smaller call."""
     cal = Calibrations.shipped()
     calls = [entry.overhead_us for gpu in cal.gpus.values() for entry in gpu.attention.values()]
     assert max(calls) <= ATTENTION_LAUNCH_US
@@ -229,5 +230,5 @@ def test_an_attention_call_costs_at_most_a_launch_and_work_that_scales_with_its_
                    for phase in (Phase.fwd, Phase.bwd_ig))
 
     for impl in ("flash_v1", "flash_triton", "xformers"):
-        assert seconds(impl, 4) / seconds(impl, 8) == pytest.approx(0.5, rel=0.05), impl
+        assert seconds(impl, 8) / seconds(impl, 16) == pytest.approx(0.5, rel=0.05), impl
 

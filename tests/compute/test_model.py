@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simulon.compute.analytical import AnalyticalModel
-from simulon.compute.attention import attention_seconds, wave_blocks
+from simulon.compute.attention import attention_seconds, critical_blocks
 from simulon.compute.calibration import (
     POWER_CLOCK_EXPONENT,
     Architecture,
@@ -87,16 +87,18 @@ def test_gemm_time_never_falls_when_a_dimension_grows(m, n, k, which):
     assert one_gemm(*grown, p=p, arch=arch) >= one_gemm(m, n, k, p=p, arch=arch) * (1 - 1e-9)
 
 
-def test_wave_blocks_closed_forms():
-    # uniform CTAs: ceil(CTAs / SMs) waves of (blocks + overhead)
-    assert wave_blocks(copies=3, q_blocks=50, k_blocks=7, causal=False, overhead=1.0, sm_count=100) == 2 * 8
+def test_critical_blocks_closed_forms():
+    # uniform CTAs: ceil(CTAs / SMs) rounds of (blocks + overhead)
+    assert critical_blocks(copies=3, q_blocks=50, k_blocks=7, causal=False, overhead=1.0, sm_count=100) == 2 * 8
     # causal, one CTA per SM: the heaviest CTA walks every key block
-    assert wave_blocks(copies=1, q_blocks=32, k_blocks=32, causal=True, overhead=0.0, sm_count=32) == 32
+    assert critical_blocks(copies=1, q_blocks=32, k_blocks=32, causal=True, overhead=0.0, sm_count=32) == 32
     # causal, one SM: every block of the triangle, n(n+1)/2
-    assert wave_blocks(copies=2, q_blocks=16, k_blocks=16, causal=True, overhead=0.0, sm_count=1) == 2 * 136
+    assert critical_blocks(copies=2, q_blocks=16, k_blocks=16, causal=True, overhead=0.0, sm_count=1) == 2 * 136
     # two query tiles per CTA (Blackwell's forward): half the CTAs, each walking its key blocks for both tiles
-    assert wave_blocks(copies=1, q_blocks=16, k_blocks=32, causal=True, overhead=0.0, sm_count=32, q_tiles=2) == 64
-    assert wave_blocks(copies=1, q_blocks=16, k_blocks=32, causal=False, overhead=1.0, sm_count=100, q_tiles=2) == 65
+    assert critical_blocks(copies=1, q_blocks=16, k_blocks=32, causal=True, overhead=0.0, sm_count=32,
+                           q_tiles=2) == 64
+    assert critical_blocks(copies=1, q_blocks=16, k_blocks=32, causal=False, overhead=1.0, sm_count=100,
+                           q_tiles=2) == 65
 
 
 def test_a_blackwell_forward_carries_two_query_tiles_per_cta_and_its_backward_one():

@@ -1,5 +1,7 @@
 """Flash-attention time from its shape: one CTA per (batch, head, query block) walks the key blocks it
-needs (all of them, or the causal triangle's share), and the CTAs run in waves over the SMs.
+needs (all of them, or the causal triangle's share), and the SMs take the CTAs as the library hands them out
+(dispatch.py: a launch grid's order, to whichever SM frees up first, for FlashAttention-2 and the other libraries
+written for Ampere; a persistent kernel's static round-robin, heaviest first, for cuDNN).
 
 The backward is parallel over key blocks instead, which has the same spread of work per CTA. PyTorch's
 attention without a fused kernel is timed the same way, its fitted block rate standing for the passes over
@@ -26,6 +28,7 @@ import numpy as np
 
 from ..workload.kernels import FULL_MATRIX_LIBRARIES, KernelSpec, Phase, attention_impl
 from .calibration import Architecture, AttentionParams
+from .dispatch import Order, makespan
 
 BACKWARD_PHASES = (Phase.bwd_ig, Phase.bwd_wg)
 
@@ -45,10 +48,25 @@ def matmul_rate(warp_mma_fraction: float, library: str) -> float:
     return min(warp_mma_fraction, 1.0) if library in WARP_MMA_LIBRARIES else 1.0
 
 
-def attention_seconds(p: AttentionParams, arch: Architecture, peak: float, spec: KernelSpec) -> float:
+def issue_order(library: str, backward: bool) -> Order:
+    """How `library` hands its CTAs to the SMs (dispatch.py): a launch grid in FlashAttention-2's order (a forward's
+    lightest query block first, a backward's heaviest key block) for the libraries written for Ampere, taken for
+    FlashAttention 1, the 2022 Triton kernel and xformers' CUTLASS kernels, whose grids also put the block index
+    fastest; a persistent kernel's static schedule, heaviest first, for the others (cuDNN's; PyTorch's attention
+    gives every block the same work, so its order does not matter). A library timed with its stand-in's fit
+    (calibration.py) runs as the stand-in does, as its fit was made: cuDNN's on an A100, where Transformer Engine
+    picks FlashAttention-2, as FlashAttention-2."""
+    if library not in WARP_MMA_LIBRARIES:
+        return Order.static_heaviest_first
+    return Order.heavy_first if backward else Order.light_first
+
+
+def attention_seconds(p: AttentionParams, arch: Architecture, peak: float, spec: KernelSpec,
+                      compiled: bool | None = None) -> float:
     """Seconds of one flash-attention kernel at `peak` dense FLOP/s. Parameters fitted on another chip, or another
     library, run their matmuls at this library's rate here over theirs there, and their softmax at this chip's
-    rate per SM over that chip's (both as fractions of the dense peak)."""
+    rate per SM over that chip's (both as fractions of the dense peak). `compiled`: how the CTAs' dispatch is
+    computed (dispatch.makespan)."""
     s = dict(spec.shape)
     backward = spec.phase in BACKWARD_PHASES
     phase = p.bwd if backward else p.fwd
@@ -64,21 +82,22 @@ def attention_seconds(p: AttentionParams, arch: Architecture, peak: float, spec:
         peak * phase.efficiency / arch.sm_count)
     tiles = 1 if backward else arch.attention_query_tiles
     window = int(s.get("window", 0))  # a sliding window's band: the causal range, each tile's walk capped
-    blocks = wave_blocks(s["batch"] * s["heads"], math.ceil(s["seq_q"] / (block * tiles)),
-                         math.ceil((s["seq_q"] if window else s["seq_k"]) / block),
-                         (bool(s["causal"]) or bool(window)) and not full_matrix, phase.block_overhead,
-                         arch.sm_count, tiles, math.ceil((window + block - 1) / block) if window else 0)
+    blocks = critical_blocks(s["batch"] * s["heads"], math.ceil(s["seq_q"] / (block * tiles)),
+                             math.ceil((s["seq_q"] if window else s["seq_k"]) / block),
+                             (bool(s["causal"]) or bool(window)) and not full_matrix, phase.block_overhead,
+                             arch.sm_count, tiles, math.ceil((window + block - 1) / block) if window else 0,
+                             issue_order(p.library or attention_impl(spec), backward), compiled)
     return p.overhead_us * 1e-6 + blocks * block_seconds
 
 
-def wave_blocks(copies: int, q_blocks: int, k_blocks: int, causal: bool, overhead: float, sm_count: int,
-                q_tiles: int = 1, band: int = 0) -> float:
-    """Blocks on the critical path when `copies` x `q_blocks` CTAs, each walking its key blocks (`q_tiles` query
-    tiles at a time) plus `overhead`, are issued heaviest first in waves of sm_count (the sum of each wave's
-    heaviest). `band`: a sliding window's key blocks, at most what one query tile walks (the blocks a window of w keys
-    straddles: ceil((w + block - 1) / block))."""
+def critical_blocks(copies: int, q_blocks: int, k_blocks: int, causal: bool, overhead: float, sm_count: int,
+                    q_tiles: int = 1, band: int = 0, order: Order = Order.static_heaviest_first,
+                    compiled: bool | None = None) -> float:
+    """Blocks on the busiest SM when `copies` x `q_blocks` CTAs, each walking its key blocks (`q_tiles` query tiles
+    at a time) plus `overhead`, are handed to sm_count SMs in `order` (dispatch.makespan). `band`: a sliding
+    window's key blocks, at most what one query tile walks (the blocks a window of w keys straddles:
+    ceil((w + block - 1) / block))."""
     i = np.arange(q_blocks, 0, -1)  # heaviest first
     walked = np.ceil(i * k_blocks / q_blocks) if causal else np.full(q_blocks, float(k_blocks))
     work = q_tiles * (np.minimum(walked, band) if band else walked)
-    leaders = np.arange(0, copies * q_blocks, sm_count) // copies
-    return float(np.sum(work[leaders] + overhead))
+    return makespan(work + overhead, copies, order, sm_count, compiled)

@@ -296,7 +296,7 @@ def _fit_attention(obs: Sequence[Observation], arch: Architecture, settings: Fit
     measured = np.array([o.seconds for o in obs])
 
     def seconds(p: AttentionParams, o: Observation) -> float:
-        alone = sum(attention_seconds(p, arch, peak, s) for s in o.specs)
+        alone = sum(attention_seconds(p, arch, peak, s, compiled=True) for s in o.specs)
         if o.repeats == 1 or clock is None:
             return alone
         return attention_at_clock(alone, p.overhead_us * 1e-6 * len(o.specs), clock, o.repeats)

@@ -1,0 +1,85 @@
+"""The SMs' dispatch of a kernel's CTAs (compute/dispatch.py): a launch grid's greedy list scheduling and a persistent
+kernel's static round-robin, their closed forms and bounds, and the grid's compiled loop against its Python
+reference."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from simulon.compute.attention import critical_blocks, issue_order
+from simulon.compute.dispatch import Order, issue_sequence, makespan
+
+works = st.lists(st.floats(0.0, 100.0, allow_nan=False), min_size=1, max_size=40).map(
+    lambda w: np.array(sorted(w, reverse=True)))
+
+
+def test_the_issue_orders_of_a_causal_kernel():
+    work = np.array([3.0, 2.0, 1.0])  # heaviest first
+    assert issue_sequence(work, 2, Order.static_heaviest_first).tolist() == [3, 3, 2, 2, 1, 1]
+    assert issue_sequence(work, 2, Order.light_first).tolist() == [1, 2, 3, 1, 2, 3]
+    assert issue_sequence(work, 2, Order.heavy_first).tolist() == [3, 2, 1, 3, 2, 1]
+
+
+def test_greedy_dispatch_closed_forms():
+    work = np.array([4.0, 3.0, 2.0, 1.0])
+    # a grid heaviest first on two SMs: 4 and 3 start, 2 follows 3 (ends at 5), 1 follows 4 (ends at 5)
+    assert makespan(work, 1, Order.heavy_first, 2) == 5
+    # lightest first: 1 and 2 start, 3 follows 1 (ends at 4), 4 follows 2 (ends at 6)
+    assert makespan(work, 1, Order.light_first, 2) == 6
+    # a static round-robin: the first SM takes 4 and 2, the second 3 and 1
+    assert makespan(work, 1, Order.static_heaviest_first, 2) == 6
+    # one SM: everything, one after the other
+    for order in Order:
+        assert makespan(work, 2, order, 1) == 20
+    # no more CTAs than SMs: the heaviest sets the time, whatever the order
+    for order in Order:
+        assert makespan(np.array([5.0, 1.0]), 3, order, 8) == 5
+
+
+def test_a_static_schedule_gives_its_first_sm_every_rounds_heaviest_tile():
+    # 16 heads x 16 causal query tiles of 256 rows (Blackwell's forward) on 148 SMs, heaviest first: the first SM
+    # takes tile 0 (64 blocks) and tile 148, the 10th query tile's (4 x 7 = 28 blocks)
+    assert critical_blocks(16, 16, 32, True, 0.0, 148, q_tiles=2, order=Order.static_heaviest_first) == 64 + 28
+    # 8 heads: 128 tiles, one per SM; the heaviest sets the time in any order
+    for order in Order:
+        assert critical_blocks(8, 16, 32, True, 0.0, 148, q_tiles=2, order=order) == 64
+
+
+def test_each_library_issues_in_its_own_order():
+    assert issue_order("cudnn", backward=False) == issue_order("cudnn", backward=True) == Order.static_heaviest_first
+    assert issue_order("xformers", backward=False) == Order.light_first
+    assert issue_order("flash", backward=False) == Order.light_first
+    assert issue_order("flash", backward=True) == Order.heavy_first
+
+
+@settings(max_examples=200, deadline=None)
+@given(works, st.integers(1, 12), st.sampled_from(list(Order)), st.integers(1, 40))
+def test_the_compiled_dispatch_matches_the_python_reference_to_the_bit(work, copies, order, slots):
+    assert makespan(work, copies, order, slots, compiled=True) == makespan(work, copies, order, slots, compiled=False)
+
+
+@settings(max_examples=100, deadline=None)
+@given(works, st.integers(1, 12), st.integers(1, 40))
+def test_the_static_schedule_is_its_first_sms_tiles(work, copies, slots):
+    tiles = np.repeat(work, copies)
+    per_sm = [tiles[s::slots].sum() for s in range(min(slots, tiles.size))]
+    assert makespan(work, copies, Order.static_heaviest_first, slots) == pytest.approx(max(per_sm), rel=1e-12)
+
+
+@settings(max_examples=200, deadline=None)
+@given(works, st.integers(1, 12), st.sampled_from(list(Order)), st.integers(1, 40))
+def test_the_busiest_sm_is_within_grahams_bound(work, copies, order, slots):
+    total, heaviest = copies * work.sum(), work.max()
+    span = makespan(work, copies, order, slots)
+    assert span >= max(total / slots, heaviest) * (1 - 1e-12)
+    assert span <= total / slots + heaviest * (1 - 1 / slots) + 1e-9 * (1 + total)
+
+
+@pytest.mark.parametrize("order", list(Order))
+@pytest.mark.parametrize("slots", [1, 7, 49, 132])
+def test_uniform_ctas_take_whole_rounds_in_any_order(order, slots):
+    # 50 CTAs of 3 blocks: ceil(50 / SMs) rounds of 3
+    assert makespan(np.full(10, 3.0), 5, order, slots) == 3 * -(-50 // slots)
