@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from collections import Counter
 
 import pytest
 import yaml
@@ -13,8 +15,9 @@ from helpers import SEED_SCENARIO, cli, gpt_scenario
 from simulon.config.loading import parse_scenario
 from simulon.memory import estimate_memory
 from simulon.pipeline import simulate
+from simulon.search.estimate import Estimate
 from simulon.search.export import megatron_arguments, scenario_yaml
-from simulon.search.run import Search, apply, scenario_for
+from simulon.search.run import Ranked, Reused, Search, SearchResult, apply, median_anchor, scenario_for
 from simulon.search.space import Limits, Space, Strategy
 from simulon.workload.kernels import Phase
 from simulon.workload.megatron import MegatronTracer
@@ -253,3 +256,32 @@ def test_pairs_measured_within_the_resolution_are_left_out_of_tau_and_no_others(
     spread = [(a, b) for i, a in enumerate(measured) for b in measured[i + 1:]]
     if all(abs(a - b) <= 0.05 * max(a, b) for a, b in spread):
         assert pooled_tau([family], "replayed", 0.05) != pooled_tau([family], "replayed", 0.05)  # nan: no pair left
+
+
+def _ranked(estimate_ms: float, replay_ms: float | None, sharding: str) -> Ranked:
+    strategy = Strategy(1, 4, 8, 1, 1, 1, 1, 1, False, "none", sharding, "fp8", False)
+    estimate = Estimate(estimate_ms / 1e3, *[0.0] * 9)
+    return Ranked(strategy, estimate, 10.0, 80.0, 0, replay_ms)
+
+
+@given(st.lists(st.tuples(st.floats(1.0, 1e5), st.floats(0.5, 2.0)), min_size=1, max_size=6),
+       st.integers(0, 5))
+@settings(max_examples=200, deadline=None)
+def test_an_unreplayed_twin_of_the_median_replayed_strategy_gets_its_replayed_time_and_ranks_after_it(runs, pick):
+    """zero2 and fsdp at dp 1 are the same run with the same estimate: if only one is replayed, the other is
+    scaled by the replayed ones' median ratio, which must give the replayed time to the bit, and of the tie the
+    replayed strategy comes first (the seed scenario's search once ranked the unreplayed twin 1 ulp faster)."""
+    replayed = [_ranked(ms, ms * ratio, f"s{i}") for i, (ms, ratio) in enumerate(runs)]
+    anchor = median_anchor(replayed)
+    ratios = sorted(r.replay_ms / (1e3 * r.estimate.iteration_s) for r in replayed)
+    assert anchor[0] / anchor[1] == pytest.approx(ratios[(len(ratios) - 1) // 2])
+    twin_of = next(r for r in replayed if (r.replay_ms, 1e3 * r.estimate.iteration_s) == anchor)
+    twin = dataclasses.replace(twin_of, replay_ms=None, anchor=anchor,
+                               strategy=dataclasses.replace(twin_of.strategy, sharding="a"))
+    assert twin.iteration_ms == twin_of.replay_ms
+    other = dataclasses.replace(replayed[pick % len(replayed)], replay_ms=None, anchor=anchor)
+    assert other.iteration_ms == pytest.approx(other.estimate.iteration_s * 1e3 * anchor[0] / anchor[1])
+    result = SearchResult(0, Counter(), Counter(), 0, len(replayed), 0.0, [], 1.0, 4, 1.0, {}, None,
+                          anchor[0] / anchor[1], Reused(False, 0), [])
+    order = sorted([twin, twin_of], key=result.rank_key)
+    assert order[0] is twin_of  # the twin's strategy sorts first by its fields, yet the replayed one leads

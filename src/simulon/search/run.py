@@ -6,11 +6,13 @@
    is counted under the term that is largest on its fullest stage.
 3. `estimate.Estimator` ranks every feasible strategy in well under a millisecond each.
 4. The best `replay` strategies are simulated by the full contention-aware replay (pipeline.simulate) on a
-   process pool (or Ray), and the ranking puts the replayed ones first, by their replayed step time. Each
-   replay is first sized (the DAG it builds, dag/size.py, plus on the process pool the search's own footprint,
-   which a forked worker starts from) and the replays run side by side only as far as their memory adds up on
-   the machine (executors.Admission); one too large even alone is not run, and the search reports it with its
-   reason and ranks it by its estimate.
+   process pool (or Ray). The ranking is by step time: the replayed one where replayed, else the estimate in
+   the ratio replayed / estimated of the replayed strategy with the median ratio (so a twin of it, the same
+   estimate, gets its time to the bit); a tie goes to the replayed strategy. Each replay is first sized (the DAG
+   it builds, dag/size.py, plus on the process pool the search's own footprint, which a forked worker starts
+   from) and the replays run side by side only as far as their memory adds up on the machine
+   (executors.Admission); one too large even alone is not run, and the search reports it with its reason and
+   ranks it by its estimate.
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ import dataclasses
 import multiprocessing
 import os
 import resource
-import statistics
 import sys
 import time
 from collections import Counter
@@ -61,11 +62,16 @@ class Ranked:
     capacity_gib: float
     peak_stage: int
     replay_ms: float | None = None
-    scale: float = 1.0  # replayed / estimated step time of the replayed strategies (their median)
+    # (replayed ms, estimated ms) of the replayed strategy whose ratio is the median (the lower one of an even
+    # count); an unreplayed strategy's step time is its estimate in that ratio, so a twin of it (same estimate)
+    # gets its replayed time to the bit
+    anchor: tuple[float, float] = (1.0, 1.0)
 
     @property
     def iteration_ms(self) -> float:
-        return self.replay_ms if self.replay_ms is not None else 1e3 * self.estimate.iteration_s * self.scale
+        if self.replay_ms is not None:
+            return self.replay_ms
+        return self.anchor[0] * (1e3 * self.estimate.iteration_s / self.anchor[1])
 
     @property
     def headroom_gib(self) -> float:
@@ -149,9 +155,10 @@ class SearchResult:
         return gpu_hours_per_million_tokens(r.iteration_ms, r.strategy.num_gpus, self.tokens_per_step)
 
     def rank_key(self, r: Ranked) -> tuple:
-        """What the objective minimises (step time, or GPU-hours per token), ties broken by the strategy."""
+        """What the objective minimises (step time, or GPU-hours per token); of a tie the replayed strategy first,
+        then the fewer GPUs, then the strategy's fields."""
         value = r.iteration_ms if self.objective == "time" else self.gpu_hours_per_million_tokens(r)
-        return value, r.strategy.num_gpus, r.strategy
+        return value, r.replay_ms is None, r.strategy.num_gpus, r.strategy
 
     def to_json(self) -> dict[str, Any]:
         top = [{**{k: v for k, v in r.strategy.to_json().items() if k != "dtype"}, "dtype": r.strategy.dtype,
@@ -174,6 +181,16 @@ class SearchResult:
 
 OBJECTIVES = ("time", "cost")
 """What a search minimises: the step time, or the GPU-hours (hence the cost) of a million tokens."""
+
+
+def median_anchor(replayed: list[Ranked]) -> tuple[float, float]:
+    """(replayed ms, estimated ms) of the replayed strategy whose replayed / estimated ratio is the median, the
+    lower of the middle two for an even count (ties broken by the strategy); (1, 1) when none was replayed."""
+    if not replayed:
+        return 1.0, 1.0
+    ordered = sorted(replayed, key=lambda r: (r.replay_ms / (1e3 * r.estimate.iteration_s), r.strategy))
+    middle = ordered[(len(ordered) - 1) // 2]
+    return middle.replay_ms, 1e3 * middle.estimate.iteration_s
 
 
 def gpu_hours_per_million_tokens(iteration_ms: float, num_gpus: int, tokens_per_step: float) -> float:
@@ -338,9 +355,9 @@ class Search:
         best = [self._ranked(strategy, estimate) for estimate, strategy in phase.candidates[:max(top, replay)]]
         tried, reused, refused = self._replay(best[:replay], progress, executor or ProcessExecutor(workers), cache)
         replayed = [r for r in tried if r.replay_ms is not None]
-        scale = statistics.median(r.replay_ms / (1e3 * r.estimate.iteration_s) for r in replayed) if replayed else 1.0
-        rest = [dataclasses.replace(r, scale=scale) for r in tried + best[len(tried):] if r.replay_ms is None]
-        ranked = sorted(replayed + rest, key=lambda r: (r.iteration_ms, r.strategy))
+        anchor = median_anchor(replayed)
+        rest = [dataclasses.replace(r, anchor=anchor) for r in tried + best[len(tried):] if r.replay_ms is None]
+        ranked = sorted(replayed + rest, key=lambda r: (r.iteration_ms, r.replay_ms is None, r.strategy))
         train = self.workload.training
         miss = None
         if phase.closest is not None:
@@ -351,7 +368,8 @@ class Search:
                             time.perf_counter() - started, ranked[:top],
                             train.global_batch_size * train.sequence_length, self.num_gpus,
                             self.estimator.model_flops(), {d: self.gpu.peak_flops(DType(d)) for d in self.space.dtypes},
-                            miss, scale, Reused(phase.from_cache, reused), phase.candidates, refused=refused)
+                            miss, anchor[0] / anchor[1], Reused(phase.from_cache, reused), phase.candidates,
+                            refused=refused)
 
     def estimated(self, progress: Progress = SILENT, cache: Cache | None = None, executor: Executor | None = None,
                   workers: int | None = 1) -> Phase:
