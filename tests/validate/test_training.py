@@ -243,13 +243,26 @@ def test_a_row_too_large_for_the_memory_given_is_skipped_with_the_reason_and_the
 
 def test_transformer_engine_frameworks_run_cudnn_attention_and_the_others_their_own(rows):
     """NeMo and Megatron-Core build on Transformer Engine, which runs cuDNN's fused attention on Hopper; the
-    FlashAttention chart's runs and MosaicML's keep the kernels their sources name."""
-    attention = {subset: scenario_from_row(_row(rows, subset=subset)[1]).workload.training.attention
-                 for subset in ("nemo_24.07_pretrain_fp8_h100", "mcore_r0.8_h100_weak_scaling",
-                                "simumax_b200_release_v1.2", "llm_foundry_mpt_benchmarks", "megatron_sc21_table1")}
+    FlashAttention chart's runs and MosaicML's keep the kernels their sources name (MosaicML's large-scale table
+    its own: the test above)."""
+    first = {subset: next(r for r in rows if r["subset"] == subset and "Large Scale" not in r["source"])
+             for subset in ("nemo_24.07_pretrain_fp8_h100", "mcore_r0.8_h100_weak_scaling",
+                            "simumax_b200_release_v1.2", "llm_foundry_mpt_benchmarks", "megatron_sc21_table1")}
+    attention = {subset: scenario_from_row(row).workload.training.attention for subset, row in first.items()}
     assert attention == {"nemo_24.07_pretrain_fp8_h100": "cudnn", "mcore_r0.8_h100_weak_scaling": "cudnn",
                          "simumax_b200_release_v1.2": "cudnn", "llm_foundry_mpt_benchmarks": "flash_triton",
                          "megatron_sc21_table1": "unfused"}
+
+
+def test_llm_foundrys_large_scale_h100_table_runs_the_attention_its_sweep_gave_each_model(rows):
+    """sweep.py, which came with the "Large Scale, >= 128 GPUs" table (llm-foundry 5e85bd62), runs MPT-1b, 3b, 7b and
+    70b with FlashAttention-2 and 13b and 30b with the Triton kernel; the smaller tables ran the Triton default."""
+    large = [r for r in rows if r["subset"] == "llm_foundry_mpt_benchmarks" and "Large Scale" in r["source"]]
+    by_model = {r["model"]: scenario_from_row(r).workload.training.attention for r in large}
+    assert {"MPT-1b", "MPT-7b", "MPT-70b", "MPT-13b", "MPT-30b"} <= set(by_model)
+    assert by_model == {m: "flash_triton" if m in ("MPT-13b", "MPT-30b") else "flash" for m in by_model}
+    small = [r for r in rows if r["subset"] == "llm_foundry_mpt_benchmarks" and "Large Scale" not in r["source"]]
+    assert len(small) > 100 and {scenario_from_row(r).workload.training.attention for r in small} == {"flash_triton"}
 
 
 def test_a_megatron_gpts_embeddings_are_tied_or_not_as_its_stated_size_says(rows):

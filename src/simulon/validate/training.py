@@ -40,8 +40,9 @@ class Unsupported(Exception):
 # Global batches, in tokens, of sources that state them once for every row (matched against `source`): the
 # flash-attention repo's GPT-2 and GPT-3 configs train on 0.5M-token batches (its own training-speed table).
 SOURCE_BATCH_TOKENS = ((r"Dao-AILab/flash-attention training/README", "0.5M tokens"),)
-# What NVIDIA's recipes set that their tables leave unstated (matched against "subset | source_locator | model
-# | precision"): training fields, and the parallelism's (RECIPE_PARALLELISM) where the row leaves its column blank.
+# What NVIDIA's recipes (and other sources' launch scripts) set that their tables leave unstated (matched against
+# "subset | source_locator | model | precision | source"): training fields, and the parallelism's
+# (RECIPE_PARALLELISM) where the row leaves its column blank.
 # Read from the launcher configs the tables ran (NeMo-Framework-Launcher 24.07 launcher_scripts/conf/,
 # examples/peft/; dgxc-benchmarking 35a9aecc).
 RECIPE_SETTINGS = (
@@ -83,6 +84,11 @@ RECIPE_SETTINGS = (
     # dgxc grok1/configure.sh and nemotron/configure.sh (340b): NVTE_FUSED_ATTN=0, so Transformer Engine runs
     # FlashAttention-2 where it would pick cuDNN's fused attention (its 15b sets NVTE_FUSED_ATTN=1)
     (r"dgxc.*(grok1/|nemotron.*\|.*nemotron.?4?.?340b)", {"attention": "flash"}),
+    # llm-foundry's "H100 80GB BF16 (Large Scale, >= 128 GPUs)" table came with scripts/train/benchmarking/sweep.py
+    # (mosaicml/llm-foundry 5e85bd62, January 2024), which runs MPT-1b, 3b, 7b and 70b with `--attn_impl flash` on
+    # flash-attn 2.4.2 (`.[gpu-flash2]`: FlashAttention-2) and 13b and 30b with `--attn_impl triton`; its other
+    # tables ran submit_benchmarks.py's default, triton (framework.FRAMEWORKS["llm-foundry"])
+    (r"llm_foundry.*\| MPT-(1b|3b|7b|70b) \|.*\|.*Large Scale", {"attention": "flash"}),
     # Megatron-Bridge's DeepSeek-V3, Qwen3 MoE and Nemotron 3 Nano performance recipes (src/megatron/bridge/
     # perf_recipes/): HybridEP dispatch (moe_token_dispatcher_type "flex", moe_flex_dispatcher_backend "hybridep",
     # set by the Qwen3 recipes and Nemotron 3 Nano's base recipe, and, through apply_flex_dispatcher_backend, by
@@ -370,7 +376,7 @@ def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
     if precision_named(row["precision"])[1]:
         training["fp8_recipe"] = precision_named(row["precision"])[1]
     for settings in _all(RECIPE_SETTINGS, " | ".join(row[c] for c in ("subset", "source_locator", "model",
-                                                                       "precision"))):
+                                                                       "precision", "source"))):
         settings = dict(settings)
         for key, column in RECIPE_PARALLELISM.items():  # the recipe's parallelism, where the row's column is blank
             value = settings.pop(key, None)
