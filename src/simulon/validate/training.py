@@ -87,7 +87,7 @@ RECIPE_SETTINGS = (
     # llm-foundry's "H100 80GB BF16 (Large Scale, >= 128 GPUs)" table came with scripts/train/benchmarking/sweep.py
     # (mosaicml/llm-foundry 5e85bd62, January 2024), which runs MPT-1b, 3b, 7b and 70b with `--attn_impl flash` on
     # flash-attn 2.4.2 (`.[gpu-flash2]`: FlashAttention-2) and 13b and 30b with `--attn_impl triton`; its other
-    # tables ran submit_benchmarks.py's default, triton (framework.FRAMEWORKS["llm-foundry"])
+    # tables ran submit_benchmarks.py's default, triton (config.frameworks.FRAMEWORKS["llm-foundry"])
     (r"llm_foundry.*\| MPT-(1b|3b|7b|70b) \|.*\|.*Large Scale", {"attention": "flash"}),
     # Megatron-Bridge's DeepSeek-V3, Qwen3 MoE and Nemotron 3 Nano performance recipes (src/megatron/bridge/
     # perf_recipes/): HybridEP dispatch (moe_token_dispatcher_type "flex", moe_flex_dispatcher_backend "hybridep",
