@@ -77,8 +77,20 @@ GLM_5 = {  # zai-org/GLM-5 config.json (transformers' GlmMoeDsaConfig defaults),
     "qk_nope_head_dim": 192, "qk_rope_head_dim": 64, "v_head_dim": 256, "index_n_heads": 32, "index_head_dim": 128,
     "index_topk": 2048, "rms_norm_eps": 1e-05, "tie_word_embeddings": False, "vocab_size": 154880,
     "num_nextn_predict_layers": 1}
+GEMMA_2_27B = {  # google/gemma-2-27b config.json (shape keys): no layer_types, no tie_word_embeddings
+    "architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2", "head_dim": 128, "hidden_act": "gelu_pytorch_tanh",
+    "hidden_activation": "gelu_pytorch_tanh", "hidden_size": 4608, "intermediate_size": 36864,
+    "num_attention_heads": 32, "num_hidden_layers": 46, "num_key_value_heads": 16, "query_pre_attn_scalar": 144,
+    "rms_norm_eps": 1e-06, "sliding_window": 4096, "attn_logit_softcapping": 50.0, "final_logit_softcapping": 30.0,
+    "vocab_size": 256000}
+GEMMA_3_27B = {  # google/gemma-3-27b-pt config.json: the decoder under text_config, no layer_types
+    "architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3", "vision_config": {"hidden_size": 1152},
+    "text_config": {"model_type": "gemma3_text", "head_dim": 128, "hidden_size": 5376, "intermediate_size": 21504,
+                    "num_attention_heads": 32, "num_hidden_layers": 62, "num_key_value_heads": 16,
+                    "query_pre_attn_scalar": 168, "sliding_window": 1024, "rms_norm_eps": 1e-06,
+                    "vocab_size": 262208}}
 SHAPE = ("num_layers", "hidden_size", "num_heads", "kv_heads", "head_size", "vocab_size", "activation",
-         "normalization", "tie_embeddings", "mla", "mamba", "hybrid_pattern", "mtp_layers")
+         "normalization", "tie_embeddings", "mla", "mamba", "hybrid_pattern", "mtp_layers", "sliding_window")
 
 
 def write(tmp_path, doc, name="config.json"):
@@ -90,7 +102,8 @@ def write(tmp_path, doc, name="config.json"):
 @pytest.mark.parametrize(("config", "template"), [
     (LLAMA_31_70B, "llama-3.1-70b"), (MIXTRAL_8X7B, "mixtral-8x7b"), (DEEPSEEK_V3, "deepseek-v3"),
     (GPT_OSS_20B, "gpt-oss-20b"), (QWEN3_235B, "qwen3-235b-a22b"), (NEMOTRON_H_8B, "nemotron-h-8b"),
-    (NEMOTRON_3_NANO, "nemotron-3-nano-30b-a3b"), (GLM_45, "glm-4.5"), (GLM_5, "glm-5")])
+    (NEMOTRON_3_NANO, "nemotron-3-nano-30b-a3b"), (GLM_45, "glm-4.5"), (GLM_5, "glm-5"),
+    (GEMMA_2_27B, "gemma-2-27b"), (GEMMA_3_27B, "gemma-3-27b")])
 def test_a_hf_config_gives_the_model_its_template_describes(tmp_path, config, template):
     built = ModelSpec.model_validate({"from_hf": str(write(tmp_path, config))})
     shipped = ModelSpec.model_validate({"from": template})
@@ -170,6 +183,45 @@ def test_dense_and_moe_layers_interleave_where_the_config_places_the_experts(tmp
     assert moe_layers(qwen) == [1, 5]  # (i + 1) % 2 == 0, layer 3 kept dense
     deepseek = ModelSpec.model_validate({"from_hf": str(write(tmp_path, {**DEEPSEEK_V3, "moe_layer_freq": 2}))})
     assert moe_layers(deepseek) == list(range(4, 61, 2))  # past the three dense layers, i % 2 == 0
+
+
+def windowed_layers(spec: ModelSpec) -> list[int]:
+    return [i for i in range(spec.num_layers) if spec.windowed(i)]
+
+
+def test_gemmas_mlp_gates_its_gelu_and_its_embeddings_are_tied_unless_the_file_says_otherwise(tmp_path):
+    gemma2 = ModelSpec.model_validate({"from_hf": str(write(tmp_path, GEMMA_2_27B))})
+    assert (gemma2.activation, gemma2.tie_embeddings) == ("geglu", True)
+    untied = model_from_hf(write(tmp_path, {**GEMMA_2_27B, "tie_word_embeddings": False}))
+    assert untied["tie_embeddings"] is False
+    # GELU outside the Gemma families is not gated (GPT-NeoX's, StarCoder2's MLPs), and an absent key reads untied
+    neox = model_from_hf(write(tmp_path, {**GEMMA_2_27B, "model_type": "gpt_neox"}))
+    assert (neox["activation"], neox["tie_embeddings"]) == ("gelu", False)
+    # Gemma 1 names its activation in hidden_activation, hidden_act left null
+    gemma = model_from_hf(write(tmp_path, {**GEMMA_2_27B, "model_type": "gemma", "hidden_act": None}))
+    assert gemma["activation"] == "geglu"
+
+
+def test_sliding_layers_follow_the_configuration_class_where_the_file_leaves_layer_types_out(tmp_path):
+    gemma2 = ModelSpec.model_validate({"from_hf": str(write(tmp_path, GEMMA_2_27B))})
+    assert windowed_layers(gemma2) == list(range(0, 46, 2))  # Gemma2Config: sliding where (i + 1) % 2
+    gemma3 = ModelSpec.model_validate({"from_hf": str(write(tmp_path, GEMMA_3_27B))})
+    assert [i for i in range(62) if not gemma3.windowed(i)] == list(range(5, 62, 6))  # (i + 1) % 6 == 0 full
+    four = model_from_hf(write(tmp_path, {**GEMMA_3_27B["text_config"], "sliding_window_pattern": 4}))
+    assert four["sliding_window"] == {"size": 1024, "full_every": 4}
+    phi3 = {"model_type": "phi3", "hidden_act": "silu", "hidden_size": 3072, "intermediate_size": 8192,
+            "num_attention_heads": 32, "num_hidden_layers": 32, "vocab_size": 32064, "sliding_window": 2047}
+    assert model_from_hf(write(tmp_path, phi3))["sliding_window"] == {"size": 2047, "full_every": 0}
+    # Qwen's configs carry a sliding_window their attention does not use (use_sliding_window false)
+    assert "sliding_window" not in model_from_hf(write(tmp_path, {**QWEN3_235B, "sliding_window": 131072}))
+
+
+def test_full_attention_layers_of_their_own_head_size_are_refused_naming_the_key(tmp_path):
+    doc = {**GEMMA_3_27B["text_config"], "model_type": "gemma4_text", "head_dim": 256, "global_head_dim": 512}
+    with pytest.raises(HFConfigError, match="key 'global_head_dim' gives the full-attention layers a head size of "
+                                            "512 beside the others' 256"):
+        model_from_hf(write(tmp_path, doc))
+    assert model_from_hf(write(tmp_path, {**doc, "global_head_dim": 256}))["head_dim"] == 256
 
 
 def test_a_bad_layer_list_is_refused_naming_the_key(tmp_path):

@@ -20,6 +20,10 @@ PUBLISHED_BILLIONS = {
     "llama-4-scout": 109.0, "qwen3-0.6b": 0.6, "qwen3-1.7b": 1.7, "qwen3-4b": 4.0, "qwen3-8b": 8.2,
     "qwen3-14b": 14.8, "qwen3-32b": 32.8, "deepseek-v3": 671.0, "qwen3-235b-a22b": 235.0,
     "glm-4.5": 355.0, "glm-4.5-air": 106.0, "glm-4.7-flash": 30.0, "glm-5": 744.0, "minimax-m2": 229.0,
+    # embedding plus non-embedding parameters of the Gemma 2 report (arXiv 2408.00118, Table 2) and the Gemma 3
+    # report's language models (arXiv 2503.19786, Table 1; the vision encoder left out)
+    "gemma-2-9b": 0.918 + 8.324, "gemma-2-27b": 1.180 + 26.047, "gemma-3-12b": 1.012 + 10.759,
+    "gemma-3-27b": 1.416 + 25.600,
 }
 ACTIVE_BILLIONS = {"kimi-k2": 32.0, "llama-4-scout": 17.0, "deepseek-v3": 37.0, "qwen3-235b-a22b": 22.0,
                    "glm-4.5": 32.0, "glm-5": 40.0}
@@ -69,7 +73,7 @@ def test_a_templates_parameter_count_is_the_published_one(stem, billions):
 
 
 NEW_MODELS = ["gpt-oss-20b", "gpt-oss-120b", "kimi-k2", "mistral-large-2", "llama-4-scout", "qwen3-0.6b",
-              "qwen3-8b", "qwen3-32b", "glm-4.5", "glm-4.7-flash", "glm-5", "minimax-m2"]
+              "qwen3-8b", "qwen3-32b", "glm-4.5", "glm-4.7-flash", "glm-5", "minimax-m2", "gemma-2-27b", "gemma-3-12b"]
 
 
 @pytest.mark.parametrize("stem", NEW_MODELS)

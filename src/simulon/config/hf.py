@@ -2,12 +2,14 @@
 
 The keys read are those of the transformers configuration classes of the decoder-only families simulon
 models (LlamaConfig, MistralConfig, MixtralConfig, Qwen2/Qwen3(-MoE)Config, DeepseekV3Config,
-GptOssConfig; a multimodal config's `text_config`):
+GptOssConfig, Gemma/Gemma2/Gemma3TextConfig, Phi3Config; a multimodal config's `text_config`):
 
 - shape: num_hidden_layers, hidden_size, num_attention_heads, num_key_value_heads, head_dim,
-  intermediate_size, vocab_size, tie_word_embeddings;
-- activation: hidden_act `silu` (a gated SwiGLU MLP in every family above), `relu2` (squared ReLU), else
-  GELU; normalization: RMSNorm where the config has rms_norm_eps, else LayerNorm;
+  intermediate_size, vocab_size, tie_word_embeddings (absent: untied, but tied in the Gemma families, as their
+  configuration classes default);
+- activation: hidden_act (Gemma's hidden_activation) `silu` (a gated SwiGLU MLP in every family above), `relu2`
+  (squared ReLU), else GELU, gated (GeGLU) in the Gemma families, whose MLPs multiply GELU(gate_proj x) by up_proj x
+  (GemmaMLP, Gemma2MLP, Gemma3MLP); normalization: RMSNorm where the config has rms_norm_eps, else LayerNorm;
 - mixture of experts: num_local_experts (Mixtral, GPT-OSS) or num_experts (Qwen-MoE) or n_routed_experts
   (DeepSeek-V3), num_experts_per_tok, moe_intermediate_size (else intermediate_size), n_shared_experts or
   shared_expert_intermediate_size, first_k_dense_replace, node-limited routing's n_group and topk_group
@@ -23,8 +25,11 @@ GptOssConfig; a multimodal config's `text_config`):
   each layer two symbols of the hybrid pattern (G or *, then E or -); attn_output_gate (Qwen3-Next's attention is
   gated: true unless the file says otherwise);
 - sliding-window attention: sliding_window where layer_types name sliding_attention layers (every one, or every N-th
-  layer full), GPT-OSS's (which alternate from a sliding layer where the file leaves layer_types to GptOssConfig),
-  and Mistral's (every layer);
+  layer full); where the file leaves layer_types to its configuration class, GPT-OSS's and Gemma 2's (alternating
+  from a sliding layer: GptOssConfig, Gemma2Config), Gemma 3's (every sliding_window_pattern-th layer full, 6 by
+  default: Gemma3TextConfig) and Mistral's, Phi-3's and StarCoder2's (every layer: their attention passes
+  sliding_window to every layer); a config whose full-attention layers have a head size of their own
+  (global_head_dim, Gemma 4) is refused;
 - hybrid Mamba models (NemotronHConfig, model_type nemotron_h): hybrid_override_pattern (or layers_block_type, the
   same as a list of block names), mamba_num_heads, mamba_head_dim, ssm_state_size, n_groups, conv_kernel,
   chunk_size; the MLP's activation from mlp_hidden_act, the shared expert's width from
@@ -44,6 +49,17 @@ from .errors import MAX_YAML_BYTES, read_input_text
 
 GATED_ACTIVATIONS = {"silu": "swiglu", "swish": "swiglu", "swiglu": "swiglu", "relu2": "squared_relu"}
 """hidden_act -> simulon's activation; every family read here with a SiLU MLP gates it (SwiGLU)."""
+GATED_GELU_MODEL_TYPES = frozenset({"gemma", "gemma2", "gemma3", "gemma3_text"})
+"""model_type of the families whose MLP gates its GELU (GeGLU: down_proj(gelu(gate_proj x) * up_proj x))."""
+TIED_MODEL_TYPES = GATED_GELU_MODEL_TYPES
+"""model_type of the families whose configuration class ties the embeddings unless the file says otherwise (Gemma's:
+tie_word_embeddings=True in GemmaConfig, Gemma2Config, Gemma3TextConfig); elsewhere an absent key reads untied."""
+WINDOW_EVERY_LAYER_MODEL_TYPES = frozenset({"mistral", "phi3", "starcoder2"})
+"""model_type of the families whose attention windows every layer by sliding_window (no layer_types)."""
+WINDOW_PATTERN_DEFAULTS = {"gpt_oss": 2, "gemma2": 2, "gemma3": 6, "gemma3_text": 6}
+"""model_type -> every how many layers one attends to the whole context where the file leaves layer_types to its
+configuration class (GptOssConfig, Gemma2Config: alternating from a sliding layer; Gemma3TextConfig: its
+sliding_window_pattern, 6 by default)."""
 HF_ACTIVATIONS = frozenset({
     "gelu", "gelu_10", "gelu_fast", "gelu_new", "gelu_python", "gelu_pytorch_tanh", "gelu_accurate", "quick_gelu",
     "fast_gelu", "laplace", "leaky_relu", "linear", "mish", "relu", "relu2", "relu6", "sigmoid", "silu", "swish",
@@ -233,11 +249,12 @@ def _sliding_window(cfg: Reader) -> dict[str, Any] | None:
     size = cfg.integer("sliding_window", required=False)
     if size is None:
         return None
-    types = cfg.doc.get("layer_types")
-    if types is None and cfg.text("model_type", "") == "gpt_oss":
-        return {"size": size, "full_every": 2}
+    types, model_type = cfg.doc.get("layer_types"), cfg.text("model_type", "")
+    if types is None and model_type in WINDOW_PATTERN_DEFAULTS:
+        return {"size": size, "full_every": cfg.integer("sliding_window_pattern", required=False,
+                                                        default=WINDOW_PATTERN_DEFAULTS[model_type])}
     if types is None:
-        return {"size": size, "full_every": 0} if cfg.text("model_type", "") == "mistral" else None
+        return {"size": size, "full_every": 0} if model_type in WINDOW_EVERY_LAYER_MODEL_TYPES else None
     if not isinstance(types, list) or not all(t in ("sliding_attention", "full_attention") for t in types):
         return None  # not a windowed model's list (Qwen3-Next's linear attention is read by its own pattern)
     full = [i for i, kind in enumerate(types) if kind == "full_attention"]
@@ -251,9 +268,10 @@ def _sliding_window(cfg: Reader) -> dict[str, Any] | None:
 
 
 def _activation(cfg: Reader) -> str:
-    """The MLP's activation as the file names it (mlp_hidden_act, hidden_act or activation_function), one that
-    transformers knows."""
-    key = next((k for k in ("mlp_hidden_act", "hidden_act", "activation_function") if k in cfg.doc), None)
+    """The MLP's activation as the file names it (mlp_hidden_act, Gemma's hidden_activation, hidden_act or
+    activation_function, the first one set), one that transformers knows."""
+    key = next((k for k in ("mlp_hidden_act", "hidden_activation", "hidden_act", "activation_function")
+                if cfg.doc.get(k) is not None), None)
     if key is None:
         return "gelu"
     name = cfg.text(key, "gelu")
@@ -261,6 +279,23 @@ def _activation(cfg: Reader) -> str:
         raise cfg.fail(key, f"names no activation transformers has, got {name!r} (it has "
                             f"{', '.join(sorted(HF_ACTIVATIONS))})")
     return name
+
+
+def _mlp(cfg: Reader) -> str:
+    """simulon's activation for the file's MLP: gated where its family gates (SwiGLU, GeGLU), else as named."""
+    name = GATED_ACTIVATIONS.get(_activation(cfg), "gelu")
+    return "geglu" if name == "gelu" and cfg.text("model_type", "") in GATED_GELU_MODEL_TYPES else name
+
+
+def _head_dim(cfg: Reader) -> int | None:
+    """The attention's head size where the file gives one; refused where its full-attention layers have another
+    (Gemma 4's global_head_dim), which simulon's layers, all alike in head size, do not model."""
+    head_dim = cfg.integer("head_dim", "attention_head_dim", required=False)
+    other = cfg.integer("global_head_dim", required=False)
+    if other is not None and other != head_dim:
+        raise cfg.fail("global_head_dim", f"gives the full-attention layers a head size of {other} beside the "
+                                          f"others' {head_dim}: layers of two head sizes are not modelled")
+    return head_dim
 
 
 def model_from_hf(path: Path) -> dict[str, Any]:
@@ -278,11 +313,11 @@ def model_from_hf(path: Path) -> dict[str, Any]:
         "ffn_hidden_size": cfg.integer("intermediate_size_mlp", required=False)
         or cfg.integer("intermediate_size", "n_inner", "ffn_dim"),
         "vocab_size": cfg.integer("vocab_size"),
-        "activation": GATED_ACTIVATIONS.get(_activation(cfg), "gelu"),
+        "activation": _mlp(cfg),
         "normalization": "rmsnorm" if "rms_norm_eps" in cfg.doc else "layernorm",
-        "tie_embeddings": cfg.flag("tie_word_embeddings", False),
+        "tie_embeddings": cfg.flag("tie_word_embeddings", cfg.text("model_type", "") in TIED_MODEL_TYPES),
     }
-    head_dim = cfg.integer("head_dim", "attention_head_dim", required=False)
+    head_dim = _head_dim(cfg)
     if head_dim is not None and "kv_lora_rank" not in cfg.doc:  # MLA's head_dim is its rotary slice (GlmMoeDsaConfig)
         block["head_dim"] = head_dim
     pattern = _hybrid_pattern(cfg)
