@@ -224,6 +224,17 @@ def test_full_attention_layers_of_their_own_head_size_are_refused_naming_the_key
     assert model_from_hf(write(tmp_path, {**doc, "global_head_dim": 256}))["head_dim"] == 256
 
 
+@pytest.mark.parametrize(("key", "says"), [("moe_num_experts", "names experts under a key this reader does not take"),
+                                            ("attn_layer_period", "lays out attention among Mamba layers"),
+                                            ("expert_layer_period", "lays out experts among the layers")])
+def test_experts_or_layers_under_keys_the_reader_does_not_take_are_refused_not_read_as_a_dense_model(tmp_path, key,
+                                                                                                   says):
+    # ERNIE-4.5-21B-A3B names its 64 experts moe_num_experts; Jamba places attention and experts by period
+    with pytest.raises(HFConfigError, match=f"key '{key}' {says}"):
+        model_from_hf(write(tmp_path, {**LLAMA_31_70B, key: 8}))
+    assert "moe" not in model_from_hf(write(tmp_path, {**LLAMA_31_70B, key: None}))
+
+
 def test_a_bad_layer_list_is_refused_naming_the_key(tmp_path):
     path = write(tmp_path, {**QWEN3_235B, "mlp_only_layers": [200]})
     with pytest.raises(HFConfigError, match="key 'mlp_only_layers' must be a list of layer indices below 94"):

@@ -29,7 +29,8 @@ GptOssConfig, Gemma/Gemma2/Gemma3TextConfig, Phi3Config; a multimodal config's `
   from a sliding layer: GptOssConfig, Gemma2Config), Gemma 3's (every sliding_window_pattern-th layer full, 6 by
   default: Gemma3TextConfig) and Mistral's, Phi-3's and StarCoder2's (every layer: their attention passes
   sliding_window to every layer); a config whose full-attention layers have a head size of their own
-  (global_head_dim, Gemma 4) is refused;
+  (global_head_dim, Gemma 4) is refused, as is one that gives its experts or its layer layout under keys this reader
+  does not take (UNREAD_KEYS: ERNIE 4.5's moe_num_experts, Jamba's layer periods);
 - hybrid Mamba models (NemotronHConfig, model_type nemotron_h): hybrid_override_pattern (or layers_block_type, the
   same as a list of block names), mamba_num_heads, mamba_head_dim, ssm_state_size, n_groups, conv_kernel,
   chunk_size; the MLP's activation from mlp_hidden_act, the shared expert's width from
@@ -298,9 +299,28 @@ def _head_dim(cfg: Reader) -> int | None:
     return head_dim
 
 
+UNREAD_KEYS = {
+    "moe_num_experts": "names experts under a key this reader does not take (ERNIE 4.5's, Step-3's; it reads "
+                       "num_local_experts, num_experts or n_routed_experts): give the model block's moe yourself",
+    "attn_layer_period": "lays out attention among Mamba layers (Jamba's), which this reader does not take: give "
+                         "the model block's hybrid_pattern yourself",
+    "expert_layer_period": "lays out experts among the layers (Jamba's), which this reader does not take: give the "
+                           "model block's moe yourself",
+}
+"""Keys that describe a model in a way the reader does not take: refused, rather than the model read without them
+(as a dense or all-attention model)."""
+
+
+def _refuse_unread(cfg: Reader) -> None:
+    for key, problem in UNREAD_KEYS.items():
+        if cfg.doc.get(key) is not None:
+            raise cfg.fail(key, problem)
+
+
 def model_from_hf(path: Path) -> dict[str, Any]:
     """The model block a HuggingFace config.json describes. Raises HFConfigError naming file and key."""
     cfg = Reader(path, read_config(path))
+    _refuse_unread(cfg)
     heads = cfg.integer("num_attention_heads", "n_head")
     block: dict[str, Any] = {
         # the file in the name keeps a shipped template of the same name from filling in keys (config/templates.py)
