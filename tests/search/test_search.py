@@ -17,7 +17,7 @@ from simulon.memory import estimate_memory
 from simulon.pipeline import simulate
 from simulon.search.estimate import Estimate
 from simulon.search.export import megatron_arguments, scenario_yaml
-from simulon.search.run import Ranked, Reused, Search, SearchResult, apply, median_anchor, scenario_for
+from simulon.search.run import Ranked, Reused, Search, SearchResult, anchored_ms, apply, median_anchor, scenario_for
 from simulon.search.space import Limits, Space, Strategy
 from simulon.workload.kernels import Phase
 from simulon.workload.megatron import MegatronTracer
@@ -282,6 +282,9 @@ def test_an_unreplayed_twin_of_the_median_replayed_strategy_gets_its_replayed_ti
     other = dataclasses.replace(replayed[pick % len(replayed)], replay_ms=None, anchor=anchor)
     assert other.iteration_ms == pytest.approx(other.estimate.iteration_s * 1e3 * anchor[0] / anchor[1])
     result = SearchResult(0, Counter(), Counter(), 0, len(replayed), 0.0, [], 1.0, 4, 1.0, {}, None,
-                          anchor[0] / anchor[1], Reused(False, 0), [])
+                          anchor, Reused(False, 0), [])
     order = sorted([twin, twin_of], key=result.rank_key)
     assert order[0] is twin_of  # the twin's strategy sorts first by its fields, yet the replayed one leads
+    # the Pareto front (pareto.points) times an unreplayed strategy from the result's anchor as the table does
+    assert anchored_ms(twin.estimate, result.anchor) == twin.iteration_ms == twin_of.replay_ms
+    assert result.estimate_scale == anchor[0] / anchor[1]

@@ -16,15 +16,12 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ..config.errors import ConfigError
 from ..export.files import write_atomic
 from ..memory.runtime import GiB
+from .run import Search, SearchResult, anchored_ms
 from .space import Strategy
-
-if TYPE_CHECKING:
-    from .run import Search, SearchResult
 
 POOL = 2000
 """Feasible strategies, fastest estimates first, whose memory the front is drawn from (0.5 ms each)."""
@@ -44,7 +41,7 @@ def points(search: Search, result: SearchResult, pool: int = POOL) -> list[Point
     found = []
     for estimate, strategy in result.candidates[:pool]:
         ms = replayed.get(strategy)
-        time_ms = ms if ms is not None else 1e3 * estimate.iteration_s * result.estimate_scale
+        time_ms = ms if ms is not None else anchored_ms(estimate, result.anchor)
         found.append(Point(time_ms, search.memory(strategy).device / GiB, strategy, ms is not None))
     return sorted(found)
 

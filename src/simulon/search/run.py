@@ -71,7 +71,7 @@ class Ranked:
     def iteration_ms(self) -> float:
         if self.replay_ms is not None:
             return self.replay_ms
-        return self.anchor[0] * (1e3 * self.estimate.iteration_s / self.anchor[1])
+        return anchored_ms(self.estimate, self.anchor)
 
     @property
     def headroom_gib(self) -> float:
@@ -133,7 +133,8 @@ class SearchResult:
     model_flops: float              # per step
     peak_flops: dict[str, float]    # per GPU, by number format
     closest_miss: tuple[Strategy, str] | None = None
-    estimate_scale: float = 1.0     # how the replayed strategies' step times compare with their estimates
+    # (replayed ms, estimated ms) of the strategy whose ratio the unreplayed ones' step times take (median_anchor)
+    anchor: tuple[float, float] = (1.0, 1.0)
     reused: Reused = Reused(False, 0)
     candidates: list[tuple[Estimate, Strategy]] = dataclasses.field(default_factory=list)  # every feasible one
     gpu_counts: tuple[int, ...] = ()        # the counts searched (several with --gpus 512,1024); () = num_gpus
@@ -141,6 +142,11 @@ class SearchResult:
     gpu_hour_price: float | None = None     # what a GPU-hour costs, for the cost column
     parts: dict[int, SearchResult] = dataclasses.field(default_factory=dict)  # each count's own search
     refused: list[tuple[Strategy, str]] = dataclasses.field(default_factory=list)  # replays not run, and why
+
+    @property
+    def estimate_scale(self) -> float:
+        """How the replayed strategies' step times compare with their estimates: the anchor's ratio."""
+        return self.anchor[0] / self.anchor[1]
 
     def tokens_per_s(self, r: Ranked) -> float:
         return self.tokens_per_step / (r.iteration_ms / 1e3)
@@ -181,6 +187,13 @@ class SearchResult:
 
 OBJECTIVES = ("time", "cost")
 """What a search minimises: the step time, or the GPU-hours (hence the cost) of a million tokens."""
+
+
+def anchored_ms(estimate: Estimate, anchor: tuple[float, float]) -> float:
+    """An unreplayed strategy's step time (ms): its estimate in the ratio of the anchor's (replayed ms, estimated
+    ms), so that a twin of the anchor, with the same estimate, gets its replayed time to the bit. The search's table
+    and its Pareto front (pareto.py) both take it from here."""
+    return anchor[0] * (1e3 * estimate.iteration_s / anchor[1])
 
 
 def median_anchor(replayed: list[Ranked]) -> tuple[float, float]:
@@ -368,7 +381,7 @@ class Search:
                             time.perf_counter() - started, ranked[:top],
                             train.global_batch_size * train.sequence_length, self.num_gpus,
                             self.estimator.model_flops(), {d: self.gpu.peak_flops(DType(d)) for d in self.space.dtypes},
-                            miss, anchor[0] / anchor[1], Reused(phase.from_cache, reused), phase.candidates,
+                            miss, anchor, Reused(phase.from_cache, reused), phase.candidates,
                             refused=refused)
 
     def estimated(self, progress: Progress = SILENT, cache: Cache | None = None, executor: Executor | None = None,
