@@ -123,6 +123,11 @@ class Reader:
             raise self.fail(key, f"must be true or false, got {value!r}")
         return value
 
+    @property
+    def model_type(self) -> str:
+        """The family the file names (model_type; blank where it names none)."""
+        return self.text("model_type", "")
+
     def text(self, key: str, default: str) -> str:
         value = self.doc.get(key, default)
         if not isinstance(value, str):
@@ -250,7 +255,7 @@ def _sliding_window(cfg: Reader) -> dict[str, Any] | None:
     size = cfg.integer("sliding_window", required=False)
     if size is None:
         return None
-    types, model_type = cfg.doc.get("layer_types"), cfg.text("model_type", "")
+    types, model_type = cfg.doc.get("layer_types"), cfg.model_type
     if types is None and model_type in WINDOW_PATTERN_DEFAULTS:
         return {"size": size, "full_every": cfg.integer("sliding_window_pattern", required=False,
                                                         default=WINDOW_PATTERN_DEFAULTS[model_type])}
@@ -285,7 +290,7 @@ def _activation(cfg: Reader) -> str:
 def _mlp(cfg: Reader) -> str:
     """simulon's activation for the file's MLP: gated where its family gates (SwiGLU, GeGLU), else as named."""
     name = GATED_ACTIVATIONS.get(_activation(cfg), "gelu")
-    return "geglu" if name == "gelu" and cfg.text("model_type", "") in GATED_GELU_MODEL_TYPES else name
+    return "geglu" if name == "gelu" and cfg.model_type in GATED_GELU_MODEL_TYPES else name
 
 
 def _head_dim(cfg: Reader) -> int | None:
@@ -294,8 +299,9 @@ def _head_dim(cfg: Reader) -> int | None:
     head_dim = cfg.integer("head_dim", "attention_head_dim", required=False)
     other = cfg.integer("global_head_dim", required=False)
     if other is not None and other != head_dim:
+        others = head_dim if head_dim is not None else "hidden_size / num_attention_heads"
         raise cfg.fail("global_head_dim", f"gives the full-attention layers a head size of {other} beside the "
-                                          f"others' {head_dim}: layers of two head sizes are not modelled")
+                                          f"others' {others}: layers of two head sizes are not modelled")
     return head_dim
 
 
@@ -335,7 +341,7 @@ def model_from_hf(path: Path) -> dict[str, Any]:
         "vocab_size": cfg.integer("vocab_size"),
         "activation": _mlp(cfg),
         "normalization": "rmsnorm" if "rms_norm_eps" in cfg.doc else "layernorm",
-        "tie_embeddings": cfg.flag("tie_word_embeddings", cfg.text("model_type", "") in TIED_MODEL_TYPES),
+        "tie_embeddings": cfg.flag("tie_word_embeddings", cfg.model_type in TIED_MODEL_TYPES),
     }
     head_dim = _head_dim(cfg)
     if head_dim is not None and "kv_lora_rank" not in cfg.doc:  # MLA's head_dim is its rotary slice (GlmMoeDsaConfig)
