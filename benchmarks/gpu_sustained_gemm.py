@@ -8,8 +8,9 @@ TFLOP/s printed per second of running, so that the clock a training step settles
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
+
+from simulon.profiling.timing import first_and_settled
 
 
 def main() -> None:
@@ -49,9 +50,9 @@ def main() -> None:
         seconds = start.elapsed_time(end) * 1e-3
         rates.append(count * flops / seconds / 1e12)
         print(f"{time.perf_counter() - began:7.2f} s  {rates[-1]:7.1f} TFLOP/s", flush=True)
-    first, last = rates[: max(len(rates) // 10, 1)], rates[-max(len(rates) // 3, 1):]
-    print(f"{args.dtype} {n}^3: first {statistics.median(first):.1f} TFLOP/s, settled (last third) "
-          f"{statistics.median(last):.1f} TFLOP/s, ratio {statistics.median(last) / statistics.median(first):.3f}")
+    first, last = first_and_settled(rates)
+    print(f"{args.dtype} {n}^3: first {first:.1f} TFLOP/s, settled (last third) {last:.1f} TFLOP/s, "
+          f"ratio {last / first:.3f}")
 
 
 if __name__ == "__main__":

@@ -43,3 +43,23 @@ def time_ms(run: Callable[[], object], repetitions: int, warmup: int, device: st
             run()
             times.append((time.perf_counter() - began) * 1e3)
     return without_outliers(times)
+
+
+def queued_ms(run: Callable[[], object], count: int) -> float:
+    """Milliseconds of `count` calls queued back to back between two CUDA events (the host waits once, at the end)."""
+    import torch
+
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(count):
+        run()
+    end.record()
+    end.synchronize()
+    return float(start.elapsed_time(end))
+
+
+def first_and_settled(times: list[float]) -> tuple[float, float]:
+    """The median of a long loop's first tenth of timings (before the power limit bites) and of its last third
+    (settled)."""
+    return (statistics.median(times[: max(len(times) // 10, 1)]),
+            statistics.median(times[-max(len(times) // 3, 1):]))
