@@ -3,7 +3,7 @@
 repeated for seconds at several duty cycles. `gpu_sustained_gemm.py` is the duty cycle 1 case, whose settled rate
 the calibration's `sustained_clock` holds. Needs torch and a CUDA GPU.
 
-    python3 benchmarks/gpu_duty_cycle.py [--size 8192] [--seconds 6] [--duty 1,0.8,0.6,0.4] -o OUT.json
+    python3 benchmarks/gpu_duty_cycle.py [--size 8192] [--seconds 6] [--duty 1,0.8,0.4] [--dtype bf16|fp8] -o OUT.json
 
 Each configuration starts from a GPU left idle for 2 s; the GEMM block (about 2 ms) is timed with CUDA events, the
 gap is a host sleep after the block has finished (idle) or a chain of device-to-device copies queued behind it
@@ -31,14 +31,22 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=8192)
     parser.add_argument("--seconds", type=float, default=6.0)
     parser.add_argument("--duty", default="1,0.8,0.6,0.4")
+    parser.add_argument("--dtype", choices=("bf16", "fp8"), default="bf16")
     args = parser.parse_args()
     n = args.size
     a, b = (torch.randn(n, n, device="cuda", dtype=torch.bfloat16) for _ in range(2))
     src = torch.empty(1 << 28, device="cuda", dtype=torch.bfloat16)  # 512 MiB: several times the L2
     dst = torch.empty_like(src)
 
-    def gemm() -> None:
-        a @ b
+    if args.dtype == "fp8":  # as gpu_sustained_gemm.py runs it
+        a8, b8 = a.to(torch.float8_e4m3fn), b.to(torch.float8_e4m3fn).t().contiguous().t()
+        one = torch.ones((), device="cuda")
+
+        def gemm() -> None:
+            torch._scaled_mm(a8, b8, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+    else:
+        def gemm() -> None:
+            a @ b
 
     def copy() -> None:
         dst.copy_(src)
@@ -85,7 +93,8 @@ def main() -> None:
                   f"(ratio {settled / first:.3f}, {r['tflops_settled']:.0f} TFLOP/s), {wall_ms:.3f} ms a loop, "
                   f"over {len(blocks)} blocks",
                   flush=True)
-            args.output.write_text(json.dumps({"size": n, "copy_ms": copy_ms, "runs": results}, indent=1))
+            args.output.write_text(json.dumps({"size": n, "dtype": args.dtype, "copy_ms": copy_ms, "runs": results},
+                                              indent=1))
 
 
 if __name__ == "__main__":

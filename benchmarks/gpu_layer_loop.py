@@ -3,7 +3,7 @@ alone: the clock a training step's mix of GEMMs, attention and memory-bound kern
 `gpu_sustained_gemm.py` reads it for one GEMM alone (the calibration's `sustained_clock`, which the simulator
 applies to a training step's tensor-core work). Needs torch and a CUDA GPU.
 
-    python3 benchmarks/gpu_layer_loop.py [--table T] [--seconds 12] [--batch-size 1] -o OUT.json ROW ...
+    python3 benchmarks/gpu_layer_loop.py [--table T] [--seconds 12] [--batch-size B] -o OUT.json ROW ...
 
 For each training-table row (an index, as `simulon validate training --json` numbers them) the layer is the row's
 (`validate.training.scenario_from_row`): its forward kernels in the planner's order, then its backward ones in
@@ -68,12 +68,12 @@ def main() -> None:
     parser.add_argument("-o", "--output", type=Path, required=True)
     parser.add_argument("--table", type=Path, default=TABLE)
     parser.add_argument("--seconds", type=float, default=12.0)
-    parser.add_argument("--batch-size", type=int, default=1)
+    parser.add_argument("--batch-size", type=int, help="micro-batch size in place of the row's")
     args = parser.parse_args()
     rows = with_source_layouts(read_table(str(args.table)))
     report = []
     for i in args.rows:
-        point = sweep_points(scenario_from_row(rows[i]), [args.batch_size])[0]
+        point = sweep_points(scenario_from_row(rows[i]), [args.batch_size] if args.batch_size else None)[0]
         kernels, planned = plan(point)
         layer = [item for item in planned if item.spec.name not in OUTSIDE_LAYER]
         order = ([item for item in layer if item.spec.phase == Phase.fwd]
