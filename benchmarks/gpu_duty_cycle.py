@@ -17,8 +17,12 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gpu_sustained_gemm import square_gemm
 
 from simulon.profiling.timing import first_and_settled, queued_ms
 
@@ -34,19 +38,9 @@ def main() -> None:
     parser.add_argument("--dtype", choices=("bf16", "fp8"), default="bf16")
     args = parser.parse_args()
     n = args.size
-    a, b = (torch.randn(n, n, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    gemm = square_gemm(n, args.dtype)
     src = torch.empty(1 << 28, device="cuda", dtype=torch.bfloat16)  # 512 MiB: several times the L2
     dst = torch.empty_like(src)
-
-    if args.dtype == "fp8":  # as gpu_sustained_gemm.py runs it
-        a8, b8 = a.to(torch.float8_e4m3fn), b.to(torch.float8_e4m3fn).t().contiguous().t()
-        one = torch.ones((), device="cuda")
-
-        def gemm() -> None:
-            torch._scaled_mm(a8, b8, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
-    else:
-        def gemm() -> None:
-            a @ b
 
     def copy() -> None:
         dst.copy_(src)

@@ -26,12 +26,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from profile_table_rows import TABLE, sweep_points
 
+from simulon.compute.analytical import GEMM_CLASSES
+from simulon.compute.profile import REPETITIONS, WARMUP
 from simulon.profiling.plan import plan
 from simulon.profiling.recipes import build
 from simulon.profiling.timing import first_and_settled, queued_ms, time_ms
 from simulon.validate.report import read_table
 from simulon.validate.training import scenario_from_row, with_source_layouts
-from simulon.workload.kernels import KernelClass, Phase
+from simulon.workload.kernels import Phase
 
 OUTSIDE_LAYER = {"embedding", "final_norm", "lm_head", "loss", "grad_zero", "grad_check", "grad_check_scale",
                  "optimizer"}
@@ -81,21 +83,20 @@ def main() -> None:
         runs, entries = [], []
         for item in order:
             run = build(item.spec, point, kernels, "cuda")
-            median = statistics.median(time_ms(run, 20, 5, "cuda"))
+            median = statistics.median(time_ms(run, REPETITIONS, WARMUP, "cuda"))
             runs.append(run)
             entries.append({"kernel": item.spec.name, "params": item.params, "alone_ms": median,
-                            "gemm": item.spec.kclass in (KernelClass.gemm, KernelClass.grouped_gemm)})
-        gemm_runs = [run for run, e in zip(runs, entries, strict=True) if e["gemm"]]
+                            "gemm": item.spec.kclass in GEMM_CLASSES})
         result = {"row": i, "model": rows[i]["model"], "point": point.describe(), "kernels": entries}
-        for name, chosen in (("layer", runs), ("gemms", gemm_runs)):
-            alone = sum(e["alone_ms"] for run, e in zip(runs, entries, strict=True) if run in chosen)
-            result[name] = summary(loop(chosen, args.seconds), alone)
+        for name, only_gemms in (("layer", False), ("gemms", True)):
+            chosen = [k for k, e in enumerate(entries) if e["gemm"] or not only_gemms]
+            alone = sum(entries[k]["alone_ms"] for k in chosen)
+            result[name] = summary(loop([runs[k] for k in chosen], args.seconds), alone)
             s = result[name]
             print(f"row {i} {rows[i]['model']} {name}: alone {alone:.3f} ms, looped first {s['first_ms']:.3f} "
                   f"({s['first_ms'] / alone:.3f}), settled {s['settled_ms']:.3f} ({s['settled_ms'] / alone:.3f}) "
                   f"ms per pass over {s['batches']} batches", flush=True)
         report.append(result)
-        runs = gemm_runs = []
         args.output.write_text(json.dumps(report, indent=1))
 
 

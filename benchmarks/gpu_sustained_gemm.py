@@ -9,8 +9,22 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Callable
 
 from simulon.profiling.timing import first_and_settled
+
+
+def square_gemm(n: int, dtype: str) -> Callable[[], object]:
+    """One n x n x n GEMM on random operands, bf16 or fp8 (torch._scaled_mm, unit scales, bf16 out)."""
+    import torch
+
+    a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    if dtype == "fp8":
+        a8, b8 = a.to(torch.float8_e4m3fn), b.to(torch.float8_e4m3fn).t().contiguous().t()
+        one = torch.ones((), device="cuda")
+        return lambda: torch._scaled_mm(a8, b8, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+    return lambda: a @ b
 
 
 def main() -> None:
@@ -22,17 +36,7 @@ def main() -> None:
     parser.add_argument("--dtype", choices=("bf16", "fp8"), default="bf16")
     args = parser.parse_args()
     n = args.size
-    a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
-    b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
-    if args.dtype == "fp8":
-        a8, b8 = a.to(torch.float8_e4m3fn), b.to(torch.float8_e4m3fn).t().contiguous().t()
-        one = torch.ones((), device="cuda")
-
-        def gemm():
-            return torch._scaled_mm(a8, b8, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
-    else:
-        def gemm():
-            return a @ b
+    gemm = square_gemm(n, args.dtype)
     flops = 2.0 * n ** 3
     for _ in range(10):
         gemm()

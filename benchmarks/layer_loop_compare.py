@@ -18,23 +18,14 @@ import argparse
 import json
 from pathlib import Path
 
-from simulon.compute.analytical import AnalyticalModel
-from simulon.compute.profile import spec_from_run
+from simulon.compute.analytical import GEMM_CLASSES, AnalyticalModel
+from simulon.compute.profile import spec_of_run
 from simulon.config.common import DType
 from simulon.config.dc import GPUSpec
-from simulon.workload.kernels import KernelClass, KernelSpec, Phase
+from simulon.workload.kernels import KernelClass, KernelSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 LOOPS = ROOT / "benchmarks/device_runs/2026-11-30-h200/layer_loop.json"
-
-
-def specs_of(kernels: list[dict]) -> list[KernelSpec]:
-    """The kernel specs a loop's entries stand for (their name, phase and shape)."""
-    out = []
-    for entry in kernels:
-        params = {k: v for k, v in entry["params"].items() if k not in ("phase", "dtype")}
-        out.append(spec_from_run(entry["kernel"], Phase[entry["params"]["phase"]], params))
-    return out
 
 
 def sustained_ms(gpu: GPUSpec, dtype: DType, specs: list[KernelSpec]) -> list[float]:
@@ -52,9 +43,9 @@ def main() -> None:
           f" {'model':>7} {'err':>6}   tensor work looped/alone: in the layer, GEMMs alone")
     for run in json.loads(args.loops.read_text()):
         entries = run["kernels"]
-        specs = specs_of(entries)
+        specs = [spec_of_run(e["kernel"], e["params"]) for e in entries]
         sustained = sustained_ms(gpu, DType(entries[0]["params"]["dtype"]), specs)
-        gemm = [i for i, s in enumerate(specs) if s.kclass in (KernelClass.gemm, KernelClass.grouped_gemm)]
+        gemm = [i for i, s in enumerate(specs) if s.kclass in GEMM_CLASSES]
         memory = [i for i, s in enumerate(specs) if s.kclass == KernelClass.memory]
         gemm_model, layer_model = sum(sustained[i] for i in gemm), sum(sustained)
         memory_alone = sum(entries[i]["alone_ms"] for i in memory)

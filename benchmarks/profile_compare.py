@@ -20,11 +20,10 @@ import statistics
 from collections import defaultdict
 from pathlib import Path
 
-from simulon.compute.profile import spec_from_run
+from simulon.compute.profile import spec_of_run
 from simulon.config.common import DType
 from simulon.config.dc import GPUSpec
 from simulon.validate.profile import SHIPPED_PROFILES, family, validate_profile
-from simulon.workload.kernels import Phase
 
 ACTIVATIONS = ("mlp_act", "moe_expert_act", "moe_shared_act")
 
@@ -34,8 +33,7 @@ def measured(gpu: GPUSpec) -> dict[str, tuple[float, float, str]]:
     found = {}
     for row in validate_profile(gpu).rows:
         run = gpu.kernel_runs[row.index]
-        params = {k: v for k, v in run.params.items() if k not in ("phase", "dtype")}
-        spec = spec_from_run(run.kernel, Phase[str(run.params.get("phase", "fwd"))], params)
+        spec = spec_of_run(run.kernel, run.params)
         name = family(spec, DType(str(run.params.get("dtype", "bf16"))))
         if run.kernel in ACTIVATIONS:
             name = f"activation {run.params.get('phase')}"

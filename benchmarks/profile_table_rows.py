@@ -19,6 +19,7 @@ import argparse
 from pathlib import Path
 
 from simulon.cli.profile import gpu_identity
+from simulon.compute.profile import REPETITIONS, WARMUP
 from simulon.config.scenario import ScenarioConfig
 from simulon.profiling.plan import SweepPoint
 from simulon.profiling.run import profile_point
@@ -47,8 +48,8 @@ def main() -> None:
     parser.add_argument("--table", type=Path, default=TABLE)
     parser.add_argument("--batch-size", help="micro-batch sizes to sweep (a comma list) in place of the row's")
     parser.add_argument("--device", default="cuda")
-    parser.add_argument("--epoch-num", type=int, default=20)
-    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--epoch-num", type=int, default=REPETITIONS)
+    parser.add_argument("--warmup", type=int, default=WARMUP)
     args = parser.parse_args()
     rows = with_source_layouts(read_table(str(args.table)))
     batches = [int(b) for b in args.batch_size.split(",")] if args.batch_size else None

@@ -14,13 +14,13 @@ import yaml
 
 from helpers import cli
 from simulon.compute.analytical import AnalyticalModel
-from simulon.compute.profile import spec_from_run
+from simulon.compute.profile import spec_of_run
 from simulon.config.common import DType
 from simulon.config.dc import GPUSpec
 from simulon.config.loading import ConfigError
 from simulon.profiling.plan import SweepPoint, plan
 from simulon.validate.profile import PROFILE_REPEATS, validate_profile
-from simulon.workload.kernels import KernelClass, Phase
+from simulon.workload.kernels import KernelClass
 
 PROFILES = Path(str(resources.files("simulon.compute") / "data" / "profiles"))
 LENT_H200 = Path(__file__).resolve().parents[2] / "benchmarks" / "device_runs" / "2026-11-30-h200"
@@ -112,8 +112,7 @@ def test_a_layers_gemms_looped_for_seconds_on_an_h200_take_the_time_the_model_gi
     for loop in json.loads((LENT_H200 / loops).read_text()):
         gemms = [e for e in loop["kernels"] if e["gemm"]]
         model = AnalyticalModel(gpu, DType(gemms[0]["params"]["dtype"]), sustained_load=True)
-        specs = [spec_from_run(e["kernel"], Phase[e["params"]["phase"]],
-                               {k: v for k, v in e["params"].items() if k not in ("phase", "dtype")}) for e in gemms]
+        specs = [spec_of_run(e["kernel"], e["params"]) for e in gemms]
         predicted = float(model.seconds(specs).sum()) * 1e3
         assert abs(predicted / loop["gemms"]["settled_ms"] - 1) < 0.08, loop["model"]
 

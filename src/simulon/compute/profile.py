@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -59,6 +61,13 @@ def spec_from_run(name: str, phase: Phase, params: dict) -> KernelSpec:
     return KernelSpec(name, kclass, phase, 0.0, 0.0, float(params.get("bytes", 0.0)), tuple(params.items()))
 
 
+def spec_of_run(name: str, params: Mapping[str, Any]) -> KernelSpec:
+    """The kernel spec of a profiled run's params as `simulon profile gpu` records them: the shape, with the phase
+    (the forward where none is given; an unknown one raises KeyError) and the dtype beside it."""
+    shape = {k: v for k, v in params.items() if k not in ("phase", "dtype")}
+    return spec_from_run(name, Phase[str(params.get("phase", "fwd"))], shape)
+
+
 class KernelProfile:
     def __init__(self, gpu: GPUSpec, dtype: DType, model: AnalyticalModel, as_profiled: AnalyticalModel | None = None):
         """Kernel times of `gpu`'s profile for `model`'s conditions; `as_profiled` models the profiler's (None: the
@@ -81,8 +90,7 @@ class KernelProfile:
         self._shapes: dict[tuple, list[tuple[np.ndarray, float, float]]] = defaultdict(list)
         for (kernel, phase, fixed, names, point), same in sorted(runs.items(), key=lambda kv: repr(kv[0])):
             seconds = statistics.median(t for run in same for t in run.times_ms) * 1e-3
-            params = {k: v for k, v in same[0].params.items() if k not in ("phase", "dtype")}
-            spec = spec_from_run(kernel, phase, params)
+            spec = spec_of_run(kernel, same[0].params)
             ratio = seconds / float(profiled.seconds([spec])[0])
             here = seconds if profiled is model else ratio * float(model.seconds([spec])[0])
             self._shapes[(kernel, phase, fixed, names)].append((np.array(point), here, ratio))

@@ -24,7 +24,7 @@ import yaml
 from ..compute.analytical import AnalyticalModel
 from ..compute.calibration import Calibrations
 from ..compute.fit import PROFILE_GEMMS, Observation, Timing
-from ..compute.profile import PROFILE_REPEATS, spec_from_run
+from ..compute.profile import PROFILE_REPEATS, spec_of_run
 from ..config.common import DType
 from ..config.dc import GPUSpec
 from ..config.errors import ConfigError
@@ -52,14 +52,13 @@ def validate_profile(gpu: GPUSpec, calibrations: Calibrations | None = None,
     models: dict[DType, AnalyticalModel] = {}
     for key in sorted(runs):
         index, run = runs[key][0]
-        params = dict(run.params)
         times = [t for _, same in runs[key] for t in same.times_ms]
-        dtype, phase = DType(str(params.pop("dtype", "bf16"))), str(params.pop("phase", "fwd"))
+        dtype, phase = DType(str(run.params.get("dtype", "bf16"))), str(run.params.get("phase", "fwd"))
         if not times or phase not in Phase.__members__:
             report.skipped.append(Skipped(index, f"{run.kernel}: no times" if not times else
                                           f"{run.kernel}: unknown phase {phase!r}"))
             continue
-        spec = spec_from_run(run.kernel, Phase[phase], params)
+        spec = spec_of_run(run.kernel, run.params)
         if dtype not in models:
             try:
                 models[dtype] = AnalyticalModel(gpu, dtype, cal, repeats=repeats)
