@@ -29,6 +29,8 @@ from simulon.config.templates import find_template, template_names, template_tex
     ("8xA100 80GB", "a100-sxm-80gb", "dgx-a100"),  # a count written onto the model
     ("NVL36x2", "gb200", "gb200-nvl36"),            # a multiplier written onto the system
     ("p5.48xlarge", "h100-sxm", "aws-p5"),
+    ("p4d.24xlarge", "a100-sxm-40gb", "aws-p4d"),
+    ("8x A100 80GB (AWS p4de)", "a100-sxm-80gb", "aws-p4de"),
 ])
 def test_the_issues_descriptions_resolve_to_a_gpu_and_a_system(text, gpu, system):
     hardware = resolve_hardware(text)
@@ -69,6 +71,22 @@ def test_a_stated_nic_rate_overrides_the_systems_and_an_equal_one_does_not():
     slower = resolve_hardware("8x A100 (800 Gbps per node)")
     assert slower.datacenter["network"]["scale_out"]["nic"] == {"speed": "100Gbps"}
     assert "network" not in resolve_hardware("8x A100 NVLink (600GB/s bidir)").datacenter  # bytes: NVLink, not NIC
+    assert "network" not in resolve_hardware("p4d.24xlarge, 400 Gbps EFA").datacenter  # the instance's 4 x 100G
+
+
+@pytest.mark.parametrize(("text", "gpu", "nic"), [
+    ("8xA100 80G", "a100-sxm-80gb", None),               # the GPU's memory, as vendors' listings write it
+    ("A100 40G", "a100-sxm-40gb", None),
+    ("H800-SXM5-80G", "h800-sxm", None),
+    ("H100 (80G HBM3)", "h100-sxm", None),
+    ("A100 80G x8, 4x 200G IB", "a100-sxm-80gb", "100Gbps"),  # the memory, then the NICs
+    ("8x H100 400G", "h100-sxm", None),                  # no H100 has 400 GB: DGX H100's own 400G NICs
+    ("H100 200G RoCE", "h100-sxm", "200Gbps"),           # nor 200 GB: a NIC rate
+])
+def test_a_bare_g_after_the_gpu_is_its_memory_where_a_template_has_that_size(text, gpu, nic):
+    hardware = resolve_hardware(text)
+    assert hardware.gpu == gpu
+    assert hardware.datacenter.get("network", {}).get("scale_out", {}).get("nic", {}).get("speed") == nic
 
 
 @pytest.mark.parametrize(("text", "per_gpu"), [

@@ -182,7 +182,7 @@ def _gpu_ranking(text: str, context: str) -> tuple[str, list[tuple[tuple[int, in
     vendor = next((w for w in words(text) if w in VENDORS), None)
     if vendor is not None and all((find_template("gpu", s) or {}).get("vendor") != vendor for s in stems):
         raise Unresolved(f"{text!r} names vendor {vendor} but GPU {model.upper()} is not one of its")
-    memory = [int(m) for m in MEMORY.findall(text)]
+    memory = [int(m) for m in MEMORY.findall(text)] + [int(m.group(1)) for m in bare_memory(text, model)]
     form = next((f for w in words(text) for f in FORM_FACTORS if w.startswith(f)), None)
     if model in NVL_CARD_MODELS and NVL_CARD.search(text):
         raise Unresolved(f"{text!r}: the {model.upper()} NVL (PCIe cards bridged in pairs) has no GPU template; "
@@ -202,6 +202,16 @@ def _gpu_ranking(text: str, context: str) -> tuple[str, list[tuple[tuple[int, in
     ranked = sorted((((len(_gpu_words(s, model) & said), len(_gpu_words(s, model) & ctx),
                        template_stem("gpu", model) == s), s) for s in stems), reverse=True)
     return model, ranked, notes
+
+
+def bare_memory(text: str, model: str) -> list[re.Match]:
+    """Memory sizes written with a bare "G" after the model word, perhaps past its form factor ("A100 80G",
+    "H800-SXM5-80G", as vendors' listings write them), where a template of that model has the size; elsewhere a
+    bare "G" is a NIC's line rate ("8x H100 400G")."""
+    sizes = [_memory_of(stem) for stem in gpu_models().get(model, ())]
+    pattern = re.compile(rf"(?i)(?:^|(?<=[^a-z0-9])|(?<=\dx)){re.escape(model)}(?:[\s-]+[a-z]+\d*)?[\s(-]*(\d+)\s*G\b")
+    return [m for m in pattern.finditer(text)
+            if any(math.isclose(float(m.group(1)), size, rel_tol=0.05) for size in sizes)]
 
 
 def resolve_gpu(text: str, context: str = "") -> tuple[str, str, list[str]]:
@@ -294,14 +304,17 @@ def _nic_override(text: str, datacenter: dict[str, Any]) -> dict[str, Any] | Non
     node = datacenter.get("node") or {}
     gpus, per_nic = int(node.get("gpus_per_node", 8)), int(node.get("gpus_per_nic", 1))
     nics = gpus // per_nic
-    if count:
-        aggregate = int(count) * card_gbps(speed, 2 if re.search(r"dual[- ]port", text, re.IGNORECASE) else 1)
-    elif speed > max_nic_speed_gbps() or re.match(r"[^,;()]{0,12}\bper (?:node|server)", text[found.end():]):
-        aggregate = speed  # above any shipped NIC, or said to be the node's: the aggregate ("1600 Gbps")
-    else:
-        aggregate = nics * speed
     nic = ((datacenter.get("network") or {}).get("scale_out") or {}).get("nic") or {}
     current = nic_speed_gbps(nic)
+    if count:
+        aggregate = int(count) * card_gbps(speed, 2 if re.search(r"dual[- ]port", text, re.IGNORECASE) else 1)
+    elif (speed > max_nic_speed_gbps() or re.match(r"[^,;()]{0,12}\bper (?:node|server)", text[found.end():])
+          or (current is not None and nics > 1 and math.isclose(speed, current * nics, rel_tol=0.01))):
+        # above any shipped NIC, said to be the node's, or the system's own total ("p4d, 400 Gbps" over its four
+        # 100 Gb/s ports): the aggregate ("1600 Gbps")
+        aggregate = speed
+    else:
+        aggregate = nics * speed
     if current is not None and math.isclose(current * nics, aggregate, rel_tol=0.01):
         return None
     return {"speed": f"{aggregate / nics:g}Gbps"}
@@ -352,7 +365,10 @@ def resolve_hardware(text: str, context: str = "") -> Hardware:
     system, gpu = found
     model = model or model_word(str((find_template("gpu", gpu) or {}).get("name", gpu)))
     block: dict[str, Any] = {"from": system}
-    nic = _nic_override(text, find_template("datacenter", system) or {})
+    said = text
+    for memory in reversed(bare_memory(text, model)):  # "A100 80G" is the GPU's memory, not an 80 Gb/s NIC
+        said = said[:memory.start(1)] + said[memory.end():]
+    nic = _nic_override(said, find_template("datacenter", system) or {})
     if nic is not None:
         block["network"] = {"scale_out": {"nic": nic}}
         notes.append(f"NIC line rate {nic['speed']} as stated")
