@@ -24,6 +24,8 @@ PUBLISHED_BILLIONS = {
     # report's language models (arXiv 2503.19786, Table 1; the vision encoder left out)
     "gemma-2-9b": 0.918 + 8.324, "gemma-2-27b": 1.180 + 26.047, "gemma-3-12b": 1.012 + 10.759,
     "gemma-3-27b": 1.416 + 25.600,
+    "qwen2.5-7b": 7.61, "qwen2.5-14b": 14.7, "qwen2.5-32b": 32.5, "qwen2.5-72b": 72.7, "llama-3.2-1b": 1.24,
+    "llama-3.2-3b": 3.21, "mistral-7b": 7.25, "mistral-7b-v0.1": 7.24,
 }
 ACTIVE_BILLIONS = {"kimi-k2": 32.0, "llama-4-scout": 17.0, "deepseek-v3": 37.0, "qwen3-235b-a22b": 22.0,
                    "glm-4.5": 32.0, "glm-5": 40.0}
@@ -73,7 +75,8 @@ def test_a_templates_parameter_count_is_the_published_one(stem, billions):
 
 
 NEW_MODELS = ["gpt-oss-20b", "gpt-oss-120b", "kimi-k2", "mistral-large-2", "llama-4-scout", "qwen3-0.6b",
-              "qwen3-8b", "qwen3-32b", "glm-4.5", "glm-4.7-flash", "glm-5", "minimax-m2", "gemma-2-27b", "gemma-3-12b"]
+              "qwen3-8b", "qwen3-32b", "glm-4.5", "glm-4.7-flash", "glm-5", "minimax-m2", "gemma-2-27b", "gemma-3-12b",
+              "qwen2.5-7b", "llama-3.2-1b", "mistral-7b-v0.1"]
 
 
 @pytest.mark.parametrize("stem", NEW_MODELS)
@@ -103,7 +106,9 @@ def test_a_new_model_truncated_to_two_layers_simulates_on_one_node(stem):
     ("zai-org/GLM-4.6", "glm-4.5"), ("zai-org/GLM-4.5-Air", "glm-4.5-air"), ("zai-org/GLM-5", "glm-5"),
     ("zai-org/GLM-4.7-Flash", "glm-4.7-flash"), ("MiniMaxAI/MiniMax-M2.5", "minimax-m2"),
     ("Qwen/Qwen3-30B-A3B-Instruct-2507", "qwen3-30b-a3b"), ("Qwen/Qwen3-235B-A22B-Thinking-2507", "qwen3-235b-a22b"),
-    ("meta-llama/Llama-3.3-70B-Instruct", "llama-3.1-70b"),
+    ("meta-llama/Llama-3.3-70B-Instruct", "llama-3.1-70b"), ("Qwen/Qwen2.5-72B-Instruct", "qwen2.5-72b"),
+    ("mistralai/Mistral-7B-v0.1", "mistral-7b-v0.1"), ("mistralai/Mistral-7B-Instruct-v0.3", "mistral-7b"),
+    ("meta-llama/Llama-3.2-1B-Instruct", "llama-3.2-1b"),
 ])
 def test_loosely_written_model_names_find_their_template(written, stem):
     assert template_stem_loose("model", written) == stem
