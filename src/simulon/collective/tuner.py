@@ -261,6 +261,9 @@ class CollectivePlan:
         if algorithm == "ring":
             steps = nccl_steps(ctype, n)
             inter_steps = nccl_steps(ctype, nodes)
+            if nodes > 1:  # an inter-node ring launches every step's network work, whatever link the step is on
+                overhead = r["net_overhead_us"] * (r["net_overhead_simple_factor"] if protocol == "simple" else 1)
+                intra = max(intra, overhead)
             latency = base + (steps - inter_steps) * intra + inter_steps * inter
             plateau = protocol == "simple" and nodes > 1 and ctype == AR
             return latency * (r["ring_plateau_latency"] if plateau else 1.0)
