@@ -210,16 +210,17 @@ class CollectivePlan:
         intra, inter = self._bandwidths(shape, ports)
         if algorithm == "nvls":
             return self._nvls_bandwidth(ctype, shape.n, intra, ports.scale_up_line)
+        ll_max = arch["ll_max_bw_one_node"] if nodes == 1 else constants()["ll_max_bw_across_nodes"][index - 1]
         per_channel = self.link_model.channel_bandwidth[PROTOCOLS.index(protocol)] / 1e9
         bus = min(intra if nodes == 1 else min(intra, inter), channels * per_channel)
         if algorithm == "ring" and protocol == "ll":
-            bus = min(arch["ll_max_bw"][index], bus * r["ring_ll_bus"])
+            bus = min(ll_max, bus * r["ring_ll_bus"])
         if algorithm == "ring" and protocol == "ll128":
             bus = min(bus * r["ring_ll128_bus"], channels * arch["per_channel_ring_ll128"][index])
         if algorithm == "tree":
             bus = min(bus * r["tree_bus"], channels * arch["per_channel_tree"][index])
             if protocol == "ll":
-                bus = min(bus / r["tree_ll_bus_divisor"], arch["ll_max_bw"][index])
+                bus = min(bus / r["tree_ll_bus_divisor"], ll_max)
             if protocol == "ll128":
                 fraction = r["tree_ll128_bus_one_node"] if nodes == 1 else r["tree_ll128_bus"]
                 bus = min(bus * fraction, channels * arch["per_channel_tree_ll128"][index])
