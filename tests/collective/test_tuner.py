@@ -292,3 +292,33 @@ def test_a_fixed_algorithm_either_runs_a_group_or_is_refused_saying_why(algorith
         return
     flows = flow_set(ctype, group, 2.0**20, choice.channels, choice.algorithm, choice.protocol, p.shape(group))
     assert len(flows) > 0
+
+
+@pytest.mark.parametrize(("nodes", "ceiling"), [(2, 39.0), (4, 20.4), (16, 20.4)])
+def test_ll_is_capped_by_the_hosts_row_across_nodes_and_the_gpus_inside_one(nodes, ceiling):
+    # src/graph/tuning.cc: llMaxBws[nNodes == 1 ? compCapIndex : (AMD host ? 1 : 0)][min(nNodes, 3) - 1], so an
+    # H100 ring's LL across nodes is held at Intel's 39.0 / 20.4 GB/s, not Hopper's single-node 141
+    p = plan(nodes=nodes)
+    ranks = range(8 * nodes)
+    ll_bus = p._bus_bandwidth(AR, p.shape(ranks), "ring", "ll") * 2 * (len(ranks) - 1) / len(ranks)
+    assert ll_bus == pytest.approx(ceiling)
+    one = plan(nodes=1)  # inside one node Hopper's own 141 GB/s holds it, well above any host's row
+    inside = one._bus_bandwidth(AR, one.shape(range(8)), "ring", "ll") * 2 * 7 / 8
+    assert 39.0 < inside <= 141.0
+
+
+def test_an_inter_node_rings_steps_cost_at_least_the_networks_overhead():
+    # ncclTopoTuneModel: intraLat = max(intraLat, netOverhead x 3 under Simple) once nNodes > 1: an H100 ring's
+    # NVLink steps cost 1 us under LL (0.6 alone) and keep their 3.4 us under Simple (above 3 x 1 us)
+    one, two = plan(nodes=1), plan(nodes=2)
+    lat = constants()["hw_latency_us"]
+    steps, inter_steps = 2 * 15, 2 * 1
+    for protocol, floor in (("ll", 1.0), ("simple", 3.0), ("ll128", 1.0)):
+        base = constants()["base_latency_us"]["ring"][protocol]
+        intra = max(lat["nvlink"]["ring"][protocol], floor)
+        expected = base + (steps - inter_steps) * intra + inter_steps * lat["net"]["ring"][protocol]
+        plateau = constants()["refinements"]["ring_plateau_latency"] if protocol == "simple" else 1.0
+        assert two._latency(AR, two.shape(range(16)), "ring", protocol) == pytest.approx(expected * plateau)
+    # inside one node the NVLink step's own latency stands
+    assert one._latency(AR, one.shape(range(8)), "ring", "ll") == pytest.approx(
+        constants()["base_latency_us"]["ring"]["ll"] + 14 * lat["nvlink"]["ring"]["ll"])
