@@ -317,8 +317,21 @@ def test_an_inter_node_rings_steps_cost_at_least_the_networks_overhead():
         base = constants()["base_latency_us"]["ring"][protocol]
         intra = max(lat["nvlink"]["ring"][protocol], floor)
         expected = base + (steps - inter_steps) * intra + inter_steps * lat["net"]["ring"][protocol]
-        plateau = constants()["refinements"]["ring_plateau_latency"] if protocol == "simple" else 1.0
-        assert two._latency(AR, two.shape(range(16)), "ring", protocol) == pytest.approx(expected * plateau)
+        assert two._latency(AR, two.shape(range(16)), "ring", protocol) == pytest.approx(expected)
     # inside one node the NVLink step's own latency stands
     assert one._latency(AR, one.shape(range(8)), "ring", "ll") == pytest.approx(
         constants()["base_latency_us"]["ring"]["ll"] + 14 * lat["nvlink"]["ring"]["ll"])
+
+
+def test_a_multi_node_simple_ring_all_reduce_pays_the_plateau_only_from_64_bytes_a_channel_and_rank():
+    # ncclTopoGetAlgoTime: lat *= 1.4 where nBytes / (nChannels x nRanks) >= 64 (2 x 8 H100s, 32 channels: 32 KiB)
+    p = plan(nodes=2)
+    shape, ports = p.shape(range(16)), p.weakest_ports(range(16))
+    latency = p._latency(AR, shape, "ring", "simple")
+    algbw = p._bus_bandwidth(AR, shape, "ring", "simple", ports)
+
+    def overhead(size: float) -> float:
+        return p._time(AR, shape, size, "ring", "simple", ports) - size / (1000 * algbw)
+
+    assert overhead(32768 - 1024) == pytest.approx(latency)
+    assert overhead(32768) == pytest.approx(latency * constants()["refinements"]["ring_plateau_latency"])

@@ -265,9 +265,7 @@ class CollectivePlan:
             if nodes > 1:  # an inter-node ring launches every step's network work, whatever link the step is on
                 overhead = r["net_overhead_us"] * (r["net_overhead_simple_factor"] if protocol == "simple" else 1)
                 intra = max(intra, overhead)
-            latency = base + (steps - inter_steps) * intra + inter_steps * inter
-            plateau = protocol == "simple" and nodes > 1 and ctype == AR
-            return latency * (r["ring_plateau_latency"] if plateau else 1.0)
+            return base + (steps - inter_steps) * intra + inter_steps * inter
         if algorithm == "tree":
             return base + 2 * ((ppn - 1) * intra + log_nodes * inter)
         if algorithm == "collnet_direct":
@@ -290,6 +288,9 @@ class CollectivePlan:
             correction = constants()["tree_correction"][protocol]
             algbw *= correction[min(int(math.log2(size / 64)), len(correction) - 1)]
         latency = self._latency(ctype, shape, algorithm, protocol)
+        if (algorithm == "ring" and protocol == "simple" and shape.nodes > 1 and ctype == AR
+                and size / (self.arch["max_channels"] * shape.n) >= 64):  # the ring's plateau (ncclTopoGetAlgoTime)
+            latency *= constants()["refinements"]["ring_plateau_latency"]
         return latency + size / (1000 * algbw) if algbw > 0 else math.inf
 
     def _channels(self, ctype: CollType, shape: GroupShape, size: float, algorithm: str, protocol: str) -> int:
