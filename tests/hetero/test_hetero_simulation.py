@@ -5,6 +5,7 @@ within a group."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from unittest.mock import patch
 
@@ -167,7 +168,9 @@ def test_a_collective_across_groups_runs_at_the_slower_groups_speed(op):
     """Bandwidth-bound, a ring over an H100 node and an A100 node (NVLink 450 vs 300 GB/s, NICs 400 vs 100 Gb/s)
     takes what the two A100 nodes alone take; smaller, the hops over the faster NVLink fill the pipeline a little
     sooner (0.2% at 1 MiB), never by more than 0.5%. NCCL's choices and link model are the slower side's (so a
-    small message may beat the H100 group's own, whose family's calibrated launch and hop times differ)."""
+    small message may beat the H100 group's own, whose family's calibrated launch and hop times differ), less
+    LL128, which NCCL does not run over two GPU generations: where the A100s alone take it, the mixed ring takes
+    LL or Simple."""
     dc = mixed_datacenter()
     slow = DatacenterConfig.model_validate({"cluster": {"num_nodes": 4}, "node": {**NODE, "gpu": "A100"},
                                             "network": merge(FABRIC, {"scale_out": {"nic": {"speed": "100Gbps"}}})})
@@ -176,12 +179,19 @@ def test_a_collective_across_groups_runs_at_the_slower_groups_speed(op):
     mixed = collective_sweep(dc, op, across, sizes)
     a100 = collective_sweep(slow, op, tuple(range(8, 16)), sizes)
     h100 = collective_sweep(dc, op, tuple(range(8)), sizes)
+    compared = []
     for m, a, h in zip(mixed, a100, h100, strict=True):
+        assert m.protocol != "ll128"
+        if a.protocol == "ll128":
+            assert m.protocol in ("ll", "simple")
+            continue
+        compared.append(m.size_bytes)
         assert (m.algorithm, m.protocol, m.channels) == (a.algorithm, a.protocol, a.channels)
         assert m.time_us >= a.time_us * (1 - 5e-3)
         if m.size_bytes >= 2**24:
             assert m.time_us == pytest.approx(a.time_us, rel=1e-9)
             assert m.time_us > h.time_us
+    assert 2**30 in compared
 
 
 def test_the_tuner_sees_the_weaker_members_ports():
@@ -189,7 +199,8 @@ def test_the_tuner_sees_the_weaker_members_ports():
     plan = CollectivePlan(topo, "auto")
     h100, across = plan.weakest_ports(range(8)), plan.weakest_ports((0, 1, 2, 3, 8, 9, 10, 11))
     assert across.nic < h100.nic and across.scale_up < h100.scale_up
-    assert across == plan.weakest_ports(range(8, 16))
+    assert replace(across, mixed=False) == plan.weakest_ports(range(8, 16))  # the A100s', over two generations
+    assert across.mixed and not h100.mixed
 
 
 # --- folding stays within a group ------------------------------------------------------------------------
@@ -287,3 +298,14 @@ def test_replicas_alternating_gpu_types_fold_a_period_of_the_groups_apart_and_ke
     assert int((planned.fold.multiplicity > 0).sum()) < sc.datacenter.num_gpus // 4  # tp folded, dp by two
     folded, full = simulate(sc, fold_mode="symmetric"), simulate(sc, fold_mode="full")
     assert folded.result.iteration_time_ms == pytest.approx(full.result.iteration_time_ms, rel=1e-3)
+
+
+def test_a_collective_over_two_gpu_generations_runs_without_ll128_as_nccl_enables_it_only_for_one():
+    # src/graph/tuning.cc: LL128 only where the communicator's minCompCap == maxCompCap
+    plan = CollectivePlan(Topology.from_datacenter(mixed_datacenter()), "auto")
+    across, h100, a100 = (0, 1, 2, 3, 8, 9, 10, 11), tuple(range(8)), tuple(range(8, 16))
+    assert not any(p == "ll128" for _, p in plan.candidates(CollType.AllReduce, across))
+    for group in (h100, a100):
+        assert any(p == "ll128" for _, p in plan.candidates(CollType.AllReduce, group))
+    chosen = {plan.choose(CollType.AllReduce, across, 2.0**k).protocol for k in range(10, 31)}
+    assert "ll128" not in chosen and chosen <= {"ll", "simple"}

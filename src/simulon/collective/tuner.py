@@ -55,6 +55,7 @@ class Ports:
     nic: float
     model: int = 0  # the index of the group's link model in topology.models (its weakest member's)
     nic_line: float = 0.0  # the weakest NIC's line rate
+    mixed: bool = False  # its members' GPUs are of more than one compute capability
 
 
 @dataclass(frozen=True)
@@ -113,9 +114,11 @@ class CollectivePlan:
             members = np.asarray(group, dtype=np.int64)
             up = members * (topo.gpus_per_node - 1) if topo.mesh else members
             nic = topo.fabric.up(members // topo.gpus_per_nic * topo.fabric.ports_per_nic)
+            capabilities = {architecture(topo.models[m].gpu_family)["compute_capability"]
+                            for m in topo.model_indices(members)}
             self.ports[group] = Ports(float(topo.capacity[up].min()), float(topo.line_rate[up].min()),
                                       float(topo.capacity[nic].min()), topo.model_index(members),
-                                      float(topo.line_rate[nic].min()))
+                                      float(topo.line_rate[nic].min()), len(capabilities) > 1)
         return self.ports[group]
 
     def _under(self, model: int) -> CollectivePlan:
@@ -140,13 +143,13 @@ class CollectivePlan:
 
     def _choose(self, ctype: CollType, shape: GroupShape, size: float, ports: Ports, fixed: str) -> Choice:
         if fixed == "auto":
-            candidates = self._candidates(ctype, shape)
+            candidates = self._candidates(ctype, shape, ports.mixed)
         else:
             record = checked(fixed, ctype)
             refusal = record.reduction_missing(self.topology.reduces_in_switch) or record.refusal(shape)
             if refusal:
                 raise Unrunnable(refusal)
-            candidates = [(record.name, p) for p in self._protocols(record.name, ctype)]
+            candidates = [(record.name, p) for p in self._protocols(record.name, ctype, ports.mixed)]
         if self.protocol != "auto":
             candidates = [(a, p) for a, p in candidates if p == self.protocol] or [(candidates[0][0], self.protocol)]
         times = [(self._time(ctype, shape, size, a, p, ports), i) for i, (a, p) in enumerate(candidates)]
@@ -161,10 +164,11 @@ class CollectivePlan:
 
     def candidates(self, ctype: CollType | str, group) -> list[tuple[str, str]]:
         """Every (algorithm, protocol) `auto` weighs for this collective on this group."""
-        return self._under(self.weakest_ports(group).model)._candidates(coll_type(ctype), self.shape(group))
+        ports = self.weakest_ports(group)
+        return self._under(ports.model)._candidates(coll_type(ctype), self.shape(group), ports.mixed)
 
-    def _candidates(self, ctype: CollType, shape: GroupShape) -> list[tuple[str, str]]:
-        return [(a, p) for a in self._enabled(ctype, shape) for p in self._protocols(a, ctype)]
+    def _candidates(self, ctype: CollType, shape: GroupShape, mixed: bool = False) -> list[tuple[str, str]]:
+        return [(a, p) for a in self._enabled(ctype, shape) for p in self._protocols(a, ctype, mixed)]
 
     # ---- NCCL's model ----
 
@@ -176,14 +180,16 @@ class CollectivePlan:
                    and ctype in a.decompositions and a.reduction_missing(reduces) is None]
         return [a for a in enabled if allowed is None or a in allowed or ctype in POINT_TO_POINT] or enabled
 
-    def _protocols(self, algorithm: str, ctype: CollType) -> tuple[str, ...]:
-        """The algorithm's protocols (NVLS, CollNet and PAT run Simple only), less LL128 over PCIe. All-to-all
-        runs Simple, a group of NCCL send/receive calls (an approximation: NCCL sends point-to-point messages
-        below NCCL_P2P_LL_THRESHOLD with LL). Of those, the ones the platform's NCCL_PROTO lists, where it lists
-        any the algorithm runs."""
+    def _protocols(self, algorithm: str, ctype: CollType, mixed: bool = False) -> tuple[str, ...]:
+        """The algorithm's protocols (NVLS, CollNet and PAT run Simple only), less LL128 over PCIe or among GPUs of
+        `mixed` compute capabilities (NCCL enables LL128 only where minCompCap == maxCompCap). All-to-all runs
+        Simple, a group of NCCL send/receive calls (an approximation: NCCL sends point-to-point messages below
+        NCCL_P2P_LL_THRESHOLD with LL). Of those, the ones the platform's NCCL_PROTO lists, where it lists any the
+        algorithm runs."""
         if ctype in POINT_TO_POINT:
             return ("simple",)
-        own = tuple(p for p in find_algorithm(algorithm).protocols if not (self.topology.pcie and p == "ll128"))
+        no_ll128 = self.topology.pcie or mixed
+        own = tuple(p for p in find_algorithm(algorithm).protocols if not (no_ll128 and p == "ll128"))
         allowed = self.topology.nccl.protocols
         return tuple(p for p in own if allowed is None or p in allowed) or own
 

@@ -128,6 +128,12 @@ class Topology:
         return cls(num_gpus, gpn, per_nic, dc.domain_gpus, kind, line, line * efficiency, latency, fabric,
                    dc.reduces_in_switch, model, models, model_of_gpu, staging, net.nccl)
 
+    def model_indices(self, gpus) -> set[int]:
+        """The indices in `models` of the link models of `gpus`' node groups."""
+        if self.model_of_gpu is None:
+            return {0}
+        return {int(m) for m in np.unique(self.model_of_gpu[np.asarray(gpus, dtype=np.int64)])}
+
     def model_index(self, gpus) -> int:
         """The index in `models` of the link model a collective (or send) among `gpus` runs under: its weakest
         member's (0 where the GPUs share one model)."""
