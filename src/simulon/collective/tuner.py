@@ -114,10 +114,10 @@ class CollectivePlan:
             members = np.asarray(group, dtype=np.int64)
             up = members * (topo.gpus_per_node - 1) if topo.mesh else members
             nic = topo.fabric.up(members // topo.gpus_per_nic * topo.fabric.ports_per_nic)
-            capabilities = {architecture(topo.models[m].gpu_family)["compute_capability"]
-                            for m in topo.model_indices(members)}
+            models = topo.model_indices(members)  # the weakest member's is the least (Topology.model_index)
+            capabilities = {architecture(topo.models[m].gpu_family)["compute_capability"] for m in models}
             self.ports[group] = Ports(float(topo.capacity[up].min()), float(topo.line_rate[up].min()),
-                                      float(topo.capacity[nic].min()), topo.model_index(members),
+                                      float(topo.capacity[nic].min()), min(models),
                                       float(topo.line_rate[nic].min()), len(capabilities) > 1)
         return self.ports[group]
 
