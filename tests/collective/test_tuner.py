@@ -335,3 +335,43 @@ def test_a_multi_node_simple_ring_all_reduce_pays_the_plateau_only_from_64_bytes
 
     assert overhead(32768 - 1024) == pytest.approx(latency)
     assert overhead(32768) == pytest.approx(latency * constants()["refinements"]["ring_plateau_latency"])
+
+
+def host_plan(template: str, nodes: int, *hosts: str) -> CollectivePlan:
+    """`nodes` nodes of `template` per host CPU named (each a node group of its own), or the template's own."""
+    groups = [{"from": template, "num_nodes": nodes, "node": {"host_cpu": h}} for h in hosts]
+    data = {"node_groups": groups} if groups else {"from": template, "cluster": {"num_nodes": nodes}}
+    return CollectivePlan(Topology.from_datacenter(DatacenterConfig.model_validate(data)), "auto")
+
+
+@pytest.mark.parametrize(("nodes", "intel", "amd"), [(2, 39.0, 22.5), (4, 20.4, 19.0)])
+def test_ll_across_nodes_is_capped_by_the_amd_row_on_amd_hosts_as_dgx_a100s_are(nodes, intel, amd):
+    # llMaxBws[cpuVendor == AMD ? 1 : 0][min(nNodes, 3) - 1]: DGX A100's EPYC 7742 hosts take {22.5, 19.0}
+    def ll_bus(p: CollectivePlan) -> float:
+        ranks = range(8 * nodes)
+        return p._bus_bandwidth(AR, p.shape(ranks), "ring", "ll", p.weakest_ports(ranks)) * 2 * (8 * nodes - 1) / (
+            8 * nodes)
+    assert ll_bus(host_plan("dgx-a100", nodes)) == pytest.approx(amd)
+    assert ll_bus(host_plan("dgx-a100", nodes, "Intel Xeon Platinum 8380")) == pytest.approx(intel)
+    # hosts of two vendors in one communicator are MIXED, which takes the AMD row too
+    half = host_plan("dgx-a100", nodes // 2, "AMD EPYC 7742", "Intel Xeon Platinum 8380")
+    assert ll_bus(half) == pytest.approx(amd)
+
+
+def test_an_inter_node_rings_steps_cost_nccls_2_us_overhead_on_amd_hosts_and_1_on_every_other():
+    # getNetOverhead: 2 us on x86 AMD, 1 elsewhere (Intel, Arm, and a mixed communicator); x3 under Simple
+    lat = constants()["hw_latency_us"]
+    steps, inter_steps = 2 * 15, 2 * 1
+
+    def expected(floor: float, protocol: str) -> float:
+        intra = max(lat["nvlink"]["ring"][protocol], floor * (3 if protocol == "simple" else 1))
+        base = constants()["base_latency_us"]["ring"][protocol]
+        return base + (steps - inter_steps) * intra + inter_steps * lat["net"]["ring"][protocol]
+
+    for hosts, floor in ((("AMD EPYC 7742",), 2.0), (("Intel Xeon 8480C",), 1.0), (("NVIDIA Grace",), 1.0),
+                         (("AMD EPYC 7742", "Intel Xeon 8480C"), 1.0)):
+        p = host_plan("dgx-h100", 2 // len(hosts), *hosts)
+        group = p.weakest_ports(range(16))
+        for protocol in ("ll", "ll128", "simple"):  # Simple's NVLink step: 3.4 us, under AMD's 6
+            assert p._latency(AR, p.shape(range(16)), "ring", protocol, group) == pytest.approx(
+                expected(floor, protocol)), (hosts, protocol)

@@ -56,6 +56,8 @@ class Ports:
     model: int = 0  # the index of the group's link model in topology.models (its weakest member's)
     nic_line: float = 0.0  # the weakest NIC's line rate
     mixed: bool = False  # its members' GPUs are of more than one compute capability
+    ll_hosts: str = "intel"  # nccl.yaml's host_cpu row of its LL ceiling across nodes (config.host_cpu.HostCPU)
+    overhead_hosts: str = "intel"  # and of its network overhead, by its members' host CPUs
 
 
 @dataclass(frozen=True)
@@ -116,9 +118,11 @@ class CollectivePlan:
             nic = topo.fabric.up(members // topo.gpus_per_nic * topo.fabric.ports_per_nic)
             models = topo.model_indices(members)  # the weakest member's is the least (Topology.model_index)
             capabilities = {architecture(topo.models[m].gpu_family)["compute_capability"] for m in models}
+            host = topo.host(members)
             self.ports[group] = Ports(float(topo.capacity[up].min()), float(topo.line_rate[up].min()),
                                       float(topo.capacity[nic].min()), min(models),
-                                      float(topo.line_rate[nic].min()), len(capabilities) > 1)
+                                      float(topo.line_rate[nic].min()), len(capabilities) > 1,
+                                      host.ll_row, host.overhead_row)
         return self.ports[group]
 
     def _under(self, model: int) -> CollectivePlan:
@@ -216,7 +220,8 @@ class CollectivePlan:
         intra, inter = self._bandwidths(shape, ports)
         if algorithm == "nvls":
             return self._nvls_bandwidth(ctype, shape.n, intra, ports.scale_up_line)
-        ll_max = arch["ll_max_bw_one_node"] if nodes == 1 else constants()["ll_max_bw_across_nodes"][index - 1]
+        across = constants()["host_cpu"][ports.ll_hosts]["ll_max_bw_across_nodes"]
+        ll_max = arch["ll_max_bw_one_node"] if nodes == 1 else across[index - 1]
         per_channel = self.link_model.channel_bandwidth[PROTOCOLS.index(protocol)] / 1e9
         bus = min(intra if nodes == 1 else min(intra, inter), channels * per_channel)
         if algorithm == "ring" and protocol == "ll":
@@ -254,8 +259,10 @@ class CollectivePlan:
         nccl = (heads - 1) * speed * self.arch["nvls_efficiency"] * share * n / nccl_steps(ctype, n)
         return nccl * intra / port
 
-    def _latency(self, ctype: CollType, shape: GroupShape, algorithm: str, protocol: str) -> float:
-        """NCCL's predicted latency (microseconds) of one (algorithm, protocol)."""
+    def _latency(self, ctype: CollType, shape: GroupShape, algorithm: str, protocol: str,
+                 ports: Ports | None = None) -> float:
+        """NCCL's predicted latency (microseconds) of one (algorithm, protocol) on a group with `ports` (default:
+        GPU 0's)."""
         c = constants()
         r, table = c["refinements"], c["hw_latency_us"]
         n, nodes = shape.n, max(shape.nodes, 1)
@@ -269,7 +276,9 @@ class CollectivePlan:
             steps = nccl_steps(ctype, n)
             inter_steps = nccl_steps(ctype, nodes)
             if nodes > 1:  # an inter-node ring launches every step's network work, whatever link the step is on
-                overhead = r["net_overhead_us"] * (r["net_overhead_simple_factor"] if protocol == "simple" else 1)
+                hosts = (ports or self.weakest_ports((0,))).overhead_hosts
+                overhead = c["host_cpu"][hosts]["net_overhead_us"] * (
+                    r["net_overhead_simple_factor"] if protocol == "simple" else 1)
                 intra = max(intra, overhead)
             return base + (steps - inter_steps) * intra + inter_steps * inter
         if algorithm == "tree":
@@ -293,7 +302,7 @@ class CollectivePlan:
         if algorithm == "tree" and size >= 64:
             correction = constants()["tree_correction"][protocol]
             algbw *= correction[min(int(math.log2(size / 64)), len(correction) - 1)]
-        latency = self._latency(ctype, shape, algorithm, protocol)
+        latency = self._latency(ctype, shape, algorithm, protocol, ports)
         if (algorithm == "ring" and protocol == "simple" and shape.nodes > 1 and ctype == AR
                 and size / (self.arch["max_channels"] * shape.n) >= 64):  # the ring's plateau (ncclTopoGetAlgoTime)
             latency *= constants()["refinements"]["ring_plateau_latency"]

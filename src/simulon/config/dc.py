@@ -29,6 +29,7 @@ from .common import (
     Oversubscription,
     StrictModel,
 )
+from .host_cpu import HostCPU, host_cpu
 from .resolve import Hardware, Unresolved, resolve_hardware
 from .templates import Templated, find_template, merged, unknown_template
 from .units import Bandwidth, KernelMs, Latency, MemoryGB, TeraFlops, Watts
@@ -284,6 +285,21 @@ class NodeSpec(StrictModel):
     gpus_per_node: GPUCount
     gpus_per_nic: GPUCount = 1
     gpu: GPUSpec
+    host_cpu: str | None = Field(None, description="the node's CPU as its datasheet names it (\"AMD EPYC 7742\", "
+                                 "\"Intel Xeon Platinum 8480C\", \"NVIDIA Grace\"): NCCL's tuning reads its "
+                                 "vendor (config.host_cpu); none named: NCCL's Intel rows")
+
+    @field_validator("host_cpu")
+    @classmethod
+    def _known_host_cpu(cls, value: str | None) -> str | None:
+        if value is not None:
+            host_cpu(value)
+        return value
+
+    @property
+    def host(self) -> HostCPU:
+        """The host CPU as NCCL sees it (config.host_cpu)."""
+        return HostCPU.unknown() if self.host_cpu is None else host_cpu(self.host_cpu)
 
     @model_validator(mode="after")
     def _nics_divide_gpus(self) -> NodeSpec:

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..config.dc import DatacenterConfig, NcclEnvironment, Placement, weakness
+from ..config.host_cpu import HostCPU, communicator_host
 from .calibration import LinkModel, group_link_model, link_model_for
 from .fabric import NO_LINK, Fabric
 
@@ -67,6 +68,8 @@ class Topology:
     model_of_gpu: np.ndarray | None = None  # and the index of each GPU's (None: `model` for all)
     staging: Staging | None = None          # host paths and bridges of PCIe nodes (None: none anywhere)
     nccl: NcclEnvironment = field(default_factory=NcclEnvironment)  # what the platform lets NCCL's tuner choose
+    hosts: tuple[HostCPU, ...] = (HostCPU.unknown(),)  # the host CPU of each node group
+    group_of_gpu: np.ndarray | None = None  # and the index of each GPU's group (None: the first for all)
 
     @classmethod
     def from_datacenter(cls, dc: DatacenterConfig, num_gpus: int | None = None,
@@ -126,7 +129,8 @@ class Topology:
         # a switch's latency counts once, on the way in; host paths and bridges add none
         latency = np.concatenate([up_latency, np.zeros(up_links - port_links), fabric_latency])
         return cls(num_gpus, gpn, per_nic, dc.domain_gpus, kind, line, line * efficiency, latency, fabric,
-                   dc.reduces_in_switch, model, models, model_of_gpu, staging, net.nccl)
+                   dc.reduces_in_switch, model, models, model_of_gpu, staging, net.nccl,
+                   tuple(g.node.host for g in groups), placement.group)
 
     def model_indices(self, gpus) -> set[int]:
         """The indices in `models` of the link models of `gpus`' node groups."""
@@ -140,6 +144,13 @@ class Topology:
         if self.model_of_gpu is None:
             return 0
         return int(self.model_of_gpu[np.asarray(gpus, dtype=np.int64)].min())
+
+    def host(self, gpus) -> HostCPU:
+        """The host CPU NCCL's tuning sees for a communicator over `gpus` (config.host_cpu.communicator_host)."""
+        if self.group_of_gpu is None:
+            return self.hosts[0]
+        used = np.unique(self.group_of_gpu[np.asarray(gpus, dtype=np.int64)])
+        return communicator_host({self.hosts[int(g)] for g in used})
 
     @property
     def pcie(self) -> bool:

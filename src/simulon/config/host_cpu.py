@@ -1,0 +1,74 @@
+"""The host CPU of a node, as NCCL sees it: an architecture and, on x86, a vendor.
+
+NCCL reads both when it builds its topology (src/graph/topo.cc, ncclTopoGetCpuType: the architecture from the
+kernel, x86_64 / ppc64 / aarch64, and on x86 the vendor string of /proc/cpuinfo, GenuineIntel, AuthenticAMD or
+Zhaoxin's), and a communicator whose ranks' hosts differ is of MIXED architecture or vendor (src/init.cc). Its
+tuning model uses them twice (src/graph/tuning.cc, NCCL 2.23 to 2.27): LL's bus-bandwidth ceiling across nodes
+is `llMaxBws`' AMD row on AMD and mixed-vendor communicators and its Intel row on every other, and an inter-node
+ring's least latency per step is `getNetOverhead`'s 2 us on x86 AMD hosts and 1 us on every other. Those numbers
+live in collective/data/nccl.yaml (`host_cpu`); this module only turns what a user writes ("AMD EPYC 7742",
+"Intel Xeon Platinum 8480C", "NVIDIA Grace", "Graviton3", "Sapphire Rapids") into NCCL's two fields.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+X86, ARM, POWER, MIXED = "x86", "arm", "power", "mixed"
+INTEL, AMD, ZHAOXIN = "intel", "amd", "zhaoxin"
+
+_WORDS: tuple[tuple[str, str, str | None], ...] = (
+    # (pattern, architecture, vendor): the vendor's name, its brands, its server CPU code names
+    (r"intel|xeon|core i[3579]|pentium|celeron|sapphire rapids|emerald rapids|granite rapids|sierra forest|"
+     r"cascade lake|cooper lake|ice lake|skylake|broadwell|haswell", X86, INTEL),
+    (r"amd|epyc|naples|rome|milan|genoa|bergamo|siena|turin|threadripper|ryzen", X86, AMD),
+    (r"zhaoxin", X86, ZHAOXIN),
+    (r"grace|neoverse|graviton|ampere altra|altra|kunpeng|aarch64|arm64|arm", ARM, None),
+    (r"power ?\d*|ppc64(le)?", POWER, None),
+)
+
+
+@dataclass(frozen=True)
+class HostCPU:
+    """NCCL's view of a communicator's hosts: `arch` (x86, arm, power or mixed) and, on x86, `vendor` (intel,
+    amd, zhaoxin or mixed; None elsewhere). `HostCPU.unknown()` is what a node without a named CPU gets: NCCL's
+    Intel rows, which are also those of every host that is neither AMD nor mixed."""
+
+    arch: str
+    vendor: str | None = None
+
+    @classmethod
+    def unknown(cls) -> HostCPU:
+        return cls(X86, None)
+
+    @property
+    def ll_row(self) -> str:
+        """The row of nccl.yaml's `host_cpu` NCCL's LL ceiling across nodes takes: "amd" on AMD and mixed-vendor
+        communicators (llMaxBws' AMD row), else "intel"."""
+        return AMD if self.vendor in (AMD, MIXED) else INTEL
+
+    @property
+    def overhead_row(self) -> str:
+        """The row getNetOverhead takes: "amd" on x86 AMD hosts, else "intel" (Intel, Arm, POWER, mixed: 1 us)."""
+        return AMD if self.arch == X86 and self.vendor == AMD else INTEL
+
+
+def host_cpu(name: str) -> HostCPU:
+    """The architecture and vendor of a CPU named as a datasheet or a user writes it. Raises ValueError naming
+    the words it knows where none of them is in `name`."""
+    text = name.lower().replace("-", " ").replace("_", " ")
+    for pattern, arch, vendor in _WORDS:
+        if re.search(rf"\b({pattern})(?![a-z])", text):
+            return HostCPU(arch, vendor)
+    raise ValueError(f"host CPU {name!r} names no vendor or CPU family simulon knows (an Intel Xeon, AMD EPYC, "
+                     "NVIDIA Grace or other Arm, IBM POWER or Zhaoxin part, e.g. 'AMD EPYC 7742')")
+
+
+def communicator_host(hosts: set[HostCPU]) -> HostCPU:
+    """What a communicator over nodes with these hosts is to NCCL: their common architecture and vendor, each
+    MIXED where they differ (src/init.cc compares the two apart; a host off x86 has no vendor, so an Arm host beside
+    an Intel one makes both mixed)."""
+    archs = {h.arch for h in hosts}
+    vendors = {h.vendor for h in hosts}
+    return HostCPU(archs.pop() if len(archs) == 1 else MIXED, vendors.pop() if len(vendors) == 1 else MIXED)
