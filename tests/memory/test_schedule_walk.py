@@ -114,9 +114,11 @@ def test_a_combined_1f1b_stage_keeps_what_plain_1f1b_keeps_plus_at_most_one_laye
     combined = StagePlan.of("1f1b", 1, stage, pp, microbatches, True).peak(*arrays)
     kept, layer = columns[0][0], columns[4][0]
     live = min(pp - stage, microbatches) * kept  # plain 1F1B's micro-batches in flight
-    assert plain[0] == pytest.approx(live, rel=1e-12)
-    assert combined[0] <= live + layer + 1e-6 * (live + layer)
-    assert sum(combined) >= sum(plain) - 1e-6 * sum(plain)
+    # the walk adds and takes back every step's bytes: it is exact to a few ulps of the largest, times the steps
+    slack = 4 * np.finfo(float).eps * max(abs(c[0]) for c in columns) * (microbatches + pp)
+    assert plain[0] == pytest.approx(live, rel=1e-12, abs=slack)
+    assert combined[0] <= live + layer + 1e-6 * (live + layer) + slack
+    assert sum(combined) >= sum(plain) - 1e-6 * sum(plain) - slack
 
 
 def test_a_walk_of_steps_that_hold_nothing_peaks_at_nothing():
