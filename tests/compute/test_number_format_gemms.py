@@ -63,7 +63,7 @@ def test_block_scales_add_their_bytes_to_a_memory_bound_gemm():
     assert mxfp8 > fp8
 
 
-@pytest.mark.parametrize("dtype, block, scale", [("mxfp8", 32, 1.0), ("nvfp4", 16, 1.0)])
+@pytest.mark.parametrize("dtype, block, scale", [("mxfp8", 32, 1.0), ("mxfp4", 32, 1.0), ("nvfp4", 16, 1.0)])
 def test_block_formats_store_one_scale_per_block(dtype, block, scale):
     fmt = number_format(DType(dtype))
     assert (fmt.block, fmt.scale_bytes) == (block, scale)
@@ -71,7 +71,7 @@ def test_block_formats_store_one_scale_per_block(dtype, block, scale):
 
 
 @pytest.mark.parametrize("dtype, recipe, reads", [("fp8", "delayed", 1), ("fp8", "current", 2), ("mxfp8", None, 1),
-                                                  ("nvfp4", None, 2)])
+                                                  ("mxfp4", None, 1), ("nvfp4", None, 2)])
 def test_cast_kernels_move_input_bytes_plus_both_quantized_copies_with_their_scales(dtype, recipe, reads):
     training = {"fp8_recipe": recipe} if recipe else {}
     k = kernels(dtype, **training)
@@ -199,6 +199,7 @@ def test_weights_are_quantized_once_a_step_or_every_micro_batch_under_full_shard
 
 @pytest.mark.parametrize("text, dtype, recipe", [
     ("NVFP4", "nvfp4", None), ("FP4 (Blackwell)", "nvfp4", None), ("MXFP8 (TE 2.x)", "mxfp8", None),
+    ("MXFP4", "mxfp4", None), ("mx-fp4 (Quartet)", "mxfp4", None),
     ("FP8 current-scaling", "fp8", "current"), ("fp8 tensorwise", "fp8", "current"), ("amp_fp8/DEFAULT", "fp8", None),
     ("BF16/FP16", "bf16", None), ("fp16 mixed", "fp16", None), ("not stated", None, None),
 ])
@@ -214,3 +215,24 @@ def test_a_users_nvfp4_row_on_b200_is_simulated_in_nvfp4_not_bf16():
            "model": "meta-llama/Llama-3.1-8B", "layers": "2", "seq_len": "2048", "precision": "NVFP4",
            "framework": "Megatron-LM", "tp": "1", "gbs": "8", "mbs": "1", "iter_time_s": "0.5"}
     assert scenario_from_row(row).workload.training.dtype is DType.nvfp4
+
+
+def test_mxfp4_runs_at_the_fp4_rate_beside_nvfp4_with_cheaper_casts_and_no_bf16_layers():
+    # OCP MXFP4: 32-element blocks, e8m0 scales, no per-tensor scale (so no amax pass): on Blackwell its GEMMs run
+    # at NVFP4's FP4 rate and efficiency, its casts move fewer bytes, and no recipe keeps layers in bf16
+    big = [gemm("g", Phase.fwd, 16384, 16384, 16384, 2.0)]
+    for stem in BLACKWELL:
+        mx, nv = (float(AnalyticalModel(gpu(stem), d).seconds(big)[0]) for d in (DType.mxfp4, DType.nvfp4))
+        assert mx == pytest.approx(nv, rel=0.01)
+    mx, nv = kernels("mxfp4"), kernels("nvfp4")
+    assert mx["attn_qkv_cast"][Phase.fwd].bytes < nv["attn_qkv_cast"][Phase.fwd].bytes
+    assert TrainingFormat.of(DType.mxfp4, 62).bf16_first == TrainingFormat.of(DType.mxfp4, 62).bf16_last == 0
+
+
+def test_mxfp4_runs_on_mi355x_which_has_no_nvfp4_and_is_refused_on_hopper():
+    assert DType.mxfp4 in gpu("mi355x").peak_tflops and DType.nvfp4 not in gpu("mi355x").peak_tflops
+    data = seed_dict()
+    data["datacenter"]["node"]["gpu"] = {"from": "h100-sxm"}
+    data["workload"]["training"]["dtype"] = "MXFP4"
+    with pytest.raises(ConfigError, match="mxfp4"):
+        parse_scenario(data, "s.yaml")

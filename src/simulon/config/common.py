@@ -32,6 +32,7 @@ class DType(StrEnum):
     fp8 = "fp8"
     fp4 = "fp4"
     mxfp8 = "mxfp8"   # block-scaled formats: config/number_formats.py says how each is scaled
+    mxfp4 = "mxfp4"
     nvfp4 = "nvfp4"
 
     @property
@@ -46,7 +47,7 @@ DTYPE_SPELLINGS = {
     "bfloat16": DType.bf16,
     "float8": DType.fp8, "fp8_e4m3": DType.fp8, "e4m3": DType.fp8, "float8_e4m3fn": DType.fp8,
     "fp8_e5m2": DType.fp8, "e5m2": DType.fp8, "float8_e5m2": DType.fp8,
-    "mx_fp8": DType.mxfp8, "nv_fp4": DType.nvfp4, "float4": DType.fp4,
+    "mx_fp8": DType.mxfp8, "mx_fp4": DType.mxfp4, "nv_fp4": DType.nvfp4, "float4": DType.fp4,
 }
 """How users write the data types besides their names (PyTorch's torch.bfloat16 and float8_e4m3fn, NumPy's
 float16, "half"), lower case, with '-' and spaces read as '_'. FP8 training is one format whichever of its two
@@ -69,7 +70,7 @@ an enum instance."""
 
 _DTYPE_BYTES = {
     DType.fp32: 4.0, DType.tf32: 4.0, DType.fp16: 2.0, DType.bf16: 2.0, DType.fp8: 1.0, DType.fp4: 0.5,
-    DType.mxfp8: 1.0, DType.nvfp4: 0.5,
+    DType.mxfp8: 1.0, DType.mxfp4: 0.5, DType.nvfp4: 0.5,
 }
 """Element width; a block-scaled format's scales are counted by its config.number_formats row."""
 

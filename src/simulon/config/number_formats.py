@@ -109,6 +109,14 @@ NUMBER_FORMATS: dict[DType, NumberFormat] = {
     # rate with fp8's fitted efficiency where the GPU has no mxfp8 fit
     DType.mxfp8: NumberFormat(DType.mxfp8, quantized=True, block=32, scale_bytes=1.0,
                               calibration_chain=(DType.mxfp8, *_FP8_CHAIN)),
+    # OCP MXFP4: e2m1 in 1 x 32 blocks with e8m0 (1-byte) scales and no per-tensor scale, so no amax pass (each
+    # block's amax is found inside the cast, as for MXFP8); the block-scaled FP4 MMA of Blackwell (tcgen05 kind
+    # mxf4) and CDNA4 runs it at the FP4 tensor-core rate. No framework's recipe names layers kept in bf16
+    # (Megatron-Core runs it only as a custom fp4 recipe), and Quartet (arXiv 2505.14669, on Blackwell) runs
+    # every linear layer in MXFP4, forward and backward, so none stay here. (Tseng et al., arXiv 2502.20586,
+    # quantize the backward GEMMs only: a recipe this row does not model.)
+    DType.mxfp4: NumberFormat(DType.mxfp4, quantized=True, block=32, scale_bytes=1.0,
+                              calibration_chain=(DType.mxfp4, DType.nvfp4, DType.fp4, DType.mxfp8, *_FP8_CHAIN)),
     # Transformer Engine's NVFP4BlockScaling: e2m1 in 1 x 16 blocks with e4m3 (1-byte) scales, weights in
     # 16 x 16 tiles, plus a per-tensor fp32 scale from the tensor's amax (so an amax pass before every cast)
     DType.nvfp4: NumberFormat(DType.nvfp4, quantized=True, block=16, scale_bytes=1.0, weight_block=256,
@@ -184,9 +192,11 @@ class TrainingFormat:
 
 def precision_named(text: str) -> tuple[DType | None, str | None]:
     """The training dtype and fp8 recipe a free-text precision names, as published tables write it ("NVFP4",
-    "MXFP8", "FP8 current-scaling", "amp_fp8", "bf16 mixed"), or (None, None) where it names none. A bare "fp4"
-    is NVFP4: Transformer Engine's only 4-bit training recipe."""
+    "MXFP8", "MXFP4", "FP8 current-scaling", "amp_fp8", "bf16 mixed"), or (None, None) where it names none. A bare
+    "fp4" is NVFP4: Transformer Engine's only 4-bit training recipe."""
     words = text.lower()
+    if "mxfp4" in words or "mx_fp4" in words or "mx-fp4" in words:
+        return DType.mxfp4, None
     if "nvfp4" in words or "fp4" in words:
         return DType.nvfp4, None
     if "mxfp8" in words:

@@ -68,7 +68,7 @@ def _bare(name: str) -> str:
 
 
 VARIANT_WORDS = ("instruct", "chat", "base", "hf", "it", "thinking", "bf16", "fp16", "fp8", "fp4", "nvfp4", "mxfp8",
-                 r"\d{4}")
+                 "mxfp4", r"\d{4}")
 """Words of a released model's name that mark a fine-tune, release or packaging of the same architecture
 ("Llama-3.1-70B-Instruct", "Llama-2-7b-hf", "Qwen3-235B-A22B-Thinking-2507" with its release's year and month, the
 checkpoint's number format in "Nemotron-3-Nano-30B-A3B-BF16" and "Llama-4-Maverick-17B-128E-Instruct-FP8": not the

@@ -608,7 +608,7 @@ class TrainingSpec(StrictModel):
     fp8_recipe: Literal["delayed", "current"] | None = Field(
         None, description="per-tensor fp8 scaling (dtype fp8 only): delayed (Transformer Engine's DelayedScaling, "
         "the default) or current (Float8CurrentScaling, Megatron's --fp8-recipe tensorwise: an amax pass before "
-        "each cast); mxfp8 and nvfp4 are dtypes of their own")
+        "each cast); mxfp8, mxfp4 and nvfp4 are dtypes of their own")
     bf16_first_layers: OptionalLayerCount | None = Field(
         None, description="narrow formats: transformer layers from the first whose GEMMs stay bf16 (Megatron's "
         "--num-layers-at-start-in-bf16); default the format's recipe (config/number_formats.py)")
@@ -768,7 +768,7 @@ class MegatronWorkload(StrictModel):
         train, layers = self.training, self.model.num_layers
         if train.fp8_recipe is not None and train.dtype != DType.fp8:
             raise FieldError("training.fp8_recipe", f"{train.fp8_recipe!r} applies to dtype fp8 only, not "
-                             f"{train.dtype.value} (mxfp8 and nvfp4 scale per block)")
+                             f"{train.dtype.value} (mxfp8, mxfp4 and nvfp4 scale per block)")
         for name in ("bf16_first_layers", "bf16_last_layers"):
             value = getattr(train, name)
             if value is not None and value > layers:
