@@ -288,3 +288,14 @@ def test_an_unreplayed_twin_of_the_median_replayed_strategy_gets_its_replayed_ti
     # the Pareto front (pareto.points) times an unreplayed strategy from the result's anchor as the table does
     assert anchored_ms(twin.estimate, result.anchor) == twin.iteration_ms == twin_of.replay_ms
     assert result.estimate_scale == anchor[0] / anchor[1]
+
+
+@pytest.mark.parametrize(("dtype", "flags"), [
+    ("fp8", ["--fp8-format hybrid", "--fp8-recipe tensorwise"]), ("mxfp8", ["--fp8-format e4m3", "--fp8-recipe mxfp8"]),
+    ("nvfp4", ["--fp4-format e2m1", "--fp4-recipe nvfp4"]),
+    ("mxfp4", ["--fp4-format e2m1", "--fp4-recipe custom"]),  # Megatron-Core's Fp4Recipe has nvfp4 and custom only
+])
+def test_a_narrow_format_is_exported_as_megatron_cores_recipe_for_it(dtype, flags):
+    strategy = Strategy(2, 2, 2, 2, 1, 1, 2, 1, True, "selective", "distributed_optimizer", dtype, True)
+    args = megatron_arguments(strategy, small())
+    assert all(flag in args for flag in flags) and "--bf16" in args
