@@ -29,6 +29,7 @@ def test_topology_reports_switches_links_and_bisection(tmp_path):
     assert tiers["spine"]["link_GBps"] == 8 * 50 / 2.0 / 4
     assert data["scale_out_bisection_GBps"] == 128 * 50 / 2.0 / 2                 # halved by 2:1 uplinks
     assert data["in_network_reduction"] == {"scale_up": True, "scale_out": False}
+    assert data["host_cpu"] == "x86 Intel"  # DGX H100's Xeon 8480C, whose vendor NCCL's tuning reads
 
 
 def test_topology_table_and_drawing(tmp_path):

@@ -35,6 +35,8 @@ def test_nccl_takes_its_amd_rows_for_amd_and_mixed_vendor_hosts_and_its_intel_ro
     # an Arm host beside an x86 one: both fields mixed (src/init.cc compares them apart)
     assert communicator_host({grace, intel}) == HostCPU(MIXED, MIXED)
     assert communicator_host({amd}) == amd
+    assert [h.label for h in (amd, grace, mixed, communicator_host({grace, intel}), HostCPU.unknown())] == [
+        "x86 AMD", "Arm", "x86, mixed vendors", "mixed architectures", "not named (NCCL's Intel rows)"]
 
 
 @given(st.text(max_size=40))

@@ -43,6 +43,18 @@ class HostCPU:
         return cls(X86, None)
 
     @property
+    def label(self) -> str:
+        """What NCCL sees, in words: "x86 AMD", "Arm", "x86, mixed vendors", "not named (NCCL's Intel rows)"."""
+        if self == HostCPU.unknown():
+            return "not named (NCCL's Intel rows)"
+        if self.arch == MIXED:
+            return "mixed architectures"
+        names = {X86: "x86", ARM: "Arm", POWER: "POWER", INTEL: "Intel", AMD: "AMD", ZHAOXIN: "Zhaoxin",
+                 MIXED: ", mixed vendors"}
+        return names[self.arch] + ("" if self.vendor is None else names[self.vendor] if self.vendor == MIXED
+                                   else f" {names[self.vendor]}")
+
+    @property
     def ll_row(self) -> str:
         """The row of nccl.yaml's `host_cpu` NCCL's LL ceiling across nodes takes: "amd" on AMD and mixed-vendor
         communicators (llMaxBws' AMD row), else "intel"."""

@@ -33,6 +33,7 @@ class TopologySummary:
     tiers: list[Tier]
     scale_up_bisection: float  # bytes/s per direction across one domain cut in half
     scale_out_bisection: float
+    host_cpu: str = ""         # the hosts as NCCL's tuning sees them (config.host_cpu.HostCPU.label)
 
     @classmethod
     def of(cls, topology: Topology) -> TopologySummary:
@@ -55,7 +56,7 @@ class TopologySummary:
         up_bisection = tiers[0].link_rate * ((domain // 2) ** 2 if topology.mesh else domain / 2)
         return cls(g, nodes, tiers[0].name, topology.domain_gpus, topology.reduces_in_switch,
                    spec.label, -(-g // topology.gpus_per_nic), tiers,
-                   up_bisection, fabric.bisection(tiers[1].link_rate))
+                   up_bisection, fabric.bisection(tiers[1].link_rate), topology.host(range(g)).label)
 
     def to_dict(self) -> dict:
         def tier(t: Tier) -> dict:
@@ -70,7 +71,7 @@ class TopologySummary:
                 "fabric": self.fabric, "nics": self.nics,
                 "tiers": [tier(t) for t in self.tiers],
                 "scale_up_bisection_GBps": self.scale_up_bisection / 1e9,
-                "scale_out_bisection_GBps": self.scale_out_bisection / 1e9}
+                "scale_out_bisection_GBps": self.scale_out_bisection / 1e9, "host_cpu": self.host_cpu}
 
 
 def _tier(name: str, switches: int, links: int, rates: np.ndarray) -> Tier:
