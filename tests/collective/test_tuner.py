@@ -375,3 +375,20 @@ def test_an_inter_node_rings_steps_cost_nccls_2_us_overhead_on_amd_hosts_and_1_o
         for protocol in ("ll", "ll128", "simple"):  # Simple's NVLink step: 3.4 us, under AMD's 6
             assert p._latency(AR, p.shape(range(16)), "ring", protocol, group) == pytest.approx(
                 expected(floor, protocol)), (hosts, protocol)
+
+
+def test_a_group_of_one_gpu_a_node_sees_one_nic_as_nccls_trimmed_topology_does():
+    # NCCL's topology holds only the communicator's own GPUs, so a ring of one GPU per node (data parallelism under
+    # tp 8) crosses the network through that GPU's NIC, not all eight of its node: Simple's bandwidth wins over
+    # LL128's 0.92 for a large bucket, where eight NICs' worth made LL128's lower latency win
+    p = plan(nodes=48)
+    rail, full = tuple(range(0, 384, 8)), tuple(range(16))
+    nic = p.weakest_ports(rail).nic / 1e9
+    assert p._bandwidths(p.shape(rail), p.weakest_ports(rail))[1] == pytest.approx(nic)
+    assert p._bandwidths(p.shape(full), p.weakest_ports(full))[1] == pytest.approx(8 * nic)
+    assert p.choose(RS, rail, 308e6).protocol == "simple"
+    # two GPUs a node of p4d's one NIC per two GPUs: that one NIC
+    p4d = plan("aws-p4d", nodes=2)
+    pair = (0, 1, 8, 9)
+    assert p4d._bandwidths(p4d.shape(pair), p4d.weakest_ports(pair))[1] == pytest.approx(
+        p4d.weakest_ports(pair).nic * p4d.topology.fabric.ports_per_nic / 1e9)

@@ -198,8 +198,10 @@ class CollectivePlan:
         return tuple(p for p in own if allowed is None or p in allowed) or own
 
     def _bandwidths(self, shape: GroupShape, ports: Ports | None = None) -> tuple[float, float]:
-        """(scale-up, scale-out) GB/s: a member's port (in a mesh, the links its rings take), and its node's
-        NICs (a ring crosses each once per channel, and NCCL spreads the channels over them); the weakest
+        """(scale-up, scale-out) GB/s: a member's port (in a mesh, the links its rings take), and the NICs of the
+        group's GPUs on a node (a ring crosses each once per channel, and NCCL spreads the channels over them; its
+        topology holds only the communicator's own GPUs, src/graph/topo.cc, so a group of one GPU a node sees the
+        one NIC near it, not the node's others: nccl-tests over one GPU a node reach one NIC's rate); the weakest
         member's (default: GPU 0's)."""
         topo = self.topology
         ports = ports or self.weakest_ports((0,))
@@ -207,7 +209,8 @@ class CollectivePlan:
         if topo.mesh:
             intra *= min(len(disjoint_cycles(len(m))) for m in shape.members)
         nic = ports.nic * topo.fabric.ports_per_nic / 1e9
-        return intra, nic * topo.gpus_per_node / topo.gpus_per_nic
+        members = min((len(m) for m in shape.members), default=1)  # the fewest on any node (NCCL's graphs agree)
+        return intra, nic * max(min(members, topo.gpus_per_node) / topo.gpus_per_nic, 1.0)
 
     def _bus_bandwidth(self, ctype: CollType, shape: GroupShape, algorithm: str, protocol: str,
                        ports: Ports | None = None) -> float:
