@@ -336,9 +336,11 @@ def test_symmetric_folding_agrees_with_full_expansion(case):
 
 
 def test_trees_are_not_folded_and_nvls_peers_are():
-    # auto: the data-parallel gradient all-reduce across 16 nodes runs as a tree (a root, leaves: members
-    # differ), so the dp axis stays unfolded; tensor-parallel all-reduces inside a node run on NVLS, folded
-    sc = with_collectives(gpt_scenario(nodes=16, gpus_per_node=4, tp=4, pp=1, gbs=32, hidden=512, seq=4096,
+    # auto: the data-parallel gradient all-reduce across 16 nodes (0.66 MB, one GPU a node) runs as a tree (a root,
+    # leaves: members differ), so the dp axis stays unfolded; tensor-parallel all-reduces inside a node (4 MB) run
+    # on NVLS, folded. (A larger gradient takes the ring: one GPU a node sees one NIC, where the tree's
+    # bandwidth is halved)
+    sc = with_collectives(gpt_scenario(nodes=16, gpus_per_node=4, tp=4, pp=1, gbs=32, hidden=128, seq=16384,
                                        vocab=1024, layers=2), "auto", nvls=True)
     full = simulate(sc, "full")
     folded = simulate(sc, "symmetric")
