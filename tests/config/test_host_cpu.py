@@ -35,6 +35,10 @@ def test_nccl_takes_its_amd_rows_for_amd_and_mixed_vendor_hosts_and_its_intel_ro
     # an Arm host beside an x86 one: both fields mixed (src/init.cc compares them apart)
     assert communicator_host({grace, intel}) == HostCPU(MIXED, MIXED)
     assert communicator_host({amd}) == amd
+    # a node whose CPU is not named is like the named ones, not a vendor of its own
+    assert communicator_host({HostCPU.unknown(), intel}) == intel
+    assert communicator_host({HostCPU.unknown(), grace}) == grace
+    assert communicator_host({HostCPU.unknown()}) == HostCPU.unknown()
     assert [h.label for h in (amd, grace, mixed, communicator_host({grace, intel}), HostCPU.unknown())] == [
         "x86 AMD", "Arm", "x86, mixed vendors", "mixed architectures", "not named (NCCL's Intel rows)"]
 

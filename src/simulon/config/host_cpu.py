@@ -80,7 +80,9 @@ def host_cpu(name: str) -> HostCPU:
 def communicator_host(hosts: set[HostCPU]) -> HostCPU:
     """What a communicator over nodes with these hosts is to NCCL: their common architecture and vendor, each
     MIXED where they differ (src/init.cc compares the two apart; a host off x86 has no vendor, so an Arm host beside
-    an Intel one makes both mixed)."""
+    an Intel one makes both mixed). A node whose CPU is not named is taken to be like the named ones (all unnamed:
+    unknown), not a vendor of its own."""
+    hosts = {h for h in hosts if h != HostCPU.unknown()} or {HostCPU.unknown()}
     archs = {h.arch for h in hosts}
     vendors = {h.vendor for h in hosts}
     return HostCPU(archs.pop() if len(archs) == 1 else MIXED, vendors.pop() if len(vendors) == 1 else MIXED)
