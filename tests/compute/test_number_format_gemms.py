@@ -199,7 +199,7 @@ def test_weights_are_quantized_once_a_step_or_every_micro_batch_under_full_shard
 
 @pytest.mark.parametrize("text, dtype, recipe", [
     ("NVFP4", "nvfp4", None), ("FP4 (Blackwell)", "nvfp4", None), ("MXFP8 (TE 2.x)", "mxfp8", None),
-    ("MXFP4", "mxfp4", None), ("mx-fp4 (Quartet)", "mxfp4", None),
+    ("MXFP4", "mxfp4", None), ("mx-fp4 (Quartet)", "mxfp4", None), ("MX FP8", "mxfp8", None), ("mx_fp4", "mxfp4", None),
     ("FP8 current-scaling", "fp8", "current"), ("fp8 tensorwise", "fp8", "current"), ("amp_fp8/DEFAULT", "fp8", None),
     ("BF16/FP16", "bf16", None), ("fp16 mixed", "fp16", None), ("not stated", None, None),
 ])

@@ -200,9 +200,8 @@ class CollectivePlan:
     def _bandwidths(self, shape: GroupShape, ports: Ports | None = None) -> tuple[float, float]:
         """(scale-up, scale-out) GB/s: a member's port (in a mesh, the links its rings take), and the NICs of the
         group's GPUs on a node (a ring crosses each once per channel, and NCCL spreads the channels over them; its
-        topology holds only the communicator's own GPUs, src/graph/topo.cc, so a group of one GPU a node sees the
-        one NIC near it, not the node's others: nccl-tests over one GPU a node reach one NIC's rate); the weakest
-        member's (default: GPU 0's)."""
+        topology holds only the communicator's own GPUs, src/graph/topo.cc, and paths.cc trims the rest, so a group
+        of one GPU a node sees the one NIC near it, not the node's others); the weakest member's (default: GPU 0's)."""
         topo = self.topology
         ports = ports or self.weakest_ports((0,))
         intra = ports.scale_up / 1e9 if topo.num_gpus else 0.0

@@ -298,7 +298,8 @@ class NodeSpec(StrictModel):
 
     @property
     def host(self) -> HostCPU:
-        """The host CPU as NCCL sees it (config.host_cpu)."""
+        """The host CPU as NCCL sees it (config.host_cpu; its reading is cached, so the validator's costs nothing
+        here)."""
         return HostCPU.unknown() if self.host_cpu is None else host_cpu(self.host_cpu)
 
     @model_validator(mode="after")

@@ -12,6 +12,7 @@ live in collective/data/nccl.yaml (`host_cpu`); this module only turns what a us
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -27,6 +28,11 @@ _WORDS: tuple[tuple[str, str, str | None], ...] = (
     (r"grace|neoverse|graviton|ampere altra|altra|kunpeng|aarch64|arm64|arm", ARM, None),
     (r"power ?\d*|ppc64(le)?", POWER, None),
 )
+
+
+_LABELS = {X86: "x86", ARM: "Arm", POWER: "POWER"}
+_VENDOR_LABELS = {None: "", INTEL: " Intel", AMD: " AMD", ZHAOXIN: " Zhaoxin", MIXED: ", mixed vendors"}
+"""`HostCPU.label`'s words for an architecture and the vendor after it."""
 
 
 @dataclass(frozen=True)
@@ -49,10 +55,7 @@ class HostCPU:
             return "not named (NCCL's Intel rows)"
         if self.arch == MIXED:
             return "mixed architectures"
-        names = {X86: "x86", ARM: "Arm", POWER: "POWER", INTEL: "Intel", AMD: "AMD", ZHAOXIN: "Zhaoxin",
-                 MIXED: ", mixed vendors"}
-        return names[self.arch] + ("" if self.vendor is None else names[self.vendor] if self.vendor == MIXED
-                                   else f" {names[self.vendor]}")
+        return _LABELS[self.arch] + _VENDOR_LABELS[self.vendor]
 
     @property
     def ll_row(self) -> str:
@@ -66,6 +69,7 @@ class HostCPU:
         return AMD if self.arch == X86 and self.vendor == AMD else INTEL
 
 
+@functools.cache
 def host_cpu(name: str) -> HostCPU:
     """The architecture and vendor of a CPU named as a datasheet or a user writes it. Raises ValueError naming
     the words it knows where none of them is in `name`."""

@@ -31,6 +31,7 @@ The fp8 scaling recipe is `training.fp8_recipe` (`FP8_RECIPES`), meaningful only
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 from .common import DType
@@ -194,8 +195,8 @@ def precision_named(text: str) -> tuple[DType | None, str | None]:
     """The training dtype and fp8 recipe a free-text precision names, as published tables write it ("NVFP4",
     "MXFP8", "MXFP4", "FP8 current-scaling", "amp_fp8", "bf16 mixed"), or (None, None) where it names none. A bare
     "fp4" is NVFP4: Transformer Engine's only 4-bit training recipe."""
-    words = text.lower()
-    if "mxfp4" in words or "mx_fp4" in words or "mx-fp4" in words:
+    words = re.sub(r"[\s_-]+", "", text.lower())
+    if "mxfp4" in words:
         return DType.mxfp4, None
     if "nvfp4" in words or "fp4" in words:
         return DType.nvfp4, None
