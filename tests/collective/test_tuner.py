@@ -71,6 +71,16 @@ def test_nvls_gathers_and_scatters_for_at_most_32_ranks_of_an_nvl72_rack_but_red
     assert "nvls" in rack._enabled(AR, rack.shape(range(72)))
 
 
+def test_a_fixed_nvls_gather_or_scatter_over_more_than_32_ranks_is_refused_as_nccl_skips_it():
+    # src/enqueue.cc skips NVLS for all-gather and reduce-scatter over more than NCCL_MAX_NVLS_ARITY local ranks
+    fixed = plan("gb200-nvl72", nodes=18, algorithm="nvls")
+    for ctype in (AG, RS):
+        with pytest.raises(Unrunnable, match=r"at most 32 GPUs .* this group has 36"):
+            fixed.choose(ctype, range(36), 2**20)
+        assert fixed.choose(ctype, range(32), 2**20).algorithm == "nvls"
+    assert fixed.choose(AR, range(72), 2**20).algorithm == "nvls"
+
+
 def test_nvls_needs_more_than_two_gpus_of_a_communicator_in_an_nvlink_domain():
     """ncclNvlsInit sets NVLS up only where the communicator has more than two GPUs in the domain."""
     p = plan(nodes=2)

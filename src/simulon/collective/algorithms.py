@@ -63,7 +63,7 @@ def _no_local_pass(ctype: CollType, domains: int) -> str:
     return ""
 
 
-def _no_refusal(shape: GroupShape) -> str | None:
+def _no_refusal(ctype: CollType, shape: GroupShape) -> str | None:
     return None
 
 
@@ -77,9 +77,9 @@ class Algorithm:
     each loop of a channel without moving anything over a link ("" if none; see ring.ring_local_pass).
     `tuned_as`: the NCCL algorithm whose model chooses its protocol and channels. `enabled(ctype, shape)`:
     for NCCL's own algorithms, whether NCCL would consider it for the group, so `auto` may choose it (None: a
-    simulon variant, never chosen by `auto`). `refusal(shape)`: why NCCL would not run it on a group at all
-    (None: it would), for a fixed choice of it. `first_period`: decompositions of one period only, marked as
-    repeated (a ring's first step, for steady-state estimates of huge rings).
+    simulon variant, never chosen by `auto`). `refusal(ctype, shape)`: why NCCL would not run it for that
+    collective on a group at all (None: it would), for a fixed choice of it. `first_period`: decompositions of one
+    period only, marked as repeated (a ring's first step, for steady-state estimates of huge rings).
     """
 
     name: str
@@ -91,7 +91,7 @@ class Algorithm:
     reduction: Reduction = Reduction.GPUS
     enabled: Callable[[CollType, GroupShape], bool] | None = None
     local_pass: Callable[[CollType, int], str] = _no_local_pass
-    refusal: Callable[[GroupShape], str | None] = _no_refusal
+    refusal: Callable[[CollType, GroupShape], str | None] = _no_refusal
     first_period: Mapping[CollType, Decomposition] | None = None
 
     @property
@@ -225,14 +225,14 @@ def _pat_enabled(ctype: CollType, shape: GroupShape) -> bool:
     return shape.nodes > 1 and shape.per_node == 1
 
 
-def _pat_refusal(shape: GroupShape) -> str | None:
+def _pat_refusal(ctype: CollType, shape: GroupShape) -> str | None:
     """NCCL runs PAT only where every GPU of a communicator is on its own node (ncclPatEnable)."""
     if shape.per_node == 1:
         return None
     return "pat needs a group with one GPU per node (NCCL restricts PAT to one GPU per node)"
 
 
-def _irregular(name: str, shape: GroupShape) -> str | None:
+def _irregular(name: str, ctype: CollType, shape: GroupShape) -> str | None:
     """Why an algorithm that pairs the domains member by member cannot run a group whose domains hold different
     numbers of its members (collective.shape.GroupShape.regular), or None."""
     if shape.per_node is not None:
@@ -241,15 +241,20 @@ def _irregular(name: str, shape: GroupShape) -> str | None:
             f"{sorted({len(m) for m in shape.members})}")
 
 
-def _nvls_refusal(shape: GroupShape) -> str | None:
-    """NVLS reduces in one NVLink domain's switch; NCCL fails a communicator across domains set to NVLS alone."""
-    if shape.nodes == 1:
-        return None
-    return (f"nvls runs inside one NVLink domain, and this group spans {shape.nodes} (nvls_tree reduces across "
-            "domains; auto picks per group)")
+def _nvls_refusal(ctype: CollType, shape: GroupShape) -> str | None:
+    """NVLS reduces in one NVLink domain's switch; NCCL fails a communicator across domains set to NVLS alone, and
+    runs NVLS all-gathers and reduce-scatters only over at most NCCL_MAX_NVLS_ARITY local ranks (src/enqueue.cc:
+    `info->func != ncclFuncAllReduce && comm->localRanks > NCCL_MAX_NVLS_ARITY` skips it)."""
+    if shape.nodes != 1:
+        return (f"nvls runs inside one NVLink domain, and this group spans {shape.nodes} (nvls_tree reduces across "
+                "domains; auto picks per group)")
+    if ctype != AR and shape.n > NVLS_ARITY:
+        return (f"nvls runs all-gathers and reduce-scatters over at most {NVLS_ARITY} GPUs (NCCL_MAX_NVLS_ARITY), "
+                f"and this group has {shape.n} (ring, or auto)")
+    return None
 
 
-def _nvls_tree_refusal(shape: GroupShape) -> str | None:
+def _nvls_tree_refusal(ctype: CollType, shape: GroupShape) -> str | None:
     """NVLS-tree reduces in each domain's switch, then over a tree of the domains: it needs two or more domains
     and, in each, the same two or more members."""
     if shape.nodes < 2:
@@ -257,14 +262,14 @@ def _nvls_tree_refusal(shape: GroupShape) -> str | None:
     if shape.per_node is not None and shape.per_node < 2:
         return ("nvls_tree reduces inside each NVLink domain through its switch: it needs two or more members a "
                 "domain (with one, use tree, or auto)")
-    return _irregular("nvls_tree", shape)
+    return _irregular("nvls_tree", ctype, shape)
 
 
-def _collnet_refusal(shape: GroupShape) -> str | None:
+def _collnet_refusal(ctype: CollType, shape: GroupShape) -> str | None:
     """CollNet reduces across nodes in the scale-out switches: a group inside one domain sends nothing there."""
     if shape.nodes < 2:
         return "collnet reduces across nodes in the network, and this group is inside one NVLink domain (or auto)"
-    return _irregular("collnet", shape)
+    return _irregular("collnet", ctype, shape)
 
 
 _SIMPLE = ("simple",)

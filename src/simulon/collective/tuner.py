@@ -150,7 +150,7 @@ class CollectivePlan:
             candidates = self._candidates(ctype, shape, ports.mixed)
         else:
             record = checked(fixed, ctype)
-            refusal = record.reduction_missing(self.topology.reduces_in_switch) or record.refusal(shape)
+            refusal = record.reduction_missing(self.topology.reduces_in_switch) or record.refusal(ctype, shape)
             if refusal:
                 raise Unrunnable(refusal)
             candidates = [(record.name, p) for p in self._protocols(record.name, ctype, ports.mixed)]
