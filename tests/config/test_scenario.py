@@ -572,6 +572,17 @@ def test_missing_required_field(tmp_path):
     assert message == f"{path}: workload.training.global_batch_size: required field is missing"
 
 
+@pytest.mark.parametrize(("system", "hint"), [
+    ("dgx-h100", "a node holds 8 GPUs ("),
+    ("gb200-nvl72", "a node holds 4 GPUs, and 18 nodes make one NVLink domain of 72 ("),
+])
+def test_a_system_without_a_cluster_is_refused_saying_what_a_node_and_a_domain_hold(tmp_path, system, hint):
+    data = {"datacenter": {"from": system}, "workload": seed()["workload"]}
+    path, message = load_error(tmp_path, "scen.yaml", data)
+    assert message.startswith(f"{path}: datacenter.cluster: required: how many nodes (cluster: {{num_nodes: N}}); ")
+    assert hint in message
+
+
 def test_bad_unit_string_names_field(tmp_path):
     data = seed()
     data["datacenter"]["network"]["scale_out"]["nic"]["speed"] = "400Gbs"

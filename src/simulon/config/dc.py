@@ -672,7 +672,15 @@ class DatacenterConfig(Templated):
             return
         for key in ("cluster", "node"):
             if getattr(self, key) is None:
-                raise FieldError(key, "required (or give node_groups in place of cluster and node)")
+                hint = self._sizing_hint() if key == "cluster" and self.node is not None else ""
+                raise FieldError(key, f"required{hint} (or give node_groups in place of cluster and node)")
+
+    def _sizing_hint(self) -> str:
+        """What a node and an NVLink domain hold, for a cluster left out: ": how many nodes (cluster: {num_nodes:
+        N}); a node holds 4 GPUs, and 18 nodes make one NVLink domain of 72"."""
+        per_node, domain = self.node.gpus_per_node, self.network.scale_up.domain_gpus or self.node.gpus_per_node
+        whole = f", and {domain // per_node} nodes make one NVLink domain of {domain}" if domain > per_node else ""
+        return f": how many nodes (cluster: {{num_nodes: N}}); a node holds {per_node} GPUs{whole}"
 
     def _where(self, group: Group) -> tuple[str, str]:
         """(node field, scale-up field) prefixes that name a group's blocks in messages."""
