@@ -387,7 +387,7 @@ def test_an_inter_node_rings_steps_cost_nccls_2_us_overhead_on_amd_hosts_and_1_o
                 expected(floor, protocol)), (hosts, protocol)
 
 
-def test_a_group_of_one_gpu_a_node_sees_one_nic_as_nccls_trimmed_topology_does():
+def test_a_group_sees_the_nics_of_its_own_gpus_in_a_domain_as_nccls_trimmed_topology_does():
     # NCCL's topology holds only the communicator's own GPUs, so a ring of one GPU per node (data parallelism under
     # tp 8) crosses the network through that GPU's NIC, not all eight of its node: Simple's bandwidth wins over
     # LL128's 0.92 for a large bucket, where eight NICs' worth made LL128's lower latency win
@@ -397,6 +397,12 @@ def test_a_group_of_one_gpu_a_node_sees_one_nic_as_nccls_trimmed_topology_does()
     assert p._bandwidths(p.shape(rail), p.weakest_ports(rail))[1] == pytest.approx(nic)
     assert p._bandwidths(p.shape(full), p.weakest_ports(full))[1] == pytest.approx(8 * nic)
     assert p.choose(RS, rail, 308e6).protocol == "simple"
+    # across GB200 NVL72 racks NCCL fuses each rack's trays into one topology (MNNVL), so a group of one GPU a tray
+    # sees the NICs of all 18 of its trays in a rack, not the 4 of one tray
+    racks = plan("gb200-nvl72", nodes=36)
+    trays = tuple(range(0, 144, 4))
+    one_nic = racks.weakest_ports(trays).nic / 1e9
+    assert racks._bandwidths(racks.shape(trays), racks.weakest_ports(trays))[1] == pytest.approx(18 * one_nic)
     # two GPUs a node of p4d's one NIC per two GPUs: that one NIC
     p4d = plan("aws-p4d", nodes=2)
     pair = (0, 1, 8, 9)

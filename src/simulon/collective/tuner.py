@@ -199,17 +199,19 @@ class CollectivePlan:
 
     def _bandwidths(self, shape: GroupShape, ports: Ports | None = None) -> tuple[float, float]:
         """(scale-up, scale-out) GB/s: a member's port (in a mesh, the links its rings take), and the NICs of the
-        group's GPUs on a node (a ring crosses each once per channel, and NCCL spreads the channels over them; its
-        topology holds only the communicator's own GPUs, src/graph/topo.cc, and paths.cc trims the rest, so a group
-        of one GPU a node sees the one NIC near it, not the node's others); the weakest member's (default: GPU 0's)."""
+        group's GPUs in an NVLink domain (a ring crosses each once per channel, and NCCL spreads the channels over
+        them; its topology holds only the communicator's own GPUs, src/graph/topo.cc, and paths.cc trims the rest,
+        so a group of one GPU a node sees the one NIC near it, not the node's others; across a multi-node NVLink
+        domain, NCCL fuses the topologies of the clique's nodes, topo.cc's MNNVL branch, so the members' NICs on
+        all of them count); the weakest member's (default: GPU 0's)."""
         topo = self.topology
         ports = ports or self.weakest_ports((0,))
         intra = ports.scale_up / 1e9 if topo.num_gpus else 0.0
         if topo.mesh:
             intra *= min(len(disjoint_cycles(len(m))) for m in shape.members)
         nic = ports.nic * topo.fabric.ports_per_nic / 1e9
-        members = min((len(m) for m in shape.members), default=1)  # the fewest on any node (NCCL's graphs agree)
-        return intra, nic * max(min(members, topo.gpus_per_node) / topo.gpus_per_nic, 1.0)
+        members = min((len(m) for m in shape.members), default=1)  # the fewest in any domain (NCCL's graphs agree)
+        return intra, nic * max(members / topo.gpus_per_nic, 1.0)
 
     def _bus_bandwidth(self, ctype: CollType, shape: GroupShape, algorithm: str, protocol: str,
                        ports: Ports | None = None) -> float:
