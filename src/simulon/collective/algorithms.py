@@ -208,9 +208,15 @@ def _regular(ctype: CollType, shape: GroupShape) -> bool:
     return shape.per_node is not None
 
 
+def _within_nvls_arity(ctype: CollType, shape: GroupShape) -> bool:
+    """NCCL runs NVLS all-gathers and reduce-scatters over at most NCCL_MAX_NVLS_ARITY local ranks (src/enqueue.cc:
+    `info->func != ncclFuncAllReduce && comm->localRanks > NCCL_MAX_NVLS_ARITY` skips NVLS), all-reduces over any."""
+    return ctype == AR or shape.n <= NVLS_ARITY
+
+
 def _nvls_enabled(ctype: CollType, shape: GroupShape) -> bool:
     """One NVLink domain with more than NVLS_MIN_GPUS members; all-gather and reduce-scatter up to the arity."""
-    return shape.nodes == 1 and shape.n > NVLS_MIN_GPUS and (ctype == AR or shape.n <= NVLS_ARITY)
+    return shape.nodes == 1 and shape.n > NVLS_MIN_GPUS and _within_nvls_arity(ctype, shape)
 
 
 def _nvls_tree_enabled(ctype: CollType, shape: GroupShape) -> bool:
@@ -243,12 +249,11 @@ def _irregular(name: str, ctype: CollType, shape: GroupShape) -> str | None:
 
 def _nvls_refusal(ctype: CollType, shape: GroupShape) -> str | None:
     """NVLS reduces in one NVLink domain's switch; NCCL fails a communicator across domains set to NVLS alone, and
-    runs NVLS all-gathers and reduce-scatters only over at most NCCL_MAX_NVLS_ARITY local ranks (src/enqueue.cc:
-    `info->func != ncclFuncAllReduce && comm->localRanks > NCCL_MAX_NVLS_ARITY` skips it)."""
+    one of all-gathers or reduce-scatters beyond the arity (_within_nvls_arity)."""
     if shape.nodes != 1:
         return (f"nvls runs inside one NVLink domain, and this group spans {shape.nodes} (nvls_tree reduces across "
                 "domains; auto picks per group)")
-    if ctype != AR and shape.n > NVLS_ARITY:
+    if not _within_nvls_arity(ctype, shape):
         return (f"nvls runs all-gathers and reduce-scatters over at most {NVLS_ARITY} GPUs (NCCL_MAX_NVLS_ARITY), "
                 f"and this group has {shape.n} (ring, or auto)")
     return None
