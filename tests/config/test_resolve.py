@@ -191,6 +191,8 @@ def test_a_scenarios_datacenter_may_start_from_a_description_as_people_write_it(
     stated = dc("8x H100 DGX, 8x200Gbps NICs per node")  # the NIC line rate it states overrides the template's
     assert stated.network.scale_out.nic.speed == 200e9 / 8 and stated.node == dc("dgx-h100").node
     assert GPUSpec.model_validate({"from": "NVIDIA H100 80GB HBM3"}) == GPUSpec.model_validate({"from": "h100-sxm"})
+    assert dc("DGX H100 (NVLink4, NVLS), 700W") == dc("dgx-h100")  # what it states of the hardware, checked
+    assert GPUSpec.model_validate({"from": "Grace Hopper"}) == GPUSpec.model_validate({"from": "gh200"})
 
 
 @pytest.mark.parametrize(("ref", "says"), [
@@ -198,9 +200,104 @@ def test_a_scenarios_datacenter_may_start_from_a_description_as_people_write_it(
     ("DGX H100 turbo", "names dgx-h100, but not 'turbo'"),                     # a word nothing accounts for
     ("NVIDIA H100 PCIe", "names GPU h100-pcie, which no shipped system is built on"),
     ("a3-highgpu-8g", "no shipped system carries the word(s) 'highgpu'"),
+    ("8x A100 NVLink4", "states NVLink 4, but dgx-a100's scale-up is NVSwitch-NVLink3"),
 ])
 def test_a_description_a_scenario_starts_from_is_refused_with_what_it_does_not_resolve(ref, says):
     from simulon.config import DatacenterConfig
 
     with pytest.raises(ValueError, match=re.escape(says)):
         DatacenterConfig.model_validate({"from": ref, "cluster": {"num_nodes": 1}})
+
+
+@pytest.mark.parametrize(("text", "gpu", "system"), [
+    ("Grace Hopper superchip", "gh200", "gh200-nvl32"),         # not the H100 its architecture word stands for
+    ("Grace Blackwell NVL72", "gb200", "gb200-nvl72"),
+    ("GB300 Grace Blackwell Ultra NVL72", "gb300", "gb300-nvl72"),  # the longest product name wins
+    ("Blackwell Ultra HGX", "b300", "dgx-b300"),
+    ("GB200 superchip", "gb200", "gb200-nvl72"),
+])
+def test_a_product_name_of_several_words_names_its_gpu_before_an_architecture_does(text, gpu, system):
+    hardware = resolve_hardware(text)
+    assert (hardware.gpu, hardware.system, hardware.stray) == (gpu, system, ())
+
+
+@pytest.mark.parametrize(("text", "system"), [
+    ("8x H200 SXM (NVLink4/NVSwitch, NVLS/SHARP on)", "hgx-h200"),
+    ("GB200 NVL72 (MNNVL, up to 72 GPUs)", "gb200-nvl72"),
+    ("AMD Instinct MI300X with Infinity Fabric (xGMI)", "mi300x-platform"),
+    ("8x B200 NVLink 5, 1.8TB/s", "dgx-b200"),                 # NVLink both directions
+    ("8x H800 (NVLink 200GB/s uni)", "hgx-h800"),             # one direction
+    ("8x A100 NVLink (600GB/s bidir)", "dgx-a100"),
+    ("H100 SXM5 80GB 3.35TB/s HBM3 700W", "dgx-h100"),         # HBM bandwidth and TDP
+    ("DGX B200 with Spectrum-X Ethernet", "dgx-b200"),         # a switch's name: read, and the system's fabric kept
+    ("DGX H100 SuperPOD, Quantum-2 NDR", "dgx-h100"),
+])
+def test_what_a_description_states_of_its_interconnect_rates_and_power_is_read_not_stray(text, system):
+    hardware = resolve_hardware(text)
+    assert (hardware.system, hardware.stray) == (system, ())
+
+
+@pytest.mark.parametrize(("text", "says"), [
+    ("8x A100 NVLink4", r"states NVLink 4, but dgx-a100's scale-up is NVSwitch-NVLink3 \(NVLink 3\)"),
+    ("DGX B200 NVLink Gen 4", "NVLink 4, but dgx-b200's scale-up is NVLink-Switch-NVLink5"),
+    ("8x A100 (NVLS)", "states NVLS .* dgx-a100's scale-up \\(NVSwitch-NVLink3\\) does not reduce in the switch"),
+    ("DGX H100 (MNNVL)", "dgx-h100's NVLink domain is one node of 8 GPUs"),
+    ("MI300X NVLink", r"states nvlink, which NVIDIA's GPUs have and the MI300X \(AMD\) does not"),
+    ("8x H100 xGMI", "states xgmi, which AMD's GPUs have"),
+    ("8x A100 NVLink 400GB/s", r"NVLink 300 GB/s a direction \(600 both\) and HBM 2039 GB/s"),  # an A800's rate
+    ("H800 NVLink 400GB/s uni", "NVLink 200 GB/s a direction"),
+    ("H100 SXM 500W", "the H100-SXM5-80GB template is a 700 W part"),  # power-capped: another clock
+])
+def test_a_description_contradicting_its_templates_is_refused_with_what_they_have(text, says):
+    with pytest.raises(Unresolved, match=says):
+        resolve_hardware(text)
+
+
+def test_a_power_or_rate_a_template_cannot_check_is_said_in_a_note():
+    assert resolve_hardware("B300 HGX 1100W").notes == ("1100 W stated; the B300 template gives no TDP to check it "
+                                                        "against",)
+    assert resolve_hardware("DGX H100 10.2kW").notes == ("10.2kW read as the system's power, not checked",)
+
+
+def test_bits_are_a_nics_rate_and_bytes_the_gpus():
+    assert resolve_hardware("A100-80GB (1600 Gbps RoCE)").datacenter == {"from": "dgx-a100"}  # 8 x 200 Gb/s: as shipped
+    with pytest.raises(Unresolved, match="states '1600 GB/s'"):
+        resolve_hardware("A100-80GB (1600 GB/s)")
+
+
+def nvlink_generation(system: str) -> int | None:
+    """The NVLink generation a system template's scale-up switch template names ("NVSwitch-NVLink4": 4)."""
+    switch = ((find_template("datacenter", system).get("network") or {}).get("scale_up") or {}).get("switch") or {}
+    name = (find_template("switch", switch["from"]) or {}).get("name", "") if "from" in switch else ""
+    found = re.search(r"nvlink(\d)", name.lower())
+    return int(found.group(1)) if found else None
+
+
+NVLINK_SYSTEMS = [(stem, g) for stem in template_names("datacenter") if (g := nvlink_generation(stem))]
+
+
+def test_systems_of_three_nvlink_generations_are_shipped():
+    assert {g for _, g in NVLINK_SYSTEMS} == {3, 4, 5}
+
+
+@given(st.sampled_from(NVLINK_SYSTEMS), st.integers(1, 6), st.sampled_from(["NVLink{}", "NVLink {}", "nvlink-gen{}"]))
+def test_a_stated_nvlink_generation_resolves_exactly_when_it_is_the_systems(system, generation, spelling):
+    (stem, own), text = system, f"{system[0]} {spelling.format(generation)}"
+    if generation == own:
+        assert resolve_hardware(text).system == stem
+    else:
+        with pytest.raises(Unresolved, match=f"states NVLink {generation}"):
+            resolve_hardware(text)
+
+
+def test_a_description_with_a_slash_is_read_as_one_where_no_such_file_exists(tmp_path):
+    from simulon.config import DatacenterConfig
+
+    def dc(ref):
+        return DatacenterConfig.model_validate({"from": ref, "cluster": {"num_nodes": 1}},
+                                               context={"base_dir": tmp_path})
+
+    assert dc("8x H200 SXM (NVLink4/NVSwitch, NVLS/SHARP on)") == dc("hgx-h200")
+    assert dc("8x A100 NVLink 600GB/s bidir") == dc("dgx-a100")
+    with pytest.raises(ValueError, match="cannot read template file"):  # a path-like name stays a missing file
+        dc("systems/my-dgx")

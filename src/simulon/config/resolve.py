@@ -15,8 +15,14 @@ punctuation: `[count x] [vendor] GPU [memory GB] [form factor] [system] [interco
   one with the fewest words of its own.
 - Interconnect: a NIC count and line rate ("8x400Gbps", "1600 Gbps", "4x IB 200Gb dual-port") that differs
   from the system's NICs overrides them (dual-port cards at their ports' rates added up, at most what the
-  card moves: `card_speed` of the shipped NIC of that rate); RoCE, InfiniBand and the NIC's name are read but
-  change nothing the network model distinguishes.
+  card moves: `card_speed` of the shipped NIC of that rate); RoCE, InfiniBand, the NIC's and the switches' names
+  are read but change nothing the network model distinguishes. What a description states of the GPU and its
+  scale-up is checked against the templates and a contradiction is refused, not ignored: an NVLink generation
+  ("NVLink4") against the system's NVSwitch, NVLS (NVLink SHARP) against a switch that reduces, MNNVL against an
+  NVLink domain wider than a node, NVLink or xGMI against the GPU's vendor, a rate in bytes ("600GB/s bidir",
+  "1.8TB/s") against the GPU's NVLink (a direction, or both) or HBM bandwidth, and a power ("400W") against its TDP.
+- Product names of more words than a model ("Grace Hopper", "Grace Blackwell Ultra", "Blackwell Ultra") are
+  GPU templates' aliases; the longest one a description holds names its GPU, ahead of an architecture.
 
 What cannot be resolved raises Unresolved with the reason, and on ambiguity the candidates. Nothing here
 knows any particular table: templates' names and aliases are the only vocabulary.
@@ -34,7 +40,8 @@ from functools import cache
 from typing import Any
 
 from .errors import parse_yaml
-from .templates import find_template, template_names, template_stem, template_stem_loose, template_text
+from .templates import find_template, merged, template_names, template_stem, template_stem_loose, template_text
+from .units import parse_bandwidth
 
 VENDORS = ("nvidia", "amd", "intel")
 ARCHITECTURES = {
@@ -67,13 +74,28 @@ UNMODELLED = {"gaudi": "Intel Gaudi is not modelled: its matrix engines have no 
 
 GENERIC_WORDS = frozenset({"platform", "server", "cluster", "rack", "node", "nodes", "system", "gpu", "gpus"})
 """Words that name no particular system, whatever template carries them."""
+INTERCONNECT_VENDOR = {"nvlink": "nvidia", "nvswitch": "nvidia", "nvls": "nvidia", "mnnvl": "nvidia", "xgmi": "amd",
+                       "infinity": "amd"}
+"""Scale-up words and the vendor whose GPUs alone have them (NVIDIA's NVLink, NVSwitch, NVLink SHARP and multi-node
+NVLink; AMD's xGMI, its Infinity Fabric)."""
 PLAIN_WORDS = frozenset({"aws", "amazon", "ec2", "gcp", "google", "azure", "oci", "cloud", "instance", "instances",
                          "machine", "vm", "with", "and", "on", "of", "per", "the", "a", "an", "x", "efa", "roce",
-                         "ib", "infiniband", "ethernet", "nvlink", "nvswitch", "nic", "nics", "gbps", "single",
-                         "cx", "edr", "hdr", "ndr", "xdr", "rdma", "gpudirect",
-                         "multi", "bare", "metal", *VENDORS})
+                         "ib", "infiniband", "ethernet", "nic", "nics", "gbps", "single",
+                         "cx", "edr", "hdr", "ndr", "xdr", "rdma", "gpudirect", "sharp", "c2c", "tcpx", "tcpxo",
+                         "superpod", "basepod", "rail", "optimized", "fabric", "to", "up", "in", "at", "via", "over",
+                         "multi", "bare", "metal", *VENDORS, *INTERCONNECT_VENDOR})
 """Words a description of a system may carry beside the system's own without naming another one: clouds, vendors,
 interconnects and connectives."""
+NVLINK_GENERATION = re.compile(r"(?i)\bnvlink[\s_-]*(?:gen(?:eration)?[\s_-]*)?([1-9])\b")
+"""A stated NVLink generation ("NVLink4", "NVLink 5", "NVLink Gen 3")."""
+BYTE_RATE = re.compile(r"(?i)(?<![\w.])(\d+(?:\.\d+)?)\s*([GT])(?-i:B)(?:\s*/\s*s(?:ec)?|ps)\b"
+                       r"(?:[\s,(]*(bi-?dir\w*|total|aggregate|uni\w*|per[\s-]direction|each[\s-]way))?")
+"""A rate in bytes, a capital B ("600GB/s bidir", "1.8 TB/s", "200GBps uni"; "1600 Gbps" is bits, a NIC's): the GPU's
+NVLink, a direction or both, or its HBM."""
+POWER = re.compile(r"(?i)(?<![\w.])(\d+(?:\.\d+)?)\s*(k?)W\b")
+"""A power ("400W", "1.2 kW"): the GPU's TDP."""
+RATE_TOLERANCE = 0.05
+"""How far a stated rate or power may be from the template's and still be it (vendors round: 7.7 vs 8 TB/s)."""
 QUANTITY = re.compile(r"(?:\d+x)?\d+(?:x|g|gb|gbps|gib|t|tb)?|x\d+|v\d+")
 """A count, size or version ("8", "8x", "400g", "8x400gbps", "x2", "v4"): no system's identity."""
 
@@ -140,6 +162,10 @@ def _gpu_candidates(text: str) -> tuple[str, list[str], list[str]]:
         if named:
             raise Unresolved(f"{text!r} names several GPUs: {', '.join(sorted({longest, *named}))}")
         return longest, list(gpu_models()[longest]), []
+    phrase = next((stem for said, stem in gpu_phrases() if _holds(words(text), said)), None)
+    if phrase is not None:
+        model = model_word(str((find_template("gpu", phrase) or {}).get("name", phrase)))
+        return model, list(gpu_models()[model]), []
     arch = next((w for w in words(text) if w in ARCHITECTURES), None)
     if arch is not None:
         model = ARCHITECTURES[arch].lower()
@@ -150,6 +176,22 @@ def _gpu_candidates(text: str) -> tuple[str, list[str], list[str]]:
         if family in lower:
             raise Unresolved(f"{text!r}: {reason}")
     raise NoGPUNamed(f"{text!r} names no shipped GPU{_unshipped(text)}; shipped: {', '.join(sorted(gpu_models()))}")
+
+
+@cache
+def gpu_phrases() -> tuple[tuple[tuple[str, ...], str], ...]:
+    """(words, GPU template stem) of every GPU template alias of two or more words none of which is a model word
+    ("Grace-Hopper", "Blackwell-Ultra"): product names, longest first."""
+    found = {(tuple(words(str(alias))), stem) for stem in template_names("gpu")
+             for alias in (parse_yaml(template_text("gpu", stem)) or {}).get("aliases") or []}
+    return tuple(sorted(((said, stem) for said, stem in found
+                         if len(said) > 1 and not any(w in gpu_models() for w in said)),
+                        key=lambda p: (-len(p[0]), p)))
+
+
+def _holds(said: list[str], phrase: tuple[str, ...]) -> bool:
+    """Whether the words `phrase` come one after another in `said`."""
+    return any(tuple(said[i:i + len(phrase)]) == phrase for i in range(len(said) - len(phrase) + 1))
 
 
 def _unshipped(text: str) -> str:
@@ -272,10 +314,17 @@ def stray_words(text: str, own: frozenset[str]) -> list[str]:
 
 @cache
 def hardware_words() -> frozenset[str]:
-    """Words any GPU may be described with: architectures, form factors and the shipped NICs' names."""
-    nics = {w for stem in template_names("nic") for name in [stem, (find_template("nic", stem) or {}).get("name", "")]
-            for w in words(str(name))}
-    return frozenset({*ARCHITECTURES, *FORM_FACTORS, "sxm4", "sxm5", "sxm6", "hbm3", "hbm3e", *nics})
+    """Words any GPU may be described with: architectures, form factors and the shipped NICs' and switches'
+    names."""
+    parts = {w for kind in ("nic", "switch") for stem in template_names(kind) for name in _names(kind, stem)
+             for w in words(str(name))}
+    return frozenset({*ARCHITECTURES, *FORM_FACTORS, "sxm4", "sxm5", "sxm6", "hbm3", "hbm3e", "superchip", *parts})
+
+
+def _names(kind: str, stem: str) -> list[str]:
+    """A template's stem, name and aliases."""
+    doc = parse_yaml(template_text(kind, stem)) or {}
+    return [stem, str(doc.get("name", "")), *map(str, doc.get("aliases") or [])]
 
 
 def _systems_named(text: str) -> set[str]:
@@ -285,7 +334,7 @@ def _systems_named(text: str) -> set[str]:
     NoGPUNamed when systems share some of its words but none accounts for all, naming the words the nearest lacks."""
     said = set(words(text))
     near = [(stem, gpu, own) for stem, gpu, own, _ in systems() if own & said]
-    foreign = {stem: stray_words(text, own) for stem, _, own in near}
+    foreign = {stem: stray_words(without_stated(text), own) for stem, _, own in near}
     named = {gpu for stem, gpu, _ in near if not foreign[stem]}
     if near and not named:
         stem = min(near, key=lambda s: (-len(s[2] & said), len(foreign[s[0]]), s[0]))[0]
@@ -361,8 +410,11 @@ def resolve_hardware(text: str, context: str = "") -> Hardware:
     found = resolve_system(gpus, text, context)
     if found is None:
         gpu, model, notes = resolve_gpu(text, context)
-        return Hardware(text, gpu, None, {}, model.upper(), tuple(notes), _stray(text, gpu, None))
+        rest, checked = _stated(text, gpu, None)
+        return Hardware(text, gpu, None, {}, model.upper(), (*notes, *checked), _stray(rest, gpu, None))
     system, gpu = found
+    rest, checked = _stated(text, gpu, system)
+    notes.extend(checked)
     model = model or model_word(str((find_template("gpu", gpu) or {}).get("name", gpu)))
     block: dict[str, Any] = {"from": system}
     said = text
@@ -372,7 +424,91 @@ def resolve_hardware(text: str, context: str = "") -> Hardware:
     if nic is not None:
         block["network"] = {"scale_out": {"nic": nic}}
         notes.append(f"NIC line rate {nic['speed']} as stated")
-    return Hardware(text, gpu, system, block, model.upper(), tuple(notes), _stray(text, gpu, system))
+    return Hardware(text, gpu, system, block, model.upper(), tuple(notes), _stray(rest, gpu, system))
+
+
+def _stated(text: str, gpu: str, system: str | None) -> tuple[str, list[str]]:
+    """What a description states of its GPU's interconnect, rates and power, checked against the GPU and system
+    templates (the module docstring lists the checks): the description less the rates, powers and NVLink
+    generations it checked, and notes on what it could not check. Raises Unresolved on a contradiction."""
+    doc = find_template("gpu", gpu) or {}
+    name, vendor = doc.get("name", gpu), doc.get("vendor", "nvidia")
+    said = set(words(text)) | ({"nvlink"} if NVLINK_GENERATION.search(text) else set())
+    for word in sorted(said & INTERCONNECT_VENDOR.keys()):
+        if INTERCONNECT_VENDOR[word] != vendor:
+            raise Unresolved(f"{text!r} states {word}, which {INTERCONNECT_VENDOR[word].upper()}'s GPUs have and "
+                             f"the {name} ({vendor.upper()}) does not")
+    if system is not None:
+        _check_scale_up(text, said, system)
+    notes = [_check_rate(text, found, doc) for found in BYTE_RATE.finditer(text)]
+    notes += [_check_power(text, found, doc) for found in POWER.finditer(text)]
+    return without_stated(text), [note for note in notes if note]
+
+
+def without_stated(text: str) -> str:
+    """A description less the rates, powers and NVLink generations it states (which `_stated` checks)."""
+    for found in sorted([*BYTE_RATE.finditer(text), *POWER.finditer(text), *NVLINK_GENERATION.finditer(text)],
+                        key=lambda m: m.start(), reverse=True):
+        text = text[:found.start()] + " " + text[found.end():]
+    return text
+
+
+def _check_scale_up(text: str, said: set[str], system: str) -> None:
+    """A stated NVLink generation, NVLS or MNNVL against the system's scale-up (its switch and NVLink domain)."""
+    doc = find_template("datacenter", system) or {}
+    scale_up = (doc.get("network") or {}).get("scale_up") or {}
+    switch = dict(scale_up.get("switch") or {})
+    if "from" in switch:
+        switch = merged(find_template("switch", switch.pop("from")) or {}, switch)
+    label = switch.get("name", "no switch")
+    generations = {int(g) for name in [label, *(switch.get("aliases") or [])]
+                   for g in re.findall(r"nvlink(\d)", str(name).lower())}
+    for found in NVLINK_GENERATION.finditer(text):
+        if generations and int(found.group(1)) not in generations:
+            raise Unresolved(f"{text!r} states NVLink {found.group(1)}, but {system}'s scale-up is {label} "
+                             f"(NVLink {min(generations)}): name that system's GPU, or describe the hardware in a "
+                             "datacenter block")
+    if "nvls" in said and not switch.get("in_network_reduction"):
+        raise Unresolved(f"{text!r} states NVLS (NVLink SHARP), but {system}'s scale-up ({label}) does not reduce in "
+                         "the switch")
+    per_node = int((doc.get("node") or {}).get("gpus_per_node", 8))
+    domain = int(scale_up.get("domain_gpus") or per_node)
+    if "mnnvl" in said and domain <= per_node:
+        raise Unresolved(f"{text!r} states MNNVL (an NVLink domain across nodes), but {system}'s NVLink domain is "
+                         f"one node of {per_node} GPUs")
+
+
+def _check_rate(text: str, found: re.Match, gpu: dict[str, Any]) -> str:
+    """A stated rate in bytes against the GPU's NVLink bandwidth (per direction, or both directions where the
+    description says "bidirectional" or "total", or either where it says neither) or its HBM bandwidth."""
+    stated = float(found.group(1)) * (1000.0 if found.group(2).upper() == "T" else 1.0)
+    link = parse_bandwidth(gpu["nvlink_bandwidth"]) / 1e9 if gpu.get("nvlink_bandwidth") else None
+    hbm = parse_bandwidth(gpu["memory_bandwidth"]) / 1e9 if gpu.get("memory_bandwidth") else None
+    qualifier = (found.group(3) or "").lower()
+    both = qualifier.startswith(("bi", "total", "aggregate"))
+    one = bool(qualifier) and not both
+    known = [v for v in ([] if one else [2 * link] if link else []) + ([] if both else [link, hbm]) if v]
+    if not known:
+        return f"{found.group(0).strip()} stated; the GPU template gives no rate to check it against"
+    if not any(math.isclose(stated, v, rel_tol=RATE_TOLERANCE) for v in known):
+        have = (f"NVLink {link:g} GB/s a direction ({2 * link:g} both) and " if link else "") + f"HBM {hbm:g} GB/s"
+        raise Unresolved(f"{text!r} states {found.group(0).strip()!r}, but the {gpu.get('name')} template has {have}: "
+                         "describe the hardware in a datacenter block")
+    return ""
+
+
+def _check_power(text: str, found: re.Match, gpu: dict[str, Any]) -> str:
+    """A stated power in watts against the GPU's TDP; kilowatts are a system's, and not checked."""
+    if found.group(2):
+        return f"{found.group(0).strip()} read as the system's power, not checked"
+    stated, tdp = float(found.group(1)), gpu.get("tdp_w")
+    if tdp is None:
+        return f"{stated:g} W stated; the {gpu.get('name')} template gives no TDP to check it against"
+    if not math.isclose(stated, float(tdp), rel_tol=RATE_TOLERANCE):
+        raise Unresolved(f"{text!r} states {stated:g} W, but the {gpu.get('name')} template is a {float(tdp):g} W "
+                         "part: a GPU held to another power limit runs at another clock, which a stated power does "
+                         "not tell simulon")
+    return ""
 
 
 def _stray(text: str, gpu: str, system: str | None) -> tuple[str, ...]:

@@ -103,13 +103,14 @@ def find_template(kind: str, name: str) -> dict[str, Any] | None:
 
 def _is_file_reference(kind: str, ref: str, base_dir: Path | None) -> bool:
     """A YAML file's name, or a path that exists; 'meta-llama/Llama-3.1-70B', a HuggingFace model id whose
-    model has a template, is a name."""
+    model has a template, is a name, and so is a missing path with spaces, brackets or commas in it: a description
+    ("8x H200 (NVLink4/NVSwitch, 900GB/s)", config.resolve)."""
     if ref.endswith((".yaml", ".yml")):
         return True
     if "/" not in ref:
         return False
     path = Path(ref) if Path(ref).is_absolute() or base_dir is None else base_dir / ref
-    return path.exists() or template_stem_loose(kind, ref) is None
+    return path.exists() or (template_stem_loose(kind, ref) is None and not re.search(r"[\s(),]", ref))
 
 
 def _load_reference(kind: str, ref: str, base_dir: Path | None, depth: int = 0,
