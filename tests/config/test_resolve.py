@@ -231,6 +231,8 @@ def test_a_product_name_of_several_words_names_its_gpu_before_an_architecture_do
     ("H100 SXM5 80GB 3.35TB/s HBM3 700W", "dgx-h100"),         # HBM bandwidth and TDP
     ("DGX B200 with Spectrum-X Ethernet", "dgx-b200"),         # a switch's name: read, and the system's fabric kept
     ("DGX H100 SuperPOD, Quantum-2 NDR", "dgx-h100"),
+    ("A100, 2 nodes, 4x IB 200Gb dual-port per node", "dgx-a100"),  # the ports are read as the NIC's rate
+    ("A100-SXM4-80GB (Selene DGX A100, 8x HDR IB per node)", "dgx-a100"),  # NVIDIA's DGX A100 SuperPOD
 ])
 def test_what_a_description_states_of_its_interconnect_rates_and_power_is_read_not_stray(text, system):
     hardware = resolve_hardware(text)

@@ -82,7 +82,8 @@ PLAIN_WORDS = frozenset({"aws", "amazon", "ec2", "gcp", "google", "azure", "oci"
                          "machine", "vm", "with", "and", "on", "of", "per", "the", "a", "an", "x", "efa", "roce",
                          "ib", "infiniband", "ethernet", "nic", "nics", "gbps", "single",
                          "cx", "edr", "hdr", "ndr", "xdr", "rdma", "gpudirect", "sharp", "c2c", "tcpx", "tcpxo",
-                         "superpod", "basepod", "rail", "optimized", "fabric", "to", "up", "in", "at", "via", "over",
+                         "superpod", "basepod", "rail", "optimized", "fabric", "dual", "port", "ports", "to", "up",
+                         "in", "at", "via", "over",
                          "multi", "bare", "metal", *VENDORS, *INTERCONNECT_VENDOR})
 """Words a description of a system may carry beside the system's own without naming another one: clouds, vendors,
 interconnects and connectives."""
