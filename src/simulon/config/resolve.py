@@ -183,8 +183,7 @@ def _gpu_candidates(text: str) -> tuple[str, list[str], list[str]]:
 def gpu_phrases() -> tuple[tuple[tuple[str, ...], str], ...]:
     """(words, GPU template stem) of every GPU template alias of two or more words none of which is a model word
     ("Grace-Hopper", "Blackwell-Ultra"): product names, longest first."""
-    found = {(tuple(words(str(alias))), stem) for stem in template_names("gpu")
-             for alias in (parse_yaml(template_text("gpu", stem)) or {}).get("aliases") or []}
+    found = {(tuple(words(name)), stem) for stem in template_names("gpu") for name in _names("gpu", stem)[2:]}
     return tuple(sorted(((said, stem) for said, stem in found
                          if len(said) > 1 and not any(w in gpu_models() for w in said)),
                         key=lambda p: (-len(p[0]), p)))
@@ -212,9 +211,7 @@ def _form_of(stem: str) -> str:
 
 def _gpu_words(stem: str, model: str) -> frozenset[str]:
     """Words of a GPU template's name and aliases other than its model word ('hbm3e', 'sxm5', '80gb')."""
-    doc = parse_yaml(template_text("gpu", stem)) or {}
-    return frozenset(w for name in [stem, doc.get("name", ""), *(doc.get("aliases") or [])]
-                     for w in words(str(name)) if w != model)
+    return frozenset(w for name in _names("gpu", stem) for w in words(name) if w != model)
 
 
 def _gpu_ranking(text: str, context: str) -> tuple[str, list[tuple[tuple[int, int, bool], str]], list[str]]:
@@ -318,12 +315,12 @@ def hardware_words() -> frozenset[str]:
     """Words any GPU may be described with: architectures, form factors and the shipped NICs' and switches'
     names."""
     parts = {w for kind in ("nic", "switch") for stem in template_names(kind) for name in _names(kind, stem)
-             for w in words(str(name))}
+             for w in words(name)}
     return frozenset({*ARCHITECTURES, *FORM_FACTORS, "sxm4", "sxm5", "sxm6", "hbm3", "hbm3e", "superchip", *parts})
 
 
 def _names(kind: str, stem: str) -> list[str]:
-    """A template's stem, name and aliases."""
+    """A template's stem, name and aliases, in that order."""
     doc = parse_yaml(template_text(kind, stem)) or {}
     return [stem, str(doc.get("name", "")), *map(str, doc.get("aliases") or [])]
 
