@@ -332,7 +332,7 @@ def _systems_named(text: str) -> set[str]:
     NoGPUNamed when systems share some of its words but none accounts for all, naming the words the nearest lacks."""
     said = set(words(text))
     near = [(stem, gpu, own) for stem, gpu, own, _ in systems() if own & said]
-    foreign = {stem: stray_words(without_stated(text), own) for stem, _, own in near}
+    foreign = {stem: stray_words(_without_stated(text), own) for stem, _, own in near}
     named = {gpu for stem, gpu, _ in near if not foreign[stem]}
     if near and not named:
         stem = min(near, key=lambda s: (-len(s[2] & said), len(foreign[s[0]]), s[0]))[0]
@@ -440,10 +440,10 @@ def _stated(text: str, gpu: str, system: str | None) -> tuple[str, list[str]]:
         _check_scale_up(text, said, system)
     notes = [_check_rate(text, found, doc) for found in BYTE_RATE.finditer(text)]
     notes += [_check_power(text, found, doc) for found in POWER.finditer(text)]
-    return without_stated(text), [note for note in notes if note]
+    return _without_stated(text), [note for note in notes if note]
 
 
-def without_stated(text: str) -> str:
+def _without_stated(text: str) -> str:
     """A description less the rates, powers and NVLink generations it states (which `_stated` checks)."""
     for found in sorted([*BYTE_RATE.finditer(text), *POWER.finditer(text), *NVLINK_GENERATION.finditer(text)],
                         key=lambda m: m.start(), reverse=True):
@@ -485,7 +485,9 @@ def _check_rate(text: str, found: re.Match, gpu: dict[str, Any]) -> str:
     qualifier = (found.group(3) or "").lower()
     both = qualifier.startswith(("bi", "total", "aggregate"))
     one = bool(qualifier) and not both
-    known = [v for v in ([] if one else [2 * link] if link else []) + ([] if both else [link, hbm]) if v]
+    known = [2 * link] if link and not one else []
+    if not both:
+        known += [v for v in (link, hbm) if v]
     if not known:
         return f"{found.group(0).strip()} stated; the GPU template gives no rate to check it against"
     if not any(math.isclose(stated, v, rel_tol=RATE_TOLERANCE) for v in known):
