@@ -5,6 +5,7 @@ shipped table unless --csv names one; --plot draws predicted against measured (p
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
@@ -83,11 +84,27 @@ def report_on(result, source: str, as_json: bool, group_title: str, plot: Path |
     if shown:
         print("floor %: the least MAPE any model reading the table can reach: rows alike in every cell but the "
               "measured ones, measured apart, get one prediction")
-    reasons: dict[str, int] = {}
-    for skipped in result.skipped:
-        reasons[skipped.reason] = reasons.get(skipped.reason, 0) + 1
-    for reason, count in sorted(reasons.items(), key=lambda kv: -kv[1]):
+    for reason, count in skip_reasons([s.reason for s in result.skipped]):
         print(f"skipped {count}: {reason}")
+
+
+NUMBER = re.compile(r"(?<![\w'.-])\d+(?:\.\d+)?(?![\w'])")
+"""A number standing as a word of its own (a measured value), not part of a name ('Intel Gaudi 2', 'fp8', 'H100')."""
+
+
+def skip_reasons(reasons: list[str]) -> list[tuple[str, int]]:
+    """The skipped rows' reasons, most frequent first, each with its count; reasons that differ only in their numbers
+    are one line, each number that varies shown as its range ("2012.64 to 2592.8 TFLOP/s is above ...")."""
+    alike: dict[tuple[str, ...], list[list[str]]] = {}
+    for reason in reasons:
+        alike.setdefault(tuple(NUMBER.split(reason)), []).append(NUMBER.findall(reason))
+    lines = []
+    for texts, numbers in alike.items():
+        shown = [values[0] if len(set(values)) == 1 else f"{min(values, key=float)} to {max(values, key=float)}"
+                 for values in zip(*numbers, strict=True)]
+        lines.append(("".join(text + number for text, number in zip(texts, [*shown, ""], strict=True)),
+                      len(numbers)))
+    return sorted(lines, key=lambda line: -line[1])
 
 
 @app.command()
