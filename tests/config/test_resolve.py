@@ -303,3 +303,43 @@ def test_a_description_with_a_slash_is_read_as_one_where_no_such_file_exists(tmp
     assert dc("8x A100 NVLink 600GB/s bidir") == dc("dgx-a100")
     with pytest.raises(ValueError, match="cannot read template file"):  # a path-like name stays a missing file
         dc("systems/my-dgx")
+
+
+@pytest.mark.parametrize(("text", "nodes"), [
+    ("4x DGX H100", 4),                  # a count written onto the system's own word: systems
+    ("4 nodes of 8x H100", 4),           # a count of nodes; the one before the GPU counts GPUs
+    ("8x H100 80GB SXM DGX", None),      # GPUs: one node, the cluster left to the scenario
+    ("B200 (1 node, NVLink5)", 1),
+    ("16 servers of 8x H200 (HGX)", 16),
+    ("4x p5.48xlarge", 4),
+    ("GB200 NVL72, 2 racks", 36),        # a rack is the NVLink domain: 18 trays of 4 GPUs
+    ("2x NVL36 GB200", 18),
+    ("GB300 NVL72 (3 systems)", 54),
+])
+def test_a_stated_count_of_nodes_or_systems_sizes_the_cluster(text, nodes):
+    assert resolve_hardware(text).nodes == nodes
+
+
+@given(st.integers(1, 512), st.sampled_from(["DGX H100", "DGX B200", "NVL72 GB200", "NVL36 GB200", "HGX H200"]))
+def test_n_systems_are_n_nvlink_domains_of_nodes(n, system):
+    from simulon.config.dc import DatacenterConfig
+
+    one = DatacenterConfig.model_validate({"from": f"1x {system}"})
+    per_system = (one.network.scale_up.domain_gpus or one.node.gpus_per_node) // one.node.gpus_per_node
+    assert DatacenterConfig.model_validate({"from": f"{n}x {system}"}).cluster.num_nodes == n * per_system
+
+
+def test_keys_beside_a_described_system_override_its_stated_nodes():
+    from simulon.config.dc import DatacenterConfig
+
+    assert DatacenterConfig.model_validate({"from": "4x DGX H100", "cluster": {"num_nodes": 2}}).cluster.num_nodes == 2
+
+
+@pytest.mark.parametrize(("text", "says"), [
+    ("2 racks of DGX H100", "counts racks of dgx-h100, whose NVLink domain is one node"),
+    ("2 nodes, 4x DGX H100", "states 2 and 4 nodes"),
+    ("0x DGX H100", "count at least one"),
+])
+def test_a_count_of_nodes_that_cannot_be_read_one_way_is_refused(text, says):
+    with pytest.raises(Unresolved, match=re.escape(says)):
+        resolve_hardware(text)

@@ -327,12 +327,14 @@ def described(kind: str, ref: str) -> Hardware:
 
 def described_system(ref: str) -> dict[str, Any]:
     """`from: "DGX H100 (8x H100 80GB SXM)"`: the datacenter template a description of a system names, with the NIC
-    line rate it states. Raises ValueError saying what it does not resolve."""
+    line rate and the nodes ("4x DGX H100") it states. Raises ValueError saying what it does not resolve."""
     hardware = described("datacenter", ref)
     if hardware.system is None:
         raise ValueError(f"{unknown_template('datacenter', ref)}; read as a description it names GPU {hardware.gpu}, "
                          f"which no shipped system is built on: give node (gpu: {{from: {hardware.gpu}}}) and network")
     block = dict(hardware.datacenter)
+    if hardware.nodes is not None:
+        block["cluster"] = {"num_nodes": hardware.nodes}
     return merged(find_template("datacenter", block.pop("from")) or {}, block)
 
 

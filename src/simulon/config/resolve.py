@@ -21,6 +21,9 @@ punctuation: `[count x] [vendor] GPU [memory GB] [form factor] [system] [interco
   ("NVLink4") against the system's NVSwitch, NVLS (NVLink SHARP) against a switch that reduces, MNNVL against an
   NVLink domain wider than a node, NVLink or xGMI against the GPU's vendor, a rate in bytes ("600GB/s bidir",
   "1.8TB/s") against the GPU's NVLink (a direction, or both) or HBM bandwidth, and a power ("400W") against its TDP.
+- Nodes: a count of nodes ("4 nodes", "1 node", "16 servers") or of systems ("4x DGX H100", "2x NVL72", "3 systems",
+  "2 racks"), a system being its NVLink domain (one DGX H100 node; 18 trays of a GB200 NVL72): `Hardware.nodes`, the
+  cluster of a scenario that starts from the description. A count before the GPU ("8x H100") counts GPUs.
 - Product names of more words than a model ("Grace Hopper", "Grace Blackwell Ultra", "Blackwell Ultra") are
   GPU templates' aliases; the longest one a description holds names its GPU, ahead of an architecture.
 
@@ -72,7 +75,8 @@ UNMODELLED = {"gaudi": "Intel Gaudi is not modelled: its matrix engines have no 
 """GPU families simulon deliberately does not model, and why (reported instead of 'unknown')."""
 
 
-GENERIC_WORDS = frozenset({"platform", "server", "cluster", "rack", "node", "nodes", "system", "gpu", "gpus"})
+GENERIC_WORDS = frozenset({"platform", "server", "servers", "cluster", "rack", "racks", "node", "nodes", "system",
+                           "systems", "gpu", "gpus"})
 """Words that name no particular system, whatever template carries them."""
 INTERCONNECT_VENDOR = {"nvlink": "nvidia", "nvswitch": "nvidia", "nvls": "nvidia", "mnnvl": "nvidia", "xgmi": "amd",
                        "infinity": "amd"}
@@ -97,6 +101,10 @@ POWER = re.compile(r"(?i)(?<![\w.])(\d+(?:\.\d+)?)\s*(k?)W\b")
 """A power ("400W", "1.2 kW"): the GPU's TDP."""
 RATE_TOLERANCE = 0.05
 """How far a stated rate or power may be from the template's and still be it (vendors round: 7.7 vs 8 TB/s)."""
+NODE_COUNT = re.compile(r"(?i)(?<![\w.])(\d+)\s*[x×]?\s*(node|server|system|rack)s?\b")
+"""A count of nodes ("2 nodes", "1 node", "16 servers") or of systems or racks ("4 systems", "2 racks")."""
+SYSTEM_COUNT = re.compile(r"(?i)(?<![\w.])(\d+)\s*[x×]\s*([a-z][a-z0-9]*)")
+"""A count written onto a word ("4x DGX H100", "2x NVL72"): that many systems where the word is the system's own."""
 QUANTITY = re.compile(r"(?:\d+x)?\d+(?:x|g|gb|gbps|gib|t|tb)?|x\d+|v\d+")
 """A count, size or version ("8", "8x", "400g", "8x400gbps", "x2", "v4"): no system's identity."""
 
@@ -111,8 +119,8 @@ class NoGPUNamed(Unresolved):
 
 @dataclass(frozen=True)
 class Hardware:
-    """What a description resolved to: GPU and datacenter template stems, and the datacenter block to build
-    (the template, with any NIC override the description states)."""
+    """What a description resolved to: GPU and datacenter template stems, the datacenter block to build (the
+    template, with any NIC override the description states), and the nodes it states."""
 
     text: str
     gpu: str
@@ -121,6 +129,7 @@ class Hardware:
     model: str = ""           # the GPU model word, e.g. "H100" (the family validators report by)
     notes: tuple[str, ...] = ()  # assumptions made, e.g. an architecture read as its flagship GPU
     stray: tuple[str, ...] = ()  # words that could name hardware but neither the GPU nor the system accounts for
+    nodes: int | None = None     # the nodes it states ("4x DGX H100", "2 nodes"): a scenario's cluster
 
 
 def words(text: str) -> list[str]:
@@ -342,6 +351,30 @@ def _systems_named(text: str) -> set[str]:
     return named
 
 
+def _nodes_stated(text: str, system: str, datacenter: dict[str, Any]) -> int | None:
+    """The nodes a description states: a count of nodes ("2 nodes"), or of systems ("4x DGX H100", "4 systems",
+    "2x NVL72", "2 racks"), a system being the system's NVLink domain: one node of a DGX H100, 18 of a GB200 NVL72.
+    A count before the GPU ("8x H100") counts GPUs, not nodes. Raises Unresolved where counts disagree, or where a
+    rack of a system whose NVLink domain is one node is counted (how many nodes a rack holds is not the system's)."""
+    node = datacenter.get("node") or {}
+    per_node = int(node.get("gpus_per_node", 8))
+    domain = int(((datacenter.get("network") or {}).get("scale_up") or {}).get("domain_gpus") or per_node)
+    per_system = max(1, domain // per_node)
+    own = next(own for stem, _, own, _ in systems() if stem == system)
+    counts = {int(found.group(1)) * (1 if found.group(2).lower() in ("node", "server") else per_system)
+              for found in NODE_COUNT.finditer(text)}
+    counts |= {int(found.group(1)) * per_system for found in SYSTEM_COUNT.finditer(text)
+               if found.group(2).lower() in own}
+    if any(found.group(2).lower() == "rack" for found in NODE_COUNT.finditer(text)) and per_system == 1:
+        raise Unresolved(f"{text!r} counts racks of {system}, whose NVLink domain is one node of {per_node} GPUs: "
+                         "how many nodes a rack holds is not the system's; count the nodes (\"4 nodes\")")
+    if len(counts) > 1:
+        raise Unresolved(f"{text!r} states {' and '.join(map(str, sorted(counts)))} nodes: say one")
+    if 0 in counts:
+        raise Unresolved(f"{text!r} states no node (0): count at least one")
+    return counts.pop() if counts else None
+
+
 def _nic_override(text: str, datacenter: dict[str, Any]) -> dict[str, Any] | None:
     """The NIC the description states (count x line rate, or a node's aggregate), where it differs."""
     found = NIC_SPEED.search(text)
@@ -418,11 +451,13 @@ def resolve_hardware(text: str, context: str = "") -> Hardware:
     said = text
     for memory in reversed(bare_memory(text, model)):  # "A100 80G" is the GPU's memory, not an 80 Gb/s NIC
         said = said[:memory.start(1)] + said[memory.end():]
-    nic = _nic_override(said, find_template("datacenter", system) or {})
+    template = find_template("datacenter", system) or {}
+    nic = _nic_override(said, template)
     if nic is not None:
         block["network"] = {"scale_out": {"nic": nic}}
         notes.append(f"NIC line rate {nic['speed']} as stated")
-    return Hardware(text, gpu, system, block, model.upper(), tuple(notes), _stray(rest, gpu, system))
+    nodes = _nodes_stated(text, system, template)
+    return Hardware(text, gpu, system, block, model.upper(), tuple(notes), _stray(rest, gpu, system), nodes)
 
 
 def _stated(text: str, gpu: str, system: str | None) -> tuple[str, list[str]]:
