@@ -26,6 +26,15 @@ def test_memory_prints_a_row_per_stage_and_the_verdict():
     assert "Memory: peak 34.21 GiB on stage 0 of 80.00 GiB (H100): fits" in run.stdout
 
 
+def test_a_table_written_to_a_pipe_keeps_each_row_on_one_line_whatever_its_width():
+    run = cli("memory", str(SEED_SCENARIO))  # stdout a pipe: no terminal width to wrap to
+    lines = run.stdout.splitlines()
+    header = next(line for line in lines if line.startswith("┃"))
+    assert all(word in header.split() for word in ("params", "weights", "optimizer", "activations", "reserved"))
+    assert [line.split()[1] for line in lines if line.startswith("│")] == ["0", "1"]  # a line per stage
+    assert len(header) > 80
+
+
 def test_memory_json_gives_each_stage_its_terms_capacity_and_verdict():
     data = json.loads(cli("memory", str(SEED_SCENARIO), "--json").stdout)
     assert [s["stage"] for s in data["stages"]] == [0, 1]

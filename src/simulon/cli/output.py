@@ -18,7 +18,10 @@ def print_table(title: str, columns: tuple[str, ...], rows: list[tuple[str, ...]
         table.add_column(column, justify="right")
     for row in rows:
         table.add_row(*row)
-    Console(highlight=False, soft_wrap=True).print(table)
+    console = Console(highlight=False, soft_wrap=True)
+    if not console.is_terminal:  # a file or a pipe has no width to fit: the table at its own, one line per row
+        console.width = max(console.width, console.measure(table, options=console.options.update_width(10_000)).maximum)
+    console.print(table)
 
 
 def sampling_line(sampling: MicroBatchSampling, traced: bool = False) -> str:
