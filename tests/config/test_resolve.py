@@ -315,6 +315,9 @@ def test_a_description_with_a_slash_is_read_as_one_where_no_such_file_exists(tmp
     ("GB200 NVL72, 2 racks", 36),        # a rack is the NVLink domain: 18 trays of 4 GPUs
     ("2x NVL36 GB200", 18),
     ("GB300 NVL72 (3 systems)", 54),
+    ("2x GB200 NVL72", 36),              # a count before a rack-scale product name counts racks
+    ("144x GB200 NVL72", 36),            # or its GPUs, where they fill whole racks: the same two
+    ("8x H100 DGX", None),               # a DGX is one node: the count is its GPUs
 ])
 def test_a_stated_count_of_nodes_or_systems_sizes_the_cluster(text, nodes):
     assert resolve_hardware(text).nodes == nodes

@@ -21,9 +21,10 @@ punctuation: `[count x] [vendor] GPU [memory GB] [form factor] [system] [interco
   ("NVLink4") against the system's NVSwitch, NVLS (NVLink SHARP) against a switch that reduces, MNNVL against an
   NVLink domain wider than a node, NVLink or xGMI against the GPU's vendor, a rate in bytes ("600GB/s bidir",
   "1.8TB/s") against the GPU's NVLink (a direction, or both) or HBM bandwidth, and a power ("400W") against its TDP.
-- Nodes: a count of nodes ("4 nodes", "1 node", "16 servers") or of systems ("4x DGX H100", "2x NVL72", "3 systems",
-  "2 racks"), a system being its NVLink domain (one DGX H100 node; 18 trays of a GB200 NVL72): `Hardware.nodes`, the
-  cluster of a scenario that starts from the description. A count before the GPU ("8x H100") counts GPUs.
+- Nodes: a count of nodes ("4 nodes", "1 node", "16 servers") or of systems ("4x DGX H100", "2x GB200 NVL72",
+  "3 systems", "2 racks"), a system being its NVLink domain (one DGX H100 node; 18 trays of a GB200 NVL72):
+  `Hardware.nodes`, the cluster of a scenario that starts from the description. A count before the GPU ("8x H100")
+  counts GPUs.
 - Product names of more words than a model ("Grace Hopper", "Grace Blackwell Ultra", "Blackwell Ultra") are
   GPU templates' aliases; the longest one a description holds names its GPU, ahead of an architecture.
 
@@ -105,6 +106,8 @@ NODE_COUNT = re.compile(r"(?i)(?<![\w.])(\d+)\s*[x×]?\s*(node|server|system|rac
 """A count of nodes ("2 nodes", "1 node", "16 servers") or of systems or racks ("4 systems", "2 racks")."""
 SYSTEM_COUNT = re.compile(r"(?i)(?<![\w.])(\d+)\s*[x×]\s*([a-z][a-z0-9]*)")
 """A count written onto a word ("4x DGX H100", "2x NVL72"): that many systems where the word is the system's own."""
+RACK_COUNT = re.compile(r"(?i)(?<![\w.])(\d+)\s*[x×]\s*([a-z][a-z0-9]*)[\s-]+([a-z][a-z0-9]*)\b")
+"""A count written onto a GPU and a system word ("2x GB200 NVL72"): racks of a rack-scale system, or its GPUs."""
 QUANTITY = re.compile(r"(?:\d+x)?\d+(?:x|g|gb|gbps|gib|t|tb)?|x\d+|v\d+")
 """A count, size or version ("8", "8x", "400g", "8x400gbps", "x2", "v4"): no system's identity."""
 
@@ -351,11 +354,13 @@ def _systems_named(text: str) -> set[str]:
     return named
 
 
-def _nodes_stated(text: str, system: str, datacenter: dict[str, Any]) -> int | None:
+def _nodes_stated(text: str, system: str, datacenter: dict[str, Any], model: str) -> int | None:
     """The nodes a description states: a count of nodes ("2 nodes"), or of systems ("4x DGX H100", "4 systems",
     "2x NVL72", "2 racks"), a system being the system's NVLink domain: one node of a DGX H100, 18 of a GB200 NVL72.
-    A count before the GPU ("8x H100") counts GPUs, not nodes. Raises Unresolved where counts disagree, or where a
-    rack of a system whose NVLink domain is one node is counted (how many nodes a rack holds is not the system's)."""
+    A count before the GPU ("8x H100", "8x H100 DGX") counts GPUs, not nodes, except before a rack-scale product
+    name ("2x GB200 NVL72": 2 racks; "144x GB200 NVL72", a whole number of racks' GPUs, is the same 2 racks).
+    Raises Unresolved where counts disagree, or where a rack of a system whose NVLink domain is one node is counted
+    (how many nodes a rack holds is not the system's)."""
     node = datacenter.get("node") or {}
     per_node = int(node.get("gpus_per_node", 8))
     domain = int(((datacenter.get("network") or {}).get("scale_up") or {}).get("domain_gpus") or per_node)
@@ -365,6 +370,8 @@ def _nodes_stated(text: str, system: str, datacenter: dict[str, Any]) -> int | N
               for found in NODE_COUNT.finditer(text)}
     counts |= {int(found.group(1)) * per_system for found in SYSTEM_COUNT.finditer(text)
                if found.group(2).lower() in own}
+    counts |= {_rack_nodes(int(found.group(1)), domain, per_node) for found in RACK_COUNT.finditer(text)
+               if per_system > 1 and found.group(2).lower() == model and found.group(3).lower() in own}
     if any(found.group(2).lower() == "rack" for found in NODE_COUNT.finditer(text)) and per_system == 1:
         raise Unresolved(f"{text!r} counts racks of {system}, whose NVLink domain is one node of {per_node} GPUs: "
                          "how many nodes a rack holds is not the system's; count the nodes (\"4 nodes\")")
@@ -373,6 +380,11 @@ def _nodes_stated(text: str, system: str, datacenter: dict[str, Any]) -> int | N
     if 0 in counts:
         raise Unresolved(f"{text!r} states no node (0): count at least one")
     return counts.pop() if counts else None
+
+
+def _rack_nodes(count: int, domain: int, per_node: int) -> int:
+    """The nodes of `count` racks of a rack-scale system, or of `count` GPUs where that is a whole number of racks."""
+    return count // per_node if count % domain == 0 else count * (domain // per_node)
 
 
 def _nic_override(text: str, datacenter: dict[str, Any]) -> dict[str, Any] | None:
@@ -456,7 +468,7 @@ def resolve_hardware(text: str, context: str = "") -> Hardware:
     if nic is not None:
         block["network"] = {"scale_out": {"nic": nic}}
         notes.append(f"NIC line rate {nic['speed']} as stated")
-    nodes = _nodes_stated(text, system, template)
+    nodes = _nodes_stated(text, system, template, model.lower())
     return Hardware(text, gpu, system, block, model.upper(), tuple(notes), _stray(rest, gpu, system), nodes)
 
 
