@@ -346,3 +346,9 @@ def test_keys_beside_a_described_system_override_its_stated_nodes():
 def test_a_count_of_nodes_that_cannot_be_read_one_way_is_refused(text, says):
     with pytest.raises(Unresolved, match=re.escape(says)):
         resolve_hardware(text)
+
+
+@pytest.mark.parametrize("stem", template_names("datacenter"))
+def test_every_shipped_system_takes_a_count_of_its_nodes_in_a_description(stem):
+    hardware = resolve_hardware(f"3 nodes of {stem}")
+    assert (hardware.system, hardware.nodes) == (stem, 3)
