@@ -366,13 +366,13 @@ def _nodes_stated(text: str, system: str, datacenter: dict[str, Any], model: str
     domain = int(((datacenter.get("network") or {}).get("scale_up") or {}).get("domain_gpus") or per_node)
     per_system = max(1, domain // per_node)
     own = next(own for stem, _, own, _ in systems() if stem == system)
-    counts = {int(found.group(1)) * (1 if found.group(2).lower() in ("node", "server") else per_system)
-              for found in NODE_COUNT.finditer(text)}
+    units = [(int(found.group(1)), found.group(2).lower()) for found in NODE_COUNT.finditer(text)]
+    counts = {count * (1 if unit in ("node", "server") else per_system) for count, unit in units}
     counts |= {int(found.group(1)) * per_system for found in SYSTEM_COUNT.finditer(text)
                if found.group(2).lower() in own}
     counts |= {_rack_nodes(int(found.group(1)), domain, per_node) for found in RACK_COUNT.finditer(text)
                if per_system > 1 and found.group(2).lower() == model and found.group(3).lower() in own}
-    if any(found.group(2).lower() == "rack" for found in NODE_COUNT.finditer(text)) and per_system == 1:
+    if per_system == 1 and any(unit == "rack" for _, unit in units):
         raise Unresolved(f"{text!r} counts racks of {system}, whose NVLink domain is one node of {per_node} GPUs: "
                          "how many nodes a rack holds is not the system's; count the nodes (\"4 nodes\")")
     if len(counts) > 1:
