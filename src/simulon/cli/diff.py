@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ..analysis.diff import Change, diff, read_result
+if TYPE_CHECKING:  # analysis.diff (and the result it reads) is imported when the command runs
+    from ..analysis.diff import Change
 
 SHOWN = 4
 """Terms shown per group in the terminal, those that moved most."""
@@ -34,6 +35,8 @@ def diff_command(
 ) -> None:
     """Compare two simulation results: the headline numbers, and the terms that moved most, in groups of terms
     that add up to the step time (so their changes add up to its change)."""
+    from ..analysis.diff import diff, read_result
+
     result = diff(read_result(a), read_result(b), a, b)
     if as_json:
         print(json.dumps({"a": str(a), "b": str(b), **result.to_dict()}))

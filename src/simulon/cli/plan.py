@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 import yaml
@@ -14,8 +14,10 @@ import yaml
 from ..config.errors import ConfigError
 from ..config.loading import load_scenario
 from ..export.files import check_writable, write_atomic
-from ..search.hetero import Plan, Planner, PlanResult
 from .output import print_table
+
+if TYPE_CHECKING:  # the planner (search.hetero, the pipeline and the estimator) is imported when the command runs
+    from ..search.hetero import Plan, PlanResult
 
 
 def _per_replica(values: tuple[int, ...]) -> str:
@@ -73,6 +75,8 @@ def plan_hetero(
         raise ConfigError(f"--simulate: expected 0 to 100, got {simulate}")
     if output is not None:
         check_writable(output, "-o", "plan's scenario file", inputs=(scenario,))
+    from ..search.hetero import Planner
+
     sc = load_scenario(scenario)
     try:
         planner = Planner(sc)
