@@ -14,22 +14,17 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
+
+from bench_memory import median_seconds
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def median_seconds(command: list[str], repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        subprocess.run(command, check=True, capture_output=True, cwd=ROOT)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+def run(command: list[str]) -> None:
+    subprocess.run(command, check=True, capture_output=True, cwd=ROOT)
 
 
 def main() -> None:
@@ -46,8 +41,9 @@ def main() -> None:
     if os.environ.get("PYTHONDONTWRITEBYTECODE"):
         print("note: PYTHONDONTWRITEBYTECODE is set: every process compiles the package again")
     for name, command in commands.items():
-        subprocess.run(command, check=True, capture_output=True, cwd=ROOT)  # warm: bytecode and file caches
-        print(f"{name:40s} {median_seconds(command, args.repeat):.3f} s (median of {args.repeat} fresh processes)")
+        run(command)  # warm: bytecode and file caches
+        seconds = median_seconds(lambda command=command: run(command), args.repeat)
+        print(f"{name:40s} {seconds:.3f} s (median of {args.repeat} fresh processes)")
 
 
 if __name__ == "__main__":
