@@ -318,6 +318,9 @@ def test_a_description_with_a_slash_is_read_as_one_where_no_such_file_exists(tmp
     ("2x GB200 NVL72", 36),              # a count before a rack-scale product name counts racks
     ("144x GB200 NVL72", 36),            # or its GPUs, where they fill whole racks: the same two
     ("8x H100 DGX", None),               # a DGX is one node: the count is its GPUs
+    ("H100 nodes, 8x CX-7 400Gb RoCE", None),  # a count only where it stands as a word: not H100's 100
+    ("p5.48xlarge", None),
+    ("NVL36x2", None),                   # a product's multiplier, not a count of racks
 ])
 def test_a_stated_count_of_nodes_or_systems_sizes_the_cluster(text, nodes):
     assert resolve_hardware(text).nodes == nodes
