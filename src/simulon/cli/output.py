@@ -20,7 +20,8 @@ def print_table(title: str, columns: tuple[str, ...], rows: list[tuple[str, ...]
         table.add_row(*row)
     console = Console(highlight=False, soft_wrap=True)
     if not console.is_terminal:  # a file or a pipe has no width to fit: the table at its own, one line per row
-        console.width = max(console.width, console.measure(table, options=console.options.update_width(10_000)).maximum)
+        unbounded = console.options.update_width(10_000)  # wider than any table's natural width: none is cut
+        console.width = max(console.width, console.measure(table, options=unbounded).maximum)
     console.print(table)
 
 

@@ -361,9 +361,7 @@ def _nodes_stated(text: str, system: str, datacenter: dict[str, Any], model: str
     name ("2x GB200 NVL72": 2 racks; "144x GB200 NVL72", a whole number of racks' GPUs, is the same 2 racks).
     Raises Unresolved where counts disagree, or where a rack of a system whose NVLink domain is one node is counted
     (how many nodes a rack holds is not the system's)."""
-    node = datacenter.get("node") or {}
-    per_node = int(node.get("gpus_per_node", 8))
-    domain = int(((datacenter.get("network") or {}).get("scale_up") or {}).get("domain_gpus") or per_node)
+    per_node, domain = _node_and_domain(datacenter)
     per_system = max(1, domain // per_node)
     own = next(own for stem, _, own, _ in systems() if stem == system)
     units = [(int(found.group(1)), found.group(2).lower()) for found in NODE_COUNT.finditer(text)]
@@ -382,6 +380,14 @@ def _nodes_stated(text: str, system: str, datacenter: dict[str, Any], model: str
     return counts.pop() if counts else None
 
 
+def _node_and_domain(datacenter: dict[str, Any]) -> tuple[int, int]:
+    """(GPUs a node holds, GPUs its NVLink domain holds) of a shipped system template: every one states
+    node.gpus_per_node (config.dc.NodeSpec requires it), and a domain is one node unless scale_up.domain_gpus says
+    more."""
+    per_node = int(datacenter["node"]["gpus_per_node"])
+    return per_node, int(((datacenter.get("network") or {}).get("scale_up") or {}).get("domain_gpus") or per_node)
+
+
 def _rack_nodes(count: int, domain: int, per_node: int) -> int:
     """The nodes of `count` racks of a rack-scale system, or of `count` GPUs where that is a whole number of racks."""
     return count // per_node if count % domain == 0 else count * (domain // per_node)
@@ -393,9 +399,8 @@ def _nic_override(text: str, datacenter: dict[str, Any]) -> dict[str, Any] | Non
     if found is None:
         return None
     count, speed = found.group(1), float(found.group(2))
-    node = datacenter.get("node") or {}
-    gpus, per_nic = int(node.get("gpus_per_node", 8)), int(node.get("gpus_per_nic", 1))
-    nics = gpus // per_nic
+    gpus = _node_and_domain(datacenter)[0]
+    nics = gpus // int(datacenter["node"].get("gpus_per_nic", 1))  # NodeSpec's default: one NIC per GPU
     nic = ((datacenter.get("network") or {}).get("scale_out") or {}).get("nic") or {}
     current = nic_speed_gbps(nic)
     if count:
@@ -516,8 +521,7 @@ def _check_scale_up(text: str, said: set[str], system: str) -> None:
     if "nvls" in said and not switch.get("in_network_reduction"):
         raise Unresolved(f"{text!r} states NVLS (NVLink SHARP), but {system}'s scale-up ({label}) does not reduce in "
                          "the switch")
-    per_node = int((doc.get("node") or {}).get("gpus_per_node", 8))
-    domain = int(scale_up.get("domain_gpus") or per_node)
+    per_node, domain = _node_and_domain(doc)
     if "mnnvl" in said and domain <= per_node:
         raise Unresolved(f"{text!r} states MNNVL (an NVLink domain across nodes), but {system}'s NVLink domain is "
                          f"one node of {per_node} GPUs")
