@@ -32,6 +32,7 @@ SCENARIOS = {
     "llama405b-16384": (ROOT / "examples/llama3_405b_16384gpu.yaml", False),
     "nemotron-h-1024": (ROOT / "examples/nemotron_h_56b_1024gpu.yaml", False),
     "dp-16384": (ROOT / "benchmarks/scenarios/llama3_8b_dp2048_16384gpu.yaml", False),
+    "qwen3-moe-256": (ROOT / "benchmarks/scenarios/qwen3_235b_a22b_256gpu.yaml", False),
 }
 CLI = "from simulon.cli.app import main; main()"
 

@@ -6,8 +6,11 @@ the flows between them carry the algorithm's step-by-step dependencies.
 
 A program's kernels (nine in ten of its ops) make the same nodes and edges on every rank that runs it, but
 for the ids: they are worked out once per program (LocalNodes) and placed on each rank with numpy, while
-the collectives and transfers, which ranks share, are made op by op. Nodes and edges are numbered as if
-every op of every rank were made in turn, so the DAG is the one an op-by-op build gives.
+the collectives and transfers, which ranks share, are made op by op. A collective call's nodes and edges are
+those of its type, size and algorithm on its group (an Expansion, made once per group) moved to the call's first
+id; the calls' columns and edges are written in batches when a rank's nodes are placed (an MoE step makes hundreds
+of thousands of calls, mostly of a few signatures). Nodes and edges are numbered as if every op of every rank were
+made in turn, so the DAG is the one an op-by-op build gives.
 """
 
 from __future__ import annotations
@@ -64,6 +67,71 @@ class ExpansionTemplate:
     def flow_dst(self) -> np.ndarray:
         """Per kept flow: the position of its receiver, or a switch endpoint code."""
         return self.peer[2 * len(self.simulated):]
+
+
+@dataclass(frozen=True)
+class Expansion:
+    """One collective call's template placed on one group: what every call of that type, size and algorithm on the
+    group shares (DAGBuilder keeps one per call signature and group, and adds only the base node id per call)."""
+
+    choice: Choice
+    template: ExpansionTemplate
+    gpu: np.ndarray                     # per local node: its GPU
+    peer: np.ndarray                    # per local node: a flow's receiver, a switch endpoint code, or -1
+    parent: np.ndarray                  # per local node: local node id of its first parent, or NO_NODE
+    has_parent: np.ndarray              # per local node: parent != NO_NODE
+    members: tuple[tuple[int, int], ...]  # (rank, local id of its start marker) per simulated member
+    stage: int                          # the pipeline stage of its first simulated member
+
+
+@dataclass
+class PendingNodes:
+    """Nodes of collectives made but not yet placed into a part: each call's first node id and its Expansion,
+    with the columns the call sets (DAGBuilder._place fills them for many calls at once)."""
+
+    first: list[int]
+    expansion: list[Expansion]
+    coll: list[int]
+    stream: list[int]
+    layer: list[int]
+    microbatch: list[int]
+
+    @classmethod
+    def empty(cls) -> PendingNodes:
+        return cls([], [], [], [], [], [])
+
+    def fill(self, part: dict[str, np.ndarray], placed: int) -> None:
+        """Write every pending call's nodes into `part`, whose first node id is `placed`."""
+        if not self.first:
+            return
+        templates = [e.template for e in self.expansion]
+        counts = np.fromiter((len(t.kind) for t in templates), dtype=np.int64, count=len(templates))
+        first = np.asarray(self.first, dtype=np.int64)
+        at = np.arange(int(counts.sum()), dtype=np.int64) + np.repeat(first - placed - _starts(counts), counts)
+        part["kind"][at] = np.concatenate([t.kind for t in templates])
+        part["gpu"][at] = np.concatenate([e.gpu for e in self.expansion])
+        part["peer"][at] = np.concatenate([e.peer for e in self.expansion])
+        part["size"][at] = np.concatenate([t.size for t in templates])
+        parent = np.concatenate([e.parent for e in self.expansion]) + np.repeat(first, counts)
+        part["parent"][at] = np.where(np.concatenate([e.has_parent for e in self.expansion]), parent, NO_NODE)
+        part["kernel"][at] = -1
+        for name, values in (("stream", self.stream), ("layer", self.layer), ("microbatch", self.microbatch),
+                             ("coll", self.coll), ("stage", [e.stage for e in self.expansion])):
+            part[name][at] = np.repeat(np.asarray(values, dtype=np.int64), counts)
+
+
+def _starts(counts: np.ndarray) -> np.ndarray:
+    """Where each of consecutive runs of `counts` elements starts."""
+    return np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+
+
+def _placed_block(pairs: list[tuple[np.ndarray, np.ndarray, int]]) -> tuple[np.ndarray, np.ndarray]:
+    """Edges given relative to a base node id (local src, local dst, base) as one block of global ids."""
+    if not pairs:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    lens = np.fromiter((len(src) for src, _, _ in pairs), dtype=np.int64, count=len(pairs))
+    bases = np.repeat(np.fromiter((base for _, _, base in pairs), dtype=np.int64, count=len(pairs)), lens)
+    return (np.concatenate([src for src, _, _ in pairs]) + bases, np.concatenate([dst for _, dst, _ in pairs]) + bases)
 
 
 def _last_steps(pos: np.ndarray, flows: FlowSet, n: int) -> np.ndarray:
@@ -359,17 +427,19 @@ class DAGBuilder:
     def __init__(self, programs: list[StageProgram], layout: RankLayout, fold: Fold, plan: CollectivePlan):
         self.programs, self.layout, self.fold, self.plan = programs, layout, fold, plan
         self.n = 0                                  # the next node's id
-        self.shared: list[tuple[int, int, dict]] = []  # nodes of collectives and transfers not yet placed: (first
-        #                                               id, count, each column's value or values)
+        self.shared: list[tuple[int, int, dict]] = []  # nodes made one by one (markers, transfers) not yet
+        #                                               placed: (first id, count, each column's value)
         self.placed = 0                             # nodes below this id are in `parts`
         self.parts: list[dict[str, np.ndarray]] = []
         self.op = -1                                # the program op being instantiated (-1: none)
         self.edge_src: list[int] = []              # edges added one by one, not yet placed
         self.edge_dst: list[int] = []
         self.marks: list[tuple[int, int]] = []      # in a rank: (op, its first in edge_src) per op
-        self.blocks: list[tuple[int, np.ndarray, np.ndarray]] = []  # in a rank: (op, src, dst) a collective adds
+        self.blocks: list[tuple[int, np.ndarray, np.ndarray, int]] = []  # in a rank: (op, local src, local dst,
+        #                                                                    base) of the edges a collective adds
         self.edges: list[tuple[np.ndarray, np.ndarray]] = []        # placed, in order
-        self.streams: list[tuple[np.ndarray, np.ndarray]] = []
+        self.streams: list[tuple[np.ndarray, np.ndarray, int]] = []  # (local src, local dst, base)
+        self.pending = PendingNodes.empty()        # collectives' nodes not yet placed
         self.sizes: dict[int, float] = {}           # a pipeline send's bytes, set on its flow by the sender
         self.kernel_index: dict[KernelSpec, int] = {}
         self.collectives: list[CollectiveInstance] = []
@@ -380,7 +450,9 @@ class DAGBuilder:
         self._spread: dict[tuple[str, int], bool] = {}    # (axis, rank) -> Fold.expands of its group
         self._local: dict[int, LocalNodes] = {}           # program index -> its kernels' nodes
         self._templates: dict[tuple, ExpansionTemplate] = {}
+        self._expansions: dict[tuple, Expansion] = {}     # (type, bytes, algorithm, group, every) -> its Expansion
         self._folded: dict[tuple[int, ...], tuple[int, ...]] = {}  # group -> fold_positions
+        self._simulates: dict[tuple[int, ...], bool] = {}  # group -> whether one of its GPUs is simulated
 
     # ---- node and edge primitives ----
 
@@ -399,13 +471,14 @@ class DAGBuilder:
                 self.edge_src.append(s)
                 self.edge_dst.append(target)
 
-    def _edge_block(self, src: np.ndarray, dst: np.ndarray) -> None:
-        """Edges as arrays: in a rank, an op's come before those it adds one by one (_instantiate orders them)."""
+    def _edge_block(self, src: np.ndarray, dst: np.ndarray, base: int) -> None:
+        """Edges as arrays of ids relative to `base`: in a rank, an op's come before those it adds one by one
+        (_instantiate orders them)."""
         if self.op >= 0:
-            self.blocks.append((self.op, src, dst))
+            self.blocks.append((self.op, src, dst, base))
         else:
             self._seal()
-            self.edges.append((src, dst))
+            self.edges.append((src + base, dst + base))
 
     def _seal(self) -> None:
         """Place the edges added one by one outside a rank."""
@@ -419,12 +492,13 @@ class DAGBuilder:
         ops = [op for op, _ in self.marks]
         starts = [start for _, start in self.marks] + [len(self.edge_src)]
         one_by_one = np.repeat(2 * np.array(ops, dtype=np.int64) + 1, np.diff(starts))
-        blocks = np.repeat(2 * np.array([op for op, _, _ in self.blocks], dtype=np.int64),
-                           [len(s) for _, s, _ in self.blocks])
+        blocks = np.repeat(2 * np.array([op for op, _, _, _ in self.blocks], dtype=np.int64),
+                           [len(s) for _, s, _, _ in self.blocks])
         keys = np.concatenate([2 * local.edge_op, blocks, one_by_one])
         order = np.argsort(keys, kind="stable")
-        self.edges.append((np.concatenate([src, *(s for _, s, _ in self.blocks), self.edge_src])[order],
-                           np.concatenate([dst, *(d for _, _, d in self.blocks), self.edge_dst])[order]))
+        block_src, block_dst = _placed_block([(s, d, base) for _, s, d, base in self.blocks])
+        self.edges.append((np.concatenate([src, block_src, self.edge_src])[order],
+                           np.concatenate([dst, block_dst, self.edge_dst])[order]))
         self.edge_src, self.edge_dst, self.marks, self.blocks = [], [], [], []
 
     def _place(self, end: int, local: tuple[LocalNodes, int, np.ndarray] | None = None) -> None:
@@ -443,7 +517,8 @@ class DAGBuilder:
             start = first - self.placed
             for name, value in values.items():
                 part[name][start:start + count] = value
-        self.shared = []
+        self.pending.fill(part, self.placed)
+        self.shared, self.pending = [], PendingNodes.empty()
         self.parts.append(part)
         self.placed = end
 
@@ -469,8 +544,9 @@ class DAGBuilder:
                 np.zeros(0, np.int64)
 
         order = sorted(self.kernel_index, key=self.kernel_index.get)
+        streams = _placed_block(self.streams)
         return ExecutionDAG(**columns, edge_src=joined(self.edges, 0), edge_dst=joined(self.edges, 1),
-                            stream_src=joined(self.streams, 0), stream_dst=joined(self.streams, 1),
+                            stream_src=streams[0], stream_dst=streams[1],
                             kernel_specs=order, collectives=self.collectives, num_gpus=self.layout.num_gpus,
                             multiplicity=self.fold.multiplicity)
 
@@ -581,6 +657,12 @@ class DAGBuilder:
             self._spread[key] = self.fold.expands(self._group(axis, rank), self.plan.topology)
         return self._spread[key]
 
+    def _holds_representative(self, group: tuple[int, ...]) -> bool:
+        """Whether a GPU of `group` is simulated (stands for itself), asked once per group."""
+        if group not in self._simulates:
+            self._simulates[group] = bool((self.fold.rep[list(group)] == group).any())
+        return self._simulates[group]
+
     def _fold_positions(self, group: tuple[int, ...]) -> tuple[int, ...]:
         if group not in self._folded:
             self._folded[group] = fold_positions(group, self.fold.rep)
@@ -612,33 +694,43 @@ class DAGBuilder:
     def _expand(self, op: CollectiveOp, group: tuple[int, ...], every: bool = False) -> dict[int, tuple[int, int]]:
         """Markers for the simulated members and flows for the simulated senders of one collective (for every
         member, with `every`)."""
-        rep = self.fold.rep
-        if not every and not any(int(rep[g]) == g for g in group):
+        if not every and not self._holds_representative(group):
             return {}  # a group of folded GPUs only: its representatives' group stands for it
-        fold_pos = tuple(range(len(group))) if every else self._fold_positions(group)
-        choice = self.plan.choose(op.ctype, group, op.nbytes, op.algorithm)
-        key = (op.ctype, op.nbytes, choice, self.plan.shape(group), fold_pos, self.fold.steady(group))
-        if key not in self._templates:
-            self._templates[key] = expansion_template(*key)
-        t = self._templates[key]
+        e = self._expansion(op, group, every)
+        t, choice = e.template, e.choice
         coll = len(self.collectives)
         self.collectives.append(CollectiveInstance(op.ctype, op.label, group, op.nbytes, op.stream, op.layer,
                                                    op.microbatch, op.phase, choice.algorithm, choice.protocol,
                                                    choice.channels, t.lanes, t.steps))
         base = self.n
-        members = {group[p]: (base + 2 * i, base + 2 * i + 1) for i, p in enumerate(t.simulated)}
-        positions = np.asarray(group)
-        self.shared.append((base, len(t.kind), {
-            "kind": t.kind, "gpu": positions[t.gpu], "peer": np.where(t.peer >= 0, positions[np.maximum(t.peer, 0)],
-                                                                      t.peer),
-            "stream": op.stream, "kernel": -1, "layer": op.layer, "microbatch": op.microbatch,
-            "stage": self.stage_of[group[t.simulated[0]]], "coll": coll, "size": t.size,
-            "parent": np.where(t.parent != NO_NODE, t.parent + base, NO_NODE)}))
+        pending = self.pending
+        pending.first.append(base)
+        pending.expansion.append(e)
+        pending.coll.append(coll)
+        pending.stream.append(int(op.stream))
+        pending.layer.append(op.layer)
+        pending.microbatch.append(op.microbatch)
         self.n += len(t.kind)
-        self._edge_block(t.edge_src + base, t.edge_dst + base)
-        self.streams.append((t.stream_src + base, t.stream_dst + base))
-        return members
+        self._edge_block(t.edge_src, t.edge_dst, base)
+        self.streams.append((t.stream_src, t.stream_dst, base))
+        return {member: (base + start, base + start + 1) for member, start in e.members}
 
+    def _expansion(self, op: CollectiveOp, group: tuple[int, ...], every: bool) -> Expansion:
+        """The template of this call's type, size and algorithm placed on `group`, made once per group."""
+        key = (op.ctype, op.nbytes, op.algorithm, group, every)
+        if key not in self._expansions:
+            fold_pos = tuple(range(len(group))) if every else self._fold_positions(group)
+            choice = self.plan.choose(op.ctype, group, op.nbytes, op.algorithm)
+            template_key = (op.ctype, op.nbytes, choice, self.plan.shape(group), fold_pos, self.fold.steady(group))
+            if template_key not in self._templates:
+                self._templates[template_key] = expansion_template(*template_key)
+            t = self._templates[template_key]
+            positions = np.asarray(group)
+            self._expansions[key] = Expansion(
+                choice, t, positions[t.gpu], np.where(t.peer >= 0, positions[np.maximum(t.peer, 0)], t.peer),
+                t.parent, t.parent != NO_NODE, tuple((group[p], 2 * i) for i, p in enumerate(t.simulated)),
+                self.stage_of[group[t.simulated[0]]])
+        return self._expansions[key]
 
 def collective_dag(ctype: CollType, groups: list[tuple[int, ...]], size: float, num_gpus: int,
                    plan: CollectivePlan, fold: Fold | None = None) -> ExecutionDAG:
