@@ -155,6 +155,23 @@ def test_an_engine_is_picked_by_argument_then_environment(monkeypatch):
     assert ran == ["compiled", "compiled"]
 
 
+def test_auto_runs_the_compiled_loop_on_a_small_dag_of_an_all_to_all_too_wide_for_the_python_one(monkeypatch):
+    dc = gpt_scenario(nodes=8, gpus_per_node=8, gbs=64).datacenter
+    topology = Topology.from_datacenter(dc)
+    plan = CollectivePlan(topology, "ring", "simple", channels=32)
+    monkeypatch.delenv("SIMULON_REPLAY", raising=False)
+    ran = []
+    monkeypatch.setattr(compiled, "event_loop", lambda *args: ran.append("compiled") or event_loop(*args))
+    # at 16 ranks every pair's flow starts at once (16 x 15), at 48 each rank's first 16 sends (48 x 16)
+    for ranks, at_once in ((16, 240), (48, 768)):
+        dag = collective_dag(CollType.AllToAll, [tuple(range(ranks))], 2**24, dc.num_gpus, plan)
+        dag.duration = np.zeros(dag.num_nodes)
+        assert dag.num_nodes < replay_module.COMPILED_FROM_NODES
+        assert replay_module.flows_at_once(dag) == at_once
+        replay(dag, topology, Fold.identity(dc.num_gpus))
+    assert ran == ["compiled"]  # the 16 ranks' in Python, the 48's compiled
+
+
 def test_without_numba_the_compiled_engine_runs_the_python_loop(monkeypatch):
     dag, topology, fold, sm_count = populated("dense tp pp dp", "auto")
     expected = replay(dag, topology, fold, sm_count, engine="python")

@@ -11,8 +11,9 @@ The event loop has two forms with the same steps in the same order: `_run` below
 and compiled.py's, the same loop compiled by numba. They give every node the same start and finish time to the
 bit (tests/engine/test_compiled.py), so which runs is a matter of speed: `replay(engine=...)`, else the
 environment variable SIMULON_REPLAY, picks "compiled", "python" or "auto" (the default: compiled for a DAG of
-COMPILED_FROM_NODES nodes or more, where it pays for importing numba and loading the compiled loop; Python
-below). Where numba cannot be imported, compiled runs the Python loop.
+COMPILED_FROM_NODES nodes or more, or one collective of COMPILED_FROM_FLOWS_AT_ONCE flows starting together,
+where it pays for importing numba and loading the compiled loop; Python below). Where numba cannot be imported,
+compiled runs the Python loop.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import numpy as np
 
 from ..config.errors import ConfigError
 from ..dag.fold import Fold
-from ..dag.nodes import ExecutionDAG
+from ..dag.nodes import NO_NODE, ExecutionDAG, NodeKind
 from ..network.topology import Topology
 from ..progress import REPORT_EVERY
 from .fair_share import FlowNetwork
@@ -43,6 +44,16 @@ ENGINE_VARIABLE = "SIMULON_REPLAY"
 COMPILED_FROM_NODES = 200_000
 """DAG nodes from which "auto" runs the compiled loop: the Python loop replays 80k to 300k nodes a second, and a
 process takes 1 to 2 s to import numba and load the cached compiled loop (benchmarks/bench_replay.py)."""
+
+COMPILED_FROM_FLOWS_AT_ONCE = 600
+"""Flows of one collective that start together (no parent flow: a ring's first step, the first sends of
+an all-to-all's ranks) from which "auto" runs the compiled loop on a DAG of any size. Each flow that ends reshares
+the links of every flow still connected to it, so the Python loop's time grows with the square of the flows under
+way: `uv run python benchmarks/bench_replay_concurrency.py` (one collective on 32 DGX B200 nodes, medians of 3
+fresh processes, numba's import and load included) gave, Python against compiled, an all-to-all of 32 ranks (512
+at once) 0.26 against 0.60 s, of 40 (640) 0.49 against 0.44 s, of 48 (768) 1.8 against 0.5 s, of 128 (2,048) 24
+against 1.5 s; a ring all-gather of 64 (512) 0.98 against 0.81 s. The bound lies between the 512 and 640 measured
+(a choice, not a fit); strategy search times every expert-parallel all-to-all it weighs alone, in its estimator."""
 
 
 @dataclass(frozen=True)
@@ -113,7 +124,7 @@ def replay(dag: ExecutionDAG, topology: Topology, fold: Fold, sm_count: int | np
     if dag.duration is None:
         raise ValueError("the DAG has no kernel durations: populate it first")
     props = flow_properties(dag, topology, fold)
-    loop = _event_loop(_engine(engine), dag.num_nodes)
+    loop = _event_loop(_engine(engine), dag)
     nodes, sm_count = per_rank_sms(dag, node_arrays(dag, props.nodes, int(np.max(sm_count, initial=0))), sm_count)
     loads = flow_loads(dag, topology, fold, props)
     start, finish = loop(nodes, props, topology.capacity, loads, dag.num_gpus, sm_count, window_s,
@@ -150,10 +161,18 @@ def _engine(engine: str | None) -> str:
     return chosen
 
 
-def _event_loop(engine: str, num_nodes: int):
-    """The event loop to run for a DAG of `num_nodes`: compiled.event_loop, unless the Python one is asked for,
-    auto finds the DAG too small, or numba cannot be imported."""
-    if engine == "python" or (engine == "auto" and num_nodes < COMPILED_FROM_NODES):
+def flows_at_once(dag: ExecutionDAG) -> int:
+    """The most flows of one collective that start together: those without a parent flow."""
+    roots = (dag.kind == NodeKind.flow) & (dag.parent == NO_NODE) & (dag.coll >= 0)
+    return int(np.bincount(dag.coll[roots]).max()) if roots.any() else 0
+
+
+def _event_loop(engine: str, dag: ExecutionDAG):
+    """The event loop to run for `dag`: compiled.event_loop, unless the Python one is asked for, auto finds the
+    DAG too small and its collectives too narrow (COMPILED_FROM_NODES, COMPILED_FROM_FLOWS_AT_ONCE), or numba
+    cannot be imported."""
+    if engine == "python" or (engine == "auto" and dag.num_nodes < COMPILED_FROM_NODES
+                              and flows_at_once(dag) < COMPILED_FROM_FLOWS_AT_ONCE):
         return event_loop
     try:
         from .compiled import event_loop as compiled_loop
