@@ -55,9 +55,7 @@ def test_a_batch_of_collectives_writes_the_columns_each_call_would_write_on_its_
     one_by_one = {name: values.copy() for name, values in batched.items()}
     pending = PendingNodes.empty()
     for first, e, coll, stream, layer, microbatch in made:
-        for column, value in zip((pending.first, pending.expansion, pending.coll, pending.stream, pending.layer,
-                                  pending.microbatch), (first, e, coll, stream, layer, microbatch), strict=True):
-            column.append(value)
+        pending.add(first, e, coll, stream, layer, microbatch)
         t, start = e.template, first - placed
         values = {"kind": t.kind, "gpu": e.gpu, "peer": e.peer, "stream": stream, "kernel": -1, "layer": layer,
                   "microbatch": microbatch, "stage": e.stage, "coll": coll, "size": t.size,

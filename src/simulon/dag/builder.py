@@ -100,6 +100,15 @@ class PendingNodes:
     def empty(cls) -> PendingNodes:
         return cls([], [], [], [], [], [])
 
+    def add(self, first: int, expansion: Expansion, coll: int, stream: int, layer: int, microbatch: int) -> None:
+        """One call's nodes, from id `first`."""
+        self.first.append(first)
+        self.expansion.append(expansion)
+        self.coll.append(coll)
+        self.stream.append(stream)
+        self.layer.append(layer)
+        self.microbatch.append(microbatch)
+
     def fill(self, part: dict[str, np.ndarray], placed: int) -> None:
         """Write every pending call's nodes into `part`, whose first node id is `placed`."""
         if not self.first:
@@ -703,13 +712,7 @@ class DAGBuilder:
                                                    op.microbatch, op.phase, choice.algorithm, choice.protocol,
                                                    choice.channels, t.lanes, t.steps))
         base = self.n
-        pending = self.pending
-        pending.first.append(base)
-        pending.expansion.append(e)
-        pending.coll.append(coll)
-        pending.stream.append(int(op.stream))
-        pending.layer.append(op.layer)
-        pending.microbatch.append(op.microbatch)
+        self.pending.add(base, e, coll, int(op.stream), op.layer, op.microbatch)
         self.n += len(t.kind)
         self._edge_block(t.edge_src, t.edge_dst, base)
         self.streams.append((t.stream_src, t.stream_dst, base))
@@ -731,6 +734,7 @@ class DAGBuilder:
                 t.parent, t.parent != NO_NODE, tuple((group[p], 2 * i) for i, p in enumerate(t.simulated)),
                 self.stage_of[group[t.simulated[0]]])
         return self._expansions[key]
+
 
 def collective_dag(ctype: CollType, groups: list[tuple[int, ...]], size: float, num_gpus: int,
                    plan: CollectivePlan, fold: Fold | None = None) -> ExecutionDAG:
