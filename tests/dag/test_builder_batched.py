@@ -39,8 +39,7 @@ def calls(draw):
                      draw(st.lists(st.sampled_from([NO_NODE, 0, 1, 2]), min_size=count, max_size=count)))
         gpu = np.array(draw(st.lists(st.integers(0, 63), min_size=count, max_size=count)))
         peer = np.array(draw(st.lists(st.integers(-3, 63), min_size=count, max_size=count)))
-        e = Expansion(Choice("ring", "simple", 1), t, gpu, peer, t.parent, t.parent != NO_NODE, ((0, 0),),
-                      draw(st.integers(0, 15)))
+        e = Expansion(Choice("ring", "simple", 1), t, gpu, peer, ((0, 0),), draw(st.integers(0, 15)))
         out.append((at, e, draw(st.integers(0, 10_000)), draw(st.integers(0, 6)), draw(st.integers(-1, 99)),
                     draw(st.integers(-1, 99))))
         at += count

@@ -78,8 +78,6 @@ class Expansion:
     template: ExpansionTemplate
     gpu: np.ndarray                     # per local node: its GPU
     peer: np.ndarray                    # per local node: a flow's receiver, a switch endpoint code, or -1
-    parent: np.ndarray                  # per local node: local node id of its first parent, or NO_NODE
-    has_parent: np.ndarray              # per local node: parent != NO_NODE
     members: tuple[tuple[int, int], ...]  # (rank, local id of its start marker) per simulated member
     stage: int                          # the pipeline stage of its first simulated member
 
@@ -121,8 +119,8 @@ class PendingNodes:
         part["gpu"][at] = np.concatenate([e.gpu for e in self.expansion])
         part["peer"][at] = np.concatenate([e.peer for e in self.expansion])
         part["size"][at] = np.concatenate([t.size for t in templates])
-        parent = np.concatenate([e.parent for e in self.expansion]) + np.repeat(first, counts)
-        part["parent"][at] = np.where(np.concatenate([e.has_parent for e in self.expansion]), parent, NO_NODE)
+        parent = np.concatenate([t.parent for t in templates])
+        part["parent"][at] = np.where(parent != NO_NODE, parent + np.repeat(first, counts), NO_NODE)
         part["kernel"][at] = -1
         for name, values in (("stream", self.stream), ("layer", self.layer), ("microbatch", self.microbatch),
                              ("coll", self.coll), ("stage", [e.stage for e in self.expansion])):
@@ -731,7 +729,7 @@ class DAGBuilder:
             positions = np.asarray(group)
             self._expansions[key] = Expansion(
                 choice, t, positions[t.gpu], np.where(t.peer >= 0, positions[np.maximum(t.peer, 0)], t.peer),
-                t.parent, t.parent != NO_NODE, tuple((group[p], 2 * i) for i, p in enumerate(t.simulated)),
+                tuple((group[p], 2 * i) for i, p in enumerate(t.simulated)),
                 self.stage_of[group[t.simulated[0]]])
         return self._expansions[key]
 
