@@ -31,7 +31,7 @@ from ..workload.kernels import KernelSpec, Phase
 from ..workload.layout import RankLayout
 from ..workload.program import CollectiveOp, ComputeOp, RecvOp, SendOp, StageProgram, Stream, program_of_rank
 from .fold import Fold
-from .nodes import NO_NODE, CollectiveInstance, ExecutionDAG, NodeKind
+from .nodes import NO_NODE, CollectiveInstance, ExecutionDAG, NodeKind, ranges
 
 if TYPE_CHECKING:
     from ..collective.tuner import Choice, CollectivePlan
@@ -114,7 +114,7 @@ class PendingNodes:
         templates = [e.template for e in self.expansion]
         counts = np.fromiter((len(t.kind) for t in templates), dtype=np.int64, count=len(templates))
         first = np.asarray(self.first, dtype=np.int64)
-        at = np.arange(int(counts.sum()), dtype=np.int64) + np.repeat(first - placed - _starts(counts), counts)
+        at = ranges(first - placed, first - placed + counts)
         part["kind"][at] = np.concatenate([t.kind for t in templates])
         part["gpu"][at] = np.concatenate([e.gpu for e in self.expansion])
         part["peer"][at] = np.concatenate([e.peer for e in self.expansion])
@@ -125,11 +125,6 @@ class PendingNodes:
         for name, values in (("stream", self.stream), ("layer", self.layer), ("microbatch", self.microbatch),
                              ("coll", self.coll), ("stage", [e.stage for e in self.expansion])):
             part[name][at] = np.repeat(np.asarray(values, dtype=np.int64), counts)
-
-
-def _starts(counts: np.ndarray) -> np.ndarray:
-    """Where each of consecutive runs of `counts` elements starts."""
-    return np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
 
 
 def _placed_block(pairs: list[tuple[np.ndarray, np.ndarray, int]]) -> tuple[np.ndarray, np.ndarray]:

@@ -30,6 +30,14 @@ PIPELINE_SEND = "PP_Send"
 """What a flow outside every collective (a pipeline-parallel send) is called in records and traces."""
 
 
+def ranges(begin: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """The concatenation of arange(b, e) over pairs, vectorised (the node ids of consecutive blocks, a CSR's
+    entries of several rows)."""
+    lengths = end - begin
+    offsets = np.repeat(begin - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths)
+    return offsets + np.arange(int(lengths.sum()))
+
+
 @dataclass(frozen=True)
 class ComputeNode:
     node_id: int

@@ -22,6 +22,7 @@ import numpy as np
 
 from ..collective.common import FlowSet
 from ..collective.nccl import PROTOCOLS
+from ..dag.nodes import ranges
 from ..network.fabric import NO_LINK
 from ..network.topology import FROM_SCALE_UP_SWITCH, TO_SCALE_UP_SWITCH, Topology, endpoints
 from .fair_share import max_min_rates
@@ -30,13 +31,6 @@ from .flows import LinkTerms, domain_members, link_terms, staging_delay
 MIN_RATE = 1e-9
 """Wire bytes/s a flow is taken to move at least, so that a flow with no rate takes long rather than
 dividing by zero."""
-
-
-def _ranges(begin: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """The concatenation of arange(b, e) over pairs, vectorised."""
-    lengths = end - begin
-    offsets = np.repeat(begin - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths)
-    return offsets + np.arange(int(lengths.sum()))
 
 
 @dataclass(frozen=True)
@@ -61,7 +55,7 @@ class _Chain:
         level = 0
         while len(frontier):  # Kahn's algorithm, a level at a time
             depth[frontier] = level
-            kids = child_of[_ranges(first[frontier], first[frontier + 1])]
+            kids = child_of[ranges(first[frontier], first[frontier + 1])]
             np.subtract.at(pending, kids, 1)
             frontier = np.unique(kids[pending[kids] == 0])
             level += 1
@@ -73,7 +67,7 @@ class _Chain:
     def _level(flows: FlowSet, members: np.ndarray, counts: np.ndarray, streamed: np.ndarray) -> tuple:
         """(flows, those with parents, their parents, streamed per parent link, reduceat starts)."""
         with_parents = members[counts[members] > 0]
-        links = _ranges(flows.parent_ptr[with_parents], flows.parent_ptr[with_parents + 1])
+        links = ranges(flows.parent_ptr[with_parents], flows.parent_ptr[with_parents + 1])
         starts = np.concatenate([[0], np.cumsum(counts[with_parents])[:-1]]).astype(np.int64)
         return members, with_parents, flows.parent_idx[links], streamed[links], starts
 
