@@ -639,3 +639,16 @@ def test_a_part_taken_from_a_templates_model_stays_away_in_the_searchs_and_sweep
     assert parse_scenario(sc.as_data(), "round trip").workload.model.moe is None
     strategy = Strategy(4, 2, 1, 1, 1, 1, 4, 1, True, "none", "distributed_optimizer", "bf16", False)
     assert scenario_for(sc, strategy, 8).workload.model == sc.workload.model
+
+
+def test_a_copy_with_other_fields_answers_with_its_own_layers_not_its_originals_cached_ones():
+    """A model's per-layer blocks are worked out once (cached), and a copy with other fields works out its own:
+    pydantic copies the instance's dict, where the cache lives."""
+    v3 = ModelSpec.model_validate({"from": "deepseek-v3"})
+    assert len(v3.all_layer_blocks) == 62 and v3.layer_blocks(0) == ("attention", "mlp")
+    shorter = v3.model_copy(update={"num_layers": 4})
+    assert len(shorter.all_layer_blocks) == 5  # four decoder layers and the MTP layer
+    assert shorter.layer_blocks(4)[0] == "mtp"
+    dense = v3.model_copy(update={"moe": None})
+    assert set(dense.layer_kinds) == {("attention", "mlp"), ("mtp", "attention", "mlp")}
+    assert v3.model_copy().all_layer_blocks is v3.all_layer_blocks  # a plain copy keeps what it holds

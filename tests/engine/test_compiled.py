@@ -266,3 +266,13 @@ def test_a_dependency_cycle_stalls_both_loops_alike():
             replay(cyclic, topology, fold, sm_count, engine=engine)
         messages.append(str(error.value))
     assert messages[0] == messages[1]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 4), max_size=6), max_size=20))
+def test_a_slot_is_first_unless_its_flow_loaded_its_link_at_an_earlier_slot(routes):
+    """A route crossing a link twice joins the link's list once, at its first crossing."""
+    ptr = np.concatenate([[0], np.cumsum([len(route) for route in routes])]).astype(np.int64)
+    link = np.array([hop for route in routes for hop in route], dtype=np.int64)
+    first = compiled.first_slots(LinkLoads(ptr, link, np.ones(len(link))))
+    assert first.tolist() == [hop not in route[:at] for route in routes for at, hop in enumerate(route)]

@@ -18,6 +18,7 @@ from simulon.network.topology import (
     TO_SCALE_OUT_SWITCH,
     TO_SCALE_UP_SWITCH,
     Topology,
+    packed_hops,
 )
 
 GB = 1e9
@@ -289,3 +290,38 @@ def test_under_ecmp_spines_beyond_a_leafs_uplink_ports_add_no_paths_and_thin_non
     up = wide.fabric.links_of("leaf_up")
     assert wide.fabric.capacity[up] == pytest.approx(np.full(8 * 8, 50 * GB))
     assert TopologySummary.of(wide).scale_out_bisection == TopologySummary.of(eight).scale_out_bisection
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.integers(-1, 5), min_size=3, max_size=3), min_size=0, max_size=6))
+def test_packed_hops_moves_each_rows_links_to_its_front_in_route_order(columns):
+    """Columns are hops in route order, rows flows; -1 (NO_LINK) is a hop a flow does not take."""
+    arrays = [np.array(column, dtype=np.int64) for column in columns]
+    packed = packed_hops(arrays, 3)
+    rows = [[column[row] for column in columns if column[row] >= 0] for row in range(3)]
+    width = max(1, *(len(row) for row in rows))
+    assert packed.shape == (3, width)
+    assert packed.tolist() == [row + [-1] * (width - len(row)) for row in rows]
+
+
+@pytest.mark.parametrize("name", ["dgx-h100-3-tier", "sailor-pcie", "gb200-nvl72"])
+def test_a_flow_between_nodes_takes_its_fabric_route_between_its_gpu_ports(name):
+    """Every inter-node flow's route is its GPU's up link, the fabric's hops from its NIC to the peer's NIC, and
+    the peer's down link: the hops the routes of the fabric give, none dropped or moved."""
+    dc = {"dgx-h100-3-tier": {"from": "dgx-h100", "cluster": {"num_nodes": 64},
+                              "network": {"scale_out": {"topology": {"from": "rail-optimized-3-tier"}}}},
+          "sailor-pcie": {"from": "sailor-mit-rtx3090", "cluster": {"num_nodes": 4}},
+          "gb200-nvl72": {"from": "gb200-nvl72", "cluster": {"num_nodes": 72}}}[name]
+    topo = Topology.from_datacenter(parse_scenario({"datacenter": dc}, name).datacenter)
+    rng = np.random.default_rng(7)
+    src = rng.integers(0, topo.num_gpus, 400)
+    dst = rng.integers(0, topo.num_gpus, 400)
+    links, _, scale_out = topo.routes(src, dst)
+    fabric = topo.fabric
+    out = scale_out & (src // topo.domain_gpus != dst // topo.domain_gpus)
+    assert out.sum() > 100
+    hops = fabric.routes(fabric.port(src[out] // topo.gpus_per_nic, src[out], dst[out]),
+                         fabric.port(dst[out] // topo.gpus_per_nic, src[out], dst[out]), src[out], dst[out])
+    for route, fabric_hops in zip(links[out].tolist(), hops.tolist(), strict=True):
+        taken = [hop for hop in route if hop >= 0]
+        assert [hop for hop in fabric_hops if hop >= 0] == [hop for hop in taken if hop >= fabric.base]

@@ -12,7 +12,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from enum import StrEnum
-from typing import Annotated, Any
+from functools import cache, cached_property
+from typing import Annotated, Any, Self
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Strict
 
@@ -22,6 +23,23 @@ class StrictModel(BaseModel):
     (`tp: yes` or `num_channels: "2"` are refused, not read as 1 and 2)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, strict=True)
+
+    def model_copy(self, *, update: dict[str, Any] | None = None, deep: bool = False) -> Self:
+        """pydantic's copy, without the values its cached properties kept when fields change: pydantic copies the
+        instance's `__dict__`, where functools.cached_property stores them, so a copy with other fields would
+        otherwise answer with its original's."""
+        copy = super().model_copy(update=update, deep=deep)
+        if update:
+            for name in cached_properties(type(self)):
+                copy.__dict__.pop(name, None)
+        return copy
+
+
+@cache
+def cached_properties(cls: type) -> tuple[str, ...]:
+    """The names of a class's functools.cached_property attributes, its bases' included (once per class)."""
+    return tuple(name for klass in cls.__mro__ for name, value in vars(klass).items()
+                 if isinstance(value, cached_property))
 
 
 class DType(StrEnum):

@@ -297,16 +297,27 @@ class ModelSpec(Templated):
         """The blocks of layer `layer` (0-based) in forward order (config/hybrid.py); a multi-token-prediction
         layer (ids from num_layers) is the MTP block and a transformer layer of the decoder's last layer's kind,
         as Megatron-Core builds it (and counts it: num_floating_point_operations's last_layer_is_moe)."""
+        if 0 <= layer < self.all_layers:
+            return self.all_layer_blocks[layer]
+        return self._blocks_of(layer)
+
+    @cached_property
+    def all_layer_blocks(self) -> tuple[LayerKind, ...]:
+        """Every layer's blocks (layer_blocks), worked out once: the memory model and the estimate ask per layer,
+        per strategy a search weighs."""
+        return tuple(self._blocks_of(layer) for layer in range(self.all_layers))
+
+    def _blocks_of(self, layer: int) -> LayerKind:
         if self.is_mtp_layer(layer):
-            return (MTP_BLOCK, *self.layer_blocks(self.num_layers - 1))
+            return (MTP_BLOCK, *self._blocks_of(self.num_layers - 1))
         if self.hybrid_pattern is not None:
             return HYBRID_SYMBOLS[self.layer_symbols[layer]]
         return MOE_LAYER if self.moe is not None and self.moe.is_moe_layer(layer) else DENSE_LAYER
 
-    @property
+    @cached_property
     def layer_kinds(self) -> tuple[LayerKind, ...]:
         """The distinct kinds of layer of the model, in order of first appearance."""
-        return tuple(dict.fromkeys(self.layer_blocks(layer) for layer in range(self.all_layers)))
+        return tuple(dict.fromkeys(self.all_layer_blocks))
 
     @property
     def has_attention(self) -> bool:

@@ -166,13 +166,16 @@ def _f64(values) -> np.ndarray:
     return np.ascontiguousarray(values, dtype=np.float64)
 
 
-def _first_slots(loads: LinkLoads) -> np.ndarray:
-    """Per slot: whether it is its flow's first on its link (a flow loading a link twice joins its list once)."""
-    flow = np.repeat(np.arange(len(loads.ptr) - 1), np.diff(loads.ptr))
-    order = np.lexsort((np.arange(len(loads.link)), loads.link, flow))
+def first_slots(loads: LinkLoads) -> np.ndarray:
+    """Per slot: whether it is its flow's first on its link (a flow loading a link twice joins its list once).
+    A route has a handful of slots, so each slot is compared with the ones before it in its flow, one distance
+    at a time, rather than sorting millions of slots by (flow, link)."""
+    counts = np.diff(loads.ptr)
+    position = np.arange(len(loads.link)) - np.repeat(loads.ptr[:-1], counts)  # the slot's place in its flow
     first = np.ones(len(loads.link), dtype=bool)
-    same = (flow[order][1:] == flow[order][:-1]) & (loads.link[order][1:] == loads.link[order][:-1])
-    first[order[1:][same]] = False
+    for back in range(1, int(counts.max(initial=1))):
+        later = np.flatnonzero(position >= back)
+        first[later[loads.link[later] == loads.link[later - back]]] = False
     return first
 
 
@@ -184,7 +187,7 @@ def _graph(nodes: NodeArrays, props: FlowProperties, capacity: np.ndarray, loads
                  np.ascontiguousarray(nodes.sm_bound, dtype=np.bool_), _i64(nodes.gpu), _f64(props.wire),
                  _f64(props.latency), _f64(props.delay), _i64(props.nodes), _f64(props.cap), _i64(loads.ptr),
                  _i64(loads.link), _f64(loads.weight), _i64(np.repeat(np.arange(len(counts)), counts)),
-                 np.ascontiguousarray(_first_slots(loads)), _f64(capacity))
+                 np.ascontiguousarray(first_slots(loads)), _f64(capacity))
 
 
 def _network(num_flows: int, num_links: int, num_slots: int) -> Network:

@@ -33,7 +33,7 @@ import numpy as np
 from ..config.dc import DatacenterConfig, NcclEnvironment, Placement, weakness
 from ..config.host_cpu import HostCPU, communicator_host
 from .calibration import LinkModel, group_link_model, link_model_for
-from .fabric import NO_LINK, Fabric
+from .fabric import MAX_FABRIC_HOPS, NO_LINK, Fabric
 
 TO_SCALE_UP_SWITCH, FROM_SCALE_UP_SWITCH, TO_SCALE_OUT_SWITCH, FROM_SCALE_OUT_SWITCH = -2, -3, -4, -5
 """Endpoint codes of in-network reduction legs: the flow's GPU sends to, or receives from, its switch."""
@@ -271,24 +271,44 @@ class Topology:
         uses_down = same_domain | (dst == FROM_SCALE_UP_SWITCH) | (self.pcie & (out | from_out))
         port_s = self.fabric.port(src // self.gpus_per_nic, src, real_dst)
         port_d = self.fabric.port(last // self.gpus_per_nic, src, real_dst)
-        middle = np.full((len(src), 6), NO_LINK, dtype=np.int64)
-        if out.any():
-            middle[out] = self.fabric.routes(port_s[out], port_d[out], src[out], real_dst[out])
-        middle[to_out, 0] = self.fabric.up(port_s[to_out])
-        middle[from_out, 5] = self.fabric.down(port_d[from_out])
+        middle = self._fabric_columns(out, to_out, from_out, port_s, port_d, src, real_dst)
         if self.mesh:
             first, final = np.where(same_domain, self.mesh_link(src, real_dst), NO_LINK), np.full(len(src), NO_LINK)
         else:
             first, final = np.where(uses_up, src, NO_LINK), np.where(uses_down, g + last, NO_LINK)
-        columns = [first, middle, final]
+        columns = [first, *middle, final]
         if self.staging is not None:
             bridged = same_domain & self.staging.bridged(src, real_dst)
             first, final = np.where(bridged, self.staging.bridge_of(src), first), np.where(bridged, NO_LINK, final)
-            columns = [first, self.staging.host_up(src, uses_up & ~bridged), middle,
+            columns = [first, self.staging.host_up(src, uses_up & ~bridged), *middle,
                        self.staging.host_down(last, uses_down & ~bridged), final]
-        links = _packed(np.column_stack(columns))
+        links = packed_hops(columns, len(src))
         latency = np.where(links >= 0, self.latency[links], 0.0).sum(axis=1)
         return links, latency, out | to_out | from_out
+
+    def _fabric_columns(self, out: np.ndarray, to_out: np.ndarray, from_out: np.ndarray, port_s: np.ndarray,
+                        port_d: np.ndarray, src: np.ndarray, dst: np.ndarray) -> list[np.ndarray]:
+        """The scale-out hops of every flow, one column per hop of the fabric (NO_LINK where a flow does not take
+        it): a flow between nodes takes its route (Fabric.routes), one to or from the scale-out switch its NIC's
+        up or down link. A hop no flow takes is left out (a step's flows are mostly within nodes: millions of
+        rows of padding cost more than the routes)."""
+        columns: list[np.ndarray | None] = [None] * MAX_FABRIC_HOPS
+
+        def put(hop: int, rows: np.ndarray, links: np.ndarray) -> None:
+            if columns[hop] is None:
+                columns[hop] = np.full(len(src), NO_LINK, dtype=np.int64)
+            columns[hop][rows] = links  # type: ignore[index]
+
+        if out.any():
+            routes = self.fabric.routes(port_s[out], port_d[out], src[out], dst[out])
+            for hop in range(MAX_FABRIC_HOPS):
+                if (routes[:, hop] >= 0).any():
+                    put(hop, out, routes[:, hop])
+        if to_out.any():
+            put(0, to_out, self.fabric.up(port_s[to_out]))
+        if from_out.any():
+            put(MAX_FABRIC_HOPS - 1, from_out, self.fabric.down(port_d[from_out]))
+        return [column for column in columns if column is not None]
 
     def fold_weights(self, rep: np.ndarray) -> np.ndarray:
         """Per link: how many flows one simulated flow on it stands for, under the fold `rep` (`rep[g]`: the
@@ -413,16 +433,21 @@ def group_models(placement: Placement) -> tuple[tuple[LinkModel, ...], np.ndarra
     return models, index[placement.group]
 
 
-def _packed(links: np.ndarray) -> np.ndarray:
+def packed_hops(columns: list[np.ndarray], rows: int) -> np.ndarray:
     """Each row's links moved to its front in order, NO_LINK padding after, cut to the widest row (at least
-    one column). Column by column: a route has a handful of columns and a step millions of rows, where a
-    cumulative sum along each row costs several times more."""
-    packed = np.full(links.shape, NO_LINK, dtype=links.dtype)
-    filled = np.zeros(len(links), dtype=np.int64)
-    for column in links.T:
-        rows = np.flatnonzero(column >= 0)
-        if len(rows):
-            packed[rows, filled[rows]] = column[rows]
-            filled[rows] += 1
+    one column), of the hops' columns in route order. Column by column: a route has a handful of columns and a
+    step millions of rows, where a cumulative sum along each row costs several times more; and the matrix is made
+    as wide as the widest row only (most of a step's flows take one or two links)."""
+    valid = [column >= 0 for column in columns]
+    filled = np.zeros(rows, dtype=np.int64)
+    for taken in valid:
+        filled += taken
     width = max(int(filled.max(initial=1)), 1)
-    return np.ascontiguousarray(packed[:, :width])
+    packed = np.full((rows, width), NO_LINK, dtype=np.int64)
+    filled[:] = 0
+    for column, taken in zip(columns, valid, strict=True):
+        at = np.flatnonzero(taken)
+        if len(at):
+            packed[at, filled[at]] = column[at]
+            filled[at] += 1
+    return packed
