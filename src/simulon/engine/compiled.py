@@ -445,16 +445,24 @@ def _links_of(g, net, count):
 
 @njit(**INLINED)
 def _fair_share(net, links, s):
-    """The lowest share of capacity left per unit of weight over the links still loaded (inf: none is)."""
+    """The lowest share of capacity left per unit of weight over the links still loaded (inf: none is), and how
+    many links are still loaded: those no unfrozen flow loads any more leave net.order, the others keeping their
+    order (a link's load only falls while filling, so it would be passed over from now on; FlowNetwork passes
+    over it each round, which on a fabric of thousands of links and as many rounds was most of the work)."""
     share = _INF
     found = False
+    kept = 0
     for j in range(links):
         link = net.order[j]
         if net.load[link] > s.empty_load:
             value = net.room[link] / net.load[link]
             share = value if not found else _py_min(share, value)
             found = True
-    return share
+            net.order[kept] = link
+            kept += 1
+        else:
+            net.in_order[link] = False
+    return share, kept
 
 
 @njit(**INLINED)
@@ -514,7 +522,7 @@ def _progressive_filling(g, net, count, s):
     links = _links_of(g, net, count)
     unfrozen = count
     while unfrozen > 0:
-        share = _fair_share(net, links, s)
+        share, links = _fair_share(net, links, s)
         if s.limited:
             frozen = _freeze_limited(g, net, count, share, s)
             if frozen:
