@@ -292,12 +292,12 @@ class Topology:
         it): a flow between nodes takes its route (Fabric.routes), one to or from the scale-out switch its NIC's
         up or down link. A hop no flow takes is left out (a step's flows are mostly within nodes: millions of
         rows of padding cost more than the routes)."""
-        columns: list[np.ndarray | None] = [None] * MAX_FABRIC_HOPS
+        columns: dict[int, np.ndarray] = {}
 
         def put(hop: int, rows: np.ndarray, links: np.ndarray) -> None:
-            if columns[hop] is None:
+            if hop not in columns:
                 columns[hop] = np.full(len(src), NO_LINK, dtype=np.int64)
-            columns[hop][rows] = links  # type: ignore[index]
+            columns[hop][rows] = links
 
         if out.any():
             routes = self.fabric.routes(port_s[out], port_d[out], src[out], dst[out])
@@ -308,7 +308,7 @@ class Topology:
             put(0, to_out, self.fabric.up(port_s[to_out]))
         if from_out.any():
             put(MAX_FABRIC_HOPS - 1, from_out, self.fabric.down(port_d[from_out]))
-        return [column for column in columns if column is not None]
+        return [columns[hop] for hop in sorted(columns)]
 
     def fold_weights(self, rep: np.ndarray) -> np.ndarray:
         """Per link: how many flows one simulated flow on it stands for, under the fold `rep` (`rep[g]`: the
