@@ -31,6 +31,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
+from ..dag.nodes import ranges
 from .fair_share import EMPTY_LOAD, SAME_RATE, SAME_SHARE
 from .flows import FlowProperties
 from .footprint import LinkLoads
@@ -171,7 +172,7 @@ def first_slots(loads: LinkLoads) -> np.ndarray:
     A route has a handful of slots, so each slot is compared with the ones before it in its flow, one distance
     at a time, rather than sorting millions of slots by (flow, link)."""
     counts = np.diff(loads.ptr)
-    position = np.arange(len(loads.link)) - np.repeat(loads.ptr[:-1], counts)  # the slot's place in its flow
+    position = ranges(np.zeros_like(counts), counts)  # the slot's place in its flow
     first = np.ones(len(loads.link), dtype=bool)
     for back in range(1, int(counts.max(initial=1))):
         later = np.flatnonzero(position >= back)
