@@ -9,6 +9,7 @@ import pytest
 import yaml
 from hypothesis import given
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from helpers import cli
 from simulon.config.errors import ConfigError
@@ -217,7 +218,8 @@ def test_sliding_layers_follow_the_configuration_class_where_the_file_leaves_lay
 
 
 def test_full_attention_layers_of_their_own_head_size_are_refused_naming_the_key(tmp_path):
-    doc = {**GEMMA_3_27B["text_config"], "model_type": "gemma4_text", "head_dim": 256, "global_head_dim": 512}
+    doc = {**GEMMA_3_27B["text_config"], "model_type": "gemma4_text", "hidden_activation": "gelu_pytorch_tanh",
+           "head_dim": 256, "global_head_dim": 512}
     with pytest.raises(HFConfigError, match="key 'global_head_dim' gives the full-attention layers a head size of "
                                             "512 beside the others' 256"):
         model_from_hf(write(tmp_path, doc))
@@ -280,3 +282,53 @@ def test_a_file_that_is_not_a_config_is_exit_2_on_the_cli(tmp_path, text, says):
 def test_a_missing_file_is_bad_input_naming_it(tmp_path):
     with pytest.raises(ConfigError, match=r"cannot read HuggingFace config .*nowhere/config\.json"):
         load_scenario(scenario_with(tmp_path, "{}", ref="nowhere/config.json"))
+
+
+FAMILIES_WITH_A_SILU_DEFAULT = {"llama": LLAMA_31_70B, "mixtral": MIXTRAL_8X7B, "deepseek_v3": DEEPSEEK_V3,
+                                "qwen3_moe": QWEN3_235B}
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES_WITH_A_SILU_DEFAULT))
+def test_a_file_without_its_activation_gets_its_familys_default_not_gelu(tmp_path, family):
+    # LlamaConfig, MixtralConfig, DeepseekV3Config and Qwen3MoeConfig default hidden_act to silu: a SwiGLU MLP, whose
+    # gate is a third of its weights; read as GELU it would lose them
+    named = FAMILIES_WITH_A_SILU_DEFAULT[family]
+    unnamed = {k: v for k, v in named.items() if k != "hidden_act"}
+    assert model_from_hf(write(tmp_path, unnamed)) == model_from_hf(write(tmp_path, named))
+    assert model_from_hf(write(tmp_path, unnamed))["activation"] == "swiglu"
+
+
+def test_nemotron_h_without_its_activation_reads_squared_relu_and_gemma_gated_gelu(tmp_path):
+    nemotron = {k: v for k, v in NEMOTRON_H_8B.items() if k != "mlp_hidden_act"}
+    assert model_from_hf(write(tmp_path, nemotron))["activation"] == "squared_relu"
+    gemma = {k: v for k, v in GEMMA_2_27B.items() if k not in ("hidden_act", "hidden_activation")}
+    assert model_from_hf(write(tmp_path, gemma))["activation"] == "geglu"
+
+
+@pytest.mark.parametrize("model_type", [None, "", "my_own_family"])
+def test_a_file_of_an_unknown_family_without_its_activation_is_refused_naming_hidden_act(tmp_path, model_type):
+    doc = {k: v for k, v in LLAMA_31_70B.items() if k not in ("hidden_act", "model_type")}
+    if model_type is not None:
+        doc["model_type"] = model_type
+    with pytest.raises(HFConfigError, match=r"key 'hidden_act' is missing, and .* has no default simulon knows"):
+        model_from_hf(write(tmp_path, doc))
+    assert model_from_hf(write(tmp_path, {**doc, "hidden_act": "silu"}))["activation"] == "swiglu"
+
+
+def test_a_key_given_twice_is_refused_naming_it(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text('{"model_type": "llama", "hidden_size": 2048, "hidden_size": 4096}')
+    with pytest.raises(HFConfigError, match="key 'hidden_size' is given twice"):
+        model_from_hf(path)
+
+
+def test_a_null_flag_reads_as_its_configuration_class_default(tmp_path):
+    assert model_from_hf(write(tmp_path, {**LLAMA_31_70B, "tie_word_embeddings": None}))["tie_embeddings"] is False
+    assert model_from_hf(write(tmp_path, {**GEMMA_2_27B, "tie_word_embeddings": None}))["tie_embeddings"] is True
+
+
+def test_a_block_starting_from_a_template_and_a_config_file_is_refused(tmp_path):
+    path = str(write(tmp_path, LLAMA_31_70B))
+    for block in ({"from_hf": path, "from": "deepseek-v3"}, {"from": "deepseek-v3", "from_hf": path}):
+        with pytest.raises(ValidationError, match=r"give one of 'from' .* and 'from_hf' .* not both"):
+            ModelSpec.model_validate(block)

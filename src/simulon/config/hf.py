@@ -9,7 +9,9 @@ GptOssConfig, Gemma/Gemma2/Gemma3TextConfig, Phi3Config; a multimodal config's `
   configuration classes default);
 - activation: hidden_act (Gemma's hidden_activation) `silu` (a gated SwiGLU MLP in every family above), `relu2`
   (squared ReLU), else GELU, gated (GeGLU) in the Gemma families, whose MLPs multiply GELU(gate_proj x) by up_proj x
-  (GemmaMLP, Gemma2MLP, Gemma3MLP); normalization: RMSNorm where the config has rms_norm_eps, else LayerNorm;
+  (GemmaMLP, Gemma2MLP, Gemma3MLP); where the file names none, its family's configuration-class default
+  (DEFAULT_ACTIVATIONS), and a file of another family must name it; normalization: RMSNorm where the config has
+  rms_norm_eps, else LayerNorm;
 - mixture of experts: num_local_experts (Mixtral, GPT-OSS) or num_experts (Qwen-MoE) or n_routed_experts
   (DeepSeek-V3), num_experts_per_tok, moe_intermediate_size (else intermediate_size), n_shared_experts or
   shared_expert_intermediate_size, first_k_dense_replace, node-limited routing's n_group and topk_group
@@ -36,8 +38,10 @@ GptOssConfig, Gemma/Gemma2/Gemma3TextConfig, Phi3Config; a multimodal config's `
   chunk_size; the MLP's activation from mlp_hidden_act, the shared expert's width from
   moe_shared_expert_intermediate_size, the attention's head size from head_dim or attention_head_dim.
 
-Keys written beside `from_hf` in the block override what the file gives. A missing or malformed key is
-an error naming the file and the key.
+Keys written beside `from_hf` in the block override what the file gives; `from` beside it is refused (a block
+starts from a template or from a config file, not both). A key set to null reads as absent, as its configuration
+class reads it. A missing, malformed or repeated key is an error naming the file and the key (json alone would keep
+a repeated key's last value without a word).
 """
 
 from __future__ import annotations
@@ -67,6 +71,18 @@ HF_ACTIVATIONS = frozenset({
     "swiglu", "tanh", "prelu", "xielu"})
 """The activation names transformers knows (its ACT2FN table, and swiglu): one outside them is no config a model
 was trained from, and is refused rather than read as GELU."""
+DEFAULT_ACTIVATIONS = {
+    **dict.fromkeys(("llama", "llama4", "llama4_text", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe",
+                     "qwen3_next", "deepseek_v2", "deepseek_v3", "gpt_oss", "phi3", "glm4_moe", "olmo", "olmo2",
+                     "olmoe", "granite", "granitemoe", "cohere"), "silu"),
+    **dict.fromkeys(("gemma", "gemma2", "gemma3", "gemma3_text", "starcoder2"), "gelu_pytorch_tanh"),
+    **dict.fromkeys(("nemotron", "nemotron_h"), "relu2"),
+    "gpt_neox": "gelu", "gpt2": "gelu_new", "phi": "gelu_new",
+}
+"""model_type -> the MLP activation its transformers configuration class defaults to (hidden_act, hidden_activation or
+mlp_hidden_act in LlamaConfig, MixtralConfig, Qwen3MoeConfig, DeepseekV3Config, GemmaConfig, NemotronHConfig, ...),
+for a file that names none; a file of a family not listed must name its activation (a guess of GELU would drop the
+gate of a SwiGLU MLP, a third of its weights)."""
 BLOCK_TYPES = {"mamba": "M", "attention": "*", "full_attention": "*", "mlp": "-", "moe": "E"}
 """NemotronH's layers_block_type names -> the hybrid pattern's symbols (config/hybrid.py)."""
 SPARSE_STEP_KEYS = ("decoder_sparse_step", "interleave_moe_layer_step")
@@ -80,7 +96,11 @@ class HFConfigError(ValueError):
 def read_config(path: Path) -> dict[str, Any]:
     """The config's mapping (its `text_config` for a multimodal model)."""
     try:
-        doc = json.loads(read_input_text(path, MAX_YAML_BYTES, "a HuggingFace config", encoding="utf-8"))
+        doc = json.loads(read_input_text(path, MAX_YAML_BYTES, "a HuggingFace config", encoding="utf-8"),
+                         object_pairs_hook=_unique_keys)
+    except RepeatedKey as exc:
+        raise HFConfigError(f"HuggingFace config {str(path)!r}: key {exc.key!r} is given twice (which one is "
+                            f"meant?)") from None
     except OSError as exc:
         raise HFConfigError(f"cannot read HuggingFace config {str(path)!r}: {exc.strerror}") from None
     except UnicodeDecodeError:
@@ -94,6 +114,24 @@ def read_config(path: Path) -> dict[str, Any]:
         raise HFConfigError(f"HuggingFace config {str(path)!r} does not hold a JSON object")
     text = doc.get("text_config")
     return {**doc, **text} if isinstance(text, dict) else doc
+
+
+class RepeatedKey(ValueError):
+    """A JSON object holding one key twice (json keeps the last without a word)."""
+
+    def __init__(self, key: str):
+        super().__init__(key)
+        self.key = key
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object's mapping, refusing a key given twice."""
+    doc: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in doc:
+            raise RepeatedKey(key)
+        doc[key] = value
+    return doc
 
 
 class Reader:
@@ -118,7 +156,9 @@ class Reader:
         return value
 
     def flag(self, key: str, default: bool) -> bool:
-        value = self.doc.get(key, default)
+        """A true/false key; absent or null, `default` (as its configuration class reads it)."""
+        value = self.doc.get(key)
+        value = default if value is None else value
         if not isinstance(value, bool):
             raise self.fail(key, f"must be true or false, got {value!r}")
         return value
@@ -273,14 +313,21 @@ def _sliding_window(cfg: Reader) -> dict[str, Any] | None:
     return {"size": size, "full_every": every}
 
 
+ACTIVATION_KEYS = ("mlp_hidden_act", "hidden_activation", "hidden_act", "activation_function")
+"""Where a config names its MLP's activation (NemotronH's, Gemma's, most families', GPT-2's), the first set winning."""
+
+
 def _activation(cfg: Reader) -> str:
-    """The MLP's activation as the file names it (mlp_hidden_act, Gemma's hidden_activation, hidden_act or
-    activation_function, the first one set), one that transformers knows."""
-    key = next((k for k in ("mlp_hidden_act", "hidden_activation", "hidden_act", "activation_function")
-                if cfg.doc.get(k) is not None), None)
+    """The MLP's activation as the file names it (ACTIVATION_KEYS, the first one set), one that transformers knows,
+    else its family's default (DEFAULT_ACTIVATIONS)."""
+    key = next((k for k in ACTIVATION_KEYS if cfg.doc.get(k) is not None), None)
     if key is None:
-        return "gelu"
-    name = cfg.text(key, "gelu")
+        if cfg.model_type not in DEFAULT_ACTIVATIONS:
+            family = f"model_type {cfg.model_type!r}" if cfg.model_type else "a file without model_type"
+            raise cfg.fail("hidden_act", f"is missing, and {family} has no default simulon knows: give the MLP's "
+                                         f"activation ('silu' for a gated SwiGLU MLP, 'gelu' for a plain one)")
+        return DEFAULT_ACTIVATIONS[cfg.model_type]
+    name = cfg.text(key, "")
     if name not in HF_ACTIVATIONS:
         raise cfg.fail(key, f"names no activation transformers has, got {name!r} (it has "
                             f"{', '.join(sorted(HF_ACTIVATIONS))})")
@@ -374,6 +421,9 @@ def resolve_from_hf(data: dict[str, Any], base_dir: Path | None) -> dict[str, An
     ref = data["from_hf"]
     if not isinstance(ref, str) or not ref:
         raise HFConfigError(f"'from_hf' must be the path of a HuggingFace config.json, got {ref!r}")
+    if "from" in data:
+        raise HFConfigError(f"give one of 'from' (a template, here {data['from']!r}) and 'from_hf' (a HuggingFace "
+                            f"config, here {ref!r}), not both")
     path = Path(ref)
     if not path.is_absolute() and base_dir is not None:
         path = base_dir / path
