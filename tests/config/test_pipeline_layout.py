@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import pytest
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from simulon.config.common import FieldError
@@ -116,6 +117,51 @@ def test_impossible_splits_say_which_field_and_why(fields, words):
         virtual_stage_layers(Split(**fields), 8)
     for word in words:
         assert word in error.value.message
+
+
+END_FIELDS = st.sampled_from([("first_stage_layers",), ("last_stage_layers",),
+                              ("first_stage_layers", "last_stage_layers")])
+
+
+@given(pp=st.integers(2, 16), vpp=st.integers(1, 4), num_layers=st.integers(1, 128), fields=END_FIELDS,
+       data=st.data())
+def test_first_or_last_stage_layers_beyond_the_model_name_the_fields_and_its_layers_and_no_negative_count(
+        pp, vpp, num_layers, fields, data):
+    counts = [data.draw(st.integers(0, 2 * num_layers + 1), label=field) for field in fields]
+    assume(sum(counts) > num_layers)
+    with pytest.raises(FieldError) as error:
+        virtual_stage_layers(Split(pp=pp, vpp=vpp, **dict(zip(fields, counts, strict=True))), num_layers)
+    assert error.value.field == f"workload.parallelism.{fields[0]}"
+    assert all(f"{field} = {count}" in error.value.message for field, count in zip(fields, counts, strict=True))
+    assert f"more than the model's {num_layers} layers" in error.value.message
+    assert not re.search(r"-\d", error.value.message)
+
+
+@given(pp=st.integers(1, 16), num_layers=st.integers(1, 128), fields=END_FIELDS, data=st.data())
+def test_a_refused_first_or_last_stage_count_is_blamed_on_a_field_given_and_never_shows_a_negative_count(
+        pp, num_layers, fields, data):
+    counts = [data.draw(st.integers(0, num_layers), label=field) for field in fields]
+    try:
+        split = virtual_stage_layers(Split(pp=pp, **dict(zip(fields, counts, strict=True))), num_layers)
+    except FieldError as error:
+        assert error.field.removeprefix("workload.parallelism.") in fields
+        assert not re.search(r"-\d", error.message)
+    else:
+        assert sum(split) == num_layers and len(split) == pp
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({"first_stage_layers": 17}, "first_stage_layers = 17 is more than the model's 16 layers"),
+    ({"last_stage_layers": 20}, "last_stage_layers = 20 is more than the model's 16 layers"),
+    ({"first_stage_layers": 10, "last_stage_layers": 10},
+     "first_stage_layers = 10 and last_stage_layers = 10 add up to 20, more than the model's 16 layers"),
+    ({"first_stage_layers": 5, "last_stage_layers": 5},
+     "first_stage_layers = 5 and last_stage_layers = 5 hold 10 of the model's 16 layers, and no other stage is left "
+     "for the remaining 6"),
+])
+def test_on_two_stages_end_counts_that_do_not_add_up_to_the_16_layers_say_so(fields, message):
+    with pytest.raises(FieldError, match=re.escape(message)):
+        virtual_stage_layers(Split(pp=2, **fields), 16)
 
 
 def test_a_layout_that_unrolls_to_billions_of_symbols_is_refused_before_it_is_built():

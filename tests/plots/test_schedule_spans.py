@@ -6,9 +6,19 @@ import itertools
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from helpers import gpt_scenario
-from simulon.analysis.schedule import COMPUTE_KINDS, RESOLUTION, exposed_comm_by_kind, schedule, stage_representatives
+from simulon.analysis.schedule import (
+    COMPUTE_KINDS,
+    RESOLUTION,
+    compute_spans,
+    exposed_comm_by_kind,
+    schedule,
+    stage_representatives,
+)
+from simulon.config import ScenarioConfig
 from simulon.dag.nodes import NodeKind
 from simulon.pipeline import simulate
 
@@ -50,7 +60,7 @@ def test_every_stage_runs_the_forward_and_backward_of_every_micro_batch_once_in_
         backward = [span[3] for span in s["spans"] if span[2] == "backward"]
         assert sorted(set(forward)) == sorted(set(backward)) == list(range(microbatches))
         assert forward[:1] == [0] and all(a <= b for a, b in itertools.pairwise(forward))
-    warmup = [sum(1 for span in s["spans"] if span[2] == "forward" and span[0] < first_backward(s))
+    warmup = [len({span[3] for span in s["spans"] if span[2] == "forward" and span[0] < first_backward(s)})
               for s in sched["stages"]]
     assert warmup == [4, 3, 2, 1]  # 1F1B: pp - stage micro-batches in flight before the first backward
 
@@ -89,3 +99,44 @@ def test_every_kernel_of_a_stage_lies_in_a_compute_span_and_short_weight_gradien
             assert np.any((starts <= start + 1e-3) & (finish <= ends + 1e-3))
         shortest = RESOLUTION * sched["iteration_time_ms"]
         assert all(x[1] - x[0] >= shortest - 1e-3 for x in spans if x[2] == "weight-gradient")
+
+
+def idle_stretches(sim, gpu: int) -> list[tuple[float, float]]:
+    """(from, to) ms where `gpu` runs no compute kernel, for stretches longer than RESOLUTION of the iteration."""
+    kernels = np.flatnonzero((sim.dag.kind == NodeKind.compute) & (sim.dag.gpu == gpu))
+    order = np.argsort(sim.timeline.start[kernels], kind="stable")
+    starts, finishes = sim.timeline.start[kernels][order] * 1e3, sim.timeline.finish[kernels][order] * 1e3
+    busy_until = np.maximum.accumulate(finishes)
+    longer = np.flatnonzero(starts[1:] - busy_until[:-1] > RESOLUTION * sim.timeline.makespan * 1e3)
+    return [(float(busy_until[i]), float(starts[i + 1])) for i in longer]
+
+
+def assert_compute_spans_skip_idle_stretches(sim) -> None:
+    for gpu in stage_representatives(sim.dag).values():
+        for start, end, kind, _ in compute_spans(sim.dag, sim.timeline, gpu):
+            for idle_from, idle_to in idle_stretches(sim, gpu):
+                assert min(end, idle_to) - max(start, idle_from) <= 1e-3, (gpu, kind, start, end, idle_from, idle_to)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(pp=st.sampled_from([1, 2, 4]), vpp=st.sampled_from([1, 2]), microbatches=st.integers(1, 4),
+       nic=st.sampled_from(["25Gbps", "400Gbps"]))
+def test_no_compute_span_covers_a_stretch_longer_than_the_resolution_where_its_gpu_runs_no_kernel(
+        pp, vpp, microbatches, nic):
+    dp = 8 // (2 * pp)
+    sim = simulate(gpt_scenario(nodes=2, gpus_per_node=4, tp=2, pp=pp, gbs=dp * pp * microbatches, layers=4,
+                                nic=nic, extra_parallelism={"vpp": vpp} if pp > 1 else None))
+    assert_compute_spans_skip_idle_stretches(sim)
+
+
+def test_the_optimizer_span_starts_with_the_optimizer_kernel_not_while_the_step_waits_for_its_dp_all_reduce():
+    sim = simulate(ScenarioConfig.model_validate({
+        "datacenter": {"from": "dgx-h100", "cluster": {"num_nodes": 1}},
+        "workload": {"framework": "megatron", "model": "llama-3.2-1b", "parallelism": {"tp": 2, "pp": 2, "vpp": 2},
+                     "training": {"global_batch_size": 16, "micro_batch_size": 1, "sequence_length": 2048}}}))
+    gpu = stage_representatives(sim.dag)[0]
+    mine = np.flatnonzero((sim.dag.kind == NodeKind.compute) & (sim.dag.gpu == gpu))
+    optimizer = [n for n in mine.tolist() if sim.dag.kernel_specs[sim.dag.kernel[n]].name == "optimizer"]
+    last_span = max(s for s in compute_spans(sim.dag, sim.timeline, gpu) if s[2] == "optimizer")
+    assert last_span[0] == pytest.approx(sim.timeline.start[optimizer].min() * 1e3, abs=1e-3)
+    assert_compute_spans_skip_idle_stretches(sim)

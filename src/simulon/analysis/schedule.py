@@ -5,7 +5,9 @@ context- and data-parallel peers run the same schedule). Its spans are
 
 * compute: consecutive kernels of one micro-batch and one kind (forward, backward = input gradients,
   weight-gradient, recompute, optimizer), from the first kernel's start to the last one's finish, in the order
-  the replay ran them (engine/replay.py's Timeline). Megatron-Core runs a backward layer by layer, input then
+  the replay ran them (engine/replay.py's Timeline), broken where the GPU runs no kernel for longer than
+  RESOLUTION of the iteration (waiting, e.g. for the data-parallel all-reduce before the optimizer, is drawn
+  as the communication it waits for, not as compute). Megatron-Core runs a backward layer by layer, input then
   weight gradients; a run of weight gradients shorter than RESOLUTION of the iteration joins its backward's
   span (a plot cannot show it apart), a longer one is a span of its own;
 * communication, per stream (tp, cp, ep, dp, pp, param): the GPU's part in each collective (from when its
@@ -59,31 +61,38 @@ def stage_representatives(dag: ExecutionDAG) -> dict[int, int]:
 
 
 def compute_spans(dag: ExecutionDAG, timeline: Timeline, gpu: int) -> list[Span]:
-    """Runs of consecutive kernels of one micro-batch and one kind on `gpu`, in start order; a run of weight
-    gradients shorter than RESOLUTION of the iteration joins the backward span before it."""
+    """Runs of consecutive kernels of one micro-batch and one kind on `gpu`, in start order, a run broken where
+    the GPU ran no kernel for longer than RESOLUTION of the iteration (waiting is not work); a run of weight
+    gradients shorter than RESOLUTION of the iteration joins the backward span right before it."""
     nodes = np.flatnonzero((dag.kind == NodeKind.compute) & (dag.gpu == gpu))
     if len(nodes) == 0:
         return []
     nodes = nodes[np.argsort(timeline.start[nodes], kind="stable")]
     phase_of = np.array([int(k.phase) for k in dag.kernel_specs], dtype=np.int64)
     phases, microbatches = phase_of[dag.kernel[nodes]], dag.microbatch[nodes]
-    breaks = np.flatnonzero((phases[1:] != phases[:-1]) | (microbatches[1:] != microbatches[:-1])) + 1
+    starts, finish = timeline.start[nodes], np.maximum.accumulate(timeline.finish[nodes])
+    gap = RESOLUTION * timeline.makespan
+    idle = np.concatenate([[True], starts[1:] > finish[:-1] + gap])
+    breaks = np.flatnonzero((phases[1:] != phases[:-1]) | (microbatches[1:] != microbatches[:-1]) | idle[1:]) + 1
     firsts = np.concatenate([[0], breaks]).astype(np.int64)
     lasts = np.concatenate([breaks - 1, [len(nodes) - 1]]).astype(np.int64)
-    finish = np.maximum.accumulate(timeline.finish[nodes])
-    gap = RESOLUTION * timeline.makespan
     spans: list[Span] = []
     for first, last in zip(firsts.tolist(), lasts.tolist(), strict=True):
         phase = Phase(int(phases[first]))
         microbatch = -1 if phase == Phase.step else int(microbatches[first])
-        start, end = timeline.start[nodes[first]], finish[last]
-        previous = spans[-1] if spans else None
-        if (previous is not None and previous[2] == "backward" and previous[3] == microbatch
-                and (phase == Phase.bwd_ig or (phase == Phase.bwd_wg and end - start < gap))):
-            spans[-1] = span(previous[0] / 1e3, end, "backward", microbatch)
+        start, end = starts[first], finish[last]
+        if not idle[first] and joins_backward(spans[-1], phase, microbatch, end - start < gap):
+            spans[-1] = span(spans[-1][0] / 1e3, end, "backward", microbatch)
         else:
             spans.append(span(start, end, COMPUTE_KINDS[phase], microbatch))
     return spans
+
+
+def joins_backward(previous: Span, phase: Phase, microbatch: int, short: bool) -> bool:
+    """Whether a run of `phase` kernels right after the span `previous` is drawn as part of it: input gradients,
+    and weight gradients too `short` to show apart, continue their micro-batch's backward."""
+    return (previous[2] == "backward" and previous[3] == microbatch
+            and (phase == Phase.bwd_ig or (phase == Phase.bwd_wg and short)))
 
 
 def comm_intervals(dag: ExecutionDAG, timeline: Timeline, gpu: int) -> dict[str, tuple[np.ndarray, ...]]:

@@ -234,16 +234,35 @@ def _from_stage_list(par: PipelineSplit, num_layers: int) -> tuple[int, ...]:
 
 
 def _from_first_last(par: PipelineSplit, num_layers: int) -> tuple[int, ...]:
-    ends = {0: par.first_stage_layers, par.pp - 1: par.last_stage_layers}
-    ends = {stage: layers for stage, layers in ends.items() if layers is not None}
+    given = {name: layers for name, layers in (("first_stage_layers", par.first_stage_layers),
+                                               ("last_stage_layers", par.last_stage_layers)) if layers is not None}
+    field = "workload.parallelism." + next(iter(given))
     if par.pp == 1:
-        raise FieldError("workload.parallelism.first_stage_layers", "first/last stage layers need pp > 1")
+        raise FieldError(field, "first/last stage layers need pp > 1")
+    ends = {stage: layers for stage, layers in ((0, par.first_stage_layers), (par.pp - 1, par.last_stage_layers))
+            if layers is not None}
     rest, middle = num_layers - sum(ends.values()), par.pp - len(ends)
-    if rest < 0 or (middle and rest % middle) or (not middle and rest):
-        raise FieldError("workload.parallelism.first_stage_layers", f"the other {middle} stages cannot split the "
-                         f"remaining {rest} of {num_layers} layers evenly")
+    problem = _first_last_problem(given, num_layers, rest, middle)
+    if problem:
+        raise FieldError(field, problem)
     per_stage = [ends.get(stage, rest // middle if middle else 0) for stage in range(par.pp)]
-    return _chunked(per_stage, par.vpp, "workload.parallelism.first_stage_layers")
+    return _chunked(per_stage, par.vpp, field)
+
+
+def _first_last_problem(given: dict[str, int], num_layers: int, rest: int, middle: int) -> str | None:
+    """Why the first/last stage counts `given` cannot split the model's `num_layers`, leaving `rest` of them to the
+    `middle` other stages; None where they can."""
+    named = " and ".join(f"{name} = {layers}" for name, layers in given.items())
+    if rest < 0:
+        together = f"add up to {num_layers - rest}," if len(given) > 1 else "is"
+        return f"{named} {together} more than the model's {num_layers} layers"
+    if not middle and rest:
+        return (f"{named} hold {num_layers - rest} of the model's {num_layers} layers, and no other stage is left "
+                f"for the remaining {rest}")
+    if middle and rest % middle:
+        return (f"with {named}, the other {middle} stages cannot split the remaining {rest} of the model's "
+                f"{num_layers} layers evenly")
+    return None
 
 
 def _chunked(per_stage: list[int], vpp: int, field: str) -> tuple[int, ...]:
