@@ -10,6 +10,7 @@ import copy
 import datetime
 import json
 import os
+import re
 import signal
 import stat
 import subprocess
@@ -485,3 +486,31 @@ def test_an_unknown_replay_engine_in_the_environment_is_bad_input(workdir):
                           env={**os.environ, "SIMULON_REPLAY": "fast"})
     assert_bad_input(proc, "error: environment variable SIMULON_REPLAY: expected one of auto, compiled, python, "
                            "got 'fast'")
+
+
+SMALL_MODEL_ON_A_NODE = {"datacenter": {"from": "dgx-h100", "cluster": {"num_nodes": 1}},
+                         "workload": {"framework": "megatron", "model": "llama-3.2-1b",
+                                      "training": {"global_batch_size": 8, "sequence_length": 2048}}}
+"""A scenario the search finds strategies for on its 8 GPUs (16 layers, global batch 8)."""
+
+
+@pytest.fixture
+def small_search(tmp_path: Path) -> Path:
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(SMALL_MODEL_ON_A_NODE))
+    return tmp_path
+
+
+def test_a_search_fixed_to_a_pipeline_size_the_gpus_do_not_divide_names_the_option_and_the_rule(small_search):
+    proc = run_cli("search", "s.yaml", "--no-cache", "--fix", "pp=3", cwd=small_search)
+    assert_bad_input(proc, "error: s.yaml: no strategy fits on 8 GPUs (", " left out by the options, ",
+                     "): --fix pp=3 alone leaves none: every strategy with it breaks divisibility: tp x pp x cp must "
+                     "divide the GPUs")
+
+
+def test_a_search_on_a_gpu_count_every_strategy_breaks_a_rule_on_names_the_rules_that_pruned_the_most(small_search):
+    line = assert_bad_input(run_cli("search", "s.yaml", "--no-cache", "--gpus", "7", cwd=small_search),
+                            "error: s.yaml: no strategy fits on 7 GPUs (",
+                            "): the rules pruned every strategy, most by divisibility: ")
+    named = re.findall(r"(divisibility|dominance): [^;]*? \(([\d,]+)\)(?:;|$)", line.partition("most by ")[2])
+    counts = [int(count.replace(",", "")) for _, count in named]
+    assert len(counts) == 3 and counts == sorted(counts, reverse=True), line

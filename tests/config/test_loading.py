@@ -1,10 +1,13 @@
 """What a scenario's author reads when a value is wrong: the field, the value as written in YAML and what is
-expected (config.loading.problem, config.errors.shown), and numbers read as YAML 1.2 writes them."""
+expected (config.loading.problem, config.errors.shown), the settings a sharding or key under another tool's name
+is here, the template file that wrote a value where a `from:` included it, and numbers read as YAML 1.2 writes
+them."""
 
 from __future__ import annotations
 
 import copy
 import math
+import re
 
 import pytest
 import yaml
@@ -13,7 +16,15 @@ from hypothesis import strategies as st
 
 from helpers import SEED_SCENARIO, seed_dict
 from simulon.config.errors import ConfigError, parse_yaml, shown
-from simulon.config.loading import parse_scenario
+from simulon.config.loading import (
+    WELL_KNOWN_KEYS,
+    WELL_KNOWN_SHARDINGS,
+    key_synonym,
+    load_scenario,
+    parse_scenario,
+    sharding_synonym,
+)
+from simulon.config.workload import ParallelismSpec
 
 SEED = seed_dict()
 
@@ -140,3 +151,149 @@ def test_collective_names_are_read_in_any_case_as_nccl_s_lists_are(field):
     data = copy.deepcopy(SEED)
     data["collective"][field] = {"protocol": "LL", "algorithm": "Ring"}[field]
     assert getattr(parse_scenario(data, "s.yaml").collective, field) == {"protocol": "ll", "algorithm": "ring"}[field]
+
+
+# --- well-known names: ZeRO stages, FSDP strategies, Megatron-LM's flags ------------------------------
+
+def _parallelism_message(key: str, value) -> str:
+    data = copy.deepcopy(SEED)
+    data["workload"]["parallelism"][key] = value
+    with pytest.raises(ConfigError) as info:
+        parse_scenario(data, "s.yaml")
+    return str(info.value)
+
+
+@pytest.mark.parametrize(("key", "value", "hint"), [
+    ("fsdp", "zero2", "(ZeRO-2 is fsdp: shard_grad_op)"),
+    ("fsdp", "ZeRO-3", "(ZeRO-3 is fsdp: full_shard)"),
+    ("fsdp", "zero1", "(ZeRO-1 is fsdp: none and distributed_optimizer: true)"),
+    ("fsdp", "ddp", "(DDP is fsdp: none and distributed_optimizer: false)"),
+    ("distributed_optimizer", "zero3", "(ZeRO-3 is fsdp: full_shard)"),
+])
+def test_a_sharding_field_given_a_well_known_name_is_told_the_settings_that_are_it(key, value, hint):
+    message = _parallelism_message(key, value)
+    assert message.startswith(f"s.yaml: workload.parallelism.{key}: expected "), message
+    assert message.endswith(f"got the text {value!r} {hint}"), message
+
+
+@pytest.mark.parametrize(("key", "value", "hint"), [
+    ("sharding", "full_shard", "(sharding is set by fsdp and distributed_optimizer; FSDP's FULL_SHARD is fsdp: "
+                               "full_shard)"),
+    ("zero_stage", 3, "(sharding is set by fsdp and distributed_optimizer; ZeRO-3 is fsdp: full_shard)"),
+    ("sharding_strategy", "SHARD_GRAD_OP", "(sharding is set by fsdp and distributed_optimizer; FSDP's "
+                                           "SHARD_GRAD_OP is fsdp: shard_grad_op)"),
+    ("sharding", "banana", "(sharding is set by fsdp: none, full_shard or shard_grad_op and distributed_optimizer: "
+                           "true or false)"),
+])
+def test_a_sharding_under_another_tool_s_key_names_the_keys_that_set_it(key, value, hint):
+    assert _parallelism_message(key, value) == f"s.yaml: workload.parallelism.{key}: unknown key {hint}"
+
+
+@pytest.mark.parametrize(("key", "meant"), [
+    ("etp", "expert_tensor_parallel"), ("expert-tensor-parallel-size", "expert_tensor_parallel"),
+    ("--expert-tensor-parallel-size", "expert_tensor_parallel"), ("tensor_model_parallel_size", "tp"),
+    ("pipeline-model-parallel-size", "pp"), ("use_distributed_optimizer", "distributed_optimizer"),
+])
+def test_a_parallelism_key_under_megatron_s_flag_name_suggests_the_key_it_is_here(key, meant):
+    assert _parallelism_message(key, 2) == f"s.yaml: workload.parallelism.{key}: unknown key (did you mean {meant!r}?)"
+
+
+@st.composite
+def spelled(draw, name: str) -> str:
+    """`name` as people write it: any case, words joined by '-', '_' or nothing."""
+    joined = re.sub(r"[-_]", draw(st.sampled_from(["-", "_", ""])), name)
+    return "".join(c.upper() if draw(st.booleans()) else c.lower() for c in joined)
+
+
+@given(st.sampled_from(sorted(WELL_KNOWN_SHARDINGS)).flatmap(spelled))
+def test_every_setting_a_sharding_hint_suggests_is_accepted_by_the_schema_and_is_that_sharding(written):
+    message = _parallelism_message("sharding", written)
+    label, settings = sharding_synonym(written)
+    suggested = message.rpartition(f"{label} is ")[2].removesuffix(")")
+    applied = {key: yaml.safe_load(value) for key, value in re.findall(r"(\w+): (\w+)", suggested)}
+    assert applied == settings, message
+    data = copy.deepcopy(SEED)
+    data["workload"]["parallelism"].update(applied)
+    parallelism = parse_scenario(data, "s.yaml").workload.parallelism
+    assert {key: getattr(parallelism, key) for key in applied} == applied
+
+
+@given(st.sampled_from(sorted(WELL_KNOWN_KEYS)).flatmap(spelled))
+def test_every_key_a_key_hint_suggests_is_a_key_of_the_parallelism_block(written):
+    meant = key_synonym(written)
+    assert set(meant) <= {field.alias or name for name, field in ParallelismSpec.model_fields.items()}
+    hint = f"(did you mean {meant[0]!r}?)" if len(meant) == 1 else f"(sharding is set by {meant[0]}"
+    assert hint in _parallelism_message(written, 2)
+
+
+# --- values from included template files are named in those files ------------------------------------
+
+def _write(path, data) -> str:
+    path.write_text(yaml.safe_dump(data))
+    return str(path)
+
+
+def _gpu_scenario_error(folder, gpu) -> str:
+    """The message for the seed scenario, written in `folder`, with `gpu` as its GPU block."""
+    data = copy.deepcopy(SEED)
+    data["datacenter"]["node"]["gpu"] = gpu
+    with pytest.raises(ConfigError) as info:
+        load_scenario(_write(folder / "tr.yaml", data))
+    return str(info.value)
+
+
+def test_a_wrong_value_in_an_included_template_file_is_named_in_that_file(tmp_path):
+    gpu = _write(tmp_path / "mygpu_bad.yaml", {"from": "h100-sxm", "memory_capacity_gb": "lots"})
+    assert _gpu_scenario_error(tmp_path, {"from": "mygpu_bad.yaml"}) == (
+        f"{gpu} (included by {tmp_path / 'tr.yaml'} at datacenter.node.gpu): memory_capacity_gb: expected a number, "
+        "got the text 'lots'")
+
+
+def test_an_unknown_key_in_an_included_file_comes_before_the_fields_it_leaves_missing(tmp_path):
+    gpu = _write(tmp_path / "mygpu.yaml", {"name": "x", "bogus_key": 1})
+    assert _gpu_scenario_error(tmp_path, {"from": "mygpu.yaml"}) == (
+        f"{gpu} (included by {tmp_path / 'tr.yaml'} at datacenter.node.gpu): bogus_key: unknown key "
+        "(and 3 more problems)")
+
+
+def test_a_field_no_file_sets_is_missing_from_the_scenario_s_block(tmp_path):
+    _write(tmp_path / "partial.yaml", {"name": "x", "memory_capacity_gb": 80})
+    assert _gpu_scenario_error(tmp_path, {"from": "partial.yaml"}).startswith(
+        f"{tmp_path / 'tr.yaml'}: datacenter.node.gpu.memory_bandwidth: required field is missing")
+
+
+def test_a_template_file_included_by_a_datacenter_file_is_named_with_where_each_includes_the_next(tmp_path):
+    gpu = _write(tmp_path / "gpu.yaml", {"from": "h100-sxm", "tdp_w": "hot"})
+    dc = _write(tmp_path / "dc.yaml", {"from": "dgx-h100", "node": {"gpu": {"from": "gpu.yaml"}}})
+    data = {**copy.deepcopy(SEED), "datacenter": {"from": "dc.yaml", "cluster": {"num_nodes": 1}}}
+    with pytest.raises(ConfigError) as info:
+        load_scenario(_write(tmp_path / "s.yaml", data))
+    assert str(info.value) == (f"{gpu} (included by {dc} at node.gpu, included by {tmp_path / 's.yaml'} at "
+                               "datacenter): tdp_w: expected a number, got the text 'hot'")
+
+
+GPU_FIELDS = {"memory_capacity_gb": ("memory_capacity_gb",), "tdp_w": ("tdp_w",),
+              "memory_bandwidth": ("memory_bandwidth",), "peak_tflops.bf16": ("peak_tflops", "bf16")}
+WRITERS = ("scenario", "mid.yaml", "base.yaml")
+"""Who may write a GPU field, highest first: the scenario's block, the file it starts from, the file that one starts
+from (which starts from a shipped template)."""
+
+
+def _nested(path: tuple[str, ...], value) -> dict:
+    return {path[0]: _nested(path[1:], value) if len(path) > 1 else value}
+
+
+@given(st.sampled_from(sorted(GPU_FIELDS)), st.sets(st.sampled_from(WRITERS), min_size=1), st.booleans())
+def test_a_wrong_value_is_named_where_the_highest_file_that_writes_it_does(tmp_path_factory, field, writers,
+                                                                           shorthand):
+    folder = tmp_path_factory.mktemp("included")
+    blocks = {writer: _nested(GPU_FIELDS[field], "lots") if writer in writers else {} for writer in WRITERS}
+    base = _write(folder / "base.yaml", {"from": "h100-sxm", **blocks["base.yaml"]})
+    mid = _write(folder / "mid.yaml", {"from": "base.yaml", **blocks["mid.yaml"]})
+    scenario = str(folder / "tr.yaml")
+    gpu = "mid.yaml" if shorthand and not blocks["scenario"] else {"from": "mid.yaml", **blocks["scenario"]}
+    message = _gpu_scenario_error(folder, gpu)
+    expected = {"scenario": f"{scenario}: datacenter.node.gpu.{field}: ",
+                "mid.yaml": f"{mid} (included by {scenario} at datacenter.node.gpu): {field}: ",
+                "base.yaml": f"{base} (included by {mid}, included by {scenario} at datacenter.node.gpu): {field}: "}
+    assert message.startswith(expected[next(w for w in WRITERS if w in writers)]), message

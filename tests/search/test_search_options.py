@@ -1,15 +1,20 @@
 """`simulon search`'s options checked before the search runs (a value that would leave nothing to search is named
-with its option, not reported as "no strategy fits"), and its output the same bytes for the same input."""
+with its option, not reported as "no strategy fits"; a sharding or dimension under a scenario's or another tool's
+name is told the search's), and its output the same bytes for the same input."""
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 
 from helpers import ROOT, SEED_SCENARIO, cli
 from simulon.cli.search import limits_from
+from simulon.config.errors import ConfigError
+from simulon.config.loading import WELL_KNOWN_SHARDINGS, sharding_synonym
+from simulon.search.space import SHARDING_SETTINGS
 
 HETERO = ROOT / "examples" / "hetero_plan_h100_a100.yaml"
 
@@ -64,3 +69,51 @@ def test_the_printed_ranking_keeps_the_search_s_duration_off_standard_output():
     assert run.returncode == 0, run.stderr
     assert "strategies enumerated: " in run.stdout and " s:" not in run.stdout
     assert run.stderr.startswith("Search took ")
+
+
+@pytest.mark.parametrize(("fix", "hint"), [
+    ("sharding=full_shard", "(FSDP's FULL_SHARD is sharding=fsdp; valid: ddp, distributed_optimizer, zero2, fsdp)"),
+    ("sharding=ZeRO-3", "(ZeRO-3 is sharding=fsdp; valid: "),
+    ("sharding=zero1", "(ZeRO-1 is sharding=distributed_optimizer; valid: "),
+    ("sharding=shard_grad_op", "(FSDP's SHARD_GRAD_OP is sharding=zero2; valid: "),
+    ("sharding=no_shard", "(FSDP's NO_SHARD is sharding=ddp; valid: "),
+])
+def test_a_fixed_sharding_under_a_well_known_name_is_told_the_search_s_name_for_it(fix, hint):
+    with pytest.raises(ConfigError) as info:
+        limits_from({}, [fix])
+    value = fix.partition("=")[2]
+    assert str(info.value).startswith(f"--fix {fix}: unknown sharding {value!r} {hint}"), str(info.value)
+
+
+@pytest.mark.parametrize(("fix", "hint"), [
+    ("zero_stage=3", "(ZeRO-3 is sharding=fsdp)"),
+    ("fsdp=full_shard", "(FSDP's FULL_SHARD is sharding=fsdp)"),
+    ("distributed_optimizer=true", "(distributed_optimizer=true is sharding=distributed_optimizer)"),
+    ("fsdp=yes", "(sharding is --fix sharding=ddp, distributed_optimizer, zero2, fsdp)"),
+    ("expert_tensor_parallel=2", "(did you mean etp?)"),
+    ("expert-tensor-parallel-size=2", "(did you mean etp?)"),
+    ("tensor_model_parallel_size=2", "(did you mean tp?)"),
+])
+def test_a_fix_under_the_scenario_s_or_megatron_s_name_is_told_the_search_s(fix, hint):
+    with pytest.raises(ConfigError) as info:
+        limits_from({}, [fix])
+    assert str(info.value).startswith("--fix: expected NAME=VALUE with NAME one of tp, pp, ")
+    assert str(info.value).endswith(f", got {fix!r} {hint}")
+
+
+def test_an_unknown_fix_name_nobody_uses_gets_no_hint():
+    with pytest.raises(ConfigError) as info:
+        limits_from({}, ["bogus=1"])
+    assert str(info.value).endswith("got 'bogus=1'")
+
+
+@pytest.mark.parametrize("written", sorted(WELL_KNOWN_SHARDINGS))
+def test_every_sharding_a_fix_hint_suggests_is_accepted_and_sets_what_the_scenario_s_hint_does(written):
+    label, settings = sharding_synonym(written)
+    try:
+        fixed = limits_from({}, [f"sharding={written}"]).values["sharding"][0]
+    except ConfigError as exc:
+        suggested = re.search(rf"\({re.escape(label)} is sharding=(\w+);", str(exc))
+        assert suggested, str(exc)
+        fixed = limits_from({}, [f"sharding={suggested[1]}"]).values["sharding"][0]
+    assert settings.items() <= SHARDING_SETTINGS[fixed].items()

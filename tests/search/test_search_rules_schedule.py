@@ -1,6 +1,6 @@
-"""The exact rules checked on arrays agree with their plain statement, and ZB-H1 is searched: its estimate shortens
-only the bubble (the paper's (p - 1)(T_F + T_B - T_W) for 1F1B's (p - 1)(T_F + T_B + T_W)) and stays near the
-replay of the same schedule."""
+"""The exact rules checked on arrays agree with their plain statement (and a screen of what some limits allow counts
+as the enumeration does), and ZB-H1 is searched: its estimate shortens only the bubble (the paper's
+(p - 1)(T_F + T_B - T_W) for 1F1B's (p - 1)(T_F + T_B + T_W)) and stays near the replay of the same schedule."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from helpers import gpt_scenario
 from simulon.pipeline import simulate
 from simulon.search.export import megatron_arguments
 from simulon.search.run import Search, apply, scenario_for
-from simulon.search.space import RULES, Limits, Space, Strategy, broken_rules
+from simulon.search.space import EXCLUDED, RULES, Limits, Space, Strategy, broken_rules
 
 
 def reference_rule(layers, num_gpus, gbs, seq, tp, pp, vpp, cp, ep, unsplit, mbs, sp, ddp, overlap, uneven,
@@ -120,3 +120,23 @@ def test_limits_checked_on_arrays_keep_and_count_exactly_the_strategies_their_pl
     excluded = limited.pruned.pop("excluded by the command's options", 0)
     assert excluded == len(ALL) - len(expected)
     assert limited.pruned == EVERYTHING.pruned and limited.enumerated == EVERYTHING.enumerated
+
+
+@given(st.dictionaries(st.sampled_from(sorted(LIMITABLE)), st.data(), min_size=1, max_size=4))
+@settings(max_examples=15, deadline=None)
+def test_a_screen_counts_the_strategies_its_limits_allow_by_the_first_rule_each_breaks(picked):
+    values = {name: tuple(data.draw(st.lists(st.sampled_from(LIMITABLE[name]), min_size=1, max_size=3, unique=True)))
+              for name, data in picked.items()}
+    limited = EVERYTHING.restricted(Limits({**values, "zero_bubble": (False, True)}))
+    screen = limited.screened()
+    assert screen.passing == len(list(limited.strategies()))
+    assert screen.allowed == screen.passing + sum(screen.pruned.values())
+    for rule in screen.broken_by_all:  # none is pruned under a rule checked after one they all break
+        assert all(RULES.index(first) <= RULES.index(rule) for first in screen.pruned)
+    assert limited.screened() == screen and limited.pruned[EXCLUDED] == len(ALL) - screen.passing
+
+
+def test_a_pipeline_size_the_limits_ask_for_is_tried_so_that_the_rules_say_why_it_cannot_run():
+    screen = EVERYTHING.restricted(Limits({"pp": (3,)})).screened()
+    assert screen.allowed > 0 and screen.passing == 0
+    assert screen.broken_by_all == ("divisibility: tp x pp x cp must divide the GPUs",)

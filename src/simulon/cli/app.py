@@ -15,7 +15,7 @@ from .. import __version__
 from ..collective.algorithms import CATALOG
 from ..collective.types import CollType
 from ..config.errors import ConfigError
-from ..config.loading import load_scenario
+from ..config.loading import files_read, load_scenario
 from ..config.scenario import check_channels
 from ..config.units import check_size, format_size, parse_size
 from .diff import diff_command
@@ -99,7 +99,7 @@ def simulate(
         raise ConfigError(f"--micro-batches: {exc}") from None
     limit = memory_limit(max_memory)
     if output is not None:
-        check_writable(output, "-o", "trace file", inputs=(scenario,))
+        check_writable(output, "-o", "trace file", inputs=files_read(scenario))
     sim, analysis = run_scenario(scenario, quiet=as_json, expand=expand, memory_limit=limit, trace=output is not None,
                                  micro_batches=mode)
     result = sim.result

@@ -12,7 +12,7 @@ import typer
 import yaml
 
 from ..config.errors import ConfigError
-from ..config.loading import load_scenario
+from ..config.loading import files_read, load_scenario
 from ..export.files import check_writable, write_atomic
 from .output import print_table
 
@@ -74,7 +74,7 @@ def plan_hetero(
     if not 0 <= simulate <= 100:
         raise ConfigError(f"--simulate: expected 0 to 100, got {simulate}")
     if output is not None:
-        check_writable(output, "-o", "plan's scenario file", inputs=(scenario,))
+        check_writable(output, "-o", "plan's scenario file", inputs=files_read(scenario))
     from ..search.hetero import Planner
 
     sc = load_scenario(scenario)

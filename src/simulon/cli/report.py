@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from ..config.errors import ConfigError
-from ..config.loading import load_scenario
+from ..config.loading import files_read, load_scenario
 
 if TYPE_CHECKING:
     from ..analysis.analyze import Analysis
@@ -69,7 +69,7 @@ def check_report_output(path: Path, scenario: Path) -> None:
     """A ConfigError unless `path` names an .html file in a folder that exists, other than the scenario."""
     from ..export.files import check_writable
 
-    check_writable(path, "-o", "report file", REPORT_SUFFIXES, (scenario,))
+    check_writable(path, "-o", "report file", REPORT_SUFFIXES, files_read(scenario))
 
 
 def report(

@@ -1,4 +1,6 @@
-"""`simulon search SCENARIO`: the fastest strategy that fits, its runners-up, and how the search got there."""
+"""`simulon search SCENARIO`: the fastest strategy that fits, its runners-up, and how the search got there; where
+none is left, why (an option that alone leaves none, the rules every strategy breaks or those that pruned the
+most)."""
 
 from __future__ import annotations
 
@@ -6,7 +8,10 @@ import csv
 import io
 import json
 import math
+import operator
 import sys
+from collections import Counter
+from functools import reduce
 from pathlib import Path
 from typing import Annotated
 
@@ -14,6 +19,7 @@ import typer
 
 from ..config.common import dtype_named
 from ..config.errors import ConfigError
+from ..config.loading import SHARDING_KEYS, files_read, key_synonym, sharding_synonym
 from .limits import MaxMemoryOption, check_processes, memory_limit
 from .output import print_table
 
@@ -57,8 +63,47 @@ def _value(name: str, part: str, option: str) -> int | str | bool:
     if name == "dtype":  # as a scenario reads it: BF16, bfloat16, fp8-e4m3
         part = str(dtype_named(part))
     if part not in CHOICES[name]:
-        raise ConfigError(f"{where}: unknown {CHOICE_NAMES[name]} {part!r} (valid: {', '.join(CHOICES[name])})")
+        known = _sharding_named(part) if name == "sharding" else ""
+        raise ConfigError(f"{where}: unknown {CHOICE_NAMES[name]} {part!r} ({known + '; ' if known else ''}"
+                          f"valid: {', '.join(CHOICES[name])})")
     return part
+
+
+SEARCH_NAMES = {"expert_tensor_parallel": "etp"}
+"""The scenario's workload.parallelism keys the search calls otherwise (the others it calls as the scenario does)."""
+
+
+def _shardings(settings: dict) -> list[str]:
+    """The search's shardings with these workload.parallelism settings (search.space.SHARDING_SETTINGS)."""
+    from ..search.space import SHARDING_SETTINGS
+
+    return [name for name, full in SHARDING_SETTINGS.items() if settings.items() <= full.items()]
+
+
+def _sharding_named(text: str) -> str:
+    """'ZeRO-3 is sharding=fsdp' for a well-known name of a sharding (config.loading.WELL_KNOWN_SHARDINGS), else
+    ''."""
+    known = sharding_synonym(text)
+    names = _shardings(known[1]) if known else []
+    return f"{known[0]} is sharding={' or '.join(names)}" if names else ""
+
+
+def _name_hint(name: str, text: str) -> str:
+    """' (did you mean etp?)' for an unknown --fix NAME that is a dimension under the scenario's or Megatron-LM's
+    name; for a sharding setting (fsdp=full_shard, zero_stage=3), the search's sharding it is."""
+    keys = key_synonym(name) or (name,)
+    if keys == SHARDING_KEYS or name in SHARDING_KEYS:
+        return f" ({_setting_named(name, text) or 'sharding is --fix sharding=' + ', '.join(_shardings({}))})"
+    dimension = SEARCH_NAMES.get(keys[0], keys[0])
+    return f" (did you mean {dimension}?)" if dimension in DIMENSIONS and dimension != name else ""
+
+
+def _setting_named(name: str, text: str) -> str:
+    """'ZeRO-3 is sharding=fsdp' for a sharding's well-known name given as a value (zero_stage=3), or
+    'fsdp=full_shard is sharding=fsdp' for a scenario's sharding setting; else ''."""
+    value = {"true": True, "false": False}.get(text.strip().lower(), text.strip())
+    names = _shardings({name: value}) if name in SHARDING_KEYS else []
+    return _sharding_named(text) or (f"{name}={text} is sharding={' or '.join(names)}" if names else "")
 
 
 def _values(name: str, text: str, option: str) -> tuple:
@@ -70,25 +115,80 @@ def _fixed_name(fix: str) -> str:
     return "micro_batch_size" if name == "mbs" else name
 
 
-def limits_from(options: dict[str, str | None], fixes: list[str]):
-    """The dimensions the command's options restrict."""
-    from ..search.space import Limits
-
-    values: dict[str, tuple] = {}
-    given: dict[str, str] = {}  # dimension -> how the command line restricted it first
+def restrictions(options: dict[str, str | None], fixes: list[str]) -> dict[str, tuple[tuple, str]]:
+    """The dimensions the command's options restrict: each one's allowed values, and the option that says so as
+    the command line gave it (`--pp 2,4`, `--fix pp=3`)."""
+    restricted: dict[str, tuple[tuple, str]] = {}
     for name, text in options.items():
         if text is not None:
             option = f"--{name.replace('_', '-')}"
-            values[name], given[name] = _values(name, text, option), f"{option} {text}"
+            restricted[name] = _values(name, text, option), f"{option} {text}"
     for fix in fixes:
         name, text = _fixed_name(fix), fix.partition("=")[2]
         if name not in DIMENSIONS or not text:
-            raise ConfigError(f"--fix: expected NAME=VALUE with NAME one of {', '.join(DIMENSIONS)}, got {fix!r}")
-        if name in given:
-            raise ConfigError(f"--fix {fix}: {name} is already restricted by {given[name]}; give its values once "
-                              f"(a comma list: --fix {name}=A,B)")
-        values[name], given[name] = _values(name, text, "--fix"), f"--fix {fix}"
-    return Limits(values or None)
+            raise ConfigError(f"--fix: expected NAME=VALUE with NAME one of {', '.join(DIMENSIONS)}, got {fix!r}"
+                              f"{_name_hint(name, text) if text else ''}")
+        if name in restricted:
+            raise ConfigError(f"--fix {fix}: {name} is already restricted by {restricted[name][1]}; give its values "
+                              f"once (a comma list: --fix {name}=A,B)")
+        restricted[name] = _values(name, text, "--fix"), f"--fix {fix}"
+    return restricted
+
+
+def limits_from(options: dict[str, str | None], fixes: list[str]):
+    """The dimensions the command's options restrict, as the search's Limits."""
+    return _limits(restrictions(options, fixes))
+
+
+def _limits(restricted: dict[str, tuple[tuple, str]]):
+    from ..search.space import Limits
+
+    return Limits({name: values for name, (values, _) in restricted.items()} or None)
+
+
+NAMED_RULES = 3
+"""Rules a search where every strategy was pruned names, those that pruned the most first."""
+
+
+def _most_pruned(pruned) -> str:
+    """'rule (count); rule (count)' for the rules that pruned the most, largest first."""
+    from ..search.run import by_count
+
+    return "; ".join(f"{rule} ({count:,})" for rule, count in by_count(pruned)[:NAMED_RULES])
+
+
+def _screened(searchers: list, limits):
+    """The searchers' spaces screened by the rules under `limits` (None: each space's own), as one Screen."""
+    return reduce(operator.add, (s.space.screened() if limits is None else s.space.restricted(limits).screened()
+                                 for s in searchers))
+
+
+def _screen_text(screen, allowed: str) -> str:
+    """Why the rules leave none of the strategies that `allowed` says some options allow ('' for all of them): a
+    rule every one breaks, else the rules that pruned the most."""
+    strategies = " ".join(filter(None, ("strategy", allowed)))
+    if not screen.allowed:
+        return f"the search tries no {strategies}"
+    if screen.broken_by_all:
+        return f"every {strategies} breaks {screen.broken_by_all[0]}"
+    return f"the rules pruned every {strategies}, most by {_most_pruned(screen.pruned)}"
+
+
+def why_all_pruned(searchers: list, result, restricted: dict[str, tuple[tuple, str]]) -> str:
+    """Why a search where every strategy was pruned found none: an option that alone leaves none the rules allow
+    (`--fix pp=3` on 8 GPUs), else the options together, else the rules that pruned the most."""
+    from ..search.space import EXCLUDED, Limits
+
+    for name, (values, where) in restricted.items():
+        screen = _screened(searchers, Limits({name: values}))
+        if not screen.passing:
+            return f"{where} alone leaves none: {_screen_text(screen, 'with it')}"
+    screen = _screened(searchers, None)
+    if not screen.passing:
+        lead = "the options together leave none: " if restricted else ""
+        return lead + _screen_text(screen, "they allow" if restricted else "")
+    rules = Counter({rule: count for rule, count in result.pruned.items() if rule != EXCLUDED})
+    return f"the rules pruned most by {_most_pruned(rules)}"
 
 
 def check_tried(searcher, fixes: list[str]) -> None:
@@ -183,7 +283,8 @@ def search(
     if gpu_hour_price is not None and not 0 < gpu_hour_price <= MAX_GPU_HOUR_PRICE:
         raise ConfigError(f"--gpu-hour-price: expected a positive price up to {MAX_GPU_HOUR_PRICE:g}, "
                           f"got {gpu_hour_price}")
-    limits = limits_from({"tp": tp, "pp": pp, "cp": cp, "ep": ep}, fix or [])
+    restricted = restrictions({"tp": tp, "pp": pp, "cp": cp, "ep": ep}, fix or [])
+    limits = _limits(restricted)
     sc, asked = load_search_scenario(scenario)
     with terminal_progress(quiet=as_json) as progress:
         searchers = [Search(sc, n, limits, fp8) for n in counts or [asked]]
@@ -193,11 +294,7 @@ def search(
         result = combine([s.run(top, replay, progress, executor=runner, cache=store) for s in searchers], objective,
                          top, gpu_hour_price)
     if not result.ranked:
-        miss = result.closest_miss
-        closest = f"; closest: {_describe(miss[0])}, which {miss[1]}" if miss else ""
-        raise ConfigError(f"{scenario}: no strategy fits on {_counts(result)} GPUs "
-                          f"({result.enumerated:,} enumerated, {sum(result.pruned.values()):,} pruned by the rules, "
-                          f"{sum(result.infeasible.values()):,} out of memory){closest}")
+        raise ConfigError(_none_fits(scenario, searchers, result, restricted))
     best = result.ranked[0]
     files = {output: ("-o", _csv_text(result)) if output is not None else None,
              plot: ("--plot", _plot(plot, searchers, result)) if plot is not None else None,
@@ -221,6 +318,23 @@ def search(
         print(f"Winner written to {write_best}")
 
 
+def _none_fits(scenario: Path, searchers: list, result, restricted: dict[str, tuple[tuple, str]]) -> str:
+    """What to say when no strategy is left: the counts; then the closest miss where some did not fit in memory,
+    else why the rules and options pruned them all (why_all_pruned)."""
+    from ..search.space import EXCLUDED
+
+    excluded = result.pruned[EXCLUDED]
+    left_out = f", {excluded:,} left out by the options" if excluded else ""
+    counts = (f"{result.enumerated:,} enumerated, {sum(result.pruned.values()) - excluded:,} pruned by the rules"
+              f"{left_out}, {sum(result.infeasible.values()):,} out of memory")
+    miss = result.closest_miss
+    if miss:
+        why = f"; closest: {_describe(miss[0])}, which {miss[1]}"
+    else:
+        why = f": {why_all_pruned(searchers, result, restricted)}" if not result.infeasible else ""
+    return f"{scenario}: no strategy fits on {_counts(result)} GPUs ({counts}){why}"
+
+
 def _check_counts(top: int, replay: int, workers: int | None) -> None:
     """The counts the options give: strategies listed (one at least, or there is no winner), replayed, workers."""
     if not 1 <= top <= 1000:
@@ -236,13 +350,15 @@ def _check_outputs(scenario: Path, output: Path | None, write_best: Path | None,
     plot, the winner's scenario, and the cache folder (created if missing, in a folder that exists)."""
     from ..export.files import check_folder_writable, check_writable
     from ..plots.figure import check_output
+    from ..search.run import load_search_scenario
 
+    read = files_read(scenario, load_search_scenario) if output or plot or write_best else ()
     if output is not None:
-        check_writable(output, "-o", "CSV", inputs=(scenario,))
+        check_writable(output, "-o", "CSV", inputs=read)
     if plot is not None:
-        check_output(plot, "--plot", (scenario,))
+        check_output(plot, "--plot", read)
     if write_best is not None:
-        check_writable(write_best, "--write-best", "scenario YAML", inputs=(scenario,))
+        check_writable(write_best, "--write-best", "scenario YAML", inputs=read)
     if cache is not None:
         check_folder_writable(cache, "--cache")
     paths = [p.resolve() for p in (output, plot, write_best) if p is not None]

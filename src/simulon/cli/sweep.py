@@ -34,8 +34,9 @@ def sweep(
     as_json: Annotated[bool, typer.Option("--json", help="print the rows and the scaling study as JSON")] = False,
 ) -> None:
     """Simulate every combination of the swept values; write one CSV row per point and the scaling plots."""
+    from ..config.errors import recording_reads
     from ..executors import executor as make_executor
-    from ..export.files import check_folder_writable, check_regular_output, check_writable
+    from ..export.files import check_folder_writable, check_not_input, check_regular_output, check_writable
     from ..sweep.points import parse_axis, sweep_points
     from ..sweep.run import run_sweep
     from ..sweep.scaling import scaling_study
@@ -48,7 +49,9 @@ def sweep(
     check_regular_output(output, "-o", "sweep's CSV")
     if plots is not None:
         check_folder_writable(plots, "--plots")
-    points = sweep_points(scenario, [parse_axis(text) for text in set_])
+    with recording_reads() as read:  # the points' templates and configs: the CSV may overwrite none of them
+        points = sweep_points(scenario, [parse_axis(text) for text in set_])
+    check_not_input(output, "-o", tuple(read))
     runner = make_executor(executor, jobs, ray_address) if executor != "process" else None
     with terminal_progress(quiet=as_json) as progress:
         rows, kept = run_sweep(points, output, jobs or os.cpu_count() or 1, expand, progress, runner)

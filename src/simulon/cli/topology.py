@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from ..config.errors import ConfigError
-from ..config.loading import load_scenario
+from ..config.loading import files_read, load_scenario
 from .output import print_table
 
 
@@ -25,7 +25,7 @@ def topology(
     from ..network.topology import Topology
 
     if draw is not None:
-        check_writable(draw, "--draw", "drawing", (".svg",), (scenario,))
+        check_writable(draw, "--draw", "drawing", (".svg",), files_read(scenario))
     topo = Topology.from_datacenter(load_scenario(scenario).datacenter)
     summary = TopologySummary.of(topo)
     if draw is not None:

@@ -5,6 +5,9 @@ from __future__ import annotations
 import errno
 import os
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -76,10 +79,29 @@ some twenty times the JSON of the largest shipped example, so that a device like
 rather than read until the process is killed."""
 
 
+_READ: ContextVar[list[Path] | None] = ContextVar("files_read", default=None)
+"""The files read_input_text has read inside `recording_reads`, None outside it."""
+
+
+@contextmanager
+def recording_reads() -> Iterator[list[Path]]:
+    """The input files read within the block, in the order read: what loading a scenario reads besides the
+    scenario (its template files, its HuggingFace configs), so that no output overwrites any of them."""
+    read: list[Path] = []
+    token = _READ.set(read)
+    try:
+        yield read
+    finally:
+        _READ.reset(token)
+
+
 def read_input_text(path: Path, max_bytes: int, holds: str, encoding: str | None = None) -> str:
     """An input file's text. Raises OSError for what cannot be read (a folder, a missing file), ValueError for
     what is no input file (a device, a pipe, a file over `max_bytes`, more than `holds` holds) and
     UnicodeDecodeError."""
+    recording = _READ.get()
+    if recording is not None:
+        recording.append(path)
     info = path.stat()
     if path.is_dir():
         raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))

@@ -1,4 +1,9 @@
-"""Read a scenario file into a validated ScenarioConfig, turning every problem into one plain message."""
+"""Read a scenario file into a validated ScenarioConfig, turning every problem into one plain message.
+
+The message names the file that wrote the value (the scenario, or the template file a `from:` included, with how it
+was included), the field and the problem, with a hint where one is likely: a misspelt key or value, a key another
+block holds, or a key or value under the name another tool gives it (ZeRO stages and FSDP's sharding strategies
+for fsdp and distributed_optimizer, Megatron-LM's flags such as --expert-tensor-parallel-size)."""
 
 from __future__ import annotations
 
@@ -6,6 +11,8 @@ import difflib
 import re
 import types
 import typing
+from collections.abc import Callable
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -14,8 +21,19 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from .common import FieldError
-from .errors import ConfigError, not_utf8, one_line, parse_yaml, read_yaml_text, shown, yaml_problem
+from .errors import (
+    ConfigError,
+    not_utf8,
+    one_line,
+    parse_yaml,
+    read_yaml_text,
+    recording_reads,
+    shown,
+    yaml_problem,
+)
 from .scenario import ScenarioConfig
+from .templates import template_files
+from .workload import ParallelismSpec
 
 
 def _dotted(loc: tuple[Any, ...]) -> str:
@@ -62,6 +80,99 @@ def _choice_hint(error: dict[str, Any]) -> str:
     close = lowered.get(given.strip().lower()) or next(iter(difflib.get_close_matches(
         given.strip().lower(), list(lowered), n=1, cutoff=0.6)), None)
     return f" (did you mean {lowered[close.lower()]!r}?)" if close else ""
+
+
+SHARDING_KEYS = ("fsdp", "distributed_optimizer")
+"""The workload.parallelism keys that together set what data-parallel ranks shard: optimizer state, gradients,
+parameters."""
+
+WELL_KNOWN_SHARDINGS: dict[str, tuple[str, dict[str, Any]]] = {
+    "zero-0": ("ZeRO-0", {"fsdp": "none", "distributed_optimizer": False}),
+    "zero-1": ("ZeRO-1", {"fsdp": "none", "distributed_optimizer": True}),
+    "zero-2": ("ZeRO-2", {"fsdp": "shard_grad_op"}),
+    "zero-3": ("ZeRO-3", {"fsdp": "full_shard"}),
+    "NO_SHARD": ("FSDP's NO_SHARD", {"fsdp": "none", "distributed_optimizer": False}),
+    "SHARD_GRAD_OP": ("FSDP's SHARD_GRAD_OP", {"fsdp": "shard_grad_op"}),
+    "FULL_SHARD": ("FSDP's FULL_SHARD", {"fsdp": "full_shard"}),
+    "ddp": ("DDP", {"fsdp": "none", "distributed_optimizer": False}),
+    "distributed_optimizer": ("the distributed optimizer", {"fsdp": "none", "distributed_optimizer": True}),
+    "fsdp": ("FSDP", {"fsdp": "full_shard"}),
+}
+"""Shardings by their well-known names (DeepSpeed's ZeRO stages, PyTorch FSDP's sharding strategies, the names
+`simulon search` reports), each with what it is called and the workload.parallelism settings that are it. Names
+are matched ignoring case and punctuation (`ZeRO-3`, `zero3`, `full-shard`); a whole number n is ZeRO-n."""
+
+WELL_KNOWN_KEYS: dict[str, tuple[str, ...]] = {
+    "tensor_model_parallel_size": ("tp",), "pipeline_model_parallel_size": ("pp",), "context_parallel_size": ("cp",),
+    "expert_model_parallel_size": ("ep",), "expert_tensor_parallel_size": ("expert_tensor_parallel",),
+    "etp": ("expert_tensor_parallel",), "virtual_pipeline_model_parallel_size": ("vpp",),
+    "use_distributed_optimizer": ("distributed_optimizer",), "cp_comm_type": ("context_parallel_comm",),
+    "recompute_granularity": ("recompute",),
+    "sharding": SHARDING_KEYS, "sharding_strategy": SHARDING_KEYS, "zero_stage": SHARDING_KEYS,
+    "zero": SHARDING_KEYS,
+}
+"""Keys by the names other tools give them (Megatron-LM's command-line flags such as
+--expert-tensor-parallel-size, their short forms such as etp, DeepSpeed's zero_stage, FSDP's sharding_strategy) ->
+the keys they are here. Matched ignoring case and punctuation (`--expert-tensor-parallel-size`)."""
+
+
+def _bare_name(text: Any) -> str:
+    return re.sub(r"[^a-z0-9]", "", str(text).lower())
+
+
+def sharding_synonym(value: Any) -> tuple[str, dict[str, Any]] | None:
+    """(what it is called, the workload.parallelism settings that are it) for a well-known name of a sharding
+    (WELL_KNOWN_SHARDINGS), else None."""
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        return None
+    names = {_bare_name(name): entry for name, entry in WELL_KNOWN_SHARDINGS.items()}
+    bare = _bare_name(value)
+    return names.get(bare) or (names.get(f"zero{bare}") if bare.isdigit() else None)
+
+
+def key_synonym(key: str) -> tuple[str, ...] | None:
+    """The keys a well-known name of a key stands for (WELL_KNOWN_KEYS), else None."""
+    return {_bare_name(name): keys for name, keys in WELL_KNOWN_KEYS.items()}.get(_bare_name(key))
+
+
+def _settings_text(settings: dict[str, Any]) -> str:
+    """Settings as a scenario writes them: 'fsdp: none and distributed_optimizer: true'."""
+    return " and ".join(f"{key}: {str(value).lower() if isinstance(value, bool) else value}"
+                        for key, value in settings.items())
+
+
+def _sharding_hint(value: Any) -> str:
+    """'ZeRO-3 is fsdp: full_shard' for a well-known name of a sharding, else ''."""
+    known = sharding_synonym(value)
+    return f"{known[0]} is {_settings_text(known[1])}" if known else ""
+
+
+def _synonym_value_hint(error: dict[str, Any]) -> str:
+    """' (ZeRO-3 is fsdp: full_shard)' where a sharding key was given a sharding's well-known name."""
+    names = [part for part in error["loc"] if isinstance(part, str)]
+    if not names or names[-1] not in SHARDING_KEYS:
+        return ""
+    hint = _sharding_hint(error.get("input"))
+    return f" ({hint})" if hint else ""
+
+
+def _synonym_key_hint(error: dict[str, Any]) -> str:
+    """' (did you mean 'expert_tensor_parallel'?)' for a key under another tool's name, or, for a sharding under
+    its own key, the keys that set it ('sharding: full_shard', 'zero_stage: 3')."""
+    names = [str(part) for part in error["loc"] if not isinstance(part, int)]
+    targets = key_synonym(names[-1]) if names else None
+    if not targets or not set(targets) <= set(_block_keys(".".join(names[:-1]))):
+        return ""
+    if targets != SHARDING_KEYS:
+        return f" (did you mean {targets[0]!r}?)"
+    hint = _sharding_hint(error.get("input"))
+    return f" (sharding is set by {'fsdp and distributed_optimizer; ' + hint if hint else _sharding_choices()})"
+
+
+def _sharding_choices() -> str:
+    """'fsdp: none, full_shard or shard_grad_op and distributed_optimizer: true or false', from the schema."""
+    fsdp = typing.get_args(ParallelismSpec.model_fields["fsdp"].annotation)
+    return f"fsdp: {', '.join(fsdp[:-1])} or {fsdp[-1]} and distributed_optimizer: true or false"
 
 
 def _models(annotation: Any) -> list[type[BaseModel]]:
@@ -117,22 +228,89 @@ def problem(error: dict[str, Any]) -> str:
     """One of pydantic's errors as a plain sentence holding the value given and what is expected."""
     kind = error["type"]
     if kind == "extra_forbidden":
-        return f"unknown key{_unknown_key_hint(tuple(error['loc']))}"
+        return f"unknown key{_synonym_key_hint(error) or _unknown_key_hint(tuple(error['loc']))}"
     if kind == "missing":
         return "required field is missing"
     if kind in _EXPECTED:
-        return f"expected {_EXPECTED[kind]}, got {shown(error.get('input'))}{_number_hint(error)}"
+        hint = _number_hint(error) or _synonym_value_hint(error)
+        return f"expected {_EXPECTED[kind]}, got {shown(error.get('input'))}{hint}"
     message = error["msg"].removeprefix("Value error, ")
     if kind in ("literal_error", "enum"):
-        return f"expected {error['ctx']['expected']}, got {shown(error.get('input'))}{_choice_hint(error)}"
+        hint = _choice_hint(error) or _synonym_value_hint(error)
+        return f"expected {error['ctx']['expected']}, got {shown(error.get('input'))}{hint}"
     if kind.startswith(("greater", "less", "too_", "string_")) and "input" in error:
         return f"{message[0].lower()}{message[1:]}, got {shown(error['input'])}"
     return message
 
 
-def describe_validation_error(exc: ValidationError, source: str) -> str:
-    """'file: field.path: problem' for the first error, with a count of the others."""
-    errors = exc.errors(include_url=False)
+@dataclass(frozen=True)
+class _Included:
+    """A template file that `from:` included: by the scenario (`by` None) or by another file, `at` the dotted path
+    of the block that names it in the including file ('' for a file's own `from:`); `depth` location parts lead
+    from the scenario's top level to the file's."""
+
+    path: Path
+    by: _Included | None
+    at: str
+    depth: int
+
+    def describe(self, source: str) -> str:
+        """'gpu.yaml (included by base.yaml, included by s.yaml at datacenter.node.gpu)'."""
+        hops, file = [], self
+        while file is not None:
+            hops.append(f"included by {file.by.path if file.by else source}{' at ' + file.at if file.at else ''}")
+            file = file.by
+        return f"{self.path} ({', '.join(hops)})"
+
+
+_Layer = tuple[Any, _Included | None]
+"""What one file (None: the scenario) writes at one location of the merged scenario."""
+
+
+def _merged_layers(layers: list[_Layer], loc: tuple[Any, ...], base_dir: Path | None) -> list[_Layer]:
+    """The mappings merged into the block at `loc` (templates.merged: highest first, a value that is no mapping
+    hiding those below it), then the template files its `from:` reads (a name alone is a `from:`)."""
+    kept: list[_Layer] = []
+    for node, file in layers:
+        if isinstance(node, str) and not kept:
+            node = {"from": node}
+        if not isinstance(node, dict):
+            return kept or [(node, file)]
+        kept.append((node, file))
+    includer = next(((node["from"], file) for node, file in kept if "from" in node), None)
+    if includer is None or not isinstance(includer[0], str):
+        return kept
+    by = includer[1]
+    included = None
+    for path, doc in template_files(includer[0], base_dir):
+        at = _dotted(loc[by.depth if by else 0:]) if included is None else ""
+        included = _Included(path, included or by, at, len(loc))
+        kept.append((doc, included))
+    return kept
+
+
+def _included_from(data: Any, loc: tuple[Any, ...], base_dir: Path | None) -> _Included | None:
+    """The template file that set the value at `loc` (an error's location), followed as the templates were
+    merged; None where the scenario or a shipped template set it, or nothing did (a missing field)."""
+    layers: list[_Layer] = [(data, None)]
+    for depth, part in enumerate(loc):
+        layers = _merged_layers(layers, loc[:depth], base_dir)
+        if isinstance(part, int):
+            node = layers[0][0]
+            layers = [(node[part], layers[0][1])] if isinstance(node, list) and 0 <= part < len(node) else []
+        else:
+            layers = [(node[part], file) for node, file in layers if isinstance(node, dict) and part in node]
+        if not layers:
+            return None
+    return layers[0][1]
+
+
+def describe_validation_error(exc: ValidationError, source: str, data: Any = None,
+                              base_dir: Path | None = None) -> str:
+    """'file: field.path: problem' for the first error, with a count of the others; a missing field comes after
+    the other problems (an unknown key usually explains it). Given the data validated (and the folder its relative
+    template paths start from), a value that an included template file set is named in that file."""
+    errors = sorted(exc.errors(include_url=False), key=lambda error: error["type"] == "missing")
     first = errors[0]
     loc = tuple(first["loc"])
     cause = (first.get("ctx") or {}).get("error")
@@ -141,6 +319,9 @@ def describe_validation_error(exc: ValidationError, source: str) -> str:
         message = cause.message
     else:
         message = problem(first)
+    included = _included_from(data, loc, base_dir) if data is not None else None
+    if included is not None:
+        source, loc = included.describe(source), loc[included.depth:]
     field = _dotted(loc) or "(top level)"
     more = f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""
     return one_line(f"{source}: {field}: {message}{more}")
@@ -153,13 +334,21 @@ def parse_scenario(data: Any, source: str = "<scenario>", base_dir: Path | None 
     try:
         return ScenarioConfig.model_validate(data, context={"base_dir": base_dir})
     except ValidationError as exc:
-        raise ConfigError(describe_validation_error(exc, source)) from None
+        raise ConfigError(describe_validation_error(exc, source, data, base_dir)) from None
 
 
 def load_scenario(path: str | Path) -> ScenarioConfig:
     """Load and validate a scenario YAML file; relative template paths resolve from its folder."""
     path = Path(path)
     return parse_scenario(read_scenario_data(path), str(path), path.parent)
+
+
+def files_read(path: Path, load: Callable[[Path], Any] = load_scenario) -> tuple[Path, ...]:
+    """The scenario file and every file `load` reads loading it (its template files, its HuggingFace configs), in
+    the order read: what no output of the command may overwrite (export.files.check_not_input)."""
+    with recording_reads() as read:
+        load(path)
+    return tuple(dict.fromkeys((path, *read)))
 
 
 def read_scenario_data(path: Path) -> Any:

@@ -118,28 +118,12 @@ def _load_reference(kind: str, ref: str, base_dir: Path | None, depth: int = 0,
     """The template `ref` names, its own `from:` resolved; `chain` holds the files that led to it, so that a file
     reached again (A from B, B from A) is refused as the loop it is."""
     if _is_file_reference(kind, ref, base_dir):
-        path = Path(ref)
-        if not path.is_absolute() and base_dir is not None:
-            path = base_dir / path
+        path = _file_path(ref, base_dir)
         if path.resolve() in {p.resolve() for p in chain}:
             loop = " -> ".join(repr(str(p)) for p in (*chain, path))
             raise ValueError(f"template files start from one another in a loop ({loop}); one of them must start "
                              "from a shipped template or from none")
-        try:
-            doc = parse_yaml(read_yaml_text(path))
-        except OSError as exc:
-            raise ValueError(f"cannot read template file {str(path)!r}: {exc.strerror}") from None
-        except UnicodeDecodeError as exc:
-            raise ValueError(f"template file {str(path)!r}: {not_utf8(exc)}") from None
-        except yaml.YAMLError as exc:
-            where, problem = yaml_problem(exc)
-            raise ValueError(f"template file {str(path)!r} is not valid YAML{where}: {problem}") from None
-        except ValueError as exc:
-            raise ValueError(f"cannot read template file {str(path)!r}: {exc}") from None
-        if not isinstance(doc, dict):
-            raise ValueError(f"template file {str(path)!r} does not hold a mapping")
-        for key in _DOC_KEYS:
-            doc.pop(key, None)
+        doc = _read_template_file(path)
         parent = doc.pop("from", None)
         if parent is not None:  # a user template may itself start from another
             if depth >= _MAX_TEMPLATE_DEPTH or not isinstance(parent, str):
@@ -151,6 +135,50 @@ def _load_reference(kind: str, ref: str, base_dir: Path | None, depth: int = 0,
     if doc is None:
         raise UnknownTemplate(unknown_template(kind, ref))
     return doc
+
+
+def _file_path(ref: str, base_dir: Path | None) -> Path:
+    path = Path(ref)
+    return path if path.is_absolute() or base_dir is None else base_dir / path
+
+
+def _read_template_file(path: Path) -> dict[str, Any]:
+    """A template file's mapping, its metadata keys dropped (its own `from:` kept). Raises ValueError naming the
+    file for what cannot be read or is not a mapping."""
+    try:
+        doc = parse_yaml(read_yaml_text(path))
+    except OSError as exc:
+        raise ValueError(f"cannot read template file {str(path)!r}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"template file {str(path)!r}: {not_utf8(exc)}") from None
+    except yaml.YAMLError as exc:
+        where, problem = yaml_problem(exc)
+        raise ValueError(f"template file {str(path)!r} is not valid YAML{where}: {problem}") from None
+    except ValueError as exc:
+        raise ValueError(f"cannot read template file {str(path)!r}: {exc}") from None
+    if not isinstance(doc, dict):
+        raise ValueError(f"template file {str(path)!r} does not hold a mapping")
+    for key in _DOC_KEYS:
+        doc.pop(key, None)
+    return doc
+
+
+def template_files(ref: str, base_dir: Path | None) -> list[tuple[Path, dict[str, Any]]]:
+    """The user template files a `from: <ref>` reads, nearest first: the file `ref` names, then the one its own
+    `from:` names, and so on, each with the keys written in it (its `from:` dropped). Empty where `ref` names no
+    file that can be read (a shipped template); it stops at a file that cannot be read or one reached again."""
+    files: list[tuple[Path, dict[str, Any]]] = []
+    while isinstance(ref, str) and (ref.endswith((".yaml", ".yml")) or "/" in ref):
+        path = _file_path(ref, base_dir)
+        if not path.is_file() or any(path.resolve() == seen.resolve() for seen, _ in files):
+            break
+        try:
+            doc = _read_template_file(path)
+        except ValueError:
+            break
+        ref, base_dir = doc.pop("from", None), path.parent
+        files.append((path, doc))
+    return files
 
 
 class UnknownTemplate(ValueError):

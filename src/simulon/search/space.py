@@ -20,6 +20,10 @@ Rules that are exact (a strategy they remove cannot run, or another strategy is 
   all-gather in place of each all-reduce) and never more memory, so strategies without it are dropped; plain
   data parallelism is dropped for the distributed optimizer, which moves the same bytes (reduce-scatter plus
   all-gather in place of the all-reduce) and keeps less.
+
+The rules count what they prune, by the first each strategy breaks. A pp the command asks for is tried even where
+it divides no GPU count, so that the rules say why it cannot run; where nothing passes, a screen of the strategies
+some restriction allows (Space.screened) finds the rules every one of them breaks.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from ..config.common import DType
+from ..config.common import MAX_GPUS, DType
 from ..config.workload import MegatronWorkload
 
 SHARDINGS = ("distributed_optimizer", "zero2", "fsdp")
@@ -55,6 +59,16 @@ with pp 16, 25.9 s and 39.3 s (34,353 and 68,470), the winner tp1 pp16 dp128 ep8
 (benchmarks/bench_search_estimate.py, one run each on a shared 2-core machine)."""
 MAX_VPP = 8
 """Model chunks per stage considered: Megatron's recipes use up to 8 (Llama 3 405B on 16,384 GPUs ran 4-8)."""
+
+SHARDING_SETTINGS = {
+    "ddp": {"distributed_optimizer": False, "fsdp": "none"},
+    "distributed_optimizer": {"distributed_optimizer": True, "fsdp": "none"},
+    "zero2": {"distributed_optimizer": False, "fsdp": "shard_grad_op"},
+    "fsdp": {"distributed_optimizer": False, "fsdp": "full_shard"},
+}
+"""Each sharding the search names, as the scenario's workload.parallelism sets it."""
+EXCLUDED = "excluded by the command's options"
+"""What Space.pruned counts the strategies under that break no rule but that the command's options leave out."""
 
 CHOICES = {"recompute": RECOMPUTE, "sharding": ("ddp", *SHARDINGS), "dtype": tuple(d.value for d in DType)}
 """The values a named (not numeric) dimension can take, whatever the scenario."""
@@ -100,9 +114,7 @@ class Strategy:
         block: dict[str, Any] = {
             "tp": self.tp, "pp": self.pp, "cp": self.cp, "ep": self.ep, "vpp": self.vpp,
             "sequence_parallel": self.sequence_parallel, "tp_comm_overlap": self.tp_comm_overlap,
-            "recompute": self.recompute,
-            "distributed_optimizer": self.sharding == "distributed_optimizer",
-            "fsdp": {"zero2": "shard_grad_op", "fsdp": "full_shard"}.get(self.sharding, "none"),
+            "recompute": self.recompute, **SHARDING_SETTINGS[self.sharding],
         }
         if self.vpp > 1:
             block["pipeline_schedule"] = "interleaved_1f1b"
@@ -113,6 +125,22 @@ class Strategy:
         if self.first_layers:
             block["layers_per_stage"] = self.layers_per_stage(num_layers)
         return block
+
+
+@dataclass(frozen=True)
+class Screen:
+    """The strategies some limits allow, under the rules: how many, how many pass, how many each rule prunes (by
+    the first it breaks), and the rules every one of them breaks."""
+
+    allowed: int
+    passing: int
+    pruned: Counter
+    broken_by_all: tuple[str, ...]
+
+    def __add__(self, other: Screen) -> Screen:
+        """Two spaces' screens as one (searches on several GPU counts)."""
+        return Screen(self.allowed + other.allowed, self.passing + other.passing, self.pruned + other.pruned,
+                      tuple(rule for rule in self.broken_by_all if rule in other.broken_by_all))
 
 
 @dataclass(frozen=True)
@@ -138,6 +166,7 @@ class Space:
         self.workload, self.num_gpus, self.gpus_per_node = workload, num_gpus, gpus_per_node
         self.limits = limits or Limits()
         base = workload.training.dtype
+        self.fp8 = fp8
         self.dtypes = (base.value,) + (("fp8",) if fp8 and base in (DType.bf16, DType.fp16) else ())
         self.pruned: Counter[str] = Counter()
         self.enumerated = 0
@@ -145,7 +174,8 @@ class Space:
     def tried(self) -> dict[str, tuple]:
         """The values this space tries of each dimension it takes from a fixed list: a limit to a value outside
         it leaves nothing to search."""
-        return {"tp": tuple(self.tensor_sizes()), "vpp": tuple(range(1, MAX_VPP + 1)), "cp": CONTEXT_PARALLEL,
+        return {"tp": tuple(self.tensor_sizes()), "pp": tuple(self.pipeline_sizes()),
+                "vpp": tuple(range(1, MAX_VPP + 1)), "cp": CONTEXT_PARALLEL, "ep": tuple(self.expert_sizes()),
                 "micro_batch_size": MICRO_BATCHES, "dtype": self.dtypes}
 
     def tensor_sizes(self) -> list[int]:
@@ -154,20 +184,28 @@ class Space:
         return [t for t in _divisors(self.gpus_per_node) if model.num_heads % t == 0 and model.kv_heads % t == 0
                 and (model.mamba is None or model.mamba.num_groups % t == 0)]
 
-    def strategies(self, part: int = 0, parts: int = 1) -> Iterator[Strategy]:
-        """Every strategy that passes the exact rules; `enumerated` and `pruned` count the rest by rule. The
-        rules are checked on numpy arrays, one (tp, pp, vpp) at a time over every value of the other dimensions
-        and every split; the strategies come out in the order of the dimensions as listed, the split last.
-        `part` of `parts`: only every parts-th (tp, pp, vpp), from the part-th (for workers sharing a space)."""
+    def expert_sizes(self) -> list[int]:
+        """The expert-parallel sizes tried: those that divide the experts (1 without experts)."""
+        moe = self.workload.model.moe
+        return _divisors(moe.num_experts) if moe else [1]
+
+    def pipeline_sizes(self) -> list[int]:
+        """The pipeline sizes tried: the GPU count's divisors up to the layers, and any size the limits ask for up to
+        the most GPUs a scenario may have (the rules then count why it cannot run)."""
+        asked = (p for p in (self.limits.values or {}).get("pp", ()) if p <= MAX_GPUS)
+        return sorted({*(p for p in _divisors(self.num_gpus) if p <= self.workload.model.num_layers), *asked})
+
+    def _blocks(self, part: int = 0, parts: int = 1) -> Iterator[tuple]:
+        """Per (tp, pp, vpp), every parts-th from the part-th: (tp, pp, vpp, the values of the inner dimensions,
+        the index of each combination into them and into the splits, the splits, per rule whether each combination
+        breaks it: rule_checks)."""
         model, train = self.workload.model, self.workload.training
-        lim = self.limits
         moe = model.moe
-        tps = self.tensor_sizes()
-        pps = [p for p in _divisors(self.num_gpus) if p <= model.num_layers]
-        inner = ((), _divisors(moe.num_experts) if moe else [1], (False, True) if moe else (False,),
-                 MICRO_BATCHES, (False, True), RECOMPUTE, ("ddp", *SHARDINGS), self.dtypes, (False, True),
-                 (lim.values or {}).get("zero_bubble", ZERO_BUBBLE))
-        for position, (tp, pp, vpp) in enumerate(itertools.product(tps, pps, range(1, MAX_VPP + 1))):
+        inner = ((), self.expert_sizes(), (False, True) if moe else (False,), MICRO_BATCHES, (False, True),
+                 RECOMPUTE, ("ddp", *SHARDINGS), self.dtypes, (False, True),
+                 (self.limits.values or {}).get("zero_bubble", ZERO_BUBBLE))
+        grid = itertools.product(self.tensor_sizes(), self.pipeline_sizes(), range(1, MAX_VPP + 1))
+        for position, (tp, pp, vpp) in enumerate(grid):
             if position % parts != part:
                 continue
             inner = (self.contexts(tp), *inner[1:])
@@ -175,19 +213,47 @@ class Space:
             index = np.indices([len(values) for values in inner] + [len(splits)]).reshape(len(inner) + 1, -1)
             cp, ep, unsplit, mbs, sp, _, sharding, _, overlap, zero_bubble = (
                 np.asarray(values)[i] for values, i in zip(inner, index, strict=False))
-            codes = broken_rules(model.num_layers, self.num_gpus, train.global_batch_size, train.sequence_length,
+            checks = rule_checks(model.num_layers, self.num_gpus, train.global_batch_size, train.sequence_length,
                                  tp, pp, vpp, cp, ep, unsplit, mbs, sp, sharding == "ddp", overlap,
                                  np.array([first > 0 for first, _ in splits])[index[-1]], zero_bubble)
+            yield tp, pp, vpp, inner, index, splits, checks
+
+    def restricted(self, limits: Limits) -> Space:
+        """The same space under other limits, nothing counted yet."""
+        return Space(self.workload, self.num_gpus, self.gpus_per_node, self.fp8, limits)
+
+    def screened(self) -> Screen:
+        """The rules applied to every strategy the limits allow, counting what they prune (Screen); what explains
+        a search where nothing passes. Counts nothing into `enumerated` or `pruned`."""
+        allowed, passing, first, every = 0, 0, Counter(), np.ones(len(RULES), dtype=bool)
+        for tp, pp, vpp, inner, index, splits, checks in self._blocks():
+            kept = self._allowed(tp, pp, vpp, inner, index, splits) if self.limits.values else slice(None)
+            broken = np.stack(checks)[:, kept]
+            codes = np.select(broken, range(1, len(RULES) + 1), 0)
+            counts = np.bincount(codes, minlength=len(RULES) + 1).tolist()
+            allowed, passing = allowed + codes.size, passing + counts[0]
+            first.update({rule: count for rule, count in zip(RULES, counts[1:], strict=True) if count})
+            every &= broken.all(axis=1)
+        return Screen(allowed, passing, first, tuple(rule for rule, all_break in zip(RULES, every, strict=True)
+                                                      if all_break and allowed))
+
+    def strategies(self, part: int = 0, parts: int = 1) -> Iterator[Strategy]:
+        """Every strategy that passes the exact rules; `enumerated` and `pruned` count the rest by rule. The
+        rules are checked on numpy arrays, one (tp, pp, vpp) at a time over every value of the other dimensions
+        and every split; the strategies come out in the order of the dimensions as listed, the split last.
+        `part` of `parts`: only every parts-th (tp, pp, vpp), from the part-th (for workers sharing a space)."""
+        for tp, pp, vpp, inner, index, splits, checks in self._blocks(part, parts):
+            codes = np.select(checks, range(1, len(RULES) + 1), 0)
             self.enumerated += codes.size
             for rule, count in zip(RULES, np.bincount(codes, minlength=len(RULES) + 1)[1:].tolist(), strict=True):
                 if count:
                     self.pruned[rule] += count
             passing = codes == 0
-            if lim.values:
+            if self.limits.values:
                 allowed = self._allowed(tp, pp, vpp, inner, index, splits)
                 excluded = int(np.count_nonzero(passing & ~allowed))
                 if excluded:
-                    self.pruned["excluded by the command's options"] += excluded
+                    self.pruned[EXCLUDED] += excluded
                 passing &= allowed
             for position in np.flatnonzero(passing).tolist():
                 c, e, u, m, q, r, h, d, o, z, split = index[:, position].tolist()
@@ -281,12 +347,19 @@ RULES = (
 """The exact rules, in the order they are checked: a combination is counted under the first it breaks."""
 
 
-def broken_rules(layers: int, num_gpus: int, gbs: int, seq: int, tp: Any, pp: Any, vpp: Any, cp: Any, ep: Any,
-                 unsplit: Any, mbs: Any, sp: Any, ddp: Any, overlap: Any, uneven: Any,
-                 zero_bubble: Any = False) -> np.ndarray:
-    """Per combination (numbers or numpy arrays, broadcast together): 0 if it breaks no rule, else 1 + the
-    index in RULES of the first it breaks. `unsplit`: experts not split over tp (etp = 1); `ddp`: plain data
-    parallelism; `uneven`: the first and last stages hold fewer layers; `zero_bubble`: the ZB-H1 schedule."""
+def broken_rules(*args: Any) -> np.ndarray:
+    """Per combination (numbers or numpy arrays, broadcast together; the arguments of rule_checks): 0 if it breaks
+    no rule, else 1 + the index in RULES of the first it breaks."""
+    broken = rule_checks(*args)
+    return np.select(broken, range(1, len(RULES) + 1), 0)
+
+
+def rule_checks(layers: int, num_gpus: int, gbs: int, seq: int, tp: Any, pp: Any, vpp: Any, cp: Any, ep: Any,
+                unsplit: Any, mbs: Any, sp: Any, ddp: Any, overlap: Any, uneven: Any,
+                zero_bubble: Any = False) -> list[np.ndarray]:
+    """Per rule of RULES, in order, per combination (numbers or numpy arrays, broadcast together to one shape):
+    whether it breaks the rule. `unsplit`: experts not split over tp (etp = 1); `ddp`: plain data parallelism;
+    `uneven`: the first and last stages hold fewer layers; `zero_bubble`: the ZB-H1 schedule."""
     tp, pp, vpp, cp, ep, mbs = (np.asarray(x, dtype=np.int64) for x in (tp, pp, vpp, cp, ep, mbs))
     unsplit, sp, ddp, overlap, uneven, zero_bubble = (np.asarray(x, dtype=bool)
                                                       for x in (unsplit, sp, ddp, overlap, uneven, zero_bubble))
@@ -306,4 +379,4 @@ def broken_rules(layers: int, num_gpus: int, gbs: int, seq: int, tp: Any, pp: An
               ddp,
               zero_bubble & ((pp == 1) | (vpp > 1))]
     shape = np.broadcast_shapes(*(b.shape for b in broken))
-    return np.select([np.broadcast_to(b, shape) for b in broken], range(1, len(RULES) + 1), 0)
+    return [np.broadcast_to(b, shape) for b in broken]
