@@ -21,11 +21,10 @@ from simulon.compute.calibration import (
     Calibrations,
     GemmParams,
     power_limited_clock,
-    template_spec,
 )
 from simulon.compute.gemm import GemmShapes, gemm_seconds
 from simulon.config.common import DType
-from simulon.config.dc import GPUSpec
+from simulon.config.dc import GPUSpec, shipped_gpu
 from simulon.workload.kernels import Phase, attention, gemm, memory_bound
 
 # an idealised GPU for closed forms: no overheads, no throttling, one tile shape, no split-K
@@ -207,7 +206,7 @@ def test_more_hbm_bandwidth_never_moves_a_gpu_to_a_lender_of_another_peak(peak, 
     faster = gpu.model_copy(update={"memory_bandwidth": bandwidth * more})
     assert cal.gemm(gpu, DType.bf16)[1] == cal.gemm(faster, DType.bf16)[1]
     lenders = (cal.attention(g, "cudnn")[1] for g in (gpu, faster))
-    assert len({template_spec(lender).peak_tflops[DType.bf16] for lender in lenders}) == 1
+    assert len({shipped_gpu(lender).peak_tflops[DType.bf16] for lender in lenders}) == 1
     specs = [gemm("mlp", Phase.fwd, 8192, 28672, 8192, 2.0), gemm("thin", Phase.bwd_wg, 64, 4096, 4096, 2.0),
              memory_bound("norm", Phase.fwd, 4.0 * 8192 * 4096, 8192 * 4096)]
     for sustained in (False, True):

@@ -9,6 +9,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
+from helpers import cli
 from simulon.config.resolve import Unresolved, card_gbps, resolve_framework, resolve_gpu, resolve_hardware
 from simulon.config.templates import find_template, template_names, template_text
 
@@ -355,3 +356,62 @@ def test_a_count_of_nodes_that_cannot_be_read_one_way_is_refused(text, says):
 def test_every_shipped_system_takes_a_count_of_its_nodes_in_a_description(stem):
     hardware = resolve_hardware(f"3 nodes of {stem}")
     assert (hardware.system, hardware.nodes) == (stem, 3)
+
+
+def _sized_scenario(ref: str, num_gpus: int) -> dict:
+    """A scenario on `from: ref` with no cluster, whose workload asks for `num_gpus` GPUs (data parallel)."""
+    return {"datacenter": {"from": ref},
+            "workload": {"model": {"name": "tiny", "num_layers": 2, "hidden_size": 512, "num_heads": 8,
+                                   "ffn_hidden_size": 2048, "vocab_size": 32000},
+                         "training": {"num_gpus": num_gpus, "global_batch_size": num_gpus, "micro_batch_size": 1,
+                                      "sequence_length": 1024}}}
+
+
+@pytest.mark.parametrize(("text", "num_gpus", "nodes"), [
+    ("8x H100 80GB SXM DGX", 8, 1),          # the count before the GPU counts GPUs: the workload's 8 fill one node
+    ("GB200 NVL72 rack", 72, 18),            # "rack" without a count: one rack, 18 trays of 4
+    ("8xH100", 8, 1),
+    ("DGX H100 (8x H100 80GB SXM)", 8, 1),
+    ("p4d.24xlarge, 400 Gbps EFA", 8, 1),
+    ("GB200 NVL72, 1 rack", 72, 18),         # a count stated: as before
+    ("4 nodes of 8x H100", 32, 4),
+    ("8x H100 DGX", 16, 2),                  # the workload's GPUs, not the description's, size the cluster
+    ("GB200 NVL72", 8, 2),                   # 8 GPUs of a rack-scale system: 2 trays
+])
+def test_a_described_system_stating_no_node_count_holds_the_workloads_gpus(tmp_path, text, num_gpus, nodes):
+    from simulon.config.dc import DatacenterConfig
+    from simulon.config.loading import parse_scenario
+
+    sc = parse_scenario(_sized_scenario(text, num_gpus))
+    assert sc.datacenter.cluster.num_nodes == nodes
+    assert sc.datacenter == DatacenterConfig.model_validate({"from": text, "cluster": {"num_nodes": nodes}})
+    path = tmp_path / "sized.yaml"
+    path.write_text(yaml.safe_dump(_sized_scenario(text, num_gpus)))
+    run = cli("memory", str(path))
+    assert run.returncode == 0, run.stderr
+    assert "Memory: peak" in run.stdout
+
+
+@pytest.mark.parametrize(("text", "nodes"), [
+    ("GB200 NVL72 rack", 18),
+    ("GB300 NVL72 rack", 18),
+    ("NVL36 GB200 rack", 9),
+    ("GH200 NVL32 rack", 16),
+    ("GB200 NVL72 (rack)", 18),
+    ("4 nodes of a GB200 NVL72 rack", 4),    # a count stated wins over the bare word
+    ("2x GB200 NVL72 rack", 36),
+    ("GB200 NVL72 racks", None),             # how many racks is not said
+    ("DGX H100 rack", None),                 # a rack of one-node systems holds no number the system says
+])
+def test_a_rack_without_a_count_is_one_rack_of_a_rack_scale_system(text, nodes):
+    assert resolve_hardware(text).nodes == nodes
+
+
+def test_a_described_systems_gpus_that_fill_no_whole_node_are_refused_saying_the_counts_that_do(tmp_path):
+    path = tmp_path / "twelve.yaml"
+    path.write_text(yaml.safe_dump(_sized_scenario("8x H100 80GB SXM DGX", 12)))
+    run = cli("memory", str(path))
+    assert run.returncode == 2
+    assert (f"{path}: datacenter.cluster: required: how many nodes (cluster: {{num_nodes: N}}): "
+            "workload.training.num_gpus 12 is not a whole number of nodes of 8 GPUs, as 8 (1 node) or 16 (2 nodes) "
+            "would be") in run.stderr

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import given
+from hypothesis import strategies as st
 
 from helpers import ROOT, SEED_SCENARIO
 from simulon.config import (
@@ -380,7 +382,8 @@ CHECKS = {
         "workload.parallelism.layers_per_stage", ["15 layers do not split over vpp = 2"]),
     "first stage leaves an uneven rest": (
         [("workload.parallelism.first_stage_layers", 5), ("workload.parallelism.last_stage_layers", 5)],
-        "workload.parallelism.first_stage_layers", ["0 stages cannot split the remaining 22 of 32"]),
+        "workload.parallelism.first_stage_layers", ["hold 10 of the model's 32 layers", "no other stage is left "
+                                                    "for the remaining 22"]),
     "embedding and loss accounted do not divide": (
         [("workload.parallelism.account_for_embedding_in_pipeline_split", True)],
         "workload.parallelism", ["= 33 is not divisible by pp*vpp = 2"]),
@@ -553,7 +556,7 @@ def test_unknown_key_in_a_template_file_is_an_error(tmp_path):
     data = seed()
     data["datacenter"]["node"]["gpu"] = {"from": "gpu.yaml"}
     path, message = load_error(tmp_path, "scen.yaml", data)
-    assert message == f"{path}: datacenter.node.gpu.bogus_key: unknown key"
+    assert message == f"{tmp_path / 'gpu.yaml'} (included by {path} at datacenter.node.gpu): bogus_key: unknown key"
 
 
 def test_several_problems_are_counted(tmp_path):
@@ -578,6 +581,7 @@ def test_missing_required_field(tmp_path):
 ])
 def test_a_system_without_a_cluster_is_refused_saying_what_a_node_and_a_domain_hold(tmp_path, system, hint):
     data = {"datacenter": {"from": system}, "workload": seed()["workload"]}
+    del data["workload"]["training"]["num_gpus"]  # no GPU count to size it by either
     path, message = load_error(tmp_path, "scen.yaml", data)
     assert message.startswith(f"{path}: datacenter.cluster: required: how many nodes (cluster: {{num_nodes: N}}); ")
     assert hint in message
@@ -652,3 +656,71 @@ def test_a_copy_with_other_fields_answers_with_its_own_layers_not_its_originals_
     dense = v3.model_copy(update={"moe": None})
     assert set(dense.layer_kinds) == {("attention", "mlp"), ("mtp", "attention", "mlp")}
     assert v3.model_copy().all_layer_blocks is v3.all_layer_blocks  # a plain copy keeps what it holds
+
+
+# --- a cluster sized by the workload's GPUs ---------------------------------------------------------------
+
+def sized(datacenter, num_gpus: int | None) -> dict:
+    """A data-parallel scenario of a tiny model on `datacenter`, asking for `num_gpus` GPUs (None: not saying)."""
+    training = {"global_batch_size": num_gpus or 8, "micro_batch_size": 1, "sequence_length": 1024}
+    if num_gpus is not None:
+        training["num_gpus"] = num_gpus
+    return {"datacenter": datacenter,
+            "workload": {"model": {"name": "tiny", "num_layers": 2, "hidden_size": 512, "num_heads": 8,
+                                   "ffn_hidden_size": 2048, "vocab_size": 32000},
+                         "training": training}}
+
+
+@pytest.mark.parametrize(("datacenter", "num_gpus", "nodes"), [
+    ({"from": "dgx-h100"}, 8, 1),
+    ({"from": "dgx-h100"}, 16, 2),
+    ("dgx-h100", 24, 3),                     # a bare template name
+    ({"from": "gb200-nvl72"}, 72, 18),       # a rack's 18 trays of 4
+    ({"from": "gb200-nvl72"}, 8, 2),
+    ({"from": "gb200-nvl72"}, 144, 36),
+    ({"from": "aws-p5"}, 8, 1),
+    ({"from": "dgx-h100", "network": {"scale_out": {"nic": {"speed": "200Gbps"}}}}, 32, 4),
+])
+def test_a_template_without_a_cluster_holds_the_workloads_gpus_in_whole_nodes(datacenter, num_gpus, nodes):
+    sc = parse_scenario(sized(datacenter, num_gpus))
+    assert sc.datacenter.cluster.num_nodes == nodes and sc.datacenter.num_gpus == num_gpus
+    block = {"from": datacenter} if isinstance(datacenter, str) else datacenter
+    assert sc.datacenter == DatacenterConfig.model_validate({**block, "cluster": {"num_nodes": nodes}})
+    assert parse_scenario(sc.as_data(), "round trip") == sc
+
+
+@pytest.mark.parametrize(("system", "num_gpus", "says"), [
+    ("dgx-h100", 12, "workload.training.num_gpus 12 is not a whole number of nodes of 8 GPUs, as 8 (1 node) or 16 "
+                     "(2 nodes) would be ("),
+    ("dgx-h100", 4, "workload.training.num_gpus 4 is not a whole number of nodes of 8 GPUs, as 8 (1 node) would be ("),
+    ("gb200-nvl72", 10, "workload.training.num_gpus 10 is not a whole number of nodes of 4 GPUs, as 8 (2 nodes) or 12 "
+                        "(3 nodes) would be; 18 nodes make one NVLink domain of 72 ("),
+])
+def test_gpus_that_fill_no_whole_number_of_nodes_are_refused_with_the_counts_that_do(tmp_path, system, num_gpus,
+                                                                                       says):
+    path, message = load_error(tmp_path, "scen.yaml", sized({"from": system}, num_gpus))
+    assert message.startswith(f"{path}: datacenter.cluster: required: how many nodes (cluster: {{num_nodes: N}}): ")
+    assert says in message
+
+
+@given(st.integers(1, 16), st.integers(1, 32), st.integers(1, 4))
+def test_k_nodes_of_gpus_are_k_nodes_whatever_the_node_and_its_nvlink_domain(per_node, k, domains):
+    node = {"gpus_per_node": per_node, "gpu": "H100"}
+    network = {"scale_up": {"domain_gpus": per_node * domains}, "scale_out": {"nic": {"speed": "400Gbps"}}}
+    sc = ScenarioConfig.model_validate(sized({"node": node, "network": network}, per_node * k))
+    assert sc.datacenter.cluster.num_nodes == k
+
+
+@pytest.mark.parametrize(("datacenter", "num_gpus", "nodes"), [
+    ({"from": "dgx-h100", "cluster": {"num_nodes": 4}}, 8, 4),   # cluster written: kept, the job uses part of it
+    ({"from": "gb200-nvl72", "cluster": {"num_nodes": 18}}, 8, 18),
+    ({"from": "4x DGX H100"}, 8, 4),                              # a count the description states: kept
+    ({"from": "GB200 NVL72 rack"}, 8, 18),                        # one rack
+    ({"from": "8x H100 DGX", "cluster": {"num_nodes": 3}}, 12, 3),
+])
+def test_a_datacenter_that_states_its_nodes_keeps_them_whatever_the_workload_asks(datacenter, num_gpus, nodes):
+    sc = parse_scenario(sized(datacenter, num_gpus))
+    assert sc.datacenter.cluster.num_nodes == nodes
+    assert sc.datacenter == DatacenterConfig.model_validate(datacenter)
+    with pytest.raises(ValueError, match="how many nodes"):  # on its own, a datacenter still needs its nodes
+        DatacenterConfig.model_validate({"from": "dgx-h100"})

@@ -8,16 +8,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, fields, replace
-from functools import cache
 from importlib import resources
 from typing import Any
 
 import yaml
 
 from ..config.common import DType
-from ..config.dc import GPUSpec
+from ..config.dc import GPUSpec, shipped_gpu
 from ..config.number_formats import number_format
-from ..config.templates import template_stem
 
 ATTENTION_DTYPE_FALLBACK = {DType.fp16: (DType.fp16, DType.bf16), DType.bf16: (DType.bf16, DType.fp16)}
 """Fused attention runs in 16-bit: fp16 and bf16 have the same tensor-core rate (the GPU templates list the
@@ -135,7 +133,7 @@ class Calibrations:
 
     def architecture(self, gpu: GPUSpec, donor: str | None) -> Architecture:
         """The GPU's own SM count where public, else the one its parameters were fitted with."""
-        stem = template_stem("gpu", gpu.name)
+        stem = gpu.template
         sms = self.sm_counts.get(stem or "")
         if sms is None and donor in self.gpus:
             sms = self.gpus[donor].sm_count
@@ -163,12 +161,12 @@ class Calibrations:
         if donor is None:
             raise ValueError(f"no GEMM calibration for {dtype.value} on any GPU")
         cal = self.gpus[donor]
-        own = donor == template_stem("gpu", gpu.name)
+        own = donor == gpu.template
         usable = [d for d in chain if d in cal.gemm and (own or d not in cal.borrowed)]
         chosen = usable[0] if usable else next(d for d in chain if d in cal.gemm)
         params = cal.gemm[chosen]
         if not own:
-            params = replace(params, sustained_clock=power_limited_clock(params.sustained_clock, template_spec(donor),
+            params = replace(params, sustained_clock=power_limited_clock(params.sustained_clock, shipped_gpu(donor),
                                                                          gpu))
         return params, donor
 
@@ -192,14 +190,14 @@ class Calibrations:
         chip at the same power limit (equal dense peaks and TDP: its clocks under load, and so its fit, hold
         whatever the memory), then the preferred ones, then the nearest in log dense-bf16 peak, then in log HBM
         bandwidth (name breaks ties)."""
-        stem = template_stem("gpu", gpu.name)
+        stem = gpu.template
         if stem in self.gpus and has(self.gpus[stem]):
             return stem
         best: tuple | None = None
         for other, cal in self.gpus.items():
             if not has(cal):
                 continue
-            spec = template_spec(other)
+            spec = shipped_gpu(other)
             same_chip = spec.peak_tflops == gpu.peak_tflops and spec.tdp_w == gpu.tdp_w is not None
             key = (spec.vendor != gpu.vendor, not same_chip, not preferred(cal), _spec_distance(gpu, spec), other)
             best = key if best is None or key < best else best
@@ -226,13 +224,6 @@ def power_limited_clock(donor_clock: float, donor: GPUSpec, gpu: GPUSpec) -> flo
         return donor_clock
     watts_per_flop = (gpu.tdp_w / gpu.peak_flops(DType.bf16)) / (donor.tdp_w / donor.peak_flops(DType.bf16))
     return donor_clock * min(1.0, watts_per_flop) ** (1.0 / POWER_CLOCK_EXPONENT)
-
-
-@cache
-def template_spec(stem: str) -> GPUSpec:
-    """A shipped GPU template, validated once: `nearest` reads every fitted GPU's on every lookup of a GPU that has
-    no fit of its own (a strategy search asks for thousands of kernels)."""
-    return GPUSpec.model_validate({"from": stem})
 
 
 def _spec_distance(a: GPUSpec, b: GPUSpec) -> tuple[float, float]:

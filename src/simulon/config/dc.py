@@ -10,8 +10,11 @@ every rank.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cache, cached_property
 from typing import Any, ClassVar, Literal
 
 import numpy as np
@@ -31,7 +34,7 @@ from .common import (
 )
 from .host_cpu import HostCPU, host_cpu
 from .resolve import Hardware, Unresolved, resolve_hardware
-from .templates import Templated, find_template, merged, unknown_template
+from .templates import Templated, find_template, merged, template_names, template_stem, unknown_template
 from .units import Bandwidth, KernelMs, Latency, MemoryGB, TeraFlops, Watts
 
 
@@ -63,12 +66,53 @@ class GPUSpec(Templated):
         """`from: "NVIDIA H100 80GB SXM5"`: the GPU template a description names (config.resolve)."""
         return find_template("gpu", described("gpu", ref).gpu)
 
+    @cached_property
+    def template(self) -> str | None:
+        """The shipped GPU template this GPU is, under which its calibration and profiles are kept (compute/
+        calibration.py): the one whose spec sheet it has to the last figure, whatever it is called (`{from: h100-sxm,
+        name: my-h100}`, or a file copying one: a name is a label, and a label must not change a prediction); else
+        the one its name names (a variant of that chip, such as another memory size); else None (a GPU of the
+        user's own, which borrows the nearest fitted one's calibration)."""
+        named = template_stem("gpu", self.name)
+        sheet = _spec_sheet(self)
+        twins = [stem for stem in template_names("gpu") if _template_sheet(stem) == sheet]
+        if twins:
+            return named if named in twins else twins[0]
+        return named
+
+    @property
+    def model_name(self) -> str:
+        """The name of the GPU model this one is: its shipped template's (`template`), else its own; what
+        calibrations that go by the chip's name match (network/calibration.py's GPU families)."""
+        return self.name if self.template is None else _template_name(self.template)
+
     def peak_flops(self, dtype: DType) -> float:
         """Dense peak FLOP/s for dtype; fp32 math without a listed peak runs at the tf32 rate."""
         if dtype in self.peak_tflops:
             return self.peak_tflops[dtype] * 1e12
         raise ValueError(f"GPU {self.name} has no {dtype.value} peak (it lists "
                          f"{', '.join(d.value for d in self.peak_tflops)})")
+
+
+def _spec_sheet(gpu: GPUSpec) -> dict[str, Any]:
+    """What a GPU is, apart from what it is called."""
+    return gpu.model_dump(exclude={"name"})
+
+
+@cache
+def shipped_gpu(stem: str) -> GPUSpec:
+    """A shipped GPU template, validated once: GPUSpec.template compares a GPU with every template, and the
+    calibration's `nearest` reads every fitted GPU's on every lookup of a GPU without a fit of its own."""
+    return GPUSpec.model_validate({"from": stem})
+
+
+@cache
+def _template_sheet(stem: str) -> dict[str, Any]:
+    return _spec_sheet(shipped_gpu(stem))
+
+
+def _template_name(stem: str) -> str:
+    return shipped_gpu(stem).name
 
 
 class NICSpec(Templated):
@@ -517,7 +561,43 @@ class Placement:
         return self.mean(lambda g: g.gpu.peak_flops(dtype))
 
 
+_WORKLOAD_GPUS: ContextVar[int | None] = ContextVar("simulon_workload_gpus", default=None)
+"""The GPUs the workload of the scenario being validated asks for (workload.training.num_gpus), while it is: 0 where
+it asks for no count, None outside `workload_gpus`."""
+
+
+@contextmanager
+def workload_gpus(num_gpus: Any) -> Iterator[None]:
+    """Validate datacenter blocks within as the datacenter of a workload of `num_gpus` GPUs (the raw
+    workload.training.num_gpus: anything but a count of GPUs in range is ignored, and the workload's own validation
+    refuses it): where one states no node count, its cluster is the nodes that hold them
+    (DatacenterConfig._cluster_from_workload)."""
+    valid = isinstance(num_gpus, int) and not isinstance(num_gpus, bool) and 1 <= num_gpus <= MAX_GPUS
+    token = _WORKLOAD_GPUS.set(num_gpus if valid else 0)
+    try:
+        yield
+    finally:
+        _WORKLOAD_GPUS.reset(token)
+
+
+def sized_for() -> int | None:
+    """The GPU count datacenter blocks validated now are sized for (`workload_gpus`): 0 for none, None outside it."""
+    return _WORKLOAD_GPUS.get()
+
+
+def nodes_holding(num_gpus: int, gpus_per_node: int) -> int | None:
+    """The fewest whole nodes of `gpus_per_node` GPUs that `num_gpus` GPUs fill, or None where they fill no whole
+    number of nodes (12 GPUs of 8-GPU nodes). Rack-scale systems are counted in nodes too: 72 GPUs of a GB200 NVL72
+    are its 18 trays of 4 (one rack), 8 of them 2 trays; the nodes a job uses fill its NVLink domains as
+    DatacenterConfig.domain_gpus says."""
+    return num_gpus // gpus_per_node if num_gpus % gpus_per_node == 0 else None
+
+
 class DatacenterConfig(Templated):
+    """A datacenter. Its size is `cluster` (or the node groups'), else the nodes a description it starts from
+    states ("4x DGX H100", "GB200 NVL72 rack"), else, in a scenario whose workload states training.num_gpus, the
+    nodes that hold those GPUs (`_cluster_from_workload`)."""
+
     template_kind: ClassVar[str] = "datacenter"
 
     @classmethod
@@ -642,6 +722,27 @@ class DatacenterConfig(Templated):
         return max(d for d in range(1, held + 1) if nodes % d == 0) * per_node
 
     @model_validator(mode="after")
+    def _cluster_from_workload(self) -> DatacenterConfig:
+        """A datacenter of one node type that states no node count (no `cluster`, no count in the description it
+        starts from), in a scenario whose workload states training.num_gpus: the fewest whole nodes that hold them
+        (nodes_holding). A count that fills no whole number of nodes is refused (`_one_form`, naming the nearest
+        counts that do), not rounded up to nodes the job would leave partly idle.
+
+        The rule lives here, not in the scenario's validator, because only here is the node known: the datacenter
+        block is its template or free-text description resolved (the GPUs a node holds, its NVLink domain), which
+        the scenario sees as raw input. The scenario validates its datacenter before its workload, so it hands the
+        workload's raw num_gpus in through `workload_gpus` (a context variable, set only while a ScenarioConfig
+        validates); a datacenter validated on its own still needs its cluster. Runs before `_links_known`, which
+        checks the size; a datacenter that states its nodes is left as it is."""
+        wanted = _WORKLOAD_GPUS.get()
+        if not wanted or self.cluster is not None or self.node is None or self.node_groups is not None:
+            return self
+        nodes = nodes_holding(wanted, self.node.gpus_per_node)
+        if nodes is None:
+            return self  # refused by _one_form, saying why
+        return self.model_copy(update={"cluster": ClusterSpec(num_nodes=nodes)})
+
+    @model_validator(mode="after")
     def _links_known(self) -> DatacenterConfig:
         self._one_form()
         if self.num_gpus > MAX_GPUS:
@@ -679,10 +780,19 @@ class DatacenterConfig(Templated):
 
     def _sizing_hint(self) -> str:
         """What a node and an NVLink domain hold, for a cluster left out: ": how many nodes (cluster: {num_nodes:
-        N}); a node holds 4 GPUs, and 18 nodes make one NVLink domain of 72"."""
+        N}); a node holds 4 GPUs, and 18 nodes make one NVLink domain of 72"; where the workload's num_gpus fills no
+        whole number of nodes (`_cluster_from_workload`), that, with the nearest counts that do."""
         per_node, domain = self.node.gpus_per_node, self.network.scale_up.domain_gpus or self.node.gpus_per_node
-        whole = f", and {domain // per_node} nodes make one NVLink domain of {domain}" if domain > per_node else ""
-        return f": how many nodes (cluster: {{num_nodes: N}}); a node holds {per_node} GPUs{whole}"
+        rack = f"{domain // per_node} nodes make one NVLink domain of {domain}" if domain > per_node else ""
+        wanted = _WORKLOAD_GPUS.get()
+        if not wanted:
+            held = f"a node holds {per_node} GPUs" + (rack and ", and " + rack)
+            return f": how many nodes (cluster: {{num_nodes: N}}); {held}"
+        below, above = wanted // per_node * per_node, (wanted // per_node + 1) * per_node
+        near = " or ".join(f"{n} ({n // per_node} node{'s' if n > per_node else ''})"
+                           for n in (below, above) if 0 < n <= MAX_GPUS)
+        return (f": how many nodes (cluster: {{num_nodes: N}}): workload.training.num_gpus {wanted} is not a whole "
+                f"number of nodes of {per_node} GPUs, as {near} would be" + (rack and "; " + rack))
 
     def _where(self, group: Group) -> tuple[str, str]:
         """(node field, scale-up field) prefixes that name a group's blocks in messages."""

@@ -106,6 +106,9 @@ NODE_COUNT = re.compile(r"(?i)(?<![\w.])(\d+)\s*[x×]?\s*(node|server|system|rac
 """A count of nodes ("2 nodes", "1 node", "16 servers") or of systems or racks ("4 systems", "2 racks")."""
 SYSTEM_COUNT = re.compile(r"(?i)(?<![\w.])(\d+)\s*[x×]\s*([a-z][a-z0-9]*)")
 """A count written onto a word ("4x DGX H100", "2x NVL72"): that many systems where the word is the system's own."""
+ONE_RACK = re.compile(r"(?i)(?<![\w-])rack\b(?!-)")
+"""The word "rack" written without a count ("GB200 NVL72 rack"): one rack of a rack-scale system (not "racks", nor
+"rack-scale")."""
 RACK_COUNT = re.compile(r"(?i)(?<![\w.])(\d+)\s*[x×]\s*([a-z][a-z0-9]*)[\s-]+([a-z][a-z0-9]*)\b")
 """A count written onto a GPU and a system word ("2x GB200 NVL72"): racks of a rack-scale system, or its GPUs."""
 QUANTITY = re.compile(r"(?:\d+x)?\d+(?:x|g|gb|gbps|gib|t|tb)?|x\d+|v\d+")
@@ -359,6 +362,8 @@ def _nodes_stated(text: str, system: str, datacenter: dict[str, Any], model: str
     "2x NVL72", "2 racks"), a system being the system's NVLink domain: one node of a DGX H100, 18 of a GB200 NVL72.
     A count before the GPU ("8x H100", "8x H100 DGX") counts GPUs, not nodes, except before a rack-scale product
     name ("2x GB200 NVL72": 2 racks; "144x GB200 NVL72", a whole number of racks' GPUs, is the same 2 racks).
+    "rack" with no count, where the description states no other, is one rack of a rack-scale system ("GB200 NVL72
+    rack": its 18 trays); of a system whose NVLink domain is one node it counts nothing.
     Raises Unresolved where counts disagree, or where a rack of a system whose NVLink domain is one node is counted
     (how many nodes a rack holds is not the system's)."""
     per_node, domain = _node_and_domain(datacenter)
@@ -373,6 +378,8 @@ def _nodes_stated(text: str, system: str, datacenter: dict[str, Any], model: str
     if per_system == 1 and any(unit == "rack" for _, unit in units):
         raise Unresolved(f"{text!r} counts racks of {system}, whose NVLink domain is one node of {per_node} GPUs: "
                          "how many nodes a rack holds is not the system's; count the nodes (\"4 nodes\")")
+    if not counts and per_system > 1 and ONE_RACK.search(text):
+        counts = {per_system}
     if len(counts) > 1:
         raise Unresolved(f"{text!r} states {' and '.join(map(str, sorted(counts)))} nodes: say one")
     if 0 in counts:

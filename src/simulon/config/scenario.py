@@ -9,7 +9,7 @@ from pydantic import AfterValidator, field_validator, model_validator
 from ..collective.algorithms import CATALOG, reduction_missing
 from ..collective.nccl import MAX_CHANNELS
 from .common import MAX_MICROBATCHES, FieldError, StrictModel, range_check
-from .dc import DatacenterConfig, Placement
+from .dc import DatacenterConfig, Placement, sized_for, workload_gpus
 from .hybrid import GatedDeltaNetSpec, MambaSpec
 from .pipeline_layout import virtual_stage_layers
 from .workload import MegatronWorkload, ModelSpec, ParallelismSpec, check_one_chunk, check_schedule
@@ -52,6 +52,20 @@ class ScenarioConfig(StrictModel):
     datacenter: DatacenterConfig
     workload: MegatronWorkload | None = None
     collective: CollectiveConfig = CollectiveConfig()
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _datacenter_sized_by_workload(cls, data: Any, handler):
+        """The datacenter validated knowing the GPUs the workload asks for: one that states no node count is sized
+        to hold them (DatacenterConfig._cluster_from_workload, the rule's one home, says why it lives there), unless
+        a caller validating the scenario for another count than it states already sized it (the strategy search
+        validates on one GPU: search.run.load_search_scenario)."""
+        if sized_for() is not None:
+            return handler(data)
+        workload = data.get("workload") if isinstance(data, dict) else None
+        training = workload.get("training") if isinstance(workload, dict) else None
+        with workload_gpus(training.get("num_gpus") if isinstance(training, dict) else None):
+            return handler(data)
 
     @model_validator(mode="after")
     def _consistent(self) -> ScenarioConfig:

@@ -133,7 +133,7 @@ def link_model_for(dc: DatacenterConfig, table: dict[str, Any] | None = None) ->
 
 def group_link_model(group: Group, table: dict[str, Any] | None = None) -> LinkModel:
     """The link model of one node group's GPU and NIC families."""
-    return link_model_of(group.gpu.name, group.nic.name if group.nic else "", table)
+    return link_model_of(group.gpu.model_name, group.nic.name if group.nic else "", table)
 
 
 def link_model_of(gpu_name: str, nic_name: str, table: dict[str, Any] | None = None) -> LinkModel:

@@ -32,6 +32,7 @@ from pydantic import ValidationError
 
 from ..collective.tuner import CollectivePlan
 from ..config.common import DType
+from ..config.dc import workload_gpus
 from ..config.errors import ConfigError
 from ..config.loading import parse_scenario, problem, read_scenario_data
 from ..config.scenario import ScenarioConfig
@@ -550,7 +551,8 @@ def load_search_scenario(path: Path) -> tuple[ScenarioConfig, int | None]:
             workload["training"] = {**training, "num_gpus": 1,
                                     "micro_batch_size": whole if isinstance(whole, int) and whole > 0 else 1}
         data = {**data, "workload": workload}
-    sc = parse_scenario(data, str(path), path.parent)
+    with workload_gpus(asked):  # a datacenter stating no node count holds the GPUs asked for, not the one validated on
+        sc = parse_scenario(data, str(path), path.parent)
     try:
         sc.datacenter.single_node("the strategy search")
     except ValueError as exc:

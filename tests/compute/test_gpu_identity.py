@@ -1,0 +1,67 @@
+"""A GPU's name is a label: what it is, its spec sheet, picks its calibrations (compute and network), so a renamed
+copy of a shipped GPU predicts what the original does, and a name never lends another chip's fit."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from helpers import gpt_scenario, merge
+from simulon.compute.calibration import Calibrations
+from simulon.config.common import DType
+from simulon.config.dc import GPUSpec, shipped_gpu
+from simulon.config.scenario import ScenarioConfig
+from simulon.config.templates import template_names
+from simulon.network.calibration import link_model_for
+from simulon.pipeline import simulate
+
+STEMS = template_names("gpu")
+LABELS = st.text(st.characters(codec="ascii", categories=("L", "N", "Pd")), min_size=1, max_size=12)
+
+
+def renamed(stem: str, name: str) -> GPUSpec:
+    return GPUSpec.model_validate({"from": stem, "name": name})
+
+
+@settings(max_examples=60, deadline=None)
+@given(stem=st.sampled_from(STEMS), label=LABELS)
+def test_a_renamed_shipped_gpu_is_still_that_template_and_borrows_nothing(stem, label):
+    gpu, original = renamed(stem, f"my {label}"), shipped_gpu(stem)
+    assert gpu.template == original.template == stem
+    assert gpu.model_name == original.name
+    cal = Calibrations.shipped()
+    for dtype in (DType.bf16, DType.fp8):
+        if dtype in original.peak_tflops:
+            assert cal.gemm(gpu, dtype) == cal.gemm(original, dtype)
+    if original.vendor == "nvidia":
+        assert cal.attention(gpu, "cudnn") == cal.attention(original, "cudnn")
+    donor = cal.gemm(original, DType.bf16)[1]
+    assert cal.architecture(gpu, donor) == cal.architecture(original, donor)
+
+
+@pytest.mark.parametrize("name", ["A100", "B200", "MI300X"])
+def test_an_h100_named_after_another_shipped_gpu_keeps_the_h100s_calibration(name):
+    gpu, h100 = renamed("h100-sxm", name), shipped_gpu("h100-sxm")
+    assert gpu.template == "h100-sxm"
+    cal = Calibrations.shipped()
+    assert cal.gemm(gpu, DType.bf16) == cal.gemm(h100, DType.bf16)
+    assert cal.attention(gpu, "flash") == cal.attention(h100, "flash")
+
+
+def test_a_variant_of_a_shipped_gpu_under_its_name_is_that_chip_and_a_gpu_of_ones_own_is_none():
+    smaller = GPUSpec.model_validate({"from": "a100-sxm-80gb", "memory_capacity_gb": 64})
+    assert (smaller.template, smaller.model_name) == ("a100-sxm-80gb", "A100-SXM4-80GB")
+    mine = GPUSpec.model_validate({"from": "a100-sxm-80gb", "name": "mine", "tdp_w": 300})
+    assert (mine.template, mine.model_name) == (None, "mine")
+
+
+def test_renaming_the_gpu_changes_no_step_time_nor_the_network_model():
+    base = gpt_scenario(tp=2).as_data()
+    times, links = set(), set()
+    for gpu in ({"from": "h100-sxm"}, {"from": "h100-sxm", "name": "my-h100"}, {"from": "h100-sxm", "name": "A100"}):
+        sc = ScenarioConfig.model_validate(merge(base, {"datacenter": {"node": {"gpu": gpu}}}))
+        times.add(simulate(sc).result.iteration_time_ms)
+        links.add(link_model_for(sc.datacenter))
+    assert len(times) == 1
+    assert len(links) == 1
