@@ -166,9 +166,10 @@ def _read_template_file(path: Path) -> dict[str, Any]:
 def template_files(ref: str, base_dir: Path | None) -> list[tuple[Path, dict[str, Any]]]:
     """The user template files a `from: <ref>` reads, nearest first: the file `ref` names, then the one its own
     `from:` names, and so on, each with the keys written in it (its `from:` dropped). Empty where `ref` names no
-    file that can be read (a shipped template); it stops at a file that cannot be read or one reached again."""
+    file that exists (a shipped template: a file that exists is read as the template, _is_file_reference); it stops
+    at a file that cannot be read or one reached again."""
     files: list[tuple[Path, dict[str, Any]]] = []
-    while isinstance(ref, str) and (ref.endswith((".yaml", ".yml")) or "/" in ref):
+    while isinstance(ref, str):
         path = _file_path(ref, base_dir)
         if not path.is_file() or any(path.resolve() == seen.resolve() for seen, _ in files):
             break
