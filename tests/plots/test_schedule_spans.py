@@ -10,11 +10,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from helpers import gpt_scenario
+from simulon.analysis.exposure import exposure, mean_exposed_ms
 from simulon.analysis.schedule import (
     COMPUTE_KINDS,
     RESOLUTION,
     compute_spans,
-    exposed_comm_by_kind,
     schedule,
     stage_representatives,
 )
@@ -78,12 +78,10 @@ def test_pipeline_sends_appear_on_every_stage_and_only_on_the_pp_stream(pipeline
 
 def test_with_tensor_parallelism_alone_the_exposed_tp_time_is_the_gpus_exposed_communication():
     sim = simulate(gpt_scenario(nodes=1, gpus_per_node=2, tp=2, pp=1, gbs=2, layers=2))
-    exposed = exposed_comm_by_kind(sim.dag, sim.timeline)
-    assert set(exposed) == {"tp-comm"}
-    gpu = stage_representatives(sim.dag)[0]
-    breakdown = next(b for b in sim.result.per_gpu if b.gpu == gpu)
-    assert exposed["tp-comm"] == pytest.approx(breakdown.exposed_comm_ms, rel=1e-6)
-    assert np.isfinite(exposed["tp-comm"]) and exposed["tp-comm"] > 0
+    exposed = mean_exposed_ms(exposure(sim.dag, sim.timeline, ridge_flops_per_byte=300.0))
+    assert {kind for kind, ms in exposed.items() if ms} == {"TP"}
+    assert exposed["TP"] == pytest.approx(sim.result.breakdown["exposed_comm_ms"], rel=1e-6)
+    assert np.isfinite(exposed["TP"]) and exposed["TP"] > 0
 
 
 def test_every_kernel_of_a_stage_lies_in_a_compute_span_and_short_weight_gradient_runs_join_their_backward(

@@ -63,3 +63,14 @@ def test_where_efficiency_falls_most_the_term_whose_share_grows_most_is_named():
 def test_no_break_is_reported_where_efficiency_never_falls():
     (series,) = scaling_study([row(8, 1e6, 100), row(16, 1e6, 50)], ["nodes"])
     assert series.worst is None and series.efficiency == pytest.approx([1.0, 1.0])
+
+
+@given(st.floats(0.1, 2.0), st.floats(1e-3, 0.5))
+def test_a_fall_in_efficiency_is_never_described_as_between_two_equal_figures(before, fall):
+    # a weak-scaling series whose second point ran a little faster than its first, and whose third fell back
+    steps = [100.0, 100.0 / before, 100.0 / (before - fall * before)]
+    (series,) = scaling_study([row(8 * 2**i, 1e6 * 2**i, s) for i, s in enumerate(steps)], ["nodes"])
+    if series.worst is not None:
+        shown = series.worst.describe().split("(")[1].split(")")[0].split(" -> ")
+        assert shown[0] != shown[1]
+        assert float(shown[0].rstrip("%")) > float(shown[1].rstrip("%"))

@@ -158,3 +158,23 @@ def test_an_earlier_row_with_a_damaged_metric_is_refused_naming_the_line_and_col
     with pytest.raises(ConfigError, match=f"-o {out}: line 3, column {column}: {expected}"):
         run_sweep(points, out)
     assert out.read_text() == damaged
+
+
+HETERO = {"datacenter": {"datacenter": {"name": "mix"}, "node_groups": [
+    {"from": "dgx-h100", "num_nodes": 1},
+    {"from": "dgx-a100", "num_nodes": 1, "network": {"scale_out": {"nic": {"speed": "100Gbps"}}}}]},
+    "workload": {"model": "llama-3.2-1b", "parallelism": {"tp": 1, "pp": 1},
+                 "training": {"global_batch_size": 16, "micro_batch_size": 1, "sequence_length": 2048}}}
+PIPELINED = {"datacenter": {"from": "dgx-h100", "cluster": {"num_nodes": 1}},
+             "workload": {"model": "llama-3.2-1b", "parallelism": {"tp": 2, "pp": 2, "vpp": 2},
+                          "training": {"global_batch_size": 16, "micro_batch_size": 1, "sequence_length": 2048}}}
+
+
+@pytest.mark.parametrize("data", [HETERO, PIPELINED], ids=["mixed GPUs, dp over both", "tp2 pp2 vpp2"])
+def test_a_rows_exposed_communication_by_kind_adds_up_to_its_exposed_communication(data):
+    # the kinds are averaged over the GPUs as the total is, and an instant two kinds share counts once
+    row = {name: float(value) for name, value in sweep_run.point_metrics((data, "auto")).items()
+           if name not in ("fits",)}
+    kinds = [row[name] for name in sweep_run.EXPOSED]
+    assert sum(kinds) == pytest.approx(row["exposed_comm_ms"], rel=1e-7)  # each written to 9 digits (DIGITS)
+    assert min(kinds) >= 0 and max(kinds) > 0

@@ -102,6 +102,13 @@ def exposure(dag: ExecutionDAG, timeline: Timeline, ridge_flops_per_byte: float)
     return rows
 
 
+def mean_exposed_ms(rows: list[GPUExposure]) -> dict[str, float]:
+    """Per kind of COMM_KINDS, the exposed ms averaged over the GPUs (each simulated GPU weighted by those it stands
+    for, as result.summarize averages its breakdown): the kinds add up to the breakdown's exposed communication."""
+    weight = sum(row.stands_for for row in rows)
+    return {kind: sum(row.exposed_ms[kind] * row.stands_for for row in rows) / weight for kind in COMM_KINDS}
+
+
 def _swept(gpu: np.ndarray, start: np.ndarray, end: np.ndarray, channel: np.ndarray, channels: int,
            num_gpus: int) -> np.ndarray:
     """[gpu, channel] seconds: each piece between consecutive interval ends of a GPU goes to memory-bound if only

@@ -87,7 +87,8 @@ class Settings:
 
 
 def _mixed(placement: Placement) -> bool:
-    return len({placement.groups[g].gpu.name for g in placement.used}) > 1
+    """Whether the ranks run on GPUs of more than one model (config.dc.GPUSpec.model_name: not two names of one)."""
+    return len({placement.groups[g].gpu.model_name for g in placement.used}) > 1
 
 
 def warp_mma_attention(sc: ScenarioConfig) -> tuple[str, tuple[float, ...]] | None:

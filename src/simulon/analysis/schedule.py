@@ -29,7 +29,6 @@ from ..engine.replay import Timeline
 from ..workload.kernels import Phase
 from ..workload.program import Stream
 from .exposure import collective_parts
-from .intervals import overlap_length, union_length
 
 COMPUTE_KINDS = {Phase.fwd: "forward", Phase.bwd_ig: "backward", Phase.bwd_wg: "weight-gradient",
                  Phase.recompute: "recompute", Phase.step: "optimizer"}
@@ -148,18 +147,3 @@ def schedule(dag: ExecutionDAG, timeline: Timeline) -> dict:
                "spans": [list(s) for s in sorted(compute_spans(dag, timeline, gpu) + comm_spans(dag, timeline, gpu))]}
               for stage, gpu in stage_representatives(dag).items()]
     return {"iteration_time_ms": round(timeline.makespan * 1e3, DIGITS), "stages": stages}
-
-
-def exposed_comm_by_kind(dag: ExecutionDAG, timeline: Timeline) -> dict[str, float]:
-    """Per communication kind (tp-comm, dp-comm, pp-comm, ...), the ms a stage's representative GPU spends in it
-    with no kernel of its own running, averaged over the stages. Kinds that run at once each count the time, so
-    the kinds may add up to more than the GPU's exposed communication."""
-    totals: dict[str, float] = {}
-    reps = stage_representatives(dag)
-    for gpu in reps.values():
-        kernels = np.flatnonzero((dag.kind == NodeKind.compute) & (dag.gpu == gpu))
-        busy = (timeline.start[kernels], timeline.finish[kernels])
-        for kind, (starts, ends, _) in comm_intervals(dag, timeline, gpu).items():
-            exposed = union_length(starts, ends) - overlap_length((starts, ends), busy)
-            totals[kind] = totals.get(kind, 0.0) + 1e3 * exposed / len(reps)
-    return dict(sorted(totals.items()))

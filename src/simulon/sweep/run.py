@@ -18,7 +18,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..analysis.schedule import COMM_KINDS
+from ..analysis.kinds import COMM_KINDS
 from ..config.errors import ConfigError
 from ..executors import Executor, ProcessExecutor
 from ..export.files import write_atomic
@@ -26,8 +26,9 @@ from ..memory.runtime import GiB
 from ..progress import SILENT, Progress
 from .points import Point
 
-EXPOSED = tuple(f"exposed_{kind.replace('-', '_')}_ms" for kind in sorted(set(COMM_KINDS.values())))
-"""Exposed communication per kind, averaged over the stages (analysis/schedule.py: exposed_comm_by_kind)."""
+EXPOSED = tuple(f"exposed_{kind.lower()}_comm_ms" for kind in COMM_KINDS)
+"""Exposed communication per kind, averaged over the GPUs as exposed_comm_ms is, an instant in which several kinds
+run shared among them, so that they add up to it (analysis/exposure.py: mean_exposed_ms)."""
 
 METRICS = ("num_gpus", "tokens_per_step", "step_ms", "tokens_per_s", "tflops_per_gpu", "mfu", "compute_ms",
            "exposed_comm_ms", "overlapped_comm_ms", "bubble_ms", *EXPOSED, "peak_memory_gib", "memory_capacity_gib",
@@ -45,7 +46,7 @@ UNRUNNABLE = "unrunnable"
 def point_metrics(args: tuple[dict, str]) -> dict[str, str]:
     """Simulate one point and return its row's metrics as CSV text; runs in a worker process (module level, to be
     picklable)."""
-    from ..analysis.schedule import exposed_comm_by_kind
+    from ..analysis.exposure import exposure, mean_exposed_ms
     from ..config.loading import parse_scenario
     from ..pipeline import simulate
 
@@ -53,11 +54,12 @@ def point_metrics(args: tuple[dict, str]) -> dict[str, str]:
     sc = parse_scenario(data, "sweep point")
     sim = simulate(sc, fold_mode=fold_mode)  # type: ignore[arg-type]
     r, train, gib = sim.result, sc.workload.training, GiB
-    exposed = exposed_comm_by_kind(sim.dag, sim.timeline)
+    placement = sc.placement()  # the ridge point only splits compute, not the exposed communication read here
+    ridge = placement.peak_flops(train.dtype) / placement.mean(lambda g: g.gpu.memory_bandwidth)
+    exposed = mean_exposed_ms(exposure(sim.dag, sim.timeline, ridge))
     values = {"num_gpus": r.num_gpus, "tokens_per_step": train.global_batch_size * train.sequence_length,
               "step_ms": r.iteration_time_ms, "tokens_per_s": r.tokens_per_s, "tflops_per_gpu": r.tflops_per_gpu,
-              "mfu": r.mfu, **r.breakdown,
-              **{f"exposed_{k.replace('-', '_')}_ms": exposed.get(k, 0.0) for k in sorted(set(COMM_KINDS.values()))},
+              "mfu": r.mfu, **r.breakdown, **dict(zip(EXPOSED, exposed.values(), strict=True)),
               "peak_memory_gib": sim.memory.peak.device / gib, "memory_capacity_gib": sim.memory.capacity / gib,
               "fits": sim.memory.fits}
     return {name: text(values[name]) for name in METRICS}

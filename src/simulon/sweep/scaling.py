@@ -41,9 +41,19 @@ class Break:
 
     def describe(self) -> str:
         name = self.term.removesuffix("_ms").replace("_", " ")
+        before, after = apart(100 * self.efficiency_before, 100 * self.efficiency_after)
         return (f"efficiency falls most from {self.from_gpus:,} to {self.to_gpus:,} GPUs "
-                f"({100 * self.efficiency_before:.0f}% -> {100 * self.efficiency_after:.0f}%): {name} grows from "
+                f"({before}% -> {after}%): {name} grows from "
                 f"{100 * self.share_before:.1f}% to {100 * self.share_after:.1f}% of the step")
+
+
+def apart(a: float, b: float, most: int = 3) -> tuple[str, str]:
+    """Two numbers with the fewest decimals (up to `most`) that keep them apart: 100.4 and 99.9, not 100 and 100."""
+    for digits in range(most + 1):
+        shown = f"{a:.{digits}f}", f"{b:.{digits}f}"
+        if shown[0] != shown[1]:
+            return shown
+    return shown
 
 
 @dataclass(frozen=True)
