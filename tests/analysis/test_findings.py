@@ -156,6 +156,7 @@ def test_idle_time_without_a_pipeline_is_not_told_to_add_micro_batches_and_a_mix
     from pathlib import Path
 
     from simulon.config.loading import load_scenario
+    from simulon.config.scenario import ScenarioConfig
 
     flat = advice("bubble", Settings.of(gpt_scenario(tp=2)))
     assert "micro-batches" not in flat and "vpp" not in flat and "zb_h1" not in flat and "plan-hetero" not in flat
@@ -164,3 +165,8 @@ def test_idle_time_without_a_pipeline_is_not_told_to_add_micro_batches_and_a_mix
     assert "plan-hetero" in advice("bubble", mixed) and "micro-batches" in advice("bubble", mixed)
     assert "plan-hetero" in advice("bubble", Settings(pipeline_stages=1, mixed_gpus=True))
     assert not Settings.of(gpt_scenario(pp=2, layers=8, gbs=8)).mixed_gpus
+    # two node groups of one GPU under two names are not a mixed cluster: a name is a label
+    data = load_scenario(Path(__file__).parents[2] / "examples" / "hetero_h100_a100.yaml").as_data()
+    data["datacenter"]["node_groups"][1]["node"] = data["datacenter"]["node_groups"][0]["node"]
+    data["datacenter"]["node_groups"][1]["node"]["gpu"] = {"from": "h100-sxm", "name": "another H100"}
+    assert not Settings.of(ScenarioConfig.model_validate(data)).mixed_gpus

@@ -128,8 +128,8 @@ def need_torch(device: str) -> None:
     try:
         import torch
     except ImportError:
-        raise ConfigError("--device: profiling needs torch: install simulon[profile] (pip install "
-                          "'simulon[profile]')") from None
+        raise ConfigError("simulon profile: timing kernels needs torch, which is not installed: install "
+                          "simulon[profile] (pip install 'simulon[profile]')") from None
     if device == "cuda" and not torch.cuda.is_available():
         raise ConfigError("--device cuda: no CUDA GPU is visible; pass --device cpu to time on the CPU "
                           "(for tests and small shapes only: CPU times do not describe a GPU)")

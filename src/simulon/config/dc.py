@@ -605,11 +605,11 @@ class DatacenterConfig(Templated):
         return described_system(ref)
 
     datacenter: DatacenterMeta = DatacenterMeta()
-    # None when not given (the other form is), but never written as null
-    cluster: ClusterSpec = Field(None, description="a homogeneous datacenter's size (with node)")  # type: ignore[assignment]
-    node: NodeSpec = Field(None, description="a homogeneous datacenter's node type (with cluster)")  # type: ignore[assignment]
-    node_groups: list[NodeGroup] = Field(None, description="node types of a heterogeneous datacenter, in "  # type: ignore[assignment]
-                                         "place of cluster and node")
+    # None where not given (the other form is); null reads as not given, so that a model_dump validates again
+    cluster: ClusterSpec | None = Field(None, description="a homogeneous datacenter's size (with node)")
+    node: NodeSpec | None = Field(None, description="a homogeneous datacenter's node type (with cluster)")
+    node_groups: list[NodeGroup] | None = Field(None, description="node types of a heterogeneous datacenter, in "
+                                                "place of cluster and node")
     network: NetworkSpec = NetworkSpec()
 
     @model_validator(mode="before")
