@@ -117,7 +117,8 @@ def training(csv: CsvOption = None, as_json: JsonOption = False, max_memory: Max
 
     limit = memory_limit(max_memory)
     with terminal_progress(quiet=as_json) as progress:
-        report(table(csv, "training"), as_json, lambda rows: validate_training(rows, limit, progress=progress),
+        path = table(csv, "training")
+        report(path, as_json, lambda rows: validate_training(rows, limit, progress=progress, source=str(path)),
                "system", plot)
 
 
@@ -148,7 +149,8 @@ def memory(csv: CsvOption = None, as_json: JsonOption = False, plot: PlotOption 
     measured (allocated, reserved, or nvidia-smi's used memory)."""
     from ..validate.memory import validate_memory
 
-    report(table(csv, "memory"), as_json, validate_memory, "source", plot)
+    path = table(csv, "memory")
+    report(path, as_json, lambda rows: validate_memory(rows, source=str(path)), "source", plot)
 
 
 @app.command()

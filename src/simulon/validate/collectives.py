@@ -4,7 +4,9 @@ Each row of a table in the format of shared/validation/collectives.csv names a s
 message size and a group (and how many such groups ran at once). The system, described in free text, becomes
 a datacenter template through config.resolve (the row's source and notes telling systems of one GPU apart),
 the groups consecutive ranks, and the collective is simulated with NCCL's algorithm choice (or the one the
-row's notes say was forced). Rows the model does not cover are skipped with the reason.
+row's notes say was forced). Rows the model does not cover are skipped with the reason. A collective is named as
+`simulon collective --op` names it, in any case and with or without '_', '-' or spaces (allreduce, all_reduce,
+AllReduce, all-reduce). Columns and numeric cells are read as report.table_rows and report.bad_cell say.
 scripts/calibrate_collectives.py fits the link model on the same cases.
 """
 
@@ -19,17 +21,24 @@ from ..collective.nccl import nccl_algorithm
 from ..collective.types import CollType
 from ..config.common import MAX_GPUS
 from ..config.dc import DatacenterConfig
-from ..config.errors import ConfigError
 from ..config.resolve import Unresolved, resolve_hardware
 from ..network.calibration import LinkModel
 from ..pipeline import collective_sweep
 from ..progress import SILENT, Progress
-from .report import Comparison, Skipped, ValidationReport, inputs_key, number
+from .report import Comparison, Skipped, ValidationReport, bad_cell, inputs_key, number, table_rows
 
-COLLECTIVES = {"all_reduce": CollType.AllReduce, "all_gather": CollType.AllGather,
-               "reduce_scatter": CollType.ReduceScatter, "alltoall": CollType.AllToAll,
-               "sendrecv": CollType.SendRecv, "collective_permute (p2p ring shift)": CollType.SendRecv}
+COLLECTIVES = {**{t.name.lower(): t for t in CollType}, "permute": CollType.SendRecv,
+               "collectivepermute(p2pringshift)": CollType.SendRecv}
+"""Collective names, as collective_named reads them: the CollType names (what `simulon collective --op` takes:
+allreduce, allgather, reducescatter, alltoall, sendrecv) and XLA's permute (its table's 'collective_permute (p2p ring
+shift)')."""
 COLUMNS = ("hardware", "collective", "msg_bytes", "group_size", "busbw_GBps", "time_us")
+"""Columns every collectives table has; a table without one is bad input."""
+INFORMATIONAL = ("source", "subset", "notes", "num_groups", "num_gpus", "nodes", "algbw_GBps")
+"""Columns read where a row fills them, blank where a table lacks them."""
+WHOLE = ("msg_bytes", "group_size", "num_groups", "num_gpus", "nodes")
+REAL = ("busbw_GBps", "algbw_GBps", "time_us")
+"""Numeric columns: counts and sizes (whole numbers), and measurements; a row whose cell is not one is skipped."""
 MEASURED = ("busbw_GBps", "algbw_GBps", "time_us")
 """What a row measured; every other cell describes the run (report.inputs_key)."""
 LARGE_MESSAGE = 2**20
@@ -138,12 +147,21 @@ def _forced_algorithm(notes: str) -> str:
     return (nccl_algorithm(found.group(1) or found.group(2)) if found else None) or "auto"
 
 
+def collective_named(name: str) -> CollType | None:
+    """The collective a name denotes in any case, with or without '_', '-' or spaces between its words (all_reduce,
+    AllReduce, all-reduce, allreduce), or None."""
+    return COLLECTIVES.get(re.sub(r"[\s_-]+", "", name.lower()))
+
+
 def _case_of(index: int, row: dict[str, str]) -> tuple[tuple, Case, float | None, float] | str:
     """(key, case, message bytes (None: the row states a peak bus bandwidth), measured busbw) of a row, or why it is
     skipped."""
     if row.get("subset", "") in KEPT_OUT:
         return f"kept out: {KEPT_OUT[row['subset']]}"
-    ctype = COLLECTIVES.get(row["collective"].strip())
+    unreadable = bad_cell(row, WHOLE, REAL)
+    if unreadable:
+        return unreadable
+    ctype = collective_named(row["collective"])
     if ctype is None:
         return f"collective {row['collective']!r} is not one simulon models"
     system = system_of(row)
@@ -175,9 +193,7 @@ def _case_of(index: int, row: dict[str, str]) -> tuple[tuple, Case, float | None
 def collective_cases(rows: list[dict[str, str]], source: str = "collectives table"
                      ) -> tuple[list[Case], list[Skipped]]:
     """The table's rows grouped into simulated sweeps, and the rows skipped with their reasons."""
-    missing = [c for c in COLUMNS if rows and c not in rows[0]]
-    if missing:
-        raise ConfigError(f"{source}: column(s) {', '.join(missing)} missing: not a collectives table")
+    rows = table_rows(rows, source, "a collectives table", COLUMNS, INFORMATIONAL)
     cases: dict[tuple, Case] = {}
     skipped = []
     for index, row in enumerate(rows):

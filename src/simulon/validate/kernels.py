@@ -3,6 +3,9 @@
 Each row of a table in the format of shared/validation/kernels.csv becomes the kernel spec(s) the simulator
 would time on the GPU its `hardware` describes (free text, read by config.resolve), with the measured seconds
 recovered through the source's own FLOP convention; rows the model does not cover are skipped with the reason.
+A dtype is read in the sources' spellings (DTYPES) or as users write it (config.common.dtype_named: BF16, bfloat16,
+torch.bfloat16, half); an attention row's head count comes from its heads column, else its notes. Columns and
+numeric cells are read as report.table_rows and report.bad_cell say.
 The same observations feed scripts/fit_compute.py.
 """
 
@@ -13,9 +16,8 @@ import re
 from ..compute.analytical import AnalyticalModel
 from ..compute.calibration import Calibrations
 from ..compute.fit import Observation, Timing
-from ..config.common import DType
+from ..config.common import DType, dtype_named
 from ..config.dc import GPUSpec
-from ..config.errors import ConfigError
 from ..config.resolve import Unresolved, model_word, resolve_gpu
 from ..workload.kernels import (
     FLASH_IMPLEMENTATIONS,
@@ -27,7 +29,7 @@ from ..workload.kernels import (
     gemm,
     memory_bound,
 )
-from .report import Comparison, Skipped, ValidationReport, inputs_key, number
+from .report import Comparison, Skipped, ValidationReport, bad_cell, cell_number, inputs_key, number, table_rows
 
 DTYPES = {
     "bf16": DType.bf16, "fp16": DType.fp16,
@@ -43,6 +45,13 @@ TN_ONLY_FP8 = ("h100", "h200", "h800", "h20", "gh200")
 """GPU models (Hopper) whose FP8 tensor-core GEMMs in cuBLASLt take both operands K-major only (the "TN" layout
 of NVIDIA's cuBLAS documentation, cublasLtMatmul FP8 requirements); Blackwell takes every layout."""
 COLUMNS = ("hardware", "kernel", "dtype", "M", "N", "K", "batch", "kernel_tflops")
+"""Columns every kernels table has; a table without one is bad input."""
+INFORMATIONAL = ("source", "subset", "notes", "head_dim", "heads", "kv_heads", "causal", "kernel_eff_vs_peak",
+                 "time_us")
+"""Columns read where a row fills them, blank where a table lacks them."""
+WHOLE = ("M", "N", "K", "batch", "head_dim", "heads", "kv_heads")
+REAL = ("kernel_tflops", "kernel_eff_vs_peak", "time_us")
+"""Numeric columns: counts and sizes (whole numbers), and measurements; a row whose cell is not one is skipped."""
 MEASURED = ("kernel_tflops", "kernel_eff_vs_peak", "time_us")
 """What a row measured; every other cell describes the kernel (report.inputs_key)."""
 MEDIAN_KERNEL_TIMED = ("XLA dot",)
@@ -66,9 +75,7 @@ GEMM_FAMILY_MIN_FLOPS = 1e9
 def validate_kernels(rows: list[dict[str, str]], calibrations: Calibrations | None = None,
                      source: str = "kernels table") -> ValidationReport:
     """Predicted vs measured kernel_tflops for every row the compute model covers."""
-    missing = [c for c in COLUMNS if rows and c not in rows[0]]
-    if missing:
-        raise ConfigError(f"{source}: column(s) {', '.join(missing)} missing: not a kernels table")
+    rows = table_rows(rows, source, "a kernels table", COLUMNS, INFORMATIONAL)
     cal = calibrations or Calibrations.shipped()
     report = ValidationReport()
     models: dict[tuple[str, DType, int], AnalyticalModel] = {}
@@ -104,12 +111,15 @@ def observations(rows: list[dict[str, str]]) -> list[Observation]:
 
 def observation(index: int, row: dict[str, str]) -> Observation | str:
     """The row as kernel specs and measured seconds, or why the model cannot take it."""
+    unreadable = bad_cell(row, WHOLE, REAL)
+    if unreadable:
+        return unreadable
     try:
         gpu = resolve_gpu(row.get("hardware", ""), row.get("notes", ""))[0]
     except Unresolved as exc:
         return f"hardware: {exc}"
-    dtype = DTYPES.get(row.get("dtype", ""))
-    if dtype is None:
+    dtype = DTYPES.get(row.get("dtype", "")) or dtype_named(row.get("dtype", ""))
+    if not isinstance(dtype, DType):  # the sources' own spellings, else as users write them (bf16, BF16, bfloat16)
         return f"dtype {row.get('dtype')!r} is not modelled"
     tflops = number(row, "kernel_tflops")
     if tflops is None or tflops <= 0:
@@ -178,6 +188,7 @@ def _attention(kernel: str, row: dict[str, str]) -> tuple[tuple[KernelSpec, ...]
     notes = row.get("notes", "")
     if "TE fused attn" in kernel:  # SimuMax: causal; FLOPs count the full score matrix, backward 2.5x
         found = {key: int(v) for key, v in re.findall(r"(heads|kv_heads|v_head_dim)=(\d+)", notes)}
+        found.update({c: v for c in ("heads", "kv_heads") if (v := cell_number(row, c, whole=True))})
         if len(found) < 3:
             return "notes do not give heads, kv_heads and v_head_dim"
         heads, kv, v_dim = found["heads"], found["kv_heads"], found["v_head_dim"]
@@ -186,10 +197,10 @@ def _attention(kernel: str, row: dict[str, str]) -> tuple[tuple[KernelSpec, ...]
         base = batch * seq * seq * max(heads, kv) * (head_dim + v_dim)
         return (spec,), (5.0 if phase == Phase.bwd_ig else 2.0) * base
     heads = re.search(r"\((\d+) heads\)", notes)
-    if heads is None:
-        return "notes do not give the number of heads"
+    h = cell_number(row, "heads", whole=True) or (int(heads.group(1)) if heads else None)
+    if h is None:
+        return "neither the heads column nor the notes give the number of heads"
     causal = row.get("causal", "").strip() == "True"
-    h = int(heads.group(1))
     specs = tuple(attention(p, batch, h, h, seq, seq, head_dim, head_dim, causal, 2.0, impl)
                   for p in (Phase.fwd, Phase.bwd_ig))
     # flash-attention's benchmark: forward 4*b*s^2*h*d (halved when causal), backward 2.5x the forward

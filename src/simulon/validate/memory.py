@@ -13,7 +13,9 @@ memory report (memory/), compared with the quantity the row's source measured:
 What the columns leave unsaid comes from the row's source (its framework's defaults, as FRAMEWORKS below
 says for each) and its notes (truncated layer counts, dense layers, vocabulary padding, layers per stage).
 The memory model depends on the GPU only through its capacity and runtime, so rows on GPUs without a template
-(Sailor's RTX cards) are evaluated on a stand-in system; no fit is checked on them.
+(Sailor's RTX cards) are evaluated on a stand-in system; no fit is checked on them. A row whose numeric cell is not
+its number is skipped naming the column (report.bad_cell); a table without a column every row needs is bad input
+(report.table_rows).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from ..config.scenario import ScenarioConfig
 from ..config.templates import find_template, template_stem_loose
 from ..memory import MemoryReport, StageMemory, estimate_memory
 from ..memory.runtime import GiB
-from .report import Comparison, Skipped, ValidationReport, flag, number
+from .report import Comparison, Skipped, ValidationReport, bad_cell, flag, number, table_rows
 
 
 class Unsupported(Exception):
@@ -114,6 +116,15 @@ NAMED_SHAPES = {           # Korthikanti et al. Table 3: layers, hidden size and
     "megatron-1t": (128, 25600, 160),
 }
 HEAD_DIM_WHEN_UNKNOWN = 128
+COLUMNS = ("source", "model", "mbs", "mem_gib")
+"""Columns every memory table has (the source decides the run's set-up, SOURCES); a table without one is bad input."""
+INFORMATIONAL = ("num_gpus", "tp", "pp", "dp", "cp", "ep", "vpp", "sp", "recompute", "zero_or_fsdp", "gbs",
+                 "seq_len", "dtype", "mem_kind", "notes", "locator")
+"""Columns read where a row fills them, blank where a table lacks them."""
+WHOLE = ("num_gpus", "tp", "pp", "dp", "cp", "ep", "vpp", "mbs", "seq_len")
+REAL = ("mem_gib",)
+"""Numeric columns ('unknown' is not given, report.NOT_GIVEN); a row whose cell is not its number is skipped. The
+global batch may be a formula ('dp*mbc'): it is read where it is a number, else worked out."""
 
 
 def _source(row: dict[str, str]) -> Source:
@@ -326,9 +337,17 @@ def compare_row(index: int, row: dict[str, str]) -> list[Comparison]:
             for quantity, value in measurements(row)]
 
 
-def validate_memory(rows: list[dict[str, str]]) -> ValidationReport:
+def validate_memory(rows: list[dict[str, str]], source: str = "memory table") -> ValidationReport:
+    """Every row's measured peak(s) against the memory model, or the row skipped with its reason (a numeric cell that
+    does not read, a run the model cannot express); a table without the columns every row needs is a ConfigError
+    naming `source`."""
     report = ValidationReport()
+    rows = table_rows(rows, source, "a memory table", COLUMNS, INFORMATIONAL)
     for index, row in enumerate(rows):
+        reason = bad_cell(row, WHOLE, REAL)
+        if reason:
+            report.skipped.append(Skipped(index, reason))
+            continue
         try:
             report.rows.extend(compare_row(index, row))
         except Unsupported as exc:

@@ -6,6 +6,11 @@ three send patterns per size without saying which a row measured) get one predic
 so their spread is error no model reading the table can remove. For each such set the least sum of absolute
 percentage errors is reached at one of its own measurements (the sum is convex and piecewise linear in the
 prediction, with its corners there); a row alone has a floor of 0.
+
+Reading a table, shared by the four validators: table_rows refuses a table without a column its validator needs (one
+ConfigError naming the file and the columns) and reads the informational columns it lacks as blank; cell_number is
+the one reading of a numeric cell (blank or `unknown`: not given; a count must be a whole number, a measurement a
+finite one), and bad_cell the reason a row whose numeric cell is neither is skipped ("pp: 'two' is not a number").
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import csv
 import errno
 import io
 import math
+import re
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable
@@ -21,7 +27,7 @@ from dataclasses import asdict, dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from ..config.errors import read_input_text
+from ..config.errors import ConfigError, read_input_text
 
 
 @dataclass(frozen=True)
@@ -162,11 +168,77 @@ def flag(row: dict[str, str], column: str) -> bool | None:
     return {"yes": True, "true": True, "no": False, "false": False}.get((row.get(column) or "").strip().lower())
 
 
-def number(row: dict[str, str], column: str) -> float | None:
-    """A numeric cell, or None when blank or not a finite number."""
+NOT_GIVEN = ("", "unknown")
+"""Cells that say the source did not give a value: blank, or `unknown` (the memory table's word), any case."""
+
+
+class BadCell(ValueError):
+    """A cell of a numeric column whose text is not the number the column holds; the message names the column and
+    the text: "tp: 'two' is not a number"."""
+
+
+def cell_number(row: dict[str, str], column: str, whole: bool = False) -> float | int | None:
+    """The number in a cell of a numeric column: None where the source gave none (NOT_GIVEN, or the column absent),
+    an int for a `whole` column (counts: GPUs, parallel sizes, batches, bytes; '8' or '8.0'), else a finite float.
+    BadCell for any other text ('two', '843 ms', '1MiB'; nan, inf, 1e400 measure nothing; '8.5' is no count)."""
     text = (row.get(column) or "").strip()
+    if text.lower() in NOT_GIVEN:
+        return None
+    if "_" in text:  # Python reads '1_000' as 1000; the tables write no such number
+        raise BadCell(f"{column}: {text!r} is not a number")
+    if re.fullmatch(r"[+-]?[0-9]{1,300}", text):  # longer: no count (and over int()'s digit limit)
+        return int(text)
     try:
         value = float(text)
     except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
+        raise BadCell(f"{column}: {text!r} is not a number")
+    if whole:
+        if value != int(value):
+            raise BadCell(f"{column}: {text!r} is not a whole number")
+        return int(value)
+    return value
+
+
+def bad_cell(row: dict[str, str], whole: Iterable[str] = (), real: Iterable[str] = ()) -> str | None:
+    """Why a row cannot be evaluated because of a numeric cell (the first `whole` column, then `real` column, whose
+    text is not its number: BadCell's message), or None when every such cell is a number or not given."""
+    for columns, is_whole in ((whole, True), (real, False)):
+        for column in columns:
+            try:
+                cell_number(row, column, is_whole)
+            except BadCell as exc:
+                return str(exc)
+    return None
+
+
+def number(row: dict[str, str], column: str) -> float | None:
+    """A numeric cell as a float, or None when not given or not a number (cell_number's reading; a validator skips a
+    row whose numeric cells do not read first, bad_cell)."""
+    try:
+        value = cell_number(row, column)
+    except BadCell:
         return None
-    return value if math.isfinite(value) else None  # nan, inf and 1e400 measure nothing
+    return None if value is None else float(value)
+
+
+def table_rows(rows: list[dict[str, str]], source: str, what: str, required: Iterable[str],
+               optional: Iterable[str] = (), one_of: Iterable[str] = ()) -> list[dict[str, str]]:
+    """The rows of a table a validator reads, every `optional` column it lacks read as blank; a ConfigError naming
+    `source` (the file) and the `required` columns it lacks (or, where it has none of `one_of`, those), "not a
+    `what`". A header that is one cell holding ';' or tabs is named as not comma-separated."""
+    if not rows:
+        return rows
+    header = [c for c in rows[0] if c is not None]
+    missing = [c for c in required if c not in header]
+    choices = list(one_of)
+    if choices and not any(c in header for c in choices):
+        missing.append(f"one of {'/'.join(choices)}")
+    if missing:
+        hint = ""
+        if len(header) == 1 and any(sep in header[0] for sep in ";\t"):
+            hint = " (its header is one cell: the table must be comma-separated)"
+        raise ConfigError(f"{source}: column(s) {', '.join(missing)} missing: not {what}{hint}")
+    absent = [c for c in optional if c not in header]
+    return [{**row, **dict.fromkeys(absent, "")} for row in rows] if absent else rows

@@ -6,7 +6,8 @@ becomes its datacenter template, the model comes from its template and/or the sh
 row leaves unsaid (sequence parallelism, distributed optimizer, attention kernels) follows how the named
 framework, at the version named, runs by default. Every measurement is compared as an iteration time:
 throughputs and FLOP rates are converted with the row's own batch and the FLOP convention its source uses
-(model FLOPs, or hardware FLOPs that include recomputation).
+(model FLOPs, or hardware FLOPs that include recomputation). A row whose numeric cell is not its number is skipped
+naming the column (report.bad_cell); a table without a column every row needs is bad input (report.table_rows).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from ..config.workload import RECOMPUTE_MODULES, ModelSpec
 from ..dag.size import TooLarge
 from ..pipeline import Simulation, simulate
 from ..progress import SILENT, Progress
-from .report import Comparison, Skipped, ValidationReport, flag, number
+from .report import Comparison, Skipped, ValidationReport, bad_cell, flag, number, table_rows
 
 
 class Unsupported(Exception):
@@ -136,6 +137,17 @@ LAYOUT_KEY = ("source", "layers", "hidden", "heads", "kv_heads", "vocab", "seq_l
 LAYOUT_COLUMNS = ("tp", "pp", "cp", "vpp", "ep", "etp", "sp", "mbs")
 METRICS = ("iter_time_s", "tokens_per_s_total", "tokens_per_s_per_gpu", "samples_per_s", "tflops_per_gpu",
            "mfu_pct", "hfu_pct")
+COLUMNS = ("hardware", "model", "num_gpus", "seq_len")
+"""Columns every training table has (and one of METRICS); a table without one is bad input."""
+INFORMATIONAL = ("source", "source_locator", "subset", "notes", "framework", "precision", "nodes", "params_b",
+                 *SHAPE_COLUMNS, *LAYOUT_COLUMNS, "dp", "zero_or_fsdp", "recompute", "gbs", "grad_accum", *METRICS)
+"""Columns read where a row fills them, blank where a table lacks them."""
+WHOLE = ("num_gpus", "nodes", *SHAPE_COLUMNS, "seq_len", "tp", "pp", "dp", "vpp", "cp", "ep", "etp", "mbs",
+         "grad_accum")
+REAL = ("params_b", *METRICS, "agg_pflops", "time_to_train_min", "mem_gib")
+"""Numeric columns: counts and sizes (whole numbers), and measurements; a row whose cell is not one is skipped. The
+global batch (gbs) is a whole number too, or tokens ('0.5M tokens', _global_batch)."""
+BATCH_TOKENS = re.compile(r"([0-9.]+)\s*M tokens")
 
 
 def _all(patterns, text: str) -> list:
@@ -235,7 +247,7 @@ def _dtype(row: dict[str, str]) -> DType:
 def _global_batch(row: dict[str, str], seq: int) -> int | None:
     """The row's global batch in sequences, else the batch its source trained with, else None."""
     text = row["gbs"].strip() or _first(SOURCE_BATCH_TOKENS, row["source"]) or ""
-    tokens = re.fullmatch(r"([0-9.]+)\s*M tokens", text)
+    tokens = BATCH_TOKENS.fullmatch(text)
     if tokens:
         return int(float(tokens.group(1)) * 2**20 // seq)
     return _integer(row, "gbs")
@@ -464,16 +476,28 @@ def sample_rows(rows: list[dict[str, str]], max_gpus: int, per_subset: int) -> l
     return sorted(picked)
 
 
+def unreadable(row: dict[str, str]) -> str | None:
+    """Why a row's numeric cells cannot be read (report.bad_cell), or None."""
+    batch = () if BATCH_TOKENS.fullmatch(row.get("gbs", "").strip()) else ("gbs",)
+    return bad_cell(row, (*WHOLE, *batch), REAL)
+
+
 def validate_training(rows: list[dict[str, str]], memory_limit: float | None = None,
-                      progress: Progress = SILENT) -> ValidationReport:
-    """Every row compared, or skipped with its reason: one simulon cannot express, one too large for
-    `memory_limit` bytes, or one whose simulation fails (out of memory, an algorithm that cannot run it). No
-    row stops the table. `progress` is told each row as it is done."""
+                      progress: Progress = SILENT, source: str = "training table") -> ValidationReport:
+    """Every row compared, or skipped with its reason: one whose numeric cells do not read, one simulon cannot
+    express, one too large for `memory_limit` bytes, or one whose simulation fails (out of memory, an algorithm that
+    cannot run it). No row stops the table; a table without the columns every row needs is a ConfigError naming
+    `source`. `progress` is told each row as it is done."""
     report = ValidationReport()
+    rows = table_rows(rows, source, "a training table", COLUMNS, INFORMATIONAL, one_of=METRICS)
     rows = with_source_layouts(rows)
     progress.stage("simulating the table's training runs", total=len(rows), unit="rows")
     for index, row in enumerate(rows):
         progress.advance(index)
+        reason = unreadable(row)
+        if reason:
+            report.skipped.append(Skipped(index, reason))
+            continue
         try:
             report.rows.append(compare_row(index, row, memory_limit))
         except Unsupported as exc:
