@@ -13,9 +13,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from helpers import cli
+from simulon.collective.types import COLLECTIVE_NAMES
 from simulon.config.common import DType
 from simulon.config.errors import ConfigError
-from simulon.validate.collectives import _case_of, collective_cases, validate_collectives
+from simulon.validate.collectives import case_of, collective_cases, validate_collectives
 from simulon.validate.kernels import observation, validate_kernels
 from simulon.validate.memory import validate_memory
 from simulon.validate.report import BadCell, bad_cell, cell_number, read_table, shipped_table
@@ -164,7 +165,7 @@ def test_a_memory_row_whose_count_is_a_fraction_is_skipped_naming_it():
 ])
 def test_a_collectives_row_whose_numeric_cell_does_not_read_is_skipped_naming_it(collective_row, column, text,
                                                                                    reason):
-    assert _case_of(0, {**collective_row, column: text}) == reason
+    assert case_of(0, {**collective_row, column: text}) == reason
     cases, skipped = collective_cases([{**collective_row, column: text}])
     assert not cases and [s.reason for s in skipped] == [reason]
 
@@ -196,23 +197,22 @@ def test_kernels_read_float32_as_fp32_and_still_refuse_an_unknown_dtype():
 
 @pytest.mark.parametrize("name", ["allreduce", "AllReduce", "all-reduce", "all_reduce", "All Reduce"])
 def test_collectives_read_all_reduce_however_written(collective_row, name):
-    found = _case_of(0, {**collective_row, "collective": name})
+    found = case_of(0, {**collective_row, "collective": name})
     assert not isinstance(found, str), found
     assert found[1].ctype.name == "AllReduce"
 
 
-@pytest.mark.parametrize(("name", "ctype"), [("reducescatter", "ReduceScatter"), ("reduce_scatter", "ReduceScatter"),
-                                             ("allgather", "AllGather"), ("all-to-all", "AllToAll"),
-                                             ("permute", "SendRecv"), ("sendrecv", "SendRecv"),
+@pytest.mark.parametrize(("name", "ctype"), [*((name, t.name) for name, t in COLLECTIVE_NAMES.items()),
+                                             ("reduce_scatter", "ReduceScatter"), ("all-to-all", "AllToAll"),
                                              ("collective_permute (p2p ring shift)", "SendRecv")])
 def test_collectives_read_every_op_name_the_cli_takes(collective_row, name, ctype):
-    found = _case_of(0, {**collective_row, "collective": name})
+    found = case_of(0, {**collective_row, "collective": name})
     assert not isinstance(found, str), found
     assert found[1].ctype.name == ctype
 
 
 def test_a_collective_simulon_does_not_model_is_still_skipped(collective_row):
-    assert _case_of(0, {**collective_row, "collective": "broadcast"}) == \
+    assert case_of(0, {**collective_row, "collective": "broadcast"}) == \
         "collective 'broadcast' is not one simulon models"
 
 

@@ -13,7 +13,7 @@ import typer
 
 from .. import __version__
 from ..collective.algorithms import CATALOG
-from ..collective.types import CollType
+from ..collective.types import COLLECTIVE_NAMES, collective_named
 from ..config.errors import ConfigError
 from ..config.loading import files_read, load_scenario
 from ..config.scenario import check_channels
@@ -62,9 +62,6 @@ def _options(
     """Simulate LLM training iterations and collectives on AI clusters."""
 
 
-OPS = {"allreduce": CollType.AllReduce, "allgather": CollType.AllGather,
-       "reducescatter": CollType.ReduceScatter, "alltoall": CollType.AllToAll,
-       "sendrecv": CollType.SendRecv, "permute": CollType.SendRecv}  # permute: XLA's name for the ring shift
 
 
 @app.command()
@@ -196,8 +193,8 @@ def parse_sizes(text: str | None) -> list[float]:
 @app.command()
 def collective(
     scenario: Annotated[Path, typer.Argument(help="scenario YAML with at least a datacenter block")],
-    op: Annotated[str, typer.Option(help="allreduce | allgather | reducescatter | alltoall | sendrecv | permute "
-                                    "(sendrecv and permute: a ring shift, each GPU to the next)")] = "allreduce",
+    op: Annotated[str, typer.Option(help=f"{' | '.join(COLLECTIVE_NAMES)}, in any case, with or without '_' or "
+                                    "'-' (sendrecv and permute: a ring shift, each GPU to the next)")] = "allreduce",
     group: Annotated[str | None, typer.Option(help="ranks like 0-7 or 0,8,16,24 (default: every GPU)")] = None,
     sizes: Annotated[str | None, typer.Option(help="sizes like 1KiB,64MiB,1GiB (default: 1KiB..1GiB doubling)")] = None,
     algorithm: Annotated[str | None, typer.Option(help=f"{', '.join(CATALOG)} or auto "
@@ -211,8 +208,9 @@ def collective(
     from ..pipeline import collective_sweep
     from .progress import terminal_progress
 
-    if op not in OPS:
-        raise ConfigError(f"--op: expected one of {', '.join(OPS)}, got {op!r}")
+    ctype = collective_named(op)
+    if ctype is None:
+        raise ConfigError(f"--op: expected one of {', '.join(COLLECTIVE_NAMES)}, got {op!r}")
     sc = load_scenario(scenario)
     dc = sc.datacenter
     ranks = parse_ranks(group, dc.num_gpus) if group is not None else tuple(range(dc.num_gpus))
@@ -226,12 +224,12 @@ def collective(
             raise ConfigError(f"--channels: {exc}") from None
     try:
         with terminal_progress() as progress:
-            rows = collective_sweep(dc, OPS[op], ranks, parse_sizes(sizes), algo, chans, proto, progress=progress)
+            rows = collective_sweep(dc, ctype, ranks, parse_sizes(sizes), algo, chans, proto, progress=progress)
     except ValueError as exc:
         option = "--protocol" if "protocol" in str(exc) else "--algorithm"
         raise ConfigError(f"{option}: {exc}") from None
     if as_json:
-        print(json.dumps([{"op": OPS[op].name.lower(), "group_size": len(ranks),
+        print(json.dumps([{"op": ctype.name.lower(), "group_size": len(ranks),
                            "size_bytes": r.size_bytes, "time_us": r.time_us, "algbw_GBps": r.algbw_GBps,
                            "busbw_GBps": r.busbw_GBps, "algorithm": r.algorithm, "protocol": r.protocol,
                            "channels": r.channels, "model": r.model} for r in rows]))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from enum import IntEnum
 
 
@@ -28,3 +29,14 @@ def coll_type(name: str | CollType) -> CollType:
     except KeyError:
         valid = ", ".join(t.name for t in CollType)
         raise ValueError(f"unknown collective type {name!r} (valid: {valid})") from None
+
+
+COLLECTIVE_NAMES = {**{t.name.lower(): t for t in CollType}, "permute": CollType.SendRecv}
+"""Collectives by name, as `collective_named` reads them: the CollType names (allreduce, allgather, reducescatter,
+alltoall, sendrecv: what `simulon collective --op` lists) and XLA's permute, its ring shift."""
+
+
+def collective_named(name: str) -> CollType | None:
+    """The collective a name denotes, in any case and with or without '_', '-' or spaces between its words
+    (allreduce, all_reduce, AllReduce, all-reduce), or None."""
+    return COLLECTIVE_NAMES.get(re.sub(r"[\s_-]+", "", name.lower()))

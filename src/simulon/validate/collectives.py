@@ -18,7 +18,7 @@ from typing import Any
 
 from ..collective.metrics import bus_bandwidth_factor
 from ..collective.nccl import nccl_algorithm
-from ..collective.types import CollType
+from ..collective.types import CollType, collective_named
 from ..config.common import MAX_GPUS
 from ..config.dc import DatacenterConfig
 from ..config.resolve import Unresolved, resolve_hardware
@@ -27,11 +27,8 @@ from ..pipeline import collective_sweep
 from ..progress import SILENT, Progress
 from .report import Comparison, Skipped, ValidationReport, bad_cell, inputs_key, number, table_rows
 
-COLLECTIVES = {**{t.name.lower(): t for t in CollType}, "permute": CollType.SendRecv,
-               "collectivepermute(p2pringshift)": CollType.SendRecv}
-"""Collective names, as collective_named reads them: the CollType names (what `simulon collective --op` takes:
-allreduce, allgather, reducescatter, alltoall, sendrecv) and XLA's permute (its table's 'collective_permute (p2p ring
-shift)')."""
+XLA_PERMUTE = "collective_permute (p2p ring shift)"
+"""The table's name for XLA's collective-permute rows: a ring shift (CollType.SendRecv)."""
 COLUMNS = ("hardware", "collective", "msg_bytes", "group_size", "busbw_GBps", "time_us")
 """Columns every collectives table has; a table without one is bad input."""
 INFORMATIONAL = ("source", "subset", "notes", "num_groups", "num_gpus", "nodes", "algbw_GBps")
@@ -147,13 +144,13 @@ def _forced_algorithm(notes: str) -> str:
     return (nccl_algorithm(found.group(1) or found.group(2)) if found else None) or "auto"
 
 
-def collective_named(name: str) -> CollType | None:
-    """The collective a name denotes in any case, with or without '_', '-' or spaces between its words (all_reduce,
-    AllReduce, all-reduce, allreduce), or None."""
-    return COLLECTIVES.get(re.sub(r"[\s_-]+", "", name.lower()))
+def table_collective(name: str) -> CollType | None:
+    """The collective a row's `collective` cell names (collective.types.collective_named, or XLA's permute as the
+    table writes it), or None."""
+    return CollType.SendRecv if name.strip() == XLA_PERMUTE else collective_named(name)
 
 
-def _case_of(index: int, row: dict[str, str]) -> tuple[tuple, Case, float | None, float] | str:
+def case_of(index: int, row: dict[str, str]) -> tuple[tuple, Case, float | None, float] | str:
     """(key, case, message bytes (None: the row states a peak bus bandwidth), measured busbw) of a row, or why it is
     skipped."""
     if row.get("subset", "") in KEPT_OUT:
@@ -161,7 +158,7 @@ def _case_of(index: int, row: dict[str, str]) -> tuple[tuple, Case, float | None
     unreadable = bad_cell(row, WHOLE, REAL)
     if unreadable:
         return unreadable
-    ctype = collective_named(row["collective"])
+    ctype = table_collective(row["collective"])
     if ctype is None:
         return f"collective {row['collective']!r} is not one simulon models"
     system = system_of(row)
@@ -198,7 +195,7 @@ def collective_cases(rows: list[dict[str, str]], source: str = "collectives tabl
     skipped = []
     for index, row in enumerate(rows):
         try:
-            found = _case_of(index, row)
+            found = case_of(index, row)
         except ArithmeticError as exc:  # a time or size so small or large that the bus bandwidth is no number
             found = f"cannot read the measurement: {exc}"
         if isinstance(found, str):
