@@ -18,7 +18,15 @@ from functools import cache, cached_property
 from typing import Any, ClassVar, Literal
 
 import numpy as np
-from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationInfo,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from ..collective.nccl import ALGORITHM_NAMES, PROTOCOLS, nccl_algorithm
 from .common import (
@@ -593,6 +601,10 @@ def nodes_holding(num_gpus: int, gpus_per_node: int) -> int | None:
     return num_gpus // gpus_per_node if num_gpus % gpus_per_node == 0 else None
 
 
+UNSET_FORMS = ("cluster", "node", "node_groups")
+"""A datacenter's two forms (cluster and node; node_groups): the one not given is None, and left out of a dump."""
+
+
 class DatacenterConfig(Templated):
     """A datacenter. Its size is `cluster` (or the node groups'), else the nodes a description it starts from
     states ("4x DGX H100", "GB200 NVL72 rack"), else, in a scenario whose workload states training.num_gpus, the
@@ -605,12 +617,22 @@ class DatacenterConfig(Templated):
         return described_system(ref)
 
     datacenter: DatacenterMeta = DatacenterMeta()
-    # None where not given (the other form is); null reads as not given, so that a model_dump validates again
-    cluster: ClusterSpec | None = Field(None, description="a homogeneous datacenter's size (with node)")
-    node: NodeSpec | None = Field(None, description="a homogeneous datacenter's node type (with cluster)")
-    node_groups: list[NodeGroup] | None = Field(None, description="node types of a heterogeneous datacenter, in "
-                                                "place of cluster and node")
+    # None when not given (the other form is), but never written as null (_dumped leaves it out of a dump)
+    cluster: ClusterSpec = Field(None, description="a homogeneous datacenter's size (with node)")  # type: ignore[assignment]
+    node: NodeSpec = Field(None, description="a homogeneous datacenter's node type (with cluster)")  # type: ignore[assignment]
+    node_groups: list[NodeGroup] = Field(None, description="node types of a heterogeneous datacenter, in "  # type: ignore[assignment]
+                                         "place of cluster and node")
     network: NetworkSpec = NetworkSpec()
+
+    @model_serializer(mode="wrap")
+    def _dumped(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """The dump without the form not given (cluster and node, or node_groups): written as null it would not
+        validate back, so a scenario's model_dump() would not be a scenario."""
+        data = handler(self)
+        for form in UNSET_FORMS:
+            if data.get(form, ...) is None:
+                del data[form]
+        return data
 
     @model_validator(mode="before")
     @classmethod
