@@ -229,7 +229,7 @@ class Space:
         for tp, pp, vpp, inner, index, splits, checks in self._blocks():
             kept = self._allowed(tp, pp, vpp, inner, index, splits) if self.limits.values else slice(None)
             broken = np.stack(checks)[:, kept]
-            codes = np.select(broken, range(1, len(RULES) + 1), 0)
+            codes = first_broken(list(broken))
             counts = np.bincount(codes, minlength=len(RULES) + 1).tolist()
             allowed, passing = allowed + codes.size, passing + counts[0]
             first.update({rule: count for rule, count in zip(RULES, counts[1:], strict=True) if count})
@@ -243,7 +243,7 @@ class Space:
         and every split; the strategies come out in the order of the dimensions as listed, the split last.
         `part` of `parts`: only every parts-th (tp, pp, vpp), from the part-th (for workers sharing a space)."""
         for tp, pp, vpp, inner, index, splits, checks in self._blocks(part, parts):
-            codes = np.select(checks, range(1, len(RULES) + 1), 0)
+            codes = first_broken(checks)
             self.enumerated += codes.size
             for rule, count in zip(RULES, np.bincount(codes, minlength=len(RULES) + 1)[1:].tolist(), strict=True):
                 if count:
@@ -350,8 +350,12 @@ RULES = (
 def broken_rules(*args: Any) -> np.ndarray:
     """Per combination (numbers or numpy arrays, broadcast together; the arguments of rule_checks): 0 if it breaks
     no rule, else 1 + the index in RULES of the first it breaks."""
-    broken = rule_checks(*args)
-    return np.select(broken, range(1, len(RULES) + 1), 0)
+    return first_broken(rule_checks(*args))
+
+
+def first_broken(checks: list[np.ndarray]) -> np.ndarray:
+    """Per combination, 0 where rule_checks' `checks` find no rule broken, else 1 + the index in RULES of the first."""
+    return np.select(checks, range(1, len(RULES) + 1), 0)
 
 
 def rule_checks(layers: int, num_gpus: int, gbs: int, seq: int, tp: Any, pp: Any, vpp: Any, cp: Any, ep: Any,

@@ -34,8 +34,8 @@ COLUMNS = ("hardware", "collective", "msg_bytes", "group_size", "busbw_GBps", "t
 INFORMATIONAL = ("source", "subset", "notes", "num_groups", "num_gpus", "nodes", "algbw_GBps")
 """Columns read where a row fills them, blank where a table lacks them."""
 WHOLE = ("msg_bytes", "group_size", "num_groups", "num_gpus", "nodes")
-REAL = ("busbw_GBps", "algbw_GBps", "time_us")
-"""Numeric columns: counts and sizes (whole numbers), and measurements; a row whose cell is not one is skipped."""
+"""Numeric columns: counts and sizes (whole numbers), and measurements (MEASURED); a row whose cell is not one is
+skipped."""
 MEASURED = ("busbw_GBps", "algbw_GBps", "time_us")
 """What a row measured; every other cell describes the run (report.inputs_key)."""
 LARGE_MESSAGE = 2**20
@@ -155,7 +155,7 @@ def case_of(index: int, row: dict[str, str]) -> tuple[tuple, Case, float | None,
     skipped."""
     if row.get("subset", "") in KEPT_OUT:
         return f"kept out: {KEPT_OUT[row['subset']]}"
-    unreadable = bad_cell(row, WHOLE, REAL)
+    unreadable = bad_cell(row, WHOLE, MEASURED)
     if unreadable:
         return unreadable
     ctype = table_collective(row["collective"])

@@ -50,8 +50,8 @@ INFORMATIONAL = ("source", "subset", "notes", "head_dim", "heads", "kv_heads", "
                  "time_us")
 """Columns read where a row fills them, blank where a table lacks them."""
 WHOLE = ("M", "N", "K", "batch", "head_dim", "heads", "kv_heads")
-REAL = ("kernel_tflops", "kernel_eff_vs_peak", "time_us")
-"""Numeric columns: counts and sizes (whole numbers), and measurements; a row whose cell is not one is skipped."""
+"""Numeric columns: counts and sizes (whole numbers), and measurements (MEASURED); a row whose cell is not one is
+skipped."""
 MEASURED = ("kernel_tflops", "kernel_eff_vs_peak", "time_us")
 """What a row measured; every other cell describes the kernel (report.inputs_key)."""
 MEDIAN_KERNEL_TIMED = ("XLA dot",)
@@ -111,7 +111,7 @@ def observations(rows: list[dict[str, str]]) -> list[Observation]:
 
 def observation(index: int, row: dict[str, str]) -> Observation | str:
     """The row as kernel specs and measured seconds, or why the model cannot take it."""
-    unreadable = bad_cell(row, WHOLE, REAL)
+    unreadable = bad_cell(row, WHOLE, MEASURED)
     if unreadable:
         return unreadable
     try:
