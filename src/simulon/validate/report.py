@@ -186,7 +186,8 @@ def cell_number(row: dict[str, str], column: str, whole: bool = False) -> float 
         return None
     if "_" in text:  # Python reads '1_000' as 1000; the tables write no such number
         raise BadCell(f"{column}: {text!r} is not a number")
-    if re.fullmatch(r"[+-]?[0-9]{1,300}", text):  # longer: no count (and over int()'s digit limit)
+    if re.fullmatch(r"[+-]?[0-9]{1,300}", text):  # longer is no count: a float ends near 1e308, and int() refuses
+        # 4,300 digits and more
         return int(text)
     try:
         value = float(text)
