@@ -313,6 +313,16 @@ def test_validating_a_table_of_another_kind_is_refused_not_reported_as_nan(workd
     assert_bad_input(proc, "training.csv: no row could be compared")
 
 
+def test_a_table_none_of_whose_rows_compare_is_refused_with_every_reason_and_its_rows(workdir):
+    header = "source,model,hardware,framework,num_gpus,tp,mbs,seq_len,mem_gib,mem_kind"
+    (workdir / "mine.csv").write_text(f"{header}\nour lab,Llama3-8B,H100,,8,1,1,4096,30,allocated\n"
+                                      "our lab,Llama3-8B,Foo 9000,NeMo,8,1,1,4096,30,allocated\n"
+                                      "our lab,Llama3-8B,H100,,8,1,1,4096,30,allocated\n")
+    proc = run_cli("validate", "memory", "--csv", "mine.csv", cwd=workdir)
+    assert_bad_input(proc, "mine.csv: no row could be compared (3 skipped: 2 (rows 2, 4): source 'our lab' has no "
+                     "known set-up", "1 (row 3): hardware: 'Foo 9000' names no shipped GPU")
+
+
 @pytest.fixture(scope="module")
 def trace_run(tmp_path_factory):
     cwd = tmp_path_factory.mktemp("trace_out")

@@ -58,3 +58,35 @@ def test_rows_the_model_cannot_express_say_why_and_hybrid_mamba_runs_are_evaluat
     out_of_memory = {s.index: s.reason for s in report.skipped if s.index in nano}
     assert set(out_of_memory) == set(nano) - set(completed)
     assert all("ran out of memory" in reason for reason in out_of_memory.values())
+
+
+USER_ROW = {"source": "our cluster", "locator": "", "model": "Llama3-8B", "hardware": "8x H100 80GB SXM",
+            "framework": "Megatron-LM", "num_gpus": "8", "tp": "2", "pp": "1", "dp": "4", "cp": "1", "ep": "1",
+            "vpp": "1", "sp": "", "recompute": "none", "zero_or_fsdp": "", "mbs": "1", "gbs": "32",
+            "seq_len": "4096", "dtype": "bf16", "mem_gib": "40", "mem_kind": "allocated", "notes": ""}
+
+
+def test_a_source_the_table_does_not_know_is_set_up_by_the_framework_its_row_names():
+    megatron = scenario_from_row(USER_ROW).workload
+    deepspeed = scenario_from_row({**USER_ROW, "framework": "DeepSpeed"}).workload
+    assert megatron.parallelism.distributed_optimizer and megatron.parallelism.sequence_parallel
+    assert not deepspeed.parallelism.distributed_optimizer and not deepspeed.parallelism.sequence_parallel
+    named_by_source = scenario_from_row({**USER_ROW, "framework": "", "source": "DeepSpeed runs"}).workload
+    assert named_by_source.parallelism == deepspeed.parallelism
+
+
+def test_a_user_row_stands_on_the_system_its_hardware_describes():
+    a100 = scenario_from_row({**USER_ROW, "hardware": "A100-SXM4-40GB"})
+    h100 = scenario_from_row(USER_ROW)
+    assert a100.datacenter.node.gpu.memory_capacity_gb == 40
+    assert h100.datacenter.node.gpu.memory_capacity_gb == 80
+
+
+@pytest.mark.parametrize("changes, reason", [
+    ({"framework": ""}, "names no framework"),
+    ({"hardware": "Foo 9000"}, "hardware: 'Foo 9000' names no shipped GPU"),
+])
+def test_a_user_row_without_a_framework_or_a_known_gpu_is_skipped_saying_which(changes, reason):
+    report = validate_memory([{**USER_ROW, **changes}, USER_ROW])
+    assert [r.index for r in report.rows] == [1]
+    assert [s.index for s in report.skipped] == [0] and reason in report.skipped[0].reason

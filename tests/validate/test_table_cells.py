@@ -230,3 +230,34 @@ def test_an_attention_row_takes_its_heads_from_the_heads_column():
 
 def test_an_attention_row_without_heads_anywhere_is_skipped_saying_so():
     assert "number of heads" in observation(0, {**ATTENTION_ROW, "notes": ""})
+
+
+# 4. rows that contradict themselves: more GPUs at work than the row states
+
+
+@pytest.mark.parametrize(("changes", "reason"), [
+    ({"group_size": "16", "num_groups": "", "num_gpus": "8", "nodes": ""}, "a group of 16 on 8 GPUs"),
+    ({"group_size": "8", "num_groups": "3", "num_gpus": "16", "nodes": ""}, "3 groups of 8 on 16 GPUs"),
+    ({"group_size": "16", "num_groups": "", "num_gpus": "", "nodes": "1"}, "a group of 16 on 1 node of 8 GPUs"),
+    ({"group_size": "8", "num_groups": "", "num_gpus": "16", "nodes": "1"}, "16 GPUs on 1 node of 8 GPUs"),
+    ({"group_size": "16", "num_groups": "", "num_gpus": "", "nodes": "", "hardware": "1x DGX H100"},
+     "a group of 16 on 1 node of 8 GPUs"),
+])
+def test_a_collectives_row_using_more_gpus_than_it_states_is_skipped_saying_so(collective_row, changes, reason):
+    assert case_of(0, {**collective_row, **changes}) == f"{reason}: the row contradicts itself"
+
+
+@pytest.mark.parametrize("changes", [{"group_size": "8", "num_gpus": "16", "nodes": "2"},
+                                     {"group_size": "4", "num_gpus": "", "nodes": "1"}])
+def test_a_collectives_row_measured_on_some_of_its_gpus_is_compared(collective_row, changes):
+    assert not isinstance(case_of(0, {**collective_row, "num_groups": "", **changes}), str)
+
+
+def test_a_training_row_on_more_gpus_than_its_nodes_hold_is_skipped_saying_so():
+    row = {"hardware": "DGX H100", "model": "Llama-2 7B", "num_gpus": "16", "nodes": "1", "seq_len": "4096",
+           "tp": "1", "pp": "1", "iter_time_s": "1.0"}
+    assert [s.reason for s in validate_training([row]).skipped] == [
+        "16 GPUs on 1 node of 8 GPUs: the row contradicts itself"]
+    assert validate_training([{**row, "nodes": "2"}]).rows
+    stated = validate_training([{**row, "nodes": "", "hardware": "1x DGX H100"}])
+    assert [s.reason for s in stated.skipped] == ["16 GPUs on 1 node of 8 GPUs: the row contradicts itself"]

@@ -110,7 +110,7 @@ def test_runs_of_2021_route_statically_and_runs_on_a_current_nccl_adaptively(row
 
 def test_a_row_gets_as_many_nodes_as_its_system_needs_for_its_gpus(rows):
     _, row = _row(rows, subset="dgxc_benchmarking_v24.11.1", model="Llama 3.1 405B", num_gpus="576")
-    sc = scenario_from_row({**row, "hardware": "GB200 NVL72"})  # 4 GPUs per node
+    sc = scenario_from_row({**row, "hardware": "GB200 NVL72", "nodes": ""})  # 4 GPUs per node
     assert sc.datacenter.node.gpus_per_node == 4 and sc.datacenter.cluster.num_nodes == 576 // 4
 
 
@@ -126,7 +126,7 @@ def test_a_megatron_lm_command_line_builds_no_multi_token_prediction_whatever_th
     _, v3 = _row(rows, subset="simumax_b200_release_v1.2", model="deepseekv3 (truncated to 4 layers)")
     assert scenario_from_row(v3).workload.model.mtp_layers == 0  # Megatron-LM's --mtp-num-layers is off by default
     nemo = {**v3, "framework": "NeMo 24.12", "model": "DeepSeek-V3", "layers": "", "tp": "8", "pp": "16",
-            "ep": "8", "num_gpus": "1024"}
+            "ep": "8", "num_gpus": "1024", "nodes": "128"}
     assert scenario_from_row(nemo).workload.model.mtp_layers == 1  # the model's own, where the framework's unknown
 
 

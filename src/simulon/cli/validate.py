@@ -52,7 +52,10 @@ def report(csv_path: Path, as_json: bool, validator: Callable, group_title: str,
         raise ConfigError(f"{csv_path}: {exc}") from None
     result = validator(rows).usable()
     if not result.rows:
-        why = f": {result.skipped[0].reason}" if result.skipped else ""
+        lines = skipped_lines(result.skipped)
+        why = ": " + "; ".join(lines[:REASONS_WHEN_NONE]) if lines else ""
+        if len(lines) > REASONS_WHEN_NONE:
+            why += f"; and {len(lines) - REASONS_WHEN_NONE} other reasons"
         raise ConfigError(f"{csv_path}: no row could be compared ({len(result.skipped)} skipped{why}); is this "
                           "a table in the shipped tables' format for this validator?")
     report_on(result, str(csv_path), as_json, group_title, plot)
@@ -84,27 +87,63 @@ def report_on(result, source: str, as_json: bool, group_title: str, plot: Path |
     if shown:
         print("floor %: the least MAPE any model reading the table can reach: rows alike in every cell but the "
               "measured ones, measured apart, get one prediction")
-    for reason, count in skip_reasons([s.reason for s in result.skipped]):
-        print(f"skipped {count}: {reason}")
+    for line in skipped_lines(result.skipped):
+        print(f"skipped {line}")
+    if result.skipped:
+        print(f"(rows numbered as a spreadsheet shows the table: its header is row {FIRST_ROW - 1}; --json gives "
+              f"each row's index from 0)")
 
 
 NUMBER = re.compile(r"(?<![\w'.-])\d+(?:\.\d+)?(?![\w'])")
 """A number standing as a word of its own (a measured value), not part of a name ('Intel Gaudi 2', 'fp8', 'H100')."""
 
 
-def skip_reasons(reasons: list[str]) -> list[tuple[str, int]]:
-    """The skipped rows' reasons, most frequent first, each with its count; reasons that differ only in their numbers
-    are one line, each number that varies shown as its range ("2012.64 to 2592.8 TFLOP/s is above ...")."""
-    alike: dict[tuple[str, ...], list[list[str]]] = {}
-    for reason in reasons:
-        alike.setdefault(tuple(NUMBER.split(reason)), []).append(NUMBER.findall(reason))
+FIRST_ROW = 2
+"""The number a table's first data row has where a user looks at it: a spreadsheet's, the header being row 1."""
+ROWS_LISTED = 12
+"""Row numbers a skipped reason lists before it says how many more."""
+REASONS_WHEN_NONE = 5
+"""Reasons a table none of whose rows could be compared is refused with."""
+
+
+def skip_reasons(reasons: list[str], indices: list[int] | None = None) -> list[tuple[str, list[int]]]:
+    """The skipped rows' reasons, most frequent first, each with the indices of its rows (`indices`, else the reasons'
+    positions); reasons that differ only in their numbers are one line, each number that varies shown as its range
+    ("2012.64 to 2592.8 TFLOP/s is above ...")."""
+    alike: dict[tuple[str, ...], list[tuple[int, list[str]]]] = {}
+    for index, reason in zip(range(len(reasons)) if indices is None else indices, reasons, strict=True):
+        alike.setdefault(tuple(NUMBER.split(reason)), []).append((index, NUMBER.findall(reason)))
     lines = []
-    for texts, numbers in alike.items():
+    for texts, found in alike.items():
+        numbers = [values for _, values in found]
         shown = [values[0] if len(set(values)) == 1 else f"{min(values, key=float)} to {max(values, key=float)}"
                  for values in zip(*numbers, strict=True)]
         lines.append(("".join(text + number for text, number in zip(texts, [*shown, ""], strict=True)),
-                      len(numbers)))
-    return sorted(lines, key=lambda line: -line[1])
+                      [index for index, _ in found]))
+    return sorted(lines, key=lambda line: -len(line[1]))
+
+
+def row_numbers(indices: list[int]) -> str:
+    """Rows by the numbers a user sees them under (FIRST_ROW on), runs of three or more as ranges, the first
+    ROWS_LISTED parts and a count of the rows left: "rows 2-4, 9 and 3 more"."""
+    runs: list[list[int]] = []
+    for number in sorted(index + FIRST_ROW for index in indices):
+        if runs and number == runs[-1][-1] + 1:
+            runs[-1].append(number)
+        else:
+            runs.append([number])
+    parts = [(f"{run[0]}-{run[-1]}", len(run)) if len(run) > 2 else (str(n), 1)
+             for run in runs for n in (run if len(run) <= 2 else run[:1])]
+    shown = parts[:ROWS_LISTED]
+    rest = len(indices) - sum(count for _, count in shown)
+    text = ", ".join(part for part, _ in shown) + (f" and {rest} more" if rest else "")
+    return f"row {text}" if len(indices) == 1 else f"rows {text}"
+
+
+def skipped_lines(skipped: list) -> list[str]:
+    """One line a reason: how many rows it skipped, which, and why ("2 (rows 3, 7): no sequence length")."""
+    return [f"{len(indices)} ({row_numbers(indices)}): {reason}"
+            for reason, indices in skip_reasons([s.reason for s in skipped], [s.index for s in skipped])]
 
 
 @app.command()

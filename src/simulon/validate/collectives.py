@@ -25,7 +25,7 @@ from ..config.resolve import Unresolved, resolve_hardware
 from ..network.calibration import LinkModel
 from ..pipeline import collective_sweep
 from ..progress import SILENT, Progress
-from .report import Comparison, Skipped, ValidationReport, bad_cell, inputs_key, number, table_rows
+from .report import Comparison, Skipped, ValidationReport, bad_cell, inputs_key, number, overfull, table_rows
 
 XLA_PERMUTE = "collective_permute (p2p ring shift)"
 """The table's name for XLA's collective-permute rows: a ring shift (CollType.SendRecv)."""
@@ -61,6 +61,7 @@ Such rows are skipped, with the reason, from both the fit and the validation."""
 class System:
     family: str                  # the GPU model the validation reports by ("H100", "GB200")
     datacenter: dict[str, Any]   # a datacenter block without its cluster
+    nodes: int | None = None     # the nodes (or systems) the description states ("2x DGX H100"), if any
 
     def one_node(self) -> DatacenterConfig:
         """The system's datacenter of a single node (its node and NVLink domain)."""
@@ -111,7 +112,7 @@ def system_of(row: dict[str, str]) -> System | str:
         return f"hardware: {exc}"
     if hardware.system is None:
         return f"hardware {row['hardware']!r}: GPU {hardware.gpu} has no system (datacenter) template"
-    return System(hardware.model, hardware.datacenter)
+    return System(hardware.model, hardware.datacenter, hardware.nodes)
 
 
 def permute_group(system: System) -> int:
@@ -180,7 +181,16 @@ def case_of(index: int, row: dict[str, str]) -> tuple[tuple, Case, float | None,
     if groups_count < 1 or n * groups_count > MAX_GPUS:
         return f"{groups_count:g} group(s) of {n:g} GPUs: expected 1 to {MAX_GPUS:,} GPUs in all"
     n = int(n)
-    num_gpus = int(number(row, "num_gpus") or n * groups_count)
+    stated = number(row, "num_gpus")
+    nodes = number(row, "nodes") or system.nodes
+    per_node = system.one_node().node.gpus_per_node
+    groups_text = f"a group of {n}" if groups_count == 1 else f"{groups_count} groups of {n}"
+    contradiction = (overfull(n * groups_count, groups_text, int(nodes) if nodes else None, per_node,
+                              int(stated) if stated else None)
+                     or (stated and overfull(int(stated), f"{stated:g} GPUs", int(nodes) if nodes else None, per_node)))
+    if contradiction:
+        return contradiction
+    num_gpus = int(stated or n * groups_count)
     groups = [tuple(range(g * n, (g + 1) * n)) for g in range(groups_count)]
     algorithm = _forced_algorithm(row.get("notes", ""))
     key = (row["hardware"], ctype, n, groups_count, num_gpus, algorithm)

@@ -10,10 +10,13 @@ memory report (memory/), compared with the quantity the row's source measured:
 * `unknown`: nvidia-smi's used memory (the report's device figure: reserved plus the CUDA context and NCCL),
   except for Korthikanti et al.'s rows, which are the paper's analytic bars: model states plus activations.
 
-What the columns leave unsaid comes from the row's source (its framework's defaults, as FRAMEWORKS below
+What the columns leave unsaid comes from the row's source (its framework's defaults, as SOURCES below
 says for each) and its notes (truncated layer counts, dense layers, vocabulary padding, layers per stage).
 The memory model depends on the GPU only through its capacity and runtime, so rows on GPUs without a template
-(Sailor's RTX cards) are evaluated on a stand-in system; no fit is checked on them. A row whose numeric cell is not
+(Sailor's RTX cards) are evaluated on a stand-in system; no fit is checked on them. A row from a source SOURCES
+does not know (a user's own table) is set up by the framework its `framework` cell, else its source, names
+(config.frameworks' defaults, as a scenario naming that framework gets them) on the system its `hardware` cell
+describes (config.resolve). A row whose numeric cell is not
 its number is skipped naming the column (report.bad_cell); a table without a column every row needs is bad input
 (report.table_rows).
 """
@@ -23,11 +26,13 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from ..config.errors import ConfigError
-from ..config.frameworks import MEGATRON_GPT
+from ..config.frameworks import MEGATRON_GPT, framework_defaults
 from ..config.loading import parse_scenario
+from ..config.resolve import Unresolved, resolve_framework, resolve_hardware
 from ..config.scenario import ScenarioConfig
 from ..config.templates import find_template, template_stem_loose
 from ..memory import MemoryReport, StageMemory, estimate_memory
@@ -118,9 +123,10 @@ NAMED_SHAPES = {           # Korthikanti et al. Table 3: layers, hidden size and
 HEAD_DIM_WHEN_UNKNOWN = 128
 COLUMNS = ("source", "model", "mbs", "mem_gib")
 """Columns every memory table has (the source decides the run's set-up, SOURCES); a table without one is bad input."""
-INFORMATIONAL = ("num_gpus", "tp", "pp", "dp", "cp", "ep", "vpp", "sp", "recompute", "zero_or_fsdp", "gbs",
-                 "seq_len", "dtype", "mem_kind", "notes", "locator")
-"""Columns read where a row fills them, blank where a table lacks them."""
+INFORMATIONAL = ("hardware", "framework", "num_gpus", "tp", "pp", "dp", "cp", "ep", "vpp", "sp", "recompute",
+                 "zero_or_fsdp", "gbs", "seq_len", "dtype", "mem_kind", "notes", "locator")
+"""Columns read where a row fills them, blank where a table lacks them (`hardware` and `framework` set up a row from a
+source SOURCES does not know)."""
 WHOLE = ("num_gpus", "tp", "pp", "dp", "cp", "ep", "vpp", "mbs", "seq_len")
 REAL = ("mem_gib",)
 """Numeric columns ('unknown' is not given, report.NOT_GIVEN); a row whose cell is not its number is skipped. The
@@ -128,10 +134,34 @@ global batch may be a formula ('dp*mbc'): it is read where it is a number, else 
 
 
 def _source(row: dict[str, str]) -> Source:
+    """How the row's run was set up: its source's, where SOURCES knows the source, else its framework's."""
     for pattern, source in SOURCES:
         if re.search(pattern, row["source"]):
             return source
-    raise Unsupported(f"source {row['source']!r} has no known set-up")
+    return framework_source(row["source"], row.get("framework", ""), row.get("hardware", ""))
+
+
+@cache
+def framework_source(source: str, framework: str, hardware: str) -> Source:
+    """The set-up of a source SOURCES does not know: the defaults (config.frameworks) of the framework its
+    `framework` cell names, else of one its source names ("Megatron-LM v0.9 runs"), standing on the system its
+    `hardware` cell describes (config.resolve). Raises Unsupported saying what the row lacks."""
+    named = framework.strip() or source
+    found = resolve_framework(named)
+    if found is None:
+        raise Unsupported(f"source {source!r} has no known set-up, and the row names no framework whose defaults "
+                          "would do (a framework column: Megatron-LM, NeMo, DeepSpeed, torchtitan, ...)")
+    try:
+        system = resolve_hardware(hardware, named).system
+    except Unresolved as exc:
+        raise Unsupported(f"hardware: {exc}") from None
+    if system is None:
+        raise Unsupported(f"hardware {hardware!r}: its GPU has no system (datacenter) template")
+    defaults = framework_defaults(named, bare_is_current=True)
+    return Source(found.name, system, distributed_optimizer=defaults.distributed_optimizer,
+                  sequence_parallel=defaults.sequence_parallel, cross_entropy=defaults.cross_entropy,
+                  attention=defaults.attention, grad_reduce_dtype=defaults.grad_reduce_dtype,
+                  mtp_layers=defaults.mtp_layers, expandable_segments=defaults.expandable_segments)
 
 
 def _integer(row: dict[str, str], column: str) -> int | None:
@@ -332,8 +362,9 @@ def compare_row(index: int, row: dict[str, str]) -> list[Comparison]:
     sc = scenario_from_row(row)
     report = estimate_memory(sc)
     family = _source(row).family
-    return [Comparison(index, family, f"{quantity}_gib", value, predicted(report, quantity, row),
-                       group=row["source"].split()[0])
+    known = any(re.search(pattern, row["source"]) for pattern, _ in SOURCES)
+    group = row["source"].split()[0] if known else row["source"].strip()  # "Sailor (SOSP'25)": Sailor
+    return [Comparison(index, family, f"{quantity}_gib", value, predicted(report, quantity, row), group=group)
             for quantity, value in measurements(row)]
 
 

@@ -10,7 +10,8 @@ prediction, with its corners there); a row alone has a floor of 0.
 Reading a table, shared by the four validators: table_rows refuses a table without a column its validator needs (one
 ConfigError naming the file and the columns) and reads the informational columns it lacks as blank; cell_number is
 the one reading of a numeric cell (blank or `unknown`: not given; a count must be a whole number, a measurement a
-finite one), and bad_cell the reason a row whose numeric cell is neither is skipped ("pp: 'two' is not a number").
+finite one), and bad_cell the reason a row whose numeric cell is neither is skipped ("pp: 'two' is not a number");
+overfull the reason a row that runs on more GPUs than it states is.
 """
 
 from __future__ import annotations
@@ -211,6 +212,18 @@ def bad_cell(row: dict[str, str], whole: Iterable[str] = (), real: Iterable[str]
                 cell_number(row, column, is_whole)
             except BadCell as exc:
                 return str(exc)
+    return None
+
+
+def overfull(gpus: int, what: str, nodes: int | None, gpus_per_node: int, stated_gpus: int | None = None) -> str | None:
+    """Why a row contradicts itself, where the `gpus` it runs on (`what` they are: "a group of 16", "16 GPUs") exceed
+    the GPUs it states (`stated_gpus`), or the nodes it states hold fewer: a row measured on some of its GPUs is
+    possible, one measured on more than it has is not, and is not compared. None where it holds together."""
+    if stated_gpus is not None and gpus > stated_gpus:
+        return f"{what} on {stated_gpus} GPUs: the row contradicts itself"
+    if nodes is not None and gpus > nodes * gpus_per_node:
+        held = f"{nodes} node{'s' if nodes != 1 else ''} of {gpus_per_node} GPUs"
+        return f"{what} on {held}: the row contradicts itself"
     return None
 
 

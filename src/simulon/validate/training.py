@@ -31,7 +31,7 @@ from ..config.workload import RECOMPUTE_MODULES, ModelSpec
 from ..dag.size import TooLarge
 from ..pipeline import Simulation, simulate
 from ..progress import SILENT, Progress
-from .report import Comparison, Skipped, ValidationReport, bad_cell, flag, number, table_rows
+from .report import Comparison, Skipped, ValidationReport, bad_cell, flag, number, overfull, table_rows
 
 
 class Unsupported(Exception):
@@ -272,13 +272,18 @@ def _check_fits_data_parallel(row: dict[str, str], model: dict[str, Any], datace
 
 def system_of(row: dict[str, str]) -> dict[str, Any]:
     """The datacenter block of the system a row's `hardware` describes (config.resolve, with the row's framework
-    and source to tell systems of one GPU apart). Raises Unsupported with what could not be resolved."""
+    and source to tell systems of one GPU apart). Raises Unsupported with what could not be resolved, or where the
+    row's GPUs do not fit the nodes it or its hardware states (report.overfull)."""
     try:
         hardware = resolve_hardware(row["hardware"], f"{row.get('framework', '')} {row.get('source', '')}")
     except Unresolved as exc:
         raise Unsupported(f"hardware: {exc}") from None
     if hardware.system is None:
         raise Unsupported(f"hardware {row['hardware']!r}: GPU {hardware.gpu} has no system (datacenter) template")
+    gpus, nodes = _integer(row, "num_gpus"), _integer(row, "nodes") or hardware.nodes
+    contradiction = gpus and overfull(gpus, f"{gpus} GPUs", nodes, system_node(hardware.datacenter).gpus_per_node)
+    if contradiction:
+        raise Unsupported(contradiction)
     return hardware.datacenter
 
 
