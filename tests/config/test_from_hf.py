@@ -4,6 +4,7 @@ from the same published configs; bad files and keys are exit 2 naming the file a
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import yaml
@@ -14,8 +15,9 @@ from pydantic import ValidationError
 from helpers import cli
 from simulon.config.errors import ConfigError
 from simulon.config.hf import HFConfigError, model_from_hf
-from simulon.config.loading import load_scenario
+from simulon.config.loading import load_scenario, parse_scenario
 from simulon.config.workload import ModelSpec
+from simulon.memory.model import MemoryModel
 
 LLAMA_31_70B = {  # meta-llama/Llama-3.1-70B config.json (shape keys)
     "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_act": "silu", "hidden_size": 8192,
@@ -133,8 +135,7 @@ def test_a_hybrid_config_given_as_block_names_reads_as_its_pattern(tmp_path):
 
 
 def test_a_multimodal_config_is_read_through_its_text_config_and_the_shared_expert_is_counted(tmp_path):
-    scout = ModelSpec.model_validate({"from_hf": str(write(tmp_path, {**LLAMA4_SCOUT["text_config"],
-                                                                      "n_shared_experts": 1}))})
+    scout = ModelSpec.model_validate({"from_hf": str(write(tmp_path, LLAMA4_SCOUT))})
     assert scout.moe.num_shared_experts == 1 and scout.moe.shared_expert_ffn_hidden_size == 8192
     nested = model_from_hf(write(tmp_path, LLAMA4_SCOUT))
     assert (nested["num_layers"], nested["moe"]["num_experts"], nested["moe"]["top_k"]) == (48, 16, 1)
@@ -172,8 +173,7 @@ def moe_layers(spec: ModelSpec) -> list[int]:
 
 
 def test_dense_and_moe_layers_interleave_where_the_config_places_the_experts(tmp_path):
-    maverick = ModelSpec.model_validate({"from_hf": str(write(tmp_path, {**LLAMA4_MAVERICK, "text_config": {
-        **LLAMA4_MAVERICK["text_config"], "n_shared_experts": 1}}))})
+    maverick = ModelSpec.model_validate({"from_hf": str(write(tmp_path, LLAMA4_MAVERICK))})
     shipped = ModelSpec.model_validate({"from": "llama-4-maverick"})
     assert moe_layers(maverick) == moe_layers(shipped) == list(range(1, 48, 2))  # Llama4TextModel's moe_layers
     assert maverick.ffn_hidden_size == shipped.ffn_hidden_size == 16384
@@ -332,3 +332,92 @@ def test_a_block_starting_from_a_template_and_a_config_file_is_refused(tmp_path)
     for block in ({"from_hf": path, "from": "deepseek-v3"}, {"from": "deepseek-v3", "from_hf": path}):
         with pytest.raises(ValidationError, match=r"give one of 'from' .* and 'from_hf' .* not both"):
             ModelSpec.model_validate(block)
+
+
+KIMI_K2 = {  # moonshotai/Kimi-K2-Instruct config.json: DeepSeek-V3's architecture, no multi-token prediction module
+    **DEEPSEEK_V3, "architectures": ["DeepseekV3ForCausalLM"], "model_type": "kimi_k2", "first_k_dense_replace": 1,
+    "n_routed_experts": 384, "num_attention_heads": 64, "num_key_value_heads": 64, "n_group": 1, "topk_group": 1,
+    "vocab_size": 163840, "num_nextn_predict_layers": 0}
+
+
+def parameters(model) -> float:
+    """The model's parameters, as the memory model counts them on one GPU (no parallelism)."""
+    data = {"datacenter": "dgx-h100", "workload": {
+        "framework": "megatron", "model": model, "parallelism": {"tp": 1, "pp": 1},
+        "training": {"num_gpus": 8, "global_batch_size": 8, "micro_batch_size": 1, "sequence_length": 1024}}}
+    stage = MemoryModel.of(parse_scenario(data, "scenario")).states.stage(0)
+    return stage.dense_params + stage.expert_params
+
+
+@pytest.mark.parametrize(("config", "template", "published"), [
+    (LLAMA4_SCOUT, "llama-4-scout", 109e9), (LLAMA4_MAVERICK, "llama-4-maverick", 400e9)])
+def test_llama_4s_experts_always_share_one_expert_as_wide_as_a_routed_one(tmp_path, config, template, published):
+    # Llama4TextMoe builds its shared_expert (a Llama4TextMLP of intermediate_size) whatever the config says; no key
+    # names it. Meta's totals (109B, 400B) count the vision encoder too, which simulon does not model.
+    built = parameters({"from_hf": str(write(tmp_path, config))})
+    assert built == parameters(template) == pytest.approx(published, rel=0.02)
+
+
+def test_a_count_of_zero_reads_as_none_where_the_configuration_class_counts_from_zero(tmp_path):
+    # Kimi K2 ships num_nextn_predict_layers 0: no multi-token prediction module
+    assert parameters({"from_hf": str(write(tmp_path, KIMI_K2))}) == parameters("kimi-k2") == \
+        pytest.approx(1026.408e9, rel=1e-6)
+    no_shared = model_from_hf(write(tmp_path, {**DEEPSEEK_V3, "n_shared_experts": 0}))
+    assert no_shared["moe"]["num_shared_experts"] == 0 and "shared_expert_ffn_hidden_size" not in no_shared["moe"]
+    for key in ("num_nextn_predict_layers", "n_shared_experts", "first_k_dense_replace"):
+        with pytest.raises(HFConfigError, match=f"key '{key}' must be a non-negative integer \\(0: none\\), got -1"):
+            model_from_hf(write(tmp_path, {**KIMI_K2, key: -1}))
+
+
+GPT_OSS_LAYERS = ["sliding_attention", "full_attention"] * 12
+
+
+@pytest.mark.parametrize(("layer_types", "says"), [
+    (["sliding_attention", "chunked_attention"] * 12, "names 'chunked_attention' (layer 1) beside sliding_window"),
+    (GPT_OSS_LAYERS[:2], "has 2 entries, but num_hidden_layers is 24"),
+    (GPT_OSS_LAYERS + GPT_OSS_LAYERS[:2], "has 26 entries, but num_hidden_layers is 24"),
+    ("sliding_attention", "must be a list of sliding_attention, full_attention, one per layer"),
+])
+def test_layer_types_beside_a_sliding_window_must_give_each_layer_a_kind_simulon_models(tmp_path, layer_types, says):
+    assert model_from_hf(write(tmp_path, {**GPT_OSS_20B, "layer_types": GPT_OSS_LAYERS}))["sliding_window"] == \
+        {"size": 128, "full_every": 2}
+    with pytest.raises(HFConfigError, match=rf"config\.json'?: key 'layer_types' {re.escape(says)}"):
+        model_from_hf(write(tmp_path, {**GPT_OSS_20B, "layer_types": layer_types}))
+
+
+LLAMA_3_8B = {**LLAMA_31_70B, "hidden_size": 4096, "intermediate_size": 14336, "num_attention_heads": 32,
+              "num_hidden_layers": 32, "num_key_value_heads": 8}  # meta-llama/Meta-Llama-3-8B config.json
+
+
+GATED = {("llama", "gelu"): "geglu", ("mistral", "gelu_pytorch_tanh"): "geglu", ("qwen2", "relu"): "swiglu",
+         ("llama", "silu"): "swiglu", ("gpt_neox", "gelu"): "gelu", ("nemotron", "relu2"): "squared_relu"}
+
+
+def test_a_family_whose_mlp_always_gates_reads_gated_whatever_its_activation(tmp_path):
+    # LlamaMLP, MistralMLP and Qwen2MLP are down_proj(act(gate_proj x) * up_proj x) for any hidden_act; GPT-NeoX's
+    # and Nemotron's MLPs have no gate
+    read = {(model_type, act): model_from_hf(write(tmp_path, {**LLAMA_3_8B, "model_type": model_type,
+                                                              "hidden_act": act}))["activation"]
+            for model_type, act in GATED}
+    assert read == GATED
+
+
+def test_a_llama_with_a_gelu_keeps_its_gate_and_its_8b_parameters(tmp_path):
+    gelu = parameters({"from_hf": str(write(tmp_path, {**LLAMA_3_8B, "hidden_act": "gelu"}))})
+    assert gelu == parameters("llama-3-8b") == pytest.approx(8.03e9, rel=1e-3)
+
+
+TYPED_KEYS = ("first_k_dense_replace", "n_shared_experts", "num_nextn_predict_layers", "n_group", "topk_group",
+              "moe_layer_freq")
+MISTYPED = st.one_of(st.text(max_size=4), st.floats(allow_nan=False), st.booleans(), st.integers(max_value=-1),
+                     st.lists(st.integers(), max_size=2))
+
+
+@given(key=st.sampled_from(TYPED_KEYS), value=MISTYPED)
+def test_a_mistyped_key_is_refused_naming_the_config_file_and_its_key_not_the_yaml_field(tmp_path_factory, key,
+                                                                                         value):
+    path = scenario_with(tmp_path_factory.mktemp("hf"), json.dumps({**DEEPSEEK_V3, key: value}))
+    with pytest.raises(ConfigError) as caught:
+        load_scenario(path)
+    assert str(caught.value).startswith(f"{path}: workload.model: HuggingFace config ")
+    assert f"config.json': key {key!r} must be" in str(caught.value)

@@ -10,7 +10,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from helpers import cli
-from simulon.config.resolve import Unresolved, card_gbps, resolve_framework, resolve_gpu, resolve_hardware
+from simulon.config.resolve import (
+    Unresolved,
+    card_gbps,
+    gpu_models,
+    resolve_framework,
+    resolve_gpu,
+    resolve_hardware,
+)
 from simulon.config.templates import find_template, template_names, template_text
 
 
@@ -38,11 +45,66 @@ def test_the_issues_descriptions_resolve_to_a_gpu_and_a_system(text, gpu, system
     assert (hardware.gpu, hardware.system) == (gpu, system)
 
 
-def test_an_architecture_stands_for_its_flagship_and_a_memory_no_template_has_is_said():
+def test_an_architecture_stands_for_its_flagship_and_says_so():
     assert resolve_hardware("sm_90 Hopper").notes == ("sm_90 read as H100, its flagship part",)
     assert resolve_hardware("H100 SXM").notes == ()
-    nvl = resolve_hardware("H100 94GB")
-    assert nvl.gpu == "h100-sxm" and nvl.notes == ("no H100 template has 94 GB",)
+
+
+@pytest.mark.parametrize(("text", "sizes"), [
+    ("H100 94GB", "no H100 template has (h100-pcie 80 GB, h100-sxm 80 GB)"),  # H100 NVL's memory, not the SXM's
+    ("H20 141GB", "no H20 template has (h20 96 GB)"),                        # the HBM3e H20
+    ("A100 96GB", "no A100 template has (a100-pcie-80gb 80 GB, a100-sxm-40gb 40 GB, a100-sxm-80gb 80 GB)"),
+    ("GH200 480GB", "no GH200 template has (gh200 96 GB, gh200-144gb 144 GB)"),  # Grace's LPDDR5X, not the HBM
+])
+def test_a_memory_size_no_template_of_the_gpu_has_is_refused_naming_the_sizes_they_have(text, sizes):
+    with pytest.raises(Unresolved, match=re.escape(sizes)):
+        resolve_hardware(text)
+    with pytest.raises(Unresolved, match="set its memory_capacity_gb"):
+        resolve_gpu(text)
+
+
+VENDOR_SIZES = {
+    "B200 192GB": ("b200", "dgx-b200"),          # the package's 192 GB: nvidia-smi's 183,359 MiB, the template's 180
+    "B200 180GB": ("b200", "dgx-b200"),
+    "H200 144GB": ("h200-sxm", "hgx-h200"),      # the HBM3e stacks' 144 GB, of which 141 GB are usable
+    "GB200 192GB": ("gb200", "gb200-nvl72"),
+    "8x H100 80GB HBM3": ("h100-sxm", "dgx-h100"),
+    "DGX A100 320GB": ("a100-sxm-40gb", "dgx-a100-320gb"),  # a system's memory together names the system
+    "DGX A100 640GB": ("a100-sxm-80gb", "dgx-a100"),
+}
+
+
+def test_a_memory_size_a_template_has_as_vendors_write_it_resolves_without_a_note():
+    found = {text: resolve_hardware(text) for text in VENDOR_SIZES}
+    assert {text: (hw.gpu, hw.system) for text, hw in found.items()} == VENDOR_SIZES
+    assert all(hw.notes == () for hw in found.values())
+
+
+def has_size(stem: str, stated: float, tolerance: float) -> bool:
+    """Whether a GPU template's memory_capacity_gb (GiB) is `stated` GB or GiB, within `tolerance`."""
+    size = float(find_template("gpu", stem)["memory_capacity_gb"])
+    return any(abs(stated - have) <= tolerance * have for have in (size, size * 2**30 / 1e9))
+
+
+@given(model=st.sampled_from(sorted(gpu_models())), stated=st.integers(min_value=1, max_value=1000))
+def test_a_stated_memory_size_resolves_only_to_a_template_of_that_size(model, stated):
+    stems = gpu_models()[model]
+    try:
+        found = resolve_gpu(f"{model.upper()} {stated}GB")[0]
+    except Unresolved as exc:
+        assert "could be GPU template" in str(exc) or not any(has_size(s, stated, 0.04) for s in stems)
+        return
+    assert found in stems and has_size(found, stated, 0.06)
+
+
+def test_a_scenario_sets_a_memory_size_no_template_has_beside_from():
+    from simulon.config.dc import GPUSpec
+
+    with pytest.raises(ValueError, match=r"'H100 94GB' states 94 GB, which no H100 template has .*"
+                                         r"gpu: \{from: h100-sxm, memory_capacity_gb: 94\}"):
+        GPUSpec.model_validate({"from": "H100 94GB"})
+    nvl = GPUSpec.model_validate({"from": "h100-sxm", "memory_capacity_gb": 94})
+    assert nvl.memory_capacity_gb == 94 and nvl.template == "h100-sxm"
 
 
 @pytest.mark.parametrize("stem", template_names("gpu"))

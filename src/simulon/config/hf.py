@@ -4,24 +4,26 @@ The keys read are those of the transformers configuration classes of the decoder
 models (LlamaConfig, MistralConfig, MixtralConfig, Qwen2/Qwen3(-MoE)Config, DeepseekV3Config,
 GptOssConfig, Gemma/Gemma2/Gemma3TextConfig, Phi3Config; a multimodal config's `text_config`):
 
-- shape: num_hidden_layers, hidden_size, num_attention_heads, num_key_value_heads, head_dim,
-  intermediate_size, vocab_size, tie_word_embeddings (absent: untied, but tied in the Gemma families, as their
-  configuration classes default);
-- activation: hidden_act (Gemma's hidden_activation) `silu` (a gated SwiGLU MLP in every family above), `relu2`
-  (squared ReLU), else GELU, gated (GeGLU) in the Gemma families, whose MLPs multiply GELU(gate_proj x) by up_proj x
-  (GemmaMLP, Gemma2MLP, Gemma3MLP); where the file names none, its family's configuration-class default
-  (DEFAULT_ACTIVATIONS), and a file of another family must name it; normalization: RMSNorm where the config has
-  rms_norm_eps, else LayerNorm;
+- shape: num_hidden_layers, hidden_size, num_attention_heads, num_key_value_heads, head_dim, intermediate_size,
+  vocab_size, tie_word_embeddings (absent: untied, but tied in the Gemma families, as their configuration classes
+  default);
+- activation: hidden_act (Gemma's hidden_activation); the MLPs of the families above always gate it
+  (down_proj(act(gate_proj x) * up_proj x): LlamaMLP, MixtralBlockSparseTop2MLP, Qwen3MoeMLP, DeepseekV3MLP,
+  GemmaMLP, ...), GeGLU for a GELU, else SwiGLU, whatever hidden_act names; in other families `silu` is SwiGLU,
+  `relu2` squared ReLU, anything else a plain GELU; where the file names none, its family's configuration-class
+  default (DEFAULT_ACTIVATIONS), and a file of another family must name it; normalization: RMSNorm where the config
+  has rms_norm_eps, else LayerNorm;
 - mixture of experts: num_local_experts (Mixtral, GPT-OSS) or num_experts (Qwen-MoE) or n_routed_experts
-  (DeepSeek-V3), num_experts_per_tok, moe_intermediate_size (else intermediate_size), n_shared_experts or
-  shared_expert_intermediate_size, first_k_dense_replace, node-limited routing's n_group and topk_group
-  (DeepSeek-V3; both default 1); layouts that interleave dense and MoE layers (decoder_sparse_step,
-  moe_layer_freq, interleave_moe_layer_step above 1, mlp_only_layers) as MoESpec.layer_freq, the dense layers
-  intermediate_size_mlp wide where the config has it (Llama 4);
-- multi-head latent attention: kv_lora_rank, q_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim; its
-  sparse attention (DeepseekV32Config): index_n_heads, index_head_dim, index_topk;
-- multi-token prediction: num_nextn_predict_layers (DeepSeek-V3, GLM-4.5), except in hybrid models, whose
-  multi-token prediction is not modelled (their decoder is read alone);
+  (DeepSeek-V3), num_experts_per_tok, moe_intermediate_size (else intermediate_size), n_shared_experts (0: none) or
+  shared_expert_intermediate_size (Llama 4: always one shared expert of intermediate_size, Llama4TextMoe's
+  shared_expert, which no key names), first_k_dense_replace, node-limited routing's n_group and topk_group
+  (DeepSeek-V3; both default 1); layouts that interleave dense and MoE layers (decoder_sparse_step, moe_layer_freq,
+  interleave_moe_layer_step above 1, mlp_only_layers) as MoESpec.layer_freq, the dense layers intermediate_size_mlp
+  wide where the config has it (Llama 4);
+- multi-head latent attention: kv_lora_rank, q_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim; its sparse
+  attention (DeepseekV32Config): index_n_heads, index_head_dim, index_topk;
+- multi-token prediction: num_nextn_predict_layers (DeepSeek-V3, GLM-4.5; 0 in Kimi K2's: none), except in hybrid
+  models, whose multi-token prediction is not modelled (their decoder is read alone);
 - gated delta net hybrids (Qwen3NextConfig, Qwen3.5): linear_num_key_heads, linear_num_value_heads,
   linear_key_head_dim, linear_value_head_dim, linear_conv_kernel_dim, and layer_types (or full_attention_interval),
   each layer two symbols of the hybrid pattern (G or *, then E or -); attn_output_gate (Qwen3-Next's attention is
@@ -30,9 +32,11 @@ GptOssConfig, Gemma/Gemma2/Gemma3TextConfig, Phi3Config; a multimodal config's `
   layer full); where the file leaves layer_types to its configuration class, GPT-OSS's and Gemma 2's (alternating
   from a sliding layer: GptOssConfig, Gemma2Config), Gemma 3's (every sliding_window_pattern-th layer full, 6 by
   default: Gemma3TextConfig) and Mistral's, Phi-3's and StarCoder2's (every layer: their attention passes
-  sliding_window to every layer); a config whose full-attention layers have a head size of their own
-  (global_head_dim, Gemma 4) is refused, as is one that gives its experts or its layer layout under keys this reader
-  does not take (UNREAD_KEYS: ERNIE 4.5's moe_num_experts, Jamba's layer periods);
+  sliding_window to every layer); layer_types beside sliding_window must give each of num_hidden_layers layers
+  sliding_attention or full_attention (Llama 4's chunked_attention is not modelled); a config whose full-attention
+  layers have a head size of their own (global_head_dim, Gemma 4) is refused, as is one that gives its experts or
+  its layer layout under keys this reader does not take (UNREAD_KEYS: ERNIE 4.5's moe_num_experts, Jamba's layer
+  periods);
 - hybrid Mamba models (NemotronHConfig, model_type nemotron_h): hybrid_override_pattern (or layers_block_type, the
   same as a list of block names), mamba_num_heads, mamba_head_dim, ssm_state_size, n_groups, conv_kernel,
   chunk_size; the MLP's activation from mlp_hidden_act, the shared expert's width from
@@ -53,10 +57,23 @@ from typing import Any
 from .errors import MAX_YAML_BYTES, read_input_text
 
 GATED_ACTIVATIONS = {"silu": "swiglu", "swish": "swiglu", "swiglu": "swiglu", "relu2": "squared_relu"}
-"""hidden_act -> simulon's activation; every family read here with a SiLU MLP gates it (SwiGLU)."""
-GATED_GELU_MODEL_TYPES = frozenset({"gemma", "gemma2", "gemma3", "gemma3_text"})
-"""model_type of the families whose MLP gates its GELU (GeGLU: down_proj(gelu(gate_proj x) * up_proj x))."""
-TIED_MODEL_TYPES = GATED_GELU_MODEL_TYPES
+"""hidden_act -> simulon's activation in a family not known to gate its MLP (GATED_MLP_MODEL_TYPES): a SiLU MLP is
+gated there too (SwiGLU), the rest as named (GELU for any but squared ReLU)."""
+GEMMA_MODEL_TYPES = frozenset({"gemma", "gemma2", "gemma3", "gemma3_text"})
+"""model_type of the Gemma families (GemmaConfig, Gemma2Config, Gemma3TextConfig)."""
+GATED_MLP_MODEL_TYPES = frozenset({
+    "llama", "llama4", "llama4_text", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen3_next",
+    "deepseek_v2", "deepseek_v3", "gpt_oss", "phi3", "glm4_moe", "olmo", "olmo2", "olmoe", "granite", "granitemoe",
+    "cohere", "kimi_k2", *GEMMA_MODEL_TYPES})
+"""model_type of the families whose MLP (and experts) always gate, whatever hidden_act names: down_proj(act(gate_proj
+x) * up_proj x) in LlamaMLP, MistralMLP, MixtralBlockSparseTop2MLP, Qwen2MLP, Qwen3MoeMLP, DeepseekV3MLP, Phi3MLP
+(gate_up_proj), GemmaMLP, ...; GptOssExperts' gate_up_proj. Their MLP reads as GeGLU where the activation is a GELU,
+else SwiGLU: simulon tells activations apart by their gate alone (ModelSpec.gated_mlp), which doubles the first
+projection's weights and FLOPs, and has no name for a gate of ReLU or tanh."""
+GELU_ACTIVATIONS = frozenset({"gelu", "gelu_10", "gelu_fast", "gelu_new", "gelu_python", "gelu_pytorch_tanh",
+                              "gelu_accurate", "quick_gelu", "fast_gelu"})
+"""transformers' GELU activations (ACT2FN), exact or approximate."""
+TIED_MODEL_TYPES = GEMMA_MODEL_TYPES
 """model_type of the families whose configuration class ties the embeddings unless the file says otherwise (Gemma's:
 tie_word_embeddings=True in GemmaConfig, Gemma2Config, Gemma3TextConfig); elsewhere an absent key reads untied."""
 WINDOW_EVERY_LAYER_MODEL_TYPES = frozenset({"mistral", "phi3", "starcoder2"})
@@ -143,16 +160,18 @@ class Reader:
     def fail(self, key: str, problem: str) -> HFConfigError:
         return HFConfigError(f"HuggingFace config {str(self.path)!r}: key {key!r} {problem}")
 
-    def integer(self, *keys: str, required: bool = True, default: int | None = None) -> int | None:
-        """The first of `keys` present, a positive integer (None, or `default`, when absent and not required)."""
+    def integer(self, *keys: str, required: bool = True, default: int | None = None, zero: bool = False) -> int | None:
+        """The first of `keys` present, a positive integer, or 0 too where `zero` (a count whose 0 means none: no
+        multi-token prediction, no shared expert); None, or `default`, when absent and not required."""
         key = next((k for k in keys if self.doc.get(k) is not None), None)
         if key is None:
             if required:
                 raise self.fail(keys[0], "is missing")
             return default
         value = self.doc[key]
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise self.fail(key, f"must be a positive integer, got {value!r}")
+        if isinstance(value, bool) or not isinstance(value, int) or value < (0 if zero else 1):
+            kind = "a non-negative integer (0: none)" if zero else "a positive integer"
+            raise self.fail(key, f"must be {kind}, got {value!r}")
         return value
 
     def flag(self, key: str, default: bool) -> bool:
@@ -184,18 +203,31 @@ def _moe(cfg: Reader) -> dict[str, Any] | None:
         "num_experts": experts,
         "top_k": cfg.integer("num_experts_per_tok", "experts_per_token"),
         "expert_ffn_hidden_size": expert_ffn,
-        "first_dense_layers": cfg.doc.get("first_k_dense_replace") or 0,
+        "first_dense_layers": cfg.integer("first_k_dense_replace", required=False, default=0, zero=True),
         "num_groups": cfg.integer("n_group", required=False, default=1),
         "group_topk": cfg.integer("topk_group", required=False, default=1),
     }
     freq = _moe_layers(cfg)
     if freq != 1:
         block["layer_freq"] = freq
-    shared_ffn = cfg.integer("shared_expert_intermediate_size", "moe_shared_expert_intermediate_size", required=False)
-    shared = cfg.integer("n_shared_experts", required=False, default=1 if shared_ffn else 0)
-    block["num_shared_experts"] = shared
+    return {**block, **_shared_experts(cfg, expert_ffn)}
+
+
+SHARED_EXPERT_MODEL_TYPES = frozenset({"llama4", "llama4_text"})
+"""model_type of the families whose MoE always holds one shared expert as wide as a routed one, under no config key
+(Llama4TextMoe's shared_expert, a Llama4TextMLP of intermediate_size)."""
+
+
+def _shared_experts(cfg: Reader, expert_ffn: int) -> dict[str, Any]:
+    """The MoE's shared experts: n_shared_experts (0: none), else one where the file gives a shared expert's width
+    (Qwen2-MoE's shared_expert_intermediate_size) or its family always builds one (SHARED_EXPERT_MODEL_TYPES), else
+    none; as wide as that width, else as a routed expert."""
+    width = cfg.integer("shared_expert_intermediate_size", "moe_shared_expert_intermediate_size", required=False)
+    always = cfg.model_type in SHARED_EXPERT_MODEL_TYPES
+    shared = cfg.integer("n_shared_experts", required=False, default=1 if width or always else 0, zero=True)
+    block: dict[str, Any] = {"num_shared_experts": shared}
     if shared:
-        block["shared_expert_ffn_hidden_size"] = shared_ffn or expert_ffn
+        block["shared_expert_ffn_hidden_size"] = width or expert_ffn
     return block
 
 
@@ -301,8 +333,7 @@ def _sliding_window(cfg: Reader) -> dict[str, Any] | None:
                                                         default=WINDOW_PATTERN_DEFAULTS[model_type])}
     if types is None:
         return {"size": size, "full_every": 0} if model_type in WINDOW_EVERY_LAYER_MODEL_TYPES else None
-    if not isinstance(types, list) or not all(t in ("sliding_attention", "full_attention") for t in types):
-        return None  # not a windowed model's list (Qwen3-Next's linear attention is read by its own pattern)
+    _check_window_layers(cfg, types)
     full = [i for i, kind in enumerate(types) if kind == "full_attention"]
     if len(full) == len(types):
         return None
@@ -311,6 +342,28 @@ def _sliding_window(cfg: Reader) -> dict[str, Any] | None:
         raise cfg.fail("layer_types", "full_attention layers that are not every N-th layer are not modelled (a "
                        "sliding window's full_every)")
     return {"size": size, "full_every": every}
+
+
+WINDOW_LAYER_TYPES = ("sliding_attention", "full_attention")
+"""The layer_types a model with a sliding window is read with (GptOssConfig, Gemma2Config, Gemma3TextConfig,
+Qwen2Config); another beside sliding_window is refused: Llama 4's chunked_attention (attention within fixed chunks of
+attention_chunk_size, no sliding window, which simulon does not model) would otherwise drop the window unsaid."""
+
+
+def _check_window_layers(cfg: Reader, types: Any) -> None:
+    """Refuses a layer_types beside sliding_window that is not one entry per layer (num_hidden_layers) of
+    WINDOW_LAYER_TYPES (Qwen3-Next's linear attention is read by its own pattern, never here)."""
+    layers = cfg.integer("num_hidden_layers", "n_layer", "num_layers")
+    if not isinstance(types, list):
+        raise cfg.fail("layer_types", f"must be a list of {', '.join(WINDOW_LAYER_TYPES)}, one per layer, got "
+                                      f"{types!r}")
+    if len(types) != layers:
+        raise cfg.fail("layer_types", f"has {len(types)} entries, but num_hidden_layers is {layers}: give one per "
+                                      "layer")
+    other = next((i for i, kind in enumerate(types) if kind not in WINDOW_LAYER_TYPES), None)
+    if other is not None:
+        raise cfg.fail("layer_types", f"names {types[other]!r} (layer {other}) beside sliding_window: simulon models "
+                                      f"layers of {' and '.join(WINDOW_LAYER_TYPES)} only")
 
 
 ACTIVATION_KEYS = ("mlp_hidden_act", "hidden_activation", "hidden_act", "activation_function")
@@ -335,9 +388,12 @@ def _activation(cfg: Reader) -> str:
 
 
 def _mlp(cfg: Reader) -> str:
-    """simulon's activation for the file's MLP: gated where its family gates (SwiGLU, GeGLU), else as named."""
-    name = GATED_ACTIVATIONS.get(_activation(cfg), "gelu")
-    return "geglu" if name == "gelu" and cfg.model_type in GATED_GELU_MODEL_TYPES else name
+    """simulon's activation for the file's MLP: gated wherever its family's MLP gates (GATED_MLP_MODEL_TYPES: GeGLU for
+    a GELU, else SwiGLU), elsewhere as named (GATED_ACTIVATIONS)."""
+    name = _activation(cfg)
+    if cfg.model_type in GATED_MLP_MODEL_TYPES:
+        return "geglu" if name in GELU_ACTIVATIONS else "swiglu"
+    return GATED_ACTIVATIONS.get(name, "gelu")
 
 
 def _head_dim(cfg: Reader) -> int | None:
@@ -410,7 +466,7 @@ def model_from_hf(path: Path) -> dict[str, Any]:
                      ("sliding_window", window)):
         if sub is not None:
             block[key] = sub
-    mtp = cfg.integer("num_nextn_predict_layers", required=False, default=0)
+    mtp = cfg.integer("num_nextn_predict_layers", required=False, default=0, zero=True)
     if mtp and pattern is None:  # a hybrid's multi-token prediction is not modelled: its decoder alone
         block["mtp_layers"] = mtp
     return block

@@ -7,8 +7,10 @@ punctuation: `[count x] [vendor] GPU [memory GB] [form factor] [system] [interco
 
 - GPU: the model word of a shipped GPU template's name or aliases (A100, H100, GB200, MI300X, ...), or an
   architecture (Hopper, sm_90, ...), which stands for that architecture's flagship data-center part and says
-  so. Memory ("40GB") and form factor (SXM, PCIe) choose between templates of one model; without them the
-  template that carries the bare model name as an alias (the vendor's main SKU) is taken.
+  so. Memory ("40GB", in GB or GiB, as vendors round it) and form factor (SXM, PCIe) choose between templates of one
+  model, and a memory size none of them has ("H100 94GB", an H100 NVL's) is refused, naming theirs; a system's memory
+  together ("DGX A100 320GB") names the system. Without them the template that carries the bare model name as an
+  alias (the vendor's main SKU) is taken.
 - System: among the datacenter templates built on that GPU, the one whose name and alias words the
   description (then its context: the table's framework or source) names most; with none named, the one
   marked `reference: true` (the vendor's reference system, e.g. DGX H100 rather than DGX Cloud), then the
@@ -242,11 +244,9 @@ def _gpu_ranking(text: str, context: str) -> tuple[str, list[tuple[tuple[int, in
     if model in NVL_CARD_MODELS and NVL_CARD.search(text):
         raise Unresolved(f"{text!r}: the {model.upper()} NVL (PCIe cards bridged in pairs) has no GPU template; "
                          f"shipped {model.upper()} templates: {', '.join(stems)}")
+    memory = [m for m in memory if m not in _system_sizes(stems)]
     if memory:
-        fitting = [s for s in stems if any(math.isclose(_memory_of(s), m, rel_tol=0.05) for m in memory)]
-        if not fitting:
-            notes.append(f"no {model.upper()} template has {' or '.join(f'{m} GB' for m in memory)}")
-        stems = fitting or stems
+        stems = _with_memory(text, model, stems, memory)
     if form in ("sxm", "pcie"):
         formed = [s for s in stems if _form_of(s) == form]
         if not formed:
@@ -257,6 +257,37 @@ def _gpu_ranking(text: str, context: str) -> tuple[str, list[tuple[tuple[int, in
     ranked = sorted((((len(_gpu_words(s, model) & said), len(_gpu_words(s, model) & ctx),
                        template_stem("gpu", model) == s), s) for s in stems), reverse=True)
     return model, ranked, notes
+
+
+GIB_IN_GB = 2 ** 30 / 1e9
+"""A GiB in GB: a template's memory_capacity_gb is read as GiB (memory/model.py), and a size may be stated in either."""
+
+
+def _has_memory(stem: str, stated: float) -> bool:
+    """Whether a GPU template has the memory size a description states, in GiB or GB, within RATE_TOLERANCE (vendors
+    round: the H200's 141 GB of its 144 GB of HBM3e; the B200's 192 GB, which nvidia-smi shows as its 183,359 MiB,
+    the template's 180 GiB)."""
+    size = _memory_of(stem)
+    return any(math.isclose(stated, have, rel_tol=RATE_TOLERANCE) for have in (size, size * GIB_IN_GB))
+
+
+def _with_memory(text: str, model: str, stems: list[str], memory: list[int]) -> list[str]:
+    """The templates of `stems` that have a memory size the description states; Unresolved where none has: a GPU of
+    another memory size (H100 NVL's 94 GB, H20's 141 GB) is not the template's, whose capacity decides what fits."""
+    fitting = [stem for stem in stems if any(_has_memory(stem, m) for m in memory)]
+    if fitting:
+        return fitting
+    sizes = ", ".join(f"{stem} {_memory_of(stem):g} GB" for stem in stems)
+    main = template_stem("gpu", model) if template_stem("gpu", model) in stems else stems[0]
+    raise Unresolved(f"{text!r} states {' or '.join(f'{m} GB' for m in memory)}, which no {model.upper()} template "
+                     f"has ({sizes}): name one of those sizes, or in a scenario start from one and set its "
+                     f"memory_capacity_gb (gpu: {{from: {main}, memory_capacity_gb: {memory[0]}}})")
+
+
+def _system_sizes(stems: list[str]) -> set[int]:
+    """The memory sizes that name a system built on one of these GPUs, its GPUs' memory together ('DGX-A100-320GB',
+    'dgx-a100-640gb'): a description stating one names the system, not its GPU's memory."""
+    return {int(w[:-2]) for _, gpu, own, _ in systems() if gpu in stems for w in own if re.fullmatch(r"\d+gb", w)}
 
 
 def bare_memory(text: str, model: str) -> list[re.Match]:

@@ -67,26 +67,31 @@ def _bare(name: str) -> str:
     return re.sub(r"[^a-z0-9]", "", re.sub(r"(?<=\d)\.(?=\d)", "p", name.lower()))
 
 
-VARIANT_WORDS = ("instruct", "chat", "base", "hf", "it", "thinking", "bf16", "fp16", "fp8", "fp4", "nvfp4", "mxfp8",
-                 "mxfp4", r"\d{4}")
+VARIANT_WORDS = ("instruct", "chat", "base", "hf", "it", "thinking", "terminus", "bf16", "fp16", "fp8", "fp4", "nvfp4",
+                 "mxfp8", "mxfp4", r"\d{4}")
 """Words of a released model's name that mark a fine-tune, release or packaging of the same architecture
-("Llama-3.1-70B-Instruct", "Llama-2-7b-hf", "Qwen3-235B-A22B-Thinking-2507" with its release's year and month, the
-checkpoint's number format in "Nemotron-3-Nano-30B-A3B-BF16" and "Llama-4-Maverick-17B-128E-Instruct-FP8": not the
-format a run trains in), as regular expressions: dropped when the name alone finds no template."""
+("Llama-3.1-70B-Instruct", "Llama-2-7b-hf", "Qwen3-235B-A22B-Thinking-2507" with its release's year and month,
+"DeepSeek-V3.1-Terminus", DeepSeek's September 2025 update of V3.1 whose config.json is V3.1's, the checkpoint's
+number format in "Nemotron-3-Nano-30B-A3B-BF16" and "Llama-4-Maverick-17B-128E-Instruct-FP8": not the format a run
+trains in), as regular expressions: dropped when the name alone finds no template."""
+HF_MODEL_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*")
+"""A HuggingFace model id, organisation/name ("deepseek-ai/DeepSeek-V3.1-Terminus"): letters, digits, '-', '_' and '.'
+(huggingface_hub's repo id), one slash; a path to a file starts otherwise ("./", "/", "~") or has more parts."""
 
 
 def template_stem_loose(kind: str, name: str) -> str | None:
     """Like template_stem, ignoring case, punctuation and spacing ("Llama 3.1 70B" finds llama-3.1-70b), a
     HuggingFace organisation prefix ("meta-llama/Llama-3.1-70B") and, for models, variant words
     ("Qwen3-8B-Instruct"): names written freely in tables and scenarios. None when nothing matches."""
-    names = _index(kind)[0]
-    bare = {_bare(key): stem for key, stem in names.items()}
+    bare = {_bare(key): stem for key, stem in _index(kind)[0].items()}
     tail = name.strip().rsplit("/", 1)[-1]
-    tries = [name, tail]
-    if kind == "model":
-        variants = "|".join(VARIANT_WORDS)
-        tries.append(re.sub(rf"(?i)[-_ .]({variants})(?=$|[-_ .])", "", tail))
+    tries = [name, tail, _without_variant_words(tail)] if kind == "model" else [name, tail]
     return next((bare[_bare(t)] for t in tries if _bare(t) in bare), None)
+
+
+def _without_variant_words(name: str) -> str:
+    """A model's name less its VARIANT_WORDS ("Qwen3-8B-Instruct" -> "Qwen3-8B")."""
+    return re.sub(rf"(?i)[-_ .]({'|'.join(VARIANT_WORDS)})(?=$|[-_ .])", "", name)
 
 
 def find_template(kind: str, name: str) -> dict[str, Any] | None:
@@ -102,15 +107,19 @@ def find_template(kind: str, name: str) -> dict[str, Any] | None:
 
 
 def _is_file_reference(kind: str, ref: str, base_dir: Path | None) -> bool:
-    """A YAML file's name, or a path that exists; 'meta-llama/Llama-3.1-70B', a HuggingFace model id whose
-    model has a template, is a name, and so is a missing path with spaces, brackets or commas in it: a description
-    ("8x H200 (NVLink4/NVSwitch, 900GB/s)", config.resolve)."""
+    """A YAML file's name, or a path that exists; a model's HuggingFace id ('deepseek-ai/DeepSeek-V2-Lite') that is
+    no file is a name (found loosely, or unknown with suggestions), and so is a missing path of another kind that
+    names a template loosely or has spaces, brackets or commas in it: a description ("8x H200 (NVLink4/NVSwitch,
+    900GB/s)", config.resolve)."""
     if ref.endswith((".yaml", ".yml")):
         return True
     if "/" not in ref:
         return False
-    path = Path(ref) if Path(ref).is_absolute() or base_dir is None else base_dir / ref
-    return path.exists() or (template_stem_loose(kind, ref) is None and not re.search(r"[\s(),]", ref))
+    if _file_path(ref, base_dir).exists():
+        return True
+    if kind == "model" and HF_MODEL_ID.fullmatch(ref):
+        return False
+    return template_stem_loose(kind, ref) is None and not re.search(r"[\s(),]", ref)
 
 
 def _load_reference(kind: str, ref: str, base_dir: Path | None, depth: int = 0,
@@ -133,8 +142,15 @@ def _load_reference(kind: str, ref: str, base_dir: Path | None, depth: int = 0,
         return doc
     doc = find_template(kind, ref)
     if doc is None:
-        raise UnknownTemplate(unknown_template(kind, ref))
+        raise UnknownTemplate(unknown_template(kind, ref) + _no_file(ref, base_dir))
     return doc
+
+
+def _no_file(ref: str, base_dir: Path | None) -> str:
+    """What to add to an unknown template's message where its name could have been a file's: that there is none."""
+    if "/" not in ref:
+        return ""
+    return f"; nor is it a template file: cannot read template file {str(_file_path(ref, base_dir))!r}: no such file"
 
 
 def _file_path(ref: str, base_dir: Path | None) -> Path:
@@ -187,9 +203,12 @@ class UnknownTemplate(ValueError):
 
 
 def unknown_template(kind: str, ref: str) -> str:
-    """What to say of a template name nothing shipped has: the close matches, and the shipped names."""
+    """What to say of a template name nothing shipped has: the close matches (to a HuggingFace id's name, less its
+    organisation, and a model's less its VARIANT_WORDS), and the shipped names."""
     aliases = _index(kind)[0]   # names and aliases -> file stem
-    close = dict.fromkeys(aliases[key] for key in difflib.get_close_matches(_key(ref), aliases, n=6, cutoff=0.5))
+    name = ref.rsplit("/", 1)[-1] if HF_MODEL_ID.fullmatch(ref) else ref
+    name = _without_variant_words(name) if kind == "model" else name
+    close = dict.fromkeys(aliases[key] for key in difflib.get_close_matches(_key(name), aliases, n=6, cutoff=0.5))
     hint = f"; did you mean {' or '.join(list(close)[:3])}?" if close else ""
     return f"unknown {kind} template {ref!r}{hint} (shipped: {', '.join(template_names(kind))})"
 
