@@ -26,6 +26,8 @@ What a row holds:
 The GEMMs every narrow recipe leaves in bf16 whatever the layer (the MoE router and the LM head: Transformer
 Engine's modules are the transformer layers' linears only) are named in `HIGH_PRECISION_GEMMS`.
 The fp8 scaling recipe is `training.fp8_recipe` (`FP8_RECIPES`), meaningful only for per-tensor fp8.
+A precision as tables and people write it ("FP8 current-scaling", "amp_bf16", "float32", "int8") is read here too
+(`precision_named`, and `training_precision` for a table's cell, which refuses formats no row above trains in).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from .common import DType
+from .common import DType, dtype_named
 
 TENSOR_SCALE_BYTES = 4.0
 """One fp32 scale (and its inverse) per tensor: negligible next to the tensor, not counted in bytes moved."""
@@ -191,24 +193,48 @@ class TrainingFormat:
                       workload.parallelism.fsdp != "full_shard")
 
 
+PRECISION_WORDS: tuple[tuple[tuple[str, ...], DType], ...] = (
+    (("mxfp4",), DType.mxfp4),
+    (("nvfp4", "fp4", "float4"), DType.nvfp4),  # a bare fp4 is NVFP4: Transformer Engine's only 4-bit recipe
+    (("mxfp8",), DType.mxfp8),
+    (("fp8", "float8", "e4m3", "e5m2"), DType.fp8),
+    (("bf16", "bfloat16"), DType.bf16),          # before fp16: "bf16/fp16" trains in bf16, "bfloat16" holds "float16"
+    (("fp16", "float16"), DType.fp16),
+    (("tf32", "tensorfloat32"), DType.tf32),
+    (("fp32", "float32"), DType.fp32),           # last: "bf16 with fp32 master weights" trains in bf16
+)
+"""The words (lower case, without spaces, '_' or '-') a free-text precision names each training format by; a
+precision naming two ("amp_fp8", "BF16/FP16", "bf16 with fp32 master weights") trains its GEMMs in the first named
+here, the narrowest."""
+OTHER_FORMAT = re.compile(r"(?<![a-z])(?:u?int|fp|float|bf)[\s_-]?\d+|(?<![a-z])double(?![a-z])")
+"""A number format named in a precision that PRECISION_WORDS does not know (int8, fp64, fp6): not one simulon
+trains in."""
+
+
 def precision_named(text: str) -> tuple[DType | None, str | None]:
     """The training dtype and fp8 recipe a free-text precision names, as published tables write it ("NVFP4",
-    "MXFP8", "MXFP4", "FP8 current-scaling", "amp_fp8", "bf16 mixed"), or (None, None) where it names none. A bare
-    "fp4" is NVFP4: Transformer Engine's only 4-bit training recipe."""
+    "MXFP8", "MXFP4", "FP8 current-scaling", "amp_fp8", "bf16 mixed", "FP32", "float32") or as users name a dtype
+    (config.common.dtype_named: "half", "torch.float16"), or (None, None) where it names none."""
     words = re.sub(r"[\s_-]+", "", text.lower())
-    if "mxfp4" in words:
-        return DType.mxfp4, None
-    if "nvfp4" in words or "fp4" in words:
-        return DType.nvfp4, None
-    if "mxfp8" in words:
-        return DType.mxfp8, None
-    if "fp8" in words:
-        current = "current" in words or "tensorwise" in words
-        return DType.fp8, "current" if current else None
-    if "fp16" in words and "bf16" not in words:
-        return DType.fp16, None
-    if "bf16" in words:
-        return DType.bf16, None
-    if "tf32" in words:
-        return DType.tf32, None
-    return None, None
+    dtype = next((d for names, d in PRECISION_WORDS if any(name in words for name in names)), None)
+    if dtype is None:
+        named = dtype_named(text)
+        dtype = named if isinstance(named, DType) else None
+    if dtype == DType.fp8:
+        return dtype, "current" if "current" in words or "tensorwise" in words else None
+    return dtype, None
+
+
+def training_precision(text: str) -> tuple[DType, str | None]:
+    """The training dtype and fp8 recipe of a table's precision cell (precision_named), bf16 where it names no
+    format ("", "unknown", "not stated", "mixed": the mixed precision every source of the shipped tables trains in
+    unless it says otherwise). Raises ValueError where it names a format simulon does not train in (int8, fp64)."""
+    dtype, recipe = precision_named(text)
+    if dtype is not None:
+        return dtype, recipe
+    other = OTHER_FORMAT.search(text.lower())
+    if other:
+        trained = ", ".join(d.value for d in NUMBER_FORMATS if d != DType.fp4)
+        raise ValueError(f"precision {text.strip()!r}: {other.group()} is not a format simulon trains in "
+                         f"({trained})")
+    return DType.bf16, None

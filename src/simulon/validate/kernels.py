@@ -121,6 +121,9 @@ def observation(index: int, row: dict[str, str]) -> Observation | str:
     dtype = DTYPES.get(row.get("dtype", "")) or dtype_named(row.get("dtype", ""))
     if not isinstance(dtype, DType):  # the sources' own spellings, else as users write them (bf16, BF16, bfloat16)
         return f"dtype {row.get('dtype')!r} is not modelled"
+    peak = dense_peak(gpu, dtype)
+    if isinstance(peak, str):
+        return peak
     tflops = number(row, "kernel_tflops")
     if tflops is None or tflops <= 0:
         return "kernel_tflops is blank or not positive"
@@ -135,12 +138,21 @@ def observation(index: int, row: dict[str, str]) -> Observation | str:
     kclass = specs[0].kclass
     name = "attention" if kclass == KernelClass.attention else "grouped_gemm" if \
         kclass == KernelClass.grouped_gemm else "gemm"
-    if name != "attention" and tflops * 1e12 > GPUSpec.model_validate({"from": gpu}).peak_flops(dtype):
+    if name != "attention" and tflops * 1e12 > peak:
         return f"suspect: {tflops:g} TFLOP/s is above the GPU's dense {dtype.value} peak (the source marks such rows)"
     timing = Timing.median_kernel if any(word in kernel for word in MEDIAN_KERNEL_TIMED) else Timing.total
     loop = next((by_family for word, by_family in BACK_TO_BACK.items() if word in row.get("source", "")), {})
     return Observation(index, gpu, dtype, specs, flops / (tflops * 1e12), flops, row.get("subset", ""), name, timing,
                        loop.get(name, 1))
+
+
+def dense_peak(gpu: str, dtype: DType) -> float | str:
+    """The GPU's dense peak FLOP/s in `dtype`, or why a row cannot run there: a GPU whose template lists no peak
+    for the format has no tensor-core rate for it (an A100 has no fp8, a Hopper no fp4), as a scenario refuses."""
+    try:
+        return GPUSpec.model_validate({"from": gpu}).peak_flops(dtype)
+    except ValueError as exc:
+        return f"dtype: {exc}"
 
 
 def _dims(row: dict[str, str], *columns: str) -> list[int]:

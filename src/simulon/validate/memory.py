@@ -18,7 +18,8 @@ does not know (a user's own table) is set up by the framework its `framework` ce
 (config.frameworks' defaults, as a scenario naming that framework gets them) on the system its `hardware` cell
 describes (config.resolve). A row whose numeric cell is not
 its number is skipped naming the column (report.bad_cell); a table without a column every row needs is bad input
-(report.table_rows).
+(report.table_rows). The dtype cell is read as a training precision (config.number_formats.training_precision): a
+format simulon does not train in (int8), or one the row's GPU has no peak for, skips the row saying so.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from typing import Any
 from ..config.errors import ConfigError
 from ..config.frameworks import MEGATRON_GPT, framework_defaults
 from ..config.loading import parse_scenario
+from ..config.number_formats import training_precision
 from ..config.resolve import Unresolved, resolve_framework, resolve_hardware
 from ..config.scenario import ScenarioConfig
 from ..config.templates import find_template, template_stem_loose
@@ -255,13 +257,15 @@ def _sharding(text: str, source: Source) -> dict[str, Any]:
     return {"distributed_optimizer": source.distributed_optimizer}
 
 
-def _dtype(text: str) -> str:
-    text = text.lower()
-    if "fp8" in text:
-        return "fp8"
-    if "fp16" in text:
-        return "fp16"
-    return "bf16"
+def _precision(row: dict[str, str]) -> dict[str, str]:
+    """The training block's dtype (and fp8 recipe) the row's dtype cell names, read as a precision is
+    (config.number_formats.training_precision: "fp8 current-scaling", "fp16 AMP", "bf16?", bf16 for "unknown").
+    Raises Unsupported where it names a format simulon does not train in (int8)."""
+    try:
+        dtype, recipe = training_precision(row["dtype"])
+    except ValueError as exc:
+        raise Unsupported(str(exc)) from None
+    return {"dtype": dtype.value, **({"fp8_recipe": recipe} if recipe else {})}
 
 
 def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
@@ -301,7 +305,7 @@ def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
         counts[-1] -= 1
         parallelism["layers_per_stage"] = counts
     training = {"num_gpus": num_gpus, "global_batch_size": gbs, "micro_batch_size": mbs, "sequence_length": seq,
-                "dtype": _dtype(row["dtype"]), "attention": source.attention,
+                **_precision(row), "attention": source.attention,
                 "cross_entropy": source.cross_entropy,
                 "peft": "lora" if re.search(r"\bLoRA\b", row["model"]) else "none"}
     if source.grad_reduce_dtype:

@@ -23,7 +23,7 @@ from ..config.dc import DatacenterConfig, NodeSpec
 from ..config.errors import ConfigError
 from ..config.frameworks import MEGATRON_GPT, framework_defaults
 from ..config.loading import describe_validation_error, parse_scenario
-from ..config.number_formats import precision_named
+from ..config.number_formats import training_precision
 from ..config.resolve import Unresolved, resolve_hardware
 from ..config.scenario import ScenarioConfig
 from ..config.templates import find_template, template_stem_loose
@@ -239,9 +239,13 @@ def _alphanumeric(text: str) -> str:
     return re.sub(r"[^a-z0-9]", "", text.lower())
 
 
-def _dtype(row: dict[str, str]) -> DType:
-    """The row's training format (config.number_formats.precision_named), bf16 where it names none."""
-    return precision_named(row["precision"])[0] or DType.bf16
+def _precision(row: dict[str, str]) -> tuple[DType, str | None]:
+    """The row's training format and fp8 recipe (config.number_formats.training_precision: bf16 where the cell names
+    none). Raises Unsupported where it names a format simulon does not train in (int8)."""
+    try:
+        return training_precision(row["precision"])
+    except ValueError as exc:
+        raise Unsupported(str(exc)) from None
 
 
 def _global_batch(row: dict[str, str], seq: int) -> int | None:
@@ -382,16 +386,17 @@ def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
     }
     if fsdp_size is not None and fsdp_size < dp * cp:
         parallelism["fsdp_size"] = fsdp_size
+    dtype, fp8_recipe = _precision(row)
     training = {
         "num_gpus": num_gpus, "global_batch_size": gbs, "micro_batch_size": mbs, "sequence_length": seq,
-        "dtype": _dtype(row).value, "attention": habits.attention, "elementwise": habits.elementwise,
+        "dtype": dtype.value, "attention": habits.attention, "elementwise": habits.elementwise,
         "cross_entropy": habits.cross_entropy,
         **({"autocast": habits.autocast} if habits.autocast is not None else {}),
         **({"expandable_segments": True} if habits.expandable_segments else {}),
         "peft": "lora" if re.search(r"\bLoRA\b", row["model"]) else "none",
     }
-    if precision_named(row["precision"])[1]:
-        training["fp8_recipe"] = precision_named(row["precision"])[1]
+    if fp8_recipe:
+        training["fp8_recipe"] = fp8_recipe
     for settings in _all(RECIPE_SETTINGS, " | ".join(row[c] for c in ("subset", "source_locator", "model",
                                                                        "precision", "source"))):
         settings = dict(settings)
