@@ -14,7 +14,10 @@ budget (Ray: more than any node has) even alone is not started: it comes back as
 other jobs go on.
 
 Ray: `ray.init(address)` joins a running cluster (`ray start --head`, or `auto`), or, with no address, starts a
-local one for the command and stops it after; a session that already called `ray.init` is used as it is. The
+local one for the command, once, on its first jobs; every later step of the command (a search's estimate parts,
+its sizing, its replays) runs on that same instance, and it is stopped when the command ends (the executor is a
+context manager: `with executor(...) as runner`, error or not). A session that already called `ray.init` is used
+as it is and left running. The
 workers import simulon, so every node needs the same simulon installed (see Ray's runtime environments).
 """
 
@@ -46,6 +49,12 @@ def _readable(num_bytes: float) -> str:
 
 
 class Executor(Protocol):
+    def __enter__(self) -> Executor:
+        """The executor, for the command's duration."""
+
+    def __exit__(self, *exc: object) -> None:
+        """Stop what the executor started for the command (a local Ray instance)."""
+
     def map_unordered(self, function: Callable[[Any], Any], jobs: list[Any],
                       needs: list[float] | None = None) -> Iterator[tuple[int, Any]]:
         """(index, result) of every job, in the order they finish; `needs`: the bytes each job takes (None: no
@@ -92,11 +101,18 @@ class Admission:
 
 class ProcessExecutor:
     """A local process pool, all cores unless told; `memory`: the bytes the jobs may take together (None: what
-    this machine has available when they are handed over; math.inf: no limit)."""
+    this machine has available when they are handed over; math.inf: no limit). Each map_unordered has its own
+    pool: there is nothing to stop when the command ends."""
 
     def __init__(self, workers: int | None = None, memory: float | None = None):
         self.workers = workers or os.cpu_count() or 1
         self.memory = memory
+
+    def __enter__(self) -> ProcessExecutor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
 
     def budget(self) -> float:
         if self.memory is not None:
@@ -129,7 +145,8 @@ class ProcessExecutor:
 
 
 class RayExecutor:
-    """Tasks on a Ray cluster: the one at `address`, else the session's, else a local one started here."""
+    """Tasks on a Ray cluster: the one at `address`, else the session's, else a local one started here on the
+    first jobs and kept for every later map_unordered until `close` (or the end of a `with` block) stops it."""
 
     def __init__(self, address: str | None = None):
         try:
@@ -137,33 +154,46 @@ class RayExecutor:
         except ImportError:
             raise ConfigError(RAY_MISSING) from None
         self.ray, self.address = ray, address
+        self.started = False  # whether this executor called ray.init (and so is the one to shut it down)
+
+    def __enter__(self) -> RayExecutor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def connect(self) -> None:
+        """Join the cluster (or start the local instance) unless this process already has."""
+        if not self.ray.is_initialized():
+            self.ray.init(address=self.address, include_dashboard=False, log_to_driver=False)
+            self.started = True
+
+    def close(self) -> None:
+        """Stop what `connect` started (a session's own Ray is left running)."""
+        if self.started:
+            self.ray.shutdown()
+            self.started = False
 
     def map_unordered(self, function: Callable[[Any], Any], jobs: list[Any],
                       needs: list[float] | None = None) -> Iterator[tuple[int, Any]]:
         ray = self.ray
-        started = not ray.is_initialized()
-        if started:
-            ray.init(address=self.address, include_dashboard=False, log_to_driver=False)
-        try:
-            task = ray.remote(function)
-            pending = {}
-            largest = max((node["Resources"].get("memory", 0.0) for node in ray.nodes() if node["Alive"]),
-                          default=0.0) if needs is not None else math.inf
-            for index, job in enumerate(jobs):
-                need = needs[index] if needs is not None else 0.0
-                if need > largest:
-                    yield index, Refused(f"needs about {_readable(need)}, more than the {_readable(largest)} of "
-                                         f"memory any Ray node offers")
-                elif need > 0:
-                    pending[task.options(memory=math.ceil(need)).remote(job)] = index
-                else:
-                    pending[task.remote(job)] = index
-            while pending:
-                ready, _ = ray.wait(list(pending), num_returns=1)
-                yield pending.pop(ready[0]), ray.get(ready[0])
-        finally:
-            if started:
-                ray.shutdown()
+        self.connect()
+        task = ray.remote(function)
+        pending = {}
+        largest = max((node["Resources"].get("memory", 0.0) for node in ray.nodes() if node["Alive"]),
+                      default=0.0) if needs is not None else math.inf
+        for index, job in enumerate(jobs):
+            need = needs[index] if needs is not None else 0.0
+            if need > largest:
+                yield index, Refused(f"needs about {_readable(need)}, more than the {_readable(largest)} of "
+                                     f"memory any Ray node offers")
+            elif need > 0:
+                pending[task.options(memory=math.ceil(need)).remote(job)] = index
+            else:
+                pending[task.remote(job)] = index
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=1)
+            yield pending.pop(ready[0]), ray.get(ready[0])
 
 
 def executor(kind: str, workers: int | None = None, address: str | None = None,

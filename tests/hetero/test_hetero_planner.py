@@ -119,3 +119,33 @@ def test_plan_hetero_refuses_a_scenario_without_a_pipeline(tmp_path):
     run = cli("plan-hetero", str(path))
     assert run.returncode == 2
     assert "pp" in run.stderr and "Traceback" not in run.stderr
+
+
+def test_simulate_0_simulates_the_scenario_as_written_alone_and_it_is_the_plan(planned):
+    from simulon.pipeline import simulate
+
+    sc, _ = planned
+    simulated = []
+    result = Planner(sc).run(simulate_best=0, simulate=lambda s: simulated.append(s) or simulate(s))
+    assert len(simulated) == 1 and [p.label for p in result.simulated] == ["as written"]
+    assert result.best == result.baseline and result.gain == 0.0
+
+
+NO_FIT = {"datacenter": {"datacenter": {"name": "nofit"},
+                         "node_groups": [{"from": "dgx-h100", "num_nodes": 1}, {"from": "dgx-a100-320gb",
+                                                                                  "num_nodes": 1}]},
+          "workload": {"framework": "megatron", "model": "llama-3-70b",
+                       "parallelism": {"tp": 8, "pp": 2, "dp": 1, "sequence_parallel": True,
+                                       "distributed_optimizer": True},
+                       "training": {"global_batch_size": 8, "micro_batch_size": 1, "sequence_length": 4096,
+                                    "dtype": "bf16"}}}
+"""Llama 3 70B on one DGX H100 and one DGX A100 (40 GB GPUs) in tp8 x pp2: half the model fits on no A100."""
+
+
+def test_plan_hetero_with_no_placement_that_fits_exits_2_saying_what_the_best_needs_and_writes_nothing(tmp_path):
+    path, out = tmp_path / "nofit.yaml", tmp_path / "plan.yaml"
+    path.write_text(yaml.safe_dump(NO_FIT))
+    run = cli("plan-hetero", str(path), "--simulate", "1", "-o", str(out))
+    assert run.returncode == 2 and run.stderr.count("\n") == 1 and "Traceback" not in run.stderr
+    assert "no placement fits in memory" in run.stderr and "GiB on stage 1 against its GPU's 40.0 GiB" in run.stderr
+    assert not out.exists() and run.stdout == ""

@@ -10,12 +10,13 @@ import subprocess
 import sys
 import time
 
+import pytest
 import yaml
 
 from helpers import ROOT, cli, gpt_scenario
 from simulon.search import cache as cache_module
 from simulon.search.cache import Cache
-from simulon.search.run import Search
+from simulon.search.run import Phase, Search, replay_from_json
 
 
 def small(**knobs):
@@ -74,3 +75,51 @@ def test_a_search_killed_mid_replay_resumes_from_what_it_finished_and_gives_the_
     assert resumed_json["cached"] == {"estimates": True, "replays": finished}
     assert len(list(replays.glob("*.json"))) == 20
     assert resumed_json["top"] == fresh_json["top"]
+
+
+@pytest.mark.parametrize("text", ["{}", "[]", '{"iteration_time_ms": "abc"}', '{"iteration_time_ms": NaN}',
+                                  '{"iteration_time_ms": Infinity}', '{"iteration_time_ms": 0}',
+                                  '{"iteration_time_ms": -3.5}', '{"iteration_time_ms": true}', "1"])
+def test_a_replay_entry_of_the_wrong_shape_or_without_a_finite_positive_time_counts_as_missing(tmp_path, text):
+    cache = Cache(tmp_path)
+    key = cache.key({"anything": 1})
+    cache.put("replays", key, {"iteration_time_ms": 912.5})
+    assert cache.get("replays", key, replay_from_json) == 912.5
+    cache.path("replays", key).write_text(text)
+    assert cache.get("replays", key, replay_from_json) is None and cache.hits["replays"] == 1
+
+
+def damaged_phases(good: dict) -> list:
+    """Entries of the estimates' kind that JSON reads but that are not the shape Phase.to_json writes."""
+    row = good["candidates"][0]
+    return [{}, [1], 1, {**good, "closest": [1]}, {**good, "enumerated": "many"}, {**good, "pruned": [1]},
+            {**good, "candidates": [row[:-1]]}, {**good, "candidates": [[float("nan"), *row[1:]]]},
+            {**good, "candidates": [[-1.0, *row[1:]]]}, {**good, "candidates": [[*row[:-3], "x", *row[-2:]]]},
+            {**good, "candidates": [1]}]
+
+
+def test_an_estimates_entry_of_the_wrong_shape_counts_as_missing(tmp_path):
+    good = Search(small()).estimated().to_json()
+    cache = Cache(tmp_path)
+    key = cache.key({"anything": 1})
+    cache.put("estimates", key, good)
+    assert cache.get("estimates", key, Phase.from_json).candidates == Phase.from_json(good).candidates
+    for damaged in damaged_phases(good):
+        cache.path("estimates", key).write_text(json.dumps(damaged))
+        assert cache.get("estimates", key, Phase.from_json) is None, damaged
+    assert cache.hits["estimates"] == 1
+
+
+def test_a_search_whose_cache_entries_were_overwritten_with_other_json_runs_them_again_and_answers_the_same(
+        tmp_path):
+    scenario = tmp_path / "small.yaml"
+    scenario.write_text(yaml.safe_dump(small().model_dump(mode="json", exclude_none=True)))
+    command = ["search", str(scenario), "--replay", "2", "--top", "3", "--workers", "1", "--json",
+               "--cache", str(tmp_path / "cache")]
+    first = cli(*command)
+    entries = sorted((tmp_path / "cache").rglob("*.json"))
+    for entry, text in zip(entries, ["{}", '{"iteration_time_ms": "abc"}', "[1]"], strict=False):
+        entry.write_text(text)
+    again = cli(*command)
+    assert first.returncode == 0 and again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["top"] == json.loads(first.stdout)["top"]

@@ -38,3 +38,16 @@ def test_without_ray_the_ray_executor_is_a_one_line_error_saying_how_to_install_
                           "ray", "--no-cache"], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert run.returncode == 2 and "Traceback" not in run.stderr
     assert "--executor ray: Ray is not installed" in run.stderr and "uv sync --extra ray" in run.stderr
+
+
+def test_a_local_ray_instance_is_started_once_for_every_step_of_a_search_and_stopped_when_the_command_fails(
+        monkeypatch):
+    ray = pytest.importorskip("ray", reason="Ray is not installed (the optional extra: uv sync --extra ray)")
+    started = []
+    init = ray.init
+    monkeypatch.setattr(ray, "init", lambda **options: started.append(options) or init(**options))
+    with pytest.raises(RuntimeError, match="after the search"), RayExecutor() as runner:
+        result = Search(small()).run(top=5, replay=3, executor=runner)  # estimate parts, sizing, replays
+        assert ray.is_initialized() and result.replayed == 3
+        raise RuntimeError("a failure after the search")
+    assert len(started) == 1 and not ray.is_initialized()

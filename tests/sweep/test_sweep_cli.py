@@ -87,3 +87,29 @@ def test_the_progress_bar_is_drawn_on_a_terminal_unless_quiet():
             progress.stage("simulating 4 of 4 points", total=4, unit="points")
             progress.advance(2)
         assert ("simulating" in out.getvalue()) != quiet
+
+
+def test_json_gives_numbers_as_numbers_flags_as_booleans_and_the_key_and_combined_steps_as_text(scenario, tmp_path):
+    out = tmp_path / "sweep.csv"
+    done = cli("sweep", str(scenario), "--set", "cluster.num_nodes+training.global_batch_size=1:16",
+               "--set", "parallelism.sequence_parallel=true", "-o", str(out), "--jobs", "1", "--json")
+    assert done.returncode == 0, done.stderr
+    (row,) = json.loads(done.stdout)["rows"]
+    assert row["num_gpus"] == 8 and isinstance(row["step_ms"], float) and row["step_ms"] > 0
+    assert row["fits"] is True and row["workload.parallelism.sequence_parallel"] is True
+    assert row["datacenter.cluster.num_nodes+workload.training.global_batch_size"] == "1:16"
+    assert isinstance(row["key"], str) and len(row["key"]) == 16
+    assert "1:16" in out.read_text() and ",true\n" in out.read_text()  # the CSV as before
+
+
+def test_a_sweep_of_the_datacenters_size_with_the_trained_gpus_fixed_is_refused_naming_the_combined_axis(
+        scenario, tmp_path):
+    data = yaml.safe_load(scenario.read_text())
+    data["workload"]["training"]["num_gpus"] = 8
+    scenario.write_text(yaml.safe_dump(data))
+    out = tmp_path / "sweep.csv"
+    done = cli("sweep", str(scenario), "--set", "cluster.num_nodes=1,2,4", "-o", str(out))
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    assert "workload.training.num_gpus: 8 fixes the GPUs" in done.stderr
+    assert "--set datacenter.cluster.num_nodes+workload.training.num_gpus=1:8,2:16,4:32" in done.stderr
+    assert not out.exists()

@@ -178,3 +178,35 @@ def test_a_rows_exposed_communication_by_kind_adds_up_to_its_exposed_communicati
     kinds = [row[name] for name in sweep_run.EXPOSED]
     assert sum(kinds) == pytest.approx(row["exposed_comm_ms"], rel=1e-7)  # each written to 9 digits (DIGITS)
     assert min(kinds) >= 0 and max(kinds) > 0
+
+
+def test_a_sweep_onto_the_csv_of_another_over_the_same_fields_keeps_its_rows_after_its_own(scenario, tmp_path,
+                                                                                          counted):
+    out = tmp_path / "sweep.csv"
+    first, _ = run_sweep(sweep_points(scenario, [parse_axis("cluster.num_nodes=1,2")]), out)
+    rows, kept = run_sweep(sweep_points(scenario, [parse_axis("cluster.num_nodes=4")]), out)
+    assert kept == 0 and len(counted) == 3 and len(rows) == 1
+    assert list(csv.DictReader(out.open())) == rows + first
+
+
+def test_a_sweep_over_other_fields_onto_an_existing_csv_is_refused_and_leaves_it_as_it_was(points, scenario,
+                                                                                          tmp_path):
+    out = tmp_path / "sweep.csv"
+    run_sweep(points, out)
+    before = out.read_bytes()
+    with pytest.raises(ConfigError, match=r"holds 2 rows of other points, swept over "
+                                          r"datacenter.cluster.num_nodes, workload.parallelism.pp"):
+        run_sweep(sweep_points(scenario, [parse_axis("cluster.num_nodes=1,2")]), out)
+    assert out.read_bytes() == before
+
+
+def test_a_row_of_one_of_the_sweeps_points_simulated_from_a_changed_scenario_is_refused_not_dropped(scenario,
+                                                                                                  tmp_path):
+    out = tmp_path / "sweep.csv"
+    run_sweep(sweep_points(scenario, [parse_axis("cluster.num_nodes=1,2")]), out)
+    before = out.read_bytes()
+    scenario.write_text(scenario.read_text().replace("sequence_length: 1024", "sequence_length: 2048"))
+    with pytest.raises(ConfigError, match=r"is the point datacenter\.cluster\.num_nodes=1 of this sweep "
+                                          r"simulated from another scenario"):
+        run_sweep(sweep_points(scenario, [parse_axis("cluster.num_nodes=1,2")]), out)
+    assert out.read_bytes() == before

@@ -59,7 +59,8 @@ def print_result(result: PlanResult) -> None:
 def plan_hetero(
     scenario: Annotated[Path, typer.Argument(help="scenario YAML whose datacenter has node_groups")],
     simulate: Annotated[int, typer.Option("--simulate", help="placements simulated in full besides the "
-                                          "scenario as written (the best by estimate)")] = 2,
+                                          "scenario as written (the best by estimate that fit; 0: the scenario "
+                                          "as written alone)")] = 2,
     dp_shares: Annotated[bool, typer.Option("--dp-shares", help="also place each data-parallel replica whole on "
                                             "one group, and where replicas run on different GPUs give each a "
                                             "share of the micro-batches by its speed (training.dp_shares)")] = False,

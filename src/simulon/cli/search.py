@@ -286,7 +286,7 @@ def search(
     restricted = restrictions({"tp": tp, "pp": pp, "cp": cp, "ep": ep}, fix or [])
     limits = _limits(restricted)
     sc, asked = load_search_scenario(scenario)
-    with terminal_progress(quiet=as_json) as progress:
+    with runner, terminal_progress(quiet=as_json) as progress:  # a local Ray instance: one for the whole search
         searchers = [Search(sc, n, limits, fp8) for n in counts or [asked]]
         for searcher in searchers:
             check_tried(searcher, fix or [])

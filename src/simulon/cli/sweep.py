@@ -4,7 +4,9 @@ the swept fields, simulated on local processes or Ray, written as a resumable CS
 from __future__ import annotations
 
 import json
+import math
 import os
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Annotated
 
@@ -53,13 +55,13 @@ def sweep(
         points = sweep_points(scenario, [parse_axis(text) for text in set_])
     check_not_input(output, "-o", tuple(read))
     runner = make_executor(executor, jobs, ray_address) if executor != "process" else None
-    with terminal_progress(quiet=as_json) as progress:
+    with runner or nullcontext(), terminal_progress(quiet=as_json) as progress:  # Ray started once, stopped after
         rows, kept = run_sweep(points, output, jobs or os.cpu_count() or 1, expand, progress, runner)
     axes = list(points[0].steps)
     series = scaling_study(rows, axes)
     written = write_plots(plots, output) if plots is not None else []
     if as_json:
-        print(json.dumps({"rows": rows, "kept": kept, "scaling": [
+        print(json.dumps({"rows": [json_row(row) for row in rows], "kept": kept, "scaling": [
             {"series": s.name, "kind": s.kind, "gpus": s.gpus, "efficiency": s.efficiency,
              "worst": s.worst.describe() if s.worst else None} for s in series]}))
         return
@@ -69,6 +71,28 @@ def sweep(
               f"{100 * s.efficiency[-1]:.0f}% at {s.gpus[-1]:,}" + (f"; {s.worst.describe()}" if s.worst else ""))
     if written:
         print(f"Plots written to {plots}: {', '.join(written)}")
+
+
+def json_row(row: dict[str, str]) -> dict[str, object]:
+    """A CSV row as --json prints it: its key (a hash) as text, every other cell typed."""
+    return {name: cell if name == "key" else typed(cell) for name, cell in row.items()}
+
+
+def typed(cell: str) -> object:
+    """A CSV cell as --json gives it: a whole number or a finite number as a number, true/false as a boolean, a
+    blank as null, anything else (a speed like 400Gbps, a combined axis's 2:16) as the text."""
+    if cell == "":
+        return None
+    if cell in ("true", "false"):
+        return cell == "true"
+    for kind in (int, float):
+        try:
+            value = kind(cell)
+        except ValueError:
+            continue
+        if math.isfinite(value):
+            return value
+    return cell
 
 
 def write_plots(folder: Path, csv_path: Path) -> list[str]:

@@ -11,7 +11,9 @@ Two kinds of entry, each a small JSON file named by the BLAKE2b hash of everythi
 The code fingerprint hashes every source and data file of the installed simulon package (the models, the
 compute and network calibration fits, the templates): an entry written by another model version or calibration
 is never read. Entries are written atomically (export/files.py write_atomic): a search killed mid-write leaves
-no half-written entry, and an unreadable entry is treated as missing.
+no half-written entry, and an unreadable entry is treated as missing: one that is not JSON, or whose JSON is not
+the shape its reader expects (`get`'s `read` raises on it: a field missing, of the wrong type, a time that is not
+a finite positive number).
 """
 
 from __future__ import annotations
@@ -19,11 +21,18 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import math
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ..export.files import write_atomic
+
+T = TypeVar("T")
+
+MALFORMED = (KeyError, IndexError, TypeError, ValueError, AttributeError)
+"""What a reader raises on an entry of the wrong shape."""
 
 DEFAULT_FOLDER = Path(".simulon-cache")
 """Where `simulon search` keeps its entries unless told otherwise (`--cache DIR`)."""
@@ -62,11 +71,12 @@ class Cache:
     def path(self, kind: str, key: str) -> Path:
         return self.folder / kind / f"{key}.json"
 
-    def get(self, kind: str, key: str) -> Any | None:
-        """The entry, or None where there is none (or it cannot be read)."""
+    def get(self, kind: str, key: str, read: Callable[[Any], T] = lambda value: value) -> T | None:
+        """The entry as `read` makes it of its JSON, or None where there is none, it cannot be read, or `read`
+        finds it of the wrong shape (raises one of MALFORMED)."""
         try:
-            value = json.loads(self.path(kind, key).read_text())
-        except (OSError, ValueError):
+            value = read(json.loads(self.path(kind, key).read_text()))
+        except (OSError, *MALFORMED):
             return None
         self.hits[kind] += 1
         return value
@@ -75,3 +85,17 @@ class Cache:
         path = self.path(kind, key)
         path.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(path, json.dumps(value, sort_keys=True))
+
+
+def finite_positive(value: Any) -> float:
+    """A time (or a size) an entry records: a finite positive number (not a yes/no), else ValueError."""
+    if finite_number(value) <= 0:
+        raise ValueError(f"expected a finite positive number, got {value!r}")
+    return float(value)
+
+
+def finite_number(value: Any) -> float:
+    """A number an entry records: finite (not a yes/no), else ValueError."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"expected a finite number, got {value!r}")
+    return float(value)

@@ -8,7 +8,8 @@ from typing import Any
 import yaml
 
 from ..config.scenario import ScenarioConfig
-from .run import apply
+from ..config.workload import ParallelismSpec
+from .run import FRAMEWORK_SETTINGS, apply
 from .space import Strategy
 
 MEGATRON_RECOMPUTE_MODULE = {"mlp_in": "mlp", "context": "core_attn"}
@@ -79,14 +80,28 @@ def megatron_arguments(strategy: Strategy, sc: ScenarioConfig) -> list[str]:
 
 
 def scenario_yaml(sc: ScenarioConfig, strategy: Strategy, num_gpus: int, note: str) -> str:
-    """The scenario running the strategy, ready for `simulon simulate` (templates by name, as the user gave them
-    where the original file named them)."""
+    """The scenario running the strategy, ready for `simulon simulate`: every block written out in full (a template
+    the user named is expanded, so the file stands alone), the parallelism block the strategy's layout plus how the
+    framework runs as the search ran it (parallelism_block), so that it simulates to the step time reported."""
     data: dict[str, Any] = sc.model_dump(mode="json", exclude_none=True)
     workload = data["workload"]
-    workload["parallelism"] = {k: v for k, v in strategy.parallelism(sc.workload.model.num_layers).items()
-                               if v not in (False, "none") or k == "recompute"}
-    if overlaps_expert_comm(strategy, sc):
-        workload["parallelism"]["overlap_moe_expert_parallel_comm"] = True
+    workload["parallelism"] = parallelism_block(sc, strategy)
     workload["training"].update({"micro_batch_size": strategy.micro_batch_size, "dtype": strategy.dtype,
                                  "num_gpus": num_gpus})
     return f"# {note}\n" + yaml.safe_dump(data, sort_keys=False)
+
+
+def parallelism_block(sc: ScenarioConfig, strategy: Strategy) -> dict[str, Any]:
+    """The strategy's parallelism block (search.space: Strategy.parallelism) with the scenario's framework settings
+    (search.run: FRAMEWORK_SETTINGS) and the all-to-all overlap where the strategy runs it, as search.run.apply
+    gives each strategy it estimates and replays; a setting at its default is left out."""
+    applied = apply(sc.workload, strategy).parallelism
+    block = {k: v for k, v in strategy.parallelism(sc.workload.model.num_layers).items()
+             if v not in (False, "none") or k == "recompute"}
+    for name in FRAMEWORK_SETTINGS:
+        value = getattr(applied, name)
+        if value != ParallelismSpec.model_fields[name].default:
+            block[name] = value
+    if applied.overlap_moe_expert_parallel_comm:
+        block["overlap_moe_expert_parallel_comm"] = True
+    return block

@@ -18,8 +18,8 @@ that for a scenario whose datacenter has `node_groups`, keeping its strategy (tp
 4. Estimated step of a placement: M x slowest + the other stages once (Narayanan et al., SC'21, section 2.2,
    with uneven stages as search.estimate counts them), for the slowest data-parallel replica. The best
    `simulate` placements, and the scenario's own placement with its own split (the even split unless it gives
-   layers_per_stage), are simulated in full; the plan is the fastest simulated, so it is never slower than the
-   scenario as written.
+   layers_per_stage), are simulated in full; the plan is the fastest simulated that fits in memory, so it is
+   never slower than the scenario as written where that fits (where nothing fits, there is no plan).
 5. Data-parallel shares (`dp_shares`, optional): where replicas run on different GPUs (the scenario's own
    per-replica stage_groups, or every replica's pipeline whole on one group, `replica_placement`), replica d
    takes m_d of the step's micro-batches so that all reach the gradient reduction together, as Whale, HetPipe
@@ -50,6 +50,7 @@ from ..config.scenario import ScenarioConfig
 from ..config.workload import microbatch_steps
 from ..dag.nodes import NodeKind
 from ..memory import estimate_memory
+from ..memory.runtime import GiB
 from ..network.topology import Topology
 from ..pipeline import Simulation
 from ..pipeline import simulate as simulate_scenario
@@ -398,20 +399,21 @@ class Planner:
 
     def run(self, simulate_best: int = 2, simulate: Callable[[ScenarioConfig], Simulation] = simulate_scenario,
             shares: bool = False) -> PlanResult:
-        """Solve every placement, simulate the best `simulate_best` that fit and the scenario as written, and
-        return the fastest simulated. `simulate`: a scenario's simulation (default: the replay).
+        """Solve every placement, simulate the best `simulate_best` that fit (0: none) and the scenario as written,
+        and return the fastest simulated that fits in memory (a ValueError saying what it needs where none does).
+        `simulate`: a scenario's simulation (default: the replay).
         `shares`: also place every replica whole on a group, and give each replica of a placement that runs
         replicas on different GPUs its share of micro-batches (module docstring, step 5)."""
         plans = [p for p in (self.plan_of(order) for order in placements(stage_counts(self.sc))) if p is not None]
         plans.sort(key=lambda p: (p.estimated_ms, p.stage_groups, p.layers_per_stage))
         chosen: list[Plan] = []
         for plan in plans:  # the best by estimate whose memory fits (the split re-solved where it did not)
+            if len(chosen) >= simulate_best:  # checked first: --simulate 0 simulates the scenario as written alone
+                break
             fitted = self.fitted(plan.stage_groups)
             if fitted is not None and (fitted.stage_groups, fitted.layers_per_stage) not in {
                     (c.stage_groups, c.layers_per_stage) for c in chosen}:
                 chosen.append(replace(fitted, label=f"plan {len(chosen) + 1}"))
-            if len(chosen) == simulate_best:
-                break
         baseline = self.baseline()
         whole = self.replica_placement() if shares else None
         if whole is not None and (fitted := self.fitted(whole)) is not None and _setting(fitted) not in {
@@ -423,8 +425,22 @@ class Planner:
         if shares:
             self._replay_shares(replayed, simulate)
         simulated = sorted(replayed.values(), key=lambda p: (p.simulated_ms, p.label != "as written", p.label))
+        best = next((p for p in simulated if p.fits), None)
+        if best is None:
+            raise ValueError(self.none_fits(simulated[0], len(plans)))
         groups = tuple(f"{g.name} ({g.gpu.name})" for g in self.sc.datacenter.groups)
-        return PlanResult(groups, replayed[_setting(baseline)], simulated[0], len(plans), tuple(simulated))
+        return PlanResult(groups, replayed[_setting(baseline)], best, len(plans), tuple(simulated))
+
+    def none_fits(self, fastest: Plan, considered: int) -> str:
+        """Why there is no plan: no placement simulated fits in memory; what the fastest of them needs on its
+        fullest stage against that stage's GPU memory."""
+        sc = self.sc if fastest.label == "as written" else self.scenario(fastest)
+        peak = estimate_memory(sc).peak
+        return (f"no placement fits in memory ({considered} solved, none with every stage under its GPU's memory); "
+                f"the fastest simulated, {fastest.label} (stage_groups {fastest.stage_groups_config}, "
+                f"layers_per_stage {list(fastest.layers_per_stage)}), needs {peak.device / GiB:,.1f} GiB on stage "
+                f"{peak.stage} against its GPU's {peak.capacity / GiB:,.1f} GiB (the scenario's parallelism or "
+                "recomputation must change for it to fit)")
 
     def _replay_shares(self, replayed: dict[tuple, Plan], simulate: Callable[[ScenarioConfig], Simulation]) -> None:
         """Step 5: each replayed placement that runs replicas on different GPUs again with shares by speed, from the

@@ -43,12 +43,14 @@ from ..memory import MemoryModel, StageMemory
 from ..memory.runtime import GiB
 from ..network.topology import Topology
 from ..progress import SILENT, Progress
-from .cache import Cache
+from .cache import Cache, finite_number, finite_positive
 from .estimate import Estimate, Estimator
-from .space import Limits, Space, Strategy
+from .space import CHOICES, Limits, Space, Strategy
 
 ESTIMATE_FIELDS = len(dataclasses.fields(Estimate))
 """A cached candidate is one row: its estimate's fields, then its strategy's."""
+STRATEGY_FIELDS = {f.name: {"int": int, "bool": bool, "str": str}[f.type] for f in dataclasses.fields(Strategy)}
+"""A strategy's fields in order, by the type each holds (how a cached one is checked)."""
 RECOMPUTE_STRENGTH = {"none": 0, "selective": 1, "full": 2}
 """How much each recomputation setting saves: memory never rises with a stronger one."""
 
@@ -114,10 +116,51 @@ class Phase:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Phase:
+        """The phase a cache entry records; ValueError, TypeError or KeyError where the entry is not of the shape
+        to_json writes (a count that is not a whole number, a row of the wrong length, a time that is not finite,
+        a strategy's field of the wrong type), so that the cache treats it as missing."""
         closest = data["closest"]
-        return cls(data["enumerated"], Counter(data["pruned"]), Counter(data["infeasible"]),
-                   [(Estimate(*row[:ESTIMATE_FIELDS]), Strategy(*row[ESTIMATE_FIELDS:])) for row in data["candidates"]],
-                   None if closest is None else (closest[0], Strategy(**closest[1]), closest[2]))
+        if closest is not None:
+            device, strategy, term = closest
+            closest = (finite_positive(device), checked_strategy(strategy), _typed(term, str))
+        return cls(_typed(data["enumerated"], int), _counts(data["pruned"]), _counts(data["infeasible"]),
+                   [candidate_from_json(row) for row in data["candidates"]], closest)
+
+
+def candidate_from_json(row: list) -> tuple[Estimate, Strategy]:
+    """One cached candidate (its estimate's fields, then its strategy's: Phase.to_json), checked."""
+    if not isinstance(row, list) or len(row) != ESTIMATE_FIELDS + len(STRATEGY_FIELDS):
+        raise ValueError(f"expected a row of {ESTIMATE_FIELDS + len(STRATEGY_FIELDS)} fields, got {row!r}")
+    estimate = Estimate(*(finite_number(v) for v in row[:ESTIMATE_FIELDS]))
+    finite_positive(estimate.iteration_s)
+    return estimate, checked_strategy(dict(zip(STRATEGY_FIELDS, row[ESTIMATE_FIELDS:], strict=True)))
+
+
+def checked_strategy(fields: dict[str, Any]) -> Strategy:
+    """A strategy from its fields by name, each of the type Strategy declares (a yes/no is not a number)."""
+    if not isinstance(fields, dict) or set(fields) - set(STRATEGY_FIELDS):
+        raise ValueError(f"expected a strategy's fields, got {fields!r}")
+    for name, value in fields.items():
+        _typed(value, STRATEGY_FIELDS[name])
+        if name in CHOICES and value not in CHOICES[name]:
+            raise ValueError(f"{name}: expected one of {CHOICES[name]}, got {value!r}")
+        if type(value) is int and value < (0 if name in ("first_layers", "last_layers") else 1):
+            raise ValueError(f"{name}: out of range, got {value!r}")
+    return Strategy(**fields)
+
+
+def _typed(value: Any, kind: type) -> Any:
+    """`value` if it is exactly of `kind` (a bool is not an int here), else TypeError."""
+    if type(value) is not kind:
+        raise TypeError(f"expected {kind.__name__}, got {value!r}")
+    return value
+
+
+def _counts(data: dict) -> Counter:
+    """A cached count by name (rule or memory term)."""
+    if not isinstance(data, dict) or not all(isinstance(k, str) and type(v) is int for k, v in data.items()):
+        raise TypeError(f"expected counts by name, got {data!r}")
+    return Counter(data)
 
 
 @dataclass
@@ -325,6 +368,11 @@ def worker_baseline(executor: Executor) -> float:
     return resident_memory() if forked else 0.0
 
 
+def replay_from_json(entry: dict[str, Any]) -> float:
+    """The step ms a cached replay records (a finite positive number, else ValueError, TypeError or KeyError)."""
+    return finite_positive(entry["iteration_time_ms"])
+
+
 def replay_step_ms(args: tuple[dict, str]) -> float:
     """The step ms of one scenario replayed; runs in a worker process (module level, to be picklable)."""
     from ..pipeline import simulate
@@ -394,9 +442,9 @@ class Search:
         if cache is not None:
             key = cache.key({"scenario": self.sc.model_dump(mode="json", exclude_none=True),
                              "num_gpus": self.num_gpus, "fp8": self.fp8, "limits": self.space.limits.values})
-            found = cache.get("estimates", key)
+            found = cache.get("estimates", key, Phase.from_json)
             if found is not None:
-                return Phase.from_json(found)
+                return found
         progress.stage("enumerating and estimating strategies")
         runner = executor if executor is not None else (ProcessExecutor(workers) if workers != 1 else None)
         parts = ESTIMATE_PARTS_PER_WORKER * getattr(runner, "workers", 2) if runner is not None else 1
@@ -483,9 +531,9 @@ class Search:
         keys = [cache.key({"replay": job[0]}) for job in jobs] if cache is not None else []
         results: dict[int, float] = {}
         for index, key in enumerate(keys):
-            found = cache.get("replays", key) if cache is not None else None
+            found = cache.get("replays", key, replay_from_json) if cache is not None else None
             if found is not None:
-                results[index] = found["iteration_time_ms"]
+                results[index] = found
         reused = len(results)
         todo = [index for index in range(len(jobs)) if index not in results]
         sizes: dict[int, DagSize] = {}

@@ -6,7 +6,9 @@ blocks when only one block has a field of that name (`cluster.num_nodes`, `netwo
 together are one axis: `--set A+B=a1:b1,a2:b2` (a GPU count and the batch that keeps a weak-scaling study's
 micro-batches per replica constant, say). Values are read as YAML scalars, as in the scenario file (`4` a number,
 `400Gbps` text, `true` a flag). Each point is the scenario file with its values set, validated by the scenario's
-own models (config/), so a bad path or value is refused with the field's own message before anything runs.
+own models (config/), so a bad path or value is refused with the field's own message before anything runs; so is
+a sweep of the datacenter's size on a scenario whose workload.training.num_gpus fixes the GPUs trained on (every
+point would simulate the same run: check_gpus_follow).
 """
 
 from __future__ import annotations
@@ -176,4 +178,23 @@ def sweep_points(scenario: Path, axes: list[Axis]) -> list[Point]:
     if same is not None:
         first = points[keys.index(keys[same])]
         raise ConfigError(f"--set: {points[same].label} simulates the same scenario as {first.label}")
+    check_gpus_follow(scenario, axes, points)
     return points
+
+
+def check_gpus_follow(scenario: Path, axes: list[Axis], points: list[Point]) -> None:
+    """A ConfigError where the sweep changes the datacenter's GPU count but the scenario's workload.training.num_gpus
+    holds the GPUs trained on fixed: every point would simulate the same GPUs (the same row, again and again), so
+    the sweep is refused before anything runs, with the combined axis that moves both."""
+    trained = {p.scenario.workload.training.num_gpus for p in points}
+    if len({p.scenario.datacenter.num_gpus for p in points}) < 2 or len(trained) != 1 or None in trained:
+        return
+    axis = next(a for a in axes if any(path.startswith("datacenter.") for path in a.paths))
+    gpus = {}
+    for p in points:
+        gpus.setdefault(p.steps[axis.name], p.scenario.datacenter.num_gpus)
+    example = ",".join(f"{step}:{n}" for step, n in gpus.items())
+    raise ConfigError(f"--set {axis.name}: changes the datacenter's GPUs ({', '.join(map(str, gpus.values()))}), but "
+                      f"{scenario}: workload.training.num_gpus: {trained.pop()} fixes the GPUs every point trains "
+                      f"on, so every point would simulate the same run; sweep the GPU count with it, e.g. "
+                      f"--set {axis.name}+workload.training.num_gpus={example}")

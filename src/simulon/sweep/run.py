@@ -7,6 +7,11 @@ appended to the CSV and flushed to disk at once, keyed by the hash of the point'
 (sweep/points.py), so a sweep that is killed loses only the points it was running: started again, it keeps the
 rows whose key is one of its points and runs the rest. When every point is done the CSV is rewritten in the
 points' order, so the same sweep gives the same file however it was interrupted or parallelised.
+
+The file accumulates points: a sweep onto the CSV of another sweep over the same fields keeps that sweep's rows
+(after its own, in their order), so that `--set tp=1,2` then `--set tp=4` leaves all three. Rows it cannot keep
+honestly are refused, not dropped: rows swept over other fields (this sweep's columns cannot hold them), and a
+row with one of this sweep's steps but another key (simulated from a scenario that has changed since).
 """
 
 from __future__ import annotations
@@ -78,18 +83,24 @@ def columns(points: list[Point]) -> list[str]:
 
 
 def read_done(path: Path) -> dict[str, dict[str, str]]:
-    """The rows of an earlier run of a sweep in `path` (none if it does not exist): key -> metrics. A row cut short
-    by a kill (no newline at its end, or fields missing) is ignored; a file that is not a sweep's CSV, or a complete
-    row whose metrics are not numbers (check_metrics), is refused rather than overwritten."""
+    """The rows of an earlier run of a sweep in `path` (none if it does not exist): key -> metrics (read_rows)."""
+    return {key: {m: row[m] for m in METRICS} for key, row in read_rows(path)[1].items()}
+
+
+def read_rows(path: Path) -> tuple[list[str], dict[str, dict[str, str]]]:
+    """The columns and the finished rows (key -> the whole row, in the file's order) of the sweep CSV at `path`
+    (none if it does not exist). A row cut short by a kill (no newline at its end, or fields missing) is ignored;
+    a file that is not a sweep's CSV, or a complete row whose metrics are not numbers (check_metrics), is refused
+    rather than overwritten."""
     if not path.exists():
-        return {}
+        return [], {}
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"-o {path}: cannot read the earlier sweep's rows: {exc}") from None
     text = text[:text.rfind("\n") + 1]  # a last line without its newline was cut short by a kill
     if not text.strip():
-        return {}
+        return [], {}
     reader = csv.DictReader(io.StringIO(text))
     if "key" not in (reader.fieldnames or []):
         raise ConfigError(f"-o {path}: exists and is not a sweep's CSV (no key column); name another file")
@@ -97,8 +108,8 @@ def read_done(path: Path) -> dict[str, dict[str, str]]:
     for row in reader:
         if all(row.get(m) not in (None, "") for m in METRICS) and None not in row:
             check_metrics(row, path, reader.line_num)
-            done[row["key"]] = {m: row[m] for m in METRICS}
-    return done
+            done[row["key"]] = row
+    return list(reader.fieldnames or []), done
 
 
 def check_metrics(row: dict[str, str], path: Path, line: int) -> None:
@@ -140,11 +151,12 @@ def run_sweep(points: list[Point], path: Path, jobs: int = 1, fold_mode: str = "
     """Run every point not already in the CSV at `path`, `jobs` at a time, writing each row as it finishes; the
     rows in the points' order, and how many were already there."""
     header = columns(points)
-    done = read_done(path)
-    kept = {p.key: done[p.key] for p in points if p.key in done}
+    fields, done = read_rows(path)
+    kept = {p.key: {m: done[p.key][m] for m in METRICS} for p in points if p.key in done}
+    others = earlier_points(points, path, fields, done)
     try:
         write_atomic(path, header_text(header) + row_text(header, [point_row(p, kept[p.key]) for p in points
-                                                                    if p.key in kept]))
+                                                                    if p.key in kept] + others))
     except OSError as exc:
         raise ConfigError(f"-o {path}: cannot write: {exc.strerror or exc}") from None
     pending = [p for p in points if p.key not in kept]
@@ -158,8 +170,34 @@ def run_sweep(points: list[Point], path: Path, jobs: int = 1, fold_mode: str = "
             results[point.key] = metrics
             progress.advance(n)
     rows = [point_row(p, results[p.key]) for p in points]
-    write_atomic(path, header_text(header) + row_text(header, rows))
+    write_atomic(path, header_text(header) + row_text(header, rows + others))
     return rows, len(kept)
+
+
+def earlier_points(points: list[Point], path: Path, fields: list[str], done: dict[str, dict[str, str]]
+                   ) -> list[dict[str, str]]:
+    """The rows of `path` whose points this sweep does not run, kept after its own (a sweep's CSV accumulates
+    points, each keyed by its resolved scenario). Refused with a ConfigError rather than dropped: rows swept over
+    other fields (this sweep's columns cannot hold them), and a row with one of this sweep's steps but another key
+    (its point simulated from a scenario that has changed since)."""
+    ours = {p.key for p in points}
+    others = [row for key, row in done.items() if key not in ours]
+    if not others:
+        return []
+    header = columns(points)
+    if set(fields) != set(header):
+        swept = ", ".join(f for f in fields if f != "key" and f not in METRICS) or "nothing"
+        raise ConfigError(f"-o {path}: holds {len(others)} rows of other points, swept over {swept}; this sweep "
+                          f"sets {', '.join(points[0].steps)}, so its columns cannot hold them: sweep the same "
+                          "fields (the file then keeps every point), or name another file")
+    steps = {tuple(p.steps.values()): p for p in points}
+    for row in others:
+        same = steps.get(tuple(row[axis] for axis in points[0].steps))
+        if same is not None:
+            raise ConfigError(f"-o {path}: the row keyed {row['key']} is the point {same.label} of this sweep "
+                              "simulated from another scenario (the scenario or a template it names has changed "
+                              "since); name another file, or delete that one to simulate every point again")
+    return [{name: row[name] for name in header} for row in others]
 
 
 def simulated(points: list[Point], jobs: int, fold_mode: str,
