@@ -7,10 +7,19 @@ slowdown, transfer, link contention, launch, delivery), both summing to the step
 per-GPU mean (over the GPUs each simulated GPU stands for) of compute-bound and memory-bound kernels, exposed
 communication by kind and bubble, which sum to the step on every GPU (exposure.py). Results without an
 `analysis` (written before it existed) are compared on their breakdown alone.
+
+A result that replayed only some of its micro-batches (`micro_batch_sampling`, sampling.py) extrapolates its step,
+breakdown and per-GPU figures along the line through two replays, but its analysis is that of the larger replay
+alone: it sums to that replay's step, not to the step reported. The line through the replays is not known term by
+term (only the larger replay's terms are stored), and the terms do not grow alike (the data-parallel reduction and
+the optimizer run once per step, in the intercept), so the analysis cannot be made whole honestly: where either
+result is sampled, its groups are left out of the comparison and `Diff.left_out` says why; the breakdown, which is
+extrapolated, still adds up to the step's change.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from dataclasses import dataclass
@@ -45,14 +54,20 @@ class Change:
         return {"name": self.name, "a": self.a, "b": self.b, "delta": self.delta, "percent": self.percent}
 
 
+ANALYSIS_GROUPS = ("critical path by kind", "critical path by term", "per GPU (mean)")
+"""The groups read off a result's analysis: of the replayed step, which is the reported one unless sampled."""
+
+
 @dataclass(frozen=True)
 class Diff:
     headline: list[Change]
     why: dict[str, list[Change]]   # per group of terms that add up to the step: its terms, largest move first
+    left_out: dict[str, str] = dataclasses.field(default_factory=dict)  # per group not compared: why
 
     def to_dict(self) -> dict:
+        left_out = {"left_out": dict(self.left_out)} if self.left_out else {}
         return {"headline": [c.to_dict() for c in self.headline],
-                "why": {group: [c.to_dict() for c in changes] for group, changes in self.why.items()}}
+                "why": {group: [c.to_dict() for c in changes] for group, changes in self.why.items()}, **left_out}
 
 
 def read_result(path: Path) -> dict:
@@ -126,15 +141,35 @@ def _mean_exposure(rows: list, path: Path) -> dict[str, float]:
     return {name: value / weight for name, value in totals.items()}
 
 
+def partial_replay(data: dict, path: Path) -> str | None:
+    """Where a result's analysis covers fewer micro-batches than its step (micro-batch sampling), a sentence saying
+    so; None where the analysis is the step's own."""
+    sampling = data.get("micro_batch_sampling")
+    if sampling is None:
+        return None
+    if not isinstance(sampling, dict):
+        raise ConfigError(f"{path}: micro_batch_sampling: expected an object, got {sampling!r}")
+    replayed = _number(sampling, ("trace_and_analysis_of",), path, "micro_batch_sampling.")
+    whole = _number(sampling, ("micro_batches",), path, "micro_batch_sampling.")
+    return (f"{path} replayed {replayed:g} of its step's {whole:g} micro-batches and extrapolated the step; "
+            "its analysis covers that replay alone, so these terms do not add up to the step")
+
+
 def diff(a: dict, b: dict, path_a: Path, path_b: Path) -> Diff:
     """What changed from result `a` (read from `path_a`) to `b`: headline numbers, and per group of terms the
-    terms that moved, largest move first (ties by name); a term missing from one result counts as 0 there."""
+    terms that moved, largest move first (ties by name); a term missing from one result counts as 0 there. Where
+    either result is sampled, the groups read off its analysis are left out (`Diff.left_out`: see the module
+    docstring)."""
     headline = [Change(name, _number(a, (key,), path_a), _number(b, (key,), path_b)) for key, name in HEADLINE.items()]
     terms_a, terms_b = _terms(a, path_a), _terms(b, path_b)
+    partial = "; ".join(why for why in (partial_replay(a, path_a), partial_replay(b, path_b)) if why)
+    left_out = {group: partial for group in ANALYSIS_GROUPS if partial and group in terms_a and group in terms_b}
+    for group in left_out:
+        del terms_a[group], terms_b[group]
     why = {}
     for group in terms_a.keys() & terms_b.keys():
         names = sorted(terms_a[group].keys() | terms_b[group].keys())
         changes = [Change(n, terms_a[group].get(n, 0.0), terms_b[group].get(n, 0.0)) for n in names]
         why[group] = sorted(changes, key=lambda c: (-abs(c.delta), c.name))
     order = list(terms_a)
-    return Diff(headline, {group: why[group] for group in order if group in why})
+    return Diff(headline, {group: why[group] for group in order if group in why}, left_out)

@@ -47,3 +47,5 @@ def diff_command(
     for group, changes in result.why.items():
         moved = [_moved(c) for c in changes[:SHOWN] if round(c.delta, 1) != 0]
         print(f"{group}: {'; '.join(moved) if moved else 'unchanged'}")
+    for group, reason in result.left_out.items():
+        print(f"{group}: left out: {reason}")

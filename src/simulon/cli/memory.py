@@ -25,38 +25,48 @@ def _gib(value: float) -> str:
     return f"{value / GiB:.2f}"
 
 
+def _gpu(report: MemoryReport, stage: StageMemory) -> str:
+    """The GPU type a stage is held to (its own, on a cluster of several types)."""
+    return stage.gpu or report.gpu
+
+
 def warnings(report: MemoryReport) -> list[str]:
-    """One line per stage that does not fit, naming its largest terms."""
+    """One line per stage that does not fit its own GPU's memory, naming that GPU and the stage's largest terms."""
     lines = []
     for stage in report.stages:
         if stage.fits:
             continue
         largest = ", ".join(f"{name} {_gib(value)}" for name, value in stage.largest_terms())
-        lines.append(f"warning: stage {stage.stage} needs {_gib(stage.device)} GiB of the {report.gpu}'s "
-                     f"{_gib(report.capacity)} GiB (largest: {largest} GiB); it would run out of memory")
+        lines.append(f"warning: stage {stage.stage} needs {_gib(stage.device)} GiB of the {_gpu(report, stage)}'s "
+                     f"{_gib(stage.capacity)} GiB (largest: {largest} GiB); it would run out of memory")
     return lines
 
 
 def summary_line(report: MemoryReport) -> str:
-    """The peak stage against the GPU's memory, in one line."""
+    """The deciding stage (MemoryReport.peak: the least headroom) against its own GPU's memory, in one line (naming
+    that GPU where the stages' GPUs differ in memory, else every type the run uses)."""
     peak = report.peak
     verdict = "fits" if report.fits else "DOES NOT FIT"
-    return (f"Memory: peak {_gib(peak.device)} GiB on stage {peak.stage} of {_gib(report.capacity)} GiB "
-            f"({report.gpu}): {verdict}")
+    gpu = report.gpu if report.uniform else _gpu(report, peak)
+    return f"Memory: peak {_gib(peak.device)} GiB on stage {peak.stage} of {_gib(peak.capacity)} GiB ({gpu}): {verdict}"
 
 
 def print_report(report: MemoryReport) -> None:
-    """The breakdown table: a row per pipeline stage, a column per term, GiB."""
+    """The breakdown table: a row per pipeline stage, a column per term, GiB; where the stages' GPUs differ in
+    memory, each stage's GPU and capacity in columns of their own (else the one capacity in the title)."""
     used = [name for name in TERM_COLUMNS if any(name in s.terms for s in report.stages)]
+    mixed = not report.uniform
 
     def row(stage: StageMemory) -> tuple[str, ...]:
+        own = (_gpu(report, stage), _gib(stage.capacity)) if mixed else ()
         return (str(stage.stage), f"{stage.params / 1e9:.2f}", f"{stage.microbatches_in_flight:.1f}",
                 *(_gib(stage.terms.get(name, 0.0)) for name in used), _gib(stage.allocated), _gib(stage.reserved),
-                _gib(stage.device), "yes" if stage.fits else "NO")
+                _gib(stage.device), *own, "yes" if stage.fits else "NO")
 
-    print_table(f"Peak memory per GPU by pipeline stage, GiB ({report.gpu}: {_gib(report.capacity)} GiB)",
+    held = report.gpu if mixed else f"{report.gpu}: {_gib(report.capacity)} GiB"
+    print_table(f"Peak memory per GPU by pipeline stage, GiB ({held})",
                 ("stage", "params B", "in flight", *(TERM_COLUMNS[name] for name in used), "alloc", "reserved",
-                 "device", "fits"),
+                 "device", *(("GPU", "capacity") if mixed else ()), "fits"),
                 [row(stage) for stage in report.stages])
 
 

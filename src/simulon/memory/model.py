@@ -15,10 +15,16 @@ optimizer step's transient after the last backward.
 Three figures per stage, as three tools report them:
 allocated (torch.cuda.max_memory_allocated), reserved (max_memory_reserved: allocated plus the caching
 allocator's excess) and device (nvidia-smi's used memory: reserved plus the CUDA context and NCCL's buffers).
+
+Each stage is held to its own GPU's memory: on a cluster of several GPU types (config/placement.py) a stage runs on
+the GPUs the placement gives it, and where its ranks span types the smallest of them decides. The stage that
+decides whether the run fits is the one with the least headroom: the largest share of its own GPU's memory in use
+(device / capacity; above 1 where it does not fit). On one GPU type that is the stage with the most memory in use.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -58,6 +64,7 @@ class StageMemory:
     params: float
     unit_kept: dict[int, float] = field(default_factory=dict)  # bytes each layer (or the embedding, -1, or the
                                                                 # LM head, -2) keeps per micro-batch
+    gpu: str = ""                                               # the GPU type whose memory `capacity` is
 
     @property
     def states(self) -> float:
@@ -87,6 +94,12 @@ class StageMemory:
     def fits(self) -> bool:
         return self.device <= self.capacity
 
+    @property
+    def fill(self) -> float:
+        """The share of its GPU's memory the stage uses (nvidia-smi's figure over the capacity; above 1 where it does
+        not fit, infinite on a GPU of no memory)."""
+        return self.device / self.capacity if self.capacity > 0 else math.inf
+
     def largest_terms(self, count: int = 3) -> list[tuple[str, float]]:
         return sorted(self.terms.items(), key=lambda item: -item[1])[:count]
 
@@ -100,17 +113,28 @@ class StageMemory:
 
 @dataclass(frozen=True)
 class MemoryReport:
-    """Every pipeline stage's peak; the GPU they run on and its capacity."""
+    """Every pipeline stage's peak, each against its own GPU's capacity; the GPU type (or types) they run on."""
 
     stages: list[StageMemory]
     gpu: str
-    capacity: float
     notes: list[str] = field(default_factory=list)
 
     @property
     def peak(self) -> StageMemory:
-        """The stage with the most memory in use (the one that decides whether the run fits)."""
-        return max(self.stages, key=lambda s: (s.device, -s.stage))
+        """The stage that decides whether the run fits: the one with the least headroom, i.e. the largest share of
+        its own GPU's memory in use (StageMemory.fill); ties go to the most bytes, then the first stage. On one GPU
+        type it is the stage with the most memory in use."""
+        return max(self.stages, key=lambda s: (s.fill, s.device, -s.stage))
+
+    @property
+    def capacity(self) -> float:
+        """The memory of the deciding stage's GPU (`peak`): the GPU's memory where every stage runs on one type."""
+        return self.peak.capacity
+
+    @property
+    def uniform(self) -> bool:
+        """Whether every stage has the same capacity (one GPU type, or types of equal memory)."""
+        return len({s.capacity for s in self.stages}) <= 1
 
     @property
     def fits(self) -> bool:
@@ -148,13 +172,15 @@ class MemoryModel:
     """The memory model of one workload on one GPU type."""
 
     def __init__(self, workload: MegatronWorkload, num_gpus: int, capacity_bytes: float | Sequence[float],
-                 gpu: str = "", channels: int | None = None):
-        """`capacity_bytes`: the GPU's memory, or per pipeline stage its GPUs' smallest (GPUs of several types)."""
+                 gpu: str = "", channels: int | None = None, stage_gpus: Sequence[str] | None = None):
+        """`capacity_bytes`: the GPU's memory, or per pipeline stage its GPUs' smallest (GPUs of several types), and
+        then `stage_gpus` the type each of those is (else every stage is named `gpu`)."""
         par, train = workload.parallelism, workload.training
         dp = num_gpus // (par.tp * par.cp * par.pp)
         self.layout = RankLayout(tp=par.tp, cp=par.cp, dp=dp, pp=par.pp, ep=par.ep, etp=par.etp,
                                  fsdp=par.fsdp_size or dp * par.cp)
         self.workload, self.capacity, self.gpu, self.channels = workload, capacity_bytes, gpu, channels
+        self.stage_gpus = stage_gpus
         self.num_microbatches = max(*train.replica_microbatches(dp), 1)  # the replica keeping the most in flight
         self.layers = PipelineLayers.of(workload)
         self.activations = ActivationModel(workload)
@@ -171,19 +197,23 @@ class MemoryModel:
         if placement.uniform:
             gpu = placement.gpu_of(0)
             return cls(sc.workload, num_gpus, gpu.memory_capacity_gb * GiB, gpu.name, channels)
-        capacity = [g.gpu.memory_capacity_gb * GiB for g in placement.groups]
+        gpus = [g.gpu for g in placement.groups]
         stage_groups = placement.group.reshape(sc.workload.parallelism.pp, -1)
-        per_stage = [min(capacity[g] for g in set(row.tolist())) for row in stage_groups]
+        smallest = [min(sorted(set(row.tolist())), key=lambda g: gpus[g].memory_capacity_gb) for row in stage_groups]
         names = " + ".join(dict.fromkeys(placement.groups[g].gpu.name for g in placement.used))
-        return cls(sc.workload, num_gpus, per_stage, names, channels)
+        return cls(sc.workload, num_gpus, [gpus[g].memory_capacity_gb * GiB for g in smallest], names, channels,
+                   [gpus[g].name for g in smallest])
 
     def stage_capacity(self, stage: int) -> float:
         """Bytes of memory of the stage's GPUs (the smallest, where the stage spans GPU types)."""
         return self.capacity if isinstance(self.capacity, float | int) else self.capacity[stage]
 
+    def stage_gpu(self, stage: int) -> str:
+        """The type of the stage's GPUs (the one of least memory, where the stage spans types)."""
+        return self.gpu if self.stage_gpus is None else self.stage_gpus[stage]
+
     def report(self) -> MemoryReport:
-        capacity = self.capacity if isinstance(self.capacity, float | int) else min(self.capacity)
-        return MemoryReport([self.stage(s) for s in range(self.layout.pp)], self.gpu, capacity)
+        return MemoryReport([self.stage(s) for s in range(self.layout.pp)], self.gpu)
 
     # ---- one stage ----
 
@@ -207,7 +237,7 @@ class MemoryModel:
                 parts[name] = parts.get(name, 0.0) + value
         units = {unit: kept for chunk in chunks for unit, kept in chunk.units.items()}
         return StageMemory(stage, dict(sorted(terms.items(), key=lambda item: -item[1])), parts, in_flight, kept,
-                           reserved, runtime, self.stage_capacity(stage), states.params, units)
+                           reserved, runtime, self.stage_capacity(stage), states.params, units, self.stage_gpu(stage))
 
     def _chunk(self, stage: int, chunk: int) -> _Chunk:
         """Sum the kept activations of a chunk's layers (with the embedding or the head where it holds them)."""

@@ -16,6 +16,7 @@ each way (`physical_per_link` says how many each stands for).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,6 +38,48 @@ def uplink_ports(down_per_leaf: float, spec: FabricSpec, port_speed: float) -> i
     if port_speed <= 0:  # no NIC ports (one node, nothing on the fabric): nothing bounds the paths
         return spec.spines or 1
     return max(1, int(down_per_leaf / spec.oversubscription / port_speed + 1e-9))
+
+
+def split_cost(ports: float, uplink: float, port_speed: float, q: np.ndarray) -> np.ndarray:
+    """What a switch of `ports` NIC ports and `uplink` bytes/s towards the tier above adds to a cut when `q` of its
+    ports are on the side without the tier above: its q ports' links (the switch on the other side), or its other
+    ports' links and its uplinks (the switch on theirs), whichever is less. A whole switch on that side (q = ports)
+    adds min(its ports' bandwidth, its uplinks); none of it, nothing."""
+    return np.minimum(q * port_speed, (ports - q) * port_speed + uplink)
+
+
+def least_half(ports: np.ndarray, uplink: np.ndarray, port_speed: float) -> float:
+    """The least cut between two halves of the NIC ports (the smaller half holding floor(total / 2)) over the
+    splits of switches of `ports` ports and `uplink` bytes/s each, the tier above on one side (by symmetry either):
+    the sum of each switch's split_cost. Each cost is concave in its q, so some least split has at most one switch
+    partly on each side and the rest whole: per switch type (ports, uplink), a bounded knapsack over the whole
+    switches (the others' counts in binary bundles, min-plus over the port total), plus one switch of the type split
+    at the remainder. Exact; on identical switches splitting evenly it is half their total min(ports' bandwidth,
+    uplinks)."""
+    half = int(ports.sum()) // 2
+    kinds, counts = np.unique(np.stack([ports, uplink], axis=1), axis=0, return_counts=True)
+    best = math.inf
+    for split, (p, u) in enumerate(kinds):
+        whole = _whole_switches(kinds, counts - (np.arange(len(kinds)) == split), port_speed, half)
+        q = np.arange(0, min(int(p), half) + 1)
+        best = min(best, float((whole[half - q] + split_cost(p, u, port_speed, q)).min()))
+    return best
+
+
+def _whole_switches(kinds: np.ndarray, counts: np.ndarray, port_speed: float, limit: int) -> np.ndarray:
+    """Per port total t up to `limit`, the least cost of whole switches holding exactly t ports (inf where none
+    do), `counts[k]` switches of `kinds[k]` (ports, uplink) available."""
+    cost = np.full(limit + 1, math.inf)
+    cost[0] = 0.0
+    for (p, u), n in zip(kinds, counts, strict=True):
+        w, c, left, bundle = int(p), float(split_cost(p, u, port_speed, p)), int(n), 1
+        while left > 0 and w > 0:
+            take = min(bundle, left)
+            if take * w <= limit:
+                shifted = np.concatenate([np.full(take * w, math.inf), cost[:limit + 1 - take * w] + take * c])
+                cost = np.minimum(cost, shifted)
+            left, bundle = left - take, bundle * 2
+    return cost
 
 
 @dataclass(frozen=True)
@@ -166,14 +209,27 @@ class Fabric:
         return self.kind[block], rel - self.block_start[block]
 
     def bisection(self, port_speed: float) -> float:
-        """Bytes/s one half of the NIC ports can send the other half, split along switch boundaries: the
-        least of half the ports' bandwidth and half the uplink bandwidth of each tier that has peers."""
-        bounds = [len(self.leaf_of_port) * port_speed / 2]
-        if self.spec.tiers >= 2 and self.leaves > 1:
-            bounds.append(self._total("leaf_up") / 2)
+        """Bytes/s one half of the NIC ports can send the other half, over the splits along switch boundaries
+        that put half the ports on each side: the least of half the ports' bandwidth and, per tier that has peers,
+        the least any such split of its switches (leaves; a pod's spines) lets across (`least_half`). A leaf
+        sends across at most min(its ports' bandwidth, its uplinks), a pod at most min(what its leaves send, its
+        uplinks to the cores). On fabrics of identical leaves and pods that is half the tier's uplinks; where the
+        NICs fill the leaves unevenly, the full leaves hold half the ports on less than half the uplinks."""
+        ports = np.bincount(self.leaf_of_port, minlength=self.leaves).astype(float)
+        bounds = [ports.sum() * port_speed / 2]
+        if self.spec.tiers < 2 or self.leaves <= 1 or port_speed <= 0:
+            return min(bounds)
+        up = self.capacity[self.links_of("leaf_up")].reshape(self.leaves, -1).sum(axis=1)
+        bounds.append(least_half(ports, up, port_speed))
         if self.spec.tiers == 3 and self.pods > 1:
-            bounds.append(self._total("spine_up") / 2)
-        return min(bounds)
+            group = self.plane_of_leaf * self.pods + self.pod_of_leaf  # a pod's spines, per plane
+            groups = self.spec.planes * self.pods
+            core = self.capacity[self.links_of("spine_up")].reshape(groups, -1).sum(axis=1)
+            pod_ports = np.bincount(group, ports, minlength=groups)
+            pod_up = np.minimum(np.bincount(group, np.minimum(ports * port_speed, up), minlength=groups), core)
+            used = pod_ports > 0
+            bounds.append(least_half(pod_ports[used], pod_up[used], port_speed))
+        return float(min(bounds))
 
     def links_of(self, kind: str) -> slice:
         """The link ids of one block, relative to `base` (index `capacity` with it)."""

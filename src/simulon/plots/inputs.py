@@ -28,7 +28,7 @@ def read_json(path: Path) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ConfigError(f"{path}: not JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}") from None
+        raise ConfigError(f"{path}: not JSON: {exc.msg}: line {exc.lineno}, column {exc.colno}") from None
 
 
 def need(data: Any, key: str, source: str, made_by: str, kind: type = list) -> Any:
@@ -40,24 +40,27 @@ def need(data: Any, key: str, source: str, made_by: str, kind: type = list) -> A
     return value
 
 
-def number(data: dict, key: str, source: str, default: float) -> float:
-    """`data[key]` as a finite number (`default` where absent); else a ConfigError naming the file and the field, as
-    `simulon diff` names it (analysis/diff.py)."""
+def number(data: dict, key: str, source: str, default: float | None, where: str = "") -> float:
+    """`data[key]` as a finite number (`default` where absent; required where that is None); else a ConfigError
+    naming the file and the field (`where` + `key`, as `simulon diff` names it: analysis/diff.py)."""
+    if default is None and key not in data:
+        raise ConfigError(f"{source}: {where}{key}: missing")
     value = data.get(key, default)
-    if not _is_number(value) or not math.isfinite(float(value)):
-        raise ConfigError(f"{source}: {key}: expected a number, got {value!r}")
+    if not is_finite(value):
+        raise ConfigError(f"{source}: {where}{key}: expected a number, got {value!r}")
     return float(value)
 
 
 def numbers(rows: list, keys: tuple[str, ...], source: str, where: str) -> list[tuple[float, ...]]:
-    """Each row's values of `keys` as floats; a ConfigError names the first row and key that is not a number."""
+    """Each row's values of `keys` as finite floats; a ConfigError names the first row and key that is not one
+    (`where`[row].key)."""
     values = []
     for i, row in enumerate(rows):
-        try:
-            values.append(tuple(float(row[k]) for k in keys))
-        except (KeyError, TypeError, ValueError):
-            bad = next((k for k in keys if not isinstance(row, dict) or not _is_number(row.get(k))), keys[0])
-            raise ConfigError(f"{source}: {where}[{i}].{bad}: expected a number") from None
+        bad = next((k for k in keys if not isinstance(row, dict) or not is_finite(row.get(k))), None)
+        if bad is not None:
+            got = f", got {row[bad]!r}" if isinstance(row, dict) and _is_number(row.get(bad)) else ""
+            raise ConfigError(f"{source}: {where}[{i}].{bad}: expected a number{got}")
+        values.append(tuple(float(row[k]) for k in keys))
     return values
 
 
@@ -67,3 +70,8 @@ def _is_number(value: Any) -> bool:
     except (TypeError, ValueError):
         return False
     return not isinstance(value, bool)
+
+
+def is_finite(value: Any) -> bool:
+    """Whether `value` is a finite number (not a bool, not NaN or infinite)."""
+    return _is_number(value) and math.isfinite(float(value))

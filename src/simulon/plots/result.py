@@ -10,7 +10,7 @@ from typing import Any
 from ..config.errors import ConfigError
 from ..memory.runtime import GiB
 from .figure import pyplot
-from .inputs import need, number, numbers
+from .inputs import is_finite, need, number, numbers
 
 SIMULATE = "simulon simulate SCENARIO --json"
 
@@ -78,7 +78,8 @@ def gantt(data: Any, source: str, options: Any = None) -> Any:
         spans = need(stage, "spans", f"{source}: schedule.stages[{row}]", SIMULATE)
         by_kind: dict[str, list[tuple[float, float]]] = defaultdict(list)
         for i, s in enumerate(spans):
-            if not (isinstance(s, list) and len(s) == 4 and isinstance(s[2], str)):
+            if not (isinstance(s, list) and len(s) == 4 and isinstance(s[2], str) and is_finite(s[0])
+                    and is_finite(s[1])):
                 raise ConfigError(f"{source}: schedule.stages[{row}].spans[{i}]: expected [start_ms, end_ms, kind, "
                                   "microbatch]")
             by_kind[s[2]].append((float(s[0]), float(s[1]) - float(s[0])))
@@ -99,19 +100,20 @@ def gantt(data: Any, source: str, options: Any = None) -> Any:
 
 
 def memory(data: Any, source: str, options: Any = None) -> Any:
-    """Each stage's peak memory per GPU, split into its terms, against the GPU's capacity."""
+    """Each stage's peak memory per GPU, split into its terms, against its GPU's capacity: one line across where
+    every stage has the same, else a mark over each stage's bar (GPUs of several types)."""
     mem = need(data, "memory", source, SIMULATE, dict)
     stages = need(mem, "stages", f"{source}: memory", SIMULATE)
-    capacity = numbers([mem], ("capacity_bytes",), source, "memory")[0][0]
+    capacity = number(mem, "capacity_bytes", source, None, "memory.")
     gib = GiB
     terms: dict[str, list[float]] = {}
     for i, stage in enumerate(stages):
         parts = {**need(stage, "terms_bytes", f"{source}: memory.stages[{i}]", SIMULATE, dict),
-                 **(stage.get("runtime_bytes") or {})}
+                 **(stage.get("runtime_bytes") if isinstance(stage.get("runtime_bytes"), dict) else {})}
         for name in parts:
             terms.setdefault(name, [0.0] * len(stages))
-        for name, value in parts.items():
-            terms[name][i] = float(value) / gib
+        for name in parts:
+            terms[name][i] = number(parts, name, source, None, f"memory.stages[{i}] term ") / gib
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(8, 4.5))
     bottom = [0.0] * len(stages)
@@ -123,10 +125,29 @@ def memory(data: Any, source: str, options: Any = None) -> Any:
     rest = [max(d[0] / gib - b, 0.0) for d, b in zip(devices, bottom, strict=True)]
     if any(r > 0 for r in rest):  # the caching allocator's excess: device peak over the terms
         ax.bar(range(len(stages)), rest, bottom=bottom, label="allocator excess", color="#eeeeee", hatch="//")
-    ax.axhline(capacity / gib, color="#c44e52", linestyle="--", label=f"capacity {capacity / gib:.0f} GiB")
+    capacity_marks(ax, capacity, stage_capacities(stages, capacity, source))
     ax.set_xticks(range(len(stages)), [str(s.get("stage", i)) for i, s in enumerate(stages)])
     ax.set_xlabel("pipeline stage")
     ax.set_ylabel("GiB per GPU")
     ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=7)
     ax.set_title(f"Memory per stage on {mem.get('gpu', 'the GPU')}: {'fits' if mem.get('fits') else 'does not fit'}")
     return fig
+
+
+def stage_capacities(stages: list, capacity: float, source: str) -> list[float]:
+    """Each stage's own capacity (bytes), `capacity` where a stage does not give one."""
+    rows = [s if isinstance(s, dict) and "capacity_bytes" in s else {"capacity_bytes": capacity} for s in stages]
+    return [c for (c,) in numbers(rows, ("capacity_bytes",), source, "memory.stages")]
+
+
+def capacity_marks(ax: Any, capacity: float, per_stage: list[float]) -> None:
+    """The capacity in GiB: a dashed line across the stages where they all have `capacity`, else a dashed mark
+    over each stage's bar at its own."""
+    colour, gib = "#c44e52", GiB
+    if all(c == capacity for c in per_stage):
+        ax.axhline(capacity / gib, color=colour, linestyle="--", label=f"capacity {capacity / gib:.0f} GiB")
+        return
+    sizes = ", ".join(f"{c / gib:.0f}" for c in dict.fromkeys(per_stage))
+    ax.hlines([c / gib for c in per_stage], [x - 0.45 for x in range(len(per_stage))],
+              [x + 0.45 for x in range(len(per_stage))], colors=colour, linestyles="--", linewidth=2,
+              label=f"capacity per stage ({sizes} GiB)")

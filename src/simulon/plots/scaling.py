@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,25 @@ def read_sweep(path: Path) -> tuple[list[dict[str, str]], list[str]]:
     return rows, header[1:header.index("num_gpus")]
 
 
+def label_log_axis(axis: Any, lo: float, hi: float) -> None:
+    """Label a log axis spanning `lo` to `hi` in plain numbers: at its powers of ten, and where fewer than two of
+    them are in view (a span within about a decade) at the ticks between them too: every one over at most a decade,
+    else those at 2 and 5 times a power of ten, so that the axis always reads."""
+    plt = pyplot()
+    axis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v:,.0f}"))
+    powers = math.floor(math.log10(hi)) - math.ceil(math.log10(lo)) + 1 if 0 < lo <= hi else 0
+    if powers >= 2:
+        axis.set_minor_formatter(plt.NullFormatter())
+        return
+    keep = range(1, 10) if hi <= 10 * lo else (2, 5)
+    axis.set_minor_formatter(plt.FuncFormatter(lambda v, _: f"{v:,.0f}" if leading_digit(v) in keep else ""))
+
+
+def leading_digit(value: float) -> int:
+    """The first significant digit of a positive number (2 for 2,000 or 0.2)."""
+    return round(value / 10 ** math.floor(math.log10(value))) if value > 0 else 0
+
+
 def scaling(data: Any, source: str, options: Any = None) -> Any:
     """Tokens/s against GPUs (log-log, with the ideal line from the smallest point) and scaling efficiency, one
     line per series, the largest fall in efficiency marked and explained."""
@@ -47,7 +67,8 @@ def scaling(data: Any, source: str, options: Any = None) -> Any:
     series = scaling_study(rows, axes)
     if not series:
         raise ConfigError(f"{source}: no swept field changes the GPU count; a scaling plot needs one "
-                          "(e.g. --set cluster.num_nodes=1,2,4)")
+                          "(e.g. --set cluster.num_nodes+training.num_gpus=1:8,2:16,4:32 where the scenario sets "
+                          "training.num_gpus, else --set cluster.num_nodes=1,2,4)")
     plt = pyplot()
     fig, (speed, eff) = plt.subplots(1, 2, figsize=(12, 4.8))
     notes = []
@@ -72,8 +93,7 @@ def scaling(data: Any, source: str, options: Any = None) -> Any:
         ax.set_xlabel("GPUs")
         ax.legend(fontsize=7)
     speed.set_yscale("log")
-    speed.yaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v:,.0f}"))
-    speed.yaxis.set_minor_formatter(plt.NullFormatter())
+    label_log_axis(speed.yaxis, *speed.get_ylim())
     speed.set_ylabel("tokens/s (dotted: ideal)")
     eff.set_ylabel("scaling efficiency (%)")
     eff.set_ylim(0, max(105, max(100 * max(s.efficiency) for s in series) + 5))

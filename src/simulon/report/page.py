@@ -30,6 +30,11 @@ def plot(data: dict, kind: str, alt: str) -> str:
     return image(figure_bytes(KINDS[kind].draw(data, "simulate --json", None), "png"), alt)
 
 
+def uniform(mem: dict) -> bool:
+    """Whether every stage of a result's memory block is held to the same capacity (the block's own)."""
+    return all(s.get("capacity_bytes", mem["capacity_bytes"]) == mem["capacity_bytes"] for s in mem["stages"])
+
+
 def card(label: str, value: str) -> str:
     return f'<div class="card"><div class="label">{text(label)}</div>{value}</div>'
 
@@ -47,9 +52,11 @@ def summary(data: dict) -> str:
              card("model FLOPs per GPU", number("tflops_per_gpu", data["tflops_per_gpu"], "TFLOP/s")),
              card("GPUs", number("num_gpus", data["num_gpus"], "")),
              card(f"memory on {mem['gpu']}", verdict)]
+    capacity = (number("memory.capacity_bytes", mem["capacity_bytes"], "GiB") if uniform(mem) else
+                number(f"memory.stages.{index}.capacity_bytes", peak["capacity_bytes"], "GiB"))
     return (f'<div class="cards">{"".join(cards)}</div>\n<p>Peak memory: stage {text(peak["stage"])}, '
             f'{number(f"memory.stages.{index}.device_bytes", peak["device_bytes"], "GiB")} of '
-            f'{number("memory.capacity_bytes", mem["capacity_bytes"], "GiB")} per GPU. '
+            f'{capacity} per GPU. '
             f'{number("simulated_gpus", data["simulated_gpus"], "")} of '
             f'{number("num_gpus", data["num_gpus"], "")} GPUs simulated; each stands for its identical '
             "data/tensor-parallel peers.</p>\n")
@@ -144,7 +151,9 @@ def links(data: dict) -> str:
 
 
 def memory(data: dict) -> str:
+    """The per-stage table; where the stages' GPUs differ in memory, each stage's capacity in a column."""
     stages = data["memory"]["stages"]
+    own = () if uniform(data["memory"]) else ("capacity_bytes",)
     terms: list[str] = list(dict.fromkeys(k for s in stages for k in {**s["terms_bytes"], **s["runtime_bytes"]}))
     rows = []
     for i, s in enumerate(stages):
@@ -154,9 +163,10 @@ def memory(data: dict) -> str:
         rows.append((text(s["stage"]), *(number(f"memory.stages.{i}.{parts[t]}", values[t], "GiB", False)
                                          if t in parts else "" for t in terms),
                      *(number(f"memory.stages.{i}.{k}", s[k], "GiB", False) for k in
-                       ("allocated_bytes", "reserved_bytes", "device_bytes")),
+                       ("allocated_bytes", "reserved_bytes", "device_bytes", *own)),
                      "fits" if s["fits"] else "does not fit"))
     notes = "".join(f"<li>{text(n)}</li>" for n in data["memory"].get("notes", []))
-    return (table(("stage", *terms, "allocated", "reserved", "device peak", "verdict"), rows,
+    headers = ("stage", *terms, "allocated", "reserved", "device peak", *("capacity" for _ in own), "verdict")
+    return (table(headers, rows,
                   "Peak memory per GPU by stage (GiB)") + (f"<ul>{notes}</ul>\n" if notes else ""))
 

@@ -1,0 +1,79 @@
+"""Plots refuse non-finite numbers naming the field, mark each stage's own capacity on GPUs of several types, and
+label a log axis whatever its span."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from matplotlib.collections import LineCollection
+
+from helpers import cli
+from simulon.memory.runtime import GiB
+from simulon.plots import KINDS
+from simulon.plots.figure import pyplot
+from simulon.plots.scaling import label_log_axis
+
+
+def damaged(results, tmp_path, change) -> str:
+    data = json.loads(results["simulate"].read_text())
+    change(data)
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(data))  # writes Infinity and NaN as Python's json does
+    return str(path)
+
+
+@pytest.mark.parametrize("kind, change, field", [
+    ("breakdown", lambda d: d["per_gpu"][0].update(compute_ms=float("inf")), "per_gpu[0].compute_ms"),
+    ("breakdown", lambda d: d["per_gpu"][0].update(compute_ms=float("nan")), "per_gpu[0].compute_ms"),
+    ("memory", lambda d: d["memory"]["stages"][0].update(device_bytes=float("inf")), "memory.stages[0].device_bytes"),
+    ("memory", lambda d: d["memory"].update(capacity_bytes="big"), "memory.capacity_bytes"),
+    ("memory", lambda d: d["memory"].update(capacity_bytes=float("inf")), "memory.capacity_bytes"),
+])
+def test_a_non_finite_or_non_numeric_field_exits_2_naming_it(kind, change, field, results, tmp_path):
+    done = cli("plot", damaged(results, tmp_path, change), "--kind", kind, "-o", str(tmp_path / "p.png"))
+    assert done.returncode == 2 and f": {field}: expected a number" in done.stderr
+    assert "Warning" not in done.stderr and not (tmp_path / "p.png").exists()
+
+
+def test_a_truncated_result_is_named_not_json_without_a_doubled_word(results, tmp_path):
+    path = tmp_path / "trunc.json"
+    path.write_text(results["simulate"].read_text()[:1000])
+    done = cli("plot", str(path), "--kind", "breakdown", "-o", str(tmp_path / "p.png"))
+    assert done.returncode == 2 and "not JSON" in done.stderr and " at at " not in done.stderr
+
+
+def capacity_marks(data: dict) -> list[float]:
+    """The capacities (GiB) the memory plot marks: one line across, or a mark over each stage."""
+    fig = KINDS["memory"].draw(data, "result.json", None)
+    ax = fig.axes[0]
+    marks = [seg[0][1] for c in ax.collections if isinstance(c, LineCollection) for seg in c.get_segments()]
+    across = [line.get_ydata()[0] for line in ax.lines if line.get_label().startswith("capacity")]
+    pyplot().close(fig)
+    return marks or across
+
+
+def test_the_memory_plot_marks_each_stages_own_capacity_where_they_differ(results):
+    data = json.loads(results["simulate"].read_text())
+    stages = data["memory"]["stages"]
+    assert capacity_marks(data) == [data["memory"]["capacity_bytes"] / GiB]  # one GPU type: one line across
+    for i, stage in enumerate(stages):
+        stage["capacity_bytes"] = (80 if i % 2 == 0 else 40) * GiB
+    assert capacity_marks(data) == [80 if i % 2 == 0 else 40 for i in range(len(stages))]
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.floats(10, 1e6), st.floats(1.05, 1e4))
+def test_a_log_axis_is_labelled_at_two_ticks_or_more_whatever_its_span(low, ratio):
+    plt = pyplot()
+    fig, ax = plt.subplots()
+    ax.set_yscale("log")
+    ax.set_ylim(low, low * ratio)
+    label_log_axis(ax.yaxis, low, low * ratio)
+    fig.canvas.draw()
+    shown = [t for t in ax.yaxis.get_majorticklabels() + ax.yaxis.get_minorticklabels()
+             if t.get_text() and low <= t.get_position()[1] <= low * ratio]
+    plt.close(fig)
+    assert len(shown) >= 2 or ratio < 1.5  # a span under 1.5x may hold one tick of 1-9 times a power of ten
