@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from .config.errors import ConfigError
+from .config.units import memory_amount
 from .dag.size import available_memory
 
 RAY_MISSING = ("--executor ray: Ray is not installed; install the optional extra with `uv sync --extra ray` "
@@ -42,10 +43,6 @@ class Refused:
     """A job not started: it needs more memory than the executor may use, even alone."""
 
     reason: str
-
-
-def _readable(num_bytes: float) -> str:
-    return f"{num_bytes / 1e9:,.1f} GB"
 
 
 class Executor(Protocol):
@@ -128,8 +125,8 @@ class ProcessExecutor:
         admission = Admission(list(needs) if needs is not None else [0.0] * len(jobs), budget,
                               min(self.workers, len(jobs)))
         for index, need in sorted(admission.refused.items()):
-            yield index, Refused(f"needs about {_readable(need)}, more than the {_readable(budget)} the replays "
-                                 f"may use together")
+            yield index, Refused(f"needs about {memory_amount(need)}, more than the {memory_amount(budget)} the "
+                                 "replays may use together")
         if admission.done:
             return
         with ProcessPoolExecutor(max_workers=admission.slots) as pool:
@@ -185,7 +182,7 @@ class RayExecutor:
         for index, job in enumerate(jobs):
             need = needs[index] if needs is not None else 0.0
             if need > largest:
-                yield index, Refused(f"needs about {_readable(need)}, more than the {_readable(largest)} of "
+                yield index, Refused(f"needs about {memory_amount(need)}, more than the {memory_amount(largest)} of "
                                      f"memory any Ray node offers")
             elif need > 0:
                 pending[task.options(memory=math.ceil(need)).remote(job)] = index

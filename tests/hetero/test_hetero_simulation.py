@@ -27,6 +27,7 @@ from simulon.dag.nodes import NodeKind
 from simulon.network.summary import TopologySummary
 from simulon.network.topology import Topology
 from simulon.pipeline import build_dag, collective_sweep, simulate
+from simulon.search.hetero import stage_counts
 
 EXAMPLE = ROOT / "examples" / "hetero_h100_a100.yaml"
 FABRIC = {"scale_out": {"nic": {"speed": "200Gbps", "latency": "2us"},
@@ -309,3 +310,13 @@ def test_a_collective_over_two_gpu_generations_runs_without_ll128_as_nccl_enable
         assert any(p == "ll128" for _, p in plan.candidates(CollType.AllReduce, group))
     chosen = {plan.choose(CollType.AllReduce, across, 2.0**k).protocol for k in range(10, 31)}
     assert "ll128" not in chosen and chosen <= {"ll", "simple"}
+
+
+def test_groups_that_cannot_hold_every_stage_whole_are_refused_naming_pp_and_what_each_group_holds():
+    # 16 GPUs, pp 2: stages of 8 GPUs (two nodes); 3 nodes of H100 hold one, 1 node of A100 none
+    sc = ScenarioConfig.model_validate(grouped([(3, "H100"), (1, "A100")], workload(tp=4, pp=2, layers=4)))
+    with pytest.raises(ValueError) as refused:
+        stage_counts(sc)
+    names = [g.name for g in sc.datacenter.groups]
+    assert str(refused.value) == (f"workload.parallelism.pp: 2 stages of 8 GPUs each, but the node groups hold 1 "
+                                  f"whole stage ({names[0]} 1, {names[1]} 0): a stage's GPUs must lie in one group")

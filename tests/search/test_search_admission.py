@@ -84,7 +84,7 @@ def test_a_search_whose_replays_cannot_fit_ranks_by_estimate_and_says_why_each_w
     need = step_size(scenario_for(sc, result.refused[0][0], 8)).memory_bytes()
     assert need > 1e6
     for _, why in result.refused:
-        assert why.startswith("not replayed: ") and "DAG nodes" in why and "0.0 GB the replays may use" in why
+        assert why.startswith("not replayed: ") and "DAG nodes" in why and "1.0 MB the replays may use" in why
     assert [r["reason"] for r in result.to_json()["refused"]] == [why for _, why in result.refused]
 
 

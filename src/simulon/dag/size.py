@@ -33,6 +33,7 @@ import yaml
 
 from ..collective.tuner import CollectivePlan
 from ..config.errors import ConfigError
+from ..config.units import memory_amount
 from ..network.topology import Topology
 from ..workload.layout import RankLayout
 from ..workload.program import CollectiveOp, ComputeOp, SendOp, StageProgram, program_of_rank
@@ -105,10 +106,6 @@ def available_memory() -> float | None:
     return float(min(found)) if found else None
 
 
-def _readable(num_bytes: float) -> str:
-    return f"{num_bytes / 1e9:,.1f} GB" if num_bytes >= 1e8 else f"{num_bytes / 1e6:,.1f} MB"
-
-
 def check_fits(size: DagSize, limit: float | None, trace: bool = False, hint: str = "", advice: str = "") -> None:
     """Refuse (TooLarge) a run whose estimated memory exceeds `limit` bytes (None: no limit); `hint` follows the
     size in the message, `advice` comes first in what to do (pipeline.py: the micro-batch sampling that would
@@ -117,7 +114,7 @@ def check_fits(size: DagSize, limit: float | None, trace: bool = False, hint: st
     if limit is None or need <= limit:
         return
     raise TooLarge(f"{size.nodes:,} DAG nodes and {size.flows:,} flows over {size.simulated_gpus:,} simulated GPUs "
-                   f"need about {_readable(need)}, and {_readable(limit)} are available{hint}",
+                   f"need about {memory_amount(need)}, and {memory_amount(limit)} are available{hint}",
                    f"{advice}simulate fewer micro-batches (--micro-batches sample, or a smaller global batch) or "
                    "a smaller cluster, or raise the limit with --max-memory")
 

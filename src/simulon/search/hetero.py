@@ -166,7 +166,10 @@ def stage_counts(sc: ScenarioConfig) -> list[int]:
                          "stages can be placed on node groups only when each fills whole nodes")
     room = [g.num_gpus // per_stage for g in sc.datacenter.groups]
     if sum(room) < par.pp:
-        raise ValueError(f"the node groups hold {sum(room)} whole stages of {per_stage} GPUs; pp is {par.pp}")
+        held = ", ".join(f"{g.name} {r}" for g, r in zip(sc.datacenter.groups, room, strict=True))
+        raise ValueError(f"workload.parallelism.pp: {par.pp} stages of {per_stage} GPUs each, but the node groups "
+                         f"hold {sum(room)} whole stage{'s' if sum(room) != 1 else ''} ({held}): a stage's GPUs must "
+                         "lie in one group")
     counts, left = [], par.pp
     for r in room:
         counts.append(min(r, left))
