@@ -6,6 +6,7 @@ across tp only where it has partial sums (a shared expert)."""
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections import Counter
 
 import pytest
@@ -18,6 +19,7 @@ from simulon.pipeline import simulate
 from simulon.search.estimate import Estimator
 from simulon.search.run import Search, apply
 from simulon.search.space import Strategy
+from simulon.workload.kernels import Phase
 from simulon.workload.layer_kernels import LayerKernels
 from simulon.workload.megatron import MegatronTracer
 from simulon.workload.program import CollectiveOp
@@ -26,8 +28,9 @@ HIDDEN, SEQ, TOP_K = 1024, 512, 2
 
 
 def scenario(tp: int, ep: int, etp: int | None = None, sp: bool = True, shared: int = 0, top_k: int = TOP_K,
-             nodes: int = 2):
-    moe = {"num_experts": 8, "top_k": top_k, "num_shared_experts": shared}
+             nodes: int = 2, capacity_factor: float | None = None):
+    moe = {"num_experts": 8, "top_k": top_k, "num_shared_experts": shared,
+           **({"capacity_factor": capacity_factor} if capacity_factor else {})}
     extra = {"sequence_parallel": sp, **({"expert_tensor_parallel": etp} if etp else {})}
     return gpt_scenario(nodes=nodes, gpus_per_node=4, tp=tp, ep=ep, layers=2, hidden=HIDDEN, seq=SEQ, gbs=8,
                         moe=moe, extra_parallelism=extra)
@@ -124,3 +127,25 @@ def test_a_folded_step_with_expert_tp_gathers_takes_exactly_the_full_expansions_
                       extra_parallelism={"sequence_parallel": True, **({"expert_tensor_parallel": etp} if etp else {})})
     full, folded = (simulate(sc, fold_mode=mode).result.iteration_time_ms for mode in ("full", "symmetric"))
     assert folded == pytest.approx(full, rel=1e-9)
+
+
+@pytest.mark.parametrize("factor", [0.5, 1.25, 2.0])
+@pytest.mark.parametrize(("tp", "sp"), [(2, True), (2, False), (1, False)])
+def test_a_capacity_factor_pads_the_dispatch_and_the_experts_rows_to_its_multiple_of_the_balanced_load(factor, tp,
+                                                                                                        sp):
+    """Megatron-Core's capacity ceil(tokens x top_k / experts x factor) per expert, every expert's input padded to it
+    (--moe-pad-expert-input-to-capacity): the all-to-all and the expert GEMMs carry factor x the balanced tokens."""
+    balanced, padded = scenario(tp, 2, sp=sp), scenario(tp, 2, sp=sp, capacity_factor=factor)
+    local = (SEQ // tp if sp else SEQ) * TOP_K  # the token copies a rank sends, balanced
+    for label in ("moe_dispatch", "moe_combine"):
+        assert by_label(balanced)[label] == {(CollType.AllToAll, "ep", local * HIDDEN * 2)}
+        assert by_label(padded)[label] == {(CollType.AllToAll, "ep", math.ceil(local * factor) * HIDDEN * 2)}
+    rows = {name: LayerKernels.of(sc.workload)["moe_expert_linear2"][Phase.fwd].flops for name, sc in
+            (("balanced", balanced), ("padded", padded))}
+    assert rows["padded"] / rows["balanced"] == pytest.approx(factor, rel=1e-3)
+
+
+def test_more_capacity_is_never_faster_and_dropless_is_a_factor_of_one():
+    times = [simulate(scenario(2, 2, capacity_factor=f)).result.iteration_time_ms for f in (0.5, 1.0, 1.5, 2.0)]
+    assert times == sorted(times) and times[0] < times[-1]
+    assert times[1] == simulate(scenario(2, 2)).result.iteration_time_ms

@@ -294,7 +294,7 @@ class ActivationModel:
     def routed_rows(self) -> float:
         """Tokens the experts on this rank process per micro-batch: top_k copies of each token, balanced
         over the expert-parallel ranks (a dropless run's average), padded up to the capacity factor if set."""
-        return self.shape.routed_tokens(self.model.moe.top_k) * self.capacity_factor
+        return self.shape.balanced_tokens(self.model.moe.top_k) * self.capacity_factor
 
     def _moe(self) -> dict[str, float]:
         m, moe, a, h = self.model, self.model.moe, self.a, self.model.hidden_size

@@ -6,6 +6,7 @@ create 96 copies), and by every phase: name -> {fwd, bwd_ig, bwd_wg, recompute} 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import cached_property, lru_cache
@@ -63,6 +64,7 @@ class ShardShape:
     cp_ring: bool = False   # context parallelism passes keys and values around a ring instead of gathering them
     cp_a2a: int = 1         # context-parallel ranks that trade the sequence split for a head split by all-to-all
     number_format: TrainingFormat | None = None  # the run's narrow format (None: 16-bit GEMMs)
+    capacity_factor: float = 1.0  # experts' inputs padded to this multiple of the balanced load (1: dropless)
 
     @classmethod
     def of(cls, workload: MegatronWorkload) -> ShardShape:
@@ -78,7 +80,8 @@ class ShardShape:
                    ep=par.ep, act_bytes=act_bytes, grad_bytes=(train.grad_reduce_dtype or default_grad).bytes,
                    quantized_bytes=fmt.format.operand_bytes() if quantized else None, etp=par.etp,
                    cp_ring=par.cp_ring_size > 1, cp_a2a=par.cp_a2a, number_format=fmt if quantized else None,
-                   vocab_shard=-(-workload.model.vocab_size // par.tp))
+                   vocab_shard=-(-workload.model.vocab_size // par.tp),
+                   capacity_factor=(moe.capacity_factor or 1.0) if (moe := workload.model.moe) else 1.0)
 
     def in_bf16(self) -> ShardShape:
         """The same shard with 16-bit GEMMs: a layer the format's recipe keeps in bf16."""
@@ -104,19 +107,31 @@ class ShardShape:
         gathers the sequence for a share of the heads."""
         return self.seq * self.cp_a2a
 
-    def routed_tokens(self, top_k: int) -> int:
-        """Token copies the experts on one rank process per micro-batch, balanced: top_k per token, the tokens
-        of the tp ranks shared out over the expert-tensor-parallel ones (all of them when etp = tp)."""
+    def balanced_tokens(self, top_k: int) -> int:
+        """Token copies the experts on one rank get per micro-batch, balanced: top_k per token, the tokens of the
+        tp ranks shared out over the expert-tensor-parallel ones (all of them when etp = tp)."""
         return self.tokens * top_k * self.expert_tp // self.tp
 
+    def routed_tokens(self, top_k: int) -> int:
+        """Token copies the experts on one rank process per micro-batch: the balanced load, padded up to (or, below
+        1, cut down to) the capacity factor's multiple of it where one is set: Megatron-Core's capacity
+        ceil(tokens x top_k / experts x factor) per expert, every expert's input padded to it
+        (--moe-pad-expert-input-to-capacity; moe_utils.get_capacity, token_dispatcher.py)."""
+        return self.padded(self.balanced_tokens(top_k))
+
+    def padded(self, tokens: int) -> int:
+        """A balanced token count at the capacity factor (unchanged without one)."""
+        return tokens if self.capacity_factor == 1.0 else math.ceil(tokens * self.capacity_factor)
+
     def dispatched_tokens(self, top_k: int) -> int:
-        """Token copies one rank sends in the expert-parallel dispatch (and gets back in the combine), balanced.
+        """Token copies one rank sends in the expert-parallel dispatch (and gets back in the combine), balanced and
+        padded to the capacity factor (routed_tokens): the dispatcher pads each expert's slot before the all-to-all.
         Under sequence parallelism a rank routes its own share of the sequence, top_k copies per token, and the
         copies are gathered across the expert-tensor-parallel group only once they have arrived: Megatron-Core's
         alltoall dispatcher runs the all-to-all over ep, then the all-gather over expert tp (token_dispatcher.py,
         MoEAlltoAllTokenDispatcher: all_to_all, then gather_from_sequence_parallel_region). Without it every tp
         rank holds every token and sends the share its expert-tensor-parallel rank takes (routed_tokens)."""
-        return self.norm_tokens * top_k if self.sp else self.routed_tokens(top_k)
+        return self.padded(self.norm_tokens * top_k) if self.sp else self.routed_tokens(top_k)
 
     @property
     def gathers_routed_tokens(self) -> bool:
