@@ -140,7 +140,7 @@ def test_a_capacity_factor_pads_the_dispatch_and_the_experts_rows_to_its_multipl
     for label in ("moe_dispatch", "moe_combine"):
         assert by_label(balanced)[label] == {(CollType.AllToAll, "ep", local * HIDDEN * 2)}
         assert by_label(padded)[label] == {(CollType.AllToAll, "ep", math.ceil(local * factor) * HIDDEN * 2)}
-    rows = {name: LayerKernels.of(sc.workload)["moe_expert_linear2"][Phase.fwd].flops for name, sc in
+    rows = {name: LayerKernels.of(sc.workload)["moe_expert_linear2"][Phase.fwd].hw_flops for name, sc in
             (("balanced", balanced), ("padded", padded))}
     assert rows["padded"] / rows["balanced"] == pytest.approx(factor, rel=1e-3)
 
@@ -149,3 +149,13 @@ def test_more_capacity_is_never_faster_and_dropless_is_a_factor_of_one():
     times = [simulate(scenario(2, 2, capacity_factor=f)).result.iteration_time_ms for f in (0.5, 1.0, 1.5, 2.0)]
     assert times == sorted(times) and times[0] < times[-1]
     assert times[1] == simulate(scenario(2, 2)).result.iteration_time_ms
+
+
+@pytest.mark.parametrize("factor", [0.5, 2.0])
+def test_padding_to_capacity_is_hardware_work_not_model_flops(factor):
+    """MFU counts the model's FLOPs (top_k experts a token), as Megatron's num_floating_point_operations does: padded
+    rows cost time but are no model FLOPs; the hardware FLOPs the GEMMs run include them."""
+    kernels = {f: LayerKernels.of(scenario(2, 2, capacity_factor=f).workload)["moe_expert_linear2"][Phase.fwd]
+               for f in (None, factor)}
+    assert kernels[factor].flops == pytest.approx(kernels[None].flops, rel=1e-6)
+    assert kernels[factor].hw_flops == pytest.approx(factor * kernels[None].hw_flops, rel=1e-3)

@@ -418,6 +418,10 @@ class LayerKernels:
             elementwise("moe_unpermute", routed, h, 2, 2)
             fe = (moe.expert_ffn_hidden_size or m.ffn_hidden_size) // sh.expert_tp
             self._mlp(k, "moe_expert", routed, fe, groups=moe.num_experts // sh.ep)
+            balanced = sh.balanced_tokens(moe.top_k)
+            if routed != balanced:  # capacity padding is hardware work, not model FLOPs (Megatron counts top_k's)
+                for name in (*self.mlp_inputs("moe_expert"), "moe_expert_linear2"):
+                    k[name] = tuple(replace(spec, flops=spec.flops * balanced / routed) for spec in k[name])
             if moe.num_shared_experts:
                 fs = (moe.shared_expert_ffn_hidden_size or fe * sh.expert_tp) * moe.num_shared_experts // t
                 self._mlp(k, "moe_shared", T, fs, groups=1)
