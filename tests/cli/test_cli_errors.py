@@ -235,6 +235,25 @@ def test_pat_over_several_gpus_per_node_is_refused_as_nccl_restricts_it_to_one(w
     assert_bad_input(proc, "error: --algorithm: ", "pat", "one GPU per node")
 
 
+@pytest.mark.parametrize(("op", "algorithm"), [("alltoall", "nvls"), ("sendrecv", "collnet_direct"),
+                                                ("permute", "tree")])
+def test_an_algorithm_asked_for_a_point_to_point_op_that_nccl_algo_does_not_steer_is_refused(workdir, op, algorithm):
+    proc = run_cli("collective", "dc.yaml", "--op", op, "--algorithm", algorithm, "--sizes", "1MiB", cwd=workdir)
+    assert_bad_input(proc, "error: --algorithm: ", "NCCL_ALGO does not steer", f"not {algorithm}", "p2p")
+
+
+def test_an_nvls_protocol_other_than_simple_is_refused(workdir):
+    proc = run_cli("collective", "dc.yaml", "--algorithm", "nvls", "--protocol", "ll", "--group", "0-7",
+                   "--sizes", "1KiB", cwd=workdir)
+    assert_bad_input(proc, "error: --protocol: ", "nvls runs the simple protocol only, not ll")
+
+
+def test_the_table_names_the_algorithm_that_ran(workdir):
+    proc = run_cli("collective", "dc.yaml", "--op", "permute", "--sizes", "1MiB", cwd=workdir)
+    assert proc.returncode == 0, proc.stderr
+    assert "algorithm p2p" in proc.stdout.splitlines()[0]
+
+
 def test_pat_over_one_gpu_per_node_runs(workdir):
     proc = run_cli("collective", "dc.yaml", "--op", "allgather", "--algorithm", "pat", "--group", "0,8",
                    "--sizes", "1MiB", "--json", cwd=workdir)

@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 
 from .. import __version__
-from ..collective.algorithms import CATALOG
+from ..collective.algorithms import CATALOG, steers
 from ..collective.types import COLLECTIVE_NAMES, collective_named
 from ..config.errors import ConfigError
 from ..config.loading import files_read, load_scenario
@@ -215,6 +215,9 @@ def collective(
     dc = sc.datacenter
     ranks = parse_ranks(group, dc.num_gpus) if group is not None else tuple(range(dc.num_gpus))
     algo = sc.collective.algorithm if algorithm is None else algorithm.lower()  # any case, as the scenario's
+    refusal = steers(ctype, algo) if algorithm is not None and algo in CATALOG else None
+    if refusal:
+        raise ConfigError(f"--algorithm: {refusal}")
     proto = sc.collective.protocol if protocol is None else protocol.lower()
     chans = channels if channels is not None else sc.collective.num_channels
     if channels is not None:
@@ -234,7 +237,9 @@ def collective(
                            "busbw_GBps": r.busbw_GBps, "algorithm": r.algorithm, "protocol": r.protocol,
                            "channels": r.channels, "model": r.model} for r in rows]))
         return
-    print_table(f"{op} over {len(ranks)} GPUs, algorithm {algo}, protocol {proto}",
+    ran = {r.algorithm for r in rows}
+    shown = ran.pop() if len(ran) == 1 else algo  # what ran, where every size ran one algorithm
+    print_table(f"{op} over {len(ranks)} GPUs, algorithm {shown}, protocol {proto}",
                 ("size", "time (us)", "algbw (GB/s)", "busbw (GB/s)", "algorithm", "protocol", "channels"),
                 [(format_size(r.size_bytes), f"{r.time_us:.2f}", f"{r.algbw_GBps:.2f}", f"{r.busbw_GBps:.2f}",
                   r.algorithm, r.protocol, str(r.channels)) for r in rows])

@@ -37,7 +37,8 @@ def topology(
         print(json.dumps(summary.to_dict()))
         return
     reduce_up, reduce_out = summary.reduces_in_switch
-    print(f"{summary.gpus} GPUs in {summary.nodes} nodes; {summary.scale_up} domains of {summary.domain_gpus} GPUs"
+    print(f"{summary.gpus} GPUs in {summary.nodes} node{'s' if summary.nodes != 1 else ''}; {summary.scale_up} "
+          f"domains of {summary.domain_gpus} GPUs"
           f"{' with in-switch reduction (NVLS)' if reduce_up else ''}; {summary.nics} NICs on fabric "
           f"{summary.fabric}{' with SHARP' if reduce_out else ''}")
     print_table("Switches and links", ("tier", "switches", "links from below", "GB/s per link and direction"),

@@ -333,6 +333,17 @@ def algorithm_for(ctype: CollType, fixed: str) -> str:
     return fixed
 
 
+def steers(ctype: CollType, asked: str) -> str | None:
+    """Why an algorithm asked for one collective by name (a command's --algorithm, not the scenario's choice for
+    every collective, which algorithm_for maps) cannot run it: NCCL_ALGO does not steer NCCL's point-to-point calls,
+    so an all-to-all or a send/receive asked to run as a collective algorithm does not; None where it can."""
+    if ctype not in POINT_TO_POINT or asked == "auto" or ctype in find_algorithm(asked).decompositions:
+        return None
+    runs = ", ".join(name for name, a in CATALOG.items() if ctype in a.decompositions)
+    return (f"{ctype.name} is NCCL's point-to-point send/receive, which NCCL_ALGO does not steer: it runs as {runs} "
+            f"or auto, not {asked}")
+
+
 def find_algorithm(name: str) -> Algorithm:
     """The algorithm of this name (a routed deepep's too), refusing unknown names."""
     if name in CATALOG:

@@ -109,22 +109,36 @@ def ring_shift(group: tuple[int, ...], shape: GroupShape, size: float, channels:
 
 def all_to_all(group: tuple[int, ...], shape: GroupShape, size: float, channels: int) -> FlowSet:
     """Every rank sends size/n to every other rank (NCCL's grouped send/recv), `channels` parts per peer."""
-    schedule = _in_rounds_of_peers if shape.nodes > 1 else _over_point_to_point_channels
-    return schedule(group, size, channels)
+    if shape.nodes > 1:
+        return _in_rounds_of_peers(group, size, channels)
+    return _over_point_to_point_channels(group, size, channels, serial=not shape.mesh)
 
 
-def _over_point_to_point_channels(group: tuple[int, ...], size: float, channels: int) -> FlowSet:
+def _over_point_to_point_channels(group: tuple[int, ...], size: float, channels: int,
+                                  serial: bool = True) -> FlowSet:
     """Inside one NVLink domain NCCL cuts each peer's part over `channels` of its point-to-point channels:
     part j for the peer at offset r on channel (r + j with its bits reversed) mod the channel count. A
     channel's thread block serves its parts one after another, the next once what it received before has
     arrived, each at most at its copy rate: the busiest channel sets the pace, so ranks that do not spread
-    evenly over the channels (72 over 32) take longer than their bytes need."""
+    evenly over the channels (72 over 32) take longer than their bytes need.
+
+    Not `serial` (a full mesh: every pair of GPUs has its own link): every part starts at once. A channel's
+    parts there go to different peers, so over different links, and taken in turn they split the peers
+    into waves (8 parts a peer among 8 ranks: a shared channel serves offsets 1-3 first, 5-7 second, and
+    offset 4 alone), each wave loading its peers' links with all their parts while the other links idle:
+    time grew with the channels (x2 from 4 to 8 channels on an MI300X node, x7 at 32). On a switch every part
+    shares the member's one port, whichever peer it goes to, and the turns cost only their hops. The parts of
+    a channel then each get the channel's copy rate (unbounded on the meshes calibrated so far)."""
     n = len(group)
     out = FlowBuilder(group)
     if n < 2:
         return out.build()
     offset, part = (a.ravel() for a in np.meshgrid(np.arange(1, n), np.arange(channels), indexing="ij"))
     channel = p2p_channel(offset, part)
+    if not serial:
+        src, slot = (a.ravel() for a in np.meshgrid(np.arange(n), np.arange(offset.size), indexing="ij"))
+        out.add(src, (src + offset[slot]) % n, size / (n * channels), channel[slot], 0)
+        return out.build()
     order = np.lexsort((part, offset, channel))                  # each channel's parts, in the order served
     first = np.r_[True, channel[order][1:] != channel[order][:-1]]
     position = np.empty(order.size, dtype=np.int64)

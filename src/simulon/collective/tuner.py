@@ -154,6 +154,9 @@ class CollectivePlan:
             if refusal:
                 raise Unrunnable(refusal)
             candidates = [(record.name, p) for p in self._protocols(record.name, ctype, ports.mixed)]
+            if self.protocol not in ("auto", *record.protocols) and ctype not in POINT_TO_POINT:
+                raise Unrunnable(f"{record.name} runs the {' or '.join(record.protocols)} protocol only, not "
+                                 f"{self.protocol} (NCCL runs NVLS, NVLS-tree, CollNet and PAT with Simple)")
         if self.protocol != "auto":
             candidates = [(a, p) for a, p in candidates if p == self.protocol] or [(candidates[0][0], self.protocol)]
         times = [(self._time(ctype, shape, size, a, p, ports), i) for i, (a, p) in enumerate(candidates)]
