@@ -312,6 +312,9 @@ def test_what_a_description_states_of_its_interconnect_rates_and_power_is_read_n
     ("8x A100 NVLink 400GB/s", r"NVLink 300 GB/s a direction \(600 both\) and HBM 2039 GB/s"),  # an A800's rate
     ("H800 NVLink 400GB/s uni", "NVLink 200 GB/s a direction"),
     ("H100 SXM 500W", "the H100-SXM5-80GB template is a 700 W part"),  # power-capped: another clock
+    ("H100 PCIe NVLS", "states NVLS, but the H100-PCIe-80GB is a PCIe card, on no NVSwitch"),  # no system to check
+    ("H100 PCIe MNNVL", "states MNNVL, but the H100-PCIe-80GB is a PCIe card"),
+    ("A100 PCIe 80GB NVSwitch", "states an NVSwitch, but the A100-PCIe-80GB is a PCIe card"),
 ])
 def test_a_description_contradicting_its_templates_is_refused_with_what_they_have(text, says):
     with pytest.raises(Unresolved, match=says):

@@ -515,6 +515,11 @@ def resolve_hardware(text: str, context: str = "") -> Hardware:
     return Hardware(text, gpu, system, block, model.upper(), tuple(notes), _stray(rest, gpu, system), nodes)
 
 
+SWITCH_WORDS = {"nvswitch": "an NVSwitch", "nvls": "NVLS", "mnnvl": "MNNVL"}
+"""Words a description states an NVSwitch by (the switch, its in-switch reduction, an NVLink domain across nodes), as a
+message names them."""
+
+
 def _stated(text: str, gpu: str, system: str | None) -> tuple[str, list[str]]:
     """What a description states of its GPU's interconnect, rates and power, checked against the GPU and system
     templates (the module docstring lists the checks): the description less the rates, powers and NVLink
@@ -528,6 +533,9 @@ def _stated(text: str, gpu: str, system: str | None) -> tuple[str, list[str]]:
                              f"the {name} ({vendor.upper()}) does not")
     if system is not None:
         _check_scale_up(text, said, system)
+    elif _form_of(gpu) == "pcie" and said & SWITCH_WORDS.keys():
+        raise Unresolved(f"{text!r} states {SWITCH_WORDS[min(said & SWITCH_WORDS.keys())]}, but the {name} is a PCIe "
+                         "card, on no NVSwitch (at most NVLink bridges between pairs)")
     notes = [_check_rate(text, found, doc) for found in BYTE_RATE.finditer(text)]
     notes += [_check_power(text, found, doc) for found in POWER.finditer(text)]
     return _without_stated(text), [note for note in notes if note]
