@@ -25,11 +25,6 @@ def _gib(value: float) -> str:
     return f"{value / GiB:.2f}"
 
 
-def _gpu(report: MemoryReport, stage: StageMemory) -> str:
-    """The GPU type a stage is held to (its own, on a cluster of several types)."""
-    return stage.gpu or report.gpu
-
-
 def warnings(report: MemoryReport) -> list[str]:
     """One line per stage that does not fit its own GPU's memory, naming that GPU and the stage's largest terms."""
     lines = []
@@ -37,7 +32,7 @@ def warnings(report: MemoryReport) -> list[str]:
         if stage.fits:
             continue
         largest = ", ".join(f"{name} {_gib(value)}" for name, value in stage.largest_terms())
-        lines.append(f"warning: stage {stage.stage} needs {_gib(stage.device)} GiB of the {_gpu(report, stage)}'s "
+        lines.append(f"warning: stage {stage.stage} needs {_gib(stage.device)} GiB of the {stage.gpu}'s "
                      f"{_gib(stage.capacity)} GiB (largest: {largest} GiB); it would run out of memory")
     return lines
 
@@ -47,7 +42,7 @@ def summary_line(report: MemoryReport) -> str:
     that GPU where the stages' GPUs differ in memory, else every type the run uses)."""
     peak = report.peak
     verdict = "fits" if report.fits else "DOES NOT FIT"
-    gpu = report.gpu if report.uniform else _gpu(report, peak)
+    gpu = report.gpu if report.uniform else peak.gpu
     return f"Memory: peak {_gib(peak.device)} GiB on stage {peak.stage} of {_gib(peak.capacity)} GiB ({gpu}): {verdict}"
 
 
@@ -58,7 +53,7 @@ def print_report(report: MemoryReport) -> None:
     mixed = not report.uniform
 
     def row(stage: StageMemory) -> tuple[str, ...]:
-        own = (_gpu(report, stage), _gib(stage.capacity)) if mixed else ()
+        own = (stage.gpu, _gib(stage.capacity)) if mixed else ()
         return (str(stage.stage), f"{stage.params / 1e9:.2f}", f"{stage.microbatches_in_flight:.1f}",
                 *(_gib(stage.terms.get(name, 0.0)) for name in used), _gib(stage.allocated), _gib(stage.reserved),
                 _gib(stage.device), *own, "yes" if stage.fits else "NO")

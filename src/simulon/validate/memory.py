@@ -135,12 +135,14 @@ REAL = ("mem_gib",)
 global batch may be a formula ('dp*mbc'): it is read where it is a number, else worked out."""
 
 
+def known_source(row: dict[str, str]) -> Source | None:
+    """The set-up SOURCES gives the row's source, or None where it names none of them."""
+    return next((source for pattern, source in SOURCES if re.search(pattern, row["source"])), None)
+
+
 def _source(row: dict[str, str]) -> Source:
     """How the row's run was set up: its source's, where SOURCES knows the source, else its framework's."""
-    for pattern, source in SOURCES:
-        if re.search(pattern, row["source"]):
-            return source
-    return framework_source(row["source"], row.get("framework", ""), row.get("hardware", ""))
+    return known_source(row) or framework_source(row["source"], row.get("framework", ""), row.get("hardware", ""))
 
 
 @cache
@@ -366,8 +368,7 @@ def compare_row(index: int, row: dict[str, str]) -> list[Comparison]:
     sc = scenario_from_row(row)
     report = estimate_memory(sc)
     family = _source(row).family
-    known = any(re.search(pattern, row["source"]) for pattern, _ in SOURCES)
-    group = row["source"].split()[0] if known else row["source"].strip()  # "Sailor (SOSP'25)": Sailor
+    group = row["source"].split()[0] if known_source(row) else row["source"].strip()  # "Sailor (SOSP'25)": Sailor
     return [Comparison(index, family, f"{quantity}_gib", value, predicted(report, quantity, row), group=group)
             for quantity, value in measurements(row)]
 

@@ -116,7 +116,8 @@ class ShardShape:
         """Token copies the experts on one rank process per micro-batch: the balanced load, padded up to (or, below
         1, cut down to) the capacity factor's multiple of it where one is set: Megatron-Core's capacity
         ceil(tokens x top_k / experts x factor) per expert, every expert's input padded to it
-        (--moe-pad-expert-input-to-capacity; moe_utils.get_capacity, token_dispatcher.py)."""
+        (--moe-pad-expert-input-to-capacity; moe_utils.get_capacity, token_dispatcher.py). Rounded up over the
+        rank's experts together (padded), where Megatron rounds each: at most a token an expert fewer."""
         return self.padded(self.balanced_tokens(top_k))
 
     def padded(self, tokens: int) -> int:
