@@ -45,15 +45,20 @@ GptOssConfig, Gemma/Gemma2/Gemma3TextConfig, Phi3Config; a multimodal config's `
 Keys written beside `from_hf` in the block override what the file gives; `from` beside it is refused (a block
 starts from a template or from a config file, not both). A key set to null reads as absent, as its configuration
 class reads it. A missing, malformed or repeated key is an error naming the file and the key (json alone would keep
-a repeated key's last value without a word).
+a repeated key's last value without a word); so is a key the model block's own checks refuse beside the file's others
+(first_k_dense_replace above num_hidden_layers, num_experts_per_tok above the experts), in the keys' names (FIELD_KEYS),
+unless a key written beside `from_hf` is in it, which is named as the scenario writes it.
 """
 
 from __future__ import annotations
 
 import json
+import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .common import FieldError
 from .errors import MAX_YAML_BYTES, read_input_text
 
 GATED_ACTIVATIONS = {"silu": "swiglu", "swish": "swiglu", "swiglu": "swiglu", "relu2": "squared_relu"}
@@ -104,6 +109,52 @@ BLOCK_TYPES = {"mamba": "M", "attention": "*", "full_attention": "*", "mlp": "-"
 """NemotronH's layers_block_type names -> the hybrid pattern's symbols (config/hybrid.py)."""
 SPARSE_STEP_KEYS = ("decoder_sparse_step", "interleave_moe_layer_step")
 """Keys placing the experts in every step-th layer, counting from layer step - 1 (Qwen-MoE, Llama 4)."""
+FIELD_KEYS: dict[str, tuple[str, ...]] = {
+    "num_layers": ("num_hidden_layers", "n_layer", "num_layers"),
+    "hidden_size": ("hidden_size", "n_embd", "d_model"),
+    "num_heads": ("num_attention_heads", "n_head"),
+    "num_kv_heads": ("num_key_value_heads",),
+    "head_dim": ("head_dim", "attention_head_dim"),
+    "ffn_hidden_size": ("intermediate_size_mlp", "intermediate_size", "n_inner", "ffn_dim"),
+    "vocab_size": ("vocab_size",),
+    "tie_embeddings": ("tie_word_embeddings",),
+    "attention_output_gate": ("attn_output_gate",),
+    "mtp_layers": ("num_nextn_predict_layers",),
+    "hybrid_pattern": ("hybrid_override_pattern", "layers_block_type", "layer_types", "full_attention_interval"),
+    "moe": ("num_local_experts", "num_experts", "n_routed_experts"),
+    "moe.num_experts": ("num_local_experts", "num_experts", "n_routed_experts"),
+    "moe.top_k": ("num_experts_per_tok", "experts_per_token"),
+    "moe.expert_ffn_hidden_size": ("moe_intermediate_size", "intermediate_size"),
+    "moe.first_dense_layers": ("first_k_dense_replace",),
+    "moe.num_groups": ("n_group",),
+    "moe.group_topk": ("topk_group",),
+    "moe.layer_freq": ("moe_layer_freq", *SPARSE_STEP_KEYS, "mlp_only_layers"),
+    "moe.num_shared_experts": ("n_shared_experts",),
+    "moe.shared_expert_ffn_hidden_size": ("shared_expert_intermediate_size", "moe_shared_expert_intermediate_size",
+                                          "moe_intermediate_size", "intermediate_size"),
+    **{f"mla.{key}": (key,) for key in ("kv_lora_rank", "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim",
+                                        "v_head_dim")},
+    "mla.dsa.index_heads": ("index_n_heads",),
+    "mla.dsa.index_head_dim": ("index_head_dim",),
+    "mla.dsa.index_topk": ("index_topk",),
+    "mamba.num_heads": ("mamba_num_heads",),
+    "mamba.head_dim": ("mamba_head_dim",),
+    "mamba.state_size": ("ssm_state_size",),
+    "mamba.num_groups": ("n_groups",),
+    "mamba.conv_kernel": ("conv_kernel",),
+    "mamba.chunk_size": ("chunk_size",),
+    "gdn.key_heads": ("linear_num_key_heads",),
+    "gdn.value_heads": ("linear_num_value_heads",),
+    "gdn.key_head_dim": ("linear_key_head_dim",),
+    "gdn.value_head_dim": ("linear_value_head_dim",),
+    "gdn.conv_kernel": ("linear_conv_kernel_dim",),
+    "sliding_window": ("sliding_window",),
+    "sliding_window.size": ("sliding_window",),
+    "sliding_window.full_every": ("layer_types", "sliding_window_pattern"),
+}
+"""simulon's model field (dotted, below the model block) -> the config.json keys it is read from, the first one set
+winning: where the reader reads each field, and which keys an error of the model block's own checks (ModelSpec: a
+top-k above the experts, a first_k_dense_replace above the layers) names, as the file gives them."""
 
 
 class HFConfigError(ValueError):
@@ -195,17 +246,18 @@ class Reader:
 
 
 def _moe(cfg: Reader) -> dict[str, Any] | None:
-    experts = cfg.integer("num_local_experts", "num_experts", "n_routed_experts", required=False)
+    experts = cfg.integer(*FIELD_KEYS["moe.num_experts"], required=False)
     if experts is None:
         return None
-    expert_ffn = cfg.integer("moe_intermediate_size", "intermediate_size")
+    expert_ffn = cfg.integer(*FIELD_KEYS["moe.expert_ffn_hidden_size"])
     block: dict[str, Any] = {
         "num_experts": experts,
-        "top_k": cfg.integer("num_experts_per_tok", "experts_per_token"),
+        "top_k": cfg.integer(*FIELD_KEYS["moe.top_k"]),
         "expert_ffn_hidden_size": expert_ffn,
-        "first_dense_layers": cfg.integer("first_k_dense_replace", required=False, default=0, zero=True),
-        "num_groups": cfg.integer("n_group", required=False, default=1),
-        "group_topk": cfg.integer("topk_group", required=False, default=1),
+        "first_dense_layers": cfg.integer(*FIELD_KEYS["moe.first_dense_layers"], required=False, default=0,
+                                          zero=True),
+        "num_groups": cfg.integer(*FIELD_KEYS["moe.num_groups"], required=False, default=1),
+        "group_topk": cfg.integer(*FIELD_KEYS["moe.group_topk"], required=False, default=1),
     }
     freq = _moe_layers(cfg)
     if freq != 1:
@@ -222,9 +274,10 @@ def _shared_experts(cfg: Reader, expert_ffn: int) -> dict[str, Any]:
     """The MoE's shared experts: n_shared_experts (0: none), else one where the file gives a shared expert's width
     (Qwen2-MoE's shared_expert_intermediate_size) or its family always builds one (SHARED_EXPERT_MODEL_TYPES), else
     none; as wide as that width, else as a routed expert."""
-    width = cfg.integer("shared_expert_intermediate_size", "moe_shared_expert_intermediate_size", required=False)
+    width = cfg.integer(*FIELD_KEYS["moe.shared_expert_ffn_hidden_size"][:2], required=False)
     always = cfg.model_type in SHARED_EXPERT_MODEL_TYPES
-    shared = cfg.integer("n_shared_experts", required=False, default=1 if width or always else 0, zero=True)
+    shared = cfg.integer(*FIELD_KEYS["moe.num_shared_experts"], required=False, default=1 if width or always else 0,
+                         zero=True)
     block: dict[str, Any] = {"num_shared_experts": shared}
     if shared:
         block["shared_expert_ffn_hidden_size"] = width or expert_ffn
@@ -236,7 +289,7 @@ def _moe_layers(cfg: Reader) -> int | list[int]:
     past first_k_dense_replace), or a 0/1 per layer from Qwen-MoE's decoder_sparse_step (layer i when
     (i + 1) % step == 0) and mlp_only_layers (dense whatever the step), or Llama 4's interleave_moe_layer_step
     (layers step - 1, 2 step - 1, ...), as the transformers model classes build them."""
-    layers = cfg.integer("num_hidden_layers", "n_layer", "num_layers")
+    layers = cfg.integer(*FIELD_KEYS["num_layers"])
     step = 1
     for key in SPARSE_STEP_KEYS:
         step = max(step, cfg.integer(key, required=False, default=1))
@@ -255,11 +308,12 @@ def _moe_layers(cfg: Reader) -> int | list[int]:
 def _mla(cfg: Reader) -> dict[str, Any] | None:
     if cfg.doc.get("kv_lora_rank") is None:
         return None
-    block = {key: cfg.integer(key) for key in ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")}
-    block["q_lora_rank"] = cfg.integer("q_lora_rank", required=False)
+    block = {key: cfg.integer(*FIELD_KEYS[f"mla.{key}"])
+             for key in ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")}
+    block["q_lora_rank"] = cfg.integer(*FIELD_KEYS["mla.q_lora_rank"], required=False)
     if cfg.doc.get("index_topk") is not None:  # DeepSeek-V3.2's sparse attention
-        block["dsa"] = {"index_heads": cfg.integer("index_n_heads"), "index_head_dim": cfg.integer("index_head_dim"),
-                        "index_topk": cfg.integer("index_topk")}
+        block["dsa"] = {key: cfg.integer(*FIELD_KEYS[f"mla.dsa.{key}"])
+                        for key in ("index_heads", "index_head_dim", "index_topk")}
     return block
 
 
@@ -282,9 +336,9 @@ LINEAR_ATTENTION = {"linear_attention": "G", "full_attention": "*"}
 def _gated_delta_net(cfg: Reader) -> dict[str, Any] | None:
     if cfg.doc.get("linear_num_value_heads") is None:
         return None
-    block = {"key_heads": cfg.integer("linear_num_key_heads"), "value_heads": cfg.integer("linear_num_value_heads"),
-             "key_head_dim": cfg.integer("linear_key_head_dim"), "value_head_dim": cfg.integer("linear_value_head_dim")}
-    conv = cfg.integer("linear_conv_kernel_dim", required=False)
+    block = {key: cfg.integer(*FIELD_KEYS[f"gdn.{key}"])
+             for key in ("key_heads", "value_heads", "key_head_dim", "value_head_dim")}
+    conv = cfg.integer(*FIELD_KEYS["gdn.conv_kernel"], required=False)
     if conv is not None:
         block["conv_kernel"] = conv
     return block
@@ -311,10 +365,10 @@ def _linear_attention_pattern(cfg: Reader, moe_layers: int | list[int] | None) -
 def _mamba(cfg: Reader) -> dict[str, Any] | None:
     if cfg.doc.get("mamba_num_heads") is None:
         return None
-    block = {"num_heads": cfg.integer("mamba_num_heads"), "head_dim": cfg.integer("mamba_head_dim")}
-    for key, hf_key in (("state_size", "ssm_state_size"), ("num_groups", "n_groups"), ("conv_kernel", "conv_kernel"),
-                        ("chunk_size", "chunk_size")):
-        value = cfg.integer(hf_key, required=False)
+    block = {"num_heads": cfg.integer(*FIELD_KEYS["mamba.num_heads"]),
+             "head_dim": cfg.integer(*FIELD_KEYS["mamba.head_dim"])}
+    for key in ("state_size", "num_groups", "conv_kernel", "chunk_size"):
+        value = cfg.integer(*FIELD_KEYS[f"mamba.{key}"], required=False)
         if value is not None:
             block[key] = value
     return block
@@ -324,7 +378,7 @@ def _sliding_window(cfg: Reader) -> dict[str, Any] | None:
     """A sliding window where the file has one that layers use: layer_types naming sliding_attention layers (every
     one, or every N-th layer full attention), GPT-OSS's alternation where its file leaves layer_types to
     GptOssConfig (sliding_attention first), Mistral's sliding_window on every layer."""
-    size = cfg.integer("sliding_window", required=False)
+    size = cfg.integer(*FIELD_KEYS["sliding_window.size"], required=False)
     if size is None:
         return None
     types, model_type = cfg.doc.get("layer_types"), cfg.model_type
@@ -353,7 +407,7 @@ attention_chunk_size, no sliding window, which simulon does not model) would oth
 def _check_window_layers(cfg: Reader, types: Any) -> None:
     """Refuses a layer_types beside sliding_window that is not one entry per layer (num_hidden_layers) of
     WINDOW_LAYER_TYPES (Qwen3-Next's linear attention is read by its own pattern, never here)."""
-    layers = cfg.integer("num_hidden_layers", "n_layer", "num_layers")
+    layers = cfg.integer(*FIELD_KEYS["num_layers"])
     if not isinstance(types, list):
         raise cfg.fail("layer_types", f"must be a list of {', '.join(WINDOW_LAYER_TYPES)}, one per layer, got "
                                       f"{types!r}")
@@ -399,7 +453,7 @@ def _mlp(cfg: Reader) -> str:
 def _head_dim(cfg: Reader) -> int | None:
     """The attention's head size where the file gives one; refused where its full-attention layers have another
     (Gemma 4's global_head_dim), which simulon's layers, all alike in head size, do not model."""
-    head_dim = cfg.integer("head_dim", "attention_head_dim", required=False)
+    head_dim = cfg.integer(*FIELD_KEYS["head_dim"], required=False)
     other = cfg.integer("global_head_dim", required=False)
     if other is not None and other != head_dim:
         others = head_dim if head_dim is not None else "hidden_size / num_attention_heads"
@@ -428,23 +482,28 @@ def _refuse_unread(cfg: Reader) -> None:
 
 def model_from_hf(path: Path) -> dict[str, Any]:
     """The model block a HuggingFace config.json describes. Raises HFConfigError naming file and key."""
-    cfg = Reader(path, read_config(path))
+    return _model_block(Reader(path, read_config(path)))
+
+
+def _model_block(cfg: Reader) -> dict[str, Any]:
+    path = cfg.path
     _refuse_unread(cfg)
-    heads = cfg.integer("num_attention_heads", "n_head")
+    heads = cfg.integer(*FIELD_KEYS["num_heads"])
     block: dict[str, Any] = {
         # the file in the name keeps a shipped template of the same name from filling in keys (config/templates.py)
         "name": f"{cfg.text('_name_or_path', '') or path.parent.name or 'model'} ({path.name})",
-        "num_layers": cfg.integer("num_hidden_layers", "n_layer", "num_layers"),
-        "hidden_size": cfg.integer("hidden_size", "n_embd", "d_model"),
+        "num_layers": cfg.integer(*FIELD_KEYS["num_layers"]),
+        "hidden_size": cfg.integer(*FIELD_KEYS["hidden_size"]),
         "num_heads": heads,
-        "num_kv_heads": cfg.integer("num_key_value_heads", required=False, default=heads),
-        # Llama 4's dense layers are intermediate_size_mlp wide, its experts intermediate_size
-        "ffn_hidden_size": cfg.integer("intermediate_size_mlp", required=False)
-        or cfg.integer("intermediate_size", "n_inner", "ffn_dim"),
-        "vocab_size": cfg.integer("vocab_size"),
+        "num_kv_heads": cfg.integer(*FIELD_KEYS["num_kv_heads"], required=False, default=heads),
+        # Llama 4's dense layers are intermediate_size_mlp wide, its experts intermediate_size (intermediate_size
+        # the key a file without either is told it misses)
+        "ffn_hidden_size": cfg.integer(FIELD_KEYS["ffn_hidden_size"][0], required=False)
+        or cfg.integer(*FIELD_KEYS["ffn_hidden_size"][1:]),
+        "vocab_size": cfg.integer(*FIELD_KEYS["vocab_size"]),
         "activation": _mlp(cfg),
         "normalization": "rmsnorm" if "rms_norm_eps" in cfg.doc else "layernorm",
-        "tie_embeddings": cfg.flag("tie_word_embeddings", cfg.model_type in TIED_MODEL_TYPES),
+        "tie_embeddings": cfg.flag(*FIELD_KEYS["tie_embeddings"], cfg.model_type in TIED_MODEL_TYPES),
     }
     head_dim = _head_dim(cfg)
     if head_dim is not None and "kv_lora_rank" not in cfg.doc:  # MLA's head_dim is its rotary slice (GlmMoeDsaConfig)
@@ -458,7 +517,7 @@ def model_from_hf(path: Path) -> dict[str, Any]:
         # the pattern says which layers hold experts, so the MoE block keeps no layer layout of its own
         pattern = _linear_attention_pattern(cfg, None if moe is None else moe.pop("layer_freq", 1))
         block["num_layers"] = len(pattern)
-        block["attention_output_gate"] = cfg.flag("attn_output_gate", True)
+        block["attention_output_gate"] = cfg.flag(*FIELD_KEYS["attention_output_gate"], True)
         if moe is not None and "E" not in pattern:
             moe = None
     window = _sliding_window(cfg) if gdn is None else None
@@ -466,13 +525,27 @@ def model_from_hf(path: Path) -> dict[str, Any]:
                      ("sliding_window", window)):
         if sub is not None:
             block[key] = sub
-    mtp = cfg.integer("num_nextn_predict_layers", required=False, default=0, zero=True)
+    mtp = cfg.integer(*FIELD_KEYS["mtp_layers"], required=False, default=0, zero=True)
     if mtp and pattern is None:  # a hybrid's multi-token prediction is not modelled: its decoder alone
         block["mtp_layers"] = mtp
     return block
 
 
-def resolve_from_hf(data: dict[str, Any], base_dir: Path | None) -> dict[str, Any]:
+@dataclass(frozen=True)
+class FromHF:
+    """A model block read from a HuggingFace config: what the file gives (`block`), the keys written beside
+    `from_hf` (`overrides`, winning), and the file's reader, to name its keys in errors (file_error)."""
+
+    cfg: Reader
+    block: dict[str, Any]
+    overrides: dict[str, Any]
+
+    @property
+    def merged(self) -> dict[str, Any]:
+        return {**self.block, **self.overrides}
+
+
+def resolve_from_hf(data: dict[str, Any], base_dir: Path | None) -> FromHF:
     """A model block with `from_hf` replaced by what the file gives, the block's own keys winning."""
     ref = data["from_hf"]
     if not isinstance(ref, str) or not ref:
@@ -483,4 +556,58 @@ def resolve_from_hf(data: dict[str, Any], base_dir: Path | None) -> dict[str, An
     path = Path(ref)
     if not path.is_absolute() and base_dir is not None:
         path = base_dir / path
-    return {**model_from_hf(path), **{k: v for k, v in data.items() if k != "from_hf"}}
+    cfg = Reader(path, read_config(path))
+    return FromHF(cfg, _model_block(cfg), {k: v for k, v in data.items() if k != "from_hf"})
+
+
+_FIELD_NAME = re.compile(r"\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b")
+"""A field's name as the model block's messages write it (num_layers, top_k): snake case, one underscore at least."""
+
+
+def file_error(read: FromHF, error: dict[str, Any]) -> HFConfigError | None:
+    """The model block's first validation error (one of pydantic's error dicts, for the block `read.merged`) as an
+    error naming the file and its keys (FIELD_KEYS), where it is a check of the model block (a top-k above the
+    experts, a first_k_dense_replace above the layers, key-value heads that do not divide the heads) or a field's
+    own bound on fields the file alone set; None where a field the scenario sets beside `from_hf` is in it (the
+    scenario's validation names that field) or no key of the file gives the field."""
+    cfg, block, overrides = read.cfg, read.block, read.overrides
+    loc = tuple(str(part) for part in error["loc"])
+    cause = (error.get("ctx") or {}).get("error")
+    if isinstance(cause, FieldError):  # a check of the block at loc, naming its fields relative to it
+        scope, field, message = loc, ".".join((*loc, cause.field)), cause.message
+    elif error["type"] == "value_error":  # one field's own bound (num_layers above 10,000)
+        field = next((".".join(loc[:n]) for n in range(len(loc), 0, -1) if ".".join(loc[:n]) in FIELD_KEYS), None)
+        if field is None:
+            return None
+        scope, message = tuple(field.split(".")[:-1]), str(error["msg"]).removeprefix("Value error, ")
+    else:
+        return None
+    key = _file_key(cfg, block, overrides, field)
+    if key is None:
+        return None
+    named: dict[str, str] = {}
+    for name in dict.fromkeys(_FIELD_NAME.findall(message)):
+        # a field of the checked block, or of the block the problem is in (ModelSpec's "moe: ... first_dense_layers")
+        dotted = next((d for d in (".".join((*scope, name)), f"{field}.{name}") if d in FIELD_KEYS), None)
+        if dotted is None:
+            continue
+        if dotted.split(".")[0] in overrides:  # a field the scenario sets: the problem is named there
+            return None
+        # a field the file leaves to its default under the key it would set
+        named[name] = _file_key(cfg, block, overrides, dotted) or FIELD_KEYS[dotted][0]
+    message = _FIELD_NAME.sub(lambda match: named.get(match.group(0), match.group(0)), message)
+    return HFConfigError(f"HuggingFace config {str(cfg.path)!r}: key {key!r}: {message}")
+
+
+def _file_key(cfg: Reader, block: dict[str, Any], overrides: dict[str, Any], field: str) -> str | None:
+    """The config key the file gives `field` (dotted below the model block) under, the first of FIELD_KEYS set; None
+    where the scenario sets it beside `from_hf`, or the file leaves it to its default."""
+    parts = field.split(".")
+    if parts[0] in overrides:
+        return None
+    node: Any = block
+    for part in parts:
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return next((key for key in FIELD_KEYS.get(field, ()) if cfg.doc.get(key) is not None), None)

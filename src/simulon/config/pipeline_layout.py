@@ -29,7 +29,8 @@ stage unless a layout places them. The decoder's split comes from the first of t
    loaded virtual stage, earliest first. Where layers + 2 or layers + 1 divide evenly this is exactly (4)'s
    split with both flags or with the loss flag (tests/config/test_pipeline_layout.py checks it), which is what
    NeMo's recipes set for such models (Llama 3.1 405B: 126 layers); elsewhere it is the layout string a user
-   would write to balance the stages.
+   would write to balance the stages. Where it would leave a virtual stage with nothing to run (fewer layers than
+   pp*vpp - 2: `idle_virtual_stages`), the workload refuses the parallelism (MegatronWorkload), as Megatron does.
 """
 
 from __future__ import annotations
@@ -148,6 +149,23 @@ def balanced_counts(num_layers: int, virtual_stages: int, embedding: bool = True
         loads[lightest] += 1
         counts[lightest] += 1
     return tuple(counts)
+
+
+def split_given(par: PipelineSplit) -> bool:
+    """Whether the parallelism names its split (a layout string, per-stage counts, first/last stage counts or the
+    embedding/loss accounting flags), rather than leaving it to the automatic split (5 and 6 above)."""
+    return (any(getattr(par, name) is not None for name in ("pipeline_layout", "layers_per_stage",
+                                                             "first_stage_layers", "last_stage_layers"))
+            or par.account_for_embedding_in_pipeline_split or par.account_for_loss_in_pipeline_split)
+
+
+def idle_virtual_stages(num_layers: int, virtual: int) -> int:
+    """Virtual stages the automatic split (nothing given: the even split, else `balanced_counts`) of `num_layers`
+    over `virtual` leaves with nothing to run: no transformer layer, and neither the embedding (the first's) nor
+    the loss (the last's). The split hands the layers out to the middle stages first, so these are the middle
+    stages beyond the layers. Megatron's default split needs pp*vpp to divide the layers, so never leaves one; an
+    explicit layout may (an "E|" or "|L" stage, which holds the embedding or the loss)."""
+    return max(virtual - 2 - num_layers, 0)
 
 
 def virtual_stage_layers(par: PipelineSplit, num_layers: int, segments: tuple[int, ...] | None = None,

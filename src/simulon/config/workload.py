@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import cached_property
 from typing import Annotated, Any, ClassVar, Literal, get_args
 
-from pydantic import AfterValidator, BeforeValidator, Field, ValidationInfo, model_validator
+from pydantic import AfterValidator, BeforeValidator, Field, ValidationError, ValidationInfo, model_validator
 
 from .common import (
     BatchSize,
@@ -28,7 +28,7 @@ from .common import (
     Width,
 )
 from .frameworks import workload_defaults
-from .hf import resolve_from_hf
+from .hf import file_error, resolve_from_hf
 from .hybrid import (
     DENSE_LAYER,
     HYBRID_SYMBOLS,
@@ -40,7 +40,7 @@ from .hybrid import (
     MambaSpec,
     check_pattern,
 )
-from .pipeline_layout import layout_chunks
+from .pipeline_layout import idle_virtual_stages, layout_chunks, split_given
 from .resolve import FRAMEWORK_NAMES, resolve_framework
 from .templates import Templated
 
@@ -196,9 +196,17 @@ class ModelSpec(Templated):
     @classmethod
     def _from_hf(cls, data: Any, info: ValidationInfo) -> Any:
         """`from_hf: config.json` builds the block from a HuggingFace config (config/hf.py)."""
-        if isinstance(data, dict) and "from_hf" in data:
-            return resolve_from_hf(data, (info.context or {}).get("base_dir"))
-        return data
+        if not (isinstance(data, dict) and "from_hf" in data):
+            return data
+        read = resolve_from_hf(data, (info.context or {}).get("base_dir"))
+        try:  # the file's own keys named where they disagree, not the fields they became
+            cls.model_validate(read.merged, context=info.context)
+        except ValidationError as exc:
+            first = sorted(exc.errors(include_url=False), key=lambda e: e["type"] == "missing")[0]
+            found = file_error(read, first)
+            if found is not None:
+                raise found from None
+        return read.merged
 
     @property
     def kv_heads(self) -> int:
@@ -704,6 +712,29 @@ class MegatronWorkload(StrictModel):
             return self
         parallelism = with_schedule_named(par.model_copy(update={"vpp": len(segments) // par.pp}))
         return self.model_copy(update={"parallelism": parallelism})
+
+    @model_validator(mode="after")
+    def _every_model_chunk_runs_something(self) -> MegatronWorkload:
+        """More model chunks (pp*vpp virtual stages) than the automatic split can fill are refused: Megatron's
+        interleaved schedule needs num_layers divisible by pp*vpp (TransformerConfig; get_num_layers_to_build), and
+        simulon's balanced split where it does not divide gives every virtual stage a layer, the embedding or the
+        loss only while num_layers >= pp*vpp - 2. A split the parallelism names (pipeline_layout, layers_per_stage,
+        first/last stage layers, the accounting flags) or a hybrid pattern's '|' marks place empty stages on
+        purpose and are checked by the split itself (config.pipeline_layout)."""
+        par, layers = self.parallelism, self.model.num_layers
+        virtual = par.pp * par.vpp
+        idle = idle_virtual_stages(layers, virtual)
+        if not idle or split_given(par) or self.model.pattern_segments is not None:
+            return self
+        most_vpp = (layers + 2) // par.pp
+        if most_vpp >= 1:
+            field, fits = "parallelism.vpp", f"vpp = {most_vpp} at most fits them"
+        else:
+            field = "parallelism.pp"
+            fits = f"pp = {layers + 2} at most{' with vpp = 1' if par.vpp > 1 else ''} fits them"
+        raise FieldError(field, f"pp*vpp = {par.pp}*{par.vpp} = {virtual} model chunks for the model's {layers} "
+                         f"layers leave {idle} of them with no layer to run (Megatron needs num_layers divisible by "
+                         f"pp*vpp); {fits}, or place the stages on purpose with pipeline_layout or layers_per_stage")
 
     @model_validator(mode="after")
     def _deepspeed_pipeline(self) -> MegatronWorkload:
