@@ -65,3 +65,23 @@ def test_renaming_the_gpu_changes_no_step_time_nor_the_network_model():
         links.add(link_model_for(sc.datacenter))
     assert len(times) == 1
     assert len(links) == 1
+
+
+NORM_RUN = {"kernel": "attn_norm", "params": {"bytes": 134217728, "dtype": "bf16", "phase": "fwd"},
+            "times_ms": [0.0638, 0.0613, 0.0623]}
+
+
+def test_a_renamed_shipped_gpu_with_a_profile_of_its_own_is_still_that_template():
+    """A profile's runs are measurements, not the spec sheet: `{from: h100-sxm, name: my-H100, kernel_runs: [...]}`
+    was a GPU of its own (no template), which took the default link family and ran the quick start in half the
+    time."""
+    profiled = GPUSpec.model_validate({"from": "h100-sxm", "name": "my-H100", "kernel_runs": [NORM_RUN]})
+    assert (profiled.template, profiled.model_name) == ("h100-sxm", "H100-SXM5-80GB")
+    base = gpt_scenario(tp=2).as_data()
+    runs = {}
+    for label, gpu in (("template", {"from": "h100-sxm"}),
+                       ("profiled", {"from": "h100-sxm", "name": "my-H100", "kernel_runs": [NORM_RUN]})):
+        sc = ScenarioConfig.model_validate(merge(base, {"datacenter": {"node": {"gpu": gpu}}}))
+        runs[label] = (simulate(sc).result.iteration_time_ms, link_model_for(sc.datacenter))
+    assert runs["profiled"][1] == runs["template"][1]
+    assert runs["profiled"][0] == pytest.approx(runs["template"][0], rel=0.01)

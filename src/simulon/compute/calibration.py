@@ -6,7 +6,6 @@ The numbers live in data/calibration.yaml (written by scripts/fit_compute.py) an
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, fields, replace
 from importlib import resources
 from typing import Any
@@ -14,7 +13,7 @@ from typing import Any
 import yaml
 
 from ..config.common import DType
-from ..config.dc import GPUSpec, shipped_gpu
+from ..config.dc import GPUSpec, nearest_template, shipped_gpu
 from ..config.number_formats import number_format
 
 ATTENTION_DTYPE_FALLBACK = {DType.fp16: (DType.fp16, DType.bf16), DType.bf16: (DType.bf16, DType.fp16)}
@@ -186,22 +185,15 @@ class Calibrations:
         return cal.attention[next(key for key in chain if key in cal.attention)], donor
 
     def nearest(self, gpu: GPUSpec, has, preferred=lambda c: True) -> str | None:
-        """The GPU itself if fitted, else the fitted GPU closest in spec: same vendor first, then the same
-        chip at the same power limit (equal dense peaks and TDP: its clocks under load, and so its fit, hold
-        whatever the memory), then the preferred ones, then the nearest in log dense-bf16 peak, then in log HBM
-        bandwidth (name breaks ties)."""
+        """The GPU itself if fitted, else the fitted GPU closest in spec (config.dc.nearest_template): same vendor
+        first, then the same chip at the same power limit (equal dense peaks and TDP: its clocks under load, and so
+        its fit, hold whatever the memory), then the preferred ones, then the nearest in log dense-bf16 peak, then in
+        log HBM bandwidth (name breaks ties)."""
         stem = gpu.template
         if stem in self.gpus and has(self.gpus[stem]):
             return stem
-        best: tuple | None = None
-        for other, cal in self.gpus.items():
-            if not has(cal):
-                continue
-            spec = shipped_gpu(other)
-            same_chip = spec.peak_tflops == gpu.peak_tflops and spec.tdp_w == gpu.tdp_w is not None
-            key = (spec.vendor != gpu.vendor, not same_chip, not preferred(cal), _spec_distance(gpu, spec), other)
-            best = key if best is None or key < best else best
-        return None if best is None else best[-1]
+        return nearest_template(gpu, [other for other, cal in self.gpus.items() if has(cal)],
+                                lambda other: preferred(self.gpus[other]))
 
 
 POWER_CLOCK_EXPONENT = 2.0
@@ -224,19 +216,6 @@ def power_limited_clock(donor_clock: float, donor: GPUSpec, gpu: GPUSpec) -> flo
         return donor_clock
     watts_per_flop = (gpu.tdp_w / gpu.peak_flops(DType.bf16)) / (donor.tdp_w / donor.peak_flops(DType.bf16))
     return donor_clock * min(1.0, watts_per_flop) ** (1.0 / POWER_CLOCK_EXPONENT)
-
-
-def _spec_distance(a: GPUSpec, b: GPUSpec) -> tuple[float, float]:
-    """How far b's spec sheet is from a's: the distance in log dense-bf16 peak first, that in log HBM bandwidth
-    only between equal peaks. The lent parameters describe the chip's compute (its GEMMs' and attention's
-    efficiency, clocks and tiles; its memory-bound time scales with its own bandwidth), and a sum of the two
-    distances let more bandwidth switch a GPU to another lender: a GPU of 1,200 dense TFLOP/s took the B200's fit at
-    8 TB/s and ran the quick start in 351.3 ms, against 210.7 ms at 6 TB/s. The peak distance is rounded so that
-    lenders equally far in peak (one at half, one at twice) tie whatever the last bits of the logarithms, and
-    bandwidth decides between them."""
-    peak = DType.bf16 if DType.bf16 in a.peak_tflops and DType.bf16 in b.peak_tflops else None
-    compute = abs(math.log(a.peak_flops(peak) / b.peak_flops(peak))) if peak else 0.0
-    return round(compute, 9), abs(math.log(a.memory_bandwidth / b.memory_bandwidth))
 
 
 def _data(name: str) -> dict[str, Any]:

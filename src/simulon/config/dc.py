@@ -10,7 +10,8 @@ every rank.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import math
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -94,6 +95,19 @@ class GPUSpec(Templated):
         calibrations that go by the chip's name match (network/calibration.py's GPU families)."""
         return self.name if self.template is None else _template_name(self.template)
 
+    @cached_property
+    def family_name(self) -> str:
+        """The model name that calibrations going by chip family match (network/calibration.py's GPU families,
+        and through them NCCL's architecture tables, collective/nccl.py): its template's name (`model_name`); for
+        a GPU of the user's own, the name of the shipped template of its vendor nearest in spec
+        (`nearest_template`: `{from: h100-sxm, name: my-H100, memory_bandwidth: 3.3TBps}` links as an H100, not
+        as whatever its label spells); for a vendor with no shipped template, its own name. Unlike `model_name`,
+        not what tells two GPU models apart: a custom GPU is a model of its own, of the family of the one nearest."""
+        if self.template is not None:
+            return self.model_name
+        stem = nearest_template(self, [s for s in template_names("gpu") if shipped_gpu(s).vendor == self.vendor])
+        return self.name if stem is None else _template_name(stem)
+
     def peak_flops(self, dtype: DType) -> float:
         """Dense peak FLOP/s for dtype; fp32 math without a listed peak runs at the tf32 rate."""
         if dtype in self.peak_tflops:
@@ -103,8 +117,9 @@ class GPUSpec(Templated):
 
 
 def _spec_sheet(gpu: GPUSpec) -> dict[str, Any]:
-    """What a GPU is, apart from what it is called."""
-    return gpu.model_dump(exclude={"name"})
+    """What a GPU is, apart from what it is called and what was measured on it (its profile's kernel runs, which
+    time kernels where they match and leave the chip what it is)."""
+    return gpu.model_dump(exclude={"name", "kernel_runs", "oom_kernel_runs"})
 
 
 @cache
@@ -121,6 +136,38 @@ def _template_sheet(stem: str) -> dict[str, Any]:
 
 def _template_name(stem: str) -> str:
     return shipped_gpu(stem).name
+
+
+def same_chip(a: GPUSpec, b: GPUSpec) -> bool:
+    """Whether two GPUs are one chip at one power limit: equal dense peaks and a TDP, equal (its clocks under load,
+    and so what was fitted on it, hold whatever the memory)."""
+    return a.peak_tflops == b.peak_tflops and a.tdp_w == b.tdp_w is not None
+
+
+def spec_distance(a: GPUSpec, b: GPUSpec) -> tuple[float, float]:
+    """How far b's spec sheet is from a's: the distance in log dense-bf16 peak first, that in log HBM bandwidth
+    only between equal peaks. The lent parameters describe the chip's compute (its GEMMs' and attention's
+    efficiency, clocks and tiles; its memory-bound time scales with its own bandwidth), and a sum of the two
+    distances let more bandwidth switch a GPU to another lender: a GPU of 1,200 dense TFLOP/s took the B200's fit at
+    8 TB/s and ran the quick start in 351.3 ms, against 210.7 ms at 6 TB/s. The peak distance is rounded so that
+    lenders equally far in peak (one at half, one at twice) tie whatever the last bits of the logarithms, and
+    bandwidth decides between them."""
+    peak = DType.bf16 if DType.bf16 in a.peak_tflops and DType.bf16 in b.peak_tflops else None
+    compute = abs(math.log(a.peak_flops(peak) / b.peak_flops(peak))) if peak else 0.0
+    return round(compute, 9), abs(math.log(a.memory_bandwidth / b.memory_bandwidth))
+
+
+def nearest_template(gpu: GPUSpec, candidates: Iterable[str], preferred: Callable[[str], bool] = lambda stem: True,
+                     ) -> str | None:
+    """Of the shipped GPU templates `candidates` (stems), the one nearest `gpu` in spec, None if there are none: the
+    same vendor first, then the same chip at the same power limit (`same_chip`), then the `preferred` ones, then the
+    nearest by `spec_distance`; the name breaks ties. The one rule by which a GPU of the user's own borrows what was
+    measured on a shipped one: its compute calibration among the fitted GPUs (compute/calibration.py
+    Calibrations.nearest) and its link family among all templates of its vendor (`GPUSpec.family_name`)."""
+    def key(stem: str) -> tuple:
+        spec = shipped_gpu(stem)
+        return spec.vendor != gpu.vendor, not same_chip(spec, gpu), not preferred(stem), spec_distance(gpu, spec), stem
+    return min(candidates, key=key, default=None)
 
 
 class NICSpec(Templated):

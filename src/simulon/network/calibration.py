@@ -132,8 +132,9 @@ def link_model_for(dc: DatacenterConfig, table: dict[str, Any] | None = None) ->
 
 
 def group_link_model(group: Group, table: dict[str, Any] | None = None) -> LinkModel:
-    """The link model of one node group's GPU and NIC families."""
-    return link_model_of(group.gpu.model_name, group.nic.name if group.nic else "", table)
+    """The link model of one node group's GPU and NIC families: a GPU's family goes by its template's name, or for a
+    GPU of the user's own by the nearest template's in spec (config.dc.GPUSpec.family_name), not by its label."""
+    return link_model_of(group.gpu.family_name, group.nic.name if group.nic else "", table)
 
 
 def link_model_of(gpu_name: str, nic_name: str, table: dict[str, Any] | None = None) -> LinkModel:
