@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import math
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from numbers import Real
+from typing import get_args
 
 import numpy as np
 
@@ -11,11 +15,12 @@ from .analysis.result import SimulationResult, summarize
 from .collective.decompose import flow_set
 from .collective.metrics import bus_bandwidth_factor
 from .collective.tuner import CollectivePlan
-from .collective.types import CollType
+from .collective.types import COLLECTIVE_NAMES, CollType, collective_named
 from .compute.calibration import Calibrations
 from .compute.populate import populate
 from .config.dc import DatacenterConfig, Placement
 from .config.scenario import ScenarioConfig
+from .config.units import check_size
 from .dag.builder import DAGBuilder, collective_dag
 from .dag.fold import (
     Fold,
@@ -39,6 +44,7 @@ from .progress import SILENT, Progress
 from .sampling import (
     SAMPLE_ABOVE_NODES,
     MicroBatches,
+    check_mode,
     chosen_counts,
     extrapolate,
     line,
@@ -96,6 +102,7 @@ class PlannedDag:
 
 def plan_dag(sc: ScenarioConfig, fold_mode: FoldMode = "auto") -> PlannedDag:
     """The programs, network and fold of one iteration's DAG, not yet built."""
+    check_fold_mode(fold_mode)
     if sc.workload is None:
         raise ValueError("the scenario has no workload block to simulate")
     dc, wl = sc.datacenter, sc.workload
@@ -116,10 +123,38 @@ def build_dag(sc: ScenarioConfig, fold_mode: FoldMode = "auto", memory_limit: fl
     """The GPU-agnostic DAG of one iteration, and the network and fold it is meant for. With `memory_limit`
     (bytes), a DAG estimated to need more (with its trace, if `trace`) is refused before it is built
     (dag.size.TooLarge)."""
+    check_memory_limit(memory_limit)
     planned = plan_dag(sc, fold_mode)
     if memory_limit is not None:
         check_fits(planned.size(), memory_limit, trace, planned.why_unfolded())
     return planned.build(), planned.topology, planned.fold
+
+
+FOLD_MODES: tuple[str, ...] = get_args(FoldMode)
+"""The fold modes simulate takes (`simulon simulate --expand`)."""
+
+
+def check_fold_mode(mode: object, name: str = "fold_mode") -> FoldMode:
+    """`mode` if it is one of FOLD_MODES, else ValueError naming them (`name`: the parameter or option given)."""
+    if not isinstance(mode, str) or mode not in FOLD_MODES:
+        raise ValueError(f"{name}: expected {', '.join(FOLD_MODES[:-1])} or {FOLD_MODES[-1]}, got {mode!r}")
+    return mode  # type: ignore[return-value]
+
+
+def check_memory_limit(limit: object, name: str = "memory_limit") -> float | None:
+    """`limit` in bytes (None: no limit) if it is a positive number, at most an exabyte (as `--max-memory` is
+    checked: config.units.check_size), or 0 (what dag.size.available_memory reads on a full machine: every run is
+    then refused up front, saying what it needs), else ValueError."""
+    if limit is None:
+        return None
+    if isinstance(limit, bool) or not isinstance(limit, Real):
+        raise ValueError(f"{name}: expected a number of bytes or None, got {limit!r}")
+    if limit == 0:
+        return 0.0
+    try:
+        return check_size(float(limit))
+    except ValueError as exc:
+        raise ValueError(f"{name}: {exc}") from None
 
 
 def fold_within_groups(layout: RankLayout, dc: DatacenterConfig, placement: Placement, fold_mode: FoldMode,
@@ -189,7 +224,11 @@ def plan_step(sc: ScenarioConfig, fold_mode: FoldMode = "auto", memory_limit: fl
     `auto` (fold the expanded collectives, sample the micro-batches) taken on the counted sizes. `samples_first_above`:
     from how many times its larger sampled count a step is counted from its sampled counts first (None:
     SIZE_FROM_SAMPLES_ABOVE), lower where most steps planned are sampled (a strategy search's candidates); the
-    decisions are the same either way, only what is traced differs."""
+    decisions are the same either way, only what is traced differs. A mode, fold mode or limit simulate does not
+    take is refused (ValueError: check_mode, check_fold_mode, check_memory_limit)."""
+    check_fold_mode(fold_mode)
+    check_memory_limit(memory_limit)
+    micro_batches = check_mode(micro_batches)
     counts = chosen_counts(sc, micro_batches)
     if counts is not None and micro_batches != "auto":
         return StepPlan(None, None, counts)
@@ -408,7 +447,58 @@ REPLAY_MAX_FLOWS = 20_000
 bound: replay takes about 10 us per flow)."""
 
 
-def collective_sweep(dc: DatacenterConfig, ctype: CollType, group: tuple[int, ...], sizes: Sequence[float],
+def check_rank(rank: object, num_gpus: int) -> int:
+    """`rank` as an int if it names one of the datacenter's `num_gpus` GPUs, else ValueError."""
+    try:
+        if isinstance(rank, bool):
+            raise TypeError
+        number = operator.index(rank)  # type: ignore[arg-type]
+    except TypeError:
+        raise ValueError(f"rank {rank!r} is not a whole number") from None
+    if not 0 <= number < num_gpus:
+        raise ValueError(f"rank {number} is outside the datacenter's {num_gpus} GPUs (0-{num_gpus - 1})")
+    return number
+
+
+def check_group(group: object, num_gpus: int, written: str | None = None) -> tuple[int, ...]:
+    """The ranks of a collective's `group` (as `written`, where the user wrote it as text), each a GPU of the
+    datacenter's `num_gpus` (check_rank), none twice, at least two; ValueError otherwise."""
+    try:
+        ranks = tuple(check_rank(r, num_gpus) for r in group)  # type: ignore[attr-defined]
+    except TypeError:
+        raise ValueError(f"a group is a sequence of ranks, got {group!r}") from None
+    if len(set(ranks)) != len(ranks):
+        twice = min(r for r in ranks if ranks.count(r) > 1)
+        raise ValueError(f"rank {twice} appears twice in {f'the group {ranks}' if written is None else repr(written)}")
+    if len(ranks) < 2:
+        raise ValueError("a collective needs at least two ranks")
+    return ranks
+
+
+def check_message_size(size: object) -> float:
+    """A collective's message size in bytes: a positive finite number, at most an exabyte
+    (config.units.check_size); ValueError otherwise."""
+    if isinstance(size, bool) or not isinstance(size, Real) or not math.isfinite(size) or size <= 0:
+        raise ValueError(f"size {size!r} is not a positive finite number of bytes")
+    try:
+        check_size(float(size))
+    except ValueError as exc:
+        raise ValueError(f"size {size!r}: {exc}") from None
+    return size  # type: ignore[return-value]
+
+
+def collective_of(op: object) -> CollType:
+    """The collective `op` denotes: a CollType, or a name as collective_named reads it (allreduce, AllReduce,
+    all_reduce, ...); ValueError listing the names otherwise."""
+    if isinstance(op, CollType):
+        return op
+    found = collective_named(op) if isinstance(op, str) else None
+    if found is None:
+        raise ValueError(f"expected one of {', '.join(COLLECTIVE_NAMES)}, got {op!r}")
+    return found
+
+
+def collective_sweep(dc: DatacenterConfig, ctype: CollType | str, group: Sequence[int], sizes: Sequence[float],
                      algorithm: str = "ring", channels: int | None = None, protocol: str = "auto",
                      others: Sequence[tuple[int, ...]] = (), model: LinkModel | None = None,
                      progress: Progress = SILENT) -> list[CollectiveTiming]:
@@ -418,7 +508,14 @@ def collective_sweep(dc: DatacenterConfig, ctype: CollType, group: tuple[int, ..
 
     `others`: more groups running the same collective at the same time. Identical groups of a symmetric
     algorithm, on a fabric where every member sees the same links, are simulated through one member.
+
+    `ctype` is a CollType or its name (collective_of); the groups, sizes and collective are checked first
+    (check_group, check_message_size: ValueError).
     """
+    ctype = collective_of(ctype)
+    group = check_group(group, dc.num_gpus)
+    others = [check_group(g, dc.num_gpus) for g in others]
+    sizes = [check_message_size(size) for size in sizes]
     topology = Topology.from_datacenter(dc, model=model)
     plan = CollectivePlan(topology, algorithm, protocol, channels)
     groups = [tuple(group), *(tuple(g) for g in others)]
@@ -450,7 +547,7 @@ def collective_sweep(dc: DatacenterConfig, ctype: CollType, group: tuple[int, ..
     return rows
 
 
-def time_collective(dc: DatacenterConfig, ctype: CollType, group: tuple[int, ...], size: float,
+def time_collective(dc: DatacenterConfig, ctype: CollType | str, group: Sequence[int], size: float,
                     algorithm: str = "ring", channels: int | None = None, protocol: str = "auto",
                     others: Sequence[tuple[int, ...]] = (), model: LinkModel | None = None) -> CollectiveTiming:
     """One size of collective_sweep."""

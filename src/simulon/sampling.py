@@ -46,6 +46,7 @@ tests/sampling/test_microbatch_sampling.py holds small cases to SAMPLING_TOLERAN
 
 from __future__ import annotations
 
+import operator
 from dataclasses import replace
 
 import numpy as np
@@ -101,24 +102,41 @@ def steady_counts(par: ParallelismSpec) -> tuple[int, int]:
 
 
 def parse_mode(text: str) -> MicroBatches:
-    """'all', 'auto', 'sample' or 'M1,M2' (two counts, M1 < M2); ValueError otherwise."""
+    """'all', 'auto', 'sample' or 'M1,M2' (two counts, M1 < M2), in any case; ValueError otherwise (check_mode's)."""
     text = text.strip().lower()
     if text in MODES:
         return text
-    parts = text.split(",")
     try:
-        m1, m2 = (int(part) for part in parts)
+        m1, m2 = (int(part) for part in text.split(","))
     except ValueError:
         raise ValueError(f"expected all, auto, sample or two counts M1,M2, got {text!r}") from None
+    return check_mode((m1, m2), text)
+
+
+def check_mode(mode: object, written: str | None = None) -> MicroBatches:
+    """`mode` as simulate takes it (MicroBatches: one of MODES, or a pair of whole counts 1 <= M1 < M2), the pair
+    as a tuple of ints; ValueError naming what was given (`written`: as the user wrote it) otherwise."""
+    if isinstance(mode, str):
+        if mode in MODES:
+            return mode
+        raise ValueError(f"expected all, auto, sample or two counts M1,M2, got {mode!r}")
+    try:
+        if any(isinstance(m, bool) for m in mode):  # type: ignore[attr-defined]
+            raise TypeError("a flag is not a count")
+        m1, m2 = (operator.index(m) for m in mode)  # type: ignore[attr-defined]
+    except (TypeError, ValueError):
+        raise ValueError(f"expected all, auto, sample or two counts M1,M2, got {mode!r}") from None
     if not 1 <= m1 < m2:
-        raise ValueError(f"{text!r}: the counts must satisfy 1 <= M1 < M2")
+        shown = written if written is not None else f"{m1},{m2}"
+        raise ValueError(f"{shown!r}: the counts must satisfy 1 <= M1 < M2")
     return m1, m2
 
 
 def chosen_counts(sc: ScenarioConfig, mode: MicroBatches) -> tuple[int, int] | None:
     """The two counts a step is sampled at under `mode`, or None where it is simulated whole ("all", or a step no
     longer than the larger count, which sampling would not make smaller). An explicit pair must be accepted by the
-    schedule (FieldError) and below the step's count (ValueError)."""
+    schedule (FieldError) and below the step's count (ValueError); any other mode is refused (check_mode)."""
+    mode = check_mode(mode)
     if mode == "all":
         return None
     if sc.workload.training.dp_shares is not None:  # each replica runs its own count: no one line to extrapolate

@@ -13,7 +13,7 @@ import typer
 
 from .. import __version__
 from ..collective.algorithms import CATALOG, steers
-from ..collective.types import COLLECTIVE_NAMES, collective_named
+from ..collective.types import COLLECTIVE_NAMES
 from ..config.errors import ConfigError
 from ..config.loading import files_read, load_scenario
 from ..config.scenario import check_channels
@@ -84,10 +84,13 @@ def simulate(
     """Simulate one training iteration and report its time."""
     from ..export.chrome_trace import DETAILS, chrome_trace_json
     from ..export.files import check_writable, write_atomic
+    from ..pipeline import check_fold_mode
     from ..sampling import parse_mode
 
-    if expand not in ("auto", "full", "symmetric"):
-        raise ConfigError(f"--expand: expected auto, full or symmetric, got {expand!r}")
+    try:
+        check_fold_mode(expand, "--expand")
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     if trace_detail not in DETAILS:
         raise ConfigError(f"--trace-detail: expected one of {', '.join(DETAILS)}, got {trace_detail!r}")
     try:
@@ -147,7 +150,9 @@ def _print_breakdown(result) -> None:
 
 
 def parse_ranks(text: str, num_gpus: int) -> tuple[int, ...]:
-    """'0-7' or '0,8,16,24' (or a mix) -> ranks, checked against the cluster size."""
+    """'0-7' or '0,8,16,24' (or a mix) -> ranks, checked against the cluster size (pipeline.check_group)."""
+    from ..pipeline import check_group, check_rank
+
     ranks: list[int] = []
     for part in text.split(","):
         part = part.strip()
@@ -162,17 +167,16 @@ def parse_ranks(text: str, num_gpus: int) -> tuple[int, ...]:
                 lo = hi = int(part)
         except ValueError:
             raise ConfigError(f"--group: cannot read {part!r} (use ranges like 0-7 or lists like 0,8,16)") from None
-        for rank in (lo, hi):
-            if not 0 <= rank < num_gpus:
-                raise ConfigError(f"--group: rank {rank} is outside the datacenter's {num_gpus} GPUs "
-                                  f"(0-{num_gpus - 1})")
+        try:
+            for rank in (lo, hi):  # before the range is spelled out: 0-100000000000 is refused at once
+                check_rank(rank, num_gpus)
+        except ValueError as exc:
+            raise ConfigError(f"--group: {exc}") from None
         ranks.extend(range(lo, hi + 1))
-    twice = sorted({r for r in ranks if ranks.count(r) > 1}) if len(set(ranks)) != len(ranks) else []
-    if twice:
-        raise ConfigError(f"--group: rank {twice[0]} appears twice in {text!r}")
-    if len(ranks) < 2:
-        raise ConfigError("--group: a collective needs at least two ranks")
-    return tuple(ranks)
+    try:
+        return check_group(ranks, num_gpus, written=text)
+    except ValueError as exc:
+        raise ConfigError(f"--group: {exc}") from None
 
 
 def parse_sizes(text: str | None) -> list[float]:
@@ -205,12 +209,13 @@ def collective(
     as_json: Annotated[bool, typer.Option("--json", help="print a JSON list instead of a table")] = False,
 ) -> None:
     """Simulate one collective over a message-size sweep, like nccl-tests without GPUs."""
-    from ..pipeline import collective_sweep
+    from ..pipeline import collective_of, collective_sweep
     from .progress import terminal_progress
 
-    ctype = collective_named(op)
-    if ctype is None:
-        raise ConfigError(f"--op: expected one of {', '.join(COLLECTIVE_NAMES)}, got {op!r}")
+    try:
+        ctype = collective_of(op)
+    except ValueError as exc:
+        raise ConfigError(f"--op: {exc}") from None
     sc = load_scenario(scenario)
     dc = sc.datacenter
     ranks = parse_ranks(group, dc.num_gpus) if group is not None else tuple(range(dc.num_gpus))

@@ -39,13 +39,16 @@ def sweep(
     from ..config.errors import recording_reads
     from ..executors import executor as make_executor
     from ..export.files import check_folder_writable, check_not_input, check_regular_output, check_writable
+    from ..pipeline import check_fold_mode
     from ..sweep.points import parse_axis, sweep_points
     from ..sweep.run import run_sweep
     from ..sweep.scaling import scaling_study
     from .progress import terminal_progress
 
-    if expand not in ("auto", "full", "symmetric"):
-        raise ConfigError(f"--expand: expected auto, full or symmetric, got {expand!r}")
+    try:
+        check_fold_mode(expand, "--expand")
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     check_processes(jobs, "--jobs")
     check_writable(output, "-o", "CSV", inputs=(scenario,))
     check_regular_output(output, "-o", "sweep's CSV")

@@ -66,6 +66,8 @@ def flow_set(collective_type: str | CollType, group: Sequence[int], size: float,
     group = tuple(int(r) for r in group)
     if len(set(group)) != len(group):
         raise ValueError(f"group_ranks has repeated ranks: {list(group)}")
+    if not group:
+        raise ValueError("group_ranks is empty: a collective needs at least two ranks")
     shape = shape or GroupShape.flat(len(group))
     if len(shape.domain) != len(group):
         raise ValueError(f"the group shape has {len(shape.domain)} members, the group {len(group)}")
@@ -111,8 +113,11 @@ def decompose_collective(collective_type: str, group_ranks: Sequence[int], data_
     ids 0 to num_channels - 1; the engine simulates identical channels once, see flow_set).
 
     Returns the result and the next unused flow id, so that callers can number flows of several
-    collectives without collisions.
+    collectives without collisions. A group of fewer than two ranks is refused (ValueError), as flow_set's
+    other checks refuse theirs.
     """
+    if len(group_ranks) < 2:
+        raise ValueError(f"group_ranks has {len(group_ranks)} ranks: a collective needs at least two ranks")
     flows = every_channel(flow_set(collective_type, group_ranks, data_size, num_channels, algorithm))
     src, dst = flows.src, flows.dst
     records = [
