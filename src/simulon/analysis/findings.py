@@ -4,9 +4,12 @@ Every finding is a number the simulation produced, not a threshold: per term, th
 on it (exposure.py: exposed communication of one kind, idle time, memory-bound kernels) or the time the critical
 path spends on it (critical_path.py: kernels slowed by the SMs collectives hold, flows slowed by flows sharing
 their links). Removing a term saves at most its time; the findings are listed by that time, largest first, so
-the first names the largest exposed term. What to try follows Megatron-Core's knobs (Narayanan et al., SC'21:
-micro-batches and interleaving against the bubble, keeping tensor parallelism in the NVLink domain; the
-distributed optimizer's overlapped gradient reduce-scatter) and the scenario's own fields. An attention library
+the first names the largest exposed term. A term under FLOOR_MS (1 microsecond) is not listed: below any kernel's
+or message's time, it is the rounding of the replay's sums (a single GPU's bubble or collective slowdown of 1e-14 ms),
+not time a fix could save; every term above it is, however small a share of the step. What to try follows
+Megatron-Core's knobs (Narayanan et al., SC'21: micro-batches and interleaving against the bubble, keeping tensor
+parallelism in the NVLink domain; the distributed optimizer's overlapped gradient reduce-scatter) and the
+scenario's own fields. An attention library
 written for Ampere's mma.sync, on a chip whose own tensor-core instruction runs faster (compute/attention.py), puts
 its attention kernels' time at stake (what a library on the chip's instruction would save is not simulated).
 """
@@ -116,6 +119,10 @@ BUBBLE_SCHEDULES = ("zb_h1", "zb_v", "dualpipe", "dualpipev")
 """Schedules built to shrink the bubble (workload/schedule.py): a run on one is not told to try zb_h1 or
 interleaving."""
 
+FLOOR_MS = 1e-3
+"""Time at stake (ms) under which a term is not a finding: 1 microsecond, less than any kernel launch or message
+latency, so only floating-point residue of the replay's sums falls below it."""
+
 UNKNOWN = Settings()
 """Settings of a step whose scenario is not known: the advice lists every option."""
 
@@ -162,11 +169,13 @@ def findings(per_gpu: list[GPUExposure], path: dict, links: dict, step_ms: float
     """The findings of a step of `step_ms`, largest time at stake first (ties by term): from the per-GPU
     exposure, the critical path's summary (critical_path.path_summary) and the links' (links.links_summary), and
     each simulated GPU's attention kernel time (`attention_ms`, where the scenario's library runs below its chip's
-    tensor peak: settings.warp_mma_attention); the advice skips what `settings` says the scenario already does."""
+    tensor peak: settings.warp_mma_attention); the advice skips what `settings` says the scenario already does.
+    Terms under FLOOR_MS are left out."""
     found = [_worst_gpu(per_gpu, term, step_ms, path, settings) for term in (*COMM_KINDS, "bubble", "memory_bound")]
     found += [_on_path(term, path, links, step_ms) for term in ("link_contention", "compute_slowdown")]
     found.append(_attention(attention_ms or {}, step_ms, settings))
-    return sorted((f for f in found if f is not None and f.at_stake_ms > 0), key=lambda f: (-f.at_stake_ms, f.term))
+    return sorted((f for f in found if f is not None and f.at_stake_ms >= FLOOR_MS),
+                  key=lambda f: (-f.at_stake_ms, f.term))
 
 
 def _attention(attention_ms: dict[int, float], step_ms: float, settings: Settings) -> Finding | None:

@@ -25,7 +25,8 @@ What a row holds:
 
 The GEMMs every narrow recipe leaves in bf16 whatever the layer (the MoE router and the LM head: Transformer
 Engine's modules are the transformer layers' linears only) are named in `HIGH_PRECISION_GEMMS`.
-The fp8 scaling recipe is `training.fp8_recipe` (`FP8_RECIPES`), meaningful only for per-tensor fp8.
+The fp8 scaling recipe is `training.fp8_recipe` (`FP8_RECIPES`, also read under Megatron's name `tensorwise`:
+`fp8_recipe_named`), meaningful only for per-tensor fp8.
 A precision as tables and people write it ("FP8 current-scaling", "amp_bf16", "float32", "int8") is read here too
 (`precision_named`, and `training_precision` for a table's cell, which refuses formats no row above trains in).
 """
@@ -133,6 +134,19 @@ FP8_RECIPES = {"delayed": False, "current": True}
 (scale from the amax history of earlier iterations, recorded by the cast itself) and Float8CurrentScaling (amax of
 this tensor, a reduction over it before the cast; Megatron's `--fp8-recipe tensorwise`)."""
 DEFAULT_FP8_RECIPE = "delayed"
+FP8_RECIPE_SPELLINGS = {"tensorwise": "current", "current_scaling": "current", "float8currentscaling": "current",
+                        "delayed_scaling": "delayed", "delayedscaling": "delayed"}
+"""Other names of the per-tensor fp8 recipes, lower case with '_' for spaces and '-': Megatron's `--fp8-recipe
+tensorwise` (its name for current scaling), and Transformer Engine's recipe classes."""
+
+
+def fp8_recipe_named(value: object) -> object:
+    """The fp8 recipe (FP8_RECIPES) a name written in any case or as one of FP8_RECIPE_SPELLINGS denotes, as
+    config.common.dtype_named reads a dtype; other values are left for validation to refuse."""
+    if not isinstance(value, str):
+        return value
+    key = re.sub(r"[\s-]+", "_", value.strip().lower())
+    return key if key in FP8_RECIPES else FP8_RECIPE_SPELLINGS.get(key, value)
 
 HIGH_PRECISION_GEMMS = ("moe_route", "lm_head", "mamba_ssd_chunk_state", "mamba_ssd_bmm", "mamba_ssd_scan",
                         "attn_q_absorb", "attn_v_up", "attn_index_logits")

@@ -40,6 +40,7 @@ from .hybrid import (
     MambaSpec,
     check_pattern,
 )
+from .number_formats import NUMBER_FORMATS, fp8_recipe_named
 from .pipeline_layout import idle_virtual_stages, layout_chunks, split_given
 from .resolve import FRAMEWORK_NAMES, resolve_framework
 from .templates import Templated
@@ -624,10 +625,10 @@ class TrainingSpec(StrictModel):
         False, description="fp8/fp4 runs: keep the GEMM weights only in the narrow type, with the transpose the "
         "backward reads (Megatron's --fp8-param-gather, Transformer Engine's fp8_model_init); otherwise they stay "
         "16-bit and are cast each step")
-    fp8_recipe: Literal["delayed", "current"] | None = Field(
+    fp8_recipe: Annotated[Literal["delayed", "current"], BeforeValidator(fp8_recipe_named)] | None = Field(
         None, description="per-tensor fp8 scaling (dtype fp8 only): delayed (Transformer Engine's DelayedScaling, "
-        "the default) or current (Float8CurrentScaling, Megatron's --fp8-recipe tensorwise: an amax pass before "
-        "each cast); mxfp8, mxfp4 and nvfp4 are dtypes of their own")
+        "the default) or current (Float8CurrentScaling, Megatron's --fp8-recipe tensorwise, also read as "
+        "tensorwise: an amax pass before each cast); mxfp8, mxfp4 and nvfp4 are dtypes of their own")
     bf16_first_layers: OptionalLayerCount | None = Field(
         None, description="narrow formats: transformer layers from the first whose GEMMs stay bf16 (Megatron's "
         "--num-layers-at-start-in-bf16); default the format's recipe (config/number_formats.py)")
@@ -807,12 +808,31 @@ class MegatronWorkload(StrictModel):
 
     @model_validator(mode="after")
     def _number_format_fits(self) -> MegatronWorkload:
+        """The narrow-format settings fit the dtype and the model: fp8_recipe for per-tensor fp8 only; fp8_params
+        and layers kept in bf16 for a narrow (quantized) dtype only, which a 16- or 32-bit run has none of; the
+        layers kept in bf16 from the first and from the last at most the model's together (Megatron-Core's
+        is_first_last_bf16_layer keeps layer i in bf16 where i < start or i >= num_layers - end: a sum equal to
+        num_layers keeps every layer in bf16, one above it counts layers twice)."""
         train, layers = self.training, self.model.num_layers
+        dtype = train.dtype.value
         if train.fp8_recipe is not None and train.dtype != DType.fp8:
             raise FieldError("training.fp8_recipe", f"{train.fp8_recipe!r} applies to dtype fp8 only, not "
-                             f"{train.dtype.value} (mxfp8, mxfp4 and nvfp4 scale per block)")
+                             f"{dtype} (mxfp8, mxfp4 and nvfp4 scale per block)")
+        narrow = ", ".join(d.value for d, fmt in NUMBER_FORMATS.items() if fmt.quantized)
+        if train.fp8_params and not NUMBER_FORMATS[train.dtype].quantized:
+            raise FieldError("training.fp8_params", f"true applies to the narrow dtypes only ({narrow}), not "
+                             f"{dtype}, whose GEMM weights are {dtype} already; leave it out, or set a narrow dtype")
         for name in ("bf16_first_layers", "bf16_last_layers"):
             value = getattr(train, name)
+            if value and not NUMBER_FORMATS[train.dtype].quantized:
+                raise FieldError(f"training.{name}", f"{value} applies to the narrow dtypes only ({narrow}), not "
+                                 f"{dtype}, which runs no layer in a narrow format; leave it out, or set a narrow "
+                                 "dtype")
             if value is not None and value > layers:
                 raise FieldError(f"training.{name}", f"{value} is more than the model's {layers} layers")
+        first, last = train.bf16_first_layers or 0, train.bf16_last_layers or 0
+        if first + last > layers:
+            raise FieldError("training.bf16_last_layers", f"{last} with bf16_first_layers {first} is {first + last} "
+                             f"layers kept in bf16, more than the model's {layers}; together they may be at most "
+                             f"{layers} (every layer in bf16)")
         return self

@@ -28,7 +28,9 @@ and the up-projected Q, K, V.
 Mixture-of-experts layers keep the router's fp32 logits, the dispatched tokens each expert GEMM reads, the
 expert activations (top_k x the tokens, times the capacity factor where tokens are padded) and the expert
 outputs the combine weights by the router's probabilities (megatron/core/transformer/moe/moe_utils.py
-`unpermute`).
+`unpermute`), and the dropout mask after the block, as the MLP's.
+Selective recomputation of a module (`mlp`, `moe`, `shared_experts`) keeps what its checkpoint's input is and what
+runs outside it: the bias-dropout-add after the MLP or MoE block keeps its mask (ActivationModel._mlp, _moe).
 """
 
 from __future__ import annotations
@@ -272,20 +274,26 @@ class ActivationModel:
 
     def _mlp(self, prefix: str, ffn: int, rows: float, module: str) -> dict[str, float]:
         """A (dense or shared-expert) MLP: its norm (for the dense one), fc1's input, the activation's input
-        and fc2's input."""
+        and fc2's input, and (the dense one's) dropout mask.
+
+        Selective recomputation of the `mlp` module checkpoints `self.mlp` alone (Megatron-Core's
+        TransformerLayer._forward_mlp: `tensor_parallel.checkpoint(self.mlp, False, pre_mlp_layernorm_output)`):
+        the checkpoint keeps its input, the norm's input where Transformer Engine fuses the norm into fc1
+        (LayerNormLinear; pre_mlp_layernorm is then an IdentityOp), and the bias-dropout-add after it (`mlp_bda`)
+        runs outside the checkpoint and keeps its mask. `shared_experts` checkpoints the shared experts on the MoE
+        layer's norm output, which the router keeps anyway."""
         m, t, a, h = self.model, self.shape.tp, self.a, self.model.hidden_size
         f = ffn // t
         fc1_out = 2 * f if m.gated_mlp else f
         parts: dict[str, float] = {}
         if prefix == "mlp":
             parts["MLP norm input"] = self.norm_rows * h * a
-        if module in self.modules:  # recomputed from the block's input
-            return parts
-        if prefix == "mlp" and "layernorm" not in self.modules:
-            parts["MLP GEMM input"] = self.norm_rows * h * self.gemm_input
-        if not (prefix == "mlp" and "mlp_in" in self.modules):  # else fc1 and the activation re-run from fc1's input
-            parts[f"{prefix} activation input"] = rows * fc1_out * a
-            parts[f"{prefix} fc2 input"] = rows * f * self.gemm_input
+        if module not in self.modules:  # else recomputed from the block's input
+            if prefix == "mlp" and "layernorm" not in self.modules:
+                parts["MLP GEMM input"] = self.norm_rows * h * self.gemm_input
+            if not (prefix == "mlp" and "mlp_in" in self.modules):  # else fc1 and the activation re-run from fc1's
+                parts[f"{prefix} activation input"] = rows * fc1_out * a  # input
+                parts[f"{prefix} fc2 input"] = rows * f * self.gemm_input
         if prefix == "mlp":
             parts["MLP dropout mask"] = self.norm_rows * h * self.mask
         return parts
@@ -297,9 +305,20 @@ class ActivationModel:
         return self.shape.balanced_tokens(self.model.moe.top_k) * self.capacity_factor
 
     def _moe(self) -> dict[str, float]:
+        """An MoE block: its norm's input and output (the router's and the dispatch's input), the router's logits,
+        the dispatched tokens, the experts' activation and fc2 inputs, their outputs, the routing, the shared
+        experts' (_mlp) and the dropout mask of the bias-dropout-add after the block.
+
+        Selective recomputation of the `moe` module checkpoints the MoE layer (MoELayer.forward, `moe_layer_recompute`):
+        the checkpoint keeps its input, the norm's output (a separate norm: the experts fuse none), unless the
+        `layernorm` module discards it too; the norm keeps its own input, and the bias-dropout-add after the layer
+        (TransformerLayer's `mlp_bda`) runs outside the checkpoint and keeps its mask."""
         m, moe, a, h = self.model, self.model.moe, self.a, self.model.hidden_size
         parts = {"MoE norm input": self.norm_rows * h * a}
         if "moe" in self.modules:
+            if "layernorm" not in self.modules:
+                parts["MoE checkpoint input"] = self.norm_rows * h * a
+            parts["MoE dropout mask"] = self.norm_rows * h * self.mask
             return parts
         if "layernorm" not in self.modules:
             parts["MoE GEMM input"] = self.norm_rows * h * self.gemm_input
@@ -317,6 +336,7 @@ class ActivationModel:
             fs = (moe.shared_expert_ffn_hidden_size or fe) * moe.num_shared_experts
             if "shared_experts" not in self.modules:
                 parts.update(self._mlp("shared expert", fs, self.rows, "shared_experts"))
+        parts["MoE dropout mask"] = self.norm_rows * h * self.mask
         return parts
 
     # ---- transients ----

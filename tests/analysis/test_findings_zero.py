@@ -1,0 +1,34 @@
+"""A term whose time at stake is under FLOOR_MS (1 microsecond: the replay's floating-point residue, such as a single
+GPU's bubble of 1e-14 ms) is no finding; every term from it up is listed, however small a share of the step."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from simulon.analysis.exposure import GPUExposure
+from simulon.analysis.findings import FLOOR_MS, findings
+
+
+def row(gpu: int, *, bubble: float = 0.0, **exposed: float) -> GPUExposure:
+    return GPUExposure(gpu, gpu, 1, 10.0, 0.0, {k: exposed.get(k, 0.0) for k in ("TP", "CP", "EP", "DP", "PP")},
+                       bubble)
+
+
+def test_residue_of_a_single_gpu_run_is_no_finding():
+    path = {"by_term_ms": {"compute_slowdown": 3.1e-14, "link_contention": 0.0}, "by_collective_ms": {}}
+    found = findings([row(0, bubble=6.9e-15, DP=250.0)], path, {}, step_ms=1000.0)
+    assert [f.term for f in found] == ["DP"]
+
+
+def test_the_floor_is_one_microsecond():
+    assert FLOOR_MS == 1e-3
+    path = {"by_term_ms": {}, "by_collective_ms": {}}
+    assert [f.term for f in findings([row(0, TP=FLOOR_MS, PP=0.999e-3)], path, {}, step_ms=100.0)] == ["TP"]
+
+
+@given(st.floats(0.0, 1e-3, exclude_max=True), st.floats(1e-3, 1e4))
+def test_a_term_is_listed_exactly_when_its_time_reaches_the_floor(below, above):
+    path = {"by_term_ms": {"compute_slowdown": below}, "by_collective_ms": {}}
+    found = findings([row(0, bubble=below, EP=above)], path, {}, step_ms=2e4)
+    assert [f.term for f in found] == ["EP"] and found[0].at_stake_ms == above

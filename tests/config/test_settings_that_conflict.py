@@ -1,0 +1,101 @@
+"""Narrow-format settings that conflict with the dtype or the model, or mean nothing with it, are refused with a
+message naming the field and what to do, as fp8_recipe with bf16 is; Megatron's name for current scaling is read."""
+
+from __future__ import annotations
+
+import io
+import json
+from contextlib import redirect_stderr, redirect_stdout
+
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from helpers import gpt_scenario
+from simulon.cli.app import app
+from simulon.cli.errors import run_reporting_errors
+from simulon.config.errors import ConfigError
+from simulon.config.loading import parse_scenario
+from simulon.config.number_formats import NUMBER_FORMATS, fp8_recipe_named
+
+LAYERS = 8
+
+
+def scenario(**training):
+    data = gpt_scenario(layers=LAYERS).as_data()
+    data["datacenter"]["node"]["gpu"] = "B200"  # a peak for every narrow format
+    data["workload"]["training"].update(training)
+    return parse_scenario(data, "s.yaml")
+
+
+def refusal(**training) -> str:
+    with pytest.raises(ConfigError) as exc:
+        scenario(**training)
+    return str(exc.value)
+
+
+WIDE = [d.value for d, fmt in NUMBER_FORMATS.items() if not fmt.quantized]
+NARROW = [d.value for d, fmt in NUMBER_FORMATS.items() if fmt.quantized]
+
+
+@pytest.mark.parametrize("dtype", WIDE)
+def test_fp8_params_with_a_dtype_of_16_or_32_bits_is_refused(dtype):
+    message = refusal(dtype=dtype, fp8_params=True)
+    assert "workload.training.fp8_params" in message
+    assert f"not {dtype}" in message and "leave it out, or set a narrow dtype" in message
+    assert scenario(dtype=dtype, fp8_params=False).workload.training.fp8_params is False
+
+
+@pytest.mark.parametrize("dtype", NARROW)
+def test_fp8_params_with_a_narrow_dtype_is_taken(dtype):
+    assert scenario(dtype=dtype, fp8_params=True).workload.training.fp8_params
+
+
+@pytest.mark.parametrize("field", ["bf16_first_layers", "bf16_last_layers"])
+@pytest.mark.parametrize("dtype", ["bf16", "fp16", "fp32"])
+def test_layers_kept_in_bf16_with_a_dtype_without_narrow_layers_are_refused(field, dtype):
+    message = refusal(dtype=dtype, **{field: 1})
+    assert f"workload.training.{field}" in message and f"not {dtype}" in message
+    assert "narrow dtypes only" in message
+    assert scenario(dtype=dtype, **{field: 0}).workload.training.dtype.value == dtype  # none kept: nothing to say
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, LAYERS), st.integers(0, LAYERS))
+def test_layers_kept_in_bf16_from_both_ends_at_most_the_models_together(first, last):
+    if first + last <= LAYERS:  # equal: every layer in bf16, as Megatron-Core's is_first_last_bf16_layer reads it
+        train = scenario(dtype="nvfp4", bf16_first_layers=first, bf16_last_layers=last).workload.training
+        assert (train.bf16_first_layers, train.bf16_last_layers) == (first, last)
+    else:
+        message = refusal(dtype="nvfp4", bf16_first_layers=first, bf16_last_layers=last)
+        assert "workload.training.bf16_last_layers" in message
+        assert f"{first + last} layers kept in bf16, more than the model's {LAYERS}" in message
+
+
+@pytest.mark.parametrize("spelling", ["tensorwise", "Tensorwise", "current-scaling", "Float8CurrentScaling"])
+def test_megatrons_tensorwise_is_current_scaling(spelling):
+    assert fp8_recipe_named(spelling) == "current"
+    assert scenario(dtype="fp8", fp8_recipe=spelling).workload.training.fp8_recipe == "current"
+
+
+def test_an_unknown_fp8_recipe_is_still_refused_with_the_choices():
+    message = refusal(dtype="fp8", fp8_recipe="blockwise")
+    assert "workload.training.fp8_recipe" in message and "'delayed' or 'current'" in message
+
+
+def test_the_cli_refuses_a_conflict_with_one_line_and_exit_status_2(tmp_path):
+    data = gpt_scenario(layers=LAYERS).as_data()
+    data["workload"]["training"].update(dtype="bf16", fp8_params=True)
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(json.loads(json.dumps(data, default=str))))
+    out, err, code = io.StringIO(), io.StringIO(), 0
+    with redirect_stdout(out), redirect_stderr(err):
+        try:
+            run_reporting_errors(lambda: app(["memory", str(path)], prog_name="simulon", standalone_mode=False),
+                                 ["memory", str(path)])
+        except SystemExit as exc:
+            code = exc.code
+    lines = err.getvalue().strip().splitlines()
+    assert code == 2 and len(lines) == 1, err.getvalue()
+    assert lines[0].startswith("error: ") and "workload.training.fp8_params: true applies to the narrow" in lines[0]
