@@ -101,10 +101,11 @@ def test_the_underperforming_h20_rows_are_kept_out_with_their_sources_reason(rep
 
 
 def test_predictions_never_read_the_measured_columns(table):
-    """Doubling every measured time (and halving busbw) moves every measured value, not one prediction."""
+    """Doubling every measured time (and halving busbw and algbw) moves every measured value, not one prediction."""
     rows = [r for r in table if r["subset"] in ("mleng_a100_node_nccl_tests", "mleng_h200_node_all_reduce_bench")]
     changed = [{**r, "time_us": str(2 * float(r["time_us"])) if r["time_us"] else "",
-                "busbw_GBps": str(float(r["busbw_GBps"]) / 2) if r["busbw_GBps"] else ""} for r in rows]
+                "busbw_GBps": str(float(r["busbw_GBps"]) / 2) if r["busbw_GBps"] else "",
+                "algbw_GBps": str(float(r["algbw_GBps"]) / 2) if r["algbw_GBps"] else ""} for r in rows]
     a, b = validate_collectives(rows), validate_collectives(changed)
     assert [r.predicted for r in a.rows] == [r.predicted for r in b.rows]
     assert [r.measured / 2 for r in a.rows] == pytest.approx([r.measured for r in b.rows])

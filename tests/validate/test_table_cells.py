@@ -36,9 +36,12 @@ ATTENTION_ROW = {"hardware": "A100-SXM4-80GB", "kernel": "attention fwd+bwd [Fla
 
 @pytest.fixture(scope="module")
 def collective_row() -> dict[str, str]:
-    """An all-reduce row of the shipped table with a message size, a group and a time."""
-    return next(r for r in read_table(shipped_table("collectives")) if r["collective"] == "all_reduce"
-                and r["msg_bytes"].strip() and r["group_size"].strip() and r["time_us"].strip())
+    """An all-reduce row of the shipped table with a message size, a group and a time, and no bandwidth cells (its
+    time gives its bus bandwidth: the tests relabel its collective and group, which the published bandwidths
+    would then contradict)."""
+    row = next(r for r in read_table(shipped_table("collectives")) if r["collective"] == "all_reduce"
+               and r["msg_bytes"].strip() and r["group_size"].strip() and r["time_us"].strip())
+    return {**row, "busbw_GBps": "", "algbw_GBps": ""}
 
 
 def write(path, rows: list[dict[str, str]], delimiter: str = ",") -> str:

@@ -6,7 +6,9 @@ a datacenter template through config.resolve (the row's source and notes telling
 the groups consecutive ranks, and the collective is simulated with NCCL's algorithm choice (or the one the
 row's notes say was forced). Rows the model does not cover are skipped with the reason. A collective is named as
 `simulon collective --op` names it, in any case and with or without '_', '-' or spaces (allreduce, all_reduce,
-AllReduce, all-reduce). Columns and numeric cells are read as report.table_rows and report.bad_cell say.
+AllReduce, all-reduce). Columns and numeric cells are read as report.table_rows and report.bad_cell say; a row
+that gives two or more of busbw, algbw and time (with its size) that disagree beyond their printed rounding and
+AGREEMENT is skipped naming them (disagreeing_cells).
 scripts/calibrate_collectives.py fits the link model on the same cases.
 """
 
@@ -25,7 +27,17 @@ from ..config.resolve import Unresolved, resolve_hardware
 from ..network.calibration import LinkModel
 from ..pipeline import collective_sweep
 from ..progress import SILENT, Progress
-from .report import Comparison, Skipped, ValidationReport, bad_cell, inputs_key, number, overfull, table_rows
+from .report import (
+    Comparison,
+    Skipped,
+    ValidationReport,
+    bad_cell,
+    inputs_key,
+    number,
+    overfull,
+    short_row,
+    table_rows,
+)
 
 XLA_PERMUTE = "collective_permute (p2p ring shift)"
 """The table's name for XLA's collective-permute rows: a ring shift (CollType.SendRecv)."""
@@ -156,7 +168,7 @@ def case_of(index: int, row: dict[str, str]) -> tuple[tuple, Case, float | None,
     skipped."""
     if row.get("subset", "") in KEPT_OUT:
         return f"kept out: {KEPT_OUT[row['subset']]}"
-    unreadable = bad_cell(row, WHOLE, MEASURED)
+    unreadable = short_row(row, COLUMNS) or bad_cell(row, WHOLE, MEASURED)
     if unreadable:
         return unreadable
     ctype = table_collective(row["collective"])
@@ -170,7 +182,9 @@ def case_of(index: int, row: dict[str, str]) -> tuple[tuple, Case, float | None,
         n = permute_group(system)
     elif n is None:
         n = whole_job(system, row)
-    if n is None or n < 2 or (size is not None and size <= 0) or (size is None and not number(row, "busbw_GBps")):
+    if size is not None and size <= 0:
+        return f"msg_bytes: {row['msg_bytes'].strip()} is no message size (it must be positive)"
+    if n is None or n < 2 or (size is None and not number(row, "busbw_GBps")):
         return "no message size or group size"
     groups_count = int(number(row, "num_groups") or 1)
     seconds = number(row, "time_us")
@@ -190,11 +204,73 @@ def case_of(index: int, row: dict[str, str]) -> tuple[tuple, Case, float | None,
                      or (stated and overfull(int(stated), f"{stated:g} GPUs", int(nodes) if nodes else None, per_node)))
     if contradiction:
         return contradiction
+    disagreement = disagreeing_cells(row, bus_bandwidth_factor(ctype, n), size)
+    if disagreement:
+        return disagreement
     num_gpus = int(stated or n * groups_count)
     groups = [tuple(range(g * n, (g + 1) * n)) for g in range(groups_count)]
     algorithm = _forced_algorithm(row.get("notes", ""))
     key = (row["hardware"], ctype, n, groups_count, num_gpus, algorithm)
     return key, Case(system, ctype, groups, max(num_gpus, n * groups_count), algorithm), size, busbw
+
+
+AGREEMENT = 0.05
+"""How far apart (relative) a row's bus bandwidth, algorithm bandwidth and time (with its message size) may be beyond
+the rounding of their printed cells (half a unit in each cell's last digit: nccl-tests prints a bus bandwidth of 0.00
+for its smallest sizes) before the row is skipped as contradicting itself: the sources print the three from one
+measurement (busbw = algbw x the bus factor, algbw = bytes / time), and the shipped table's rows agree to within
+1e-5 beyond their rounding; 5% lets through a source that prints them from differently averaged runs and stops a
+unit mix-up (GiB/s read as GB/s is 7.4%) or a cell in the wrong column."""
+
+
+def _printed(text: str) -> tuple[float, float]:
+    """A numeric cell's value and half a unit in its last printed digit ('0.00': 0.005; '24361': 0.5; '1.5e3': 50)."""
+    value = float(text)
+    mantissa, _, exponent = text.strip().lower().partition("e")
+    decimals = len(mantissa.partition(".")[2])
+    return value, 0.5 * 10.0 ** (int(exponent or 0) - decimals)
+
+
+def _amount(value: float) -> str:
+    """A derived bandwidth or ratio as a message prints it: 1,879,048; 175; 2.06; 0.0035."""
+    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+
+
+def disagreeing_cells(row: dict[str, str], factor: float, size: float | None) -> str | None:
+    """Why a row whose measured cells (two or more of busbw_GBps, algbw_GBps and time_us with its msg_bytes) contradict
+    each other is not compared (which cells, and how far apart), or None where they agree: each read as the bus
+    bandwidth it gives (busbw; algbw x the bus `factor`; factor x bytes / time), as the interval its printed digits
+    allow, widened by AGREEMENT. Negative cells are left to the checks that refuse them."""
+    given: dict[str, tuple[float, float, float, str]] = {}  # cell -> (lowest, highest busbw it allows, busbw, text)
+    for column in MEASURED:
+        if number(row, column) is None or number(row, column) < 0:  # type: ignore[operator]
+            continue
+        value, half = _printed(row[column])
+        low, high = max(value - half, 0.0), value + half
+        if column == "busbw_GBps":
+            given[column] = (low, high, value, f"busbw_GBps {value:g}")
+        elif column == "algbw_GBps":
+            given[column] = (low * factor, high * factor, value * factor,
+                             f"algbw_GBps {value:g} ({_amount(value * factor)} GB/s busbw at the bus factor "
+                             f"{factor:.4g})")
+        elif size:
+            busbw = factor * size / value / 1e3 if value else float("inf")
+            given[column] = (factor * size / high / 1e3, factor * size / low / 1e3 if low else float("inf"), busbw,
+                             f"time_us {value:g} ({_amount(busbw)} GB/s busbw for {size:.0f} bytes)")
+    found = []
+    columns = list(given)
+    for i, first in enumerate(columns):
+        for second in columns[i + 1:]:
+            (low1, high1, bus1, text1), (low2, high2, bus2, text2) = given[first], given[second]
+            (_, lower_high), (upper_low, _) = sorted(((low1, high1), (low2, high2)))
+            if upper_low > lower_high * (1.0 + AGREEMENT):
+                apart = f"{_amount(max(bus1, bus2) / min(bus1, bus2))}x apart" if min(bus1, bus2) > 0 else \
+                    "one of them zero"
+                found.append(f"{text1} and {text2} are {apart}")
+    if not found:
+        return None
+    return (f"measured cells contradict each other beyond their rounding and {AGREEMENT:.0%}: "
+            + "; ".join(found))
 
 
 def collective_cases(rows: list[dict[str, str]], source: str = "collectives table"

@@ -29,7 +29,18 @@ from ..workload.kernels import (
     gemm,
     memory_bound,
 )
-from .report import Comparison, Skipped, ValidationReport, bad_cell, cell_number, inputs_key, number, table_rows
+from .report import (
+    Comparison,
+    Skipped,
+    ValidationReport,
+    bad_cell,
+    cell_number,
+    flag,
+    inputs_key,
+    number,
+    short_row,
+    table_rows,
+)
 
 DTYPES = {
     "bf16": DType.bf16, "fp16": DType.fp16,
@@ -111,7 +122,7 @@ def observations(rows: list[dict[str, str]]) -> list[Observation]:
 
 def observation(index: int, row: dict[str, str]) -> Observation | str:
     """The row as kernel specs and measured seconds, or why the model cannot take it."""
-    unreadable = bad_cell(row, WHOLE, MEASURED)
+    unreadable = short_row(row, COLUMNS) or bad_cell(row, WHOLE, MEASURED)
     if unreadable:
         return unreadable
     try:
@@ -212,7 +223,10 @@ def _attention(kernel: str, row: dict[str, str]) -> tuple[tuple[KernelSpec, ...]
     h = cell_number(row, "heads", whole=True) or (int(heads.group(1)) if heads else None)
     if h is None:
         return "neither the heads column nor the notes give the number of heads"
-    causal = row.get("causal", "").strip() == "True"
+    causal = flag(row, "causal")
+    if causal is None and (row.get("causal") or "").strip():
+        return f"causal: {row['causal'].strip()!r} is not a yes/no flag (yes, true, no or false, any case)"
+    causal = bool(causal)  # a blank cell (or no causal column) reads as not causal
     specs = tuple(attention(p, batch, h, h, seq, seq, head_dim, head_dim, causal, 2.0, impl)
                   for p in (Phase.fwd, Phase.bwd_ig))
     # flash-attention's benchmark: forward 4*b*s^2*h*d (halved when causal), backward 2.5x the forward

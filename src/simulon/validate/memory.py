@@ -30,16 +30,17 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+from ..config.dc import GPUSpec
 from ..config.errors import ConfigError
 from ..config.frameworks import MEGATRON_GPT, framework_defaults
 from ..config.loading import parse_scenario
 from ..config.number_formats import training_precision
 from ..config.resolve import Unresolved, resolve_framework, resolve_hardware
 from ..config.scenario import ScenarioConfig
-from ..config.templates import find_template, template_stem_loose
+from ..config.templates import find_template, template_names, template_stem_loose
 from ..memory import MemoryReport, StageMemory, estimate_memory
 from ..memory.runtime import GiB
-from .report import Comparison, Skipped, ValidationReport, bad_cell, flag, number, table_rows
+from .report import Comparison, Skipped, ValidationReport, bad_cell, flag, number, short_row, table_rows
 
 
 class Unsupported(Exception):
@@ -177,6 +178,8 @@ def _required(row: dict[str, str], column: str, what: str) -> int:
     value = _integer(row, column)
     if value is None:
         raise Unsupported(f"row gives no {what} ({column} is {row[column]!r})")
+    if value < 1:
+        raise Unsupported(f"{column}: {value} is no {what} (it must be at least 1)")
     return value
 
 
@@ -343,7 +346,30 @@ def measurements(row: dict[str, str]) -> list[tuple[str, float]]:
     reserved = RESERVED.search(row["notes"])
     if reserved and quantity == "allocated":
         found.append(("reserved", float(reserved.group(1))))
+    figures = [("mem_gib", value)] + [(f"notes' reserved={gib:g} GiB", gib) for _, gib in found[1:]]
+    for where, gib in figures:
+        if gib <= 0:
+            raise Unsupported(f"{where}: {gib:g} GiB is no memory peak (it must be positive)")
+        if gib > most_memory_gib():
+            raise Unsupported(f"{where}: {gib:g} GiB is over {most_memory_gib():,.0f} GiB, {MEMORY_MARGIN:g}x the "
+                              f"largest shipped GPU's memory ({most_memory_gib() / MEMORY_MARGIN:,.0f} GiB): no "
+                              "GPU's peak")
     return found
+
+
+MEMORY_MARGIN = 4.0
+"""How far over the largest shipped GPU's memory (a GPU template's memory_capacity_gb) a measured figure may be before
+its row is skipped as measuring no GPU: not the row's own GPU's memory, since a source's analytic bars
+(Korthikanti et al.'s, via Calculon) show configurations that do not fit, up to twice an A100's 80 GB, and a GPU a
+user's table names may hold more than any template; four times the largest template (288 GB: 1,073 GiB) stops a
+figure in the wrong unit (MiB or bytes read as GiB) or a typo, not a large GPU."""
+
+
+@cache
+def most_memory_gib() -> float:
+    """MEMORY_MARGIN times the largest memory of a shipped GPU template, in GiB."""
+    return MEMORY_MARGIN * max(GPUSpec.model_validate({"from": name}).memory_capacity_gb
+                               for name in template_names("gpu")) * 1e9 / GiB
 
 
 def stages_measured(report: MemoryReport, row: dict[str, str]) -> list[StageMemory]:
@@ -380,7 +406,7 @@ def validate_memory(rows: list[dict[str, str]], source: str = "memory table") ->
     report = ValidationReport()
     rows = table_rows(rows, source, "a memory table", COLUMNS, INFORMATIONAL)
     for index, row in enumerate(rows):
-        reason = bad_cell(row, WHOLE, REAL)
+        reason = short_row(row, COLUMNS) or bad_cell(row, WHOLE, REAL)
         if reason:
             report.skipped.append(Skipped(index, reason))
             continue

@@ -53,11 +53,14 @@ def validate_profile(gpu: GPUSpec, calibrations: Calibrations | None = None,
     for key in sorted(runs):
         index, run = runs[key][0]
         times = [t for _, same in runs[key] for t in same.times_ms]
-        dtype, phase = DType(str(run.params.get("dtype", "bf16"))), str(run.params.get("phase", "fwd"))
-        if not times or phase not in Phase.__members__:
+        phase = str(run.params.get("phase", "fwd"))
+        unread = run_dtype_error(index, run.params)
+        if not times or phase not in Phase.__members__ or unread:
             report.skipped.append(Skipped(index, f"{run.kernel}: no times" if not times else
-                                          f"{run.kernel}: unknown phase {phase!r}"))
+                                          f"{run.kernel}: unknown phase {phase!r}" if unread is None else
+                                          f"{run.kernel}: {unread}"))
             continue
+        dtype = DType(str(run.params.get("dtype", "bf16")))
         spec = spec_of_run(run.kernel, run.params)
         if dtype not in models:
             try:
@@ -69,6 +72,18 @@ def validate_profile(gpu: GPUSpec, calibrations: Calibrations | None = None,
         report.rows.append(Comparison(index, f"{run.kernel} {phase} {dtype.value}", "kernel_ms",
                                       statistics.median(times), predicted, family(spec, dtype)))
     return report
+
+
+def run_dtype_error(index: int, params: dict) -> str | None:
+    """Why a profiled run's `dtype` (or a GEMM's `precision`) param names no dtype simulon models
+    ("kernel_runs[3].params.dtype: 'int3' is not a dtype (one of fp32, ...)"), or None when each is one (or absent):
+    validate_profile skips such a run, as it does one of an unknown phase."""
+    for name in ("dtype", "precision"):
+        value = params.get(name)
+        if name in params and str(value) not in DType.__members__.values():
+            return (f"kernel_runs[{index}].params.{name}: {str(value)!r} is not a dtype (one of "
+                    f"{', '.join(d.value for d in DType)})")
+    return None
 
 
 def family(spec: KernelSpec, dtype: DType) -> str:

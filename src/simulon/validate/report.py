@@ -157,11 +157,34 @@ def read_table(path: str | Path) -> list[dict[str, str]]:
         if isinstance(exc, UnicodeDecodeError):
             raise
         raise OSError(errno.EINVAL, str(exc), str(path)) from None
-    reader = csv.DictReader(io.StringIO(text, newline=""), restval="")
+    reader = csv.DictReader(io.StringIO(text, newline=""), restval=None)  # None: a cell past a short row's end
     try:
-        return list(reader)
+        return [TableRow(row, len(reader.fieldnames or ())) for row in reader]
     except csv.Error as exc:
         raise ValueError(f"line {reader.reader.line_num}: {exc}") from None
+
+
+class TableRow(dict):
+    """A row of a table read by read_table: its cells by column ('' for those past a short line's last cell), with
+    the columns its line lacks (`lacks`), how many cells it had (`cells`) and the header's count (`width`); a row
+    built otherwise (a plain dict) has none of them."""
+
+    def __init__(self, cells_by_column: dict, width: int | None = None):
+        super().__init__({k: "" if v is None else v for k, v in cells_by_column.items()})
+        self.lacks: tuple[str, ...] = tuple(k for k, v in cells_by_column.items() if v is None)
+        self.width = width
+        self.cells = None if width is None else width - len(self.lacks)
+
+
+def short_row(row: dict[str, str], needed: Iterable[str]) -> str | None:
+    """Why a row read by read_table that has fewer cells than the header is not evaluated, where a `needed` column
+    is among those it lacks ("the row has 10 cells, fewer than the header's 60: it lacks collective, ..."), else
+    None (a row short only of cells it does not need is read with them blank)."""
+    lacking = [c for c in needed if c in getattr(row, "lacks", ())]
+    if not lacking:
+        return None
+    cells, width = getattr(row, "cells", None), getattr(row, "width", None)
+    return f"the row has {cells} cells, fewer than the header's {width}: it lacks {', '.join(lacking)}"
 
 
 def flag(row: dict[str, str], column: str) -> bool | None:
@@ -255,4 +278,15 @@ def table_rows(rows: list[dict[str, str]], source: str, what: str, required: Ite
             hint = " (its header is one cell: the table must be comma-separated)"
         raise ConfigError(f"{source}: column(s) {', '.join(missing)} missing: not {what}{hint}")
     absent = [c for c in optional if c not in header]
-    return [{**row, **dict.fromkeys(absent, "")} for row in rows] if absent else rows
+    if not absent:
+        return rows
+    return [_with_blanks(row, absent) for row in rows]
+
+
+def _with_blanks(row: dict[str, str], absent: list[str]) -> dict[str, str]:
+    """The row with the `absent` columns read as blank, keeping what a TableRow knows of its line."""
+    if not isinstance(row, TableRow):
+        return {**row, **dict.fromkeys(absent, "")}
+    filled = TableRow({**row, **dict.fromkeys(absent, "")})
+    filled.lacks, filled.width, filled.cells = row.lacks, row.width, row.cells
+    return filled

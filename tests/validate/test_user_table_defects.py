@@ -1,0 +1,134 @@
+"""Defects a tester found feeding the validators tables and profiles of their own: each reproduced, and the row (or
+kernel run) skipped with a reason naming the cell, not compared, crashed on or read wrongly."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from helpers import cli
+from simulon.collective.metrics import bus_bandwidth_factor
+from simulon.validate.collectives import (
+    AGREEMENT,
+    MEASURED,
+    case_of,
+    collective_cases,
+    disagreeing_cells,
+    table_collective,
+)
+from simulon.validate.kernels import observation
+from simulon.validate.memory import MEMORY_MARGIN, most_memory_gib, validate_memory
+from simulon.validate.report import number, read_table, shipped_table
+
+MEMORY_ROW = {
+    "source": "SimuMax B200", "locator": "", "model": "Llama3-8B", "hardware": "B200", "num_gpus": "8", "tp": "1",
+    "pp": "1", "dp": "8", "cp": "1", "ep": "1", "vpp": "", "sp": "", "recompute": "", "zero_or_fsdp": "distopt",
+    "mbs": "1", "gbs": "8", "seq_len": "4096", "dtype": "bf16", "mem_gib": "60", "mem_kind": "allocated", "notes": "",
+}
+ATTENTION_ROW = {"hardware": "A100-SXM4-80GB", "kernel": "attention fwd+bwd [FlashAttention-2]", "dtype": "fp16/bf16",
+                 "M": "512", "N": "", "K": "", "batch": "32", "head_dim": "64", "causal": "False",
+                 "kernel_tflops": "132", "notes": "hidden dim 2048 (32 heads), batch = 16k/seqlen (README)"}
+ALL_REDUCE = {"hardware": "8x H100 SXM5 80GB", "collective": "all_reduce", "msg_bytes": "1073741824",
+              "group_size": "8", "busbw_GBps": "360", "algbw_GBps": "", "time_us": "", "num_groups": "",
+              "num_gpus": "", "nodes": "", "notes": "", "source": "", "subset": ""}
+NORM_TIMES = [0.0638, 0.0613, 0.0623]
+
+
+def test_a_profiled_run_of_a_dtype_simulon_does_not_know_is_skipped_naming_the_param(tmp_path):
+    runs = [{"kernel": "attn_norm", "params": {"bytes": 134217728, "dtype": "int3", "phase": "fwd"},
+             "times_ms": NORM_TIMES},
+            {"kernel": "mlp_norm", "params": {"bytes": 134217728, "dtype": "bf16", "phase": "fwd"},
+             "times_ms": NORM_TIMES}]
+    path = tmp_path / "gpu.yaml"
+    path.write_text(yaml.safe_dump({"from": "h100-sxm", "kernel_runs": runs}))
+    run = cli("validate", "profile", str(path), "--json")
+    assert run.returncode == 0 and "Traceback" not in run.stderr, run.stderr
+    doc = json.loads(run.stdout)
+    assert doc["skipped"] == [{"index": 0, "reason": "attn_norm: kernel_runs[0].params.dtype: 'int3' is not a dtype "
+                                                     "(one of fp32, tf32, fp16, bf16, fp8, fp4, mxfp8, mxfp4, nvfp4)"}]
+    assert [row["subset"] for row in doc["rows"]] == ["mlp_norm fwd bf16"]
+    plotted = cli("validate", "profile", str(path), "--plot", str(tmp_path / "p.svg"))
+    assert plotted.returncode == 0 and "Traceback" not in plotted.stderr, plotted.stderr
+    assert "kernel_runs[0].params.dtype: 'int3' is not a dtype" in plotted.stdout
+
+
+@pytest.mark.parametrize("stated", ["True", "true", "TRUE", "yes", "Yes"])
+def test_a_causal_cell_is_read_as_a_yes_no_flag_in_any_spelling(stated):
+    causal = observation(0, {**ATTENTION_ROW, "causal": stated})
+    plain = observation(0, {**ATTENTION_ROW, "causal": "false"})
+    assert not isinstance(causal, str) and not isinstance(plain, str)
+    assert causal.flops == pytest.approx(plain.flops / 2)  # flash-attention's benchmark halves a causal count
+    assert all(dict(s.shape)["causal"] for s in causal.specs) and not any(dict(s.shape)["causal"] for s in plain.specs)
+    assert observation(0, {**ATTENTION_ROW, "causal": ""}).flops == plain.flops  # blank: not causal
+
+
+def test_an_unreadable_causal_cell_skips_the_row_naming_it():
+    assert observation(0, {**ATTENTION_ROW, "causal": "maybe"}) == \
+        "causal: 'maybe' is not a yes/no flag (yes, true, no or false, any case)"
+
+
+def test_a_collectives_row_whose_measured_cells_contradict_each_other_is_skipped_saying_how():
+    reason = case_of(0, {**ALL_REDUCE, "algbw_GBps": "100", "time_us": "1"})
+    assert reason == (
+        "measured cells contradict each other beyond their rounding and 5%: busbw_GBps 360 and algbw_GBps 100 "
+        "(175 GB/s busbw at the bus factor 1.75) are 2.06x apart; busbw_GBps 360 and time_us 1 (1,879,048 GB/s busbw "
+        "for 1073741824 bytes) are 5,220x apart; algbw_GBps 100 (175 GB/s busbw at the bus factor 1.75) and time_us 1 "
+        "(1,879,048 GB/s busbw for 1073741824 bytes) are 10,737x apart")
+    agreeing = case_of(0, {**ALL_REDUCE, "busbw_GBps": "360.00", "algbw_GBps": "205.71", "time_us": "5219.6"})
+    assert not isinstance(agreeing, str) and agreeing[3] == pytest.approx(360.0, rel=1e-4)
+
+
+@pytest.mark.parametrize(("busbw", "algbw", "time_us", "size"), [
+    ("0.00", "0.00", "25.3", "8"),        # nccl-tests' smallest sizes: 2-decimal bandwidths of 0
+    ("0.01", "0.01", "147.1", "1024"),    # 0.0070 GB/s algbw printed as 0.01
+    ("330.58", "176.31", "24361", "4294967296"),
+])
+def test_bandwidths_and_times_rounded_as_the_tables_print_them_agree(busbw, algbw, time_us, size):
+    row = {**ALL_REDUCE, "busbw_GBps": busbw, "algbw_GBps": algbw, "time_us": time_us, "msg_bytes": size}
+    assert disagreeing_cells(row, 2 * 15 / 16, float(size)) is None
+    off = {**row, "busbw_GBps": f"{float(busbw) * (1 + 3 * AGREEMENT) + 0.02:.2f}"}
+    assert "busbw_GBps" in (disagreeing_cells(off, 2 * 15 / 16, float(size)) or "")
+
+
+def test_no_row_of_the_shipped_collectives_table_contradicts_itself():
+    checked = 0
+    for row in read_table(shipped_table("collectives")):
+        ctype, n, size = table_collective(row["collective"]), number(row, "group_size"), number(row, "msg_bytes")
+        if ctype is None or n is None or n < 2 or sum(number(row, c) is not None for c in MEASURED) < 2:
+            continue
+        assert disagreeing_cells(row, bus_bandwidth_factor(ctype, int(n)), size) is None, row
+        checked += 1
+    assert checked > 900
+
+
+def test_a_negative_message_size_is_named_as_such():
+    assert case_of(0, {**ALL_REDUCE, "msg_bytes": "-1024"}) == \
+        "msg_bytes: -1024 is no message size (it must be positive)"
+
+
+def test_a_memory_figure_not_positive_or_far_above_any_gpus_memory_is_skipped(tmp_path):
+    rows = [{**MEMORY_ROW, "mem_gib": v} for v in ("-5", "0", "1e300")] + [{**MEMORY_ROW, "mbs": "0"}, MEMORY_ROW]
+    report = validate_memory(rows)
+    assert most_memory_gib() == pytest.approx(MEMORY_MARGIN * 288e9 / 2**30)  # the MI355X's and B300's 288 GB
+    assert [(s.index, s.reason) for s in report.skipped] == [
+        (0, "mem_gib: -5 GiB is no memory peak (it must be positive)"),
+        (1, "mem_gib: 0 GiB is no memory peak (it must be positive)"),
+        (2, "mem_gib: 1e+300 GiB is over 1,073 GiB, 4x the largest shipped GPU's memory (268 GiB): no GPU's peak"),
+        (3, "mbs: 0 is no micro-batch size (it must be at least 1)"),
+    ]
+    assert [r.index for r in report.rows] == [4]
+
+
+def test_a_short_row_says_it_has_fewer_cells_than_the_header(tmp_path):
+    header = list(ALL_REDUCE)
+    path = tmp_path / "c.csv"
+    path.write_text(",".join(header) + "\n" + ",".join(ALL_REDUCE.values()) + "\n8x H100 SXM5 80GB\n")
+    _, skipped = collective_cases(read_table(path))
+    assert [(s.index, s.reason) for s in skipped] == [
+        (1, f"the row has 1 cells, fewer than the header's {len(header)}: it lacks collective, msg_bytes, group_size, "
+            "busbw_GBps, time_us")]
+    short_of_notes = path.with_name("d.csv")
+    short_of_notes.write_text(",".join(header) + "\n" + ",".join(list(ALL_REDUCE.values())[:-3]) + "\n")
+    assert not collective_cases(read_table(short_of_notes))[1]  # short only of cells it does not need: read
