@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import difflib
 import re
+from collections.abc import Callable
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -122,25 +123,35 @@ def _is_file_reference(kind: str, ref: str, base_dir: Path | None) -> bool:
     return template_stem_loose(kind, ref) is None and not re.search(r"[\s(),]", ref)
 
 
-def _load_reference(kind: str, ref: str, base_dir: Path | None, depth: int = 0,
-                    chain: tuple[Path, ...] = ()) -> dict[str, Any]:
-    """The template `ref` names, its own `from:` resolved; `chain` holds the files that led to it, so that a file
-    reached again (A from B, B from A) is refused as the loop it is."""
+def _load_reference(kind: str, ref: str, base_dir: Path | None, describe: Callable[[str], dict[str, Any] | None],
+                    depth: int = 0, chain: tuple[Path, ...] = ()) -> dict[str, Any]:
+    """The template `ref` names, its own `from:` resolved; where no template is called `ref`, the one `describe`
+    reads it as (a free-text description, Templated._described), at any depth: a user's file may start from one.
+    `chain` holds the files that led to it, so that a file reached again (A from B, B from A) is refused as the loop
+    it is. What a file's own `from:` names wrongly is said naming the file."""
     if _is_file_reference(kind, ref, base_dir):
         path = _file_path(ref, base_dir)
         if path.resolve() in {p.resolve() for p in chain}:
             loop = " -> ".join(repr(str(p)) for p in (*chain, path))
-            raise ValueError(f"template files start from one another in a loop ({loop}); one of them must start "
-                             "from a shipped template or from none")
+            raise TemplateLoop(f"template files start from one another in a loop ({loop}); one of them must start "
+                               "from a shipped template or from none")
         doc = _read_template_file(path)
         parent = doc.pop("from", None)
         if parent is not None:  # a user template may itself start from another
             if depth >= _MAX_TEMPLATE_DEPTH or not isinstance(parent, str):
                 raise ValueError(f"template file {str(path)!r}: 'from' must name a template, at most "
                                  f"{_MAX_TEMPLATE_DEPTH} files deep")
-            doc = merged(_load_reference(kind, parent, path.parent, depth + 1, (*chain, path)), doc)
+            try:
+                base = _load_reference(kind, parent, path.parent, describe, depth + 1, (*chain, path))
+            except TemplateLoop:
+                raise  # it names every file of the loop
+            except ValueError as exc:
+                raise type(exc)(f"template file {str(path)!r}: from: {exc}") from None
+            doc = merged(base, doc)
         return doc
     doc = find_template(kind, ref)
+    if doc is None:
+        doc = describe(ref)
     if doc is None:
         raise UnknownTemplate(unknown_template(kind, ref) + _no_file(ref, base_dir))
     return doc
@@ -202,6 +213,10 @@ class UnknownTemplate(ValueError):
     """A `from:` naming no shipped template (and no file)."""
 
 
+class TemplateLoop(ValueError):
+    """Template files that start from one another in a loop."""
+
+
 def unknown_template(kind: str, ref: str) -> str:
     """What to say of a template name nothing shipped has: the close matches (to a HuggingFace id's name, less its
     organisation, and a model's less its VARIANT_WORDS), and the shipped names."""
@@ -241,12 +256,7 @@ class Templated(StrictModel):
         if ref is not None:
             if not isinstance(ref, str):
                 raise ValueError(f"'from' must be a template name or file path, got {ref!r}")
-            try:
-                template = _load_reference(cls.template_kind, ref, base_dir)
-            except UnknownTemplate:
-                template = cls._described(ref)
-                if template is None:
-                    raise
+            template = _load_reference(cls.template_kind, ref, base_dir, cls._described)
         elif isinstance(data.get("name"), str):
             template = find_template(cls.template_kind, data["name"]) or cls._custom(data)
         else:

@@ -1,0 +1,45 @@
+"""A user's template file starts from a shipped template, another file or a description, and what its own `from:`
+names wrongly is said naming the file and that name (it was said as if the file itself were an unknown template)."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from helpers import cli
+from simulon.config.dc import GPUSpec
+
+
+def test_a_file_starting_from_an_unknown_template_is_named_with_that_template(tmp_path):
+    gpu = tmp_path / "mine.yaml"
+    gpu.write_text("from: no-such-gpu\nname: my-gpu\n")
+    with pytest.raises(ValidationError) as caught:
+        GPUSpec.model_validate({"from": str(gpu)})
+    message = str(caught.value)
+    assert f"template file {str(gpu)!r}: from: unknown gpu template 'no-such-gpu'" in message
+    assert f"unknown gpu template {str(gpu)!r}" not in message
+
+
+def test_a_file_may_start_from_a_description_of_a_gpu(tmp_path):
+    gpu = tmp_path / "mine.yaml"
+    gpu.write_text('from: "NVIDIA H100 80GB SXM5"\nname: my-h100\n')
+    loaded = GPUSpec.model_validate({"from": str(gpu)})
+    assert (loaded.name, loaded.template) == ("my-h100", "h100-sxm")
+
+
+def test_a_file_two_deep_names_the_file_whose_from_is_wrong(tmp_path):
+    (tmp_path / "inner.yaml").write_text("from: h100-sxmm\n")
+    (tmp_path / "outer.yaml").write_text("from: inner.yaml\nname: mine\n")
+    with pytest.raises(ValidationError) as caught:
+        GPUSpec.model_validate({"from": str(tmp_path / "outer.yaml")})
+    assert (f"template file {str(tmp_path / 'outer.yaml')!r}: from: template file {str(tmp_path / 'inner.yaml')!r}: "
+            "from: unknown gpu template 'h100-sxmm'; did you mean h100-sxm") in str(caught.value)
+
+
+def test_the_cli_refuses_it_in_one_line_with_exit_status_2(tmp_path):
+    (tmp_path / "mine.yaml").write_text("from: no-such-gpu\n")
+    scenario = tmp_path / "sc.yaml"
+    scenario.write_text("datacenter:\n  from: dgx-h100\n  node:\n    gpu: {from: mine.yaml}\n")
+    run = cli("topology", str(scenario))
+    assert run.returncode == 2 and "Traceback" not in run.stderr
+    assert run.stderr.count("\n") == 1 and "from: unknown gpu template 'no-such-gpu'" in run.stderr
