@@ -42,6 +42,11 @@ fit gives 665-686 and 1,445-1,464 at 4K-64K queries (benchmarks/bench_sparse_att
 
 RING_BLOCK = "attn_flash_ring"
 """The attention kernel of one received block of the context-parallel ring (cp - 1 per layer and pass)."""
+DOWN_PROJECTIONS = ("attn_q_down", "attn_kv_down")
+"""MLA's low-rank down projections, which every tensor-parallel rank runs whole here: a model FLOP counted once
+(MFU, as the estimate's count at tp 1 does), the copies only as time. Megatron-Core runs them on each rank's
+sequence-parallel share where sequence parallelism is on (TELinear, parallel_mode 'duplicated', on [s/tp, b, h]),
+which this does not model: the rows here are every token's."""
 
 @dataclass(frozen=True)
 class ShardShape:
@@ -404,6 +409,9 @@ class LayerKernels:
             elementwise(name, Tn, h, *self.passes.residual)
         for name, shape in self._attention_projections().items():
             k[name] = gemm_with_backward(name, T, *shape, db)
+        for name in DOWN_PROJECTIONS if m.mla is not None and t > 1 else ():
+            if name in k:  # run whole on every tensor-parallel rank: the copies are hardware work, not model FLOPs
+                k[name] = tuple(replace(spec, flops=spec.flops / t) for spec in k[name])
         k.update(self._attention_core())
         if self.sparse is not None:
             k.update(self._sparse_attention())
@@ -547,7 +555,7 @@ class LayerKernels:
             return {"attn_qkv": ((queries + 2 * kv) * m.head_size, h)}
         a = m.mla
         qk_dim = a.qk_nope_head_dim + a.qk_rope_head_dim
-        # the low-rank down projections are replicated across the tensor-parallel group
+        # the low-rank down projections (DOWN_PROJECTIONS) are replicated across the tensor-parallel group
         shapes = ({"attn_q_down": (a.q_lora_rank, h), "attn_q_up": (n * qk_dim, a.q_lora_rank)}
                   if a.q_lora_rank else {"attn_q": (n * qk_dim, h)})
         shapes["attn_kv_down"] = (a.kv_lora_rank + a.qk_rope_head_dim, h)
