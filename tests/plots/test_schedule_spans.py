@@ -122,7 +122,8 @@ def assert_compute_spans_skip_idle_stretches(sim) -> None:
 def test_no_compute_span_covers_a_stretch_longer_than_the_resolution_where_its_gpu_runs_no_kernel(
         pp, vpp, microbatches, nic):
     dp = 8 // (2 * pp)
-    sim = simulate(gpt_scenario(nodes=2, gpus_per_node=4, tp=2, pp=pp, gbs=dp * pp * microbatches, layers=4,
+    layers = max(4, pp * vpp)  # a layer a model chunk at least, as Megatron needs
+    sim = simulate(gpt_scenario(nodes=2, gpus_per_node=4, tp=2, pp=pp, gbs=dp * pp * microbatches, layers=layers,
                                 nic=nic, extra_parallelism={"vpp": vpp} if pp > 1 else None))
     assert_compute_spans_skip_idle_stretches(sim)
 
