@@ -3,11 +3,12 @@ GPU's bubble of 1e-14 ms) is no finding; every term from it up is listed, howeve
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from simulon.analysis.exposure import GPUExposure
-from simulon.analysis.findings import FLOOR_MS, findings
+from simulon.analysis.findings import FLOOR_MS, findings, shown_ms
 
 
 def row(gpu: int, *, bubble: float = 0.0, **exposed: float) -> GPUExposure:
@@ -32,3 +33,8 @@ def test_a_term_is_listed_exactly_when_its_time_reaches_the_floor(below, above):
     path = {"by_term_ms": {"compute_slowdown": below}, "by_collective_ms": {}}
     found = findings([row(0, bubble=below, EP=above)], path, {}, step_ms=2e4)
     assert [f.term for f in found] == ["EP"] and found[0].at_stake_ms == above
+
+
+@pytest.mark.parametrize("ms, shown", [(0.02, "0.02"), (0.0012, "0.0012"), (0.1, "0.1"), (1234.56, "1,234.6")])
+def test_a_finding_under_a_tenth_of_a_millisecond_is_written_with_two_significant_digits_not_as_zero(ms, shown):
+    assert shown_ms(ms) == shown

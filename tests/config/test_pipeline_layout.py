@@ -111,6 +111,9 @@ def test_any_layout_string_is_a_split_or_a_field_error(layout):
     ({"pp": 3, "layers_per_stage": [4, 4]}, ["2 entries for pp = 3"]),
     ({"pp": 4, "first_stage_layers": 1}, ["3 stages cannot split the remaining 7"]),
     ({"pp": 1, "last_stage_layers": 1}, ["need pp > 1"]),
+    ({"pp": 4, "first_stage_layers": 4, "last_stage_layers": 4},
+     ["hold all of the model's 8 layers, and the other 2 stages would hold none"]),
+    ({"pp": 3, "first_stage_layers": 8}, ["holds all of the model's 8 layers, and the other 2 stages would hold none"]),
 ])
 def test_impossible_splits_say_which_field_and_why(fields, words):
     with pytest.raises(FieldError) as error:

@@ -119,6 +119,12 @@ BUBBLE_SCHEDULES = ("zb_h1", "zb_v", "dualpipe", "dualpipev")
 """Schedules built to shrink the bubble (workload/schedule.py): a run on one is not told to try zb_h1 or
 interleaving."""
 
+def shown_ms(ms: float) -> str:
+    """Milliseconds as a finding writes them: one decimal, two significant digits below 0.1 ms (a 20 us term read
+    "0.0 ms")."""
+    return f"{ms:,.1f}" if ms >= 0.1 else f"{ms:.2g}"
+
+
 FLOOR_MS = 1e-3
 """Time at stake (ms) under which a term is not a finding: 1 microsecond, less than any kernel launch or message
 latency, so only floating-point residue of the replay's sums falls below it."""
@@ -190,7 +196,8 @@ def _attention(attention_ms: dict[int, float], step_ms: float, settings: Setting
     gpu, value = max(slowed.items(), key=lambda item: (item[1], -item[0]))
     share_of_step = value / step_ms if step_ms > 0 else 0.0
     detail = (f"attention kernels ({library}, written for Ampere's mma.sync, which runs at {100 * shares[gpu]:.0f}% "
-              f"of this GPU's tensor-core peak): {value:,.1f} ms on GPU {gpu}, {100 * share_of_step:.1f}% of the step")
+              f"of this GPU's tensor-core peak): {shown_ms(value)} ms on GPU {gpu}, {100 * share_of_step:.1f}% of the "
+              "step")
     return Finding("attention", value, share_of_step, f"GPU {gpu}", detail, ADVICE["attention"])
 
 
@@ -210,12 +217,12 @@ def _worst_gpu(per_gpu: list[GPUExposure], term: str, step_ms: float, path: dict
     where = f"GPU {row.gpu} (stage {row.stage})"
     share = value / step_ms if step_ms > 0 else 0.0
     if term in COMM_KINDS:
-        detail = f"{term} communication exposed {value:,.1f} ms on {where}, {100 * share:.1f}% of the step"
+        detail = f"{term} communication exposed {shown_ms(value)} ms on {where}, {100 * share:.1f}% of the step"
         top = [(name, ms) for name, ms in path.get("by_collective_ms", {}).items() if name.startswith(f"{term} ")]
         if top:
-            detail += f"; on the critical path {top[0][0]} takes {top[0][1]:,.1f} ms"
+            detail += f"; on the critical path {top[0][0]} takes {shown_ms(top[0][1])} ms"
     else:
-        detail = f"{WHAT[term]}: {value:,.1f} ms on {where}, {100 * share:.1f}% of the step"
+        detail = f"{WHAT[term]}: {shown_ms(value)} ms on {where}, {100 * share:.1f}% of the step"
     return Finding(term, value, share, where, detail, advice(term, settings))
 
 
@@ -223,7 +230,7 @@ def _on_path(term: str, path: dict, links: dict, step_ms: float) -> Finding:
     """The critical path's time on `term`."""
     value = float(path["by_term_ms"].get(term, 0.0))
     share = value / step_ms if step_ms > 0 else 0.0
-    detail = f"{WHAT[term]}: {value:,.1f} ms, {100 * share:.1f}% of the step"
+    detail = f"{WHAT[term]}: {shown_ms(value)} ms, {100 * share:.1f}% of the step"
     busiest = links.get("busiest", [])
     if term == "link_contention" and busiest:
         detail += f"; busiest link {busiest[0]['link']} at {100 * busiest[0]['utilisation']:.0f}% over the step"

@@ -277,6 +277,9 @@ def _first_last_problem(given: dict[str, int], num_layers: int, rest: int, middl
     if not middle and rest:
         return (f"{named} hold {num_layers - rest} of the model's {num_layers} layers, and no other stage is left "
                 f"for the remaining {rest}")
+    if middle and not rest:  # Megatron-Core builds no stage without a layer from these counts
+        return (f"{named} {'hold' if len(given) > 1 else 'holds'} all of the model's {num_layers} layers, and the "
+                f"other {middle} stage{'s' if middle > 1 else ''} would hold none")
     if middle and rest % middle:
         return (f"with {named}, the other {middle} stages cannot split the remaining {rest} of the model's "
                 f"{num_layers} layers evenly")
