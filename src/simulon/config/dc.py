@@ -54,6 +54,17 @@ class KernelRun(StrictModel):
     params: dict[str, Any]
     times_ms: list[KernelMs] = []
 
+    @field_validator("params")
+    @classmethod
+    def _shape_numbers(cls, params: dict[str, Any]) -> dict[str, Any]:
+        """A shape parameter given as a number (bytes, m, n, k, seq_q, ...) is a size or a count: finite and not
+        negative (a run of -5 bytes was timed as a 0.002 ms kernel and compared)."""
+        for key, value in params.items():
+            if isinstance(value, int | float) and not isinstance(value, bool) and not (math.isfinite(value)
+                                                                                        and value >= 0):
+                raise ValueError(f"{key} = {value!r} is no size or count (a finite number, 0 or more)")
+        return params
+
 
 class GPUSpec(Templated):
     """A GPU model. Values come from its template (public spec sheet) unless overridden."""
