@@ -32,3 +32,11 @@ def test_the_hf_config_gives_the_same_routing_as_the_template(tmp_path):
         shipped.moe.model_dump(exclude={"shared_expert_ffn_hidden_size"})
     assert (built.moe.num_groups, built.moe.group_topk) == (8, 3)
     assert (built.num_layers, built.hidden_size, built.mla) == (shipped.num_layers, shipped.hidden_size, shipped.mla)
+
+
+def test_greedy_routing_ignores_the_groups_the_file_gives(tmp_path):
+    """DeepseekV2's topk_method greedy picks the top-k experts whatever their group (n_group and topk_group unread)."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**DEEPSEEK_V2, "topk_method": "greedy"}))
+    moe = ModelSpec.model_validate({"from_hf": str(path)}).moe
+    assert (moe.num_groups, moe.group_topk, moe.routable_experts) == (1, 1, 160)

@@ -17,9 +17,9 @@ GptOssConfig, Gemma/Gemma2/Gemma3TextConfig, Phi3Config; a multimodal config's `
   (DeepSeek-V3), num_experts_per_tok, moe_intermediate_size (else intermediate_size), n_shared_experts (0: none) or
   shared_expert_intermediate_size (Llama 4: always one shared expert of intermediate_size, Llama4TextMoe's
   shared_expert, which no key names), first_k_dense_replace, node-limited routing's n_group and topk_group
-  (DeepSeek-V3; both default 1); layouts that interleave dense and MoE layers (decoder_sparse_step, moe_layer_freq,
-  interleave_moe_layer_step above 1, mlp_only_layers) as MoESpec.layer_freq, the dense layers intermediate_size_mlp
-  wide where the config has it (Llama 4);
+  (DeepSeek-V3; both default 1; unread under DeepSeek-V2's topk_method greedy); layouts that interleave dense and
+  MoE layers (decoder_sparse_step, moe_layer_freq, interleave_moe_layer_step above 1, mlp_only_layers) as
+  MoESpec.layer_freq, the dense layers intermediate_size_mlp wide where the config has it (Llama 4);
 - multi-head latent attention: kv_lora_rank, q_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim; its sparse
   attention (DeepseekV32Config): index_n_heads, index_head_dim, index_topk;
 - multi-token prediction: num_nextn_predict_layers (DeepSeek-V3, GLM-4.5; 0 in Kimi K2's: none), except in hybrid
@@ -107,6 +107,9 @@ for a file that names none; a file of a family not listed must name its activati
 gate of a SwiGLU MLP, a third of its weights)."""
 BLOCK_TYPES = {"mamba": "M", "attention": "*", "full_attention": "*", "mlp": "-", "moe": "E"}
 """NemotronH's layers_block_type names -> the hybrid pattern's symbols (config/hybrid.py)."""
+UNGROUPED_TOPK_METHOD = "greedy"
+"""DeepseekV2's `topk_method` that routes each token to its top-k experts whatever their group: n_group and topk_group
+are then not read (modeling_deepseek.py MoEGate; group_limited_greedy and DeepSeek-V3's noaux_tc route by group)."""
 SPARSE_STEP_KEYS = ("decoder_sparse_step", "interleave_moe_layer_step")
 """Keys placing the experts in every step-th layer, counting from layer step - 1 (Qwen-MoE, Llama 4)."""
 FIELD_KEYS: dict[str, tuple[str, ...]] = {
@@ -256,9 +259,10 @@ def _moe(cfg: Reader) -> dict[str, Any] | None:
         "expert_ffn_hidden_size": expert_ffn,
         "first_dense_layers": cfg.integer(*FIELD_KEYS["moe.first_dense_layers"], required=False, default=0,
                                           zero=True),
-        "num_groups": cfg.integer(*FIELD_KEYS["moe.num_groups"], required=False, default=1),
-        "group_topk": cfg.integer(*FIELD_KEYS["moe.group_topk"], required=False, default=1),
     }
+    if cfg.text("topk_method", "") != UNGROUPED_TOPK_METHOD:
+        block["num_groups"] = cfg.integer(*FIELD_KEYS["moe.num_groups"], required=False, default=1)
+        block["group_topk"] = cfg.integer(*FIELD_KEYS["moe.group_topk"], required=False, default=1)
     freq = _moe_layers(cfg)
     if freq != 1:
         block["layer_freq"] = freq
