@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from ..config.dc import GPUSpec
+from ..config.dc import shipped_gpu
 from ..config.errors import ConfigError
 from ..config.frameworks import MEGATRON_GPT, framework_defaults
 from ..config.loading import parse_scenario
@@ -368,7 +368,7 @@ figure in the wrong unit (MiB or bytes read as GiB) or a typo, not a large GPU."
 @cache
 def most_memory_gib() -> float:
     """MEMORY_MARGIN times the largest memory of a shipped GPU template, in GiB."""
-    return MEMORY_MARGIN * max(GPUSpec.model_validate({"from": name}).memory_capacity_gb
+    return MEMORY_MARGIN * max(shipped_gpu(name).memory_capacity_gb
                                for name in template_names("gpu")) * 1e9 / GiB
 
 
