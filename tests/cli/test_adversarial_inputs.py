@@ -158,6 +158,18 @@ def test_an_empty_recompute_module_list_is_refused_rather_than_read_as_core_atte
     assert "workload.parallelism.recompute_modules: lists no module" in message, message
 
 
+@pytest.mark.parametrize(("recompute", "setting", "value", "mode"), [
+    ("full", "recompute_modules", ["mlp"], "selective"), ("none", "recompute_modules", ["core_attn"], "selective"),
+    ("selective", "recompute_num_layers", 1, "full"), ("none", "recompute_num_layers", 2, "full")])
+def test_a_recompute_setting_of_another_mode_is_refused_rather_than_silently_not_done(recompute, setting, value, mode):
+    """recompute: full with recompute_modules: [mlp] ran full recomputation and ignored the list (Megatron-Core's
+    TransformerConfig refuses recompute_num_layers under selective granularity)."""
+    data = merge(seed_dict(), {"workload": {"parallelism": {"recompute": recompute, setting: value}}})
+    message = refused(data)
+    assert f"workload.parallelism.{setting}: applies to recompute: {mode} only, but recompute is '{recompute}'" in (
+        message), message
+
+
 @settings(max_examples=30)
 @given(dtype=st.sampled_from(list(DType)), flips=st.lists(st.booleans(), min_size=5, max_size=5))
 def test_a_dtype_written_in_any_case_is_the_dtype(dtype, flips):

@@ -69,6 +69,25 @@ def test_the_estimate_ranks_like_the_replay_on_distinct_strategies():
         assert 0.5 < 1e3 * e / r < 1.5
 
 
+def test_a_strategy_of_another_recompute_mode_drops_the_bases_settings_of_the_mode_it_replaces():
+    sc = gpt_scenario(nodes=1, gpus_per_node=1, layers=2, gbs=2, seq=1024,
+                      extra_parallelism={"recompute": "selective", "recompute_modules": ["mlp"]})
+    modes = {mode: apply(sc.workload, Strategy(1, 1, 1, 1, 1, 1, 1, 1, False, mode, "distributed_optimizer", "bf16",
+                                               False)).parallelism for mode in ("none", "selective", "full")}
+    assert {mode: (p.recompute, p.recompute_modules) for mode, p in modes.items()} == {
+        "none": ("none", None), "selective": ("selective", ["mlp"]), "full": ("full", None)}
+
+
+def test_full_recomputation_of_the_first_layers_of_each_chunk_is_written_as_megatrons_block_method():
+    sc = gpt_scenario(nodes=1, gpus_per_node=1, layers=2, gbs=2, seq=1024,
+                      extra_parallelism={"recompute": "full", "recompute_num_layers": 1})
+    full = Strategy(1, 1, 1, 1, 1, 1, 1, 1, False, "full", "distributed_optimizer", "bf16", False)
+    args = " ".join(megatron_arguments(full, sc))
+    assert "--recompute-method block --recompute-num-layers 1" in args, args
+    every = gpt_scenario(nodes=1, gpus_per_node=1, layers=2, gbs=2, seq=1024, extra_parallelism={"recompute": "full"})
+    assert "--recompute-method uniform --recompute-num-layers 1" in " ".join(megatron_arguments(full, every))
+
+
 @pytest.mark.parametrize("modules", [None, ["layernorm", "mlp"], ["context", "layernorm", "mlp_in"]])
 def test_the_estimates_selective_recomputation_is_what_the_tracer_re_runs(modules):
     extra = {"recompute": "selective", **({"recompute_modules": modules} if modules else {})}

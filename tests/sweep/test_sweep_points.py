@@ -67,6 +67,20 @@ def test_the_points_are_the_cartesian_product_each_with_its_values_set(scenario)
     assert points[0].steps == {"datacenter.cluster.num_nodes": "1", "datacenter.network.scale_out.nic.speed": "200Gbps"}
 
 
+def test_sweeping_the_recompute_mode_drops_the_bases_settings_of_the_modes_it_replaces(scenario):
+    text = scenario.read_text()
+    assert "  parallelism:\n" in text
+    scenario.write_text(text.replace("  parallelism:\n", "  parallelism:\n    recompute: selective\n"
+                                     "    recompute_modules: [mlp]\n", 1))
+    points = sweep_points(scenario, [parse_axis("parallelism.recompute=none,selective,full")])
+    assert [(p.scenario.workload.parallelism.recompute, p.scenario.workload.parallelism.recompute_modules)
+            for p in points] == [("none", None), ("selective", ["mlp"]), ("full", None)]
+    # a setting the sweep sets itself is the user's: kept, and refused where it does not apply
+    with pytest.raises(ConfigError, match="recompute_num_layers: applies to recompute: full only"):
+        sweep_points(scenario, [parse_axis("parallelism.recompute+parallelism.recompute_num_layers=full:1,"
+                                           "selective:1")])
+
+
 def test_a_templates_field_can_be_set_where_the_file_names_the_template(scenario):
     text = scenario.read_text().replace("from: dgx-h100", "from: dgx-h100")
     scenario.write_text(text)

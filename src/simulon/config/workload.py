@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from functools import cached_property
 from typing import Annotated, Any, ClassVar, Literal, get_args
 
@@ -413,6 +414,19 @@ def microbatch_steps(par: ParallelismSpec) -> tuple[int, int]:
     return 1, 1
 
 
+RECOMPUTE_MODE_SETTINGS = {"selective": "recompute_modules", "full": "recompute_num_layers"}
+"""The setting that belongs to each recomputation mode alone (ParallelismSpec refuses it under another mode)."""
+
+
+def without_other_recompute_settings(parallelism: dict[str, Any], keep: Iterable[str] = ()) -> None:
+    """Drop from a raw `parallelism` block (in place) the recompute settings of modes other than its `recompute`,
+    except those named in `keep`: what a search or a sweep does when it changes the mode a scenario gave them for."""
+    mode = parallelism.get("recompute", "none")
+    for owner, key in RECOMPUTE_MODE_SETTINGS.items():
+        if owner != mode and key not in keep:
+            parallelism.pop(key, None)
+
+
 class ParallelismSpec(StrictModel):
     """Megatron-Core parallel strategy. Ranks are ordered tp, cp, dp, pp; EP is carved out of dp*cp."""
 
@@ -515,6 +529,17 @@ class ParallelismSpec(StrictModel):
         if self.recompute_modules is not None and not self.recompute_modules:
             raise FieldError("recompute_modules", "lists no module; leave it out for the default (core_attn), or "
                              "set recompute: none to recompute nothing")
+        return self
+
+    @model_validator(mode="after")
+    def _recompute_settings_apply(self) -> ParallelismSpec:
+        """Module lists are selective recomputation's and a layer count full recomputation's: given with the other
+        (or none) they meant something the run would silently not do (Megatron-Core's TransformerConfig refuses
+        recompute_num_layers under selective granularity)."""
+        for mode, key in RECOMPUTE_MODE_SETTINGS.items():
+            if getattr(self, key) is not None and self.recompute != mode:
+                raise FieldError(key, f"applies to recompute: {mode} only, but recompute is '{self.recompute}'; set "
+                                 f"recompute: {mode} or leave {key} out")
         return self
 
     @model_validator(mode="after")

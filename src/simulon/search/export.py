@@ -51,6 +51,10 @@ def megatron_arguments(strategy: Strategy, sc: ScenarioConfig) -> list[str]:
         modules = sorted({MEGATRON_RECOMPUTE_MODULE.get(m, m) for m in sc.workload.parallelism.recompute_modules or ()})
         if modules and modules != ["core_attn"]:  # Megatron's default is core attention alone
             args.append(f"--recompute-modules {' '.join(modules)}")
+    elif s.recompute == "full" and sc.workload.parallelism.recompute_num_layers is not None:
+        # the scenario's first layers of each model chunk (ParallelismSpec.recomputes_layer): Megatron's block method
+        args += ["--recompute-granularity full", "--recompute-method block",
+                 f"--recompute-num-layers {sc.workload.parallelism.recompute_num_layers}"]
     elif s.recompute == "full":
         args += ["--recompute-granularity full", "--recompute-method uniform", "--recompute-num-layers 1"]
     par = sc.workload.parallelism  # what the simulation assumed; Megatron-LM overlaps none of it unless told

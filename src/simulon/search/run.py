@@ -36,7 +36,7 @@ from ..config.dc import workload_gpus
 from ..config.errors import ConfigError
 from ..config.loading import parse_scenario, problem, read_scenario_data
 from ..config.scenario import ScenarioConfig
-from ..config.workload import MegatronWorkload, ParallelismSpec, TrainingSpec
+from ..config.workload import MegatronWorkload, ParallelismSpec, TrainingSpec, without_other_recompute_settings
 from ..dag.size import DagSize
 from ..executors import Executor, ProcessExecutor, Refused
 from ..memory import MemoryModel, StageMemory
@@ -281,6 +281,7 @@ def apply(workload: MegatronWorkload, strategy: Strategy) -> MegatronWorkload:
     for key in ("num_microbatches", "layers_per_stage", "expert_tensor_parallel"):
         parallelism.pop(key, None)
     parallelism.update(strategy.parallelism(workload.model.num_layers))
+    without_other_recompute_settings(parallelism)
     if strategy.etp != strategy.tp:
         parallelism["expert_tensor_parallel"] = strategy.etp
     training = workload.training.model_copy(update={"micro_batch_size": strategy.micro_batch_size,

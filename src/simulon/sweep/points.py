@@ -27,7 +27,7 @@ from ..config.dc import DatacenterConfig
 from ..config.errors import ConfigError, parse_yaml, yaml_problem
 from ..config.loading import parse_scenario, read_scenario_data
 from ..config.scenario import CollectiveConfig, ScenarioConfig
-from ..config.workload import MegatronWorkload
+from ..config.workload import MegatronWorkload, without_other_recompute_settings
 
 MAX_POINTS = 10_000
 """The most points one sweep runs: each is validated before the first runs (a few ms each) and simulated in full
@@ -167,6 +167,9 @@ def sweep_points(scenario: Path, axes: list[Axis]) -> list[Point]:
         data = copy.deepcopy(base)
         for path, value in settings.items():
             with_value(data, path, value)
+        if "workload.parallelism.recompute" in settings:  # the base's settings of the mode the sweep replaced
+            without_other_recompute_settings(data["workload"]["parallelism"], keep=tuple(
+                p.rpartition(".")[2] for p in settings if p.startswith("workload.parallelism.")))
         label = ", ".join(f"{p}={v}" for p, v in settings.items())
         sc = parse_scenario(data, f"{scenario} with {label}", scenario.parent)
         if sc.workload is None:
