@@ -132,3 +132,42 @@ def test_a_short_row_says_it_has_fewer_cells_than_the_header(tmp_path):
     short_of_notes = path.with_name("d.csv")
     short_of_notes.write_text(",".join(header) + "\n" + ",".join(list(ALL_REDUCE.values())[:-3]) + "\n")
     assert not collective_cases(read_table(short_of_notes))[1]  # short only of cells it does not need: read
+
+
+def test_a_header_naming_a_column_twice_is_refused_naming_both_positions(tmp_path):
+    """The csv module keeps a repeated column's last cell, so the first was silently ignored."""
+    path = tmp_path / "k.csv"
+    path.write_text("hardware,kernel,dtype,M,N,K,batch,kernel_tflops,kernel\nH100 SXM,GEMM,bf16,4096,4096,4096,,600,x\n")
+    with pytest.raises(ValueError, match=r"line 1: column 'kernel' appears twice in the header \(columns 2 and 9\)"):
+        read_table(path)
+    run = cli("validate", "kernels", "--csv", str(path))
+    assert run.returncode == 2 and "Traceback" not in run.stderr and "appears twice" in run.stderr, run.stderr
+    blank = tmp_path / "blank.csv"  # trailing commas leave empty column names: no column is ignored
+    blank.write_text("a,b,,\n1,2,,\n")
+    assert read_table(blank) == [{"a": "1", "b": "2", "": ""}]
+
+
+@pytest.mark.parametrize("kernel", ["gemm (te/cublas, as used by megatron)", "GEMM (TE/cuBLAS, as used by Megatron)",
+                                    "Gemm"])
+def test_a_kernel_description_is_read_in_any_case(kernel):
+    gemm = {"hardware": "H100 SXM", "kernel": kernel, "dtype": "bf16", "M": "8192", "N": "8192", "K": "8192",
+            "batch": "", "kernel_tflops": "600"}
+    obs = observation(0, gemm)
+    assert not isinstance(obs, str), obs
+    assert obs.flops == 2 * 8192**3 and obs.family == "gemm"
+    grouped = observation(0, {**gemm, "kernel": "Grouped gemm (BWD_GRAD_W)", "batch": "8"})
+    assert not isinstance(grouped, str) and grouped.family == "grouped_gemm", grouped
+    flash = observation(0, {**ATTENTION_ROW, "kernel": "Attention FWD+BWD [flashattention-2]"})
+    assert observation(0, ATTENTION_ROW) == flash
+
+
+@pytest.mark.parametrize(("kind", "read_as"), [("ALLOCATED", "allocated"), ("Reserved", "reserved"),
+                                               ("unknown", "device"), ("", "device"), ("max_allocated", None),
+                                               ("nvidia-smi", None)])
+def test_a_mem_kind_is_read_in_any_case_and_another_word_is_skipped_naming_it(kind, read_as):
+    """'max_allocated' was compared with the device's use (nvidia-smi's), simulon's figure for an unknown kind."""
+    report = validate_memory([{**MEMORY_ROW, "mem_kind": kind}])
+    if read_as is None:
+        assert [s.reason for s in report.skipped] == [f"mem_kind {kind!r} is none of allocated, reserved, unknown"]
+    else:
+        assert not report.skipped and [r.metric for r in report.rows] == [f"{read_as}_gib"]

@@ -140,7 +140,7 @@ def observation(index: int, row: dict[str, str]) -> Observation | str:
         return "kernel_tflops is blank or not positive"
     kernel = row.get("kernel", "")
     try:
-        parsed = _attention(kernel, row) if "attention" in kernel else _gemm(kernel, row, gpu, dtype)
+        parsed = _attention(kernel, row) if names(kernel, "attention") else _gemm(kernel, row, gpu, dtype)
     except (TypeError, ValueError) as exc:
         return f"cannot read the shape: {exc}"
     if isinstance(parsed, str):
@@ -151,10 +151,16 @@ def observation(index: int, row: dict[str, str]) -> Observation | str:
         kclass == KernelClass.grouped_gemm else "gemm"
     if name != "attention" and tflops * 1e12 > peak:
         return f"suspect: {tflops:g} TFLOP/s is above the GPU's dense {dtype.value} peak (the source marks such rows)"
-    timing = Timing.median_kernel if any(word in kernel for word in MEDIAN_KERNEL_TIMED) else Timing.total
+    timing = Timing.median_kernel if names(kernel, *MEDIAN_KERNEL_TIMED) else Timing.total
     loop = next((by_family for word, by_family in BACK_TO_BACK.items() if word in row.get("source", "")), {})
     return Observation(index, gpu, dtype, specs, flops / (tflops * 1e12), flops, row.get("subset", ""), name, timing,
                        loop.get(name, 1))
+
+
+def names(kernel: str, *words: str) -> bool:
+    """Whether a row's kernel description contains any of `words`, in any case ('grouped gemm (fwd)' is the tables'
+    'grouped GEMM (fwd)')."""
+    return any(word.casefold() in kernel.casefold() for word in words)
 
 
 def dense_peak(gpu: str, dtype: DType) -> float | str:
@@ -177,16 +183,16 @@ def _dims(row: dict[str, str], *columns: str) -> list[int]:
 def _gemm(kernel: str, row: dict[str, str], gpu: str, dtype: DType) -> tuple[tuple[KernelSpec, ...], float] | str:
     m, n, k = _dims(row, "M", "N", "K")
     out_bytes = 4.0 if row["dtype"] == "f32xf32->f32" else 2.0
-    if "grouped GEMM" in kernel:
+    if names(kernel, "grouped GEMM"):
         (groups,) = _dims(row, "batch")
-        stage = re.search(r"\((\w+)\)", kernel)
+        stage = re.search(r"\((\w+)\)", kernel.casefold())
         orient = {"fwd": (Phase.fwd, m, n, k), "bwd_grad_act": (Phase.bwd_ig, m, k, n),
                   "bwd_grad_w": (Phase.bwd_wg, n, k, m)}.get(stage.group(1) if stage else "")
         if orient is None:
             return f"grouped GEMM stage of {kernel!r} is not fwd, bwd_grad_act or bwd_grad_w"
         phase, gm, gn, gk = orient
         return (gemm("grouped_gemm", phase, gm * groups, gn, gk, out_bytes, groups),), 2.0 * m * n * k * groups
-    if not any(word in kernel for word in ("GEMM", "XLA dot", "matmul")):
+    if not names(kernel, "GEMM", "XLA dot", "matmul"):
         return f"kernel {kernel!r} is not modelled"
     batch = _dims(row, "batch")[0] if (row.get("batch") or "").strip() else 1
     # the wgrad GEMM of Megatron accumulates into fp32 main_grad: phase bwd_wg carries that traffic
@@ -194,7 +200,7 @@ def _gemm(kernel: str, row: dict[str, str], gpu: str, dtype: DType) -> tuple[tup
     spec = gemm("gemm", phase, m * batch, n, k, out_bytes, batch)
     if batch > 1:  # one batched launch, not a grouped GEMM
         spec = KernelSpec(spec.name, KernelClass.gemm, spec.phase, spec.flops, spec.hw_flops, spec.bytes, spec.shape)
-    if "XLA dot" in kernel and dtype == DType.fp8 and model_word(gpu) in TN_ONLY_FP8:
+    if names(kernel, "XLA dot") and dtype == DType.fp8 and model_word(gpu) in TN_ONLY_FP8:
         # XLA's dot takes its right operand K x N; cuBLASLt's FP8 GEMM on Hopper takes it only K-major (TN), so
         # XLA transposes it first: one more pass that reads and writes the operand
         return (spec, memory_bound("fp8_operand_transpose", Phase.fwd, 2.0 * k * n * batch * dtype.bytes,
@@ -203,19 +209,19 @@ def _gemm(kernel: str, row: dict[str, str], gpu: str, dtype: DType) -> tuple[tup
 
 
 def _attention(kernel: str, row: dict[str, str]) -> tuple[tuple[KernelSpec, ...], float] | str:
-    impl = next((lib for name, lib in ATTENTION_LIBRARIES.items() if name in kernel), None)
+    impl = next((lib for name, lib in ATTENTION_LIBRARIES.items() if names(kernel, name)), None)
     if impl is None:
         return (f"attention implementation {kernel!r} is not modelled (flash-attention 1, 2, Triton, cuDNN, xformers "
                 f"and PyTorch's are)")
     seq, batch, head_dim = _dims(row, "M", "batch", "head_dim")
     notes = row.get("notes", "")
-    if "TE fused attn" in kernel:  # SimuMax: causal; FLOPs count the full score matrix, backward 2.5x
+    if names(kernel, "TE fused attn"):  # SimuMax: causal; FLOPs count the full score matrix, backward 2.5x
         found = {key: int(v) for key, v in re.findall(r"(heads|kv_heads|v_head_dim)=(\d+)", notes)}
         found.update({c: v for c in ("heads", "kv_heads") if (v := cell_number(row, c, whole=True))})
         if len(found) < 3:
             return "notes do not give heads, kv_heads and v_head_dim"
         heads, kv, v_dim = found["heads"], found["kv_heads"], found["v_head_dim"]
-        phase = Phase.bwd_ig if " bwd " in kernel else Phase.fwd
+        phase = Phase.bwd_ig if names(kernel, " bwd ") else Phase.fwd
         spec = attention(phase, batch, heads, kv, seq, seq, head_dim, v_dim, True, 2.0, impl)
         base = batch * seq * seq * max(heads, kv) * (head_dim + v_dim)
         return (spec,), (5.0 if phase == Phase.bwd_ig else 2.0) * base

@@ -340,7 +340,9 @@ def measurements(row: dict[str, str]) -> list[tuple[str, float]]:
         raise Unsupported("row gives no memory figure")
     if OUT_OF_MEMORY.search(row["notes"]) and not PASSED.search(row["notes"]):
         raise Unsupported("the run ran out of memory: its figure, read before, is not its peak")
-    kind = row["mem_kind"].strip() or "unknown"
+    kind = row["mem_kind"].strip().casefold() or "unknown"
+    if kind not in MEM_KINDS:
+        raise Unsupported(f"mem_kind {row['mem_kind'].strip()!r} is none of {', '.join(MEM_KINDS)}")
     quantity = {"allocated": "allocated", "reserved": "reserved"}.get(kind, source.measured or "device")
     found = [(quantity, value)]
     reserved = RESERVED.search(row["notes"])
@@ -355,6 +357,13 @@ def measurements(row: dict[str, str]) -> list[tuple[str, float]]:
                               f"largest shipped GPU's memory ({most_memory_gib() / MEMORY_MARGIN:,.0f} GiB): no "
                               "GPU's peak")
     return found
+
+
+MEM_KINDS = ("allocated", "reserved", "unknown")
+"""What a row's mem_kind may say it measured (shared/validation/README.md): torch's max_memory_allocated, its caching
+allocator's max_memory_reserved, or unknown (nvidia-smi's used memory, or a source that does not say), in any case;
+a blank cell is unknown. Another word is no figure simulon can compare: read as the device's, it compared a
+'max_allocated' row with the device's use."""
 
 
 MEMORY_MARGIN = 4.0

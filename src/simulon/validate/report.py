@@ -159,9 +159,19 @@ def read_table(path: str | Path) -> list[dict[str, str]]:
         raise OSError(errno.EINVAL, str(exc), str(path)) from None
     reader = csv.DictReader(io.StringIO(text, newline=""), restval=None)  # None: a cell past a short row's end
     try:
+        twice(reader.fieldnames or ())
         return [TableRow(row, len(reader.fieldnames or ())) for row in reader]
     except csv.Error as exc:
         raise ValueError(f"line {reader.reader.line_num}: {exc}") from None
+
+
+def twice(header: list[str] | tuple[str, ...]) -> None:
+    """ValueError for a header naming a column twice (the csv module keeps the last, so one of them was ignored)."""
+    names = list(header)
+    for at, name in enumerate(names):
+        if name.strip() and name in names[:at]:
+            raise ValueError(f"line 1: column {name!r} appears twice in the header (columns "
+                             f"{names.index(name) + 1} and {at + 1}); one of them would be ignored")
 
 
 class TableRow(dict):
