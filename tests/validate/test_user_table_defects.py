@@ -137,7 +137,8 @@ def test_a_short_row_says_it_has_fewer_cells_than_the_header(tmp_path):
 def test_a_header_naming_a_column_twice_is_refused_naming_both_positions(tmp_path):
     """The csv module keeps a repeated column's last cell, so the first was silently ignored."""
     path = tmp_path / "k.csv"
-    path.write_text("hardware,kernel,dtype,M,N,K,batch,kernel_tflops,kernel\nH100 SXM,GEMM,bf16,4096,4096,4096,,600,x\n")
+    path.write_text("hardware,kernel,dtype,M,N,K,batch,kernel_tflops,kernel\n"
+                    "H100 SXM,GEMM,bf16,4096,4096,4096,,600,x\n")
     with pytest.raises(ValueError, match=r"line 1: column 'kernel' appears twice in the header \(columns 2 and 9\)"):
         read_table(path)
     run = cli("validate", "kernels", "--csv", str(path))
