@@ -100,16 +100,19 @@ def test_critical_blocks_closed_forms():
                            q_tiles=2) == 65
 
 
-def test_a_blackwell_forward_carries_two_query_tiles_per_cta_and_its_backward_one():
+def test_a_blackwell_forward_of_its_own_libraries_carries_two_query_tiles_per_cta_and_its_backward_one():
     arch = Calibrations.shipped().architecture(GPUSpec.model_validate({"from": "b200"}), None)
     assert arch.attention_query_tiles == 2
     assert Calibrations.shipped().architecture(h100(), None).attention_query_tiles == 1
     p = AttentionParams(AttentionPhase(1.0, 0.0, 0.0), AttentionPhase(1.0, 0.0, 0.0), 0.0)
     few = dataclasses.replace(arch, sm_count=1000)  # every CTA on its own SM: the heaviest sets the time
     one_tile = dataclasses.replace(few, attention_query_tiles=1)
-    fwd, bwd = (attention(ph, 1, 8, 8, 4096, 4096, 128, 128, True, 2.0) for ph in (Phase.fwd, Phase.bwd_ig))
+    fwd, bwd = (attention(ph, 1, 8, 8, 4096, 4096, 128, 128, True, 2.0, "cudnn") for ph in (Phase.fwd, Phase.bwd_ig))
     assert attention_seconds(p, few, PEAK, fwd) == pytest.approx(2 * attention_seconds(p, one_tile, PEAK, fwd))
     assert attention_seconds(p, few, PEAK, bwd) == pytest.approx(attention_seconds(p, one_tile, PEAK, bwd))
+    # FlashAttention-2's grid keeps one query tile per CTA on every chip
+    flash = attention(Phase.fwd, 1, 8, 8, 4096, 4096, 128, 128, True, 2.0)
+    assert attention_seconds(p, few, PEAK, flash) == pytest.approx(attention_seconds(p, one_tile, PEAK, flash))
 
 
 def test_causal_attention_takes_about_half_the_time_when_the_gpu_is_full():
@@ -249,7 +252,21 @@ def test_each_attention_library_has_its_own_speed_and_a_stand_in_where_unmeasure
     assert cal.attention(h100(), "xformers", fp16) == (cal.gpus["h100-sxm"].attention["flash_v1", fp16], "h100-sxm")
     # a GPU without either borrows from the GPU nearest in spec that has one
     assert cal.attention(b200, "flash_triton")[1] == "h100-sxm"
-    assert cal.attention(b200, "flash")[1] == "b200"
+    # an mma.sync kernel runs like itself on another chip before like the chip's own instruction's library there
+    assert cal.attention(b200, "flash") == cal.attention(h100(), "flash")
+    assert cal.attention(b200, "cudnn")[1] == "b200"
+    assert cal.attention(a100, "cudnn")[1] == "a100-sxm-80gb"  # TE runs FlashAttention-2 there: the same chip's
+
+
+def test_flash_attention_2_on_a_b200_runs_1_1_to_1_2_times_its_h100_speed():
+    """As flash-attention issue #1589 (hd 64) and tritonbench PR #171 (hd 128) measured it (architecture.yaml,
+    warp_mma_fraction); it ran 0.8x, timed by cuDNN's B200 backward at mma.sync's rate."""
+    b200 = GPUSpec.model_validate({"from": "b200"})
+    for batch, heads, seq in ((2, 32, 8192), (16, 16, 2048), (8, 32, 4096)):
+        h100_s, b200_s = (AnalyticalModel(gpu, DType.bf16).seconds(
+            [attention(p, batch, heads, heads, seq, seq, 128, 128, True, 2.0) for p in (Phase.fwd, Phase.bwd_ig)]).sum()
+            for gpu in (h100(), b200))
+        assert 1.05 < h100_s / b200_s < 1.25, (batch, heads, seq, h100_s / b200_s)
 
 
 def test_pytorch_attention_computes_the_whole_score_matrix_whatever_the_mask():

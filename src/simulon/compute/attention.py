@@ -26,20 +26,11 @@ import math
 
 import numpy as np
 
-from ..workload.kernels import FULL_MATRIX_LIBRARIES, KernelSpec, Phase, attention_impl
+from ..workload.kernels import FULL_MATRIX_LIBRARIES, WARP_MMA_LIBRARIES, KernelSpec, Phase, attention_impl
 from .calibration import Architecture, AttentionParams
 from .dispatch import Order, makespan
 
 BACKWARD_PHASES = (Phase.bwd_ig, Phase.bwd_wg)
-
-
-WARP_MMA_LIBRARIES = ("flash", "flash_v1", "flash_triton", "xformers")
-"""Libraries whose kernels were written for Ampere's warp-level tensor-core instruction, mma.sync: FlashAttention 1
-and 2, the 2022 Triton FlashAttention (Triton before its Hopper backend: MosaicML's triton_pre_mlir) and xformers'
-CUTLASS sm80 kernels. On a later chip they run their matmuls at that instruction's rate, whatever the chip's own
-(wgmma, tcgen05) reaches; cuDNN's fused attention and PyTorch's attention (cuBLAS GEMMs) issue the chip's own. A
-library timed with another's fit (calibration.py's stand-ins) runs at its own instruction's rate: FlashAttention-2 on
-a B200 runs cuDNN's fit there at mma.sync's rate."""
 
 
 def matmul_rate(warp_mma_fraction: float, library: str) -> float:
@@ -80,7 +71,9 @@ def attention_seconds(p: AttentionParams, arch: Architecture, peak: float, spec:
         arch.warp_mma_fraction * arch.special_function_rate)
     block_seconds = 2.0 * block * block * (dims * matmuls + passes * phase.softmax_dims * softmax) / (
         peak * phase.efficiency / arch.sm_count)
-    tiles = 1 if backward else arch.attention_query_tiles
+    # a library written for mma.sync keeps one query tile per CTA (FlashAttention-2's grid), whatever the chip's own
+    # libraries do there (architecture.yaml, attention_query_tiles), even where it runs another library's fit
+    tiles = 1 if backward or attention_impl(spec) in WARP_MMA_LIBRARIES else arch.attention_query_tiles
     window = int(s.get("window", 0))  # a sliding window's band: the causal range, each tile's walk capped
     blocks = critical_blocks(s["batch"] * s["heads"], math.ceil(s["seq_q"] / (block * tiles)),
                              math.ceil((s["seq_q"] if window else s["seq_k"]) / block),

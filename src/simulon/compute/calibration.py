@@ -15,6 +15,7 @@ import yaml
 from ..config.common import DType
 from ..config.dc import GPUSpec, nearest_template, shipped_gpu
 from ..config.number_formats import number_format
+from ..workload.kernels import WARP_MMA_LIBRARIES
 
 ATTENTION_DTYPE_FALLBACK = {DType.fp16: (DType.fp16, DType.bf16), DType.bf16: (DType.bf16, DType.fp16)}
 """Fused attention runs in 16-bit: fp16 and bf16 have the same tensor-core rate (the GPU templates list the
@@ -155,8 +156,16 @@ class Calibrations:
         best-shape row or two rests on its own bf16 shape response rather than another chip's fp8. Another
         GPU lends a full fit where it has one: a best-shape fit knows its peak, not its shape response."""
         chain = number_format(dtype).calibration_chain  # whose efficiency surface a GEMM in dtype borrows
-        donor = self.nearest(gpu, lambda c: any(d in c.gemm for d in chain),
-                             lambda c: any(d in c.gemm and d not in c.borrowed for d in chain))
+        peak = gpu.peak_tflops.get(DType.bf16)
+
+        def lends(other: str) -> bool:
+            """A full fit, or a best-shape one of a GPU at this one's dense rate (GB200's for a GB300, whose spec
+            sheets differ in power alone: a full fit of another rate predicted the GB300 10% slower)."""
+            cal = self.gpus[other]
+            return any(d in cal.gemm and d not in cal.borrowed for d in chain) or (
+                peak is not None and shipped_gpu(other).peak_tflops.get(DType.bf16) == peak)
+
+        donor = self.nearest(gpu, lambda c: any(d in c.gemm for d in chain), lends)
         if donor is None:
             raise ValueError(f"no GEMM calibration for {dtype.value} on any GPU")
         cal = self.gpus[donor]
@@ -173,27 +182,35 @@ class Calibrations:
         """Attention parameters of library `impl` in 16-bit `dtype` on gpu, and the template they were fitted on.
         The GPU comes first, as for GEMMs, then the library: a library never measured on this GPU in this dtype
         runs like itself in the other 16-bit dtype, else like its stand-in measured here (an old kernel is held
-        back by the same chip); elsewhere the GPU nearest in spec with any of them lends. Either way its matmuls
+        back by the same chip); elsewhere the GPU nearest in spec with any of them lends. A library written for
+        mma.sync (WARP_MMA_LIBRARIES) runs like itself, or a stand-in of its kind, on the nearest GPU measuring one
+        before like a stand-in of the chip's own instruction here (FlashAttention-2 on a B200 as on the H100 rather
+        than as cuDNN's there: 1.13x its H100 speed, as flash-attention's and tritonbench's B200 runs give it
+        (architecture.yaml, warp_mma_fraction), where cuDNN's backward made it 0.8x). Either way its matmuls
         run at its own instruction's rate on this chip (attention.attention_seconds: the parameters know the library
         and, through the architecture, the chip they were fitted on)."""
         chain = [(i, d) for i in (impl, *self.attention_stand_ins.get(impl, ()))
                  for d in ATTENTION_DTYPE_FALLBACK.get(dtype, ATTENTION_DTYPE_FALLBACK[DType.bf16])]
-        donor = self.nearest(gpu, lambda c: any(key in c.attention for key in chain))
+        # an mma.sync library's kernel is the same on every chip; a library of the chip's own instruction is not
+        # (on a B200, cuDNN's runs tcgen05 from tensor memory, two query tiles a CTA): FlashAttention-2 runs like
+        # itself measured on another chip before like cuDNN's measured here
+        alike = [key for key in chain if key[0] in WARP_MMA_LIBRARIES] if impl in WARP_MMA_LIBRARIES else chain
+        donor = self.nearest(gpu, lambda c: any(key in c.attention for key in alike)) or self.nearest(
+            gpu, lambda c: any(key in c.attention for key in chain))
         if donor is None:
             raise ValueError(f"no {impl} attention calibration on any GPU")
         cal = self.gpus[donor]
-        return cal.attention[next(key for key in chain if key in cal.attention)], donor
+        return cal.attention[next(key for key in (*alike, *chain) if key in cal.attention)], donor
 
-    def nearest(self, gpu: GPUSpec, has, preferred=lambda c: True) -> str | None:
+    def nearest(self, gpu: GPUSpec, has, preferred=lambda stem: True) -> str | None:
         """The GPU itself if fitted, else the fitted GPU closest in spec (config.dc.nearest_template): same vendor
         first, then the same chip at the same power limit (equal dense peaks and TDP: its clocks under load, and so
-        its fit, hold whatever the memory), then the preferred ones, then the nearest in log dense-bf16 peak, then in
-        log HBM bandwidth (name breaks ties)."""
+        its fit, hold whatever the memory), then the `preferred` ones (by template stem), then the nearest in log
+        dense-bf16 peak, then in log HBM bandwidth (name breaks ties)."""
         stem = gpu.template
         if stem in self.gpus and has(self.gpus[stem]):
             return stem
-        return nearest_template(gpu, [other for other, cal in self.gpus.items() if has(cal)],
-                                lambda other: preferred(self.gpus[other]))
+        return nearest_template(gpu, [other for other, cal in self.gpus.items() if has(cal)], preferred)
 
 
 POWER_CLOCK_EXPONENT = 2.0

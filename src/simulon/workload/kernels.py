@@ -128,6 +128,15 @@ mask added to the score matrix before the softmax: flash-attention's benchmarks/
 score the fitted softmax_dims is; the backward of the addition passes the gradient through. The tiled kernels skip
 the blocks above the diagonal."""
 
+WARP_MMA_LIBRARIES = ("flash", "flash_v1", "flash_triton", "xformers")
+"""Libraries whose kernels were written for Ampere's warp-level tensor-core instruction, mma.sync: FlashAttention 1
+and 2, the 2022 Triton FlashAttention (Triton before its Hopper backend: MosaicML's triton_pre_mlir) and xformers'
+CUTLASS sm80 kernels. On a later chip they run their matmuls at that instruction's rate, whatever the chip's own
+(wgmma, tcgen05) reaches, with their own grid (one query tile per forward CTA); cuDNN's fused attention and PyTorch's
+attention (cuBLAS GEMMs) issue the chip's own. Where such a library was never measured on a chip, it runs like itself
+measured on another chip before like a library of the chip's own instruction measured there (compute.calibration
+Calibrations.attention), at its own instruction's rate either way (compute.attention)."""
+
 
 def attention(phase: Phase, batch: int, heads: int, kv_heads: int, seq_q: int, seq_k: int,
               qk_dim: int, v_dim: int, causal: bool, dtype_bytes: float, impl: str = "flash",
