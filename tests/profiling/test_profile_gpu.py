@@ -1,5 +1,6 @@
 """`simulon profile gpu`: the plan uses the simulator's own kernel keys, outliers are dropped, the GPU YAML
-keeps what it had and skips what is done, bad input exits 2, and (with torch) a CPU run feeds simulations."""
+keeps what it had and skips what is done, bad input exits 2, and (with torch) a CPU dry run is marked so that no
+simulation takes its times for the GPU's, though its runs still cover every kernel."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from simulon.cli.app import app
 from simulon.cli.profile import gpu_identity, need_torch
 from simulon.compute.populate import kernel_seconds
 from simulon.config.common import DType
-from simulon.config.dc import GPUSpec
+from simulon.config.dc import GPUSpec, KernelRun
 from simulon.config.loading import ConfigError
 from simulon.pipeline import build_dag
 from simulon.profiling.plan import SweepPoint, plan
@@ -123,7 +124,7 @@ def test_a_corrupt_profile_file_exits_2_with_one_line_and_is_left_alone(tmp_path
 
 
 @pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed (simulon[profile])")
-def test_a_cpu_profile_feeds_the_simulation_and_reruns_skip_what_is_done(tmp_path):
+def test_a_cpu_profile_is_no_gpus_times_covers_every_kernel_and_reruns_skip_what_is_done(tmp_path):
     out = tmp_path / "h100.yaml"
     runner = CliRunner()
     first = runner.invoke(app, ["profile", "gpu", "--name", "H100-SXM5-80GB", "--output", str(out), *TINY,
@@ -137,7 +138,9 @@ def test_a_cpu_profile_feeds_the_simulation_and_reruns_skip_what_is_done(tmp_pat
     assert again.exit_code == 0 and " 0 timed" in again.output
     assert yaml.safe_load(out.read_text()) == doc
 
-    gpu = GPUSpec.model_validate({"from": str(out)})
+    with pytest.raises(ValueError, match="timed on a CPU"):  # a dry run is no GPU's times
+        GPUSpec.model_validate({"from": str(out)})
+    gpu = GPUSpec.model_validate({"from": str(out)}, context={KernelRun.CPU_TIMES: True})  # its plumbing
     sc = gpt_scenario(layers=2, hidden=64, heads=4, ffn=128, vocab=256, seq=32, gbs=4, tp=2)
     dag, _, _ = build_dag(sc)
     _, measured = kernel_seconds(dag, gpu, DType.bf16)

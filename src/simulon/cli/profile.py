@@ -1,4 +1,6 @@
-"""`simulon profile gpu`: benchmark the tracer's kernels on the local GPU into a GPU YAML (kernel_runs)."""
+"""`simulon profile gpu`: benchmark the tracer's kernels on the local GPU into a GPU YAML (kernel_runs); `--device cpu`
+is a dry run, its runs marked `device: cpu`, which no simulation reads as the GPU's. The output file is checked before
+anything is timed (profiling.store)."""
 
 from __future__ import annotations
 
@@ -43,23 +45,25 @@ def Sweep(help_text: str):  # an option type, read like one
 @app.command()
 def gpu(
     output: Annotated[Path, typer.Option("--output", "-o", help="GPU YAML to append kernel_runs to")],
-    name: Annotated[str, typer.Option(help="GPU name (a shipped template's name fills its spec sheet)")] = "H100",
+    name: Annotated[str | None, typer.Option(
+        help="GPU name (a shipped template's name fills its spec sheet) \\[default: an existing OUTPUT's, else H100]")
+                    ] = None,
     vendor: Annotated[str | None, typer.Option(
-        help="GPU vendor [default: the template's, else nvidia]")] = None,
+        help="GPU vendor \\[default: the template's, else nvidia]")] = None,
     memory_capacity_gb: Annotated[float | None, typer.Option(
-        help="GPU memory (GB) [default: the template's; needed for a GPU no template names]")] = None,
+        help="GPU memory (GB) \\[default: the template's; needed for a GPU no template names]")] = None,
     tdp_w: Annotated[float | None, typer.Option(help="board power (W)")] = None,
     model: Annotated[str | None, typer.Option(
         help="model template(s) to take every shape from (llama-3-70b, deepseek-v3, ...; a comma list sweeps) in "
         "place of the size flags")] = None,
-    hidden_size: Annotated[str | None, typer.Option(help="hidden size; a comma list sweeps [default: 4096]")] = None,
-    num_heads: Annotated[str | None, typer.Option(help="attention heads; a comma list sweeps [default: 32]")] = None,
+    hidden_size: Annotated[str | None, typer.Option(help="hidden size; a comma list sweeps \\[default: 4096]")] = None,
+    num_heads: Annotated[str | None, typer.Option(help="attention heads; a comma list sweeps \\[default: 32]")] = None,
     ffn_hidden_size: Annotated[str | None, typer.Option(
-        help="MLP hidden size (each expert's, with --num-experts); a comma list sweeps [default: 16384]")] = None,
+        help="MLP hidden size (each expert's, with --num-experts); a comma list sweeps \\[default: 16384]")] = None,
     seq_len: Sweep("sequence length") = "2048",
     batch_size: Sweep("micro-batch size") = "1",
     vocab_size: Annotated[str | None, typer.Option(
-        help="vocabulary size; a comma list sweeps [default: 32000]")] = None,
+        help="vocabulary size; a comma list sweeps \\[default: 32000]")] = None,
     dtype: Sweep("training dtype: bf16, fp16, fp8, tf32, fp32") = "bf16",
     tp: Sweep("tensor-parallel size") = "1",
     ep: Sweep("expert-parallel size (MoE models: the experts each GPU holds)") = "1",
@@ -67,15 +71,18 @@ def gpu(
                                            "(Transformer Engine's choice on Hopper and later), xformers, pytorch")
                          ] = "flash",
     num_kv_heads: Annotated[str | None, typer.Option(help="GQA key/value heads; a comma list sweeps")] = None,
-    activation: Annotated[str | None, typer.Option(help="gelu | swiglu (gated MLP) | ... [default: gelu]")] = None,
-    normalization: Annotated[str | None, typer.Option(help="layernorm | rmsnorm [default: layernorm]")] = None,
+    activation: Annotated[str | None, typer.Option(help="gelu | swiglu (gated MLP) | ... \\[default: gelu]")] = None,
+    normalization: Annotated[str | None, typer.Option(help="layernorm | rmsnorm \\[default: layernorm]")] = None,
     num_experts: Annotated[int | None, typer.Option(help="MoE experts (grouped expert GEMMs)")] = None,
-    moe_top_k: Annotated[int | None, typer.Option(help="experts per token [default: 2]")] = None,
+    moe_top_k: Annotated[int | None, typer.Option(help="experts per token \\[default: 2]")] = None,
     epoch_num: Annotated[int, typer.Option(help="timed repetitions per kernel")] = REPETITIONS,
     warmup: Annotated[int, typer.Option(help="untimed runs before timing")] = WARMUP,
-    device: Annotated[str, typer.Option(help="cuda, or cpu to time on the CPU (tests, small shapes)")] = "cuda",
+    device: Annotated[str, typer.Option(
+        help="cuda, or cpu for a dry run on the CPU (tests, small shapes): its runs are marked device: cpu, which no "
+        "simulation or validation reads as a GPU's times")] = "cuda",
 ) -> None:
-    """Time every kernel of each model shape in the sweep and append the runs to OUTPUT."""
+    """Time every kernel of each model shape in the sweep and append the runs to OUTPUT (checked first: an existing
+    OUTPUT must be a GPU file, of the GPU the options name, timed on the same device)."""
     from ..export.files import check_writable
     from ..profiling.plan import SweepPoint
 
@@ -106,7 +113,11 @@ def gpu(
     points = runnable(points)
     from ..profiling.store import ProfileFile
 
-    store = ProfileFile(output, gpu_identity(name, vendor, memory_capacity_gb, tdp_w))
+    new = not output.exists()
+    store = ProfileFile(output, gpu_identity(name or "H100", vendor, memory_capacity_gb, tdp_w) if new else {},
+                        device)
+    store.check_identity({"--name": name, "--vendor": vendor, "--memory-capacity-gb": memory_capacity_gb,
+                          "--tdp-w": tdp_w})
     need_torch(device)
     _profile(points, store, device, epoch_num, warmup)
 
@@ -162,4 +173,5 @@ def _profile(points, store, device: str, repetitions: int, warmup: int) -> None:
         r = profile_point(point, store, device, repetitions, warmup)
         print(f"point {i}/{len(points)} ({point.describe()}): {r.timed} timed, {r.skipped} already "
               f"in the file, {r.out_of_memory} out of memory, {r.unsupported} not timeable on {device}")
-    print(f"wrote {store.path}")
+    print(f"wrote {store.path}" + (" (timed on the CPU, a dry run: its runs are marked device: cpu, which no "
+                                   "simulation or validation uses)" if device == "cpu" else ""))

@@ -61,9 +61,11 @@ def report(csv_path: Path, as_json: bool, validator: Callable, group_title: str,
     report_on(result, str(csv_path), as_json, group_title, plot)
 
 
-def report_on(result, source: str, as_json: bool, group_title: str, plot: Path | None = None) -> None:
+def report_on(result, source: str, as_json: bool, group_title: str, plot: Path | None = None,
+              items: str | None = None) -> None:
     """Print a validation report (a table, or JSON) and, with `plot`, draw it there. `result` holds finite errors
-    only (ValidationReport.usable: a comparison whose error is no finite number is among the skipped)."""
+    only (ValidationReport.usable: a comparison whose error is no finite number is among the skipped). `items`: the
+    YAML list the indices count (`kernel_runs`), where they are no table's rows."""
     if plot is not None:
         from ..plots.figure import save
         from ..plots.validation import validation
@@ -87,9 +89,9 @@ def report_on(result, source: str, as_json: bool, group_title: str, plot: Path |
     if shown:
         print("floor %: the least MAPE any model reading the table can reach: rows alike in every cell but the "
               "measured ones, measured apart, get one prediction")
-    for line in skipped_lines(result.skipped):
+    for line in skipped_lines(result.skipped, items):
         print(f"skipped {line}")
-    if result.skipped:
+    if result.skipped and items is None:
         print(f"(rows numbered as a spreadsheet shows the table: its header is row {FIRST_ROW - 1}; --json gives "
               f"each row's index from 0)")
 
@@ -140,10 +142,19 @@ def row_numbers(indices: list[int]) -> str:
     return f"row {text}" if len(indices) == 1 else f"rows {text}"
 
 
-def skipped_lines(skipped: list) -> list[str]:
-    """One line a reason: how many rows it skipped, which, and why ("2 (rows 3, 7): no sequence length")."""
-    return [f"{len(indices)} ({row_numbers(indices)}): {reason}"
+def skipped_lines(skipped: list, items: str | None = None) -> list[str]:
+    """One line a reason: how many rows it skipped, which, and why ("2 (rows 3, 7): no sequence length"); the
+    entries of the YAML list `items` where the indices count one ("1 (kernel_runs[0]): unknown phase '3'")."""
+    return [f"{len(indices)} ({row_numbers(indices) if items is None else item_numbers(indices, items)}): {reason}"
             for reason, indices in skip_reasons([s.reason for s in skipped], [s.index for s in skipped])]
+
+
+def item_numbers(indices: list[int], items: str) -> str:
+    """Entries of a YAML list by their indices from 0, the first ROWS_LISTED and a count of the rest:
+    "kernel_runs[0], kernel_runs[4] and 3 more"."""
+    shown = sorted(indices)[:ROWS_LISTED]
+    rest = len(indices) - len(shown)
+    return ", ".join(f"{items}[{i}]" for i in shown) + (f" and {rest} more" if rest else "")
 
 
 @app.command()
@@ -221,4 +232,4 @@ def profile(gpu_file: Annotated[Path, typer.Argument(help="a GPU YAML with kerne
         gpu = GPUSpec.model_validate({"from": str(gpu_file)})
     except ValidationError as exc:
         raise ConfigError(describe_validation_error(exc, str(gpu_file))) from None
-    report_on(validate_profile(gpu).usable(), str(gpu_file), as_json, "family", plot)
+    report_on(validate_profile(gpu).usable(), str(gpu_file), as_json, "family", plot, items="kernel_runs")

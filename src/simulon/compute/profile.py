@@ -12,6 +12,9 @@ power limit within tens of milliseconds: compute.fit.CLOCK), while a training st
 clock: given the model of the profile's conditions (`as_profiled`), a measured time is carried to the model's own
 conditions by the model's ratio between the two (a compute-bound kernel slows by the clock's fall over the rest of
 the way, a memory-bound one not at all).
+A run whose params miss a parameter its kernel class needs (a GEMM without dtype_bytes: NEEDED) is refused where a
+profile is built, naming it; the types and sizes of those given are checked where the file is read
+(config.dc.KernelRun).
 A profile is a plain object built per GPU and dtype: nothing is kept between simulations.
 """
 
@@ -50,14 +53,47 @@ def _split(params: dict) -> tuple[tuple, tuple[str, ...], np.ndarray]:
     return fixed, names, np.log2(np.maximum([float(params[k]) for k in names], 1e-30))
 
 
+NEEDED = {KernelClass.attention: ("batch", "heads", "kv_heads", "seq_q", "seq_k", "qk_dim", "v_dim", "causal",
+                                   "dtype_bytes"),
+          KernelClass.gemm: ("m", "n", "k", "dtype_bytes"), KernelClass.memory: ("bytes",)}
+"""The shape parameters a profiled run of each kernel class needs, those the tracer records and the compute model
+reads: an attention run is one with `seq_q`, a GEMM one with `m`, any other a memory-bound kernel."""
+
+
+def run_class(params: Mapping[str, Any]) -> KernelClass:
+    """The kernel class a profiled run's params stand for (a grouped GEMM is a GEMM here)."""
+    return KernelClass.attention if "seq_q" in params else KernelClass.gemm if "m" in params else KernelClass.memory
+
+
+def run_shape_error(index: int, params: Mapping[str, Any]) -> str | None:
+    """Why a profiled run's params cannot be read as its kernel class's shape ("kernel_runs[3].params.dtype_bytes:
+    missing: a GEMM run (one with m) needs m, n, k and dtype_bytes"), or None when they can (the types and sizes of
+    those given are checked where the file is read: config.dc.KernelRun)."""
+    kclass = run_class(params)
+    needed = NEEDED[kclass]
+    missing = [name for name in needed if name not in params]
+    if not missing:
+        return None
+    what = {KernelClass.attention: "an attention run (one with seq_q)", KernelClass.gemm: "a GEMM run (one with m)",
+            KernelClass.memory: "a memory-bound run (one with neither m nor seq_q)"}[kclass]
+    return (f"kernel_runs[{index}].params.{missing[0]}: missing: {what} needs "
+            f"{', '.join(needed[:-1]) + ' and ' if len(needed) > 1 else ''}{needed[-1]}")
+
+
+def check_run_shapes(gpu: GPUSpec) -> None:
+    """Raise ConfigError naming the first timed run whose params miss what its kernel class needs (run_shape_error):
+    a GEMM without dtype_bytes ended a simulation in a KeyError."""
+    for index, run in enumerate(gpu.kernel_runs):
+        error = run_shape_error(index, run.params) if run.times_ms else None
+        if error:
+            raise ConfigError(f"GPU {gpu.name}: {error}")
+
+
 def spec_from_run(name: str, phase: Phase, params: dict) -> KernelSpec:
     """The kernel spec a profiled run stands for (enough of it for the analytical model)."""
-    if "seq_q" in params:
-        kclass = KernelClass.attention
-    elif "m" in params:
-        kclass = KernelClass.grouped_gemm if params.get("groups", 1) > 1 else KernelClass.gemm
-    else:
-        kclass = KernelClass.memory
+    kclass = run_class(params)
+    if kclass == KernelClass.gemm and params.get("groups", 1) > 1:
+        kclass = KernelClass.grouped_gemm
     return KernelSpec(name, kclass, phase, 0.0, 0.0, float(params.get("bytes", 0.0)), tuple(params.items()))
 
 
@@ -74,6 +110,7 @@ class KernelProfile:
         same conditions, each measured time returned as measured)."""
         self.model = model
         profiled = as_profiled or model
+        check_run_shapes(gpu)
         runs: dict[tuple, list[KernelRun]] = defaultdict(list)
         for run in gpu.kernel_runs:
             params = dict(run.params)

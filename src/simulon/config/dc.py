@@ -48,22 +48,60 @@ from .units import Bandwidth, KernelMs, Latency, MemoryGB, TeraFlops, Watts
 
 
 class KernelRun(StrictModel):
-    """One measured kernel: its name, the shape parameters it ran with, and its times."""
+    """One measured kernel: its name, the shape parameters it ran with, its times, and the device they were timed on
+    (`device: cpu`: `simulon profile gpu --device cpu`, a dry run, whose wall-clock times describe no GPU: a GPU with
+    such a run is refused, except by the profiler appending to its own dry run)."""
 
     kernel: str
     params: dict[str, Any]
     times_ms: list[KernelMs] = []
+    device: Literal["cuda", "cpu"] = "cuda"
+
+    SIZES: ClassVar[tuple[str, ...]] = ("m", "n", "k", "groups", "chunks", "dtype_bytes", "batch", "heads",
+                                        "kv_heads", "seq_q", "seq_k", "qk_dim", "v_dim")
+    """Shape parameters that are sizes or counts, more than 0 (a GEMM of m = 0, or of 0 groups, has no time; a grouped
+    GEMM's weight gradient may have less than one row a group)."""
+    NUMBERS: ClassVar[tuple[str, ...]] = (*SIZES, "bytes", "window")
+    """Shape parameters the compute model reads as numbers."""
+    CPU_TIMES: ClassVar[str] = "cpu_times"
+    """The validation context key under which runs timed on a CPU are let through (profiling.store only)."""
 
     @field_validator("params")
     @classmethod
     def _shape_numbers(cls, params: dict[str, Any]) -> dict[str, Any]:
         """A shape parameter given as a number (bytes, m, n, k, seq_q, ...) is a size or a count: finite and not
-        negative (a run of -5 bytes was timed as a 0.002 ms kernel and compared)."""
+        negative (a run of -5 bytes was timed as a 0.002 ms kernel and compared); those the compute model reads as
+        numbers are numbers (`m: "128"` was left out of the lookup), and a size is more than 0 (`groups: 0` gave
+        NaN)."""
         for key, value in params.items():
             if isinstance(value, int | float) and not isinstance(value, bool) and not (math.isfinite(value)
                                                                                         and value >= 0):
                 raise ValueError(f"{key} = {value!r} is no size or count (a finite number, 0 or more)")
+        for key in cls.NUMBERS:
+            value = params.get(key)
+            if key in params and (isinstance(value, bool) or not isinstance(value, int | float)):
+                raise FieldError(key, f"expected a number, got {value!r} ({type(value).__name__})")
+            if key in cls.SIZES and key in params and not value > 0:
+                raise FieldError(key, f"{value!r} is no size: a kernel's {key} is more than 0")
         return params
+
+    @field_validator("times_ms")
+    @classmethod
+    def _positive_times(cls, times: list[float]) -> list[float]:
+        """A measured kernel took some time (a time of 0 made the kernel free at every shape)."""
+        for time in times:
+            if not time > 0:
+                raise ValueError(f"{time!r} ms is no kernel time: every time is more than 0")
+        return times
+
+    @field_validator("device")
+    @classmethod
+    def _timed_on_a_gpu(cls, device: str, info: ValidationInfo) -> str:
+        if device == "cpu" and not (info.context or {}).get(cls.CPU_TIMES):
+            raise ValueError("timed on a CPU (`simulon profile gpu --device cpu`, a dry run): CPU times describe no "
+                             "GPU, so no simulation or validation uses them; profile on the GPU (--device cuda) "
+                             "into another file")
+        return device
 
 
 class GPUSpec(Templated):

@@ -4,7 +4,8 @@ A GPU YAML written by `simulon profile gpu` holds `kernel_runs`: every kernel th
 shapes, timed with torch stand-ins (profiling/recipes.py). Each distinct run (kernel, phase, dtype, shape) is
 compared, as the median of its times, with what the analytical model (compute/analytical.py, with the shipped
 calibrations) predicts for that GPU's spec sheet, never with the profile itself: the profile is what the model is
-checked against, not what it returns. The profiler runs each kernel `PROFILE_REPEATS` times back to back (its
+checked against, not what it returns. A profile none of whose runs could be compared is refused, as a table none of
+whose rows could is. The profiler runs each kernel `PROFILE_REPEATS` times back to back (its
 default warm-up and timed runs), so the model is asked for a kernel in such a loop.
 
 Rows are grouped two ways: by kernel and phase (`mlp_linear1 fwd fp8`: kernel by kernel) and by family (GEMMs of
@@ -24,7 +25,7 @@ import yaml
 from ..compute.analytical import AnalyticalModel
 from ..compute.calibration import Calibrations
 from ..compute.fit import PROFILE_GEMMS, Observation, Timing
-from ..compute.profile import PROFILE_REPEATS, spec_of_run
+from ..compute.profile import PROFILE_REPEATS, check_run_shapes, spec_of_run
 from ..config.common import DType
 from ..config.dc import GPUSpec
 from ..config.errors import ConfigError
@@ -40,10 +41,13 @@ SUSTAINED_GEMMS = Path(str(resources.files("simulon.compute") / "data" / "sustai
 
 def validate_profile(gpu: GPUSpec, calibrations: Calibrations | None = None,
                      repeats: float = PROFILE_REPEATS) -> ValidationReport:
-    """Predicted against measured milliseconds of every distinct kernel run in the GPU's profile."""
+    """Predicted against measured milliseconds of every distinct kernel run in the GPU's profile. Raises ConfigError
+    for a run whose params miss what its kernel class needs (compute.profile.check_run_shapes), and where no run could
+    be compared (each of an unknown phase or dtype, say), saying why."""
     if not gpu.kernel_runs:
         raise ConfigError(f"GPU {gpu.name}: kernel_runs: the file holds no measured kernels (write them with "
                           "`simulon profile gpu`)")
+    check_run_shapes(gpu)
     cal = calibrations or Calibrations.shipped()
     runs: dict[str, list] = defaultdict(list)
     for index, run in enumerate(gpu.kernel_runs):
@@ -71,7 +75,17 @@ def validate_profile(gpu: GPUSpec, calibrations: Calibrations | None = None,
         predicted = float(models[dtype].seconds([spec])[0]) * 1e3
         report.rows.append(Comparison(index, f"{run.kernel} {phase} {dtype.value}", "kernel_ms",
                                       statistics.median(times), predicted, family(spec, dtype)))
+    if not report.rows:
+        reasons = [f"kernel_runs[{s.index}]: {s.reason}" for s in report.skipped]
+        more = f"; and {len(reasons) - REASONS_SHOWN} more" if len(reasons) > REASONS_SHOWN else ""
+        raise ConfigError(f"GPU {gpu.name}: kernel_runs: no run could be compared ({len(reasons)} skipped: "
+                          f"{'; '.join(reasons[:REASONS_SHOWN])}{more})")
     return report
+
+
+REASONS_SHOWN = 5
+"""Skipped runs a profile none of whose runs could be compared is refused with (as `validate kernels` refuses a table
+with no comparable row)."""
 
 
 def run_dtype_error(index: int, params: dict) -> str | None:
