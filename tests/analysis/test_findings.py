@@ -70,7 +70,8 @@ def test_the_advice_suggests_first_what_the_scenario_does_not_already_do():
     assert "tp_comm_overlap" not in advice("TP", overlapped)
     interleaved = Settings.of(gpt_scenario(nodes=1, gpus_per_node=4, pp=2, gbs=8, layers=4,
                                            extra_parallelism={"vpp": 2}))
-    assert "vpp" not in advice("bubble", interleaved) and "zb_h1" in advice("bubble", interleaved)
+    assert "interleaved 1F1B" not in advice("bubble", interleaved) and "zb_h1 with vpp 1" in advice("bubble",
+                                                                                                  interleaved)
     assert advice("bubble", Settings()).count(",") >= 3  # unknown settings: every option
     reducing = Settings.of(gpt_scenario(extra_parallelism={"distributed_optimizer": True}))
     assert "overlap_grad_reduce" not in advice("DP", reducing) and "overlap_param_gather" not in advice("DP", reducing)

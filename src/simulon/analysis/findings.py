@@ -9,7 +9,9 @@ or message's time, it is the rounding of the replay's sums (a single GPU's bubbl
 not time a fix could save; every term above it is, however small a share of the step. What to try follows
 Megatron-Core's knobs (Narayanan et al., SC'21: micro-batches and interleaving against the bubble, keeping tensor
 parallelism in the NVLink domain; the distributed optimizer's overlapped gradient reduce-scatter) and the
-scenario's own fields. An attention library
+scenario's own fields, offered only where they apply to the scenario (Settings): a pipeline schedule where its
+config accepts it, the NVLink domain or the NICs where a process group crosses them, a longer sequence where
+attention hides the context-parallel exchange, the tier of the busiest link. An attention library
 written for Ampere's mma.sync, on a chip whose own tensor-core instruction runs faster (compute/attention.py), puts
 its attention kernels' time at stake (what a library on the chip's instruction would save is not simulated).
 """
@@ -18,11 +20,16 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+import numpy as np
+
 from ..compute.attention import WARP_MMA_LIBRARIES, matmul_rate
 from ..compute.calibration import Calibrations
 from ..config.common import DType
 from ..config.dc import Placement
-from ..config.scenario import ScenarioConfig
+from ..config.pipeline_layout import virtual_stage_layers
+from ..config.scenario import ScenarioConfig, check_workload_fits
+from ..workload.layer_kernels import RING_BLOCK, LayerKernels
+from ..workload.layout import RankLayout
 from .exposure import GPUExposure
 from .kinds import COMM_KINDS
 
@@ -38,7 +45,11 @@ ADVICE = {
     "attention": "attention: cudnn (cuDNN's fused attention, Transformer Engine's choice on Hopper and Blackwell, "
                  "issues the chip's own tensor-core instruction)",
 }
-"""What to try against each term (TP and the bubble: `advice`, which reads the scenario's settings)."""
+"""What to try against each term where nothing is known of the scenario (UNKNOWN); `advice` reads the scenario's
+settings and offers only what applies to it (TP, CP, EP, DP, PP, the bubble and link contention)."""
+LINK_TIERS = {"NVLink": "faster NVLink", "PCIe": "NVLink in place of PCIe", "NIC": "faster NICs"}
+"""What adds bandwidth to a busiest link of each scale-up or NIC class (analysis/links.py's classes); the fabric's
+tiers above the NICs: `_link_advice`."""
 WHAT = {"bubble": "idle time (pipeline bubble, waiting on other stages or GPUs)",
         "memory_bound": "memory-bound (HBM) kernels",
         "link_contention": "flows slowed by link sharing on the critical path",
@@ -77,16 +88,94 @@ class Settings:
     #    mma.sync, and per rank the share of its GPU's tensor-core peak that runs at, where some share is below 1
     pipeline_stages: int | None = None
     mixed_gpus: bool | None = None           # ranks on more than one kind of GPU
+    vpp: int | None = None                   # model chunks per pipeline rank
+    schedules: frozenset[tuple[str, int]] | None = None  # (pipeline_schedule, vpp) the scenario could run instead
+    #    (other_schedules: the config's own checks pass)
+    ep_within_scale_up: bool | None = None   # every expert-parallel group inside one NVLink domain (None: no ep)
+    cp_within_scale_up: bool | None = None   # every context-parallel group inside one NVLink domain (None: no cp)
+    cp_exchange: str | None = None           # "ring": all context-parallel traffic is the key/value ring attention
+    #    hides (p2p); "unhidden": none of it is (all-to-alls, gathers); None: both, or not known
+    oversubscription: tuple[float, float] | None = None  # the fabric's leaf and spine downlink : uplink
+    ecmp: bool | None = None                 # the fabric routes by ECMP (not adaptive routing)
 
     @classmethod
     def of(cls, sc: ScenarioConfig) -> Settings:
         par = sc.workload.parallelism
+        scale_out = sc.datacenter.network.scale_out
+        fabric = scale_out.topology
         return cls(tp_within_scale_up=par.tp <= sc.datacenter.domain_gpus, tp_comm_overlap=par.tp_comm_overlap,
                    pinned_channels=sc.collective.num_channels, interleaved=par.interleaved,
                    zero_bubble=par.pipeline_schedule in BUBBLE_SCHEDULES, overlap_grad_reduce=par.overlap_grad_reduce,
                    overlap_param_gather=par.gathers_overlapped if par.distributed_optimizer else None,
                    warp_mma_attention=warp_mma_attention(sc), pipeline_stages=par.pp,
-                   mixed_gpus=_mixed(sc.placement()))
+                   mixed_gpus=_mixed(sc.placement()), vpp=par.vpp, schedules=other_schedules(sc),
+                   ep_within_scale_up=_within_domain(sc, "ep") if par.ep > 1 else None,
+                   cp_within_scale_up=_within_domain(sc, "cp") if par.cp > 1 else None,
+                   cp_exchange=_cp_exchange(sc), oversubscription=(fabric.oversubscription,
+                                                                   fabric.pod_oversubscription),
+                   ecmp=(scale_out.routing or fabric.routing) == "ecmp")
+
+
+def other_schedules(sc: ScenarioConfig) -> frozenset[tuple[str, int]]:
+    """The (pipeline_schedule, vpp) of the bubble's remedies that the scenario's config accepts in place of its own
+    (config.scenario.check_workload_fits: the schedules' chunks per rank, micro-batches, the layers' split) with
+    every virtual stage holding a layer: interleaved 1F1B at vpp 2 to 8, ZB-H1 (vpp 1) and ZB-V (vpp 2)."""
+    wl = sc.workload
+    par = wl.parallelism
+    if par.pp < 2:
+        return frozenset()
+    candidates = [("interleaved_1f1b", v) for v in range(2, 9)] + [("zb_h1", 1), ("zb_v", 2)]
+    accepted = set()
+    for name, vpp in candidates:
+        if (name, vpp) == (par.pipeline_schedule, par.vpp):
+            continue
+        other = par.model_copy(update={"pipeline_schedule": name, "vpp": vpp})
+        try:
+            check_workload_fits(wl.model_copy(update={"parallelism": other}), sc.datacenter)
+            layers = virtual_stage_layers(other, wl.model.num_layers, wl.model.pattern_segments)
+        except ValueError:  # FieldError, or a layout string that cannot split into these virtual stages
+            continue
+        if min(layers) > 0:
+            accepted.add((name, vpp))
+    return frozenset(accepted)
+
+
+def _within_domain(sc: ScenarioConfig, axis: str) -> bool:
+    """Whether every process group along `axis` (workload.layout's ep or cp) lies inside one NVLink domain: rank r
+    runs on GPU r, and GPUs fill the domains in order (DatacenterConfig.domain_gpus)."""
+    par = sc.workload.parallelism
+    num_gpus = sc.placement().num_gpus
+    dp = num_gpus // (par.tp * par.cp * par.pp)
+    layout = RankLayout(tp=par.tp, cp=par.cp, dp=dp, pp=par.pp, ep=par.ep, etp=par.etp, cp_a2a=par.cp_a2a)
+    domain = sc.datacenter.domain_gpus
+    seen = np.zeros(num_gpus, dtype=bool)
+    for rank in range(num_gpus):
+        if seen[rank]:
+            continue
+        group = layout.group(axis, rank)
+        seen[list(group)] = True
+        if min(group) // domain != max(group) // domain:
+            return False
+    return True
+
+
+def _cp_exchange(sc: ScenarioConfig) -> str | None:
+    """What context parallelism exchanges (Settings.cp_exchange): attention's p2p ring runs beside its blocks
+    (workload.megatron's ring_attention, where the attention has a ring kernel); its all-to-alls (a2a) and its
+    gathered keys and values (all_gather, or p2p with no ring kernel) wait, as do a Mamba or gated delta net
+    layer's all-to-alls (mixer_all_to_all); a2a+p2p runs a ring between all-to-alls."""
+    par, model = sc.workload.parallelism, sc.workload.model
+    if par.cp == 1:
+        return None
+    parts = set()
+    if model.has_attention:
+        if par.context_parallel_comm == "a2a+p2p":
+            parts |= {"ring", "unhidden"}
+        else:
+            parts.add("ring" if par.cp_a2a == 1 and RING_BLOCK in LayerKernels.of(sc.workload) else "unhidden")
+    if model.mamba is not None or model.gdn is not None:
+        parts.add("unhidden")
+    return parts.pop() if len(parts) == 1 else None
 
 
 def _mixed(placement: Placement) -> bool:
@@ -133,8 +222,10 @@ UNKNOWN = Settings()
 """Settings of a step whose scenario is not known: the advice lists every option."""
 
 
-def advice(term: str, settings: Settings) -> str:
-    """What to try against a term, first what the scenario does not already do."""
+def advice(term: str, settings: Settings, collective: str = "", link_class: str = "") -> str:
+    """What to try against a term, first what the scenario does not already do, and only what applies to it:
+    `collective`, the term's collective that takes the most of the critical path (as "CP cp_ring (SendRecv)"), and
+    `link_class`, the busiest link's class (analysis/links.py), say which remedies do."""
     if term == "TP":
         tries = []
         if settings.pinned_channels is not None:
@@ -151,12 +242,17 @@ def advice(term: str, settings: Settings) -> str:
                    else [])
         if settings.pipeline_stages == 1:  # no pipeline: the GPUs wait on one another in collectives
             return _either([*balance, "even out the work the GPUs wait on one another for"])
-        tries = ["more micro-batches per step"]
-        if settings.interleaved is not True and settings.zero_bubble is not True:
-            tries.append("interleaved 1F1B (vpp > 1)")
-        if settings.zero_bubble is not True:
-            tries.append("the zero-bubble schedule (pipeline_schedule: zb_h1)")
+        tries = ["more micro-batches per step", *_schedule_advice(settings)]
         return _either([*tries, "fewer pipeline stages", "balanced stages (layers_per_stage)", *balance])
+    if term == "PP":
+        interleave = ["interleaving (vpp > 1)"] if _can_interleave(settings) else []
+        return _either(["more micro-batches", *interleave, "a faster link between stages"])
+    if term == "EP":
+        return _group_advice("the expert-parallel group", "ep", settings.ep_within_scale_up, ADVICE["EP"])
+    if term == "CP":
+        return _cp_advice(settings, collective)
+    if term == "link_contention":
+        return _link_advice(settings, link_class)
     if term == "DP":
         tries = [] if settings.overlap_grad_reduce is True else ["set overlap_grad_reduce"]
         if settings.overlap_param_gather is False:
@@ -164,6 +260,84 @@ def advice(term: str, settings: Settings) -> str:
         return (_either([*tries, "a larger grad_bucket_size", "more micro-batches so that backward hides the "
                          "gradient reduction"]) + "; fewer data-parallel ranks across the slowest tier")
     return ADVICE[term]
+
+
+def _can_interleave(settings: Settings) -> bool:
+    """Whether interleaved 1F1B is another schedule the scenario's config accepts (None settings: assumed)."""
+    if settings.schedules is None:
+        return settings.interleaved is not True and settings.zero_bubble is not True
+    return (settings.interleaved is not True and settings.zero_bubble is not True
+            and any(name == "interleaved_1f1b" for name, _ in settings.schedules))
+
+
+def _schedule_advice(settings: Settings) -> list[str]:
+    """The schedules against the bubble the scenario could run instead of its own: interleaving a plain 1F1B,
+    a deeper interleave of an interleaved one, ZB-H1 (one chunk per rank) and, where vpp is 2, ZB-V; those its
+    config refuses (Settings.schedules) are left out."""
+    if settings.zero_bubble is True:
+        return []
+    if settings.schedules is None:  # nothing known: every option
+        return [*(["interleaved 1F1B (vpp > 1)"] if settings.interleaved is not True else []),
+                "the zero-bubble schedule (pipeline_schedule: zb_h1)"]
+    tries = []
+    if settings.interleaved is not True and _can_interleave(settings):
+        tries.append("interleaved 1F1B (vpp > 1)")
+    deeper = sorted(v for name, v in settings.schedules if name == "interleaved_1f1b" and v > (settings.vpp or 1))
+    if settings.interleaved is True and deeper:
+        tries.append(f"a deeper interleave (vpp {deeper[0]})")
+    if ("zb_h1", 1) in settings.schedules:
+        with_vpp = "" if settings.vpp == 1 else " with vpp 1"
+        tries.append(f"the zero-bubble schedule (pipeline_schedule: zb_h1{with_vpp})")
+    if settings.vpp == 2 and ("zb_v", 2) in settings.schedules:
+        tries.append("the zero-bubble V schedule (pipeline_schedule: zb_v)")
+    return tries
+
+
+def _group_advice(group: str, knob: str, within: bool | None, unknown: str) -> str:
+    """Against exposed communication of a process group: keep it inside the NVLink domain where it is not,
+    lower its size, and more bandwidth on the tier it crosses."""
+    if within is None:
+        return unknown
+    if within:
+        return f"lower {knob}, or more NVLink bandwidth"
+    return f"keep {group} inside the NVLink domain, lower {knob}, or add NIC bandwidth"
+
+
+def _cp_advice(settings: Settings, collective: str) -> str:
+    """Against exposed context-parallel communication: a longer sequence hides the key/value ring behind
+    attention; the all-to-alls (attention's under a2a, a Mamba layer's) and the gathers it does not hide. The
+    collective on the critical path says which it is, else the scenario's settings (Settings.cp_exchange)."""
+    exchange = ("ring" if "cp_ring" in collective else "unhidden") if collective else settings.cp_exchange
+    if exchange == "ring":
+        keep = (["keep the context-parallel group inside the NVLink domain"] if settings.cp_within_scale_up is False
+                else [])
+        return _either([*keep, "lower cp", "give each rank a longer sequence so attention hides the key/value "
+                        "exchange"])
+    if exchange == "unhidden" or settings.cp_within_scale_up is not None:
+        return _group_advice("the context-parallel group", "cp", settings.cp_within_scale_up, "lower cp")
+    return ADVICE["CP"]
+
+
+def _link_advice(settings: Settings, link_class: str) -> str:
+    """Against flows slowed by link sharing: more bandwidth where the busiest link is (scale-up, NICs, the
+    fabric's leaf-spine or spine-core tier: a lower oversubscription where it is above 1, adaptive routing in
+    place of ECMP), or fewer flows crossing it."""
+    if not link_class:
+        return ADVICE["link_contention"]
+    fewer = "fewer flows crossing it at once"
+    if link_class in LINK_TIERS:
+        return f"more bandwidth on the busiest link's tier ({LINK_TIERS[link_class]}), or {fewer}"
+    oversubscription = settings.oversubscription or (None, None)
+    tier = {"leaf-spine": ("oversubscription", oversubscription[0]),
+            "spine-core": ("pod_oversubscription", oversubscription[1])}.get(link_class)
+    if tier is None:
+        return ADVICE["link_contention"]
+    tries = []
+    if tier[1] is None or tier[1] > 1:
+        tries.append(f"more bandwidth on the busiest link's tier (a lower {tier[0]})")
+    if settings.ecmp is not False:
+        tries.append("adaptive routing (routing: adaptive), which spreads flows over every spine")
+    return _either([*tries, fewer])
 
 
 def _either(tries: list[str]) -> str:
@@ -178,7 +352,7 @@ def findings(per_gpu: list[GPUExposure], path: dict, links: dict, step_ms: float
     tensor peak: settings.warp_mma_attention); the advice skips what `settings` says the scenario already does.
     Terms under FLOOR_MS are left out."""
     found = [_worst_gpu(per_gpu, term, step_ms, path, settings) for term in (*COMM_KINDS, "bubble", "memory_bound")]
-    found += [_on_path(term, path, links, step_ms) for term in ("link_contention", "compute_slowdown")]
+    found += [_on_path(term, path, links, step_ms, settings) for term in ("link_contention", "compute_slowdown")]
     found.append(_attention(attention_ms or {}, step_ms, settings))
     return sorted((f for f in found if f is not None and f.at_stake_ms >= FLOOR_MS),
                   key=lambda f: (-f.at_stake_ms, f.term))
@@ -216,22 +390,27 @@ def _worst_gpu(per_gpu: list[GPUExposure], term: str, step_ms: float, path: dict
     value = _value(row, term)
     where = f"GPU {row.gpu} (stage {row.stage})"
     share = value / step_ms if step_ms > 0 else 0.0
+    collective = ""
     if term in COMM_KINDS:
         detail = f"{term} communication exposed {shown_ms(value)} ms on {where}, {100 * share:.1f}% of the step"
         top = [(name, ms) for name, ms in path.get("by_collective_ms", {}).items() if name.startswith(f"{term} ")]
         if top:
             detail += f"; on the critical path {top[0][0]} takes {shown_ms(top[0][1])} ms"
+            collective = top[0][0]
     else:
         detail = f"{WHAT[term]}: {shown_ms(value)} ms on {where}, {100 * share:.1f}% of the step"
-    return Finding(term, value, share, where, detail, advice(term, settings))
+    return Finding(term, value, share, where, detail, advice(term, settings, collective))
 
 
-def _on_path(term: str, path: dict, links: dict, step_ms: float) -> Finding:
+def _on_path(term: str, path: dict, links: dict, step_ms: float, settings: Settings) -> Finding:
     """The critical path's time on `term`."""
     value = float(path["by_term_ms"].get(term, 0.0))
     share = value / step_ms if step_ms > 0 else 0.0
     detail = f"{WHAT[term]}: {shown_ms(value)} ms, {100 * share:.1f}% of the step"
     busiest = links.get("busiest", [])
+    link_class = ""
     if term == "link_contention" and busiest:
         detail += f"; busiest link {busiest[0]['link']} at {100 * busiest[0]['utilisation']:.0f}% over the step"
-    return Finding(term, value, share, "critical path", detail, ADVICE[term])
+        link_class = str(busiest[0].get("class", ""))
+    text = advice(term, settings, link_class=link_class) if term == "link_contention" else ADVICE[term]
+    return Finding(term, value, share, "critical path", detail, text)

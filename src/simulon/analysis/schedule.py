@@ -4,18 +4,19 @@ For each pipeline stage, the lowest-numbered simulated GPU of that stage stands 
 context- and data-parallel peers run the same schedule). Its spans are
 
 * compute: consecutive kernels of one micro-batch and one kind (forward, backward = input gradients,
-  weight-gradient, recompute, optimizer), from the first kernel's start to the last one's finish, in the order
-  the replay ran them (engine/replay.py's Timeline), broken where the GPU runs no kernel for longer than
-  RESOLUTION of the iteration (waiting, e.g. for the data-parallel all-reduce before the optimizer, is drawn
-  as the communication it waits for, not as compute). Megatron-Core runs a backward layer by layer, input then
-  weight gradients; a run of weight gradients shorter than RESOLUTION of the iteration joins its backward's
-  span (a plot cannot show it apart), a longer one is a span of its own;
+  weight-gradient, recompute, optimizer, gradient-buffer = the step's other kernels: Megatron zeroing the
+  gradient buffers and checking and scaling each bucket before its reduction), from the first kernel's start to
+  the last one's finish, in the order the replay ran them (engine/replay.py's Timeline), broken where the GPU
+  runs no kernel for longer than RESOLUTION of the iteration (waiting, e.g. for the data-parallel all-reduce
+  before the optimizer, is drawn as the communication it waits for, not as compute). Megatron-Core runs a
+  backward layer by layer, input then weight gradients; a run of weight gradients shorter than RESOLUTION of the
+  iteration joins its backward's span (a plot cannot show it apart), a longer one is a span of its own;
 * communication, per stream (tp, cp, ep, dp, pp, param): the GPU's part in each collective (from when its
   last member joined to leaving, as analysis/result.py counts it: exposure.collective_parts) and every pipeline
   send it sends or receives, parts that overlap or lie closer than RESOLUTION of the iteration merged into one
   span (a plot cannot show finer: the layers' tensor-parallel collectives of a micro-batch become one span).
 
-A span is [start_ms, end_ms, kind, microbatch] (microbatch -1 for the optimizer step and merged communication of
+A span is [start_ms, end_ms, kind, microbatch] (microbatch -1 for the step's kernels and merged communication of
 several micro-batches): what `simulon simulate --json` writes under `schedule` and `simulon plot --kind gantt`
 draws, one row per stage as in Narayanan et al. (SC'21), Figures 3-4.
 """
@@ -26,13 +27,23 @@ import numpy as np
 
 from ..dag.nodes import ExecutionDAG, NodeKind
 from ..engine.replay import Timeline
-from ..workload.kernels import Phase
+from ..workload.kernels import KernelSpec, Phase
 from ..workload.program import Stream
 from .exposure import collective_parts
 
-COMPUTE_KINDS = {Phase.fwd: "forward", Phase.bwd_ig: "backward", Phase.bwd_wg: "weight-gradient",
-                 Phase.recompute: "recompute", Phase.step: "optimizer"}
-"""The span kind of each kernel phase."""
+COMPUTE_KINDS: dict[Phase | None, str] = {
+    Phase.fwd: "forward", Phase.bwd_ig: "backward", Phase.bwd_wg: "weight-gradient", Phase.recompute: "recompute",
+    Phase.step: "optimizer", None: "gradient-buffer"}
+"""The span kind of each kernel phase; of the step's phase, the optimizer's kernel's, and under None that of the
+step's other kernels, Megatron's gradient-buffer work (workload/data_parallel.py: grad_zero, grad_check,
+grad_check_scale)."""
+
+
+def span_kind(kernel: KernelSpec) -> str:
+    """The span kind of a kernel: its phase's, the step's kernels other than the optimizer gradient-buffer."""
+    if kernel.phase == Phase.step and kernel.name != "optimizer":
+        return COMPUTE_KINDS[None]
+    return COMPUTE_KINDS[kernel.phase]
 
 COMM_KINDS = {Stream.compute: "communication", Stream.tp_comm: "tp-comm", Stream.pp_comm: "pp-comm",
               Stream.dp_comm: "dp-comm", Stream.ep_comm: "ep-comm", Stream.cp_comm: "cp-comm",
@@ -68,11 +79,14 @@ def compute_spans(dag: ExecutionDAG, timeline: Timeline, gpu: int) -> list[Span]
         return []
     nodes = nodes[np.argsort(timeline.start[nodes], kind="stable")]
     phase_of = np.array([int(k.phase) for k in dag.kernel_specs], dtype=np.int64)
-    phases, microbatches = phase_of[dag.kernel[nodes]], dag.microbatch[nodes]
+    kind_names = [span_kind(k) for k in dag.kernel_specs]
+    kinds_seen = list(dict.fromkeys(kind_names))
+    kind_of = np.array([kinds_seen.index(name) for name in kind_names], dtype=np.int64)
+    phases, kinds, microbatches = phase_of[dag.kernel[nodes]], kind_of[dag.kernel[nodes]], dag.microbatch[nodes]
     starts, finish = timeline.start[nodes], np.maximum.accumulate(timeline.finish[nodes])
     gap = RESOLUTION * timeline.makespan
     idle = np.concatenate([[True], starts[1:] > finish[:-1] + gap])
-    breaks = np.flatnonzero((phases[1:] != phases[:-1]) | (microbatches[1:] != microbatches[:-1]) | idle[1:]) + 1
+    breaks = np.flatnonzero((kinds[1:] != kinds[:-1]) | (microbatches[1:] != microbatches[:-1]) | idle[1:]) + 1
     firsts = np.concatenate([[0], breaks]).astype(np.int64)
     lasts = np.concatenate([breaks - 1, [len(nodes) - 1]]).astype(np.int64)
     spans: list[Span] = []
@@ -83,7 +97,7 @@ def compute_spans(dag: ExecutionDAG, timeline: Timeline, gpu: int) -> list[Span]
         if not idle[first] and joins_backward(spans[-1], phase, microbatch, end - start < gap):
             spans[-1] = span(spans[-1][0] / 1e3, end, "backward", microbatch)
         else:
-            spans.append(span(start, end, COMPUTE_KINDS[phase], microbatch))
+            spans.append(span(start, end, kinds_seen[int(kinds[first])], microbatch))
     return spans
 
 

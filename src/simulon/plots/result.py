@@ -19,7 +19,7 @@ TERMS = (("compute_ms", "compute", "#4c72b0"), ("exposed_comm_ms", "exposed comm
 """The parts a GPU's iteration splits into (compute + exposed communication + bubble = step time)."""
 
 SPAN_COLOURS = {"forward": "#4c72b0", "backward": "#55a868", "weight-gradient": "#8172b3", "recompute": "#64b5cd",
-                "optimizer": "#937860"}
+                "optimizer": "#937860", "gradient-buffer": "#b8a07a"}
 COMM_COLOUR = {"tp-comm": "#dd8452", "cp-comm": "#da8bc3", "ep-comm": "#ccb974", "dp-comm": "#c44e52",
                "pp-comm": "#8c8c8c", "param-comm": "#e377c2", "communication": "#dd8452"}
 
@@ -68,7 +68,7 @@ def stack(ax: Any, labels: list[str], series: list[list[float]]) -> None:
 
 def gantt(data: Any, source: str, options: Any = None) -> Any:
     """The pipeline timeline: per stage a row of compute spans coloured by kind (forward, backward,
-    weight-gradient, recompute, optimizer) and under it a thinner row of communication by stream."""
+    weight-gradient, recompute, optimizer, gradient-buffer) and under it a thinner row of communication by stream."""
     sched = need(data, "schedule", source, SIMULATE, dict)
     stages = need(sched, "stages", f"{source}: schedule", SIMULATE)
     plt = pyplot()

@@ -56,10 +56,17 @@ def summary(data: dict) -> str:
                 number(f"memory.stages.{index}.capacity_bytes", peak["capacity_bytes"], "GiB"))
     return (f'<div class="cards">{"".join(cards)}</div>\n<p>Peak memory: stage {text(peak["stage"])}, '
             f'{number(f"memory.stages.{index}.device_bytes", peak["device_bytes"], "GiB")} of '
-            f'{capacity} per GPU. '
-            f'{number("simulated_gpus", data["simulated_gpus"], "")} of '
-            f'{number("num_gpus", data["num_gpus"], "")} GPUs simulated; each stands for its identical '
-            "data/tensor-parallel peers.</p>\n")
+            f'{capacity} per GPU. {simulated(data)}</p>\n')
+
+
+def simulated(data: dict) -> str:
+    """How many of the GPUs were simulated; where fewer than all, that each stands for its peers (as
+    `simulon simulate` prints it under the per-GPU breakdown)."""
+    if data["simulated_gpus"] < data["num_gpus"]:
+        return (f'{number("simulated_gpus", data["simulated_gpus"], "")} of '
+                f'{number("num_gpus", data["num_gpus"], "")} GPUs simulated; each stands for its identical '
+                "data/tensor-parallel peers.")
+    return f'All {number("num_gpus", data["num_gpus"], "")} GPUs simulated.'
 
 
 def in_ms(key: str, value: float) -> str:
@@ -135,13 +142,15 @@ def plots(data: dict) -> str:
 
 
 def links(data: dict) -> str:
+    """The link classes that carried traffic (a class none of whose links did is left out) and the busiest links."""
     info = data["analysis"]["links"]
     classes = table(("class", "links", "used", "mean utilisation", "max utilisation"),
                     [(text(name), number(f"analysis.links.by_class.{name}.links", c["links"], ""),
                       number(f"analysis.links.by_class.{name}.used", c["used"], ""),
                       number(f"analysis.links.by_class.{name}.mean_utilisation", c["mean_utilisation"], "%"),
                       number(f"analysis.links.by_class.{name}.max_utilisation", c["max_utilisation"], "%"))
-                     for name, c in info["by_class"].items()], "Per link class (over the links that carried traffic)")
+                     for name, c in info["by_class"].items() if c["used"]],
+                    "Per link class that carried traffic (over its links that did)")
     busiest = table(("link", "class", "utilisation", "carried (GiB)"),
                     [(text(b["link"]), text(b["class"]),
                       number(f"analysis.links.busiest.{i}.utilisation", b["utilisation"], "%"),

@@ -1,0 +1,29 @@
+"""The report's sentences hold for the step they describe: the GPUs a simulated GPU stands for are named only
+where some were not simulated, and the per-class link table lists only the classes that carried traffic."""
+
+from __future__ import annotations
+
+import copy
+
+from simulon.report.page import links, summary
+
+
+def test_the_stands_for_sentence_appears_only_where_fewer_gpus_were_simulated_than_run(made):
+    data = copy.deepcopy(made.result)
+    data["simulated_gpus"] = data["num_gpus"]
+    every = summary(data)
+    assert "stands for" not in every and "GPUs simulated." in every and "All " in every
+    data["simulated_gpus"] = data["num_gpus"] // 2
+    folded = summary(data)
+    assert "GPUs simulated; each stands for its identical data/tensor-parallel peers." in folded
+
+
+def test_a_link_class_none_of_whose_links_carried_traffic_is_left_out_of_the_table(made):
+    data = copy.deepcopy(made.result)
+    by_class = data["analysis"]["links"]["by_class"]
+    assert any(c["used"] for c in by_class.values())
+    by_class["leaf-spine"] = {"links": 16, "used": 0, "bytes": 0.0, "mean_utilisation": 0.0, "max_utilisation": 0.0}
+    html = links(data)
+    assert "analysis.links.by_class.leaf-spine" not in html
+    assert all(f"analysis.links.by_class.{name}.used" in html for name, c in by_class.items() if c["used"])
+    assert "Per link class that carried traffic" in html
