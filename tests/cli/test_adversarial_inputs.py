@@ -224,3 +224,12 @@ def test_a_device_given_as_a_result_or_config_is_refused_before_it_is_read(tmp_p
     ]:
         assert_bad_input(cli(*args, cwd=tmp_path, timeout=60), expected)
         assert not (tmp_path / "p.png").exists()
+
+
+def test_a_value_of_no_branch_of_a_union_is_named_by_its_field_not_by_the_branchs_type():
+    """stage_groups (whole numbers, or lists of them per replica) named `stage_groups[0].int`: pydantic's tag of the
+    union branch, no field the author wrote; its two branches failing at one place counted as two problems."""
+    data = merge(seed_dict(), {"workload": {"training": {"stage_groups": ["a", 0]}}})
+    message = refused(data)
+    assert message.startswith("s.yaml: workload.training.stage_groups[0]: expected a whole number"), message
+    assert ".int" not in message and "list[" not in message and "more problem" not in message, message

@@ -27,6 +27,44 @@ def one_line(message: str) -> str:
     return message.replace("\r", "\\r").replace("\n", "\\n")
 
 
+_TYPE_TAG = re.compile(r"(?:int|float|str|bool|bytes|none|any|decimal|complex|date|datetime|time|timedelta|uuid|url"
+                       r"|callable|constrained-[a-z]+|[a-z][a-z-]*\[.*\])", re.DOTALL)
+"""A pydantic-core type label: `int`, `constrained-int`, `list[int]`, `dict[str,int]`, `literal['a','b']`,
+`function-after[check(), int]`, `enum[E]`, `lax-or-strict[...]`; no key of a scenario is written so."""
+
+
+def _model_names() -> set[str]:
+    """The class names of every pydantic model defined (a model branch of a union is tagged by its class name)."""
+    from pydantic import BaseModel
+
+    names, todo = set(), [BaseModel]
+    while todo:
+        for model in todo.pop().__subclasses__():
+            names.add(model.__name__)
+            todo.append(model)
+    return names
+
+
+def field_loc(loc: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A pydantic error location without its union-branch tags: validating `int | list[int]`, pydantic reports each
+    branch's error at the value's location plus the branch's type (`('stage_groups', 0, 'int')`, `(..., 0,
+    'list[int]')`), a model branch by its class name (`('u', 'NodeSpec', 'gpu')`). Those name no field the author
+    wrote; field names (snake_case keys), list indices and mapping keys stay. A discriminated union's tag (the
+    discriminator's value) is not recognised: the scenario's schema has none."""
+    models: set[str] | None = None
+    kept = []
+    for part in loc:
+        if isinstance(part, str):
+            if _TYPE_TAG.fullmatch(part):
+                continue
+            if not part.islower():  # a model's class name, or a key such as 'H100': only the former is dropped
+                models = _model_names() if models is None else models
+                if part in models:
+                    continue
+        kept.append(part)
+    return tuple(kept)
+
+
 _MAX_SHOWN = 60
 """Characters of a value quoted in a message, so that the message stays one readable line."""
 

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ValidationError
 from .common import FieldError
 from .errors import (
     ConfigError,
+    field_loc,
     not_utf8,
     one_line,
     parse_yaml,
@@ -310,7 +311,8 @@ def describe_validation_error(exc: ValidationError, source: str, data: Any = Non
     """'file: field.path: problem' for the first error, with a count of the others; a missing field comes after
     the other problems (an unknown key usually explains it). Given the data validated (and the folder its relative
     template paths start from), a value that an included template file set is named in that file."""
-    errors = sorted(exc.errors(include_url=False), key=lambda error: error["type"] == "missing")
+    errors = sorted(({**error, "loc": field_loc(tuple(error["loc"]))} for error in exc.errors(include_url=False)),
+                    key=lambda error: error["type"] == "missing")
     first = errors[0]
     loc = tuple(first["loc"])
     cause = (first.get("ctx") or {}).get("error")
@@ -323,7 +325,8 @@ def describe_validation_error(exc: ValidationError, source: str, data: Any = Non
     if included is not None:
         source, loc = included.describe(source), loc[included.depth:]
     field = _dotted(loc) or "(top level)"
-    more = f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""
+    others = len({error["loc"] for error in errors}) - 1  # a union's branches fail at one location: one problem
+    more = f" (and {others} more problem{'s' if others > 1 else ''})" if others else ""
     return one_line(f"{source}: {field}: {message}{more}")
 
 

@@ -16,7 +16,9 @@ that for a scenario whose datacenter has `node_groups`, keeping its strategy (tp
    candidate times. A stage the memory model says does not fit on its GPU gets a layer fewer and the split
    is solved again.
 4. Estimated step of a placement: M x slowest + the other stages once (Narayanan et al., SC'21, section 2.2,
-   with uneven stages as search.estimate counts them), for the slowest data-parallel replica. The best
+   with uneven stages as search.estimate counts them), for the slowest data-parallel replica: 1F1B's step, which
+   zb_h1's is estimated as too (its deferred weight gradients, filling part of the drain, are not credited; the
+   full simulation, which runs zb_h1 itself, ranks the plans). The best
    `simulate` placements, and the scenario's own placement with its own split (the even split unless it gives
    layers_per_stage), are simulated in full; the plan is the fastest simulated that fits in memory, so it is
    never slower than the scenario as written where that fits (where nothing fits, there is no plan).
@@ -29,8 +31,13 @@ that for a scenario whose datacenter has `node_groups`, keeping its strategy (tp
    shares (`calibration`: the estimate leaves out what the replay adds on the slower GPUs' links). Each such
    plan is simulated beside the same placement with even shares, so the plan is never slower than those.
 
-What it leaves out: interleaved schedules (vpp 1 only), tensor-parallel groups spanning GPU types, and
-placements that mix stage-by-stage and replica-by-replica placing beyond the scenario's own.
+What it leaves out, refusing such scenarios with a message naming the setting: interleaved schedules (vpp 1
+only) and those that run two stages on a rank (dualpipe's mirrored pairs, zb_v's and dualpipev's V; 1f1b and zb_h1
+are planned); clusters where a stage's GPUs (all its data-parallel replicas) cannot lie in one node group (the
+scenario as written is simulated first, its step named in the refusal: `Planner.straddling`); and --dp-shares with
+expert parallelism or FSDP, whose collectives join the replicas every micro-batch. Also left out: tensor-parallel
+groups spanning GPU types, and placements that mix stage-by-stage and replica-by-replica placing beyond the
+scenario's own.
 """
 
 from __future__ import annotations
@@ -57,6 +64,7 @@ from ..pipeline import simulate as simulate_scenario
 from ..workload.layer_kernels import LayerKernels
 from ..workload.parameters import PipelineLayers
 from ..workload.program import EMBEDDING_LAYER, HEAD_LAYER
+from ..workload.schedule import INTERLEAVED, SCHEDULERS
 from .agreement import strategy_of
 from .estimate import Estimator, LayerUnit, unit_kind
 
@@ -155,16 +163,22 @@ def unit_costs(sc: ScenarioConfig) -> list[UnitCosts]:
     return costs
 
 
+def whole_stages(sc: ScenarioConfig) -> tuple[int, list[int]]:
+    """(a pipeline stage's GPUs, all its data-parallel replicas; how many such stages each node group holds whole);
+    ValueError where a stage is not whole nodes."""
+    num_gpus = sc.workload.training.num_gpus or sc.datacenter.num_gpus
+    per_stage = num_gpus // sc.workload.parallelism.pp
+    if per_stage % sc.datacenter.gpus_per_node:
+        raise ValueError(f"a stage holds {per_stage} GPUs, not whole nodes of {sc.datacenter.gpus_per_node}: "
+                         "stages can be placed on node groups only when each fills whole nodes")
+    return per_stage, [g.num_gpus // per_stage for g in sc.datacenter.groups]
+
+
 def stage_counts(sc: ScenarioConfig) -> list[int]:
     """Stages each node group can hold: its GPUs over a stage's, shared out in group order so that the
     counts add up to pp (ValueError if the groups cannot hold pp stages)."""
     par = sc.workload.parallelism
-    num_gpus = sc.workload.training.num_gpus or sc.datacenter.num_gpus
-    per_stage = num_gpus // par.pp
-    if per_stage % sc.datacenter.gpus_per_node:
-        raise ValueError(f"a stage holds {per_stage} GPUs, not whole nodes of {sc.datacenter.gpus_per_node}: "
-                         "stages can be placed on node groups only when each fills whole nodes")
-    room = [g.num_gpus // per_stage for g in sc.datacenter.groups]
+    per_stage, room = whole_stages(sc)
     if sum(room) < par.pp:
         held = ", ".join(f"{g.name} {r}" for g, r in zip(sc.datacenter.groups, room, strict=True))
         raise ValueError(f"workload.parallelism.pp: {par.pp} stages of {per_stage} GPUs each, but the node groups "
@@ -238,6 +252,10 @@ def estimated_ms(stage_s: list[float], microbatches: int) -> float:
     return 1e3 * (microbatches * slowest + sum(stage_s) - slowest)
 
 
+_TWO_STAGES = {"mirrored": "stage i and its mirror, stage pp-1-i", "v": "stages i and 2pp-1-i, as a V"}
+"""What each rank runs under the schedules that place two stages on a rank (workload.schedule.Placement)."""
+
+
 class Planner:
     """Plans one heterogeneous scenario (see the module docstring)."""
 
@@ -245,6 +263,12 @@ class Planner:
         if sc.workload is None:
             raise ValueError("workload: required to plan a pipeline placement")
         par = sc.workload.parallelism
+        scheduler = SCHEDULERS.get(par.pipeline_schedule)
+        if scheduler is not None and scheduler.placement is not INTERLEAVED:
+            raise ValueError(f"workload.parallelism.pipeline_schedule: {par.pipeline_schedule} runs two model stages "
+                             f"on each rank ({_TWO_STAGES[scheduler.placement.kind]}), which the heterogeneous "
+                             "planner does not model: it places and splits one stage per rank, so it plans 1f1b and "
+                             "zb_h1 pipelines only")
         if par.vpp > 1:
             raise ValueError("workload.parallelism.vpp: the heterogeneous planner splits plain 1F1B pipelines "
                              "(vpp 1)")
@@ -406,7 +430,18 @@ class Planner:
         and return the fastest simulated that fits in memory (a ValueError saying what it needs where none does).
         `simulate`: a scenario's simulation (default: the replay).
         `shares`: also place every replica whole on a group, and give each replica of a placement that runs
-        replicas on different GPUs its share of micro-batches (module docstring, step 5)."""
+        replicas on different GPUs its share of micro-batches (module docstring, step 5; a ValueError naming the
+        setting where the scenario's sharding cannot take shares). A cluster whose groups cannot each hold whole
+        stages is refused after the scenario as written is simulated, its step in the message (`straddling`)."""
+        par = self.sc.workload.parallelism
+        if shares and (par.ep > 1 or par.fsdp != "none"):
+            setting, what = (f"ep: {par.ep}", "expert parallelism") if par.ep > 1 else (f"fsdp: {par.fsdp}", "FSDP")
+            raise ValueError(f"workload.parallelism.{setting}: --dp-shares gives the data-parallel replicas uneven "
+                             f"micro-batch counts (training.dp_shares), which {what} does not allow (its collectives "
+                             "join the replicas every micro-batch); leave out --dp-shares")
+        per_stage, room = whole_stages(self.sc)
+        if sum(room) < par.pp:
+            raise ValueError(self.straddling(per_stage, room, self._replayed(self.baseline(), self.sc, simulate)))
         plans = [p for p in (self.plan_of(order) for order in placements(stage_counts(self.sc))) if p is not None]
         plans.sort(key=lambda p: (p.estimated_ms, p.stage_groups, p.layers_per_stage))
         chosen: list[Plan] = []
@@ -433,6 +468,22 @@ class Planner:
             raise ValueError(self.none_fits(simulated[0], len(plans)))
         groups = tuple(f"{g.name} ({g.gpu.name})" for g in self.sc.datacenter.groups)
         return PlanResult(groups, replayed[_setting(baseline)], best, len(plans), tuple(simulated))
+
+    def straddling(self, per_stage: int, room: list[int], baseline: Plan) -> str:
+        """Why a cluster whose stages must straddle node groups has no plan: the planner places every stage's GPUs
+        (all its replicas) in one group, which the simulator does not need; what the scenario as written takes, and
+        what would make it plannable."""
+        par, dc = self.sc.workload.parallelism, self.sc.datacenter
+        held = ", ".join(f"{g.name} {r}" for g, r in zip(dc.groups, room, strict=True))
+        nodes = per_stage // dc.gpus_per_node
+        parts = " x ".join(f"{name} {n}" for name, n in (("tp", par.tp), ("cp", par.cp), ("dp", self.dp)) if n > 1)
+        gpus = f"{per_stage} GPU{'s' if per_stage != 1 else ''}" + (f" ({parts})" if parts else "")
+        return (f"workload.parallelism.pp: the heterogeneous planner places each pipeline stage's {gpus} within one "
+                f"node group, and these groups hold {sum(room)} of the {par.pp} "
+                f"stages whole ({held}), so it cannot plan this cluster, where a stage's GPUs span groups; the "
+                f"simulator runs it as written ({baseline.simulated_ms:,.1f} ms per step simulated; "
+                f"training.stage_groups may place each replica by hand). To plan, give each node group a multiple "
+                f"of {nodes} node{'s' if nodes != 1 else ''} or use fewer GPUs per stage (a smaller tp or dp)")
 
     def none_fits(self, fastest: Plan, considered: int) -> str:
         """Why there is no plan: no placement simulated fits in memory; what the fastest of them needs on its
