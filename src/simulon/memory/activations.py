@@ -30,7 +30,15 @@ expert activations (top_k x the tokens, times the capacity factor where tokens a
 outputs the combine weights by the router's probabilities (megatron/core/transformer/moe/moe_utils.py
 `unpermute`), and the dropout mask after the block, as the MLP's.
 Selective recomputation of a module (`mlp`, `moe`, `shared_experts`) keeps what its checkpoint's input is and what
-runs outside it: the bias-dropout-add after the MLP or MoE block keeps its mask (ActivationModel._mlp, _moe).
+runs outside it: the bias-dropout-add after the MLP or MoE block keeps its mask (ActivationModel._mlp, _moe);
+recomputed core attention keeps Q, K and V (its checkpoint's input), not the kernel's softmax statistics (flash)
+or scores (unfused).
+
+What recomputation drops it re-creates in backward (ActivationModel.recreated): full recomputation the whole layer
+at the start of the layer's backward, selective recomputation each recomputed module just before that module's
+backward, so a layer's backward transient holds, besides its gradients, the layer's re-created activations (full)
+or the most any one of its blocks re-creates (selective): with unfused attention and core attention recomputed,
+the 5as^2b/t of scores, softmax and dropout mask.
 """
 
 from __future__ import annotations
@@ -40,7 +48,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from ..config.hybrid import Block, LayerKind
-from ..config.workload import MegatronWorkload
+from ..config.workload import CORE_ATTENTION_MODULES, MegatronWorkload
 from ..workload.gated_delta import GdnShard
 from ..workload.kernels import INDEX_BYTES
 from ..workload.layer_kernels import MambaShard, ShardShape
@@ -143,7 +151,25 @@ class ActivationModel:
         for block in kind:
             parts.update(self._block(block))
         saved = {"layer input": self.norm_rows * self.model.hidden_size * self.a} if full else parts
-        return LayerActivations(saved, self._forward_transient(kind), self._backward_transient(parts, full, kind))
+        return LayerActivations(saved, self._forward_transient(kind),
+                                self._backward_transient(kind, self.recreated(kind, saved, full)))
+
+    def recreated(self, kind: LayerKind, saved: dict[str, float], full: bool) -> float:
+        """Bytes a layer's backward re-creates by recomputation and holds while it runs: what the layer would keep
+        recomputing nothing, less what it keeps (`saved`). Full recomputation re-runs the whole layer from its
+        input at once; selective recomputation re-runs each recomputed module's checkpoint just before that
+        module's backward and frees it after, so the most any one block re-creates (the recomputed core
+        attention's scores, softmax and dropout mask, 5as^2b/t in Korthikanti et al.'s bytes; the recomputed MLP's
+        fc1, activation and fc2 inputs; the recomputed MoE layer's dispatched tokens and expert activations)."""
+        if full:
+            plain = {name: value for block in kind for name, value in self._block(block).items()}
+            return max(sum(plain.values()) - sum(saved.values()), 0.0)
+        if not self.modules:
+            return 0.0
+        plain = copy(self)
+        plain.modules = frozenset()
+        return max((sum(plain._block(block).values()) - sum(self._block(block).values()) for block in kind),
+                   default=0.0)
 
     def _block(self, block: Block) -> dict[str, float]:
         if block == "attention":
@@ -263,10 +289,10 @@ class ActivationModel:
     def _core_attention(self, heads: int, kv_heads: int) -> dict[str, float]:
         """What the attention kernel itself keeps besides Q, K, V and its output."""
         sh = self.shape
+        if self.modules & CORE_ATTENTION_MODULES:  # the checkpoint keeps Q, K and V; the kernel re-runs
+            return {}
         if self.flash:
             return {"softmax statistics": self.rows * heads * FP32_BYTES}
-        if self.par.recomputes_core_attention:
-            return {}
         scores = sh.batch * heads * sh.seq * sh.full_seq
         dropout = self.model.dropout > 0
         # softmax output; with dropout also its mask and the dropped-out copy P V reads
@@ -376,13 +402,13 @@ class ActivationModel:
         gathered = self.rows * self.model.hidden_size * self.a if self.shape.tp > 1 else 0.0
         return self._widest(kind) + gathered
 
-    def _backward_transient(self, parts: dict[str, float], full: bool, kind: LayerKind) -> float:
+    def _backward_transient(self, kind: LayerKind, recreated: float) -> float:
         """A backward holds the gradient of the widest intermediate and of its input at once, and the 16-bit
         "dummy" weight gradient Megatron-Core and Transformer Engine hand autograd when the real one is
         accumulated straight into the fp32 main_grad (gradient_accumulation_fusion;
-        megatron/core/tensor_parallel/layers.py) for the largest weight; under full recomputation also the
-        layer's recomputed activations."""
-        return 2 * self._widest(kind) + self.largest_weight(kind) * self.a + (sum(parts.values()) if full else 0.0)
+        megatron/core/tensor_parallel/layers.py) for the largest weight; under full or selective recomputation
+        also what recomputation re-creates for the layer (`recreated`)."""
+        return 2 * self._widest(kind) + self.largest_weight(kind) * self.a + recreated
 
     def largest_weight(self, kind: LayerKind) -> float:
         """Parameters of the layer's largest GEMM weight on this rank (all local experts' for a grouped GEMM): the

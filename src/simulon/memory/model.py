@@ -10,7 +10,10 @@ count, and any schedule simulon runs (ZB-V, DualPipe, DualPipeV) gets its count 
 model chunks its placement gives the stage (DualPipe's two chunks are mirrored stages, so its parameters and
 their states count twice: ModelStates sums the units the stage holds). The peak is taken over every step:
 the kept activations plus what the running forward or backward holds on top (activations.py), or the
-optimizer step's transient after the last backward.
+optimizer step's transient after the last backward. The activations in flight are reported in micro-batches' worth
+of the stage's activations (the kept bytes over what one micro-batch keeps through the stage's model chunks it runs:
+all of an interleaved or V schedule's, so chunk passes / vpp where the chunks are alike; one of DualPipe's mirrored
+two), and as none where the optimizer step sets the peak.
 
 Three figures per stage, as three tools report them:
 allocated (torch.cuda.max_memory_allocated), reserved (max_memory_reserved: allocated plus the caching
@@ -55,9 +58,11 @@ class StageMemory:
     stage: int
     terms: dict[str, float]              # allocated bytes by term at the peak, largest terms first
     activation_parts: dict[str, float]   # what one micro-batch's activations on this stage are made of
-    microbatches_in_flight: float        # activations kept at the activation peak, in micro-batches of this stage
-    kept_activations: float              # bytes of activations kept at the activation peak (before or after the
-                                         # step, whichever sets the stage's peak)
+    microbatches_in_flight: float        # activations kept at the stage's peak, in micro-batches' worth of this
+                                         # stage's activations (a micro-batch through the chunks it runs); 0 where
+                                         # the optimizer step sets the peak
+    kept_activations: float              # bytes of activations kept at the stage's peak (the "activations" term;
+                                         # 0 where the optimizer step, after the last backward, sets it)
     reserved: float
     runtime: dict[str, float]
     capacity: float
@@ -224,6 +229,7 @@ class MemoryModel:
         terms = {**states.terms()}
         if states.step_transient > kept + transient:  # the step's fp32 gradient copy outgrows the activations
             terms["optimizer step transient"] = states.step_transient
+            kept = in_flight = 0.0  # the peak comes after the last backward has freed every activation
         else:
             terms["activations"] = kept
             terms["layer transient"] = transient
@@ -279,13 +285,17 @@ class MemoryModel:
         return 2 * layer * weight + (layer * self.states.shape.grad_bytes if backward else 0.0)
 
     def _peak_activations(self, stage: int, chunks: list[_Chunk]) -> tuple[float, float, float]:
-        """(kept, transient, micro-batches kept) at the stage's activation peak, walking its schedule (walk.py)."""
+        """(kept, transient, micro-batches kept) at the stage's activation peak, walking its schedule (walk.py). The
+        micro-batches are the kept bytes over what one micro-batch keeps on the whole stage (StagePlan.per_microbatch:
+        all its model chunks under an interleaved or V schedule), so chunk passes / vpp where the chunks are alike,
+        weighted by bytes where they are not (a chunk of the embedding alone)."""
         par = self.workload.parallelism
         plan = StagePlan.of(par.pipeline_schedule, par.vpp, stage, self.layout.pp, self.num_microbatches,
                             par.overlap_moe_expert_parallel_comm)
-        kept, transient = plan.peak(*(np.array([getattr(c, name) for c in chunks], dtype=float)
-                                      for name in ("kept", "forward", "backward", "weight_inputs", "largest_layer")))
-        per_microbatch = sum(c.kept for c in chunks) / len(chunks)
+        per_chunk = np.array([c.kept for c in chunks], dtype=float)
+        kept, transient = plan.peak(per_chunk, *(np.array([getattr(c, name) for c in chunks], dtype=float)
+                                                 for name in ("forward", "backward", "weight_inputs", "largest_layer")))
+        per_microbatch = plan.per_microbatch(per_chunk)  # every chunk a micro-batch runs through on the stage
         return kept, transient, kept / per_microbatch if per_microbatch else 0.0
 
     def _communicators(self) -> int:

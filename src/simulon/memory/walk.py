@@ -42,6 +42,7 @@ class StagePlan:
     weight: np.ndarray    # bool: a W
     split: np.ndarray     # bool: a B whose W comes later
     paired: np.ndarray    # bool: an F run as one combined step with the B after it (or that B)
+    microbatches: int = 0  # distinct micro-batches the stage runs forward
 
     @staticmethod
     @lru_cache(maxsize=4096)
@@ -56,10 +57,18 @@ class StagePlan:
         combined = np.array([step.combined for step in steps], dtype=bool)
         paired = combined | np.append(combined[1:], False)  # a combined B and the F before it
         plan = StagePlan(np.array([step.chunk for step in steps], dtype=np.int64), kinds == "F", kinds == "W", split,
-                         paired)
+                         paired, len({step.microbatch for step in steps if step.kind == "F"}))
         for array in (plan.chunk, plan.forward, plan.weight, plan.split, plan.paired):
             array.flags.writeable = False  # shared by every caller of the cache
         return plan
+
+    def per_microbatch(self, kept: np.ndarray) -> float:
+        """What one micro-batch keeps on the stage, given per model chunk what a micro-batch keeps there: the chunks
+        its forwards run through on this stage, on average over its micro-batches (every chunk of an interleaved
+        or V schedule; one of DualPipe's two mirrored stages, as each direction runs through one)."""
+        if not self.microbatches:
+            return 0.0
+        return float(kept[self.chunk[self.forward]].sum()) / self.microbatches
 
     def peak(self, kept: np.ndarray, forward: np.ndarray, backward: np.ndarray, weight_inputs: np.ndarray,
              layer: np.ndarray | None = None) -> tuple[float, float]:
