@@ -18,9 +18,9 @@ from simulon.search.space import EXCLUDED, RULES, Limits, Space, Strategy, broke
 
 
 def reference_rule(layers, num_gpus, gbs, seq, tp, pp, vpp, cp, ep, unsplit, mbs, sp, ddp, overlap, uneven,
-                   zero_bubble):
+                   zero_bubble, unsplittable):
     """The rules as first written, one combination at a time (the index in RULES of the first broken, + 1)."""
-    if (pp == 1 and vpp > 1) or (not uneven and layers % (pp * vpp)):
+    if (pp == 1 and vpp > 1) or (not uneven and layers % (pp * vpp)) or unsplittable:
         return 1
     if seq % (2 * cp) or (sp and seq % (tp * cp)):
         return 2
@@ -52,12 +52,13 @@ powers = st.sampled_from([1, 2, 3, 4, 8, 16])
 
 @given(layers=st.integers(1, 96), num_gpus=st.sampled_from([8, 24, 64, 1024]), gbs=st.integers(1, 1024),
        seq=st.sampled_from([1000, 2048, 4096]), tp=powers, pp=powers, vpp=st.integers(1, 8), cp=powers, ep=powers,
-       mbs=powers, flags=st.lists(st.booleans(), min_size=6, max_size=6))
+       mbs=powers, flags=st.lists(st.booleans(), min_size=7, max_size=7))
 @settings(max_examples=500, deadline=None)
 def test_the_rules_on_arrays_break_exactly_where_their_plain_statement_does(layers, num_gpus, gbs, seq, tp, pp, vpp,
                                                                             cp, ep, mbs, flags):
-    unsplit, sp, ddp, overlap, uneven, zero_bubble = flags
-    args = (layers, num_gpus, gbs, seq, tp, pp, vpp, cp, ep, unsplit, mbs, sp, ddp, overlap, uneven, zero_bubble)
+    unsplit, sp, ddp, overlap, uneven, zero_bubble, unsplittable = flags
+    args = (layers, num_gpus, gbs, seq, tp, pp, vpp, cp, ep, unsplit, mbs, sp, ddp, overlap, uneven, zero_bubble,
+            unsplittable)
     assert int(broken_rules(*args)) == reference_rule(*args)
     assert len(RULES) == 11
 

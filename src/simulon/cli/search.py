@@ -17,7 +17,7 @@ from typing import Annotated
 
 import typer
 
-from ..config.common import dtype_named
+from ..config.common import FieldError, dtype_named
 from ..config.errors import ConfigError
 from ..config.loading import SHARDING_KEYS, files_read, key_synonym, sharding_synonym
 from .limits import MaxMemoryOption, check_processes, memory_limit
@@ -291,8 +291,11 @@ def search(
         for searcher in searchers:
             check_tried(searcher, fix or [])
         store = None if no_cache else Cache(cache)
-        result = combine([s.run(top, replay, progress, executor=runner, cache=store) for s in searchers], objective,
-                         top, gpu_hour_price)
+        try:
+            result = combine([s.run(top, replay, progress, executor=runner, cache=store) for s in searchers],
+                             objective, top, gpu_hour_price)
+        except FieldError as exc:  # a strategy's workload refused, here or in a worker (bad input, not a crash)
+            raise ConfigError(f"{scenario}: {exc} (in a strategy the search tried)") from None
     if not result.ranked:
         raise ConfigError(_none_fits(scenario, searchers, result, restricted))
     best = result.ranked[0]

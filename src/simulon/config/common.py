@@ -101,6 +101,11 @@ class FieldError(ValueError):
         self.field = field
         self.message = message
 
+    def __reduce__(self) -> tuple[type[FieldError], tuple[str, str]]:
+        """Rebuilt from (field, message), which __init__ takes, so that one raised in a worker process comes back
+        whole (pickle's default passes the exception's single formatted argument)."""
+        return type(self), (self.field, self.message)
+
 
 def range_check(low: float, high: float, shown_high: str, *, positive: bool = False,
                 show: Callable[[float], str] = str) -> Callable[[float], float]:

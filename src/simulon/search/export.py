@@ -31,8 +31,16 @@ def megatron_arguments(strategy: Strategy, sc: ScenarioConfig) -> list[str]:
     args = [f"--tensor-model-parallel-size {s.tp}", f"--pipeline-model-parallel-size {s.pp}",
             f"--context-parallel-size {s.cp}", f"--micro-batch-size {s.micro_batch_size}",
             f"--global-batch-size {train.global_batch_size}", f"--seq-length {train.sequence_length}"]
-    if s.vpp > 1:
+    par = sc.workload.parallelism  # what the simulation assumed; Megatron-LM overlaps none of it unless told
+    accounted = par.account_for_embedding_in_pipeline_split or par.account_for_loss_in_pipeline_split
+    if s.vpp > 1 and (s.first_layers or accounted):  # an uneven split: Megatron-LM takes the chunk count
+        args.append(f"--num-virtual-stages-per-pipeline-rank {s.vpp}")
+    elif s.vpp > 1:
         args.append(f"--num-layers-per-virtual-pipeline-stage {layers // (s.pp * s.vpp)}")
+    if par.account_for_embedding_in_pipeline_split:
+        args.append("--account-for-embedding-in-pipeline-split")
+    if par.account_for_loss_in_pipeline_split:
+        args.append("--account-for-loss-in-pipeline-split")
     if s.zero_bubble:  # upstream Megatron-LM has no flag: the ZB-H1 authors' fork has (sail-sg/zero-bubble-...)
         args.append("--enable-zero-bubble")
     if s.first_layers:
@@ -57,7 +65,6 @@ def megatron_arguments(strategy: Strategy, sc: ScenarioConfig) -> list[str]:
                  f"--recompute-num-layers {sc.workload.parallelism.recompute_num_layers}"]
     elif s.recompute == "full":
         args += ["--recompute-granularity full", "--recompute-method uniform", "--recompute-num-layers 1"]
-    par = sc.workload.parallelism  # what the simulation assumed; Megatron-LM overlaps none of it unless told
     if overlaps_expert_comm(strategy, sc):
         args.append("--overlap-moe-expert-parallel-comm")
     if par.overlap_grad_reduce:

@@ -51,8 +51,6 @@ ESTIMATE_FIELDS = len(dataclasses.fields(Estimate))
 """A cached candidate is one row: its estimate's fields, then its strategy's."""
 STRATEGY_FIELDS = {f.name: {"int": int, "bool": bool, "str": str}[f.type] for f in dataclasses.fields(Strategy)}
 """A strategy's fields in order, by the type each holds (how a cached one is checked)."""
-RECOMPUTE_STRENGTH = {"none": 0, "selective": 1, "full": 2}
-"""How much each recomputation setting saves: memory never rises with a stronger one."""
 
 
 @dataclass(frozen=True)
@@ -467,7 +465,7 @@ class Search:
     def _estimate_all(self, part: int = 0, parts: int = 1) -> Phase:
         infeasible: Counter[str] = Counter()
         candidates: list[tuple[Estimate, Strategy]] = []
-        self._known: dict[tuple, list[tuple[int, int, str | None]]] = {}
+        self._known: dict[tuple, list[tuple[int, str | None]]] = {}
         self._closest: tuple[float, Strategy, str] | None = None
         for strategy in self.space.strategies(part, parts):
             try:
@@ -489,21 +487,25 @@ class Search:
 
     def _fits(self, strategy: Strategy, workload: MegatronWorkload) -> str | None:
         """None if the strategy fits, else the largest term of its fullest stage. Memory never falls with a
-        larger micro-batch or a weaker recomputation, so a strategy is settled without the memory model when
-        one it dominates (or that dominates it) was: `_known` keeps the evaluated ones per family."""
+        larger micro-batch (every activation and transient term scales with it, what stays resident does not), so
+        a strategy is settled without the memory model when a smaller one that does not fit or a larger one that
+        fits was evaluated: `_known` keeps the evaluated ones per family, every other dimension equal. The
+        recomputation is part of the family: a stronger one keeps fewer activations but may hold a larger
+        transient (full recomputation rebuilds a whole layer's activations during its backward), so it is not
+        assumed to need less."""
         family = (strategy.tp, strategy.pp, strategy.vpp, strategy.cp, strategy.ep, strategy.etp,
                   strategy.sequence_parallel, strategy.sharding, strategy.dtype, strategy.first_layers,
-                  strategy.last_layers, strategy.zero_bubble)  # the split too: its stages hold other layer counts
-        level = RECOMPUTE_STRENGTH[strategy.recompute]
+                  strategy.last_layers, strategy.zero_bubble,  # the split too: its stages hold other layer counts
+                  strategy.recompute)
         known = self._known.setdefault(family, [])
-        for mbs, strength, why in known:
-            if why is None and strategy.micro_batch_size <= mbs and level >= strength:
+        for mbs, why in known:
+            if why is None and strategy.micro_batch_size <= mbs:
                 return None
-            if why is not None and strategy.micro_batch_size >= mbs and level <= strength:
+            if why is not None and strategy.micro_batch_size >= mbs:
                 return why
         peak = self.memory(strategy, workload)
         why = None if peak.fits else peak.largest_terms(1)[0][0]
-        known.append((strategy.micro_batch_size, level, why))
+        known.append((strategy.micro_batch_size, why))
         if why is not None and (self._closest is None or peak.device < self._closest[0]):
             self._closest = (peak.device, strategy, why)
         return why

@@ -6,13 +6,18 @@ parallelism, recomputation (none, selective, full), the optimizer's sharding (di
 ZeRO-2, FSDP), the GEMM number format, tensor-parallel communication overlap, the pipeline schedule (1F1B,
 interleaved with model chunks, or, when asked, ZB-H1's zero-bubble split backward with one chunk), and uneven
 first and last pipeline stages (fewer layers where the embedding and the LM head sit; with model chunks, splits
-whose every stage's layers divide over them).
+whose every stage's layers divide over them; none where the scenario accounts for the embedding or the loss in the
+pipeline split, which makes those stages lighter itself and which Megatron-Core refuses beside first/last stage
+counts).
 
 Rules that are exact (a strategy they remove cannot run, or another strategy is never worse):
 * divisibility: tp divides the heads, the key/value heads and the GPUs of a node (Megatron keeps a tensor-
   parallel group inside one NVLink domain); pp divides the GPUs and pp·vpp the layers (an even split; pp is
   tried among the GPU count's divisors, so that a layer count no pp divides, DeepSeek-V3's 61, still gets
-  uneven splits); 2·cp divides the sequence; tp·pp·cp
+  uneven splits), and the workload's own split of the layers over pp·vpp works (config.pipeline_layout: with
+  `account_for_embedding/loss_in_pipeline_split`, pp·vpp divides the layers plus the embedding and the loss
+  counted as one each, not the layers; a hybrid pattern's `|` segments number pp·vpp); 2·cp divides the sequence;
+  tp·pp·cp
   divides the GPUs; the micro-batch times dp divides the global batch, into a multiple of pp micro-batches
   when interleaved; ep divides the experts and, with
   experts split like the attention (etp = tp), dp·cp, or with unsplit experts (etp = 1) tp·cp·dp.
@@ -37,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from ..config.common import MAX_GPUS, DType
+from ..config.pipeline_layout import virtual_stage_layers
 from ..config.workload import MegatronWorkload
 
 SHARDINGS = ("distributed_optimizer", "zero2", "fsdp")
@@ -74,6 +80,15 @@ CHOICES = {"recompute": RECOMPUTE, "sharding": ("ddp", *SHARDINGS), "dtype": tup
 """The values a named (not numeric) dimension can take, whatever the scenario."""
 
 
+def stage_layers(num_layers: int, pp: int, first: int, last: int) -> list[int] | None:
+    """Layers of each of pp pipeline stages whose first and last hold `first` and `last` (the middle ones share the
+    rest evenly), else None where `first` is 0 (an even split)."""
+    if not first:
+        return None
+    middle = (num_layers - first - last) // (pp - 2) if pp > 2 else 0
+    return [first, *[middle] * (pp - 2), last]
+
+
 @dataclass(frozen=True, order=True)
 class Strategy:
     """One point of the search space."""
@@ -97,10 +112,7 @@ class Strategy:
 
     def layers_per_stage(self, num_layers: int) -> list[int] | None:
         """Layers of each pipeline stage when the first and last are uneven, else None (an even split)."""
-        if not self.first_layers:
-            return None
-        middle = (num_layers - self.first_layers - self.last_layers) // (self.pp - 2) if self.pp > 2 else 0
-        return [self.first_layers, *[middle] * (self.pp - 2), self.last_layers]
+        return stage_layers(num_layers, self.pp, self.first_layers, self.last_layers)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -170,6 +182,7 @@ class Space:
         self.dtypes = (base.value,) + (("fp8",) if fp8 and base in (DType.bf16, DType.fp16) else ())
         self.pruned: Counter[str] = Counter()
         self.enumerated = 0
+        self._splittable: dict[tuple[int, int, int, int], bool] = {}
 
     def tried(self) -> dict[str, tuple]:
         """The values this space tries of each dimension it takes from a fixed list: a limit to a value outside
@@ -210,12 +223,14 @@ class Space:
                 continue
             inner = (self.contexts(tp), *inner[1:])
             splits = self.splits(pp, vpp)
+            split_works = np.array([self.splittable(pp, vpp, first, last) for first, last in splits])
             index = np.indices([len(values) for values in inner] + [len(splits)]).reshape(len(inner) + 1, -1)
             cp, ep, unsplit, mbs, sp, _, sharding, _, overlap, zero_bubble = (
                 np.asarray(values)[i] for values, i in zip(inner, index, strict=False))
             checks = rule_checks(model.num_layers, self.num_gpus, train.global_batch_size, train.sequence_length,
                                  tp, pp, vpp, cp, ep, unsplit, mbs, sp, sharding == "ddp", overlap,
-                                 np.array([first > 0 for first, _ in splits])[index[-1]], zero_bubble)
+                                 np.array([first > 0 or self.accounted for first, _ in splits])[index[-1]],
+                                 zero_bubble, ~split_works[index[-1]])
             yield tp, pp, vpp, inner, index, splits, checks
 
     def restricted(self, limits: Limits) -> Space:
@@ -304,15 +319,42 @@ class Space:
             allowed &= np.isin(columns[name], np.asarray(values))
         return allowed
 
+    @property
+    def accounted(self) -> bool:
+        """Whether the scenario counts the embedding or the loss as a layer in the pipeline split (Megatron's
+        account_for_embedding/loss_in_pipeline_split): its first or last stage then holds fewer layers, and
+        pp x vpp divides the layers plus those, not the layers."""
+        par = self.workload.parallelism
+        return par.account_for_embedding_in_pipeline_split or par.account_for_loss_in_pipeline_split
+
+    def splittable(self, pp: int, vpp: int, first: int = 0, last: int = 0) -> bool:
+        """Whether the workload's own split (config.pipeline_layout.virtual_stage_layers, what the memory model and
+        the replay build) gives every virtual stage its layers with pp stages of vpp chunks and the (first, last)
+        stage layers of `splits`, rather than refusing it (FieldError): the embedding/loss accounting that pp x vpp
+        does not divide, a hybrid pattern whose `|` segments are not pp x vpp. Kept per (pp, vpp, first, last)."""
+        key = (pp, vpp, first, last)
+        if key not in self._splittable:
+            model = self.workload.model
+            par = self.workload.parallelism.model_copy(update={
+                "pp": pp, "vpp": vpp, "layers_per_stage": stage_layers(model.num_layers, pp, first, last)})
+            try:
+                virtual_stage_layers(par, model.num_layers, model.pattern_segments, model.mtp_layers)
+                self._splittable[key] = True
+            except ValueError:  # FieldError: the split is impossible
+                self._splittable[key] = False
+        return self._splittable[key]
+
     def splits(self, pp: int, vpp: int) -> list[tuple[int, int]]:
         """(first, last) stage layers to try: (0, 0), the even split, then for pp > 1 every split whose other
         stages hold m layers each and whose first and last hold 0 to MAX_TRIM fewer (the last as many more as the
         model has multi-token-prediction layers, which it holds beside its own), one at least, m the fewest that
         makes that add up; with model chunks, only splits whose every stage's layers divide over them (as
-        Megatron's --decoder-first/last-pipeline-num-layers need)."""
+        Megatron's --decoder-first/last-pipeline-num-layers need). Only the even split where the scenario accounts
+        for the embedding or the loss (`accounted`): Megatron-Core refuses first/last stage counts beside those
+        flags (TransformerConfig), and the flags already lighten those stages."""
         splits = [(0, 0)]
         layers = self.workload.model.num_layers
-        if pp == 1:
+        if pp == 1 or self.accounted:
             return splits
         last_trim = MAX_TRIM + self.workload.model.mtp_layers
         middle = -(-layers // pp)
@@ -332,7 +374,8 @@ INNER_DIMENSIONS = ("cp", "ep", "unsplit", "micro_batch_size", "sequence_paralle
 """The dimensions Space.strategies enumerates on arrays within one (tp, pp, vpp), in order (unsplit: etp = 1)."""
 
 RULES = (
-    "divisibility: pp x vpp must divide the layers (vpp only with pp > 1)",
+    "divisibility: pp x vpp must divide the layers (with the embedding/loss where the split accounts for them; "
+    "vpp only with pp > 1)",
     "divisibility: 2 x cp (and tp x cp with sequence parallelism) must divide the sequence",
     "divisibility: tp x pp x cp must divide the GPUs",
     "divisibility: micro-batch x dp must divide the global batch",
@@ -360,18 +403,20 @@ def first_broken(checks: list[np.ndarray]) -> np.ndarray:
 
 def rule_checks(layers: int, num_gpus: int, gbs: int, seq: int, tp: Any, pp: Any, vpp: Any, cp: Any, ep: Any,
                 unsplit: Any, mbs: Any, sp: Any, ddp: Any, overlap: Any, uneven: Any,
-                zero_bubble: Any = False) -> list[np.ndarray]:
+                zero_bubble: Any = False, unsplittable: Any = False) -> list[np.ndarray]:
     """Per rule of RULES, in order, per combination (numbers or numpy arrays, broadcast together to one shape):
     whether it breaks the rule. `unsplit`: experts not split over tp (etp = 1); `ddp`: plain data parallelism;
-    `uneven`: the first and last stages hold fewer layers; `zero_bubble`: the ZB-H1 schedule."""
+    `uneven`: the first and last stages hold fewer layers (given counts, or the embedding/loss accounting);
+    `zero_bubble`: the ZB-H1 schedule; `unsplittable`: the workload's own split of the layers over pp x vpp fails
+    (Space.splittable)."""
     tp, pp, vpp, cp, ep, mbs = (np.asarray(x, dtype=np.int64) for x in (tp, pp, vpp, cp, ep, mbs))
-    unsplit, sp, ddp, overlap, uneven, zero_bubble = (np.asarray(x, dtype=bool)
-                                                      for x in (unsplit, sp, ddp, overlap, uneven, zero_bubble))
+    unsplit, sp, ddp, overlap, uneven, zero_bubble, unsplittable = (
+        np.asarray(x, dtype=bool) for x in (unsplit, sp, ddp, overlap, uneven, zero_bubble, unsplittable))
     model_ranks = tp * pp * cp
     dp = np.maximum(num_gpus // model_ranks, 1)  # only read where tp x pp x cp divides the GPUs (rule 3)
     microbatches = gbs // (mbs * dp)
     ranks = np.where(unsplit, tp * cp * dp, dp * cp)  # what expert parallelism is carved out of
-    broken = [((pp == 1) & (vpp > 1)) | (~uneven & (layers % (pp * vpp) != 0)),
+    broken = [((pp == 1) & (vpp > 1)) | (~uneven & (layers % (pp * vpp) != 0)) | unsplittable,
               (seq % (2 * cp) != 0) | (sp & (seq % (tp * cp) != 0)),
               num_gpus % model_ranks != 0,
               gbs % (mbs * dp) != 0,
