@@ -12,7 +12,7 @@ from typing import get_args
 import numpy as np
 
 from .analysis.result import SimulationResult, summarize
-from .collective.decompose import flow_set
+from .collective.decompose import all_to_all_flows, flow_set
 from .collective.metrics import bus_bandwidth_factor
 from .collective.tuner import CollectivePlan
 from .collective.types import COLLECTIVE_NAMES, CollType, collective_named
@@ -20,7 +20,7 @@ from .compute.calibration import Calibrations
 from .compute.populate import populate
 from .config.dc import DatacenterConfig, Placement
 from .config.scenario import ScenarioConfig
-from .config.units import check_size
+from .config.units import check_size, format_size, memory_amount
 from .dag.builder import DAGBuilder, collective_dag
 from .dag.fold import (
     Fold,
@@ -34,7 +34,7 @@ from .dag.fold import (
     symmetric_axes,
 )
 from .dag.nodes import ExecutionDAG
-from .dag.size import DagSize, check_fits, estimate_size
+from .dag.size import DagSize, TooLarge, check_fits, estimate_size, memory_cost
 from .engine.replay import Timeline, replay
 from .engine.steady_state import SteadyState
 from .memory import MemoryReport, estimate_memory
@@ -447,6 +447,37 @@ REPLAY_MAX_FLOWS = 20_000
 bound: replay takes about 10 us per flow)."""
 
 
+COLLECTIVE_FLOW_BYTES = 560.0
+"""Peak resident bytes per flow of a lone collective's flow set, as collective_sweep builds it (its expansion
+template, the DAG or steady-state estimate made from it), over an import of simulon: measured on `simulon
+collective` all-to-alls of 1 MiB over DGX H100 clusters, 1,024 GPUs (1.05 million flows, 565 MB) and 2,048 GPUs
+(4.19 million flows, 1.96 GB): 540 and 467 bytes a flow, rounded up."""
+
+
+def check_sweep_fits(ctype: CollType, groups: Sequence[tuple[int, ...]], sizes: Sequence[float],
+                     plan: CollectivePlan, memory_limit: float | None) -> None:
+    """Refuse (dag.size.TooLarge), before anything is built, a sweep whose largest collective's flows would need
+    more than `memory_limit` bytes (None: no limit): an all-to-all's flows grow with the square of its group
+    (decompose.all_to_all_flows; 32,768 GPUs: a billion flows a channel). Collectives whose flows grow with the
+    group are not counted: they take no more than the topology of their datacenter."""
+    if memory_limit is None:
+        return
+    worst = (0, 0.0)
+    for size in sizes:
+        choice = plan.choose(ctype, groups[0], size)
+        flows = sum(all_to_all_flows(ctype, len(g), choice.channels, choice.algorithm, plan.shape(g)) or 0
+                    for g in groups)
+        worst = max(worst, (flows, size))
+    flows, size = worst
+    need = memory_cost()["fixed_bytes"] + COLLECTIVE_FLOW_BYTES * flows
+    if need <= memory_limit:
+        return
+    raise TooLarge(f"{ctype.name} of {format_size(size)} over {len(groups[0]):,} GPUs"
+                   f"{f' ({len(groups)} groups)' if len(groups) > 1 else ''} makes {flows:,} flows, which need about "
+                   f"{memory_amount(need)}, and {memory_amount(memory_limit)} are available",
+                   "simulate a smaller group (--group) or raise the limit with --max-memory")
+
+
 def check_rank(rank: object, num_gpus: int) -> int:
     """`rank` as an int if it names one of the datacenter's `num_gpus` GPUs, else ValueError."""
     try:
@@ -501,7 +532,7 @@ def collective_of(op: object) -> CollType:
 def collective_sweep(dc: DatacenterConfig, ctype: CollType | str, group: Sequence[int], sizes: Sequence[float],
                      algorithm: str = "ring", channels: int | None = None, protocol: str = "auto",
                      others: Sequence[tuple[int, ...]] = (), model: LinkModel | None = None,
-                     progress: Progress = SILENT) -> list[CollectiveTiming]:
+                     progress: Progress = SILENT, memory_limit: float | None = None) -> list[CollectiveTiming]:
     """Simulate one collective alone on the datacenter at each size, from every member joining to the last
     finishing (replayed flow by flow, or estimated in steady state when too large); `progress` is told each
     size as it is done.
@@ -510,7 +541,8 @@ def collective_sweep(dc: DatacenterConfig, ctype: CollType | str, group: Sequenc
     algorithm, on a fabric where every member sees the same links, are simulated through one member.
 
     `ctype` is a CollType or its name (collective_of); the groups, sizes and collective are checked first
-    (check_group, check_message_size: ValueError).
+    (check_group, check_message_size: ValueError). A sweep whose flows would need more than `memory_limit` bytes
+    (None: no limit) is refused before anything is built (check_sweep_fits: dag.size.TooLarge).
     """
     ctype = collective_of(ctype)
     group = check_group(group, dc.num_gpus)
@@ -519,6 +551,7 @@ def collective_sweep(dc: DatacenterConfig, ctype: CollType | str, group: Sequenc
     topology = Topology.from_datacenter(dc, model=model)
     plan = CollectivePlan(topology, algorithm, protocol, channels)
     groups = [tuple(group), *(tuple(g) for g in others)]
+    check_sweep_fits(ctype, groups, sizes, plan, check_memory_limit(memory_limit))
     same_hardware = len(set(dc.placement().group[[m for g in groups for m in g]].tolist())) == 1
     folds = topology.foldable and len({plan.shape(g) for g in groups}) == 1 and same_hardware
     steady = SteadyState(topology)

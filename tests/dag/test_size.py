@@ -96,7 +96,9 @@ def test_this_machine_reports_the_memory_it_has():
 
 def test_a_run_too_large_for_the_machine_is_refused_before_it_is_built_and_writes_nothing(tmp_path):
     data = yaml.safe_load((ROOT / "examples" / "gpt3_175b_1024gpu.yaml").read_text())
-    data["datacenter"]["network"] = {"scale_out": {"topology": "alibaba-hpn"}}  # dual-ToR: not folded
+    data["datacenter"]["network"] = {"scale_out": {"topology": "alibaba-hpn",  # dual-ToR: not folded
+                                                   # HPN's ToRs take 128 NIC ports, more than a 40-port QM8700
+                                                   "switch": {"port_count": 128}}}
     path = tmp_path / "gpt3-hpn.yaml"
     path.write_text(yaml.safe_dump(data))
     run = cli("simulate", str(path), "-o", str(tmp_path / "trace.json"), "--max-memory", "16GB",

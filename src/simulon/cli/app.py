@@ -207,6 +207,7 @@ def collective(
     channels: Annotated[int | None, typer.Option(help="channels (default: the scenario's num_channels, else "
                                                  "NCCL's count for the message)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print a JSON list instead of a table")] = False,
+    max_memory: MaxMemoryOption = None,
 ) -> None:
     """Simulate one collective over a message-size sweep, like nccl-tests without GPUs."""
     from ..pipeline import collective_of, collective_sweep
@@ -225,6 +226,7 @@ def collective(
         raise ConfigError(f"--algorithm: {refusal}")
     proto = sc.collective.protocol if protocol is None else protocol.lower()
     chans = channels if channels is not None else sc.collective.num_channels
+    limit = memory_limit(max_memory)
     if channels is not None:
         try:
             check_channels(channels)
@@ -232,7 +234,8 @@ def collective(
             raise ConfigError(f"--channels: {exc}") from None
     try:
         with terminal_progress() as progress:
-            rows = collective_sweep(dc, ctype, ranks, parse_sizes(sizes), algo, chans, proto, progress=progress)
+            rows = collective_sweep(dc, ctype, ranks, parse_sizes(sizes), algo, chans, proto, progress=progress,
+                                    memory_limit=limit)
     except ValueError as exc:
         option = "--protocol" if "protocol" in str(exc) else "--algorithm"
         raise ConfigError(f"{option}: {exc}") from None

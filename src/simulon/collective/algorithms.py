@@ -248,11 +248,15 @@ def _irregular(name: str, ctype: CollType, shape: GroupShape) -> str | None:
 
 
 def _nvls_refusal(ctype: CollType, shape: GroupShape) -> str | None:
-    """NVLS reduces in one NVLink domain's switch; NCCL fails a communicator across domains set to NVLS alone, and
-    one of all-gathers or reduce-scatters beyond the arity (_within_nvls_arity)."""
+    """NVLS reduces in one NVLink domain's switch; NCCL fails a communicator across domains set to NVLS alone, one
+    with NVLS_MIN_GPUS or fewer GPUs in the domain (ncclNvlsInit leaves NVLS off there: _nvls_enabled), and one of
+    all-gathers or reduce-scatters beyond the arity (_within_nvls_arity)."""
     if shape.nodes != 1:
         return (f"nvls runs inside one NVLink domain, and this group spans {shape.nodes} (nvls_tree reduces across "
                 "domains; auto picks per group)")
+    if shape.n <= NVLS_MIN_GPUS:
+        return (f"nvls needs more than {NVLS_MIN_GPUS} GPUs in the NVLink domain (NCCL sets NVLS up only then), and "
+                f"this group has {shape.n} (ring, or auto)")
     if not _within_nvls_arity(ctype, shape):
         return (f"nvls runs all-gathers and reduce-scatters over at most {NVLS_ARITY} GPUs (NCCL_MAX_NVLS_ARITY), "
                 f"and this group has {shape.n} (ring, or auto)")

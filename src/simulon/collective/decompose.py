@@ -84,6 +84,25 @@ def flow_set(collective_type: str | CollType, group: Sequence[int], size: float,
     return flows.in_steady_state() if steady else flows
 
 
+def all_to_all_flows(collective_type: str | CollType, n: int, channels: int, algorithm: str,
+                     shape: GroupShape | None = None) -> int | None:
+    """At most how many flows flow_set makes (and the arrays of how many pairs it holds while making them) for a
+    collective whose flows grow with the square of the group, counted without making them: an all-to-all of `n`
+    members sends a part from every member to every other on each simulated channel, n (n - 1) per channel
+    (pxn relays each at most once more: twice that; deepep pairs every member with every one while it routes).
+    None for the other collectives and algorithms, whose flows grow in proportion to the group (a ring's period,
+    a tree's, NVLS's legs): they cost no more than the group's own description."""
+    ctype = coll_type(collective_type)
+    if ctype != CollType.AllToAll or algorithm == "auto":
+        return None
+    record = checked(algorithm, ctype)
+    shape = shape or GroupShape.flat(n)
+    period = record.channel_period(ctype, shape) or 1
+    simulated = period if channels % period == 0 else channels
+    relays = 2 if record.name == "pxn" else 1
+    return relays * n * max(n - 1, 1) * simulated
+
+
 def every_channel(flows: FlowSet) -> FlowSet:
     """The flows of every channel a simulated channel stands for (`lanes`), each with its share of the bytes:
     channel k + lane * simulated repeats channel k, its parents in its own copy."""

@@ -336,6 +336,27 @@ class FabricSpec(Templated):
         return f"{self.tiers}-tier{' rail-optimized' if self.rail_optimized else ''}"
 
 
+def fabric_ports(fabric: FabricSpec, nic_port_share: float = 1.0) -> list[tuple[str, str, float, str]]:
+    """(field, what, ports, switch role) of the switches of a fabric whose port counts its spec fixes, as
+    network/fabric.py builds them, in ports of the switch's own speed: a leaf's nics_per_leaf NIC ports, each
+    `nic_port_share` of a switch port (a dual-ToR NIC's half-rate port: two share one switch port through a
+    breakout cable, as a 64-port 400G switch serves 128 200G ports); with three tiers a spine's links to the
+    leaves of its pod and to every core. A leaf's uplinks are not counted: the shipped dgx-a100-320gb puts 32 NICs
+    and 16 spines (rail-optimized-fat-tree) on 40-port QM8700 leaves, so counting them would refuse a reference
+    system. A two-tier spine's leaves depend on the cluster's size."""
+    if fabric.tiers == 1 or fabric.nics_per_leaf is None:
+        return []
+    share = nic_port_share / 2 if fabric.dual_tor else nic_port_share
+    ports = fabric.nics_per_leaf * share
+    shown = f"{fabric.nics_per_leaf} NIC ports" + (f" ({ports:g} of its ports' speed)" if share != 1 else "")
+    found = [("nics_per_leaf", shown, ports, "leaf")]
+    if fabric.tiers == 3 and fabric.leaves_per_pod is not None and fabric.cores is not None:
+        found.append(("leaves_per_pod", f"{fabric.leaves_per_pod} ports down to its pod's leaves and "
+                      f"{fabric.cores} up to the cores, {fabric.leaves_per_pod + fabric.cores} in all",
+                      fabric.leaves_per_pod + fabric.cores, "spine"))
+    return found
+
+
 class FabricBySize(StrictModel):
     """One of the fabrics a system's reference architecture builds: the one for clusters of up to `max_gpus`
     GPUs (None: any larger)."""
@@ -355,6 +376,23 @@ class ScaleOutSpec(StrictModel):
     routing: Literal["ecmp", "adaptive"] | None = Field(
         None, description="the routing of whichever fabric is used, over its template's (topology.routing): e.g. "
         "ecmp for an InfiniBand cluster whose NCCL predates 2.16, which does not ask for adaptive routing")
+
+    @model_validator(mode="after")
+    def _ports_fit(self) -> ScaleOutSpec:
+        """The switches' links within the switch's port_count, as network/fabric.py builds them (fabric_ports)."""
+        ports = self.switch.port_count if self.switch is not None else None
+        if ports is None:
+            return self
+        speed = self.switch.port_speed
+        share = self.nic.speed / speed if self.nic is not None and speed else 1.0  # a NIC port in switch ports
+        fabrics = [("topology", self.topology)] + [(f"fabrics[{i}].topology", f.topology)
+                                                   for i, f in enumerate(self.fabrics or ())]
+        for where, fabric in fabrics:
+            for field, what, links, role in fabric_ports(fabric, share):
+                if links > ports:
+                    raise FieldError(f"{where}.{field}", f"a {role} needs {what}, and the switch "
+                                     f"({self.switch.name}) has {ports} (switch.port_count)")
+        return self
 
     def sized(self, num_gpus: int) -> ScaleOutSpec:
         """This fabric block with `topology` chosen from `fabrics` for a cluster of `num_gpus` GPUs (itself when

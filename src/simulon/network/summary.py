@@ -46,12 +46,12 @@ class TopologySummary:
         up_links = nodes * math.comb(topology.gpus_per_node, 2) if topology.mesh else g
         tiers = [_tier(topology.scale_up_kind, up_switches, up_links, rate[:topology.port_links]),
                  _tier("leaf", fabric.leaves, ports, rate[first["nic_up"]:first["nic_up"] + ports])]
-        for name, switches, kind, links in (("spine", fabric.spines, "leaf_up", fabric.leaves * (spec.spines or 0)),
-                                            ("core", fabric.cores, "spine_up", fabric.spines * (spec.cores or 0))):
-            if switches:  # the physical links, which adaptive routing models merged (Fabric.physical_per_link)
-                block = fabric.links_of(kind)
-                rates = rate[fabric.base + block.start:fabric.base + block.stop] / fabric.physical_per_link(kind)
-                tiers.append(_tier(name, switches, links, rates))
+        for name, switches, kind in (("spine", fabric.spines, "leaf_up"), ("core", fabric.cores, "spine_up")):
+            if switches:  # the physical links the fabric builds, which adaptive routing models merged
+                block = fabric.links_of(kind)  # (Fabric.physical_per_link): a leaf's reach only its uplink ports'
+                per_link = fabric.physical_per_link(kind)  # spines (fabric.uplink_ports)
+                rates = rate[fabric.base + block.start:fabric.base + block.stop] / per_link
+                tiers.append(_tier(name, switches, (block.stop - block.start) * per_link, rates))
         domain = min(topology.domain_gpus, g)  # a mesh cut in half has (domain/2)^2 links across
         up_bisection = tiers[0].link_rate * ((domain // 2) ** 2 if topology.mesh else domain / 2)
         return cls(g, nodes, tiers[0].name, topology.domain_gpus, topology.reduces_in_switch,
