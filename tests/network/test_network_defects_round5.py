@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
-from tests.helpers import cli
 
+from helpers import cli
 from simulon.collective.decompose import all_to_all_flows, flow_set
 from simulon.collective.shape import GroupShape
 from simulon.collective.tuner import CollectivePlan

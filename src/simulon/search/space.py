@@ -374,8 +374,8 @@ INNER_DIMENSIONS = ("cp", "ep", "unsplit", "micro_batch_size", "sequence_paralle
 """The dimensions Space.strategies enumerates on arrays within one (tp, pp, vpp), in order (unsplit: etp = 1)."""
 
 RULES = (
-    "divisibility: pp x vpp must divide the layers (with the embedding/loss where the split accounts for them; "
-    "vpp only with pp > 1)",
+    "divisibility: pp x vpp must divide the layers (vpp only with pp > 1, and the embedding and the loss count where "
+    "the split accounts for them)",
     "divisibility: 2 x cp (and tp x cp with sequence parallelism) must divide the sequence",
     "divisibility: tp x pp x cp must divide the GPUs",
     "divisibility: micro-batch x dp must divide the global batch",
