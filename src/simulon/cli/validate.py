@@ -37,7 +37,7 @@ def table(csv_path: Path | None, name: str) -> Path:
 def report(csv_path: Path, as_json: bool, validator: Callable, group_title: str, plot: Path | None = None) -> None:
     """Run a validator over a table and print its report (a table, or JSON); with `plot`, draw it there."""
     from ..plots.figure import check_output
-    from ..validate.report import read_table
+    from ..validate.report import REASONS_WHEN_NONE, read_table
 
     if plot is not None:
         check_output(plot, "--plot")
@@ -104,8 +104,6 @@ FIRST_ROW = 2
 """The number a table's first data row has where a user looks at it: a spreadsheet's, the header being row 1."""
 ROWS_LISTED = 12
 """Row numbers a skipped reason lists before it says how many more."""
-REASONS_WHEN_NONE = 5
-"""Reasons a table none of whose rows could be compared is refused with."""
 
 
 def skip_reasons(reasons: list[str], indices: list[int] | None = None) -> list[tuple[str, list[int]]]:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from pydantic import BaseModel
 
 MAX_YAML_BYTES = 16 * 2**20
 """The largest scenario or template file read: the biggest shipped one is a GPU with a measured profile of a
@@ -35,8 +36,6 @@ _TYPE_TAG = re.compile(r"(?:int|float|str|bool|bytes|none|any|decimal|complex|da
 
 def _model_names() -> set[str]:
     """The class names of every pydantic model defined (a model branch of a union is tagged by its class name)."""
-    from pydantic import BaseModel
-
     names, todo = set(), [BaseModel]
     while todo:
         for model in todo.pop().__subclasses__():

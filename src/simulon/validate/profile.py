@@ -31,7 +31,7 @@ from ..config.dc import GPUSpec
 from ..config.errors import ConfigError
 from ..workload.kernels import KernelClass, KernelSpec, Phase, attention, gemm
 from .kernels import GEMM_FAMILY_MIN_FLOPS
-from .report import Comparison, Skipped, ValidationReport
+from .report import REASONS_WHEN_NONE, Comparison, Skipped, ValidationReport
 
 SHIPPED_PROFILES = Path(str(resources.files("simulon.compute") / "data" / "profiles"))
 """GPU profiles measured on lent GPUs (`simulon profile gpu`), one YAML per GPU."""
@@ -77,15 +77,10 @@ def validate_profile(gpu: GPUSpec, calibrations: Calibrations | None = None,
                                       statistics.median(times), predicted, family(spec, dtype)))
     if not report.rows:
         reasons = [f"kernel_runs[{s.index}]: {s.reason}" for s in report.skipped]
-        more = f"; and {len(reasons) - REASONS_SHOWN} more" if len(reasons) > REASONS_SHOWN else ""
+        more = f"; and {len(reasons) - REASONS_WHEN_NONE} more" if len(reasons) > REASONS_WHEN_NONE else ""
         raise ConfigError(f"GPU {gpu.name}: kernel_runs: no run could be compared ({len(reasons)} skipped: "
-                          f"{'; '.join(reasons[:REASONS_SHOWN])}{more})")
+                          f"{'; '.join(reasons[:REASONS_WHEN_NONE])}{more})")
     return report
-
-
-REASONS_SHOWN = 5
-"""Skipped runs a profile none of whose runs could be compared is refused with (as `validate kernels` refuses a table
-with no comparable row)."""
 
 
 def run_dtype_error(index: int, params: dict) -> str | None:
