@@ -15,16 +15,22 @@ beat by 1.1-1.3% (tp2pp2dp16 1.0114, moe96 1.0121); folding tp only gives 1.0000
 
 `ds128` and `ds128-pxn` have DeepSeek-V3's structure on 16 HGX H800 nodes (tp1 pp2 dp64 ep32): data-parallel rings
 over 8 nodes, bent to the rails (they repeat every two nodes, so the fold's period doubles to 16 GPUs), and expert
-all-to-alls over 4 nodes, across rails (or relayed by PXN). Folded / full: 1.0000 on rail-optimized (32 nodes per
-leaf), 0.9973 on rail-8/leaf; at 2:1 (rail-8/leaf-2:1, rail-optimized-2:1) such steps are no longer folded along data
-parallelism (1.0000: folded they ran 1.0667 and 0.9893, dag.fold.collective_shifts); with PXN on rails the
-all-to-alls keep data parallelism whole (folded, ds128-pxn on rail-8/leaf ran 0.9777; cause not found). dp64 and
-tp2pp2dp16 (rings bent to the rails, folded since) 1.0000 on rail-optimized and rail-8/leaf.
+all-to-alls over 4 nodes, across rails (or relayed by PXN). Folded / full: 0.9977 on rail-optimized (32 nodes per
+leaf; 1.0000 while a leaf's two cables to each spine were one link, before ECMP hashed across them as across
+spines, network/fabric.py), 0.9973 on rail-8/leaf; at 2:1 (rail-8/leaf-2:1, rail-optimized-2:1) such steps are no
+longer folded along data parallelism (1.0000: folded they ran 1.0667 and 0.9893, dag.fold.collective_shifts); with
+PXN on rails the all-to-alls keep data parallelism whole (folded, ds128-pxn on rail-8/leaf ran 0.9777; cause not
+found). dp64 and tp2pp2dp16 (rings bent to the rails, folded since) 1.0000 on rail-optimized and rail-8/leaf.
 
 `--method folded` expands no collective (Fold.folded_throughout, what a step whose expansions would not fit
-takes): folded / full on rail-8/leaf, 3-tier-rail and spine-leaf: dense128 1.0011, 0.9963, 1.0085; tp2pp2dp16
-1.0000, 0.9971, 0.9951; moe96 1.0000, 0.9971, 0.9997; ds128 1.0033, 0.9913, 0.9920; but fsdp64 1.0000, 0.8954,
-0.9164 (ZeRO-3's all-gathers).
+takes): folded / full on rail-8/leaf, 3-tier-rail and spine-leaf: dense128 1.0011, 0.9926, 1.0198; tp2pp2dp16
+1.0000, 0.9989, 0.9972; moe96 1.0000, 0.9969, 0.9952; ds128 1.0033, 0.9969, 0.9973; but fsdp64 1.0000, 0.9317,
+0.9373 (ZeRO-3's all-gathers). The 3-tier-rail and spine-leaf figures are those of ECMP over single cables
+(network/fabric.py: each leaf's and spine's parallel cables to one switch hashed across like any other, where
+they were one merged link): the footprint method's ratios there moved within 0.993-1.012 (dense128 0.9926 and
+1.0000, moe96 0.9969 and 0.9951, tp2pp4dp32 1.0025 and 1.0119), and the steps themselves took 10-35% longer
+(dense128 on spine-leaf 448.3 to 573.6 ms, ds128 405.2 to 545.2), since a flow now moves at most one cable's
+rate and ECMP collides some flows on one cable.
 
 `--method naive` replays the folded run as before engine/footprint.py and Fold.expands: a simulated flow loads
 its own route's inner links only, so it misses the ECMP collisions of the flows it stands for (the "before"

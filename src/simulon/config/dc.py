@@ -313,8 +313,9 @@ class FabricSpec(Templated):
     planes: Literal[1, 2] = 1
     routing: Literal["ecmp", "adaptive"] = Field(
         "ecmp", description="how a flow above the leaves picks among equal-cost spines and cores: ecmp, a hash of "
-        "its endpoints (flows collide unevenly); adaptive, InfiniBand's adaptive routing or Spectrum-X's packet "
-        "spraying, which spread every flow over all of them (network/fabric.py)")
+        "its endpoints onto one of a switch's uplink cables (flows collide unevenly); adaptive, InfiniBand's "
+        "adaptive routing or Spectrum-X's packet spraying, which spread every flow over all of them "
+        "(network/fabric.py)")
 
     @model_validator(mode="after")
     def _complete(self) -> FabricSpec:

@@ -106,8 +106,8 @@ class Fold:
     def folded_throughout(self) -> Fold:
         """The same fold with no collective expanded: every folded flow, whatever links it crosses, loads its
         counterparts' inner links (engine/footprint.py), as a pipeline send's do. What a step whose expansions
-        would not fit takes instead (pipeline.simulate): against the full expansion, within 1% on dense, pipeline,
-        MoE and DeepSeek-like steps whose data-parallel rings cross spines, but 8-10% fast on ZeRO-3's
+        would not fit takes instead (pipeline.simulate): against the full expansion, within 2% on dense, pipeline,
+        MoE and DeepSeek-like steps whose data-parallel rings cross spines, but 6-7% fast on ZeRO-3's
         all-gathers (benchmarks/bench_fold_accuracy.py --method folded)."""
         return Fold(self.rep, self.axes, self.layout, self.groups, expand_spread=False, steady_rings=self.steady_rings)
 

@@ -101,7 +101,8 @@ def _links(topology: Topology) -> list[tuple[str, int, str, int]]:
     per_plane = fabric.spines // spec.planes if fabric.spines else 1
     for spine in sorted({*range(min(fabric.spines, MAX_SHOWN)), fabric.spines - 1}) if fabric.spines else []:
         if spine % spines < reached:  # a spine no leaf reaches has no links to the cores either
-            links += [("spine", spine, "core", spine // per_plane * cores + c) for c in range(cores)]
+            links += [("spine", spine, "core", spine // per_plane * cores + c)
+                      for c in range(min(cores, fabric.spine_uplinks))]  # one per uplink port, as a leaf's
     return links
 
 

@@ -1,16 +1,18 @@
 """The scale-out Clos fabric: NIC ports under leaves, leaves under spines, pods of spines under cores.
 
-Links are directed and aggregated per switch pair: a leaf's uplink bandwidth (its downlink bandwidth over
-the oversubscription) is split evenly over the spines it reaches, one link each way per (leaf, spine); under ECMP
-it reaches at most as many spines as it has uplink ports of the NIC port's speed (uplink_ports).
-Between two NIC ports the route is up to the lowest common tier and back down; where several switches of
-a tier would do, ECMP picks one per (source, destination) pair (`routing: ecmp`).
+Under ECMP (`routing: ecmp`) every link is one cable each way: a leaf's uplink bandwidth (its downlink bandwidth
+over the oversubscription) leaves by as many uplink ports as it fills at the NIC port's speed (uplink_ports), cable
+k to spine k mod the spines it reaches (round robin: with fewer spines than ports, several cables go to each), and
+likewise a spine's uplinks to the cores. Between two NIC ports the route is up to the lowest common tier and back
+down; a switch hashes each (source, destination) pair onto one of its equal-cost cables, parallel cables to one
+switch included (a LAG or L3 ECMP hashes a flow to one member; InfiniBand's static routing sends a destination by
+one port), so a flow moves at most one cable's rate and more spines at the same uplink ports route alike.
 
 With `routing: adaptive` the switches spread every flow over all the equal-cost spines and cores, packet by
 packet (InfiniBand's adaptive routing: subnet managers enable it by default, opensm.conf per NVIDIA's
 "InfiniBand Cluster Bring-up Procedure", and NCCL asks for it on IB from 2.16, NCCL_IB_ADAPTIVE_ROUTING default 1
 in src/transport/net_ib.cc; Spectrum-X's packet spraying). In a fluid model that is one path of their summed
-bandwidth, so a leaf's links to its spines are one link each way, and a pod's spines' links to the cores one link
+bandwidth, so a leaf's cables to its spines are one link each way, and a pod's spines' cables to the cores one link
 each way (`physical_per_link` says how many each stands for).
 """
 
@@ -22,22 +24,30 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..config.dc import FabricSpec
-from .ecmp import ecmp_choice
+from .ecmp import ecmp_choice, ecmp_hash
 
 MAX_FABRIC_HOPS = 6  # NIC up, leaf up, spine up, core down, spine down, NIC down
 NO_LINK = -1
 """The padding of a route past its last hop (routes of different lengths share one array)."""
 
 
-def uplink_ports(down_per_leaf: float, spec: FabricSpec, port_speed: float) -> int:
-    """The ports a leaf has towards its spines: its downlink bandwidth over the oversubscription, in ports of the
-    NIC port's speed (a switch's ports run alike). Under ECMP a leaf reaches at most that many spines, one port
-    each: spines beyond them add none of its paths, rather than thinning every path below one port (8 NICs a
-    leaf under 16 spines made 16 links of half a port, and a step of Llama 3 8B over 16 DGX H100 nodes 2.4x
-    slower than under 8 spines)."""
-    if port_speed <= 0:  # no NIC ports (one node, nothing on the fabric): nothing bounds the paths
-        return spec.spines or 1
-    return max(1, int(down_per_leaf / spec.oversubscription / port_speed + 1e-9))
+def uplink_ports(down: float, oversubscription: float, port_speed: float, fallback: int) -> int:
+    """The ports a switch has towards the tier above: its downlink bandwidth `down` over the oversubscription, in
+    ports of the NIC port's speed (a switch's ports run alike), at least one. It reaches at most that many switches
+    above, one port each: switches beyond them add none of its paths, rather than thinning every path below one
+    port (8 NICs a leaf under 16 spines made 16 links of half a port, and a step of Llama 3 8B over 16 DGX H100
+    nodes 2.4x slower than under 8 spines). `fallback` where there are no NIC ports (one node, nothing on the
+    fabric) and nothing bounds the paths."""
+    if port_speed <= 0:
+        return fallback
+    return max(1, int(down / oversubscription / port_speed + 1e-9))
+
+
+def cable_to(target: np.ndarray, cables: int, reach: int, h: np.ndarray) -> np.ndarray:
+    """Which of a switch's `cables` uplinks (cable k to switch k mod `reach` above) a flow that must reach switch
+    `target` above takes: one of the cables to it, by the hash `h`."""
+    count = cables // reach + (target < cables % reach)
+    return target + reach * (h % count.astype(np.uint64)).astype(np.int64)
 
 
 def split_cost(ports: float, uplink: float, port_speed: float, q: np.ndarray) -> np.ndarray:
@@ -93,14 +103,17 @@ class Fabric:
     spines: int                 # in all planes and pods
     cores: int                  # in all planes
     pods: int                   # per plane
-    spine_paths: int            # links a leaf has to its spines, each way: its spines, or 1 under adaptive routing
-    core_paths: int             # links a spine group has to the cores, each way: the cores, or 1 (adaptive)
+    spine_paths: int            # links a leaf has to its spines, each way: its uplink cables, or 1 (adaptive)
+    core_paths: int             # links a spine has to the cores, each way: its uplink cables, or 1 (adaptive)
     base: int                   # id of the fabric's first link in the topology
     capacity: np.ndarray        # of the fabric's links, in link-id order from `base`
     latency: np.ndarray
     kind: list[str]             # link kind of each block, for names and summaries
     block_start: list[int]      # first link of each block, relative to `base`
-    leaf_uplinks: int = 0       # spines a leaf reaches, one uplink port each (uplink_ports)
+    leaf_uplinks: int = 0       # a leaf's uplink ports (uplink_ports), cables to the spines it reaches
+    spine_reach: int = 0        # spines of a pod that leaves reach, as their links see them: 1 under adaptive
+    spine_uplinks: int = 0      # a spine's uplink ports to the cores (three tiers)
+    core_reach: int = 0         # cores a spine reaches, as its links see them: 1 under adaptive
 
     @classmethod
     def build(cls, spec: FabricSpec, num_nics: int, nics_per_node: int, port_speed: float, nic_latency: float,
@@ -122,15 +135,18 @@ class Fabric:
         pod_of_leaf = (np.arange(leaves) % per_set) // per_pod
         pods = -(-per_set // per_pod)
         spread = spec.routing == "adaptive"
-        down_per_leaf = (spec.nics_per_leaf or num_nics * sets) * port_speed
-        u = min(spec.spines or 0, uplink_ports(down_per_leaf, spec, port_speed))  # spines a leaf reaches
-        s = min(u, 1) if spread else u  # links per leaf to its spines
-        c = min(spec.cores or 0, 1) if spread else spec.cores or 0
+        leaf_up = (spec.nics_per_leaf or num_nics * sets) * port_speed / spec.oversubscription
+        u = uplink_ports(leaf_up, 1.0, port_speed, spec.spines or 1) if spec.tiers >= 2 else 0
+        reach = min(spec.spines or 0, u)  # spines a leaf reaches
+        s, sr = (min(u, 1), min(reach, 1)) if spread else (u, reach)  # links per leaf; spines as links see them
+        spine_up = per_pod * leaf_up / reach / spec.pod_oversubscription if spec.tiers == 3 else 0.0
+        j = uplink_ports(spine_up, 1.0, port_speed, spec.cores or 1) if spec.tiers == 3 else 0
+        c, cr = (min(j, 1), min(spec.cores or 0, j, 1)) if spread else (j, min(spec.cores or 0, j))
         spines = spec.planes * pods * (spec.spines or 0) if spec.tiers >= 2 else 0
         cores = spec.planes * (spec.cores or 0) if spec.tiers == 3 else 0
-        spine_groups = spec.planes * pods * s if spec.tiers >= 2 else 0  # spines as their links see them
-        leaf_link = down_per_leaf / spec.oversubscription / s if s else 0.0
-        core_link = (per_pod * leaf_link / spec.pod_oversubscription / c) if c else 0.0
+        spine_groups = spec.planes * pods * sr if spec.tiers >= 2 else 0  # spines as their links see them
+        leaf_link = leaf_up / s if s else 0.0
+        core_link = spine_up * reach / sr / c if c else 0.0
         blocks = [("nic_up", len(ports), port_speed, nic_latency + switch_latency),
                   ("nic_down", len(ports), port_speed, nic_latency)]
         if spec.tiers >= 2:
@@ -144,7 +160,7 @@ class Fabric:
         capacity = np.concatenate([np.full(n, cap) for _, n, cap, _ in blocks])
         latency = np.concatenate([np.full(n, lat) for _, n, _, lat in blocks])
         return cls(spec, sets, leaf_of_port, plane_of_leaf, pod_of_leaf, leaves, spines, cores, pods, s, c, base,
-                   capacity, latency, [b[0] for b in blocks], starts[:-1], u)
+                   capacity, latency, [b[0] for b in blocks], starts[:-1], u, sr, j, cr)
 
     @property
     def num_links(self) -> int:
@@ -166,11 +182,13 @@ class Fabric:
         return self._block("nic_down") + port
 
     def _spine(self, leaf: np.ndarray, local: np.ndarray) -> np.ndarray:
-        """Global id of spine `local` of a leaf's plane and pod."""
-        return (self.plane_of_leaf[leaf] * self.pods + self.pod_of_leaf[leaf]) * max(self.spine_paths, 1) + local
+        """Global id (as links see spines) of spine `local` of a leaf's plane and pod."""
+        return (self.plane_of_leaf[leaf] * self.pods + self.pod_of_leaf[leaf]) * max(self.spine_reach, 1) + local
 
     def routes(self, port_s: np.ndarray, port_d: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
-        """Links between two NIC ports, [F, MAX_FABRIC_HOPS] padded with NO_LINK (up to the lowest common tier)."""
+        """Links between two NIC ports, [F, MAX_FABRIC_HOPS] padded with NO_LINK (up to the lowest common tier):
+        each switch on the way up hashes the flow onto one of its uplink cables, and on the way down onto one of
+        the cables that reach the switch it must go to."""
         f = len(port_s)
         hops = np.full((f, MAX_FABRIC_HOPS), NO_LINK, dtype=np.int64)
         hops[:, 0] = self.up(port_s)
@@ -179,19 +197,22 @@ class Fabric:
         cross = leaf_s != leaf_d
         if self.spec.tiers == 1 or not cross.any():
             return hops
-        s = self.spine_paths
-        spine_s = ecmp_choice(s, src, dst, 1)
-        spine_d = spine_s.copy()
+        s, sr = self.spine_paths, self.spine_reach
+        cable_s = ecmp_choice(s, src, dst, 1)
+        spine_s = cable_s % sr
+        spine_d = spine_s
         if self.spec.tiers == 3:
             cross_pod = cross & (self.pod_of_leaf[leaf_s] != self.pod_of_leaf[leaf_d])
-            c = self.core_paths
-            core = ecmp_choice(c, src, dst, 2)
-            spine_d = np.where(cross_pod, ecmp_choice(s, src, dst, 3), spine_s)
+            c, cr = self.core_paths, self.core_reach
+            up_s = ecmp_choice(c, src, dst, 2)
+            spine_d = np.where(cross_pod, ecmp_choice(sr, src, dst, 3), spine_s)
+            up_d = cable_to(up_s % cr, c, cr, ecmp_hash(src, dst, 4))
             up, down = self._block("spine_up"), self._block("core_down")
-            hops[:, 2] = np.where(cross_pod, up + self._spine(leaf_s, spine_s) * c + core, NO_LINK)
-            hops[:, 3] = np.where(cross_pod, down + self._spine(leaf_d, spine_d) * c + core, NO_LINK)
-        hops[:, 1] = np.where(cross, self._block("leaf_up") + leaf_s * s + spine_s, NO_LINK)
-        hops[:, 4] = np.where(cross, self._block("spine_down") + leaf_d * s + spine_d, NO_LINK)
+            hops[:, 2] = np.where(cross_pod, up + self._spine(leaf_s, spine_s) * c + up_s, NO_LINK)
+            hops[:, 3] = np.where(cross_pod, down + self._spine(leaf_d, spine_d) * c + up_d, NO_LINK)
+        cable_d = cable_to(spine_d, s, sr, ecmp_hash(src, dst, 5))
+        hops[:, 1] = np.where(cross, self._block("leaf_up") + leaf_s * s + cable_s, NO_LINK)
+        hops[:, 4] = np.where(cross, self._block("spine_down") + leaf_d * s + cable_d, NO_LINK)
         return hops
 
     def switch_counts(self) -> dict[str, int]:
@@ -238,14 +259,14 @@ class Fabric:
         return slice(self.block_start[i], end)
 
     def physical_per_link(self, kind: str) -> int:
-        """How many physical switch links one link of a block stands for: 1, but under adaptive routing a leaf's
-        one link to its spines stands for each it reaches, and a spine group's one link to the cores for all of
-        its spines' links to all the cores."""
-        per_spine_link = max(self.leaf_uplinks, 1) // max(self.spine_paths, 1)
+        """How many physical switch links (cables) one link of a block stands for: 1, but under adaptive routing
+        a leaf's one link to its spines stands for its uplink cables, and a pod's one link to the cores for all of
+        its spines' uplink cables."""
         if kind in ("leaf_up", "spine_down"):
-            return per_spine_link
+            return max(self.leaf_uplinks, 1) // max(self.spine_paths, 1)
         if kind in ("spine_up", "core_down"):
-            return per_spine_link * (self.spec.cores or 1) // max(self.core_paths, 1)
+            spines = min(self.spec.spines or 0, self.leaf_uplinks)
+            return max(spines * self.spine_uplinks, 1) // max(self.spine_reach * self.core_paths, 1)
         return 1
 
     def _total(self, kind: str) -> float:
