@@ -24,7 +24,8 @@ CASES = [("ring", CollType.AllReduce, EVERY_GPU), ("tree", CollType.AllReduce, E
 
 def main() -> None:
     dc = DatacenterConfig.model_validate({"from": "dgx-h100", "cluster": {"num_nodes": 4}, "network": {
-        "scale_out": {"topology": "spectrum-x", "switch": {"in_network_reduction": True}}}})
+        "scale_out": {"topology": "spectrum-x",
+                      "switch": {"from": "spectrum-4-sn5600", "in_network_reduction": True}}}})
     labels = " ".join(f"{s / 2**10:g}K" if s < 2**20 else f"{s / 2**20:g}M" for s in SIZES)
     print(f"{'algorithm':>15} {'ranks':>5}  estimate / replay at {labels}")
     for algorithm, ctype, group in CASES:

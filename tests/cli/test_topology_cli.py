@@ -10,10 +10,11 @@ import yaml
 from helpers import cli
 
 
-def scenario(tmp_path, topology, nodes: int = 16) -> str:
+def scenario(tmp_path, topology, nodes: int = 16, switch: str | None = None) -> str:
     path = tmp_path / "dc.yaml"
+    scale_out = {"topology": topology, **({"switch": {"from": switch}} if switch else {})}
     path.write_text(yaml.safe_dump({"datacenter": {"from": "dgx-h100", "cluster": {"num_nodes": nodes},
-                                                   "network": {"scale_out": {"topology": topology}}}}))
+                                                   "network": {"scale_out": scale_out}}}))
     return str(path)
 
 
@@ -34,7 +35,7 @@ def test_topology_reports_switches_links_and_bisection(tmp_path):
 
 def test_topology_table_and_drawing(tmp_path):
     drawing = tmp_path / "topo.svg"
-    run = cli("topology", scenario(tmp_path, "alibaba-hpn"), "--draw", str(drawing))
+    run = cli("topology", scenario(tmp_path, "alibaba-hpn", switch="tomahawk-5"), "--draw", str(drawing))
     assert run.returncode == 0, run.stderr
     assert "Switches and links" in run.stdout and "Bisection bandwidth" in run.stdout
     assert f"Drawing written to {drawing}" in run.stdout
@@ -74,5 +75,6 @@ def test_topology_bad_input_exits_2_with_one_line(tmp_path):
     run = cli("topology", scenario(tmp_path, {"tiers": 2}))
     assert run.returncode == 2 and "Traceback" not in run.stderr
     assert run.stderr.startswith("error: ") and "topology.nics_per_leaf: required" in run.stderr
-    run = cli("topology", scenario(tmp_path, "spectrum-x"), "--draw", str(tmp_path / "missing" / "t.svg"))
+    run = cli("topology", scenario(tmp_path, "spectrum-x", switch="spectrum-4-sn5600"), "--draw",
+              str(tmp_path / "missing" / "t.svg"))
     assert run.returncode == 2 and "--draw" in run.stderr and "Traceback" not in run.stderr

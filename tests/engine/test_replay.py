@@ -375,7 +375,8 @@ def test_the_steady_state_estimate_stays_near_replay(algorithm, tolerance, monke
     import simulon.pipeline as pipeline
 
     dc = DatacenterConfig.model_validate({"from": "dgx-h100", "cluster": {"num_nodes": 4}, "network": {
-        "scale_out": {"topology": "spectrum-x", "switch": {"in_network_reduction": True}}}})
+        "scale_out": {"topology": "spectrum-x",
+                      "switch": {"from": "spectrum-4-sn5600", "in_network_reduction": True}}}})
     sizes = [2.0**16, 2.0**22, 2.0**28]
     monkeypatch.setattr(pipeline, "REPLAY_MAX_FLOWS", 10**9)
     replayed = pipeline.collective_sweep(dc, CollType.AllReduce, tuple(range(32)), sizes, algorithm)

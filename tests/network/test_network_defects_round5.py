@@ -99,6 +99,11 @@ def test_the_collective_command_refuses_nvls_on_two_gpus_with_exit_2(tmp_path):
     ({"tiers": 2, "nics_per_leaf": 128, "spines": 4}, None, "topology.nics_per_leaf"),
     ({"tiers": 3, "nics_per_leaf": 8, "spines": 8, "leaves_per_pod": 48, "cores": 32}, None,
      "topology.leaves_per_pod"),
+    # 64 NIC ports and, non-blocking, 64 uplinks: 128 ports on a 64-port leaf (before, its uplinks went uncounted)
+    ({"tiers": 2, "nics_per_leaf": 64, "spines": 4}, None, "topology.nics_per_leaf"),
+    # a spine of a pod of 24 leaves of 8 uplinks over 4 spines: 48 cables down and 48 up
+    ({"tiers": 3, "nics_per_leaf": 8, "spines": 4, "leaves_per_pod": 24, "cores": 4}, None,
+     "topology.leaves_per_pod"),
 ])
 def test_a_fabric_whose_switches_need_more_ports_than_the_switch_has_is_refused(topology, ports, field):
     switch = {"from": "quantum-2-qm9700", **({"port_count": ports} if ports else {})}
@@ -107,11 +112,16 @@ def test_a_fabric_whose_switches_need_more_ports_than_the_switch_has_is_refused(
 
 
 def test_a_fabric_within_the_switch_ports_still_loads():
-    dgx_h100(4, {"topology": {"tiers": 2, "nics_per_leaf": 64, "spines": 4}})
-    # Alibaba HPN: 128 half-rate (200G) ports of dual-ToR NICs per leaf, two to a 400G port through breakouts
-    dgx_h100(16, {"topology": "alibaba-hpn"})
+    dgx_h100(4, {"topology": {"tiers": 2, "nics_per_leaf": 32, "spines": 4}})  # 32 down, 32 up
+    dgx_h100(4, {"topology": {"tiers": 2, "nics_per_leaf": 48, "spines": 4, "oversubscription": 3.0}})  # 48, 16
+    # Alibaba HPN: 128 half-rate (200G) ports of dual-ToR NICs per leaf, two to a switch port through breakouts,
+    # and 119 half-rate uplinks (60 at 400G, an oversubscription of 1.067) on its 51.2 Tb/s ToR: 62 ports of 800G
+    tomahawk = {"from": "tomahawk-5"}
+    dgx_h100(16, {"topology": "alibaba-hpn", "switch": tomahawk})
+    with pytest.raises(ValidationError, match=r"a leaf needs 128 NIC ports and 119 uplinks.*has 64"):
+        dgx_h100(16, {"topology": "alibaba-hpn"})  # on a 64-port 400G QM9700 it needs 124 of them
     with pytest.raises(ValidationError, match=r"a leaf needs 128 NIC ports.*has 64"):
-        dgx_h100(16, {"topology": {"from": "alibaba-hpn", "dual_tor": False, "planes": 1}})  # full-rate ports
+        dgx_h100(16, {"topology": {"from": "alibaba-hpn", "dual_tor": False, "planes": 1}, "switch": tomahawk})
     dgx_h100(8, {"topology": {"tiers": 3, "nics_per_leaf": 8, "spines": 8, "leaves_per_pod": 32, "cores": 32}})
 
 
@@ -134,3 +144,11 @@ def test_the_summary_counts_one_spine_link_per_leaf_uplink_port_not_every_spine(
     assert (spine.switches, spine.links) == (16, 4 * 8)      # 4 leaves, 8 uplink ports each
     drawn = [(leaf, spine) for below, leaf, above, spine in _links(topo) if (below, above) == ("leaf", "spine")]
     assert len(drawn) == 4 * 8 and {spine for _, spine in drawn} == set(range(8))
+
+
+def test_the_dgx_a100_320gb_builds_the_superpods_fabric_its_40_port_leaves_can_hold():
+    """20 nodes a leaf, 20 ports down and 20 up, as the DGX A100 (640 GB); it had 32 NICs a leaf, 64 ports."""
+    for nodes, fabric in ((64, "dgx-superpod-hdr"), (128, "dgx-superpod-hdr-3-tier")):
+        dc = DatacenterConfig.model_validate({"from": "dgx-a100-320gb", "cluster": {"num_nodes": nodes}})
+        topology = dc.network.scale_out.sized(nodes * 8).topology
+        assert (topology.name, topology.nics_per_leaf) == (fabric, 20)

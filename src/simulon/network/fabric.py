@@ -23,24 +23,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..config.dc import FabricSpec
+from ..config.dc import FabricSpec, uplink_ports
 from .ecmp import ecmp_choice, ecmp_hash
 
 MAX_FABRIC_HOPS = 6  # NIC up, leaf up, spine up, core down, spine down, NIC down
 NO_LINK = -1
 """The padding of a route past its last hop (routes of different lengths share one array)."""
-
-
-def uplink_ports(down: float, oversubscription: float, port_speed: float, fallback: int) -> int:
-    """The ports a switch has towards the tier above: its downlink bandwidth `down` over the oversubscription, in
-    ports of the NIC port's speed (a switch's ports run alike), at least one. It reaches at most that many switches
-    above, one port each: switches beyond them add none of its paths, rather than thinning every path below one
-    port (8 NICs a leaf under 16 spines made 16 links of half a port, and a step of Llama 3 8B over 16 DGX H100
-    nodes 2.4x slower than under 8 spines). `fallback` where there are no NIC ports (one node, nothing on the
-    fabric) and nothing bounds the paths."""
-    if port_speed <= 0:
-        return fallback
-    return max(1, int(down / oversubscription / port_speed + 1e-9))
 
 
 def cable_to(target: np.ndarray, cables: int, reach: int, h: np.ndarray) -> np.ndarray:
