@@ -76,7 +76,7 @@ def test_the_collective_command_refuses_a_run_over_max_memory_with_exit_2(tmp_pa
     assert ran.returncode == 0, ran.stderr
 
 
-# ---- B: NVLS needs more than two GPUs of a communicator in the domain ----
+# ---- B: NVLS (and NVLS-tree) needs more than two GPUs of a communicator in the domain ----
 
 def test_a_fixed_nvls_over_two_gpus_of_a_domain_is_refused_as_nccl_leaves_nvls_off():
     plan = CollectivePlan(Topology.from_datacenter(dgx_h100(1), model=LinkModel.ideal()), "nvls", "auto", None)
@@ -84,6 +84,14 @@ def test_a_fixed_nvls_over_two_gpus_of_a_domain_is_refused_as_nccl_leaves_nvls_o
         with pytest.raises(ValueError, match=r"nvls needs more than 2 GPUs in the NVLink domain.*has 2"):
             plan.choose(ctype, (0, 1), 2**20)
         assert plan.choose(ctype, (0, 1, 2), 2**20).algorithm == "nvls"
+
+
+def test_a_fixed_nvls_tree_over_two_gpus_a_domain_is_refused_as_nvls_is():
+    """NVLS-tree reduces in each domain's switch first: NCCL leaves NVLS off there too (it ran, 2 GPUs a node)."""
+    plan = CollectivePlan(Topology.from_datacenter(dgx_h100(2), model=LinkModel.ideal()), "nvls_tree", "auto", None)
+    with pytest.raises(ValueError, match=r"nvls_tree .* more than 2 GPUs a domain, and this group has 2"):
+        plan.choose(CollType.AllReduce, (0, 1, 8, 9), 2**20)
+    assert plan.choose(CollType.AllReduce, (0, 1, 2, 8, 9, 10), 2**20).algorithm == "nvls_tree"
 
 
 def test_the_collective_command_refuses_nvls_on_two_gpus_with_exit_2(tmp_path):

@@ -265,12 +265,12 @@ def _nvls_refusal(ctype: CollType, shape: GroupShape) -> str | None:
 
 def _nvls_tree_refusal(ctype: CollType, shape: GroupShape) -> str | None:
     """NVLS-tree reduces in each domain's switch, then over a tree of the domains: it needs two or more domains
-    and, in each, the same two or more members."""
+    and, in each, the same members, more than NVLS_MIN_GPUS of them (NCCL sets NVLS up only then, as for nvls)."""
     if shape.nodes < 2:
         return "nvls_tree runs across NVLink domains, and this group is inside one (use nvls, or auto)"
-    if shape.per_node is not None and shape.per_node < 2:
-        return ("nvls_tree reduces inside each NVLink domain through its switch: it needs two or more members a "
-                "domain (with one, use tree, or auto)")
+    if shape.per_node is not None and shape.per_node <= NVLS_MIN_GPUS:
+        return (f"nvls_tree reduces inside each NVLink domain through its switch, which NCCL sets up only for more "
+                f"than {NVLS_MIN_GPUS} GPUs a domain, and this group has {shape.per_node} (tree, or auto)")
     return _irregular("nvls_tree", ctype, shape)
 
 
