@@ -147,7 +147,7 @@ def test_faster_compute_memory_nvlink_or_nics_never_slow_a_training_step(layout,
     """On templates and on GPUs described only by their spec sheet (there below the peak at which another fitted
     GPU would lend its kernel fit: see the xfail below), bf16 and fp8, dense and MoE, pp with vpp, cp, ep, and
     oversubscribed fabrics. The NIC stands for the scale-out switch ports too: the fabric's links are sized in ports
-    of the NIC's speed (network.fabric.uplink_ports), whatever the switch template's port_speed says."""
+    of the NIC's speed (config.dc.uplink_ports), whatever the switch template's port_speed says."""
     if spec_sheet and knob == "peak TFLOP/s":
         factor = min(factor, 1.4)
     slow = step_ms(step(layout, topology=topology, dtype=dtype, **faster(knob, 1.0, spec_sheet)))

@@ -411,7 +411,9 @@ class ScaleOutSpec(StrictModel):
             for field, what, links, role in fabric_ports(fabric, share):
                 if links > ports:
                     raise FieldError(f"{where}.{field}", f"a {role} needs {what}, and the switch "
-                                     f"({self.switch.name}) has {ports} (switch.port_count)")
+                                     f"({self.switch.name}) has {ports} (switch.port_count): name a switch of "
+                                     "more ports, or of faster ones (a port of twice a NIC's speed serves two "
+                                     "NIC ports), in scale_out.switch")
         return self
 
     def sized(self, num_gpus: int) -> ScaleOutSpec:

@@ -94,7 +94,7 @@ def _links(topology: Topology) -> list[tuple[str, int, str, int]]:
     # a tier the fabric does not have has no switches, whatever counts its spec gives it (`tiers: 1, spines: 4`)
     spines = (spec.spines or 0) if fabric.spines else 0
     cores = (spec.cores or 0) if fabric.cores else 0
-    reached = min(spines, fabric.leaf_uplinks)  # a leaf's spines: one per uplink port (fabric.uplink_ports)
+    reached = min(spines, fabric.leaf_uplinks)  # a leaf's spines: one per uplink port (config.dc.uplink_ports)
     for leaf in sorted({*range(min(fabric.leaves, MAX_SHOWN)), fabric.leaves - 1}):
         base = (int(fabric.plane_of_leaf[leaf]) * fabric.pods + int(fabric.pod_of_leaf[leaf])) * spines
         links += [("leaf", leaf, "spine", base + s) for s in range(reached)]

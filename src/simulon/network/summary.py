@@ -49,7 +49,7 @@ class TopologySummary:
         for name, switches, kind in (("spine", fabric.spines, "leaf_up"), ("core", fabric.cores, "spine_up")):
             if switches:  # the physical links the fabric builds, which adaptive routing models merged
                 block = fabric.links_of(kind)  # (Fabric.physical_per_link): a leaf's reach only its uplink ports'
-                per_link = fabric.physical_per_link(kind)  # spines (fabric.uplink_ports)
+                per_link = fabric.physical_per_link(kind)  # spines (config.dc.uplink_ports)
                 rates = rate[fabric.base + block.start:fabric.base + block.stop] / per_link
                 tiers.append(_tier(name, switches, (block.stop - block.start) * per_link, rates))
         domain = min(topology.domain_gpus, g)  # a mesh cut in half has (domain/2)^2 links across
