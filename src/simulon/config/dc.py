@@ -337,16 +337,26 @@ class FabricSpec(Templated):
         return f"{self.tiers}-tier{' rail-optimized' if self.rail_optimized else ''}"
 
 
-def uplink_ports(down: float, oversubscription: float, port_speed: float, fallback: int) -> int:
-    """The ports a switch has towards the tier above: its downlink bandwidth `down` over the oversubscription, in
-    ports of the NIC port's speed (a switch's ports run alike), at least one. It reaches at most that many switches
-    above, one port each: switches beyond them add none of its paths, rather than thinning every path below one
-    port (8 NICs a leaf under 16 spines made 16 links of half a port, and a step of Llama 3 8B over 16 DGX H100
-    nodes 2.4x slower than under 8 spines). `fallback` where there are no NIC ports (one node, nothing on the
-    fabric) and nothing bounds the paths."""
-    if port_speed <= 0:
-        return fallback
-    return max(1, int(down / oversubscription / port_speed + 1e-9))
+def uplink_ports(down_ports: float, oversubscription: float) -> int:
+    """The ports a switch has towards the tier above: its `down_ports` ports' worth of downlink bandwidth over the
+    oversubscription, in ports of the NIC port's speed (a switch's ports run alike), at least one. It reaches at most
+    that many switches above, one port each: switches beyond them add none of its paths, rather than thinning every
+    path below one port (8 NICs a leaf under 16 spines made 16 links of half a port, and a step of Llama 3 8B over
+    16 DGX H100 nodes 2.4x slower than under 8 spines)."""
+    return max(1, int(down_ports / oversubscription + 1e-9))
+
+
+def fabric_cables(fabric: FabricSpec, nics_per_leaf: float) -> tuple[int, int, int]:
+    """(a leaf's uplink cables, the spines of its pod they reach, a spine's uplink cables to the cores) of a
+    fabric of two or three tiers whose leaves hold `nics_per_leaf` NIC ports, as network/fabric.py builds them:
+    the leaf's cables go round robin over the spines it reaches, a spine's cables carry what its pod's leaves send
+    it over the pod's oversubscription (none below three tiers)."""
+    up = uplink_ports(nics_per_leaf, fabric.oversubscription)
+    reach = min(fabric.spines or 0, up)
+    if fabric.tiers < 3 or not reach or fabric.leaves_per_pod is None:
+        return up, reach, 0
+    down = fabric.leaves_per_pod * nics_per_leaf / fabric.oversubscription / reach
+    return up, reach, uplink_ports(down, fabric.pod_oversubscription)
 
 
 def fabric_ports(fabric: FabricSpec, nic_port_share: float = 1.0) -> list[tuple[str, str, float, str]]:
@@ -354,22 +364,19 @@ def fabric_ports(fabric: FabricSpec, nic_port_share: float = 1.0) -> list[tuple[
     network/fabric.py builds them, in ports of the switch's own speed, each cable at the NIC port's speed
     `nic_port_share` of a switch port (a dual-ToR NIC's half-rate port: two share one switch port through a
     breakout cable, as a 64-port 400G switch serves 128 200G ports): a leaf's nics_per_leaf NIC ports and its
-    uplinks (uplink_ports: its downlinks over the oversubscription); with three tiers a spine's cables down to its
-    pod's leaves (on average: a leaf's uplinks go round robin over the spines it reaches) and its uplinks to the
-    cores. A two-tier spine's leaves depend on the cluster's size."""
+    uplinks; with three tiers a spine's cables down to its pod's leaves (on average: a leaf's uplinks go round
+    robin over the spines it reaches) and its uplinks to the cores (fabric_cables). A two-tier spine's leaves
+    depend on the cluster's size."""
     if fabric.tiers == 1 or fabric.nics_per_leaf is None:
         return []
     share = nic_port_share / 2 if fabric.dual_tor else nic_port_share
-    up = uplink_ports(fabric.nics_per_leaf, fabric.oversubscription, 1.0, 1)
+    up, reach, cores = fabric_cables(fabric, fabric.nics_per_leaf)
     ports = (fabric.nics_per_leaf + up) * share
     shown = f"{fabric.nics_per_leaf} NIC ports and {up} uplinks" + (
         f" ({ports:g} of its ports' speed)" if share != 1 else "")
     found = [("nics_per_leaf", shown, ports, "leaf")]
-    if fabric.tiers == 3 and fabric.leaves_per_pod is not None and fabric.spines is not None:
-        reach = min(fabric.spines, up)
+    if cores:
         down = fabric.leaves_per_pod * up / reach
-        cores = uplink_ports(fabric.leaves_per_pod * fabric.nics_per_leaf / fabric.oversubscription / reach,
-                             fabric.pod_oversubscription, 1.0, 1)
         found.append(("leaves_per_pod", f"{down:g} cables down to its pod's {fabric.leaves_per_pod} leaves and "
                       f"{cores} up to the cores, {down + cores:g} in all" + (
                           f" ({(down + cores) * share:g} of its ports' speed)" if share != 1 else ""),

@@ -1,12 +1,13 @@
 """The scale-out Clos fabric: NIC ports under leaves, leaves under spines, pods of spines under cores.
 
 Under ECMP (`routing: ecmp`) every link is one cable each way: a leaf's uplink bandwidth (its downlink bandwidth
-over the oversubscription) leaves by as many uplink ports as it fills at the NIC port's speed (uplink_ports), cable
-k to spine k mod the spines it reaches (round robin: with fewer spines than ports, several cables go to each), and
-likewise a spine's uplinks to the cores. Between two NIC ports the route is up to the lowest common tier and back
-down; a switch hashes each (source, destination) pair onto one of its equal-cost cables, parallel cables to one
-switch included (a LAG or L3 ECMP hashes a flow to one member; InfiniBand's static routing sends a destination by
-one port), so a flow moves at most one cable's rate and more spines at the same uplink ports route alike.
+over the oversubscription) leaves by as many uplink ports as it fills at the NIC port's speed, cable k to spine k
+mod the spines it reaches (round robin: with fewer spines than ports, several cables go to each), and likewise a
+spine's uplinks to the cores (config.dc.fabric_cables, which the switch-port checks count too). Between two NIC
+ports the route is up to the lowest common tier and back down; a switch hashes each (source, destination) pair onto
+one of its equal-cost cables, parallel cables to one switch included (a LAG or L3 ECMP hashes a flow to one member;
+InfiniBand's static routing sends a destination by one port), so a flow moves at most one cable's rate and more
+spines at the same uplink ports route alike.
 
 With `routing: adaptive` the switches spread every flow over all the equal-cost spines and cores, packet by
 packet (InfiniBand's adaptive routing: subnet managers enable it by default, opensm.conf per NVIDIA's
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..config.dc import FabricSpec, uplink_ports
+from ..config.dc import FabricSpec, fabric_cables
 from .ecmp import ecmp_choice, ecmp_hash
 
 MAX_FABRIC_HOPS = 6  # NIC up, leaf up, spine up, core down, spine down, NIC down
@@ -98,7 +99,7 @@ class Fabric:
     latency: np.ndarray
     kind: list[str]             # link kind of each block, for names and summaries
     block_start: list[int]      # first link of each block, relative to `base`
-    leaf_uplinks: int = 0       # a leaf's uplink ports (uplink_ports), cables to the spines it reaches
+    leaf_uplinks: int = 0       # a leaf's uplink ports (config.dc.fabric_cables), cables to the spines it reaches
     spine_reach: int = 0        # spines of a pod that leaves reach, as their links see them: 1 under adaptive
     spine_uplinks: int = 0      # a spine's uplink ports to the cores (three tiers)
     core_reach: int = 0         # cores a spine reaches, as its links see them: 1 under adaptive
@@ -123,12 +124,16 @@ class Fabric:
         pod_of_leaf = (np.arange(leaves) % per_set) // per_pod
         pods = -(-per_set // per_pod)
         spread = spec.routing == "adaptive"
-        leaf_up = (spec.nics_per_leaf or num_nics * sets) * port_speed / spec.oversubscription
-        u = uplink_ports(leaf_up, 1.0, port_speed, spec.spines or 1) if spec.tiers >= 2 else 0
-        reach = min(spec.spines or 0, u)  # spines a leaf reaches
+        nics_per_leaf = spec.nics_per_leaf or num_nics * sets
+        leaf_up = nics_per_leaf * port_speed / spec.oversubscription
+        if spec.tiers == 1:
+            u, reach, j = 0, 0, 0
+        elif port_speed > 0:  # a leaf's uplink cables, the spines they reach, a spine's cables to the cores
+            u, reach, j = fabric_cables(spec, nics_per_leaf)
+        else:  # no NIC ports (one node, nothing on the fabric): nothing bounds the paths
+            u, reach, j = spec.spines, spec.spines, (spec.cores or 1) if spec.tiers == 3 else 0
         s, sr = (min(u, 1), min(reach, 1)) if spread else (u, reach)  # links per leaf; spines as links see them
         spine_up = per_pod * leaf_up / reach / spec.pod_oversubscription if spec.tiers == 3 else 0.0
-        j = uplink_ports(spine_up, 1.0, port_speed, spec.cores or 1) if spec.tiers == 3 else 0
         c, cr = (min(j, 1), min(spec.cores or 0, j, 1)) if spread else (j, min(spec.cores or 0, j))
         spines = spec.planes * pods * (spec.spines or 0) if spec.tiers >= 2 else 0
         cores = spec.planes * (spec.cores or 0) if spec.tiers == 3 else 0
