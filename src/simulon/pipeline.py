@@ -34,7 +34,7 @@ from .dag.fold import (
     symmetric_axes,
 )
 from .dag.nodes import ExecutionDAG
-from .dag.size import DagSize, TooLarge, check_fits, estimate_size, memory_cost
+from .dag.size import FOOTPRINT_ENTRY_BYTES, DagSize, TooLarge, check_fits, estimate_size, memory_cost
 from .engine.replay import Timeline, replay
 from .engine.steady_state import SteadyState
 from .memory import MemoryReport, estimate_memory
@@ -462,14 +462,16 @@ def check_sweep_fits(ctype: CollType, groups: Sequence[tuple[int, ...]], sizes: 
     group are not counted: they take no more than the topology of their datacenter."""
     if memory_limit is None:
         return
-    worst = (0, 0.0)
+    worst = (0.0, 0, 0.0)
+    connections = int(plan.topology.connections(np.array([1]), True)[0])  # a part's, hashed apart above the leaves
+    spread = plan.topology.inner_entries(connections) if connections > 1 else 0  # (engine.footprint)
     for size in sizes:
         choice = plan.choose(ctype, groups[0], size)
         flows = sum(all_to_all_flows(ctype, len(g), choice.channels, choice.algorithm, plan.shape(g)) or 0
                     for g in groups)
-        worst = max(worst, (flows, size))
-    flows, size = worst
-    need = memory_cost()["fixed_bytes"] + COLLECTIVE_FLOW_BYTES * flows
+        worst = max(worst, (COLLECTIVE_FLOW_BYTES * flows + FOOTPRINT_ENTRY_BYTES * spread * flows, flows, size))
+    bytes_needed, flows, size = worst
+    need = memory_cost()["fixed_bytes"] + bytes_needed
     if need <= memory_limit:
         return
     raise TooLarge(f"{ctype.name} of {format_size(size)} over {len(groups[0]):,} GPUs"

@@ -123,6 +123,21 @@ def test_link_contention_is_advised_by_the_tier_of_the_busiest_link(link, link_c
     assert not any(word in found.advice for word in not_said)
 
 
+@pytest.mark.parametrize(("routing", "qps", "advised"), [("ecmp", 1, True), ("ecmp", 4, False), ("static", 1, False),
+                                                       ("adaptive", 1, False)])
+def test_more_queue_pairs_are_advised_only_where_ecmp_hashes_them_apart_and_fewer_than_four_are_set(routing, qps,
+                                                                                                  advised):
+    path = {"by_term_ms": {"link_contention": 5.0}, "by_collective_ms": {}}
+    sc = gpt_scenario(nodes=2, gpus_per_node=4)
+    dc = sc.datacenter.model_dump(exclude_unset=True)
+    dc.setdefault("network", {}).setdefault("scale_out", {})["routing"] = routing
+    dc["network"]["nccl"] = {"qps_per_connection": qps}
+    sc = sc.model_copy(update={"datacenter": type(sc.datacenter).model_validate(dc)})
+    (found,) = findings([], path, busiest("leaf_up[0]", "leaf-spine"), 100.0, Settings.of(sc))
+    assert ("qps_per_connection: 4" in found.advice) == advised
+    assert ("routing: adaptive" in found.advice) == (routing != "adaptive")
+
+
 def test_a_non_blocking_adaptively_routed_fabric_is_not_told_to_lower_its_oversubscription_or_route_adaptively():
     path = {"by_term_ms": {"link_contention": 5.0}, "by_collective_ms": {}}
     (found,) = findings([], path, busiest("leaf_up[0]", "leaf-spine"), 100.0,

@@ -31,6 +31,22 @@ def test_topology_reports_switches_links_and_bisection(tmp_path):
     assert data["scale_out_bisection_GBps"] == 128 * 50 / 2.0 / 2                 # halved by 2:1 uplinks
     assert data["in_network_reduction"] == {"scale_up": True, "scale_out": False}
     assert data["host_cpu"] == "x86 Intel"  # DGX H100's Xeon 8480C, whose vendor NCCL's tuning reads
+    assert (data["routing"], data["qps_per_connection"], data["dual_tor"]) == ("ecmp", 1, False)
+
+
+def test_topology_says_how_flows_take_the_equal_cost_links(tmp_path):
+    """ECMP hashes each queue pair (and a dual-ToR NIC its ports); static routing keeps a pair on one path;
+    adaptive routing spreads every flow; one switch has nothing to choose."""
+    run = cli("topology", scenario(tmp_path, "alibaba-hpn", switch="tomahawk-5"))
+    assert "Routing above the leaves: ECMP, each queue pair hashed onto one cable" in run.stdout
+    assert "connections hashed over each NIC's two ports" in run.stdout
+    run = cli("topology", scenario(tmp_path, {"tiers": 2, "nics_per_leaf": 8, "spines": 4, "routing": "static"}))
+    assert "Routing above the leaves: static" in run.stdout and "one path" in run.stdout
+    run = cli("topology", scenario(tmp_path, "dgx-superpod-ndr"))
+    assert "Routing above the leaves: adaptive" in run.stdout
+    run = cli("topology", scenario(tmp_path, "single-switch"), "--json")
+    assert "Routing" not in cli("topology", scenario(tmp_path, "single-switch")).stdout
+    assert json.loads(run.stdout)["routing"] is None
 
 
 def test_topology_table_and_drawing(tmp_path):

@@ -159,4 +159,6 @@ def test_the_size_estimate_bounds_the_footprint_entries_of_folded_flows_above_th
     above = int((loads.link >= topology.inner_links_from).sum())
     estimate = step_size(sc, "symmetric").footprint_entries
     assert 0 < above <= estimate
-    assert step_size(sc, "full").footprint_entries == 0
+    sc, dag, topology, fold = built("ep16 all-to-all", "full", "one unit")  # connections hashed apart, unfolded
+    loads = flow_loads(dag, topology, fold, flow_properties(dag, topology, fold))
+    assert 0 < int((loads.link >= topology.inner_links_from).sum()) <= step_size(sc, "full").footprint_entries

@@ -15,15 +15,16 @@ INF = float("inf")
 
 @st.composite
 def link_sets(draw):
-    """Links with capacities and fold weights, and flows each over a random subset of them with a rate limit."""
+    """Links with capacities, and flows each over a random subset of them with a rate limit and a weight on each:
+    a fold's (how many flows it stands for) or a connection's share of the flow's bytes (below one)."""
     num_links = draw(st.integers(1, 6))
     capacity = np.array(draw(st.lists(st.floats(1.0, 100.0), min_size=num_links, max_size=num_links)))
-    weight = np.array(draw(st.lists(st.sampled_from([1.0, 1.0, 2.0, 3.0, 4.5]), min_size=num_links,
-                                    max_size=num_links)))
     routes = draw(st.lists(st.lists(st.integers(0, num_links - 1), min_size=1, max_size=num_links, unique=True),
                            min_size=1, max_size=8))
+    weights = [draw(st.lists(st.sampled_from([0.25, 0.5, 1.0, 1.0, 2.0, 3.0, 4.5]), min_size=len(r),
+                             max_size=len(r))) for r in routes]
     cap = np.array([draw(st.one_of(st.just(INF), st.floats(0.5, 100.0))) for _ in routes])
-    return capacity, weight, routes, cap
+    return capacity, weights, routes, cap
 
 
 def padded(routes: list[list[int]]) -> np.ndarray:
@@ -34,9 +35,12 @@ def padded(routes: list[list[int]]) -> np.ndarray:
     return links
 
 
-def weighted(routes: list[list[int]], weight: np.ndarray) -> list[list[float]]:
-    """Each flow's weight on each link of its route: the link's."""
-    return [[float(weight[link]) for link in route] for route in routes]
+def padded_weights(weights: list[list[float]]) -> np.ndarray:
+    """Each flow's weight on each link of its route, as one array, 0 padded."""
+    out = np.zeros((len(weights), max(map(len, weights))))
+    for f, w in enumerate(weights):
+        out[f, :len(w)] = w
+    return out
 
 
 def incremental_rates(net: FlowNetwork, flows) -> np.ndarray:
@@ -46,20 +50,20 @@ def incremental_rates(net: FlowNetwork, flows) -> np.ndarray:
 @settings(max_examples=300, deadline=None)
 @given(link_sets())
 def test_the_incremental_and_vectorised_fair_shares_agree(case):
-    capacity, weight, routes, cap = case
-    net = FlowNetwork(routes, capacity, weighted(routes, weight), cap)
+    capacity, weights, routes, cap = case
+    net = FlowNetwork(routes, capacity, weights, cap)
     for f in range(len(routes)):
         net.add(f, 1.0, 0.0)
     net.reshare(0.0)
-    expected = max_min_rates(padded(routes), capacity, cap, weight)
+    expected = max_min_rates(padded(routes), capacity, cap, padded_weights(weights))
     assert incremental_rates(net, range(len(routes))) == pytest.approx(expected, rel=1e-6)
 
 
 @settings(max_examples=200, deadline=None)
 @given(link_sets(), st.data())
 def test_flows_left_after_others_end_get_the_fair_share_of_those_left(case, data):
-    capacity, weight, routes, cap = case
-    net = FlowNetwork(routes, capacity, weighted(routes, weight), cap)
+    capacity, weights, routes, cap = case
+    net = FlowNetwork(routes, capacity, weights, cap)
     for f in range(len(routes)):
         net.add(f, 1.0, 0.0)
     net.reshare(0.0)
@@ -68,7 +72,8 @@ def test_flows_left_after_others_end_get_the_fair_share_of_those_left(case, data
         net.remove(f)
     net.reshare(0.5)
     left = [f for f in range(len(routes)) if f not in ended]
-    expected = max_min_rates(padded([routes[f] for f in left]), capacity, cap[left], weight)
+    expected = max_min_rates(padded([routes[f] for f in left]), capacity, cap[left],
+                             padded_weights([weights[f] for f in left]))
     assert incremental_rates(net, left) == pytest.approx(expected, rel=1e-6)
 
 
@@ -76,7 +81,16 @@ def test_without_weights_each_flow_counts_once():
     links = padded([[0], [0, 1], [1]])
     capacity, cap = np.array([10.0, 30.0]), np.full(3, INF)
     assert max_min_rates(links, capacity, cap) == pytest.approx([5.0, 5.0, 25.0])
-    assert max_min_rates(links, capacity, cap, np.ones(2)) == pytest.approx([5.0, 5.0, 25.0])
+    assert max_min_rates(links, capacity, cap, np.ones(links.shape)) == pytest.approx([5.0, 5.0, 25.0])
+
+
+def test_a_flow_split_in_halves_over_two_links_moves_at_twice_either_links_share():
+    """A flow whose connections carry half its bytes on each of two links (and none of another flow's): alone on
+    links of 10 it moves 20; beside a whole flow on the first link, that link's 10 is split so both move alike."""
+    links = padded([[0, 1], [0]])
+    split = np.array([[0.5, 0.5], [1.0, 0.0]])
+    assert max_min_rates(links[:1], np.array([10.0, 10.0]), np.full(1, INF), split[:1]) == pytest.approx([20.0])
+    assert max_min_rates(links, np.array([10.0, 10.0]), np.full(2, INF), split) == pytest.approx([20 / 3, 20 / 3])
 
 
 def test_a_flow_at_its_limit_leaves_the_rest_of_its_link_to_the_others():

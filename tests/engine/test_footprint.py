@@ -88,13 +88,30 @@ def test_the_links_above_the_leaves_carry_what_the_full_expansion_puts_there(cas
     assert folded == pytest.approx(full, rel=1e-9)
 
 
-def test_without_a_fold_a_flow_loads_its_route():
+def test_without_a_fold_a_flow_loads_its_route_and_above_the_leaves_its_connections_shares():
+    """Below the leaves a flow's route, whole; above them its connections' cables (Topology.connections: its
+    channels, hashed apart by ECMP), each with its share of the flow's bytes, the shares of one tier summing to the
+    whole; the first connection's cables those of the flow's route."""
     _, dag, topology, fold = built("tp pp dp", "full")
     props = flow_properties(dag, topology, fold)
     loads = flow_loads(dag, topology, fold, props)
-    expected = LinkLoads.of_routes(props.links, np.ones(topology.num_links))
-    assert np.array_equal(loads.ptr, expected.ptr) and np.array_equal(loads.link, expected.link)
-    assert (loads.weight == 1.0).all()
+    route = LinkLoads.of_routes(props.links, np.ones(topology.num_links))
+    inner_from = topology.inner_links_from
+    leaf_up = slice(inner_from, inner_from + topology.fabric.leaves * topology.fabric.spine_paths)
+    spread = 0
+    for f in range(len(props.nodes)):
+        mine = slice(loads.ptr[f], loads.ptr[f + 1])
+        links, weight = loads.link[mine], loads.weight[mine]
+        own = route.link[route.ptr[f]:route.ptr[f + 1]]
+        assert sorted(links[links < inner_from].tolist()) == sorted(own[own < inner_from].tolist())
+        assert (weight[links < inner_from] == 1.0).all()
+        up = (links >= leaf_up.start) & (links < leaf_up.stop)
+        if up.any():
+            assert weight[up].sum() == pytest.approx(1.0) and weight[~up & (links >= inner_from)].sum() == \
+                pytest.approx(1.0)
+            assert set(own[own >= inner_from].tolist()) <= set(links[links >= inner_from].tolist())
+            spread += int(up.sum() > 1)
+    assert spread > 0  # some flows' connections took several cables
 
 
 def step_ms(case: str, expand: str, fabric: str) -> float:

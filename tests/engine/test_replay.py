@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from helpers import gpt_scenario
 from simulon.collective import flow_set
 from simulon.collective.nccl import constants, pipeline_chunks
+from simulon.collective.tuner import CollectivePlan
 from simulon.collective.types import CollType
 from simulon.config import DatacenterConfig, ScenarioConfig
 from simulon.config.scenario import CollectiveConfig
@@ -514,3 +515,22 @@ def test_nccls_pick_replays_within_twice_the_fastest_choice_it_weighs(nodes):
     each = [collective_sweep(dc, CollType.AllReduce, group, sizes, a, protocol=p) for a, p in choices]
     for i in range(len(sizes)):
         assert auto[i].time_us <= 2 * min(timings[i].time_us for timings in each)
+
+
+@pytest.mark.parametrize("qps", [1, 4])
+@pytest.mark.parametrize("spines", [1, 8])
+def test_the_steady_state_estimate_spreads_a_rings_connections_over_the_cables_as_the_replay_does(spines, qps):
+    """A ring all-reduce of 256 MiB over 4 DGX H100, a leaf each, under ECMP: each flow's 4 channels (of 32) and
+    `qps` queue pairs a connection hashed apart over a leaf's 8 uplink cables; the steady-state estimate's fair
+    shares and link loads take the same shares as the replay, to the same time."""
+    dc = DatacenterConfig.model_validate({
+        "from": "dgx-h100", "cluster": {"num_nodes": 4},
+        "network": {"nccl": {"qps_per_connection": qps},
+                    "scale_out": {"topology": {"tiers": 2, "nics_per_leaf": 8, "spines": spines}}}})
+    size, group = 256 * 2**20, tuple(range(32))
+    timing = time_collective(dc, CollType.AllReduce, group, size, "ring", None, "ll128")
+    topology = Topology.from_datacenter(dc)
+    flows = flow_set(CollType.AllReduce, group, size, timing.channels, "ring", "ll128",
+                     CollectivePlan(topology, "ring", "ll128", None).shape(group), one_period=True)
+    assert flows.lanes == 4
+    assert SteadyState(topology).estimate([flows], "ll128") == pytest.approx(timing.time_us * 1e-6, rel=1e-9)

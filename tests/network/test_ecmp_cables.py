@@ -12,6 +12,7 @@ from simulon.collective.types import CollType
 from simulon.config import DatacenterConfig
 from simulon.config.dc import FabricSpec
 from simulon.network.fabric import NO_LINK, Fabric
+from simulon.network.topology import Topology
 from simulon.pipeline import time_collective
 
 PORT = 50e9  # one NIC port's bytes/s
@@ -64,7 +65,8 @@ def test_a_route_goes_down_from_the_switch_its_cable_up_reached(spec, nodes, see
     rng = np.random.default_rng(seed)
     ports = len(f.leaf_of_port)
     src, dst = rng.integers(0, ports, 300), rng.integers(0, ports, 300)
-    hops = f.routes(src, dst, src, dst)
+    key = rng.integers(0, 8, 300) if seed % 2 else None  # a pair's connections, hashed apart
+    hops = f.routes(src, dst, src, dst, key)
     leaf_s, leaf_d = f.leaf_of_port[src], f.leaf_of_port[dst]
     cross = leaf_s != leaf_d
     s, sr = f.spine_paths, f.spine_reach
@@ -108,17 +110,124 @@ def test_a_spine_with_more_uplink_ports_than_cores_sends_over_parallel_cables_of
     assert block(many, "spine_up") == pytest.approx(block(two, "spine_up"))
 
 
-def test_a_ring_all_reduce_under_one_spine_of_eight_cables_runs_as_under_eight_spines():
-    """4 DGX H100 nodes, a leaf each, 8 uplink ports a leaf: one spine reached by 8 cables is the 8-spine fabric
-    with every cable landing on one switch, and ECMP collides the rings' flows alike (337 GB/s bus bandwidth
-    against 85.7 at 256 MiB before; the flows' last cables down differ, their time does not here)."""
-    def busbw(spines: int) -> float:
+def ring_busbw(spines: int, routing: str = "ecmp", qps: int = 1) -> float:
+    """Bus bandwidth (GB/s) of a ring all-reduce of 256 MiB over 4 DGX H100 nodes, a leaf each, 8 uplink ports a
+    leaf, `qps` queue pairs a connection."""
+    dc = DatacenterConfig.model_validate({
+        "from": "dgx-h100", "cluster": {"num_nodes": 4},
+        "network": {"nccl": {"qps_per_connection": qps},
+                    "scale_out": {"topology": {"tiers": 2, "nics_per_leaf": 8, "spines": spines, "routing": routing}}}})
+    size = 256 * 2**20
+    timing = time_collective(dc, CollType.AllReduce, tuple(range(32)), size, "ring", None, "auto")
+    return 2 * 31 / 32 * size / (timing.time_us * 1e-6) / 1e9
+
+
+def test_a_ring_all_reduce_under_one_spine_of_eight_cables_is_no_faster_than_under_eight_spines():
+    """One spine reached by 8 cables is the 8-spine fabric with every cable landing on one switch, whose spine
+    also hashes each connection onto one of its 8 cables down, where 8 spines have one: no faster (it ran at 337 GB/s
+    bus bandwidth against 85.7 when the cables were merged into one link; 151.7 against 170.5 now, each of the 32
+    channels' connections hashed apart, 4 a flow), and both below adaptive routing's spread over every cable."""
+    one, eight = ring_busbw(1), ring_busbw(8)
+    assert one <= eight * (1 + 1e-9)
+    assert eight < 0.6 * ring_busbw(8, "adaptive")
+
+
+def test_more_queue_pairs_a_connection_spread_a_ring_closer_to_adaptive_routing():
+    """NCCL_IB_QPS_PER_CONNECTION: each queue pair hashed apart, a pair's bytes spread over more of the 8 cables
+    (measured 170.5, 194.5, 226.4, 246.7, 267.6 GB/s at 1, 2, 4, 8, 16 queue pairs under 8 spines), never past
+    adaptive routing (337.0), which routing: adaptive keeps whatever the queue pairs."""
+    adaptive = ring_busbw(8, "adaptive")
+    spread = [ring_busbw(8, qps=q) for q in (1, 4, 16)]
+    assert spread[0] < spread[1] < spread[2] < adaptive
+    assert ring_busbw(8, "adaptive", qps=16) == pytest.approx(adaptive, rel=1e-12)
+
+
+
+def topology(nodes: int, fabric: dict, qps: int = 1) -> Topology:
+    return Topology.from_datacenter(DatacenterConfig.model_validate({
+        "from": "dgx-h100", "cluster": {"num_nodes": nodes},
+        "network": {"nccl": {"qps_per_connection": qps}, "scale_out": {"topology": fabric}}}))
+
+
+@settings(max_examples=40, deadline=None)
+@given(spec=FABRICS, nodes=st.integers(2, 12), qps=st.integers(1, 6), lanes=st.integers(1, 16),
+       seed=st.integers(0, 2**31))
+def test_a_flows_connections_split_its_bytes_equally_over_the_cables_they_hash_to(spec, nodes, qps, lanes, seed):
+    """Above the leaves each tier's shares of a flow sum to the whole, each a whole number of connections' worth;
+    its first connection keeps the pair's route; adaptive routing and single cables leave a flow one connection."""
+    topo = topology(nodes, {**spec, "nics_per_leaf": min(spec["nics_per_leaf"], 8)}, qps)
+    rng = np.random.default_rng(seed)
+    src = rng.integers(0, 8, 40)
+    dst = rng.integers(1, nodes, 40) * 8 + rng.integers(0, 8, 40)
+    connections = topo.connections(np.full(40, lanes))
+    fabric = topo.fabric
+    if spec["routing"] == "adaptive" or (fabric.spine_paths <= 1 and fabric.core_paths <= 1):
+        assert (connections == 1).all()
+    else:
+        assert (connections == lanes * qps).all()
+        assert (topo.connections(np.full(40, lanes), True) == 2 * qps).all()  # a peer's part: 2 channels
+    ptr, link, share = topo.connection_loads(src, dst, connections)
+    routes, _, _ = topo.routes(src, dst)
+    first = topo.inner_links_from  # the leaves' uplinks come first
+    for f in range(40):
+        links, shares = link[ptr[f]:ptr[f + 1]], share[ptr[f]:ptr[f + 1]]
+        own = routes[f][routes[f] >= first]
+        assert set(own.tolist()) <= set(links.tolist())
+        assert np.allclose(shares * connections[f], np.round(shares * connections[f]))
+        if len(own):
+            up = links < first + fabric.leaves * fabric.spine_paths
+            assert shares[up].sum() == pytest.approx(1.0)
+            assert shares.sum() == pytest.approx(len(own))  # every tier up and down carries the whole flow
+        else:
+            assert len(links) == 0
+
+
+@pytest.mark.parametrize("qps", [0, 129, "four", 2.5])
+def test_queue_pairs_a_connection_outside_nccls_range_are_refused_naming_the_field(qps):
+    with pytest.raises(ValueError, match="qps_per_connection"):
+        topology(2, {"tiers": 2, "nics_per_leaf": 8, "spines": 2}, qps)
+
+
+def test_a_dual_tor_nics_connections_hash_over_both_its_ports_so_a_send_reaches_the_whole_nic():
+    """A send between two DGX H100 nodes on a dual-ToR fabric: its two connections (NCCL_NCHANNELS_PER_NET_PEER)
+    hashed over the NIC's two 200G ports move 45.9 GB/s, what one NIC moves on a single-port fabric; one hash for
+    the pair gave half (23.0 GB/s), whatever the routing above the leaves."""
+    def algbw(spec: dict) -> float:
         dc = DatacenterConfig.model_validate({
             "from": "dgx-h100", "cluster": {"num_nodes": 4},
-            "network": {"scale_out": {"topology": {"tiers": 2, "nics_per_leaf": 8, "spines": spines}}}})
+            "network": {"scale_out": {"switch": {"from": "tomahawk-5"}, "topology": spec}}})
         size = 256 * 2**20
-        timing = time_collective(dc, CollType.AllReduce, tuple(range(32)), size, "ring", None, "auto")
-        return 2 * 31 / 32 * size / (timing.time_us * 1e-6) / 1e9
-    one, eight = busbw(1), busbw(8)
-    assert one == pytest.approx(eight, rel=1e-9)
-    assert eight < 100  # ECMP's collisions, as the 8-spine fabric always had them
+        return size / (time_collective(dc, CollType.SendRecv, (0, 8), size, "auto", None, "auto").time_us * 1e-6)
+    fabric = {"tiers": 2, "rail_optimized": True, "nics_per_leaf": 16, "spines": 8}
+    single = algbw(fabric)
+    for routing in ("ecmp", "adaptive"):
+        assert algbw({**fabric, "dual_tor": True, "routing": routing}) == pytest.approx(single, rel=1e-9)
+
+
+def test_static_routing_takes_a_pairs_every_connection_on_one_path_whatever_its_queue_pairs():
+    """InfiniBand without adaptive routing forwards by destination: a ring's flows keep one cable each (85.7 GB/s,
+    as ECMP gave when it hashed a pair once), where Ethernet's ECMP spreads their connections (170.5)."""
+    static = ring_busbw(8, "static")
+    assert static == pytest.approx(ring_busbw(8, "static", qps=8), rel=1e-12)
+    assert static < ring_busbw(8, "ecmp") < ring_busbw(8, "adaptive")
+    assert topology(4, {"tiers": 2, "nics_per_leaf": 8, "spines": 8, "routing": "static"}, 8).connections(
+        np.array([4]))[0] == 1
+
+
+@pytest.mark.parametrize(("written", "value"), [("2:1", 2.0), ("128:120", 128 / 120), (" 7 : 1 ", 7.0), (1.5, 1.5)])
+def test_an_oversubscription_is_read_as_vendors_write_it(written, value):
+    assert FabricSpec.model_validate({"tiers": 2, "nics_per_leaf": 8, "spines": 4,
+                                      "oversubscription": written}).oversubscription == pytest.approx(value)
+
+
+@pytest.mark.parametrize(("written", "problem"), [("1:7", "at least 1"), ("2:0", "no uplink"), ("x:1", "number")])
+def test_an_oversubscription_below_one_or_without_uplinks_is_refused_naming_the_field(written, problem):
+    with pytest.raises(ValueError, match=rf"oversubscription[\s\S]*{problem}"):
+        FabricSpec.model_validate({"tiers": 2, "nics_per_leaf": 8, "spines": 4, "oversubscription": written})
+
+
+def test_alibaba_hpn_leaves_keep_all_120_half_rate_uplinks():
+    f = Topology.from_datacenter(DatacenterConfig.model_validate({
+        "from": "dgx-h100", "cluster": {"num_nodes": 16},
+        "network": {"scale_out": {"switch": {"from": "tomahawk-5"}, "topology": "alibaba-hpn"}}})).fabric
+    assert (f.leaf_uplinks, f.spine_reach) == (120, 60)

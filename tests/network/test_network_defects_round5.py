@@ -123,10 +123,10 @@ def test_a_fabric_within_the_switch_ports_still_loads():
     dgx_h100(4, {"topology": {"tiers": 2, "nics_per_leaf": 32, "spines": 4}})  # 32 down, 32 up
     dgx_h100(4, {"topology": {"tiers": 2, "nics_per_leaf": 48, "spines": 4, "oversubscription": 3.0}})  # 48, 16
     # Alibaba HPN: 128 half-rate (200G) ports of dual-ToR NICs per leaf, two to a switch port through breakouts,
-    # and 119 half-rate uplinks (60 at 400G, an oversubscription of 1.067) on its 51.2 Tb/s ToR: 62 ports of 800G
+    # and 120 half-rate uplinks (60 at 400G, an oversubscription of 128:120) on its 51.2 Tb/s ToR: 62 ports of 800G
     tomahawk = {"from": "tomahawk-5"}
     dgx_h100(16, {"topology": "alibaba-hpn", "switch": tomahawk})
-    with pytest.raises(ValidationError, match=r"a leaf needs 128 NIC ports and 119 uplinks.*has 64"):
+    with pytest.raises(ValidationError, match=r"a leaf needs 128 NIC ports and 120 uplinks.*has 64"):
         dgx_h100(16, {"topology": "alibaba-hpn"})  # on a 64-port 400G QM9700 it needs 124 of them
     with pytest.raises(ValidationError, match=r"a leaf needs 128 NIC ports.*has 64"):
         dgx_h100(16, {"topology": {"from": "alibaba-hpn", "dual_tor": False, "planes": 1}, "switch": tomahawk})
@@ -160,3 +160,14 @@ def test_the_dgx_a100_320gb_builds_the_superpods_fabric_its_40_port_leaves_can_h
         dc = DatacenterConfig.model_validate({"from": "dgx-a100-320gb", "cluster": {"num_nodes": nodes}})
         topology = dc.network.scale_out.sized(nodes * 8).topology
         assert (topology.name, topology.nics_per_leaf) == (fabric, 20)
+
+
+def test_a_refused_fabric_template_names_the_switch_it_is_built_of_and_that_switch_fits():
+    with pytest.raises(ValidationError, match=r"spectrum-x fabric is built of \{from: spectrum-4-sn5600\}"):
+        dgx_h100(64, {"topology": "spectrum-x"})  # DGX H100's own QM9700: 64 ports for 128 half-rate links
+    dgx_h100(64, {"topology": "spectrum-x", "switch": {"from": "spectrum-4-sn5600"}})
+
+
+def test_a_fabrics_switch_must_be_a_shipped_switch():
+    with pytest.raises(ValidationError, match=r"switch[\s\S]*quantum-9"):
+        dgx_h100(4, {"topology": {"tiers": 2, "nics_per_leaf": 8, "spines": 4, "switch": "quantum-9"}})

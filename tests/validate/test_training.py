@@ -105,7 +105,7 @@ def test_runs_of_2021_route_statically_and_runs_on_a_current_nccl_adaptively(row
     _, mcore = _row(rows, subset="mcore_r0.8_h100_weak_scaling", model="GPT-462B")
     routing = {name: scenario_from_row(row).datacenter.network.scale_out.topology.routing
                for name, row in (("sc21", sc21), ("mcore", mcore))}
-    assert routing == {"sc21": "ecmp", "mcore": "adaptive"}
+    assert routing == {"sc21": "static", "mcore": "adaptive"}
 
 
 def test_a_row_gets_as_many_nodes_as_its_system_needs_for_its_gpus(rows):

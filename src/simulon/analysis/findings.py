@@ -47,6 +47,11 @@ ADVICE = {
 }
 """What to try against each term where nothing is known of the scenario (UNKNOWN); `advice` reads the scenario's
 settings and offers only what applies to it (TP, CP, EP, DP, PP, the bubble and link contention)."""
+QUEUE_PAIRS_ADVISED = 4
+"""NCCL_IB_QPS_PER_CONNECTION a finding suggests on an ECMP fabric: what RoCE clusters commonly set (a ring all-reduce
+over 4 DGX H100 under 8 ECMP spines moved 170.5 GB/s bus bandwidth at 1 queue pair a connection, 226.4 at 4;
+tests/network/test_ecmp_cables.py)."""
+
 LINK_TIERS = {"NVLink": "faster NVLink", "PCIe": "NVLink in place of PCIe", "NIC": "faster NICs"}
 """What adds bandwidth to a busiest link of each scale-up or NIC class (analysis/links.py's classes); the fabric's
 tiers above the NICs: `_link_advice`."""
@@ -96,7 +101,8 @@ class Settings:
     cp_exchange: str | None = None           # "ring": all context-parallel traffic is the key/value ring attention
     #    hides (p2p); "unhidden": none of it is (all-to-alls, gathers); None: both, or not known
     oversubscription: tuple[float, float] | None = None  # the fabric's leaf and spine downlink : uplink
-    ecmp: bool | None = None                 # the fabric routes by ECMP (not adaptive routing)
+    ecmp: bool | None = None                 # the fabric routes each flow on one path (ECMP or static routing)
+    queue_pairs: int | None = None           # NCCL_IB_QPS_PER_CONNECTION where ECMP hashes each (Ethernet)
 
     @classmethod
     def of(cls, sc: ScenarioConfig) -> Settings:
@@ -113,7 +119,9 @@ class Settings:
                    cp_within_scale_up=_within_domain(sc, "cp") if par.cp > 1 else None,
                    cp_exchange=_cp_exchange(sc), oversubscription=(fabric.oversubscription,
                                                                    fabric.pod_oversubscription),
-                   ecmp=(scale_out.routing or fabric.routing) == "ecmp")
+                   ecmp=(scale_out.routing or fabric.routing) != "adaptive",
+                   queue_pairs=sc.datacenter.network.nccl.qps_per_connection
+                   if (scale_out.routing or fabric.routing) == "ecmp" else None)
 
 
 def other_schedules(sc: ScenarioConfig) -> frozenset[tuple[str, int]]:
@@ -337,6 +345,9 @@ def _link_advice(settings: Settings, link_class: str) -> str:
         tries.append(f"more bandwidth on the busiest link's tier (a lower {tier[0]})")
     if settings.ecmp is not False:
         tries.append("adaptive routing (routing: adaptive), which spreads flows over every spine")
+    if settings.queue_pairs is not None and settings.queue_pairs < QUEUE_PAIRS_ADVISED:
+        tries.append(f"more queue pairs a connection (network.nccl.qps_per_connection: {QUEUE_PAIRS_ADVISED}), "
+                     "which ECMP hashes apart")
     return _either([*tries, fewer])
 
 

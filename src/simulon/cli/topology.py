@@ -46,6 +46,8 @@ def topology(
                  for t in summary.tiers])
     print(f"Bisection bandwidth (per direction): scale-out {summary.scale_out_bisection / 1e9:,.0f} GB/s; "
           f"inside one scale-up domain {summary.scale_up_bisection / 1e9:,.0f} GB/s")
+    if summary.routing_line:
+        print(summary.routing_line)
     print(f"Host CPUs (NCCL's tuning reads their vendor): {summary.host_cpu}")
     if draw is not None:
         print(f"Drawing written to {draw}")

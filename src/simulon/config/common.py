@@ -176,7 +176,22 @@ SequenceLength = count(MAX_SEQUENCE, "tokens")
 BatchSize = count(MAX_BATCH, "samples")
 MicrobatchCount = count(MAX_MICROBATCHES, "micro-batches")
 ParameterCount = count(MAX_PARAMETERS, "parameters")
-Oversubscription = Annotated[float, in_range(1.0, MAX_RATIO, f"{MAX_RATIO:g}:1")]
+RATIO = re.compile(r"^\s*(\d+(?:\.\d*)?)\s*:\s*(\d+(?:\.\d*)?)\s*$")
+
+
+def ratio(value: Any) -> Any:
+    """A ratio written as network vendors write it, "downlink:uplink" ("2:1", "128:120"), as the number it is
+    (anything else left to the number's own parsing)."""
+    found = RATIO.match(value) if isinstance(value, str) else None
+    if found is None:
+        return value
+    down, up = float(found[1]), float(found[2])
+    if up == 0:
+        raise ValueError(f"{value!r} has no uplink (its second number is 0)")
+    return down / up
+
+
+Oversubscription = Annotated[float, BeforeValidator(ratio), in_range(1.0, MAX_RATIO, f"{MAX_RATIO:g}:1")]
 Probability = Annotated[float, in_range(0.0, 0.99, "0.99")]
 CapacityFactor = Annotated[float, AfterValidator(range_check(0.0, 64.0, "64", positive=True))]
 """An MoE expert capacity factor: positive, up to 64 (every token to every expert of a 64-expert top-1 router)."""

@@ -289,6 +289,10 @@ class ScaleUpSpec(StrictModel):
         return self
 
 
+Routing = Literal["ecmp", "static", "adaptive"]
+"""How a Clos fabric's switches choose among equal-cost next hops (FabricSpec.routing; network/fabric.py)."""
+
+
 class FabricSpec(Templated):
     """The scale-out switch fabric: NICs under leaf (ToR) switches, leaves under spines, spines under cores.
 
@@ -311,11 +315,21 @@ class FabricSpec(Templated):
     pod_oversubscription: Oversubscription = Field(1.0, description="spine downlink : uplink bandwidth")
     dual_tor: bool = False
     planes: Literal[1, 2] = 1
-    routing: Literal["ecmp", "adaptive"] = Field(
-        "ecmp", description="how a flow above the leaves picks among equal-cost spines and cores: ecmp, a hash of "
-        "its endpoints onto one of a switch's uplink cables (flows collide unevenly); adaptive, InfiniBand's "
-        "adaptive routing or Spectrum-X's packet spraying, which spread every flow over all of them "
-        "(network/fabric.py)")
+    routing: Routing = Field(
+        "ecmp", description="how a flow above the leaves picks among equal-cost spines and cores: ecmp, Ethernet's "
+        "hash of each connection (every queue pair its own UDP source port) onto one of a switch's uplink cables "
+        "(connections collide unevenly); static, InfiniBand's forwarding tables without adaptive routing, a pair's "
+        "every connection on one path; adaptive, InfiniBand's adaptive routing or Spectrum-X's packet spraying, "
+        "which spread every flow over all of them (network/fabric.py)")
+    switch: str | None = Field(None, description="the switch template the fabric is built of, where its source "
+                               "names one: what a scenario whose own switch has too few ports is told to use")
+
+    @field_validator("switch")
+    @classmethod
+    def _known_switch(cls, name: str | None) -> str | None:
+        if name is not None and template_stem("switch", name) is None:
+            raise ValueError(unknown_template("switch", name))
+        return name
 
     @model_validator(mode="after")
     def _complete(self) -> FabricSpec:
@@ -400,9 +414,9 @@ class ScaleOutSpec(StrictModel):
     switch: SwitchSpec | None = None
     topology: FabricSpec = FabricSpec()
     fabrics: list[FabricBySize] | None = Field(None, description="fabrics by cluster size, smallest first")
-    routing: Literal["ecmp", "adaptive"] | None = Field(
+    routing: Routing | None = Field(
         None, description="the routing of whichever fabric is used, over its template's (topology.routing): e.g. "
-        "ecmp for an InfiniBand cluster whose NCCL predates 2.16, which does not ask for adaptive routing")
+        "static for an InfiniBand cluster whose NCCL predates 2.16, which does not ask for adaptive routing")
 
     @model_validator(mode="after")
     def _ports_fit(self) -> ScaleOutSpec:
@@ -417,10 +431,12 @@ class ScaleOutSpec(StrictModel):
         for where, fabric in fabrics:
             for field, what, links, role in fabric_ports(fabric, share):
                 if links > ports:
+                    built_of = f" (the {fabric.label} fabric is built of {{from: {fabric.switch}}})" \
+                        if fabric.switch else ""
                     raise FieldError(f"{where}.{field}", f"a {role} needs {what}, and the switch "
                                      f"({self.switch.name}) has {ports} (switch.port_count): name a switch of "
                                      "more ports, or of faster ones (a port of twice a NIC's speed serves two "
-                                     "NIC ports), in scale_out.switch")
+                                     f"NIC ports), in scale_out.switch{built_of}")
         return self
 
     def sized(self, num_gpus: int) -> ScaleOutSpec:
@@ -447,6 +463,10 @@ class NcclEnvironment(StrictModel):
 
     algorithms: tuple[str, ...] | None = Field(None, description="NCCL_ALGO: the algorithms NCCL may choose")
     protocols: tuple[str, ...] | None = Field(None, description="NCCL_PROTO: the protocols NCCL may choose")
+    qps_per_connection: int = Field(
+        1, ge=1, le=128, description="NCCL_IB_QPS_PER_CONNECTION: queue pairs NCCL opens per connection (one "
+        "connection a channel between two GPUs; NCCL's default 1, NCCL_IB_MAX_QPS 128), each with its own UDP "
+        "source port on RoCE, so ECMP hashes them apart (network/fabric.py); RoCE clusters often set 4")
 
     @field_validator("algorithms", "protocols", mode="before")
     @classmethod

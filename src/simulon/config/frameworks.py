@@ -8,8 +8,9 @@ naming a framework this way (`workload.framework: "NeMo 24.07"`) takes them wher
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Any
 
+from .dc import Routing
 from .resolve import Framework, resolve_framework
 
 
@@ -27,7 +28,7 @@ class FrameworkDefaults:
     micro_batch_size: int = 1
     grad_reduce_dtype: str | None = None  # the gradient buffer's type where it is not Megatron's default
     overlap_grad_reduce: bool = True      # and, with the distributed optimizer, the parameter all-gather
-    routing: Literal["ecmp", "adaptive"] | None = None  # the fabric's routing where not its template's
+    routing: Routing | None = None        # the fabric's routing where not its template's
     autocast: bool | None = None          # torch.autocast over fp32 parameters (None: the config's default)
     virtual_stage_layers: int | None = None  # with pp > 1 and no vpp given: interleaved, this many layers a chunk
     mtp_layers: int | None = None         # multi-token-prediction layers (None: the model's own)
@@ -78,7 +79,7 @@ run_pretrain_llama3.sh, gives neither), so the gradients are reduced after the w
 parameters gathered after the optimizer step; and builds no multi-token prediction unless --mtp-num-layers is
 given (its default is none; SimuMax's DeepSeek launcher, scripts/run_pretrain_deepseekv2.sh, gives none), whatever
 the model was published with."""
-MEGATRON_LM_2021 = FrameworkDefaults(attention="unfused", overlap_grad_reduce=False, routing="ecmp", mtp_layers=0,
+MEGATRON_LM_2021 = FrameworkDefaults(attention="unfused", overlap_grad_reduce=False, routing="static", mtp_layers=0,
                                     megatron_gpt=True)
 """Megatron-LM's 2020-22 releases (v1.x to v3.0, the SC'21 paper's runs): fused softmax, no flash attention, and
 its default local DDP all-reducing the gradients after the whole backward (v2.6 training.py train_step:

@@ -301,6 +301,8 @@ class TemplateCounts:
     flow_src: np.ndarray                # as ExpansionTemplate.flow_src, one period's
     flow_dst: np.ndarray
     periods: int
+    lanes: int = 1                      # channels each simulated channel stands for
+    grouped: bool = False               # a grouped send/receive (all-to-all, ring shift)
 
     @property
     def flows(self) -> int:
@@ -320,7 +322,8 @@ def template_counts(ctype: CollType, size: float, choice: Choice, shape: GroupSh
     owner, dst = endpoints(flows.src_pos, flows.dst_pos, flows.switch)
     kept = fold[owner] == owner
     periods = 1 if steady else flows.periods  # in steady state the period is all there is
-    return TemplateCounts(int((fold == np.arange(shape.n)).sum()), owner[kept], dst[kept], periods)
+    return TemplateCounts(int((fold == np.arange(shape.n)).sum()), owner[kept], dst[kept], periods, flows.lanes,
+                          flows.grouped_sends)
 
 
 @dataclass(frozen=True)

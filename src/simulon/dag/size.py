@@ -138,7 +138,7 @@ def estimate_size(programs: list[StageProgram], layout: RankLayout, fold: Fold, 
     simulated = np.flatnonzero(fold.multiplicity)
     stages, runs = layout.coords[simulated, 3], program_of_rank(programs, layout)[simulated]
     nodes = flows = entries = 0
-    spread = _footprint_spread(fold, plan.topology)
+    spread = _footprint_spread(fold, plan.topology, 1, True)  # a send's: one peer's channels
     joint_counted: set[int] = set()  # stages whose calls over groups joining several programs' ranks are counted
     across_stages: dict[tuple, set] = {}  # calls over groups of several stages: the groups already counted
     for i, prog in enumerate(programs):
@@ -175,7 +175,7 @@ def estimate_size(programs: list[StageProgram], layout: RankLayout, fold: Fold, 
                 template = template_counts(op.ctype, op.nbytes, choice, plan.shape(sample), fold_pos,
                                            fold.steady(sample))
                 per_call[key] = (2 * template.simulated + template.flows, template.flows,
-                                 spread * _leaving_flows(template, sample, fold, plan.topology))
+                                 _footprint_entries(template, sample, fold, plan.topology))
             if spanning[op.axis]:  # one instance per group and occurrence, whichever stage reaches it
                 call = (op.label, op.layer, op.microbatch, op.phase)
                 occurrences[call] += 1
@@ -202,24 +202,33 @@ def _joins_replicas(axis: str, rank: int, layout: RankLayout) -> bool:
     return len(set(layout.coords[list(layout.group(axis, rank)), 2].tolist())) > 1
 
 
-def _footprint_spread(fold: Fold, topology: Topology) -> int:
-    """The inner links (above the leaves) one counterpart of a folded flow that leaves its domain may add to the
-    flow's footprint: up and down each tier above the leaves (0 without a fold or inner links)."""
-    if fold.trivial or topology.inner_links_from >= topology.num_links:
+def _footprint_spread(fold: Fold, topology: Topology, lanes: int, grouped: bool) -> int:
+    """The links above the leaves that one counterpart of a flow of `lanes` channels (`grouped`: a grouped send's
+    part) leaving its domain may add to the flow's footprint (engine/footprint.py): its connections'
+    (Topology.inner_entries); 0 without inner links, or where neither a fold nor connections hashed apart spread a
+    flow's links there."""
+    if topology.connection_links_from >= topology.num_links:
         return 0
-    return 2 * (topology.fabric.spec.tiers - 1)
+    connections = int(topology.connections(np.array([lanes]), grouped)[0])
+    if fold.trivial and connections == 1:
+        return 0
+    return topology.inner_entries(connections)
 
 
-def _leaving_flows(template: TemplateCounts, sample: tuple[int, ...], fold: Fold, topology: Topology) -> int:
-    """Counterparts of a call's kept flows that leave their scale-up domain, summed over those flows (each a
-    footprint of at most `_footprint_spread` entries per counterpart)."""
-    if fold.expands(sample, topology):
-        return 0  # expanded flows are physical: they load their own routes
+def _footprint_entries(template: TemplateCounts, sample: tuple[int, ...], fold: Fold, topology: Topology) -> int:
+    """Footprint entries of a call's kept flows that leave their scale-up domain: per counterpart of each (itself
+    for a flow of a collective the fold expands, whose flows are physical), at most `_footprint_spread`."""
+    expanded = fold.expands(sample, topology)
+    spread = _footprint_spread(Fold.identity(len(fold.rep)) if expanded else fold, topology, template.lanes,
+                               template.grouped)
+    if not spread:
+        return 0
     src = np.asarray(sample)[template.flow_src]
     dst_pos = template.flow_dst
     dst = np.where(dst_pos >= 0, np.asarray(sample)[np.maximum(dst_pos, 0)], src)
     leaving = src // topology.domain_gpus != dst // topology.domain_gpus
-    return template.periods * int(fold.multiplicity[src[leaving]].sum())
+    counterparts = int(leaving.sum()) if expanded else int(fold.multiplicity[src[leaving]].sum())
+    return spread * template.periods * counterparts
 
 
 def _axis_groups(axis: str, ranks: list[int], layout: RankLayout, fold: Fold,

@@ -166,23 +166,22 @@ def max_min_rates(links: np.ndarray, capacity: np.ndarray, cap: np.ndarray,
                   weight: np.ndarray | None = None) -> np.ndarray:
     """Max-min fair rates of flows all active at once (progressive filling, vectorised over flows).
 
-    `links`: [flows, hops] link ids, NO_LINK padded; `cap`: each flow's own limit; `weight`: per link, how many
-    flows one flow on it stands for (None: one)."""
+    `links`: [flows, hops] link ids, NO_LINK padded; `cap`: each flow's own limit; `weight`: [flows, hops], how
+    much of a flow's rate each of its links carries per unit (None: all of it, on every link)."""
     rates = np.zeros(len(links))
     active = np.ones(len(links), dtype=bool)
     room = capacity.astype(float)
     valid = links != NO_LINK
     safe = np.where(valid, links, 0)
+    per_slot = np.ones(links.shape) if weight is None else np.asarray(weight, dtype=float)
     while active.any():
         crossed = safe[active][valid[active]]
-        load = np.bincount(crossed, None if weight is None else weight[crossed], minlength=len(capacity))
-        load = load.astype(float)
-        share = np.where(load > 0, room / np.maximum(load, 1), np.inf)
+        load = np.bincount(crossed, per_slot[active][valid[active]], minlength=len(capacity)).astype(float)
+        share = np.divide(room, load, out=np.full(len(capacity), np.inf), where=load > 0)
         flow_share = np.where(valid, share[safe], np.inf).min(axis=1)
         level = min(float(flow_share[active].min()), float(cap[active].min()))
         done = active & ((flow_share <= level * (1 + SAME_SHARE)) | (cap <= level * (1 + SAME_SHARE)))
         rates[done] = level
-        used = safe[done][valid[done]]
-        np.subtract.at(room, used, level if weight is None else level * weight[used])
+        np.subtract.at(room, safe[done][valid[done]], level * per_slot[done][valid[done]])
         active &= ~done
     return rates

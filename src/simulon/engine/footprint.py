@@ -24,7 +24,17 @@ Footprints were first taken over the NIC ports too (one entry per counterpart): 
 million link entries and 5 GB for Llama 3 405B on 16,384 GPUs, against 11.8 million and 0.9 GB over the inner
 links only.
 
-Without a fold, or on a fabric of one tier, a flow loads its own route.
+A flow's connections (Topology.connections: NCCL's connection a channel between two GPUs, each of
+NCCL_IB_QPS_PER_CONNECTION queue pairs) are hashed apart above the leaves under ECMP, so a flow standing for several
+channels, or a grouped send's part, loads each of its connections' cables with the share of its bytes that
+connection carries (Topology.connection_loads), a folded one its counterparts' connections'. The flow still moves
+at one rate, its most loaded share's pace (NCCL's channels end a collective together). Before, a pair's every
+channel took one path: a ring all-reduce of 256 MiB over 4 DGX H100 under ECMP ran at 85.7 GB/s bus bandwidth, now
+170.5 (32 channels, 4 a flow), 226.4 at 4 queue pairs a connection, against adaptive routing's 337.0
+(tests/network/test_ecmp_cables.py); and folded expert all-to-alls across pods, off by up to 9% on single cables,
+keep within 0.2% of the full expansion (tests/dag/test_fold_three_tier.py).
+
+Without a fold, or on a fabric of one tier, a flow loads its own route (above the leaves, its connections').
 """
 
 from __future__ import annotations
@@ -34,6 +44,7 @@ from itertools import pairwise
 
 import numpy as np
 
+from ..collective.types import POINT_TO_POINT
 from ..dag.fold import Fold
 from ..dag.nodes import ExecutionDAG
 from ..network.fabric import NO_LINK
@@ -58,6 +69,17 @@ class LinkLoads:
         ptr = np.concatenate([[0], np.cumsum(valid.sum(axis=1))]).astype(np.int64)
         return cls(ptr, link.astype(np.int64), np.asarray(weight, dtype=np.float64)[link])
 
+    def dense(self) -> tuple[np.ndarray, np.ndarray]:
+        """([flows, slots] links NO_LINK padded, [flows, slots] weights 0-padded): the rows side by side."""
+        counts = np.diff(self.ptr)
+        width = int(counts.max(initial=0))
+        links = np.full((len(counts), width), NO_LINK, dtype=np.int64)
+        weight = np.zeros((len(counts), width))
+        at = np.arange(len(self.link)) - np.repeat(self.ptr[:-1], counts)
+        row = np.repeat(np.arange(len(counts)), counts)
+        links[row, at], weight[row, at] = self.link, self.weight
+        return links, weight
+
     def rows(self) -> tuple[list[list[int]], list[list[float]]]:
         """Each flow's links, and its weights on them, as lists."""
         bounds = list(pairwise(self.ptr.tolist()))
@@ -67,8 +89,8 @@ class LinkLoads:
 
 def flow_loads(dag: ExecutionDAG, topology: Topology, fold: Fold, props: FlowProperties) -> LinkLoads:
     """The links every flow of `props` loads under `fold`: its route, weighted by the fold (by 1 for a physical
-    flow), with its hops above the leaves replaced by its counterparts' where it is folded and leaves its domain
-    (see the module's docstring)."""
+    flow), with its hops above the leaves replaced by its counterparts' where it is folded and leaves its domain,
+    and by its connections' where those are hashed apart (see the module's docstring)."""
     weight = topology.fold_weights(fold.rep)
     if props.physical is None or not props.physical.any():
         routes = LinkLoads.of_routes(props.links, weight)
@@ -78,50 +100,98 @@ def flow_loads(dag: ExecutionDAG, topology: Topology, fold: Fold, props: FlowPro
         valid = props.links != NO_LINK
         routes = LinkLoads(np.concatenate([[0], np.cumsum(valid.sum(axis=1))]).astype(np.int64),
                            props.links[valid].astype(np.int64), per_hop[valid])
-    if fold.trivial or topology.inner_links_from >= topology.num_links:
+    if topology.connection_links_from >= topology.num_links:
         return routes
     src, dst = dag.gpu[props.nodes].astype(np.int64), dag.peer[props.nodes].astype(np.int64)
     domain = topology.domain_gpus
-    spread = (dst >= 0) & (src // domain != np.maximum(dst, 0) // domain) & (fold.multiplicity[src] > 1)
+    leaves = (dst >= 0) & (src // domain != np.maximum(dst, 0) // domain)
+    connections = flow_connections(dag, props.nodes, topology)
+    folded = leaves & (fold.multiplicity[src] > 1) if not fold.trivial else np.zeros(len(src), dtype=bool)
     if props.physical is not None:
-        spread &= ~props.physical
-    if not spread.any():
+        folded &= ~props.physical
+    own = leaves & ~folded & (connections > 1)
+    if not folded.any() and not own.any():
         return routes
-    rows = np.flatnonzero(spread)
-    keys, key_of_row = _pair_keys(dag, props.nodes[rows], src[rows], dst[rows])
+    rows = np.flatnonzero(folded | own)
+    by_key = np.flatnonzero(folded[rows])
+    keys, key_of_row = _pair_keys(dag, props.nodes[rows[by_key]], src[rows[by_key]], dst[rows[by_key]],
+                                  connections[rows[by_key]])
     fp_ptr, fp_link, fp_count = _footprints(keys, dag, topology, fold)
-    return _merged(props.links, routes, rows, key_of_row, fp_ptr, fp_link, fp_count, topology.inner_links_from)
+    mine = rows[~folded[rows]]
+    own_ptr, own_link, own_share = topology.connection_loads(src[mine], dst[mine], connections[mine], fold.rep,
+                                                             props.physical[mine] if props.physical is not None
+                                                             else None)
+    own_weight = own_share * weight[own_link]  # a physical flow's connections carry its bytes alone
+    if props.physical is not None:
+        own_weight = np.where(np.repeat(props.physical[mine], np.diff(own_ptr)), own_share, own_weight)
+    of_row = np.empty(len(rows), dtype=np.int64)
+    of_row[by_key] = key_of_row
+    of_row[~folded[rows]] = len(keys) + np.arange(len(mine))
+    return _merged(props.links, routes, rows, of_row, np.concatenate([fp_ptr, fp_ptr[-1] + own_ptr[1:]]),
+                   np.concatenate([fp_link, own_link]), np.concatenate([fp_count, own_weight]),
+                   topology.connection_links_from)
 
 
-def _pair_keys(dag: ExecutionDAG, nodes: np.ndarray, src: np.ndarray, dst: np.ndarray
+def connection_spread(topology: Topology, links: np.ndarray, src: np.ndarray, dst: np.ndarray,
+                      lanes: np.ndarray, grouped: np.ndarray) -> LinkLoads:
+    """Unfolded flows loading their routes (`links`, NO_LINK padded) with weight 1, those that leave their domain
+    on connections hashed apart (Topology.connections of their `lanes`, or a peer's where `grouped`) loading their
+    connections' links above the leaves instead, each with the share of the flow's bytes it carries."""
+    routes = LinkLoads.of_routes(links, np.ones(topology.num_links))
+    if topology.connection_links_from >= topology.num_links:
+        return routes
+    src, dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
+    domain = topology.domain_gpus
+    connections = topology.connections(lanes, grouped)
+    rows = np.flatnonzero((dst >= 0) & (src // domain != np.maximum(dst, 0) // domain) & (connections > 1))
+    if not len(rows):
+        return routes
+    ptr, link, share = topology.connection_loads(src[rows], dst[rows], connections[rows])
+    return _merged(links, routes, rows, np.arange(len(rows)), ptr, link, share, topology.connection_links_from)
+
+
+def flow_connections(dag: ExecutionDAG, nodes: np.ndarray, topology: Topology) -> np.ndarray:
+    """Per flow of `nodes`: the connections ECMP hashes apart for it where it leaves its domain
+    (Topology.connections of its collective's lanes; a pipeline send's and a grouped send's part are a peer's)."""
+    lanes = np.array([c.lanes for c in dag.collectives] + [1], dtype=np.int64)
+    grouped = np.array([c.ctype in POINT_TO_POINT for c in dag.collectives] + [True])
+    coll = dag.coll[nodes].astype(np.int64)
+    index = np.where(coll == NO_COLLECTIVE, len(dag.collectives), coll)
+    return topology.connections(lanes[index], grouped[index])
+
+
+def _pair_keys(dag: ExecutionDAG, nodes: np.ndarray, src: np.ndarray, dst: np.ndarray, connections: np.ndarray
                ) -> tuple[np.ndarray, np.ndarray]:
-    """The distinct (group, sender, receiver) of flows, the group an index into the DAG's distinct collective
-    groups (-1: a pipeline send), and each flow's index among them."""
+    """The distinct (group, sender, receiver, connections) of flows, the group an index into the DAG's distinct
+    collective groups (-1: a pipeline send), and each flow's index among them."""
     coll = dag.coll[nodes].astype(np.int64)
     groups = {c.group for c in dag.collectives}
     index = {g: i for i, g in enumerate(sorted(groups))}
     group_of_coll = np.array([index[c.group] for c in dag.collectives] + [-1], dtype=np.int64)
     group = group_of_coll[np.where(coll == NO_COLLECTIVE, len(dag.collectives), coll)]
-    keys, key_of_row = np.unique(np.stack([group, src, dst], axis=1), axis=0, return_inverse=True)
+    keys, key_of_row = np.unique(np.stack([group, src, dst, connections], axis=1), axis=0, return_inverse=True)
     return keys, key_of_row.ravel()
 
 
 def _footprints(keys: np.ndarray, dag: ExecutionDAG, topology: Topology, fold: Fold
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per key (group, sender, receiver): the inner links (leaf uplinks and above) its counterparts cross and how
-    many cross each, in CSR form (links in increasing order)."""
+    """Per key (group, sender, receiver, connections): the inner links (leaf uplinks and above) its counterparts'
+    connections cross and how many counterparts' worth cross each (a connection counting its share), in CSR form
+    (links in increasing order)."""
+    if not len(keys):
+        return np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0)
     groups = sorted({c.group for c in dag.collectives})
     senders, receivers, owner = [], [], []
-    for k, (g, s, d) in enumerate(keys.tolist()):
+    for k, (g, s, d, _) in enumerate(keys.tolist()):
         ms, md = fold.counterparts(s, d, groups[g] if g >= 0 else None)
         senders.append(ms)
         receivers.append(md)
         owner.append(np.full(len(ms), k, dtype=np.int64))
     senders, receivers, owner = np.concatenate(senders), np.concatenate(receivers), np.concatenate(owner)
-    links, _, _ = topology.routes(senders, receivers)
-    inner = links >= topology.inner_links_from
-    pair = np.repeat(owner, inner.sum(axis=1)) * topology.num_links + links[inner]
-    counted, count = np.unique(pair, return_counts=True)
+    ptr, link, share = topology.connection_loads(senders, receivers, keys[owner, 3])
+    pair = np.repeat(owner, np.diff(ptr)) * topology.num_links + link
+    counted, inverse = np.unique(pair, return_inverse=True)
+    count = np.bincount(inverse.ravel(), weights=share, minlength=len(counted))
     ptr = np.concatenate([[0], np.cumsum(np.bincount(counted // topology.num_links, minlength=len(keys)))])
     return ptr.astype(np.int64), counted % topology.num_links, count.astype(np.float64)
 

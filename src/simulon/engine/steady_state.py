@@ -27,6 +27,7 @@ from ..network.fabric import NO_LINK
 from ..network.topology import FROM_SCALE_UP_SWITCH, TO_SCALE_UP_SWITCH, Topology, endpoints
 from .fair_share import max_min_rates
 from .flows import LinkTerms, domain_members, link_terms, staging_delay
+from .footprint import connection_spread
 
 MIN_RATE = 1e-9
 """Wire bytes/s a flow is taken to move at least, so that a flow with no rate takes long rather than
@@ -152,7 +153,8 @@ class _Structure:
     rate: np.ndarray          # wire bytes/s of every flow
     chains: list[_Chain]
     sets: np.ndarray          # which flow set each flow belongs to
-    links: np.ndarray
+    links: np.ndarray         # [flows, slots]: each flow's links (its connections' above the leaves), NO_LINK padded
+    shares: np.ndarray        # [flows, slots]: the share of the flow's bytes each of those links carries
 
 
 class SteadyState:
@@ -177,7 +179,7 @@ class SteadyState:
                     for i, c in enumerate(st.chains))
         periods = np.concatenate([np.full(len(fs), fs.periods) for fs in flows])
         valid = st.links != NO_LINK
-        load = np.bincount(st.links[valid], weights=np.repeat(wire * periods, valid.sum(axis=1)),
+        load = np.bincount(st.links[valid], weights=(st.shares * (wire * periods)[:, None])[valid],
                            minlength=topology.num_links)
         used = topology.capacity > 0
         busiest = float((load[used] / topology.capacity[used]).max(initial=0.0)) + \
@@ -196,9 +198,10 @@ class SteadyState:
             peer.append(np.where(d >= 0, ranks[np.maximum(d, 0)], d))
         gpu, peer = np.concatenate(gpu), np.concatenate(peer)
         links, latency, scale_out = topology.routes(gpu, peer)
-        in_switch = np.isin(peer, (TO_SCALE_UP_SWITCH, FROM_SCALE_UP_SWITCH))
         lanes = np.concatenate([np.full(len(fs), fs.lanes) for fs in flows])
         grouped = np.concatenate([np.full(len(fs), fs.grouped_sends) for fs in flows])
+        links, shares = connection_spread(topology, links, gpu, peer, lanes, grouped).dense()
+        in_switch = np.isin(peer, (TO_SCALE_UP_SWITCH, FROM_SCALE_UP_SWITCH))
         # the flows a member handles last: a repeated period's (after its last repeat), else those feeding none
         local = np.concatenate([np.where((fs.periods > 1) | ~np.isin(np.arange(len(fs)), fs.parent_idx),
                                          fs.local_pass, "") for fs in flows])
@@ -210,9 +213,10 @@ class SteadyState:
         rate = np.zeros(len(gpu))
         for d in np.unique(depth):
             here = depth == d
-            rate[here] = max_min_rates(links[here], topology.capacity, terms.cap[here])
+            rate[here] = max_min_rates(links[here], topology.capacity, terms.cap[here], shares[here])
         sets = np.concatenate([np.full(len(fs), i) for i, fs in enumerate(flows)])
-        return _Structure(latency + terms.hop, terms, lanes, grouped & ~scale_out, local, rate, chains, sets, links)
+        return _Structure(latency + terms.hop, terms, lanes, grouped & ~scale_out, local, rate, chains, sets, links,
+                          shares)
 
 
 def _fingerprint(flows: list[FlowSet], protocol: str) -> str:

@@ -8,6 +8,12 @@ ports the route is up to the lowest common tier and back down; a switch hashes e
 one of its equal-cost cables, parallel cables to one switch included (a LAG or L3 ECMP hashes a flow to one member;
 InfiniBand's static routing sends a destination by one port), so a flow moves at most one cable's rate and more
 spines at the same uplink ports route alike.
+What an Ethernet switch hashes is a connection: NCCL opens one per channel between two GPUs (and
+NCCL_IB_QPS_PER_CONNECTION queue pairs in each), and on RoCE each queue pair has its own UDP source port, so a pair's
+connections hash apart (`routes`' key; engine/footprint.py spreads a flow's identical channels over their
+connections' cables), as do a dual-ToR NIC's (`port`). InfiniBand without adaptive routing (`routing: static`)
+forwards by the destination's address through the subnet manager's tables: every connection of a pair takes one
+path, which the pair's hash stands for.
 
 With `routing: adaptive` the switches spread every flow over all the equal-cost spines and cores, packet by
 packet (InfiniBand's adaptive routing: subnet managers enable it by default, opensm.conf per NVIDIA's
@@ -30,6 +36,14 @@ from .ecmp import ecmp_choice, ecmp_hash
 MAX_FABRIC_HOPS = 6  # NIC up, leaf up, spine up, core down, spine down, NIC down
 NO_LINK = -1
 """The padding of a route past its last hop (routes of different lengths share one array)."""
+
+
+def connection(src: np.ndarray, key: np.ndarray | None) -> np.ndarray:
+    """What a switch hashes with the destination for connection `key` of a pair from `src` (None or 0: the pair's
+    first, hashed as the pair): GPU ids are far below 2**32, so a connection's never aliases another pair's."""
+    if key is None:
+        return src
+    return np.asarray(src, dtype=np.int64) + (np.asarray(key, dtype=np.int64) << 32)
 
 
 def cable_to(target: np.ndarray, cables: int, reach: int, h: np.ndarray) -> np.ndarray:
@@ -162,11 +176,19 @@ class Fabric:
     def _block(self, kind: str) -> int:
         return self.base + self.block_start[self.kind.index(kind)]
 
-    def port(self, nic: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
-        """The NIC port a flow leaves by (dual-ToR NICs hash flows over their two ports)."""
+    def port(self, nic: np.ndarray, src: np.ndarray, dst: np.ndarray, key: np.ndarray | None = None) -> np.ndarray:
+        """The NIC port a flow leaves by (dual-ToR NICs hash flows over their two ports; `key` as in `routes`)."""
         if self.ports_per_nic == 1:
             return nic
-        return nic * self.ports_per_nic + ecmp_choice(self.ports_per_nic, src, dst)
+        return nic * self.ports_per_nic + ecmp_choice(self.ports_per_nic, connection(src, key), dst)
+
+    @property
+    def hashes(self) -> bool:
+        """Whether a flow's connections may take different links: a dual-ToR NIC's two ports, or ECMP's choice
+        of cables above the leaves (not under static routing, which takes a pair's every connection alike)."""
+        if self.spec.routing == "static":
+            return False
+        return self.ports_per_nic > 1 or (self.spec.routing == "ecmp" and max(self.spine_paths, self.core_paths) > 1)
 
     def up(self, port: np.ndarray) -> np.ndarray:
         return self._block("nic_up") + port
@@ -178,11 +200,14 @@ class Fabric:
         """Global id (as links see spines) of spine `local` of a leaf's plane and pod."""
         return (self.plane_of_leaf[leaf] * self.pods + self.pod_of_leaf[leaf]) * max(self.spine_reach, 1) + local
 
-    def routes(self, port_s: np.ndarray, port_d: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    def routes(self, port_s: np.ndarray, port_d: np.ndarray, src: np.ndarray, dst: np.ndarray,
+               key: np.ndarray | None = None) -> np.ndarray:
         """Links between two NIC ports, [F, MAX_FABRIC_HOPS] padded with NO_LINK (up to the lowest common tier):
         each switch on the way up hashes the flow onto one of its uplink cables, and on the way down onto one of
-        the cables that reach the switch it must go to."""
+        the cables that reach the switch it must go to. `key` numbers a pair's connections (None or 0: its first),
+        each hashed apart from the others; the first hashes as the pair."""
         f = len(port_s)
+        src = connection(src, key)
         hops = np.full((f, MAX_FABRIC_HOPS), NO_LINK, dtype=np.int64)
         hops[:, 0] = self.up(port_s)
         hops[:, 5] = self.down(port_d)

@@ -34,6 +34,23 @@ class TopologySummary:
     scale_up_bisection: float  # bytes/s per direction across one domain cut in half
     scale_out_bisection: float
     host_cpu: str = ""         # the hosts as NCCL's tuning sees them (config.host_cpu.HostCPU.label)
+    routing: str = ""          # above the leaves: ecmp, static or adaptive ("" on one switch)
+    queue_pairs: int = 1       # NCCL_IB_QPS_PER_CONNECTION: per connection, each hashed apart under ECMP
+    dual_tor: bool = False     # NICs of two ports on two leaves, which hash connections over them
+
+    @property
+    def routing_line(self) -> str:
+        """How flows take the fabric's equal-cost links, in words ("" where none is to choose: one switch)."""
+        words = {"adaptive": "adaptive, every flow spread over all the spines and cores",
+                 "static": "static (InfiniBand's forwarding tables), a GPU pair's every connection on one path",
+                 "ecmp": f"ECMP, each queue pair hashed onto one cable (a connection a channel between two GPUs, "
+                         f"{self.queue_pairs} queue pair{'s' if self.queue_pairs != 1 else ''} a connection)"}
+        line = f"Routing above the leaves: {words[self.routing]}" if self.routing else ""
+        if self.dual_tor:
+            ports = "a GPU pair's connections hashed over each NIC's two ports" if self.routing != "static" else \
+                "a GPU pair on one of each NIC's two ports"
+            line = f"{line}; {ports}" if line else f"Dual-ToR NICs: {ports}"
+        return line
 
     @classmethod
     def of(cls, topology: Topology) -> TopologySummary:
@@ -56,7 +73,8 @@ class TopologySummary:
         up_bisection = tiers[0].link_rate * ((domain // 2) ** 2 if topology.mesh else domain / 2)
         return cls(g, nodes, tiers[0].name, topology.domain_gpus, topology.reduces_in_switch,
                    spec.label, -(-g // topology.gpus_per_nic), tiers,
-                   up_bisection, fabric.bisection(tiers[1].link_rate), topology.host(range(g)).label)
+                   up_bisection, fabric.bisection(tiers[1].link_rate), topology.host(range(g)).label,
+                   spec.routing if spec.tiers > 1 else "", topology.nccl.qps_per_connection, spec.dual_tor)
 
     def to_dict(self) -> dict:
         def tier(t: Tier) -> dict:
@@ -71,7 +89,8 @@ class TopologySummary:
                 "fabric": self.fabric, "nics": self.nics,
                 "tiers": [tier(t) for t in self.tiers],
                 "scale_up_bisection_GBps": self.scale_up_bisection / 1e9,
-                "scale_out_bisection_GBps": self.scale_out_bisection / 1e9, "host_cpu": self.host_cpu}
+                "scale_out_bisection_GBps": self.scale_out_bisection / 1e9, "host_cpu": self.host_cpu,
+                "routing": self.routing or None, "qps_per_connection": self.queue_pairs, "dual_tor": self.dual_tor}
 
 
 def _tier(name: str, switches: int, links: int, rates: np.ndarray) -> Tier:

@@ -27,13 +27,18 @@ codes below.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import pairwise
 
 import numpy as np
 
+from ..collective.nccl import constants
 from ..config.dc import DatacenterConfig, NcclEnvironment, Placement, weakness
 from ..config.host_cpu import HostCPU, communicator_host
 from .calibration import LinkModel, group_link_model, link_model_for
 from .fabric import MAX_FABRIC_HOPS, NO_LINK, Fabric
+
+CONNECTION_BATCH = 1 << 20
+"""Connections routed at once by Topology.connection_loads (their routes take ~50 bytes each while batched)."""
 
 TO_SCALE_UP_SWITCH, FROM_SCALE_UP_SWITCH, TO_SCALE_OUT_SWITCH, FROM_SCALE_OUT_SWITCH = -2, -3, -4, -5
 """Endpoint codes of in-network reduction legs: the flow's GPU sends to, or receives from, its switch."""
@@ -248,13 +253,15 @@ class Topology:
         return len(np.unique(members % self.gpus_per_node // self.gpus_per_nic)) == 1
 
     def routes(self, src: np.ndarray, dst: np.ndarray, rep: np.ndarray | None = None,
-               physical: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+               physical: np.ndarray | None = None, key: np.ndarray | None = None
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(links[F, hops] padded with NO_LINK, latency[F] seconds, scale_out[F]) of flows src -> dst.
 
         `src` is always a GPU; `dst` a GPU or an in-network reduction endpoint code. With a fold (`rep[g]`:
         the simulated GPU that stands for GPU g, see dag.fold.Fold), the receiver's last links are its
         representative's: by symmetry they carry the same traffic; except for `physical` flows (a mask), which
-        are real flows of their own.
+        are real flows of their own. `key`: which of its pair's connections each flow is, hashed apart above the
+        leaves under ECMP (Fabric.routes; None: the pair's first).
         """
         src = np.asarray(src, dtype=np.int64)
         dst = np.asarray(dst, dtype=np.int64)
@@ -269,9 +276,9 @@ class Topology:
         to_out, from_out = dst == TO_SCALE_OUT_SWITCH, dst == FROM_SCALE_OUT_SWITCH
         uses_up = same_domain | (dst == TO_SCALE_UP_SWITCH) | (self.pcie & (out | to_out))
         uses_down = same_domain | (dst == FROM_SCALE_UP_SWITCH) | (self.pcie & (out | from_out))
-        port_s = self.fabric.port(src // self.gpus_per_nic, src, real_dst)
-        port_d = self.fabric.port(last // self.gpus_per_nic, src, real_dst)
-        middle = self._fabric_columns(out, to_out, from_out, port_s, port_d, src, real_dst)
+        port_s = self.fabric.port(src // self.gpus_per_nic, src, real_dst, key)
+        port_d = self.fabric.port(last // self.gpus_per_nic, src, real_dst, key)
+        middle = self._fabric_columns(out, to_out, from_out, port_s, port_d, src, real_dst, key)
         if self.mesh:
             first, final = np.where(same_domain, self.mesh_link(src, real_dst), NO_LINK), np.full(len(src), NO_LINK)
         else:
@@ -287,7 +294,8 @@ class Topology:
         return links, latency, out | to_out | from_out
 
     def _fabric_columns(self, out: np.ndarray, to_out: np.ndarray, from_out: np.ndarray, port_s: np.ndarray,
-                        port_d: np.ndarray, src: np.ndarray, dst: np.ndarray) -> list[np.ndarray]:
+                        port_d: np.ndarray, src: np.ndarray, dst: np.ndarray,
+                        key: np.ndarray | None = None) -> list[np.ndarray]:
         """The scale-out hops of every flow, one column per hop of the fabric (NO_LINK where a flow does not take
         it): a flow between nodes takes its route (Fabric.routes), one to or from the scale-out switch its NIC's
         up or down link. A hop no flow takes is left out (a step's flows are mostly within nodes: millions of
@@ -300,7 +308,8 @@ class Topology:
             columns[hop][rows] = links
 
         if out.any():
-            routes = self.fabric.routes(port_s[out], port_d[out], src[out], dst[out])
+            routes = self.fabric.routes(port_s[out], port_d[out], src[out], dst[out],
+                                        None if key is None else np.asarray(key)[out])
             for hop in range(MAX_FABRIC_HOPS):
                 if (routes[:, hop] >= 0).any():
                     put(hop, out, routes[:, hop])
@@ -309,6 +318,69 @@ class Topology:
         if from_out.any():
             put(MAX_FABRIC_HOPS - 1, from_out, self.fabric.down(port_d[from_out]))
         return [columns[hop] for hop in sorted(columns)]
+
+    def connections(self, lanes: np.ndarray, grouped: np.ndarray | bool = False) -> np.ndarray:
+        """How many connections a dual-ToR NIC and ECMP above the leaves hash apart for a flow between two domains
+        standing for `lanes` identical channels of a collective, or (`grouped`) for a grouped send's part to one
+        peer, which NCCL sends over NCCL_NCHANNELS_PER_NET_PEER channels whatever the collective's count: one
+        connection a channel, each of NCCL_IB_QPS_PER_CONNECTION queue pairs (NcclEnvironment.qps_per_connection);
+        one where neither has a choice of link (Fabric.hashes: one tier or adaptive routing's single spread link,
+        one uplink cable a switch, single-port NICs)."""
+        lanes = np.asarray(lanes, dtype=np.int64)
+        if not self.fabric.hashes:
+            return np.ones_like(lanes)
+        channels = np.where(grouped, constants()["p2p_net_channels_per_peer"], lanes)
+        return channels * self.nccl.qps_per_connection
+
+    def inner_entries(self, connections: int) -> int:
+        """The most links from `connection_links_from` on that one flow between two NIC ports crosses over its
+        `connections`: up and down each tier, at most as many as the cables a switch there has to choose from, and
+        a dual-ToR NIC's two ports each way."""
+        fabric = self.fabric
+        tiers = fabric.spec.tiers
+        leaf = min(connections, max(fabric.spine_paths, 1)) if tiers >= 2 else 0
+        core = min(connections, max(fabric.core_paths, 1)) if tiers == 3 else 0
+        ports = min(connections, fabric.ports_per_nic) if fabric.ports_per_nic > 1 else 0
+        return 2 * (leaf + core + ports)
+
+    @property
+    def connection_links_from(self) -> int:
+        """The first link a flow's connections may not share: its NIC's ports on dual-ToR fabrics (Fabric.port),
+        else the first above the leaves (inner_links_from)."""
+        return self.fabric.base if self.fabric.ports_per_nic > 1 else self.inner_links_from
+
+    def connection_loads(self, src: np.ndarray, dst: np.ndarray, connections: np.ndarray,
+                         rep: np.ndarray | None = None, physical: np.ndarray | None = None
+                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The links from `connection_links_from` on (above the leaves, and a dual-ToR NIC's ports) that flows
+        src -> dst (GPUs in different domains) cross over their `connections` each, and the share of the flow's
+        bytes on each link (a connection carries an equal share):
+        CSR (ptr[F + 1], link, share), each flow's links in increasing order. `rep` and `physical` as in `routes`.
+        Worked through in batches of at most CONNECTION_BATCH connections."""
+        src, dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
+        connections = np.asarray(connections, dtype=np.int64)
+        if not len(src):
+            return np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0)
+        first = np.concatenate([[0], np.cumsum(connections)])
+        cuts = [0]
+        while cuts[-1] < len(src):  # whole flows per batch, at least one
+            cuts.append(max(cuts[-1] + 1, int(np.searchsorted(first, first[cuts[-1]] + CONNECTION_BATCH,
+                                                                  side="right")) - 1))
+        counted, count = [], []
+        for a, b in pairwise(cuts):
+            owner = np.repeat(np.arange(a, b), connections[a:b])
+            key = np.arange(len(owner)) - (first[owner] - first[a])
+            links, _, _ = self.routes(src[owner], dst[owner], rep, None if physical is None else physical[owner],
+                                      key)
+            inner = links >= self.connection_links_from
+            pair = np.repeat(owner, inner.sum(axis=1)) * self.num_links + links[inner]
+            unique, times = np.unique(pair, return_counts=True)
+            counted.append(unique)
+            count.append(times)
+        pairs, times = np.concatenate(counted), np.concatenate(count)
+        flow = pairs // self.num_links
+        ptr = np.concatenate([[0], np.cumsum(np.bincount(flow, minlength=len(src)))]).astype(np.int64)
+        return ptr, pairs % self.num_links, times / connections[flow]
 
     def fold_weights(self, rep: np.ndarray) -> np.ndarray:
         """Per link: how many flows one simulated flow on it stands for, under the fold `rep` (`rep[g]`: the
