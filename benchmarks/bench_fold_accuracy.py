@@ -32,6 +32,13 @@ they were one merged link): the footprint method's ratios there moved within 0.9
 (dense128 on spine-leaf 448.3 to 573.6 ms, ds128 405.2 to 545.2), since a flow now moves at most one cable's
 rate and ECMP collides some flows on one cable.
 
+With each connection hashed apart under ECMP (a flow's channels and queue pairs, network/fabric.py; 002af85
+against 0653a3d, this script's default cases and fabrics, both run in one session) every step on a fabric of several
+tiers ran faster (dense128 on spine-leaf 573.6 to 321.3 ms, ds128 545.2 to 329.1, fsdp64 74.1 to 57.3), and the
+footprint method's folded / full moved within 0.980-1.011 (before 0.972-1.024): fsdp64 on spine-leaf 0.9744 to
+1.0000, tp2pp4dp32 at 2:1 1.0244 to 1.0106, dense128 on 3-tier-rail-2:1 1.0093 to 1.0021, but ds128 on spine-leaf
+0.9986 to 0.9863 and ds128-pxn 0.9902 to 0.9802 (their folded pipeline sends' footprints; cause not found).
+
 `--method naive` replays the folded run as before engine/footprint.py and Fold.expands: a simulated flow loads
 its own route's inner links only, so it misses the ECMP collisions of the flows it stands for (the "before"
 column). Both
