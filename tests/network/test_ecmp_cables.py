@@ -231,3 +231,21 @@ def test_alibaba_hpn_leaves_keep_all_120_half_rate_uplinks():
         "from": "dgx-h100", "cluster": {"num_nodes": 16},
         "network": {"scale_out": {"switch": {"from": "tomahawk-5"}, "topology": "alibaba-hpn"}}})).fabric
     assert (f.leaf_uplinks, f.spine_reach) == (120, 60)
+
+
+@settings(max_examples=20, deadline=None)
+@given(batch=st.integers(1, 40), seed=st.integers(0, 2**31))
+def test_connections_routed_in_batches_load_the_links_as_routed_at_once(batch, seed):
+    """Topology.connection_loads routes at most CONNECTION_BATCH connections at a time (whole flows, at least one
+    a batch): any batch size gives the same links and shares."""
+    import simulon.network.topology as topology_module
+    topo = topology(8, {"tiers": 3, "nics_per_leaf": 8, "spines": 4, "leaves_per_pod": 2, "cores": 4}, 3)
+    rng = np.random.default_rng(seed)
+    src, dst = rng.integers(0, 64, 60), rng.integers(0, 64, 60)
+    connections = rng.integers(1, 9, 60)
+    whole = topo.connection_loads(src, dst, connections)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(topology_module, "CONNECTION_BATCH", batch)
+        batched = topo.connection_loads(src, dst, connections)
+    for a, b in zip(whole, batched, strict=True):
+        assert np.array_equal(a, b)
