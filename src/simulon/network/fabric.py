@@ -4,10 +4,10 @@ Under ECMP (`routing: ecmp`) every link is one cable each way: a leaf's uplink b
 over the oversubscription) leaves by as many uplink ports as it fills at the NIC port's speed, cable k to spine k
 mod the spines it reaches (round robin: with fewer spines than ports, several cables go to each), and likewise a
 spine's uplinks to the cores (config.dc.fabric_cables, which the switch-port checks count too). Between two NIC
-ports the route is up to the lowest common tier and back down; a switch hashes each (source, destination) pair onto
-one of its equal-cost cables, parallel cables to one switch included (a LAG or L3 ECMP hashes a flow to one member;
-InfiniBand's static routing sends a destination by one port), so a flow moves at most one cable's rate and more
-spines at the same uplink ports route alike.
+ports the route is up to the lowest common tier and back down; a switch hashes each connection (below) onto one of
+its equal-cost cables, parallel cables to one switch included (a LAG or L3 ECMP hashes a flow to one member), so a
+connection moves at most one cable's rate and more spines at the same uplink ports route alike.
+
 What an Ethernet switch hashes is a connection: NCCL opens one per channel between two GPUs (and
 NCCL_IB_QPS_PER_CONNECTION queue pairs in each), and on RoCE each queue pair has its own UDP source port, so a pair's
 connections hash apart (`routes`' key; engine/footprint.py spreads a flow's identical channels over their

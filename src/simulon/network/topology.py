@@ -192,7 +192,9 @@ class Topology:
         every peer (dag.fold.Fold.expands), and other folded flows that leave their domain load their
         counterparts' links (engine/footprint.py). Checked against the full expansion within 1% of the step time
         at 64-256 GPUs (benchmarks/bench_fold_accuracy.py, tests/dag/test_fold_three_tier.py). Not folded:
-        dual-ToR and dual-plane NICs, and PCIe or mesh nodes (whose GPU links carry their NIC traffic)."""
+        dual-ToR and dual-plane NICs (folded by force, 0.984-1.013 of the full expansion: their ports' hash breaks
+        the symmetry a fold needs, bench_fold_accuracy.py), and PCIe or mesh nodes (whose GPU links carry their NIC
+        traffic)."""
         spec = self.fabric.spec
         if self.staging is not None:  # a host path is shared by GPUs a fold would take apart
             return False
