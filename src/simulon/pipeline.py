@@ -463,8 +463,7 @@ def check_sweep_fits(ctype: CollType, groups: Sequence[tuple[int, ...]], sizes: 
     if memory_limit is None:
         return
     worst = (0.0, 0, 0.0)
-    connections = int(plan.topology.connections(np.array([1]), True)[0])  # a part's, hashed apart above the leaves
-    spread = plan.topology.inner_entries(connections) if connections > 1 else 0  # (engine.footprint)
+    spread = plan.topology.connection_entries(1, True)  # a part's connections, hashed apart above the leaves
     for size in sizes:
         choice = plan.choose(ctype, groups[0], size)
         flows = sum(all_to_all_flows(ctype, len(g), choice.channels, choice.algorithm, plan.shape(g)) or 0

@@ -109,6 +109,7 @@ class Settings:
         par = sc.workload.parallelism
         scale_out = sc.datacenter.network.scale_out
         fabric = scale_out.topology
+        routing = scale_out.routing or fabric.routing
         return cls(tp_within_scale_up=par.tp <= sc.datacenter.domain_gpus, tp_comm_overlap=par.tp_comm_overlap,
                    pinned_channels=sc.collective.num_channels, interleaved=par.interleaved,
                    zero_bubble=par.pipeline_schedule in BUBBLE_SCHEDULES, overlap_grad_reduce=par.overlap_grad_reduce,
@@ -119,9 +120,8 @@ class Settings:
                    cp_within_scale_up=_within_domain(sc, "cp") if par.cp > 1 else None,
                    cp_exchange=_cp_exchange(sc), oversubscription=(fabric.oversubscription,
                                                                    fabric.pod_oversubscription),
-                   ecmp=(scale_out.routing or fabric.routing) != "adaptive",
-                   queue_pairs=sc.datacenter.network.nccl.qps_per_connection
-                   if (scale_out.routing or fabric.routing) == "ecmp" else None)
+                   ecmp=routing != "adaptive",
+                   queue_pairs=sc.datacenter.network.nccl.qps_per_connection if routing == "ecmp" else None)
 
 
 def other_schedules(sc: ScenarioConfig) -> frozenset[tuple[str, int]]:

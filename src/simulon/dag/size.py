@@ -209,10 +209,9 @@ def _footprint_spread(fold: Fold, topology: Topology, lanes: int, grouped: bool)
     flow's links there."""
     if topology.connection_links_from >= topology.num_links:
         return 0
-    connections = int(topology.connections(np.array([lanes]), grouped)[0])
-    if fold.trivial and connections == 1:
-        return 0
-    return topology.inner_entries(connections)
+    if fold.trivial:
+        return topology.connection_entries(lanes, grouped)
+    return topology.inner_entries(int(topology.connections(np.array([lanes]), grouped)[0]))
 
 
 def _footprint_entries(template: TemplateCounts, sample: tuple[int, ...], fold: Fold, topology: Topology) -> int:

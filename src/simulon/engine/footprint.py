@@ -103,10 +103,9 @@ def flow_loads(dag: ExecutionDAG, topology: Topology, fold: Fold, props: FlowPro
     if topology.connection_links_from >= topology.num_links:
         return routes
     src, dst = dag.gpu[props.nodes].astype(np.int64), dag.peer[props.nodes].astype(np.int64)
-    domain = topology.domain_gpus
-    leaves = (dst >= 0) & (src // domain != np.maximum(dst, 0) // domain)
+    leaves = topology.between_domains(src, dst)
     connections = flow_connections(dag, props.nodes, topology)
-    folded = leaves & (fold.multiplicity[src] > 1) if not fold.trivial else np.zeros(len(src), dtype=bool)
+    folded = leaves & (fold.multiplicity[src] > 1)
     if props.physical is not None:
         folded &= ~props.physical
     own = leaves & ~folded & (connections > 1)
@@ -141,9 +140,8 @@ def connection_spread(topology: Topology, links: np.ndarray, src: np.ndarray, ds
     if topology.connection_links_from >= topology.num_links:
         return routes
     src, dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
-    domain = topology.domain_gpus
     connections = topology.connections(lanes, grouped)
-    rows = np.flatnonzero((dst >= 0) & (src // domain != np.maximum(dst, 0) // domain) & (connections > 1))
+    rows = np.flatnonzero(topology.between_domains(src, dst) & (connections > 1))
     if not len(rows):
         return routes
     ptr, link, share = topology.connection_loads(src[rows], dst[rows], connections[rows])

@@ -345,6 +345,18 @@ class Topology:
         ports = min(connections, fabric.ports_per_nic) if fabric.ports_per_nic > 1 else 0
         return 2 * (leaf + core + ports)
 
+    def connection_entries(self, lanes: int, grouped: bool = False) -> int:
+        """The links from `connection_links_from` on that one unfolded flow of `lanes` channels (`grouped`: a grouped
+        send's part) leaving its domain loads beside its route where its connections are hashed apart
+        (engine/footprint.py): `inner_entries` of its connections; 0 where it has one (it loads its own route)."""
+        connections = int(self.connections(np.array([lanes]), grouped)[0])
+        return self.inner_entries(connections) if connections > 1 else 0
+
+    def between_domains(self, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+        """Per flow src -> dst: whether it goes from one scale-up domain to another GPU's (not an in-network
+        reduction leg, not inside one domain): what leaves its domain over the fabric."""
+        return (dst >= 0) & (src // self.domain_gpus != np.maximum(dst, 0) // self.domain_gpus)
+
     @property
     def connection_links_from(self) -> int:
         """The first link a flow's connections may not share: its NIC's ports on dual-ToR fabrics (Fabric.port),
