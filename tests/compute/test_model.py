@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from importlib import resources
 
 import numpy as np
 import pytest
+import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -172,6 +174,28 @@ def test_a_gpu_with_fewer_watts_per_flop_than_its_donor_settles_at_a_lower_clock
     assert power_limited_clock(0.8, b200, h100_spec) == 0.8
     # without a TDP nothing is known of the power limit
     assert power_limited_clock(0.8, h100_spec, b200.model_copy(update={"tdp_w": None})) == 0.8
+
+
+def test_a_best_shape_fit_lends_to_a_gpu_of_its_dense_rate_only_on_its_own_instructions_shape_response():
+    """The GB300 runs GEMMs like the GB200 (its best-shape fit, on the B200's tcgen05 shape response) rather than like
+    the B200's full fit of another rate. Left without the B200, the B300's best-shape fit rests on the H100's wgmma
+    response, knows no more of Blackwell's shapes than the H100's full fit, and lends the B200 nothing: the B200
+    borrows the H100's full fit."""
+    shipped = Calibrations.shipped()
+    b200, b300, gb300 = (GPUSpec.model_validate({"from": g}) for g in ("b200", "b300", "gb300"))
+    assert shipped.gemm(gb300, DType.bf16)[1] == "gb200"
+    assert shipped.gpus["gb200"].shape_from[DType.bf16] == "b200"
+    assert shipped.tensor_instruction["b200"] == shipped.tensor_instruction["gb300"] != shipped.tensor_instruction[
+        "h100-sxm"]
+    doc = yaml.safe_load((resources.files("simulon.compute") / "data" / "calibration.yaml").read_text())
+    del doc["gpus"]["b200"]
+    for donor, lender in (("h100-sxm", "h100-sxm"), ("gb200", "b300")):
+        for entry in doc["gpus"]["b300"]["gemm"].values():
+            entry["shape_from"] = donor
+        left_out = Calibrations.with_fit(doc)
+        assert left_out.native_shape("b300", DType.bf16) == (donor != "h100-sxm")
+        assert left_out.gemm(b200, DType.bf16)[1] == lender
+        assert left_out.gemm(b300, DType.bf16)[1] == "b300"  # its own fit, whatever its shape response
 
 
 @given(st.floats(0.05, 1.0), st.floats(100, 2000), st.floats(100, 2000), st.floats(100, 5000))

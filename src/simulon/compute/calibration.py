@@ -84,7 +84,13 @@ class GpuCalibration:
     attention: dict[tuple[str, DType], AttentionParams]  # per attention library (workload.kernels.
     #                                                      FLASH_IMPLEMENTATIONS) and 16-bit dtype
     sm_count: int  # the SM count its parameters were fitted with
-    borrowed: frozenset[DType] = frozenset()  # GEMM dtypes fitted only in efficiency, on another GPU's shape
+    shape_from: dict[DType, str] = field(default_factory=dict)  # GEMM dtypes fitted only in efficiency, each on
+    #                                                            the shape response of the GPU named
+
+    @property
+    def borrowed(self) -> frozenset[DType]:
+        """GEMM dtypes fitted only in efficiency (a best-shape fit), on another GPU's shape response."""
+        return frozenset(self.shape_from)
 
 
 @dataclass(frozen=True)
@@ -99,6 +105,7 @@ class Calibrations:
     attention_query_tiles: dict[str, int] = field(default_factory=dict)  # GPU -> query blocks per forward CTA
     warp_mma_fraction: dict[str, float] = field(default_factory=dict)  # GPU -> Ampere's per-SM rate, of its peak
     special_function_rate: dict[str, float] = field(default_factory=dict)  # GPU -> exponentials per SM-clock over 16
+    tensor_instruction: dict[str, str] = field(default_factory=dict)  # GPU -> the instruction its GEMM tiles issue
 
     @classmethod
     def shipped(cls) -> Calibrations:
@@ -118,8 +125,9 @@ class Calibrations:
             attention = {(impl, DType(d)): AttentionParams(_build(AttentionPhase, att["fwd"]),
                                                            _build(AttentionPhase, att["bwd"]), att["overhead_us"], impl)
                          for impl, by_dtype in (doc.get("attention") or {}).items() for d, att in by_dtype.items()}
-            borrowed = frozenset(DType(d) for d, p in (doc.get("gemm") or {}).items() if "shape_from" in p)
-            gpus[stem] = GpuCalibration(gemm, attention, int(doc["sm_count"]), borrowed)
+            shape_from = {DType(d): str(p["shape_from"])
+                          for d, p in (doc.get("gemm") or {}).items() if "shape_from" in p}
+            gpus[stem] = GpuCalibration(gemm, attention, int(doc["sm_count"]), shape_from)
         return cls(gpus=gpus, sm_counts=dict(architecture["sm_count"]),
                    gemm_tiles=tuple(tuple(t) for t in architecture["gemm_tiles"]),
                    gemm_splits=tuple(architecture["gemm_splits"]),
@@ -129,7 +137,8 @@ class Calibrations:
                    attention_query_tiles=dict(architecture.get("attention_query_tiles") or {}),
                    warp_mma_fraction={k: float(v) for k, v in (architecture.get("warp_mma_fraction") or {}).items()},
                    special_function_rate={k: float(v)
-                                          for k, v in (architecture.get("special_function_rate") or {}).items()})
+                                          for k, v in (architecture.get("special_function_rate") or {}).items()},
+                   tensor_instruction={k: str(v) for k, v in (architecture.get("tensor_instruction") or {}).items()})
 
     def architecture(self, gpu: GPUSpec, donor: str | None) -> Architecture:
         """The GPU's own SM count where public, else the one its parameters were fitted with."""
@@ -160,10 +169,12 @@ class Calibrations:
 
         def lends(other: str) -> bool:
             """A full fit, or a best-shape one of a GPU at this one's dense rate (GB200's for a GB300, whose spec
-            sheets differ in power alone: a full fit of another rate predicted the GB300 10% slower)."""
+            sheets differ in power alone: a full fit of another rate predicted the GB300 10% slower) whose shape
+            response is its own instruction's (`native_shape`)."""
             cal = self.gpus[other]
             return any(d in cal.gemm and d not in cal.borrowed for d in chain) or (
-                peak is not None and shipped_gpu(other).peak_tflops.get(DType.bf16) == peak)
+                peak is not None and shipped_gpu(other).peak_tflops.get(DType.bf16) == peak
+                and any(d in cal.gemm and self.native_shape(other, d) for d in chain))
 
         donor = self.nearest(gpu, lambda c: any(d in c.gemm for d in chain), lends)
         if donor is None:
@@ -177,6 +188,20 @@ class Calibrations:
             params = replace(params, sustained_clock=power_limited_clock(params.sustained_clock, shipped_gpu(donor),
                                                                          gpu))
         return params, donor
+
+    def native_shape(self, stem: str, dtype: DType) -> bool:
+        """Whether the GEMM fit of `stem` in `dtype` responds to shape as that chip's own tiles do: fitted in full on
+        it, or in efficiency alone on the shape response of a GPU whose GEMM tiles issue the same tensor-core
+        instruction (tensor_instruction, data/architecture.yaml). A best-shape fit on another instruction's response
+        knows no more of a chip than the lender of that response: leaving the B200 out of the fit, the B300's
+        best-shape row on the H100's shape predicted the B200's GEMMs 34.1% off (its bias +34.1%), the H100's full
+        fit 18.6% (benchmarks/leave_one_out.py kernels --by gpu)."""
+        cal = self.gpus[stem]
+        donor = cal.shape_from.get(dtype)
+        if donor is None:
+            return dtype in cal.gemm
+        mine = self.tensor_instruction.get(stem)
+        return mine is not None and mine == self.tensor_instruction.get(donor)
 
     def attention(self, gpu: GPUSpec, impl: str, dtype: DType = DType.bf16) -> tuple[AttentionParams, str]:
         """Attention parameters of library `impl` in 16-bit `dtype` on gpu, and the template they were fitted on.
