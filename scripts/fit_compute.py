@@ -46,8 +46,9 @@ HEADER = """\
 #   uv run python scripts/fit_compute.py ../shared/validation/kernels.csv
 # gemm: per GPU template and dtype (GemmParams in src/simulon/compute/calibration.py); `rows` is how many
 # plain-GEMM rows it was fitted on; below the fit's min_rows only `efficiency` is fitted, on the shape
-# parameters of the fully fitted GPU named in `shape_from`. attention: per GPU, library and 16-bit dtype
-# (AttentionParams).
+# parameters of the fully fitted GPU named in `shape_from` (a best-shape row read against that GPU's best shape
+# where one benchmark measured both and their tiles issue one instruction: compute/fit.py same_benchmark).
+# attention: per GPU, library and 16-bit dtype (AttentionParams).
 # sm_count: the SM count the parameters were fitted with.
 """
 

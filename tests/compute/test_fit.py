@@ -232,3 +232,30 @@ def test_an_attention_call_costs_at_most_a_launch_and_work_that_scales_with_its_
     for impl in ("flash_v1", "flash_triton", "xformers"):
         assert seconds(impl, 8) / seconds(impl, 16) == pytest.approx(0.5, rel=0.05), impl
 
+
+
+def test_a_best_shape_row_is_read_against_its_lenders_best_shape_where_one_benchmark_measured_both():
+    """A best-shape finder reports each chip's fastest shape: the B300, 2% faster at its best shape than the B200 at
+    its own (whose fit times it 10% slow, a shape that ran well), runs the B200's best shape 2% faster than the B200's
+    fit does there, with the same peak and SMs: its efficiency 1.02 times the B200's, not whatever the B200's
+    response at the B300's shape makes of its row. An MI300X (AMD's MFMA tiles, not the B200's tcgen05) fits its own
+    row as it is."""
+    shapes = list(itertools.product((256, 2048, 16384), (512, 4096, 14336), (256, 2048, 8192)))
+    b200 = synthetic("b200", TRUE, shapes)
+    cal = Calibrations.with_fit({"gpus": {"b200": {"sm_count": 148, "gemm": {"bf16": dataclasses.asdict(TRUE)}}}})
+
+    def best(index: int, gpu: str, m: int, n: int, k: int, faster: float) -> Observation:
+        row = Observation(index, "b200", DType.bf16, (gemm("g", Phase.fwd, m, n, k, 2.0),), 1.0, 2.0 * m * n * k,
+                          "best", "gemm")
+        return dataclasses.replace(row, gpu=gpu, seconds=float(predict([row], cal)[0]) / faster)
+
+    b200_best = best(100, "b200", 1792, 16128, 3072, 1.10)
+    b300_best = best(101, "b300", 12288, 18432, 1024, 1.0)
+    b300_best = dataclasses.replace(b300_best, seconds=b300_best.flops / (1.02 * b200_best.flops / b200_best.seconds))
+    mi300x_best = best(102, "mi300x", 10240, 15360, 8192, 0.4)  # within its peak's reach
+    doc = fit_calibration([*b200, b200_best, b300_best, mi300x_best], Calibrations.with_fit({}), SETTINGS)["gpus"]
+    assert doc["b200"]["gemm"]["bf16"]["efficiency"] == pytest.approx(TRUE.efficiency, rel=1e-3)
+    assert doc["b300"]["gemm"]["bf16"]["shape_from"] == "b200"
+    assert doc["b300"]["gemm"]["bf16"]["efficiency"] == pytest.approx(1.02 * TRUE.efficiency, rel=2e-3)
+    fitted = Calibrations.with_fit({"gpus": doc})
+    assert predict([mi300x_best], fitted)[0] == pytest.approx(mi300x_best.seconds, rel=1e-3)

@@ -198,10 +198,13 @@ class Calibrations:
         fit 18.6% (benchmarks/leave_one_out.py kernels --by gpu)."""
         cal = self.gpus[stem]
         donor = cal.shape_from.get(dtype)
-        if donor is None:
-            return dtype in cal.gemm
-        mine = self.tensor_instruction.get(stem)
-        return mine is not None and mine == self.tensor_instruction.get(donor)
+        return dtype in cal.gemm if donor is None else self.same_instruction(stem, donor)
+
+    def same_instruction(self, a: str, b: str) -> bool:
+        """Whether the GEMM tiles of GPU templates `a` and `b` issue the same tensor-core instruction (a GPU not in
+        tensor_instruction issues none known)."""
+        mine = self.tensor_instruction.get(a)
+        return mine is not None and mine == self.tensor_instruction.get(b)
 
     def attention(self, gpu: GPUSpec, impl: str, dtype: DType = DType.bf16) -> tuple[AttentionParams, str]:
         """Attention parameters of library `impl` in 16-bit `dtype` on gpu, and the template they were fitted on.

@@ -3,8 +3,8 @@ data/calibration.yaml) and by the leave-one-GPU-out benchmark; a simulation only
 
 Each GPU and dtype with enough GEMM rows gets its own full parameter set; one with a few rows (a single
 best-shape measurement, say) keeps the shape parameters of the nearest fully fitted GPU and fits only
-its efficiency. Attention is fitted per GPU, library and 16-bit dtype, forward and backward apart where the rows
-separate them.
+its efficiency, against that GPU's own best shape where one benchmark measured both (same_benchmark).
+Attention is fitted per GPU, library and 16-bit dtype, forward and backward apart where the rows separate them.
 The loss is the mean absolute log ratio of predicted to measured time, the predicted time read as the source
 reports it (Timing): the sum of a row's kernels where one timed region spans them, or the median kernel duration
 where the source takes the median over every kernel it traced.
@@ -137,7 +137,10 @@ def fit_calibration(observations: Sequence[Observation], arch: Calibrations, set
     for key in sorted(k for k in by_group if k not in rows):
         donor, shape_from[key] = full.gemm(_spec(key[0]), key[1])
         if plain[key]:
-            donor = _fit_gemm(plain[key], donor, ["efficiency"], _layout(arch, key[0], gemm), settings)
+            lender = shape_from[key]
+            lender_rows = plain.get((lender, key[1]), []) if arch.same_instruction(key[0], lender) else []
+            donor = _fit_gemm(same_benchmark(plain[key], lender_rows, full), donor, ["efficiency"],
+                              _layout(arch, key[0], gemm), settings)
         if clock[key]:
             donor = _fit_gemm(clock[key], donor, list(CLOCK), _layout(arch, key[0], gemm), settings,
                               SUSTAINED_LOSS_POWER)
@@ -187,6 +190,40 @@ def predict(obs: Sequence[Observation], cal: Calibrations) -> np.ndarray:
 
 def _spec(gpu: str) -> GPUSpec:
     return GPUSpec.model_validate({"from": gpu})
+
+
+def same_benchmark(rows: Sequence[Observation], lender_rows: Sequence[Observation],
+                   lender: Calibrations) -> list[Observation]:
+    """A best-shape GPU's rows as its efficiency is fitted to them. A best-shape finder (ml-engineering's mamf-finder)
+    reports the fastest of the shapes it tried on each chip: it compares chips, not shapes. Where the lender of the
+    shape response was measured by the same benchmark (the same subset), the GPU's rows of it are replaced by the
+    lender's, run on this GPU at the ratio of the two chips' measured throughputs (geometric means) and read with the
+    lender's fit's error there (the geometric mean of predicted over measured time), so that the chip runs the lender's
+    best shape as much faster as its own best shape measured, and the lender's fit predicts both alike. Fitted to its
+    own best shape on the lender's response instead, a chip took the selection and the response's error at a shape
+    the lender was never measured at as its efficiency everywhere: the B300, measured 1.4% faster than the B200 at its
+    best shape, ran 24% faster on an 8192 cube at the same dense peak (efficiency at its bound, 1.0), the GB200,
+    measured 4.4% faster with 11% more peak, 31%. Rows of a subset the lender has none of are fitted as they are, and
+    so are all of a GPU whose tiles issue another instruction than its lender's (the caller passes no lender rows):
+    its SMs and tiles make the lender's best shape a different problem there (the H100's best shape, 2048 x 2048
+    output tiles, fills 128 of the MI300X's 304 compute units), which the ratio would take as efficiency (the MI300X
+    0.53 -> 0.66)."""
+    fitted: list[Observation] = []
+    for subset in dict.fromkeys(o.subset for o in rows):
+        mine = [o for o in rows if o.subset == subset]
+        theirs = [o for o in lender_rows if o.subset == subset]
+        if not theirs:
+            fitted += mine
+            continue
+        measured = np.array([o.seconds for o in theirs])
+        error = math.exp(float(np.mean(np.log(predict(theirs, lender) / measured))))
+        faster = _geometric_throughput(mine) / _geometric_throughput(theirs)
+        fitted += [replace(o, gpu=mine[0].gpu, seconds=o.seconds / faster * error) for o in theirs]
+    return fitted
+
+
+def _geometric_throughput(rows: Sequence[Observation]) -> float:
+    return math.exp(float(np.mean([math.log(o.flops / o.seconds) for o in rows])))
 
 
 def _partial(arch: Calibrations, gemm: dict[str, dict[DType, GemmParams]]) -> Calibrations:
