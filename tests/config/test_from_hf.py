@@ -421,3 +421,17 @@ def test_a_mistyped_key_is_refused_naming_the_config_file_and_its_key_not_the_ya
         load_scenario(path)
     assert str(caught.value).startswith(f"{path}: workload.model: HuggingFace config ")
     assert f"config.json': key {key!r} must be" in str(caught.value)
+
+
+@pytest.mark.parametrize(("key", "also"), [("num_hidden_layers", "(nor is it given as 'n_layer' or 'num_layers')"),
+                                           ("num_attention_heads", "(nor is it given as 'n_head')"),
+                                           ("vocab_size", None)])
+def test_a_missing_key_names_every_key_the_field_may_be_given_as(tmp_path, key, also):
+    """A field read from one of several keys (GPT-2's n_layer for num_hidden_layers): the error says which would do."""
+    doc = dict(LLAMA_31_70B)
+    del doc[key]
+    with pytest.raises(ConfigError) as caught:
+        load_scenario(scenario_with(tmp_path, json.dumps(doc)))
+    message = str(caught.value)
+    assert f"key {key!r} is missing" in message
+    assert (also in message) if also else "nor is it given as" not in message

@@ -220,7 +220,10 @@ class Reader:
         key = next((k for k in keys if self.doc.get(k) is not None), None)
         if key is None:
             if required:
-                raise self.fail(keys[0], "is missing")
+                others = [repr(k) for k in keys[1:]]
+                also = "" if not others else " (nor is it given as " + (
+                    others[0] if len(others) == 1 else f"{', '.join(others[:-1])} or {others[-1]}") + ")"
+                raise self.fail(keys[0], f"is missing{also}")
             return default
         value = self.doc[key]
         if isinstance(value, bool) or not isinstance(value, int) or value < (0 if zero else 1):
