@@ -205,8 +205,8 @@ def same_benchmark(rows: Sequence[Observation], lender_rows: Sequence[Observatio
     best shape, ran 24% faster on an 8192 cube at the same dense peak (efficiency at its bound, 1.0), the GB200,
     measured 4.4% faster with 11% more peak, 31%. Rows of a subset the lender has none of are fitted as they are, and
     so are all of a GPU whose tiles issue another instruction than its lender's (the caller passes no lender rows):
-    its SMs and tiles make the lender's best shape a different problem there (the H100's best shape, 2048 x 2048
-    output tiles, fills 128 of the MI300X's 304 compute units), which the ratio would take as efficiency (the MI300X
+    its SMs and tiles make the lender's best shape a different problem there (the H100's best shape, a 2048 x 2048
+    output, is 128 tiles for the MI300X's 304 compute units), which the ratio would take as efficiency (the MI300X
     0.53 -> 0.66)."""
     fitted: list[Observation] = []
     for subset in dict.fromkeys(o.subset for o in rows):
