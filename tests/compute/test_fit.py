@@ -233,7 +233,6 @@ def test_an_attention_call_costs_at_most_a_launch_and_work_that_scales_with_its_
         assert seconds(impl, 8) / seconds(impl, 16) == pytest.approx(0.5, rel=0.05), impl
 
 
-
 def test_a_best_shape_row_is_read_against_its_lenders_best_shape_where_one_benchmark_measured_both():
     """A best-shape finder reports each chip's fastest shape: the B300, 2% faster at its best shape than the B200 at
     its own (whose fit times it 10% slow, a shape that ran well), runs the B200's best shape 2% faster than the B200's

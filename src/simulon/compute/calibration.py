@@ -174,7 +174,7 @@ class Calibrations:
             cal = self.gpus[other]
             return any(d in cal.gemm and d not in cal.borrowed for d in chain) or (
                 peak is not None and shipped_gpu(other).peak_tflops.get(DType.bf16) == peak
-                and any(d in cal.gemm and self.native_shape(other, d) for d in chain))
+                and any(self.native_shape(other, d) for d in chain))
 
         donor = self.nearest(gpu, lambda c: any(d in c.gemm for d in chain), lends)
         if donor is None:

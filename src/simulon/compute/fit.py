@@ -17,6 +17,7 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, fields, replace
 from enum import StrEnum
+from statistics import geometric_mean
 
 import numpy as np
 
@@ -215,15 +216,10 @@ def same_benchmark(rows: Sequence[Observation], lender_rows: Sequence[Observatio
         if not theirs:
             fitted += mine
             continue
-        measured = np.array([o.seconds for o in theirs])
-        error = math.exp(float(np.mean(np.log(predict(theirs, lender) / measured))))
-        faster = _geometric_throughput(mine) / _geometric_throughput(theirs)
+        error = geometric_mean(predict(theirs, lender) / np.array([o.seconds for o in theirs]))
+        faster = geometric_mean(o.flops / o.seconds for o in mine) / geometric_mean(o.flops / o.seconds for o in theirs)
         fitted += [replace(o, gpu=mine[0].gpu, seconds=o.seconds / faster * error) for o in theirs]
     return fitted
-
-
-def _geometric_throughput(rows: Sequence[Observation]) -> float:
-    return math.exp(float(np.mean([math.log(o.flops / o.seconds) for o in rows])))
 
 
 def _partial(arch: Calibrations, gemm: dict[str, dict[DType, GemmParams]]) -> Calibrations:
