@@ -38,7 +38,7 @@ def test_what_the_scenario_gives_is_kept_and_the_defaults_that_depend_on_it_foll
 def test_a_named_framework_is_the_engine_plus_its_defaults_written_out():
     named = scenario("Megatron-Core r0.8.0")
     written = scenario("megatron", {"sequence_parallel": True, "tp_comm_overlap": True, "distributed_optimizer": True},
-                       attention="cudnn")
+                       attention="cudnn", make_vocab_size_divisible_by=128)
     assert named == written
 
 
@@ -47,6 +47,14 @@ def test_megatron_lm_bare_is_todays_in_a_scenario_and_the_2020_22_code_in_a_tabl
     assert framework_defaults("Megatron-LM") == MEGATRON_LM_2021
     assert framework_defaults("Megatron-LM v2.5", bare_is_current=True) == MEGATRON_LM_2021
     assert scenario("Megatron-LM v2.5").workload.training.attention == "unfused"
+
+
+@pytest.mark.parametrize("framework, divisor", [("Megatron-LM", 128), ("Megatron-Core r0.8.0", 128),
+                                                ("Megatron-LM v2.5", 128), ("Megatron-Bridge", None), ("NeMo 25.04", None),
+                                                ("torchtitan", None), ("megatron", None)])
+def test_megatron_lm_pads_the_vocabulary_to_128_times_tp_and_frameworks_that_build_hf_models_do_not(framework,
+                                                                                                  divisor):
+    assert scenario(framework).workload.training.make_vocab_size_divisible_by == divisor
 
 
 def test_deepspeed_named_runs_deepspeeds_pipeline_engine():

@@ -17,6 +17,7 @@ from simulon.config.resolve import (
     resolve_framework,
     resolve_gpu,
     resolve_hardware,
+    system_sizes,
 )
 from simulon.config.templates import find_template, template_names, template_text
 
@@ -94,7 +95,14 @@ def test_a_stated_memory_size_resolves_only_to_a_template_of_that_size(model, st
     except Unresolved as exc:
         assert "could be GPU template" in str(exc) or not any(has_size(s, stated, 0.04) for s in stems)
         return
-    assert found in stems and has_size(found, stated, 0.06)
+    system_gpus = [s for s in stems if stated in system_sizes([s])]
+    assert found in stems and (has_size(found, stated, 0.06) or found in system_gpus)
+
+
+def test_a_systems_memory_written_after_its_gpu_names_the_gpu_that_system_holds():
+    """The DGX A100 320GB holds eight A100 40GB, the 640GB eight A100 80GB: "A100 320GB" is not the 80 GB part."""
+    assert resolve_gpu("A100 320GB")[0] == "a100-sxm-40gb"
+    assert resolve_gpu("A100 640GB")[0] == "a100-sxm-80gb"
 
 
 def test_a_scenario_sets_a_memory_size_no_template_has_beside_from():

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from helpers import gpt_scenario
+from simulon.workload.layer_kernels import padded_vocabulary
 from simulon.workload.megatron import MegatronTracer
 from simulon.workload.parameters import PipelineLayers
 from simulon.workload.program import EMBEDDING_LAYER, HEAD_LAYER
@@ -56,3 +59,19 @@ def test_a_tied_embedding_is_summed_across_the_first_and_last_stage_only_under_p
     assert single.tied_embedding == 0.0
     assert single.of(HEAD_LAYER)[0] < vocab  # one matrix serves the embedding and the LM head
     assert tracer_for(pp=2).parameters.stage(0).tied_embedding == 0.0
+
+
+@pytest.mark.parametrize("divisor, tp, shard", [(128, 1, 50304), (128, 8, 6400), (None, 8, 6283), (None, 1, 50257)])
+def test_gpt2s_vocabulary_is_padded_as_megatron_lm_pads_it_only_where_the_run_says_so(divisor, tp, shard):
+    """Megatron-LM's GPT-2 runs hold 50,304 entries at tp 1 and 51,200 at tp 8 (_vocab_size_with_padding); unpadded,
+    each rank holds ceil(50,257 / tp) rows. The embedding, the LM head's GEMMs and their FLOPs follow."""
+    sc = gpt_scenario(nodes=1, gpus_per_node=8, tp=tp, vocab=50257, hidden=1024, gbs=8 // tp)
+    training = sc.workload.training.model_copy(update={"make_vocab_size_divisible_by": divisor})
+    tracer = MegatronTracer(sc.workload.model_copy(update={"training": training}), 8)
+    assert tracer.kernels.vocab_params == shard * 1024
+
+
+@given(st.integers(1, 2**20), st.sampled_from([1, 2, 3, 4, 8, 16]), st.sampled_from([None, 1, 64, 128]))
+def test_the_padded_vocabulary_is_the_least_multiple_of_the_divisor_times_tp_that_holds_every_token(vocab, tp, divisor):
+    padded, multiple = padded_vocabulary(vocab, tp, divisor), tp * (divisor or 1)
+    assert padded % multiple == 0 and vocab <= padded < vocab + multiple

@@ -34,8 +34,14 @@ class FrameworkDefaults:
     mtp_layers: int | None = None         # multi-token-prediction layers (None: the model's own)
     megatron_gpt: bool = False            # a GPT the row gives by its shapes is Megatron's (MEGATRON_GPT)
     expandable_segments: bool = False     # PyTorch's allocator with expandable segments (its launch environment)
+    vocab_divisible_by: int | None = None  # the vocabulary padded to a multiple of this x tp (None: of tp)
 
 
+MEGATRON_VOCAB_DIVISOR = 128
+"""Megatron-LM pads its tokenizer's vocabulary to a multiple of 128 x tp unless told otherwise
+(--make-vocab-size-divisible-by, megatron/training/arguments.py; _vocab_size_with_padding), in every release from
+2019's to Megatron-Core's: GPT-2's 50,257 tokens become 50,304 at tp 1 and 51,200 at tp 8, Llama 3's 128,256 become
+129,024 at tp 8."""
 MEGATRON_GPT = {"tie_embeddings": True, "dropout": 0.1}
 """What Megatron-LM's GPT models are unless the command line says otherwise: the output layer shares the word
 embedding (--untie-embeddings-and-output-weights is off by default, megatron/training/arguments.py) and hidden and
@@ -63,7 +69,7 @@ its performance recipes run under PYTORCH_CUDA_ALLOC_CONF=expandable_segments:Tr
 perf_recipes/qwen/gb300/qwen3_moe.py)."""
 MEGATRON_CORE_RUNS = FrameworkDefaults(sequence_parallel=True, tp_comm_overlap=True, distributed_optimizer=True,
                                        attention=TE_ATTENTION, virtual_stage_layers=1, mtp_layers=0,
-                                       megatron_gpt=True)
+                                       megatron_gpt=True, vocab_divisible_by=MEGATRON_VOCAB_DIVISOR)
 """Megatron-Core's scaling runs: as NeMo's recipes, with Megatron-LM's fp32 gradients under --bf16
 (arguments.py turns on accumulate_allreduce_grads_in_fp32). Their README overlaps "pipeline-parallel
 communication (enabled by default)" with computation, which Megatron-LM allows only on the interleaved schedule
@@ -72,7 +78,8 @@ overlapping p2p communication"), so their pipelined runs were interleaved; how d
 one layer a virtual stage, what 5 of the 7 NVIDIA recipes in training.csv that state it use (DGX Cloud's GPT-3 175B,
 NeMo's Llama 2 13B and 70B, Nemotron-4 22B and 340B; NeMo's GPT-3 175B takes 2, its Llama 3 70B 4)."""
 MEGATRON_LM_WITH_TE = FrameworkDefaults(sequence_parallel=True, distributed_optimizer=True, overlap_grad_reduce=False,
-                                        attention=TE_ATTENTION, mtp_layers=0, megatron_gpt=True)
+                                        attention=TE_ATTENTION, mtp_layers=0, megatron_gpt=True,
+                                        vocab_divisible_by=MEGATRON_VOCAB_DIVISOR)
 """Megatron-LM's own command line run as is: its arguments.py leaves --overlap-grad-reduce and
 --overlap-param-gather off unless given (SimuMax's B200 launcher, simu_tools/megatron_scripts/scripts/
 run_pretrain_llama3.sh, gives neither), so the gradients are reduced after the whole backward and the
@@ -80,7 +87,7 @@ parameters gathered after the optimizer step; and builds no multi-token predicti
 given (its default is none; SimuMax's DeepSeek launcher, scripts/run_pretrain_deepseekv2.sh, gives none), whatever
 the model was published with."""
 MEGATRON_LM_2021 = FrameworkDefaults(attention="unfused", overlap_grad_reduce=False, routing="static", mtp_layers=0,
-                                    megatron_gpt=True)
+                                    megatron_gpt=True, vocab_divisible_by=MEGATRON_VOCAB_DIVISOR)
 """Megatron-LM's 2020-22 releases (v1.x to v3.0, the SC'21 paper's runs): fused softmax, no flash attention, and
 its default local DDP all-reducing the gradients after the whole backward (v2.6 training.py train_step:
 allreduce_gradients() after forward_backward_func, --DDP-impl local). Their containers' NCCL (2.8-2.11) did not
@@ -151,5 +158,6 @@ def workload_defaults(text: str, parallelism: dict[str, Any], training: dict[str
     stated = {"attention": defaults.attention, "elementwise": defaults.elementwise,
               "cross_entropy": defaults.cross_entropy, "micro_batch_size": defaults.micro_batch_size,
               "grad_reduce_dtype": defaults.grad_reduce_dtype, "autocast": defaults.autocast,
-              "expandable_segments": defaults.expandable_segments or None}
+              "expandable_segments": defaults.expandable_segments or None,
+              "make_vocab_size_divisible_by": defaults.vocab_divisible_by}
     return engine, par, {**{k: v for k, v in stated.items() if v is not None}, **training}

@@ -244,9 +244,12 @@ def _gpu_ranking(text: str, context: str) -> tuple[str, list[tuple[tuple[int, in
     if model in NVL_CARD_MODELS and NVL_CARD.search(text):
         raise Unresolved(f"{text!r}: the {model.upper()} NVL (PCIe cards bridged in pairs) has no GPU template; "
                          f"shipped {model.upper()} templates: {', '.join(stems)}")
-    memory = [m for m in memory if m not in _system_sizes(stems)]
+    system_memory = [m for m in memory if m in system_sizes(stems)]
+    memory = [m for m in memory if m not in system_memory]
     if memory:
         stems = _with_memory(text, model, stems, memory)
+    elif system_memory:  # "A100 320GB": the GPU of the system of that memory, an A100 40GB
+        stems = [s for s in stems if system_sizes([s]) & set(system_memory)]
     if form in ("sxm", "pcie"):
         formed = [s for s in stems if _form_of(s) == form]
         if not formed:
@@ -284,7 +287,7 @@ def _with_memory(text: str, model: str, stems: list[str], memory: list[int]) -> 
                      f"memory_capacity_gb (gpu: {{from: {main}, memory_capacity_gb: {memory[0]}}})")
 
 
-def _system_sizes(stems: list[str]) -> set[int]:
+def system_sizes(stems: list[str]) -> set[int]:
     """The memory sizes that name a system built on one of these GPUs, its GPUs' memory together ('DGX-A100-320GB',
     'dgx-a100-640gb'): a description stating one names the system, not its GPU's memory."""
     return {int(w[:-2]) for _, gpu, own, _ in systems() if gpu in stems for w in own if re.fullmatch(r"\d+gb", w)}

@@ -622,6 +622,11 @@ class TrainingSpec(StrictModel):
     dtype: LaxDType = DType.bf16
     grad_reduce_dtype: LaxDType | None = Field(
         None, description="gradient element type in data-parallel reductions; fp32 unless training in fp16")
+    make_vocab_size_divisible_by: VocabSize | None = Field(
+        None, description="the vocabulary padded to a multiple of this times tp, as Megatron-LM builds its embedding "
+        "and output layer (--make-vocab-size-divisible-by, default 128: arguments.py, _vocab_size_with_padding); "
+        "unset, to a multiple of tp only, the vocabulary as the model gives it (Megatron-Bridge's HF models: "
+        "should_pad_vocab False)")
     attention: Literal["flash", "cudnn", "flash_v1", "flash_triton", "xformers", "pytorch", "unfused"] = Field(
         "flash", description="flash: FlashAttention-2 (written for Ampere's mma.sync, which runs at half the "
         "dense tensor rate on Hopper and a quarter on Blackwell); cudnn: cuDNN's fused attention (Transformer "

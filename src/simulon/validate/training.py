@@ -408,6 +408,8 @@ def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
         training.update(settings)
     if habits.grad_reduce_dtype:
         training["grad_reduce_dtype"] = habits.grad_reduce_dtype
+    if habits.vocab_divisible_by:
+        training["make_vocab_size_divisible_by"] = habits.vocab_divisible_by
     if "PURE" in row["precision"]:
         training["grad_reduce_dtype"] = "bf16"  # Composer's PURE mixed precision reduces in bf16
     num_nodes = math.ceil(num_gpus / system_node(system).gpus_per_node)

@@ -48,6 +48,14 @@ DOWN_PROJECTIONS = ("attn_q_down", "attn_kv_down")
 sequence-parallel share where sequence parallelism is on (TELinear, parallel_mode 'duplicated', on [s/tp, b, h]),
 which this does not model: the rows here are every token's."""
 
+def padded_vocabulary(vocab: int, tp: int, divisible_by: int | None) -> int:
+    """The vocabulary the embedding and output layer hold: rounded up to a multiple of divisible_by x tp, as
+    Megatron-LM pads its tokenizer's (megatron/training/tokenizer: _vocab_size_with_padding), or of tp alone (each
+    rank's vocabulary-parallel shard the same size) where nothing pads it."""
+    multiple = tp * (divisible_by or 1)
+    return -(-vocab // multiple) * multiple
+
+
 @dataclass(frozen=True)
 class ShardShape:
     """Per-rank tensor sizes of one micro-batch."""
@@ -62,7 +70,7 @@ class ShardShape:
     ep: int
     act_bytes: float     # activation / weight element size
     grad_bytes: float    # gradient element size in data-parallel reductions
-    vocab_shard: int     # vocabulary entries of this rank's embedding, LM head and loss (vocabulary / tp, rounded up)
+    vocab_shard: int     # vocabulary entries of this rank's embedding, LM head and loss (padded_vocabulary / tp)
     quantized_bytes: float | None = None  # bytes per element of a narrow GEMM operand copy (its block scales
     #                                       included), None for 16-bit GEMMs
     etp: int | None = None  # expert tensor parallelism (default tp)
@@ -85,7 +93,8 @@ class ShardShape:
                    ep=par.ep, act_bytes=act_bytes, grad_bytes=(train.grad_reduce_dtype or default_grad).bytes,
                    quantized_bytes=fmt.format.operand_bytes() if quantized else None, etp=par.etp,
                    cp_ring=par.cp_ring_size > 1, cp_a2a=par.cp_a2a, number_format=fmt if quantized else None,
-                   vocab_shard=-(-workload.model.vocab_size // par.tp),
+                   vocab_shard=padded_vocabulary(workload.model.vocab_size, par.tp,
+                                                 train.make_vocab_size_divisible_by) // par.tp,
                    capacity_factor=(moe.capacity_factor or 1.0) if (moe := workload.model.moe) else 1.0)
 
     def in_bf16(self) -> ShardShape:
