@@ -49,9 +49,9 @@ def test_megatron_lm_bare_is_todays_in_a_scenario_and_the_2020_22_code_in_a_tabl
     assert scenario("Megatron-LM v2.5").workload.training.attention == "unfused"
 
 
-@pytest.mark.parametrize("framework, divisor", [("Megatron-LM", 128), ("Megatron-Core r0.8.0", 128),
-                                                ("Megatron-LM v2.5", 128), ("Megatron-Bridge", None), ("NeMo 25.04", None),
-                                                ("torchtitan", None), ("megatron", None)])
+@pytest.mark.parametrize("framework, divisor", [
+    ("Megatron-LM", 128), ("Megatron-Core r0.8.0", 128), ("Megatron-LM v2.5", 128), ("Megatron-Bridge", None),
+    ("NeMo 25.04", None), ("torchtitan", None), ("megatron", None)])
 def test_megatron_lm_pads_the_vocabulary_to_128_times_tp_and_frameworks_that_build_hf_models_do_not(framework,
                                                                                                   divisor):
     assert scenario(framework).workload.training.make_vocab_size_divisible_by == divisor
