@@ -105,6 +105,14 @@ def test_a_systems_memory_written_after_its_gpu_names_the_gpu_that_system_holds(
     assert resolve_gpu("A100 640GB")[0] == "a100-sxm-80gb"
 
 
+@pytest.mark.parametrize(("text", "gpu", "system"), [
+    ("DGX H100 640GB", "h100-sxm", "dgx-h100"), ("DGX B200 1440GB", "b200", "dgx-b200"),
+    ("H200 1128GB", "h200-sxm", "hgx-h200"), ("MI300X 1536GB", "mi300x", "mi300x-platform")])
+def test_a_node_named_by_its_gpus_memory_together_as_datasheets_total_it_is_that_node(text, gpu, system):
+    found = resolve_hardware(text)
+    assert (found.gpu, found.system) == (gpu, system)
+
+
 def test_a_scenario_sets_a_memory_size_no_template_has_beside_from():
     from simulon.config.dc import GPUSpec
 

@@ -288,9 +288,26 @@ def _with_memory(text: str, model: str, stems: list[str], memory: list[int]) -> 
 
 
 def system_sizes(stems: list[str]) -> set[int]:
-    """The memory sizes that name a system built on one of these GPUs, its GPUs' memory together ('DGX-A100-320GB',
-    'dgx-a100-640gb'): a description stating one names the system, not its GPU's memory."""
-    return {int(w[:-2]) for _, gpu, own, _ in systems() if gpu in stems for w in own if re.fullmatch(r"\d+gb", w)}
+    """The memory sizes that name a system built on one of these GPUs, its GPUs' memory together: those its name
+    or aliases carry ('DGX-A100-320GB', 'dgx-a100-640gb') and its node's, in GB or GiB, as datasheets total it
+    ("DGX H100 640GB", "DGX H200 1128GB", "DGX B200 1440GB"): a description stating one names the system, not its
+    GPU's memory."""
+    named = {int(w[:-2]) for _, gpu, own, _ in systems() if gpu in stems for w in own if re.fullmatch(r"\d+gb", w)}
+    return named | {size for gpu, sizes in node_memory() if gpu in stems for size in sizes}
+
+
+@cache
+def node_memory() -> tuple[tuple[str, tuple[int, ...]], ...]:
+    """(GPU stem, its node's GPU memory together, in GB and in GiB) of every shipped datacenter template with more
+    than one GPU a node."""
+    found = []
+    for stem, gpu_stem, _, _ in systems():
+        node = (parse_yaml(template_text("datacenter", stem)) or {}).get("node") or {}
+        count = node.get("gpus_per_node")
+        if isinstance(count, int) and count > 1:
+            total = count * _memory_of(gpu_stem)
+            found.append((gpu_stem, (round(total), round(total * GIB_IN_GB))))
+    return tuple(found)
 
 
 def bare_memory(text: str, model: str) -> list[re.Match]:
