@@ -435,3 +435,36 @@ def test_a_missing_key_names_every_key_the_field_may_be_given_as(tmp_path, key, 
     message = str(caught.value)
     assert f"key {key!r} is missing" in message
     assert (also in message) if also else "nor is it given as" not in message
+
+
+def test_a_family_that_normalizes_with_rmsnorm_is_rmsnorm_though_its_file_leaves_out_rms_norm_eps_and_gpt2_reads(
+        tmp_path):
+    no_eps = {k: v for k, v in LLAMA_31_70B.items() if k != "rms_norm_eps"}
+    assert model_from_hf(write(tmp_path, no_eps))["normalization"] == "rmsnorm"
+    gpt2 = {"model_type": "gpt2", "n_layer": 12, "n_embd": 768, "n_head": 12, "n_inner": None, "vocab_size": 50257,
+            "layer_norm_epsilon": 1e-05, "activation_function": "gelu_new"}  # openai-community/gpt2's config.json
+    block = model_from_hf(write(tmp_path, gpt2))
+    assert (block["normalization"], block["ffn_hidden_size"], block["activation"]) == ("layernorm", 3072, "gelu")
+
+
+def test_gemma_3s_text_config_written_as_a_diff_from_its_class_defaults_gets_the_class_vocabulary(tmp_path):
+    """A multimodal checkpoint's text_config holds only what differs from Gemma3TextConfig (no vocab_size, no
+    rms_norm_eps): the decoder is the class's 262,208-entry, RMSNorm one."""
+    text = {k: v for k, v in GEMMA_3_27B["text_config"].items() if k not in ("vocab_size", "rms_norm_eps")}
+    block = model_from_hf(write(tmp_path, {**GEMMA_3_27B, "text_config": text}))
+    assert (block["vocab_size"], block["normalization"]) == (262208, "rmsnorm")
+    with pytest.raises(HFConfigError, match="key 'vocab_size' is missing"):  # a Llama file must give its own
+        model_from_hf(write(tmp_path, {k: v for k, v in LLAMA_31_70B.items() if k != "vocab_size"}))
+
+
+@pytest.mark.parametrize("model_type", ["mamba", "mamba2", "jamba"])
+def test_a_family_the_reader_does_not_build_is_refused_by_its_model_type_not_by_a_missing_key(tmp_path, model_type):
+    doc = {"model_type": model_type, "hidden_size": 2560, "num_hidden_layers": 64, "vocab_size": 50280}
+    with pytest.raises(HFConfigError, match=rf"key 'model_type' is '{model_type}', .*write its model block yourself"):
+        model_from_hf(write(tmp_path, doc))
+
+
+def test_from_hf_given_a_checkpoint_folder_reads_its_config_json(tmp_path):
+    (tmp_path / "llama").mkdir()
+    write(tmp_path / "llama", LLAMA_31_70B)
+    assert ModelSpec.model_validate({"from_hf": "llama"}, context={"base_dir": tmp_path}).num_layers == 80

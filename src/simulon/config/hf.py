@@ -11,8 +11,9 @@ GptOssConfig, Gemma/Gemma2/Gemma3TextConfig, Phi3Config; a multimodal config's `
   (down_proj(act(gate_proj x) * up_proj x): LlamaMLP, MixtralBlockSparseTop2MLP, Qwen3MoeMLP, DeepseekV3MLP,
   GemmaMLP, ...), GeGLU for a GELU, else SwiGLU, whatever hidden_act names; in other families `silu` is SwiGLU,
   `relu2` squared ReLU, anything else a plain GELU; where the file names none, its family's configuration-class
-  default (DEFAULT_ACTIVATIONS), and a file of another family must name it; normalization: RMSNorm where the config
-  has rms_norm_eps, else LayerNorm;
+  default (DEFAULT_ACTIVATIONS), and a file of another family must name it; normalization: RMSNorm in the families
+  that use it (RMSNORM_MODEL_TYPES) and where the config has rms_norm_eps, else LayerNorm; a vocabulary left out
+  is its configuration class's where the family's files leave it so (CLASS_VOCABULARIES: Gemma 3's text_config);
 - mixture of experts: num_local_experts (Mixtral, GPT-OSS) or num_experts (Qwen-MoE) or n_routed_experts
   (DeepSeek-V3), num_experts_per_tok, moe_intermediate_size (else intermediate_size), n_shared_experts (0: none) or
   shared_expert_intermediate_size (Llama 4: always one shared expert of intermediate_size, Llama4TextMoe's
@@ -105,6 +106,26 @@ DEFAULT_ACTIVATIONS = {
 mlp_hidden_act in LlamaConfig, MixtralConfig, Qwen3MoeConfig, DeepseekV3Config, GemmaConfig, NemotronHConfig, ...),
 for a file that names none; a file of a family not listed must name its activation (a guess of GELU would drop the
 gate of a SwiGLU MLP, a third of its weights)."""
+RMSNORM_MODEL_TYPES = frozenset({
+    "llama", "llama4", "llama4_text", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen3_next",
+    "deepseek_v2", "deepseek_v3", "gpt_oss", "phi3", "olmo2", "olmoe", "granite", "granitemoe", "nemotron_h",
+    *GEMMA_MODEL_TYPES})
+"""model_type of the families whose layers normalize with RMSNorm (LlamaRMSNorm, Qwen3RMSNorm, Gemma3RMSNorm,
+NemotronHRMSNorm, ...) whether or not the file writes rms_norm_eps; another family's file is RMSNorm where it has
+rms_norm_eps, else LayerNorm (GPT-2, GPT-NeoX, Phi, StarCoder2, Cohere)."""
+FOUR_X_MLP_MODEL_TYPES = frozenset({"gpt2", "gpt_bigcode"})
+"""model_type of the families whose MLP is four times the hidden size where n_inner is null or absent (GPT2Config,
+GPTBigCodeConfig: `n_inner if n_inner is not None else 4 * hidden_size`)."""
+CLASS_VOCABULARIES = {"gemma3_text": 262_208, "gemma3": 262_208}
+"""model_type -> the vocabulary its configuration class defaults to, for a file that leaves it out: the text_config
+of Gemma 3's multimodal checkpoints writes only what differs from Gemma3TextConfig's defaults (vocab_size=262_208)."""
+UNREAD_MODEL_TYPES = {
+    "mamba": "a pure Mamba model (MambaConfig), which has no attention layers",
+    "mamba2": "a pure Mamba-2 model (Mamba2Config), which has no attention layers",
+    "jamba": "Jamba (JambaConfig), whose layer periods this reader does not take",
+}
+"""model_type of the families this reader does not build, and why; a hybrid Mamba model is a model block with its
+hybrid_pattern and mamba block (NemotronHConfig files are read)."""
 BLOCK_TYPES = {"mamba": "M", "attention": "*", "full_attention": "*", "mlp": "-", "moe": "E"}
 """NemotronH's layers_block_type names -> the hybrid pattern's symbols (config/hybrid.py)."""
 UNGROUPED_TOPK_METHOD = "greedy"
@@ -482,6 +503,9 @@ UNREAD_KEYS = {
 
 
 def _refuse_unread(cfg: Reader) -> None:
+    if cfg.model_type in UNREAD_MODEL_TYPES:
+        raise cfg.fail("model_type", f"is {cfg.model_type!r}, {UNREAD_MODEL_TYPES[cfg.model_type]}: write its "
+                       "model block yourself (a hybrid's layers as hybrid_pattern, its Mamba mixer as mamba)")
     for key, problem in UNREAD_KEYS.items():
         if cfg.doc.get(key) is not None:
             raise cfg.fail(key, problem)
@@ -506,10 +530,13 @@ def _model_block(cfg: Reader) -> dict[str, Any]:
         # Llama 4's dense layers are intermediate_size_mlp wide, its experts intermediate_size (intermediate_size
         # the key a file without either is told it misses)
         "ffn_hidden_size": cfg.integer(FIELD_KEYS["ffn_hidden_size"][0], required=False)
-        or cfg.integer(*FIELD_KEYS["ffn_hidden_size"][1:]),
-        "vocab_size": cfg.integer(*FIELD_KEYS["vocab_size"]),
+        or cfg.integer(*FIELD_KEYS["ffn_hidden_size"][1:], required=cfg.model_type not in FOUR_X_MLP_MODEL_TYPES)
+        or 4 * cfg.integer(*FIELD_KEYS["hidden_size"]),
+        "vocab_size": cfg.integer(*FIELD_KEYS["vocab_size"], required=cfg.model_type not in CLASS_VOCABULARIES,
+                                  default=CLASS_VOCABULARIES.get(cfg.model_type)),
         "activation": _mlp(cfg),
-        "normalization": "rmsnorm" if "rms_norm_eps" in cfg.doc else "layernorm",
+        "normalization": "rmsnorm" if "rms_norm_eps" in cfg.doc or cfg.model_type in RMSNORM_MODEL_TYPES
+        else "layernorm",
         "tie_embeddings": cfg.flag(*FIELD_KEYS["tie_embeddings"], cfg.model_type in TIED_MODEL_TYPES),
     }
     head_dim = _head_dim(cfg)
@@ -563,6 +590,8 @@ def resolve_from_hf(data: dict[str, Any], base_dir: Path | None) -> FromHF:
     path = Path(ref)
     if not path.is_absolute() and base_dir is not None:
         path = base_dir / path
+    if path.is_dir():  # a checkpoint's folder, as HuggingFace's from_pretrained takes it
+        path = path / "config.json"
     cfg = Reader(path, read_config(path))
     return FromHF(cfg, _model_block(cfg), {k: v for k, v in data.items() if k != "from_hf"})
 
