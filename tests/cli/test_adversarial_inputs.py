@@ -180,7 +180,8 @@ def test_a_dtype_written_in_any_case_is_the_dtype(dtype, flips):
 @pytest.mark.parametrize(("written", "dtype"), [
     ("bfloat16", DType.bf16), ("torch.bfloat16", DType.bf16), ("float16", DType.fp16), ("half", DType.fp16),
     ("fp8-e4m3", DType.fp8), ("FP8 E5M2", DType.fp8), ("float8_e4m3fn", DType.fp8), ("float32", DType.fp32),
-    ("MX-FP8", DType.mxfp8), ("NV_FP4", DType.nvfp4)])
+    ("float8_e4m3", DType.fp8), ("fp8_e4m3fn", DType.fp8), ("torch.float8_e4m3fnuz", DType.fp8),
+    ("float8_e5m2fnuz", DType.fp8), ("MX-FP8", DType.mxfp8), ("NV_FP4", DType.nvfp4)])
 def test_a_dtype_written_as_frameworks_spell_it_is_the_dtype(written, dtype):
     assert dtype_named(written) == dtype
     if dtype in (DType.bf16, DType.fp16, DType.fp8, DType.fp32):  # the peaks the seed's H100 lists

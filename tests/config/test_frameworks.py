@@ -61,6 +61,16 @@ def test_deepspeed_named_runs_deepspeeds_pipeline_engine():
     assert scenario("DeepSpeed 0.14", {"vpp": 1}).workload.framework == "deepspeed"
 
 
+@pytest.mark.parametrize("written", ["Megatron-DeepSpeed", "DeepSpeed-Megatron", "megatron_deepspeed", "Megatron-DS"])
+def test_megatron_deepspeed_runs_deepspeeds_pipeline_engine_whichever_way_round_it_is_written(written):
+    assert scenario(written, {"vpp": 1}).workload.framework == "deepspeed"
+
+
+@pytest.mark.parametrize("written", ["Megatron", "MEGATRON", " megatron ", "DeepSpeed"])
+def test_the_engine_written_in_any_case_is_the_engine_without_a_frameworks_defaults(written):
+    assert scenario(written) == scenario(written.strip().lower())
+
+
 @given(st.sampled_from(["NeMo 24.12", "nemo", "Megatron-Bridge", "megatron_core", "LLM Foundry", "MaxText",
                         "torchtitan", "DeepSpeed"]))
 def test_every_framework_simulon_names_makes_a_scenario_that_validates(name):
@@ -71,3 +81,9 @@ def test_a_framework_nobody_ships_is_refused_naming_the_ones_known():
     with pytest.raises(ConfigError, match=r"s.yaml: workload.framework: 'jaxformer' names no framework simulon "
                                           r"knows.*nemo, megatron-lm"):
         scenario("jaxformer")
+
+
+def test_torchtitan_shards_fsdp2_over_data_parallel_ranks_and_its_tensor_parallel_plan_is_sequence_parallel():
+    par = scenario("torchtitan", {"pp": 1, "dp": 4}).workload.parallelism
+    assert (par.fsdp, par.sequence_parallel) == ("full_shard", True)
+    assert not scenario("torchtitan", {"tp": 1, "pp": 1, "dp": 16}).workload.parallelism.sequence_parallel

@@ -496,3 +496,9 @@ def test_a_described_systems_gpus_that_fill_no_whole_node_are_refused_saying_the
     assert (f"{path}: datacenter.cluster: required: how many nodes (cluster: {{num_nodes: N}}): "
             "workload.training.num_gpus 12 is not a whole number of nodes of 8 GPUs, as 8 (1 node) or 16 (2 nodes) "
             "would be") in run.stderr
+
+
+def test_a_form_factor_whose_templates_have_another_memory_size_is_refused_naming_that_and_the_way_out():
+    with pytest.raises(Unresolved, match=r"no A100 PCIe template has 40 GB \(shipped: a100-pcie-80gb 80 GB.*"
+                                         r"gpu: \{from: a100-pcie-80gb, memory_capacity_gb: 40\}"):
+        resolve_gpu("A100-PCIE-40GB")  # nvidia-smi's name of the 40 GB PCIe card

@@ -17,7 +17,7 @@ from simulon.memory.states import ModelStates
 from simulon.workload.layout import RankLayout
 
 LAYERS, HIDDEN = 8, 1024
-NARROW = ["fp8", "fp4", "mxfp8", "nvfp4"]
+NARROW = ["fp8", "mxfp8", "mxfp4", "nvfp4"]
 
 
 def workload(dtype: str, **training):
@@ -41,6 +41,11 @@ def test_cast_weight_copies_are_two_quantized_copies_with_their_block_scales(dty
     fmt = number_format(DType(dtype))
     per_element = DType(dtype).bytes + (fmt.scale_bytes / (fmt.weight_block or fmt.block) if fmt.block else 0.0)
     assert states(wl).stage(0).cast_weights == pytest.approx(2 * per_element * gemm_params(wl, range(LAYERS)))
+
+
+@pytest.mark.parametrize("written", ["fp4", "FP4", "float4", "nvfp4", "NV-FP4"])
+def test_a_bare_fp4_trains_as_nvfp4_as_tables_write_it(written):
+    assert workload(written).training.dtype is DType.nvfp4
 
 
 def test_nvfp4_weights_carry_one_e4m3_scale_per_16x16_tile():

@@ -64,12 +64,13 @@ DTYPE_SPELLINGS = {
     "float16": DType.fp16, "half": DType.fp16,
     "bfloat16": DType.bf16,
     "float8": DType.fp8, "fp8_e4m3": DType.fp8, "e4m3": DType.fp8, "float8_e4m3fn": DType.fp8,
-    "fp8_e5m2": DType.fp8, "e5m2": DType.fp8, "float8_e5m2": DType.fp8,
+    "float8_e4m3": DType.fp8, "fp8_e4m3fn": DType.fp8, "float8_e4m3fnuz": DType.fp8, "e4m3fn": DType.fp8,
+    "fp8_e5m2": DType.fp8, "e5m2": DType.fp8, "float8_e5m2": DType.fp8, "float8_e5m2fnuz": DType.fp8,
     "mx_fp8": DType.mxfp8, "mx_fp4": DType.mxfp4, "nv_fp4": DType.nvfp4, "float4": DType.fp4,
 }
-"""How users write the data types besides their names (PyTorch's torch.bfloat16 and float8_e4m3fn, NumPy's
-float16, "half"), lower case, with '-' and spaces read as '_'. FP8 training is one format whichever of its two
-encodings (E4M3, E5M2) is named: Transformer Engine's recipes use both."""
+"""How users write the data types besides their names (PyTorch's torch.bfloat16 and float8_e4m3fn, its fnuz types
+of AMD's CDNA 3, ml_dtypes' float8_e4m3, NumPy's float16, "half"), lower case, with '-' and spaces read as '_'. FP8
+training is one format whichever of its two encodings (E4M3, E5M2) is named: Transformer Engine's recipes use both."""
 _DTYPE_NAMES = {**{d.value: d for d in DType}, **DTYPE_SPELLINGS}
 
 

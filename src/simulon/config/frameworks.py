@@ -101,7 +101,9 @@ FRAMEWORKS = {
     # llm-foundry's benchmark sweep runs MPT with attn_impl: triton (scripts/train/benchmarking/submit_benchmarks.py)
     "llm-foundry": FrameworkDefaults(fsdp="full_shard", attention="flash_triton"),
     "maxtext": FrameworkDefaults(fsdp="full_shard"),
-    "torchtitan": FrameworkDefaults(fsdp="full_shard"),  # FSDP2 over every data-parallel rank unless told otherwise
+    # FSDP2 over every data-parallel rank unless told otherwise, and with tp > 1 its tensor-parallel plan shards the
+    # norms' activations along the sequence (torchtitan/models/llama3/infra/parallelize.py apply_tp: SequenceParallel)
+    "torchtitan": FrameworkDefaults(fsdp="full_shard", sequence_parallel=True),
     "paxml": FrameworkDefaults(fsdp="full_shard"),
     "huggingface": FrameworkDefaults(attention="unfused", elementwise="eager"),  # eager PyTorch, GPT-2's GELU
     # the flash-attention repo's training charts predate FlashAttention-2: its own 1.3B/2.7B numbers (189 TFLOP/s)

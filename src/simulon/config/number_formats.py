@@ -105,7 +105,8 @@ NUMBER_FORMATS: dict[DType, NumberFormat] = {
     DType.fp16: NumberFormat(DType.fp16, calibration_chain=(DType.fp16, DType.bf16)),
     DType.bf16: NumberFormat(DType.bf16, calibration_chain=(DType.bf16,)),
     DType.fp8: NumberFormat(DType.fp8, quantized=True, calibration_chain=_FP8_CHAIN),
-    # a per-tensor-scaled fp4 (no public recipe trains so; kept for scenarios that name it): no public fp4
+    # the fp4 GEMM rate as a kernel's dtype (compute.AnalyticalModel): a per-tensor-scaled fp4, which no public
+    # recipe trains in (a run naming a bare fp4 trains in NVFP4: config.workload.TrainingDType); no public fp4
     # measurements, so fp8's efficiency surface
     DType.fp4: NumberFormat(DType.fp4, quantized=True, calibration_chain=(DType.fp4, *_FP8_CHAIN)),
     # Transformer Engine's MXFP8BlockScaling: e4m3 (e5m2 gradients) in 1 x 32 blocks, e8m0 (1-byte) scales;

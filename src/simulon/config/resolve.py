@@ -246,6 +246,7 @@ def _gpu_ranking(text: str, context: str) -> tuple[str, list[tuple[tuple[int, in
                          f"shipped {model.upper()} templates: {', '.join(stems)}")
     system_memory = [m for m in memory if m in system_sizes(stems)]
     memory = [m for m in memory if m not in system_memory]
+    every = stems
     if memory:
         stems = _with_memory(text, model, stems, memory)
     elif system_memory:  # "A100 320GB": the GPU of the system of that memory, an A100 40GB
@@ -253,8 +254,14 @@ def _gpu_ranking(text: str, context: str) -> tuple[str, list[tuple[tuple[int, in
     if form in ("sxm", "pcie"):
         formed = [s for s in stems if _form_of(s) == form]
         if not formed:
-            raise Unresolved(f"{text!r}: no {model.upper()} template is {form.upper() if form == 'sxm' else 'PCIe'} "
-                             f"(shipped: {', '.join(stems)})")
+            written = form.upper() if form == "sxm" else "PCIe"
+            other = [s for s in every if _form_of(s) == form]
+            if memory and other:  # "A100-PCIE-40GB": a PCIe template of another memory size
+                raise Unresolved(f"{text!r}: no {model.upper()} {written} template has {memory[0]} GB (shipped: "
+                                 f"{', '.join(f'{s} {_memory_of(s):g} GB' for s in every)}); in a scenario start from "
+                                 f"one and set its memory_capacity_gb (gpu: {{from: {other[0]}, memory_capacity_gb: "
+                                 f"{memory[0]}}})")
+            raise Unresolved(f"{text!r}: no {model.upper()} template is {written} (shipped: {', '.join(every)})")
         stems = formed
     said, ctx = set(words(text)), set(words(context))
     ranked = sorted((((len(_gpu_words(s, model) & said), len(_gpu_words(s, model) & ctx),
@@ -657,7 +664,9 @@ FRAMEWORK_NAMES = (
     ("paxml", ("paxml", "pax")),
     ("huggingface", ("huggingface", "hugging face", "transformers")),
     ("flash-attention", ("flash-attention", "flashattention", "flash attention")),
-    ("deepspeed", ("deepspeed",)),
+    # Megatron-DeepSpeed (Microsoft's fork, BLOOM's and the Megatron-Turing runs) trains Megatron's layers on
+    # DeepSpeed's PipelineEngine: DeepSpeed, whichever way round it is written
+    ("deepspeed", ("deepspeed", "megatron-deepspeed", "megatron deepspeed", "megatron-ds")),
     ("torchtitan", ("torchtitan",)),
 )
 """Canonical framework names and how tables spell them; the first named in a description wins, so NeMo

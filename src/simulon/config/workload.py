@@ -601,6 +601,14 @@ class ParallelismSpec(StrictModel):
         return sorted(self.recomputed_modules - CORE_ATTENTION_MODULES)
 
 
+def _bare_fp4_is_nvfp4(value: DType) -> DType:
+    return DType.nvfp4 if value == DType.fp4 else value
+
+
+TrainingDType = Annotated[LaxDType, AfterValidator(_bare_fp4_is_nvfp4)]
+"""A training run's dtype: a bare fp4 (or float4) trains as NVFP4, as config.number_formats.PRECISION_WORDS reads a
+table's "FP4"; fp4 alone stays a GEMM rate (a GPU's peak_tflops key)."""
+
 OPTIMIZER_STATE_DTYPES = (DType.fp32, DType.bf16, DType.fp16)
 
 
@@ -619,7 +627,10 @@ class TrainingSpec(StrictModel):
     global_batch_size: BatchSize
     micro_batch_size: BatchSize = 1
     sequence_length: SequenceLength
-    dtype: LaxDType = DType.bf16
+    dtype: TrainingDType = Field(
+        DType.bf16, description="the GEMMs' number format: fp32, tf32, fp16, bf16, fp8 (Transformer Engine's "
+        "per-tensor scaling), mxfp8, mxfp4 or nvfp4 (block-scaled, config/number_formats.py); a bare fp4 is NVFP4, "
+        "Transformer Engine's 4-bit recipe, as tables write it")
     grad_reduce_dtype: LaxDType | None = Field(
         None, description="gradient element type in data-parallel reductions; fp32 unless training in fp16")
     make_vocab_size_divisible_by: VocabSize | None = Field(
@@ -703,8 +714,13 @@ class TrainingSpec(StrictModel):
         return [self.global_batch_size // (self.micro_batch_size * dp)] * dp
 
 
+Engine = Literal["megatron", "deepspeed"]
+ENGINE_NAMES = get_args(Engine)
+"""The pipeline engines `framework` names; anything else is a framework by name (config.frameworks)."""
+
+
 class MegatronWorkload(StrictModel):
-    framework: Literal["megatron", "deepspeed"] = Field(
+    framework: Engine = Field(
         "megatron", description="what runs the pipeline: megatron (Megatron-Core's 1F1B, each send issued as its "
         "data is ready) or deepspeed (DeepSpeed's PipelineEngine TrainSchedule: 1F1B in lock-step steps whose "
         "sends and receives block the stage, a transfer starting once both sides reach it; vpp 1); the rest of "
@@ -719,9 +735,10 @@ class MegatronWorkload(StrictModel):
         """`framework: "NeMo 24.07"` (or Megatron-Core r0.8, Megatron-Bridge, Megatron-LM v2.5, DeepSpeed 0.14, ...):
         the framework's pipeline engine, and its defaults where the scenario leaves a setting out
         (config.frameworks)."""
-        if not isinstance(data, dict) or not isinstance(data.get("framework"), str) or data["framework"] in (
-                "megatron", "deepspeed"):
+        if not isinstance(data, dict) or not isinstance(data.get("framework"), str):
             return data
+        if data["framework"].strip().lower() in ENGINE_NAMES:  # the engine, in any case ("Megatron" too)
+            return {**data, "framework": data["framework"].strip().lower()}
         if resolve_framework(data["framework"]) is None:
             raise FieldError("framework", f"{data['framework']!r} names no framework simulon knows: write megatron or "
                              "deepspeed (the pipeline engine), or a framework by name, with its version if it matters "
