@@ -309,6 +309,13 @@ def test_datacenter_template_with_user_overrides():
     assert sc.workload is None
 
 
+def test_a_gpu_put_on_a_faster_switch_than_its_own_nvlink_moves_data_at_its_own_nvlink_rate():
+    """An A100 (NVLink 3, 300 GB/s a direction) in a DGX H100 whose NVSwitch ports run 450: its ports run at 300."""
+    sc = ScenarioConfig.model_validate({
+        "datacenter": {"from": "dgx-h100", "cluster": {"num_nodes": 1}, "node": {"gpu": {"from": "A100 80GB"}}}})
+    assert sc.datacenter.scale_up_bandwidth == pytest.approx(300e9)
+
+
 # --- consistency checks: each scenario violates exactly one ----------------------------------------
 
 def _set(data: dict, dotted: str, value) -> None:

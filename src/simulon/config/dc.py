@@ -676,8 +676,12 @@ class Group:
 
     @property
     def scale_up_bandwidth(self) -> float | None:
-        """Per-direction bandwidth of a GPU's port to the NVSwitch: the switch's, else the GPU's NVLink."""
-        return (self.scale_up.switch.port_speed if self.scale_up.switch else None) or self.node.gpu.nvlink_bandwidth
+        """Per-direction bandwidth of a GPU's port to the NVSwitch: the slower of the switch's port and the GPU's own
+        NVLink where both are given (an A100's 300 GB/s on a DGX H100's NVSwitch ports of 450), else the one that
+        is."""
+        ports = [b for b in (self.scale_up.switch.port_speed if self.scale_up.switch else None,
+                             self.node.gpu.nvlink_bandwidth) if b]
+        return min(ports) if ports else None
 
     @property
     def domain_gpus(self) -> int:
