@@ -85,3 +85,21 @@ def test_a_renamed_shipped_gpu_with_a_profile_of_its_own_is_still_that_template(
         runs[label] = (simulate(sc).result.iteration_time_ms, link_model_for(sc.datacenter))
     assert runs["profiled"][1] == runs["template"][1]
     assert runs["profiled"][0] == pytest.approx(runs["template"][0], rel=0.01)
+
+
+@pytest.mark.parametrize("named", [{}, {"name": "mine"}])
+def test_a_variant_of_a_shipped_gpu_at_a_lower_power_limit_runs_its_gemms_at_the_clock_that_power_allows(named):
+    """An H100 capped at 200 W, under its own name or one of the user's, is clock-limited as power_limited_clock
+    says: it was ignored under the H100's own name (the chip's own fit applied whatever its power)."""
+    cal, h100 = Calibrations.shipped(), shipped_gpu("h100-sxm")
+    capped = GPUSpec.model_validate({"from": "h100-sxm", "tdp_w": 200, **named})
+    full = cal.gemm(h100, DType.bf16)[0].sustained_clock
+    assert cal.gemm(capped, DType.bf16)[0].sustained_clock == pytest.approx(full * (200 / 700) ** 0.5)
+
+
+@given(peak=st.floats(600.0, 1400.0))
+def test_a_gpu_of_ones_own_links_as_a_shipped_gpu_of_its_16_bit_rate_never_as_one_listing_no_bf16(peak):
+    """Turing's Titan RTX lists no bf16 peak; compared at no rate, it was nearest every GPU (a GPU of 980 bf16
+    TFLOP/s linked as a Titan RTX and its NVLink calibration)."""
+    gpu = GPUSpec.model_validate({"from": "h100-sxm", "name": "mine", "peak_tflops": {"bf16": peak}})
+    assert gpu.family_name not in ("Titan-RTX", "RTX-2080-Ti")

@@ -194,16 +194,22 @@ def same_chip(a: GPUSpec, b: GPUSpec) -> bool:
 
 
 def spec_distance(a: GPUSpec, b: GPUSpec) -> tuple[float, float]:
-    """How far b's spec sheet is from a's: the distance in log dense-bf16 peak first, that in log HBM bandwidth
-    only between equal peaks. The lent parameters describe the chip's compute (its GEMMs' and attention's
+    """How far b's spec sheet is from a's: the distance in log dense peak (COMPARED_PEAKS) first, that in log HBM
+    bandwidth only between equal peaks. The lent parameters describe the chip's compute (its GEMMs' and attention's
     efficiency, clocks and tiles; its memory-bound time scales with its own bandwidth), and a sum of the two
     distances let more bandwidth switch a GPU to another lender: a GPU of 1,200 dense TFLOP/s took the B200's fit at
     8 TB/s and ran the quick start in 351.3 ms, against 210.7 ms at 6 TB/s. The peak distance is rounded so that
     lenders equally far in peak (one at half, one at twice) tie whatever the last bits of the logarithms, and
     bandwidth decides between them."""
-    peak = DType.bf16 if DType.bf16 in a.peak_tflops and DType.bf16 in b.peak_tflops else None
-    compute = abs(math.log(a.peak_flops(peak) / b.peak_flops(peak))) if peak else 0.0
+    peak = next((d for d in COMPARED_PEAKS if d in a.peak_tflops and d in b.peak_tflops), None)
+    compute = abs(math.log(a.peak_flops(peak) / b.peak_flops(peak))) if peak else math.inf
     return round(compute, 9), abs(math.log(a.memory_bandwidth / b.memory_bandwidth))
+
+
+COMPARED_PEAKS = (DType.bf16, DType.fp16, DType.tf32, DType.fp32)
+"""The dense rate two spec sheets are compared at: bf16 where both list it, else the first other both do (Turing's
+RTX 2080 Ti and Titan RTX list no bf16: with none compared, they were nearest every GPU, and a GPU of 980 bf16
+TFLOP/s linked as a Titan RTX); none in common, infinitely far."""
 
 
 def nearest_template(gpu: GPUSpec, candidates: Iterable[str], preferred: Callable[[str], bool] = lambda stem: True,
