@@ -429,8 +429,10 @@ class LayerKernels:
         self._mlp(k, "mlp", T, m.ffn_hidden_size // t, groups=1)
         if m.moe is not None:
             moe = m.moe
-            # the router scores this rank's own tokens (its sequence share under sequence parallelism)
-            k["moe_route"] = gemm_with_backward("moe_route", Tn, moe.num_experts, h, db)
+            # the router scores this rank's own tokens (its sequence share under sequence parallelism); without
+            # it every tensor-parallel rank scores them all, copies that are hardware work, not model FLOPs
+            k["moe_route"] = tuple(replace(spec, flops=spec.flops * T / (t * Tn))
+                                   for spec in gemm_with_backward("moe_route", Tn, moe.num_experts, h, db))
             routed = sh.routed_tokens(moe.top_k)
             elementwise("moe_permute", routed, h, 2, 2)
             elementwise("moe_unpermute", routed, h, 2, 2)
