@@ -172,3 +172,31 @@ def test_a_mem_kind_is_read_in_any_case_and_another_word_is_skipped_naming_it(ki
         assert [s.reason for s in report.skipped] == [f"mem_kind {kind!r} is none of allocated, reserved, unknown"]
     else:
         assert not report.skipped and [r.metric for r in report.rows] == [f"{read_as}_gib"]
+
+
+def dgx_cloud_llama_row() -> dict[str, str]:
+    """The shipped training table's 8-GPU DGX Cloud Llama 3.1 8B row, whole."""
+    rows = read_table(shipped_table("training"))
+    return dict(next(r for r in rows if r["subset"] == "dgxc_benchmarking_v24.11.1" and r["num_gpus"] == "8"))
+
+
+@pytest.mark.parametrize(("column", "cell", "reason"), [
+    ("tp", "0", "tp: 0 is not a count (it must be at least 1)"),      # divided by zero: an internal error
+    ("cp", "0", "cp: 0 is not a count (it must be at least 1)"),
+    ("gbs", "0", "gbs: 0 is not a count (it must be at least 1)"),    # read as no batch given: a 96.5% error
+    ("dp", "3", "dp: 3 disagrees with num_gpus / (tp x pp x cp) = 8 / 2 = 4"),
+    ("recompute", "bogus", "recompute: 'bogus' is none of none, full or selective"),
+    ("sp", "maybe", "sp: 'maybe' is neither yes nor no"),
+    ("zero_or_fsdp", "bogus", "zero_or_fsdp: 'bogus' is none of FULL_SHARD, SHARD_GRAD_OP and FSDP=N"),
+    ("framework", "bogus", "framework: 'bogus' names no framework simulon knows")])
+def test_a_training_row_whose_cell_is_impossible_or_unreadable_is_skipped_naming_the_cell(column, cell, reason):
+    from simulon.validate.training import validate_training
+    row = {**dgx_cloud_llama_row(), column: cell}
+    report = validate_training([row], memory_limit=None)
+    assert not report.rows and report.skipped[0].reason.startswith(reason), report.skipped
+
+
+def test_a_memory_row_whose_recompute_cell_names_no_recomputation_is_skipped_not_read_as_none():
+    report = validate_memory([{**MEMORY_ROW, "recompute": "bogus"}])
+    assert not report.rows and "recompute: 'bogus' is none of none, full or selective" in report.skipped[0].reason
+    assert validate_memory([{**MEMORY_ROW, "recompute": "selective(core_attn)"}]).rows

@@ -40,7 +40,18 @@ from ..config.scenario import ScenarioConfig
 from ..config.templates import find_template, template_names, template_stem_loose
 from ..memory import MemoryReport, StageMemory, estimate_memory
 from ..memory.runtime import GiB
-from .report import Comparison, Skipped, ValidationReport, bad_cell, flag, number, short_row, table_rows
+from .report import (
+    BadCell,
+    Comparison,
+    Skipped,
+    ValidationReport,
+    bad_cell,
+    flag,
+    number,
+    recompute_cell,
+    short_row,
+    table_rows,
+)
 
 
 class Unsupported(Exception):
@@ -235,18 +246,14 @@ def _with_mtp(model: dict[str, Any], source: Source) -> dict[str, Any]:
     return model if source.mtp_layers is None else {**model, "mtp_layers": source.mtp_layers}
 
 
-def _recompute(text: str) -> dict[str, Any]:
-    """'selective(core_attn+layernorm)' -> selective recomputation of those modules."""
-    text = text.strip().lower()
-    if text.startswith("full"):
-        return {"recompute": "full"}
-    if text.startswith("selective"):
-        modules = re.search(r"\((.*)\)", text)
-        block: dict[str, Any] = {"recompute": "selective"}
-        if modules:
-            block["recompute_modules"] = modules.group(1).split("+")
-        return block
-    return {"recompute": "none"}
+def _recompute(row: dict[str, str], default: str) -> dict[str, Any]:
+    """'selective(core_attn+layernorm)' -> selective recomputation of those modules; `default` where not given.
+    Raises Unsupported for a cell that names no recomputation (report.recompute_cell)."""
+    try:
+        kind, modules = recompute_cell(row) or (default, [])
+    except BadCell as exc:
+        raise Unsupported(str(exc)) from None
+    return {"recompute": kind, **({"recompute_modules": modules} if kind == "selective" and modules else {})}
 
 
 def _sharding(text: str, source: Source) -> dict[str, Any]:
@@ -298,8 +305,7 @@ def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
     sequence_parallel = source.sequence_parallel if stated is None else stated
     parallelism: dict[str, Any] = {"tp": tp, "pp": pp, "cp": cp, "ep": ep, "vpp": vpp,
                                    "sequence_parallel": sequence_parallel and tp > 1,
-                                   **_recompute(row["recompute"] if row["recompute"].strip() not in ("", "unknown")
-                                                else source.recompute),
+                                   **_recompute(row, source.recompute),
                                    **_sharding(row["zero_or_fsdp"], source)}
     if ep > 1 and (dp * cp) % ep:  # ep spans tensor-parallel ranks: Megatron-Core needs their experts unsplit
         parallelism["expert_tensor_parallel"] = 1

@@ -206,6 +206,22 @@ def flag(row: dict[str, str], column: str) -> bool | None:
 
 NOT_GIVEN = ("", "unknown")
 """Cells that say the source did not give a value: blank, or `unknown` (the memory table's word), any case."""
+NO_RECOMPUTATION = ("none", "no", "off")
+
+
+def recompute_cell(row: dict[str, str]) -> tuple[str, list[str]] | None:
+    """(none, full or selective; the modules a selective cell names in parentheses, 'selective (core_attn, mlp)' or
+    'selective(core_attn+layernorm)') of a row's recompute cell, None where not given; BadCell for other text (a
+    word read as no recomputation changed a row's prediction by half)."""
+    text = (row.get("recompute") or "").strip().lower()
+    if text in NOT_GIVEN:
+        return None
+    if text in NO_RECOMPUTATION:
+        return "none", []
+    kind = next((k for k in ("full", "selective") if text.startswith(k)), None)
+    if kind is None:
+        raise BadCell(f"recompute: {text!r} is none of none, full or selective (the modules in parentheses)")
+    return kind, re.findall(r"[a-z_]+", text.partition("(")[2])
 
 
 class BadCell(ValueError):

@@ -24,14 +24,26 @@ from ..config.errors import ConfigError
 from ..config.frameworks import MEGATRON_GPT, framework_defaults
 from ..config.loading import describe_validation_error, parse_scenario
 from ..config.number_formats import training_precision
-from ..config.resolve import Unresolved, resolve_hardware
+from ..config.resolve import Unresolved, resolve_framework, resolve_hardware
 from ..config.scenario import ScenarioConfig
 from ..config.templates import find_template, template_stem_loose
 from ..config.workload import RECOMPUTE_MODULES, ModelSpec
 from ..dag.size import TooLarge
 from ..pipeline import Simulation, simulate
 from ..progress import SILENT, Progress
-from .report import Comparison, Skipped, ValidationReport, bad_cell, flag, number, overfull, table_rows
+from .report import (
+    NOT_GIVEN,
+    BadCell,
+    Comparison,
+    Skipped,
+    ValidationReport,
+    bad_cell,
+    flag,
+    number,
+    overfull,
+    recompute_cell,
+    table_rows,
+)
 
 
 class Unsupported(Exception):
@@ -160,8 +172,15 @@ def _first(patterns, text: str):
 
 
 def _integer(row: dict[str, str], column: str, default: int | None = None) -> int | None:
+    """A count column (GPUs, a parallel degree, a batch, a length): `default` where blank; Unsupported, naming the
+    column, where it is below 1 (a degree of 0 divided by zero in the layout's arithmetic; a batch of 0 was read as
+    none given)."""
     value = number(row, column)
-    return int(value) if value is not None else default
+    if value is None:
+        return default
+    if value < 1:
+        raise Unsupported(f"{column}: {value:g} is not a count (it must be at least 1)")
+    return int(value)
 
 
 def _model_name(row: dict[str, str]) -> str:
@@ -337,6 +356,9 @@ def _interleaved_vpp(model: dict[str, Any], pp: int, layers_per_chunk: int) -> i
 def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
     """The scenario a measured training run describes. Raises Unsupported with the reason if it can't."""
     system = system_of(row)
+    if row["framework"].strip().lower() not in NOT_GIVEN and resolve_framework(row["framework"]) is None:
+        raise Unsupported(f"framework: {row['framework'].strip()!r} names no framework simulon knows (Megatron-LM, "
+                          "Megatron-Core, NeMo, Megatron-Bridge, DeepSpeed, torchtitan, llm-foundry, ...)")
     habits = framework_defaults(row["framework"])
     num_gpus = _integer(row, "num_gpus")
     seq = _integer(row, "seq_len")
@@ -358,6 +380,10 @@ def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
     if num_gpus % (tp * pp * cp):
         raise Unsupported(f"{num_gpus} GPUs are not a multiple of tp*pp*cp = {tp * pp * cp}")
     dp = num_gpus // (tp * pp * cp)
+    stated_dp = _integer(row, "dp")  # some sources count the data-parallel ranks beside the experts' (dp / ep)
+    if stated_dp is not None and stated_dp not in (dp, dp // ep):
+        raise Unsupported(f"dp: {stated_dp} disagrees with num_gpus / (tp x pp x cp) = {num_gpus} / "
+                          f"{tp * pp * cp} = {dp}")
     if not _states_layout(row) and habits.fsdp == "none":
         _check_fits_data_parallel(row, model, system)
     mbs = _integer(row, "mbs") or habits.micro_batch_size
@@ -368,12 +394,20 @@ def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
         fsdp = "full_shard"
     elif "SHARD_GRAD_OP" in sharding:
         fsdp = "shard_grad_op"
+    if sharding.strip().lower() not in (*NOT_GIVEN, "none") and not re.search(r"FULL_SHARD|SHARD_GRAD_OP|^FSDP",
+                                                                             sharding):
+        raise Unsupported(f"zero_or_fsdp: {sharding.strip()!r} is none of FULL_SHARD, SHARD_GRAD_OP and FSDP=N")
     fsdp_size = _integer({"n": sharding.removeprefix("FSDP=")}, "n") if sharding.startswith("FSDP=") else None
-    recompute = "full" if "full" in row["recompute"] else "selective" if "selective" in row["recompute"] else "none"
-    modules = [m for m in re.findall(r"[a-z_]+", row["recompute"].partition("(")[2]) if m in RECOMPUTE_MODULES]
+    try:
+        recompute, modules = recompute_cell(row) or ("none", [])
+    except BadCell as exc:
+        raise Unsupported(str(exc)) from None
+    modules = [m for m in modules if m in RECOMPUTE_MODULES]
     if not row["recompute"] and re.search(r"counted with activation recomputation", row["notes"]):
         recompute = "full"  # the source's FLOP count says its runs recomputed activations
     stated_sp, etp = flag(row, "sp"), _integer(row, "etp")
+    if stated_sp is None and row["sp"].strip().lower() not in NOT_GIVEN:
+        raise Unsupported(f"sp: {row['sp'].strip()!r} is neither yes nor no")
     sp = (habits.sequence_parallel if stated_sp is None else stated_sp) and tp > 1
     parallelism = {
         "tp": tp, "pp": pp, "cp": cp, "ep": ep, "vpp": vpp,
