@@ -153,6 +153,13 @@ def test_a_stated_nic_rate_overrides_the_systems_and_an_equal_one_does_not():
     assert "network" not in resolve_hardware("p4d.24xlarge, 400 Gbps EFA").datacenter  # the instance's 4 x 100G
 
 
+@pytest.mark.parametrize(("text", "nic"), [("8x H100 3.2Tbps", None), ("DGX H100, 3.2 Tbps", None),
+                                           ("p5.48xlarge 3.2Tbps EFA", None), ("DGX H100 1.6Tbps", "200Gbps")])
+def test_a_nodes_network_in_terabits_as_aws_and_nvidia_write_it_is_its_nics_together(text, nic):
+    found = resolve_hardware(text).datacenter.get("network", {}).get("scale_out", {}).get("nic")
+    assert found == (None if nic is None else {"speed": nic})
+
+
 @pytest.mark.parametrize(("text", "gpu", "nic"), [
     ("8xA100 80G", "a100-sxm-80gb", None),               # the GPU's memory, as vendors' listings write it
     ("A100 40G", "a100-sxm-40gb", None),

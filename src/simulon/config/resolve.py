@@ -66,8 +66,9 @@ NVL_CARD = re.compile(r"(?i)\bnvl\b(?!\s*\d+\b(?!\s*gi?b))")
 NVL_CARD_MODELS = ("h100", "h200")
 """The GPU models NVIDIA sells as NVL cards (elsewhere "NVL" is a rack: "GB200 NVL")."""
 NIC_SPEED = re.compile(r"(?:(\d+)\s*[xX×]\s*)?(?:[A-Za-z][\w-]*\s+){0,2}?"
-                       r"(\d+(?:\.\d+)?)\s*(?:[Gg](?:bps|b/s|bit/s|bit|b)|G)\b")
-"""A NIC line rate in bits ("400Gbps", "200Gb", "400G"; never "GB/s", bytes), with its count ("8x400Gbps")."""
+                       r"(\d+(?:\.\d+)?)\s*(?:([GgTt])(?:bps|b/s|bit/s|bit|b)|G)\b")
+"""A NIC line rate in bits ("400Gbps", "200Gb", "400G", a node's "3.2 Tbps" as AWS and NVIDIA write it; never "GB/s",
+bytes), with its count ("8x400Gbps")."""
 MEMORY = re.compile(r"(?<![\d.])(\d+)\s*(?:GB|gb|GiB)\b(?!\s*/\s*s)")
 """A memory size in bytes ("80GB", "141 GiB"); never a rate ("600GB/s") or bits ("200Gb")."""
 GPU_LIKE = re.compile(r"\b(?:gaudi\s*\d|[rg]tx\s*\d{4}|[a-z]{1,4}\d{2,4}[a-z]{0,2})\b", re.IGNORECASE)
@@ -113,7 +114,7 @@ ONE_RACK = re.compile(r"(?i)(?<![\w-])rack\b(?!-)")
 "rack-scale")."""
 RACK_COUNT = re.compile(r"(?i)(?<![\w.])(\d+)\s*[x×]\s*([a-z][a-z0-9]*)[\s-]+([a-z][a-z0-9]*)\b")
 """A count written onto a GPU and a system word ("2x GB200 NVL72"): racks of a rack-scale system, or its GPUs."""
-QUANTITY = re.compile(r"(?:\d+x)?\d+(?:x|g|gb|gbps|gib|t|tb)?|x\d+|v\d+")
+QUANTITY = re.compile(r"(?:\d+x)?\d+(?:x|g|gb|gbps|gib|t|tb|tbps)?|x\d+|v\d+|tbps")
 """A count, size or version ("8", "8x", "400g", "8x400gbps", "x2", "v4"): no system's identity."""
 
 
@@ -463,7 +464,8 @@ def _nic_override(text: str, datacenter: dict[str, Any]) -> dict[str, Any] | Non
     found = NIC_SPEED.search(text)
     if found is None:
         return None
-    count, speed = found.group(1), float(found.group(2))
+    terabits = (found.group(3) or "").lower() == "t"  # "3.2 Tbps": a node's NICs together, whatever count precedes
+    count, speed = None if terabits else found.group(1), float(found.group(2)) * (1000 if terabits else 1)
     gpus = _node_and_domain(datacenter)[0]
     nics = gpus // int(datacenter["node"].get("gpus_per_nic", 1))  # NodeSpec's default: one NIC per GPU
     nic = ((datacenter.get("network") or {}).get("scale_out") or {}).get("nic") or {}
