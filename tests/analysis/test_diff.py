@@ -88,6 +88,37 @@ def test_a_bad_file_ends_in_one_line_naming_it_and_exit_status_2(results, tmp_pa
     assert run.stderr.count("\n") == 1 and "Traceback" not in run.stderr
 
 
+@pytest.mark.parametrize(("keys", "value", "message"), [
+    (("iteration_time_ms",), -5, "iteration_time_ms: expected a number of 0 or more, got -5"),
+    (("iteration_time_ms",), 0, "iteration_time_ms: expected a step time above 0, got 0"),
+    (("breakdown", "compute_ms"), -1.0, "breakdown.compute_ms: expected a number of 0 or more, got -1.0"),
+    (("analysis",), 5, "analysis: expected an object, got 5"),
+    (("analysis", "per_gpu"), 5, "analysis.per_gpu: expected a list, got 5"),
+    (("analysis", "critical_path", "by_term_ms"), [], "analysis.critical_path.by_term_ms: expected an object"),
+])
+def test_an_impossible_number_or_a_part_of_another_shape_is_refused_not_diffed(results, tmp_path, keys, value,
+                                                                                message):
+    """A negative step time was diffed as -100.9%, and an exposure entry of another shape counted as zeros."""
+    data = json.loads(results[1].read_text())
+    node = data
+    for key in keys[:-1]:
+        node = node[key]
+    node[keys[-1]] = value
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(data))
+    with pytest.raises(ConfigError, match=f"^{bad}: " + message.replace("[", r"\[").replace("(", r"\(")):
+        diff(read_result(results[0]), read_result(bad), results[0], bad)
+
+
+def test_a_per_gpu_exposure_of_another_shape_is_refused_not_read_as_zeros(results, tmp_path):
+    data = json.loads(results[1].read_text())
+    data["analysis"]["per_gpu"][0]["exposed_ms"] = 5
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(data))
+    with pytest.raises(ConfigError, match=r"analysis.per_gpu\[0\].exposed_ms: expected an object, got 5"):
+        diff(read_result(results[0]), read_result(bad), results[0], bad)
+
+
 def test_a_missing_file_is_named_with_exit_status_2(results, tmp_path):
     run = cli("diff", str(tmp_path / "missing.json"), str(results[1]))
     missing = tmp_path / "missing.json"

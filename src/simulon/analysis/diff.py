@@ -83,6 +83,8 @@ def read_result(path: Path) -> dict:
         raise ConfigError(f"{path}: cannot read: {exc}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a JSON object from simulon simulate --json, got {type(data).__name__}")
+    if _number(data, ("iteration_time_ms",), path) <= 0:
+        raise ConfigError(f"{path}: iteration_time_ms: expected a step time above 0, got {data['iteration_time_ms']!r}")
     for field in HEADLINE:
         _number(data, (field,), path)
     for term in BREAKDOWN:
@@ -91,32 +93,43 @@ def read_result(path: Path) -> dict:
 
 
 def _number(data: object, keys: tuple[str, ...], path: Path, where: str = "") -> float:
-    """The finite number at `keys` of `data` (found at `where` in the file), else a ConfigError naming it."""
+    """The finite number, 0 or more, at `keys` of `data` (found at `where` in the file), else a ConfigError naming
+    it: every number a result holds is a time, a rate or a count (a negative step time was diffed as -100.9%)."""
     field = where + ".".join(keys)
     value = data
     for key in keys:
         if not isinstance(value, dict) or key not in value:
             raise ConfigError(f"{path}: {field}: missing (is this simulon simulate --json output?)")
         value = value[key]
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise ConfigError(f"{path}: {field}: expected a number, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+        raise ConfigError(f"{path}: {field}: expected a number of 0 or more, got {value!r}")
     return float(value)
+
+
+def _section(data: dict, key: str, kind: type, path: Path, where: str = "") -> dict | list | None:
+    """The part of a result at `key`, None where absent; a ConfigError naming it where it is not a `kind` (a part
+    of another shape was skipped, or its terms read as 0)."""
+    value = data.get(key)
+    if value is not None and not isinstance(value, kind):
+        what = "an object" if kind is dict else "a list"
+        raise ConfigError(f"{path}: {where}{key}: expected {what}, got {value!r}")
+    return value
 
 
 def _terms(data: dict, path: Path) -> dict[str, dict[str, float]]:
     """Per group of terms adding up to the step: each term's ms."""
     groups = {"breakdown (mean GPU)": {t.removesuffix("_ms"): _number(data, ("breakdown", t), path)
                                        for t in BREAKDOWN if t != "overlapped_comm_ms"}}
-    analysis = data.get("analysis")
-    if not isinstance(analysis, dict):
+    analysis = _section(data, "analysis", dict, path)
+    if analysis is None:
         return groups
-    path_summary = analysis.get("critical_path")
+    path_summary = _section(analysis, "critical_path", dict, path, "analysis.") or {}
     for group, key in (("critical path by kind", "by_kind_ms"), ("critical path by term", "by_term_ms")):
-        found = path_summary.get(key) if isinstance(path_summary, dict) else None
-        if isinstance(found, dict):
+        found = _section(path_summary, key, dict, path, "analysis.critical_path.")
+        if found is not None:
             groups[group] = {name: _number(found, (name,), path, f"analysis.critical_path.{key}.") for name in found}
-    rows = analysis.get("per_gpu")
-    if isinstance(rows, list) and rows:
+    rows = _section(analysis, "per_gpu", list, path, "analysis.")
+    if rows:
         groups["per GPU (mean)"] = _mean_exposure(rows, path)
     return groups
 
@@ -128,14 +141,16 @@ def _mean_exposure(rows: list, path: Path) -> dict[str, float]:
     weight = 0.0
     for i, row in enumerate(rows):
         where = f"analysis.per_gpu[{i}]."
+        if not isinstance(row, dict):
+            raise ConfigError(f"{path}: analysis.per_gpu[{i}]: expected an object, got {row!r}")
         w = _number(row, ("stands_for",), path, where)
         if w <= 0:
             raise ConfigError(f"{path}: {where}stands_for: expected at least 1, got {w:g}")
         weight += w
         terms = {"compute-bound": ("compute_bound_ms",), "memory-bound": ("memory_bound_ms",),
                  "bubble": ("bubble_ms",)}
-        exposed = row.get("exposed_ms")
-        terms |= {f"exposed {k}": ("exposed_ms", k) for k in (exposed if isinstance(exposed, dict) else {})}
+        exposed = _section(row, "exposed_ms", dict, path, where) or {}
+        terms |= {f"exposed {k}": ("exposed_ms", k) for k in exposed}
         for name, keys in terms.items():
             totals[name] = totals.get(name, 0.0) + w * _number(row, keys, path, where)
     return {name: value / weight for name, value in totals.items()}
