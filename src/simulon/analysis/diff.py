@@ -92,16 +92,23 @@ def read_result(path: Path) -> dict:
     return data
 
 
+ROUNDING_MS = 1e-9
+"""How far below 0 a term may lie from the rounding of the replay's sums (analysis.findings.FLOOR_MS is a
+microsecond) and still be a term of a real result."""
+
+
 def _number(data: object, keys: tuple[str, ...], path: Path, where: str = "") -> float:
-    """The finite number, 0 or more, at `keys` of `data` (found at `where` in the file), else a ConfigError naming
-    it: every number a result holds is a time, a rate or a count (a negative step time was diffed as -100.9%)."""
+    """The finite number, 0 or more (to ROUNDING_MS), at `keys` of `data` (found at `where` in the file), else a
+    ConfigError naming it: every number a result holds is a time, a rate or a count (a negative step time was
+    diffed as -100.9%)."""
     field = where + ".".join(keys)
     value = data
     for key in keys:
         if not isinstance(value, dict) or key not in value:
             raise ConfigError(f"{path}: {field}: missing (is this simulon simulate --json output?)")
         value = value[key]
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or \
+            value < -ROUNDING_MS:
         raise ConfigError(f"{path}: {field}: expected a number of 0 or more, got {value!r}")
     return float(value)
 
