@@ -112,7 +112,8 @@ def plan_dag(sc: ScenarioConfig, fold_mode: FoldMode = "auto") -> PlannedDag:
     topology = Topology.from_datacenter(dc, num_gpus, placement=placement)
     plan = CollectivePlan.from_config(topology, sc.collective)
     programs = tracer.stage_programs()
-    axes = symmetric_axes(programs, tracer.layout, plan.foldable) & topology.fold_axes if topology.foldable else set()
+    axes = symmetric_axes(programs, tracer.layout, plan.foldable) & topology.fold_axes(tracer.layout.pp > 1) \
+        if topology.foldable else set()
     fold = fold_within_groups(tracer.layout, dc, placement, fold_mode, axes,
                               collective_shifts(programs, tracer.layout, plan.symmetry, topology) if axes else ())
     return PlannedDag(programs, tracer.layout, topology, plan, fold, fold_mode)

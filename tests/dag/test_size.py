@@ -7,24 +7,14 @@ import pytest
 import yaml
 
 from helpers import ROOT, cli, gpt_scenario
-from simulon.collective.tuner import CollectivePlan
 from simulon.config.dc import FabricSpec
-from simulon.dag.fold import choose_fold, symmetric_axes
-from simulon.dag.size import DagSize, TooLarge, available_memory, check_fits, estimate_size, memory_cost
-from simulon.network.topology import Topology
-from simulon.pipeline import build_dag
-from simulon.workload.megatron import MegatronTracer
+from simulon.dag.size import DagSize, TooLarge, available_memory, check_fits, memory_cost
+from simulon.pipeline import build_dag, plan_dag
 
 
 def estimated(sc, mode):
-    dc, wl = sc.datacenter, sc.workload
-    n = wl.training.num_gpus or dc.num_gpus
-    tracer, topology = MegatronTracer(wl, n), Topology.from_datacenter(dc, n)
-    plan = CollectivePlan.from_config(topology, sc.collective)
-    programs = tracer.stage_programs()
-    axes = symmetric_axes(programs, tracer.layout, plan.foldable) if topology.foldable else set()
-    fold = choose_fold(tracer.layout, dc.node.gpus_per_node, dc.node.gpus_per_nic, mode, axes)
-    return estimate_size(programs, tracer.layout, fold, plan)
+    """The size counted from the stage programs and the fold build_dag uses (pipeline.plan_dag), not built."""
+    return plan_dag(sc, mode).size()
 
 
 CASES = {

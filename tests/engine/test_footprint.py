@@ -24,7 +24,8 @@ from simulon.pipeline import build_dag, run_populated
 TWO_TIER = {"tiers": 2, "rail_optimized": False, "nics_per_leaf": 4, "spines": 4}
 CASES = {
     "tp pp dp": dict(nodes=8, gpus_per_node=4, tp=2, pp=2, gbs=16),
-    "moe with ep": dict(nodes=8, gpus_per_node=2, tp=1, pp=2, ep=2, layers=4, moe={"num_experts": 4, "top_k": 2},
+    # tp 2: a pipelined step on a spine-leaf under ECMP folds tensor parallelism alone (Topology.fold_axes)
+    "moe with ep": dict(nodes=8, gpus_per_node=2, tp=2, pp=2, ep=2, layers=4, moe={"num_experts": 4, "top_k": 2},
                         gbs=16),
     "dp over nodes": dict(nodes=8, gpus_per_node=2, gbs=16),
 }

@@ -267,7 +267,7 @@ def test_one_and_two_tier_fabrics_of_nvswitch_nodes_fold_and_others_do_not():
     assert build(datacenter(nodes=4, gpus=8, topology=rails)).foldable
     assert build(datacenter(nodes=8, gpus=8, topology="rail-optimized-3-tier")).foldable  # pods of whole rails
     not_rails = build(datacenter(nodes=8, gpus=8, topology={"from": "rail-optimized-3-tier", "rail_optimized": False}))
-    assert not_rails.foldable and not_rails.fold_axes == {"tp"}  # data parallelism unfolded there
+    assert not_rails.foldable and not_rails.fold_axes() == {"tp"}  # data parallelism unfolded there
     assert not build(datacenter(nodes=8, gpus=8, topology="alibaba-hpn")).foldable
     assert not build(datacenter(nodes=8, gpus=8, topology=spine_leaf, scale_up={"kind": "pcie"})).foldable
     assert build(datacenter(nodes=4, gpus=8, topology=spine_leaf, scale_up={"kind": "pcie"})).foldable  # one leaf
