@@ -468,3 +468,9 @@ def test_from_hf_given_a_checkpoint_folder_reads_its_config_json(tmp_path):
     (tmp_path / "llama").mkdir()
     write(tmp_path / "llama", LLAMA_31_70B)
     assert ModelSpec.model_validate({"from_hf": "llama"}, context={"base_dir": tmp_path}).num_layers == 80
+
+
+def test_a_hub_model_id_given_as_a_path_is_refused_pointing_to_from(tmp_path):
+    with pytest.raises(ValidationError, match=r"no such file; a model on the HuggingFace Hub is named "
+                                              r"with `from: meta-llama/Llama-3.1-8B`"):
+        ModelSpec.model_validate({"from_hf": "meta-llama/Llama-3.1-8B"}, context={"base_dir": tmp_path})

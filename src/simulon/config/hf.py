@@ -208,6 +208,10 @@ def read_config(path: Path) -> dict[str, Any]:
     return {**doc, **text} if isinstance(text, dict) else doc
 
 
+HUB_ID = re.compile(r"[\w.-]+/[\w.-]+")
+"""A HuggingFace Hub model id ("meta-llama/Llama-3.1-8B"), which from_hf may be given in place of a file's path."""
+
+
 class RepeatedKey(ValueError):
     """A JSON object holding one key twice (json keeps the last without a word)."""
 
@@ -592,6 +596,10 @@ def resolve_from_hf(data: dict[str, Any], base_dir: Path | None) -> FromHF:
         path = base_dir / path
     if path.is_dir():  # a checkpoint's folder, as HuggingFace's from_pretrained takes it
         path = path / "config.json"
+    elif not path.exists() and HUB_ID.fullmatch(ref):
+        raise HFConfigError(f"cannot read HuggingFace config {str(path)!r}: no such file; a model on the "
+                            f"HuggingFace Hub is named with `from: {ref}` (a shipped template), or download its "
+                            "config.json and give its path")
     cfg = Reader(path, read_config(path))
     return FromHF(cfg, _model_block(cfg), {k: v for k, v in data.items() if k != "from_hf"})
 
