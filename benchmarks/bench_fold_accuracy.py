@@ -39,6 +39,17 @@ footprint method's folded / full moved within 0.980-1.011 (before 0.972-1.024): 
 1.0000, tp2pp4dp32 at 2:1 1.0244 to 1.0106, dense128 on 3-tier-rail-2:1 1.0093 to 1.0021, but ds128 on spine-leaf
 0.9986 to 0.9863 and ds128-pxn 0.9902 to 0.9802 (their folded pipeline sends' footprints; cause not found).
 
+A pipelined step on a fabric not rail-optimized under ECMP or static routing folds tensor parallelism only
+(Topology.fold_axes, 59124e4): folded along data parallelism, a pipeline send moved at its slowest replica's pace,
+send after send, where each replica waits only for its own (a sum of maxima against the maximum of sums). On
+`spine-leaf` and `spine-leaf-2:1`, this script's default cases, both run in one session (f41823a against 59124e4):
+ds128 0.9863 and 0.9932 to 1.0000 and 1.0000, ds128-pxn 0.9802 and 0.9832 to 1.0000 and 1.0000 (the cause not
+found before), tp2pp4dp32 0.9973 and 1.0106 to 0.9972 and 0.9980, tp2pp2dp16 0.9960 and 0.9965 to 1.0012 and
+0.9986, moe96 0.9995 and 0.9988 to 1.0040 and 0.9981, dense128 1.0012 and 0.9994 to 1.0000 and 0.9999; dp64 and
+fsdp64 (one stage) unchanged; folded RSS 106-213 MB to 143-249 MB where data parallelism no longer folds. Rail-
+optimized fabrics are unaffected: ds128, ds128-pxn and tp2pp4dp32 on rail-4/leaf-2:1, 3-tier-rail and
+3-tier-rail-2:1 run 0.9963-1.0000.
+
 `--method naive` replays the folded run as before engine/footprint.py and Fold.expands: a simulated flow loads
 its own route's inner links only, so it misses the ECMP collisions of the flows it stands for (the "before"
 column). Both
