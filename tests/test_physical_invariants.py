@@ -93,6 +93,7 @@ def h100(tflops_scale: float = 1.0, hbm_scale: float = 1.0) -> dict:
 
 def datacenter(nodes: int, gpus_per_node: int, gpu: dict, nvlink_GBps: float = 450.0, nic_Gbps: float = 400.0,
                topology: str | dict = "single-switch", in_network_reduction: bool = False) -> dict:
+    gpu = {**gpu, "nvlink_bandwidth": f"{nvlink_GBps}GBps"}  # a port runs no faster than the GPU's own NVLink
     return {"cluster": {"num_nodes": nodes},
             "node": {"gpus_per_node": gpus_per_node, "gpu": gpu},
             "network": {"scale_up": {"switch": {"port_speed": f"{nvlink_GBps}GBps", "latency": "0.5us",
@@ -169,7 +170,7 @@ def test_a_spec_sheet_gpu_with_a_higher_peak_is_never_slower_across_the_gpus_it_
 def mixed_step(second_gpu: dict, second_nvlink_GBps: float = 300.0, second_nic_Gbps: float = 200.0) -> ScenarioConfig:
     """Two H100 nodes beside two nodes of `second_gpu` on one rail-optimized fabric, pipeline stage 1 on the second."""
     def group(gpu: dict, nvlink_GBps: float, nic_Gbps: float) -> dict:
-        return {"num_nodes": 2, "node": {"gpus_per_node": 4, "gpu": gpu},
+        return {"num_nodes": 2, "node": {"gpus_per_node": 4, "gpu": {**gpu, "nvlink_bandwidth": f"{nvlink_GBps}GBps"}},
                 "network": {"scale_up": {"switch": {"port_speed": f"{nvlink_GBps}GBps"}},
                             "scale_out": {"nic": {"speed": f"{nic_Gbps}Gbps"}}}}
 

@@ -155,8 +155,10 @@ def test_it_repeats_node_by_node_and_each_flow_of_a_member_is_told_apart(nodes, 
 
 
 def two_nodes(nic: str, nvlink: str) -> DatacenterConfig:
+    """Two nodes of 8 H100s whose NVLink (the GPUs' and the switch's ports) and NICs run at the rates given."""
+    gpu = {"from": "h100-sxm", "nvlink_bandwidth": nvlink}  # a GPU's port runs no faster than its own NVLink
     return DatacenterConfig.model_validate({
-        "cluster": {"num_nodes": 2}, "node": {"gpus_per_node": 8, "gpus_per_nic": 1, "gpu": {"from": "h100-sxm"}},
+        "cluster": {"num_nodes": 2}, "node": {"gpus_per_node": 8, "gpus_per_nic": 1, "gpu": gpu},
         "network": {"scale_up": {"kind": "nvswitch", "switch": {"port_speed": nvlink, "latency": "1us"}},
                     "scale_out": {"nic": {"speed": nic, "latency": "1us"}}}})
 
