@@ -48,6 +48,7 @@ DOWN_PROJECTIONS = ("attn_q_down", "attn_kv_down")
 sequence-parallel share where sequence parallelism is on (TELinear, parallel_mode 'duplicated', on [s/tp, b, h]),
 which this does not model: the rows here are every token's."""
 
+
 def padded_vocabulary(vocab: int, tp: int, divisible_by: int | None) -> int:
     """The vocabulary the embedding and output layer hold: rounded up to a multiple of divisible_by x tp, as
     Megatron-LM pads its tokenizer's (megatron/training/tokenizer: _vocab_size_with_padding), or of tp alone (each
