@@ -200,3 +200,9 @@ def test_a_memory_row_whose_recompute_cell_names_no_recomputation_is_skipped_not
     report = validate_memory([{**MEMORY_ROW, "recompute": "bogus"}])
     assert not report.rows and "recompute: 'bogus' is none of none, full or selective" in report.skipped[0].reason
     assert validate_memory([{**MEMORY_ROW, "recompute": "selective(core_attn)"}]).rows
+
+
+@pytest.mark.parametrize("group", ["0", "1", "-2"])
+def test_a_group_of_fewer_than_two_gpus_is_named_as_such_not_as_a_missing_message_size(group):
+    assert case_of(0, {**ALL_REDUCE, "group_size": group}) == \
+        f"group_size: {group} is no group a collective runs over (it must be at least 2)"

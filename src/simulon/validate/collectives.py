@@ -184,7 +184,9 @@ def case_of(index: int, row: dict[str, str]) -> tuple[tuple, Case, float | None,
         n = whole_job(system, row)
     if size is not None and size <= 0:
         return f"msg_bytes: {row['msg_bytes'].strip()} is no message size (it must be positive)"
-    if n is None or n < 2 or (size is None and not number(row, "busbw_GBps")):
+    if n is not None and n < 2:
+        return f"group_size: {n:g} is no group a collective runs over (it must be at least 2)"
+    if n is None or (size is None and not number(row, "busbw_GBps")):
         return "no message size or group size"
     groups_count = int(number(row, "num_groups") or 1)
     seconds = number(row, "time_us")
