@@ -183,10 +183,10 @@ class Calibrations:
         own = donor == gpu.template
         usable = [d for d in chain if d in cal.gemm and (own or d not in cal.borrowed)]
         chosen = usable[0] if usable else next(d for d in chain if d in cal.gemm)
+        params = cal.gemm[chosen]
         # a variant of the donor's chip too (`{from: h100-sxm, tdp_w: 200}`): the power it has bounds its clock
-        params = replace(cal.gemm[chosen], sustained_clock=power_limited_clock(cal.gemm[chosen].sustained_clock,
-                                                                               shipped_gpu(donor), gpu))
-        return params, donor
+        clock = power_limited_clock(params.sustained_clock, shipped_gpu(donor), gpu)
+        return replace(params, sustained_clock=clock), donor
 
     def native_shape(self, stem: str, dtype: DType) -> bool:
         """Whether the GEMM fit of `stem` in `dtype` responds to shape as that chip's own tiles do: fitted in full on
