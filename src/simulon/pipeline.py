@@ -12,7 +12,7 @@ from typing import get_args
 import numpy as np
 
 from .analysis.result import SimulationResult, summarize
-from .collective.decompose import all_to_all_flows, flow_set
+from .collective.decompose import flow_count, flow_set
 from .collective.metrics import bus_bandwidth_factor
 from .collective.tuner import CollectivePlan
 from .collective.types import COLLECTIVE_NAMES, CollType, collective_named
@@ -458,17 +458,18 @@ collective` all-to-alls of 1 MiB over DGX H100 clusters, 1,024 GPUs (1.05 millio
 def check_sweep_fits(ctype: CollType, groups: Sequence[tuple[int, ...]], sizes: Sequence[float],
                      plan: CollectivePlan, memory_limit: float | None) -> None:
     """Refuse (dag.size.TooLarge), before anything is built, a sweep whose largest collective's flows would need
-    more than `memory_limit` bytes (None: no limit): an all-to-all's flows grow with the square of its group
-    (decompose.all_to_all_flows; 32,768 GPUs: a billion flows a channel). Collectives whose flows grow with the
-    group are not counted: they take no more than the topology of their datacenter."""
+    more than `memory_limit` bytes (None: no limit), its flows counted as collective_sweep builds them
+    (decompose.flow_count): an all-to-all's grow with the square of its group (32,768 GPUs: a billion flows a
+    channel), a tree's with the group times its chunks (131,072 GPUs at 1 GiB: 67 million), a ring's period with
+    the group."""
     if memory_limit is None:
         return
     worst = (0.0, 0, 0.0)
     spread = plan.topology.connection_entries(1, True)  # a part's connections, hashed apart above the leaves
     for size in sizes:
         choice = plan.choose(ctype, groups[0], size)
-        flows = sum(all_to_all_flows(ctype, len(g), choice.channels, choice.algorithm, plan.shape(g)) or 0
-                    for g in groups)
+        flows = sum(flow_count(ctype, plan.shape(g), size, choice.channels, choice.algorithm, choice.protocol,
+                               one_period=True, chunk_bytes=choice.chunk_bytes) for g in groups)
         worst = max(worst, (COLLECTIVE_FLOW_BYTES * flows + FOOTPRINT_ENTRY_BYTES * spread * flows, flows, size))
     bytes_needed, flows, size = worst
     need = memory_cost()["fixed_bytes"] + bytes_needed

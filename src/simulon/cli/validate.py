@@ -180,15 +180,18 @@ def kernels(csv: CsvOption = None, as_json: JsonOption = False, plot: PlotOption
 
 
 @app.command()
-def collectives(csv: CsvOption = None, as_json: JsonOption = False, plot: PlotOption = None) -> None:
-    """Simulate each published collective measurement (nccl-tests style) and compare bus bandwidth."""
+def collectives(csv: CsvOption = None, as_json: JsonOption = False, max_memory: MaxMemoryOption = None,
+                plot: PlotOption = None) -> None:
+    """Simulate each published collective measurement (nccl-tests style) and compare bus bandwidth (a row too
+    large for the memory available is skipped, with its reason)."""
     from ..validate.collectives import validate_collectives
     from .progress import terminal_progress
 
+    limit = memory_limit(max_memory)
     with terminal_progress(quiet=as_json) as progress:
         path = table(csv, "collectives")
-        report(path, as_json, lambda rows: validate_collectives(rows, progress=progress, source=str(path)),
-               "hardware family and size", plot)
+        report(path, as_json, lambda rows: validate_collectives(rows, progress=progress, source=str(path),
+                                                                memory_limit=limit), "hardware family and size", plot)
 
 
 @app.command()

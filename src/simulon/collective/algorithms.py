@@ -13,19 +13,28 @@ from dataclasses import dataclass, replace
 from enum import Enum
 from functools import cache, partial
 
-from .collnet import collnet_chain_all_reduce, collnet_direct_all_reduce
+from .collnet import collnet_chain_all_reduce, collnet_direct_all_reduce, collnet_flow_count
 from .common import FlowSet
 from .deepep import NAME as DEEPEP
 from .deepep import deepep_all_to_all, parse_name
 from .deepep import symmetry as deepep_symmetry
-from .hierarchical import hierarchical
+from .hierarchical import hierarchical, hierarchical_flow_count
 from .nccl import NVLS_ARITY, NVLS_MIN_GPUS, PROTOCOLS, constants
-from .nvls import nvls, nvls_tree_all_reduce
-from .pat import pat_all_gather, pat_reduce_scatter
-from .pxn import relay_cross_rail
-from .ring import all_to_all, ring_all_gather, ring_all_reduce, ring_local_pass, ring_reduce_scatter, ring_shift
+from .nvls import nvls, nvls_flow_count, nvls_tree_all_reduce, nvls_tree_flow_count
+from .pat import pat_all_gather, pat_flow_count, pat_reduce_scatter
+from .pxn import pxn_flow_count, relay_cross_rail
+from .ring import (
+    all_to_all,
+    point_to_point_flow_count,
+    ring_all_gather,
+    ring_all_reduce,
+    ring_flow_count,
+    ring_local_pass,
+    ring_reduce_scatter,
+    ring_shift,
+)
 from .shape import GroupShape
-from .tree import tree_all_reduce
+from .tree import tree_all_reduce, tree_flow_count
 from .types import POINT_TO_POINT, CollType
 
 AR, AG, RS, A2A = CollType.AllReduce, CollType.AllGather, CollType.ReduceScatter, CollType.AllToAll
@@ -33,6 +42,10 @@ SR = CollType.SendRecv
 
 Decomposition = Callable[[tuple[int, ...], GroupShape, float, int, str, int], FlowSet]
 """(group, shape, size, simulated channels, protocol, lanes: real channels per simulated one) -> flows."""
+FlowCount = Callable[[CollType, GroupShape, float, int, str, int, bool, float | None], int]
+"""(collective type, shape, size, simulated channels, protocol, lanes, one period only, NVLS chunk bytes) -> at most
+how many flows the decomposition makes, counted without making them (exactly, but for all-to-alls routed through
+relays: collective.decompose.flow_count)."""
 ShapeRule = Callable[[CollType, GroupShape], int | None]
 """(collective type, group shape) -> a shift of positions or a channel count (see Algorithm)."""
 
@@ -75,11 +88,12 @@ class Algorithm:
     member may stand for the members that many positions away (None: no shift does). `channel_period(ctype,
     shape)`: channels c and c + period have the same flows. `local_pass(ctype, domains)`: the step that ends
     each loop of a channel without moving anything over a link ("" if none; see ring.ring_local_pass).
-    `tuned_as`: the NCCL algorithm whose model chooses its protocol and channels. `enabled(ctype, shape)`:
-    for NCCL's own algorithms, whether NCCL would consider it for the group, so `auto` may choose it (None: a
-    simulon variant, never chosen by `auto`). `refusal(ctype, shape)`: why NCCL would not run it for that
-    collective on a group at all (None: it would), for a fixed choice of it. `first_period`: decompositions of one
-    period only, marked as repeated (a ring's first step, for steady-state estimates of huge rings).
+    `tuned_as`: the NCCL algorithm whose model chooses its protocol and channels. `count`: at most how many flows
+    its decompositions make (FlowCount), so that a collective too large for memory is refused before it is built.
+    `enabled(ctype, shape)`: for NCCL's own algorithms, whether NCCL would consider it for the group, so `auto` may
+    choose it (None: a simulon variant, never chosen by `auto`). `refusal(ctype, shape)`: why NCCL would not run it
+    for that collective on a group at all (None: it would), for a fixed choice of it. `first_period`: decompositions
+    of one period only, marked as repeated (a ring's first step, for steady-state estimates of huge rings).
     """
 
     name: str
@@ -87,6 +101,7 @@ class Algorithm:
     symmetry: ShapeRule
     channel_period: ShapeRule
     tuned_as: str
+    count: FlowCount
     protocols: tuple[str, ...] = PROTOCOLS
     reduction: Reduction = Reduction.GPUS
     enabled: Callable[[CollType, GroupShape], bool] | None = None
@@ -126,6 +141,51 @@ def _pxn(fn) -> Decomposition:
 
 
 _RING_STEPS = {AR: ring_all_reduce, AG: ring_all_gather, RS: ring_reduce_scatter}
+
+
+# ---- how many flows, counted without making them (FlowCount) ----
+
+def _ring_count(ctype, shape, size, channels, protocol, lanes, one_period, chunk_bytes) -> int:
+    return ring_flow_count(ctype, shape.n, channels, one_period)
+
+
+def _tree_count(ctype, shape, size, channels, protocol, lanes, one_period, chunk_bytes) -> int:
+    return tree_flow_count(shape, size, channels, protocol, lanes)
+
+
+def _nvls_count(ctype, shape, size, channels, protocol, lanes, one_period, chunk_bytes) -> int:
+    return nvls_flow_count(shape, size, channels, protocol, lanes, reduce=ctype in (AR, RS), gather=ctype in (AR, AG),
+                           chunk_bytes=chunk_bytes)
+
+
+def _nvls_tree_count(ctype, shape, size, channels, protocol, lanes, one_period, chunk_bytes) -> int:
+    return nvls_tree_flow_count(shape, size, channels, protocol, lanes, chunk_bytes=chunk_bytes)
+
+
+def _collnet_count(direct: bool) -> FlowCount:
+    return lambda ctype, shape, size, channels, protocol, lanes, one_period, chunk_bytes: collnet_flow_count(
+        direct, shape, size, channels, protocol, lanes)
+
+
+def _pat_count(ctype, shape, size, channels, protocol, lanes, one_period, chunk_bytes) -> int:
+    return pat_flow_count(shape.n, channels)
+
+
+def _p2p_count(ctype, shape, size, channels, protocol, lanes, one_period, chunk_bytes) -> int:
+    return point_to_point_flow_count(ctype, shape.n, channels)
+
+
+def _hierarchical_count(ctype, shape, size, channels, protocol, lanes, one_period, chunk_bytes) -> int:
+    return hierarchical_flow_count(shape, channels, ctype)
+
+
+def _pxn_count(ctype, shape, size, channels, protocol, lanes, one_period, chunk_bytes) -> int:
+    return pxn_flow_count(ctype, shape, channels)
+
+
+def _deepep_bound(ctype, shape, size, channels, protocol, lanes, one_period, chunk_bytes) -> int:
+    """DeepEP pairs every member with every other while it routes (its flows are fewer)."""
+    return shape.n * max(shape.n - 1, 1) * channels
 
 
 # ---- which members and channels repeat ----
@@ -285,35 +345,35 @@ _SIMPLE = ("simple",)
 
 CATALOG: dict[str, Algorithm] = {a.name: a for a in (
     Algorithm("ring", {ctype: _plain(fn) for ctype, fn in _RING_STEPS.items()}, _rail_ring_symmetry, _ring_period,
-              tuned_as="ring", enabled=_any_group, local_pass=ring_local_pass,
+              tuned_as="ring", count=_ring_count, enabled=_any_group, local_pass=ring_local_pass,
               first_period={ctype: _plain(partial(fn, one_period=True)) for ctype, fn in _RING_STEPS.items()}),
-    Algorithm("tree", {AR: tree_all_reduce}, _constant(None), _tree_period, tuned_as="tree", enabled=_regular,
-              refusal=partial(_irregular, "tree")),
+    Algorithm("tree", {AR: tree_all_reduce}, _constant(None), _tree_period, tuned_as="tree", count=_tree_count,
+              enabled=_regular, refusal=partial(_irregular, "tree")),
     Algorithm("nvls", {AR: partial(nvls, reduce=True, gather=True), RS: partial(nvls, reduce=True, gather=False),
                        AG: partial(nvls, reduce=False, gather=True)}, _constant(1), _constant(1),
-              tuned_as="nvls", protocols=_SIMPLE, reduction=Reduction.NVSWITCH, enabled=_nvls_enabled,
-              refusal=_nvls_refusal),
+              tuned_as="nvls", count=_nvls_count, protocols=_SIMPLE, reduction=Reduction.NVSWITCH,
+              enabled=_nvls_enabled, refusal=_nvls_refusal),
     Algorithm("nvls_tree", {AR: nvls_tree_all_reduce}, _constant(None), _constant(2), tuned_as="nvls_tree",
-              protocols=_SIMPLE, reduction=Reduction.NVSWITCH, enabled=_nvls_tree_enabled,
+              count=_nvls_tree_count, protocols=_SIMPLE, reduction=Reduction.NVSWITCH, enabled=_nvls_tree_enabled,
               refusal=_nvls_tree_refusal),
     Algorithm("collnet_direct", {AR: collnet_direct_all_reduce}, _per_node, _constant(1), tuned_as="collnet_direct",
-              protocols=_SIMPLE, reduction=Reduction.SCALE_OUT_SWITCH, enabled=_collnet_enabled,
-              refusal=_collnet_refusal),
+              count=_collnet_count(True), protocols=_SIMPLE, reduction=Reduction.SCALE_OUT_SWITCH,
+              enabled=_collnet_enabled, refusal=_collnet_refusal),
     Algorithm("collnet_chain", {AR: collnet_chain_all_reduce}, _per_node, _chain_period, tuned_as="collnet_chain",
-              protocols=_SIMPLE, reduction=Reduction.SCALE_OUT_SWITCH, enabled=_collnet_enabled,
-              refusal=_collnet_refusal),
+              count=_collnet_count(False), protocols=_SIMPLE, reduction=Reduction.SCALE_OUT_SWITCH,
+              enabled=_collnet_enabled, refusal=_collnet_refusal),
     Algorithm("pat", {AG: _plain(pat_all_gather), RS: _plain(pat_reduce_scatter)}, _constant(1), _constant(1),
-              tuned_as="pat", protocols=_SIMPLE, enabled=_pat_enabled, refusal=_pat_refusal),
+              tuned_as="pat", count=_pat_count, protocols=_SIMPLE, enabled=_pat_enabled, refusal=_pat_refusal),
     Algorithm("p2p", {A2A: _plain(all_to_all), SR: _plain(ring_shift)}, _p2p_symmetry, _p2p_period, tuned_as="ring",
-              protocols=_SIMPLE, enabled=_any_group),
+              count=_p2p_count, protocols=_SIMPLE, enabled=_any_group),
     Algorithm("hierarchical", {ctype: _plain(partial(hierarchical, ctype=ctype)) for ctype in (AR, AG, RS)},
-              _hierarchical_symmetry, _constant(1), tuned_as="ring", local_pass=ring_local_pass,
-              refusal=partial(_irregular, "hierarchical")),
+              _hierarchical_symmetry, _constant(1), tuned_as="ring", count=_hierarchical_count,
+              local_pass=ring_local_pass, refusal=partial(_irregular, "hierarchical")),
     Algorithm("pxn", {ctype: _pxn(fn) for ctype, fn in {**_RING_STEPS, A2A: all_to_all, SR: ring_shift}.items()},
               _pxn_symmetry,
-              _ring_period, tuned_as="ring", local_pass=ring_local_pass),
+              _ring_period, tuned_as="ring", count=_pxn_count, local_pass=ring_local_pass),
     Algorithm(DEEPEP, {A2A: _plain(deepep_all_to_all)}, lambda ctype, shape: deepep_symmetry(ctype, shape),
-              _constant(1), tuned_as="ring", protocols=_SIMPLE),
+              _constant(1), tuned_as="ring", count=_deepep_bound, protocols=_SIMPLE),
 )}
 """Name -> algorithm. NCCL's tree and CollNet do only all-reduce; PAT only all-gather and reduce-scatter.
 All-to-all and send/receive (a ring shift) are NCCL's grouped send/receive (`p2p`), which NCCL_ALGO does not

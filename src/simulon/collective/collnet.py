@@ -41,12 +41,29 @@ def _switch_round_trip(out: FlowBuilder, heads: np.ndarray, ready: np.ndarray, c
     return down
 
 
+def collnet_chunks(direct: bool, shape: GroupShape, size: float, channels: int, protocol: str, lanes: int = 1) -> int:
+    """The chunks CollNet cuts each part into: a channel's data in the chain, each head's shard of it in direct
+    (nccl.collnet_chunk_bytes)."""
+    m = _multi_node(shape, "collnet_direct" if direct else "collnet_chain")
+    part = size / channels / lanes / (m if direct else 1)
+    return pipeline_chunks(part, protocol, collnet_chunk_bytes(part, direct, COLLNET_DIRECT_DEPTH if direct else m))
+
+
+def collnet_flow_count(direct: bool, shape: GroupShape, size: float, channels: int, protocol: str,
+                       lanes: int = 1) -> int:
+    """How many flows a CollNet all-reduce makes (counted without making them), per channel and chunk. Chain:
+    every member up and down its node's chain or, the chain's head, to the switch and back (2 n). Direct: each of
+    a node's m heads gathers its shard from the m - 1 others, sends it to the switch and back, and scatters it to
+    them (2 n m)."""
+    chunks = collnet_chunks(direct, shape, size, channels, protocol, lanes)
+    return 2 * shape.n * (shape.regular("collnet") if direct else 1) * chunks * channels
+
+
 def collnet_chain_all_reduce(group: tuple[int, ...], shape: GroupShape, size: float, channels: int,
                              protocol: str, lanes: int = 1) -> FlowSet:
     m = _multi_node(shape, "collnet_chain")
     out = FlowBuilder(group, switch="scale_out")
-    part = size / channels / lanes
-    chunks = pipeline_chunks(part, protocol, collnet_chunk_bytes(part, direct=False, depth=m))
+    chunks = collnet_chunks(False, shape, size, channels, protocol, lanes)
     chunk = size / (channels * chunks)
     for ch in range(channels):
         parent = np.full(len(group), -1, dtype=np.int64)
@@ -71,8 +88,7 @@ def collnet_direct_all_reduce(group: tuple[int, ...], shape: GroupShape, size: f
                               protocol: str, lanes: int = 1) -> FlowSet:
     m = _multi_node(shape, "collnet_direct")
     out = FlowBuilder(group, switch="scale_out")
-    part = size / channels / lanes / m
-    chunks = pipeline_chunks(part, protocol, collnet_chunk_bytes(part, direct=True, depth=COLLNET_DIRECT_DEPTH))
+    chunks = collnet_chunks(True, shape, size, channels, protocol, lanes)
     chunk = size / (channels * chunks * m)
     by_node = np.stack(shape.members)                      # [nodes, m] positions
     others = np.array([[i for i in range(m) if i != lead] for lead in range(m)], dtype=np.int64).reshape(m, m - 1)

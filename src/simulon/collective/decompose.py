@@ -71,8 +71,7 @@ def flow_set(collective_type: str | CollType, group: Sequence[int], size: float,
     shape = shape or GroupShape.flat(len(group))
     if len(shape.domain) != len(group):
         raise ValueError(f"the group shape has {len(shape.domain)} members, the group {len(group)}")
-    period = record.channel_period(ctype, shape)
-    simulated = period if channels % period == 0 else channels
+    simulated = _simulated_channels(record, ctype, shape, channels)
     decomposition = record.decompositions[ctype]
     if (one_period or steady) and record.first_period and ctype in record.first_period:
         decomposition = record.first_period[ctype]
@@ -84,23 +83,26 @@ def flow_set(collective_type: str | CollType, group: Sequence[int], size: float,
     return flows.in_steady_state() if steady else flows
 
 
-def all_to_all_flows(collective_type: str | CollType, n: int, channels: int, algorithm: str,
-                     shape: GroupShape | None = None) -> int | None:
-    """At most how many flows flow_set makes (and the arrays of how many pairs it holds while making them) for a
-    collective whose flows grow with the square of the group, counted without making them: an all-to-all of `n`
-    members sends a part from every member to every other on each simulated channel, n (n - 1) per channel
-    (pxn relays each at most once more: twice that; deepep pairs every member with every one while it routes).
-    None for the other collectives and algorithms, whose flows grow in proportion to the group (a ring's period,
-    a tree's, NVLS's legs): they cost no more than the group's own description."""
+def flow_count(collective_type: str | CollType, shape: GroupShape, size: float, channels: int,
+               algorithm: str = "ring", protocol: str = "simple", one_period: bool = False,
+               chunk_bytes: float | None = None) -> int:
+    """How many flows flow_set makes for the same arguments (the group given by its `shape`), counted without
+    making them, so that a collective too large for memory can be refused before it is built: exactly, but for an
+    all-to-all through DeepEP (at most n (n - 1) a simulated channel, every pair it considers while routing)."""
+    if algorithm == "auto":
+        raise ValueError("algorithm 'auto' is chosen per datacenter: resolve it with collective.tuner first")
     ctype = coll_type(collective_type)
-    if ctype != CollType.AllToAll or algorithm == "auto":
-        return None
     record = checked(algorithm, ctype)
-    shape = shape or GroupShape.flat(n)
+    simulated = _simulated_channels(record, ctype, shape, channels)
+    return record.count(ctype, shape, float(size), simulated, protocol, channels // simulated,
+                        one_period and bool(record.first_period) and ctype in record.first_period, chunk_bytes)
+
+
+def _simulated_channels(record: Algorithm, ctype: CollType, shape: GroupShape, channels: int) -> int:
+    """The channels flow_set simulates: one period of channels with identical flows where `channels` is a whole
+    number of periods, else every channel."""
     period = record.channel_period(ctype, shape) or 1
-    simulated = period if channels % period == 0 else channels
-    relays = 2 if record.name == "pxn" else 1
-    return relays * n * max(n - 1, 1) * simulated
+    return period if channels % period == 0 else channels
 
 
 def every_channel(flows: FlowSet) -> FlowSet:

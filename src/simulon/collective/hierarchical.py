@@ -32,6 +32,15 @@ def ring_phase(out: FlowBuilder, rings: list[np.ndarray], chunk: float, steps: i
     return last
 
 
+def hierarchical_flow_count(shape: GroupShape, channels: int, ctype: CollType) -> int:
+    """How many flows hierarchical makes (counted without making them), per channel: each node's ring of m
+    members, m - 1 steps, once for a reduce-scatter or an all-gather and twice for an all-reduce; each rail's ring
+    over the nodes, nodes - 1 steps, twice that for an all-reduce."""
+    m, nodes = shape.regular("hierarchical"), shape.nodes
+    phases = 2 if ctype == CollType.AllReduce else 1
+    return phases * (nodes * m * (m - 1) + m * nodes * (nodes - 1)) * channels
+
+
 def hierarchical(group: tuple[int, ...], shape: GroupShape, size: float, channels: int, ctype: CollType) -> FlowSet:
     m = shape.regular("hierarchical")
     nodes = shape.nodes

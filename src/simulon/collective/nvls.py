@@ -70,6 +70,35 @@ def default_chunk(tree: bool, size: float, channels: int, nodes: int, heads: int
                             nvls_tuning(architecture(DEFAULT_ARCHITECTURE), nodes, heads, float("inf")))
 
 
+def nvls_chunks(tree: bool, shape: GroupShape, size: float, channels: int, protocol: str, lanes: int = 1,
+                chunk_bytes: float | None = None) -> int:
+    """The chunks an NVLS (or, with `tree`, NVLS-tree) collective cuts each head's part of a channel's data into:
+    NCCL's `chunk_bytes` (the tuner's), or by default as default_chunk cuts them. NVLS's heads are a domain's
+    members, NVLS-tree's the members of each node."""
+    heads = shape.regular("nvls_tree") if tree else shape.n
+    chunk_bytes = chunk_bytes or default_chunk(tree, size, channels * lanes, shape.nodes if tree else 1, heads)
+    return pipeline_chunks(size / channels / lanes / heads, protocol, chunk_bytes)
+
+
+def nvls_flow_count(shape: GroupShape, size: float, channels: int, protocol: str, lanes: int = 1, *, reduce: bool,
+                    gather: bool, chunk_bytes: float | None = None) -> int:
+    """How many flows nvls makes (counted without making them): per channel and chunk, the reduction's flow up
+    from every member and down to every member, the gather's likewise."""
+    chunks = nvls_chunks(False, shape, size, channels, protocol, lanes, chunk_bytes)
+    return (2 * reduce + 2 * gather) * chunks * shape.n * channels
+
+
+def nvls_tree_flow_count(shape: GroupShape, size: float, channels: int, protocol: str, lanes: int = 1, *,
+                         chunk_bytes: float | None = None) -> int:
+    """How many flows nvls_tree_all_reduce makes (counted without making them): per channel, rail and chunk, each
+    node's members up to its switch and its sum down to the rail's head (n + nodes), the heads' tree up and down
+    (2 (nodes - 1)), each head up to its switch and the switch down to the node's other members (nodes + n -
+    nodes)."""
+    m, nodes = shape.regular("nvls_tree"), shape.nodes
+    chunks = nvls_chunks(True, shape, size, channels, protocol, lanes, chunk_bytes)
+    return (2 * shape.n + 3 * nodes - 2) * chunks * m * channels
+
+
 def nvls(group: tuple[int, ...], shape: GroupShape, size: float, channels: int, protocol: str, lanes: int = 1, *,
          reduce: bool, gather: bool, chunk_bytes: float | None = None) -> FlowSet:
     """NVLS all-reduce (reduce and gather), reduce-scatter (reduce) or all-gather (gather) in one domain, each
@@ -79,8 +108,7 @@ def nvls(group: tuple[int, ...], shape: GroupShape, size: float, channels: int, 
     n = len(group)
     out = FlowBuilder(group, switch="scale_up")
     positions = np.arange(n)[None, :]
-    chunk_bytes = chunk_bytes or default_chunk(False, size, channels * lanes, 1, n)
-    chunks = pipeline_chunks(size / channels / lanes / n, protocol, chunk_bytes)
+    chunks = nvls_chunks(False, shape, size, channels, protocol, lanes, chunk_bytes)
     chunk = size / (n * channels * chunks)
     for ch in range(channels):
         if reduce:
@@ -104,8 +132,7 @@ def nvls_tree_all_reduce(group: tuple[int, ...], shape: GroupShape, size: float,
                          "per node (with one, use tree)")
     out = FlowBuilder(group, switch="scale_up")
     trees = (btree_parent(shape.nodes), dtree_parent(shape.nodes))
-    chunk_bytes = chunk_bytes or default_chunk(True, size, channels * lanes, shape.nodes, m)
-    chunks = pipeline_chunks(size / channels / lanes / m, protocol, chunk_bytes)
+    chunks = nvls_chunks(True, shape, size, channels, protocol, lanes, chunk_bytes)
     chunk = size / (m * channels * chunks)
     by_node = np.stack(shape.members)                                          # [nodes, m]
     for ch in range(channels):

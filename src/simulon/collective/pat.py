@@ -14,10 +14,21 @@ from .common import FlowBuilder, FlowSet
 from .shape import GroupShape
 
 
+def bruck_steps(n: int) -> int:
+    """Steps of a Bruck exchange over n members: ceil(log2 n)."""
+    return max(n - 1, 0).bit_length()
+
+
+def pat_flow_count(n: int, channels: int) -> int:
+    """How many flows a PAT all-gather or reduce-scatter makes (counted without making them): every member sends
+    once a step on each channel."""
+    return bruck_steps(n) * n * channels
+
+
 def _bruck(group: tuple[int, ...], size: float, channels: int, gather: bool) -> FlowSet:
     n = len(group)
     out = FlowBuilder(group)
-    steps = max(n - 1, 0).bit_length()
+    steps = bruck_steps(n)
     block = size / (n * channels)
     pos = np.arange(n)
     ch = np.arange(channels)[:, None]

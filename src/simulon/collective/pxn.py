@@ -8,7 +8,9 @@ from __future__ import annotations
 import numpy as np
 
 from .common import FlowSet
+from .ring import RING_STEPS, point_to_point_flow_count, ring_flow_count, ring_order
 from .shape import GroupShape
+from .types import POINT_TO_POINT, CollType
 
 
 def relay_tag(src: np.ndarray, proxy: np.ndarray, dst: np.ndarray, n: int) -> np.ndarray:
@@ -19,20 +21,40 @@ def relay_tag(src: np.ndarray, proxy: np.ndarray, dst: np.ndarray, n: int) -> np
     return n + 1 + (src - proxy) % n * n + (dst - proxy) % n
 
 
+def proxies(src: np.ndarray, dst: np.ndarray, shape: GroupShape) -> np.ndarray:
+    """The rail-aligned proxy of each flow from position `src` to `dst` (-1: it goes straight): for a flow between
+    two members of different domains and different local indices, the member of the sender's domain at the
+    receiver's local index, where that domain has one."""
+    domain = np.asarray(shape.domain, dtype=np.int64)
+    local = shape.local
+    table = np.full((max(shape.nodes, 1), max((len(m) for m in shape.members), default=1)), -1, dtype=np.int64)
+    for d, members in enumerate(shape.members):
+        table[d, :len(members)] = members
+    s, d = np.maximum(src, 0), np.maximum(dst, 0)
+    cross = (src >= 0) & (dst >= 0) & (domain[s] != domain[d]) & (local[s] != local[d])
+    proxy = table[domain[s], np.minimum(local[d], table.shape[1] - 1)]
+    return np.where(cross & (local[d] < table.shape[1]), proxy, -1)
+
+
+def all_to_all_relays(shape: GroupShape) -> int:
+    """How many of an all-to-all's flows (every member to every other, one channel) PXN relays, counted without
+    making them: a sender at local index l of a domain of k members relays what it sends to the members of other
+    domains at local indices below k other than l."""
+    if shape.nodes < 2:
+        return 0
+    local = shape.local
+    domain = np.asarray(shape.domain, dtype=np.int64)
+    sizes = np.array([len(m) for m in shape.members], dtype=np.int64)
+    at_index = np.bincount(local, minlength=int(sizes.max()))          # members at each local index, all domains
+    others = np.concatenate([[0], np.cumsum(at_index - 1)])              # [k]: at indices below k, other domains
+    return int((others[sizes[domain]] - (at_index[local] - 1)).sum())
+
+
 def relay_cross_rail(flows: FlowSet, shape: GroupShape) -> FlowSet:
     """The same flows with every cross-node, cross-rail one split at its rail-aligned proxy: the first part
     keeps the flow's parents, the second waits for the first, and the flow's children wait for the second."""
     src, dst = flows.src_pos, flows.dst_pos
-    domain = np.asarray(shape.domain, dtype=np.int64)
-    local = shape.local
-    proxy = np.full(len(flows), -1, dtype=np.int64)
-    p2p = (src >= 0) & (dst >= 0)
-    cross = p2p & (domain[np.maximum(src, 0)] != domain[np.maximum(dst, 0)])
-    cross &= local[np.maximum(src, 0)] != local[np.maximum(dst, 0)]
-    for f in np.flatnonzero(cross):
-        members = shape.members[domain[src[f]]]
-        if local[dst[f]] < len(members):
-            proxy[f] = members[local[dst[f]]]
+    proxy = proxies(src, dst, shape)
     relayed = np.flatnonzero(proxy >= 0)
     if not len(relayed):
         return flows
@@ -54,3 +76,20 @@ def relay_cross_rail(flows: FlowSet, shape: GroupShape) -> FlowSet:
                    extend(flows.step, flows.step[relayed]),
                    extend(flows.tag, relay_tag(src[relayed], proxy[relayed], dst[relayed], n)),
                    np.concatenate([[0], np.cumsum(counts)]).astype(np.int64), parent_idx, switch=flows.switch)
+
+
+def pxn_flow_count(ctype: CollType, shape: GroupShape, channels: int) -> int:
+    """How many flows a PXN collective makes (counted without making them): its ring's, all-to-all's or ring
+    shift's, and a second for each it relays (each channel's ring makes the same hops at every step)."""
+    n = shape.n
+    if ctype == CollType.AllToAll:
+        return point_to_point_flow_count(ctype, n, channels) + all_to_all_relays(shape) * channels
+    positions = np.arange(n)
+    if ctype in POINT_TO_POINT:
+        relayed = int((proxies(positions, (positions + 1) % max(n, 1), shape) >= 0).sum()) if n > 1 else 0
+        return point_to_point_flow_count(ctype, n, channels) + relayed * channels
+    hops = 0
+    for channel in range(channels):
+        order = ring_order(shape, channel)
+        hops += int((proxies(order, np.roll(order, -1), shape) >= 0).sum())
+    return ring_flow_count(ctype, n, channels) + hops * RING_STEPS[ctype](n)

@@ -58,25 +58,44 @@ def _ring(group: tuple[int, ...], shape: GroupShape, chunk: float, steps: int, c
     return replace(out.build(), periods=steps if one_period else 1)
 
 
+RING_STEPS = {CollType.AllReduce: lambda n: 2 * (n - 1), CollType.AllGather: lambda n: n - 1,
+              CollType.ReduceScatter: lambda n: n - 1}
+"""Steps of a ring collective over n members: an all-reduce is a reduce-scatter then an all-gather."""
+
+
+def ring_flow_count(ctype: CollType, n: int, channels: int, one_period: bool = False) -> int:
+    """How many flows a ring collective's decomposition makes (counted without making them): every member sends
+    once a step on each channel, one step when `one_period`."""
+    return (1 if one_period else RING_STEPS[ctype](n)) * n * channels
+
+
+def point_to_point_flow_count(ctype: CollType, n: int, channels: int) -> int:
+    """How many flows all_to_all (every member to every other) or ring_shift (to the next) makes over `channels`
+    parts a peer."""
+    if n < 2:
+        return 0
+    return (n * (n - 1) if ctype == CollType.AllToAll else n) * channels
+
+
 def ring_reduce_scatter(group: tuple[int, ...], shape: GroupShape, size: float, channels: int,
                         one_period: bool = False) -> FlowSet:
     """size: the input buffer of each rank (nccl-tests convention)."""
     n = len(group)
-    return _ring(group, shape, size / (n * channels), n - 1, channels, one_period)
+    return _ring(group, shape, size / (n * channels), RING_STEPS[CollType.ReduceScatter](n), channels, one_period)
 
 
 def ring_all_gather(group: tuple[int, ...], shape: GroupShape, size: float, channels: int,
                     one_period: bool = False) -> FlowSet:
     """size: the gathered output buffer of each rank (nccl-tests convention)."""
     n = len(group)
-    return _ring(group, shape, size / (n * channels), n - 1, channels, one_period)
+    return _ring(group, shape, size / (n * channels), RING_STEPS[CollType.AllGather](n), channels, one_period)
 
 
 def ring_all_reduce(group: tuple[int, ...], shape: GroupShape, size: float, channels: int,
                     one_period: bool = False) -> FlowSet:
     """Reduce-scatter then all-gather: 2(n-1) steps, one chain per channel."""
     n = len(group)
-    return _ring(group, shape, size / (n * channels), 2 * (n - 1), channels, one_period)
+    return _ring(group, shape, size / (n * channels), RING_STEPS[CollType.AllReduce](n), channels, one_period)
 
 
 _LOCAL_PASS = {CollType.ReduceScatter: "reduce", CollType.AllGather: "copy", CollType.AllReduce: "reduce_copy"}

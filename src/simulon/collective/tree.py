@@ -106,15 +106,27 @@ def _columns(shape: tuple[int, int], *parts: np.ndarray) -> np.ndarray:
     return np.concatenate([np.broadcast_to(a, (*shape, a.shape[-1])) for a in parts], axis=2)
 
 
+def tree_chunks(shape: GroupShape, size: float, channels: int, protocol: str, lanes: int = 1) -> int:
+    """The chunks a tree all-reduce cuts each channel's data into (an LL128 tree's as NCCL cuts them:
+    nccl.tree_ll128_chunk_bytes), refusing groups whose nodes hold different numbers of members."""
+    per_node = shape.regular("tree")
+    per_channel = size / channels / lanes
+    chunk = tree_ll128_chunk_bytes(per_channel, shape.nodes, per_node) if protocol == "ll128" else None
+    return pipeline_chunks(per_channel, protocol, chunk)
+
+
+def tree_flow_count(shape: GroupShape, size: float, channels: int, protocol: str, lanes: int = 1) -> int:
+    """How many flows tree_all_reduce makes (counted without making them): on each channel every member but the
+    root sends each chunk up and receives it back down."""
+    return 2 * tree_chunks(shape, size, channels, protocol, lanes) * (shape.n - 1) * channels
+
+
 def tree_all_reduce(group: tuple[int, ...], shape: GroupShape, size: float, channels: int,
                     protocol: str, lanes: int = 1) -> FlowSet:
-    shape.regular("tree")
+    chunks = tree_chunks(shape, size, channels, protocol, lanes)
     out = FlowBuilder(group)
     trees = (btree_parent(shape.nodes), dtree_parent(shape.nodes))
     per_channel = size / channels
-    chunk = tree_ll128_chunk_bytes(per_channel / lanes, shape.nodes, shape.regular("tree")) \
-        if protocol == "ll128" else None
-    chunks = pipeline_chunks(per_channel / lanes, protocol, chunk)
     for ch in range(channels):
         parent = chain_parents(shape, ch // 2, trees[ch % 2])
         pipelined_reduce_broadcast(out, parent, per_channel / chunks, chunks, ch)

@@ -24,6 +24,7 @@ from ..collective.types import CollType, collective_named
 from ..config.common import MAX_GPUS
 from ..config.dc import DatacenterConfig
 from ..config.resolve import Unresolved, resolve_hardware
+from ..dag.size import TooLarge
 from ..network.calibration import LinkModel
 from ..pipeline import collective_sweep
 from ..progress import SILENT, Progress
@@ -100,18 +101,18 @@ class Case:
         nodes = -(-self.num_gpus // domain) * domain // one.node.gpus_per_node
         return DatacenterConfig.model_validate({**self.system.datacenter, "cluster": {"num_nodes": nodes}})
 
-    def predict_peak(self, model: LinkModel | None = None) -> float:
+    def predict_peak(self, model: LinkModel | None = None, memory_limit: float | None = None) -> float:
         """The highest predicted busbw (GB/s) of the sweep over PEAK_SIZES: what a row stating a peak is compared
-        with."""
+        with. A sweep needing more than `memory_limit` bytes is refused (dag.size.TooLarge)."""
         timings = collective_sweep(self.datacenter(), self.ctype, self.groups[0], PEAK_SIZES, self.algorithm,
-                                   others=self.groups[1:], model=model)
+                                   others=self.groups[1:], model=model, memory_limit=memory_limit)
         return max(t.busbw_GBps for t in timings)
 
-    def predict(self, model: LinkModel | None = None) -> list[float]:
-        """Predicted busbw (GB/s) of every row."""
+    def predict(self, model: LinkModel | None = None, memory_limit: float | None = None) -> list[float]:
+        """Predicted busbw (GB/s) of every row (refused as predict_peak is)."""
         sizes = sorted({size for _, _, size, _ in self.rows})
         timings = collective_sweep(self.datacenter(), self.ctype, self.groups[0], sizes, self.algorithm,
-                                   others=self.groups[1:], model=model)
+                                   others=self.groups[1:], model=model, memory_limit=memory_limit)
         by_size = {t.size_bytes: t.busbw_GBps for t in timings}
         return [by_size[size] for _, _, size, _ in self.rows]
 
@@ -326,10 +327,12 @@ def size_class(size: float) -> str:
 
 
 def validate_collectives(rows: list[dict[str, str]], model: LinkModel | None = None,
-                         progress: Progress = SILENT, source: str = "collectives table") -> ValidationReport:
+                         progress: Progress = SILENT, source: str = "collectives table",
+                         memory_limit: float | None = None) -> ValidationReport:
     """Predicted vs measured busbw_GBps for every row the network model covers, grouped by hardware family
     (send/receive apart) and message size class. `progress` is told each sweep as it is done; `source` names the
-    table in messages."""
+    table in messages. The rows of a sweep whose flows would need more than `memory_limit` bytes (None: no limit)
+    are skipped as too large, before it is built."""
     cases, skipped = collective_cases(rows, source)
     report = ValidationReport(skipped=skipped)
     by_index: dict[int, Comparison] = {}
@@ -337,8 +340,12 @@ def validate_collectives(rows: list[dict[str, str]], model: LinkModel | None = N
     for done, case in enumerate(cases):
         progress.advance(done)
         try:
-            predicted = case.predict(model)
-            peak = case.predict_peak(model) if case.peaks else 0.0
+            predicted = case.predict(model, memory_limit)
+            peak = case.predict_peak(model, memory_limit) if case.peaks else 0.0
+        except TooLarge as exc:
+            reason = f"too large: {exc.summary}"
+            report.skipped.extend(Skipped(index, reason) for index, *_ in (*case.rows, *case.peaks))
+            continue
         except ValueError as exc:
             report.skipped.extend(Skipped(index, f"not simulated: {exc}") for index, *_ in (*case.rows, *case.peaks))
             continue
