@@ -10,7 +10,6 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from helpers import cli
-
 from simulon.collective.algorithms import CATALOG
 from simulon.collective.decompose import flow_count, flow_set
 from simulon.collective.nccl import PROTOCOLS

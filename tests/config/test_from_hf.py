@@ -474,3 +474,10 @@ def test_a_hub_model_id_given_as_a_path_is_refused_pointing_to_from(tmp_path):
     with pytest.raises(ValidationError, match=r"no such file; a model on the HuggingFace Hub is named "
                                               r"with `from: meta-llama/Llama-3.1-8B`"):
         ModelSpec.model_validate({"from_hf": "meta-llama/Llama-3.1-8B"}, context={"base_dir": tmp_path})
+
+
+def test_a_missing_json_file_in_a_folder_is_named_as_a_missing_file_not_a_hub_id(tmp_path):
+    with pytest.raises(ValidationError, match=r"cannot read HuggingFace config '.*configs/llama\.json': No such file") \
+            as raised:
+        ModelSpec.model_validate({"from_hf": "configs/llama.json"}, context={"base_dir": tmp_path})
+    assert "Hub" not in str(raised.value)

@@ -209,7 +209,8 @@ def read_config(path: Path) -> dict[str, Any]:
 
 
 HUB_ID = re.compile(r"[\w.-]+/[\w.-]+")
-"""A HuggingFace Hub model id ("meta-llama/Llama-3.1-8B"), which from_hf may be given in place of a file's path."""
+"""A HuggingFace Hub model id ("meta-llama/Llama-3.1-8B"), which from_hf may be given in place of a file's path (a
+path of this form ending in .json, "configs/llama.json", is a file's)."""
 
 
 class RepeatedKey(ValueError):
@@ -596,7 +597,7 @@ def resolve_from_hf(data: dict[str, Any], base_dir: Path | None) -> FromHF:
         path = base_dir / path
     if path.is_dir():  # a checkpoint's folder, as HuggingFace's from_pretrained takes it
         path = path / "config.json"
-    elif not path.exists() and HUB_ID.fullmatch(ref):
+    elif not path.exists() and HUB_ID.fullmatch(ref) and not ref.lower().endswith(".json"):
         raise HFConfigError(f"cannot read HuggingFace config {str(path)!r}: no such file; a model on the "
                             f"HuggingFace Hub is named with `from: {ref}` (a shipped template), or download its "
                             "config.json and give its path")
