@@ -421,10 +421,12 @@ def _counts(result) -> str:
 
 
 def _describe(s, short: bool = False) -> str:
-    """A strategy in a line: every degree, the micro-batch, recomputation, sharding, format and TP overlap."""
+    """A strategy in a line: every degree, an uneven split's first and last stage layers, the micro-batch,
+    recomputation, sharding, format and TP overlap."""
     sharding = {"distributed_optimizer": "dist-opt", "zero2": "ZeRO-2", "fsdp": "FSDP"}[s.sharding]
     experts = f" ep{s.ep}" + (f" etp{s.etp}" if s.etp != s.tp else "") if s.ep > 1 else ""
-    text = (f"tp{s.tp} pp{s.pp}" + (f" vpp{s.vpp}" if s.vpp > 1 else "") + f" dp{s.dp}"
+    uneven = f" first/last {s.first_layers}/{s.last_layers} layers" if s.first_layers else ""
+    text = (f"tp{s.tp} pp{s.pp}" + (f" vpp{s.vpp}" if s.vpp > 1 else "") + uneven + f" dp{s.dp}"
             + (f" cp{s.cp}" if s.cp > 1 else "") + experts + f" mbs{s.micro_batch_size}"
             + ("" if s.recompute == "none" else f" {s.recompute}-recompute") + f" {sharding} {s.dtype}"
             + (" tp-overlap" if s.tp_comm_overlap else "") + (" zb-h1" if s.zero_bubble else ""))

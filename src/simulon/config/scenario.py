@@ -105,9 +105,6 @@ def _check_mamba(par: ParallelismSpec, mamba: MambaSpec) -> None:
     """Megatron's MambaMixer splits its heads and its B/C groups over tp (mamba_mixer.py asserts ngroups % tp and
     nheads % tp), and context parallelism splits each tensor-parallel rank's heads again, and its groups, or
     repeats them where there are fewer than cp (megatron/core/ssm/mamba_context_parallel.py)."""
-    if mamba.num_groups % par.tp:
-        raise FieldError("workload.parallelism.tp", f"{par.tp} does not divide the Mamba mixer's num_groups "
-                         f"{mamba.num_groups}")
     heads, groups = mamba.num_heads // par.tp, mamba.num_groups // par.tp
     if heads % par.cp or (groups % par.cp and par.cp % groups):
         raise FieldError("workload.parallelism.cp", f"{par.cp} must divide each tensor-parallel rank's {heads} Mamba "
@@ -118,9 +115,6 @@ def _check_gated_delta_net(par: ParallelismSpec, gdn: GatedDeltaNetSpec) -> None
     """Megatron's GatedDeltaNet splits its key and value heads over tp, then each rank's over cp (common.py asserts
     num_key_heads % tp, num_value_heads % tp and the rank's share of the value heads % cp; whole key heads too)."""
     for heads, what in ((gdn.key_heads, "key_heads"), (gdn.value_heads, "value_heads")):
-        if heads % par.tp:
-            raise FieldError("workload.parallelism.tp",
-                             f"{par.tp} does not divide the gated delta net's {what} {heads}")
         if heads // par.tp % par.cp:
             raise FieldError("workload.parallelism.cp", f"{par.cp} does not divide each tensor-parallel rank's "
                              f"{heads // par.tp} gated delta net {what}")
@@ -154,6 +148,25 @@ def _check_context_parallel(par: ParallelismSpec, model: ModelSpec, attention: s
                          "both")
 
 
+def tensor_split_problem(model: ModelSpec, tp: int) -> str | None:
+    """Why tensor parallelism of `tp` ranks cannot split the model's layers as Megatron splits them (the attention
+    heads, the key/value heads unless tp is a multiple of them, the MLP's hidden size, the Mamba mixer's B/C groups,
+    the gated delta net's key and value heads: _check_mamba, _check_gated_delta_net), or None."""
+    if model.num_heads % tp:
+        return f"{tp} does not divide num_heads {model.num_heads}"
+    if model.kv_heads % tp and tp % model.kv_heads:
+        return f"{tp} and num_kv_heads {model.kv_heads} must divide one another"
+    if model.ffn_hidden_size % tp:
+        return f"{tp} does not divide ffn_hidden_size {model.ffn_hidden_size}"
+    if model.mamba is not None and model.mamba.num_groups % tp:
+        return f"{tp} does not divide the Mamba mixer's num_groups {model.mamba.num_groups}"
+    gdn = model.gdn
+    for heads, what in ((gdn.key_heads, "key_heads"), (gdn.value_heads, "value_heads")) if gdn else ():
+        if heads % tp:
+            return f"{tp} does not divide the gated delta net's {what} {heads}"
+    return None
+
+
 def check_workload_fits(wl: MegatronWorkload, dc: DatacenterConfig) -> None:
     """Raise FieldError (dotted path from the scenario root) for the first inconsistency found."""
     par, train, model = wl.parallelism, wl.training, wl.model
@@ -172,14 +185,9 @@ def check_workload_fits(wl: MegatronWorkload, dc: DatacenterConfig) -> None:
                          f"num_gpus {num_gpus}")
     else:
         dp = num_gpus // model_parallel
-    if model.num_heads % par.tp:
-        raise FieldError("workload.parallelism.tp", f"{par.tp} does not divide num_heads {model.num_heads}")
-    if model.kv_heads % par.tp and par.tp % model.kv_heads:
-        raise FieldError("workload.parallelism.tp", f"{par.tp} and num_kv_heads {model.kv_heads} "
-                         "must divide one another")
-    if model.ffn_hidden_size % par.tp:
-        raise FieldError("workload.parallelism.tp", f"{par.tp} does not divide ffn_hidden_size "
-                         f"{model.ffn_hidden_size}")
+    problem = tensor_split_problem(model, par.tp)
+    if problem:
+        raise FieldError("workload.parallelism.tp", problem)
     if model.mamba is not None:
         _check_mamba(par, model.mamba)
     if model.gdn is not None:

@@ -7,9 +7,10 @@ that for a scenario whose datacenter has `node_groups`, keeping its strategy (tp
 1. Unit costs. For each node group's GPU, the seconds per micro-batch of a dense layer, an MoE layer, the
    embedding and the head on one rank (kernels, recompute, exposed TP/CP/EP communication), from the
    search's fast estimate (search.estimate.Estimator) on that group's own nodes.
-2. Placements. Every assignment of stages to groups that uses each group for as many stages as its GPUs
-   allow: all orders when there are at most MAX_ORDERS, else the groups in contiguous blocks (every order
-   of the groups).
+2. Placements. Every assignment of stages to groups that uses no group for more stages than its GPUs hold
+   (where the groups hold more than pp stages, every sharing of them: a fast group may take every stage): all
+   orders when there are at most MAX_ORDERS in all, else the groups in contiguous blocks (every order of the
+   groups).
 3. The layer split of a placement minimises its slowest stage (then, among splits as slow, the sum of the
    stages, the fill and drain of 1F1B): the smallest time T at which the stages' layer counts that fit
    under T reach the model's layers, each stage holding at least one layer, found by bisection over the
@@ -45,7 +46,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -174,9 +175,10 @@ def whole_stages(sc: ScenarioConfig) -> tuple[int, list[int]]:
     return per_stage, [g.num_gpus // per_stage for g in sc.datacenter.groups]
 
 
-def stage_counts(sc: ScenarioConfig) -> list[int]:
-    """Stages each node group can hold: its GPUs over a stage's, shared out in group order so that the
-    counts add up to pp (ValueError if the groups cannot hold pp stages)."""
+def stage_counts(sc: ScenarioConfig) -> list[tuple[int, ...]]:
+    """Every way of sharing the pp stages out over the node groups: stages per group, each at most what the
+    group's GPUs hold (whole_stages), adding up to pp (ValueError if the groups cannot hold pp stages). Where the
+    groups hold more than pp stages, a faster group may take them all and a slower none."""
     par = sc.workload.parallelism
     per_stage, room = whole_stages(sc)
     if sum(room) < par.pp:
@@ -184,21 +186,40 @@ def stage_counts(sc: ScenarioConfig) -> list[int]:
         raise ValueError(f"workload.parallelism.pp: {par.pp} stages of {per_stage} GPUs each, but the node groups "
                          f"hold {sum(room)} whole stage{'s' if sum(room) != 1 else ''} ({held}): a stage's GPUs must "
                          "lie in one group")
-    counts, left = [], par.pp
-    for r in room:
-        counts.append(min(r, left))
-        left -= counts[-1]
-    return counts
+    return list(_shares(tuple(room), par.pp))
 
 
-def placements(counts: list[int]) -> list[tuple[int, ...]]:
-    """Stage-to-group assignments using group g for counts[g] stages (module docstring, step 2), sorted."""
+def _shares(room: tuple[int, ...], stages: int) -> Iterator[tuple[int, ...]]:
+    """Every tuple of counts, each at most its room, adding up to `stages`, the first group's counts descending."""
+    if not room:
+        if stages == 0:
+            yield ()
+        return
+    for first in range(min(room[0], stages), -1, -1):
+        if sum(room[1:]) >= stages - first:
+            yield from ((first, *rest) for rest in _shares(room[1:], stages - first))
+
+
+def _orders(counts: Sequence[int]) -> int:
+    """Distinct orders of a placement using group g for counts[g] stages."""
+    return math.factorial(sum(counts)) // math.prod(math.factorial(c) for c in counts)
+
+
+def placements(counts: Sequence[int], every_order: bool | None = None) -> list[tuple[int, ...]]:
+    """Stage-to-group assignments using group g for counts[g] stages (module docstring, step 2), sorted: in every
+    order (by default where there are at most MAX_ORDERS), else each group's stages contiguous."""
     stages = [g for g, n in enumerate(counts) for _ in range(n)]
-    orders = math.factorial(sum(counts)) // math.prod(math.factorial(c) for c in counts)
-    if orders <= MAX_ORDERS:
+    if _orders(counts) <= MAX_ORDERS if every_order is None else every_order:
         return sorted(set(itertools.permutations(stages)))
     used = [g for g, n in enumerate(counts) if n]
     return sorted({tuple(g for g in order for _ in range(counts[g])) for order in itertools.permutations(used)})
+
+
+def every_placement(choices: Sequence[Sequence[int]]) -> list[tuple[int, ...]]:
+    """The placements of every sharing of the stages (stage_counts), sorted: in every order where all of them
+    together make at most MAX_ORDERS, else each group's stages contiguous."""
+    every_order = sum(_orders(counts) for counts in choices) <= MAX_ORDERS
+    return sorted({order for counts in choices for order in placements(counts, every_order)})
 
 
 def split_layers(per_layer: list[float], extra: list[float], num_layers: int,
@@ -442,7 +463,7 @@ class Planner:
         per_stage, room = whole_stages(self.sc)
         if sum(room) < par.pp:
             raise ValueError(self.straddling(per_stage, room, self._replayed(self.baseline(), self.sc, simulate)))
-        plans = [p for p in (self.plan_of(order) for order in placements(stage_counts(self.sc))) if p is not None]
+        plans = [p for p in (self.plan_of(order) for order in every_placement(stage_counts(self.sc))) if p is not None]
         plans.sort(key=lambda p: (p.estimated_ms, p.stage_groups, p.layers_per_stage))
         chosen: list[Plan] = []
         for plan in plans:  # the best by estimate whose memory fits (the split re-solved where it did not)

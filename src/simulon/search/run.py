@@ -512,13 +512,19 @@ class Search:
 
     def memory(self, strategy: Strategy, workload: MegatronWorkload | None = None,
                num_gpus: int | None = None) -> StageMemory:
-        """The fullest of the first and last stage (the first keeps the most micro-batches and the embedding,
-        the last the LM head and its logits; a middle stage keeps less than the first), and of the second where
-        the first holds fewer layers than the middle stages (the second keeps the most micro-batches of those);
-        on `num_gpus` GPUs of this search's kind where given (a workload over another GPU count)."""
-        model = MemoryModel(workload or apply(self.workload, strategy), num_gpus or self.num_gpus, self.capacity,
-                            self.gpu.name)
-        stages = {0, strategy.pp - 1} | ({1} if strategy.first_layers and strategy.pp > 2 else set())
+        """The fullest stage, with the scenario's NCCL channels (their buffers) as `simulate` counts them: of a
+        model whose layers are all of one kind, the fullest of the first and last stage (the first keeps the most
+        micro-batches and the embedding, the last the LM head and its logits; a middle stage keeps less than the
+        first), and of the second where the first holds fewer layers than the middle stages (the second keeps the
+        most micro-batches of those); of layers of several kinds (dense layers before MoE ones, a hybrid pattern),
+        every stage's. On `num_gpus` GPUs of this search's kind where given (a workload over another GPU count)."""
+        workload = workload or apply(self.workload, strategy)
+        channels = self.sc.collective.num_channels if self.sc.collective is not None else None
+        model = MemoryModel(workload, num_gpus or self.num_gpus, self.capacity, self.gpu.name, channels)
+        if len(workload.model.layer_kinds) > 1:
+            stages = set(range(strategy.pp))
+        else:
+            stages = {0, strategy.pp - 1} | ({1} if strategy.first_layers and strategy.pp > 2 else set())
         return max((model.stage(s) for s in sorted(stages)), key=lambda s: s.device)
 
     def _replay(self, best: list[Ranked], progress: Progress, executor: Executor,
@@ -529,16 +535,22 @@ class Search:
         (executors.py): a replay too large even alone is refused, and the others go on."""
         if not best:
             return [], 0, []
-        jobs = [(scenario_for(self.sc, r.strategy, self.num_gpus).model_dump(mode="json", exclude_none=True), "search")
-                for r in best]
-        keys = [cache.key({"replay": job[0]}) for job in jobs] if cache is not None else []
+        jobs: dict[int, tuple[dict, str]] = {}
+        refused: dict[int, str] = {}
+        for index, r in enumerate(best):
+            try:
+                jobs[index] = (scenario_for(self.sc, r.strategy, self.num_gpus).model_dump(mode="json",
+                                                                                          exclude_none=True), "search")
+            except ConfigError as exc:  # a rule the search's own (space.rule_checks) do not know
+                refused[index] = f"not replayed: its scenario is refused: {exc}"
+        keys = {index: cache.key({"replay": job[0]}) for index, job in jobs.items()} if cache is not None else {}
         results: dict[int, float] = {}
-        for index, key in enumerate(keys):
+        for index, key in keys.items():
             found = cache.get("replays", key, replay_from_json) if cache is not None else None
             if found is not None:
                 results[index] = found
         reused = len(results)
-        todo = [index for index in range(len(jobs)) if index not in results]
+        todo = [index for index in jobs if index not in results]
         sizes: dict[int, DagSize] = {}
         if todo:
             progress.stage(f"sizing the {len(todo)} replays", total=len(todo), unit="strategies")
@@ -546,9 +558,8 @@ class Search:
                 sizes[todo[position]] = size
                 progress.advance(len(sizes))
         todo.sort(key=lambda index: (-sizes[index].nodes, index))  # the largest first: the last to finish is short
-        progress.stage(f"replaying the best {len(jobs)}", total=len(jobs), unit="strategies")
-        progress.advance(reused)
-        refused: dict[int, str] = {}
+        progress.stage(f"replaying the best {len(best)}", total=len(best), unit="strategies")
+        progress.advance(reused + len(refused))
         baseline = worker_baseline(executor)
         needs = [sizes[index].memory_bytes() + baseline for index in todo]
         for position, outcome in executor.map_unordered(replay_step_ms, [jobs[index] for index in todo], needs):

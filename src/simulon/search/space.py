@@ -43,6 +43,7 @@ import numpy as np
 
 from ..config.common import MAX_GPUS, DType
 from ..config.pipeline_layout import virtual_stage_layers
+from ..config.scenario import tensor_split_problem
 from ..config.workload import MegatronWorkload
 
 SHARDINGS = ("distributed_optimizer", "zero2", "fsdp")
@@ -192,10 +193,10 @@ class Space:
                 "micro_batch_size": MICRO_BATCHES, "dtype": self.dtypes}
 
     def tensor_sizes(self) -> list[int]:
-        """The tensor-parallel sizes tried: those that divide a node and the model's heads (and Mamba groups)."""
+        """The tensor-parallel sizes tried: those that divide a node and split the model's layers
+        (config.scenario.tensor_split_problem: heads, MLP, Mamba groups)."""
         model = self.workload.model
-        return [t for t in _divisors(self.gpus_per_node) if model.num_heads % t == 0 and model.kv_heads % t == 0
-                and (model.mamba is None or model.mamba.num_groups % t == 0)]
+        return [t for t in _divisors(self.gpus_per_node) if tensor_split_problem(model, t) is None]
 
     def expert_sizes(self) -> list[int]:
         """The expert-parallel sizes tried: those that divide the experts (1 without experts)."""
@@ -376,14 +377,14 @@ INNER_DIMENSIONS = ("cp", "ep", "unsplit", "micro_batch_size", "sequence_paralle
 RULES = (
     "divisibility: pp x vpp must divide the layers (vpp only with pp > 1, and the embedding and the loss count where "
     "the split accounts for them)",
-    "divisibility: 2 x cp (and tp x cp with sequence parallelism) must divide the sequence",
+    "divisibility: 2 x cp (cp > 1; and tp x cp with sequence parallelism) must divide the sequence",
     "divisibility: tp x pp x cp must divide the GPUs",
     "divisibility: micro-batch x dp must divide the global batch",
     "divisibility: the interleaved schedule needs a multiple of pp micro-batches",
     "divisibility: ep must divide dp x cp (tp x dp x cp with unsplit experts)",
     "dominance: unsplit experts are the default when tp = 1 or without expert parallelism",
-    "dominance: sequence parallelism moves the same bytes and keeps less",
-    "divisibility: sequence parallelism and its overlap need tp > 1",
+    "dominance: sequence parallelism moves the same bytes and keeps less (where tp x cp divides the sequence)",
+    "divisibility: sequence parallelism and its overlap need tp > 1, and the overlap sequence parallelism",
     "dominance: the distributed optimizer moves the same bytes as DDP and keeps less",
     "divisibility: the zero-bubble schedule (ZB-H1) needs pp > 1 and one model chunk per stage",
 )
@@ -417,14 +418,14 @@ def rule_checks(layers: int, num_gpus: int, gbs: int, seq: int, tp: Any, pp: Any
     microbatches = gbs // (mbs * dp)
     ranks = np.where(unsplit, tp * cp * dp, dp * cp)  # what expert parallelism is carved out of
     broken = [((pp == 1) & (vpp > 1)) | (~uneven & (layers % (pp * vpp) != 0)) | unsplittable,
-              (seq % (2 * cp) != 0) | (sp & (seq % (tp * cp) != 0)),
+              ((cp > 1) & (seq % (2 * cp) != 0)) | (sp & (seq % (tp * cp) != 0)),
               num_gpus % model_ranks != 0,
               gbs % (mbs * dp) != 0,
               (vpp > 1) & (microbatches % pp != 0),
               (ep > 1) & (ranks % ep != 0),
               unsplit & ((ep == 1) | (tp == 1)),
-              (tp > 1) & ~sp,
-              (tp == 1) & (sp | overlap),
+              (tp > 1) & ~sp & (seq % (tp * cp) == 0),
+              ((tp == 1) & (sp | overlap)) | (overlap & ~sp),
               ddp,
               zero_bubble & ((pp == 1) | (vpp > 1))]
     shape = np.broadcast_shapes(*(b.shape for b in broken))
