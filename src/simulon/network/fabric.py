@@ -1,7 +1,8 @@
 """The scale-out Clos fabric: NIC ports under leaves, leaves under spines, pods of spines under cores.
 
 Under ECMP (`routing: ecmp`) every link is one cable each way: a leaf's uplink bandwidth (its downlink bandwidth
-over the oversubscription) leaves by as many uplink ports as it fills at the NIC port's speed, cable k to spine k
+over the oversubscription) leaves by as many whole uplink ports as it fills at the NIC port's speed (no cable faster
+than its port: an oversubscription that does not divide the ports leaves the remainder unbuilt), cable k to spine k
 mod the spines it reaches (round robin: with fewer spines than ports, several cables go to each), and likewise a
 spine's uplinks to the cores (config.dc.fabric_cables, which the switch-port checks count too). Between two NIC
 ports the route is up to the lowest common tier and back down; a switch hashes each connection (below) onto one of
@@ -146,8 +147,12 @@ class Fabric:
             u, reach, j = fabric_cables(spec, nics_per_leaf)
         else:  # no NIC ports (one node, nothing on the fabric): nothing bounds the paths
             u, reach, j = spec.spines, spec.spines, (spec.cores or 1) if spec.tiers == 3 else 0
+        if u:  # whole cables of one port each: 10 for 16 NICs at 1.5:1, not 10.67 ports' worth over 10
+            leaf_up = min(leaf_up, u * port_speed)
         s, sr = (min(u, 1), min(reach, 1)) if spread else (u, reach)  # links per leaf; spines as links see them
         spine_up = per_pod * leaf_up / reach / spec.pod_oversubscription if spec.tiers == 3 else 0.0
+        if j:
+            spine_up = min(spine_up, j * port_speed)
         c, cr = (min(j, 1), min(spec.cores or 0, j, 1)) if spread else (j, min(spec.cores or 0, j))
         spines = spec.planes * pods * (spec.spines or 0) if spec.tiers >= 2 else 0
         cores = spec.planes * (spec.cores or 0) if spec.tiers == 3 else 0
