@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from simulon.collective.types import CollType
 from simulon.config import DatacenterConfig
-from simulon.config.dc import FabricSpec
+from simulon.config.dc import FabricSpec, fabric_cables
 from simulon.network.fabric import NO_LINK, Fabric
 from simulon.network.topology import Topology
 from simulon.pipeline import time_collective
@@ -37,18 +37,20 @@ FABRICS = st.fixed_dictionaries({
 @given(spec=FABRICS, nodes=st.integers(2, 24))
 def test_uplinks_carry_what_the_oversubscription_leaves_and_under_ecmp_each_link_is_one_cable(spec, nodes):
     f = fabric(nodes, spec)
-    leaf_up = block(f, "leaf_up").reshape(f.leaves, -1).sum(axis=1)
-    assert leaf_up == pytest.approx(np.full(f.leaves, spec["nics_per_leaf"] * PORT / spec["oversubscription"]))
+    up, reach, j = fabric_cables(FabricSpec.model_validate(spec), spec["nics_per_leaf"])
+    leaf_up = block(f, "leaf_up").reshape(f.leaves, -1).sum(axis=1)  # what the oversubscription leaves, in whole
+    wanted = spec["nics_per_leaf"] * PORT / spec["oversubscription"]  # cables of one port (none beyond)
+    assert leaf_up == pytest.approx(np.full(f.leaves, min(wanted, up * PORT)))
     kinds = ["leaf_up", "spine_down"] + (["spine_up", "core_down"] if spec["tiers"] == 3 else [])
     if spec["tiers"] == 3:  # a pod's spines send up what its leaves send them over the pod's oversubscription
         pod_up = block(f, "spine_up").reshape(f.pods, -1).sum(axis=1)
-        assert pod_up == pytest.approx(np.full(f.pods, spec["leaves_per_pod"] * leaf_up[0]
-                                               / spec["pod_oversubscription"]))
-    if spec["routing"] == "ecmp":  # whole ports of the NIC's speed: a cable at one to two ports' rate, less only
-        for kind in kinds:       # where a switch has less than one port's worth of uplink (one cable, then)
+        wanted = spec["leaves_per_pod"] * leaf_up[0] / spec["pod_oversubscription"]
+        assert pod_up == pytest.approx(np.full(f.pods, min(wanted, reach * j * PORT)))
+    if spec["routing"] == "ecmp":  # whole ports of the NIC's speed: a cable at one port's rate, less only where a
+        for kind in kinds:       # switch has less than one port's worth of uplink (one cable, then)
             cables = f.spine_paths if kind in ("leaf_up", "spine_down") else f.core_paths
             caps = block(f, kind)
-            assert (caps < 2 * PORT).all() and ((caps >= PORT * (1 - 1e-9)).all() or cables == 1)
+            assert (caps <= PORT * (1 + 1e-9)).all() and ((caps >= PORT * (1 - 1e-9)).all() or cables == 1)
             assert f.physical_per_link(kind) == 1
     else:  # adaptive: one merged link per leaf (and per pod above), standing for every cable
         assert len(block(f, "leaf_up")) == f.leaves

@@ -280,11 +280,11 @@ def test_metas_llama3_fabric_keeps_full_bisection_in_a_pod_and_one_seventh_above
     assert inside == ["nic_up", "leaf_up", "spine_down", "nic_down"]
     assert across == ["nic_up", "leaf_up", "spine_up", "core_down", "spine_down", "nic_down"]
     rate = {kind: topo.line_rate[hops(topo, 0, 3072 + 5)[i]] for i, kind in enumerate(across)}
-    # a ToR's 16 uplinks carry its 16 NICs; a cluster switch's 27 uplink cables (192 ports / 7, whole ports of the
-    # NIC's speed, round robin over the 16 aggregation switches) carry 1/7 of its 192 ToR links
+    # a ToR's 16 uplinks carry its 16 NICs; a cluster switch's 27 uplink cables (192 ports / 7 in whole ports of the
+    # NIC's speed, round robin over the 16 aggregation switches) carry one port each: 1:7.1
     assert 16 * rate["leaf_up"] == pytest.approx(16 * rate["nic_up"])
     assert topo.fabric.spine_uplinks == topo.fabric.core_paths == 27 and topo.fabric.core_reach == 16
-    assert 27 * rate["spine_up"] == pytest.approx(192 * rate["leaf_up"] / 7)
+    assert rate["spine_up"] == pytest.approx(rate["nic_up"])
 
 
 def test_under_ecmp_spines_beyond_a_leafs_uplink_ports_add_no_paths_and_thin_none():

@@ -219,7 +219,13 @@ def collective(
         raise ConfigError(f"--op: {exc}") from None
     sc = load_scenario(scenario)
     dc = sc.datacenter
-    ranks = parse_ranks(group, dc.num_gpus) if group is not None else tuple(range(dc.num_gpus))
+    if group is not None:
+        ranks = parse_ranks(group, dc.num_gpus)
+    elif dc.num_gpus < 2:
+        raise ConfigError(f"{scenario}: datacenter: a collective needs at least two GPUs, and the datacenter has "
+                          f"{dc.num_gpus}")
+    else:
+        ranks = tuple(range(dc.num_gpus))
     algo = sc.collective.algorithm if algorithm is None else algorithm.lower()  # any case, as the scenario's
     refusal = steers(ctype, algo) if algorithm is not None and algo in CATALOG else None
     if refusal:

@@ -3,6 +3,7 @@ decompose_collective."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -61,9 +62,9 @@ def flow_set(collective_type: str | CollType, group: Sequence[int], size: float,
         raise ValueError(f"unknown protocol {protocol!r} (valid: {', '.join(PROTOCOLS)})")
     if channels < 1:
         raise ValueError(f"num_channels must be at least 1, got {channels}")
-    if size < 0:
-        raise ValueError(f"data_size must not be negative, got {size}")
-    group = tuple(int(r) for r in group)
+    if not math.isfinite(size) or size < 0:
+        raise ValueError(f"data_size must be a finite number of bytes, not negative, got {size}")
+    group = tuple(_rank(r) for r in group)
     if len(set(group)) != len(group):
         raise ValueError(f"group_ranks has repeated ranks: {list(group)}")
     if not group:
@@ -81,6 +82,17 @@ def flow_set(collective_type: str | CollType, group: Sequence[int], size: float,
                     grouped_sends=ctype in POINT_TO_POINT, send_receive=ctype == CollType.SendRecv,
                     local_pass=record.local_pass(ctype, shape.nodes))
     return flows.in_steady_state() if steady else flows
+
+
+def _rank(rank: object) -> int:
+    """A group member's rank: a whole number, not negative (a flow's -1 is the switch, common.SWITCH)."""
+    try:
+        number = int(rank)  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        raise ValueError(f"group_ranks holds {rank!r}, not a rank") from None
+    if number != rank or number < 0 or isinstance(rank, bool):
+        raise ValueError(f"group_ranks holds {rank!r}: a rank is a whole number from 0")
+    return number
 
 
 def flow_count(collective_type: str | CollType, shape: GroupShape, size: float, channels: int,
@@ -128,10 +140,16 @@ def every_channel(flows: FlowSet) -> FlowSet:
 
 
 def decompose_collective(collective_type: str, group_ranks: Sequence[int], data_size: float,
-                         num_channels: int = 1, algorithm: str = "ring",
-                         flow_id_start: int = 0) -> tuple[CollectiveResult, int]:
+                         num_channels: int = 1, algorithm: str = "ring", flow_id_start: int = 0,
+                         gpus_per_node: int | None = None) -> tuple[CollectiveResult, int]:
     """Decompose one collective into P2PFlow records with parent/child chains, every channel's flows (channel
-    ids 0 to num_channels - 1; the engine simulates identical channels once, see flow_set).
+    ids 0 to num_channels - 1; the engine simulates identical channels once, see flow_set). An all-to-all's and a
+    send/receive's parts (num_channels a peer) lie on NCCL's point-to-point channels, numbered as NCCL numbers
+    them, and run as `p2p` whatever collective algorithm is named (algorithms.algorithm_for), which the result
+    names.
+
+    `gpus_per_node`: rank r sits on node r // gpus_per_node (None: every rank on one node), so that the algorithms
+    across nodes (tree's chains, collnet_direct, collnet_chain, nvls_tree) see the group's nodes.
 
     Returns the result and the next unused flow id, so that callers can number flows of several
     collectives without collisions. A group of fewer than two ranks is refused (ValueError), as flow_set's
@@ -139,7 +157,12 @@ def decompose_collective(collective_type: str, group_ranks: Sequence[int], data_
     """
     if len(group_ranks) < 2:
         raise ValueError(f"group_ranks has {len(group_ranks)} ranks: a collective needs at least two ranks")
-    flows = every_channel(flow_set(collective_type, group_ranks, data_size, num_channels, algorithm))
+    if gpus_per_node is not None and (isinstance(gpus_per_node, bool) or not isinstance(gpus_per_node, int)
+                                      or gpus_per_node < 1):
+        raise ValueError(f"gpus_per_node must be a whole number of at least 1, got {gpus_per_node!r}")
+    ranks = tuple(_rank(r) for r in group_ranks)
+    shape = GroupShape.of(ranks, gpus_per_node) if gpus_per_node is not None else None
+    flows = every_channel(flow_set(collective_type, ranks, data_size, num_channels, algorithm, shape=shape))
     src, dst = flows.src, flows.dst
     records = [
         P2PFlow(flow_id=flow_id_start + i, src=int(src[i]), dst=int(dst[i]), bytes=float(flows.size[i]),
@@ -149,6 +172,7 @@ def decompose_collective(collective_type: str, group_ranks: Sequence[int], data_
     for child, parent in zip(flows.parent_of.tolist(), flows.parent_idx.tolist(), strict=True):
         records[child].parent_flow_ids.append(flow_id_start + parent)
         records[parent].child_flow_ids.append(flow_id_start + child)
-    result = CollectiveResult(coll_type(collective_type).name, algorithm, list(flows.group), float(data_size),
+    ctype = coll_type(collective_type)
+    result = CollectiveResult(ctype.name, algorithm_for(ctype, algorithm), list(flows.group), float(data_size),
                               num_channels, records)
     return result, flow_id_start + len(records)

@@ -375,7 +375,7 @@ def fabric_cables(fabric: FabricSpec, nics_per_leaf: float) -> tuple[int, int, i
     reach = min(fabric.spines or 0, up)
     if fabric.tiers < 3 or not reach or fabric.leaves_per_pod is None:
         return up, reach, 0
-    down = fabric.leaves_per_pod * nics_per_leaf / fabric.oversubscription / reach
+    down = fabric.leaves_per_pod * min(nics_per_leaf / fabric.oversubscription, up) / reach  # whole leaf cables
     return up, reach, uplink_ports(down, fabric.pod_oversubscription)
 
 
@@ -426,14 +426,16 @@ class ScaleOutSpec(StrictModel):
 
     @model_validator(mode="after")
     def _ports_fit(self) -> ScaleOutSpec:
-        """The switches' links within the switch's port_count, as network/fabric.py builds them (fabric_ports)."""
+        """The switches' links within the switch's port_count, as network/fabric.py builds them (fabric_ports): the
+        topology given, else every fabric listed (the cluster's size, which chooses one, is the datacenter's)."""
         ports = self.switch.port_count if self.switch is not None else None
         if ports is None:
             return self
         speed = self.switch.port_speed
         share = self.nic.speed / speed if self.nic is not None and speed else 1.0  # a NIC port in switch ports
+        listed = () if "topology" in self.model_fields_set else self.fabrics or ()
         fabrics = [("topology", self.topology)] + [(f"fabrics[{i}].topology", f.topology)
-                                                   for i, f in enumerate(self.fabrics or ())]
+                                                   for i, f in enumerate(listed)]
         for where, fabric in fabrics:
             for field, what, links, role in fabric_ports(fabric, share):
                 if links > ports:
