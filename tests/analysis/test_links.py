@@ -69,3 +69,19 @@ def test_the_busiest_links_counters_integrate_to_the_bytes_the_links_carried(lea
         spans = np.diff(np.append(series.times, sim.timeline.makespan))
         moved = float((series.load * spans).sum()) * sim.topology.capacity[link]
         assert moved == pytest.approx(analysis.link_use.bytes[link], rel=1e-6)
+
+
+@pytest.mark.parametrize("gpus_per_nic", [1, 2])
+def test_a_folded_step_reports_the_link_classes_the_full_expansion_does(gpus_per_nic):
+    """The folded step counted only its representatives' links: NVLink 'used 12 of 192' and 1/16 of the bytes on
+    the MoE example, where the full expansion used all 192."""
+    sc = gpt_scenario(nodes=4, gpus_per_node=4, tp=2, gbs=16, layers=2, nic="50Gbps", gpus_per_nic=gpus_per_nic)
+    folded, full = analysed(sc, "symmetric"), analysed(sc, "full")
+    assert folded.sim.dag.multiplicity.max() > 1
+    assert folded.step_ms == pytest.approx(full.step_ms, rel=1e-9)
+    for name, whole in full.analysis.links["by_class"].items():
+        part = folded.analysis.links["by_class"][name]
+        assert (part["links"], part["used"]) == (whole["links"], whole["used"])
+        assert part["bytes"] == pytest.approx(whole["bytes"], rel=1e-9)
+        assert part["mean_utilisation"] == pytest.approx(whole["mean_utilisation"], rel=1e-9)
+

@@ -27,3 +27,11 @@ def test_a_link_class_none_of_whose_links_carried_traffic_is_left_out_of_the_tab
     assert "analysis.links.by_class.leaf-spine" not in html
     assert all(f"analysis.links.by_class.{name}.used" in html for name, c in by_class.items() if c["used"])
     assert "Per link class that carried traffic" in html
+
+
+def test_the_top_collectives_table_lists_every_collective_the_path_crosses_up_to_ten(made):
+    """The JSON cut the path's collectives at 5 under a table titled top 10: this step's path crosses 9."""
+    on_path = made.result["analysis"]["critical_path"]["by_collective_ms"]
+    assert len(on_path) == 9
+    html = made.report.read_text()
+    assert all(name in html for name in on_path) and "top 10 collectives" in html

@@ -59,7 +59,7 @@ def analyze(dag: ExecutionDAG, timeline: Timeline, topology: Topology, peak_flop
     loads = timeline.loads
     use = link_use(topology, props, loads, timeline.makespan)
     series = link_series(topology, props, loads, timeline, busiest_links(use))
-    links = {**links_summary(topology, use), "over_time": load_over_time(series, timeline.makespan)}
+    links = {**links_summary(topology, use, dag.multiplicity), "over_time": load_over_time(series, timeline.makespan)}
     attention = attention_ms(dag, timeline) if settings.warp_mma_attention else None
     found = findings(per_gpu, summary, links, timeline.makespan * 1e3, settings, attention)
     return Analysis(path, summary, per_gpu, use, links, found, ridge, series)

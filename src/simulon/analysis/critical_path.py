@@ -31,8 +31,8 @@ TERMS = ("compute", "compute_slowdown", "transfer", "link_contention", "launch",
 """What a critical path's time is spent on: kernels at their own time and stretched by SMs held by collectives;
 flows' bytes at their route's rate and slowed by flows sharing their links; collectives' launch delay; delivery:
 path latency, and where a ring step ends in its receiver's local reduction or copy, that pass (engine/flows.py)."""
-TOP = 5
-"""Collectives listed by their time on the path."""
+TOP_COLLECTIVES = 10
+"""Collectives listed by their time on the path (the report's table shows them all)."""
 
 
 @dataclass(frozen=True)
@@ -144,8 +144,8 @@ def path_summary(dag: ExecutionDAG, path: CriticalPath) -> dict:
 
 
 def _top_collectives(seconds: dict[str, float]) -> dict[str, float]:
-    """The TOP collectives' time on the path (ms), without the kernels' (named "")."""
-    return _ms(dict([(name, s) for name, s in seconds.items() if name][:TOP]))
+    """The TOP_COLLECTIVES collectives' time on the path (ms), without the kernels' (named "")."""
+    return _ms(dict([(name, s) for name, s in seconds.items() if name][:TOP_COLLECTIVES]))
 
 
 def collective_names(dag: ExecutionDAG, kinds: np.ndarray, nodes: np.ndarray) -> np.ndarray:

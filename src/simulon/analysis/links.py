@@ -6,8 +6,8 @@ A link carries the wire bytes (engine/flows.py: data plus the protocol's flags) 
 how many real flows a simulated flow stands for there (engine/footprint.py: under a fold a representative's flow
 loads its counterparts' links). The replay never gives a link more than its capacity (max-min fair sharing), so
 a link's utilisation lies in [0, 1]. Under a fold, links of GPUs that are not simulated carry nothing here;
-their representatives' links show what they carry, so a class's figures are over the links that carried
-traffic.
+their representatives' links show what they carry, and a class's figures count each of those for the links it
+stands for (represented), as the full expansion would count them.
 """
 
 from __future__ import annotations
@@ -69,17 +69,36 @@ def link_use(topology: Topology, props: FlowProperties, loads: LinkLoads, step_s
     return LinkUse(carried, utilisation, link_classes(topology))
 
 
-def links_summary(topology: Topology, use: LinkUse) -> dict:
-    """Per class: links, links that carried traffic, bytes, mean and highest utilisation of those; and the
-    BUSIEST links by utilisation (ties by link id)."""
+def represented(topology: Topology, multiplicity: np.ndarray) -> np.ndarray:
+    """Per link: how many of the cluster's links its figures stand for, where simulated GPU g stands for
+    `multiplicity[g]` GPUs (ExecutionDAG.multiplicity; 1 each in a full expansion). A GPU's own scale-up links stand
+    for those of the GPUs it stands for (none for a GPU not simulated, whose links carry nothing), a NIC's ports for
+    the NICs of those GPUs (its GPUs' multiplicities over the GPUs a NIC serves); every other link for itself (a
+    folded flow loads its counterparts' links above the leaves: engine/footprint.py)."""
+    count = np.ones(topology.num_links)
+    g, ports = topology.num_gpus, topology.port_links
+    count[:ports] = np.repeat(multiplicity, ports // g) if topology.mesh else np.tile(multiplicity, ports // g)
+    nic = np.add.reduceat(multiplicity, np.arange(0, g, topology.gpus_per_nic)) / topology.gpus_per_nic
+    per_port = np.repeat(nic, topology.fabric.ports_per_nic)
+    for first in (topology.fabric.up(0), topology.fabric.down(0)):
+        count[first:first + len(per_port)] = per_port
+    return count
+
+
+def links_summary(topology: Topology, use: LinkUse, multiplicity: np.ndarray | None = None) -> dict:
+    """Per class: links, links that carried traffic, bytes, mean and highest utilisation of those, over the whole
+    cluster where the step was folded (`multiplicity`: the GPUs each simulated GPU stands for, see represented);
+    and the BUSIEST links by utilisation (ties by link id)."""
     classes = np.array(use.link_class)
+    stands = represented(topology, multiplicity) if multiplicity is not None else np.ones(len(classes))
     by_class = {}
     for name in dict.fromkeys(use.link_class):
         mine = classes == name
         used = mine & (use.bytes > 0)
-        util = use.utilisation[used]
-        by_class[name] = {"links": int(mine.sum()), "used": int(used.sum()), "bytes": float(use.bytes[mine].sum()),
-                          "mean_utilisation": float(util.mean()) if len(util) else 0.0,
+        util, weight = use.utilisation[used], stands[used]
+        by_class[name] = {"links": int(mine.sum()), "used": round(float(weight.sum())),
+                          "bytes": float((use.bytes[mine] * stands[mine]).sum()),
+                          "mean_utilisation": float(np.average(util, weights=weight)) if weight.sum() else 0.0,
                           "max_utilisation": float(util.max(initial=0.0))}
     busiest = [{"link": topology.link_name(i), "class": use.link_class[i], "bytes": float(use.bytes[i]),
                 "utilisation": float(use.utilisation[i])} for i in busiest_links(use).tolist()]

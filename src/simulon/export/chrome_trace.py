@@ -31,6 +31,7 @@ from ..analysis.links import LinkSeries
 from ..dag.nodes import PIPELINE_SEND, ExecutionDAG, NodeKind
 from ..engine.replay import Timeline
 from ..memory import MemoryReport
+from ..memory.activations import weight_gradient_inputs
 from ..memory.runtime import GiB
 from ..workload.kernels import Phase
 from ..workload.program import Stream
@@ -223,8 +224,11 @@ def _last_finish(keys: np.ndarray, finish: np.ndarray) -> tuple[np.ndarray, np.n
 
 def memory_counter_events(dag: ExecutionDAG, timeline: Timeline, memory: MemoryReport) -> list[dict]:
     """A counter per simulated GPU: its stage's model states, plus what each layer keeps for a micro-batch from
-    the end of the layer's forward to the end of its backward (memory/ gives the bytes; the replay the times).
-    Transients inside a kernel are not drawn: the table's allocated peak adds them."""
+    the end of the layer's forward to the end of its backward (memory/ gives the bytes; the replay the times): the
+    weight gradients' inputs until its last weight-gradient kernel, the rest until its last input-gradient one (a
+    split backward, ZB-H1's or DualPipe's, frees that much at its B and the rest at its deferred W, as the memory
+    model counts it: memory.activations.weight_gradient_inputs). Transients inside a kernel are not drawn: the
+    table's allocated peak adds them."""
     compute = np.flatnonzero(dag.kind == NodeKind.compute)
     phases = np.array([spec.phase for spec in dag.kernel_specs], dtype=np.int16)[dag.kernel[compute]]
     stride = int(dag.microbatch[compute].max(initial=0)) + 1
@@ -236,14 +240,22 @@ def memory_counter_events(dag: ExecutionDAG, timeline: Timeline, memory: MemoryR
             continue
         stage = memory.stages[int(dag.stage[mine[0]])]
         key = dag.layer[mine].astype(np.int64) * stride + dag.microbatch[mine]
-        times, deltas = [0.0], [stage.states]
-        for selected, sign in ((mine_phases == Phase.fwd, 1.0),
-                               ((mine_phases == Phase.bwd_ig) | (mine_phases == Phase.bwd_wg), -1.0)):
-            keys, latest = _last_finish(key[selected], timeline.finish[mine[selected]])
-            layers = np.floor_divide(keys, stride)
-            kept = np.array([stage.unit_kept.get(int(layer), 0.0) for layer in layers.tolist()])
-            times += latest.tolist()
-            deltas += (sign * kept).tolist()
+        parts = sum(stage.activation_parts.values())
+        weights = weight_gradient_inputs(stage.activation_parts) / parts if parts else 0.0
+        kept_fwd, end_fwd = _last_finish(key[mine_phases == Phase.fwd], timeline.finish[mine[mine_phases == Phase.fwd]])
+        last = [dict(zip(*(a.tolist() for a in _last_finish(key[mine_phases == phase],
+                                                          timeline.finish[mine[mine_phases == phase]])),
+                         strict=True)) for phase in (Phase.bwd_ig, Phase.bwd_wg)]
+        times, deltas = [0.0, *end_fwd.tolist()], [stage.states]
+        deltas += [stage.unit_kept.get(int(k // stride), 0.0) for k in kept_fwd.tolist()]
+        for k in sorted(set(last[0]) | set(last[1])):
+            kept = stage.unit_kept.get(int(k // stride), 0.0)
+            if k in last[0] and k in last[1]:  # B frees what W does not read; W the rest
+                times += [last[0][k], last[1][k]]
+                deltas += [-(1.0 - weights) * kept, -weights * kept]
+            else:
+                times.append(last[0].get(k, last[1].get(k)))
+                deltas.append(-kept)
         order = np.argsort(np.array(times), kind="stable")
         level = np.cumsum(np.array(deltas)[order])
         for t, value in zip(ns(np.array(times)[order]).tolist(), level.tolist(), strict=True):

@@ -4,14 +4,13 @@ timeline), and the plots of the plots/ registry drawn from that same result."""
 
 from __future__ import annotations
 
+from ..analysis.critical_path import TOP_COLLECTIVES
 from ..plots import KINDS
 from ..plots.figure import figure_bytes
 from ..plots.inputs import numbers
 from ..plots.result import TERMS, stage_means
 from .markup import image, number, page, section, table, text
 
-TOP_COLLECTIVES = 10
-"""Collectives listed by their time on the critical path."""
 PLOTS = (("gantt", "Pipeline timeline per stage"), ("memory", "Memory per stage against capacity"),
          ("links", "Busiest links' load over the step"))
 """The plots of the Plots section (the breakdown plot opens the Breakdown section)."""
