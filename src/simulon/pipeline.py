@@ -34,7 +34,7 @@ from .dag.fold import (
     symmetric_axes,
 )
 from .dag.nodes import ExecutionDAG
-from .dag.size import FOOTPRINT_ENTRY_BYTES, DagSize, TooLarge, check_fits, estimate_size, memory_cost
+from .dag.size import FOOTPRINT_ENTRY_BYTES, DagSize, TooLarge, check_fits, estimate_size
 from .engine.replay import Timeline, replay
 from .engine.steady_state import SteadyState
 from .memory import MemoryReport, estimate_memory
@@ -455,6 +455,13 @@ collective` all-to-alls of 1 MiB over DGX H100 clusters, 1,024 GPUs (1.05 millio
 (4.19 million flows, 1.96 GB): 540 and 467 bytes a flow, rounded up."""
 
 
+COLLECTIVE_FIXED_BYTES = 125e6
+"""Bytes a lone collective's simulation takes whatever its flows, over an import of simulon: the peak RSS of
+`/usr/bin/time -f %M simulon collective` on an all-to-all of 1 MiB over 8 DGX H100 nodes (4,032 flows, replayed by
+the compiled engine, whose compilation is most of it), 177.0 MB, less `python -c "import simulon.cli.app"`'s 55.4
+MB, rounded up. Smaller runs (4 nodes: 68.6 MB in all) take less; the 560 bytes a flow come on top."""
+
+
 def check_sweep_fits(ctype: CollType, groups: Sequence[tuple[int, ...]], sizes: Sequence[float],
                      plan: CollectivePlan, memory_limit: float | None) -> None:
     """Refuse (dag.size.TooLarge), before anything is built, a sweep whose largest collective's flows would need
@@ -472,7 +479,7 @@ def check_sweep_fits(ctype: CollType, groups: Sequence[tuple[int, ...]], sizes: 
                                one_period=True, chunk_bytes=choice.chunk_bytes) for g in groups)
         worst = max(worst, (COLLECTIVE_FLOW_BYTES * flows + FOOTPRINT_ENTRY_BYTES * spread * flows, flows, size))
     bytes_needed, flows, size = worst
-    need = memory_cost()["fixed_bytes"] + bytes_needed
+    need = COLLECTIVE_FIXED_BYTES + bytes_needed
     if need <= memory_limit:
         return
     raise TooLarge(f"{ctype.name} of {format_size(size)} over {len(groups[0]):,} GPUs"

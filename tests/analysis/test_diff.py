@@ -156,3 +156,12 @@ def test_a_damaged_result_is_compared_or_refused_with_a_message_naming_its_field
         assert str(exc).startswith(f"{path}: ") and "\n" not in str(exc)
         return
     assert all(math.isfinite(c.delta) for changes in compared.why.values() for c in changes)
+
+
+@given(a=st.floats(-1e-9, 1e-9), b=st.floats(0, 1e3))
+def test_a_change_from_a_baseline_of_rounding_noise_has_no_percentage(a, b):
+    """A critical path's 8.9e-12 ms of compute slowdown made a change of 3.4e13 %."""
+    from simulon.analysis.diff import Change
+
+    assert Change("term", a, b).percent is None
+    assert Change("term", 2.0, 3.0).percent == pytest.approx(50.0)

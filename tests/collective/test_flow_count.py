@@ -86,3 +86,11 @@ def test_a_table_row_too_large_for_the_memory_limit_is_skipped_with_what_it_need
     assert skipped["index"] == 0
     assert skipped["reason"].startswith("too large: AllToAll of 1MiB over 16,384 GPUs makes 268,419,072 flows, "
                                         "which need about ")
+
+
+def test_a_replayed_collective_counts_the_engine_it_compiles_not_only_its_flows():
+    """A 64-GPU all-to-all peaks 122 MB over the import (the compiled replay), but was let run under 100 MB."""
+    dc = DatacenterConfig.model_validate({"from": "dgx-h100", "cluster": {"num_nodes": 8}})
+    with pytest.raises(TooLarge, match="AllToAll of 1MiB over 64 GPUs"):
+        collective_sweep(dc, "alltoall", range(64), [2**20], memory_limit=100e6)
+    assert collective_sweep(dc, "alltoall", range(64), [2**20], memory_limit=200e6)

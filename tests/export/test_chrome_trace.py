@@ -192,3 +192,18 @@ def test_the_memory_counter_peaks_at_the_tables_states_and_kept_activations(sche
         kernels = np.flatnonzero((sim.dag.gpu == gpu) & (sim.dag.kind == NodeKind.compute))
         stage = sim.memory.stages[int(sim.dag.stage[kernels[0]])]
         assert peak == pytest.approx((stage.states + stage.kept_activations) / GiB, abs=1e-3)
+
+
+def test_a_trace_named_gz_is_gzip_compressed_the_same_bytes_each_time(tmp_path):
+    """`-o trace.json.gz` wrote plain JSON under a gzip name, which Perfetto then fails to open."""
+    import gzip
+
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(SEED_SCENARIO.read_text())
+    written = []
+    for name in ("a.json.gz", "b.json.gz", "plain.json"):
+        done = cli("simulate", str(scenario), "-o", str(tmp_path / name))
+        assert done.returncode == 0, done.stderr
+        written.append((tmp_path / name).read_bytes())
+    assert written[0] == written[1]
+    assert json.loads(gzip.decompress(written[0])) == json.loads(written[2])

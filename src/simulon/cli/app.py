@@ -67,7 +67,8 @@ def _options(
 @app.command()
 def simulate(
     scenario: Annotated[Path, typer.Argument(help="scenario YAML (datacenter + workload + collective)")],
-    output: Annotated[Path | None, typer.Option("-o", "--output", help="write a Chrome/Perfetto trace")] = None,
+    output: Annotated[Path | None, typer.Option(
+        "-o", "--output", help="write a Chrome/Perfetto trace (gzip-compressed where the name ends in .gz)")] = None,
     verbose: Annotated[bool, typer.Option("-v", "--verbose", help="print the per-GPU breakdown")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="print the summary as one JSON object")] = False,
     expand: Annotated[str, typer.Option(help="auto | full | symmetric: simulate every GPU, or one per "
@@ -83,7 +84,7 @@ def simulate(
 ) -> None:
     """Simulate one training iteration and report its time."""
     from ..export.chrome_trace import DETAILS, chrome_trace_json
-    from ..export.files import check_writable, write_atomic
+    from ..export.files import check_writable, compressed_as_named, write_atomic
     from ..pipeline import check_fold_mode
     from ..sampling import parse_mode
 
@@ -105,8 +106,9 @@ def simulate(
     result = sim.result
     if output is not None:
         try:
-            write_atomic(output, chrome_trace_json(sim.dag, sim.timeline, trace_detail, sim.memory, sim.fold.rep,
-                                                   analysis.busiest, sampling_metadata(result)))
+            write_atomic(output, compressed_as_named(output, chrome_trace_json(
+                sim.dag, sim.timeline, trace_detail, sim.memory, sim.fold.rep, analysis.busiest,
+                sampling_metadata(result))))
         except OSError as exc:
             raise ConfigError(f"-o {output}: cannot write: {exc.strerror or exc}") from None
     if as_json:

@@ -10,12 +10,21 @@ write, or would overwrite its own input, is refused at once and writes nothing.
 
 from __future__ import annotations
 
+import gzip
 import os
 import stat
 import tempfile
 from pathlib import Path
 
 from ..config.errors import ConfigError
+
+
+def compressed_as_named(path: str | Path, text: str) -> str | bytes:
+    """`text` as the file `path` names it: gzip-compressed for a name ending in .gz (as Perfetto opens a trace), with
+    no time stamp, so that the same text gives the same bytes; else the text."""
+    if Path(path).name.lower().endswith(".gz"):
+        return gzip.compress(text.encode(), mtime=0)
+    return text
 
 
 def write_atomic(path: str | Path, text: str | bytes) -> None:
