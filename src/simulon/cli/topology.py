@@ -44,10 +44,15 @@ def topology(
     print_table("Switches and links", ("tier", "switches", "links from below", "GB/s per link and direction"),
                 [(t.name, f"{t.switches:,}", f"{t.links:,}", " / ".join(f"{r / 1e9:,.1f}" for r in t.link_rates))
                  for t in summary.tiers])
-    print(f"Bisection bandwidth (per direction): scale-out {summary.scale_out_bisection / 1e9:,.0f} GB/s; "
-          f"inside one scale-up domain {summary.scale_up_bisection / 1e9:,.0f} GB/s")
+    print(f"Bisection bandwidth (per direction): scale-out {_gbps(summary.scale_out_bisection)} GB/s; "
+          f"inside one scale-up domain {_gbps(summary.scale_up_bisection)} GB/s")
     if summary.routing_line:
         print(summary.routing_line)
     print(f"Host CPUs (NCCL's tuning reads their vendor): {summary.host_cpu}")
     if draw is not None:
         print(f"Drawing written to {draw}")
+
+
+def _gbps(rate: float) -> str:
+    """Bytes/s as GB/s: whole above 10 GB/s, else to three figures (one 1 GbE NIC a node is 0.0625, not 0)."""
+    return f"{rate / 1e9:,.0f}" if rate >= 10e9 else f"{rate / 1e9:.3g}"

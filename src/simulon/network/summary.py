@@ -71,6 +71,10 @@ class TopologySummary:
                 tiers.append(_tier(name, switches, (block.stop - block.start) * per_link, rates))
         domain = min(topology.domain_gpus, g)  # a mesh cut in half has (domain/2)^2 links across
         up_bisection = tiers[0].link_rate * ((domain // 2) ** 2 if topology.mesh else domain / 2)
+        staging = topology.staging
+        if staging is not None and staging.host_of_gpu[0] >= 0:  # GPUs without peer to peer: through the host
+            paths = np.unique(staging.host_of_gpu[:domain])  # the paths of one node; each half sends up its own
+            up_bisection = min(up_bisection, max(len(paths) // 2, 1) * float(staging.host_rate[paths].min()))
         return cls(g, nodes, tiers[0].name, topology.domain_gpus, topology.reduces_in_switch,
                    spec.label, -(-g // topology.gpus_per_nic), tiers,
                    up_bisection, fabric.bisection(tiers[1].link_rate), topology.host(range(g)).label,
