@@ -189,6 +189,9 @@ def test_simulate_json_says_the_figures_are_extrapolated_and_the_trace_which_rep
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["micro_batch_sampling"]["simulated"] == [2, 4]
     assert json.loads(trace.read_text())["otherData"]["micro_batch_sampling"]["trace_and_analysis_of"] == 4
+    findings = json.loads(done.stdout)["analysis"]["findings"]  # shares of the replay they were found in
+    assert findings and all(f["detail"].endswith("of the 4-micro-batch replay") or
+                            "of the 4-micro-batch replay;" in f["detail"] for f in findings)
     refused = cli("simulate", str(scenario), "--micro-batches", "3,2")
     assert refused.returncode == 2 and "--micro-batches" in refused.stderr
 

@@ -103,6 +103,8 @@ class Settings:
     oversubscription: tuple[float, float] | None = None  # the fabric's leaf and spine downlink : uplink
     ecmp: bool | None = None                 # the fabric routes each flow on one path (ECMP or static routing)
     queue_pairs: int | None = None           # NCCL_IB_QPS_PER_CONNECTION where ECMP hashes each (Ethernet)
+    replayed: str = "the step"               # what the shares are of: the step, or a sampled replay of fewer
+    #    micro-batches (--micro-batches sample), whose findings are that replay's
 
     @classmethod
     def of(cls, sc: ScenarioConfig) -> Settings:
@@ -381,8 +383,8 @@ def _attention(attention_ms: dict[int, float], step_ms: float, settings: Setting
     gpu, value = max(slowed.items(), key=lambda item: (item[1], -item[0]))
     share_of_step = value / step_ms if step_ms > 0 else 0.0
     detail = (f"attention kernels ({library}, written for Ampere's mma.sync, which runs at {100 * shares[gpu]:.0f}% "
-              f"of this GPU's tensor-core peak): {shown_ms(value)} ms on GPU {gpu}, {100 * share_of_step:.1f}% of the "
-              "step")
+              f"of this GPU's tensor-core peak): {shown_ms(value)} ms on GPU {gpu}, {100 * share_of_step:.1f}% of "
+              f"{settings.replayed}")
     return Finding("attention", value, share_of_step, f"GPU {gpu}", detail, ADVICE["attention"])
 
 
@@ -403,13 +405,14 @@ def _worst_gpu(per_gpu: list[GPUExposure], term: str, step_ms: float, path: dict
     share = value / step_ms if step_ms > 0 else 0.0
     collective = ""
     if term in COMM_KINDS:
-        detail = f"{term} communication exposed {shown_ms(value)} ms on {where}, {100 * share:.1f}% of the step"
+        detail = (f"{term} communication exposed {shown_ms(value)} ms on {where}, {100 * share:.1f}% of "
+                  f"{settings.replayed}")
         top = [(name, ms) for name, ms in path.get("by_collective_ms", {}).items() if name.startswith(f"{term} ")]
         if top:
             detail += f"; on the critical path {top[0][0]} takes {shown_ms(top[0][1])} ms"
             collective = top[0][0]
     else:
-        detail = f"{WHAT[term]}: {shown_ms(value)} ms on {where}, {100 * share:.1f}% of the step"
+        detail = f"{WHAT[term]}: {shown_ms(value)} ms on {where}, {100 * share:.1f}% of {settings.replayed}"
     return Finding(term, value, share, where, detail, advice(term, settings, collective))
 
 
@@ -417,7 +420,7 @@ def _on_path(term: str, path: dict, links: dict, step_ms: float, settings: Setti
     """The critical path's time on `term`."""
     value = float(path["by_term_ms"].get(term, 0.0))
     share = value / step_ms if step_ms > 0 else 0.0
-    detail = f"{WHAT[term]}: {shown_ms(value)} ms, {100 * share:.1f}% of the step"
+    detail = f"{WHAT[term]}: {shown_ms(value)} ms, {100 * share:.1f}% of {settings.replayed}"
     busiest = links.get("busiest", [])
     link_class = ""
     if term == "link_contention" and busiest:

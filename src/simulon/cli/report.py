@@ -4,6 +4,7 @@ replayed, then analysed (analysis/), with bad input as one plain message."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -50,8 +51,11 @@ def run_scenario(scenario: Path, quiet: bool, expand: str = "auto", memory_limit
     except TooLarge as exc:
         raise ConfigError(f"{scenario}: {exc}") from None
     placement = sc.placement()  # GPUs of several types: their mean peak and HBM bandwidth
+    sampled = sim.result.sampling
+    settings = Settings.of(sc) if sampled is None else dataclasses.replace(
+        Settings.of(sc), replayed=f"the {sampled.simulated[1]}-micro-batch replay")
     return sim, analyze(sim.dag, sim.timeline, sim.topology, placement.peak_flops(sc.workload.training.dtype),
-                        placement.mean(lambda g: g.gpu.memory_bandwidth), Settings.of(sc))
+                        placement.mean(lambda g: g.gpu.memory_bandwidth), settings)
 
 
 def result_json(sim: Simulation, analysis: Analysis) -> dict:
