@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from helpers import cli
+from simulon.config import DatacenterConfig
 from simulon.config.resolve import (
     Unresolved,
     card_gbps,
@@ -165,7 +166,7 @@ def test_a_nodes_network_in_terabits_as_aws_and_nvidia_write_it_is_its_nics_toge
     ("A100 40G", "a100-sxm-40gb", None),
     ("H800-SXM5-80G", "h800-sxm", None),
     ("H100 (80G HBM3)", "h100-sxm", None),
-    ("A100 80G x8, 4x 200G IB", "a100-sxm-80gb", "100Gbps"),  # the memory, then the NICs
+    ("A100 80G x8, 4x 200G IB", "a100-sxm-80gb", "200Gbps"),  # the memory, then the NICs (two GPUs on each)
     ("8x H100 400G", "h100-sxm", None),                  # no H100 has 400 GB: DGX H100's own 400G NICs
     ("H100 200G RoCE", "h100-sxm", "200Gbps"),           # nor 200 GB: a NIC rate
 ])
@@ -175,14 +176,16 @@ def test_a_bare_g_after_the_gpu_is_its_memory_where_a_template_has_that_size(tex
     assert hardware.datacenter.get("network", {}).get("scale_out", {}).get("nic", {}).get("speed") == nic
 
 
-@pytest.mark.parametrize(("text", "per_gpu"), [
-    ("A100, 2 nodes, 4x IB 200Gb dual-port per node", "100Gbps"),  # ConnectX-6: 200G a card over PCIe 4.0 x16
-    ("8x H100, 4x 400Gb dual-port", "200Gbps"),                    # ConnectX-7: 400G a card, 1x400 or 2x200
-    ("8x H100, 4x 200Gb", "100Gbps"),                              # single-port cards: each its line rate
-    ("8x H100, 8x 100Gb dual-port", "200Gbps"),                    # no shipped NIC of that rate: ports add up
+@pytest.mark.parametrize(("text", "per_card", "sharing"), [
+    ("A100, 2 nodes, 4x IB 200Gb dual-port per node", "200Gbps", 2),  # ConnectX-6: 200G a card over PCIe 4.0 x16
+    ("8x H100, 4x 400Gb dual-port", "400Gbps", 2),                    # ConnectX-7: 400G a card, 1x400 or 2x200
+    ("8x H100, 4x 200Gb", "200Gbps", 2),                              # single-port cards: each its line rate
+    ("8x H100, 8x 100Gb dual-port", "200Gbps", None),                 # no shipped NIC of that rate: ports add up
 ])
-def test_dual_port_cards_move_at_most_what_the_card_carries(text, per_gpu):
-    assert resolve_hardware(text).datacenter["network"]["scale_out"]["nic"] == {"speed": per_gpu}
+def test_dual_port_cards_move_at_most_what_the_card_carries(text, per_card, sharing):
+    found = resolve_hardware(text).datacenter
+    assert found["network"]["scale_out"]["nic"] == {"speed": per_card}
+    assert found.get("node", {}).get("gpus_per_nic") == sharing
 
 
 @given(st.sampled_from([25.0, 100.0, 200.0, 400.0, 800.0]), st.integers(1, 4))
@@ -509,3 +512,11 @@ def test_a_form_factor_whose_templates_have_another_memory_size_is_refused_namin
     with pytest.raises(Unresolved, match=r"no A100 PCIe template has 40 GB \(shipped: a100-pcie-80gb 80 GB.*"
                                          r"gpu: \{from: a100-pcie-80gb, memory_capacity_gb: 40\}"):
         resolve_gpu("A100-PCIE-40GB")  # nvidia-smi's name of the 40 GB PCIe card
+
+
+@pytest.mark.parametrize("text", ["DGX H100 4x400Gbps", "8x H100 with 4x 400G NICs"])
+def test_fewer_nics_than_gpus_are_shared_by_the_gpus_not_split_into_slower_ones(text):
+    """Four 400 Gb/s NICs on a DGX H100 were read as eight of 200: the same node total, but a flow capped at 200."""
+    hardware = resolve_hardware(text)
+    dc = DatacenterConfig.model_validate({**hardware.datacenter, "cluster": {"num_nodes": 2}})
+    assert (dc.node.gpus_per_nic, dc.network.scale_out.nic.speed) == (2, 400e9 / 8)

@@ -459,17 +459,23 @@ def _rack_nodes(count: int, domain: int, per_node: int) -> int:
     return count // per_node if count % domain == 0 else count * (domain // per_node)
 
 
-def _nic_override(text: str, datacenter: dict[str, Any]) -> dict[str, Any] | None:
-    """The NIC the description states (count x line rate, or a node's aggregate), where it differs."""
+def _nic_override(text: str, datacenter: dict[str, Any]) -> tuple[dict[str, Any] | None, int | None]:
+    """The NIC the description states (count x line rate, or a node's aggregate), where it differs, and the GPUs
+    that share one where it states fewer NICs than the node has and they divide its GPUs ("DGX H100 4x400Gbps":
+    four 400 Gb/s NICs, two GPUs on each, not eight of 200)."""
     found = NIC_SPEED.search(text)
     if found is None:
-        return None
+        return None, None
     terabits = (found.group(3) or "").lower() == "t"  # "3.2 Tbps": a node's NICs together, whatever count precedes
     count, speed = None if terabits else found.group(1), float(found.group(2)) * (1000 if terabits else 1)
     gpus = _node_and_domain(datacenter)[0]
-    nics = gpus // int(datacenter["node"].get("gpus_per_nic", 1))  # NodeSpec's default: one NIC per GPU
+    sharing = int(datacenter["node"].get("gpus_per_nic", 1))  # NodeSpec's default: one NIC per GPU
+    nics = gpus // sharing
     nic = ((datacenter.get("network") or {}).get("scale_out") or {}).get("nic") or {}
     current = nic_speed_gbps(nic)
+    if count and 0 < int(count) < nics and gpus % int(count) == 0:
+        card = card_gbps(speed, 2 if re.search(r"dual[- ]port", text, re.IGNORECASE) else 1)
+        return {"speed": f"{card:g}Gbps"}, gpus // int(count)
     if count:
         aggregate = int(count) * card_gbps(speed, 2 if re.search(r"dual[- ]port", text, re.IGNORECASE) else 1)
     elif (speed > max_nic_speed_gbps() or re.match(r"[^,;()]{0,12}\bper (?:node|server)", text[found.end():])
@@ -480,8 +486,8 @@ def _nic_override(text: str, datacenter: dict[str, Any]) -> dict[str, Any] | Non
     else:
         aggregate = nics * speed
     if current is not None and math.isclose(current * nics, aggregate, rel_tol=0.01):
-        return None
-    return {"speed": f"{aggregate / nics:g}Gbps"}
+        return None, None
+    return {"speed": f"{aggregate / nics:g}Gbps"}, None
 
 
 @cache
@@ -536,10 +542,13 @@ def resolve_hardware(text: str, context: str = "") -> Hardware:
     for memory in reversed(bare_memory(text, model)):  # "A100 80G" is the GPU's memory, not an 80 Gb/s NIC
         said = said[:memory.start(1)] + said[memory.end():]
     template = find_template("datacenter", system) or {}
-    nic = _nic_override(said, template)
+    nic, sharing = _nic_override(said, template)
     if nic is not None:
         block["network"] = {"scale_out": {"nic": nic}}
         notes.append(f"NIC line rate {nic['speed']} as stated")
+    if sharing is not None:
+        block["node"] = {"gpus_per_nic": sharing}
+        notes.append(f"{sharing} GPUs a NIC as stated")
     nodes = _nodes_stated(text, system, template, model.lower())
     return Hardware(text, gpu, system, block, model.upper(), tuple(notes), _stray(rest, gpu, system), nodes)
 
