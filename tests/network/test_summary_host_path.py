@@ -30,3 +30,4 @@ def test_a_bisection_under_one_gb_per_second_is_printed_to_three_figures(tmp_pat
     proc = cli("topology", str(path))
     assert proc.returncode == 0, proc.stderr
     assert "scale-out 0.125 GB/s; inside one scale-up domain 6.47 GB/s" in proc.stdout
+

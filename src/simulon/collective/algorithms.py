@@ -66,7 +66,7 @@ class Reduction(Enum):
 
 _REDUCING_SWITCH = {
     Reduction.NVSWITCH: "an NVSwitch that reduces (network.scale_up.switch.in_network_reduction: true; a mesh or "
-                        "PCIe node has none)",
+                        "PCIe node has none) and GPUs that multicast through it (Hopper on)",
     Reduction.SCALE_OUT_SWITCH: "a scale-out switch that reduces (network.scale_out.switch.in_network_reduction: "
                                 "true)",
 }

@@ -19,6 +19,9 @@ ALGORITHM_NAMES = {"ring": "ring", "tree": "tree", "nvls": "nvls", "nvlstree": "
 """NCCL_ALGO's algorithm names (src/enqueue.cc's ncclAlgoStr, compared without case) -> simulon's."""
 NVLS_MIN_GPUS = 2
 """NCCL sets NVLS up only where a communicator has more than this many GPUs in an NVLink domain (ncclNvlsInit)."""
+NVLS_COMPUTE_CAPABILITY = 90
+"""NVLS reduces through multicast memory, which NCCL finds from Hopper on (ncclNvlsSupported: CUDA multicast on a
+GPU of compute capability 9.0 or more): a GPU of an earlier architecture gets none on any switch."""
 NVLS_ARITY = 32
 """NCCL_MAX_NVLS_ARITY: NVLS all-gather and reduce-scatter serve at most this many ranks per NVLink domain
 (NCCL skips NVLS for them beyond it; all-reduce has no such limit)."""

@@ -31,7 +31,7 @@ from itertools import pairwise
 
 import numpy as np
 
-from ..collective.nccl import constants
+from ..collective.nccl import NVLS_COMPUTE_CAPABILITY, architecture, constants
 from ..config.dc import DatacenterConfig, NcclEnvironment, Placement, weakness
 from ..config.host_cpu import HostCPU, communicator_host
 from .calibration import LinkModel, group_link_model, link_model_for
@@ -133,8 +133,13 @@ class Topology:
                                                                                         np.zeros(num_gpus)])
         # a switch's latency counts once, on the way in; host paths and bridges add none
         latency = np.concatenate([up_latency, np.zeros(up_links - port_links), fabric_latency])
+        # NVLS needs multicast memory, from Hopper on (NCCL's ncclNvlsSupported: compute capability 9.0): an A100 on
+        # an NVSwitch that reduces gets none
+        multicast = all(architecture(m.gpu_family)["compute_capability"] >= NVLS_COMPUTE_CAPABILITY
+                        for m in (models or [model]))
+        reduces = (dc.reduces_in_switch[0] and multicast, dc.reduces_in_switch[1])
         return cls(num_gpus, gpn, per_nic, dc.domain_gpus, kind, line, line * efficiency, latency, fabric,
-                   dc.reduces_in_switch, model, models, model_of_gpu, staging, net.nccl,
+                   reduces, model, models, model_of_gpu, staging, net.nccl,
                    tuple(g.node.host for g in groups), placement.group)
 
     def model_indices(self, gpus) -> set[int]:
