@@ -116,9 +116,22 @@ def test_a_memory_figure_not_positive_or_far_above_any_gpus_memory_is_skipped(tm
         (0, "mem_gib: -5 GiB is no memory peak (it must be positive)"),
         (1, "mem_gib: 0 GiB is no memory peak (it must be positive)"),
         (2, "mem_gib: 1e+300 GiB is over 1,073 GiB, 4x the largest shipped GPU's memory (268 GiB): no GPU's peak"),
-        (3, "mbs: 0 is no micro-batch size (it must be at least 1)"),
+        (3, "mbs: 0 is not a count (it must be at least 1)"),
     ]
     assert [r.index for r in report.rows] == [4]
+
+
+@pytest.mark.parametrize(("cells", "reason"), [
+    ({"tp": "0"}, "tp: 0 is not a count (it must be at least 1)"),
+    ({"pp": "0"}, "pp: 0 is not a count (it must be at least 1)"),
+    ({"vpp": "0"}, "vpp: 0 is not a count (it must be at least 1)"),
+    ({"zero_or_fsdp": "zero-4"}, "zero_or_fsdp: 'zero-4' is none of ZeRO-1/2/3, distopt, FSDP, DDP and none"),
+])
+def test_a_memory_row_with_a_degree_of_0_or_an_unknown_sharding_is_skipped_naming_the_cell(cells, reason):
+    """tp 0 was compared as tp 1, pp 0 refused as 'tp*pp*cp*dp = 4', and 'zero-4' read as the source's default."""
+    report = validate_memory([{**MEMORY_ROW, **cells}, MEMORY_ROW])
+    assert [(s.index, s.reason) for s in report.skipped] == [(0, reason)]
+    assert [r.index for r in report.rows] == [1]
 
 
 def test_a_short_row_says_it_has_fewer_cells_than_the_header(tmp_path):

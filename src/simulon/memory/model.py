@@ -275,14 +275,17 @@ class MemoryModel:
         return _Chunk(sum(parts.values()), forward, backward, parts, units)
 
     def _fsdp_transient(self, backward: bool) -> float:
-        """FSDP holds the gathered weights of the running layer and the prefetched next one, and in backward
-        the running layer's unsharded gradients."""
+        """What FSDP holds beyond its states: in backward the running layer's unsharded gradients before their
+        reduce-scatter, and under full_shard the gathered weights of the running layer and the prefetched next one
+        (shard_grad_op keeps every layer's weights gathered from forward to backward: the states' weights term);
+        nothing over a shard group of one rank, which gathers and scatters nothing."""
         par = self.workload.parallelism
-        if par.fsdp == "none":
+        if par.fsdp == "none" or self.layout.fsdp == 1:
             return 0.0
         layer = max(sum(self.states.kernels.layer_params(kind)) for kind in self.workload.model.layer_kinds)
         weight = 4.0 if self.states.fp32 else 2.0
-        return 2 * layer * weight + (layer * self.states.shape.grad_bytes if backward else 0.0)
+        gathered = 2 * layer * weight if par.fsdp == "full_shard" else 0.0
+        return gathered + (layer * self.states.shape.grad_bytes if backward else 0.0)
 
     def _peak_activations(self, stage: int, chunks: list[_Chunk]) -> tuple[float, float, float]:
         """(kept, transient, micro-batches kept) at the stage's activation peak, walking its schedule (walk.py). The

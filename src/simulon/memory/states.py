@@ -92,7 +92,7 @@ class ModelStates:
         """Over how many ranks the optimizer states of dense and of expert parameters are split."""
         par, layout = self.par, self.layout
         if par.fsdp != "none":
-            return float(layout.fsdp), float(max(layout.fsdp // layout.ep, 1))
+            return float(layout.fsdp), float(layout.expert_fsdp)
         if par.distributed_optimizer:
             return float(layout.dp * layout.cp), float(layout.edp)
         return 1.0, 1.0

@@ -41,21 +41,20 @@ from ..config.templates import find_template, template_names, template_stem_loos
 from ..memory import MemoryReport, StageMemory, estimate_memory
 from ..memory.runtime import GiB
 from .report import (
+    NOT_GIVEN,
     BadCell,
     Comparison,
     Skipped,
+    Unsupported,
     ValidationReport,
     bad_cell,
+    count,
     flag,
     number,
     recompute_cell,
     short_row,
     table_rows,
 )
-
-
-class Unsupported(Exception):
-    """A row this model cannot turn into a scenario; the message says why."""
 
 
 @dataclass(frozen=True)
@@ -180,17 +179,10 @@ def framework_source(source: str, framework: str, hardware: str) -> Source:
                   mtp_layers=defaults.mtp_layers, expandable_segments=defaults.expandable_segments)
 
 
-def _integer(row: dict[str, str], column: str) -> int | None:
-    value = number(row, column)
-    return int(value) if value is not None else None
-
-
 def _required(row: dict[str, str], column: str, what: str) -> int:
-    value = _integer(row, column)
+    value = count(row, column)
     if value is None:
         raise Unsupported(f"row gives no {what} ({column} is {row[column]!r})")
-    if value < 1:
-        raise Unsupported(f"{column}: {value} is no {what} (it must be at least 1)")
     return value
 
 
@@ -266,6 +258,8 @@ def _sharding(text: str, source: Source) -> dict[str, Any]:
         return {"distributed_optimizer": True}
     if text.startswith(("none", "ddp")):
         return {"distributed_optimizer": False}
+    if text.strip() not in NOT_GIVEN:
+        raise Unsupported(f"zero_or_fsdp: {text.strip()!r} is none of ZeRO-1/2/3, distopt, FSDP, DDP and none")
     return {"distributed_optimizer": source.distributed_optimizer}
 
 
@@ -283,11 +277,9 @@ def _precision(row: dict[str, str]) -> dict[str, str]:
 def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
     """The scenario a memory measurement describes. Raises Unsupported with the reason if it can't."""
     source = _source(row)
-    tp, pp = _integer(row, "tp") or 1, _integer(row, "pp") or 1
-    cp, ep = _integer(row, "cp") or 1, _integer(row, "ep") or 1
-    vpp = _integer(row, "vpp") or 1
-    num_gpus = _integer(row, "num_gpus")
-    dp = _integer(row, "dp")
+    tp, pp, cp, ep, vpp = (count(row, column, 1) for column in ("tp", "pp", "cp", "ep", "vpp"))
+    num_gpus = count(row, "num_gpus")
+    dp = count(row, "dp")
     if num_gpus is None and dp is None:
         raise Unsupported("row gives neither the GPU count nor data parallelism")
     dp = dp if dp is not None else num_gpus // (tp * pp * cp)
@@ -297,10 +289,10 @@ def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
     if row["ep"].strip() == "unknown" and re.search(r"mixtral|moe|a\d+b", row["model"], re.IGNORECASE):
         raise Unsupported("row does not give the expert parallelism of an MoE model")
     mbs = _required(row, "mbs", "micro-batch size")
-    seq = _integer(row, "seq_len") or source.sequence_length
+    seq = count(row, "seq_len", source.sequence_length)
     if seq is None:
         raise Unsupported("row gives no sequence length")
-    gbs = _integer(row, "gbs") or mbs * dp * max(pp, 1)
+    gbs = count(row, "gbs") or mbs * dp * max(pp, 1)
     stated = flag(row, "sp")
     sequence_parallel = source.sequence_parallel if stated is None else stated
     parallelism: dict[str, Any] = {"tp": tp, "pp": pp, "cp": cp, "ep": ep, "vpp": vpp,

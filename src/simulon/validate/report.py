@@ -224,6 +224,10 @@ def recompute_cell(row: dict[str, str]) -> tuple[str, list[str]] | None:
     return kind, re.findall(r"[a-z_]+", text.partition("(")[2])
 
 
+class Unsupported(Exception):
+    """A row a validator cannot turn into what it simulates; the message says why (the row is skipped with it)."""
+
+
 class BadCell(ValueError):
     """A cell of a numeric column whose text is not the number the column holds; the message names the column and
     the text: "tp: 'two' is not a number"."""
@@ -286,6 +290,18 @@ def number(row: dict[str, str], column: str) -> float | None:
     except BadCell:
         return None
     return None if value is None else float(value)
+
+
+def count(row: dict[str, str], column: str, default: int | None = None) -> int | None:
+    """A count cell (GPUs, a parallel degree, a batch, a length): `default` where blank; Unsupported, naming the
+    column, where it is below 1 (a degree of 0 divided by zero in a layout's arithmetic, or was read as 1; a batch of
+    0 was read as none given)."""
+    value = number(row, column)
+    if value is None:
+        return default
+    if value < 1:
+        raise Unsupported(f"{column}: {value:g} is not a count (it must be at least 1)")
+    return int(value)
 
 
 def table_rows(rows: list[dict[str, str]], source: str, what: str, required: Iterable[str],

@@ -36,19 +36,16 @@ from .report import (
     BadCell,
     Comparison,
     Skipped,
+    Unsupported,
     ValidationReport,
     bad_cell,
+    count,
     flag,
     number,
     overfull,
     recompute_cell,
     table_rows,
 )
-
-
-class Unsupported(Exception):
-    """A row this model cannot turn into a scenario; the message says why."""
-
 
 # Global batches, in tokens, of sources that state them once for every row (matched against `source`): the
 # flash-attention repo's GPT-2 and GPT-3 configs train on 0.5M-token batches (its own training-speed table).
@@ -171,18 +168,6 @@ def _first(patterns, text: str):
     return next(iter(_all(patterns, text)), None)
 
 
-def _integer(row: dict[str, str], column: str, default: int | None = None) -> int | None:
-    """A count column (GPUs, a parallel degree, a batch, a length): `default` where blank; Unsupported, naming the
-    column, where it is below 1 (a degree of 0 divided by zero in the layout's arithmetic; a batch of 0 was read as
-    none given)."""
-    value = number(row, column)
-    if value is None:
-        return default
-    if value < 1:
-        raise Unsupported(f"{column}: {value:g} is not a count (it must be at least 1)")
-    return int(value)
-
-
 def _model_name(row: dict[str, str]) -> str:
     """The model column without qualifiers: 'GPT3-125M (seq 2048) [HuggingFace]' -> 'GPT3-125M'."""
     name = re.sub(r"\(.*?\)|\[.*?\]", " ", row["model"])
@@ -198,7 +183,7 @@ def model_block(row: dict[str, str]) -> dict[str, Any]:
         stem = template_stem_loose("model", re.sub(r"\s+\d+(\.\d+)?[BM]$", "", name, flags=re.IGNORECASE))
     block: dict[str, Any] = {"from": stem} if stem else {"name": name}
     for column, field in SHAPE_COLUMNS.items():
-        value = _integer(row, column)
+        value = count(row, column)
         if value is not None:
             block[field] = value
     dense = DENSE_LAYERS_NOTE.search(row["notes"])
@@ -273,7 +258,7 @@ def _global_batch(row: dict[str, str], seq: int) -> int | None:
     tokens = BATCH_TOKENS.fullmatch(text)
     if tokens:
         return int(float(tokens.group(1)) * 2**20 // seq)
-    return _integer(row, "gbs")
+    return count(row, "gbs")
 
 
 def system_node(datacenter: dict[str, Any]) -> NodeSpec:
@@ -303,7 +288,7 @@ def system_of(row: dict[str, str]) -> dict[str, Any]:
         raise Unsupported(f"hardware: {exc}") from None
     if hardware.system is None:
         raise Unsupported(f"hardware {row['hardware']!r}: GPU {hardware.gpu} has no system (datacenter) template")
-    gpus, nodes = _integer(row, "num_gpus"), _integer(row, "nodes") or hardware.nodes
+    gpus, nodes = count(row, "num_gpus"), count(row, "nodes") or hardware.nodes
     contradiction = gpus and overfull(gpus, f"{gpus} GPUs", nodes, system_node(hardware.datacenter).gpus_per_node)
     if contradiction:
         raise Unsupported(contradiction)
@@ -337,8 +322,8 @@ def with_source_layouts(rows: list[dict[str, str]]) -> list[dict[str, str]]:
         found = layouts.get(_layout_key(row))
         if found is not None and not _states_layout(row):
             index, source = found
-            mp = math.prod(_integer(source, c, 1) for c in ("tp", "pp", "cp"))
-            gpus = _integer(row, "num_gpus")
+            mp = math.prod(count(source, c, 1) for c in ("tp", "pp", "cp"))
+            gpus = count(row, "num_gpus")
             if gpus and gpus % mp == 0:
                 row = {**row, **{c: source[c] for c in LAYOUT_COLUMNS if not row[c].strip()},
                        "notes": f"{row['notes']}; layout of row {index} (same source and model)".lstrip("; ")}
@@ -360,8 +345,8 @@ def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
         raise Unsupported(f"framework: {row['framework'].strip()!r} names no framework simulon knows (Megatron-LM, "
                           "Megatron-Core, NeMo, Megatron-Bridge, DeepSpeed, torchtitan, llm-foundry, ...)")
     habits = framework_defaults(row["framework"])
-    num_gpus = _integer(row, "num_gpus")
-    seq = _integer(row, "seq_len")
+    num_gpus = count(row, "num_gpus")
+    seq = count(row, "seq_len")
     if not num_gpus or not seq:
         raise Unsupported("row gives no GPU count or sequence length")
     model = model_block(row)
@@ -371,8 +356,8 @@ def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
         model = {**MEGATRON_GPT, **model}
     if habits.megatron_gpt and re.search(r"\bgpt", row["model"], re.IGNORECASE):
         model["tie_embeddings"] = _ties_as_sized(row, model)
-    tp, pp, cp = (_integer(row, c, 1) for c in ("tp", "pp", "cp"))
-    ep, vpp = _integer(row, "ep", 1), _integer(row, "vpp", 1)
+    tp, pp, cp = (count(row, c, 1) for c in ("tp", "pp", "cp"))
+    ep, vpp = count(row, "ep", 1), count(row, "vpp", 1)
     if pp == 1:
         vpp = 1  # a recipe scaled down to one stage keeps its vpp, which then splits nothing
     elif not row["vpp"].strip() and habits.virtual_stage_layers:
@@ -380,13 +365,13 @@ def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
     if num_gpus % (tp * pp * cp):
         raise Unsupported(f"{num_gpus} GPUs are not a multiple of tp*pp*cp = {tp * pp * cp}")
     dp = num_gpus // (tp * pp * cp)
-    stated_dp = _integer(row, "dp")  # some sources count the data-parallel ranks beside the experts' (dp / ep)
+    stated_dp = count(row, "dp")  # some sources count the data-parallel ranks beside the experts' (dp / ep)
     if stated_dp is not None and stated_dp not in (dp, dp // ep):
         raise Unsupported(f"dp: {stated_dp} disagrees with num_gpus / (tp x pp x cp) = {num_gpus} / "
                           f"{tp * pp * cp} = {dp}")
     if not _states_layout(row) and habits.fsdp == "none":
         _check_fits_data_parallel(row, model, system)
-    mbs = _integer(row, "mbs") or habits.micro_batch_size
+    mbs = count(row, "mbs") or habits.micro_batch_size
     gbs = _global_batch(row, seq) or mbs * dp
     sharding = row["zero_or_fsdp"]
     fsdp = habits.fsdp
@@ -397,7 +382,7 @@ def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
     if sharding.strip().lower() not in (*NOT_GIVEN, "none") and not re.search(r"FULL_SHARD|SHARD_GRAD_OP|^FSDP",
                                                                              sharding):
         raise Unsupported(f"zero_or_fsdp: {sharding.strip()!r} is none of FULL_SHARD, SHARD_GRAD_OP and FSDP=N")
-    fsdp_size = _integer({"n": sharding.removeprefix("FSDP=")}, "n") if sharding.startswith("FSDP=") else None
+    fsdp_size = count({"n": sharding.removeprefix("FSDP=")}, "n") if sharding.startswith("FSDP=") else None
     try:
         recompute, modules = recompute_cell(row) or ("none", [])
     except BadCell as exc:
@@ -405,7 +390,7 @@ def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
     modules = [m for m in modules if m in RECOMPUTE_MODULES]
     if not row["recompute"] and re.search(r"counted with activation recomputation", row["notes"]):
         recompute = "full"  # the source's FLOP count says its runs recomputed activations
-    stated_sp, etp = flag(row, "sp"), _integer(row, "etp")
+    stated_sp, etp = flag(row, "sp"), count(row, "etp")
     if stated_sp is None and row["sp"].strip().lower() not in NOT_GIVEN:
         raise Unsupported(f"sp: {row['sp'].strip()!r} is neither yes nor no")
     sp = (habits.sequence_parallel if stated_sp is None else stated_sp) and tp > 1

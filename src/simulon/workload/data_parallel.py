@@ -171,7 +171,7 @@ class DataParallelSync:
         """Adam over the parameters this rank owns: its shard under FSDP or the distributed optimizer."""
         dense, expert = self.parameters.total()
         if self.fsdp:
-            dense, expert = dense / self.layout.fsdp, expert / self.layout.fsdp
+            dense, expert = dense / self.layout.fsdp, expert / self.layout.expert_fsdp
         elif self.parallelism.distributed_optimizer:
             dense, expert = dense / self.group_size["dp_cp"], expert / self.group_size["edp"]
         params = dense + expert

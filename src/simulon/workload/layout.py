@@ -47,6 +47,13 @@ class RankLayout:
         """Size of the expert-data-parallel group (gradient sync of expert weights)."""
         return self.tp * self.cp * self.dp // (self.ep * self.expert_tp)
 
+    @property
+    def expert_fsdp(self) -> int:
+        """Ranks an expert parameter's FSDP shards span: those holding the same experts (the expert-data-parallel
+        group), in the share of data x context the FSDP group takes (all of it but under HSDP): fsdp / ep where
+        the experts split over tp as the dense layers do, tp / etp times that where they split over fewer."""
+        return max(self.edp * self.fsdp // (self.cp * self.dp), 1)
+
     def rank(self, tp: int = 0, cp: int = 0, dp: int = 0, pp: int = 0) -> int:
         return tp + self.tp * (cp + self.cp * (dp + self.dp * pp))
 

@@ -1,0 +1,47 @@
+"""FSDP's states and transients against the distributed optimizer's: experts are sharded over the ranks that hold
+them (the expert-data-parallel group), ZeRO-2 holds no gathered weights beyond its unsharded ones, and a shard
+group of one rank holds nothing more than no sharding."""
+
+from __future__ import annotations
+
+import pytest
+
+from helpers import gpt_scenario
+from simulon.config.loading import parse_scenario
+from simulon.memory.model import MemoryModel
+
+MOE = {"num_experts": 8, "top_k": 2}
+
+
+def terms(sc, **parallelism) -> dict[str, float]:
+    data = sc.model_dump(mode="json", exclude_none=True)
+    data["workload"]["parallelism"].update(parallelism)
+    return MemoryModel.of(parse_scenario(data, "test")).stage(0).terms
+
+
+@pytest.mark.parametrize("etp", [1, 2])
+def test_fsdp_shards_expert_optimizer_states_as_the_distributed_optimizer_does(etp):
+    """With experts not split over tp (etp 1 < tp 2), ZeRO-2 and ZeRO-3 sharded them over fsdp / ep = 2 ranks
+    instead of the 4 that hold them: 3.8x ZeRO-1's optimizer memory on the MoE example."""
+    sc = gpt_scenario(nodes=2, gpus_per_node=4, tp=2, ep=2, moe=MOE, layers=2, gbs=8,
+                      extra_parallelism={"expert_tensor_parallel": etp})
+    zero1 = terms(sc, distributed_optimizer=True)["optimizer states"]
+    for fsdp in ("shard_grad_op", "full_shard"):
+        assert terms(sc, fsdp=fsdp)["optimizer states"] == pytest.approx(zero1, rel=1e-12)
+
+
+def test_zero2_holds_one_layers_unsharded_gradients_beyond_zero1_and_no_gathered_weights():
+    sc = gpt_scenario(nodes=2, gpus_per_node=4, layers=4, hidden=2048, heads=16, gbs=8)
+    zero1, zero2 = terms(sc, distributed_optimizer=True), terms(sc, fsdp="shard_grad_op")
+    model = MemoryModel.of(sc)
+    layer = max(sum(model.states.kernels.layer_params(kind)) for kind in sc.workload.model.layer_kinds)
+    extra = zero2["layer transient"] - zero1["layer transient"]
+    assert extra == pytest.approx(layer * model.states.shape.grad_bytes, rel=1e-9)
+    assert zero2["weights"] == zero1["weights"]
+
+
+@pytest.mark.parametrize("fsdp", ["shard_grad_op", "full_shard"])
+def test_fsdp_over_one_rank_holds_what_no_sharding_holds(fsdp):
+    sc = gpt_scenario(nodes=1, gpus_per_node=4, tp=4, layers=4, gbs=8)
+    plain, sharded = terms(sc), terms(sc, fsdp=fsdp)
+    assert sum(sharded.values()) == pytest.approx(sum(plain.values()), rel=1e-12)
