@@ -239,7 +239,12 @@ def _lend_clock(arch: Calibrations, gemm: dict[str, dict[DType, GemmParams]], cl
     SimuMax's loops) takes the sustained clock and its fall time from the nearest GPU whose rows show them, through
     the power balance (calibration.power_limited_clock), not the fit's start: held out of SimuMax's kernels, the
     B200's training runs were 31% too fast at the start's 0.9 of burst. A dtype of a GPU whose clock is shown in
-    another keeps the start (the B200's fp8 and tf32 GEMMs: no row times them in loops)."""
+    another keeps the start (the B200's fp8 and tf32 GEMMs: no row times them in loops). That runs the Blackwell
+    GPUs' fp8 GEMMs at 1.48x their bf16 clock (0.9 against 0.609 of burst), 3x bf16's speed where the peaks differ
+    by 2x, unlike the H100's fitted clocks (fp8 0.806, bf16 0.823); but lent the bf16 clock, the Megatron-Bridge
+    cards' Blackwell fp8 runs (benchmarks/data/megatron_bridge_cards.csv) came out 9 to 19 points slower, their MAPE
+    9.6% -> 15.0% (`simulon validate training --csv benchmarks/data/megatron_bridge_cards.csv`, 2026-12-02): the
+    start stays, unfitted, until a row times a Blackwell fp8 GEMM in a loop."""
     if not clocked:
         return
     lenders = _partial(arch, {g: {d: p for d, p in ps.items() if (g, d) in clocked} for g, ps in gemm.items()})
