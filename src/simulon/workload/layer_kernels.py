@@ -624,13 +624,24 @@ class LayerKernels:
             return {"attn_flash": tuple(attention(phase, b, n, kv, sq, keys.keys, qk_dim, v_dim, False, db,
                                                   self.attention_impl, self.window)
                                         for phase in (Phase.fwd, Phase.bwd_ig))}
+        # a library that computes the whole matrix under a window (PyTorch's math attention, or unfused GEMMs)
+        # takes the whole matrix's time, but the model's FLOPs are the band's, whatever runs them
+        band = SparseKeys.of(sk, self.window).keys / sk if self.window and self.window < sk else 1.0
         if self.attention_impl in FLASH_IMPLEMENTATIONS:
-            return {"attn_flash": tuple(attention(phase, b, n, kv, sq, sk, qk_dim, v_dim, True, db,
-                                                  self.attention_impl) for phase in (Phase.fwd, Phase.bwd_ig))}
+            return {"attn_flash": tuple(_model_share(attention(phase, b, n, kv, sq, sk, qk_dim, v_dim, True, db,
+                                                               self.attention_impl), band)
+                                        for phase in (Phase.fwd, Phase.bwd_ig))}
         # unfused: scores Q K^T and context P V as batched GEMMs over b*heads (m counts the rows of all
         # of them), the full score matrix materialised in between (scale, mask, softmax, dropout: the
         # passes of ElementwisePasses.softmax). Each backward is two GEMMs of the forward's size.
         batches, scores = b * n, b * n * sq * sk
+        if band < 1.0:
+            return {name: tuple(_model_share(k, band) for k in kernels)
+                    for name, kernels in self._unfused(b, n, sq, sk, qk_dim, v_dim, db, batches, scores).items()}
+        return self._unfused(b, n, sq, sk, qk_dim, v_dim, db, batches, scores)
+
+    def _unfused(self, b: int, n: int, sq: int, sk: int, qk_dim: int, v_dim: int, db: float, batches: int,
+                 scores: int) -> dict[str, tuple[KernelSpec, ...]]:
         return {
             "attn_scores": (gemm("attn_scores", Phase.fwd, batches * sq, sk, qk_dim, db, batches, batched=True),
                             gemm("attn_scores", Phase.bwd_ig, 2 * batches * sq, qk_dim, sk, db, 2 * batches,
@@ -987,3 +998,9 @@ has not timed that shape yet."""
 def _shared_table(model: ModelSpec, shape: ShardShape, attention: str, elementwise: str,
                   cross_entropy: str, autocast: bool) -> LayerKernels:
     return LayerKernels(model, shape, attention, elementwise, cross_entropy, autocast)
+
+
+def _model_share(kernel: KernelSpec, share: float) -> KernelSpec:
+    """The kernel with `share` of its model FLOPs: its hardware FLOPs, and so its time, kept (a sliding window's
+    band of a matrix computed whole)."""
+    return kernel if share == 1.0 else replace(kernel, flops=kernel.flops * share)
