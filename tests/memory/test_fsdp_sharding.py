@@ -1,6 +1,6 @@
-"""FSDP's states and transients against the distributed optimizer's: experts are sharded over the ranks that hold
-them (the expert-data-parallel group), ZeRO-2 holds no gathered weights beyond its unsharded ones, and a shard
-group of one rank holds nothing more than no sharding."""
+"""States under FSDP and autocast: experts are sharded over the ranks that hold them (the expert-data-parallel group),
+ZeRO-2 holds no gathered weights beyond its unsharded ones, a shard group of one rank holds nothing more than no
+sharding, and autocast keeps fp32 parameters and gradients."""
 
 from __future__ import annotations
 
@@ -45,3 +45,19 @@ def test_fsdp_over_one_rank_holds_what_no_sharding_holds(fsdp):
     sc = gpt_scenario(nodes=1, gpus_per_node=4, tp=4, layers=4, gbs=8)
     plain, sharded = terms(sc), terms(sc, fsdp=fsdp)
     assert sum(sharded.values()) == pytest.approx(sum(plain.values()), rel=1e-12)
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+def test_autocast_keeps_fp32_parameters_and_gradients_and_no_master_copy(dtype):
+    """torch.autocast over fp32 parameters: 4 bytes a weight, 4 a gradient, Adam's 8 of moments (the parameters are
+    the master); the memory model counted Megatron's 16-bit weights, gradients and fp32 master copy."""
+    sc = gpt_scenario(nodes=1, gpus_per_node=4, layers=4, gbs=8)
+    data = sc.model_dump(mode="json", exclude_none=True)
+    data["workload"]["training"].update({"dtype": dtype, "autocast": True, "elementwise": "eager"})
+    model = MemoryModel.of(parse_scenario(data, "test"))
+    stage = model.stage(0)
+    params = sum(model.states.stage_parameters(0).total())
+    assert stage.terms["weights"] == pytest.approx(4 * params)
+    assert stage.terms["gradients"] == pytest.approx(4 * params)
+    assert stage.terms["optimizer states"] == pytest.approx(8 * params)
+    assert "optimizer step transient" not in stage.terms

@@ -82,7 +82,9 @@ class ModelStates:
         self.layers = PipelineLayers.of(workload)
         self.parameters = ModelParameters(self.kernels, workload.model, self.layers)
         self.frozen = train.peft == "lora"
-        self.fp32 = train.dtype in (DType.fp32, DType.tf32)
+        # fp32 parameters: an fp32 run's, or torch.autocast's over them (fp32 weights and gradients, no master copy;
+        # the 16-bit casts a layer keeps for its backward are not counted)
+        self.fp32 = train.dtype in (DType.fp32, DType.tf32) or train.uses_autocast
         self.par = par
 
     def stage_parameters(self, stage: int) -> StageParameters:
