@@ -469,15 +469,14 @@ def _nic_override(text: str, datacenter: dict[str, Any]) -> tuple[dict[str, Any]
     terabits = (found.group(3) or "").lower() == "t"  # "3.2 Tbps": a node's NICs together, whatever count precedes
     count, speed = None if terabits else found.group(1), float(found.group(2)) * (1000 if terabits else 1)
     gpus = _node_and_domain(datacenter)[0]
-    sharing = int(datacenter["node"].get("gpus_per_nic", 1))  # NodeSpec's default: one NIC per GPU
-    nics = gpus // sharing
+    nics = gpus // int(datacenter["node"].get("gpus_per_nic", 1))  # NodeSpec's default: one NIC per GPU
     nic = ((datacenter.get("network") or {}).get("scale_out") or {}).get("nic") or {}
     current = nic_speed_gbps(nic)
+    card = card_gbps(speed, 2 if re.search(r"dual[- ]port", text, re.IGNORECASE) else 1)
     if count and 0 < int(count) < nics and gpus % int(count) == 0:
-        card = card_gbps(speed, 2 if re.search(r"dual[- ]port", text, re.IGNORECASE) else 1)
         return {"speed": f"{card:g}Gbps"}, gpus // int(count)
     if count:
-        aggregate = int(count) * card_gbps(speed, 2 if re.search(r"dual[- ]port", text, re.IGNORECASE) else 1)
+        aggregate = int(count) * card
     elif (speed > max_nic_speed_gbps() or re.match(r"[^,;()]{0,12}\bper (?:node|server)", text[found.end():])
           or (current is not None and nics > 1 and math.isclose(speed, current * nics, rel_tol=0.01))):
         # above any shipped NIC, said to be the node's, or the system's own total ("p4d, 400 Gbps" over its four

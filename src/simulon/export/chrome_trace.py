@@ -241,20 +241,20 @@ def memory_counter_events(dag: ExecutionDAG, timeline: Timeline, memory: MemoryR
         stage = memory.stages[int(dag.stage[mine[0]])]
         key = dag.layer[mine].astype(np.int64) * stride + dag.microbatch[mine]
         parts = sum(stage.activation_parts.values())
-        weights = weight_gradient_inputs(stage.activation_parts) / parts if parts else 0.0
+        read_by_w = weight_gradient_inputs(stage.activation_parts) / parts if parts else 0.0
         kept_fwd, end_fwd = _last_finish(key[mine_phases == Phase.fwd], timeline.finish[mine[mine_phases == Phase.fwd]])
-        last = [dict(zip(*(a.tolist() for a in _last_finish(key[mine_phases == phase],
-                                                          timeline.finish[mine[mine_phases == phase]])),
-                         strict=True)) for phase in (Phase.bwd_ig, Phase.bwd_wg)]
+        inputs, weight = (dict(zip(*(a.tolist() for a in _last_finish(key[mine_phases == phase],
+                                                                      timeline.finish[mine[mine_phases == phase]])),
+                                   strict=True)) for phase in (Phase.bwd_ig, Phase.bwd_wg))  # key -> last end
         times, deltas = [0.0, *end_fwd.tolist()], [stage.states]
         deltas += [stage.unit_kept.get(int(k // stride), 0.0) for k in kept_fwd.tolist()]
-        for k in sorted(set(last[0]) | set(last[1])):
+        for k in sorted(inputs.keys() | weight.keys()):
             kept = stage.unit_kept.get(int(k // stride), 0.0)
-            if k in last[0] and k in last[1]:  # B frees what W does not read; W the rest
-                times += [last[0][k], last[1][k]]
-                deltas += [-(1.0 - weights) * kept, -weights * kept]
+            if k in inputs and k in weight:  # B frees what W does not read; W the rest
+                times += [inputs[k], weight[k]]
+                deltas += [-(1.0 - read_by_w) * kept, -read_by_w * kept]
             else:
-                times.append(last[0].get(k, last[1].get(k)))
+                times.append(inputs.get(k, weight.get(k)))
                 deltas.append(-kept)
         order = np.argsort(np.array(times), kind="stable")
         level = np.cumsum(np.array(deltas)[order])

@@ -209,7 +209,9 @@ def placements(counts: Sequence[int], every_order: bool | None = None) -> list[t
     """Stage-to-group assignments using group g for counts[g] stages (module docstring, step 2), sorted: in every
     order (by default where there are at most MAX_ORDERS), else each group's stages contiguous."""
     stages = [g for g, n in enumerate(counts) for _ in range(n)]
-    if _orders(counts) <= MAX_ORDERS if every_order is None else every_order:
+    if every_order is None:
+        every_order = _orders(counts) <= MAX_ORDERS
+    if every_order:
         return sorted(set(itertools.permutations(stages)))
     used = [g for g, n in enumerate(counts) if n]
     return sorted({tuple(g for g in order for _ in range(counts[g])) for order in itertools.permutations(used)})

@@ -631,17 +631,15 @@ class LayerKernels:
             return {"attn_flash": tuple(_model_share(attention(phase, b, n, kv, sq, sk, qk_dim, v_dim, True, db,
                                                                self.attention_impl), band)
                                         for phase in (Phase.fwd, Phase.bwd_ig))}
-        # unfused: scores Q K^T and context P V as batched GEMMs over b*heads (m counts the rows of all
-        # of them), the full score matrix materialised in between (scale, mask, softmax, dropout: the
-        # passes of ElementwisePasses.softmax). Each backward is two GEMMs of the forward's size.
-        batches, scores = b * n, b * n * sq * sk
-        if band < 1.0:
-            return {name: tuple(_model_share(k, band) for k in kernels)
-                    for name, kernels in self._unfused(b, n, sq, sk, qk_dim, v_dim, db, batches, scores).items()}
-        return self._unfused(b, n, sq, sk, qk_dim, v_dim, db, batches, scores)
+        return {name: tuple(_model_share(k, band) for k in kernels)
+                for name, kernels in self._unfused(b, n, sq, sk, qk_dim, v_dim, db).items()}
 
-    def _unfused(self, b: int, n: int, sq: int, sk: int, qk_dim: int, v_dim: int, db: float, batches: int,
-                 scores: int) -> dict[str, tuple[KernelSpec, ...]]:
+    def _unfused(self, b: int, n: int, sq: int, sk: int, qk_dim: int, v_dim: int,
+                 db: float) -> dict[str, tuple[KernelSpec, ...]]:
+        """Unfused attention: scores Q K^T and context P V as batched GEMMs over b*heads (m counts the rows of all
+        of them), the full score matrix materialised in between (scale, mask, softmax, dropout: the passes of
+        ElementwisePasses.softmax). Each backward is two GEMMs of the forward's size."""
+        batches, scores = b * n, b * n * sq * sk
         return {
             "attn_scores": (gemm("attn_scores", Phase.fwd, batches * sq, sk, qk_dim, db, batches, batched=True),
                             gemm("attn_scores", Phase.bwd_ig, 2 * batches * sq, qk_dim, sk, db, 2 * batches,
