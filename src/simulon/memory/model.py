@@ -173,6 +173,12 @@ class _Chunk:
         return max((kept for unit, kept in self.units.items() if unit >= 0), default=0.0)
 
 
+def scenario_channels(sc: ScenarioConfig) -> int | None:
+    """The NCCL channels a scenario fixes for its collectives (their buffers count in memory), None where NCCL
+    chooses."""
+    return sc.collective.num_channels if sc.collective is not None else None
+
+
 class MemoryModel:
     """The memory model of one workload on one GPU type."""
 
@@ -197,7 +203,7 @@ class MemoryModel:
         if sc.workload is None:
             raise ValueError("the scenario has no workload block")
         num_gpus = sc.workload.training.num_gpus or sc.datacenter.num_gpus
-        channels = sc.collective.num_channels if sc.collective is not None else None
+        channels = scenario_channels(sc)
         placement = sc.placement()
         if placement.uniform:
             gpu = placement.gpu_of(0)

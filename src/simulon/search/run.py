@@ -39,7 +39,7 @@ from ..config.scenario import ScenarioConfig
 from ..config.workload import MegatronWorkload, ParallelismSpec, TrainingSpec, without_other_recompute_settings
 from ..dag.size import DagSize
 from ..executors import Executor, ProcessExecutor, Refused
-from ..memory import MemoryModel, StageMemory
+from ..memory import MemoryModel, StageMemory, scenario_channels
 from ..memory.runtime import GiB
 from ..network.topology import Topology
 from ..progress import SILENT, Progress
@@ -519,8 +519,8 @@ class Search:
         most micro-batches of those); of layers of several kinds (dense layers before MoE ones, a hybrid pattern),
         every stage's. On `num_gpus` GPUs of this search's kind where given (a workload over another GPU count)."""
         workload = workload or apply(self.workload, strategy)
-        channels = self.sc.collective.num_channels if self.sc.collective is not None else None
-        model = MemoryModel(workload, num_gpus or self.num_gpus, self.capacity, self.gpu.name, channels)
+        model = MemoryModel(workload, num_gpus or self.num_gpus, self.capacity, self.gpu.name,
+                            scenario_channels(self.sc))
         if len(workload.model.layer_kinds) > 1:
             stages = set(range(strategy.pp))
         else:
