@@ -239,6 +239,24 @@ def test_a_ring_over_nodes_of_eight_gpus_is_never_slower_with_faster_nics():
     assert time_us(1600.0) <= time_us(800.0) * (1 + 1e-9)
 
 
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "reported: an all-to-all runs its peers in rounds (collective/ring.py _in_rounds_of_peers: a rank starts its next "
+    "peer once the previous round's receive is in), so ranks on faster NICs run rounds ahead while the slow NICs' "
+    "downlinks idle waiting on them (a scheduling anomaly, like the ring's above; NCCL's p2p work items also move a "
+    "channel to its next peer only when both sides of the current one are done, so NCCL may do the same: "
+    "unmeasured): 2 DGX H100 on 400 Gb/s NICs beside 2 on 200 Gb/s take 6,541 us for 128 MiB, all four on 200 "
+    "Gb/s 6,322"))
+def test_an_all_to_all_is_never_slower_when_half_the_nodes_get_faster_nics():
+    def time_us(first_fast: bool) -> float:
+        slow = {"network": {"scale_out": {"nic": {"from": "connectx-6-200g"}}}}
+        dc = DatacenterConfig.model_validate({"node_groups": [
+            {"from": "dgx-h100", "num_nodes": 2, **({} if first_fast else slow)},
+            {"from": "dgx-h100", "num_nodes": 2, **slow}]})
+        return collective_sweep(dc, CollType.AllToAll, tuple(range(32)), [2**27], "p2p", 1, "simple")[0].time_us
+
+    assert time_us(True) <= time_us(False) * (1 + 1e-9)
+
+
 # ---- more work is never faster ----
 
 WORK = ("twice the micro-batches", "twice the sequence", "more layers", "a wider model")

@@ -194,10 +194,17 @@ class RayExecutor:
 
 
 def executor(kind: str, workers: int | None = None, address: str | None = None,
-             memory: float | None = None) -> Executor:
-    """The executor a command names: `process` or `ray`; `memory`: the process pool's budget (ProcessExecutor)."""
+             memory: float | None = None, workers_option: str = "--workers") -> Executor:
+    """The executor a command names: `process` or `ray`; `memory`: the process pool's budget (ProcessExecutor).
+    A Ray cluster's address with the local pool, or the pool's size (`workers_option`) with Ray, is refused: each
+    is read by the other executor only."""
     if kind == "process":
+        if address is not None:
+            raise ConfigError("--ray-address: names a Ray cluster to join, which only --executor ray does")
         return ProcessExecutor(workers, memory)
     if kind == "ray":
+        if workers is not None:
+            raise ConfigError(f"{workers_option}: sizes the local process pool; --executor ray runs on the Ray "
+                              "cluster's CPUs: leave it out")
         return RayExecutor(address)
     raise ConfigError(f"--executor: expected process or ray, got {kind!r}")

@@ -201,7 +201,8 @@ def simulate(sc: ScenarioConfig, fold_mode: FoldMode = "auto", progress: Progres
                                 step.samples)
     if not fits(step.size, memory_limit, trace):  # refused: say whether sampling would fit
         check_fits(step.size, memory_limit, trace, step.planned.why_unfolded(),
-                   sampling_advice(sc, fold_mode, memory_limit, trace) if micro_batches == "all" else "")
+                   sampling_advice(sc, fold_mode, memory_limit, trace) if micro_batches == "all" else "",
+                   samples=chosen_counts(sc, "auto") is not None)
     return simulate_planned(sc, step.planned, progress)
 
 
@@ -399,7 +400,7 @@ def fits(size: DagSize | None, memory_limit: float | None, trace: bool) -> bool:
 def sampling_advice(sc: ScenarioConfig, fold_mode: FoldMode, memory_limit: float, trace: bool) -> str:
     """For a refusal of the whole step: that sampling its micro-batches would fit, and what it needs ("" if it
     would not, or cannot sample)."""
-    counts = chosen_counts(sc, "sample")
+    counts = chosen_counts(sc, "auto")  # None where the step cannot be sampled smaller
     if counts is None:
         return ""
     need = plan_dag(with_microbatches(sc, counts[1]), fold_mode).size().memory_bytes(trace)

@@ -133,9 +133,10 @@ def check_mode(mode: object, written: str | None = None) -> MicroBatches:
 
 
 def chosen_counts(sc: ScenarioConfig, mode: MicroBatches) -> tuple[int, int] | None:
-    """The two counts a step is sampled at under `mode`, or None where it is simulated whole ("all", or a step no
-    longer than the larger count, which sampling would not make smaller). An explicit pair must be accepted by the
-    schedule (FieldError) and below the step's count (ValueError); any other mode is refused (check_mode)."""
+    """The two counts a step is sampled at under `mode`, or None where it is simulated whole ("all", or under
+    "auto" a step no longer than the larger count, which sampling would not make smaller). An explicit pair must be
+    accepted by the schedule (FieldError) and, as "sample"'s, below the step's count (ValueError); any other mode is
+    refused (check_mode)."""
     mode = check_mode(mode)
     if mode == "all":
         return None
@@ -152,7 +153,12 @@ def chosen_counts(sc: ScenarioConfig, mode: MicroBatches) -> tuple[int, int] | N
         for count in counts:
             with_microbatches(sc, count)
         return counts  # type: ignore[return-value]
-    return counts if counts[1] < real else None
+    if counts[1] < real:
+        return counts
+    if mode == "sample":
+        raise ValueError(f"sample: the step has {real} micro-batches, no more than the {counts[1]} sampling would "
+                         "replay; simulate it whole (all, or auto, which samples only where that makes it smaller)")
+    return None
 
 
 def with_microbatches(sc: ScenarioConfig, count: int) -> ScenarioConfig:

@@ -59,7 +59,8 @@ def test_shipped_loader_is_left_as_pyyaml_defines_it():
 @pytest.mark.parametrize(("path", "value", "expected"), [
     (("workload", "model", "num_layers"), "abc", "num_layers: expected a whole number, got the text 'abc'"),
     (("workload", "model", "num_layers"), 3.5, "num_layers: expected a whole number, got 3.5"),
-    (("workload", "model", "num_layers"), 32.0, "num_layers: expected a whole number, got 32.0 (write it as 32)"),
+    (("workload", "model", "num_layers"), 32.0, "num_layers: expected a whole number, got 32.0 (YAML reads it as a "
+     "decimal; a whole number is written in digits only, without a point or an exponent: 32)"),
     (("workload", "model", "num_layers"), "8e1", "got the text '8e1' (write the number without quotes)"),
     (("workload", "model", "num_layers"), None, "num_layers: expected a whole number, got nothing (null)"),
     (("workload", "model", "num_layers"), True, "num_layers: expected a whole number, got true"),
@@ -297,3 +298,21 @@ def test_a_wrong_value_is_named_where_the_highest_file_that_writes_it_does(tmp_p
                 "mid.yaml": f"{mid} (included by {scenario} at datacenter.node.gpu): {field}: ",
                 "base.yaml": f"{base} (included by {mid}, included by {scenario} at datacenter.node.gpu): {field}: "}
     assert message.startswith(expected[next(w for w in WRITERS if w in writers)]), message
+
+
+@pytest.mark.parametrize(("text", "value"), [
+    ("2:1", "2:1"), ("1:20.5", "1:20.5"), ("010", 10), ("0o10", 8), ("0x1f", 31), ("0b11", "0b11"), ("yes", "yes"),
+    ("off", "off"), ("True", True), ("1_000", 1000), (".inf", float("inf")),
+])
+def test_booleans_and_numbers_are_read_as_yaml_1_2_writes_them(text, value):
+    """YAML 1.1 read `2:1` as the base-60 number 121 (an oversubscription as vendors write it became 121:1) and
+    `010` as octal eight."""
+    assert parse_yaml(f"x: {text}") == {"x": value}
+
+
+def test_an_unquoted_ratio_is_an_oversubscription_and_a_number_too_long_to_be_a_count_is_refused():
+    topology = parse_scenario({"datacenter": {"from": "dgx-h100", "cluster": {"num_nodes": 4}, "network": {
+        "scale_out": {"topology": parse_yaml("{from: spine-leaf, oversubscription: 2:1}")}}}}, "s.yaml")
+    assert topology.datacenter.network.scale_out.topology.oversubscription == 2.0
+    with pytest.raises(yaml.YAMLError, match="a whole number of 5,000 digits"):
+        parse_yaml("x: " + "9" * 5000)

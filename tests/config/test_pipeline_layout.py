@@ -26,6 +26,7 @@ class Split:
     last_stage_layers: int | None = None
     account_for_embedding_in_pipeline_split: bool = False
     account_for_loss_in_pipeline_split: bool = False
+    pipeline_schedule: str = "1f1b"
 
 
 def megatron_accounted(num_layers: int, virtual: int, embedding: bool, loss: bool) -> list[int]:

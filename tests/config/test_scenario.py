@@ -627,7 +627,8 @@ def test_every_shipped_example_is_a_valid_scenario(path):
 
 def test_the_parameter_gather_overlaps_only_with_the_gradient_reduction_as_megatron_requires(tmp_path):
     data = seed()
-    data["workload"]["parallelism"].update(overlap_grad_reduce=False, overlap_param_gather=True)
+    data["workload"]["parallelism"].update(overlap_grad_reduce=False, overlap_param_gather=True,
+                                           distributed_optimizer=True)
     path, message = load_error(tmp_path, "gather.yaml", data)
     assert str(path) in message and "overlap_param_gather" in message and "overlap_grad_reduce" in message
     del data["workload"]["parallelism"]["overlap_param_gather"]
@@ -734,3 +735,14 @@ def test_a_datacenter_that_states_its_nodes_keeps_them_whatever_the_workload_ask
     assert sc.datacenter == DatacenterConfig.model_validate(datacenter)
     with pytest.raises(ValueError, match="how many nodes"):  # on its own, a datacenter still needs its nodes
         DatacenterConfig.model_validate({"from": "dgx-h100"})
+
+
+def test_a_key_misplaced_under_a_block_of_the_same_name_is_sent_to_that_block_first(tmp_path):
+    """A scale-out switch under a node group's scale_out belongs in datacenter.network.scale_out: the hint named
+    the two scale_up blocks, which come first in the walk, and cut the right one."""
+    data = {"datacenter": {"node_groups": [
+        {"from": "dgx-h100", "num_nodes": 1, "network": {"scale_out": {"switch": {"from": "tomahawk-5"}}}},
+        {"from": "dgx-a100", "num_nodes": 2}]}}
+    path, message = load_error(tmp_path, "scen.yaml", data)
+    assert message.startswith(f"{path}: datacenter.node_groups[0].network.scale_out.switch: unknown key "
+                              "(it belongs in datacenter.network.scale_out or ")

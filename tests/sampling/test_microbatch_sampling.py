@@ -111,10 +111,16 @@ def test_the_sampled_counts_are_steady_and_accepted_by_each_schedule(schedule, p
         assert microbatch_count(with_microbatches(sc, count)) == count
 
 
-def test_a_step_no_longer_than_the_sampled_counts_is_simulated_whole():
+def test_a_step_no_longer_than_the_sampled_counts_is_simulated_whole_by_auto_and_refused_by_sample():
+    """`sample` always samples: where sampling would not make the step smaller it says so, as an explicit pair
+    does, where it replayed every micro-batch without a word."""
     sc = small("1f1b", 4, 5)
-    assert chosen_counts(sc, "sample") is None and chosen_counts(sc, "auto") is None
-    assert simulate(sc, micro_batches="sample").result.sampling is None
+    assert chosen_counts(sc, "auto") is None
+    assert simulate(sc, micro_batches="auto").result.sampling is None
+    with pytest.raises(ValueError, match="sample: the step has 5 micro-batches, no more than the 8"):
+        chosen_counts(sc, "sample")
+    with pytest.raises(ValueError, match="no more than"):
+        simulate(sc, micro_batches="sample")
 
 
 def test_counts_the_schedule_refuses_are_named_as_the_schedule_refuses_them():

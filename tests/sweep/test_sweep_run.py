@@ -173,7 +173,7 @@ PIPELINED = {"datacenter": {"from": "dgx-h100", "cluster": {"num_nodes": 1}},
 @pytest.mark.parametrize("data", [HETERO, PIPELINED], ids=["mixed GPUs, dp over both", "tp2 pp2 vpp2"])
 def test_a_rows_exposed_communication_by_kind_adds_up_to_its_exposed_communication(data):
     # the kinds are averaged over the GPUs as the total is, and an instant two kinds share counts once
-    row = {name: float(value) for name, value in sweep_run.point_metrics((data, "auto")).items()
+    row = {name: float(value) for name, value in sweep_run.point_metrics((data, "auto", None)).items()
            if name not in ("fits",)}
     kinds = [row[name] for name in sweep_run.EXPOSED]
     assert sum(kinds) == pytest.approx(row["exposed_comm_ms"], rel=1e-7)  # each written to 9 digits (DIGITS)

@@ -3,13 +3,12 @@ kernel run) skipped with a reason naming the cell, not compared, crashed on or r
 
 from __future__ import annotations
 
-import json
-
 import pytest
 import yaml
 
-from helpers import cli
+from helpers import SEED_SCENARIO, cli
 from simulon.collective.metrics import bus_bandwidth_factor
+from simulon.config.dc import GPUSpec
 from simulon.validate.collectives import (
     AGREEMENT,
     MEASURED,
@@ -36,22 +35,30 @@ ALL_REDUCE = {"hardware": "8x H100 SXM5 80GB", "collective": "all_reduce", "msg_
 NORM_TIMES = [0.0638, 0.0613, 0.0623]
 
 
-def test_a_profiled_run_of_a_dtype_simulon_does_not_know_is_skipped_naming_the_param(tmp_path):
+def test_a_profiled_run_of_a_dtype_simulon_does_not_know_is_refused_naming_the_param_by_validate_and_simulate(
+        tmp_path):
+    """validate profile skipped such a run while a scenario using the profile took it without a word: both refuse
+    the file now, naming the run's param (config.dc.KernelRun)."""
     runs = [{"kernel": "attn_norm", "params": {"bytes": 134217728, "dtype": "int3", "phase": "fwd"},
              "times_ms": NORM_TIMES},
             {"kernel": "mlp_norm", "params": {"bytes": 134217728, "dtype": "bf16", "phase": "fwd"},
              "times_ms": NORM_TIMES}]
     path = tmp_path / "gpu.yaml"
     path.write_text(yaml.safe_dump({"from": "h100-sxm", "kernel_runs": runs}))
-    run = cli("validate", "profile", str(path), "--json")
-    assert run.returncode == 0 and "Traceback" not in run.stderr, run.stderr
-    doc = json.loads(run.stdout)
-    assert doc["skipped"] == [{"index": 0, "reason": "attn_norm: kernel_runs[0].params.dtype: 'int3' is not a dtype "
-                                                     "(one of fp32, tf32, fp16, bf16, fp8, fp4, mxfp8, mxfp4, nvfp4)"}]
-    assert [row["subset"] for row in doc["rows"]] == ["mlp_norm fwd bf16"]
-    plotted = cli("validate", "profile", str(path), "--plot", str(tmp_path / "p.svg"))
-    assert plotted.returncode == 0 and "Traceback" not in plotted.stderr, plotted.stderr
-    assert "kernel_runs[0].params.dtype: 'int3' is not a dtype" in plotted.stdout
+    scenario = tmp_path / "s.yaml"
+    data = yaml.safe_load(SEED_SCENARIO.read_text())
+    data["datacenter"]["node"]["gpu"] = {"from": str(path)}
+    scenario.write_text(yaml.safe_dump(data))
+    for run in (cli("validate", "profile", str(path), "--json"), cli("simulate", str(scenario))):
+        assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
+        assert run.stderr.strip().endswith("kernel_runs[0].params.dtype: 'int3' is not a dtype (one of fp32, tf32, "
+                                           "fp16, bf16, fp8, fp4, mxfp8, mxfp4, nvfp4)"), run.stderr
+
+
+def test_a_profiled_run_without_times_is_refused_naming_it():
+    with pytest.raises(ValueError, match=r"times_ms: empty"):
+        GPUSpec.model_validate({"from": "h100-sxm", "kernel_runs": [
+            {"kernel": "attn_norm", "params": {"bytes": 1024, "phase": "fwd"}, "times_ms": []}]})
 
 
 @pytest.mark.parametrize("stated", ["True", "true", "TRUE", "yes", "Yes"])

@@ -25,7 +25,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..config.errors import MAX_RESULT_BYTES, ConfigError, read_input_text
+from ..config.errors import MAX_RESULT_BYTES, ConfigError, JSONTooDeep, parse_json, read_input_text
 
 HEADLINE = {"iteration_time_ms": "step time (ms)", "tokens_per_s": "tokens/s", "tflops_per_gpu": "TFLOP/s per GPU",
             "mfu": "MFU", "num_gpus": "GPUs"}
@@ -75,11 +75,13 @@ def read_result(path: Path) -> dict:
     """A `simulate --json` result from `path`; bad input (unreadable, not JSON, a field missing or not a number)
     is a ConfigError naming the file and the field."""
     try:
-        data = json.loads(read_input_text(path, MAX_RESULT_BYTES, "a simulation result"))
+        data = parse_json(read_input_text(path, MAX_RESULT_BYTES, "a simulation result"))
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: not a JSON file (simulon simulate --json writes one): {exc}") from None
+    except JSONTooDeep as exc:
+        raise ConfigError(f"{path}: not JSON simulon reads: {exc}") from None
     except ValueError as exc:  # a device, a pipe, a file larger than any result
         raise ConfigError(f"{path}: cannot read: {exc}") from None
     if not isinstance(data, dict):

@@ -73,8 +73,9 @@ def simulate(
     as_json: Annotated[bool, typer.Option("--json", help="print the summary as one JSON object")] = False,
     expand: Annotated[str, typer.Option(help="auto | full | symmetric: simulate every GPU, or one per "
                                         "class of identical data/tensor-parallel peers")] = "auto",
-    trace_detail: Annotated[str, typer.Option(help="what the trace draws: kernels, collectives (and pipeline "
-                                              "sends) or flows (every network flow)")] = "collectives",
+    trace_detail: Annotated[str | None, typer.Option(help="what the trace (-o) draws: kernels, collectives (and "
+                                                     "pipeline sends) or flows (every network flow); default "
+                                                     "collectives")] = None,
     max_memory: MaxMemoryOption = None,
     micro_batches: Annotated[str, typer.Option(
         "--micro-batches", help="all: replay every micro-batch; sample: replay two small counts the pipeline "
@@ -92,6 +93,9 @@ def simulate(
         check_fold_mode(expand, "--expand")
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
+    if trace_detail is not None and output is None:
+        raise ConfigError("--trace-detail: says what the trace draws, and no trace is written: add -o trace.json")
+    trace_detail = trace_detail or "collectives"
     if trace_detail not in DETAILS:
         raise ConfigError(f"--trace-detail: expected one of {', '.join(DETAILS)}, got {trace_detail!r}")
     try:

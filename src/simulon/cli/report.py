@@ -12,6 +12,7 @@ import typer
 
 from ..config.errors import ConfigError
 from ..config.loading import files_read, load_scenario
+from .limits import MaxMemoryOption, memory_limit
 
 if TYPE_CHECKING:
     from ..analysis.analyze import Analysis
@@ -80,13 +81,15 @@ def report(
     scenario: Annotated[Path, typer.Argument(help="scenario YAML (datacenter + workload)")],
     output: Annotated[Path, typer.Option("-o", "--output", help="the report to write: one self-contained .html "
                                          "file")],
+    max_memory: MaxMemoryOption = None,
 ) -> None:
     """Simulate one iteration and write an HTML report: summary, breakdown, critical path, findings, plots, memory."""
     from ..export.files import write_atomic
     from ..report import report_html
 
+    limit = memory_limit(max_memory)
     check_report_output(output, scenario)
-    sim, analysis = run_scenario(scenario, quiet=False)
+    sim, analysis = run_scenario(scenario, quiet=False, memory_limit=limit)
     html = report_html(result_json(sim, analysis), f"simulon report: {scenario.name}")
     try:
         write_atomic(output, html)

@@ -17,7 +17,7 @@ from typing import Annotated
 
 import typer
 
-from ..config.common import FieldError, dtype_named
+from ..config.common import FieldError, dtype_named, whole_number
 from ..config.errors import ConfigError
 from ..config.loading import SHARDING_KEYS, files_read, key_synonym, sharding_synonym
 from .limits import MaxMemoryOption, check_processes, memory_limit
@@ -57,9 +57,10 @@ def _value(name: str, part: str, option: str) -> int | str | bool:
             raise ConfigError(f"{where}: expected true or false")
         return part.lower() == "true"
     if kind is int:
-        if not part.lstrip("+").isdigit() or int(part) < 1:
+        number = whole_number(part.removeprefix("+"))
+        if number is None or number < 1:
             raise ConfigError(f"{where}: expected a positive whole number")
-        return int(part)
+        return number
     if name == "dtype":  # as a scenario reads it: BF16, bfloat16, fp8-e4m3
         part = str(dtype_named(part))
     if part not in CHOICES[name]:
@@ -254,10 +255,10 @@ def search(
     output: Annotated[Path | None, typer.Option("-o", "--output", help="write the ranking as CSV")] = None,
     write_best: Annotated[Path | None, typer.Option(help="write the winner as a scenario YAML")] = None,
     plot: Annotated[Path | None, typer.Option(help="draw the time-vs-memory Pareto front (.png or .svg)")] = None,
-    cache: Annotated[Path, typer.Option(help="folder keeping estimates and replays by configuration hash: a "
+    cache: Annotated[Path | None, typer.Option(help="folder keeping estimates and replays by configuration hash: a "
                                              "search run again (or killed and restarted) reads what it finished "
-                                             "(created if missing, in a folder that exists)")]
-    = Path(".simulon-cache"),
+                                             "(created if missing, in a folder that exists; default .simulon-cache)")]
+    = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="neither read nor write the cache")] = False,
     executor: Annotated[str, typer.Option(help="where replays run: process (a local pool) or ray")] = "process",
     ray_address: Annotated[str | None, typer.Option(help="Ray cluster to join (default: start a local one)")] = None,
@@ -267,16 +268,19 @@ def search(
     """Find the fastest parallel strategy that fits: enumerate, prune by exact rules, drop what does not fit,
     estimate every survivor, replay the best with the full contention-aware simulation."""
     from ..executors import executor as make_executor
-    from ..search.cache import Cache
+    from ..search.cache import DEFAULT_FOLDER, Cache
     from ..search.export import megatron_arguments, scenario_yaml
     from ..search.run import OBJECTIVES, Search, combine, load_search_scenario
     from .progress import terminal_progress
 
     _check_counts(top, replay, workers)
+    if no_cache and cache is not None:
+        raise ConfigError("--cache: names the cache folder, and --no-cache uses none: give one of the two")
+    cache = None if no_cache else cache or DEFAULT_FOLDER
     # the replays running side by side share this budget (default: what is available when they start)
     budget = None if max_memory is None else (memory_limit(max_memory) or math.inf)
     runner = make_executor(executor, workers, ray_address, budget)
-    _check_outputs(scenario, output, write_best, plot, None if no_cache else cache)
+    _check_outputs(scenario, output, write_best, plot, cache)
     counts = _gpu_counts(gpus)
     if objective not in OBJECTIVES:
         raise ConfigError(f"--objective: expected one of {', '.join(OBJECTIVES)}, got {objective!r}")
@@ -290,7 +294,7 @@ def search(
         searchers = [Search(sc, n, limits, fp8) for n in counts or [asked]]
         for searcher in searchers:
             check_tried(searcher, fix or [])
-        store = None if no_cache else Cache(cache)
+        store = None if cache is None else Cache(cache)
         try:
             result = combine([s.run(top, replay, progress, executor=runner, cache=store) for s in searchers],
                              objective, top, gpu_hour_price)

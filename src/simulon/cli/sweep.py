@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 
 from ..config.errors import ConfigError
-from .limits import check_processes
+from .limits import MaxMemoryOption, check_processes, memory_limit
 
 PLOTS = {"scaling": "scaling.png", "steps": "steps.png"}
 """The plots --plots writes (plots/scaling.py), by kind."""
@@ -34,6 +34,7 @@ def sweep(
     executor: Annotated[str, typer.Option(help="where points run: process (a local pool) or ray")] = "process",
     ray_address: Annotated[str | None, typer.Option(help="Ray cluster to join (default: start a local one)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the rows and the scaling study as JSON")] = False,
+    max_memory: MaxMemoryOption = None,
 ) -> None:
     """Simulate every combination of the swept values; write one CSV row per point and the scaling plots."""
     from ..config.errors import recording_reads
@@ -50,6 +51,7 @@ def sweep(
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     check_processes(jobs, "--jobs")
+    limit = memory_limit(max_memory)
     check_writable(output, "-o", "CSV", inputs=(scenario,))
     check_regular_output(output, "-o", "sweep's CSV")
     if plots is not None:
@@ -57,9 +59,11 @@ def sweep(
     with recording_reads() as read:  # the points' templates and configs: the CSV may overwrite none of them
         points = sweep_points(scenario, [parse_axis(text) for text in set_])
     check_not_input(output, "-o", tuple(read))
-    runner = make_executor(executor, jobs, ray_address) if executor != "process" else None
+    runner = make_executor(executor, jobs, ray_address, workers_option="--jobs")
+    if executor == "process":  # the sweep runs its own local pool (sweep.run), sized by --jobs
+        runner = None
     with runner or nullcontext(), terminal_progress(quiet=as_json) as progress:  # Ray started once, stopped after
-        rows, kept = run_sweep(points, output, jobs or os.cpu_count() or 1, expand, progress, runner)
+        rows, kept = run_sweep(points, output, jobs or os.cpu_count() or 1, expand, progress, runner, limit)
     axes = list(points[0].steps)
     series = scaling_study(rows, axes)
     written = write_plots(plots, output) if plots is not None else []

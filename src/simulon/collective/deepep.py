@@ -27,6 +27,7 @@ node sends to that node's members directly. Channels split every part evenly.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from functools import cache
 
@@ -64,13 +65,17 @@ def routed_name(routing: Routing) -> str:
     return f"{NAME}:{routing.experts}:{routing.groups}:{routing.group_topk}:{routing.top_k}"
 
 
+ROUTING_NUMBER = re.compile(r"[0-9]{1,9}")
+"""A count in a deepep name: ASCII digits (str.isdigit also passes '²', which int() refuses)."""
+
+
 def parse_name(name: str) -> Routing | None:
     """The routing a deepep name carries (None: plain `deepep`); ValueError for a malformed one."""
     if name == NAME:
         return None
     head, _, rest = name.partition(":")
     parts = rest.split(":")
-    if head != NAME or len(parts) != 4 or not all(p.isdigit() for p in parts):
+    if head != NAME or len(parts) != 4 or not all(ROUTING_NUMBER.fullmatch(p) for p in parts):
         raise ValueError(f"{name!r} is not {NAME} or {NAME}:EXPERTS:GROUPS:GROUP_TOPK:TOP_K")
     return Routing(*(int(p) for p in parts))
 

@@ -136,6 +136,16 @@ def count(high: int, noun: str, low: int = 1) -> object:
     return Annotated[int, in_range(low, high, f"{high:,} {noun}")]
 
 
+WHOLE_NUMBER = re.compile(r"[0-9]{1,18}")
+"""A whole number as a command line or a table cell writes one: ASCII digits (str.isdigit also passes '²', which
+int() refuses), at most 18 of them (no count simulon reads comes near; Python refuses past 4,300)."""
+
+
+def whole_number(text: str) -> int | None:
+    """`text` as a whole number where it is one (WHOLE_NUMBER), else None."""
+    return int(text) if WHOLE_NUMBER.fullmatch(text) else None
+
+
 MAX_GPUS = 10**6
 """GPUs (nodes, NICs, switches, ranks of one parallel degree): ten times the largest clusters built (~100,000
 GPUs) and 160x the largest shipped validation run (6,144)."""

@@ -83,6 +83,10 @@ class KernelRun(StrictModel):
                 raise FieldError(key, f"expected a number, got {value!r} ({type(value).__name__})")
             if key in cls.SIZES and key in params and not value > 0:
                 raise FieldError(key, f"{value!r} is no size: a kernel's {key} is more than 0")
+        for key in ("dtype", "precision"):  # a run of an unknown number format matches no kernel simulon runs
+            if key in params and str(params[key]) not in DType.__members__.values():
+                named = ", ".join(d.value for d in DType)
+                raise FieldError(key, f"{str(params[key])!r} is not a dtype (one of {named})")
         return params
 
     @field_validator("times_ms")
@@ -118,6 +122,16 @@ class GPUSpec(Templated):
     tdp_w: Watts | None = None
     kernel_runs: list[KernelRun] = []
     oom_kernel_runs: list[KernelRun] = []
+
+    @field_validator("kernel_runs")
+    @classmethod
+    def _runs_were_timed(cls, runs: list[KernelRun]) -> list[KernelRun]:
+        """A measured run has its times (a run that could not run is one of oom_kernel_runs)."""
+        for index, run in enumerate(runs):
+            if not run.times_ms:
+                raise FieldError(f"{index}.times_ms", "empty: a measured run has at least one time (a kernel "
+                                 "that could not run belongs in oom_kernel_runs)")
+        return runs
 
     @classmethod
     def _described(cls, ref: str) -> dict[str, Any] | None:
@@ -235,8 +249,24 @@ class NICSpec(Templated):
     card_speed: Bandwidth | None = Field(None, description="per direction, what one card moves over all its ports "
                                          "together, where that is less than its ports' line rates added up (a "
                                          "dual-port card whose ports share its PCIe host link): what a description "
-                                         "of dual-port cards of this line rate gives each card (config.resolve); "
-                                         "unset: every port its line rate")
+                                         "of dual-port cards of this line rate gives each card (config.resolve), "
+                                         "and what a NIC of a scenario moves at most; unset: every port its line "
+                                         "rate")
+
+    @classmethod
+    def _still_holding(cls, template: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
+        """A card's limit is that card's: a NIC given another line rate than its template's is another card, and
+        the template's card_speed no longer holds unless given again (`{from: connectx-7-400g, speed: 800Gbps}`
+        is an 800 Gb/s NIC, not one held to the ConnectX-7's 400)."""
+        if "speed" in given and "card_speed" not in given:
+            return {k: v for k, v in template.items() if k != "card_speed"}
+        return template
+
+    @property
+    def rate(self) -> float:
+        """What the NIC moves per direction, over all the ports a fabric gives it (a dual-ToR NIC's two): its line
+        rate, or its card's where that is less (`card_speed`)."""
+        return self.speed if self.card_speed is None else min(self.speed, self.card_speed)
 
 
 class SwitchSpec(Templated):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import json
 import os
 import re
 from collections.abc import Iterator
@@ -190,10 +191,39 @@ def refuse_duplicate_keys(loader: yaml.SafeLoader, node: yaml.MappingNode) -> No
                 f"{earlier.start_mark.line + 1}); keep one", key_node.start_mark)
 
 
-ScenarioLoader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
-    list("-+0123456789"))
+YAML_12_CORE = {
+    "tag:yaml.org,2002:bool": (r"^(?:true|True|TRUE|false|False|FALSE)$", "tTfF"),
+    "tag:yaml.org,2002:int": (r"^(?:[-+]?[0-9][0-9_]*|0o[0-7]+|0x[0-9a-fA-F]+)$", "-+0123456789"),
+    "tag:yaml.org,2002:float": (r"^(?:[-+]?(?:\.[0-9]+|[0-9][0-9_]*(?:\.[0-9_]*)?)(?:[eE][-+]?[0-9]+)?"
+                                r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$", "-+.0123456789"),
+}
+"""YAML 1.2's core schema for booleans and numbers (yaml.org/spec/1.2.2, 10.3.2), in place of PyYAML's YAML 1.1 ones:
+`1e9` is a float; `2:1` is text (YAML 1.1 read it as the base-60 integer 121, so that an oversubscription written
+as vendors write it became 121:1), `010` is ten (1.1: octal eight), `0b11`, `yes` and `off` are text; underscores
+between digits (`1_000`) still group them, as PyYAML reads them."""
+ScenarioLoader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag not in YAML_12_CORE]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+for _tag, (_pattern, _firsts) in YAML_12_CORE.items():
+    ScenarioLoader.add_implicit_resolver(_tag, re.compile(_pattern), list(_firsts))
+
+MAX_INTEGER_DIGITS = 4000
+"""The longest whole number read (Python refuses to convert more than 4,300 digits; no count simulon reads is near)."""
+
+
+def construct_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int:
+    """A YAML 1.2 integer: decimal (leading zeros and all), 0o octal or 0x hexadecimal; one too long to be a count
+    is refused as the file's problem, not Python's."""
+    text = loader.construct_scalar(node)
+    if len(text) > MAX_INTEGER_DIGITS:
+        raise yaml.constructor.ConstructorError(None, None, f"a whole number of {len(text):,} digits, more than "
+                                                f"any count (at most {MAX_INTEGER_DIGITS:,})", node.start_mark)
+    if text.startswith(("0o", "0x")):
+        return int(text[2:], 8 if text[1] == "o" else 16)
+    return int(text, 10)
+
+
+ScenarioLoader.add_constructor("tag:yaml.org,2002:int", construct_int)
 
 
 def parse_yaml(text: str) -> Any:
@@ -203,3 +233,23 @@ def parse_yaml(text: str) -> Any:
         return yaml.load(text, Loader=ScenarioLoader)  # a SafeLoader subclass
     except RecursionError:
         raise NestedTooDeep() from None
+
+
+class JSONTooDeep(ValueError):
+    """JSON the parser cannot follow: nested deeper than its recursion, or a number too long to convert."""
+
+
+def _json_int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_INTEGER_DIGITS:
+        raise JSONTooDeep(f"a whole number of {len(text):,} digits, more than any count (at most "
+                          f"{MAX_INTEGER_DIGITS:,})")
+    return int(text)
+
+
+def parse_json(text: str, **kwargs: Any) -> Any:
+    """json.loads, with nesting deeper than the parser follows and numbers too long to convert raised as
+    JSONTooDeep, a ValueError saying so (they were a RecursionError and Python's own limit message)."""
+    try:
+        return json.loads(text, parse_int=_json_int, **kwargs)
+    except RecursionError:
+        raise JSONTooDeep("nested deeper than the parser follows") from None

@@ -59,8 +59,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .common import FieldError
-from .errors import MAX_YAML_BYTES, read_input_text
+from .common import MAX_LAYERS, FieldError
+from .errors import MAX_YAML_BYTES, JSONTooDeep, parse_json, read_input_text
 
 GATED_ACTIVATIONS = {"silu": "swiglu", "swish": "swiglu", "swiglu": "swiglu", "relu2": "squared_relu"}
 """hidden_act -> simulon's activation in a family not known to gate its MLP (GATED_MLP_MODEL_TYPES): a SiLU MLP is
@@ -188,7 +188,7 @@ class HFConfigError(ValueError):
 def read_config(path: Path) -> dict[str, Any]:
     """The config's mapping (its `text_config` for a multimodal model)."""
     try:
-        doc = json.loads(read_input_text(path, MAX_YAML_BYTES, "a HuggingFace config", encoding="utf-8"),
+        doc = parse_json(read_input_text(path, MAX_YAML_BYTES, "a HuggingFace config", encoding="utf-8"),
                          object_pairs_hook=_unique_keys)
     except RepeatedKey as exc:
         raise HFConfigError(f"HuggingFace config {str(path)!r}: key {exc.key!r} is given twice (which one is "
@@ -200,6 +200,8 @@ def read_config(path: Path) -> dict[str, Any]:
     except json.JSONDecodeError as exc:
         raise HFConfigError(f"HuggingFace config {str(path)!r} is not valid JSON (line {exc.lineno}: "
                             f"{exc.msg})") from None
+    except JSONTooDeep as exc:
+        raise HFConfigError(f"HuggingFace config {str(path)!r} is not JSON simulon reads: {exc}") from None
     except ValueError as exc:  # a device, a pipe, a file larger than any config
         raise HFConfigError(f"cannot read HuggingFace config {str(path)!r}: {exc}") from None
     if not isinstance(doc, dict):
@@ -239,6 +241,15 @@ class Reader:
 
     def fail(self, key: str, problem: str) -> HFConfigError:
         return HFConfigError(f"HuggingFace config {str(self.path)!r}: key {key!r} {problem}")
+
+    def layers(self) -> int:
+        """The decoder's layer count, refused above MAX_LAYERS before anything is built a layer at a time (a
+        per-layer list of 10^8 entries took gigabytes before the model block's own bound was read)."""
+        layers = self.integer(*FIELD_KEYS["num_layers"])
+        if layers > MAX_LAYERS:
+            key = next(k for k in FIELD_KEYS["num_layers"] if self.doc.get(k) is not None)
+            raise self.fail(key, f"{layers:,} is more than {MAX_LAYERS:,} layers")
+        return layers
 
     def integer(self, *keys: str, required: bool = True, default: int | None = None, zero: bool = False) -> int | None:
         """The first of `keys` present, a positive integer, or 0 too where `zero` (a count whose 0 means none: no
@@ -322,11 +333,12 @@ def _moe_layers(cfg: Reader) -> int | list[int]:
     past first_k_dense_replace), or a 0/1 per layer from Qwen-MoE's decoder_sparse_step (layer i when
     (i + 1) % step == 0) and mlp_only_layers (dense whatever the step), or Llama 4's interleave_moe_layer_step
     (layers step - 1, 2 step - 1, ...), as the transformers model classes build them."""
-    layers = cfg.integer(*FIELD_KEYS["num_layers"])
+    layers = cfg.layers()
     step = 1
     for key in SPARSE_STEP_KEYS:
         step = max(step, cfg.integer(key, required=False, default=1))
-    dense_only = cfg.doc.get("mlp_only_layers") or []
+    dense_only = cfg.doc.get("mlp_only_layers")
+    dense_only = [] if dense_only is None else dense_only
     if not isinstance(dense_only, list) or not all(isinstance(i, int) and 0 <= i < layers for i in dense_only):
         raise cfg.fail("mlp_only_layers", f"must be a list of layer indices below {layers}, got {dense_only!r}")
     freq = cfg.integer("moe_layer_freq", required=False, default=1)
@@ -382,12 +394,13 @@ def _linear_attention_pattern(cfg: Reader, moe_layers: int | list[int] | None) -
     full_attention_interval-th layer full attention, as Qwen3NextConfig fills layer_types) and then its experts (E)
     or MLP (-), as `moe_layers`, the MoE block's layer_freq, says (Qwen3NextSparseMoeBlock where decoder_sparse_step
     and mlp_only_layers put it; None: no experts)."""
-    layers = cfg.integer("num_hidden_layers")
+    layers = cfg.layers()
     types = cfg.doc.get("layer_types")
     if types is None:
         interval = cfg.integer("full_attention_interval", required=False, default=4)
         types = ["full_attention" if (i + 1) % interval == 0 else "linear_attention" for i in range(layers)]
-    if not isinstance(types, list) or len(types) != layers or not all(t in LINEAR_ATTENTION for t in types):
+    if not isinstance(types, list) or len(types) != layers or not all(
+            isinstance(t, str) and t in LINEAR_ATTENTION for t in types):
         raise cfg.fail("layer_types", f"must be a list of {layers} of {', '.join(LINEAR_ATTENTION)}, got {types!r}")
     experts = [False] * layers if moe_layers is None else moe_layers if isinstance(moe_layers, list) else \
         [i % moe_layers == 0 for i in range(layers)]

@@ -60,7 +60,8 @@ def _number_hint(error: dict[str, Any]) -> str:
     """Why a number was refused where YAML or its author made it something else."""
     value = error.get("input")
     if isinstance(value, float) and error["type"] == "int_type" and value.is_integer():
-        return f" (write it as {int(value)})"
+        return (f" (YAML reads it as a decimal; a whole number is written in digits only, without a point or an "
+                f"exponent: {int(value)})")
     if isinstance(value, str) and error["type"] in ("int_type", "float_type"):
         try:
             float(value.replace("_", ""))
@@ -220,6 +221,8 @@ def _unknown_key_hint(loc: tuple[Any, ...]) -> str:
     if close:
         return f" (did you mean {close[0]!r}?)"
     elsewhere = [path for path in _key_homes().get(key, ()) if path and path != block]
+    parent = names[-2] if len(names) > 1 else ""  # a block of the same name elsewhere first (scale_out's switch)
+    elsewhere.sort(key=lambda path: path.rsplit(".", 1)[-1] != parent)
     if elsewhere:
         return f" (it belongs in {' or '.join(elsewhere[:2])})"
     return ""
@@ -317,7 +320,7 @@ def describe_validation_error(exc: ValidationError, source: str, data: Any = Non
     loc = tuple(first["loc"])
     cause = (first.get("ctx") or {}).get("error")
     if isinstance(cause, FieldError):
-        loc = (*loc, *cause.field.split("."))
+        loc = (*loc, *(int(part) if part.isdecimal() else part for part in cause.field.split(".")))  # [i]
         message = cause.message
     else:
         message = problem(first)

@@ -2,7 +2,10 @@
 
 Megatron-Core numbers the model chunks of a pipeline with pp stages and vpp chunks per stage as virtual stages:
 chunk c of stage s is virtual stage c * pp + s, and the model's layers run through the virtual stages in that
-order, the embedding before the first and the loss after the last. A split is the layer count of every
+order, the embedding before the first and the loss after the last. The V schedules (zb_v, dualpipev: `V_SCHEDULES`)
+place a rank's second chunk on the way back instead: chunk 1 of stage s is virtual stage 2 pp - 1 - s, so that the
+first rank holds both the embedding's stage and the loss's (`model_stage`). Every split below is one count per
+virtual stage in the order the layers run through them. A split is the layer count of every
 virtual stage, multi-token-prediction layers included: they follow the decoder's last layer, on the last virtual
 stage unless a layout places them. The decoder's split comes from the first of these a workload gives:
 
@@ -16,7 +19,7 @@ stage unless a layout places them. The decoder's split comes from the first of t
    their own ("m|L") they run "standalone" and send their outputs on to the loss.
 2. `layers_per_stage`: pp counts, each stage's split evenly over its vpp chunks (Megatron's
    `get_num_layers_to_build` with `--decoder-first/last-pipeline-num-layers`), or pp * vpp counts, one per
-   virtual stage in the order above.
+   virtual stage in the order the layers run through them (above).
 3. `first_stage_layers` / `last_stage_layers` (`--decoder-first-pipeline-num-layers`,
    `--decoder-last-pipeline-num-layers`): the first and last stage hold that many, the others split the rest
    evenly; every stage's layers split evenly over its chunks.
@@ -31,6 +34,10 @@ stage unless a layout places them. The decoder's split comes from the first of t
    NeMo's recipes set for such models (Llama 3.1 405B: 126 layers); elsewhere it is the layout string a user
    would write to balance the stages. Where it would leave a virtual stage with nothing to run (fewer layers than
    pp*vpp - 2: `idle_virtual_stages`), the workload refuses the parallelism (MegatronWorkload), as Megatron does.
+
+A workload names one of (1) to (4) (first and last stage counts together, and both accounting flags together, are
+one each): Megatron-Core refuses a layout beside any other split and the first/last stage counts beside the
+accounting flags (TransformerConfig.__post_init__), and simulon refuses any two, naming both.
 """
 
 from __future__ import annotations
@@ -49,11 +56,25 @@ _GROUP_REPEAT = re.compile(r"\(([^)]+)\)\*(\d+)")
 _SYMBOL_REPEAT = re.compile(r"(.)\*(\d+)")
 
 
+V_SCHEDULES = ("zb_v", "dualpipev")
+"""Pipeline schedules that place each rank's two model chunks on a V (workload.schedule's V_SHAPE placement)."""
+
+
+def model_stage(stage: int, chunk: int, pp: int, v_shape: bool = False) -> int:
+    """The virtual stage (its place in the order the layers run) of model chunk `chunk` of pipeline stage `stage`:
+    c * pp + s (Megatron's interleaving), or on a V (`v_shape`) s for the first chunk and 2 pp - 1 - s for the
+    second."""
+    if v_shape and chunk == 1:
+        return 2 * pp - 1 - stage
+    return chunk * pp + stage
+
+
 class PipelineSplit(Protocol):
     """The parallelism fields a split reads (config.workload.ParallelismSpec)."""
 
     pp: int
     vpp: int
+    pipeline_schedule: str
     pipeline_layout: str | None
     layers_per_stage: list[int] | None
     first_stage_layers: int | None
@@ -174,10 +195,31 @@ def virtual_stage_layers(par: PipelineSplit, num_layers: int, segments: tuple[in
     layers after the decoder's included: where the layout places them, else on the last virtual stage (Megatron's
     default, mtp_on_this_rank). `segments`: those a hybrid pattern's `|` marks give (ModelSpec.pattern_segments),
     the split where the parallelism names none. FieldError naming the field whose split is impossible."""
+    if segments is None:
+        _one_split(par)
     if par.pipeline_layout is not None and segments is None:
         return _from_layout(par, num_layers, mtp_layers)
     counts = _decoder_split(par, num_layers, segments)
     return (*counts[:-1], counts[-1] + mtp_layers)
+
+
+def _splits_named(par: PipelineSplit) -> list[str]:
+    """The ways of splitting the layers (1) to (4) the parallelism names, each by the first of its fields given."""
+    ways = (("pipeline_layout",), ("layers_per_stage",), ("first_stage_layers", "last_stage_layers"),
+            ("account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split"))
+    named = []
+    for fields in ways:
+        given = [name for name in fields if getattr(par, name) not in (None, False)]
+        named += given[:1]
+    return named
+
+
+def _one_split(par: PipelineSplit) -> None:
+    """FieldError where the parallelism names two ways of splitting the layers, which would leave one unread."""
+    named = _splits_named(par)
+    if len(named) > 1:
+        raise FieldError(f"workload.parallelism.{named[1]}", f"splits the layers over the pipeline, and "
+                         f"parallelism.{named[0]} does too: give one")
 
 
 def _decoder_split(par: PipelineSplit, num_layers: int, segments: tuple[int, ...] | None) -> tuple[int, ...]:
@@ -248,7 +290,7 @@ def _from_stage_list(par: PipelineSplit, num_layers: int) -> tuple[int, ...]:
     if len(given) != par.pp:
         expected = f"pp = {par.pp}" + (f" or pp*vpp = {par.pp * par.vpp}" if par.vpp > 1 else "")
         raise FieldError(field, f"{len(given)} entries for {expected} stages")
-    return _chunked(given, par.vpp, field)
+    return _chunked(given, par, field)
 
 
 def _from_first_last(par: PipelineSplit, num_layers: int) -> tuple[int, ...]:
@@ -264,7 +306,7 @@ def _from_first_last(par: PipelineSplit, num_layers: int) -> tuple[int, ...]:
     if problem:
         raise FieldError(field, problem)
     per_stage = [ends.get(stage, rest // middle if middle else 0) for stage in range(par.pp)]
-    return _chunked(per_stage, par.vpp, field)
+    return _chunked(per_stage, par, field)
 
 
 def _first_last_problem(given: dict[str, int], num_layers: int, rest: int, middle: int) -> str | None:
@@ -286,10 +328,15 @@ def _first_last_problem(given: dict[str, int], num_layers: int, rest: int, middl
     return None
 
 
-def _chunked(per_stage: list[int], vpp: int, field: str) -> tuple[int, ...]:
-    """Each stage's layers split evenly over its vpp chunks, in virtual-stage order (chunk-major)."""
+def _chunked(per_stage: list[int], par: PipelineSplit, field: str) -> tuple[int, ...]:
+    """Each stage's layers split evenly over its vpp chunks, in virtual-stage order (`model_stage`)."""
+    vpp, pp = par.vpp, len(per_stage)
     uneven = [layers for layers in per_stage if layers % vpp]
     if uneven:
         raise FieldError(field, f"a stage's {uneven[0]} layers do not split over vpp = {vpp} model chunks "
                          "(give one count per virtual stage, pp*vpp entries, or a pipeline_layout)")
-    return tuple(per_stage[stage] // vpp for chunk in range(vpp) for stage in range(len(per_stage)))
+    counts = [0] * (pp * vpp)
+    for stage, layers in enumerate(per_stage):
+        for chunk in range(vpp):
+            counts[model_stage(stage, chunk, pp, par.pipeline_schedule in V_SCHEDULES)] = layers // vpp
+    return tuple(counts)

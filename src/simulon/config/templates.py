@@ -261,7 +261,14 @@ class Templated(StrictModel):
             template = find_template(cls.template_kind, data["name"]) or cls._custom(data)
         else:
             template = {}
-        return merged(template, {k: v for k, v in data.items() if k != "from"})
+        given = {k: v for k, v in data.items() if k != "from"}
+        return merged(cls._still_holding(template, given), given)
+
+    @classmethod
+    def _still_holding(cls, template: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
+        """The template's fields that still describe the block once `given` overrides some (all of them, unless a
+        subclass says otherwise)."""
+        return template
 
     @classmethod
     def _described(cls, ref: str) -> dict[str, Any] | None:

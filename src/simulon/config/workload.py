@@ -846,8 +846,12 @@ class MegatronWorkload(StrictModel):
         return None
 
     @model_validator(mode="after")
-    def _param_gather_overlaps_with_grad_reduce(self) -> MegatronWorkload:
+    def _param_gather_overlap_has_an_optimizer_and_a_reduction(self) -> MegatronWorkload:
         par = self.parallelism
+        if par.overlap_param_gather and not par.distributed_optimizer:
+            raise FieldError("parallelism.overlap_param_gather", "overlaps the distributed optimizer's parameter "
+                             "all-gather, and there is none here: set distributed_optimizer too, or leave it out "
+                             "(Megatron asserts --overlap-param-gather needs --use-distributed-optimizer)")
         if par.overlap_param_gather and not par.overlap_grad_reduce:
             raise FieldError("parallelism.overlap_param_gather", "Megatron overlaps the parameter all-gather only "
                              "together with the gradient reduction: set overlap_grad_reduce too, or leave it out")

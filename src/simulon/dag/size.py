@@ -106,17 +106,19 @@ def available_memory() -> float | None:
     return float(min(found)) if found else None
 
 
-def check_fits(size: DagSize, limit: float | None, trace: bool = False, hint: str = "", advice: str = "") -> None:
+def check_fits(size: DagSize, limit: float | None, trace: bool = False, hint: str = "", advice: str = "",
+               samples: bool = True) -> None:
     """Refuse (TooLarge) a run whose estimated memory exceeds `limit` bytes (None: no limit); `hint` follows the
     size in the message, `advice` comes first in what to do (pipeline.py: the micro-batch sampling that would
-    fit)."""
+    fit); `samples`: whether sampling the micro-batches could make the step smaller, and so is suggested."""
     need = size.memory_bytes(trace)
     if limit is None or need <= limit:
         return
     raise TooLarge(f"{size.nodes:,} DAG nodes and {size.flows:,} flows over {size.simulated_gpus:,} simulated GPUs "
                    f"need about {memory_amount(need)}, and {memory_amount(limit)} are available{hint}",
-                   f"{advice}simulate fewer micro-batches (--micro-batches sample, or a smaller global batch) or "
-                   "a smaller cluster, or raise the limit with --max-memory")
+                   f"{advice}simulate fewer micro-batches ("
+                   f"{'--micro-batches sample, or ' if samples else ''}a smaller global batch) or a smaller cluster, "
+                   "or raise the limit with --max-memory")
 
 
 @cache

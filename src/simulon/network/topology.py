@@ -104,7 +104,8 @@ class Topology:
         if staging is not None:
             up_rate, up_links = np.concatenate([up_rate, staging.rate]), up_links + len(staging.rate)
         nic_group = placement.group[::per_nic]  # a node's GPUs, and so a NIC's, are on one group
-        nic_speed = np.array([g.nic.speed if g.nic else 0.0 for g in groups])[nic_group]
+        nic_speed = np.array([g.nic.speed if g.nic else 0.0 for g in groups])[nic_group]  # the ports' line rate
+        nic_rate = np.array([g.nic.rate if g.nic else 0.0 for g in groups])[nic_group]  # at most the card's
         nic_latency = np.array([g.nic.latency if g.nic else 0.0 for g in groups])[nic_group]
         sets = 2 if spec.dual_tor else 1
         switch_latency = out_switch.latency if out_switch else 0.0
@@ -112,7 +113,7 @@ class Topology:
                               float(nic_latency.max(initial=0.0)), switch_latency, up_links)
         fabric_rate, fabric_latency = fabric.capacity.copy(), fabric.latency.copy()
         ports = len(nic_group) * sets
-        fabric_rate[:2 * ports] = np.tile(np.repeat(nic_speed / sets, sets), 2)  # nic_up, then nic_down
+        fabric_rate[:2 * ports] = np.tile(np.repeat(nic_rate / sets, sets), 2)  # nic_up, then nic_down
         fabric_latency[:2 * ports] = np.concatenate([np.repeat(nic_latency + switch_latency, sets),
                                                      np.repeat(nic_latency, sets)])
         line = np.concatenate([up_rate, fabric_rate])

@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from ..config.errors import MAX_RESULT_BYTES, ConfigError, not_utf8, read_input_text
+from ..config.errors import MAX_RESULT_BYTES, ConfigError, JSONTooDeep, not_utf8, parse_json, read_input_text
 
 
 def read_text(path: Path) -> str:
@@ -26,9 +26,11 @@ def read_json(path: Path) -> Any:
     """A JSON result file, or a ConfigError naming the file and what is wrong with it."""
     text = read_text(path)
     try:
-        return json.loads(text)
+        return parse_json(text)
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path}: not JSON: {exc.msg}: line {exc.lineno}, column {exc.colno}") from None
+    except JSONTooDeep as exc:
+        raise ConfigError(f"{path}: not JSON simulon reads: {exc}") from None
 
 
 def need(data: Any, key: str, source: str, made_by: str, kind: type = list) -> Any:

@@ -279,6 +279,8 @@ def apply(workload: MegatronWorkload, strategy: Strategy) -> MegatronWorkload:
     for key in ("num_microbatches", "layers_per_stage", "expert_tensor_parallel"):
         parallelism.pop(key, None)
     parallelism.update(strategy.parallelism(workload.model.num_layers))
+    if not parallelism["distributed_optimizer"]:  # the scenario's gather overlap, for its distributed optimizer
+        parallelism.pop("overlap_param_gather", None)
     without_other_recompute_settings(parallelism)
     if strategy.etp != strategy.tp:
         parallelism["expert_tensor_parallel"] = strategy.etp

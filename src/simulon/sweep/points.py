@@ -23,6 +23,7 @@ from typing import Any
 
 import yaml
 
+from ..config.common import whole_number
 from ..config.dc import DatacenterConfig
 from ..config.errors import ConfigError, parse_yaml, yaml_problem
 from ..config.loading import parse_scenario, read_scenario_data
@@ -138,10 +139,11 @@ def with_value(data: dict, path: str, value: Any) -> None:
 
 def list_index(items: list, key: str, path: str, prefix: list[str]) -> int:
     """The list position `key` names in a --set path, or a ConfigError saying which positions there are."""
-    if not key.isdigit() or int(key) >= len(items):
+    position = whole_number(key)
+    if position is None or position >= len(items):
         raise ConfigError(f"--set {path}: {'.'.join(prefix)} is a list of {len(items)}: expected a position "
                           f"0 to {len(items) - 1}, got {key!r}")
-    return int(key)
+    return position
 
 
 def sweep_points(scenario: Path, axes: list[Axis]) -> list[Point]:

@@ -44,20 +44,21 @@ DIGITS = 9
 """Significant digits of a number in the CSV."""
 
 
-UNRUNNABLE = "unrunnable"
-"""The key of a point's outcome that says why it cannot run."""
+UNRUNNABLE, TOO_LARGE = "unrunnable", "too large"
+"""The keys of a point's outcome that say why it cannot run, or why it is too large to."""
 
 
-def point_metrics(args: tuple[dict, str]) -> dict[str, str]:
-    """Simulate one point and return its row's metrics as CSV text; runs in a worker process (module level, to be
-    picklable)."""
+def point_metrics(args: tuple[dict, str, float | None]) -> dict[str, str]:
+    """Simulate one point as `simulate` does (micro-batches sampled where the step is too large to replay whole,
+    refused where even that would take more than the point's share of the memory, TooLarge) and return its row's
+    metrics as CSV text; runs in a worker process (module level, to be picklable)."""
     from ..analysis.exposure import exposure, mean_exposed_ms
     from ..config.loading import parse_scenario
     from ..pipeline import simulate
 
-    data, fold_mode = args
+    data, fold_mode, memory_limit = args
     sc = parse_scenario(data, "sweep point")
-    sim = simulate(sc, fold_mode=fold_mode)  # type: ignore[arg-type]
+    sim = simulate(sc, fold_mode=fold_mode, memory_limit=memory_limit, micro_batches="auto")  # type: ignore[arg-type]
     r, train, gib = sim.result, sc.workload.training, GiB
     placement = sc.placement()  # the ridge point only splits compute, not the exposed communication read here
     ridge = placement.peak_flops(train.dtype) / placement.mean(lambda g: g.gpu.memory_bandwidth)
@@ -147,9 +148,11 @@ def point_row(point: Point, metrics: dict[str, str]) -> dict[str, str]:
 
 
 def run_sweep(points: list[Point], path: Path, jobs: int = 1, fold_mode: str = "auto",
-              progress: Progress = SILENT, runner: Executor | None = None) -> tuple[list[dict[str, str]], int]:
+              progress: Progress = SILENT, runner: Executor | None = None,
+              memory_limit: float | None = None) -> tuple[list[dict[str, str]], int]:
     """Run every point not already in the CSV at `path`, `jobs` at a time, writing each row as it finishes; the
-    rows in the points' order, and how many were already there."""
+    rows in the points' order, and how many were already there. `memory_limit`: bytes the points running at once
+    may take together (None: no limit), shared equally among them (on Ray, each task's)."""
     header = columns(points)
     fields, done = read_rows(path)
     kept = {p.key: {m: done[p.key][m] for m in METRICS} for p in points if p.key in done}
@@ -163,7 +166,9 @@ def run_sweep(points: list[Point], path: Path, jobs: int = 1, fold_mode: str = "
     progress.stage(f"simulating {len(pending)} of {len(points)} points", total=len(pending), unit="points")
     results = dict(kept)
     with open(path, "a", encoding="utf-8") as journal:
-        for n, (point, metrics) in enumerate(simulated(pending, jobs, fold_mode, runner), start=1):
+        at_once = 1 if runner is not None else max(min(jobs, len(pending)), 1)
+        share = None if memory_limit is None else memory_limit / at_once
+        for n, (point, metrics) in enumerate(simulated(pending, jobs, fold_mode, runner, share), start=1):
             journal.write(row_text(header, [point_row(point, metrics)]))
             journal.flush()
             os.fsync(journal.fileno())
@@ -200,11 +205,11 @@ def earlier_points(points: list[Point], path: Path, fields: list[str], done: dic
     return [{name: row[name] for name in header} for row in others]
 
 
-def simulated(points: list[Point], jobs: int, fold_mode: str,
-              runner: Executor | None = None) -> Iterator[tuple[Point, dict[str, str]]]:
+def simulated(points: list[Point], jobs: int, fold_mode: str, runner: Executor | None = None,
+              memory_limit: float | None = None) -> Iterator[tuple[Point, dict[str, str]]]:
     """(point, metrics) as each point finishes: on `runner` (executors.py: a process pool or Ray) if given, else in
-    this process with one job, else on a local pool of `jobs`."""
-    work = [(p.scenario.as_data(), fold_mode) for p in points]
+    this process with one job, else on a local pool of `jobs`; each point within `memory_limit` bytes."""
+    work = [(p.scenario.as_data(), fold_mode, memory_limit) for p in points]
     if runner is None and (jobs <= 1 or len(points) <= 1):
         for point, args in zip(points, work, strict=True):
             yield point, named(point, point_outcome(args))
@@ -213,22 +218,28 @@ def simulated(points: list[Point], jobs: int, fold_mode: str,
         yield points[index], named(points[index], outcome)
 
 
-def point_outcome(args: tuple[dict, str]) -> dict[str, str]:
+def point_outcome(args: tuple[dict, str, float | None]) -> dict[str, str]:
     """point_metrics, or {"unrunnable": why} for a scenario that validates but cannot run (a collective algorithm
-    the fabric lacks): a value, not an exception, so that it comes back alike from any executor."""
+    the fabric lacks) or {"too large": why} for one too large for its memory: a value, not an exception, so that it
+    comes back alike from any executor."""
     from ..collective.algorithms import Unrunnable
+    from ..dag.size import TooLarge
 
     try:
         return point_metrics(args)
     except Unrunnable as exc:
         return {UNRUNNABLE: str(exc)}
+    except TooLarge as exc:
+        return {TOO_LARGE: str(exc)}
 
 
 def named(point: Point, outcome: dict[str, str]) -> dict[str, str]:
-    """A point's metrics; one that cannot run stops the sweep with a message naming the point (the rows done so
-    far stay in the CSV)."""
+    """A point's metrics; one that cannot run, or is too large to, stops the sweep with a message naming the point
+    (the rows done so far stay in the CSV)."""
     if UNRUNNABLE in outcome:
         raise ConfigError(f"sweep point {point.label}: collective.algorithm: {outcome[UNRUNNABLE]}")
+    if TOO_LARGE in outcome:
+        raise ConfigError(f"sweep point {point.label}: {outcome[TOO_LARGE]}")
     return outcome
 
 

@@ -39,6 +39,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..config.common import whole_number
 from ..config.resolve import Unresolved, resolve_gpu
 from ..config.templates import find_template
 from .memory import STAGE_LAYERS
@@ -121,9 +122,10 @@ def _fail(index: int, field: str, problem: str) -> BadRow:
 
 def _int(row: dict[str, str], index: int, column: str) -> int:
     text = (row.get(column) or "").strip()
-    if not text.isdigit() or int(text) < 1:
+    number = whole_number(text)
+    if number is None or number < 1:
         raise _fail(index, column, f"expected a positive integer, got {text!r}")
-    return int(text)
+    return number
 
 
 def _gpu(index: int, field: str, name: str) -> str:

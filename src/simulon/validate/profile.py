@@ -43,7 +43,7 @@ def validate_profile(gpu: GPUSpec, calibrations: Calibrations | None = None,
                      repeats: float = PROFILE_REPEATS) -> ValidationReport:
     """Predicted against measured milliseconds of every distinct kernel run in the GPU's profile. Raises ConfigError
     for a run whose params miss what its kernel class needs (compute.profile.check_run_shapes), and where no run could
-    be compared (each of an unknown phase or dtype, say), saying why."""
+    be compared (each of an unknown phase, say), saying why."""
     if not gpu.kernel_runs:
         raise ConfigError(f"GPU {gpu.name}: kernel_runs: the file holds no measured kernels (write them with "
                           "`simulon profile gpu`)")
@@ -57,12 +57,9 @@ def validate_profile(gpu: GPUSpec, calibrations: Calibrations | None = None,
     for key in sorted(runs):
         index, run = runs[key][0]
         times = [t for _, same in runs[key] for t in same.times_ms]
-        phase = str(run.params.get("phase", "fwd"))
-        unread = run_dtype_error(index, run.params)
-        if not times or phase not in Phase.__members__ or unread:
-            report.skipped.append(Skipped(index, f"{run.kernel}: no times" if not times else
-                                          f"{run.kernel}: unknown phase {phase!r}" if unread is None else
-                                          f"{run.kernel}: {unread}"))
+        phase = str(run.params.get("phase", "fwd"))  # a GPUSpec's runs have times and known dtypes (KernelRun)
+        if phase not in Phase.__members__:
+            report.skipped.append(Skipped(index, f"{run.kernel}: unknown phase {phase!r}"))
             continue
         dtype = DType(str(run.params.get("dtype", "bf16")))
         spec = spec_of_run(run.kernel, run.params)
@@ -81,18 +78,6 @@ def validate_profile(gpu: GPUSpec, calibrations: Calibrations | None = None,
         raise ConfigError(f"GPU {gpu.name}: kernel_runs: no run could be compared ({len(reasons)} skipped: "
                           f"{'; '.join(reasons[:REASONS_WHEN_NONE])}{more})")
     return report
-
-
-def run_dtype_error(index: int, params: dict) -> str | None:
-    """Why a profiled run's `dtype` (or a GEMM's `precision`) param names no dtype simulon models
-    ("kernel_runs[3].params.dtype: 'int3' is not a dtype (one of fp32, ...)"), or None when each is one (or absent):
-    validate_profile skips such a run, as it does one of an unknown phase."""
-    for name in ("dtype", "precision"):
-        value = params.get(name)
-        if name in params and str(value) not in DType.__members__.values():
-            return (f"kernel_runs[{index}].params.{name}: {str(value)!r} is not a dtype (one of "
-                    f"{', '.join(d.value for d in DType)})")
-    return None
 
 
 def family(spec: KernelSpec, dtype: DType) -> str:

@@ -65,6 +65,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Literal, NamedTuple, get_args
 
+from ..config.pipeline_layout import model_stage
 from ..config.workload import ScheduleName
 
 
@@ -160,11 +161,9 @@ class Placement:
         return ranks if self.kind == "mirrored" else ranks * chunks
 
     def model_stage(self, rank: int, chunk: int, ranks: int) -> int:
-        if self.kind == "interleaved":
-            return chunk * ranks + rank
-        if chunk == 0:
-            return rank
-        return (2 * ranks if self.kind == "v" else ranks) - 1 - rank
+        if self.kind == "mirrored":
+            return rank if chunk == 0 else ranks - 1 - rank
+        return model_stage(rank, chunk, ranks, v_shape=self.kind == "v")
 
     def next(self, rank: int, chunk: int, ranks: int) -> tuple[int, int]:
         """(rank, chunk) that runs the model stage after this chunk's, for the same micro-batch."""
