@@ -1,0 +1,36 @@
+"""The scenario format's reference (docs/spec/) is written from the config models, so it holds every key a scenario
+may give, with the type and default simulon reads: the committed pages are what scripts/config_reference.py writes
+today (a field added, renamed or re-described without regenerating them fails here)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from helpers import ROOT
+from simulon.config.reference import BLOCKS, block_model, models_in, reference
+
+
+@pytest.mark.parametrize("block", BLOCKS)
+def test_the_committed_reference_page_is_what_the_models_write(block):
+    page = ROOT / "docs" / "spec" / f"config-{block}.md"
+    assert page.read_text() == reference(block), "run: uv run python scripts/config_reference.py"
+
+
+@pytest.mark.parametrize("block", BLOCKS)
+def test_every_key_of_every_block_a_scenario_may_hold_is_in_its_page(block):
+    page, seen, todo = reference(block), set(), [block_model(block)]
+    while todo:
+        model = todo.pop()
+        seen.add(model)
+        section = page.split(f"## {model.__name__}\n", 1)[1].split("\n## ", 1)[0]
+        keys = set(re.findall(r"^\| `([^`]+)` \|", section, re.MULTILINE))
+        assert keys == {f.alias or name for name, f in model.model_fields.items()}, model.__name__
+        todo += [inner for f in model.model_fields.values() for inner in models_in(f.annotation) if inner not in seen]
+
+
+def test_units_are_written_as_a_scenario_writes_them():
+    page = reference("datacenter")
+    assert "| `memory_bandwidth` | bandwidth (`400Gbps`, `50GBps`, `3.35TBps`) | required | HBM bandwidth |" in page
+    assert re.search(r"\| `oversubscription` \| ratio \(`2.0`, or `2:1`\)", page)
