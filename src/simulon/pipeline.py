@@ -419,7 +419,8 @@ def run_populated(sc: ScenarioConfig, dag: ExecutionDAG, topology: Topology, fol
     timeline = replay(dag, topology, fold, sm_counts(placement) if share_sms else 0,
                       TRAINING_RESHARE_WINDOW_S, progress.advance)
     tokens = train.global_batch_size * train.sequence_length
-    result = summarize(dag, timeline, tokens, placement.peak_flops(train.dtype))
+    result = summarize(dag, timeline, tokens, placement.peak_flops(train.dtype),
+                       placement.per_rank(lambda group: group.gpu.name))
     return Simulation(dag, timeline, result, topology, fold, estimate_memory(sc))
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -24,6 +25,7 @@ class GPUBreakdown:
     overlapped_comm_ms: float
     bubble_ms: float         # neither computing nor communicating: pipeline bubble, waiting (on other stages,
     # on a collective's last member: exposure.collective_parts)
+    device: str = ""         # the GPU it is (its type's name: which one, on a cluster of several)
 
 
 @dataclass(frozen=True)
@@ -84,7 +86,8 @@ def _by_gpu(gpus: np.ndarray, starts: np.ndarray, ends: np.ndarray, simulated: n
 
 
 def summarize(dag: ExecutionDAG, timeline: Timeline, tokens_per_iteration: float,
-              peak_flops: float) -> SimulationResult:
+              peak_flops: float, devices: Sequence[str] = ()) -> SimulationResult:
+    """The step's figures and each simulated GPU's breakdown; `devices`: each rank's GPU name, where known."""
     iteration = timeline.makespan
     simulated = dag.simulated_gpus
     compute = np.flatnonzero(dag.kind == NodeKind.compute)
@@ -98,7 +101,8 @@ def summarize(dag: ExecutionDAG, timeline: Timeline, tokens_per_iteration: float
         overlapped = overlap_length(comp, comm)
         exposed = union_length(*comm) - overlapped
         per_gpu.append(GPUBreakdown(g, stage_of.get(g, 0), int(dag.multiplicity[g]), busy * 1e3, exposed * 1e3,
-                                    overlapped * 1e3, max(iteration - busy - exposed, 0.0) * 1e3))
+                                    overlapped * 1e3, max(iteration - busy - exposed, 0.0) * 1e3,
+                                    devices[g] if devices else ""))
     weights = np.array([b.stands_for for b in per_gpu], dtype=float)
 
     def mean(attr: str) -> float:

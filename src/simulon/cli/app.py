@@ -146,10 +146,13 @@ def simulate(
 
 
 def _print_breakdown(result) -> None:
+    mixed = len({b.device for b in result.per_gpu}) > 1  # a cluster of several GPU types: say which each is
     print_table("Per-GPU breakdown (ms)",
-           ("GPU", "stage", "stands for", "compute", "exposed comm", "overlapped comm", "bubble/idle"),
-           [(str(b.gpu), str(b.stage), str(b.stands_for), f"{b.compute_ms:.2f}", f"{b.exposed_comm_ms:.2f}",
-             f"{b.overlapped_comm_ms:.2f}", f"{b.bubble_ms:.2f}") for b in result.per_gpu])
+           ("GPU", *(("type",) if mixed else ()), "stage", "stands for", "compute", "exposed comm",
+            "overlapped comm", "bubble/idle"),
+           [(str(b.gpu), *((b.device,) if mixed else ()), str(b.stage), str(b.stands_for), f"{b.compute_ms:.2f}",
+             f"{b.exposed_comm_ms:.2f}", f"{b.overlapped_comm_ms:.2f}", f"{b.bubble_ms:.2f}")
+            for b in result.per_gpu])
     if result.simulated_gpus < result.num_gpus:
         print(f"{result.simulated_gpus} of {result.num_gpus} GPUs simulated; each stands for its identical "
               "data/tensor-parallel peers (use --expand full to simulate all).")

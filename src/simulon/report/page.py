@@ -77,9 +77,12 @@ def breakdown(data: dict) -> str:
     totals = table(("term", "ms"), [(text(k.removesuffix("_ms").replace("_", " ")), in_ms(f"breakdown.{k}", v))
                                     for k, v in data["breakdown"].items()], "Mean over the GPUs")
     keys = ("compute_ms", "exposed_comm_ms", "overlapped_comm_ms", "bubble_ms")
-    per_gpu = table(("GPU", "stage", "stands for", "compute", "exposed comm", "overlapped comm", "bubble / idle"),
-                    [(text(g["gpu"]), text(g["stage"]), text(g["stands_for"]),
-                      *(in_ms(f"per_gpu.{i}.{k}", g[k]) for k in keys)) for i, g in enumerate(data["per_gpu"])],
+    mixed = len({g.get("device", "") for g in data["per_gpu"]}) > 1  # several GPU types: which each GPU is
+    per_gpu = table(("GPU", *(("type",) if mixed else ()), "stage", "stands for", "compute", "exposed comm",
+                     "overlapped comm", "bubble / idle"),
+                    [(text(g["gpu"]), *((text(g["device"]),) if mixed else ()), text(g["stage"]),
+                      text(g["stands_for"]), *(in_ms(f"per_gpu.{i}.{k}", g[k]) for k in keys))
+                     for i, g in enumerate(data["per_gpu"])],
                     "Per simulated GPU (ms)")
     rows = numbers(data["per_gpu"], ("gpu", "stage", "stands_for", *(t[0] for t in TERMS)), "", "per_gpu")
     per_stage = table(("stage", *(t[1] for t in TERMS)),
