@@ -212,10 +212,10 @@ def simulated(points: list[Point], jobs: int, fold_mode: str, runner: Executor |
     work = [(p.scenario.as_data(), fold_mode, memory_limit) for p in points]
     if runner is None and (jobs <= 1 or len(points) <= 1):
         for point, args in zip(points, work, strict=True):
-            yield point, named(point, point_outcome(args))
+            yield point, named(point, point_outcome(args), 1)
         return
     for index, outcome in (runner or ProcessExecutor(jobs)).map_unordered(point_outcome, work):
-        yield points[index], named(points[index], outcome)
+        yield points[index], named(points[index], outcome, 1 if runner is not None else min(jobs, len(points)))
 
 
 def point_outcome(args: tuple[dict, str, float | None]) -> dict[str, str]:
@@ -233,13 +233,16 @@ def point_outcome(args: tuple[dict, str, float | None]) -> dict[str, str]:
         return {TOO_LARGE: str(exc)}
 
 
-def named(point: Point, outcome: dict[str, str]) -> dict[str, str]:
-    """A point's metrics; one that cannot run, or is too large to, stops the sweep with a message naming the point
-    (the rows done so far stay in the CSV)."""
+def named(point: Point, outcome: dict[str, str], at_once: int) -> dict[str, str]:
+    """A point's metrics; one that cannot run, or is too large to (for its share of the memory, one of `at_once`
+    points running side by side), stops the sweep with a message naming the point (the rows done so far stay in
+    the CSV)."""
     if UNRUNNABLE in outcome:
         raise ConfigError(f"sweep point {point.label}: collective.algorithm: {outcome[UNRUNNABLE]}")
     if TOO_LARGE in outcome:
-        raise ConfigError(f"sweep point {point.label}: {outcome[TOO_LARGE]}")
+        shared = (f" (the memory is shared by the {at_once} points running at once: fewer --jobs give each more)"
+                  if at_once > 1 else "")
+        raise ConfigError(f"sweep point {point.label}: {outcome[TOO_LARGE]}{shared}")
     return outcome
 
 
