@@ -13,6 +13,7 @@ from typing import Any
 import yaml
 
 from simulon.config import ScenarioConfig
+from simulon.executors import ProcessExecutor
 
 ROOT = Path(__file__).resolve().parents[1]
 SEED_SCENARIO = ROOT / "examples" / "scenario.yaml"
@@ -99,3 +100,15 @@ def finite_json(text: str) -> bool:
         return True
 
     return finite(json.loads(text, parse_constant=constant))
+
+
+class RecordingPool(ProcessExecutor):
+    """The process pool, remembering the needs it was handed."""
+
+    def __init__(self, workers: int, memory: float | None = None):
+        super().__init__(workers, memory)
+        self.needs: list[list[float] | None] = []
+
+    def map_unordered(self, function, jobs, needs=None):
+        self.needs.append(None if needs is None else list(needs))
+        return super().map_unordered(function, jobs, needs)

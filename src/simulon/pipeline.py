@@ -196,6 +196,14 @@ def simulate(sc: ScenarioConfig, fold_mode: FoldMode = "auto", progress: Progres
     sampling.SAMPLE_ABOVE_NODES nodes, and then samples."""
     progress.stage("tracing the workload and building the DAG")
     step = plan_step(sc, fold_mode, memory_limit, trace, micro_batches, samples_first_above)
+    return simulate_step(sc, step, fold_mode, progress, memory_limit, trace, micro_batches)
+
+
+def simulate_step(sc: ScenarioConfig, step: StepPlan, fold_mode: FoldMode = "auto", progress: Progress = SILENT,
+                  memory_limit: float | None = None, trace: bool = False, micro_batches: MicroBatches = "all"
+                  ) -> Simulation:
+    """simulate's run of the step plan_step planned with the same arguments (a caller that sized the plan first,
+    planned_size, runs it without planning it again)."""
     if step.counts is not None:
         return simulate_sampled(sc, step.counts, fold_mode, progress, memory_limit, trace, step.throughout,
                                 step.samples)
@@ -284,15 +292,23 @@ def size_from_samples(sizes: Sequence[DagSize], counts: tuple[int, int], real: i
 
 
 def step_size(sc: ScenarioConfig, fold_mode: FoldMode = "auto", micro_batches: MicroBatches = "all",
-              samples_first_above: float | None = None) -> DagSize:
-    """The largest DAG simulate(sc, fold_mode, micro_batches=micro_batches) builds, counted without building it
-    (a sampled step's: its larger count's): what a strategy search's replays are admitted by (search/run.py)."""
-    step = plan_step(sc, fold_mode, micro_batches=micro_batches, samples_first_above=samples_first_above)
+              samples_first_above: float | None = None, memory_limit: float | None = None) -> DagSize:
+    """The largest DAG simulate(sc, fold_mode, memory_limit=memory_limit, micro_batches=micro_batches) builds,
+    counted without building it: what a strategy search's replays are admitted by (search/run.py)."""
+    step = plan_step(sc, fold_mode, memory_limit, micro_batches=micro_batches, samples_first_above=samples_first_above)
+    return planned_size(sc, step, fold_mode, memory_limit)
+
+
+def planned_size(sc: ScenarioConfig, step: StepPlan, fold_mode: FoldMode = "auto",
+                 memory_limit: float | None = None) -> DagSize:
+    """The largest DAG simulate_step builds of `step` (planned by plan_step with the same arguments): the whole
+    step's, or a sampled step's larger count's, in steady state where simulate_sampled runs it so."""
     if step.counts is None:
         return step.size if step.size is not None else step.planned.size()
-    throughout = sampled_throughout(sc, step.counts, fold_mode, None, False) if step.throughout is None \
+    throughout = sampled_throughout(sc, step.counts, fold_mode, memory_limit, False) if step.throughout is None \
         else step.throughout
-    return sampled_plan(sc, step.counts[1], fold_mode, throughout, step.samples[1] if step.samples else None)[1]
+    larger = sampled_plan(sc, step.counts[1], fold_mode, throughout, step.samples[1] if step.samples else None)
+    return larger[1] if fits(larger[1], memory_limit, False) else in_steady_state(*larger)[1]
 
 
 def folded_throughout(planned: PlannedDag, size: DagSize) -> tuple[PlannedDag, DagSize]:

@@ -9,7 +9,7 @@ import time
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from helpers import gpt_scenario
+from helpers import RecordingPool, gpt_scenario
 from simulon.executors import Admission, ProcessExecutor, Refused
 from simulon.pipeline import build_dag, step_size
 from simulon.search import run
@@ -114,18 +114,6 @@ def test_the_space_shared_out_over_workers_gives_exactly_the_one_process_answer(
     alone = Search(sc, limits=Limits({"zero_bubble": (False, True)})).estimated(workers=1)
     shared = Search(sc, limits=Limits({"zero_bubble": (False, True)})).estimated(executor=ProcessExecutor(2))
     assert shared.to_json() == alone.to_json() and shared.enumerated > 10_000
-
-
-class RecordingPool(ProcessExecutor):
-    """The process pool, remembering the needs it was handed."""
-
-    def __init__(self, workers: int, memory: float | None = None):
-        super().__init__(workers, memory)
-        self.needs: list[list[float] | None] = []
-
-    def map_unordered(self, function, jobs, needs=None):
-        self.needs.append(None if needs is None else list(needs))
-        return super().map_unordered(function, jobs, needs)
 
 
 def test_a_forked_worker_s_replay_needs_its_dag_plus_the_search_s_own_footprint(monkeypatch):

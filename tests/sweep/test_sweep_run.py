@@ -9,9 +9,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from helpers import RecordingPool
 from simulon.config.errors import ConfigError
 from simulon.executors import RayExecutor
-from simulon.pipeline import simulate
+from simulon.pipeline import simulate, step_size
 from simulon.sweep import run as sweep_run
 from simulon.sweep.points import parse_axis, sweep_points
 from simulon.sweep.run import METRICS, read_done, run_sweep
@@ -173,7 +174,7 @@ PIPELINED = {"datacenter": {"from": "dgx-h100", "cluster": {"num_nodes": 1}},
 @pytest.mark.parametrize("data", [HETERO, PIPELINED], ids=["mixed GPUs, dp over both", "tp2 pp2 vpp2"])
 def test_a_rows_exposed_communication_by_kind_adds_up_to_its_exposed_communication(data):
     # the kinds are averaged over the GPUs as the total is, and an instant two kinds share counts once
-    row = {name: float(value) for name, value in sweep_run.point_metrics((data, "auto", None)).items()
+    row = {name: float(value) for name, value in sweep_run.point_metrics((data, "auto", None, None)).items()
            if name not in ("fits",)}
     kinds = [row[name] for name in sweep_run.EXPOSED]
     assert sum(kinds) == pytest.approx(row["exposed_comm_ms"], rel=1e-7)  # each written to 9 digits (DIGITS)
@@ -210,3 +211,34 @@ def test_a_row_of_one_of_the_sweeps_points_simulated_from_a_changed_scenario_is_
                                           r"simulated from another scenario"):
         run_sweep(sweep_points(scenario, [parse_axis("cluster.num_nodes=1,2")]), out)
     assert out.read_bytes() == before
+
+
+
+def sizes(points, limit):
+    return [step_size(p.scenario, micro_batches="auto", memory_limit=limit).memory_bytes() for p in points]
+
+
+def test_a_points_row_is_the_same_whatever_runs_beside_it_and_a_point_over_its_share_runs_later_by_its_need(
+        points, tmp_path, monkeypatch):
+    """Each point of a pool took the limit over the jobs, so that a limit which holds the largest point alone, but
+    not two, sampled it (or refused it) at --jobs 2 where --jobs 1 replayed it whole: the answer depended on --jobs."""
+    whole = sizes(points, None)
+    limit = 1.5 * max(whole)
+    assert sizes(points, limit) == whole and sizes(points, limit / 2) != whole
+    serial, parallel = tmp_path / "serial.csv", tmp_path / "parallel.csv"
+    run_sweep(points, serial, jobs=1, memory_limit=limit)
+    pools = []
+    monkeypatch.setattr(sweep_run, "ProcessExecutor", lambda jobs, memory=None: pools.append(
+        RecordingPool(jobs, memory)) or pools[-1])
+    run_sweep(points, parallel, jobs=2, memory_limit=limit)
+    assert parallel.read_bytes() == serial.read_bytes()
+    over = [need for need in whole if need > limit / 2]
+    assert over and [pool.needs for pool in pools] == [[None], [over]]
+
+
+def test_a_point_too_large_even_alone_is_refused_with_simulates_own_message_not_a_share_of_the_memory(
+        points, tmp_path):
+    with pytest.raises(ConfigError) as refused:
+        run_sweep(points, tmp_path / "s.csv", jobs=2, memory_limit=1e6)
+    text = str(refused.value)
+    assert text.startswith("sweep point ") and "are available" in text and "running at once" not in text

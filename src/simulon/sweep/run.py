@@ -44,21 +44,30 @@ DIGITS = 9
 """Significant digits of a number in the CSV."""
 
 
-UNRUNNABLE, TOO_LARGE = "unrunnable", "too large"
-"""The keys of a point's outcome that say why it cannot run, or why it is too large to."""
+UNRUNNABLE, TOO_LARGE, NEEDS = "unrunnable", "too large", "needs"
+"""The keys of a point's outcome that say why it cannot run, why it is too large to, or that it needs more memory
+than its share beside the points running with it (point_metrics)."""
 
 
-def point_metrics(args: tuple[dict, str, float | None]) -> dict[str, str]:
-    """Simulate one point as `simulate` does (micro-batches sampled where the step is too large to replay whole,
-    refused where even that would take more than the point's share of the memory, TooLarge) and return its row's
-    metrics as CSV text; runs in a worker process (module level, to be picklable)."""
+def point_metrics(args: tuple[dict, str, float | None, float | None]) -> dict[str, str]:
+    """Simulate one point as `simulate` does within `memory_limit` (micro-batches sampled where the step is too large
+    to replay whole, refused where even that would take more than the limit, TooLarge) and return its row's metrics
+    as CSV text; runs in a worker process (module level, to be picklable). `share`: the bytes it may take beside the
+    points running with it (None: the whole limit): one planned within the limit to need more is not run, and
+    comes back as {NEEDS: bytes} (simulated: it runs later, admitted by its need), so that a point's row never
+    depends on how many ran beside it."""
     from ..analysis.exposure import exposure, mean_exposed_ms
     from ..config.loading import parse_scenario
-    from ..pipeline import simulate
+    from ..pipeline import plan_step, planned_size, simulate_step
 
-    data, fold_mode, memory_limit = args
+    data, fold_mode, memory_limit, share = args
     sc = parse_scenario(data, "sweep point")
-    sim = simulate(sc, fold_mode=fold_mode, memory_limit=memory_limit, micro_batches="auto")  # type: ignore[arg-type]
+    step = plan_step(sc, fold_mode, memory_limit, micro_batches="auto")  # type: ignore[arg-type]
+    if share is not None and memory_limit is not None and share < memory_limit:
+        need = planned_size(sc, step, fold_mode, memory_limit).memory_bytes()  # type: ignore[arg-type]
+        if need > share:
+            return {NEEDS: text(min(need, memory_limit))}  # too large even alone: refused when run alone
+    sim = simulate_step(sc, step, fold_mode, memory_limit=memory_limit, micro_batches="auto")  # type: ignore[arg-type]
     r, train, gib = sim.result, sc.workload.training, GiB
     placement = sc.placement()  # the ridge point only splits compute, not the exposed communication read here
     ridge = placement.peak_flops(train.dtype) / placement.mean(lambda g: g.gpu.memory_bandwidth)
@@ -152,7 +161,7 @@ def run_sweep(points: list[Point], path: Path, jobs: int = 1, fold_mode: str = "
               memory_limit: float | None = None) -> tuple[list[dict[str, str]], int]:
     """Run every point not already in the CSV at `path`, `jobs` at a time, writing each row as it finishes; the
     rows in the points' order, and how many were already there. `memory_limit`: bytes the points running at once
-    may take together (None: no limit), shared equally among them (on Ray, each task's)."""
+    may take together (None: no limit; on Ray, each task's), as `simulated` shares it out."""
     header = columns(points)
     fields, done = read_rows(path)
     kept = {p.key: {m: done[p.key][m] for m in METRICS} for p in points if p.key in done}
@@ -166,9 +175,7 @@ def run_sweep(points: list[Point], path: Path, jobs: int = 1, fold_mode: str = "
     progress.stage(f"simulating {len(pending)} of {len(points)} points", total=len(pending), unit="points")
     results = dict(kept)
     with open(path, "a", encoding="utf-8") as journal:
-        at_once = 1 if runner is not None else max(min(jobs, len(pending)), 1)
-        share = None if memory_limit is None else memory_limit / at_once
-        for n, (point, metrics) in enumerate(simulated(pending, jobs, fold_mode, runner, share), start=1):
+        for n, (point, metrics) in enumerate(simulated(pending, jobs, fold_mode, runner, memory_limit), start=1):
             journal.write(row_text(header, [point_row(point, metrics)]))
             journal.flush()
             os.fsync(journal.fileno())
@@ -207,18 +214,34 @@ def earlier_points(points: list[Point], path: Path, fields: list[str], done: dic
 
 def simulated(points: list[Point], jobs: int, fold_mode: str, runner: Executor | None = None,
               memory_limit: float | None = None) -> Iterator[tuple[Point, dict[str, str]]]:
-    """(point, metrics) as each point finishes: on `runner` (executors.py: a process pool or Ray) if given, else in
-    this process with one job, else on a local pool of `jobs`; each point within `memory_limit` bytes."""
-    work = [(p.scenario.as_data(), fold_mode, memory_limit) for p in points]
+    """(point, metrics) as each point finishes: on `runner` (executors.py: a process pool or Ray; on Ray
+    `memory_limit` is each task's) if given, else in this process with one job, else on a local pool of `jobs`
+    sharing `memory_limit`. Each point is planned within the whole limit, so its row is the same however many run
+    beside it; on the pool each first runs within its share of the limit, and those planned to need more come back
+    and run afterwards, admitted as far as their needs add up to the limit (executors.Admission)."""
+    work = [(p.scenario.as_data(), fold_mode, memory_limit, None) for p in points]
     if runner is None and (jobs <= 1 or len(points) <= 1):
         for point, args in zip(points, work, strict=True):
-            yield point, named(point, point_outcome(args), 1)
+            yield point, named(point, point_outcome(args))
         return
-    for index, outcome in (runner or ProcessExecutor(jobs)).map_unordered(point_outcome, work):
-        yield points[index], named(points[index], outcome, 1 if runner is not None else min(jobs, len(points)))
+    pool = runner or ProcessExecutor(jobs, memory=math.inf)
+    at_once = 1 if runner is not None else min(jobs, len(points))
+    share = None if memory_limit is None else memory_limit / at_once
+    later: dict[int, float] = {}
+    for index, outcome in pool.map_unordered(point_outcome, [(*args[:3], share) for args in work]):
+        if NEEDS in outcome:
+            later[index] = float(outcome[NEEDS])
+            continue
+        yield points[index], named(points[index], outcome)
+    if later:
+        order = sorted(later)
+        pool = runner or ProcessExecutor(jobs, memory=memory_limit)
+        for position, outcome in pool.map_unordered(point_outcome, [work[i] for i in order],
+                                                    [later[i] for i in order]):
+            yield points[order[position]], named(points[order[position]], outcome)
 
 
-def point_outcome(args: tuple[dict, str, float | None]) -> dict[str, str]:
+def point_outcome(args: tuple[dict, str, float | None, float | None]) -> dict[str, str]:
     """point_metrics, or {"unrunnable": why} for a scenario that validates but cannot run (a collective algorithm
     the fabric lacks) or {"too large": why} for one too large for its memory: a value, not an exception, so that it
     comes back alike from any executor."""
@@ -233,16 +256,11 @@ def point_outcome(args: tuple[dict, str, float | None]) -> dict[str, str]:
         return {TOO_LARGE: str(exc)}
 
 
-def named(point: Point, outcome: dict[str, str], at_once: int) -> dict[str, str]:
-    """A point's metrics; one that cannot run, or is too large to (for its share of the memory, one of `at_once`
-    points running side by side), stops the sweep with a message naming the point (the rows done so far stay in
-    the CSV)."""
+def named(point: Point, outcome: dict[str, str]) -> dict[str, str]:
+    """A point's metrics; one that cannot run, or is too large to within the memory limit, stops the sweep with a
+    message naming the point (the rows done so far stay in the CSV)."""
     if UNRUNNABLE in outcome:
         raise ConfigError(f"sweep point {point.label}: collective.algorithm: {outcome[UNRUNNABLE]}")
     if TOO_LARGE in outcome:
-        shared = (f" (the memory is shared by the {at_once} points running at once: fewer --jobs give each more)"
-                  if at_once > 1 else "")
-        raise ConfigError(f"sweep point {point.label}: {outcome[TOO_LARGE]}{shared}")
+        raise ConfigError(f"sweep point {point.label}: {outcome[TOO_LARGE]}")
     return outcome
-
-
