@@ -16,6 +16,10 @@ from ..config.errors import ConfigError, one_line
 EXIT_INTERNAL_ERROR = 1
 EXIT_BAD_INPUT = 2
 EXIT_TERMINATED = 128 + signal.SIGTERM
+OUT_OF_MEMORY = ("ran out of memory: the run took more than this process may have, though its estimated size "
+                 "fitted (the estimate is of resident memory; a limit on virtual memory, `ulimit -v`, also counts "
+                 "what libraries reserve): give it more memory, or a smaller job (--max-memory below what it has, "
+                 "so that the run is folded and its micro-batches sampled sooner, or fewer --jobs or --workers)")
 
 
 def stop_on_terminate(signum: int, frame: object) -> None:
@@ -85,6 +89,9 @@ def run_reporting_errors(command: Callable[[], object], args: Sequence[str] | No
     except OSError as exc:  # the system refused a read or a write (a full disk, a closed pipe): not simulon's fault
         where = exc.filename if exc.filename is not None else "standard output or a file"
         print(f"error: cannot complete the command: {where}: {exc.strerror or exc}", file=sys.stderr)
+        sys.exit(EXIT_INTERNAL_ERROR)
+    except MemoryError:  # past the size check (dag/size.py), whose estimate was below what the process could take
+        print(f"error: {OUT_OF_MEMORY}", file=sys.stderr)
         sys.exit(EXIT_INTERNAL_ERROR)
     except Exception as exc:
         print(f"internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
