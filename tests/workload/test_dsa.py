@@ -49,7 +49,8 @@ def attention_block_flops(kernels: LayerKernels, phase: Phase) -> float:
     (131072, 2048, 2032, False),   # (2048 * 2049 / 2 + 129024 * 2048) / 131072 = 2032.0
 ])
 def test_each_query_reads_its_topk_earlier_keys_on_average(seq, topk, keys, causal):
-    assert SparseKeys.of(seq, topk) == SparseKeys(keys, causal)
+    """Read keys on average; model FLOPs count top-k a query, as a dense layer's count the whole sequence."""
+    assert SparseKeys.of(seq, topk) == SparseKeys(keys, causal, min(topk, seq))
 
 
 def executed(keys: SparseKeys) -> float:
@@ -68,13 +69,16 @@ def test_sparse_attention_runs_in_mla_mqa_form_over_the_selected_keys():
     sc = dsa_scenario(seq=8192, tp=2)
     kernels = LayerKernels.of(sc.workload)
     core = kernels["attn_flash"][Phase.fwd]
-    b, s, n, keys = 1, 8192, 128 // 2, 1792
-    # one shared 576-wide key (the latent and its rotary part) and the 512-wide latent as value
-    assert core.flops == 2.0 * b * n * s * keys * (576 + 512)
+    b, s, n, keys, topk = 1, 8192, 128 // 2, 1792, 2048
+    # one shared 576-wide key (the latent and its rotary part) and the 512-wide latent as value; model FLOPs count
+    # top-k keys a query, the kernel reads their causal mean
+    assert core.flops == 2.0 * b * n * s * topk * (576 + 512)
+    assert core.hw_flops == 2.0 * b * n * s * keys * (576 + 512)
     assert core.param("kv_heads") == 1 and core.param("causal") is False
-    # the indexer scores every earlier key: d_I x H_I per score, the whole matrix in model FLOPs, half executed
+    # the indexer scores every earlier key: d_I x H_I per score, the whole matrix in model FLOPs, half executed; it
+    # runs whole on both tensor-parallel ranks, so each counts half its model FLOPs
     logits = kernels["attn_index_logits"][Phase.fwd]
-    assert logits.flops == 2.0 * s * s * 64 * 128
+    assert logits.flops == 2.0 * s * s * 64 * 128 / 2
     assert logits.hw_flops == pytest.approx(2.0 * s * (s + 1) / 2 * 64 * 128, rel=1e-3)
 
 
@@ -194,7 +198,7 @@ def test_context_parallelism_gathers_the_latent_keys_and_the_indexers_keys():
     kernels = LayerKernels.of(sc.workload)
     core = kernels["attn_flash"][Phase.fwd]
     assert core.param("seq_q") == 8192 and core.param("seq_k") == SparseKeys.of(16384, 2048).keys  # whole sequence's
-    assert kernels["attn_index_logits"][Phase.fwd].flops == 2.0 * 8192 * 16384 * 64 * 128
+    assert kernels["attn_index_logits"][Phase.fwd].flops == 2.0 * 8192 * 16384 * 64 * 128 / 2  # one of tp 2
     ops = MegatronTracer(sc.workload, 8).stage_program(0).ops
     comms = {op.label: op for op in ops if isinstance(op, CollectiveOp) and op.layer == 0 and op.microbatch == 0}
     assert comms["cp_kv_gather"].nbytes == 2 * 8192 * (512 + 64) * 2  # one 576-wide key per token, its latent the value

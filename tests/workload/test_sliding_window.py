@@ -42,14 +42,16 @@ def test_gpt_oss_alternates_windowed_and_full_layers_from_a_windowed_first():
 
 
 @pytest.mark.parametrize(("seq", "window"), [(2048, 128), (4096, 1000), (8192, 4096)])
-def test_a_windowed_layers_attention_counts_the_flops_of_its_band(seq, window):
+def test_a_windowed_layers_attention_executes_its_band_and_counts_its_window_as_model_flops(seq, window):
+    """Model FLOPs count `window` keys a query, as a full layer's count the whole sequence (Narayanan et al.'s full
+    score matrix): continuous where the window reaches the sequence."""
     sc = scenario({"size": window, "full_every": 2}, seq=seq)
     kernels = LayerKernels.of(sc.workload)
     windowed, full = (kernels.at(layer)["attn_flash"][Phase.fwd] for layer in (0, 1))
     heads, dims = 16, 2 * 64
     keys = (window * (window + 1) / 2 + (seq - window) * window) / seq  # query i attends min(i + 1, window) keys
-    assert windowed.flops == pytest.approx(2 * heads * seq * round(keys) * dims)
-    assert windowed.hw_flops == windowed.flops  # the band is the mask: nothing in it is skipped
+    assert windowed.hw_flops == pytest.approx(2 * heads * seq * round(keys) * dims)  # the band is the mask
+    assert windowed.flops == pytest.approx(2 * heads * seq * window * dims)
     assert full.flops == 2 * heads * seq * seq * dims and full.hw_flops == full.flops / 2  # causal
 
 

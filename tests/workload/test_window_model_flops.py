@@ -1,4 +1,4 @@
-"""Model FLOPs are the model's and the batch's, whatever library runs attention: a sliding window's band under
+"""Model FLOPs are the model's and the batch's, whatever library runs attention: a sliding window's keys under
 PyTorch's math attention and unfused GEMMs as under flash attention (those compute the whole matrix: their time and
 hardware FLOPs keep it)."""
 
@@ -25,10 +25,10 @@ def step(attention: str, window: int | None) -> tuple[float, float]:
 
 
 @pytest.mark.parametrize("library", ["pytorch", "unfused"])
-def test_a_windowed_steps_model_flops_are_the_bands_whatever_library_computes_it(library):
+def test_a_windowed_steps_model_flops_are_the_windows_whatever_library_computes_it(library):
     flash, _ = step("flash", 1024)
     whole, _ = step(library, None)
     windowed, hardware = step(library, 1024)
-    assert windowed == pytest.approx(flash, rel=1e-9)  # the band, as flash counts it (pytorch counted the matrix)
+    assert windowed == pytest.approx(flash, rel=1e-9)  # the window, as flash counts it (pytorch counted the matrix)
     assert windowed < whole
     assert hardware >= windowed

@@ -402,7 +402,8 @@ class Estimator:
 
     def model_flops(self) -> float:
         """Model FLOPs of one step (Narayanan et al.'s convention, as the replay counts them): every layer's
-        forward and backward kernels on one unsharded micro-batch of one sequence, times the global batch."""
+        forward and backward kernels on one unsharded micro-batch of one sequence, times the global batch (every
+        pipeline stage's layers: stage 0's alone made a workload of pp 2 half its FLOPs)."""
         base = self.workload
         parallelism = base.parallelism.model_copy(update={"tp": 1, "cp": 1, "ep": 1, "sequence_parallel": False,
                                                           "expert_tensor_parallel": None})
@@ -411,7 +412,7 @@ class Estimator:
         kernels = LayerKernels.of(one)
         layers = PipelineLayers.of(one)
         flops = 0.0
-        for unit in layers.stage_units(0):
+        for unit in (unit for stage in range(layers.pp) for unit in layers.stage_units(stage)):  # every stage's
             kind = unit_kind(kernels, unit)
             table = unit_table(kernels, kind)
             for name in self._unit_kernels(table, kind):
