@@ -60,6 +60,13 @@ class GroupShape:
         return sizes.pop() if len(sizes) == 1 else None
 
     @cached_property
+    def rotations(self) -> int:
+        """After how many channels every domain's row of members starts at the same member again (a ring's channel
+        c leaves each domain by its member c mod the domain's count, ring.ring_order): the members per domain, or
+        the least common multiple of the counts where domains hold different numbers."""
+        return math.lcm(*(len(m) for m in self.members)) if self.n else 1
+
+    @cached_property
     def mesh_cycles(self) -> int:
         """How many different rings a domain's members take in a mesh (1 on a switch): channels that many
         apart run the same flows."""
