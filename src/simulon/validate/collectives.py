@@ -14,6 +14,7 @@ scripts/calibrate_collectives.py fits the link model on the same cases.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -189,7 +190,8 @@ def case_of(index: int, row: dict[str, str]) -> tuple[tuple, Case, float | None,
         return f"group_size: {n:g} is no group a collective runs over (it must be at least 2)"
     if n is None or (size is None and not number(row, "busbw_GBps")):
         return "no message size or group size"
-    groups_count = int(number(row, "num_groups") or 1)
+    stated_groups = number(row, "num_groups")
+    groups_count = 1 if stated_groups is None else stated_groups  # a blank cell is one group; 0 is refused below
     seconds = number(row, "time_us")
     busbw = (bus_bandwidth_factor(ctype, int(n)) * size / (seconds * 1e-6) / 1e9 if seconds and size
              else number(row, "busbw_GBps"))
@@ -197,7 +199,7 @@ def case_of(index: int, row: dict[str, str]) -> tuple[tuple, Case, float | None,
         return "no positive time or bus bandwidth"
     if groups_count < 1 or n * groups_count > MAX_GPUS:
         return f"{groups_count:g} group(s) of {n:g} GPUs: expected 1 to {MAX_GPUS:,} GPUs in all"
-    n = int(n)
+    n, groups_count = int(n), int(groups_count)
     stated = number(row, "num_gpus")
     nodes = number(row, "nodes") or system.nodes
     per_node = system.one_node().node.gpus_per_node
@@ -213,7 +215,8 @@ def case_of(index: int, row: dict[str, str]) -> tuple[tuple, Case, float | None,
     num_gpus = int(stated or n * groups_count)
     groups = [tuple(range(g * n, (g + 1) * n)) for g in range(groups_count)]
     algorithm = _forced_algorithm(row.get("notes", ""))
-    key = (row["hardware"], ctype, n, groups_count, num_gpus, algorithm)
+    # the system resolved, not the hardware cell: a row's source and notes tell systems of one GPU apart
+    key = (json.dumps(system.datacenter, sort_keys=True), system.nodes, ctype, n, groups_count, num_gpus, algorithm)
     return key, Case(system, ctype, groups, max(num_gpus, n * groups_count), algorithm), size, busbw
 
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from ..config.dc import shipped_gpu
+from ..config.dc import DatacenterConfig, shipped_gpu
 from ..config.errors import ConfigError
 from ..config.frameworks import MEGATRON_GPT, framework_defaults
 from ..config.loading import parse_scenario
@@ -274,6 +274,12 @@ def _precision(row: dict[str, str]) -> dict[str, str]:
     return {"dtype": dtype.value, **({"fp8_recipe": recipe} if recipe else {})}
 
 
+@cache
+def gpus_per_node(template: str) -> int:
+    """GPUs a node of a system template holds (its cluster's unit): a row's GPUs fill that many nodes."""
+    return DatacenterConfig.model_validate({"from": template, "cluster": {"num_nodes": 1}}).node.gpus_per_node
+
+
 def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
     """The scenario a memory measurement describes. Raises Unsupported with the reason if it can't."""
     source = _source(row)
@@ -320,7 +326,8 @@ def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
     for pattern, settings in RECIPES:
         if re.search(pattern, row["model"], re.IGNORECASE):
             training.update(settings)
-    data = {"datacenter": {"from": source.datacenter, "cluster": {"num_nodes": max(1, math.ceil(num_gpus / 8))}},
+    nodes = max(1, math.ceil(num_gpus / gpus_per_node(source.datacenter)))  # 72 to a GB200 NVL72, 2 to a GH200 NVL2
+    data = {"datacenter": {"from": source.datacenter, "cluster": {"num_nodes": nodes}},
             "workload": {"framework": "megatron", "model": _with_mtp(model_block(row, tp), source),
                          "parallelism": parallelism, "training": training}}
     try:
