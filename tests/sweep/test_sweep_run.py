@@ -242,3 +242,18 @@ def test_a_point_too_large_even_alone_is_refused_with_simulates_own_message_not_
         run_sweep(points, tmp_path / "s.csv", jobs=2, memory_limit=1e6)
     text = str(refused.value)
     assert text.startswith("sweep point ") and "are available" in text and "running at once" not in text
+
+
+def test_a_sweep_stopped_by_a_point_that_cannot_run_leaves_no_file_it_made_and_wrote_no_row_to(scenario, tmp_path):
+    """It left a CSV holding only its header (the runnable points after it never run: the sweep stops, as the
+    journal's design has it)."""
+    points = sweep_points(scenario, [parse_axis("collective.algorithm=nvls_tree,auto")])
+    out = tmp_path / "s.csv"
+    with pytest.raises(ConfigError, match="nvls_tree"):
+        run_sweep(points, out)
+    assert not out.exists()
+    run_sweep(points[1:], out)  # a file with rows is kept, however the sweep onto it ends
+    before = out.read_bytes()
+    with pytest.raises(ConfigError, match="nvls_tree"):
+        run_sweep(points, out)
+    assert out.read_bytes() == before

@@ -166,6 +166,7 @@ def run_sweep(points: list[Point], path: Path, jobs: int = 1, fold_mode: str = "
     fields, done = read_rows(path)
     kept = {p.key: {m: done[p.key][m] for m in METRICS} for p in points if p.key in done}
     others = earlier_points(points, path, fields, done)
+    new_file = not path.exists()
     try:
         write_atomic(path, header_text(header) + row_text(header, [point_row(p, kept[p.key]) for p in points
                                                                     if p.key in kept] + others))
@@ -174,13 +175,20 @@ def run_sweep(points: list[Point], path: Path, jobs: int = 1, fold_mode: str = "
     pending = [p for p in points if p.key not in kept]
     progress.stage(f"simulating {len(pending)} of {len(points)} points", total=len(pending), unit="points")
     results = dict(kept)
-    with open(path, "a", encoding="utf-8") as journal:
-        for n, (point, metrics) in enumerate(simulated(pending, jobs, fold_mode, runner, memory_limit), start=1):
-            journal.write(row_text(header, [point_row(point, metrics)]))
-            journal.flush()
-            os.fsync(journal.fileno())
-            results[point.key] = metrics
-            progress.advance(n)
+    written = 0
+    try:
+        with open(path, "a", encoding="utf-8") as journal:
+            for point, metrics in simulated(pending, jobs, fold_mode, runner, memory_limit):
+                journal.write(row_text(header, [point_row(point, metrics)]))
+                journal.flush()
+                os.fsync(journal.fileno())
+                results[point.key] = metrics
+                written += 1
+                progress.advance(written)
+    except ConfigError:  # a point that cannot run: a file this sweep made and wrote no row to is not left behind
+        if new_file and not written and not kept and not others:
+            path.unlink(missing_ok=True)
+        raise
     rows = [point_row(p, results[p.key]) for p in points]
     write_atomic(path, header_text(header) + row_text(header, rows + others))
     return rows, len(kept)
