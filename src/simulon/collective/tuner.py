@@ -139,18 +139,20 @@ class CollectivePlan:
         kernels, such as DeepEP's), else with the scenario's algorithm (or NCCL's choice, for auto)."""
         ctype = coll_type(ctype)
         shape = self.shape(group)
-        ports = self.weakest_ports(group)
-        key = (ctype, shape, size, ports, algorithm)
+        ports, reduces = self.weakest_ports(group), self.topology.reduces_for(group)
+        key = (ctype, shape, size, ports, algorithm, reduces)
         if key not in self.choices:
-            self.choices[key] = self._under(ports.model)._choose(ctype, shape, size, ports, algorithm or self.algorithm)
+            self.choices[key] = self._under(ports.model)._choose(ctype, shape, size, ports, algorithm or self.algorithm,
+                                                                 reduces)
         return self.choices[key]
 
-    def _choose(self, ctype: CollType, shape: GroupShape, size: float, ports: Ports, fixed: str) -> Choice:
+    def _choose(self, ctype: CollType, shape: GroupShape, size: float, ports: Ports, fixed: str,
+                reduces: tuple[bool, bool]) -> Choice:
         if fixed == "auto":
-            candidates = self._candidates(ctype, shape, ports.mixed)
+            candidates = self._candidates(ctype, shape, ports.mixed, reduces)
         else:
             record = checked(fixed, ctype)
-            refusal = record.reduction_missing(self.topology.reduces_in_switch) or record.refusal(ctype, shape)
+            refusal = record.reduction_missing(reduces) or record.refusal(ctype, shape)
             if refusal:
                 raise Unrunnable(refusal)
             candidates = [(record.name, p) for p in self._protocols(record.name, ctype, ports.mixed)]
@@ -172,17 +174,21 @@ class CollectivePlan:
     def candidates(self, ctype: CollType | str, group) -> list[tuple[str, str]]:
         """Every (algorithm, protocol) `auto` weighs for this collective on this group."""
         ports = self.weakest_ports(group)
-        return self._under(ports.model)._candidates(coll_type(ctype), self.shape(group), ports.mixed)
+        return self._under(ports.model)._candidates(coll_type(ctype), self.shape(group), ports.mixed,
+                                                    self.topology.reduces_for(group))
 
-    def _candidates(self, ctype: CollType, shape: GroupShape, mixed: bool = False) -> list[tuple[str, str]]:
-        return [(a, p) for a in self._enabled(ctype, shape) for p in self._protocols(a, ctype, mixed)]
+    def _candidates(self, ctype: CollType, shape: GroupShape, mixed: bool = False,
+                    reduces: tuple[bool, bool] | None = None) -> list[tuple[str, str]]:
+        return [(a, p) for a in self._enabled(ctype, shape, reduces) for p in self._protocols(a, ctype, mixed)]
 
     # ---- NCCL's model ----
 
-    def _enabled(self, ctype: CollType, shape: GroupShape) -> list[str]:
+    def _enabled(self, ctype: CollType, shape: GroupShape, reduces: tuple[bool, bool] | None = None) -> list[str]:
         """NCCL's own algorithms that it would consider for this collective on this group and datacenter (of
-        those the platform's NCCL_ALGO lists, which point-to-point calls ignore, where it lists any that can run)."""
-        reduces, allowed = self.topology.reduces_in_switch, self.topology.nccl.algorithms
+        those the platform's NCCL_ALGO lists, which point-to-point calls ignore, where it lists any that can run);
+        `reduces`: the group's in-switch reduction (Topology.reduces_for; None: the whole cluster's)."""
+        reduces = self.topology.reduces_in_switch if reduces is None else reduces
+        allowed = self.topology.nccl.algorithms
         enabled = [a.name for a in CATALOG.values() if a.enabled is not None and a.enabled(ctype, shape)
                    and ctype in a.decompositions and a.reduction_missing(reduces) is None]
         return [a for a in enabled if allowed is None or a in allowed or ctype in POINT_TO_POINT] or enabled

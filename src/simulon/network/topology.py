@@ -75,6 +75,7 @@ class Topology:
     nccl: NcclEnvironment = field(default_factory=NcclEnvironment)  # what the platform lets NCCL's tuner choose
     hosts: tuple[HostCPU, ...] = (HostCPU.unknown(),)  # the host CPU of each node group
     group_of_gpu: np.ndarray | None = None  # and the index of each GPU's group (None: the first for all)
+    nvls_gpus: np.ndarray | None = None     # per GPU: on an NVSwitch that reduces, and multicasting (NVLS)
 
     @classmethod
     def from_datacenter(cls, dc: DatacenterConfig, num_gpus: int | None = None,
@@ -136,12 +137,22 @@ class Topology:
         latency = np.concatenate([up_latency, np.zeros(up_links - port_links), fabric_latency])
         # NVLS needs multicast memory, from Hopper on (NCCL's ncclNvlsSupported: compute capability 9.0): an A100 on
         # an NVSwitch that reduces gets none
-        multicast = all(architecture(m.gpu_family)["compute_capability"] >= NVLS_COMPUTE_CAPABILITY
-                        for m in (models or [model]))
-        reduces = (dc.reduces_in_switch[0] and multicast, dc.reduces_in_switch[1])
+        multicasts = np.array([architecture(m.gpu_family)["compute_capability"] >= NVLS_COMPUTE_CAPABILITY
+                               for m in (models or [model])])
+        nvls = np.asarray(placement.per_rank(lambda g: g.reduces_in_switch), dtype=bool) & \
+            multicasts[model_of_gpu if model_of_gpu is not None else np.zeros(num_gpus, dtype=np.int64)]
+        reduces = (bool(nvls.all()), dc.reduces_in_switch[1])
         return cls(num_gpus, gpn, per_nic, dc.domain_gpus, kind, line, line * efficiency, latency, fabric,
                    reduces, model, models, model_of_gpu, staging, net.nccl,
-                   tuple(g.node.host for g in groups), placement.group)
+                   tuple(g.node.host for g in groups), placement.group, nvls)
+
+    def reduces_for(self, gpus) -> tuple[bool, bool]:
+        """(scale-up, scale-out) in-switch reduction open to a collective over `gpus`: NVLS where every member's
+        NVSwitch reduces and its GPU multicasts (NCCL decides per communicator, ncclNvlsSupported), whatever other
+        node groups of the cluster hold; SHARP where the fabric's switch reduces."""
+        if self.nvls_gpus is None:
+            return self.reduces_in_switch
+        return bool(self.nvls_gpus[np.asarray(gpus, dtype=np.int64)].all()), self.reduces_in_switch[1]
 
     def model_indices(self, gpus) -> set[int]:
         """The indices in `models` of the link models of `gpus`' node groups."""
