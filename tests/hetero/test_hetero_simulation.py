@@ -280,6 +280,10 @@ def test_the_topology_summary_shows_every_node_groups_link_rates():
     one = {t.name: t for t in TopologySummary.of(Topology.from_datacenter(
         load_scenario(ROOT / "examples" / "gpt3_175b_1024gpu.yaml").datacenter)).tiers}
     assert all(len(t.link_rates) == 1 for t in one.values())
+    json_tiers = {t["name"]: t for t in TopologySummary.of(Topology.from_datacenter(sc.datacenter)).to_dict()["tiers"]}
+    # the distinct rates, named so: H100 nodes come first in the file, the list is slowest first
+    assert json_tiers["nvswitch"]["link_GBps_distinct"] == [300.0, 450.0] and "link_GBps_by_group" not in json_tiers[
+        "nvswitch"]
 
 
 def test_replicas_alternating_gpu_types_fold_a_period_of_the_groups_apart_and_keep_the_full_steps_time():

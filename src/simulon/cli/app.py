@@ -208,7 +208,9 @@ def collective(
     scenario: Annotated[Path, typer.Argument(help="scenario YAML with at least a datacenter block")],
     op: Annotated[str, typer.Option(help=f"{' | '.join(COLLECTIVE_NAMES)}, in any case, with or without '_' or "
                                     "'-' (sendrecv and permute: a ring shift, each GPU to the next)")] = "allreduce",
-    group: Annotated[str | None, typer.Option(help="ranks like 0-7 or 0,8,16,24 (default: every GPU)")] = None,
+    group: Annotated[str | None, typer.Option(help="GPUs like 0-7 or 0,8,16,24, numbered in the datacenter's node "
+                                                    "groups' order, not a workload's stage_groups placement "
+                                                    "(default: every GPU)")] = None,
     sizes: Annotated[str | None, typer.Option(help="sizes like 1KiB,64MiB,1GiB (default: 1KiB..1GiB doubling)")] = None,
     algorithm: Annotated[str | None, typer.Option(help=f"{', '.join(CATALOG)} or auto "
                                                   "(default: the scenario's)")] = None,

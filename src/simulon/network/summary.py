@@ -83,8 +83,8 @@ class TopologySummary:
     def to_dict(self) -> dict:
         def tier(t: Tier) -> dict:
             found = {"name": t.name, "switches": t.switches, "links": t.links, "link_GBps": t.link_rate / 1e9}
-            if len(t.link_rates) > 1:
-                found["link_GBps_by_group"] = [r / 1e9 for r in t.link_rates]
+            if len(t.link_rates) > 1:  # the distinct rates, ascending: not one a node group, nor in their order
+                found["link_GBps_distinct"] = [r / 1e9 for r in t.link_rates]
             return found
 
         return {"gpus": self.gpus, "nodes": self.nodes, "scale_up": self.scale_up, "domain_gpus": self.domain_gpus,
