@@ -77,3 +77,16 @@ def test_a_log_axis_is_labelled_at_two_ticks_or_more_whatever_its_span(low, rati
              if t.get_text() and low <= t.get_position()[1] <= low * ratio]
     plt.close(fig)
     assert len(shown) >= 2 or ratio < 1.5  # a span under 1.5x may hold one tick of 1-9 times a power of ten
+
+
+def test_a_sweep_row_that_is_not_a_number_is_named_by_its_line_as_sweep_and_validate_count_them(tmp_path):
+    """`plot` counted data rows from 1 where `sweep` and `validate` count the header as line (row) 1."""
+    from simulon.sweep.run import METRICS
+
+    header = ["key", "tp", *METRICS]
+    good = ["k1", "1", *["1"] * (len(METRICS) - 1), "true"]
+    bad = ["k2", "2", "fast", *["1"] * (len(METRICS) - 2), "true"]
+    path = tmp_path / "s.csv"
+    path.write_text("\n".join(",".join(r) for r in (header, good, bad)) + "\n")
+    done = cli("plot", str(path), "--kind", "steps", "-o", str(tmp_path / "p.png"))
+    assert done.returncode == 2 and f"{path}: line 3: num_gpus: expected a number, got 'fast'" in done.stderr

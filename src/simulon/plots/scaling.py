@@ -34,8 +34,8 @@ def read_sweep(path: Path) -> tuple[list[dict[str, str]], list[str]]:
         for column in METRICS[:-1]:
             try:
                 float(row[column])
-            except (TypeError, ValueError):
-                raise ConfigError(f"{path}: row {i + 1}: {column}: expected a number, got {row[column]!r}") from None
+            except (TypeError, ValueError):  # a row by its line, the header being line 1, as `sweep` names them
+                raise ConfigError(f"{path}: line {i + 2}: {column}: expected a number, got {row[column]!r}") from None
     return rows, header[1:header.index("num_gpus")]
 
 
