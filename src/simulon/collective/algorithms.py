@@ -240,10 +240,14 @@ def _ring_period(ctype: CollType, shape: GroupShape) -> int:
 
 
 def _p2p_symmetry(ctype: CollType, shape: GroupShape) -> int | None:
-    """An all-to-all's members each send to every other, so every member sees the same mix of links: 1. A ring
-    shift's member sends to the next: across nodes only the last of each node's members leaves it, so its sends
-    repeat node by node (1 in one domain or with one member per domain)."""
-    return 1 if ctype == A2A or shape.flat_ring else shape.per_node
+    """An all-to-all's members each send to every other, so every member sees the same mix of links: 1, except
+    across nodes of the same count of members in a row, whose rounds follow NCCL's schedule of node and local
+    deltas (ring._in_rounds_of_peers), which repeats node by node. A ring shift's member sends to the next: across
+    nodes only the last of each node's members leaves it, so its sends repeat node by node (1 in one domain or with
+    one member per domain)."""
+    if shape.flat_ring or (ctype == A2A and not shape.blocked):
+        return 1
+    return shape.per_node
 
 
 def _p2p_period(ctype: CollType, shape: GroupShape) -> int:

@@ -129,7 +129,7 @@ def ring_shift(group: tuple[int, ...], shape: GroupShape, size: float, channels:
 def all_to_all(group: tuple[int, ...], shape: GroupShape, size: float, channels: int) -> FlowSet:
     """Every rank sends size/n to every other rank (NCCL's grouped send/recv), `channels` parts per peer."""
     if shape.nodes > 1:
-        return _in_rounds_of_peers(group, size, channels)
+        return _in_rounds_of_peers(group, size, channels, shape.per_node if shape.blocked else None)
     return _over_point_to_point_channels(group, size, channels, serial=not shape.mesh)
 
 
@@ -175,17 +175,49 @@ def _over_point_to_point_channels(group: tuple[int, ...], size: float, channels:
     return out.build()
 
 
-def _in_rounds_of_peers(group: tuple[int, ...], size: float, channels: int) -> FlowSet:
-    """Across nodes NCCL works through the peers in rounds, peer offset k in round (k-1) // peers_per_round
-    (as many peers at once as its point-to-point channels serve), and a rank moves to the next round once the
-    previous one's receive arrived: a large group pays one hop per round."""
+def _in_rounds_of_peers(group: tuple[int, ...], size: float, channels: int, per_node: int | None = None) -> FlowSet:
+    """Across nodes NCCL works through the peers in rounds, as many peers at once as its point-to-point channels
+    serve (the k-th peer of its schedule in round (k-1) // peers_per_round), and a rank moves to the next round once
+    the previous one's receive arrived: a large group pays one hop per round. The schedule is NCCL's p2pSchedule
+    (init.cc) where the group is `per_node` members on every node in a row: node deltas in its quadratic order,
+    each with every local delta in that order (p2p_deltas), so that in a round every rank sends to the same node and
+    local offsets, all of them over the NICs or all over NVLink, and ranks one node apart do the same. Otherwise by
+    offset round the group (k: the member k on). In that order ranks of one node mixed NVLink and NIC peers in a
+    round and drifted apart: every GPU of 4 DGX H100 simulated, a 64 MiB all-to-all took 1,604 us where one member
+    standing for the rest took 1,125 (NCCL's order: 1,125 either way)."""
     n = len(group)
-    src, offset, ch = (a.ravel() for a in np.meshgrid(np.arange(n), np.arange(1, n), np.arange(channels),
-                                                      indexing="ij"))
+    if per_node is None or n % per_node:
+        node_delta, local_delta, nodes, per_node = np.arange(n), np.zeros(n, dtype=np.int64), n, 1
+    else:
+        nodes = n // per_node
+        node_delta, local_delta = (a.ravel() for a in np.meshgrid(p2p_deltas(nodes), p2p_deltas(per_node),
+                                                                  indexing="ij"))
+    node_delta, local_delta = node_delta[1:], local_delta[1:]  # the first is the rank itself
+    src, slot, ch = (a.ravel() for a in np.meshgrid(np.arange(n), np.arange(n - 1), np.arange(channels),
+                                                    indexing="ij"))
+
+    def member(position: np.ndarray, nodes_on: np.ndarray, locals_on: np.ndarray) -> np.ndarray:
+        node, local = np.divmod(position, per_node)
+        return (node + nodes_on) % nodes * per_node + (local + locals_on) % per_node
+
     per_round = constants()["p2p_peers_per_round"]
-    before = np.maximum(offset - per_round, 1)  # the same slot's peer offset in the previous round
-    sender = (src - before) % max(n, 1)           # who sent this rank that round's receive
-    parent = np.where(offset > per_round, (sender * (n - 1) + before - 1) * channels + ch, -1)  # meshgrid order
+    before = np.maximum(slot - per_round, 0)  # the same place of the previous round
+    sender = member(src, -node_delta[before], -local_delta[before])  # who sent this rank that round's receive
+    parent = np.where(slot >= per_round, (sender * (n - 1) + before) * channels + ch, -1)  # meshgrid order
     out = FlowBuilder(group)
-    out.add(src, (src + offset) % n, size / (n * channels), ch, (offset - 1) // per_round, parent[:, None])
+    out.add(src, member(src, node_delta[slot], local_delta[slot]), size / (n * channels), ch, slot // per_round,
+            parent[:, None])
     return out.build()
+
+
+def p2p_deltas(count: int) -> np.ndarray:
+    """The deltas NCCL's p2pSchedule takes among `count` nodes (or a node's ranks), in order: the quadratic sequence
+    d_{r+1} = (d_r + r + 1) mod 2^ceil(log2 count), which visits every residue of the power of two once, less those
+    of `count` or more (init.cc: nodeDelta, localDelta); 0, the own one, first."""
+    span = 1 << max(count - 1, 0).bit_length()
+    deltas, delta = [], 0
+    for step in range(1, span + 1):
+        if delta < count:
+            deltas.append(delta)
+        delta = (delta + step) & (span - 1)
+    return np.array(deltas, dtype=np.int64)
