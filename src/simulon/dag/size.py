@@ -265,12 +265,12 @@ def _footprint_entries(template: TemplateCounts, sample: tuple[int, ...], fold: 
     members = np.asarray(sample)
     n = len(members)
     offsets, times = np.unique((dst_pos - template.flow_src)[leaving] % n, return_counts=True)
-    counterparts = 0
+    counterparts, most = 0, int(fold.multiplicity[src[leaving]].max(initial=0))
     for offset, flows in zip(offsets.tolist(), times.tolist(), strict=True):
         # a folded flow's counterparts run at its offset in groups laid out as the sample is (dag.fold.Fold
         # .counterparts): as many of them go above the leaves as the sample's own flows at that offset do
         above = int(_above_leaves(topology, members, np.roll(members, -offset)).sum())
-        counterparts += flows * math.ceil(int(fold.multiplicity[src[leaving]].max()) * above / n)
+        counterparts += flows * math.ceil(most * above / n)
     return spread * template.periods * counterparts
 
 

@@ -658,7 +658,7 @@ class LayerKernels:
                                         for phase in (Phase.fwd, Phase.bwd_ig))}
         # a library that computes the whole matrix under a window (PyTorch's math attention, or unfused GEMMs)
         # takes the whole matrix's time, but the model's FLOPs are the window's, whatever runs them
-        band = SparseKeys.of(sk, self.window).model_keys / sk if self.window and self.window < sk else 1.0
+        band = self.window / sk if self.window and self.window < sk else 1.0  # SparseKeys.model_keys of the window
         if self.attention_impl in FLASH_IMPLEMENTATIONS:
             return {"attn_flash": tuple(_model_share(attention(phase, b, n, kv, sq, sk, qk_dim, v_dim, True, db,
                                                                self.attention_impl), band)
