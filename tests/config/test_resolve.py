@@ -520,3 +520,26 @@ def test_fewer_nics_than_gpus_are_shared_by_the_gpus_not_split_into_slower_ones(
     hardware = resolve_hardware(text)
     dc = DatacenterConfig.model_validate({**hardware.datacenter, "cluster": {"num_nodes": 2}})
     assert (dc.node.gpus_per_nic, dc.network.scale_out.nic.speed) == (2, 400e9 / 8)
+
+
+@pytest.mark.parametrize(("text", "nodes"), [
+    ("16x H100", 2),           # more than a node's GPUs: the nodes they fill
+    ("72x GB200", 18),         # one rack's GPUs, four a tray
+    ("8x H100", None),         # one node's GPUs describe the node; the workload sizes the cluster
+    ("4x GB200", None),
+])
+def test_a_count_of_gpus_more_than_a_node_holds_is_the_clusters(text, nodes):
+    from simulon.config.dc import described_system
+
+    assert described_system(text).get("cluster") == (None if nodes is None else {"num_nodes": nodes})
+
+
+@pytest.mark.parametrize("text", ["4x H100", "3x H100 80GB SXM", "12x H100", "6xGB200"])
+def test_a_count_of_gpus_no_whole_number_of_nodes_holds_is_refused(tmp_path, text):
+    data = _sized_scenario(text, 8)
+    path = tmp_path / "odd.yaml"
+    path.write_text(yaml.safe_dump(data))
+    result = cli("simulate", str(path))
+    assert result.returncode == 2
+    assert "holds" in result.stderr and "a node" in result.stderr and "Traceback" not in result.stderr
+    assert f"{int(text.split('x')[0])}" in result.stderr.split("counts")[1]

@@ -606,9 +606,26 @@ def described_system(ref: str) -> dict[str, Any]:
         raise ValueError(f"{unknown_template('datacenter', ref)}; read as a description it names GPU {hardware.gpu}, "
                          f"which no shipped system is built on: give node (gpu: {{from: {hardware.gpu}}}) and network")
     block = dict(hardware.datacenter)
-    if hardware.nodes is not None:
-        block["cluster"] = {"num_nodes": hardware.nodes}
+    nodes = _nodes_of_gpus_stated(hardware, find_template("datacenter", hardware.system) or {})
+    if nodes is not None:
+        block["cluster"] = {"num_nodes": nodes}
     return merged(find_template("datacenter", block.pop("from")) or {}, block)
+
+
+def _nodes_of_gpus_stated(hardware: Hardware, system: dict[str, Any]) -> int | None:
+    """The nodes a description states (config.resolve.Hardware.nodes), or those its count of GPUs fills where it
+    counts more than a node's ("16x H100": two DGX H100); a count of one node's GPUs ("8x H100") describes the node,
+    and the workload's GPUs size the cluster. A count the system's nodes cannot hold ("4x H100" of a DGX H100's 8 a
+    node) is refused, not simulated on the system's nodes as if it said nothing."""
+    per_node = int((system.get("node") or {}).get("gpus_per_node") or 0)
+    if hardware.gpus is None or not per_node:
+        return hardware.nodes
+    if hardware.gpus % per_node == 0:
+        return hardware.gpus // per_node if hardware.gpus > per_node else None
+    raise ValueError(f"{hardware.text!r} counts {hardware.gpus} {hardware.model} GPUs, but {hardware.system}, the "
+                     f"system it names, holds {per_node} a node: a cluster of whole nodes cannot have {hardware.gpus}; "
+                     f"describe the node in a datacenter block (node: {{gpu: {{from: {hardware.gpu}}}, gpus_per_node: "
+                     f"{hardware.gpus}}} and network)")
 
 
 class _DatacenterDocument(Templated):

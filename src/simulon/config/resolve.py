@@ -139,6 +139,7 @@ class Hardware:
     notes: tuple[str, ...] = ()  # assumptions made, e.g. an architecture read as its flagship GPU
     stray: tuple[str, ...] = ()  # words that could name hardware but neither the GPU nor the system accounts for
     nodes: int | None = None     # the nodes it states ("4x DGX H100", "2 nodes"): a scenario's cluster
+    gpus: int | None = None      # the GPUs it counts before the GPU ("8x H100"), where they are no racks' GPUs
 
 
 def words(text: str) -> list[str]:
@@ -549,7 +550,18 @@ def resolve_hardware(text: str, context: str = "") -> Hardware:
         block["node"] = {"gpus_per_nic": sharing}
         notes.append(f"{sharing} GPUs a NIC as stated")
     nodes = _nodes_stated(text, system, template, model.lower())
-    return Hardware(text, gpu, system, block, model.upper(), tuple(notes), _stray(rest, gpu, system), nodes)
+    return Hardware(text, gpu, system, block, model.upper(), tuple(notes), _stray(rest, gpu, system), nodes,
+                    _gpus_stated(text, model.lower(), nodes))
+
+
+def _gpus_stated(text: str, model: str, nodes: int | None) -> int | None:
+    """The GPUs a count written onto the GPU's model word states ("8x H100", "4xA100"), unless the description
+    states its nodes (then "2x GB200 NVL72" counts racks, "4 nodes of 8x H100" a node's GPUs, as _nodes_stated
+    reads them)."""
+    if nodes is not None or not model:
+        return None
+    counts = {int(found.group(1)) for found in SYSTEM_COUNT.finditer(text) if found.group(2).lower() == model}
+    return counts.pop() if len(counts) == 1 else None
 
 
 SWITCH_WORDS = {"nvswitch": "an NVSwitch", "nvls": "NVLS", "mnnvl": "MNNVL"}
