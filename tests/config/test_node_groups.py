@@ -4,6 +4,7 @@ stage-to-group placement, and the refusal of bad input naming its field."""
 from __future__ import annotations
 
 import copy
+import re
 from pathlib import Path
 
 import numpy as np
@@ -226,3 +227,23 @@ def test_any_stage_to_group_map_is_taken_or_refused_naming_the_field(stage_group
         assert sc.placement().group.tolist() == np.repeat(stage_groups, 16).tolist()
     else:
         assert scenario_error(data).startswith("s.yaml: workload.training.stage_groups: ")
+
+
+@pytest.mark.parametrize(("nodes", "near"), [(19, "18 or 20"), (23, "22 or 24")])
+def test_a_node_count_that_leaves_no_two_trays_of_an_nvlink_rack_together_is_refused(tmp_path, nodes, near):
+    path = tmp_path / "trays.yaml"
+    path.write_text(yaml.safe_dump({"datacenter": {"from": "gb200-nvl72", "cluster": {"num_nodes": nodes}},
+                                    "workload": {"model": "llama3-8b", "training": {
+                                        "num_gpus": 4 * nodes, "global_batch_size": 4 * nodes,
+                                        "micro_batch_size": 1, "sequence_length": 1024}}}))
+    result = cli("simulate", str(path))
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert re.search(rf"datacenter.cluster.num_nodes: {nodes} nodes of 4 GPUs .* use {near} nodes", result.stderr)
+
+
+@pytest.mark.parametrize(("nodes", "domain"), [(18, 72), (20, 40), (38, 8), (2, 72), (36, 72)])
+def test_a_node_count_some_segment_divides_keeps_its_racks_nvlink(nodes, domain):
+    from simulon.config.dc import DatacenterConfig
+
+    assert DatacenterConfig.model_validate({"from": "gb200-nvl72",
+                                            "cluster": {"num_nodes": nodes}}).domain_gpus == domain

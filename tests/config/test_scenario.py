@@ -718,8 +718,12 @@ def test_gpus_that_fill_no_whole_number_of_nodes_are_refused_with_the_counts_tha
 def test_k_nodes_of_gpus_are_k_nodes_whatever_the_node_and_its_nvlink_domain(per_node, k, domains):
     node = {"gpus_per_node": per_node, "gpu": "H100"}
     network = {"scale_up": {"domain_gpus": per_node * domains}, "scale_out": {"nic": {"speed": "400Gbps"}}}
-    sc = ScenarioConfig.model_validate(sized({"node": node, "network": network}, per_node * k))
-    assert sc.datacenter.cluster.num_nodes == k
+    scenario = sized({"node": node, "network": network}, per_node * k)
+    if k > domains and domains > 1 and not any(k % d == 0 for d in range(2, domains + 1)):
+        with pytest.raises(ValueError, match="no two nodes would share NVLink"):  # domains cut to single nodes
+            ScenarioConfig.model_validate(scenario)
+        return
+    assert ScenarioConfig.model_validate(scenario).datacenter.cluster.num_nodes == k
 
 
 @pytest.mark.parametrize(("datacenter", "num_gpus", "nodes"), [

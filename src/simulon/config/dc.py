@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import cache, cached_property
+from itertools import count
 from typing import Any, ClassVar, Literal
 
 import numpy as np
@@ -1015,6 +1016,7 @@ class DatacenterConfig(Templated):
             raise FieldError(field, f"{shape} = {self.num_gpus} is more than {MAX_GPUS:,} GPUs")
         for g in self.groups:
             self._group_links_known(g, self._where(g)[1])
+        self._domains_kept()
         if self.num_nodes > 1 and any(g.nic is None for g in self.groups):
             raise FieldError("network.scale_out.nic", "a cluster of more than one node needs a NIC")
         if self.node_groups is not None:
@@ -1028,6 +1030,26 @@ class DatacenterConfig(Templated):
         if scale_out is self.network.scale_out:
             return self
         return self.model_copy(update={"network": self.network.model_copy(update={"scale_out": scale_out})})
+
+    def _domains_kept(self) -> None:
+        """Refuse a node count that leaves a multi-node NVLink domain no two nodes (`domain_gpus`: 19 trays of a GB200
+        NVL72 fill racks only one tray at a time, as no count of 2 to 18 trays divides 19): its collectives would
+        cross the NICs between trays a rack joins over NVLink, silently (an all-to-all ran 12 times slower), where the
+        job would sit 18 trays to one rack and one to another; simulon models domains of one size, so it names the
+        counts that keep them."""
+        per_node, domain = self.groups[0].node.gpus_per_node, self.groups[0].domain_gpus
+        if domain == per_node or self.domain_gpus > per_node or self.num_nodes < 2:
+            return
+        held, nodes = domain // per_node, self.num_nodes
+        def kept(n: int) -> bool:
+            return n <= held or any(n % d == 0 for d in range(2, held + 1))
+
+        near = [next(n for n in range(nodes - 1, 0, -1) if kept(n)), next(n for n in count(nodes + 1) if kept(n))]
+        field = "cluster.num_nodes" if self.node_groups is None else "node_groups"
+        raise FieldError(field, f"{nodes} nodes of {per_node} GPUs fill NVLink domains of {domain} ({held} nodes) "
+                                f"only one node at a time (no count of 2 to {held} nodes divides {nodes}), so no two "
+                                f"nodes would share NVLink; simulon models domains of one size: use "
+                                f"{' or '.join(map(str, near))} nodes, or set network.scale_up.domain_gpus")
 
     def _one_form(self) -> None:
         if self.node_groups is not None:
