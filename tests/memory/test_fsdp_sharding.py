@@ -61,3 +61,23 @@ def test_autocast_keeps_fp32_parameters_and_gradients_and_no_master_copy(dtype):
     assert stage.terms["gradients"] == pytest.approx(4 * params)
     assert stage.terms["optimizer states"] == pytest.approx(8 * params)
     assert "optimizer step transient" not in stage.terms
+
+
+def _b200(dtype: str, fsdp: str):
+    return parse_scenario({
+        "datacenter": {"from": "dgx-b200", "cluster": {"num_nodes": 1}},
+        "workload": {"model": {"name": "g", "hidden_size": 4096, "num_layers": 8, "num_heads": 32,
+                               "ffn_hidden_size": 16384, "vocab_size": 51200},
+                     "parallelism": {"fsdp": fsdp},
+                     "training": {"num_gpus": 8, "global_batch_size": 8, "sequence_length": 2048, "dtype": dtype,
+                                  "fp8_params": True}}}, "test")
+
+
+@pytest.mark.parametrize("dtype", ["fp8", "mxfp8", "nvfp4", "mxfp4"])
+def test_full_sharding_holds_an_eighth_of_the_narrow_weights_over_eight_ranks(dtype):
+    """fp8_params with FSDP full sharding: the 16-bit weights were sharded but the narrow GEMM weights that replace
+    them were subtracted whole, so NVFP4 weights came out at -0.46 GiB and MXFP8 at 0.566 for 0.484."""
+    whole = MemoryModel.of(_b200(dtype, "none")).stage(0).terms["weights"]
+    sharded = MemoryModel.of(_b200(dtype, "full_shard")).stage(0).terms["weights"]
+    assert sharded > 0
+    assert sharded == pytest.approx(whole / 8, rel=1e-12)

@@ -38,6 +38,20 @@ def test_the_search_checks_the_fullest_stage_where_the_layers_differ_in_kind(ext
         assert search.memory(strategy).device == pytest.approx(peak_as_simulate_counts(sc, strategy, 4), rel=1e-9)
 
 
+@pytest.mark.parametrize("split", [{"account_for_embedding_in_pipeline_split": True},
+                                   {"account_for_loss_in_pipeline_split": True}], ids=["embedding", "loss"])
+def test_the_search_checks_every_stage_where_the_embedding_or_the_loss_takes_a_layers_share(split):
+    """With the embedding counted as a layer, stage 0's first chunk holds no layer and stage 1 keeps the most: the
+    search took stages 0 and pp-1 only and wrote out Llama 3 405B at tp8 pp16 vpp8 as fitting in 77.2 GiB, which
+    `memory` puts at 91.7 GiB on stage 1."""
+    sc = gpt_scenario(nodes=2, gpus_per_node=4, gbs=32, seq=4096, layers=15, vocab=1024, extra_parallelism=split)
+    search = Search(sc, 8, fp8=False)
+    pipelined = [s for s in Space(sc.workload, 8, 4, fp8=False).strategies() if s.pp >= 4 and s.vpp > 1][:12]
+    assert pipelined
+    for strategy in pipelined:
+        assert search.memory(strategy).device == pytest.approx(peak_as_simulate_counts(sc, strategy, 8), rel=1e-9)
+
+
 def test_the_search_counts_the_nccl_buffers_of_the_scenarios_channels():
     sc = gpt_scenario(nodes=1, gpus_per_node=4, gbs=8, seq=1024, layers=8)
     sc = parse_scenario({**sc.model_dump(mode="json", exclude_none=True), "collective": {"num_channels": 64}}, "t")

@@ -106,7 +106,8 @@ class ModelStates:
         weight_bytes = FP32_BYTES if self.fp32 else 2.0
         weights = weight_bytes * (sharded if self.par.fsdp == "full_shard" else dense + expert)
         if self.narrow_params:  # GEMM weights in the narrow type with their transpose, the rest 16-bit
-            gemm = self._gemm_params(stage)
+            shards = (dense_shard, expert_shard) if self.par.fsdp == "full_shard" else (1.0, 1.0)
+            gemm = sum(self._layer_gemm_params(stage, shards))  # sharded as the weights they replace
             weights -= gemm * (weight_bytes - self._narrow_weight_bytes)
         if self.frozen:
             return StageStates(dense, expert, weights, 0.0, 0.0, self._cast_weights(stage), 0.0)
@@ -131,11 +132,13 @@ class ModelStates:
         fmt = self.shape.number_format.format
         return QUANTIZED_COPIES * fmt.weight_operand_bytes
 
-    def _layer_gemm_params(self, stage: int) -> list[float]:
+    def _layer_gemm_params(self, stage: int, shards: tuple[float, float] = (1.0, 1.0)) -> list[float]:
         """Parameters of the GEMM weights of each of a stage's transformer layers (not norms, embedding or LM head)
-        that run in the narrow format (not those its recipe keeps in bf16)."""
+        that run in the narrow format (not those its recipe keeps in bf16); `shards`: over how many ranks the
+        dense and the expert ones are split (a rank's share under FSDP full sharding)."""
         params, fmt = self.stage_parameters(stage), self.shape.number_format
-        return [sum(params.of(unit)) - 2 * self.workload.model.hidden_size for unit in params.units
+        norms = 2 * self.workload.model.hidden_size
+        return [(params.of(unit)[0] - norms) / shards[0] + params.of(unit)[1] / shards[1] for unit in params.units
                 if unit >= 0 and not fmt.layer_in_bf16(unit)]
 
     def _gemm_params(self, stage: int) -> float:
