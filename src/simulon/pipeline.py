@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from numbers import Real
 from typing import get_args
 
@@ -76,6 +76,14 @@ class Simulation:
     topology: Topology
     fold: Fold
     memory: MemoryReport
+    summary: dict[str, float] = field(default_factory=dict)  # the caller's figures of the replay (`Summary`),
+    # extrapolated as the step's are where it was sampled
+
+
+Summary = Callable[[Simulation], dict[str, float]]
+"""Figures a caller reads off a replay's DAG and timeline (the sweep's exposed communication by kind): a sampled step
+keeps only its larger count's DAG, so simulate_step takes them from each replay and extrapolates them to the step as
+its own figures are (sampling.line), each kept non-negative (sampling.extrapolate_gpu)."""
 
 
 @dataclass(frozen=True)
@@ -200,18 +208,19 @@ def simulate(sc: ScenarioConfig, fold_mode: FoldMode = "auto", progress: Progres
 
 
 def simulate_step(sc: ScenarioConfig, step: StepPlan, fold_mode: FoldMode = "auto", progress: Progress = SILENT,
-                  memory_limit: float | None = None, trace: bool = False, micro_batches: MicroBatches = "all"
-                  ) -> Simulation:
+                  memory_limit: float | None = None, trace: bool = False, micro_batches: MicroBatches = "all",
+                  figures: Summary | None = None) -> Simulation:
     """simulate's run of the step plan_step planned with the same arguments (a caller that sized the plan first,
-    planned_size, runs it without planning it again)."""
+    planned_size, runs it without planning it again), with the caller's `figures` of the step."""
     if step.counts is not None:
         return simulate_sampled(sc, step.counts, fold_mode, progress, memory_limit, trace, step.throughout,
-                                step.samples)
+                                step.samples, figures)
     if not fits(step.size, memory_limit, trace):  # refused: say whether sampling would fit
         check_fits(step.size, memory_limit, trace, step.planned.why_unfolded(),
                    sampling_advice(sc, fold_mode, memory_limit, trace) if micro_batches == "all" else "",
                    samples=chosen_counts(sc, "auto") is not None)
-    return simulate_planned(sc, step.planned, progress)
+    sim = simulate_planned(sc, step.planned, progress)
+    return replace(sim, summary=figures(sim)) if figures is not None else sim
 
 
 @dataclass(frozen=True)
@@ -350,7 +359,8 @@ def simulate_planned(sc: ScenarioConfig, planned: PlannedDag, progress: Progress
 def simulate_sampled(sc: ScenarioConfig, counts: tuple[int, int], fold_mode: FoldMode = "auto",
                      progress: Progress = SILENT, memory_limit: float | None = None,
                      trace: bool = False, throughout: bool | None = None,
-                     samples: Sequence[tuple[PlannedDag, DagSize]] = ()) -> Simulation:
+                     samples: Sequence[tuple[PlannedDag, DagSize]] = (),
+                     figures: Summary | None = None) -> Simulation:
     """Replay the step at counts[0] and counts[1] micro-batches, one after the other (only the first's summary
     kept), and extrapolate to its real count (sampling.extrapolate). The Simulation's DAG, timeline and trace are
     the larger count's; its memory report is the real step's. `throughout`: both counts fold every collective
@@ -366,7 +376,7 @@ def simulate_sampled(sc: ScenarioConfig, counts: tuple[int, int], fold_mode: Fol
     made = list(samples) if samples else [None, None]
     larger = sampled_plan(sc, counts[1], fold_mode, throughout, made[1])
     steady = not fits(larger[1], memory_limit, trace)  # both counts' long rings in steady state, or neither
-    results, sim = [], None
+    results, summaries, sim = [], [], None
     for index, count in enumerate(counts):
         sim = None  # the previous count's DAG goes before the next is built
         progress.stage(f"sampling {count} of {real} micro-batches: tracing and building the DAG")
@@ -378,10 +388,12 @@ def simulate_sampled(sc: ScenarioConfig, counts: tuple[int, int], fold_mode: Fol
                        f"{planned.why_unfolded()} (sampling {count} of the step's {real} micro-batches)")
         sim = simulate_planned(with_microbatches(sc, count), planned, progress)
         results.append(sim.result)
+        summaries.append(figures(sim) if figures is not None else {})
     train = sc.workload.training
     result = extrapolate(results[0], results[1], counts, real, train.global_batch_size * train.sequence_length,
                          sc.placement().peak_flops(train.dtype))
-    return replace(sim, result=result, memory=estimate_memory(sc))
+    summary = {name: max(line(summaries[0][name], value, counts, real), 0.0) for name, value in summaries[1].items()}
+    return replace(sim, result=result, memory=estimate_memory(sc), summary=summary)
 
 
 def sampled_throughout(sc: ScenarioConfig, counts: tuple[int, int], fold_mode: FoldMode,

@@ -257,3 +257,31 @@ def test_a_sweep_stopped_by_a_point_that_cannot_run_leaves_no_file_it_made_and_w
     with pytest.raises(ConfigError, match="nvls_tree"):
         run_sweep(points, out)
     assert out.read_bytes() == before
+
+
+def test_a_sampled_points_exposed_communication_by_kind_is_the_steps_as_a_whole_replay_gives_it(tmp_path):
+    """Under a memory limit a sweep samples a point at two micro-batch counts and extrapolates; the exposed
+    communication by kind was read off the larger replay alone (TP 222 ms of a step's 3,552 on the README's example
+    at 64 micro-batches), so the row depended on the limit and its kinds did not add up to its exposed total."""
+    import yaml
+
+    from helpers import ROOT
+
+    data = yaml.safe_load((ROOT / "examples" / "scenario.yaml").read_text())
+    data["workload"]["parallelism"]["num_microbatches"] = 64
+    data["workload"]["training"]["global_batch_size"] = 64
+    path = tmp_path / "long.yaml"
+    path.write_text(yaml.safe_dump(data))
+    sampled, whole = tmp_path / "sampled.csv", tmp_path / "whole.csv"
+    points = sweep_points(path, [parse_axis("collective.num_channels=1")])
+    run_sweep(points, sampled, memory_limit=100e6)
+    run_sweep(points, whole)
+    from simulon.config.loading import load_scenario
+    from simulon.pipeline import plan_step
+
+    assert plan_step(load_scenario(path), memory_limit=100e6, micro_batches="auto").counts is not None  # sampled
+    rows = [next(csv.DictReader(p.open())) for p in (sampled, whole)]
+    kinds = [name for name in METRICS if name.startswith("exposed_") and name != "exposed_comm_ms"]
+    for name in kinds:
+        assert float(rows[0][name]) == pytest.approx(float(rows[1][name]), rel=1e-6, abs=1e-6)
+    assert sum(float(rows[0][name]) for name in kinds) == pytest.approx(float(rows[0]["exposed_comm_ms"]), rel=1e-6)

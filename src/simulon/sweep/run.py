@@ -67,11 +67,16 @@ def point_metrics(args: tuple[dict, str, float | None, float | None]) -> dict[st
         need = planned_size(sc, step, fold_mode, memory_limit).memory_bytes()  # type: ignore[arg-type]
         if need > share:
             return {NEEDS: text(min(need, memory_limit))}  # too large even alone: refused when run alone
-    sim = simulate_step(sc, step, fold_mode, memory_limit=memory_limit, micro_batches="auto")  # type: ignore[arg-type]
-    r, train, gib = sim.result, sc.workload.training, GiB
+    train, gib = sc.workload.training, GiB
     placement = sc.placement()  # the ridge point only splits compute, not the exposed communication read here
     ridge = placement.peak_flops(train.dtype) / placement.mean(lambda g: g.gpu.memory_bandwidth)
-    exposed = mean_exposed_ms(exposure(sim.dag, sim.timeline, ridge))
+
+    def exposed_by_kind(replay) -> dict[str, float]:  # of each sampled replay, extrapolated as the step's figures
+        return mean_exposed_ms(exposure(replay.dag, replay.timeline, ridge))
+
+    sim = simulate_step(sc, step, fold_mode, memory_limit=memory_limit, micro_batches="auto",  # type: ignore[arg-type]
+                        figures=exposed_by_kind)
+    r, exposed = sim.result, sim.summary
     values = {"num_gpus": r.num_gpus, "tokens_per_step": train.global_batch_size * train.sequence_length,
               "step_ms": r.iteration_time_ms, "tokens_per_s": r.tokens_per_s, "tflops_per_gpu": r.tflops_per_gpu,
               "mfu": r.mfu, **r.breakdown, **dict(zip(EXPOSED, exposed.values(), strict=True)),
