@@ -543,3 +543,16 @@ def test_a_count_of_gpus_no_whole_number_of_nodes_holds_is_refused(tmp_path, tex
     assert result.returncode == 2
     assert "holds" in result.stderr and "a node" in result.stderr and "Traceback" not in result.stderr
     assert f"{int(text.split('x')[0])}" in result.stderr.split("counts")[1]
+
+
+@pytest.mark.parametrize(("text", "system"), [
+    ("p5en.48xlarge 3200 Gbps EFA", "aws-p5en"),      # "48xlarge" is no count of NICs: 3,200 is the node's total
+    ("p4d.24xlarge 400 Gbps EFA", "aws-p4d"),         # was 24 x 400 Gb/s over four NICs
+    ("p5.48xlarge 8x H100 3200 Gbps", "aws-p5"),      # "8x H100" counts GPUs
+    ("8x H100 3200 Gbps", "dgx-h100"),
+    ("GCP A3 Mega a3-megagpu-8G", "gcp-a3-mega"),     # a machine type's "8G" is no 8 Gb/s NIC
+])
+def test_numbers_of_instance_names_and_gpu_counts_are_no_nic_count_or_rate(text, system):
+    hardware = resolve_hardware(text)
+    assert hardware.system == system
+    assert "network" not in hardware.datacenter  # the system's own NICs, which the stated rate (if any) matches

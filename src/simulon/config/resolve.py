@@ -65,10 +65,12 @@ NVL_CARD = re.compile(r"(?i)\bnvl\b(?!\s*\d+\b(?!\s*gi?b))")
 """NVIDIA's "NVL" cards (H100 NVL, H200 NVL 141GB: PCIe boards bridged in pairs), as against an NVL 72 rack."""
 NVL_CARD_MODELS = ("h100", "h200")
 """The GPU models NVIDIA sells as NVL cards (elsewhere "NVL" is a rack: "GB200 NVL")."""
-NIC_SPEED = re.compile(r"(?:(\d+)\s*[xX×]\s*)?(?:[A-Za-z][\w-]*\s+){0,2}?"
-                       r"(\d+(?:\.\d+)?)\s*(?:([GgTt])(?:bps|b/s|bit/s|bit|b)|G)\b")
+NIC_SPEED = re.compile(r"(?:(?<![\w.])(\d+)\s*[xX×](?![A-Za-z]{2})\s*)?(?:[A-Za-z][\w-]*\s+){0,2}?"
+                       r"(?<![\d.-])(\d+(?:\.\d+)?)\s*(?:([GgTt])(?:bps|b/s|bit/s|bit|b)|G)\b")
 """A NIC line rate in bits ("400Gbps", "200Gb", "400G", a node's "3.2 Tbps" as AWS and NVIDIA write it; never "GB/s",
-bytes), with its count ("8x400Gbps")."""
+bytes), with its count ("8x400Gbps", "4x IB 200Gb"). A count is a number of its own with its "x" ("48xlarge", an
+instance size, is none), and a rate is a number of its own ("a3-megagpu-8G", a machine type, is none); a count
+before a GPU's name ("8x H100 3200 Gbps") counts GPUs, not NICs (_nic_override)."""
 MEMORY = re.compile(r"(?<![\d.])(\d+)\s*(?:GB|gb|GiB)\b(?!\s*/\s*s)")
 """A memory size in bytes ("80GB", "141 GiB"); never a rate ("600GB/s") or bits ("200Gb")."""
 GPU_LIKE = re.compile(r"\b(?:gaudi\s*\d|[rg]tx\s*\d{4}|[a-z]{1,4}\d{2,4}[a-z]{0,2})\b", re.IGNORECASE)
@@ -469,6 +471,8 @@ def _nic_override(text: str, datacenter: dict[str, Any]) -> tuple[dict[str, Any]
         return None, None
     terabits = (found.group(3) or "").lower() == "t"  # "3.2 Tbps": a node's NICs together, whatever count precedes
     count, speed = None if terabits else found.group(1), float(found.group(2)) * (1000 if terabits else 1)
+    if count and GPU_LIKE.search(text[found.end(1):found.start(2)]):
+        count = None  # "8x H100 3200 Gbps": eight GPUs, and the node's 3,200 Gb/s
     gpus = _node_and_domain(datacenter)[0]
     nics = gpus // int(datacenter["node"].get("gpus_per_nic", 1))  # NodeSpec's default: one NIC per GPU
     nic = ((datacenter.get("network") or {}).get("scale_out") or {}).get("nic") or {}
