@@ -556,3 +556,17 @@ def test_numbers_of_instance_names_and_gpu_counts_are_no_nic_count_or_rate(text,
     hardware = resolve_hardware(text)
     assert hardware.system == system
     assert "network" not in hardware.datacenter  # the system's own NICs, which the stated rate (if any) matches
+
+
+@pytest.mark.parametrize("text", ["B200 NVL72", "H100 NVL72", "DGX B300 NVL72"])
+def test_an_nvlink_domain_the_system_does_not_have_is_refused_not_built_as_its_nodes(text):
+    """"B200 NVL72" built DGX B200's 8-GPU domains without a word (nvl72, an NVSwitch alias, passed as a word any
+    GPU may carry)."""
+    with pytest.raises(Unresolved, match=r"states an NVLink domain of 72 GPUs .* one node of 8 GPUs"):
+        resolve_hardware(text)
+
+
+@pytest.mark.parametrize(("text", "system"), [("GB200 NVL72", "gb200-nvl72"), ("GB300 NVL72", "gb300-nvl72"),
+                                             ("GB200 NVL36x2", "gb200-nvl36"), ("GH200 NVL32", "gh200-nvl32")])
+def test_an_nvlink_domain_its_system_has_resolves(text, system):
+    assert resolve_hardware(text).system == system

@@ -621,6 +621,13 @@ def _check_scale_up(text: str, said: set[str], system: str) -> None:
         raise Unresolved(f"{text!r} states NVLS (NVLink SHARP), but {system}'s scale-up ({label}) does not reduce in "
                          "the switch")
     per_node, domain = _node_and_domain(doc)
+    own = next((own for stem, _, own, _ in systems() if stem == system), frozenset())
+    for word in sorted(said - own):
+        stated = re.fullmatch(r"nvl(\d+)", word)
+        if stated and int(stated.group(1)) != domain:  # "B200 NVL72": DGX B200's domain is its node of 8
+            raise Unresolved(f"{text!r} states an NVLink domain of {stated.group(1)} GPUs ({word.upper()}), but "
+                             f"{system}'s is {'one node of ' if domain == per_node else ''}{domain} GPUs: name a "
+                             "system of that domain, or describe the hardware in a datacenter block")
     if "mnnvl" in said and domain <= per_node:
         raise Unresolved(f"{text!r} states MNNVL (an NVLink domain across nodes), but {system}'s NVLink domain is "
                          f"one node of {per_node} GPUs")
