@@ -23,6 +23,12 @@ def layer_bytes(tp: int = 1, sp: bool = False, recompute: str = "none", attentio
     return ActivationModel(wl).layer(DENSE_LAYER).total
 
 
+def deferred_bytes(tp: int = 1, sp: bool = False, recompute: str = "none", dtype: str = "bf16") -> float:
+    wl = gpt_workload(gpus=8, tp=tp, seq=S, mbs=B, gbs=8 * B, hidden=H, heads=A, training={"dtype": dtype},
+                      extra_parallelism={"sequence_parallel": sp, "recompute": recompute})
+    return ActivationModel(wl).layer(DENSE_LAYER).deferred
+
+
 def sbh(mbs: int = B) -> float:
     return S * mbs * H
 
@@ -85,6 +91,29 @@ def test_fp8_keeps_the_gemm_inputs_in_one_byte():
     bf16, fp8 = layer_bytes(attention="flash"), layer_bytes(attention="flash", dtype="fp8")
     # the attention and MLP GEMM inputs (2sbh each) and fc2's (8sbh) halve; the projection adds its own sbh copy
     assert bf16 - fp8 == pytest.approx(sbh() * (1 + 1 + 4 - 1))
+
+
+def test_a_deferred_weight_gradient_holds_32_of_a_gpt_layers_34_sbh_its_gemm_inputs_and_output_gradients():
+    # inputs 2 + 2 + 2 + 8, output gradients 6 + 2 + 8 + 2 (the zero-bubble repository's w_mem = -32h a token)
+    assert deferred_bytes() == pytest.approx(sbh() * 32)
+
+
+@pytest.mark.parametrize("tp", [2, 4, 8])
+def test_a_deferred_weight_gradient_under_tensor_parallelism_holds_the_row_parallel_gemms_whole_output_gradients(tp):
+    # without sequence parallelism QKV's and fc1's inputs are whole (2 + 2), the projection's and fc2's output
+    # gradients too (2 + 2); the rest is split: inputs 2 + 8, output gradients 6 + 8
+    assert deferred_bytes(tp=tp) == pytest.approx(sbh() * (8 + 24 / tp))
+    # sequence parallelism splits the column-parallel GEMMs' kept inputs; the gathered output gradients stay whole
+    assert deferred_bytes(tp=tp, sp=True) == pytest.approx(sbh() * (4 + 28 / tp))
+
+
+@pytest.mark.parametrize("recompute", ["selective", "full"])
+def test_recomputation_does_not_shrink_what_a_deferred_weight_gradient_holds(recompute):
+    assert deferred_bytes(recompute=recompute) == deferred_bytes()
+
+
+def test_fp8_holds_a_deferred_weight_gradients_inputs_in_one_byte_and_its_output_gradients_in_two():
+    assert deferred_bytes() - deferred_bytes(dtype="fp8") == pytest.approx(sbh() * (1 + 1 + 1 + 4))
 
 
 @given(st.sampled_from(["none", "selective", "full"]), st.sampled_from([1, 2, 4]), st.booleans(),

@@ -17,10 +17,11 @@ from simulon.workload.schedule import make_scheduler
 
 def plain_walk(schedule: str, chunks: int, stage: int, num_stages: int, microbatches: int,
                kept: list[float], forward: list[float], backward: list[float],
-               weight_inputs: list[float], layer: list[float] | None = None,
+               deferred: list[float], layer: list[float] | None = None,
                combined: bool = False) -> tuple[float, float]:
-    """The walk as a loop over the steps: F adds what its chunk keeps, B frees it (a split B all but what its W
-    reads), W frees the rest; the peak is the first step whose kept plus transient is the largest. A combined step
+    """The walk as a loop over the steps: F adds what its chunk keeps, B frees it (a split B trades it for what its W
+    reads, which may be more), W frees that; the peak is the first step whose kept plus transient is the largest (a
+    W's transient: none). A combined step
     (an F and the combined B after it) peaks once, at what was kept before it plus one layer of the F's chunk and
     the larger of the two transients."""
     steps = make_scheduler(schedule, chunks, combined).steps(stage, num_stages, microbatches)
@@ -28,6 +29,8 @@ def plain_walk(schedule: str, chunks: int, stage: int, num_stages: int, microbat
     live, best = 0.0, (0.0, 0.0)
     for i, (kind, microbatch, chunk, paired) in enumerate(steps):
         candidate = (live + kept[chunk], forward[chunk]) if kind == "F" else (live, backward[chunk])
+        if kind == "W":
+            candidate = (live, 0.0)
         after = steps[i + 1] if i + 1 < len(steps) else None
         if kind == "F" and after is not None and after.combined:
             candidate = (live + (kept if layer is None else layer)[chunk],
@@ -37,10 +40,10 @@ def plain_walk(schedule: str, chunks: int, stage: int, num_stages: int, microbat
         if kind == "F":
             live += kept[chunk]
         elif kind == "W":
-            live -= weight_inputs[chunk]
+            live -= deferred[chunk]
         else:
-            live -= kept[chunk] - (weight_inputs[chunk] if (microbatch, chunk) in split else 0.0)
-        if kind != "W" and sum(candidate) > sum(best):
+            live -= kept[chunk] - (deferred[chunk] if (microbatch, chunk) in split else 0.0)
+        if sum(candidate) > sum(best):
             best = candidate
     return best
 
@@ -49,8 +52,9 @@ values = st.floats(0.0, 1e10, allow_nan=False, allow_infinity=False)
 
 
 def chunk_values(count: int):
-    """Per chunk (kept, forward, backward, weight inputs <= kept)."""
-    one = st.tuples(values, values, values, st.floats(0.0, 1.0)).map(lambda v: (v[0], v[1], v[2], v[0] * v[3]))
+    """Per chunk (kept, forward, backward, what a deferred W holds: up to 4x what the chunk keeps, as under
+    recomputation)."""
+    one = st.tuples(values, values, values, st.floats(0.0, 4.0)).map(lambda v: (v[0], v[1], v[2], v[0] * v[3]))
     return st.lists(one, min_size=count, max_size=count).map(
         lambda rows: [list(column) for column in zip(*rows, strict=True)])
 

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from helpers import gpt_scenario
 from simulon.memory import MemoryModel
-from simulon.memory.activations import weight_gradient_inputs
+from simulon.memory.walk import StagePlan
 from simulon.pipeline import simulate
 from simulon.workload.schedule import Step, make_scheduler
 
@@ -78,15 +79,42 @@ def test_zb_h1_runs_the_same_kernels_as_1f1b_in_less_time():
         assert b.compute_ms == pytest.approx(a.compute_ms, rel=1e-9)
 
 
-def test_zb_h1_stage_i_holds_1f1bs_activations_plus_i_micro_batches_of_weight_gradient_inputs():
+def test_zb_h1_stage_i_holds_1f1bs_activations_plus_i_micro_batches_of_deferred_weight_gradients():
     one_f_one_b, zero_bubble = MemoryModel.of(scenario("1f1b")), MemoryModel.of(scenario("zb_h1"))
     for stage in range(4):
-        deferred = weight_gradient_inputs(zero_bubble.stage(stage).activation_parts)
-        assert 0 < deferred < zero_bubble.stage(stage).kept_activations
+        deferred = sum(zero_bubble.stage(stage).unit_deferred.values())  # one micro-batch's, through the stage
+        assert 0 < deferred < sum(zero_bubble.stage(stage).unit_kept.values())
         assert zero_bubble.stage(stage).kept_activations == pytest.approx(
             one_f_one_b.stage(stage).kept_activations + stage * deferred)
+
+
+def test_zb_h1_under_full_recomputation_holds_pp_minus_1_minus_i_layer_inputs_and_i_plus_1_deferred_ws_at_most():
+    """A deferred W holds its GEMMs' inputs and output gradients though the forward kept only the layer's input (B
+    re-created them): more than the micro-batch kept, so stage i's most kept comes after a B, with pp - 1 - i
+    forwards in flight and i + 1 Ws pending (on the last stage, whose LM head and loss are not recomputed and keep
+    more than its W holds, after an F: pp - i forwards, i Ws). simulon had reported 1F1B's figures on stages 0 to 2."""
+    zero_bubble = MemoryModel.of(scenario("zb_h1", recompute="full"))
+    for stage in range(4):
+        memory = zero_bubble.stage(stage)
+        kept, deferred = (sum(units.values()) for units in (memory.unit_kept, memory.unit_deferred))
+        assert (deferred > 4 * kept) == (stage < 3)
+        plan = StagePlan.of("zb_h1", 1, stage, 4, 8)
+        most, _ = plan.peak(*(np.array([x]) for x in (kept, 0.0, 0.0, deferred)))
+        assert most == pytest.approx((3 - stage) * kept + stage * deferred + max(kept, deferred))
 
 
 def test_zb_h1_with_model_chunks_is_refused_naming_the_field():
     with pytest.raises(ValueError, match="pipeline_schedule: zb_h1 runs one model chunk per rank"):
         scenario("zb_h1", vpp=2)
+
+
+@pytest.mark.parametrize("recompute", ["none", "selective", "full"])
+def test_zb_h1_never_reserves_less_than_1f1b_on_any_stage(recompute):
+    """ZB-H1 runs 1F1B's steps up to its first deferred W and holds more after it; the caching allocator's high-water
+    mark keeps what 1F1B's backward reserved. Under full recomputation simulon reported stage 0 of ZB-H1 below 1F1B's
+    (its peak at a W, where no re-created layer is held on top)."""
+    extra = {"recompute": recompute}
+    one_f_one_b, zero_bubble = MemoryModel.of(scenario("1f1b", **extra)), MemoryModel.of(scenario("zb_h1", **extra))
+    for stage in range(4):
+        assert zero_bubble.stage(stage).reserved >= one_f_one_b.stage(stage).reserved
+        assert zero_bubble.stage(stage).allocated >= one_f_one_b.stage(stage).allocated

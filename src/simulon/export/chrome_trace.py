@@ -31,7 +31,6 @@ from ..analysis.links import LinkSeries
 from ..dag.nodes import PIPELINE_SEND, ExecutionDAG, NodeKind
 from ..engine.replay import Timeline
 from ..memory import MemoryReport
-from ..memory.activations import weight_gradient_inputs
 from ..memory.runtime import GiB
 from ..workload.kernels import Phase
 from ..workload.program import Stream
@@ -214,6 +213,24 @@ def _metadata(dag: ExecutionDAG, used: set[tuple[int, int]]) -> list[dict]:
     return events
 
 
+def _deferred_keys(keys: np.ndarray, finish: np.ndarray, inputs: dict[int, float],
+                   weight: dict[int, float]) -> set[int]:
+    """The (layer, micro-batch) keys whose backward is split, given every backward kernel's key and finish: another
+    key's backward kernel ends between the key's last input-gradient kernel and its last weight-gradient one (its W
+    was deferred past other layers' B or W; a whole backward runs a layer's kernels together)."""
+    order = np.argsort(finish, kind="stable")
+    ends, owners = finish[order], keys[order]
+    split = set()
+    for k, last_input in inputs.items():
+        last_weight = weight.get(k)
+        if last_weight is None or last_weight <= last_input:
+            continue
+        lo, hi = np.searchsorted(ends, [last_input, last_weight], side="right")
+        if np.any(owners[lo:hi] != k):
+            split.add(k)
+    return split
+
+
 def _last_finish(keys: np.ndarray, finish: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(distinct keys, the latest finish of each)."""
     unique, inverse = np.unique(keys, return_inverse=True)
@@ -224,11 +241,10 @@ def _last_finish(keys: np.ndarray, finish: np.ndarray) -> tuple[np.ndarray, np.n
 
 def memory_counter_events(dag: ExecutionDAG, timeline: Timeline, memory: MemoryReport) -> list[dict]:
     """A counter per simulated GPU: its stage's model states, plus what each layer keeps for a micro-batch from
-    the end of the layer's forward to the end of its backward (memory/ gives the bytes; the replay the times): the
-    weight gradients' inputs until its last weight-gradient kernel, the rest until its last input-gradient one (a
-    split backward, ZB-H1's or DualPipe's, frees that much at its B and the rest at its deferred W, as the memory
-    model counts it: memory.activations.weight_gradient_inputs). Transients inside a kernel are not drawn: the
-    table's allocated peak adds them."""
+    the end of the layer's forward to the end of its backward (memory/ gives the bytes; the replay the times); a
+    split backward, ZB-H1's or DualPipe's, holds from its B to its deferred W what the W reads, every GEMM's input and
+    output gradient, as the memory model counts it (memory.activations.ActivationModel.deferred). Transients inside a
+    kernel are not drawn: the table's allocated peak adds them."""
     compute = np.flatnonzero(dag.kind == NodeKind.compute)
     phases = np.array([spec.phase for spec in dag.kernel_specs], dtype=np.int16)[dag.kernel[compute]]
     stride = int(dag.microbatch[compute].max(initial=0)) + 1
@@ -240,21 +256,22 @@ def memory_counter_events(dag: ExecutionDAG, timeline: Timeline, memory: MemoryR
             continue
         stage = memory.stages[int(dag.stage[mine[0]])]
         key = dag.layer[mine].astype(np.int64) * stride + dag.microbatch[mine]
-        parts = sum(stage.activation_parts.values())
-        read_by_w = weight_gradient_inputs(stage.activation_parts) / parts if parts else 0.0
         kept_fwd, end_fwd = _last_finish(key[mine_phases == Phase.fwd], timeline.finish[mine[mine_phases == Phase.fwd]])
         inputs, weight = (dict(zip(*(a.tolist() for a in _last_finish(key[mine_phases == phase],
                                                                       timeline.finish[mine[mine_phases == phase]])),
                                    strict=True)) for phase in (Phase.bwd_ig, Phase.bwd_wg))  # key -> last end
+        backward = (mine_phases == Phase.bwd_ig) | (mine_phases == Phase.bwd_wg)
+        split = _deferred_keys(key[backward], timeline.finish[mine[backward]], inputs, weight)
         times, deltas = [0.0, *end_fwd.tolist()], [stage.states]
         deltas += [stage.unit_kept.get(int(k // stride), 0.0) for k in kept_fwd.tolist()]
         for k in sorted(inputs.keys() | weight.keys()):
             kept = stage.unit_kept.get(int(k // stride), 0.0)
-            if k in inputs and k in weight:  # B frees what W does not read; W the rest
+            if k in split:  # B trades what it keeps for what its W reads; W frees that
+                held = stage.unit_deferred.get(int(k // stride), 0.0)
                 times += [inputs[k], weight[k]]
-                deltas += [-(1.0 - read_by_w) * kept, -read_by_w * kept]
+                deltas += [held - kept, -held]
             else:
-                times.append(inputs.get(k, weight.get(k)))
+                times.append(max(inputs.get(k, -np.inf), weight.get(k, -np.inf)))
                 deltas.append(-kept)
         order = np.argsort(np.array(times), kind="stable")
         level = np.cumsum(np.array(deltas)[order])

@@ -61,16 +61,6 @@ MASK_BYTES = 1.0
 """A dropout mask is one byte per element (torch's bool mask; Megatron's fused bias-dropout-add)."""
 
 
-WEIGHT_GRADIENT_INPUTS = ("GEMM input", "projection input", "fc2 input", "dispatched tokens", "LM head input")
-"""Endings of the kept tensors a weight-gradient GEMM reads (its layer's input): what a split backward (ZB-H1's
-B then W) still holds between the two."""
-
-
-def weight_gradient_inputs(parts: dict[str, float]) -> float:
-    """Bytes of the kept tensors that the weight gradients read, of a chunk's parts."""
-    return sum(value for name, value in parts.items() if name.endswith(WEIGHT_GRADIENT_INPUTS))
-
-
 @dataclass(frozen=True)
 class LayerActivations:
     """Bytes one layer keeps per micro-batch, by part, and the most its forward and backward hold on top."""
@@ -78,6 +68,7 @@ class LayerActivations:
     parts: dict[str, float]
     forward_transient: float
     backward_transient: float
+    deferred: float = 0.0  # what a split backward holds from its B to its W (ActivationModel.deferred)
 
     @property
     def total(self) -> float:
@@ -152,7 +143,71 @@ class ActivationModel:
             parts.update(self._block(block))
         saved = {"layer input": self.norm_rows * self.model.hidden_size * self.a} if full else parts
         return LayerActivations(saved, self._forward_transient(kind),
-                                self._backward_transient(kind, self.recreated(kind, saved, full)))
+                                self._backward_transient(kind, self.recreated(kind, saved, full)),
+                                self.deferred(kind))
+
+    # ---- a split backward's weight gradients ----
+
+    def deferred(self, kind: LayerKind) -> float:
+        """Bytes a layer's split backward (ZB-H1's, ZB-V's, DualPipe's B then W) holds from its B until its W: each
+        GEMM's input, as its weight gradient reads it (the narrow copy in fp8), and its output gradient (16 bits),
+        since dW = dY^T X reads both (DualPipe's WeightGradStore keeps the pair; the zero-bubble repository's memory
+        model, sail-sg/zero-bubble-pipeline-parallelism runtime.py, lets a pending W hold 32h of a GPT layer's 34h
+        bytes a token, which this sum gives too: inputs 2h + 2h + 2h + 8h, output gradients 6h + 2h + 8h + 2h). It
+        does not depend on recomputation: what B re-creates from a checkpoint, W still reads. A column-parallel
+        GEMM keeps its input as the forward does (the rank's sequence share under sequence parallelism, gathered
+        again for W) and its output gradient on its share of the columns; a row-parallel one (the attention's
+        projection, fc2, out_proj) reads the whole sequence's output gradient, gathered for B. A tensor two GEMMs
+        read (the norm's output QKV and the router read) counts once."""
+        return sum(x + dy for block in kind for x, dy in self._gemms(block))
+
+    def _gemms(self, block: Block) -> list[tuple[float, float]]:
+        """(input, output gradient) bytes of each weight-gradient GEMM of a block (an input shared with an earlier
+        GEMM of the block: 0)."""
+        m, t, a, g, h = self.model, self.shape.tp, self.a, self.gemm_input, self.model.hidden_size
+        rows, norm_input = self.rows, self.norm_rows * h * self.gemm_input
+        if block == "attention":
+            return self._attention_gemms()
+        if block == "moe":
+            moe = m.moe
+            fe = (moe.expert_ffn_hidden_size or m.ffn_hidden_size) // self.shape.expert_tp
+            routed = self.routed_rows
+            gemms = [(norm_input, self.norm_rows * moe.num_experts * FP32_BYTES),  # the router
+                     (routed * h * g, routed * (2 * fe if m.gated_mlp else fe) * a), (routed * fe * g, routed * h * a)]
+            if moe.num_shared_experts:
+                fs = (moe.shared_expert_ffn_hidden_size or fe * self.shape.expert_tp) * moe.num_shared_experts // t
+                gemms += [(0.0, rows * (2 * fs if m.gated_mlp else fs) * a), (rows * fs * g, rows * h * a)]
+            return gemms
+        if block == "mamba":
+            ms = self.mamba_shard
+            return [(norm_input, rows * ms.tp_in_proj * a), (rows * ms.tp_inner * g, rows * h * a)]
+        if block == "gdn":
+            gs = self.gdn_shard
+            return [(norm_input, rows * gs.tp_in_proj * a), (rows * gs.tp_values * g, rows * h * a)]
+        if block == "mtp":
+            return [(self.norm_rows * 2 * h * g, rows * h * a)]  # eh_proj
+        f = m.ffn_hidden_size // t
+        return [(norm_input, rows * (2 * f if m.gated_mlp else f) * a), (rows * f * g, rows * h * a)]
+
+    def _attention_gemms(self) -> list[tuple[float, float]]:
+        """QKV (or MLA's down and up projections) and the output projection."""
+        m, t, a, g, h, rows = self.model, self.shape.tp, self.a, self.gemm_input, self.model.hidden_size, self.rows
+        n, norm_input = m.num_heads // t, self.norm_rows * h * g
+        if m.mla is None:
+            kv = max(m.kv_heads // t, 1)
+            queries = n * (2 if m.attention_output_gate else 1)
+            gemms = [(norm_input, rows * (queries + 2 * kv) * m.head_size * a)]
+            v_dim = m.head_size
+        else:
+            mla = m.mla
+            qk_dim, v_dim = mla.qk_nope_head_dim + mla.qk_rope_head_dim, mla.v_head_dim
+            gemms = [(norm_input, rows * (mla.kv_lora_rank + mla.qk_rope_head_dim) * a),  # kv down
+                     (rows * mla.kv_lora_rank * g, rows * n * (mla.qk_nope_head_dim + v_dim) * a)]  # kv up
+            if mla.q_lora_rank:  # q down (on the shared input), q up
+                gemms += [(0.0, rows * mla.q_lora_rank * a), (rows * mla.q_lora_rank * g, rows * n * qk_dim * a)]
+            else:
+                gemms.append((0.0, rows * n * qk_dim * a))
+        return [*gemms, (rows * n * v_dim * g, rows * h * a)]  # the output projection
 
     def recreated(self, kind: LayerKind, saved: dict[str, float], full: bool) -> float:
         """Bytes a layer's backward re-creates by recomputation and holds while it runs: what the layer would keep
@@ -448,6 +503,12 @@ class ActivationModel:
         if self.train.cross_entropy == "vocab_parallel":
             parts["softmax (fp32)"] = logits * FP32_BYTES
         return parts
+
+    def head_deferred(self) -> float:
+        """What the LM head's split backward holds until its W: its input and the logits' gradient, at each
+        multi-token-prediction depth (as `deferred`)."""
+        depths = 1 + self.model.mtp_layers
+        return depths * (self.norm_rows * self.model.hidden_size * self.a + self.rows * self.shape.vocab_shard * self.a)
 
     def head_transient(self) -> float:
         """The loss's forward works on an fp32 copy of the logits."""

@@ -2,18 +2,18 @@
 transient of the layer running at the peak, and the runtime around them.
 
 Activations in flight follow the stage's own schedule table (workload/schedule.py; walked on arrays, walk.py):
-walking its forward and backward steps in order, each forward of a model chunk adds what the chunk keeps and
-each backward frees it (a split backward, ZB-H1's B then W, frees all but the weight gradients' inputs at B and
-those at W; a backward is split when the table has a W for its micro-batch and chunk, as DualPipe splits only some),
-so 1F1B peaks at min(pp - stage, micro-batches) micro-batches on stage `stage`, interleaved 1F1B at its own
-count, and any schedule simulon runs (ZB-V, DualPipe, DualPipeV) gets its count from the same walk, over the
-model chunks its placement gives the stage (DualPipe's two chunks are mirrored stages, so its parameters and
-their states count twice: ModelStates sums the units the stage holds). The peak is taken over every step:
-the kept activations plus what the running forward or backward holds on top (activations.py), or the
-optimizer step's transient after the last backward. The activations in flight are reported in micro-batches' worth
-of the stage's activations (the kept bytes over what one micro-batch keeps through the stage's model chunks it runs:
-all of an interleaved or V schedule's, so chunk passes / vpp where the chunks are alike; one of DualPipe's mirrored
-two), and as none where the optimizer step sets the peak.
+walking its forward and backward steps in order, each forward of a model chunk adds what the chunk keeps and each
+backward frees it (a split backward, ZB-H1's B then W, holds from B to W what its weight gradients read, every
+GEMM's input and output gradient, and frees that at W; a backward is split when the table has a W for its
+micro-batch and chunk, as DualPipe splits only some), so 1F1B peaks at min(pp - stage, micro-batches) micro-batches
+on stage `stage`, interleaved 1F1B at its own count, and any schedule simulon runs (ZB-V, DualPipe, DualPipeV) gets
+its count from the same walk, over the model chunks its placement gives the stage (DualPipe's two chunks are
+mirrored stages, so its parameters and their states count twice: ModelStates sums the units the stage holds). The
+peak is taken over every step: the kept activations plus what the running forward or backward holds on top
+(activations.py), or the optimizer step's transient after the last backward. The activations in flight are reported
+in micro-batches' worth of the stage's activations (the kept bytes over what one micro-batch keeps through the
+stage's model chunks it runs: all of an interleaved or V schedule's, so chunk passes / vpp where the chunks are
+alike; one of DualPipe's mirrored two), and as none where the optimizer step sets the peak.
 
 Three figures per stage, as three tools report them:
 allocated (torch.cuda.max_memory_allocated), reserved (max_memory_reserved: allocated plus the caching
@@ -40,7 +40,7 @@ from ..workload.layout import RankLayout
 from ..workload.parameters import PipelineLayers
 from ..workload.program import EMBEDDING_LAYER, HEAD_LAYER
 from ..workload.schedule import MIRRORED
-from .activations import ActivationModel, weight_gradient_inputs
+from .activations import ActivationModel
 from .runtime import CUDA_CONTEXT_BYTES, AllocatorModel, GiB, nccl_buffers
 from .states import ModelStates
 from .walk import StagePlan
@@ -69,6 +69,7 @@ class StageMemory:
     params: float
     unit_kept: dict[int, float] = field(default_factory=dict)  # bytes each layer (or the embedding, -1, or the
                                                                 # LM head, -2) keeps per micro-batch
+    unit_deferred: dict[int, float] = field(default_factory=dict)  # bytes each holds from a split B to its W
     gpu: str = ""                                               # the GPU type whose memory `capacity` is
 
     @property
@@ -159,11 +160,12 @@ class _Chunk:
     backward: float
     parts: dict[str, float]
     units: dict[int, float]  # bytes each unit of the chunk keeps
+    deferred_units: dict[int, float]  # bytes each unit holds from a split backward's B until its W
 
     @property
-    def weight_inputs(self) -> float:
-        """What a split backward keeps from its B until its W."""
-        return weight_gradient_inputs(self.parts)
+    def deferred(self) -> float:
+        """What a split backward holds from its B until its W (ActivationModel.deferred)."""
+        return sum(self.deferred_units.values())
 
     @property
     def largest_layer(self) -> float:
@@ -231,7 +233,9 @@ class MemoryModel:
     def stage(self, stage: int) -> StageMemory:
         states = self.states.stage(stage)
         chunks = [self._chunk(stage, c) for c in range(self.layers.chunks)]
+        overhead = 0.0 if self.workload.training.expandable_segments else self.allocator.overhead
         kept, transient, in_flight = self._peak_activations(stage, chunks)
+        high = self._reserved_peak(stage, chunks, overhead)
         terms = {**states.terms()}
         if states.step_transient > kept + transient:  # the step's fp32 gradient copy outgrows the activations
             terms["optimizer step transient"] = states.step_transient
@@ -239,8 +243,9 @@ class MemoryModel:
         else:
             terms["activations"] = kept
             terms["layer transient"] = transient
-        overhead = 0.0 if self.workload.training.expandable_segments else self.allocator.overhead
         reserved = sum(terms.values()) + overhead * sum(terms.get(t, 0.0) for t in TRANSIENT_TERMS)
+        if high != (kept, transient):  # the allocator's high-water mark is at another step
+            reserved = max(reserved, sum(states.terms().values()) + high[0] + (1.0 + overhead) * high[1])
         runtime = {"CUDA context": float(CUDA_CONTEXT_BYTES),
                    "NCCL buffers": nccl_buffers(self._communicators(), self.channels)}
         parts: dict[str, float] = {}
@@ -248,8 +253,10 @@ class MemoryModel:
             for name, value in chunk.parts.items():
                 parts[name] = parts.get(name, 0.0) + value
         units = {unit: kept for chunk in chunks for unit, kept in chunk.units.items()}
+        deferred = {unit: held for chunk in chunks for unit, held in chunk.deferred_units.items()}
         return StageMemory(stage, dict(sorted(terms.items(), key=lambda item: -item[1])), parts, in_flight, kept,
-                           reserved, runtime, self.stage_capacity(stage), states.params, units, self.stage_gpu(stage))
+                           reserved, runtime, self.stage_capacity(stage), states.params, units, deferred,
+                           self.stage_gpu(stage))
 
     def _chunk(self, stage: int, chunk: int) -> _Chunk:
         """Sum the kept activations of a chunk's layers (with the embedding or the head where it holds them)."""
@@ -257,6 +264,7 @@ class MemoryModel:
         layers = self.layers.layers_of(stage, chunk)
         parts: dict[str, float] = {}
         units: dict[int, float] = {}
+        deferred: dict[int, float] = {}
         forward = backward = 0.0
         kinds: dict[tuple[LayerKind, bool, bool], list[int]] = {}  # (blocks, recomputed, bf16) -> its layers
         for position, layer in enumerate(layers):
@@ -267,6 +275,7 @@ class MemoryModel:
             for name, value in one.parts.items():
                 parts[name] = parts.get(name, 0.0) + value * len(members)
             units.update(dict.fromkeys(members, one.total))
+            deferred.update(dict.fromkeys(members, one.deferred))
             forward, backward = max(forward, one.forward_transient), max(backward, one.backward_transient)
         if self.layers.is_first(stage, chunk):
             parts.update(acts.embedding())
@@ -275,10 +284,11 @@ class MemoryModel:
         if self.layers.is_last(stage, chunk):
             parts.update(acts.head())
             units[HEAD_LAYER] = sum(acts.head().values())
+            deferred[HEAD_LAYER] = acts.head_deferred()
             forward = max(forward, acts.head_transient())
             backward = max(backward, acts.vocabulary_weight_gradient() + acts.head()["logits"])
         forward, backward = forward + self._fsdp_transient(False), backward + self._fsdp_transient(True)
-        return _Chunk(sum(parts.values()), forward, backward, parts, units)
+        return _Chunk(sum(parts.values()), forward, backward, parts, units, deferred)
 
     def _fsdp_transient(self, backward: bool) -> float:
         """What FSDP holds beyond its states: in backward the running layer's unsharded gradients before their
@@ -303,9 +313,23 @@ class MemoryModel:
                             par.overlap_moe_expert_parallel_comm)
         per_chunk = np.array([c.kept for c in chunks], dtype=float)
         kept, transient = plan.peak(per_chunk, *(np.array([getattr(c, name) for c in chunks], dtype=float)
-                                                 for name in ("forward", "backward", "weight_inputs", "largest_layer")))
+                                                 for name in ("forward", "backward", "deferred", "largest_layer")))
         per_microbatch = plan.per_microbatch(per_chunk)  # every chunk a micro-batch runs through on the stage
         return kept, transient, kept / per_microbatch if per_microbatch else 0.0
+
+    def _reserved_peak(self, stage: int, chunks: list[_Chunk], overhead: float) -> tuple[float, float]:
+        """(kept, transient) where the activations and transients reserve the most along the stage's schedule:
+        kept + (1 + overhead) x transient (runtime.AllocatorModel). It can be another step than the allocated
+        figure's where a step keeps more with less on top: under recomputation a split B's deferred W holds more than
+        its layers kept, while the layer the B before it re-created stays reserved (the caching allocator does not
+        give it back)."""
+        par = self.workload.parallelism
+        plan = StagePlan.of(par.pipeline_schedule, par.vpp, stage, self.layout.pp, self.num_microbatches,
+                            par.overlap_moe_expert_parallel_comm)
+        kept, transient = plan.peak(*(np.array([getattr(c, name) for c in chunks], dtype=float)
+                                      for name in ("kept", "forward", "backward", "deferred", "largest_layer")),
+                                    weight=1.0 + overhead)
+        return kept, transient
 
     def _communicators(self) -> int:
         """Process groups of more than one rank this rank talks through (NCCL connects them lazily, on use)."""

@@ -3,9 +3,12 @@
 A stage's schedule (workload/schedule.py) is a list of steps: F (forward), B (backward, or only its input
 gradient when the table has a W of the same micro-batch and chunk: a split backward, as ZB-H1, ZB-V and DualPipe
 run it) and W (a split backward's weight gradients). Walking it in order, each forward of a model chunk adds what
-the chunk keeps per micro-batch, each whole backward frees it, a split one frees all but the inputs its weight
-gradients read (activations.WEIGHT_GRADIENT_INPUTS), and its W frees those. The peak is taken over every F and B:
-what is kept before it (plus, for an F, what it keeps) plus what the running forward or backward holds on top.
+the chunk keeps per micro-batch, each whole backward frees it, a split one trades it for what its weight gradients
+read, every GEMM's input and output gradient (activations.ActivationModel.deferred: more than the chunk keeps under
+recomputation), and its W frees those. The peak is taken over every step: what is kept
+before it (plus, for an F, what it keeps) plus what the running forward or backward holds on top (a W: nothing on
+top, its weight gradients accumulating into the fp32 main_grad the states count; what is kept before it is the level
+a split B left, above the one before that B where the B re-created more than the chunk kept).
 
 A combined step (Step.combined: overlap_moe_expert_parallel_comm's forward and backward of two micro-batches run as
 one, layer by layer, workload/megatron.py combined_step) frees the backward's layers as the forward keeps its own:
@@ -70,29 +73,30 @@ class StagePlan:
             return 0.0
         return float(kept[self.chunk[self.forward]].sum()) / self.microbatches
 
-    def peak(self, kept: np.ndarray, forward: np.ndarray, backward: np.ndarray, weight_inputs: np.ndarray,
-             layer: np.ndarray | None = None) -> tuple[float, float]:
+    def peak(self, kept: np.ndarray, forward: np.ndarray, backward: np.ndarray, deferred: np.ndarray,
+             layer: np.ndarray | None = None, weight: float = 1.0) -> tuple[float, float]:
         """(kept, transient) at the step where their sum peaks (the first such step; (0, 0) when no step holds
         anything), given per model chunk what a micro-batch keeps, what its forward and its backward hold on top,
         what a split backward keeps until its W, and the most one of its layers keeps (`layer`: what a combined
-        step holds on top of what was kept before it; the whole chunk where not given)."""
+        step holds on top of what was kept before it; the whole chunk where not given); `weight`: the steps are ranked
+        by kept + weight x transient (the caching allocator's reserved high-water mark counts transients more)."""
         if not self.chunk.size:
             return 0.0, 0.0
-        k, w = kept[self.chunk], weight_inputs[self.chunk]
+        k, w = kept[self.chunk], deferred[self.chunk]
         freed = k - np.where(self.split, w, 0.0)
         delta = np.where(self.forward, k, -np.where(self.weight, w, freed))
         live = np.empty_like(delta)
         live[0] = 0.0
         np.cumsum(delta[:-1], out=live[1:])  # kept before each step, summed in step order
         first = np.where(self.forward, live + k, live)
-        second = np.where(self.forward, forward[self.chunk], backward[self.chunk])
+        second = np.where(self.forward, forward[self.chunk], np.where(self.weight, 0.0, backward[self.chunk]))
         if self.paired.any():  # a combined step peaks at its F's entry: one layer more, the larger transient
             pair = self.forward & self.paired
             after = np.append(self.chunk[1:], 0)  # the chunk of the B paired with an F
             grown = (kept if layer is None else layer)[self.chunk]
             first = np.where(pair, live + grown, first)
             second = np.where(pair, np.maximum(second, backward[after]), second)
-        total = np.where(self.weight | (self.paired & ~self.forward), -np.inf, first + second)
+        total = np.where(self.paired & ~self.forward, -np.inf, first + weight * second)
         best = int(np.argmax(total))
         if not total[best] > 0.0:
             return 0.0, 0.0
