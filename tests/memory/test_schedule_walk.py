@@ -18,7 +18,7 @@ from simulon.workload.schedule import make_scheduler
 def plain_walk(schedule: str, chunks: int, stage: int, num_stages: int, microbatches: int,
                kept: list[float], forward: list[float], backward: list[float],
                deferred: list[float], layer: list[float] | None = None,
-               combined: bool = False) -> tuple[float, float]:
+               combined: bool = False, weight: float = 1.0) -> tuple[float, float]:
     """The walk as a loop over the steps: F adds what its chunk keeps, B frees it (a split B trades it for what its W
     reads, which may be more), W frees that; the peak is the first step whose kept plus transient is the largest (a
     W's transient: none). A combined step
@@ -43,7 +43,7 @@ def plain_walk(schedule: str, chunks: int, stage: int, num_stages: int, microbat
             live -= deferred[chunk]
         else:
             live -= kept[chunk] - (deferred[chunk] if (microbatch, chunk) in split else 0.0)
-        if sum(candidate) > sum(best):
+        if candidate[0] + weight * candidate[1] > best[0] + weight * best[1]:
             best = candidate
     return best
 
@@ -135,9 +135,9 @@ def test_the_memory_model_keeps_what_the_loop_keeps_on_every_stage(schedule, vpp
     walks = []
     peak = StagePlan.peak
 
-    def recorded(plan, *columns):
-        walks.append(([column.tolist() for column in columns], peak(plan, *columns)))
-        return walks[-1][1]
+    def recorded(plan, *columns, weight=1.0):
+        walks.append(([column.tolist() for column in columns], weight, peak(plan, *columns, weight=weight)))
+        return walks[-1][2]
 
     monkeypatch.setattr(StagePlan, "peak", recorded)
     extra = {"pipeline_schedule": schedule, **({"vpp": vpp} if vpp > 1 else {})}
@@ -145,7 +145,8 @@ def test_the_memory_model_keeps_what_the_loop_keeps_on_every_stage(schedule, vpp
     memory = MemoryModel(wl, 4, 80 * GiB)
     for s in range(4):
         stage = memory.stage(s)
-        columns, (kept, transient) = walks[-1]
+        (columns, _, (kept, transient)), (_, weight, reserved) = walks[-2:]  # the allocated peak, the reserved one
         assert (kept, transient) == plain_walk(schedule, vpp, s, 4, 12, *columns)
+        assert weight > 1.0 and reserved == plain_walk(schedule, vpp, s, 4, 12, *columns, weight=weight)
         assert stage.kept_activations == kept > 0
         assert stage.terms.get("layer transient", transient) == transient
