@@ -18,7 +18,7 @@ from simulon.search.space import EXCLUDED, RULES, Limits, Space, Strategy, broke
 
 
 def reference_rule(layers, num_gpus, gbs, seq, tp, pp, vpp, cp, ep, unsplit, mbs, sp, ddp, overlap, uneven,
-                   zero_bubble, unsplittable):
+                   zero_bubble, unsplittable, zero23):
     """The rules as first written, one combination at a time (the index in RULES of the first broken, + 1)."""
     if (pp == 1 and vpp > 1) or (not uneven and layers % (pp * vpp)) or unsplittable:
         return 1
@@ -44,6 +44,8 @@ def reference_rule(layers, num_gpus, gbs, seq, tp, pp, vpp, cp, ep, unsplit, mbs
         return 10
     if zero_bubble and (pp == 1 or vpp > 1):
         return 11
+    if zero23 and dp * cp == 1:
+        return 12
     return 0
 
 
@@ -52,15 +54,15 @@ powers = st.sampled_from([1, 2, 3, 4, 8, 16])
 
 @given(layers=st.integers(1, 96), num_gpus=st.sampled_from([8, 24, 64, 1024]), gbs=st.integers(1, 1024),
        seq=st.sampled_from([1000, 2048, 4096]), tp=powers, pp=powers, vpp=st.integers(1, 8), cp=powers, ep=powers,
-       mbs=powers, flags=st.lists(st.booleans(), min_size=7, max_size=7))
+       mbs=powers, flags=st.lists(st.booleans(), min_size=8, max_size=8))
 @settings(max_examples=500, deadline=None)
 def test_the_rules_on_arrays_break_exactly_where_their_plain_statement_does(layers, num_gpus, gbs, seq, tp, pp, vpp,
                                                                             cp, ep, mbs, flags):
-    unsplit, sp, ddp, overlap, uneven, zero_bubble, unsplittable = flags
+    unsplit, sp, ddp, overlap, uneven, zero_bubble, unsplittable, zero23 = flags
     args = (layers, num_gpus, gbs, seq, tp, pp, vpp, cp, ep, unsplit, mbs, sp, ddp, overlap, uneven, zero_bubble,
-            unsplittable)
+            unsplittable, zero23)
     assert int(broken_rules(*args)) == reference_rule(*args)
-    assert len(RULES) == 11
+    assert len(RULES) == 12
 
 
 def small():
@@ -141,3 +143,14 @@ def test_a_pipeline_size_the_limits_ask_for_is_tried_so_that_the_rules_say_why_i
     screen = EVERYTHING.restricted(Limits({"pp": (3,)})).screened()
     assert screen.allowed > 0 and screen.passing == 0
     assert screen.broken_by_all == ("divisibility: tp x pp x cp must divide the GPUs",)
+
+
+def test_zero2_and_fsdp_are_searched_only_where_there_is_more_than_one_data_parallel_rank_to_shard_over():
+    """At dp x cp = 1 ZeRO-2 and FSDP shard nothing: they ran as the distributed optimizer does, taking two more
+    replay slots, and FSDP was read as dropping Transformer Engine's fp8 weight cache (2.8 GiB less on the quick
+    start in fp8), so the search ranked it first."""
+    strategies = list(Space(small().workload, 8, 4, fp8=False).strategies())
+    alone = {s.sharding for s in strategies if s.dp * s.cp == 1}
+    shared = {s.sharding for s in strategies if s.dp * s.cp > 1}
+    assert alone == {"distributed_optimizer"}
+    assert shared == {"distributed_optimizer", "zero2", "fsdp"}
