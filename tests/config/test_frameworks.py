@@ -8,7 +8,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from simulon.config.errors import ConfigError
-from simulon.config.frameworks import MEGATRON_LM_2021, MEGATRON_LM_WITH_TE, NEMO_RECIPES, framework_defaults
+from simulon.config.frameworks import (
+    MEGATRON_LM_2021,
+    MEGATRON_LM_WITH_TE,
+    NEMO_RECIPES,
+    WELL_KNOWN_SHARDINGS,
+    framework_defaults,
+    sharding_named,
+)
 from simulon.config.loading import parse_scenario
 
 
@@ -87,3 +94,23 @@ def test_torchtitan_shards_fsdp2_over_data_parallel_ranks_and_its_tensor_paralle
     par = scenario("torchtitan", {"pp": 1, "dp": 4}).workload.parallelism
     assert (par.fsdp, par.sequence_parallel) == ("full_shard", True)
     assert not scenario("torchtitan", {"tp": 1, "pp": 1, "dp": 16}).workload.parallelism.sequence_parallel
+
+
+@pytest.mark.parametrize(("framework", "fsdp", "distributed_optimizer"), [
+    ("DeepSpeed ZeRO-3", "full_shard", False), ("DeepSpeed (ZeRO stage 2)", "shard_grad_op", False),
+    ("deepspeed zero_1", "none", True), ("Hugging Face Accelerate, FSDP", "full_shard", False),
+    ("torchtitan FULL_SHARD", "full_shard", False), ("Megatron-LM, distributed optimizer", "none", True),
+    ("DeepSpeed 0.14", "none", False), ("NeMo 24.07", "none", True)])
+def test_a_sharding_the_framework_names_is_the_runs_sharding_where_the_scenario_sets_none(framework, fsdp,
+                                                                                          distributed_optimizer):
+    """'DeepSpeed ZeRO-3' dropped its stage: a 149 GiB 'does not fit' where fsdp: full_shard gives 35 GiB."""
+    par = scenario(framework, {"vpp": 1}).workload.parallelism
+    assert (par.fsdp, par.distributed_optimizer) == (fsdp, distributed_optimizer)
+    stated = scenario(framework, {"vpp": 1, "fsdp": "none", "distributed_optimizer": False}).workload.parallelism
+    assert (stated.fsdp, stated.distributed_optimizer) == ("none", False)  # what the scenario writes wins
+
+
+@given(st.sampled_from(["ZeRO", "zero", "Zero"]), st.sampled_from(["-", "_", " ", "", " stage ", "-stage-"]),
+       st.integers(0, 3), st.sampled_from(["DeepSpeed ", "Megatron-DeepSpeed (", ""]))
+def test_a_zero_stage_is_read_however_it_is_spelled(zero, sep, stage, before):
+    assert sharding_named(f"{before}{zero}{sep}{stage}") == WELL_KNOWN_SHARDINGS[f"zero-{stage}"]

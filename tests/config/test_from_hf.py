@@ -481,3 +481,35 @@ def test_a_missing_json_file_in_a_folder_is_named_as_a_missing_file_not_a_hub_id
             as raised:
         ModelSpec.model_validate({"from_hf": "configs/llama.json"}, context={"base_dir": tmp_path})
     assert "Hub" not in str(raised.value)
+
+
+@pytest.mark.parametrize(("config", "template"), [
+    ({"model_type": "gpt2", "n_layer": 12, "n_embd": 768, "n_head": 12, "n_inner": None, "vocab_size": 50257,
+      "activation_function": "gelu_new"}, "gpt2-125m"),  # openai-community/gpt2's config.json (shape keys)
+    ({"model_type": "opt", "num_hidden_layers": 24, "hidden_size": 1024, "num_attention_heads": 16, "ffn_dim": 4096,
+      "vocab_size": 50272, "activation_function": "relu"}, "opt-350m"),  # facebook/opt-350m's
+])
+def test_a_family_whose_configuration_class_ties_the_embeddings_reads_tied_where_the_file_leaves_the_key_out(
+        tmp_path, config, template):
+    """save_pretrained leaves out a value equal to its class's default: GPT2Config's and OPTConfig's is tied, so their
+    files never write it. Read untied, GPT-2 small counted 162M parameters for its 124M."""
+    assert model_from_hf(write(tmp_path, config))["tie_embeddings"] is True
+    assert ModelSpec.model_validate({"from": template}).tie_embeddings is True
+    assert model_from_hf(write(tmp_path, {**config, "tie_word_embeddings": False}))["tie_embeddings"] is False
+    assert model_from_hf(write(tmp_path, LLAMA_31_70B | {"tie_word_embeddings": None}))["tie_embeddings"] is False
+
+
+@pytest.mark.parametrize(("doc", "says"), [
+    ({"model_type": "bert", "architectures": ["BertForMaskedLM"]}, "key 'model_type' is 'bert', an encoder-only"),
+    ({"model_type": "modernbert"}, "encoder-only"),
+    ({"model_type": "t5", "is_encoder_decoder": True}, "key 'model_type' is 't5', an encoder-decoder"),
+    ({"model_type": "my_seq2seq", "is_encoder_decoder": True}, "key 'is_encoder_decoder' says the model is an "
+                                                                "encoder-decoder"),
+])
+def test_an_encoder_only_or_encoder_decoder_config_is_refused_not_read_as_a_decoder(tmp_path, doc, says):
+    """bert-base-uncased's config.json read as a 12-layer decoder (its keys are the decoder's)."""
+    shape = {"num_hidden_layers": 12, "hidden_size": 768, "num_attention_heads": 12, "intermediate_size": 3072,
+             "vocab_size": 30522, "hidden_act": "gelu"}
+    with pytest.raises(HFConfigError, match=re.escape(says)):
+        model_from_hf(write(tmp_path, shape | doc))
+    assert model_from_hf(write(tmp_path, shape | {"model_type": "my_decoder", "is_encoder_decoder": False}))

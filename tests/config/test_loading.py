@@ -16,14 +16,8 @@ from hypothesis import strategies as st
 
 from helpers import SEED_SCENARIO, seed_dict
 from simulon.config.errors import ConfigError, parse_yaml, shown
-from simulon.config.loading import (
-    WELL_KNOWN_KEYS,
-    WELL_KNOWN_SHARDINGS,
-    key_synonym,
-    load_scenario,
-    parse_scenario,
-    sharding_synonym,
-)
+from simulon.config.frameworks import WELL_KNOWN_SHARDINGS, sharding_synonym
+from simulon.config.loading import WELL_KNOWN_KEYS, key_synonym, load_scenario, parse_scenario
 from simulon.config.workload import ParallelismSpec
 
 SEED = seed_dict()

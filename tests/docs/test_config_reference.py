@@ -34,3 +34,10 @@ def test_units_are_written_as_a_scenario_writes_them():
     page = reference("datacenter")
     assert "| `memory_bandwidth` | bandwidth (`400Gbps`, `50GBps`, `3.35TBps`) | required | HBM bandwidth |" in page
     assert re.search(r"\| `oversubscription` \| ratio \(`2.0`, or `2:1`\)", page)
+
+
+def test_the_model_block_says_it_may_start_from_a_huggingface_config_as_well_as_a_template():
+    page = reference("workload")
+    model = page[page.index("## ModelSpec"):].split("| key |")[0]
+    assert "`from:` starts the block from a shipped template" in model and "`from_hf:` builds the block" in model
+    assert "from_hf" not in page[:page.index("## ModelSpec")]

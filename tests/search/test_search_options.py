@@ -13,7 +13,7 @@ import pytest
 from helpers import ROOT, SEED_SCENARIO, cli
 from simulon.cli.search import limits_from
 from simulon.config.errors import ConfigError
-from simulon.config.loading import WELL_KNOWN_SHARDINGS, sharding_synonym
+from simulon.config.frameworks import WELL_KNOWN_SHARDINGS, sharding_synonym
 from simulon.search.space import SHARDING_SETTINGS
 
 HETERO = ROOT / "examples" / "hetero_plan_h100_a100.yaml"

@@ -123,6 +123,25 @@ def test_a_decimal_point_still_tells_models_apart():
     assert template_stem_loose("model", "Qwen3-2507B") is None            # a size is not a date
 
 
+@pytest.mark.parametrize(("written", "stem"), [
+    ("gpt3_6_7b", "gpt3-6.7b"), ("gpt3_2_7b", "gpt3-2.7b"), ("llama_3_1_70b", "llama-3.1-70b"),
+    ("qwen2_5_7b", "qwen2.5-7b"), ("deepseek_v3_2", "deepseek-v3.2"), ("mistral_7b_v0_1", "mistral-7b-v0.1"),
+    ("llama_3_8b", "llama-3-8b"), ("gemma_2_27b", "gemma-2-27b"), ("gpt3_13b", "gpt3-13b"),
+])
+def test_a_name_written_as_an_identifier_reads_a_separator_between_digits_as_the_decimal_point_it_replaces(written,
+                                                                                                           stem):
+    assert template_stem_loose("model", written) == stem
+
+
+@pytest.mark.parametrize("written", ["gpt3_1_3b", "GPT3-1-3B", "gpt3 1 3b"])
+def test_a_name_that_reads_as_two_templates_is_refused_naming_both(written):
+    """gpt3_1_3b loaded GPT-3 13B (its letters and digits are 13B's) for a user who meant 1.3B."""
+    with pytest.raises(ValueError, match=r"ambiguous.*gpt3-13b or as gpt3-1\.3b"):
+        template_stem_loose("model", written)
+    with pytest.raises(ValueError, match="ambiguous"):
+        ModelSpec.model_validate({"from": written})
+
+
 @given(st.sampled_from(template_names("model")), st.sampled_from(["-", "_", " ", ""]), st.booleans(),
        st.sampled_from(["", "some-org/"]))
 def test_any_case_separator_and_organisation_finds_every_model_template(stem, sep, upper, org):

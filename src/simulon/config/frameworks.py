@@ -7,6 +7,7 @@ naming a framework this way (`workload.framework: "NeMo 24.07"`) takes them wher
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -137,6 +138,49 @@ def _megatron_lm_2021(framework: Framework, bare_is_current: bool) -> bool:
         framework.version is not None and 1 <= framework.version[0] <= 3)
 
 
+WELL_KNOWN_SHARDINGS: dict[str, tuple[str, dict[str, Any]]] = {
+    "zero-0": ("ZeRO-0", {"fsdp": "none", "distributed_optimizer": False}),
+    "zero-1": ("ZeRO-1", {"fsdp": "none", "distributed_optimizer": True}),
+    "zero-2": ("ZeRO-2", {"fsdp": "shard_grad_op"}),
+    "zero-3": ("ZeRO-3", {"fsdp": "full_shard"}),
+    "NO_SHARD": ("FSDP's NO_SHARD", {"fsdp": "none", "distributed_optimizer": False}),
+    "SHARD_GRAD_OP": ("FSDP's SHARD_GRAD_OP", {"fsdp": "shard_grad_op"}),
+    "FULL_SHARD": ("FSDP's FULL_SHARD", {"fsdp": "full_shard"}),
+    "ddp": ("DDP", {"fsdp": "none", "distributed_optimizer": False}),
+    "distributed_optimizer": ("the distributed optimizer", {"fsdp": "none", "distributed_optimizer": True}),
+    "fsdp": ("FSDP", {"fsdp": "full_shard"}),
+}
+"""Shardings by their well-known names (DeepSpeed's ZeRO stages, PyTorch FSDP's sharding strategies, the names
+`simulon search` reports), each with what it is called and the workload.parallelism settings that are it. Names
+are matched ignoring case and punctuation (`ZeRO-3`, `zero3`, `full-shard`); a whole number n is ZeRO-n."""
+
+
+def _bare_name(text: Any) -> str:
+    return re.sub(r"[^a-z0-9]", "", str(text).lower())
+
+
+def sharding_synonym(value: Any) -> tuple[str, dict[str, Any]] | None:
+    """(what it is called, the workload.parallelism settings that are it) for a well-known name of a sharding
+    (WELL_KNOWN_SHARDINGS), else None."""
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        return None
+    names = {_bare_name(name): entry for name, entry in WELL_KNOWN_SHARDINGS.items()}
+    bare = _bare_name(value)
+    return names.get(bare) or (names.get(f"zero{bare}") if bare.isdigit() else None)
+
+
+def sharding_named(text: str) -> tuple[str, dict[str, Any]] | None:
+    """The sharding a framework's description names ("DeepSpeed ZeRO-3", "DeepSpeed (ZeRO stage 2)", "PyTorch FSDP",
+    "Megatron-LM, distributed optimizer"), as sharding_synonym gives it, or None: a ZeRO stage by its number, else
+    the first word that is a sharding's name (a lone number is no ZeRO stage here)."""
+    stage = re.search(r"(?i)(?<![a-z])zero[-_ ]*(?:stage[-_ ]*)?([0-3])(?!\d)", text)
+    if stage:
+        return sharding_synonym(f"zero-{stage.group(1)}")
+    words = re.findall(r"[a-z][a-z0-9]*", text.lower())
+    phrases = (" ".join(words[at:at + n]) for at in range(len(words)) for n in (3, 2, 1))  # "full shard", "fsdp"
+    return next((sharding_synonym(p) for p in phrases if sharding_synonym(p)), None)
+
+
 ENGINES = {"deepspeed": "deepspeed"}
 """The pipeline engine a framework runs on, where it is not Megatron-Core's schedule (config.workload's `framework`:
 megatron or deepspeed); the others are simulated with Megatron-Core's, their own settings as their defaults say."""
@@ -145,12 +189,17 @@ megatron or deepspeed); the others are simulated with Megatron-Core's, their own
 def workload_defaults(text: str, parallelism: dict[str, Any], training: dict[str, Any]
                       ) -> tuple[str, dict[str, Any], dict[str, Any]]:
     """(pipeline engine, parallelism, training) of a scenario naming the framework `text`, the settings it gives
-    kept and those it leaves out taken from the framework's defaults: sequence parallelism only with tp > 1, TP
-    overlap only with sequence parallelism, the distributed optimizer only without FSDP (each as finally set)."""
+    kept and those it leaves out taken from the framework's defaults: a sharding the description names
+    ("DeepSpeed ZeRO-3": fsdp full_shard; sharding_named) where the scenario sets neither fsdp nor
+    distributed_optimizer, sequence parallelism only with tp > 1, TP overlap only with sequence parallelism, the
+    distributed optimizer only without FSDP (each as finally set)."""
     framework = resolve_framework(text)
     defaults = framework_defaults(text, bare_is_current=True)
     engine = ENGINES.get(framework.name if framework else "", "megatron")
     par = dict(parallelism)
+    named = sharding_named(text)
+    if named and not set(named[1]) & set(par):  # "DeepSpeed ZeRO-3": the stage it names, unless the scenario sets one
+        par.update(named[1])
     tp = par.get("tp", 1)
     par.setdefault("fsdp", defaults.fsdp)
     par.setdefault("sequence_parallel", defaults.sequence_parallel and isinstance(tp, int) and tp > 1)

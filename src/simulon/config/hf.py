@@ -5,8 +5,9 @@ models (LlamaConfig, MistralConfig, MixtralConfig, Qwen2/Qwen3(-MoE)Config, Deep
 GptOssConfig, Gemma/Gemma2/Gemma3TextConfig, Phi3Config; a multimodal config's `text_config`):
 
 - shape: num_hidden_layers, hidden_size, num_attention_heads, num_key_value_heads, head_dim, intermediate_size,
-  vocab_size, tie_word_embeddings (absent: untied, but tied in the Gemma families, as their configuration classes
-  default);
+  vocab_size, tie_word_embeddings (absent: its configuration class's default, tied in GPT-2, OPT, BLOOM, Falcon,
+  Gemma and the other TIED_MODEL_TYPES, untied elsewhere); encoder-only and encoder-decoder families are refused
+  (ENCODER_MODEL_TYPES, ENCODER_DECODER_MODEL_TYPES, is_encoder_decoder);
 - activation: hidden_act (Gemma's hidden_activation); the MLPs of the families above always gate it
   (down_proj(act(gate_proj x) * up_proj x): LlamaMLP, MixtralBlockSparseTop2MLP, Qwen3MoeMLP, DeepseekV3MLP,
   GemmaMLP, ...), GeGLU for a GELU, else SwiGLU, whatever hidden_act names; in other families `silu` is SwiGLU,
@@ -79,9 +80,15 @@ projection's weights and FLOPs, and has no name for a gate of ReLU or tanh."""
 GELU_ACTIVATIONS = frozenset({"gelu", "gelu_10", "gelu_fast", "gelu_new", "gelu_python", "gelu_pytorch_tanh",
                               "gelu_accurate", "quick_gelu", "fast_gelu"})
 """transformers' GELU activations (ACT2FN), exact or approximate."""
-TIED_MODEL_TYPES = GEMMA_MODEL_TYPES
-"""model_type of the families whose configuration class ties the embeddings unless the file says otherwise (Gemma's:
-tie_word_embeddings=True in GemmaConfig, Gemma2Config, Gemma3TextConfig); elsewhere an absent key reads untied."""
+TIED_MODEL_TYPES = GEMMA_MODEL_TYPES | frozenset({
+    "gpt2", "openai-gpt", "gpt_neo", "gpt_bigcode", "starcoder2", "opt", "bloom", "falcon", "mpt", "cohere", "cohere2",
+    "xglm", "biogpt", "ctrl", "smollm3", "ernie4_5", "ernie4_5_moe", "lfm2", "lfm2_moe", "jetmoe", "minicpm3",
+    "recurrent_gemma", "vaultgemma"})
+"""model_type of the decoder families whose configuration class ties the embeddings unless the file says otherwise
+(`tie_word_embeddings: bool = True` in transformers 5.25.0's GPT2Config, OPTConfig, BloomConfig, FalconConfig,
+Starcoder2Config, CohereConfig, GemmaConfig, ...; save_pretrained leaves a value equal to its class's default out of
+config.json, so GPT-2's and OPT's files never write it); elsewhere an absent key reads untied, the default of
+LlamaConfig, MistralConfig, Qwen3Config, DeepseekV3Config, GptOssConfig, GPTNeoXConfig, PhiConfig and the rest."""
 WINDOW_EVERY_LAYER_MODEL_TYPES = frozenset({"mistral", "phi3", "starcoder2"})
 """model_type of the families whose attention windows every layer by sliding_window (no layer_types)."""
 WINDOW_PATTERN_DEFAULTS = {"gpt_oss": 2, "gemma2": 2, "gemma3": 6, "gemma3_text": 6}
@@ -119,7 +126,21 @@ GPTBigCodeConfig: `n_inner if n_inner is not None else 4 * hidden_size`)."""
 CLASS_VOCABULARIES = {"gemma3_text": 262_208, "gemma3": 262_208}
 """model_type -> the vocabulary its configuration class defaults to, for a file that leaves it out: the text_config
 of Gemma 3's multimodal checkpoints writes only what differs from Gemma3TextConfig's defaults (vocab_size=262_208)."""
+ENCODER_MODEL_TYPES = frozenset({
+    "bert", "roberta", "xlm-roberta", "xlm-roberta-xl", "camembert", "deberta", "deberta-v2", "distilbert", "electra",
+    "albert", "modernbert", "mpnet", "megatron-bert", "ernie", "bert-generation", "big_bird", "longformer", "esm"})
+"""model_type of encoder-only families (BertConfig, RobertaConfig, DebertaV2Config, ModernBertConfig, ...): every
+token attends to the whole sequence and there is no causal language-model head, which simulon's decoder is not."""
+ENCODER_DECODER_MODEL_TYPES = frozenset({
+    "t5", "mt5", "umt5", "longt5", "switch_transformers", "bart", "mbart", "pegasus", "pegasus_x", "marian", "m2m_100",
+    "nllb-moe", "whisper", "t5gemma", "t5gemma2", "led", "plbart", "prophetnet", "blenderbot", "blenderbot-small"})
+"""model_type of encoder-decoder families (T5Config, BartConfig, WhisperConfig, ...; a file of another family says so
+with is_encoder_decoder: true): two stacks with cross-attention, which simulon's decoder is not."""
 UNREAD_MODEL_TYPES = {
+    **dict.fromkeys(ENCODER_MODEL_TYPES, "an encoder-only model: its tokens attend both ways and it has no "
+                                         "language-model decoder, which simulon models"),
+    **dict.fromkeys(ENCODER_DECODER_MODEL_TYPES, "an encoder-decoder model: simulon models one decoder stack, "
+                                                 "without cross-attention"),
     "mamba": "a pure Mamba model (MambaConfig), which has no attention layers",
     "mamba2": "a pure Mamba-2 model (Mamba2Config), which has no attention layers",
     "jamba": "Jamba (JambaConfig), whose layer periods this reader does not take",
@@ -515,6 +536,8 @@ UNREAD_KEYS = {
                          "the model block's hybrid_pattern yourself",
     "expert_layer_period": "lays out experts among the layers (Jamba's), which this reader does not take: give the "
                            "model block's moe yourself",
+    "is_encoder_decoder": "says the model is an encoder-decoder: simulon models one decoder stack, without "
+                          "cross-attention: write the model block yourself",
 }
 """Keys that describe a model in a way the reader does not take: refused, rather than the model read without them
 (as a dense or all-attention model)."""
@@ -522,10 +545,12 @@ UNREAD_KEYS = {
 
 def _refuse_unread(cfg: Reader) -> None:
     if cfg.model_type in UNREAD_MODEL_TYPES:
+        hint = " (a hybrid's layers as hybrid_pattern, its Mamba mixer as mamba)" if "mamba" in cfg.model_type \
+            or cfg.model_type == "jamba" else ""
         raise cfg.fail("model_type", f"is {cfg.model_type!r}, {UNREAD_MODEL_TYPES[cfg.model_type]}: write its "
-                       "model block yourself (a hybrid's layers as hybrid_pattern, its Mamba mixer as mamba)")
+                       f"model block yourself{hint}")
     for key, problem in UNREAD_KEYS.items():
-        if cfg.doc.get(key) is not None:
+        if cfg.doc.get(key) not in (None, False):
             raise cfg.fail(key, problem)
 
 

@@ -32,6 +32,7 @@ from .errors import (
     shown,
     yaml_problem,
 )
+from .frameworks import sharding_synonym
 from .scenario import ScenarioConfig
 from .templates import template_files
 from .workload import ParallelismSpec
@@ -88,22 +89,6 @@ SHARDING_KEYS = ("fsdp", "distributed_optimizer")
 """The workload.parallelism keys that together set what data-parallel ranks shard: optimizer state, gradients,
 parameters."""
 
-WELL_KNOWN_SHARDINGS: dict[str, tuple[str, dict[str, Any]]] = {
-    "zero-0": ("ZeRO-0", {"fsdp": "none", "distributed_optimizer": False}),
-    "zero-1": ("ZeRO-1", {"fsdp": "none", "distributed_optimizer": True}),
-    "zero-2": ("ZeRO-2", {"fsdp": "shard_grad_op"}),
-    "zero-3": ("ZeRO-3", {"fsdp": "full_shard"}),
-    "NO_SHARD": ("FSDP's NO_SHARD", {"fsdp": "none", "distributed_optimizer": False}),
-    "SHARD_GRAD_OP": ("FSDP's SHARD_GRAD_OP", {"fsdp": "shard_grad_op"}),
-    "FULL_SHARD": ("FSDP's FULL_SHARD", {"fsdp": "full_shard"}),
-    "ddp": ("DDP", {"fsdp": "none", "distributed_optimizer": False}),
-    "distributed_optimizer": ("the distributed optimizer", {"fsdp": "none", "distributed_optimizer": True}),
-    "fsdp": ("FSDP", {"fsdp": "full_shard"}),
-}
-"""Shardings by their well-known names (DeepSpeed's ZeRO stages, PyTorch FSDP's sharding strategies, the names
-`simulon search` reports), each with what it is called and the workload.parallelism settings that are it. Names
-are matched ignoring case and punctuation (`ZeRO-3`, `zero3`, `full-shard`); a whole number n is ZeRO-n."""
-
 WELL_KNOWN_KEYS: dict[str, tuple[str, ...]] = {
     "tensor_model_parallel_size": ("tp",), "pipeline_model_parallel_size": ("pp",), "context_parallel_size": ("cp",),
     "expert_model_parallel_size": ("ep",), "expert_tensor_parallel_size": ("expert_tensor_parallel",),
@@ -120,16 +105,6 @@ the keys they are here. Matched ignoring case and punctuation (`--expert-tensor-
 
 def _bare_name(text: Any) -> str:
     return re.sub(r"[^a-z0-9]", "", str(text).lower())
-
-
-def sharding_synonym(value: Any) -> tuple[str, dict[str, Any]] | None:
-    """(what it is called, the workload.parallelism settings that are it) for a well-known name of a sharding
-    (WELL_KNOWN_SHARDINGS), else None."""
-    if isinstance(value, bool) or not isinstance(value, str | int):
-        return None
-    names = {_bare_name(name): entry for name, entry in WELL_KNOWN_SHARDINGS.items()}
-    bare = _bare_name(value)
-    return names.get(bare) or (names.get(f"zero{bare}") if bare.isdigit() else None)
 
 
 def key_synonym(key: str) -> tuple[str, ...] | None:

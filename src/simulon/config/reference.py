@@ -106,6 +106,7 @@ def sections(model: type[BaseModel], path: str, seen: set[type[BaseModel]]) -> I
     if issubclass(model, Templated):
         lines += [f"`from:` starts the block from a shipped template (`templates/{model.template_kind}/`) or a YAML "
                   "file; any key below overrides the template's.", ""]
+        lines += [model.other_sources, ""] if model.other_sources else []
     lines += ["| key | type | default | description |", "|---|---|---|---|"]
     nested: list[tuple[type[BaseModel], str]] = []
     for name, field in model.model_fields.items():

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import difflib
+import itertools
 import re
 from collections.abc import Callable
 from functools import cache
@@ -87,7 +88,31 @@ def template_stem_loose(kind: str, name: str) -> str | None:
     bare = {_bare(key): stem for key, stem in _index(kind)[0].items()}
     tail = name.strip().rsplit("/", 1)[-1]
     tries = [name, tail, _without_variant_words(tail)] if kind == "model" else [name, tail]
-    return next((bare[_bare(t)] for t in tries if _bare(t) in bare), None)
+    for attempt in tries:
+        stems = dict.fromkeys(bare[b] for b in _decimal_readings(attempt) if b in bare)
+        if len(stems) > 1:
+            raise AmbiguousTemplate(f"{kind} name {name!r} is ambiguous: a separator between two digits may be a "
+                                    f"decimal point, and it reads as {' or as '.join(stems)}; write the name as "
+                                    "shipped (the decimal point included)")
+        if stems:
+            return next(iter(stems))
+    return None
+
+
+_MAX_DECIMAL_GUESSES = 4
+
+
+def _decimal_readings(name: str) -> list[str]:
+    """`name` bare (_bare), and read with each combination of its separators between two digits as decimal points
+    ("gpt3_6_7b" is GPT-3 6.7B, "llama_3_1_70b" Llama 3.1 70B): names written as identifiers, where '.' is not
+    allowed. At most _MAX_DECIMAL_GUESSES separators are tried (16 readings)."""
+    parts = re.split(r"(?<=\d)[-_ ](?=\d)", name)
+    if len(parts) == 1 or len(parts) - 1 > _MAX_DECIMAL_GUESSES:
+        return [_bare(name)]
+    readings = []
+    for points in itertools.product(("", "."), repeat=len(parts) - 1):
+        readings.append(_bare("".join(part + point for part, point in zip(parts, (*points, ""), strict=True))))
+    return list(dict.fromkeys(readings))
 
 
 def _without_variant_words(name: str) -> str:
@@ -217,6 +242,10 @@ class TemplateLoop(ValueError):
     """Template files that start from one another in a loop."""
 
 
+class AmbiguousTemplate(ValueError):
+    """A name written loosely that reads as two shipped templates ("gpt3_1_3b": GPT-3 1.3B or 13B)."""
+
+
 def unknown_template(kind: str, ref: str) -> str:
     """What to say of a template name nothing shipped has: the close matches (to a HuggingFace id's name, less its
     organisation, and a model's less its VARIANT_WORDS), and the shipped names."""
@@ -243,6 +272,7 @@ class Templated(StrictModel):
     """A config block that can start from a template; subclasses name their template folder."""
 
     template_kind: ClassVar[str]
+    other_sources: ClassVar[str] = ""  # where else the block may start from, for the reference (config/reference.py)
 
     @model_validator(mode="before")
     @classmethod

@@ -160,6 +160,10 @@ class ModelSpec(Templated):
     """A decoder-only transformer. Named models fill unset fields from their template."""
 
     template_kind: ClassVar[str] = "model"
+    other_sources: ClassVar[str] = (
+        "`from_hf:` builds the block from a HuggingFace `config.json` (a path to the file, or to a checkpoint folder "
+        "holding one): its shape, attention, experts, MLA, Mamba or gated-delta-net layers and sliding windows "
+        "(config/hf.py says which keys); any key below overrides the file's, and `from:` beside it is refused.")
 
     name: str = "custom"
     num_layers: LayerCount
