@@ -136,6 +136,12 @@ def count(high: int, noun: str, low: int = 1) -> object:
     return Annotated[int, in_range(low, high, f"{high:,} {noun}")]
 
 
+def alphanumeric(text: Any) -> str:
+    """`text` in lower case, letters and digits only: how names are compared ignoring case and punctuation
+    ("ZeRO-3" and "zero3", "--expert-tensor-parallel-size" and "expert_tensor_parallel_size")."""
+    return re.sub(r"[^a-z0-9]", "", str(text).lower())
+
+
 WHOLE_NUMBER = re.compile(r"[0-9]{1,18}")
 """A whole number as a command line or a table cell writes one: ASCII digits (str.isdigit also passes '²', which
 int() refuses), at most 18 of them (no count simulon reads comes near; Python refuses past 4,300)."""

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
+from .common import alphanumeric
 from .dc import Routing
 from .resolve import Framework, resolve_framework
 
@@ -155,17 +156,13 @@ WELL_KNOWN_SHARDINGS: dict[str, tuple[str, dict[str, Any]]] = {
 are matched ignoring case and punctuation (`ZeRO-3`, `zero3`, `full-shard`); a whole number n is ZeRO-n."""
 
 
-def _bare_name(text: Any) -> str:
-    return re.sub(r"[^a-z0-9]", "", str(text).lower())
-
-
 def sharding_synonym(value: Any) -> tuple[str, dict[str, Any]] | None:
     """(what it is called, the workload.parallelism settings that are it) for a well-known name of a sharding
     (WELL_KNOWN_SHARDINGS), else None."""
     if isinstance(value, bool) or not isinstance(value, str | int):
         return None
-    names = {_bare_name(name): entry for name, entry in WELL_KNOWN_SHARDINGS.items()}
-    bare = _bare_name(value)
+    names = {alphanumeric(name): entry for name, entry in WELL_KNOWN_SHARDINGS.items()}
+    bare = alphanumeric(value)
     return names.get(bare) or (names.get(f"zero{bare}") if bare.isdigit() else None)
 
 
@@ -178,7 +175,7 @@ def sharding_named(text: str) -> tuple[str, dict[str, Any]] | None:
         return sharding_synonym(f"zero-{stage.group(1)}")
     words = re.findall(r"[a-z][a-z0-9]*", text.lower())
     phrases = (" ".join(words[at:at + n]) for at in range(len(words)) for n in (3, 2, 1))  # "full shard", "fsdp"
-    return next((sharding_synonym(p) for p in phrases if sharding_synonym(p)), None)
+    return next(filter(None, map(sharding_synonym, phrases)), None)
 
 
 ENGINES = {"deepspeed": "deepspeed"}

@@ -138,12 +138,15 @@ ENCODER_DECODER_MODEL_TYPES = frozenset({
 with is_encoder_decoder: true): two stacks with cross-attention, which simulon's decoder is not."""
 UNREAD_MODEL_TYPES = {
     **dict.fromkeys(ENCODER_MODEL_TYPES, "an encoder-only model: its tokens attend both ways and it has no "
-                                         "language-model decoder, which simulon models"),
+                                         "language-model decoder, which simulon models: write its model block "
+                                         "yourself"),
     **dict.fromkeys(ENCODER_DECODER_MODEL_TYPES, "an encoder-decoder model: simulon models one decoder stack, "
-                                                 "without cross-attention"),
-    "mamba": "a pure Mamba model (MambaConfig), which has no attention layers",
-    "mamba2": "a pure Mamba-2 model (Mamba2Config), which has no attention layers",
-    "jamba": "Jamba (JambaConfig), whose layer periods this reader does not take",
+                                                 "without cross-attention: write its model block yourself"),
+    **{model_type: f"{what}: write its model block yourself (a hybrid's layers as hybrid_pattern, its Mamba mixer "
+                   "as mamba)" for model_type, what in (
+        ("mamba", "a pure Mamba model (MambaConfig), which has no attention layers"),
+        ("mamba2", "a pure Mamba-2 model (Mamba2Config), which has no attention layers"),
+        ("jamba", "Jamba (JambaConfig), whose layer periods this reader does not take"))},
 }
 """model_type of the families this reader does not build, and why; a hybrid Mamba model is a model block with its
 hybrid_pattern and mamba block (NemotronHConfig files are read)."""
@@ -545,10 +548,7 @@ UNREAD_KEYS = {
 
 def _refuse_unread(cfg: Reader) -> None:
     if cfg.model_type in UNREAD_MODEL_TYPES:
-        hint = " (a hybrid's layers as hybrid_pattern, its Mamba mixer as mamba)" if "mamba" in cfg.model_type \
-            or cfg.model_type == "jamba" else ""
-        raise cfg.fail("model_type", f"is {cfg.model_type!r}, {UNREAD_MODEL_TYPES[cfg.model_type]}: write its "
-                       f"model block yourself{hint}")
+        raise cfg.fail("model_type", f"is {cfg.model_type!r}, {UNREAD_MODEL_TYPES[cfg.model_type]}")
     for key, problem in UNREAD_KEYS.items():
         if cfg.doc.get(key) not in (None, False):
             raise cfg.fail(key, problem)

@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from .common import FieldError
+from .common import FieldError, alphanumeric
 from .errors import (
     ConfigError,
     field_loc,
@@ -103,13 +103,9 @@ WELL_KNOWN_KEYS: dict[str, tuple[str, ...]] = {
 the keys they are here. Matched ignoring case and punctuation (`--expert-tensor-parallel-size`)."""
 
 
-def _bare_name(text: Any) -> str:
-    return re.sub(r"[^a-z0-9]", "", str(text).lower())
-
-
 def key_synonym(key: str) -> tuple[str, ...] | None:
     """The keys a well-known name of a key stands for (WELL_KNOWN_KEYS), else None."""
-    return {_bare_name(name): keys for name, keys in WELL_KNOWN_KEYS.items()}.get(_bare_name(key))
+    return {alphanumeric(name): keys for name, keys in WELL_KNOWN_KEYS.items()}.get(alphanumeric(key))
 
 
 def _settings_text(settings: dict[str, Any]) -> str:

@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..config.common import DType
+from ..config.common import DType, alphanumeric
 from ..config.dc import DatacenterConfig, NodeSpec
 from ..config.errors import ConfigError
 from ..config.frameworks import MEGATRON_GPT, framework_defaults
@@ -187,7 +187,7 @@ def model_block(row: dict[str, str]) -> dict[str, Any]:
         if value is not None:
             block[field] = value
     dense = DENSE_LAYERS_NOTE.search(row["notes"])
-    if dense and _alphanumeric(dense.group(1)) in _alphanumeric(name):
+    if dense and alphanumeric(dense.group(1)) in alphanumeric(name):
         block["moe"] = {"first_dense_layers": int(dense.group(2))}
     if stem is None:
         if "hidden_size" not in block or "num_layers" not in block:
@@ -237,10 +237,6 @@ def _ties_as_sized(row: dict[str, str], model: dict[str, Any]) -> bool:
     if 2 * untied <= tied or 2 * tied <= untied:  # one count clearly nearer: at most half the other's distance
         return tied < untied
     return spec.tie_embeddings  # a rounded size both counts fit (GPT-2 XL's '1.6B': 1.56B tied, 1.63B untied)
-
-
-def _alphanumeric(text: str) -> str:
-    return re.sub(r"[^a-z0-9]", "", text.lower())
 
 
 def _precision(row: dict[str, str]) -> tuple[DType, str | None]:
