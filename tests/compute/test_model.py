@@ -242,6 +242,37 @@ def test_more_hbm_bandwidth_never_moves_a_gpu_to_a_lender_of_another_peak(peak, 
         assert np.all(fast <= slow * (1 + 1e-12))
 
 
+@settings(max_examples=25, deadline=None)
+@given(st.floats(2e12, 8e12), st.floats(1.001, 2.0))
+def test_a_gpu_of_the_h100s_chip_never_slows_with_more_hbm_bandwidth(bandwidth, more):
+    """The H100 and the H200 are one chip at one power limit fitted twice, the H200 sustaining a lower clock: a GPU
+    of that chip with another bandwidth took the H200's fit past the log midpoint of their bandwidths (4.01 TB/s),
+    and a long GEMM slowed by a few percent as its bandwidth passed it. Every kernel, sustained or in a loop."""
+    gpu = h100().model_copy(update={"name": "my-gpu", "memory_bandwidth": bandwidth})
+    faster = gpu.model_copy(update={"memory_bandwidth": bandwidth * more})
+    specs = [gemm("mlp", Phase.fwd, 8192, 28672, 8192, 2.0), gemm("thin", Phase.bwd_wg, 64, 4096, 4096, 2.0),
+             memory_bound("norm", Phase.fwd, 4.0 * 8192 * 4096, 8192 * 4096),
+             attention(Phase.fwd, 1, 32, 8, 4096, 4096, 128, 128, True, 2.0),
+             attention(Phase.bwd_ig, 1, 32, 8, 4096, 4096, 128, 128, True, 2.0, "cudnn")]
+    for sustained in (False, True):
+        slow = AnalyticalModel(gpu, DType.bf16, sustained_load=sustained).seconds(specs)
+        fast = AnalyticalModel(faster, DType.bf16, sustained_load=sustained).seconds(specs)
+        assert np.all(fast <= slow * (1 + 1e-12))
+
+
+def test_a_gpu_of_a_fitted_chip_runs_as_its_twin_of_no_more_bandwidth():
+    """Between the H100's and the H200's bandwidths, the H100's fit (each with the GPU's own bandwidth); at and past
+    the H200's, the faster of the two for each kernel: never the H200's where it is slower."""
+    specs = [gemm("mlp", Phase.fwd, 8192, 28672, 8192, 2.0)]
+    for tb in (4.0, 4.5, 4.8, 6.0):
+        gpu = h100().model_copy(update={"name": "my-gpu", "memory_bandwidth": tb * 1e12})
+        own = AnalyticalModel(gpu, DType.bf16, sustained_load=True).seconds(specs)
+        as_h100 = AnalyticalModel(gpu, DType.bf16, Calibrations.shipped().bandwidth_lenders(gpu)[0],
+                                  sustained_load=True).seconds(specs)
+        assert own == pytest.approx(as_h100, rel=1e-12)
+    assert len(Calibrations.shipped().bandwidth_lenders(gpu)) == 2
+
+
 def test_the_training_dtype_picks_the_gemm_peak():
     big = [gemm("mlp", Phase.fwd, 16384, 16384, 16384, 2.0)]
     bf16 = AnalyticalModel(h100(), DType.bf16).seconds(big)[0]

@@ -8,7 +8,9 @@ reaches is the narrow format's, not a different curve), and streams its operands
 (element + scale / block bytes each), which is where the format's extra traffic shows.
 
 A GPU whose template was never fitted borrows the parameters of the nearest fitted GPU (calibration.py);
-its own dense peak scales compute-bound work and its own HBM bandwidth memory-bound work.
+its own dense peak scales compute-bound work and its own HBM bandwidth memory-bound work. A GPU of the same chip as
+fitted ones of no more bandwidth than its own runs each kernel at the fastest of their fits
+(Calibrations.bandwidth_lenders), so that more bandwidth is never slower.
 """
 
 from __future__ import annotations
@@ -54,9 +56,13 @@ class AnalyticalModel:
         self.attention_dtype = attention
         self.attention_peak = gpu.peak_flops(self.attention_dtype)
         self.attention_clock = cal.gemm(gpu, self.attention_dtype)[0]  # the tensor cores' clock behaviour
+        self._fastest_of = [AnalyticalModel(gpu, dtype, lenders, sustained_load, repeats)
+                            for lenders in cal.bandwidth_lenders(gpu)]
 
     def seconds(self, specs: Sequence[KernelSpec]) -> np.ndarray:
         """Seconds of each kernel, GEMMs evaluated together."""
+        if self._fastest_of:
+            return np.min([model.seconds(specs) for model in self._fastest_of], axis=0)
         out = np.empty(len(specs))
         gemms = [i for i, s in enumerate(specs) if s.kclass in GEMM_CLASSES]
         by_dtype: dict[DType, list[int]] = {}

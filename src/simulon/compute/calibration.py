@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 
 from ..config.common import DType
-from ..config.dc import GPUSpec, nearest_template, shipped_gpu
+from ..config.dc import GPUSpec, nearest_template, same_chip, shipped_gpu
 from ..config.number_formats import number_format
 from ..workload.kernels import WARP_MMA_LIBRARIES
 
@@ -106,6 +106,8 @@ class Calibrations:
     warp_mma_fraction: dict[str, float] = field(default_factory=dict)  # GPU -> Ampere's per-SM rate, of its peak
     special_function_rate: dict[str, float] = field(default_factory=dict)  # GPU -> exponentials per SM-clock over 16
     tensor_instruction: dict[str, str] = field(default_factory=dict)  # GPU -> the instruction its GEMM tiles issue
+    lenders_at: float | None = None  # the HBM bandwidth (B/s) a GPU's lenders are chosen at (bandwidth_lenders),
+    #                                  else its own
 
     @classmethod
     def shipped(cls) -> Calibrations:
@@ -229,6 +231,23 @@ class Calibrations:
         cal = self.gpus[donor]
         return cal.attention[next(key for key in (*alike, *chain) if key in cal.attention)], donor
 
+    def bandwidth_lenders(self, gpu: GPUSpec) -> list[Calibrations]:
+        """Where a GPU without a fit of its own is the same chip (`same_chip`: equal dense peaks and TDP) as fitted
+        GPUs of no more HBM bandwidth than its own: for each such bandwidth, the calibrations that choose the GPU's
+        lenders as if it had that bandwidth (`lenders_at`; each part from the GPU nearest that, as such a GPU would
+        borrow it). AnalyticalModel times each kernel at the fastest of them, with the GPU's own bandwidth: a fit
+        measured on a twin with more bandwidth carries what that memory did to the chip (the H200 sustains a lower
+        clock than the H100 at the same 700 W, its HBM3e drawing more of it), which a GPU given more bandwidth does
+        not pay for it. The nearest alone switched to the H200's fit half-way between the two: a GPU of H100
+        compute ran the quick start in 520.9 ms at 4.0 TB/s and 527.6 ms at 4.02; a blend of the two fits made a
+        step of long GEMMs slower with each added TB/s. Empty where the GPU is fitted, has no such twin (the nearest
+        alone lends), or the lenders are chosen at a set bandwidth already."""
+        if gpu.template in self.gpus or self.lenders_at is not None:
+            return []
+        twins = {shipped_gpu(stem).memory_bandwidth for stem in self.gpus
+                 if shipped_gpu(stem).vendor == gpu.vendor and same_chip(shipped_gpu(stem), gpu)}
+        return [replace(self, lenders_at=bandwidth) for bandwidth in sorted(twins) if bandwidth <= gpu.memory_bandwidth]
+
     def nearest(self, gpu: GPUSpec, has, preferred=lambda stem: True) -> str | None:
         """The GPU itself if fitted, else the fitted GPU closest in spec (config.dc.nearest_template): same vendor
         first, then the same chip at the same power limit (equal dense peaks and TDP: its clocks under load, and so
@@ -237,6 +256,8 @@ class Calibrations:
         stem = gpu.template
         if stem in self.gpus and has(self.gpus[stem]):
             return stem
+        if self.lenders_at is not None:
+            gpu = gpu.model_copy(update={"memory_bandwidth": self.lenders_at})
         return nearest_template(gpu, [other for other, cal in self.gpus.items() if has(cal)], preferred)
 
 
