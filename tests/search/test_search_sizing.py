@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from simulon.config.errors import ConfigError
-from simulon.search.run import load_search_scenario
+from simulon.search.run import Search, load_search_scenario
 
 SCENARIO = """\
 datacenter: {{from: "{system}"}}
@@ -31,3 +31,16 @@ def test_a_search_asking_for_no_count_of_a_datacenter_without_one_is_refused_say
     path.write_text(SCENARIO.format(system="dgx-h100", gpus=8).replace("num_gpus: 8, ", ""))
     with pytest.raises(ConfigError, match=r"datacenter\.cluster: .*how many nodes .*a node holds 8 GPUs"):
         load_search_scenario(path)
+
+
+@pytest.mark.parametrize(("system", "gpus", "tensor_sizes"), [("GB200 NVL72", 72, (1, 2, 4, 8)),
+                                                              ("dgx-h100", 16, (1, 2, 4, 8)),
+                                                              ("dgx-h100", 8, (1, 2, 4, 8))])
+def test_a_search_tries_tensor_parallelism_up_to_the_nvlink_domain_not_the_node(tmp_path, system, gpus, tensor_sizes):
+    """A GB200 NVL72 tray holds 4 GPUs, its NVLink domain 72: tp 8 spans two trays over the NVSwitch (Megatron keeps
+    a tensor-parallel group inside one NVLink domain) and was never tried. Llama 3.2 1B's 32 heads and 8 key/value
+    heads cap tp at 8."""
+    path = tmp_path / "s.yaml"
+    path.write_text(SCENARIO.format(system=system, gpus=gpus))
+    sc, asked = load_search_scenario(path)
+    assert Search(sc, asked).space.tried()["tp"] == tensor_sizes

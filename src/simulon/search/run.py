@@ -400,7 +400,7 @@ class Search:
         except ValueError as exc:
             raise ConfigError(f"datacenter.node_groups: {exc}") from None
         has_fp8 = fp8 and _supports(gpu, DType.fp8)
-        self.space = Space(self.workload, self.num_gpus, dc.gpus_per_node, has_fp8, limits)
+        self.space = Space(self.workload, self.num_gpus, dc.domain_gpus, has_fp8, limits)
         topology = Topology.from_datacenter(dc, self.num_gpus)
         self.estimator = Estimator(self.workload, dc, CollectivePlan.from_config(topology, sc.collective),
                                    sc.collective)

@@ -11,16 +11,15 @@ pipeline split, which makes those stages lighter itself and which Megatron-Core 
 counts).
 
 Rules that are exact (a strategy they remove cannot run, or another strategy is never worse):
-* divisibility: tp divides the heads, the key/value heads and the GPUs of a node (Megatron keeps a tensor-
-  parallel group inside one NVLink domain); pp divides the GPUs and pp·vpp the layers (an even split; pp is
-  tried among the GPU count's divisors, so that a layer count no pp divides, DeepSeek-V3's 61, still gets
-  uneven splits), and the workload's own split of the layers over pp·vpp works (config.pipeline_layout: with
-  `account_for_embedding/loss_in_pipeline_split`, pp·vpp divides the layers plus the embedding and the loss
-  counted as one each, not the layers; a hybrid pattern's `|` segments number pp·vpp); 2·cp divides the sequence;
-  tp·pp·cp
-  divides the GPUs; the micro-batch times dp divides the global batch, into a multiple of pp micro-batches
-  when interleaved; ep divides the experts and, with
-  experts split like the attention (etp = tp), dp·cp, or with unsplit experts (etp = 1) tp·cp·dp.
+* divisibility: tp divides the heads, the key/value heads and the GPUs of an NVLink domain (Megatron keeps a
+  tensor-parallel group inside one: a node of eight, or 72 GPUs over 18 trays of a GB200 NVL72 rack); pp divides the
+  GPUs and pp·vpp the layers (an even split; pp is tried among the GPU count's divisors, so that a layer count no pp
+  divides, DeepSeek-V3's 61, still gets uneven splits), and the workload's own split of the layers over pp·vpp works
+  (config.pipeline_layout: with `account_for_embedding/loss_in_pipeline_split`, pp·vpp divides the layers plus the
+  embedding and the loss counted as one each, not the layers; a hybrid pattern's `|` segments number pp·vpp); 2·cp
+  divides the sequence; tp·pp·cp divides the GPUs; the micro-batch times dp divides the global batch, into a
+  multiple of pp micro-batches when interleaved; ep divides the experts and, with experts split like the attention
+  (etp = tp), dp·cp, or with unsplit experts (etp = 1) tp·cp·dp.
 * dominance: with tp > 1 sequence parallelism keeps the same communication volume (a reduce-scatter and an
   all-gather in place of each all-reduce) and never more memory, so strategies without it are dropped; plain
   data parallelism is dropped for the distributed optimizer, which moves the same bytes (reduce-scatter plus
@@ -34,6 +33,7 @@ some restriction allows (Space.screened) finds the rules every one of them break
 from __future__ import annotations
 
 import itertools
+import math
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
@@ -172,11 +172,12 @@ def _divisors(n: int, cap: int | None = None) -> list[int]:
 
 
 class Space:
-    """Every strategy for one workload on `num_gpus` GPUs of `gpus_per_node`, counting what the rules prune."""
+    """Every strategy for one workload on `num_gpus` GPUs in NVLink domains of `domain_gpus` (config.dc
+    DatacenterConfig.domain_gpus: a node, or the nodes a scale-up fabric joins), counting what the rules prune."""
 
-    def __init__(self, workload: MegatronWorkload, num_gpus: int, gpus_per_node: int, fp8: bool,
+    def __init__(self, workload: MegatronWorkload, num_gpus: int, domain_gpus: int, fp8: bool,
                  limits: Limits | None = None):
-        self.workload, self.num_gpus, self.gpus_per_node = workload, num_gpus, gpus_per_node
+        self.workload, self.num_gpus, self.domain_gpus = workload, num_gpus, domain_gpus
         self.limits = limits or Limits()
         base = workload.training.dtype
         self.fp8 = fp8
@@ -193,10 +194,11 @@ class Space:
                 "micro_batch_size": MICRO_BATCHES, "dtype": self.dtypes}
 
     def tensor_sizes(self) -> list[int]:
-        """The tensor-parallel sizes tried: those that divide a node and split the model's layers
-        (config.scenario.tensor_split_problem: heads, MLP, Mamba groups)."""
+        """The tensor-parallel sizes tried: those that divide an NVLink domain and the GPU count, and split the
+        model's layers (config.scenario.tensor_split_problem: heads, MLP, Mamba groups)."""
         model = self.workload.model
-        return [t for t in _divisors(self.gpus_per_node) if tensor_split_problem(model, t) is None]
+        return [t for t in _divisors(math.gcd(self.domain_gpus, self.num_gpus))
+                if tensor_split_problem(model, t) is None]
 
     def expert_sizes(self) -> list[int]:
         """The expert-parallel sizes tried: those that divide the experts (1 without experts)."""
@@ -236,7 +238,7 @@ class Space:
 
     def restricted(self, limits: Limits) -> Space:
         """The same space under other limits, nothing counted yet."""
-        return Space(self.workload, self.num_gpus, self.gpus_per_node, self.fp8, limits)
+        return Space(self.workload, self.num_gpus, self.domain_gpus, self.fp8, limits)
 
     def screened(self) -> Screen:
         """The rules applied to every strategy the limits allow, counting what they prune (Screen); what explains
