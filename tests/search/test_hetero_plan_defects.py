@@ -15,7 +15,7 @@ from helpers import cli
 from simulon.config import ScenarioConfig
 from simulon.config.errors import field_loc
 from simulon.pipeline import simulate as simulate_scenario
-from simulon.search.hetero import Planner
+from simulon.search.hetero import Planner, unit_costs
 
 FABRIC = {"scale_out": {"nic": {"speed": "200Gbps", "latency": "2us"},
                         "topology": {"tiers": 2, "rail_optimized": True, "nics_per_leaf": 8, "spines": 4}},
@@ -182,3 +182,19 @@ def test_locations_without_union_branches_are_unchanged(loc):
 def test_each_kind_of_branch_tag_pydantic_writes_is_dropped(tag):
     assert field_loc(("workload", "model", "moe", "layer_freq", tag, 0)) == ("workload", "model", "moe",
                                                                              "layer_freq", 0)
+
+
+# --- the last stage's time holds its multi-token-prediction layers ---------------------------------------------------
+
+def test_the_last_stages_estimated_time_holds_its_multi_token_prediction_layers():
+    """The split counted the MTP layer on the last stage, the reported stage time did not (GLM-4.5-Air's slowest
+    stage 250 ms for about 272)."""
+    sc = ScenarioConfig.model_validate(scenario(model={"mtp_layers": 1}))
+    planner = Planner(sc)
+    plan = planner.plan_of((0, 0, 1, 1))
+    last = unit_costs(sc)[1]
+    n = plan.layers_per_stage[-1]
+    decoder = sum(last.layers[kind] for kind in planner.kinds[-n:])
+    mtp = sum(last.layers[kind] for kind in planner.mtp_kinds)
+    assert len(planner.mtp_kinds) == 1 and mtp > 0
+    assert plan.stage_ms[-1] == pytest.approx(1e3 * (decoder + last.head + mtp), rel=1e-12)

@@ -315,7 +315,7 @@ class Planner:
         per_layer = [self._per_layer(c) for c in costs]
         extra = [0.0] * pp
         extra[0] += costs[0].embedding
-        extra[-1] += costs[-1].head + sum(costs[-1].layers[kind] for kind in self.mtp_kinds)
+        extra[-1] += self._after_decoder(costs[-1])
         layers = split_layers(per_layer, extra, num_layers, caps)
         if layers is None:
             return None
@@ -332,6 +332,10 @@ class Planner:
         rows = [g if isinstance(g, tuple) else (g,) * self.dp for g in stage_groups]
         return [tuple(row[d] for row in rows) for d in range(self.dp)]
 
+    def _after_decoder(self, costs: UnitCosts) -> float:
+        """What the last stage runs after its decoder layers: the multi-token-prediction layers and the LM head."""
+        return costs.head + sum(costs.layers[kind] for kind in self.mtp_kinds)
+
     def _per_layer(self, costs: UnitCosts) -> float:
         """A layer's mean cost (each kind of layer as many as the model has)."""
         return sum(costs.layers[kind] * n for kind, n in Counter(self.kinds).items()) / len(self.kinds)
@@ -345,7 +349,7 @@ class Planner:
             c = self.costs[g]
             t = sum(c.layers[kind] * count for kind, count in kinds.items())
             t += c.embedding if s == 0 else 0.0
-            t += c.head if s == len(layers) - 1 else 0.0
+            t += self._after_decoder(c) if s == len(layers) - 1 else 0.0
             stage_s.append(t)
         return stage_s
 
