@@ -15,8 +15,9 @@ from hypothesis import strategies as st
 
 from helpers import SEED_SCENARIO, cli, gpt_scenario
 from simulon.analysis.analyze import analyze
+from simulon.analysis.exposure import collective_parts
 from simulon.config.loading import load_scenario
-from simulon.dag.nodes import NodeKind
+from simulon.dag.nodes import PIPELINE_SEND, NodeKind
 from simulon.export.chrome_trace import DETAILS, chrome_trace_json, lanes, trace_events
 from simulon.memory.walk import StagePlan
 from simulon.pipeline import simulate
@@ -118,13 +119,50 @@ def test_each_detail_draws_what_it_says(quick_start):
         counts[detail] = len(slices)
         assert overlaps(slices) == 0
     kernels = int((dag.kind == NodeKind.compute).sum())
-    spans = len(dag.collective_spans()[0])
+    joins, _, begins = collective_parts(dag, timeline)
+    spans, waits = len(joins), int((perfetto_ns_array(begins) > perfetto_ns_array(timeline.start[joins])).sum())
     sends = int(((dag.kind == NodeKind.flow) & (dag.coll < 0)).sum())
     assert counts["kernels"] == kernels
-    assert counts["collectives"] == kernels + spans + sends
-    assert counts["flows"] == kernels + spans + 2 * int((dag.kind == NodeKind.flow).sum())
+    assert counts["collectives"] == kernels + spans + waits + 2 * sends  # every pipeline send is received
+    assert counts["flows"] == kernels + spans + waits + 2 * int((dag.kind == NodeKind.flow).sum())
     with pytest.raises(ValueError, match="trace detail"):
         trace_events(dag, timeline, "everything")
+
+
+def perfetto_ns_array(seconds: np.ndarray) -> np.ndarray:
+    return np.rint(np.asarray(seconds) * 1e9).astype(np.int64)
+
+
+def test_a_collective_is_drawn_from_its_last_members_join_after_a_wait_slice_naming_that_member(quick_start):
+    """The quick start's gradient-norm all-reduce spans both stages: the last stage joins about 54 ms before the
+    first, and that wait was drawn as 54 ms of communication where the breakdown, --json and gantt count it idle."""
+    sim, _, _ = quick_start
+    dag, timeline = sim.dag, sim.timeline
+    events = [e for e in trace_events(dag, timeline, "collectives") if e["ph"] == "X"]
+    assert overlaps(events) == 0
+    joins, _, begins = collective_parts(dag, timeline)
+    waits = [e for e in events if e["cat"] == "wait"]
+    parts = [e for e in events if e["cat"] == "collective"]
+    assert len(parts) == len(joins) and waits
+    assert sorted((e["pid"], perfetto_ns(e["ts"])) for e in parts) == sorted(
+        zip(dag.gpu[joins].tolist(), perfetto_ns_array(begins).tolist(), strict=True))
+    assert max(w["dur"] for w in waits) > 10_000  # over 10 ms: the gradient-norm all-reduce's wait
+    for w in waits:
+        gpu = int(w["name"].removeprefix("waiting for GPU "))
+        assert gpu != w["pid"] and gpu in range(dag.num_gpus)
+    total_wait = sum(w["dur"] for w in waits)
+    exposed_idle = sum(max(b - s, 0.0) for b, s in zip(begins.tolist(), timeline.start[joins].tolist(), strict=True))
+    assert total_wait == pytest.approx(exposed_idle * 1e6, abs=len(waits) * 1e-3)
+
+
+def test_pipeline_sends_show_on_the_sender_and_their_receives_on_the_receiver(quick_start):
+    sim, _, _ = quick_start
+    events = [e for e in trace_events(sim.dag, sim.timeline, "collectives") if e["ph"] == "X"]
+    sends = [e for e in events if e["name"].startswith(f"{PIPELINE_SEND} to GPU ")]
+    receives = [e for e in events if e["name"].startswith("pipeline receive from GPU ")]
+    assert sends and len(receives) == len(sends)
+    assert sorted((e["args"]["dst"], e["ts"], e["dur"]) for e in sends) == sorted(
+        (e["pid"], e["ts"], e["dur"]) for e in receives)
 
 
 @settings(max_examples=15)

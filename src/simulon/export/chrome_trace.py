@@ -10,13 +10,18 @@ pipelined together, concurrent flows) go on tracks of their own: "send", "send #
 first of its kind's tracks that is free by its start, so a GPU gets as many tracks as it has slices running at
 once, and no two slices of one track overlap.
 
-How much is drawn is `detail`: "kernels" (compute kernels only), "collectives" (and each GPU's span in each
-collective, and pipeline sends: one slice per operation, not per flow) or "flows" (and every network flow, on
+How much is drawn is `detail`: "kernels" (compute kernels only), "collectives" (and each GPU's part in each
+collective, and pipeline sends on the sender's pipeline stream and their receives on the receiver's: one slice per
+operation, not per flow) or "flows" (and every network flow, on
 its sender's send tracks and on its receiver's receive tracks, with an arrow between them; a receiver that is
 folded onto a representative, dag/fold.py, shows its receive on its representative's receive tracks). A
 collective has a flow per rank, channel and chunk, so "flows" multiplies the large examples' traces: 108 MB with
 collectives and 366 MB with every flow for examples/gpt3_175b_1024gpu.yaml, whose writing then peaks at 2.6 GB
-of memory; "collectives" is the default.
+of memory; "collectives" is the default. A GPU's part in a collective starts when the group's last member joins
+(analysis.exposure.collective_parts, as the breakdown, `--json` and the gantt chart count it): from its own arrival
+until then it waits on its peers, drawn as a "waiting for GPU n" slice (category "wait") before the collective's, so
+that a 4-byte gradient-norm all-reduce the first stage reaches 54 ms after the last no longer shows as 54 ms of
+communication on the last stage.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..analysis.exposure import collective_parts
 from ..analysis.links import LinkSeries
 from ..dag.nodes import PIPELINE_SEND, ExecutionDAG, NodeKind
 from ..engine.replay import Timeline
@@ -129,13 +135,14 @@ def trace_events(dag: ExecutionDAG, timeline: Timeline, detail: str = DEFAULT_DE
     if detail not in DETAILS:
         raise ValueError(f"trace detail {detail!r} is not one of {', '.join(DETAILS)}")
     slices = _Slices([], [], [], [], [], [])
+    rep = np.arange(dag.num_gpus) if rep is None else rep
     _kernels(slices, dag, timeline)
     if detail != "kernels":
         _collectives(slices, dag, timeline)
     if detail == "flows":
-        _flows(slices, dag, timeline, np.arange(dag.num_gpus) if rep is None else rep)
+        _flows(slices, dag, timeline, rep)
     elif detail == "collectives":
-        _pipeline_sends(slices, dag, timeline)
+        _pipeline_sends(slices, dag, timeline, rep)
     events, used = slices.events()
     return _metadata(dag, used) + events
 
@@ -152,25 +159,56 @@ def _kernels(slices: _Slices, dag: ExecutionDAG, timeline: Timeline) -> None:
 
 
 def _collectives(slices: _Slices, dag: ExecutionDAG, timeline: Timeline) -> None:
-    """Each GPU's span in each collective, on the collective's stream."""
-    joins, leaves = dag.collective_spans()
-    bodies, tracks = [], []
+    """Each GPU's part in each collective on the collective's stream, from when the last member joined, after a
+    slice of its wait for that member where it joined before."""
+    joins, leaves, begins = collective_parts(dag, timeline)
+    joined = timeline.start[joins]
+    last = _last_joiner(dag, joins, joined)
+    bodies, streams = [], []
     for begin in joins.tolist():
         coll = dag.collectives[dag.coll[begin]]
-        tracks.append(int(coll.stream))
+        streams.append(int(coll.stream))
         bodies.append({"name": f"{coll.label} ({coll.ctype.name})", "cat": "collective",
                        "args": {"bytes": coll.nbytes, "group": list(coll.group), "layer": coll.layer,
                                 "microbatch": coll.microbatch}})
-    slices.add(dag.gpu[joins], np.array(tracks, dtype=np.int64), timeline.start[joins], timeline.finish[leaves],
-               bodies)
+    tracks = np.array(streams, dtype=np.int64)
+    waits = np.flatnonzero(ns(begins) > ns(joined))
+    slices.add(dag.gpu[joins[waits]], tracks[waits], joined[waits], begins[waits],
+               [{"name": f"waiting for GPU {last[i]}", "cat": "wait",
+                 "args": {"collective": bodies[i]["name"], "microbatch": bodies[i]["args"]["microbatch"]}}
+                for i in waits.tolist()])
+    slices.add(dag.gpu[joins], tracks, begins, timeline.finish[leaves], bodies)
 
 
-def _pipeline_sends(slices: _Slices, dag: ExecutionDAG, timeline: Timeline) -> None:
-    """Pipeline sends (flows outside every collective) on their sender's pipeline stream."""
+def _last_joiner(dag: ExecutionDAG, joins: np.ndarray, joined: np.ndarray) -> np.ndarray:
+    """Per part of a collective (its start marker in `joins`, joined at `joined`), the GPU of its collective that
+    joined last (the lowest of those joining at once)."""
+    order = np.lexsort((dag.gpu[joins], -joined, dag.coll[joins]))
+    coll = dag.coll[joins][order]
+    first = np.ones(len(order), dtype=bool)
+    first[1:] = coll[1:] != coll[:-1]
+    latest = np.full(len(dag.collectives), -1, dtype=np.int64)
+    latest[coll[first]] = dag.gpu[joins][order][first]
+    return latest[dag.coll[joins]]
+
+
+def _pipeline_sends(slices: _Slices, dag: ExecutionDAG, timeline: Timeline, rep: np.ndarray) -> None:
+    """Pipeline sends (flows outside every collective) on their sender's pipeline stream, and their receives on the
+    receiver's (or, for a receiver folded away, its representative's)."""
     sends = np.flatnonzero((dag.kind == NodeKind.flow) & (dag.coll < 0))
+    src, dst = dag.gpu[sends].astype(np.int64), dag.peer[sends].astype(np.int64)
+    sizes = dag.size[sends].tolist()
     bodies = [{"name": f"{PIPELINE_SEND} to GPU {d}", "cat": "flow", "args": {"bytes": float(b), "dst": d}}
-              for d, b in zip(dag.peer[sends].tolist(), dag.size[sends].tolist(), strict=True)]
-    slices.add(dag.gpu[sends], int(Stream.pp_comm), timeline.start[sends], timeline.finish[sends], bodies)
+              for d, b in zip(dst.tolist(), sizes, strict=True)]
+    slices.add(src, int(Stream.pp_comm), timeline.start[sends], timeline.finish[sends], bodies)
+    received = np.flatnonzero((dst >= 0) & (dag.multiplicity[rep[np.maximum(dst, 0)]] > 0))
+    shown = rep[dst[received]]
+    bodies = [{"name": f"pipeline receive from GPU {s}" if r == d else f"pipeline receive of GPU {d} from GPU {s}",
+               "cat": "flow", "args": {"bytes": float(sizes[i]), "src": s}}
+              for i, s, d, r in zip(received.tolist(), src[received].tolist(), dst[received].tolist(),
+                                    shown.tolist(), strict=True)]
+    slices.add(shown, int(Stream.pp_comm), timeline.start[sends[received]], timeline.finish[sends[received]],
+               bodies)
 
 
 def _flows(slices: _Slices, dag: ExecutionDAG, timeline: Timeline, rep: np.ndarray) -> None:
