@@ -36,16 +36,14 @@ def reference_rule(layers, num_gpus, gbs, seq, tp, pp, vpp, cp, ep, unsplit, mbs
         return 6
     if unsplit and (ep == 1 or tp == 1):
         return 7
-    if tp > 1 and not sp:
-        return 8
     if tp == 1 and (sp or overlap):
-        return 9
+        return 8
     if ddp:
-        return 10
+        return 9
     if zero_bubble and (pp == 1 or vpp > 1):
-        return 11
+        return 10
     if zero23 and dp * cp == 1:
-        return 12
+        return 11
     return 0
 
 
@@ -62,7 +60,7 @@ def test_the_rules_on_arrays_break_exactly_where_their_plain_statement_does(laye
     args = (layers, num_gpus, gbs, seq, tp, pp, vpp, cp, ep, unsplit, mbs, sp, ddp, overlap, uneven, zero_bubble,
             unsplittable, zero23)
     assert int(broken_rules(*args)) == reference_rule(*args)
-    assert len(RULES) == 12
+    assert len(RULES) == 11
 
 
 def small():
