@@ -9,6 +9,7 @@ from analysed import analysed
 from helpers import gpt_scenario
 from simulon.analysis.exposure import GPUExposure
 from simulon.analysis.findings import Settings, advice, findings
+from simulon.analysis.shown import shown_ms
 
 CASES = {
     # four single-GPU nodes on 10 Gb/s NICs, gradients reduced only after backward
@@ -33,7 +34,7 @@ def test_the_first_finding_names_the_largest_term_with_its_simulated_time(term):
         term, lambda r: r.exposed_ms[term])
     assert first.at_stake_ms == pytest.approx(max(value(r) for r in rows), rel=1e-12)
     assert first.share == pytest.approx(first.at_stake_ms / run.step_ms)
-    assert f"{first.at_stake_ms:,.1f} ms" in first.line()
+    assert f"{shown_ms(first.at_stake_ms)} ms" in first.line()
     assert all(f.at_stake_ms <= first.at_stake_ms for f in rest)
     assert rest and rest[0].at_stake_ms > 0  # a real contest, not a lone term
 

@@ -44,7 +44,7 @@ def test_the_bins_hold_the_exact_integral_of_the_load(steps, bins):
     ({"analysis": {"links": {"over_time": {"bin_ms": 1.0, "links": []}}}},
      "analysis.links.over_time.links: empty: no link carried traffic"),
     ({"analysis": {"links": {"over_time": {"bin_ms": 1.0, "links": [{"link": "a", "load": ["x"]}]}}}},
-     "analysis.links.over_time.links[0].load: expected numbers"),
+     "analysis.links.over_time.links[0].load[0]: expected a number, got 'x'"),
 ])
 def test_a_result_without_the_links_load_names_the_field(data, field):
     with pytest.raises(ConfigError, match=field.replace("[", r"\[").replace("]", r"\]")):

@@ -144,6 +144,9 @@ def test_whatever_the_csv_holds_its_rows_are_read_or_the_file_is_refused(tmp_pat
 @pytest.mark.parametrize(("column", "value", "expected"), [
     ("step_ms", "abc", "expected a number, got 'abc'"), ("mfu", "nan", "expected a number, got 'nan'"),
     ("fits", "maybe", "expected true or false, got 'maybe'"),
+    ("num_gpus", "0", "expected a whole number of GPUs from 1 to 1,000,000, got '0'"),
+    ("num_gpus", "1.5", "expected a whole number of GPUs from 1 to 1,000,000, got '1.5'"),
+    ("step_ms", "0", "expected a step time above 0, got '0'"),
 ])
 def test_an_earlier_row_with_a_damaged_metric_is_refused_naming_the_line_and_column_not_reused(
         points, tmp_path, column, value, expected):

@@ -110,10 +110,28 @@ def _number(data: object, keys: tuple[str, ...], path: Path, where: str = "") ->
         if not isinstance(value, dict) or key not in value:
             raise ConfigError(f"{path}: {field}: missing (is this simulon simulate --json output?)")
         value = value[key]
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or \
-            value < -ROUNDING_MS:
-        raise ConfigError(f"{path}: {field}: expected a number of 0 or more, got {value!r}")
-    return float(value)
+    number = finite(value)
+    if number is None or number < -ROUNDING_MS:
+        raise ConfigError(f"{path}: {field}: expected a number of 0 or more, got {shown(value)}")
+    return number
+
+
+def finite(value: object) -> float | None:
+    """`value` as a float where it is a finite JSON number: not a yes/no, not text, not NaN or infinite, and not a
+    whole number too large for a float (a 400-digit one ended `diff` in an internal error); else None."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
+
+
+def shown(value: object) -> str:
+    """`value` as a message quotes it: its repr, or for one too long to read its length and first digits."""
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:20]}... ({len(text):,} characters)"
 
 
 def _section(data: dict, key: str, kind: type, path: Path, where: str = "") -> dict | list | None:

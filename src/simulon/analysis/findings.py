@@ -14,6 +14,9 @@ config accepts it, the NVLink domain or the NICs where a process group crosses t
 attention hides the context-parallel exchange, the tier of the busiest link. An attention library
 written for Ampere's mma.sync, on a chip whose own tensor-core instruction runs faster (compute/attention.py), puts
 its attention kernels' time at stake (what a library on the chip's instruction would save is not simulated).
+A run that does not fit its GPUs' memory is offered nothing that grows the memory a GPU holds: no larger
+micro-batch or longer sequence, no lower tp, cp or ep, no fewer pipeline stages, and a schedule or more
+micro-batches only where the memory model (memory/) keeps its peak.
 """
 
 from __future__ import annotations
@@ -28,10 +31,12 @@ from ..config.common import DType
 from ..config.dc import Placement
 from ..config.pipeline_layout import virtual_stage_layers
 from ..config.scenario import ScenarioConfig, check_workload_fits
+from ..memory import estimate_memory
 from ..workload.layer_kernels import RING_BLOCK, LayerKernels
 from ..workload.layout import RankLayout
 from .exposure import GPUExposure
 from .kinds import COMM_KINDS
+from .shown import shown_ms
 
 ADVICE = {
     "CP": "lower cp, or give each rank a longer sequence so attention hides the key/value exchange",
@@ -105,6 +110,9 @@ class Settings:
     queue_pairs: int | None = None           # NCCL_IB_QPS_PER_CONNECTION where ECMP hashes each (Ethernet)
     replayed: str = "the step"               # what the shares are of: the step, or a sampled replay of fewer
     #    micro-batches (--micro-batches sample), whose findings are that replay's
+    fits: bool | None = None                 # the run fits its GPUs' memory; False: no advice grows its memory
+    more_microbatches_fit: bool | None = None  # twice the micro-batches per step keep the peak memory (where it
+    #    does not fit: in 1F1B once they fill the pipeline; below that each one more is one more in flight)
 
     @classmethod
     def of(cls, sc: ScenarioConfig) -> Settings:
@@ -112,12 +120,18 @@ class Settings:
         scale_out = sc.datacenter.network.scale_out
         fabric = scale_out.topology
         routing = scale_out.routing or fabric.routing
-        return cls(tp_within_scale_up=par.tp <= sc.datacenter.domain_gpus, tp_comm_overlap=par.tp_comm_overlap,
+        memory = estimate_memory(sc)
+        fill, schedules = memory.peak.fill, other_schedules(sc)
+        if not memory.fits:  # a run that does not fit is offered only the schedules that keep its peak
+            schedules = frozenset(s for s in schedules if keeps_memory(sc, fill, {"pipeline_schedule": s[0],
+                                                                                   "vpp": s[1]}))
+        return cls(fits=memory.fits, more_microbatches_fit=None if memory.fits else more_microbatches_fit(sc, fill),
+                   tp_within_scale_up=par.tp <= sc.datacenter.domain_gpus, tp_comm_overlap=par.tp_comm_overlap,
                    pinned_channels=sc.collective.num_channels, interleaved=par.interleaved,
                    zero_bubble=par.pipeline_schedule in BUBBLE_SCHEDULES, overlap_grad_reduce=par.overlap_grad_reduce,
                    overlap_param_gather=par.gathers_overlapped if par.distributed_optimizer else None,
                    warp_mma_attention=warp_mma_attention(sc), pipeline_stages=par.pp,
-                   mixed_gpus=_mixed(sc.placement()), vpp=par.vpp, schedules=other_schedules(sc),
+                   mixed_gpus=_mixed(sc.placement()), vpp=par.vpp, schedules=schedules,
                    ep_within_scale_up=_within_domain(sc, "ep") if par.ep > 1 else None,
                    cp_within_scale_up=_within_domain(sc, "cp") if par.cp > 1 else None,
                    cp_exchange=_cp_exchange(sc), oversubscription=(fabric.oversubscription,
@@ -148,6 +162,35 @@ def other_schedules(sc: ScenarioConfig) -> frozenset[tuple[str, int]]:
         if min(layers) > 0:
             accepted.add((name, vpp))
     return frozenset(accepted)
+
+
+def keeps_memory(sc: ScenarioConfig, fill: float, parallelism: dict | None = None,
+                 training: dict | None = None) -> bool:
+    """Whether the scenario with these `parallelism` and `training` fields changed keeps its peak memory (the
+    memory model's largest share of a GPU's memory in use, memory.MemoryReport.peak) at or under `fill`; a change
+    the memory model cannot take counts as growing it."""
+    wl = sc.workload
+    update = {}
+    if parallelism:
+        update["parallelism"] = wl.parallelism.model_copy(update=parallelism)
+    if training:
+        update["training"] = wl.training.model_copy(update=training)
+    try:
+        return estimate_memory(sc.model_copy(update={"workload": wl.model_copy(update=update)})).peak.fill <= fill
+    except (ValueError, ZeroDivisionError):
+        return False
+
+
+def more_microbatches_fit(sc: ScenarioConfig, fill: float) -> bool:
+    """Whether twice the micro-batches per step (of the same size: a global batch twice as large) keep the peak
+    memory at or under `fill` (keeps_memory); a step whose replicas run shares of their own (dp_shares) is not
+    checked and counts as growing it."""
+    wl = sc.workload
+    if wl.training.dp_shares is not None:
+        return False
+    counted = wl.parallelism.num_microbatches
+    return keeps_memory(sc, fill, None if counted is None else {"num_microbatches": 2 * counted},
+                        {"global_batch_size": 2 * wl.training.global_batch_size})
 
 
 def _within_domain(sc: ScenarioConfig, axis: str) -> bool:
@@ -218,12 +261,6 @@ BUBBLE_SCHEDULES = ("zb_h1", "zb_v", "dualpipe", "dualpipev")
 """Schedules built to shrink the bubble (workload/schedule.py): a run on one is not told to try zb_h1 or
 interleaving."""
 
-def shown_ms(ms: float) -> str:
-    """Milliseconds as a finding writes them: one decimal, two significant digits below 0.1 ms (a 20 us term read
-    "0.0 ms")."""
-    return f"{ms:,.1f}" if ms >= 0.1 else f"{ms:.2g}"
-
-
 FLOOR_MS = 1e-3
 """Time at stake (ms) under which a term is not a finding: 1 microsecond, less than any kernel launch or message
 latency, so only floating-point residue of the replay's sums falls below it."""
@@ -243,22 +280,24 @@ def advice(term: str, settings: Settings, collective: str = "", link_class: str 
                          f"{settings.pinned_channels})")
         if settings.tp_within_scale_up is not True:
             tries.append("keep tensor parallelism inside the NVLink domain")
-        tries.append("lower tp")
+        tries += _growing(settings, "lower tp")
         if settings.tp_comm_overlap is not True:
             tries.append("overlap it (sequence_parallel with tp_comm_overlap)")
-        return _either(tries)
+        return _either(tries or ["more NVLink bandwidth"])
     if term == "bubble":
         balance = (["layers and batch sized to each GPU's speed (simulon plan-hetero)"] if settings.mixed_gpus
                    else [])
         if settings.pipeline_stages == 1:  # no pipeline: the GPUs wait on one another in collectives
             return _either([*balance, "even out the work the GPUs wait on one another for"])
-        tries = ["more micro-batches per step", *_schedule_advice(settings)]
-        return _either([*tries, "fewer pipeline stages", "balanced stages (layers_per_stage)", *balance])
+        tries = [*_more_microbatches(settings, "more micro-batches per step"), *_schedule_advice(settings)]
+        return _either([*tries, *_growing(settings, "fewer pipeline stages"), "balanced stages (layers_per_stage)",
+                        *balance])
     if term == "PP":
         interleave = ["interleaving (vpp > 1)"] if _can_interleave(settings) else []
-        return _either(["more micro-batches", *interleave, "a faster link between stages"])
+        return _either([*_more_microbatches(settings, "more micro-batches"), *interleave,
+                        "a faster link between stages"])
     if term == "EP":
-        return _group_advice("the expert-parallel group", "ep", settings.ep_within_scale_up, ADVICE["EP"])
+        return _group_advice("the expert-parallel group", "ep", settings.ep_within_scale_up, settings)
     if term == "CP":
         return _cp_advice(settings, collective)
     if term == "link_contention":
@@ -267,15 +306,32 @@ def advice(term: str, settings: Settings, collective: str = "", link_class: str 
         tries = [] if settings.overlap_grad_reduce is True else ["set overlap_grad_reduce"]
         if settings.overlap_param_gather is False:
             tries.append("overlap the parameter all-gather (overlap_param_gather)")
-        return (_either([*tries, "a larger grad_bucket_size", "more micro-batches so that backward hides the "
-                         "gradient reduction"]) + "; fewer data-parallel ranks across the slowest tier")
+        return (_either([*tries, "a larger grad_bucket_size",
+                         *_more_microbatches(settings, "more micro-batches so that backward hides the gradient "
+                                             "reduction")]) + "; fewer data-parallel ranks across the slowest tier")
+    if term == "memory_bound" and settings.fits is False:
+        return "fused elementwise kernels, or a GPU with more HBM bandwidth"
     return ADVICE[term]
 
 
+def _growing(settings: Settings, *tries: str) -> list[str]:
+    """Remedies that grow the memory each GPU holds (a lower tp, cp or ep, fewer pipeline stages: larger shards;
+    a larger micro-batch or a longer sequence: more activations), offered only to a run not known to overflow its
+    GPUs' memory (a run that did not fit was told to try a larger micro_batch_size)."""
+    return list(tries) if settings.fits is not False else []
+
+
+def _more_microbatches(settings: Settings, text: str) -> list[str]:
+    """More micro-batches per step, where they would not grow the memory of a run that does not fit (under 1F1B,
+    more micro-batches than fill the pipeline keep no more in flight; fewer than that, each one more is one more)."""
+    return [text] if settings.fits is not False or settings.more_microbatches_fit is True else []
+
+
 def _can_interleave(settings: Settings) -> bool:
-    """Whether interleaved 1F1B is another schedule the scenario's config accepts (None settings: assumed)."""
+    """Whether interleaved 1F1B is another schedule the scenario's config accepts (None settings: assumed, but for
+    a run that does not fit, whose schedules are those that keep its memory: Settings.of)."""
     if settings.schedules is None:
-        return settings.interleaved is not True and settings.zero_bubble is not True
+        return settings.interleaved is not True and settings.zero_bubble is not True and settings.fits is not False
     return (settings.interleaved is not True and settings.zero_bubble is not True
             and any(name == "interleaved_1f1b" for name, _ in settings.schedules))
 
@@ -284,7 +340,7 @@ def _schedule_advice(settings: Settings) -> list[str]:
     """The schedules against the bubble the scenario could run instead of its own: interleaving a plain 1F1B,
     a deeper interleave of an interleaved one, ZB-H1 (one chunk per rank) and, where vpp is 2, ZB-V; those its
     config refuses (Settings.schedules) are left out."""
-    if settings.zero_bubble is True:
+    if settings.zero_bubble is True or (settings.schedules is None and settings.fits is False):
         return []
     if settings.schedules is None:  # nothing known: every option
         return [*(["interleaved 1F1B (vpp > 1)"] if settings.interleaved is not True else []),
@@ -303,14 +359,14 @@ def _schedule_advice(settings: Settings) -> list[str]:
     return tries
 
 
-def _group_advice(group: str, knob: str, within: bool | None, unknown: str) -> str:
-    """Against exposed communication of a process group: keep it inside the NVLink domain where it is not,
-    lower its size, and more bandwidth on the tier it crosses."""
-    if within is None:
-        return unknown
+def _group_advice(group: str, knob: str, within: bool | None, settings: Settings) -> str:
+    """Against exposed communication of a process group: keep it inside the NVLink domain where it is not (or
+    where that is not known), lower its size (unless the run does not fit: _growing), and more bandwidth on the
+    tier it crosses."""
+    lower = _growing(settings, f"lower {knob}")
     if within:
-        return f"lower {knob}, or more NVLink bandwidth"
-    return f"keep {group} inside the NVLink domain, lower {knob}, or add NIC bandwidth"
+        return _either([*lower, "more NVLink bandwidth"])
+    return _either([f"keep {group} inside the NVLink domain", *lower, "add NIC bandwidth"])
 
 
 def _cp_advice(settings: Settings, collective: str) -> str:
@@ -321,11 +377,14 @@ def _cp_advice(settings: Settings, collective: str) -> str:
     if exchange == "ring":
         keep = (["keep the context-parallel group inside the NVLink domain"] if settings.cp_within_scale_up is False
                 else [])
-        return _either([*keep, "lower cp", "give each rank a longer sequence so attention hides the key/value "
-                        "exchange"])
-    if exchange == "unhidden" or settings.cp_within_scale_up is not None:
-        return _group_advice("the context-parallel group", "cp", settings.cp_within_scale_up, "lower cp")
-    return ADVICE["CP"]
+        tries = [*keep, *_growing(settings, "lower cp", "give each rank a longer sequence so attention hides the "
+                                  "key/value exchange")]
+        return _either(tries or ["more NVLink bandwidth"])
+    if settings.cp_within_scale_up is None and exchange != "unhidden":
+        return ADVICE["CP"] if settings.fits is not False else "more bandwidth between the context-parallel ranks"
+    if settings.cp_within_scale_up is None:
+        return _either(_growing(settings, "lower cp") or ["more bandwidth between the context-parallel ranks"])
+    return _group_advice("the context-parallel group", "cp", settings.cp_within_scale_up, settings)
 
 
 def _link_advice(settings: Settings, link_class: str) -> str:

@@ -84,6 +84,7 @@ def simulate(
         "(simulon.sampling.SAMPLE_ABOVE_NODES DAG nodes)")] = "auto",
 ) -> None:
     """Simulate one training iteration and report its time."""
+    from ..analysis.shown import shown_ms
     from ..export.chrome_trace import DETAILS, chrome_trace_json
     from ..export.files import check_writable, compressed_as_named, write_atomic
     from ..pipeline import check_fold_mode
@@ -120,7 +121,7 @@ def simulate(
         return
     if output is not None:
         print(f"Trace written to {output}")
-    print(f"GPUs: {result.num_gpus} | Total: {result.iteration_time_ms:.1f} ms")
+    print(f"GPUs: {result.num_gpus} | Total: {shown_ms(result.iteration_time_ms)} ms")
     if result.sampling is not None:
         print(sampling_line(result.sampling, output is not None))
     if not sim.fold.expand_spread:
@@ -203,6 +204,15 @@ def parse_sizes(text: str | None) -> list[float]:
     return sizes
 
 
+def what_ran(name: str, chosen: list[str]) -> str:
+    """A table title's words for the algorithm or protocol each size ran (what the tuner chose where the scenario says
+    auto, not "auto"): the one, or each in the order of the sizes that ran it ("protocols ll and simple by size")."""
+    ran = list(dict.fromkeys(chosen))
+    if len(ran) == 1:
+        return f"{name} {ran[0]}"
+    return f"{name}s {', '.join(ran[:-1])} and {ran[-1]} by size"
+
+
 @app.command()
 def collective(
     scenario: Annotated[Path, typer.Argument(help="scenario YAML with at least a datacenter block")],
@@ -262,9 +272,8 @@ def collective(
                            "busbw_GBps": r.busbw_GBps, "algorithm": r.algorithm, "protocol": r.protocol,
                            "channels": r.channels, "model": r.model} for r in rows]))
         return
-    ran = {r.algorithm for r in rows}
-    shown = ran.pop() if len(ran) == 1 else algo  # what ran, where every size ran one algorithm
-    print_table(f"{op} over {len(ranks)} GPUs, algorithm {shown}, protocol {proto}",
+    print_table(f"{op} over {len(ranks)} GPUs, {what_ran('algorithm', [r.algorithm for r in rows])}, "
+                f"{what_ran('protocol', [r.protocol for r in rows])}",
                 ("size", "time (us)", "algbw (GB/s)", "busbw (GB/s)", "algorithm", "protocol", "channels"),
                 [(format_size(r.size_bytes), f"{r.time_us:.2f}", f"{r.algbw_GBps:.2f}", f"{r.busbw_GBps:.2f}",
                   r.algorithm, r.protocol, str(r.channels)) for r in rows])

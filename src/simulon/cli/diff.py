@@ -16,7 +16,11 @@ SHOWN = 4
 
 
 def _headline(change: Change) -> str:
+    from ..analysis.shown import shown_ms
+
     percent = f", {change.percent:+.1f}%" if change.percent is not None else ""
+    if change.name.endswith("(ms)"):
+        return f"{change.name}: {shown_ms(change.a)} -> {shown_ms(change.b)} ({shown_ms(change.delta, True)}{percent})"
     if change.name == "MFU":
         return f"{change.name}: {100 * change.a:.1f}% -> {100 * change.b:.1f}% ({100 * change.delta:+.1f} points)"
     if change.a.is_integer() and change.b.is_integer():
@@ -25,7 +29,9 @@ def _headline(change: Change) -> str:
 
 
 def _moved(change: Change) -> str:
-    return f"{change.name} {change.delta:+,.1f} ms ({change.a:,.1f} -> {change.b:,.1f})"
+    from ..analysis.shown import shown_ms
+
+    return f"{change.name} {shown_ms(change.delta, True)} ms ({shown_ms(change.a)} -> {shown_ms(change.b)})"
 
 
 def diff_command(
@@ -36,6 +42,7 @@ def diff_command(
     """Compare two simulation results: the headline numbers, and the terms that moved most, in groups of terms
     that add up to the step time (so their changes add up to its change)."""
     from ..analysis.diff import diff, read_result
+    from ..analysis.findings import FLOOR_MS
 
     result = diff(read_result(a), read_result(b), a, b)
     if as_json:
@@ -45,7 +52,7 @@ def diff_command(
     for change in result.headline:
         print(_headline(change))
     for group, changes in result.why.items():
-        moved = [_moved(c) for c in changes[:SHOWN] if round(c.delta, 1) != 0]
+        moved = [_moved(c) for c in changes[:SHOWN] if abs(c.delta) >= FLOOR_MS]  # not rounding residue
         print(f"{group}: {'; '.join(moved) if moved else 'unchanged'}")
     for group, reason in result.left_out.items():
         print(f"{group}: left out: {reason}")

@@ -38,12 +38,16 @@ def _shares(plan: Plan) -> str:
 
 
 def _row(plan: Plan) -> tuple[str, ...]:
+    from ..analysis.shown import shown_ms
+
     placement = " ".join(f"{_groups(g)}:{n}" for g, n in zip(plan.stage_groups, plan.layers_per_stage, strict=True))
-    return (plan.label, placement, _shares(plan), f"{max(plan.stage_ms):.1f}", f"{plan.estimated_ms:,.1f}",
-            f"{plan.simulated_ms:,.1f}", "yes" if plan.fits else "NO")
+    return (plan.label, placement, _shares(plan), shown_ms(max(plan.stage_ms)), shown_ms(plan.estimated_ms),
+            shown_ms(plan.simulated_ms), "yes" if plan.fits else "NO")
 
 
 def print_result(result: PlanResult) -> None:
+    from ..analysis.shown import shown_ms
+
     print("node groups: " + "; ".join(f"{i}: {name}" for i, name in enumerate(result.groups)))
     print_table(f"Pipeline placements simulated ({result.considered} solved by estimate)",
                 ("plan", "group:layers by stage", "dp shares", "slowest stage ms/mb", "estimated ms", "simulated ms",
@@ -52,7 +56,7 @@ def print_result(result: PlanResult) -> None:
     best = result.best
     shares = "" if best.dp_shares is None else f", dp_shares {list(best.dp_shares)}"
     print(f"best: stage_groups {best.stage_groups_config}, layers_per_stage {list(best.layers_per_stage)}{shares}: "
-          f"{best.simulated_ms:,.1f} ms per step against {result.baseline.simulated_ms:,.1f} ms as written "
+          f"{shown_ms(best.simulated_ms)} ms per step against {shown_ms(result.baseline.simulated_ms)} ms as written "
           f"({1 + result.gain:.2f}x the throughput)")
 
 
@@ -88,8 +92,10 @@ def plan_hetero(
     except ValueError as exc:
         raise ConfigError(f"{scenario}: {exc}") from None
     if output is not None:
+        from ..analysis.shown import shown_ms
+
         data = planner.scenario(result.best).model_dump(mode="json", exclude_none=True)
-        note = (f"# simulon plan-hetero {scenario}: {result.best.simulated_ms:,.1f} ms per step simulated, "
+        note = (f"# simulon plan-hetero {scenario}: {shown_ms(result.best.simulated_ms)} ms per step simulated, "
                 f"{100 * result.gain:+.1f}% against the scenario as written\n")
         try:
             write_atomic(output, note + yaml.safe_dump(data, sort_keys=False))

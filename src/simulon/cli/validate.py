@@ -75,16 +75,18 @@ def report_on(result, source: str, as_json: bool, group_title: str, plot: Path |
         print(json.dumps(result.to_dict()))
         return
     rows = len({r.index for r in result.rows})
-    compared = f"{rows} rows compared" + (f" ({len(result.rows)} measurements)" if len(result.rows) > rows else "")
+    several = len(result.rows) > rows  # some row measured more than one quantity (memory: allocated and reserved)
+    compared = f"{rows} row{'s' * (rows != 1)} compared" + (f" ({len(result.rows)} measurements)" if several else "")
     print_table(f"{compared}, {len(result.skipped)} skipped: MAPE "
-                f"{result.mape_pct:.1f}%", ("subset", "MAPE %", "rows"),
-                [(name, f"{value:.1f}", str(sum(r.subset == name for r in result.rows)))
+                f"{result.mape_pct:.1f}%", ("subset", "MAPE %", *counts_header(several)),
+                [(name, f"{value:.1f}", *counts(result.rows, "subset", name, several))
                  for name, value in result.mape_by("subset").items()])
     floors = result.floor_by("group")
     shown = any(value > 0 for value in floors.values())  # only where the table holds rows it does not tell apart
-    print_table(f"MAPE by {group_title}", (group_title, "MAPE %", *(("floor %",) if shown else ()), "rows"),
+    print_table(f"MAPE by {group_title}", (group_title, "MAPE %", *(("floor %",) if shown else ()),
+                                           *counts_header(several)),
                 [(name, f"{value:.1f}", *((f"{floors[name]:.1f}",) if shown else ()),
-                  str(sum(r.group == name for r in result.rows)))
+                  *counts(result.rows, "group", name, several))
                  for name, value in result.mape_by("group").items()])
     if shown:
         print("floor %: the least MAPE any model reading the table can reach: rows alike in every cell but the "
@@ -94,6 +96,21 @@ def report_on(result, source: str, as_json: bool, group_title: str, plot: Path |
     if result.skipped and items is None:
         print(f"(rows numbered as a spreadsheet shows the table: its header is row {FIRST_ROW - 1}; --json gives "
               f"each row's index from 0)")
+
+
+def counts_header(several: bool) -> tuple[str, ...]:
+    """The count columns of a report's table: the table rows compared, and where a row may give several measurements
+    the measurements too (which the MAPE averages over)."""
+    return ("rows", "measurements") if several else ("rows",)
+
+
+def counts(comparisons: list, key: str, name: str, several: bool) -> tuple[str, ...]:
+    """For the comparisons whose `key` (subset or group) is `name`: the table rows they come from (a row counted once
+    however many quantities it measured: the memory table's allocated and reserved figures of one run were two
+    "rows"), and with `several` the measurements."""
+    mine = [c for c in comparisons if getattr(c, key) == name]
+    rows = str(len({c.index for c in mine}))
+    return (rows, str(len(mine))) if several else (rows,)
 
 
 NUMBER = re.compile(r"(?<![\w'.-])\d+(?:\.\d+)?(?![\w'])")

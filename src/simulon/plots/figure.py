@@ -63,3 +63,34 @@ def save(fig: Any, path: Path, option: str = "-o") -> None:
         write_atomic(path, data)
     except OSError as exc:
         raise ConfigError(f"{option} {path}: cannot write: {exc.strerror or exc}") from None
+
+
+def overlapping(boxes: list[Any]) -> bool:
+    """Whether any two of these boxes (matplotlib Bboxes of tick labels, left to right) overlap."""
+    return any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+
+
+def label_boxes(ax: Any) -> list[Any]:
+    """The drawn extents of the x tick labels of `ax` that show text (the figure laid out first: a label's place is
+    set when its axis is drawn)."""
+    ax.figure.draw_without_rendering()
+    renderer = ax.figure.canvas.get_renderer()
+    return [label.get_window_extent(renderer) for label in ax.get_xticklabels() if label.get_visible()
+            and label.get_text()]
+
+
+def fit_tick_labels(ax: Any) -> None:
+    """Lay out the x tick labels of `ax` so that none overlaps another, the way a reader needs them: level where
+    they fit, else turned upright (each then as wide as its lines are tall), else upright and thinned to every
+    n-th label, the fewest dropped (labels of several lines per bar, over a dozen bars, ran into each other)."""
+    labels = [label for label in ax.get_xticklabels() if label.get_text()]
+    for rotation in (0, 90):
+        for label in labels:  # upright, the lines of a label end together, at the axis
+            label.set(rotation=rotation, multialignment="right" if rotation else "center")
+        if not overlapping(label_boxes(ax)):
+            return
+    for every in range(2, len(labels) + 1):
+        for i, label in enumerate(labels):
+            label.set_visible(i % every == 0)
+        if not overlapping(label_boxes(ax)):
+            return

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +48,7 @@ def number(data: dict, key: str, source: str, default: float | None, where: str 
         raise ConfigError(f"{source}: {where}{key}: missing")
     value = data.get(key, default)
     if not is_finite(value):
-        raise ConfigError(f"{source}: {where}{key}: expected a number, got {value!r}")
+        raise ConfigError(f"{source}: {where}{key}: {expected(value)}")
     return float(value)
 
 
@@ -60,20 +59,38 @@ def numbers(rows: list, keys: tuple[str, ...], source: str, where: str) -> list[
     for i, row in enumerate(rows):
         bad = next((k for k in keys if not isinstance(row, dict) or not is_finite(row.get(k))), None)
         if bad is not None:
-            got = f", got {row[bad]!r}" if isinstance(row, dict) and _is_number(row.get(bad)) else ""
-            raise ConfigError(f"{source}: {where}[{i}].{bad}: expected a number{got}")
+            missing = not isinstance(row, dict) or bad not in row
+            raise ConfigError(f"{source}: {where}[{i}].{bad}: {'expected a number' if missing else expected(row[bad])}")
         values.append(tuple(float(row[k]) for k in keys))
     return values
 
 
-def _is_number(value: Any) -> bool:
-    try:
-        float(value)
-    except (TypeError, ValueError):
-        return False
-    return not isinstance(value, bool)
+LARGEST = 1e150
+"""The largest size of a number a plot draws: far beyond any time, rate, count or size a result holds (a step of
+1e150 ms), and small enough that the sums, products and margins of drawing stay finite (a bin of 1e308 ms, or a
+margin of 1.5 times a prediction of 1e308, overflowed to infinity and ended `plot` in an internal error)."""
 
 
 def is_finite(value: Any) -> bool:
-    """Whether `value` is a finite number (not a bool, not NaN or infinite)."""
-    return _is_number(value) and math.isfinite(float(value))
+    """Whether `value` is a finite JSON number a plot can draw: not a yes/no, not text (a JSON string "4" was drawn as
+    4), not NaN or infinite, and not of a size above LARGEST (a 400-digit whole number, too large for a float, ended
+    `plot` in an internal error)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    try:
+        return abs(float(value)) <= LARGEST
+    except OverflowError:
+        return False
+
+
+def expected(value: Any) -> str:
+    """What a message says of `value` where a drawable number was expected."""
+    large = not isinstance(value, bool) and isinstance(value, int | float) and value == value  # not NaN
+    size = f" of size at most {LARGEST:g}" if large else ""
+    return f"expected a number{size}, got {shown(value)}"
+
+
+def shown(value: Any) -> str:
+    """`value` as a message quotes it: its repr, or for one too long to read its length and first characters."""
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:20]}... ({len(text):,} characters)"

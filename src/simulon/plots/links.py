@@ -8,7 +8,7 @@ from typing import Any
 
 from ..config.errors import ConfigError
 from .figure import pyplot
-from .inputs import need
+from .inputs import expected, is_finite, need, number
 from .result import SIMULATE
 
 
@@ -24,10 +24,9 @@ def links(data: Any, source: str, options: Any = None) -> Any:
     grid = [load_row(row, source, i) for i, row in enumerate(rows)]
     if len({len(r) for r in grid}) != 1:
         raise ConfigError(f"{source}: analysis.links.over_time.links: every link needs the same number of bins")
-    try:
-        bin_ms = float(over_time["bin_ms"])
-    except (KeyError, TypeError, ValueError):
-        raise ConfigError(f"{source}: analysis.links.over_time.bin_ms: expected a number") from None
+    bin_ms = number(over_time, "bin_ms", source, None, "analysis.links.over_time.")
+    if bin_ms <= 0:
+        raise ConfigError(f"{source}: analysis.links.over_time.bin_ms: expected a bin width above 0, got {bin_ms:g}")
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(11, 1.2 + 0.45 * len(grid)))
     image = ax.imshow(grid, aspect="auto", cmap="viridis", vmin=0.0, vmax=max(1.0, max(map(max, grid))),
@@ -48,7 +47,7 @@ def load_row(row: Any, source: str, index: int) -> list[float]:
     load = row.get("load") if isinstance(row, dict) else None
     if not isinstance(load, list) or not load or not isinstance(row.get("link"), str):
         raise ConfigError(f"{where}: expected {{\"link\": name, \"load\": [share per bin, ...]}}")
-    try:
-        return [float(x) for x in load]
-    except (TypeError, ValueError):
-        raise ConfigError(f"{where}.load: expected numbers") from None
+    bad = next((i for i, x in enumerate(load) if not is_finite(x)), None)
+    if bad is not None:
+        raise ConfigError(f"{where}.load[{bad}]: {expected(load[bad])}")
+    return [float(x) for x in load]

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from ..analysis.shown import shown_ms
 from ..config.errors import ConfigError
 from ..memory.runtime import GiB
 from .figure import pyplot
@@ -30,6 +31,9 @@ def breakdown(data: Any, source: str, options: Any = None) -> Any:
     per_gpu = need(data, "per_gpu", source, SIMULATE)
     keys = ("gpu", "stage", "stands_for", *(t[0] for t in TERMS))
     rows = numbers(per_gpu, keys, source, "per_gpu")
+    light = next((i for i, r in enumerate(rows) if r[2] < 1), None)
+    if light is not None:  # a stage's mean divides by the GPUs its rows stand for
+        raise ConfigError(f"{source}: per_gpu[{light}].stands_for: expected at least 1, got {rows[light][2]:g}")
     total_ms, gpus = number(data, "iteration_time_ms", source, 0), number(data, "num_gpus", source, len(rows))
     plt = pyplot()
     fig, (by_gpu, by_stage) = plt.subplots(1, 2, figsize=(11, 4.5), gridspec_kw={"width_ratios": (3, 2)})
@@ -42,7 +46,7 @@ def breakdown(data: Any, source: str, options: Any = None) -> Any:
     for ax in (by_gpu, by_stage):
         ax.set_ylabel("ms per iteration")
     by_stage.legend(loc="lower right", fontsize=8)
-    fig.suptitle(f"Step-time breakdown: {total_ms:,.1f} ms, {int(gpus):,} GPUs")
+    fig.suptitle(f"Step-time breakdown: {shown_ms(total_ms)} ms, {int(gpus):,} GPUs")
     return fig
 
 

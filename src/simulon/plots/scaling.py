@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config.errors import ConfigError
-from .figure import pyplot
+from .figure import fit_tick_labels, pyplot
 from .inputs import read_text
 from .result import TERMS, stack
 
@@ -20,7 +20,7 @@ SWEEP = "simulon sweep SCENARIO --set ... -o sweep.csv"
 
 def read_sweep(path: Path) -> tuple[list[dict[str, str]], list[str]]:
     """A sweep's CSV: its rows and its swept columns (those between `key` and `num_gpus`)."""
-    from ..sweep.run import METRICS
+    from ..sweep.run import METRICS, metric_problem
 
     reader = csv.DictReader(io.StringIO(read_text(path)))
     header = reader.fieldnames or []
@@ -31,11 +31,10 @@ def read_sweep(path: Path) -> tuple[list[dict[str, str]], list[str]]:
     if not rows:
         raise ConfigError(f"{path}: no rows (this plot reads the CSV of `{SWEEP}`)")
     for i, row in enumerate(rows):
-        for column in METRICS[:-1]:
-            try:
-                float(row[column])
-            except (TypeError, ValueError):  # a row by its line, the header being line 1, as `sweep` names them
-                raise ConfigError(f"{path}: line {i + 2}: {column}: expected a number, got {row[column]!r}") from None
+        for column in METRICS[:-1]:  # a row by its line, the header being line 1, as `sweep` names them
+            problem = metric_problem(column, row[column]) if isinstance(row[column], str) else "expected a number"
+            if problem is not None:
+                raise ConfigError(f"{path}: line {i + 2}: {column}: {problem}, got {row[column]!r}")
     return rows, header[1:header.index("num_gpus")]
 
 
@@ -112,6 +111,7 @@ def steps(data: Any, source: str, options: Any = None) -> Any:
     fig, ax = plt.subplots(figsize=(max(6.0, 1.2 * len(rows) + 2), 5))
     labels = ["\n".join(f"{short_name(a)}={r[a]}" for a in axes) for r in rows]
     stack(ax, labels, [[float(r[t[0]]) for r in rows] for t in TERMS])
+    fit_tick_labels(ax)
     ax.set_ylabel("ms per step")
     ax.legend(fontsize=8)
     ax.set_title("Step-time breakdown per point")

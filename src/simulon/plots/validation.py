@@ -11,7 +11,7 @@ from collections import defaultdict
 from typing import Any
 
 from .figure import pyplot
-from .inputs import need, numbers
+from .inputs import is_finite, need, numbers
 
 VALIDATE = "simulon validate TABLE --json"
 BAND = 0.2
@@ -49,7 +49,7 @@ def validation(data: Any, source: str, options: Any = None) -> Any:
         ax.legend(fontsize=6, loc="upper left")
     mape = data.get("mape_pct")
     fig.suptitle(f"Predicted against measured: {len(rows)} comparisons"
-                 + (f", MAPE {float(mape):.1f}%" if isinstance(mape, int | float) else ""))
+                 + (f", MAPE {float(mape):.1f}%" if is_finite(mape) else ""))
     return fig
 
 

@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ..analysis.kinds import COMM_KINDS
+from ..config.common import MAX_GPUS
 from ..config.errors import ConfigError
 from ..executors import Executor, ProcessExecutor
 from ..export.files import write_atomic
@@ -129,20 +130,31 @@ def read_rows(path: Path) -> tuple[list[str], dict[str, dict[str, str]]]:
 
 def check_metrics(row: dict[str, str], path: Path, line: int) -> None:
     """A ConfigError naming the file, the line and the column of a kept row's metric that is not what the sweep
-    writes (a finite number; true or false for `fits`): a row edited or damaged is refused, not taken as done."""
+    writes (metric_problem): a row edited or damaged is refused, not taken as done."""
     for name in METRICS:
-        value = row[name]
-        if name == "fits":
-            good = value in ("true", "false")
-        else:
-            try:
-                good = math.isfinite(float(value))
-            except ValueError:
-                good = False
-        if not good:
-            expected = "true or false" if name == "fits" else "a number"
-            raise ConfigError(f"-o {path}: line {line}, column {name}: expected {expected}, got {value!r} (the "
-                              "earlier sweep's row is damaged: correct or delete it, or name another file)")
+        problem = metric_problem(name, row[name])
+        if problem is not None:
+            raise ConfigError(f"-o {path}: line {line}, column {name}: {problem}, got {row[name]!r} (the earlier "
+                              "sweep's row is damaged: correct or delete it, or name another file)")
+
+
+def metric_problem(name: str, value: str) -> str | None:
+    """What is wrong with a sweep CSV's cell of the metric `name` (None where it is what the sweep writes): `fits` is
+    true or false; `num_gpus` a whole number from 1 to MAX_GPUS (the scaling study divides by it: 0, 1.5 or a
+    400-digit count ended `plot` in an internal error); `step_ms` a time above 0; every other one a finite number."""
+    if name == "fits":
+        return None if value in ("true", "false") else "expected true or false"
+    try:
+        number = float(value)
+    except ValueError:
+        return "expected a number"
+    if not math.isfinite(number):
+        return "expected a number"
+    if name == "num_gpus" and not (value.strip().isdecimal() and 1 <= number <= MAX_GPUS):
+        return f"expected a whole number of GPUs from 1 to {MAX_GPUS:,}"
+    if name == "step_ms" and number <= 0:
+        return "expected a step time above 0"
+    return None
 
 
 def row_text(header: list[str], rows: list[dict[str, str]]) -> str:

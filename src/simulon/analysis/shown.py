@@ -1,0 +1,39 @@
+"""How a time in milliseconds is written for a reader: one decimal from 10 ms up (a step of 520.9 ms, 7,108.4 ms),
+three significant figures below, with no zeros after the last figure (0.146 ms, 2.35 ms, 0.02 ms), so that a tiny
+step or term never reads "0.1 ms" for 0.146 ms, or "0.0 ms" for 20 microseconds."""
+
+from __future__ import annotations
+
+import math
+
+SIGNIFICANT = 3
+"""Significant figures written below 10 ms."""
+TINY_MS = 1e-3
+"""Below a microsecond (less than any kernel launch) a time is written in exponent form: its residue of rounding
+would otherwise run to a dozen zeros."""
+
+
+def decimals(ms: float) -> int:
+    """The decimals that write `ms` to SIGNIFICANT figures, at least one (so that 10 ms and more keep one)."""
+    rounded = abs(float(f"{ms:.{SIGNIFICANT}g}"))
+    if rounded == 0:
+        return 1
+    return max(1, SIGNIFICANT - 1 - math.floor(math.log10(rounded)))
+
+
+def shown_ms(ms: float, signed: bool = False) -> str:
+    """`ms` as it is printed (without the unit); `signed` writes a + before a positive one (a change)."""
+    sign = "+" if signed else ""
+    if not math.isfinite(ms):
+        return f"{ms:{sign}}"
+    if 0 < abs(ms) < TINY_MS:
+        return f"{ms:{sign}.{SIGNIFICANT}g}"
+    text = f"{ms:{sign},.{decimals(ms)}f}"
+    return text if abs(ms) >= 10 else trimmed(text)
+
+
+def trimmed(text: str) -> str:
+    """A fixed-point number without the zeros that end its decimals past the first (0.0200 -> 0.02, 2.00 -> 2.0):
+    they are no figures of the time, only of the format."""
+    whole, _, fraction = text.partition(".")
+    return f"{whole}.{fraction.rstrip('0') or '0'}"
