@@ -4,7 +4,11 @@ where some were not simulated, and the per-class link table lists only the class
 from __future__ import annotations
 
 import copy
+import json
 
+from helpers import SEED_SCENARIO, cli
+from simulon.plots.links import links as plot_links
+from simulon.plots.result import gantt
 from simulon.report.page import links, summary
 
 
@@ -35,3 +39,22 @@ def test_the_top_collectives_table_lists_every_collective_the_path_crosses_up_to
     assert len(on_path) == 9
     html = made.report.read_text()
     assert all(name in html for name in on_path) and "top 10 collectives" in html
+
+
+def test_a_sampled_steps_report_and_plots_say_they_show_the_larger_replay(tmp_path):
+    """A step extrapolated from replays of 2 and 3 of its 4 micro-batches: its critical path (429 ms) and timeline
+    are the 3-micro-batch replay's beside a 529 ms step, which the report and the gantt and links plots showed
+    without a word."""
+    run = cli("simulate", str(SEED_SCENARIO), "--micro-batches", "2,3", "--json")
+    assert run.returncode == 0, run.stderr
+    sampled = json.loads(run.stdout)
+    assert sampled["analysis"]["critical_path"]["length_ms"] < sampled["iteration_time_ms"]
+    said = "the critical path, findings, links and timeline are the 3-micro-batch replay's"
+    assert said in summary(sampled) and "fewer micro-batches than its 4" in summary(sampled)
+    for draw in (gantt, plot_links):
+        title = draw(sampled, "sampled.json").axes[0].get_title()
+        assert title.endswith("the 3-micro-batch replay of a step of 4 (the step's time is extrapolated from two "
+                              "replays)")
+    whole = json.loads(cli("simulate", str(SEED_SCENARIO), "--json").stdout)
+    assert "replay" not in summary(whole)
+    assert all("replay" not in draw(whole, "whole.json").axes[0].get_title() for draw in (gantt, plot_links))

@@ -52,6 +52,20 @@ def number(data: dict, key: str, source: str, default: float | None, where: str 
     return float(value)
 
 
+def replayed_of(data: dict, source: str) -> tuple[int, int] | None:
+    """(micro-batches replayed, the step's) where a `simulate --json` result was extrapolated from replays of fewer
+    micro-batches (`micro_batch_sampling`, sampling.py): its schedule, critical path and links are the larger
+    replay's, its step time and breakdown the extrapolated step's. None where every micro-batch was replayed."""
+    sampling = data.get("micro_batch_sampling") if isinstance(data, dict) else None
+    if sampling is None:
+        return None
+    if not isinstance(sampling, dict):
+        raise ConfigError(f"{source}: micro_batch_sampling: expected an object, got {sampling!r}")
+    where = "micro_batch_sampling."
+    return (int(number(sampling, "trace_and_analysis_of", source, None, where)),
+            int(number(sampling, "micro_batches", source, None, where)))
+
+
 def numbers(rows: list, keys: tuple[str, ...], source: str, where: str) -> list[tuple[float, ...]]:
     """Each row's values of `keys` as finite floats; a ConfigError names the first row and key that is not one
     (`where`[row].key)."""

@@ -9,7 +9,7 @@ from typing import Any
 from ..config.errors import ConfigError
 from .figure import pyplot
 from .inputs import expected, is_finite, need, number
-from .result import SIMULATE
+from .result import SIMULATE, replay_note
 
 
 def links(data: Any, source: str, options: Any = None) -> Any:
@@ -37,7 +37,7 @@ def links(data: Any, source: str, options: Any = None) -> Any:
     ax.grid(False)
     ax.set_xlabel("time in the step (ms)")
     fig.colorbar(image, ax=ax, label="load (share of capacity)", pad=0.01)
-    ax.set_title("Busiest links' load over the step (mean over the step in brackets)")
+    ax.set_title("Busiest links' load over the step (mean over the step in brackets)" + replay_note(data, source))
     return fig
 
 

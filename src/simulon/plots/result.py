@@ -11,7 +11,7 @@ from ..analysis.shown import shown_ms
 from ..config.errors import ConfigError
 from ..memory.runtime import GiB
 from .figure import pyplot
-from .inputs import is_finite, need, number, numbers
+from .inputs import is_finite, need, number, numbers, replayed_of
 
 SIMULATE = "simulon simulate SCENARIO --json"
 
@@ -99,8 +99,18 @@ def gantt(data: Any, source: str, options: Any = None) -> Any:
     ax.set_xlabel("time (ms)")
     ax.set_xlim(0, number(sched, "iteration_time_ms", f"{source}: schedule", 0) or ax.get_xlim()[1])
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12 - 0.3 / len(stages)), ncol=6, fontsize=8)
-    ax.set_title("Pipeline timeline per stage (compute above, communication below; one GPU per stage)")
+    ax.set_title("Pipeline timeline per stage (compute above, communication below; one GPU per stage)"
+                 + replay_note(data, source))
     return fig
+
+
+def replay_note(data: Any, source: str) -> str:
+    """A title's second line where the drawing is a sampled step's larger replay (replayed_of), else nothing."""
+    replayed = replayed_of(data, source)
+    if replayed is None:
+        return ""
+    return (f"\nthe {replayed[0]}-micro-batch replay of a step of {replayed[1]} (the step's time is extrapolated "
+            "from two replays)")
 
 
 def memory(data: Any, source: str, options: Any = None) -> Any:

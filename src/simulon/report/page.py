@@ -7,7 +7,7 @@ from __future__ import annotations
 from ..analysis.critical_path import TOP_COLLECTIVES
 from ..plots import KINDS
 from ..plots.figure import figure_bytes
-from ..plots.inputs import numbers
+from ..plots.inputs import numbers, replayed_of
 from ..plots.result import TERMS, stage_means
 from .markup import image, number, page, section, table, text
 
@@ -60,12 +60,20 @@ def summary(data: dict) -> str:
 
 def simulated(data: dict) -> str:
     """How many of the GPUs were simulated; where fewer than all, that each stands for its peers (as
-    `simulon simulate` prints it under the per-GPU breakdown)."""
+    `simulon simulate` prints it under the per-GPU breakdown); and where the step was extrapolated from replays of
+    fewer micro-batches, that what follows the breakdown is the larger replay's (as `simulate` says of its findings)."""
     if data["simulated_gpus"] < data["num_gpus"]:
-        return (f'{number("simulated_gpus", data["simulated_gpus"], "")} of '
+        gpus = (f'{number("simulated_gpus", data["simulated_gpus"], "")} of '
                 f'{number("num_gpus", data["num_gpus"], "")} GPUs simulated; each stands for its identical '
                 "data/tensor-parallel peers.")
-    return f'All {number("num_gpus", data["num_gpus"], "")} GPUs simulated.'
+    else:
+        gpus = f'All {number("num_gpus", data["num_gpus"], "")} GPUs simulated.'
+    replayed = replayed_of(data, "the result")
+    if replayed is None:
+        return gpus
+    return (f"{gpus} The step was extrapolated from replays of fewer micro-batches than its {text(replayed[1])}: "
+            f"the critical path, findings, links and timeline are the {text(replayed[0])}-micro-batch replay's; the "
+            "step time, throughput and breakdown the extrapolated step's.")
 
 
 def in_ms(key: str, value: float) -> str:
