@@ -499,7 +499,8 @@ class ParallelismSpec(StrictModel):
         "'block' method); default every layer ('uniform', one layer per checkpoint)")
     layers_per_stage: list[OptionalLayerCount] | None = Field(
         None, description="transformer layers of each pipeline stage (pp entries, each split evenly over its vpp "
-        "chunks) or of each virtual stage (pp*vpp entries, chunk c of stage s at c*pp+s)")
+        "chunks) or of each virtual stage (pp*vpp entries in the order the layers run through them: chunk c of stage "
+        "s at c*pp+s, or under a V schedule, zb_v and dualpipev, chunk 1 of stage s at 2*pp-1-s)")
     first_stage_layers: OptionalLayerCount | None = Field(
         None, description="layers of the first stage, the other stages splitting the rest evenly (Megatron's "
         "--decoder-first-pipeline-num-layers)")
