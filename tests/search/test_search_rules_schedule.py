@@ -36,7 +36,7 @@ def reference_rule(layers, num_gpus, gbs, seq, tp, pp, vpp, cp, ep, unsplit, mbs
         return 6
     if unsplit and (ep == 1 or tp == 1):
         return 7
-    if tp == 1 and (sp or overlap):
+    if (tp == 1 and (sp or overlap)) or (overlap and not sp):
         return 8
     if ddp:
         return 9
