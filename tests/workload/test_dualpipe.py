@@ -3,6 +3,7 @@ README's table (and DeepSeek-V3's Table 2), the mirrored placement with its doub
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from dualpipe_reference import ReferenceDualPipe
 from hypothesis import given
@@ -10,8 +11,10 @@ from hypothesis import strategies as st
 from pipeline_timing import time_schedule
 
 from helpers import gpt_scenario
+from simulon.analysis.kinds import KIND_NAMES, node_kinds
 from simulon.memory import MemoryModel
 from simulon.pipeline import simulate
+from simulon.workload.data_parallel import MIRROR_SYNC
 from simulon.workload.megatron import MegatronTracer
 from simulon.workload.program import OPTIMIZER_LAYER, ComputeOp, SendOp
 from simulon.workload.schedule import MIRRORED, Step, make_scheduler
@@ -195,7 +198,7 @@ def test_dualpipe_sums_each_stages_gradients_with_its_mirror_before_the_optimize
     assert tracer.layout.group("mirror", 1) == (1, 2) and tracer.layout.group("mirror", 3) == (0, 3)
     first_sums = {}
     for stage, program in enumerate(tracer.stage_programs()):
-        mirror = [i for i, op in enumerate(program.ops) if getattr(op, "label", "") == "mirror_grad_allreduce"]
+        mirror = [i for i, op in enumerate(program.ops) if getattr(op, "label", "") == MIRROR_SYNC]
         assert len(mirror) == 2
         assert sum(program.ops[i].nbytes for i in mirror) == pytest.approx(
             sum(tracer.parameters.stage(stage).total()) * tracer.shape.grad_bytes)
@@ -205,7 +208,7 @@ def test_dualpipe_sums_each_stages_gradients_with_its_mirror_before_the_optimize
         first_sums[stage] = program.ops[mirror[0]].nbytes
     assert first_sums[0] == first_sums[3] and first_sums[1] == first_sums[2]
     one_f_one_b = MegatronTracer(dualpipe_scenario("1f1b").workload, 4).stage_programs()
-    assert not any(getattr(op, "label", "") == "mirror_grad_allreduce" for p in one_f_one_b for op in p.ops)
+    assert not any(getattr(op, "label", "") == MIRROR_SYNC for p in one_f_one_b for op in p.ops)
 
 
 @pytest.mark.parametrize(("schedule", "vpp"), [("dualpipe", 1), ("dualpipev", 2), ("zb_v", 2)])
@@ -215,3 +218,13 @@ def test_the_new_schedules_simulate_the_same_folded_as_fully_expanded(schedule, 
     full, folded = simulate(sc, "full").result, simulate(sc, "symmetric").result
     assert folded.simulated_gpus < full.simulated_gpus
     assert folded.iteration_time_ms == pytest.approx(full.iteration_time_ms, rel=1e-9)
+
+
+def test_dualpipes_mirror_gradient_sum_is_pipeline_traffic_not_data_parallel():
+    """At dp 1 the pair's all-reduce, on the data-parallel stream, was reported as exposed DP communication (and
+    advised against with data-parallel remedies): it is the pipeline's own gradient sum between two stages' ranks."""
+    dag = simulate(dualpipe_scenario()).dag
+    kinds = np.array(KIND_NAMES)[node_kinds(dag)]
+    mirror = np.array([dag.collectives[c].label == MIRROR_SYNC if c >= 0 else False for c in dag.coll.tolist()])
+    assert mirror.any() and set(kinds[mirror]) == {"PP"}
+    assert "DP" not in set(kinds[dag.coll >= 0])  # dp 1: no other data-parallel collective

@@ -4,7 +4,9 @@ DP, PP).
 A collective's flows and markers run on the stream of the parallelism that issued it (workload/program.py's
 Stream: Megatron-Core gives TP, CP, EP and DP their own communicators); the distributed optimizer's and FSDP's
 parameter all-gathers (Stream.param_comm) are data-parallel traffic; a flow outside every collective is a
-pipeline send (dag.nodes.PIPELINE_SEND).
+pipeline send (dag.nodes.PIPELINE_SEND), and DualPipe's gradient all-reduce between the two ranks holding a stage
+(workload.data_parallel.MIRROR_SYNC), which runs on the data-parallel stream, is pipeline traffic too: at dp 1 it
+was reported as data-parallel communication, advised against with data-parallel remedies.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..dag.nodes import ExecutionDAG, NodeKind
+from ..workload.data_parallel import MIRROR_SYNC
 from ..workload.program import Stream
 
 COMM_KINDS = ("TP", "CP", "EP", "DP", "PP")
@@ -26,9 +29,12 @@ KIND_OF_STREAM = {Stream.compute: COMPUTE, Stream.tp_comm: "TP", Stream.pp_comm:
 
 def node_kinds(dag: ExecutionDAG) -> np.ndarray:
     """Per node: its index in KIND_NAMES. Compute kernels are compute; a collective's flows and markers the kind
-    of its stream; flows and markers outside every collective pipeline (PP) traffic."""
+    of its stream (DualPipe's mirror all-reduce PP); flows and markers outside every collective pipeline (PP)
+    traffic."""
     by_stream = np.array([KIND_NAMES.index(KIND_OF_STREAM[s]) for s in Stream], dtype=np.int64)
-    of_coll = np.array([by_stream[c.stream] for c in dag.collectives] + [KIND_NAMES.index("PP")], dtype=np.int64)
+    pipeline = KIND_NAMES.index("PP")
+    of_coll = np.array([pipeline if c.label == MIRROR_SYNC else by_stream[c.stream] for c in dag.collectives]
+                       + [pipeline], dtype=np.int64)
     kinds = of_coll[dag.coll]  # coll -1 picks the trailing PP
     kinds[dag.kind == NodeKind.compute] = KIND_NAMES.index(COMPUTE)
     return kinds

@@ -38,6 +38,10 @@ from .layout import RankLayout
 from .parameters import StageParameters
 from .program import EMBEDDING_LAYER, NO_OP, OPTIMIZER_LAYER, StageProgram, Stream
 
+MIRROR_SYNC = "mirror_grad_allreduce"
+"""The label of DualPipe's all-reduce of a stage's gradients between its two ranks (DataParallelSync.mirror_sync):
+pipeline-parallel traffic, though it runs on the data-parallel stream (analysis/kinds.py)."""
+
 ADAM_BYTES_PER_PARAM = 30.0
 """Adam step traffic per parameter with bf16/fp16 mixed precision: fp32 gradient read (4), fp32 master
 weight, first and second moment each read and written (3 x 8), low-precision weight written (2)."""
@@ -227,7 +231,7 @@ class DataParallelSync:
         if self.parameters.mirrored and not self.frozen:
             size = sum(sum(self.parameters.of(unit)) for unit in units) * self.shape.grad_bytes
             self.syncs.append(self.program.collective(CollType.AllReduce, "mirror", size, Stream.dp_comm,
-                                                      "mirror_grad_allreduce", OPTIMIZER_LAYER, -1, Phase.step))
+                                                      MIRROR_SYNC, OPTIMIZER_LAYER, -1, Phase.step))
 
     def _distributed_optimizer_gathers(self) -> None:
         """All-gather the updated parameters bucket by bucket in forward order: at the start of the step, where the
