@@ -120,3 +120,29 @@ def test_populate_counts_the_kernels_the_profile_timed():
     # measured in the profiler's loop, carried to a training step's sustained clock by the model's ratio
     loop = AnalyticalModel(gpu, DType.bf16, repeats=PROFILE_REPEATS).seconds([first])[0]
     assert timed[i] == pytest.approx(0.123 * plain[i] / loop) and plain[i] != pytest.approx(0.123)
+
+
+def test_a_run_timed_in_a_longer_loop_is_carried_from_that_loops_clock_not_the_defaults():
+    """A large GEMM timed over 25 runs (the profiler's defaults) ran near its burst clock, and a training step runs
+    it slower; timed over a million runs back to back it ran at the sustained clock already, so its measured time
+    is the step's. Before, every run was carried as if it had run the defaults."""
+    short = run("mlp", 8192, [2.0])
+    long = {**short, "back_to_back": 10**6}
+    gpu_short, gpu_long = profiled(short), profiled(long)
+    assert gpu_long.kernel_runs[0].back_to_back == 10**6
+
+    def in_a_step(gpu: GPUSpec) -> float:
+        step, defaults = (AnalyticalModel(gpu, DType.bf16, sustained_load=True),
+                          AnalyticalModel(gpu, DType.bf16, repeats=PROFILE_REPEATS))
+        return KernelProfile(gpu, DType.bf16, step, defaults).seconds(gemm("mlp", Phase.fwd, 8192, 4096, 4096, 2.0))
+
+    carried = [in_a_step(g) for g in (gpu_short, gpu_long)]
+    assert carried[0] > 2.0e-3 * 1.01  # the short loop's clock was higher than the step's
+    assert carried[1] == pytest.approx(2.0e-3, rel=1e-3)  # the long loop's was the step's
+    assert in_a_step(profiled({**short, "back_to_back": PROFILE_REPEATS})) == carried[0]
+
+
+@pytest.mark.parametrize("loop", [0, -3, 1.5, "many"])
+def test_a_loop_length_that_is_no_count_of_runs_is_refused(loop):
+    with pytest.raises(ValueError, match="back_to_back"):
+        profiled({**run("mlp", 8192, [2.0]), "back_to_back": loop})

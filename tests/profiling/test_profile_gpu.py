@@ -16,6 +16,7 @@ from helpers import cli, gpt_scenario
 from simulon.cli.app import app
 from simulon.cli.profile import gpu_identity, need_torch
 from simulon.compute.populate import kernel_seconds
+from simulon.compute.profile import PROFILE_REPEATS
 from simulon.config.common import DType
 from simulon.config.dc import GPUSpec, KernelRun
 from simulon.config.loading import ConfigError
@@ -217,3 +218,15 @@ def test_the_activation_stand_in_reads_the_fused_kernels_bytes():
     backward = recipes.build(specs[("mlp_act", Phase.bwd_ig)], point, kernels, "cpu")()
     assert forward.shape == (rows, width) and backward.shape == (rows, 2 * width)  # gate and up in, both grads out
     assert forward.dtype == backward.dtype == torch.bfloat16
+
+
+def test_a_run_timed_in_a_loop_other_than_the_defaults_records_its_length(tmp_path):
+    """`--warmup`/`--epoch-num` of one's own change the loop's clock: the run says how many ran back to back, which
+    compute.profile carries from; at the defaults the field is left out."""
+    path = tmp_path / "h100.yaml"
+    store = ProfileFile(path, {"from": "h100-sxm"})
+    store.add("mlp", {"m": 1, "phase": "fwd"}, [1.0], 7)
+    store.add("mlp", {"m": 2, "phase": "fwd"}, [1.0], PROFILE_REPEATS)
+    store.save()
+    runs = yaml.safe_load(path.read_text())["kernel_runs"]
+    assert runs[0]["back_to_back"] == 7 and "back_to_back" not in runs[1]

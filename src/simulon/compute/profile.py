@@ -13,7 +13,8 @@ other widths, near 1x, outweighed them.
 The profiler times each kernel in a short loop (PROFILE_REPEATS runs back to back, 2.5 ms to 0.2 s of work), whose
 clock depends on how long it lasts (a loop of light kernels runs near the burst clock, one of large GEMMs reaches the
 power limit within tens of milliseconds: compute.fit.CLOCK), while a training step keeps the GPU at its settled
-clock: given the model of the profile's conditions (`as_profiled`), a measured time is carried to the model's own
+clock: given the model of the profile's conditions (`as_profiled`, at the length of loop a run records where it
+records one: config.dc.KernelRun.back_to_back), a measured time is carried to the model's own
 conditions by the model's ratio between the two (a compute-bound kernel slows by the clock's fall over the rest of
 the way, a memory-bound one not at all).
 A run whose params miss a parameter its kernel class needs (a GEMM without dtype_bytes: NEEDED) is refused where a
@@ -143,12 +144,25 @@ class KernelProfile:
             runs[(run.kernel, phase, fixed, names, tuple(point))].append(run)
         # (name, phase, fixed, numeric names) -> [(log2 point, seconds here, measured/analytical as profiled)]
         self._shapes: dict[tuple, list[tuple[np.ndarray, float, float]]] = defaultdict(list)
+        self._loops: dict[int, AnalyticalModel] = {}
         for (kernel, phase, fixed, names, point), same in sorted(runs.items(), key=lambda kv: repr(kv[0])):
             seconds = statistics.median(t for run in same for t in run.times_ms) * 1e-3
             spec = spec_of_run(kernel, same[0].params)
-            ratio = seconds / float(profiled.seconds([spec])[0])
+            ratio = seconds / float(self._timed_as(profiled, same[0]).seconds([spec])[0])
             here = seconds if profiled is model else ratio * float(model.seconds([spec])[0])
             self._shapes[(kernel, phase, fixed, names)].append((np.array(point), here, ratio))
+
+    def _timed_as(self, profiled: AnalyticalModel, run: KernelRun) -> AnalyticalModel:
+        """The model of the loop `run` was timed in: `profiled` (the profiler's defaults), or one of the loop length
+        the run records (`back_to_back`: a profile taken with --warmup/--epoch-num of its own, whose clock is that
+        loop's, was carried to training clocks as if it had run the defaults)."""
+        loop = run.back_to_back
+        if profiled is self.model or loop is None or loop == profiled.repeats:
+            return profiled
+        if loop not in self._loops:
+            self._loops[loop] = AnalyticalModel(profiled.gpu, profiled.dtype, profiled.calibrations,
+                                                profiled.sustained_load, loop)
+        return self._loops[loop]
 
     def __len__(self) -> int:
         return sum(len(v) for v in self._shapes.values())

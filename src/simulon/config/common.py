@@ -192,6 +192,7 @@ VocabSize = count(MAX_VOCAB, "tokens")
 SequenceLength = count(MAX_SEQUENCE, "tokens")
 BatchSize = count(MAX_BATCH, "samples")
 MicrobatchCount = count(MAX_MICROBATCHES, "micro-batches")
+RunCount = count(10**9, "runs")
 ParameterCount = count(MAX_PARAMETERS, "parameters")
 RATIO = re.compile(r"^\s*(\d+(?:\.\d*)?)\s*:\s*(\d+(?:\.\d*)?)\s*$")
 

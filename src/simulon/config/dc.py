@@ -40,6 +40,7 @@ from .common import (
     LaxDType,
     NodeCount,
     Oversubscription,
+    RunCount,
     StrictModel,
 )
 from .host_cpu import HostCPU, host_cpu
@@ -57,6 +58,10 @@ class KernelRun(StrictModel):
     params: dict[str, Any]
     times_ms: list[KernelMs] = []
     device: Literal["cuda", "cpu"] = "cuda"
+    back_to_back: RunCount | None = Field(
+        None, description="runs of the kernel back to back when it was timed (warm-up and timed repetitions, "
+        "`simulon profile gpu --warmup --epoch-num`), whose length sets the clock it ran at; absent: the profiler's "
+        "defaults (compute.profile.PROFILE_REPEATS)")
 
     SIZES: ClassVar[tuple[str, ...]] = ("m", "n", "k", "groups", "chunks", "dtype_bytes", "batch", "heads",
                                         "kv_heads", "seq_q", "seq_k", "qk_dim", "v_dim")

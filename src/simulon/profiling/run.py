@@ -48,7 +48,7 @@ def profile_point(point: SweepPoint, store: ProfileFile, device: str, repetition
             continue
         finally:
             run = None  # type: ignore[assignment]  # free this kernel's tensors before the next
-        store.add(item.spec.name, item.params, times)
+        store.add(item.spec.name, item.params, times, warmup + repetitions)
         result.timed += 1
     store.save()
     return result

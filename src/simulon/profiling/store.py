@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from ..compute.profile import PROFILE_REPEATS
 from ..config.dc import GPUSpec, KernelRun
 from ..config.errors import ConfigError, not_utf8, parse_yaml, read_yaml_text
 from ..config.loading import describe_validation_error
@@ -113,13 +114,17 @@ class ProfileFile:
     def has(self, kernel: str, params: dict[str, Any]) -> bool:
         return run_key(kernel, params) in self.done
 
-    def add(self, kernel: str, params: dict[str, Any], times_ms: list[float] | None) -> None:
-        """Record a timed run, or (times_ms None) a configuration that ran out of memory."""
+    def add(self, kernel: str, params: dict[str, Any], times_ms: list[float] | None,
+            back_to_back: int | None = None) -> None:
+        """Record a timed run, or (times_ms None) a configuration that ran out of memory; `back_to_back`: the runs of
+        the kernel in the timed loop, where not the profiler's defaults (config.dc.KernelRun.back_to_back)."""
         key = "kernel_runs" if times_ms is not None else "oom_kernel_runs"
         run: dict[str, Any] = {"kernel": kernel, **({"device": self.device} if self.device != "cuda" else {}),
                                "params": params}
         if times_ms is not None:
             run["times_ms"] = [round(t, 6) for t in times_ms]
+            if back_to_back is not None and back_to_back != PROFILE_REPEATS:
+                run["back_to_back"] = back_to_back
         self.doc.setdefault(key, []).append(run)
         self.done.add(run_key(kernel, params))
 
