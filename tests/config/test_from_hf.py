@@ -457,11 +457,53 @@ def test_gemma_3s_text_config_written_as_a_diff_from_its_class_defaults_gets_the
         model_from_hf(write(tmp_path, {k: v for k, v in LLAMA_31_70B.items() if k != "vocab_size"}))
 
 
-@pytest.mark.parametrize("model_type", ["mamba", "mamba2", "jamba"])
+@pytest.mark.parametrize("model_type", ["mamba2", "jamba"])
 def test_a_family_the_reader_does_not_build_is_refused_by_its_model_type_not_by_a_missing_key(tmp_path, model_type):
     doc = {"model_type": model_type, "hidden_size": 2560, "num_hidden_layers": 64, "vocab_size": 50280}
     with pytest.raises(HFConfigError, match=rf"key 'model_type' is '{model_type}', .*write its model block yourself"):
         model_from_hf(write(tmp_path, doc))
+
+
+FALCON_MAMBA_7B = {  # tiiuae/falcon-mamba-7b config.json (shape keys)
+    "architectures": ["FalconMambaForCausalLM"], "model_type": "falcon_mamba", "hidden_size": 4096,
+    "num_hidden_layers": 64, "intermediate_size": 8192, "state_size": 16, "expand": 16, "conv_kernel": 4,
+    "time_step_rank": 256, "vocab_size": 65024, "hidden_act": "silu", "layer_norm_epsilon": 1e-05,
+    "tie_word_embeddings": False}
+
+
+@pytest.mark.parametrize("model_type", ["falcon_mamba", "mamba"])
+@given(heads=st.one_of(st.none(), st.integers(1, 128)))
+def test_a_pure_mamba_1_model_is_refused_as_no_transformer_whatever_attention_keys_it_carries(tmp_path_factory,
+                                                                                               model_type, heads):
+    """Falcon Mamba was refused for a missing num_attention_heads, and read as a transformer where a file gave one;
+    simulon's Mamba mixer is Mamba-2's, so a Mamba-1 model is not offered as one either."""
+    doc = {**FALCON_MAMBA_7B, "model_type": model_type,
+           **({"num_attention_heads": heads} if heads is not None else {})}
+    with pytest.raises(HFConfigError, match=rf"key 'model_type' is '{model_type}', a pure Mamba-1 model .*no "
+                                            r"transformer: its layers are Mamba-1 mixers .*does not model"):
+        model_from_hf(write(tmp_path_factory.mktemp("mamba"), doc))
+
+
+def test_falcon_mamba_from_hf_is_exit_2_naming_the_file_and_the_family(tmp_path):
+    run = cli("simulate", str(scenario_with(tmp_path, json.dumps(FALCON_MAMBA_7B))), "--json")
+    assert run.returncode == 2 and "Traceback" not in run.stderr
+    assert re.search(r"config\.json'?: key 'model_type' is 'falcon_mamba', a pure Mamba-1 model", run.stderr)
+
+
+@pytest.mark.parametrize(("model_type", "key"), [("bamba", "mamba_d_state"), ("falcon_h1", "mamba_d_state"),
+                                                 ("some_new_ssm", "ssm_state_size"), ("", "state_size")])
+def test_a_file_sizing_a_mamba_mixer_without_a_layer_layout_is_refused_not_read_as_all_attention(tmp_path, model_type,
+                                                                                                 key):
+    """Bamba and Falcon-H1 configs carry a transformer's keys beside their Mamba mixers' and were read as
+    transformers of attention layers alone."""
+    doc = {**LLAMA_31_70B, "model_type": model_type, key: 128}
+    with pytest.raises(HFConfigError, match=rf"key '{key}' sizes a state-space \(Mamba\) mixer, but the file .*lays "
+                                            r"out its layers under no key this reader takes"):
+        model_from_hf(write(tmp_path, doc))
+
+
+def test_a_hybrid_that_lays_out_its_mamba_layers_is_still_read(tmp_path):
+    assert model_from_hf(write(tmp_path, NEMOTRON_H_8B))["hybrid_pattern"].count("M") == 24
 
 
 def test_from_hf_given_a_checkpoint_folder_reads_its_config_json(tmp_path):

@@ -37,7 +37,7 @@ from simulon.config.templates import find_template, template_names, template_tex
     ("GH200 NVL2", "gh200-144gb", "gh200-nvl2"),
     ("Blackwell sm_100", "b200", "dgx-b200"),
     ("8xA100 80GB", "a100-sxm-80gb", "dgx-a100"),  # a count written onto the model
-    ("NVL36x2", "gb200", "gb200-nvl36"),            # a multiplier written onto the system
+    ("NVL36x2", "gb200", "gb200-nvl36x2"),          # a multiplier written onto the system: two NVL36 racks
     ("p5.48xlarge", "h100-sxm", "aws-p5"),
     ("p4d.24xlarge", "a100-sxm-40gb", "aws-p4d"),
     ("8x A100 80GB (AWS p4de)", "a100-sxm-80gb", "aws-p4de"),
@@ -567,6 +567,6 @@ def test_an_nvlink_domain_the_system_does_not_have_is_refused_not_built_as_its_n
 
 
 @pytest.mark.parametrize(("text", "system"), [("GB200 NVL72", "gb200-nvl72"), ("GB300 NVL72", "gb300-nvl72"),
-                                             ("GB200 NVL36x2", "gb200-nvl36"), ("GH200 NVL32", "gh200-nvl32")])
+                                             ("GB200 NVL36x2", "gb200-nvl36x2"), ("GH200 NVL32", "gh200-nvl32")])
 def test_an_nvlink_domain_its_system_has_resolves(text, system):
     assert resolve_hardware(text).system == system

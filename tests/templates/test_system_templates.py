@@ -79,7 +79,7 @@ def test_each_shipped_gpu_has_a_reference_system_built_on_it():
 
 
 @pytest.mark.parametrize(("stem", "gpus", "nic_gbps", "domain"), [
-    ("gb300-nvl72", 4, 800, 72), ("gb200-nvl36", 4, 400, 36), ("dgx-b300", 8, 800, 8),
+    ("gb300-nvl72", 4, 800, 72), ("gb200-nvl36", 4, 400, 36), ("gb200-nvl36x2", 4, 400, 72), ("dgx-b300", 8, 800, 8),
     ("hgx-h800", 8, 400, 8), ("gh200-nvl32", 2, 400, 32), ("mi355x-platform", 8, 400, 8)])
 def test_systems_are_built_as_their_spec_sheets_say(stem, gpus, nic_gbps, domain):
     dc = two_nodes(stem)
@@ -90,3 +90,13 @@ def test_systems_are_built_as_their_spec_sheets_say(stem, gpus, nic_gbps, domain
 def test_the_h800_and_mi355x_scale_up_ports_are_their_vendors_figures():
     assert two_nodes("hgx-h800").scale_up_bandwidth == pytest.approx(200e9)   # 400 GB/s bidirectional
     assert two_nodes("mi355x-platform").scale_up_bandwidth == pytest.approx(7 * 76.8e9)  # 7 links x 153.6/2
+
+
+@pytest.mark.parametrize(("text", "domain"), [("GB200 NVL36x2", 72), ("NVL36x2", 72), ("GB200 NVL36", 36),
+                                              ("GB200 NVL72", 72)])
+def test_an_nvl36x2_is_one_nvlink_domain_across_its_two_racks(text, domain):
+    """NVIDIA's NVL36x2 cables two 36-GPU racks' NVLink Switch trays together into one 72-GPU NVLink domain (its
+    Multi-Node NVLink tuning guide; Infra Controller: a domain "can be a single NVL72 rack or two NVL36 racks
+    cabled together"); it was built as two domains of 36."""
+    dc = DatacenterConfig.model_validate({"from": text, "cluster": {"num_nodes": 18}})
+    assert (dc.domain_gpus, dc.node.gpus_per_node) == (domain, 4)

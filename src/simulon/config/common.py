@@ -83,6 +83,25 @@ def dtype_named(value: Any) -> Any:
     return _DTYPE_NAMES.get(key, value)
 
 
+def dtype_keys(mapping: dict[Any, Any]) -> dict[Any, Any]:
+    """A mapping keyed by data types (a GPU's peak_tflops), each key as the DType name it denotes (dtype_named:
+    `BF16` and `bfloat16` are `bf16`), so that a mapping written over it replaces its values whatever spelling
+    either uses. Keys that name no data type are left for validation to refuse. Two spellings of one data type in
+    one mapping are refused, naming both, even where their values agree: like a key written twice (config.errors
+    refuses those), one of them is a slip, and which was meant is the author's to say."""
+    out: dict[Any, Any] = {}
+    spelt: dict[Any, Any] = {}
+    for key, value in mapping.items():
+        named = dtype_named(key)
+        canonical = named.value if isinstance(named, DType) else key
+        if canonical in out:
+            first = spelt[canonical]
+            values = (f"both {value!r}" if value == out[canonical] else f"{out[canonical]!r} and {value!r}")
+            raise FieldError(str(key), f"{first!r} and {key!r} both name {canonical} ({values}); keep one")
+        out[canonical], spelt[canonical] = value, key
+    return out
+
+
 LaxDType = Annotated[DType, Strict(False), BeforeValidator(dtype_named)]
 """A data type written as its name in YAML, in any case or as users spell it (dtype_named); strict mode would demand
 an enum instance."""

@@ -42,6 +42,7 @@ from .common import (
     Oversubscription,
     RunCount,
     StrictModel,
+    dtype_keys,
 )
 from .host_cpu import HostCPU, host_cpu
 from .resolve import Hardware, Unresolved, resolve_hardware
@@ -138,6 +139,18 @@ class GPUSpec(Templated):
                 raise FieldError(f"{index}.times_ms", "empty: a measured run has at least one time (a kernel "
                                  "that could not run belongs in oom_kernel_runs)")
         return runs
+
+    @classmethod
+    def _layer(cls, doc: dict[str, Any]) -> dict[str, Any]:
+        """peak_tflops keyed by data type names (config.common.dtype_keys): `BF16: 900` over a template's `bf16`
+        replaces it, and `bf16` beside `bfloat16` in one mapping is refused rather than one silently winning."""
+        peaks = doc.get("peak_tflops")
+        if not isinstance(peaks, dict):
+            return doc
+        try:
+            return {**doc, "peak_tflops": dtype_keys(peaks)}
+        except FieldError as exc:
+            raise FieldError(f"peak_tflops.{exc.field}", exc.message) from None
 
     @classmethod
     def _described(cls, ref: str) -> dict[str, Any] | None:

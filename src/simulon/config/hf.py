@@ -42,7 +42,10 @@ GptOssConfig, Gemma/Gemma2/Gemma3TextConfig, Phi3Config; a multimodal config's `
 - hybrid Mamba models (NemotronHConfig, model_type nemotron_h): hybrid_override_pattern (or layers_block_type, the
   same as a list of block names), mamba_num_heads, mamba_head_dim, ssm_state_size, n_groups, conv_kernel,
   chunk_size; the MLP's activation from mlp_hidden_act, the shared expert's width from
-  moe_shared_expert_intermediate_size, the attention's head size from head_dim or attention_head_dim.
+  moe_shared_expert_intermediate_size, the attention's head size from head_dim or attention_head_dim. Models that
+  are no transformer are refused by model_type (UNREAD_MODEL_TYPES: pure Mamba-1 models such as Falcon Mamba, whose
+  mixer is not simulon's Mamba-2 one, RWKV, xLSTM, RecurrentGemma), and so is a file of another family that sizes a
+  Mamba mixer but lays out its layers under no key read here (SSM_KEYS: Bamba, Falcon-H1).
 
 Keys written beside `from_hf` in the block override what the file gives; `from` beside it is refused (a block
 starts from a template or from a config file, not both). A key set to null reads as absent, as its configuration
@@ -126,6 +129,16 @@ GPTBigCodeConfig: `n_inner if n_inner is not None else 4 * hidden_size`)."""
 CLASS_VOCABULARIES = {"gemma3_text": 262_208, "gemma3": 262_208}
 """model_type -> the vocabulary its configuration class defaults to, for a file that leaves it out: the text_config
 of Gemma 3's multimodal checkpoints writes only what differs from Gemma3TextConfig's defaults (vocab_size=262_208)."""
+UNMODELLED = ", which simulon does not model"
+MAMBA_1 = ("its layers are Mamba-1 mixers (a selective scan with a state per channel, its step and B and C projected "
+           f"by x_proj and dt_proj){UNMODELLED}: its Mamba mixer (hybrid_pattern M) is Mamba-2's (one decay per head, "
+           "B and C shared by groups, a chunked scan), and writing the model as one would simulate another model")
+"""Why a Mamba-1 layer (Gu and Dao, arXiv 2312.00752; transformers' MambaMixer and FalconMambaMixer) is no layer
+simulon models."""
+SSM_KEYS = ("state_size", "ssm_state_size", "mamba_d_state", "time_step_rank")
+"""Keys of a state-space (Mamba) mixer's size (MambaConfig's and FalconMambaConfig's state_size and time_step_rank,
+NemotronHConfig's ssm_state_size, BambaConfig's, FalconH1Config's and Zamba2Config's mamba_d_state): a file holding one
+but no layer layout (FIELD_KEYS["hybrid_pattern"]) is refused, not read as a transformer of attention layers alone."""
 ENCODER_MODEL_TYPES = frozenset({
     "bert", "roberta", "xlm-roberta", "xlm-roberta-xl", "camembert", "deberta", "deberta-v2", "distilbert", "electra",
     "albert", "modernbert", "mpnet", "megatron-bert", "ernie", "bert-generation", "big_bird", "longformer", "esm"})
@@ -144,12 +157,20 @@ UNREAD_MODEL_TYPES = {
                                                  "without cross-attention: write its model block yourself"),
     **{model_type: f"{what}: write its model block yourself (a hybrid's layers as hybrid_pattern, its Mamba mixer "
                    "as mamba)" for model_type, what in (
-        ("mamba", "a pure Mamba model (MambaConfig), which has no attention layers"),
         ("mamba2", "a pure Mamba-2 model (Mamba2Config), which has no attention layers"),
         ("jamba", "Jamba (JambaConfig), whose layer periods this reader does not take"))},
+    **{model_type: f"{what}, which is no transformer: {why}" for model_type, what, why in (
+        ("mamba", "a pure Mamba-1 model (MambaConfig)", MAMBA_1),
+        ("falcon_mamba", "a pure Mamba-1 model (FalconMambaConfig, Falcon Mamba)", MAMBA_1),
+        ("rwkv", "an RWKV model (RwkvConfig)",
+         f"its layers are time-mixing and channel-mixing recurrences{UNMODELLED}"),
+        ("xlstm", "an xLSTM model (xLSTMConfig)", f"its layers are mLSTM recurrences{UNMODELLED}"),
+        ("recurrent_gemma", "RecurrentGemma (RecurrentGemmaConfig, Griffin)",
+         f"two of every three layers are RG-LRU recurrences{UNMODELLED}"))},
 }
 """model_type of the families this reader does not build, and why; a hybrid Mamba model is a model block with its
-hybrid_pattern and mamba block (NemotronHConfig files are read)."""
+hybrid_pattern and mamba block (NemotronHConfig files are read). A Mamba-1 model is refused outright: simulon's Mamba
+mixer is Mamba-2's (config/hybrid.py MambaSpec), and writing a Mamba-1 model as one would simulate another model."""
 BLOCK_TYPES = {"mamba": "M", "attention": "*", "full_attention": "*", "mlp": "-", "moe": "E"}
 """NemotronH's layers_block_type names -> the hybrid pattern's symbols (config/hybrid.py)."""
 UNGROUPED_TOPK_METHOD = "greedy"
@@ -552,6 +573,21 @@ def _refuse_unread(cfg: Reader) -> None:
     for key, problem in UNREAD_KEYS.items():
         if cfg.doc.get(key) not in (None, False):
             raise cfg.fail(key, problem)
+    _refuse_mixers_without_layout(cfg)
+
+
+def _refuse_mixers_without_layout(cfg: Reader) -> None:
+    """A file that sizes a state-space mixer (SSM_KEYS) but says which layers hold one under no key this reader takes
+    (FIELD_KEYS' hybrid_pattern keys): a family not known here (Bamba, Falcon-H1), refused rather than read as a
+    transformer."""
+    if any(cfg.doc.get(key) is not None for key in FIELD_KEYS["hybrid_pattern"]):
+        return
+    key = next((key for key in SSM_KEYS if cfg.doc.get(key) is not None), None)
+    if key is not None:
+        raise cfg.fail(key, f"sizes a state-space (Mamba) mixer, but the file ({cfg.model_type or 'no model_type'}) "
+                       "lays out its layers under no key this reader takes "
+                       f"({', '.join(FIELD_KEYS['hybrid_pattern'])}): write its model block yourself (a hybrid's "
+                       "layers as hybrid_pattern, a Mamba-2 mixer as mamba)")
 
 
 def model_from_hf(path: Path) -> dict[str, Any]:

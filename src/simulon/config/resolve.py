@@ -10,16 +10,17 @@ punctuation: `[count x] [vendor] GPU [memory GB] [form factor] [system] [interco
   so. Memory ("40GB", in GB or GiB, as vendors round it) and form factor (SXM, PCIe) choose between templates of one
   model, and a memory size none of them has ("H100 94GB", an H100 NVL's) is refused, naming theirs; a system's memory
   together ("DGX A100 320GB") names the system. Without them the template that carries the bare model name as an
-  alias (the vendor's main SKU) is taken.
+  alias (the vendor's main SKU) is taken. Two form factors ("H100 SXM PCIe"; a PCIe named as a bus, "PCIe Gen5",
+  is none) or two memory sizes of the GPU ("H100 80GB 94GB") contradict each other and are refused.
 - System: among the datacenter templates built on that GPU, the one whose name and alias words the
   description (then its context: the table's framework or source) names most; with none named, the one
   marked `reference: true` (the vendor's reference system, e.g. DGX H100 rather than DGX Cloud), then the
   one with the fewest words of its own.
-- Interconnect: a NIC count and line rate ("8x400Gbps", "1600 Gbps", "4x IB 200Gb dual-port") that differs
-  from the system's NICs overrides them (dual-port cards at their ports' rates added up, at most what the
-  card moves: `card_speed` of the shipped NIC of that rate); RoCE, InfiniBand, the NIC's and the switches' names
-  are read but change nothing the network model distinguishes. What a description states of the GPU and its
-  scale-up is checked against the templates and a contradiction is refused, not ignored: an NVLink generation
+- Interconnect: a NIC count and line rate ("8x400Gbps", "1600 Gbps", "4x IB 200Gb dual-port", "400 Gb/s", "100GbE", as
+  "400G" is) that differs from the system's NICs overrides them (dual-port cards at their ports' rates added up, at
+  most what the card moves: `card_speed` of the shipped NIC of that rate); RoCE, InfiniBand, the NIC's and the
+  switches' names are read but change nothing the network model distinguishes. What a description states of the GPU
+  and its scale-up is checked against the templates and a contradiction is refused, not ignored: an NVLink generation
   ("NVLink4") against the system's NVSwitch, NVLS (NVLink SHARP) against a switch that reduces, MNNVL against an
   NVLink domain wider than a node, NVLink or xGMI against the GPU's vendor, a rate in bytes ("600GB/s bidir",
   "1.8TB/s") against the GPU's NVLink (a direction, or both) or HBM bandwidth, and a power ("400W") against its TDP.
@@ -61,16 +62,29 @@ ARCHITECTURES = {
 compute capability 8.0 is A100, 9.0 H100/H200, 10.0 B200/GB200, 10.3 B300/GB300; AMD CDNA 3 is MI300X/MI325X,
 CDNA 4 MI355X/MI350X)."""
 FORM_FACTORS = ("sxm", "pcie", "oam")
+FORM_NAMES = {"sxm": "SXM", "pcie": "PCIe", "oam": "OAM"}
+"""Each form factor as vendors write it, for messages."""
+PCIE_BUS = re.compile(r"(?i)\bpcie[\s_-]*(?:gen[\s_-]*\d(?:\.\d)?|[1-9]\.0|x\d+|switch(?:es)?|bus|lanes?|hosts?|"
+                      r"nics?|links?|root)\b")
+"""PCIe named as a bus, not as a GPU's form factor ("PCIe Gen5", "PCIe 5.0", "PCIe x16", "PCIe switch"): an SXM GPU
+reaches its NICs over PCIe."""
 NVL_CARD = re.compile(r"(?i)\bnvl\b(?!\s*\d+\b(?!\s*gi?b))")
 """NVIDIA's "NVL" cards (H100 NVL, H200 NVL 141GB: PCIe boards bridged in pairs), as against an NVL 72 rack."""
 NVL_CARD_MODELS = ("h100", "h200")
 """The GPU models NVIDIA sells as NVL cards (elsewhere "NVL" is a rack: "GB200 NVL")."""
-NIC_SPEED = re.compile(r"(?:(?<![\w.])(\d+)\s*[xX×](?![A-Za-z]{2})\s*)?(?:[A-Za-z][\w-]*\s+){0,2}?"
-                       r"(?<![\d.-])(\d+(?:\.\d+)?)\s*(?:([GgTt])(?:bps|b/s|bit/s|bit|b)|G)\b")
-"""A NIC line rate in bits ("400Gbps", "200Gb", "400G", a node's "3.2 Tbps" as AWS and NVIDIA write it; never "GB/s",
-bytes), with its count ("8x400Gbps", "4x IB 200Gb"). A count is a number of its own with its "x" ("48xlarge", an
-instance size, is none), and a rate is a number of its own ("a3-megagpu-8G", a machine type, is none); a count
-before a GPU's name ("8x H100 3200 Gbps") counts GPUs, not NICs (_nic_override)."""
+BIT_RATE = (r"(?<![\d.])(?:(?<=-)(?=[\d.]+\s*[GgTt]b)|(?<!-))(\d+(?:\.\d+)?)\s*"
+            r"(?:([GgTt])(?:bps|b/s(?:ec)?|bits?/s(?:ec)?|bits?|b[Ee]|b)|G)\b")
+"""A line rate in bits as people write a link's speed: "400Gbps", "400 Gb/s", "400 Gbit/s", "200Gb", "400G",
+Ethernet's "100GbE" and "200 GbE", a node's "3.2 Tbps" as AWS and NVIDIA write it; never "GB/s", bytes. The rate is a
+number of its own, and one joined to a name by '-' has its unit in bits ("DGX-H100-400Gb/s"; "a3-megagpu-8G", a
+machine type, is none)."""
+NIC_SPEED = re.compile(r"(?:(?<![\w.])(\d+)\s*[xX×](?![A-Za-z]{2})\s*)?(?:[A-Za-z][\w-]*\s+){0,2}?" + BIT_RATE)
+"""A NIC line rate in bits (BIT_RATE) with its count ("8x400Gbps", "4x IB 200Gb"). A count is a number of its own with
+its "x" ("48xlarge", an instance size, is none); a count before a GPU's name ("8x H100 3200 Gbps") counts GPUs, not
+NICs (_nic_override)."""
+STATED_BIT_RATE = re.compile(BIT_RATE)
+"""A line rate alone, as _without_stated takes it out of a description: its unit's letters ("Gb/s": 'gb' and 's';
+"GbE") are no words of a system's."""
 MEMORY = re.compile(r"(?<![\d.])(\d+)\s*(?:GB|gb|GiB)\b(?!\s*/\s*s)")
 """A memory size in bytes ("80GB", "141 GiB"); never a rate ("600GB/s") or bits ("200Gb")."""
 GPU_LIKE = re.compile(r"\b(?:gaudi\s*\d|[rg]tx\s*\d{4}|[a-z]{1,4}\d{2,4}[a-z]{0,2})\b", re.IGNORECASE)
@@ -244,7 +258,7 @@ def _gpu_ranking(text: str, context: str) -> tuple[str, list[tuple[tuple[int, in
     if vendor is not None and all((find_template("gpu", s) or {}).get("vendor") != vendor for s in stems):
         raise Unresolved(f"{text!r} names vendor {vendor} but GPU {model.upper()} is not one of its")
     memory = [int(m) for m in MEMORY.findall(text)] + [int(m.group(1)) for m in bare_memory(text, model)]
-    form = next((f for w in words(text) for f in FORM_FACTORS if w.startswith(f)), None)
+    form = _form_stated(text, model)
     if model in NVL_CARD_MODELS and NVL_CARD.search(text):
         raise Unresolved(f"{text!r}: the {model.upper()} NVL (PCIe cards bridged in pairs) has no GPU template; "
                          f"shipped {model.upper()} templates: {', '.join(stems)}")
@@ -253,6 +267,7 @@ def _gpu_ranking(text: str, context: str) -> tuple[str, list[tuple[tuple[int, in
     every = stems
     if memory:
         stems = _with_memory(text, model, stems, memory)
+        _one_memory_size(text, model, stems, memory)
     elif system_memory:  # "A100 320GB": the GPU of the system of that memory, an A100 40GB
         stems = [s for s in stems if system_sizes([s]) & set(system_memory)]
     if form in ("sxm", "pcie"):
@@ -271,6 +286,41 @@ def _gpu_ranking(text: str, context: str) -> tuple[str, list[tuple[tuple[int, in
     ranked = sorted((((len(_gpu_words(s, model) & said), len(_gpu_words(s, model) & ctx),
                        template_stem("gpu", model) == s), s) for s in stems), reverse=True)
     return model, ranked, notes
+
+
+def _forms(text: str) -> list[str]:
+    """The form factors (FORM_FACTORS) a description's words name, in the order named ("SXM5" is SXM)."""
+    return list(dict.fromkeys(f for w in words(text) for f in FORM_FACTORS if w.startswith(f)))
+
+
+def _form_stated(text: str, model: str) -> str | None:
+    """The GPU's form factor a description names, or None. Where it names two, a PCIe that is a bus ("PCIe Gen5
+    NICs", PCIE_BUS) is not the GPU's; two that remain contradict each other ("H100 SXM PCIe": the SXM5 module or
+    the PCIe card, which differ in clock, power, memory bandwidth and scale-up), and are refused, not one taken."""
+    forms = _forms(text)
+    if len(forms) > 1:
+        forms = _forms(PCIE_BUS.sub(" ", text))
+    if len(forms) > 1:
+        named = " and ".join(FORM_NAMES[f] for f in forms)
+        raise Unresolved(f"{text!r} states two form factors of the {model.upper()}, {named}: a GPU is one of them; "
+                         "name the one it is")
+    return forms[0] if forms else None
+
+
+def _one_memory_size(text: str, model: str, stems: list[str], memory: list[int]) -> None:
+    """Refuse GPU memory sizes that no one template of `stems` has together ("H100 80GB 94GB", "A100 40GB 80GB": two
+    GPUs' sizes, one taken silently); sizes one template has under two roundings ("H200 141GB (144GB)", GB and GiB)
+    agree, and a whole multiple of another size stated that is no size of the model's is several GPUs' memory
+    together ("4x H100 80GB (320GB)")."""
+    every = gpu_models()[model]
+    sizes = sorted(set(memory))
+    own = [m for m in sizes if any(_has_memory(stem, m) for stem in every)
+           or not any(m > f and m % f == 0 for f in sizes)]
+    if any(all(_has_memory(stem, m) for m in own) for stem in stems):
+        return
+    raise Unresolved(f"{text!r} states {' and '.join(f'{m} GB' for m in own)} of GPU memory: a GPU has one size "
+                     f"(shipped {model.upper()}: {', '.join(f'{s} {_memory_of(s):g} GB' for s in every)}); name the "
+                     "one it has")
 
 
 GIB_IN_GB = 2 ** 30 / 1e9
@@ -345,7 +395,8 @@ def resolve_gpu(text: str, context: str = "") -> tuple[str, str, list[str]]:
 def systems() -> tuple[tuple[str, str, frozenset[str], bool], ...]:
     """(datacenter stem, its GPU's stem, its own words, whether it is the reference system) of every shipped
     datacenter template. Its own words are those of its name and aliases less the GPU's model and memory
-    ('a100', '40gb'): what tells systems apart ('dgx', 'cloud', 'nvl36', '320gb')."""
+    ('a100', '40gb'), generic words and bare counts: what tells systems apart ('dgx', 'cloud', 'nvl36', '320gb', and
+    the multiplier 'x2' of 'NVL36x2', two NVL36 racks as one NVLink domain)."""
     found = []
     for stem in template_names("datacenter"):
         doc = parse_yaml(template_text("datacenter", stem)) or {}
@@ -358,7 +409,7 @@ def systems() -> tuple[tuple[str, str, frozenset[str], bool], ...]:
         own = {w for name in names for w in words(str(name))}
         memory = round(_memory_of(gpu_stem))
         own = {w for w in own if w not in gpu_models() and w not in (f"{memory}gb", f"{memory}g")
-               and w not in GENERIC_WORDS and not re.fullmatch(r"\d+|x\d*", w)}
+               and w not in GENERIC_WORDS and not re.fullmatch(r"\d+|x", w)}
         found.append((stem, gpu_stem, frozenset(own), bool(doc.get("reference"))))
     return tuple(found)
 
@@ -595,9 +646,11 @@ def _stated(text: str, gpu: str, system: str | None) -> tuple[str, list[str]]:
 
 
 def _without_stated(text: str) -> str:
-    """A description less the rates, powers and NVLink generations it states (which `_stated` checks)."""
-    for found in sorted([*BYTE_RATE.finditer(text), *POWER.finditer(text), *NVLINK_GENERATION.finditer(text)],
-                        key=lambda m: m.start(), reverse=True):
+    """A description less the rates, powers and NVLink generations it states (which `_stated` checks) and the NIC
+    line rates (which `_nic_override` reads)."""
+    stated = [*BYTE_RATE.finditer(text), *POWER.finditer(text), *NVLINK_GENERATION.finditer(text),
+              *STATED_BIT_RATE.finditer(text)]
+    for found in sorted(stated, key=lambda m: m.start(), reverse=True):
         text = text[:found.start()] + " " + text[found.end():]
     return text
 

@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 import yaml
 from pydantic import ValidationInfo, model_validator
 
-from .common import StrictModel
+from .common import FieldError, StrictModel
 from .errors import not_utf8, parse_yaml, read_yaml_text, yaml_problem
 
 _DOC_KEYS = ("aliases", "source", "reference")  # template metadata, not config fields
@@ -132,14 +132,18 @@ def find_template(kind: str, name: str) -> dict[str, Any] | None:
     return doc
 
 
+RATE_SLASH = re.compile(r"(?i)\d\s*[gt]i?b(?:its?)?\s*/\s*s(?:ec)?\b")
+"""A rate's "per second" ("400Gb/s", "600 GB/s", "100 Gbit/s"): its slash is no path's."""
+
+
 def _is_file_reference(kind: str, ref: str, base_dir: Path | None) -> bool:
     """A YAML file's name, or a path that exists; a model's HuggingFace id ('deepseek-ai/DeepSeek-V2-Lite') that is
     no file is a name (found loosely, or unknown with suggestions), and so is a missing path of another kind that
     names a template loosely or has spaces, brackets or commas in it: a description ("8x H200 (NVLink4/NVSwitch,
-    900GB/s)", config.resolve)."""
+    900GB/s)", config.resolve); so is a name whose only slashes are rates' ("DGX-H100-400Gb/s")."""
     if ref.endswith((".yaml", ".yml")):
         return True
-    if "/" not in ref:
+    if "/" not in RATE_SLASH.sub("", ref):
         return False
     if _file_path(ref, base_dir).exists():
         return True
@@ -149,11 +153,13 @@ def _is_file_reference(kind: str, ref: str, base_dir: Path | None) -> bool:
 
 
 def _load_reference(kind: str, ref: str, base_dir: Path | None, describe: Callable[[str], dict[str, Any] | None],
-                    depth: int = 0, chain: tuple[Path, ...] = ()) -> dict[str, Any]:
+                    depth: int = 0, chain: tuple[Path, ...] = (),
+                    layer: Callable[[dict[str, Any]], dict[str, Any]] = dict) -> dict[str, Any]:
     """The template `ref` names, its own `from:` resolved; where no template is called `ref`, the one `describe`
     reads it as (a free-text description, Templated._described), at any depth: a user's file may start from one.
     `chain` holds the files that led to it, so that a file reached again (A from B, B from A) is refused as the loop
-    it is. What a file's own `from:` names wrongly is said naming the file."""
+    it is. What a file's own `from:` names wrongly is said naming the file. Each mapping read passes through `layer`
+    (Templated._layer) before it is merged over the one it starts from."""
     if _is_file_reference(kind, ref, base_dir):
         path = _file_path(ref, base_dir)
         if path.resolve() in {p.resolve() for p in chain}:
@@ -167,19 +173,19 @@ def _load_reference(kind: str, ref: str, base_dir: Path | None, describe: Callab
                 raise ValueError(f"template file {str(path)!r}: 'from' must name a template, at most "
                                  f"{_MAX_TEMPLATE_DEPTH} files deep")
             try:
-                base = _load_reference(kind, parent, path.parent, describe, depth + 1, (*chain, path))
-            except TemplateLoop:
-                raise  # it names every file of the loop
+                base = _load_reference(kind, parent, path.parent, describe, depth + 1, (*chain, path), layer)
+            except (TemplateLoop, FieldError):
+                raise  # it names every file of the loop; the loader finds the file that wrote the field
             except ValueError as exc:
                 raise type(exc)(f"template file {str(path)!r}: from: {exc}") from None
-            doc = merged(base, doc)
-        return doc
+            return merged(base, layer(doc))
+        return layer(doc)
     doc = find_template(kind, ref)
     if doc is None:
         doc = describe(ref)
     if doc is None:
         raise UnknownTemplate(unknown_template(kind, ref) + _no_file(ref, base_dir))
-    return doc
+    return layer(doc)
 
 
 def _no_file(ref: str, base_dir: Path | None) -> str:
@@ -286,13 +292,21 @@ class Templated(StrictModel):
         if ref is not None:
             if not isinstance(ref, str):
                 raise ValueError(f"'from' must be a template name or file path, got {ref!r}")
-            template = _load_reference(cls.template_kind, ref, base_dir, cls._described)
+            template = _load_reference(cls.template_kind, ref, base_dir, cls._described, layer=cls._layer)
         elif isinstance(data.get("name"), str):
-            template = find_template(cls.template_kind, data["name"]) or cls._custom(data)
+            template = cls._layer(find_template(cls.template_kind, data["name"]) or cls._custom(data))
         else:
             template = {}
-        given = {k: v for k, v in data.items() if k != "from"}
+        given = cls._layer({k: v for k, v in data.items() if k != "from"})
         return merged(cls._still_holding(template, given), given)
+
+    @classmethod
+    def _layer(cls, doc: dict[str, Any]) -> dict[str, Any]:
+        """One mapping written for the block (the block itself, a template file, a shipped template) in the terms
+        it is merged in, so that a key written over a template's replaces it however either spells it (GPUSpec's
+        data types); unchanged unless a subclass says otherwise. Raises FieldError for what one mapping cannot
+        hold."""
+        return doc
 
     @classmethod
     def _still_holding(cls, template: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
