@@ -17,7 +17,7 @@ from .collective.metrics import bus_bandwidth_factor
 from .collective.tuner import CollectivePlan
 from .collective.types import COLLECTIVE_NAMES, CollType, collective_named
 from .compute.calibration import Calibrations
-from .compute.populate import populate
+from .compute.populate import ProfileUse, populate
 from .config.dc import DatacenterConfig, Placement
 from .config.scenario import ScenarioConfig
 from .config.units import check_size, format_size, memory_amount
@@ -78,6 +78,7 @@ class Simulation:
     memory: MemoryReport
     summary: dict[str, float] = field(default_factory=dict)  # the caller's figures of the replay (`Summary`),
     # extrapolated as the step's are where it was sampled
+    profiled: ProfileUse = field(default_factory=dict)  # how each GPU's kernels were timed (compute.populate)
 
 
 Summary = Callable[[Simulation], dict[str, float]]
@@ -352,8 +353,8 @@ def simulate_planned(sc: ScenarioConfig, planned: PlannedDag, progress: Progress
     dag = planned.build()
     progress.stage(f"timing {dag.num_nodes:,} nodes' kernels")
     placement = sc.placement()
-    populate(dag, [g.gpu for g in placement.groups], sc.workload.training.dtype, placement.group)
-    return run_populated(sc, dag, planned.topology, planned.fold, progress=progress)
+    profiled = populate(dag, [g.gpu for g in placement.groups], sc.workload.training.dtype, placement.group)
+    return replace(run_populated(sc, dag, planned.topology, planned.fold, progress=progress), profiled=profiled)
 
 
 def simulate_sampled(sc: ScenarioConfig, counts: tuple[int, int], fold_mode: FoldMode = "auto",

@@ -8,6 +8,7 @@ import copy
 import yaml
 
 from helpers import SEED_SCENARIO, cli
+from simulon.config import ScenarioConfig
 from simulon.config.loading import load_scenario
 from simulon.pipeline import simulate
 
@@ -34,7 +35,43 @@ def test_a_profile_timing_no_kernel_of_the_step_is_named_and_one_timing_some_cou
             "phase, dtype and shape parameters): every kernel is timed by the calibrated model") in unused.stdout
     used = cli("simulate", str(with_runs(tmp_path, [matching, elsewhere])))
     assert used.returncode == 0, used.stderr
-    assert (f"Profile: 1 of the step's {len(dag.kernel_specs):,} distinct kernels timed from my-h100's profile, the "
+    assert (f"Profile: 1 of the {len(dag.kernel_specs):,} distinct kernels my-h100 runs timed from its profile, the "
             "rest by the calibrated model") in used.stdout
     plain = cli("simulate", str(SEED_SCENARIO))
     assert "Profile:" not in plain.stdout
+
+
+def test_on_a_mixed_cluster_each_gpu_counts_the_kernels_its_own_ranks_ran_as_the_replay_timed_them():
+    """Each GPU type's count is populate's own, over the kernels its ranks run: the first stage (H100s) runs no
+    loss kernel, the last (A100s) runs no embedding; a profiled run of the H100's first GEMM is counted once for it
+    and never for the A100, whose profile of the same kernel in fp8 times nothing."""
+    wl = {"framework": "megatron",
+          "model": {"name": "test-gpt", "num_layers": 4, "hidden_size": 1024, "num_heads": 16,
+                    "ffn_hidden_size": 4096, "vocab_size": 32768},
+          "parallelism": {"tp": 4, "pp": 2},
+          "training": {"global_batch_size": 8, "micro_batch_size": 1, "sequence_length": 1024}}
+    node = {"gpus_per_node": 4, "gpus_per_nic": 1}
+    doc = {"datacenter": {"node_groups": [{"num_nodes": 1, "node": {**node, "gpu": "H100"}},
+                                          {"num_nodes": 1, "node": {**node, "gpu": "A100"}}],
+                          "network": {"scale_out": {"nic": {"speed": "200Gbps", "latency": "2us"},
+                                                    "topology": {"tiers": 2, "rail_optimized": True,
+                                                                 "nics_per_leaf": 8, "spines": 4}},
+                                      "scale_up": {"switch": {"port_speed": "300GBps", "latency": "0.5us"}}}},
+           "workload": wl}
+    plain = simulate(ScenarioConfig.model_validate(doc))
+    placement = ScenarioConfig.model_validate(doc).placement()
+    ran = {name: set(plain.dag.kernel[(plain.dag.kernel >= 0) & (placement.group[plain.dag.gpu] == g)].tolist())
+           for g, name in enumerate(gr.gpu.name for gr in placement.groups)}
+    assert ran["H100-SXM5-80GB"] != ran["A100-SXM4-80GB"]
+    specs = plain.dag.kernel_specs
+    gemm = next(specs[k] for k in sorted(ran["H100-SXM5-80GB"]) if dict(specs[k].shape).get("m"))
+    run = {"kernel": gemm.name, "params": {**dict(gemm.shape), "phase": gemm.phase.name, "dtype": "bf16"},
+           "times_ms": [1.0]}
+    groups = doc["datacenter"]["node_groups"]
+    groups[0]["node"]["gpu"] = {"from": "h100-sxm", "kernel_runs": [run]}
+    groups[1]["node"]["gpu"] = {"from": "a100-sxm-80gb",
+                                "kernel_runs": [{**run, "params": {**run["params"], "dtype": "fp8"}}]}
+    sim = simulate(ScenarioConfig.model_validate(doc))
+    h100, a100 = "H100-SXM5-80GB", "A100-SXM4-80GB"
+    assert sim.profiled == {h100: (1, len(ran[h100])), a100: (0, len(ran[a100]))}
+    assert len(ran["H100-SXM5-80GB"]) < len(plain.dag.kernel_specs)

@@ -59,11 +59,23 @@ def collective_parts(dag: ExecutionDAG, timeline: Timeline) -> tuple[np.ndarray,
     of PP communication. Members folded away stand where their simulated peer stands, so the simulated members'
     last join is the group's."""
     joins, leaves = dag.collective_spans()
-    coll = dag.coll[joins]
     joined = timeline.start[joins]
-    last = np.full(len(dag.collectives), -np.inf)
-    np.maximum.at(last, coll, joined)
-    return joins, leaves, np.minimum(np.maximum(joined, last[coll]), timeline.finish[leaves])
+    last, _ = last_joins(dag, joins, joined)
+    return joins, leaves, np.minimum(np.maximum(joined, last), timeline.finish[leaves])
+
+
+def last_joins(dag: ExecutionDAG, joins: np.ndarray, joined: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per part of a collective (its start marker in `joins`, joined at `joined`): when its collective's last member
+    joined, and that member's GPU (the lowest of those joining then), whom the parts that joined before wait on."""
+    order = np.lexsort((dag.gpu[joins], -joined, dag.coll[joins]))
+    coll = dag.coll[joins][order]
+    first = np.ones(len(order), dtype=bool)
+    first[1:] = coll[1:] != coll[:-1]
+    when = np.full(len(dag.collectives), -np.inf)
+    who = np.full(len(dag.collectives), -1, dtype=np.int64)
+    when[coll[first]] = joined[order][first]
+    who[coll[first]] = dag.gpu[joins][order][first]
+    return when[dag.coll[joins]], who[dag.coll[joins]]
 
 
 def comm_intervals(dag: ExecutionDAG, timeline: Timeline) -> tuple[np.ndarray, ...]:

@@ -62,17 +62,15 @@ def run_scenario(scenario: Path, quiet: bool, expand: str = "auto", memory_limit
 
 
 def profile_lines(sc: ScenarioConfig, sim: Simulation) -> list[str]:
-    """For each GPU type of the scenario with a measured profile (`kernel_runs`), how many of the step's distinct
-    kernels it timed (compute.populate: at or between its measured shapes), the rest having taken the calibrated
-    model's times; a profile that times none of them says so, where a name, phase or dtype no run shares left it
-    unused without a word."""
-    from ..compute.populate import kernel_seconds
-
+    """For each GPU type of the scenario with a measured profile (`kernel_runs`), how many of the distinct kernels
+    its ranks ran it timed (as populate counted them: at or between its measured shapes), the rest having taken the
+    calibrated model's times; a profile that times none of them says so, where a name, phase or dtype no run shares
+    left it unused without a word."""
     lines, dtype = [], sc.workload.training.dtype
     for gpu in {g.gpu.name: g.gpu for g in sc.placement().groups if g.gpu.kernel_runs}.values():
-        measured, kernels = kernel_seconds(sim.dag, gpu, dtype)[1], len(sim.dag.kernel_specs)
+        measured, kernels = sim.profiled.get(gpu.name, (0, 0))
         if measured:
-            lines.append(f"Profile: {measured:,} of the step's {kernels:,} distinct kernels timed from {gpu.name}'s "
+            lines.append(f"Profile: {measured:,} of the {kernels:,} distinct kernels {gpu.name} runs timed from its "
                          "profile, the rest by the calibrated model")
         else:
             lines.append(f"Profile: none of {gpu.name}'s {len(gpu.kernel_runs):,} profiled runs is of a kernel this "

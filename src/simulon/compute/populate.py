@@ -19,16 +19,21 @@ from .profile import PROFILE_REPEATS, KernelProfile
 
 def spec_seconds(specs: Sequence[KernelSpec], gpu: GPUSpec, dtype: DType) -> tuple[np.ndarray, int]:
     """Seconds of each kernel spec on `gpu`, and how many came from the measured profile."""
+    times, profiled = timed_specs(specs, gpu, dtype)
+    return times, int(profiled.sum())
+
+
+def timed_specs(specs: Sequence[KernelSpec], gpu: GPUSpec, dtype: DType) -> tuple[np.ndarray, np.ndarray]:
+    """Seconds of each kernel spec on `gpu`, and which came from the measured profile (a boolean per spec)."""
     model = AnalyticalModel(gpu, dtype, sustained_load=True)  # a training step keeps the GPU busy
     profile = KernelProfile(gpu, dtype, model, AnalyticalModel(gpu, dtype, repeats=PROFILE_REPEATS))
     times = model.seconds(list(specs))
-    measured = 0
+    profiled = np.zeros(len(specs), dtype=bool)
     for i, spec in enumerate(specs):
         found = profile.seconds(spec)
         if found is not None:
-            times[i] = found
-            measured += 1
-    return times, measured
+            times[i], profiled[i] = found, True
+    return times, profiled
 
 
 def kernel_seconds(dag: ExecutionDAG, gpu: GPUSpec, dtype: DType) -> tuple[np.ndarray, int]:
@@ -36,10 +41,15 @@ def kernel_seconds(dag: ExecutionDAG, gpu: GPUSpec, dtype: DType) -> tuple[np.nd
     return spec_seconds(dag.kernel_specs, gpu, dtype)
 
 
+ProfileUse = dict[str, tuple[int, int]]
+"""GPU name -> (how many of the distinct kernels its ranks run were timed from its measured profile, how many
+distinct kernels its ranks run): what populate reports of each GPU type, for `simulate` to say (cli.report)."""
+
+
 def populate(dag: ExecutionDAG, gpu: GPUSpec | Sequence[GPUSpec], dtype: DType,
-             gpu_type: np.ndarray | None = None) -> ExecutionDAG:
+             gpu_type: np.ndarray | None = None) -> ProfileUse:
     """Fill dag.duration: kernels from the profile or the calibrated model; flows and markers take 0 here
-    (their time comes from the network model during replay).
+    (their time comes from the network model during replay). Returns how each GPU's kernels were timed.
 
     `gpu`: one GPU for every rank, or several GPU types with `gpu_type[rank]` the index of each rank's."""
     if isinstance(gpu, GPUSpec):
@@ -48,18 +58,23 @@ def populate(dag: ExecutionDAG, gpu: GPUSpec | Sequence[GPUSpec], dtype: DType,
         gpus = list(gpu)
     if gpu_type is None or len(gpus) == 1 or len(np.unique(gpu_type)) == 1:
         one = gpus[0] if gpu_type is None else gpus[int(gpu_type[0])]
-        times, _ = kernel_seconds(dag, one, dtype)
+        times, measured = kernel_seconds(dag, one, dtype)
         table = np.append(times, 0.0)  # kernel index -1 (flows, markers) picks the trailing 0
         dag.duration = table[dag.kernel]
-        return dag
+        return {one.name: (measured, len(dag.kernel_specs))}
     duration = np.zeros(dag.num_nodes)
     node_type = np.asarray(gpu_type)[dag.gpu]
+    runs: dict[str, np.ndarray] = {}  # GPU name -> which kernels its ranks run; profiled: which its profile timed
+    profiled: dict[str, np.ndarray] = {}
     for t in np.unique(node_type).tolist():
         nodes = np.flatnonzero((node_type == t) & (dag.kernel >= 0))
         used = np.unique(dag.kernel[nodes])
-        times, _ = spec_seconds([dag.kernel_specs[k] for k in used.tolist()], gpus[t], dtype)
+        times, measured = timed_specs([dag.kernel_specs[k] for k in used.tolist()], gpus[t], dtype)
         table = np.zeros(len(dag.kernel_specs))
         table[used] = times
         duration[nodes] = table[dag.kernel[nodes]]
+        name = gpus[t].name
+        runs.setdefault(name, np.zeros(len(dag.kernel_specs), dtype=bool))[used] = True
+        profiled.setdefault(name, np.zeros(len(dag.kernel_specs), dtype=bool))[used[measured]] = True
     dag.duration = duration
-    return dag
+    return {name: (int(profiled[name].sum()), int(used.sum())) for name, used in runs.items()}

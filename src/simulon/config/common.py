@@ -212,6 +212,8 @@ SequenceLength = count(MAX_SEQUENCE, "tokens")
 BatchSize = count(MAX_BATCH, "samples")
 MicrobatchCount = count(MAX_MICROBATCHES, "micro-batches")
 RunCount = count(10**9, "runs")
+"""Kernel runs of a profiling loop (KernelRun.back_to_back): a sanity bound, not a limit of the model; a billion
+runs of the shortest kernel (a few microseconds) is hours of GPU time, past any profiling loop run in practice."""
 ParameterCount = count(MAX_PARAMETERS, "parameters")
 RATIO = re.compile(r"^\s*(\d+(?:\.\d*)?)\s*:\s*(\d+(?:\.\d*)?)\s*$")
 

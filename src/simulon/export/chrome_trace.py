@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..analysis.exposure import collective_parts
+from ..analysis.exposure import collective_parts, last_joins
 from ..analysis.links import LinkSeries
 from ..dag.nodes import PIPELINE_SEND, ExecutionDAG, NodeKind
 from ..engine.replay import Timeline
@@ -163,7 +163,7 @@ def _collectives(slices: _Slices, dag: ExecutionDAG, timeline: Timeline) -> None
     slice of its wait for that member where it joined before."""
     joins, leaves, begins = collective_parts(dag, timeline)
     joined = timeline.start[joins]
-    last = _last_joiner(dag, joins, joined)
+    last = last_joins(dag, joins, joined)[1]
     bodies, streams = [], []
     for begin in joins.tolist():
         coll = dag.collectives[dag.coll[begin]]
@@ -178,18 +178,6 @@ def _collectives(slices: _Slices, dag: ExecutionDAG, timeline: Timeline) -> None
                  "args": {"collective": bodies[i]["name"], "microbatch": bodies[i]["args"]["microbatch"]}}
                 for i in waits.tolist()])
     slices.add(dag.gpu[joins], tracks, begins, timeline.finish[leaves], bodies)
-
-
-def _last_joiner(dag: ExecutionDAG, joins: np.ndarray, joined: np.ndarray) -> np.ndarray:
-    """Per part of a collective (its start marker in `joins`, joined at `joined`), the GPU of its collective that
-    joined last (the lowest of those joining at once)."""
-    order = np.lexsort((dag.gpu[joins], -joined, dag.coll[joins]))
-    coll = dag.coll[joins][order]
-    first = np.ones(len(order), dtype=bool)
-    first[1:] = coll[1:] != coll[:-1]
-    latest = np.full(len(dag.collectives), -1, dtype=np.int64)
-    latest[coll[first]] = dag.gpu[joins][order][first]
-    return latest[dag.coll[joins]]
 
 
 def _pipeline_sends(slices: _Slices, dag: ExecutionDAG, timeline: Timeline, rep: np.ndarray) -> None:
