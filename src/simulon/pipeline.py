@@ -78,7 +78,7 @@ class Simulation:
     memory: MemoryReport
     summary: dict[str, float] = field(default_factory=dict)  # the caller's figures of the replay (`Summary`),
     # extrapolated as the step's are where it was sampled
-    profiled: ProfileUse = field(default_factory=dict)  # how each GPU's kernels were timed (compute.populate)
+    profiled: dict[str, ProfileUse] = field(default_factory=dict)  # how each profiled GPU's profile served the step
 
 
 Summary = Callable[[Simulation], dict[str, float]]

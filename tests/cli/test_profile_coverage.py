@@ -4,6 +4,7 @@ kernel the step runs (another kernel name, phase or dtype) was left unused witho
 from __future__ import annotations
 
 import copy
+import json
 
 import yaml
 
@@ -73,5 +74,24 @@ def test_on_a_mixed_cluster_each_gpu_counts_the_kernels_its_own_ranks_ran_as_the
                                 "kernel_runs": [{**run, "params": {**run["params"], "dtype": "fp8"}}]}
     sim = simulate(ScenarioConfig.model_validate(doc))
     h100, a100 = "H100-SXM5-80GB", "A100-SXM4-80GB"
-    assert sim.profiled == {h100: (1, len(ran[h100])), a100: (0, len(ran[a100]))}
+    assert sim.profiled == {h100: (1, len(ran[h100]), 1, "bf16"), a100: (0, len(ran[a100]), 1, "bf16")}
     assert len(ran["H100-SXM5-80GB"]) < len(plain.dag.kernel_specs)
+
+
+def test_the_json_and_the_report_carry_what_the_profile_timed_and_a_run_without_one_carries_nothing(tmp_path):
+    dag = simulate(load_scenario(SEED_SCENARIO)).dag
+    gemm = next(spec for spec in dag.kernel_specs if dict(spec.shape).get("m"))
+    run = {"kernel": gemm.name, "params": {**dict(gemm.shape), "phase": gemm.phase.name, "dtype": "bf16"},
+           "times_ms": [1.0]}
+    scenario = with_runs(tmp_path, [run, {**run, "kernel": "not_a_kernel_of_this_step"}])
+    printed = cli("simulate", str(scenario), "--json")
+    assert printed.returncode == 0, printed.stderr
+    assert json.loads(printed.stdout)["profile"] == {
+        "my-h100": {"timed": 1, "kernels": len(dag.kernel_specs), "runs": 2, "dtype": "bf16"}}
+    report = tmp_path / "report.html"
+    written = cli("report", str(scenario), "-o", str(report))
+    assert written.returncode == 0, written.stderr
+    assert (f"Profile: 1 of the {len(dag.kernel_specs):,} distinct kernels my-h100 runs timed from its profile, the "
+            "rest by the calibrated model.") in report.read_text()
+    plain = cli("simulate", str(SEED_SCENARIO), "--json")
+    assert "profile" not in json.loads(plain.stdout)

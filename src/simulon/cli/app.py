@@ -106,8 +106,8 @@ def simulate(
     limit = memory_limit(max_memory)
     if output is not None:
         check_writable(output, "-o", "trace file", inputs=files_read(scenario))
-    sim, analysis, profiled = run_scenario(scenario, quiet=as_json, expand=expand, memory_limit=limit,
-                                           trace=output is not None, micro_batches=mode)
+    sim, analysis = run_scenario(scenario, quiet=as_json, expand=expand, memory_limit=limit,
+                                 trace=output is not None, micro_batches=mode)
     result = sim.result
     if output is not None:
         try:
@@ -137,8 +137,8 @@ def simulate(
     print(summary_line(sim.memory))
     for line in warnings(sim.memory):
         print(line)
-    for line in profiled:
-        print(line)
+    for gpu, use in sim.profiled.items():
+        print(use.line(gpu))
     for rank, finding in enumerate(analysis.findings[:3], start=1):
         print(f"Finding {rank}: {finding.line()}")
     if output is not None:

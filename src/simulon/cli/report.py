@@ -16,7 +16,6 @@ from .limits import MaxMemoryOption, memory_limit
 
 if TYPE_CHECKING:
     from ..analysis.analyze import Analysis
-    from ..config.scenario import ScenarioConfig
     from ..pipeline import Simulation
     from ..sampling import MicroBatches
 
@@ -25,7 +24,7 @@ REPORT_SUFFIXES = (".html", ".htm")
 
 def run_scenario(scenario: Path, quiet: bool, expand: str = "auto", memory_limit: float | None = None,
                  trace: bool = False, micro_batches: MicroBatches = "auto",
-                 ) -> tuple[Simulation, Analysis, list[str]]:
+                 ) -> tuple[Simulation, Analysis]:
     """Load and simulate a scenario (a progress bar on a terminal unless `quiet`) and analyse its iteration, the
     findings' advice steered by what the scenario already does (findings.Settings); a scenario without a workload,
     an algorithm that cannot run or a run too large end as a ConfigError."""
@@ -58,36 +57,20 @@ def run_scenario(scenario: Path, quiet: bool, expand: str = "auto", memory_limit
     settings = Settings.of(sc) if sampled is None else dataclasses.replace(
         Settings.of(sc), replayed=f"the {sampled.simulated[1]}-micro-batch replay")
     return sim, analyze(sim.dag, sim.timeline, sim.topology, placement.peak_flops(sc.workload.training.dtype),
-                        placement.mean(lambda g: g.gpu.memory_bandwidth), settings), profile_lines(sc, sim)
-
-
-def profile_lines(sc: ScenarioConfig, sim: Simulation) -> list[str]:
-    """For each GPU type of the scenario with a measured profile (`kernel_runs`), how many of the distinct kernels
-    its ranks ran it timed (as populate counted them: at or between its measured shapes), the rest having taken the
-    calibrated model's times; a profile that times none of them says so, where a name, phase or dtype no run shares
-    left it unused without a word."""
-    lines, dtype = [], sc.workload.training.dtype
-    for gpu in {g.gpu.name: g.gpu for g in sc.placement().groups if g.gpu.kernel_runs}.values():
-        measured, kernels = sim.profiled.get(gpu.name, (0, 0))
-        if measured:
-            lines.append(f"Profile: {measured:,} of the {kernels:,} distinct kernels {gpu.name} runs timed from its "
-                         "profile, the rest by the calibrated model")
-        else:
-            lines.append(f"Profile: none of {gpu.name}'s {len(gpu.kernel_runs):,} profiled runs is of a kernel this "
-                         f"step runs in {dtype.value} (same kernel name, phase, dtype and shape parameters): every "
-                         "kernel is timed by the calibrated model")
-    return lines
+                        placement.mean(lambda g: g.gpu.memory_bandwidth), settings)
 
 
 def result_json(sim: Simulation, analysis: Analysis) -> dict:
-    """The iteration as `simulon simulate --json` prints it: the summary, `memory`, `analysis` and `schedule`."""
+    """The iteration as `simulon simulate --json` prints it: the summary, `memory`, `analysis` and `schedule`, and
+    where a GPU has a measured profile, `profile`: how it served the step, by GPU (compute.populate.ProfileUse)."""
     from ..analysis.schedule import schedule
 
     folded = {} if sim.fold.expand_spread else {"collectives_folded_throughout": True}
     if sim.fold.steady_rings:
         folded["rings_in_steady_state"] = True
-    return {**sim.result.to_dict(), **folded, "memory": sim.memory.to_json(), "analysis": analysis.to_dict(),
-            "schedule": schedule(sim.dag, sim.timeline)}
+    profiled = {"profile": {gpu: use._asdict() for gpu, use in sim.profiled.items()}} if sim.profiled else {}
+    return {**sim.result.to_dict(), **folded, **profiled, "memory": sim.memory.to_json(),
+            "analysis": analysis.to_dict(), "schedule": schedule(sim.dag, sim.timeline)}
 
 
 def check_report_output(path: Path, scenario: Path) -> None:
@@ -109,7 +92,7 @@ def report(
 
     limit = memory_limit(max_memory)
     check_report_output(output, scenario)
-    sim, analysis, _ = run_scenario(scenario, quiet=False, memory_limit=limit)
+    sim, analysis = run_scenario(scenario, quiet=False, memory_limit=limit)
     html = report_html(result_json(sim, analysis), f"simulon report: {scenario.name}")
     try:
         write_atomic(output, html)

@@ -6,6 +6,7 @@ rank and each type's distinct kernels are timed once, on that GPU (profile or ca
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 
@@ -41,15 +42,33 @@ def kernel_seconds(dag: ExecutionDAG, gpu: GPUSpec, dtype: DType) -> tuple[np.nd
     return spec_seconds(dag.kernel_specs, gpu, dtype)
 
 
-ProfileUse = dict[str, tuple[int, int]]
-"""GPU name -> (how many of the distinct kernels its ranks run were timed from its measured profile, how many
-distinct kernels its ranks run): what populate reports of each GPU type, for `simulate` to say (cli.report)."""
+class ProfileUse(NamedTuple):
+    """How a GPU's measured profile (GPUSpec.kernel_runs) served a step in `dtype`: `timed` of the `kernels`
+    distinct kernels its ranks run were timed from its `runs` profiled runs (at or between their shapes), the rest
+    by the calibrated model. populate reports it for each GPU type that has a profile; `simulate` prints line(),
+    its `--json` and report carry it (cli.report, report.page)."""
+
+    timed: int
+    kernels: int
+    runs: int
+    dtype: str
+
+    def line(self, gpu: str) -> str:
+        """What `simulate` says of it; a profile that times none of the step's kernels (another kernel name, phase
+        or dtype) would otherwise be left unused without a word."""
+        if self.timed:
+            return (f"Profile: {self.timed:,} of the {self.kernels:,} distinct kernels {gpu} runs timed from its "
+                    "profile, the rest by the calibrated model")
+        return (f"Profile: none of {gpu}'s {self.runs:,} profiled runs is of a kernel this step runs in {self.dtype} "
+                "(same kernel name, phase, dtype and shape parameters): every kernel is timed by the calibrated "
+                "model")
 
 
 def populate(dag: ExecutionDAG, gpu: GPUSpec | Sequence[GPUSpec], dtype: DType,
-             gpu_type: np.ndarray | None = None) -> ProfileUse:
+             gpu_type: np.ndarray | None = None) -> dict[str, ProfileUse]:
     """Fill dag.duration: kernels from the profile or the calibrated model; flows and markers take 0 here
-    (their time comes from the network model during replay). Returns how each GPU's kernels were timed.
+    (their time comes from the network model during replay). Returns how the profile of each GPU that has one
+    (by name) served the step (ProfileUse).
 
     `gpu`: one GPU for every rank, or several GPU types with `gpu_type[rank]` the index of each rank's."""
     if isinstance(gpu, GPUSpec):
@@ -61,7 +80,7 @@ def populate(dag: ExecutionDAG, gpu: GPUSpec | Sequence[GPUSpec], dtype: DType,
         times, measured = kernel_seconds(dag, one, dtype)
         table = np.append(times, 0.0)  # kernel index -1 (flows, markers) picks the trailing 0
         dag.duration = table[dag.kernel]
-        return {one.name: (measured, len(dag.kernel_specs))}
+        return _profiled({one.name: (measured, len(dag.kernel_specs))}, gpus, dtype)
     duration = np.zeros(dag.num_nodes)
     node_type = np.asarray(gpu_type)[dag.gpu]
     runs: dict[str, np.ndarray] = {}  # GPU name -> which kernels its ranks run; profiled: which its profile timed
@@ -77,4 +96,12 @@ def populate(dag: ExecutionDAG, gpu: GPUSpec | Sequence[GPUSpec], dtype: DType,
         runs.setdefault(name, np.zeros(len(dag.kernel_specs), dtype=bool))[used] = True
         profiled.setdefault(name, np.zeros(len(dag.kernel_specs), dtype=bool))[used[measured]] = True
     dag.duration = duration
-    return {name: (int(profiled[name].sum()), int(used.sum())) for name, used in runs.items()}
+    return _profiled({name: (int(profiled[name].sum()), int(used.sum())) for name, used in runs.items()}, gpus,
+                     dtype)
+
+
+def _profiled(counts: dict[str, tuple[int, int]], gpus: Sequence[GPUSpec], dtype: DType) -> dict[str, ProfileUse]:
+    """(timed, kernels) of each GPU by name -> ProfileUse of those with a measured profile."""
+    runs = {g.name: len(g.kernel_runs) for g in gpus if g.kernel_runs}
+    return {name: ProfileUse(timed, kernels, runs[name], dtype.value) for name, (timed, kernels) in counts.items()
+            if name in runs}

@@ -5,6 +5,7 @@ timeline), and the plots of the plots/ registry drawn from that same result."""
 from __future__ import annotations
 
 from ..analysis.critical_path import TOP_COLLECTIVES
+from ..compute.populate import ProfileUse
 from ..plots import KINDS
 from ..plots.figure import figure_bytes
 from ..plots.inputs import numbers, replayed_of
@@ -55,7 +56,13 @@ def summary(data: dict) -> str:
                 number(f"memory.stages.{index}.capacity_bytes", peak["capacity_bytes"], "GiB"))
     return (f'<div class="cards">{"".join(cards)}</div>\n<p>Peak memory: stage {text(peak["stage"])}, '
             f'{number(f"memory.stages.{index}.device_bytes", peak["device_bytes"], "GiB")} of '
-            f'{capacity} per GPU. {simulated(data)}</p>\n')
+            f'{capacity} per GPU. {simulated(data)}</p>\n{profiled(data)}')
+
+
+def profiled(data: dict) -> str:
+    """How each GPU's measured profile served the step, as `simulate` says it ("" without one)."""
+    return "".join(f'<p class="profile">{text(ProfileUse(**use).line(gpu))}.</p>\n'
+                   for gpu, use in data.get("profile", {}).items())
 
 
 def simulated(data: dict) -> str:
