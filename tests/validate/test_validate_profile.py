@@ -190,3 +190,21 @@ def test_the_json_report_lists_every_kernel_with_its_error(tmp_path):
     assert run.returncode == 0, run.stderr
     doc = json.loads(run.stdout)
     assert doc["mape_pct"] < 1e-6 and "mlp_linear1 fwd bf16" in doc["mape_pct_by_subset"]
+
+
+def test_a_run_timed_in_a_loop_of_its_own_is_checked_against_the_model_of_that_loop(tmp_path):
+    """A profile taken with --warmup/--epoch-num of its own records its loop (back_to_back), whose clock it ran at:
+    the model's own prediction for a million-run loop matches exactly, and the same kernel timed in the default loop
+    is a row of its own, matched by the default loop's prediction."""
+    gpu = GPUSpec.model_validate({"from": "h100-sxm"})
+    _, planned = plan(SweepPoint({"from": "mixtral-8x7b"}, seq=512, batch=1, dtype=DType.bf16, tp=2, ep=2))
+    first = next(p for p in planned if p.spec.kclass == KernelClass.gemm)
+    long, short = (float(AnalyticalModel(gpu, DType.bf16, repeats=loop).seconds([first.spec])[0]) * 1e3
+                   for loop in (10**6, PROFILE_REPEATS))
+    assert long > short * 1.01  # a long loop has fallen to a lower clock
+    runs = [{"kernel": first.spec.name, "params": first.params, "times_ms": [long] * 3, "back_to_back": 10**6},
+            {"kernel": first.spec.name, "params": first.params, "times_ms": [short] * 3}]
+    (tmp_path / "gpu.yaml").write_text(yaml.safe_dump({"from": "h100-sxm", "kernel_runs": runs}))
+    report = validate_profile(GPUSpec.model_validate({"from": str(tmp_path / "gpu.yaml")}))
+    assert sorted(r.measured for r in report.rows) == pytest.approx([short, long])
+    assert max(abs(r.error_pct) for r in report.rows) < 1e-6

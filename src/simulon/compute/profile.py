@@ -47,6 +47,12 @@ LOOKUP_PHASE = {Phase.recompute: Phase.fwd}
 """A recomputed forward kernel runs exactly like the forward."""
 
 
+def loop_length(run: KernelRun, default: float = PROFILE_REPEATS) -> float:
+    """Runs of the kernel back to back when `run` was timed, whose length set its clock: what it records
+    (KernelRun.back_to_back), else the profiler's defaults (`default`)."""
+    return default if run.back_to_back is None else run.back_to_back
+
+
 def _numeric(value) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
@@ -156,8 +162,8 @@ class KernelProfile:
         """The model of the loop `run` was timed in: `profiled` (the profiler's defaults), or one of the loop length
         the run records (`back_to_back`: a profile taken with --warmup/--epoch-num of its own, whose clock is that
         loop's, was carried to training clocks as if it had run the defaults)."""
-        loop = run.back_to_back
-        if profiled is self.model or loop is None or loop == profiled.repeats:
+        loop = loop_length(run, profiled.repeats)
+        if profiled is self.model or loop == profiled.repeats:
             return profiled
         if loop not in self._loops:
             self._loops[loop] = AnalyticalModel(profiled.gpu, profiled.dtype, profiled.calibrations,

@@ -6,7 +6,9 @@ compared, as the median of its times, with what the analytical model (compute/an
 calibrations) predicts for that GPU's spec sheet, never with the profile itself: the profile is what the model is
 checked against, not what it returns. A profile none of whose runs could be compared is refused, as a table none of
 whose rows could is. The profiler runs each kernel `PROFILE_REPEATS` times back to back (its
-default warm-up and timed runs), so the model is asked for a kernel in such a loop.
+default warm-up and timed runs), so the model is asked for a kernel in such a loop; a run that records a loop of its
+own (`back_to_back`, from `simulon profile gpu --warmup --epoch-num`) is asked for in that loop, whose clock it ran at,
+and is compared apart from runs of the same kernel timed in another loop.
 
 Rows are grouped two ways: by kernel and phase (`mlp_linear1 fwd fp8`: kernel by kernel) and by family (GEMMs of
 at least 1 GFLOP per dtype, smaller GEMMs, grouped GEMMs, attention, memory-bound kernels), the families the issue's
@@ -25,7 +27,7 @@ import yaml
 from ..compute.analytical import AnalyticalModel
 from ..compute.calibration import Calibrations
 from ..compute.fit import PROFILE_GEMMS, Observation, Timing
-from ..compute.profile import PROFILE_REPEATS, check_run_shapes, spec_of_run
+from ..compute.profile import PROFILE_REPEATS, check_run_shapes, loop_length, spec_of_run
 from ..config.common import DType
 from ..config.dc import GPUSpec
 from ..config.errors import ConfigError
@@ -41,7 +43,8 @@ SUSTAINED_GEMMS = Path(str(resources.files("simulon.compute") / "data" / "sustai
 
 def validate_profile(gpu: GPUSpec, calibrations: Calibrations | None = None,
                      repeats: float = PROFILE_REPEATS) -> ValidationReport:
-    """Predicted against measured milliseconds of every distinct kernel run in the GPU's profile. Raises ConfigError
+    """Predicted against measured milliseconds of every distinct kernel run in the GPU's profile, each modelled in the
+    loop it was timed in (loop_length: its `back_to_back`, else `repeats`). Raises ConfigError
     for a run whose params miss what its kernel class needs (compute.profile.check_run_shapes), and where no run could
     be compared (each of an unknown phase, say), saying why."""
     if not gpu.kernel_runs:
@@ -51,9 +54,9 @@ def validate_profile(gpu: GPUSpec, calibrations: Calibrations | None = None,
     cal = calibrations or Calibrations.shipped()
     runs: dict[str, list] = defaultdict(list)
     for index, run in enumerate(gpu.kernel_runs):
-        runs[repr((run.kernel, sorted(run.params.items(), key=str)))].append((index, run))
+        runs[repr((run.kernel, sorted(run.params.items(), key=str), loop_length(run, repeats)))].append((index, run))
     report = ValidationReport()
-    models: dict[DType, AnalyticalModel] = {}
+    models: dict[tuple[DType, float], AnalyticalModel] = {}
     for key in sorted(runs):
         index, run = runs[key][0]
         times = [t for _, same in runs[key] for t in same.times_ms]
@@ -61,15 +64,15 @@ def validate_profile(gpu: GPUSpec, calibrations: Calibrations | None = None,
         if phase not in Phase.__members__:
             report.skipped.append(Skipped(index, f"{run.kernel}: unknown phase {phase!r}"))
             continue
-        dtype = DType(str(run.params.get("dtype", "bf16")))
+        dtype, loop = DType(str(run.params.get("dtype", "bf16"))), loop_length(run, repeats)
         spec = spec_of_run(run.kernel, run.params)
-        if dtype not in models:
+        if (dtype, loop) not in models:
             try:
-                models[dtype] = AnalyticalModel(gpu, dtype, cal, repeats=repeats)
+                models[(dtype, loop)] = AnalyticalModel(gpu, dtype, cal, repeats=loop)
             except ValueError as exc:
                 report.skipped.append(Skipped(index, f"{dtype.value}: {exc}"))
                 continue
-        predicted = float(models[dtype].seconds([spec])[0]) * 1e3
+        predicted = float(models[(dtype, loop)].seconds([spec])[0]) * 1e3
         report.rows.append(Comparison(index, f"{run.kernel} {phase} {dtype.value}", "kernel_ms",
                                       statistics.median(times), predicted, family(spec, dtype)))
     if not report.rows:
@@ -133,7 +136,7 @@ def profile_observations(gpu: GPUSpec, template: str) -> list[Observation]:
 
 def attention_observations(gpu: GPUSpec, template: str, rows: list[Comparison] | None = None) -> list[Observation]:
     """The profile's attention kernels as observations of `template` for fitting their library: each the median of
-    its runs, in a loop of PROFILE_REPEATS. Kernels whose keys and values have one head size (the layout every
+    its runs, in the loop they ran in (loop_length). Kernels whose keys and values have one head size (the layout every
     library supports), of LAUNCH_BOUND_MS or more, timed once: the same kernel profiled again under an fp8 point is
     left out. `rows`: the profile's validate_profile rows, where already read."""
     found: list[Observation] = []
@@ -145,13 +148,13 @@ def attention_observations(gpu: GPUSpec, template: str, rows: list[Comparison] |
             continue
         spec = attention(Phase[str(run.params.get("phase", "fwd"))], **params)  # its shape: the constructor's names
         found.append(Observation(PROFILE_INDEX + row.index, template, DType.bf16, (spec,), row.measured * 1e-3,
-                                 spec.flops, f"{gpu.name} profile", "attention", Timing.total, PROFILE_REPEATS))
+                                 spec.flops, f"{gpu.name} profile", "attention", Timing.total, loop_length(run)))
     return found
 
 
 def gemm_observations(gpu: GPUSpec, template: str, rows: list[Comparison] | None = None) -> list[Observation]:
     """The profile's plain GEMMs as observations of `template` in their own precision (family PROFILE_GEMMS, which fits
-    how fast the clock falls: compute.fit.CLOCK): each the median of its runs, in a loop of PROFILE_REPEATS; GEMMs of
+    how fast the clock falls: compute.fit.CLOCK): each the median of its runs, in the loop they ran in; GEMMs of
     LAUNCH_BOUND_MS or more, each shape and precision once, and none with a dimension that is not aligned
     (ALIGNMENT_BYTES). `rows`: the profile's validate_profile rows, where already read."""
     found: list[Observation] = []
@@ -168,7 +171,7 @@ def gemm_observations(gpu: GPUSpec, template: str, rows: list[Comparison] | None
         seen.add((m, n, k, precision))
         spec = gemm(run.kernel, Phase.fwd, m, n, k, precision.bytes)
         found.append(Observation(PROFILE_INDEX + row.index, template, precision, (spec,), row.measured * 1e-3,
-                                 spec.flops, f"{gpu.name} profile", PROFILE_GEMMS, Timing.total, PROFILE_REPEATS))
+                                 spec.flops, f"{gpu.name} profile", PROFILE_GEMMS, Timing.total, loop_length(run)))
     return found
 
 
