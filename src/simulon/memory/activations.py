@@ -75,11 +75,30 @@ class LayerActivations:
         return sum(self.parts.values())
 
 
+class LayerCache:
+    """Layers' activations already worked out (ActivationModel.layer), by everything they depend on but the model,
+    which is this cache's one: a strategy search builds an ActivationModel for each of its strategies of one model,
+    and most share their layers (every dp, pp, vpp, sharding and layer split of one tp, cp, micro-batch size,
+    format and recomputation). A workload of another model object is not served from it."""
+
+    def __init__(self, model) -> None:
+        self.model = model  # held, so that its identity stands for it
+        self.known: dict[tuple, LayerActivations] = {}
+
+    def key(self, acts: ActivationModel, kind: LayerKind, recompute: bool | None, in_bf16: bool) -> tuple | None:
+        """What ActivationModel.layer reads beyond the model (its shard shape, recomputation, attention and
+        cross-entropy settings, and its arguments), or None for a workload of another model."""
+        if acts.model is not self.model:
+            return None
+        return (acts.shape, acts.par.recompute, acts.modules, acts.train.attention, acts.train.cross_entropy, kind,
+                recompute, in_bf16)
+
+
 class ActivationModel:
     """Saved activations of every kind of layer of one workload on one rank."""
 
-    def __init__(self, workload: MegatronWorkload):
-        self.workload = workload
+    def __init__(self, workload: MegatronWorkload, cache: LayerCache | None = None):
+        self.workload, self.cache = workload, cache
         self.model, self.par, self.train = workload.model, workload.parallelism, workload.training
         self.shape = ShardShape.of(workload)
         self.modules = self.par.recomputed_modules
@@ -132,11 +151,20 @@ class ActivationModel:
 
     def layer(self, kind: LayerKind, recompute: bool | None = None, in_bf16: bool = False) -> LayerActivations:
         """One layer of `kind` (its blocks, config/hybrid.py); `recompute`: whether full recomputation applies to
-        it (default: whenever the strategy recomputes fully); `in_bf16`: a layer the number format keeps in bf16."""
+        it (default: whenever the strategy recomputes fully); `in_bf16`: a layer the number format keeps in bf16.
+        Served from the LayerCache where the model has one."""
+        key = None if self.cache is None else self.cache.key(self, kind, recompute, in_bf16)
+        if key is None:
+            return self._layer(kind, recompute, in_bf16)
+        if key not in self.cache.known:
+            self.cache.known[key] = self._layer(kind, recompute, in_bf16)
+        return self.cache.known[key]
+
+    def _layer(self, kind: LayerKind, recompute: bool | None, in_bf16: bool) -> LayerActivations:
         if in_bf16 and self.shape.quantized_bytes:
             twin = copy(self)
             twin.shape = self.shape.in_bf16()
-            return twin.layer(kind, recompute)
+            return twin._layer(kind, recompute, False)
         full = self.par.recompute == "full" if recompute is None else recompute
         parts: dict[str, float] = {}
         for block in kind:

@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -40,7 +41,7 @@ from ..workload.layout import RankLayout
 from ..workload.parameters import PipelineLayers
 from ..workload.program import EMBEDDING_LAYER, HEAD_LAYER
 from ..workload.schedule import MIRRORED
-from .activations import ActivationModel
+from .activations import ActivationModel, LayerCache
 from .runtime import CUDA_CONTEXT_BYTES, AllocatorModel, GiB, nccl_buffers
 from .states import ModelStates
 from .walk import StagePlan
@@ -167,7 +168,7 @@ class _Chunk:
         """What a split backward holds from its B until its W (ActivationModel.deferred)."""
         return sum(self.deferred_units.values())
 
-    @property
+    @cached_property
     def largest_layer(self) -> float:
         """The most one transformer layer of the chunk keeps: what a combined step holds on top of what was kept
         before it (walk.py). Its head is not counted: the backward's head and loss run first in the step and free
@@ -185,9 +186,11 @@ class MemoryModel:
     """The memory model of one workload on one GPU type."""
 
     def __init__(self, workload: MegatronWorkload, num_gpus: int, capacity_bytes: float | Sequence[float],
-                 gpu: str = "", channels: int | None = None, stage_gpus: Sequence[str] | None = None):
+                 gpu: str = "", channels: int | None = None, stage_gpus: Sequence[str] | None = None,
+                 layers: LayerCache | None = None):
         """`capacity_bytes`: the GPU's memory, or per pipeline stage its GPUs' smallest (GPUs of several types), and
-        then `stage_gpus` the type each of those is (else every stage is named `gpu`)."""
+        then `stage_gpus` the type each of those is (else every stage is named `gpu`); `layers`: layers' activations
+        worked out for other workloads of the model (a strategy search's)."""
         par, train = workload.parallelism, workload.training
         dp = num_gpus // (par.tp * par.cp * par.pp)
         self.layout = RankLayout(tp=par.tp, cp=par.cp, dp=dp, pp=par.pp, ep=par.ep, etp=par.etp,
@@ -196,7 +199,7 @@ class MemoryModel:
         self.stage_gpus = stage_gpus
         self.num_microbatches = max(*train.replica_microbatches(dp), 1)  # the replica keeping the most in flight
         self.layers = PipelineLayers.of(workload)
-        self.activations = ActivationModel(workload)
+        self.activations = ActivationModel(workload, layers)
         self.states = ModelStates(workload, self.layout)
         self.allocator = AllocatorModel.shipped()
 

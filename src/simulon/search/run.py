@@ -40,6 +40,7 @@ from ..config.workload import MegatronWorkload, ParallelismSpec, TrainingSpec, w
 from ..dag.size import DagSize
 from ..executors import Executor, ProcessExecutor, Refused
 from ..memory import MemoryModel, StageMemory, scenario_channels
+from ..memory.activations import LayerCache
 from ..memory.runtime import GiB
 from ..network.topology import Topology
 from ..progress import SILENT, Progress
@@ -407,6 +408,7 @@ class Search:
         self.capacity = gpu.memory_capacity_gb * GiB
         self.gpu = gpu
         self.fp8 = fp8
+        self.layers = LayerCache(self.workload.model)  # every strategy's workload shares the model (apply)
 
     def run(self, top: int = 10, replay: int = 10, progress: Progress = SILENT, workers: int | None = None,
             executor: Executor | None = None, cache: Cache | None = None) -> SearchResult:
@@ -524,7 +526,7 @@ class Search:
         kind where given (a workload over another GPU count)."""
         workload = workload or apply(self.workload, strategy)
         model = MemoryModel(workload, num_gpus or self.num_gpus, self.capacity, self.gpu.name,
-                            scenario_channels(self.sc))
+                            scenario_channels(self.sc), layers=self.layers)
         par = workload.parallelism
         if len(workload.model.layer_kinds) > 1 or par.account_for_embedding_in_pipeline_split or \
                 par.account_for_loss_in_pipeline_split or par.pipeline_layout or par.layers_per_stage:
