@@ -151,3 +151,9 @@ class ReferenceDualPipe:
             self._weight_chunk()
         assert not self.funcs_queue
         return self.record
+
+
+def reference_pairs(num_ranks: int, num_microbatches: int, v: bool) -> list[dict[int, int]]:
+    """Per rank, the position of each forward the reference overlaps with the backward after it."""
+    return [{i: pair for i, (kind, _, _, pair) in enumerate(ReferenceDualPipe(r, num_ranks, v).step(num_microbatches))
+             if pair is not None and kind == "F"} for r in range(num_ranks)]

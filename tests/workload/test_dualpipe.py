@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from dualpipe_reference import ReferenceDualPipe
+from dualpipe_reference import ReferenceDualPipe, reference_pairs
 from hypothesis import given
 from hypothesis import strategies as st
 from pipeline_timing import time_schedule
@@ -30,12 +30,6 @@ def reference_steps(rank: int, num_ranks: int, num_microbatches: int, v: bool) -
     offset = (0, 0) if v else (0, num_microbatches // 2)
     return [Step(kind, offset[module] + chunk_id, module)  # type: ignore[arg-type]
             for kind, module, chunk_id, _ in ReferenceDualPipe(rank, num_ranks, v).step(num_microbatches)]
-
-
-def reference_pairs(num_ranks: int, num_microbatches: int, v: bool) -> list[dict[int, int]]:
-    """Per rank, the position of each forward the reference overlaps with the backward after it."""
-    return [{i: pair for i, (kind, _, _, pair) in enumerate(ReferenceDualPipe(r, num_ranks, v).step(num_microbatches))
-             if pair is not None and kind == "F"} for r in range(num_ranks)]
 
 
 @given(dualpipe_cases)

@@ -10,6 +10,7 @@ from itertools import pairwise
 
 import pytest
 import yaml
+from dualpipe_reference import reference_pairs
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -191,9 +192,25 @@ def test_dualpipe_combines_exactly_its_references_overlapped_pairs_and_keeps_its
         rank = min(stage, stages - 1 - stage) if schedule == "dualpipe" else stage
         per_chunk = microbatches // 2 if schedule == "dualpipe" else microbatches
         later = ranks - rank - 1
-        # DualPipe.step: phase 4 overlaps two pairs a round, phase 5 one (its first backward runs alone)
-        assert sum(s.combined for s in combined) == 2 * (per_chunk - 2 * ranks + rank + 1) + later
+        # DualPipe.step: phase 4 overlaps two pairs a round but the middle rank's first (DualPipeV: the last
+        # rank's), phase 5 one (its first backward runs alone)
+        rounds = per_chunk - 2 * ranks + rank + 1
+        assert sum(s.combined for s in combined) == 2 * rounds + later - (later == 0 and rounds > 0)
         assert all(f.kind == "F" for f, b in pairwise(combined) if b.combined)
+
+
+@pytest.mark.parametrize(("schedule", "stages", "microbatches"), [("dualpipe", 4, 16), ("dualpipe", 8, 20),
+                                                                ("dualpipe", 2, 8), ("dualpipev", 4, 12),
+                                                                ("dualpipev", 3, 9)])
+def test_dualpipe_combines_the_backwards_its_reference_overlaps_and_no_other(schedule, stages, microbatches):
+    """The reference (tests/workload/dualpipe_reference.py, DualPipe.step's own branches) runs the first step-4 pair
+    of its middle rank (DualPipeV: its last) as a forward and a backward apart, "to further reduce bubble size"; it
+    was combined."""
+    v = schedule == "dualpipev"
+    pairs = reference_pairs(stages, microbatches, v)
+    for stage in range(stages):
+        steps = make_scheduler(schedule, 2 if v else 1, combined=True).steps(stage, stages, microbatches)
+        assert {i for i, s in enumerate(steps) if s.combined} == {i + 1 for i in pairs[stage]}
 
 
 def dualpipe_moe(overlap: bool):

@@ -50,9 +50,10 @@ DualPipe's "overlapped chunks" (`_forward_backward_chunk`) run one chunk's forwa
 one unit so that each one's all-to-all and pipeline traffic hides behind the other's computation. By default simulon
 runs them one after the other on the compute stream, forward first, which is the reference's own path for modules
 without `overlapped_forward_backward` (`_forward_backward_compute_chunk`); with overlap_moe_expert_parallel_comm
-each such pair's backward is marked `combined` and the pair runs as one combined step, layer by layer as
-Megatron-Core's combined 1F1B interleaves them (DeepSeek-V3's figure 4 overlaps the same four parts: attention,
-dispatch, MLP, combine).
+each such pair's backward is marked `combined` (but the first of step 4 on DualPipe's middle rank and DualPipeV's
+last, which the reference runs apart "to further reduce bubble size") and the pair runs as one combined step, layer by
+layer as Megatron-Core's combined 1F1B interleaves them (DeepSeek-V3's figure 4 overlaps the same four parts:
+attention, dispatch, MLP, combine).
 
 Megatron-style schedules are a table and one loop (warm-up, steady state, cool-down); the V and DualPipe
 schedules are step lists generated as their references generate them. Where each model chunk of a rank sits in
@@ -263,7 +264,10 @@ def dualpipe_phases(ranks: int, rank: int, per_chunk: int) -> list[Phase]:
     order = [forward] * (2 * later)                                                       # 1: nF0
     order += [forward, on(forward, 1)] * earlier                                          # 2: nF0F1
     order += [split, weight, on(forward, 1)] * later                                      # 3: nB1W1F1
-    order += [forward, paired, on(forward, 1), on(paired, 0)] * (per_chunk - 2 * ranks + rank + 1)  # 4: nF0B1F1B0
+    main = [forward, paired, on(forward, 1), on(paired, 0)] * (per_chunk - 2 * ranks + rank + 1)  # 4: nF0B1F1B0
+    if main and later == 0:  # DualPipe's middle rank, DualPipeV's last: "We don't overlap these two chunks to
+        main[1] = full       # further reduce bubble size" (the first pair runs forward, then backward, apart)
+    order += main
     order += [full, on(forward, 1), on(paired, 0)] * later                                # 5: nB1F1B0
     for i in range(earlier):                                                              # 6: nB1B0, the
         zero_bubble = i > earlier // 2 or (i == earlier // 2 and rank % 2 == 1)           # second half split
