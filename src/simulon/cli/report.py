@@ -23,8 +23,7 @@ REPORT_SUFFIXES = (".html", ".htm")
 
 
 def run_scenario(scenario: Path, quiet: bool, expand: str = "auto", memory_limit: float | None = None,
-                 trace: bool = False, micro_batches: MicroBatches = "auto",
-                 ) -> tuple[Simulation, Analysis]:
+                 trace: bool = False, micro_batches: MicroBatches = "auto") -> tuple[Simulation, Analysis]:
     """Load and simulate a scenario (a progress bar on a terminal unless `quiet`) and analyse its iteration, the
     findings' advice steered by what the scenario already does (findings.Settings); a scenario without a workload,
     an algorithm that cannot run or a run too large end as a ConfigError."""

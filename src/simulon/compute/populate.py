@@ -96,8 +96,7 @@ def populate(dag: ExecutionDAG, gpu: GPUSpec | Sequence[GPUSpec], dtype: DType,
         runs.setdefault(name, np.zeros(len(dag.kernel_specs), dtype=bool))[used] = True
         profiled.setdefault(name, np.zeros(len(dag.kernel_specs), dtype=bool))[used[measured]] = True
     dag.duration = duration
-    return _profiled({name: (int(profiled[name].sum()), int(used.sum())) for name, used in runs.items()}, gpus,
-                     dtype)
+    return _profiled({name: (int(profiled[name].sum()), int(ran.sum())) for name, ran in runs.items()}, gpus, dtype)
 
 
 def _profiled(counts: dict[str, tuple[int, int]], gpus: Sequence[GPUSpec], dtype: DType) -> dict[str, ProfileUse]:

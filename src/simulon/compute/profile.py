@@ -150,7 +150,7 @@ class KernelProfile:
             runs[(run.kernel, phase, fixed, names, tuple(point))].append(run)
         # (name, phase, fixed, numeric names) -> [(log2 point, seconds here, measured/analytical as profiled)]
         self._shapes: dict[tuple, list[tuple[np.ndarray, float, float]]] = defaultdict(list)
-        self._loops: dict[int, AnalyticalModel] = {}
+        self._loops: dict[float, AnalyticalModel] = {}  # loop length -> the model of a loop that long
         for (kernel, phase, fixed, names, point), same in sorted(runs.items(), key=lambda kv: repr(kv[0])):
             seconds = statistics.median(t for run in same for t in run.times_ms) * 1e-3
             spec = spec_of_run(kernel, same[0].params)

@@ -190,6 +190,9 @@ MAX_MICROBATCHES = 2**13
 """Micro-batches in a step: 8x the most of a shipped validation run (1,024). Each is simulated, at about 1.2 MB and
 25 ms apiece on the seed scenario (1,024 take 28 s and 1.3 GB): 8,192 take some 10 GB and minutes, the reason the
 bound is no higher."""
+MAX_RUNS = 10**9
+"""Kernel runs of a profiling loop (KernelRun.back_to_back): a sanity bound, not a limit of the model; a billion
+runs of the shortest kernel (a few microseconds) is hours of GPU time, past any profiling loop run in practice."""
 MAX_PARAMETERS = 10**13
 """Parameters (of a gradient bucket): ten times the largest shipped model (gpt-1t)."""
 MAX_RATIO = 1024.0
@@ -211,9 +214,7 @@ VocabSize = count(MAX_VOCAB, "tokens")
 SequenceLength = count(MAX_SEQUENCE, "tokens")
 BatchSize = count(MAX_BATCH, "samples")
 MicrobatchCount = count(MAX_MICROBATCHES, "micro-batches")
-RunCount = count(10**9, "runs")
-"""Kernel runs of a profiling loop (KernelRun.back_to_back): a sanity bound, not a limit of the model; a billion
-runs of the shortest kernel (a few microseconds) is hours of GPU time, past any profiling loop run in practice."""
+RunCount = count(MAX_RUNS, "runs")
 ParameterCount = count(MAX_PARAMETERS, "parameters")
 RATIO = re.compile(r"^\s*(\d+(?:\.\d*)?)\s*:\s*(\d+(?:\.\d*)?)\s*$")
 
