@@ -19,8 +19,8 @@ from pathlib import Path
 
 import yaml
 
+from simulon.config.units import GiB
 from simulon.memory import estimate_memory
-from simulon.memory.runtime import GiB
 from simulon.validate.memory import Unsupported, measurements, scenario_from_row, stages_measured
 from simulon.validate.report import read_table, shipped_table
 

@@ -219,7 +219,7 @@ def test_the_memory_counter_peaks_at_the_tables_states_and_kept_activations(sche
     output gradients, more than a fully recomputed layer keeps), as the memory model counts it. The counter draws no
     transients: it peaks where the most is kept, the table's peak under no recomputation, and after a split B under
     full recomputation (whose backward's re-created layer sets the table's peak at a B)."""
-    from simulon.memory.runtime import GiB
+    from simulon.config.units import GiB
 
     sc = gpt_scenario(nodes=1, gpus_per_node=4, pp=4, layers=8, gbs=8, seq=1024,
                       extra_parallelism={"pipeline_schedule": schedule, "recompute": recompute})

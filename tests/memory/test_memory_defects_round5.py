@@ -12,9 +12,9 @@ import pytest
 
 from helpers import gpt_workload
 from simulon.config.hybrid import DENSE_LAYER, MOE_LAYER
+from simulon.config.units import GiB
 from simulon.memory import MemoryModel
 from simulon.memory.activations import ActivationModel
-from simulon.memory.runtime import GiB
 from simulon.workload.schedule import make_scheduler
 
 S, B, H, A = 2048, 2, 1024, 16  # sequence, micro-batch, hidden, heads

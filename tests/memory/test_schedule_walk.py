@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from helpers import gpt_workload
+from simulon.config.units import GiB
 from simulon.memory import MemoryModel
-from simulon.memory.runtime import GiB
 from simulon.memory.walk import StagePlan
 from simulon.workload.schedule import make_scheduler
 
@@ -133,13 +133,15 @@ def test_a_walk_of_steps_that_hold_nothing_peaks_at_nothing():
 @pytest.mark.parametrize("schedule, vpp", [("1f1b", 1), ("zb_h1", 1), ("interleaved_1f1b", 2)])
 def test_the_memory_model_keeps_what_the_loop_keeps_on_every_stage(schedule, vpp, monkeypatch):
     walks = []
-    peak = StagePlan.peak
+    peaks = StagePlan.peaks
 
-    def recorded(plan, *columns, weight=1.0):
-        walks.append(([column.tolist() for column in columns], weight, peak(plan, *columns, weight=weight)))
-        return walks[-1][2]
+    def recorded(plan, *columns, weights=(1.0,)):
+        found = peaks(plan, *columns, weights=weights)
+        columns = [column.tolist() for column in columns]
+        walks.extend((columns, weight, each) for weight, each in zip(weights, found, strict=True))
+        return found
 
-    monkeypatch.setattr(StagePlan, "peak", recorded)
+    monkeypatch.setattr(StagePlan, "peaks", recorded)
     extra = {"pipeline_schedule": schedule, **({"vpp": vpp} if vpp > 1 else {})}
     wl = gpt_workload(gpus=4, pp=4, layers=16, gbs=12, extra_parallelism=extra)
     memory = MemoryModel(wl, 4, 80 * GiB)

@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 
 from helpers import gpt_workload
 from simulon.cli.memory import summary_line, warnings
+from simulon.config.units import GiB
 from simulon.memory import MemoryModel
-from simulon.memory.runtime import GiB
 
 GPUS = {80: "H100-SXM5-80GB", 40: "A100-SXM4-40GB", 3: "small-3GB", 2: "tiny-2GB"}
 """Capacities (GiB) and names; the small ones hold the test model's stages (about 2.5 GiB) or do not."""

@@ -9,8 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from helpers import gpt_scenario, gpt_workload
+from simulon.config.units import GiB
 from simulon.memory import MemoryModel, estimate_memory
-from simulon.memory.runtime import GiB
 
 
 def model(pp: int, microbatches: int, vpp: int = 1, layers: int = 16, **knobs) -> MemoryModel:

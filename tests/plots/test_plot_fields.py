@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from matplotlib.collections import LineCollection
 
 from helpers import cli
-from simulon.memory.runtime import GiB
+from simulon.config.units import GiB
 from simulon.plots import KINDS
 from simulon.plots.figure import pyplot
 from simulon.plots.scaling import label_log_axis

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import copy
 
-from simulon.memory.runtime import GiB
+from simulon.config.units import GiB
 from simulon.report.page import memory, summary
 
 

@@ -11,8 +11,8 @@ import typer
 
 from ..config.errors import ConfigError
 from ..config.loading import load_scenario
+from ..config.units import GiB
 from ..memory import MemoryReport, StageMemory, estimate_memory
-from ..memory.runtime import GiB
 from .output import print_table
 
 TERM_COLUMNS = {"weights": "weights", "gradients": "grads", "optimizer states": "optimizer",

@@ -393,7 +393,7 @@ def _best_note(result) -> str:
 
 def _plot(path: Path, searchers: list, result) -> bytes:
     """The Pareto front of the winning GPU count's search, as the bytes of the file `path` names."""
-    from ..memory.runtime import GiB
+    from ..config.units import GiB
     from ..search import pareto
 
     winner = result.ranked[0].strategy.num_gpus

@@ -47,7 +47,7 @@ from .common import (
 from .host_cpu import HostCPU, host_cpu
 from .resolve import Hardware, Unresolved, resolve_hardware
 from .templates import Templated, find_template, merged, template_names, template_stem, unknown_template
-from .units import Bandwidth, KernelMs, Latency, MemoryGB, TeraFlops, Watts
+from .units import Bandwidth, GiB, KernelMs, Latency, MemoryGB, TeraFlops, Watts
 
 
 class KernelRun(StrictModel):
@@ -122,7 +122,8 @@ class GPUSpec(Templated):
 
     name: str
     vendor: str = "nvidia"
-    memory_capacity_gb: MemoryGB
+    memory_capacity_gb: MemoryGB = Field(description="memory as the vendor states it (80 for an H100 80GB), read "
+                                         "as GiB as vendors' HBM sizes are (memory_bytes)")
     memory_bandwidth: Bandwidth = Field(description="HBM bandwidth")
     peak_tflops: dict[LaxDType, TeraFlops] = Field(description="dense peak TFLOP/s by data type")
     nvlink_bandwidth: Bandwidth | None = Field(None, description="scale-up bandwidth per direction")
@@ -156,6 +157,13 @@ class GPUSpec(Templated):
     def _described(cls, ref: str) -> dict[str, Any] | None:
         """`from: "NVIDIA H100 80GB SXM5"`: the GPU template a description names (config.resolve)."""
         return find_template("gpu", described("gpu", ref).gpu)
+
+    @property
+    def memory_bytes(self) -> float:
+        """The GPU's memory in bytes: memory_capacity_gb read as GiB, as vendors state HBM sizes (an "80GB" H100 has
+        80 GiB of HBM3, 79.6 GiB of it usable; a "192GB" MI300X 192 GiB). The one reading of it: the memory check,
+        the search and the validators' fit checks all take this."""
+        return self.memory_capacity_gb * GiB
 
     @cached_property
     def template(self) -> str | None:

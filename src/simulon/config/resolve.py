@@ -48,7 +48,7 @@ from typing import Any
 
 from .errors import parse_yaml
 from .templates import find_template, merged, template_names, template_stem, template_stem_loose, template_text
-from .units import parse_bandwidth
+from .units import GiB, parse_bandwidth
 
 VENDORS = ("nvidia", "amd", "intel")
 ARCHITECTURES = {
@@ -323,8 +323,9 @@ def _one_memory_size(text: str, model: str, stems: list[str], memory: list[int])
                      "one it has")
 
 
-GIB_IN_GB = 2 ** 30 / 1e9
-"""A GiB in GB: a template's memory_capacity_gb is read as GiB (memory/model.py), and a size may be stated in either."""
+GIB_IN_GB = GiB / 1e9
+"""A GiB in GB: a template's memory_capacity_gb is read as GiB (config.dc.GPUSpec.memory_bytes), and a size may be
+stated in either."""
 
 
 def _has_memory(stem: str, stated: float) -> bool:

@@ -114,6 +114,8 @@ Latency = Annotated[float, BeforeValidator(parse_time), AfterValidator(_up_to(MA
 """A latency in seconds, written with a unit in YAML: from 0 to MAX_LATENCY."""
 ByteSize = Annotated[float, BeforeValidator(parse_size), AfterValidator(check_size)]
 """A size in bytes, written with a unit in YAML: positive, at most MAX_SIZE."""
+GiB = 2**30
+"""Bytes in a GiB: what a GPU's memory_capacity_gb counts in (config.dc.GPUSpec.memory_bytes)."""
 MemoryGB = Annotated[float, AfterValidator(_up_to(MAX_MEMORY_GB, "GB", " (an exabyte)"))]
 TeraFlops = Annotated[float, AfterValidator(_up_to(MAX_TFLOPS, "TFLOP/s", " (an exaflop)", positive=False,
                                                    low=MIN_TFLOPS))]

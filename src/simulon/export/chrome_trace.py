@@ -34,10 +34,10 @@ import numpy as np
 
 from ..analysis.exposure import collective_parts, last_joins
 from ..analysis.links import LinkSeries
+from ..config.units import GiB
 from ..dag.nodes import PIPELINE_SEND, ExecutionDAG, NodeKind
 from ..engine.replay import Timeline
 from ..memory import MemoryReport
-from ..memory.runtime import GiB
 from ..workload.kernels import Phase
 from ..workload.program import Stream
 

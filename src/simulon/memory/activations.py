@@ -75,15 +75,22 @@ class LayerActivations:
         return sum(self.parts.values())
 
 
+LayerGroups = tuple[tuple[tuple[LayerKind, bool, bool], tuple[int, ...]], ...]
+"""A model chunk's layers by kind: ((blocks, fully recomputed, kept in bf16), its layers) in order of first layer."""
+
+
 class LayerCache:
     """Layers' activations already worked out (ActivationModel.layer), by everything they depend on but the model,
     which is this cache's one: a strategy search builds an ActivationModel for each of its strategies of one model,
     and most share their layers (every dp, pp, vpp, sharding and layer split of one tp, cp, micro-batch size,
-    format and recomputation). A workload of another model object is not served from it."""
+    format and recomputation). A workload of another model object is not served from it. It also keeps how a model
+    chunk's layers group into kinds (ActivationModel.layer_kinds), which the memory model asks for every stage of every
+    strategy, and which most strategies share (every tp, cp, micro-batch size, sharding and dp of one layer split)."""
 
     def __init__(self, model) -> None:
         self.model = model  # held, so that its identity stands for it
         self.known: dict[tuple, LayerActivations] = {}
+        self.kinds: dict[tuple, LayerGroups] = {}
 
     def key(self, acts: ActivationModel, kind: LayerKind, recompute: bool | None, in_bf16: bool) -> tuple | None:
         """What ActivationModel.layer reads beyond the model (its shard shape, recomputation, attention and
@@ -92,6 +99,13 @@ class LayerCache:
             return None
         return (acts.shape, acts.par.recompute, acts.modules, acts.train.attention, acts.train.cross_entropy, kind,
                 recompute, in_bf16)
+
+    def chunk_key(self, acts: ActivationModel, layers: range) -> tuple | None:
+        """What ActivationModel.layer_kinds reads beyond the model (the chunk's layers, the full recomputation's
+        extent and the number format's bf16 layers), or None for a workload of another model."""
+        if acts.model is not self.model:
+            return None
+        return layers.start, layers.stop, acts.par.recompute, acts.par.recompute_num_layers, acts.shape.number_format
 
 
 class ActivationModel:
@@ -148,6 +162,24 @@ class ActivationModel:
         """Whether the run's number format keeps transformer layer `layer` in bf16 (its GEMM inputs kept 16-bit)."""
         fmt = self.shape.number_format
         return fmt is not None and fmt.layer_in_bf16(layer)
+
+    def layer_kinds(self, layers: range) -> LayerGroups:
+        """A model chunk's layers (`layers`, in forward order) grouped by what their activations depend on: (blocks,
+        fully recomputed, kept in bf16) with the layers of each, in the order each first occurs. Served from the
+        LayerCache where the model has one."""
+        key = None if self.cache is None else self.cache.chunk_key(self, layers)
+        if key is None:
+            return self._layer_kinds(layers)
+        if key not in self.cache.kinds:
+            self.cache.kinds[key] = self._layer_kinds(layers)
+        return self.cache.kinds[key]
+
+    def _layer_kinds(self, layers: range) -> LayerGroups:
+        kinds: dict[tuple[LayerKind, bool, bool], list[int]] = {}
+        for position, layer in enumerate(layers):  # full recomputation counts layers from the chunk's first
+            kind = (self.model.layer_blocks(layer), self.par.recomputes_layer(position), self.layer_in_bf16(layer))
+            kinds.setdefault(kind, []).append(layer)
+        return tuple((kind, tuple(members)) for kind, members in kinds.items())
 
     def layer(self, kind: LayerKind, recompute: bool | None = None, in_bf16: bool = False) -> LayerActivations:
         """One layer of `kind` (its blocks, config/hybrid.py); `recompute`: whether full recomputation applies to

@@ -34,7 +34,6 @@ from functools import cached_property
 
 import numpy as np
 
-from ..config.hybrid import LayerKind
 from ..config.scenario import ScenarioConfig
 from ..config.workload import MegatronWorkload
 from ..workload.layout import RankLayout
@@ -42,7 +41,7 @@ from ..workload.parameters import PipelineLayers
 from ..workload.program import EMBEDDING_LAYER, HEAD_LAYER
 from ..workload.schedule import MIRRORED
 from .activations import ActivationModel, LayerCache
-from .runtime import CUDA_CONTEXT_BYTES, AllocatorModel, GiB, nccl_buffers
+from .runtime import CUDA_CONTEXT_BYTES, AllocatorModel, nccl_buffers
 from .states import ModelStates
 from .walk import StagePlan
 
@@ -212,12 +211,12 @@ class MemoryModel:
         placement = sc.placement()
         if placement.uniform:
             gpu = placement.gpu_of(0)
-            return cls(sc.workload, num_gpus, gpu.memory_capacity_gb * GiB, gpu.name, channels)
+            return cls(sc.workload, num_gpus, gpu.memory_bytes, gpu.name, channels)
         gpus = [g.gpu for g in placement.groups]
         stage_groups = placement.group.reshape(sc.workload.parallelism.pp, -1)
-        smallest = [min(sorted(set(row.tolist())), key=lambda g: gpus[g].memory_capacity_gb) for row in stage_groups]
+        smallest = [min(sorted(set(row.tolist())), key=lambda g: gpus[g].memory_bytes) for row in stage_groups]
         names = " + ".join(dict.fromkeys(placement.groups[g].gpu.name for g in placement.used))
-        return cls(sc.workload, num_gpus, [gpus[g].memory_capacity_gb * GiB for g in smallest], names, channels,
+        return cls(sc.workload, num_gpus, [gpus[g].memory_bytes for g in smallest], names, channels,
                    [gpus[g].name for g in smallest])
 
     def stage_capacity(self, stage: int) -> float:
@@ -237,8 +236,8 @@ class MemoryModel:
         states = self.states.stage(stage)
         chunks = [self._chunk(stage, c) for c in range(self.layers.chunks)]
         overhead = 0.0 if self.workload.training.expandable_segments else self.allocator.overhead
-        kept, transient, in_flight = self._peak_activations(stage, chunks)
-        high = self._reserved_peak(stage, chunks, overhead)
+        plan, columns = self._plan(stage), self._columns(chunks)
+        kept, transient, in_flight, high = self._peaks(plan, columns, overhead)
         terms = {**states.terms()}
         if states.step_transient > kept + transient:  # the step's fp32 gradient copy outgrows the activations
             terms["optimizer step transient"] = states.step_transient
@@ -263,17 +262,12 @@ class MemoryModel:
 
     def _chunk(self, stage: int, chunk: int) -> _Chunk:
         """Sum the kept activations of a chunk's layers (with the embedding or the head where it holds them)."""
-        acts, par = self.activations, self.workload.parallelism
-        layers = self.layers.layers_of(stage, chunk)
+        acts = self.activations
         parts: dict[str, float] = {}
         units: dict[int, float] = {}
         deferred: dict[int, float] = {}
         forward = backward = 0.0
-        kinds: dict[tuple[LayerKind, bool, bool], list[int]] = {}  # (blocks, recomputed, bf16) -> its layers
-        for position, layer in enumerate(layers):
-            kind = (self.states.kernels.blocks(layer), par.recomputes_layer(position), acts.layer_in_bf16(layer))
-            kinds.setdefault(kind, []).append(layer)
-        for kind, members in kinds.items():
+        for kind, members in acts.layer_kinds(self.layers.layers_of(stage, chunk)):
             one = acts.layer(*kind)
             for name, value in one.parts.items():
                 parts[name] = parts.get(name, 0.0) + value * len(members)
@@ -306,33 +300,36 @@ class MemoryModel:
         gathered = 2 * layer * weight if par.fsdp == "full_shard" else 0.0
         return gathered + (layer * self.states.shape.grad_bytes if backward else 0.0)
 
-    def _peak_activations(self, stage: int, chunks: list[_Chunk]) -> tuple[float, float, float]:
-        """(kept, transient, micro-batches kept) at the stage's activation peak, walking its schedule (walk.py). The
-        micro-batches are the kept bytes over what one micro-batch keeps on the whole stage (StagePlan.per_microbatch:
-        all its model chunks under an interleaved or V schedule), so chunk passes / vpp where the chunks are alike,
-        weighted by bytes where they are not (a chunk of the embedding alone)."""
+    def _plan(self, stage: int) -> StagePlan:
+        """The stage's schedule as arrays (walk.py)."""
         par = self.workload.parallelism
-        plan = StagePlan.of(par.pipeline_schedule, par.vpp, stage, self.layout.pp, self.num_microbatches,
+        return StagePlan.of(par.pipeline_schedule, par.vpp, stage, self.layout.pp, self.num_microbatches,
                             par.overlap_moe_expert_parallel_comm)
-        per_chunk = np.array([c.kept for c in chunks], dtype=float)
-        kept, transient = plan.peak(per_chunk, *(np.array([getattr(c, name) for c in chunks], dtype=float)
-                                                 for name in ("forward", "backward", "deferred", "largest_layer")))
-        per_microbatch = plan.per_microbatch(per_chunk)  # every chunk a micro-batch runs through on the stage
-        return kept, transient, kept / per_microbatch if per_microbatch else 0.0
 
-    def _reserved_peak(self, stage: int, chunks: list[_Chunk], overhead: float) -> tuple[float, float]:
-        """(kept, transient) where the activations and transients reserve the most along the stage's schedule:
-        kept + (1 + overhead) x transient (runtime.AllocatorModel). It can be another step than the allocated
-        figure's where a step keeps more with less on top: under recomputation a split B's deferred W holds more than
-        its layers kept, while the layer the B before it re-created stays reserved (the caching allocator does not
-        give it back)."""
-        par = self.workload.parallelism
-        plan = StagePlan.of(par.pipeline_schedule, par.vpp, stage, self.layout.pp, self.num_microbatches,
-                            par.overlap_moe_expert_parallel_comm)
-        kept, transient = plan.peak(*(np.array([getattr(c, name) for c in chunks], dtype=float)
-                                      for name in ("kept", "forward", "backward", "deferred", "largest_layer")),
-                                    weight=1.0 + overhead)
-        return kept, transient
+    @staticmethod
+    def _columns(chunks: list[_Chunk]) -> list[np.ndarray]:
+        """Per model chunk what a micro-batch keeps, what its forward and backward hold on top, what a split backward
+        holds until its W and the most one layer keeps: what a walk of the schedule reads (StagePlan.peak)."""
+        return list(np.array([(c.kept, c.forward, c.backward, c.deferred, c.largest_layer) for c in chunks],
+                             dtype=float).T)
+
+    @staticmethod
+    def _peaks(plan: StagePlan, columns: list[np.ndarray], overhead: float) -> tuple[float, float, float,
+                                                                                    tuple[float, float]]:
+        """(kept, transient, micro-batches kept) at the stage's activation peak, walking its schedule (walk.py), and
+        (kept, transient) where the activations and transients reserve the most along it: kept + (1 + overhead) x
+        transient (runtime.AllocatorModel); one walk for both.
+
+        The micro-batches are the kept bytes over what one micro-batch keeps on the whole stage
+        (StagePlan.per_microbatch: all its model chunks under an interleaved or V schedule), so chunk passes / vpp
+        where the chunks are alike, weighted by bytes where they are not (a chunk of the embedding alone).
+
+        The reserved figure's step can be another than the allocated one's where a step keeps more with less on
+        top: under recomputation a split B's deferred W holds more than its layers kept, while the layer the B
+        before it re-created stays reserved (the caching allocator does not give it back)."""
+        (kept, transient), high = plan.peaks(*columns, weights=(1.0, 1.0 + overhead))
+        per_microbatch = plan.per_microbatch(columns[0])  # every chunk a micro-batch runs through on the stage
+        return kept, transient, kept / per_microbatch if per_microbatch else 0.0, high
 
     def _communicators(self) -> int:
         """Process groups of more than one rank this rank talks through (NCCL connects them lazily, on use)."""

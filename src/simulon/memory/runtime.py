@@ -30,7 +30,6 @@ from importlib import resources
 import yaml
 
 MiB = 2**20
-GiB = 2**30
 
 CUDA_CONTEXT_BYTES = 512 * MiB
 """The CUDA context of a PyTorch training process with lazy module loading (CUDA 11.7+ default), as nvidia-smi

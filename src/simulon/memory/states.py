@@ -86,9 +86,12 @@ class ModelStates:
         # the 16-bit casts a layer keeps for its backward are not counted)
         self.fp32 = train.dtype in (DType.fp32, DType.tf32) or train.uses_autocast
         self.par = par
+        self._by_stage: dict[int, StageParameters] = {}  # stage_parameters by stage (its cache hashes the model)
 
     def stage_parameters(self, stage: int) -> StageParameters:
-        return stage_parameters(self.kernels, self.workload.model, self.layers, stage)
+        if stage not in self._by_stage:
+            self._by_stage[stage] = stage_parameters(self.kernels, self.workload.model, self.layers, stage)
+        return self._by_stage[stage]
 
     def shards(self) -> tuple[float, float]:
         """Over how many ranks the optimizer states of dense and of expert parameters are split."""

@@ -80,8 +80,14 @@ class StagePlan:
         what a split backward keeps until its W, and the most one of its layers keeps (`layer`: what a combined
         step holds on top of what was kept before it; the whole chunk where not given); `weight`: the steps are ranked
         by kept + weight x transient (the caching allocator's reserved high-water mark counts transients more)."""
+        return self.peaks(kept, forward, backward, deferred, layer, (weight,))[0]
+
+    def peaks(self, kept: np.ndarray, forward: np.ndarray, backward: np.ndarray, deferred: np.ndarray,
+              layer: np.ndarray | None = None, weights: tuple[float, ...] = (1.0,)) -> list[tuple[float, float]]:
+        """`peak` for each of `weights`, from one walk of the schedule (the memory model ranks its steps twice: by
+        what they allocate and by what they reserve)."""
         if not self.chunk.size:
-            return 0.0, 0.0
+            return [(0.0, 0.0)] * len(weights)
         k, w = kept[self.chunk], deferred[self.chunk]
         freed = k - np.where(self.split, w, 0.0)
         delta = np.where(self.forward, k, -np.where(self.weight, w, freed))
@@ -96,6 +102,10 @@ class StagePlan:
             grown = (kept if layer is None else layer)[self.chunk]
             first = np.where(pair, live + grown, first)
             second = np.where(pair, np.maximum(second, backward[after]), second)
+        return [self._best(first, second, weight) for weight in weights]
+
+    def _best(self, first: np.ndarray, second: np.ndarray, weight: float) -> tuple[float, float]:
+        """(first, second) at the first step where first + weight x second peaks; (0, 0) where none is above 0."""
         total = np.where(self.paired & ~self.forward, -np.inf, first + weight * second)
         best = int(np.argmax(total))
         if not total[best] > 0.0:

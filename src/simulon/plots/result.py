@@ -9,7 +9,7 @@ from typing import Any
 
 from ..analysis.shown import shown_ms
 from ..config.errors import ConfigError
-from ..memory.runtime import GiB
+from ..config.units import GiB
 from .figure import pyplot
 from .inputs import is_finite, need, number, numbers, replayed_of
 

@@ -8,7 +8,7 @@ import json
 from html import escape
 from typing import Any
 
-from ..memory.runtime import GiB
+from ..config.units import GiB
 
 FORMATS = {"ms": ("{:,.2f}", 1.0, " ms"), "%": ("{:.1f}", 100.0, "%"), "GiB": ("{:,.2f}", 1.0 / GiB, " GiB"),
            "tokens/s": ("{:,.0f}", 1.0, " tokens/s"), "TFLOP/s": ("{:.1f}", 1.0, " TFLOP/s"), "": ("{:,}", 1.0, "")}

@@ -55,10 +55,10 @@ from ..collective.tuner import CollectivePlan
 from ..config.dc import DatacenterConfig, Group
 from ..config.loading import parse_scenario
 from ..config.scenario import ScenarioConfig
+from ..config.units import GiB
 from ..config.workload import microbatch_steps
 from ..dag.nodes import NodeKind
 from ..memory import estimate_memory
-from ..memory.runtime import GiB
 from ..network.topology import Topology
 from ..pipeline import Simulation
 from ..pipeline import simulate as simulate_scenario

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..config.errors import ConfigError
+from ..config.units import GiB
 from ..export.files import write_atomic
-from ..memory.runtime import GiB
 from .run import Search, SearchResult, anchored_ms
 from .space import Strategy
 

@@ -36,12 +36,12 @@ from ..config.dc import workload_gpus
 from ..config.errors import ConfigError
 from ..config.loading import parse_scenario, problem, read_scenario_data
 from ..config.scenario import ScenarioConfig
+from ..config.units import GiB
 from ..config.workload import MegatronWorkload, ParallelismSpec, TrainingSpec, without_other_recompute_settings
 from ..dag.size import DagSize
 from ..executors import Executor, ProcessExecutor, Refused
 from ..memory import MemoryModel, StageMemory, scenario_channels
 from ..memory.activations import LayerCache
-from ..memory.runtime import GiB
 from ..network.topology import Topology
 from ..progress import SILENT, Progress
 from .cache import Cache, finite_number, finite_positive
@@ -405,7 +405,7 @@ class Search:
         topology = Topology.from_datacenter(dc, self.num_gpus)
         self.estimator = Estimator(self.workload, dc, CollectivePlan.from_config(topology, sc.collective),
                                    sc.collective)
-        self.capacity = gpu.memory_capacity_gb * GiB
+        self.capacity = gpu.memory_bytes
         self.gpu = gpu
         self.fp8 = fp8
         self.layers = LayerCache(self.workload.model)  # every strategy's workload shares the model (apply)

@@ -26,9 +26,9 @@ from pathlib import Path
 from ..analysis.kinds import COMM_KINDS
 from ..config.common import MAX_GPUS
 from ..config.errors import ConfigError
+from ..config.units import GiB
 from ..executors import Executor, ProcessExecutor
 from ..export.files import write_atomic
-from ..memory.runtime import GiB
 from ..progress import SILENT, Progress
 from .points import Point
 

@@ -38,8 +38,8 @@ from ..config.number_formats import training_precision
 from ..config.resolve import Unresolved, resolve_framework, resolve_hardware
 from ..config.scenario import ScenarioConfig
 from ..config.templates import find_template, template_names, template_stem_loose
+from ..config.units import GiB
 from ..memory import MemoryReport, StageMemory, estimate_memory
-from ..memory.runtime import GiB
 from .report import (
     NOT_GIVEN,
     BadCell,

@@ -269,7 +269,7 @@ def _check_fits_data_parallel(row: dict[str, str], model: dict[str, Any], datace
     layer = 12 * spec.hidden_size**2 if spec.moe is None else 0  # a lower bound is enough to refuse
     params = spec.num_layers * layer + spec.vocab_size * spec.hidden_size
     gpu = system_node(datacenter).gpu
-    if params * MIXED_PRECISION_BYTES_PER_PARAM > gpu.memory_capacity_gb * 1e9:
+    if params * MIXED_PRECISION_BYTES_PER_PARAM > gpu.memory_bytes:
         raise Unsupported(f"row gives no parallel layout, and {row['model']} ({params / 1e9:.0f}B parameters) "
                           f"does not fit one {gpu.name} for plain data parallelism")
 
