@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from helpers import gpt_workload
 from simulon.config.units import GiB
 from simulon.memory import MemoryModel
-from simulon.memory.walk import StagePlan
+from simulon.memory.walk import StagePlan, steady_microbatches
 from simulon.workload.schedule import make_scheduler
 
 
@@ -152,3 +152,32 @@ def test_the_memory_model_keeps_what_the_loop_keeps_on_every_stage(schedule, vpp
         assert weight > 1.0 and reserved == plain_walk(schedule, vpp, s, 4, 12, *columns, weight=weight)
         assert stage.kept_activations == kept > 0
         assert stage.terms.get("layer transient", transient) == transient
+
+
+@given(data=st.data(), schedule=st.sampled_from(["1f1b", "zb_h1", "interleaved_1f1b", "zb_v", "dualpipev",
+                                                 "dualpipe"]),
+       half=st.integers(1, 4), vpp=st.integers(2, 3), combined=st.booleans())
+@settings(max_examples=150, deadline=None)
+def test_a_walk_of_the_steady_prefix_peaks_where_the_whole_schedule_does(data, schedule, half, vpp, combined):
+    combined = combined and schedule not in ("zb_h1", "zb_v")
+    pp = 2 * half
+    chunks = {"interleaved_1f1b": vpp, "zb_v": 2, "dualpipev": 2}.get(schedule, 1)
+    microbatches = 2 * pp * data.draw(st.integers(1, 40)) if schedule.startswith("dualpipe") else \
+        data.draw(st.integers(1, 400))
+    if schedule == "interleaved_1f1b" and combined:
+        microbatches = pp * max(1, microbatches // pp)  # Megatron-Core's combined interleaved runs whole groups
+    stage = data.draw(st.integers(0, pp - 1))
+    columns = [np.array(c, dtype=float) for c in data.draw(chunk_values_with_layers(2 if schedule == "dualpipe"
+                                                                                  else chunks))]
+    prefix = steady_microbatches(microbatches, pp, chunks)
+    assert prefix <= microbatches and (prefix == microbatches or prefix <= 5 * pp * max(chunks, 2))
+    whole = StagePlan.of(schedule, chunks, stage, pp, microbatches, combined)
+    steady = StagePlan.of(schedule, chunks, stage, pp, prefix, combined)
+    weights = (1.0, 1.25)
+    # the longer sum rounds differently: equal to a few ulps of the largest value, times the steps
+    slack = 8 * np.finfo(float).eps * max(float(np.abs(c).max()) for c in columns) * (len(whole.chunk) + 1)
+    for weight, full, short in zip(weights, whole.peaks(*columns, weights=weights),
+                                   steady.peaks(*columns, weights=weights), strict=True):
+        assert short[0] + weight * short[1] == pytest.approx(full[0] + weight * full[1], abs=slack)
+    assert steady.per_microbatch(columns[0]) == pytest.approx(whole.per_microbatch(columns[0]), rel=1e-9,
+                                                              abs=slack)

@@ -43,7 +43,7 @@ from ..workload.schedule import MIRRORED
 from .activations import ActivationModel, LayerCache
 from .runtime import CUDA_CONTEXT_BYTES, AllocatorModel, nccl_buffers
 from .states import ModelStates
-from .walk import StagePlan
+from .walk import StagePlan, steady_microbatches
 
 TRANSIENT_TERMS = ("layer transient", "optimizer step transient")
 """Short-lived blocks at the peak: what the caching allocator's excess grows with (runtime.AllocatorModel)."""
@@ -301,9 +301,10 @@ class MemoryModel:
         return gathered + (layer * self.states.shape.grad_bytes if backward else 0.0)
 
     def _plan(self, stage: int) -> StagePlan:
-        """The stage's schedule as arrays (walk.py)."""
-        par = self.workload.parallelism
-        return StagePlan.of(par.pipeline_schedule, par.vpp, stage, self.layout.pp, self.num_microbatches,
+        """The stage's schedule as arrays, as far as its peak can lie (walk.py, steady_microbatches)."""
+        par, pp = self.workload.parallelism, self.layout.pp
+        return StagePlan.of(par.pipeline_schedule, par.vpp, stage, pp,
+                            steady_microbatches(self.num_microbatches, pp, par.vpp),
                             par.overlap_moe_expert_parallel_comm)
 
     @staticmethod

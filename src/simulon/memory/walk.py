@@ -23,6 +23,13 @@ turned into arrays once per shape (`StagePlan.of`, cached) and every strategy of
 cumulative sum (a strategy search asks thousands of times per shape). The sum runs in step order, one addition
 per step, as a loop would, so the figures are the same to the last bit (tests/memory/test_schedule_walk.py
 checks this against the plain loop).
+
+Past its warm-up a schedule repeats itself, a period of stages x chunks micro-batches at a time, until its
+cool-down, which only frees: more repeats keep no more. So a walk needs only a few of them (`steady_microbatches`:
+the warm-up, STEADY_PERIODS periods and the cool-down of a schedule of the same remainder), which bounds its length
+whatever the micro-batch count (a search's strategies with few data-parallel ranks run thousands). Its peak is the
+whole schedule's but for the rounding of the longer sum (a few units in the 14th digit:
+tests/memory/test_schedule_walk.py).
 """
 
 from __future__ import annotations
@@ -33,6 +40,19 @@ from functools import lru_cache
 import numpy as np
 
 from ..workload.schedule import make_scheduler
+
+STEADY_PERIODS = 4
+"""Periods of the steady state a walk keeps (steady_microbatches): the longest warm-up, DualPipe's, runs about two
+periods of stages x 2 micro-batches; four periods of stages x max(chunks, 2) hold it and two repeats beyond."""
+
+
+def steady_microbatches(microbatches: int, stages: int, chunks: int) -> int:
+    """The micro-batches a walk of a stage's schedule runs (StagePlan.of): all of them, or fewer by whole periods
+    (stages x chunks, at least two chunks for DualPipe's mirrored pair) of the steady state, keeping STEADY_PERIODS
+    of them and the same remainder, so that warm-up and cool-down are the schedule's own."""
+    period = stages * max(chunks, 2)
+    surplus = microbatches - STEADY_PERIODS * period
+    return microbatches - surplus // period * period if surplus > period else microbatches
 
 
 @dataclass(frozen=True)
