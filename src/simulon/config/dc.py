@@ -161,8 +161,8 @@ class GPUSpec(Templated):
     @property
     def memory_bytes(self) -> float:
         """The GPU's memory in bytes: memory_capacity_gb read as GiB, as vendors state HBM sizes (an "80GB" H100 has
-        80 GiB of HBM3, 79.6 GiB of it usable; a "192GB" MI300X 192 GiB). The one reading of it: the memory check,
-        the search and the validators' fit checks all take this."""
+        80 GiB of HBM3; a "192GB" MI300X 192 GiB). The one reading of it: the memory check, the search and the
+        validators' fit checks all take this."""
         return self.memory_capacity_gb * GiB
 
     @cached_property

@@ -43,9 +43,11 @@ the 5as^2b/t of scores, softmax and dropout mask.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from copy import copy
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Any
 
 from ..config.hybrid import Block, LayerKind
 from ..config.workload import CORE_ATTENTION_MODULES, MegatronWorkload
@@ -91,6 +93,16 @@ class LayerCache:
         self.model = model  # held, so that its identity stands for it
         self.known: dict[tuple, LayerActivations] = {}
         self.kinds: dict[tuple, LayerGroups] = {}
+
+    @staticmethod
+    def served(store: dict, key: tuple | None, make: Callable[[], Any]) -> Any:
+        """What `store` keeps under `key`, made (`make()`) and kept there the first time; made afresh without a key
+        (a workload of another model)."""
+        if key is None:
+            return make()
+        if key not in store:
+            store[key] = make()
+        return store[key]
 
     def key(self, acts: ActivationModel, kind: LayerKind, recompute: bool | None, in_bf16: bool) -> tuple | None:
         """What ActivationModel.layer reads beyond the model (its shard shape, recomputation, attention and
@@ -167,12 +179,10 @@ class ActivationModel:
         """A model chunk's layers (`layers`, in forward order) grouped by what their activations depend on: (blocks,
         fully recomputed, kept in bf16) with the layers of each, in the order each first occurs. Served from the
         LayerCache where the model has one."""
-        key = None if self.cache is None else self.cache.chunk_key(self, layers)
-        if key is None:
+        if self.cache is None:
             return self._layer_kinds(layers)
-        if key not in self.cache.kinds:
-            self.cache.kinds[key] = self._layer_kinds(layers)
-        return self.cache.kinds[key]
+        return self.cache.served(self.cache.kinds, self.cache.chunk_key(self, layers),
+                                 lambda: self._layer_kinds(layers))
 
     def _layer_kinds(self, layers: range) -> LayerGroups:
         kinds: dict[tuple[LayerKind, bool, bool], list[int]] = {}
@@ -185,12 +195,10 @@ class ActivationModel:
         """One layer of `kind` (its blocks, config/hybrid.py); `recompute`: whether full recomputation applies to
         it (default: whenever the strategy recomputes fully); `in_bf16`: a layer the number format keeps in bf16.
         Served from the LayerCache where the model has one."""
-        key = None if self.cache is None else self.cache.key(self, kind, recompute, in_bf16)
-        if key is None:
+        if self.cache is None:
             return self._layer(kind, recompute, in_bf16)
-        if key not in self.cache.known:
-            self.cache.known[key] = self._layer(kind, recompute, in_bf16)
-        return self.cache.known[key]
+        return self.cache.served(self.cache.known, self.cache.key(self, kind, recompute, in_bf16),
+                                 lambda: self._layer(kind, recompute, in_bf16))
 
     def _layer(self, kind: LayerKind, recompute: bool | None, in_bf16: bool) -> LayerActivations:
         if in_bf16 and self.shape.quantized_bytes:
