@@ -304,13 +304,15 @@ def scenario_for(sc: ScenarioConfig, strategy: Strategy, num_gpus: int) -> Scena
 
 
 ESTIMATE_PARTS_PER_WORKER = 3
-"""The space is cut into this many parts per worker (by tp, pp, vpp), so that a worker that drew light parts takes
-another while a heavy one runs; each part builds its own estimator, whose collective timings are not shared."""
+"""The space is cut into this many parts per worker (by tp, pp, vpp, of about equal work: Space.shares), so that a
+worker whose parts ran faster than their count of strategies said takes another while a slow one runs; each part
+builds its own estimator, whose collective timings are not shared."""
 
 
-def estimate_part(args: tuple[dict, int, dict | None, bool, int, int]) -> Phase:
-    """One part of a search's space estimated; runs in a worker process (module level, picklable)."""
-    data, num_gpus, limits, fp8, parts, part = args
+def estimate_part(args: tuple[dict, int, dict | None, bool, tuple[int, ...]]) -> Phase:
+    """One part of a search's space (the (tp, pp, vpp) blocks at positions `blocks`, Space.shares) estimated; runs in
+    a worker process (module level, picklable)."""
+    data, num_gpus, limits, fp8, blocks = args
     # validated on one GPU, as load_search_scenario does (the batch is one micro-batch), then the count unset again;
     # the all-to-all overlap is the strategies' to check (apply), not the base layout's
     training, parallelism = data["workload"]["training"], dict(data["workload"].get("parallelism", {}))
@@ -319,7 +321,7 @@ def estimate_part(args: tuple[dict, int, dict | None, bool, int, int]) -> Phase:
                                               "parallelism": parallelism}}, "search")
     training = sc.workload.training.model_copy(update={"num_gpus": training.get("num_gpus")})
     search = Search(_base(sc, training, overlap), num_gpus, Limits(limits), fp8)
-    return search._estimate_all(part, parts)
+    return search._estimate_all(blocks)
 
 
 def merge(pieces: list[Phase]) -> Phase:
@@ -455,10 +457,11 @@ class Search:
             phase = self._estimate_all()
         else:
             spec = (self.sc.model_dump(mode="json", exclude_none=True), self.num_gpus, self.space.limits.values,
-                    self.fp8, parts)
+                    self.fp8)
             progress.stage("enumerating and estimating strategies", total=parts, unit="parts")
             found: dict[int, Phase] = {}
-            for part, piece in runner.map_unordered(estimate_part, [(*spec, part) for part in range(parts)]):
+            shares = self.space.shares(parts)
+            for part, piece in runner.map_unordered(estimate_part, [(*spec, share) for share in shares]):
                 found[part] = piece
                 progress.advance(len(found))
             phase = merge([found[part] for part in range(parts)])
@@ -466,12 +469,12 @@ class Search:
             cache.put("estimates", key, phase.to_json())
         return dataclasses.replace(phase, from_cache=False)
 
-    def _estimate_all(self, part: int = 0, parts: int = 1) -> Phase:
+    def _estimate_all(self, blocks: tuple[int, ...] | None = None) -> Phase:
         infeasible: Counter[str] = Counter()
         candidates: list[tuple[Estimate, Strategy]] = []
         self._known: dict[tuple, list[tuple[int, str | None]]] = {}
         self._closest: tuple[float, Strategy, str] | None = None
-        for strategy in self.space.strategies(part, parts):
+        for strategy in self.space.strategies(blocks):
             try:
                 workload = apply(self.workload, strategy)
             except ValueError as exc:

@@ -35,10 +35,11 @@ some restriction allows (Space.screened) finds the rules every one of them break
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import math
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -67,6 +68,14 @@ without and 12.5 s with it (27,175 and 38,440 strategies estimated, the same win
 with pp 16, 25.9 s and 39.3 s (34,353 and 68,470), the winner tp1 pp16 dp128 ep8 3.0% faster under ZB-H1
 (23,265 ms against 23,977 ms). Not on by default while DeepSeek-V3's search misses its 3-minute target
 (benchmarks/bench_search_estimate.py, one run each on a shared 2-core machine)."""
+ESTIMATE_STAGES = 5
+"""A strategy's estimate costs about what the memory check of this many stages does: the weight Space.work gives
+pipeline size against strategy count when it deals a search's blocks to workers (results do not depend on it).
+Measured on one search, DeepSeek-V3's on 2,048 H800: its 20 blocks with strategies, each timed alone
+(benchmarks/bench_search_shares.py), took 0.31 ms a strategy and 0.058 ms more a pipeline stage (least squares over
+one run; 5.4 stages). With the block times of another run of that script, two workers finish their shares at 223.6 s
+where the blocks' total allows 223.3 s (counting strategies alone 239.9 s, dealt every parts-th 233.4 s), four at
+117.6 s (every parts-th 213.2 s), eight at 59.1 s (213.2 s)."""
 MAX_VPP = 8
 """Model chunks per stage considered: Megatron's recipes use up to 8 (Llama 3 405B on 16,384 GPUs ran 4-8)."""
 
@@ -214,10 +223,31 @@ class Space:
         asked = (p for p in (self.limits.values or {}).get("pp", ()) if p <= MAX_GPUS)
         return sorted({*(p for p in _divisors(self.num_gpus) if p <= self.workload.model.num_layers), *asked})
 
-    def _blocks(self, part: int = 0, parts: int = 1) -> Iterator[tuple]:
-        """Per (tp, pp, vpp), every parts-th from the part-th: (tp, pp, vpp, the values of the inner dimensions,
-        the index of each combination into them and into the splits, the splits, per rule whether each combination
-        breaks it: rule_checks)."""
+    def work(self) -> list[int]:
+        """Each (tp, pp, vpp) block's work for a search, by position (`_blocks`): its strategies that pass the exact
+        rules, each estimated and, most, memory-checked, weighted by pp + ESTIMATE_STAGES (the memory check of a
+        model of several layer kinds walks every stage)."""
+        return [int(np.count_nonzero(first_broken(checks) == 0)) * (pp + ESTIMATE_STAGES)
+                for _, pp, _, *_, checks in self._blocks()]
+
+    def shares(self, parts: int) -> list[tuple[int, ...]]:
+        """The space's (tp, pp, vpp) blocks, by position (`_blocks`), dealt into `parts` shares of about equal `work`
+        for workers: the largest first, each to the share holding the least so far (Graham's longest-processing-
+        time-first rule); ties by position, so every caller deals the same shares. Dealt every parts-th, the shares
+        were as uneven as the blocks: DeepSeek-V3's 192 blocks in 6 parts gave three parts none (every vpp of one
+        parity, MAX_VPP being even) and one 2.7 times the mean."""
+        shares: list[list[int]] = [[] for _ in range(parts)]
+        held = [(0, share) for share in range(parts)]
+        for load, position in sorted((-load, position) for position, load in enumerate(self.work())):
+            total, share = heapq.heappop(held)
+            shares[share].append(position)
+            heapq.heappush(held, (total - load, share))
+        return [tuple(sorted(share)) for share in shares]
+
+    def _blocks(self, blocks: Collection[int] | None = None) -> Iterator[tuple]:
+        """Per (tp, pp, vpp), those at the positions `blocks` lists (default: all): (tp, pp, vpp, the values of the
+        inner dimensions, the index of each combination into them and into the splits, the splits, per rule whether
+        each combination breaks it: rule_checks)."""
         model, train = self.workload.model, self.workload.training
         moe = model.moe
         inner = ((), self.expert_sizes(), (False, True) if moe else (False,), MICRO_BATCHES, (False, True),
@@ -225,7 +255,7 @@ class Space:
                  (self.limits.values or {}).get("zero_bubble", ZERO_BUBBLE))
         grid = itertools.product(self.tensor_sizes(), self.pipeline_sizes(), range(1, MAX_VPP + 1))
         for position, (tp, pp, vpp) in enumerate(grid):
-            if position % parts != part:
+            if blocks is not None and position not in blocks:
                 continue
             inner = (self.contexts(tp), *inner[1:])
             splits = self.splits(pp, vpp)
@@ -258,12 +288,12 @@ class Space:
         return Screen(allowed, passing, first, tuple(rule for rule, all_break in zip(RULES, every, strict=True)
                                                       if all_break and allowed))
 
-    def strategies(self, part: int = 0, parts: int = 1) -> Iterator[Strategy]:
+    def strategies(self, blocks: Collection[int] | None = None) -> Iterator[Strategy]:
         """Every strategy that passes the exact rules; `enumerated` and `pruned` count the rest by rule. The
         rules are checked on numpy arrays, one (tp, pp, vpp) at a time over every value of the other dimensions
         and every split; the strategies come out in the order of the dimensions as listed, the split last.
-        `part` of `parts`: only every parts-th (tp, pp, vpp), from the part-th (for workers sharing a space)."""
-        for tp, pp, vpp, inner, index, splits, checks in self._blocks(part, parts):
+        `blocks`: only the (tp, pp, vpp) at these positions (a worker's share, `shares`)."""
+        for tp, pp, vpp, inner, index, splits, checks in self._blocks(blocks):
             codes = first_broken(checks)
             self.enumerated += codes.size
             for rule, count in zip(RULES, np.bincount(codes, minlength=len(RULES) + 1)[1:].tolist(), strict=True):
