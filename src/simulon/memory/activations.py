@@ -43,7 +43,6 @@ the 5as^2b/t of scores, softmax and dropout mask.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Callable
 from copy import copy
 from dataclasses import dataclass
@@ -78,33 +77,6 @@ class LayerActivations:
         return sum(self.parts.values())
 
 
-RECENT_CHUNKS = 16384
-"""Model chunks a LayerCache keeps for the memory model (the oldest dropped first). A search meets a chunk again soon
-or not at all: its strategies come in the order of their dimensions, the layer split innermost, and the ones that
-differ only in how the model states are sharded (which the activations do not read) follow each other after the
-splits, number formats and overlap settings of one sharding. Not fitted: of the 99,136 chunks one block of
-DeepSeek-V3's search (tp 4, pp 8) asks for, this many serve every repeat an unbounded store serves; an entry is a few
-kilobytes."""
-RECENT_WALKS = 131072
-"""Walks of stages' schedules a LayerCache keeps (the oldest dropped first). Strategies far apart in a search's order
-walk alike: context parallelism at a larger micro-batch keeps a rank's tokens, and fewer data-parallel ranks its
-micro-batch count. Not fitted: that block walks 38,397 schedules with an unbounded store and 56,360 keeping 16,384;
-an entry is a few hundred bytes."""
-
-
-class Recent(OrderedDict):
-    """A dict that keeps its `size` most recently added entries."""
-
-    def __init__(self, size: int) -> None:
-        super().__init__()
-        self.size = size
-
-    def __setitem__(self, key, value) -> None:
-        super().__setitem__(key, value)
-        if len(self) > self.size:
-            self.popitem(last=False)
-
-
 LayerGroups = tuple[tuple[tuple[LayerKind, bool, bool], tuple[int, ...]], ...]
 """A model chunk's layers by kind: ((blocks, fully recomputed, kept in bf16), its layers) in order of first layer."""
 
@@ -115,17 +87,12 @@ class LayerCache:
     and most share their layers (every dp, pp, vpp, sharding and layer split of one tp, cp, micro-batch size,
     format and recomputation). A workload of another model object is not served from it. It also keeps how a model
     chunk's layers group into kinds (ActivationModel.layer_kinds), which the memory model asks for every stage of every
-    strategy, and which most strategies share (every tp, cp, micro-batch size, sharding and dp of one layer split),
-    and, for the memory model, its stages' recent model chunks and walks of their schedules (MemoryModel._chunk and
-    _walk): strategies that differ only in how the model states are sharded share chunks, and ones whose stages keep
-    the same per micro-batch and run as many walk alike."""
+    strategy, and which most strategies share (every tp, cp, micro-batch size, sharding and dp of one layer split)."""
 
     def __init__(self, model) -> None:
         self.model = model  # held, so that its identity stands for it
         self.known: dict[tuple, LayerActivations] = {}
         self.kinds: dict[tuple, LayerGroups] = {}
-        self.chunks: Recent = Recent(RECENT_CHUNKS)  # memory.model's model chunks (MemoryModel._chunk)
-        self.walks: Recent = Recent(RECENT_WALKS)  # and its stages' walks (MemoryModel._peaks)
 
     @staticmethod
     def served(store: dict, key: tuple | None, make: Callable[[], Any]) -> Any:
@@ -140,16 +107,10 @@ class LayerCache:
     def key(self, acts: ActivationModel, kind: LayerKind, recompute: bool | None, in_bf16: bool) -> tuple | None:
         """What ActivationModel.layer reads beyond the model (its shard shape, recomputation, attention and
         cross-entropy settings, and its arguments), or None for a workload of another model."""
-        context = self.context(acts)
-        return None if context is None else (*context, kind, recompute, in_bf16)
-
-    def context(self, acts: ActivationModel) -> tuple | None:
-        """What a model chunk's activations read beyond the model and its layers: `key`'s settings and the full
-        recomputation's extent; None for a workload of another model."""
         if acts.model is not self.model:
             return None
-        return (acts.shape, acts.par.recompute, acts.par.recompute_num_layers, acts.modules, acts.train.attention,
-                acts.train.cross_entropy)
+        return (acts.shape, acts.par.recompute, acts.modules, acts.train.attention, acts.train.cross_entropy, kind,
+                recompute, in_bf16)
 
     def chunk_key(self, acts: ActivationModel, layers: range) -> tuple | None:
         """What ActivationModel.layer_kinds reads beyond the model (the chunk's layers, the full recomputation's

@@ -27,7 +27,6 @@ decides whether the run fits is the one with the least headroom: the largest sha
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -237,7 +236,8 @@ class MemoryModel:
         states = self.states.stage(stage)
         chunks = [self._chunk(stage, c) for c in range(self.layers.chunks)]
         overhead = 0.0 if self.workload.training.expandable_segments else self.allocator.overhead
-        kept, transient, in_flight, high = self._walk(stage, self._columns(chunks), overhead)
+        plan, columns = self._plan(stage), self._columns(chunks)
+        kept, transient, in_flight, high = self._peaks(plan, columns, overhead)
         terms = {**states.terms()}
         if states.step_transient > kept + transient:  # the step's fp32 gradient copy outgrows the activations
             terms["optimizer step transient"] = states.step_transient
@@ -261,53 +261,31 @@ class MemoryModel:
                            self.stage_gpu(stage))
 
     def _chunk(self, stage: int, chunk: int) -> _Chunk:
-        """What a chunk's layers keep and hold on top (with the embedding or the head where it holds them), and
-        FSDP's transients (`_fsdp_transient`). Served from the LayerCache where the model has one."""
-        layers, first, last = (self.layers.layers_of(stage, chunk), self.layers.is_first(stage, chunk),
-                               self.layers.is_last(stage, chunk))
-        cache = self.activations.cache
-        if cache is None:
-            base = self._chunk_layers(layers, first, last)
-        else:
-            context = cache.context(self.activations)
-            base = cache.served(cache.chunks, None if context is None else (context, layers.start, layers.stop,
-                                                                            first, last),
-                                lambda: self._chunk_layers(layers, first, last))
-        forward, backward = self._fsdp_transients
-        if not (forward or backward):
-            return base
-        return dataclasses.replace(base, forward=base.forward + forward, backward=base.backward + backward)
-
-    def _chunk_layers(self, layers: range, first: bool, last: bool) -> _Chunk:
-        """Sum the kept activations of a chunk's layers (with the embedding where `first`, the head where `last`)."""
+        """Sum the kept activations of a chunk's layers (with the embedding or the head where it holds them)."""
         acts = self.activations
         parts: dict[str, float] = {}
         units: dict[int, float] = {}
         deferred: dict[int, float] = {}
         forward = backward = 0.0
-        for kind, members in acts.layer_kinds(layers):
+        for kind, members in acts.layer_kinds(self.layers.layers_of(stage, chunk)):
             one = acts.layer(*kind)
             for name, value in one.parts.items():
                 parts[name] = parts.get(name, 0.0) + value * len(members)
             units.update(dict.fromkeys(members, one.total))
             deferred.update(dict.fromkeys(members, one.deferred))
             forward, backward = max(forward, one.forward_transient), max(backward, one.backward_transient)
-        if first:
+        if self.layers.is_first(stage, chunk):
             parts.update(acts.embedding())
             units[EMBEDDING_LAYER] = sum(acts.embedding().values())
             backward = max(backward, acts.vocabulary_weight_gradient())
-        if last:
+        if self.layers.is_last(stage, chunk):
             parts.update(acts.head())
             units[HEAD_LAYER] = sum(acts.head().values())
             deferred[HEAD_LAYER] = acts.head_deferred()
             forward = max(forward, acts.head_transient())
             backward = max(backward, acts.vocabulary_weight_gradient() + acts.head()["logits"])
+        forward, backward = forward + self._fsdp_transient(False), backward + self._fsdp_transient(True)
         return _Chunk(sum(parts.values()), forward, backward, parts, units, deferred)
-
-    @cached_property
-    def _fsdp_transients(self) -> tuple[float, float]:
-        """(forward, backward) `_fsdp_transient`: what every chunk's forward and backward hold on top under FSDP."""
-        return self._fsdp_transient(False), self._fsdp_transient(True)
 
     def _fsdp_transient(self, backward: bool) -> float:
         """What FSDP holds beyond its states: in backward the running layer's unsharded gradients before their
@@ -322,23 +300,12 @@ class MemoryModel:
         gathered = 2 * layer * weight if par.fsdp == "full_shard" else 0.0
         return gathered + (layer * self.states.shape.grad_bytes if backward else 0.0)
 
-    def _plan(self, stage: int) -> tuple:
-        """What StagePlan.of takes for the stage's schedule, as far as its peak can lie (walk.py,
-        steady_microbatches)."""
+    def _plan(self, stage: int) -> StagePlan:
+        """The stage's schedule as arrays, as far as its peak can lie (walk.py, steady_microbatches)."""
         par, pp = self.workload.parallelism, self.layout.pp
-        return (par.pipeline_schedule, par.vpp, stage, pp, steady_microbatches(self.num_microbatches, pp, par.vpp),
-                par.overlap_moe_expert_parallel_comm)
-
-    def _walk(self, stage: int, columns: list[np.ndarray], overhead: float) -> tuple[float, float, float,
-                                                                                     tuple[float, float]]:
-        """`_peaks` of the stage's schedule over `columns`, served from the LayerCache where the model has one: a
-        walk reads nothing else."""
-        plan = self._plan(stage)
-        cache = self.activations.cache
-        if cache is None:
-            return self._peaks(StagePlan.of(*plan), columns, overhead)
-        return cache.served(cache.walks, (plan, overhead, np.stack(columns).tobytes()),
-                            lambda: self._peaks(StagePlan.of(*plan), columns, overhead))
+        return StagePlan.of(par.pipeline_schedule, par.vpp, stage, pp,
+                            steady_microbatches(self.num_microbatches, pp, par.vpp),
+                            par.overlap_moe_expert_parallel_comm)
 
     @staticmethod
     def _columns(chunks: list[_Chunk]) -> list[np.ndarray]:
