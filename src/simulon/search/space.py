@@ -72,10 +72,10 @@ ESTIMATE_STAGES = 5
 """A strategy's estimate costs about what the memory check of this many stages does: the weight Space.work gives
 pipeline size against strategy count when it deals a search's blocks to workers (results do not depend on it).
 Measured on one search, DeepSeek-V3's on 2,048 H800: its 20 blocks with strategies, each timed alone
-(benchmarks/bench_search_shares.py), took 0.31 ms a strategy and 0.058 ms more a pipeline stage (least squares over
-one run; 5.4 stages). With the block times of another run of that script, two workers finish their shares at 223.6 s
-where the blocks' total allows 223.3 s (counting strategies alone 239.9 s, dealt every parts-th 233.4 s), four at
-117.6 s (every parts-th 213.2 s), eight at 59.1 s (213.2 s)."""
+(benchmarks/bench_search_shares.py), took 0.31 ms a strategy and 0.058 ms more a pipeline stage in one run, 0.35 and
+0.052 ms in another (least squares: 5.4 and 6.8 stages). With the second run's block times, two workers finish their
+shares at 239.6 s where the blocks' total allows 235.5 s (counting strategies alone 249.4 s, dealt every parts-th
+241.8 s), four at 121.5 s (every parts-th 229.1 s), eight at 61.4 s (229.1 s)."""
 MAX_VPP = 8
 """Model chunks per stage considered: Megatron's recipes use up to 8 (Llama 3 405B on 16,384 GPUs ran 4-8)."""
 
