@@ -13,30 +13,16 @@ takes its time whatever machine runs it beside it, so the worker counts this mac
 from __future__ import annotations
 
 import argparse
-import heapq
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_search import CASES
 
 from simulon.search.run import ESTIMATE_PARTS_PER_WORKER, Search, load_search_scenario
-from simulon.search.space import first_broken
-
-
-def dealt(weights: list[float], parts: int) -> list[list[int]]:
-    """Space.shares' rule on any weights: the largest first, each to the lightest share."""
-    shares: list[list[int]] = [[] for _ in range(parts)]
-    held = [(0.0, share) for share in range(parts)]
-    for load, position in sorted((-w, p) for p, w in enumerate(weights)):
-        total, share = heapq.heappop(held)
-        shares[share].append(position)
-        heapq.heappush(held, (total - load, share))
-    return shares
+from simulon.search.space import deal
 
 
 def finish(part_times: list[float], workers: int) -> float:
@@ -56,20 +42,20 @@ def main() -> None:
         path.write_text(CASES[args.case])
         sc, num_gpus = load_search_scenario(path)
     space = Search(sc, num_gpus).space
-    passing = [int(np.count_nonzero(first_broken(checks) == 0)) for *_, checks in space._blocks()]
+    passing = [count for _, count in space.passing()]
     work = space.work()
     seconds = [0.0] * len(passing)
     for position, count in enumerate(passing):
         if count:
             started = time.perf_counter()
-            Search(sc, num_gpus)._estimate_all((position,))
+            Search(sc, num_gpus).estimate_blocks((position,))
             seconds[position] = time.perf_counter() - started
             print(f"block {position}: {count:,} strategies, {seconds[position]:.1f} s", flush=True)
     total = sum(seconds)
     print(f"{sum(1 for c in passing if c)} blocks with strategies of {len(passing)}, {total:.1f} s in all")
     for workers in (2, 4, 8, 16):
         parts = ESTIMATE_PARTS_PER_WORKER * workers
-        ways = {"Space.work": dealt(work, parts), "strategies alone": dealt(passing, parts),
+        ways = {"Space.work": deal(work, parts), "strategies alone": deal(passing, parts),
                 "every parts-th": [[p for p in range(len(passing)) if p % parts == part] for part in range(parts)]}
         times = {name: finish([sum(seconds[p] for p in share) for share in shares], workers)
                  for name, shares in ways.items()}

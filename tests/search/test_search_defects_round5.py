@@ -110,7 +110,7 @@ def test_a_strategy_whose_own_memory_check_fails_is_never_estimated_though_a_wea
         return FakePeak(fits=strategy.recompute != "full")
 
     monkeypatch.setattr(Search, "memory", memory)
-    phase = Search(sc, 4, fp8=False)._estimate_all()
+    phase = Search(sc, 4, fp8=False).estimate_blocks()
     recomputes = {s.recompute for _, s in phase.candidates}
     assert recomputes == {"none", "selective"}
     assert all(memory(None, s).fits for _, s in phase.candidates)

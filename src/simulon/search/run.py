@@ -321,7 +321,7 @@ def estimate_part(args: tuple[dict, int, dict | None, bool, tuple[int, ...]]) ->
                                               "parallelism": parallelism}}, "search")
     training = sc.workload.training.model_copy(update={"num_gpus": training.get("num_gpus")})
     search = Search(_base(sc, training, overlap), num_gpus, Limits(limits), fp8)
-    return search._estimate_all(blocks)
+    return search.estimate_blocks(blocks)
 
 
 def merge(pieces: list[Phase]) -> Phase:
@@ -454,7 +454,7 @@ class Search:
         runner = executor if executor is not None else (ProcessExecutor(workers) if workers != 1 else None)
         parts = ESTIMATE_PARTS_PER_WORKER * getattr(runner, "workers", 2) if runner is not None else 1
         if parts == 1:
-            phase = self._estimate_all()
+            phase = self.estimate_blocks()
         else:
             spec = (self.sc.model_dump(mode="json", exclude_none=True), self.num_gpus, self.space.limits.values,
                     self.fp8)
@@ -469,7 +469,9 @@ class Search:
             cache.put("estimates", key, phase.to_json())
         return dataclasses.replace(phase, from_cache=False)
 
-    def _estimate_all(self, blocks: tuple[int, ...] | None = None) -> Phase:
+    def estimate_blocks(self, blocks: tuple[int, ...] | None = None) -> Phase:
+        """Every strategy of the (tp, pp, vpp) blocks at positions `blocks` (default: all; a worker's share,
+        Space.shares) checked for memory and estimated, in this process."""
         infeasible: Counter[str] = Counter()
         candidates: list[tuple[Estimate, Strategy]] = []
         self._known: dict[tuple, list[tuple[int, str | None]]] = {}

@@ -39,7 +39,7 @@ import heapq
 import itertools
 import math
 from collections import Counter
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -183,6 +183,19 @@ def _divisors(n: int, cap: int | None = None) -> list[int]:
     return [d for d in range(1, (cap or n) + 1) if n % d == 0]
 
 
+def deal(weights: Sequence[float], parts: int) -> list[tuple[int, ...]]:
+    """Positions 0..len(weights)-1 dealt into `parts` shares of about equal weight: the largest first, each to the
+    share holding the least so far (Graham's longest-processing-time-first rule); ties by position, so every caller
+    deals the same shares."""
+    shares: list[list[int]] = [[] for _ in range(parts)]
+    held = [(0.0, share) for share in range(parts)]
+    for load, position in sorted((-weight, position) for position, weight in enumerate(weights)):
+        total, share = heapq.heappop(held)
+        shares[share].append(position)
+        heapq.heappush(held, (total - load, share))
+    return [tuple(sorted(share)) for share in shares]
+
+
 class Space:
     """Every strategy for one workload on `num_gpus` GPUs in NVLink domains of `domain_gpus` (config.dc
     DatacenterConfig.domain_gpus: a node, or the nodes a scale-up fabric joins), counting what the rules prune."""
@@ -223,26 +236,22 @@ class Space:
         asked = (p for p in (self.limits.values or {}).get("pp", ()) if p <= MAX_GPUS)
         return sorted({*(p for p in _divisors(self.num_gpus) if p <= self.workload.model.num_layers), *asked})
 
+    def passing(self) -> list[tuple[int, int]]:
+        """Each (tp, pp, vpp) block's pp and how many of its strategies pass the exact rules, by position
+        (`_blocks`)."""
+        return [(pp, int(np.count_nonzero(first_broken(checks) == 0))) for _, pp, _, *_, checks in self._blocks()]
+
     def work(self) -> list[int]:
         """Each (tp, pp, vpp) block's work for a search, by position (`_blocks`): its strategies that pass the exact
         rules, each estimated and, most, memory-checked, weighted by pp + ESTIMATE_STAGES (the memory check of a
         model of several layer kinds walks every stage)."""
-        return [int(np.count_nonzero(first_broken(checks) == 0)) * (pp + ESTIMATE_STAGES)
-                for _, pp, _, *_, checks in self._blocks()]
+        return [count * (pp + ESTIMATE_STAGES) for pp, count in self.passing()]
 
     def shares(self, parts: int) -> list[tuple[int, ...]]:
         """The space's (tp, pp, vpp) blocks, by position (`_blocks`), dealt into `parts` shares of about equal `work`
-        for workers: the largest first, each to the share holding the least so far (Graham's longest-processing-
-        time-first rule); ties by position, so every caller deals the same shares. Dealt every parts-th, the shares
-        were as uneven as the blocks: DeepSeek-V3's 192 blocks in 6 parts gave three parts none (every vpp of one
-        parity, MAX_VPP being even) and one 2.7 times the mean."""
-        shares: list[list[int]] = [[] for _ in range(parts)]
-        held = [(0, share) for share in range(parts)]
-        for load, position in sorted((-load, position) for position, load in enumerate(self.work())):
-            total, share = heapq.heappop(held)
-            shares[share].append(position)
-            heapq.heappush(held, (total - load, share))
-        return [tuple(sorted(share)) for share in shares]
+        for workers (`deal`). Dealt every parts-th, the shares were as uneven as the blocks: DeepSeek-V3's 192 blocks
+        in 6 parts gave three parts none (every vpp of one parity, MAX_VPP being even) and one 2.7 times the mean."""
+        return deal(self.work(), parts)
 
     def _blocks(self, blocks: Collection[int] | None = None) -> Iterator[tuple]:
         """Per (tp, pp, vpp), those at the positions `blocks` lists (default: all): (tp, pp, vpp, the values of the
