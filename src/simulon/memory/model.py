@@ -28,7 +28,7 @@ decides whether the run fits is the one with the least headroom: the largest sha
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -39,10 +39,10 @@ from ..config.workload import MegatronWorkload
 from ..workload.layout import RankLayout
 from ..workload.parameters import PipelineLayers
 from ..workload.program import EMBEDDING_LAYER, HEAD_LAYER
-from ..workload.schedule import MIRRORED
+from ..workload.schedule import MIRRORED, make_scheduler
 from .activations import ActivationModel, LayerCache
 from .runtime import CUDA_CONTEXT_BYTES, AllocatorModel, nccl_buffers
-from .states import ModelStates
+from .states import ModelStates, StageStates
 from .walk import StagePlan, steady_microbatches
 
 TRANSIENT_TERMS = ("layer transient", "optimizer step transient")
@@ -233,9 +233,73 @@ class MemoryModel:
     # ---- one stage ----
 
     def stage(self, stage: int) -> StageMemory:
-        states = self.states.stage(stage)
-        chunks = [self._chunk(stage, c) for c in range(self.layers.chunks)]
-        overhead = 0.0 if self.workload.training.expandable_segments else self.allocator.overhead
+        return self._assembled(stage, self.states.stage(stage), self._chunks(stage))
+
+    def fullest(self, stages: Iterable[int]) -> StageMemory:
+        """The stage of `stages` with the most memory in use (nvidia-smi's figure; the earliest of them on a tie), as
+        `stage` gives it; what a strategy search asks of every strategy it weighs. Stages whose model chunks hold
+        layers of the same kinds in the same places, and neither the embedding nor the LM head (a pipeline's middle
+        stages, of a model of dense then MoE layers or of a hybrid pattern), hold the same states and keep the same
+        activations per micro-batch: those are worked out once for all of them, each stage's schedule walked on
+        them, and a stage is not walked at all where an earlier one of the same layers is known to hold at least
+        as much (`_covers`). Its figures are `stage`'s for the stage it names (tests/memory/test_fullest_stage.py)."""
+        alike: dict[tuple, tuple[int, StageStates, list[_Chunk], bool]] = {}
+        best: StageMemory | None = None
+        exact = True
+        for stage in stages:
+            key = self._alike_key(stage)
+            if key is None:
+                memory, own = self.stage(stage), True
+            elif key in alike:
+                first, states, chunks, covers = alike[key]
+                if covers and first < stage:
+                    continue
+                memory, own = self._assembled(stage, states, chunks), first == stage
+            else:
+                states, chunks = self.states.stage(stage), self._chunks(stage)
+                memory, own = self._assembled(stage, states, chunks), True
+                alike[key] = (stage, states, chunks, self._covers(memory, states))
+            if best is None or memory.device > best.device:
+                best, exact = memory, own
+        if best is None:
+            raise ValueError("no stage to compare")
+        return best if exact else self.stage(best.stage)  # its own layers' ids (StageMemory.unit_kept)
+
+    def _covers(self, memory: StageMemory, states: StageStates) -> bool:
+        """Whether no later stage holding the same layers can use more memory than this one (`memory`, with its
+        `states`): its schedule keeps no more before any step (PipelineScheduler.earlier_stages_keep_more), so
+        neither its allocated peak nor its reserved high-water mark along the walk is higher; what could still be
+        is the optimizer step's transient, which a stage reserves with the allocator's overhead where it outgrows
+        the activations' peak (`_assembled`), so this stage's reserved memory must cover that too."""
+        par = self.workload.parallelism
+        if not make_scheduler(par.pipeline_schedule, par.vpp, par.overlap_moe_expert_parallel_comm
+                              ).earlier_stages_keep_more:
+            return False
+        step = sum(states.terms().values()) + (1.0 + self._overhead) * states.step_transient
+        return memory.reserved >= step
+
+    def _alike_key(self, stage: int) -> tuple | None:
+        """What a stage's states and activations depend on, for stages that hold transformer layers only: per model
+        chunk its layers' kinds (ActivationModel.layer_kinds) at their places in the chunk; None for a stage holding
+        the embedding or the LM head (computed alone). The multi-token-prediction layers are a kind of their own, all
+        on one stage (config/pipeline_layout.py), so no other stage shares their key."""
+        layers, key = self.layers, []
+        for chunk in range(layers.chunks):
+            span = layers.layers_of(stage, chunk)
+            if layers.is_first(stage, chunk) or layers.is_last(stage, chunk):
+                return None
+            key.append(tuple((kind, tuple(m - span.start for m in members))
+                             for kind, members in self.activations.layer_kinds(span)))
+        return tuple(key)
+
+    @property
+    def _overhead(self) -> float:
+        """The caching allocator's excess over the transients (none with expandable segments)."""
+        return 0.0 if self.workload.training.expandable_segments else self.allocator.overhead
+
+    def _assembled(self, stage: int, states: StageStates, chunks: list[_Chunk]) -> StageMemory:
+        """The stage's peak from its states and model chunks, walking its schedule."""
+        overhead = self._overhead
         plan, columns = self._plan(stage), self._columns(chunks)
         kept, transient, in_flight, high = self._peaks(plan, columns, overhead)
         terms = {**states.terms()}
@@ -259,6 +323,9 @@ class MemoryModel:
         return StageMemory(stage, dict(sorted(terms.items(), key=lambda item: -item[1])), parts, in_flight, kept,
                            reserved, runtime, self.stage_capacity(stage), states.params, units, deferred,
                            self.stage_gpu(stage))
+
+    def _chunks(self, stage: int) -> list[_Chunk]:
+        return [self._chunk(stage, chunk) for chunk in range(self.layers.chunks)]
 
     def _chunk(self, stage: int, chunk: int) -> _Chunk:
         """Sum the kept activations of a chunk's layers (with the embedding or the head where it holds them)."""

@@ -538,7 +538,7 @@ class Search:
             stages = set(range(strategy.pp))
         else:
             stages = {0, strategy.pp - 1} | ({1} if strategy.first_layers and strategy.pp > 2 else set())
-        return max((model.stage(s) for s in sorted(stages)), key=lambda s: s.device)
+        return model.fullest(sorted(stages))
 
     def _replay(self, best: list[Ranked], progress: Progress, executor: Executor,
                 cache: Cache | None) -> tuple[list[Ranked], int, list[tuple[Strategy, str]]]:

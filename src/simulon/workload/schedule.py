@@ -194,6 +194,16 @@ class PipelineScheduler:
 
     placement: Placement = INTERLEAVED
 
+    @property
+    def earlier_stages_keep_more(self) -> bool:
+        """Whether every stage runs the same forwards and backwards in the same order, a later stage after no more
+        warm-up forwards, each backward whole and none combined with a forward: then before each step a stage keeps
+        at least what a later stage keeps before the same step of the same chunks (one more backward done can only
+        have freed more), so over stages holding alike layers the earlier's activation peak is the higher
+        (memory/model.py, MemoryModel.fullest). Megatron's 1F1B and interleaved 1F1B; not ZB-H1 (a later stage
+        defers more weight gradients), combined steps, or the generated V and DualPipe orders."""
+        return False
+
     def table(self, stage: int, num_stages: int, num_microbatches: int) -> ScheduleTable:
         raise NotImplementedError(f"{type(self).__name__} generates its steps, not a Megatron table")
 
@@ -209,6 +219,11 @@ class InterleavedOneFOneBScheduler(PipelineScheduler):
 
     def __init__(self, chunks: int, combined: bool = False):
         self.chunks, self.combined = chunks, combined
+
+    @property
+    def earlier_stages_keep_more(self) -> bool:
+        """One table for every stage (ScheduleTable.megatron), warm-ups falling with the stage (`warmup`)."""
+        return not self.combined
 
     def warmup(self, stage: int, num_stages: int) -> int:
         """Forwards before the first backward (`num_warmup_microbatches` in Megatron-Core)."""
@@ -234,6 +249,10 @@ class OneFOneBScheduler(InterleavedOneFOneBScheduler):
 
 class ZeroBubbleH1Scheduler(OneFOneBScheduler):
     """ZB-H1: 1F1B with the weight gradients split off, stage i deferring its first i."""
+
+    @property
+    def earlier_stages_keep_more(self) -> bool:
+        return False  # a later stage holds more deferred weight gradients
 
     def table(self, stage: int, num_stages: int, num_microbatches: int) -> ScheduleTable:
         return replace(super().table(stage, num_stages, num_microbatches), deferred=stage)
