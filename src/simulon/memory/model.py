@@ -240,10 +240,15 @@ class MemoryModel:
         `stage` gives it; what a strategy search asks of every strategy it weighs. Stages whose model chunks hold
         layers of the same kinds in the same places, and neither the embedding nor the LM head (a pipeline's middle
         stages, of a model of dense then MoE layers or of a hybrid pattern), hold the same states and keep the same
-        activations per micro-batch: those are worked out once for all of them, each stage's schedule walked on
-        them, and a stage is not walked at all where an earlier one of the same layers is known to hold at least
-        as much (`_covers`). Its figures are `stage`'s for the stage it names (tests/memory/test_fullest_stage.py)."""
-        alike: dict[tuple, tuple[int, StageStates, list[_Chunk], bool]] = {}
+        activations per micro-batch: those are worked out once for all of them and each stage's schedule walked on
+        them; where the schedule has an earlier stage keep at least what a later one keeps before every step
+        (PipelineScheduler.earlier_stages_keep_more), the first of them holds the most (its walk peaks the higher
+        by either ranking, and its states and the optimizer step's reserve are theirs), so the later ones are not
+        walked at all. Its figures are `stage`'s for the stage it names (tests/memory/test_fullest_stage.py)."""
+        par = self.workload.parallelism
+        covered = make_scheduler(par.pipeline_schedule, par.vpp,
+                                 par.overlap_moe_expert_parallel_comm).earlier_stages_keep_more
+        alike: dict[tuple, tuple[int, StageStates, list[_Chunk]]] = {}
         best: StageMemory | None = None
         exact = True
         for stage in stages:
@@ -251,32 +256,19 @@ class MemoryModel:
             if key is None:
                 memory, own = self.stage(stage), True
             elif key in alike:
-                first, states, chunks, covers = alike[key]
-                if covers and first < stage:
+                first, states, chunks = alike[key]
+                if covered and first < stage:
                     continue
                 memory, own = self._assembled(stage, states, chunks), first == stage
             else:
                 states, chunks = self.states.stage(stage), self._chunks(stage)
                 memory, own = self._assembled(stage, states, chunks), True
-                alike[key] = (stage, states, chunks, self._covers(memory, states))
+                alike[key] = (stage, states, chunks)
             if best is None or memory.device > best.device:
                 best, exact = memory, own
         if best is None:
             raise ValueError("no stage to compare")
         return best if exact else self.stage(best.stage)  # its own layers' ids (StageMemory.unit_kept)
-
-    def _covers(self, memory: StageMemory, states: StageStates) -> bool:
-        """Whether no later stage holding the same layers can use more memory than this one (`memory`, with its
-        `states`): its schedule keeps no more before any step (PipelineScheduler.earlier_stages_keep_more), so
-        neither its allocated peak nor its reserved high-water mark along the walk is higher; what could still be
-        is the optimizer step's transient, which a stage reserves with the allocator's overhead where it outgrows
-        the activations' peak (`_assembled`), so this stage's reserved memory must cover that too."""
-        par = self.workload.parallelism
-        if not make_scheduler(par.pipeline_schedule, par.vpp, par.overlap_moe_expert_parallel_comm
-                              ).earlier_stages_keep_more:
-            return False
-        step = sum(states.terms().values()) + (1.0 + self._overhead) * states.step_transient
-        return memory.reserved >= step
 
     def _alike_key(self, stage: int) -> tuple | None:
         """What a stage's states and activations depend on, for stages that hold transformer layers only: per model
@@ -310,8 +302,12 @@ class MemoryModel:
             terms["activations"] = kept
             terms["layer transient"] = transient
         reserved = sum(terms.values()) + overhead * sum(terms.get(t, 0.0) for t in TRANSIENT_TERMS)
+        held = sum(states.terms().values())
         if high != (kept, transient):  # the allocator's high-water mark is at another step
-            reserved = max(reserved, sum(states.terms().values()) + high[0] + (1.0 + overhead) * high[1])
+            reserved = max(reserved, held + high[0] + (1.0 + overhead) * high[1])
+        # the optimizer step comes after every step walked, so the high-water mark is the larger of the two
+        # phases' even where the activations set the allocated peak
+        reserved = max(reserved, held + (1.0 + overhead) * states.step_transient)
         runtime = {"CUDA context": float(CUDA_CONTEXT_BYTES),
                    "NCCL buffers": nccl_buffers(self._communicators(), self.channels)}
         parts: dict[str, float] = {}
