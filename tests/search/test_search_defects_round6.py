@@ -13,7 +13,7 @@ from simulon.config.loading import parse_scenario
 from simulon.memory import estimate_memory
 from simulon.search.hetero import Planner, stage_counts
 from simulon.search.run import Search, scenario_for
-from simulon.search.space import RULES, Space, broken_rules
+from simulon.search.space import RULES, Limits, Space, broken_rules
 
 SEQUENCE_RULE = 1 + RULES.index(next(r for r in RULES if "must divide the sequence" in r))
 OVERLAP_RULE = 1 + RULES.index(next(r for r in RULES if "its overlap need tp > 1" in r))
@@ -109,3 +109,15 @@ def test_the_planner_puts_the_whole_pipeline_on_the_faster_group_when_it_can_hol
     sc = parse_scenario(HETERO, "test")
     best = Planner(sc).run(simulate_best=1).best
     assert best.stage_groups == (1, 1)
+
+
+def test_the_search_finds_a_middle_stage_fullest_under_zb_h1_with_full_recomputation():
+    """One layer kind, ZB-H1, full recomputation, stages of 3, 4 x 6 and 2 layers: a later stage defers more weight
+    gradients, each holding more than its layer kept, so stage 6, a middle one, is the fullest (3.4 GiB as `simulate`
+    counts, against 2.6 on the last), and the search's check, over every stage, finds it."""
+    sc = gpt_scenario(nodes=2, gpus_per_node=4, layers=29, hidden=1024, heads=8, gbs=16, seq=2048, vocab=4096)
+    search = Search(sc, 8, fp8=False)
+    strategy = next(s for s in Space(sc.workload, 8, 4, fp8=False, limits=Limits({"zero_bubble": (True,)})).strategies()
+                    if s.pp == 8 and s.recompute == "full" and s.last_layers == 2 and s.micro_batch_size == 1)
+    assert search.memory(strategy).device == pytest.approx(peak_as_simulate_counts(sc, strategy, 8), rel=1e-9)
+    assert estimate_memory(scenario_for(sc, strategy, 8)).peak.stage == 6

@@ -521,24 +521,14 @@ class Search:
 
     def memory(self, strategy: Strategy, workload: MegatronWorkload | None = None,
                num_gpus: int | None = None) -> StageMemory:
-        """The fullest stage, with the scenario's NCCL channels (their buffers) as `simulate` counts them: of a
-        model whose layers are all of one kind, the fullest of the first and last stage (the first keeps the most
-        micro-batches and the embedding, the last the LM head and its logits; a middle stage keeps less than the
-        first), and of the second where the first holds fewer layers than the middle stages (the second keeps the
-        most micro-batches of those); of layers of several kinds (dense layers before MoE ones, a hybrid pattern),
-        or split by the embedding's or the loss's share or a layout the scenario fixes (the embedding's chunk of
-        stage 0 holds no layer, so stage 1 keeps the most), every stage's. On `num_gpus` GPUs of this search's
-        kind where given (a workload over another GPU count)."""
+        """The fullest stage (MemoryModel.fullest, over every stage: a middle stage can be the fullest, as under ZB-H1
+        with full recomputation, where a later stage defers more weight gradients), with the scenario's NCCL channels
+        (their buffers) as `simulate` counts them. On `num_gpus` GPUs of this search's kind where given (a workload
+        over another GPU count)."""
         workload = workload or apply(self.workload, strategy)
         model = MemoryModel(workload, num_gpus or self.num_gpus, self.capacity, self.gpu.name,
                             scenario_channels(self.sc), layers=self.layers)
-        par = workload.parallelism
-        if len(workload.model.layer_kinds) > 1 or par.account_for_embedding_in_pipeline_split or \
-                par.account_for_loss_in_pipeline_split or par.pipeline_layout or par.layers_per_stage:
-            stages = set(range(strategy.pp))
-        else:
-            stages = {0, strategy.pp - 1} | ({1} if strategy.first_layers and strategy.pp > 2 else set())
-        return model.fullest(sorted(stages))
+        return model.fullest(range(strategy.pp))
 
     def _replay(self, best: list[Ranked], progress: Progress, executor: Executor,
                 cache: Cache | None) -> tuple[list[Ranked], int, list[tuple[Strategy, str]]]:
