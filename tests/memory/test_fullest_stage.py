@@ -113,14 +113,16 @@ def test_the_fullest_stage_where_the_optimizer_steps_copy_rivals_the_activations
 
 def test_the_fast_path_walks_one_middle_stage_of_alike_layers_under_1f1b(monkeypatch):
     """32 layers over 8 stages, the first two dense: stages 1 to 6 hold four MoE layers each, so only stage 1 of them
-    is walked; stage 0 (the embedding) and 7 (the head) are worked out alone."""
+    is walked; stage 0 (the embedding) and 7 (the head) are worked out alone: three walks where every stage alone
+    takes eight."""
     model = model_of(32, 8, ("1f1b", 1), "dense-then-moe")
-    walked: list[int] = []
-    assembled = MemoryModel._assembled
-    monkeypatch.setattr(MemoryModel, "_assembled", lambda self, stage, *rest: walked.append(stage) or
-                        assembled(self, stage, *rest))
+    walks: list[int] = []
+    peaks = StagePlan.peaks
+    monkeypatch.setattr(StagePlan, "peaks", lambda plan, *args, **kw: walks.append(1) or peaks(plan, *args, **kw))
     model.fullest(range(8))
-    assert walked == [0, 1, 7]
+    assert len(walks) == 3
+    reference(model, list(range(8)))
+    assert len(walks) == 3 + 8
 
 
 columns = st.lists(st.tuples(*[st.floats(0.0, 1e9, allow_nan=False)] * 4), min_size=1, max_size=4)

@@ -17,7 +17,8 @@ alike; one of DualPipe's mirrored two), and as none where the optimizer step set
 
 Three figures per stage, as three tools report them:
 allocated (torch.cuda.max_memory_allocated), reserved (max_memory_reserved: allocated plus the caching
-allocator's excess) and device (nvidia-smi's used memory: reserved plus the CUDA context and NCCL's buffers).
+allocator's excess, the high-water mark of the schedule's walk and of the optimizer step after it, whichever sets
+the allocated peak) and device (nvidia-smi's used memory: reserved plus the CUDA context and NCCL's buffers).
 
 Each stage is held to its own GPU's memory: on a cluster of several GPU types (config/placement.py) a stage runs on
 the GPUs the placement gives it, and where its ranks span types the smallest of them decides. The stage that
