@@ -1,9 +1,9 @@
 """The search: enumerate, prune by exact rules, drop what does not fit, estimate the rest, replay the best.
 
 1. `space.Space` enumerates every strategy and prunes by divisibility and dominance, counting each rule.
-2. The memory model (memory/) decides feasibility on the stages that hold the most: the first (most
-   micro-batches in flight, the embedding) and the last (the LM head and its logits). An infeasible strategy
-   is counted under the term that is largest on its fullest stage.
+2. The memory model (memory/) decides feasibility on the fullest stage (MemoryModel.fullest: stages of alike
+   layers worked out once, and under 1F1B an earlier one of them standing for the later ones). An infeasible
+   strategy is counted under the term that is largest on its fullest stage.
 3. `estimate.Estimator` ranks every feasible strategy in well under a millisecond each.
 4. The best `replay` strategies are simulated by the full contention-aware replay (pipeline.simulate) on a
    process pool (or Ray). The ranking is by step time: the replayed one where replayed, else the estimate in
