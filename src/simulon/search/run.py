@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import multiprocessing
 import os
 import resource
@@ -25,6 +26,7 @@ import sys
 import time
 from collections import Counter
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -313,6 +315,16 @@ def estimate_part(args: tuple[dict, int, dict | None, bool, tuple[int, ...]]) ->
     """One part of a search's space (the (tp, pp, vpp) blocks at positions `blocks`, Space.shares) estimated; runs in
     a worker process (module level, picklable)."""
     data, num_gpus, limits, fp8, blocks = args
+    return part_search(json.dumps([data, num_gpus, limits, fp8], sort_keys=True)).estimate_blocks(blocks)
+
+
+@lru_cache(maxsize=1)
+def part_search(spec: str) -> Search:
+    """The search a worker estimates its parts with (`spec`: estimate_part's arguments but the blocks, as JSON), kept
+    for its next part of the same search: a process pool's worker runs several, which then share the collectives
+    timed, the kernel tables and the layers' activations worked out (caches of what the inputs alone decide)."""
+    data, num_gpus, limits, fp8 = json.loads(spec)
+    limits = {dimension: tuple(values) for dimension, values in limits.items()} if limits else limits
     # validated on one GPU, as load_search_scenario does (the batch is one micro-batch), then the count unset again;
     # the all-to-all overlap is the strategies' to check (apply), not the base layout's
     training, parallelism = data["workload"]["training"], dict(data["workload"].get("parallelism", {}))
@@ -320,8 +332,7 @@ def estimate_part(args: tuple[dict, int, dict | None, bool, tuple[int, ...]]) ->
     sc = parse_scenario({**data, "workload": {**data["workload"], "training": {**training, "num_gpus": 1},
                                               "parallelism": parallelism}}, "search")
     training = sc.workload.training.model_copy(update={"num_gpus": training.get("num_gpus")})
-    search = Search(_base(sc, training, overlap), num_gpus, Limits(limits), fp8)
-    return search.estimate_blocks(blocks)
+    return Search(_base(sc, training, overlap), num_gpus, Limits(limits), fp8)
 
 
 def merge(pieces: list[Phase]) -> Phase:
@@ -474,6 +485,7 @@ class Search:
         Space.shares) checked for memory and estimated, in this process."""
         infeasible: Counter[str] = Counter()
         candidates: list[tuple[Estimate, Strategy]] = []
+        self.space.enumerated, self.space.pruned = 0, Counter()  # these blocks' counts alone (part_search)
         self._known: dict[tuple, list[tuple[int, str | None]]] = {}
         self._closest: tuple[float, Strategy, str] | None = None
         for strategy in self.space.strategies(blocks):
