@@ -1,5 +1,6 @@
 """How evenly a search's space is dealt to its workers (search.space.Space.shares): every (tp, pp, vpp) block with
-strategies is estimated alone, in a fresh search (cold caches, as a worker's part starts), and its time recorded;
+strategies is estimated alone, in a fresh search (cold caches, as a worker's first part starts; its later parts
+reuse that search, search.run.part_search, so the finishing times below are upper bounds), and its time recorded;
 then, for several worker counts (ESTIMATE_PARTS_PER_WORKER parts each, taken in turn by the first free worker), the
 time the last worker finishes is worked out from those block times, for the shares dealt by Space.work's weight, by
 the strategies alone, and every parts-th as before; with the ideal, the blocks' total over the workers. A block

@@ -285,14 +285,9 @@ class MemoryModel:
                              for kind, members in self.activations.layer_kinds(span)))
         return tuple(key)
 
-    @property
-    def _overhead(self) -> float:
-        """The caching allocator's excess over the transients (none with expandable segments)."""
-        return 0.0 if self.workload.training.expandable_segments else self.allocator.overhead
-
     def _assembled(self, stage: int, states: StageStates, chunks: list[_Chunk]) -> StageMemory:
         """The stage's peak from its states and model chunks, walking its schedule."""
-        overhead = self._overhead
+        overhead = 0.0 if self.workload.training.expandable_segments else self.allocator.overhead
         plan, columns = self._plan(stage), self._columns(chunks)
         kept, transient, in_flight, high = self._peaks(plan, columns, overhead)
         terms = {**states.terms()}

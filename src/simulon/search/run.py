@@ -307,8 +307,8 @@ def scenario_for(sc: ScenarioConfig, strategy: Strategy, num_gpus: int) -> Scena
 
 ESTIMATE_PARTS_PER_WORKER = 3
 """The space is cut into this many parts per worker (by tp, pp, vpp, of about equal work: Space.shares), so that a
-worker whose parts ran faster than their weight said takes another while a slow one runs; each part builds its own
-estimator, whose collective timings are not shared."""
+worker whose parts ran faster than their weight said takes another while a slow one runs; a worker's parts share
+one search and its caches (part_search)."""
 
 
 def estimate_part(args: tuple[dict, int, dict | None, bool, tuple[int, ...]]) -> Phase:

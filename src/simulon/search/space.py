@@ -75,7 +75,9 @@ Measured on one search, DeepSeek-V3's on 2,048 H800: its 20 blocks with strategi
 (benchmarks/bench_search_shares.py), took 0.31 ms a strategy and 0.058 ms more a pipeline stage in one run, 0.35 and
 0.052 ms in another (least squares: 5.4 and 6.8 stages). With the second run's block times, two workers finish their
 shares at 239.6 s where the blocks' total allows 235.5 s (counting strategies alone 249.4 s, dealt every parts-th
-241.8 s), four at 121.5 s (every parts-th 229.1 s), eight at 61.4 s (229.1 s)."""
+241.8 s), four at 121.5 s (every parts-th 229.1 s), eight at 61.4 s (229.1 s). Measured at 630fc32, before the memory
+check stopped walking a pipeline's alike middle stages one by one (e7530d3), which makes a stage weigh less than
+this; not refitted since."""
 MAX_VPP = 8
 """Model chunks per stage considered: Megatron's recipes use up to 8 (Llama 3 405B on 16,384 GPUs ran 4-8)."""
 
@@ -243,8 +245,8 @@ class Space:
 
     def work(self) -> list[int]:
         """Each (tp, pp, vpp) block's work for a search, by position (`_blocks`): its strategies that pass the exact
-        rules, each estimated and, most, memory-checked, weighted by pp + ESTIMATE_STAGES (the memory check of a
-        model of several layer kinds walks every stage)."""
+        rules, each estimated and, most, memory-checked, weighted by pp + ESTIMATE_STAGES (the memory check looks at
+        every stage, MemoryModel.fullest)."""
         return [count * (pp + ESTIMATE_STAGES) for pp, count in self.passing()]
 
     def shares(self, parts: int) -> list[tuple[int, ...]]:
