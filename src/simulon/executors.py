@@ -1,5 +1,5 @@
-"""Where a search's replays and a sweep's points run: a local process pool (the default) or a Ray cluster
-(`simulon[ray]`).
+"""Where a search's replays, a sweep's points and a validation's training rows run: a local process pool (the
+default) or a Ray cluster (`simulon[ray]`).
 
 Both run one picklable function over a list of jobs and hand each result back as soon as it is finished, with
 the job's index, so that the search can record it (search/cache.py) before the next one ends. The answer does
@@ -11,7 +11,8 @@ needs of those running and its own add up to no more than the budget (the memory
 the jobs are handed over, or a limit given), else it waits for one to finish; on Ray each task asks for its bytes
 as Ray's `memory` resource, and Ray's scheduler places it where they are free. A job that needs more than the
 budget (Ray: more than any node has) even alone is not started: it comes back as `Refused`, saying why, and the
-other jobs go on.
+other jobs go on. Jobs that size themselves (a sweep's points, a validation's rows) run `in_shares`: each first
+within the limit over the jobs at once, and one planned to need more after the others, admitted by its need.
 
 Ray: `ray.init(address)` joins a running cluster (`ray start --head`, or `auto`), or, with no address, starts a
 local one for the command, once, on its first jobs; every later step of the command (a search's estimate parts,
@@ -191,6 +192,43 @@ class RayExecutor:
         while pending:
             ready, _ = ray.wait(list(pending), num_returns=1)
             yield pending.pop(ready[0]), ray.get(ready[0])
+
+
+@dataclass(frozen=True)
+class Needs:
+    """What a job run by `in_shares` returns when it was planned to need more memory than its share beside the jobs
+    running with it, instead of running: the bytes it needs (at most the whole limit)."""
+
+    bytes: float
+
+
+def in_shares(function: Callable[[Any], Any], jobs: list[tuple], workers: int, memory_limit: float | None,
+              runner: Executor | None = None) -> Iterator[tuple[int, Any]]:
+    """(index, result) of `function((*job, share))` for every job, in the order they finish. `share` is the bytes a
+    job may take beside those running with it: None (the whole `memory_limit`) in this process (one worker or one
+    job) and on `runner` (Ray gives every task its own limit), `memory_limit` over the workers on a local pool of
+    `workers`. A job that returns Needs ran nothing: it runs again once the others are done with share None, on a
+    pool that admits jobs as far as their needs add up to the limit (Admission). Each job is planned within the
+    whole limit, so its result is the one it gives alone, however many ran beside it."""
+    if runner is None and (workers <= 1 or len(jobs) <= 1):
+        for index, job in enumerate(jobs):
+            yield index, function((*job, None))
+        return
+    pool = runner or ProcessExecutor(workers, memory=math.inf)
+    at_once = 1 if runner is not None else min(workers, len(jobs))
+    share = None if memory_limit is None else memory_limit / at_once
+    later: dict[int, float] = {}
+    for index, outcome in pool.map_unordered(function, [(*job, share) for job in jobs]):
+        if isinstance(outcome, Needs):
+            later[index] = outcome.bytes
+            continue
+        yield index, outcome
+    if later:
+        order = sorted(later)
+        pool = runner or ProcessExecutor(workers, memory=memory_limit)
+        for position, outcome in pool.map_unordered(function, [(*jobs[i], None) for i in order],
+                                                    [later[i] for i in order]):
+            yield order[position], outcome
 
 
 def executor(kind: str, workers: int | None = None, address: str | None = None,

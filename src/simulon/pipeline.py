@@ -37,6 +37,7 @@ from .dag.nodes import ExecutionDAG
 from .dag.size import FOOTPRINT_ENTRY_BYTES, DagSize, TooLarge, check_fits, estimate_size
 from .engine.replay import Timeline, replay
 from .engine.steady_state import SteadyState
+from .executors import Needs
 from .memory import MemoryReport, estimate_memory
 from .network.calibration import LinkModel
 from .network.topology import Topology
@@ -319,6 +320,16 @@ def planned_size(sc: ScenarioConfig, step: StepPlan, fold_mode: FoldMode = "auto
         else step.throughout
     larger = sampled_plan(sc, step.counts[1], fold_mode, throughout, step.samples[1] if step.samples else None)
     return larger[1] if fits(larger[1], memory_limit, False) else in_steady_state(*larger)[1]
+
+
+def over_share(sc: ScenarioConfig, step: StepPlan, fold_mode: FoldMode, memory_limit: float | None,
+               share: float | None) -> Needs | None:
+    """Needs (executors.in_shares) where `step`, planned within `memory_limit`, needs more than `share`, the bytes it
+    may take beside the simulations running with it (None: the whole limit); else None, and it runs now."""
+    if share is None or memory_limit is None or share >= memory_limit:
+        return None
+    need = planned_size(sc, step, fold_mode, memory_limit).memory_bytes()
+    return Needs(min(need, memory_limit)) if need > share else None
 
 
 def folded_throughout(planned: PlannedDag, size: DagSize) -> tuple[PlannedDag, DagSize]:

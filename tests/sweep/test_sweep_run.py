@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from helpers import RecordingPool
+from simulon import executors
 from simulon.config.errors import ConfigError
 from simulon.executors import RayExecutor
 from simulon.pipeline import simulate, step_size
@@ -231,7 +232,7 @@ def test_a_points_row_is_the_same_whatever_runs_beside_it_and_a_point_over_its_s
     serial, parallel = tmp_path / "serial.csv", tmp_path / "parallel.csv"
     run_sweep(points, serial, jobs=1, memory_limit=limit)
     pools = []
-    monkeypatch.setattr(sweep_run, "ProcessExecutor", lambda jobs, memory=None: pools.append(
+    monkeypatch.setattr(executors, "ProcessExecutor", lambda jobs, memory=None: pools.append(
         RecordingPool(jobs, memory)) or pools[-1])
     run_sweep(points, parallel, jobs=2, memory_limit=limit)
     assert parallel.read_bytes() == serial.read_bytes()

@@ -8,11 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from helpers import cli
+from helpers import RecordingPool, cli
+from simulon import executors
+from simulon.pipeline import planned_size
 from simulon.validate.report import read_table, shipped_table
 from simulon.validate.training import (
+    ROW_FOLD,
     Unsupported,
     measured_iteration,
+    planned_row,
     sample_rows,
     scenario_from_row,
     validate_training,
@@ -230,6 +234,32 @@ def test_a_cross_section_of_the_table_holds_its_accuracy(rows):
     assert len(subsets) >= 10 and len(report.rows) == len(picked) >= 25
     mape = sum(abs(r.error_pct) for r in report.rows) / len(report.rows)
     assert mape <= CROSS_SECTION_MAPE_PCT, [(picked[r.index], round(r.error_pct, 1)) for r in report.rows]
+
+
+def test_the_report_is_the_same_for_any_number_of_jobs_and_a_row_over_its_share_runs_later_by_its_need(
+        rows, monkeypatch):
+    """Rows run on a pool sharing the memory limit: a limit that holds the largest row alone but not beside
+    another still simulates it as one job would (planned within the whole limit, run after the others, admitted
+    by its need), and every row is reported in the table's order with the same figures."""
+    picks = [_row(rows, subset="flash_attention_training_speed", model="GPT3-125M (FlashAttention impl)")[1],
+             _row(rows, subset="mcore_r0.8_h100_strong_scaling", num_gpus="4608")[1],
+             _row(rows, subset="megatron_sc21_table1", num_gpus="32")[1],
+             _row(rows, subset="simumax_b200_release_v1.2", tp="4", pp="1", grad_accum="4")[1]]
+
+    def needs(limit):
+        plans = [(sc := scenario_from_row(row), planned_row(sc, limit)) for row in picks[2:]]
+        return [planned_size(sc, step, ROW_FOLD, limit).memory_bytes() for sc, step in plans]
+
+    whole = needs(None)
+    limit = 1.5 * max(whole)
+    assert needs(limit) == whole and min(whole) <= limit / 2 < max(whole)
+    serial = validate_training(picks, memory_limit=limit)
+    pools = []
+    monkeypatch.setattr(executors, "ProcessExecutor", lambda jobs, memory=None: pools.append(
+        RecordingPool(jobs, memory)) or pools[-1])
+    parallel = validate_training(picks, memory_limit=limit, jobs=2)
+    assert parallel == serial and [r.index for r in serial.rows] == [0, 2, 3] and serial.skipped[0].index == 1
+    assert [pool.needs for pool in pools] == [[None], [[max(whole)]]]
 
 
 def test_a_row_too_large_for_the_memory_given_is_skipped_with_the_reason_and_the_rest_go_on(rows):

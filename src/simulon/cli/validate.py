@@ -5,6 +5,7 @@ shipped table unless --csv names one; --plot draws predicted against measured (p
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -15,7 +16,7 @@ from pydantic import ValidationError
 
 from ..config.errors import ConfigError, not_utf8
 from ..config.loading import describe_validation_error
-from .limits import MaxMemoryOption, memory_limit
+from .limits import MaxMemoryOption, check_processes, memory_limit
 from .output import print_table
 
 app = typer.Typer(no_args_is_help=True, help="Compare predictions with published measurement tables.")
@@ -174,17 +175,21 @@ def item_numbers(indices: list[int], items: str) -> str:
 
 @app.command()
 def training(csv: CsvOption = None, as_json: JsonOption = False, max_memory: MaxMemoryOption = None,
-             plot: PlotOption = None) -> None:
+             plot: PlotOption = None,
+             jobs: Annotated[int | None, typer.Option(help="rows simulated at once, sharing --max-memory (default: "
+                                                           "the CPU count)")] = None) -> None:
     """Predict each published training run's iteration time and compare (a row too large for the memory
     available is skipped, with its reason)."""
     from ..validate.training import validate_training
     from .progress import terminal_progress
 
+    check_processes(jobs, "--jobs")
     limit = memory_limit(max_memory)
+    workers = jobs or os.cpu_count() or 1
     with terminal_progress(quiet=as_json) as progress:
         path = table(csv, "training")
-        report(path, as_json, lambda rows: validate_training(rows, limit, progress=progress, source=str(path)),
-               "system", plot)
+        report(path, as_json, lambda rows: validate_training(rows, limit, progress=progress, source=str(path),
+                                                             jobs=workers), "system", plot)
 
 
 @app.command()

@@ -27,7 +27,7 @@ from ..analysis.kinds import COMM_KINDS
 from ..config.common import MAX_GPUS
 from ..config.errors import ConfigError
 from ..config.units import GiB
-from ..executors import Executor, ProcessExecutor
+from ..executors import Executor, Needs, in_shares
 from ..export.files import write_atomic
 from ..progress import SILENT, Progress
 from .points import Point
@@ -45,29 +45,27 @@ DIGITS = 9
 """Significant digits of a number in the CSV."""
 
 
-UNRUNNABLE, TOO_LARGE, NEEDS = "unrunnable", "too large", "needs"
-"""The keys of a point's outcome that say why it cannot run, why it is too large to, or that it needs more memory
-than its share beside the points running with it (point_metrics)."""
+UNRUNNABLE, TOO_LARGE = "unrunnable", "too large"
+"""The keys of a point's outcome that say why it cannot run, or why it is too large to (point_outcome)."""
 
 
-def point_metrics(args: tuple[dict, str, float | None, float | None]) -> dict[str, str]:
+def point_metrics(args: tuple[dict, str, float | None, float | None]) -> dict[str, str] | Needs:
     """Simulate one point as `simulate` does within `memory_limit` (micro-batches sampled where the step is too large
     to replay whole, refused where even that would take more than the limit, TooLarge) and return its row's metrics
     as CSV text; runs in a worker process (module level, to be picklable). `share`: the bytes it may take beside the
     points running with it (None: the whole limit): one planned within the limit to need more is not run, and
-    comes back as {NEEDS: bytes} (simulated: it runs later, admitted by its need), so that a point's row never
+    comes back as Needs (executors.in_shares: it runs later, admitted by its need), so that a point's row never
     depends on how many ran beside it."""
     from ..analysis.exposure import exposure, mean_exposed_ms
     from ..config.loading import parse_scenario
-    from ..pipeline import plan_step, planned_size, simulate_step
+    from ..pipeline import over_share, plan_step, simulate_step
 
     data, fold_mode, memory_limit, share = args
     sc = parse_scenario(data, "sweep point")
     step = plan_step(sc, fold_mode, memory_limit, micro_batches="auto")  # type: ignore[arg-type]
-    if share is not None and memory_limit is not None and share < memory_limit:
-        need = planned_size(sc, step, fold_mode, memory_limit).memory_bytes()  # type: ignore[arg-type]
-        if need > share:
-            return {NEEDS: text(min(need, memory_limit))}  # too large even alone: refused when run alone
+    need = over_share(sc, step, fold_mode, memory_limit, share)  # type: ignore[arg-type]
+    if need is not None:
+        return need
     train, gib = sc.workload.training, GiB
     placement = sc.placement()  # the ridge point only splits compute, not the exposed communication read here
     ridge = placement.peak_flops(train.dtype) / placement.mean(lambda g: g.gpu.memory_bandwidth)
@@ -241,32 +239,14 @@ def simulated(points: list[Point], jobs: int, fold_mode: str, runner: Executor |
               memory_limit: float | None = None) -> Iterator[tuple[Point, dict[str, str]]]:
     """(point, metrics) as each point finishes: on `runner` (executors.py: a process pool or Ray; on Ray
     `memory_limit` is each task's) if given, else in this process with one job, else on a local pool of `jobs`
-    sharing `memory_limit`. Each point is planned within the whole limit, so its row is the same however many run
-    beside it; on the pool each first runs within its share of the limit, and those planned to need more come back
-    and run afterwards, admitted as far as their needs add up to the limit (executors.Admission)."""
-    work = [(p.scenario.as_data(), fold_mode, memory_limit, None) for p in points]
-    if runner is None and (jobs <= 1 or len(points) <= 1):
-        for point, args in zip(points, work, strict=True):
-            yield point, named(point, point_outcome(args))
-        return
-    pool = runner or ProcessExecutor(jobs, memory=math.inf)
-    at_once = 1 if runner is not None else min(jobs, len(points))
-    share = None if memory_limit is None else memory_limit / at_once
-    later: dict[int, float] = {}
-    for index, outcome in pool.map_unordered(point_outcome, [(*args[:3], share) for args in work]):
-        if NEEDS in outcome:
-            later[index] = float(outcome[NEEDS])
-            continue
+    sharing `memory_limit` (executors.in_shares: each point is planned within the whole limit, so its row is the
+    same however many run beside it)."""
+    work = [(p.scenario.as_data(), fold_mode, memory_limit) for p in points]
+    for index, outcome in in_shares(point_outcome, work, jobs, memory_limit, runner):
         yield points[index], named(points[index], outcome)
-    if later:
-        order = sorted(later)
-        pool = runner or ProcessExecutor(jobs, memory=memory_limit)
-        for position, outcome in pool.map_unordered(point_outcome, [work[i] for i in order],
-                                                    [later[i] for i in order]):
-            yield points[order[position]], named(points[order[position]], outcome)
 
 
-def point_outcome(args: tuple[dict, str, float | None, float | None]) -> dict[str, str]:
+def point_outcome(args: tuple[dict, str, float | None, float | None]) -> dict[str, str] | Needs:
     """point_metrics, or {"unrunnable": why} for a scenario that validates but cannot run (a collective algorithm
     the fabric lacks) or {"too large": why} for one too large for its memory: a value, not an exception, so that it
     comes back alike from any executor."""

@@ -28,8 +28,10 @@ from ..config.resolve import Unresolved, resolve_framework, resolve_hardware
 from ..config.scenario import ScenarioConfig
 from ..config.templates import find_template, template_stem_loose
 from ..config.workload import RECOMPUTE_MODULES, ModelSpec
+from ..dag.fold import FoldMode
 from ..dag.size import TooLarge
-from ..pipeline import Simulation, simulate
+from ..executors import Needs, in_shares
+from ..pipeline import Simulation, StepPlan, over_share, plan_step, simulate_step
 from ..progress import SILENT, Progress
 from .report import (
     NOT_GIVEN,
@@ -472,21 +474,58 @@ def measured_iteration(row: dict[str, str], sim: Simulation, sc: ScenarioConfig)
     raise Unsupported("row has no iteration time, throughput or utilisation")
 
 
-def simulate_row(sc: ScenarioConfig, memory_limit: float | None = None) -> Simulation:
-    """A row's scenario simulated as the validation does: folding is exact, and a comparison needs no per-GPU trace;
-    a step too large for memory or above sampling's node budget folds its spread collectives too and samples its
-    micro-batches (pipeline.simulate, "auto")."""
-    return simulate(sc, fold_mode="symmetric", memory_limit=memory_limit, micro_batches="auto")
+ROW_FOLD: FoldMode = "symmetric"
+"""How a row is folded: exactly (a comparison needs no per-GPU trace)."""
 
 
-def compare_row(index: int, row: dict[str, str], memory_limit: float | None = None) -> Comparison:
+def simulate_row(sc: ScenarioConfig, memory_limit: float | None = None, step: StepPlan | None = None) -> Simulation:
+    """A row's scenario simulated as the validation does (`step`: planned_row's plan of it, where made already):
+    folding is exact, and a step too large for memory or above sampling's node budget folds its spread collectives
+    too and samples its micro-batches (pipeline.simulate, "auto")."""
+    step = step if step is not None else planned_row(sc, memory_limit)
+    return simulate_step(sc, step, ROW_FOLD, memory_limit=memory_limit, micro_batches="auto")
+
+
+def planned_row(sc: ScenarioConfig, memory_limit: float | None = None) -> StepPlan:
+    """What simulate_row builds of a row's scenario within `memory_limit` (pipeline.plan_step)."""
+    return plan_step(sc, ROW_FOLD, memory_limit, micro_batches="auto")
+
+
+def compare_row(index: int, row: dict[str, str], memory_limit: float | None = None,
+                share: float | None = None) -> Comparison | Needs:
     """A row's measured iteration time against the prediction; a row estimated to need more than
-    `memory_limit` bytes is refused before it is built (dag.size.TooLarge)."""
+    `memory_limit` bytes is refused before it is built (dag.size.TooLarge). `share`: the bytes it may take beside the
+    rows simulated with it (None: the whole limit); one planned to need more is not simulated and comes back as Needs
+    (executors.in_shares)."""
     sc = scenario_from_row(row)
-    sim = simulate_row(sc, memory_limit)
+    step = planned_row(sc, memory_limit)
+    need = over_share(sc, step, ROW_FOLD, memory_limit, share)
+    if need is not None:
+        return need
+    sim = simulate_row(sc, memory_limit, step)
     metric, measured = measured_iteration(row, sim, sc)
     return Comparison(index, row["subset"], f"iter_time_s (from {metric})", measured,
                       sim.result.iteration_time_ms / 1e3, system_of(row).get("from", ""))
+
+
+def row_outcome(args: tuple[int, dict[str, str], float | None, float | None]) -> Comparison | Skipped | Needs:
+    """compare_row(*args), or the row skipped with why: its numeric cells do not read, simulon cannot express it, it
+    is too large for the memory limit, or its simulation fails (out of memory, an algorithm that cannot run it).
+    Runs in a worker process of validate_training's pool (module level, to be picklable)."""
+    index, row, memory_limit, share = args
+    reason = unreadable(row)
+    if reason:
+        return Skipped(index, reason)
+    try:
+        return compare_row(index, row, memory_limit, share)
+    except Unsupported as exc:
+        return Skipped(index, str(exc))
+    except TooLarge as exc:
+        return Skipped(index, f"too large: {exc.summary}")
+    except ValidationError as exc:  # a block built from the row's cells that its own checks refuse
+        return Skipped(index, describe_validation_error(exc, "row"))
+    except (ConfigError, ValueError, MemoryError, RuntimeError) as exc:
+        return Skipped(index, f"simulation failed: {type(exc).__name__}: {exc}")
 
 
 def sample_rows(rows: list[dict[str, str]], max_gpus: int, per_subset: int) -> list[int]:
@@ -510,29 +549,21 @@ def unreadable(row: dict[str, str]) -> str | None:
 
 
 def validate_training(rows: list[dict[str, str]], memory_limit: float | None = None,
-                      progress: Progress = SILENT, source: str = "training table") -> ValidationReport:
-    """Every row compared, or skipped with its reason: one whose numeric cells do not read, one simulon cannot
-    express, one too large for `memory_limit` bytes, or one whose simulation fails (out of memory, an algorithm that
-    cannot run it). No row stops the table; a table without the columns every row needs is a ConfigError naming
-    `source`. `progress` is told each row as it is done."""
+                      progress: Progress = SILENT, source: str = "training table", jobs: int = 1) -> ValidationReport:
+    """Every row compared, or skipped with its reason (row_outcome): no row stops the table; a table without the
+    columns every row needs is a ConfigError naming `source`. `jobs`: rows simulated at once, on a local process pool
+    sharing `memory_limit` (executors.in_shares; the report is the same for any count). `progress` is told each row
+    as it is done."""
     report = ValidationReport()
     rows = table_rows(rows, source, "a training table", COLUMNS, INFORMATIONAL, one_of=METRICS)
     rows = with_source_layouts(rows)
     progress.stage("simulating the table's training runs", total=len(rows), unit="rows")
-    for index, row in enumerate(rows):
-        progress.advance(index)
-        reason = unreadable(row)
-        if reason:
-            report.skipped.append(Skipped(index, reason))
-            continue
-        try:
-            report.rows.append(compare_row(index, row, memory_limit))
-        except Unsupported as exc:
-            report.skipped.append(Skipped(index, str(exc)))
-        except TooLarge as exc:
-            report.skipped.append(Skipped(index, f"too large: {exc.summary}"))
-        except ValidationError as exc:  # a block built from the row's cells that its own checks refuse
-            report.skipped.append(Skipped(index, describe_validation_error(exc, "row")))
-        except (ConfigError, ValueError, MemoryError, RuntimeError) as exc:
-            report.skipped.append(Skipped(index, f"simulation failed: {type(exc).__name__}: {exc}"))
+    outcomes: dict[int, Comparison | Skipped] = {}
+    work = [(index, row, memory_limit) for index, row in enumerate(rows)]
+    for index, outcome in in_shares(row_outcome, work, jobs, memory_limit):
+        outcomes[index] = outcome
+        progress.advance(len(outcomes))
+    for index in sorted(outcomes):
+        outcome = outcomes[index]
+        (report.skipped if isinstance(outcome, Skipped) else report.rows).append(outcome)
     return report
