@@ -513,6 +513,19 @@ def check_sweep_fits(ctype: CollType, groups: Sequence[tuple[int, ...]], sizes: 
     the group."""
     if memory_limit is None:
         return
+    need, flows, size = sweep_need(ctype, groups, sizes, plan)
+    if need <= memory_limit:
+        return
+    raise TooLarge(f"{ctype.name} of {format_size(size)} over {len(groups[0]):,} GPUs"
+                   f"{f' ({len(groups)} groups)' if len(groups) > 1 else ''} makes {flows:,} flows, which need about "
+                   f"{memory_amount(need)}, and {memory_amount(memory_limit)} are available",
+                   "simulate a smaller group (--group) or raise the limit with --max-memory")
+
+
+def sweep_need(ctype: CollType, groups: Sequence[tuple[int, ...]], sizes: Sequence[float],
+               plan: CollectivePlan) -> tuple[float, int, float]:
+    """(bytes, flows, message size) of a sweep's largest collective, its flows counted as collective_sweep builds
+    them (decompose.flow_count)."""
     worst = (0.0, 0, 0.0)
     spread = plan.topology.connection_entries(1, True)  # a part's connections, hashed apart above the leaves
     for size in sizes:
@@ -521,13 +534,7 @@ def check_sweep_fits(ctype: CollType, groups: Sequence[tuple[int, ...]], sizes: 
                                one_period=True, chunk_bytes=choice.chunk_bytes) for g in groups)
         worst = max(worst, (COLLECTIVE_FLOW_BYTES * flows + FOOTPRINT_ENTRY_BYTES * spread * flows, flows, size))
     bytes_needed, flows, size = worst
-    need = COLLECTIVE_FIXED_BYTES + bytes_needed
-    if need <= memory_limit:
-        return
-    raise TooLarge(f"{ctype.name} of {format_size(size)} over {len(groups[0]):,} GPUs"
-                   f"{f' ({len(groups)} groups)' if len(groups) > 1 else ''} makes {flows:,} flows, which need about "
-                   f"{memory_amount(need)}, and {memory_amount(memory_limit)} are available",
-                   "simulate a smaller group (--group) or raise the limit with --max-memory")
+    return COLLECTIVE_FIXED_BYTES + bytes_needed, flows, size
 
 
 def check_rank(rank: object, num_gpus: int) -> int:
@@ -581,6 +588,20 @@ def collective_of(op: object) -> CollType:
     return found
 
 
+def sweep_plan(dc: DatacenterConfig, ctype: CollType | str, group: Sequence[int], sizes: Sequence[float],
+               algorithm: str = "ring", channels: int | None = None, protocol: str = "auto",
+               others: Sequence[tuple[int, ...]] = (), model: LinkModel | None = None
+               ) -> tuple[CollType, list[tuple[int, ...]], list[float], CollectivePlan]:
+    """What collective_sweep simulates, checked (its collective, its groups, the first its own, its sizes) and the
+    plan that chooses each size's algorithm on the datacenter's topology."""
+    ctype = collective_of(ctype)
+    group = check_group(group, dc.num_gpus)
+    others = [check_group(g, dc.num_gpus) for g in others]
+    sizes = [check_message_size(size) for size in sizes]
+    plan = CollectivePlan(Topology.from_datacenter(dc, model=model), algorithm, protocol, channels)
+    return ctype, [tuple(group), *(tuple(g) for g in others)], sizes, plan
+
+
 def collective_sweep(dc: DatacenterConfig, ctype: CollType | str, group: Sequence[int], sizes: Sequence[float],
                      algorithm: str = "ring", channels: int | None = None, protocol: str = "auto",
                      others: Sequence[tuple[int, ...]] = (), model: LinkModel | None = None,
@@ -596,13 +617,8 @@ def collective_sweep(dc: DatacenterConfig, ctype: CollType | str, group: Sequenc
     (check_group, check_message_size: ValueError). A sweep whose flows would need more than `memory_limit` bytes
     (None: no limit) is refused before anything is built (check_sweep_fits: dag.size.TooLarge).
     """
-    ctype = collective_of(ctype)
-    group = check_group(group, dc.num_gpus)
-    others = [check_group(g, dc.num_gpus) for g in others]
-    sizes = [check_message_size(size) for size in sizes]
-    topology = Topology.from_datacenter(dc, model=model)
-    plan = CollectivePlan(topology, algorithm, protocol, channels)
-    groups = [tuple(group), *(tuple(g) for g in others)]
+    ctype, groups, sizes, plan = sweep_plan(dc, ctype, group, sizes, algorithm, channels, protocol, others, model)
+    group, topology = groups[0], plan.topology
     check_sweep_fits(ctype, groups, sizes, plan, check_memory_limit(memory_limit))
     same_hardware = len(set(dc.placement().group[[m for g in groups for m in g]].tolist())) == 1
     folds = topology.foldable and len({plan.shape(g) for g in groups}) == 1 and same_hardware

@@ -97,11 +97,11 @@ def test_a_swept_value_yaml_cannot_read_is_refused_in_one_line_naming_where(seed
 
 
 @pytest.mark.parametrize(("command", "option"), [("sweep", "--jobs"), ("search", "--workers"),
-                                                  ("validate training", "--jobs")])
+                                                  ("validate training", "--jobs"), ("validate collectives", "--jobs")])
 def test_more_local_processes_than_the_machine_can_run_is_refused(seed, tmp_path, command, option):
     """search --workers 100000 cut its space into 400,000 parts over a pool of 100,000 forked processes."""
     args = {"sweep": [str(seed), "--set", "training.micro_batch_size=1", "-o", str(tmp_path / "s.csv")],
-            "search": [str(seed), "--no-cache"], "validate training": []}[command]
+            "search": [str(seed), "--no-cache"], "validate training": [], "validate collectives": []}[command]
     line = refused(*command.split(), *args, option, "1000000")
     assert f"{option}: expected at most {4 * (os.cpu_count() or 1)} processes" in line, line
     assert "got 1000000" in line

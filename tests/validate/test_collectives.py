@@ -12,7 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from helpers import cli
+from helpers import RecordingPool, cli
+from simulon import executors
 from simulon.collective.types import CollType
 from simulon.config import DatacenterConfig
 from simulon.pipeline import collective_sweep
@@ -206,3 +207,21 @@ def test_a_table_of_something_else_is_bad_input(tmp_path):
     run = cli("validate", "collectives", "--csv", str(path))
     assert run.returncode == 2 and "Traceback" not in run.stderr
     assert "column(s) collective, msg_bytes, group_size, busbw_GBps, time_us missing" in run.stderr
+
+
+def test_the_report_is_the_same_for_any_number_of_jobs_and_a_sweep_over_its_share_runs_later_by_its_need(
+        table, monkeypatch):
+    """Sweeps run on a pool sharing the memory limit: a limit that holds the largest sweep alone but not beside
+    another still simulates it as one job would, after the others, admitted by its need."""
+    picked = [row for row in table if row["subset"] in ("a100_sendrecv", "mleng_mi300x", "mleng_h200_4node_efa")]
+    cases, _ = collective_cases(picked)
+    needs = [case.need() for case in cases]
+    limit = min(needs) + max(needs)  # its half between the two
+    assert len(cases) >= 3 and min(needs) <= limit / 2 < max(needs)
+    serial = validate_collectives(picked, memory_limit=limit)
+    pools = []
+    monkeypatch.setattr(executors, "ProcessExecutor", lambda jobs, memory=None: pools.append(
+        RecordingPool(jobs, memory)) or pools[-1])
+    parallel = validate_collectives(picked, memory_limit=limit, jobs=2)
+    assert parallel == serial and len(serial.rows) == len(picked)
+    assert [pool.needs for pool in pools] == [[None], [[need for need in needs if need > limit / 2]]]

@@ -26,6 +26,8 @@ CsvOption = Annotated[Path | None, typer.Option("--csv", help="a measurement tab
 JsonOption = Annotated[bool, typer.Option("--json", help="print the report as one JSON object")]
 PlotOption = Annotated[Path | None, typer.Option("--plot", help="also draw predicted against measured by subset "
                                                   "(.png or .svg)")]
+JobsOption = Annotated[int | None, typer.Option("--jobs", help="simulations run at once, sharing --max-memory "
+                                                "(default: the CPU count)")]
 
 
 def table(csv_path: Path | None, name: str) -> Path:
@@ -175,9 +177,7 @@ def item_numbers(indices: list[int], items: str) -> str:
 
 @app.command()
 def training(csv: CsvOption = None, as_json: JsonOption = False, max_memory: MaxMemoryOption = None,
-             plot: PlotOption = None,
-             jobs: Annotated[int | None, typer.Option(help="rows simulated at once, sharing --max-memory (default: "
-                                                           "the CPU count)")] = None) -> None:
+             plot: PlotOption = None, jobs: JobsOption = None) -> None:
     """Predict each published training run's iteration time and compare (a row too large for the memory
     available is skipped, with its reason)."""
     from ..validate.training import validate_training
@@ -203,17 +203,20 @@ def kernels(csv: CsvOption = None, as_json: JsonOption = False, plot: PlotOption
 
 @app.command()
 def collectives(csv: CsvOption = None, as_json: JsonOption = False, max_memory: MaxMemoryOption = None,
-                plot: PlotOption = None) -> None:
+                plot: PlotOption = None, jobs: JobsOption = None) -> None:
     """Simulate each published collective measurement (nccl-tests style) and compare bus bandwidth (a row too
     large for the memory available is skipped, with its reason)."""
     from ..validate.collectives import validate_collectives
     from .progress import terminal_progress
 
+    check_processes(jobs, "--jobs")
     limit = memory_limit(max_memory)
+    workers = jobs or os.cpu_count() or 1
     with terminal_progress(quiet=as_json) as progress:
         path = table(csv, "collectives")
         report(path, as_json, lambda rows: validate_collectives(rows, progress=progress, source=str(path),
-                                                                memory_limit=limit), "hardware family and size", plot)
+                                                                memory_limit=limit, jobs=workers),
+               "hardware family and size", plot)
 
 
 @app.command()

@@ -26,8 +26,9 @@ from ..config.common import MAX_GPUS
 from ..config.dc import DatacenterConfig
 from ..config.resolve import Unresolved, resolve_hardware
 from ..dag.size import TooLarge
+from ..executors import Needs, in_shares
 from ..network.calibration import LinkModel
-from ..pipeline import collective_sweep
+from ..pipeline import collective_sweep, sweep_need, sweep_plan
 from ..progress import SILENT, Progress
 from .report import (
     Comparison,
@@ -102,6 +103,18 @@ class Case:
         nodes = -(-self.num_gpus // domain) * domain // one.node.gpus_per_node
         return DatacenterConfig.model_validate({**self.system.datacenter, "cluster": {"num_nodes": nodes}})
 
+    def sweeps(self) -> list[list[float]]:
+        """The sizes of each sweep the case simulates: its rows' (predict), and PEAK_SIZES where rows state a peak
+        (predict_peak)."""
+        sizes = sorted({size for _, _, size, _ in self.rows})
+        return [sizes for sizes in (sizes, list(PEAK_SIZES) if self.peaks else []) if sizes]
+
+    def need(self, model: LinkModel | None = None) -> float:
+        """The bytes its largest sweep's flows take (pipeline.sweep_need; ValueError as collective_sweep)."""
+        dc = self.datacenter()
+        return max(sweep_need(*sweep_plan(dc, self.ctype, self.groups[0], sizes, self.algorithm,
+                                          others=self.groups[1:], model=model))[0] for sizes in self.sweeps())
+
     def predict_peak(self, model: LinkModel | None = None, memory_limit: float | None = None) -> float:
         """The highest predicted busbw (GB/s) of the sweep over PEAK_SIZES: what a row stating a peak is compared
         with. A sweep needing more than `memory_limit` bytes is refused (dag.size.TooLarge)."""
@@ -111,8 +124,7 @@ class Case:
 
     def predict(self, model: LinkModel | None = None, memory_limit: float | None = None) -> list[float]:
         """Predicted busbw (GB/s) of every row (refused as predict_peak is)."""
-        sizes = sorted({size for _, _, size, _ in self.rows})
-        timings = collective_sweep(self.datacenter(), self.ctype, self.groups[0], sizes, self.algorithm,
+        timings = collective_sweep(self.datacenter(), self.ctype, self.groups[0], self.sweeps()[0], self.algorithm,
                                    others=self.groups[1:], model=model, memory_limit=memory_limit)
         by_size = {t.size_bytes: t.busbw_GBps for t in timings}
         return [by_size[size] for _, _, size, _ in self.rows]
@@ -329,29 +341,48 @@ def size_class(size: float) -> str:
     return ">=1MiB" if size >= LARGE_MESSAGE else "<1MiB"
 
 
+def case_outcome(args: tuple[Case, LinkModel | None, float | None, float | None]
+                 ) -> tuple[list[float], float] | str | Needs:
+    """A case's predicted busbw for each of its rows and its peak (0 without peak rows), or why it is not simulated:
+    its sweep would need more than `memory_limit` bytes (dag.size.TooLarge), or it cannot run. `share`: the bytes it
+    may take beside the cases simulated with it (None: the whole limit); one needing more comes back as Needs
+    (executors.in_shares). Runs in a worker process of validate_collectives' pool (module level, to be picklable)."""
+    case, model, memory_limit, share = args
+    try:
+        if share is not None and memory_limit is not None and share < memory_limit:
+            need = case.need(model)
+            if need > share:
+                return Needs(min(need, memory_limit))
+        return case.predict(model, memory_limit), case.predict_peak(model, memory_limit) if case.peaks else 0.0
+    except TooLarge as exc:
+        return f"too large: {exc.summary}"
+    except ValueError as exc:
+        return f"not simulated: {exc}"
+
+
 def validate_collectives(rows: list[dict[str, str]], model: LinkModel | None = None,
                          progress: Progress = SILENT, source: str = "collectives table",
-                         memory_limit: float | None = None) -> ValidationReport:
+                         memory_limit: float | None = None, jobs: int = 1) -> ValidationReport:
     """Predicted vs measured busbw_GBps for every row the network model covers, grouped by hardware family
     (send/receive apart) and message size class. `progress` is told each sweep as it is done; `source` names the
     table in messages. The rows of a sweep whose flows would need more than `memory_limit` bytes (None: no limit)
-    are skipped as too large, before it is built."""
+    are skipped as too large, before it is built. `jobs`: sweeps simulated at once, on a local process pool sharing
+    `memory_limit` (executors.in_shares; the report is the same for any count)."""
     cases, skipped = collective_cases(rows, source)
     report = ValidationReport(skipped=skipped)
     by_index: dict[int, Comparison] = {}
     progress.stage("simulating the table's collective sweeps", total=len(cases), unit="sweeps")
-    for done, case in enumerate(cases):
-        progress.advance(done)
-        try:
-            predicted = case.predict(model, memory_limit)
-            peak = case.predict_peak(model, memory_limit) if case.peaks else 0.0
-        except TooLarge as exc:
-            reason = f"too large: {exc.summary}"
-            report.skipped.extend(Skipped(index, reason) for index, *_ in (*case.rows, *case.peaks))
+    outcomes: dict[int, tuple[list[float], float] | str] = {}
+    for position, outcome in in_shares(case_outcome, [(case, model, memory_limit) for case in cases], jobs,
+                                       memory_limit):
+        outcomes[position] = outcome
+        progress.advance(len(outcomes))
+    for position, case in enumerate(cases):
+        outcome = outcomes[position]
+        if isinstance(outcome, str):
+            report.skipped.extend(Skipped(index, outcome) for index, *_ in (*case.rows, *case.peaks))
             continue
-        except ValueError as exc:
-            report.skipped.extend(Skipped(index, f"not simulated: {exc}") for index, *_ in (*case.rows, *case.peaks))
-            continue
+        predicted, peak = outcome
         compared = [(index, subset, busbw, value, size_class(size))
                     for (index, subset, size, busbw), value in zip(case.rows, predicted, strict=True)]
         compared += [(index, subset, busbw, peak, size_class(PEAK_SIZES[-1])) for index, subset, busbw in case.peaks]
