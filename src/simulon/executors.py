@@ -1,5 +1,5 @@
-"""Where a search's replays, a sweep's points and a validation's training rows run: a local process pool (the
-default) or a Ray cluster (`simulon[ray]`).
+"""Where a search's replays, a sweep's points and a validation's rows (training) and sweeps (collectives) run: a
+local process pool (the default) or a Ray cluster (`simulon[ray]`).
 
 Both run one picklable function over a list of jobs and hand each result back as soon as it is finished, with
 the job's index, so that the search can record it (search/cache.py) before the next one ends. The answer does
@@ -11,7 +11,7 @@ needs of those running and its own add up to no more than the budget (the memory
 the jobs are handed over, or a limit given), else it waits for one to finish; on Ray each task asks for its bytes
 as Ray's `memory` resource, and Ray's scheduler places it where they are free. A job that needs more than the
 budget (Ray: more than any node has) even alone is not started: it comes back as `Refused`, saying why, and the
-other jobs go on. Jobs that size themselves (a sweep's points, a validation's rows) run `in_shares`: each first
+other jobs go on. Jobs that size themselves (a sweep's points, a validation's rows and sweeps) run `in_shares`: each first
 within the limit over the jobs at once, and one planned to need more after the others, admitted by its need.
 
 Ray: `ray.init(address)` joins a running cluster (`ray start --head`, or `auto`), or, with no address, starts a
