@@ -11,8 +11,9 @@ needs of those running and its own add up to no more than the budget (the memory
 the jobs are handed over, or a limit given), else it waits for one to finish; on Ray each task asks for its bytes
 as Ray's `memory` resource, and Ray's scheduler places it where they are free. A job that needs more than the
 budget (Ray: more than any node has) even alone is not started: it comes back as `Refused`, saying why, and the
-other jobs go on. Jobs that size themselves (a sweep's points, a validation's rows and sweeps) run `in_shares`: each first
-within the limit over the jobs at once, and one planned to need more after the others, admitted by its need.
+other jobs go on. Jobs that size themselves (a sweep's points, a validation's rows and sweeps) run `in_shares`:
+each first within the limit over the jobs at once, and one planned to need more after the others, admitted by its
+need.
 
 Ray: `ray.init(address)` joins a running cluster (`ray start --head`, or `auto`), or, with no address, starts a
 local one for the command, once, on its first jobs; every later step of the command (a search's estimate parts,
