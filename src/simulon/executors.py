@@ -98,13 +98,18 @@ class Admission:
         return not self.waiting and not self.running
 
 
+def local_workers(count: int | None) -> int:
+    """Processes of a local pool: `count`, or every core (None)."""
+    return count or os.cpu_count() or 1
+
+
 class ProcessExecutor:
     """A local process pool, all cores unless told; `memory`: the bytes the jobs may take together (None: what
     this machine has available when they are handed over; math.inf: no limit). Each map_unordered has its own
     pool: there is nothing to stop when the command ends."""
 
     def __init__(self, workers: int | None = None, memory: float | None = None):
-        self.workers = workers or os.cpu_count() or 1
+        self.workers = local_workers(workers)
         self.memory = memory
 
     def __enter__(self) -> ProcessExecutor:
@@ -203,14 +208,24 @@ class Needs:
     bytes: float
 
 
-def in_shares(function: Callable[[Any], Any], jobs: list[tuple], workers: int, memory_limit: float | None,
+def beyond_share(need: Callable[[], float], memory_limit: float | None, share: float | None) -> Needs | None:
+    """What a job run by `in_shares` returns instead of running where it needs more than its `share` of
+    `memory_limit` (`need()`, its bytes, asked only where the share is less than the limit); else None."""
+    if share is None or memory_limit is None or share >= memory_limit:
+        return None
+    bytes_needed = need()
+    return Needs(min(bytes_needed, memory_limit)) if bytes_needed > share else None
+
+
+def in_shares(function: Callable[[Any], Any], jobs: list[tuple], workers: int | None, memory_limit: float | None,
               runner: Executor | None = None) -> Iterator[tuple[int, Any]]:
-    """(index, result) of `function((*job, share))` for every job, in the order they finish. `share` is the bytes a
-    job may take beside those running with it: None (the whole `memory_limit`) in this process (one worker or one
-    job) and on `runner` (Ray gives every task its own limit), `memory_limit` over the workers on a local pool of
-    `workers`. A job that returns Needs ran nothing: it runs again once the others are done with share None, on a
-    pool that admits jobs as far as their needs add up to the limit (Admission). Each job is planned within the
-    whole limit, so its result is the one it gives alone, however many ran beside it."""
+    """(index, result) of `function((*job, share))` for every job, in the order they finish. `share` is the bytes a job
+    may take beside those running with it: None (the whole `memory_limit`) in this process (one worker or one job) and
+    on `runner` (Ray gives every task its own limit), `memory_limit` over the workers on a local pool of `workers`
+    (None: every core). A job that returns Needs ran nothing: it runs again once the others are done with share None, on
+    a pool that admits jobs as far as their needs add up to the limit (Admission). Each job is planned within the whole
+    limit, so its result is the one it gives alone, however many ran beside it."""
+    workers = local_workers(workers)
     if runner is None and (workers <= 1 or len(jobs) <= 1):
         for index, job in enumerate(jobs):
             yield index, function((*job, None))

@@ -37,7 +37,7 @@ from .dag.nodes import ExecutionDAG
 from .dag.size import FOOTPRINT_ENTRY_BYTES, DagSize, TooLarge, check_fits, estimate_size
 from .engine.replay import Timeline, replay
 from .engine.steady_state import SteadyState
-from .executors import Needs
+from .executors import Needs, beyond_share
 from .memory import MemoryReport, estimate_memory
 from .network.calibration import LinkModel
 from .network.topology import Topology
@@ -326,10 +326,7 @@ def over_share(sc: ScenarioConfig, step: StepPlan, fold_mode: FoldMode, memory_l
                share: float | None) -> Needs | None:
     """Needs (executors.in_shares) where `step`, planned within `memory_limit`, needs more than `share`, the bytes it
     may take beside the simulations running with it (None: the whole limit); else None, and it runs now."""
-    if share is None or memory_limit is None or share >= memory_limit:
-        return None
-    need = planned_size(sc, step, fold_mode, memory_limit).memory_bytes()
-    return Needs(min(need, memory_limit)) if need > share else None
+    return beyond_share(lambda: planned_size(sc, step, fold_mode, memory_limit).memory_bytes(), memory_limit, share)
 
 
 def folded_throughout(planned: PlannedDag, size: DagSize) -> tuple[PlannedDag, DagSize]:

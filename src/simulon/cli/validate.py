@@ -5,7 +5,6 @@ shipped table unless --csv names one; --plot draws predicted against measured (p
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -185,11 +184,10 @@ def training(csv: CsvOption = None, as_json: JsonOption = False, max_memory: Max
 
     check_processes(jobs, "--jobs")
     limit = memory_limit(max_memory)
-    workers = jobs or os.cpu_count() or 1
     with terminal_progress(quiet=as_json) as progress:
         path = table(csv, "training")
         report(path, as_json, lambda rows: validate_training(rows, limit, progress=progress, source=str(path),
-                                                             jobs=workers), "system", plot)
+                                                             jobs=jobs), "system", plot)
 
 
 @app.command()
@@ -211,11 +209,10 @@ def collectives(csv: CsvOption = None, as_json: JsonOption = False, max_memory: 
 
     check_processes(jobs, "--jobs")
     limit = memory_limit(max_memory)
-    workers = jobs or os.cpu_count() or 1
     with terminal_progress(quiet=as_json) as progress:
         path = table(csv, "collectives")
         report(path, as_json, lambda rows: validate_collectives(rows, progress=progress, source=str(path),
-                                                                memory_limit=limit, jobs=workers),
+                                                                memory_limit=limit, jobs=jobs),
                "hardware family and size", plot)
 
 

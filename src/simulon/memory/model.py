@@ -298,12 +298,11 @@ class MemoryModel:
             terms["activations"] = kept
             terms["layer transient"] = transient
         reserved = sum(terms.values()) + overhead * sum(terms.get(t, 0.0) for t in TRANSIENT_TERMS)
-        held = sum(states.terms().values())
         if high != (kept, transient):  # the allocator's high-water mark is at another step
-            reserved = max(reserved, held + high[0] + (1.0 + overhead) * high[1])
+            reserved = max(reserved, states.total + high[0] + (1.0 + overhead) * high[1])
         # the optimizer step comes after every step walked, so the high-water mark is the larger of the two
         # phases' even where the activations set the allocated peak
-        reserved = max(reserved, held + (1.0 + overhead) * states.step_transient)
+        reserved = max(reserved, states.total + (1.0 + overhead) * states.step_transient)
         runtime = {"CUDA context": float(CUDA_CONTEXT_BYTES),
                    "NCCL buffers": nccl_buffers(self._communicators(), self.channels)}
         parts: dict[str, float] = {}

@@ -26,7 +26,7 @@ from ..config.common import MAX_GPUS
 from ..config.dc import DatacenterConfig
 from ..config.resolve import Unresolved, resolve_hardware
 from ..dag.size import TooLarge
-from ..executors import Needs, in_shares
+from ..executors import Needs, beyond_share, in_shares
 from ..network.calibration import LinkModel
 from ..pipeline import collective_sweep, sweep_need, sweep_plan
 from ..progress import SILENT, Progress
@@ -103,17 +103,16 @@ class Case:
         nodes = -(-self.num_gpus // domain) * domain // one.node.gpus_per_node
         return DatacenterConfig.model_validate({**self.system.datacenter, "cluster": {"num_nodes": nodes}})
 
-    def sweeps(self) -> list[list[float]]:
-        """The sizes of each sweep the case simulates: its rows' (predict), and PEAK_SIZES where rows state a peak
-        (predict_peak)."""
-        sizes = sorted({size for _, _, size, _ in self.rows})
-        return [sizes for sizes in (sizes, list(PEAK_SIZES) if self.peaks else []) if sizes]
+    def row_sizes(self) -> list[float]:
+        """The message sizes its rows measured, the sweep `predict` simulates."""
+        return sorted({size for _, _, size, _ in self.rows})
 
     def need(self, model: LinkModel | None = None) -> float:
-        """The bytes its largest sweep's flows take (pipeline.sweep_need; ValueError as collective_sweep)."""
-        dc = self.datacenter()
-        return max(sweep_need(*sweep_plan(dc, self.ctype, self.groups[0], sizes, self.algorithm,
-                                          others=self.groups[1:], model=model))[0] for sizes in self.sweeps())
+        """The bytes the largest collective of its sweeps takes, that of its rows and PEAK_SIZES where rows state a
+        peak (pipeline.sweep_need; ValueError as collective_sweep)."""
+        sizes = [*self.row_sizes(), *(PEAK_SIZES if self.peaks else ())]
+        return sweep_need(*sweep_plan(self.datacenter(), self.ctype, self.groups[0], sizes, self.algorithm,
+                                      others=self.groups[1:], model=model))[0]
 
     def predict_peak(self, model: LinkModel | None = None, memory_limit: float | None = None) -> float:
         """The highest predicted busbw (GB/s) of the sweep over PEAK_SIZES: what a row stating a peak is compared
@@ -124,7 +123,7 @@ class Case:
 
     def predict(self, model: LinkModel | None = None, memory_limit: float | None = None) -> list[float]:
         """Predicted busbw (GB/s) of every row (refused as predict_peak is)."""
-        timings = collective_sweep(self.datacenter(), self.ctype, self.groups[0], self.sweeps()[0], self.algorithm,
+        timings = collective_sweep(self.datacenter(), self.ctype, self.groups[0], self.row_sizes(), self.algorithm,
                                    others=self.groups[1:], model=model, memory_limit=memory_limit)
         by_size = {t.size_bytes: t.busbw_GBps for t in timings}
         return [by_size[size] for _, _, size, _ in self.rows]
@@ -349,10 +348,9 @@ def case_outcome(args: tuple[Case, LinkModel | None, float | None, float | None]
     (executors.in_shares). Runs in a worker process of validate_collectives' pool (module level, to be picklable)."""
     case, model, memory_limit, share = args
     try:
-        if share is not None and memory_limit is not None and share < memory_limit:
-            need = case.need(model)
-            if need > share:
-                return Needs(min(need, memory_limit))
+        need = beyond_share(lambda: case.need(model), memory_limit, share)
+        if need is not None:
+            return need
         return case.predict(model, memory_limit), case.predict_peak(model, memory_limit) if case.peaks else 0.0
     except TooLarge as exc:
         return f"too large: {exc.summary}"
@@ -362,11 +360,11 @@ def case_outcome(args: tuple[Case, LinkModel | None, float | None, float | None]
 
 def validate_collectives(rows: list[dict[str, str]], model: LinkModel | None = None,
                          progress: Progress = SILENT, source: str = "collectives table",
-                         memory_limit: float | None = None, jobs: int = 1) -> ValidationReport:
-    """Predicted vs measured busbw_GBps for every row the network model covers, grouped by hardware family
-    (send/receive apart) and message size class. `progress` is told each sweep as it is done; `source` names the
-    table in messages. The rows of a sweep whose flows would need more than `memory_limit` bytes (None: no limit)
-    are skipped as too large, before it is built. `jobs`: sweeps simulated at once, on a local process pool sharing
+                         memory_limit: float | None = None, jobs: int | None = 1) -> ValidationReport:
+    """Predicted vs measured busbw_GBps for every row the network model covers, grouped by hardware family (send/receive
+    apart) and message size class. `progress` is told each sweep as it is done; `source` names the table in messages.
+    The rows of a sweep whose flows would need more than `memory_limit` bytes (None: no limit) are skipped as too large,
+    before it is built. `jobs`: sweeps simulated at once (None: one a core), on a local process pool sharing
     `memory_limit` (executors.in_shares; the report is the same for any count)."""
     cases, skipped = collective_cases(rows, source)
     report = ValidationReport(skipped=skipped)

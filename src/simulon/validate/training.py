@@ -549,11 +549,12 @@ def unreadable(row: dict[str, str]) -> str | None:
 
 
 def validate_training(rows: list[dict[str, str]], memory_limit: float | None = None,
-                      progress: Progress = SILENT, source: str = "training table", jobs: int = 1) -> ValidationReport:
-    """Every row compared, or skipped with its reason (row_outcome): no row stops the table; a table without the
-    columns every row needs is a ConfigError naming `source`. `jobs`: rows simulated at once, on a local process pool
-    sharing `memory_limit` (executors.in_shares; the report is the same for any count). `progress` is told each row
-    as it is done."""
+                      progress: Progress = SILENT, source: str = "training table",
+                      jobs: int | None = 1) -> ValidationReport:
+    """Every row compared, or skipped with its reason (row_outcome): no row stops the table; a table without the columns
+    every row needs is a ConfigError naming `source`. `jobs`: rows simulated at once (None: one a core), on a local
+    process pool sharing `memory_limit` (executors.in_shares; the report is the same for any count). `progress` is told
+    each row as it is done."""
     report = ValidationReport()
     rows = table_rows(rows, source, "a training table", COLUMNS, INFORMATIONAL, one_of=METRICS)
     rows = with_source_layouts(rows)
