@@ -41,6 +41,9 @@ from simulon.config.templates import find_template, template_names, template_tex
     ("p5.48xlarge", "h100-sxm", "aws-p5"),
     ("p4d.24xlarge", "a100-sxm-40gb", "aws-p4d"),
     ("8x A100 80GB (AWS p4de)", "a100-sxm-80gb", "aws-p4de"),
+    ("a3-ultragpu-8g", "h200-sxm", "gcp-a3-ultra"),  # Google's machine types, by their names alone
+    ("GCP A4 (8x B200, 8x 400G CX-7 RoCE)", "b200", "gcp-a4"),
+    ("a4x-highgpu-4g", "gb200", "gcp-a4x"),          # a tray of a GB200 NVL72 rack, not NVIDIA's reference system
 ])
 def test_the_issues_descriptions_resolve_to_a_gpu_and_a_system(text, gpu, system):
     hardware = resolve_hardware(text)
@@ -224,7 +227,8 @@ def test_a_system_named_without_its_gpu_resolves_through_its_own_words():
 
 @pytest.mark.parametrize(("text", "says"), [
     ("a3-highgpu-8g", r"'highgpu' \(the nearest, gcp-a3-mega, does not\)"),   # GCP's A3 High, not A3 Mega
-    ("a3-ultragpu-8g", r"'ultragpu' \(the nearest, gcp-a3-mega, does not\)"),  # A3 Ultra runs H200s
+    ("a3-edgegpu-8g", r"'edgegpu' \(the nearest, gcp-a3-mega, does not\)"),   # nor A3 Edge
+    ("GCP A4X Max", r"'max' \(the nearest, gcp-a4x, does not\)"),              # A4X Max runs GB300s
     ("p5e.48xlarge", r"'p5e' \(the nearest, aws-p5, does not\)"),             # shares only the instance size
     ("RTX 4090", r"\(RTX 4090 has no GPU template\).*'4090'"),              # shares 'rtx' with a TITAN RTX system
 ])
