@@ -410,3 +410,22 @@ def test_ring_variants_inside_one_node_are_the_ring_and_take_its_time(variant, c
     ring = collective_sweep(dc, ctype, tuple(range(8)), sizes, "ring")
     other = collective_sweep(dc, ctype, tuple(range(8)), sizes, variant)
     assert [o.time_us for o in other] == pytest.approx([r.time_us for r in ring], rel=1e-9)
+
+
+@pytest.mark.parametrize(("nodes", "per_node"), [(1, 8), (1, 4), (2, 4)])
+def test_a_tree_takes_one_chain_on_every_channel_inside_a_domain_and_a_chain_from_each_channels_member_across(
+        nodes, per_node):
+    # NCCL's search replays its first channel's PCI order where the communicator has no network (search.cc,
+    # "Intra-node only"); across nodes each channel starts from its own NIC, so from another member of the node.
+    # Identical channels are simulated once, carrying the others' bytes (lanes)
+    n = nodes * per_node
+    shape = GroupShape(tuple(np.repeat(np.arange(nodes), per_node)))
+    channels = 2 * per_node
+    flows = flow_set(AR, range(n), 2.0**20, channels, "tree", shape=shape)
+    edges = {c: {(s, d) for s, d, ch in zip(flows.src_pos, flows.dst_pos, flows.channel, strict=True) if ch == c}
+             for c in np.unique(flows.channel)}
+    if nodes == 1:
+        chain = {(i, i - 1) for i in range(1, n)} | {(i - 1, i) for i in range(1, n)}   # up to 0, back down
+        assert list(edges.values()) == [chain] and flows.lanes == channels
+    else:
+        assert len({frozenset(e) for e in edges.values()}) == per_node and flows.lanes == 1  # a chain per member

@@ -534,3 +534,21 @@ def test_the_steady_state_estimate_spreads_a_rings_connections_over_the_cables_a
                      CollectivePlan(topology, "ring", "ll128", None).shape(group), one_period=True)
     assert flows.lanes == 4
     assert SteadyState(topology).estimate([flows], "ll128") == pytest.approx(timing.time_us * 1e-6, rel=1e-9)
+
+
+@pytest.mark.parametrize("gpus", [4, 8])
+def test_a_tree_inside_one_nvlink_domain_runs_every_channel_down_one_chain_at_half_the_port(gpus):
+    # with no network in its topology NCCL searches the first tree channel in PCI order and replays that order for
+    # the rest (src/graph/search.cc, ncclTopoSearchRec, "Intra-node only"): the members inside the chain send each
+    # byte twice, up and back down, so a large all-reduce moves at half a port (NCCL's tree ratio, 0.5), under the
+    # ring's n / (2 (n - 1))
+    size, bw = 2.0**30, 100 * GB
+    dc = datacenter(gpus=gpus, nvlink="100GBps")
+    channels = 2 * gpus  # as many as would start a chain at every member of both trees
+    tree = timed(dc, CollType.AllReduce, range(gpus), size, algorithm="tree", channels=channels)
+    ring = timed(dc, CollType.AllReduce, range(gpus), size, algorithm="ring", channels=channels)
+    chunks = pipeline_chunks(size / channels, "simple")
+    # the chain's inner members' ports bound it below; the pipeline's fill, a chunk a hop, above
+    assert 2 * size / bw * (1 - 1e-9) <= tree.time_us * 1e-6 <= 2 * size / bw * (1 + gpus / chunks)
+    assert ring.time_us * 1e-6 == pytest.approx(2 * (gpus - 1) / gpus * size / bw, rel=1e-6)
+    assert ring.time_us < tree.time_us

@@ -257,8 +257,9 @@ def _p2p_period(ctype: CollType, shape: GroupShape) -> int:
 
 
 def _tree_period(ctype: CollType, shape: GroupShape) -> int:
-    """A tree's channels differ in which of the two trees and which chain member they use."""
-    return 2 * (shape.per_node or 1)
+    """A tree's channels differ in which of the two trees and which chain member they use; inside one NVLink
+    domain in neither (tree.chain_parents: one chain on every channel)."""
+    return 1 if shape.nodes == 1 else 2 * (shape.per_node or 1)
 
 
 def _chain_period(ctype: CollType, shape: GroupShape) -> int:

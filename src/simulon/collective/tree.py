@@ -37,10 +37,16 @@ def dtree_parent(n: int) -> np.ndarray:
 
 
 def chain_parents(shape: GroupShape, channel: int, node_parent: np.ndarray) -> np.ndarray:
-    """Parent position of every member for one channel: along its node's chain towards the chain head
-    (the node's member `channel` mod members), and from a head to the head of its parent node."""
+    """Parent position of every member for one channel: along its node's chain towards the chain head, and from a
+    head to the head of its parent node. Across nodes NCCL's search starts each channel from a NIC, so its chain
+    from the member near it (here the node's member `channel` mod members); inside one NVLink domain the
+    communicator's topology has no network (src/graph/paths.cc, ncclTopoTrimSystem: system->inter = 0), and
+    the search takes the first channel in PCI order and replays that order for the others (src/graph/search.cc,
+    ncclTopoSearchRec, "Intra-node only"): every channel runs down one chain of the members in order, whose inner
+    members send each byte twice, which NCCL's model prices as its tree's half of the bus bandwidth."""
     by_node = np.stack(shape.members)                                  # regular: [nodes, members per node]
-    chains = np.roll(by_node, -(channel % by_node.shape[1]), axis=1)
+    start = 0 if shape.nodes == 1 else channel % by_node.shape[1]
+    chains = np.roll(by_node, -start, axis=1)
     parent = np.full(shape.n, -1, dtype=np.int64)
     parent[chains[:, 1:].ravel()] = chains[:, :-1].ravel()
     heads = chains[:, 0]
