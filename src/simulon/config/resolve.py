@@ -465,8 +465,8 @@ def _systems_named(text: str) -> set[str]:
     named = {gpu for stem, gpu, _ in near if not foreign[stem]}
     if near and not named:
         stem = min(near, key=lambda s: (-len(s[2] & said), len(foreign[s[0]]), s[0]))[0]
-        raise NoGPUNamed(f"{text!r} names no shipped GPU{_unshipped(text)}, and no shipped system carries the word(s) "
-                         f"{', '.join(map(repr, foreign[stem]))} (the nearest, {stem}, does not): name the GPU, or "
+        raise NoGPUNamed(f"{text!r} names no shipped GPU{_unshipped(text)}, and no shipped system carries all of its "
+                         f"words (the nearest, {stem}, lacks {', '.join(map(repr, foreign[stem]))}): name the GPU, or "
                          "describe the system in a datacenter block")
     return named
 
