@@ -247,6 +247,17 @@ def in_shares(function: Callable[[Any], Any], jobs: list[tuple], workers: int | 
             yield order[position], outcome
 
 
+def in_order_in_shares(function: Callable[[Any], Any], jobs: list[tuple], workers: int | None,
+                       memory_limit: float | None, done: Callable[[int], None] = lambda count: None) -> list[Any]:
+    """in_shares' results in the jobs' order, `done` told how many have finished as each does (a report that must
+    not depend on the order they finish in: a validation's)."""
+    results: dict[int, Any] = {}
+    for index, outcome in in_shares(function, jobs, workers, memory_limit):
+        results[index] = outcome
+        done(len(results))
+    return [results[index] for index in range(len(jobs))]
+
+
 def executor(kind: str, workers: int | None = None, address: str | None = None,
              memory: float | None = None, workers_option: str = "--workers") -> Executor:
     """The executor a command names: `process` or `ray`; `memory`: the process pool's budget (ProcessExecutor).

@@ -26,7 +26,7 @@ from ..config.common import MAX_GPUS
 from ..config.dc import DatacenterConfig
 from ..config.resolve import Unresolved, resolve_hardware
 from ..dag.size import TooLarge
-from ..executors import Needs, beyond_share, in_shares
+from ..executors import Needs, beyond_share, in_order_in_shares
 from ..network.calibration import LinkModel
 from ..pipeline import collective_sweep, sweep_need, sweep_plan
 from ..progress import SILENT, Progress
@@ -370,13 +370,9 @@ def validate_collectives(rows: list[dict[str, str]], model: LinkModel | None = N
     report = ValidationReport(skipped=skipped)
     by_index: dict[int, Comparison] = {}
     progress.stage("simulating the table's collective sweeps", total=len(cases), unit="sweeps")
-    outcomes: dict[int, tuple[list[float], float] | str] = {}
-    for position, outcome in in_shares(case_outcome, [(case, model, memory_limit) for case in cases], jobs,
-                                       memory_limit):
-        outcomes[position] = outcome
-        progress.advance(len(outcomes))
-    for position, case in enumerate(cases):
-        outcome = outcomes[position]
+    outcomes = in_order_in_shares(case_outcome, [(case, model, memory_limit) for case in cases], jobs, memory_limit,
+                                  progress.advance)
+    for case, outcome in zip(cases, outcomes, strict=True):
         if isinstance(outcome, str):
             report.skipped.extend(Skipped(index, outcome) for index, *_ in (*case.rows, *case.peaks))
             continue

@@ -30,7 +30,7 @@ from ..config.templates import find_template, template_stem_loose
 from ..config.workload import RECOMPUTE_MODULES, ModelSpec
 from ..dag.fold import FoldMode
 from ..dag.size import TooLarge
-from ..executors import Needs, in_shares
+from ..executors import Needs, in_order_in_shares
 from ..pipeline import Simulation, StepPlan, over_share, plan_step, simulate_step
 from ..progress import SILENT, Progress
 from .report import (
@@ -559,12 +559,7 @@ def validate_training(rows: list[dict[str, str]], memory_limit: float | None = N
     rows = table_rows(rows, source, "a training table", COLUMNS, INFORMATIONAL, one_of=METRICS)
     rows = with_source_layouts(rows)
     progress.stage("simulating the table's training runs", total=len(rows), unit="rows")
-    outcomes: dict[int, Comparison | Skipped] = {}
     work = [(index, row, memory_limit) for index, row in enumerate(rows)]
-    for index, outcome in in_shares(row_outcome, work, jobs, memory_limit):
-        outcomes[index] = outcome
-        progress.advance(len(outcomes))
-    for index in sorted(outcomes):
-        outcome = outcomes[index]
+    for outcome in in_order_in_shares(row_outcome, work, jobs, memory_limit, progress.advance):
         (report.skipped if isinstance(outcome, Skipped) else report.rows).append(outcome)
     return report
