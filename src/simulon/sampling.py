@@ -22,7 +22,8 @@ in its steady state: the slope is then the slowest stage's F + B and the warm-up
 data-parallel gradient reduction, the optimizer step and the parameter all-gathers run once per step and land in the
 intercept. Which counts are "steady" depends on the schedule (`steady_counts`): 1F1B and ZB-H1 reach it at m1 = p (stage
 0's p - 1 warm-up forwards, then at least one 1F1B pair); interleaved 1F1B runs groups of p micro-batches through each
-chunk and needs m a multiple of p, with its first steady pair on stage 0 at m1 = 2p; DualPipe needs at least 2p and an
+chunk and needs m a multiple of p, with its first steady pair on stage 0 at m1 = 2p (groups of microbatch_group_size
+g: m1 = 2g, m2 = 3g, whole groups); DualPipe needs at least 2p and an
 even count; DualPipeV and ZB-V (whose greedy order is regenerated for each count) start at 2p but no fewer than
 V_SETTLED. m2 is about p more (p, rounded up to even for DualPipe), not one: one more micro-batch does not add exactly
 the steady period, because the replay's contention and the data-parallel overlap move each increment by a few percent
@@ -96,8 +97,9 @@ def steady_counts(par: ParallelismSpec) -> tuple[int, int]:
     if name in ("dualpipev", "zb_v"):
         least = max(2 * p, V_SETTLED)
         return least, least + p
-    if par.interleaved:
-        return 2 * p, 3 * p
+    if par.interleaved:  # whole groups of micro-batches (microbatch_group_size, by default p)
+        group = par.microbatch_group_size or p
+        return 2 * group, 3 * group
     return p, 2 * p
 
 

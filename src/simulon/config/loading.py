@@ -182,21 +182,20 @@ def _block_keys(block: str) -> list[str]:
 
 
 def _unknown_key_hint(loc: tuple[Any, ...]) -> str:
-    """' (did you mean ...?)' for a key misspelt among its block's keys, or ' (it belongs in ...)' for one that
-    another block holds (`recompute` under workload.training, where workload.parallelism holds it)."""
+    """' (it belongs in ...)' for a key another block holds as written (`recompute` under workload.training, where
+    workload.parallelism holds it; `micro_batch_size` under workload.parallelism, though it is near that block's
+    `microbatch_group_size`), else ' (did you mean ...?)' for one misspelt among its block's keys."""
     names = [str(part) for part in loc if not isinstance(part, int)]
     if not names:
         return ""
     key, block = names[-1], ".".join(names[:-1])
-    close = difflib.get_close_matches(key, _block_keys(block), n=1, cutoff=0.75)
-    if close:
-        return f" (did you mean {close[0]!r}?)"
     elsewhere = [path for path in _key_homes().get(key, ()) if path and path != block]
     parent = names[-2] if len(names) > 1 else ""  # a block of the same name elsewhere first (scale_out's switch)
     elsewhere.sort(key=lambda path: path.rsplit(".", 1)[-1] != parent)
     if elsewhere:
         return f" (it belongs in {' or '.join(elsewhere[:2])})"
-    return ""
+    close = difflib.get_close_matches(key, _block_keys(block), n=1, cutoff=0.75)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def problem(error: dict[str, Any]) -> str:

@@ -304,15 +304,37 @@ def _check_dp_shares(wl: MegatronWorkload, dp: int) -> None:
 def _check_pipeline(par, microbatches: int) -> None:
     check_schedule(par, microbatches)
     if not par.interleaved:
+        if par.microbatch_group_size is not None:
+            raise FieldError("workload.parallelism.microbatch_group_size", "only the interleaved schedule (vpp > 1) "
+                             "groups micro-batches by model chunk")
         return
     if par.vpp == 1:
         raise FieldError("workload.parallelism.vpp", "the interleaved schedule needs vpp > 1")
     if par.pp == 1:
         raise FieldError("workload.parallelism.vpp", f"vpp = {par.vpp} needs pipeline parallelism (pp > 1)")
     check_one_chunk(par)
-    if microbatches % par.pp:
-        raise FieldError("workload.parallelism.num_microbatches", f"{microbatches} micro-batches is not a multiple "
-                         f"of pp = {par.pp}, as Megatron's interleaved schedule needs")
+    _check_microbatch_groups(par, microbatches)
+
+
+def _check_microbatch_groups(par, microbatches: int) -> None:
+    """Megatron-Core's preconditions of the interleaved schedule's micro-batch groups (schedules.py,
+    forward_backward_pipelining_with_interleaving): a group of pp to all the micro-batches, and a last group of
+    none left over or of at least pp ("Otherwise, it introduces dependency bubbles"). With the default group of pp,
+    a micro-batch count that is a multiple of pp."""
+    group = par.microbatch_group_size
+    if group is None:
+        if microbatches % par.pp:
+            raise FieldError("workload.parallelism.num_microbatches", f"{microbatches} micro-batches is not a "
+                             f"multiple of pp = {par.pp}, as Megatron's interleaved schedule needs")
+        return
+    field = "workload.parallelism.microbatch_group_size"
+    if not par.pp <= group <= microbatches:
+        raise FieldError(field, f"{group}: the micro-batches a model chunk runs in a row must range from pp = "
+                         f"{par.pp} to the {microbatches} micro-batches")
+    if 0 < microbatches % group < par.pp:
+        raise FieldError(field, f"{group}: {microbatches} micro-batches leave a last group of {microbatches % group}, "
+                         f"fewer than pp = {par.pp} (a dependency bubble Megatron refuses); the remainder must be 0 "
+                         f"or at least {par.pp}")
 
 
 def _check_sharding(par, dp: int) -> None:

@@ -408,13 +408,15 @@ def check_schedule(par: ParallelismSpec, microbatches: int) -> None:
 
 def microbatch_steps(par: ParallelismSpec) -> tuple[int, int]:
     """(step, least): the micro-batch counts a pipeline's schedule accepts are the multiples of `step` from `least`
-    (check_schedule; Megatron's interleaved schedule runs whole groups of pp)."""
+    (check_schedule; Megatron's interleaved schedule runs whole groups of microbatch_group_size, by default pp; a
+    remainder of pp or more would do too, but whole groups are what every count of a step keeps)."""
     if par.pipeline_schedule == "dualpipe":
         return 2, 2 * par.pp
     if par.pipeline_schedule == "dualpipev":
         return 1, 2 * par.pp
     if par.interleaved:
-        return par.pp, par.pp
+        group = par.microbatch_group_size or par.pp
+        return group, group
     return 1, 1
 
 
@@ -451,6 +453,11 @@ class ParallelismSpec(StrictModel):
         "(DeepSeek-V3: micro-batches from both ends, each rank also holding the mirrored stage, parameters twice; "
         "vpp = 1, even pp) or dualpipev (DualPipe cut in half onto a V; vpp = 2); the DualPipes need at least "
         "2 pp micro-batches")
+    microbatch_group_size: MicrobatchCount | None = Field(
+        None, description="interleaved 1F1B: micro-batches each model chunk runs in a row before the next chunk "
+        "(Megatron-Core's --microbatch-group-size-per-virtual-pipeline-stage; the Llama 3 paper's N), from pp to the "
+        "micro-batch count, whose remainder over it must be 0 or at least pp; default pp. A larger group warms up "
+        "with more micro-batches, keeping more activations, for the same bubble")
     sequence_parallel: bool = False
     tp_comm_overlap: bool = Field(False, description="pipeline tensor-parallel all-gathers and reduce-scatters "
                                   "with their GEMMs (Transformer Engine userbuffers; needs sequence_parallel)")

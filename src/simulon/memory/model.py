@@ -40,7 +40,7 @@ from ..config.workload import MegatronWorkload
 from ..workload.layout import RankLayout
 from ..workload.parameters import PipelineLayers
 from ..workload.program import EMBEDDING_LAYER, HEAD_LAYER
-from ..workload.schedule import MIRRORED, make_scheduler
+from ..workload.schedule import MIRRORED, scheduler_of
 from .activations import ActivationModel, LayerCache
 from .runtime import CUDA_CONTEXT_BYTES, AllocatorModel, nccl_buffers
 from .states import ModelStates, StageStates
@@ -247,8 +247,7 @@ class MemoryModel:
         by either ranking, and its states and the optimizer step's reserve are theirs), so the later ones are not
         walked at all. Its figures are `stage`'s for the stage it names (tests/memory/test_fullest_stage.py)."""
         par = self.workload.parallelism
-        covered = make_scheduler(par.pipeline_schedule, par.vpp,
-                                 par.overlap_moe_expert_parallel_comm).earlier_stages_keep_more
+        covered = scheduler_of(par).earlier_stages_keep_more
         alike: dict[tuple, tuple[int, StageStates, list[_Chunk]]] = {}
         best: StageMemory | None = None
         exact = True
@@ -361,9 +360,10 @@ class MemoryModel:
     def _plan(self, stage: int) -> StagePlan:
         """The stage's schedule as arrays, as far as its peak can lie (walk.py, steady_microbatches)."""
         par, pp = self.workload.parallelism, self.layout.pp
+        group = par.microbatch_group_size
         return StagePlan.of(par.pipeline_schedule, par.vpp, stage, pp,
-                            steady_microbatches(self.num_microbatches, pp, par.vpp),
-                            par.overlap_moe_expert_parallel_comm)
+                            steady_microbatches(self.num_microbatches, group or pp, par.vpp),
+                            par.overlap_moe_expert_parallel_comm, group)
 
     @staticmethod
     def _columns(chunks: list[_Chunk]) -> list[np.ndarray]:

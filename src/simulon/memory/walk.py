@@ -47,11 +47,12 @@ micro-batches already gives every schedule's peak in the property test (tests/me
 fails with none); four leave a margin that costs a walk a few hundred steps at most."""
 
 
-def steady_microbatches(microbatches: int, stages: int, chunks: int) -> int:
+def steady_microbatches(microbatches: int, group: int, chunks: int) -> int:
     """The micro-batches a walk of a stage's schedule runs (StagePlan.of): all of them, or fewer by whole periods
-    (stages x chunks, at least two chunks for DualPipe's mirrored pair) of the steady state, keeping STEADY_PERIODS
-    of them and the same remainder, so that warm-up and cool-down are the schedule's own."""
-    period = stages * max(chunks, 2)
+    (`group` x chunks, at least two chunks for DualPipe's mirrored pair; `group` the micro-batches a chunk runs in a
+    row: the stages, or the interleaved schedule's microbatch_group_size) of the steady state, keeping
+    STEADY_PERIODS of them and the same remainder, so that warm-up and cool-down are the schedule's own."""
+    period = group * max(chunks, 2)
     surplus = microbatches - STEADY_PERIODS * period
     return microbatches - surplus // period * period if surplus > period else microbatches
 
@@ -71,10 +72,11 @@ class StagePlan:
     @staticmethod
     @lru_cache(maxsize=4096)
     def of(schedule: str, chunks: int, stage: int, num_stages: int, microbatches: int,
-           combined: bool = False) -> StagePlan:
+           combined: bool = False, group_size: int | None = None) -> StagePlan:
         """The plan of a stage of a schedule (cached: strategy searches ask again and again); `combined`: with
-        forward and backward combined (overlap_moe_expert_parallel_comm: one more warm-up forward)."""
-        steps = make_scheduler(schedule, chunks, combined).steps(stage, num_stages, microbatches)
+        forward and backward combined (overlap_moe_expert_parallel_comm: one more warm-up forward); `group_size`:
+        the interleaved schedule's micro-batch groups (make_scheduler)."""
+        steps = make_scheduler(schedule, chunks, combined, group_size).steps(stage, num_stages, microbatches)
         weights = {(step.microbatch, step.chunk) for step in steps if step.kind == "W"}
         kinds = np.array([step.kind for step in steps], dtype="U1")
         split = np.array([step.kind == "B" and (step.microbatch, step.chunk) in weights for step in steps], dtype=bool)

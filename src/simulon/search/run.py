@@ -277,9 +277,10 @@ def combine(results: list[SearchResult], objective: str = "time", top: int = 10,
 
 def apply(workload: MegatronWorkload, strategy: Strategy) -> MegatronWorkload:
     """The workload with a strategy's parallelism and training settings (the parallelism block validated; the
-    model and the rest of training are the base's, already validated)."""
+    model and the rest of training are the base's, already validated). The layout's own settings (micro-batch count
+    and groups, layers per stage) go: each strategy has its own pp and micro-batches."""
     parallelism = workload.parallelism.model_dump(exclude_none=True)
-    for key in ("num_microbatches", "layers_per_stage", "expert_tensor_parallel"):
+    for key in ("num_microbatches", "microbatch_group_size", "layers_per_stage", "expert_tensor_parallel"):
         parallelism.pop(key, None)
     parallelism.update(strategy.parallelism(workload.model.num_layers))
     if not parallelism["distributed_optimizer"]:  # the scenario's gather overlap, for its distributed optimizer

@@ -32,7 +32,7 @@ from .layer_kernels import RING_BLOCK, LayerKernels
 from .layout import RankLayout
 from .parameters import ModelParameters, PipelineLayers
 from .program import EMBEDDING_LAYER, HEAD_LAYER, NO_OP, StageProgram, Stream
-from .schedule import Step, make_scheduler
+from .schedule import Step, scheduler_of
 
 MAMBA_SCAN_INPUTS = ("z", "x", "B", "C", "dt")
 """in_proj's outputs a Mamba layer's context-parallel all-to-all sends to the scan (MambaShard.all_to_all)."""
@@ -58,7 +58,7 @@ class MegatronTracer:
         self.layout = RankLayout(tp=par.tp, cp=par.cp, dp=dp, pp=par.pp, ep=par.ep, etp=par.etp, cp_a2a=par.cp_a2a,
                                  fsdp=par.fsdp_size or dp * par.cp, embedding_stages=self.parameters.embedding_stages)
         self.replica_microbatches = train.replica_microbatches(dp)
-        self.scheduler = make_scheduler(par.pipeline_schedule, par.vpp, par.overlap_moe_expert_parallel_comm)
+        self.scheduler = scheduler_of(par)
         self.dispatch_algorithm = dispatch_algorithm(workload)
 
     @property

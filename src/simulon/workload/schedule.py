@@ -12,6 +12,10 @@ cool-down).
 * Interleaved 1F1B (Narayanan et al., SC'21): each rank holds `chunks` model chunks and runs groups of
   num_stages micro-batches (`microbatch_group_size_per_vp_stage`) through chunk 0, then chunk 1, ...;
   2 (num_stages - stage - 1) + (chunks - 1) num_stages warm-up forwards shrink the bubble by 1/chunks.
+  A larger group (Megatron-Core's --microbatch-group-size-per-virtual-pipeline-stage N, from num_stages to the
+  micro-batch count; the Llama 3 paper's flexible N, section 3.3.2) runs N micro-batches through each chunk in a
+  row and warms up with (chunks - 1) N of them in place of (chunks - 1) num_stages: more activations in flight,
+  the same bubble (get_pp_rank_microbatches, get_schedule_table).
 
 * Combined 1F1B (Megatron-Core's overlap_moe_expert_parallel_comm, pipeline_parallel/combined_1f1b.py): either
   table above with one more warm-up forward (get_pp_rank_microbatches), so that each steady-state forward works on
@@ -67,7 +71,7 @@ from functools import lru_cache
 from typing import Literal, NamedTuple, get_args
 
 from ..config.pipeline_layout import model_stage
-from ..config.workload import ScheduleName
+from ..config.workload import ParallelismSpec, ScheduleName
 
 
 class Step(NamedTuple):
@@ -212,13 +216,18 @@ class PipelineScheduler:
 
 
 class InterleavedOneFOneBScheduler(PipelineScheduler):
-    """Megatron's interleaved 1F1B: `chunks` model chunks per rank, in groups of num_stages micro-batches. `combined`
-    (overlap_moe_expert_parallel_comm): one more warm-up forward, so that every steady-state forward and the backward
-    after it work on different micro-batches and run as one combined step (Megatron-Core's
-    get_pp_rank_microbatches: "we schedule one extra micro-batch forward step before the 1f1b stages")."""
+    """Megatron's interleaved 1F1B: `chunks` model chunks per rank, in groups of `group_size` micro-batches (None:
+    num_stages, Megatron-Core's default). `combined` (overlap_moe_expert_parallel_comm): one more warm-up forward, so
+    that every steady-state forward and the backward after it work on different micro-batches and run as one
+    combined step (Megatron-Core's get_pp_rank_microbatches: "we schedule one extra micro-batch forward step before
+    the 1f1b stages")."""
 
-    def __init__(self, chunks: int, combined: bool = False):
-        self.chunks, self.combined = chunks, combined
+    def __init__(self, chunks: int, combined: bool = False, group_size: int | None = None):
+        self.chunks, self.combined, self.group_size = chunks, combined, group_size
+
+    def group(self, num_stages: int) -> int:
+        """The micro-batches each chunk runs in a row (microbatch_group_size_per_vp_stage)."""
+        return self.group_size or num_stages
 
     @property
     def earlier_stages_keep_more(self) -> bool:
@@ -227,11 +236,11 @@ class InterleavedOneFOneBScheduler(PipelineScheduler):
 
     def warmup(self, stage: int, num_stages: int) -> int:
         """Forwards before the first backward (`num_warmup_microbatches` in Megatron-Core)."""
-        return (num_stages - stage - 1) * 2 + (self.chunks - 1) * num_stages + self.combined
+        return (num_stages - stage - 1) * 2 + (self.chunks - 1) * self.group(num_stages) + self.combined
 
     def table(self, stage: int, num_stages: int, num_microbatches: int) -> ScheduleTable:
-        return ScheduleTable.megatron(num_microbatches, self.chunks, num_stages, self.warmup(stage, num_stages),
-                                      self.combined)
+        return ScheduleTable.megatron(num_microbatches, self.chunks, self.group(num_stages),
+                                      self.warmup(stage, num_stages), self.combined)
 
 
 class OneFOneBScheduler(InterleavedOneFOneBScheduler):
@@ -523,11 +532,19 @@ SCHEDULERS: dict[str, type[PipelineScheduler]] = {
 """The schedules with a fixed number of model chunks per rank (one, or two for V and DualPipe)."""
 
 
-def make_scheduler(name: str, chunks: int = 1, combined: bool = False) -> PipelineScheduler:
+def scheduler_of(par: ParallelismSpec) -> PipelineScheduler:
+    """The scheduler a workload's parallelism block names, with its chunks, combined steps and micro-batch groups."""
+    return make_scheduler(par.pipeline_schedule, par.vpp, par.overlap_moe_expert_parallel_comm,
+                          par.microbatch_group_size)
+
+
+def make_scheduler(name: str, chunks: int = 1, combined: bool = False,
+                   group_size: int | None = None) -> PipelineScheduler:
     """The scheduler for a pipeline_schedule name; more than one chunk per rank means interleaved, except for the
     schedules whose placement fixes their chunks (zb_h1: one; zb_v, dualpipev: vpp = 2; dualpipe: vpp = 1, its
     two chunks mirrored stages). `combined`: Megatron's 1F1B schedules with forward and backward combined
-    (overlap_moe_expert_parallel_comm)."""
+    (overlap_moe_expert_parallel_comm). `group_size`: the interleaved schedule's micro-batches a chunk runs in a
+    row (None: the stages'; ParallelismSpec.microbatch_group_size)."""
     if combined and name in ("zb_h1", "zb_v"):
         raise ValueError(f"{name} has no combined forward-backward steps (Megatron-Core's 1F1B schedules and "
                          "DualPipe's overlapped pairs only)")
@@ -538,7 +555,7 @@ def make_scheduler(name: str, chunks: int = 1, combined: bool = False) -> Pipeli
             raise ValueError(f"{name} needs vpp = {expected}, not {chunks}")
         return scheduler
     if name == "interleaved_1f1b" or chunks > 1:
-        return InterleavedOneFOneBScheduler(chunks, combined)
+        return InterleavedOneFOneBScheduler(chunks, combined, group_size)
     if name == "1f1b":
         return OneFOneBScheduler(combined)
     raise ValueError(f"pipeline schedule {name!r} is not built (available: {', '.join(get_args(ScheduleName))})")
