@@ -115,3 +115,11 @@ def test_a_sampled_step_replays_whole_groups_and_matches_the_full_replay():
     full = simulate(sc).result.iteration_time_ms
     sampled = simulate_sampled(sc, steady_counts(sc.workload.parallelism)).result.iteration_time_ms
     assert sampled == pytest.approx(full, rel=0.01)
+
+
+def test_a_group_past_pp_leaves_the_sends_between_chunks_time_and_the_bubble_shrinks():
+    # with groups of pp, stage 0 finishes chunk 0's group just as the group's first micro-batch comes round for chunk
+    # 1, every stage's forward and send on the way; a larger group gives it more forwards to run meanwhile
+    bubble = {group: simulate(parse_scenario(scenario(group), "s")).result.breakdown["bubble_ms"]
+              for group in (4, 6, 12)}
+    assert bubble[6] < bubble[4] and bubble[12] < bubble[4]

@@ -457,7 +457,8 @@ class ParallelismSpec(StrictModel):
         None, description="interleaved 1F1B: micro-batches each model chunk runs in a row before the next chunk "
         "(Megatron-Core's --microbatch-group-size-per-virtual-pipeline-stage; the Llama 3 paper's N), from pp to the "
         "micro-batch count, whose remainder over it must be 0 or at least pp; default pp. A larger group warms up "
-        "with more micro-batches, keeping more activations, for the same bubble")
+        "with more micro-batches, keeping more activations, for the same ideal bubble, and leaves the sends between "
+        "chunks time to arrive")
     sequence_parallel: bool = False
     tp_comm_overlap: bool = Field(False, description="pipeline tensor-parallel all-gathers and reduce-scatters "
                                   "with their GEMMs (Transformer Engine userbuffers; needs sequence_parallel)")

@@ -14,8 +14,9 @@ cool-down).
   2 (num_stages - stage - 1) + (chunks - 1) num_stages warm-up forwards shrink the bubble by 1/chunks.
   A larger group (Megatron-Core's --microbatch-group-size-per-virtual-pipeline-stage N, from num_stages to the
   micro-batch count; the Llama 3 paper's flexible N, section 3.3.2) runs N micro-batches through each chunk in a
-  row and warms up with (chunks - 1) N of them in place of (chunks - 1) num_stages: more activations in flight,
-  the same bubble (get_pp_rank_microbatches, get_schedule_table).
+  row and warms up with (chunks - 1) N of them in place of (chunks - 1) num_stages (get_pp_rank_microbatches,
+  get_schedule_table): more activations in flight for the same ideal bubble (balanced stages, transfers free), and
+  time for the next chunk's first micro-batch to come round the pipeline, which a group of num_stages leaves none.
 
 * Combined 1F1B (Megatron-Core's overlap_moe_expert_parallel_comm, pipeline_parallel/combined_1f1b.py): either
   table above with one more warm-up forward (get_pp_rank_microbatches), so that each steady-state forward works on
