@@ -145,3 +145,14 @@ def test_a_non_blocking_adaptively_routed_fabric_is_not_told_to_lower_its_oversu
     assert found.advice == "fewer flows crossing it at once"
     sc = gpt_scenario(nodes=2, gpus_per_node=4)
     assert Settings.of(sc).oversubscription == (1.0, 1.0)
+
+
+def test_larger_microbatch_groups_are_offered_to_an_interleaved_run_in_groups_of_pp_with_micro_batches_to_spare():
+    offer = "micro-batch groups larger than pp (microbatch_group_size)"
+    assert offer in advice("bubble", Settings.of(pipeline(vpp=2)))  # 8 micro-batches on 2 stages: groups up to 8
+    for sc in (pipeline(),                                        # not interleaved
+               pipeline(vpp=2, gbs=2),                            # 2 micro-batches on 2 stages: no larger group
+               pipeline(vpp=2, microbatch_group_size=4)):         # already past pp
+        assert offer not in advice("bubble", Settings.of(sc)), sc.workload.parallelism
+    grows = Settings.of(pipeline(vpp=2))
+    assert offer not in advice("bubble", Settings(**{**grows.__dict__, "fits": False}))  # more in flight

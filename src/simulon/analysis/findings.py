@@ -7,7 +7,8 @@ their links). Removing a term saves at most its time; the findings are listed by
 the first names the largest exposed term. A term under FLOOR_MS (1 microsecond) is not listed: below any kernel's
 or message's time, it is the rounding of the replay's sums (a single GPU's bubble or collective slowdown of 1e-14 ms),
 not time a fix could save; every term above it is, however small a share of the step. What to try follows
-Megatron-Core's knobs (Narayanan et al., SC'21: micro-batches and interleaving against the bubble, keeping tensor
+Megatron-Core's knobs (Narayanan et al., SC'21: micro-batches and interleaving against the bubble, and interleaved
+micro-batch groups past pp, which the replay shows leaving the sends between model chunks time; keeping tensor
 parallelism in the NVLink domain; the distributed optimizer's overlapped gradient reduce-scatter) and the
 scenario's own fields, offered only where they apply to the scenario (Settings): a pipeline schedule where its
 config accepts it, the NVLink domain or the NICs where a process group crosses them, a longer sequence where
@@ -113,6 +114,8 @@ class Settings:
     fits: bool | None = None                 # the run fits its GPUs' memory; False: no advice grows its memory
     more_microbatches_fit: bool | None = None  # twice the micro-batches per step keep the peak memory (where it
     #    does not fit: in 1F1B once they fill the pipeline; below that each one more is one more in flight)
+    larger_group: bool | None = None         # interleaved 1F1B in groups of pp whose replicas run more micro-batches
+    #    than pp: a larger microbatch_group_size (all of them, at least) is accepted
 
     @classmethod
     def of(cls, sc: ScenarioConfig) -> Settings:
@@ -137,7 +140,19 @@ class Settings:
                    cp_exchange=_cp_exchange(sc), oversubscription=(fabric.oversubscription,
                                                                    fabric.pod_oversubscription),
                    ecmp=routing != "adaptive",
-                   queue_pairs=sc.datacenter.network.nccl.qps_per_connection if routing == "ecmp" else None)
+                   queue_pairs=sc.datacenter.network.nccl.qps_per_connection if routing == "ecmp" else None,
+                   larger_group=larger_group(sc))
+
+
+def larger_group(sc: ScenarioConfig) -> bool:
+    """Whether the interleaved schedule runs its micro-batches in groups of pp (the default) and every replica runs
+    more than pp of them, so that a larger group, up to all of them (a remainder of 0, which Megatron accepts), is
+    another schedule the config takes."""
+    par, train = sc.workload.parallelism, sc.workload.training
+    if not par.interleaved or (par.microbatch_group_size or par.pp) > par.pp:
+        return False
+    dp = sc.placement().num_gpus // (par.tp * par.cp * par.pp)
+    return min(train.replica_microbatches(dp)) > par.pp
 
 
 def other_schedules(sc: ScenarioConfig) -> frozenset[tuple[str, int]]:
@@ -351,6 +366,8 @@ def _schedule_advice(settings: Settings) -> list[str]:
     deeper = sorted(v for name, v in settings.schedules if name == "interleaved_1f1b" and v > (settings.vpp or 1))
     if settings.interleaved is True and deeper:
         tries.append(f"a deeper interleave (vpp {deeper[0]})")
+    if settings.larger_group is True:  # more micro-batches in flight: offered only to a run that fits
+        tries += _growing(settings, "micro-batch groups larger than pp (microbatch_group_size)")
     if ("zb_h1", 1) in settings.schedules:
         with_vpp = "" if settings.vpp == 1 else " with vpp 1"
         tries.append(f"the zero-bubble schedule (pipeline_schedule: zb_h1{with_vpp})")
