@@ -145,14 +145,15 @@ class Settings:
 
 
 def larger_group(sc: ScenarioConfig) -> bool:
-    """Whether the interleaved schedule runs its micro-batches in groups of pp (the default) and every replica runs
+    """Whether the interleaved schedule runs its micro-batches in groups of pp (the default) and the replicas run
     more than pp of them, so that a larger group, up to all of them (a remainder of 0, which Megatron accepts), is
-    another schedule the config takes."""
+    another schedule the config takes. Not with replicas of their own counts (dp_shares), which one group would have
+    to leave a remainder Megatron accepts in each."""
     par, train = sc.workload.parallelism, sc.workload.training
-    if not par.interleaved or (par.microbatch_group_size or par.pp) > par.pp:
+    if not par.interleaved or (par.microbatch_group_size or par.pp) > par.pp or train.dp_shares is not None:
         return False
     dp = sc.placement().num_gpus // (par.tp * par.cp * par.pp)
-    return min(train.replica_microbatches(dp)) > par.pp
+    return train.replica_microbatches(dp)[0] > par.pp
 
 
 def other_schedules(sc: ScenarioConfig) -> frozenset[tuple[str, int]]:
