@@ -98,8 +98,7 @@ def steady_counts(par: ParallelismSpec) -> tuple[int, int]:
         least = max(2 * p, V_SETTLED)
         return least, least + p
     if par.interleaved:  # whole groups of micro-batches (microbatch_group_size, by default p)
-        group = par.microbatch_group_size or p
-        return 2 * group, 3 * group
+        return 2 * par.microbatch_group, 3 * par.microbatch_group
     return p, 2 * p
 
 

@@ -150,7 +150,7 @@ def larger_group(sc: ScenarioConfig) -> bool:
     another schedule the config takes. Not with replicas of their own counts (dp_shares), which one group would have
     to leave a remainder Megatron accepts in each."""
     par, train = sc.workload.parallelism, sc.workload.training
-    if not par.interleaved or (par.microbatch_group_size or par.pp) > par.pp or train.dp_shares is not None:
+    if not par.interleaved or par.microbatch_group > par.pp or train.dp_shares is not None:
         return False
     dp = sc.placement().num_gpus // (par.tp * par.cp * par.pp)
     return train.replica_microbatches(dp)[0] > par.pp

@@ -415,8 +415,7 @@ def microbatch_steps(par: ParallelismSpec) -> tuple[int, int]:
     if par.pipeline_schedule == "dualpipev":
         return 1, 2 * par.pp
     if par.interleaved:
-        group = par.microbatch_group_size or par.pp
-        return group, group
+        return par.microbatch_group, par.microbatch_group
     return 1, 1
 
 
@@ -567,6 +566,12 @@ class ParallelismSpec(StrictModel):
         """Megatron's interleaved 1F1B (the V and DualPipe schedules place their chunks their own way)."""
         return self.pipeline_schedule not in SCHEDULE_CHUNKS and (self.vpp > 1 or
                                                                    self.pipeline_schedule == "interleaved_1f1b")
+
+    @property
+    def microbatch_group(self) -> int:
+        """The micro-batches the interleaved schedule runs through each model chunk in a row: microbatch_group_size,
+        by default pp (Megatron-Core's microbatch_group_size_per_vp_stage)."""
+        return self.microbatch_group_size or self.pp
 
     @property
     def gathers_overlapped(self) -> bool:

@@ -360,10 +360,9 @@ class MemoryModel:
     def _plan(self, stage: int) -> StagePlan:
         """The stage's schedule as arrays, as far as its peak can lie (walk.py, steady_microbatches)."""
         par, pp = self.workload.parallelism, self.layout.pp
-        group = par.microbatch_group_size
         return StagePlan.of(par.pipeline_schedule, par.vpp, stage, pp,
-                            steady_microbatches(self.num_microbatches, group or pp, par.vpp),
-                            par.overlap_moe_expert_parallel_comm, group)
+                            steady_microbatches(self.num_microbatches, par.microbatch_group, par.vpp),
+                            par.overlap_moe_expert_parallel_comm, par.microbatch_group_size)
 
     @staticmethod
     def _columns(chunks: list[_Chunk]) -> list[np.ndarray]:
