@@ -14,11 +14,19 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from helpers import SEED_SCENARIO, seed_dict
+from helpers import SEED_SCENARIO, merge, seed_dict
+from simulon.config.common import alphanumeric
 from simulon.config.errors import ConfigError, parse_yaml, shown
 from simulon.config.frameworks import WELL_KNOWN_SHARDINGS, sharding_synonym
-from simulon.config.loading import WELL_KNOWN_KEYS, key_synonym, load_scenario, parse_scenario
-from simulon.config.workload import ParallelismSpec
+from simulon.config.loading import (
+    SHARDING_KEYS,
+    WELL_KNOWN_KEYS,
+    block_keys,
+    key_homes,
+    key_synonym,
+    load_scenario,
+    parse_scenario,
+)
 
 SEED = seed_dict()
 
@@ -213,12 +221,63 @@ def test_every_setting_a_sharding_hint_suggests_is_accepted_by_the_schema_and_is
     assert {key: getattr(parallelism, key) for key in applied} == applied
 
 
+MOE_SEED = merge(SEED, {"workload": {"model": {"moe": {"num_experts": 8, "top_k": 2,
+                                                         "expert_ffn_hidden_size": 11008}}}})
+"""The seed scenario with a mixture of experts, so that each block a well-known key's target lives in is there."""
+
+
+def _message_in(block: str, key: str, value) -> str:
+    """The message for MOE_SEED with `key: value` written in `block` (a dotted path)."""
+    data = copy.deepcopy(MOE_SEED)
+    node = data
+    for part in block.split("."):
+        node = node[part]
+    node[key] = value
+    with pytest.raises(ConfigError) as info:
+        parse_scenario(data, "s.yaml")
+    return str(info.value)
+
+
+def _home(key: str) -> str:
+    """The block a key lives in (the shallowest, for a key two blocks hold: workload.model's num_heads, not
+    its mamba block's)."""
+    return min(key_homes()[key], key=lambda path: path.count("."))
+
+
 @given(st.sampled_from(sorted(WELL_KNOWN_KEYS)).flatmap(spelled))
-def test_every_key_a_key_hint_suggests_is_a_key_of_the_parallelism_block(written):
+def test_every_key_a_key_hint_suggests_is_a_key_of_the_block_it_is_written_in(written):
     meant = key_synonym(written)
-    assert set(meant) <= {field.alias or name for name, field in ParallelismSpec.model_fields.items()}
+    block = _home(meant[0])
+    assert set(meant) <= set(block_keys(block))
     hint = f"(did you mean {meant[0]!r}?)" if len(meant) == 1 else f"(sharding is set by {meant[0]}"
-    assert hint in _parallelism_message(written, 2)
+    message = _message_in(block, written, 2)
+    assert message.startswith(f"s.yaml: {block}.{written}: unknown key {hint}"), message
+
+
+@given(st.sampled_from(sorted(k for k, keys in WELL_KNOWN_KEYS.items() if keys != SHARDING_KEYS)).flatmap(spelled))
+def test_a_key_under_another_tool_s_name_in_the_wrong_block_is_told_the_key_and_where_it_belongs(written):
+    meant = key_synonym(written)[0]
+    block = "workload.parallelism" if _home(meant) != "workload.parallelism" else "workload.training"
+    message = _message_in(block, written, 2)
+    assert f"unknown key (did you mean {meant!r}? it belongs in {_home(meant)}" in message, message
+
+
+def test_no_well_known_name_is_itself_a_key_of_a_scenario():
+    keys = {alphanumeric(key) for key in key_homes()}
+    assert [name for name in WELL_KNOWN_KEYS if alphanumeric(name) in keys] == []
+
+
+@pytest.mark.parametrize(("block", "key", "meant"), [
+    ("workload.training", "precision", "dtype"), ("workload.training", "gradient_accumulation_steps", None),
+    ("workload.model", "num_hidden_layers", "num_layers"), ("workload.model", "intermediate_size", "ffn_hidden_size"),
+    ("workload.model.moe", "num_experts_per_tok", "top_k"), ("workload.training", "mbs", "micro_batch_size"),
+])
+def test_a_training_loop_s_or_a_huggingface_config_s_name_of_a_key_suggests_the_key(block, key, meant):
+    message = _message_in(block, key, 2)
+    if meant is None:  # a micro-batch count is workload.parallelism's
+        assert message.endswith("unknown key (did you mean 'num_microbatches'? it belongs in workload.parallelism)")
+    else:
+        assert message == f"s.yaml: {block}.{key}: unknown key (did you mean {meant!r}?)"
 
 
 # --- values from included template files are named in those files ------------------------------------

@@ -90,17 +90,44 @@ SHARDING_KEYS = ("fsdp", "distributed_optimizer")
 parameters."""
 
 WELL_KNOWN_KEYS: dict[str, tuple[str, ...]] = {
+    # Megatron-LM's command-line flags (megatron/training/arguments.py) and their short forms
     "tensor_model_parallel_size": ("tp",), "pipeline_model_parallel_size": ("pp",), "context_parallel_size": ("cp",),
     "expert_model_parallel_size": ("ep",), "expert_tensor_parallel_size": ("expert_tensor_parallel",),
     "etp": ("expert_tensor_parallel",), "virtual_pipeline_model_parallel_size": ("vpp",),
     "use_distributed_optimizer": ("distributed_optimizer",), "cp_comm_type": ("context_parallel_comm",),
     "recompute_granularity": ("recompute",),
+    "decoder_first_pipeline_num_layers": ("first_stage_layers",),
+    "decoder_last_pipeline_num_layers": ("last_stage_layers",),
+    "pipeline_model_parallel_layout": ("pipeline_layout",),
+    "microbatch_group_size_per_virtual_pipeline_stage": ("microbatch_group_size",),
+    "seq_length": ("sequence_length",), "ddp_bucket_size": ("grad_bucket_size",),
+    "num_attention_heads": ("num_heads",), "num_query_groups": ("num_kv_heads",), "kv_channels": ("head_dim",),
+    "moe_router_topk": ("top_k",), "moe_ffn_hidden_size": ("expert_ffn_hidden_size",),
+    "moe_shared_expert_intermediate_size": ("shared_expert_ffn_hidden_size",),
+    # short names in papers' tables, and the sizes other launchers name so (vLLM, DeepSpeed, torchtitan)
+    "mbs": ("micro_batch_size",), "gbs": ("global_batch_size",), "seq_len": ("sequence_length",),
+    "tensor_parallel_size": ("tp",), "pipeline_parallel_size": ("pp",), "data_parallel_size": ("dp",),
+    "expert_parallel_size": ("ep",),
+    # a HuggingFace config.json's names (transformers' LlamaConfig, Qwen3MoeConfig, DeepseekV3Config)
+    "num_hidden_layers": ("num_layers",), "intermediate_size": ("ffn_hidden_size",),
+    "num_key_value_heads": ("num_kv_heads",), "tie_word_embeddings": ("tie_embeddings",),
+    "num_experts_per_tok": ("top_k",), "n_routed_experts": ("num_experts",),
+    "n_shared_experts": ("num_shared_experts",), "moe_intermediate_size": ("expert_ffn_hidden_size",),
+    # training loops': PyTorch Lightning's and NeMo's trainer.precision, DeepSpeed's and HF Trainer's batch keys
+    # (train_micro_batch_size_per_gpu, per_device_train_batch_size, gradient_accumulation_steps, train_batch_size),
+    # HF's gradient_checkpointing and NeMo's activations_checkpoint_granularity
+    "precision": ("dtype",), "train_micro_batch_size_per_gpu": ("micro_batch_size",),
+    "per_device_train_batch_size": ("micro_batch_size",), "train_batch_size": ("global_batch_size",),
+    "gradient_accumulation_steps": ("num_microbatches",), "gradient_checkpointing": ("recompute",),
+    "activations_checkpoint_granularity": ("recompute",), "encoder_seq_length": ("sequence_length",),
+    # sharding: DeepSpeed's ZeRO stages, FSDP's sharding strategies
     "sharding": SHARDING_KEYS, "sharding_strategy": SHARDING_KEYS, "zero_stage": SHARDING_KEYS,
     "zero": SHARDING_KEYS,
 }
 """Keys by the names other tools give them (Megatron-LM's command-line flags such as
---expert-tensor-parallel-size, their short forms such as etp, DeepSpeed's zero_stage, FSDP's sharding_strategy) ->
-the keys they are here. Matched ignoring case and punctuation (`--expert-tensor-parallel-size`)."""
+--expert-tensor-parallel-size, their short forms such as etp, a HuggingFace config's num_hidden_layers, DeepSpeed's
+zero_stage, FSDP's sharding_strategy) -> the keys they are here, in whichever block holds them. Matched ignoring
+case and punctuation (`--expert-tensor-parallel-size`)."""
 
 
 def key_synonym(key: str) -> tuple[str, ...] | None:
@@ -130,12 +157,19 @@ def _synonym_value_hint(error: dict[str, Any]) -> str:
 
 
 def _synonym_key_hint(error: dict[str, Any]) -> str:
-    """' (did you mean 'expert_tensor_parallel'?)' for a key under another tool's name, or, for a sharding under
-    its own key, the keys that set it ('sharding: full_shard', 'zero_stage: 3')."""
+    """' (did you mean 'expert_tensor_parallel'?)' for a key under another tool's name, with the block that holds it
+    where that is another (' (did you mean 'dtype'? it belongs in workload.training)'), or, for a sharding under its
+    own key, the keys that set it ('sharding: full_shard', 'zero_stage: 3')."""
     names = [str(part) for part in error["loc"] if not isinstance(part, int)]
     targets = key_synonym(names[-1]) if names else None
-    if not targets or not set(targets) <= set(_block_keys(".".join(names[:-1]))):
+    if not targets:
         return ""
+    block = ".".join(names[:-1])
+    if not set(targets) <= set(block_keys(block)):
+        if targets == SHARDING_KEYS:
+            return ""
+        homes = [path for path in key_homes().get(targets[0], ()) if path]
+        return f" (did you mean {targets[0]!r}? it belongs in {' or '.join(homes[:2])})" if homes else ""
     if targets != SHARDING_KEYS:
         return f" (did you mean {targets[0]!r}?)"
     hint = _sharding_hint(error.get("input"))
@@ -158,7 +192,7 @@ def _models(annotation: Any) -> list[type[BaseModel]]:
 
 
 @cache
-def _key_homes() -> dict[str, tuple[str, ...]]:
+def key_homes() -> dict[str, tuple[str, ...]]:
     """Every key a scenario may hold -> the blocks (dotted paths) that hold it."""
     homes: dict[str, list[str]] = {}
     seen: set[tuple[type, str]] = set()
@@ -176,9 +210,9 @@ def _key_homes() -> dict[str, tuple[str, ...]]:
     return {key: tuple(dict.fromkeys(paths)) for key, paths in homes.items()}
 
 
-def _block_keys(block: str) -> list[str]:
+def block_keys(block: str) -> list[str]:
     """The keys the block at this dotted path may hold."""
-    return [key for key, paths in _key_homes().items() if block in paths]
+    return [key for key, paths in key_homes().items() if block in paths]
 
 
 def _unknown_key_hint(loc: tuple[Any, ...]) -> str:
@@ -189,12 +223,12 @@ def _unknown_key_hint(loc: tuple[Any, ...]) -> str:
     if not names:
         return ""
     key, block = names[-1], ".".join(names[:-1])
-    elsewhere = [path for path in _key_homes().get(key, ()) if path and path != block]
+    elsewhere = [path for path in key_homes().get(key, ()) if path and path != block]
     parent = names[-2] if len(names) > 1 else ""  # a block of the same name elsewhere first (scale_out's switch)
     elsewhere.sort(key=lambda path: path.rsplit(".", 1)[-1] != parent)
     if elsewhere:
         return f" (it belongs in {' or '.join(elsewhere[:2])})"
-    close = difflib.get_close_matches(key, _block_keys(block), n=1, cutoff=0.75)
+    close = difflib.get_close_matches(key, block_keys(block), n=1, cutoff=0.75)
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
