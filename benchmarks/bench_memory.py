@@ -2,7 +2,8 @@
 
     uv run python benchmarks/bench_memory.py [--repeat 7]
 
-Prints, per example scenario, the median of `--repeat` in-process estimates (the scenario already loaded), and
+Prints, per example scenario, the median of `--repeat` in-process estimates (the scenario already loaded), for one
+that does not fit also of working out what would make it fit (memory.remedies: each change parsed and estimated), and
 the median wall time of `simulon memory` on the largest example in fresh processes (interpreter start-up and
 imports included).
 """
@@ -18,6 +19,7 @@ from pathlib import Path
 
 from simulon.config.loading import load_scenario
 from simulon.memory import estimate_memory
+from simulon.memory.remedies import remedies
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
@@ -44,6 +46,9 @@ def main() -> None:
         seconds = median_seconds(lambda sc=sc: estimate_memory(sc), args.repeat)
         stages = len(estimate_memory(sc).stages)
         print(f"{path.name:28s} {stages:3d} stages  estimate_memory {seconds * 1e3:8.1f} ms (median of {args.repeat})")
+        if not estimate_memory(sc).fits:
+            seconds = median_seconds(lambda sc=sc: remedies(sc), args.repeat)
+            print(f"{'':28s} {len(remedies(sc)):3d} to fit  remedies        {seconds * 1e3:8.1f} ms")
     command = [sys.executable, "-c", "from simulon.cli.app import main; main()", "memory", str(LARGEST)]
     wall = median_seconds(lambda: subprocess.run(command, check=True, capture_output=True), args.repeat)
     print(f"simulon memory {LARGEST.name}: {wall:.3f} s wall (median of {args.repeat} fresh processes)")

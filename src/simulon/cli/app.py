@@ -22,7 +22,7 @@ from .diff import diff_command
 from .errors import run_reporting_errors
 from .limits import MaxMemoryOption, memory_limit
 from .memory import memory as memory_command
-from .memory import print_report, summary_line, warnings
+from .memory import print_report, remedy_line, summary_line, warnings
 from .output import print_table, sampling_line, sampling_metadata
 from .plan import plan_hetero
 from .plot import plot as plot_command
@@ -117,7 +117,7 @@ def simulate(
         except OSError as exc:
             raise ConfigError(f"-o {output}: cannot write: {exc.strerror or exc}") from None
     if as_json:
-        print(json.dumps(result_json(sim, analysis)))
+        print(json.dumps(result_json(sim, analysis, scenario)))
         return
     if output is not None:
         print(f"Trace written to {output}")
@@ -137,6 +137,8 @@ def simulate(
     print(summary_line(sim.memory))
     for line in warnings(sim.memory):
         print(line)
+    if not sim.memory.fits:
+        print(remedy_line(load_scenario(scenario), sim.memory))
     for gpu, use in sim.profiled.items():
         print(use.line(gpu))
     for rank, finding in enumerate(analysis.findings[:3], start=1):

@@ -11,8 +11,10 @@ import typer
 
 from ..config.errors import ConfigError
 from ..config.loading import load_scenario
+from ..config.scenario import ScenarioConfig
 from ..config.units import GiB
 from ..memory import MemoryReport, StageMemory, estimate_memory
+from ..memory.remedies import remedies, settings_tried
 from .output import print_table
 
 TERM_COLUMNS = {"weights": "weights", "gradients": "grads", "optimizer states": "optimizer",
@@ -35,6 +37,24 @@ def warnings(report: MemoryReport) -> list[str]:
         lines.append(f"warning: stage {stage.stage} needs {_gib(stage.device)} GiB of the {stage.gpu}'s "
                      f"{_gib(stage.capacity)} GiB (largest: {largest} GiB); it would run out of memory")
     return lines
+
+
+def remedy_line(sc: ScenarioConfig, report: MemoryReport) -> str | None:
+    """For a run that does not fit, the changes that would make it fit (memory.remedies), or that none of one or two
+    of the settings tried does; None for a run that fits."""
+    if report.fits:
+        return None
+    found = remedies(sc)
+    if found:
+        return ("To fit, one of (in the order tuning guides try them, memory.remedies): "
+                + "; or ".join(r.text() for r in found))
+    return (f"No change of one or two of {', '.join(settings_tried(sc))} fits: more GPUs, or `simulon search` "
+            "for the strategies that do")
+
+
+def remedies_json(sc: ScenarioConfig, report: MemoryReport) -> list[dict]:
+    """The remedies of a run that does not fit, as JSON ([] for one that fits)."""
+    return [] if report.fits else [r.to_json() for r in remedies(sc)]
 
 
 def summary_line(report: MemoryReport) -> str:
@@ -76,9 +96,11 @@ def memory(
         raise ConfigError(f"{scenario}: workload: required to estimate memory")
     report = estimate_memory(sc)
     if as_json:
-        print(json.dumps(report.to_json()))
+        print(json.dumps({**report.to_json(), "to_fit": remedies_json(sc, report)}))
         return
     print_report(report)
     print(summary_line(report))
     for line in warnings(report):
+        print(line)
+    if (line := remedy_line(sc, report)) is not None:
         print(line)

@@ -59,16 +59,21 @@ def run_scenario(scenario: Path, quiet: bool, expand: str = "auto", memory_limit
                         placement.mean(lambda g: g.gpu.memory_bandwidth), settings)
 
 
-def result_json(sim: Simulation, analysis: Analysis) -> dict:
-    """The iteration as `simulon simulate --json` prints it: the summary, `memory`, `analysis` and `schedule`, and
-    where a GPU has a measured profile, `profile`: how it served the step, by GPU (compute.populate.ProfileUse)."""
+def result_json(sim: Simulation, analysis: Analysis, scenario: Path) -> dict:
+    """The iteration as `simulon simulate --json` prints it: the summary, `memory` (with, for a run that does not
+    fit, `to_fit`: the changes that would make it fit, memory.remedies), `analysis` and `schedule`, and where a GPU
+    has a measured profile, `profile`: how it served the step, by GPU (compute.populate.ProfileUse)."""
     from ..analysis.schedule import schedule
+    from .memory import remedies_json
 
     folded = {} if sim.fold.expand_spread else {"collectives_folded_throughout": True}
     if sim.fold.steady_rings:
         folded["rings_in_steady_state"] = True
     profiled = {"profile": {gpu: use._asdict() for gpu, use in sim.profiled.items()}} if sim.profiled else {}
-    return {**sim.result.to_dict(), **folded, **profiled, "memory": sim.memory.to_json(),
+    memory = sim.memory.to_json()
+    if not sim.memory.fits:
+        memory["to_fit"] = remedies_json(load_scenario(scenario), sim.memory)
+    return {**sim.result.to_dict(), **folded, **profiled, "memory": memory,
             "analysis": analysis.to_dict(), "schedule": schedule(sim.dag, sim.timeline)}
 
 
@@ -92,7 +97,7 @@ def report(
     limit = memory_limit(max_memory)
     check_report_output(output, scenario)
     sim, analysis = run_scenario(scenario, quiet=False, memory_limit=limit)
-    html = report_html(result_json(sim, analysis), f"simulon report: {scenario.name}")
+    html = report_html(result_json(sim, analysis, scenario), f"simulon report: {scenario.name}")
     try:
         write_atomic(output, html)
     except OSError as exc:

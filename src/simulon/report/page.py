@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from ..analysis.critical_path import TOP_COLLECTIVES
 from ..compute.populate import ProfileUse
+from ..memory.remedies import settings_text
 from ..plots import KINDS
 from ..plots.figure import figure_bytes
 from ..plots.inputs import numbers, replayed_of
@@ -56,7 +57,21 @@ def summary(data: dict) -> str:
                 number(f"memory.stages.{index}.capacity_bytes", peak["capacity_bytes"], "GiB"))
     return (f'<div class="cards">{"".join(cards)}</div>\n<p>Peak memory: stage {text(peak["stage"])}, '
             f'{number(f"memory.stages.{index}.device_bytes", peak["device_bytes"], "GiB")} of '
-            f'{capacity} per GPU. {simulated(data)}</p>\n{profiled(data)}')
+            f'{capacity} per GPU. {simulated(data)}</p>\n{to_fit(mem)}{profiled(data)}')
+
+
+def to_fit(mem: dict) -> str:
+    """For a run that does not fit, the changes that would make it fit (memory.remedies), as `simulate` lists them,
+    or that none of one or two settings would ("" for a run that fits)."""
+    if mem["fits"]:
+        return ""
+    found = mem.get("to_fit", [])
+    if not found:
+        return "<p>No change of one or two of the settings tuning guides try first fits (memory.remedies).</p>\n"
+    items = "".join(f'<li>{text(settings_text(r["settings"]))} '
+                    f'({number(f"memory.to_fit.{i}.device_bytes", r["device_bytes"], "GiB")} on stage '
+                    f'{text(r["peak_stage"])})</li>' for i, r in enumerate(found))
+    return f"<p>To fit, one of (in the order tuning guides try them, memory.remedies):</p>\n<ul>{items}</ul>\n"
 
 
 def profiled(data: dict) -> str:

@@ -1,0 +1,101 @@
+"""What a run that does not fit is told would make it fit (memory.remedies): each change offered does fit when written
+into the scenario, the changes come in the ladder's order, two settings together only where no one setting fits, and
+a run that fits, or that no such change can fit, is told so."""
+
+from __future__ import annotations
+
+import json
+
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from helpers import cli
+from simulon.config.loading import parse_scenario
+from simulon.memory import estimate_memory
+from simulon.memory.remedies import LADDER, applied, remedies
+
+
+def scenario(model: str, tp: int, pp: int, nodes: int = 1, mbs: int = 1, seq: int = 4096, **parallelism) -> dict:
+    return {"datacenter": {"from": "dgx-h100", "cluster": {"num_nodes": nodes}},
+            "workload": {"model": {"from": model}, "parallelism": {"tp": tp, "pp": pp, **parallelism},
+                         "training": {"global_batch_size": 64, "micro_batch_size": mbs, "sequence_length": seq}}}
+
+
+def written(tmp_path, data: dict, name: str = "s.yaml") -> str:
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(data))
+    return str(path)
+
+
+def ladder_position(sc, change) -> int:
+    """Where one setting's change stands in the ladder offered to `sc`."""
+    offered = [c for offer in LADDER for c in offer(sc)]
+    return offered.index(change)
+
+
+def test_the_distributed_optimizer_is_offered_first_and_the_scenario_with_it_fits_as_simulon_memory_says(tmp_path):
+    data = scenario("llama-2-13b", tp=2, pp=1)  # 8 GPUs, dp 4: Adam's states whole on every rank
+    run = cli("memory", written(tmp_path, data))
+    assert "DOES NOT FIT" in run.stdout
+    line = run.stdout.splitlines()[-1]
+    assert line.startswith("To fit, one of (in the order tuning guides try them, memory.remedies): "
+                           "distributed_optimizer: true ("), line
+    offered = float(line.split("distributed_optimizer: true (")[1].split(" GiB")[0])
+    data["workload"]["parallelism"]["distributed_optimizer"] = True
+    fixed = cli("memory", written(tmp_path, data, "fixed.yaml"))
+    assert f"Memory: peak {offered:.2f} GiB on stage 0 of 80.00 GiB (H100-SXM5-80GB): fits" in fixed.stdout
+    assert "To fit" not in fixed.stdout
+
+
+def test_the_json_lists_the_settings_of_each_change_and_a_run_that_fits_lists_none(tmp_path):
+    data = scenario("llama-2-13b", tp=2, pp=1)
+    found = json.loads(cli("memory", written(tmp_path, data), "--json").stdout)["to_fit"]
+    assert found[0]["settings"] == {"workload.parallelism.distributed_optimizer": True}
+    assert all(r["device_bytes"] <= r["capacity_bytes"] for r in found)
+    data["workload"]["parallelism"]["distributed_optimizer"] = True
+    assert json.loads(cli("memory", written(tmp_path, data), "--json").stdout)["to_fit"] == []
+
+
+def test_a_run_no_change_of_one_or_two_settings_can_fit_is_told_so_and_still_simulated(tmp_path):
+    run = cli("simulate", written(tmp_path, scenario("llama-3-70b", tp=4, pp=2, nodes=2)))  # 70B on 16 GPUs
+    assert run.returncode == 0, run.stderr
+    assert "\nNo change of one or two of distributed_optimizer, expandable_segments, sequence_parallel, recompute, " \
+           "fsdp, tp, cp, pp fits: more GPUs, or `simulon search` for the strategies that do\n" in run.stdout
+
+
+def test_two_settings_are_offered_together_only_where_no_one_setting_fits():
+    sc = parse_scenario(scenario("llama-3-70b", tp=4, pp=1, nodes=4), "s.yaml")
+    found = remedies(sc)
+    assert found and all(len(r.change) == 2 for r in found)
+    for offer in LADDER:
+        for change in offer(sc):
+            variant = applied(sc, change)
+            assert variant is None or not estimate_memory(variant).fits, change
+
+
+def test_tensor_parallelism_is_not_offered_past_the_nvlink_domain():
+    sc = parse_scenario(scenario("llama-3-70b", tp=8, pp=1, nodes=4, mbs=2, seq=8192), "s.yaml")
+    offered = [c for offer in LADDER for c in offer(sc)]
+    assert (("parallelism", "tp", 16),) not in offered
+    assert all(key != "tp" for r in remedies(sc) for _, key, _ in r.change)
+
+
+@settings(max_examples=12, deadline=None)
+@given(model=st.sampled_from(["llama-3-8b", "llama-2-13b", "llama-3-70b"]), tp=st.sampled_from([1, 2, 4, 8]),
+       pp=st.sampled_from([1, 2, 4]), mbs=st.sampled_from([1, 2, 4]), nodes=st.sampled_from([1, 2, 4]))
+def test_every_change_offered_fits_when_applied_and_they_come_in_the_ladder_s_order(model, tp, pp, mbs, nodes):
+    try:
+        sc = parse_scenario(scenario(model, tp, pp, nodes=nodes, mbs=mbs), "s.yaml")
+    except Exception:  # a combination the scenario refuses (the batch does not divide): nothing to advise
+        return
+    found = remedies(sc)
+    if estimate_memory(sc).fits:
+        assert found == []
+        return
+    for remedy in found:
+        report = estimate_memory(applied(sc, remedy.change))
+        assert report.fits and report.peak.device == remedy.report.peak.device
+    singles = [r.change for r in found if len(r.change) == 1]
+    assert singles == sorted(singles, key=lambda change: ladder_position(sc, change))
+    assert len({len(r.change) for r in found}) <= 1
