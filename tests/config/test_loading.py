@@ -280,6 +280,12 @@ def test_a_training_loop_s_or_a_huggingface_config_s_name_of_a_key_suggests_the_
         assert message == f"s.yaml: {block}.{key}: unknown key (did you mean {meant!r}?)"
 
 
+def test_a_node_count_written_on_the_datacenter_is_told_the_cluster_block_holds_it():
+    message = _message_in("datacenter", "nodes", 2)
+    assert message == ("s.yaml: datacenter.nodes: unknown key (did you mean 'num_nodes'? it belongs in "
+                       "datacenter.cluster or datacenter.node_groups)")
+
+
 # --- values from included template files are named in those files ------------------------------------
 
 def _write(path, data) -> str:

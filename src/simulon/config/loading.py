@@ -107,7 +107,8 @@ WELL_KNOWN_KEYS: dict[str, tuple[str, ...]] = {
     # short names in papers' tables, and the sizes other launchers name so (vLLM, DeepSpeed, torchtitan)
     "mbs": ("micro_batch_size",), "gbs": ("global_batch_size",), "seq_len": ("sequence_length",),
     "tensor_parallel_size": ("tp",), "pipeline_parallel_size": ("pp",), "data_parallel_size": ("dp",),
-    "expert_parallel_size": ("ep",),
+    "expert_parallel_size": ("ep",), "nodes": ("num_nodes",), "node_count": ("num_nodes",),
+    "world_size": ("num_gpus",),
     # a HuggingFace config.json's names (transformers' LlamaConfig, Qwen3MoeConfig, DeepseekV3Config)
     "num_hidden_layers": ("num_layers",), "intermediate_size": ("ffn_hidden_size",),
     "num_key_value_heads": ("num_kv_heads",), "tie_word_embeddings": ("tie_embeddings",),
