@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from helpers import cli
+from simulon.config.errors import ConfigError
 from simulon.config.loading import parse_scenario
 from simulon.memory import estimate_memory
 from simulon.memory.remedies import LADDER, applied, remedies
@@ -87,7 +88,7 @@ def test_tensor_parallelism_is_not_offered_past_the_nvlink_domain():
 def test_every_change_offered_fits_when_applied_and_they_come_in_the_ladder_s_order(model, tp, pp, mbs, nodes):
     try:
         sc = parse_scenario(scenario(model, tp, pp, nodes=nodes, mbs=mbs), "s.yaml")
-    except Exception:  # a combination the scenario refuses (the batch does not divide): nothing to advise
+    except ConfigError:  # a combination the scenario refuses (the batch does not divide): nothing to advise
         return
     found = remedies(sc)
     if estimate_memory(sc).fits:
