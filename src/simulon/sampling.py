@@ -84,7 +84,7 @@ def microbatch_count(sc: ScenarioConfig) -> int:
     if wl is None:
         raise ValueError("the scenario has no workload block to simulate")
     par, train = wl.parallelism, wl.training
-    dp = (train.num_gpus or sc.datacenter.num_gpus) // (par.tp * par.cp * par.pp)
+    dp = par.data_parallel(train.num_gpus or sc.datacenter.num_gpus)
     return train.global_batch_size // (train.micro_batch_size * dp)
 
 

@@ -152,7 +152,7 @@ def larger_group(sc: ScenarioConfig) -> bool:
     par, train = sc.workload.parallelism, sc.workload.training
     if not par.interleaved or par.microbatch_group > par.pp or train.dp_shares is not None:
         return False
-    dp = sc.placement().num_gpus // (par.tp * par.cp * par.pp)
+    dp = par.data_parallel(sc.placement().num_gpus)
     return train.replica_microbatches(dp)[0] > par.pp
 
 
@@ -214,7 +214,7 @@ def _within_domain(sc: ScenarioConfig, axis: str) -> bool:
     runs on GPU r, and GPUs fill the domains in order (DatacenterConfig.domain_gpus)."""
     par = sc.workload.parallelism
     num_gpus = sc.placement().num_gpus
-    dp = num_gpus // (par.tp * par.cp * par.pp)
+    dp = par.data_parallel(num_gpus)
     layout = RankLayout(tp=par.tp, cp=par.cp, dp=dp, pp=par.pp, ep=par.ep, etp=par.etp, cp_a2a=par.cp_a2a)
     domain = sc.datacenter.domain_gpus
     seen = np.zeros(num_gpus, dtype=bool)

@@ -567,6 +567,11 @@ class ParallelismSpec(StrictModel):
         return self.pipeline_schedule not in SCHEDULE_CHUNKS and (self.vpp > 1 or
                                                                    self.pipeline_schedule == "interleaved_1f1b")
 
+    def data_parallel(self, num_gpus: int) -> int:
+        """The data-parallel size on `num_gpus` GPUs: what tensor, context and pipeline parallelism leave (ranks are
+        ordered tp, cp, dp, pp)."""
+        return num_gpus // (self.tp * self.cp * self.pp)
+
     @property
     def microbatch_group(self) -> int:
         """The micro-batches the interleaved schedule runs through each model chunk in a row: microbatch_group_size,

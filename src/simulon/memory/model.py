@@ -192,7 +192,7 @@ class MemoryModel:
         then `stage_gpus` the type each of those is (else every stage is named `gpu`); `layers`: layers' activations
         worked out for other workloads of the model (a strategy search's)."""
         par, train = workload.parallelism, workload.training
-        dp = num_gpus // (par.tp * par.cp * par.pp)
+        dp = par.data_parallel(num_gpus)
         self.layout = RankLayout(tp=par.tp, cp=par.cp, dp=dp, pp=par.pp, ep=par.ep, etp=par.etp,
                                  fsdp=par.fsdp_size or dp * par.cp)
         self.workload, self.capacity, self.gpu, self.channels = workload, capacity_bytes, gpu, channels

@@ -21,7 +21,6 @@ not simulated here: `simulon simulate` each, or `simulon search`, to compare the
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from itertools import combinations
@@ -73,8 +72,7 @@ def _sequence_parallel(sc: ScenarioConfig) -> list[Change]:
 def _data_parallel_sharding(key: str, value: Any) -> Callable[[ScenarioConfig], list[Change]]:
     """A sharding over data parallelism, where there is data parallelism to shard over."""
     def offer(sc: ScenarioConfig) -> list[Change]:
-        par = sc.workload.parallelism
-        dp = sc.placement().num_gpus // (par.tp * par.cp * par.pp)
+        dp = sc.workload.parallelism.data_parallel(sc.placement().num_gpus)
         return _flag("parallelism", key, value)(sc) if dp > 1 else []
     return offer
 
@@ -131,7 +129,7 @@ def settings_text(settings: dict[str, Any]) -> str:
 def applied(sc: ScenarioConfig, change: Change) -> ScenarioConfig | None:
     """The scenario with the change's settings written in, parsed as a scenario file is; None where the scenario
     refuses them (a size that does not divide, a setting its framework or model cannot run)."""
-    data = copy.deepcopy(sc.as_data())
+    data = sc.as_data()
     workload = data["workload"]
     for block, key, value in change:
         workload[block][key] = value

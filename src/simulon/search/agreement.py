@@ -92,7 +92,7 @@ def strategy_of(sc) -> Strategy:
     num_gpus = train.num_gpus or sc.datacenter.num_gpus
     sharding = ("fsdp" if par.fsdp == "full_shard" else "zero2" if par.fsdp == "shard_grad_op"
                 else "distributed_optimizer")
-    return Strategy(par.tp, par.pp, par.vpp, num_gpus // (par.tp * par.pp * par.cp), par.cp, par.ep, par.etp,
+    return Strategy(par.tp, par.pp, par.vpp, par.data_parallel(num_gpus), par.cp, par.ep, par.etp,
                     train.micro_batch_size, par.sequence_parallel, par.recompute, sharding, train.dtype.value,
                     par.tp_comm_overlap, *((par.layers_per_stage[0], par.layers_per_stage[-1])
                                            if par.layers_per_stage else ()))

@@ -303,7 +303,7 @@ class Planner:
         self.mtp_kinds = _layer_units(sc, mtp=True)  # they follow the decoder on the last stage
         train = sc.workload.training
         self.num_gpus = train.num_gpus or sc.datacenter.num_gpus
-        self.dp = self.num_gpus // (par.tp * par.cp * par.pp)
+        self.dp = par.data_parallel(self.num_gpus)
         self.microbatches = train.global_batch_size // (train.micro_batch_size * self.dp)
 
     def plan_of(self, stage_groups: StageGroups, caps: list[int] | None = None) -> Plan | None:

@@ -50,7 +50,7 @@ class MegatronTracer:
     def __init__(self, workload: MegatronWorkload, num_gpus: int):
         par, train, model = workload.parallelism, workload.training, workload.model
         self.workload, self.model = workload, model
-        dp = num_gpus // (par.tp * par.cp * par.pp)
+        dp = par.data_parallel(num_gpus)
         self.kernels = LayerKernels.of(workload)
         self.shape = self.kernels.shape
         self.layers = PipelineLayers.of(workload)
