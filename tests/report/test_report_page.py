@@ -4,6 +4,7 @@ status 2 and one line naming the problem, and writes nothing."""
 
 from __future__ import annotations
 
+import json
 import re
 from html.parser import HTMLParser
 
@@ -117,3 +118,20 @@ def test_a_single_gpu_sends_nothing_and_its_report_says_so_instead_of_a_heat_map
     assert done.returncode == 0, done.stderr
     html = report.read_text()
     assert "No link carried traffic in this step." in html and len(parse(html).images) == 3
+
+
+def test_a_run_that_does_not_fit_lists_what_would_make_it_fit_with_the_simulate_json_s_figures(tmp_path):
+    data = {"datacenter": {"from": "dgx-h100", "cluster": {"num_nodes": 1}},
+            "workload": {"model": {"from": "llama-2-13b"}, "parallelism": {"tp": 2},
+                         "training": {"global_batch_size": 64, "micro_batch_size": 1, "sequence_length": 4096}}}
+    scenario, out = tmp_path / "s.yaml", tmp_path / "r.html"
+    scenario.write_text(yaml.safe_dump(data))
+    assert cli("report", str(scenario), "-o", str(out)).returncode == 0
+    result = json.loads(cli("simulate", str(scenario), "--json").stdout)
+    html = out.read_text()
+    assert "To fit, one of (in the order tuning guides try them, memory.remedies):" in html
+    assert "<li>distributed_optimizer: true (" in html
+    shown = [n for n in parse(html).numbers if n["data-key"].startswith("memory.to_fit.")]
+    assert len(shown) == len(result["memory"]["to_fit"]) > 0
+    for n in shown:
+        agrees(result, n["data-key"], n["data-value"], n["data-unit"], n["text"])
