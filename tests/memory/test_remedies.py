@@ -14,7 +14,7 @@ from helpers import cli
 from simulon.config.errors import ConfigError
 from simulon.config.loading import parse_scenario
 from simulon.memory import estimate_memory
-from simulon.memory.remedies import LADDER, applied, remedies
+from simulon.memory.remedies import LADDER, applied, closest, remedies
 
 
 def scenario(model: str, tp: int, pp: int, nodes: int = 1, mbs: int = 1, seq: int = 4096, **parallelism) -> dict:
@@ -58,11 +58,22 @@ def test_the_json_lists_the_settings_of_each_change_and_a_run_that_fits_lists_no
     assert json.loads(cli("memory", written(tmp_path, data), "--json").stdout)["to_fit"] == []
 
 
-def test_a_run_no_change_of_one_or_two_settings_can_fit_is_told_so_and_still_simulated(tmp_path):
-    run = cli("simulate", written(tmp_path, scenario("llama-3-70b", tp=4, pp=2, nodes=2)))  # 70B on 16 GPUs
+def test_a_run_no_change_of_one_or_two_settings_can_fit_is_told_so_and_how_close_the_closest_comes(tmp_path):
+    data = scenario("llama-3-70b", tp=4, pp=2, nodes=2)  # 70B on 16 GPUs
+    run = cli("simulate", written(tmp_path, data))
     assert run.returncode == 0, run.stderr
-    assert "\nNo change of one or two of distributed_optimizer, expandable_segments, sequence_parallel, recompute, " \
-           "fsdp, tp, cp, pp fits: more GPUs, or `simulon search` for the strategies that do\n" in run.stdout
+    line = next(line for line in run.stdout.splitlines() if line.startswith("No change"))
+    assert line.startswith("No change of one or two of distributed_optimizer, expandable_segments, sequence_parallel, "
+                           "recompute, fsdp, tp, cp, pp fits; the closest, "), line
+    assert line.endswith(": more GPUs, or `simulon search` for the strategies that do"), line
+    sc = parse_scenario(data, "s.yaml")
+    nearest = closest(sc)
+    assert f"; the closest, {nearest.text()}:" in line
+    assert 1.0 < nearest.report.peak.fill < estimate_memory(sc).peak.fill
+    for offer in LADDER:  # no single change comes closer
+        for change in offer(sc):
+            variant = applied(sc, change)
+            assert variant is None or estimate_memory(variant).peak.fill >= nearest.report.peak.fill, change
 
 
 def test_two_settings_are_offered_together_only_where_no_one_setting_fits():

@@ -98,10 +98,10 @@ LADDER: tuple[Callable[[ScenarioConfig], list[Change]], ...] = (
 
 @dataclass(frozen=True)
 class Remedy:
-    """A change of settings that makes the run fit, and the memory it then takes on its fullest stage."""
+    """A change of settings, and the memory the run then takes on its fullest stage."""
 
     change: Change
-    report: MemoryReport
+    report: MemoryReport  # the scenario's memory with the change (a closest miss's does not fit)
 
     def text(self) -> str:
         """'distributed_optimizer: true (61.20 GiB on stage 0 of 80.00)'."""
@@ -153,27 +153,39 @@ def _candidates(sc: ScenarioConfig) -> Iterator[Change]:
             yield first + second
 
 
+def _evaluated(sc: ScenarioConfig) -> Iterator[Remedy]:
+    """Every candidate change (_candidates) the scenario accepts and the memory model can take, with its memory,
+    fitting or not."""
+    for change in _candidates(sc):
+        variant = applied(sc, change)
+        if variant is None:
+            continue
+        try:
+            yield Remedy(change, estimate_memory(variant))
+        except ValueError:  # a variant the memory model cannot take
+            continue
+
+
 def remedies(sc: ScenarioConfig, most: int = 3) -> list[Remedy]:
     """Up to `most` changes that make a run that does not fit fit, in the ladder's order; changes of two settings only
     where no change of one fits; none for a run that fits."""
     if estimate_memory(sc).fits:
         return []
     found: list[Remedy] = []
-    for change in _candidates(sc):
-        if found and len(change) > len(found[0].change):
+    for remedy in _evaluated(sc):
+        if found and len(remedy.change) > len(found[0].change):
             break
-        variant = applied(sc, change)
-        if variant is None:
-            continue
-        try:
-            report = estimate_memory(variant)
-        except ValueError:  # a variant the memory model cannot take
-            continue
-        if report.fits:
-            found.append(Remedy(change, report))
+        if remedy.report.fits:
+            found.append(remedy)
             if len(found) == most:
                 break
     return found
+
+
+def closest(sc: ScenarioConfig) -> Remedy | None:
+    """Of the changes tried, the one that leaves the fullest stage the least over its GPU's memory (the ladder's
+    earliest among equals): how far a run no remedy fits is from fitting. None where no change could be tried."""
+    return min(_evaluated(sc), key=lambda remedy: remedy.report.peak.fill, default=None)
 
 
 def settings_tried(sc: ScenarioConfig) -> list[str]:
