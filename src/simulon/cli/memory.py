@@ -14,7 +14,7 @@ from ..config.loading import load_scenario
 from ..config.scenario import ScenarioConfig
 from ..config.units import GiB
 from ..memory import MemoryReport, StageMemory, estimate_memory
-from ..memory.remedies import closest, remedies, settings_tried
+from ..memory.remedies import advise, remedies, settings_tried
 from .output import print_table
 
 TERM_COLUMNS = {"weights": "weights", "gradients": "grads", "optimizer states": "optimizer",
@@ -44,12 +44,11 @@ def remedy_line(sc: ScenarioConfig, report: MemoryReport) -> str | None:
     of the settings tried does; None for a run that fits."""
     if report.fits:
         return None
-    found = remedies(sc)
-    if found:
+    advice = advise(sc)
+    if advice.remedies:
         return ("To fit, one of (in the order tuning guides try them, memory.remedies): "
-                + "; or ".join(r.text() for r in found))
-    nearest = closest(sc)
-    miss = f"; the closest, {nearest.text()}" if nearest is not None else ""
+                + "; or ".join(r.text() for r in advice.remedies))
+    miss = f"; the closest, {advice.closest.text()}" if advice.closest is not None else ""
     return (f"No change of one or two of {', '.join(settings_tried(sc))} fits{miss}: more GPUs, or `simulon search` "
             "for the strategies that do")
 

@@ -170,7 +170,7 @@ def _synonym_key_hint(error: dict[str, Any]) -> str:
         if targets == SHARDING_KEYS:
             return ""
         homes = [path for path in key_homes().get(targets[0], ()) if path]
-        return f" (did you mean {targets[0]!r}? it belongs in {' or '.join(homes[:2])})" if homes else ""
+        return f" (did you mean {targets[0]!r}?{_belongs_in(homes)})" if homes else ""
     if targets != SHARDING_KEYS:
         return f" (did you mean {targets[0]!r}?)"
     hint = _sharding_hint(error.get("input"))
@@ -216,6 +216,11 @@ def block_keys(block: str) -> list[str]:
     return [key for key, paths in key_homes().items() if block in paths]
 
 
+def _belongs_in(paths: list[str]) -> str:
+    """' it belongs in workload.training' (the first two of the blocks that hold a key)."""
+    return f" it belongs in {' or '.join(paths[:2])}"
+
+
 def _unknown_key_hint(loc: tuple[Any, ...]) -> str:
     """' (it belongs in ...)' for a key another block holds as written (`recompute` under workload.training, where
     workload.parallelism holds it; `micro_batch_size` under workload.parallelism, though it is near that block's
@@ -228,7 +233,7 @@ def _unknown_key_hint(loc: tuple[Any, ...]) -> str:
     parent = names[-2] if len(names) > 1 else ""  # a block of the same name elsewhere first (scale_out's switch)
     elsewhere.sort(key=lambda path: path.rsplit(".", 1)[-1] != parent)
     if elsewhere:
-        return f" (it belongs in {' or '.join(elsewhere[:2])})"
+        return f" ({_belongs_in(elsewhere).lstrip()})"
     close = difflib.get_close_matches(key, block_keys(block), n=1, cutoff=0.75)
     return f" (did you mean {close[0]!r}?)" if close else ""
 

@@ -166,12 +166,24 @@ def _evaluated(sc: ScenarioConfig) -> Iterator[Remedy]:
             continue
 
 
-def remedies(sc: ScenarioConfig, most: int = 3) -> list[Remedy]:
-    """Up to `most` changes that make a run that does not fit fit, in the ladder's order; changes of two settings only
-    where no change of one fits; none for a run that fits."""
+@dataclass(frozen=True)
+class Advice:
+    """What the changes tried say about a run that does not fit: those that make it fit, and where none does, the one
+    that comes closest."""
+
+    remedies: list[Remedy]
+    closest: Remedy | None  # None where a change fits, or none could be tried
+
+
+def advise(sc: ScenarioConfig, most: int = 3) -> Advice:
+    """Up to `most` changes that make a run that does not fit fit, in the ladder's order, changes of two settings only
+    where no change of one fits; where none fits, of the changes tried the one that leaves the fullest stage the least
+    over its GPU's memory (the ladder's earliest among equals). Nothing for a run that fits. Every change is
+    evaluated once."""
     if estimate_memory(sc).fits:
-        return []
+        return Advice([], None)
     found: list[Remedy] = []
+    nearest: Remedy | None = None
     for remedy in _evaluated(sc):
         if found and len(remedy.change) > len(found[0].change):
             break
@@ -179,13 +191,19 @@ def remedies(sc: ScenarioConfig, most: int = 3) -> list[Remedy]:
             found.append(remedy)
             if len(found) == most:
                 break
-    return found
+        elif nearest is None or remedy.report.peak.fill < nearest.report.peak.fill:
+            nearest = remedy
+    return Advice(found, None if found else nearest)
+
+
+def remedies(sc: ScenarioConfig, most: int = 3) -> list[Remedy]:
+    """The changes that make a run that does not fit fit (advise)."""
+    return advise(sc, most).remedies
 
 
 def closest(sc: ScenarioConfig) -> Remedy | None:
-    """Of the changes tried, the one that leaves the fullest stage the least over its GPU's memory (the ladder's
-    earliest among equals): how far a run no remedy fits is from fitting. None where no change could be tried."""
-    return min(_evaluated(sc), key=lambda remedy: remedy.report.peak.fill, default=None)
+    """Where no change fits a run, the one that comes closest (advise)."""
+    return advise(sc).closest
 
 
 def settings_tried(sc: ScenarioConfig) -> list[str]:
