@@ -1,6 +1,7 @@
 """What a run that does not fit is told would make it fit (memory.remedies): each change offered does fit when written
-into the scenario, the changes come in the ladder's order, two settings together only where no one setting fits, and
-a run that fits, or that no such change can fit, is told so."""
+into the scenario, the changes come in the ladder's order, or timed by the search's estimate fastest first (in the
+replay's order too), two settings together only where no one setting fits, and a run that fits, or that no such change
+can fit, is told so."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ from helpers import cli
 from simulon.config.errors import ConfigError
 from simulon.config.loading import parse_scenario
 from simulon.memory import estimate_memory
-from simulon.memory.remedies import LADDER, applied, closest, remedies
+from simulon.memory.remedies import LADDER, advise, applied, closest, remedies
+from simulon.pipeline import simulate
+from simulon.search.estimate import step_seconds, step_timer
 
 
 def scenario(model: str, tp: int, pp: int, nodes: int = 1, mbs: int = 1, seq: int = 4096, **parallelism) -> dict:
@@ -40,8 +43,8 @@ def test_the_distributed_optimizer_is_offered_first_and_the_scenario_with_it_fit
     run = cli("memory", written(tmp_path, data))
     assert "DOES NOT FIT" in run.stdout
     line = run.stdout.splitlines()[-1]
-    assert line.startswith("To fit, one of (in the order tuning guides try them, memory.remedies): "
-                           "distributed_optimizer: true ("), line
+    assert line.startswith("To fit, one of (fastest first by the search's estimate of a step, the run as written"), line
+    assert line.split("memory.remedies): ")[1].startswith("distributed_optimizer: true ("), line
     offered = float(line.split("distributed_optimizer: true (")[1].split(" GiB")[0])
     data["workload"]["parallelism"]["distributed_optimizer"] = True
     fixed = cli("memory", written(tmp_path, data, "fixed.yaml"))
@@ -70,6 +73,9 @@ def test_a_run_no_change_of_one_or_two_settings_can_fit_is_told_so_and_how_close
     nearest = closest(sc)
     assert f"; the closest, {nearest.text()}:" in line
     assert 1.0 < nearest.report.peak.fill < estimate_memory(sc).peak.fill
+    memory = json.loads(cli("memory", written(tmp_path, data), "--json").stdout)
+    assert memory["to_fit"] == [] and memory["closest_to_fit"] == nearest.to_json()
+    assert memory["closest_to_fit"]["device_bytes"] > memory["closest_to_fit"]["capacity_bytes"]
     for offer in LADDER:  # no single change comes closer
         for change in offer(sc):
             variant = applied(sc, change)
@@ -111,3 +117,39 @@ def test_every_change_offered_fits_when_applied_and_they_come_in_the_ladder_s_or
     singles = [r.change for r in found if len(r.change) == 1]
     assert singles == sorted(singles, key=lambda change: ladder_position(sc, change))
     assert len({len(r.change) for r in found}) <= 1
+
+
+def test_timed_changes_come_fastest_first_each_at_its_own_estimate_and_in_the_replay_s_order():
+    """Llama 2 13B at tp 2 on one DGX H100 without the distributed optimizer: five single changes fit; the search's
+    estimate (one Estimator for all, step_timer) gives each the step a fresh estimate of its scenario gives, lists
+    them fastest first (the ladder's order put ZeRO-2 and ZeRO-3 before pp 2, which the estimate and the replay both
+    find faster), and the replay of each ranks them alike."""
+    sc = parse_scenario(scenario("llama-2-13b", tp=2, pp=1, distributed_optimizer=False), "s.yaml")
+    advice = advise(sc, most=10, step_time=step_timer(sc))
+    assert advice.timed and len(advice.remedies) == 5
+    times = [r.step_s for r in advice.remedies]
+    assert times == sorted(times)
+    assert [r.step_s for r in advice.remedies] == [step_seconds(r.scenario) for r in advice.remedies]
+    assert all(r.as_written_s == step_seconds(sc) for r in advice.remedies)
+    ladder = [r.change for r in advise(sc, most=10).remedies]
+    assert sorted(ladder) == sorted(r.change for r in advice.remedies)
+    assert ladder != [r.change for r in advice.remedies]
+    replayed = [simulate(r.scenario).result.iteration_time_ms for r in advice.remedies]
+    assert replayed == sorted(replayed)
+
+
+def test_a_run_on_gpus_of_two_types_is_not_timed_and_keeps_the_ladder_s_order(tmp_path):
+    """The estimate takes one GPU type: on H100 and A100 nodes the changes come as the tuning guides try them."""
+    data = {"datacenter": {"datacenter": {"name": "mixed"},
+                           "node_groups": [{"from": "dgx-h100", "num_nodes": 2}, {"from": "dgx-a100", "num_nodes": 2}]},
+            "workload": {"model": {"from": "llama-3-70b"},
+                         "parallelism": {"tp": 8, "pp": 2, "distributed_optimizer": False},
+                         "training": {"global_batch_size": 32, "micro_batch_size": 1, "sequence_length": 4096}}}
+    sc = parse_scenario(data, "s.yaml")
+    assert step_timer(sc) is None
+    line = cli("memory", written(tmp_path, data)).stdout.splitlines()[-1]
+    assert line.startswith("To fit, one of (in the order tuning guides try them, memory.remedies): "
+                           "distributed_optimizer: true ("), line
+    assert "; step" not in line
+    found = json.loads(cli("memory", written(tmp_path, data), "--json").stdout)["to_fit"]
+    assert found and all(r["estimated_step_s"] is None for r in found)

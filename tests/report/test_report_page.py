@@ -129,9 +129,28 @@ def test_a_run_that_does_not_fit_lists_what_would_make_it_fit_with_the_simulate_
     assert cli("report", str(scenario), "-o", str(out)).returncode == 0
     result = json.loads(cli("simulate", str(scenario), "--json").stdout)
     html = out.read_text()
-    assert "To fit, one of (in the order tuning guides try them, memory.remedies):" in html
+    assert "To fit, one of (fastest first by the search&#x27;s estimate of a step, memory.remedies):" in html
     assert "<li>distributed_optimizer: true (" in html
     shown = [n for n in parse(html).numbers if n["data-key"].startswith("memory.to_fit.")]
-    assert len(shown) == len(result["memory"]["to_fit"]) > 0
+    assert len(shown) == 3 * len(result["memory"]["to_fit"]) > 0  # memory, step, the run as written's step
+    assert {n["data-key"].rsplit(".", 1)[1] for n in shown} == {"device_bytes", "estimated_step_s",
+                                                                "as_written_estimated_step_s"}
+    for n in shown:
+        agrees(result, n["data-key"], n["data-value"], n["data-unit"], n["text"])
+
+
+def test_a_run_no_change_fits_shows_the_closest_change_with_the_simulate_json_s_figures(tmp_path):
+    data = {"datacenter": {"from": "dgx-h100", "cluster": {"num_nodes": 2}},
+            "workload": {"model": {"from": "llama-3-70b"}, "parallelism": {"tp": 4, "pp": 2},
+                         "training": {"global_batch_size": 64, "micro_batch_size": 1, "sequence_length": 4096}}}
+    scenario, out = tmp_path / "s.yaml", tmp_path / "r.html"
+    scenario.write_text(yaml.safe_dump(data))
+    assert cli("report", str(scenario), "-o", str(out)).returncode == 0
+    result = json.loads(cli("simulate", str(scenario), "--json").stdout)
+    assert result["memory"]["to_fit"] == [] and result["memory"]["closest_to_fit"] is not None
+    html = out.read_text()
+    assert "No change of one or two of the settings tuning guides try first fits; the closest, " in html
+    shown = [n for n in parse(html).numbers if n["data-key"].startswith("memory.closest_to_fit.")]
+    assert [n["data-key"] for n in shown] == ["memory.closest_to_fit.device_bytes"]
     for n in shown:
         agrees(result, n["data-key"], n["data-value"], n["data-unit"], n["text"])

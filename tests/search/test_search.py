@@ -252,14 +252,14 @@ def test_a_proxys_strategy_counts_only_if_its_pipeline_stretched_to_the_full_mod
     tensor parallelism fits the proxy but, with 16 micro-batches in flight on the first stage, not the full model."""
     import dataclasses
 
-    from simulon.search.agreement import fits_full_model, full_layers, strategy_of
+    from simulon.search.agreement import fits_full_model, full_layers
     from simulon.validate.report import read_table, shipped_table
     from simulon.validate.training import scenario_from_row
 
     rows = read_table(shipped_table("training"))
     row = next(r for r in rows if r["model"].startswith("Grok-1") and r["num_gpus"] == "16" and r["precision"] == "FP8")
     sc = scenario_from_row(row)
-    search, recipe = Search(sc, 16, fp8=False), strategy_of(sc)
+    search, recipe = Search(sc, 16, fp8=False), Strategy.of(sc)
     assert full_layers(row, sc) == 64
     no_tp = dataclasses.replace(recipe, tp=1, etp=1, dp=16, sequence_parallel=False, tp_comm_overlap=False)
     assert search.memory(recipe).fits and search.memory(no_tp).fits

@@ -10,9 +10,9 @@ from helpers import estimate_over_replay, gpt_scenario
 from simulon.collective.tuner import CollectivePlan
 from simulon.config.scenario import ScenarioConfig
 from simulon.network.topology import Topology
-from simulon.search.agreement import strategy_of
 from simulon.search.estimate import Estimator, LayerUnit, unit_kind
 from simulon.search.run import Search, apply
+from simulon.search.space import Strategy
 from simulon.workload.layer_kernels import LayerKernels
 
 SEQ = 8192
@@ -37,7 +37,7 @@ def compute_s(sc: ScenarioConfig) -> float:
     dc = sc.datacenter
     estimator = Estimator(sc.workload, dc, CollectivePlan.from_config(Topology.from_datacenter(dc), sc.collective),
                           sc.collective)
-    strategy = strategy_of(sc)
+    strategy = Strategy.of(sc)
     return estimator.estimate(strategy, apply(sc.workload, strategy)).compute_s
 
 
@@ -59,7 +59,7 @@ def test_the_estimate_times_windowed_layers_through_their_window_and_every_layer
 
 def test_the_estimate_of_a_windowed_model_follows_its_replay():
     sc = windowed(2)
-    assert 0.8 < estimate_over_replay(Search(sc), sc, strategy_of(sc), 4) < 1.2
+    assert 0.8 < estimate_over_replay(Search(sc), sc, Strategy.of(sc), 4) < 1.2
 
 
 def test_the_estimate_times_the_layers_a_narrow_format_keeps_in_bf16_at_the_bf16_rate():

@@ -21,8 +21,8 @@ from ..config.units import check_size, format_size, parse_size
 from .diff import diff_command
 from .errors import run_reporting_errors
 from .limits import MaxMemoryOption, memory_limit
+from .memory import advice, print_report, remedy_line, summary_line, warnings
 from .memory import memory as memory_command
-from .memory import print_report, remedy_line, summary_line, warnings
 from .output import print_table, sampling_line, sampling_metadata
 from .plan import plan_hetero
 from .plot import plot as plot_command
@@ -138,7 +138,8 @@ def simulate(
     for line in warnings(sim.memory):
         print(line)
     if not sim.memory.fits:
-        print(remedy_line(load_scenario(scenario), sim.memory))
+        sc = load_scenario(scenario)
+        print(remedy_line(sc, advice(sc, sim.memory)))
     for gpu, use in sim.profiled.items():
         print(use.line(gpu))
     for rank, finding in enumerate(analysis.findings[:3], start=1):

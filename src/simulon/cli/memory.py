@@ -14,7 +14,8 @@ from ..config.loading import load_scenario
 from ..config.scenario import ScenarioConfig
 from ..config.units import GiB
 from ..memory import MemoryReport, StageMemory, estimate_memory
-from ..memory.remedies import advise, remedies, settings_tried
+from ..memory.remedies import Advice, advise, settings_tried
+from ..search.estimate import step_timer
 from .output import print_table
 
 TERM_COLUMNS = {"weights": "weights", "gradients": "grads", "optimizer states": "optimizer",
@@ -39,23 +40,36 @@ def warnings(report: MemoryReport) -> list[str]:
     return lines
 
 
-def remedy_line(sc: ScenarioConfig, report: MemoryReport) -> str | None:
-    """For a run that does not fit, the changes that would make it fit (memory.remedies), or that none of one or two
-    of the settings tried does; None for a run that fits."""
-    if report.fits:
+def advice(sc: ScenarioConfig, report: MemoryReport) -> Advice | None:
+    """For a run that does not fit, what would make it fit (memory.remedies), fastest first by the strategy search's
+    estimate of a step (search.estimate.step_timer); None for a run that fits."""
+    return None if report.fits else advise(sc, step_time=step_timer(sc))
+
+
+def remedy_line(sc: ScenarioConfig, found: Advice | None) -> str | None:
+    """The changes that would make a run fit, or that none of one or two of the settings tried does and the closest;
+    None for a run that fits."""
+    if found is None:
         return None
-    advice = advise(sc)
-    if advice.remedies:
-        return ("To fit, one of (in the order tuning guides try them, memory.remedies): "
-                + "; or ".join(r.text() for r in advice.remedies))
-    miss = f"; the closest, {advice.closest.text()}" if advice.closest is not None else ""
+    if found.remedies:
+        first = found.remedies[0]
+        order = "in the order tuning guides try them"
+        if found.timed:
+            order = "fastest first by the search's estimate of a step" + (
+                f", the run as written {first.as_written_s:.2f} s" if first.as_written_s else "")
+        return f"To fit, one of ({order}, memory.remedies): " + "; or ".join(r.text() for r in found.remedies)
+    miss = f"; the closest, {found.closest.text()}" if found.closest is not None else ""
     return (f"No change of one or two of {', '.join(settings_tried(sc))} fits{miss}: more GPUs, or `simulon search` "
             "for the strategies that do")
 
 
-def remedies_json(sc: ScenarioConfig, report: MemoryReport) -> list[dict]:
-    """The remedies of a run that does not fit, as JSON ([] for one that fits)."""
-    return [] if report.fits else [r.to_json() for r in remedies(sc)]
+def remedies_json(found: Advice | None) -> dict:
+    """The remedies of a run that does not fit and, where none fits, the closest change, as JSON (none for a run that
+    fits): `to_fit` and `closest_to_fit` of the memory object."""
+    if found is None:
+        return {"to_fit": [], "closest_to_fit": None}
+    closest = found.closest.to_json() if found.closest is not None else None
+    return {"to_fit": [r.to_json() for r in found.remedies], "closest_to_fit": closest}
 
 
 def summary_line(report: MemoryReport) -> str:
@@ -96,12 +110,13 @@ def memory(
     if sc.workload is None:
         raise ConfigError(f"{scenario}: workload: required to estimate memory")
     report = estimate_memory(sc)
+    found = advice(sc, report)
     if as_json:
-        print(json.dumps({**report.to_json(), "to_fit": remedies_json(sc, report)}))
+        print(json.dumps({**report.to_json(), **remedies_json(found)}))
         return
     print_report(report)
     print(summary_line(report))
     for line in warnings(report):
         print(line)
-    if (line := remedy_line(sc, report)) is not None:
+    if (line := remedy_line(sc, found)) is not None:
         print(line)

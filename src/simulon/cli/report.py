@@ -61,10 +61,11 @@ def run_scenario(scenario: Path, quiet: bool, expand: str = "auto", memory_limit
 
 def result_json(sim: Simulation, analysis: Analysis, scenario: Path) -> dict:
     """The iteration as `simulon simulate --json` prints it: the summary, `memory` (with, for a run that does not
-    fit, `to_fit`: the changes that would make it fit, memory.remedies), `analysis` and `schedule`, and where a GPU
-    has a measured profile, `profile`: how it served the step, by GPU (compute.populate.ProfileUse)."""
+    fit, `to_fit`: the changes that would make it fit, and `closest_to_fit`, memory.remedies), `analysis` and
+    `schedule`, and where a GPU has a measured profile, `profile`: how it served the step, by GPU
+    (compute.populate.ProfileUse)."""
     from ..analysis.schedule import schedule
-    from .memory import remedies_json
+    from .memory import advice, remedies_json
 
     folded = {} if sim.fold.expand_spread else {"collectives_folded_throughout": True}
     if sim.fold.steady_rings:
@@ -72,7 +73,7 @@ def result_json(sim: Simulation, analysis: Analysis, scenario: Path) -> dict:
     profiled = {"profile": {gpu: use._asdict() for gpu, use in sim.profiled.items()}} if sim.profiled else {}
     memory = sim.memory.to_json()
     if not sim.memory.fits:
-        memory["to_fit"] = remedies_json(load_scenario(scenario), sim.memory)
+        memory.update(remedies_json(advice(load_scenario(scenario), sim.memory)))
     return {**sim.result.to_dict(), **folded, **profiled, "memory": memory,
             "analysis": analysis.to_dict(), "schedule": schedule(sim.dag, sim.timeline)}
 

@@ -1,6 +1,7 @@
 """What would make a run that does not fit its GPUs' memory fit: the settings training engineers change first, each
 applied to the scenario as written, parsed and checked as any scenario is, and its memory estimated by the memory
-model; the changes whose fullest stage then fits are listed in the order of a ladder of what they cost.
+model; the changes whose fullest stage then fits are listed in the order of a ladder of what they cost, or
+fastest first by an estimate of their step.
 
 The ladder follows NVIDIA's Megatron-Bridge tuning guides (docs.nvidia.com/nemo/megatron-bridge: the performance
 tuning guide's hierarchy, data parallelism first and tensor or context parallelism when memory is constrained,
@@ -15,14 +16,18 @@ guide's order for a run out of memory, expandable segments, then selective recom
 4. twice the tensor, context, expert or pipeline parallelism, at the same GPU count (data parallelism halves);
 5. full recomputation (a layer's forward run twice), and half the micro-batch size (more, shorter GEMMs).
 
-Where no one change fits, two of them together are tried, the ladder's earliest first. The step time of a change is
-not simulated here: `simulon simulate` each, or `simulon search`, to compare them.
+Where no one change fits, two of them together are tried, the ladder's earliest first. Given a step-time estimate
+(`advise`'s `step_time`: the CLI passes the strategy search's, search.estimate.step_timer, which this package does
+not import), every change of the fewest settings that fits is timed and they are listed fastest first, the ladder's
+order among equal times, with the estimate of the run as written beside them (what it would take if it fitted); the
+estimate is the search's ranking model, not a replay: `simulon simulate` a change for its step.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from itertools import combinations
 from typing import Any
 
@@ -98,16 +103,26 @@ LADDER: tuple[Callable[[ScenarioConfig], list[Change]], ...] = (
 
 @dataclass(frozen=True)
 class Remedy:
-    """A change of settings, and the memory the run then takes on its fullest stage."""
+    """A change of settings, the scenario with it, the memory the run then takes on its fullest stage, and where
+    timed (advise's `step_time`) its step and the run's as written, seconds."""
 
     change: Change
     report: MemoryReport  # the scenario's memory with the change (a closest miss's does not fit)
+    scenario: ScenarioConfig = field(compare=False, repr=False)
+    step_s: float | None = None
+    as_written_s: float | None = None
 
     def text(self) -> str:
-        """'distributed_optimizer: true (61.20 GiB on stage 0 of 80.00)'."""
+        """'distributed_optimizer: true (61.20 GiB on stage 0 of 80.00)', with '; step 5.88 s, +5.4%' where timed
+        (the step's change on the run as written)."""
         peak = self.report.peak
+        timed = ""
+        if self.step_s is not None:
+            timed = f"; step {self.step_s:.2f} s"
+            if self.as_written_s:
+                timed += f", {100 * (self.step_s / self.as_written_s - 1):+.1f}%"
         return (f"{settings_text(self.settings)} ({peak.device / GiB:.2f} GiB on stage {peak.stage} of "
-                f"{peak.capacity / GiB:.2f})")
+                f"{peak.capacity / GiB:.2f}{timed})")
 
     @property
     def settings(self) -> dict[str, Any]:
@@ -117,7 +132,8 @@ class Remedy:
     def to_json(self) -> dict:
         peak = self.report.peak
         return {"settings": self.settings, "peak_stage": peak.stage, "device_bytes": peak.device,
-                "capacity_bytes": peak.capacity}
+                "capacity_bytes": peak.capacity, "estimated_step_s": self.step_s,
+                "as_written_estimated_step_s": self.as_written_s}
 
 
 def settings_text(settings: dict[str, Any]) -> str:
@@ -161,7 +177,7 @@ def _evaluated(sc: ScenarioConfig) -> Iterator[Remedy]:
         if variant is None:
             continue
         try:
-            yield Remedy(change, estimate_memory(variant))
+            yield Remedy(change, estimate_memory(variant), variant)
         except ValueError:  # a variant the memory model cannot take
             continue
 
@@ -174,12 +190,19 @@ class Advice:
     remedies: list[Remedy]
     closest: Remedy | None  # None where a change fits, or none could be tried
 
+    @property
+    def timed(self) -> bool:
+        """Whether the remedies are ranked by their estimated step (advise's `step_time`), not by the ladder."""
+        return any(r.step_s is not None for r in self.remedies)
 
-def advise(sc: ScenarioConfig, most: int = 3) -> Advice:
-    """Up to `most` changes that make a run that does not fit fit, in the ladder's order, changes of two settings only
-    where no change of one fits; where none fits, of the changes tried the one that leaves the fullest stage the least
-    over its GPU's memory (the ladder's earliest among equals). Nothing for a run that fits. Every change is
-    evaluated once."""
+
+def advise(sc: ScenarioConfig, most: int = 3,
+           step_time: Callable[[ScenarioConfig], float | None] | None = None) -> Advice:
+    """Up to `most` changes that make a run that does not fit fit, changes of two settings only where no change of one
+    fits: the ladder's first, or with `step_time` (a scenario's step in seconds, None where it cannot tell) the fastest
+    of all that fit, the ladder's order among equals and after the untimed; where none fits, of the changes tried the
+    one that leaves the fullest stage the least over its GPU's memory (the ladder's earliest among equals). Nothing for
+    a run that fits. Every change is evaluated once."""
     if estimate_memory(sc).fits:
         return Advice([], None)
     found: list[Remedy] = []
@@ -189,11 +212,15 @@ def advise(sc: ScenarioConfig, most: int = 3) -> Advice:
             break
         if remedy.report.fits:
             found.append(remedy)
-            if len(found) == most:
+            if step_time is None and len(found) == most:
                 break
         elif nearest is None or remedy.report.peak.fill < nearest.report.peak.fill:
             nearest = remedy
-    return Advice(found, None if found else nearest)
+    if step_time is not None and found:
+        as_written = step_time(sc)
+        found = [replace(r, step_s=step_time(r.scenario), as_written_s=as_written) for r in found]
+        found.sort(key=lambda r: math.inf if r.step_s is None else r.step_s)  # stable: the ladder's among equals
+    return Advice(found[:most], None if found else nearest)
 
 
 def remedies(sc: ScenarioConfig, most: int = 3) -> list[Remedy]:

@@ -10,8 +10,9 @@ from typing import Any
 
 from ..config.units import GiB
 
-FORMATS = {"ms": ("{:,.2f}", 1.0, " ms"), "%": ("{:.1f}", 100.0, "%"), "GiB": ("{:,.2f}", 1.0 / GiB, " GiB"),
-           "tokens/s": ("{:,.0f}", 1.0, " tokens/s"), "TFLOP/s": ("{:.1f}", 1.0, " TFLOP/s"), "": ("{:,}", 1.0, "")}
+FORMATS = {"s": ("{:,.2f}", 1.0, " s"), "ms": ("{:,.2f}", 1.0, " ms"), "%": ("{:.1f}", 100.0, "%"),
+           "GiB": ("{:,.2f}", 1.0 / GiB, " GiB"), "tokens/s": ("{:,.0f}", 1.0, " tokens/s"),
+           "TFLOP/s": ("{:.1f}", 1.0, " TFLOP/s"), "": ("{:,}", 1.0, "")}
 """Per unit: the format of the shown number, the factor from the JSON value to it, and the unit written after it."""
 
 

@@ -62,16 +62,32 @@ def summary(data: dict) -> str:
 
 def to_fit(mem: dict) -> str:
     """For a run that does not fit, the changes that would make it fit (memory.remedies), as `simulate` lists them,
-    or that none of one or two settings would ("" for a run that fits)."""
+    or that none of one or two settings would and the closest ("" for a run that fits)."""
     if mem["fits"]:
         return ""
     found = mem.get("to_fit", [])
     if not found:
-        return "<p>No change of one or two of the settings tuning guides try first fits (memory.remedies).</p>\n"
-    items = "".join(f'<li>{text(settings_text(r["settings"]))} '
-                    f'({number(f"memory.to_fit.{i}.device_bytes", r["device_bytes"], "GiB")} on stage '
-                    f'{text(r["peak_stage"])})</li>' for i, r in enumerate(found))
-    return f"<p>To fit, one of (in the order tuning guides try them, memory.remedies):</p>\n<ul>{items}</ul>\n"
+        closest = mem.get("closest_to_fit")
+        miss = f"; the closest, {remedy(closest, 'memory.closest_to_fit')}" if closest is not None else ""
+        return (f"<p>No change of one or two of the settings tuning guides try first fits{miss} "
+                "(memory.remedies).</p>\n")
+    items = "".join(f"<li>{remedy(r, f'memory.to_fit.{i}')}</li>" for i, r in enumerate(found))
+    timed = any(r.get("estimated_step_s") is not None for r in found)
+    order = "fastest first by the search's estimate of a step" if timed else "in the order tuning guides try them"
+    return f"<p>{text(f'To fit, one of ({order}, memory.remedies):')}</p>\n<ul>{items}</ul>\n"
+
+
+def remedy(r: dict, key: str) -> str:
+    """One change of memory.remedies as the report shows it: its settings, its fullest stage's memory and where
+    estimated its step against the run's as written, each number tagged with its JSON path under `key`."""
+    shown = (f'{text(settings_text(r["settings"]))} ({number(f"{key}.device_bytes", r["device_bytes"], "GiB")} on '
+             f'stage {text(r["peak_stage"])}')
+    if r.get("estimated_step_s") is not None:
+        shown += f'; step {number(f"{key}.estimated_step_s", r["estimated_step_s"], "s")}'
+        if r.get("as_written_estimated_step_s"):
+            shown += (f', against {number(f"{key}.as_written_estimated_step_s", r["as_written_estimated_step_s"], "s")}'
+                      " for the run as written")
+    return shown + ")"
 
 
 def profiled(data: dict) -> str:

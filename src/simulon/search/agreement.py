@@ -20,14 +20,12 @@ import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 
-from ..collective.tuner import CollectivePlan
 from ..config.common import FieldError
 from ..config.templates import find_template
-from ..network.topology import Topology
 from ..pipeline import simulate
 from ..progress import SILENT
 from ..validate.training import Unsupported, measured_iteration, model_block, scenario_from_row
-from .estimate import Estimator
+from .estimate import step_seconds
 from .run import Search, Strategy, apply
 
 FAMILY_COLUMNS = ("source", "model", "hardware", "num_gpus", "seq_len", "gbs", "precision")
@@ -86,18 +84,6 @@ def pooled_tau(families: list[Family], which: str, apart: float = 0.0) -> float:
     return (concordant - discordant) / (concordant + discordant) if concordant + discordant else float("nan")
 
 
-def strategy_of(sc) -> Strategy:
-    """The strategy a scenario runs (its parallelism and training settings as a point of the search space)."""
-    par, train = sc.workload.parallelism, sc.workload.training
-    num_gpus = train.num_gpus or sc.datacenter.num_gpus
-    sharding = ("fsdp" if par.fsdp == "full_shard" else "zero2" if par.fsdp == "shard_grad_op"
-                else "distributed_optimizer")
-    return Strategy(par.tp, par.pp, par.vpp, par.data_parallel(num_gpus), par.cp, par.ep, par.etp,
-                    train.micro_batch_size, par.sequence_parallel, par.recompute, sharding, train.dtype.value,
-                    par.tp_comm_overlap, *((par.layers_per_stage[0], par.layers_per_stage[-1])
-                                           if par.layers_per_stage else ()))
-
-
 def families(rows: list[dict[str, str]]) -> list[Family]:
     """Every family of the table with at least two distinct strategies that simulon can express."""
     groups: dict[tuple, list[int]] = defaultdict(list)
@@ -111,18 +97,15 @@ def families(rows: list[dict[str, str]]) -> list[Family]:
                 sc = scenario_from_row(rows[index])
             except Unsupported:
                 continue
-            distinct.setdefault(strategy_of(sc), (index, sc))
+            distinct.setdefault(Strategy.of(sc), (index, sc))
         if len(distinct) < 2:
             continue
         measured, estimated, replayed = [], [], []
-        for strategy, (index, sc) in distinct.items():
+        for index, sc in distinct.values():
             sim = simulate(sc)
             measured.append(measured_iteration(rows[index], sim, sc)[1])
             replayed.append(sim.result.iteration_time_ms / 1e3)
-            topology = Topology.from_datacenter(sc.datacenter, sc.workload.training.num_gpus)
-            estimator = Estimator(sc.workload, sc.datacenter, CollectivePlan.from_config(topology, sc.collective),
-                                  sc.collective)
-            estimated.append(estimator.estimate(strategy, sc.workload).iteration_s)
+            estimated.append(step_seconds(sc))
         kept = tuple(index for index, _ in distinct.values())
         name = re.sub(r"\s+", " ", f"{key[0][:32]} | {key[1]} | {key[2]} | seq {key[4]} | gbs {key[5]}")
         found.append(Family(name, kept, tuple(measured), tuple(estimated), tuple(replayed)))
@@ -216,7 +199,7 @@ def check_recipes(rows: list[dict[str, str]], indices: list[int], cache=None) ->
         except Unsupported as exc:
             skipped[str(exc).split(":")[0][:60]] += 1
             continue
-        strategy = strategy_of(sc)
+        strategy = Strategy.of(sc)
         base = (sc.workload.model_dump_json(exclude={"parallelism": True, "training": {"micro_batch_size"}})
                 + sc.datacenter.model_dump_json())  # what the search is for: all but the strategy
         if base not in searches:

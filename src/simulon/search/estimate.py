@@ -34,6 +34,7 @@ until the slowest stage has reduced its gradients).
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -48,9 +49,10 @@ from ..config.common import DType
 from ..config.dc import DatacenterConfig
 from ..config.hybrid import MIXERS, LayerKind
 from ..config.number_formats import TrainingFormat
-from ..config.scenario import CollectiveConfig
+from ..config.scenario import CollectiveConfig, ScenarioConfig
 from ..config.workload import MegatronWorkload
 from ..engine.replay import MAX_HELD_SHARE
+from ..network.topology import Topology
 from ..pipeline import time_collective
 from ..workload.data_parallel import bucket_kernel, grad_zero_kernel, optimizer_kernel, scales_gradients
 from ..workload.kernels import KernelClass, KernelSpec, Phase, chunked
@@ -578,3 +580,25 @@ class _StageCost:
     @property
     def total(self) -> float:
         return self.compute + self.tp + self.cp + self.ep
+
+
+def step_timer(sc: ScenarioConfig) -> Callable[[ScenarioConfig], float] | None:
+    """A scenario's step as the estimate times it (its strategy, Strategy.of, on its datacenter): what a search ranks
+    strategies by, in well under a second where a replay takes seconds to minutes; for the scenario and for variants
+    of it that change only its strategy (memory.remedies' changes), which share one Estimator's caches as a search's
+    strategies do. None for a datacenter of several GPU types, which the estimate does not take (search.hetero plans
+    those)."""
+    try:
+        sc.datacenter.single_node("the estimate")
+    except ValueError:
+        return None
+    topology = Topology.from_datacenter(sc.datacenter, sc.workload.training.num_gpus)
+    estimator = Estimator(sc.workload, sc.datacenter, CollectivePlan.from_config(topology, sc.collective),
+                          sc.collective)
+    return lambda variant: estimator.estimate(Strategy.of(variant), variant.workload).iteration_s
+
+
+def step_seconds(sc: ScenarioConfig) -> float | None:
+    """A scenario's step as the estimate times it (step_timer); None for a datacenter of several GPU types."""
+    timer = step_timer(sc)
+    return None if timer is None else timer(sc)

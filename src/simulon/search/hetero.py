@@ -66,8 +66,8 @@ from ..workload.layer_kernels import LayerKernels
 from ..workload.parameters import PipelineLayers
 from ..workload.program import EMBEDDING_LAYER, HEAD_LAYER
 from ..workload.schedule import INTERLEAVED, SCHEDULERS
-from .agreement import strategy_of
 from .estimate import Estimator, LayerUnit, unit_kind
+from .space import Strategy
 
 MAX_ORDERS = 2_000
 """Placements enumerated in every order up to this many; beyond, each group's stages stay contiguous. A cost
@@ -148,7 +148,7 @@ def group_datacenter(dc: DatacenterConfig, group: Group) -> DatacenterConfig:
 
 def unit_costs(sc: ScenarioConfig) -> list[UnitCosts]:
     """Each node group's unit costs for the scenario's strategy (see the module docstring, step 1)."""
-    strategy = replace(strategy_of(sc), first_layers=0, last_layers=0)
+    strategy = replace(Strategy.of(sc), first_layers=0, last_layers=0)
     workload = sc.workload
     parallelism = workload.parallelism.model_copy(update={"layers_per_stage": None})
     training = workload.training.model_copy(update={"stage_groups": None, "dp_shares": None})

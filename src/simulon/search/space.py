@@ -47,7 +47,7 @@ import numpy as np
 
 from ..config.common import MAX_GPUS, DType
 from ..config.pipeline_layout import virtual_stage_layers
-from ..config.scenario import tensor_split_problem
+from ..config.scenario import ScenarioConfig, tensor_split_problem
 from ..config.workload import MegatronWorkload
 
 SHARDINGS = ("distributed_optimizer", "zero2", "fsdp")
@@ -124,6 +124,20 @@ class Strategy:
     first_layers: int = 0  # layers of the first and the last pipeline stage when uneven (0: an even split)
     last_layers: int = 0
     zero_bubble: bool = False  # the ZB-H1 schedule (pipeline_schedule zb_h1) in place of 1F1B
+
+    @classmethod
+    def of(cls, sc: ScenarioConfig) -> Strategy:
+        """The strategy a scenario runs (its parallelism and training settings as a point of the search space). A run
+        without the distributed optimizer is the point with it: the search never tries plain data parallelism (the
+        distributed optimizer moves the same bytes and keeps less), and the estimate has no other model of it."""
+        par, train = sc.workload.parallelism, sc.workload.training
+        num_gpus = train.num_gpus or sc.datacenter.num_gpus
+        sharding = ("fsdp" if par.fsdp == "full_shard" else "zero2" if par.fsdp == "shard_grad_op"
+                    else "distributed_optimizer")
+        first, last = (par.layers_per_stage[0], par.layers_per_stage[-1]) if par.layers_per_stage else (0, 0)
+        return cls(par.tp, par.pp, par.vpp, par.data_parallel(num_gpus), par.cp, par.ep, par.etp,
+                   train.micro_batch_size, par.sequence_parallel, par.recompute, sharding, train.dtype.value,
+                   par.tp_comm_overlap, first, last, par.pipeline_schedule == "zb_h1")
 
     def layers_per_stage(self, num_layers: int) -> list[int] | None:
         """Layers of each pipeline stage when the first and last are uneven, else None (an even split)."""
