@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -138,18 +139,23 @@ def test_timed_changes_come_fastest_first_each_at_its_own_estimate_and_in_the_re
     assert replayed == sorted(replayed)
 
 
-def test_a_run_on_gpus_of_two_types_is_not_timed_and_keeps_the_ladder_s_order(tmp_path):
-    """The estimate takes one GPU type: on H100 and A100 nodes the changes come as the tuning guides try them."""
-    data = {"datacenter": {"datacenter": {"name": "mixed"},
-                           "node_groups": [{"from": "dgx-h100", "num_nodes": 2}, {"from": "dgx-a100", "num_nodes": 2}]},
-            "workload": {"model": {"from": "llama-3-70b"},
-                         "parallelism": {"tp": 8, "pp": 2, "distributed_optimizer": False},
-                         "training": {"global_batch_size": 32, "micro_batch_size": 1, "sequence_length": 4096}}}
+MIXED = {"datacenter": {"datacenter": {"name": "mixed"},
+                       "node_groups": [{"from": "dgx-h100", "num_nodes": 2}, {"from": "dgx-a100", "num_nodes": 2}]},
+         "workload": {"model": {"from": "llama-3-70b"},
+                      "parallelism": {"tp": 8, "pp": 2, "distributed_optimizer": False},
+                      "training": {"global_batch_size": 32, "micro_batch_size": 1, "sequence_length": 4096}}}
+DUALPIPE = scenario("llama-2-13b", tp=2, pp=2, pipeline_schedule="dualpipe", distributed_optimizer=False)
+
+
+@pytest.mark.parametrize("data, first", [(MIXED, "distributed_optimizer: true ("), (DUALPIPE, "tp: 4 (")],
+                         ids=["gpus of two types", "dualpipe"])
+def test_a_run_the_estimate_does_not_take_is_not_timed_and_keeps_the_ladder_s_order(tmp_path, data, first):
+    """The estimate takes one GPU type and the schedules its formula is written for (search.estimate
+    ESTIMATED_SCHEDULES): on H100 and A100 nodes, or under DualPipe, the changes come as the tuning guides try them."""
     sc = parse_scenario(data, "s.yaml")
     assert step_timer(sc) is None
     line = cli("memory", written(tmp_path, data)).stdout.splitlines()[-1]
-    assert line.startswith("To fit, one of (in the order tuning guides try them, memory.remedies): "
-                           "distributed_optimizer: true ("), line
+    assert line.startswith("To fit, one of (in the order tuning guides try them, memory.remedies): " + first), line
     assert "; step" not in line
     found = json.loads(cli("memory", written(tmp_path, data), "--json").stdout)["to_fit"]
     assert found and all(r["estimated_step_s"] is None for r in found)

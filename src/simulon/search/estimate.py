@@ -582,12 +582,19 @@ class _StageCost:
         return self.compute + self.tp + self.cp + self.ep
 
 
+ESTIMATED_SCHEDULES = ("1f1b", "interleaved_1f1b", "zb_h1")
+"""The pipeline schedules the estimate's step formula is written for (the module docstring); those the search tries.
+ZB-V's and DualPipe's two mirrored chunks a rank are not: a DualPipe run would be estimated as 1F1B over both."""
+
+
 def step_timer(sc: ScenarioConfig) -> Callable[[ScenarioConfig], float] | None:
     """A scenario's step as the estimate times it (its strategy, Strategy.of, on its datacenter): what a search ranks
     strategies by, in well under a second where a replay takes seconds to minutes; for the scenario and for variants
     of it that change only its strategy (memory.remedies' changes), which share one Estimator's caches as a search's
-    strategies do. None for a datacenter of several GPU types, which the estimate does not take (search.hetero plans
-    those)."""
+    strategies do. None where the estimate does not take the scenario: a datacenter of several GPU types
+    (search.hetero plans those) or a schedule not in ESTIMATED_SCHEDULES."""
+    if sc.workload.parallelism.pipeline_schedule not in ESTIMATED_SCHEDULES:
+        return None
     try:
         sc.datacenter.single_node("the estimate")
     except ValueError:
@@ -599,6 +606,6 @@ def step_timer(sc: ScenarioConfig) -> Callable[[ScenarioConfig], float] | None:
 
 
 def step_seconds(sc: ScenarioConfig) -> float | None:
-    """A scenario's step as the estimate times it (step_timer); None for a datacenter of several GPU types."""
+    """A scenario's step as the estimate times it (step_timer); None where the estimate does not take it."""
     timer = step_timer(sc)
     return None if timer is None else timer(sc)
