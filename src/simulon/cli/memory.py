@@ -15,7 +15,6 @@ from ..config.scenario import ScenarioConfig
 from ..config.units import GiB
 from ..memory import MemoryReport, StageMemory, estimate_memory
 from ..memory.remedies import Advice, advise, settings_tried
-from ..search.estimate import step_timer
 from .output import print_table
 
 TERM_COLUMNS = {"weights": "weights", "gradients": "grads", "optimizer states": "optimizer",
@@ -42,8 +41,13 @@ def warnings(report: MemoryReport) -> list[str]:
 
 def advice(sc: ScenarioConfig, report: MemoryReport) -> Advice | None:
     """For a run that does not fit, what would make it fit (memory.remedies), fastest first by the strategy search's
-    estimate of a step (search.estimate.step_timer); None for a run that fits."""
-    return None if report.fits else advise(sc, step_time=step_timer(sc))
+    estimate of a step (search.estimate.step_timer, imported here: only a run that does not fit needs it, and every
+    command loads this module); None for a run that fits."""
+    if report.fits:
+        return None
+    from ..search.estimate import step_timer
+
+    return advise(sc, step_time=step_timer(sc))
 
 
 def remedy_line(sc: ScenarioConfig, found: Advice | None) -> str | None:
