@@ -528,7 +528,9 @@ class Estimator:
                        params: tuple[float, float]) -> tuple[list[tuple[float, float, float]], float]:
         """Per data-parallel group of more than one rank that holds parameters of the stage (dense over dp x cp,
         experts over the expert-data-parallel group): the seconds of its gradient reduce-scatter and parameter
-        all-gather and how much slower compute runs beside them; and the optimizer step's seconds. Cached per
+        all-gather (plain data parallelism: its gradient all-reduce, no gather, workload/data_parallel.py) and how
+        much slower compute runs beside them; and the optimizer step's seconds (over every parameter the stage holds
+        under plain data parallelism, over the rank's shard otherwise). Cached per
         layout, number format (the element sizes: the rest of the workload is the search's base) and counts."""
         key = (s.tp, s.cp, s.dp, s.pp, s.ep, s.etp, s.dtype, s.sharding, params)
         if key not in self._syncs:
@@ -538,13 +540,16 @@ class Estimator:
             for count, group in ((dense, self._group(s, layout, "dp_cp")), (expert, self._group(s, layout, "edp"))):
                 if count == 0:
                     continue
-                shards += count / len(group)
+                ddp = s.sharding == "ddp"  # every rank updates every parameter; gradients all-reduced, none gathered
+                shards += count if ddp else count / len(group)
                 if len(group) == 1:
                     continue
                 grads, weights = count * shape.grad_bytes, count * shape.act_bytes
-                slower = self.stretch(self.plan.choose(RS, group, grads).channels) - 1  # compute beside the sync
-                syncs.append((self.seconds(RS, group, grads), self.seconds(AG, group, weights), slower))
-            megatron = s.sharding == "distributed_optimizer"  # Megatron's gradient buffers (not ZeRO-2's or FSDP's)
+                reduce = AR if ddp else RS
+                slower = self.stretch(self.plan.choose(reduce, group, grads).channels) - 1  # compute beside the sync
+                syncs.append((self.seconds(reduce, group, grads), 0.0 if ddp else self.seconds(AG, group, weights),
+                              slower))
+            megatron = s.sharding in ("ddp", "distributed_optimizer")  # Megatron's buffers (not ZeRO-2's or FSDP's)
             step = [optimizer_kernel(shards, megatron)]
             if megatron:
                 scaled = scales_gradients(workload.parallelism, len(self._group(s, layout, "dp_cp")))

@@ -127,13 +127,12 @@ class Strategy:
 
     @classmethod
     def of(cls, sc: ScenarioConfig) -> Strategy:
-        """The strategy a scenario runs (its parallelism and training settings as a point of the search space). A run
-        without the distributed optimizer is the point with it: the search never tries plain data parallelism (the
-        distributed optimizer moves the same bytes and keeps less), and the estimate has no other model of it."""
+        """The strategy a scenario runs (its parallelism and training settings as a point of the search space; plain
+        data parallelism, `ddp`, is one the search does not enumerate: the distributed optimizer dominates it)."""
         par, train = sc.workload.parallelism, sc.workload.training
         num_gpus = train.num_gpus or sc.datacenter.num_gpus
         sharding = ("fsdp" if par.fsdp == "full_shard" else "zero2" if par.fsdp == "shard_grad_op"
-                    else "distributed_optimizer")
+                    else "distributed_optimizer" if par.distributed_optimizer else "ddp")
         first, last = (par.layers_per_stage[0], par.layers_per_stage[-1]) if par.layers_per_stage else (0, 0)
         return cls(par.tp, par.pp, par.vpp, par.data_parallel(num_gpus), par.cp, par.ep, par.etp,
                    train.micro_batch_size, par.sequence_parallel, par.recompute, sharding, train.dtype.value,
