@@ -537,10 +537,10 @@ class Estimator:
             dense, expert = params
             shape = ShardShape.of(workload)
             syncs, shards = [], 0.0
+            ddp = s.sharding == "ddp"  # every rank updates every parameter; gradients all-reduced, none gathered
             for count, group in ((dense, self._group(s, layout, "dp_cp")), (expert, self._group(s, layout, "edp"))):
                 if count == 0:
                     continue
-                ddp = s.sharding == "ddp"  # every rank updates every parameter; gradients all-reduced, none gathered
                 shards += count if ddp else count / len(group)
                 if len(group) == 1:
                     continue
