@@ -16,7 +16,7 @@ from helpers import cli
 from simulon.config.errors import ConfigError
 from simulon.config.loading import parse_scenario
 from simulon.memory import estimate_memory
-from simulon.memory.remedies import LADDER, advise, applied, closest, remedies
+from simulon.memory.remedies import LADDER, advise, applied, remedies
 from simulon.pipeline import simulate
 from simulon.search.estimate import step_seconds, step_timer
 
@@ -71,7 +71,7 @@ def test_a_run_no_change_of_one_or_two_settings_can_fit_is_told_so_and_how_close
                            "recompute, fsdp, tp, cp, pp fits; the closest, "), line
     assert line.endswith(": more GPUs, or `simulon search` for the strategies that do"), line
     sc = parse_scenario(data, "s.yaml")
-    nearest = closest(sc)
+    nearest = advise(sc).closest
     assert f"; the closest, {nearest.text()}:" in line
     assert 1.0 < nearest.report.peak.fill < estimate_memory(sc).peak.fill
     memory = json.loads(cli("memory", written(tmp_path, data), "--json").stdout)

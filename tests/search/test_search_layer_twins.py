@@ -7,9 +7,7 @@ from __future__ import annotations
 import pytest
 
 from helpers import estimate_over_replay, gpt_scenario
-from simulon.collective.tuner import CollectivePlan
 from simulon.config.scenario import ScenarioConfig
-from simulon.network.topology import Topology
 from simulon.search.estimate import Estimator, LayerUnit, unit_kind
 from simulon.search.run import Search, apply
 from simulon.search.space import Strategy
@@ -35,8 +33,7 @@ def narrow(first: int, last: int) -> ScenarioConfig:
 
 def compute_s(sc: ScenarioConfig) -> float:
     dc = sc.datacenter
-    estimator = Estimator(sc.workload, dc, CollectivePlan.from_config(Topology.from_datacenter(dc), sc.collective),
-                          sc.collective)
+    estimator = Estimator.on(sc.workload, dc, sc.collective)
     strategy = Strategy.of(sc)
     return estimator.estimate(strategy, apply(sc.workload, strategy)).compute_s
 

@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from simulon.collective.tuner import CollectivePlan
 from simulon.config import ScenarioConfig
-from simulon.network.topology import Topology
 from simulon.pipeline import simulate
 from simulon.search.estimate import Estimator
 
@@ -65,6 +63,5 @@ def test_the_searchs_model_flops_take_every_pipeline_stage():
     for pp in (1, 2):
         sc = scenario(GQA, 2, pp)
         dc = sc.datacenter
-        estimator = Estimator(sc.workload, dc, CollectivePlan.from_config(Topology.from_datacenter(dc), sc.collective),
-                              sc.collective)
+        estimator = Estimator.on(sc.workload, dc, sc.collective)
         assert estimator.model_flops() == pytest.approx(model_flops(sc), rel=1e-9)

@@ -14,7 +14,7 @@ from ..config.loading import load_scenario
 from ..config.scenario import ScenarioConfig
 from ..config.units import GiB
 from ..memory import MemoryReport, StageMemory, estimate_memory
-from ..memory.remedies import Advice, advise, settings_tried
+from ..memory.remedies import LADDER_ORDER, TIMED_ORDER, Advice, advise, settings_tried
 from .output import print_table
 
 TERM_COLUMNS = {"weights": "weights", "gradients": "grads", "optimizer states": "optimizer",
@@ -57,9 +57,9 @@ def remedy_line(sc: ScenarioConfig, found: Advice | None) -> str | None:
         return None
     if found.remedies:
         first = found.remedies[0]
-        order = "in the order tuning guides try them"
+        order = LADDER_ORDER
         if found.timed:
-            order = "fastest first by the search's estimate of a step" + (
+            order = TIMED_ORDER + (
                 f", the run as written {first.as_written_s:.2f} s" if first.as_written_s else "")
         return f"To fit, one of ({order}, memory.remedies): " + "; or ".join(r.text() for r in found.remedies)
     miss = f"; the closest, {found.closest.text()}" if found.closest is not None else ""

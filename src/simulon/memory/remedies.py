@@ -182,6 +182,11 @@ def _evaluated(sc: ScenarioConfig) -> Iterator[Remedy]:
             continue
 
 
+LADDER_ORDER = "in the order tuning guides try them"
+TIMED_ORDER = "fastest first by the search's estimate of a step"
+"""How the remedies are ordered, as `simulate`, `memory` and the report say it (Advice.timed picks one)."""
+
+
 @dataclass(frozen=True)
 class Advice:
     """What the changes tried say about a run that does not fit: those that make it fit, and where none does, the one
@@ -226,11 +231,6 @@ def advise(sc: ScenarioConfig, most: int = 3,
 def remedies(sc: ScenarioConfig, most: int = 3) -> list[Remedy]:
     """The changes that make a run that does not fit fit (advise)."""
     return advise(sc, most).remedies
-
-
-def closest(sc: ScenarioConfig) -> Remedy | None:
-    """Where no change fits a run, the one that comes closest (advise)."""
-    return advise(sc).closest
 
 
 def settings_tried(sc: ScenarioConfig) -> list[str]:

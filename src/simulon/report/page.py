@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ..analysis.critical_path import TOP_COLLECTIVES
 from ..compute.populate import ProfileUse
-from ..memory.remedies import settings_text
+from ..memory.remedies import LADDER_ORDER, TIMED_ORDER, settings_text
 from ..plots import KINDS
 from ..plots.figure import figure_bytes
 from ..plots.inputs import numbers, replayed_of
@@ -73,7 +73,7 @@ def to_fit(mem: dict) -> str:
                 "(memory.remedies).</p>\n")
     items = "".join(f"<li>{remedy(r, f'memory.to_fit.{i}')}</li>" for i, r in enumerate(found))
     timed = any(r.get("estimated_step_s") is not None for r in found)
-    order = "fastest first by the search's estimate of a step" if timed else "in the order tuning guides try them"
+    order = TIMED_ORDER if timed else LADDER_ORDER
     return f"<p>{text(f'To fit, one of ({order}, memory.remedies):')}</p>\n<ul>{items}</ul>\n"
 
 

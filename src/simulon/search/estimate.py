@@ -165,6 +165,14 @@ class Estimator:
         self._kernel_times: dict[str, dict[KernelSpec, float]] = {}
         self._profiles: dict[str, KernelProfile] = {}
 
+    @classmethod
+    def on(cls, workload: MegatronWorkload, datacenter: DatacenterConfig, collective: CollectiveConfig,
+           num_gpus: int | None = None) -> Estimator:
+        """The estimator of a workload on a datacenter (its first `num_gpus` GPUs; None: all), its collectives planned
+        on the datacenter's topology as the scenario's collective block says."""
+        topology = Topology.from_datacenter(datacenter, num_gpus)
+        return cls(workload, datacenter, CollectivePlan.from_config(topology, collective), collective)
+
     def compute_model(self, dtype: str) -> AnalyticalModel:
         """The calibrated compute model for a number format (read once per search), under a training step's
         sustained load as compute.populate times a replay's kernels: the estimate ranks what the replay runs."""
@@ -604,9 +612,7 @@ def step_timer(sc: ScenarioConfig) -> Callable[[ScenarioConfig], float] | None:
         sc.datacenter.single_node("the estimate")
     except ValueError:
         return None
-    topology = Topology.from_datacenter(sc.datacenter, sc.workload.training.num_gpus)
-    estimator = Estimator(sc.workload, sc.datacenter, CollectivePlan.from_config(topology, sc.collective),
-                          sc.collective)
+    estimator = Estimator.on(sc.workload, sc.datacenter, sc.collective, sc.workload.training.num_gpus)
     return lambda variant: estimator.estimate(Strategy.of(variant), variant.workload).iteration_s
 
 

@@ -51,7 +51,6 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..collective.tuner import CollectivePlan
 from ..config.dc import DatacenterConfig, Group
 from ..config.loading import parse_scenario
 from ..config.scenario import ScenarioConfig
@@ -59,7 +58,6 @@ from ..config.units import GiB
 from ..config.workload import microbatch_steps
 from ..dag.nodes import NodeKind
 from ..memory import estimate_memory
-from ..network.topology import Topology
 from ..pipeline import Simulation
 from ..pipeline import simulate as simulate_scenario
 from ..workload.layer_kernels import LayerKernels
@@ -156,8 +154,7 @@ def unit_costs(sc: ScenarioConfig) -> list[UnitCosts]:
     costs, units = [], _layer_units(sc) + _layer_units(sc, mtp=True)
     for group in sc.datacenter.groups:
         dc = group_datacenter(sc.datacenter, group)
-        estimator = Estimator(workload, dc, CollectivePlan.from_config(Topology.from_datacenter(dc), sc.collective),
-                              sc.collective)
+        estimator = Estimator.on(workload, dc, sc.collective)
         layers = {unit: estimator.unit_seconds(strategy, workload, unit) for unit in sorted(set(units), key=repr)}
         costs.append(UnitCosts(layers, *(estimator.unit_seconds(strategy, workload, unit)
                                          for unit in (EMBEDDING_LAYER, HEAD_LAYER))))

@@ -32,7 +32,6 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..collective.tuner import CollectivePlan
 from ..config.common import DType
 from ..config.dc import workload_gpus
 from ..config.errors import ConfigError
@@ -44,7 +43,6 @@ from ..dag.size import DagSize
 from ..executors import Executor, ProcessExecutor, Refused
 from ..memory import MemoryModel, StageMemory, scenario_channels
 from ..memory.activations import LayerCache
-from ..network.topology import Topology
 from ..progress import SILENT, Progress
 from .cache import Cache, finite_number, finite_positive
 from .estimate import Estimate, Estimator
@@ -416,9 +414,7 @@ class Search:
             raise ConfigError(f"datacenter.node_groups: {exc}") from None
         has_fp8 = fp8 and _supports(gpu, DType.fp8)
         self.space = Space(self.workload, self.num_gpus, dc.domain_gpus, has_fp8, limits)
-        topology = Topology.from_datacenter(dc, self.num_gpus)
-        self.estimator = Estimator(self.workload, dc, CollectivePlan.from_config(topology, sc.collective),
-                                   sc.collective)
+        self.estimator = Estimator.on(self.workload, dc, sc.collective, self.num_gpus)
         self.capacity = gpu.memory_bytes
         self.gpu = gpu
         self.fp8 = fp8
