@@ -23,6 +23,7 @@ from .decompose import checked
 from .mesh import disjoint_cycles
 from .nccl import NVLS_ARITY, PROTOCOLS, architecture, constants, nvls_chunk_bytes, nvls_tuning, p2p_channels_per_peer
 from .shape import GroupShape
+from .tuner_rules import ANY, parse_rules, ruled
 from .types import POINT_TO_POINT, CollType, coll_type
 
 if TYPE_CHECKING:
@@ -86,6 +87,7 @@ class CollectivePlan:
         self.shapes: dict[tuple[int, ...], GroupShape] = {}  # a training step repeats its groups and sizes
         self.ports: dict[tuple[int, ...], Ports] = {}
         self.choices: dict[tuple, Choice] = {}
+        self.rules = parse_rules("\n".join(topology.nccl.tuner_config or ()))  # the platform's tuner plugin
 
     @classmethod
     def from_config(cls, topology: Topology, config: CollectiveSettings) -> CollectivePlan:
@@ -161,13 +163,19 @@ class CollectivePlan:
                                  f"{self.protocol} (NCCL runs NVLS, NVLS-tree, CollNet and PAT with Simple)")
         if self.protocol != "auto":
             candidates = [(a, p) for a, p in candidates if p == self.protocol] or [(candidates[0][0], self.protocol)]
-        times = [(self._time(ctype, shape, size, a, p, ports), i) for i, (a, p) in enumerate(candidates)]
-        algorithm, protocol = candidates[min(times)[1]]
+        rule = ruled(self.rules, ctype, size, shape.nodes, shape.n, candidates) if fixed == "auto" else None
+        if rule is not None:  # the plugin's choice, where it has one (tuner_rules)
+            algorithm, protocol = rule.algorithm, rule.protocol
+        else:
+            times = [(self._time(ctype, shape, size, a, p, ports), i) for i, (a, p) in enumerate(candidates)]
+            algorithm, protocol = candidates[min(times)[1]]
+        fixed_channels = self.channels or (rule.channels if rule is not None and rule.channels != ANY else None)
         if not find_algorithm(algorithm).nvls_chunked:
-            return Choice(algorithm, protocol, self.channels or self._channels(ctype, shape, size, algorithm, protocol))
+            return Choice(algorithm, protocol,
+                          fixed_channels or self._channels(ctype, shape, size, algorithm, protocol))
         heads = shape.n if shape.nodes == 1 else shape.regular(algorithm)
         tuning = nvls_tuning(self.arch, shape.nodes, heads, ports.nic_line / 1e9)
-        channels = self.channels or tuning.channels
+        channels = fixed_channels or tuning.channels
         return Choice(algorithm, protocol, channels,
                       nvls_chunk_bytes(algorithm == "nvls_tree", size, channels, heads, tuning))
 

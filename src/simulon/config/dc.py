@@ -17,6 +17,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import cache, cached_property
 from itertools import count
+from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 import numpy as np
@@ -31,6 +32,7 @@ from pydantic import (
 )
 
 from ..collective.nccl import ALGORITHM_NAMES, PROTOCOLS, nccl_algorithm
+from ..collective.tuner_rules import parse_rules
 from .common import (
     MAX_GPUS,
     DType,
@@ -532,6 +534,12 @@ class NcclEnvironment(StrictModel):
         1, ge=1, le=128, description="NCCL_IB_QPS_PER_CONNECTION: queue pairs NCCL opens per connection (one "
         "connection a channel between two GPUs; NCCL's default 1, NCCL_IB_MAX_QPS 128), each with its own UDP "
         "source port on RoCE, so ECMP hashes them apart (network/fabric.py); RoCE clusters often set 4")
+    tuner_config: tuple[str, ...] | None = Field(
+        None, description="NCCL_TUNER_CONFIG_FILE: the rules of NCCL's example tuner plugin "
+        "(plugins/tuner/example, its CSV lines 'collective_type,min_bytes,max_bytes,algorithm,protocol,channels,"
+        "nNodes,nRanks[,numPipeOps[,regBuff]]'), as the path of such a file (relative to the scenario's folder) or "
+        "a list of its lines; with `algorithm: auto`, the first rule that matches a collective and whose algorithm "
+        "and protocol NCCL has enabled there runs it (collective/tuner_rules.py), NCCL's model the rest")
 
     @field_validator("algorithms", "protocols", mode="before")
     @classmethod
@@ -540,6 +548,25 @@ class NcclEnvironment(StrictModel):
         if isinstance(value, str):
             return tuple(v for v in value.split(",") if v.strip())
         return tuple(value) if isinstance(value, list) else value
+
+    @field_validator("tuner_config", mode="before")
+    @classmethod
+    def _tuner_lines(cls, value: Any, info: ValidationInfo) -> Any:
+        """A file's path (read here) or a list of lines: each checked, kept as written less comments and blanks."""
+        if isinstance(value, str):
+            base = (info.context or {}).get("base_dir")
+            path = Path(value).expanduser()
+            path = path if path.is_absolute() or base is None else Path(base) / path
+            try:
+                text = path.read_text()
+            except OSError as exc:
+                raise ValueError(f"cannot read {value!r} ({exc.strerror or exc})") from None
+        elif isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
+            text = "\n".join(value)
+        else:
+            return value
+        parse_rules(text)
+        return tuple(line.split("#", 1)[0].strip() for line in text.splitlines() if line.split("#", 1)[0].strip())
 
     @field_validator("algorithms")
     @classmethod
