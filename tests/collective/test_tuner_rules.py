@@ -155,3 +155,11 @@ def test_any_line_is_a_rule_or_refused_in_words(line):
         assert str(refused)
         return
     assert rule.min_bytes <= rule.max_bytes
+
+
+def test_a_multi_node_nvlink_domain_is_one_node_to_the_plugin_as_to_nccl():
+    # NCCL counts comm->nNodes by ring graphs: a GB200 NVL72 rack's 18 trays fuse into one node under MNNVL
+    p = plan(["allreduce,0,4294967295,ring,ll128,-1,1,72"], nodes=18, template="gb200-nvl72")
+    assert picked(p, AR, 64 * MiB, ranks=72)[:2] == ("ring", "ll128")
+    assert picked(p, AR, 64 * MiB, ranks=72)[:2] != picked(plan(None, nodes=18, template="gb200-nvl72"), AR,
+                                                            64 * MiB, ranks=72)[:2]

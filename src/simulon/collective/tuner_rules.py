@@ -5,9 +5,10 @@ cluster owners use to override NCCL's own choice for the message sizes, node and
 One rule a line, `collective_type,min_bytes,max_bytes,algorithm,protocol,channels,nNodes,nRanks[,numPipeOps[,
 regBuff]]`, `#` starting a comment. For each collective the plugin takes the first rule whose collective, size
 (`min_bytes <= nBytes <= max_bytes`, NCCL's nBytes: the larger of the send and receive buffers, so an all-gather's
-gathered output and a reduce-scatter's whole input, as nccl-tests counts them), node count and rank count match
-(-1: any) and whose (algorithm, protocol) NCCL has enabled there; it sets that pair's cost to 0, so NCCL runs it,
-and its channel count where it gives one (-1: NCCL's). Where no rule applies NCCL's own model chooses
+gathered output and a reduce-scatter's whole input, as nccl-tests counts them), node count (comm->nNodes, NVLink
+domains: init.cc counts one node a ring graph's first rank, so a multi-node NVLink domain is one) and rank count
+match (-1: any) and whose (algorithm, protocol) NCCL has enabled there; it sets that pair's cost to 0, so NCCL runs
+it, and its channel count where it gives one (-1: NCCL's). Where no rule applies NCCL's own model chooses
 (pluginGetCollInfo). simulon's collectives are single operations on unregistered buffers: a rule for another
 numPipeOps or for registered buffers only (regBuff 1) never applies. Broadcast and reduce rules are read and apply
 to nothing simulon runs. The example plugin leaves a call's channels at 1 where its rule says -1 or no rule
