@@ -480,6 +480,7 @@ class CollectiveTiming:
     protocol: str
     channels: int
     model: str   # replay (flow by flow) or estimate (steady state, for collectives too large to replay)
+    tuner_rule: int | None = None  # the platform's tuner rule that chose it (1 for the first; None: none did)
 
 
 REPLAY_MAX_FLOWS = 20_000
@@ -641,7 +642,7 @@ def collective_sweep(dc: DatacenterConfig, ctype: CollType | str, group: Sequenc
             seconds, how = replay(dag, topology, fold).makespan, "replay"
         algbw = size / seconds / 1e9 if seconds > 0 else 0.0
         rows.append(CollectiveTiming(size, seconds * 1e6, algbw, algbw * bus_bandwidth_factor(ctype, len(group)),
-                                     choice.algorithm, choice.protocol, choice.channels, how))
+                                     choice.algorithm, choice.protocol, choice.channels, how, choice.rule))
     return rows
 
 

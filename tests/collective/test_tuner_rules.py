@@ -3,6 +3,8 @@ first matching rule whose algorithm and protocol NCCL has enabled runs the colle
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import yaml
 from hypothesis import given, settings
@@ -163,3 +165,22 @@ def test_a_multi_node_nvlink_domain_is_one_node_to_the_plugin_as_to_nccl():
     assert picked(p, AR, 64 * MiB, ranks=72)[:2] == ("ring", "ll128")
     assert picked(p, AR, 64 * MiB, ranks=72)[:2] != picked(plan(None, nodes=18, template="gb200-nvl72"), AR,
                                                             64 * MiB, ranks=72)[:2]
+
+
+def test_the_collective_command_says_which_rule_chose_each_size_and_where_none_did(tmp_path):
+    path = tmp_path / "dc.yaml"
+    path.write_text(yaml.safe_dump({"datacenter": {"from": "gcp-a3-mega", "cluster": {"num_nodes": 2},
+                                                   "network": {"nccl": {"tuner_config": [
+                                                       "allgather,0,65536,ring,ll,-1,-1,-1",
+                                                       "allreduce,33554432,4294967295,tree,simple,-1,2,16"]}}}}))
+    run = cli("collective", str(path), "--op", "allreduce", "--sizes", "16MiB,32MiB", "--algorithm", "auto", "--json")
+    assert run.returncode == 0, run.stderr
+    rows = json.loads(run.stdout)
+    assert [(r["algorithm"], r["protocol"], r["tuner_rule"]) for r in rows] == [("ring", "ll128", None),
+                                                                               ("tree", "simple", 2)]
+    table = cli("collective", str(path), "--op", "allreduce", "--sizes", "32MiB", "--algorithm", "ring").stdout
+    assert "none (algorithm fixed)" in table
+    (tmp_path / "plain.yaml").write_text(yaml.safe_dump({"datacenter": {"from": "gcp-a3-mega",
+                                                                        "cluster": {"num_nodes": 2}}}))
+    plain = cli("collective", str(tmp_path / "plain.yaml"), "--op", "allreduce", "--sizes", "32MiB", "--json")
+    assert "tuner_rule" not in json.loads(plain.stdout)[0]  # a platform without rules reports as before

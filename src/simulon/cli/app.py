@@ -271,17 +271,23 @@ def collective(
     except ValueError as exc:
         option = "--protocol" if "protocol" in str(exc) else "--algorithm"
         raise ConfigError(f"{option}: {exc}") from None
+    ruled = bool(dc.network.nccl.tuner_config)  # which tuner rule chose each size, where the platform has rules
+    unruled = "none (NCCL's model)" if algo == "auto" else "none (algorithm fixed)"
     if as_json:
         print(json.dumps([{"op": ctype.name.lower(), "group_size": len(ranks),
                            "size_bytes": r.size_bytes, "time_us": r.time_us, "algbw_GBps": r.algbw_GBps,
                            "busbw_GBps": r.busbw_GBps, "algorithm": r.algorithm, "protocol": r.protocol,
-                           "channels": r.channels, "model": r.model} for r in rows]))
+                           "channels": r.channels, "model": r.model,
+                           **({"tuner_rule": r.tuner_rule} if ruled else {})} for r in rows]))
         return
     print_table(f"{op} over {len(ranks)} GPUs, {what_ran('algorithm', [r.algorithm for r in rows])}, "
                 f"{what_ran('protocol', [r.protocol for r in rows])}",
-                ("size", "time (us)", "algbw (GB/s)", "busbw (GB/s)", "algorithm", "protocol", "channels"),
+                ("size", "time (us)", "algbw (GB/s)", "busbw (GB/s)", "algorithm", "protocol", "channels",
+                 *(("tuner rule",) if ruled else ())),
                 [(format_size(r.size_bytes), f"{r.time_us:.2f}", f"{r.algbw_GBps:.2f}", f"{r.busbw_GBps:.2f}",
-                  r.algorithm, r.protocol, str(r.channels)) for r in rows])
+                  r.algorithm, r.protocol, str(r.channels),
+                  *((str(r.tuner_rule) if r.tuner_rule else unruled,) if ruled else ()))
+                 for r in rows])
 
 
 def main() -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import copy
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
@@ -67,6 +67,7 @@ class Choice:
     protocol: str
     channels: int
     chunk_bytes: float | None = None  # NCCL's chunk for NVLS and NVLS-tree (nccl.nvls_chunk_bytes), else None
+    rule: int | None = field(default=None, compare=False)  # the platform's tuner rule that chose it (1: the first)
 
 
 class CollectivePlan:
@@ -170,14 +171,15 @@ class CollectivePlan:
             times = [(self._time(ctype, shape, size, a, p, ports), i) for i, (a, p) in enumerate(candidates)]
             algorithm, protocol = candidates[min(times)[1]]
         fixed_channels = self.channels or (rule.channels if rule is not None and rule.channels != ANY else None)
+        number = None if rule is None else self.rules.index(rule) + 1
         if not find_algorithm(algorithm).nvls_chunked:
             return Choice(algorithm, protocol,
-                          fixed_channels or self._channels(ctype, shape, size, algorithm, protocol))
+                          fixed_channels or self._channels(ctype, shape, size, algorithm, protocol), rule=number)
         heads = shape.n if shape.nodes == 1 else shape.regular(algorithm)
         tuning = nvls_tuning(self.arch, shape.nodes, heads, ports.nic_line / 1e9)
         channels = fixed_channels or tuning.channels
         return Choice(algorithm, protocol, channels,
-                      nvls_chunk_bytes(algorithm == "nvls_tree", size, channels, heads, tuning))
+                      nvls_chunk_bytes(algorithm == "nvls_tree", size, channels, heads, tuning), number)
 
     def candidates(self, ctype: CollType | str, group) -> list[tuple[str, str]]:
         """Every (algorithm, protocol) `auto` weighs for this collective on this group."""
