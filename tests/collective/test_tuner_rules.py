@@ -179,7 +179,9 @@ def test_the_collective_command_says_which_rule_chose_each_size_and_where_none_d
     assert [(r["algorithm"], r["protocol"], r["tuner_rule"]) for r in rows] == [("ring", "ll128", None),
                                                                                ("tree", "simple", 2)]
     table = cli("collective", str(path), "--op", "allreduce", "--sizes", "32MiB", "--algorithm", "ring").stdout
-    assert "none (algorithm fixed)" in table
+    assert "none (algorithm fixed)" in table and "No rule" not in table
+    missed = cli("collective", str(path), "--op", "allreduce", "--sizes", "16MiB", "--algorithm", "auto").stdout
+    assert "No rule of network.nccl.tuner_config applied to these sizes over 16 ranks" in missed
     (tmp_path / "plain.yaml").write_text(yaml.safe_dump({"datacenter": {"from": "gcp-a3-mega",
                                                                         "cluster": {"num_nodes": 2}}}))
     plain = cli("collective", str(tmp_path / "plain.yaml"), "--op", "allreduce", "--sizes", "32MiB", "--json")

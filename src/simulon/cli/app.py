@@ -288,6 +288,10 @@ def collective(
                   r.algorithm, r.protocol, str(r.channels),
                   *((str(r.tuner_rule) if r.tuner_rule else unruled,) if ruled else ()))
                  for r in rows])
+    if ruled and algo == "auto" and not any(r.tuner_rule for r in rows):
+        print(f"No rule of network.nccl.tuner_config applied to these sizes over {len(ranks)} ranks: check each "
+              "rule's collective, size range, nNodes (NVLink domains, as NCCL counts nodes) and nRanks, and that "
+              "the platform's NCCL enables its algorithm and protocol.")
 
 
 def main() -> None:
