@@ -164,14 +164,14 @@ class CollectivePlan:
                                  f"{self.protocol} (NCCL runs NVLS, NVLS-tree, CollNet and PAT with Simple)")
         if self.protocol != "auto":
             candidates = [(a, p) for a, p in candidates if p == self.protocol] or [(candidates[0][0], self.protocol)]
-        rule = ruled(self.rules, ctype, size, shape.nodes, shape.n, candidates) if fixed == "auto" else None
+        number = ruled(self.rules, ctype, size, shape.nodes, shape.n, candidates) if fixed == "auto" else None
+        rule = None if number is None else self.rules[number - 1]
         if rule is not None:  # the plugin's choice, where it has one (tuner_rules)
             algorithm, protocol = rule.algorithm, rule.protocol
         else:
             times = [(self._time(ctype, shape, size, a, p, ports), i) for i, (a, p) in enumerate(candidates)]
             algorithm, protocol = candidates[min(times)[1]]
         fixed_channels = self.channels or (rule.channels if rule is not None and rule.channels != ANY else None)
-        number = None if rule is None else self.rules.index(rule) + 1
         if not find_algorithm(algorithm).nvls_chunked:
             return Choice(algorithm, protocol,
                           fixed_channels or self._channels(ctype, shape, size, algorithm, protocol), rule=number)

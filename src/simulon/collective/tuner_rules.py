@@ -88,14 +88,16 @@ def _integer(name: str, cell: str) -> int:
         raise ValueError(f"{name} {cell!r} is not an integer") from None
 
 
+def rule_lines(text: str) -> list[tuple[int, str]]:
+    """A configuration file's rule lines, each with its line number: `#` comments and blank lines left out."""
+    lines = ((number, line.split("#", 1)[0].strip()) for number, line in enumerate(text.splitlines(), start=1))
+    return [(number, line) for number, line in lines if line]
+
+
 def parse_rules(text: str) -> tuple[TunerRule, ...]:
-    """Every rule of a configuration file's text (blank lines and `#` comments skipped); ValueError naming the
-    line that is wrong."""
+    """Every rule of a configuration file's text (rule_lines); ValueError naming the line that is wrong."""
     rules = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        line = line.split("#", 1)[0].strip()
-        if not line:
-            continue
+    for number, line in rule_lines(text):
         try:
             rules.append(parse_rule(line))
         except ValueError as exc:
@@ -104,8 +106,8 @@ def parse_rules(text: str) -> tuple[TunerRule, ...]:
 
 
 def ruled(rules: tuple[TunerRule, ...], ctype: CollType, size: float, nodes: int, ranks: int,
-          enabled: list[tuple[str, str]]) -> TunerRule | None:
-    """The rule the plugin applies to this collective: the first that matches and whose (algorithm, protocol) is
-    among the `enabled` pairs NCCL would weigh; None where NCCL's own model chooses."""
-    return next((r for r in rules if r.applies(ctype, size, nodes, ranks)
+          enabled: list[tuple[str, str]]) -> int | None:
+    """Which rule the plugin applies to this collective (1 for the first): the first that matches and whose
+    (algorithm, protocol) is among the `enabled` pairs NCCL would weigh; None where NCCL's own model chooses."""
+    return next((number for number, r in enumerate(rules, start=1) if r.applies(ctype, size, nodes, ranks)
                  and (r.algorithm, r.protocol) in enabled), None)

@@ -17,7 +17,6 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import cache, cached_property
 from itertools import count
-from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 import numpy as np
@@ -32,7 +31,7 @@ from pydantic import (
 )
 
 from ..collective.nccl import ALGORITHM_NAMES, PROTOCOLS, nccl_algorithm
-from ..collective.tuner_rules import parse_rules
+from ..collective.tuner_rules import parse_rules, rule_lines
 from .common import (
     MAX_GPUS,
     DType,
@@ -48,7 +47,15 @@ from .common import (
 )
 from .host_cpu import HostCPU, host_cpu
 from .resolve import Hardware, Unresolved, resolve_hardware
-from .templates import Templated, find_template, merged, template_names, template_stem, unknown_template
+from .templates import (
+    Templated,
+    find_template,
+    merged,
+    scenario_path,
+    template_names,
+    template_stem,
+    unknown_template,
+)
 from .units import Bandwidth, GiB, KernelMs, Latency, MemoryGB, TeraFlops, Watts
 
 
@@ -554,11 +561,8 @@ class NcclEnvironment(StrictModel):
     def _tuner_lines(cls, value: Any, info: ValidationInfo) -> Any:
         """A file's path (read here) or a list of lines: each checked, kept as written less comments and blanks."""
         if isinstance(value, str):
-            base = (info.context or {}).get("base_dir")
-            path = Path(value).expanduser()
-            path = path if path.is_absolute() or base is None else Path(base) / path
             try:
-                text = path.read_text()
+                text = scenario_path(value, (info.context or {}).get("base_dir")).read_text()
             except OSError as exc:
                 raise ValueError(f"cannot read {value!r} ({exc.strerror or exc})") from None
         elif isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
@@ -566,7 +570,7 @@ class NcclEnvironment(StrictModel):
         else:
             return value
         parse_rules(text)
-        return tuple(line.split("#", 1)[0].strip() for line in text.splitlines() if line.split("#", 1)[0].strip())
+        return tuple(line for _, line in rule_lines(text))
 
     @field_validator("algorithms")
     @classmethod

@@ -65,6 +65,7 @@ from typing import Any
 
 from .common import MAX_LAYERS, FieldError
 from .errors import MAX_YAML_BYTES, JSONTooDeep, parse_json, read_input_text
+from .templates import scenario_path
 
 GATED_ACTIVATIONS = {"silu": "swiglu", "swish": "swiglu", "swiglu": "swiglu", "relu2": "squared_relu"}
 """hidden_act -> simulon's activation in a family not known to gate its MLP (GATED_MLP_MODEL_TYPES): a SiLU MLP is
@@ -666,9 +667,7 @@ def resolve_from_hf(data: dict[str, Any], base_dir: Path | None) -> FromHF:
     if "from" in data:
         raise HFConfigError(f"give one of 'from' (a template, here {data['from']!r}) and 'from_hf' (a HuggingFace "
                             f"config, here {ref!r}), not both")
-    path = Path(ref)
-    if not path.is_absolute() and base_dir is not None:
-        path = base_dir / path
+    path = scenario_path(ref, base_dir)
     if path.is_dir():  # a checkpoint's folder, as HuggingFace's from_pretrained takes it
         path = path / "config.json"
     elif not path.exists() and HUB_ID.fullmatch(ref) and not ref.lower().endswith(".json"):

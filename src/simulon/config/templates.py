@@ -145,7 +145,7 @@ def _is_file_reference(kind: str, ref: str, base_dir: Path | None) -> bool:
         return True
     if "/" not in RATE_SLASH.sub("", ref):
         return False
-    if _file_path(ref, base_dir).exists():
+    if scenario_path(ref, base_dir).exists():
         return True
     if kind == "model" and HF_MODEL_ID.fullmatch(ref):
         return False
@@ -161,7 +161,7 @@ def _load_reference(kind: str, ref: str, base_dir: Path | None, describe: Callab
     it is. What a file's own `from:` names wrongly is said naming the file. Each mapping read passes through `layer`
     (Templated._layer) before it is merged over the one it starts from."""
     if _is_file_reference(kind, ref, base_dir):
-        path = _file_path(ref, base_dir)
+        path = scenario_path(ref, base_dir)
         if path.resolve() in {p.resolve() for p in chain}:
             loop = " -> ".join(repr(str(p)) for p in (*chain, path))
             raise TemplateLoop(f"template files start from one another in a loop ({loop}); one of them must start "
@@ -192,10 +192,11 @@ def _no_file(ref: str, base_dir: Path | None) -> str:
     """What to add to an unknown template's message where its name could have been a file's: that there is none."""
     if "/" not in ref:
         return ""
-    return f"; nor is it a template file: cannot read template file {str(_file_path(ref, base_dir))!r}: no such file"
+    return f"; nor is it a template file: cannot read template file {str(scenario_path(ref, base_dir))!r}: no such file"
 
 
-def _file_path(ref: str, base_dir: Path | None) -> Path:
+def scenario_path(ref: str, base_dir: Path | None) -> Path:
+    """A file a scenario names: as given where absolute, else in the scenario's folder `base_dir` (where known)."""
     path = Path(ref)
     return path if path.is_absolute() or base_dir is None else base_dir / path
 
@@ -228,7 +229,7 @@ def template_files(ref: str, base_dir: Path | None) -> list[tuple[Path, dict[str
     at a file that cannot be read or one reached again."""
     files: list[tuple[Path, dict[str, Any]]] = []
     while isinstance(ref, str):
-        path = _file_path(ref, base_dir)
+        path = scenario_path(ref, base_dir)
         if not path.is_file() or any(path.resolve() == seen.resolve() for seen, _ in files):
             break
         try:
