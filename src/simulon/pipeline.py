@@ -635,7 +635,7 @@ def collective_sweep(dc: DatacenterConfig, ctype: CollType | str, group: Sequenc
                                               plan.shape(g), one_period=True, chunk_bytes=choice.chunk_bytes)
                                      for g in groups]
         if sum(len(fs) * fs.periods for fs in sets) > REPLAY_MAX_FLOWS:
-            seconds, how = steady.estimate(sets, choice.protocol), "estimate"
+            seconds, how = steady.estimate(sets, ctype, choice.algorithm, choice.protocol), "estimate"
         else:
             dag = collective_dag(ctype, groups, size, dc.num_gpus, plan, fold)
             dag.duration = np.zeros(dag.num_nodes)  # a lone collective has no kernels

@@ -86,7 +86,7 @@ def critical_path(dag: ExecutionDAG, timeline: Timeline, props: FlowProperties, 
     """The replayed iteration's critical path; `props` are the flows' properties the replay ran with
     (engine.flows.flow_properties), `capacity` the links' (bytes/s)."""
     latency = np.zeros(dag.num_nodes)
-    latency[props.nodes] = props.latency
+    latency[props.nodes] = props.delivered_latency(timeline.start[props.nodes], timeline.finish[props.nodes])
     pred, at, via_stream = last_release_edges(dag, timeline, latency)
     chain = [int(np.argmax(timeline.finish))] if dag.num_nodes else []
     ends_by_stream = [False]  # whether the path leaves each step at its last byte

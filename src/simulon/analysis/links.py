@@ -119,7 +119,7 @@ def link_series(topology: Topology, props: FlowProperties, loads: LinkLoads, tim
     flow that ran alone at full rate and one that shared the link overlap."""
     flow_of_slot = np.repeat(np.arange(len(props.nodes)), np.diff(loads.ptr))
     first = timeline.start[props.nodes]
-    last = timeline.finish[props.nodes] - props.latency
+    last = timeline.finish[props.nodes] - props.delivered_latency(first, timeline.finish[props.nodes])
     span = last - first
     rate = np.divide(props.wire, span, out=np.zeros_like(span), where=span > 0)
     series = []

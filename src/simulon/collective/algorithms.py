@@ -94,6 +94,8 @@ class Algorithm:
     choose it (None: a simulon variant, never chosen by `auto`). `refusal(ctype, shape)`: why NCCL would not run it
     for that collective on a group at all (None: it would), for a fixed choice of it. `first_period`: decompositions
     of one period only, marked as repeated (a ring's first step, for steady-state estimates of huge rings).
+    `ring_steps`: its all-reduce, all-gather and reduce-scatter chain NCCL's ring primitive step after step (runRing),
+    which under Simple hands each step on slice by slice (engine.flows.sliced_handoffs).
     """
 
     name: str
@@ -108,6 +110,12 @@ class Algorithm:
     local_pass: Callable[[CollType, int], str] = _no_local_pass
     refusal: Callable[[CollType, GroupShape], str | None] = _no_refusal
     first_period: Mapping[CollType, Decomposition] | None = None
+    ring_steps: bool = False
+
+    def sliced(self, ctype: CollType, protocol: str) -> bool:
+        """Whether its steps of `ctype` under `protocol` move slice by slice: NCCL's Simple ring steps
+        (nccl.ring_slices)."""
+        return self.ring_steps and protocol == "simple" and ctype in _RING_STEPS
 
     @property
     def nvls_chunked(self) -> bool:
@@ -353,7 +361,7 @@ _SIMPLE = ("simple",)
 
 CATALOG: dict[str, Algorithm] = {a.name: a for a in (
     Algorithm("ring", {ctype: _plain(fn) for ctype, fn in _RING_STEPS.items()}, _rail_ring_symmetry, _ring_period,
-              tuned_as="ring", count=_ring_count, enabled=_any_group, local_pass=ring_local_pass,
+              tuned_as="ring", count=_ring_count, enabled=_any_group, local_pass=ring_local_pass, ring_steps=True,
               first_period={ctype: _plain(partial(fn, one_period=True)) for ctype, fn in _RING_STEPS.items()}),
     Algorithm("tree", {AR: tree_all_reduce}, _constant(None), _tree_period, tuned_as="tree", count=_tree_count,
               enabled=_regular, refusal=partial(_irregular, "tree")),
@@ -376,10 +384,10 @@ CATALOG: dict[str, Algorithm] = {a.name: a for a in (
               count=_p2p_count, protocols=_SIMPLE, enabled=_any_group),
     Algorithm("hierarchical", {ctype: _plain(partial(hierarchical, ctype=ctype)) for ctype in (AR, AG, RS)},
               _hierarchical_symmetry, _constant(1), tuned_as="ring", count=_hierarchical_count,
-              local_pass=ring_local_pass, refusal=partial(_irregular, "hierarchical")),
+              local_pass=ring_local_pass, refusal=partial(_irregular, "hierarchical"), ring_steps=True),
     Algorithm("pxn", {ctype: _pxn(fn) for ctype, fn in {**_RING_STEPS, A2A: all_to_all, SR: ring_shift}.items()},
               _pxn_symmetry,
-              _ring_period, tuned_as="ring", count=_pxn_count, local_pass=ring_local_pass),
+              _ring_period, tuned_as="ring", count=_pxn_count, local_pass=ring_local_pass, ring_steps=True),
     Algorithm(DEEPEP, {A2A: _plain(deepep_all_to_all)}, lambda ctype, shape: deepep_symmetry(ctype, shape),
               _constant(1), tuned_as="ring", count=_deepep_bound, protocols=_SIMPLE),
 )}

@@ -57,6 +57,20 @@ def pipeline_chunks(bytes_per_channel: float, protocol: str, chunk_bytes: float 
     return max(1, min(math.ceil(bytes_per_channel / chunk_bytes), c["max_pipeline_chunks"]))
 
 
+def ring_slices(bytes_per_channel: np.ndarray | float) -> np.ndarray:
+    """How many slices a Simple ring step moves one channel's `bytes_per_channel` in (elementwise): chunks of
+    CHUNKSTEPS slots, each cut into CHUNKSTEPS / SLICESTEPS slices of at least a 32nd of SLICESTEPS slots
+    (prims_simple.h: sliceSize = max(divUp(nelem, 16 * SlicePerChunk) * 16, stepSize * StepPerSlice / 32)). A rank
+    forwards a slice as soon as it arrived, so all but a step's first slice overlap its hop to the next rank."""
+    c = constants()
+    plan, slot = c["ring_simple_slices"], c["chunk_bytes"]["simple"]
+    chunk, per_chunk = plan["chunk_steps"] * slot, plan["chunk_steps"] // plan["slice_steps"]
+    smallest = plan["slice_steps"] * slot * plan["min_slice_fraction"]
+    size = np.asarray(bytes_per_channel, dtype=np.float64)
+    chunks = np.maximum(1.0, np.ceil(size / chunk))
+    return chunks * np.clip(np.ceil(size / chunks / smallest), 1.0, per_chunk)
+
+
 def tree_ll128_chunk_bytes(bytes_per_channel: float, nodes: int, per_node: float) -> float:
     """The chunk NCCL cuts an LL128 tree's channel into (enqueue.cc, calcCollChunking): the LL128 slot, halved
     while a channel's data would make fewer than 64 / ppn chunks per tree step (nsteps = 1 + log2 nodes +

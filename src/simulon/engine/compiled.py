@@ -69,6 +69,8 @@ class Graph(NamedTuple):
     gpu: np.ndarray
     wire: np.ndarray       # per flow: bytes on the wire
     latency: np.ndarray    # seconds from last byte to delivery
+    lead: np.ndarray       # seconds of it a sliced ring step may hand over early (flows.sliced_handoffs)
+    overlap: np.ndarray    # per second of the flow's transfer, up to lead
     delay: np.ndarray      # launch delay
     flow_node: np.ndarray  # node of each flow
     cap: np.ndarray        # own rate limit
@@ -183,11 +185,12 @@ def first_slots(loads: LinkLoads) -> np.ndarray:
 def _graph(nodes: NodeArrays, props: FlowProperties, capacity: np.ndarray, loads: LinkLoads) -> Graph:
     """The loop's read-only arrays; each flow's links in CSR form with their weights."""
     counts = np.diff(loads.ptr)
+    lead, overlap = props.handoffs()
     return Graph(_i64(nodes.successors), _i64(nodes.successor_ptr), _i64(nodes.next_sends),
                  _i64(nodes.next_send_ptr), _i64(nodes.flow_of), _f64(nodes.duration), _i64(nodes.span),
                  np.ascontiguousarray(nodes.sm_bound, dtype=np.bool_), _i64(nodes.gpu), _f64(props.wire),
-                 _f64(props.latency), _f64(props.delay), _i64(props.nodes), _f64(props.cap), _i64(loads.ptr),
-                 _i64(loads.link), _f64(loads.weight), _i64(np.repeat(np.arange(len(counts)), counts)),
+                 _f64(props.latency), _f64(lead), _f64(overlap), _f64(props.delay), _i64(props.nodes), _f64(props.cap),
+                 _i64(loads.ptr), _i64(loads.link), _f64(loads.weight), _i64(np.repeat(np.arange(len(counts)), counts)),
                  np.ascontiguousarray(first_slots(loads)), _f64(capacity))
 
 
@@ -626,7 +629,8 @@ def _advance(g, net, loop, s):
                 continue  # superseded by a later rate change
             _remove(g, net, counters, item)
             node = g.flow_node[item]
-            _push(loop, now + g.latency[item], NODE_DONE, node, 0)
+            hidden = _py_min(g.lead[item], g.overlap[item] * (now - loop.start[node]))
+            _push(loop, now + (g.latency[item] - hidden), NODE_DONE, node, 0)
             _release(loop, g.next_sends, g.next_send_ptr[node], g.next_send_ptr[node + 1])
         elif kind == LAUNCHED:
             loop.start[g.flow_node[item]] = now

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..collective.decompose import local_pass
-from ..collective.nccl import PROTOCOLS, constants
+from ..collective.decompose import sliced as sliced_steps
+from ..collective.nccl import PROTOCOLS, constants, ring_slices
 from ..collective.types import POINT_TO_POINT, CollType
 from ..dag.fold import Fold
 from ..dag.nodes import ExecutionDAG, NodeKind
@@ -81,6 +82,22 @@ class FlowProperties:
     latency: np.ndarray    # seconds from last byte sent to delivery
     delay: np.ndarray      # seconds from ready to first byte (a collective's launch)
     physical: np.ndarray | None = None  # a real flow of its own, not one standing for a class (None: none is)
+    lead: np.ndarray | None = None      # seconds of its latency a Simple ring step may hand over early (see
+    overlap: np.ndarray | None = None   # sliced_handoffs), per second of its transfer up to lead (None: zeros)
+
+    def handoffs(self) -> tuple[np.ndarray, np.ndarray]:
+        """(lead, overlap) of every flow, zeros where none was given."""
+        none = np.zeros(len(self.nodes))
+        return (none if self.lead is None else self.lead), (none if self.overlap is None else self.overlap)
+
+    def delivered_latency(self, start: np.ndarray, finish: np.ndarray) -> np.ndarray:
+        """Seconds from each flow's last byte to its delivery in a replay where it started (first byte) at `start`
+        and was delivered at `finish`: its latency less what it handed over early (sliced_handoffs), the replay's
+        delivery `last + latency - min(lead, overlap * (last - start))` solved for `last`."""
+        lead, overlap = self.handoffs()
+        capped = finish - self.latency + lead  # the last byte, had the whole lead been handed over early
+        whole = (lead == 0) | (overlap * (capped - start) >= lead)
+        return finish - np.where(whole, capped, (finish - self.latency - overlap * start) / (1.0 - overlap))
 
 
 def expanded_flows(dag: ExecutionDAG, nodes: np.ndarray, topology: Topology, fold: Fold) -> np.ndarray:
@@ -132,8 +149,26 @@ def flow_properties(dag: ExecutionDAG, topology: Topology, fold: Fold) -> FlowPr
         terms, hop, delay = under(model)
     else:  # node groups of several link models: each flow under its collective's weakest member's
         terms, hop, delay = _per_model(under, topology, flow_models(dag, nodes, topology))
+    sliced = np.array([sliced_steps(c.algorithm, c.ctype, c.protocol) for c in dag.collectives] + [False])[coll]
+    lead, overlap = sliced_handoffs(dag.size[nodes], lanes, steps, sliced, to_flow[nodes], latency + terms.hop)
     return FlowProperties(nodes, links, terms.wire(dag.size[nodes]), terms.cap, latency * steps + hop, delay,
-                          physical)
+                          physical, lead, overlap)
+
+
+def sliced_handoffs(size: np.ndarray, lanes: np.ndarray, steps: np.ndarray, sliced: np.ndarray, feeds: np.ndarray,
+                    step_latency: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(lead, overlap) of flows: for the steps of a Simple ring (`sliced`), the next rank forwards each slice of a
+    step as it arrives (collective.nccl.ring_slices), so the step that follows may start before this one's last
+    byte is delivered, by what all but the step's first slice took to cross, up to the step's latency
+    (`step_latency`: path and hop). A flow is delivered `latency - min(lead, overlap * transfer time)` after its
+    last byte left, its transfer time being how long it took to send (engine.replay). A flow standing for `steps`
+    steps in a row hands over between them, and to the flow it `feeds`; a ring's last step hands over to nobody.
+    Zero lead and overlap for every other flow."""
+    steps = np.maximum(steps, 1)
+    handoffs = np.where(sliced, steps - 1 + np.asarray(feeds, dtype=np.float64), 0.0)
+    slices = ring_slices(np.asarray(size) / (steps * np.asarray(lanes)))
+    overlap = np.where(handoffs > 0, (1.0 - 1.0 / slices) * handoffs / steps, 0.0)
+    return np.where(sliced, step_latency * handoffs, 0.0), overlap
 
 
 def flow_models(dag: ExecutionDAG, nodes: np.ndarray, topology: Topology) -> np.ndarray:

@@ -206,6 +206,8 @@ def _run(nodes: _Nodes, props: FlowProperties, net: FlowNetwork, num_gpus: int, 
     flow_of, duration, span, sm_bound, gpu_of = nodes.flow_of, nodes.duration, nodes.span, nodes.sm_bound, nodes.gpu
     sizes, latency, delay, flow_node = props.wire.tolist(), props.latency.tolist(), props.delay.tolist(), \
         props.nodes.tolist()
+    lead, overlap = props.handoffs()
+    lead, overlap = lead.tolist(), overlap.tolist()
     node_done, last_byte, launched = Event.NODE_DONE, Event.LAST_BYTE, Event.LAUNCHED
     held = [0] * num_gpus  # SMs the collectives running on each GPU hold
     n = len(flow_of)
@@ -254,7 +256,8 @@ def _run(nodes: _Nodes, props: FlowProperties, net: FlowNetwork, num_gpus: int, 
                 net.remove(item)
                 seq += 1
                 node = flow_node[item]
-                push(events, (now + latency[item], seq, node_done, node, 0))
+                push(events, (now + (latency[item] - min(lead[item], overlap[item] * (now - start[node]))), seq,
+                              node_done, node, 0))
                 released = next_send[node] if next_send and node in next_send else ()
             elif kind == launched:
                 start[flow_node[item]] = now

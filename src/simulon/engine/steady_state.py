@@ -21,12 +21,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..collective.common import FlowSet
+from ..collective.decompose import sliced as sliced_steps
 from ..collective.nccl import PROTOCOLS
+from ..collective.types import CollType
 from ..dag.nodes import ranges
 from ..network.fabric import NO_LINK
 from ..network.topology import FROM_SCALE_UP_SWITCH, TO_SCALE_UP_SWITCH, Topology, endpoints
 from .fair_share import max_min_rates
-from .flows import LinkTerms, domain_members, link_terms, staging_delay
+from .flows import LinkTerms, domain_members, link_terms, sliced_handoffs, staging_delay
 from .footprint import connection_spread
 
 MIN_RATE = 1e-9
@@ -79,15 +81,17 @@ class _Chain:
             depth[level[0]] = d
         return depth
 
-    def last_arrival(self, transfer: np.ndarray, latency: np.ndarray, tail: np.ndarray) -> float:
+    def last_arrival(self, transfer: np.ndarray, latency: np.ndarray, tail: np.ndarray, handover: np.ndarray
+                     ) -> float:
         """When the last flow has arrived and been handled (`tail`: what its receiver does with it then), each
-        starting as its parents allow and taking its transfer time."""
+        starting as its parents allow (`handover` after their last byte: their latency, less what a sliced ring
+        step hands over early) and taking its transfer time."""
 
         def begin(done: np.ndarray, level: tuple) -> np.ndarray:
             _, with_parents, parents, streamed, starts = level
             start = np.zeros(len(transfer))
             if len(with_parents):
-                ready = done[parents] + np.where(streamed, 0.0, latency[parents])
+                ready = done[parents] + np.where(streamed, 0.0, handover[parents])
                 start[with_parents] = np.maximum.reduceat(ready, starts)
             return start
 
@@ -164,8 +168,9 @@ class SteadyState:
         self.topology = topology
         self.known: dict[str, _Structure] = {}
 
-    def estimate(self, flows: list[FlowSet], protocol: str) -> float:
-        """Seconds from every member joining to the last finishing, for concurrent flow sets."""
+    def estimate(self, flows: list[FlowSet], ctype: CollType, algorithm: str, protocol: str) -> float:
+        """Seconds from every member joining to the last finishing, for concurrent flow sets of a collective of
+        type `ctype` run by `algorithm` under `protocol`."""
         key = _fingerprint(flows, protocol)
         if key not in self.known:
             self.known = {key: self._structure(flows, protocol)}  # a sweep moves on: keep the latest only
@@ -175,7 +180,10 @@ class SteadyState:
         transfer = wire / np.maximum(st.rate, MIN_RATE)
         latency = st.latency + staging_delay(model, size, st.lanes, st.staged)
         tail = model.local_pass(size, st.lanes, st.local)
-        chain = max(c.last_arrival(transfer[st.sets == i], latency[st.sets == i], tail[st.sets == i])
+        sliced = sliced_steps(algorithm, ctype, protocol)
+        lead, overlap = sliced_handoffs(size, st.lanes, np.ones(len(size)), sliced, True, latency)
+        handover = latency - np.minimum(lead, overlap * transfer)
+        chain = max(c.last_arrival(*(a[st.sets == i] for a in (transfer, latency, tail, handover)))
                     for i, c in enumerate(st.chains))
         periods = np.concatenate([np.full(len(fs), fs.periods) for fs in flows])
         valid = st.links != NO_LINK
