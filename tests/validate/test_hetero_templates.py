@@ -15,7 +15,7 @@ from simulon.validate.hetero import NODE_TEMPLATES, node_microbatch_seconds
 SAILOR_TP8_MICROBATCH_MS = {"rtx-3090": 1896.4, "titan-rtx": 776.2, "rtx-2080-ti": 909.9}
 """Sailor's layer profile of OPT-350M at tp 8, micro-batch 2, summed over the 26 layers' forward and backward
 (eth-easl/sailor sailor/Planner/simulations/profiles_tmp.json), to which the host paths are fitted."""
-FOUR_PAIRS_GBPS = {"rtx-3090": 6.47, "titan-rtx": 2 * 10.22, "rtx-2080-ti": 17.21}
+FOUR_PAIRS_GBPS = {"rtx-3090": 6.47, "titan-rtx": 2 * 10.14, "rtx-2080-ti": 17.09}
 """GPUs 0-3 each sending to GPU i + 4 at once: one host path for the RTX 3090 node, the TITAN RTX node's two
 pairs' paths, one of the RTX 2080 Ti node's paths per four GPUs."""
 
