@@ -25,7 +25,7 @@ def local_pass(name: str, ctype: CollType, domains: int) -> str:
     return find_algorithm(name).local_pass(ctype, domains)
 
 
-def sliced(name: str, ctype: CollType, protocol: str) -> bool:
+def sliced_steps(name: str, ctype: CollType, protocol: str) -> bool:
     """Whether algorithm `name`'s flows of `ctype` under `protocol` are steps of NCCL's Simple ring, handed on slice
     by slice (see Algorithm.sliced)."""
     return find_algorithm(name).sliced(ctype, protocol)

@@ -4,7 +4,8 @@ over flat arrays.
 What is modelled is replay.py's: nodes start once their dependencies are met, kernels take their (SM-stretched)
 durations, flows share their links max-min fairly (progressive filling, recomputed for the flows connected to a
 change once nothing more happens now, or within the reshare window) and are delivered one latency after their
-last byte. The arrays stand for the Python objects:
+last byte (less what a Simple ring step hands over early, flows.sliced_handoffs). The arrays stand for the Python
+objects:
 
 - the event queue is a binary heap of (time, sequence, kind, item, version) entries ordered by (time,
   sequence), the same total order as Python's heapq of tuples, so that events pop in the same order;

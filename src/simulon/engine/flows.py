@@ -5,7 +5,8 @@ A collective's protocol sets the bytes on the wire (LL sends a 4-byte flag with 
 LL128 8 bytes of flag per 128-byte line), the per-channel rate limit and the per-hop latency; its first
 flows wait for the launch overhead. In-switch reduction legs move data at the switch's reduction rate. A
 ring's last flows inside an NVLink domain are delivered only once their receiver's channel has reduced or
-copied them locally.
+copied them locally. A Simple ring step hands over to the next one slice by slice (NCCL's ProtoSimple), so the
+step after it may start before its last byte is delivered (sliced_handoffs).
 """
 
 from __future__ import annotations
@@ -14,8 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..collective.decompose import local_pass
-from ..collective.decompose import sliced as sliced_steps
+from ..collective.decompose import local_pass, sliced_steps
 from ..collective.nccl import PROTOCOLS, constants, ring_slices
 from ..collective.types import POINT_TO_POINT, CollType
 from ..dag.fold import Fold

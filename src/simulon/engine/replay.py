@@ -5,7 +5,8 @@ max-min fairly (progressive filling, Bertsekas and Gallager's Data Networks 6.5.
 weighted by how many flows a folded flow stands for, each flow at most at its own rate limit), and rates
 are recomputed only when a flow starts or ends, and only for the flows connected to it through shared
 links. A flow starts its launch delay after it is ready and is delivered one path latency after its last
-byte leaves; a sender's next flow that waits for it may start as soon as that last byte has left.
+byte leaves, less what a Simple ring step hands over early, its later slices' transfer overlapping its latency
+(flows.sliced_handoffs); a sender's next flow that waits for it may start as soon as that last byte has left.
 
 The event loop has two forms with the same steps in the same order: `_run` below, in Python, the reference,
 and compiled.py's, the same loop compiled by numba. They give every node the same start and finish time to the

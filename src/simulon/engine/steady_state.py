@@ -4,7 +4,8 @@ Every flow moves at the max-min fair rate it gets while the other flows of its l
 depth in the dependency graph, so that the legs of one chunk up a tree or a chain, which follow one another,
 do not share links, while a pipeline's later legs of early chunks run beside earlier legs of later ones. A chain
 of dependent flows takes the sum of their transfer times and latencies (a sender's next flow waits only
-for the last byte of its previous one); no link moves more than its capacity. The estimate is the launch
+for the last byte of its previous one; a Simple ring step's latency less what its later slices' transfer hides,
+flows.sliced_handoffs); no link moves more than its capacity. The estimate is the launch
 plus the larger of the longest chain and the busiest link's bytes (plus one flow's latency and the local step
 its receiver ends with, see LinkModel.local_pass). A ring's
 steps repeat, so one step stands for all of them. Routes, rates and chain order do not depend on the
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..collective.common import FlowSet
-from ..collective.decompose import sliced as sliced_steps
+from ..collective.decompose import sliced_steps
 from ..collective.nccl import PROTOCOLS
 from ..collective.types import CollType
 from ..dag.nodes import ranges
