@@ -31,6 +31,7 @@ from simulon.compute.populate import populate
 from simulon.config.loading import load_scenario
 from simulon.engine import compiled
 from simulon.engine.flows import flow_properties
+from simulon.engine.footprint import flow_loads
 from simulon.engine.replay_input import node_arrays
 from simulon.pipeline import TRAINING_RESHARE_WINDOW_S, build_dag
 from simulon.progress import REPORT_EVERY
@@ -54,7 +55,7 @@ def timed(call) -> tuple[float, object]:
 def loop_inputs(dag, topology, fold, sm_count: int) -> tuple:
     """The event loop's arguments, as `replay` makes them."""
     props = flow_properties(dag, topology, fold)
-    return (node_arrays(dag, props.nodes, sm_count), props, topology.capacity, topology.fold_weights(fold.rep),
+    return (node_arrays(dag, props.nodes, sm_count), props, topology.capacity, flow_loads(dag, topology, fold, props),
             dag.num_gpus, sm_count, TRAINING_RESHARE_WINDOW_S, lambda done: None, REPORT_EVERY)
 
 
