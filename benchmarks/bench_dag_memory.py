@@ -8,7 +8,7 @@ import alone held is fitted, by least squares, as bytes per DAG node and per flo
 trace; the fitted line is then scaled up until it covers every measured row (the guard must not let through
 a run that later fails for memory). Each run starts with an empty numba cache (NUMBA_CACHE_DIR a fresh folder),
 as the first run of a fresh install does: compiling the replay's loop takes more memory than loading it compiled
-(the moe96 step peaked at 313-317 MB compiling, 188-190 MB loading the cache). Each scenario runs --runs times and
+(the moe96 step peaked at 313-325 MB compiling, 188-190 MB loading the cache). Each scenario runs --runs times and
 its largest peak is the row. `--write` stores the result in src/simulon/dag/data/memory_cost.yaml, which
 dag/size.py reads.
 """

@@ -72,7 +72,8 @@ HEADER = """# Link-use parameters of collectives, calibrated against ../shared/v
 # SimAI's packet-level ns-3 (benchmarks/bench_ns3_spectrum_x.py) while every step paid it whole; with a step's
 # latency overlapping its later slices, within 4.8% (+4.8% at 16 nodes, -1.6% at 2). Ampere's four send/receive
 # parameters rest on its four send/receive rows (a100_sendrecv, 1 MiB and up): as many parameters as rows, so their
-# error there is no evidence of their accuracy.
+# error there is no evidence of their accuracy; its collectives' fit rests on one all-reduce sweep of one node (one
+# source), and its Simple launch sits at the fit's bound (LAUNCH_US, 60 us).
 """
 
 
