@@ -55,6 +55,42 @@ def test_an_architecture_stands_for_its_flagship_and_says_so():
     assert resolve_hardware("H100 SXM").notes == ()
 
 
+@pytest.mark.parametrize(("text", "says"), [
+    ("GeForce RTX 5090 (Blackwell)", "RTX 5090 has no GPU template"),
+    ("RTX PRO 6000 Blackwell", "names no shipped GPU"),
+    ("Jetson Thor Blackwell", "'jetson', a part with no GPU template"),
+    ("Ampere A40", "'A40', a part with no GPU template, so 'ampere' is not read as A100"),
+    ("sm_120 Blackwell", "'sm_120', a part with no GPU template"),  # compute capability 12.0: GeForce and RTX PRO
+    ("sm_89 Ada", "names no shipped GPU"),
+    ("sm_90 Blackwell", "two architectures: H100 (sm_90) and B200"),
+])
+def test_an_architecture_is_not_read_as_its_flagship_where_the_description_names_another_part(text, says):
+    with pytest.raises(Unresolved, match=re.escape(says)):
+        resolve_hardware(text)
+
+
+@pytest.mark.parametrize(("text", "gpu"), [
+    ("Hopper 8x400Gbps CX7 NDR400", "h100-sxm"),        # NIC generations and InfiniBand rates name no part
+    ("Ampere sm_80 DGX 8x200Gb HDR200", "a100-sxm-80gb"),
+    ("NVIDIA Blackwell (8-GPU node)", "b200"),
+    ("Hopper sm_90a", "h100-sxm"),
+])
+def test_an_architecture_beside_network_words_still_stands_for_its_flagship(text, gpu):
+    assert resolve_hardware(text).gpu == gpu
+
+
+@given(st.sampled_from(["Ampere", "Hopper", "Blackwell", "sm_90", "sm_100"]),
+       st.from_regex(r"[A-Z]{1,2}[1-9][0-9]{1,2}", fullmatch=True), st.booleans())
+def test_no_architecture_stands_for_a_model_no_template_has(arch, model, first):
+    known = {w for stem in template_names("datacenter") + template_names("gpu") + template_names("nic")
+             + template_names("switch") for w in re.findall(r"[a-z0-9]+", stem)}
+    if model.lower() in gpu_models() or model.lower() in known or re.fullmatch(r"(?i)(ndr|hdr|edr|xdr|cx)\d+", model):
+        return
+    text = f"{model} {arch}" if first else f"{arch} {model}"
+    with pytest.raises(Unresolved, match=re.escape(model)):
+        resolve_hardware(text)
+
+
 @pytest.mark.parametrize(("text", "sizes"), [
     ("H100 94GB", "no H100 template has (h100-pcie 80 GB, h100-sxm 80 GB)"),  # H100 NVL's memory, not the SXM's
     ("H20 141GB", "no H20 template has (h20 96 GB)"),                        # the HBM3e H20

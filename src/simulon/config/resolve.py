@@ -6,12 +6,13 @@ punctuation: `[count x] [vendor] GPU [memory GB] [form factor] [system] [interco
 "B200 (AWS p6-b200.48xlarge), EFA v4 8x400Gbps".
 
 - GPU: the model word of a shipped GPU template's name or aliases (A100, H100, GB200, MI300X, ...), or an
-  architecture (Hopper, sm_90, ...), which stands for that architecture's flagship data-center part and says
-  so. Memory ("40GB", in GB or GiB, as vendors round it) and form factor (SXM, PCIe) choose between templates of one
-  model, and a memory size none of them has ("H100 94GB", an H100 NVL's) is refused, naming theirs; a system's memory
-  together ("DGX A100 320GB") names the system. Without them the template that carries the bare model name as an
-  alias (the vendor's main SKU) is taken. Two form factors ("H100 SXM PCIe"; a PCIe named as a bus, "PCIe Gen5",
-  is none) or two memory sizes of the GPU ("H100 80GB 94GB") contradict each other and are refused.
+  architecture (Hopper, sm_90, ...), which stands for that architecture's flagship data-center part and says so,
+  unless the description names another part ("Ampere A40", "GeForce RTX 5090 (Blackwell)", "sm_120"): then it names
+  no shipped GPU. Memory ("40GB", in GB or GiB, as vendors round it) and form factor (SXM, PCIe) choose between
+  templates of one model, and a memory size none of them has ("H100 94GB", an H100 NVL's) is refused, naming theirs;
+  a system's memory together ("DGX A100 320GB") names the system. Without them the template that carries the bare
+  model name as an alias (the vendor's main SKU) is taken. Two form factors ("H100 SXM PCIe"; a PCIe named as a bus,
+  "PCIe Gen5", is none) or two memory sizes of the GPU ("H100 80GB 94GB") contradict each other and are refused.
 - System: among the datacenter templates built on that GPU, the one whose name and alias words the
   description (then its context: the table's framework or source) names most; with none named, the one
   marked `reference: true` (the vendor's reference system, e.g. DGX H100 rather than DGX Cloud), then the
@@ -90,6 +91,9 @@ MEMORY = re.compile(r"(?<![\d.])(\d+)\s*(?:GB|gb|GiB)\b(?!\s*/\s*s)")
 GPU_LIKE = re.compile(r"\b(?:gaudi\s*\d|[rg]tx\s*\d{4}|[a-z]{1,4}\d{2,4}[a-z]{0,2})\b", re.IGNORECASE)
 """A word that looks like a GPU model (V100, RTX3090, RTX 4090, Gaudi 2): named in the message when none is
 shipped."""
+PRODUCT_LINES = frozenset({"geforce", "rtx", "quadro", "titan", "jetson", "tegra"})
+"""NVIDIA's product lines of workstation, consumer and embedded GPUs: a description naming one beside an architecture
+("RTX PRO 6000 Blackwell") names a part of it other than the data-center flagship ARCHITECTURES stands for."""
 UNMODELLED = {"gaudi": "Intel Gaudi is not modelled: its matrix engines have no calibration and its scale-up "
                        "is on-chip RoCE ports, which simulon's collectives do not model"}
 """GPU families simulon deliberately does not model, and why (reported instead of 'unknown')."""
@@ -205,6 +209,7 @@ def _gpu_candidates(text: str) -> tuple[str, list[str], list[str]]:
     arch = next((w for w in words(text) if w in ARCHITECTURES), None)
     if arch is not None:
         model = ARCHITECTURES[arch].lower()
+        _one_architecture(text, arch)
         if model in gpu_models():
             return model, list(gpu_models()[model]), [f"{arch} read as {ARCHITECTURES[arch]}, its flagship part"]
     lower = text.lower()
@@ -212,6 +217,34 @@ def _gpu_candidates(text: str) -> tuple[str, list[str], list[str]]:
         if family in lower:
             raise Unresolved(f"{text!r}: {reason}")
     raise NoGPUNamed(f"{text!r} names no shipped GPU{_unshipped(text)}; shipped: {', '.join(sorted(gpu_models()))}")
+
+
+def _one_architecture(text: str, arch: str) -> None:
+    """Refuse to read an architecture as its flagship part where the description names another part of it: a
+    compute capability no ARCHITECTURES entry has ("sm_120 Blackwell", the GeForce and RTX PRO parts), a second
+    architecture of another part ("sm_90 Blackwell"), a model word no template has ("Ampere A40") or a product line
+    of workstation, consumer or embedded parts ("GeForce RTX 5090 (Blackwell)", "Jetson Thor Blackwell"). Words of
+    the shipped systems, NICs and switches ("NVL72") and InfiniBand rates ("HDR200") name no part."""
+    said = words(text)
+    others = sorted({ARCHITECTURES[w] for w in said if w in ARCHITECTURES} - {ARCHITECTURES[arch]})
+    if others:
+        raise Unresolved(f"{text!r} names parts of two architectures: {ARCHITECTURES[arch]} ({arch}) and "
+                         f"{', '.join(others)}")
+    known = hardware_words() | {w for _, _, own, _ in systems() for w in own}
+    parts = [w for w in dict.fromkeys(said) if (re.fullmatch(r"sm_?\d+a?", w) and w not in ARCHITECTURES)
+             or w in PRODUCT_LINES]
+    parts += [found for found in dict.fromkeys(GPU_LIKE.findall(text))
+              if not all(w in known or _rated_word(w) for w in words(found))]
+    if parts:
+        raise NoGPUNamed(f"{text!r} names {', '.join(map(repr, parts))}, a part with no GPU template, so "
+                         f"{arch!r} is not read as {ARCHITECTURES[arch]} (its flagship data-center part); shipped: "
+                         f"{', '.join(sorted(gpu_models()))}")
+
+
+def _rated_word(word: str) -> bool:
+    """A word of PLAIN_WORDS with a number on it: an InfiniBand rate or a NIC's generation ("HDR200", "CX7")."""
+    stem = word.rstrip("0123456789")
+    return len(stem) > 1 and stem != word and stem in PLAIN_WORDS
 
 
 @cache
