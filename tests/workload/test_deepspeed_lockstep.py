@@ -10,7 +10,7 @@ from helpers import gpt_scenario
 from simulon.config.scenario import ScenarioConfig
 from simulon.dag.nodes import NodeKind
 from simulon.pipeline import build_dag, simulate
-from simulon.workload.megatron import NCCL_SEND_BUFFER_BYTES, MegatronTracer
+from simulon.workload.megatron import NCCL_SEND_BUFFER_BYTES, MegatronTracer, lockstep_index
 from simulon.workload.program import ComputeOp, RecvOp, SendOp
 
 
@@ -77,3 +77,27 @@ def test_blocking_transfers_never_make_a_step_faster_than_megatrons():
 def test_deepspeed_runs_plain_1f1b_only():
     with pytest.raises(ValueError, match="deepspeed"):
         scenario("deepspeed", gbs=8, vpp=2, layers_per_stage=None)
+
+
+def test_a_pipeline_of_fewer_micro_batches_than_stages_sends_its_activation_in_the_idle_step_before_its_backward():
+    # stage 0 with one micro-batch: F0 at step 0, an idle step 1 sends act 0, B0 at step 3 receives grad 0; receiving
+    # first (as an adjacent backward step does) left both stages waiting on each other: the replay stalled
+    sc = scenario("deepspeed", gbs=1)
+    assert transfers(sc, 0) == ["S0f", "R0b"]
+    assert transfers(sc, 1) == ["R0f", "S0b"]
+
+
+@pytest.mark.parametrize("gbs", [1, 2, 3])
+def test_deepspeed_simulates_any_micro_batch_count_and_more_micro_batches_never_take_less_time(gbs):
+    fewer = simulate(scenario("deepspeed", gbs=gbs)).result.iteration_time_ms
+    assert 0 < fewer < simulate(scenario("deepspeed", gbs=gbs + 1)).result.iteration_time_ms
+
+
+def test_the_lockstep_steps_are_deepspeeds_train_schedule():
+    stages, micro_batches = 4, 6
+    for stage in range(stages):
+        runs = sorted((lockstep_index(kind, mb, stage, stages), kind, mb)
+                      for kind in "FB" for mb in range(micro_batches))
+        assert len({step for step, _, _ in runs}) == len(runs)          # one step each
+        assert runs[-1][0] < 2 * (micro_batches + stages - 1)            # TrainSchedule's step count
+        assert all(step % 2 == (stage if kind == "F" else stage + 1) % 2 for step, kind, _ in runs)

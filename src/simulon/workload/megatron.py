@@ -111,6 +111,13 @@ def _around_layers(units: list[int]) -> tuple[list[int], list[int], list[int]]:
     return units[:layers[0]], units[layers[0]:layers[-1] + 1], units[layers[-1] + 1:]
 
 
+def lockstep_index(kind: str, mb: int, stage: int, stages: int) -> int:
+    """The step of DeepSpeed's TrainSchedule at which `stage` of `stages` runs the forward (kind F) or backward (B) of
+    micro-batch `mb` (deepspeed/runtime/pipe/schedule.py, `_step_to_micro_batch` inverted): forwards at 2 mb + stage,
+    backwards at 2 mb + 2 stages - stage - 1; the steps between are idle."""
+    return 2 * mb + stage if kind == "F" else 2 * mb + 2 * stages - stage - 1
+
+
 class _StageEmitter:
     """Writes one stage's program; keeps the bookkeeping of pending communication."""
 
@@ -132,10 +139,10 @@ class _StageEmitter:
         self.gradient_sync = DataParallelSync(tracer.workload, tracer.layout, tracer.parameters.stage(self.stage),
                                               self.shape, program, frozen=self.lora)
         # DeepSpeed's lock-step pipeline (see lockstep_exchange): the send a step leaves to the next one, and the
-        # kind of the last step run
+        # TrainSchedule step the last one ran at
         self.lockstep = tracer.workload.framework == "deepspeed"
         self.deferred_send: tuple[int, int, int, Phase] | None = None
-        self.last_kind = ""
+        self.last_step: int | None = None
 
     # -- small helpers --
 
@@ -327,12 +334,14 @@ class _StageEmitter:
         in eth-easl/sailor deepspeed/pipe_engine.py runs it): a stage alternates forward and backward steps,
         some idle; a forward step sends the gradient the previous (backward) step produced, then receives its
         activation; a backward step receives its gradient, then sends the activation the previous step produced;
-        an idle step between two steps of one kind only sends. Sends and receives are blocking (p2p.send and
+        an idle step between two steps (lockstep_index: between two of one kind, or in a pipeline of fewer
+        micro-batches than stages) only sends. Sends and receives are blocking (p2p.send and
         p2p.recv are dist.send and dist.recv): the next instruction waits for a receive, and for a send unless its
         message fits NCCL's buffer (flush_send); a transfer starts once both sides have reached it (a rendezvous).
         Returns the op the step's kernels wait for."""
         chain = self.pending
-        send_first = kind == "F" or self.last_kind == kind
+        step = lockstep_index(kind, mb, self.stage, self.pp)
+        send_first = kind == "F" or (self.last_step is not None and step - self.last_step > 1)
         if send_first:
             chain = self.flush_send(chain)
         peer = self._previous(0)[0] if kind == "F" else self._next(0)[0]
@@ -342,7 +351,7 @@ class _StageEmitter:
             chain = received = self.program.recv(peer, 0, mb, phase, waits=(chain,))
         if not send_first:
             chain = self.flush_send(chain)
-        self.last_kind = kind
+        self.last_step = step
         if received == NO_OP:
             return chain
         return self.rebuild(chain, mb, Phase.fwd if kind == "F" else Phase.bwd_ig, unit)  # in the pass, after all
