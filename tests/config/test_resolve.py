@@ -63,6 +63,7 @@ def test_an_architecture_stands_for_its_flagship_and_says_so():
     ("sm_120 Blackwell", "'sm_120', a part with no GPU template"),  # compute capability 12.0: GeForce and RTX PRO
     ("sm_89 Ada", "names no shipped GPU"),
     ("sm_90 Blackwell", "two architectures: H100 (sm_90) and B200"),
+    ("Ampere AT10", "'AT10', a part with no GPU template"),  # 'at' is a connective, not an InfiniBand rate's stem
 ])
 def test_an_architecture_is_not_read_as_its_flagship_where_the_description_names_another_part(text, says):
     with pytest.raises(Unresolved, match=re.escape(says)):

@@ -241,10 +241,14 @@ def _one_architecture(text: str, arch: str) -> None:
                          f"{', '.join(sorted(gpu_models()))}")
 
 
+RATED_WORDS = frozenset({"cx", "edr", "hdr", "ndr", "xdr"})
+"""Words of PLAIN_WORDS written with a number on them: InfiniBand rates and NIC generations ("HDR200", "CX7")."""
+
+
 def _rated_word(word: str) -> bool:
-    """A word of PLAIN_WORDS with a number on it: an InfiniBand rate or a NIC's generation ("HDR200", "CX7")."""
+    """A word of RATED_WORDS with a number on it ("HDR200", "CX7"; not "AT10", a part)."""
     stem = word.rstrip("0123456789")
-    return len(stem) > 1 and stem != word and stem in PLAIN_WORDS
+    return stem != word and stem in RATED_WORDS
 
 
 @cache
