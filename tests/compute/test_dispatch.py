@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from simulon.compute import dispatch
 from simulon.compute.attention import critical_blocks, issue_order
 from simulon.compute.dispatch import Order, issue_sequence, makespan
 
@@ -83,3 +84,24 @@ def test_the_busiest_sm_is_within_grahams_bound(work, copies, order, slots):
 def test_uniform_ctas_take_whole_rounds_in_any_order(order, slots):
     # 50 CTAs of 3 blocks: ceil(50 / SMs) rounds of 3
     assert makespan(np.full(10, 3.0), 5, order, slots) == 3 * -(-50 // slots)
+
+
+@settings(max_examples=200, deadline=None)
+@given(works, st.integers(1, 60), st.sampled_from(list(Order)), st.integers(1, 40), st.integers(1, 200))
+def test_past_its_cta_bound_the_dispatch_extrapolates_within_one_cta_of_every_cta_dispatched(work, copies, order,
+                                                                                           slots, bound):
+    exact = makespan(work, copies, order, slots)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(dispatch, "MAX_CTAS", bound)
+        extrapolated = makespan(work, copies, order, slots)
+    assert abs(extrapolated - exact) <= work.max() + 1e-9 * (1 + copies * work.sum())
+    if work.size * copies <= bound:
+        assert extrapolated == exact
+
+
+def test_an_attention_of_billions_of_ctas_is_timed_without_holding_them():
+    # 2^24 tokens of a 2^24-sample micro-batch over 4 heads (a scenario's bounds): 2^43 CTAs, 70 TB one by one
+    for order in Order:
+        blocks = critical_blocks(2**26, 2**17, 2**17, True, 0.0, 132, order=order)
+        per_head = 2**17 * (2**17 + 1) / 2  # the causal triangle's key blocks
+        assert blocks == pytest.approx(2**26 * per_head / 132, rel=1e-4)

@@ -241,3 +241,52 @@ def test_validate_profile_names_a_skipped_run_by_its_place_in_kernel_runs_not_a_
     assert proc.returncode == 0, proc.stderr
     assert "skipped 1 (kernel_runs[1]): attn_qkv: unknown phase 'sideways'" in proc.stdout, proc.stdout
     assert "spreadsheet" not in proc.stdout and "row 3" not in proc.stdout
+
+
+# I. shapes no kernel has
+
+
+@pytest.mark.parametrize(("params", "field"), [
+    ({**ATTENTION, "impl": "magic"}, "params.impl: 'magic' is no attention library simulon models (one of flash"),
+    ({**ATTENTION, "batch": 1e19}, "params.batch: 1e+19 is more than 16,777,216 samples"),
+    ({**ATTENTION, "seq_q": 1e23}, "params.seq_q: 1e+23 is more than 16,777,216 tokens"),
+    ({**ATTENTION, "qk_dim": 2**21}, "params.qk_dim: 2,097,152 is more than 1,048,576 elements"),
+    ({**ATTENTION, "heads": 32, "kv_heads": 3}, "params.kv_heads: 3 key-value heads do not divide 32 heads"),
+    ({**ATTENTION, "heads": 4.5}, "params.heads: 4.5 is not a whole number of heads"),
+    ({**ATTENTION, "causal": "maybe"}, "params.causal: expected true or false, got 'maybe'"),
+    ({**GEMM, "m": 1e23}, "params.m: 1e+23 is more than 281,474,976,710,656 rows"),
+    ({**GEMM, "groups": 1e15}, "params.groups: 1,000,000,000,000,000 is more than 65,536 experts"),
+    ({"bytes": 1e300, "phase": "fwd", "dtype": "fp32"}, "params.bytes: 1e+300 is more than"),
+])
+def test_a_shape_no_kernel_has_is_refused_naming_the_parameter_where_the_file_is_read(tmp_path, params, field):
+    gpu = gpu_file(tmp_path / "g.yaml", run("attn_flash" if "seq_q" in params else "attn_qkv", params))
+    for proc in (cli("simulate", str(scenario(tmp_path / "sc.yaml", gpu))), cli("validate", "profile", str(gpu))):
+        refused(proc, str(gpu), f"kernel_runs[0].{field}")
+
+
+@pytest.mark.parametrize("impl", ["flash", "cudnn", "xformers", "pytorch"])
+def test_every_attention_library_a_scenario_names_is_read_in_a_profile(impl):
+    gpu = GPUSpec.model_validate({"from": "h100-sxm", "kernel_runs": [run("attn_flash", {**ATTENTION, "impl": impl})]})
+    assert gpu.kernel_runs[0].params["impl"] == impl
+
+
+# J. a file of another kind
+
+
+def test_a_scenario_given_as_a_gpu_profile_is_refused_as_a_scenario_not_for_its_keys(tmp_path):
+    path = scenario(tmp_path / "sc.yaml", gpu_file(tmp_path / "g.yaml", run("attn_qkv", GEMM)))
+    text = path.read_text()
+    says = "is a scenario (its top level holds datacenter and workload), not a gpu file"
+    for proc in (cli("validate", "profile", str(path)), cli("profile", "gpu", "--output", str(path), *TINY)):
+        line = refused(proc, str(path))
+        assert "is a scenario (its top level holds datacenter and workload), not a g" in line.lower()
+        assert "unknown key" not in line and "belongs in" not in line
+    assert path.read_text() == text
+    bad = scenario(tmp_path / "uses.yaml", path)  # a scenario whose GPU is a scenario file
+    refused(cli("simulate", str(bad)), str(bad), "datacenter.node.gpu", f"{str(path)!r} {says}")
+
+
+def test_a_datacenter_given_as_a_gpu_is_refused_as_a_datacenter(tmp_path):
+    dc = tmp_path / "dc.yaml"
+    dc.write_text(yaml.safe_dump({"from": "dgx-h100", "cluster": {"num_nodes": 2}}))
+    refused(cli("validate", "profile", str(dc)), "is a datacenter (its top level holds cluster), not a gpu file")

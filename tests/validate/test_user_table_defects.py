@@ -76,6 +76,22 @@ def test_an_unreadable_causal_cell_skips_the_row_naming_it():
         "causal: 'maybe' is not a yes/no flag (yes, true, no or false, any case)"
 
 
+@pytest.mark.parametrize(("cells", "reason"), [
+    ({"M": "1e23"}, "M: 1e+23 is more than 16,777,216 tokens"),
+    ({"M": "10000000000"}, "M: 10,000,000,000 is more than 16,777,216 tokens"),
+    ({"batch": str(2**63)}, "batch: 9.22e+18 is more than 16,777,216 samples"),
+    ({"head_dim": "2097152"}, "head_dim: 2,097,152 is more than 1,048,576 elements"),
+])
+def test_an_attention_row_of_a_shape_no_kernel_has_is_skipped_naming_the_column(cells, reason):
+    assert observation(0, {**ATTENTION_ROW, **cells}) == reason
+
+
+def test_a_gemm_row_of_a_shape_no_kernel_has_is_skipped_naming_the_column():
+    row = {**ATTENTION_ROW, "kernel": "GEMM", "dtype": "bf16", "M": "1e30", "N": "1024", "K": "1024", "batch": ""}
+    assert observation(0, row) == "M (times batch): 1e+30 is more than 281,474,976,710,656 rows"
+    assert not isinstance(observation(0, {**row, "M": "1024"}), str)
+
+
 def test_a_collectives_row_whose_measured_cells_contradict_each_other_is_skipped_saying_how():
     reason = case_of(0, {**ALL_REDUCE, "algbw_GBps": "100", "time_us": "1"})
     assert reason == (

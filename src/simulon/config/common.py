@@ -198,6 +198,67 @@ MAX_PARAMETERS = 10**13
 MAX_RATIO = 1024.0
 """Oversubscription (downlink : uplink bandwidth): 100x the steepest fabric oversubscription in practice (~10:1)."""
 
+MAX_TOKENS = MAX_BATCH * MAX_SEQUENCE
+"""Tokens of a batch, the largest batch of the longest sequences (2^48): at most the rows or the inner dimension of
+a GEMM, or the chunks of a chunked scan, the tracer emits within the bounds above."""
+MAX_KERNEL_BYTES = 2**50
+"""Bytes one kernel moves: 1 PiB, some 3,900x the largest GPU memory shipped (288 GB of the B300): a sanity bound."""
+MAX_ELEMENT_BYTES = 8
+"""Bytes of one element: a float64's."""
+
+FLASH_IMPLEMENTATIONS = ("flash", "cudnn", "flash_v1", "flash_triton", "xformers", "pytorch")
+"""Attention libraries timed as one kernel per direction: FlashAttention-2 (the default, and PyTorch SDPA's `flash`
+backend), cuDNN's fused attention (Transformer Engine's FusedAttention, which TE picks over FlashAttention on
+Hopper and later: transformer_engine/pytorch/attention.py since v1.2, "Select FusedAttention on sm90 ... for
+performance"; PyTorch SDPA's `cudnn` backend), FlashAttention 1 (2022), the Triton FlashAttention of 2022
+(MosaicML's `attn_impl: triton`), xformers' memory-efficient attention (SDPA's `efficient` backend runs its
+kernel), and PyTorch's own attention without a fused kernel (SDPA's `math` backend; the reference of the
+FlashAttention benchmarks), each at its own fitted speed (the workload's `attention` names them, with `unfused`,
+kernels of their own; workload.kernels.attention_impl reads a kernel's)."""
+
+KERNEL_SHAPE_LIMITS = {
+    "batch": (MAX_BATCH, "samples"), "heads": (MAX_HEADS, "heads"), "kv_heads": (MAX_HEADS, "heads"),
+    "seq_q": (MAX_SEQUENCE, "tokens"), "seq_k": (MAX_SEQUENCE, "tokens"), "window": (MAX_SEQUENCE, "tokens"),
+    "qk_dim": (MAX_WIDTH, "elements"), "v_dim": (MAX_WIDTH, "elements"), "groups": (MAX_HEADS, "experts"),
+    "m": (MAX_TOKENS, "rows"), "n": (MAX_TOKENS, "columns"), "k": (MAX_TOKENS, "elements"),
+    "chunks": (MAX_TOKENS, "chunks"), "bytes": (MAX_KERNEL_BYTES, "bytes"),
+    "dtype_bytes": (MAX_ELEMENT_BYTES, "bytes"),
+}
+"""The largest value of each shape parameter of a kernel (a profiled run's params, a kernels table's row): what the
+bounds of a scenario let the tracer emit. Past them no run fitted on a GPU, and the attention model's count of CTAs
+overflows (a profiled attention of batch 1e19 ended `validate profile` in an OverflowError)."""
+ATTENTION_COUNTS = ("batch", "heads", "kv_heads", "seq_q", "seq_k", "qk_dim", "v_dim")
+"""An attention kernel's whole-number shape parameters (its CTAs are counted from them)."""
+
+
+def kernel_shape_error(params: dict[str, Any]) -> tuple[str, str] | None:
+    """(parameter, problem) for the first shape parameter of a kernel that no kernel has: a number past
+    KERNEL_SHAPE_LIMITS, an attention count that is not a whole number, kv_heads that do not divide the heads
+    (grouped-query attention shares each key-value head among as many query heads), a causal flag that is not
+    true or false, a library no attention model has (FLASH_IMPLEMENTATIONS); None where none is. Numbers are taken
+    as given: the caller checks that they are finite and positive."""
+    for key, (high, noun) in KERNEL_SHAPE_LIMITS.items():
+        value = params.get(key)
+        if isinstance(value, int | float) and not isinstance(value, bool) and value > high:
+            shown = f"{value:,.0f}" if value < 1e18 else f"{value:.3g}"
+            return key, f"{shown} is more than {high:,} {noun}"
+    if "seq_q" not in params:
+        return None
+    for key in ATTENTION_COUNTS:
+        value = params.get(key)
+        if isinstance(value, float) and not value.is_integer():
+            return key, f"{value!r} is not a whole number of {KERNEL_SHAPE_LIMITS[key][1]}"
+    heads, kv_heads = params.get("heads"), params.get("kv_heads")
+    if isinstance(heads, int | float) and isinstance(kv_heads, int | float) and kv_heads and heads % kv_heads:
+        return "kv_heads", f"{kv_heads:g} key-value heads do not divide {heads:g} heads"
+    if "causal" in params and not isinstance(params["causal"], bool):
+        return "causal", f"expected true or false, got {params['causal']!r}"
+    if "impl" in params and params["impl"] not in FLASH_IMPLEMENTATIONS:
+        return "impl", (f"{params['impl']!r} is no attention library simulon models (one of "
+                        f"{', '.join(FLASH_IMPLEMENTATIONS)})")
+    return None
+
+
 GPUCount = count(MAX_GPUS, "GPUs")
 """GPUs, or a parallel degree (ranks)."""
 NodeCount = count(MAX_GPUS, "nodes")

@@ -44,6 +44,7 @@ from .common import (
     RunCount,
     StrictModel,
     dtype_keys,
+    kernel_shape_error,
 )
 from .host_cpu import HostCPU, host_cpu
 from .resolve import Hardware, Unresolved, resolve_hardware
@@ -99,6 +100,9 @@ class KernelRun(StrictModel):
                 raise FieldError(key, f"expected a number, got {value!r} ({type(value).__name__})")
             if key in cls.SIZES and key in params and not value > 0:
                 raise FieldError(key, f"{value!r} is no size: a kernel's {key} is more than 0")
+        problem = kernel_shape_error(params)
+        if problem:
+            raise FieldError(*problem)
         for key in ("dtype", "precision"):  # a run of an unknown number format matches no kernel simulon runs
             if key in params and str(params[key]) not in DType.__members__.values():
                 named = ", ".join(d.value for d in DType)

@@ -167,6 +167,9 @@ def _load_reference(kind: str, ref: str, base_dir: Path | None, describe: Callab
             raise TemplateLoop(f"template files start from one another in a loop ({loop}); one of them must start "
                                "from a shipped template or from none")
         doc = _read_template_file(path)
+        other = other_document(kind, doc)
+        if other:
+            raise ValueError(f"template file {str(path)!r} is {other}, not a {kind} file")
         parent = doc.pop("from", None)
         if parent is not None:  # a user template may itself start from another
             if depth >= _MAX_TEMPLATE_DEPTH or not isinstance(parent, str):
@@ -186,6 +189,22 @@ def _load_reference(kind: str, ref: str, base_dir: Path | None, describe: Callab
     if doc is None:
         raise UnknownTemplate(unknown_template(kind, ref) + _no_file(ref, base_dir))
     return layer(doc)
+
+
+DOCUMENT_KEYS = {"scenario": ("datacenter", "workload"), "datacenter": ("cluster", "node", "network")}
+"""Top-level keys that mark a file as a document of another kind than a template's: a scenario holds its datacenter
+and workload blocks, a datacenter its cluster, node and network."""
+
+
+def other_document(kind: str, doc: dict[str, Any]) -> str | None:
+    """'a scenario (its top level holds datacenter and workload)' where a file read as a `kind` template is a
+    document of another kind (DOCUMENT_KEYS: a scenario given as a GPU profile was refused as holding unknown keys,
+    with a hint that `datacenter` belonged in datacenter); None where it is none other."""
+    for other, keys in DOCUMENT_KEYS.items():
+        held = [key for key in keys if key in doc]
+        if other != kind and (len(held) == len(keys) if other == "scenario" else held):
+            return f"a {other} (its top level holds {' and '.join(held)})"
+    return None
 
 
 def _no_file(ref: str, base_dir: Path | None) -> str:

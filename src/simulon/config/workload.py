@@ -9,6 +9,7 @@ from typing import Annotated, Any, ClassVar, Literal, get_args
 from pydantic import AfterValidator, BeforeValidator, Field, ValidationError, ValidationInfo, model_validator
 
 from .common import (
+    FLASH_IMPLEMENTATIONS,
     BatchSize,
     CapacityFactor,
     DType,
@@ -661,7 +662,7 @@ class TrainingSpec(StrictModel):
         "and output layer (--make-vocab-size-divisible-by, default 128: arguments.py, _vocab_size_with_padding); "
         "unset, to a multiple of tp only, the vocabulary as the model gives it (Megatron-Bridge's HF models: "
         "should_pad_vocab False)")
-    attention: Literal["flash", "cudnn", "flash_v1", "flash_triton", "xformers", "pytorch", "unfused"] = Field(
+    attention: Literal[(*FLASH_IMPLEMENTATIONS, "unfused")] = Field(
         "flash", description="flash: FlashAttention-2 (written for Ampere's mma.sync, which runs at half the "
         "dense tensor rate on Hopper and a quarter on Blackwell); cudnn: cuDNN's fused attention (Transformer "
         "Engine's FusedAttention, its choice on Hopper and Blackwell); flash_v1: FlashAttention 1; "

@@ -18,7 +18,7 @@ from ..compute.profile import PROFILE_REPEATS
 from ..config.dc import GPUSpec, KernelRun
 from ..config.errors import ConfigError, not_utf8, parse_yaml, read_yaml_text
 from ..config.loading import describe_validation_error
-from ..config.templates import template_stem
+from ..config.templates import other_document, template_stem
 from ..export.files import write_atomic
 
 DEVICES = {"cuda": "the GPU (--device cuda)", "cpu": "a CPU (--device cpu, a dry run)"}
@@ -54,6 +54,9 @@ class ProfileFile:
                 doc = {}
             if not isinstance(doc, dict):
                 raise ConfigError(f"{path}: (top level): expected a GPU mapping, got {type(doc).__name__}")
+            other = other_document("gpu", doc)
+            if other:
+                raise ConfigError(f"{path}: is {other}, not a GPU file: write the profile to a file of its own")
             for key in ("kernel_runs", "oom_kernel_runs"):
                 if not isinstance(doc.get(key, []), list):
                     raise ConfigError(f"{path}: {key}: expected a list of runs")

@@ -16,7 +16,7 @@ import re
 from ..compute.analytical import AnalyticalModel
 from ..compute.calibration import Calibrations
 from ..compute.fit import Observation, Timing
-from ..config.common import DType, dtype_named
+from ..config.common import DType, dtype_named, kernel_shape_error
 from ..config.dc import GPUSpec
 from ..config.resolve import Unresolved, model_word, resolve_gpu
 from ..workload.kernels import (
@@ -79,6 +79,9 @@ kernel alone: XLA's table (CUPTI kernel durations), and mamf-finder's best shape
 after 50 warm-up: the row is the fastest of a search over thousands of shapes, the one that ran at the highest clock
 (read as a 150-kernel loop, its B200 row is 31.5% off and the GPUs lent from its rows, GH200 bf16 and fp8, 14% and
 16%; read alone, 24.8%, 11.7% and 6.4%)."""
+SHAPE_COLUMNS = {"seq_q": "M", "seq_k": "M", "qk_dim": "head_dim", "v_dim": "head_dim", "m": "M (times batch)",
+                 "n": "N", "k": "K", "groups": "batch"}
+"""The column a kernel's shape parameter is read from (those not named are the column of the same name)."""
 GEMM_FAMILY_MIN_FLOPS = 1e9
 """GEMMs of at least 1 GFLOP are reported apart: below it launch latency, not the GPU, sets the time."""
 
@@ -146,6 +149,9 @@ def observation(index: int, row: dict[str, str]) -> Observation | str:
     if isinstance(parsed, str):
         return parsed
     specs, flops = parsed
+    problem = next(filter(None, (kernel_shape_error(dict(spec.shape)) for spec in specs)), None)
+    if problem:
+        return f"{SHAPE_COLUMNS.get(problem[0], problem[0])}: {problem[1]}"
     kclass = specs[0].kclass
     name = "attention" if kclass == KernelClass.attention else "grouped_gemm" if \
         kclass == KernelClass.grouped_gemm else "gemm"

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from enum import IntEnum
 
+from ..config.common import FLASH_IMPLEMENTATIONS
+
 INDEX_BYTES = 8.0
 """Token ids, routing indices and top-k indices are int64 (torch.topk's)."""
 
@@ -108,16 +110,6 @@ def memory_pair(name: str, elements: float, fwd: float, bwd: float,
     hardware FLOPs only: its time is its bytes'."""
     return (memory_bound(name, Phase.fwd, fwd * elements, elements, flops_per_element),
             memory_bound(name, Phase.bwd_ig, bwd * elements, elements, flops_per_element))
-
-
-FLASH_IMPLEMENTATIONS = ("flash", "cudnn", "flash_v1", "flash_triton", "xformers", "pytorch")
-"""Attention libraries timed as one kernel per direction: FlashAttention-2 (the default, and PyTorch SDPA's `flash`
-backend), cuDNN's fused attention (Transformer Engine's FusedAttention, which TE picks over FlashAttention on
-Hopper and later: transformer_engine/pytorch/attention.py since v1.2, "Select FusedAttention on sm90 ... for
-performance"; PyTorch SDPA's `cudnn` backend), FlashAttention 1 (2022), the Triton FlashAttention of 2022
-(MosaicML's `attn_impl: triton`), xformers' memory-efficient attention (SDPA's `efficient` backend runs its
-kernel), and PyTorch's own attention without a fused kernel (SDPA's `math` backend; the reference of the
-FlashAttention benchmarks), each at its own fitted speed."""
 
 
 FULL_MATRIX_LIBRARIES = ("pytorch",)
