@@ -42,3 +42,17 @@ def test_validate_profile_refuses_the_file_in_one_line(tmp_path):
     assert run.returncode == 2 and "Traceback" not in run.stderr
     assert run.stderr.strip() == (f"error: {path}: kernel_runs[0].params: bytes = -5 is no size or count (a finite "
                                   "number, 0 or more)")
+
+
+@pytest.mark.parametrize("model", ["deepseek-v3.2", "glm-5", "llama-3-8b", "deepseek-v3", "nemotron-h-56b",
+                                   "qwen3-next-80b-a3b", "gpt-oss-120b"])
+def test_every_kernel_the_profiler_plans_is_a_run_its_file_reads_back(model):
+    """DeepSeek Sparse Attention's indexer kernels (v_dim 0: scores without values) were written to the profile and
+    then refused when the file was read."""
+    from simulon.config.common import DType
+    from simulon.profiling.plan import SweepPoint, plan
+
+    _, planned = plan(SweepPoint({"from": model}, 4096, 2, DType.bf16, 1))
+    runs = [{"kernel": k.spec.name, "params": k.params, "times_ms": [1.0]} for k in planned]
+    gpu = GPUSpec.model_validate({"from": "h100-sxm", "kernel_runs": runs})
+    assert len(gpu.kernel_runs) == len(planned) > 10

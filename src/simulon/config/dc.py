@@ -75,10 +75,12 @@ class KernelRun(StrictModel):
         "defaults (compute.profile.PROFILE_REPEATS)")
 
     SIZES: ClassVar[tuple[str, ...]] = ("m", "n", "k", "groups", "chunks", "dtype_bytes", "batch", "heads",
-                                        "kv_heads", "seq_q", "seq_k", "qk_dim", "v_dim")
+                                        "kv_heads", "seq_q", "seq_k", "qk_dim")
     """Shape parameters that are sizes or counts, more than 0 (a GEMM of m = 0, or of 0 groups, has no time; a grouped
-    GEMM's weight gradient may have less than one row a group)."""
-    NUMBERS: ClassVar[tuple[str, ...]] = (*SIZES, "bytes", "window")
+    GEMM's weight gradient may have less than one row a group). An attention's v_dim may be 0: DeepSeek Sparse
+    Attention's indexer scores keys without values (workload.layer_kernels: attn_index_target, attn_index_kl), and
+    its profiled runs were written and then refused when the file was read."""
+    NUMBERS: ClassVar[tuple[str, ...]] = (*SIZES, "v_dim", "bytes", "window")
     """Shape parameters the compute model reads as numbers."""
     CPU_TIMES: ClassVar[str] = "cpu_times"
     """The validation context key under which runs timed on a CPU are let through (profiling.store only)."""
