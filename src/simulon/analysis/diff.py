@@ -21,11 +21,19 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..config.errors import MAX_RESULT_BYTES, ConfigError, JSONTooDeep, parse_json, read_input_text
+from ..config.errors import (
+    LARGEST_NUMBER,
+    MAX_RESULT_BYTES,
+    ConfigError,
+    JSONTooDeep,
+    json_number,
+    parse_json,
+    quoted,
+    read_input_text,
+)
 
 HEADLINE = {"iteration_time_ms": "step time (ms)", "tokens_per_s": "tokens/s", "tflops_per_gpu": "TFLOP/s per GPU",
             "mfu": "MFU", "num_gpus": "GPUs"}
@@ -101,37 +109,20 @@ microsecond) and still be a term of a real result."""
 
 
 def _number(data: object, keys: tuple[str, ...], path: Path, where: str = "") -> float:
-    """The finite number, 0 or more (to ROUNDING_MS), at `keys` of `data` (found at `where` in the file), else a
-    ConfigError naming it: every number a result holds is a time, a rate or a count (a negative step time was
-    diffed as -100.9%)."""
+    """The number, 0 or more (to ROUNDING_MS) and at most LARGEST_NUMBER, at `keys` of `data` (found at `where` in the
+    file), else a ConfigError naming it: every number a result holds is a time, a rate or a count (a negative step
+    time was diffed as -100.9%, one of 1e308 ms as +inf%)."""
     field = where + ".".join(keys)
     value = data
     for key in keys:
         if not isinstance(value, dict) or key not in value:
             raise ConfigError(f"{path}: {field}: missing (is this simulon simulate --json output?)")
         value = value[key]
-    number = finite(value)
+    number = json_number(value)
     if number is None or number < -ROUNDING_MS:
-        raise ConfigError(f"{path}: {field}: expected a number of 0 or more, got {shown(value)}")
+        raise ConfigError(f"{path}: {field}: expected a number of 0 or more (at most {LARGEST_NUMBER:g}), got "
+                          f"{quoted(value)}")
     return number
-
-
-def finite(value: object) -> float | None:
-    """`value` as a float where it is a finite JSON number: not a yes/no, not text, not NaN or infinite, and not a
-    whole number too large for a float (a 400-digit one ended `diff` in an internal error); else None."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    try:
-        number = float(value)
-    except OverflowError:
-        return None
-    return number if math.isfinite(number) else None
-
-
-def shown(value: object) -> str:
-    """`value` as a message quotes it: its repr, or for one too long to read its length and first digits."""
-    text = repr(value)
-    return text if len(text) <= 40 else f"{text[:20]}... ({len(text):,} characters)"
 
 
 def _section(data: dict, key: str, kind: type, path: Path, where: str = "") -> dict | list | None:

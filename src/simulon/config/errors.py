@@ -253,3 +253,31 @@ def parse_json(text: str, **kwargs: Any) -> Any:
         return json.loads(text, parse_int=_json_int, **kwargs)
     except RecursionError:
         raise JSONTooDeep("nested deeper than the parser follows") from None
+
+
+LARGEST_NUMBER = 1e150
+"""The largest size of a number read from a result file (`plot`, `diff`): far beyond any time, rate, count or size a
+result holds (a step of 1e150 ms), and small enough that the sums, ratios and margins made of it stay finite (a bin
+of 1e308 ms, or a margin of 1.5 times a prediction of 1e308, overflowed to infinity and ended `plot` in an internal
+error; a step of 1e308 ms was diffed as +inf%)."""
+
+
+def json_number(value: Any) -> float | None:
+    """`value` as a float where it is a JSON number of size at most LARGEST_NUMBER: not a yes/no, not text (a JSON
+    string "4" was drawn as 4), not NaN or infinite, and not a whole number too large for a float (a 400-digit one
+    ended `diff` and `plot` in an internal error); else None."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if abs(number) <= LARGEST_NUMBER else None
+
+
+def quoted(value: Any) -> str:
+    """A value read from a JSON file as a message quotes it: its repr, or for one too long to read its length and
+    first characters."""
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:20]}... ({len(text):,} characters)"
+

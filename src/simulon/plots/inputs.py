@@ -6,7 +6,17 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..config.errors import MAX_RESULT_BYTES, ConfigError, JSONTooDeep, not_utf8, parse_json, read_input_text
+from ..config.errors import (
+    LARGEST_NUMBER,
+    MAX_RESULT_BYTES,
+    ConfigError,
+    JSONTooDeep,
+    json_number,
+    not_utf8,
+    parse_json,
+    quoted,
+    read_input_text,
+)
 
 
 def read_text(path: Path) -> str:
@@ -79,32 +89,13 @@ def numbers(rows: list, keys: tuple[str, ...], source: str, where: str) -> list[
     return values
 
 
-LARGEST = 1e150
-"""The largest size of a number a plot draws: far beyond any time, rate, count or size a result holds (a step of
-1e150 ms), and small enough that the sums, products and margins of drawing stay finite (a bin of 1e308 ms, or a
-margin of 1.5 times a prediction of 1e308, overflowed to infinity and ended `plot` in an internal error)."""
-
-
 def is_finite(value: Any) -> bool:
-    """Whether `value` is a finite JSON number a plot can draw: not a yes/no, not text (a JSON string "4" was drawn as
-    4), not NaN or infinite, and not of a size above LARGEST (a 400-digit whole number, too large for a float, ended
-    `plot` in an internal error)."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return False
-    try:
-        return abs(float(value)) <= LARGEST
-    except OverflowError:
-        return False
+    """Whether `value` is a number a plot can draw (config.errors.json_number)."""
+    return json_number(value) is not None
 
 
 def expected(value: Any) -> str:
     """What a message says of `value` where a drawable number was expected."""
     large = not isinstance(value, bool) and isinstance(value, int | float) and value == value  # not NaN
-    size = f" of size at most {LARGEST:g}" if large else ""
-    return f"expected a number{size}, got {shown(value)}"
-
-
-def shown(value: Any) -> str:
-    """`value` as a message quotes it: its repr, or for one too long to read its length and first characters."""
-    text = repr(value)
-    return text if len(text) <= 40 else f"{text[:20]}... ({len(text):,} characters)"
+    size = f" of size at most {LARGEST_NUMBER:g}" if large else ""
+    return f"expected a number{size}, got {quoted(value)}"
