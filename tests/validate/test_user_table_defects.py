@@ -232,6 +232,18 @@ def test_a_training_row_whose_cell_is_impossible_or_unreadable_is_skipped_naming
     assert not report.rows and report.skipped[0].reason.startswith(reason), report.skipped
 
 
+@pytest.mark.parametrize(("precision", "dtype", "fp8_params"), [("FP8", "fp8", True), ("", "bf16", False),
+                                                               ("BF16", "bf16", False)])
+def test_a_recipes_fp8_only_settings_follow_the_rows_precision(precision, dtype, fp8_params):
+    """NeMo's fine-tuning recipe keeps fp8 parameters in its FP8 runs; the same row with a blank precision (read as
+    bf16) was skipped naming fp8_params, where it is a bf16 run."""
+    from simulon.validate.training import scenario_from_row
+    rows = read_table(shipped_table("training"))
+    row = {**next(r for r in rows if r["subset"] == "nemo_24.07_finetune_fp8_h100"), "precision": precision}
+    training = scenario_from_row(row).workload.training
+    assert (training.dtype.value, training.fp8_params) == (dtype, fp8_params)
+
+
 def test_a_memory_row_whose_recompute_cell_names_no_recomputation_is_skipped_not_read_as_none():
     report = validate_memory([{**MEMORY_ROW, "recompute": "bogus"}])
     assert not report.rows and "recompute: 'bogus' is none of none, full or selective" in report.skipped[0].reason

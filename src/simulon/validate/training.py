@@ -23,7 +23,7 @@ from ..config.dc import DatacenterConfig, NodeSpec
 from ..config.errors import ConfigError
 from ..config.frameworks import MEGATRON_GPT, framework_defaults
 from ..config.loading import describe_validation_error, parse_scenario
-from ..config.number_formats import training_precision
+from ..config.number_formats import NUMBER_FORMATS, training_precision
 from ..config.resolve import Unresolved, resolve_framework, resolve_hardware
 from ..config.scenario import ScenarioConfig
 from ..config.templates import find_template, template_stem_loose
@@ -85,14 +85,14 @@ RECIPE_SETTINGS = (
     # conf/peft/llama/sft.yaml: distributed_fused_adam at dtype bf16; examples/peft/llama/h100/*.sh:
     # ++peft.model.fp8_params=true
     (r"nemo.*finetun.*\|.*\bSFT\b", {"master_weights_dtype": "bf16", "adam_moments_dtype": "bf16"}),
-    (r"nemo.*finetun.*\|.*\|.*FP8", {"fp8_params": True}),
+    (r"nemo.*finetun", {"fp8_params": True}),  # FP8 runs only (NARROW_ONLY)
     # examples/peft/llama/h100/13b_1node.sh and 70b_2node.sh: virtual_pipeline_model_parallel_size=10 and 20 (one
     # layer per virtual stage), with overlap_p2p_comm=true; the 70B LoRA example (70b_1node_lora.sh) sets none
     (r"nemo.*finetun.*\|.*llama.?2.?13b sft", {"vpp": 10}),
     (r"nemo.*finetun.*\|.*llama.?2.?70b sft", {"vpp": 20}),
     # dgxc grok1/, llama3.1/ and nemotron/configure.sh: model.fp8_params=${FP8_ENABLED}; nemo_megatron/
     # gpt3_175b_hydra.yaml: fp8_params: true
-    (r"dgxc.*(grok1|llama3\.1|nemotron|nemo_megatron)/.*\|.*\|.*FP8", {"fp8_params": True}),
+    (r"dgxc.*(grok1|llama3\.1|nemotron|nemo_megatron)/", {"fp8_params": True}),
     # dgxc grok1/configure.sh and nemotron/configure.sh (340b): NVTE_FUSED_ATTN=0, so Transformer Engine runs
     # FlashAttention-2 where it would pick cuDNN's fused attention (its 15b sets NVTE_FUSED_ATTN=1)
     (r"dgxc.*(grok1/|nemotron.*\|.*nemotron.?4?.?340b)", {"attention": "flash"}),
@@ -122,6 +122,10 @@ RECIPE_SETTINGS = (
                                                           "overlap_grad_reduce": False}),
     (r"perf_recipes deepseek_v3_pretrain_256gpu_gb[23]00_", {"pipeline_layout": "Et*4|(t*4|)*14tmL"}),
 )
+NARROW_ONLY = ("fp8_params", "bf16_first_layers", "bf16_last_layers")
+"""Recipe settings of its narrow-format runs only (NeMo's `model.fp8_params=${FP8_ENABLED}`): a row of the same
+recipe in bf16 (or whose precision cell is blank, read as bf16) keeps them out, where it was skipped naming
+fp8_params."""
 RECIPE_PARALLELISM = {"recompute": "recompute", "recompute_modules": "recompute", "vpp": "vpp",
                       "fsdp_size": "zero_or_fsdp", "overlap_moe_expert_parallel_comm": "", "pipeline_layout": "",
                       "overlap_grad_reduce": ""}
@@ -422,6 +426,8 @@ def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
             if value is not None and not (column and row[column].strip()) and (key != "vpp" or pp > 1) and (
                     key != "fsdp_size" or value < dp * cp):
                 parallelism[key] = value
+        if not NUMBER_FORMATS[dtype].quantized:
+            settings = {key: value for key, value in settings.items() if key not in NARROW_ONLY}
         training.update(settings)
     if habits.grad_reduce_dtype:
         training["grad_reduce_dtype"] = habits.grad_reduce_dtype
