@@ -555,3 +555,13 @@ def test_an_encoder_only_or_encoder_decoder_config_is_refused_not_read_as_a_deco
     with pytest.raises(HFConfigError, match=re.escape(says)):
         model_from_hf(write(tmp_path, shape | doc))
     assert model_from_hf(write(tmp_path, shape | {"model_type": "my_decoder", "is_encoder_decoder": False}))
+
+
+def test_linear_attention_layers_without_their_heads_are_refused_not_read_as_attention(tmp_path):
+    doc = {**LLAMA_31_70B, "num_hidden_layers": 4, "model_type": "qwen3_next",
+           "layer_types": ["linear_attention", "linear_attention", "linear_attention", "full_attention"]}
+    with pytest.raises(HFConfigError, match="key 'linear_num_value_heads' missing: layer_types names linear_attention"):
+        model_from_hf(write(tmp_path, doc))
+    gdn = {"linear_num_key_heads": 16, "linear_num_value_heads": 32, "linear_key_head_dim": 128,
+           "linear_value_head_dim": 128}
+    assert model_from_hf(write(tmp_path, {**doc, **gdn}))["hybrid_pattern"] == "G-G-G-*-"

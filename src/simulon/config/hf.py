@@ -425,7 +425,13 @@ LINEAR_ATTENTION = {"linear_attention": "G", "full_attention": "*"}
 
 
 def _gated_delta_net(cfg: Reader) -> dict[str, Any] | None:
+    """The gated delta net block where the file gives its heads; a file whose layer_types name linear_attention
+    layers without them is refused (its layers were read as all attention)."""
     if cfg.doc.get("linear_num_value_heads") is None:
+        types = cfg.doc.get("layer_types")
+        if isinstance(types, list) and "linear_attention" in types:
+            raise cfg.fail("linear_num_value_heads", "missing: layer_types names linear_attention layers (gated "
+                           "delta nets), whose heads and head sizes the linear_* keys give")
         return None
     block = {key: cfg.integer(*FIELD_KEYS[f"gdn.{key}"])
              for key in ("key_heads", "value_heads", "key_head_dim", "value_head_dim")}
