@@ -136,7 +136,7 @@ def test_a_memory_figure_not_positive_or_far_above_any_gpus_memory_is_skipped(tm
     report = validate_memory(rows)
     assert most_memory_gib() == pytest.approx(MEMORY_MARGIN * 288e9 / 2**30)  # the MI355X's and B300's 288 GB
     assert [(s.index, s.reason) for s in report.skipped] == [
-        (0, "mem_gib: -5 GiB is no memory peak (it must be positive)"),
+        (0, "mem_gib: -5 is negative (a measurement is 0 or more)"),
         (1, "mem_gib: 0 GiB is no memory peak (it must be positive)"),
         (2, "mem_gib: 1e+300 GiB is over 1,073 GiB, 4x the largest shipped GPU's memory (268 GiB): no GPU's peak"),
         (3, "mbs: 0 is not a count (it must be at least 1)"),
@@ -254,3 +254,33 @@ def test_a_memory_row_whose_recompute_cell_names_no_recomputation_is_skipped_not
 def test_a_group_of_fewer_than_two_gpus_is_named_as_such_not_as_a_missing_message_size(group):
     assert case_of(0, {**ALL_REDUCE, "group_size": group}) == \
         f"group_size: {group} is no group a collective runs over (it must be at least 2)"
+
+
+@pytest.mark.parametrize(("cells", "reason"), [
+    ({"busbw_GBps": "-1", "time_us": "3000"}, "busbw_GBps: -1 is negative (a measurement is 0 or more)"),
+    ({"time_us": "-3000"}, "time_us: -3000 is negative (a measurement is 0 or more)"),
+    ({"num_gpus": "0"}, "num_gpus: 0 is not a count (it must be at least 1 where given)"),
+    ({"nodes": "0"}, "nodes: 0 is not a count (it must be at least 1 where given)"),
+])
+def test_a_collectives_row_with_a_negative_measurement_or_no_gpus_is_skipped_naming_the_cell(cells, reason):
+    """A bus bandwidth of -1 beside the time the row was compared on, and 0 GPUs or nodes, passed."""
+    assert case_of(0, {**ALL_REDUCE, **cells}) == reason
+
+
+@pytest.mark.parametrize("column", ["tflops_per_gpu", "mfu_pct"])
+def test_a_training_row_with_a_negative_measurement_beside_the_one_compared_is_skipped(column):
+    from simulon.validate.training import validate_training
+    report = validate_training([{**dgx_cloud_llama_row(), column: "-5"}], memory_limit=None)
+    assert not report.rows and report.skipped[0].reason == f"{column}: -5 is negative (a measurement is 0 or more)"
+
+
+def test_a_kernels_row_with_a_negative_time_is_skipped_naming_it():
+    assert observation(0, {**ATTENTION_ROW, "time_us": "-1"}) == "time_us: -1 is negative (a measurement is 0 or more)"
+
+
+def test_a_table_whose_rows_were_all_skipped_for_one_reason_is_not_asked_whether_it_is_a_table(tmp_path):
+    path = tmp_path / "c.csv"
+    header = list(ALL_REDUCE)
+    path.write_text(",".join(header) + "\n" + ",".join({**ALL_REDUCE, "nodes": "0"}[c] for c in header) + "\n")
+    run = cli("validate", "collectives", "--csv", str(path))
+    assert run.returncode == 2 and "nodes: 0 is not a count" in run.stderr and "is this a table" not in run.stderr

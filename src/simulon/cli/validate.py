@@ -58,8 +58,9 @@ def report(csv_path: Path, as_json: bool, validator: Callable, group_title: str,
         why = ": " + "; ".join(lines[:REASONS_WHEN_NONE]) if lines else ""
         if len(lines) > REASONS_WHEN_NONE:
             why += f"; and {len(lines) - REASONS_WHEN_NONE} other reasons"
-        raise ConfigError(f"{csv_path}: no row could be compared ({len(result.skipped)} skipped{why}); is this "
-                          "a table in the shipped tables' format for this validator?")
+        # rows skipped for one reason have that reason; rows skipped for many may be a table of another format
+        ask = "; is this a table in the shipped tables' format for this validator?" if len(lines) != 1 else ""
+        raise ConfigError(f"{csv_path}: no row could be compared ({len(result.skipped)} skipped{why}){ask}")
     report_on(result, str(csv_path), as_json, group_title, plot)
 
 

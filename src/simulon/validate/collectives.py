@@ -184,6 +184,9 @@ def case_of(index: int, row: dict[str, str]) -> tuple[tuple, Case, float | None,
     unreadable = short_row(row, COLUMNS) or bad_cell(row, WHOLE, MEASURED)
     if unreadable:
         return unreadable
+    empty = next((column for column in ("num_gpus", "nodes") if number(row, column) == 0), None)
+    if empty:
+        return f"{empty}: 0 is not a count (it must be at least 1 where given)"
     ctype = table_collective(row["collective"])
     if ctype is None:
         return f"collective {row['collective']!r} is not one simulon models"

@@ -260,13 +260,17 @@ def cell_number(row: dict[str, str], column: str, whole: bool = False) -> float 
 
 def bad_cell(row: dict[str, str], whole: Iterable[str] = (), real: Iterable[str] = ()) -> str | None:
     """Why a row cannot be evaluated because of a numeric cell (the first `whole` column, then `real` column, whose
-    text is not its number: BadCell's message), or None when every such cell is a number or not given."""
+    text is not its number: BadCell's message; or a `real` column, a measurement, that is negative: a bus bandwidth
+    of -1 beside the time a row was compared on, or a throughput of -5 beside its step time, passed), or None when
+    every such cell is a number or not given. A count's own validator says what a negative one is."""
     for columns, is_whole in ((whole, True), (real, False)):
         for column in columns:
             try:
-                cell_number(row, column, is_whole)
+                value = cell_number(row, column, is_whole)
             except BadCell as exc:
                 return str(exc)
+            if not is_whole and value is not None and value < 0:
+                return f"{column}: {row[column].strip()} is negative (a measurement is 0 or more)"
     return None
 
 
