@@ -90,3 +90,27 @@ def test_a_sweep_row_that_is_not_a_number_is_named_by_its_line_as_sweep_and_vali
     path.write_text("\n".join(",".join(r) for r in (header, good, bad)) + "\n")
     done = cli("plot", str(path), "--kind", "steps", "-o", str(tmp_path / "p.png"))
     assert done.returncode == 2 and f"{path}: line 3: num_gpus: expected a number, got 'fast'" in done.stderr
+
+
+@pytest.mark.parametrize("kind", ["steps", "scaling"])
+def test_a_json_result_given_as_a_sweep_is_named_as_json_not_as_a_missing_column(tmp_path, kind):
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps({"iteration_time_ms": 5.0, "num_gpus": 8}))
+    done = cli("plot", str(path), "--kind", kind, "-o", str(tmp_path / "p.png"))
+    assert done.returncode == 2 and f"{path}: a JSON file, not a sweep's CSV" in done.stderr, done.stderr
+    assert "column missing" not in done.stderr
+    (tmp_path / "e.csv").write_text("")
+    done = cli("plot", str(tmp_path / "e.csv"), "--kind", kind, "-o", str(tmp_path / "p.png"))
+    assert done.returncode == 2 and "e.csv: empty: no sweep's CSV" in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("span", [[5.0, 1.0], [-1.0, 2.0]])
+def test_a_gantt_span_that_ends_before_it_starts_or_starts_before_the_step_is_refused(results, tmp_path, span):
+    def change(data):
+        data["schedule"]["stages"][0]["spans"][0][:2] = span
+
+    done = cli("plot", damaged(results, tmp_path, change), "--kind", "gantt", "-o", str(tmp_path / "p.png"))
+    assert done.returncode == 2 and "schedule.stages[0].spans[0]: expected 0 <= start_ms <= end_ms, got " \
+        f"{span[0]!r} to {span[1]!r}" in done.stderr, done.stderr
+    assert not (tmp_path / "p.png").exists()
+    assert cli("plot", str(results["simulate"]), "--kind", "gantt", "-o", str(tmp_path / "p.png")).returncode == 0

@@ -86,6 +86,9 @@ def gantt(data: Any, source: str, options: Any = None) -> Any:
                     and is_finite(s[1])):
                 raise ConfigError(f"{source}: schedule.stages[{row}].spans[{i}]: expected [start_ms, end_ms, kind, "
                                   "microbatch]")
+            if not 0 <= s[0] <= s[1]:  # a span drawn backwards, or before the step began
+                raise ConfigError(f"{source}: schedule.stages[{row}].spans[{i}]: expected 0 <= start_ms <= end_ms, "
+                                  f"got {s[0]!r} to {s[1]!r}")
             by_kind[s[2]].append((float(s[0]), float(s[1]) - float(s[0])))
         y = len(stages) - 1 - row
         for kind in sorted(by_kind, key=lambda k: (-sum(d for _, d in by_kind[k]), k)):  # the rarer drawn on top

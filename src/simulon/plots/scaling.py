@@ -22,9 +22,15 @@ def read_sweep(path: Path) -> tuple[list[dict[str, str]], list[str]]:
     """A sweep's CSV: its rows and its swept columns (those between `key` and `num_gpus`)."""
     from ..sweep.run import METRICS, metric_problem
 
-    reader = csv.DictReader(io.StringIO(read_text(path)))
+    text = read_text(path)
+    reader = csv.DictReader(io.StringIO(text))
     header = reader.fieldnames or []
     missing = [c for c in ("key", *METRICS) if c not in header]
+    if missing and not header:
+        raise ConfigError(f"{path}: empty: no sweep's CSV (this plot reads the CSV of `{SWEEP}`)")
+    if missing and text.lstrip().startswith(("{", "[")):
+        raise ConfigError(f"{path}: a JSON file, not a sweep's CSV (this plot reads the CSV of `{SWEEP}`; a result "
+                          "of `simulate --json` draws with --kind breakdown, gantt, memory or links)")
     if missing:
         raise ConfigError(f"{path}: {missing[0]}: column missing (this plot reads the CSV of `{SWEEP}`)")
     rows = list(reader)
