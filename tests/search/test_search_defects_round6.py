@@ -7,8 +7,9 @@ TP overlap without sequence parallelism); the planner may put every stage on the
 from __future__ import annotations
 
 import pytest
+import yaml
 
-from helpers import gpt_scenario
+from helpers import cli, gpt_scenario
 from simulon.config.loading import parse_scenario
 from simulon.memory import estimate_memory
 from simulon.search.hetero import Planner, stage_counts
@@ -121,3 +122,23 @@ def test_the_search_finds_a_middle_stage_fullest_under_zb_h1_with_full_recomputa
                     if s.pp == 8 and s.recompute == "full" and s.last_layers == 2 and s.micro_batch_size == 1)
     assert search.memory(strategy).device == pytest.approx(peak_as_simulate_counts(sc, strategy, 8), rel=1e-9)
     assert estimate_memory(scenario_for(sc, strategy, 8)).peak.stage == 6
+
+
+def test_a_step_under_a_millisecond_is_printed_to_its_figures_not_as_zero(tmp_path):
+    """A one-layer model of one-token sequences steps in a fraction of a millisecond: the table printed 0 ms and
+    the winner's breakdown nothing at all."""
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump({
+        "datacenter": {"from": "dgx-h100", "cluster": {"num_nodes": 1}},
+        "workload": {"framework": "megatron", "parallelism": {"tp": 1},
+                     "model": {"name": "tiny", "hidden_size": 64, "num_layers": 1, "num_heads": 4,
+                               "ffn_hidden_size": 128, "vocab_size": 256},
+                     "training": {"num_gpus": 8, "global_batch_size": 8, "micro_batch_size": 1,
+                                  "sequence_length": 1}}}))
+    done = cli("search", str(path), "--replay", "0", "--no-cache", "--top", "1")
+    assert done.returncode == 0, done.stderr
+    row = next(line for line in done.stdout.splitlines() if line.replace(" ", "").startswith("│1│"))
+    step = float(row.split("│")[4].strip().rstrip(" *"))
+    assert 0 < step < 1
+    terms = done.stdout.split("Where the winner's step goes (estimate, ms): ")[1].splitlines()[0]
+    assert terms.startswith("compute 0.") and float(terms.split(",")[0].split()[1]) < step

@@ -208,7 +208,9 @@ def check_tried(searcher, fixes: list[str]) -> None:
 
 
 def _row(rank: int, r, result) -> tuple[str, ...]:
-    time = f"{r.iteration_ms:,.0f}" + ("" if r.replay_ms is not None else " *")
+    from ..analysis.shown import shown_ms
+
+    time = shown_ms(r.iteration_ms) + ("" if r.replay_ms is not None else " *")
     hours = result.gpu_hours_per_million_tokens(r)
     price = () if result.gpu_hour_price is None else (f"{hours * result.gpu_hour_price:,.3g}",)
     return (str(rank), f"{r.strategy.num_gpus:,}", _describe(r.strategy, short=True), time,
@@ -268,6 +270,7 @@ def search(
 ) -> None:
     """Find the fastest parallel strategy that fits: enumerate, prune by exact rules, drop what does not fit,
     estimate every survivor, replay the best with the full contention-aware simulation."""
+    from ..analysis.shown import shown_ms
     from ..executors import executor as make_executor
     from ..search.cache import DEFAULT_FOLDER, Cache
     from ..search.export import megatron_arguments, scenario_yaml
@@ -314,14 +317,15 @@ def search(
         return
     print(f"Search took {result.seconds:.1f} s", file=sys.stderr)  # wall-clock time: kept off stdout
     print_result(result)
+    shown = min(0.5, 1e-3 * best.iteration_ms)  # a term of half a millisecond, or of a short step's thousandth
     print("Where the winner's step goes (estimate, ms): " + ", ".join(
-        f"{k} {v:,.0f}" for k, v in best.estimate.breakdown_ms().items() if v >= 0.5))
+        f"{k} {shown_ms(v)}" for k, v in best.estimate.breakdown_ms().items() if v >= shown))
     print("Megatron-LM: " + " ".join(megatron_arguments(best.strategy, sc)))
     if best.headroom_gib < HEADROOM_GIB:
         roomier = next((r for r in result.ranked[1:] if r.headroom_gib >= HEADROOM_GIB), None)
         if roomier is not None:
             print(f"The winner leaves {best.headroom_gib:.1f} GiB free; with more room: {_describe(roomier.strategy)} "
-                  f"({roomier.iteration_ms:,.0f} ms, {roomier.headroom_gib:.1f} GiB free)")
+                  f"({shown_ms(roomier.iteration_ms)} ms, {roomier.headroom_gib:.1f} GiB free)")
     if write_best is not None:
         print(f"Winner written to {write_best}")
 
@@ -386,9 +390,11 @@ def _write_all(files: dict[Path, tuple[str, str | bytes]]) -> None:
 
 
 def _best_note(result) -> str:
+    from ..analysis.shown import shown_ms
+
     best = result.ranked[0]
     return (f"simulon search: best of {result.estimated:,} feasible strategies, "
-            f"{best.iteration_ms:,.0f} ms per step ({'replayed' if best.replay_ms else 'estimated'})")
+            f"{shown_ms(best.iteration_ms)} ms per step ({'replayed' if best.replay_ms else 'estimated'})")
 
 
 def _plot(path: Path, searchers: list, result) -> bytes:
