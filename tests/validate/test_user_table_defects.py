@@ -224,7 +224,8 @@ def dgx_cloud_llama_row() -> dict[str, str]:
     ("recompute", "bogus", "recompute: 'bogus' is none of none, full or selective"),
     ("sp", "maybe", "sp: 'maybe' is neither yes nor no"),
     ("zero_or_fsdp", "bogus", "zero_or_fsdp: 'bogus' is none of FULL_SHARD, SHARD_GRAD_OP and FSDP=N"),
-    ("framework", "bogus", "framework: 'bogus' names no framework simulon knows")])
+    ("framework", "bogus", "framework: 'bogus' names no framework simulon knows"),
+    ("etp", "3", "etp: 3 splits the experts of a model without them")])                 # was left unread
 def test_a_training_row_whose_cell_is_impossible_or_unreadable_is_skipped_naming_the_cell(column, cell, reason):
     from simulon.validate.training import validate_training
     row = {**dgx_cloud_llama_row(), column: cell}

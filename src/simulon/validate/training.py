@@ -396,9 +396,13 @@ def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
     if stated_sp is None and row["sp"].strip().lower() not in NOT_GIVEN:
         raise Unsupported(f"sp: {row['sp'].strip()!r} is neither yes nor no")
     sp = (habits.sequence_parallel if stated_sp is None else stated_sp) and tp > 1
+    experts = bool(model.get("moe") or (find_template("model", model["from"]) or {}).get("moe")
+                   if "from" in model else model.get("moe"))
+    if etp is not None and etp != tp and not experts:
+        raise Unsupported(f"etp: {etp} splits the experts of a model without them (tp {tp})")
     parallelism = {
         "tp": tp, "pp": pp, "cp": cp, "ep": ep, "vpp": vpp,
-        **({"expert_tensor_parallel": etp} if etp and ep > 1 else {}),
+        **({"expert_tensor_parallel": etp} if etp and experts else {}),
         "sequence_parallel": sp,
         "tp_comm_overlap": habits.tp_comm_overlap and sp,
         "distributed_optimizer": habits.distributed_optimizer and fsdp == "none",
