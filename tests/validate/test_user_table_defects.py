@@ -245,6 +245,12 @@ def test_a_recipes_fp8_only_settings_follow_the_rows_precision(precision, dtype,
     assert (training.dtype.value, training.fp8_params) == (dtype, fp8_params)
 
 
+def test_a_memory_row_whose_sp_cell_is_neither_yes_nor_no_is_skipped_naming_it_as_a_training_row_is():
+    report = validate_memory([{**MEMORY_ROW, "sp": "perhaps"}])  # was read as not given
+    assert not report.rows and report.skipped[0].reason == "sp: 'perhaps' is neither yes nor no"
+    assert validate_memory([{**MEMORY_ROW, "sp": "unknown"}]).rows
+
+
 def test_a_memory_row_whose_recompute_cell_names_no_recomputation_is_skipped_not_read_as_none():
     report = validate_memory([{**MEMORY_ROW, "recompute": "bogus"}])
     assert not report.rows and "recompute: 'bogus' is none of none, full or selective" in report.skipped[0].reason

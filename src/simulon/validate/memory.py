@@ -49,10 +49,10 @@ from .report import (
     ValidationReport,
     bad_cell,
     count,
-    flag,
     number,
     recompute_cell,
     short_row,
+    stated_flag,
     table_rows,
 )
 
@@ -299,7 +299,10 @@ def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
     if seq is None:
         raise Unsupported("row gives no sequence length")
     gbs = count(row, "gbs") or mbs * dp * max(pp, 1)
-    stated = flag(row, "sp")
+    try:
+        stated = stated_flag(row, "sp")
+    except BadCell as exc:
+        raise Unsupported(str(exc)) from None
     sequence_parallel = source.sequence_parallel if stated is None else stated
     parallelism: dict[str, Any] = {"tp": tp, "pp": pp, "cp": cp, "ep": ep, "vpp": vpp,
                                    "sequence_parallel": sequence_parallel and tp > 1,

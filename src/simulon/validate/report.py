@@ -206,6 +206,15 @@ def flag(row: dict[str, str], column: str) -> bool | None:
 
 NOT_GIVEN = ("", "unknown")
 """Cells that say the source did not give a value: blank, or `unknown` (the memory table's word), any case."""
+
+
+def stated_flag(row: dict[str, str], column: str) -> bool | None:
+    """A yes/no cell (flag), None where not given (NOT_GIVEN); BadCell naming the cell where it is other text (a
+    memory row's sp 'perhaps' was read as not given)."""
+    stated = flag(row, column)
+    if stated is None and (row.get(column) or "").strip().lower() not in NOT_GIVEN:
+        raise BadCell(f"{column}: {row[column].strip()!r} is neither yes nor no")
+    return stated
 NO_RECOMPUTATION = ("none", "no", "off")
 
 

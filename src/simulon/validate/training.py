@@ -42,10 +42,10 @@ from .report import (
     ValidationReport,
     bad_cell,
     count,
-    flag,
     number,
     overfull,
     recompute_cell,
+    stated_flag,
     table_rows,
 )
 
@@ -392,13 +392,14 @@ def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
     modules = [m for m in modules if m in RECOMPUTE_MODULES]
     if not row["recompute"] and re.search(r"counted with activation recomputation", row["notes"]):
         recompute = "full"  # the source's FLOP count says its runs recomputed activations
-    stated_sp, etp = flag(row, "sp"), count(row, "etp")
-    if stated_sp is None and row["sp"].strip().lower() not in NOT_GIVEN:
-        raise Unsupported(f"sp: {row['sp'].strip()!r} is neither yes nor no")
+    try:
+        stated_sp, etp = stated_flag(row, "sp"), count(row, "etp")
+    except BadCell as exc:
+        raise Unsupported(str(exc)) from None
     sp = (habits.sequence_parallel if stated_sp is None else stated_sp) and tp > 1
     experts = bool(model.get("moe") or (find_template("model", model["from"]) or {}).get("moe")
                    if "from" in model else model.get("moe"))
-    if etp is not None and etp != tp and not experts:
+    if etp is not None and etp not in (1, tp) and not experts:  # 1: the setting written out, splitting nothing
         raise Unsupported(f"etp: {etp} splits the experts of a model without them (tp {tp})")
     parallelism = {
         "tp": tp, "pp": pp, "cp": cp, "ep": ep, "vpp": vpp,
