@@ -41,13 +41,15 @@ than importing numba (1 to 2 s)."""
 
 
 MAX_CTAS = 2**22
-"""CTAs of one kernel dispatched one by one (32 MB of work, some 50 ms of the numba loop); past them `makespan`
-extrapolates. Both orders end within the heaviest CTA of the total work over the SMs (a greedy list schedule by
-Graham's bound; a static round-robin of tiles heaviest first, because each round's heaviest is no heavier than
-the last round's mean), and so does the extrapolation, whose first part is such a dispatch: its error is at most
-one CTA's work, under slots x heaviest / mean / MAX_CTAS ~ 1e-4 of the kernel (148 SMs, a causal kernel's heaviest
-CTA twice its mean). No kernel of the shipped tables, profiles or examples comes near (65,536 CTAs at most); an
-attention over 2^24 tokens of a 4,096-sample micro-batch (2^31 CTAs, 17 GB of work) did."""
+"""CTAs of one kernel dispatched one by one (32 MB of work; the numba loop takes 0.19-0.32 s over them for a grid,
+a persistent kernel's round-robin 5 ms: medians of three on the 2-core machine with a test run beside it); past
+them `makespan` extrapolates. Either way of dispatch ends within the heaviest CTA of the total work over the SMs
+(a greedy list schedule by Graham's bound; a static round-robin of tiles heaviest first, because each round's
+heaviest is no heavier than the last round's mean), and so does the extrapolation, whose first part is such a
+dispatch: its error is at most one CTA's work, under slots x heaviest / mean / MAX_CTAS ~ 1e-4 of the kernel (148
+SMs, a causal kernel's heaviest CTA twice its mean). No kernel of the shipped tables, profiles or examples comes
+near (65,536 CTAs at most); an attention over 2^24 tokens of a 4,096-sample micro-batch (2^31 CTAs, 17 GB of
+work) did."""
 
 
 def issue_sequence(work: np.ndarray, copies: int, order: Order) -> np.ndarray:
