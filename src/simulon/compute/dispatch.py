@@ -67,7 +67,9 @@ def makespan(work: np.ndarray, copies: int, order: Order, slots: int, compiled: 
     Past MAX_CTAS CTAs, as many copies as fit in MAX_CTAS are dispatched and the rest added at their mean
     work per SM (extrapolated)."""
     work = np.asarray(work, dtype=float)
-    dispatched = copies if work.size * copies <= MAX_CTAS else max(1, MAX_CTAS // max(work.size, 1))
+    if work.size * copies <= MAX_CTAS:
+        return dispatched_makespan(work, copies, order, slots, compiled)
+    dispatched = max(1, MAX_CTAS // work.size)
     extra = (copies - dispatched) * float(np.sum(work)) / slots
     return dispatched_makespan(work, dispatched, order, slots, compiled) + extra
 

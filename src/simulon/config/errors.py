@@ -280,4 +280,3 @@ def quoted(value: Any) -> str:
     first characters."""
     text = repr(value)
     return text if len(text) <= 40 else f"{text[:20]}... ({len(text):,} characters)"
-

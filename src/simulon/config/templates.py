@@ -192,8 +192,9 @@ def _load_reference(kind: str, ref: str, base_dir: Path | None, describe: Callab
 
 
 DOCUMENT_KEYS = {"scenario": ("datacenter", "workload"), "datacenter": ("cluster", "node", "network")}
-"""Top-level keys that mark a file as a document of another kind than a template's: a scenario holds its datacenter
-and workload blocks, a datacenter its cluster, node and network."""
+"""Top-level keys that mark a file as a document of another kind than a template's: a scenario holds both its
+datacenter and workload blocks (a datacenter file holds a `datacenter` block of its own, so one alone marks none),
+a datacenter any of its cluster, node and network."""
 
 
 def other_document(kind: str, doc: dict[str, Any]) -> str | None:

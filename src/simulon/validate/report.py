@@ -215,6 +215,8 @@ def stated_flag(row: dict[str, str], column: str) -> bool | None:
     if stated is None and (row.get(column) or "").strip().lower() not in NOT_GIVEN:
         raise BadCell(f"{column}: {row[column].strip()!r} is neither yes nor no")
     return stated
+
+
 NO_RECOMPUTATION = ("none", "no", "off")
 
 

@@ -397,8 +397,8 @@ def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
     except BadCell as exc:
         raise Unsupported(str(exc)) from None
     sp = (habits.sequence_parallel if stated_sp is None else stated_sp) and tp > 1
-    experts = bool(model.get("moe") or (find_template("model", model["from"]) or {}).get("moe")
-                   if "from" in model else model.get("moe"))
+    template = (find_template("model", model["from"]) if "from" in model else None) or {}
+    experts = bool(model.get("moe") or template.get("moe"))
     if etp is not None and etp not in (1, tp) and not experts:  # 1: the setting written out, splitting nothing
         raise Unsupported(f"etp: {etp} splits the experts of a model without them (tp {tp})")
     parallelism = {
