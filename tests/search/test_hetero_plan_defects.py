@@ -198,3 +198,33 @@ def test_the_last_stages_estimated_time_holds_its_multi_token_prediction_layers(
     mtp = sum(last.layers[kind] for kind in planner.mtp_kinds)
     assert len(planner.mtp_kinds) == 1 and mtp > 0
     assert plan.stage_ms[-1] == pytest.approx(1e3 * (decoder + last.head + mtp), rel=1e-12)
+
+
+# --- a split the scenario names -------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("split", "as_written"), [
+    ({"pipeline_layout": "Et*3|t*3|t|tL"}, (3, 3, 1, 1)),
+    ({"first_stage_layers": 2}, (2, 2, 2, 2)),
+    ({"last_stage_layers": 5}, (1, 1, 1, 5)),
+    ({"first_stage_layers": 4, "last_stage_layers": 2}, (4, 1, 1, 2)),
+])
+def test_a_plan_replaces_the_split_the_scenario_names_with_its_own(split, as_written):
+    """A scenario splitting its layers with pipeline_layout or first/last_stage_layers simulates, but each plan was
+    refused when written back ("layers_per_stage splits the layers ..., and pipeline_layout does too: give one"):
+    the planner added its split over the scenario's. The scenario as written keeps its own split."""
+    sc = ScenarioConfig.model_validate(scenario(**split))
+    planner = Planner(sc)
+    assert planner.baseline().layers_per_stage == as_written
+    plan = planner.plan_of((0, 0, 1, 1))
+    planned = planner.scenario(plan).workload.parallelism
+    assert planned.layers_per_stage == list(plan.layers_per_stage)
+    assert (planned.pipeline_layout, planned.first_stage_layers, planned.last_stage_layers) == (None, None, None)
+    assert simulate_scenario(planner.scenario(plan)).result.iteration_time_ms > 0
+
+
+def test_plan_hetero_plans_a_scenario_split_by_its_pipeline_layout(tmp_path):
+    path = tmp_path / "plan.yaml"
+    path.write_text(yaml.safe_dump(scenario(pipeline_layout="Et*3|t*3|t|tL")))
+    run = cli("plan-hetero", str(path), "--simulate", "1")
+    assert run.returncode == 0, run.stderr
+    assert "best: stage_groups" in run.stdout

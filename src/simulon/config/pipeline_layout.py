@@ -172,12 +172,17 @@ def balanced_counts(num_layers: int, virtual_stages: int, embedding: bool = True
     return tuple(counts)
 
 
+AUTOMATIC_SPLIT = {"pipeline_layout": None, "layers_per_stage": None, "first_stage_layers": None,
+                   "last_stage_layers": None, "account_for_embedding_in_pipeline_split": False,
+                   "account_for_loss_in_pipeline_split": False}
+"""The parallelism's settings that split the layers over the pipeline, each as it is where the split is left to
+the automatic split (5 and 6 above): a planner placing its own split over a scenario's sets them so."""
+
+
 def split_given(par: PipelineSplit) -> bool:
     """Whether the parallelism names its split (a layout string, per-stage counts, first/last stage counts or the
     embedding/loss accounting flags), rather than leaving it to the automatic split (5 and 6 above)."""
-    return (any(getattr(par, name) is not None for name in ("pipeline_layout", "layers_per_stage",
-                                                             "first_stage_layers", "last_stage_layers"))
-            or par.account_for_embedding_in_pipeline_split or par.account_for_loss_in_pipeline_split)
+    return any(getattr(par, name) != unset for name, unset in AUTOMATIC_SPLIT.items())
 
 
 def idle_virtual_stages(num_layers: int, virtual: int) -> int:

@@ -53,6 +53,7 @@ import numpy as np
 
 from ..config.dc import DatacenterConfig, Group
 from ..config.loading import parse_scenario
+from ..config.pipeline_layout import AUTOMATIC_SPLIT
 from ..config.scenario import ScenarioConfig
 from ..config.units import GiB
 from ..config.workload import microbatch_steps
@@ -148,7 +149,7 @@ def unit_costs(sc: ScenarioConfig) -> list[UnitCosts]:
     """Each node group's unit costs for the scenario's strategy (see the module docstring, step 1)."""
     strategy = replace(Strategy.of(sc), first_layers=0, last_layers=0)
     workload = sc.workload
-    parallelism = workload.parallelism.model_copy(update={"layers_per_stage": None})
+    parallelism = workload.parallelism.model_copy(update=AUTOMATIC_SPLIT)
     training = workload.training.model_copy(update={"stage_groups": None, "dp_shares": None})
     workload = workload.model_copy(update={"parallelism": parallelism, "training": training})
     costs, units = [], _layer_units(sc) + _layer_units(sc, mtp=True)
@@ -416,7 +417,7 @@ class Planner:
     def scenario(self, plan: Plan) -> ScenarioConfig:
         """The scenario running a plan."""
         data = self.sc.as_data()
-        data["workload"]["parallelism"]["layers_per_stage"] = list(plan.layers_per_stage)
+        data["workload"]["parallelism"].update(AUTOMATIC_SPLIT, layers_per_stage=list(plan.layers_per_stage))
         data["workload"]["training"]["stage_groups"] = plan.stage_groups_config
         data["workload"]["training"].pop("dp_shares", None)
         if plan.dp_shares is not None:
