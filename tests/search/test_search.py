@@ -90,6 +90,19 @@ def test_full_recomputation_of_the_first_layers_of_each_chunk_is_written_as_mega
     assert "--recompute-method uniform --recompute-num-layers 1" in " ".join(megatron_arguments(full, every))
 
 
+@pytest.mark.parametrize(("pp", "vpp"), [(2, 1), (4, 1), (2, 2)])
+def test_a_strategy_whose_chunks_hold_fewer_layers_than_the_base_recomputes_every_layer_as_the_base_did(pp, vpp):
+    """recompute_num_layers 8 of an 8-layer model recomputes every layer; a strategy of more stages kept the count
+    and was refused (Megatron-Core accepts at most a rank's layers), so the search lost it."""
+    sc = small(extra_parallelism={"recompute": "full", "recompute_num_layers": 8})
+    strategy = Strategy(1, pp, vpp, 8 // pp, 1, 1, 1, 1, False, "full", "distributed_optimizer", "bf16", False)
+    par = scenario_for(sc, strategy, 8).workload.parallelism
+    assert all(par.recomputes_layer(position) for position in range(8 // (pp * vpp)))
+    assert par.recompute_num_layers is None
+    kept = small(extra_parallelism={"recompute": "full", "recompute_num_layers": 1})
+    assert scenario_for(kept, strategy, 8).workload.parallelism.recompute_num_layers == 1
+
+
 @pytest.mark.parametrize("modules", [None, ["layernorm", "mlp"], ["context", "layernorm", "mlp_in"]])
 def test_the_estimates_selective_recomputation_is_what_the_tracer_re_runs(modules):
     extra = {"recompute": "selective", **({"recompute_modules": modules} if modules else {})}

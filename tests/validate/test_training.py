@@ -308,8 +308,8 @@ def test_a_megatron_gpts_embeddings_are_tied_or_not_as_its_stated_size_says(rows
 
 def test_a_recompute_cell_naming_modules_recomputes_those_modules(rows):
     _, row = _row(rows, subset="dgxc_benchmarking_v24.11.1", model="Nemotron4 340B", num_gpus="128", precision="BF16")
-    par = scenario_from_row({**row, "recompute": "selective (mla_up_proj, mlp, not_a_module)"}).workload.parallelism
-    assert par.recompute == "selective" and par.recompute_modules == ["mla_up_proj", "mlp"]
+    par = scenario_from_row({**row, "recompute": "selective (layernorm, mlp, not_a_module)"}).workload.parallelism
+    assert par.recompute == "selective" and par.recompute_modules == ["layernorm", "mlp"]
     assert scenario_from_row({**row, "recompute": "selective"}).workload.parallelism.recompute_modules is None
 
 

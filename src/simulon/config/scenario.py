@@ -167,6 +167,23 @@ def tensor_split_problem(model: ModelSpec, tp: int) -> str | None:
     return None
 
 
+def _check_recompute_layers(par: ParallelismSpec, model: ModelSpec, chunks: tuple[int, ...]) -> None:
+    """Full recomputation of more layers than a pipeline rank holds: Megatron-Core's TransformerConfig accepts
+    recompute_num_layers from 1 to num_layers // pp, and each model chunk re-runs its first that many (its
+    TransformerBlock, the 'block' method), so more would re-run nothing more. A split giving a chunk more layers
+    than that may recompute them all."""
+    most, per_rank = par.recompute_num_layers, model.num_layers // par.pp
+    if most is None or most <= max(per_rank, *chunks):
+        return
+    if per_rank >= max(chunks):
+        holds = (f"the {per_rank} layers a pipeline rank holds ({model.num_layers} layers over pp {par.pp}), which "
+                 "Megatron-Core refuses")
+    else:
+        holds = f"the {max(chunks)} layers the largest model chunk holds"
+    raise FieldError("workload.parallelism.recompute_num_layers", f"{most} is more than {holds}; full recomputation "
+                     "re-runs at most those: leave it out to recompute every layer")
+
+
 def check_workload_fits(wl: MegatronWorkload, dc: DatacenterConfig) -> None:
     """Raise FieldError (dotted path from the scenario root) for the first inconsistency found."""
     par, train, model = wl.parallelism, wl.training, wl.model
@@ -192,7 +209,8 @@ def check_workload_fits(wl: MegatronWorkload, dc: DatacenterConfig) -> None:
         _check_mamba(par, model.mamba)
     if model.gdn is not None:
         _check_gated_delta_net(par, model.gdn)
-    virtual_stage_layers(par, model.num_layers, model.pattern_segments, model.mtp_layers)
+    _check_recompute_layers(par, model, virtual_stage_layers(par, model.num_layers, model.pattern_segments,
+                                                             model.mtp_layers))
     samples_per_step = train.micro_batch_size * dp
     if train.dp_shares is not None:
         _check_dp_shares(wl, dp)

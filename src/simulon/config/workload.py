@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Callable, Iterable
 from functools import cached_property
 from typing import Annotated, Any, ClassVar, Literal, get_args
 
-from pydantic import AfterValidator, BeforeValidator, Field, ValidationError, ValidationInfo, model_validator
+from pydantic import (
+    AfterValidator,
+    BeforeValidator,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from .common import (
     FLASH_IMPLEMENTATIONS,
@@ -82,6 +91,18 @@ class MoESpec(StrictModel):
         "every N-th layer counting from the first (layer i when i % N == 0; the others dense MLPs), or one 0 "
         "(dense) or 1 (MoE) per layer")
 
+    @field_validator("layer_freq", mode="before")
+    @classmethod
+    def _flags_are_flags(cls, value: object) -> object:
+        """A list of other numbers than 0 and 1 is refused as one problem (each item was tried as both branches of
+        the union and reported as a list of problems)."""
+        if isinstance(value, list | tuple):
+            for i, item in enumerate(value):
+                if isinstance(item, bool) or item not in (0, 1):
+                    raise ValueError(f"a list gives one 0 (dense) or 1 (MoE) per layer, but item {i} is {item!r}; "
+                                     "for every N-th layer write the number N")
+        return value
+
     @model_validator(mode="after")
     def _top_k_fits(self) -> MoESpec:
         if self.top_k > self.num_experts:
@@ -93,6 +114,9 @@ class MoESpec(StrictModel):
         if self.top_k > self.routable_experts:
             raise FieldError("top_k", f"{self.top_k} exceeds the {self.routable_experts} experts of group_topk "
                              f"({self.group_topk}) groups")
+        if self.shared_expert_ffn_hidden_size is not None and not self.num_shared_experts:
+            raise FieldError("shared_expert_ffn_hidden_size", f"{self.shared_expert_ffn_hidden_size} sizes shared "
+                             "experts, but num_shared_experts is 0; give num_shared_experts or leave it out")
         return self
 
     def is_moe_layer(self, layer: int) -> bool:
@@ -349,6 +373,16 @@ rebuild the output projection's input, where Megatron's `core_attn` keeps that o
 its input, not its output, and JAX drops what no gradient needs (jax.checkpoint's dead-code elimination), where
 Megatron's `mlp` checkpoint re-runs the whole MLP."""
 RECOMPUTE_MODULES: tuple[str, ...] = get_args(RecomputeModule)
+RECOMPUTED_PARTS: dict[str, tuple[str, Callable[[ModelSpec], bool]]] = {
+    "mla_up_proj": ("multi-latent attention (model.mla)", lambda model: model.mla is not None),
+    "moe": ("experts (model.moe)", lambda model: model.moe is not None),
+    "moe_act": ("experts (model.moe)", lambda model: model.moe is not None),
+    "shared_experts": ("shared experts (model.moe.num_shared_experts)",
+                       lambda model: model.moe is not None and model.moe.num_shared_experts > 0),
+}
+"""The recompute modules that re-run a part not every model has: what they re-run, and whether a model has it.
+Megatron-Core refuses mla_up_proj without multi-latent attention and moe_act without grouped experts
+(TransformerConfig.__post_init__); listed on a model without the part, any of them would re-run nothing."""
 CORE_ATTENTION_MODULES = frozenset({"core_attn", "context"})
 """The modules that re-run core attention itself (the tracer re-runs it in place); the others name the forward
 kernels they re-run (workload.layer_kernels LayerKernels.recomputed)."""
@@ -542,6 +576,9 @@ class ParallelismSpec(StrictModel):
         if self.recompute_modules is not None and not self.recompute_modules:
             raise FieldError("recompute_modules", "lists no module; leave it out for the default (core_attn), or "
                              "set recompute: none to recompute nothing")
+        twice = [m for m, n in Counter(self.recompute_modules or ()).items() if n > 1]
+        if twice:
+            raise FieldError("recompute_modules", f"lists {twice[0]} twice; name each module once")
         return self
 
     @model_validator(mode="after")
@@ -807,6 +844,15 @@ class MegatronWorkload(StrictModel):
         raise FieldError(field, f"pp*vpp = {par.pp}*{par.vpp} = {virtual} model chunks for the model's {layers} "
                          f"layers leave {idle} of them with no layer to run (Megatron needs num_layers divisible by "
                          f"pp*vpp); {fits}, or place the stages on purpose with pipeline_layout or layers_per_stage")
+
+    @model_validator(mode="after")
+    def _recomputed_parts_exist(self) -> MegatronWorkload:
+        for module in self.parallelism.recomputed_modules & RECOMPUTED_PARTS.keys():
+            part, has = RECOMPUTED_PARTS[module]
+            if not has(self.model):
+                raise FieldError("parallelism.recompute_modules", f"{module} re-runs the model's {part}, which this "
+                                 "model has none of; leave it out")
+        return self
 
     @model_validator(mode="after")
     def _deepspeed_pipeline(self) -> MegatronWorkload:

@@ -32,13 +32,20 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..config.common import DType
+from ..config.common import DType, FieldError
 from ..config.dc import workload_gpus
 from ..config.errors import ConfigError
 from ..config.loading import parse_scenario, problem, read_scenario_data
+from ..config.pipeline_layout import virtual_stage_layers
 from ..config.scenario import ScenarioConfig
 from ..config.units import GiB
-from ..config.workload import MegatronWorkload, ParallelismSpec, TrainingSpec, without_other_recompute_settings
+from ..config.workload import (
+    MegatronWorkload,
+    ModelSpec,
+    ParallelismSpec,
+    TrainingSpec,
+    without_other_recompute_settings,
+)
 from ..dag.size import DagSize
 from ..executors import Executor, ProcessExecutor, Refused
 from ..memory import MemoryModel, StageMemory, scenario_channels
@@ -288,13 +295,29 @@ def apply(workload: MegatronWorkload, strategy: Strategy) -> MegatronWorkload:
         parallelism["expert_tensor_parallel"] = strategy.etp
     training = workload.training.model_copy(update={"micro_batch_size": strategy.micro_batch_size,
                                                     "dtype": DType(strategy.dtype)})
-    applied = workload.model_copy(update={"parallelism": ParallelismSpec.model_validate(parallelism),
+    applied = workload.model_copy(update={"parallelism": every_layer_named(ParallelismSpec.model_validate(parallelism),
+                                                                           workload.model),
                                           "training": training})
     if applied.parallelism.overlap_moe_expert_parallel_comm and applied.expert_overlap_problem():
         # the scenario's all-to-all overlap where the strategy can run it (Megatron-Core refuses it elsewhere)
         return applied.model_copy(update={"parallelism": applied.parallelism.model_copy(
             update={"overlap_moe_expert_parallel_comm": False})})
     return applied
+
+
+def every_layer_named(par: ParallelismSpec, model: ModelSpec) -> ParallelismSpec:
+    """`par` recomputing every layer as such where its recompute_num_layers is no fewer than any model chunk holds:
+    the base scenario's count, kept for a strategy of more, smaller chunks, would be refused as more than a rank
+    holds (config.scenario, as Megatron-Core refuses it), though it asks for what recomputing every layer does."""
+    if par.recompute_num_layers is None:
+        return par
+    try:
+        chunks = virtual_stage_layers(par, model.num_layers, model.pattern_segments, model.mtp_layers)
+    except FieldError:
+        return par  # the scenario's check names the split
+    if par.recompute_num_layers < max(chunks):
+        return par
+    return par.model_copy(update={"recompute_num_layers": None})
 
 
 def scenario_for(sc: ScenarioConfig, strategy: Strategy, num_gpus: int) -> ScenarioConfig:

@@ -1,0 +1,86 @@
+"""Settings that would change nothing in the run they describe are refused naming the field and why, as Megatron-Core
+refuses most of them (TransformerConfig.__post_init__): a recompute module listed twice or naming a part the model
+lacks, full recomputation of more layers than a pipeline rank holds, a shared expert's width without shared experts,
+and a layer_freq list that is not one 0 or 1 per layer."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from helpers import gpt_scenario
+from simulon.config.errors import ConfigError
+from simulon.config.loading import parse_scenario
+
+MOE = {"num_experts": 4, "top_k": 2}
+
+
+def scenario(parallelism: dict | None = None, model: dict | None = None, pp: int = 1):
+    data = gpt_scenario(layers=8, pp=pp).as_data()
+    data["workload"]["parallelism"].update(parallelism or {})
+    data["workload"]["model"].update(model or {})
+    return parse_scenario(data, "s.yaml")
+
+
+def refusal(parallelism: dict | None = None, model: dict | None = None, pp: int = 1) -> str:
+    with pytest.raises(ConfigError) as exc:
+        scenario(parallelism, model, pp)
+    return str(exc.value)
+
+
+def selective(*modules: str) -> dict:
+    return {"recompute": "selective", "recompute_modules": list(modules)}
+
+
+def test_a_recompute_module_listed_twice_is_refused_naming_it():
+    assert refusal(selective("mlp", "core_attn", "mlp")) == (
+        "s.yaml: workload.parallelism.recompute_modules: lists mlp twice; name each module once")
+
+
+@pytest.mark.parametrize(("module", "part"), [
+    ("mla_up_proj", "multi-latent attention (model.mla)"),
+    ("moe", "experts (model.moe)"),
+    ("moe_act", "experts (model.moe)"),
+    ("shared_experts", "shared experts (model.moe.num_shared_experts)"),
+])
+def test_a_recompute_module_of_a_part_the_model_lacks_is_refused(module, part):
+    assert refusal(selective("core_attn", module)) == (
+        f"s.yaml: workload.parallelism.recompute_modules: {module} re-runs the model's {part}, which this model "
+        f"has none of; leave it out")
+
+
+def test_shared_experts_recompute_is_refused_on_experts_without_shared_ones_and_kept_with_them():
+    assert "shared_experts re-runs" in refusal(selective("shared_experts"), {"moe": MOE})
+    sc = scenario(selective("shared_experts", "moe_act"), {"moe": {**MOE, "num_shared_experts": 1}})
+    assert sc.workload.parallelism.recomputed_modules == {"shared_experts", "moe_act"}
+
+
+@pytest.mark.parametrize(("pp", "most"), [(1, 8), (2, 4), (4, 2)])
+def test_full_recomputation_of_more_layers_than_a_rank_holds_is_refused(pp, most):
+    """Megatron-Core accepts recompute_num_layers from 1 to num_layers_per_pipeline_rank."""
+    assert scenario({"recompute": "full", "recompute_num_layers": most}, pp=pp)
+    assert refusal({"recompute": "full", "recompute_num_layers": most + 1}, pp=pp) == (
+        f"s.yaml: workload.parallelism.recompute_num_layers: {most + 1} is more than the {most} layers a pipeline "
+        f"rank holds (8 layers over pp {pp}), which Megatron-Core refuses; full recomputation re-runs at most those: "
+        f"leave it out to recompute every layer")
+
+
+def test_a_rank_given_more_layers_by_the_split_may_recompute_them_all():
+    sc = scenario({"recompute": "full", "recompute_num_layers": 6, "layers_per_stage": [6, 2]}, pp=2)
+    assert sc.workload.parallelism.recompute_num_layers == 6
+
+
+def test_a_shared_experts_width_without_shared_experts_is_refused():
+    assert refusal(model={"moe": {**MOE, "shared_expert_ffn_hidden_size": 2048}}) == (
+        "s.yaml: workload.model.moe.shared_expert_ffn_hidden_size: 2048 sizes shared experts, but "
+        "num_shared_experts is 0; give num_shared_experts or leave it out")
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.integers(2, 9), min_size=1, max_size=8))
+def test_a_layer_freq_list_of_other_numbers_than_0_and_1_is_refused_in_one_line(values):
+    message = refusal(model={"moe": {**MOE, "layer_freq": values}})
+    assert message == (f"s.yaml: workload.model.moe.layer_freq: a list gives one 0 (dense) or 1 (MoE) per layer, "
+                       f"but item 0 is {values[0]}; for every N-th layer write the number N")
+    assert "\n" not in message and "more problems" not in message
