@@ -94,3 +94,30 @@ def test_topology_bad_input_exits_2_with_one_line(tmp_path):
     run = cli("topology", scenario(tmp_path, "spectrum-x", switch="spectrum-4-sn5600"), "--draw",
               str(tmp_path / "missing" / "t.svg"))
     assert run.returncode == 2 and "--draw" in run.stderr and "Traceback" not in run.stderr
+
+
+def test_one_node_without_a_nic_shows_no_fabric_rather_than_a_leaf_of_zero_rate_links(tmp_path):
+    """It printed '1 NICs on fabric single-switch', a leaf tier of 0.0 GB/s links and a scale-out bisection of 0."""
+    path = tmp_path / "one.yaml"
+    path.write_text(yaml.safe_dump({"datacenter": {"cluster": {"num_nodes": 1},
+                                                   "node": {"gpus_per_node": 8, "gpu": "H100"}}}))
+    data = json.loads(cli("topology", str(path), "--json").stdout)
+    assert (data["nics"], data["fabric"], data["scale_out_bisection_GBps"]) == (0, None, None)
+    assert [t["name"] for t in data["tiers"]] == ["nvswitch"]
+    run = cli("topology", str(path), "--draw", str(tmp_path / "one.svg"))
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.startswith("8 GPUs in 1 node; nvswitch domains of 8 GPUs; no NIC: no scale-out fabric\n")
+    assert "leaf" not in run.stdout and " 0.0 " not in run.stdout
+    assert "Bisection bandwidth (per direction): inside one scale-up domain 1,800 GB/s\n" in run.stdout
+    one_gpu = tmp_path / "one_gpu.yaml"
+    one_gpu.write_text(path.read_text().replace("gpus_per_node: 8", "gpus_per_node: 1"))
+    run = cli("topology", str(one_gpu))
+    assert run.stdout.startswith("1 GPU in 1 node; nvswitch domains of 1 GPU; no NIC")
+    assert "Bisection bandwidth (per direction): none (one GPU, nothing to cut in half)\n" in run.stdout
+    assert json.loads(cli("topology", str(one_gpu), "--json").stdout)["scale_up_bisection_GBps"] is None
+
+
+def test_one_node_with_a_nic_keeps_its_leaf(tmp_path):
+    data = json.loads(cli("topology", scenario(tmp_path, "single-switch", nodes=1), "--json").stdout)
+    assert data["nics"] == 8 and [t["name"] for t in data["tiers"]] == ["nvswitch", "leaf"]
+    assert data["scale_out_bisection_GBps"] == 8 * 50 / 2

@@ -20,7 +20,7 @@ def topology(
 ) -> None:
     """Print the switches, links and bisection bandwidth of the scenario's network (and draw it)."""
     from ..export.files import check_writable, write_atomic
-    from ..network.draw import topology_svg
+    from ..network.draw import counted, topology_svg
     from ..network.summary import TopologySummary
     from ..network.topology import Topology
 
@@ -37,15 +37,18 @@ def topology(
         print(json.dumps(summary.to_dict()))
         return
     reduce_up, reduce_out = summary.reduces_in_switch
-    print(f"{summary.gpus} GPUs in {summary.nodes} node{'s' if summary.nodes != 1 else ''}; {summary.scale_up} "
-          f"domains of {summary.domain_gpus} GPUs"
-          f"{' with in-switch reduction (NVLS)' if reduce_up else ''}; {summary.nics} NICs on fabric "
-          f"{summary.fabric}{' with SHARP' if reduce_out else ''}")
+    fabric = (f"{counted(summary.nics, 'NIC', 'NICs')} on fabric {summary.fabric}{' with SHARP' if reduce_out else ''}"
+              if summary.nics else "no NIC: no scale-out fabric")
+    print(f"{counted(summary.gpus, 'GPU', 'GPUs')} in {counted(summary.nodes, 'node', 'nodes')}; {summary.scale_up} "
+          f"domains of {counted(summary.domain_gpus, 'GPU', 'GPUs')}"
+          f"{' with in-switch reduction (NVLS)' if reduce_up else ''}; {fabric}")
     print_table("Switches and links", ("tier", "switches", "links from below", "GB/s per link and direction"),
                 [(t.name, f"{t.switches:,}", f"{t.links:,}", " / ".join(f"{r / 1e9:,.1f}" for r in t.link_rates))
                  for t in summary.tiers])
-    print(f"Bisection bandwidth (per direction): scale-out {_gbps(summary.scale_out_bisection)} GB/s; "
-          f"inside one scale-up domain {_gbps(summary.scale_up_bisection)} GB/s")
+    cuts = [] if summary.scale_out_bisection is None else [f"scale-out {_gbps(summary.scale_out_bisection)} GB/s"]
+    if summary.scale_up_bisection is not None:
+        cuts.append(f"inside one scale-up domain {_gbps(summary.scale_up_bisection)} GB/s")
+    print(f"Bisection bandwidth (per direction): {'; '.join(cuts) or 'none (one GPU, nothing to cut in half)'}")
     if summary.routing_line:
         print(summary.routing_line)
     print(f"Host CPUs (NCCL's tuning reads their vendor): {summary.host_cpu}")

@@ -106,9 +106,8 @@ def _links(topology: Topology) -> list[tuple[str, int, str, int]]:
     return links
 
 
-def _row_title(name: str, count: int, topology: Topology) -> list[str]:
+def _row_title(name: str, count: int, topology: Topology, nics_per_node: int) -> list[str]:
     spec, fabric = topology.fabric.spec, topology.fabric
-    nics_per_node = topology.gpus_per_node // topology.gpus_per_nic
     lines = [counted(count, *TITLE[name])]
     if name == "node":
         lines.append(f"{counted(topology.gpus_per_node, 'GPU', 'GPUs')}, {counted(nics_per_node, 'NIC', 'NICs')}"
@@ -139,6 +138,12 @@ def _link_label(below: str, summary: TopologySummary) -> list[str]:
 def _caption(topology: Topology, summary: TopologySummary) -> list[str]:
     spec = topology.fabric.spec
     reduce_up, reduce_out = summary.reduces_in_switch
+    nodes = (f"{counted(summary.gpus, 'GPU', 'GPUs')} in {counted(summary.nodes, 'node', 'nodes')} of "
+             f"{topology.gpus_per_node}; {summary.scale_up} scale-up domains of "
+             f"{counted(summary.domain_gpus, 'GPU', 'GPUs')}"
+             f"{' reducing in the switch (NVLS)' if reduce_up else ''}")
+    if summary.scale_out_bisection is None:
+        return [nodes, "no NIC: no scale-out fabric"]
     tiers = {1: "one tier", 2: "two tiers", 3: "three tiers"}[spec.tiers]
     shape = ["rail-optimized" if spec.rail_optimized else "not rail-optimized"]
     if spec.dual_tor:
@@ -146,10 +151,7 @@ def _caption(topology: Topology, summary: TopologySummary) -> list[str]:
     shape.append(counted(spec.planes, "plane", "planes"))
     if reduce_out:
         shape.append("SHARP in the switches")
-    return [f"{summary.gpus:,} GPUs in {counted(summary.nodes, 'node', 'nodes')} of {topology.gpus_per_node}; "
-            f"{summary.scale_up} scale-up domains of {summary.domain_gpus} GPUs"
-            f"{' reducing in the switch (NVLS)' if reduce_up else ''}",
-            f"scale-out fabric {summary.fabric}: {tiers}, {', '.join(shape)}; bisection "
+    return [nodes, f"scale-out fabric {summary.fabric}: {tiers}, {', '.join(shape)}; bisection "
             f"{summary.scale_out_bisection / 1e9:,.0f} GB/s per direction"]
 
 
@@ -163,7 +165,7 @@ def topology_svg(topology: Topology) -> str:
     summary = TopologySummary.of(topology)
     counts = {"node": topology.num_gpus // topology.gpus_per_node, "leaf": fabric.leaves, "spine": fabric.spines,
               "core": fabric.cores}
-    counts = {name: count for name, count in counts.items() if count}
+    counts = {name: count for name, count in counts.items() if count and (name == "node" or summary.nics)}
     rows = {name: Row(name, count, TOP + ROW * (len(counts) - 1 - i)) for i, (name, count) in enumerate(counts.items())}
     xs = {name: row.x() for name, row in rows.items()}
     rail = _rail_of_leaf(topology)
@@ -171,12 +173,12 @@ def topology_svg(topology: Topology) -> str:
     svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" font-family="sans-serif">',
            f'<rect width="{WIDTH}" height="{height}" fill="white"/>']
     for a, i, b, j in _links(topology):
-        if i in xs[a] and j in xs[b]:
+        if a in xs and b in xs and i in xs[a] and j in xs[b]:
             color = RAIL_COLORS[int(rail[j]) % len(RAIL_COLORS)] if a == "node" and rail is not None else "#aaa"
             svg.append(f'<line x1="{xs[a][i]:.1f}" y1="{rows[a].y}" x2="{xs[b][j]:.1f}" y2="{rows[b].y}" '
                        f'stroke="{color}" stroke-width="0.8"/>')
     for name, row in rows.items():
-        for y_offset, line in enumerate(_row_title(name, row.count, topology)):
+        for y_offset, line in enumerate(_row_title(name, row.count, topology, summary.nics // summary.nodes)):
             svg.append(_text(8, row.y + 13 * y_offset, line, 12 if y_offset == 0 else 10,
                              weight="bold" if y_offset == 0 else "normal"))
         every = 1 if len(row.ids) <= MAX_LABELLED else -(-len(row.ids) // (MAX_LABELLED // 2))
@@ -194,7 +196,7 @@ def topology_svg(topology: Topology) -> str:
         middle = (rows[below].y + rows[above].y) / 2
         for k, line in enumerate(_link_label(below, summary)):
             svg.append(_text(LEFT - 16, middle + 13 * k, line, 10, "end", "normal"))
-    if rail is not None:
+    if rail is not None and summary.nics:
         nics_per_node = topology.gpus_per_node // topology.gpus_per_nic
         for r in range(nics_per_node):
             x = LEFT + r * 70

@@ -29,10 +29,10 @@ class TopologySummary:
     domain_gpus: int
     reduces_in_switch: tuple[bool, bool]
     fabric: str
-    nics: int
+    nics: int                # 0: one node without a NIC, and so no scale-out fabric ("" fabric, no bisection)
     tiers: list[Tier]
-    scale_up_bisection: float  # bytes/s per direction across one domain cut in half
-    scale_out_bisection: float
+    scale_up_bisection: float | None  # bytes/s per direction across one domain cut in half (None: one GPU)
+    scale_out_bisection: float | None
     host_cpu: str = ""         # the hosts as NCCL's tuning sees them (config.host_cpu.HostCPU.label)
     routing: str = ""          # above the leaves: ecmp, static or adaptive ("" on one switch)
     queue_pairs: int = 1       # NCCL_IB_QPS_PER_CONNECTION: per connection, each hashed apart under ECMP
@@ -61,24 +61,23 @@ class TopologySummary:
         nodes = g // topology.gpus_per_node
         up_switches = 0 if topology.mesh else nodes if topology.pcie else -(-g // topology.domain_gpus)
         up_links = nodes * math.comb(topology.gpus_per_node, 2) if topology.mesh else g
-        tiers = [_tier(topology.scale_up_kind, up_switches, up_links, rate[:topology.port_links]),
-                 _tier("leaf", fabric.leaves, ports, rate[first["nic_up"]:first["nic_up"] + ports])]
+        tiers = [_tier(topology.scale_up_kind, up_switches, up_links, rate[:topology.port_links])]
+        nic_rates = rate[first["nic_up"]:first["nic_up"] + ports]
+        if not nic_rates.any():  # one node given no NIC (config.dc refuses more without one): nothing scales out
+            return cls(g, nodes, tiers[0].name, topology.domain_gpus, topology.reduces_in_switch, "", 0, tiers,
+                       _scale_up_bisection(topology, tiers[0]), None, topology.host(range(g)).label)
+        tiers.append(_tier("leaf", fabric.leaves, ports, nic_rates))
         for name, switches, kind in (("spine", fabric.spines, "leaf_up"), ("core", fabric.cores, "spine_up")):
             if switches:  # the physical links the fabric builds, which adaptive routing models merged
                 block = fabric.links_of(kind)  # (Fabric.physical_per_link): a leaf's reach only its uplink ports'
                 per_link = fabric.physical_per_link(kind)  # spines (config.dc.uplink_ports)
                 rates = rate[fabric.base + block.start:fabric.base + block.stop] / per_link
                 tiers.append(_tier(name, switches, (block.stop - block.start) * per_link, rates))
-        domain = min(topology.domain_gpus, g)  # a mesh cut in half has (domain/2)^2 links across
-        up_bisection = tiers[0].link_rate * ((domain // 2) ** 2 if topology.mesh else domain / 2)
-        staging = topology.staging
-        if staging is not None and staging.host_of_gpu[0] >= 0:  # GPUs without peer to peer: through the host
-            paths = np.unique(staging.host_of_gpu[:domain])  # the paths of one node; each half sends up its own
-            up_bisection = min(up_bisection, max(len(paths) // 2, 1) * float(staging.host_rate[paths].min()))
         return cls(g, nodes, tiers[0].name, topology.domain_gpus, topology.reduces_in_switch,
                    spec.label, -(-g // topology.gpus_per_nic), tiers,
-                   up_bisection, fabric.bisection(tiers[1].link_rate), topology.host(range(g)).label,
-                   spec.routing if spec.tiers > 1 else "", topology.nccl.qps_per_connection, spec.dual_tor)
+                   _scale_up_bisection(topology, tiers[0]), fabric.bisection(tiers[1].link_rate),
+                   topology.host(range(g)).label, spec.routing if spec.tiers > 1 else "",
+                   topology.nccl.qps_per_connection, spec.dual_tor)
 
     def to_dict(self) -> dict:
         def tier(t: Tier) -> dict:
@@ -90,11 +89,27 @@ class TopologySummary:
         return {"gpus": self.gpus, "nodes": self.nodes, "scale_up": self.scale_up, "domain_gpus": self.domain_gpus,
                 "in_network_reduction": {"scale_up": self.reduces_in_switch[0],
                                          "scale_out": self.reduces_in_switch[1]},
-                "fabric": self.fabric, "nics": self.nics,
+                "fabric": self.fabric or None, "nics": self.nics,
                 "tiers": [tier(t) for t in self.tiers],
-                "scale_up_bisection_GBps": self.scale_up_bisection / 1e9,
-                "scale_out_bisection_GBps": self.scale_out_bisection / 1e9, "host_cpu": self.host_cpu,
+                "scale_up_bisection_GBps": None if self.scale_up_bisection is None else self.scale_up_bisection / 1e9,
+                "scale_out_bisection_GBps": None if self.scale_out_bisection is None else
+                self.scale_out_bisection / 1e9, "host_cpu": self.host_cpu,
                 "routing": self.routing or None, "qps_per_connection": self.queue_pairs, "dual_tor": self.dual_tor}
+
+
+def _scale_up_bisection(topology: Topology, tier: Tier) -> float | None:
+    """Bytes/s per direction across one scale-up domain cut in half (a mesh cut in half has (domain/2)^2 links
+    across); GPUs without peer to peer go through the host, each half of a node up its own paths. None for a
+    domain of one GPU, which has no halves."""
+    domain = min(topology.domain_gpus, topology.num_gpus)
+    if domain < 2:
+        return None
+    bisection = tier.link_rate * ((domain // 2) ** 2 if topology.mesh else domain / 2)
+    staging = topology.staging
+    if staging is not None and staging.host_of_gpu[0] >= 0:
+        paths = np.unique(staging.host_of_gpu[:domain])
+        bisection = min(bisection, max(len(paths) // 2, 1) * float(staging.host_rate[paths].min()))
+    return bisection
 
 
 def _tier(name: str, switches: int, links: int, rates: np.ndarray) -> Tier:
