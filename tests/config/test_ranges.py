@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from helpers import ROOT, cli, seed_dict
+from simulon.cli.app import parse_sizes
 from simulon.config.common import MAX_GPUS, MAX_LAYERS, MAX_MICROBATCHES, MAX_SEQUENCE, MAX_VOCAB
 from simulon.config.loading import ConfigError, load_scenario, parse_scenario
 from simulon.config.scenario import MAX_CHANNELS
@@ -157,3 +158,16 @@ def test_a_batch_of_more_micro_batches_than_the_bound_is_refused_at_the_global_b
     assert str(info.value) == (f"seed.yaml: workload.training.global_batch_size: {2 * MAX_MICROBATCHES} makes "
                                f"{2 * MAX_MICROBATCHES} micro-batches of micro_batch_size*dp = 1, more than "
                                f"{MAX_MICROBATCHES:,} micro-batches")
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(1, 2**40), min_size=1, max_size=6, unique=True), st.data())
+def test_collective_sizes_are_each_given_once(sizes, data):
+    """A sweep's values are refused when repeated; --sizes ran a repeated size twice, printing its row twice."""
+    assert parse_sizes(",".join(map(str, sizes))) == [float(s) for s in sizes]
+    again = data.draw(st.sampled_from(sizes))
+    texts = [str(s) for s in sizes] + [f"{again / 1024}KiB"]
+    with pytest.raises(ConfigError) as refused:
+        parse_sizes(",".join(texts))
+    assert str(refused.value) == (f"--sizes: '{again / 1024}KiB' is {again:,} B again (as '{again}'); give each "
+                                  "size once")

@@ -197,16 +197,18 @@ def parse_ranks(text: str, num_gpus: int) -> tuple[int, ...]:
 def parse_sizes(text: str | None) -> list[float]:
     if text is None:  # nccl-tests-style doubling sweep, 1 KiB to 1 GiB
         return [float(2**p) for p in range(10, 31)]
-    sizes = []
-    for part in text.split(","):
+    given: dict[float, str] = {}
+    for part in (p.strip() for p in text.split(",")):
         try:
-            size = check_size(parse_size(part.strip()))
+            size = check_size(parse_size(part))
             if not size.is_integer():
                 raise ValueError(f"{size:g} B is not a whole number of bytes")
-            sizes.append(size)
         except ValueError as exc:
-            raise ConfigError(f"--sizes: {part.strip()!r}: {exc}") from None
-    return sizes
+            raise ConfigError(f"--sizes: {part!r}: {exc}") from None
+        if size in given:  # as a sweep refuses a repeated value: the row would print twice
+            raise ConfigError(f"--sizes: {part!r} is {size:,.0f} B again (as {given[size]!r}); give each size once")
+        given[size] = part
+    return list(given)
 
 
 def what_ran(name: str, chosen: list[str]) -> str:
