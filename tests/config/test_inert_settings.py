@@ -1,7 +1,7 @@
 """Settings that would change nothing in the run they describe are refused naming the field and why, as Megatron-Core
 refuses most of them (TransformerConfig.__post_init__): a recompute module listed twice or naming a part the model
 lacks, full recomputation of more layers than a pipeline rank holds, a shared expert's width without shared experts,
-and a layer_freq list that is not one 0 or 1 per layer."""
+and a layer_freq list that is not one 0 or 1 per layer. A width alone is one shared expert that wide."""
 
 from __future__ import annotations
 
@@ -71,10 +71,16 @@ def test_a_rank_given_more_layers_by_the_split_may_recompute_them_all():
     assert sc.workload.parallelism.recompute_num_layers == 6
 
 
-def test_a_shared_experts_width_without_shared_experts_is_refused():
-    assert refusal(model={"moe": {**MOE, "shared_expert_ffn_hidden_size": 2048}}) == (
+def test_a_shared_experts_width_with_no_shared_experts_is_refused():
+    assert refusal(model={"moe": {**MOE, "shared_expert_ffn_hidden_size": 2048, "num_shared_experts": 0}}) == (
         "s.yaml: workload.model.moe.shared_expert_ffn_hidden_size: 2048 sizes shared experts, but "
-        "num_shared_experts is 0; give num_shared_experts or leave it out")
+        "num_shared_experts is 0; leave one of them out")
+
+
+def test_a_shared_experts_width_alone_is_one_shared_expert_that_wide_as_megatron_reads_it():
+    """Megatron-Core's --moe-shared-expert-intermediate-size has no count beside it; the width was dropped."""
+    moe = scenario(model={"moe": {**MOE, "shared_expert_ffn_hidden_size": 2048}}).workload.model.moe
+    assert (moe.num_shared_experts, moe.shared_expert_ffn_hidden_size) == (1, 2048)
 
 
 @settings(max_examples=25, deadline=None)

@@ -91,6 +91,17 @@ class MoESpec(StrictModel):
         "every N-th layer counting from the first (layer i when i % N == 0; the others dense MLPs), or one 0 "
         "(dense) or 1 (MoE) per layer")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _one_shared_expert_of_the_width_given(cls, data: object) -> object:
+        """A shared expert's width without a count is one shared expert that wide, as Megatron-Core reads
+        --moe-shared-expert-intermediate-size (it has no count: the width is all the shared experts together)
+        and HF's Qwen2-MoE reads shared_expert_intermediate_size."""
+        if isinstance(data, dict) and data.get("shared_expert_ffn_hidden_size") is not None \
+                and "num_shared_experts" not in data:
+            return {**data, "num_shared_experts": 1}
+        return data
+
     @field_validator("layer_freq", mode="before")
     @classmethod
     def _flags_are_flags(cls, value: object) -> object:
@@ -116,7 +127,7 @@ class MoESpec(StrictModel):
                              f"({self.group_topk}) groups")
         if self.shared_expert_ffn_hidden_size is not None and not self.num_shared_experts:
             raise FieldError("shared_expert_ffn_hidden_size", f"{self.shared_expert_ffn_hidden_size} sizes shared "
-                             "experts, but num_shared_experts is 0; give num_shared_experts or leave it out")
+                             "experts, but num_shared_experts is 0; leave one of them out")
         return self
 
     def is_moe_layer(self, layer: int) -> bool:
