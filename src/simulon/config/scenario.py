@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, field_validator, model_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from ..collective.algorithms import CATALOG, reduction_missing
 from ..collective.nccl import MAX_CHANNELS
@@ -18,6 +18,10 @@ check_channels = range_check(1, MAX_CHANNELS, f"{MAX_CHANNELS} channels, NCCL's 
 """A channel count unchanged if from 1 to MAX_CHANNELS, else ValueError (also for --channels)."""
 ChannelCount = Annotated[int, AfterValidator(check_channels)]
 
+VENDOR_LIBRARIES = {"nvidia": "nccl", "amd": "rccl"}
+"""The collective library each GPU vendor's GPUs run (`collective.library`)."""
+VENDOR_NAMES = {"nvidia": "NVIDIA", "amd": "AMD"}
+
 BUILT_ALGORITHMS = (*CATALOG, "auto")
 """Collective algorithms that decompose into flows (the catalog, collective.algorithms), and `auto`, NCCL's
 choice per message; anything else is refused, never replaced."""
@@ -27,7 +31,10 @@ class CollectiveConfig(StrictModel):
     """How collectives run. `auto` algorithm or protocol: NCCL's tuning model chooses per message; no
     `num_channels`: NCCL's channel count for the message."""
 
-    library: Literal["nccl", "rccl"] = "nccl"
+    library: Literal[(*VENDOR_LIBRARIES.values(),)] | None = Field(
+        None, description="the collective library: the GPUs' vendor's (nccl on NVIDIA GPUs, rccl on AMD's) where "
+        "not given, and refused where the GPUs cannot run it; both are modelled by NCCL's algorithms and tuner "
+        "(RCCL is NCCL's port, its rings following the xGMI mesh's cycles)")
     algorithm: str = "ring"
     protocol: Literal["auto", "simple", "ll", "ll128"] = "auto"
     num_channels: ChannelCount | None = None
@@ -72,6 +79,14 @@ class ScenarioConfig(StrictModel):
         missing = reduction_missing(self.collective.algorithm, self.datacenter.reduces_in_switch)
         if missing:
             raise FieldError("collective.algorithm", missing)
+        library = self.collective.library
+        for group in self.datacenter.groups:
+            gpu = group.node.gpu
+            if library is not None and VENDOR_LIBRARIES.get(gpu.vendor, library) != library:
+                owner = next(v for v, name in VENDOR_LIBRARIES.items() if name == library)
+                raise FieldError("collective.library", f"{library} is {VENDOR_NAMES[owner]}'s library, and the "
+                                 f"datacenter's GPUs ({gpu.name}) are {VENDOR_NAMES[gpu.vendor]}'s, which run "
+                                 f"{VENDOR_LIBRARIES[gpu.vendor]}; leave it out for theirs")
         if self.workload is not None:
             check_workload_fits(self.workload, self.datacenter)
         return self
