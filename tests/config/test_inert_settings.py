@@ -90,3 +90,21 @@ def test_a_layer_freq_list_of_other_numbers_than_0_and_1_is_refused_in_one_line(
     assert message == (f"s.yaml: workload.model.moe.layer_freq: a list gives one 0 (dense) or 1 (MoE) per layer, "
                        f"but item 0 is {values[0]}; for every N-th layer write the number N")
     assert "\n" not in message and "more problems" not in message
+
+
+@pytest.mark.parametrize("dtype", ["fp4", "nvfp4", "mxfp4", "mxfp8", "tf32"])
+def test_gradients_reduced_in_a_format_no_framework_reduces_them_in_are_refused(dtype):
+    """fp4 was accepted, and quartered the gradient buffers and their reduction."""
+    data = gpt_scenario(layers=8).as_data()
+    data["workload"]["training"]["grad_reduce_dtype"] = dtype
+    with pytest.raises(ConfigError) as refused:
+        parse_scenario(data, "s.yaml")
+    assert str(refused.value) == (f"s.yaml: workload.training.grad_reduce_dtype: gradients are reduced in fp32, bf16, "
+                                  f"fp16 or fp8, not {dtype}")
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16", "fp16", "fp8"])
+def test_gradients_may_be_reduced_in_the_formats_frameworks_reduce_them_in(dtype):
+    data = gpt_scenario(layers=8).as_data()
+    data["workload"]["training"]["grad_reduce_dtype"] = dtype
+    assert parse_scenario(data, "s.yaml").workload.training.grad_reduce_dtype == dtype

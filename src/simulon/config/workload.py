@@ -681,17 +681,26 @@ TrainingDType = Annotated[LaxDType, AfterValidator(_bare_fp4_is_nvfp4)]
 """A training run's dtype: a bare fp4 (or float4) trains as NVFP4, as config.number_formats.PRECISION_WORDS reads a
 table's "FP4"; fp4 alone stays a GEMM rate (a GPU's peak_tflops key)."""
 
+def dtype_among(allowed: tuple[DType, ...], what: str) -> Callable[[DType], DType]:
+    """A check that a dtype is one of `allowed`, its message saying which `what` are kept in."""
+    kept = ", ".join(d.value for d in allowed[:-1]) + f" or {allowed[-1].value}"
+
+    def check(value: DType) -> DType:
+        if value not in allowed:
+            raise ValueError(f"{what} in {kept}, not {value.value}")
+        return value
+
+    return check
+
+
 OPTIMIZER_STATE_DTYPES = (DType.fp32, DType.bf16, DType.fp16)
+OptimizerDType = Annotated[LaxDType, AfterValidator(dtype_among(OPTIMIZER_STATE_DTYPES, "optimizer states are kept"))]
 
-
-def _optimizer_state_dtype(value: DType) -> DType:
-    if value not in OPTIMIZER_STATE_DTYPES:
-        kept = ", ".join(d.value for d in OPTIMIZER_STATE_DTYPES[:-1]) + f" or {OPTIMIZER_STATE_DTYPES[-1].value}"
-        raise ValueError(f"optimizer states are kept in {kept}, not {value.value}")
-    return value
-
-
-OptimizerDType = Annotated[LaxDType, AfterValidator(_optimizer_state_dtype)]
+GRAD_REDUCE_DTYPES = (DType.fp32, DType.bf16, DType.fp16, DType.fp8)
+"""Element types gradients are reduced in: fp32, bf16 or fp16 (Megatron-Core's --grad-reduce-in-bf16, its fp32
+default, fp16 training's own), or fp8 (FP8-LM's FP8 gradients with a scale per tensor, MS-AMP; arXiv 2310.18313).
+No framework reduces gradients in a block-scaled or 4-bit format, nor in tf32, a GEMM mode stored as fp32."""
+GradReduceDType = Annotated[LaxDType, AfterValidator(dtype_among(GRAD_REDUCE_DTYPES, "gradients are reduced"))]
 
 
 class TrainingSpec(StrictModel):
@@ -703,7 +712,7 @@ class TrainingSpec(StrictModel):
         DType.bf16, description="the GEMMs' number format: fp32, tf32, fp16, bf16, fp8 (Transformer Engine's "
         "per-tensor scaling), mxfp8, mxfp4 or nvfp4 (block-scaled, config/number_formats.py); a bare fp4 is NVFP4, "
         "Transformer Engine's 4-bit recipe, as tables write it")
-    grad_reduce_dtype: LaxDType | None = Field(
+    grad_reduce_dtype: GradReduceDType | None = Field(
         None, description="gradient element type in data-parallel reductions; fp32 unless training in fp16")
     make_vocab_size_divisible_by: VocabSize | None = Field(
         None, description="the vocabulary padded to a multiple of this times tp, as Megatron-LM builds its embedding "
