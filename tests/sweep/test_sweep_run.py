@@ -69,6 +69,21 @@ def test_each_point_gets_one_row_in_order_with_what_its_simulation_reports(point
     assert progress.events == [("stage", 4, "points"), *[("advance", n, None) for n in range(1, 5)]]
 
 
+def test_a_sweep_run_again_with_another_expansion_does_not_take_the_earlier_rows_for_its_own(points, tmp_path,
+                                                                                             counted):
+    """The rows of --expand full were kept for --expand symmetric (the key hashed the scenario alone), whose steps
+    differ: the mode is part of a point's key, and the file is refused naming it, not rewritten."""
+    out = tmp_path / "sweep.csv"
+    run_sweep(points, out, fold_mode="full")
+    first = out.read_bytes()
+    with pytest.raises(ConfigError) as refused:
+        run_sweep(points, out, fold_mode="symmetric")
+    assert "simulated from another scenario or with another --expand" in str(refused.value)
+    assert len(counted) == 4 and out.read_bytes() == first
+    _, kept = run_sweep(points, out, fold_mode="full")
+    assert kept == 4 and len(counted) == 4
+
+
 @pytest.mark.parametrize("cut", [1, 5, 40])
 def test_a_last_row_cut_anywhere_is_not_taken_for_a_finished_point(points, tmp_path, cut):
     out = tmp_path / "sweep.csv"

@@ -63,6 +63,7 @@ class Point:
     settings: dict[str, Any]
     scenario: ScenarioConfig
     steps: dict[str, str]   # axis name -> the step's CSV cell
+    expand: str = "auto"    # how its replay folds (pipeline.check_fold_mode): auto, full or symmetric
 
     @property
     def label(self) -> str:
@@ -70,9 +71,11 @@ class Point:
 
     @property
     def key(self) -> str:
-        """A hash of the resolved scenario (templates merged, defaults filled): two points that simulate the same
-        thing share it, whatever their file or options said."""
-        return hashlib.sha256(self.scenario.model_dump_json().encode()).hexdigest()[:16]
+        """A hash of the resolved scenario (templates merged, defaults filled) and of the expansion where one is
+        named (`auto`'s keys are the scenario's alone, as they were before it counted): two points that simulate
+        the same thing the same way share it, whatever their file or options said."""
+        run = self.scenario.model_dump_json() + ("" if self.expand == "auto" else f"\nexpand: {self.expand}")
+        return hashlib.sha256(run.encode()).hexdigest()[:16]
 
 
 def full_path(path: str) -> str:

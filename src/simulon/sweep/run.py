@@ -17,6 +17,7 @@ row with one of this sweep's steps but another key (simulated from a scenario th
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import math
 import os
@@ -177,6 +178,7 @@ def run_sweep(points: list[Point], path: Path, jobs: int = 1, fold_mode: str = "
     """Run every point not already in the CSV at `path`, `jobs` at a time, writing each row as it finishes; the
     rows in the points' order, and how many were already there. `memory_limit`: bytes the points running at once
     may take together (None: no limit; on Ray, each task's), as `simulated` shares it out."""
+    points = [dataclasses.replace(p, expand=fold_mode) for p in points]
     header = columns(points)
     fields, done = read_rows(path)
     kept = {p.key: {m: done[p.key][m] for m in METRICS} for p in points if p.key in done}
@@ -230,8 +232,9 @@ def earlier_points(points: list[Point], path: Path, fields: list[str], done: dic
         same = steps.get(tuple(row[axis] for axis in points[0].steps))
         if same is not None:
             raise ConfigError(f"-o {path}: the row keyed {row['key']} is the point {same.label} of this sweep "
-                              "simulated from another scenario (the scenario or a template it names has changed "
-                              "since); name another file, or delete that one to simulate every point again")
+                              "simulated from another scenario or with another --expand (the scenario or a template "
+                              "it names has changed since); name another file, or delete that one to simulate every "
+                              "point again")
     return [{name: row[name] for name in header} for row in others]
 
 
