@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import csv
 import dataclasses
+import io
 import json
 from collections import Counter
 from unittest.mock import patch
@@ -151,14 +153,25 @@ def test_the_winner_is_written_as_a_scenario_that_simulates_and_as_megatron_argu
 
 
 def test_the_command_prints_the_counts_the_table_and_the_winners_arguments(tmp_path):
-    best = tmp_path / "best.yaml"
-    run = cli("search", str(SEED_SCENARIO), "--replay", "1", "--top", "3", "--write-best", str(best))
+    best, ranking = tmp_path / "best.yaml", tmp_path / "ranking.csv"
+    run = cli("search", str(SEED_SCENARIO), "--replay", "1", "--top", "3", "--write-best", str(best),
+              "-o", str(ranking))
     assert run.returncode == 0, run.stderr
     assert "strategies enumerated" in run.stdout and "Megatron-LM: --tensor-model-parallel-size" in run.stdout
     assert cli("simulate", str(best)).returncode == 0
     data = json.loads(cli("search", str(SEED_SCENARIO), "--replay", "1", "--top", "3", "--json").stdout)
     assert data["enumerated"] == data["pruned"] + data["infeasible"] + data["estimated"]
     assert len(data["top"]) == 3 and data["top"][0]["replayed"] and data["top"][0]["fits"]
+    text = ranking.read_bytes()  # lines end as the sweep's CSV's do (csv's default wrote CRLF)
+    assert b"\r" not in text and text.count(b"\n") == 4
+    rows = list(csv.DictReader(io.StringIO(text.decode())))
+    assert [float(r["iteration_time_ms"]) for r in rows] == [t["iteration_time_ms"] for t in data["top"]]
+
+
+def test_a_search_that_replays_nothing_does_not_say_its_estimates_were_scaled_by_replays():
+    run = cli("search", str(SEED_SCENARIO), "--replay", "0", "--top", "2")
+    assert run.returncode == 0, run.stderr
+    assert "(* step ms estimated: none replayed)" in run.stdout and "scaled by" not in run.stdout
 
 
 def test_a_space_where_nothing_fits_says_so_with_the_closest_miss(tmp_path):

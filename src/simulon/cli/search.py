@@ -232,8 +232,9 @@ def print_result(result) -> None:
     price = () if result.gpu_hour_price is None else ("cost / Mtok",)
     for strategy, why in result.refused:
         print(f"  {_describe(strategy, short=True)}: {why}")
-    print_table(f"Best strategies on {_counts(result)} GPUs by {result.objective} (step ms replayed; * estimated, "
-                f"scaled by {scales} as the replayed ones ran against their estimates)",
+    times = (f"step ms replayed; * estimated, scaled by {scales} as the replayed ones ran against their estimates"
+             if result.replayed else "* step ms estimated: none replayed")
+    print_table(f"Best strategies on {_counts(result)} GPUs by {result.objective} ({times})",
                 ("#", "GPUs", "strategy", "step ms", "tokens/s", "MFU %", "GPU-h / Mtok", *price, "peak / free GiB"),
                 [_row(i + 1, r, result) for i, r in enumerate(result.ranked)])
 
@@ -448,7 +449,7 @@ def _csv_text(result) -> str:
     """The ranking as CSV (the JSON's `top` rows without their breakdowns)."""
     rows = result.to_json()["top"]
     text = io.StringIO(newline="")
-    writer = csv.DictWriter(text, fieldnames=[k for k in rows[0] if k != "breakdown_ms"])
+    writer = csv.DictWriter(text, fieldnames=[k for k in rows[0] if k != "breakdown_ms"], lineterminator="\n")
     writer.writeheader()
     for row in rows:
         writer.writerow({k: v for k, v in row.items() if k != "breakdown_ms"})
