@@ -41,6 +41,7 @@ def bad_search(*args: str, scenario: Path = SEED_SCENARIO) -> str:
     (("--fix", "mbs=16"), "--fix micro_batch_size=16: never tried on this scenario (the search tries "
                           "micro_batch_size 1, 2, 4, 8)"),
     (("--top", "0"), "--top: expected 1 to 1000 strategies to list, got 0"),
+    (("--fix", "etp=4"), "--fix etp=4: never tried on this scenario: etp splits the experts, and the model has none"),
 ])
 def test_an_option_value_that_leaves_nothing_to_search_is_named_with_its_option(args, expected):
     assert expected in bad_search(*args)

@@ -201,6 +201,9 @@ def check_tried(searcher, fixes: list[str]) -> None:
         for value in (searcher.space.limits.values or {}).get(name, ()):
             if value not in tried:
                 where = _where(name, str(value), "--fix" if name in fixed else f"--{name}")
+                if not tried:
+                    raise ConfigError(f"{where}: never tried on this scenario: {name} splits the experts, and the "
+                                      "model has none")
                 why = (f": the scenario's training.dtype, and fp8 where the {searcher.gpu.name} runs it"
                        if name == "dtype" else "")
                 raise ConfigError(f"{where}: never tried on this scenario (the search tries {name} "
