@@ -43,3 +43,19 @@ def test_the_cli_refuses_it_in_one_line_with_exit_status_2(tmp_path):
     run = cli("topology", str(scenario))
     assert run.returncode == 2 and "Traceback" not in run.stderr
     assert run.stderr.count("\n") == 1 and "from: unknown gpu template 'no-such-gpu'" in run.stderr
+
+
+@pytest.mark.parametrize("ref", ["hf.json", "./hf.json"])
+def test_a_huggingface_config_named_by_from_is_pointed_to_from_hf(tmp_path, ref):
+    """`from: hf.json` said 'unknown model template' with close names, `from: ./hf.json` 'architectures: unknown key
+    (and 13 more problems)'; neither said from_hf reads such a file."""
+    (tmp_path / "hf.json").write_text('{"architectures": ["LlamaForCausalLM"], "model_type": "llama", '
+                                      '"hidden_size": 2048, "num_hidden_layers": 16}')
+    scenario = tmp_path / "sc.yaml"
+    scenario.write_text("datacenter: {from: dgx-h100, cluster: {num_nodes: 1}}\n"
+                        f"workload: {{model: {{from: {ref}}}, "
+                        "training: {global_batch_size: 8, sequence_length: 512}}\n")
+    run = cli("simulate", str(scenario))
+    assert run.returncode == 2 and "Traceback" not in run.stderr and run.stderr.count("\n") == 1, run.stderr
+    assert f"is a HuggingFace config (its top level holds model_type), not a model file: read it with " \
+           f"`from_hf: {ref}`" in run.stderr, run.stderr

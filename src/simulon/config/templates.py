@@ -141,7 +141,7 @@ def _is_file_reference(kind: str, ref: str, base_dir: Path | None) -> bool:
     no file is a name (found loosely, or unknown with suggestions), and so is a missing path of another kind that
     names a template loosely or has spaces, brackets or commas in it: a description ("8x H200 (NVLink4/NVSwitch,
     900GB/s)", config.resolve); so is a name whose only slashes are rates' ("DGX-H100-400Gb/s")."""
-    if ref.endswith((".yaml", ".yml")):
+    if ref.endswith((".yaml", ".yml", ".json")):  # JSON is YAML too (a HuggingFace config is refused as one)
         return True
     if "/" not in RATE_SLASH.sub("", ref):
         return False
@@ -169,7 +169,8 @@ def _load_reference(kind: str, ref: str, base_dir: Path | None, describe: Callab
         doc = _read_template_file(path)
         other = other_document(kind, doc)
         if other:
-            raise ValueError(f"template file {str(path)!r} is {other}, not a {kind} file")
+            read = f": read it with `from_hf: {ref}`" if kind == "model" and HF_CONFIG in other else ""
+            raise ValueError(f"template file {str(path)!r} is {other}, not a {kind} file{read}")
         parent = doc.pop("from", None)
         if parent is not None:  # a user template may itself start from another
             if depth >= _MAX_TEMPLATE_DEPTH or not isinstance(parent, str):
@@ -191,10 +192,13 @@ def _load_reference(kind: str, ref: str, base_dir: Path | None, describe: Callab
     return layer(doc)
 
 
-DOCUMENT_KEYS = {"scenario": ("datacenter", "workload"), "datacenter": ("cluster", "node", "network")}
+HF_CONFIG = "HuggingFace config"
+DOCUMENT_KEYS = {"scenario": ("datacenter", "workload"), "datacenter": ("cluster", "node", "network"),
+                 HF_CONFIG: ("model_type",)}
 """Top-level keys that mark a file as a document of another kind than a template's: a scenario holds both its
 datacenter and workload blocks (a datacenter file holds a `datacenter` block of its own, so one alone marks none),
-a datacenter any of its cluster, node and network."""
+a datacenter any of its cluster, node and network, a HuggingFace config.json its model_type (transformers'
+PretrainedConfig writes it, and `from_hf` reads such a file)."""
 
 
 def other_document(kind: str, doc: dict[str, Any]) -> str | None:
