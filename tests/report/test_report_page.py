@@ -10,9 +10,12 @@ from html.parser import HTMLParser
 
 import pytest
 import yaml
-from report_numbers import agrees
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from report_numbers import agrees, decimals
 
 from helpers import cli, gpt_scenario
+from simulon.report.markup import FORMATS, number
 
 SECTIONS = ("summary", "breakdown", "critical-path", "findings", "plots", "links", "memory")
 
@@ -154,3 +157,14 @@ def test_a_run_no_change_fits_shows_the_closest_change_with_the_simulate_json_s_
     assert [n["data-key"] for n in shown] == ["memory.closest_to_fit.device_bytes"]
     for n in shown:
         agrees(result, n["data-key"], n["data-value"], n["data-unit"], n["text"])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.floats(1e-9, 1e6), st.sampled_from(["ms", "s", "%", "GiB", "tokens/s", "TFLOP/s"]))
+def test_a_nonzero_number_is_never_shown_as_zero_and_reads_back_within_its_rounding(value, unit):
+    """A finding's 0.00372 ms at stake read '0.00 ms at stake' beside its own text's 0.00372."""
+    shown = re.search(r">([^<]*)</span>", number("k", value, unit)).group(1).removesuffix(FORMATS[unit][2])
+    figure = float(shown.replace(",", ""))
+    assert figure > 0 and re.fullmatch(r"[\d,]+(\.\d+)?", shown), shown
+    factor = FORMATS[unit][1]
+    assert figure / factor == pytest.approx(value, rel=0.01, abs=0.51 * 10 ** -decimals(unit) / factor)

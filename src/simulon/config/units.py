@@ -132,7 +132,9 @@ def format_size(num_bytes: float) -> str:
 
 
 def memory_amount(num_bytes: float) -> str:
-    """A memory need or limit in decimal GB to one decimal ("39.6 GB"), in MB below 0.1 GB and in KB below 0.1 MB
-    (a limit like --max-memory 1KB), never "0.0 GB"."""
+    """A memory need or limit in decimal GB to one decimal ("39.6 GB"), in MB below 0.1 GB, in KB below 0.1 MB
+    (a limit like --max-memory 1KB) and in bytes below 0.1 KB (--max-memory 1B), never "0.0 GB"."""
+    if 0 < num_bytes < 100:
+        return f"{num_bytes:.3g} B"
     unit, size = next(((u, s) for u, s in (("GB", 1e9), ("MB", 1e6)) if num_bytes >= 0.1 * s), ("KB", 1e3))
     return f"{num_bytes / size:,.1f} {unit}"
