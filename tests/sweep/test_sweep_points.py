@@ -45,6 +45,11 @@ def test_a_path_inside_one_block_is_completed_from_the_scenarios_root(path, full
     ("cluster.num_nodes=1,1", "a value appears twice"),
     ("cluster.num_nodes=[1", "cannot read"),
     ("cluster.num_nodes=1,,2", "expected a number, text or true/false"),
+    ("parallelism.layers_per_stage=[15,17],[16,16]",
+     "'[15,17]' is a list, and a sweep sets one value a step: sweep its entries by index "
+     "(workload.parallelism.layers_per_stage.0=...)"),
+    ("model.moe={num_experts: 8},x", "'{num_experts: 8}' is a mapping, and a sweep sets one value a step: sweep its "
+                                     "fields (workload.model.moe.FIELD=...)"),
 ])
 def test_a_malformed_set_is_refused_naming_it(text, expected):
     with pytest.raises(ConfigError, match="--set") as exc:

@@ -88,6 +88,18 @@ def full_path(path: str) -> str:
     return f"{owners[0]}.{path}" if len(owners) == 1 else path
 
 
+def top_level_split(text: str) -> list[str]:
+    """`text` split at the commas outside brackets and braces ("[15,17],[16,16]" is two steps, each then read and
+    refused as the list it is, not cut inside one)."""
+    steps, depth, start = [], 0, 0
+    for i, char in enumerate(text):
+        depth += (char in "[{") - (char in "]}")
+        if char == "," and depth <= 0:
+            steps.append(text[start:i])
+            start = i + 1
+    return [*steps, text[start:]]
+
+
 def parse_axis(text: str) -> Axis:
     """`PATH=V1,V2` or `PATH1+PATH2=A1:B1,A2:B2` as an axis; a ConfigError names the --set and the problem."""
     left, sep, right = text.partition("=")
@@ -97,7 +109,7 @@ def parse_axis(text: str) -> Axis:
     if len(set(paths)) != len(paths):
         raise ConfigError(f"--set {text}: a field appears twice")
     values = []
-    for step in right.split(","):
+    for step in top_level_split(right):
         parts = step.split(":") if len(paths) > 1 else [step]
         if len(parts) != len(paths):
             raise ConfigError(f"--set {text}: {step.strip()!r} has {len(parts)} values for {len(paths)} fields "
@@ -107,8 +119,13 @@ def parse_axis(text: str) -> Axis:
         except yaml.YAMLError as exc:
             where, problem = yaml_problem(exc)
             raise ConfigError(f"--set {text}: cannot read {step.strip()!r}{where}: {problem}") from None
-        if any(v is None or isinstance(v, dict | list) for v in values[-1]):
-            raise ConfigError(f"--set {text}: {step.strip()!r}: expected a number, text or true/false")
+        for path, part, value in zip(paths, parts, values[-1], strict=True):
+            if isinstance(value, list | dict):
+                kind, inside = ("list", "entries by index") if isinstance(value, list) else ("mapping", "fields")
+                raise ConfigError(f"--set {text}: {part.strip()!r} is a {kind}, and a sweep sets one value a step: "
+                                  f"sweep its {inside} ({path}.{'0' if kind == 'list' else 'FIELD'}=...)")
+            if value is None:
+                raise ConfigError(f"--set {text}: {step.strip()!r}: expected a number, text or true/false")
     if len(set(values)) != len(values):
         raise ConfigError(f"--set {text}: a value appears twice")
     return Axis(paths, tuple(values))
