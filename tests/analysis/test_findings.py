@@ -172,3 +172,15 @@ def test_idle_time_without_a_pipeline_is_not_told_to_add_micro_batches_and_a_mix
     data["datacenter"]["node_groups"][1]["node"] = data["datacenter"]["node_groups"][0]["node"]
     data["datacenter"]["node_groups"][1]["node"]["gpu"] = {"from": "h100-sxm", "name": "another H100"}
     assert not Settings.of(ScenarioConfig.model_validate(data)).mixed_gpus
+
+
+def test_the_tied_embeddings_gradient_sum_is_advised_as_what_it_is_not_as_data_parallel_reduction():
+    """With dp 1 it was advised a larger grad_bucket_size and fewer data-parallel ranks: neither changes the
+    all-reduce between the first and the last stage; a pinned channel count does, as for TP."""
+    text = advice("DP", Settings(pinned_channels=1, overlap_grad_reduce=True),
+                  "DP embedding_grad_allreduce (AllReduce)")
+    assert "grad_bucket_size" not in text and "data-parallel" not in text
+    assert text == ("let NCCL choose the channel count (collective.num_channels is pinned to 1), or a faster link "
+                    "between the first and the last pipeline stage, which sum the tied embedding's gradients after "
+                    "the backward")
+    assert "grad_bucket_size" in advice("DP", Settings(), "DP grad_allreduce (AllReduce)")

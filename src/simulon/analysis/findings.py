@@ -290,10 +290,7 @@ def advice(term: str, settings: Settings, collective: str = "", link_class: str 
     `collective`, the term's collective that takes the most of the critical path (as "CP cp_ring (SendRecv)"), and
     `link_class`, the busiest link's class (analysis/links.py), say which remedies do."""
     if term == "TP":
-        tries = []
-        if settings.pinned_channels is not None:
-            tries.append(f"let NCCL choose the channel count (collective.num_channels is pinned to "
-                         f"{settings.pinned_channels})")
+        tries = _unpinned(settings)
         if settings.tp_within_scale_up is not True:
             tries.append("keep tensor parallelism inside the NVLink domain")
         tries += _growing(settings, "lower tp")
@@ -318,6 +315,9 @@ def advice(term: str, settings: Settings, collective: str = "", link_class: str 
         return _cp_advice(settings, collective)
     if term == "link_contention":
         return _link_advice(settings, link_class)
+    if term == "DP" and "embedding_grad_allreduce" in collective:  # the first and the last stage's, dp 1 or more
+        return _either([*_unpinned(settings), "a faster link between the first and the last pipeline stage, which "
+                        "sum the tied embedding's gradients after the backward"])
     if term == "DP":
         tries = [] if settings.overlap_grad_reduce is True else ["set overlap_grad_reduce"]
         if settings.overlap_param_gather is False:
@@ -328,6 +328,13 @@ def advice(term: str, settings: Settings, collective: str = "", link_class: str 
     if term == "memory_bound" and settings.fits is False:
         return "fused elementwise kernels, or a GPU with more HBM bandwidth"
     return ADVICE[term]
+
+
+def _unpinned(settings: Settings) -> list[str]:
+    """Against a collective run on fewer channels than NCCL would choose: letting it choose, where pinned."""
+    if settings.pinned_channels is None:
+        return []
+    return [f"let NCCL choose the channel count (collective.num_channels is pinned to {settings.pinned_channels})"]
 
 
 def _growing(settings: Settings, *tries: str) -> list[str]:
