@@ -20,7 +20,6 @@ ChannelCount = Annotated[int, AfterValidator(check_channels)]
 
 VENDOR_LIBRARIES = {"nvidia": "nccl", "amd": "rccl"}
 """The collective library each GPU vendor's GPUs run (`collective.library`)."""
-VENDOR_NAMES = {"nvidia": "NVIDIA", "amd": "AMD"}
 
 BUILT_ALGORITHMS = (*CATALOG, "auto")
 """Collective algorithms that decompose into flows (the catalog, collective.algorithms), and `auto`, NCCL's
@@ -84,8 +83,8 @@ class ScenarioConfig(StrictModel):
             gpu = group.node.gpu
             if library is not None and VENDOR_LIBRARIES.get(gpu.vendor, library) != library:
                 owner = next(v for v, name in VENDOR_LIBRARIES.items() if name == library)
-                raise FieldError("collective.library", f"{library} is {VENDOR_NAMES[owner]}'s library, and the "
-                                 f"datacenter's GPUs ({gpu.name}) are {VENDOR_NAMES[gpu.vendor]}'s, which run "
+                raise FieldError("collective.library", f"{library} is {owner.upper()}'s library, and the "
+                                 f"datacenter's GPUs ({gpu.name}) are {gpu.vendor.upper()}'s, which run "
                                  f"{VENDOR_LIBRARIES[gpu.vendor]}; leave it out for theirs")
         if self.workload is not None:
             check_workload_fits(self.workload, self.datacenter)

@@ -229,10 +229,10 @@ class Space:
     def tried(self) -> dict[str, tuple]:
         """The values this space tries of each dimension it takes from a fixed list: a limit to a value outside
         it leaves nothing to search."""
-        experts = self.workload.model.moe is not None  # etp: tp, or 1 (experts not split); nothing to split without
-        return {"tp": tuple(self.tensor_sizes()), "pp": tuple(self.pipeline_sizes()),
+        tensor = tuple(self.tensor_sizes())  # etp: tp, or 1 (experts not split; tp 1 is always tried)
+        return {"tp": tensor, "pp": tuple(self.pipeline_sizes()),
                 "vpp": tuple(range(1, MAX_VPP + 1)), "cp": CONTEXT_PARALLEL, "ep": tuple(self.expert_sizes()),
-                "etp": tuple(sorted({1, *self.tensor_sizes()})) if experts else (),
+                "etp": tensor if self.workload.model.moe is not None else (),  # nothing to split without experts
                 "micro_batch_size": MICRO_BATCHES, "dtype": self.dtypes}
 
     def tensor_sizes(self) -> list[int]:
