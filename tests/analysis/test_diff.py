@@ -171,3 +171,18 @@ def test_a_change_from_a_baseline_of_rounding_noise_has_no_percentage(a, b):
 
     assert Change("term", a, b).percent is None
     assert Change("term", 2.0, 3.0).percent == pytest.approx(50.0)
+
+
+def test_a_change_too_small_for_one_decimal_is_printed_with_its_sign_and_figures_not_as_minus_zero(results, tmp_path):
+    """A step 0.04% shorter read "(-0.2 ms, -0.0%)"."""
+    a, _ = results
+    data = json.loads(a.read_text())
+    data["iteration_time_ms"] *= 1 - 4e-4
+    data["mfu"] *= 1 + 2e-4
+    (tmp_path / "faster.json").write_text(json.dumps(data))
+    out = cli("diff", str(a), str(tmp_path / "faster.json"))
+    assert out.returncode == 0, out.stderr
+    step, = (line for line in out.stdout.splitlines() if line.startswith("step time (ms)"))
+    assert step.endswith(", -0.04%)"), step
+    mfu, = (line for line in out.stdout.splitlines() if line.startswith("MFU"))
+    assert re.search(r"\(\+0\.0\d+ points\)$", mfu), mfu

@@ -32,6 +32,17 @@ def shown_ms(ms: float, signed: bool = False) -> str:
     return text if abs(ms) >= 10 else trimmed(text)
 
 
+def shown_number(value: float, fmt: str) -> str:
+    """`value` in `fmt`, or, where that rounds a nonzero value to zero (a link's 0.00372 ms at stake as "0.00", a
+    change of -0.04% as "-0.0%"), to three significant figures in fixed point, without the zeros that end them,
+    signed as `fmt` signs."""
+    text = fmt.format(value)
+    if value and math.isfinite(value) and not float(text.replace(",", "")):
+        sign = "+" if text.startswith("+") else ""
+        text = trimmed(f"{value:{sign}.{2 - math.floor(math.log10(abs(value)))}f}")
+    return text
+
+
 def trimmed(text: str) -> str:
     """A fixed-point number without the zeros that end its decimals past the first (0.0200 -> 0.02, 2.00 -> 2.0):
     they are no figures of the time, only of the format."""

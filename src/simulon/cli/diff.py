@@ -16,13 +16,14 @@ SHOWN = 4
 
 
 def _headline(change: Change) -> str:
-    from ..analysis.shown import shown_ms
+    from ..analysis.shown import shown_ms, shown_number
 
-    percent = f", {change.percent:+.1f}%" if change.percent is not None else ""
+    percent = f", {shown_number(change.percent, '{:+.1f}')}%" if change.percent is not None else ""
     if change.name.endswith("(ms)"):
         return f"{change.name}: {shown_ms(change.a)} -> {shown_ms(change.b)} ({shown_ms(change.delta, True)}{percent})"
     if change.name == "MFU":
-        return f"{change.name}: {100 * change.a:.1f}% -> {100 * change.b:.1f}% ({100 * change.delta:+.1f} points)"
+        points = shown_number(100 * change.delta, "{:+.1f}")
+        return f"{change.name}: {100 * change.a:.1f}% -> {100 * change.b:.1f}% ({points} points)"
     if change.a.is_integer() and change.b.is_integer():
         return f"{change.name}: {change.a:,.0f} -> {change.b:,.0f} ({change.delta:+,.0f}{percent})"
     return f"{change.name}: {change.a:,.1f} -> {change.b:,.1f} ({change.delta:+,.1f}{percent})"

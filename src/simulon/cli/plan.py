@@ -92,11 +92,11 @@ def plan_hetero(
     except ValueError as exc:
         raise ConfigError(f"{scenario}: {exc}") from None
     if output is not None:
-        from ..analysis.shown import shown_ms
+        from ..analysis.shown import shown_ms, shown_number
 
         data = planner.scenario(result.best).model_dump(mode="json", exclude_none=True)
         note = (f"# simulon plan-hetero {scenario}: {shown_ms(result.best.simulated_ms)} ms per step simulated, "
-                f"{100 * result.gain:+.1f}% against the scenario as written\n")
+                f"{shown_number(100 * result.gain, '{:+.1f}')}% against the scenario as written\n")
         try:
             write_atomic(output, note + yaml.safe_dump(data, sort_keys=False))
         except OSError as exc:

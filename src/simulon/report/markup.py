@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import base64
 import json
-import math
 from html import escape
 from typing import Any
 
+from ..analysis.shown import shown_number
 from ..config.units import GiB
 
 FORMATS = {"s": ("{:,.2f}", 1.0, " s"), "ms": ("{:,.2f}", 1.0, " ms"), "%": ("{:.1f}", 100.0, "%"),
@@ -23,17 +23,8 @@ def number(key: str, value: float, unit: str = "ms", suffixed: bool = True) -> s
     fmt, factor, suffix = FORMATS[unit]
     suffix = suffix if suffixed or unit == "%" else ""
     return (f'<span class="num" data-key="{escape(key)}" data-unit="{escape(unit)}" '
-            f'data-value="{escape(json.dumps(value))}">{shown(value if factor == 1 else value * factor, fmt)}'
+            f'data-value="{escape(json.dumps(value))}">{shown_number(value if factor == 1 else value * factor, fmt)}'
             f"{escape(suffix)}</span>")
-
-
-def shown(value: float, fmt: str) -> str:
-    """`value` in `fmt`, or, where that rounds a nonzero value to zero (a link's 0.00372 ms at stake as "0.00"), to
-    three significant figures in fixed point."""
-    text = fmt.format(value)
-    if value and isinstance(value, float) and math.isfinite(value) and not float(text.replace(",", "")):
-        text = f"{value:.{2 - math.floor(math.log10(abs(value)))}f}"
-    return text
 
 
 def text(value: Any) -> str:
