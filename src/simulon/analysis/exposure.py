@@ -19,6 +19,7 @@ import numpy as np
 
 from ..dag.nodes import ExecutionDAG, NodeKind
 from ..engine.replay import Timeline
+from .intervals import idle_length
 from .kinds import COMM_KINDS, KIND_NAMES, node_kinds
 
 MEMORY_BOUND, COMPUTE_BOUND = 0, 1
@@ -110,7 +111,7 @@ def exposure(dag: ExecutionDAG, timeline: Timeline, ridge_flops_per_byte: float)
         busy = mem + comp + sum(kinds)
         rows.append(GPUExposure(g, int(stage[g]), int(dag.multiplicity[g]), comp * 1e3, mem * 1e3,
                                 {k: v * 1e3 for k, v in zip(COMM_KINDS, kinds, strict=True)},
-                                max(step - busy, 0.0) * 1e3))
+                                idle_length(step, busy) * 1e3))
     return rows
 
 

@@ -10,7 +10,7 @@ import numpy as np
 from ..dag.nodes import ExecutionDAG, NodeKind
 from ..engine.replay import Timeline
 from .exposure import comm_intervals
-from .intervals import overlap_length, union_length
+from .intervals import idle_length, overlap_length, union_length
 
 
 @dataclass(frozen=True)
@@ -101,7 +101,7 @@ def summarize(dag: ExecutionDAG, timeline: Timeline, tokens_per_iteration: float
         overlapped = overlap_length(comp, comm)
         exposed = union_length(*comm) - overlapped
         per_gpu.append(GPUBreakdown(g, stage_of.get(g, 0), int(dag.multiplicity[g]), busy * 1e3, exposed * 1e3,
-                                    overlapped * 1e3, max(iteration - busy - exposed, 0.0) * 1e3,
+                                    overlapped * 1e3, idle_length(iteration, busy + exposed) * 1e3,
                                     devices[g] if devices else ""))
     weights = np.array([b.stands_for for b in per_gpu], dtype=float)
 
