@@ -5,6 +5,7 @@ error; the CLI's own messages stay as they were, and good calls give the numbers
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 from hypothesis import given, settings
@@ -181,7 +182,7 @@ def test_the_cli_op_message_is_unchanged():
 
 @pytest.mark.parametrize("group", [[], [3]])
 def test_decompose_collective_refuses_fewer_than_two_ranks(group):
-    with pytest.raises(ValueError, match=f"group_ranks has {len(group)} ranks: a collective needs at least two"):
+    with pytest.raises(ValueError, match=re.escape(f"group_ranks {group}: a collective needs at least two ranks")):
         decompose_collective(collective_type="AllReduce", group_ranks=group, data_size=1 << 20, num_channels=2,
                              algorithm="ring")
 

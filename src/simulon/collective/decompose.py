@@ -162,7 +162,7 @@ def decompose_collective(collective_type: str, group_ranks: Sequence[int], data_
     other checks refuse theirs.
     """
     if len(group_ranks) < 2:
-        raise ValueError(f"group_ranks has {len(group_ranks)} ranks: a collective needs at least two ranks")
+        raise ValueError(f"group_ranks {list(group_ranks)}: a collective needs at least two ranks")
     if gpus_per_node is not None and (isinstance(gpus_per_node, bool) or not isinstance(gpus_per_node, int)
                                       or gpus_per_node < 1):
         raise ValueError(f"gpus_per_node must be a whole number of at least 1, got {gpus_per_node!r}")
