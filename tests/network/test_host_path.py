@@ -15,7 +15,7 @@ from simulon.engine.fair_share import max_min_rates
 from simulon.network.calibration import LinkModel
 from simulon.network.summary import TopologySummary
 from simulon.network.topology import Topology
-from simulon.pipeline import collective_sweep, simulate
+from simulon.pipeline import collective_sweep, simulate, time_collective
 
 GB = 1e9
 PORT = 16.0  # GB/s per direction of a GPU's PCIe link in these tests
@@ -178,3 +178,30 @@ def test_a_training_step_is_the_same_with_a_wide_host_path_and_slower_with_a_nar
     narrow = simulate(training(host=PORT / 2)).result.iteration_time_ms
     assert narrow > plain
     assert simulate(training(host=PORT / 4)).result.iteration_time_ms > narrow
+
+
+def pcie_card_node(gpu: str, **up) -> DatacenterConfig:
+    return DatacenterConfig.model_validate({"cluster": {"num_nodes": 1}, "node": {"gpus_per_node": 4, "gpu": gpu},
+                                            "network": {"scale_up": {"kind": "pcie", **up}}})
+
+
+@pytest.mark.parametrize(("gpu", "link"), [("h100-pcie", 63.0), ("a100-pcie-80gb", 31.5), ("rtx-3090", 31.5),
+                                           ("rtx-2080-ti", 15.75)])
+def test_a_pcie_node_without_a_port_speed_runs_on_its_cards_pcie_link_not_their_nvlink_bridge(gpu, link):
+    """An H100 PCIe node's ring all-reduce ran at 194 GB/s bus bandwidth: the card's 300 GB/s NVLink bridge was
+    read as its PCIe Gen5 x16 link (63 GB/s a direction)."""
+    dc = pcie_card_node(gpu)
+    assert dc.groups[0].scale_up_bandwidth == pytest.approx(link * GB)
+    timing = time_collective(dc, CollType.AllReduce, range(4), 64 << 20, channels=8)
+    assert 0.5 * link < timing.busbw_GBps <= link
+    assert pcie_card_node(gpu, switch={"port_speed": f"{link / 2}GBps"}).groups[0].scale_up_bandwidth == \
+        pytest.approx(link / 2 * GB)  # the slower of the card and the stated port
+
+
+def test_a_pcie_node_of_a_card_that_states_no_pcie_link_asks_for_the_port_speed():
+    with pytest.raises(ConfigError, match=r"scale_up\.switch\.port_speed: GPU H100-SXM5-80GB states no PCIe link "
+                                          r"\(pcie_bandwidth\).*Gen5 x16: 63GBps"):
+        parse_scenario({"datacenter": {"cluster": {"num_nodes": 1}, "node": {"gpus_per_node": 4, "gpu": "H100"},
+                                       "network": {"scale_up": {"kind": "pcie"}}},
+                        "workload": {"model": {"from": "llama-7b"}, "training": {"global_batch_size": 4,
+                                                                               "sequence_length": 2048}}}, "s.yaml")

@@ -142,6 +142,10 @@ class GPUSpec(Templated):
     memory_bandwidth: Bandwidth = Field(description="HBM bandwidth")
     peak_tflops: dict[LaxDType, TeraFlops] = Field(description="dense peak TFLOP/s by data type")
     nvlink_bandwidth: Bandwidth | None = Field(None, description="scale-up bandwidth per direction")
+    pcie_bandwidth: Bandwidth | None = Field(None, description="the card's PCIe link to its host per direction, "
+                                             "after encoding (Gen3 x16 15.75GBps, Gen4 x16 31.5GBps, Gen5 x16 "
+                                             "63GBps): a kind: pcie node's GPU-to-GPU and GPU-to-NIC link where its "
+                                             "scale-up block gives no port_speed")
     tdp_w: Watts | None = None
     kernel_runs: list[KernelRun] = []
     oom_kernel_runs: list[KernelRun] = []
@@ -347,8 +351,9 @@ class BridgeSpec(StrictModel):
 class ScaleUpSpec(StrictModel):
     """The scale-up fabric. `nvswitch`: each GPU has one port of `port_speed` to a non-blocking NVSwitch
     shared by `domain_gpus` GPUs (the node, or a multi-node NVLink domain such as GB200 NVL72). `pcie`: GPUs
-    reach each other, and their NICs, through their PCIe link of `port_speed` to the host (peer to peer,
-    unless a `host_path` stages the traffic through host memory; `bridges` join pairs of GPUs directly).
+    reach each other, and their NICs, through their PCIe link of `port_speed` to the host (default: the card's
+    `pcie_bandwidth`; peer to peer, unless a `host_path` stages the traffic through host memory; `bridges` join
+    pairs of GPUs directly).
     `mesh`: every pair of a node's GPUs has its own link (AMD's xGMI), `port_speed` being a GPU's links
     together, so one link carries port_speed / (gpus_per_node - 1)."""
 
@@ -797,9 +802,10 @@ class Group:
     def scale_up_bandwidth(self) -> float | None:
         """Per-direction bandwidth of a GPU's port to the NVSwitch: the slower of the switch's port and the GPU's own
         NVLink where both are given (an A100's 300 GB/s on a DGX H100's NVSwitch ports of 450), else the one that
-        is."""
-        ports = [b for b in (self.scale_up.switch.port_speed if self.scale_up.switch else None,
-                             self.node.gpu.nvlink_bandwidth) if b]
+        is. In a kind: pcie node the GPU's own link is its PCIe link (its NVLink is a bridge's, `bridges`: an H100
+        PCIe's 300 GB/s bridge read as its PCIe Gen5 x16 link ran a ring at 194 GB/s)."""
+        own = self.node.gpu.pcie_bandwidth if self.scale_up.kind == "pcie" else self.node.gpu.nvlink_bandwidth
+        ports = [b for b in (self.scale_up.switch.port_speed if self.scale_up.switch else None, own) if b]
         return min(ports) if ports else None
 
     @property
@@ -1154,6 +1160,10 @@ class DatacenterConfig(Templated):
     @staticmethod
     def _group_links_known(g: Group, up_field: str) -> None:
         if g.node.gpus_per_node > 1 and g.scale_up_bandwidth is None:
+            if g.scale_up.kind == "pcie":
+                raise FieldError(f"{up_field}.switch.port_speed", f"GPU {g.gpu.name} states no PCIe link "
+                                 "(pcie_bandwidth) in its template; give the GPUs' PCIe link rate per direction "
+                                 "(Gen4 x16: 31.5GBps, Gen5 x16: 63GBps)")
             raise FieldError(f"{up_field}.switch.port_speed", f"GPU {g.gpu.name} has no NVLink "
                              "bandwidth in its template; give the scale-up port speed")
         domain = g.domain_gpus
