@@ -7,9 +7,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from analysed import analysed
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from helpers import gpt_scenario, merge
-from simulon.analysis.links import link_classes
+from simulon.analysis.links import link_classes, load_steps
 from simulon.config import ScenarioConfig
 from simulon.engine.flows import flow_properties
 
@@ -85,3 +87,19 @@ def test_a_folded_step_reports_the_link_classes_the_full_expansion_does(gpus_per
         assert part["bytes"] == pytest.approx(whole["bytes"], rel=1e-9)
         assert part["mean_utilisation"] == pytest.approx(whole["mean_utilisation"], rel=1e-9)
 
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 6), st.integers(1, 4), st.floats(0.1, 1.0)), min_size=1, max_size=8))
+def test_a_links_load_has_one_level_per_instant_and_a_flow_that_ends_as_another_starts_is_not_counted_twice(flows):
+    """A ring's steps on one link end as the next begin: the trace's counter read 2.0 of the link for an
+    instant at each such hand-over."""
+    starts = np.array([float(s) for s, _, _ in flows])
+    ends = starts + np.array([float(d) for _, d, _ in flows])
+    rates = np.array([r for _, _, r in flows])
+    times, level = load_steps(np.concatenate([starts, ends]), np.concatenate([rates, -rates]))
+    assert np.all(np.diff(times) > 0)
+    for t, got in zip(times, level, strict=True):
+        assert got == pytest.approx(rates[(starts <= t) & (ends > t)].sum(), abs=1e-9)
+    back_to_back = load_steps(np.array([0.0, 1.0, 1.0, 2.0]), np.array([1.0, -1.0, 1.0, -1.0]))
+    assert back_to_back[1].tolist() == [1.0, 1.0, 0.0]

@@ -127,11 +127,20 @@ def link_series(topology: Topology, props: FlowProperties, loads: LinkLoads, tim
         slots = np.flatnonzero(loads.link == link)
         f = flow_of_slot[slots]
         load = rate[f] * loads.weight[slots] / topology.capacity[link]
-        times = np.concatenate([first[f], last[f]])
-        order = np.argsort(times, kind="stable")
-        level = np.cumsum(np.concatenate([load, -load])[order])
-        series.append(LinkSeries(topology.link_name(link), times[order], np.maximum(level, 0.0)))
+        times, level = load_steps(np.concatenate([first[f], last[f]]), np.concatenate([load, -load]))
+        series.append(LinkSeries(topology.link_name(link), times, level))
     return series
+
+
+def load_steps(times: np.ndarray, changes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The step function that starts at 0 and changes by `changes[i]` at `times[i]`: one level per distinct time,
+    the one after every change at that instant (a ring's flow that ends where the next begins counted both for
+    an instant, and every link of the quick start read twice its capacity in the trace), never below 0 (rounding
+    of the sums)."""
+    order = np.argsort(times, kind="stable")
+    times, level = times[order], np.cumsum(changes[order])
+    last = np.append(times[1:] != times[:-1], True)
+    return times[last], np.maximum(level[last], 0.0)
 
 
 OVER_TIME_BINS = 60
