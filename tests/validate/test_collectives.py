@@ -151,6 +151,24 @@ def test_rows_become_cases_with_their_groups_and_skips_say_why():
             "scale-up is on-chip RoCE ports, which simulon's collectives do not model")]
 
 
+def spread_row(nodes: int, gpus: int = 16, hardware: str = "HGX H100, 8 GPU-NIC pairs per node") -> dict[str, str]:
+    return {"subset": f"n{nodes}", "hardware": hardware, "num_gpus": str(gpus), "nodes": str(nodes),
+            "collective": "all_reduce", "msg_bytes": str(256 << 20), "group_size": str(gpus), "num_groups": "",
+            "busbw_GBps": "300", "time_us": "", "notes": ""}
+
+
+def test_a_row_whose_gpus_are_spread_over_more_nodes_than_they_fill_runs_that_many_a_node():
+    """16 GPUs on 2, 4 and 16 nodes were all simulated on two full nodes (436 GB/s): a ring of 16 GPUs one a node
+    crosses a 400 Gb/s NIC at every step."""
+    cases, skipped = collective_cases([spread_row(2), spread_row(4), spread_row(16), spread_row(3, gpus=16)])
+    assert [(c.datacenter().node.gpus_per_node, c.datacenter().num_gpus) for c in cases] == [(8, 16), (4, 16),
+                                                                                             (1, 16)]
+    two, four, sixteen = (c.predict()[0] for c in cases)
+    nic = cases[2].datacenter().network.scale_out.nic.speed / 1e9
+    assert two > four > sixteen and sixteen <= nic
+    assert [s.reason for s in skipped] == ["nodes: 16 GPUs over 3 nodes are not the same number on each"]
+
+
 def sweep(times_us: list[float]) -> list[dict[str, str]]:
     """One all-reduce sweep on one node, doubling from 1 KiB, with these measured times."""
     return [{"subset": "x", "hardware": "8x H100 single node", "num_gpus": "8", "nodes": "1",

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..collective.metrics import bus_bandwidth_factor
@@ -227,11 +227,34 @@ def case_of(index: int, row: dict[str, str]) -> tuple[tuple, Case, float | None,
     if disagreement:
         return disagreement
     num_gpus = int(stated or n * groups_count)
+    system = spread_over(system, num_gpus, int(number(row, "nodes") or 0))
+    if isinstance(system, str):
+        return system
     groups = [tuple(range(g * n, (g + 1) * n)) for g in range(groups_count)]
     algorithm = _forced_algorithm(row.get("notes", ""))
     # the system resolved, not the hardware cell: a row's source and notes tell systems of one GPU apart
     key = (json.dumps(system.datacenter, sort_keys=True), system.nodes, ctype, n, groups_count, num_gpus, algorithm)
     return key, Case(system, ctype, groups, max(num_gpus, n * groups_count), algorithm), size, busbw
+
+
+def spread_over(system: System, num_gpus: int, nodes: int) -> System | str:
+    """The system a row's GPUs ran on where its `nodes` cell spreads them thinner than whole nodes (16 GPUs of
+    DGX H100s on 16 nodes: one a node, each ring step across the NICs): nodes of that many GPUs each (and their
+    NICs), else the system as it is (its GPUs on as few nodes as hold them: a blank cell, or one node holding a
+    part of it). Why not where the GPUs do not divide evenly over the nodes, or a node's share splits a NIC's
+    GPUs."""
+    node = system.one_node().node
+    if nodes <= -(-num_gpus // node.gpus_per_node):
+        return system
+    if num_gpus % nodes:
+        return f"nodes: {num_gpus} GPUs over {nodes} nodes are not the same number on each"
+    each = num_gpus // nodes
+    per_nic = min(node.gpus_per_nic, each)
+    if each % per_nic:
+        return (f"nodes: {each} GPUs a node ({num_gpus} over {nodes}) split the system's NICs, each shared by "
+                f"{node.gpus_per_nic} GPUs")
+    spread = {**system.datacenter.get("node", {}), "gpus_per_node": each, "gpus_per_nic": per_nic}
+    return replace(system, datacenter={**system.datacenter, "node": spread})
 
 
 AGREEMENT = 0.05
