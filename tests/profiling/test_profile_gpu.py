@@ -75,19 +75,21 @@ def test_the_profile_file_keeps_what_it_had_and_skips_what_is_done(tmp_path):
     GPUSpec.model_validate(doc)  # still a GPU the simulator loads
 
 
-def test_a_new_profile_of_a_shipped_gpu_takes_its_spec_sheet_and_an_unknown_gpu_must_give_its_memory(tmp_path):
-    """The H200's profile is a 141 GB H200 (the template's), not the option's old 80 GB default over it."""
-    store = ProfileFile(tmp_path / "h200.yaml", gpu_identity("H200-SXM5-141GB", None, None, None))
+@pytest.mark.parametrize("memory", [[], ["--memory-capacity-gb", "96"]])
+def test_a_new_profile_of_a_shipped_gpu_takes_its_spec_sheet_and_an_unknown_gpu_is_written_first(tmp_path, memory):
+    """The H200's profile is a 141 GB H200 (the template's), not the option's old 80 GB default over it. A GPU no
+    template names was asked for --memory-capacity-gb, and given it, refused for its spec sheet."""
+    store = ProfileFile(tmp_path / "h200.yaml", gpu_identity(tmp_path / "h200.yaml", "H200-SXM5-141GB", None, None,
+                                                             None))
     store.save()
     gpu = GPUSpec.model_validate({"from": str(tmp_path / "h200.yaml")})
     assert (gpu.memory_capacity_gb, gpu.vendor) == (141, "nvidia")
-    assert gpu_identity("MI300X", None, 200.0, None) == {"name": "MI300X", "memory_capacity_gb": 200.0}
-    assert gpu_identity("my-asic", None, 96.0, 500.0) == {"name": "my-asic", "vendor": "nvidia",
-                                                          "memory_capacity_gb": 96.0, "tdp_w": 500.0}
-    run = cli("profile", "gpu", "--output", str(tmp_path / "g.yaml"), "--name", "my-asic", *TINY)
+    assert gpu_identity(tmp_path / "m.yaml", "MI300X", None, 200.0, None) == {"name": "MI300X",
+                                                                             "memory_capacity_gb": 200.0}
+    run = cli("profile", "gpu", "--output", str(tmp_path / "g.yaml"), "--name", "my-asic", *memory, *TINY)
     assert run.returncode == 2 and "Traceback" not in run.stderr
-    assert run.stderr.strip() == "error: --memory-capacity-gb: 'my-asic' names no shipped GPU template, so give " \
-                                 "its memory (GB)"
+    assert run.stderr.startswith(f"error: {tmp_path / 'g.yaml'}: --name 'my-asic' names no shipped GPU template")
+    assert "write the file first" in run.stderr and "--memory-capacity-gb" not in run.stderr
     assert not (tmp_path / "g.yaml").exists()
 
 

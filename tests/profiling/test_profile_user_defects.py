@@ -121,7 +121,7 @@ def test_a_cpu_dry_run_of_the_profiler_is_never_simulated_as_the_gpu_it_names(tm
 def test_the_help_shows_every_default_written_in_square_brackets():
     result = CliRunner().invoke(app, ["profile", "gpu", "--help"])
     text = " ".join(result.output.replace("│", " ").split())
-    for shown in ("GPU vendor [default: the template's, else nvidia]", "[default: the template's; needed for a GPU",
+    for shown in ("GPU vendor [default: the template's]", "GPU memory (GB) [default: the template's]",
                   "[default: 4096]", "[default: 32]", "[default: 16384]", "[default: 32000]", "[default: gelu]",
                   "[default: layernorm]", "experts per token [default: 2]", "[default: an existing OUTPUT's, else"):
         assert shown in text, shown

@@ -49,9 +49,9 @@ def gpu(
         help="GPU name (a shipped template's name fills its spec sheet) \\[default: an existing OUTPUT's, else H100]")
                     ] = None,
     vendor: Annotated[str | None, typer.Option(
-        help="GPU vendor \\[default: the template's, else nvidia]")] = None,
+        help="GPU vendor \\[default: the template's]")] = None,
     memory_capacity_gb: Annotated[float | None, typer.Option(
-        help="GPU memory (GB) \\[default: the template's; needed for a GPU no template names]")] = None,
+        help="GPU memory (GB) \\[default: the template's]")] = None,
     tdp_w: Annotated[float | None, typer.Option(help="board power (W)")] = None,
     model: Annotated[str | None, typer.Option(
         help="model template(s) to take every shape from (llama-3-70b, deepseek-v3, ...; a comma list sweeps) in "
@@ -114,7 +114,7 @@ def gpu(
     from ..profiling.store import ProfileFile
 
     new = not output.exists()
-    store = ProfileFile(output, gpu_identity(name or "H100", vendor, memory_capacity_gb, tdp_w) if new else {},
+    store = ProfileFile(output, gpu_identity(output, name or "H100", vendor, memory_capacity_gb, tdp_w) if new else {},
                         device)
     store.check_identity({"--name": name, "--vendor": vendor, "--memory-capacity-gb": memory_capacity_gb,
                           "--tdp-w": tdp_w})
@@ -122,15 +122,20 @@ def gpu(
     _profile(points, store, device, epoch_num, warmup)
 
 
-def gpu_identity(name: str, vendor: str | None, memory_capacity_gb: float | None, tdp_w: float | None) -> dict:
+def gpu_identity(output: Path, name: str, vendor: str | None, memory_capacity_gb: float | None,
+                 tdp_w: float | None) -> dict:
     """The new profile file's GPU fields: those given, over the shipped template the name resolves to (which
-    ProfileFile names in `from`); a GPU no template names needs its memory, and its vendor defaults to nvidia."""
+    ProfileFile names in `from`). A GPU no template names is refused whatever the options give: its spec sheet
+    (memory bandwidth, peaks) has no options, so it is written first and profiled into (the refusal asked for
+    --memory-capacity-gb, and given it, refused for the spec sheet)."""
     from ..config.templates import template_stem
 
     if template_stem("gpu", name) is None:
-        if memory_capacity_gb is None:
-            raise ConfigError(f"--memory-capacity-gb: {name!r} names no shipped GPU template, so give its memory (GB)")
-        vendor = vendor or "nvidia"
+        raise ConfigError(
+            f"{output}: --name {name!r} names no shipped GPU template, so a new profile of it would have no "
+            "memory_bandwidth or peak_tflops, which `simulon profile gpu` has no options for, and no GPU could load "
+            "it: write the file first (name, memory_capacity_gb, memory_bandwidth, peak_tflops) and profile into it, "
+            "or give --name a shipped GPU template's name")
     given = {"vendor": vendor, "memory_capacity_gb": memory_capacity_gb, "tdp_w": tdp_w}
     return {"name": name, **{key: value for key, value in given.items() if value is not None}}
 

@@ -83,12 +83,6 @@ class ProfileFile:
         except ValidationError as exc:
             if self.existed:
                 raise ConfigError(describe_validation_error(exc, str(self.path))) from None
-            if "from" not in self.doc:  # a GPU of the user's own: its spec sheet is what the options lack
-                raise ConfigError(
-                    f"{self.path}: --name {self.doc.get('name')!r} names no shipped GPU template, so a new profile "
-                    "of it would have no memory_bandwidth or peak_tflops, which `simulon profile gpu` has no options "
-                    "for, and no GPU could load it: write the file first (name, memory_capacity_gb, memory_bandwidth, "
-                    "peak_tflops) and profile into it, or give --name a shipped GPU template's name") from None
             raise ConfigError(describe_validation_error(exc, f"{self.path} (the new GPU the options give)")) from None
         return gpu
 
