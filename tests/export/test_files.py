@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -40,6 +42,15 @@ def test_a_named_pipe_is_written_through_not_replaced(tmp_path: Path):
     write_atomic(fifo, "through the pipe")
     reader.join(timeout=10)
     assert got == ["through the pipe"] and stat.S_ISFIFO(fifo.stat().st_mode)
+
+
+def test_standard_output_into_a_pipe_is_written_through_its_link():
+    """`simulate -o /dev/stdout | cat` said "cannot write: No such file or directory": the link was resolved to
+    /proc/self/fd/1's target, a pipe's name ("pipe:[123]") that is no file, and a temporary file was made beside
+    it."""
+    run = subprocess.run([sys.executable, "-c", "from simulon.export.files import write_atomic; "
+                          "write_atomic('/dev/stdout', 'through the pipe')"], capture_output=True, text=True)
+    assert (run.returncode, run.stdout, run.stderr) == (0, "through the pipe", "")
 
 
 def test_dev_null_stays_a_device():

@@ -1,6 +1,7 @@
 """How a `simulon` command ends: 0 success, 2 bad input (config.errors.ConfigError: one plain message naming
 the file or option, the field and the problem, no traceback), 1 an error the system reported (a full disk, a
-closed pipe: one line naming the file) or an internal error."""
+closed pipe: one line naming the file; standard output closed early, as `| head` does, ends it without a word, as
+click does) or an internal error."""
 
 from __future__ import annotations
 

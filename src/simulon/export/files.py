@@ -30,15 +30,16 @@ def compressed_as_named(path: str | Path, text: str) -> str | bytes:
 def write_atomic(path: str | Path, text: str | bytes) -> None:
     """Write text, or bytes (a PNG), to `path` so that it holds either the old content or the whole new one (a
     device or pipe gets the bytes as they are written)."""
-    path = Path(os.path.realpath(path)) if Path(path).is_symlink() else Path(path)
+    given = Path(path)
     mode = "wb" if isinstance(text, bytes) else "w"
     try:
-        kind = path.stat().st_mode
+        kind = os.stat(given).st_mode  # through links: /dev/stdout into a pipe is a FIFO, not a file to replace
     except (FileNotFoundError, NotADirectoryError):
         kind = stat.S_IFREG
+    path = Path(os.path.realpath(given)) if given.is_symlink() else given
     try:
         if not stat.S_ISREG(kind) and not stat.S_ISDIR(kind):
-            with open(path, mode) as f:
+            with open(given, mode) as f:
                 f.write(text)
             return
         _replace(path, text, mode)
