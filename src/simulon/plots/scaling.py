@@ -54,8 +54,23 @@ def label_log_axis(axis: Any, lo: float, hi: float) -> None:
     if powers >= 2:
         axis.set_minor_formatter(plt.NullFormatter())
         return
+    if lo > 0 and len(log_ticks_within(lo, hi)) < 2:  # within 2x ([110, 190] holds no tick of 1-9 x 10^k)
+        from matplotlib.ticker import MaxNLocator
+
+        axis.set_major_locator(MaxNLocator(nbins=4))
+        axis.set_minor_formatter(plt.NullFormatter())
+        step = (hi - lo) / 4
+        places = max(0, 1 - math.floor(math.log10(step))) if step > 0 else 0
+        axis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v:,.{places}f}"))
+        return
     keep = range(1, 10) if hi <= 10 * lo else (2, 5)
     axis.set_minor_formatter(plt.FuncFormatter(lambda v, _: f"{v:,.0f}" if leading_digit(v) in keep else ""))
+
+
+def log_ticks_within(lo: float, hi: float) -> list[float]:
+    """The values of 1 to 9 times a power of ten from `lo` to `hi` (both positive): a log axis's ticks."""
+    first, last = math.floor(math.log10(lo)), math.floor(math.log10(hi))
+    return [d * 10.0**p for p in range(first, last + 1) for d in range(1, 10) if lo <= d * 10.0**p <= hi]
 
 
 def leading_digit(value: float) -> int:
