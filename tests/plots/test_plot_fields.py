@@ -107,6 +107,21 @@ def test_a_json_result_given_as_a_sweep_is_named_as_json_not_as_a_missing_column
     assert done.returncode == 2 and "e.csv: empty: no sweep's CSV" in done.stderr, done.stderr
 
 
+@pytest.mark.parametrize("kind, made_by", [("breakdown", "simulate"), ("gantt", "simulate"), ("memory", "simulate"),
+                                           ("links", "simulate"), ("busbw", "collective"),
+                                           ("validation", "validate")])
+def test_a_sweeps_csv_given_as_a_json_result_is_named_as_a_sweep_and_sent_to_the_kinds_that_draw_it(
+        results, tmp_path, kind, made_by):
+    """The mirror of the JSON result given to a sweep's plot: it read 'not JSON: Expecting value: line 1, column 1'."""
+    out = tmp_path / "p.png"
+    done = cli("plot", str(results["sweep"]), "--kind", kind, "-o", str(out))
+    assert done.returncode == 2 and done.stderr == (
+        f"error: {results['sweep']}: a sweep's CSV, not JSON (this plot reads the output of `simulon {made_by} "
+        f"{'TABLE' if made_by == 'validate' else 'SCENARIO'} --json`; a sweep's CSV draws with --kind scaling or "
+        "steps)\n"), done.stderr
+    assert not out.exists()
+
+
 @pytest.mark.parametrize("span", [[5.0, 1.0], [-1.0, 2.0]])
 def test_a_gantt_span_that_ends_before_it_starts_or_starts_before_the_step_is_refused(results, tmp_path, span):
     def change(data):

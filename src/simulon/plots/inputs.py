@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 from pathlib import Path
 from typing import Any
@@ -31,15 +33,27 @@ def read_text(path: Path) -> str:
         raise ConfigError(f"{path}: cannot read: {exc}") from None
 
 
-def read_json(path: Path) -> Any:
-    """A JSON result file, or a ConfigError naming the file and what is wrong with it."""
+def read_json(path: Path, made_by: str) -> Any:
+    """A JSON result file, or a ConfigError naming the file and what is wrong with it: a sweep's CSV, given where
+    the output of `made_by` was meant, is named as one and sent to the kinds that draw it."""
     text = read_text(path)
     try:
         return parse_json(text)
     except json.JSONDecodeError as exc:
+        if not sweep_columns_missing(next(csv.reader(io.StringIO(text)), [])):
+            raise ConfigError(f"{path}: a sweep's CSV, not JSON (this plot reads the output of `{made_by}`; a "
+                              "sweep's CSV draws with --kind scaling or steps)") from None
         raise ConfigError(f"{path}: not JSON: {exc.msg}: line {exc.lineno}, column {exc.colno}") from None
     except JSONTooDeep as exc:
         raise ConfigError(f"{path}: not JSON simulon reads: {exc}") from None
+
+
+def sweep_columns_missing(header: list[str]) -> list[str]:
+    """The columns of a sweep's CSV (sweep/run.py: its key, the swept fields, then each of METRICS) that a CSV's
+    `header` lacks, in that order: none where the file is a sweep's."""
+    from ..sweep.run import METRICS
+
+    return [c for c in ("key", *METRICS) if c not in header]
 
 
 def need(data: Any, key: str, source: str, made_by: str, kind: type = list) -> Any:

@@ -4,17 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from ..config.errors import ConfigError
-from .collective import busbw
+from .collective import COLLECTIVE, busbw
 from .figure import check_output, save
 from .inputs import read_json
 from .links import links
-from .result import breakdown, gantt, memory
+from .result import SIMULATE, breakdown, gantt, memory
 from .scaling import read_sweep, scaling, steps
-from .validation import validation
+from .validation import VALIDATE, validation
 
 
 @dataclass(frozen=True)
@@ -23,13 +24,16 @@ class PlotKind:
     read: Callable[[Path], Any]            # the result file -> data
 
 
+read_simulated = partial(read_json, made_by=SIMULATE)
+"""A `simulate --json` result (a sweep's CSV named as one: inputs.read_json)."""
+
 KINDS = {
-    "breakdown": PlotKind(breakdown, read_json),
-    "gantt": PlotKind(gantt, read_json),
-    "memory": PlotKind(memory, read_json),
-    "links": PlotKind(links, read_json),
-    "busbw": PlotKind(busbw, read_json),
-    "validation": PlotKind(validation, read_json),
+    "breakdown": PlotKind(breakdown, read_simulated),
+    "gantt": PlotKind(gantt, read_simulated),
+    "memory": PlotKind(memory, read_simulated),
+    "links": PlotKind(links, read_simulated),
+    "busbw": PlotKind(busbw, partial(read_json, made_by=COLLECTIVE)),
+    "validation": PlotKind(validation, partial(read_json, made_by=VALIDATE)),
     "scaling": PlotKind(scaling, read_sweep),
     "steps": PlotKind(steps, read_sweep),
 }

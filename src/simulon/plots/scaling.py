@@ -12,7 +12,7 @@ from typing import Any
 
 from ..config.errors import ConfigError
 from .figure import fit_tick_labels, pyplot
-from .inputs import read_text
+from .inputs import read_text, sweep_columns_missing
 from .result import TERMS, stack
 
 SWEEP = "simulon sweep SCENARIO --set ... -o sweep.csv"
@@ -25,7 +25,7 @@ def read_sweep(path: Path) -> tuple[list[dict[str, str]], list[str]]:
     text = read_text(path)
     reader = csv.DictReader(io.StringIO(text))
     header = reader.fieldnames or []
-    missing = [c for c in ("key", *METRICS) if c not in header]
+    missing = sweep_columns_missing(header)
     if missing and not header:
         raise ConfigError(f"{path}: empty: no sweep's CSV (this plot reads the CSV of `{SWEEP}`)")
     if missing and text.lstrip().startswith(("{", "[")):
