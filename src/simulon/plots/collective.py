@@ -66,27 +66,62 @@ def chosen(measured: Measured, row: dict[str, str], op: str, group_size: int) ->
 
 
 def busbw(data: Any, source: str, options: Any = None) -> Any:
-    """Simulated bus bandwidth per message size (log-log), and the measured points of a table if `options` is a
+    """Simulated bus bandwidth per message size (log-log), one line per collective and group size (the runs of a
+    file that joins several `collective --json` lists), and the measured points of a table if `options` is a
     Measured."""
     if not isinstance(data, list) or not data:
         raise ConfigError(f"{source}: expected a non-empty JSON list of sizes (this plot reads the output of "
                           f"`{COLLECTIVE}`)")
-    rows = sorted(numbers(data, ("size_bytes", "busbw_GBps"), source, "(list)"))
-    op = str(data[0].get("op", "collective")) if isinstance(data[0], dict) else "collective"
+    series = runs(data, source)
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(8, 4.5))
-    ax.plot([r[0] for r in rows], [r[1] for r in rows], "o-", color="#4c72b0", markersize=3, label="simulon")
-    if isinstance(options, Measured):
-        group = need(data[0], "group_size", f"{source}: [0]", COLLECTIVE, int)
-        markers = "sdv^<>Px"
-        for n, (name, points) in enumerate(measured_series(options, op, group).items()):
-            ax.plot([p[0] for p in points], [p[1] for p in points], markers[n % len(markers)], fillstyle="none",
-                    label=f"measured {name}")
+    markers = "sdv^<>Px"
+    measured_drawn = 0
+    for n, ((op, group), (first, rows)) in enumerate(series.items()):
+        colour = "#4c72b0" if len(series) == 1 else plt.get_cmap("tab10").colors[n % 10]
+        name = "simulon" if len(series) == 1 else f"{op} over {group} GPUs"
+        ax.plot([r[0] for r in rows], [r[1] for r in rows], "o-", color=colour, markersize=3, label=name)
+        if isinstance(options, Measured):
+            need(data[first], "group_size", f"{source}: [{first}]", COLLECTIVE, int)
+            for name, points in measured_series(options, op, group).items():
+                ax.plot([p[0] for p in points], [p[1] for p in points], markers[measured_drawn % len(markers)],
+                        fillstyle="none", label=f"measured {name}" if len(series) == 1
+                        else f"measured {op} over {group} GPUs, {name}")
+                measured_drawn += 1
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("message size (bytes)")
     ax.set_ylabel("bus bandwidth (GB/s)")
-    group = data[0].get("group_size", "") if isinstance(data[0], dict) else ""
-    ax.set_title(f"{op} over {group} GPUs: bus bandwidth against message size")
+    if len(series) == 1:
+        op, group = next(iter(series))
+        ax.set_title(f"{op} over {group} GPUs: bus bandwidth against message size")
+    else:
+        ax.set_title("Bus bandwidth against message size, per collective and group size")
     ax.legend(fontsize=7)
     return fig
+
+
+def runs(data: list, source: str) -> dict[tuple[str, int | str], tuple[int, list[tuple[float, float]]]]:
+    """The rows of a `collective --json` list (or of several joined) by collective and group size, in name and size
+    order: for each, the index of its first row and its (size, busbw) points by size. A size given twice in one
+    run is refused naming both rows, as `collective --sizes` refuses a repeated size (runs of other algorithms or
+    channels over the same collective and group belong in files of their own)."""
+    values = numbers(data, ("size_bytes", "busbw_GBps"), source, "(list)")
+    found: dict[tuple[str, int | str], tuple[int, dict[float, tuple[int, float]]]] = {}
+    for i, (row, (size, bw)) in enumerate(zip(data, values, strict=True)):
+        if "group_size" in row:  # a whole number: the line's name and key (an older list may leave it out)
+            need(row, "group_size", f"{source}: [{i}]", COLLECTIVE, int)
+        key = (str(row.get("op", "collective")), row.get("group_size", ""))
+        points = found.setdefault(key, (i, {}))[1]
+        if size in points:
+            raise ConfigError(f"{source}: [{points[size][0]}] and [{i}]: both {key[0]} over {key[1]} GPUs at "
+                              f"{size:,.0f} bytes; a busbw plot draws one line per collective and group size, each "
+                              "size once (plot runs of other settings from files of their own)")
+        points[size] = (i, bw)
+    return {key: (first, sorted((size, bw) for size, (_, bw) in points.items()))
+            for key, (first, points) in sorted(found.items(), key=lambda item: line_order(*item[0]))}
+
+
+def line_order(op: str, group: int | str) -> tuple[str, bool, int]:
+    """The lines in order of collective, then of group size (rows without a group size after those with one)."""
+    return op, group == "", group if isinstance(group, int) else 0
