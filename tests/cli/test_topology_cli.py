@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 
 import yaml
 
-from helpers import cli
+from helpers import ROOT, cli
 
 
 def scenario(tmp_path, topology, nodes: int = 16, switch: str | None = None) -> str:
@@ -78,6 +78,21 @@ def test_the_drawing_names_every_row_switch_rail_and_link_speed(tmp_path):
     caption = " ".join(texts)
     assert "2-tier rail-optimized: two tiers, rail-optimized, 1 plane" in caption
     assert "leafs" not in caption and "False" not in caption and "True" not in caption
+
+
+def test_a_drawing_of_node_groups_gives_each_nic_speed_as_the_table_does_and_tells_the_groups_apart(tmp_path):
+    """The drawing of 2 DGX H100 and 2 DGX A100 nodes read '25.0 GB/s each way' for every NIC port (the table:
+    '25.0 / 50.0') and '8 GPUs, 8 NICs each' for all four nodes alike."""
+    drawing = tmp_path / "het.svg"
+    run = cli("topology", str(ROOT / "examples" / "hetero_h100_a100.yaml"), "--draw", str(drawing))
+    assert run.returncode == 0, run.stderr
+    assert "│ leaf │ 8 │ 32 │ 25.0 / 50.0 │" in " ".join(run.stdout.split())
+    texts = [el.text or "" for el in ET.fromstring(drawing.read_text()) if el.tag.endswith("text")]
+    for expected in ["NIC port to leaf: 32 links", "25.0 / 50.0 GB/s each way", "4 nodes",
+                     "2 nodes of 8 H100-SXM5-80GB, 8 NICs each", "2 nodes of 8 A100-SXM4-80GB, 8 NICs each"]:
+        assert expected in texts, expected
+    assert "8 GPUs, 8 NICs each" not in texts and "25.0 GB/s each way" not in texts
+    assert texts.count("H100-SXM5-80GB") == texts.count("A100-SXM4-80GB") == 1  # each group's nodes bracketed
 
 
 def test_a_row_too_long_to_draw_shows_its_first_and_last_boxes_and_says_so(tmp_path):

@@ -43,7 +43,7 @@ def topology(
           f"domains of {counted(summary.domain_gpus, 'GPU', 'GPUs')}"
           f"{' with in-switch reduction (NVLS)' if reduce_up else ''}; {fabric}")
     print_table("Switches and links", ("tier", "switches", "links from below", "GB/s per link and direction"),
-                [(t.name, f"{t.switches:,}", f"{t.links:,}", " / ".join(f"{r / 1e9:,.1f}" for r in t.link_rates))
+                [(t.name, f"{t.switches:,}", f"{t.links:,}", t.rates_gbps)
                  for t in summary.tiers])
     cuts = [] if summary.scale_out_bisection is None else [f"scale-out {_gbps(summary.scale_out_bisection)} GB/s"]
     if summary.scale_up_bisection is not None:

@@ -1,9 +1,12 @@
 """An SVG picture of a topology: nodes at the bottom, then leaf, spine and core switches, with their links.
 
 Every row is titled with what it holds (how many, GPUs and NICs per node, rails, planes, pods), every link band
-with its link count and speed, every box with its name (n3, L12, S0, C1) and, on a rail-optimized fabric, the
-links and leaves of each rail in the rail's colour. A row of more than MAX_SHOWN boxes shows its first ones and
-its last, with an ellipsis between and the row title saying so; links to boxes not shown are left out.
+with its link count and speed (each distinct speed, as `topology` prints them, where node groups' NICs differ),
+every box with its name (n3, L12, S0, C1) and, on a rail-optimized fabric, the links and leaves of each rail in
+the rail's colour. Nodes of several groups (config.dc node_groups) are told apart: the row's title gives each
+group's nodes, GPU, GPUs and NICs per node, and a bracket under each run of a group's nodes names its GPU. A row
+of more than MAX_SHOWN boxes shows its first ones and its last, with an ellipsis between and the row title saying
+so; links to boxes not shown are left out.
 
 Plain SVG text, no plotting library: the picture is a handful of rectangles, lines and labels.
 """
@@ -106,10 +109,23 @@ def _links(topology: Topology) -> list[tuple[str, int, str, int]]:
     return links
 
 
+def _group_of_node(topology: Topology) -> np.ndarray | None:
+    """The node group of every node (an index into `topology.gpu_names`), or None where every node is of one."""
+    if topology.group_of_gpu is None or not topology.gpu_names:
+        return None
+    groups = topology.group_of_gpu[::topology.gpus_per_node]
+    return groups if len(np.unique(groups)) > 1 else None
+
+
 def _row_title(name: str, count: int, topology: Topology, nics_per_node: int) -> list[str]:
     spec, fabric = topology.fabric.spec, topology.fabric
     lines = [counted(count, *TITLE[name])]
-    if name == "node":
+    groups = _group_of_node(topology) if name == "node" else None
+    if groups is not None:  # each group, in the order its first node sits
+        lines += [f"{counted(int(np.count_nonzero(groups == g)), 'node', 'nodes')} of {topology.gpus_per_node} "
+                  f"{topology.gpu_names[g]}, {counted(nics_per_node, 'NIC', 'NICs')} each"
+                  for g in dict.fromkeys(groups.tolist())]
+    elif name == "node":
         lines.append(f"{counted(topology.gpus_per_node, 'GPU', 'GPUs')}, {counted(nics_per_node, 'NIC', 'NICs')}"
                      " each")
     elif name == "leaf":
@@ -131,8 +147,7 @@ def _link_label(below: str, summary: TopologySummary) -> list[str]:
     tier = {"node": "leaf", "leaf": "spine", "spine": "core"}[below]
     found = next(t for t in summary.tiers if t.name == tier)
     start = "NIC port" if below == "node" else below
-    return [f"{start} to {tier}: {counted(found.links, 'link', 'links')}",
-            f"{found.link_rate / 1e9:,.1f} GB/s each way"]
+    return [f"{start} to {tier}: {counted(found.links, 'link', 'links')}", f"{found.rates_gbps} GB/s each way"]
 
 
 def _caption(topology: Topology, summary: TopologySummary) -> list[str]:
@@ -155,6 +170,31 @@ def _caption(topology: Topology, summary: TopologySummary) -> list[str]:
             f"{summary.scale_out_bisection / 1e9:,.0f} GB/s per direction"]
 
 
+def _group_brackets(topology: Topology, row: Row, xs: dict[int, float]) -> list[str]:
+    """Under the node row, a bracket spanning each run of drawn nodes of one node group, named by its GPU (nothing
+    where every node is of one group)."""
+    groups = _group_of_node(topology)
+    if groups is None:
+        return []
+    runs: list[list[int]] = []
+    for box in xs:
+        if runs and groups[runs[-1][-1]] == groups[box]:
+            runs[-1].append(box)
+        else:
+            runs.append([box])
+    y = row.y + BOX + 12
+    svg = []
+    for run in runs:
+        left, right = xs[run[0]] - BOX / 2, xs[run[-1]] + BOX / 2
+        svg.append(f'<path d="M{left:.1f},{y - 4} V{y} H{right:.1f} V{y - 4}" fill="none" stroke="#555" '
+                   'stroke-width="1"/>')
+        name = topology.gpu_names[int(groups[run[0]])]
+        half = 3 * len(name)  # about half its width at 10 px: a run at the row's end keeps its name in the picture
+        svg.append(_text(min(max((left + right) / 2, LEFT + half), WIDTH - RIGHT - half), y + 12, name, 10,
+                         "middle"))
+    return svg
+
+
 def _text(x: float, y: float, text: str, size: int = 11, anchor: str = "start", weight: str = "normal") -> str:
     return (f'<text x="{x:.1f}" y="{y:.1f}" font-size="{size}" text-anchor="{anchor}" font-weight="{weight}">'
             f"{escape(text)}</text>")
@@ -169,7 +209,8 @@ def topology_svg(topology: Topology) -> str:
     rows = {name: Row(name, count, TOP + ROW * (len(counts) - 1 - i)) for i, (name, count) in enumerate(counts.items())}
     xs = {name: row.x() for name, row in rows.items()}
     rail = _rail_of_leaf(topology)
-    height = TOP + ROW * (len(rows) - 1) + 110
+    groups = _group_of_node(topology)  # a title line a node group, and a bracket under the nodes
+    height = TOP + ROW * (len(rows) - 1) + 110 + (0 if groups is None else 13 * (len(np.unique(groups)) - 1) + 16)
     svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" font-family="sans-serif">',
            f'<rect width="{WIDTH}" height="{height}" fill="white"/>']
     for a, i, b, j in _links(topology):
@@ -191,6 +232,8 @@ def topology_svg(topology: Topology) -> str:
                 svg.append(_text(x, row.y + BOX + 4, f"{PREFIX[name]}{box}", 9, "middle"))
         if row.truncated:
             svg.append(_text(row.ellipsis_x(), row.y + 4, "…", 14, "middle"))
+        if name == "node":
+            svg += _group_brackets(topology, row, xs[name])
     names = list(rows)
     for below, above in pairwise(names):
         middle = (rows[below].y + rows[above].y) / 2

@@ -20,6 +20,12 @@ class Tier:
     link_rate: float         # bytes/s per direction of one such link (the slowest, where node groups differ)
     link_rates: tuple[float, ...] = ()  # every distinct rate of the tier's links, ascending (node groups)
 
+    @property
+    def rates_gbps(self) -> str:
+        """Its links' rates in GB/s per direction as `topology` prints and draws them: each distinct one, ascending
+        ("25.0 / 50.0" where node groups' NICs differ)."""
+        return " / ".join(f"{r / 1e9:,.1f}" for r in self.link_rates or (self.link_rate,))
+
 
 @dataclass(frozen=True)
 class TopologySummary:

@@ -76,6 +76,7 @@ class Topology:
     hosts: tuple[HostCPU, ...] = (HostCPU.unknown(),)  # the host CPU of each node group
     group_of_gpu: np.ndarray | None = None  # and the index of each GPU's group (None: the first for all)
     nvls_gpus: np.ndarray | None = None     # per GPU: on an NVSwitch that reduces, and multicasting (NVLS)
+    gpu_names: tuple[str, ...] = ()         # the GPU of each node group (what a drawing names them by)
 
     @classmethod
     def from_datacenter(cls, dc: DatacenterConfig, num_gpus: int | None = None,
@@ -144,7 +145,7 @@ class Topology:
         reduces = (bool(nvls.all()), dc.reduces_in_switch[1])
         return cls(num_gpus, gpn, per_nic, dc.domain_gpus, kind, line, line * efficiency, latency, fabric,
                    reduces, model, models, model_of_gpu, staging, net.nccl,
-                   tuple(g.node.host for g in groups), placement.group, nvls)
+                   tuple(g.node.host for g in groups), placement.group, nvls, tuple(g.gpu.name for g in groups))
 
     def reduces_for(self, gpus) -> tuple[bool, bool]:
         """(scale-up, scale-out) in-switch reduction open to a collective over `gpus`: NVLS where every member's
