@@ -6,9 +6,9 @@ import csv
 import json
 
 from helpers import cli
-from simulon.validate.hetero import scenario_of
+from simulon.validate.hetero import scenario_of, validate_hetero
 from simulon.validate.hetero_rows import read_sailor_runs
-from simulon.validate.report import shipped_table
+from simulon.validate.report import read_table, shipped_table
 
 MEMORY = shipped_table("memory")
 
@@ -56,3 +56,19 @@ def test_validate_hetero_compares_every_sailor_row_of_a_table(tmp_path):
     assert sorted(r["subset"] for r in report["rows"]) == ["N2_D1", "N2_D2"]
     assert all(r["predicted"] > 0 for r in report["rows"])
     assert len(report["skipped"]) == 2
+
+
+def test_a_skipped_run_is_numbered_once_by_the_report_not_again_in_its_reason(tmp_path):
+    rows = read_table(MEMORY)
+    row = next(r for r in rows if "/N2/" in r["locator"])
+    bad = {**row, "num_gpus": str(int(row["num_gpus"]) * 2)}
+    report = validate_hetero([bad])
+    assert [s.reason for s in report.skipped] == [f"num_gpus: {bad['num_gpus']} is not tp*pp*dp = {row['num_gpus']}"]
+    path = tmp_path / "one.csv"
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(row))
+        writer.writeheader()
+        writer.writerow(bad)
+    run = cli("validate", "hetero", "--csv", str(path))
+    assert run.returncode != 0
+    assert f"1 (row 2): num_gpus: {bad['num_gpus']} is not" in run.stderr and "row 0" not in run.stderr

@@ -98,8 +98,8 @@ def validate_hetero(rows: list[dict[str, str]], dtype: str = RUN_DTYPE,
             continue
         try:
             runs.append(parse_row(row, index))
-        except BadRow as exc:
-            report.skipped.append(Skipped(index, str(exc)))
+        except BadRow as exc:  # the report numbers the row (Skipped.index); the reason is the field and the problem
+            report.skipped.append(Skipped(index, exc.reason))
     progress.stage("simulating the heterogeneous runs", total=len(runs), unit="runs")
     for done, run in enumerate(runs):
         progress.advance(done)

@@ -54,7 +54,13 @@ HARDWARE_PART = re.compile(r"([A-Za-z][\w-]*?)x(\d+)$")
 
 
 class BadRow(ValueError):
-    """A row that does not describe a Sailor run completely; the message names the row and the field."""
+    """A row that does not describe a Sailor run completely; the message names the row and the field ("row 60: gbs:
+    250 is not ..."), `reason` the field and the problem alone, for a report that numbers the row itself."""
+
+    def __init__(self, index: int, field: str, problem: str):
+        self.index = index
+        self.reason = f"{field}: {problem}"
+        super().__init__(f"row {index}: {self.reason}")
 
 
 @dataclass(frozen=True)
@@ -117,7 +123,7 @@ def is_sailor_row(row: dict[str, str]) -> bool:
 
 
 def _fail(index: int, field: str, problem: str) -> BadRow:
-    return BadRow(f"row {index}: {field}: {problem}")
+    return BadRow(index, field, problem)
 
 
 def _int(row: dict[str, str], index: int, column: str) -> int:
