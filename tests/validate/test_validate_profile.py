@@ -178,10 +178,24 @@ def test_a_gpu_without_kernel_runs_is_bad_input(tmp_path):
     empty.write_text("from: h100-sxm\n")
     run = cli("validate", "profile", str(empty))
     assert run.returncode == 2 and "Traceback" not in run.stderr
-    assert run.stderr.strip() == "error: GPU H100-SXM5-80GB: kernel_runs: the file holds no measured kernels " \
+    assert run.stderr.strip() == f"error: {empty}: kernel_runs: the file holds no measured kernels " \
                                  "(write them with `simulon profile gpu`)"
     missing = cli("validate", "profile", str(tmp_path / "none.yaml"))
     assert missing.returncode == 2 and missing.stderr.strip() == f"error: {tmp_path / 'none.yaml'}: no such file"
+
+
+@pytest.mark.parametrize(("runs", "problem"), [
+    ([], "kernel_runs: the file holds no measured kernels"),
+    ([{"kernel": "attn_norm", "params": {"phase": "fwd", "dtype": "bf16"}, "times_ms": [1.0]}],
+     "kernel_runs[0].params.bytes: missing"),
+    ([{"kernel": "attn_norm", "params": {"phase": "sideways", "bytes": 1e6}, "times_ms": [1.0]}],
+     "kernel_runs: no run could be compared"),
+])
+def test_every_refusal_of_a_profile_starts_with_the_files_path_as_given(tmp_path, runs, problem):
+    path = tmp_path / "gpu.yaml"
+    path.write_text(yaml.safe_dump({"from": "h100-sxm", "name": "H100-SXM5-80GB", "kernel_runs": runs}))
+    run = cli("validate", "profile", str(path))
+    assert run.returncode == 2 and run.stderr.startswith(f"error: {path}: {problem}"), run.stderr
 
 
 def test_the_json_report_lists_every_kernel_with_its_error(tmp_path):

@@ -256,4 +256,5 @@ def profile(gpu_file: Annotated[Path, typer.Argument(help="a GPU YAML with kerne
         gpu = GPUSpec.model_validate({"from": str(gpu_file)})
     except ValidationError as exc:
         raise ConfigError(describe_validation_error(exc, str(gpu_file))) from None
-    report_on(validate_profile(gpu).usable(), str(gpu_file), as_json, "family", plot, items="kernel_runs")
+    report_on(validate_profile(gpu, source=str(gpu_file)).usable(), str(gpu_file), as_json, "family", plot,
+              items="kernel_runs")

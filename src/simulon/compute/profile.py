@@ -91,13 +91,14 @@ def run_shape_error(index: int, params: Mapping[str, Any]) -> str | None:
             f"{', '.join(needed[:-1]) + ' and ' if len(needed) > 1 else ''}{needed[-1]}")
 
 
-def check_run_shapes(gpu: GPUSpec) -> None:
+def check_run_shapes(gpu: GPUSpec, source: str | None = None) -> None:
     """Raise ConfigError naming the first timed run whose params miss what its kernel class needs (run_shape_error):
-    a GEMM without dtype_bytes ended a simulation in a KeyError."""
+    a GEMM without dtype_bytes ended a simulation in a KeyError. The message starts with `source`, the file the GPU
+    was read from where the caller knows it, else the GPU's name."""
     for index, run in enumerate(gpu.kernel_runs):
         error = run_shape_error(index, run.params) if run.times_ms else None
         if error:
-            raise ConfigError(f"GPU {gpu.name}: {error}")
+            raise ConfigError(f"{source or f'GPU {gpu.name}'}: {error}")
 
 
 def spec_from_run(name: str, phase: Phase, params: dict) -> KernelSpec:

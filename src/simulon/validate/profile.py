@@ -42,15 +42,17 @@ SUSTAINED_GEMMS = Path(str(resources.files("simulon.compute") / "data" / "sustai
 
 
 def validate_profile(gpu: GPUSpec, calibrations: Calibrations | None = None,
-                     repeats: float = PROFILE_REPEATS) -> ValidationReport:
+                     repeats: float = PROFILE_REPEATS, source: str | None = None) -> ValidationReport:
     """Predicted against measured milliseconds of every distinct kernel run in the GPU's profile, each modelled in the
     loop it was timed in (loop_length: its `back_to_back`, else `repeats`). Raises ConfigError
     for a run whose params miss what its kernel class needs (compute.profile.check_run_shapes), and where no run could
-    be compared (each of an unknown phase, say), saying why."""
+    be compared (each of an unknown phase, say), saying why; the message starts with `source`, the file the profile
+    was read from (as the file's other problems are named), else the GPU's name."""
+    named = source or f"GPU {gpu.name}"
     if not gpu.kernel_runs:
-        raise ConfigError(f"GPU {gpu.name}: kernel_runs: the file holds no measured kernels (write them with "
+        raise ConfigError(f"{named}: kernel_runs: the file holds no measured kernels (write them with "
                           "`simulon profile gpu`)")
-    check_run_shapes(gpu)
+    check_run_shapes(gpu, named)
     cal = calibrations or Calibrations.shipped()
     runs: dict[str, list] = defaultdict(list)
     for index, run in enumerate(gpu.kernel_runs):
@@ -78,7 +80,7 @@ def validate_profile(gpu: GPUSpec, calibrations: Calibrations | None = None,
     if not report.rows:
         reasons = [f"kernel_runs[{s.index}]: {s.reason}" for s in report.skipped]
         more = f"; and {len(reasons) - REASONS_WHEN_NONE} more" if len(reasons) > REASONS_WHEN_NONE else ""
-        raise ConfigError(f"GPU {gpu.name}: kernel_runs: no run could be compared ({len(reasons)} skipped: "
+        raise ConfigError(f"{named}: kernel_runs: no run could be compared ({len(reasons)} skipped: "
                           f"{'; '.join(reasons[:REASONS_WHEN_NONE])}{more})")
     return report
 
