@@ -90,3 +90,20 @@ def test_a_user_row_without_a_framework_or_a_known_gpu_is_skipped_saying_which(c
     report = validate_memory([{**USER_ROW, **changes}, USER_ROW])
     assert [r.index for r in report.rows] == [1]
     assert [s.index for s in report.skipped] == [0] and reason in report.skipped[0].reason
+
+
+@pytest.mark.parametrize("figure, reason", [
+    ("abc", "notes: reserved=abc GiB: 'abc' is not a number"),
+    ("-5", "notes: reserved=-5 GiB: -5 GiB is no memory peak (it must be positive)"),
+    ("10", "notes: reserved=10 GiB is below the allocated 40 GiB (mem_gib): an allocator reserves at least what it "
+           "allocates"),
+])
+def test_a_reserved_figure_in_the_notes_that_no_allocator_reserved_skips_the_row_naming_the_notes(figure, reason):
+    report = validate_memory([{**USER_ROW, "notes": f"reserved={figure} GiB"}, USER_ROW])
+    assert [r.index for r in report.rows] == [1]
+    assert [(s.index, s.reason) for s in report.skipped] == [(0, reason)]
+
+
+def test_a_reserved_figure_in_the_notes_is_compared_as_a_second_measurement_of_the_run():
+    report = validate_memory([{**USER_ROW, "notes": "reserved=44.5 GiB"}])
+    assert [(r.metric, r.measured) for r in report.rows] == [("allocated_gib", 40.0), ("reserved_gib", 44.5)]

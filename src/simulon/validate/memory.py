@@ -127,7 +127,11 @@ DENSE_LAYERS = re.compile(r"dense_layers=(\d+)")
 CAPACITY = re.compile(r"capacity=([\d.]+) padded")
 VOCAB_PAD = re.compile(r"vocab pad (\d+)")
 STAGE_LAYERS = re.compile(r"layers/stage \[([\d, ]+)\] \(incl embed\+head\)")
-RESERVED = re.compile(r"reserved=([\d.]+) GiB")
+RESERVED = re.compile(r"\breserved=(\S+) GiB")
+"""A reserved figure a row's notes give beside its allocated one ("reserved=70.88 GiB"), whatever its text: one that
+is no number, or none an allocator can have reserved, skips the row saying so, as a bad mem_gib cell does (it was left
+out without a word). SimuMax's own predictions in the notes ("pred alloc=103.52 reserved=110.12;") carry no unit and
+are not read."""
 GPT_VOCAB_PADDED = 51200   # Megatron pads GPT-2's 50,257 tokens to 51,200 (Korthikanti et al.'s models)
 NAMED_SHAPES = {           # Korthikanti et al. Table 3: layers, hidden size and heads of the models it names
     "megatron-22b": (48, 6144, 64), "gpt-3-175b": (96, 12288, 96), "turing-530b": (105, 20480, 128),
@@ -355,8 +359,8 @@ def measurements(row: dict[str, str]) -> list[tuple[str, float]]:
     found = [(quantity, value)]
     reserved = RESERVED.search(row["notes"])
     if reserved and quantity == "allocated":
-        found.append(("reserved", float(reserved.group(1))))
-    figures = [("mem_gib", value)] + [(f"notes' reserved={gib:g} GiB", gib) for _, gib in found[1:]]
+        found.append(("reserved", reserved_gib(reserved.group(1), value)))
+    figures = [("mem_gib", value)] + [(f"notes: reserved={gib:g} GiB", gib) for _, gib in found[1:]]
     for where, gib in figures:
         if gib <= 0:
             raise Unsupported(f"{where}: {gib:g} GiB is no memory peak (it must be positive)")
@@ -365,6 +369,20 @@ def measurements(row: dict[str, str]) -> list[tuple[str, float]]:
                               f"largest shipped GPU's memory ({most_memory_gib() / MEMORY_MARGIN:,.0f} GiB): no "
                               "GPU's peak")
     return found
+
+
+def reserved_gib(text: str, allocated: float) -> float:
+    """The reserved GiB a row's notes give (the text of RESERVED's figure), beside the `allocated` GiB its mem_gib
+    gives. Unsupported, naming the notes column, where the text is no number (report.number's reading), or a figure
+    below the allocated one: PyTorch's caching allocator reserves every byte it hands out, so max_memory_reserved is
+    never below max_memory_allocated, and such a pair measured no run (it was compared as one: +522.5%)."""
+    gib = number({"notes": text}, "notes")
+    if gib is None:
+        raise Unsupported(f"notes: reserved={text} GiB: {text!r} is not a number")
+    if 0 < gib < allocated:
+        raise Unsupported(f"notes: reserved={gib:g} GiB is below the allocated {allocated:g} GiB (mem_gib): an "
+                          "allocator reserves at least what it allocates")
+    return gib
 
 
 MEM_KINDS = ("allocated", "reserved", "unknown")
