@@ -107,3 +107,20 @@ def test_a_reserved_figure_in_the_notes_that_no_allocator_reserved_skips_the_row
 def test_a_reserved_figure_in_the_notes_is_compared_as_a_second_measurement_of_the_run():
     report = validate_memory([{**USER_ROW, "notes": "reserved=44.5 GiB"}])
     assert [(r.metric, r.measured) for r in report.rows] == [("allocated_gib", 40.0), ("reserved_gib", 44.5)]
+
+
+@pytest.mark.parametrize("hardware, reason", [
+    ("Mystery GPU", "hardware: 'Mystery GPU' names no shipped GPU"),
+    ("H100-80GB", "hardware 'H100-80GB' names a H100 GPU, but the source's runs stand on dgx-b200"),
+])
+def test_a_known_sources_row_whose_hardware_names_no_gpu_or_another_one_than_its_systems_is_skipped(hardware, reason):
+    row = next(r for r in ROWS if r["source"] == "SimuMax")
+    report = validate_memory([{**row, "hardware": hardware}, row])
+    assert {r.index for r in report.rows} == {1}
+    assert [s.index for s in report.skipped] == [0] and report.skipped[0].reason.startswith(reason)
+
+
+@pytest.mark.parametrize("hardware", ["", "unknown", "8-GPU node (unspecified)", "B200 (one node)"])
+def test_a_known_sources_row_whose_hardware_names_no_gpu_at_all_or_its_systems_stands_on_that_system(hardware):
+    row = next(r for r in ROWS if r["source"] == "SimuMax")
+    assert validate_memory([{**row, "hardware": hardware}]).rows == validate_memory([row]).rows

@@ -16,7 +16,8 @@ The memory model depends on the GPU only through its capacity and runtime, so ro
 (Sailor's RTX cards) are evaluated on a stand-in system; no fit is checked on them. A row from a source SOURCES
 does not know (a user's own table) is set up by the framework its `framework` cell, else its source, names
 (config.frameworks' defaults, as a scenario naming that framework gets them) on the system its `hardware` cell
-describes (config.resolve). A row whose numeric cell is not
+describes (config.resolve); a known source's row stands on its source's system, and is skipped where its `hardware`
+cell names no shipped GPU or another GPU than that system's (source_hardware). A row whose numeric cell is not
 its number is skipped naming the column (report.bad_cell); a table without a column every row needs is bad input
 (report.table_rows). The dtype cell is read as a training precision (config.number_formats.training_precision): a
 format simulon does not train in (int8), or one the row's GPU has no peak for, skips the row saying so.
@@ -30,12 +31,19 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from ..config.dc import DatacenterConfig, shipped_gpu
+from ..config.dc import DatacenterConfig, NodeSpec, shipped_gpu
 from ..config.errors import ConfigError
 from ..config.frameworks import MEGATRON_GPT, framework_defaults
 from ..config.loading import parse_scenario
 from ..config.number_formats import training_precision
-from ..config.resolve import Unresolved, resolve_framework, resolve_hardware
+from ..config.resolve import (
+    NoGPUNamed,
+    Unresolved,
+    model_word,
+    resolve_framework,
+    resolve_hardware,
+    stray_words,
+)
 from ..config.scenario import ScenarioConfig
 from ..config.templates import find_template, template_names, template_stem_loose
 from ..config.units import GiB
@@ -63,6 +71,7 @@ class Source:
 
     family: str                        # reporting group: Megatron, DeepSpeed, ...
     datacenter: str                    # a system template to stand the run on
+    stand_in: bool = False             # the datacenter stands in for GPUs of several types (source_hardware)
     distributed_optimizer: bool = True
     sequence_parallel: bool = True     # with tp > 1
     cross_entropy: str = "vocab_parallel"
@@ -106,7 +115,7 @@ SOURCES = (
     # Sailor: DeepSpeed's pipeline engine in fp16, no ZeRO (its plan files), HuggingFace OPT layers whose
     # attention runs through PyTorch's scaled-dot-product attention (no score matrix kept); memory.used is
     # the largest over ranks
-    (r"^Sailor", Source("DeepSpeed", "dgx-a100", distributed_optimizer=False, sequence_parallel=False,
+    (r"^Sailor", Source("DeepSpeed", "dgx-a100", stand_in=True, distributed_optimizer=False, sequence_parallel=False,
                         ranks="max")),
 )
 
@@ -156,8 +165,45 @@ def known_source(row: dict[str, str]) -> Source | None:
 
 
 def _source(row: dict[str, str]) -> Source:
-    """How the row's run was set up: its source's, where SOURCES knows the source, else its framework's."""
-    return known_source(row) or framework_source(row["source"], row.get("framework", ""), row.get("hardware", ""))
+    """How the row's run was set up: its source's, where SOURCES knows the source (its hardware cell checked against
+    the source's system, source_hardware), else its framework's."""
+    known = known_source(row)
+    if known is None:
+        return framework_source(row["source"], row.get("framework", ""), row.get("hardware", ""))
+    source_hardware(known, row.get("hardware", ""), row["source"])
+    return known
+
+
+UNSTATED_WORDS = frozenset({"unknown", "unspecified", "unstated"})
+"""Words a hardware cell says its GPU was not given with ("8-GPU node (unspecified)")."""
+
+
+@cache
+def source_hardware(source: Source, hardware: str, context: str) -> None:
+    """Check the hardware cell of a row whose source SOURCES knows against the system the source's runs stand on.
+    The cell is read (config.resolve) whatever the source: where it names a GPU of another model than the system's
+    the row is skipped saying the two disagree (the source's set-up, its system's GPU among it, is no run of that
+    GPU), where it names no shipped GPU ("Mystery GPU") it is skipped saying so, as a user's row is; a cell that
+    names no GPU at all (blank, "unknown", "8-GPU node (unspecified)": generic words only) leaves the source's system.
+    The row is not moved to the cell's GPU: a source's rows are checked against the set-up its entry documents, and
+    GPUs of one model (an A100 of 40 or 80 GB) stand on that model's system, as before (the memory model reads the
+    GPU only through its capacity and runtime). The cell of a stand-in source (Sailor's, whose mixed RTX nodes stand on
+    an A100 system) names several GPU types and is not read here (validate.hetero_rows reads it, for validate hetero).
+    Raises Unsupported naming the hardware column."""
+    if source.stand_in:
+        return
+    try:
+        named = resolve_hardware(hardware, context)
+    except NoGPUNamed as exc:
+        if stray_words(hardware, UNSTATED_WORDS):
+            raise Unsupported(f"hardware: {exc}") from None
+        return
+    except Unresolved as exc:
+        raise Unsupported(f"hardware: {exc}") from None
+    system = system_gpu(source.datacenter)
+    if named.model.lower() != model_word(system):
+        raise Unsupported(f"hardware {hardware.strip()!r} names a {named.model} GPU, but the source's runs stand on "
+                          f"{source.datacenter} ({system}): the two disagree")
 
 
 @cache
@@ -279,9 +325,19 @@ def _precision(row: dict[str, str]) -> dict[str, str]:
 
 
 @cache
+def system_node(template: str) -> NodeSpec:
+    """The node of a system template."""
+    return DatacenterConfig.model_validate({"from": template, "cluster": {"num_nodes": 1}}).node
+
+
 def gpus_per_node(template: str) -> int:
     """GPUs a node of a system template holds (its cluster's unit): a row's GPUs fill that many nodes."""
-    return DatacenterConfig.model_validate({"from": template, "cluster": {"num_nodes": 1}}).node.gpus_per_node
+    return system_node(template).gpus_per_node
+
+
+def system_gpu(template: str) -> str:
+    """The name of the GPU a system template's nodes hold."""
+    return system_node(template).gpu.name
 
 
 def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
