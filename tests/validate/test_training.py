@@ -11,10 +11,11 @@ import pytest
 from helpers import RecordingPool, cli
 from simulon import executors
 from simulon.pipeline import planned_size
-from simulon.validate.report import read_table, shipped_table
+from simulon.validate.report import contradicting, read_table, shipped_table
 from simulon.validate.training import (
     ROW_FOLD,
     Unsupported,
+    implied_iterations,
     measured_iteration,
     planned_row,
     sample_rows,
@@ -197,6 +198,34 @@ def test_measurements_convert_to_an_iteration_time(rows, columns, expected):
     metric, seconds = measured_iteration(row, _Sim(1e18, 0.5e18), sc)
     assert metric in columns
     assert seconds == pytest.approx(expected)
+
+
+@pytest.mark.parametrize(("columns", "named"), [
+    ({"iter_time_s": "2.5", "tokens_per_s_total": "1000"}, "iter_time_s 2.5 and tokens_per_s_total 1000 (524 s an "
+                                                          "iteration) are 210x apart"),
+    ({"tokens_per_s_total": "1000", "tokens_per_s_per_gpu": "100"}, "tokens_per_s_total 1000 (524 s an iteration) "
+                                                                      "and tokens_per_s_per_gpu 100 (81.9 s an "
+                                                                      "iteration) are 6.4x apart"),
+])
+def test_a_row_whose_iteration_time_and_token_rates_contradict_each_other_is_not_compared_and_says_which(
+        rows, columns, named):
+    _, row = _row(rows, subset="mcore_r0.8_h100_weak_scaling", model="GPT-7.1B")
+    row = {**row, **dict.fromkeys(("iter_time_s", "tokens_per_s_total", "tokens_per_s_per_gpu", "samples_per_s",
+                                   "tflops_per_gpu", "mfu_pct", "hfu_pct"), ""), **columns}
+    row.update(num_gpus="64", gbs="256", seq_len="2048", tp="1", pp="1", dp="64")
+    report = validate_training([row])
+    assert not report.rows
+    assert [s.reason for s in report.skipped] == ["measured cells contradict each other beyond their rounding and "
+                                                  f"5%: {named}"]
+
+
+def test_an_iteration_time_and_token_rates_agreeing_within_their_rounding_and_5_percent_are_one_measurement(rows):
+    _, row = _row(rows, subset="mcore_r0.8_h100_weak_scaling", model="GPT-7.1B")
+    row = {**row, "num_gpus": "64", "gbs": "256", "seq_len": "2048", "tp": "1", "pp": "1", "dp": "64",
+           "iter_time_s": "2.5", "tokens_per_s_total": "209715", "tokens_per_s_per_gpu": "3400"}  # 4% off
+    assert contradicting(implied_iterations(row, scenario_from_row(row))) is None
+    assert "tokens_per_s_per_gpu 3500" in contradicting(implied_iterations({**row, "tokens_per_s_per_gpu": "3500"},
+                                                                           scenario_from_row(row)))
 
 
 def test_validate_training_reports_rows_and_skips(rows, tmp_path):

@@ -10,7 +10,6 @@ from helpers import SEED_SCENARIO, cli
 from simulon.collective.metrics import bus_bandwidth_factor
 from simulon.config.dc import GPUSpec
 from simulon.validate.collectives import (
-    AGREEMENT,
     MEASURED,
     case_of,
     collective_cases,
@@ -19,7 +18,7 @@ from simulon.validate.collectives import (
 )
 from simulon.validate.kernels import observation
 from simulon.validate.memory import MEMORY_MARGIN, most_memory_gib, validate_memory
-from simulon.validate.report import number, read_table, shipped_table
+from simulon.validate.report import AGREEMENT, number, read_table, shipped_table
 
 MEMORY_ROW = {
     "source": "SimuMax B200", "locator": "", "model": "Llama3-8B", "hardware": "B200", "num_gpus": "8", "tp": "1",

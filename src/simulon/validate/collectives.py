@@ -8,7 +8,7 @@ row's notes say was forced). Rows the model does not cover are skipped with the 
 `simulon collective --op` names it, in any case and with or without '_', '-' or spaces (allreduce, all_reduce,
 AllReduce, all-reduce). Columns and numeric cells are read as report.table_rows and report.bad_cell say; a row
 that gives two or more of busbw, algbw and time (with its size) that disagree beyond their printed rounding and
-AGREEMENT is skipped naming them (disagreeing_cells).
+report.AGREEMENT is skipped naming them (disagreeing_cells, report.contradicting).
 scripts/calibrate_collectives.py fits the link model on the same cases.
 """
 
@@ -34,10 +34,13 @@ from .report import (
     Comparison,
     Skipped,
     ValidationReport,
+    amount,
     bad_cell,
+    contradicting,
     inputs_key,
     number,
     overfull,
+    printed,
     short_row,
     table_rows,
 )
@@ -257,63 +260,28 @@ def spread_over(system: System, num_gpus: int, nodes: int) -> System | str:
     return replace(system, datacenter={**system.datacenter, "node": spread})
 
 
-AGREEMENT = 0.05
-"""How far apart (relative) a row's bus bandwidth, algorithm bandwidth and time (with its message size) may be beyond
-the rounding of their printed cells (half a unit in each cell's last digit: nccl-tests prints a bus bandwidth of 0.00
-for its smallest sizes) before the row is skipped as contradicting itself: the sources print the three from one
-measurement (busbw = algbw x the bus factor, algbw = bytes / time), and the shipped table's rows agree to within
-1e-5 beyond their rounding; 5% lets through a source that prints them from differently averaged runs and stops a
-unit mix-up (GiB/s read as GB/s is 7.4%) or a cell in the wrong column."""
-
-
-def _printed(text: str) -> tuple[float, float]:
-    """A numeric cell's value and half a unit in its last printed digit ('0.00': 0.005; '24361': 0.5; '1.5e3': 50)."""
-    value = float(text)
-    mantissa, _, exponent = text.strip().lower().partition("e")
-    decimals = len(mantissa.partition(".")[2])
-    return value, 0.5 * 10.0 ** (int(exponent or 0) - decimals)
-
-
-def _amount(value: float) -> str:
-    """A derived bandwidth or ratio as a message prints it: 1,879,048; 175; 2.06; 0.0035."""
-    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
-
-
 def disagreeing_cells(row: dict[str, str], factor: float, size: float | None) -> str | None:
     """Why a row whose measured cells (two or more of busbw_GBps, algbw_GBps and time_us with its msg_bytes) contradict
     each other is not compared (which cells, and how far apart), or None where they agree: each read as the bus
     bandwidth it gives (busbw; algbw x the bus `factor`; factor x bytes / time), as the interval its printed digits
-    allow, widened by AGREEMENT. Negative cells are left to the checks that refuse them."""
+    allow, widened by AGREEMENT (report.contradicting). Negative cells are left to the checks that refuse them."""
     given: dict[str, tuple[float, float, float, str]] = {}  # cell -> (lowest, highest busbw it allows, busbw, text)
     for column in MEASURED:
         if number(row, column) is None or number(row, column) < 0:  # type: ignore[operator]
             continue
-        value, half = _printed(row[column])
+        value, half = printed(row[column])
         low, high = max(value - half, 0.0), value + half
         if column == "busbw_GBps":
             given[column] = (low, high, value, f"busbw_GBps {value:g}")
         elif column == "algbw_GBps":
             given[column] = (low * factor, high * factor, value * factor,
-                             f"algbw_GBps {value:g} ({_amount(value * factor)} GB/s busbw at the bus factor "
+                             f"algbw_GBps {value:g} ({amount(value * factor)} GB/s busbw at the bus factor "
                              f"{factor:.4g})")
         elif size:
             busbw = factor * size / value / 1e3 if value else float("inf")
             given[column] = (factor * size / high / 1e3, factor * size / low / 1e3 if low else float("inf"), busbw,
-                             f"time_us {value:g} ({_amount(busbw)} GB/s busbw for {size:.0f} bytes)")
-    found = []
-    columns = list(given)
-    for i, first in enumerate(columns):
-        for second in columns[i + 1:]:
-            (low1, high1, bus1, text1), (low2, high2, bus2, text2) = given[first], given[second]
-            (_, lower_high), (upper_low, _) = sorted(((low1, high1), (low2, high2)))
-            if upper_low > lower_high * (1.0 + AGREEMENT):
-                apart = f"{_amount(max(bus1, bus2) / min(bus1, bus2))}x apart" if min(bus1, bus2) > 0 else \
-                    "one of them zero"
-                found.append(f"{text1} and {text2} are {apart}")
-    if not found:
-        return None
-    return (f"measured cells contradict each other beyond their rounding and {AGREEMENT:.0%}: "
-            + "; ".join(found))
+                             f"time_us {value:g} ({amount(busbw)} GB/s busbw for {size:.0f} bytes)")
+    return contradicting(given)
 
 
 def collective_cases(rows: list[dict[str, str]], source: str = "collectives table"

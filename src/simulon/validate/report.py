@@ -285,6 +285,50 @@ def bad_cell(row: dict[str, str], whole: Iterable[str] = (), real: Iterable[str]
     return None
 
 
+AGREEMENT = 0.05
+"""How far apart (relative) a row's measured cells that are exact conversions of each other may be beyond the rounding
+of their printed cells (half a unit in each cell's last digit: nccl-tests prints a bus bandwidth of 0.00 for its
+smallest sizes) before the row is skipped as contradicting itself (contradicting). A collectives row's bus bandwidth,
+algorithm bandwidth and time with its message size are printed from one measurement (busbw = algbw x the bus factor,
+algbw = bytes / time), and the shipped table's rows agree to within 1e-5 beyond their rounding; a training row's
+iteration time, token and sample rates are one another given its batch and sequence length. 5% lets through a source
+that prints them from differently averaged runs and stops a unit mix-up (GiB/s read as GB/s is 7.4%) or a cell in the
+wrong column."""
+
+
+def printed(text: str) -> tuple[float, float]:
+    """A numeric cell's value and half a unit in its last printed digit ('0.00': 0.005; '24361': 0.5; '1.5e3': 50)."""
+    value = float(text)
+    mantissa, _, exponent = text.strip().lower().partition("e")
+    decimals = len(mantissa.partition(".")[2])
+    return value, 0.5 * 10.0 ** (int(exponent or 0) - decimals)
+
+
+def amount(value: float) -> str:
+    """A derived quantity or ratio as a message prints it: 1,879,048; 175; 2.06; 0.0035."""
+    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+
+
+def contradicting(given: dict[str, tuple[float, float, float, str]]) -> str | None:
+    """Why a row whose measured cells, each read as one quantity, contradict each other is not compared (which cells,
+    and how far apart), or None where they agree. `given`: per cell, the lowest and highest value of the quantity its
+    printed digits allow (printed), the value it gives, and how a message names it; two cells contradict each other
+    where their intervals lie over AGREEMENT apart."""
+    found = []
+    columns = list(given)
+    for i, first in enumerate(columns):
+        for second in columns[i + 1:]:
+            (low1, high1, value1, text1), (low2, high2, value2, text2) = given[first], given[second]
+            (_, lower_high), (upper_low, _) = sorted(((low1, high1), (low2, high2)))
+            if upper_low > lower_high * (1.0 + AGREEMENT):
+                apart = f"{amount(max(value1, value2) / min(value1, value2))}x apart" \
+                    if min(value1, value2) > 0 else "one of them zero"
+                found.append(f"{text1} and {text2} are {apart}")
+    if not found:
+        return None
+    return f"measured cells contradict each other beyond their rounding and {AGREEMENT:.0%}: " + "; ".join(found)
+
+
 def overfull(gpus: int, what: str, nodes: int | None, gpus_per_node: int, stated_gpus: int | None = None) -> str | None:
     """Why a row contradicts itself, where the `gpus` it runs on (`what` they are: "a group of 16", "16 GPUs") exceed
     the GPUs it states (`stated_gpus`), or the nodes it states hold fewer: a row measured on some of its GPUs is

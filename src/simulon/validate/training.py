@@ -7,7 +7,10 @@ row leaves unsaid (sequence parallelism, distributed optimizer, attention kernel
 framework, at the version named, runs by default. Every measurement is compared as an iteration time:
 throughputs and FLOP rates are converted with the row's own batch and the FLOP convention its source uses
 (model FLOPs, or hardware FLOPs that include recomputation). A row whose numeric cell is not its number is skipped
-naming the column (report.bad_cell); a table without a column every row needs is bad input (report.table_rows).
+naming the column (report.bad_cell); a table without a column every row needs is bad input (report.table_rows). A row
+whose iteration time and token rates contradict each other is skipped naming them, by the rule the collectives
+table's cells are held to (implied_iterations, report.contradicting): one of them was compared and the others went
+unread. A FLOP rate or utilisation is not held to them (implied_iterations says why).
 """
 
 from __future__ import annotations
@@ -40,10 +43,13 @@ from .report import (
     Skipped,
     Unsupported,
     ValidationReport,
+    amount,
     bad_cell,
+    contradicting,
     count,
     number,
     overfull,
+    printed,
     recompute_cell,
     stated_flag,
     table_rows,
@@ -457,6 +463,33 @@ def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
         raise Unsupported(str(exc).removeprefix("row: ")) from None
 
 
+def implied_iterations(row: dict[str, str], sc: ScenarioConfig) -> dict[str, tuple[float, float, float, str]]:
+    """Each measured cell of the row that is an exact conversion of the others, read as the iteration seconds it
+    implies, for report.contradicting: (the least and the most its printed digits allow, the value, how a message
+    names it). The iteration time and the token rates are one another given the scenario's global batch, sequence
+    length and GPUs. The FLOP rate and the utilisations are not read: their conversion takes the FLOPs of a step and
+    a GPU's peak, which sources count their own way (Megatron-LM's scaling tables' MFU and NeMo's model TFLOP/s sit
+    8-23% from simulon's model FLOPs at the tokens they state: held to AGREEMENT, 30 of the shipped table's 340 rows
+    were skipped). Nor is the sample rate: llm-foundry's table prints it cut to a whole number (2 for the 2.94
+    sequences a second its token rate gives), no rounding its digits show."""
+    train = sc.workload.training
+    tokens = train.global_batch_size * train.sequence_length
+    per_unit = {"iter_time_s": None, "tokens_per_s_total": tokens, "tokens_per_s_per_gpu": tokens / train.num_gpus}
+    given = {}
+    for column, work in per_unit.items():
+        value = number(row, column)
+        if value is None or value <= 0:
+            continue
+        value, half = printed(row[column])
+        if work is None:
+            given[column] = (max(value - half, 0.0), value + half, value, f"{column} {value:g}")
+        else:
+            seconds = work / value
+            given[column] = (work / (value + half), work / (value - half) if value > half else math.inf, seconds,
+                             f"{column} {value:g} ({amount(seconds)} s an iteration)")
+    return given
+
+
 def measured_iteration(row: dict[str, str], sim: Simulation, sc: ScenarioConfig) -> tuple[str, float]:
     """(the column measured, the iteration time in seconds that measurement implies)."""
     train = sc.workload.training
@@ -509,6 +542,9 @@ def compare_row(index: int, row: dict[str, str], memory_limit: float | None = No
     rows simulated with it (None: the whole limit); one planned to need more is not simulated and comes back as Needs
     (executors.in_shares)."""
     sc = scenario_from_row(row)
+    contradiction = contradicting(implied_iterations(row, sc))
+    if contradiction:  # one of the cells would be compared and the others go unread
+        raise Unsupported(contradiction)
     step = planned_row(sc, memory_limit)
     need = over_share(sc, step, ROW_FOLD, memory_limit, share)
     if need is not None:
