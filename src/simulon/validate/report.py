@@ -291,7 +291,8 @@ of their printed cells (half a unit in each cell's last digit: nccl-tests prints
 smallest sizes) before the row is skipped as contradicting itself (contradicting). A collectives row's bus bandwidth,
 algorithm bandwidth and time with its message size are printed from one measurement (busbw = algbw x the bus factor,
 algbw = bytes / time), and the shipped table's rows agree to within 1e-5 beyond their rounding; a training row's
-iteration time, token and sample rates are one another given its batch and sequence length. 5% lets through a source
+iteration time and token rates are one another given its batch, sequence length and GPUs (training.implied_iterations
+says why its sample rate and FLOP rates are not held to it). 5% lets through a source
 that prints them from differently averaged runs and stops a unit mix-up (GiB/s read as GB/s is 7.4%) or a cell in the
 wrong column."""
 
