@@ -23,7 +23,7 @@ from ..collective.metrics import bus_bandwidth_factor
 from ..collective.nccl import nccl_algorithm
 from ..collective.types import CollType, collective_named
 from ..config.common import MAX_GPUS
-from ..config.dc import DatacenterConfig
+from ..config.dc import DatacenterConfig, NodeSpec
 from ..config.resolve import Unresolved, resolve_hardware
 from ..dag.size import TooLarge
 from ..executors import Needs, beyond_share, in_order_in_shares
@@ -219,7 +219,8 @@ def case_of(index: int, row: dict[str, str]) -> tuple[tuple, Case, float | None,
     n, groups_count = int(n), int(groups_count)
     stated = number(row, "num_gpus")
     nodes = number(row, "nodes") or system.nodes
-    per_node = system.one_node().node.gpus_per_node
+    node = system.one_node().node
+    per_node = node.gpus_per_node
     groups_text = f"a group of {n}" if groups_count == 1 else f"{groups_count} groups of {n}"
     contradiction = (overfull(n * groups_count, groups_text, int(nodes) if nodes else None, per_node,
                               int(stated) if stated else None)
@@ -230,7 +231,7 @@ def case_of(index: int, row: dict[str, str]) -> tuple[tuple, Case, float | None,
     if disagreement:
         return disagreement
     num_gpus = int(stated or n * groups_count)
-    system = spread_over(system, num_gpus, int(number(row, "nodes") or 0))
+    system = spread_over(system, node, num_gpus, int(number(row, "nodes") or 0))
     if isinstance(system, str):
         return system
     groups = [tuple(range(g * n, (g + 1) * n)) for g in range(groups_count)]
@@ -240,13 +241,12 @@ def case_of(index: int, row: dict[str, str]) -> tuple[tuple, Case, float | None,
     return key, Case(system, ctype, groups, max(num_gpus, n * groups_count), algorithm), size, busbw
 
 
-def spread_over(system: System, num_gpus: int, nodes: int) -> System | str:
+def spread_over(system: System, node: NodeSpec, num_gpus: int, nodes: int) -> System | str:
     """The system a row's GPUs ran on where its `nodes` cell spreads them thinner than whole nodes (16 GPUs of
     DGX H100s on 16 nodes: one a node, each ring step across the NICs): nodes of that many GPUs each (and their
     NICs), else the system as it is (its GPUs on as few nodes as hold them: a blank cell, or one node holding a
     part of it). Why not where the GPUs do not divide evenly over the nodes, or a node's share splits a NIC's
-    GPUs."""
-    node = system.one_node().node
+    GPUs. `node`: the system's node (System.one_node's)."""
     if nodes <= -(-num_gpus // node.gpus_per_node):
         return system
     if num_gpus % nodes:
