@@ -32,6 +32,7 @@ from simulon.config.loading import load_scenario
 from simulon.engine import compiled
 from simulon.engine.flows import flow_properties
 from simulon.engine.footprint import flow_loads
+from simulon.engine.rate_log import busiest_links, carried_bytes, watched_flows
 from simulon.engine.replay_input import node_arrays
 from simulon.pipeline import TRAINING_RESHARE_WINDOW_S, build_dag
 from simulon.progress import REPORT_EVERY
@@ -55,8 +56,11 @@ def timed(call) -> tuple[float, object]:
 def loop_inputs(dag, topology, fold, sm_count: int) -> tuple:
     """The event loop's arguments, as `replay` makes them."""
     props = flow_properties(dag, topology, fold)
-    return (node_arrays(dag, props.nodes, sm_count), props, topology.capacity, flow_loads(dag, topology, fold, props),
-            dag.num_gpus, sm_count, TRAINING_RESHARE_WINDOW_S, lambda done: None, REPORT_EVERY)
+    loads = flow_loads(dag, topology, fold, props)
+    watched = watched_flows(loads, busiest_links(carried_bytes(props.wire, loads, topology.num_links),
+                                                 topology.capacity))
+    return (node_arrays(dag, props.nodes, sm_count), props, topology.capacity, loads, dag.num_gpus, sm_count,
+            TRAINING_RESHARE_WINDOW_S, lambda done: None, REPORT_EVERY, watched)
 
 
 def warm_up() -> None:

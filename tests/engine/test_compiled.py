@@ -69,6 +69,9 @@ def assert_same_times(dag, topology, fold, sm_count, window_s):
     fast = replay(dag, topology, fold, sm_count, window_s, engine="compiled")
     assert np.array_equal(fast.start, python.start)
     assert np.array_equal(fast.finish, python.finish)
+    assert np.array_equal(fast.rates.links, python.rates.links) and len(python.rates.links) > 0
+    for field in ("time", "flow", "rate"):
+        assert np.array_equal(getattr(fast.rates, field), getattr(python.rates, field))
     return python
 
 
@@ -228,17 +231,21 @@ def networks(draw, sm_count: int):
 
 @settings(max_examples=300)
 @given(st.sampled_from([0, 32]).flatmap(lambda sms: st.tuples(st.just(sms), networks(sms))),
-       st.sampled_from([0.0, 1e-6, 0.3]), st.integers(1, 5))
-def test_random_networks_replay_to_the_same_bit_compiled(network, window_s, report_every):
+       st.sampled_from([0.0, 1e-6, 0.3]), st.integers(1, 5), st.randoms(use_true_random=False))
+def test_random_networks_replay_to_the_same_bit_compiled(network, window_s, report_every, chance):
+    """... and log the same rates of the flows watched."""
     sm_count, (nodes, props, capacity, weight, num_gpus) = network
+    watched = np.array([chance.random() < 0.5 for _ in props.nodes], dtype=bool)
     runs = []
     for loop in (event_loop, compiled.event_loop):
         done: list[int] = []
-        start, finish = loop(nodes, props, capacity, LinkLoads.of_routes(props.links, weight), num_gpus, sm_count,
-                             window_s, done.append, report_every)
-        runs.append((start, finish, done))
-    (start, finish, done), (fast_start, fast_finish, fast_done) = runs
+        start, finish, log = loop(nodes, props, capacity, LinkLoads.of_routes(props.links, weight), num_gpus,
+                                  sm_count, window_s, done.append, report_every, watched)
+        runs.append((start, finish, done, log))
+    (start, finish, done, log), (fast_start, fast_finish, fast_done, fast_log) = runs
     assert np.array_equal(fast_start, start) and np.array_equal(fast_finish, finish)
+    assert all(np.array_equal(a, b) for a, b in zip(fast_log, log, strict=True))
+    assert set(log[1].tolist()) <= set(np.flatnonzero(watched).tolist())
     assert fast_done == done
     assert not (finish == NOT_FINISHED).any()   # an acyclic DAG always finishes
 

@@ -69,7 +69,7 @@ def test_flows_left_after_others_end_get_the_fair_share_of_those_left(case, data
     net.reshare(0.0)
     ended = data.draw(st.sets(st.integers(0, len(routes) - 1), max_size=len(routes) - 1))
     for f in ended:
-        net.remove(f)
+        net.remove(f, 0.5)
     net.reshare(0.5)
     left = [f for f in range(len(routes)) if f not in ended]
     expected = max_min_rates(padded([routes[f] for f in left]), capacity, cap[left],

@@ -15,7 +15,7 @@ from ..workload.kernels import KernelClass
 from .critical_path import CriticalPath, critical_path, path_summary
 from .exposure import GPUExposure, exposure
 from .findings import UNKNOWN, Finding, Settings, findings
-from .links import LinkSeries, LinkUse, busiest_links, link_series, link_use, links_summary, load_over_time
+from .links import LinkSeries, LinkUse, link_series, link_use, links_summary, load_over_time
 
 
 @dataclass(frozen=True)
@@ -58,8 +58,9 @@ def analyze(dag: ExecutionDAG, timeline: Timeline, topology: Topology, peak_flop
     per_gpu = exposure(dag, timeline, ridge)
     loads = timeline.loads
     use = link_use(topology, props, loads, timeline.makespan)
-    series = link_series(topology, props, loads, timeline, busiest_links(use))
-    links = {**links_summary(topology, use, dag.multiplicity), "over_time": load_over_time(series, timeline.makespan)}
+    series = link_series(topology, loads, timeline.rates)
+    links = {**links_summary(topology, use, timeline.rates.links, dag.multiplicity),
+             "over_time": load_over_time(series, timeline.makespan)}
     attention = attention_ms(dag, timeline) if settings.warp_mma_attention else None
     found = findings(per_gpu, summary, links, timeline.makespan * 1e3, settings, attention)
     return Analysis(path, summary, per_gpu, use, links, found, ridge, series)

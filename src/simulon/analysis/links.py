@@ -18,20 +18,18 @@ import numpy as np
 
 from ..engine.flows import FlowProperties
 from ..engine.footprint import LinkLoads
-from ..engine.replay import Timeline
+from ..engine.rate_log import RateLog, carried_bytes
 from ..network.topology import Topology
 
 FABRIC_CLASSES = {"nic_up": "NIC", "nic_down": "NIC", "leaf_up": "leaf-spine", "spine_down": "leaf-spine",
                   "spine_up": "spine-core", "core_down": "spine-core"}
 """The class of each block of fabric links: NIC ports to their leaf, leaves to spines, spines to cores."""
-BUSIEST = 5
-"""Links listed as the busiest."""
 
 
 @dataclass(frozen=True)
 class LinkSeries:
-    """A link's load over the step, for a counter track: from times[i] on (seconds) its flows, each at its mean
-    rate, take `load[i]` of its capacity."""
+    """A link's load over the step, for a counter track: from times[i] on (seconds) its flows, at the rates the
+    replay gave them, take `load[i]` of its capacity."""
 
     name: str
     times: np.ndarray
@@ -62,8 +60,7 @@ def link_classes(topology: Topology) -> list[str]:
 def link_use(topology: Topology, props: FlowProperties, loads: LinkLoads, step_s: float) -> LinkUse:
     """Bytes and utilisation of every link over a step of `step_s` seconds, from the flows' wire bytes and the
     links each loads (engine.footprint.flow_loads)."""
-    per_slot = np.repeat(props.wire, np.diff(loads.ptr)) * loads.weight
-    carried = np.bincount(loads.link, weights=per_slot, minlength=topology.num_links).astype(np.float64)
+    carried = carried_bytes(props.wire, loads, topology.num_links)
     room = topology.capacity * step_s
     utilisation = np.divide(carried, room, out=np.zeros_like(carried), where=room > 0)
     return LinkUse(carried, utilisation, link_classes(topology))
@@ -85,10 +82,11 @@ def represented(topology: Topology, multiplicity: np.ndarray) -> np.ndarray:
     return count
 
 
-def links_summary(topology: Topology, use: LinkUse, multiplicity: np.ndarray | None = None) -> dict:
+def links_summary(topology: Topology, use: LinkUse, busiest: np.ndarray,
+                  multiplicity: np.ndarray | None = None) -> dict:
     """Per class: links, links that carried traffic, bytes, mean and highest utilisation of those, over the whole
     cluster where the step was folded (`multiplicity`: the GPUs each simulated GPU stands for, see represented);
-    and the BUSIEST links by utilisation (ties by link id)."""
+    and the `busiest` links (the replay's: engine.rate_log.busiest_links, by utilisation, ties by link id)."""
     classes = np.array(use.link_class)
     stands = represented(topology, multiplicity) if multiplicity is not None else np.ones(len(classes))
     by_class = {}
@@ -101,33 +99,17 @@ def links_summary(topology: Topology, use: LinkUse, multiplicity: np.ndarray | N
                           "mean_utilisation": float(np.average(util, weights=weight)) if weight.sum() else 0.0,
                           "max_utilisation": float(util.max(initial=0.0))}
     busiest = [{"link": topology.link_name(i), "class": use.link_class[i], "bytes": float(use.bytes[i]),
-                "utilisation": float(use.utilisation[i])} for i in busiest_links(use).tolist()]
+                "utilisation": float(use.utilisation[i])} for i in busiest.tolist()]
     return {"by_class": by_class, "busiest": busiest}
 
 
-def busiest_links(use: LinkUse, count: int = BUSIEST) -> np.ndarray:
-    """The `count` links of highest utilisation that carried traffic, busiest first (ties by link id)."""
-    order = np.lexsort((np.arange(len(use.bytes)), -use.utilisation))[:count]
-    return order[use.bytes[order] > 0]
-
-
-def link_series(topology: Topology, props: FlowProperties, loads: LinkLoads, timeline: Timeline,
-                links: np.ndarray) -> list[LinkSeries]:
-    """The load of each of `links` over the step, each flow on it counted at its mean rate (its wire bytes over
-    the time from its first to its last byte, times its weight there) while it sends. The replay's rates change as
-    flows come and go, so this smooths each flow's rate over its life: the load may pass 1 for a moment where a
-    flow that ran alone at full rate and one that shared the link overlap."""
-    flow_of_slot = np.repeat(np.arange(len(props.nodes)), np.diff(loads.ptr))
-    first = timeline.start[props.nodes]
-    last = timeline.finish[props.nodes] - props.delivered_latency(first, timeline.finish[props.nodes])
-    span = last - first
-    rate = np.divide(props.wire, span, out=np.zeros_like(span), where=span > 0)
+def link_series(topology: Topology, loads: LinkLoads, rates: RateLog) -> list[LinkSeries]:
+    """The load of each link the replay watched (`rates`, busiest first) over the step: its flows at the rates
+    the replay gave them, each times how many flows it stands for there."""
     series = []
-    for link in links.tolist():
-        slots = np.flatnonzero(loads.link == link)
-        f = flow_of_slot[slots]
-        load = rate[f] * loads.weight[slots] / topology.capacity[link]
-        times, level = load_steps(np.concatenate([first[f], last[f]]), np.concatenate([load, -load]))
+    for link in rates.links.tolist():
+        times, changes = rates.link_rate(loads, link)
+        times, level = load_steps(times, changes / topology.capacity[link])
         series.append(LinkSeries(topology.link_name(link), times, level))
     return series
 

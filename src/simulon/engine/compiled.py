@@ -42,12 +42,14 @@ NODE_DONE, LAST_BYTE, LAUNCHED = int(Event.NODE_DONE), int(Event.LAST_BYTE), int
 NONE = -1
 """No slot: the end of a link's list of flows."""
 FINISHED, REPORT, GROW = 0, 1, 2
-"""Why the compiled loop returned: no event is left; progress is due; the event heap may run out of room."""
-SEQ, HEAP, DIRTY, READY, DONE, REPORT_AT = range(6)
-"""The loop's counters: events pushed, events in the heap, changed links, ready nodes, finished nodes, and the
-finished count at which progress is next reported."""
+"""Why the compiled loop returned: no event is left; progress is due; the event heap or the rate log may run out
+of room."""
+SEQ, HEAP, DIRTY, READY, DONE, REPORT_AT, LOGGED = range(7)
+"""The loop's counters: events pushed, events in the heap, changed links, ready nodes, finished nodes, the
+finished count at which progress is next reported, and rates logged."""
 HEAP_ROOM = 1 << 16
-"""Entries the event heap starts with beyond two per flow; it doubles when it may not hold one more step."""
+"""Entries the event heap starts with beyond two per flow; it doubles when it may not hold one more step. The rate
+log starts with as many beyond two per watched flow, and doubles alike."""
 _INF = np.inf
 ENTRY = {"cache": True, "_nrt": False}
 """How the loop is compiled: cached next to this file; without reference counting of arrays (every array comes
@@ -81,6 +83,7 @@ class Graph(NamedTuple):
     slot_flow: np.ndarray  # per slot: the flow
     first: np.ndarray      # per slot: the flow's first slot on that link (a route crossing a link twice joins once)
     capacity: np.ndarray   # per link: bytes/s
+    watched: np.ndarray    # per flow: its rates are logged (rate_log.py)
 
 
 class Network(NamedTuple):
@@ -127,6 +130,7 @@ class Settings(NamedTuple):
     same_share: float     # fair_share.SAME_SHARE
     empty_load: float     # fair_share.EMPTY_LOAD
     same_rate: float      # fair_share.SAME_RATE
+    watched: int          # flows whose rates are logged: the most one step may log, less the one that ends
 
 
 class Loop(NamedTuple):
@@ -139,27 +143,33 @@ class Loop(NamedTuple):
     ready: np.ndarray       # a stack of nodes
     heap_time: np.ndarray
     heap_entry: np.ndarray  # [entries, 4]: sequence, kind, item, version
-    counters: np.ndarray    # see SEQ ... REPORT_AT
+    counters: np.ndarray    # see SEQ ... LOGGED
     clock: np.ndarray       # [now]
+    log_time: np.ndarray    # the watched flows' rates as set: from log_time[i] on, log_flow[i] sends at log_rate[i]
+    log_flow: np.ndarray
+    log_rate: np.ndarray
 
 
 def event_loop(nodes: NodeArrays, props: FlowProperties, capacity: np.ndarray, loads: LinkLoads, num_gpus: int,
-               sm_count: int, window_s: float, advance: Callable[[int], None],
-               report_every: int) -> tuple[np.ndarray, np.ndarray]:
-    """replay.event_loop compiled: the same arguments, the same start and finish times."""
-    graph = _graph(nodes, props, capacity, loads)
+               sm_count: int, window_s: float, advance: Callable[[int], None], report_every: int,
+               watched: np.ndarray) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """replay.event_loop compiled: the same arguments, the same start and finish times and rate log."""
+    graph = _graph(nodes, props, capacity, loads, watched)
     net = _network(len(props.nodes), len(capacity), len(graph.link))
-    loop = _loop(nodes, num_gpus, len(props.nodes), report_every)
+    watching = int(np.count_nonzero(watched))
+    loop = _loop(nodes, num_gpus, len(props.nodes), report_every, watching)
     settings = Settings(int(sm_count), float(window_s), bool(np.isfinite(props.cap).any()), int(report_every),
-                        SAME_TIME, MAX_HELD_SHARE, SAME_SHARE, EMPTY_LOAD, SAME_RATE)
+                        SAME_TIME, MAX_HELD_SHARE, SAME_SHARE, EMPTY_LOAD, SAME_RATE, watching)
     while True:
         status = _advance(graph, net, loop, settings)
         if status == REPORT:
             advance(int(loop.counters[DONE]))
         elif status == GROW:
-            loop = _grown(loop)
+            loop = _grown(loop, watching)
         else:
-            return loop.start, loop.finish
+            logged = int(loop.counters[LOGGED])
+            return loop.start, loop.finish, (loop.log_time[:logged].copy(), loop.log_flow[:logged].copy(),
+                                             loop.log_rate[:logged].copy())
 
 
 def _i64(values) -> np.ndarray:
@@ -183,7 +193,8 @@ def first_slots(loads: LinkLoads) -> np.ndarray:
     return first
 
 
-def _graph(nodes: NodeArrays, props: FlowProperties, capacity: np.ndarray, loads: LinkLoads) -> Graph:
+def _graph(nodes: NodeArrays, props: FlowProperties, capacity: np.ndarray, loads: LinkLoads,
+           watched: np.ndarray) -> Graph:
     """The loop's read-only arrays; each flow's links in CSR form with their weights."""
     counts = np.diff(loads.ptr)
     lead, overlap = props.handoffs()
@@ -192,7 +203,8 @@ def _graph(nodes: NodeArrays, props: FlowProperties, capacity: np.ndarray, loads
                  np.ascontiguousarray(nodes.sm_bound, dtype=np.bool_), _i64(nodes.gpu), _f64(props.wire),
                  _f64(props.latency), _f64(lead), _f64(overlap), _f64(props.delay), _i64(props.nodes), _f64(props.cap),
                  _i64(loads.ptr), _i64(loads.link), _f64(loads.weight), _i64(np.repeat(np.arange(len(counts)), counts)),
-                 np.ascontiguousarray(first_slots(loads)), _f64(capacity))
+                 np.ascontiguousarray(first_slots(loads)), _f64(capacity),
+                 np.ascontiguousarray(watched, dtype=np.bool_))
 
 
 def _network(num_flows: int, num_links: int, num_slots: int) -> Network:
@@ -217,27 +229,38 @@ def _network(num_flows: int, num_links: int, num_slots: int) -> Network:
         is_frozen=per_flow(np.bool_), bottleneck=per_link(np.int64))
 
 
-def _loop(nodes: NodeArrays, num_gpus: int, num_flows: int, report_every: int) -> Loop:
+def _loop(nodes: NodeArrays, num_gpus: int, num_flows: int, report_every: int, watched: int) -> Loop:
     """The loop before its first event: every node without dependencies ready, the highest id on top (the
-    Python loop's list of them, popped from its end)."""
+    Python loop's list of them, popped from its end); nothing logged of the `watched` flows' rates."""
     n = len(nodes.pending)
     ready = np.zeros(n, dtype=np.int64)
     roots = np.flatnonzero(nodes.pending == 0)
     ready[:len(roots)] = roots
     room = HEAP_ROOM + 2 * num_flows
-    counters = np.zeros(6, dtype=np.int64)
+    counters = np.zeros(7, dtype=np.int64)
     counters[READY], counters[REPORT_AT] = len(roots), report_every
+    logs = HEAP_ROOM + 2 * watched
     return Loop(np.zeros(n), np.full(n, NOT_FINISHED), _i64(nodes.pending).copy(), np.zeros(num_gpus, np.int64),
-                ready, np.zeros(room), np.zeros((room, 4), dtype=np.int64), counters, np.zeros(1))
+                ready, np.zeros(room), np.zeros((room, 4), dtype=np.int64), counters, np.zeros(1), np.zeros(logs),
+                np.zeros(logs, dtype=np.int64), np.zeros(logs))
 
 
-def _grown(loop: Loop) -> Loop:
-    """The loop with twice the room in its event heap."""
+def _grown(loop: Loop, watched: int) -> Loop:
+    """The loop with twice the room in its event heap, or its rate log, whichever may not hold one more step (the
+    same test as _advance's)."""
+    if loop.counters[LOGGED] + watched + 1 > len(loop.log_time):
+        return loop._replace(log_time=_doubled(loop.log_time, int(loop.counters[LOGGED])),
+                             log_flow=_doubled(loop.log_flow, int(loop.counters[LOGGED])),
+                             log_rate=_doubled(loop.log_rate, int(loop.counters[LOGGED])))
     size = int(loop.counters[HEAP])
-    heap_time = np.zeros(2 * len(loop.heap_time))
-    heap_entry = np.zeros((2 * len(loop.heap_time), 4), dtype=np.int64)
-    heap_time[:size], heap_entry[:size] = loop.heap_time[:size], loop.heap_entry[:size]
-    return loop._replace(heap_time=heap_time, heap_entry=heap_entry)
+    return loop._replace(heap_time=_doubled(loop.heap_time, size), heap_entry=_doubled(loop.heap_entry, size))
+
+
+def _doubled(array: np.ndarray, used: int) -> np.ndarray:
+    """`array` with twice the room along its first axis, its first `used` entries kept."""
+    grown = np.zeros((2 * len(array), *array.shape[1:]), dtype=array.dtype)
+    grown[:used] = array[:used]
+    return grown
 
 
 @njit(**INLINED)
@@ -565,6 +588,16 @@ def _reshare(g, net, loop, now, s):
         net.version[f] += 1
         finish = now + net.remaining[f] / rate if rate > 0 else _INF
         _push(loop, finish, LAST_BYTE, f, net.version[f])
+        if g.watched[f]:
+            _log(loop, now, f, rate)
+
+
+@njit(**INLINED)
+def _log(loop, now, f, rate):
+    """FlowNetwork's log: flow `f` sends at `rate` from `now` on."""
+    i = loop.counters[LOGGED]
+    loop.log_time[i], loop.log_flow[i], loop.log_rate[i] = now, f, rate
+    loop.counters[LOGGED] += 1
 
 
 @njit(**INLINED)
@@ -612,7 +645,8 @@ def _advance(g, net, loop, s):
     num_flows = len(g.wire)
     while True:
         now = loop.clock[0]
-        if counters[HEAP] + num_flows + 2 > len(loop.heap_time):
+        if counters[HEAP] + num_flows + 2 > len(loop.heap_time) or \
+                counters[LOGGED] + s.watched + 1 > len(loop.log_time):
             return GROW
         if counters[READY] > 0:
             counters[READY] -= 1
@@ -628,6 +662,8 @@ def _advance(g, net, loop, s):
         if kind == LAST_BYTE:
             if net.version[item] != version or not net.active[item]:
                 continue  # superseded by a later rate change
+            if g.watched[item]:
+                _log(loop, now, item, 0.0)
             _remove(g, net, counters, item)
             node = g.flow_node[item]
             hidden = _py_min(g.lead[item], g.overlap[item] * (now - loop.start[node]))

@@ -44,11 +44,16 @@ class FlowNetwork:
 
     `links`: each flow's link ids; `capacity`: bytes/s per link; `weights`: each flow's weight on each of its links
     (how many flows it stands for there); `cap`: each flow's own rate limit (inf: none). A flow's `version`
-    counts its rate changes, so that a finish event computed under an older rate can be told apart.
+    counts its rate changes, so that a finish event computed under an older rate can be told apart. The rates
+    given to the `watched` flows (none if None) are logged, (time, flow, rate), in the order they are set
+    (engine/rate_log.py).
     """
 
-    def __init__(self, links: list[list[int]], capacity: np.ndarray, weights: list[list[float]], cap: np.ndarray):
+    def __init__(self, links: list[list[int]], capacity: np.ndarray, weights: list[list[float]], cap: np.ndarray,
+                 watched: list[bool] | None = None):
         self.links = links
+        self.watched = watched or [False] * len(links)
+        self.log: list[tuple[float, int, float]] = []
         self.weight = weights
         self.capacity = capacity.tolist()
         self.cap = cap.tolist()
@@ -70,8 +75,10 @@ class FlowNetwork:
             self.on_link[link][f] = None
             self.dirty[link] = None
 
-    def remove(self, f: int) -> None:
-        """Flow `f` has sent its last byte; its links need resharing."""
+    def remove(self, f: int, now: float) -> None:
+        """Flow `f` has sent its last byte (at `now`); its links need resharing."""
+        if self.watched[f]:
+            self.log.append((now, f, 0.0))
         for link in self.links[f]:
             self.on_link[link].pop(f, None)
             self.dirty[link] = None
@@ -101,6 +108,8 @@ class FlowNetwork:
             self.version[f] += 1
             finish = now + remaining[f] / rate[f] if rate[f] > 0 else _INF
             events.append((finish, f, self.version[f]))
+            if self.watched[f]:
+                self.log.append((now, f, rate[f]))
         return events
 
     def _connected(self) -> list[int]:

@@ -35,6 +35,7 @@ from ..progress import REPORT_EVERY
 from .fair_share import FlowNetwork
 from .flows import FlowProperties, flow_properties
 from .footprint import LinkLoads, flow_loads
+from .rate_log import RateLog, busiest_links, carried_bytes, watched_flows
 from .replay_input import MAX_HELD_SHARE, NO_FLOW, NOT_FINISHED, SAME_TIME, Event, NodeArrays, node_arrays
 
 ENGINES = ("auto", "compiled", "python")
@@ -65,6 +66,7 @@ class Timeline:
     finish: np.ndarray
     flows: FlowProperties    # the flows as replayed (engine.flows.flow_properties), kept for the analysis
     loads: LinkLoads         # the links each flow loaded, and how heavily (engine.footprint.flow_loads)
+    rates: RateLog           # the rates of the flows on the busiest links (engine.rate_log)
 
     @property
     def links(self) -> np.ndarray:
@@ -128,13 +130,14 @@ def replay(dag: ExecutionDAG, topology: Topology, fold: Fold, sm_count: int | np
     loop = _event_loop(_engine(engine), dag)
     nodes, sm_count = per_rank_sms(dag, node_arrays(dag, props.nodes, int(np.max(sm_count, initial=0))), sm_count)
     loads = flow_loads(dag, topology, fold, props)
-    start, finish = loop(nodes, props, topology.capacity, loads, dag.num_gpus, sm_count, window_s,
-                         advance or _unreported, REPORT_EVERY)
+    busiest = busiest_links(carried_bytes(props.wire, loads, topology.num_links), topology.capacity)
+    start, finish, log = loop(nodes, props, topology.capacity, loads, dag.num_gpus, sm_count, window_s,
+                              advance or _unreported, REPORT_EVERY, watched_flows(loads, busiest))
     stuck = int(np.count_nonzero(finish == NOT_FINISHED))
     if stuck:
         n = dag.num_nodes
         raise RuntimeError(f"replay stalled with {stuck} of {n} nodes unfinished (a dependency cycle in the DAG)")
-    return Timeline(start, finish, props, loads)
+    return Timeline(start, finish, props, loads, RateLog(busiest, *log))
 
 
 def per_rank_sms(dag: ExecutionDAG, nodes: NodeArrays, sm_count: int | np.ndarray) -> tuple[NodeArrays, int]:
@@ -183,15 +186,18 @@ def _event_loop(engine: str, dag: ExecutionDAG):
 
 
 def event_loop(nodes: NodeArrays, props: FlowProperties, capacity: np.ndarray, loads: LinkLoads, num_gpus: int,
-               sm_count: int, window_s: float, advance: Callable[[int], None],
-               report_every: int) -> tuple[np.ndarray, np.ndarray]:
+               sm_count: int, window_s: float, advance: Callable[[int], None], report_every: int,
+               watched: np.ndarray) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """The Python event loop over the DAG's `nodes` and flows `props` loading links of `capacity` (bytes/s) as
-    `loads` says: every node's start and finish time (NOT_FINISHED where a cycle stalled it). `advance(done)` is
-    told every `report_every` finished nodes how many are finished."""
+    `loads` says: every node's start and finish time (NOT_FINISHED where a cycle stalled it), and the rates the
+    `watched` flows were given (times, flows, rates: rate_log.RateLog's). `advance(done)` is told every
+    `report_every` finished nodes how many are finished."""
     links, weights = loads.rows()
-    net = FlowNetwork(links, capacity, weights, props.cap)
+    net = FlowNetwork(links, capacity, weights, props.cap, watched.tolist())
     start, finish = _run(_nodes(nodes), props, net, num_gpus, sm_count, window_s, advance, report_every)
-    return np.asarray(start, dtype=np.float64), np.asarray(finish, dtype=np.float64)
+    time, flow, rate = zip(*net.log, strict=True) if net.log else ((), (), ())
+    log = (np.asarray(time, dtype=np.float64), np.asarray(flow, dtype=np.int64), np.asarray(rate, dtype=np.float64))
+    return np.asarray(start, dtype=np.float64), np.asarray(finish, dtype=np.float64), log
 
 
 def _unreported(done: int) -> None:
@@ -254,7 +260,7 @@ def _run(nodes: _Nodes, props: FlowProperties, net: FlowNetwork, num_gpus: int, 
             if kind == last_byte:
                 if net.version[item] != version or item not in net.rate:
                     continue  # superseded by a later rate change
-                net.remove(item)
+                net.remove(item, now)
                 seq += 1
                 node = flow_node[item]
                 push(events, (now + (latency[item] - min(lead[item], overlap[item] * (now - start[node]))), seq,

@@ -1,6 +1,6 @@
 """The link-utilisation heat map, from `simulon simulate --json`: the busiest links (rows) against time in the step
 (columns), each cell the link's mean load over that bin as a share of its capacity (analysis/links.py's
-`load_over_time`: each flow counted at its mean rate while it sends)."""
+`load_over_time`: each flow counted at the rates the replay gave it)."""
 
 from __future__ import annotations
 
