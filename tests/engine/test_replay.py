@@ -159,6 +159,45 @@ def test_a_pipelined_tree_streams_its_chunks():
     assert timing.time_us * 1e-6 == pytest.approx((chunks + 1) * size / chunks / bw + 2 * lat, rel=1e-9)
 
 
+@pytest.mark.parametrize("channels", [1, 2, 4, 16])
+def test_a_simple_tree_channel_moves_no_more_than_nccls_per_channel_tree_bus_bandwidth(channels):
+    """NCCL bounds a tree's bus bandwidth by its channels x perChMaxTreeBw (tuning.cc). Over two GPUs a tree's
+    flow carries its algorithm bandwidth, which is its bus bandwidth: the chunks stream at the lesser of the link
+    and the channels' bound. Without the bound a one-node tree ran 1 GiB in 8,875.8 us on 1 channel as on 16."""
+    bw, bound, size = 100 * GB, 20 * GB, 2**28
+    dc = datacenter(gpus=2, nvlink="100GBps")
+    chunks = pipeline_chunks(size / channels, "simple")
+    model = with_(IDEAL, tree_bus_bandwidth=(bound,) * 3)
+    timing = timed(dc, CollType.AllReduce, range(2), size, "tree", channels, model=model)
+    expected = (chunks + 1) * size / chunks / min(bw, channels * bound)
+    assert timing.time_us * 1e-6 == pytest.approx(expected, rel=1e-9)
+    flows = flow_set(CollType.AllReduce, range(2), size, channels, "tree", "simple", one_period=True)
+    estimate = SteadyState(Topology.from_datacenter(dc, model=model)).estimate([flows], CollType.AllReduce, "tree",
+                                                                               "simple")
+    assert estimate == pytest.approx(expected, rel=1e-9)
+
+
+@pytest.mark.parametrize("n", [4, 8])
+def test_a_simple_tree_on_more_channels_is_faster_until_its_links_bound_it(n):
+    """Over n GPUs each channel's flows carry the algorithm bandwidth, 2(n-1)/n of it the bus bandwidth: one
+    channel reaches at most perChMaxTreeBw of bus bandwidth, c channels c times one's while the links allow."""
+    dc = datacenter(gpus=8, nvlink="100GBps")
+    model = with_(IDEAL, tree_bus_bandwidth=(5 * GB,) * 3)
+    busbw = {c: timed(dc, CollType.AllReduce, range(n), 2**30, "tree", c, model=model).busbw_GBps
+             for c in (1, 2, 4, 64)}
+    assert busbw[1] <= 5 * (1 + 1e-9)
+    assert busbw[2] == pytest.approx(2 * busbw[1], rel=1e-9) and busbw[4] == pytest.approx(4 * busbw[1], rel=1e-9)
+    unbounded = timed(dc, CollType.AllReduce, range(n), 2**30, "tree", 64, model=IDEAL).busbw_GBps
+    assert busbw[64] == pytest.approx(unbounded, rel=1e-9)   # 64 channels' bound lies beyond the links
+
+
+def test_the_shipped_tree_runs_slower_on_one_channel_than_on_sixteen():
+    dc = gpt_scenario(nodes=1, gpus_per_node=8).datacenter
+    one, sixteen = (time_collective(dc, CollType.AllReduce, tuple(range(8)), 2**30, "tree", c, "simple").time_us
+                    for c in (1, 16))
+    assert one > 4 * sixteen
+
+
 @pytest.mark.parametrize("launch_us", [5.0, 40.0])
 def test_a_pipelined_tree_pays_its_launch_once_not_once_a_chunk(launch_us):
     # NCCL launches one kernel a collective: the chunks after a channel's first stream behind it, each starting

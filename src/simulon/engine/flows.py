@@ -48,15 +48,24 @@ class LinkTerms:
 
 
 def link_terms(model, proto, lanes: np.ndarray, scale_out: np.ndarray, in_switch: np.ndarray,
-               grouped: np.ndarray, fan_in: np.ndarray) -> LinkTerms:
+               grouped: np.ndarray, fan_in: np.ndarray, channel_bound=np.inf) -> LinkTerms:
     """A flow's terms on its links under the calibrated link `model`, whatever its size: `proto` indexes
     PROTOCOLS (one for all flows or one per flow), `lanes` its channels, `scale_out` whether it leaves the
     scale-up domain, `in_switch` whether it is a leg to or from a reducing switch, `grouped` whether it is a
-    part of a grouped send, `fan_in` how many members of a domain a switch serves."""
+    part of a grouped send, `fan_in` how many members of a domain a switch serves, `channel_bound` the payload
+    bytes/s its algorithm allows one of its channels (tree_bound)."""
     factor = np.array([WIRE_FACTOR[p] for p in PROTOCOLS])[proto]
     efficiency = model.share(in_switch, grouped & ~np.asarray(scale_out, dtype=bool))
-    cap = model.flow_cap(proto, lanes, scale_out, grouped) * factor
+    cap = model.flow_cap(proto, lanes, scale_out, grouped, channel_bound) * factor
     return LinkTerms(factor, efficiency, cap, model.step_latency(proto, scale_out, in_switch, grouped, fan_in))
+
+
+def tree_bound(model, algorithm: str, protocol: str, group, domain_gpus: int) -> float:
+    """The payload bytes/s one channel of a collective's flow may move for its algorithm under the link `model`:
+    a Simple tree's (LinkModel.tree_channel_bandwidth), else no bound beyond the protocol's own."""
+    if algorithm != "tree" or protocol != "simple":
+        return np.inf
+    return model.tree_channel_bandwidth(len(group), len(domain_members(group, domain_gpus)))
 
 
 def staging_delay(model, size: np.ndarray, lanes: np.ndarray, staged: np.ndarray) -> np.ndarray:
@@ -139,7 +148,10 @@ def flow_properties(dag: ExecutionDAG, topology: Topology, fold: Fold) -> FlowPr
 
     def under(model) -> tuple[LinkTerms, np.ndarray, np.ndarray]:
         """(terms, hop, launch delay) of every flow under one link model."""
-        terms = link_terms(model, proto, lanes, scale_out, in_switch, grouped, fan_in)
+        bounds = {key: tree_bound(model, *key, topology.domain_gpus)
+                  for key in {(c.algorithm, c.protocol, c.group) for c in dag.collectives}}
+        bound = np.array([bounds[c.algorithm, c.protocol, c.group] for c in dag.collectives] + [np.inf])[coll]
+        terms = link_terms(model, proto, lanes, scale_out, in_switch, grouped, fan_in, bound)
         step = dag.size[nodes] / steps
         hop = (terms.hop + staging_delay(model, step, lanes, grouped & ~scale_out)) * steps + \
             model.local_pass(step, lanes, local)

@@ -29,7 +29,7 @@ from ..dag.nodes import ranges
 from ..network.fabric import NO_LINK
 from ..network.topology import FROM_SCALE_UP_SWITCH, TO_SCALE_UP_SWITCH, Topology, endpoints
 from .fair_share import max_min_rates
-from .flows import LinkTerms, domain_members, link_terms, sliced_handoffs, staging_delay
+from .flows import LinkTerms, domain_members, link_terms, sliced_handoffs, staging_delay, tree_bound
 from .footprint import connection_spread
 
 MIN_RATE = 1e-9
@@ -172,9 +172,9 @@ class SteadyState:
     def estimate(self, flows: list[FlowSet], ctype: CollType, algorithm: str, protocol: str) -> float:
         """Seconds from every member joining to the last finishing, for concurrent flow sets of a collective of
         type `ctype` run by `algorithm` under `protocol`."""
-        key = _fingerprint(flows, protocol)
+        key = _fingerprint(flows, algorithm, protocol)
         if key not in self.known:
-            self.known = {key: self._structure(flows, protocol)}  # a sweep moves on: keep the latest only
+            self.known = {key: self._structure(flows, algorithm, protocol)}  # a sweep moves on: keep the latest only
         st, model, topology = self.known[key], self.topology.model, self.topology
         size = np.concatenate([fs.size for fs in flows])
         wire = st.terms.wire(size)
@@ -196,7 +196,7 @@ class SteadyState:
         send_receive = any(fs.send_receive for fs in flows)
         return float(model.launch_delay(PROTOCOLS.index(protocol), send_receive)) + max(chain, busiest)
 
-    def _structure(self, flows: list[FlowSet], protocol: str) -> _Structure:
+    def _structure(self, flows: list[FlowSet], algorithm: str, protocol: str) -> _Structure:
         topology = self.topology
         model, p = topology.model, PROTOCOLS.index(protocol)
         gpu, peer = [], []
@@ -216,7 +216,9 @@ class SteadyState:
                                          fs.local_pass, "") for fs in flows])
         fan_in = np.concatenate([np.full(len(fs), domain_members(fs.group, topology.domain_gpus).max(initial=1))
                                  for fs in flows])
-        terms = link_terms(model, p, lanes, scale_out, in_switch, grouped, fan_in)
+        bound = np.concatenate([np.full(len(fs), tree_bound(model, algorithm, protocol, fs.group,
+                                                            topology.domain_gpus)) for fs in flows])
+        terms = link_terms(model, p, lanes, scale_out, in_switch, grouped, fan_in, bound)
         chains = [_Chain.of(fs) for fs in flows]
         depth = np.concatenate([c.depth(len(fs)) for c, fs in zip(chains, flows, strict=True)])
         rate = np.zeros(len(gpu))
@@ -228,9 +230,9 @@ class SteadyState:
                           shares)
 
 
-def _fingerprint(flows: list[FlowSet], protocol: str) -> str:
+def _fingerprint(flows: list[FlowSet], algorithm: str, protocol: str) -> str:
     """A key for everything of the flows but their sizes."""
-    digest = hashlib.blake2b(protocol.encode(), digest_size=16)
+    digest = hashlib.blake2b(f"{algorithm} {protocol}".encode(), digest_size=16)
     for fs in flows:
         digest.update(repr((fs.group, fs.switch, fs.lanes, fs.periods, fs.local_pass)).encode())
         for column in (fs.src_pos, fs.dst_pos, fs.step, fs.parent_ptr, fs.parent_idx):

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from ..collective.nccl import PROTOCOLS
+from ..collective.nccl import PROTOCOLS, architecture
 from ..config.dc import DatacenterConfig, Group, weakest_group
 
 LOCAL_PASSES = ("reduce", "copy", "reduce_copy")
@@ -44,6 +44,19 @@ class LinkModel:
     sendrecv_launch: float | None = None  # seconds from a send/receive's call to its first byte (None: Simple's)
     p2p_efficiency: float | None = None  # fraction of a scale-up port's line rate grouped sends reach inside the
                                          # domain (None: the collectives' scale_up_efficiency)
+    tree_bus_bandwidth: tuple[float, ...] = (float("inf"),) * 3  # bus bytes/s one channel of a tree reaches, on
+                                                                   # 1, 2, more nodes (NCCL's perChMaxTreeBw)
+
+    def tree_channel_bandwidth(self, members: int, nodes: int) -> float:
+        """Payload bytes/s one channel of a tree's flow may move over a group of `members` GPUs on `nodes` nodes
+        (scale-up domains). NCCL bounds a tree's bus bandwidth by its channels times perChMaxTreeBw
+        (src/graph/tuning.cc, by architecture, for 1, 2 and more nodes; collective/data/nccl.yaml): one channel's
+        thread block reduces and forwards what it receives at its own pace. A tree all-reduce's bus bandwidth is
+        2(n-1)/n its algorithm bandwidth, all of which each channel's flows carry up and, at the same time, down:
+        one flow of a channel moves at most perChMaxTreeBw x n / (2(n-1)). The Simple protocol has no other
+        per-channel bound (data/calibration.yaml): without this one a tree ran as fast on one channel as on 16."""
+        n = max(members, 2)
+        return self.tree_bus_bandwidth[min(max(nodes, 1), 3) - 1] * n / (2.0 * (n - 1))
 
     def launch_delay(self, proto, send_receive) -> np.ndarray:
         """Seconds from a collective's call to its first byte: its protocol's launch, or a send/receive's own
@@ -82,12 +95,13 @@ class LinkModel:
         switch = self.in_switch_hop + self.in_switch_member_hop * (np.asarray(fan_in) - 1)
         return np.where(in_switch, switch, hop)
 
-    def flow_cap(self, proto, lanes, scale_out, grouped_sends) -> np.ndarray:
+    def flow_cap(self, proto, lanes, scale_out, grouped_sends, channel_bound=np.inf) -> np.ndarray:
         """Payload bytes/s a flow may reach on its own: its channels' (lanes) worth of one channel's. Inside a
-        scale-up domain a thread block copies each part of a grouped send, at its own rate."""
+        scale-up domain a thread block copies each part of a grouped send, at its own rate; `channel_bound` is
+        what its algorithm allows a channel beside (collective.tree.tree_channel_bandwidth; inf: nothing)."""
         per_channel = np.where(grouped_sends & ~np.asarray(scale_out, dtype=bool), self.p2p_channel_bandwidth,
                                np.asarray(self.channel_bandwidth)[proto])
-        return per_channel * lanes
+        return np.minimum(per_channel, channel_bound) * lanes
 
     @classmethod
     def ideal(cls) -> LinkModel:
@@ -151,4 +165,5 @@ def link_model_of(gpu_name: str, nic_name: str, table: dict[str, Any] | None = N
                      in_switch_member_hop=float(g["in_switch_member_hop_us"]) * US,
                      p2p_channel_bandwidth=float(g["p2p_channel_GBps"] or "inf") * GBPS,
                      local_pass_bandwidth=_local_pass(g), sendrecv_launch=_optional(g, "sendrecv_launch_us", US),
-                     p2p_efficiency=_optional(g, "p2p_efficiency", 1.0))
+                     p2p_efficiency=_optional(g, "p2p_efficiency", 1.0),
+                     tree_bus_bandwidth=tuple(b * GBPS for b in architecture(gpu_family)["per_channel_tree"]))
