@@ -24,6 +24,7 @@ from simulon.config import (
     load_scenario,
 )
 from simulon.config.loading import parse_scenario
+from simulon.config.scenario import scenario_argument
 from simulon.config.templates import find_template, template_names, template_stem, template_stem_loose
 from simulon.search.run import scenario_for
 from simulon.search.space import Strategy
@@ -750,3 +751,22 @@ def test_a_key_misplaced_under_a_block_of_the_same_name_is_sent_to_that_block_fi
     path, message = load_error(tmp_path, "scen.yaml", data)
     assert message.startswith(f"{path}: datacenter.node_groups[0].network.scale_out.switch: unknown key "
                               "(it belongs in datacenter.network.scale_out or ")
+
+
+@pytest.mark.parametrize(("value", "says"), [
+    ("examples/scenario.yaml", "sc: expected a ScenarioConfig, got str: read the file with "
+                               "simulon.config.load_scenario(path)"),
+    (ROOT / "examples" / "scenario.yaml", "got PosixPath: read the file with simulon.config.load_scenario(path)"),
+    ({"datacenter": {}}, "got dict: validate the data with simulon.config.ScenarioConfig.model_validate(data)"),
+    (None, "got NoneType: load one with simulon.config.load_scenario(path)"),
+])
+def test_a_python_entry_point_given_no_scenario_names_its_parameter_and_how_to_make_one(value, says):
+    with pytest.raises(TypeError, match=re.escape(says)):
+        scenario_argument(value)
+
+
+def test_a_python_entry_point_that_simulates_a_step_refuses_a_scenario_without_a_workload():
+    sc = ScenarioConfig.model_validate({"datacenter": {"from": "dgx-h100", "cluster": {"num_nodes": 1}}})
+    assert scenario_argument(sc) is sc
+    with pytest.raises(ValueError, match=r"^scenario: the scenario has no workload block to simulate$"):
+        scenario_argument(sc, "scenario", need_workload=True)

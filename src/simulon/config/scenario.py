@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from os import PathLike
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, field_validator, model_validator
@@ -106,6 +107,20 @@ class ScenarioConfig(StrictModel):
         if self.workload is None:
             return self.datacenter.placement()
         return workload_placement(self.workload, self.datacenter)
+
+
+def scenario_argument(value: object, name: str = "sc", need_workload: bool = False) -> ScenarioConfig:
+    """`value`, given to a Python entry point's parameter `name` that takes a scenario, where it is a ScenarioConfig
+    (with a workload block where `need_workload`); else a TypeError (ValueError for a missing workload) that names
+    the parameter, what it got and how to make one, rather than an AttributeError from deep inside."""
+    if not isinstance(value, ScenarioConfig):
+        how = ("read the file with simulon.config.load_scenario(path)" if isinstance(value, (str, PathLike))
+               else "validate the data with simulon.config.ScenarioConfig.model_validate(data)"
+               if isinstance(value, dict) else "load one with simulon.config.load_scenario(path)")
+        raise TypeError(f"{name}: expected a ScenarioConfig, got {type(value).__name__}: {how}")
+    if need_workload and value.workload is None:
+        raise ValueError(f"{name}: the scenario has no workload block to simulate")
+    return value
 
 
 def workload_placement(wl: MegatronWorkload, dc: DatacenterConfig) -> Placement:
