@@ -20,6 +20,7 @@ from simulon.validate.training import (
     planned_row,
     sample_rows,
     scenario_from_row,
+    simulate_row,
     validate_training,
     with_source_layouts,
 )
@@ -415,3 +416,25 @@ def test_a_row_whose_cells_a_block_refuses_is_skipped_with_one_line_naming_the_f
     row = {**rows[10], "layers": "1e9"}
     (skipped,) = validate_training([row]).skipped
     assert skipped.reason == "row: num_layers: 1000000000 is more than 10,000 layers"
+
+
+@pytest.mark.parametrize(("times", "compared"), [(7.8, False), (1 / 7.8, False), (1.3, True), (1 / 1.3, True)])
+def test_a_row_whose_flop_rate_and_token_rate_lie_over_1_5x_apart_at_the_steps_flops_is_not_compared(
+        rows, times, compared):
+    """Sources count a step's FLOPs their own way (the shipped rows up to 1.23x from simulon's): a FLOP rate is no
+    exact conversion of a token rate, but one 7.8x off is a cell in the wrong column, and the row was compared on its
+    token rate as if nothing were wrong."""
+    _, row = _row(rows, subset="flash_attention_training_speed", model="GPT3-125M (FlashAttention impl)")
+    sc = scenario_from_row(row)
+    tokens_per_s = float(row["tokens_per_s_total"])
+    step_s = sc.workload.training.global_batch_size * sc.workload.training.sequence_length / tokens_per_s
+    flops = simulate_row(sc).result.step_flops()
+    consistent = flops / step_s / sc.workload.training.num_gpus / 1e12
+    report = validate_training([{**row, "tflops_per_gpu": f"{consistent * times:.6g}"}])
+    if compared:
+        assert len(report.rows) == 1 and not report.skipped
+        return
+    assert not report.rows
+    (skipped,) = report.skipped
+    assert skipped.reason.startswith("measured cells contradict each other beyond 1.5x: tflops_per_gpu ")
+    assert f"7.8x the {step_s:.3g} s of tokens_per_s_total 1310000.0" in skipped.reason

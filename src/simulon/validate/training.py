@@ -470,8 +470,9 @@ def implied_iterations(row: dict[str, str], sc: ScenarioConfig) -> dict[str, tup
     length and GPUs. The FLOP rate and the utilisations are not read: their conversion takes the FLOPs of a step and
     a GPU's peak, which sources count their own way (Megatron-LM's scaling tables' MFU and NeMo's model TFLOP/s sit
     8-23% from simulon's model FLOPs at the tokens they state: held to AGREEMENT, 30 of the shipped table's 340 rows
-    were skipped). Nor is the sample rate: llm-foundry's table prints it cut to a whole number (2 for the 2.94
-    sequences a second its token rate gives), no rounding its digits show."""
+    were skipped); measured_iteration holds them to the looser FLOP_AGREEMENT once the step's FLOPs are known. Nor
+    is the sample rate: llm-foundry's table prints it cut to a whole number (2 for the 2.94 sequences a second its
+    token rate gives), no rounding its digits show."""
     train = sc.workload.training
     tokens = train.global_batch_size * train.sequence_length
     per_unit = {"iter_time_s": None, "tokens_per_s_total": tokens, "tokens_per_s_per_gpu": tokens / train.num_gpus}
@@ -491,31 +492,62 @@ def implied_iterations(row: dict[str, str], sc: ScenarioConfig) -> dict[str, tup
 
 
 def measured_iteration(row: dict[str, str], sim: Simulation, sc: ScenarioConfig) -> tuple[str, float]:
-    """(the column measured, the iteration time in seconds that measurement implies)."""
+    """(the column measured, the iteration time in seconds that measurement implies): the first of METRICS the row
+    gives. Raises Unsupported where it gives none, or where a FLOP rate or utilisation it also gives implies an
+    iteration over FLOP_AGREEMENT times longer or shorter (the cells contradict each other)."""
+    implied = implied_iteration_times(row, sim, sc)
+    if not implied:
+        raise Unsupported("row has no iteration time, throughput or utilisation")
+    (metric, seconds), *others = implied.items()
+    if metric == "samples_per_s" or metric in FLOP_METRICS:  # a sample rate may be cut to a whole number
+        return metric, seconds
+    apart = [f"{other} {row[other].strip()} implies {amount(value)} s an iteration at simulon's FLOPs of the step, "
+             f"{amount(max(value, seconds) / min(value, seconds))}x the {amount(seconds)} s of {metric} "
+             f"{row[metric].strip()}" for other, value in others
+             if other in FLOP_METRICS and max(value, seconds) > FLOP_AGREEMENT * min(value, seconds)]
+    if apart:
+        raise Unsupported(f"measured cells contradict each other beyond {FLOP_AGREEMENT:g}x: " + "; ".join(apart))
+    return metric, seconds
+
+
+FLOP_METRICS = ("tflops_per_gpu", "mfu_pct", "hfu_pct")
+"""The measured cells that convert to an iteration time through the FLOPs of a step (and a GPU's peak)."""
+FLOP_AGREEMENT = 1.5
+"""How far (a factor) the iteration time a row's FLOP rate or utilisation implies at simulon's FLOPs of the step may
+lie from the one its iteration time or token rate gives before the row is skipped as contradicting itself. Sources
+count a step's FLOPs their own way (the shipped rows' lie up to 1.23x from simulon's: Megatron-LM's scaling tables,
+NeMo's model TFLOP/s), so this is no exact rule as report.AGREEMENT is: a choice that lets those through and stops a
+cell in the wrong column or unit (a row stating 100 TFLOP/s a GPU beside a token rate that makes 780)."""
+
+
+def implied_iteration_times(row: dict[str, str], sim: Simulation, sc: ScenarioConfig) -> dict[str, float]:
+    """The iteration time in seconds each measured cell of the row implies, in the order of METRICS."""
     train = sc.workload.training
     num_gpus = sim.result.num_gpus
     tokens = train.global_batch_size * train.sequence_length
     model_flops, hardware_flops = sim.result.step_flops(), sim.result.step_flops(hardware=True)
     peak = sc.placement().peak_flops(train.dtype)
+    implied = {}
     for metric in METRICS:
         value = number(row, metric)
         if value is None or value <= 0:
             continue
         if metric == "iter_time_s":
-            return metric, value
-        if metric == "tokens_per_s_total":
-            return metric, tokens / value
-        if metric == "tokens_per_s_per_gpu":
-            return metric, tokens / (value * num_gpus)
-        if metric == "samples_per_s":
-            return metric, train.global_batch_size / value
-        if metric == "tflops_per_gpu":
+            implied[metric] = value
+        elif metric == "tokens_per_s_total":
+            implied[metric] = tokens / value
+        elif metric == "tokens_per_s_per_gpu":
+            implied[metric] = tokens / (value * num_gpus)
+        elif metric == "samples_per_s":
+            implied[metric] = train.global_batch_size / value
+        elif metric == "tflops_per_gpu":
             # a source that reports hardware utilisation counts recomputation in its FLOP rate as well
             flops = hardware_flops if number(row, "hfu_pct") and not number(row, "mfu_pct") else model_flops
-            return metric, flops / (value * 1e12 * num_gpus)
-        flops = model_flops if metric == "mfu_pct" else hardware_flops
-        return metric, flops / (value / 100 * peak * num_gpus)
-    raise Unsupported("row has no iteration time, throughput or utilisation")
+            implied[metric] = flops / (value * 1e12 * num_gpus)
+        else:
+            flops = model_flops if metric == "mfu_pct" else hardware_flops
+            implied[metric] = flops / (value / 100 * peak * num_gpus)
+    return implied
 
 
 ROW_FOLD: FoldMode = "symmetric"
