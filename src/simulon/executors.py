@@ -30,6 +30,7 @@ import os
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
+from numbers import Integral
 from typing import Any, Protocol
 
 from .config.errors import ConfigError
@@ -96,6 +97,28 @@ class Admission:
     @property
     def done(self) -> bool:
         return not self.waiting and not self.running
+
+
+PROCESSES_PER_CPU = 4
+"""Local worker processes allowed per CPU: a simulation keeps its CPU busy, so more run no faster, and each
+process holds its own copy of the work (thousands of them would exhaust the machine's memory and processes)."""
+
+
+def check_processes(count: object, name: str) -> int | None:
+    """`count` (given as `name`: a parameter, or a command's option; None: the default) if it is a sensible number
+    of local processes: at least one, and at most PROCESSES_PER_CPU for each CPU of this machine; else ValueError
+    (TypeError for what is no whole number), naming `name`."""
+    if count is None:
+        return None
+    if isinstance(count, bool) or not isinstance(count, Integral):
+        raise TypeError(f"{name}: expected a whole number of processes, got {count!r}")
+    if count < 1:
+        raise ValueError(f"{name}: expected a positive number of processes, got {count}")
+    cpus = os.cpu_count() or 1
+    if count > PROCESSES_PER_CPU * cpus:
+        raise ValueError(f"{name}: expected at most {PROCESSES_PER_CPU * cpus} processes ({PROCESSES_PER_CPU} for "
+                         f"each of this machine's {cpus} CPUs; more run no faster), got {count}")
+    return int(count)
 
 
 def local_workers(count: int | None) -> int:

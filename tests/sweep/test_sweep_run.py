@@ -304,3 +304,32 @@ def test_a_sampled_points_exposed_communication_by_kind_is_the_steps_as_a_whole_
     for name in kinds:
         assert float(rows[0][name]) == pytest.approx(float(rows[1][name]), rel=1e-6, abs=1e-6)
     assert sum(float(rows[0][name]) for name in kinds) == pytest.approx(float(rows[0]["exposed_comm_ms"]), rel=1e-6)
+
+
+@pytest.mark.parametrize(("arguments", "error", "message"), [
+    ({"fold_mode": "xx"}, ValueError, "fold_mode: expected auto, full or symmetric, got 'xx'"),
+    ({"jobs": 0}, ValueError, "jobs: expected a positive number of processes, got 0"),
+    ({"jobs": -1}, ValueError, "jobs: expected a positive number of processes, got -1"),
+    ({"jobs": 1.5}, TypeError, "jobs: expected a whole number of processes, got 1.5"),
+    ({"memory_limit": -1}, ValueError, "memory_limit: must be positive, got -1 B"),
+])
+def test_run_sweep_refuses_an_argument_the_cli_refuses_naming_it_before_the_csv_is_touched(
+        points, tmp_path, counted, arguments, error, message):
+    """An invalid fold_mode left a CSV holding only its header; jobs=0 and jobs=-1 ran, where --jobs refuses them."""
+    out = tmp_path / "s.csv"
+    with pytest.raises(error) as refused:
+        run_sweep(points, out, **arguments)
+    assert str(refused.value) == message
+    assert counted == [] and not out.exists()
+
+
+def test_run_sweep_takes_its_csv_as_a_str_and_refuses_what_is_no_path_or_no_points(scenario, tmp_path):
+    """A str path ended in AttributeError: 'str' object has no attribute 'exists'."""
+    points = sweep_points(scenario, [parse_axis("cluster.num_nodes=1")])
+    rows, kept = run_sweep(points, str(tmp_path / "s.csv"))
+    assert kept == 0 and (tmp_path / "s.csv").read_text().count("\n") == 2 and rows[0]["num_gpus"] == "8"
+    with pytest.raises(TypeError, match=r"^path: expected the sweep CSV's path \(a str or pathlib.Path\), got int"):
+        run_sweep(points, 5)
+    with pytest.raises(ValueError, match=r"^points: expected at least one point to sweep"):
+        run_sweep([], tmp_path / "e.csv")
+    assert not (tmp_path / "e.csv").exists()

@@ -3,7 +3,6 @@ local processes a command may start (`--jobs`, `--workers`)."""
 
 from __future__ import annotations
 
-import os
 from typing import Annotated
 
 import typer
@@ -30,19 +29,12 @@ def memory_limit(text: str | None) -> float | None:
         raise ConfigError(f"--max-memory: {exc}") from None
 
 
-PROCESSES_PER_CPU = 4
-"""Local worker processes allowed per CPU: a simulation keeps its CPU busy, so more run no faster, and each
-process holds its own copy of the work (thousands of them would exhaust the machine's memory and processes)."""
-
-
 def check_processes(count: int | None, option: str) -> None:
     """A ConfigError unless `count` (given by `option`; None: the default) is a sensible number of local
-    processes: at least one, and at most PROCESSES_PER_CPU for each CPU of this machine."""
-    if count is None:
-        return
-    if count < 1:
-        raise ConfigError(f"{option}: expected a positive number of processes, got {count}")
-    cpus = os.cpu_count() or 1
-    if count > PROCESSES_PER_CPU * cpus:
-        raise ConfigError(f"{option}: expected at most {PROCESSES_PER_CPU * cpus} processes ({PROCESSES_PER_CPU} for "
-                          f"each of this machine's {cpus} CPUs; more run no faster), got {count}")
+    processes (executors.check_processes, the rule's one home, which the Python API's entry points share)."""
+    from ..executors import check_processes as checked_processes
+
+    try:
+        checked_processes(count, option)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None

@@ -28,7 +28,7 @@ from ..analysis.kinds import COMM_KINDS
 from ..config.common import MAX_GPUS
 from ..config.errors import ConfigError
 from ..config.units import GiB
-from ..executors import Executor, Needs, in_shares
+from ..executors import Executor, Needs, check_processes, in_shares
 from ..export.files import write_atomic
 from ..progress import SILENT, Progress
 from .points import Point
@@ -177,7 +177,9 @@ def run_sweep(points: list[Point], path: Path, jobs: int = 1, fold_mode: str = "
               memory_limit: float | None = None) -> tuple[list[dict[str, str]], int]:
     """Run every point not already in the CSV at `path`, `jobs` at a time, writing each row as it finishes; the
     rows in the points' order, and how many were already there. `memory_limit`: bytes the points running at once
-    may take together (None: no limit; on Ray, each task's), as `simulated` shares it out."""
+    may take together (None: no limit; on Ray, each task's), as `simulated` shares it out. Nothing is read or
+    written before the arguments are checked (check_arguments: ValueError or TypeError naming the parameter)."""
+    path = check_arguments(points, path, jobs, fold_mode, memory_limit)
     points = [dataclasses.replace(p, expand=fold_mode) for p in points]
     header = columns(points)
     fields, done = read_rows(path)
@@ -209,6 +211,26 @@ def run_sweep(points: list[Point], path: Path, jobs: int = 1, fold_mode: str = "
     rows = [point_row(p, results[p.key]) for p in points]
     write_atomic(path, header_text(header) + row_text(header, rows + others))
     return rows, len(kept)
+
+
+def check_arguments(points: object, path: object, jobs: object, fold_mode: object, memory_limit: object) -> Path:
+    """run_sweep's CSV path as a Path (a str or path-like given), once its arguments are what it takes: points of
+    sweep.points (sweep_points makes them), at least one; `jobs` a number of local processes as --jobs is checked
+    (executors.check_processes); a fold mode and a memory limit as simulate takes them (pipeline.check_fold_mode,
+    check_memory_limit). Else TypeError or ValueError naming the parameter, before the CSV is touched: an invalid
+    fold_mode left a CSV holding only its header, and jobs=0 or -1 ran where --jobs 0 is refused."""
+    from ..pipeline import check_fold_mode, check_memory_limit
+
+    if not isinstance(path, str | os.PathLike):
+        raise TypeError(f"path: expected the sweep CSV's path (a str or pathlib.Path), got {type(path).__name__}")
+    if not isinstance(points, list) or not all(isinstance(p, Point) for p in points):
+        raise TypeError("points: expected a list of sweep points (simulon.sweep.points.sweep_points makes them)")
+    if not points:
+        raise ValueError("points: expected at least one point to sweep")
+    check_processes(jobs, "jobs")
+    check_fold_mode(fold_mode)
+    check_memory_limit(memory_limit)
+    return Path(path)
 
 
 def earlier_points(points: list[Point], path: Path, fields: list[str], done: dict[str, dict[str, str]]
