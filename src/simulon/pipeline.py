@@ -12,6 +12,7 @@ from typing import get_args
 import numpy as np
 
 from .analysis.result import SimulationResult, summarize
+from .collective.algorithms import find_algorithm
 from .collective.decompose import flow_count, flow_set
 from .collective.metrics import bus_bandwidth_factor
 from .collective.tuner import CollectivePlan
@@ -127,6 +128,21 @@ def plan_dag(sc: ScenarioConfig, fold_mode: FoldMode = "auto") -> PlannedDag:
     fold = fold_within_groups(tracer.layout, dc, placement, fold_mode, axes,
                               collective_shifts(programs, tracer.layout, plan.symmetry, topology) if axes else ())
     return PlannedDag(programs, tracer.layout, topology, plan, fold, fold_mode)
+
+
+def check_collectives(sc: ScenarioConfig) -> None:
+    """Unrunnable (collective.algorithms) where the scenario's fixed collective algorithm cannot run one of its
+    training step's collectives on that collective's group (a type it has no decomposition of, PAT on a group with
+    several GPUs a node, NVLS across NVLink domains): what the collective plan refuses when the step's DAG is built,
+    found by planning the step, at the fewer micro-batches it would be sampled at (sampling.chosen_counts), and
+    choosing every stage program's collectives as its size is counted (dag.size.estimate_size), without building
+    it. `auto`, and an algorithm that runs every collective anywhere (Algorithm.never_refused: ring), are not
+    planned."""
+    algorithm = sc.collective.algorithm
+    if algorithm == "auto" or find_algorithm(algorithm).never_refused:
+        return
+    counts = chosen_counts(sc, "auto")
+    plan_dag(sc if counts is None else with_microbatches(sc, counts[0])).size()
 
 
 def build_dag(sc: ScenarioConfig, fold_mode: FoldMode = "auto", memory_limit: float | None = None,

@@ -425,3 +425,24 @@ def test_a_group_sees_the_nics_of_its_own_gpus_in_a_domain_as_nccls_trimmed_topo
     pair = (0, 1, 8, 9)
     assert p4d._bandwidths(p4d.shape(pair), p4d.weakest_ports(pair))[1] == pytest.approx(
         p4d.weakest_ports(pair).nic * p4d.topology.fabric.ports_per_nic / 1e9)
+
+
+def test_an_algorithm_never_refused_runs_every_collective_of_a_step_on_any_group_and_protocol_and_only_those_do():
+    """Algorithm.never_refused lets a sweep skip planning a point's step to find what its algorithm cannot run
+    (pipeline.check_collectives): a fixed ring or pxn is chosen for all-reduce, all-gather and reduce-scatter on
+    groups inside a node, across nodes one GPU each and unevenly, under every protocol and without any reducing
+    switch; every other algorithm is refused somewhere there."""
+    groups = [range(8), range(0, 32, 8), [0, 1, 2, 8]]
+    never = {name for name, a in CATALOG.items() if a.never_refused}
+    assert never == {"ring", "pxn"}
+    for name in CATALOG:
+        refused = False
+        for protocol in ("simple", "ll", "ll128"):
+            p = plan("dgx-a100", nodes=4, algorithm=name, protocol=protocol)
+            for ctype in (AR, AG, RS):
+                for group in groups:
+                    try:
+                        p.choose(ctype, group, 2**20)
+                    except Unrunnable:
+                        refused = True
+        assert refused == (name not in never), name

@@ -263,14 +263,15 @@ def test_a_point_too_large_even_alone_is_refused_with_simulates_own_message_not_
     assert text.startswith("sweep point ") and "are available" in text and "running at once" not in text
 
 
-def test_a_sweep_stopped_by_a_point_that_cannot_run_leaves_no_file_it_made_and_wrote_no_row_to(scenario, tmp_path):
-    """It left a CSV holding only its header (the runnable points after it never run: the sweep stops, as the
-    journal's design has it)."""
+def test_a_sweep_stopped_by_a_point_that_cannot_run_leaves_no_file_it_made_and_wrote_no_row_to(scenario, tmp_path,
+                                                                                              counted):
+    """It left a CSV holding only its header. NVLS-tree on groups inside one NVLink domain is refused for the group
+    (not the collective type), and that too before any point runs."""
     points = sweep_points(scenario, [parse_axis("collective.algorithm=nvls_tree,auto")])
     out = tmp_path / "s.csv"
-    with pytest.raises(ConfigError, match="nvls_tree"):
+    with pytest.raises(ConfigError, match="nvls_tree runs across NVLink domains, and this group is inside one"):
         run_sweep(points, out)
-    assert not out.exists()
+    assert not out.exists() and counted == []
     run_sweep(points[1:], out)  # a file with rows is kept, however the sweep onto it ends
     before = out.read_bytes()
     with pytest.raises(ConfigError, match="nvls_tree"):
@@ -304,6 +305,29 @@ def test_a_sampled_points_exposed_communication_by_kind_is_the_steps_as_a_whole_
     for name in kinds:
         assert float(rows[0][name]) == pytest.approx(float(rows[1][name]), rel=1e-6, abs=1e-6)
     assert sum(float(rows[0][name]) for name in kinds) == pytest.approx(float(rows[0]["exposed_comm_ms"]), rel=1e-6)
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_point_whose_algorithm_cannot_run_its_steps_collectives_is_refused_before_any_point_runs(
+        scenario, tmp_path, counted, jobs):
+    """collective.algorithm=pat passed the points' validation and failed only when its DAG was built: ring and tree
+    ran first, and the CSV kept the ring row on a local pool and no row on Ray, whichever finished first."""
+    points = sweep_points(scenario, [parse_axis("collective.algorithm=ring,tree,pat")])
+    out = tmp_path / "s.csv"
+    with pytest.raises(ConfigError) as refused:
+        run_sweep(points, out, jobs=jobs)
+    assert str(refused.value) == ("sweep point collective.algorithm=pat: collective.algorithm: AllReduce has no pat "
+                                  "decomposition (pat does AllGather, ReduceScatter)")
+    assert counted == [] and not out.exists()
+
+
+def test_a_sweep_refused_for_a_point_that_cannot_run_leaves_an_earlier_csv_as_it_was(scenario, tmp_path, counted):
+    out = tmp_path / "s.csv"
+    run_sweep(sweep_points(scenario, [parse_axis("collective.algorithm=ring")]), out)
+    before = out.read_bytes()
+    with pytest.raises(ConfigError, match=r"collective\.algorithm=pat"):
+        run_sweep(sweep_points(scenario, [parse_axis("collective.algorithm=ring,pat")]), out)
+    assert out.read_bytes() == before and len(counted) == 1
 
 
 @pytest.mark.parametrize(("arguments", "error", "message"), [

@@ -127,6 +127,16 @@ class Algorithm:
         """Tuned as NCCL's ring: its protocol and channels are chosen as a ring's."""
         return self.tuned_as == "ring"
 
+    @property
+    def never_refused(self) -> bool:
+        """Whether a fixed choice of it runs every collective a training step makes (all-reduce, all-gather,
+        reduce-scatter; an all-to-all or send/receive runs as send/receive where it has none: algorithm_for) on any
+        group, datacenter and protocol: none of what CollectivePlan refuses a fixed algorithm for applies (a type
+        without a decomposition, a switch that must reduce, a group NCCL would not run it on, a protocol it lacks).
+        Ring and pxn."""
+        return (set(_RING_STEPS) <= set(self.decompositions) and self.reduction is Reduction.GPUS
+                and self.refusal is _no_refusal and set(self.protocols) == set(PROTOCOLS))
+
     def reduction_missing(self, reduces: tuple[bool, bool]) -> str | None:
         """Why a datacenter whose switches reduce as `reduces` says cannot run it, or None if it can."""
         where = self.reduction.value

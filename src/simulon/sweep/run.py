@@ -178,13 +178,15 @@ def run_sweep(points: list[Point], path: Path, jobs: int = 1, fold_mode: str = "
     """Run every point not already in the CSV at `path`, `jobs` at a time, writing each row as it finishes; the
     rows in the points' order, and how many were already there. `memory_limit`: bytes the points running at once
     may take together (None: no limit; on Ray, each task's), as `simulated` shares it out. Nothing is read or
-    written before the arguments are checked (check_arguments: ValueError or TypeError naming the parameter)."""
+    written before the arguments are checked (check_arguments: ValueError or TypeError naming the parameter), and
+    nothing written before every point to run is known to be runnable (check_runnable)."""
     path = check_arguments(points, path, jobs, fold_mode, memory_limit)
     points = [dataclasses.replace(p, expand=fold_mode) for p in points]
     header = columns(points)
     fields, done = read_rows(path)
     kept = {p.key: {m: done[p.key][m] for m in METRICS} for p in points if p.key in done}
     others = earlier_points(points, path, fields, done)
+    check_runnable([p for p in points if p.key not in kept])
     new_file = not path.exists()
     try:
         write_atomic(path, header_text(header) + row_text(header, [point_row(p, kept[p.key]) for p in points
@@ -231,6 +233,21 @@ def check_arguments(points: object, path: object, jobs: object, fold_mode: objec
     check_fold_mode(fold_mode)
     check_memory_limit(memory_limit)
     return Path(path)
+
+
+def check_runnable(points: list[Point]) -> None:
+    """A ConfigError naming the first of `points` whose collective algorithm cannot run one of its step's
+    collectives (pipeline.check_collectives: PAT's all-reduce, a tree's all-gather, NVLS across NVLink domains),
+    as the point's run would end (named), but before any point runs: a sweep of collective.algorithm=ring,tree,pat
+    ran ring and tree first and then stopped, keeping the ring row on a local pool and none on Ray."""
+    from ..collective.algorithms import Unrunnable
+    from ..pipeline import check_collectives
+
+    for point in points:
+        try:
+            check_collectives(point.scenario)
+        except Unrunnable as exc:
+            named(point, {UNRUNNABLE: str(exc)})
 
 
 def earlier_points(points: list[Point], path: Path, fields: list[str], done: dict[str, dict[str, str]]
