@@ -42,6 +42,15 @@ def test_the_critical_path_of_the_quick_start_is_exactly_its_step_time():
     assert {"compute", "TP"} <= set(summary["by_kind_ms"])
 
 
+def test_a_term_the_path_spends_no_time_on_reads_zero_not_the_rounding_of_its_steps():
+    """The quick start's kernels are never slowed by SMs held by collectives: compute_slowdown read 8.5e-12 ms of
+    a 494.9 ms path, and the report listed it as 0.00000000000852 ms."""
+    summary = analysed(load_scenario(SEED_SCENARIO)).analysis.path_summary
+    assert summary["by_term_ms"]["compute_slowdown"] == 0.0
+    assert summary["by_term_ms"]["link_contention"] == pytest.approx(0.0037246534, rel=1e-6)
+    assert sum(summary["by_term_ms"].values()) == pytest.approx(summary["length_ms"], rel=1e-12)
+
+
 def test_the_critical_path_of_a_folded_run_is_exactly_its_step_time():
     run = analysed(gpt_scenario(nodes=4, gpus_per_node=4, tp=2, pp=2, gbs=16, nic="25Gbps"), "symmetric")
     assert run.sim.result.simulated_gpus < run.sim.result.num_gpus  # data-parallel peers folded

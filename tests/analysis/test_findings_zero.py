@@ -40,3 +40,14 @@ def test_a_term_is_listed_exactly_when_its_time_reaches_the_floor(below, above):
                                        (1234.56, "1,234.6")])
 def test_a_finding_under_ten_milliseconds_is_written_with_three_significant_digits_not_as_zero(ms, shown):
     assert shown_ms(ms) == shown
+
+
+def test_a_findings_share_of_the_step_is_written_as_the_report_writes_it_not_as_zero():
+    """A 3.7 us link contention on a 494.9 ms step read "0.000753% of the step" in the report's number and "0.0% of
+    the step" in the finding's own sentence beside it."""
+    path = {"by_term_ms": {"link_contention": 0.0037246533837035625}, "by_collective_ms": {}}
+    found = findings([row(0, TP=195.3, PP=0.0124)], path, {}, step_ms=494.85284117683125)
+    assert [f.detail for f in found] == [
+        "TP communication exposed 195.3 ms on GPU 0 (stage 0), 39.5% of the step",
+        "PP communication exposed 0.0124 ms on GPU 0 (stage 0), 0.00251% of the step",
+        "flows slowed by link sharing on the critical path: 0.00372 ms, 0.000753% of the step"]

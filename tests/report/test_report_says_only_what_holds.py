@@ -9,7 +9,7 @@ import json
 from helpers import SEED_SCENARIO, cli
 from simulon.plots.links import links as plot_links
 from simulon.plots.result import gantt
-from simulon.report.page import links, summary
+from simulon.report.page import critical_path, links, summary
 
 
 def test_the_stands_for_sentence_appears_only_where_fewer_gpus_were_simulated_than_run(made):
@@ -33,12 +33,28 @@ def test_a_link_class_none_of_whose_links_carried_traffic_is_left_out_of_the_tab
     assert "Per link class that carried traffic" in html
 
 
-def test_the_top_collectives_table_lists_every_collective_the_path_crosses_up_to_ten(made):
-    """The JSON cut the path's collectives at 5 under a table titled top 10: this step's path crosses 9."""
+def test_the_top_collectives_table_lists_every_collective_the_path_crosses_up_to_ten_titled_with_their_count(made):
+    """The JSON cut the path's collectives at 5 under a table titled top 10; then this step's 9 stood under "top
+    10 collectives"."""
     on_path = made.result["analysis"]["critical_path"]["by_collective_ms"]
     assert len(on_path) == 9
     html = made.report.read_text()
-    assert all(name in html for name in on_path) and "top 10 collectives" in html
+    assert all(name in html for name in on_path) and "top 9 collectives" in html and "top 10" not in html
+    data = copy.deepcopy(made.result)
+    data["analysis"]["critical_path"]["by_collective_ms"] = {f"TP c{i} (AllReduce)": 1.0 for i in range(10)}
+    assert "<th>top 10 collectives</th>" in critical_path(data)
+
+
+def test_a_share_of_the_path_is_written_to_three_figures_where_one_decimal_would_read_zero(made):
+    """link_contention's 0.00372 ms of a 494.9 ms path read "0.0%" in the terms table, beside "0.000753%" for the
+    same share in the findings."""
+    data = copy.deepcopy(made.result)
+    path = data["analysis"]["critical_path"]
+    path["length_ms"] = 494.85284117683125
+    path["by_term_ms"] = {"compute": 494.8491165234475, "link_contention": 0.0037246533837035625,
+                          "compute_slowdown": 0.0}
+    html = critical_path(data)
+    assert "0.00372</span></td><td>0.000753%</td>" in html and "0.00</span></td><td>0.0%</td>" in html
 
 
 def test_a_sampled_steps_report_and_plots_say_they_show_the_larger_replay(tmp_path):

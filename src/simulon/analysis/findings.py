@@ -37,7 +37,7 @@ from ..workload.layer_kernels import RING_BLOCK, LayerKernels
 from ..workload.layout import RankLayout
 from .exposure import GPUExposure
 from .kinds import COMM_KINDS
-from .shown import shown_ms
+from .shown import shown_ms, shown_share
 
 ADVICE = {
     "CP": "lower cp, or give each rank a longer sequence so attention hides the key/value exchange",
@@ -467,7 +467,7 @@ def _attention(attention_ms: dict[int, float], step_ms: float, settings: Setting
     gpu, value = max(slowed.items(), key=lambda item: (item[1], -item[0]))
     share_of_step = value / step_ms if step_ms > 0 else 0.0
     detail = (f"attention kernels ({library}, written for Ampere's mma.sync, which runs at {100 * shares[gpu]:.0f}% "
-              f"of this GPU's tensor-core peak): {shown_ms(value)} ms on GPU {gpu}, {100 * share_of_step:.1f}% of "
+              f"of this GPU's tensor-core peak): {shown_ms(value)} ms on GPU {gpu}, {shown_share(share_of_step)} of "
               f"{settings.replayed}")
     return Finding("attention", value, share_of_step, f"GPU {gpu}", detail, ADVICE["attention"])
 
@@ -489,14 +489,14 @@ def _worst_gpu(per_gpu: list[GPUExposure], term: str, step_ms: float, path: dict
     share = value / step_ms if step_ms > 0 else 0.0
     collective = ""
     if term in COMM_KINDS:
-        detail = (f"{term} communication exposed {shown_ms(value)} ms on {where}, {100 * share:.1f}% of "
+        detail = (f"{term} communication exposed {shown_ms(value)} ms on {where}, {shown_share(share)} of "
                   f"{settings.replayed}")
         top = [(name, ms) for name, ms in path.get("by_collective_ms", {}).items() if name.startswith(f"{term} ")]
         if top:
             detail += f"; on the critical path {top[0][0]} takes {shown_ms(top[0][1])} ms"
             collective = top[0][0]
     else:
-        detail = f"{WHAT[term]}: {shown_ms(value)} ms on {where}, {100 * share:.1f}% of {settings.replayed}"
+        detail = f"{WHAT[term]}: {shown_ms(value)} ms on {where}, {shown_share(share)} of {settings.replayed}"
     return Finding(term, value, share, where, detail, advice(term, settings, collective))
 
 
@@ -504,7 +504,7 @@ def _on_path(term: str, path: dict, links: dict, step_ms: float, settings: Setti
     """The critical path's time on `term`."""
     value = float(path["by_term_ms"].get(term, 0.0))
     share = value / step_ms if step_ms > 0 else 0.0
-    detail = f"{WHAT[term]}: {shown_ms(value)} ms, {100 * share:.1f}% of {settings.replayed}"
+    detail = f"{WHAT[term]}: {shown_ms(value)} ms, {shown_share(share)} of {settings.replayed}"
     busiest = links.get("busiest", [])
     link_class = ""
     if term == "link_contention" and busiest:

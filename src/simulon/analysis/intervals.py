@@ -36,5 +36,10 @@ of bubble)."""
 
 def idle_length(step: float, busy: float) -> float:
     """The time of `step` not covered by `busy`, 0 where within IDLE_RESIDUE of the step (or below it)."""
-    idle = step - busy
-    return idle if idle > IDLE_RESIDUE * step else 0.0
+    return without_residue(step - busy, step)
+
+
+def without_residue(length: float, step: float) -> float:
+    """`length`, a time within `step` found by subtracting sums of times, or 0 where within IDLE_RESIDUE of the step
+    (or below it): the rounding of the sums, not time."""
+    return length if length > IDLE_RESIDUE * step else 0.0

@@ -5,6 +5,7 @@ timeline), and the plots of the plots/ registry drawn from that same result."""
 from __future__ import annotations
 
 from ..analysis.critical_path import TOP_COLLECTIVES
+from ..analysis.shown import shown_share
 from ..compute.populate import ProfileUse
 from ..memory.remedies import LADDER_ORDER, TIMED_ORDER, settings_text
 from ..plots import KINDS
@@ -156,7 +157,7 @@ def shares(path: dict, key: str, title: str, limit: int | None = None) -> str:
     items = sorted(path[key].items(), key=lambda kv: (-kv[1], kv[0]))[:limit]
     length = path["length_ms"]
     return table((title, "ms", "share"), [(text(name), in_ms(f"analysis.critical_path.{key}.{name}", ms),
-                                           f"{100 * ms / length:.1f}%" if length else "") for name, ms in items])
+                                           shown_share(ms / length) if length else "") for name, ms in items])
 
 
 def critical_path(data: dict) -> str:
@@ -168,8 +169,14 @@ def critical_path(data: dict) -> str:
              f"{number('analysis.critical_path.flows', path['flows'], '')} flows).</p>\n")
     splits = [shares(path, "by_kind_ms", "kind"), shares(path, "by_stage_ms", "stage"),
               shares(path, "by_stream_ms", "stream"), shares(path, "by_term_ms", "term")]
-    top = shares(path, "by_collective_ms", f"top {TOP_COLLECTIVES} collectives", TOP_COLLECTIVES)
-    return f'{intro}<div class="tables">{"".join(splits)}</div>\n{top}'
+    return f'{intro}<div class="tables">{"".join(splits)}</div>\n{top_collectives(path)}'
+
+
+def top_collectives(path: dict) -> str:
+    """The collectives the critical path crosses, by their time on it, titled with how many it lists (at most
+    TOP_COLLECTIVES: a path crossing 9 was titled "top 10")."""
+    shown = min(len(path["by_collective_ms"]), TOP_COLLECTIVES)
+    return shares(path, "by_collective_ms", f"top {shown} collectives", TOP_COLLECTIVES)
 
 
 def findings(data: dict) -> str:
