@@ -12,10 +12,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from helpers import SEED_SCENARIO, cli, gpt_scenario
+from simulon.backend.analytical import AnalyticalBackend
 from simulon.collective import decompose_collective
 from simulon.collective.decompose import flow_set
 from simulon.collective.types import CollType
-from simulon.config import load_scenario
+from simulon.config import ScenarioConfig, load_scenario
 from simulon.dag.size import TooLarge
 from simulon.pipeline import FOLD_MODES, collective_sweep, simulate, step_size, time_collective
 from simulon.sampling import check_mode, chosen_counts, parse_mode
@@ -176,6 +177,38 @@ def test_the_cli_op_message_is_unchanged():
     assert proc.returncode != 0
     assert "--op: expected one of allreduce, allgather, reducescatter, alltoall, sendrecv, permute, got " \
            "'broadcast'" in proc.stderr
+
+
+# --- a path, data or a whole scenario where the entry point takes something else ---------------------------------
+
+@pytest.mark.parametrize("given, got", [(str(SEED_SCENARIO), "got str: read the file"),
+                                        (SEED_SCENARIO, "got PosixPath: read the file"),
+                                        ({"datacenter": {}}, "got dict: validate the data")])
+def test_simulate_given_a_path_or_data_names_sc_and_how_to_make_a_scenario(given, got):
+    with pytest.raises(TypeError, match=rf"^sc: expected a ScenarioConfig, {got}"):
+        simulate(given)
+
+
+def test_the_backend_given_a_path_names_its_scenario_parameter():
+    with pytest.raises(TypeError, match=r"^scenario: expected a ScenarioConfig, got str: read the file with "
+                                        r"simulon\.config\.load_scenario\(path\)$"):
+        AnalyticalBackend().simulate(str(SEED_SCENARIO))
+
+
+def test_simulating_a_scenario_without_a_workload_names_the_parameter():
+    bare = ScenarioConfig.model_validate({"datacenter": {"from": "dgx-h100", "cluster": {"num_nodes": 1}}})
+    with pytest.raises(ValueError, match=r"^sc: the scenario has no workload block to simulate$"):
+        simulate(bare)
+    with pytest.raises(ValueError, match=r"^scenario: the scenario has no workload block to simulate$"):
+        AnalyticalBackend().simulate(bare)
+
+
+def test_a_collective_sweep_given_the_scenario_asks_for_its_datacenter(seed):
+    with pytest.raises(TypeError, match=r"^dc: expected a DatacenterConfig, got ScenarioConfig: pass its "
+                                        r"datacenter \(dc=sc\.datacenter\)$"):
+        collective_sweep(seed, "allreduce", [0, 1, 2, 3], [1 << 20])
+    with pytest.raises(TypeError, match=r"^dc: expected a DatacenterConfig, got str"):
+        time_collective(str(SEED_SCENARIO), "allreduce", [0, 1], 1 << 20)
 
 
 # --- collective.decompose -------------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from .collective.types import COLLECTIVE_NAMES, CollType, collective_named
 from .compute.calibration import Calibrations
 from .compute.populate import ProfileUse, populate
 from .config.dc import DatacenterConfig, Placement
-from .config.scenario import ScenarioConfig
+from .config.scenario import ScenarioConfig, datacenter_argument, scenario_argument
 from .config.units import check_size, format_size, memory_amount
 from .dag.builder import DAGBuilder, collective_dag
 from .dag.fold import (
@@ -114,9 +114,8 @@ class PlannedDag:
 def plan_dag(sc: ScenarioConfig, fold_mode: FoldMode = "auto") -> PlannedDag:
     """The programs, network and fold of one iteration's DAG, not yet built."""
     check_fold_mode(fold_mode)
-    if sc.workload is None:
-        raise ValueError("the scenario has no workload block to simulate")
-    dc, wl = sc.datacenter, sc.workload
+    wl = scenario_argument(sc, need_workload=True).workload
+    dc = sc.datacenter
     num_gpus = wl.training.num_gpus or dc.num_gpus
     tracer = MegatronTracer(wl, num_gpus)
     placement = sc.placement()
@@ -219,7 +218,9 @@ def simulate(sc: ScenarioConfig, fold_mode: FoldMode = "auto", progress: Progres
     `micro_batches` (sampling.MicroBatches): "all" replays every micro-batch; "sample" or a pair of counts replays
     two smaller counts and extrapolates (sampling.py: the result says so, the DAG and timeline are the larger
     count's); "auto" replays every one unless the full DAG would not fit `memory_limit` or has more than
-    sampling.SAMPLE_ABOVE_NODES nodes, and then samples."""
+    sampling.SAMPLE_ABOVE_NODES nodes, and then samples. `sc` is a ScenarioConfig with a workload block
+    (config.scenario.scenario_argument: TypeError, ValueError)."""
+    scenario_argument(sc, need_workload=True)
     progress.stage("tracing the workload and building the DAG")
     step = plan_step(sc, fold_mode, memory_limit, trace, micro_batches, samples_first_above)
     return simulate_step(sc, step, fold_mode, progress, memory_limit, trace, micro_batches)
@@ -609,7 +610,7 @@ def sweep_plan(dc: DatacenterConfig, ctype: CollType | str, group: Sequence[int]
     """What collective_sweep simulates, checked (its collective, its groups, the first its own, its sizes) and the
     plan that chooses each size's algorithm on the datacenter's topology."""
     ctype = collective_of(ctype)
-    group = check_group(group, dc.num_gpus)
+    group = check_group(group, datacenter_argument(dc).num_gpus)
     others = [check_group(g, dc.num_gpus) for g in others]
     sizes = [check_message_size(size) for size in sizes]
     plan = CollectivePlan(Topology.from_datacenter(dc, model=model), algorithm, protocol, channels)
@@ -627,6 +628,7 @@ def collective_sweep(dc: DatacenterConfig, ctype: CollType | str, group: Sequenc
     `others`: more groups running the same collective at the same time. Identical groups of a symmetric
     algorithm, on a fabric where every member sees the same links, are simulated through one member.
 
+    `dc` is a DatacenterConfig (a scenario's `.datacenter`; config.scenario.datacenter_argument: TypeError).
     `ctype` is a CollType or its name (collective_of); the groups, sizes and collective are checked first
     (check_group, check_message_size: ValueError). A sweep whose flows would need more than `memory_limit` bytes
     (None: no limit) is refused before anything is built (check_sweep_fits: dag.size.TooLarge).

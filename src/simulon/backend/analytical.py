@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..analysis.result import SimulationResult
-from ..config.scenario import ScenarioConfig
+from ..config.scenario import ScenarioConfig, scenario_argument
 from ..dag.fold import FoldMode
 from ..dag.nodes import ExecutionDAG
 from ..pipeline import simulate
@@ -16,5 +16,7 @@ class AnalyticalBackend:
         self.fold = fold
 
     def simulate(self, scenario: ScenarioConfig) -> tuple[ExecutionDAG, SimulationResult]:
-        sim = simulate(scenario, self.fold)
+        """The DAG and result of one iteration of `scenario`, a ScenarioConfig with a workload block
+        (config.scenario.scenario_argument: TypeError, ValueError naming `scenario`)."""
+        sim = simulate(scenario_argument(scenario, "scenario", need_workload=True), self.fold)
         return sim.dag, sim.result

@@ -123,6 +123,17 @@ def scenario_argument(value: object, name: str = "sc", need_workload: bool = Fal
     return value
 
 
+def datacenter_argument(value: object, name: str = "dc") -> DatacenterConfig:
+    """`value`, given to a Python entry point's parameter `name` that takes a datacenter, where it is a
+    DatacenterConfig; else a TypeError that names the parameter, what it got and what to pass (a scenario's
+    `.datacenter`), rather than an AttributeError from deep inside."""
+    if isinstance(value, DatacenterConfig):
+        return value
+    how = (f"pass its datacenter ({name}=sc.datacenter)" if isinstance(value, ScenarioConfig)
+           else "load a scenario with simulon.config.load_scenario(path) and pass its .datacenter")
+    raise TypeError(f"{name}: expected a DatacenterConfig, got {type(value).__name__}: {how}")
+
+
 def workload_placement(wl: MegatronWorkload, dc: DatacenterConfig) -> Placement:
     """The node group of every rank of `wl` on `dc` (see ScenarioConfig.placement)."""
     par, train = wl.parallelism, wl.training
