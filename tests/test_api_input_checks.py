@@ -225,6 +225,32 @@ def test_flow_set_refuses_an_empty_group():
         flow_set("AllReduce", [], 1 << 20, 2)
 
 
+@pytest.mark.parametrize("algorithm", ["ring", "tree", "nvls"])
+def test_an_all_to_all_asked_to_run_as_a_collective_algorithm_is_refused_as_the_cli_refuses_it(dc, algorithm):
+    says = (f"^algorithm: AllToAll is NCCL's point-to-point send/receive, which NCCL_ALGO does not steer: it runs "
+            f"as p2p, pxn, deepep or auto, not {algorithm}$")
+    with pytest.raises(ValueError, match=says):
+        collective_sweep(dc, "alltoall", [0, 1, 2, 3], [1 << 20], algorithm=algorithm)
+    with pytest.raises(ValueError, match=says):
+        decompose_collective("AllToAll", [0, 1, 2, 3], 1 << 20, 1, algorithm)
+    proc = cli("collective", str(SEED_SCENARIO), "--op", "alltoall", "--sizes", "1MiB", "--algorithm", algorithm)
+    assert proc.returncode == 2 and proc.stderr.strip() == f"error: --{says[1:-1]}"
+
+
+def test_an_all_to_all_given_no_algorithm_runs_and_names_p2p(dc):
+    (row,) = collective_sweep(dc, "alltoall", [0, 1, 2, 3], [1 << 20])
+    assert row.algorithm == "p2p" and row == collective_sweep(dc, "alltoall", [0, 1, 2, 3], [1 << 20], "p2p")[0]
+    assert row.time_us == pytest.approx(41.08, abs=0.005)
+    assert decompose_collective("AllToAll", [0, 1, 2, 3], 1 << 20)[0].algorithm == "p2p"
+
+
+@pytest.mark.parametrize("start", [-5, -1, 1.5, "0", True])
+def test_decompose_collective_refuses_a_flow_id_start_that_is_not_a_whole_number_from_0(start):
+    says = f"flow_id_start: a flow id is a whole number from 0, got {start!r}"
+    with pytest.raises(ValueError, match=f"^{re.escape(says)}$"):
+        decompose_collective("AllReduce", [0, 1], 1024, 1, "ring", flow_id_start=start)
+
+
 def test_decompose_collective_still_decomposes_a_good_group():
     result, next_id = decompose_collective(collective_type="AllReduce", group_ranks=[0, 1, 2, 3],
                                            data_size=1 << 20, num_channels=2, algorithm="ring")

@@ -12,7 +12,7 @@ from typing import get_args
 import numpy as np
 
 from .analysis.result import SimulationResult, summarize
-from .collective.algorithms import find_algorithm
+from .collective.algorithms import asked_algorithm, find_algorithm
 from .collective.decompose import flow_count, flow_set
 from .collective.metrics import bus_bandwidth_factor
 from .collective.tuner import CollectivePlan
@@ -604,7 +604,7 @@ def collective_of(op: object) -> CollType:
 
 
 def sweep_plan(dc: DatacenterConfig, ctype: CollType | str, group: Sequence[int], sizes: Sequence[float],
-               algorithm: str = "ring", channels: int | None = None, protocol: str = "auto",
+               algorithm: str | None = None, channels: int | None = None, protocol: str = "auto",
                others: Sequence[tuple[int, ...]] = (), model: LinkModel | None = None
                ) -> tuple[CollType, list[tuple[int, ...]], list[float], CollectivePlan]:
     """What collective_sweep simulates, checked (its collective, its groups, the first its own, its sizes) and the
@@ -613,12 +613,13 @@ def sweep_plan(dc: DatacenterConfig, ctype: CollType | str, group: Sequence[int]
     group = check_group(group, datacenter_argument(dc).num_gpus)
     others = [check_group(g, dc.num_gpus) for g in others]
     sizes = [check_message_size(size) for size in sizes]
+    algorithm = asked_algorithm(ctype, algorithm)
     plan = CollectivePlan(Topology.from_datacenter(dc, model=model), algorithm, protocol, channels)
     return ctype, [tuple(group), *(tuple(g) for g in others)], sizes, plan
 
 
 def collective_sweep(dc: DatacenterConfig, ctype: CollType | str, group: Sequence[int], sizes: Sequence[float],
-                     algorithm: str = "ring", channels: int | None = None, protocol: str = "auto",
+                     algorithm: str | None = None, channels: int | None = None, protocol: str = "auto",
                      others: Sequence[tuple[int, ...]] = (), model: LinkModel | None = None,
                      progress: Progress = SILENT, memory_limit: float | None = None) -> list[CollectiveTiming]:
     """Simulate one collective alone on the datacenter at each size, from every member joining to the last
@@ -630,8 +631,11 @@ def collective_sweep(dc: DatacenterConfig, ctype: CollType | str, group: Sequenc
 
     `dc` is a DatacenterConfig (a scenario's `.datacenter`; config.scenario.datacenter_argument: TypeError).
     `ctype` is a CollType or its name (collective_of); the groups, sizes and collective are checked first
-    (check_group, check_message_size: ValueError). A sweep whose flows would need more than `memory_limit` bytes
-    (None: no limit) is refused before anything is built (check_sweep_fits: dag.size.TooLarge).
+    (check_group, check_message_size: ValueError). `algorithm` is the one asked of this collective (None: ring,
+    which runs an all-to-all or a send/receive as p2p); one NCCL_ALGO cannot steer onto an all-to-all or a
+    send/receive is refused as the CLI refuses it (collective.algorithms.asked_algorithm: Unrunnable). A sweep
+    whose flows would need more than `memory_limit` bytes (None: no limit) is refused before anything is built
+    (check_sweep_fits: dag.size.TooLarge).
     """
     ctype, groups, sizes, plan = sweep_plan(dc, ctype, group, sizes, algorithm, channels, protocol, others, model)
     group, topology = groups[0], plan.topology
@@ -665,7 +669,7 @@ def collective_sweep(dc: DatacenterConfig, ctype: CollType | str, group: Sequenc
 
 
 def time_collective(dc: DatacenterConfig, ctype: CollType | str, group: Sequence[int], size: float,
-                    algorithm: str = "ring", channels: int | None = None, protocol: str = "auto",
+                    algorithm: str | None = None, channels: int | None = None, protocol: str = "auto",
                     others: Sequence[tuple[int, ...]] = (), model: LinkModel | None = None) -> CollectiveTiming:
     """One size of collective_sweep."""
     return collective_sweep(dc, ctype, group, [size], algorithm, channels, protocol, others, model)[0]

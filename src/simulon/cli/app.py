@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 
 from .. import __version__
-from ..collective.algorithms import CATALOG, steers
+from ..collective.algorithms import CATALOG, Unrunnable, algorithm_for, asked_algorithm
 from ..collective.types import COLLECTIVE_NAMES
 from ..config.errors import ConfigError
 from ..config.loading import files_read, load_scenario
@@ -254,10 +254,11 @@ def collective(
                           f"{dc.num_gpus}")
     else:
         ranks = tuple(range(dc.num_gpus))
-    algo = sc.collective.algorithm if algorithm is None else algorithm.lower()  # any case, as the scenario's
-    refusal = steers(ctype, algo) if algorithm is not None and algo in CATALOG else None
-    if refusal:
-        raise ConfigError(f"--algorithm: {refusal}")
+    try:  # the scenario's for every collective, or the one asked for this one, in any case as the scenario's
+        algo = algorithm_for(ctype, sc.collective.algorithm) if algorithm is None \
+            else asked_algorithm(ctype, algorithm.lower(), "--algorithm")
+    except Unrunnable as exc:
+        raise ConfigError(str(exc)) from None
     proto = sc.collective.protocol if protocol is None else protocol.lower()
     chans = channels if channels is not None else sc.collective.num_channels
     limit = memory_limit(max_memory)

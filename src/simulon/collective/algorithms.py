@@ -434,6 +434,19 @@ def steers(ctype: CollType, asked: str) -> str | None:
             f"or auto, not {asked}")
 
 
+def asked_algorithm(ctype: CollType, asked: str | None, name: str = "algorithm") -> str:
+    """The algorithm that runs one collective of type `ctype` asked for by name (`name`: the parameter or option
+    that asked): None asks for ring, as a scenario's collectives run by default, which runs an all-to-all or a
+    send/receive as p2p (algorithm_for); an algorithm that NCCL_ALGO cannot steer onto it is refused (steers:
+    Unrunnable naming `name`), as `simulon collective --algorithm` refuses it."""
+    if asked is None:
+        return algorithm_for(ctype, "ring")
+    refusal = steers(ctype, asked) if asked in CATALOG else None
+    if refusal:
+        raise Unrunnable(f"{name}: {refusal}")
+    return asked
+
+
 def find_algorithm(name: str) -> Algorithm:
     """The algorithm of this name (a routed deepep's too), refusing unknown names."""
     if name in CATALOG:

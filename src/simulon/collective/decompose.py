@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from .algorithms import CATALOG, Algorithm, Decomposition, Unrunnable, algorithm_for, find_algorithm
+from .algorithms import CATALOG, Algorithm, Decomposition, Unrunnable, algorithm_for, asked_algorithm, find_algorithm
 from .common import CollectiveResult, FlowSet, P2PFlow
 from .nccl import PROTOCOLS
 from .shape import GroupShape
@@ -146,21 +146,24 @@ def every_channel(flows: FlowSet) -> FlowSet:
 
 
 def decompose_collective(collective_type: str, group_ranks: Sequence[int], data_size: float,
-                         num_channels: int = 1, algorithm: str = "ring", flow_id_start: int = 0,
+                         num_channels: int = 1, algorithm: str | None = None, flow_id_start: int = 0,
                          gpus_per_node: int | None = None) -> tuple[CollectiveResult, int]:
     """Decompose one collective into P2PFlow records with parent/child chains, every channel's flows (channel
-    ids 0 to num_channels - 1; the engine simulates identical channels once, see flow_set). An all-to-all's and a
-    send/receive's parts (num_channels a peer) lie on NCCL's point-to-point channels, numbered as NCCL numbers
-    them, and run as `p2p` whatever collective algorithm is named (algorithms.algorithm_for), which the result
-    names.
+    ids 0 to num_channels - 1; the engine simulates identical channels once, see flow_set). `algorithm`: the one
+    asked of this collective (None: ring, which runs an all-to-all or a send/receive as `p2p`); an all-to-all's or
+    a send/receive's parts (num_channels a peer) lie on NCCL's point-to-point channels, numbered as NCCL numbers
+    them, and a collective algorithm NCCL_ALGO cannot steer onto them is refused, as the CLI refuses it
+    (algorithms.asked_algorithm: Unrunnable). The result names the algorithm that ran.
 
     `gpus_per_node`: rank r sits on node r // gpus_per_node (None: every rank on one node), so that the algorithms
     across nodes (tree's chains, collnet_direct, collnet_chain, nvls_tree) see the group's nodes.
 
     Returns the result and the next unused flow id, so that callers can number flows of several
-    collectives without collisions. A group of fewer than two ranks is refused (ValueError), as flow_set's
-    other checks refuse theirs.
+    collectives without collisions (`flow_id_start`: a whole number from 0). A group of fewer than two ranks is
+    refused (ValueError), as flow_set's other checks refuse theirs.
     """
+    if isinstance(flow_id_start, bool) or not isinstance(flow_id_start, int) or flow_id_start < 0:
+        raise ValueError(f"flow_id_start: a flow id is a whole number from 0, got {flow_id_start!r}")
     if len(group_ranks) < 2:
         raise ValueError(f"group_ranks {list(group_ranks)}: a collective needs at least two ranks")
     if gpus_per_node is not None and (isinstance(gpus_per_node, bool) or not isinstance(gpus_per_node, int)
@@ -168,7 +171,9 @@ def decompose_collective(collective_type: str, group_ranks: Sequence[int], data_
         raise ValueError(f"gpus_per_node must be a whole number of at least 1, got {gpus_per_node!r}")
     ranks = tuple(_rank(r) for r in group_ranks)
     shape = GroupShape.of(ranks, gpus_per_node) if gpus_per_node is not None else None
-    flows = every_channel(flow_set(collective_type, ranks, data_size, num_channels, algorithm, shape=shape))
+    ctype = coll_type(collective_type)
+    algorithm = asked_algorithm(ctype, algorithm)
+    flows = every_channel(flow_set(ctype, ranks, data_size, num_channels, algorithm, shape=shape))
     src, dst = flows.src, flows.dst
     records = [
         P2PFlow(flow_id=flow_id_start + i, src=int(src[i]), dst=int(dst[i]), bytes=float(flows.size[i]),
@@ -178,7 +183,6 @@ def decompose_collective(collective_type: str, group_ranks: Sequence[int], data_
     for child, parent in zip(flows.parent_of.tolist(), flows.parent_idx.tolist(), strict=True):
         records[child].parent_flow_ids.append(flow_id_start + parent)
         records[parent].child_flow_ids.append(flow_id_start + child)
-    ctype = coll_type(collective_type)
-    result = CollectiveResult(ctype.name, algorithm_for(ctype, algorithm), list(flows.group), float(data_size),
+    result = CollectiveResult(ctype.name, algorithm, list(flows.group), float(data_size),
                               num_channels, records)
     return result, flow_id_start + len(records)

@@ -40,6 +40,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from ..collective.algorithms import algorithm_for
 from ..collective.tuner import CollectivePlan
 from ..collective.types import CollType
 from ..compute.analytical import AnalyticalModel
@@ -478,7 +479,8 @@ class Estimator:
         key = (ctype, self.plan.shape(group), round(size))
         if key not in self._collectives:
             c = self.collective
-            timing = time_collective(self.datacenter, ctype, group, size, c.algorithm, c.num_channels, c.protocol)
+            timing = time_collective(self.datacenter, ctype, group, size, algorithm_for(ctype, c.algorithm),
+                                     c.num_channels, c.protocol)
             self._collectives[key] = timing.time_us * 1e-6
         return self._collectives[key]
 

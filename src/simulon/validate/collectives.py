@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ..collective.algorithms import algorithm_for
 from ..collective.metrics import bus_bandwidth_factor
 from ..collective.nccl import nccl_algorithm
 from ..collective.types import CollType, collective_named
@@ -235,7 +236,7 @@ def case_of(index: int, row: dict[str, str]) -> tuple[tuple, Case, float | None,
     if isinstance(system, str):
         return system
     groups = [tuple(range(g * n, (g + 1) * n)) for g in range(groups_count)]
-    algorithm = _forced_algorithm(row.get("notes", ""))
+    algorithm = algorithm_for(ctype, _forced_algorithm(row.get("notes", "")))  # NCCL_ALGO's for every collective
     # the system resolved, not the hardware cell: a row's source and notes tell systems of one GPU apart
     key = (json.dumps(system.datacenter, sort_keys=True), system.nodes, ctype, n, groups_count, num_gpus, algorithm)
     return key, Case(system, ctype, groups, max(num_gpus, n * groups_count), algorithm), size, busbw
