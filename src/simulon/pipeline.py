@@ -626,8 +626,9 @@ def collective_sweep(dc: DatacenterConfig, ctype: CollType | str, group: Sequenc
     finishing (replayed flow by flow, or estimated in steady state when too large); `progress` is told each
     size as it is done.
 
-    `others`: more groups running the same collective at the same time. Identical groups of a symmetric
-    algorithm, on a fabric where every member sees the same links, are simulated through one member.
+    `others`: more groups running the same collective at the same time. Identical, disjoint groups of a
+    symmetric algorithm, on a fabric where every member sees the same links, are simulated through one member;
+    groups that share a GPU are simulated in full, each group's traffic meeting the others' on it (fold_group).
 
     `dc` is a DatacenterConfig (a scenario's `.datacenter`; config.scenario.datacenter_argument: TypeError).
     `ctype` is a CollType or its name (collective_of); the groups, sizes and collective are checked first

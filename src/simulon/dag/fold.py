@@ -349,8 +349,12 @@ def choose_fold(layout: RankLayout, gpus_per_node: int, gpus_per_nic: int, mode:
 
 def fold_group(num_gpus: int, groups: list[tuple[int, ...]]) -> Fold:
     """Every member of identical, disjoint groups folded onto the first group's first member (for lone
-    collectives whose algorithm is symmetric on a fabric where every member sees the same links)."""
+    collectives whose algorithm is symmetric on a fabric where every member sees the same links). Groups that
+    share a GPU are not folded (Fold.identity): that GPU carries the traffic of each group it is in, which one
+    member standing for all would separate, unevenly, as the groups list their members."""
     rep = np.arange(num_gpus)
     members = [g for group in groups for g in group]
+    if len(set(members)) < len(members):
+        return Fold.identity(num_gpus)
     rep[members] = groups[0][0]
     return Fold(rep, ("group",), groups=tuple(tuple(g) for g in groups))
