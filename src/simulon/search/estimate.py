@@ -3,7 +3,8 @@
 Per micro-batch and pipeline stage: the kernels of every layer from the calibrated compute model (the same
 model `populate` uses), plus the communication a layer cannot hide, each collective at the time simulon
 gives it alone on the scenario's datacenter (`pipeline.time_collective`: replayed flow by flow, or in steady
-state when large; calibrated against nccl-tests measurements), worked out once per collective, group shape
+state when large; calibrated against nccl-tests measurements), on the links of the node groups its ranks lie in
+(the slowest of a stage's groups: Estimator.placed), worked out once per collective, group shape, placement
 and size: tensor-parallel all-reduces (or all-gathers and reduce-scatters), those the next kernel waits for in
 full, those the backward runs beside its GEMMs (the input re-gathered for the wgrads, the dgrads' reduction, as
 Megatron and Transformer Engine overlap them; all of them with `tp_comm_overlap`) as far as they outlast them;
@@ -34,7 +35,7 @@ until the slowest stage has reduced its gradients).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -151,6 +152,8 @@ class Estimator:
         self.workload, self.datacenter, self.plan, self.collective = workload, datacenter, plan, collective
         gpu = self.gpu = datacenter.single_node("the strategy search").gpu
         self._collectives: dict[tuple, float] = {}
+        self.placement = datacenter.placement(plan.topology.num_gpus)
+        self._placements: dict[tuple, tuple[tuple[int, ...], ...]] = {}
         self.sm_count = Calibrations.shipped().sm_count(gpu)
         self._units: dict[tuple, _LayerCost] = {}
         self._unit_times: dict[tuple, tuple[dict[Phase, float], float, float]] = {}
@@ -160,8 +163,6 @@ class Estimator:
         self._stages: dict[tuple, _StageCost] = {}
         self._compositions: dict[tuple, tuple[tuple[int, int], ...]] = {}
         self._pipelines: dict[tuple, tuple[int, _StageCost, float, float]] = {}
-        self._layouts: dict[tuple, RankLayout] = {}
-        self._groups: dict[tuple, tuple[int, ...]] = {}
         self._syncs: dict[tuple, tuple[list[tuple[float, float, float]], float]] = {}
         self._kernel_times: dict[str, dict[KernelSpec, float]] = {}
         self._profiles: dict[str, KernelProfile] = {}
@@ -212,7 +213,6 @@ class Estimator:
     def estimate(self, strategy: Strategy, workload: MegatronWorkload) -> Estimate:
         """`workload`: the base workload with the strategy applied (search.run builds it)."""
         s = strategy
-        layout = self._layout(s)
         layers = PipelineLayers.of(workload)
         kernels = LayerKernels.weights_of(workload)  # which layers are MoE, and the parameters a stage holds
         microbatches = workload.training.global_batch_size // (s.micro_batch_size * s.dp)
@@ -223,12 +223,12 @@ class Estimator:
         cached = TrainingFormat.of_workload(workload).weight_cache  # cast once a step, else at every micro-batch
         casts, once = (0.0, stage_casts) if cached else (stage_casts, 0.0)
         per_mb = cost.total - cost.ep + ep + casts
-        pp_send = self._pipeline_send(s, workload, layout) if s.pp > 1 else 0.0
+        pp_send = self._pipeline_send(s, workload) if s.pp > 1 else 0.0
         bubble = (every_stage - cost.total) / s.vpp  # fill and drain: every other stage once, as it runs alone
         if s.zero_bubble:  # ZB-H1: (p - 1)(T_F + T_B - T_W) in place of (p - 1)(T_F + T_B + T_W)
             bubble -= 2 * (every_weight_grad - cost.weight_grad)
         params = self._stage_params(s, workload, kernels, layers, slowest)
-        dp, optimizer = self._data_parallel(s, workload, layout, params, cost, microbatches)
+        dp, optimizer = self._data_parallel(s, workload, slowest, params, cost, microbatches)
         total = microbatches * (per_mb + 2 * pp_send) + once + bubble + dp + optimizer  # a send forward, one back
         return Estimate(total, microbatches * (cost.compute + casts) + once, microbatches * cost.recompute,
                         microbatches * cost.tp,
@@ -296,16 +296,25 @@ class Estimator:
                     stage: int) -> _StageCost:
         """A stage's costs: each kind of unit it holds times how many (stages alike in that share them)."""
         composition = self._composition(s, kernels, layers, stage)
-        key = (self.shape_key(s), composition)
+        key = (self.shape_key(s), composition, self.stage_key(s, stage))
         if key not in self._stages:
             total = _StageCost()
             for kind, count in composition:
-                unit_key = (self.shape_key(s), kind)
-                if unit_key not in self._units:
-                    self._units[unit_key] = self._cost_of_unit(s, workload, kind)
-                total.add(self._units[unit_key], count)
+                total.add(self._unit_cost(s, workload, kind, stage), count)
             self._stages[key] = total
         return self._stages[key]
+
+    def stage_key(self, s: Strategy, stage: int) -> bytes:
+        """Where a stage's ranks lie: the node group of each (stages alike in it time their collectives alike)."""
+        size = s.tp * s.cp * s.dp
+        return self.placement.group[stage * size:(stage + 1) * size].tobytes()
+
+    def _unit_cost(self, s: Strategy, workload: MegatronWorkload, unit: Unit, stage: int) -> _LayerCost:
+        """A unit's costs on a stage (cached per shape, unit and where the stage's ranks lie)."""
+        key = (self.shape_key(s), unit, self.stage_key(s, stage))
+        if key not in self._units:
+            self._units[key] = self._cost_of_unit(s, workload, unit, stage)
+        return self._units[key]
 
     def _composition(self, s: Strategy, kernels: LayerKernels, layers: PipelineLayers,
                      stage: int) -> tuple[tuple[Unit, int], ...]:
@@ -316,7 +325,7 @@ class Estimator:
             self._compositions[key] = tuple(sorted(kinds.items(), key=lambda item: repr(item[0])))
         return self._compositions[key]
 
-    def _cost_of_unit(self, s: Strategy, workload: MegatronWorkload, unit: Unit) -> _LayerCost:
+    def _cost_of_unit(self, s: Strategy, workload: MegatronWorkload, unit: Unit, stage: int) -> _LayerCost:
         """Kernels and exposed communication of a layer of one kind, the embedding or the head."""
         kernels = LayerKernels.shared(workload)
         seconds, gemms, attention_core = self._unit_seconds(s, kernels, unit)
@@ -326,7 +335,7 @@ class Estimator:
             recompute = forward
         elif is_layer(unit) and s.recompute == "selective":
             recompute = self._selective_recompute(s, workload, kernels, unit, attention_core)
-        tp, cp, ep = self._layer_comm(s, workload, kernels, unit, gemms)
+        tp, cp, ep = self._layer_comm(s, workload, kernels, unit, gemms, stage)
         return _LayerCost(forward, backward, recompute, seconds[Phase.bwd_wg], tp, cp, ep)
 
     def _selective_recompute(self, s: Strategy, workload: MegatronWorkload, kernels: LayerKernels, unit: Unit,
@@ -368,12 +377,9 @@ class Estimator:
     def unit_seconds(self, s: Strategy, workload: MegatronWorkload, unit: Unit) -> float:
         """One rank's seconds per micro-batch for one unit: a layer of one kind (config/hybrid.py), the embedding
         (EMBEDDING_LAYER) or the head (HEAD_LAYER): its kernels, recompute and exposed TP/CP/EP communication,
-        as a stage's total counts them."""
-        key = (self.shape_key(s), unit)
-        if key not in self._units:
-            self._units[key] = self._cost_of_unit(s, workload, unit)
+        as a stage's total counts them (on stage 0's ranks)."""
         cost = _StageCost()
-        cost.add(self._units[key])
+        cost.add(self._unit_cost(s, workload, unit, 0))
         return cost.total
 
     @staticmethod
@@ -387,9 +393,10 @@ class Estimator:
         return [name for block in unit.kind for name in kernels.block_kernels(block)]
 
     def _layer_comm(self, s: Strategy, workload: MegatronWorkload, kernels: LayerKernels, unit: Unit,
-                    gemms: dict[Phase, float]) -> tuple[float, float, float]:
-        """Exposed TP, CP and EP communication of one unit per micro-batch (forward and backward); `gemms`: the
-        seconds of its GEMMs per phase, which TP communication hides behind where it runs beside them."""
+                    gemms: dict[Phase, float], stage: int) -> tuple[float, float, float]:
+        """Exposed TP, CP and EP communication of one unit per micro-batch (forward and backward) on a stage, each
+        collective at the slowest of the stage's groups (Estimator.placed); `gemms`: the seconds of its GEMMs per
+        phase, which TP communication hides behind where it runs beside them."""
         if not is_layer(unit):
             return 0.0, 0.0, 0.0
         kernels, kind = unit.table(kernels), unit.kind
@@ -401,58 +408,58 @@ class Estimator:
         blocks = sum(1 for b in kind if b != "moe" or kernels.moe_output_reduced)
         tp = 0.0
         if s.tp > 1:
-            group = tuple(range(s.tp))
+            group = self.placed(s, "tp", stage)
             if s.sequence_parallel:  # forward: gather the input, reduce-scatter the output; backward: gather the
-                gather, scatter = self.seconds(AG, group, block), self.seconds(RS, group, block)  # output's gradient
+                gather, scatter = self.slowest(AG, group, block), self.slowest(RS, group, block)  # output's gradient
                 waited, beside = blocks * (2 * gather + scatter), blocks * (gather + scatter)
             else:  # the row-parallel output's all-reduce forward
-                waited = beside = blocks * self.seconds(AR, group, block)
+                waited = beside = blocks * self.slowest(AR, group, block)
             # backward, the column-parallel GEMMs' input re-gathered during their dgrads and the dgrads' reduction
             # during their wgrads (sequence parallelism), or the input gradient's all-reduce during the wgrads, as
             # Megatron and Transformer Engine overlap them (workload/megatron.py column_block_backward)
-            channels = self.plan.choose(AG if s.sequence_parallel else AR, group, block).channels
+            channels = self.plan.choose(AG if s.sequence_parallel else AR, group[0], block).channels
             if s.tp_comm_overlap:  # all of it hidden behind the GEMMs, which run on the SMs NCCL leaves
                 waited, beside, hiding = 0.0, waited + beside, sum(gemms.values())
             else:
                 hiding = gemms[Phase.bwd_ig] + gemms[Phase.bwd_wg]
             tp = waited + max(0.0, beside - hiding) + min(beside, hiding) * (self.stretch(channels) - 1)
             if kernels.sparse is not None and "attention" in kind:  # the indexer's inputs and its loss's target
-                tp += self.seconds(AR, group, kernels.indexer_target_bytes)
-                tp += self.seconds(AG, group, kernels.indexer_input_bytes) if s.sequence_parallel else 0.0
+                tp += self.slowest(AR, group, kernels.indexer_target_bytes)
+                tp += self.slowest(AG, group, kernels.indexer_input_bytes) if s.sequence_parallel else 0.0
         cp = 0.0
-        cp_group = tuple(range(0, s.tp * s.cp, s.tp))  # rank 0's context-parallel group (RankLayout's cp)
+        cp_group = self.placed(s, "cp", stage)
         if s.cp > 1 and "attention" in kind:
             m = workload.model
             local_kv = 2 * shape.tokens * max(m.kv_heads // s.tp, 1) * m.head_size * shape.act_bytes
             group = cp_group
             if shape.cp_a2a > 1:  # Q, K, V and the output each way, waited for (workload.megatron cp_all_to_all)
-                a2a = group[:shape.cp_a2a]
-                cp = 2 * sum(self.seconds(A2A, a2a, elements * shape.act_bytes)
+                a2a = self.placed(s, "cp_a2a", stage, shape.cp_a2a)
+                cp = 2 * sum(self.slowest(A2A, a2a, elements * shape.act_bytes)
                              for elements in kernels.attention_tensors().values())
-                group = group[::shape.cp_a2a]  # the ring between the all-to-all groups (RankLayout's cp_p2p)
+                group = self.placed(s, "cp_p2p", stage, shape.cp_a2a)  # the ring between the all-to-all groups
             if RING_BLOCK in kernels:  # each pass hides behind the block computed meanwhile (workload.megatron)
                 block = {phase: float(self.kernel_seconds(s.dtype, [kernels[RING_BLOCK][phase]]).sum())
                          for phase in (Phase.fwd, Phase.bwd_ig)}
                 cp += kernels.repeats(RING_BLOCK) * (
-                    max(0.0, self.seconds(SR, group, local_kv) - block[Phase.fwd])
-                    + max(0.0, self.seconds(SR, group, 2 * local_kv) - block[Phase.bwd_ig]))
-                cp += self.seconds(SR, group, local_kv)  # the key/value gradients' way home
+                    max(0.0, self.slowest(SR, group, local_kv) - block[Phase.fwd])
+                    + max(0.0, self.slowest(SR, group, 2 * local_kv) - block[Phase.bwd_ig]))
+                cp += self.slowest(SR, group, local_kv)  # the key/value gradients' way home
             elif kernels.gathers_kv and kernels.sparse is not None:  # the MQA key, then the indexer's keys
-                cp = sum(self.seconds(AG, group, s.cp * size) + self.seconds(RS, group, s.cp * size)
+                cp = sum(self.slowest(AG, group, s.cp * size) + self.slowest(RS, group, s.cp * size)
                          for size in (kernels.latent_key_bytes, kernels.indexer_key_bytes))
             elif kernels.gathers_kv:
-                cp = self.seconds(AG, group, s.cp * local_kv) + self.seconds(RS, group, s.cp * local_kv)
+                cp = self.slowest(AG, group, s.cp * local_kv) + self.slowest(RS, group, s.cp * local_kv)
         for mixer in MIXERS:
             if s.cp > 1 and mixer in kind:  # the scan's inputs and its output each way, waited for
-                cp += 2 * sum(self.seconds(A2A, cp_group, elements * shape.act_bytes)
+                cp += 2 * sum(self.slowest(A2A, cp_group, elements * shape.act_bytes)
                               for elements in kernels.mixer_shard(mixer).all_to_all().values())
         ep = 0.0
         if routed and s.ep > 1:  # dispatch and combine, forward and back
-            ep = 4 * self.seconds(A2A, self._layout(s).group("ep", 0),
+            ep = 4 * self.slowest(A2A, self.placed(s, "ep", stage),
                                   shape.dispatched_tokens(moe.top_k) * h * shape.act_bytes)
         if routed and shape.gathers_routed_tokens:  # the routed tokens' gather and their outputs' scatter, both ways
-            size, group = shape.routed_tokens(moe.top_k) * h * shape.act_bytes, self._layout(s).group("etp", 0)
-            ep += 2 * (self.seconds(AG, group, size) + self.seconds(RS, group, size))
+            size, group = shape.routed_tokens(moe.top_k) * h * shape.act_bytes, self.placed(s, "etp", stage)
+            ep += 2 * (self.slowest(AG, group, size) + self.slowest(RS, group, size))
         return tp, cp, ep
 
     def model_flops(self) -> float:
@@ -475,8 +482,9 @@ class Estimator:
         return flops * base.training.global_batch_size
 
     def seconds(self, ctype: CollType, group: tuple[int, ...], size: float) -> float:
-        """One collective alone, as simulon times it (cached per collective, group shape and size)."""
-        key = (ctype, self.plan.shape(group), round(size))
+        """One collective alone on its group's links, as simulon times it (cached per collective, group shape, the
+        node groups its members lie in, and size)."""
+        key = (ctype, self.plan.shape(group), self.lies_in(group), round(size))
         if key not in self._collectives:
             c = self.collective
             timing = time_collective(self.datacenter, ctype, group, size, algorithm_for(ctype, c.algorithm),
@@ -484,23 +492,43 @@ class Estimator:
             self._collectives[key] = timing.time_us * 1e-6
         return self._collectives[key]
 
+    def lies_in(self, group: tuple[int, ...]) -> bytes:
+        """The node group of each of a group's members (which links a collective over them runs on)."""
+        return self.placement.group[list(group)].tobytes()
+
+    def slowest(self, ctype: CollType, groups: tuple[tuple[int, ...], ...], size: float) -> float:
+        """A collective at the slowest of its placements (Estimator.placed): the step waits for the last."""
+        return max(self.seconds(ctype, group, size) for group in groups)
+
+    def placed(self, s: Strategy, axis: str, stage: int, cp_a2a: int = 1) -> tuple[tuple[int, ...], ...]:
+        """A stage's process groups along `axis` (RankLayout.group), one for each way their members lie in the
+        node groups (the stage's first where every rank is on one node group): on a datacenter whose node groups'
+        links differ, a collective is timed on each group's own links, as the replay runs it (a tensor-parallel
+        group on the slower NVLink of a second DGX group took 160 ms of a step estimated on the first's,
+        replayed 491 ms longer)."""
+        key = (s.tp, s.cp, s.dp, s.pp, s.ep, s.etp, cp_a2a, axis, stage)
+        if key not in self._placements:
+            layout = RankLayout(tp=s.tp, cp=s.cp, dp=s.dp, pp=s.pp, ep=s.ep, etp=s.etp, cp_a2a=cp_a2a)
+            self._placements[key] = self._distinct(layout.group(axis, rank) for rank in self._stage_ranks(s, stage))
+        return self._placements[key]
+
+    def _stage_ranks(self, s: Strategy, stage: int) -> range:
+        """The ranks of a stage whose groups are timed (Estimator.placed): all, or its first alone where every rank
+        is on one node group."""
+        size = s.tp * s.cp * s.dp
+        return range(stage * size, stage * size + (1 if self.placement.uniform else size))
+
+    def _distinct(self, groups: Iterable[tuple[int, ...]]) -> tuple[tuple[int, ...], ...]:
+        """Of some process groups, the first of each shape and way of lying in the node groups."""
+        distinct: dict[tuple, tuple[int, ...]] = {}
+        for group in groups:
+            distinct.setdefault((self.plan.shape(group), self.lies_in(group)), group)
+        return tuple(distinct.values())
+
     def stretch(self, channels: int) -> float:
         """How much longer a kernel runs beside a collective of `channels` channels (engine/replay.py)."""
         held = min(channels, MAX_HELD_SHARE * self.sm_count)
         return self.sm_count / (self.sm_count - held)
-
-    def _layout(self, s: Strategy) -> RankLayout:
-        key = (s.tp, s.cp, s.dp, s.pp, s.ep, s.etp)
-        if key not in self._layouts:
-            self._layouts[key] = RankLayout(tp=s.tp, cp=s.cp, dp=s.dp, pp=s.pp, ep=s.ep, etp=s.etp)
-        return self._layouts[key]
-
-    def _group(self, s: Strategy, layout: RankLayout, axis: str) -> tuple[int, ...]:
-        """Rank 0's group along an axis (every group of a symmetric layout costs the same)."""
-        key = (s.tp, s.cp, s.dp, s.pp, s.ep, s.etp, axis)
-        if key not in self._groups:
-            self._groups[key] = layout.group(axis, 0)
-        return self._groups[key]
 
     def _stage_params(self, s: Strategy, workload: MegatronWorkload, kernels: LayerKernels, layers: PipelineLayers,
                       stage: int) -> tuple[float, float]:
@@ -510,15 +538,18 @@ class Estimator:
             self._params[key] = ModelParameters(kernels, workload.model, layers).stage(stage).total()
         return self._params[key]
 
-    def _pipeline_send(self, s: Strategy, workload: MegatronWorkload, layout: RankLayout) -> float:
+    def _pipeline_send(self, s: Strategy, workload: MegatronWorkload) -> float:
+        """A micro-batch's activations sent to the next stage, at the slowest pair of neighbouring ranks."""
         shape = ShardShape.of(workload)
         size = shape.norm_tokens * workload.model.hidden_size * shape.act_bytes
-        return self.seconds(SR, (0, layout.rank(pp=1)), size)
+        stage = s.tp * s.cp * s.dp
+        senders = range(1) if self.placement.uniform else range(stage * (s.pp - 1))
+        return self.slowest(SR, self._distinct((rank, rank + stage) for rank in senders), size)
 
-    def _data_parallel(self, s: Strategy, workload: MegatronWorkload, layout: RankLayout,
+    def _data_parallel(self, s: Strategy, workload: MegatronWorkload, stage: int,
                        params: tuple[float, float], cost: _StageCost, microbatches: int) -> tuple[float, float]:
         """(exposed gradient and parameter sync, optimizer step) of the slowest stage."""
-        syncs, optimizer = self._gradient_sync(s, workload, layout, params)
+        syncs, optimizer = self._gradient_sync(s, workload, stage, params)
         exposed = 0.0
         for scatter, gather, slower in syncs:
             if s.sharding == "fsdp":  # per layer and micro-batch: gather twice, reduce-scatter once
@@ -534,35 +565,37 @@ class Estimator:
                 exposed += max(0.0, gather - forward) + min(gather, forward) * slower
         return exposed, optimizer
 
-    def _gradient_sync(self, s: Strategy, workload: MegatronWorkload, layout: RankLayout,
+    def _gradient_sync(self, s: Strategy, workload: MegatronWorkload, stage: int,
                        params: tuple[float, float]) -> tuple[list[tuple[float, float, float]], float]:
         """Per data-parallel group of more than one rank that holds parameters of the stage (dense over dp x cp,
         experts over the expert-data-parallel group): the seconds of its gradient reduce-scatter and parameter
         all-gather (plain data parallelism: its gradient all-reduce, no gather, workload/data_parallel.py) and how
         much slower compute runs beside them; and the optimizer step's seconds (over every parameter the stage holds
-        under plain data parallelism, over the rank's shard otherwise). Cached per
-        layout, number format (the element sizes: the rest of the workload is the search's base) and counts."""
-        key = (s.tp, s.cp, s.dp, s.pp, s.ep, s.etp, s.dtype, s.sharding, params)
+        under plain data parallelism, over the rank's shard otherwise); each collective at the slowest of the stage's
+        groups (Estimator.placed). Cached per layout, number format (the element sizes: the rest of the workload is
+        the search's base), counts and where the stage's ranks lie."""
+        key = (s.tp, s.cp, s.dp, s.pp, s.ep, s.etp, s.dtype, s.sharding, params, self.stage_key(s, stage))
         if key not in self._syncs:
             dense, expert = params
             shape = ShardShape.of(workload)
             syncs, shards = [], 0.0
             ddp = s.sharding == "ddp"  # every rank updates every parameter; gradients all-reduced, none gathered
-            for count, group in ((dense, self._group(s, layout, "dp_cp")), (expert, self._group(s, layout, "edp"))):
+            dense_groups = self.placed(s, "dp_cp", stage)
+            for count, groups in ((dense, dense_groups), (expert, self.placed(s, "edp", stage))):
                 if count == 0:
                     continue
-                shards += count if ddp else count / len(group)
-                if len(group) == 1:
+                shards += count if ddp else count / len(groups[0])
+                if len(groups[0]) == 1:
                     continue
                 grads, weights = count * shape.grad_bytes, count * shape.act_bytes
                 reduce = AR if ddp else RS
-                slower = self.stretch(self.plan.choose(reduce, group, grads).channels) - 1  # compute beside the sync
-                syncs.append((self.seconds(reduce, group, grads), 0.0 if ddp else self.seconds(AG, group, weights),
+                slower = self.stretch(self.plan.choose(reduce, groups[0], grads).channels) - 1  # compute beside it
+                syncs.append((self.slowest(reduce, groups, grads), 0.0 if ddp else self.slowest(AG, groups, weights),
                               slower))
             megatron = s.sharding in ("ddp", "distributed_optimizer")  # Megatron's buffers (not ZeRO-2's or FSDP's)
             step = [optimizer_kernel(shards, megatron)]
             if megatron:
-                scaled = scales_gradients(workload.parallelism, len(self._group(s, layout, "dp_cp")))
+                scaled = scales_gradients(workload.parallelism, len(dense_groups[0]))
                 step += [grad_zero_kernel(dense + expert, shape.grad_bytes),
                          bucket_kernel(dense + expert, shape.grad_bytes, scaled)]
             self._syncs[key] = syncs, float(self.kernel_seconds(s.dtype, step).sum())
