@@ -97,6 +97,19 @@ def test_single_node_is_the_node_of_one_type_and_refuses_several():
         dc(mixed()).single_node("the strategy search")
 
 
+def test_single_node_names_what_differs_between_groups_of_one_gpu_model():
+    """An H100 group of 40 GB beside one of 80 GB: the message named one type ('node groups of H100-SXM5-80GB')."""
+    two_sizes = dc({"node_groups": [{"from": "dgx-h100", "num_nodes": 1},
+                                    {"from": "dgx-h100", "num_nodes": 1,
+                                     "node": {"gpu": {"from": "H100", "memory_capacity_gb": 40}}}],
+                    "network": FABRIC})
+    with pytest.raises(ValueError) as refused:
+        two_sizes.single_node("the strategy search")
+    assert str(refused.value) == (
+        "the strategy search works on one node type; this datacenter's node groups 0 and 1 (dgx-h100, dgx-h100), "
+        "both of H100-SXM5-80GB, differ in node.gpu.memory_capacity_gb (80.0 against 40.0)")
+
+
 def test_the_example_loads_and_dumps_back_to_the_same_datacenter():
     sc = load_scenario(EXAMPLE)
     again = ScenarioConfig.model_validate(sc.model_dump(exclude_none=True))

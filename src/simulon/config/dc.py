@@ -777,6 +777,24 @@ class NodeGroup(StrictModel):
         return {"name": meta.get("name"), **rest, "node": doc.get("node"), "network": network}
 
 
+def node_differences(first: NodeSpec, other: NodeSpec, most: int = 3) -> str:
+    """Where two node specs differ, for a message: up to `most` fields, each by its path under `node` and both
+    values ('node.gpu.memory_capacity_gb (80.0 against 40.0)'), and how many more."""
+    found = list(differing_fields(first.model_dump(), other.model_dump(), "node"))
+    shown = [f"{path} ({a!r} against {b!r})" for path, a, b in found[:most]]
+    more = f" and {len(found) - most} more fields" if len(found) > most else ""
+    return ", ".join(shown) + more
+
+
+def differing_fields(first: object, other: object, path: str) -> Iterator[tuple[str, object, object]]:
+    """(path, first's value, other's) of each leaf where two dumped specs differ, in field order."""
+    if isinstance(first, dict) and isinstance(other, dict):
+        for key in dict.fromkeys([*first, *other]):
+            yield from differing_fields(first.get(key), other.get(key), f"{path}.{key}")
+    elif first != other:
+        yield path, first, other
+
+
 @dataclass(frozen=True)
 class Group:
     """One node group as the simulator sees it: its nodes, the scale-up block and NIC they use (the group's
@@ -998,11 +1016,18 @@ class DatacenterConfig(Templated):
 
     def single_node(self, purpose: str) -> NodeSpec:
         """The one node type, for what works on one GPU type only (`purpose` says what, for the message);
-        ValueError on a datacenter of several node types."""
-        if len(self._distinct_nodes()) == 1:
+        ValueError on a datacenter of several node types, naming their GPUs, or where the groups share a GPU model
+        but differ in their node blocks (its memory, say), naming the fields that differ and both values."""
+        distinct = self._distinct_nodes()
+        if len(distinct) == 1:
             return self.groups[0].node
-        raise ValueError(f"{purpose} works on one GPU type; this datacenter has node groups of "
-                         f"{', '.join(dict.fromkeys(g.gpu.name for g in self.groups))}")
+        names = list(dict.fromkeys(g.gpu.name for g in self.groups))
+        if len(names) > 1:
+            raise ValueError(f"{purpose} works on one GPU type; this datacenter has node groups of {', '.join(names)}")
+        first, other = distinct[:2]
+        raise ValueError(f"{purpose} works on one node type; this datacenter's node groups {first.index} and "
+                         f"{other.index} ({first.name}, {other.name}), both of {names[0]}, differ in "
+                         f"{node_differences(first.node, other.node)}")
 
     def _distinct_nodes(self) -> list[Group]:
         seen: list[Group] = []
