@@ -47,6 +47,22 @@ def test_an_option_value_that_leaves_nothing_to_search_is_named_with_its_option(
     assert expected in bad_search(*args)
 
 
+@pytest.mark.parametrize(("args", "expected"), [
+    (("--tp", "4", "--tp", "1"),
+     "--tp 1: tp is already restricted by --tp 4; give its values once (a comma list: --tp A,B)"),
+    (("--pp", "2", "--pp", "4"), "--pp 4: pp is already restricted by --pp 2"),
+    (("--cp", "1", "--cp", "2"), "--cp 2: cp is already restricted by --cp 1"),
+    (("--ep", "1", "--ep", "1"), "--ep 1: ep is already restricted by --ep 1"),
+    (("--fix", "pp=4,4"), "--fix pp=4,4: a value appears twice"),
+    (("--tp", "2,+2"), "--tp 2,+2: a value appears twice"),
+    (("--fix", "dtype=bf16,BF16"), "--fix dtype=bf16,BF16: a value appears twice"),
+])
+def test_a_dimension_option_given_twice_or_a_value_listed_twice_is_refused_naming_it(args, expected):
+    """`--tp 4 --tp 1` searched tp 1 alone (167.7 ms, the --tp 4 dropped without a word) and `--fix pp=4,4` was
+    taken as pp=4, where a repeated --fix tp= was refused, as sweep's --set refuses a value given twice."""
+    assert bad_search(*args).startswith(f"error: {expected}")
+
+
 @pytest.mark.parametrize("written", ["fp8", "FP8", "fp8-e4m3", "float8_e4m3fn"])
 def test_a_fixed_dtype_is_read_as_a_scenario_reads_it(written):
     assert limits_from({}, [f"dtype={written}"]).values["dtype"] == ("fp8",)

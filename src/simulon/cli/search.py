@@ -108,8 +108,13 @@ def _setting_named(name: str, text: str) -> str:
     return _sharding_named(text) or (f"{name}={text} is sharding={' or '.join(names)}" if names else "")
 
 
-def _values(name: str, text: str, option: str) -> tuple:
-    return tuple(_value(name, part.strip(), option) for part in text.split(","))
+def _values(name: str, text: str, option: str, where: str) -> tuple:
+    """The values of a comma list given to a dimension (`where`: the option as given, for the message); a value
+    given twice (`--fix pp=4,4`, `--tp 2,+2`) is refused, as sweep's --set refuses one."""
+    values = tuple(_value(name, part.strip(), option) for part in text.split(","))
+    if len(set(values)) != len(values):
+        raise ConfigError(f"{where}: a value appears twice")
+    return values
 
 
 def _fixed_name(fix: str) -> str:
@@ -117,27 +122,29 @@ def _fixed_name(fix: str) -> str:
     return "micro_batch_size" if name == "mbs" else name
 
 
-def restrictions(options: dict[str, str | None], fixes: list[str]) -> dict[str, tuple[tuple, str]]:
-    """The dimensions the command's options restrict: each one's allowed values, and the option that says so as
-    the command line gave it (`--pp 2,4`, `--fix pp=3`)."""
-    restricted: dict[str, tuple[tuple, str]] = {}
-    for name, text in options.items():
-        if text is not None:
-            option = f"--{name.replace('_', '-')}"
-            restricted[name] = _values(name, text, option), f"{option} {text}"
+def restrictions(options: dict[str, list[str] | None], fixes: list[str]) -> dict[str, tuple[tuple, str]]:
+    """The dimensions the command's options restrict (`options`: each dimension option's values as often as it was
+    given): each one's allowed values, and the option that says so as the command line gave it (`--pp 2,4`,
+    `--fix pp=3`). A dimension restricted twice (`--tp 4 --tp 1`, `--tp 1 --fix tp=2`, `--fix tp=4 --fix tp=1`) is
+    refused naming both, rather than the last kept."""
+    given = [(name, text, f"--{name.replace('_', '-')}", f"--{name.replace('_', '-')} {text}")
+             for name, texts in options.items() for text in texts or ()]
     for fix in fixes:
         name, text = _fixed_name(fix), fix.partition("=")[2]
         if name not in DIMENSIONS or not text:
             raise ConfigError(f"--fix: expected NAME=VALUE with NAME one of {', '.join(DIMENSIONS)}, got {fix!r}"
                               f"{_name_hint(name, text) if text else ''}")
+        given.append((name, text, "--fix", f"--fix {fix}"))
+    restricted: dict[str, tuple[tuple, str]] = {}
+    for name, text, option, where in given:
         if name in restricted:
-            raise ConfigError(f"--fix {fix}: {name} is already restricted by {restricted[name][1]}; give its values "
-                              f"once (a comma list: --fix {name}=A,B)")
-        restricted[name] = _values(name, text, "--fix"), f"--fix {fix}"
+            raise ConfigError(f"{where}: {name} is already restricted by {restricted[name][1]}; give its values "
+                              f"once (a comma list: {_where(name, 'A,B', option)})")
+        restricted[name] = _values(name, text, option, where), where
     return restricted
 
 
-def limits_from(options: dict[str, str | None], fixes: list[str]):
+def limits_from(options: dict[str, list[str] | None], fixes: list[str]):
     """The dimensions the command's options restrict, as the search's Limits."""
     return _limits(restrictions(options, fixes))
 
@@ -251,10 +258,10 @@ def search(
     gpu_hour_price: Annotated[float | None, typer.Option(help="price of one GPU-hour, for a cost column")] = None,
     top: Annotated[int, typer.Option(help="strategies to list (1 to 1000)")] = 10,
     replay: Annotated[int, typer.Option(help="best estimates to replay with the full simulation (0 to 1000)")] = 10,
-    tp: Annotated[str | None, typer.Option(help="allowed values, e.g. 1,2,4,8")] = None,
-    pp: Annotated[str | None, typer.Option(help="allowed values")] = None,
-    cp: Annotated[str | None, typer.Option(help="allowed values")] = None,
-    ep: Annotated[str | None, typer.Option(help="allowed values")] = None,
+    tp: Annotated[list[str] | None, typer.Option(help="allowed values, e.g. 1,2,4,8 (once)")] = None,
+    pp: Annotated[list[str] | None, typer.Option(help="allowed values (once)")] = None,
+    cp: Annotated[list[str] | None, typer.Option(help="allowed values (once)")] = None,
+    ep: Annotated[list[str] | None, typer.Option(help="allowed values (once)")] = None,
     fix: Annotated[list[str] | None, typer.Option(help="NAME=VALUE[,VALUE] for any dimension, e.g. pp=8 or "
                                                        "recompute=none,selective (repeatable)")] = None,
     fp8: Annotated[bool, typer.Option(help="also try fp8 where the GPU has it")] = True,
