@@ -51,7 +51,7 @@ from ..config.common import DType
 from ..config.dc import DatacenterConfig
 from ..config.hybrid import MIXERS, LayerKind
 from ..config.number_formats import TrainingFormat
-from ..config.scenario import CollectiveConfig, ScenarioConfig
+from ..config.scenario import CollectiveConfig, ScenarioConfig, scenario_argument
 from ..config.workload import MegatronWorkload
 from ..engine.replay import MAX_HELD_SHARE
 from ..network.topology import Topology
@@ -640,7 +640,9 @@ def step_timer(sc: ScenarioConfig) -> Callable[[ScenarioConfig], float] | None:
     strategies by, in well under a second where a replay takes seconds to minutes; for the scenario and for variants
     of it that change only its strategy (memory.remedies' changes), which share one Estimator's caches as a search's
     strategies do. None where the estimate does not take the scenario: a datacenter of several GPU types
-    (search.hetero plans those) or a schedule not in ESTIMATED_SCHEDULES."""
+    (search.hetero plans those) or a schedule not in ESTIMATED_SCHEDULES. `sc`: a ScenarioConfig with a workload
+    block (scenario_argument's TypeError or ValueError otherwise)."""
+    sc = scenario_argument(sc, need_workload=True)
     if sc.workload.parallelism.pipeline_schedule not in ESTIMATED_SCHEDULES:
         return None
     try:

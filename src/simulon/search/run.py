@@ -37,7 +37,7 @@ from ..config.dc import workload_gpus
 from ..config.errors import ConfigError
 from ..config.loading import parse_scenario, problem, read_scenario_data
 from ..config.pipeline_layout import virtual_stage_layers
-from ..config.scenario import ScenarioConfig
+from ..config.scenario import ScenarioConfig, scenario_argument
 from ..config.units import GiB
 from ..config.workload import (
     MegatronWorkload,
@@ -347,14 +347,17 @@ def part_search(spec: str) -> Search:
     timed, the kernel tables and the layers' activations worked out (caches of what the inputs alone decide)."""
     data, num_gpus, limits, fp8 = json.loads(spec)
     limits = {dimension: tuple(values) for dimension, values in limits.items()} if limits else limits
-    # validated on one GPU, as load_search_scenario does (the batch is one micro-batch), then the count unset again;
-    # the all-to-all overlap is the strategies' to check (apply), not the base layout's
+    # validated on one GPU with the layout set aside, as load_search_scenario does, then the count and the layout
+    # set back as the search's scenario has them (a scenario loaded whole keeps its own, as the search in process
+    # does: validated on one GPU, its tp 2 x pp 2 was refused, 'tp*cp*pp = 4 does not divide num_gpus 1'); the
+    # all-to-all overlap is the strategies' to check (apply), not the base layout's
     training, parallelism = data["workload"]["training"], dict(data["workload"].get("parallelism", {}))
     overlap = bool(parallelism.pop(EXPERT_OVERLAP, False))
     sc = parse_scenario({**data, "workload": {**data["workload"], "training": {**training, "num_gpus": 1},
-                                              "parallelism": parallelism}}, "search")
+                                              "parallelism": framework_settings(parallelism)}}, "search")
     training = sc.workload.training.model_copy(update={"num_gpus": training.get("num_gpus")})
-    return Search(_base(sc, training, overlap), num_gpus, Limits(limits), fp8)
+    return Search(_base(sc, training, overlap, ParallelismSpec.model_validate(parallelism)), num_gpus, Limits(limits),
+                  fp8)
 
 
 def merge(pieces: list[Phase]) -> Phase:
@@ -424,8 +427,10 @@ class Search:
 
     def __init__(self, sc: ScenarioConfig, num_gpus: int | None = None, limits: Limits | None = None,
                  fp8: bool = True):
+        sc = scenario_argument(sc)
         if sc.workload is None:
             raise ConfigError("the scenario has no workload block to search strategies for")
+        count_argument(num_gpus, "num_gpus", 1)
         self.sc, self.workload = sc, sc.workload
         dc = sc.datacenter
         self.num_gpus = num_gpus or sc.workload.training.num_gpus or dc.num_gpus
@@ -446,7 +451,11 @@ class Search:
     def run(self, top: int = 10, replay: int = 10, progress: Progress = SILENT, workers: int | None = None,
             executor: Executor | None = None, cache: Cache | None = None) -> SearchResult:
         """`executor` runs the replays (default: a process pool of `workers`); `cache` keeps estimates and
-        replays on disk (search/cache.py), so that a search run again reads what it had finished."""
+        replays on disk (search/cache.py), so that a search run again reads what it had finished. The counts are
+        checked as the CLI's options are (`top` 1 to 1000, `replay` 0 to 1000, `workers` one at least)."""
+        count_argument(top, "top", 1, 1000)
+        count_argument(replay, "replay", 0, 1000)
+        count_argument(workers, "workers", 1)
         started = time.perf_counter()
         phase = self.estimated(progress, cache, executor if executor is not None or workers != 1 else None,
                                workers)
@@ -623,6 +632,28 @@ strategy can run it."""
 EXPERT_OVERLAP = "overlap_moe_expert_parallel_comm"
 
 
+def count_argument(value: object, name: str, least: int, most: int | None = None) -> None:
+    """A Python entry point's whole-number parameter `name` (None: its default) checked: a TypeError unless it is an
+    int, a ValueError naming the parameter unless it lies in least..most, rather than an IndexError from deep inside
+    or a count silently taken as another."""
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name}: expected a whole number, got {type(value).__name__} {value!r}")
+    if value < least or (most is not None and value > most):
+        bound = f"{least} to {most}" if most is not None else f"at least {least}"
+        raise ValueError(f"{name}: expected {bound}, got {value}")
+
+
+def framework_settings(parallelism: dict) -> dict:
+    """Of a parallelism block, what a search keeps: how the framework runs (FRAMEWORK_SETTINGS), not the layout
+    the search chooses; a2a+p2p context parallelism goes with the layout (its group sizes are the layout's)."""
+    kept = {k: v for k, v in parallelism.items() if k in FRAMEWORK_SETTINGS}
+    if kept.get("context_parallel_comm") == "a2a+p2p":
+        del kept["context_parallel_comm"]
+    return kept
+
+
 def load_search_scenario(path: Path) -> tuple[ScenarioConfig, int | None]:
     """A scenario to search strategies for, and the GPU count it asks for (None: every GPU of its datacenter).
     Its parallelism block's layout is set aside: the search chooses it, and a layout the model and batch cannot run
@@ -635,10 +666,7 @@ def load_search_scenario(path: Path) -> tuple[ScenarioConfig, int | None]:
         given = workload.get("parallelism")
         given = given if isinstance(given, dict) else {}
         overlap = _flag(path, given, EXPERT_OVERLAP)
-        kept = {k: v for k, v in given.items() if k in FRAMEWORK_SETTINGS}
-        if kept.get("context_parallel_comm") == "a2a+p2p":  # its group sizes are the layout's, set aside with it
-            del kept["context_parallel_comm"]
-        workload = {**workload, "parallelism": kept}
+        workload = {**workload, "parallelism": framework_settings(given)}
         training = workload.get("training")
         if isinstance(training, dict):
             # validated on one GPU with one micro-batch of the whole batch (any batch divides, and no count of
@@ -665,10 +693,11 @@ def load_search_scenario(path: Path) -> tuple[ScenarioConfig, int | None]:
     return _base(sc, training, overlap), asked
 
 
-def _base(sc: ScenarioConfig, training: TrainingSpec, overlap: bool) -> ScenarioConfig:
-    """The scenario validated for a search with `training` and the all-to-all overlap set back as given (each
-    strategy checks the overlap against its own layout: apply)."""
-    parallelism = sc.workload.parallelism.model_copy(update={EXPERT_OVERLAP: overlap})
+def _base(sc: ScenarioConfig, training: TrainingSpec, overlap: bool,
+          parallelism: ParallelismSpec | None = None) -> ScenarioConfig:
+    """The scenario validated for a search with `training`, `parallelism` (default: its own) and the all-to-all
+    overlap set back as given (each strategy checks the overlap against its own layout: apply)."""
+    parallelism = (parallelism or sc.workload.parallelism).model_copy(update={EXPERT_OVERLAP: overlap})
     return sc.model_copy(update={"workload": sc.workload.model_copy(
         update={"training": training, "parallelism": parallelism})})
 
@@ -694,6 +723,9 @@ def _supports(gpu: Any, dtype: DType) -> bool:
 def search(sc: ScenarioConfig, num_gpus: int | None = None, top: int = 10, replay: int = 10,
            limits: Limits | None = None, fp8: bool = True, progress: Progress = SILENT,
            workers: int | None = None, executor: Executor | None = None, cache: Cache | None = None) -> SearchResult:
-    """Search every strategy for a scenario's model and batch on its datacenter (see the module docstring)."""
-    return Search(sc, num_gpus, limits, fp8).run(top, replay, progress, workers, executor, cache)
+    """Search every strategy for a scenario's model and batch on its datacenter (see the module docstring): `sc` a
+    ScenarioConfig with a workload block, searched alike in one process and in a pool of workers; `num_gpus`
+    (default: the scenario's, else every GPU), `top`, `replay` and `workers` checked as the CLI's options are."""
+    return Search(scenario_argument(sc, need_workload=True), num_gpus, limits, fp8).run(top, replay, progress, workers,
+                                                                                       executor, cache)
 
