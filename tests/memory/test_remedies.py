@@ -165,3 +165,103 @@ def test_a_run_the_estimate_does_not_take_is_not_timed_and_keeps_the_ladder_s_or
     assert "; step" not in line
     found = json.loads(cli("memory", written(tmp_path, data), "--json").stdout)["to_fit"]
     assert found and all(r["estimated_step_s"] is None for r in found)
+
+
+def one_dgx(model: str, training: dict, **parallelism) -> dict:
+    """A run on one DGX H100 (8 GPUs)."""
+    return {"datacenter": {"from": "dgx-h100", "cluster": {"num_nodes": 1}},
+            "workload": {"model": {"from": model}, "parallelism": parallelism, "training": training}}
+
+
+LONG_CONTEXT = one_dgx("llama-2-13b", {"global_batch_size": 8, "micro_batch_size": 1, "sequence_length": 32768},
+                       tp=4, cp=2, pp=1, sequence_parallel=True)
+"""dp 1, cp 2: the distributed optimizer's data x context group has two ranks."""
+ZERO_2_FITS = one_dgx("llama-2-13b", {"global_batch_size": 32, "micro_batch_size": 2, "sequence_length": 3840},
+                      tp=2, pp=1, dp=4, distributed_optimizer=True, sequence_parallel=True)
+"""The distributed optimizer on, 71.9 GiB of 80 short of fitting; ZeRO-2 in its place fits at 64.53 GiB."""
+ZERO_2 = (("parallelism", "fsdp", "shard_grad_op"), ("parallelism", "distributed_optimizer", False))
+
+
+def test_a_run_of_dp_1_and_cp_2_is_offered_the_distributed_optimizer_sharding_over_the_two_context_ranks():
+    """Megatron-Core's distributed optimizer shards over the data x context group (dp·cp = 2 here): it fits at
+    64.91 GiB where only full recomputation (+30% step) was offered."""
+    sc = parse_scenario(LONG_CONTEXT, "s.yaml")
+    assert not estimate_memory(sc).fits
+    found = remedies(sc)
+    assert [r.change for r in found] == [(("parallelism", "distributed_optimizer", True),),
+                                         (("parallelism", "fsdp", "shard_grad_op"),),
+                                         (("parallelism", "fsdp", "full_shard"),)]
+    assert round(found[0].report.peak.device / 2**30, 2) == 64.91
+    assert found[0].report.peak.device == estimate_memory(applied(sc, found[0].change)).peak.device
+
+
+def test_zero_2_is_offered_to_a_run_with_the_distributed_optimizer_in_its_place():
+    sc = parse_scenario(ZERO_2_FITS, "s.yaml")
+    found = {r.change: r for r in advise(sc, most=10).remedies}
+    assert ZERO_2 in found
+    assert round(found[ZERO_2].report.peak.device / 2**30, 2) == 64.53
+    written = applied(sc, ZERO_2).workload.parallelism
+    assert (written.fsdp, written.distributed_optimizer) == ("shard_grad_op", False)
+    assert found[ZERO_2].text().startswith("fsdp: shard_grad_op and distributed_optimizer: false (64.53 GiB on stage")
+
+
+def test_zero_2_in_place_of_the_distributed_optimizer_drops_the_overlap_of_its_parameter_gather():
+    data = one_dgx("llama-2-13b", ZERO_2_FITS["workload"]["training"],
+                   **ZERO_2_FITS["workload"]["parallelism"], overlap_param_gather=True)
+    sc = parse_scenario(data, "s.yaml")
+    assert applied(sc, ZERO_2).workload.parallelism.overlap_param_gather is None
+    assert ZERO_2 in [r.change for r in advise(sc, most=10).remedies]
+
+
+@pytest.mark.parametrize("data", [LONG_CONTEXT, ZERO_2_FITS, scenario("llama-3-70b", tp=4, pp=1, nodes=2, cp=2),
+                                  scenario("llama-3-70b", tp=2, pp=4, nodes=2, mbs=4),
+                                  scenario("llama-3-70b", tp=4, pp=1, mbs=2, distributed_optimizer=True)],
+                         ids=["dp 1 cp 2", "distributed optimizer", "cp 2 on 16", "pp 4 on 16", "tp 4 on 8"])
+def test_every_change_tried_is_one_the_scenario_takes(data):
+    """No candidate is refused: two changes that set the optimizer's sharding twice (the distributed optimizer and
+    FSDP) or whose parallel sizes together outgrow the GPUs are never put together."""
+    advice = advise(parse_scenario(data, "s.yaml"), most=100)
+    assert advice.refused == ()
+
+
+GIANT = one_dgx("llama-3-405b", {"global_batch_size": 8, "micro_batch_size": 1, "sequence_length": 4096,
+                                 "expandable_segments": True},
+                tp=8, pp=1, sequence_parallel=True, distributed_optimizer=True, recompute="full")
+
+
+def test_a_run_at_full_recomputation_is_not_offered_selective_recomputation_which_takes_more_memory(tmp_path):
+    """Llama 3 405B on 8 GPUs at tp 8 needs 854.51 GiB; selective recomputation would take 883.57 and was the
+    'closest'; cp 2 and pp 2 need 16 GPUs. No change applies, and the line says so."""
+    sc = parse_scenario(GIANT, "s.yaml")
+    advice = advise(sc)
+    assert (advice.remedies, advice.closest, advice.tried, advice.refused) == ([], None, (), ())
+    line = cli("memory", written(tmp_path, GIANT)).stdout.splitlines()[-1]
+    assert line == ("No change of the settings tuning guides try first applies to this run: more GPUs, or `simulon "
+                    "search` for the strategies that do")
+    assert json.loads(cli("memory", written(tmp_path, GIANT), "--json").stdout)["closest_to_fit"] is None
+
+
+def test_where_nothing_fits_only_the_settings_tried_are_named_and_the_closest_takes_less_memory(tmp_path):
+    data = one_dgx("llama-3-405b", GIANT["workload"]["training"], tp=8, pp=1, sequence_parallel=True,
+                   distributed_optimizer=True, recompute="selective")
+    sc = parse_scenario(data, "s.yaml")
+    advice = advise(sc)
+    assert advice.tried == ("recompute",)
+    assert advice.closest.change == (("parallelism", "recompute", "full"),)
+    assert advice.closest.report.peak.device < estimate_memory(sc).peak.device
+    line = cli("memory", written(tmp_path, data)).stdout.splitlines()[-1]
+    assert line.startswith("No change of one or two of recompute fits; the closest, recompute: full (854.51 GiB"), line
+
+
+@pytest.mark.parametrize("entry", [estimate_memory, remedies], ids=["estimate_memory", "remedies"])
+@pytest.mark.parametrize("given, got", [("examples/scenario.yaml", "str"), ({"workload": {}}, "dict")])
+def test_a_path_or_a_dict_for_the_scenario_is_refused_naming_the_parameter(entry, given, got):
+    with pytest.raises(TypeError, match=rf"^sc: expected a ScenarioConfig, got {got}: "):
+        entry(given)
+
+
+def test_a_run_at_zero_3_is_not_offered_zero_2_nor_one_at_full_recomputation_selective():
+    """Each keeps more in memory than the run as written (ZeRO-2 gathers every layer's weights for the step)."""
+    sc = parse_scenario(scenario("llama-3-70b", tp=4, pp=1, fsdp="full_shard", recompute="full"), "s.yaml")
+    offered = {key: value for offer in LADDER for change in offer(sc) for _, key, value in change}
+    assert "fsdp" not in offered and "recompute" not in offered

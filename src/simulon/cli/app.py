@@ -139,7 +139,7 @@ def simulate(
         print(line)
     if not sim.memory.fits:
         sc = load_scenario(scenario)
-        print(remedy_line(sc, advice(sc, sim.memory)))
+        print(remedy_line(advice(sc, sim.memory)))
     for gpu, use in sim.profiled.items():
         print(use.line(gpu))
     for rank, finding in enumerate(analysis.findings[:3], start=1):

@@ -14,7 +14,7 @@ from ..config.loading import load_scenario
 from ..config.scenario import ScenarioConfig
 from ..config.units import GiB
 from ..memory import MemoryReport, StageMemory, estimate_memory
-from ..memory.remedies import LADDER_ORDER, TIMED_ORDER, Advice, advise, settings_tried
+from ..memory.remedies import LADDER_ORDER, TIMED_ORDER, Advice, advise
 from .output import print_table
 
 TERM_COLUMNS = {"weights": "weights", "gradients": "grads", "optimizer states": "optimizer",
@@ -50,9 +50,10 @@ def advice(sc: ScenarioConfig, report: MemoryReport) -> Advice | None:
     return advise(sc, step_time=step_timer(sc))
 
 
-def remedy_line(sc: ScenarioConfig, found: Advice | None) -> str | None:
-    """The changes that would make a run fit, or that none of one or two of the settings tried does and the closest;
-    None for a run that fits."""
+def remedy_line(found: Advice | None) -> str | None:
+    """The changes that would make a run fit, or that none of one or two of the settings tried (those whose memory
+    was estimated) does and the closest, if any comes nearer fitting than the run as written; None for a run that
+    fits."""
     if found is None:
         return None
     if found.remedies:
@@ -62,9 +63,12 @@ def remedy_line(sc: ScenarioConfig, found: Advice | None) -> str | None:
             order = TIMED_ORDER + (
                 f", the run as written {first.as_written_s:.2f} s" if first.as_written_s else "")
         return f"To fit, one of ({order}, memory.remedies): " + "; or ".join(r.text() for r in found.remedies)
-    miss = f"; the closest, {found.closest.text()}" if found.closest is not None else ""
-    return (f"No change of one or two of {', '.join(settings_tried(sc))} fits{miss}: more GPUs, or `simulon search` "
-            "for the strategies that do")
+    advice = "more GPUs, or `simulon search` for the strategies that do"
+    if not found.tried:
+        return f"No change of the settings tuning guides try first applies to this run: {advice}"
+    miss = (f"; the closest, {found.closest.text()}" if found.closest is not None
+            else "; none of them takes less memory than the run as written")
+    return f"No change of one or two of {', '.join(found.tried)} fits{miss}: {advice}"
 
 
 def remedies_json(found: Advice | None) -> dict:
@@ -122,5 +126,5 @@ def memory(
     print(summary_line(report))
     for line in warnings(report):
         print(line)
-    if (line := remedy_line(sc, found)) is not None:
+    if (line := remedy_line(found)) is not None:
         print(line)

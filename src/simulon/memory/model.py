@@ -35,7 +35,7 @@ from functools import cached_property
 
 import numpy as np
 
-from ..config.scenario import ScenarioConfig
+from ..config.scenario import ScenarioConfig, scenario_argument
 from ..config.workload import MegatronWorkload
 from ..workload.layout import RankLayout
 from ..workload.parameters import PipelineLayers
@@ -182,6 +182,16 @@ def scenario_channels(sc: ScenarioConfig) -> int | None:
     return sc.collective.num_channels if sc.collective is not None else None
 
 
+def rank_layout(workload: MegatronWorkload, num_gpus: int) -> RankLayout:
+    """The ranks of `workload` on `num_gpus` GPUs as the memory model lays them out: its parallel sizes, data
+    parallelism what they leave, and an FSDP shard group of fsdp_size ranks, by default the whole data x context
+    group."""
+    par = workload.parallelism
+    dp = par.data_parallel(num_gpus)
+    return RankLayout(tp=par.tp, cp=par.cp, dp=dp, pp=par.pp, ep=par.ep, etp=par.etp,
+                      fsdp=par.fsdp_size or dp * par.cp)
+
+
 class MemoryModel:
     """The memory model of one workload on one GPU type."""
 
@@ -193,8 +203,7 @@ class MemoryModel:
         worked out for other workloads of the model (a strategy search's)."""
         par, train = workload.parallelism, workload.training
         dp = par.data_parallel(num_gpus)
-        self.layout = RankLayout(tp=par.tp, cp=par.cp, dp=dp, pp=par.pp, ep=par.ep, etp=par.etp,
-                                 fsdp=par.fsdp_size or dp * par.cp)
+        self.layout = rank_layout(workload, num_gpus)
         self.workload, self.capacity, self.gpu, self.channels = workload, capacity_bytes, gpu, channels
         self.stage_gpus = stage_gpus
         self.num_microbatches = max(*train.replica_microbatches(dp), 1)  # the replica keeping the most in flight
@@ -403,5 +412,5 @@ class MemoryModel:
 
 
 def estimate_memory(sc: ScenarioConfig) -> MemoryReport:
-    """The per-stage peak memory of a scenario's workload on its GPU."""
-    return MemoryModel.of(sc).report()
+    """The per-stage peak memory of a scenario's workload on its GPU (`sc`: a ScenarioConfig, load_scenario's)."""
+    return MemoryModel.of(scenario_argument(sc)).report()

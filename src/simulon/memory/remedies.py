@@ -9,14 +9,20 @@ pipeline parallelism when the model cannot fit otherwise, expert parallelism for
 guide's order for a run out of memory, expandable segments, then selective recomputation):
 
 1. the distributed optimizer (sharding optimizer states over data parallelism "without increasing communication
-   overhead"), PyTorch's expandable segments (no cost), and sequence parallelism beside tensor parallelism (the
-   same bytes as its all-reduce, as a reduce-scatter and an all-gather);
-2. selective recomputation (core attention re-run in the backward);
-3. ZeRO-2 and ZeRO-3 sharding (gradients, then parameters, gathered per micro-batch);
-4. twice the tensor, context, expert or pipeline parallelism, at the same GPU count (data parallelism halves);
+   overhead"; Megatron-Core shards them over the data x context group, dp·cp ranks, and expert states over the
+   expert-data-parallel group, so a run with dp = 1 and cp > 1 has ranks to shard over), PyTorch's expandable
+   segments (no cost), and sequence parallelism beside tensor parallelism (the same bytes as its all-reduce, as a
+   reduce-scatter and an all-gather);
+2. selective recomputation (core attention re-run in the backward), to a run that recomputes nothing;
+3. ZeRO-2 and ZeRO-3 sharding (gradients, then parameters, gathered per micro-batch) over the data x context group,
+   in place of the distributed optimizer where the run has it (FSDP shards the optimizer states itself);
+4. twice the tensor, context, expert or pipeline parallelism, at the same GPU count (data parallelism halves, so
+   it must be even);
 5. full recomputation (a layer's forward run twice), and half the micro-batch size (more, shorter GEMMs).
 
-Where no one change fits, two of them together are tried, the ladder's earliest first. Given a step-time estimate
+Where no one change fits, two of them together are tried, the ladder's earliest first. A change the scenario
+refuses is kept with the reason (Advice.refused), not offered; one that leaves the fullest stage no further from
+fitting than the run as written is never offered, not even as the closest miss. Given a step-time estimate
 (`advise`'s `step_time`: the CLI passes the strategy search's, search.estimate.step_timer, which this package does
 not import), every change of the fewest settings that fits is timed and they are listed fastest first, the ladder's
 order among equal times, with the estimate of the run as written beside them (what it would take if it fitted); the
@@ -33,16 +39,26 @@ from typing import Any
 
 from ..config.errors import ConfigError
 from ..config.loading import parse_scenario
-from ..config.scenario import ScenarioConfig
+from ..config.scenario import ScenarioConfig, scenario_argument
 from ..config.units import GiB
 from ..config.workload import without_other_recompute_settings
-from .model import MemoryReport, estimate_memory
+from ..workload.layout import RankLayout
+from .model import MemoryReport, estimate_memory, rank_layout
 
 Change = tuple[tuple[str, str, Any], ...]
 """Settings to write, each (block under workload, key, value)."""
 
 DERIVED = ("dp", "num_microbatches")
 """Parallelism keys a scenario may state that another parallel size or micro-batch size changes (derived again)."""
+DEPENDENT = {"distributed_optimizer": ("overlap_param_gather",)}
+"""Parallelism keys that hold only with another's setting: switching that one off drops them (Megatron overlaps the
+parameter all-gather of the distributed optimizer only)."""
+SAME_CHOICE = {"distributed_optimizer": "sharding", "fsdp": "sharding"}
+"""Settings that are one choice between them: no change sets two of them apart."""
+RECOMPUTE_ORDER = ("none", "selective", "full")
+"""Recomputation modes, from the one keeping the most activations to the one keeping the fewest."""
+FSDP_ORDER = ("none", "shard_grad_op", "full_shard")
+"""FSDP sharding, from the one holding the most model states on a rank to the one holding the fewest."""
 PIPELINE_SPLIT = ("layers_per_stage", "pipeline_layout", "first_stage_layers", "last_stage_layers",
                   "microbatch_group_size")
 """Parallelism keys that hold for one pipeline depth only: a scenario stating one is not offered another depth."""
@@ -60,25 +76,67 @@ def _doubled(key: str) -> Callable[[ScenarioConfig], list[Change]]:
     tensor parallelism only inside an NVLink domain, where the guides keep it."""
     def offer(sc: ScenarioConfig) -> list[Change]:
         par = sc.workload.parallelism
+        change = (("parallelism", key, 2 * getattr(par, key)),)
+        if not keeps_the_gpu_count(sc, change):
+            return []
         if key == "tp" and 2 * par.tp > sc.datacenter.domain_gpus:
             return []
         if key == "pp" and any(getattr(par, name) is not None for name in PIPELINE_SPLIT):
             return []
         if key == "ep" and sc.workload.model.moe is None:
             return []
-        return [(("parallelism", key, 2 * getattr(par, key)),)]
+        return [change]
     return offer
+
+
+def keeps_the_gpu_count(sc: ScenarioConfig, change: Change) -> bool:
+    """Whether the data parallelism left divides by what the change multiplies tensor, context and pipeline
+    parallelism by (tp·cp·dp·pp is the GPU count; expert parallelism is carved out of the data x context group)."""
+    par = sc.workload.parallelism
+    growth = math.prod(value // getattr(par, key) for _, key, value in change if key in ("tp", "cp", "pp"))
+    return shard_groups(sc).dp % growth == 0
 
 
 def _sequence_parallel(sc: ScenarioConfig) -> list[Change]:
     return _flag("parallelism", "sequence_parallel", True)(sc) if sc.workload.parallelism.tp > 1 else []
 
 
-def _data_parallel_sharding(key: str, value: Any) -> Callable[[ScenarioConfig], list[Change]]:
-    """A sharding over data parallelism, where there is data parallelism to shard over."""
+def shard_groups(sc: ScenarioConfig) -> RankLayout:
+    """The scenario's ranks as the memory model lays them out (RankLayout): its dp·cp ranks are the group the
+    distributed optimizer and FSDP shard dense parameters' states over, its edp ranks the expert ones'."""
+    return rank_layout(sc.workload, sc.placement().num_gpus)
+
+
+def _distributed_optimizer(sc: ScenarioConfig) -> list[Change]:
+    """The distributed optimizer, where its groups have ranks to shard over: the data x context group (dp·cp, a
+    run of dp 1 and cp 2 too), or for a MoE model the expert-data-parallel group; not under FSDP, which shards the
+    states itself."""
+    layout, moe = shard_groups(sc), sc.workload.model.moe is not None
+    if sc.workload.parallelism.fsdp != "none" or (layout.dp * layout.cp == 1 and not (moe and layout.edp > 1)):
+        return []
+    return _flag("parallelism", "distributed_optimizer", True)(sc)
+
+
+def _beyond(key: str, value: str, order: tuple[str, ...]) -> Callable[[ScenarioConfig], list[Change]]:
+    """A parallelism setting offered to a run whose own comes earlier in `order` (keeps more in memory): never
+    selective recomputation to a run at full, nor ZeRO-2 to one at ZeRO-3."""
     def offer(sc: ScenarioConfig) -> list[Change]:
-        dp = sc.workload.parallelism.data_parallel(sc.placement().num_gpus)
-        return _flag("parallelism", key, value)(sc) if dp > 1 else []
+        current = getattr(sc.workload.parallelism, key)
+        return [(("parallelism", key, value),)] if order.index(current) < order.index(value) else []
+    return offer
+
+
+def _zero(stage: str) -> Callable[[ScenarioConfig], list[Change]]:
+    """FSDP sharding (`stage`: shard_grad_op, ZeRO-2, or full_shard, ZeRO-3) over the data x context group, where it
+    has more than one rank, to a run sharding less; with the distributed optimizer switched off where the run has
+    it, as the scenario takes one or the other."""
+    def offer(sc: ScenarioConfig) -> list[Change]:
+        layout = shard_groups(sc)
+        if layout.dp * layout.cp == 1:
+            return []
+        par = sc.workload.parallelism
+        instead = (("parallelism", "distributed_optimizer", False),) if par.distributed_optimizer else ()
+        return [change + instead for change in _beyond("fsdp", stage, FSDP_ORDER)(sc)]
     return offer
 
 
@@ -88,14 +146,14 @@ def _half_micro_batch(sc: ScenarioConfig) -> list[Change]:
 
 
 LADDER: tuple[Callable[[ScenarioConfig], list[Change]], ...] = (
-    _data_parallel_sharding("distributed_optimizer", True),
+    _distributed_optimizer,
     _flag("training", "expandable_segments", True),
     _sequence_parallel,
-    _flag("parallelism", "recompute", "selective"),
-    _data_parallel_sharding("fsdp", "shard_grad_op"),
-    _data_parallel_sharding("fsdp", "full_shard"),
+    _beyond("recompute", "selective", RECOMPUTE_ORDER),
+    _zero("shard_grad_op"),
+    _zero("full_shard"),
     _doubled("tp"), _doubled("cp"), _doubled("ep"), _doubled("pp"),
-    _flag("parallelism", "recompute", "full"),
+    _beyond("recompute", "full", RECOMPUTE_ORDER),
     _half_micro_batch,
 )
 """The changes offered, cheapest in step time first (the module's docstring says why in this order)."""
@@ -142,9 +200,10 @@ def settings_text(settings: dict[str, Any]) -> str:
                         for path, value in settings.items())
 
 
-def applied(sc: ScenarioConfig, change: Change) -> ScenarioConfig | None:
-    """The scenario with the change's settings written in, parsed as a scenario file is; None where the scenario
-    refuses them (a size that does not divide, a setting its framework or model cannot run)."""
+def variant(sc: ScenarioConfig, change: Change) -> ScenarioConfig:
+    """The scenario with the change's settings written in, parsed as a scenario file is (what a setting changed
+    makes stale goes: DERIVED sizes, other recomputation modes' settings, DEPENDENT keys); a ConfigError where the
+    scenario refuses them (a size its model does not divide, a setting its framework cannot run)."""
     data = sc.as_data()
     workload = data["workload"]
     for block, key, value in change:
@@ -154,32 +213,53 @@ def applied(sc: ScenarioConfig, change: Change) -> ScenarioConfig | None:
                 workload["parallelism"].pop(derived, None)
         if key == "recompute":
             without_other_recompute_settings(workload["parallelism"])
+        if not value:
+            for dependent in DEPENDENT.get(key, ()):
+                workload["parallelism"].pop(dependent, None)
+    return parse_scenario(data, "remedy")
+
+
+def applied(sc: ScenarioConfig, change: Change) -> ScenarioConfig | None:
+    """The scenario with the change's settings written in (variant); None where the scenario refuses them."""
     try:
-        return parse_scenario(data, "remedy")
+        return variant(sc, change)
     except ConfigError:
         return None
 
 
+def choices(change: Change) -> set[str]:
+    """The choices a change makes: its settings, the distributed optimizer and FSDP being one (how the optimizer
+    states are sharded: the scenario takes one or the other)."""
+    return {SAME_CHOICE.get(key, key) for _, key, _ in change}
+
+
 def _candidates(sc: ScenarioConfig) -> Iterator[Change]:
-    """Every change of the ladder, then every two of them on different settings, the ladder's earliest first."""
+    """Every change of the ladder, then every two of them making different choices whose parallel sizes together
+    still divide the GPU count, the ladder's earliest first."""
     singles = [change for offer in LADDER for change in offer(sc)]
     yield from singles
     for first, second in combinations(singles, 2):
-        if {(b, k) for b, k, _ in first}.isdisjoint((b, k) for b, k, _ in second):
+        if choices(first).isdisjoint(choices(second)) and keeps_the_gpu_count(sc, first + second):
             yield first + second
 
 
-def _evaluated(sc: ScenarioConfig) -> Iterator[Remedy]:
-    """Every candidate change (_candidates) the scenario accepts and the memory model can take, with its memory,
-    fitting or not."""
+@dataclass(frozen=True)
+class Refused:
+    """A candidate change the scenario or the memory model refuses, and why (its error's message)."""
+
+    change: Change
+    reason: str
+
+
+def _evaluated(sc: ScenarioConfig) -> Iterator[Remedy | Refused]:
+    """Every candidate change (_candidates) with its memory, fitting or not, or where the scenario or the memory
+    model refuses it, why."""
     for change in _candidates(sc):
-        variant = applied(sc, change)
-        if variant is None:
-            continue
         try:
-            yield Remedy(change, estimate_memory(variant), variant)
-        except ValueError:  # a variant the memory model cannot take
-            continue
+            changed = variant(sc, change)
+            yield Remedy(change, estimate_memory(changed), changed)
+        except (ConfigError, ValueError) as error:  # the scenario refusing the change, or the memory model
+            yield Refused(change, str(error))
 
 
 LADDER_ORDER = "in the order tuning guides try them"
@@ -193,7 +273,9 @@ class Advice:
     that comes closest."""
 
     remedies: list[Remedy]
-    closest: Remedy | None  # None where a change fits, or none could be tried
+    closest: Remedy | None  # None where a change fits, or none tried leaves the run nearer fitting than as written
+    tried: tuple[str, ...] = ()  # the settings of the changes whose memory was estimated, as one names them
+    refused: tuple[Refused, ...] = ()  # the candidates the scenario or the memory model refused
 
     @property
     def timed(self) -> bool:
@@ -206,33 +288,37 @@ def advise(sc: ScenarioConfig, most: int = 3,
     """Up to `most` changes that make a run that does not fit fit, changes of two settings only where no change of one
     fits: the ladder's first, or with `step_time` (a scenario's step in seconds, None where it cannot tell) the fastest
     of all that fit, the ladder's order among equals and after the untimed; where none fits, of the changes tried the
-    one that leaves the fullest stage the least over its GPU's memory (the ladder's earliest among equals). Nothing for
-    a run that fits. Every change is evaluated once."""
-    if estimate_memory(sc).fits:
+    one that leaves the fullest stage the least over its GPU's memory (the ladder's earliest among equals), where that
+    is less than the run as written needs. Nothing for a run that fits. Every change is evaluated once."""
+    sc = scenario_argument(sc, need_workload=True)
+    as_written = estimate_memory(sc)
+    if as_written.fits:
         return Advice([], None)
     found: list[Remedy] = []
     nearest: Remedy | None = None
+    tried: list[Remedy] = []
+    refused: list[Refused] = []
     for remedy in _evaluated(sc):
+        if isinstance(remedy, Refused):
+            refused.append(remedy)
+            continue
         if found and len(remedy.change) > len(found[0].change):
             break
+        tried.append(remedy)
         if remedy.report.fits:
             found.append(remedy)
             if step_time is None and len(found) == most:
                 break
-        elif nearest is None or remedy.report.peak.fill < nearest.report.peak.fill:
+        elif remedy.report.peak.fill < (nearest.report if nearest else as_written).peak.fill:
             nearest = remedy
     if step_time is not None and found:
-        as_written = step_time(sc)
-        found = [replace(r, step_s=step_time(r.scenario), as_written_s=as_written) for r in found]
+        seconds = step_time(sc)
+        found = [replace(r, step_s=step_time(r.scenario), as_written_s=seconds) for r in found]
         found.sort(key=lambda r: math.inf if r.step_s is None else r.step_s)  # stable: the ladder's among equals
-    return Advice(found[:most], None if found else nearest)
+    names = tuple(dict.fromkeys(key for r in tried for _, key, _ in r.change))
+    return Advice(found[:most], None if found else nearest, names, tuple(refused))
 
 
 def remedies(sc: ScenarioConfig, most: int = 3) -> list[Remedy]:
-    """The changes that make a run that does not fit fit (advise)."""
+    """The changes that make a run that does not fit fit (advise; `sc`: a ScenarioConfig, load_scenario's)."""
     return advise(sc, most).remedies
-
-
-def settings_tried(sc: ScenarioConfig) -> list[str]:
-    """The settings the ladder offers this scenario, as one names them: 'distributed_optimizer', 'recompute', ..."""
-    return list(dict.fromkeys(key for offer in LADDER for change in offer(sc) for _, key, _ in change))
