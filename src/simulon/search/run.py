@@ -47,7 +47,7 @@ from ..config.workload import (
     without_other_recompute_settings,
 )
 from ..dag.size import DagSize
-from ..executors import Executor, ProcessExecutor, Refused
+from ..executors import Executor, ProcessExecutor, Refused, check_processes
 from ..memory import MemoryModel, StageMemory, scenario_channels
 from ..memory.activations import LayerCache
 from ..progress import SILENT, Progress
@@ -452,10 +452,10 @@ class Search:
             executor: Executor | None = None, cache: Cache | None = None) -> SearchResult:
         """`executor` runs the replays (default: a process pool of `workers`); `cache` keeps estimates and
         replays on disk (search/cache.py), so that a search run again reads what it had finished. The counts are
-        checked as the CLI's options are (`top` 1 to 1000, `replay` 0 to 1000, `workers` one at least)."""
+        checked as the CLI's options are (`top` 1 to 1000, `replay` 0 to 1000, `workers` executors.check_processes)."""
         count_argument(top, "top", 1, 1000)
         count_argument(replay, "replay", 0, 1000)
-        count_argument(workers, "workers", 1)
+        check_processes(workers, "workers")  # as --workers is checked
         started = time.perf_counter()
         phase = self.estimated(progress, cache, executor if executor is not None or workers != 1 else None,
                                workers)
