@@ -14,6 +14,7 @@ flows' wire bytes and the links each loads (the order of their utilisation over 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -39,12 +40,18 @@ class RateLog:
         flow_of_slot = np.repeat(np.arange(len(loads.ptr) - 1), np.diff(loads.ptr))
         on_link = loads.link == link
         weight = np.bincount(flow_of_slot[on_link], weights=loads.weight[on_link], minlength=len(loads.ptr) - 1)
-        previous = np.zeros(len(self.rate))  # each entry's flow's rate before it
+        on = weight[self.flow] > 0
+        return self.time[on], (self.steps * weight[self.flow])[on]
+
+    @cached_property
+    def steps(self) -> np.ndarray:
+        """Per entry, how much its flow's rate changes there (from 0 before the flow's first): worked out once for
+        every watched link."""
+        previous = np.zeros(len(self.rate))
         order = np.argsort(self.flow, kind="stable")
         same = np.append(False, self.flow[order][1:] == self.flow[order][:-1])
         previous[order[same]] = self.rate[order][:-1][same[1:]]
-        on = weight[self.flow] > 0
-        return self.time[on], ((self.rate - previous) * weight[self.flow])[on]
+        return self.rate - previous
 
 
 def carried_bytes(wire: np.ndarray, loads: LinkLoads, num_links: int) -> np.ndarray:
