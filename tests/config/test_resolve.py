@@ -619,3 +619,49 @@ def test_an_nvlink_domain_the_system_does_not_have_is_refused_not_built_as_its_n
                                              ("GB200 NVL36x2", "gb200-nvl36x2"), ("GH200 NVL32", "gh200-nvl32")])
 def test_an_nvlink_domain_its_system_has_resolves(text, system):
     assert resolve_hardware(text).system == system
+
+
+@pytest.mark.parametrize(("text", "nodes", "gpus"), [
+    ("DGX H200 x 3", 3, None),           # a count after the system's name: systems (was read as nothing)
+    ("DGX H200 x3", 3, None),
+    ("DGX H200 (x3)", 3, None),
+    ("DGX H200 ×3", 3, None),
+    ("GB200 NVL72 x 2", 36, None),       # two racks of 18 trays
+    ("p5.48xlarge x 4", 4, None),
+    ("H100 x8", None, 8),                # after the GPU alone: its GPUs, as "8x H100"
+    ("GB200 NVL36 x2", None, None),      # the NVL36x2 system's own name, no count
+    ("NVL36x2 x 3", 54, None),
+])
+def test_a_count_written_after_what_it_counts_is_read(text, nodes, gpus):
+    hardware = resolve_hardware(text)
+    assert (hardware.nodes, hardware.gpus) == (nodes, gpus)
+
+
+def test_a_count_after_a_system_that_disagrees_with_one_before_it_is_refused():
+    with pytest.raises(Unresolved, match="states 2 and 4 nodes"):
+        resolve_hardware("4x DGX H100 x 2")
+
+
+@pytest.mark.parametrize(("text", "nodes"), [
+    ("2x GB200 NVL36x2", 36),    # two of the NVL36x2 system, 18 trays each (was read as 2 GPUs)
+    ("2x NVL36x2", 36),          # was read as no count
+    ("3x gb200-nvl36x2", 54),
+])
+def test_a_count_before_a_system_whose_name_runs_words_together_counts_systems(text, nodes):
+    assert resolve_hardware(text).nodes == nodes
+
+
+@pytest.mark.parametrize("stem", template_names("datacenter"))
+def test_every_shipped_system_takes_a_count_written_after_it(stem):
+    hardware = resolve_hardware(f"{stem} x 3")
+    assert (hardware.system, hardware.nodes) == (stem, resolve_hardware(f"3 systems of {stem}").nodes)
+
+
+@pytest.mark.parametrize(("text", "nodes", "gpus"), [
+    ("A100-SXM (2 nodes x 8)", 2, None),       # after a count of nodes: a node's GPUs
+    ("Titan-RTX x2", None, 2),                 # 'rtx' is the GPU's name, not the system's
+    ("mixed RTX-3090x2+Titan-RTXx2", None, None),  # after other GPUs: theirs
+])
+def test_a_count_written_after_nodes_or_a_gpus_own_words_counts_no_systems(text, nodes, gpus):
+    hardware = resolve_hardware(text)
+    assert (hardware.nodes, hardware.gpus) == (nodes, gpus)

@@ -26,9 +26,9 @@ punctuation: `[count x] [vendor] GPU [memory GB] [form factor] [system] [interco
   NVLink domain wider than a node, NVLink or xGMI against the GPU's vendor, a rate in bytes ("600GB/s bidir",
   "1.8TB/s") against the GPU's NVLink (a direction, or both) or HBM bandwidth, and a power ("400W") against its TDP.
 - Nodes: a count of nodes ("4 nodes", "1 node", "16 servers") or of systems ("4x DGX H100", "2x GB200 NVL72",
-  "3 systems", "2 racks"), a system being its NVLink domain (one DGX H100 node; 18 trays of a GB200 NVL72):
-  `Hardware.nodes`, the cluster of a scenario that starts from the description. A count before the GPU ("8x H100")
-  counts GPUs.
+  "DGX H200 x 3", "3 systems", "2 racks"), a system being its NVLink domain (one DGX H100 node; 18 trays of a GB200
+  NVL72): `Hardware.nodes`, the cluster of a scenario that starts from the description. A count before the GPU ("8x
+  H100") or after it alone ("H100 x8") counts GPUs.
 - Product names of more words than a model ("Grace Hopper", "Grace Blackwell Ultra", "Blackwell Ultra") are
   GPU templates' aliases; the longest one a description holds names its GPU, ahead of an architecture.
 
@@ -102,6 +102,8 @@ UNMODELLED = {"gaudi": "Intel Gaudi is not modelled: its matrix engines have no 
 GENERIC_WORDS = frozenset({"platform", "server", "servers", "cluster", "rack", "racks", "node", "nodes", "system",
                            "systems", "gpu", "gpus"})
 """Words that name no particular system, whatever template carries them."""
+SYSTEM_WORDS = GENERIC_WORDS - {"cluster", "gpu", "gpus"}
+"""Generic words that name a system, whichever: what a count written after them counts ("MI300X platform x 3")."""
 INTERCONNECT_VENDOR = {"nvlink": "nvidia", "nvswitch": "nvidia", "nvls": "nvidia", "mnnvl": "nvidia", "xgmi": "amd",
                        "infinity": "amd"}
 """Scale-up words and the vendor whose GPUs alone have them (NVIDIA's NVLink, NVSwitch, NVLink SHARP and multi-node
@@ -134,6 +136,11 @@ ONE_RACK = re.compile(r"(?i)(?<![\w-])rack\b(?!-)")
 "rack-scale")."""
 RACK_COUNT = re.compile(r"(?i)(?<![\w.])(\d+)\s*[x×]\s*([a-z][a-z0-9]*)[\s-]+([a-z][a-z0-9]*)\b")
 """A count written onto a GPU and a system word ("2x GB200 NVL72"): racks of a rack-scale system, or its GPUs."""
+TRAILING_COUNT = re.compile(r"(?:(?<=\d)|(?<=[A-Za-z0-9)\]])\s+\(?|(?<=[A-Za-z0-9)\]])\s*\()\s*[xX×]\s*(\d+)"
+                            r"(?![\w.])(?!\s*(?:[GgTt](?:b|B)|G\b))")
+"""A count written after what it counts ("DGX H200 x 3", "GB200 NVL72 x2", "H100x8", "DGX H100 (x4)"): systems where
+the words before it name the system, GPUs where they name the GPU alone (_trailing_counts); never a model's own "x"
+("RTX3090") or a rate ("x 400 Gbps")."""
 QUANTITY = re.compile(r"(?:\d+x)?\d+(?:x|g|gb|gbps|gib|t|tb|tbps)?|x\d+|v\d+|tbps")
 """A count, size or version ("8", "8x", "400g", "8x400gbps", "x2", "v4"): no system's identity."""
 
@@ -452,6 +459,11 @@ def systems() -> tuple[tuple[str, str, frozenset[str], bool], ...]:
     return tuple(found)
 
 
+def system_words(system: str | None) -> frozenset[str]:
+    """A shipped system's own words (systems()); none for no system."""
+    return next((own for stem, _, own, _ in systems() if stem == system), frozenset())
+
+
 def resolve_system(gpus: dict[str, tuple], text: str, context: str = "") -> tuple[str, str] | None:
     """(datacenter template, GPU template) of the system a description names among those built on the
     candidate GPUs `gpus` (stem -> its score from the GPU's own words), or None if no shipped system carries
@@ -519,13 +531,14 @@ def _nodes_stated(text: str, system: str, datacenter: dict[str, Any], model: str
     (how many nodes a rack holds is not the system's)."""
     per_node, domain = _node_and_domain(datacenter)
     per_system = max(1, domain // per_node)
-    own = next(own for stem, _, own, _ in systems() if stem == system)
+    own = system_words(system)
     units = [(int(found.group(1)), found.group(2).lower()) for found in NODE_COUNT.finditer(text)]
     counts = {count * (1 if unit in ("node", "server") else per_system) for count, unit in units}
     counts |= {int(found.group(1)) * per_system for found in SYSTEM_COUNT.finditer(text)
-               if found.group(2).lower() in own}
+               if _own_word(found.group(2), own)}
     counts |= {_rack_nodes(int(found.group(1)), domain, per_node) for found in RACK_COUNT.finditer(text)
-               if per_system > 1 and found.group(2).lower() == model and found.group(3).lower() in own}
+               if per_system > 1 and found.group(2).lower() == model and _own_word(found.group(3), own)}
+    counts |= {count * per_system for count, systems_counted in _trailing_counts(text, own, model) if systems_counted}
     if per_system == 1 and any(unit == "rack" for _, unit in units):
         raise Unresolved(f"{text!r} counts racks of {system}, whose NVLink domain is one node of {per_node} GPUs: "
                          "how many nodes a rack holds is not the system's; count the nodes (\"4 nodes\")")
@@ -536,6 +549,13 @@ def _nodes_stated(text: str, system: str, datacenter: dict[str, Any], model: str
     if 0 in counts:
         raise Unresolved(f"{text!r} states no node (0): count at least one")
     return counts.pop() if counts else None
+
+
+def _own_word(word: str, own: frozenset[str]) -> bool:
+    """Whether a word as written is one of a system's own words, or several of them run together ("NVL36x2": 'nvl36'
+    and 'x2')."""
+    said = words(word)
+    return bool(said) and set(said) <= own
 
 
 def _node_and_domain(datacenter: dict[str, Any]) -> tuple[int, int]:
@@ -644,17 +664,40 @@ def resolve_hardware(text: str, context: str = "") -> Hardware:
         notes.append(f"{sharing} GPUs a NIC as stated")
     nodes = _nodes_stated(text, system, template, model.lower())
     return Hardware(text, gpu, system, block, model.upper(), tuple(notes), _stray(rest, gpu, system), nodes,
-                    _gpus_stated(text, model.lower(), nodes))
+                    _gpus_stated(text, model.lower(), nodes, system_words(system)))
 
 
-def _gpus_stated(text: str, model: str, nodes: int | None) -> int | None:
-    """The GPUs a count written onto the GPU's model word states ("8x H100", "4xA100"), unless the description
-    states its nodes (then "2x GB200 NVL72" counts racks, "4 nodes of 8x H100" a node's GPUs, as _nodes_stated
-    reads them)."""
+def _gpus_stated(text: str, model: str, nodes: int | None, own: frozenset[str]) -> int | None:
+    """The GPUs a count written onto the GPU's model word states ("8x H100", "4xA100", "H100 x8"), unless the
+    description states its nodes (then "2x GB200 NVL72" counts racks, "4 nodes of 8x H100" a node's GPUs, as
+    _nodes_stated reads them)."""
     if nodes is not None or not model:
         return None
     counts = {int(found.group(1)) for found in SYSTEM_COUNT.finditer(text) if found.group(2).lower() == model}
+    counts |= {count for count, systems_counted in _trailing_counts(text, own, model) if not systems_counted}
     return counts.pop() if len(counts) == 1 else None
+
+
+def _trailing_counts(text: str, own: frozenset[str], model: str) -> list[tuple[int, bool]]:
+    """(count, whether it counts systems) of each count written after what it counts (TRAILING_COUNT), by the words
+    it follows back to a comma, parenthesis or '+': systems where they hold one of the system's own words `own` that
+    is no word of its GPU's name ("DGX H200 x 3"; not "Titan-RTXx2") or a word for any system (SYSTEM_WORDS: "H100
+    server x 4"), GPUs where they hold the GPU's model word alone ("H100 x8"). It counts nothing after a count of
+    nodes ("2 nodes x 8": GPUs a node), after another GPU's model ("RTX-3090x2+Titan-RTXx2") or where it is the
+    system's own multiplier ("NVL36x2", two NVL36 racks as one NVLink domain)."""
+    gpu_words = {w for stem in gpu_models().get(model, ()) for name in _names("gpu", stem)[:2] for w in words(name)}
+    found = []
+    for match in TRAILING_COUNT.finditer(text):
+        count = int(match.group(1))
+        phrase = re.split(r"[,;(+]", text[:match.start()].rstrip(" )"))[-1]
+        before = set(words(phrase))
+        if f"x{count}" in own or NODE_COUNT.search(phrase) or before & (gpu_models().keys() - {model}):
+            continue
+        if before & ((own - gpu_words) | SYSTEM_WORDS):
+            found.append((count, True))
+        elif model in before:
+            found.append((count, False))
+    return found
 
 
 SWITCH_WORDS = {"nvswitch": "an NVSwitch", "nvls": "NVLS", "mnnvl": "MNNVL"}
@@ -712,7 +755,7 @@ def _check_scale_up(text: str, said: set[str], system: str) -> None:
         raise Unresolved(f"{text!r} states NVLS (NVLink SHARP), but {system}'s scale-up ({label}) does not reduce in "
                          "the switch")
     per_node, domain = _node_and_domain(doc)
-    own = next((own for stem, _, own, _ in systems() if stem == system), frozenset())
+    own = system_words(system)
     for word in sorted(said - own):
         stated = re.fullmatch(r"nvl(\d+)", word)
         if stated and int(stated.group(1)) != domain:  # "B200 NVL72": DGX B200's domain is its node of 8
@@ -764,7 +807,7 @@ def _stray(text: str, gpu: str, system: str | None) -> tuple[str, ...]:
     doc = find_template("gpu", gpu) or {}
     model = model_word(str(doc.get("name", gpu)))
     own = {model, *_gpu_words(gpu, model), *hardware_words(),
-           *next((own for stem, _, own, _ in systems() if stem == system), frozenset())}
+           *system_words(system)}
     return tuple(stray_words(text, frozenset(own)))
 
 
