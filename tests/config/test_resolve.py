@@ -657,6 +657,17 @@ def test_every_shipped_system_takes_a_count_written_after_it(stem):
     assert (hardware.system, hardware.nodes) == (stem, resolve_hardware(f"3 systems of {stem}").nodes)
 
 
+@pytest.mark.parametrize(("text", "candidates"), [
+    ("HGX", "dgx-a100-320gb or dgx-b200 or dgx-b300 or dgx-h100 or hgx-h20 or hgx-h200 or hgx-h800"),  # was hgx-h20
+    ("DGX", "dgx-a100 or dgx-a100-320gb or dgx-b200 or dgx-b300 or dgx-cloud-h100 or dgx-h100 or gb200-nvl72 or "
+            "gb300-nvl72 or hgx-h200 or hgx-h800"),  # was seven of them, the tie-breaks of one GPU's systems
+    ("gcp", "gcp-a3-mega or gcp-a3-ultra or gcp-a4 or gcp-a4x"),
+])
+def test_a_system_word_shared_by_systems_of_several_gpus_is_refused_naming_them_all(text, candidates):
+    with pytest.raises(Unresolved, match=re.escape(f"{text!r} could be system {candidates}, built on different GPUs")):
+        resolve_hardware(text)
+
+
 @pytest.mark.parametrize(("text", "nodes", "gpus"), [
     ("A100-SXM (2 nodes x 8)", 2, None),       # after a count of nodes: a node's GPUs
     ("Titan-RTX x2", None, 2),                 # 'rtx' is the GPU's name, not the system's

@@ -464,16 +464,24 @@ def system_words(system: str | None) -> frozenset[str]:
     return next((own for stem, _, own, _ in systems() if stem == system), frozenset())
 
 
-def resolve_system(gpus: dict[str, tuple], text: str, context: str = "") -> tuple[str, str] | None:
+def resolve_system(gpus: dict[str, tuple], text: str, context: str = "", gpu_named: bool = True
+                   ) -> tuple[str, str] | None:
     """(datacenter template, GPU template) of the system a description names among those built on the
     candidate GPUs `gpus` (stem -> its score from the GPU's own words), or None if no shipped system carries
     any of them. A system's words said outrank the GPU's main-SKU preference ("GH200 NVL2" is the HBM3e
-    GH200's system). Raises Unresolved when two systems fit equally."""
+    GH200's system). Raises Unresolved when two systems fit equally, or, where the description names no GPU
+    (`gpu_named` false), when its words fit systems of two GPUs equally ("HGX")."""
     said, ctx = set(words(text)), set(words(context))
     ranked = sorted((((*gpus[g][:2], len(own & said), len(own & ctx), gpus[g][2], ref, -len(own - said - ctx)), stem,
                       g) for stem, g, own, ref in systems() if g in gpus), reverse=True)
     if not ranked:
         return None
+    named = [(stem, g) for score, stem, g in ranked if score[:4] == ranked[0][0][:4]]
+    if not gpu_named and len({g for _, g in named}) > 1:
+        # no GPU named, and the system's words said tell no GPU apart ("HGX"): which system is the vendor's reference
+        # for its GPU, or has the fewest words, does not choose the GPU
+        raise Unresolved(f"{text!r} could be system {' or '.join(sorted(stem for stem, _ in named))}, built on "
+                         "different GPUs: name the GPU or one of them")
     if len(ranked) > 1 and ranked[0][0] == ranked[1][0]:
         ties = sorted(stem for score, stem, _ in ranked if score == ranked[0][0])
         raise Unresolved(f"{text!r} could be system {' or '.join(ties)}: name one of them")
@@ -641,7 +649,7 @@ def resolve_hardware(text: str, context: str = "") -> Hardware:
         if not gpus:
             raise
         model, notes = "", []
-    found = resolve_system(gpus, text, context)
+    found = resolve_system(gpus, text, context, gpu_named=bool(model))
     if found is None:
         gpu, model, notes = resolve_gpu(text, context)
         rest, checked = _stated(text, gpu, None)
