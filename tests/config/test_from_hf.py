@@ -565,3 +565,13 @@ def test_linear_attention_layers_without_their_heads_are_refused_not_read_as_att
     gdn = {"linear_num_key_heads": 16, "linear_num_value_heads": 32, "linear_key_head_dim": 128,
            "linear_value_head_dim": 128}
     assert model_from_hf(write(tmp_path, {**doc, **gdn}))["hybrid_pattern"] == "G-G-G-*-"
+
+
+def test_a_hub_model_id_with_no_shipped_template_is_not_pointed_to_a_from_that_fails(tmp_path):
+    # it was told to write `from: acme/SuperLM-9B`, which is refused as an unknown model template
+    with pytest.raises(ValidationError, match=r"no such file; no shipped template is 'acme/SuperLM-9B', and simulon "
+                                              r"reads nothing from the HuggingFace Hub: download") as raised:
+        ModelSpec.model_validate({"from_hf": "acme/SuperLM-9B"}, context={"base_dir": tmp_path})
+    assert "from:" not in str(raised.value)
+    with pytest.raises(ValidationError, match=r"`from: meta-llama/Llama-3.1-8B` \(the shipped template llama-3.1-8b\)"):
+        ModelSpec.model_validate({"from_hf": "meta-llama/Llama-3.1-8B"}, context={"base_dir": tmp_path})

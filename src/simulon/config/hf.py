@@ -65,7 +65,7 @@ from typing import Any
 
 from .common import MAX_LAYERS, FieldError
 from .errors import MAX_YAML_BYTES, JSONTooDeep, parse_json, read_input_text
-from .templates import scenario_path
+from .templates import AmbiguousTemplate, scenario_path, template_stem_loose
 
 GATED_ACTIVATIONS = {"silu": "swiglu", "swish": "swiglu", "swiglu": "swiglu", "relu2": "squared_relu"}
 """hidden_act -> simulon's activation in a family not known to gate its MLP (GATED_MLP_MODEL_TYPES): a SiLU MLP is
@@ -677,11 +677,22 @@ def resolve_from_hf(data: dict[str, Any], base_dir: Path | None) -> FromHF:
     if path.is_dir():  # a checkpoint's folder, as HuggingFace's from_pretrained takes it
         path = path / "config.json"
     elif not path.exists() and HUB_ID.fullmatch(ref) and not ref.lower().endswith(".json"):
-        raise HFConfigError(f"cannot read HuggingFace config {str(path)!r}: no such file; a model on the "
-                            f"HuggingFace Hub is named with `from: {ref}` (a shipped template), or download its "
-                            "config.json and give its path")
+        raise HFConfigError(f"cannot read HuggingFace config {str(path)!r}: no such file; {_hub_hint(ref)}")
     cfg = Reader(path, read_config(path))
     return FromHF(cfg, _model_block(cfg), {k: v for k, v in data.items() if k != "from_hf"})
+
+
+def _hub_hint(ref: str) -> str:
+    """What to do with a HuggingFace Hub id given as from_hf: `from:` it where it names a shipped template loosely
+    (template_stem_loose), else download its config.json (simulon reads nothing from the network)."""
+    try:
+        stem = template_stem_loose("model", ref)
+    except AmbiguousTemplate:
+        stem = None
+    if stem is not None:
+        return f"a model on the HuggingFace Hub is named with `from: {ref}` (the shipped template {stem})"
+    return (f"no shipped template is {ref!r}, and simulon reads nothing from the HuggingFace Hub: download the "
+            "model's config.json and give its path")
 
 
 _FIELD_NAME = re.compile(r"\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b")
