@@ -114,3 +114,14 @@ def test_a_sharding_the_framework_names_is_the_runs_sharding_where_the_scenario_
        st.integers(0, 3), st.sampled_from(["DeepSpeed ", "Megatron-DeepSpeed (", ""]))
 def test_a_zero_stage_is_read_however_it_is_spelled(zero, sep, stage, before):
     assert sharding_named(f"{before}{zero}{sep}{stage}") == WELL_KNOWN_SHARDINGS[f"zero-{stage}"]
+
+
+@pytest.mark.parametrize(("written", "as_written"), [
+    ("MegatronLM v2.5", "Megatron-LM v2.5"),       # was refused: "names no framework simulon knows"
+    ("MegatronCore 0.12", "Megatron-Core 0.12"),
+    ("MegatronBridge", "Megatron-Bridge"),
+    ("LLMFoundry", "LLM Foundry"),
+    ("MegatronDeepSpeed", "Megatron-DeepSpeed"),
+])
+def test_a_frameworks_name_written_without_its_separator_is_the_framework(written, as_written):
+    assert scenario(written) == scenario(as_written)

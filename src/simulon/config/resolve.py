@@ -848,15 +848,22 @@ FRAMEWORK_NAMES = (
 over the Megatron-Core it runs on ("NeMo (Megatron-Core)") only where NeMo comes first in the text."""
 
 
+def _spelled(spelling: str) -> str:
+    """A regular expression of a framework's spelling as a word, its words joined by a separator or none
+    ("megatron-lm": "Megatron LM", "Megatron_LM", "MegatronLM")."""
+    return r"(?<![a-z])" + r"[- ]?".join(map(re.escape, re.split(r"[- ]", spelling))) + r"(?![a-z])"
+
+
 def resolve_framework(text: str) -> Framework | None:
     """The framework a description names first, with the version written after it, or None."""
     lower = text.lower().replace("_", "-")
-    hits = [(lower.find(s), len(s), name, s) for name, spellings in FRAMEWORK_NAMES for s in spellings
-            if re.search(rf"(?<![a-z]){re.escape(s)}(?![a-z])", lower)]
+    found = ((found, name) for name, spellings in FRAMEWORK_NAMES for s in spellings
+             if (found := re.search(_spelled(s), lower)))
+    hits = [(found.start(), -len(found.group(0)), found.end(), name) for found, name in found]
     if not hits:
         return None
-    at, _, name, spelling = min(hits, key=lambda h: (h[0], -h[1]))
-    rest = lower[at + len(spelling):]
+    _, _, end, name = min(hits)
+    rest = lower[end:]
     version = re.match(r"\s*(?:v|r|core-r|core-v)?(\d+(?:\.\d+)+|\d+)\b", rest)
     commit = re.match(r"\s*@\s*([0-9a-f]{7,40})\b", rest)
     te = bool(re.search(r"\b(?:te|transformer[- ]engine)\b", lower))
