@@ -132,7 +132,7 @@ def test_a_megatron_lm_command_line_builds_no_multi_token_prediction_whatever_th
     _, v3 = _row(rows, subset="simumax_b200_release_v1.2", model="deepseekv3 (truncated to 4 layers)")
     assert scenario_from_row(v3).workload.model.mtp_layers == 0  # Megatron-LM's --mtp-num-layers is off by default
     nemo = {**v3, "framework": "NeMo 24.12", "model": "DeepSeek-V3", "layers": "", "tp": "8", "pp": "16",
-            "ep": "8", "num_gpus": "1024", "nodes": "128"}
+            "ep": "8", "num_gpus": "1024", "nodes": "128", "hardware": "8x B200 (NVLink5)"}  # not v3's "1 node"
     assert scenario_from_row(nemo).workload.model.mtp_layers == 1  # the model's own, where the framework's unknown
 
 

@@ -675,6 +675,14 @@ def resolve_hardware(text: str, context: str = "") -> Hardware:
                     _gpus_stated(text, model.lower(), nodes, system_words(system)))
 
 
+def check_nodes(hardware: Hardware, nodes: float | None) -> None:
+    """Refuse a count of nodes given beside a description (a table row's `nodes`) that is not the count the
+    description states ("DGX H100 x 4" and 2 nodes): which of the two a run had is not said. Raises Unresolved."""
+    if nodes is not None and hardware.nodes is not None and nodes != hardware.nodes:
+        raise Unresolved(f"{hardware.text!r} states {hardware.nodes} node{'s' if hardware.nodes != 1 else ''}, but "
+                         f"the row gives {nodes:g}: say one")
+
+
 def _gpus_stated(text: str, model: str, nodes: int | None, own: frozenset[str]) -> int | None:
     """The GPUs a count written onto the GPU's model word states ("8x H100", "4xA100", "H100 x8"), unless the
     description states its nodes (then "2x GB200 NVL72" counts racks, "4 nodes of 8x H100" a node's GPUs, as

@@ -25,7 +25,7 @@ from ..collective.nccl import nccl_algorithm
 from ..collective.types import CollType, collective_named
 from ..config.common import MAX_GPUS
 from ..config.dc import DatacenterConfig, NodeSpec
-from ..config.resolve import Unresolved, resolve_hardware
+from ..config.resolve import Unresolved, check_nodes, resolve_hardware
 from ..dag.size import TooLarge
 from ..executors import Needs, beyond_share, in_order_in_shares
 from ..network.calibration import LinkModel
@@ -137,6 +137,7 @@ def system_of(row: dict[str, str]) -> System | str:
     """The system a row's `hardware` describes, or why it cannot be resolved."""
     try:
         hardware = resolve_hardware(row["hardware"], f"{row.get('source', '')} {row.get('notes', '')}")
+        check_nodes(hardware, number(row, "nodes"))
     except Unresolved as exc:
         return f"hardware: {exc}"
     if hardware.system is None:

@@ -27,7 +27,7 @@ from ..config.errors import ConfigError
 from ..config.frameworks import MEGATRON_GPT, framework_defaults
 from ..config.loading import describe_validation_error, parse_scenario
 from ..config.number_formats import NUMBER_FORMATS, training_precision
-from ..config.resolve import Unresolved, resolve_framework, resolve_hardware
+from ..config.resolve import Unresolved, check_nodes, resolve_framework, resolve_hardware
 from ..config.scenario import ScenarioConfig
 from ..config.templates import find_template, template_stem_loose
 from ..config.workload import RECOMPUTE_MODULES, ModelSpec
@@ -292,6 +292,7 @@ def system_of(row: dict[str, str]) -> dict[str, Any]:
     row's GPUs do not fit the nodes it or its hardware states (report.overfull)."""
     try:
         hardware = resolve_hardware(row["hardware"], f"{row.get('framework', '')} {row.get('source', '')}")
+        check_nodes(hardware, number(row, "nodes"))
     except Unresolved as exc:
         raise Unsupported(f"hardware: {exc}") from None
     if hardware.system is None:
