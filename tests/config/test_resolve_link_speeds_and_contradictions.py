@@ -100,3 +100,13 @@ def test_sizes_that_agree_are_no_contradiction(text, gpu):
 def test_two_gpus_named_are_still_refused():
     with pytest.raises(Unresolved, match="names several GPUs: a100, h100"):
         resolve_hardware("H100 A100")
+
+
+@pytest.mark.parametrize(("text", "system"), [
+    ("a100-sxm4-40gb", "dgx-a100-320gb"),   # nvidia-smi's name lower-cased: was a 40 Gb/s NIC on each GPU
+    ("h100 80gb", "dgx-h100"),              # was 80 Gb/s
+    ("H200 141gb", "hgx-h200"),             # was 141 Gb/s
+])
+def test_a_gpus_memory_written_in_lower_case_is_its_memory_not_a_nic_line_rate(text, system):
+    hardware = resolve_hardware(text)
+    assert (hardware.system, hardware.datacenter) == (system, {"from": system})

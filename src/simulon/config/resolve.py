@@ -657,11 +657,15 @@ def resolve_hardware(text: str, context: str = "") -> Hardware:
     system, gpu = found
     rest, checked = _stated(text, gpu, system)
     notes.extend(checked)
+    # "A100 80G" and "a100-sxm4-40gb" state the GPU's memory, not an 80 or 40 Gb/s NIC: where the description names
+    # the GPU, its memory sizes were read (and checked) as such, and are no line rate
+    named = MEMORY.finditer(text) if model else ()
     model = model or model_word(str((find_template("gpu", gpu) or {}).get("name", gpu)))
+    sizes = [*bare_memory(text, model), *named]
     block: dict[str, Any] = {"from": system}
     said = text
-    for memory in reversed(bare_memory(text, model)):  # "A100 80G" is the GPU's memory, not an 80 Gb/s NIC
-        said = said[:memory.start(1)] + said[memory.end():]
+    for memory in sorted(sizes, key=lambda m: m.start(), reverse=True):
+        said = said[:memory.start(1)] + " " + said[memory.end():]
     template = find_template("datacenter", system) or {}
     nic, sharing = _nic_override(said, template)
     if nic is not None:
