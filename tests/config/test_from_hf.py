@@ -575,3 +575,10 @@ def test_a_hub_model_id_with_no_shipped_template_is_not_pointed_to_a_from_that_f
     assert "from:" not in str(raised.value)
     with pytest.raises(ValidationError, match=r"`from: meta-llama/Llama-3.1-8B` \(the shipped template llama-3.1-8b\)"):
         ModelSpec.model_validate({"from_hf": "meta-llama/Llama-3.1-8B"}, context={"base_dir": tmp_path})
+
+
+def test_a_mixtral_config_with_a_sliding_window_windows_every_layer_as_mistrals_does(tmp_path):
+    # MixtralAttention is MistralAttention's copy: the window was dropped (full attention in every layer)
+    windowed = model_from_hf(write(tmp_path, {**MIXTRAL_8X7B, "sliding_window": 4096}))
+    assert windowed["sliding_window"] == {"size": 4096, "full_every": 0}
+    assert "sliding_window" not in model_from_hf(write(tmp_path, {**MIXTRAL_8X7B, "sliding_window": None}))

@@ -33,7 +33,7 @@ GptOssConfig, Gemma/Gemma2/Gemma3TextConfig, Phi3Config; a multimodal config's `
 - sliding-window attention: sliding_window where layer_types name sliding_attention layers (every one, or every N-th
   layer full); where the file leaves layer_types to its configuration class, GPT-OSS's and Gemma 2's (alternating
   from a sliding layer: GptOssConfig, Gemma2Config), Gemma 3's (every sliding_window_pattern-th layer full, 6 by
-  default: Gemma3TextConfig) and Mistral's, Phi-3's and StarCoder2's (every layer: their attention passes
+  default: Gemma3TextConfig) and Mistral's, Mixtral's, Phi-3's and StarCoder2's (every layer: their attention passes
   sliding_window to every layer); layer_types beside sliding_window must give each of num_hidden_layers layers
   sliding_attention or full_attention (Llama 4's chunked_attention is not modelled); a config whose full-attention
   layers have a head size of their own (global_head_dim, Gemma 4) is refused, as is one that gives its experts or
@@ -93,8 +93,10 @@ TIED_MODEL_TYPES = GEMMA_MODEL_TYPES | frozenset({
 Starcoder2Config, CohereConfig, GemmaConfig, ...; save_pretrained leaves a value equal to its class's default out of
 config.json, so GPT-2's and OPT's files never write it); elsewhere an absent key reads untied, the default of
 LlamaConfig, MistralConfig, Qwen3Config, DeepseekV3Config, GptOssConfig, GPTNeoXConfig, PhiConfig and the rest."""
-WINDOW_EVERY_LAYER_MODEL_TYPES = frozenset({"mistral", "phi3", "starcoder2"})
-"""model_type of the families whose attention windows every layer by sliding_window (no layer_types)."""
+WINDOW_EVERY_LAYER_MODEL_TYPES = frozenset({"mistral", "mixtral", "phi3", "starcoder2"})
+"""model_type of the families whose attention windows every layer by sliding_window (no layer_types): MixtralAttention
+is MistralAttention's copy, its sliding_window from the config in every layer (Mixtral 8x7B's and 8x22B's files set
+it to null: no window)."""
 WINDOW_PATTERN_DEFAULTS = {"gpt_oss": 2, "gemma2": 2, "gemma3": 6, "gemma3_text": 6}
 """model_type -> every how many layers one attends to the whole context where the file leaves layer_types to its
 configuration class (GptOssConfig, Gemma2Config: alternating from a sliding layer; Gemma3TextConfig: its
