@@ -582,3 +582,18 @@ def test_a_mixtral_config_with_a_sliding_window_windows_every_layer_as_mistrals_
     windowed = model_from_hf(write(tmp_path, {**MIXTRAL_8X7B, "sliding_window": 4096}))
     assert windowed["sliding_window"] == {"size": 4096, "full_every": 0}
     assert "sliding_window" not in model_from_hf(write(tmp_path, {**MIXTRAL_8X7B, "sliding_window": None}))
+
+
+def test_a_model_template_file_may_start_from_a_hf_config_beside_it(tmp_path):
+    # was "from_hf: unknown key (and 5 more problems)": a model file could start from a template, not a config.json
+    (tmp_path / "models").mkdir()
+    write(tmp_path / "models", LLAMA_31_70B)
+    (tmp_path / "models" / "llama.yaml").write_text("from_hf: config.json\nnum_layers: 4\n")
+    (tmp_path / "models" / "narrow.yaml").write_text("from: llama.yaml\nhidden_size: 4096\n")
+    (tmp_path / "runs").mkdir()
+    model = ModelSpec.model_validate({"from": "../models/narrow.yaml"}, context={"base_dir": tmp_path / "runs"})
+    assert (model.num_layers, model.hidden_size, model.ffn_hidden_size, model.kv_heads) == (4, 4096, 28672, 8)
+    (tmp_path / "models" / "missing.yaml").write_text("from_hf: nope.json\n")
+    with pytest.raises(ValidationError, match=r"template file '.*missing\.yaml': cannot read HuggingFace config "
+                                              r"'.*models/nope\.json': No such file"):
+        ModelSpec.model_validate({"from": "../models/missing.yaml"}, context={"base_dir": tmp_path / "runs"})

@@ -154,12 +154,14 @@ def _is_file_reference(kind: str, ref: str, base_dir: Path | None) -> bool:
 
 def _load_reference(kind: str, ref: str, base_dir: Path | None, describe: Callable[[str], dict[str, Any] | None],
                     depth: int = 0, chain: tuple[Path, ...] = (),
-                    layer: Callable[[dict[str, Any]], dict[str, Any]] = dict) -> dict[str, Any]:
+                    layer: Callable[[dict[str, Any]], dict[str, Any]] = dict,
+                    read: Callable[[dict[str, Any], Path], dict[str, Any]] = lambda doc, _: doc) -> dict[str, Any]:
     """The template `ref` names, its own `from:` resolved; where no template is called `ref`, the one `describe`
     reads it as (a free-text description, Templated._described), at any depth: a user's file may start from one.
     `chain` holds the files that led to it, so that a file reached again (A from B, B from A) is refused as the loop
     it is. What a file's own `from:` names wrongly is said naming the file. Each mapping read passes through `layer`
-    (Templated._layer) before it is merged over the one it starts from."""
+    (Templated._layer) before it is merged over the one it starts from; a file's mapping first passes through `read`
+    with the file's folder (Templated._from_file: a model file's from_hf, beside it)."""
     if _is_file_reference(kind, ref, base_dir):
         path = scenario_path(ref, base_dir)
         if path.resolve() in {p.resolve() for p in chain}:
@@ -169,15 +171,19 @@ def _load_reference(kind: str, ref: str, base_dir: Path | None, describe: Callab
         doc = _read_template_file(path)
         other = other_document(kind, doc)
         if other:
-            read = f": read it with `from_hf: {ref}`" if kind == "model" and HF_CONFIG in other else ""
-            raise ValueError(f"template file {str(path)!r} is {other}, not a {kind} file{read}")
+            hint = f": read it with `from_hf: {ref}`" if kind == "model" and HF_CONFIG in other else ""
+            raise ValueError(f"template file {str(path)!r} is {other}, not a {kind} file{hint}")
+        try:
+            doc = read(doc, path.parent)
+        except ValueError as exc:
+            raise type(exc)(f"template file {str(path)!r}: {exc}") from None
         parent = doc.pop("from", None)
         if parent is not None:  # a user template may itself start from another
             if depth >= _MAX_TEMPLATE_DEPTH or not isinstance(parent, str):
                 raise ValueError(f"template file {str(path)!r}: 'from' must name a template, at most "
                                  f"{_MAX_TEMPLATE_DEPTH} files deep")
             try:
-                base = _load_reference(kind, parent, path.parent, describe, depth + 1, (*chain, path), layer)
+                base = _load_reference(kind, parent, path.parent, describe, depth + 1, (*chain, path), layer, read)
             except (TemplateLoop, FieldError):
                 raise  # it names every file of the loop; the loader finds the file that wrote the field
             except ValueError as exc:
@@ -317,7 +323,8 @@ class Templated(StrictModel):
         if ref is not None:
             if not isinstance(ref, str):
                 raise ValueError(f"'from' must be a template name or file path, got {ref!r}")
-            template = _load_reference(cls.template_kind, ref, base_dir, cls._described, layer=cls._layer)
+            template = _load_reference(cls.template_kind, ref, base_dir, cls._described, layer=cls._layer,
+                                       read=cls._from_file)
         elif isinstance(data.get("name"), str):
             template = cls._layer(find_template(cls.template_kind, data["name"]) or cls._custom(data))
         else:
@@ -331,6 +338,12 @@ class Templated(StrictModel):
         it is merged in, so that a key written over a template's replaces it however either spells it (GPUSpec's
         data types); unchanged unless a subclass says otherwise. Raises FieldError for what one mapping cannot
         hold."""
+        return doc
+
+    @classmethod
+    def _from_file(cls, doc: dict[str, Any], folder: Path) -> dict[str, Any]:
+        """A template file's mapping as the block reads it, paths in it relative to the file's `folder`: unchanged
+        unless a subclass says otherwise (ModelSpec: a file's from_hf)."""
         return doc
 
     @classmethod

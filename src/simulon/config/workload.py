@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable
 from functools import cached_property
+from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, get_args
 
 from pydantic import (
@@ -199,7 +200,8 @@ class ModelSpec(Templated):
     other_sources: ClassVar[str] = (
         "`from_hf:` builds the block from a HuggingFace `config.json` (a path to the file, or to a checkpoint folder "
         "holding one): its shape, attention, experts, MLA, Mamba or gated-delta-net layers and sliding windows "
-        "(config/hf.py says which keys); any key below overrides the file's, and `from:` beside it is refused.")
+        "(config/hf.py says which keys); any key below overrides the file's, and `from:` beside it is refused. A "
+        "model template file may hold it too, its path relative to that file.")
 
     name: str = "custom"
     num_layers: LayerCount
@@ -249,6 +251,11 @@ class ModelSpec(Templated):
             if found is not None:
                 raise found from None
         return read.merged
+
+    @classmethod
+    def _from_file(cls, doc: dict[str, Any], folder: Path) -> dict[str, Any]:
+        """A model template file's from_hf read as a scenario's is, its path relative to the file."""
+        return resolve_from_hf(doc, folder).merged if "from_hf" in doc else doc
 
     @property
     def kv_heads(self) -> int:
