@@ -203,3 +203,16 @@ def test_each_source_declares_how_many_kernels_its_benchmark_loop_runs_back_to_b
     grouped = observation(1, {**base, "kernel": "grouped GEMM (fwd)", "source": simumax})
     xla = observation(2, {**base, "kernel": "XLA dot (cuBLAS)", "source": "OpenXLA default matmul perf table"})
     assert (plain.repeats, grouped.repeats, xla.repeats) == (100, 50, 1)
+
+
+@pytest.mark.parametrize(("hardware", "same_as"), [
+    ("p5.48xlarge", "NVIDIA H100 SXM"),   # a system alone names its GPU, as in the training and collectives tables
+    ("a3-mega", "NVIDIA H100 SXM"),       # were skipped: "names no shipped GPU"
+    ("DGX B200", "B200"),
+])
+def test_a_kernel_rows_hardware_naming_a_system_is_its_gpu_as_the_other_tables_read_it(hardware, same_as):
+    row = {"hardware": hardware, "kernel": "torch.matmul", "dtype": "bf16", "M": "8192", "N": "8192", "K": "8192",
+           "batch": "", "kernel_tflops": "600", "notes": ""}
+    observed = observation(0, row)
+    assert not isinstance(observed, str), observed
+    assert observed == observation(0, {**row, "hardware": same_as})

@@ -18,7 +18,7 @@ from ..compute.calibration import Calibrations
 from ..compute.fit import Observation, Timing
 from ..config.common import DType, dtype_named, kernel_shape_error
 from ..config.dc import GPUSpec
-from ..config.resolve import Unresolved, model_word, resolve_gpu
+from ..config.resolve import Unresolved, model_word, resolve_hardware
 from ..workload.kernels import (
     FLASH_IMPLEMENTATIONS,
     KernelClass,
@@ -129,7 +129,8 @@ def observation(index: int, row: dict[str, str]) -> Observation | str:
     if unreadable:
         return unreadable
     try:
-        gpu = resolve_gpu(row.get("hardware", ""), row.get("notes", ""))[0]
+        # resolved as the other tables' cells are: a system alone ("p5.48xlarge", "a3-mega") names its GPU
+        gpu = resolve_hardware(row.get("hardware", ""), row.get("notes", "")).gpu
     except Unresolved as exc:
         return f"hardware: {exc}"
     dtype = DTYPES.get(row.get("dtype", "")) or dtype_named(row.get("dtype", ""))
