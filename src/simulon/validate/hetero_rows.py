@@ -41,7 +41,7 @@ from pathlib import Path
 
 from ..config.common import whole_number
 from ..config.resolve import Unresolved, resolve_gpu
-from ..config.templates import find_template
+from ..config.templates import AmbiguousTemplate, find_template
 from .memory import STAGE_LAYERS
 from .report import read_table
 
@@ -200,7 +200,10 @@ def parse_row(row: dict[str, str], index: int) -> SailorRun:
     num_gpus = _int(row, index, "num_gpus")
     if num_gpus != tp * pp * dp:
         raise _fail(index, "num_gpus", f"{num_gpus} is not tp*pp*dp = {tp * pp * dp}")
-    model = find_template("model", row.get("model", ""))
+    try:
+        model = find_template("model", row.get("model", ""))
+    except AmbiguousTemplate as exc:  # "gpt3_1_3b": GPT-3 1.3B or 13B
+        raise _fail(index, "model", str(exc)) from None
     if model is None:
         raise _fail(index, "model", f"{row.get('model', '')!r} has no model template")
     stages = _stages(row, index, pp, dp, int(model["num_layers"]))

@@ -45,7 +45,7 @@ from ..config.resolve import (
     stray_words,
 )
 from ..config.scenario import ScenarioConfig
-from ..config.templates import find_template, template_names, template_stem_loose
+from ..config.templates import find_template, template_names
 from ..config.units import GiB
 from ..memory import MemoryReport, StageMemory, estimate_memory
 from .report import (
@@ -57,6 +57,7 @@ from .report import (
     ValidationReport,
     bad_cell,
     count,
+    model_stem,
     number,
     recompute_cell,
     short_row,
@@ -246,7 +247,7 @@ def model_block(row: dict[str, str], tp: int) -> dict[str, Any]:
     shapes = SHAPES.search(text)
     name = re.sub(r"\(.*?\)|\b(SFT|LoRA|reduced)\b", " ", text, flags=re.IGNORECASE).strip()
     like = name.lower().endswith("-like")
-    stem = None if like else template_stem_loose("model", name)
+    stem = None if like else model_stem(name)
     named = NAMED_SHAPES.get(name.lower())
     if shapes or named:
         layers, hidden, heads = named or (int(shapes.group(1)), int(shapes.group(2)), None)

@@ -29,6 +29,7 @@ from importlib import resources
 from pathlib import Path
 
 from ..config.errors import ConfigError, read_input_text
+from ..config.templates import AmbiguousTemplate, template_stem_loose
 
 
 @dataclass(frozen=True)
@@ -242,6 +243,15 @@ class Unsupported(Exception):
 class BadCell(ValueError):
     """A cell of a numeric column whose text is not the number the column holds; the message names the column and
     the text: "tp: 'two' is not a number"."""
+
+
+def model_stem(name: str) -> str | None:
+    """The shipped model template a row's model name names loosely (config.templates.template_stem_loose), or None;
+    Unsupported where it reads as two ("gpt3_1_3b": GPT-3 1.3B or 13B), which skips the row, not the table."""
+    try:
+        return template_stem_loose("model", name)
+    except AmbiguousTemplate as exc:
+        raise Unsupported(str(exc)) from None
 
 
 def cell_number(row: dict[str, str], column: str, whole: bool = False) -> float | int | None:

@@ -29,7 +29,7 @@ from ..config.loading import describe_validation_error, parse_scenario
 from ..config.number_formats import NUMBER_FORMATS, training_precision
 from ..config.resolve import Unresolved, check_nodes, resolve_framework, resolve_hardware
 from ..config.scenario import ScenarioConfig
-from ..config.templates import find_template, template_stem_loose
+from ..config.templates import find_template
 from ..config.workload import RECOMPUTE_MODULES, ModelSpec
 from ..dag.fold import FoldMode
 from ..dag.size import TooLarge
@@ -47,6 +47,7 @@ from .report import (
     bad_cell,
     contradicting,
     count,
+    model_stem,
     number,
     overfull,
     printed,
@@ -190,9 +191,9 @@ def _model_name(row: dict[str, str]) -> str:
 def model_block(row: dict[str, str]) -> dict[str, Any]:
     """The model: its template when the name has one, overridden by any shape columns the row gives."""
     name = _model_name(row)
-    stem = template_stem_loose("model", name)
+    stem = model_stem(name)
     if stem is None:  # 'Grok-1 314B' -> 'Grok-1'
-        stem = template_stem_loose("model", re.sub(r"\s+\d+(\.\d+)?[BM]$", "", name, flags=re.IGNORECASE))
+        stem = model_stem(re.sub(r"\s+\d+(\.\d+)?[BM]$", "", name, flags=re.IGNORECASE))
     block: dict[str, Any] = {"from": stem} if stem else {"name": name}
     for column, field in SHAPE_COLUMNS.items():
         value = count(row, column)
