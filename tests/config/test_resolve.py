@@ -676,3 +676,22 @@ def test_a_system_word_shared_by_systems_of_several_gpus_is_refused_naming_them_
 def test_a_count_written_after_nodes_or_a_gpus_own_words_counts_no_systems(text, nodes, gpus):
     hardware = resolve_hardware(text)
     assert (hardware.nodes, hardware.gpus) == (nodes, gpus)
+
+
+@pytest.mark.parametrize(("text", "says"), [
+    ("Hopper A100", "names the A100, which is no hopper part (hopper: H100, H200, H800, H20, GH200)"),
+    ("Ampere H100", "names the H100, which is no ampere part (ampere: A100, 3090)"),  # was the H100
+    ("sm_100 B300", "names the B300, which is no sm_100 part (sm_100: B200, GB200)"),  # B300 is sm_103
+    ("CDNA3 MI355X", "names the MI355X, which is no cdna3 part (cdna3: MI300X, MI325X)"),  # CDNA 4
+])
+def test_an_architecture_the_named_gpu_is_not_of_is_refused_not_ignored(text, says):
+    with pytest.raises(Unresolved, match=re.escape(f"{text!r} {says}")):
+        resolve_hardware(text)
+
+
+@pytest.mark.parametrize(("text", "gpu"), [
+    ("Hopper H200", "h200-sxm"), ("sm_103 B300", "b300"), ("Grace Hopper GH200", "gh200"),
+    ("Blackwell GB200 NVL72", "gb200"), ("CDNA3 MI325X", "mi325x"), ("Ampere RTX 3090", "rtx-3090"),
+])
+def test_an_architecture_beside_a_gpu_of_it_is_read_as_that_gpu(text, gpu):
+    assert resolve_hardware(text).gpu == gpu

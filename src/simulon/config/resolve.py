@@ -8,9 +8,10 @@ punctuation: `[count x] [vendor] GPU [memory GB] [form factor] [system] [interco
 - GPU: the model word of a shipped GPU template's name or aliases (A100, H100, GB200, MI300X, ...), or an
   architecture (Hopper, sm_90, ...), which stands for that architecture's flagship data-center part and says so,
   unless the description names another part ("Ampere A40", "GeForce RTX 5090 (Blackwell)", "sm_120"): then it names
-  no shipped GPU. Memory ("40GB", in GB or GiB, as vendors round it) and form factor (SXM, PCIe) choose between
-  templates of one model, and a memory size none of them has ("H100 94GB", an H100 NVL's) is refused, naming theirs;
-  a system's memory together ("DGX A100 320GB") names the system. Without them the template that carries the bare
+  no shipped GPU; beside a model, an architecture the model is not of ("Hopper A100") is refused. Memory ("40GB",
+  in GB or GiB, as vendors round it) and form factor (SXM, PCIe) choose between templates of one model, and a
+  memory size none of them has ("H100 94GB", an H100 NVL's) is refused, naming theirs; a system's memory together
+  ("DGX A100 320GB") names the system. Without them the template that carries the bare
   model name as an alias (the vendor's main SKU) is taken. Two form factors ("H100 SXM PCIe"; a PCIe named as a bus,
   "PCIe Gen5", is none) or two memory sizes of the GPU ("H100 80GB 94GB") contradict each other and are refused.
 - System: among the datacenter templates built on that GPU, the one whose name and alias words the
@@ -62,6 +63,18 @@ ARCHITECTURES = {
 """Architectures -> the GPU model that stands for them: the flagship data-center part of each (NVIDIA's
 compute capability 8.0 is A100, 9.0 H100/H200, 10.0 B200/GB200, 10.3 B300/GB300; AMD CDNA 3 is MI300X/MI325X,
 CDNA 4 MI355X/MI350X)."""
+ARCHITECTURE_PARTS = {
+    **dict.fromkeys(("ampere",), ("A100", "3090")), **dict.fromkeys(("sm_80", "sm80"), ("A100",)),
+    **dict.fromkeys(("hopper", "sm_90", "sm90", "sm_90a"), ("H100", "H200", "H800", "H20", "GH200")),
+    "blackwell": ("B200", "B300", "GB200", "GB300"),
+    **dict.fromkeys(("sm_100", "sm100", "sm_100a"), ("B200", "GB200")),
+    **dict.fromkeys(("sm_103", "sm103"), ("B300", "GB300")),
+    "cdna3": ("MI300X", "MI325X"), "cdna4": ("MI355X",),
+}
+"""Architectures -> the shipped GPU models of them, where a description names both ("Hopper H200"): NVIDIA's CUDA
+compute capabilities (8.0 A100, 8.6 the GeForce RTX 3090's Ampere GA102, 9.0 H100, H200, H800, H20 and GH200, 10.0
+B200 and GB200, 10.3 B300 and GB300), AMD's CDNA 3 (MI300X, MI325X) and CDNA 4 (MI355X). A model of another
+architecture ("Hopper A100", "sm_100 B300") is a contradiction, refused."""
 FORM_FACTORS = ("sxm", "pcie", "oam")
 FORM_NAMES = {"sxm": "SXM", "pcie": "PCIe", "oam": "OAM"}
 """Each form factor as vendors write it, for messages."""
@@ -201,17 +214,18 @@ def _gpu_candidates(text: str) -> tuple[str, list[str], list[str]]:
     else a model word, else an architecture."""
     exact = template_stem_loose("gpu", text)
     if exact is not None:
-        return model_word(str((find_template("gpu", exact) or {}).get("name", exact))), [exact], []
+        return _of_architecture(text, model_word(str((find_template("gpu", exact) or {}).get("name", exact)))), \
+            [exact], []
     found = [w for w in words(text) if w in gpu_models()]
     if found:
         longest = max(found, key=len)  # 'GB200' over a 'B200' inside 'p6-b200' would not occur, but be safe
         named = {w for w in found if w != longest and w not in longest}
         if named:
             raise Unresolved(f"{text!r} names several GPUs: {', '.join(sorted({longest, *named}))}")
-        return longest, list(gpu_models()[longest]), []
+        return _of_architecture(text, longest), list(gpu_models()[longest]), []
     phrase = next((stem for said, stem in gpu_phrases() if _holds(words(text), said)), None)
     if phrase is not None:
-        model = model_word(str((find_template("gpu", phrase) or {}).get("name", phrase)))
+        model = _of_architecture(text, model_word(str((find_template("gpu", phrase) or {}).get("name", phrase))))
         return model, list(gpu_models()[model]), []
     arch = next((w for w in words(text) if w in ARCHITECTURES), None)
     if arch is not None:
@@ -224,6 +238,17 @@ def _gpu_candidates(text: str) -> tuple[str, list[str], list[str]]:
         if family in lower:
             raise Unresolved(f"{text!r}: {reason}")
     raise NoGPUNamed(f"{text!r} names no shipped GPU{_unshipped(text)}; shipped: {', '.join(sorted(gpu_models()))}")
+
+
+def _of_architecture(text: str, model: str) -> str:
+    """`model`, the GPU model a description names, where every architecture it names is the model's
+    (ARCHITECTURE_PARTS); Unresolved naming the architecture's models where one is not ("Ampere H100")."""
+    for arch in dict.fromkeys(w for w in words(text) if w in ARCHITECTURE_PARTS):
+        parts = ARCHITECTURE_PARTS[arch]
+        if model not in map(str.lower, parts):
+            raise Unresolved(f"{text!r} names the {model.upper()}, which is no {arch} part ({arch}: "
+                             f"{', '.join(parts)}): the GPU is one or the other")
+    return model
 
 
 def _one_architecture(text: str, arch: str) -> None:
