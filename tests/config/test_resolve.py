@@ -695,3 +695,12 @@ def test_an_architecture_the_named_gpu_is_not_of_is_refused_not_ignored(text, sa
 ])
 def test_an_architecture_beside_a_gpu_of_it_is_read_as_that_gpu(text, gpu):
     assert resolve_hardware(text).gpu == gpu
+
+
+@pytest.mark.parametrize(("text", "gpu"), [
+    ("Blackwell sm_103", "b300"),   # was refused: "names parts of two architectures: B200 (blackwell) and B300"
+    ("sm_103 Blackwell", "b300"),
+    ("Ampere sm_80", "a100-sxm-80gb"),
+])
+def test_two_architectures_of_one_part_name_that_part(text, gpu):
+    assert resolve_hardware(text).gpu == gpu

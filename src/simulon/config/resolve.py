@@ -53,16 +53,6 @@ from .templates import find_template, merged, template_names, template_stem, tem
 from .units import GiB, parse_bandwidth
 
 VENDORS = ("nvidia", "amd", "intel")
-ARCHITECTURES = {
-    "ampere": "A100", "sm_80": "A100", "sm80": "A100",
-    "hopper": "H100", "sm_90": "H100", "sm90": "H100", "sm_90a": "H100",
-    "blackwell": "B200", "sm_100": "B200", "sm100": "B200", "sm_100a": "B200",
-    "sm_103": "B300", "sm103": "B300",
-    "cdna3": "MI300X", "cdna4": "MI355X",
-}
-"""Architectures -> the GPU model that stands for them: the flagship data-center part of each (NVIDIA's
-compute capability 8.0 is A100, 9.0 H100/H200, 10.0 B200/GB200, 10.3 B300/GB300; AMD CDNA 3 is MI300X/MI325X,
-CDNA 4 MI355X/MI350X)."""
 ARCHITECTURE_PARTS = {
     **dict.fromkeys(("ampere",), ("A100", "3090")), **dict.fromkeys(("sm_80", "sm80"), ("A100",)),
     **dict.fromkeys(("hopper", "sm_90", "sm90", "sm_90a"), ("H100", "H200", "H800", "H20", "GH200")),
@@ -71,10 +61,13 @@ ARCHITECTURE_PARTS = {
     **dict.fromkeys(("sm_103", "sm103"), ("B300", "GB300")),
     "cdna3": ("MI300X", "MI325X"), "cdna4": ("MI355X",),
 }
-"""Architectures -> the shipped GPU models of them, where a description names both ("Hopper H200"): NVIDIA's CUDA
-compute capabilities (8.0 A100, 8.6 the GeForce RTX 3090's Ampere GA102, 9.0 H100, H200, H800, H20 and GH200, 10.0
-B200 and GB200, 10.3 B300 and GB300), AMD's CDNA 3 (MI300X, MI325X) and CDNA 4 (MI355X). A model of another
-architecture ("Hopper A100", "sm_100 B300") is a contradiction, refused."""
+"""Architectures -> the shipped GPU models of them, the flagship data-center part first: NVIDIA's CUDA compute
+capabilities (8.0 A100, 8.6 the GeForce RTX 3090's Ampere GA102, 9.0 H100, H200, H800, H20 and GH200, 10.0 B200 and
+GB200, 10.3 B300 and GB300), AMD's CDNA 3 (MI300X, MI325X) and CDNA 4 (MI355X; its MI350X has no template). A model
+of another architecture beside one ("Hopper A100", "sm_100 B300") is a contradiction, refused; two architectures
+name the parts they share ("Blackwell sm_103": the B300)."""
+ARCHITECTURES = {arch: parts[0] for arch, parts in ARCHITECTURE_PARTS.items()}
+"""Architectures -> the GPU model that stands for them: the flagship data-center part of each."""
 FORM_FACTORS = ("sxm", "pcie", "oam")
 FORM_NAMES = {"sxm": "SXM", "pcie": "PCIe", "oam": "OAM"}
 """Each form factor as vendors write it, for messages."""
@@ -227,7 +220,11 @@ def _gpu_candidates(text: str) -> tuple[str, list[str], list[str]]:
     if phrase is not None:
         model = _of_architecture(text, model_word(str((find_template("gpu", phrase) or {}).get("name", phrase))))
         return model, list(gpu_models()[model]), []
-    arch = next((w for w in words(text) if w in ARCHITECTURES), None)
+    # the first architecture named whose flagship is a part of every other named stands for them ("Blackwell
+    # sm_103": the B300); where none is, the first named, which _one_architecture refuses beside the others
+    archs = [w for w in dict.fromkeys(words(text)) if w in ARCHITECTURES]
+    arch = next((w for w in archs if all(ARCHITECTURES[w] in ARCHITECTURE_PARTS[o] for o in archs)),
+                archs[0] if archs else None)
     if arch is not None:
         model = ARCHITECTURES[arch].lower()
         _one_architecture(text, arch)
@@ -258,7 +255,8 @@ def _one_architecture(text: str, arch: str) -> None:
     of workstation, consumer or embedded parts ("GeForce RTX 5090 (Blackwell)", "Jetson Thor Blackwell"). Words of
     the shipped systems, NICs and switches ("NVL72") and InfiniBand rates ("HDR200") name no part."""
     said = words(text)
-    others = sorted({ARCHITECTURES[w] for w in said if w in ARCHITECTURES} - {ARCHITECTURES[arch]})
+    others = sorted({ARCHITECTURES[w] for w in said if w in ARCHITECTURES
+                     and ARCHITECTURES[arch] not in ARCHITECTURE_PARTS[w]})  # "Blackwell sm_103": both the B300's
     if others:
         raise Unresolved(f"{text!r} names parts of two architectures: {ARCHITECTURES[arch]} ({arch}) and "
                          f"{', '.join(others)}")
