@@ -260,3 +260,14 @@ def test_a_node_count_some_segment_divides_keeps_its_racks_nvlink(nodes, domain)
 
     assert DatacenterConfig.model_validate({"from": "gb200-nvl72",
                                             "cluster": {"num_nodes": nodes}}).domain_gpus == domain
+
+
+def test_a_group_from_a_description_stating_its_nodes_takes_them_unless_num_nodes_is_given():
+    """`from: "DGX H100 x 2"` was refused, "num_nodes: required field is missing", the count it states unread."""
+    from simulon.config.dc import NodeGroup
+
+    assert NodeGroup.model_validate({"from": "DGX H100 x 2"}).num_nodes == 2
+    assert NodeGroup.model_validate({"from": "2x GB200 NVL72"}).num_nodes == 36  # 2 racks of 18 trays
+    assert NodeGroup.model_validate({"from": "4x DGX H100", "num_nodes": 1}).num_nodes == 1
+    with pytest.raises(ValueError, match="num_nodes"):
+        NodeGroup.model_validate({"from": "8x H100"})  # one node's GPUs: how many nodes is not said

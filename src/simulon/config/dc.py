@@ -748,7 +748,8 @@ class GroupNetwork(StrictModel):
 
 class NodeGroup(StrictModel):
     """`num_nodes` nodes of one type. `from: dgx-a100` starts the whole group from a datacenter template: its
-    node block, scale-up block and NIC (keys written in `node` and `network` override them)."""
+    node block, scale-up block and NIC (keys written in `node` and `network` override them), and the nodes its
+    cluster holds where `num_nodes` is not given (a description's: `from: "2x DGX A100"`)."""
 
     name: str | None = None
     num_nodes: NodeCount
@@ -774,6 +775,9 @@ class NodeGroup(StrictModel):
         if "network" in data and not isinstance(data["network"], dict):
             network = data["network"]  # refused as such
         rest = {k: v for k, v in data.items() if k not in ("from", "node", "network")}
+        stated = (doc.get("cluster") or {}).get("num_nodes") if isinstance(doc.get("cluster"), dict) else None
+        if stated is not None:  # "DGX H100 x 2", "2x GB200 NVL72": the nodes the description states
+            rest.setdefault("num_nodes", stated)
         return {"name": meta.get("name"), **rest, "node": doc.get("node"), "network": network}
 
 
