@@ -544,7 +544,7 @@ class _StageEmitter:
         elif stage != self.stage:  # Megatron waits for its pipeline sends before the next kernel
             self.pending = self.program.send(stage, peer_chunk,
                                              self.activation_bytes * self.layers.streams(self.stage, chunk), mb,
-                                             Phase.fwd)
+                                             Phase.fwd, waits=(self.pending,))
 
     def head_forward(self, mb: int) -> None:
         """The final norm, the LM head and the loss; then each multi-token-prediction depth's final norm, logits
@@ -782,7 +782,7 @@ class _StageEmitter:
         elif stage != self.stage:
             self.pending = self.program.send(stage, peer_chunk,
                                              self.activation_bytes * self.layers.streams(self.stage, chunk, end=False),
-                                             mb, Phase.bwd_ig)
+                                             mb, Phase.bwd_ig, waits=(self.pending,))
 
     def recompute_modules(self, layer: int, mb: int) -> None:
         """Selective recomputation of Megatron-Core modules other than core attention (which attention_backward
