@@ -14,7 +14,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from helpers import SEED_SCENARIO, cli, gpt_scenario
+from helpers import SEED_SCENARIO, cli, gpt_scenario, merge
 from simulon.config.loading import parse_scenario
 from simulon.memory import estimate_memory
 from simulon.pipeline import simulate
@@ -338,14 +338,45 @@ def test_an_unreplayed_twin_of_the_median_replayed_strategy_gets_its_replayed_ti
 
 
 @pytest.mark.parametrize(("dtype", "flags"), [
-    ("fp8", ["--fp8-format hybrid", "--fp8-recipe tensorwise"]), ("mxfp8", ["--fp8-format e4m3", "--fp8-recipe mxfp8"]),
-    ("nvfp4", ["--fp4-format e2m1", "--fp4-recipe nvfp4"]),
+    ("fp8", ["--fp8-format hybrid", "--fp8-recipe delayed"]), ("mxfp8", ["--fp8-format e4m3", "--fp8-recipe mxfp8"]),
+    # NVFP4's recipe keeps 2/62 and 8/62 of the layers in bf16: 1 and 2 of these 8
+    ("nvfp4", ["--fp4-format e2m1", "--fp4-recipe nvfp4", "--first-last-layers-bf16", "--num-layers-at-start-in-bf16 1",
+               "--num-layers-at-end-in-bf16 2"]),
     ("mxfp4", ["--fp4-format e2m1", "--fp4-recipe custom"]),  # Megatron-Core's Fp4Recipe has nvfp4 and custom only
 ])
 def test_a_narrow_format_is_exported_as_megatron_cores_recipe_for_it(dtype, flags):
     strategy = Strategy(2, 2, 2, 2, 1, 1, 2, 1, True, "selective", "distributed_optimizer", dtype, True)
     args = megatron_arguments(strategy, small())
     assert all(flag in args for flag in flags) and "--bf16" in args
+    assert ("--first-last-layers-bf16" in args) == (dtype == "nvfp4")
+    assert not any(arg.endswith("-param-gather") and arg != "--overlap-param-gather" for arg in args)
+
+
+def narrow(dtype: str, **training) -> object:
+    """small() on B200s training in `dtype` with the training settings given."""
+    data = merge(small().as_data(), {"datacenter": {"node": {"gpu": "B200"}},
+                                     "workload": {"training": {"dtype": dtype, **training}}})
+    return parse_scenario(data, "test")
+
+
+@pytest.mark.parametrize(("dtype", "training", "flags", "absent"), [
+    ("fp8", {"fp8_recipe": "current"}, ["--fp8-recipe tensorwise"], ["--fp8-recipe delayed"]),
+    ("fp8", {"fp8_params": True}, ["--fp8-recipe delayed", "--fp8-param-gather"], ["--first-last-layers-bf16"]),
+    ("mxfp8", {"fp8_params": True, "bf16_last_layers": 1},
+     ["--fp8-param-gather", "--first-last-layers-bf16", "--num-layers-at-start-in-bf16 0",
+      "--num-layers-at-end-in-bf16 1"], []),
+    ("nvfp4", {"fp8_params": True, "bf16_first_layers": 0, "bf16_last_layers": 0}, ["--fp4-param-gather"],
+     ["--first-last-layers-bf16"]),
+])
+def test_the_megatron_arguments_train_in_the_format_as_the_search_simulated_it(dtype, training, flags, absent):
+    """The exported flags run the number format as simulon did: its fp8 recipe (Megatron's default is delayed, and
+    simulon's too, where the flags said tensorwise, current scaling, which casts with an amax pass first), narrow
+    weights (fp8_params, left out before) and the layers kept in bf16 (NVFP4's recipe keeps some by default,
+    Megatron none unless --first-last-layers-bf16)."""
+    sc = narrow(dtype, **training)
+    args = megatron_arguments(Strategy.of(sc), sc)
+    assert all(flag in args for flag in flags), args
+    assert not any(flag in args for flag in absent), args
 
 
 def test_an_fp8_fsdp_estimate_counts_the_weight_casts_each_micro_batch_runs():

@@ -7,8 +7,10 @@ from typing import Any
 
 import yaml
 
+from ..config.common import DType
+from ..config.number_formats import DEFAULT_FP8_RECIPE, TrainingFormat
 from ..config.scenario import ScenarioConfig
-from ..config.workload import ParallelismSpec
+from ..config.workload import MegatronWorkload, ParallelismSpec
 from .run import FRAMEWORK_SETTINGS, apply
 from .space import Strategy
 
@@ -79,14 +81,36 @@ def megatron_arguments(strategy: Strategy, sc: ScenarioConfig) -> list[str]:
         strategy_name = "optim_grads" if s.sharding == "zero2" else "optim_grads_params"
         args += ["--use-megatron-fsdp", f"--data-parallel-sharding-strategy {strategy_name}"]
     args.append("--fp16" if s.dtype == "fp16" else "--bf16")
-    if s.dtype == "fp8":
-        args += ["--fp8-format hybrid", "--fp8-recipe tensorwise"]
-    elif s.dtype == "mxfp8":
+    return args + number_format_arguments(apply(sc.workload, strategy))
+
+
+MEGATRON_FP8_RECIPE = {"delayed": "delayed", "current": "tensorwise"}
+"""Megatron-LM's --fp8-recipe for each per-tensor fp8 recipe (config.number_formats.FP8_RECIPES); its default is
+delayed (megatron/training/arguments.py)."""
+
+
+def number_format_arguments(workload: MegatronWorkload) -> list[str]:
+    """Megatron-LM flags that train in the workload's number format as simulon runs it: the format and recipe, the
+    fp8 recipe the run scales with (DEFAULT_FP8_RECIPE where it names none), narrow weights (fp8_params: the
+    --fp8/--fp4-param-gather of the format's width), and the first and last layers it keeps in bf16 (the format's
+    recipe's or the training block's: Megatron keeps none unless --first-last-layers-bf16, and then 1 and 1 unless
+    told, for fp8 and fp4 alike: fp8_utils.get_fp8_context, fp4_utils.get_fp4_context)."""
+    train, fmt = workload.training, TrainingFormat.of_workload(workload)
+    dtype = train.dtype
+    args = []
+    if dtype == DType.fp8:
+        args += ["--fp8-format hybrid", f"--fp8-recipe {MEGATRON_FP8_RECIPE[train.fp8_recipe or DEFAULT_FP8_RECIPE]}"]
+    elif dtype == DType.mxfp8:
         args += ["--fp8-format e4m3", "--fp8-recipe mxfp8"]
-    elif s.dtype == "nvfp4":
+    elif dtype == DType.nvfp4:
         args += ["--fp4-format e2m1", "--fp4-recipe nvfp4"]
-    elif s.dtype == "mxfp4":  # Megatron-Core has no MXFP4 recipe of its own: its custom one, whose quantizers the
+    elif dtype == DType.mxfp4:  # Megatron-Core has no MXFP4 recipe of its own: its custom one, whose quantizers the
         args += ["--fp4-format e2m1", "--fp4-recipe custom"]  # user's --fp4-quantizer-factory builds
+    if fmt.narrow_weights:
+        args.append(f"--fp{4 if fmt.format.element_bytes < 1 else 8}-param-gather")
+    if fmt.bf16_first or fmt.bf16_last:
+        args += ["--first-last-layers-bf16", f"--num-layers-at-start-in-bf16 {fmt.bf16_first}",
+                 f"--num-layers-at-end-in-bf16 {fmt.bf16_last}"]
     return args
 
 
