@@ -167,7 +167,10 @@ def test_a_gpu_hour_price_that_is_not_a_finite_positive_price_is_refused(price):
 @pytest.mark.parametrize(("change", "expected"), [
     ({"workload": None}, "workload: required to plan a pipeline placement"),
     ({"pp": 1, "dp": 4}, "workload.parallelism.pp: 1: there is no pipeline"),
-    ({"vpp": 2}, "workload.parallelism.vpp: the heterogeneous planner splits plain 1F1B pipelines"),
+    ({"vpp": 2}, "workload.parallelism.vpp: vpp = 2; the heterogeneous planner splits plain 1F1B pipelines"),
+    # a layout of 8 virtual stages over pp 4 sets vpp 2 unwritten: the layout is what to change
+    ({"pipeline_layout": "Et*3|t*5|(t*4|)*5t*4L"},
+     "workload.parallelism.pipeline_layout: vpp = 2; the heterogeneous planner splits plain 1F1B pipelines"),
 ])
 def test_a_scenario_the_planner_cannot_plan_is_refused_naming_the_file(tmp_path, change, expected):
     """These three messages once named neither the scenario nor any file."""

@@ -425,6 +425,11 @@ CHECKS = {
     "interleaving without pipeline": (
         [("workload.parallelism.pp", 1), ("workload.parallelism.tp", 4), ("workload.parallelism.vpp", 2)],
         "workload.parallelism.vpp", ["needs pipeline parallelism"]),
+    "a layout of two virtual stages without pipeline": (  # its vpp 2 is the layout's, unwritten
+        [("workload.parallelism.pp", 1), ("workload.parallelism.tp", 4), ("workload.parallelism.pipeline_schedule",
+                                                                            "interleaved_1f1b"),
+         ("workload.parallelism.pipeline_layout", "Et*16|t*16L")],
+        "workload.parallelism.pipeline_layout", ["vpp = 2 needs pipeline parallelism"]),
     "1f1b named with interleaving": (
         [("workload.parallelism.vpp", 2)],   # the seed names pipeline_schedule: 1f1b
         "workload.parallelism.pipeline_schedule", ["1f1b runs one model chunk per rank, not vpp = 2",

@@ -369,7 +369,8 @@ def _check_pipeline(par, microbatches: int) -> None:
     if par.vpp == 1:
         raise FieldError("workload.parallelism.vpp", "the interleaved schedule needs vpp > 1")
     if par.pp == 1:
-        raise FieldError("workload.parallelism.vpp", f"vpp = {par.vpp} needs pipeline parallelism (pp > 1)")
+        raise FieldError(f"workload.parallelism.{par.vpp_named_by}",
+                         f"vpp = {par.vpp} needs pipeline parallelism (pp > 1)")
     check_one_chunk(par)
     _check_microbatch_groups(par, microbatches)
 

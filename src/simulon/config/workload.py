@@ -618,6 +618,12 @@ class ParallelismSpec(StrictModel):
         return with_schedule_named(self)
 
     @property
+    def vpp_named_by(self) -> str:
+        """The field that sets vpp, for a message about it: the layout string where one is given (its virtual stages
+        over pp are vpp, whether or not vpp is written too), else vpp."""
+        return "pipeline_layout" if self.pipeline_layout is not None else "vpp"
+
+    @property
     def interleaved(self) -> bool:
         """Megatron's interleaved 1F1B (the V and DualPipe schedules place their chunks their own way)."""
         return self.pipeline_schedule not in SCHEDULE_CHUNKS and (self.vpp > 1 or

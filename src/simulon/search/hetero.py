@@ -291,8 +291,8 @@ class Planner:
                              "planner does not model: it places and splits one stage per rank, so it plans 1f1b and "
                              "zb_h1 pipelines only")
         if par.vpp > 1:
-            raise ValueError("workload.parallelism.vpp: the heterogeneous planner splits plain 1F1B pipelines "
-                             "(vpp 1)")
+            raise ValueError(f"workload.parallelism.{par.vpp_named_by}: vpp = {par.vpp}; the heterogeneous planner "
+                             "splits plain 1F1B pipelines (vpp 1)")
         if par.pp < 2:
             raise ValueError("workload.parallelism.pp: 1: there is no pipeline to place on node groups")
         self.sc = sc
