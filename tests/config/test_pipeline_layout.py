@@ -168,6 +168,20 @@ def test_on_two_stages_end_counts_that_do_not_add_up_to_the_16_layers_say_so(fie
         virtual_stage_layers(Split(pp=2, **fields), 16)
 
 
+@pytest.mark.parametrize("fields", [{"first_stage_layers": 0}, {"last_stage_layers": 0},
+                                    {"first_stage_layers": 8, "last_stage_layers": 0}])
+def test_a_first_or_last_stage_count_of_no_layer_is_refused_as_megatron_refuses_it(fields):
+    """Megatron-Core's TransformerConfig refuses num_layers_in_first/last_pipeline_stage <= 0; first_stage_layers 0
+    simulated a pipeline whose first stage held only the embedding. The field of the 0 is named, with the splits
+    that do place a stage of no layer."""
+    empty = next(name for name, layers in fields.items() if not layers)
+    refused = re.escape("0: Megatron-Core refuses a first or last stage of no layer")
+    with pytest.raises(FieldError, match=refused) as error:
+        virtual_stage_layers(Split(pp=3, **fields), 16)
+    assert error.value.field == f"workload.parallelism.{empty}"
+    assert virtual_stage_layers(Split(pp=2, layers_per_stage=[0, 16]), 16) == (0, 16)
+
+
 def test_a_layout_that_unrolls_to_billions_of_symbols_is_refused_before_it_is_built():
     with pytest.raises(ValueError, match="unrolls to more than"):
         parse_layout("E(t|)*999999999999L")

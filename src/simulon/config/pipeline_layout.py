@@ -310,6 +310,11 @@ def _from_first_last(par: PipelineSplit, num_layers: int) -> tuple[int, ...]:
     problem = _first_last_problem(given, num_layers, rest, middle)
     if problem:
         raise FieldError(field, problem)
+    empty = next((name for name, layers in given.items() if not layers), None)
+    if empty:  # TransformerConfig: "num_layers_in_first_pipeline_stage must be larger than 0", and the last's
+        raise FieldError(f"workload.parallelism.{empty}", "0: Megatron-Core refuses a first or last stage of no "
+                         "layer from these counts; give layers_per_stage or a pipeline_layout ('E|t*n...') to leave "
+                         "one without a layer on purpose")
     per_stage = [ends.get(stage, rest // middle if middle else 0) for stage in range(par.pp)]
     return _chunked(per_stage, par, field)
 
