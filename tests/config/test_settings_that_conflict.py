@@ -80,8 +80,20 @@ def test_megatrons_tensorwise_is_current_scaling(spelling):
 
 
 def test_an_unknown_fp8_recipe_is_still_refused_with_the_choices():
-    message = refusal(dtype="fp8", fp8_recipe="blockwise")
+    message = refusal(dtype="fp8", fp8_recipe="hourly")
     assert "workload.training.fp8_recipe" in message and "'delayed' or 'current'" in message
+
+
+@pytest.mark.parametrize(("dtype", "recipe", "words"), [
+    ("fp8", "mxfp8", "is dtype mxfp8 here: set training.dtype: mxfp8 and leave fp8_recipe out"),
+    ("mxfp8", "MXFP8", "is dtype mxfp8 here"),  # both written, as a Megatron command writes them
+    ("fp8", "blockwise", "Float8BlockScaling, 1 x 128 and 128 x 128 blocks) is not modelled"),
+])
+def test_megatrons_other_fp8_recipes_say_what_to_write_instead(dtype, recipe, words):
+    """Megatron's --fp8-recipe mxfp8 and blockwise were refused as 'expected delayed or current', which did not
+    say that MXFP8 is a dtype here, nor that block-wise scaling is not modelled."""
+    message = refusal(dtype=dtype, fp8_recipe=recipe)
+    assert "workload.training.fp8_recipe: Megatron's --fp8-recipe" in message and words in message, message
 
 
 def test_the_cli_refuses_a_conflict_with_one_line_and_exit_status_2(tmp_path):

@@ -141,12 +141,24 @@ FP8_RECIPE_SPELLINGS = {"tensorwise": "current", "current_scaling": "current", "
 tensorwise` (its name for current scaling), and Transformer Engine's recipe classes."""
 
 
+OTHER_FP8_RECIPES = {
+    "mxfp8": "is dtype mxfp8 here: set training.dtype: mxfp8 and leave fp8_recipe out",
+    "blockwise": "(Transformer Engine's Float8BlockScaling, 1 x 128 and 128 x 128 blocks) is not modelled; the "
+                 "nearest are current (per tensor) and dtype mxfp8 (per 32-element block)",
+}
+"""Megatron's other --fp8-recipe choices (megatron/training/arguments.py: tensorwise, delayed, mxfp8, blockwise),
+each with what to write instead, so that a recipe copied from a Megatron command is answered, not only refused."""
+
+
 def fp8_recipe_named(value: object) -> object:
     """The fp8 recipe (FP8_RECIPES) a name written in any case or as one of FP8_RECIPE_SPELLINGS denotes, as
-    config.common.dtype_named reads a dtype; other values are left for validation to refuse."""
+    config.common.dtype_named reads a dtype; ValueError for Megatron's other recipes (OTHER_FP8_RECIPES); other
+    values are left for validation to refuse."""
     if not isinstance(value, str):
         return value
     key = re.sub(r"[\s-]+", "_", value.strip().lower())
+    if key in OTHER_FP8_RECIPES:
+        raise ValueError(f"Megatron's --fp8-recipe {key} {OTHER_FP8_RECIPES[key]}")
     return key if key in FP8_RECIPES else FP8_RECIPE_SPELLINGS.get(key, value)
 
 HIGH_PRECISION_GEMMS = ("moe_route", "lm_head", "mamba_ssd_chunk_state", "mamba_ssd_bmm", "mamba_ssd_scan",
