@@ -111,3 +111,17 @@ def test_the_cli_refuses_a_conflict_with_one_line_and_exit_status_2(tmp_path):
     lines = err.getvalue().strip().splitlines()
     assert code == 2 and len(lines) == 1, err.getvalue()
     assert lines[0].startswith("error: ") and "workload.training.fp8_params: true applies to the narrow" in lines[0]
+
+
+@pytest.mark.parametrize(("training", "kept"), [
+    ({"dtype": "fp32", "master_weights_dtype": "bf16"}, "fp32 training"),
+    ({"dtype": "tf32", "master_weights_dtype": "fp16"}, "tf32 training"),
+    ({"dtype": "bf16", "elementwise": "eager", "master_weights_dtype": "bf16"}, "torch.autocast over fp32 parameters"),
+])
+def test_a_master_copy_with_fp32_weights_is_refused_as_meaning_nothing(training, kept):
+    """fp32 training (and torch.autocast over fp32 parameters) keeps no master copy: a 16-bit one was taken and
+    left out silently, the optimizer states as without it (8 bytes a parameter)."""
+    message = refusal(**training)
+    assert "workload.training.master_weights_dtype" in message and kept in message
+    assert "keeps none: leave it out" in message
+    assert scenario(dtype="bf16", master_weights_dtype="bf16").workload.training.master_weights_dtype.value == "bf16"

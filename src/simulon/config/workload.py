@@ -984,6 +984,12 @@ class MegatronWorkload(StrictModel):
                                  "dtype")
             if value is not None and value > layers:
                 raise FieldError(f"training.{name}", f"{value} is more than the model's {layers} layers")
+        fp32_weights = train.dtype in (DType.fp32, DType.tf32) or train.uses_autocast
+        if fp32_weights and train.master_weights_dtype != DType.fp32:
+            kept = "torch.autocast over fp32 parameters" if train.uses_autocast else f"{dtype} training"
+            raise FieldError("training.master_weights_dtype", f"{train.master_weights_dtype.value} is the master copy "
+                             f"16-bit and narrower training keeps beside its weights; {kept} updates its fp32 "
+                             "weights in place and keeps none: leave it out")
         first, last = train.bf16_first_layers or 0, train.bf16_last_layers or 0
         if first + last > layers:
             raise FieldError("training.bf16_last_layers", f"{last} with bf16_first_layers {first} is {first + last} "
