@@ -110,6 +110,9 @@ def test_any_layout_string_is_a_split_or_a_field_error(layout):
 @pytest.mark.parametrize("fields, words", [
     ({"pp": 2, "layers_per_stage": [5, 3], "vpp": 2}, ["5 layers do not split over vpp = 2"]),
     ({"pp": 3, "layers_per_stage": [4, 4]}, ["2 entries for pp = 3"]),
+    # one count per virtual stage without vpp written (a layout string sets vpp, a list does not)
+    ({"pp": 2, "layers_per_stage": [1, 3, 3, 1]}, ["4 entries for pp = 2 stages",
+                                                   "one per virtual stage needs vpp = 2, which is 1"]),
     ({"pp": 4, "first_stage_layers": 1}, ["3 stages cannot split the remaining 7"]),
     ({"pp": 1, "last_stage_layers": 1}, ["need pp > 1"]),
     ({"pp": 4, "first_stage_layers": 4, "last_stage_layers": 4},

@@ -294,7 +294,10 @@ def _from_stage_list(par: PipelineSplit, num_layers: int) -> tuple[int, ...]:
         return tuple(given)
     if len(given) != par.pp:
         expected = f"pp = {par.pp}" + (f" or pp*vpp = {par.pp * par.vpp}" if par.vpp > 1 else "")
-        raise FieldError(field, f"{len(given)} entries for {expected} stages")
+        chunks = len(given) // par.pp
+        hint = (f" (one per virtual stage needs vpp = {chunks}, which is {par.vpp})"
+                if chunks > 1 and len(given) % par.pp == 0 else "")
+        raise FieldError(field, f"{len(given)} entries for {expected} stages{hint}")
     return _chunked(given, par, field)
 
 
