@@ -394,7 +394,10 @@ CHECKS = {
                                                     "for the remaining 22"]),
     "embedding and loss accounted do not divide": (
         [("workload.parallelism.account_for_embedding_in_pipeline_split", True)],
-        "workload.parallelism", ["= 33 is not divisible by pp*vpp = 2"]),
+        "workload.parallelism.account_for_embedding_in_pipeline_split", ["= 33 is not divisible by pp*vpp = 2"]),
+    "the loss accounted does not divide": (  # the flag given is named, not the whole block
+        [("workload.parallelism.account_for_loss_in_pipeline_split", True)],
+        "workload.parallelism.account_for_loss_in_pipeline_split", ["= 33 is not divisible by pp*vpp = 2"]),
     "layers_per_stage wrong length": (
         [("workload.parallelism.layers_per_stage", [32])],
         "workload.parallelism.layers_per_stage", ["1 entries for pp = 2"]),

@@ -67,7 +67,7 @@ def test_a_field_error_raised_in_a_pool_worker_comes_back_as_itself_not_as_a_bro
     par = ParallelismSpec.model_validate({"pp": 2, "account_for_embedding_in_pipeline_split": True})
     with pytest.raises(FieldError, match="not divisible by pp\\*vpp = 2") as caught:
         list(ProcessExecutor(1).map_unordered(functools.partial(virtual_stage_layers, par), [30]))
-    assert caught.value.field == "workload.parallelism"
+    assert caught.value.field == "workload.parallelism.account_for_embedding_in_pipeline_split"
 
 
 def test_a_workload_refused_during_the_search_ends_with_one_bad_input_line_and_exit_2(tmp_path):

@@ -238,16 +238,17 @@ def _decoder_split(par: PipelineSplit, num_layers: int, segments: tuple[int, ...
         return _from_first_last(par, num_layers)
     embedding, loss = par.account_for_embedding_in_pipeline_split, par.account_for_loss_in_pipeline_split
     if embedding or loss:
+        field = "workload.parallelism." + _splits_named(par)[0]  # the embedding's flag where both are given
         units = num_layers + embedding + loss
         if units % virtual:
-            raise FieldError("workload.parallelism", f"num_layers {num_layers} + {embedding + loss} accounted "
-                             f"for the embedding/loss = {units} is not divisible by pp*vpp = {virtual}")
+            raise FieldError(field, f"num_layers {num_layers} + {embedding + loss} accounted for the embedding/loss "
+                             f"= {units} is not divisible by pp*vpp = {virtual}")
         counts = [units // virtual] * virtual
         counts[0] -= embedding
         counts[-1] -= loss
         if min(counts) < 0:
-            raise FieldError("workload.parallelism", f"{virtual} virtual stages for {num_layers} layers leave "
-                             "the embedding's or the loss's stage with no room")
+            raise FieldError(field, f"{virtual} virtual stages for {num_layers} layers leave the embedding's or the "
+                             "loss's stage with no room")
         return tuple(counts)
     if num_layers % virtual == 0:
         return (num_layers // virtual,) * virtual
