@@ -352,6 +352,14 @@ def test_a_narrow_format_is_exported_as_megatron_cores_recipe_for_it(dtype, flag
     assert not any(arg.endswith("-param-gather") and arg != "--overlap-param-gather" for arg in args)
 
 
+@pytest.mark.parametrize(("dtype", "flag"), [("fp32", None), ("tf32", None), ("fp16", "--fp16"), ("bf16", "--bf16")])
+def test_the_megatron_arguments_name_the_16_bit_type_of_16_bit_runs_only(dtype, flag):
+    """An fp32 search printed --bf16, which trains in bf16: fp32 training names neither --bf16 nor --fp16."""
+    sc = parse_scenario(merge(small().as_data(), {"workload": {"training": {"dtype": dtype}}}), "test")
+    args = megatron_arguments(Strategy.of(sc), sc)
+    assert [arg for arg in args if arg in ("--bf16", "--fp16")] == ([flag] if flag else [])
+
+
 def narrow(dtype: str, **training) -> object:
     """small() on B200s training in `dtype` with the training settings given."""
     data = merge(small().as_data(), {"datacenter": {"node": {"gpu": "B200"}},

@@ -80,7 +80,6 @@ def megatron_arguments(strategy: Strategy, sc: ScenarioConfig) -> list[str]:
     else:
         strategy_name = "optim_grads" if s.sharding == "zero2" else "optim_grads_params"
         args += ["--use-megatron-fsdp", f"--data-parallel-sharding-strategy {strategy_name}"]
-    args.append("--fp16" if s.dtype == "fp16" else "--bf16")
     return args + number_format_arguments(apply(sc.workload, strategy))
 
 
@@ -97,7 +96,8 @@ def number_format_arguments(workload: MegatronWorkload) -> list[str]:
     told, for fp8 and fp4 alike: fp8_utils.get_fp8_context, fp4_utils.get_fp4_context)."""
     train, fmt = workload.training, TrainingFormat.of_workload(workload)
     dtype = train.dtype
-    args = []
+    # the 16-bit parameters: --fp16, else --bf16 (narrow formats too); fp32 and tf32 runs name neither (fp32 params)
+    args = [] if dtype in (DType.fp32, DType.tf32) else ["--fp16" if dtype == DType.fp16 else "--bf16"]
     if dtype == DType.fp8:
         args += ["--fp8-format hybrid", f"--fp8-recipe {MEGATRON_FP8_RECIPE[train.fp8_recipe or DEFAULT_FP8_RECIPE]}"]
     elif dtype == DType.mxfp8:
