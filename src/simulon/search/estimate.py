@@ -60,7 +60,7 @@ from ..workload.data_parallel import bucket_kernel, grad_zero_kernel, optimizer_
 from ..workload.kernels import KernelClass, KernelSpec, Phase, chunked
 from ..workload.layer_kernels import RING_BLOCK, LayerKernels, ShardShape
 from ..workload.layout import RankLayout
-from ..workload.parameters import ModelParameters, PipelineLayers
+from ..workload.parameters import Counts, ModelParameters, PipelineLayers, StageParameters
 from ..workload.program import EMBEDDING_LAYER, HEAD_LAYER
 from ..workload.schedule import make_scheduler
 from .space import Strategy
@@ -159,7 +159,7 @@ class Estimator:
         self._unit_times: dict[tuple, tuple[dict[Phase, float], float, float]] = {}
         self._weight_casts: dict[tuple, float] = {}
         self._models: dict[str, AnalyticalModel] = {}
-        self._params: dict[tuple, tuple[float, float]] = {}
+        self._params: dict[tuple, StageParameters] = {}
         self._stages: dict[tuple, _StageCost] = {}
         self._compositions: dict[tuple, tuple[tuple[int, int], ...]] = {}
         self._pipelines: dict[tuple, tuple[int, _StageCost, float, float]] = {}
@@ -227,8 +227,10 @@ class Estimator:
         bubble = (every_stage - cost.total) / s.vpp  # fill and drain: every other stage once, as it runs alone
         if s.zero_bubble:  # ZB-H1: (p - 1)(T_F + T_B - T_W) in place of (p - 1)(T_F + T_B + T_W)
             bubble -= 2 * (every_weight_grad - cost.weight_grad)
-        params = self._stage_params(s, workload, kernels, layers, slowest)
-        dp, optimizer = self._data_parallel(s, workload, slowest, params, cost, microbatches)
+        held = self._stage_params(s, workload, kernels, layers, slowest)
+        shape = ShardShape.of(workload)
+        gathered = held.summed(lambda unit: held.gathered_bytes(unit, shape, workload.model.hidden_size))
+        dp, optimizer = self._data_parallel(s, workload, slowest, (held.total(), gathered), cost, microbatches)
         total = microbatches * (per_mb + 2 * pp_send) + once + bubble + dp + optimizer  # a send forward, one back
         return Estimate(total, microbatches * (cost.compute + casts) + once, microbatches * cost.recompute,
                         microbatches * cost.tp,
@@ -531,11 +533,11 @@ class Estimator:
         return self.sm_count / (self.sm_count - held)
 
     def _stage_params(self, s: Strategy, workload: MegatronWorkload, kernels: LayerKernels, layers: PipelineLayers,
-                      stage: int) -> tuple[float, float]:
-        """(dense, expert) parameters one rank of a stage holds; they depend on the sharding of weights only."""
+                      stage: int) -> StageParameters:
+        """The parameters one rank of a stage holds; they depend on the sharding of weights only."""
         key = (s.tp, s.ep, s.etp, self._composition(s, kernels, layers, stage))
         if key not in self._params:
-            self._params[key] = ModelParameters(kernels, workload.model, layers).stage(stage).total()
+            self._params[key] = ModelParameters(kernels, workload.model, layers).stage(stage)
         return self._params[key]
 
     def _pipeline_send(self, s: Strategy, workload: MegatronWorkload) -> float:
@@ -546,10 +548,11 @@ class Estimator:
         senders = range(1) if self.placement.uniform else range(stage * (s.pp - 1))
         return self.slowest(SR, self._distinct((rank, rank + stage) for rank in senders), size)
 
-    def _data_parallel(self, s: Strategy, workload: MegatronWorkload, stage: int,
-                       params: tuple[float, float], cost: _StageCost, microbatches: int) -> tuple[float, float]:
-        """(exposed gradient and parameter sync, optimizer step) of the slowest stage."""
-        syncs, optimizer = self._gradient_sync(s, workload, stage, params)
+    def _data_parallel(self, s: Strategy, workload: MegatronWorkload, stage: int, held: tuple[Counts, Counts],
+                       cost: _StageCost, microbatches: int) -> tuple[float, float]:
+        """(exposed gradient and parameter sync, optimizer step) of the slowest stage, whose rank holds `held`:
+        (dense, expert) parameters and the (dense, expert) bytes their all-gather moves."""
+        syncs, optimizer = self._gradient_sync(s, workload, stage, held)
         exposed = 0.0
         for scatter, gather, slower in syncs:
             if s.sharding == "fsdp":  # per layer and micro-batch: gather twice, reduce-scatter once
@@ -566,7 +569,7 @@ class Estimator:
         return exposed, optimizer
 
     def _gradient_sync(self, s: Strategy, workload: MegatronWorkload, stage: int,
-                       params: tuple[float, float]) -> tuple[list[tuple[float, float, float]], float]:
+                       held: tuple[Counts, Counts]) -> tuple[list[tuple[float, float, float]], float]:
         """Per data-parallel group of more than one rank that holds parameters of the stage (dense over dp x cp,
         experts over the expert-data-parallel group): the seconds of its gradient reduce-scatter and parameter
         all-gather (plain data parallelism: its gradient all-reduce, no gather, workload/data_parallel.py) and how
@@ -574,20 +577,21 @@ class Estimator:
         under plain data parallelism, over the rank's shard otherwise); each collective at the slowest of the stage's
         groups (Estimator.placed). Cached per layout, number format (the element sizes: the rest of the workload is
         the search's base), counts and where the stage's ranks lie."""
-        key = (s.tp, s.cp, s.dp, s.pp, s.ep, s.etp, s.dtype, s.sharding, params, self.stage_key(s, stage))
+        key = (s.tp, s.cp, s.dp, s.pp, s.ep, s.etp, s.dtype, s.sharding, held, self.stage_key(s, stage))
         if key not in self._syncs:
-            dense, expert = params
+            (dense, expert), gathered = held
             shape = ShardShape.of(workload)
             syncs, shards = [], 0.0
             ddp = s.sharding == "ddp"  # every rank updates every parameter; gradients all-reduced, none gathered
             dense_groups = self.placed(s, "dp_cp", stage)
-            for count, groups in ((dense, dense_groups), (expert, self.placed(s, "edp", stage))):
+            for count, weights, groups in ((dense, gathered[0], dense_groups),
+                                           (expert, gathered[1], self.placed(s, "edp", stage))):
                 if count == 0:
                     continue
                 shards += count if ddp else count / len(groups[0])
                 if len(groups[0]) == 1:
                     continue
-                grads, weights = count * shape.grad_bytes, count * shape.act_bytes
+                grads = count * shape.grad_bytes
                 reduce = AR if ddp else RS
                 slower = self.stretch(self.plan.choose(reduce, groups[0], grads).channels) - 1  # compute beside it
                 syncs.append((self.slowest(reduce, groups, grads), 0.0 if ddp else self.slowest(AG, groups, weights),

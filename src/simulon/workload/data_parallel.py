@@ -104,6 +104,7 @@ class DataParallelSync:
                  shape: ShardShape, program: StageProgram, frozen: bool):
         self.layout, self.parameters, self.shape, self.program, self.frozen = layout, parameters, shape, program, frozen
         self.parallelism = parallelism = workload.parallelism
+        self.hidden_size = workload.model.hidden_size
         self.group_size = {"dp_cp": layout.dp * layout.cp, "edp": layout.edp}
         self.fsdp = parallelism.fsdp != "none"
         self.bucket_params = (workload.training.grad_bucket_size or max(
@@ -242,17 +243,22 @@ class DataParallelSync:
             if self.group_size[axis] == 1:
                 continue
             waiting: list[int] = []
-            bucket = 0.0
+            bucket = size = 0.0
             for i, unit in enumerate(units):
                 bucket += self.parameters.of(unit)[axis_index]
+                size += self._gathered_bytes(unit)[axis_index]
                 waiting.append(unit)
                 if bucket > 0 and (bucket >= self.bucket_params or i == len(units) - 1):
-                    op = self.program.collective(CollType.AllGather, axis, bucket * self.shape.act_bytes,
-                                                 Stream.param_comm, "param_allgather", OPTIMIZER_LAYER, -1, Phase.fwd)
+                    op = self.program.collective(CollType.AllGather, axis, size, Stream.param_comm, "param_allgather",
+                                                 OPTIMIZER_LAYER, -1, Phase.fwd)
                     if self.parallelism.gathers_overlapped:  # after the optimizer step, no forward of this step waits
                         for pending in waiting:
                             self._first_use.setdefault(pending, []).append(op)
-                    bucket, waiting = 0.0, []
+                    bucket, size, waiting = 0.0, 0.0, []
+
+    def _gathered_bytes(self, unit: int) -> tuple[float, float]:
+        """(dense, expert) bytes a parameter all-gather of the unit moves (StageParameters.gathered_bytes)."""
+        return self.parameters.gathered_bytes(unit, self.shape, self.hidden_size)
 
     # ---- FSDP ----
 
@@ -271,8 +277,7 @@ class DataParallelSync:
     def _issue_gather(self, unit: int, mb: int, phase: Phase) -> int:
         if self.layout.fsdp == 1:
             return NO_OP
-        params = sum(self.parameters.of(unit))
-        return self.program.collective(CollType.AllGather, "fsdp", params * self.shape.act_bytes,
+        return self.program.collective(CollType.AllGather, "fsdp", sum(self._gathered_bytes(unit)),
                                        Stream.param_comm, "fsdp_param_allgather", unit, mb, phase)
 
     def _fsdp_reduce(self, unit: int, mb: int) -> None:

@@ -15,12 +15,13 @@ gradients are summed (`_allreduce_word_embedding_grads`, megatron/core/distribut
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from ..config.number_formats import TrainingFormat
 from ..config.pipeline_layout import virtual_stage_layers
 from ..config.workload import MegatronWorkload, ModelSpec
-from .layer_kernels import LayerKernels
+from .layer_kernels import LayerKernels, ShardShape
 from .program import EMBEDDING_LAYER, HEAD_LAYER
 from .schedule import INTERLEAVED, MIRRORED, Placement, make_scheduler
 
@@ -117,11 +118,38 @@ class StageParameters:
 
     def total(self) -> Counts:
         """(dense, expert) parameters of the stage, summed in forward order."""
+        return self.summed(self.of)
+
+    def summed(self, per_unit: Callable[[int], Counts]) -> Counts:
+        """(dense, expert) sums of `per_unit` over the stage's units, in forward order."""
         dense, expert = 0.0, 0.0
         for unit in self.units:
-            unit_dense, unit_expert = self.counts[unit]
+            unit_dense, unit_expert = per_unit(unit)
             dense, expert = dense + unit_dense, expert + unit_expert
         return dense, expert
+
+    def narrow_gemm(self, unit: int, hidden_size: int, fmt: TrainingFormat | None) -> Counts:
+        """(dense, expert) parameters of a transformer layer's GEMM weights that run in the narrow format `fmt`
+        (None: a 16-bit run, none): all but its two norms' (2 x hidden_size); none of the embedding, the LM head,
+        or a layer its recipe keeps in bf16 (TrainingFormat.layer_in_bf16)."""
+        if fmt is None or not fmt.format.quantized or unit < 0 or fmt.layer_in_bf16(unit):
+            return 0.0, 0.0
+        dense, expert = self.counts[unit]
+        return dense - 2 * hidden_size, expert
+
+    def gathered_bytes(self, unit: int, shape: ShardShape, hidden_size: int) -> Counts:
+        """(dense, expert) bytes a parameter all-gather of the unit moves: 16-bit elements, but the GEMM weights a
+        run keeps only in its narrow format (fp8_params: TrainingFormat.narrow_weights) in one quantized copy, block
+        scales included. Megatron's --fp8-param-gather all-gathers the fp8 weights themselves (Float8Tensor's data;
+        Transformer Engine makes the transpose after: megatron/core/distributed/param_and_grad_buffer.py,
+        transformer_engine/pytorch/tensor/float8_tensor.py)."""
+        dense, expert = self.counts[unit]
+        fmt = shape.number_format
+        if fmt is None or not fmt.narrow_weights:
+            return dense * shape.act_bytes, expert * shape.act_bytes
+        narrow_dense, narrow_expert = self.narrow_gemm(unit, hidden_size, fmt)
+        saved = shape.act_bytes - fmt.format.weight_operand_bytes
+        return dense * shape.act_bytes - narrow_dense * saved, expert * shape.act_bytes - narrow_expert * saved
 
 
 class ModelParameters:

@@ -1,0 +1,65 @@
+"""Parameter all-gathers of a run that keeps its GEMM weights only in the narrow format (fp8_params, Megatron's
+--fp8-param-gather) move those weights in that format: one byte an element for fp8 (with its block scales for the
+block-scaled formats), the rest (norms, embedding, LM head, layers the recipe keeps in bf16) in 16 bits; the search's
+estimate counts the same bytes."""
+
+from __future__ import annotations
+
+import pytest
+
+from helpers import gpt_scenario
+from simulon.config.loading import parse_scenario
+from simulon.pipeline import build_dag
+from simulon.search.estimate import Estimator
+from simulon.search.space import Strategy
+from simulon.workload.megatron import MegatronTracer
+
+BASE = dict(nodes=2, gpus_per_node=4, tp=1, pp=1, layers=4, gbs=8, hidden=1024)
+HIDDEN, LAYERS = 1024, 4
+
+
+def narrow(fp8_params: bool, dtype: str = "fp8", **parallelism):
+    data = gpt_scenario(**BASE, extra_parallelism=parallelism).as_data()
+    data["workload"]["training"].update(dtype=dtype, fp8_params=fp8_params)
+    return parse_scenario(data, "s.yaml")
+
+
+def gathered(sc, label: str) -> float:
+    dag, _, _ = build_dag(sc, "full")
+    return sum(c.nbytes for c in dag.collectives if c.label == label)
+
+
+@pytest.mark.parametrize(("parallelism", "label", "passes"),
+                         [({"distributed_optimizer": True}, "param_allgather", 1),
+                          ({"fsdp": "full_shard"}, "fsdp_param_allgather", 2)],
+                         ids=["distributed optimizer", "fsdp"])
+def test_fp8_params_gather_the_gemm_weights_in_one_byte(parallelism, label, passes):
+    sixteen, eight = (narrow(flag, **parallelism) for flag in (False, True))  # 1 micro-batch a rank
+    held = MegatronTracer(sixteen.workload, 8).parameters.stage(0)
+    params = sum(held.total())
+    gemm = sum(held.of(unit)[0] - 2 * HIDDEN for unit in held.units if unit >= 0)  # every layer's but its norms
+    assert gathered(sixteen, label) == pytest.approx(passes * 2 * params)
+    assert gathered(eight, label) == pytest.approx(passes * (2 * params - gemm))
+
+
+def test_block_scaled_weights_are_gathered_with_their_scales():
+    data = gpt_scenario(**BASE, extra_parallelism={"distributed_optimizer": True}).as_data()
+    data["datacenter"]["node"]["gpu"] = "B200"
+    data["workload"]["training"].update(dtype="mxfp8", fp8_params=True)
+    sc = parse_scenario(data, "s.yaml")
+    held = MegatronTracer(sc.workload, 8).parameters.stage(0)
+    params, gemm = sum(held.total()), sum(held.of(unit)[0] - 2 * HIDDEN for unit in held.units if unit >= 0)
+    # MXFP8: an e4m3 element and an 8-bit scale per 32 elements (OCP MX v1.0)
+    assert gathered(sc, "param_allgather") == pytest.approx(2 * params - gemm * (2 - (1 + 1 / 32)))
+
+
+def exposed_gathers(sc) -> float:
+    """The search's estimate of the exposed data-parallel sync: FSDP's gathers and reduce-scatters, the gathers the
+    only part fp8_params changes."""
+    estimator = Estimator.on(sc.workload, sc.datacenter, sc.collective, sc.workload.training.num_gpus)
+    return estimator.estimate(Strategy.of(sc), sc.workload).dp_s
+
+
+def test_the_search_estimate_gathers_the_bytes_the_trace_does():
+    sixteen, eight = (narrow(flag, fsdp="full_shard") for flag in (False, True))
+    assert exposed_gathers(eight) < exposed_gathers(sixteen)
