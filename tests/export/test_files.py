@@ -63,3 +63,17 @@ def test_a_full_device_is_an_error_naming_it_and_stays_a_device():
     with pytest.raises(OSError) as caught:
         write_atomic("/dev/full", "x" * 100_000)
     assert caught.value.filename == "/dev/full" and stat.S_ISCHR(os.stat("/dev/full").st_mode)
+
+
+def test_an_existing_file_keeps_its_permissions(tmp_path: Path):
+    """Overwriting a trace its owner had made private (chmod 600) left it readable by all (644, the umask's): the
+    temporary file renamed over it took a new file's permissions, where a plain open() keeps the file's own."""
+    out = tmp_path / "trace.json"
+    out.write_text("old")
+    out.chmod(0o600)
+    write_atomic(out, "new")
+    assert out.read_text() == "new" and stat.S_IMODE(out.stat().st_mode) == 0o600
+    write_atomic(tmp_path / "new.json", "new")
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE((tmp_path / "new.json").stat().st_mode) == 0o666 & ~umask

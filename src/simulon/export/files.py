@@ -52,9 +52,13 @@ def write_atomic(path: str | Path, text: str | bytes) -> None:
 def _replace(path: Path, text: str | bytes, mode: str) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent or ".", prefix=f".{path.name}.", suffix=".tmp")
     try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.fchmod(fd, 0o666 & ~umask)  # what a plain open() would give, not mkstemp's 0600
+        try:  # what a plain open() would give, not mkstemp's 0600: an existing file's own permissions
+            mode_bits = stat.S_IMODE(os.stat(path).st_mode)
+        except (FileNotFoundError, NotADirectoryError):  # or a new file's, under the umask
+            umask = os.umask(0)
+            os.umask(umask)
+            mode_bits = 0o666 & ~umask
+        os.fchmod(fd, mode_bits)
         with os.fdopen(fd, mode) as f:
             f.write(text)
         os.replace(tmp, path)
