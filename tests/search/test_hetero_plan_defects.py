@@ -113,6 +113,14 @@ def test_plan_hetero_refuses_stages_spanning_groups_in_one_line_with_or_without_
     assert "the heterogeneous planner places each pipeline stage's 8 GPUs" in line and "ms per step simulated" in line
 
 
+def test_plan_hetero_refuses_stages_of_part_of_a_node_naming_the_setting(tmp_path):
+    """It said "a stage holds 2 GPUs, not whole nodes of 4: ..." naming no setting, nor what makes the 2."""
+    line = refused_by_cli(tmp_path, scenario(nodes=(1, 1), pp=4, tp=2))
+    assert line.endswith(": workload.parallelism: a pipeline stage holds 2 GPUs (tp 2), not whole nodes of 4: the "
+                         "heterogeneous planner places stages on node groups only when each fills whole nodes (a "
+                         "smaller pp gives each stage more GPUs)\n")
+
+
 # --- --dp-shares where the sharding cannot take shares -------------------------------------------------------------
 
 @pytest.mark.parametrize(("parallelism", "model", "setting", "what"), [

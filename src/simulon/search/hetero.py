@@ -168,9 +168,19 @@ def whole_stages(sc: ScenarioConfig) -> tuple[int, list[int]]:
     num_gpus = sc.workload.training.num_gpus or sc.datacenter.num_gpus
     per_stage = num_gpus // sc.workload.parallelism.pp
     if per_stage % sc.datacenter.gpus_per_node:
-        raise ValueError(f"a stage holds {per_stage} GPUs, not whole nodes of {sc.datacenter.gpus_per_node}: "
-                         "stages can be placed on node groups only when each fills whole nodes")
+        raise ValueError(f"workload.parallelism: a pipeline stage holds {stage_gpus(sc, per_stage)}, not whole nodes "
+                         f"of {sc.datacenter.gpus_per_node}: the heterogeneous planner places stages on node groups "
+                         "only when each fills whole nodes (a smaller pp gives each stage more GPUs)")
     return per_stage, [g.num_gpus // per_stage for g in sc.datacenter.groups]
+
+
+def stage_gpus(sc: ScenarioConfig, per_stage: int) -> str:
+    """A pipeline stage's `per_stage` GPUs in words, with the parallel sizes that make them: "16 GPUs (tp 8 x dp
+    2)"."""
+    par = sc.workload.parallelism
+    dp = par.data_parallel(sc.workload.training.num_gpus or sc.datacenter.num_gpus)
+    parts = " x ".join(f"{name} {n}" for name, n in (("tp", par.tp), ("cp", par.cp), ("dp", dp)) if n > 1)
+    return f"{per_stage} GPU{'s' if per_stage != 1 else ''}" + (f" ({parts})" if parts else "")
 
 
 def stage_counts(sc: ScenarioConfig) -> list[tuple[int, ...]]:
@@ -501,9 +511,8 @@ class Planner:
         par, dc = self.sc.workload.parallelism, self.sc.datacenter
         held = ", ".join(f"{g.name} {r}" for g, r in zip(dc.groups, room, strict=True))
         nodes = per_stage // dc.gpus_per_node
-        parts = " x ".join(f"{name} {n}" for name, n in (("tp", par.tp), ("cp", par.cp), ("dp", self.dp)) if n > 1)
-        gpus = f"{per_stage} GPU{'s' if per_stage != 1 else ''}" + (f" ({parts})" if parts else "")
-        return (f"workload.parallelism.pp: the heterogeneous planner places each pipeline stage's {gpus} within one "
+        return (f"workload.parallelism.pp: the heterogeneous planner places each pipeline stage's "
+                f"{stage_gpus(self.sc, per_stage)} within one "
                 f"node group, and these groups hold {sum(room)} of the {par.pp} "
                 f"stages whole ({held}), so it cannot plan this cluster, where a stage's GPUs span groups; the "
                 f"simulator runs it as written ({baseline.simulated_ms:,.1f} ms per step simulated; "
