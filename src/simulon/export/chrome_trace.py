@@ -301,10 +301,19 @@ def memory_counter_events(dag: ExecutionDAG, timeline: Timeline, memory: MemoryR
                 deltas.append(-kept)
         order = np.argsort(np.array(times), kind="stable")
         level = np.cumsum(np.array(deltas)[order])
-        for t, value in zip(ns(np.array(times)[order]).tolist(), level.tolist(), strict=True):
+        for t, value in counter_points(np.array(times)[order], level):
             events.append({"ph": "C", "name": MEMORY_COUNTER, "pid": g, "ts": us(t),
                            "args": {"GiB": round(value / GiB, 4)}})
     return events
+
+
+def counter_points(times: np.ndarray, values: np.ndarray) -> list[tuple[int, float]]:
+    """A counter's (time in whole nanoseconds, value) points from its values from `times` on (seconds, ascending):
+    one point a nanosecond, the last value at it (the one that holds from then on), as Perfetto would otherwise draw
+    two values at one instant, the first for no time."""
+    at = ns(times)
+    last = np.append(at[1:] != at[:-1], True)
+    return list(zip(at[last].tolist(), np.asarray(values)[last].tolist(), strict=True))
 
 
 def link_counter_events(series: list[LinkSeries], pid: int) -> list[dict]:
@@ -312,7 +321,7 @@ def link_counter_events(series: list[LinkSeries], pid: int) -> list[dict]:
     events: list[dict] = [{"ph": "M", "name": "process_name", "pid": pid, "args": {"name": "network (busiest links)"}},
                           {"ph": "M", "name": "process_sort_index", "pid": pid, "args": {"sort_index": pid}}]
     for link in series:
-        for t, value in zip(ns(link.times).tolist(), link.load.tolist(), strict=True):
+        for t, value in counter_points(link.times, link.load):
             events.append({"ph": "C", "name": f"{link.name} load", "pid": pid, "ts": us(t),
                            "args": {"share": round(value, 4)}})
     return events
