@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 from collections import defaultdict
 
 import numpy as np
@@ -13,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from helpers import SEED_SCENARIO, cli, gpt_scenario
+from helpers import ROOT, SEED_SCENARIO, cli, gpt_scenario
 from simulon.analysis.analyze import analyze
 from simulon.analysis.exposure import collective_parts
 from simulon.config.loading import load_scenario
@@ -265,3 +266,12 @@ def test_a_counter_has_one_value_a_nanosecond(quick_start):
         if e["ph"] == "C":
             times[e["pid"], e["name"]].append(perfetto_ns(e["ts"]))
     assert times and all(t == sorted(set(t)) for t in times.values())
+
+
+def test_the_readmes_trace_sizes_of_the_quick_start_are_the_traces_written():
+    """The README gave the quick start's traces as 1.6 / 1.8 / 2.8 MB; they are 1,511,067 / 1,709,023 / 2,681,749
+    bytes (kernels / collectives / flows)."""
+    shown = re.search(r"`scenario.yaml` ([\d.]+) / ([\d.]+) / ([\d.]+) MB", (ROOT / "README.md").read_text())
+    sc = load_scenario(SEED_SCENARIO)
+    sizes = [len(traced(sc, detail=detail)[2].encode()) / 1e6 for detail in DETAILS]
+    assert [float(x) for x in shown.groups()] == [round(size, 1) for size in sizes]
