@@ -35,7 +35,7 @@ from .dag.fold import (
     symmetric_axes,
 )
 from .dag.nodes import ExecutionDAG
-from .dag.size import FOOTPRINT_ENTRY_BYTES, DagSize, TooLarge, check_fits, estimate_size
+from .dag.size import FOOTPRINT_ENTRY_BYTES, DagSize, TooLarge, Trace, check_fits, estimate_size
 from .engine.replay import Timeline, replay
 from .engine.steady_state import SteadyState
 from .executors import Needs, beyond_share
@@ -145,7 +145,7 @@ def check_collectives(sc: ScenarioConfig) -> None:
 
 
 def build_dag(sc: ScenarioConfig, fold_mode: FoldMode = "auto", memory_limit: float | None = None,
-              trace: bool = False) -> tuple[ExecutionDAG, Topology, Fold]:
+              trace: Trace = False) -> tuple[ExecutionDAG, Topology, Fold]:
     """The GPU-agnostic DAG of one iteration, and the network and fold it is meant for. With `memory_limit`
     (bytes), a DAG estimated to need more (with its trace, if `trace`) is refused before it is built
     (dag.size.TooLarge)."""
@@ -210,10 +210,11 @@ def _why_unfolded(fold: Fold, topology: Topology, fold_mode: FoldMode) -> str:
 
 
 def simulate(sc: ScenarioConfig, fold_mode: FoldMode = "auto", progress: Progress = SILENT,
-             memory_limit: float | None = None, trace: bool = False, micro_batches: MicroBatches = "all",
+             memory_limit: float | None = None, trace: Trace = False, micro_batches: MicroBatches = "all",
              samples_first_above: float | None = None) -> Simulation:
     """Simulate one training iteration, telling `progress` each stage and how far the replay has got; a run
-    estimated to need more than `memory_limit` bytes is refused before it is built (see build_dag).
+    estimated to need more than `memory_limit` bytes (with a trace at `trace`'s detail, dag.size.Trace) is refused
+    before it is built (see build_dag).
 
     `micro_batches` (sampling.MicroBatches): "all" replays every micro-batch; "sample" or a pair of counts replays
     two smaller counts and extrapolates (sampling.py: the result says so, the DAG and timeline are the larger
@@ -227,7 +228,7 @@ def simulate(sc: ScenarioConfig, fold_mode: FoldMode = "auto", progress: Progres
 
 
 def simulate_step(sc: ScenarioConfig, step: StepPlan, fold_mode: FoldMode = "auto", progress: Progress = SILENT,
-                  memory_limit: float | None = None, trace: bool = False, micro_batches: MicroBatches = "all",
+                  memory_limit: float | None = None, trace: Trace = False, micro_batches: MicroBatches = "all",
                   figures: Summary | None = None) -> Simulation:
     """simulate's run of the step plan_step planned with the same arguments (a caller that sized the plan first,
     planned_size, runs it without planning it again), with the caller's `figures` of the step."""
@@ -256,7 +257,7 @@ class StepPlan:
 
 
 def plan_step(sc: ScenarioConfig, fold_mode: FoldMode = "auto", memory_limit: float | None = None,
-              trace: bool = False, micro_batches: MicroBatches = "all",
+              trace: Trace = False, micro_batches: MicroBatches = "all",
               samples_first_above: float | None = None) -> StepPlan:
     """What simulate(sc, fold_mode, memory_limit=..., trace=..., micro_batches=...) builds: the decisions of
     `auto` (fold the expanded collectives, sample the micro-batches) taken on the counted sizes. `samples_first_above`:
@@ -287,7 +288,7 @@ def plan_step(sc: ScenarioConfig, fold_mode: FoldMode = "auto", memory_limit: fl
 
 
 def sampled_from_samples(sc: ScenarioConfig, counts: tuple[int, int], fold_mode: FoldMode,
-                         memory_limit: float | None, trace: bool) -> StepPlan | None:
+                         memory_limit: float | None, trace: Trace) -> StepPlan | None:
     """plan_step's sampled plan, decided on the whole step's sizes counted from the sampled counts
     (size_from_samples) without tracing it; None where the step runs whole (plan_step then plans it whole)."""
     real = microbatch_count(sc)
@@ -384,7 +385,7 @@ def simulate_planned(sc: ScenarioConfig, planned: PlannedDag, progress: Progress
 
 def simulate_sampled(sc: ScenarioConfig, counts: tuple[int, int], fold_mode: FoldMode = "auto",
                      progress: Progress = SILENT, memory_limit: float | None = None,
-                     trace: bool = False, throughout: bool | None = None,
+                     trace: Trace = False, throughout: bool | None = None,
                      samples: Sequence[tuple[PlannedDag, DagSize]] = (),
                      figures: Summary | None = None) -> Simulation:
     """Replay the step at counts[0] and counts[1] micro-batches, one after the other (only the first's summary
@@ -423,7 +424,7 @@ def simulate_sampled(sc: ScenarioConfig, counts: tuple[int, int], fold_mode: Fol
 
 
 def sampled_throughout(sc: ScenarioConfig, counts: tuple[int, int], fold_mode: FoldMode,
-                       memory_limit: float | None, trace: bool) -> bool:
+                       memory_limit: float | None, trace: Trace) -> bool:
     """Whether both sampled counts fold every collective: decided on the larger count, for both."""
     larger = plan_dag(with_microbatches(sc, counts[1]), fold_mode).size()
     return too_large(larger, memory_limit, trace, sampling=True)
@@ -439,19 +440,19 @@ def sampled_plan(sc: ScenarioConfig, count: int, fold_mode: FoldMode, throughout
     return folded_throughout(*made) if throughout else made
 
 
-def too_large(size: DagSize, memory_limit: float | None, trace: bool, sampling: bool) -> bool:
+def too_large(size: DagSize, memory_limit: float | None, trace: Trace, sampling: bool) -> bool:
     """Whether `auto` shrinks a step of `size` (folds its expanded collectives, samples its micro-batches): it
     would not fit `memory_limit`, or, where its micro-batches may be sampled, it has more than SAMPLE_ABOVE_NODES
     nodes."""
     return not fits(size, memory_limit, trace) or (sampling and size.nodes > SAMPLE_ABOVE_NODES)
 
 
-def fits(size: DagSize | None, memory_limit: float | None, trace: bool) -> bool:
+def fits(size: DagSize | None, memory_limit: float | None, trace: Trace) -> bool:
     """Whether a DAG of `size` fits `memory_limit` bytes (None: no limit)."""
     return memory_limit is None or size is None or size.memory_bytes(trace) <= memory_limit
 
 
-def sampling_advice(sc: ScenarioConfig, fold_mode: FoldMode, memory_limit: float, trace: bool) -> str:
+def sampling_advice(sc: ScenarioConfig, fold_mode: FoldMode, memory_limit: float, trace: Trace) -> str:
     """For a refusal of the whole step: that sampling its micro-batches would fit, and what it needs ("" if it
     would not, or cannot sample)."""
     counts = chosen_counts(sc, "auto")  # None where the step cannot be sampled smaller

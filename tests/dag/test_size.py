@@ -3,6 +3,8 @@ more memory than it may use is refused up front (dag/size.py)."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import yaml
 
@@ -65,6 +67,32 @@ def test_memory_grows_with_nodes_and_a_trace_and_never_falls_with_flows():
     small, more_nodes, more_flows = DagSize(1000, 100, 1), DagSize(2000, 100, 1), DagSize(1000, 200, 1)
     assert small.memory_bytes() < more_nodes.memory_bytes() and small.memory_bytes() <= more_flows.memory_bytes()
     assert small.memory_bytes(trace=True) > small.memory_bytes()
+
+
+def test_a_trace_of_every_flow_costs_per_flow_beyond_a_trace_of_collectives():
+    """The guard counted a trace per node alone, whatever it drew: GPT-3 175B's (824,282 nodes, 527,216 flows)
+    with every flow, estimated at 2.0 GB, took 2.7 GB (its slices, arrows and receives grow with the flows), and
+    with its collectives, estimated at 2.0 GB too, 1.2 GB."""
+    cost, size = memory_cost(), DagSize(824_282, 527_216, 8)
+    assert cost["per_trace_flow_bytes"] > 0
+    assert size.memory_bytes(trace=True) == size.memory_bytes(trace="collectives") == \
+        size.memory_bytes(trace="kernels") > size.memory_bytes()
+    assert size.memory_bytes(trace="flows") == pytest.approx(
+        size.memory_bytes(trace="collectives") + cost["per_trace_flow_bytes"] * size.flows)
+    rows = (ROOT / "src/simulon/dag/data/memory_cost.yaml").read_text()  # the measured rows the fit covers
+    for name, detail in (("gpt3-1024, trace", "collectives"), ("gpt3-1024, flows trace", "flows")):
+        nodes, flows, measured = map(int, re.search(rf"{name}: (\d+), (\d+), (\d+)", rows).groups())
+        assert (nodes, flows) == (size.nodes, size.flows)
+        assert size.memory_bytes(trace=detail) >= measured
+
+
+def test_the_cli_refuses_a_trace_of_every_flow_by_what_it_draws(tmp_path):
+    """`simulate gpt3_175b_1024gpu.yaml -o t.json --trace-detail flows --max-memory 2.5GB` was let through (estimated
+    2.0 GB) and peaked at 2.7 GB."""
+    run = cli("simulate", str(ROOT / "examples" / "gpt3_175b_1024gpu.yaml"), "-o", str(tmp_path / "t.json"),
+              "--trace-detail", "flows", "--max-memory", "2.5GB", "--micro-batches", "all", timeout=120)
+    assert run.returncode == 2 and run.stdout == "" and "2.5 GB are available" in run.stderr, run.stderr
+    assert not (tmp_path / "t.json").exists()
 
 
 def test_a_run_needing_more_than_its_limit_is_refused_with_its_size_and_what_to_do():

@@ -106,8 +106,8 @@ def simulate(
     limit = memory_limit(max_memory)
     if output is not None:
         check_writable(output, "-o", "trace file", inputs=files_read(scenario))
-    sim, analysis = run_scenario(scenario, quiet=as_json, expand=expand, memory_limit=limit, trace=output is not None,
-                                 micro_batches=mode)
+    sim, analysis = run_scenario(scenario, quiet=as_json, expand=expand, memory_limit=limit,
+                                 trace=trace_detail if output is not None else False, micro_batches=mode)
     result = sim.result
     if output is not None:
         try:

@@ -16,6 +16,7 @@ from .limits import MaxMemoryOption, memory_limit
 
 if TYPE_CHECKING:
     from ..analysis.analyze import Analysis
+    from ..dag.size import Trace
     from ..pipeline import Simulation
     from ..sampling import MicroBatches
 
@@ -23,7 +24,7 @@ REPORT_SUFFIXES = (".html", ".htm")
 
 
 def run_scenario(scenario: Path, quiet: bool, expand: str = "auto", memory_limit: float | None = None,
-                 trace: bool = False, micro_batches: MicroBatches = "auto") -> tuple[Simulation, Analysis]:
+                 trace: Trace = False, micro_batches: MicroBatches = "auto") -> tuple[Simulation, Analysis]:
     """Load and simulate a scenario (a progress bar on a terminal unless `quiet`) and analyse its iteration, the
     findings' advice steered by what the scenario already does (findings.Settings); a scenario without a workload,
     an algorithm that cannot run or a run too large end as a ConfigError."""

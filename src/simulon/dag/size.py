@@ -13,7 +13,9 @@ reduction under dp_shares) is one instance, counted once.
 
 The memory is a line fitted to measured runs (benchmarks/bench_dag_memory.py, written to
 data/memory_cost.yaml): peak resident bytes over an import of simulon, a fixed part (the compiled replay's
-numba and LLVM), per node and per flow, and per node of a Perfetto trace. `check_fits` refuses, before
+numba and LLVM), per node and per flow, and per node of a Perfetto trace, plus per flow of one that draws every
+flow (`simulate -o --trace-detail flows`: its slices, arrows and receives grow with the flows, not the nodes; the
+GPT-3 175B example's took 2.7 GB where a cost per node alone said 2.0). `check_fits` refuses, before
 anything is built, a run that needs more than the memory this machine has available (Linux: MemAvailable,
 within the cgroup's limit) or a limit the user sets, so that a run too large is told so instead of being
 killed by the kernel's out-of-memory killer.
@@ -44,6 +46,10 @@ from .fold import Fold
 if TYPE_CHECKING:
     pass
 
+Trace = bool | str
+"""Whether a Perfetto trace is written, and at what detail (export.chrome_trace.DETAILS): False for none, True
+for the default detail, or the detail's name."""
+
 
 @dataclass(frozen=True)
 class DagSize:
@@ -54,12 +60,14 @@ class DagSize:
     simulated_gpus: int
     footprint_entries: int = 0
 
-    def memory_bytes(self, trace: bool = False) -> float:
-        """The resident memory that building, timing and replaying such a DAG (and writing its trace) adds."""
-        cost = memory_cost()
+    def memory_bytes(self, trace: Trace = False, cost: dict[str, float] | None = None) -> float:
+        """The resident memory that building, timing and replaying such a DAG (and writing its trace at `trace`'s
+        detail) adds, at `cost`'s bytes (default: memory_cost())."""
+        cost = cost or memory_cost()
         return (cost["fixed_bytes"] + cost["per_node_bytes"] * self.nodes + cost["per_flow_bytes"] * self.flows
                 + FOOTPRINT_ENTRY_BYTES * self.footprint_entries
-                + (cost["per_trace_node_bytes"] * self.nodes if trace else 0.0))
+                + (cost["per_trace_node_bytes"] * self.nodes if trace else 0.0)
+                + (cost["per_trace_flow_bytes"] * self.flows if trace == "flows" else 0.0))
 
 
 FOOTPRINT_ENTRY_BYTES = 32.0
@@ -135,7 +143,7 @@ rounded up. Without it the GPT-3 example's whole step, estimated at 554 MB over 
 the check under a 734 MB limit and failed with MemoryError."""
 
 
-def check_fits(size: DagSize, limit: float | None, trace: bool = False, hint: str = "", advice: str = "",
+def check_fits(size: DagSize, limit: float | None, trace: Trace = False, hint: str = "", advice: str = "",
                samples: bool = True) -> None:
     """Refuse (TooLarge) a run whose estimated memory exceeds `limit` bytes (None: no limit); `hint` follows the
     size in the message, `advice` comes first in what to do (pipeline.py: the micro-batch sampling that would
