@@ -12,7 +12,8 @@ guide's order for a run out of memory, expandable segments, then selective recom
    overhead"; Megatron-Core shards them over the data x context group, dp·cp ranks, and expert states over the
    expert-data-parallel group, so a run with dp = 1 and cp > 1 has ranks to shard over), PyTorch's expandable
    segments (no cost), and sequence parallelism beside tensor parallelism (the same bytes as its all-reduce, as a
-   reduce-scatter and an all-gather);
+   reduce-scatter and an all-gather); and Megatron's even split of the layers over the stages where the scenario
+   writes its own (layers_per_stage, a layout string, first and last stage counts), which may load one stage more;
 2. selective recomputation (core attention re-run in the backward), to a run that recomputes nothing;
 3. ZeRO-2 and ZeRO-3 sharding (gradients, then parameters, gathered per micro-batch) over the data x context group,
    in place of the distributed optimizer where the run has it (FSDP shards the optimizer states itself);
@@ -62,6 +63,8 @@ FSDP_ORDER = ("none", "shard_grad_op", "full_shard")
 PIPELINE_SPLIT = ("layers_per_stage", "pipeline_layout", "first_stage_layers", "last_stage_layers",
                   "microbatch_group_size")
 """Parallelism keys that hold for one pipeline depth only: a scenario stating one is not offered another depth."""
+SPLIT_KEYS = PIPELINE_SPLIT[:-1]
+"""Of them, those that split the layers unevenly over the stages (the even split: none of them)."""
 
 
 def _flag(block: str, key: str, value: Any) -> Callable[[ScenarioConfig], list[Change]]:
@@ -140,6 +143,15 @@ def _zero(stage: str) -> Callable[[ScenarioConfig], list[Change]]:
     return offer
 
 
+def _even_split(sc: ScenarioConfig) -> list[Change]:
+    """Megatron's own split of the layers over the pipeline stages (evenly, as get_num_layers_to_build does), in place
+    of the one the scenario writes (PIPELINE_SPLIT's layer counts and layout string): a split that loads one stage
+    with more layers than the others holds more memory there."""
+    par = sc.workload.parallelism
+    written = [key for key in SPLIT_KEYS if getattr(par, key) is not None]
+    return [tuple(("parallelism", key, None) for key in written)] if written else []
+
+
 def _half_micro_batch(sc: ScenarioConfig) -> list[Change]:
     mbs = sc.workload.training.micro_batch_size
     return [(("training", "micro_batch_size", mbs // 2),)] if mbs > 1 and mbs % 2 == 0 else []
@@ -149,6 +161,7 @@ LADDER: tuple[Callable[[ScenarioConfig], list[Change]], ...] = (
     _distributed_optimizer,
     _flag("training", "expandable_segments", True),
     _sequence_parallel,
+    _even_split,
     _beyond("recompute", "selective", RECOMPUTE_ORDER),
     _zero("shard_grad_op"),
     _zero("full_shard"),
@@ -196,8 +209,12 @@ class Remedy:
 
 def settings_text(settings: dict[str, Any]) -> str:
     """Settings by dotted path as a scenario's blocks write them: 'distributed_optimizer: true and tp: 8'."""
-    return " and ".join(f"{path.rsplit('.', 1)[-1]}: {str(value).lower() if isinstance(value, bool) else value}"
-                        for path, value in settings.items())
+    return " and ".join(f"{path.rsplit('.', 1)[-1]}: {yaml_scalar(value)}" for path, value in settings.items())
+
+
+def yaml_scalar(value: Any) -> str:
+    """A setting's value as a scenario file writes it: true, false, null (the setting unwritten), or itself."""
+    return "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def variant(sc: ScenarioConfig, change: Change) -> ScenarioConfig:
