@@ -60,7 +60,7 @@ from ..workload.data_parallel import bucket_kernel, grad_zero_kernel, optimizer_
 from ..workload.kernels import KernelClass, KernelSpec, Phase, chunked
 from ..workload.layer_kernels import RING_BLOCK, LayerKernels, ShardShape
 from ..workload.layout import RankLayout
-from ..workload.parameters import Counts, ModelParameters, PipelineLayers, StageParameters
+from ..workload.parameters import Counts, ModelParameters, PipelineLayers
 from ..workload.program import EMBEDDING_LAYER, HEAD_LAYER
 from ..workload.schedule import make_scheduler
 from .space import Strategy
@@ -159,7 +159,7 @@ class Estimator:
         self._unit_times: dict[tuple, tuple[dict[Phase, float], float, float]] = {}
         self._weight_casts: dict[tuple, float] = {}
         self._models: dict[str, AnalyticalModel] = {}
-        self._params: dict[tuple, StageParameters] = {}
+        self._params: dict[tuple, tuple[Counts, Counts]] = {}
         self._stages: dict[tuple, _StageCost] = {}
         self._compositions: dict[tuple, tuple[tuple[int, int], ...]] = {}
         self._pipelines: dict[tuple, tuple[int, _StageCost, float, float]] = {}
@@ -227,10 +227,8 @@ class Estimator:
         bubble = (every_stage - cost.total) / s.vpp  # fill and drain: every other stage once, as it runs alone
         if s.zero_bubble:  # ZB-H1: (p - 1)(T_F + T_B - T_W) in place of (p - 1)(T_F + T_B + T_W)
             bubble -= 2 * (every_weight_grad - cost.weight_grad)
-        held = self._stage_params(s, workload, kernels, layers, slowest)
-        shape = ShardShape.of(workload)
-        gathered = held.summed(lambda unit: held.gathered_bytes(unit, shape, workload.model.hidden_size))
-        dp, optimizer = self._data_parallel(s, workload, slowest, (held.total(), gathered), cost, microbatches)
+        dp, optimizer = self._data_parallel(s, workload, slowest, self._stage_params(s, workload, kernels, layers,
+                                                                                      slowest), cost, microbatches)
         total = microbatches * (per_mb + 2 * pp_send) + once + bubble + dp + optimizer  # a send forward, one back
         return Estimate(total, microbatches * (cost.compute + casts) + once, microbatches * cost.recompute,
                         microbatches * cost.tp,
@@ -533,11 +531,14 @@ class Estimator:
         return self.sm_count / (self.sm_count - held)
 
     def _stage_params(self, s: Strategy, workload: MegatronWorkload, kernels: LayerKernels, layers: PipelineLayers,
-                      stage: int) -> StageParameters:
-        """The parameters one rank of a stage holds; they depend on the sharding of weights only."""
-        key = (s.tp, s.ep, s.etp, self._composition(s, kernels, layers, stage))
+                      stage: int) -> tuple[Counts, Counts]:
+        """(dense, expert) parameters one rank of a stage holds, and the (dense, expert) bytes their all-gather moves
+        (StageParameters.gathered_bytes); they depend on the sharding of weights and the number format only."""
+        key = (s.tp, s.ep, s.etp, s.dtype, self._composition(s, kernels, layers, stage))
         if key not in self._params:
-            self._params[key] = ModelParameters(kernels, workload.model, layers).stage(stage)
+            held, shape = ModelParameters(kernels, workload.model, layers).stage(stage), ShardShape.of(workload)
+            self._params[key] = held.total(), held.summed(
+                lambda unit: held.gathered_bytes(unit, shape, workload.model.hidden_size))
         return self._params[key]
 
     def _pipeline_send(self, s: Strategy, workload: MegatronWorkload) -> float:
