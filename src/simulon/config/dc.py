@@ -775,7 +775,8 @@ class NodeGroup(StrictModel):
         if "network" in data and not isinstance(data["network"], dict):
             network = data["network"]  # refused as such
         rest = {k: v for k, v in data.items() if k not in ("from", "node", "network")}
-        stated = (doc.get("cluster") or {}).get("num_nodes") if isinstance(doc.get("cluster"), dict) else None
+        cluster = doc.get("cluster")
+        stated = cluster.get("num_nodes") if isinstance(cluster, dict) else None
         if stated is not None:  # "DGX H100 x 2", "2x GB200 NVL72": the nodes the description states
             rest.setdefault("num_nodes", stated)
         return {"name": meta.get("name"), **rest, "node": doc.get("node"), "network": network}

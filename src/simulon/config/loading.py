@@ -138,8 +138,12 @@ def key_synonym(key: str) -> tuple[str, ...] | None:
 
 def _settings_text(settings: dict[str, Any]) -> str:
     """Settings as a scenario writes them: 'fsdp: none and distributed_optimizer: true'."""
-    return " and ".join(f"{key}: {str(value).lower() if isinstance(value, bool) else value}"
-                        for key, value in settings.items())
+    return " and ".join(f"{key}: {written_value(value)}" for key, value in settings.items())
+
+
+def written_value(value: Any) -> str:
+    """A setting's value as a scenario file writes it: true, false, null (the setting unwritten), or itself."""
+    return "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def _sharding_hint(value: Any) -> str:

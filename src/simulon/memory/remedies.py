@@ -39,7 +39,7 @@ from itertools import combinations
 from typing import Any
 
 from ..config.errors import ConfigError
-from ..config.loading import parse_scenario
+from ..config.loading import parse_scenario, written_value
 from ..config.scenario import ScenarioConfig, scenario_argument
 from ..config.units import GiB
 from ..config.workload import without_other_recompute_settings
@@ -60,11 +60,10 @@ RECOMPUTE_ORDER = ("none", "selective", "full")
 """Recomputation modes, from the one keeping the most activations to the one keeping the fewest."""
 FSDP_ORDER = ("none", "shard_grad_op", "full_shard")
 """FSDP sharding, from the one holding the most model states on a rank to the one holding the fewest."""
-PIPELINE_SPLIT = ("layers_per_stage", "pipeline_layout", "first_stage_layers", "last_stage_layers",
-                  "microbatch_group_size")
+SPLIT_KEYS = ("layers_per_stage", "pipeline_layout", "first_stage_layers", "last_stage_layers")
+"""Parallelism keys that split the layers unevenly over the stages (the even split: none of them)."""
+PIPELINE_SPLIT = (*SPLIT_KEYS, "microbatch_group_size")
 """Parallelism keys that hold for one pipeline depth only: a scenario stating one is not offered another depth."""
-SPLIT_KEYS = PIPELINE_SPLIT[:-1]
-"""Of them, those that split the layers unevenly over the stages (the even split: none of them)."""
 
 
 def _flag(block: str, key: str, value: Any) -> Callable[[ScenarioConfig], list[Change]]:
@@ -209,12 +208,7 @@ class Remedy:
 
 def settings_text(settings: dict[str, Any]) -> str:
     """Settings by dotted path as a scenario's blocks write them: 'distributed_optimizer: true and tp: 8'."""
-    return " and ".join(f"{path.rsplit('.', 1)[-1]}: {yaml_scalar(value)}" for path, value in settings.items())
-
-
-def yaml_scalar(value: Any) -> str:
-    """A setting's value as a scenario file writes it: true, false, null (the setting unwritten), or itself."""
-    return "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
+    return " and ".join(f"{path.rsplit('.', 1)[-1]}: {written_value(value)}" for path, value in settings.items())
 
 
 def variant(sc: ScenarioConfig, change: Change) -> ScenarioConfig:
