@@ -287,6 +287,15 @@ def test_the_topology_summary_shows_every_node_groups_link_rates():
         "nvswitch"]
 
 
+def test_the_scale_out_bisection_counts_each_node_groups_nic_ports_at_their_own_rate():
+    """3 DGX H100 (ConnectX-7, 50 GB/s ports) beside 1 DGX A100 (ConnectX-6, 25 GB/s): the slowest half of the 32
+    ports is 8 x 25 + 8 x 50 = 600 GB/s; it printed 400, every port at the A100's rate."""
+    data = yaml.safe_load((ROOT / "examples" / "hetero_h100_a100.yaml").read_text())
+    data["datacenter"]["node_groups"][0]["num_nodes"], data["datacenter"]["node_groups"][1]["num_nodes"] = 3, 1
+    sc = ScenarioConfig.model_validate(data)
+    assert TopologySummary.of(Topology.from_datacenter(sc.datacenter)).scale_out_bisection == pytest.approx(600e9)
+
+
 def test_replicas_alternating_gpu_types_fold_a_period_of_the_groups_apart_and_keep_the_full_steps_time():
     node = {"gpus_per_node": 4, "gpus_per_nic": 1}
     sc = ScenarioConfig.model_validate({

@@ -4,6 +4,7 @@ boundaries (network/fabric.py), against closed forms and a brute force over ever
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
 import pytest
@@ -11,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simulon.config.dc import FabricSpec
-from simulon.network.fabric import Fabric, least_half, split_cost
+from simulon.network.fabric import Fabric, least_half, min_plus
 
 GB = 1e9
 PORT = 50 * GB  # a 400 Gb/s NIC port
@@ -40,12 +41,44 @@ def test_leaves_filled_alike_in_even_number_keep_half_their_uplinks(pairs, per_l
     assert f.bisection(PORT) == pytest.approx(min(nodes * 8 * PORT, leaves * uplink) / 2)
 
 
+def brute_least_half(switch_of_port: np.ndarray, rate: np.ndarray, uplink: np.ndarray) -> float:
+    """Every choice of floor(ports / 2) ports for the side without the tier above, each switch then on whichever
+    side cuts less: its far-side ports' links, or its near-side ports' links and its uplink."""
+    ports, best = len(rate), math.inf
+    for far in itertools.combinations(range(ports), ports // 2):
+        side = np.zeros(ports, dtype=bool)
+        side[list(far)] = True
+        cut = sum(min(rate[(switch_of_port == s) & side].sum(), rate[(switch_of_port == s) & ~side].sum() + u)
+                  for s, u in enumerate(uplink))
+        best = min(best, cut)
+    return best
+
+
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.integers(1, 6), st.integers(0, 8)), min_size=2, max_size=4))
+@given(st.lists(st.tuples(st.lists(st.sampled_from([1, 2, 4]), min_size=1, max_size=4), st.integers(0, 8)),
+                min_size=2, max_size=4))
 def test_the_least_half_is_the_least_cut_over_every_split_of_the_switches_ports(switches):
-    ports = np.array([p for p, _ in switches], dtype=float)
+    """Switches of ports of one or several rates (node groups' NICs differ under one leaf)."""
+    switch_of_port = np.concatenate([np.full(len(r), s) for s, (r, _) in enumerate(switches)])
+    rate = np.concatenate([np.array(r, dtype=float) * GB for r, _ in switches])
     uplink = np.array([u * GB for _, u in switches], dtype=float)
-    half = int(ports.sum()) // 2
-    brute = min(sum(float(split_cost(p, u, GB, q)) for p, u, q in zip(ports, uplink, split, strict=True))
-                for split in itertools.product(*(range(int(p) + 1) for p in ports)) if sum(split) == half)
-    assert least_half(ports, uplink, GB) == pytest.approx(brute)
+    assert least_half(switch_of_port, rate, uplink) == pytest.approx(brute_least_half(switch_of_port, rate, uplink))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.floats(0, 10), min_size=1, max_size=6), st.lists(st.floats(0, 10), min_size=1, max_size=6),
+       st.integers(0, 12))
+def test_min_plus_is_the_least_sum_over_every_pair_of_indices(a, b, limit):
+    got = min_plus(np.array(a), np.array(b), limit)
+    for t in range(min(len(a) + len(b) - 2, limit) + 1):
+        assert got[t] == pytest.approx(min(a[i] + b[t - i] for i in range(len(a)) if 0 <= t - i < len(b)))
+
+
+def test_a_cluster_of_two_nic_speeds_is_bounded_by_its_slowest_half_of_ports():
+    """3 DGX H100 (ConnectX-7, 50 GB/s ports) and 1 DGX A100 (ConnectX-6, 25 GB/s) under one rail-optimized
+    leaf a rail: the 16 slowest of the 32 ports, 8 x 25 + 8 x 50 = 600 GB/s (it printed 400, every port at the
+    slowest rate)."""
+    f = fabric(4, tiers=2, rail_optimized=True, nics_per_leaf=16, spines=8)
+    rate = np.where(np.arange(32) < 24, PORT, PORT / 2)
+    assert f.bisection(rate) == pytest.approx(600 * GB)
+    assert f.bisection(PORT / 2) == pytest.approx(400 * GB) and f.bisection(PORT) == pytest.approx(800 * GB)

@@ -27,6 +27,7 @@ each way (`physical_per_link` says how many each stands for).
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
@@ -54,46 +55,64 @@ def cable_to(target: np.ndarray, cables: int, reach: int, h: np.ndarray) -> np.n
     return target + reach * (h % count.astype(np.uint64)).astype(np.int64)
 
 
-def split_cost(ports: float, uplink: float, port_speed: float, q: np.ndarray) -> np.ndarray:
-    """What a switch of `ports` NIC ports and `uplink` bytes/s towards the tier above adds to a cut when `q` of its
-    ports are on the side without the tier above: its q ports' links (the switch on the other side), or its other
-    ports' links and its uplinks (the switch on theirs), whichever is less. A whole switch on that side (q = ports)
-    adds min(its ports' bandwidth, its uplinks); none of it, nothing."""
-    return np.minimum(q * port_speed, (ports - q) * port_speed + uplink)
-
-
-def least_half(ports: np.ndarray, uplink: np.ndarray, port_speed: float) -> float:
+def least_half(switch_of_port: np.ndarray, port_rate: np.ndarray, uplink: np.ndarray) -> float:
     """The least cut between two halves of the NIC ports (the smaller half holding floor(total / 2)) over the
-    splits of switches of `ports` ports and `uplink` bytes/s each, the tier above on one side (by symmetry either):
-    the sum of each switch's split_cost. Each cost is concave in its q, so some least split has at most one switch
-    partly on each side and the rest whole: per switch type (ports, uplink), a bounded knapsack over the whole
-    switches (the others' counts in binary bundles, min-plus over the port total), plus one switch of the type split
-    at the remainder. Exact; on identical switches splitting evenly it is half their total min(ports' bandwidth,
-    uplinks)."""
-    half = int(ports.sum()) // 2
-    kinds, counts = np.unique(np.stack([ports, uplink], axis=1), axis=0, return_counts=True)
-    best = math.inf
-    for split, (p, u) in enumerate(kinds):
-        whole = _whole_switches(kinds, counts - (np.arange(len(kinds)) == split), port_speed, half)
-        q = np.arange(0, min(int(p), half) + 1)
-        best = min(best, float((whole[half - q] + split_cost(p, u, port_speed, q)).min()))
-    return best
+    splits of switches (switch `switch_of_port[i]` holding port i of `port_rate[i]` bytes/s; switch k with
+    `uplink[k]` bytes/s towards the tier above), the tier above on one side (by symmetry either): the sum of each
+    switch's split cost (`split_costs`), least over how many of its ports each switch puts on the far side, the
+    counts summing to the half. Exact: per switch type (its port rates and uplink), the least cost of each port
+    count over its switches (`_copies`), then those of the types combined (min-plus). On identical switches
+    splitting evenly it is half their total min(ports' bandwidth, uplinks)."""
+    order = np.lexsort((port_rate, switch_of_port))
+    rates = np.split(port_rate[order], np.flatnonzero(np.diff(switch_of_port[order])) + 1)
+    switches = np.unique(switch_of_port[order])
+    kinds = Counter((tuple(r.tolist()), float(uplink[s])) for r, s in zip(rates, switches, strict=True))
+    half = len(port_rate) // 2
+    best = np.array([0.0])
+    for (r, u), n in sorted(kinds.items()):
+        best = min_plus(best, _copies(split_costs(np.array(r), u), n, half), half)
+    return float(best[half])
 
 
-def _whole_switches(kinds: np.ndarray, counts: np.ndarray, port_speed: float, limit: int) -> np.ndarray:
-    """Per port total t up to `limit`, the least cost of whole switches holding exactly t ports (inf where none
-    do), `counts[k]` switches of `kinds[k]` (ports, uplink) available."""
-    cost = np.full(limit + 1, math.inf)
-    cost[0] = 0.0
-    for (p, u), n in zip(kinds, counts, strict=True):
-        w, c, left, bundle = int(p), float(split_cost(p, u, port_speed, p)), int(n), 1
-        while left > 0 and w > 0:
-            take = min(bundle, left)
-            if take * w <= limit:
-                shifted = np.concatenate([np.full(take * w, math.inf), cost[:limit + 1 - take * w] + take * c])
-                cost = np.minimum(cost, shifted)
-            left, bundle = left - take, bundle * 2
-    return cost
+def split_costs(rates: np.ndarray, uplink: float) -> np.ndarray:
+    """What a switch of ports of `rates` (ascending) and `uplink` bytes/s towards the tier above adds to a cut
+    when q = 0..ports of its ports are on the side without the tier above: those q ports' links (the switch on
+    the other side), or its other ports' links and its uplinks (the switch on theirs), whichever is less, the
+    slowest ports taking the cut in either case. A whole switch on that side (q = ports) adds min(its ports'
+    bandwidth, its uplinks); none of it, nothing."""
+    low = np.concatenate([[0.0], np.cumsum(rates)])
+    return np.minimum(low, low[::-1] + uplink)
+
+
+def _copies(cost: np.ndarray, n: int, limit: int) -> np.ndarray:
+    """The least cost of each port count 0..limit over `n` switches of one split cost `cost` (inf where none
+    holds it). Where the cost is concave (ports of one rate) some least split has at most one switch partly on
+    the far side, the rest whole or none: m whole and one at the remainder; otherwise min-plus powers."""
+    p = len(cost) - 1
+    t = np.arange(min(limit, n * p) + 1)
+    if p == 0:
+        return np.zeros(1)
+    if np.all(np.diff(cost, 2) <= 1e-9 * max(float(cost.max()), 1.0)):
+        return (t // p) * cost[p] + cost[t % p]
+    total, power = np.array([0.0]), cost
+    while n:
+        if n & 1:
+            total = min_plus(total, power, limit)
+        n >>= 1
+        if n:
+            power = min_plus(power, power, limit)
+    return total
+
+
+def min_plus(a: np.ndarray, b: np.ndarray, limit: int) -> np.ndarray:
+    """(a ⊕ b)[t] = min over i + j = t of a[i] + b[j], for t up to `limit`."""
+    if len(a) < len(b):
+        a, b = b, a
+    out = np.full(min(len(a) + len(b) - 1, limit + 1), math.inf)
+    for j, cost in enumerate(b[:len(out)]):
+        n = min(len(a), len(out) - j)
+        out[j:j + n] = np.minimum(out[j:j + n], a[:n] + cost)
+    return out
 
 
 @dataclass(frozen=True)
@@ -252,27 +271,27 @@ class Fabric:
         block = int(np.searchsorted(self.block_start, rel, side="right")) - 1
         return self.kind[block], rel - self.block_start[block]
 
-    def bisection(self, port_speed: float) -> float:
+    def bisection(self, port_rate: float | np.ndarray) -> float:
         """Bytes/s one half of the NIC ports can send the other half, over the splits along switch boundaries
-        that put half the ports on each side: the least of half the ports' bandwidth and, per tier that has peers,
-        the least any such split of its switches (leaves; a pod's spines) lets across (`least_half`). A leaf
-        sends across at most min(its ports' bandwidth, its uplinks), a pod at most min(what its leaves send, its
+        that put half the ports on each side, the ports at `port_rate` (one rate, or one a port: node groups'
+        NICs differ): the least of the slowest half of the ports' bandwidth and, per tier that has peers, the
+        least any such split of its switches (leaves; a pod's spines) lets across (`least_half`). A leaf sends
+        across at most min(its ports' bandwidth, its uplinks), a pod at most min(what its leaves send, its
         uplinks to the cores). On fabrics of identical leaves and pods that is half the tier's uplinks; where the
         NICs fill the leaves unevenly, the full leaves hold half the ports on less than half the uplinks."""
-        ports = np.bincount(self.leaf_of_port, minlength=self.leaves).astype(float)
-        bounds = [ports.sum() * port_speed / 2]
-        if self.spec.tiers < 2 or self.leaves <= 1 or port_speed <= 0:
+        rate = np.broadcast_to(np.asarray(port_rate, dtype=float), self.leaf_of_port.shape)
+        bounds = [float(np.sort(rate)[:len(rate) // 2].sum())]
+        if self.spec.tiers < 2 or self.leaves <= 1 or rate.max(initial=0.0) <= 0:
             return min(bounds)
         up = self.capacity[self.links_of("leaf_up")].reshape(self.leaves, -1).sum(axis=1)
-        bounds.append(least_half(ports, up, port_speed))
+        bounds.append(least_half(self.leaf_of_port, rate, up))
         if self.spec.tiers == 3 and self.pods > 1:
             group = self.plane_of_leaf * self.pods + self.pod_of_leaf  # a pod's spines, per plane
             groups = self.spec.planes * self.pods
             core = self.capacity[self.links_of("spine_up")].reshape(groups, -1).sum(axis=1)
-            pod_ports = np.bincount(group, ports, minlength=groups)
-            pod_up = np.minimum(np.bincount(group, np.minimum(ports * port_speed, up), minlength=groups), core)
-            used = pod_ports > 0
-            bounds.append(least_half(pod_ports[used], pod_up[used], port_speed))
+            sent = np.minimum(np.bincount(self.leaf_of_port, rate, minlength=self.leaves), up)
+            pod_up = np.minimum(np.bincount(group, sent, minlength=groups), core)
+            bounds.append(least_half(group[self.leaf_of_port], rate, pod_up))
         return float(min(bounds))
 
     def links_of(self, kind: str) -> slice:

@@ -81,7 +81,7 @@ class TopologySummary:
                 tiers.append(_tier(name, switches, (block.stop - block.start) * per_link, rates))
         return cls(g, nodes, tiers[0].name, topology.domain_gpus, topology.reduces_in_switch,
                    spec.label, -(-g // topology.gpus_per_nic), tiers,
-                   _scale_up_bisection(topology, tiers[0]), fabric.bisection(tiers[1].link_rate),
+                   _scale_up_bisection(topology, tiers[0]), fabric.bisection(nic_rates),
                    topology.host(range(g)).label, spec.routing if spec.tiers > 1 else "",
                    topology.nccl.qps_per_connection, spec.dual_tor)
 
