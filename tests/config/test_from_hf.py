@@ -512,6 +512,15 @@ def test_from_hf_given_a_checkpoint_folder_reads_its_config_json(tmp_path):
     assert ModelSpec.model_validate({"from_hf": "llama"}, context={"base_dir": tmp_path}).num_layers == 80
 
 
+def test_from_hf_under_the_home_folder_expands_its_tilde_as_a_shell_does(tmp_path, monkeypatch):
+    """'~/models/llama' was read as a folder named '~' beside the scenario: no such file."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    (tmp_path / "home" / "models" / "llama").mkdir(parents=True)
+    write(tmp_path / "home" / "models" / "llama", LLAMA_31_70B)
+    spec = ModelSpec.model_validate({"from_hf": "~/models/llama"}, context={"base_dir": tmp_path / "elsewhere"})
+    assert spec.num_layers == 80
+
+
 def test_a_hub_model_id_given_as_a_path_is_refused_pointing_to_from(tmp_path):
     with pytest.raises(ValidationError, match=r"no such file; a model on the HuggingFace Hub is named "
                                               r"with `from: meta-llama/Llama-3.1-8B`"):

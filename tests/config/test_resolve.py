@@ -678,6 +678,30 @@ def test_a_count_written_after_nodes_or_a_gpus_own_words_counts_no_systems(text,
     assert (hardware.nodes, hardware.gpus) == (nodes, gpus)
 
 
+@pytest.mark.parametrize(("text", "system", "nodes", "gpus"), [
+    ("8 H100s", "dgx-h100", None, 8),               # a plural, a count without an "x": was no GPU named
+    ("16 H100 GPUs", "dgx-h100", None, 16),          # was no count
+    ("8 x NVIDIA H100", "dgx-h100", None, 8),        # a vendor between: was no count
+    ("8x H100 x 4", "dgx-h100", None, 32),           # four of eight: was no count (8 and 4 disagreed)
+    ("8x H100 80GB SXM5 (x4)", "dgx-h100", None, 32),
+    ("2 H100 nodes", "dgx-h100", None, None),        # nodes follow: no count of GPUs
+    ("8x A100 single node", "dgx-a100", None, 8),    # ... but "8x" counts GPUs whatever follows
+    ("NVLink 4 H100", "dgx-h100", None, None),       # an NVLink generation, no count
+    ("dgxh100", "dgx-h100", None, None),             # a system run into its GPU: was no GPU named
+    ("GB200NVL72", "gb200-nvl72", None, None),       # a rack's name run into its GPU's: was a stray word
+    ("2x GB200NVL72", "gb200-nvl72", 36, None),
+    ("MI300Xs", "mi300x-platform", None, None),
+])
+def test_counts_and_names_are_read_the_way_people_write_them(text, system, nodes, gpus):
+    hardware = resolve_hardware(text)
+    assert (hardware.system, hardware.nodes, hardware.gpus, hardware.stray) == (system, nodes, gpus, ())
+
+
+def test_teslas_brand_is_no_stray_word():
+    """NVIDIA's data-center brand of the A100's launch ("Tesla A100") was a word left unaccounted for."""
+    assert resolve_hardware("Tesla A100").stray == () and resolve_hardware("Tesla A100 Fermi").stray == ("fermi",)
+
+
 @pytest.mark.parametrize(("text", "says"), [
     ("Hopper A100", "names the A100, which is no hopper part (hopper: H100, H200, H800, H20, GH200)"),
     ("Ampere H100", "names the H100, which is no ampere part (ampere: A100, 3090)"),  # was the H100

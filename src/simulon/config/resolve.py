@@ -120,9 +120,9 @@ PLAIN_WORDS = frozenset({"aws", "amazon", "ec2", "gcp", "google", "azure", "oci"
                          "cx", "edr", "hdr", "ndr", "xdr", "rdma", "gpudirect", "sharp", "c2c", "tcpx", "tcpxo",
                          "superpod", "basepod", "rail", "optimized", "fabric", "dual", "port", "ports", "to", "up",
                          "in", "at", "via", "over",
-                         "multi", "bare", "metal", *VENDORS, *INTERCONNECT_VENDOR})
-"""Words a description of a system may carry beside the system's own without naming another one: clouds, vendors,
-interconnects and connectives."""
+                         "multi", "bare", "metal", "tesla", *VENDORS, *INTERCONNECT_VENDOR})
+"""Words a description of a system may carry beside the system's own without naming another one: clouds, vendors
+(and NVIDIA's data-center brand of the V100's and the A100's launch, Tesla), interconnects and connectives."""
 NVLINK_GENERATION = re.compile(r"(?i)\bnvlink[\s_-]*(?:gen(?:eration)?[\s_-]*)?([1-9])\b")
 """A stated NVLink generation ("NVLink4", "NVLink 5", "NVLink Gen 3")."""
 BYTE_RATE = re.compile(r"(?i)(?<![\w.])(\d+(?:\.\d+)?)\s*([GT])(?-i:B)(?:\s*/\s*s(?:ec)?|ps)\b"
@@ -137,6 +137,11 @@ NODE_COUNT = re.compile(r"(?i)(?<![\w.])(\d+)\s*[x×]?\s*(node|server|system|rac
 """A count of nodes ("2 nodes", "1 node", "16 servers") or of systems or racks ("4 systems", "2 racks")."""
 SYSTEM_COUNT = re.compile(r"(?i)(?<![\w.])(\d+)\s*[x×]\s*([a-z][a-z0-9]*)")
 """A count written onto a word ("4x DGX H100", "2x NVL72"): that many systems where the word is the system's own."""
+GPU_COUNT = re.compile(rf"(?i)(?<![\w.])(?<!nvlink\s)(\d+)(?:\s*[x×]\s*|\s+(?!(?:[\w-]+\s+){{1,3}}?"
+                       rf"(?:node|server|system|rack)s?\b))(?:(?:{'|'.join(VENDORS)})\s+)?([a-z][a-z0-9]*)\b")
+"""A count before a word, an "x" or a vendor between or not ("8x H100", "8 H100s", "8 x NVIDIA H100"): GPUs where
+the word is the GPU's model (_gpus_stated); without an "x", not where nodes follow ("2 H100 nodes"), nor an NVLink
+generation's number ("NVLink 4 H100")."""
 ONE_RACK = re.compile(r"(?i)(?<![\w-])rack\b(?!-)")
 """The word "rack" written without a count ("GB200 NVL72 rack"): one rack of a rack-scale system (not "racks", nor
 "rack-scale")."""
@@ -177,10 +182,18 @@ class Hardware:
 
 def words(text: str) -> list[str]:
     """Lower-case words of a description; sm_90-style architecture names stay whole, and a count written onto a
-    model ("8xA100") or a multiplier onto a system ("NVL36x2") is a word of its own."""
-    text = re.sub(r"(?i)(\d)\s*[x×](?=[a-z]{1,3}\d{2,3})", r"\1x ", text)
+    model ("8xA100") or a multiplier onto a system ("NVL36x2") is a word of its own, as are a system's and a rack's
+    names run into the GPU's ("DGXH100", "GB200NVL72"); a model in the plural ("H100s") is the model."""
+    text = re.sub(r"(?i)(\d)\s*[x×](?=[a-z]{1,3}\d{2,3})", r"\1x ", separated(text))
     text = re.sub(r"(?i)([a-z]\d+)[x×](\d+)\b", r"\1 x\2", text)
+    text = re.sub(r"(?i)\b([a-z]{1,3}\d{2,3}[a-z]?)s\b", r"\1", text)
     return re.findall(r"sm_\d+a?|[a-z0-9]+", text.lower())
+
+
+def separated(text: str) -> str:
+    """A description with a system's and a rack's names run into the GPU's written apart ("DGXH100": "DGX H100",
+    "GB200NVL72": "GB200 NVL72")."""
+    return re.sub(r"(?i)\b([dh]gx)(?=[a-z]{1,2}\d{2,3})|(\d)(?=nvl\d)", r"\1\2 ", text)
 
 
 def model_word(name: str) -> str:
@@ -567,9 +580,9 @@ def _nodes_stated(text: str, system: str, datacenter: dict[str, Any], model: str
     counts = {count * (1 if unit in ("node", "server") else per_system) for count, unit in units}
     counts |= {int(found.group(1)) * per_system for found in SYSTEM_COUNT.finditer(text)
                if _own_word(found.group(2), own)}
-    counts |= {_rack_nodes(int(found.group(1)), domain, per_node) for found in RACK_COUNT.finditer(text)
+    counts |= {_rack_nodes(int(found.group(1)), domain, per_node) for found in RACK_COUNT.finditer(separated(text))
                if per_system > 1 and found.group(2).lower() == model and _own_word(found.group(3), own)}
-    counts |= {count * per_system for count, systems_counted in _trailing_counts(text, own, model) if systems_counted}
+    counts |= {count * per_system for count, unit in _trailing_counts(text, own, model) if unit == "systems"}
     if per_system == 1 and any(unit == "rack" for _, unit in units):
         raise Unresolved(f"{text!r} counts racks of {system}, whose NVLink domain is one node of {per_node} GPUs: "
                          "how many nodes a rack holds is not the system's; count the nodes (\"4 nodes\")")
@@ -716,18 +729,24 @@ def _gpus_stated(text: str, model: str, nodes: int | None, own: frozenset[str]) 
     _nodes_stated reads them)."""
     if nodes is not None or not model:
         return None
-    counts = {int(found.group(1)) for found in SYSTEM_COUNT.finditer(text) if found.group(2).lower() == model}
-    counts |= {count for count, systems_counted in _trailing_counts(text, own, model) if not systems_counted}
+    before = {int(found.group(1)) for found in GPU_COUNT.finditer(text) if words(found.group(2)) == [model]}
+    after = _trailing_counts(text, own, model)
+    counts = {count for count, unit in after if unit == "gpus"}
+    times = [count for count, unit in after if unit == "times"]
+    if len(before) == 1 and len(times) == 1:  # "8x H100 x 4": four of eight
+        return before.pop() * times[0]
+    counts |= before
     return counts.pop() if len(counts) == 1 else None
 
 
-def _trailing_counts(text: str, own: frozenset[str], model: str) -> list[tuple[int, bool]]:
-    """(count, whether it counts systems) of each count written after what it counts (TRAILING_COUNT), by the words
-    it follows back to a comma, parenthesis or '+': systems where they hold one of the system's own words `own` that
-    is no word of its GPU's name ("DGX H200 x 3"; not "Titan-RTXx2") or a word for any system (SYSTEM_WORDS: "H100
-    server x 4"), GPUs where they hold the GPU's model word alone ("H100 x8"). It counts nothing after a count of
-    nodes ("2 nodes x 8": GPUs a node), after another GPU's model ("RTX-3090x2+Titan-RTXx2") or where it is the
-    system's own multiplier ("NVL36x2", two NVL36 racks as one NVLink domain)."""
+def _trailing_counts(text: str, own: frozenset[str], model: str) -> list[tuple[int, str]]:
+    """(count, what it counts) of each count written after what it counts (TRAILING_COUNT), by the words it follows
+    back to a comma, parenthesis or '+': "systems" where they hold one of the system's own words `own` that is no
+    word of its GPU's name ("DGX H200 x 3"; not "Titan-RTXx2") or a word for any system (SYSTEM_WORDS: "H100 server
+    x 4"), "gpus" where they hold the GPU's model word alone ("H100 x8"), "times" where a count of the GPUs comes
+    before them ("8x H100 x 4": four of eight). It counts nothing after a count of nodes ("2 nodes x 8": GPUs a
+    node), after another GPU's model ("RTX-3090x2+Titan-RTXx2") or where it is the system's own multiplier
+    ("NVL36x2", two NVL36 racks as one NVLink domain)."""
     gpu_words = {w for stem in gpu_models().get(model, ()) for name in _names("gpu", stem)[:2] for w in words(name)}
     found = []
     for match in TRAILING_COUNT.finditer(text):
@@ -737,9 +756,10 @@ def _trailing_counts(text: str, own: frozenset[str], model: str) -> list[tuple[i
         if f"x{count}" in own or NODE_COUNT.search(phrase) or before & (gpu_models().keys() - {model}):
             continue
         if before & ((own - gpu_words) | SYSTEM_WORDS):
-            found.append((count, True))
+            found.append((count, "systems"))
         elif model in before:
-            found.append((count, False))
+            counted = any(words(gpus.group(2)) == [model] for gpus in GPU_COUNT.finditer(phrase))
+            found.append((count, "times" if counted else "gpus"))
     return found
 
 

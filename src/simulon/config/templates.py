@@ -226,8 +226,9 @@ def _no_file(ref: str, base_dir: Path | None) -> str:
 
 
 def scenario_path(ref: str, base_dir: Path | None) -> Path:
-    """A file a scenario names: as given where absolute, else in the scenario's folder `base_dir` (where known)."""
-    path = Path(ref)
+    """A file a scenario names: as given where absolute (a home folder's `~` expanded, as a shell does), else in the
+    scenario's folder `base_dir` (where known)."""
+    path = Path(ref).expanduser()
     return path if path.is_absolute() or base_dir is None else base_dir / path
 
 
