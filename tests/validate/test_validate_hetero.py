@@ -5,6 +5,8 @@ from __future__ import annotations
 import csv
 import json
 
+import pytest
+
 from helpers import cli
 from simulon.validate.hetero import scenario_of, validate_hetero
 from simulon.validate.hetero_rows import read_sailor_runs
@@ -72,3 +74,20 @@ def test_a_skipped_run_is_numbered_once_by_the_report_not_again_in_its_reason(tm
     run = cli("validate", "hetero", "--csv", str(path))
     assert run.returncode != 0
     assert f"1 (row 2): num_gpus: {bad['num_gpus']} is not" in run.stderr and "row 0" not in run.stderr
+
+
+NOTES = "layers/stage [12, 14] (incl embed+head); iter_s=119.83914; stage->GPU types RTX-3090 | Titan-RTX"
+
+
+@pytest.mark.parametrize(("changes", "reason"), [
+    ({"mem_gib": "3.85 GiB"}, "mem_gib: '3.85 GiB' is not a number"),
+    ({"notes": NOTES.replace("119.83914", "1.2.3")}, "notes: iter_s='1.2.3' is not a number"),
+    ({"notes": NOTES.replace("RTX-3090 |", "H100 |"), "hardware": "mixed H100x2+Titan-RTXx2"},
+     "not simulated: hardware: H100: no node of Sailor's MIT cluster holds it"),
+])
+def test_a_row_validate_hetero_cannot_read_or_place_is_skipped_with_its_reason_not_a_crash(changes, reason):
+    row = next(r for r in read_table(MEMORY) if r["locator"].endswith("plan_config_N2_D1.json"))
+    assert NOTES in row["notes"]
+    report = validate_hetero([{**row, **changes}])  # a ValueError (float('3.85 GiB'), float('1.2.3')), a KeyError
+    assert not report.rows                           # ('h100-sxm': no MIT node template)
+    assert report.skipped[0].reason.startswith(reason)

@@ -40,7 +40,13 @@ RUN_DTYPE = "fp32"
 
 
 def scenario_of(run: SailorRun, dtype: str = RUN_DTYPE) -> ScenarioConfig:
-    """The heterogeneous scenario of one Sailor run (see the module docstring)."""
+    """The heterogeneous scenario of one Sailor run (see the module docstring); a ConfigError naming the hardware where
+    a GPU type of the run has no node of Sailor's MIT cluster (NODE_TEMPLATES: an H100 stopped validate hetero with a
+    KeyError)."""
+    foreign = [g.name for g in run.groups if g.gpu not in NODE_TEMPLATES]
+    if foreign:
+        raise ConfigError(f"hardware: {', '.join(foreign)}: no node of Sailor's MIT cluster holds it (its node "
+                          f"templates hold {', '.join(NODE_TEMPLATES)}: templates/datacenter/sailor-mit-*.yaml)")
     order = [g.gpu for g in run.groups]
     groups = [{"from": NODE_TEMPLATES[g.gpu], "num_nodes": g.nodes,
                "node": {"gpus_per_node": g.gpus_per_node, "gpus_per_nic": g.gpus_per_node}} for g in run.groups]

@@ -43,7 +43,7 @@ from ..config.common import whole_number
 from ..config.resolve import Unresolved, resolve_gpu
 from ..config.templates import AmbiguousTemplate, find_template
 from .memory import STAGE_LAYERS
-from .report import read_table
+from .report import BadCell, cell_number, read_table
 
 SAILOR_SOURCE = re.compile(r"^Sailor\b")
 """The `source` of the rows this module reads."""
@@ -134,6 +134,16 @@ def _int(row: dict[str, str], index: int, column: str) -> int:
     return number
 
 
+def _figure(index: int, field: str, text: str, label: str = "") -> float | None:
+    """A measured figure's text as a finite number (report.cell_number's reading: None where blank or `unknown`);
+    BadRow naming `field` where it is no number (a mem_gib of '3.85 GiB', a notes' iter_s=1.2.3 stopped validate
+    hetero with a ValueError)."""
+    try:
+        return cell_number({field: text}, field)
+    except BadCell:
+        raise _fail(index, field, f"{label}{text.strip()!r} is not a number") from None
+
+
 def _gpu(index: int, field: str, name: str) -> str:
     try:
         return resolve_gpu(name)[0]
@@ -217,12 +227,13 @@ def parse_row(row: dict[str, str], index: int) -> SailorRun:
     mbs, gbs = _int(row, index, "mbs"), _int(row, index, "gbs")
     if gbs % (mbs * dp):
         raise _fail(index, "gbs", f"{gbs} is not a multiple of mbs*dp = {mbs * dp}")
-    mem = (row.get("mem_gib") or "").strip()
+    iteration_s = _figure(index, "notes", iteration.group(1), "iter_s=")  # digits and points: never blank
     return SailorRun(
         index=index, locator=row.get("locator", ""), model=str(model.get("name", row["model"])).lower(),
         num_gpus=num_gpus, tp=tp, pp=pp, dp=dp, micro_batch_size=mbs, global_batch_size=gbs,
         sequence_length=_int(row, index, "seq_len"), dtype=(row.get("dtype") or "").strip(),
-        groups=groups, stages=stages, iteration_s=float(iteration.group(1)), mem_gib=float(mem) if mem else None)
+        groups=groups, stages=stages, iteration_s=iteration_s,
+        mem_gib=_figure(index, "mem_gib", row.get("mem_gib") or ""))
 
 
 def sailor_runs(rows: list[dict[str, str]]) -> list[SailorRun]:
