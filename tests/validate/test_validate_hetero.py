@@ -91,3 +91,15 @@ def test_a_row_validate_hetero_cannot_read_or_place_is_skipped_with_its_reason_n
     report = validate_hetero([{**row, **changes}])  # a ValueError (float('3.85 GiB'), float('1.2.3')), a KeyError
     assert not report.rows                           # ('h100-sxm': no MIT node template)
     assert report.skipped[0].reason.startswith(reason)
+
+
+def test_a_table_without_a_column_a_run_needs_is_refused_naming_it(tmp_path):
+    row = next(r for r in read_table(MEMORY) if r["locator"].endswith("plan_config_N2_D1.json"))
+    path = tmp_path / "mine.csv"
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=[c for c in row if c not in ("tp", "notes")])
+        writer.writeheader()
+        writer.writerow({c: v for c, v in row.items() if c not in ("tp", "notes")})
+    run = cli("validate", "hetero", "--csv", str(path))  # each run was skipped: tp: expected a positive integer, got ''
+    assert run.returncode == 2 and "Traceback" not in run.stderr
+    assert f"{path}: column(s) tp, notes missing" in run.stderr

@@ -235,7 +235,8 @@ def hetero(csv: CsvOption = None, as_json: JsonOption = False, plot: PlotOption 
     from .progress import terminal_progress
 
     with terminal_progress(quiet=as_json) as progress:
-        report(table(csv, "memory"), as_json, lambda rows: validate_hetero(rows, progress=progress),
+        path = table(csv, "memory")
+        report(path, as_json, lambda rows: validate_hetero(rows, progress=progress, source=str(path)),
                "node groups and strategy", plot)
 
 

@@ -30,11 +30,16 @@ from ..config.scenario import ScenarioConfig
 from ..pipeline import simulate
 from ..progress import SILENT, Progress
 from .hetero_rows import BadRow, SailorRun, is_sailor_row, parse_row
-from .report import Comparison, Skipped, ValidationReport
+from .report import Comparison, Skipped, ValidationReport, table_rows
 
 NODE_TEMPLATES = {"rtx-3090": "sailor-mit-rtx3090", "titan-rtx": "sailor-mit-titan-rtx",
                   "rtx-2080-ti": "sailor-mit-rtx2080ti"}
 """The MIT cluster's node template of each GPU type (templates/datacenter/sailor-mit-*.yaml)."""
+COLUMNS = ("source", "model", "hardware", "num_gpus", "tp", "pp", "dp", "mbs", "gbs", "seq_len", "notes")
+"""Columns a heterogeneous run's row needs (hetero_rows.parse_row): a table without one is bad input, not a table
+whose every run is skipped for a blank cell ("tp: expected a positive integer, got ''")."""
+INFORMATIONAL = ("locator", "dtype", "mem_gib")
+"""Columns read where a row fills them, blank where a table lacks them."""
 RUN_DTYPE = "fp32"
 """What the runs computed in (see the module docstring's DTYPE), whatever the table's dtype column says."""
 
@@ -92,11 +97,13 @@ def run_name(run: SailorRun) -> str:
     return run.locator.rsplit("/", 1)[-1].removeprefix("plan_config_").removesuffix(".json")
 
 
-def validate_hetero(rows: list[dict[str, str]], dtype: str = RUN_DTYPE,
-                    progress: Progress = SILENT) -> ValidationReport:
+def validate_hetero(rows: list[dict[str, str]], dtype: str = RUN_DTYPE, progress: Progress = SILENT,
+                    source: str = "memory table") -> ValidationReport:
     """Predicted vs measured iteration seconds of every heterogeneous run of the table (Sailor's rows of a
-    memory table); other rows are skipped as not heterogeneous runs."""
+    memory table); other rows are skipped as not heterogeneous runs. A table without a column such a row needs
+    (COLUMNS) is a ConfigError naming `source`."""
     report = ValidationReport()
+    rows = table_rows(rows, source, "a memory table with heterogeneous runs", COLUMNS, INFORMATIONAL)
     runs: list[SailorRun] = []
     for index, row in enumerate(rows):
         if not is_sailor_row(row):
