@@ -332,6 +332,14 @@ def test_validating_a_table_of_another_kind_is_refused_not_reported_as_nan(workd
     assert_bad_input(proc, "training.csv: no row could be compared")
 
 
+@pytest.mark.parametrize("validator", ["memory", "hetero", "kernels"])
+@pytest.mark.parametrize("text", ["", "source,model,mbs,mem_gib\n"])
+def test_an_empty_or_header_only_table_is_refused_as_having_no_rows(workdir, validator, text):
+    (workdir / "mine.csv").write_text(text)
+    proc = run_cli("validate", validator, "--csv", "mine.csv", cwd=workdir)  # was: no row could be compared
+    assert_bad_input(proc, "mine.csv: no rows: the table is empty or holds only its header")  # (0 skipped); is this..
+
+
 def test_a_table_none_of_whose_rows_compare_is_refused_with_every_reason_and_its_rows(workdir):
     header = "source,model,hardware,framework,num_gpus,tp,mbs,seq_len,mem_gib,mem_kind"
     (workdir / "mine.csv").write_text(f"{header}\nour lab,Llama3-8B,H100,,8,1,1,4096,30,allocated\n"

@@ -52,6 +52,8 @@ def report(csv_path: Path, as_json: bool, validator: Callable, group_title: str,
         raise ConfigError(f"{csv_path}: {not_utf8(exc)}") from None
     except ValueError as exc:  # cells the csv module cannot split
         raise ConfigError(f"{csv_path}: {exc}") from None
+    if not rows:  # read as "no row could be compared (0 skipped)", asking whether it was a table of another format
+        raise ConfigError(f"{csv_path}: no rows: the table is empty or holds only its header")
     result = validator(rows).usable()
     if not result.rows:
         lines = skipped_lines(result.skipped)
