@@ -169,6 +169,21 @@ def test_a_short_row_says_it_has_fewer_cells_than_the_header(tmp_path):
     assert not collective_cases(read_table(short_of_notes))[1]  # short only of cells it does not need: read
 
 
+def test_a_row_with_more_cells_than_the_header_is_skipped_not_read_without_them(tmp_path):
+    """An unquoted comma in the notes cut a memory row's reserved figure off into a cell past the header, and the row
+    was compared without it (allocated alone); a kernels, collectives, training or hetero row alike."""
+    header = list(MEMORY_ROW)
+    path = tmp_path / "m.csv"
+    notes = "measured by torch, reserved=64 GiB"
+    path.write_text(",".join(header) + "\n" + ",".join([*list(MEMORY_ROW.values())[:-1], notes]) + "\n"
+                    + ",".join(MEMORY_ROW.values()) + "\n")
+    report = validate_memory(read_table(path))
+    assert [(s.index, s.reason) for s in report.skipped] == [
+        (0, f"the row has {len(header) + 1} cells, more than the header's {len(header)} (' reserved=64 GiB' past its "
+            "last column): a cell holding a comma must be quoted")]
+    assert [r.index for r in report.rows] == [1]
+
+
 def test_a_header_naming_a_column_twice_is_refused_naming_both_positions(tmp_path):
     """The csv module keeps a repeated column's last cell, so the first was silently ignored."""
     path = tmp_path / "k.csv"

@@ -30,7 +30,7 @@ from ..config.scenario import ScenarioConfig
 from ..pipeline import simulate
 from ..progress import SILENT, Progress
 from .hetero_rows import BadRow, SailorRun, is_sailor_row, parse_row
-from .report import Comparison, Skipped, ValidationReport, table_rows
+from .report import Comparison, Skipped, ValidationReport, short_row, table_rows
 
 NODE_TEMPLATES = {"rtx-3090": "sailor-mit-rtx3090", "titan-rtx": "sailor-mit-titan-rtx",
                   "rtx-2080-ti": "sailor-mit-rtx2080ti"}
@@ -108,6 +108,10 @@ def validate_hetero(rows: list[dict[str, str]], dtype: str = RUN_DTYPE, progress
     for index, row in enumerate(rows):
         if not is_sailor_row(row):
             report.skipped.append(Skipped(index, "not a heterogeneous run (Sailor's rows only)"))
+            continue
+        reason = short_row(row, COLUMNS)
+        if reason:
+            report.skipped.append(Skipped(index, reason))
             continue
         try:
             runs.append(parse_row(row, index))

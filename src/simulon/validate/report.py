@@ -179,24 +179,32 @@ def twice(header: list[str] | tuple[str, ...]) -> None:
 
 class TableRow(dict):
     """A row of a table read by read_table: its cells by column ('' for those past a short line's last cell), with
-    the columns its line lacks (`lacks`), how many cells it had (`cells`) and the header's count (`width`); a row
-    built otherwise (a plain dict) has none of them."""
+    the columns its line lacks (`lacks`), the cells past the header's last column (`extra`: the csv module's under
+    the key None), how many cells it had (`cells`) and the header's count (`width`); a row built otherwise (a plain
+    dict) has none of them."""
 
     def __init__(self, cells_by_column: dict, width: int | None = None):
-        super().__init__({k: "" if v is None else v for k, v in cells_by_column.items()})
+        super().__init__({k: "" if v is None else v for k, v in cells_by_column.items() if k is not None})
         self.lacks: tuple[str, ...] = tuple(k for k, v in cells_by_column.items() if v is None)
+        self.extra: tuple[str, ...] = tuple(cells_by_column.get(None) or ())
         self.width = width
-        self.cells = None if width is None else width - len(self.lacks)
+        self.cells = None if width is None else width - len(self.lacks) + len(self.extra)
 
 
 def short_row(row: dict[str, str], needed: Iterable[str]) -> str | None:
-    """Why a row read by read_table that has fewer cells than the header is not evaluated, where a `needed` column
-    is among those it lacks ("the row has 10 cells, fewer than the header's 60: it lacks collective, ..."), else
-    None (a row short only of cells it does not need is read with them blank)."""
+    """Why a row read by read_table whose cells do not fill the header is not evaluated: it has fewer cells than the
+    header and a `needed` column is among those it lacks ("the row has 10 cells, fewer than the header's 60: it lacks
+    collective, ..."), or it has more (an unquoted comma splits a cell, and every cell after it stands in the next
+    column: a memory row's notes lost the reserved figure after such a comma, and was compared without it), else None
+    (a row short only of cells it does not need is read with them blank)."""
+    cells, width = getattr(row, "cells", None), getattr(row, "width", None)
+    extra = getattr(row, "extra", ())
+    if extra:
+        return (f"the row has {cells} cells, more than the header's {width} ({', '.join(map(repr, extra))} past its "
+                "last column): a cell holding a comma must be quoted")
     lacking = [c for c in needed if c in getattr(row, "lacks", ())]
     if not lacking:
         return None
-    cells, width = getattr(row, "cells", None), getattr(row, "width", None)
     return f"the row has {cells} cells, fewer than the header's {width}: it lacks {', '.join(lacking)}"
 
 
@@ -402,5 +410,5 @@ def _with_blanks(row: dict[str, str], absent: list[str]) -> dict[str, str]:
     if not isinstance(row, TableRow):
         return {**row, **dict.fromkeys(absent, "")}
     filled = TableRow({**row, **dict.fromkeys(absent, "")})
-    filled.lacks, filled.width, filled.cells = row.lacks, row.width, row.cells
+    filled.lacks, filled.extra, filled.width, filled.cells = row.lacks, row.extra, row.width, row.cells
     return filled

@@ -52,6 +52,7 @@ from .report import (
     overfull,
     printed,
     recompute_cell,
+    short_row,
     stated_flag,
     table_rows,
 )
@@ -624,9 +625,10 @@ def sample_rows(rows: list[dict[str, str]], max_gpus: int, per_subset: int) -> l
 
 
 def unreadable(row: dict[str, str]) -> str | None:
-    """Why a row's numeric cells cannot be read (report.bad_cell), or None."""
+    """Why a row's cells cannot be read (report.short_row: cells missing or past the header's; report.bad_cell: a
+    numeric cell that is not its number), or None."""
     batch = () if BATCH_TOKENS.fullmatch(row.get("gbs", "").strip()) else ("gbs",)
-    return bad_cell(row, (*WHOLE, *batch), REAL)
+    return short_row(row, COLUMNS) or bad_cell(row, (*WHOLE, *batch), REAL)
 
 
 def validate_training(rows: list[dict[str, str]], memory_limit: float | None = None,
