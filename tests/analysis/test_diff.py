@@ -186,3 +186,18 @@ def test_a_change_too_small_for_one_decimal_is_printed_with_its_sign_and_figures
     assert step.endswith(", -0.04%)"), step
     mfu, = (line for line in out.stdout.splitlines() if line.startswith("MFU"))
     assert re.search(r"\(\+0\.0\d+ points\)$", mfu), mfu
+
+
+def test_a_move_within_the_rounding_of_its_sums_is_printed_as_none(results, tmp_path):
+    """A step extrapolated from two replays against the same step replayed whole read "6,071.3 -> 6,071.3 (+1.26e-09,
+    +0.0000000000207%)" and "MFU: 23.4% -> 23.4% (-0.00000000000484 points)"; the same file diffed with itself reads
+    (+0.0, +0.0%)."""
+    a, _ = results
+    data = json.loads(a.read_text())
+    for key in ("iteration_time_ms", "tokens_per_s", "mfu"):
+        data[key] *= 1 + 2e-13
+    (tmp_path / "same.json").write_text(json.dumps(data))
+    out, itself = cli("diff", str(a), str(tmp_path / "same.json")), cli("diff", str(a), str(a))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[1:] == itself.stdout.splitlines()[1:]
+    assert "(+0.0, +0.0%)" in out.stdout and "(+0.0 points)" in out.stdout

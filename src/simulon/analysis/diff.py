@@ -59,8 +59,20 @@ class Change:
         critical path's 8.9e-12 ms of compute slowdown, made changes of 3.4e13 %)."""
         return 100 * self.delta / self.a if abs(self.a) > ROUNDING_MS else None
 
+    @property
+    def residue(self) -> bool:
+        """Whether the move is within the rounding of the sums that gave the two numbers (RELATIVE_ROUNDING of the
+        larger), no change: a step extrapolated from two replays read +1.26e-09 ms (+0.0000000000207%) against the
+        same step replayed whole."""
+        return abs(self.delta) <= RELATIVE_ROUNDING * max(abs(self.a), abs(self.b))
+
     def to_dict(self) -> dict:
         return {"name": self.name, "a": self.a, "b": self.b, "delta": self.delta, "percent": self.percent}
+
+
+RELATIVE_ROUNDING = 1e-9
+"""The largest move of a headline number, relative to it, that is rounding (Change.residue): a double's sums of a
+replay's thousands of terms differ in their last dozen digits, never near a billionth (6 ns of a 6 s step)."""
 
 
 ANALYSIS_GROUPS = ("critical path by kind", "critical path by term", "per GPU (mean)")

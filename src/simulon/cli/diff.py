@@ -16,8 +16,11 @@ SHOWN = 4
 
 
 def _headline(change: Change) -> str:
+    from ..analysis.diff import Change
     from ..analysis.shown import shown_ms, shown_number
 
+    if change.residue:  # written as no change, as the same result diffed with itself is (+0.0, +0.0%)
+        change = Change(change.name, change.a, change.a)
     percent = f", {shown_number(change.percent, '{:+.1f}')}%" if change.percent is not None else ""
     if change.name.endswith("(ms)"):
         return f"{change.name}: {shown_ms(change.a)} -> {shown_ms(change.b)} ({shown_ms(change.delta, True)}{percent})"
