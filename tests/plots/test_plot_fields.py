@@ -95,6 +95,16 @@ def test_a_sweep_row_that_is_not_a_number_is_named_by_its_line_as_sweep_and_vali
     assert done.returncode == 2 and f"{path}: line 3: num_gpus: expected a number, got 'fast'" in done.stderr
 
 
+def test_a_collective_result_given_as_a_sweep_is_sent_to_busbw_not_told_it_is_a_simulation(tmp_path):
+    """A `collective --json` list drawn with --kind scaling was told 'a result of `simulate --json` draws with --kind
+    breakdown, gantt, memory or links'."""
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps([{"op": "allreduce", "group_size": 8, "size_bytes": 1024, "busbw_GBps": 1.0}]))
+    done = cli("plot", str(path), "--kind", "scaling", "-o", str(tmp_path / "p.png"))
+    assert done.returncode == 2 and "`collective --json` with busbw" in done.stderr, done.stderr
+    assert "`validate --json` with validation" in done.stderr
+
+
 @pytest.mark.parametrize("kind", ["steps", "scaling"])
 def test_a_json_result_given_as_a_sweep_is_named_as_json_not_as_a_missing_column(tmp_path, kind):
     path = tmp_path / "r.json"

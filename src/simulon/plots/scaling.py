@@ -16,6 +16,10 @@ from .inputs import read_text, sweep_columns_missing
 from .result import TERMS, stack
 
 SWEEP = "simulon sweep SCENARIO --set ... -o sweep.csv"
+JSON_KINDS = ("`simulate --json` draws with --kind breakdown, gantt, memory or links, `collective --json` with busbw, "
+              "`validate --json` with validation")
+"""The kinds that draw a JSON result, by the command that writes it: a collective's result given to --kind scaling
+was told it was a simulation's."""
 
 
 def read_sweep(path: Path) -> tuple[list[dict[str, str]], list[str]]:
@@ -29,8 +33,8 @@ def read_sweep(path: Path) -> tuple[list[dict[str, str]], list[str]]:
     if missing and not header:
         raise ConfigError(f"{path}: empty: no sweep's CSV (this plot reads the CSV of `{SWEEP}`)")
     if missing and text.lstrip().startswith(("{", "[")):
-        raise ConfigError(f"{path}: a JSON file, not a sweep's CSV (this plot reads the CSV of `{SWEEP}`; a result "
-                          "of `simulate --json` draws with --kind breakdown, gantt, memory or links)")
+        raise ConfigError(f"{path}: a JSON file, not a sweep's CSV (this plot reads the CSV of `{SWEEP}`; "
+                          f"{JSON_KINDS})")
     if missing:
         raise ConfigError(f"{path}: {missing[0]}: column missing (this plot reads the CSV of `{SWEEP}`)")
     rows = list(reader)
