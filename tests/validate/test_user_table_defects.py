@@ -184,6 +184,15 @@ def test_a_row_with_more_cells_than_the_header_is_skipped_not_read_without_them(
     assert [r.index for r in report.rows] == [1]
 
 
+def test_a_header_with_spaces_around_its_names_reads_its_columns(tmp_path):
+    """'source, model ,...' was refused as 'column(s) model missing: not a memory table'."""
+    path = tmp_path / "m.csv"
+    path.write_text(", ".join(MEMORY_ROW) + "\n" + ",".join(MEMORY_ROW.values()) + "\n")
+    rows = read_table(path)
+    assert list(rows[0]) == list(MEMORY_ROW)
+    assert [r.index for r in validate_memory(rows).rows] == [0]
+
+
 def test_a_header_naming_a_column_twice_is_refused_naming_both_positions(tmp_path):
     """The csv module keeps a repeated column's last cell, so the first was silently ignored."""
     path = tmp_path / "k.csv"

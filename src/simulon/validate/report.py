@@ -151,9 +151,9 @@ REASONS_WHEN_NONE = 5
 
 def read_table(path: str | Path) -> list[dict[str, str]]:
     """The rows of a measurement table as dicts of strings; blank cells, and the cells a short row lacks, are ''.
-    A UTF-8 byte-order mark before the header is dropped. OSError for what is no table file (a device or a pipe,
-    read without end), as for a missing one; UnicodeDecodeError for text that is not UTF-8; ValueError for a file
-    over MAX_TABLE_BYTES or text the csv module cannot split into cells (naming the line)."""
+    A UTF-8 byte-order mark before the header, and spaces around its names, are dropped. OSError for what is no table
+    file (a device or a pipe, read without end), as for a missing one; UnicodeDecodeError for text that is not UTF-8;
+    ValueError for a file over MAX_TABLE_BYTES or text the csv module cannot split into cells (naming the line)."""
     try:
         text = read_input_text(Path(path), MAX_TABLE_BYTES, "a measurement table", encoding="utf-8-sig")
     except ValueError as exc:
@@ -162,6 +162,8 @@ def read_table(path: str | Path) -> list[dict[str, str]]:
         raise OSError(errno.EINVAL, str(exc), str(path)) from None
     reader = csv.DictReader(io.StringIO(text, newline=""), restval=None)  # None: a cell past a short row's end
     try:
+        if reader.fieldnames:  # "source, model": ' model' was no column model ("column(s) model missing")
+            reader.fieldnames = [name.strip() for name in reader.fieldnames]
         twice(reader.fieldnames or ())
         return [TableRow(row, len(reader.fieldnames or ())) for row in reader]
     except csv.Error as exc:
