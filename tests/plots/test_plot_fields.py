@@ -4,6 +4,7 @@ label a log axis whatever its span."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from hypothesis import example, given, settings
@@ -65,7 +66,7 @@ def test_the_memory_plot_marks_each_stages_own_capacity_where_they_differ(result
 
 
 @settings(max_examples=30, deadline=None)
-@given(st.floats(10, 1e6), st.floats(1.05, 1e4))
+@given(st.floats(0.01, 1e6), st.floats(1.05, 1e4))
 @example(150.0, 1.9).via("a span of 150-285 held one tick of 1-9 x 10^k (200); 110-190 none")
 @example(110.0, 1.7)
 def test_a_log_axis_is_labelled_at_two_ticks_or_more_whatever_its_span(low, ratio):
@@ -142,3 +143,22 @@ def test_a_gantt_span_that_ends_before_it_starts_or_starts_before_the_step_is_re
         f"{span[0]!r} to {span[1]!r}" in done.stderr, done.stderr
     assert not (tmp_path / "p.png").exists()
     assert cli("plot", str(results["simulate"]), "--kind", "gantt", "-o", str(tmp_path / "p.png")).returncode == 0
+
+
+@pytest.mark.parametrize("scale", [0.01, 1.0, 30.0])
+def test_a_validation_panel_within_a_decade_or_two_reads_its_ticks_in_plain_figures(scale):
+    """validate memory's panels of 20 to 200 GiB were labelled 2x10^1, 3x10^1, ...; a tenth of a second would read 0."""
+    from simulon.plots.validation import validation
+
+    rows = [{"metric": "iter_s", "subset": "s", "measured": scale * m, "predicted": scale * m * 1.1}
+            for m in (2.0, 3.0, 5.0, 7.0)]
+    fig = validation({"rows": rows, "mape_pct": 10.0}, "v.json")
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    lo, hi = ax.get_xlim()
+    for axis in (ax.xaxis, ax.yaxis):
+        shown = [t.get_text() for t in axis.get_majorticklabels() + axis.get_minorticklabels()
+                 if t.get_text() and lo <= max(t.get_position()) <= hi]
+        assert len(shown) >= 2 and all(re.fullmatch(r"[\d,.]+", t) and float(t.replace(",", "")) > 0 for t in shown), \
+            shown
+    pyplot().close(fig)

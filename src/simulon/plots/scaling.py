@@ -49,11 +49,11 @@ def read_sweep(path: Path) -> tuple[list[dict[str, str]], list[str]]:
 
 
 def label_log_axis(axis: Any, lo: float, hi: float) -> None:
-    """Label a log axis spanning `lo` to `hi` in plain numbers: at its powers of ten, and where fewer than two of
-    them are in view (a span within about a decade) at the ticks between them too: every one over at most a decade,
-    else those at 2 and 5 times a power of ten, so that the axis always reads."""
+    """Label a log axis spanning `lo` to `hi` (above 0) in plain numbers (plain): at its powers of ten, and where
+    fewer than two of them are in view (a span within about a decade) at the ticks between them too: every one over at
+    most a decade, else those at 2 and 5 times a power of ten, so that the axis always reads."""
     plt = pyplot()
-    axis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v:,.0f}"))
+    axis.set_major_formatter(plt.FuncFormatter(lambda v, _: plain(v)))
     powers = math.floor(math.log10(hi)) - math.ceil(math.log10(lo)) + 1 if 0 < lo <= hi else 0
     if powers >= 2:
         axis.set_minor_formatter(plt.NullFormatter())
@@ -68,7 +68,13 @@ def label_log_axis(axis: Any, lo: float, hi: float) -> None:
         axis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v:,.{places}f}"))
         return
     keep = range(1, 10) if hi <= 10 * lo else (2, 5)
-    axis.set_minor_formatter(plt.FuncFormatter(lambda v, _: f"{v:,.0f}" if leading_digit(v) in keep else ""))
+    axis.set_minor_formatter(plt.FuncFormatter(lambda v, _: plain(v) if leading_digit(v) in keep else ""))
+
+
+def plain(value: float) -> str:
+    """A log axis's tick (1 to 9 times a power of ten) in plain figures: whole from 1 up (2,000), else to its one
+    significant digit (0.2, 0.05; written whole, a tenth of a second read "0")."""
+    return f"{value:,.0f}" if value >= 1 or value <= 0 else f"{value:.{-math.floor(math.log10(value))}f}"
 
 
 def log_ticks_within(lo: float, hi: float) -> list[float]:

@@ -12,6 +12,7 @@ from typing import Any
 
 from .figure import pyplot
 from .inputs import is_finite, need, numbers
+from .scaling import label_log_axis
 
 VALIDATE = "simulon validate TABLE --json"
 BAND = 0.2
@@ -44,6 +45,8 @@ def validation(data: Any, source: str, options: Any = None) -> Any:
         ax.set_yscale("log")
         ax.set_xlim(lo, hi)
         ax.set_ylim(lo, hi)
+        for axis in (ax.xaxis, ax.yaxis):  # matplotlib labels a span within a decade 2x10^1, 3x10^1, ...
+            label_log_axis(axis, lo, hi)
         ax.set_xlabel(f"measured {metric}")
         ax.set_ylabel(f"predicted {metric}")
         ax.legend(fontsize=6, loc="upper left")
