@@ -274,6 +274,15 @@ def test_a_memory_row_whose_sp_cell_is_neither_yes_nor_no_is_skipped_naming_it_a
     assert validate_memory([{**MEMORY_ROW, "sp": "unknown"}]).rows
 
 
+@pytest.mark.parametrize("model", ["gpt-oss-20b", "Mixtral-8x7B"])
+def test_a_memory_row_of_an_moe_model_whose_expert_parallelism_is_unknown_is_skipped_whatever_its_name(model):
+    """Only names holding 'mixtral', 'moe' or 'a<N>b' were skipped: GPT-OSS 20B (32 experts) ran at ep 1."""
+    row = {**MEMORY_ROW, "model": model, "ep": "unknown"}
+    report = validate_memory([row])
+    assert not report.rows and report.skipped[0].reason == "row does not give the expert parallelism of an MoE model"
+    assert validate_memory([{**row, "model": "Llama3-8B"}]).rows  # a dense model needs none
+
+
 def test_a_memory_row_whose_recompute_cell_names_no_recomputation_is_skipped_not_read_as_none():
     report = validate_memory([{**MEMORY_ROW, "recompute": "bogus"}])
     assert not report.rows and "recompute: 'bogus' is none of none, full or selective" in report.skipped[0].reason

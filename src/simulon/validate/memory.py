@@ -353,8 +353,6 @@ def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
     num_gpus = num_gpus or tp * pp * cp * dp
     if num_gpus != tp * pp * cp * dp:
         raise Unsupported(f"{num_gpus} GPUs are not tp*pp*cp*dp = {tp * pp * cp * dp}")
-    if row["ep"].strip() == "unknown" and re.search(r"mixtral|moe|a\d+b", row["model"], re.IGNORECASE):
-        raise Unsupported("row does not give the expert parallelism of an MoE model")
     mbs = _required(row, "mbs", "micro-batch size")
     seq = count(row, "seq_len", source.sequence_length)
     if seq is None:
@@ -395,9 +393,12 @@ def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
             "workload": {"framework": "megatron", "model": _with_mtp(model_block(row, tp), source),
                          "parallelism": parallelism, "training": training}}
     try:
-        return parse_scenario(data, "row")
+        sc = parse_scenario(data, "row")
     except ConfigError as exc:
         raise Unsupported(str(exc).removeprefix("row: ")) from None
+    if row["ep"].strip() == "unknown" and sc.workload.model.moe is not None:  # the model's, however it is named
+        raise Unsupported("row does not give the expert parallelism of an MoE model")
+    return sc
 
 
 def measurements(row: dict[str, str]) -> list[tuple[str, float]]:

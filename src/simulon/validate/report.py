@@ -144,9 +144,9 @@ def shipped_table(name: str) -> Path:
 
 
 MAX_TABLE_BYTES = 2**30
+"""The largest measurement table read: 1 GiB, a thousand times the shipped ones."""
 REASONS_WHEN_NONE = 5
 """Skip reasons a table (or a profile) none of whose rows could be compared is refused with."""
-"""The largest measurement table read: 1 GiB, a thousand times the shipped ones."""
 
 
 def read_table(path: str | Path) -> list[dict[str, str]]:
