@@ -7,6 +7,8 @@ The quick start is one command, `python3 scripts/bootstrap_uv.py run simulon sim
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 
 from helpers import ROOT, cli
 
@@ -48,3 +50,34 @@ def test_ci_runs_the_readmes_test_commands_through_the_bootstrap():
     assert commands and all(c.startswith(BOOTSTRAP + "--locked ") for c in commands)
     ci = (ROOT / ".ci/run").read_text().splitlines()
     assert [line for line in ci if line.startswith("python3 ")] == commands
+
+
+def test_the_seed_example_without_its_channel_pin_gives_what_the_readme_says(tmp_path):
+    said = re.search(r"without that line NCCL's own channel count gives ([\d.]+) ms and MFU ([\d.]+)%",
+                     " ".join(section("## Quick start").split()))
+    unpinned = tmp_path / "unpinned.yaml"
+    unpinned.write_text("".join(line for line in (ROOT / "examples/scenario.yaml").read_text().splitlines(True)
+                                if "num_channels" not in line))
+    run = cli("simulate", str(unpinned))
+    assert run.returncode == 0, run.stderr
+    total = re.search(r"Total: ([\d.]+) ms", run.stdout).group(1)
+    mfu = re.search(r"MFU ([\d.]+)%", run.stdout).group(1)
+    assert (total, mfu) == said.groups()
+
+
+def python_blocks() -> list[str]:
+    return re.findall(r"```python\n(.*?)\n```\n", section("## Python API"), re.S)
+
+
+def test_the_readmes_python_snippets_run_as_written_and_print_the_quick_starts_step():
+    blocks = python_blocks()
+    assert len(blocks) == 2
+    runs = [subprocess.run([sys.executable, "-c", block], capture_output=True, text=True, cwd=ROOT, timeout=300)
+            for block in blocks]
+    assert all(run.returncode == 0 for run in runs), [run.stderr for run in runs]
+    lines = runs[0].stdout.splitlines()
+    quick_total = next(line for line in quick_start()[1] if line.startswith("GPUs:")).split("Total: ")[1]
+    assert lines[0] == f"Total: {quick_total}"
+    assert [line.split(":")[0] for line in lines[1:3]] == ["compute_nodes", "comm_nodes"]
+    assert lines[3:] == ["flow 0: 0 → 1, parents=[]", "flow 1: 1 → 2, parents=[]", "flow 2: 2 → 3, parents=[]"]
+    assert re.fullmatch(r"[\d.]+ ms\n", runs[1].stdout)
