@@ -37,16 +37,23 @@ def kernels_ms(kernels: LayerKernels, model: AnalyticalModel, names) -> float:
     return 1e3 * float(model.seconds(specs).sum())
 
 
+def scan_and_flash_ms(gpu: str, seq: int) -> tuple[float, float]:
+    """A Nemotron-H 8B layer's SSD scan and FlashAttention-2 core on one `gpu` at `seq` tokens, forward and backward
+    (ms; README's figures, tests/workload/test_hybrid.py)."""
+    sc = parse_scenario({"datacenter": {"from": "dgx-h100", "cluster": {"num_nodes": 1}, "node": {"gpu": gpu}},
+                         "workload": {"model": {"from": "nemotron-h-8b"},
+                                      "training": {"num_gpus": 1, "global_batch_size": 1, "sequence_length": seq}}})
+    kernels = LayerKernels.of(sc.workload)
+    model = AnalyticalModel(sc.datacenter.groups[0].gpu, DType.bf16, sustained_load=True)
+    scan, flash = (kernels_ms(kernels, model, names) for names in (kernels.mamba_scan, kernels.attention_core))
+    return scan, flash
+
+
 def scan_against_attention(gpu: str) -> None:
     print(f"Nemotron-H 8B, one layer on one {gpu}, forward + backward (ms)")
     print(f"{'tokens':>7} {'SSD scan':>9} {'flash':>9} {'flash / scan':>13}")
     for seq in SEQUENCES:
-        sc = parse_scenario({"datacenter": {"from": "dgx-h100", "cluster": {"num_nodes": 1}, "node": {"gpu": gpu}},
-                             "workload": {"model": {"from": "nemotron-h-8b"},
-                                          "training": {"num_gpus": 1, "global_batch_size": 1, "sequence_length": seq}}})
-        kernels = LayerKernels.of(sc.workload)
-        model = AnalyticalModel(sc.datacenter.groups[0].gpu, DType.bf16, sustained_load=True)
-        scan, flash = (kernels_ms(kernels, model, names) for names in (kernels.mamba_scan, kernels.attention_core))
+        scan, flash = scan_and_flash_ms(gpu, seq)
         print(f"{seq:>7,} {scan:>9.3f} {flash:>9.3f} {flash / scan:>13.2f}")
 
 

@@ -5,6 +5,8 @@ the placements of MoE layers among dense ones that place none or give the wrong 
 
 from __future__ import annotations
 
+import importlib.util
+import re
 from collections import Counter
 
 import pytest
@@ -12,7 +14,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from helpers import cli, estimate_over_replay
+from helpers import ROOT, cli, estimate_over_replay
 from simulon.collective.types import CollType
 from simulon.config.errors import ConfigError
 from simulon.config.loading import parse_scenario
@@ -323,3 +325,15 @@ def test_pipeline_marks_and_another_split_or_a_vpp_they_do_not_make_are_refused(
     with pytest.raises(ConfigError, match=r"workload\.model\.hybrid_pattern") as caught:
         parse_scenario(data)
     assert says in str(caught.value)
+
+
+def test_the_readme_s_scan_against_flash_attention_figures_are_the_benchmark_s():
+    """README: the scan of a Nemotron-H 8B layer on an H100 runs Nx faster than FlashAttention-2 at 8,192 and 16,384
+    tokens (benchmarks/bench_hybrid.py, rounded to a tenth)."""
+    spec = importlib.util.spec_from_file_location("bench_hybrid", ROOT / "benchmarks/bench_hybrid.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    said = re.search(r"runs ([\d.]+)x faster at 8,192 and ([\d.]+)x at 16,384", readme)
+    ratios = [flash / scan for scan, flash in (bench.scan_and_flash_ms("H100", seq) for seq in (8192, 16384))]
+    assert [f"{ratio:.1f}" for ratio in ratios] == list(said.groups())
