@@ -153,16 +153,18 @@ def chosen_counts(sc: ScenarioConfig, mode: MicroBatches) -> tuple[int, int] | N
                          "with per-replica shares simulate every micro-batch (--micro-batches all)")
     real = microbatch_count(sc)
     counts = steady_counts(sc.workload.parallelism) if mode in ("auto", "sample") else mode
+    steps = f"{real} micro-batch{'es' if real != 1 else ''}"
     if isinstance(mode, tuple):
         if counts[1] >= real:
-            raise ValueError(f"{counts[0]},{counts[1]}: the step has {real} micro-batches; sample fewer")
+            fewer = "sample fewer" if real > 2 else "too few to sample (two counts below it): simulate it whole (all)"
+            raise ValueError(f"{counts[0]},{counts[1]}: the step has {steps}; {fewer}")
         for count in counts:
             with_microbatches(sc, count)
         return counts  # type: ignore[return-value]
     if counts[1] < real:
         return counts
     if mode == "sample":
-        raise ValueError(f"sample: the step has {real} micro-batches, no more than the {counts[1]} sampling would "
+        raise ValueError(f"sample: the step has {steps}, no more than the {counts[1]} sampling would "
                          "replay; simulate it whole (all, or auto, which samples only where that makes it smaller)")
     return None
 

@@ -4,6 +4,7 @@ the closed form it rests on, the counts each schedule is sampled at, and `all` l
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from hypothesis import assume, given, settings
@@ -233,3 +234,14 @@ def test_a_heavy_first_stage_is_extrapolated_at_its_own_pace_not_the_shallower_l
     assert sampled.iteration_time_ms == pytest.approx(full.iteration_time_ms, rel=SAMPLING_TOLERANCE)
     for gpu in sampled.per_gpu:
         assert gpu.compute_ms + gpu.exposed_comm_ms + gpu.bubble_ms == pytest.approx(sampled.iteration_time_ms)
+
+
+@pytest.mark.parametrize(("microbatches", "mode", "says"), [
+    (1, (1, 2), "1,2: the step has 1 micro-batch; too few to sample (two counts below it): simulate it whole (all)"),
+    (2, (1, 2), "1,2: the step has 2 micro-batches; too few to sample"),
+    (1, "sample", "sample: the step has 1 micro-batch, no more than the 2 sampling would replay"),
+])
+def test_a_step_too_short_to_sample_is_told_so_in_its_own_count(microbatches, mode, says):
+    """A one-micro-batch step was told it had '1 micro-batches' and to 'sample fewer', which no pair can."""
+    with pytest.raises(ValueError, match=re.escape(says)):
+        chosen_counts(small("1f1b", 1, microbatches), mode)
