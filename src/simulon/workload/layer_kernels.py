@@ -201,6 +201,8 @@ class MambaShard:
     tp_inner: int       # in_proj's z and x, and out_proj's input, on this tensor-parallel rank
     tp_in_proj: int     # in_proj's output on this tensor-parallel rank
     cp: int
+    sequences: int = 1  # sequences a scan runs (the micro-batch)
+    length: int = 0     # tokens of each (the whole sequence)
 
     @classmethod
     def of(cls, spec: MambaSpec, shape: ShardShape) -> MambaShard:
@@ -210,7 +212,14 @@ class MambaShard:
                    head_dim=spec.head_dim, state=spec.state_size, chunk=spec.chunk_size, conv=spec.conv_kernel,
                    tokens=shape.tokens, scan_tokens=shape.tokens * cp,
                    chunks=shape.batch * -(-shape.full_seq // spec.chunk_size), tp_inner=spec.inner // t,
-                   tp_in_proj=spec.in_proj_width // t, cp=cp)
+                   tp_in_proj=spec.in_proj_width // t, cp=cp, sequences=shape.batch, length=shape.full_seq)
+
+    @property
+    def chunk_squares(self) -> int:
+        """Sum over a scan's chunks of their tokens squared: a sequence's last chunk holds what is left of it (the
+        model's work in the Q x Q products; the kernels run it padded to Q)."""
+        whole, left = divmod(self.length, self.chunk)
+        return self.sequences * (whole * self.chunk ** 2 + left ** 2)
 
     @property
     def inner(self) -> int:
@@ -801,15 +810,19 @@ class LayerKernels:
         # bandwidth-bound kernels (memory_pair) whose FLOPs per element are counted from their operations: the
         # filter's multiply-adds and SiLU's five for the convolution, softplus, exp and the running sum for cumsum, a
         # decay's multiply-add for the state passing, square, sum, scale and gate for the norm
-        def scan_gemm(name: str, problems: int, rows: int, cols: int, inner_full: int, inner_run: int,
-                      model_problems: float | None = None) -> tuple[KernelSpec, ...]:
-            """`problems` (rows x cols from inner_full) products of one launch, executing inner_run of the inner
-            dimension; the backward runs three such sets, two of them model FLOPs (of `model_problems`, where
-            context parallelism repeats B and C for ranks that would hold less than a group)."""
+        def scan_gemm(name: str, problems: int, rows: int, cols: int, inner_run: int,
+                      model: float) -> tuple[KernelSpec, ...]:
+            """`problems` (rows x cols) products of one launch, executing inner_run of the inner dimension, padded to
+            whole chunks; the backward runs three such sets, two of them model FLOPs (`model` a forward's: the
+            chunks as long as the sequence leaves them, and where context parallelism repeats B and C for ranks
+            that would hold less than a group, the model's groups)."""
             fwd = gemm(name, Phase.fwd, problems * rows, cols, inner_run, db, problems, batched=True)
             bwd = gemm(name, Phase.bwd_ig, 3 * problems * rows, cols, inner_run, db, 3 * problems, batched=True)
-            model = 2.0 * (model_problems or problems) * rows * cols * inner_full
             return replace(fwd, flops=model), replace(bwd, flops=2 * model)
+
+        # the model's work in the products, per head (per group for C B^T), over the scan's tokens L and its chunks
+        # q_c: B^T X 2 N P L, C B^T 2 N sum q_c^2, C S + (C B^T) X 2 P (N L + sum q_c^2)
+        tokens, squares = ms.sequences * ms.length, ms.chunk_squares
 
         return {
             "mamba_norm": memory_pair("mamba_norm", Tn * h, 2 * db, 3 * db),
@@ -820,13 +833,15 @@ class LayerKernels:
                                      2 * ms.conv + 5),
             # dt (16-bit) in, its softplus and the cumulative decay out in fp32 | recomputed, then their gradients
             "mamba_ssd_cumsum": memory_pair("mamba_ssd_cumsum", ms.scan_tokens * ms.heads, db + 8, 3 * (db + 8), 6),
-            "mamba_ssd_chunk_state": scan_gemm("mamba_ssd_chunk_state", ms.chunks * ms.heads, N, P, Q, Q),
+            "mamba_ssd_chunk_state": scan_gemm("mamba_ssd_chunk_state", ms.chunks * ms.heads, N, P, Q,
+                                               2.0 * ms.heads * N * P * tokens),
             # each chunk's final state read in fp32 and the entering state written | recomputed, then the gradients
             "mamba_ssd_state_passing": memory_pair("mamba_ssd_state_passing", ms.chunks * ms.heads * P * N, 4 + db,
                                                 3 * (4 + db), 2),
-            "mamba_ssd_bmm": scan_gemm("mamba_ssd_bmm", ms.chunks * ms.groups, Q, Q, N, N,
-                                       ms.chunks * ms.model_groups),
-            "mamba_ssd_scan": scan_gemm("mamba_ssd_scan", ms.chunks * ms.heads, Q, P, N + Q, N + Q // 2),
+            "mamba_ssd_bmm": scan_gemm("mamba_ssd_bmm", ms.chunks * ms.groups, Q, Q, N,
+                                       2.0 * ms.model_groups * N * squares),
+            "mamba_ssd_scan": scan_gemm("mamba_ssd_scan", ms.chunks * ms.heads, Q, P, N + Q // 2,
+                                        2.0 * ms.heads * P * (N * tokens + squares)),
             # the group RMSNorm over the gated output (read, write | read it and the gradient, write), with the
             # gate chunk_scan fuses counted here (read z, write the gated output beside the plain one | read the
             # gradient, z and the plain output, write both gradients)
