@@ -181,7 +181,9 @@ def with_microbatches(sc: ScenarioConfig, count: int) -> ScenarioConfig:
     try:
         check_workload_fits(workload, sc.datacenter)
     except FieldError as exc:
-        raise FieldError(exc.field, f"sampling {count} micro-batches: {exc.message}") from None
+        said = f"{count} micro-batches"  # the schedule's own words name the count (config.workload)
+        message = exc.message[len(said):] if exc.message.startswith(said) else f": {exc.message}"
+        raise FieldError(exc.field, f"sampling {said}{message}") from None
     return sc.model_copy(update={"workload": workload})
 
 

@@ -125,8 +125,11 @@ def test_a_step_no_longer_than_the_sampled_counts_is_simulated_whole_by_auto_and
 
 
 def test_counts_the_schedule_refuses_are_named_as_the_schedule_refuses_them():
-    with pytest.raises(FieldError, match="multiple of pp"):
+    """Named once: 'sampling 5 micro-batches: 5 micro-batches is not a multiple of pp' said the count twice."""
+    with pytest.raises(FieldError, match="num_microbatches: sampling 5 micro-batches is not a multiple of pp = 4"):
         chosen_counts(small("interleaved_1f1b", 4, 64), (5, 8))
+    with pytest.raises(FieldError, match="num_microbatches: sampling 3 micro-batches: dualpipe splits them evenly"):
+        chosen_counts(small("dualpipe", 2, 64), (3, 8))
     with pytest.raises(ValueError, match="sample fewer"):
         chosen_counts(small("1f1b", 2, 8), (4, 8))
 
