@@ -440,6 +440,10 @@ CHECKS = {
     "deepep dispatch on a dense model": (
         [("workload.training.moe_dispatcher", "deepep")],
         "workload.training.moe_dispatcher", ["deepep", "no MoE block"]),
+    "deepep dispatch padded to capacity": (  # Megatron-Core refuses deepep with --moe-pad-expert-input-to-capacity
+        [*DP2, ("workload.parallelism.ep", 2), ("workload.training.moe_dispatcher", "deepep"),
+         ("workload.model.moe", {"num_experts": 8, "top_k": 2, "capacity_factor": 1.5})],
+        "workload.model.moe.capacity_factor", ["1.5 pads", "deepep does not", "at most 1"]),
     "fsdp with distributed optimizer": (
         [("workload.parallelism.fsdp", "full_shard"), ("workload.parallelism.distributed_optimizer", True)],
         "workload.parallelism.fsdp", ["already shards the optimizer"]),

@@ -280,6 +280,11 @@ def check_workload_fits(wl: MegatronWorkload, dc: DatacenterConfig) -> None:
     if train.moe_dispatcher == "deepep" and model.moe is None:
         raise FieldError("workload.training.moe_dispatcher", "deepep dispatches MoE tokens to their experts, but "
                          "the model has no MoE block; leave it out")
+    if train.moe_dispatcher == "deepep" and (model.moe.capacity_factor or 1.0) > 1.0:
+        raise FieldError("workload.model.moe.capacity_factor", f"{model.moe.capacity_factor} pads every expert's "
+                         "input up to its capacity, which deepep does not do (Megatron-Core refuses "
+                         "--moe-pad-expert-input-to-capacity with the flex dispatcher's deepep backend); leave it "
+                         "out, or at most 1 to drop tokens, or use moe_dispatcher alltoall")
     if par.ep > 1:
         if model.moe is None:
             raise FieldError("workload.parallelism.ep", f"ep = {par.ep} but the model has no MoE block")
