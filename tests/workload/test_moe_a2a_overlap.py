@@ -154,10 +154,15 @@ def test_the_overlap_keeps_plain_1f1bs_activations_plus_one_layer_not_a_micro_ba
     ({"pp": 2, "pipeline_schedule": "zb_h1"}, "pipeline_schedule zb_h1"),
     ({"recompute": "full"}, "full recomputation"),
     ({"recompute": "selective", "recompute_modules": ["moe"]}, "the moe module recomputed"),
+    ({"training": {"dtype": "fp32"}}, "a bf16 or fp16 model only, not dtype fp32"),  # TransformerConfig asserts
+    ({"training": {"dtype": "tf32"}}, "a bf16 or fp16 model only, not dtype tf32"),  # bf16 or fp16
+    ({"training": {"autocast": True}}, "not torch.autocast over fp32 parameters"),
 ])
 def test_what_megatron_core_refuses_is_exit_2_naming_the_field(tmp_path, change, says):
     data = scenario(False).model_dump(mode="json", exclude_none=True)
-    data["workload"]["parallelism"].update({"overlap_moe_expert_parallel_comm": True, **change})
+    parallelism = {key: value for key, value in change.items() if key != "training"}
+    data["workload"]["training"].update(change.get("training", {}))
+    data["workload"]["parallelism"].update({"overlap_moe_expert_parallel_comm": True, **parallelism})
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump(data))
     run = cli("simulate", str(path))

@@ -518,8 +518,8 @@ class ParallelismSpec(StrictModel):
         False, description="run each steady-state forward and backward as one combined step, layer by layer, each "
         "one's token dispatch and combine all-to-alls beside the other's computation (Megatron-Core's "
         "--overlap-moe-expert-parallel-comm, Megatron-Bridge's moe_a2a_overlap; combined_1f1b.py); needs ep > 1, "
-        "vpp > 1 where pp > 1, no full recomputation, and one more warm-up forward runs; under dualpipe and "
-        "dualpipev, their overlapped forward-backward pairs run so")
+        "vpp > 1 where pp > 1, no full recomputation, a bf16 or fp16 model, and one more warm-up forward runs; "
+        "under dualpipe and dualpipev, their overlapped forward-backward pairs run so")
     context_parallel_comm: Literal["p2p", "all_gather", "a2a", "a2a+p2p"] = Field(
         "p2p", description="how context-parallel ranks exchange keys and values: p2p passes them around a ring "
         "overlapped with attention blocks (Megatron's default --cp-comm-type p2p, Transformer Engine's "
@@ -801,6 +801,11 @@ class TrainingSpec(StrictModel):
         """Whether the run trains under torch.autocast over fp32 parameters (`autocast`, else eager work)."""
         return self.elementwise == "eager" if self.autocast is None else self.autocast
 
+    @property
+    def fp32_parameters(self) -> bool:
+        """Whether the run keeps its parameters in fp32: an fp32 or tf32 run's, or torch.autocast's over them."""
+        return self.dtype in (DType.fp32, DType.tf32) or self.uses_autocast
+
     def replica_microbatches(self, dp: int) -> list[int]:
         """Micro-batches each of the `dp` data-parallel replicas runs in one step: dp_shares, or the even split."""
         if self.dp_shares is not None:
@@ -931,7 +936,7 @@ class MegatronWorkload(StrictModel):
         """Why Megatron-Core would refuse overlap_moe_expert_parallel_comm on this workload, or None
         (TransformerConfig.__post_init__): it needs expert parallelism, the interleaved schedule where the pipeline
         has more than one stage, no full recomputation and no `moe` module recomputed, at most one
-        multi-token-prediction layer."""
+        multi-token-prediction layer, and a bf16 or fp16 model (fp8 and fp4 runs keep bf16 parameters)."""
         par = self.parallelism
         if self.model.moe is None or par.ep == 1:
             return "it overlaps expert-parallel all-to-alls: it needs an MoE model and ep > 1"
@@ -944,6 +949,10 @@ class MegatronWorkload(StrictModel):
             return "Megatron-Core refuses it with full recomputation or the moe module recomputed"
         if self.model.mtp_layers > 1:
             return f"Megatron-Core runs it with at most one multi-token-prediction layer, not {self.model.mtp_layers}"
+        if self.training.fp32_parameters:
+            kept = "torch.autocast over fp32 parameters" if self.training.uses_autocast else \
+                f"dtype {self.training.dtype.value}"
+            return f"Megatron-Core runs it on a bf16 or fp16 model only, not {kept}"
         if self.framework == "deepspeed":
             return "it is Megatron-Core's schedule; framework deepspeed has none"
         return None
@@ -984,8 +993,7 @@ class MegatronWorkload(StrictModel):
                                  "dtype")
             if value is not None and value > layers:
                 raise FieldError(f"training.{name}", f"{value} is more than the model's {layers} layers")
-        fp32_weights = train.dtype in (DType.fp32, DType.tf32) or train.uses_autocast
-        if fp32_weights and train.master_weights_dtype != DType.fp32:
+        if train.fp32_parameters and train.master_weights_dtype != DType.fp32:
             kept = "torch.autocast over fp32 parameters" if train.uses_autocast else f"{dtype} training"
             raise FieldError("training.master_weights_dtype", f"{train.master_weights_dtype.value} is the master copy "
                              f"16-bit and narrower training keeps beside its weights; {kept} updates its fp32 "

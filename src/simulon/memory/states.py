@@ -27,7 +27,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from ..config.common import DType
 from ..config.number_formats import QUANTIZED_COPIES
 from ..config.workload import MegatronWorkload, ModelSpec
 from ..workload.layer_kernels import LayerKernels, ShardShape
@@ -84,7 +83,7 @@ class ModelStates:
         self.frozen = train.peft == "lora"
         # fp32 parameters: an fp32 run's, or torch.autocast's over them (fp32 weights and gradients, no master copy;
         # the 16-bit casts a layer keeps for its backward are not counted)
-        self.fp32 = train.dtype in (DType.fp32, DType.tf32) or train.uses_autocast
+        self.fp32 = train.fp32_parameters
         self.par = par
         self._by_stage: dict[int, StageParameters] = {}  # stage_parameters by stage (its cache hashes the model)
 
