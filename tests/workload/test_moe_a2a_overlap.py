@@ -251,6 +251,21 @@ def test_the_searched_strategy_is_exported_with_the_overlap_where_it_runs_it():
         "workload"]["parallelism"]
 
 
+def test_the_searched_arguments_name_the_dispatcher_simulated_which_megatrons_default_allgather_is_not():
+    ep8 = Strategy(1, 1, 1, 8, 1, 8, 1, 1, False, "none", "distributed_optimizer", "bf16", False)
+    overlapped = " ".join(megatron_arguments(ep8, one_node(True)))  # Megatron asserts alltoall or flex with it
+    assert "--moe-token-dispatcher-type alltoall --overlap-moe-expert-parallel-comm" in overlapped
+    assert "--moe-token-dispatcher-type alltoall" in megatron_arguments(ep8, one_node(False))
+    plain = one_node(False)
+    deepep = plain.model_copy(update={"workload": plain.workload.model_copy(update={
+        "training": plain.workload.training.model_copy(update={"moe_dispatcher": "deepep"})})})
+    flex = " ".join(megatron_arguments(ep8, deepep))
+    assert "--moe-token-dispatcher-type flex --moe-flex-dispatcher-backend deepep" in flex and "alltoall" not in flex
+    dense = gpt_scenario(nodes=1, gpus_per_node=8, layers=LAYERS)
+    assert "dispatcher" not in " ".join(megatron_arguments(Strategy(1, 1, 1, 8, 1, 1, 1, 1, False, "none",
+                                                                    "distributed_optimizer", "bf16", False), dense))
+
+
 def test_the_search_estimate_hides_dualpipes_overlapped_pairs_as_the_schedule_marks_them():
     strategy = Strategy(1, 4, 1, 2, 1, 2, 1, 1, False, "none", "distributed_optimizer", "bf16", False)
     plain, overlapped = (Search(sc).estimator.estimate(strategy, apply(sc.workload, strategy))

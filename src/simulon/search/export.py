@@ -19,6 +19,12 @@ MEGATRON_RECOMPUTE_MODULE = {"mlp_in": "mlp", "context": "core_attn"}
 re-run of an MLP's input projections as Megatron's whole-MLP checkpoint, which re-runs fc2 as well; of core
 attention for its output as Megatron's core-attention checkpoint, which keeps that output."""
 
+MEGATRON_DISPATCHER = {"alltoall": ["--moe-token-dispatcher-type alltoall"],
+                       "deepep": ["--moe-token-dispatcher-type flex", "--moe-flex-dispatcher-backend deepep"]}
+"""Megatron-LM's flags for the token dispatcher each training.moe_dispatcher simulates: its default is allgather
+(TransformerConfig.moe_token_dispatcher_type), which --overlap-moe-expert-parallel-comm refuses; DeepEP runs under
+the flex dispatcher (--moe-enable-deepep is deprecated for --moe-flex-dispatcher-backend deepep)."""
+
 
 def overlaps_expert_comm(strategy: Strategy, sc: ScenarioConfig) -> bool:
     """Whether the strategy runs the scenario's expert-parallel all-to-all overlap (search.run.apply keeps it where
@@ -67,6 +73,8 @@ def megatron_arguments(strategy: Strategy, sc: ScenarioConfig) -> list[str]:
                  f"--recompute-num-layers {sc.workload.parallelism.recompute_num_layers}"]
     elif s.recompute == "full":
         args += ["--recompute-granularity full", "--recompute-method uniform", "--recompute-num-layers 1"]
+    if sc.workload.model.moe is not None:
+        args += MEGATRON_DISPATCHER[train.moe_dispatcher]
     if overlaps_expert_comm(strategy, sc):
         args.append("--overlap-moe-expert-parallel-comm")
     if par.overlap_grad_reduce:
