@@ -6,10 +6,11 @@ all-gather's, the process groups, what it keeps, and what is refused."""
 from __future__ import annotations
 
 import pytest
+import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from helpers import gpt_scenario
+from helpers import cli, gpt_scenario
 from simulon.collective.types import CollType
 from simulon.memory.activations import ActivationModel
 from simulon.pipeline import simulate
@@ -124,6 +125,19 @@ def test_a_context_parallel_split_the_heads_cannot_take_is_refused_naming_the_fi
     with pytest.raises(ValueError, match=r"workload\.parallelism\.") as caught:  # pydantic's, as the loader reads it
         scenario(change["cp"], change["context_parallel_comm"], change.get("sizes"), kv_heads=change.get("kv_heads"))
     assert says in str(caught.value)
+
+
+@pytest.mark.parametrize(("sizes", "says"), [
+    ([4], "[4]: it takes two entries, [all-to-all ranks, ring ranks], not 1"),
+    ([2, 2, 1], "[2, 2, 1]: it takes two entries"), ("2,2", "expected a list")])
+def test_hierarchical_sizes_of_another_length_are_one_plain_problem(tmp_path, sizes, says):
+    data = scenario(4, "a2a+p2p", [2, 2]).model_dump(mode="json", exclude_none=True)
+    data["workload"]["parallelism"]["hierarchical_context_parallel_sizes"] = sizes
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(data))
+    run = cli("simulate", str(path))
+    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
+    assert f"workload.parallelism.hierarchical_context_parallel_sizes: {says}" in run.stderr, run.stderr
 
 
 def test_the_search_offers_the_all_to_all_only_context_sizes_that_split_the_heads():

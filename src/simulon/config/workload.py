@@ -63,7 +63,15 @@ def _list_as_tuple(value: Any) -> Any:
     return tuple(value) if isinstance(value, list) else value
 
 
-CPSizes = Annotated[tuple[GPUCount, GPUCount], BeforeValidator(_list_as_tuple)]
+def _two_cp_sizes(value: Any) -> Any:
+    """[all-to-all ranks, ring ranks] as a tuple; a list of another length is refused as one problem (pydantic
+    named the missing item, or a tuple 'after validation')."""
+    if isinstance(value, list | tuple) and len(value) != 2:
+        raise ValueError(f"{list(value)}: it takes two entries, [all-to-all ranks, ring ranks], not {len(value)}")
+    return _list_as_tuple(value)
+
+
+CPSizes = Annotated[tuple[GPUCount, GPUCount], BeforeValidator(_two_cp_sizes)]
 """[all-to-all ranks, ring ranks] of hierarchical context parallelism, written as a YAML list."""
 LayerFlags = Annotated[tuple[Literal[0, 1], ...], BeforeValidator(_list_as_tuple)]
 """A 0 or 1 per layer, written as a YAML list."""
