@@ -446,3 +446,15 @@ def test_an_algorithm_never_refused_runs_every_collective_of_a_step_on_any_group
                     except Unrunnable:
                         refused = True
         assert refused == (name not in never), name
+
+
+def test_tree_correction_stops_past_its_table_as_ncclTopoGetAlgoTime_does():
+    # src/graph/tuning.cc (2.27): bw *= treeCorrectionFactor[p][logSize] only while logSize = log2(nBytes / 64) < 23,
+    # so from 512 MiB a tree is priced uncorrected (Simple's last entry, 0.9, applied to 4 GiB made it 11% slower)
+    p = plan(nodes=16)
+    shape, ports = p.shape(range(128)), p.weakest_ports(range(128))
+    latency = p._latency(AR, shape, "tree", "simple", ports)
+    bandwidth = p._bus_bandwidth(AR, shape, "tree", "simple", ports)
+    for size, factor in ((2**28, 0.9), (2**29 - 64, 0.9), (2**29, 1.0), (2**32, 1.0)):
+        expected = latency + size / (1000 * bandwidth * factor)
+        assert p._time(AR, shape, size, "tree", "simple", ports) == pytest.approx(expected)

@@ -322,9 +322,9 @@ class CollectivePlan:
         """NCCL's predicted microseconds for one (algorithm, protocol)."""
         algorithm = find_algorithm(algorithm).tuned_as
         algbw = self._bus_bandwidth(ctype, shape, algorithm, protocol, ports)
-        if algorithm == "tree" and size >= 64:
-            correction = constants()["tree_correction"][protocol]
-            algbw *= correction[min(int(math.log2(size / 64)), len(correction) - 1)]
+        correction = constants()["tree_correction"][protocol]
+        if algorithm == "tree" and 64 <= size < 64 * 2 ** len(correction):  # none beyond the table (logSize < 23)
+            algbw *= correction[int(math.log2(size / 64))]
         latency = self._latency(ctype, shape, algorithm, protocol, ports)
         if (algorithm == "ring" and protocol == "simple" and shape.nodes > 1 and ctype == AR
                 and size / (self.arch["max_channels"] * shape.n) >= 64):  # the ring's plateau (ncclTopoGetAlgoTime)
