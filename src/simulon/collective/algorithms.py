@@ -275,9 +275,12 @@ def _p2p_period(ctype: CollType, shape: GroupShape) -> int:
 
 
 def _tree_period(ctype: CollType, shape: GroupShape) -> int:
-    """A tree's channels differ in which of the two trees and which chain member they use; inside one NVLink
-    domain in neither (tree.chain_parents: one chain on every channel)."""
-    return 1 if shape.nodes == 1 else 2 * (shape.per_node or 1)
+    """A tree's channels differ in which of the two trees and which chain member they use, and in a mesh which of
+    the members' cycles their chain follows; inside one NVLink domain of a switch in none (tree.chain_parents: one
+    chain on every channel). A pair of channels shares a chain."""
+    if shape.nodes == 1 and shape.mesh_cycles == 1:
+        return 1
+    return 2 * math.lcm(1 if shape.nodes == 1 else shape.per_node or 1, shape.mesh_cycles)
 
 
 def _chain_period(ctype: CollType, shape: GroupShape) -> int:

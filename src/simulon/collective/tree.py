@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from .common import FlowBuilder, FlowSet
+from .mesh import disjoint_cycles
 from .nccl import pipeline_chunks, tree_ll128_chunk_bytes
 from .shape import GroupShape
 
@@ -43,8 +44,14 @@ def chain_parents(shape: GroupShape, channel: int, node_parent: np.ndarray) -> n
     communicator's topology has no network (src/graph/paths.cc, ncclTopoTrimSystem: system->inter = 0), and
     the search takes the first channel in PCI order and replays that order for the others (src/graph/search.cc,
     ncclTopoSearchRec, "Intra-node only"): every channel runs down one chain of the members in order, whose inner
-    members send each byte twice, which NCCL's model prices as its tree's half of the bus bandwidth."""
+    members send each byte twice, which NCCL's model prices as its tree's half of the bus bandwidth. In a full mesh
+    (xGMI) a chain's hops are single links, not a switch port: the chains follow the members' disjoint cycles, a
+    different one per channel, as the rings do (ring.ring_order), so that together they use every link, as the
+    graph search, which books each link's bandwidth, spreads them."""
     by_node = np.stack(shape.members)                                  # regular: [nodes, members per node]
+    if shape.mesh:
+        cycles = disjoint_cycles(by_node.shape[1])
+        by_node = by_node[:, list(cycles[channel % len(cycles)])]
     start = 0 if shape.nodes == 1 else channel % by_node.shape[1]
     chains = np.roll(by_node, -start, axis=1)
     parent = np.full(shape.n, -1, dtype=np.int64)
