@@ -10,7 +10,13 @@ protocol) auto weighs, and for each hardware family and size class the script pr
 fastest choice is not auto's, the busbw MAPE of either choice against the measurement there, and in how many of
 those rows the measurement is nearer auto's.
 
+With --sizes (a list like 1KiB,64MiB or `pow4`: 1 KiB to 4 GiB by powers of 4), --ops (adds alltoall, NCCL's
+grouped send/receive, whose only choice is p2p) and --one-per-node (also the group of each node's first GPU, where
+NCCL enables PAT), the sweep covers the issue's grid; each case prints with auto's pick and the fastest replayed one.
+
     uv run python benchmarks/bench_tuner_choice.py [--templates dgx-h100,dgx-b200] [--nodes 1,2,4] [--over 1.1]
+    uv run python benchmarks/bench_tuner_choice.py --templates dgx-a100,dgx-h100,hgx-h200,dgx-b200,mi300x-platform \
+        --nodes 1,2,4,8,16 --sizes pow4 --ops allreduce,allgather,reducescatter,alltoall --one-per-node --over 1.05
     uv run python benchmarks/bench_tuner_choice.py --table ../shared/validation/collectives.csv
 """
 
@@ -20,14 +26,14 @@ import argparse
 from collections import defaultdict
 
 from simulon.collective.tuner import CollectivePlan
-from simulon.collective.types import POINT_TO_POINT, CollType
+from simulon.collective.types import POINT_TO_POINT, CollType, collective_named
 from simulon.config import DatacenterConfig
+from simulon.config.units import parse_size
 from simulon.network.topology import Topology
 from simulon.pipeline import collective_sweep
 from simulon.validate.collectives import Case, collective_cases, size_class
 from simulon.validate.report import read_table
 
-COLLECTIVES = (CollType.AllReduce, CollType.AllGather, CollType.ReduceScatter)
 SIZES = [2.0**k for k in (16, 20, 24, 25, 26, 27, 30)]
 
 
@@ -83,32 +89,53 @@ def against_table(path: str) -> None:
           f"{sum(a < b for a, b in rows)}")
 
 
+def sweep_sizes(text: str | None) -> list[float]:
+    """--sizes: the default few, `pow4` (1 KiB to 4 GiB by powers of 4), or a list like 1KiB,64MiB."""
+    if text is None:
+        return SIZES
+    if text == "pow4":
+        return [1024.0 * 4**k for k in range(12)]
+    return [parse_size(part) for part in text.split(",")]
+
+
+def groups(dc: DatacenterConfig, nodes: int, one_per_node: bool) -> list[tuple[str, tuple[int, ...]]]:
+    """Every GPU, and with one_per_node each node's first GPU (on more than one node)."""
+    every = tuple(range(dc.num_gpus))
+    firsts = every[::dc.node.gpus_per_node]
+    return [("all", every)] + ([("1/node", firsts)] if one_per_node and len(firsts) > 1 else [])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--templates", default="dgx-h100,dgx-b200,dgx-a100")
     parser.add_argument("--nodes", default="1,2,4")
     parser.add_argument("--over", type=float, default=1.1)
+    parser.add_argument("--sizes", help="sizes like 1KiB,64MiB, or pow4 (default: 64 KiB to 1 GiB, seven)")
+    parser.add_argument("--ops", default="allreduce,allgather,reducescatter")
+    parser.add_argument("--one-per-node", action="store_true", help="also each node's first GPU")
     parser.add_argument("--table", help="compare against the measurements of this collectives table instead")
     args = parser.parse_args()
     if args.table:
         against_table(args.table)
         return
-    print(f"{'datacenter':14s} {'nodes':>5} {'collective':13s} {'MiB':>9}  auto (us)  fastest (us)  ratio")
+    sizes, ops = sweep_sizes(args.sizes), [collective_named(op) for op in args.ops.split(",")]
+    print(f"{'datacenter':15s} {'nodes':>5} {'group':6s} {'GPUs':>4} {'collective':13s} {'bytes':>10}  "
+          f"auto (us)  fastest (us)  ratio")
     for template in args.templates.split(","):
         for nodes in map(int, args.nodes.split(",")):
             dc = DatacenterConfig.model_validate({"from": template, "cluster": {"num_nodes": nodes}})
-            group = tuple(range(dc.num_gpus))
-            for ctype in COLLECTIVES:
-                auto = collective_sweep(dc, ctype, group, SIZES, "auto")
-                each = {c: collective_sweep(dc, ctype, group, SIZES, c[0], protocol=c[1])
-                        for c in choices(dc, ctype, group)}
-                for i, size in enumerate(SIZES):
-                    best = min(each, key=lambda c: each[c][i].time_us)
-                    ratio = auto[i].time_us / each[best][i].time_us
-                    if ratio > args.over:
-                        print(f"{template:14s} {nodes:5d} {ctype.name:13s} {size / 2**20:9.3f}  "
-                              f"{auto[i].algorithm}/{auto[i].protocol} {auto[i].time_us:.1f}  "
-                              f"{best[0]}/{best[1]} {each[best][i].time_us:.1f}  {ratio:.2f}")
+            for label, group in groups(dc, nodes, args.one_per_node):
+                for ctype in ops:
+                    auto = collective_sweep(dc, ctype, group, sizes, "auto")
+                    each = {c: collective_sweep(dc, ctype, group, sizes, c[0], protocol=c[1])
+                            for c in choices(dc, ctype, group)}
+                    for i, size in enumerate(sizes):
+                        best = min(each, key=lambda c: each[c][i].time_us)
+                        ratio = auto[i].time_us / each[best][i].time_us
+                        if ratio > args.over:
+                            print(f"{template:15s} {nodes:5d} {label:6s} {len(group):4d} {ctype.name:13s} "
+                                  f"{size:10.0f}  {auto[i].algorithm}/{auto[i].protocol} {auto[i].time_us:.1f}  "
+                                  f"{best[0]}/{best[1]} {each[best][i].time_us:.1f}  {ratio:.2f}", flush=True)
 
 
 if __name__ == "__main__":
