@@ -7,6 +7,18 @@ both from its tables and the topology's bandwidths, and takes the fastest it has
 channels while a message is too small to give each channel's threads enough work. simulon evaluates the
 same model on its own topology (scale-up port and NIC bandwidth, node count, in-switch reduction) to pick
 what to simulate; the simulated time itself comes from the flows.
+
+So auto can pick a choice that the replay finds slower than another one NCCL weighs (`benchmarks/
+bench_tuner_choice.py --over 1.05` lists the cases): mostly a protocol at a size where NCCL's model and the
+replay's calibrated launch and per-hop latencies cross over apart (LL against LL128 below a few MiB, LL128
+against Simple above), NVLS or NVLS-tree against rings of 4-256 MiB, and a Simple tree of 512 MiB-1 GiB over 8
+or more nodes, whose replay a deep tree fills slowly (each channel cut in at most nccl.yaml's
+max_pipeline_chunks, 16, where NCCL's 512 KiB chunks make 64 at 1 GiB). auto keeps NCCL's choice there on
+purpose, because it is what NCCL runs and what the measurements side with: where `validate collectives`
+replays a measured row faster with some other choice, the measurement is mostly nearer auto's (README: "So
+auto keeps NCCL's choice"; `bench_tuner_choice.py --table`), and the calibration, fitted on the
+choices NCCL makes, does not pin down the link parameters of those it does not make. Where the replay was
+wrong for a structural reason (a mesh's trees all on one chain of links), the replay was fixed, not the pick.
 """
 
 from __future__ import annotations
