@@ -84,15 +84,20 @@ def split_costs(rates: np.ndarray, uplink: float) -> np.ndarray:
     return np.minimum(low, low[::-1] + uplink)
 
 
+CONCAVE_ROUNDING = 1e-9
+"""How far above 0 a split cost's second difference may lie, relative to the cost, and the cost still be concave: the
+rounding of the port rates' running sums (a double's, 1e-16 of them), far below any real step between two rates."""
+
+
 def _copies(cost: np.ndarray, n: int, limit: int) -> np.ndarray:
     """The least cost of each port count 0..limit over `n` switches of one split cost `cost` (inf where none
     holds it). Where the cost is concave (ports of one rate) some least split has at most one switch partly on
     the far side, the rest whole or none: m whole and one at the remainder; otherwise min-plus powers."""
     p = len(cost) - 1
-    t = np.arange(min(limit, n * p) + 1)
     if p == 0:
         return np.zeros(1)
-    if np.all(np.diff(cost, 2) <= 1e-9 * max(float(cost.max()), 1.0)):
+    if np.all(np.diff(cost, 2) <= CONCAVE_ROUNDING * max(float(cost.max()), 1.0)):
+        t = np.arange(min(limit, n * p) + 1)
         return (t // p) * cost[p] + cost[t % p]
     total, power = np.array([0.0]), cost
     while n:
