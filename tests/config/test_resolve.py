@@ -670,6 +670,7 @@ def test_a_system_word_shared_by_systems_of_several_gpus_is_refused_naming_them_
 
 @pytest.mark.parametrize(("text", "nodes", "gpus"), [
     ("A100-SXM (2 nodes x 8)", 2, None),       # after a count of nodes: a node's GPUs
+    ("2 H100 nodes x 8", 2, None),             # ... with the GPU named between (was 2 and 8 nodes: refused)
     ("Titan-RTX x2", None, 2),                 # 'rtx' is the GPU's name, not the system's
     ("mixed RTX-3090x2+Titan-RTXx2", None, None),  # after other GPUs: theirs
 ])
@@ -684,7 +685,10 @@ def test_a_count_written_after_nodes_or_a_gpus_own_words_counts_no_systems(text,
     ("8 x NVIDIA H100", "dgx-h100", None, 8),        # a vendor between: was no count
     ("8x H100 x 4", "dgx-h100", None, 32),           # four of eight: was no count (8 and 4 disagreed)
     ("8x H100 80GB SXM5 (x4)", "dgx-h100", None, 32),
-    ("2 H100 nodes", "dgx-h100", None, None),        # nodes follow: no count of GPUs
+    ("2 H100 nodes", "dgx-h100", 2, None),           # nodes follow: a count of nodes, none of GPUs (was neither)
+    ("4 DGX H100 servers", "dgx-h100", 4, None),
+    ("2 NVIDIA H100 80GB nodes", "dgx-h100", 2, None),
+    ("2 GB200 NVL72 racks", "gb200-nvl72", 36, None),
     ("8x A100 single node", "dgx-a100", None, 8),    # ... but "8x" counts GPUs whatever follows
     ("NVLink 4 H100", "dgx-h100", None, None),       # an NVLink generation, no count
     ("dgxh100", "dgx-h100", None, None),             # a system run into its GPU: was no GPU named
@@ -695,6 +699,12 @@ def test_a_count_written_after_nodes_or_a_gpus_own_words_counts_no_systems(text,
 def test_counts_and_names_are_read_the_way_people_write_them(text, system, nodes, gpus):
     hardware = resolve_hardware(text)
     assert (hardware.system, hardware.nodes, hardware.gpus, hardware.stray) == (system, nodes, gpus, ())
+
+
+@pytest.mark.parametrize("text", ["8 GPUs per node, H100", "H100, 8 per node", "8x H100 nodes"])
+def test_a_count_of_gpus_beside_the_word_node_counts_no_nodes(text):
+    """Words between a count and "node" that are not the hardware's name ("GPUs per") make no count of nodes."""
+    assert resolve_hardware(text).nodes is None
 
 
 def test_teslas_brand_is_no_stray_word():

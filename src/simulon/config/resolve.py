@@ -135,6 +135,10 @@ RATE_TOLERANCE = 0.05
 """How far a stated rate or power may be from the template's and still be it (vendors round: 7.7 vs 8 TB/s)."""
 NODE_COUNT = re.compile(r"(?i)(?<![\w.])(\d+)\s*[x×]?\s*(node|server|system|rack)s?\b")
 """A count of nodes ("2 nodes", "1 node", "16 servers") or of systems or racks ("4 systems", "2 racks")."""
+NAMED_NODE_COUNT = re.compile(r"(?i)(?<![\w.])(\d+)\s+((?:[\w-]+\s+){1,4}?)(node|server|system|rack)s?\b")
+"""A count of nodes with the hardware's name between ("2 H100 nodes", "4 DGX H100 servers", "2 GB200 NVL72 racks"):
+nodes (or systems, racks) where every word between is the GPU's model, the system's own, a vendor's or a quantity
+(_named_node_counts); not "8 GPUs per node"."""
 SYSTEM_COUNT = re.compile(r"(?i)(?<![\w.])(\d+)\s*[x×]\s*([a-z][a-z0-9]*)")
 """A count written onto a word ("4x DGX H100", "2x NVL72"): that many systems where the word is the system's own."""
 GPU_COUNT = re.compile(rf"(?i)(?<![\w.])(?<!nvlink\s)(\d+)(?:\s*[x×]\s*|\s+(?!(?:[\w-]+\s+){{1,3}}?"
@@ -577,6 +581,7 @@ def _nodes_stated(text: str, system: str, datacenter: dict[str, Any], model: str
     per_system = max(1, domain // per_node)
     own = system_words(system)
     units = [(int(found.group(1)), found.group(2).lower()) for found in NODE_COUNT.finditer(text)]
+    units += _named_node_counts(text, own, model)
     counts = {count * (1 if unit in ("node", "server") else per_system) for count, unit in units}
     counts |= {int(found.group(1)) * per_system for found in SYSTEM_COUNT.finditer(text)
                if _own_word(found.group(2), own)}
@@ -593,6 +598,19 @@ def _nodes_stated(text: str, system: str, datacenter: dict[str, Any], model: str
     if 0 in counts:
         raise Unresolved(f"{text!r} states no node (0): count at least one")
     return counts.pop() if counts else None
+
+
+def _named_node_counts(text: str, own: frozenset[str], model: str) -> list[tuple[int, str]]:
+    """(count, unit) of each count of nodes, systems or racks written with the hardware's name between the two
+    (NAMED_NODE_COUNT): every word between is the GPU's `model`, one of the system's `own` words, a vendor's or a
+    quantity ("80GB"), and one of them names the hardware."""
+    found = []
+    for match in NAMED_NODE_COUNT.finditer(separated(text)):
+        between = set(words(match.group(2)))
+        named = between & ({model} | own)
+        if named and all(w in named or w in VENDORS or QUANTITY.fullmatch(w) for w in between):
+            found.append((int(match.group(1)), match.group(3).lower()))
+    return found
 
 
 def _own_word(word: str, own: frozenset[str]) -> bool:
@@ -744,8 +762,8 @@ def _trailing_counts(text: str, own: frozenset[str], model: str) -> list[tuple[i
     back to a comma, parenthesis or '+': "systems" where they hold one of the system's own words `own` that is no
     word of its GPU's name ("DGX H200 x 3"; not "Titan-RTXx2") or a word for any system (SYSTEM_WORDS: "H100 server
     x 4"), "gpus" where they hold the GPU's model word alone ("H100 x8"), "times" where a count of the GPUs comes
-    before them ("8x H100 x 4": four of eight). It counts nothing after a count of nodes ("2 nodes x 8": GPUs a
-    node), after another GPU's model ("RTX-3090x2+Titan-RTXx2") or where it is the system's own multiplier
+    before them ("8x H100 x 4": four of eight). It counts nothing after a count of nodes ("2 nodes x 8", "2 H100 nodes
+    x 8": GPUs a node), after another GPU's model ("RTX-3090x2+Titan-RTXx2") or where it is the system's own multiplier
     ("NVL36x2", two NVL36 racks as one NVLink domain)."""
     gpu_words = {w for stem in gpu_models().get(model, ()) for name in _names("gpu", stem)[:2] for w in words(name)}
     found = []
@@ -753,7 +771,8 @@ def _trailing_counts(text: str, own: frozenset[str], model: str) -> list[tuple[i
         count = int(match.group(1))
         phrase = re.split(r"[,;(+]", text[:match.start()].rstrip(" )"))[-1]
         before = set(words(phrase))
-        if f"x{count}" in own or NODE_COUNT.search(phrase) or before & (gpu_models().keys() - {model}):
+        counted_nodes = NODE_COUNT.search(phrase) or _named_node_counts(phrase, own, model)
+        if f"x{count}" in own or counted_nodes or before & (gpu_models().keys() - {model}):
             continue
         if before & ((own - gpu_words) | SYSTEM_WORDS):
             found.append((count, "systems"))
