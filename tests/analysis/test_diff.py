@@ -131,6 +131,22 @@ def test_a_missing_file_is_named_with_exit_status_2(results, tmp_path):
     assert run.returncode == 2 and run.stderr == f"error: {missing}: cannot read: No such file or directory\n"
 
 
+@pytest.mark.parametrize(("command", "written_by"), [
+    (("search", str(SEED_SCENARIO), "--replay", "1", "--json"), "simulon search --json"),
+    (("memory", str(SEED_SCENARIO), "--json"), "simulon memory --json"),
+    (("topology", str(SEED_SCENARIO), "--json"), "simulon topology --json"),
+])
+def test_another_commands_json_is_named_as_its_output_not_as_a_damaged_simulation(results, tmp_path, command,
+                                                                                  written_by):
+    """A search's result was refused as `iteration_time_ms: missing (is this simulon simulate --json output?)`."""
+    other = tmp_path / "other.json"
+    other.write_text(cli(*command).stdout)
+    run = cli("diff", str(results[0]), str(other))
+    assert run.returncode == 2 and run.stderr == (
+        f"error: {other}: the output of `{written_by}`, not a simulation's: diff compares two results of "
+        "`simulon simulate --json` (simulate each scenario to compare, with --json)\n")
+
+
 def mutations(value):
     """A JSON value, or something in its place."""
     return st.one_of(st.just(value), st.none(), st.text(max_size=3), st.booleans(), st.floats(allow_nan=True),

@@ -106,6 +106,10 @@ def read_result(path: Path) -> dict:
         raise ConfigError(f"{path}: cannot read: {exc}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a JSON object from simulon simulate --json, got {type(data).__name__}")
+    other = [command for keys, command in OTHER_OUTPUTS if keys <= data.keys()]
+    if other and "iteration_time_ms" not in data:
+        raise ConfigError(f"{path}: the output of `{other[0]}`, not a simulation's: diff compares two results of "
+                          "`simulon simulate --json` (simulate each scenario to compare, with --json)")
     if _number(data, ("iteration_time_ms",), path) <= 0:
         raise ConfigError(f"{path}: iteration_time_ms: expected a step time above 0, got {data['iteration_time_ms']!r}")
     for field in HEADLINE:
@@ -114,6 +118,16 @@ def read_result(path: Path) -> dict:
         _number(data, ("breakdown", term), path)
     return data
 
+
+OTHER_OUTPUTS = (
+    (frozenset({"enumerated", "top", "refused"}), "simulon search --json"),
+    (frozenset({"baseline", "best", "considered"}), "simulon plan-hetero --json"),
+    (frozenset({"capacity_bytes", "fits", "stages"}), "simulon memory --json"),
+    (frozenset({"rows", "mape_pct"}), "simulon validate --json"),
+    (frozenset({"gpus", "fabric", "tiers"}), "simulon topology --json"),
+)
+"""The JSON objects other commands write, by keys each always holds: one given to diff is named as what it is (a
+search's was told its step time was missing, as if a simulation's were damaged)."""
 
 ROUNDING_MS = 1e-9
 """How far below 0 a term may lie from the rounding of the replay's sums (analysis.findings.FLOOR_MS is a
