@@ -57,6 +57,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from .analysis.intervals import idle_length
 from .analysis.result import GPUBreakdown, MicroBatchSampling, SimulationResult
 from .config.common import FieldError
 from .config.scenario import ScenarioConfig, check_workload_fits
@@ -226,15 +227,15 @@ def extrapolate(first: SimulationResult, second: SimulationResult, counts: tuple
 def extrapolate_gpu(first: GPUBreakdown, second: GPUBreakdown, counts: tuple[int, int], real: int,
                     step_ms: float) -> GPUBreakdown:
     """One GPU's breakdown along the line of its two replays, each part kept non-negative, its bubble what the
-    extrapolated step (`step_ms`) leaves of it (as a replay's is: compute, exposed communication and bubble add up
-    to the step; on the line of the bubble's own replays where the step is theirs). A part's increment between two
-    counts one micro-batch apart carries the replay's contention noise, multiplied by (m - m2) / (m2 - m1): on
-    DeepSeek-V3 (2,048 H800, 16 and 17 of 120) one GPU's overlapped communication, a few hundred ms, came out at
-    -400 ms while its exposed communication, 23 s, took the difference. The parts are a GPU's split of the step,
-    less certain than the step time itself."""
+    extrapolated step (`step_ms`) leaves of it (as a replay's is, analysis.intervals.idle_length: compute, exposed
+    communication and bubble add up to the step, a residue of rounding their sum 0; on the line of the bubble's own
+    replays where the step is theirs). A part's increment between two counts one micro-batch apart carries the
+    replay's contention noise, multiplied by (m - m2) / (m2 - m1): on DeepSeek-V3 (2,048 H800, 16 and 17 of 120) one
+    GPU's overlapped communication, a few hundred ms, came out at -400 ms while its exposed communication, 23 s, took
+    the difference. The parts are a GPU's split of the step, less certain than the step time itself."""
     def at(name: str) -> float:
         return max(line(getattr(first, name), getattr(second, name), counts, real), 0.0)
 
     compute, exposed = at("compute_ms"), at("exposed_comm_ms")
     return replace(second, compute_ms=compute, exposed_comm_ms=exposed, overlapped_comm_ms=at("overlapped_comm_ms"),
-                   bubble_ms=max(step_ms - compute - exposed, 0.0))
+                   bubble_ms=idle_length(step_ms, compute + exposed))

@@ -248,3 +248,26 @@ def test_a_step_too_short_to_sample_is_told_so_in_its_own_count(microbatches, mo
     """A one-micro-batch step was told it had '1 micro-batches' and to 'sample fewer', which no pair can."""
     with pytest.raises(ValueError, match=re.escape(says)):
         chosen_counts(small("1f1b", 1, microbatches), mode)
+
+
+
+def _unpipelined(microbatches: int, compute: float, exposed: float) -> SimulationResult:
+    """One GPU computing `compute` and waiting `exposed` on communication per micro-batch, nothing else: its step
+    is m (compute + exposed), with no bubble."""
+    busy, waiting = microbatches * compute, microbatches * exposed
+    ms = busy + waiting
+    per_gpu = [GPUBreakdown(0, 0, 1, busy, waiting, 0.0, 0.0)]
+    return SimulationResult(ms, 1, 1, 1.0 / ms, 1.0, 0.0, 1.0, 0.0, {"compute_ms": busy, "exposed_comm_ms": waiting,
+                                                                   "overlapped_comm_ms": 0.0, "bubble_ms": 0.0},
+                            per_gpu)
+
+
+@given(real=st.integers(5, 500), compute=st.floats(0.1, 100), exposed=st.floats(0.1, 100))
+def test_a_step_its_replays_leave_no_bubble_in_is_extrapolated_without_one(real, compute, exposed):
+    """Where the replays leave no GPU idle the extrapolated bubble is 0, not the rounding of the step less its parts:
+    DualPipe's 16 micro-batches sampled at 4 and 6 read a bubble of 5.7e-14 ms on every GPU, which the report wrote
+    out as 0.0000000000000568 ms, where both replays and the whole step have 0."""
+    result = extrapolate(_unpipelined(2, compute, exposed), _unpipelined(4, compute, exposed), (2, 4), real,
+                         tokens_per_iteration=1000.0, peak_flops=1e15)
+    assert result.per_gpu[0].bubble_ms == 0.0
+    assert result.breakdown["bubble_ms"] == 0.0
