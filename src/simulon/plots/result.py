@@ -10,7 +10,7 @@ from typing import Any
 from ..analysis.shown import shown_ms
 from ..config.errors import ConfigError
 from ..config.units import GiB
-from .figure import pyplot
+from .figure import fit_tick_labels, pyplot
 from .inputs import is_finite, need, number, numbers, replayed_of
 
 SIMULATE = "simulon simulate SCENARIO --json"
@@ -47,6 +47,8 @@ def breakdown(data: Any, source: str, options: Any = None) -> Any:
         ax.set_ylabel("ms per iteration")
     by_stage.legend(loc="lower right", fontsize=8)
     fig.suptitle(f"Step-time breakdown: {shown_ms(total_ms)} ms, {int(gpus):,} GPUs")
+    for ax in (by_gpu, by_stage):  # 32 GPUs' numbers, level, ran together ("1011121314")
+        fit_tick_labels(ax)
     return fig
 
 
