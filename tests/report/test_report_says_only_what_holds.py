@@ -9,7 +9,7 @@ import json
 from helpers import SEED_SCENARIO, cli
 from simulon.plots.links import links as plot_links
 from simulon.plots.result import gantt
-from simulon.report.page import critical_path, links, summary
+from simulon.report.page import breakdown, critical_path, links, summary
 
 
 def test_the_stands_for_sentence_appears_only_where_fewer_gpus_were_simulated_than_run(made):
@@ -74,3 +74,19 @@ def test_a_sampled_steps_report_and_plots_say_they_show_the_larger_replay(tmp_pa
     whole = json.loads(cli("simulate", str(SEED_SCENARIO), "--json").stdout)
     assert "replay" not in summary(whole)
     assert all("replay" not in draw(whole, "whole.json").axes[0].get_title() for draw in (gantt, plot_links))
+
+
+def test_a_sampled_steps_split_by_kind_is_captioned_as_the_replays_it_adds_up_to():
+    """The per-GPU split by kind (analysis.per_gpu) is the larger replay's: on the seed sampled at 2 and 3 of its 4
+    micro-batches its rows add up to the 3-micro-batch replay's step, yet it sat under the extrapolated step's
+    tables in the Breakdown section, which the summary says is the extrapolated step's, captioned as theirs."""
+    run = cli("simulate", str(SEED_SCENARIO), "--micro-batches", "2,3", "--json")
+    assert run.returncode == 0, run.stderr
+    sampled = json.loads(run.stdout)
+    row = sampled["analysis"]["per_gpu"][0]
+    split = row["compute_bound_ms"] + row["memory_bound_ms"] + sum(row["exposed_ms"].values()) + row["bubble_ms"]
+    assert split < 0.9 * sampled["iteration_time_ms"]
+    caption = "idle (ms), of the 3-micro-batch replay (not the extrapolated step)</caption>"
+    assert caption in breakdown(sampled)
+    whole = json.loads(cli("simulate", str(SEED_SCENARIO), "--json").stdout)
+    assert "idle (ms)</caption>" in breakdown(whole) and "replay" not in breakdown(whole)

@@ -136,11 +136,15 @@ def breakdown(data: dict) -> str:
                       [(text(stage), *(f"{v:,.2f}" for v in means)) for stage, means in stage_means(rows).items()],
                       "Per stage (ms, mean over its GPUs)")
     return (plot(data, "breakdown", "step-time breakdown per GPU and per stage")
-            + f'<div class="tables">{totals}{per_stage}</div>\n{per_gpu}{exposure(data["analysis"]["per_gpu"])}')
+            + f'<div class="tables">{totals}{per_stage}</div>\n{per_gpu}'
+            f'{exposure(data["analysis"]["per_gpu"], replayed_of(data, "the result"))}')
 
 
-def exposure(per_gpu: list[dict]) -> str:
-    """Per GPU the time compute-bound, memory-bound, exposed per communication kind and idle (analysis/exposure.py)."""
+def exposure(per_gpu: list[dict], replayed: tuple[int, int] | None = None) -> str:
+    """Per GPU the time compute-bound, memory-bound, exposed per communication kind and idle (analysis/exposure.py),
+    captioned as the larger replay's where the step was extrapolated (`replayed`: replayed_of): its rows add up to
+    that replay's step, not to the step the tables above it show."""
+    of = "" if replayed is None else f", of the {replayed[0]}-micro-batch replay (not the extrapolated step)"
     rows = []
     for i, g in enumerate(per_gpu):
         at = f"analysis.per_gpu.{i}"
@@ -149,7 +153,7 @@ def exposure(per_gpu: list[dict]) -> str:
                      *(in_ms(f"{at}.exposed_ms.{k}", v) for k, v in g["exposed_ms"].items()),
                      in_ms(f"{at}.bubble_ms", g["bubble_ms"])))
     return table(("GPU", "stage", "compute-bound", "memory-bound", *per_gpu[0]["exposed_ms"], "bubble"), rows,
-                 "Per GPU by kind: compute-bound, memory-bound (HBM), exposed communication, idle (ms)")
+                 f"Per GPU by kind: compute-bound, memory-bound (HBM), exposed communication, idle (ms){of}")
 
 
 def shares(path: dict, key: str, title: str, limit: int | None = None) -> str:
