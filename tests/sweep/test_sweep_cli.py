@@ -113,3 +113,11 @@ def test_a_sweep_of_the_datacenters_size_with_the_trained_gpus_fixed_is_refused_
     assert "workload.training.num_gpus: 8 fixes the GPUs" in done.stderr
     assert "--set datacenter.cluster.num_nodes+workload.training.num_gpus=1:8,2:16,4:32" in done.stderr
     assert not out.exists()
+
+
+def test_a_sweep_of_one_point_says_one_point(scenario, tmp_path):
+    """One value swept is one point: it printed '1 points (0 already in ..., 1 simulated)'."""
+    out = tmp_path / "sweep.csv"
+    done = cli("sweep", str(scenario), "--set", "parallelism.tp=2", "-o", str(out), "--jobs", "1")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"1 point (0 already in {out}, 1 simulated); written to {out}\n")

@@ -72,7 +72,8 @@ def sweep(
             {"series": s.name, "kind": s.kind, "gpus": s.gpus, "efficiency": s.efficiency,
              "worst": s.worst.describe() if s.worst else None} for s in series]}))
         return
-    print(f"{len(points)} points ({kept} already in {output}, {len(points) - kept} simulated); written to {output}")
+    print(f"{len(points)} point{'s' if len(points) != 1 else ''} ({kept} already in {output}, {len(points) - kept} "
+          f"simulated); written to {output}")
     for s in series:
         print(f"{s.name}: {s.kind} scaling over {s.gpus[0]:,}-{s.gpus[-1]:,} GPUs, efficiency "
               f"{100 * s.efficiency[-1]:.0f}% at {s.gpus[-1]:,}" + (f"; {s.worst.describe()}" if s.worst else ""))
