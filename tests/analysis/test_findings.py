@@ -7,6 +7,7 @@ import pytest
 from analysed import analysed
 
 from helpers import gpt_scenario
+from simulon.analysis.analyze import memory_bound_kernels
 from simulon.analysis.exposure import GPUExposure
 from simulon.analysis.findings import Settings, advice, findings
 from simulon.analysis.shown import shown_ms
@@ -184,3 +185,33 @@ def test_the_tied_embeddings_gradient_sum_is_advised_as_what_it_is_not_as_data_p
                     "between the first and the last pipeline stage, which sum the tied embedding's gradients after "
                     "the backward")
     assert "grad_bucket_size" in advice("DP", Settings(), "DP grad_allreduce (AllReduce)")
+
+
+HYBRID = gpt_scenario(nodes=1, gpus_per_node=2, tp=2, layers=4, seq=2048, gbs=2, hidden=1024,
+                      extra_model={"hybrid_pattern": "MM*-", "mamba": {"num_heads": 32, "head_dim": 64,
+                                                                        "state_size": 128, "num_groups": 8,
+                                                                        "conv_kernel": 4, "chunk_size": 128}})
+"""A small Mamba hybrid (two Mamba-2 layers, one attention, one MLP) on two tensor-parallel GPUs."""
+
+
+def test_the_memory_bound_finding_names_its_gpus_longest_memory_bound_kernels():
+    """It said only 'memory-bound (HBM) kernels: 154.3 ms on GPU 8 (stage 1)' of a Nemotron-H step whose memory-bound
+    time was the optimizer's and the Mamba SSD scan's; it now names the three longest with their replayed time."""
+    run = analysed(HYBRID)
+    (found,) = [f for f in run.analysis.findings if f.term == "memory_bound"]
+    gpu = int(found.where.split()[1])
+    longest = memory_bound_kernels(run.sim.dag, run.sim.timeline, run.analysis.ridge_flops_per_byte)[gpu]
+    assert [ms for _, ms in longest] == sorted((ms for _, ms in longest), reverse=True)
+    named = ", ".join(f"{name} {shown_ms(ms)} ms" for name, ms in longest[:3])
+    assert found.detail.endswith(f"; the longest: {named}")
+    assert any(name.startswith("mamba_ssd") for name, _ in longest[:3])
+    assert sum(ms for _, ms in longest) >= found.at_stake_ms  # the time only memory-bound kernels ran, and more
+
+
+def test_the_memory_bound_finding_names_at_most_three_kernels_and_no_others_finding_does():
+    kernels = {0: [("optimizer", 4.0), ("loss", 3.0), ("norm", 2.0), ("act", 1.0)]}
+    found = findings([row(0, memory=8.0, bubble=5.0)], {"by_term_ms": {}}, {}, 100.0, memory_kernels=kernels)
+    assert [f.detail for f in found] == [
+        "memory-bound (HBM) kernels: 8.0 ms on GPU 0 (stage 0), 8.0% of the step; the longest: optimizer 4.0 ms, "
+        "loss 3.0 ms, norm 2.0 ms",
+        "idle time (pipeline bubble, waiting on other stages or GPUs): 5.0 ms on GPU 0 (stage 0), 5.0% of the step"]

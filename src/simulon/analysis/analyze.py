@@ -13,7 +13,7 @@ from ..engine.replay import Timeline
 from ..network.topology import Topology
 from ..workload.kernels import KernelClass
 from .critical_path import CriticalPath, critical_path, path_summary
-from .exposure import GPUExposure, exposure
+from .exposure import GPUExposure, exposure, memory_bound
 from .findings import UNKNOWN, Finding, Settings, findings
 from .links import LinkSeries, LinkUse, link_series, link_use, links_summary, load_over_time
 
@@ -46,6 +46,23 @@ def attention_ms(dag: ExecutionDAG, timeline: Timeline) -> dict[int, float]:
     return {int(g): float(spent[g]) * 1e3 for g in dag.simulated_gpus.tolist()}
 
 
+def memory_bound_kernels(dag: ExecutionDAG, timeline: Timeline, ridge_flops_per_byte: float
+                         ) -> dict[int, list[tuple[str, float]]]:
+    """Per simulated GPU, its memory-bound kernels (exposure.memory_bound) by name with the milliseconds they ran
+    (as replayed, forward and backward together), longest first: what the memory-bound finding names."""
+    names = sorted({k.name for k in dag.kernel_specs})
+    index = {name: i for i, name in enumerate(names)}
+    # per kernel spec its name's index, and a last -1 for the nodes that run none (their kernel index is -1)
+    name_of = np.array([index[k.name] for k in dag.kernel_specs] + [-1], dtype=np.int64)
+    slow = np.append(memory_bound(dag, ridge_flops_per_byte), False)
+    nodes = np.flatnonzero((dag.kind == NodeKind.compute) & slow[dag.kernel])
+    spent = np.bincount(dag.gpu[nodes].astype(np.int64) * len(names) + name_of[dag.kernel[nodes]],
+                        weights=timeline.finish[nodes] - timeline.start[nodes],
+                        minlength=dag.num_gpus * len(names)).reshape(dag.num_gpus, len(names))
+    return {int(g): sorted(((names[i], float(spent[g, i]) * 1e3) for i in np.flatnonzero(spent[g])),
+                           key=lambda item: (-item[1], item[0])) for g in dag.simulated_gpus.tolist()}
+
+
 def analyze(dag: ExecutionDAG, timeline: Timeline, topology: Topology, peak_flops: float, hbm_bandwidth: float,
             settings: Settings = UNKNOWN) -> Analysis:
     """The analysis of a replayed step on a GPU of `peak_flops` (FLOP/s in the step's dtype) and `hbm_bandwidth`
@@ -62,5 +79,6 @@ def analyze(dag: ExecutionDAG, timeline: Timeline, topology: Topology, peak_flop
     links = {**links_summary(topology, use, timeline.rates.links, dag.multiplicity),
              "over_time": load_over_time(series, timeline.makespan)}
     attention = attention_ms(dag, timeline) if settings.warp_mma_attention else None
-    found = findings(per_gpu, summary, links, timeline.makespan * 1e3, settings, attention)
+    found = findings(per_gpu, summary, links, timeline.makespan * 1e3, settings, attention,
+                     memory_bound_kernels(dag, timeline, ridge))
     return Analysis(path, summary, per_gpu, use, links, found, ridge, series)

@@ -437,18 +437,26 @@ def _link_advice(settings: Settings, link_class: str) -> str:
     return _either([*tries, fewer])
 
 
+MEMORY_KERNELS = 3
+"""How many memory-bound kernels the memory-bound finding names, longest first (on a Mamba hybrid the optimizer step,
+then the SSD scan and its chunk state)."""
+
+
 def _either(tries: list[str]) -> str:
     return tries[0] if len(tries) == 1 else f"{', '.join(tries[:-1])}, or {tries[-1]}"
 
 
 def findings(per_gpu: list[GPUExposure], path: dict, links: dict, step_ms: float,
-             settings: Settings = UNKNOWN, attention_ms: dict[int, float] | None = None) -> list[Finding]:
+             settings: Settings = UNKNOWN, attention_ms: dict[int, float] | None = None,
+             memory_kernels: dict[int, list[tuple[str, float]]] | None = None) -> list[Finding]:
     """The findings of a step of `step_ms`, largest time at stake first (ties by term): from the per-GPU
     exposure, the critical path's summary (critical_path.path_summary) and the links' (links.links_summary), and
     each simulated GPU's attention kernel time (`attention_ms`, where the scenario's library runs below its chip's
     tensor peak: settings.warp_mma_attention); the advice skips what `settings` says the scenario already does.
-    Terms under FLOOR_MS are left out."""
-    found = [_worst_gpu(per_gpu, term, step_ms, path, settings) for term in (*COMM_KINDS, "bubble", "memory_bound")]
+    `memory_kernels`: per GPU its memory-bound kernels' ms by name, longest first (analyze.memory_bound_kernels),
+    of which the memory-bound finding names the MEMORY_KERNELS longest. Terms under FLOOR_MS are left out."""
+    found = [_worst_gpu(per_gpu, term, step_ms, path, settings, memory_kernels or {})
+             for term in (*COMM_KINDS, "bubble", "memory_bound")]
     found += [_on_path(term, path, links, step_ms, settings) for term in ("link_contention", "compute_slowdown")]
     found.append(_attention(attention_ms or {}, step_ms, settings))
     return sorted((f for f in found if f is not None and f.at_stake_ms >= FLOOR_MS),
@@ -478,8 +486,8 @@ def _value(row: GPUExposure, term: str) -> float:
     return row.bubble_ms if term == "bubble" else row.memory_bound_ms
 
 
-def _worst_gpu(per_gpu: list[GPUExposure], term: str, step_ms: float, path: dict,
-               settings: Settings) -> Finding | None:
+def _worst_gpu(per_gpu: list[GPUExposure], term: str, step_ms: float, path: dict, settings: Settings,
+               memory_kernels: dict[int, list[tuple[str, float]]]) -> Finding | None:
     """The GPU that spends the most on `term`, and how much."""
     if not per_gpu:
         return None
@@ -497,6 +505,9 @@ def _worst_gpu(per_gpu: list[GPUExposure], term: str, step_ms: float, path: dict
             collective = top[0][0]
     else:
         detail = f"{WHAT[term]}: {shown_ms(value)} ms on {where}, {shown_share(share)} of {settings.replayed}"
+        longest = memory_kernels.get(row.gpu, [])[:MEMORY_KERNELS] if term == "memory_bound" else []
+        if longest:
+            detail += "; the longest: " + ", ".join(f"{name} {shown_ms(ms)} ms" for name, ms in longest)
     return Finding(term, value, share, where, detail, advice(term, settings, collective))
 
 
