@@ -479,14 +479,7 @@ class Planner:
             raise ValueError(self.straddling(per_stage, room, self._replayed(self.baseline(), self.sc, simulate)))
         plans = [p for p in (self.plan_of(order) for order in every_placement(stage_counts(self.sc))) if p is not None]
         plans.sort(key=lambda p: (p.estimated_ms, p.stage_groups, p.layers_per_stage))
-        chosen: list[Plan] = []
-        for plan in plans:  # the best by estimate whose memory fits (the split re-solved where it did not)
-            if len(chosen) >= simulate_best:  # checked first: --simulate 0 simulates the scenario as written alone
-                break
-            fitted = self.fitted(plan.stage_groups)
-            if fitted is not None and (fitted.stage_groups, fitted.layers_per_stage) not in {
-                    (c.stage_groups, c.layers_per_stage) for c in chosen}:
-                chosen.append(replace(fitted, label=f"plan {len(chosen) + 1}"))
+        chosen = [replace(p, label=f"plan {i + 1}") for i, p in enumerate(self.best_fitted(plans, simulate_best))]
         baseline = self.baseline()
         whole = self.replica_placement() if shares else None
         if whole is not None and (fitted := self.fitted(whole)) is not None and _setting(fitted) not in {
@@ -503,6 +496,23 @@ class Planner:
             raise ValueError(self.none_fits(simulated[0], len(plans)))
         groups = tuple(f"{g.name} ({g.gpu.name})" for g in self.sc.datacenter.groups)
         return PlanResult(groups, replayed[_setting(baseline)], best, len(plans), tuple(simulated))
+
+    def best_fitted(self, plans: list[Plan], count: int) -> list[Plan]:
+        """The `count` best placements by estimate once each is split to fit in memory (`fitted`), from `plans`
+        sorted by their unconstrained estimate: a placement first unconstrained may lose layers to memory and fall
+        behind one that fits as it is. Memory caps only slow a split's slowest stage, the step's M x slowest term,
+        so the walk stops at the first placement whose unconstrained estimate is no better than the count-th
+        fitted one."""
+        chosen: list[Plan] = []
+        for plan in plans:
+            if count == 0 or (len(chosen) >= count and plan.estimated_ms >= chosen[count - 1].estimated_ms):
+                break
+            fitted = self.fitted(plan.stage_groups)
+            if fitted is not None and (fitted.stage_groups, fitted.layers_per_stage) not in {
+                    (c.stage_groups, c.layers_per_stage) for c in chosen}:
+                chosen.append(fitted)
+                chosen.sort(key=lambda p: (p.estimated_ms, p.stage_groups, p.layers_per_stage))
+        return chosen[:count]
 
     def straddling(self, per_stage: int, room: list[int], baseline: Plan) -> str:
         """Why a cluster whose stages must straddle node groups has no plan: the planner places every stage's GPUs
