@@ -12,7 +12,7 @@ FABRIC = {"scale_out": {"switch": {"from": "quantum-2-qm9700"},
                         "topology": {"tiers": 2, "rail_optimized": True, "nics_per_leaf": 16, "spines": 8}}}
 
 
-def scenario(groups: list[str], model: str = "llama-3-8b", pp: int = 3, dp: int = 1, gbs: int = 12,
+def scenario(groups: list[str], model: str | dict = "llama-3-8b", pp: int = 3, dp: int = 1, gbs: int = 12,
              seq: int = 4096, nodes: int = 1, **training) -> dict:
     """tp 8 (one node) x pp x dp on one group of `nodes` nodes per system template in `groups`."""
     return {"datacenter": {"datacenter": {"name": "mixed"}, "network": FABRIC,
@@ -42,3 +42,21 @@ def test_the_plan_is_the_best_placement_once_memory_is_fitted_not_the_best_befor
     result = planner.run(1, simulate=not_simulated)
     assert (result.best.stage_groups, result.best.layers_per_stage) == (best.stage_groups, best.layers_per_stage)
     assert result.best.estimated_ms == best.estimated_ms and result.best.stage_groups == (2, 1, 0)
+
+
+def replica_gpus(groups: list[str]) -> list[tuple[str, ...]]:
+    """Each stage's replicas' GPUs under --dp-shares' every-replica-on-one-group placement: 2 DGX-sized nodes per
+    group, tp 8 x pp 2 x dp 2 on 32 of the 48 GPUs (a group holds one replica; two groups are left)."""
+    sc = parse_scenario(scenario(groups, model={"from": "llama-3-8b", "num_layers": 8}, pp=2, dp=2, gbs=16, nodes=2,
+                                 num_gpus=32), "three")
+    gpus = [g.gpu.name for g in sc.datacenter.groups]
+    return [tuple(gpus[g] for g in row) for row in Planner(sc).replica_placement()]
+
+
+def test_the_replicas_by_group_placement_takes_the_fastest_groups_whatever_order_they_are_written_in():
+    """It took the groups in the order written: A100, H100, H200 put the replicas on the A100s and H100s (dp shares
+    5/11, 190.1 ms simulated), H200, H100, A100 on the H200s and H100s (164.7 ms); with --simulate 0 that was the
+    plan. Now the H100s and H200s (a layer 2.59 and 2.63 ms a micro-batch against the A100's 5.66) either way."""
+    written = replica_gpus(["dgx-a100", "dgx-h100", "hgx-h200"])
+    assert written == replica_gpus(["hgx-h200", "dgx-h100", "dgx-a100"])
+    assert written == [("H100-SXM5-80GB", "H200-SXM5-141GB")] * 2

@@ -405,23 +405,25 @@ class Planner:
         return [end / (f + m * p) for end, p, f, m in zip(ends, period, fill, counts, strict=True)]
 
     def replica_placement(self) -> StageGroups | None:
-        """Every replica's whole pipeline on one node group: the groups take as many replicas as their GPUs hold, in
-        group order, spread so that the pattern repeats as often as it can (a fold then stands a replica for one of
-        its own group a period away); None with one replica, with replicas that are not whole nodes, or where one
-        group takes them all."""
+        """Every replica's whole pipeline on one node group: the groups take as many replicas as their GPUs hold,
+        the fastest GPU first (a layer's mean cost; the first written of equals), so that the order the groups are
+        written in does not choose which run, spread so that the pattern repeats as often as it can (a fold then
+        stands a replica for one of its own group a period away); None with one replica, with replicas that are
+        not whole nodes, or where one group takes them all."""
         par, dc = self.sc.workload.parallelism, self.sc.datacenter
         per_replica = self.num_gpus // self.dp
         if self.dp < 2 or (per_replica // par.pp) % dc.gpus_per_node:
             return None
-        counts, left = [], self.dp
-        for group in dc.groups:
-            counts.append(min(group.num_gpus // per_replica, left))
-            left -= counts[-1]
-        used = [c for c in counts if c]
+        fastest = sorted(range(len(dc.groups)), key=lambda g: (self._per_layer(self.costs[g]), g))
+        counts, left = dict.fromkeys(fastest, 0), self.dp
+        for g in fastest:
+            counts[g] = min(dc.groups[g].num_gpus // per_replica, left)
+            left -= counts[g]
+        used = [c for c in counts.values() if c]
         if left or len(used) < 2:
             return None
         repeats = math.gcd(*used)
-        row = tuple(g for g, c in enumerate(counts) for _ in range(c // repeats)) * repeats
+        row = tuple(g for g, c in counts.items() for _ in range(c // repeats)) * repeats
         return (row,) * par.pp
 
     def scenario(self, plan: Plan) -> ScenarioConfig:
