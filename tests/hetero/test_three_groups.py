@@ -60,3 +60,13 @@ def test_the_replicas_by_group_placement_takes_the_fastest_groups_whatever_order
     written = replica_gpus(["dgx-a100", "dgx-h100", "hgx-h200"])
     assert written == replica_gpus(["hgx-h200", "dgx-h100", "dgx-a100"])
     assert written == [("H100-SXM5-80GB", "H200-SXM5-141GB")] * 2
+
+
+def test_two_groups_of_the_same_nodes_do_not_make_two_plans_of_one():
+    """DGX H100, DGX H100 and HGX H200: plan 1 ran H200, H100, H100 on groups 2, 0, 1 and plan 2 on 2, 1, 0, the
+    same plan (430.9 ms simulated both), so --simulate 2 simulated one plan twice and no second one."""
+    sc = parse_scenario(scenario(["dgx-h100", "dgx-h100", "hgx-h200"]), "three")
+    gpus = [g.name for g in sc.datacenter.groups]
+    plans = [p for p in Planner(sc).run(2, simulate=not_simulated).simulated if p.label != "as written"]
+    runs = {(tuple(gpus[g] for g in p.stage_groups), p.layers_per_stage) for p in plans}
+    assert len(plans) == 2 and len(runs) == 2

@@ -313,6 +313,9 @@ class Planner:
         self.num_gpus = train.num_gpus or sc.datacenter.num_gpus
         self.dp = par.data_parallel(self.num_gpus)
         self.microbatches = train.global_batch_size // (train.micro_batch_size * self.dp)
+        groups = sc.datacenter.groups
+        self.twin = [next(h.index for h in groups if (h.node, h.scale_up, h.nic) == (g.node, g.scale_up, g.nic))
+                     for g in groups]  # each group's first of the same nodes, scale-up and NIC: interchangeable
 
     def plan_of(self, stage_groups: StageGroups, caps: list[int] | None = None) -> Plan | None:
         """A placement's best split by estimate (memory not checked), or None if it cannot hold the layers. A stage
@@ -484,12 +487,12 @@ class Planner:
         chosen = [replace(p, label=f"plan {i + 1}") for i, p in enumerate(self.best_fitted(plans, simulate_best))]
         baseline = self.baseline()
         whole = self.replica_placement() if shares else None
-        if whole is not None and (fitted := self.fitted(whole)) is not None and _setting(fitted) not in {
-                _setting(p) for p in (baseline, *chosen)}:
+        if whole is not None and (fitted := self.fitted(whole)) is not None and self.same_as(fitted) not in {
+                self.same_as(p) for p in (baseline, *chosen)}:
             chosen.append(replace(fitted, label="replicas by group, even shares"))
-        replayed = {_setting(baseline): self._replayed(baseline, self.sc, simulate)}
+        replayed = {self.same_as(baseline): self._replayed(baseline, self.sc, simulate)}
         for plan in chosen:
-            replayed.setdefault(_setting(plan), self._replayed(plan, self.scenario(plan), simulate))
+            replayed.setdefault(self.same_as(plan), self._replayed(plan, self.scenario(plan), simulate))
         if shares:
             self._replay_shares(replayed, simulate)
         simulated = sorted(replayed.values(), key=lambda p: (p.simulated_ms, p.label != "as written", p.label))
@@ -497,24 +500,31 @@ class Planner:
         if best is None:
             raise ValueError(self.none_fits(simulated[0], len(plans)))
         groups = tuple(f"{g.name} ({g.gpu.name})" for g in self.sc.datacenter.groups)
-        return PlanResult(groups, replayed[_setting(baseline)], best, len(plans), tuple(simulated))
+        return PlanResult(groups, replayed[self.same_as(baseline)], best, len(plans), tuple(simulated))
 
     def best_fitted(self, plans: list[Plan], count: int) -> list[Plan]:
         """The `count` best placements by estimate once each is split to fit in memory (`fitted`), from `plans`
         sorted by their unconstrained estimate: a placement first unconstrained may lose layers to memory and fall
         behind one that fits as it is. Memory caps only slow a split's slowest stage, the step's M x slowest term,
         so the walk stops at the first placement whose unconstrained estimate is no better than the count-th
-        fitted one."""
+        fitted one. Plans the same but for twin groups (`same_as`) count once."""
         chosen: list[Plan] = []
         for plan in plans:
             if count == 0 or (len(chosen) >= count and plan.estimated_ms >= chosen[count - 1].estimated_ms):
                 break
             fitted = self.fitted(plan.stage_groups)
-            if fitted is not None and (fitted.stage_groups, fitted.layers_per_stage) not in {
-                    (c.stage_groups, c.layers_per_stage) for c in chosen}:
+            if fitted is not None and self.same_as(fitted) not in {self.same_as(c) for c in chosen}:
                 chosen.append(fitted)
                 chosen.sort(key=lambda p: (p.estimated_ms, p.stage_groups, p.layers_per_stage))
         return chosen[:count]
+
+    def same_as(self, plan: Plan) -> tuple:
+        """What a plan runs, each group named by its first twin (`twin`): two plans differing only in which of two
+        groups of the same nodes runs a stage are one (DGX H100, DGX H100, HGX H200: H200, H100, H100 twice)."""
+        def twin(groups: int | tuple[int, ...]) -> int | tuple[int, ...]:
+            return self.twin[groups] if isinstance(groups, int) else tuple(self.twin[g] for g in groups)
+
+        return tuple(map(twin, plan.stage_groups)), plan.layers_per_stage, plan.dp_shares
 
     def straddling(self, per_stage: int, room: list[int], baseline: Plan) -> str:
         """Why a cluster whose stages must straddle node groups has no plan: the planner places every stage's GPUs
@@ -549,8 +559,8 @@ class Planner:
             if plan.replica_ends is None:
                 continue
             for shared in (self.with_shares(plan), self.with_shares(plan, self.calibration(plan, plan.replica_ends))):
-                if shared is not None and _setting(shared) not in replayed:
-                    replayed[_setting(shared)] = self._replayed(shared, self.scenario(shared), simulate)
+                if shared is not None and self.same_as(shared) not in replayed:
+                    replayed[self.same_as(shared)] = self._replayed(shared, self.scenario(shared), simulate)
 
     def _replayed(self, plan: Plan, sc: ScenarioConfig, simulate: Callable[[ScenarioConfig], Simulation]) -> Plan:
         """The plan with its simulated step, and, where its replicas run on different GPUs, when each replica's
@@ -566,11 +576,6 @@ class Planner:
         ends = tuple(max(float(end[sim.fold.rep[per_replica * (d + self.dp * s)]]) for s in range(par.pp))
                      for d in range(self.dp))
         return replace(plan, simulated_ms=sim.result.iteration_time_ms, replica_ends=ends)
-
-
-def _setting(plan: Plan) -> tuple:
-    """What a plan simulates: its placement, split and shares."""
-    return plan.stage_groups, plan.layers_per_stage, plan.dp_shares
 
 
 def _layer_units(sc: ScenarioConfig, mtp: bool = False) -> list[LayerUnit]:
