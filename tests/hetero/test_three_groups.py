@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import pytest
+
 from simulon.config.loading import parse_scenario
 from simulon.search.hetero import Planner, every_placement, stage_counts
 
@@ -70,3 +72,30 @@ def test_two_groups_of_the_same_nodes_do_not_make_two_plans_of_one():
     plans = [p for p in Planner(sc).run(2, simulate=not_simulated).simulated if p.label != "as written"]
     runs = {(tuple(gpus[g] for g in p.stage_groups), p.layers_per_stage) for p in plans}
     assert len(plans) == 2 and len(runs) == 2
+
+
+def replicas_by_group_only() -> dict:
+    """2 DGX H100, 2 DGX A100 and 2 HGX H200 nodes at tp 8 x pp 2 x dp 3: a stage (24 GPUs) fits no group, a
+    replica (16) each; a small Llama 3 8B (4 layers, sequence 1,024) to keep it quick."""
+    return scenario(["dgx-h100", "dgx-a100", "hgx-h200"], model={"from": "llama-3-8b", "num_layers": 4}, pp=2, dp=3,
+                    gbs=12, seq=1024, nodes=2)
+
+
+def test_dp_shares_plans_replicas_whole_on_groups_where_no_group_holds_a_stage():
+    """Refused as stages straddling groups with or without --dp-shares (Llama 3 8B at 32 layers and sequence 4,096:
+    906.7 ms as written), though --dp-shares places each replica whole on a group: now planned, 563.6 ms at dp
+    shares 10/10/4 on the H100, H200 and A100 replicas."""
+    sc = parse_scenario(replicas_by_group_only(), "three")
+    result = Planner(sc).run(0, shares=True)
+    gpus = [g.gpu.name for g in sc.datacenter.groups]
+    assert result.considered == 0 and result.best.dp_shares is not None and sum(result.best.dp_shares) == 12
+    assert [tuple(gpus[g] for g in row) for row in result.best.stage_groups] == [
+        ("H100-SXM5-80GB", "H200-SXM5-141GB", "A100-SXM4-80GB")] * 2
+    assert result.best.simulated_ms < result.baseline.simulated_ms
+
+
+def test_without_dp_shares_the_refusal_says_dp_shares_would_plan_it():
+    with pytest.raises(ValueError) as refused:
+        Planner(parse_scenario(replicas_by_group_only(), "three")).run(0)
+    assert str(refused.value).endswith("(a smaller tp or dp), or give --dp-shares to place each data-parallel "
+                                       "replica whole on a group")

@@ -35,7 +35,8 @@ that for a scenario whose datacenter has `node_groups`, keeping its strategy (tp
 What it leaves out, refusing such scenarios with a message naming the setting: interleaved schedules (vpp 1
 only) and those that run two stages on a rank (dualpipe's mirrored pairs, zb_v's and dualpipev's V; 1f1b and zb_h1
 are planned); clusters where a stage's GPUs (all its data-parallel replicas) cannot lie in one node group (the
-scenario as written is simulated first, its step named in the refusal: `Planner.straddling`); and --dp-shares with
+scenario as written is simulated first, its step named in the refusal: `Planner.straddling`; with --dp-shares, where
+each replica lies whole on a group, that placement alone is planned); and --dp-shares with
 expert parallelism or FSDP, whose collectives join the replicas every micro-batch. Also left out: tensor-parallel
 groups spanning GPU types, and placements that mix stage-by-stage and replica-by-replica placing beyond the
 scenario's own.
@@ -472,7 +473,9 @@ class Planner:
         `shares`: also place every replica whole on a group, and give each replica of a placement that runs
         replicas on different GPUs its share of micro-batches (module docstring, step 5; a ValueError naming the
         setting where the scenario's sharding cannot take shares). A cluster whose groups cannot each hold whole
-        stages is refused after the scenario as written is simulated, its step in the message (`straddling`)."""
+        stages is refused after the scenario as written is simulated, its step in the message (`straddling`), but
+        with `shares` where every replica lies whole on a group: that placement is planned, without stage-by-stage
+        ones."""
         par = self.sc.workload.parallelism
         if shares and (par.ep > 1 or par.fsdp != "none"):
             setting, what = (f"ep: {par.ep}", "expert parallelism") if par.ep > 1 else (f"fsdp: {par.fsdp}", "FSDP")
@@ -480,13 +483,14 @@ class Planner:
                              f"micro-batch counts (training.dp_shares), which {what} does not allow (its collectives "
                              "join the replicas every micro-batch); leave out --dp-shares")
         per_stage, room = whole_stages(self.sc)
-        if sum(room) < par.pp:
+        whole = self.replica_placement() if shares else None
+        if sum(room) < par.pp and whole is None:
             raise ValueError(self.straddling(per_stage, room, self._replayed(self.baseline(), self.sc, simulate)))
-        plans = [p for p in (self.plan_of(order) for order in every_placement(stage_counts(self.sc))) if p is not None]
+        orders = every_placement(stage_counts(self.sc)) if sum(room) >= par.pp else []
+        plans = [p for p in (self.plan_of(order) for order in orders) if p is not None]
         plans.sort(key=lambda p: (p.estimated_ms, p.stage_groups, p.layers_per_stage))
         chosen = [replace(p, label=f"plan {i + 1}") for i, p in enumerate(self.best_fitted(plans, simulate_best))]
         baseline = self.baseline()
-        whole = self.replica_placement() if shares else None
         if whole is not None and (fitted := self.fitted(whole)) is not None and self.same_as(fitted) not in {
                 self.same_as(p) for p in (baseline, *chosen)}:
             chosen.append(replace(fitted, label="replicas by group, even shares"))
@@ -539,7 +543,9 @@ class Planner:
                 f"stages whole ({held}), so it cannot plan this cluster, where a stage's GPUs span groups; the "
                 f"simulator runs it as written ({baseline.simulated_ms:,.1f} ms per step simulated; "
                 f"training.stage_groups may place each replica by hand). To plan, give each node group a multiple "
-                f"of {nodes} node{'s' if nodes != 1 else ''} or use fewer GPUs per stage (a smaller tp or dp)")
+                f"of {nodes} node{'s' if nodes != 1 else ''} or use fewer GPUs per stage (a smaller tp or dp)"
+                + (", or give --dp-shares to place each data-parallel replica whole on a group"
+                   if self.replica_placement() is not None and par.ep == 1 and par.fsdp == "none" else ""))
 
     def none_fits(self, fastest: Plan, considered: int) -> str:
         """Why there is no plan: no placement simulated fits in memory; what the fastest of them needs on its
