@@ -217,9 +217,13 @@ class GPUSpec(Templated):
         stem = nearest_template(self, [s for s in template_names("gpu") if shipped_gpu(s).vendor == self.vendor])
         return self.name if stem is None else _template_name(stem)
 
+    def has_peak(self, dtype: DType) -> bool:
+        """Whether the GPU lists a dense peak for dtype (peak_flops refuses one it does not)."""
+        return dtype in self.peak_tflops
+
     def peak_flops(self, dtype: DType) -> float:
         """Dense peak FLOP/s for dtype; fp32 math without a listed peak runs at the tf32 rate."""
-        if dtype in self.peak_tflops:
+        if self.has_peak(dtype):
             return self.peak_tflops[dtype] * 1e12
         raise ValueError(f"GPU {self.name} has no {dtype.value} peak (it lists "
                          f"{', '.join(d.value for d in self.peak_tflops)})")
@@ -897,6 +901,10 @@ class Placement:
             return next(iter(values.values()))
         counts = np.bincount(self.group, minlength=len(self.groups))
         return sum(float(counts[g]) * v for g, v in values.items()) / self.num_gpus
+
+    def has_peak(self, dtype: DType) -> bool:
+        """Whether the GPU lists a dense peak for dtype (peak_flops refuses one it does not)."""
+        return dtype in self.peak_tflops
 
     def peak_flops(self, dtype: DType) -> float:
         """The mean dense peak FLOP/s of the job's GPUs: model FLOPs over it and the GPU count is the MFU

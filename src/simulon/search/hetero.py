@@ -155,6 +155,9 @@ def unit_costs(sc: ScenarioConfig) -> list[UnitCosts]:
     workload = workload.model_copy(update={"parallelism": parallelism, "training": training})
     costs, units = [], _layer_units(sc) + _layer_units(sc, mtp=True)
     for group in sc.datacenter.groups:
+        if not group.gpu.has_peak(workload.training.dtype):  # it runs no stage (whole_stages)
+            costs.append(UnitCosts(dict.fromkeys(units, math.inf), math.inf, math.inf))
+            continue
         dc = group_datacenter(sc.datacenter, group)
         estimator = Estimator.on(workload, dc, sc.collective)
         layers = {unit: estimator.unit_seconds(strategy, workload, unit) for unit in sorted(set(units), key=repr)}
@@ -164,15 +167,25 @@ def unit_costs(sc: ScenarioConfig) -> list[UnitCosts]:
 
 
 def whole_stages(sc: ScenarioConfig) -> tuple[int, list[int]]:
-    """(a pipeline stage's GPUs, all its data-parallel replicas; how many such stages each node group holds whole);
-    ValueError where a stage is not whole nodes."""
+    """(a pipeline stage's GPUs, all its data-parallel replicas; how many such stages each node group holds whole,
+    none where its GPU has no peak in the training dtype: A100s in fp8); ValueError where a stage is not whole
+    nodes."""
     num_gpus = sc.workload.training.num_gpus or sc.datacenter.num_gpus
     per_stage = num_gpus // sc.workload.parallelism.pp
     if per_stage % sc.datacenter.gpus_per_node:
         raise ValueError(f"workload.parallelism: a pipeline stage holds {stage_gpus(sc, per_stage)}, not whole nodes "
                          f"of {sc.datacenter.gpus_per_node}: the heterogeneous planner places stages on node groups "
                          "only when each fills whole nodes (a smaller pp gives each stage more GPUs)")
-    return per_stage, [g.num_gpus // per_stage for g in sc.datacenter.groups]
+    dtype = sc.workload.training.dtype
+    return per_stage, [g.num_gpus // per_stage if g.gpu.has_peak(dtype) else 0 for g in sc.datacenter.groups]
+
+
+def held(sc: ScenarioConfig, room: list[int]) -> str:
+    """Each node group's name and the stages it holds (whole_stages), for a message: "dgx-h100 1, dgx-a100 0 (no
+    fp8 peak)"."""
+    dtype = sc.workload.training.dtype
+    return ", ".join(f"{g.name} {r}" + ("" if g.gpu.has_peak(dtype) else f" (no {dtype.value} peak)")
+                     for g, r in zip(sc.datacenter.groups, room, strict=True))
 
 
 def stage_gpus(sc: ScenarioConfig, per_stage: int) -> str:
@@ -191,10 +204,9 @@ def stage_counts(sc: ScenarioConfig) -> list[tuple[int, ...]]:
     par = sc.workload.parallelism
     per_stage, room = whole_stages(sc)
     if sum(room) < par.pp:
-        held = ", ".join(f"{g.name} {r}" for g, r in zip(sc.datacenter.groups, room, strict=True))
         raise ValueError(f"workload.parallelism.pp: {par.pp} stages of {per_stage} GPUs each, but the node groups "
-                         f"hold {sum(room)} whole stage{'s' if sum(room) != 1 else ''} ({held}): a stage's GPUs must "
-                         "lie in one group")
+                         f"hold {sum(room)} whole stage{'s' if sum(room) != 1 else ''} ({held(sc, room)}): a stage's "
+                         "GPUs must lie in one group")
     return list(_shares(tuple(room), par.pp))
 
 
@@ -418,10 +430,11 @@ class Planner:
         per_replica = self.num_gpus // self.dp
         if self.dp < 2 or (per_replica // par.pp) % dc.gpus_per_node:
             return None
+        dtype = self.sc.workload.training.dtype
         fastest = sorted(range(len(dc.groups)), key=lambda g: (self._per_layer(self.costs[g]), g))
         counts, left = dict.fromkeys(fastest, 0), self.dp
         for g in fastest:
-            counts[g] = min(dc.groups[g].num_gpus // per_replica, left)
+            counts[g] = min(dc.groups[g].num_gpus // per_replica, left) if dc.groups[g].gpu.has_peak(dtype) else 0
             left -= counts[g]
         used = [c for c in counts.values() if c]
         if left or len(used) < 2:
@@ -535,12 +548,11 @@ class Planner:
         (all its replicas) in one group, which the simulator does not need; what the scenario as written takes, and
         what would make it plannable."""
         par, dc = self.sc.workload.parallelism, self.sc.datacenter
-        held = ", ".join(f"{g.name} {r}" for g, r in zip(dc.groups, room, strict=True))
         nodes = per_stage // dc.gpus_per_node
         return (f"workload.parallelism.pp: the heterogeneous planner places each pipeline stage's "
                 f"{stage_gpus(self.sc, per_stage)} within one "
-                f"node group, and these groups hold {sum(room)} of the {par.pp} "
-                f"stages whole ({held}), so it cannot plan this cluster, where a stage's GPUs span groups; the "
+                f"node group, and these groups hold {sum(room)} of the {par.pp} stages whole "
+                f"({held(self.sc, room)}), so it cannot plan this cluster, where a stage's GPUs span groups; the "
                 f"simulator runs it as written ({baseline.simulated_ms:,.1f} ms per step simulated; "
                 f"training.stage_groups may place each replica by hand). To plan, give each node group a multiple "
                 f"of {nodes} node{'s' if nodes != 1 else ''} or use fewer GPUs per stage (a smaller tp or dp)"

@@ -440,7 +440,7 @@ class Search:
             gpu = dc.single_node("the strategy search").gpu
         except ValueError as exc:
             raise ConfigError(f"datacenter.node_groups: {exc}") from None
-        has_fp8 = fp8 and _supports(gpu, DType.fp8)
+        has_fp8 = fp8 and gpu.has_peak(DType.fp8)
         self.space = Space(self.workload, self.num_gpus, dc.domain_gpus, has_fp8, limits)
         self.estimator = Estimator.on(self.workload, dc, sc.collective, self.num_gpus)
         self.capacity = gpu.memory_bytes
@@ -710,14 +710,6 @@ def _flag(path: Path, block: dict, name: str) -> bool:
         return bool(getattr(ParallelismSpec.model_validate({name: block[name]}), name))
     except ValidationError as exc:
         raise ConfigError(f"{path}: workload.parallelism.{name}: {problem(exc.errors()[0])}") from None
-
-
-def _supports(gpu: Any, dtype: DType) -> bool:
-    try:
-        gpu.peak_flops(dtype)
-    except ValueError:
-        return False
-    return True
 
 
 def search(sc: ScenarioConfig, num_gpus: int | None = None, top: int = 10, replay: int = 10,
