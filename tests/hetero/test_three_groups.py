@@ -109,3 +109,13 @@ def test_a_group_whose_gpu_lacks_the_dtype_is_left_out_not_a_refusal():
     result = Planner(sc).run(2, simulate=not_simulated)
     assert len(result.simulated) == 3
     assert all(2 not in p.stage_groups for p in result.simulated)
+
+
+def test_simulate_n_simulates_n_placements_besides_the_scenario_as_written():
+    """3 DGX H100, 3 DGX H100 and 3 HGX H200 nodes at tp 8 x pp 3 x dp 3 (Llama 3 8B at 8 layers): the best by
+    estimate is the scenario as written (H100, H100, H200; 3, 3 and 2 layers), so it was plan 1, dropped as
+    simulated already; the table went as written, plan 2, and --simulate 2 simulated one placement."""
+    sc = parse_scenario(scenario(["dgx-h100", "dgx-h100", "hgx-h200"], model={"from": "llama-3-8b", "num_layers": 8},
+                                 dp=3, gbs=24, nodes=3), "three")
+    labels = sorted(p.label for p in Planner(sc).run(2, simulate=not_simulated).simulated)
+    assert labels == ["as written", "plan 1", "plan 2"]

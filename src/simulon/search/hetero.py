@@ -502,8 +502,9 @@ class Planner:
         orders = every_placement(stage_counts(self.sc)) if sum(room) >= par.pp else []
         plans = [p for p in (self.plan_of(order) for order in orders) if p is not None]
         plans.sort(key=lambda p: (p.estimated_ms, p.stage_groups, p.layers_per_stage))
-        chosen = [replace(p, label=f"plan {i + 1}") for i, p in enumerate(self.best_fitted(plans, simulate_best))]
         baseline = self.baseline()
+        chosen = [replace(p, label=f"plan {i + 1}")
+                  for i, p in enumerate(self.best_fitted(plans, simulate_best, baseline))]
         if whole is not None and (fitted := self.fitted(whole)) is not None and self.same_as(fitted) not in {
                 self.same_as(p) for p in (baseline, *chosen)}:
             chosen.append(replace(fitted, label="replicas by group, even shares"))
@@ -519,18 +520,19 @@ class Planner:
         groups = tuple(f"{g.name} ({g.gpu.name})" for g in self.sc.datacenter.groups)
         return PlanResult(groups, replayed[self.same_as(baseline)], best, len(plans), tuple(simulated))
 
-    def best_fitted(self, plans: list[Plan], count: int) -> list[Plan]:
+    def best_fitted(self, plans: list[Plan], count: int, baseline: Plan) -> list[Plan]:
         """The `count` best placements by estimate once each is split to fit in memory (`fitted`), from `plans`
         sorted by their unconstrained estimate: a placement first unconstrained may lose layers to memory and fall
         behind one that fits as it is. Memory caps only slow a split's slowest stage, the step's M x slowest term,
         so the walk stops at the first placement whose unconstrained estimate is no better than the count-th
-        fitted one. Plans the same but for twin groups (`same_as`) count once."""
+        fitted one. Plans the same but for twin groups (`same_as`) count once, and none the same as the scenario
+        as written (`baseline`, simulated anyway)."""
         chosen: list[Plan] = []
         for plan in plans:
             if count == 0 or (len(chosen) >= count and plan.estimated_ms >= chosen[count - 1].estimated_ms):
                 break
             fitted = self.fitted(plan.stage_groups)
-            if fitted is not None and self.same_as(fitted) not in {self.same_as(c) for c in chosen}:
+            if fitted is not None and self.same_as(fitted) not in {self.same_as(c) for c in (baseline, *chosen)}:
                 chosen.append(fitted)
                 chosen.sort(key=lambda p: (p.estimated_ms, p.stage_groups, p.layers_per_stage))
         return chosen[:count]
