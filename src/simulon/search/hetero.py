@@ -607,5 +607,7 @@ def _layer_units(sc: ScenarioConfig, mtp: bool = False) -> list[LayerUnit]:
 
 
 def _stage_layers(sc: ScenarioConfig) -> list[range]:
-    layers = PipelineLayers.of(sc.workload)
-    return [layers.layers_of(stage) for stage in range(layers.pp)]
+    """Each stage's decoder layers, as parallelism.layers_per_stage counts them: the multi-token-prediction layers
+    that PipelineLayers ends the last stage with left out (they run after the decoder, `_after_decoder`)."""
+    layers, decoder = PipelineLayers.of(sc.workload), sc.workload.model.num_layers
+    return [range(r.start, min(r.stop, decoder)) for r in map(layers.layers_of, range(layers.pp))]
