@@ -10,12 +10,14 @@ if TYPE_CHECKING:
 
 
 def print_table(title: str, columns: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
+    from rich.cells import cell_len
     from rich.console import Console
     from rich.table import Table
 
     table = Table(title=title)
-    for column in columns:
-        table.add_column(column, justify="right")
+    for i, column in enumerate(columns):  # no narrower than its longest word: a narrow terminal wraps a header at
+        words = [word for cell in (column, *(row[i] for row in rows)) for word in cell.split()]  # its spaces and
+        table.add_column(column, justify="right", min_width=max(map(cell_len, words), default=1))  # cuts no cell
     for row in rows:
         table.add_row(*row)
     console = Console(highlight=False, soft_wrap=True)
