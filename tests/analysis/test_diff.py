@@ -125,6 +125,19 @@ def test_a_per_gpu_exposure_of_another_shape_is_refused_not_read_as_zeros(result
         diff(read_result(results[0]), read_result(bad), results[0], bad)
 
 
+@pytest.mark.parametrize(("data", "message"), [
+    (b"\xff\xfe{\x00}\x00", "UTF-16 text, not UTF-8 (it starts with a UTF-16 byte-order mark); save it as UTF-8"),
+    (b'{"caf\xe9": 1}', "not UTF-8 text (byte 0xe9 at offset 5); save it as UTF-8"),
+])
+def test_a_file_that_is_not_utf8_is_named_as_such_as_every_other_input_is(results, tmp_path, data, message):
+    """diff printed Python's codec error ("'utf-8' codec can't decode byte 0xff in position 0: invalid start byte")
+    where every other input says what the file is and what to do (config.errors.not_utf8)."""
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(data)
+    run = cli("diff", str(results[0]), str(bad))
+    assert run.returncode == 2 and run.stderr == f"error: {bad}: {message}\n"
+
+
 def test_a_missing_file_is_named_with_exit_status_2(results, tmp_path):
     run = cli("diff", str(tmp_path / "missing.json"), str(results[1]))
     missing = tmp_path / "missing.json"

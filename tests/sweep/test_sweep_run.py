@@ -144,6 +144,17 @@ def test_a_file_that_is_not_a_sweeps_csv_is_not_overwritten(points, tmp_path):
     assert out.read_text() == "name,value\na,1\n"
 
 
+def test_a_file_that_is_not_utf8_is_refused_as_no_sweeps_csv_and_not_overwritten(points, tmp_path):
+    """It was refused with Python's codec error ("'utf-8' codec can't decode byte 0xe9 in position 3: invalid
+    continuation byte")."""
+    out = tmp_path / "notes.csv"
+    out.write_bytes(b"caf\xe9,b\n1,2\n")
+    with pytest.raises(ConfigError, match=r"^-o .*notes\.csv: exists and is not a sweep's CSV \(not UTF-8 text "
+                                          r"\(byte 0xe9 at offset 3\); save it as UTF-8\); name another file$"):
+        run_sweep(points, out)
+    assert out.read_bytes() == b"caf\xe9,b\n1,2\n"
+
+
 @given(st.lists(st.sampled_from([",", "\n", '"', "x", "1", "key", *METRICS]), max_size=60).map("".join))
 @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_whatever_the_csv_holds_its_rows_are_read_or_the_file_is_refused(tmp_path, content):

@@ -30,6 +30,7 @@ from ..config.errors import (
     ConfigError,
     JSONTooDeep,
     json_number,
+    not_utf8,
     parse_json,
     quoted,
     read_input_text,
@@ -98,7 +99,9 @@ def read_result(path: Path) -> dict:
         data = parse_json(read_input_text(path, MAX_RESULT_BYTES, "a simulation result"))
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: {not_utf8(exc)}") from None
+    except json.JSONDecodeError as exc:
         raise ConfigError(f"{path}: not a JSON file (simulon simulate --json writes one): {exc}") from None
     except JSONTooDeep as exc:
         raise ConfigError(f"{path}: not JSON simulon reads: {exc}") from None

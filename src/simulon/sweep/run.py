@@ -26,7 +26,7 @@ from pathlib import Path
 
 from ..analysis.kinds import COMM_KINDS
 from ..config.common import MAX_GPUS
-from ..config.errors import ConfigError
+from ..config.errors import ConfigError, not_utf8
 from ..config.units import GiB
 from ..executors import Executor, Needs, check_processes, in_shares
 from ..export.files import write_atomic
@@ -111,8 +111,10 @@ def read_rows(path: Path) -> tuple[list[str], dict[str, dict[str, str]]]:
         return [], {}
     try:
         text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"-o {path}: cannot read the earlier sweep's rows: {exc}") from None
+    except OSError as exc:
+        raise ConfigError(f"-o {path}: cannot read the earlier sweep's rows: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"-o {path}: exists and is not a sweep's CSV ({not_utf8(exc)}); name another file") from None
     text = text[:text.rfind("\n") + 1]  # a last line without its newline was cut short by a kill
     if not text.strip():
         return [], {}
