@@ -6,6 +6,7 @@ read is refused naming it, each in one line with exit status 2 and nothing writt
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
 from pathlib import Path
 
@@ -290,3 +291,13 @@ def test_a_datacenter_given_as_a_gpu_is_refused_as_a_datacenter(tmp_path):
     dc = tmp_path / "dc.yaml"
     dc.write_text(yaml.safe_dump({"from": "dgx-h100", "cluster": {"num_nodes": 2}}))
     refused(cli("validate", "profile", str(dc)), "is a datacenter (its top level holds cluster), not a gpu file")
+
+
+def test_a_gpu_file_named_without_a_yaml_suffix_is_read_as_the_file_it_is_not_as_a_template_name(tmp_path):
+    """`validate profile my-h100` in the file's folder said "unknown gpu template 'my-h100'; did you mean h100-sxm"
+    (as $PWD/my-h100 was read), and a folder was 'no such file'."""
+    gpu_file(tmp_path / "my-h100", run("attn_qkv", GEMM))
+    done = cli("validate", "profile", "my-h100", "--json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert [row["subset"] for row in json.loads(done.stdout)["rows"]] == ["attn_qkv fwd fp32"]
+    assert refused(cli("validate", "profile", str(tmp_path))) == f"error: {tmp_path}: cannot read: Is a directory"

@@ -254,9 +254,12 @@ def profile(gpu_file: Annotated[Path, typer.Argument(help="a GPU YAML with kerne
     if plot is not None:
         check_output(plot, "--plot")
     if not gpu_file.is_file():
-        raise ConfigError(f"{gpu_file}: no such file")
-    try:
-        gpu = GPUSpec.model_validate({"from": str(gpu_file)})
+        why = "Is a directory" if gpu_file.is_dir() else "No such file or directory" if not gpu_file.exists() \
+            else "not a regular file"
+        raise ConfigError(f"{gpu_file}: cannot read: {why}")
+    path = str(gpu_file)
+    try:  # with a slash `from` reads it as the file it is whatever its name, never as a template's (my-h100)
+        gpu = GPUSpec.model_validate({"from": path if "/" in path else f"./{path}"})
     except ValidationError as exc:
         raise ConfigError(describe_validation_error(exc, str(gpu_file))) from None
     report_on(validate_profile(gpu, source=str(gpu_file)).usable(), str(gpu_file), as_json, "family", plot,
