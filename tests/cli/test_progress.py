@@ -10,7 +10,7 @@ import itertools
 import pytest
 from rich.console import Console
 
-from helpers import gpt_scenario
+from helpers import SEED_SCENARIO, cli, gpt_scenario
 from simulon.cli.progress import terminal_progress
 from simulon.pipeline import simulate
 
@@ -80,3 +80,12 @@ def test_a_collective_sweep_reports_each_size_done():
     assert len(rows) == 3
     assert recorder.events[0] == ("stage", "simulating AllReduce over 8 GPUs", 3)
     assert [value for kind, value, _ in recorder.events if kind == "advance"] == [0, 1, 2]
+
+
+@pytest.mark.parametrize("args", [("collective", "--sizes", "1KiB,1MiB"), ("simulate",)])
+def test_json_on_a_terminal_draws_no_bar_on_stderr(monkeypatch, args):
+    """collective --json drew its bar on a terminal's stderr (380 bytes of escapes), where every other --json
+    command draws none, as the README says."""
+    monkeypatch.setenv("TTY_COMPATIBLE", "1")  # rich takes stderr for a terminal
+    run = cli(args[0], str(SEED_SCENARIO), *args[1:], "--json")
+    assert run.returncode == 0 and run.stderr == ""

@@ -268,7 +268,7 @@ def collective(
         except ValueError as exc:
             raise ConfigError(f"--channels: {exc}") from None
     try:
-        with terminal_progress() as progress:
+        with terminal_progress(quiet=as_json) as progress:
             rows = collective_sweep(dc, ctype, ranks, parse_sizes(sizes), algo, chans, proto, progress=progress,
                                     memory_limit=limit)
     except ValueError as exc:
