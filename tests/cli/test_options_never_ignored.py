@@ -33,7 +33,8 @@ def refused(*args: str, cwd: Path) -> str:
      "--jobs"),
     (("simulate", "seed.yaml", "--trace-detail", "kernels"), "--trace-detail"),
     (("search", "seed.yaml", "--no-cache", "--cache", "c"), "--cache"),
-], ids=["search address", "sweep address", "search workers", "sweep jobs", "trace detail", "cache"])
+    (("simulate", "seed.yaml", "--json", "-v", "-o", "t.json"), "-v"),
+], ids=["search address", "sweep address", "search workers", "sweep jobs", "trace detail", "cache", "verbose json"])
 def test_an_option_the_command_would_not_read_is_refused_and_nothing_is_written(seed, args, named):
     assert refused(*args, cwd=seed.parent).startswith(f"error: {named}: ")
     assert sorted(p.name for p in seed.parent.iterdir()) == ["seed.yaml"]

@@ -94,6 +94,9 @@ def simulate(
         check_fold_mode(expand, "--expand")
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
+    if verbose and as_json:
+        raise ConfigError("-v: adds the per-GPU breakdown and the memory table to the printed summary, and --json "
+                          "prints none: its per_gpu and memory hold both; give one of the two")
     if trace_detail is not None and output is None:
         raise ConfigError("--trace-detail: says what the trace draws, and no trace is written: add -o trace.json")
     trace_detail = trace_detail or "collectives"
