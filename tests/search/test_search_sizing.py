@@ -4,7 +4,9 @@ the search validates the scenario on one GPU."""
 from __future__ import annotations
 
 import pytest
+import yaml
 
+from helpers import cli, seed_dict
 from simulon.config.errors import ConfigError
 from simulon.search.run import Search, load_search_scenario
 
@@ -44,3 +46,12 @@ def test_a_search_tries_tensor_parallelism_up_to_the_nvlink_domain_not_the_node(
     path.write_text(SCENARIO.format(system=system, gpus=gpus))
     sc, asked = load_search_scenario(path)
     assert Search(sc, asked).space.tried()["tp"] == tensor_sizes
+
+
+def test_a_scenario_without_a_workload_is_refused_naming_the_file_and_the_block(tmp_path):
+    """search said 'the scenario has no workload block to search strategies for', naming no file, where simulate,
+    memory, sweep and plan-hetero name it ('FILE: workload: required to ...')."""
+    path = tmp_path / "dc.yaml"
+    path.write_text(yaml.safe_dump({"datacenter": seed_dict()["datacenter"]}))
+    run = cli("search", str(path), "--no-cache")
+    assert run.returncode == 2 and run.stderr == f"error: {path}: workload: required to search parallel strategies\n"

@@ -683,7 +683,7 @@ def load_search_scenario(path: Path) -> tuple[ScenarioConfig, int | None]:
     except ValueError as exc:
         raise ConfigError(f"{path}: datacenter.node_groups: {exc}") from None
     if sc.workload is None:
-        return sc, None
+        raise ConfigError(f"{path}: workload: required to search parallel strategies")
     training = sc.workload.training.model_copy(update={"num_gpus": None})
     if asked is not None:  # the GPU count the file asks for gets the field's own checks
         try:
