@@ -54,3 +54,13 @@ def test_the_command_takes_several_gpu_counts_and_refuses_bad_ones(tmp_path):
                          (("--gpu-hour-price", "-1"), "--gpu-hour-price: expected a positive price")):
         run = cli("search", str(SEED_SCENARIO), *bad, "--no-cache")
         assert run.returncode == 2 and message in run.stderr and "Traceback" not in run.stderr
+
+
+def test_a_large_cost_is_written_in_figures_not_in_exponent_form():
+    """The cost and GPU-hour columns were written '{:,.3g}': the seed at a price of 100,000 a GPU-hour cost
+    '2.28e+03' a million tokens."""
+    run = cli("search", str(SEED_SCENARIO), "--no-cache", "--replay", "0", "--top", "1", "--gpu-hour-price", "100000")
+    row = next(line for line in run.stdout.splitlines() if line.startswith("│"))
+    hours, cost = (cell.strip() for cell in row.split("│")[7:9])
+    assert "e" not in hours + cost and float(hours) > 0
+    assert float(cost.replace(",", "")) == pytest.approx(1e5 * float(hours), rel=5e-3)

@@ -221,10 +221,10 @@ def _row(rank: int, r, result) -> tuple[str, ...]:
     from ..analysis.shown import shown_ms
 
     time = shown_ms(r.iteration_ms) + ("" if r.replay_ms is not None else " *")
-    hours = result.gpu_hours_per_million_tokens(r)
-    price = () if result.gpu_hour_price is None else (f"{hours * result.gpu_hour_price:,.3g}",)
+    hours = result.gpu_hours_per_million_tokens(r)  # GPU-hours and cost written as a time is: never in exponent form
+    price = () if result.gpu_hour_price is None else (shown_ms(hours * result.gpu_hour_price),)
     return (str(rank), f"{r.strategy.num_gpus:,}", _describe(r.strategy, short=True), time,
-            f"{result.tokens_per_s(r):,.0f}", f"{100 * result.mfu(r):.1f}", f"{hours:,.3g}", *price,
+            f"{result.tokens_per_s(r):,.0f}", f"{100 * result.mfu(r):.1f}", shown_ms(hours), *price,
             f"{r.peak_memory_gib:.1f} / {r.headroom_gib:.1f}")
 
 
