@@ -81,3 +81,12 @@ def test_the_readmes_python_snippets_run_as_written_and_print_the_quick_starts_s
     assert [line.split(":")[0] for line in lines[1:3]] == ["compute_nodes", "comm_nodes"]
     assert lines[3:] == ["flow 0: 0 → 1, parents=[]", "flow 1: 1 → 2, parents=[]", "flow 2: 2 → 3, parents=[]"]
     assert re.fullmatch(r"[\d.]+ ms\n", runs[1].stdout)
+
+
+def test_the_commands_synopsis_lists_every_collective_collective_op_takes():
+    """It listed allreduce, allgather, reducescatter and alltoall, as required, where --op defaults to allreduce and
+    takes sendrecv and permute too."""
+    from simulon.collective.types import COLLECTIVE_NAMES
+
+    line = next(line for line in section("## Commands").splitlines() if line.startswith("simulon collective "))
+    assert re.search(r"\[--op ([a-z|]+)\]", line).group(1).split("|") == list(COLLECTIVE_NAMES)
