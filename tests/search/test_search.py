@@ -168,6 +168,16 @@ def test_the_command_prints_the_counts_the_table_and_the_winners_arguments(tmp_p
     assert [float(r["iteration_time_ms"]) for r in rows] == [t["iteration_time_ms"] for t in data["top"]]
 
 
+def test_the_rankings_flags_read_true_or_false_as_the_json_and_a_sweeps_csv_write_them(tmp_path):
+    """They were Python's True and False."""
+    ranking = tmp_path / "ranking.csv"
+    run = cli("search", str(SEED_SCENARIO), "--no-cache", "--replay", "0", "--top", "2", "-o", str(ranking))
+    assert run.returncode == 0, run.stderr
+    rows = list(csv.DictReader(io.StringIO(ranking.read_text())))
+    flags = ("sequence_parallel", "tp_comm_overlap", "zero_bubble", "fits", "replayed")
+    assert {row[flag] for row in rows for flag in flags} <= {"true", "false"} and rows[0]["fits"] == "true"
+
+
 def test_a_search_that_replays_nothing_does_not_say_its_estimates_were_scaled_by_replays():
     run = cli("search", str(SEED_SCENARIO), "--replay", "0", "--top", "2")
     assert run.returncode == 0, run.stderr

@@ -456,11 +456,13 @@ def _describe(s, short: bool = False) -> str:
 
 
 def _csv_text(result) -> str:
-    """The ranking as CSV (the JSON's `top` rows without their breakdowns)."""
+    """The ranking as CSV (the JSON's `top` rows without their breakdowns; flags true or false, as the JSON and a
+    sweep's CSV write them)."""
     rows = result.to_json()["top"]
     text = io.StringIO(newline="")
     writer = csv.DictWriter(text, fieldnames=[k for k in rows[0] if k != "breakdown_ms"], lineterminator="\n")
     writer.writeheader()
     for row in rows:
-        writer.writerow({k: v for k, v in row.items() if k != "breakdown_ms"})
+        writer.writerow({k: str(v).lower() if isinstance(v, bool) else v
+                         for k, v in row.items() if k != "breakdown_ms"})
     return text.getvalue()
