@@ -275,3 +275,24 @@ def test_the_readmes_trace_sizes_of_the_quick_start_are_the_traces_written():
     sc = load_scenario(SEED_SCENARIO)
     sizes = [len(traced(sc, detail=detail)[2].encode()) / 1e6 for detail in DETAILS]
     assert [float(x) for x in shown.groups()] == [round(size, 1) for size in sizes]
+
+
+def test_a_mixed_cluster_names_each_gpus_type_in_its_process(tmp_path, quick_start):
+    """On H100 nodes beside A100 nodes every process was 'GPU n', the type that sets its kernels' times nowhere in
+    the trace (simulate -v's breakdown has a type column on such a cluster); now 'GPU 8 (A100-SXM4-80GB)'."""
+    import yaml
+
+    sc = yaml.safe_load((ROOT / "examples" / "hetero_h100_a100.yaml").read_text())
+    for group in sc["datacenter"]["node_groups"]:
+        group["num_nodes"] = 1
+    sc["workload"]["parallelism"].pop("dp")
+    sc["workload"]["training"].update(global_batch_size=2, sequence_length=1024)
+    scenario, trace = tmp_path / "mixed.yaml", tmp_path / "mixed.json"
+    scenario.write_text(yaml.safe_dump(sc))
+    done = cli("simulate", str(scenario), "-o", str(trace), "--trace-detail", "kernels")
+    assert done.returncode == 0, done.stderr
+    names = {e["pid"]: e["args"]["name"] for e in json.loads(trace.read_text())["traceEvents"]
+             if e["name"] == "process_name"}
+    assert names[0] == "GPU 0 (H100-SXM5-80GB)" and names[8] == "GPU 8 (A100-SXM4-80GB)"
+    one_type = [e["args"]["name"] for e in quick_start[1] if e["name"] == "process_name"]
+    assert one_type[:4] == ["GPU 0", "GPU 1", "GPU 2", "GPU 3"]  # one type: named as before

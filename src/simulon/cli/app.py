@@ -116,7 +116,7 @@ def simulate(
         try:
             write_atomic(output, compressed_as_named(output, chrome_trace_json(
                 sim.dag, sim.timeline, trace_detail, sim.memory, sim.fold.rep, analysis.busiest,
-                sampling_metadata(result))))
+                sampling_metadata(result), {b.gpu: b.device for b in result.per_gpu})))
         except OSError as exc:
             raise ConfigError(f"-o {output}: cannot write: {exc.strerror or exc}") from None
     if as_json:

@@ -1,5 +1,6 @@
-"""Chrome/Perfetto trace: a process per GPU, a track per stream, network flows with arrows, a counter of the
-memory each GPU has allocated over the iteration, and counters of the busiest links' load.
+"""Chrome/Perfetto trace: a process per GPU (its type named where the cluster has several), a track per stream,
+network flows with arrows, a counter of the memory each GPU has allocated over the iteration, and counters of the
+busiest links' load.
 
 Load the file in https://ui.perfetto.dev or chrome://tracing. Times are microseconds, written from whole
 nanoseconds: each slice's start and end are rounded to the nanosecond and its duration is their difference, so
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import heapq
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -129,9 +131,10 @@ class _Slices:
 
 
 def trace_events(dag: ExecutionDAG, timeline: Timeline, detail: str = DEFAULT_DETAIL,
-                 rep: np.ndarray | None = None) -> list[dict]:
+                 rep: np.ndarray | None = None, devices: Mapping[int, str] | None = None) -> list[dict]:
     """The trace's metadata and slices at `detail` (see the module's docstring); `rep[g]`, the GPU that stands for
-    GPU g in a folded DAG (default: every GPU for itself), places folded receivers' receives."""
+    GPU g in a folded DAG (default: every GPU for itself), places folded receivers' receives; `devices`, each
+    simulated GPU's type by its rank, names it in its process where the cluster has several types."""
     if detail not in DETAILS:
         raise ValueError(f"trace detail {detail!r} is not one of {', '.join(DETAILS)}")
     slices = _Slices([], [], [], [], [], [])
@@ -144,7 +147,7 @@ def trace_events(dag: ExecutionDAG, timeline: Timeline, detail: str = DEFAULT_DE
     elif detail == "collectives":
         _pipeline_sends(slices, dag, timeline, rep)
     events, used = slices.events()
-    return _metadata(dag, used) + events
+    return _metadata(dag, used, devices or {}) + events
 
 
 def _kernels(slices: _Slices, dag: ExecutionDAG, timeline: Timeline) -> None:
@@ -222,12 +225,16 @@ def _flows(slices: _Slices, dag: ExecutionDAG, timeline: Timeline, rep: np.ndarr
     slices.arrows += [(int(flows[i]), first_send + i, first_receive + k) for k, i in enumerate(received.tolist())]
 
 
-def _metadata(dag: ExecutionDAG, used: set[tuple[int, int]]) -> list[dict]:
-    """Names and order of every simulated GPU's process and of the tracks used (and each stream's first)."""
+def _metadata(dag: ExecutionDAG, used: set[tuple[int, int]], devices: Mapping[int, str]) -> list[dict]:
+    """Names and order of every simulated GPU's process (with its type, on a cluster of several) and of the tracks
+    used (and each stream's first)."""
     events: list[dict] = []
+    mixed = len(set(devices.values())) > 1
     for g in dag.simulated_gpus.tolist():
         copies = int(dag.multiplicity[g])
-        label = f"GPU {g}" + (f" (stands for {copies} GPUs)" if copies > 1 else "")
+        notes = [devices[g]] if mixed and devices.get(g) else []
+        notes += [f"stands for {copies} GPUs"] if copies > 1 else []
+        label = f"GPU {g}" + (f" ({', '.join(notes)})" if notes else "")
         events.append({"ph": "M", "name": "process_name", "pid": g, "args": {"name": label}})
         events.append({"ph": "M", "name": "process_sort_index", "pid": g, "args": {"sort_index": g}})
         used |= {(g, int(s) * LANES) for s in Stream}
@@ -329,10 +336,11 @@ def link_counter_events(series: list[LinkSeries], pid: int) -> list[dict]:
 
 def chrome_trace_json(dag: ExecutionDAG, timeline: Timeline, detail: str = DEFAULT_DETAIL,
                       memory: MemoryReport | None = None, rep: np.ndarray | None = None,
-                      links: list[LinkSeries] | None = None, metadata: dict | None = None) -> str:
-    """The trace as JSON text: trace_events at `detail`, and the memory and link counters and the trace's
-    metadata (`otherData`, shown by Perfetto's trace info) where given."""
-    events = trace_events(dag, timeline, detail, rep)
+                      links: list[LinkSeries] | None = None, metadata: dict | None = None,
+                      devices: Mapping[int, str] | None = None) -> str:
+    """The trace as JSON text: trace_events at `detail` (with `devices`), and the memory and link counters and the
+    trace's metadata (`otherData`, shown by Perfetto's trace info) where given."""
+    events = trace_events(dag, timeline, detail, rep, devices)
     if memory is not None:
         events += memory_counter_events(dag, timeline, memory)
     if links:
