@@ -296,3 +296,32 @@ def test_a_mixed_cluster_names_each_gpus_type_in_its_process(tmp_path, quick_sta
     assert names[0] == "GPU 0 (H100-SXM5-80GB)" and names[8] == "GPU 8 (A100-SXM4-80GB)"
     one_type = [e["args"]["name"] for e in quick_start[1] if e["name"] == "process_name"]
     assert one_type[:4] == ["GPU 0", "GPU 1", "GPU 2", "GPU 3"]  # one type: named as before
+
+
+def test_a_kernels_slice_says_whether_it_is_a_forward_backward_weight_gradient_or_recompute():
+    """Every slice of a kernel was its forward's name ('attn_qkv' three times a layer and micro-batch): a zero-bubble
+    schedule's W steps could not be told from its F and B steps but by opening each slice; the gantt chart's span
+    kinds (analysis.schedule.COMPUTE_KINDS) now name them: 'attn_qkv (backward)', 'attn_qkv (weight-gradient)'."""
+    sc = gpt_scenario(pp=2, gbs=8, extra_parallelism={"pipeline_schedule": "zb_h1", "recompute": "full"})
+    sim = simulate(sc)
+    kernels = [e for e in trace_events(sim.dag, sim.timeline, "kernels") if e["ph"] == "X"]
+    by_phase = defaultdict(set)
+    for e in kernels:
+        by_phase[e["cat"]].add(e["name"].partition(" (")[2])
+    assert by_phase == {"fwd": {""}, "step": {""}, "bwd_ig": {"backward)"}, "bwd_wg": {"weight-gradient)"},
+                        "recompute": {"recompute)"}}
+
+
+def test_a_collectives_slice_names_its_algorithm_deepeps_dispatch_too():
+    """An MoE dispatch through DeepEP read 'moe_dispatch (AllToAll)' with nothing to tell it from NCCL's
+    all-to-all; each collective's slice now carries its algorithm ('deepep:16:4:2:2' there)."""
+    sc = gpt_scenario(nodes=2, gpus_per_node=4, ep=8, layers=2, gbs=8,
+                      moe={"num_experts": 16, "top_k": 2, "num_groups": 4, "group_topk": 2})
+    algorithms = {}
+    for dispatcher in ("alltoall", "deepep"):
+        training = sc.workload.training.model_copy(update={"moe_dispatcher": dispatcher})
+        sim = simulate(sc.model_copy(update={"workload": sc.workload.model_copy(update={"training": training})}))
+        algorithms[dispatcher] = {e["args"]["algorithm"] for e in trace_events(sim.dag, sim.timeline)
+                                  if e["ph"] == "X" and e["name"].startswith("moe_dispatch")}
+    assert algorithms["deepep"] == {"deepep:16:4:2:2"}
+    assert len(algorithms["alltoall"]) == 1 and not algorithms["alltoall"] & algorithms["deepep"]

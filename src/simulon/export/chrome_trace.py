@@ -16,8 +16,8 @@ collective, and pipeline sends on the sender's pipeline stream and their receive
 operation, not per flow) or "flows" (and every network flow, on
 its sender's send tracks and on its receiver's receive tracks, with an arrow between them; a receiver that is
 folded onto a representative, dag/fold.py, shows its receive on its representative's receive tracks). A
-collective has a flow per rank, channel and chunk, so "flows" multiplies the large examples' traces: 108 MB with
-collectives and 366 MB with every flow for examples/gpt3_175b_1024gpu.yaml, whose writing then peaks at 2.6 GB
+collective has a flow per rank, channel and chunk, so "flows" multiplies the large examples' traces: 111 MB with
+collectives and 368 MB with every flow for examples/gpt3_175b_1024gpu.yaml, whose writing then peaks at 2.6 GB
 of memory; "collectives" is the default. A GPU's part in a collective starts when the group's last member joins
 (analysis.exposure.collective_parts, as the breakdown, `--json` and the gantt chart count it): from its own arrival
 until then it waits on its peers, drawn as a "waiting for GPU n" slice (category "wait") before the collective's, so
@@ -36,6 +36,7 @@ import numpy as np
 
 from ..analysis.exposure import collective_parts, last_joins
 from ..analysis.links import LinkSeries
+from ..analysis.schedule import COMPUTE_KINDS
 from ..config.units import GiB
 from ..dag.nodes import PIPELINE_SEND, ExecutionDAG, NodeKind
 from ..engine.replay import Timeline
@@ -151,11 +152,15 @@ def trace_events(dag: ExecutionDAG, timeline: Timeline, detail: str = DEFAULT_DE
 
 
 def _kernels(slices: _Slices, dag: ExecutionDAG, timeline: Timeline) -> None:
+    """Compute kernels, each named with its phase's span kind (as the gantt chart's) but a forward's or the step's:
+    'attn_qkv (backward)', 'attn_qkv (weight-gradient)', 'attn_qkv (recompute)'."""
     nodes = np.flatnonzero(dag.kind == NodeKind.compute)
+    names = [spec.name if spec.phase in (Phase.fwd, Phase.step) else f"{spec.name} ({COMPUTE_KINDS[spec.phase]})"
+             for spec in dag.kernel_specs]  # one string a kernel, shared by its slices
     bodies = []
     for n in nodes.tolist():
         spec = dag.kernel_specs[dag.kernel[n]]
-        bodies.append({"name": spec.name, "cat": spec.phase.name,
+        bodies.append({"name": names[dag.kernel[n]], "cat": spec.phase.name,
                        "args": {"layer": int(dag.layer[n]), "microbatch": int(dag.microbatch[n]),
                                 "phase": spec.phase.name, "gflops": round(spec.flops / 1e9, 3)}})
     slices.add(dag.gpu[nodes], int(Stream.compute), timeline.start[nodes], timeline.finish[nodes], bodies)
@@ -173,7 +178,7 @@ def _collectives(slices: _Slices, dag: ExecutionDAG, timeline: Timeline) -> None
         streams.append(int(coll.stream))
         bodies.append({"name": f"{coll.label} ({coll.ctype.name})", "cat": "collective",
                        "args": {"bytes": coll.nbytes, "group": list(coll.group), "layer": coll.layer,
-                                "microbatch": coll.microbatch}})
+                                "microbatch": coll.microbatch, "algorithm": coll.algorithm}})
     tracks = np.array(streams, dtype=np.int64)
     waits = np.flatnonzero(ns(begins) > ns(joined))
     slices.add(dag.gpu[joins[waits]], tracks[waits], joined[waits], begins[waits],
