@@ -81,3 +81,18 @@ def test_full_sharding_holds_an_eighth_of_the_narrow_weights_over_eight_ranks(dt
     sharded = MemoryModel.of(_b200(dtype, "full_shard")).stage(0).terms["weights"]
     assert sharded > 0
     assert sharded == pytest.approx(whole / 8, rel=1e-12)
+
+
+def test_fsdp_gathers_no_expert_weights_where_expert_parallelism_takes_all_of_data_parallelism():
+    """ep 2 over dp 2 leaves each expert on one rank (expert-data-parallel group of one): ZeRO-3 shards and gathers
+    only the dense weights, so it holds less than ZeRO-2. The transient counted the layer's expert weights gathered
+    twice (running and prefetched layer) and their gradients unsharded besides the whole ones the states hold:
+    full_shard 574.8 MiB against shard_grad_op's 566.8 MiB on stage 0."""
+    sc = gpt_scenario(nodes=2, gpus_per_node=4, tp=2, pp=2, ep=2, moe=MOE, layers=8, hidden=512, heads=8, seq=1024,
+                      gbs=16)
+    model = MemoryModel.of(sc)
+    assert model.layout.expert_fsdp == 1
+    zero2, zero3 = terms(sc, fsdp="shard_grad_op"), terms(sc, fsdp="full_shard")
+    assert sum(zero3.values()) < sum(zero2.values())
+    dense = max(model.states.kernels.layer_params(kind)[0] for kind in sc.workload.model.layer_kinds)
+    assert zero3["layer transient"] - zero2["layer transient"] == pytest.approx(2 * dense * 2.0, rel=1e-9)

@@ -357,11 +357,15 @@ class MemoryModel:
         """What FSDP holds beyond its states: in backward the running layer's unsharded gradients before their
         reduce-scatter, and under full_shard the gathered weights of the running layer and the prefetched next one
         (shard_grad_op keeps every layer's weights gathered from forward to backward: the states' weights term);
-        nothing over a shard group of one rank, which gathers and scatters nothing."""
-        par = self.workload.parallelism
-        if par.fsdp == "none" or self.layout.fsdp == 1:
+        nothing over a shard group of one rank, which gathers and scatters nothing: the experts' group is the
+        expert-data-parallel one (RankLayout.expert_fsdp), of one rank where ep takes all of data x context, and
+        then their weights and gradients stay whole in the states."""
+        par, layout = self.workload.parallelism, self.layout
+        if par.fsdp == "none":
             return 0.0
-        layer = max(sum(self.states.kernels.layer_params(kind)) for kind in self.workload.model.layer_kinds)
+        dense_shared, expert_shared = layout.fsdp > 1, layout.expert_fsdp > 1
+        layer = max(dense * dense_shared + expert * expert_shared
+                    for dense, expert in map(self.states.kernels.layer_params, self.workload.model.layer_kinds))
         weight = 4.0 if self.states.fp32 else 2.0
         gathered = 2 * layer * weight if par.fsdp == "full_shard" else 0.0
         return gathered + (layer * self.states.shape.grad_bytes if backward else 0.0)
