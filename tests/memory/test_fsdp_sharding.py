@@ -96,3 +96,24 @@ def test_fsdp_gathers_no_expert_weights_where_expert_parallelism_takes_all_of_da
     assert sum(zero3.values()) < sum(zero2.values())
     dense = max(model.states.kernels.layer_params(kind)[0] for kind in sc.workload.model.layer_kinds)
     assert zero3["layer transient"] - zero2["layer transient"] == pytest.approx(2 * dense * 2.0, rel=1e-9)
+
+
+def stage_terms(sc, stage: int, **parallelism) -> dict[str, float]:
+    data = sc.model_dump(mode="json", exclude_none=True)
+    data["workload"]["parallelism"].update(parallelism)
+    return MemoryModel.of(parse_scenario(data, "test")).stage(stage).terms
+
+
+@pytest.mark.parametrize(("layers", "moe", "gathered_layers"), [(4, {**MOE, "first_dense_layers": 2}, 2), (2, None, 1)])
+def test_zero3_gathers_two_of_the_stages_own_layers_or_its_one(layers, moe, gathered_layers):
+    """ZeRO-3 holds the running layer's and the prefetched next layer's gathered weights beyond ZeRO-2: the stage's
+    own layers', not the model's largest (a stage of dense layers gathered two MoE layers' experts), and one layer's
+    on a stage of one layer (it gathered two there too)."""
+    sc = gpt_scenario(nodes=2, gpus_per_node=4, pp=2, ep=2 if moe else 1, moe=moe, layers=layers, hidden=512, heads=8,
+                      gbs=16)
+    model = MemoryModel.of(sc)
+    dense_layer = model.states.kernels.layer_params(sc.workload.model.layer_blocks(0))
+    assert dense_layer[1] == 0.0
+    zero2, zero3 = stage_terms(sc, 0, fsdp="shard_grad_op"), stage_terms(sc, 0, fsdp="full_shard")
+    assert zero3["layer transient"] - zero2["layer transient"] == pytest.approx(
+        gathered_layers * dense_layer[0] * 2.0, rel=1e-9)

@@ -32,6 +32,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
+from itertools import pairwise
 
 import numpy as np
 
@@ -354,25 +355,30 @@ class MemoryModel:
             deferred[HEAD_LAYER] = acts.head_deferred()
             forward = max(forward, acts.head_transient())
             backward = max(backward, acts.vocabulary_weight_gradient() + acts.head()["logits"])
-        forward, backward = forward + self._fsdp_transient(False), backward + self._fsdp_transient(True)
+        forward, backward = forward + self._fsdp_transient(stage, False), backward + self._fsdp_transient(stage, True)
         return _Chunk(sum(parts.values()), forward, backward, parts, units, deferred)
 
-    def _fsdp_transient(self, backward: bool) -> float:
+    def _fsdp_transient(self, stage: int, backward: bool) -> float:
         """What FSDP holds beyond its states: in backward the running layer's unsharded gradients before their
         reduce-scatter, and under full_shard the gathered weights of the running layer and the prefetched next one
-        (shard_grad_op keeps every layer's weights gathered from forward to backward: the states' weights term);
-        nothing over a shard group of one rank, which gathers and scatters nothing: the experts' group is the
-        expert-data-parallel one (RankLayout.expert_fsdp), of one rank where ep takes all of data x context, and
-        then their weights and gradients stay whole in the states."""
-        par, layout = self.workload.parallelism, self.layout
+        of the stage (the most two of its consecutive layers hold; its one layer's where it has one), of the layers
+        the stage holds (shard_grad_op keeps every layer's weights gathered from forward to backward: the states'
+        weights term); nothing over a shard group of one rank, which gathers and scatters nothing: the experts'
+        group is the expert-data-parallel one (RankLayout.expert_fsdp), of one rank where ep takes all of data x
+        context, and then their weights and gradients stay whole in the states."""
+        par, layout, layers = self.workload.parallelism, self.layout, self.layers
         if par.fsdp == "none":
             return 0.0
         dense_shared, expert_shared = layout.fsdp > 1, layout.expert_fsdp > 1
-        layer = max(dense * dense_shared + expert * expert_shared
-                    for dense, expert in map(self.states.kernels.layer_params, self.workload.model.layer_kinds))
+        sizes = [dense * dense_shared + expert * expert_shared
+                 for chunk in range(layers.chunks) for layer in layers.layers_of(stage, chunk)
+                 for dense, expert in (self.states.kernels.layer_params(self.workload.model.layer_blocks(layer)),)]
+        if not sizes:
+            return 0.0
         weight = 4.0 if self.states.fp32 else 2.0
-        gathered = 2 * layer * weight if par.fsdp == "full_shard" else 0.0
-        return gathered + (layer * self.states.shape.grad_bytes if backward else 0.0)
+        pairs = [a + b for a, b in pairwise(sizes)] or sizes
+        gathered = max(pairs) * weight if par.fsdp == "full_shard" else 0.0
+        return gathered + (max(sizes) * self.states.shape.grad_bytes if backward else 0.0)
 
     def _plan(self, stage: int) -> StagePlan:
         """The stage's schedule as arrays, as far as its peak can lie (walk.py, steady_microbatches)."""
