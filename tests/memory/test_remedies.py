@@ -297,3 +297,23 @@ def test_the_step_timer_shared_by_the_changes_times_the_even_split_as_its_own_sc
     timer = step_timer(as_written)
     assert (timer(as_written), timer(even)) == (step_seconds(as_written), step_seconds(even))
     assert step_seconds(even) < 0.8 * step_seconds(as_written)
+
+
+def test_a_change_that_derives_the_micro_batch_count_anew_names_the_count_the_scenario_writes(tmp_path):
+    """A scenario writing num_microbatches was offered 'micro_batch_size: 2' (or cp or pp doubled) alone, which the file
+    then refuses ('num_microbatches: 8, but global_batch_size/(micro_batch_size*dp) = 16'): the change names the new
+    count beside it, and each change as its settings say, written into the file, parses and fits."""
+    data = scenario("llama-3-8b", 4, 1, mbs=4, seq=8192, num_microbatches=8)
+    sc = parse_scenario(data, "s.yaml")
+    assert not estimate_memory(sc).fits
+    found = remedies(sc, most=20)
+    resizing = [r for r in found if any(key in ("micro_batch_size", "cp", "pp", "tp") for _, key, _ in r.change)]
+    assert resizing
+    for remedy in found:
+        changed = json.loads(json.dumps(data))
+        for path, value in remedy.settings.items():
+            _, block, key = path.split(".")
+            changed["workload"][block][key] = value
+        report = estimate_memory(parse_scenario(changed, "s.yaml"))
+        assert report.fits and report.peak.device == remedy.report.peak.device
+    assert all("workload.parallelism.num_microbatches" in r.settings for r in resizing)

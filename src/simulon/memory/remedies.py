@@ -51,6 +51,8 @@ Change = tuple[tuple[str, str, Any], ...]
 
 DERIVED = ("dp", "num_microbatches")
 """Parallelism keys a scenario may state that another parallel size or micro-batch size changes (derived again)."""
+RESIZING = ("tp", "cp", "pp", "micro_batch_size")
+"""The settings whose change derives DERIVED again."""
 DEPENDENT = {"distributed_optimizer": ("overlap_param_gather",)}
 """Parallelism keys that hold only with another's setting: switching that one off drops them (Megatron overlaps the
 parameter all-gather of the distributed optimizer only)."""
@@ -181,6 +183,7 @@ class Remedy:
     scenario: ScenarioConfig = field(compare=False, repr=False)
     step_s: float | None = None
     as_written_s: float | None = None
+    restated: Change = ()  # DERIVED sizes the scenario writes that the change gives new values (_restated)
 
     def text(self) -> str:
         """'distributed_optimizer: true (61.20 GiB on stage 0 of 80.00)', with '; step 5.88 s, +5.4%' where timed
@@ -196,8 +199,9 @@ class Remedy:
 
     @property
     def settings(self) -> dict[str, Any]:
-        """The change as dotted paths of the scenario and their values."""
-        return {f"workload.{block}.{key}": value for block, key, value in self.change}
+        """The change as dotted paths of the scenario and their values, with the sizes the scenario writes that it
+        derives anew (else the file with the change alone is refused: num_microbatches no longer the batch's)."""
+        return {f"workload.{block}.{key}": value for block, key, value in self.change + self.restated}
 
     def to_json(self) -> dict:
         peak = self.report.peak
@@ -219,7 +223,7 @@ def variant(sc: ScenarioConfig, change: Change) -> ScenarioConfig:
     workload = data["workload"]
     for block, key, value in change:
         workload[block][key] = value
-        if key in ("tp", "cp", "pp", "micro_batch_size"):
+        if key in RESIZING:
             for derived in DERIVED:
                 workload["parallelism"].pop(derived, None)
         if key == "recompute":
@@ -228,6 +232,18 @@ def variant(sc: ScenarioConfig, change: Change) -> ScenarioConfig:
             for dependent in DEPENDENT.get(key, ()):
                 workload["parallelism"].pop(dependent, None)
     return parse_scenario(data, "remedy")
+
+
+def _restated(sc: ScenarioConfig, change: Change, changed: ScenarioConfig) -> Change:
+    """The DERIVED sizes the scenario writes that `change` (a RESIZING one) gives other values in `changed`, with
+    those values: what the change's text must name for the file to take it."""
+    written = sc.as_data()["workload"]["parallelism"]
+    if not any(key in RESIZING for _, key, _ in change):
+        return ()
+    workload = changed.workload
+    dp = workload.parallelism.data_parallel(workload.training.num_gpus or changed.datacenter.num_gpus)
+    values = {"dp": dp, "num_microbatches": max(workload.training.replica_microbatches(dp))}
+    return tuple(("parallelism", key, values[key]) for key in DERIVED if key in written and values[key] != written[key])
 
 
 def applied(sc: ScenarioConfig, change: Change) -> ScenarioConfig | None:
@@ -268,7 +284,7 @@ def _evaluated(sc: ScenarioConfig) -> Iterator[Remedy | Refused]:
     for change in _candidates(sc):
         try:
             changed = variant(sc, change)
-            yield Remedy(change, estimate_memory(changed), changed)
+            yield Remedy(change, estimate_memory(changed), changed, restated=_restated(sc, change, changed))
         except (ConfigError, ValueError) as error:  # the scenario refusing the change, or the memory model
             yield Refused(change, str(error))
 
