@@ -43,7 +43,7 @@ from ..workload.parameters import PipelineLayers
 from ..workload.program import EMBEDDING_LAYER, HEAD_LAYER
 from ..workload.schedule import MIRRORED, scheduler_of
 from .activations import ActivationModel, LayerCache
-from .runtime import CUDA_CONTEXT_BYTES, AllocatorModel, deepep_buffers, nccl_buffers
+from .runtime import CUDA_CONTEXT_BYTES, AllocatorModel, nccl_buffers
 from .states import ModelStates, StageStates
 from .walk import StagePlan, steady_microbatches
 
@@ -314,10 +314,6 @@ class MemoryModel:
         reserved = max(reserved, states.total + (1.0 + overhead) * states.step_transient)
         runtime = {"CUDA context": float(CUDA_CONTEXT_BYTES),
                    "NCCL buffers": nccl_buffers(self._communicators(), self.channels)}
-        if self.workload.training.moe_dispatcher == "deepep" and states.expert_params:  # the stage's MoE layers'
-            runtime["DeepEP buffers"] = deepep_buffers(  # group: tensor and expert parallel (Megatron-Core's flex
-                self.layout.ep * self.layout.expert_tp,  # dispatcher), tokens of at least 2 bytes an element
-                self.workload.model.hidden_size * max(self.activations.a, 2.0))
         parts: dict[str, float] = {}
         for chunk in chunks:
             for name, value in chunk.parts.items():
