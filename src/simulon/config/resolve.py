@@ -26,10 +26,10 @@ punctuation: `[count x] [vendor] GPU [memory GB] [form factor] [system] [interco
   ("NVLink4") against the system's NVSwitch, NVLS (NVLink SHARP) against a switch that reduces, MNNVL against an
   NVLink domain wider than a node, NVLink or xGMI against the GPU's vendor, a rate in bytes ("600GB/s bidir",
   "1.8TB/s") against the GPU's NVLink (a direction, or both) or HBM bandwidth, and a power ("400W") against its TDP.
-- Nodes: a count of nodes ("4 nodes", "1 node", "16 servers") or of systems ("4x DGX H100", "2x GB200 NVL72",
-  "DGX H200 x 3", "3 systems", "2 racks"), a system being its NVLink domain (one DGX H100 node; 18 trays of a GB200
-  NVL72): `Hardware.nodes`, the cluster of a scenario that starts from the description. A count before the GPU ("8x
-  H100") or after it alone ("H100 x8") counts GPUs.
+- Nodes: a count of nodes ("4 nodes", "1 node", "16 servers", "2 H100 nodes") or of systems ("4x DGX H100", "2x GB200
+  NVL72", "DGX H200 x 3", "3 systems", "2 racks", "2 GB200 NVL72 racks"), a system being its NVLink domain (one DGX
+  H100 node; 18 trays of a GB200 NVL72): `Hardware.nodes`, the cluster of a scenario that starts from the
+  description. A count before the GPU ("8x H100") or after it alone ("H100 x8") counts GPUs.
 - Product names of more words than a model ("Grace Hopper", "Grace Blackwell Ultra", "Blackwell Ultra") are
   GPU templates' aliases; the longest one a description holds names its GPU, ahead of an architecture.
 
