@@ -902,10 +902,6 @@ class Placement:
         counts = np.bincount(self.group, minlength=len(self.groups))
         return sum(float(counts[g]) * v for g, v in values.items()) / self.num_gpus
 
-    def has_peak(self, dtype: DType) -> bool:
-        """Whether the GPU lists a dense peak for dtype (peak_flops refuses one it does not)."""
-        return dtype in self.peak_tflops
-
     def peak_flops(self, dtype: DType) -> float:
         """The mean dense peak FLOP/s of the job's GPUs: model FLOPs over it and the GPU count is the MFU
         against the sum of their peaks."""
