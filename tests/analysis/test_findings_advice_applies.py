@@ -71,11 +71,55 @@ def test_every_schedule_the_bubble_advice_names_is_one_the_scenario_config_accep
 def test_the_expert_parallel_advice_keeps_nvlink_and_nic_remedies_to_where_the_group_sits():
     inside = advice("EP", Settings.of(gpt_scenario(nodes=1, gpus_per_node=8, ep=8, gbs=8, moe=MOE)))
     assert "NVLink domain" not in inside and "NIC" not in inside
-    assert inside == "lower ep, or more NVLink bandwidth"
+    assert inside == "lower ep, or more NVLink bandwidth"  # one micro-batch a replica: no all-to-all overlap
     across = advice("EP", Settings.of(gpt_scenario(nodes=2, gpus_per_node=4, ep=8, gbs=8, moe=MOE)))
-    assert across == "keep the expert-parallel group inside the NVLink domain, lower ep, or add NIC bandwidth"
+    assert across == ("keep the expert-parallel group inside the NVLink domain, DeepEP's dispatcher sending each token "
+                      "once a node (moe_dispatcher: deepep), lower ep, or add NIC bandwidth")
     # ep 2 of tp 2 ranks on 4-GPU nodes: every expert-parallel group within a node, though ep x tp spans nodes' ranks
     assert "NIC" not in advice("EP", Settings.of(gpt_scenario(nodes=2, gpus_per_node=4, tp=2, ep=2, gbs=8, moe=MOE)))
+
+
+def moe_run(nodes: int = 2, gpus_per_node: int = 4, ep: int = 8, training: dict | None = None,
+            **parallelism) -> ScenarioConfig:
+    sc = gpt_scenario(nodes=nodes, gpus_per_node=gpus_per_node, ep=ep, gbs=16, moe=MOE, extra_parallelism=parallelism)
+    data = sc.as_data()
+    data["workload"]["training"].update(training or {})
+    return ScenarioConfig.model_validate(data)
+
+
+DEEPEP = "moe_dispatcher: deepep"
+OVERLAP = "overlap_moe_expert_parallel_comm"
+
+
+def test_exposed_expert_all_to_alls_are_offered_deepep_where_the_group_crosses_nodes_on_the_all_to_all_dispatcher():
+    assert DEEPEP in advice("EP", Settings.of(moe_run()))  # ep 8 over two 4-GPU nodes
+    assert DEEPEP not in advice("EP", Settings.of(moe_run(nodes=1, gpus_per_node=8)))  # inside one NVLink domain
+    assert DEEPEP not in advice("EP", Settings.of(moe_run(training={"moe_dispatcher": "deepep"})))  # already on it
+
+
+def test_the_expert_all_to_all_overlap_is_offered_only_where_megatron_core_would_run_it():
+    assert OVERLAP in advice("EP", Settings.of(moe_run()))  # no pipeline, two micro-batches a replica
+    assert OVERLAP not in advice("EP", Settings.of(moe_run(nodes=4)))  # one micro-batch a replica: nothing to pair
+    assert OVERLAP in advice("EP", Settings.of(moe_run(nodes=4, pp=2, vpp=2)))  # interleaved
+    for refused in (moe_run(nodes=4, pp=2), moe_run(nodes=4, pp=2, pipeline_schedule="zb_h1"),
+                    moe_run(recompute="full"), moe_run(overlap_moe_expert_parallel_comm=True)):
+        assert OVERLAP not in advice("EP", Settings.of(refused)), refused.workload.parallelism
+
+
+@pytest.mark.parametrize(("nodes", "parallelism"), [(2, {}), (4, {"pp": 2, "vpp": 2}), (4, {"pp": 2})])
+def test_every_expert_parallel_remedy_named_is_one_the_scenario_config_accepts_and_shortens_the_step(nodes,
+                                                                                                     parallelism):
+    sc = moe_run(nodes=nodes, **parallelism)
+    text = advice("EP", Settings.of(sc))
+    assert DEEPEP in text
+    base = simulate(sc, "auto").result.iteration_time_ms
+    for named, section, change in ((DEEPEP, "training", {"moe_dispatcher": "deepep"}),
+                                   (OVERLAP, "parallelism", {OVERLAP: True})):
+        if named not in text:
+            continue
+        data = sc.as_data()
+        data["workload"][section].update(change)
+        assert simulate(ScenarioConfig.model_validate(data), "auto").result.iteration_time_ms < base, named
 
 
 def test_context_parallel_all_to_alls_are_not_told_that_attention_hides_them():

@@ -81,3 +81,17 @@ def test_schedules_and_micro_batches_are_offered_to_a_run_that_does_not_fit_only
     starved = Settings.of(short)  # 2 micro-batches on 4 stages: each one more is one more in flight
     assert starved.fits is False and starved.more_microbatches_fit is False
     assert "more micro-batches" not in advice("bubble", starved) and "more micro-batches" not in advice("PP", starved)
+
+
+def test_a_run_that_does_not_fit_is_not_offered_the_expert_all_to_all_overlap_which_holds_a_layer_more():
+    """An 8-expert MoE on four H100s at ep 4: at 12,288 tokens it fits and is offered the overlap (which holds one
+    layer more); at 14,336 it does not, and the overlap would grow its peak."""
+    def run(seq: int) -> ScenarioConfig:
+        return gpt_scenario(nodes=1, gpus_per_node=4, ep=4, hidden=4096, heads=32, layers=8, seq=seq, gbs=8,
+                            moe={"num_experts": 8, "top_k": 2})
+
+    fitting, overflowing_run = Settings.of(run(12288)), Settings.of(run(14336))
+    assert fitting.fits and "overlap_moe_expert_parallel_comm" in advice("EP", fitting)
+    assert overflowing_run.fits is False and not keeps_memory(
+        run(14336), estimate_memory(run(14336)).peak.fill, {"overlap_moe_expert_parallel_comm": True})
+    assert "overlap_moe_expert_parallel_comm" not in advice("EP", overflowing_run)

@@ -103,6 +103,10 @@ class Settings:
     schedules: frozenset[tuple[str, int]] | None = None  # (pipeline_schedule, vpp) the scenario could run instead
     #    (other_schedules: the config's own checks pass)
     ep_within_scale_up: bool | None = None   # every expert-parallel group inside one NVLink domain (None: no ep)
+    deepep_option: bool | None = None        # on the all-to-all dispatcher, and the config accepts moe_dispatcher
+    #    deepep
+    ep_overlap_option: bool | None = None    # overlap_moe_expert_parallel_comm is off, the config accepts it and
+    #    (for a run that does not fit) it keeps the peak memory
     cp_within_scale_up: bool | None = None   # every context-parallel group inside one NVLink domain (None: no cp)
     cp_exchange: str | None = None           # "ring": all context-parallel traffic is the key/value ring attention
     #    hides (p2p); "unhidden": none of it is (all-to-alls, gathers); None: both, or not known
@@ -136,6 +140,8 @@ class Settings:
                    warp_mma_attention=warp_mma_attention(sc), pipeline_stages=par.pp,
                    mixed_gpus=_mixed(sc.placement()), vpp=par.vpp, schedules=schedules,
                    ep_within_scale_up=_within_domain(sc, "ep") if par.ep > 1 else None,
+                   deepep_option=deepep_option(sc) if par.ep > 1 else None,
+                   ep_overlap_option=ep_overlap_option(sc, fill, memory.fits) if par.ep > 1 else None,
                    cp_within_scale_up=_within_domain(sc, "cp") if par.cp > 1 else None,
                    cp_exchange=_cp_exchange(sc), oversubscription=(fabric.oversubscription,
                                                                    fabric.pod_oversubscription),
@@ -207,6 +213,37 @@ def more_microbatches_fit(sc: ScenarioConfig, fill: float) -> bool:
     counted = wl.parallelism.num_microbatches
     return keeps_memory(sc, fill, None if counted is None else {"num_microbatches": 2 * counted},
                         {"global_batch_size": 2 * wl.training.global_batch_size})
+
+
+def deepep_option(sc: ScenarioConfig) -> bool:
+    """Whether the scenario dispatches its tokens on the all-to-all dispatcher and its config accepts DeepEP's
+    (workload.training.moe_dispatcher: deepep; config.scenario.check_workload_fits refuses it with a capacity factor
+    above 1)."""
+    wl = sc.workload
+    if wl.training.moe_dispatcher == "deepep":
+        return False
+    training = wl.training.model_copy(update={"moe_dispatcher": "deepep"})
+    try:
+        check_workload_fits(wl.model_copy(update={"training": training}), sc.datacenter)
+    except ValueError:
+        return False
+    return True
+
+
+def ep_overlap_option(sc: ScenarioConfig, fill: float, fits: bool) -> bool:
+    """Whether overlap_moe_expert_parallel_comm is off and could be set: Megatron-Core would run it on this workload
+    (MegatronWorkload.expert_overlap_problem), a replica runs two micro-batches or more (a forward of one beside the
+    backward of another: with one, nothing is combined) and, for a run that does not fit, the memory model keeps its
+    peak (the combined forward and backward hold one layer more: keeps_memory)."""
+    wl = sc.workload
+    dp = wl.parallelism.data_parallel(sc.placement().num_gpus)
+    if wl.parallelism.overlap_moe_expert_parallel_comm or min(wl.training.replica_microbatches(dp)) < 2:
+        return False
+    overlapped = wl.model_copy(update={"parallelism": wl.parallelism.model_copy(
+        update={"overlap_moe_expert_parallel_comm": True})})
+    if overlapped.expert_overlap_problem() is not None:
+        return False
+    return fits or keeps_memory(sc, fill, {"overlap_moe_expert_parallel_comm": True})
 
 
 def _within_domain(sc: ScenarioConfig, axis: str) -> bool:
@@ -310,7 +347,8 @@ def advice(term: str, settings: Settings, collective: str = "", link_class: str 
         return _either([*_more_microbatches(settings, "more micro-batches"), *interleave,
                         "a faster link between stages"])
     if term == "EP":
-        return _group_advice("the expert-parallel group", "ep", settings.ep_within_scale_up, settings)
+        return _group_advice("the expert-parallel group", "ep", settings.ep_within_scale_up, settings,
+                             _ep_advice(settings))
     if term == "CP":
         return _cp_advice(settings, collective)
     if term == "link_contention":
@@ -384,14 +422,28 @@ def _schedule_advice(settings: Settings) -> list[str]:
     return tries
 
 
-def _group_advice(group: str, knob: str, within: bool | None, settings: Settings) -> str:
+def _group_advice(group: str, knob: str, within: bool | None, settings: Settings, also: tuple[str, ...] = ()) -> str:
     """Against exposed communication of a process group: keep it inside the NVLink domain where it is not (or
-    where that is not known), lower its size (unless the run does not fit: _growing), and more bandwidth on the
-    tier it crosses."""
+    where that is not known), what else applies to the group (`also`), lower its size (unless the run does not fit:
+    _growing), and more bandwidth on the tier it crosses."""
     lower = _growing(settings, f"lower {knob}")
     if within:
-        return _either([*lower, "more NVLink bandwidth"])
-    return _either([f"keep {group} inside the NVLink domain", *lower, "add NIC bandwidth"])
+        return _either([*also, *lower, "more NVLink bandwidth"])
+    return _either([f"keep {group} inside the NVLink domain", *also, *lower, "add NIC bandwidth"])
+
+
+def _ep_advice(settings: Settings) -> tuple[str, ...]:
+    """Against exposed expert-parallel all-to-alls, what Megatron-Core offers where the scenario accepts it: DeepEP's
+    dispatcher, which sends a token over the scale-out fabric once per node it goes to (offered where the group
+    crosses the NVLink domain), and the all-to-alls overlapped with the other micro-batch's compute
+    (overlap_moe_expert_parallel_comm; Megatron-Core's combined 1F1B forward and backward)."""
+    tries = []
+    if settings.deepep_option and settings.ep_within_scale_up is False:
+        tries.append("DeepEP's dispatcher sending each token once a node (moe_dispatcher: deepep)")
+    if settings.ep_overlap_option:
+        tries.append("overlapping the all-to-alls with another micro-batch's compute "
+                     "(overlap_moe_expert_parallel_comm)")
+    return tuple(tries)
 
 
 def _cp_advice(settings: Settings, collective: str) -> str:
