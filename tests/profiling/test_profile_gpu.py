@@ -58,10 +58,11 @@ def test_outliers_beyond_tukeys_fences_are_dropped(times, spike):
 def test_the_profile_file_keeps_what_it_had_and_skips_what_is_done(tmp_path):
     path = tmp_path / "h100.yaml"
     path.write_text("# my notes\nname: H100\nmemory_capacity_gb: 80\nkernel_runs:\n"
-                    "- {kernel: mlp, params: {m: 1, phase: fwd}, times_ms: [1.0]}\n")
+                    "- {kernel: mlp, params: {m: 1, n: 8, k: 8, dtype_bytes: 2, phase: fwd}, times_ms: [1.0]}\n")
     store = ProfileFile(path, {"name": "ignored"})
-    assert store.has("mlp", {"m": 1, "phase": "fwd"}) and not store.has("mlp", {"m": 2, "phase": "fwd"})
-    store.add("mlp", {"m": 2, "phase": "fwd"}, [2.0])
+    one, two = ({"m": m, "n": 8, "k": 8, "dtype_bytes": 2, "phase": "fwd"} for m in (1, 2))
+    assert store.has("mlp", one) and not store.has("mlp", two)
+    store.add("mlp", two, [2.0])
     store.add("attn_flash", {"seq_q": 1 << 20, "phase": "fwd"}, None)
     store.save()
     text = path.read_text()

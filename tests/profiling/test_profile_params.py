@@ -30,7 +30,8 @@ def test_a_negative_or_non_finite_shape_parameter_is_refused_naming_it(bad, key)
     assert f"{key} = {bad!r} is no size or count" in error["msg"]
 
 
-@pytest.mark.parametrize("params", [{"bytes": 0}, {"bytes": 134217728}, {"m": 4096, "n": 4096, "k": 4096}])
+@pytest.mark.parametrize("params", [{"bytes": 0}, {"bytes": 134217728},
+                                    {"m": 4096, "n": 4096, "k": 4096, "dtype_bytes": 2}])
 def test_sizes_of_zero_or_more_are_accepted(params):
     assert GPUSpec.model_validate(gpu_with(params)).kernel_runs[0].params["phase"] == "fwd"
 

@@ -17,9 +17,9 @@ clock: given the model of the profile's conditions (`as_profiled`, at the length
 records one: config.dc.KernelRun.back_to_back), a measured time is carried to the model's own
 conditions by the model's ratio between the two (a compute-bound kernel slows by the clock's fall over the rest of
 the way, a memory-bound one not at all).
-A run whose params miss a parameter its kernel class needs (a GEMM without dtype_bytes: NEEDED) is refused where a
-profile is built, naming it; the types and sizes of those given are checked where the file is read
-(config.dc.KernelRun).
+A run whose params miss a parameter its kernel class needs (a GEMM without dtype_bytes:
+config.common.RUN_SHAPE_NEEDS) is refused where the file is read, naming the file and the parameter, as are the types
+and sizes of those given (config.dc.KernelRun); a profile built of a GPU made in code checks it again.
 A profile is a plain object built per GPU and dtype: nothing is kept between simulations.
 """
 
@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from ..config.common import DType
+from ..config.common import DType, missing_run_parameter, run_kind
 from ..config.dc import GPUSpec, KernelRun
 from ..config.errors import ConfigError
 from ..workload.kernels import KernelClass, KernelSpec, Phase
@@ -64,31 +64,17 @@ def _split(params: dict) -> tuple[tuple, tuple[str, ...], np.ndarray]:
     return fixed, names, np.log2(np.maximum([float(params[k]) for k in names], 1e-30))
 
 
-NEEDED = {KernelClass.attention: ("batch", "heads", "kv_heads", "seq_q", "seq_k", "qk_dim", "v_dim", "causal",
-                                   "dtype_bytes"),
-          KernelClass.gemm: ("m", "n", "k", "dtype_bytes"), KernelClass.memory: ("bytes",)}
-"""The shape parameters a profiled run of each kernel class needs, those the tracer records and the compute model
-reads: an attention run is one with `seq_q`, a GEMM one with `m`, any other a memory-bound kernel."""
-
-
 def run_class(params: Mapping[str, Any]) -> KernelClass:
     """The kernel class a profiled run's params stand for (a grouped GEMM is a GEMM here)."""
-    return KernelClass.attention if "seq_q" in params else KernelClass.gemm if "m" in params else KernelClass.memory
+    return KernelClass[run_kind(dict(params))]
 
 
 def run_shape_error(index: int, params: Mapping[str, Any]) -> str | None:
     """Why a profiled run's params cannot be read as its kernel class's shape ("kernel_runs[3].params.dtype_bytes:
     missing: a GEMM run (one with m) needs m, n, k and dtype_bytes"), or None when they can (the types and sizes of
-    those given are checked where the file is read: config.dc.KernelRun)."""
-    kclass = run_class(params)
-    needed = NEEDED[kclass]
-    missing = [name for name in needed if name not in params]
-    if not missing:
-        return None
-    what = {KernelClass.attention: "an attention run (one with seq_q)", KernelClass.gemm: "a GEMM run (one with m)",
-            KernelClass.memory: "a memory-bound run (one with neither m nor seq_q)"}[kclass]
-    return (f"kernel_runs[{index}].params.{missing[0]}: missing: {what} needs "
-            f"{', '.join(needed[:-1]) + ' and ' if len(needed) > 1 else ''}{needed[-1]}")
+    those given are checked where the file is read: config.dc.KernelRun, which refuses a timed run missing one too)."""
+    problem = missing_run_parameter(dict(params))
+    return None if problem is None else f"kernel_runs[{index}].params.{problem[0]}: {problem[1]}"
 
 
 def check_run_shapes(gpu: GPUSpec, source: str | None = None) -> None:

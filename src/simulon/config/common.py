@@ -229,6 +229,30 @@ bounds of a scenario let the tracer emit. Past them no run fitted on a GPU, and 
 overflows (a profiled attention of batch 1e19 ended `validate profile` in an OverflowError)."""
 ATTENTION_COUNTS = ("batch", "heads", "kv_heads", "seq_q", "seq_k", "qk_dim", "v_dim")
 """An attention kernel's whole-number shape parameters (its CTAs are counted from them)."""
+RUN_SHAPE_NEEDS = {"attention": ("batch", "heads", "kv_heads", "seq_q", "seq_k", "qk_dim", "v_dim", "causal",
+                                 "dtype_bytes"),
+                   "gemm": ("m", "n", "k", "dtype_bytes"), "memory": ("bytes",)}
+"""The shape parameters a profiled run of each kernel class needs, those the tracer records and the compute model
+reads (by run_kind: an attention run is one with `seq_q`, a GEMM one with `m`, any other a memory-bound kernel)."""
+RUN_KINDS = {"attention": "an attention run (one with seq_q)", "gemm": "a GEMM run (one with m)",
+             "memory": "a memory-bound run (one with neither m nor seq_q)"}
+
+
+def run_kind(params: dict[str, Any]) -> str:
+    """The kernel class (a RUN_SHAPE_NEEDS key) a profiled run's params stand for (a grouped GEMM is a GEMM here)."""
+    return "attention" if "seq_q" in params else "gemm" if "m" in params else "memory"
+
+
+def missing_run_parameter(params: dict[str, Any]) -> tuple[str, str] | None:
+    """(parameter, problem) for the first shape parameter a profiled run's params miss (RUN_SHAPE_NEEDS):
+    ("dtype_bytes", "missing: a GEMM run (one with m) needs m, n, k and dtype_bytes"); None where none is missing."""
+    kind = run_kind(params)
+    needed = RUN_SHAPE_NEEDS[kind]
+    missing = [name for name in needed if name not in params]
+    if not missing:
+        return None
+    listed = ", ".join(needed[:-1]) + " and " if len(needed) > 1 else ""
+    return missing[0], f"missing: {RUN_KINDS[kind]} needs {listed}{needed[-1]}"
 
 
 def kernel_shape_error(params: dict[str, Any]) -> tuple[str, str] | None:

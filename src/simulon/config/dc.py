@@ -45,6 +45,7 @@ from .common import (
     StrictModel,
     dtype_keys,
     kernel_shape_error,
+    missing_run_parameter,
 )
 from .host_cpu import HostCPU, host_cpu
 from .resolve import Hardware, Unresolved, resolve_hardware
@@ -110,6 +111,15 @@ class KernelRun(StrictModel):
                 named = ", ".join(d.value for d in DType)
                 raise FieldError(key, f"{str(params[key])!r} is not a dtype (one of {named})")
         return params
+
+    @model_validator(mode="after")
+    def _whole_shape(self) -> KernelRun:
+        """A timed run has every shape parameter its kernel class needs (config.common.missing_run_parameter): a
+        simulation of a GPU whose GEMM run lacked dtype_bytes was refused naming the GPU, not its file."""
+        problem = missing_run_parameter(self.params) if self.times_ms else None
+        if problem:
+            raise FieldError(f"params.{problem[0]}", problem[1])
+        return self
 
     @field_validator("times_ms")
     @classmethod

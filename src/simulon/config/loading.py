@@ -309,15 +309,22 @@ def _merged_layers(layers: list[_Layer], loc: tuple[Any, ...], base_dir: Path | 
 
 def _included_from(data: Any, loc: tuple[Any, ...], base_dir: Path | None) -> _Included | None:
     """The template file that set the value at `loc` (an error's location), followed as the templates were
-    merged; None where the scenario or a shipped template set it, or nothing did (a missing field)."""
+    merged; None where the scenario or a shipped template set it, or nothing did (a missing field), but for a field
+    missing within an item of a list, which one file wrote whole (a GPU file's kernel_runs[0] without its
+    params.dtype_bytes): that file."""
     layers: list[_Layer] = [(data, None)]
+    in_item = False
     for depth, part in enumerate(loc):
         layers = _merged_layers(layers, loc[:depth], base_dir)
         if isinstance(part, int):
             node = layers[0][0]
             layers = [(node[part], layers[0][1])] if isinstance(node, list) and 0 <= part < len(node) else []
+            in_item = True
         else:
-            layers = [(node[part], file) for node, file in layers if isinstance(node, dict) and part in node]
+            found = [(node[part], file) for node, file in layers if isinstance(node, dict) and part in node]
+            if not found and in_item and layers:
+                return layers[0][1]
+            layers = found
         if not layers:
             return None
     return layers[0][1]
