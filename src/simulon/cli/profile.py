@@ -103,6 +103,7 @@ def gpu(
         models = [{"from": name.strip()} for name in model.split(",")]
         points = [SweepPoint(m, s, b, d, t, e, attention) for m in models for s, b, d, t, e in runs]
     else:
+        check_experts(num_experts, moe_top_k)
         kv = ints("--num-kv-heads", num_kv_heads) if num_kv_heads else [None]
         shapes = itertools.product(ints("--hidden-size", hidden_size or "4096"), ints("--num-heads", num_heads or "32"),
                                    ints("--ffn-hidden-size", ffn_hidden_size or "16384"),
@@ -120,6 +121,17 @@ def gpu(
                           "--tdp-w": tdp_w})
     need_torch(device)
     _profile(points, store, device, epoch_num, warmup)
+
+
+def check_experts(num_experts: int | None, moe_top_k: int | None) -> None:
+    """Raise ConfigError where the expert options describe no mixture of experts they would be used in: --num-experts
+    0 (profiled as a dense model) and --moe-top-k without --num-experts were ignored without a word."""
+    if num_experts is not None and num_experts < 1:
+        raise ConfigError(f"--num-experts: {num_experts}: a mixture of experts has at least 1 expert (leave the option "
+                          "out for a dense model)")
+    if moe_top_k is not None and num_experts is None:
+        raise ConfigError("--moe-top-k: experts per token need experts: give --num-experts too (a dense model has "
+                          "none)")
 
 
 def gpu_identity(output: Path, name: str, vendor: str | None, memory_capacity_gb: float | None,
