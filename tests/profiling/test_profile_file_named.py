@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from simulon.config.common import KERNEL_PHASES
 from simulon.config.errors import ConfigError
 from simulon.config.loading import load_scenario
+from simulon.workload.kernels import Phase
 
 GEMM = {"m": 2048, "n": 5504, "k": 4096, "groups": 1, "dtype_bytes": 2.0, "phase": "fwd", "dtype": "bf16"}
 ATTENTION = {"batch": 1, "heads": 16, "kv_heads": 16, "seq_q": 2048, "seq_k": 2048, "qk_dim": 128, "v_dim": 128,
@@ -57,3 +59,13 @@ def test_a_profiled_run_without_times_is_refused_naming_the_profile_file(tmp_pat
     path, gpu = scenario_on(tmp_path, {"kernel": "mlp_linear1", "params": GEMM})
     assert refusal(path).startswith(f"{gpu} (included by {path} at datacenter.node.gpu): kernel_runs[0].times_ms: "
                                     "empty")
+
+
+def test_a_profiled_run_of_an_unknown_phase_is_refused_naming_the_profile_file(tmp_path):
+    path, gpu = scenario_on(tmp_path, {"kernel": "mlp_linear1", "params": {**GEMM, "phase": "bwd"}, "times_ms": [1.0]})
+    assert refusal(path) == (f"{gpu} (included by {path} at datacenter.node.gpu): kernel_runs[0].params.phase: 'bwd' "
+                             "is no kernel phase (one of fwd, bwd_ig, bwd_wg, step, recompute)")
+
+
+def test_the_phases_a_profile_file_may_name_are_the_phases_kernels_run_in():
+    assert tuple(Phase.__members__) == KERNEL_PHASES

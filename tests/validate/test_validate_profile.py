@@ -189,8 +189,10 @@ def test_a_gpu_without_kernel_runs_is_bad_input(tmp_path):
     ([], "kernel_runs: the file holds no measured kernels"),
     ([{"kernel": "attn_norm", "params": {"phase": "fwd", "dtype": "bf16"}, "times_ms": [1.0]}],
      "kernel_runs[0].params.bytes: missing"),
-    ([{"kernel": "attn_norm", "params": {"phase": "sideways", "bytes": 1e6}, "times_ms": [1.0]}],
+    ([{"kernel": "attn_norm", "params": {"phase": "fwd", "dtype": "fp4", "bytes": 1e6}, "times_ms": [1.0]}],
      "kernel_runs: no run could be compared"),
+    ([{"kernel": "attn_norm", "params": {"phase": "sideways", "bytes": 1e6}, "times_ms": [1.0]}],
+     "kernel_runs[0].params.phase: 'sideways' is no kernel phase"),
 ])
 def test_every_refusal_of_a_profile_starts_with_the_files_path_as_given(tmp_path, runs, problem):
     path = tmp_path / "gpu.yaml"

@@ -234,6 +234,9 @@ RUN_SHAPE_NEEDS = {"attention": ("batch", "heads", "kv_heads", "seq_q", "seq_k",
                    "gemm": ("m", "n", "k", "dtype_bytes"), "memory": ("bytes",)}
 """The shape parameters a profiled run of each kernel class needs, those the tracer records and the compute model
 reads (by run_kind: an attention run is one with `seq_q`, a GEMM one with `m`, any other a memory-bound kernel)."""
+KERNEL_PHASES = ("fwd", "bwd_ig", "bwd_wg", "step", "recompute")
+"""The phases a kernel runs in, as a profiled run's `phase` names them (workload.kernels.Phase, whose members these
+are: the tests hold them equal)."""
 RUN_KINDS = {"attention": "an attention run (one with seq_q)", "gemm": "a GEMM run (one with m)",
              "memory": "a memory-bound run (one with neither m nor seq_q)"}
 

@@ -33,6 +33,7 @@ from pydantic import (
 from ..collective.nccl import ALGORITHM_NAMES, PROTOCOLS, nccl_algorithm
 from ..collective.tuner_rules import parse_rules, rule_lines
 from .common import (
+    KERNEL_PHASES,
     MAX_GPUS,
     DType,
     FabricCount,
@@ -91,8 +92,9 @@ class KernelRun(StrictModel):
     def _shape_numbers(cls, params: dict[str, Any]) -> dict[str, Any]:
         """A shape parameter given as a number (bytes, m, n, k, seq_q, ...) is a size or a count: finite and not
         negative (a run of -5 bytes was timed as a 0.002 ms kernel and compared); those the compute model reads as
-        numbers are numbers (`m: "128"` was left out of the lookup), and a size is more than 0 (`groups: 0` gave
-        NaN)."""
+        numbers are numbers (`m: "128"` was left out of the lookup), a size is more than 0 (`groups: 0` gave
+        NaN), and a phase is one a kernel runs in (`phase: bwd` was refused by a simulation naming the GPU, not the
+        file, and skipped by `validate profile`)."""
         for key, value in params.items():
             if isinstance(value, int | float) and not isinstance(value, bool) and not (math.isfinite(value)
                                                                                         and value >= 0):
@@ -106,6 +108,8 @@ class KernelRun(StrictModel):
         problem = kernel_shape_error(params)
         if problem:
             raise FieldError(*problem)
+        if "phase" in params and str(params["phase"]) not in KERNEL_PHASES:
+            raise FieldError("phase", f"{params['phase']!r} is no kernel phase (one of {', '.join(KERNEL_PHASES)})")
         for key in ("dtype", "precision"):  # a run of an unknown number format matches no kernel simulon runs
             if key in params and str(params[key]) not in DType.__members__.values():
                 named = ", ".join(d.value for d in DType)
