@@ -606,3 +606,27 @@ def test_a_model_template_file_may_start_from_a_hf_config_beside_it(tmp_path):
     with pytest.raises(ValidationError, match=r"template file '.*missing\.yaml': cannot read HuggingFace config "
                                               r"'.*models/nope\.json': No such file"):
         ModelSpec.model_validate({"from": "../models/missing.yaml"}, context={"base_dir": tmp_path / "runs"})
+
+
+GEMMA_3_12B = {  # google/gemma-3-12b-pt config.json: text_config writes only what differs from Gemma3TextConfig
+    "architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3", "mm_tokens_per_image": 256,
+    "vision_config": {"hidden_size": 1152, "model_type": "siglip_vision_model", "num_hidden_layers": 27},
+    "text_config": {"hidden_size": 3840, "intermediate_size": 15360, "model_type": "gemma3_text",
+                    "num_attention_heads": 16, "num_hidden_layers": 48, "num_key_value_heads": 8,
+                    "rope_scaling": {"factor": 8.0, "rope_type": "linear"}, "sliding_window": 1024}}
+GEMMA_3_4B = {  # google/gemma-3-4b-pt config.json: its 8 query and 4 KV heads are Gemma3TextConfig's defaults
+    **GEMMA_3_12B, "text_config": {"hidden_size": 2560, "intermediate_size": 10240, "model_type": "gemma3_text",
+                                   "num_hidden_layers": 34, "rope_scaling": {"factor": 8.0, "rope_type": "linear"},
+                                   "sliding_window": 1024}}
+
+
+def test_gemma_3s_text_config_leaving_its_heads_to_the_class_defaults_reads_the_class_heads_not_hidden_over_heads(
+        tmp_path):
+    """Gemma 3 12B's head_dim is Gemma3TextConfig's 256 (not 3840 / 16 = 240, 11.62B parameters where the template
+    has 11.77B); Gemma 3 4B's file gives no heads at all (8 query, 4 KV of 256: the Gemma 3 report's 4B)."""
+    built = ModelSpec.model_validate({"from_hf": str(write(tmp_path, GEMMA_3_12B))})
+    shipped = ModelSpec.model_validate({"from": "gemma-3-12b"})
+    assert {k: getattr(built, k) for k in SHAPE} == {k: getattr(shipped, k) for k in SHAPE}
+    small = ModelSpec.model_validate({"from_hf": str(write(tmp_path, GEMMA_3_4B))})
+    assert (small.num_heads, small.kv_heads, small.head_size, small.vocab_size) == (8, 4, 256, 262208)
+    assert small.sliding_window.model_dump() == {"size": 1024, "full_every": 6}

@@ -14,7 +14,8 @@ GptOssConfig, Gemma/Gemma2/Gemma3TextConfig, Phi3Config; a multimodal config's `
   `relu2` squared ReLU, anything else a plain GELU; where the file names none, its family's configuration-class
   default (DEFAULT_ACTIVATIONS), and a file of another family must name it; normalization: RMSNorm in the families
   that use it (RMSNORM_MODEL_TYPES) and where the config has rms_norm_eps, else LayerNorm; a vocabulary left out
-  is its configuration class's where the family's files leave it so (CLASS_VOCABULARIES: Gemma 3's text_config);
+  is its configuration class's where the family's files leave it so, as are its heads and head size (CLASS_DEFAULTS:
+  Gemma 3's text_config);
 - mixture of experts: num_local_experts (Mixtral, GPT-OSS) or num_experts (Qwen-MoE) or n_routed_experts
   (DeepSeek-V3), num_experts_per_tok, moe_intermediate_size (else intermediate_size), n_shared_experts (0: none) or
   shared_expert_intermediate_size (Llama 4: always one shared expert of intermediate_size, Llama4TextMoe's
@@ -129,9 +130,14 @@ rms_norm_eps, else LayerNorm (GPT-2, GPT-NeoX, Phi, StarCoder2, Cohere)."""
 FOUR_X_MLP_MODEL_TYPES = frozenset({"gpt2", "gpt_bigcode"})
 """model_type of the families whose MLP is four times the hidden size where n_inner is null or absent (GPT2Config,
 GPTBigCodeConfig: `n_inner if n_inner is not None else 4 * hidden_size`)."""
-CLASS_VOCABULARIES = {"gemma3_text": 262_208, "gemma3": 262_208}
-"""model_type -> the vocabulary its configuration class defaults to, for a file that leaves it out: the text_config
-of Gemma 3's multimodal checkpoints writes only what differs from Gemma3TextConfig's defaults (vocab_size=262_208)."""
+GEMMA3_TEXT_DEFAULTS = {"vocab_size": 262_208, "hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26,
+                        "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256, "sliding_window": 4096}
+"""Gemma3TextConfig's defaults of the keys read here (transformers' configuration_gemma3.py)."""
+CLASS_DEFAULTS = {"gemma3_text": GEMMA3_TEXT_DEFAULTS, "gemma3": GEMMA3_TEXT_DEFAULTS}
+"""model_type -> the defaults of its configuration class for the shape keys a file leaves out: the text_config of Gemma
+3's multimodal checkpoints writes only what differs from Gemma3TextConfig's defaults (google/gemma-3-12b-pt's holds no
+vocab_size and no head_dim, whose 256 is not hidden_size / num_attention_heads = 240; gemma-3-4b-pt's no
+num_attention_heads, 8, nor num_key_value_heads, 4)."""
 UNMODELLED = ", which simulon does not model"
 MAMBA_1 = ("its layers are Mamba-1 mixers (a selective scan with a state per channel, its step and B and C projected "
            f"by x_proj and dt_proj){UNMODELLED}: its Mamba mixer (hybrid_pattern M) is Mamba-2's (one decay per head, "
@@ -234,7 +240,7 @@ class HFConfigError(ValueError):
 
 
 def read_config(path: Path) -> dict[str, Any]:
-    """The config's mapping (its `text_config` for a multimodal model)."""
+    """The config's mapping (its `text_config` for a multimodal model) over its class's defaults (CLASS_DEFAULTS)."""
     try:
         doc = parse_json(read_input_text(path, MAX_YAML_BYTES, "a HuggingFace config", encoding="utf-8"),
                          object_pairs_hook=_unique_keys)
@@ -255,7 +261,9 @@ def read_config(path: Path) -> dict[str, Any]:
     if not isinstance(doc, dict):
         raise HFConfigError(f"HuggingFace config {str(path)!r} does not hold a JSON object")
     text = doc.get("text_config")
-    return {**doc, **text} if isinstance(text, dict) else doc
+    doc = {**doc, **text} if isinstance(text, dict) else doc
+    model_type = doc.get("model_type")
+    return {**CLASS_DEFAULTS.get(model_type, {}), **doc} if isinstance(model_type, str) else doc
 
 
 HUB_ID = re.compile(r"[\w.-]+/[\w.-]+")
@@ -620,8 +628,7 @@ def _model_block(cfg: Reader) -> dict[str, Any]:
         "ffn_hidden_size": cfg.integer(FIELD_KEYS["ffn_hidden_size"][0], required=False)
         or cfg.integer(*FIELD_KEYS["ffn_hidden_size"][1:], required=cfg.model_type not in FOUR_X_MLP_MODEL_TYPES)
         or 4 * cfg.integer(*FIELD_KEYS["hidden_size"]),
-        "vocab_size": cfg.integer(*FIELD_KEYS["vocab_size"], required=cfg.model_type not in CLASS_VOCABULARIES,
-                                  default=CLASS_VOCABULARIES.get(cfg.model_type)),
+        "vocab_size": cfg.integer(*FIELD_KEYS["vocab_size"]),
         "activation": _mlp(cfg),
         "normalization": "rmsnorm" if "rms_norm_eps" in cfg.doc or cfg.model_type in RMSNORM_MODEL_TYPES
         else "layernorm",
