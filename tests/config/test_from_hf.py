@@ -630,3 +630,21 @@ def test_gemma_3s_text_config_leaving_its_heads_to_the_class_defaults_reads_the_
     small = ModelSpec.model_validate({"from_hf": str(write(tmp_path, GEMMA_3_4B))})
     assert (small.num_heads, small.kv_heads, small.head_size, small.vocab_size) == (8, 4, 256, 262208)
     assert small.sliding_window.model_dump() == {"size": 1024, "full_every": 6}
+
+
+def test_llama_4s_moe_layers_place_the_experts_over_its_interleave_step(tmp_path):
+    """Llama4TextConfig fills moe_layers from interleave_moe_layer_step only where the file leaves it out, and
+    Llama4TextDecoderLayer holds experts where `layer_idx in config.moe_layers` (transformers' save_pretrained writes
+    it): experts every fourth layer are 12 MoE layers, not the step's 24."""
+    text = LLAMA4_MAVERICK["text_config"]
+    written = {**LLAMA4_MAVERICK, "text_config": {**text, "moe_layers": list(range(1, 48, 2))}}
+    assert ModelSpec.model_validate({"from_hf": str(write(tmp_path, written))}).moe == \
+        ModelSpec.model_validate({"from": "llama-4-maverick"}).moe
+    fourth = {**LLAMA4_MAVERICK, "text_config": {**text, "moe_layers": list(range(3, 48, 4))}}
+    model = ModelSpec.model_validate({"from_hf": str(write(tmp_path, fourth))})
+    assert list(model.moe.layer_freq) == [int(i % 4 == 3) for i in range(48)]
+    every = {**LLAMA4_MAVERICK, "text_config": {**text, "moe_layers": list(range(48))}}
+    assert ModelSpec.model_validate({"from_hf": str(write(tmp_path, every))}).moe.layer_freq == 1
+    bad = {**LLAMA4_MAVERICK, "text_config": {**text, "moe_layers": [1, 48]}}
+    with pytest.raises(ValidationError, match="key 'moe_layers' must be a list of layer indices below 48"):
+        ModelSpec.model_validate({"from_hf": str(write(tmp_path, bad))})

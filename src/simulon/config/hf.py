@@ -21,7 +21,7 @@ GptOssConfig, Gemma/Gemma2/Gemma3TextConfig, Phi3Config; a multimodal config's `
   shared_expert_intermediate_size (Llama 4: always one shared expert of intermediate_size, Llama4TextMoe's
   shared_expert, which no key names), first_k_dense_replace, node-limited routing's n_group and topk_group
   (DeepSeek-V3; both default 1; unread under DeepSeek-V2's topk_method greedy); layouts that interleave dense and
-  MoE layers (decoder_sparse_step, moe_layer_freq, interleave_moe_layer_step above 1, mlp_only_layers) as
+  MoE layers (decoder_sparse_step, moe_layer_freq, interleave_moe_layer_step above 1 or moe_layers, mlp_only_layers) as
   MoESpec.layer_freq, the dense layers intermediate_size_mlp wide where the config has it (Llama 4);
 - multi-head latent attention: kv_lora_rank, q_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim; its sparse
   attention (DeepseekV32Config): index_n_heads, index_head_dim, index_topk;
@@ -206,7 +206,7 @@ FIELD_KEYS: dict[str, tuple[str, ...]] = {
     "moe.first_dense_layers": ("first_k_dense_replace",),
     "moe.num_groups": ("n_group",),
     "moe.group_topk": ("topk_group",),
-    "moe.layer_freq": ("moe_layer_freq", *SPARSE_STEP_KEYS, "mlp_only_layers"),
+    "moe.layer_freq": ("moe_layer_freq", "moe_layers", *SPARSE_STEP_KEYS, "mlp_only_layers"),
     "moe.num_shared_experts": ("n_shared_experts",),
     "moe.shared_expert_ffn_hidden_size": ("shared_expert_intermediate_size", "moe_shared_expert_intermediate_size",
                                           "moe_intermediate_size", "intermediate_size"),
@@ -387,16 +387,18 @@ def _shared_experts(cfg: Reader, expert_ffn: int) -> dict[str, Any]:
 def _moe_layers(cfg: Reader) -> int | list[int]:
     """Which layers hold the experts, as MoESpec.layer_freq: DeepSeek's moe_layer_freq (layer i when i % freq == 0,
     past first_k_dense_replace), or a 0/1 per layer from Qwen-MoE's decoder_sparse_step (layer i when
-    (i + 1) % step == 0) and mlp_only_layers (dense whatever the step), or Llama 4's interleave_moe_layer_step
-    (layers step - 1, 2 step - 1, ...), as the transformers model classes build them."""
+    (i + 1) % step == 0) and mlp_only_layers (dense whatever the step), or Llama 4's moe_layers (the layers' indices,
+    which Llama4TextConfig fills from interleave_moe_layer_step where the file leaves it out: layers step - 1,
+    2 step - 1, ...; Llama4TextDecoderLayer holds experts where `layer_idx in config.moe_layers`), as the transformers
+    model classes build them."""
     layers = cfg.layers()
     step = 1
     for key in SPARSE_STEP_KEYS:
         step = max(step, cfg.integer(key, required=False, default=1))
-    dense_only = cfg.doc.get("mlp_only_layers")
-    dense_only = [] if dense_only is None else dense_only
-    if not isinstance(dense_only, list) or not all(isinstance(i, int) and 0 <= i < layers for i in dense_only):
-        raise cfg.fail("mlp_only_layers", f"must be a list of layer indices below {layers}, got {dense_only!r}")
+    dense_only = _layer_indices(cfg, "mlp_only_layers", layers)
+    if cfg.model_type in SHARED_EXPERT_MODEL_TYPES and cfg.doc.get("moe_layers") is not None:
+        moe = _layer_indices(cfg, "moe_layers", layers)  # Llama4TextConfig's, over interleave_moe_layer_step's
+        return 1 if set(moe) == set(range(layers)) else [int(i in moe) for i in range(layers)]
     freq = cfg.integer("moe_layer_freq", required=False, default=1)
     if step == 1 and not dense_only:
         return freq
@@ -404,6 +406,16 @@ def _moe_layers(cfg: Reader) -> int | list[int]:
         raise cfg.fail("moe_layer_freq", "together with a sparse step or mlp_only_layers is not a layout any "
                                          "transformers model builds")
     return [int((i + 1) % step == 0 and i not in dense_only) for i in range(layers)]
+
+
+def _layer_indices(cfg: Reader, key: str, layers: int) -> list[int]:
+    """A key listing layers by their 0-based index (absent or null: none)."""
+    indices = cfg.doc.get(key)
+    indices = [] if indices is None else indices
+    if not isinstance(indices, list) or not all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i < layers
+                                                for i in indices):
+        raise cfg.fail(key, f"must be a list of layer indices below {layers}, got {indices!r}")
+    return indices
 
 
 def _mla(cfg: Reader) -> dict[str, Any] | None:
