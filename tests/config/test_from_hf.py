@@ -648,3 +648,37 @@ def test_llama_4s_moe_layers_place_the_experts_over_its_interleave_step(tmp_path
     bad = {**LLAMA4_MAVERICK, "text_config": {**text, "moe_layers": [1, 48]}}
     with pytest.raises(ValidationError, match="key 'moe_layers' must be a list of layer indices below 48"):
         ModelSpec.model_validate({"from_hf": str(write(tmp_path, bad))})
+
+
+MINIMAX_M1 = {  # MiniMaxAI/MiniMax-M1-80k config.json (shape keys): lightning attention in seven layers of eight
+    "model_type": "minimax_m1", "attn_type_list": ([0] * 7 + [1]) * 10, "head_dim": 128, "hidden_act": "silu",
+    "hidden_size": 6144, "intermediate_size": 9216, "num_attention_heads": 64, "num_experts_per_tok": 2,
+    "num_hidden_layers": 80, "num_key_value_heads": 8, "num_local_experts": 32, "rms_norm_eps": 1e-05,
+    "rotary_dim": 64, "shared_intermediate_size": 0, "tie_word_embeddings": False, "vocab_size": 200064}
+GRANITE_4_H = {  # ibm-granite/granite-4.0-h-small config.json (shape keys): Mamba-2 layers, attention in 4 of 40
+    "model_type": "granitemoehybrid", "hidden_act": "silu", "hidden_size": 4096, "intermediate_size": 512,
+    "layer_types": (["mamba"] * 9 + ["attention"]) * 4, "mamba_d_state": 128, "mamba_n_heads": 128,
+    "mamba_d_head": 64, "num_attention_heads": 32, "num_experts_per_tok": 10, "num_hidden_layers": 40,
+    "num_key_value_heads": 8, "num_local_experts": 72, "rms_norm_eps": 1e-05, "shared_intermediate_size": 1024,
+    "tie_word_embeddings": True, "vocab_size": 100352}
+LFM2_1_2B = {  # LiquidAI/LFM2-1.2B config.json (shape keys, with an activation named): short convolutions
+    "model_type": "lfm2", "hidden_act": "silu", "hidden_size": 2048, "intermediate_size": 12288,
+    "layer_types": ["conv", "conv", "full_attention"] * 5 + ["conv"], "num_attention_heads": 32,
+    "num_hidden_layers": 16, "num_key_value_heads": 8, "vocab_size": 65536}
+
+
+@pytest.mark.parametrize(("doc", "says"), [
+    (MINIMAX_M1, "key 'attn_type_list' marks layer 0 0: MiniMax's lightning attention"),
+    ({**{k: v for k, v in MINIMAX_M1.items() if k != "attn_type_list"}, "model_type": "minimax",  # transformers'
+      "layer_types": ["linear_attention" if t == 0 else "full_attention" for t in MINIMAX_M1["attn_type_list"]]},
+     "key 'layer_types' names 'linear_attention' layers (layer 0): MiniMax's lightning attention"),
+    (GRANITE_4_H, "key 'layer_types' names 'mamba' layers (layer 0), which this reader does not take"),
+    (LFM2_1_2B, "key 'layer_types' names 'conv' layers (layer 0), which this reader does not take"),
+])
+def test_layers_of_a_kind_the_reader_does_not_take_are_refused_not_read_as_attention_layers(tmp_path, doc, says):
+    """MiniMax-M1 read as 80 softmax-attention layers (70 are lightning attention), Granite 4.0-H as 40 (36 are
+    Mamba-2), LFM2 as 16 (10 are convolutions), each without a word."""
+    with pytest.raises(HFConfigError, match=re.escape(says)):
+        model_from_hf(write(tmp_path, doc))
+    all_softmax = {**MINIMAX_M1, "model_type": "minimax_m2", "attn_type_list": [1] * 80}  # MiniMax-M2's
+    assert model_from_hf(write(tmp_path, all_softmax))["num_layers"] == 80

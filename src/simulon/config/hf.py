@@ -602,7 +602,37 @@ def _refuse_unread(cfg: Reader) -> None:
     for key, problem in UNREAD_KEYS.items():
         if cfg.doc.get(key) not in (None, False):
             raise cfg.fail(key, problem)
+    _refuse_unread_layers(cfg)
     _refuse_mixers_without_layout(cfg)
+
+
+READ_LAYER_TYPES = frozenset({*WINDOW_LAYER_TYPES, *LINEAR_ATTENTION, "chunked_attention"})
+"""The layer_types this reader takes: attention over the whole context or a sliding window, Qwen3-Next's and Qwen3.5's
+gated delta nets (linear_attention), Llama 4's chunked attention (read as full attention: the same up to
+attention_chunk_size tokens)."""
+LIGHTNING_ATTENTION = ("MiniMax's lightning attention (MiniMax-Text-01's and MiniMax-M1's linear attention, seven "
+                       f"layers in eight){UNMODELLED}: write the model block yourself")
+"""Why MiniMax's linear-attention layers are no layers simulon models (its gated delta net is another mixer)."""
+
+
+def _refuse_unread_layers(cfg: Reader) -> None:
+    """A file whose layers are not all layers this reader takes, refused rather than read as attention layers:
+    layer_types naming another kind (LFM2's conv, Granite 4.0-H's mamba) or MiniMax's lightning attention (its
+    transformers MiniMaxConfig's linear_attention, its own code's attn_type_list 0). An entry that is no name is left
+    to the checks of the layer list that reads it (_check_window_layers, _linear_attention_pattern)."""
+    types = cfg.doc.get("layer_types")
+    if isinstance(types, list):
+        other = next((i for i, kind in enumerate(types) if (isinstance(kind, str) and kind not in READ_LAYER_TYPES)
+                      or (kind == "linear_attention" and cfg.model_type == "minimax")), None)
+        if other is not None and types[other] == "linear_attention":
+            raise cfg.fail("layer_types", f"names 'linear_attention' layers (layer {other}): {LIGHTNING_ATTENTION}")
+        if other is not None:
+            raise cfg.fail("layer_types", f"names {types[other]!r} layers (layer {other}), which this reader does not "
+                                          f"take (it reads {', '.join(sorted(READ_LAYER_TYPES))}): write the model "
+                                          "block yourself (a hybrid's layers as hybrid_pattern)")
+    kinds = cfg.doc.get("attn_type_list")
+    if isinstance(kinds, list) and 0 in kinds:
+        raise cfg.fail("attn_type_list", f"marks layer {kinds.index(0)} 0: {LIGHTNING_ATTENTION}")
 
 
 def _refuse_mixers_without_layout(cfg: Reader) -> None:
