@@ -666,6 +666,11 @@ LFM2_1_2B = {  # LiquidAI/LFM2-1.2B config.json (shape keys, with an activation 
     "layer_types": ["conv", "conv", "full_attention"] * 5 + ["conv"], "num_attention_heads": 32,
     "num_hidden_layers": 16, "num_key_value_heads": 8, "vocab_size": 65536}
 
+KIMI_LINEAR = {  # moonshotai/Kimi-Linear-48B-A3B-Instruct's layout: Kimi Delta Attention in three layers of four, MLA
+    **KIMI_K2, "model_type": "kimi_linear", "num_hidden_layers": 24, "linear_attn_config": {
+        "num_heads": 32, "head_dim": 128, "short_conv_kernel_size": 4,
+        "kda_layers": [i for i in range(1, 25) if i % 4], "full_attn_layers": list(range(4, 25, 4))}}
+
 
 @pytest.mark.parametrize(("doc", "says"), [
     (MINIMAX_M1, "key 'attn_type_list' marks layer 0 0: MiniMax's lightning attention"),
@@ -674,10 +679,12 @@ LFM2_1_2B = {  # LiquidAI/LFM2-1.2B config.json (shape keys, with an activation 
      "key 'layer_types' names 'linear_attention' layers (layer 0): MiniMax's lightning attention"),
     (GRANITE_4_H, "key 'layer_types' names 'mamba' layers (layer 0), which this reader does not take"),
     (LFM2_1_2B, "key 'layer_types' names 'conv' layers (layer 0), which this reader does not take"),
+    (KIMI_LINEAR, "key 'linear_attn_config' lays out Kimi Delta Attention layers"),
 ])
 def test_layers_of_a_kind_the_reader_does_not_take_are_refused_not_read_as_attention_layers(tmp_path, doc, says):
     """MiniMax-M1 read as 80 softmax-attention layers (70 are lightning attention), Granite 4.0-H as 40 (36 are
-    Mamba-2), LFM2 as 16 (10 are convolutions), each without a word."""
+    Mamba-2), LFM2 as 16 (10 are convolutions), Kimi Linear as all MLA (three layers in four are KDA), each without a
+    word."""
     with pytest.raises(HFConfigError, match=re.escape(says)):
         model_from_hf(write(tmp_path, doc))
     all_softmax = {**MINIMAX_M1, "model_type": "minimax_m2", "attn_type_list": [1] * 80}  # MiniMax-M2's

@@ -39,7 +39,8 @@ GptOssConfig, Gemma/Gemma2/Gemma3TextConfig, Phi3Config; a multimodal config's `
   sliding_attention or full_attention (Llama 4's chunked_attention is not modelled); a config whose full-attention
   layers have a head size of their own (global_head_dim, Gemma 4) is refused, as is one that gives its experts or
   its layer layout under keys this reader does not take (UNREAD_KEYS: ERNIE 4.5's moe_num_experts, Jamba's layer
-  periods);
+  periods, Kimi Linear's linear_attn_config), or layers of kinds it does not model (layer_types naming another kind
+  than READ_LAYER_TYPES: LFM2's conv, Granite 4.0-H's mamba; MiniMax's lightning attention);
 - hybrid Mamba models (NemotronHConfig, model_type nemotron_h): hybrid_override_pattern (or layers_block_type, the
   same as a list of block names), mamba_num_heads, mamba_head_dim, ssm_state_size, n_groups, conv_kernel,
   chunk_size; the MLP's activation from mlp_hidden_act, the shared expert's width from
@@ -589,6 +590,8 @@ UNREAD_KEYS = {
                          "the model block's hybrid_pattern yourself",
     "expert_layer_period": "lays out experts among the layers (Jamba's), which this reader does not take: give the "
                            "model block's moe yourself",
+    "linear_attn_config": "lays out Kimi Delta Attention layers among the attention ones (Kimi Linear's kda_layers), "
+                          f"a linear attention{UNMODELLED}: write the model block yourself",
     "is_encoder_decoder": "says the model is an encoder-decoder: simulon models one decoder stack, without "
                           "cross-attention: write the model block yourself",
 }
