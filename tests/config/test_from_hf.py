@@ -689,3 +689,17 @@ def test_layers_of_a_kind_the_reader_does_not_take_are_refused_not_read_as_atten
         model_from_hf(write(tmp_path, doc))
     all_softmax = {**MINIMAX_M1, "model_type": "minimax_m2", "attn_type_list": [1] * 80}  # MiniMax-M2's
     assert model_from_hf(write(tmp_path, all_softmax))["num_layers"] == 80
+
+
+def test_a_sub_block_beside_from_hf_overrides_its_keys_alone_as_beside_a_template(tmp_path):
+    """`moe: {top_k: 4}` beside from_hf replaced the file's whole MoE block (refused: num_experts missing), and
+    `sliding_window: {size: 512}` dropped Gemma 3's full_every 6 (every layer windowed) where beside `from` the other
+    keys stay."""
+    qwen = str(write(tmp_path, {**QWEN3_235B}, "qwen.json"))
+    gemma = str(write(tmp_path, GEMMA_3_12B, "gemma.json"))
+    for written, template, change in ((qwen, "qwen3-235b-a22b", {"moe": {"top_k": 4}}),
+                                      (gemma, "gemma-3-12b", {"sliding_window": {"size": 512}})):
+        built = ModelSpec.model_validate({"from_hf": written, **change})
+        shipped = ModelSpec.model_validate({"from": template, **change})
+        assert built.model_dump(exclude={"name"}) == shipped.model_dump(exclude={"name"})
+    assert ModelSpec.model_validate({"from_hf": gemma, "sliding_window": {"size": 512}}).sliding_window.full_every == 6

@@ -67,7 +67,7 @@ from typing import Any
 
 from .common import MAX_LAYERS, FieldError
 from .errors import MAX_YAML_BYTES, JSONTooDeep, parse_json, read_input_text
-from .templates import AmbiguousTemplate, scenario_path, template_stem_loose
+from .templates import AmbiguousTemplate, merged, scenario_path, template_stem_loose
 
 GATED_ACTIVATIONS = {"silu": "swiglu", "swish": "swiglu", "swiglu": "swiglu", "relu2": "squared_relu"}
 """hidden_act -> simulon's activation in a family not known to gate its MLP (GATED_MLP_MODEL_TYPES): a SiLU MLP is
@@ -716,7 +716,9 @@ class FromHF:
 
     @property
     def merged(self) -> dict[str, Any]:
-        return {**self.block, **self.overrides}
+        """The overrides written over the file's block key by key, a sub-block too (`moe: {top_k: 4}` changes the
+        top-k alone), as keys beside `from` override a template (templates.merged)."""
+        return merged(self.block, self.overrides)
 
 
 def resolve_from_hf(data: dict[str, Any], base_dir: Path | None) -> FromHF:
