@@ -703,3 +703,20 @@ def test_a_sub_block_beside_from_hf_overrides_its_keys_alone_as_beside_a_templat
         shipped = ModelSpec.model_validate({"from": template, **change})
         assert built.model_dump(exclude={"name"}) == shipped.model_dump(exclude={"name"})
     assert ModelSpec.model_validate({"from_hf": gemma, "sliding_window": {"size": 512}}).sliding_window.full_every == 6
+
+
+STARCODER = {  # bigcode/starcoder config.json (shape keys): multi-query attention, GPTBigCodeConfig's default too
+    "model_type": "gpt_bigcode", "activation_function": "gelu_pytorch_tanh", "layer_norm_epsilon": 1e-05,
+    "multi_query": True, "n_embd": 6144, "n_head": 48, "n_inner": 24576, "n_layer": 40, "n_positions": 8192,
+    "vocab_size": 49152}
+
+
+def test_starcoders_multi_query_attention_reads_one_key_value_head_and_its_published_15_5b_parameters(tmp_path):
+    """GPTBigCodeAttention projects one key and one value head where multi_query (true unless the file says false):
+    read as 48, StarCoder had 18.4B parameters, not its 15.5B."""
+    block = model_from_hf(write(tmp_path, STARCODER))
+    assert (block["num_heads"], block["num_kv_heads"]) == (48, 1)
+    assert parameters({"from_hf": str(write(tmp_path, STARCODER))}) == pytest.approx(15.5e9, rel=0.01)
+    assert model_from_hf(write(tmp_path, {k: v for k, v in STARCODER.items() if k != "multi_query"}))[
+        "num_kv_heads"] == 1
+    assert model_from_hf(write(tmp_path, {**STARCODER, "multi_query": False}))["num_kv_heads"] == 48

@@ -4,10 +4,10 @@ The keys read are those of the transformers configuration classes of the decoder
 models (LlamaConfig, MistralConfig, MixtralConfig, Qwen2/Qwen3(-MoE)Config, DeepseekV3Config,
 GptOssConfig, Gemma/Gemma2/Gemma3TextConfig, Phi3Config; a multimodal config's `text_config`):
 
-- shape: num_hidden_layers, hidden_size, num_attention_heads, num_key_value_heads, head_dim, intermediate_size,
-  vocab_size, tie_word_embeddings (absent: its configuration class's default, tied in GPT-2, OPT, BLOOM, Falcon,
-  Gemma and the other TIED_MODEL_TYPES, untied elsewhere); encoder-only and encoder-decoder families are refused
-  (ENCODER_MODEL_TYPES, ENCODER_DECODER_MODEL_TYPES, is_encoder_decoder);
+- shape: num_hidden_layers, hidden_size, num_attention_heads, num_key_value_heads (GPT-BigCode's multi_query: one),
+  head_dim, intermediate_size, vocab_size, tie_word_embeddings (absent: its configuration class's default, tied in
+  GPT-2, OPT, BLOOM, Falcon, Gemma and the other TIED_MODEL_TYPES, untied elsewhere); encoder-only and
+  encoder-decoder families are refused (ENCODER_MODEL_TYPES, ENCODER_DECODER_MODEL_TYPES, is_encoder_decoder);
 - activation: hidden_act (Gemma's hidden_activation); the MLPs of the families above always gate it
   (down_proj(act(gate_proj x) * up_proj x): LlamaMLP, MixtralBlockSparseTop2MLP, Qwen3MoeMLP, DeepseekV3MLP,
   GemmaMLP, ...), GeGLU for a GELU, else SwiGLU, whatever hidden_act names; in other families `silu` is SwiGLU,
@@ -571,6 +571,19 @@ def _mlp(cfg: Reader) -> str:
     return GATED_ACTIVATIONS.get(name, "gelu")
 
 
+MULTI_QUERY_MODEL_TYPES = frozenset({"gpt_bigcode"})
+"""model_type of the families whose attention shares one key-value head among the queries where multi_query is true
+or absent (GPTBigCodeConfig's multi_query=True: StarCoder, SantaCoder), num_key_value_heads unwritten."""
+
+
+def _kv_heads(cfg: Reader, heads: int) -> int:
+    """Key-value heads: num_key_value_heads, else one under multi-query attention (MULTI_QUERY_MODEL_TYPES), else one
+    per query head."""
+    if cfg.model_type in MULTI_QUERY_MODEL_TYPES and cfg.flag("multi_query", True):
+        return 1
+    return cfg.integer(*FIELD_KEYS["num_kv_heads"], required=False, default=heads)
+
+
 def _head_dim(cfg: Reader) -> int | None:
     """The attention's head size where the file gives one; refused where its full-attention layers have another
     (Gemma 4's global_head_dim), which simulon's layers, all alike in head size, do not model."""
@@ -667,7 +680,7 @@ def _model_block(cfg: Reader) -> dict[str, Any]:
         "num_layers": cfg.integer(*FIELD_KEYS["num_layers"]),
         "hidden_size": cfg.integer(*FIELD_KEYS["hidden_size"]),
         "num_heads": heads,
-        "num_kv_heads": cfg.integer(*FIELD_KEYS["num_kv_heads"], required=False, default=heads),
+        "num_kv_heads": _kv_heads(cfg, heads),
         # Llama 4's dense layers are intermediate_size_mlp wide, its experts intermediate_size (intermediate_size
         # the key a file without either is told it misses)
         "ffn_hidden_size": cfg.integer(FIELD_KEYS["ffn_hidden_size"][0], required=False)
