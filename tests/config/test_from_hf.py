@@ -720,3 +720,21 @@ def test_starcoders_multi_query_attention_reads_one_key_value_head_and_its_publi
     assert model_from_hf(write(tmp_path, {k: v for k, v in STARCODER.items() if k != "multi_query"}))[
         "num_kv_heads"] == 1
     assert model_from_hf(write(tmp_path, {**STARCODER, "multi_query": False}))["num_kv_heads"] == 48
+
+
+GPT2 = {  # openai-community/gpt2 config.json (shape and dropout keys)
+    "model_type": "gpt2", "activation_function": "gelu_new", "attn_pdrop": 0.1, "embd_pdrop": 0.1,
+    "layer_norm_epsilon": 1e-05, "n_ctx": 1024, "n_embd": 768, "n_head": 12, "n_layer": 12, "n_positions": 1024,
+    "resid_pdrop": 0.1, "summary_first_dropout": 0.1, "vocab_size": 50257}
+
+
+def test_the_files_dropout_is_read_so_gpt2_is_its_template_with_its_dropout_masks(tmp_path):
+    """GPT-2's resid_pdrop, embd_pdrop and attn_pdrop (0.1) were not read: the model trained without dropout masks,
+    a peak of 11.17 GiB where the gpt2-125m template (dropout 0.1) needs 11.32 (mbs 8, 1,024 tokens, one H100)."""
+    built = ModelSpec.model_validate({"from_hf": str(write(tmp_path, GPT2))})
+    assert built.model_dump(exclude={"name"}) == ModelSpec.model_validate({"from": "gpt2-125m"}).model_dump(
+        exclude={"name"})
+    assert ModelSpec.model_validate({"from_hf": str(write(tmp_path, {**LLAMA_31_70B, "attention_dropout": 0.0}))
+                                     }).dropout == 0
+    with pytest.raises(HFConfigError, match=re.escape("'resid_pdrop' must be a probability from 0 to 0.99, got 1.5")):
+        model_from_hf(write(tmp_path, {**GPT2, "resid_pdrop": 1.5}))

@@ -16,6 +16,8 @@ GptOssConfig, Gemma/Gemma2/Gemma3TextConfig, Phi3Config; a multimodal config's `
   that use it (RMSNORM_MODEL_TYPES) and where the config has rms_norm_eps, else LayerNorm; a vocabulary left out
   is its configuration class's where the family's files leave it so, as are its heads and head size (CLASS_DEFAULTS:
   Gemma 3's text_config);
+- dropout: the largest of the hidden and attention dropouts the file gives (DROPOUT_KEYS: GPT-2's resid_pdrop,
+  embd_pdrop and attn_pdrop, OPT's dropout, attention_dropout, ...);
 - mixture of experts: num_local_experts (Mixtral, GPT-OSS) or num_experts (Qwen-MoE) or n_routed_experts
   (DeepSeek-V3), num_experts_per_tok, moe_intermediate_size (else intermediate_size), n_shared_experts (0: none) or
   shared_expert_intermediate_size (Llama 4: always one shared expert of intermediate_size, Llama4TextMoe's
@@ -571,6 +573,27 @@ def _mlp(cfg: Reader) -> str:
     return GATED_ACTIVATIONS.get(name, "gelu")
 
 
+MAX_DROPOUT = 0.99
+"""The largest dropout the model block takes (config.common's Probability)."""
+DROPOUT_KEYS = ("resid_pdrop", "embd_pdrop", "attn_pdrop", "hidden_dropout", "attention_dropout", "dropout")
+"""Where a config gives its hidden and attention dropout (GPT2Config's and GPTBigCodeConfig's *_pdrop, OPTConfig's
+dropout, GPTNeoXConfig's, BloomConfig's and FalconConfig's hidden_dropout, attention_dropout in most families)."""
+
+
+def _dropout(cfg: Reader) -> float:
+    """The model's dropout (ModelSpec.dropout, one probability for the hidden and attention dropouts, any of which
+    keeps masks for backward): the largest the file gives (DROPOUT_KEYS), 0 where it gives none."""
+    largest = 0.0
+    for key in DROPOUT_KEYS:
+        value = cfg.doc.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= MAX_DROPOUT:
+            raise cfg.fail(key, f"must be a probability from 0 to {MAX_DROPOUT}, got {value!r}")
+        largest = max(largest, float(value))
+    return largest
+
+
 MULTI_QUERY_MODEL_TYPES = frozenset({"gpt_bigcode"})
 """model_type of the families whose attention shares one key-value head among the queries where multi_query is true
 or absent (GPTBigCodeConfig's multi_query=True: StarCoder, SantaCoder), num_key_value_heads unwritten."""
@@ -692,6 +715,9 @@ def _model_block(cfg: Reader) -> dict[str, Any]:
         else "layernorm",
         "tie_embeddings": cfg.flag(*FIELD_KEYS["tie_embeddings"], cfg.model_type in TIED_MODEL_TYPES),
     }
+    dropout = _dropout(cfg)
+    if dropout:
+        block["dropout"] = dropout
     head_dim = _head_dim(cfg)
     if head_dim is not None and "kv_lora_rank" not in cfg.doc:  # MLA's head_dim is its rotary slice (GlmMoeDsaConfig)
         block["head_dim"] = head_dim
