@@ -738,3 +738,16 @@ def test_the_files_dropout_is_read_so_gpt2_is_its_template_with_its_dropout_mask
                                      }).dropout == 0
     with pytest.raises(HFConfigError, match=re.escape("'resid_pdrop' must be a probability from 0 to 0.99, got 1.5")):
         model_from_hf(write(tmp_path, {**GPT2, "resid_pdrop": 1.5}))
+
+
+OPT_350M = {  # facebook/opt-350m config.json (shape and dropout keys)
+    "model_type": "opt", "activation_function": "relu", "attention_dropout": 0.0, "dropout": 0.1, "ffn_dim": 4096,
+    "hidden_size": 1024, "num_attention_heads": 16, "num_hidden_layers": 24, "vocab_size": 50272,
+    "word_embed_proj_dim": 512, "do_layer_norm_before": False}
+
+
+def test_a_relu_mlp_reads_as_relu_as_the_opt_template_built_from_the_same_file_says(tmp_path):
+    built = ModelSpec.model_validate({"from_hf": str(write(tmp_path, OPT_350M))})
+    shipped = ModelSpec.model_validate({"from": "opt-350m"})
+    assert {k: getattr(built, k) for k in (*SHAPE, "activation", "dropout", "ffn_hidden_size")} == \
+        {k: getattr(shipped, k) for k in (*SHAPE, "activation", "dropout", "ffn_hidden_size")}

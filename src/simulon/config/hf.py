@@ -11,11 +11,11 @@ GptOssConfig, Gemma/Gemma2/Gemma3TextConfig, Phi3Config; a multimodal config's `
 - activation: hidden_act (Gemma's hidden_activation); the MLPs of the families above always gate it
   (down_proj(act(gate_proj x) * up_proj x): LlamaMLP, MixtralBlockSparseTop2MLP, Qwen3MoeMLP, DeepseekV3MLP,
   GemmaMLP, ...), GeGLU for a GELU, else SwiGLU, whatever hidden_act names; in other families `silu` is SwiGLU,
-  `relu2` squared ReLU, anything else a plain GELU; where the file names none, its family's configuration-class
-  default (DEFAULT_ACTIVATIONS), and a file of another family must name it; normalization: RMSNorm in the families
-  that use it (RMSNORM_MODEL_TYPES) and where the config has rms_norm_eps, else LayerNorm; a vocabulary left out
-  is its configuration class's where the family's files leave it so, as are its heads and head size (CLASS_DEFAULTS:
-  Gemma 3's text_config);
+  `relu` ReLU, `relu2` squared ReLU, anything else a plain GELU; where the file names none, its family's
+  configuration-class default (DEFAULT_ACTIVATIONS), and a file of another family must name it; normalization: RMSNorm
+  in the families that use it (RMSNORM_MODEL_TYPES) and where the config has rms_norm_eps, else LayerNorm; a
+  vocabulary left out is its configuration class's where the family's files leave it so, as are its heads and head
+  size (CLASS_DEFAULTS: Gemma 3's text_config);
 - dropout: the largest of the hidden and attention dropouts the file gives (DROPOUT_KEYS: GPT-2's resid_pdrop,
   embd_pdrop and attn_pdrop, OPT's dropout, attention_dropout, ...);
 - mixture of experts: num_local_experts (Mixtral, GPT-OSS) or num_experts (Qwen-MoE) or n_routed_experts
@@ -71,9 +71,9 @@ from .common import MAX_LAYERS, FieldError
 from .errors import MAX_YAML_BYTES, JSONTooDeep, parse_json, read_input_text
 from .templates import AmbiguousTemplate, merged, scenario_path, template_stem_loose
 
-GATED_ACTIVATIONS = {"silu": "swiglu", "swish": "swiglu", "swiglu": "swiglu", "relu2": "squared_relu"}
+GATED_ACTIVATIONS = {"silu": "swiglu", "swish": "swiglu", "swiglu": "swiglu", "relu2": "squared_relu", "relu": "relu"}
 """hidden_act -> simulon's activation in a family not known to gate its MLP (GATED_MLP_MODEL_TYPES): a SiLU MLP is
-gated there too (SwiGLU), the rest as named (GELU for any but squared ReLU)."""
+gated there too (SwiGLU), the rest as named (GELU for any but ReLU and squared ReLU)."""
 GEMMA_MODEL_TYPES = frozenset({"gemma", "gemma2", "gemma3", "gemma3_text"})
 """model_type of the Gemma families (GemmaConfig, Gemma2Config, Gemma3TextConfig)."""
 GATED_MLP_MODEL_TYPES = frozenset({
