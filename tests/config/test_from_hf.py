@@ -751,3 +751,20 @@ def test_a_relu_mlp_reads_as_relu_as_the_opt_template_built_from_the_same_file_s
     shipped = ModelSpec.model_validate({"from": "opt-350m"})
     assert {k: getattr(built, k) for k in (*SHAPE, "activation", "dropout", "ffn_hidden_size")} == \
         {k: getattr(shipped, k) for k in (*SHAPE, "activation", "dropout", "ffn_hidden_size")}
+
+
+LLAMA_32_11B_VISION = {  # meta-llama/Llama-3.2-11B-Vision config.json (text_config shape keys)
+    "model_type": "mllama", "vision_config": {"hidden_size": 1280}, "text_config": {
+        "model_type": "mllama_text_model", "cross_attention_layers": [3, 8, 13, 18, 23, 28, 33, 38],
+        "hidden_act": "silu", "hidden_size": 4096, "intermediate_size": 14336, "num_attention_heads": 32,
+        "num_hidden_layers": 40, "num_key_value_heads": 8, "rms_norm_eps": 1e-05, "tie_word_embeddings": False,
+        "vocab_size": 128256}}
+
+
+def test_a_decoder_with_cross_attention_layers_is_refused_not_read_as_self_attention_alone(tmp_path):
+    """Llama 3.2 Vision's 40 text layers, 8 of them cross-attention to the image encoder, read as 40 self-attention
+    layers."""
+    with pytest.raises(HFConfigError, match="key 'cross_attention_layers' names layers that cross-attend"):
+        model_from_hf(write(tmp_path, LLAMA_32_11B_VISION))
+    none = {**LLAMA_32_11B_VISION, "text_config": {**LLAMA_32_11B_VISION["text_config"], "cross_attention_layers": []}}
+    assert model_from_hf(write(tmp_path, none))["num_layers"] == 40

@@ -41,8 +41,9 @@ GptOssConfig, Gemma/Gemma2/Gemma3TextConfig, Phi3Config; a multimodal config's `
   sliding_attention or full_attention (Llama 4's chunked_attention is not modelled); a config whose full-attention
   layers have a head size of their own (global_head_dim, Gemma 4) is refused, as is one that gives its experts or
   its layer layout under keys this reader does not take (UNREAD_KEYS: ERNIE 4.5's moe_num_experts, Jamba's layer
-  periods, Kimi Linear's linear_attn_config), or layers of kinds it does not model (layer_types naming another kind
-  than READ_LAYER_TYPES: LFM2's conv, Granite 4.0-H's mamba; MiniMax's lightning attention);
+  periods, Kimi Linear's linear_attn_config, Llama 3.2 Vision's cross_attention_layers), or layers of kinds it does
+  not model (layer_types naming another kind than READ_LAYER_TYPES: LFM2's conv, Granite 4.0-H's mamba; MiniMax's
+  lightning attention);
 - hybrid Mamba models (NemotronHConfig, model_type nemotron_h): hybrid_override_pattern (or layers_block_type, the
   same as a list of block names), mamba_num_heads, mamba_head_dim, ssm_state_size, n_groups, conv_kernel,
   chunk_size; the MLP's activation from mlp_hidden_act, the shared expert's width from
@@ -628,6 +629,9 @@ UNREAD_KEYS = {
                            "model block's moe yourself",
     "linear_attn_config": "lays out Kimi Delta Attention layers among the attention ones (Kimi Linear's kda_layers), "
                           f"a linear attention{UNMODELLED}: write the model block yourself",
+    "cross_attention_layers": "names layers that cross-attend to the image encoder's states (Llama 3.2 Vision's, "
+                              "MllamaTextConfig's), which simulon's decoder, self-attention alone, does not model: "
+                              "write the model block yourself",
     "is_encoder_decoder": "says the model is an encoder-decoder: simulon models one decoder stack, without "
                           "cross-attention: write the model block yourself",
 }
@@ -639,7 +643,7 @@ def _refuse_unread(cfg: Reader) -> None:
     if cfg.model_type in UNREAD_MODEL_TYPES:
         raise cfg.fail("model_type", f"is {cfg.model_type!r}, {UNREAD_MODEL_TYPES[cfg.model_type]}")
     for key, problem in UNREAD_KEYS.items():
-        if cfg.doc.get(key) not in (None, False):
+        if cfg.doc.get(key) not in (None, False, [], {}):
             raise cfg.fail(key, problem)
     _refuse_unread_layers(cfg)
     _refuse_mixers_without_layout(cfg)
