@@ -109,6 +109,9 @@ def test_a_new_model_truncated_to_two_layers_simulates_on_one_node(stem):
     ("meta-llama/Llama-3.3-70B-Instruct", "llama-3.1-70b"), ("Qwen/Qwen2.5-72B-Instruct", "qwen2.5-72b"),
     ("mistralai/Mistral-7B-v0.1", "mistral-7b-v0.1"), ("mistralai/Mistral-7B-Instruct-v0.3", "mistral-7b"),
     ("meta-llama/Llama-3.2-1B-Instruct", "llama-3.2-1b"),
+    # quantized packagings of the same architecture, as Qwen publishes them
+    ("Qwen/Qwen3-32B-AWQ", "qwen3-32b"), ("Qwen/Qwen2.5-7B-Instruct-GPTQ-Int4", "qwen2.5-7b"),
+    ("Qwen/Qwen3-8B-GGUF", "qwen3-8b"), ("Qwen/Qwen2.5-72B-Instruct-GPTQ-Int8", "qwen2.5-72b"),
 ])
 def test_loosely_written_model_names_find_their_template(written, stem):
     assert template_stem_loose("model", written) == stem

@@ -70,12 +70,13 @@ def _bare(name: str) -> str:
 
 
 VARIANT_WORDS = ("instruct", "chat", "base", "hf", "it", "thinking", "terminus", "bf16", "fp16", "fp8", "fp4", "nvfp4",
-                 "mxfp8", "mxfp4", r"\d{4}")
+                 "mxfp8", "mxfp4", "awq", "gptq", "gguf", "int4", "int8", r"\d{4}")
 """Words of a released model's name that mark a fine-tune, release or packaging of the same architecture
 ("Llama-3.1-70B-Instruct", "Llama-2-7b-hf", "Qwen3-235B-A22B-Thinking-2507" with its release's year and month,
 "DeepSeek-V3.1-Terminus", DeepSeek's September 2025 update of V3.1 whose config.json is V3.1's, the checkpoint's
-number format in "Nemotron-3-Nano-30B-A3B-BF16" and "Llama-4-Maverick-17B-128E-Instruct-FP8": not the format a run
-trains in), as regular expressions: dropped when the name alone finds no template."""
+number format in "Nemotron-3-Nano-30B-A3B-BF16" and "Llama-4-Maverick-17B-128E-Instruct-FP8", or its quantized
+packaging in "Qwen3-32B-AWQ", "Qwen2.5-7B-Instruct-GPTQ-Int4" and "Qwen3-8B-GGUF": not the format a run trains in), as
+regular expressions: dropped when the name alone finds no template."""
 HF_MODEL_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*")
 """A HuggingFace model id, organisation/name ("deepseek-ai/DeepSeek-V3.1-Terminus"): letters, digits, '-', '_' and '.'
 (huggingface_hub's repo id), one slash; a path to a file starts otherwise ("./", "/", "~") or has more parts."""
