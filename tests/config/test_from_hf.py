@@ -768,3 +768,18 @@ def test_a_decoder_with_cross_attention_layers_is_refused_not_read_as_self_atten
         model_from_hf(write(tmp_path, LLAMA_32_11B_VISION))
     none = {**LLAMA_32_11B_VISION, "text_config": {**LLAMA_32_11B_VISION["text_config"], "cross_attention_layers": []}}
     assert model_from_hf(write(tmp_path, none))["num_layers"] == 40
+
+
+COMMAND_A = {  # CohereLabs/c4ai-command-a-03-2025 config.json (shape keys): sliding_window_pattern, no layer_types
+    "model_type": "cohere2", "hidden_act": "silu", "hidden_size": 12288, "intermediate_size": 36864,
+    "layer_norm_eps": 1e-05, "num_attention_heads": 96, "num_hidden_layers": 64, "num_key_value_heads": 8,
+    "sliding_window": 4096, "sliding_window_pattern": 4, "order_of_interleaved_layers": "local_attn_first",
+    "vocab_size": 256000}
+
+
+def test_cohere_2s_sliding_window_pattern_windows_three_layers_in_four_where_the_file_has_no_layer_types(tmp_path):
+    """Cohere2Config fills layer_types from sliding_window_pattern (4 by default, still written in the Hub's files):
+    Command A read as 64 layers of full attention."""
+    assert model_from_hf(write(tmp_path, COMMAND_A))["sliding_window"] == {"size": 4096, "full_every": 4}
+    without = {k: v for k, v in COMMAND_A.items() if k != "sliding_window_pattern"}
+    assert model_from_hf(write(tmp_path, without))["sliding_window"] == {"size": 4096, "full_every": 4}

@@ -34,16 +34,16 @@ GptOssConfig, Gemma/Gemma2/Gemma3TextConfig, Phi3Config; a multimodal config's `
   each layer two symbols of the hybrid pattern (G or *, then E or -); attn_output_gate (Qwen3-Next's attention is
   gated: true unless the file says otherwise);
 - sliding-window attention: sliding_window where layer_types name sliding_attention layers (every one, or every N-th
-  layer full); where the file leaves layer_types to its configuration class, GPT-OSS's and Gemma 2's (alternating
-  from a sliding layer: GptOssConfig, Gemma2Config), Gemma 3's (every sliding_window_pattern-th layer full, 6 by
-  default: Gemma3TextConfig) and Mistral's, Mixtral's, Phi-3's and StarCoder2's (every layer: their attention passes
-  sliding_window to every layer); layer_types beside sliding_window must give each of num_hidden_layers layers
-  sliding_attention or full_attention (Llama 4's chunked_attention is not modelled); a config whose full-attention
-  layers have a head size of their own (global_head_dim, Gemma 4) is refused, as is one that gives its experts or
-  its layer layout under keys this reader does not take (UNREAD_KEYS: ERNIE 4.5's moe_num_experts, Jamba's layer
-  periods, Kimi Linear's linear_attn_config, Llama 3.2 Vision's cross_attention_layers), or layers of kinds it does
-  not model (layer_types naming another kind than READ_LAYER_TYPES: LFM2's conv, Granite 4.0-H's mamba; MiniMax's
-  lightning attention);
+  layer full); where the file leaves layer_types to its configuration class, GPT-OSS's and Gemma 2's (alternating from a
+  sliding layer: GptOssConfig, Gemma2Config), Gemma 3's and Cohere 2's (every sliding_window_pattern-th layer full, 6
+  and 4 by default: Gemma3TextConfig, Cohere2Config) and Mistral's, Mixtral's, Phi-3's and StarCoder2's (every layer:
+  their attention passes sliding_window to every layer); layer_types beside sliding_window must give each of
+  num_hidden_layers layers sliding_attention or full_attention (Llama 4's chunked_attention is not modelled); a config
+  whose full-attention layers have a head size of their own (global_head_dim, Gemma 4) is refused, as is one that gives
+  its experts or its layer layout under keys this reader does not take (UNREAD_KEYS: ERNIE 4.5's moe_num_experts,
+  Jamba's layer periods, Kimi Linear's linear_attn_config, Llama 3.2 Vision's cross_attention_layers), or layers of
+  kinds it does not model (layer_types naming another kind than READ_LAYER_TYPES: LFM2's conv, Granite 4.0-H's mamba;
+  MiniMax's lightning attention);
 - hybrid Mamba models (NemotronHConfig, model_type nemotron_h): hybrid_override_pattern (or layers_block_type, the
   same as a list of block names), mamba_num_heads, mamba_head_dim, ssm_state_size, n_groups, conv_kernel,
   chunk_size; the MLP's activation from mlp_hidden_act, the shared expert's width from
@@ -102,10 +102,11 @@ WINDOW_EVERY_LAYER_MODEL_TYPES = frozenset({"mistral", "mixtral", "phi3", "starc
 """model_type of the families whose attention windows every layer by sliding_window (no layer_types): MixtralAttention
 is MistralAttention's copy, its sliding_window from the config in every layer (Mixtral 8x7B's and 8x22B's files set
 it to null: no window)."""
-WINDOW_PATTERN_DEFAULTS = {"gpt_oss": 2, "gemma2": 2, "gemma3": 6, "gemma3_text": 6}
+WINDOW_PATTERN_DEFAULTS = {"gpt_oss": 2, "gemma2": 2, "gemma3": 6, "gemma3_text": 6, "cohere2": 4}
 """model_type -> every how many layers one attends to the whole context where the file leaves layer_types to its
 configuration class (GptOssConfig, Gemma2Config: alternating from a sliding layer; Gemma3TextConfig: its
-sliding_window_pattern, 6 by default)."""
+sliding_window_pattern, 6 by default; Cohere2Config: its sliding_window_pattern, 4 by default, which Command R7B's and
+Command A's files on the Hub give without layer_types)."""
 HF_ACTIVATIONS = frozenset({
     "gelu", "gelu_10", "gelu_fast", "gelu_new", "gelu_python", "gelu_pytorch_tanh", "gelu_accurate", "quick_gelu",
     "fast_gelu", "laplace", "leaky_relu", "linear", "mish", "relu", "relu2", "relu6", "sigmoid", "silu", "swish",
