@@ -5,6 +5,7 @@ Exit status: 0 success, 2 bad input (one plain message naming file, field and pr
 
 from __future__ import annotations
 
+import inspect
 import json
 from pathlib import Path
 from typing import Annotated
@@ -46,6 +47,20 @@ app.command(name="sweep")(sweep_command)
 app.command(name="plot")(plot_command)
 app.command(name="report")(report_command)
 app.add_typer(profile_app, name="profile")
+
+
+def joined_help(typer_app: typer.Typer) -> None:
+    """Give every command of `typer_app` and its groups its docstring with each paragraph's line breaks joined, as
+    its help, and the first paragraph as the summary a group's --help lists it by: in rich markup mode Typer keeps a
+    docstring's line breaks (typer/rich_utils.py _make_command_help, _get_help_text), so the help broke each
+    paragraph where the source wraps it."""
+    for info in typer_app.registered_commands:
+        if info.help is None and info.callback is not None:
+            paragraphs = [" ".join(part.split()) for part in (inspect.getdoc(info.callback) or "").split("\n\n")]
+            info.help, info.short_help = "\n\n".join(paragraphs), paragraphs[0]
+    for group in typer_app.registered_groups:
+        if group.typer_instance is not None:
+            joined_help(group.typer_instance)
 
 
 def _print_version(requested: bool) -> None:
@@ -298,6 +313,9 @@ def collective(
         print(f"No rule of network.nccl.tuner_config applied to these sizes over {len(ranks)} ranks: check each "
               "rule's collective, size range, nNodes (NVLink domains, as NCCL counts nodes) and nRanks, and that "
               "the platform's NCCL enables its algorithm and protocol.")
+
+
+joined_help(app)
 
 
 def main() -> None:

@@ -75,10 +75,12 @@ def plan_hetero(
 ) -> None:
     """Choose which node group runs each pipeline stage and how many layers each stage holds, so that no stage
     holds the others up, under each GPU's memory (with --dp-shares, also how many micro-batches each data-parallel
-    replica runs); the best placements by estimate are simulated in full with the scenario as written, and the
-    fastest is the plan. It plans pipelines of one stage per rank, 1f1b and zb_h1 (estimated as 1F1B; the full
-    simulation ranks the plans), and refuses interleaved, dualpipe, dualpipev and zb_v ones, and clusters where a
-    stage's GPUs cannot lie in one node group (after simulating the scenario as written)."""
+    replica runs).
+
+    The best placements by estimate are simulated in full with the scenario as written, and the fastest is the
+    plan. It plans pipelines of one stage per rank, 1f1b and zb_h1 (estimated as 1F1B; the full simulation ranks
+    the plans), and refuses interleaved, dualpipe, dualpipev and zb_v ones, and clusters where a stage's GPUs
+    cannot lie in one node group (after simulating the scenario as written)."""
     if not 0 <= simulate <= 100:
         raise ConfigError(f"--simulate: expected 0 to 100, got {simulate}")
     if output is not None:
