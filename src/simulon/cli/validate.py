@@ -55,22 +55,30 @@ def report(csv_path: Path, as_json: bool, validator: Callable, group_title: str,
     if not rows:  # read as "no row could be compared (0 skipped)", asking whether it was a table of another format
         raise ConfigError(f"{csv_path}: no rows: the table is empty or holds only its header")
     result = validator(rows).usable()
+    numbers = spreadsheet_rows(rows)
     if not result.rows:
-        lines = skipped_lines(result.skipped)
+        lines = skipped_lines(result.skipped, numbers=numbers)
         why = ": " + "; ".join(lines[:REASONS_WHEN_NONE]) if lines else ""
         if len(lines) > REASONS_WHEN_NONE:
             why += f"; and {len(lines) - REASONS_WHEN_NONE} other reasons"
         # rows skipped for one reason have that reason; rows skipped for many may be a table of another format
         ask = "; is this a table in the shipped tables' format for this validator?" if len(lines) != 1 else ""
         raise ConfigError(f"{csv_path}: no row could be compared ({len(result.skipped)} skipped{why}){ask}")
-    report_on(result, str(csv_path), as_json, group_title, plot)
+    report_on(result, str(csv_path), as_json, group_title, plot, numbers=numbers)
+
+
+def spreadsheet_rows(rows: list) -> list[int]:
+    """Each data row's number as a spreadsheet shows the table (report.TableRow.number: blank lines are rows there),
+    FIRST_ROW on for rows that do not know theirs."""
+    return [getattr(row, "number", None) or index + FIRST_ROW for index, row in enumerate(rows)]
 
 
 def report_on(result, source: str, as_json: bool, group_title: str, plot: Path | None = None,
-              items: str | None = None) -> None:
+              items: str | None = None, numbers: list[int] | None = None) -> None:
     """Print a validation report (a table, or JSON) and, with `plot`, draw it there. `result` holds finite errors
     only (ValidationReport.usable: a comparison whose error is no finite number is among the skipped). `items`: the
-    YAML list the indices count (`kernel_runs`), where they are no table's rows."""
+    YAML list the indices count (`kernel_runs`), where they are no table's rows; `numbers`: the rows' numbers as a
+    spreadsheet shows them, by index (spreadsheet_rows; default the index + FIRST_ROW)."""
     if plot is not None:
         from ..plots.figure import save
         from ..plots.validation import validation
@@ -96,11 +104,12 @@ def report_on(result, source: str, as_json: bool, group_title: str, plot: Path |
     if shown:
         print("floor %: the least MAPE any model reading the table can reach: rows alike in every cell but the "
               "measured ones, measured apart, get one prediction")
-    for line in skipped_lines(result.skipped, items):
+    for line in skipped_lines(result.skipped, items, numbers):
         print(f"skipped {line}")
     if result.skipped and items is None:
+        blanks = numbers is not None and any(n != i + FIRST_ROW for i, n in enumerate(numbers))
         print(f"(rows numbered as a spreadsheet shows the table: its header is row {FIRST_ROW - 1}; --json gives "
-              f"each row's index from 0)")
+              f"each row's index from 0{', not counting blank lines' if blanks else ''})")
 
 
 def counts_header(several: bool) -> tuple[str, ...]:
@@ -145,11 +154,11 @@ def skip_reasons(reasons: list[str], indices: list[int] | None = None) -> list[t
     return sorted(lines, key=lambda line: -len(line[1]))
 
 
-def row_numbers(indices: list[int]) -> str:
-    """Rows by the numbers a user sees them under (FIRST_ROW on), runs of three or more as ranges, the first
-    ROWS_LISTED parts and a count of the rows left: "rows 2-4, 9 and 3 more"."""
+def row_numbers(indices: list[int], numbers: list[int] | None = None) -> str:
+    """Rows by the numbers a user sees them under (`numbers` by index, else FIRST_ROW on), runs of three or more as
+    ranges, the first ROWS_LISTED parts and a count of the rows left: "rows 2-4, 9 and 3 more"."""
     runs: list[list[int]] = []
-    for number in sorted(index + FIRST_ROW for index in indices):
+    for number in sorted(index + FIRST_ROW if numbers is None else numbers[index] for index in indices):
         if runs and number == runs[-1][-1] + 1:
             runs[-1].append(number)
         else:
@@ -162,10 +171,12 @@ def row_numbers(indices: list[int]) -> str:
     return f"row {text}" if len(indices) == 1 else f"rows {text}"
 
 
-def skipped_lines(skipped: list, items: str | None = None) -> list[str]:
-    """One line a reason: how many rows it skipped, which, and why ("2 (rows 3, 7): no sequence length"); the
-    entries of the YAML list `items` where the indices count one ("1 (kernel_runs[0]): unknown phase '3'")."""
-    return [f"{len(indices)} ({row_numbers(indices) if items is None else item_numbers(indices, items)}): {reason}"
+def skipped_lines(skipped: list, items: str | None = None, numbers: list[int] | None = None) -> list[str]:
+    """One line a reason: how many rows it skipped, which (by `numbers`, as row_numbers), and why ("2 (rows 3, 7): no
+    sequence length"); the entries of the YAML list `items` where the indices count one ("1 (kernel_runs[0]):
+    unknown phase '3'")."""
+    return [f"{len(indices)} ({row_numbers(indices, numbers) if items is None else item_numbers(indices, items)}): "
+            f"{reason}"
             for reason, indices in skip_reasons([s.reason for s in skipped], [s.index for s in skipped])]
 
 

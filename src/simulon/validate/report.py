@@ -161,11 +161,13 @@ def read_table(path: str | Path) -> list[dict[str, str]]:
             raise
         raise OSError(errno.EINVAL, str(exc), str(path)) from None
     reader = csv.DictReader(io.StringIO(text, newline=""), restval=None)  # None: a cell past a short row's end
+    records = Records(reader.reader)
+    reader.reader = records  # type: ignore[misc]
     try:
         if reader.fieldnames:  # "source, model": ' model' was no column model ("column(s) model missing")
             reader.fieldnames = [name.strip() for name in reader.fieldnames]
         twice(reader.fieldnames or ())
-        return [TableRow(row, len(reader.fieldnames or ())) for row in reader]
+        return [TableRow(row, len(reader.fieldnames or ()), records.count) for row in reader]
     except csv.Error as exc:
         raise ValueError(f"line {reader.reader.line_num}: {exc}") from None
 
@@ -179,18 +181,41 @@ def twice(header: list[str] | tuple[str, ...]) -> None:
                              f"{names.index(name) + 1} and {at + 1}); one of them would be ignored")
 
 
+class Records:
+    """A csv reader that counts the records it has read, the header and blank lines included: csv.DictReader skips a
+    blank line, which a spreadsheet shows as an empty row, so that a row's position among the data rows is not the
+    row a user finds it on (a row after one blank line was reported one row above its own)."""
+
+    def __init__(self, reader):
+        self.reader, self.count = reader, 0
+
+    def __iter__(self) -> Records:
+        return self
+
+    def __next__(self) -> list[str]:
+        record = next(self.reader)
+        self.count += 1
+        return record
+
+    @property
+    def line_num(self) -> int:
+        return self.reader.line_num
+
+
 class TableRow(dict):
     """A row of a table read by read_table: its cells by column ('' for those past a short line's last cell), with
     the columns its line lacks (`lacks`), the cells past the header's last column (`extra`: the csv module's under
-    the key None), how many cells it had (`cells`) and the header's count (`width`); a row built otherwise (a plain
-    dict) has none of them."""
+    the key None), how many cells it had (`cells`), the header's count (`width`) and the row a spreadsheet shows it
+    on (`number`: the header is row 1, and a blank line is a row); a row built otherwise (a plain dict) has none of
+    them."""
 
-    def __init__(self, cells_by_column: dict, width: int | None = None):
+    def __init__(self, cells_by_column: dict, width: int | None = None, number: int | None = None):
         super().__init__({k: "" if v is None else v for k, v in cells_by_column.items() if k is not None})
         self.lacks: tuple[str, ...] = tuple(k for k, v in cells_by_column.items() if v is None)
         self.extra: tuple[str, ...] = tuple(cells_by_column.get(None) or ())
         self.width = width
         self.cells = None if width is None else width - len(self.lacks) + len(self.extra)
+        self.number = number
 
 
 def short_row(row: dict[str, str], needed: Iterable[str]) -> str | None:
@@ -411,6 +436,6 @@ def _with_blanks(row: dict[str, str], absent: list[str]) -> dict[str, str]:
     """The row with the `absent` columns read as blank, keeping what a TableRow knows of its line."""
     if not isinstance(row, TableRow):
         return {**row, **dict.fromkeys(absent, "")}
-    filled = TableRow({**row, **dict.fromkeys(absent, "")})
+    filled = TableRow({**row, **dict.fromkeys(absent, "")}, number=row.number)
     filled.lacks, filled.extra, filled.width, filled.cells = row.lacks, row.extra, row.width, row.cells
     return filled
