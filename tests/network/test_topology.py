@@ -331,3 +331,14 @@ def test_a_flow_between_nodes_takes_its_fabric_route_between_its_gpu_ports(name)
     for route, fabric_hops in zip(links[out].tolist(), hops.tolist(), strict=True):
         taken = [hop for hop in route if hop >= 0]
         assert [hop for hop in fabric_hops if hop >= 0] == [hop for hop in taken if hop >= fabric.base]
+
+
+@pytest.mark.parametrize("gpus", [2, 3, 5, 8])
+def test_a_domain_of_an_odd_gpu_count_is_cut_into_its_smaller_and_larger_half(gpus):
+    """A switched domain of 3 GPUs was credited 1.5 GPUs' ports across its cut (675 GB/s of NVLink 4), where the
+    smaller half, one GPU, sends and receives 450; a mesh of 3 has 1 x 2 links across, not 1 x 1."""
+    half = gpus // 2
+    switched = TopologySummary.of(build(datacenter(nodes=2, gpus=gpus)))
+    assert switched.scale_up_bisection == pytest.approx(half * 450 * GB)
+    mesh = TopologySummary.of(build(datacenter(nodes=2, gpus=gpus, scale_up={"kind": "mesh"})))
+    assert mesh.scale_up_bisection == pytest.approx(half * (gpus - half) * 450 * GB / (gpus - 1))

@@ -104,13 +104,15 @@ class TopologySummary:
 
 
 def _scale_up_bisection(topology: Topology, tier: Tier) -> float | None:
-    """Bytes/s per direction across one scale-up domain cut in half (a mesh cut in half has (domain/2)^2 links
-    across); GPUs without peer to peer go through the host, each half of a node up its own paths. None for a
-    domain of one GPU, which has no halves."""
+    """Bytes/s per direction across one scale-up domain cut in half: an odd domain into its smaller and larger half,
+    as Fabric.bisection cuts the NIC ports (through a switch the smaller half's GPUs send and receive at their ports'
+    rate; a mesh cut into halves of a and b GPUs has a x b links across); GPUs without peer to peer go through the
+    host, each half of a node up its own paths. None for a domain of one GPU, which has no halves."""
     domain = min(topology.domain_gpus, topology.num_gpus)
     if domain < 2:
         return None
-    bisection = tier.link_rate * ((domain // 2) ** 2 if topology.mesh else domain / 2)
+    half = domain // 2
+    bisection = tier.link_rate * (half * (domain - half) if topology.mesh else half)
     staging = topology.staging
     if staging is not None and staging.host_of_gpu[0] >= 0:
         paths = np.unique(staging.host_of_gpu[:domain])
