@@ -163,7 +163,7 @@ def test_a_short_row_says_it_has_fewer_cells_than_the_header(tmp_path):
     _, skipped = collective_cases(read_table(path))
     assert [(s.index, s.reason) for s in skipped] == [
         (1, f"the row has 1 cells, fewer than the header's {len(header)}: it lacks collective, msg_bytes, group_size, "
-            "busbw_GBps, time_us")]
+            "busbw_GBps, algbw_GBps, time_us")]
     short_of_notes = path.with_name("d.csv")
     short_of_notes.write_text(",".join(header) + "\n" + ",".join(list(ALL_REDUCE.values())[:-3]) + "\n")
     assert not collective_cases(read_table(short_of_notes))[1]  # short only of cells it does not need: read

@@ -48,15 +48,18 @@ from .report import (
 
 XLA_PERMUTE = "collective_permute (p2p ring shift)"
 """The table's name for XLA's collective-permute rows: a ring shift (CollType.SendRecv)."""
-COLUMNS = ("hardware", "collective", "msg_bytes", "group_size", "busbw_GBps", "time_us")
-"""Columns every collectives table has; a table without one is bad input."""
-INFORMATIONAL = ("source", "subset", "notes", "num_groups", "num_gpus", "nodes", "algbw_GBps")
+COLUMNS = ("hardware", "collective", "msg_bytes", "group_size")
+"""Columns every collectives table has; a table without one, or without any of MEASURED, is bad input."""
+INFORMATIONAL = ("source", "subset", "notes", "num_groups", "num_gpus", "nodes")
 """Columns read where a row fills them, blank where a table lacks them."""
 WHOLE = ("msg_bytes", "group_size", "num_groups", "num_gpus", "nodes")
 """Numeric columns: counts and sizes (whole numbers), and measurements (MEASURED); a row whose cell is not one is
 skipped."""
 MEASURED = ("busbw_GBps", "algbw_GBps", "time_us")
-"""What a row measured; every other cell describes the run (report.inputs_key)."""
+"""What a row measured; every other cell describes the run (report.inputs_key). A row is compared on its time (with
+its message size), else its bus bandwidth, else its algorithm bandwidth times the bus factor (measured_busbw): a
+table needs one of the three columns, not all (nccl-tests' output gives all; a user's own sweep may give only the
+bus bandwidth, or the time), and reads those it lacks as blank."""
 LARGE_MESSAGE = 2**20
 """Messages of at least 1 MiB are reported apart: below it latency, not bandwidth, sets the time."""
 KEPT_OUT = {
@@ -186,7 +189,9 @@ def case_of(index: int, row: dict[str, str]) -> tuple[tuple, Case, float | None,
     skipped."""
     if row.get("subset", "") in KEPT_OUT:
         return f"kept out: {KEPT_OUT[row['subset']]}"
-    unreadable = short_row(row, COLUMNS) or bad_cell(row, WHOLE, MEASURED)
+    lacks = getattr(row, "lacks", ())  # a short row needs one measured cell, not all three
+    needed = (*COLUMNS, *MEASURED) if all(c in lacks for c in MEASURED if c in row) else COLUMNS
+    unreadable = short_row(row, needed) or bad_cell(row, WHOLE, MEASURED)
     if unreadable:
         return unreadable
     empty = next((column for column in ("num_gpus", "nodes") if number(row, column) == 0), None)
@@ -207,13 +212,11 @@ def case_of(index: int, row: dict[str, str]) -> tuple[tuple, Case, float | None,
         return f"msg_bytes: {row['msg_bytes'].strip()} is no message size (it must be positive)"
     if n is not None and n < 2:
         return f"group_size: {n:g} is no group a collective runs over (it must be at least 2)"
-    if n is None or (size is None and not number(row, "busbw_GBps")):
+    if n is None or (size is None and not measured_busbw(row, 1.0, None)):
         return "no message size or group size"
     stated_groups = number(row, "num_groups")
     groups_count = 1 if stated_groups is None else stated_groups  # a blank cell is one group; 0 is refused below
-    seconds = number(row, "time_us")
-    busbw = (bus_bandwidth_factor(ctype, int(n)) * size / (seconds * 1e-6) / 1e9 if seconds and size
-             else number(row, "busbw_GBps"))
+    busbw = measured_busbw(row, bus_bandwidth_factor(ctype, int(n)), size)
     if not busbw or busbw <= 0:
         return "no positive time or bus bandwidth"
     if groups_count < 1 or n * groups_count > MAX_GPUS:
@@ -241,6 +244,16 @@ def case_of(index: int, row: dict[str, str]) -> tuple[tuple, Case, float | None,
     # the system resolved, not the hardware cell: a row's source and notes tell systems of one GPU apart
     key = (json.dumps(system.datacenter, sort_keys=True), system.nodes, ctype, n, groups_count, num_gpus, algorithm)
     return key, Case(system, ctype, groups, max(num_gpus, n * groups_count), algorithm), size, busbw
+
+
+def measured_busbw(row: dict[str, str], factor: float, size: float | None) -> float | None:
+    """The bus bandwidth (GB/s) a row measured: from its time and message size where it gives both, else its
+    busbw_GBps, else its algbw_GBps times the bus `factor` (nccl-tests' busbw = algbw x factor); None where none."""
+    seconds = number(row, "time_us")
+    if seconds and size:
+        return factor * size / (seconds * 1e-6) / 1e9
+    busbw, algbw = number(row, "busbw_GBps"), number(row, "algbw_GBps")
+    return busbw if busbw else algbw * factor if algbw else busbw
 
 
 def spread_over(system: System, node: NodeSpec, num_gpus: int, nodes: int) -> System | str:
@@ -289,7 +302,7 @@ def disagreeing_cells(row: dict[str, str], factor: float, size: float | None) ->
 def collective_cases(rows: list[dict[str, str]], source: str = "collectives table"
                      ) -> tuple[list[Case], list[Skipped]]:
     """The table's rows grouped into simulated sweeps, and the rows skipped with their reasons."""
-    rows = table_rows(rows, source, "a collectives table", COLUMNS, INFORMATIONAL)
+    rows = table_rows(rows, source, "a collectives table", COLUMNS, (*INFORMATIONAL, *MEASURED), one_of=MEASURED)
     cases: dict[tuple, Case] = {}
     skipped = []
     for index, row in enumerate(rows):
