@@ -55,10 +55,12 @@ ATTENTION_LIBRARIES = {"[FlashAttention-2]": "flash", "(TE fused attn)": "cudnn"
 TN_ONLY_FP8 = ("h100", "h200", "h800", "h20", "gh200")
 """GPU models (Hopper) whose FP8 tensor-core GEMMs in cuBLASLt take both operands K-major only (the "TN" layout
 of NVIDIA's cuBLAS documentation, cublasLtMatmul FP8 requirements); Blackwell takes every layout."""
-COLUMNS = ("hardware", "kernel", "dtype", "M", "N", "K", "batch", "kernel_tflops")
-"""Columns every kernels table has; a table without one is bad input."""
-INFORMATIONAL = ("source", "subset", "notes", "head_dim", "heads", "kv_heads", "causal", "kernel_eff_vs_peak",
-                 "time_us")
+COLUMNS = ("hardware", "kernel", "dtype", "M", "kernel_tflops")
+"""Columns every kernels table has; a table without one is bad input. The shape's other columns are a kernel's own:
+a GEMM's N and K (its batch blank for one GEMM), an attention's batch and head_dim, so that a table of GEMMs alone or
+of attention alone needs only its own, and a row lacking one of its kernel's is skipped naming it."""
+INFORMATIONAL = ("source", "subset", "notes", "N", "K", "batch", "head_dim", "heads", "kv_heads", "causal",
+                 "kernel_eff_vs_peak", "time_us")
 """Columns read where a row fills them, blank where a table lacks them."""
 WHOLE = ("M", "N", "K", "batch", "head_dim", "heads", "kv_heads")
 """Numeric columns: counts and sizes (whole numbers), and measurements (MEASURED); a row whose cell is not one is
