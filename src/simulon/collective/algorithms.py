@@ -243,7 +243,16 @@ def _pxn_symmetry(ctype: CollType, shape: GroupShape) -> int | None:
 
 
 def _hierarchical_symmetry(ctype: CollType, shape: GroupShape) -> int | None:
+    """Node by node (1 with one member a node), but over a mesh's cycles by no shift, as a ring's."""
+    if shape.mesh_cycles > 1:
+        return None
     return 1 if shape.flat_ring else shape.per_node
+
+
+def _hierarchical_period(ctype: CollType, shape: GroupShape) -> int:
+    """Its channels differ only in where a node's ring starts (the same links), and in a mesh which cycle it takes
+    (hierarchical.hierarchical)."""
+    return shape.mesh_cycles
 
 
 def _ring_period(ctype: CollType, shape: GroupShape) -> int:
@@ -396,7 +405,7 @@ CATALOG: dict[str, Algorithm] = {a.name: a for a in (
     Algorithm("p2p", {A2A: _plain(all_to_all), SR: _plain(ring_shift)}, _p2p_symmetry, _p2p_period, tuned_as="ring",
               count=_p2p_count, protocols=_SIMPLE, enabled=_any_group),
     Algorithm("hierarchical", {ctype: _plain(partial(hierarchical, ctype=ctype)) for ctype in (AR, AG, RS)},
-              _hierarchical_symmetry, _constant(1), tuned_as="ring", count=_hierarchical_count,
+              _hierarchical_symmetry, _hierarchical_period, tuned_as="ring", count=_hierarchical_count,
               local_pass=ring_local_pass, refusal=partial(_irregular, "hierarchical"), ring_steps=True),
     Algorithm("pxn", {ctype: _pxn(fn) for ctype, fn in {**_RING_STEPS, A2A: all_to_all, SR: ring_shift}.items()},
               _pxn_symmetry,

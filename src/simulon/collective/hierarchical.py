@@ -3,7 +3,9 @@ rail (the members with the same local index), so that only 1/m of the data cross
 
 All-reduce: reduce-scatter in the node, all-reduce of each member's shard across its rail, all-gather in
 the node. Reduce-scatter: in the node, then across the rail. All-gather: across the rail, then in the node.
-A member starts a phase once it has received the last chunk of the previous one.
+A member starts a phase once it has received the last chunk of the previous one. In a full mesh (AMD's xGMI) the
+node's rings take turns over the members' disjoint cycles, channel by channel, as NCCL's rings do there (ring.py):
+rotations of one cycle load the same links, one of a member's seven on an MI300X.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from .common import FlowBuilder, FlowSet
+from .mesh import disjoint_cycles
 from .shape import GroupShape
 from .types import CollType
 
@@ -47,8 +50,9 @@ def hierarchical(group: tuple[int, ...], shape: GroupShape, size: float, channel
     out = FlowBuilder(group)
     by_node = np.stack(shape.members)                    # [nodes, m]
     per_channel = size / channels
+    cycles = disjoint_cycles(m) if shape.mesh else (tuple(range(m)),)
     for ch in range(channels):
-        intra = [np.roll(row, -(ch % m)) for row in by_node]
+        intra = [np.roll(row[list(cycles[ch % len(cycles)])], -(ch % m)) for row in by_node]
         rails = [by_node[:, lead] for lead in range(m)]
         last = np.full(len(group), -1, dtype=np.int64)
         step = 0
