@@ -223,7 +223,11 @@ def short_row(row: dict[str, str], needed: Iterable[str]) -> str | None:
     header and a `needed` column is among those it lacks ("the row has 10 cells, fewer than the header's 60: it lacks
     collective, ..."), or it has more (an unquoted comma splits a cell, and every cell after it stands in the next
     column: a memory row's notes lost the reserved figure after such a comma, and was compared without it), else None
-    (a row short only of cells it does not need is read with them blank)."""
+    (a row short only of cells it does not need is read with them blank). A row whose every cell is blank (a
+    spreadsheet's empty row, saved as commas alone) is named as blank, not by the first cell a validator reads (it was
+    "hardware: '' names no shipped GPU" to one validator, "collective '' is not one simulon models" to another)."""
+    if row and not any(str(value).strip() for value in row.values()):
+        return "the row is blank (every cell empty)"
     cells, width = getattr(row, "cells", None), getattr(row, "width", None)
     extra = getattr(row, "extra", ())
     if extra:
