@@ -74,7 +74,7 @@ def test_a_memory_table_without_informational_columns_reads_them_as_blank(droppe
     (validate_training, "hardware,model,iter_time_s", "num_gpus, seq_len"),
     (validate_training, "hardware,model,num_gpus,seq_len", "one of iter_time_s/"),
     (validate_memory, "model,mbs,mem_gib", "source"),
-    (validate_kernels, "hardware,kernel,dtype,M,N,K,batch", "kernel_tflops"),
+    (validate_kernels, "hardware,kernel,dtype,M,N,K,batch", "one of kernel_tflops/time_us"),
     (validate_collectives, "hardware,collective,msg_bytes,group_size", "one of busbw_GBps/algbw_GBps/time_us"),
     (validate_collectives, "hardware,collective,group_size,busbw_GBps", "msg_bytes"),
 ])

@@ -55,10 +55,10 @@ ATTENTION_LIBRARIES = {"[FlashAttention-2]": "flash", "(TE fused attn)": "cudnn"
 TN_ONLY_FP8 = ("h100", "h200", "h800", "h20", "gh200")
 """GPU models (Hopper) whose FP8 tensor-core GEMMs in cuBLASLt take both operands K-major only (the "TN" layout
 of NVIDIA's cuBLAS documentation, cublasLtMatmul FP8 requirements); Blackwell takes every layout."""
-COLUMNS = ("hardware", "kernel", "dtype", "M", "kernel_tflops")
-"""Columns every kernels table has; a table without one is bad input. The shape's other columns are a kernel's own:
-a GEMM's N and K (its batch blank for one GEMM), an attention's batch and head_dim, so that a table of GEMMs alone or
-of attention alone needs only its own, and a row lacking one of its kernel's is skipped naming it."""
+COLUMNS = ("hardware", "kernel", "dtype", "M")
+"""Columns every kernels table has, with one of TIMED; a table without one is bad input. The shape's other columns
+are a kernel's own: a GEMM's N and K (its batch blank for one GEMM), an attention's batch and head_dim, so that a table
+of GEMMs alone or of attention alone needs only its own, and a row lacking one of its kernel's is skipped naming it."""
 INFORMATIONAL = ("source", "subset", "notes", "N", "K", "batch", "head_dim", "heads", "kv_heads", "causal",
                  "kernel_eff_vs_peak", "time_us")
 """Columns read where a row fills them, blank where a table lacks them."""
@@ -67,6 +67,9 @@ WHOLE = ("M", "N", "K", "batch", "head_dim", "heads", "kv_heads")
 skipped."""
 MEASURED = ("kernel_tflops", "kernel_eff_vs_peak", "time_us")
 """What a row measured; every other cell describes the kernel (report.inputs_key)."""
+TIMED = ("kernel_tflops", "time_us")
+"""What a row is compared on: its throughput, else its kernel time in microseconds (a user's profile of kernel
+durations), read as the throughput the source's FLOP convention gives it."""
 MEDIAN_KERNEL_TIMED = ("XLA dot",)
 """Kernels of a source that reports the median kernel duration, not the time of the operation: XLA's matmul table
 (xla/tools/matmul_perf_table_gen.cc: Profile() traces five runs on two argument sets with CUPTI and returns
@@ -91,7 +94,7 @@ GEMM_FAMILY_MIN_FLOPS = 1e9
 def validate_kernels(rows: list[dict[str, str]], calibrations: Calibrations | None = None,
                      source: str = "kernels table") -> ValidationReport:
     """Predicted vs measured kernel_tflops for every row the compute model covers."""
-    rows = table_rows(rows, source, "a kernels table", COLUMNS, INFORMATIONAL)
+    rows = table_rows(rows, source, "a kernels table", COLUMNS, (*INFORMATIONAL, *TIMED), one_of=TIMED)
     cal = calibrations or Calibrations.shipped()
     report = ValidationReport()
     models: dict[tuple[str, DType, int], AnalyticalModel] = {}
@@ -141,9 +144,9 @@ def observation(index: int, row: dict[str, str]) -> Observation | str:
     peak = dense_peak(gpu, dtype)
     if isinstance(peak, str):
         return peak
-    tflops = number(row, "kernel_tflops")
-    if tflops is None or tflops <= 0:
-        return "kernel_tflops is blank or not positive"
+    tflops, micros = number(row, "kernel_tflops"), number(row, "time_us")
+    if not (tflops and tflops > 0) and not (micros and micros > 0):
+        return "kernel_tflops and time_us are blank or not positive"
     kernel = row.get("kernel", "")
     try:
         parsed = _attention(kernel, row) if names(kernel, "attention") else _gemm(kernel, row, gpu, dtype)
@@ -152,6 +155,8 @@ def observation(index: int, row: dict[str, str]) -> Observation | str:
     if isinstance(parsed, str):
         return parsed
     specs, flops = parsed
+    if not (tflops and tflops > 0):
+        tflops = flops / (micros * 1e-6) / 1e12  # type: ignore[operator]
     problem = next(filter(None, (kernel_shape_error(dict(spec.shape)) for spec in specs)), None)
     if problem:
         return f"{SHAPE_COLUMNS.get(problem[0], problem[0])}: {problem[1]}"
