@@ -58,6 +58,22 @@ def test_the_busbw_plot_overlays_the_measured_rows_of_the_same_collective_and_gr
     assert done.returncode == 0, done.stderr
 
 
+@pytest.mark.parametrize("column", ["busbw_GBps", "algbw_GBps", "time_us"])
+def test_a_measured_table_of_one_measured_column_is_drawn_as_validate_reads_it(column, tmp_path):
+    """A user's sweep that gives only the time (or only algbw) was refused ('expected the columns collective,
+    msg_bytes and busbw_GBps'), though `validate collectives` compares such a table: an all-reduce over 8 GPUs of
+    1 GiB in 10 ms is 107.4 GB/s algorithm and 187.9 GB/s bus bandwidth, whichever column says it."""
+    from simulon.plots.collective import Measured, measured_series
+
+    size, seconds = 2**30, 0.01
+    algbw = size / seconds / 1e9
+    value = {"busbw_GBps": algbw * 2 * 7 / 8, "algbw_GBps": algbw, "time_us": seconds * 1e6}[column]
+    table = tmp_path / "mine.csv"
+    table.write_text(f"hardware,collective,msg_bytes,group_size,{column}\nDGX H100,all_reduce,{size},8,{value}\n")
+    (points,) = measured_series(Measured(table), "allreduce", 8).values()
+    assert points == [(size, pytest.approx(algbw * 2 * 7 / 8))]
+
+
 def test_measured_rows_of_another_group_size_are_refused_by_name(results, tmp_path):
     from simulon.validate.report import shipped_table
 

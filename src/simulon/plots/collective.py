@@ -31,7 +31,12 @@ def op_name(text: str) -> str:
 
 
 def measured_series(measured: Measured, op: str, group_size: int) -> dict[str, list[tuple[float, float]]]:
-    """(size, busbw) points per subset and hardware of the table's rows for this collective and group size."""
+    """(size, busbw) points per subset and hardware of the table's rows for this collective and group size: each
+    row's bus bandwidth as `validate collectives` reads it (validate.collectives.measured_busbw: from its time, else
+    its busbw, else its algbw)."""
+    from ..collective.metrics import bus_bandwidth_factor
+    from ..collective.types import collective_named
+    from ..validate.collectives import MEASURED, measured_busbw
     from ..validate.report import number, read_table
 
     try:
@@ -40,13 +45,18 @@ def measured_series(measured: Measured, op: str, group_size: int) -> dict[str, l
         raise ConfigError(f"--measured {measured.table}: cannot read: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:
         raise ConfigError(f"--measured {measured.table}: {not_utf8(exc)}") from None
-    if rows and not {"collective", "msg_bytes", "busbw_GBps"} <= rows[0].keys():
-        raise ConfigError(f"--measured {measured.table}: expected the columns collective, msg_bytes and busbw_GBps "
-                          "(a table in validate/data/collectives.csv's format)")
+    if rows and not ({"collective", "msg_bytes"} <= rows[0].keys() and set(MEASURED) & rows[0].keys()):
+        raise ConfigError(f"--measured {measured.table}: expected the columns collective, msg_bytes and one of "
+                          f"{', '.join(MEASURED)} (a table in validate/data/collectives.csv's format)")
+    ctype = collective_named(op_name(op))
+    factor = bus_bandwidth_factor(ctype, group_size) if ctype is not None else 1.0
     series: dict[str, list[tuple[float, float]]] = {}
     for row in rows:
-        size, busbw = number(row, "msg_bytes"), number(row, "busbw_GBps")
-        if size is None or busbw is None or not chosen(measured, row, op, group_size):
+        size = number(row, "msg_bytes")
+        if size is None or not chosen(measured, row, op, group_size):
+            continue
+        busbw = measured_busbw({column: row.get(column, "") for column in MEASURED}, factor, size)
+        if not busbw:
             continue
         series.setdefault(f"{row.get('subset', '')}: {row.get('hardware', '')[:40]}", []).append((size, busbw))
     if not series:
