@@ -127,3 +127,19 @@ def test_a_training_row_in_fp32_or_tf32_is_simulated_in_it_not_in_bf16(written, 
 def test_a_training_row_in_int8_is_skipped_saying_simulon_does_not_train_in_it():
     with pytest.raises(training.Unsupported, match="int8 is not a format simulon trains in"):
         training.scenario_from_row(training_row("INT8"))
+
+
+@pytest.mark.parametrize(("cell", "dtype"), [("FP8 (E4M3)", "fp8"), ("BF16 (bfloat16)", "bf16"),
+                                             ("fp16 (half)", "fp16")])
+def test_a_kernel_rows_dtype_with_a_gloss_naming_the_same_type_is_compared(cell, dtype):
+    """'FP8 (E4M3)', as tables write a format with its encoding, was 'not modelled' and the row skipped."""
+    glossed = validate_kernels([{**GEMM_ROW, "dtype": cell}])
+    plain = validate_kernels([{**GEMM_ROW, "dtype": dtype}])
+    assert not glossed.skipped and [(r.measured, r.predicted, r.group) for r in glossed.rows] == [
+        (r.measured, r.predicted, r.group) for r in plain.rows]
+
+
+@pytest.mark.parametrize("cell", ["fp8 (hybrid)", "bf16 (fp16)", "(bf16)"])
+def test_a_gloss_naming_another_type_or_none_is_still_refused(cell):
+    (skipped,) = validate_kernels([{**GEMM_ROW, "dtype": cell}]).skipped
+    assert "is not modelled" in skipped.reason

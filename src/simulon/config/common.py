@@ -75,12 +75,20 @@ _DTYPE_NAMES = {**{d.value: d for d in DType}, **DTYPE_SPELLINGS}
 
 
 def dtype_named(value: Any) -> Any:
-    """The DType a name written in any case or as one of DTYPE_SPELLINGS denotes; other values are left for
-    validation to refuse (with the close match, config.loading)."""
+    """The DType a name written in any case or as one of DTYPE_SPELLINGS denotes, also with a gloss in parentheses
+    that names the same type ("FP8 (E4M3)", "BF16 (bfloat16)"); other values are left for validation to refuse (with
+    the close match, config.loading)."""
     if not isinstance(value, str):
         return value
     key = re.sub(r"[\s-]+", "_", value.strip().lower()).removeprefix("torch.")
-    return _DTYPE_NAMES.get(key, value)
+    if key in _DTYPE_NAMES:
+        return _DTYPE_NAMES[key]
+    glossed = re.fullmatch(r"\s*([^()]+?)\s*\(\s*([^()]+?)\s*\)\s*", value)
+    if glossed:
+        name, gloss = (dtype_named(part) for part in glossed.groups())
+        if isinstance(name, DType) and name == gloss:
+            return name
+    return value
 
 
 def dtype_keys(mapping: dict[Any, Any]) -> dict[Any, Any]:
