@@ -22,14 +22,12 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gpu_sustained_gemm import square_gemm
+from gpu_sustained_gemm import need_gpu, square_gemm
 
 from simulon.profiling.timing import first_and_settled, queued_ms
 
 
 def main() -> None:
-    import torch
-
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-o", "--output", type=Path, required=True)
     parser.add_argument("--size", type=int, default=8192)
@@ -37,6 +35,9 @@ def main() -> None:
     parser.add_argument("--duty", default="1,0.8,0.6,0.4")
     parser.add_argument("--dtype", choices=("bf16", "fp8"), default="bf16")
     args = parser.parse_args()
+    need_gpu()
+    import torch
+
     n = args.size
     gemm = square_gemm(n, args.dtype)
     src = torch.empty(1 << 28, device="cuda", dtype=torch.bfloat16)  # 512 MiB: several times the L2

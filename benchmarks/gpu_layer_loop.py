@@ -24,12 +24,12 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gpu_sustained_gemm import need_gpu
 from profile_table_rows import TABLE, sweep_points
 
 from simulon.compute.analytical import GEMM_CLASSES
 from simulon.compute.profile import REPETITIONS, WARMUP
 from simulon.profiling.plan import plan
-from simulon.profiling.recipes import build
 from simulon.profiling.timing import first_and_settled, queued_ms, time_ms
 from simulon.validate.report import read_table
 from simulon.validate.training import scenario_from_row, with_source_layouts
@@ -72,6 +72,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=12.0)
     parser.add_argument("--batch-size", type=int, help="micro-batch size in place of the row's")
     args = parser.parse_args()
+    need_gpu()
+    from simulon.profiling.recipes import build  # imports torch
+
     rows = with_source_layouts(read_table(str(args.table)))
     report = []
     for i in args.rows:

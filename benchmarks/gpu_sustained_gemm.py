@@ -8,10 +8,23 @@ TFLOP/s printed per second of running, so that the clock a training step settles
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from collections.abc import Callable
 
+from simulon.cli.profile import need_torch
+from simulon.config.errors import ConfigError
 from simulon.profiling.timing import first_and_settled
+
+
+def need_gpu(device: str = "cuda") -> None:
+    """Exit 2 with `simulon profile gpu`'s one-line refusal (cli.profile.need_torch) where torch is not installed
+    or, for `device` cuda, no CUDA GPU is visible: what every GPU script here needs before it times anything."""
+    try:
+        need_torch(device)
+    except ConfigError as exc:
+        print(f"{sys.argv[0]}: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 def square_gemm(n: int, dtype: str) -> Callable[[], object]:
@@ -28,13 +41,14 @@ def square_gemm(n: int, dtype: str) -> Callable[[], object]:
 
 
 def main() -> None:
-    import torch
-
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=8192)
     parser.add_argument("--seconds", type=float, default=15.0)
     parser.add_argument("--dtype", choices=("bf16", "fp8"), default="bf16")
     args = parser.parse_args()
+    need_gpu()
+    import torch
+
     n = args.size
     gemm = square_gemm(n, args.dtype)
     flops = 2.0 * n ** 3
