@@ -1,6 +1,6 @@
-"""The GPU benchmark scripts (benchmarks/gpu_*.py) on a machine that cannot time kernels: their --help works, and a
-run is refused with `simulon profile gpu`'s one line and exit status 2 (no traceback), before anything is timed or
-written."""
+"""The GPU benchmark scripts (benchmarks/gpu_*.py, profile_table_rows.py) on a machine that cannot time kernels: their
+--help works, and a run is refused with `simulon profile gpu`'s one line and exit status 2 (no traceback), as is
+a profile file `profile gpu` would refuse, before anything is timed or written."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from helpers import ROOT
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
 SCRIPTS = {"gpu_sustained_gemm.py": [], "gpu_duty_cycle.py": ["-o", "{out}.json"],
-           "gpu_layer_loop.py": ["-o", "{out}.json", "10"]}
+           "gpu_layer_loop.py": ["-o", "{out}.json", "10"], "profile_table_rows.py": ["-o", "{out}.yaml", "10"]}
 
 
 def script(name: str, *args: str) -> subprocess.CompletedProcess:
@@ -42,3 +42,19 @@ def test_each_gpu_script_without_a_cuda_gpu_is_refused_in_one_line_with_exit_2(t
     assert message in run.stderr and len(run.stderr.strip().splitlines()) == 1, run.stderr
     assert list(tmp_path.iterdir()) == []
 
+
+def test_profile_table_rows_refuses_a_gpu_no_template_names_as_profile_gpu_does(tmp_path):
+    out = tmp_path / "new.yaml"
+    run = script("profile_table_rows.py", "-o", str(out), "--name", "NoSuchGPU", "--device", "cpu", "10")
+    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
+    assert f"{out}: --name 'NoSuchGPU' names no shipped GPU template" in run.stderr
+    assert not out.exists()
+
+
+def test_profile_table_rows_refuses_a_file_of_another_gpu(tmp_path):
+    out = tmp_path / "h200.yaml"
+    out.write_text("from: H200-SXM5-141GB\nkernel_runs: []\n")
+    run = script("profile_table_rows.py", "-o", str(out), "--name", "H100", "--device", "cpu", "10")
+    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
+    assert "--name" in run.stderr and str(out) in run.stderr
+    assert out.read_text() == "from: H200-SXM5-141GB\nkernel_runs: []\n"
