@@ -9,6 +9,7 @@ parameters (Calibrations.attention), as a GPU without a profile does.
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import sys
 from pathlib import Path
@@ -50,4 +51,10 @@ def main(table: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "../shared/validation/kernels.csv")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("table", nargs="?", type=Path, default=Path("../shared/validation/kernels.csv"),
+                        help="the kernels table (default: ../shared/validation/kernels.csv)")
+    args = parser.parse_args()
+    if not args.table.is_file():
+        parser.error(f"{args.table}: no such file")
+    main(str(args.table))

@@ -13,8 +13,8 @@ the same (below both neighbours is the failure this counts).
 
 from __future__ import annotations
 
+import argparse
 import statistics
-import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -94,4 +94,9 @@ def main(paths: list[Path]) -> None:
 
 
 if __name__ == "__main__":
-    main([Path(p) for p in sys.argv[1:]] or sorted(SHIPPED_PROFILES.glob("*.yaml")))
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("profiles", nargs="*", type=Path, help="GPU profiles (default: the shipped ones)")
+    args = parser.parse_args()
+    for missing in (p for p in args.profiles if not p.is_file()):
+        parser.error(f"{missing}: no such file")
+    main(args.profiles or sorted(SHIPPED_PROFILES.glob("*.yaml")))
