@@ -1,6 +1,8 @@
 """How long `simulon sweep` takes on the issue's benchmark: GPT-3 175B (examples/gpt3_175b_1024gpu.yaml) from 16 to
 1,024 A100s on a rail-optimized fat-tree, weak scaling (1.5 sequences per GPU: the example's batch of 1,536 at
-1,024 GPUs), tp 8 and pp 2, 4, then 8 (the largest pipeline the GPU count allows, as in the example).
+1,024 GPUs), tp 8 and pp 2, 4, then 8 (the largest pipeline the GPU count allows, as in the example). The fabric is
+the one the DGX A100 template builds for each size, its SuperPOD's rail-optimized leaves of 20 NICs on 40-port HDR
+switches: two tiers up to 800 GPUs, three at 1,024 (`simulon topology` shows it).
 
     uv run python benchmarks/bench_sweep.py [--jobs 2] [--plots DIR]
 
@@ -23,6 +25,14 @@ import yaml
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "gpt3_175b_1024gpu.yaml"
 POINTS = "2:2:24,4:4:48,8:8:96,16:8:192,32:8:384,64:8:768,128:8:1536"
 """nodes (8 GPUs each) : pipeline stages : global batch."""
+SWEPT = "cluster.num_nodes+parallelism.pp+training.global_batch_size"
+
+
+def base_scenario() -> dict:
+    """The example with dp left to follow from the GPU count, on the fabric its template picks for each size."""
+    data = yaml.safe_load(EXAMPLE.read_text())
+    del data["workload"]["parallelism"]["dp"]  # derived from the GPU count
+    return data
 
 
 def main() -> None:
@@ -30,14 +40,12 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--plots", type=Path, default=None)
     args = parser.parse_args()
-    data = yaml.safe_load(EXAMPLE.read_text())
-    data["datacenter"]["network"] = {"scale_out": {"topology": "rail-optimized-fat-tree"}}
-    del data["workload"]["parallelism"]["dp"]  # derived from the GPU count
+    data = base_scenario()
     with tempfile.TemporaryDirectory() as folder:
         scenario, csv = Path(folder) / "gpt3.yaml", Path(folder) / "sweep.csv"
         scenario.write_text(yaml.safe_dump(data))
         command = [sys.executable, "-c", "from simulon.cli.app import main; main()", "sweep", str(scenario),
-                   "--set", f"cluster.num_nodes+parallelism.pp+training.global_batch_size={POINTS}",
+                   "--set", f"{SWEPT}={POINTS}",
                    "-o", str(csv), "--jobs", str(args.jobs), "--json",
                    *(["--plots", str(args.plots)] if args.plots else [])]
         for run in ("first run", "resumed"):
