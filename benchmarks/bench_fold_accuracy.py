@@ -48,7 +48,9 @@ found before), tp2pp4dp32 0.9973 and 1.0106 to 0.9972 and 0.9980, tp2pp2dp16 0.9
 0.9986, moe96 0.9995 and 0.9988 to 1.0040 and 0.9981, dense128 1.0012 and 0.9994 to 1.0000 and 0.9999; dp64 and
 fsdp64 (one stage) unchanged; folded RSS 106-213 MB to 143-249 MB where data parallelism no longer folds. Rail-
 optimized fabrics are unaffected: ds128, ds128-pxn and tp2pp4dp32 on rail-4/leaf-2:1, 3-tier-rail and
-3-tier-rail-2:1 run 0.9963-1.0000.
+3-tier-rail-2:1 run 0.9963-1.0000; but since all-to-alls run in NCCL's p2pSchedule order (90c484a), ds128 on
+3-tier-rail runs 0.9843 (full 324.75 ms, folded 319.43; 337.11 and 336.49 before, 4dbf5f0), the others unchanged
+(dense128, ds128-pxn 0.9997-1.0001, tp2pp4dp32 0.9974 there and 1.0007 on spine-leaf): cause not found.
 
 `--method naive` replays the folded run as before engine/footprint.py and Fold.expands: a simulated flow loads
 its own route's inner links only, so it misses the ECMP collisions of the flows it stands for (the "before"
