@@ -55,6 +55,10 @@ class Executor(Protocol):
     def __exit__(self, *exc: object) -> None:
         """Stop what the executor started for the command (a local Ray instance)."""
 
+    def connect(self) -> None:
+        """Reach the executor's workers (join the Ray cluster, or start the local instance) before anything is
+        written, so that one that cannot be reached is refused with nothing half-written; nothing on a local pool."""
+
     def map_unordered(self, function: Callable[[Any], Any], jobs: list[Any],
                       needs: list[float] | None = None) -> Iterator[tuple[int, Any]]:
         """(index, result) of every job, in the order they finish; `needs`: the bytes each job takes (None: no
@@ -141,6 +145,9 @@ class ProcessExecutor:
     def __exit__(self, *exc: object) -> None:
         return None
 
+    def connect(self) -> None:
+        return None
+
     def budget(self) -> float:
         if self.memory is not None:
             return self.memory
@@ -192,7 +199,11 @@ class RayExecutor:
     def connect(self) -> None:
         """Join the cluster (or start the local instance) unless this process already has."""
         if not self.ray.is_initialized():
-            self.ray.init(address=self.address, include_dashboard=False, log_to_driver=False)
+            try:
+                self.ray.init(address=self.address, include_dashboard=False, log_to_driver=False)
+            except (ConnectionError, RuntimeError) as exc:
+                where = f"--ray-address {self.address}" if self.address else "--executor ray"
+                raise ConfigError(f"{where}: cannot join the Ray cluster: {exc}") from None
             self.started = True
 
     def close(self) -> None:

@@ -368,3 +368,20 @@ def test_run_sweep_takes_its_csv_as_a_str_and_refuses_what_is_no_path_or_no_poin
     with pytest.raises(ValueError, match=r"^points: expected at least one point to sweep"):
         run_sweep([], tmp_path / "e.csv")
     assert not (tmp_path / "e.csv").exists()
+
+
+def test_a_ray_cluster_that_cannot_be_joined_is_refused_before_the_csv_is_touched(points, tmp_path, monkeypatch,
+                                                                                   counted):
+    """`sweep --executor ray --ray-address 127.0.0.1:1` wrote the CSV's header before Ray was reached, and left it
+    behind when joining failed; the Ray executor now connects first, and a failure to join names the address."""
+    ray = pytest.importorskip("ray")
+
+    def unreachable(**kwargs):
+        raise ConnectionError(f"no Ray cluster at {kwargs['address']}")
+
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", unreachable)
+    out = tmp_path / "s.csv"
+    with pytest.raises(ConfigError, match=r"--ray-address 127\.0\.0\.1:1: cannot join the Ray cluster"):
+        run_sweep(points, out, runner=RayExecutor("127.0.0.1:1"))
+    assert not out.exists() and counted == []

@@ -181,7 +181,8 @@ def run_sweep(points: list[Point], path: Path, jobs: int = 1, fold_mode: str = "
     rows in the points' order, and how many were already there. `memory_limit`: bytes the points running at once
     may take together (None: no limit; on Ray, each task's), as `simulated` shares it out. Nothing is read or
     written before the arguments are checked (check_arguments: ValueError or TypeError naming the parameter), and
-    nothing written before every point to run is known to be runnable (check_runnable)."""
+    nothing written before every point to run is known to be runnable (check_runnable) and `runner` has reached
+    its workers (a Ray address that cannot be joined left a CSV holding only its header)."""
     path = check_arguments(points, path, jobs, fold_mode, memory_limit)
     points = [dataclasses.replace(p, expand=fold_mode) for p in points]
     header = columns(points)
@@ -189,6 +190,8 @@ def run_sweep(points: list[Point], path: Path, jobs: int = 1, fold_mode: str = "
     kept = {p.key: {m: done[p.key][m] for m in METRICS} for p in points if p.key in done}
     others = earlier_points(points, path, fields, done)
     check_runnable([p for p in points if p.key not in kept])
+    if runner is not None:  # a Ray cluster that cannot be reached is refused before the CSV is touched
+        runner.connect()
     new_file = not path.exists()
     try:
         write_atomic(path, header_text(header) + row_text(header, [point_row(p, kept[p.key]) for p in points
