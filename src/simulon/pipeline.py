@@ -311,13 +311,14 @@ def size_from_samples(sizes: Sequence[DagSize], counts: tuple[int, int], real: i
     """The size of a step of `real` micro-batches from its sizes at counts[0] and counts[1]: every micro-batch adds
     the same nodes, flows and footprint entries (its kernels, collectives and pipeline sends), so each is a line in
     the count, exactly (tests/sampling/test_size_from_samples.py counts every schedule both ways); the simulated
-    GPUs do not change."""
+    GPUs and the largest expansion template do not change."""
     first, second = sizes
 
     def at(field: str) -> int:
         return round(line(getattr(first, field), getattr(second, field), counts, real))
 
-    return DagSize(at("nodes"), at("flows"), second.simulated_gpus, at("footprint_entries"))
+    return DagSize(at("nodes"), at("flows"), second.simulated_gpus, at("footprint_entries"),
+                   max(first.template_flows, second.template_flows))
 
 
 def step_size(sc: ScenarioConfig, fold_mode: FoldMode = "auto", micro_batches: MicroBatches = "all",

@@ -303,6 +303,8 @@ class TemplateCounts:
     periods: int
     lanes: int = 1                      # channels each simulated channel stands for
     grouped: bool = False               # a grouped send/receive (all-to-all, ring shift)
+    built: int = 0                      # flows expansion_template makes before it keeps the simulated senders':
+    #    every member's, every period's (one period in steady state)
 
     @property
     def flows(self) -> int:
@@ -323,7 +325,7 @@ def template_counts(ctype: CollType, size: float, choice: Choice, shape: GroupSh
     kept = fold[owner] == owner
     periods = 1 if steady else flows.periods  # in steady state the period is all there is
     return TemplateCounts(int((fold == np.arange(shape.n)).sum()), owner[kept], dst[kept], periods, flows.lanes,
-                          flows.grouped_sends)
+                          flows.grouped_sends, len(flows) * periods)
 
 
 @dataclass(frozen=True)

@@ -59,13 +59,15 @@ class DagSize:
     flows: int
     simulated_gpus: int
     footprint_entries: int = 0
+    template_flows: int = 0  # the most flows one collective's expansion template builds before folding them away
 
     def memory_bytes(self, trace: Trace = False, cost: dict[str, float] | None = None) -> float:
         """The resident memory that building, timing and replaying such a DAG (and writing its trace at `trace`'s
-        detail) adds, at `cost`'s bytes (default: memory_cost())."""
+        detail) adds, at `cost`'s bytes (default: memory_cost()), with the largest expansion template built on the
+        way (TEMPLATE_FLOW_BYTES)."""
         cost = cost or memory_cost()
         return (cost["fixed_bytes"] + cost["per_node_bytes"] * self.nodes + cost["per_flow_bytes"] * self.flows
-                + FOOTPRINT_ENTRY_BYTES * self.footprint_entries
+                + FOOTPRINT_ENTRY_BYTES * self.footprint_entries + TEMPLATE_FLOW_BYTES * self.template_flows
                 + (cost["per_trace_node_bytes"] * self.nodes if trace else 0.0)
                 + (cost["per_trace_flow_bytes"] * self.flows if trace == "flows" else 0.0))
 
@@ -172,11 +174,20 @@ def _program_counts(prog: StageProgram) -> tuple[int, int, list[CollectiveOp]]:
     return kinds[ComputeOp] + len(launched), kinds[SendOp], calls
 
 
+TEMPLATE_FLOW_BYTES = 210.0
+"""Peak bytes per flow of a collective's expansion template while it is built (dag.builder.expansion_template makes
+every member's flows of every period, orders them and finds their endpoints, then keeps the simulated senders'):
+a folded ring all-reduce of 256, 512 and 1,024 members over 4 channels added 199, 209 and 209 bytes a flow to the
+peak resident memory (0.13, 0.52 and 2.1 million flows). Unfolded rings keep their flows (per_flow_bytes); a folded
+one's transient was not counted, so a MoE step of 8,192 H100s (a 4,096-member data-parallel ring, 33.5 million
+flows built for 8 simulated GPUs) estimated to fit 2 GB took more than 11 GB."""
+
+
 def estimate_size(programs: list[StageProgram], layout: RankLayout, fold: Fold, plan: CollectivePlan) -> DagSize:
     """The size of the DAG DAGBuilder(programs, layout, fold, plan).build() makes, counted without building."""
     simulated = np.flatnonzero(fold.multiplicity)
     stages, runs = layout.coords[simulated, 3], program_of_rank(programs, layout)[simulated]
-    nodes = flows = entries = 0
+    nodes = flows = entries = built_most = 0
     spread = _footprint_spread(fold, plan.topology, 1, True)  # a send's: one peer's channels
     joint_counted: set[int] = set()  # stages whose calls over groups joining several programs' ranks are counted
     across_stages: dict[tuple, set] = {}  # calls over groups of several stages: the groups already counted
@@ -215,6 +226,7 @@ def estimate_size(programs: list[StageProgram], layout: RankLayout, fold: Fold, 
                                            fold.steady(sample))
                 per_call[key] = (2 * template.simulated + template.flows, template.flows,
                                  _footprint_entries(template, sample, fold, plan.topology))
+                built_most = max(built_most, template.built)
             if spanning[op.axis]:  # one instance per group and occurrence, whichever stage reaches it
                 call = (op.label, op.layer, op.microbatch, op.phase)
                 occurrences[call] += 1
@@ -225,7 +237,7 @@ def estimate_size(programs: list[StageProgram], layout: RankLayout, fold: Fold, 
             nodes += len(built) * group_nodes + joins
             flows += len(built) * group_flows
             entries += len(built) * group_entries
-    return DagSize(int(nodes), int(flows), len(simulated), int(entries))
+    return DagSize(int(nodes), int(flows), len(simulated), int(entries), int(built_most))
 
 
 def _spans_stages(group: tuple[int, ...], layout: RankLayout) -> bool:
