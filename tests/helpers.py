@@ -112,3 +112,20 @@ class RecordingPool(ProcessExecutor):
     def map_unordered(self, function, jobs, needs=None):
         self.needs.append(None if needs is None else list(needs))
         return super().map_unordered(function, jobs, needs)
+
+
+def one_gpu_scenario(path: Path, gpu: Path, **training: Any) -> Path:
+    """Write to `path` a one-GPU scenario of a tiny model on the GPU file `gpu` (`training`: fields to add, such as
+    dtype), and return `path`."""
+    path.write_text(yaml.safe_dump({
+        "datacenter": {"datacenter": {"name": "one"}, "cluster": {"num_nodes": 1},
+                       "node": {"gpus_per_node": 1, "gpu": {"from": str(gpu)}},
+                       "network": {"scale_up": {"switch": {"port_speed": "2880Gbps", "latency": "0.000025ms"}},
+                                   "scale_out": {"nic": {"speed": "400Gbps", "latency": "0.005ms"}}}},
+        "workload": {"framework": "megatron",
+                     "model": {"name": "tiny", "hidden_size": 256, "num_layers": 2, "num_heads": 4,
+                               "ffn_hidden_size": 512, "vocab_size": 1000},
+                     "parallelism": {"tp": 1, "pp": 1, "num_microbatches": 1},
+                     "training": {"num_gpus": 1, "global_batch_size": 1, "micro_batch_size": 1,
+                                  "sequence_length": 128, **training}}}))
+    return path

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from helpers import one_gpu_scenario
 from simulon.config.common import KERNEL_PHASES
 from simulon.config.errors import ConfigError
 from simulon.config.loading import load_scenario
@@ -23,18 +24,7 @@ def scenario_on(tmp_path: Path, run: dict) -> tuple[Path, Path]:
     """(a one-GPU scenario whose GPU is read from a profile file holding `run`, that file)."""
     gpu = tmp_path / "my-h100.yaml"
     gpu.write_text(yaml.safe_dump({"from": "h100-sxm", "name": "my-h100", "kernel_runs": [run]}, sort_keys=False))
-    path = tmp_path / "s.yaml"
-    path.write_text(yaml.safe_dump({
-        "datacenter": {"datacenter": {"name": "one"}, "cluster": {"num_nodes": 1},
-                       "node": {"gpus_per_node": 1, "gpu": {"from": str(gpu)}},
-                       "network": {"scale_up": {"switch": {"port_speed": "2880Gbps", "latency": "0.000025ms"}},
-                                   "scale_out": {"nic": {"speed": "400Gbps", "latency": "0.005ms"}}}},
-        "workload": {"framework": "megatron",
-                     "model": {"name": "tiny", "hidden_size": 256, "num_layers": 2, "num_heads": 4,
-                               "ffn_hidden_size": 512, "vocab_size": 1000},
-                     "parallelism": {"tp": 1, "pp": 1, "num_microbatches": 1},
-                     "training": {"num_gpus": 1, "global_batch_size": 1, "micro_batch_size": 1,
-                                  "sequence_length": 128}}}))
+    path = one_gpu_scenario(tmp_path / "s.yaml", gpu)
     return path, gpu
 
 

@@ -14,7 +14,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from helpers import cli
+from helpers import cli, one_gpu_scenario
 from simulon.cli.app import app
 from simulon.config.dc import GPUSpec, KernelRun
 from simulon.config.errors import ConfigError
@@ -40,18 +40,7 @@ def run(kernel: str, params: dict, times: list[float] | None = None, **more) -> 
 
 def scenario(path: Path, gpu: Path) -> Path:
     """A one-GPU fp32 scenario of a tiny model on the GPU file `gpu`."""
-    path.write_text(yaml.safe_dump({
-        "datacenter": {"datacenter": {"name": "tiny"}, "cluster": {"num_nodes": 1},
-                       "node": {"gpus_per_node": 1, "gpu": {"from": str(gpu)}},
-                       "network": {"scale_up": {"switch": {"port_speed": "2880Gbps", "latency": "0.000025ms"}},
-                                   "scale_out": {"nic": {"speed": "400Gbps", "latency": "0.005ms"}}}},
-        "workload": {"framework": "megatron",
-                     "model": {"name": "tiny", "hidden_size": 256, "num_layers": 2, "num_heads": 4,
-                               "ffn_hidden_size": 512, "vocab_size": 1000},
-                     "parallelism": {"tp": 1, "pp": 1, "num_microbatches": 1},
-                     "training": {"num_gpus": 1, "global_batch_size": 1, "micro_batch_size": 1,
-                                  "sequence_length": 128, "dtype": "fp32"}}}))
-    return path
+    return one_gpu_scenario(path, gpu, dtype="fp32")
 
 
 def refused(proc, *parts: str) -> str:

@@ -328,7 +328,8 @@ def ratio(value: Any) -> Any:
 
 
 Oversubscription = Annotated[float, BeforeValidator(ratio), in_range(1.0, MAX_RATIO, f"{MAX_RATIO:g}:1")]
-Probability = Annotated[float, in_range(0.0, 0.99, "0.99")]
+MAX_DROPOUT = 0.99
+Probability = Annotated[float, in_range(0.0, MAX_DROPOUT, f"{MAX_DROPOUT:g}")]
+"""A dropout probability: from 0 (none) to MAX_DROPOUT."""
 CapacityFactor = Annotated[float, AfterValidator(range_check(0.0, 64.0, "64", positive=True))]
 """An MoE expert capacity factor: positive, up to 64 (every token to every expert of a 64-expert top-1 router)."""
-"""A dropout probability: from 0 (none) to 0.99."""

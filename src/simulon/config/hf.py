@@ -68,7 +68,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .common import MAX_LAYERS, FieldError
+from .common import MAX_DROPOUT, MAX_LAYERS, FieldError
 from .errors import MAX_YAML_BYTES, JSONTooDeep, parse_json, read_input_text
 from .templates import AmbiguousTemplate, merged, scenario_path, template_stem_loose
 
@@ -575,8 +575,6 @@ def _mlp(cfg: Reader) -> str:
     return GATED_ACTIVATIONS.get(name, "gelu")
 
 
-MAX_DROPOUT = 0.99
-"""The largest dropout the model block takes (config.common's Probability)."""
 DROPOUT_KEYS = ("resid_pdrop", "embd_pdrop", "attn_pdrop", "hidden_dropout", "attention_dropout", "dropout")
 """Where a config gives its hidden and attention dropout (GPT2Config's and GPTBigCodeConfig's *_pdrop, OPTConfig's
 dropout, GPTNeoXConfig's, BloomConfig's and FalconConfig's hidden_dropout, attention_dropout in most families)."""
