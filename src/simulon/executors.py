@@ -59,10 +59,14 @@ class Executor(Protocol):
         """Reach the executor's workers (join the Ray cluster, or start the local instance) before anything is
         written, so that one that cannot be reached is refused with nothing half-written; nothing on a local pool."""
 
+    def ceiling(self) -> float:
+        """The most bytes one job may take (math.inf: no limit): one that needs more comes back as Refused, so a
+        job that can shrink (a replay folding or sampling its step) is planned within it."""
+
     def map_unordered(self, function: Callable[[Any], Any], jobs: list[Any],
                       needs: list[float] | None = None) -> Iterator[tuple[int, Any]]:
         """(index, result) of every job, in the order they finish; `needs`: the bytes each job takes (None: no
-        memory admission), a job that can never have them comes back as Refused."""
+        memory admission), a job that can never have them (more than `ceiling`) comes back as Refused."""
 
 
 class Admission:
@@ -149,10 +153,15 @@ class ProcessExecutor:
         return None
 
     def budget(self) -> float:
+        """The bytes the jobs of one map_unordered may take together: the limit given, else what this machine has
+        available now."""
         if self.memory is not None:
             return self.memory
         available = available_memory()
         return math.inf if available is None else available
+
+    def ceiling(self) -> float:
+        return self.budget()
 
     def map_unordered(self, function: Callable[[Any], Any], jobs: list[Any],
                       needs: list[float] | None = None) -> Iterator[tuple[int, Any]]:
@@ -206,6 +215,12 @@ class RayExecutor:
                 raise ConfigError(f"{where}: cannot join the Ray cluster: {exc}") from None
             self.started = True
 
+    def ceiling(self) -> float:
+        """The memory the largest live node offers (Ray's `memory` resource), which a task asks for as a whole."""
+        self.connect()
+        return max((node["Resources"].get("memory", 0.0) for node in self.ray.nodes() if node["Alive"]),
+                   default=0.0)
+
     def close(self) -> None:
         """Stop what `connect` started (a session's own Ray is left running)."""
         if self.started:
@@ -218,8 +233,7 @@ class RayExecutor:
         self.connect()
         task = ray.remote(function)
         pending = {}
-        largest = max((node["Resources"].get("memory", 0.0) for node in ray.nodes() if node["Alive"]),
-                      default=0.0) if needs is not None else math.inf
+        largest = self.ceiling() if needs is not None else math.inf
         for index, job in enumerate(jobs):
             need = needs[index] if needs is not None else 0.0
             if need > largest:

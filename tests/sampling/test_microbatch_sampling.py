@@ -190,7 +190,7 @@ def test_the_size_a_sampled_step_is_admitted_by_is_its_larger_counts_dag(monkeyp
 def test_a_search_replays_a_step_above_the_node_budget_sampled(monkeypatch):
     sc = small("1f1b", 2, 16)
     monkeypatch.setattr(pipeline, "SAMPLE_ABOVE_NODES", 1)
-    job = (sc.model_dump(mode="json", exclude_none=True), "search")
+    job = (sc.model_dump(mode="json", exclude_none=True), "search", None)
     assert replay_step_ms(job) == simulate(sc, micro_batches="sample").result.iteration_time_ms
     assert replay_size(job) == plan_dag(with_microbatches(sc, 4)).size()
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from helpers import RecordingPool, gpt_scenario
 from simulon.executors import Admission, ProcessExecutor, Refused
-from simulon.pipeline import build_dag, step_size
+from simulon.pipeline import build_dag, simulate, step_size
 from simulon.search import run
 from simulon.search.run import Search, scenario_for, worker_baseline
 
@@ -147,3 +147,18 @@ def test_only_a_forked_pool_worker_starts_from_the_search_s_footprint(monkeypatc
 
 def test_the_search_s_resident_memory_is_read_and_is_more_than_an_empty_interpreter():
     assert run.resident_memory() > 50e6  # simulon, numpy and pydantic imported
+
+
+def test_a_replay_too_large_whole_is_replayed_as_simulate_would_run_it_within_the_budget(monkeypatch):
+    monkeypatch.setattr(run, "resident_memory", lambda: 0.0)
+    sc = gpt_scenario(nodes=2, gpus_per_node=4, layers=8, gbs=512, seq=1024)  # 8 micro-batches of 8 on pp 1
+    variant = scenario_for(sc, Search(sc).run(top=1, replay=0).ranked[0].strategy, 8)
+    whole = step_size(variant, micro_batches="auto", samples_first_above=run.SAMPLES_FIRST_ABOVE).memory_bytes()
+    budget = whole * 0.9
+    shrunk = step_size(variant, micro_batches="auto", samples_first_above=run.SAMPLES_FIRST_ABOVE,
+                       memory_limit=budget).memory_bytes()
+    assert shrunk <= budget < whole  # sampled (or folded) it fits where the whole step would not
+    result = Search(sc).run(top=1, replay=1, executor=ProcessExecutor(1, memory=budget))
+    assert result.replayed == 1 and not result.refused
+    alone = simulate(variant, micro_batches="auto", samples_first_above=run.SAMPLES_FIRST_ABOVE, memory_limit=budget)
+    assert result.ranked[0].replay_ms == alone.result.iteration_time_ms

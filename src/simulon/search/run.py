@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import multiprocessing
 import os
 import resource
@@ -378,12 +379,14 @@ micro-batches, sampled at 8 and 12) run whole without sampled traces they would 
 of 3 before these candidates were counted from samples, 29.2 s after, benchmarks/bench_search.py, one session)."""
 
 
-def replay_size(args: tuple[dict, str]) -> DagSize:
-    """The size of the DAG one scenario's replay builds; runs in a worker process (module level, picklable)."""
+def replay_size(args: tuple[dict, str, float | None]) -> DagSize:
+    """The size of the DAG one scenario's replay builds within its memory limit (bytes, None: none), as
+    replay_step_ms plans it; runs in a worker process (module level, picklable)."""
     from ..pipeline import step_size
 
-    data, name = args
-    return step_size(parse_scenario(data, name), micro_batches="auto", samples_first_above=SAMPLES_FIRST_ABOVE)
+    data, name, limit = args
+    return step_size(parse_scenario(data, name), micro_batches="auto", samples_first_above=SAMPLES_FIRST_ABOVE,
+                     memory_limit=limit)
 
 
 def resident_memory() -> float:
@@ -413,12 +416,14 @@ def replay_from_json(entry: dict[str, Any]) -> float:
     return finite_positive(entry["iteration_time_ms"])
 
 
-def replay_step_ms(args: tuple[dict, str]) -> float:
-    """The step ms of one scenario replayed; runs in a worker process (module level, to be picklable)."""
+def replay_step_ms(args: tuple[dict, str, float | None]) -> float:
+    """The step ms of one scenario replayed within its memory limit (bytes, None: none), folded and sampled as
+    `simulate --max-memory` would be to fit it; runs in a worker process (module level, to be picklable)."""
     from ..pipeline import simulate
 
-    data, name = args
-    sim = simulate(parse_scenario(data, name), micro_batches="auto", samples_first_above=SAMPLES_FIRST_ABOVE)
+    data, name, limit = args
+    sim = simulate(parse_scenario(data, name), micro_batches="auto", samples_first_above=SAMPLES_FIRST_ABOVE,
+                   memory_limit=limit)
     return sim.result.iteration_time_ms
 
 
@@ -576,15 +581,21 @@ class Search:
         """The strategies tried (each replay recorded in the cache as it finishes; replay_ms None where refused),
         how many the cache had, and the refused with why. The replays not cached are first sized (the DAG each
         builds, dag/size.py, on the executor), then run side by side as far as their memory adds up
-        (executors.py): a replay too large even alone is refused, and the others go on."""
+        (executors.py). Each is planned within what one job may take (the executor's ceiling, less what a forked
+        worker starts from), folded and sampled as `simulate --max-memory` would be: a replay too large even so is
+        refused, and the others go on."""
         if not best:
             return [], 0, []
-        jobs: dict[int, tuple[dict, str]] = {}
+        baseline = worker_baseline(executor)
+        ceiling = executor.ceiling() - baseline
+        limit = ceiling if 0 < ceiling < math.inf else None  # none left: every replay is refused as it stands
+        jobs: dict[int, tuple[dict, str, float | None]] = {}
         refused: dict[int, str] = {}
         for index, r in enumerate(best):
             try:
                 jobs[index] = (scenario_for(self.sc, r.strategy, self.num_gpus).model_dump(mode="json",
-                                                                                          exclude_none=True), "search")
+                                                                                          exclude_none=True), "search",
+                               limit)
             except ConfigError as exc:  # a rule the search's own (space.rule_checks) do not know
                 refused[index] = f"not replayed: its scenario is refused: {exc}"
         keys = {index: cache.key({"replay": job[0]}) for index, job in jobs.items()} if cache is not None else {}
@@ -604,7 +615,6 @@ class Search:
         todo.sort(key=lambda index: (-sizes[index].nodes, index))  # the largest first: the last to finish is short
         progress.stage(f"replaying the best {len(best)}", total=len(best), unit="strategies")
         progress.advance(reused + len(refused))
-        baseline = worker_baseline(executor)
         needs = [sizes[index].memory_bytes() + baseline for index in todo]
         for position, outcome in executor.map_unordered(replay_step_ms, [jobs[index] for index in todo], needs):
             index = todo[position]
