@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simulon.validate.report import read_table, shipped_table
-from simulon.validate.training import LAYOUT_COLUMNS, scenario_from_row, with_source_layouts
+from simulon.validate.training import LAYOUT_COLUMNS, scenario_from_row, validate_training, with_source_layouts
 
 ROWS = read_table(shipped_table("training"))
 
@@ -47,3 +47,19 @@ def test_a_row_of_another_model_takes_nothing():
     index = _strong_scaling()[0]
     row = {**ROWS[index], "layers": "80"}
     assert with_source_layouts([*ROWS[:index], row, *ROWS[index + 1:]])[index] == row
+
+
+@settings(max_examples=20, deadline=None)
+@given(tp=st.sampled_from(["0", "-2", "two", "1.5"]), gpus=st.sampled_from(["32", "0", "-8"]))
+def test_a_row_whose_layout_is_bad_input_lends_it_to_no_row_and_the_table_still_runs(tp, gpus):
+    """A user's row with tp 0 beside one of the same source and model giving only a GPU count stopped the whole
+    validation ('internal error: Unsupported: tp: 0 is not a count'); it is skipped alone, naming tp."""
+    def user_row(**cells):
+        return {**dict.fromkeys(ROWS[0], ""), "subset": "mine", "source": "me", "hardware": "H100",
+                "model": "Llama 3 8B", "seq_len": "4096", "framework": "Megatron-Core", "mbs": "1", "gbs": "64",
+                "iter_time_s": "3.0", **cells}
+    rows = [user_row(num_gpus="16", tp=tp, pp="2"), user_row(num_gpus=gpus)]
+    filled = with_source_layouts(rows)
+    assert filled[1] == rows[1]
+    report = validate_training([user_row(num_gpus="16", tp=tp, pp="2"), user_row(num_gpus="0")])
+    assert [s.index for s in report.skipped] == [0, 1] and report.skipped[0].reason.startswith("tp: ")

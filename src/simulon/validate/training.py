@@ -323,23 +323,36 @@ def with_source_layouts(rows: list[dict[str, str]]) -> list[dict[str, str]]:
     table runs that model at that batch with tp 8, pp 6 (dp 48 on 2,304 GPUs): 96 and 4,608 GPUs are 2 and 96
     replicas of it. A row without layer count and hidden size is the same model only under the same name. Only
     configuration columns are copied, never a measurement."""
-    layouts: dict[tuple[str, ...], tuple[int, dict[str, str]]] = {}
+    layouts: dict[tuple[str, ...], tuple[int, int]] = {}
     for index, row in enumerate(rows):
         key = _layout_key(row)
         if _states_layout(row) and row["tp"].strip() and row["pp"].strip():
-            layouts.setdefault(key, (index, row))
+            mp = _model_parallel_size(row)
+            if mp is not None:
+                layouts.setdefault(key, (index, mp))
     out = []
     for row in rows:
         found = layouts.get(_layout_key(row))
         if found is not None and not _states_layout(row):
-            index, source = found
-            mp = math.prod(count(source, c, 1) for c in ("tp", "pp", "cp"))
-            gpus = count(row, "num_gpus")
+            index, mp = found
+            source = rows[index]
+            gpus = number(row, "num_gpus")
             if gpus and gpus % mp == 0:
                 row = {**row, **{c: source[c] for c in LAYOUT_COLUMNS if not row[c].strip()},
                        "notes": f"{row['notes']}; layout of row {index} (same source and model)".lstrip("; ")}
         out.append(row)
     return out
+
+
+def _model_parallel_size(row: dict[str, str]) -> int | None:
+    """tp x pp x cp of a row whose layout cells read as counts (blank: 1), else None: a row whose layout is bad
+    input (tp 0, 'two') is skipped for it (row_outcome) and lends no layout (it stopped the whole table)."""
+    try:
+        if unreadable(row):
+            return None
+        return math.prod(count(row, c, 1) for c in ("tp", "pp", "cp"))
+    except Unsupported:
+        return None
 
 
 def _interleaved_vpp(model: dict[str, Any], pp: int, layers_per_chunk: int) -> int:
