@@ -284,11 +284,19 @@ class BadCell(ValueError):
     the text: "tp: 'two' is not a number"."""
 
 
+STATED_SIZE_SUFFIX = re.compile(r"\s+\d+(\.\d+)?[BM]$", re.IGNORECASE)
+"""A parameter count written after a model's name ('Grok-1 314B', 'DeepSeek V3 671B'), which its template's name
+leaves out."""
+
+
 def model_stem(name: str) -> str | None:
-    """The shipped model template a row's model name names loosely (config.templates.template_stem_loose), or None;
-    Unsupported where it reads as two ("gpt3_1_3b": GPT-3 1.3B or 13B), which skips the row, not the table."""
+    """The shipped model template a row's model name names loosely (config.templates.template_stem_loose), else the
+    one it names less a parameter count after it (STATED_SIZE_SUFFIX), or None; Unsupported where it reads as two
+    ("gpt3_1_3b": GPT-3 1.3B or 13B), which skips the row, not the table. Shared by the training and memory
+    validators, so that a name one of them reads the other does (the memory table's 'DeepSeek V3 671B' had no
+    template there)."""
     try:
-        return template_stem_loose("model", name)
+        return template_stem_loose("model", name) or template_stem_loose("model", STATED_SIZE_SUFFIX.sub("", name))
     except AmbiguousTemplate as exc:
         raise Unsupported(str(exc)) from None
 

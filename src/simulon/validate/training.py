@@ -192,9 +192,7 @@ def _model_name(row: dict[str, str]) -> str:
 def model_block(row: dict[str, str]) -> dict[str, Any]:
     """The model: its template when the name has one, overridden by any shape columns the row gives."""
     name = _model_name(row)
-    stem = model_stem(name)
-    if stem is None:  # 'Grok-1 314B' -> 'Grok-1'
-        stem = model_stem(re.sub(r"\s+\d+(\.\d+)?[BM]$", "", name, flags=re.IGNORECASE))
+    stem = model_stem(name)  # 'Grok-1 314B' -> 'Grok-1'
     block: dict[str, Any] = {"from": stem} if stem else {"name": name}
     for column, field in SHAPE_COLUMNS.items():
         value = count(row, column)
