@@ -129,6 +129,16 @@ def test_a_training_row_in_int8_is_skipped_saying_simulon_does_not_train_in_it()
         training.scenario_from_row(training_row("INT8"))
 
 
+@pytest.mark.parametrize("written", ["FP8 blockwise", "fp8 (DeepSeek 1x128 blocks)", "Float8BlockScaling",
+                                     "FP8 block-scaling"])
+def test_fp8_with_per_block_scales_is_refused_in_both_validators_not_read_as_delayed_scaling(written):
+    """A precision naming fp8 with block scales was simulated as per-tensor fp8 under delayed scaling."""
+    with pytest.raises(training.Unsupported, match=r"fp8 with per-block scales .* is not modelled"):
+        training.scenario_from_row(training_row(written))
+    report = validate_memory([{**MEMORY_ROW, "dtype": written, "hardware": "8x H100 80GB SXM"}, MEMORY_ROW])
+    assert [s.index for s in report.skipped] == [0] and "per-block scales" in report.skipped[0].reason
+
+
 @pytest.mark.parametrize(("cell", "dtype"), [("FP8 (E4M3)", "fp8"), ("BF16 (bfloat16)", "bf16"),
                                              ("fp16 (half)", "fp16")])
 def test_a_kernel_rows_dtype_with_a_gloss_naming_the_same_type_is_compared(cell, dtype):

@@ -241,15 +241,25 @@ trains in."""
 def precision_named(text: str) -> tuple[DType | None, str | None]:
     """The training dtype and fp8 recipe a free-text precision names, as published tables write it ("NVFP4",
     "MXFP8", "MXFP4", "FP8 current-scaling", "amp_fp8", "bf16 mixed", "FP32", "float32") or as users name a dtype
-    (config.common.dtype_named: "half", "torch.float16"), or (None, None) where it names none."""
+    (config.common.dtype_named: "half", "torch.float16"), or (None, None) where it names none. ValueError where it
+    names fp8 with block scales (BLOCKWISE_WORDS)."""
     words = re.sub(r"[\s_-]+", "", text.lower())
     dtype = next((d for names, d in PRECISION_WORDS if any(name in words for name in names)), None)
     if dtype is None:
         named = dtype_named(text)
         dtype = named if isinstance(named, DType) else None
     if dtype == DType.fp8:
+        if any(word in words for word in BLOCKWISE_WORDS):  # no per-tensor recipe: not read as delayed scaling
+            raise ValueError(f"precision {text.strip()!r}: fp8 with per-block scales "
+                             f"{OTHER_FP8_RECIPES['blockwise']}")
         return dtype, "current" if "current" in words or "tensorwise" in words else None
     return dtype, None
+
+
+BLOCKWISE_WORDS = ("blockwise", "blockscaling", "perblock", "1x128", "128x128")
+"""Words (lower case, without spaces, '_' or '-') by which a precision names fp8 with per-block scales
+(Transformer Engine's Float8BlockScaling, DeepSeek-V3's 1 x 128 and 128 x 128 tiles): not modelled
+(OTHER_FP8_RECIPES), so a cell naming it is refused rather than read as per-tensor delayed scaling."""
 
 
 def training_precision(text: str) -> tuple[DType, str | None]:
