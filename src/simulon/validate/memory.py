@@ -85,6 +85,10 @@ class Source:
     ranks: str = "first"               # whose peak the source reports: the first stage's, or the largest ("max")
     mtp_layers: int | None = None      # multi-token-prediction layers (None: the model's own)
     expandable_segments: bool = False  # PyTorch's allocator with expandable segments (its launch environment)
+    fsdp: str = "none"                 # the sharding where the row's zero_or_fsdp cell is blank
+    elementwise: str = "fused"         # how norms, activations and dropout run (eager: one kernel per operation)
+    autocast: bool | None = None       # torch.autocast over fp32 parameters (None: the config's default)
+    vocab_divisible_by: int | None = None  # the vocabulary padded to a multiple of this x tp (None: of tp)
 
 
 # Matched against the `source` column, first match wins.
@@ -227,7 +231,9 @@ def framework_source(source: str, framework: str, hardware: str) -> Source:
     return Source(found.name, system, distributed_optimizer=defaults.distributed_optimizer,
                   sequence_parallel=defaults.sequence_parallel, cross_entropy=defaults.cross_entropy,
                   attention=defaults.attention, grad_reduce_dtype=defaults.grad_reduce_dtype,
-                  mtp_layers=defaults.mtp_layers, expandable_segments=defaults.expandable_segments)
+                  mtp_layers=defaults.mtp_layers, expandable_segments=defaults.expandable_segments,
+                  fsdp=defaults.fsdp, vocab_divisible_by=defaults.vocab_divisible_by,
+                  elementwise=defaults.elementwise, autocast=defaults.autocast)
 
 
 def _required(row: dict[str, str], column: str, what: str) -> int:
@@ -311,6 +317,8 @@ def _sharding(text: str, source: Source) -> dict[str, Any]:
         return {"distributed_optimizer": False}
     if text.strip() not in NOT_GIVEN:
         raise Unsupported(f"zero_or_fsdp: {text.strip()!r} is none of ZeRO-1/2/3, distopt, FSDP, DDP and none")
+    if source.fsdp != "none":  # the framework's own sharding (torchtitan's, llm-foundry's FSDP over every rank)
+        return {"fsdp": source.fsdp, "distributed_optimizer": False}
     return {"distributed_optimizer": source.distributed_optimizer}
 
 
@@ -376,13 +384,16 @@ def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
         counts[-1] -= 1
         parallelism["layers_per_stage"] = counts
     training = {"num_gpus": num_gpus, "global_batch_size": gbs, "micro_batch_size": mbs, "sequence_length": seq,
-                **_precision(row), "attention": source.attention,
+                **_precision(row), "attention": source.attention, "elementwise": source.elementwise,
+                **({"autocast": source.autocast} if source.autocast is not None else {}),
                 "cross_entropy": source.cross_entropy,
                 "peft": "lora" if re.search(r"\bLoRA\b", row["model"]) else "none"}
     if source.grad_reduce_dtype:
         training["grad_reduce_dtype"] = source.grad_reduce_dtype
     if source.expandable_segments:
         training["expandable_segments"] = True
+    if source.vocab_divisible_by:
+        training["make_vocab_size_divisible_by"] = source.vocab_divisible_by
     if source.fp8_params and training["dtype"] == "fp8":
         training["fp8_params"] = True
     for pattern, settings in RECIPES:
