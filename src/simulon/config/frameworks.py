@@ -183,6 +183,13 @@ ENGINES = {"deepspeed": "deepspeed"}
 megatron or deepspeed); the others are simulated with Megatron-Core's, their own settings as their defaults say."""
 
 
+def pipeline_engine(text: str) -> str:
+    """The pipeline engine (ENGINES; megatron where the framework is no other's, or none is named) a framework's
+    description runs on: a scenario naming it, and a measurement table's row naming it, run the same one."""
+    framework = resolve_framework(text)
+    return ENGINES.get(framework.name if framework else "", "megatron")
+
+
 def workload_defaults(text: str, parallelism: dict[str, Any], training: dict[str, Any]
                       ) -> tuple[str, dict[str, Any], dict[str, Any]]:
     """(pipeline engine, parallelism, training) of a scenario naming the framework `text`, the settings it gives
@@ -190,9 +197,8 @@ def workload_defaults(text: str, parallelism: dict[str, Any], training: dict[str
     ("DeepSpeed ZeRO-3": fsdp full_shard; sharding_named) where the scenario sets neither fsdp nor
     distributed_optimizer, sequence parallelism only with tp > 1, TP overlap only with sequence parallelism, the
     distributed optimizer only without FSDP (each as finally set)."""
-    framework = resolve_framework(text)
     defaults = framework_defaults(text, bare_is_current=True)
-    engine = ENGINES.get(framework.name if framework else "", "megatron")
+    engine = pipeline_engine(text)
     par = dict(parallelism)
     named = sharding_named(text)
     if named and not set(named[1]) & set(par):  # "DeepSpeed ZeRO-3": the stage it names, unless the scenario sets one

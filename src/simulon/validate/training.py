@@ -24,7 +24,7 @@ from pydantic import ValidationError
 from ..config.common import DType, alphanumeric
 from ..config.dc import DatacenterConfig, NodeSpec
 from ..config.errors import ConfigError
-from ..config.frameworks import MEGATRON_GPT, framework_defaults
+from ..config.frameworks import MEGATRON_GPT, framework_defaults, pipeline_engine
 from ..config.loading import describe_validation_error, parse_scenario
 from ..config.number_formats import NUMBER_FORMATS, training_precision
 from ..config.resolve import Unresolved, check_nodes, resolve_framework, resolve_hardware
@@ -468,7 +468,7 @@ def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
         datacenter["network"] = network
     data = {
         "datacenter": datacenter,
-        "workload": {"framework": "megatron", "model": model, "parallelism": parallelism,
+        "workload": {"framework": pipeline_engine(row["framework"]), "model": model, "parallelism": parallelism,
                      "training": training},
     }
     try:
