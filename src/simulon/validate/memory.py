@@ -50,6 +50,7 @@ from ..config.units import GiB
 from ..memory import MemoryReport, StageMemory, estimate_memory
 from .report import (
     NOT_GIVEN,
+    PIPELINE_COLUMNS,
     BadCell,
     Comparison,
     Skipped,
@@ -59,9 +60,11 @@ from .report import (
     count,
     model_stem,
     number,
+    pipeline_cells,
     recompute_cell,
     short_row,
     stated_flag,
+    stated_vpp,
     table_rows,
 )
 
@@ -155,7 +158,7 @@ HEAD_DIM_WHEN_UNKNOWN = 128
 COLUMNS = ("source", "model", "mbs", "mem_gib")
 """Columns every memory table has (the source decides the run's set-up, SOURCES); a table without one is bad input."""
 INFORMATIONAL = ("hardware", "framework", "num_gpus", "tp", "pp", "dp", "cp", "ep", "vpp", "sp", "recompute",
-                 "zero_or_fsdp", "gbs", "seq_len", "dtype", "mem_kind", "notes", "locator")
+                 "zero_or_fsdp", "gbs", "seq_len", "dtype", "mem_kind", "notes", "locator", *PIPELINE_COLUMNS)
 """Columns read where a row fills them, blank where a table lacks them (`hardware` and `framework` set up a row from a
 source SOURCES does not know)."""
 WHOLE = ("num_gpus", "tp", "pp", "dp", "cp", "ep", "vpp", "mbs", "seq_len")
@@ -352,7 +355,8 @@ def system_gpu(template: str) -> str:
 def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
     """The scenario a memory measurement describes. Raises Unsupported with the reason if it can't."""
     source = _source(row)
-    tp, pp, cp, ep, vpp = (count(row, column, 1) for column in ("tp", "pp", "cp", "ep", "vpp"))
+    tp, pp, cp, ep = (count(row, column, 1) for column in ("tp", "pp", "cp", "ep"))
+    vpp = stated_vpp(row, pp) or 1
     num_gpus = count(row, "num_gpus")
     dp = count(row, "dp")
     if num_gpus is None and dp is None:
@@ -371,7 +375,7 @@ def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
     except BadCell as exc:
         raise Unsupported(str(exc)) from None
     sequence_parallel = source.sequence_parallel if stated is None else stated
-    parallelism: dict[str, Any] = {"tp": tp, "pp": pp, "cp": cp, "ep": ep, "vpp": vpp,
+    parallelism: dict[str, Any] = {"tp": tp, "pp": pp, "cp": cp, "ep": ep, "vpp": vpp, **pipeline_cells(row),
                                    "sequence_parallel": sequence_parallel and tp > 1,
                                    **_recompute(row, source.recompute),
                                    **_sharding(row["zero_or_fsdp"], source)}

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from ..config.errors import ConfigError, read_input_text
 from ..config.templates import AmbiguousTemplate, template_stem_loose
+from ..config.workload import SCHEDULE_CHUNKS
 
 
 @dataclass(frozen=True)
@@ -273,6 +274,43 @@ def recompute_cell(row: dict[str, str]) -> tuple[str, list[str]] | None:
     if kind is None:
         raise BadCell(f"recompute: {text!r} is none of none, full or selective (the modules in parentheses)")
     return kind, re.findall(r"[a-z_]+", text.partition("(")[2])
+
+
+PIPELINE_COLUMNS = {
+    "pipeline_schedule": ("1f1b", "interleaved_1f1b", "zb_h1", "zb_v", "dualpipe", "dualpipev"),
+    "context_parallel_comm": ("p2p", "all_gather", "a2a", "a2a+p2p"),
+}
+"""Optional columns of the training and memory tables named as the scenario's fields (workload.parallelism), and
+their values: a user's table may state its pipeline schedule and its context-parallel exchange (Megatron's
+--cp-comm-type), which no shipped row does; a cell is read in any case and with any separators ('ZB-H1', 'DualPipe V',
+'all-gather'), and a value none of these is the scenario's to refuse, naming the field."""
+
+
+def _bare(text: str) -> str:
+    return re.sub(r"[\s_-]+", "", text.strip().lower())
+
+
+def pipeline_cells(row: dict[str, str]) -> dict[str, str]:
+    """The parallelism fields a row's PIPELINE_COLUMNS state (blank or `unknown` cells left out), each as its field's
+    value where the cell names one loosely, else as written."""
+    stated = {}
+    for column, values in PIPELINE_COLUMNS.items():
+        text = (row.get(column) or "").strip()
+        if text.lower() not in NOT_GIVEN:
+            stated[column] = next((value for value in values if _bare(value) == _bare(text)), text)
+    return stated
+
+
+def stated_vpp(row: dict[str, str], pp: int) -> int | None:
+    """The vpp a row's vpp cell gives, else the one its stated schedule runs (SCHEDULE_CHUNKS: zb_v and dualpipev
+    two chunks a rank, zb_h1 and dualpipe one, 1f1b one), else None (its framework's habit decides)."""
+    given = count(row, "vpp")
+    if given is not None:
+        return given
+    schedule = pipeline_cells(row).get("pipeline_schedule")
+    if schedule == "1f1b" or (pp == 1 and schedule not in SCHEDULE_CHUNKS):
+        return 1
+    return SCHEDULE_CHUNKS.get(schedule or "")
 
 
 class Unsupported(Exception):

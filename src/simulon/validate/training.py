@@ -30,7 +30,7 @@ from ..config.number_formats import NUMBER_FORMATS, training_precision
 from ..config.resolve import Unresolved, check_nodes, resolve_framework, resolve_hardware
 from ..config.scenario import ScenarioConfig
 from ..config.templates import find_template
-from ..config.workload import RECOMPUTE_MODULES, ModelSpec
+from ..config.workload import RECOMPUTE_MODULES, SCHEDULE_CHUNKS, ModelSpec
 from ..dag.fold import FoldMode
 from ..dag.size import TooLarge
 from ..executors import Needs, in_order_in_shares
@@ -38,6 +38,7 @@ from ..pipeline import Simulation, StepPlan, over_share, plan_step, simulate_ste
 from ..progress import SILENT, Progress
 from .report import (
     NOT_GIVEN,
+    PIPELINE_COLUMNS,
     BadCell,
     Comparison,
     Skipped,
@@ -50,10 +51,12 @@ from .report import (
     model_stem,
     number,
     overfull,
+    pipeline_cells,
     printed,
     recompute_cell,
     short_row,
     stated_flag,
+    stated_vpp,
     table_rows,
 )
 
@@ -157,7 +160,7 @@ MIXED_PRECISION_BYTES_PER_PARAM = 16  # fp16/bf16 weight and gradient, fp32 mast
 # Measurements in order of preference, and what each needs to become an iteration time.
 # What makes two rows of one source the same model run (with_source_layouts), and the layout copied between them.
 LAYOUT_KEY = ("source", "layers", "hidden", "heads", "kv_heads", "vocab", "seq_len")
-LAYOUT_COLUMNS = ("tp", "pp", "cp", "vpp", "ep", "etp", "sp", "mbs")
+LAYOUT_COLUMNS = ("tp", "pp", "cp", "vpp", "ep", "etp", "sp", "mbs", *PIPELINE_COLUMNS)
 METRICS = ("iter_time_s", "tokens_per_s_total", "tokens_per_s_per_gpu", "samples_per_s", "tflops_per_gpu",
            "mfu_pct", "hfu_pct")
 COLUMNS = ("hardware", "model", "num_gpus", "seq_len")
@@ -336,7 +339,7 @@ def with_source_layouts(rows: list[dict[str, str]]) -> list[dict[str, str]]:
             source = rows[index]
             gpus = number(row, "num_gpus")
             if gpus and gpus % mp == 0:
-                row = {**row, **{c: source[c] for c in LAYOUT_COLUMNS if not row[c].strip()},
+                row = {**row, **{c: source[c] for c in LAYOUT_COLUMNS if c in source and not row.get(c, "").strip()},
                        "notes": f"{row['notes']}; layout of row {index} (same source and model)".lstrip("; ")}
         out.append(row)
     return out
@@ -379,11 +382,12 @@ def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
     if habits.megatron_gpt and re.search(r"\bgpt", row["model"], re.IGNORECASE):
         model["tie_embeddings"] = _ties_as_sized(row, model)
     tp, pp, cp = (count(row, c, 1) for c in ("tp", "pp", "cp"))
-    ep, vpp = count(row, "ep", 1), count(row, "vpp", 1)
-    if pp == 1:
+    ep, vpp = count(row, "ep", 1), stated_vpp(row, pp)
+    pipeline = pipeline_cells(row)  # a user's table may state the schedule and the context-parallel exchange
+    if pp == 1 and pipeline.get("pipeline_schedule") not in SCHEDULE_CHUNKS:
         vpp = 1  # a recipe scaled down to one stage keeps its vpp, which then splits nothing
-    elif not row["vpp"].strip() and habits.virtual_stage_layers:
-        vpp = _interleaved_vpp(model, pp, habits.virtual_stage_layers)
+    elif vpp is None:
+        vpp = _interleaved_vpp(model, pp, habits.virtual_stage_layers) if habits.virtual_stage_layers else 1
     if num_gpus % (tp * pp * cp):
         raise Unsupported(f"{num_gpus} GPUs are not a multiple of tp*pp*cp = {tp * pp * cp}")
     dp = num_gpus // (tp * pp * cp)
@@ -422,7 +426,7 @@ def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
     if etp is not None and etp not in (1, tp) and not experts:  # 1: the setting written out, splitting nothing
         raise Unsupported(f"etp: {etp} splits the experts of a model without them (tp {tp})")
     parallelism = {
-        "tp": tp, "pp": pp, "cp": cp, "ep": ep, "vpp": vpp,
+        "tp": tp, "pp": pp, "cp": cp, "ep": ep, "vpp": vpp, **pipeline,
         **({"expert_tensor_parallel": etp} if etp and experts else {}),
         "sequence_parallel": sp,
         "tp_comm_overlap": habits.tp_comm_overlap and sp,
