@@ -277,12 +277,21 @@ def system_node(datacenter: dict[str, Any]) -> NodeSpec:
     return DatacenterConfig.model_validate({**datacenter, "cluster": {"num_nodes": 1}}).node
 
 
-def _check_fits_data_parallel(row: dict[str, str], model: dict[str, Any], datacenter: dict[str, Any]) -> None:
+def _check_fits_data_parallel(row: dict[str, str], model: dict[str, Any], datacenter: dict[str, Any],
+                              ep: int = 1) -> None:
     """A row without a parallel layout is plain data parallelism only if every GPU can hold the model:
-    weights, gradients and Adam state take about 16 bytes per parameter in mixed precision."""
+    weights, gradients and Adam state take about 16 bytes per parameter in mixed precision. A lower bound on the
+    parameters a GPU holds is enough to refuse: a dense layer's 12 h^2, an MoE layer's routed experts' two matrices
+    each, split over the row's `ep` (an MoE model's was 0, so Mixtral 8x7B on 16 H100 without a layout ran as plain
+    data parallelism, 333 GiB a GPU)."""
     spec = ModelSpec.model_validate(model)
-    layer = 12 * spec.hidden_size**2 if spec.moe is None else 0  # a lower bound is enough to refuse
-    params = spec.num_layers * layer + spec.vocab_size * spec.hidden_size
+    if spec.moe is None:
+        layers = spec.num_layers * 12 * spec.hidden_size**2
+    else:
+        width = spec.moe.expert_ffn_hidden_size or spec.ffn_hidden_size
+        moe_layers = sum(spec.moe.is_moe_layer(layer) for layer in range(spec.num_layers))
+        layers = moe_layers * spec.moe.num_experts * 2 * spec.hidden_size * width // ep
+    params = layers + spec.vocab_size * spec.hidden_size
     gpu = system_node(datacenter).gpu
     if params * MIXED_PRECISION_BYTES_PER_PARAM > gpu.memory_bytes:
         raise Unsupported(f"row gives no parallel layout, and {row['model']} ({params / 1e9:.0f}B parameters) "
@@ -396,7 +405,7 @@ def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
         raise Unsupported(f"dp: {stated_dp} disagrees with num_gpus / (tp x pp x cp) = {num_gpus} / "
                           f"{tp * pp * cp} = {dp}")
     if not _states_layout(row) and habits.fsdp == "none":
-        _check_fits_data_parallel(row, model, system)
+        _check_fits_data_parallel(row, model, system, ep)
     mbs = count(row, "mbs") or habits.micro_batch_size
     gbs = _global_batch(row, seq) or mbs * dp
     sharding = row["zero_or_fsdp"]
