@@ -301,7 +301,10 @@ def _check_fits_data_parallel(row: dict[str, str], model: dict[str, Any], datace
 def system_of(row: dict[str, str]) -> dict[str, Any]:
     """The datacenter block of the system a row's `hardware` describes (config.resolve, with the row's framework
     and source to tell systems of one GPU apart). Raises Unsupported with what could not be resolved, or where the
-    row's GPUs do not fit the nodes it or its hardware states (report.overfull)."""
+    row's GPUs do not fit the nodes it or its hardware states (report.overfull), or where the hardware counts fewer
+    GPUs than the row runs on in a number the system's nodes cannot hold ("4x H100 SXM" beside 8 GPUs: two 4-GPU
+    nodes or one DGX H100's 8 is not said; it ran on one node of 8, where a scenario's description is refused,
+    config.dc)."""
     try:
         hardware = resolve_hardware(row["hardware"], f"{row.get('framework', '')} {row.get('source', '')}")
         check_nodes(hardware, number(row, "nodes"))
@@ -310,9 +313,14 @@ def system_of(row: dict[str, str]) -> dict[str, Any]:
     if hardware.system is None:
         raise Unsupported(f"hardware {row['hardware']!r}: GPU {hardware.gpu} has no system (datacenter) template")
     gpus, nodes = count(row, "num_gpus"), count(row, "nodes") or hardware.nodes
-    contradiction = gpus and overfull(gpus, f"{gpus} GPUs", nodes, system_node(hardware.datacenter).gpus_per_node)
+    per_node = system_node(hardware.datacenter).gpus_per_node
+    contradiction = gpus and overfull(gpus, f"{gpus} GPUs", nodes, per_node)
     if contradiction:
         raise Unsupported(contradiction)
+    if gpus and hardware.gpus and hardware.gpus % per_node and gpus > hardware.gpus:
+        raise Unsupported(f"hardware {row['hardware'].strip()!r} counts {hardware.gpus} {hardware.model} GPUs, fewer "
+                          f"than the row's {gpus}, and {hardware.system} holds {per_node} a node: as a node's GPUs "
+                          "they are no node simulon has a template of, as the run's they contradict num_gpus")
     return hardware.datacenter
 
 
