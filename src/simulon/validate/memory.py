@@ -362,6 +362,8 @@ def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
     if num_gpus is None and dp is None:
         raise Unsupported("row gives neither the GPU count nor data parallelism")
     dp = dp if dp is not None else num_gpus // (tp * pp * cp)
+    if num_gpus and ep > 1 and num_gpus == tp * pp * cp * dp * ep:
+        dp *= ep  # a dp counting the data-parallel ranks beside the experts' (dp / ep), as validate training reads it
     num_gpus = num_gpus or tp * pp * cp * dp
     if num_gpus != tp * pp * cp * dp:
         raise Unsupported(f"{num_gpus} GPUs are not tp*pp*cp*dp = {tp * pp * cp * dp}")
