@@ -13,7 +13,7 @@ in-sample MAPE by GPU and kernel family. Deterministic: the same table gives the
 
 from __future__ import annotations
 
-import sys
+import argparse
 from pathlib import Path
 
 import yaml
@@ -90,4 +90,10 @@ def main(path: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "../shared/validation/kernels.csv")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("table", nargs="?", type=Path, default=Path("../shared/validation/kernels.csv"),
+                        help="the kernels table (default: ../shared/validation/kernels.csv)")
+    args = parser.parse_args()
+    if not args.table.is_file():
+        parser.error(f"{args.table}: no such file")
+    main(str(args.table))
