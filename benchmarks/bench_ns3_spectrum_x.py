@@ -1,5 +1,6 @@
 """simulon against SimAI's packet-level ns-3 backend on its Spectrum-X template: one 64 MiB ring all-reduce
-across a data-parallel group of 2, 4, 8 and 16 nodes (one GPU per node), busbw and wall time.
+across a data-parallel group of 2, 4, 8 and 16 nodes (one GPU per node, so as many GPUs as nodes in the ring),
+busbw and wall time.
 
     uv run python benchmarks/bench_ns3_spectrum_x.py [--runs 3]
 
@@ -34,7 +35,7 @@ def main() -> None:
     print(f"{'nodes':>5} {'GPUs':>5} {'ns-3 busbw':>11} {'simulon':>8} {'error':>7} {'ns-3 wall':>10} "
           f"{'simulon wall':>13}  {'how':<28} NCCL's protocol")
     for nodes, (busbw, wall) in NS3.items():
-        group = tuple(range(0, 8 * nodes, 8))
+        group = tuple(range(0, dc.node.gpus_per_node * nodes, dc.node.gpus_per_node))  # GPU 0 of each node
         walls = []
         for _ in range(args.runs):
             t0 = time.perf_counter()
@@ -43,7 +44,7 @@ def main() -> None:
         (auto,) = collective_sweep(dc, CollType.AllReduce, group, [SIZE], "ring")
         error = 100 * (timing.busbw_GBps - busbw) / busbw
         how = f"{timing.algorithm}/{timing.protocol}/{timing.channels} {timing.model}"
-        print(f"{nodes:>5} {8 * nodes:>5} {busbw:>11.2f} {timing.busbw_GBps:>8.2f} {error:>+6.1f}% {wall:>9} s "
+        print(f"{nodes:>5} {len(group):>5} {busbw:>11.2f} {timing.busbw_GBps:>8.2f} {error:>+6.1f}% {wall:>9} s "
               f"{statistics.median(walls):>11.3f} s  {how:<28} {auto.protocol}: {auto.busbw_GBps:.2f}")
 
 
