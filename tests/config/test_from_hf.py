@@ -783,3 +783,46 @@ def test_cohere_2s_sliding_window_pattern_windows_three_layers_in_four_where_the
     assert model_from_hf(write(tmp_path, COMMAND_A))["sliding_window"] == {"size": 4096, "full_every": 4}
     without = {k: v for k, v in COMMAND_A.items() if k != "sliding_window_pattern"}
     assert model_from_hf(write(tmp_path, without))["sliding_window"] == {"size": 4096, "full_every": 4}
+
+
+FALCON_7B = {  # tiiuae/falcon-7b config.json (shape keys): multi-query, no ffn_hidden_size nor activation written
+    "model_type": "falcon", "alibi": False, "bias": False, "hidden_size": 4544, "multi_query": True,
+    "new_decoder_architecture": False, "num_attention_heads": 71, "num_hidden_layers": 32, "parallel_attn": True,
+    "vocab_size": 65024}
+FALCON_40B = {  # tiiuae/falcon-40b config.json (shape keys): grouped queries under new_decoder_architecture
+    "model_type": "falcon", "alibi": False, "bias": False, "hidden_size": 8192, "new_decoder_architecture": True,
+    "num_attention_heads": 128, "num_hidden_layers": 60, "num_kv_heads": 8, "parallel_attn": True,
+    "vocab_size": 65024}
+FALCON_180B = {**FALCON_40B, "hidden_size": 14848, "num_attention_heads": 232, "num_hidden_layers": 80}  # tiiuae/
+
+
+def falcon_closed_form(doc, kv_heads) -> float:
+    """Falcon's weights: fused QKV of (heads + 2 kv heads) x 64, the output projection, a 4h GELU MLP, the tied
+    embedding; the layer norms' few thousand weights per layer aside."""
+    h, heads = doc["hidden_size"], doc["num_attention_heads"]
+    per_layer = h * (heads + 2 * kv_heads) * (h // heads) + h * h + 2 * h * 4 * h
+    return doc["num_hidden_layers"] * per_layer + doc["vocab_size"] * h
+
+
+@pytest.mark.parametrize(("config", "kv_heads", "published"), [
+    (FALCON_7B, 1, 7e9), (FALCON_40B, 8, 40e9), ({**FALCON_40B, "multi_query": True}, 8, 40e9),
+    (FALCON_180B, 8, 180e9)])
+def test_falcon_reads_kv_heads_as_falcon_attention_does_and_its_published_parameters(tmp_path, config, kv_heads,
+                                                                                    published):
+    """FalconAttention: `num_kv_heads if (new_decoder_architecture or not multi_query) else 1`, a 4h MLP where
+    ffn_hidden_size is absent, GELU where activation is. The files were refused for a missing intermediate_size,
+    and given one, Falcon-7B read 71 key-value heads (not one) and Falcon-40B 128 (not its num_kv_heads 8)."""
+    block = model_from_hf(write(tmp_path, config))
+    assert (block["num_kv_heads"], block["ffn_hidden_size"], block["activation"]) == (
+        kv_heads, 4 * config["hidden_size"], "gelu")
+    counted = parameters({"from_hf": str(write(tmp_path, config))})
+    assert counted == pytest.approx(falcon_closed_form(config, kv_heads), rel=1e-3)
+    assert counted == pytest.approx(published, rel=0.035)  # 6.92B, 41.3B, 178.6B
+
+
+def test_falcon_without_multi_query_or_new_decoder_takes_its_num_kv_heads_and_its_own_ffn_and_activation(tmp_path):
+    assert model_from_hf(write(tmp_path, {**FALCON_7B, "multi_query": False}))["num_kv_heads"] == 71
+    doc = {**FALCON_40B, "new_decoder_architecture": False, "multi_query": False, "ffn_hidden_size": 1000,
+           "activation": "relu"}
+    block = model_from_hf(write(tmp_path, doc))
+    assert (block["num_kv_heads"], block["ffn_hidden_size"], block["activation"]) == (8, 1000, "relu")

@@ -4,10 +4,11 @@ The keys read are those of the transformers configuration classes of the decoder
 models (LlamaConfig, MistralConfig, MixtralConfig, Qwen2/Qwen3(-MoE)Config, DeepseekV3Config,
 GptOssConfig, Gemma/Gemma2/Gemma3TextConfig, Phi3Config; a multimodal config's `text_config`):
 
-- shape: num_hidden_layers, hidden_size, num_attention_heads, num_key_value_heads (GPT-BigCode's multi_query: one),
-  head_dim, intermediate_size, vocab_size, tie_word_embeddings (absent: its configuration class's default, tied in
-  GPT-2, OPT, BLOOM, Falcon, Gemma and the other TIED_MODEL_TYPES, untied elsewhere); encoder-only and
-  encoder-decoder families are refused (ENCODER_MODEL_TYPES, ENCODER_DECODER_MODEL_TYPES, is_encoder_decoder);
+- shape: num_hidden_layers, hidden_size, num_attention_heads, num_key_value_heads (GPT-BigCode's and Falcon-7B's
+  multi_query: one; Falcon's num_kv_heads), head_dim, intermediate_size (Falcon's ffn_hidden_size), vocab_size,
+  tie_word_embeddings (absent: its configuration class's default, tied in GPT-2, OPT, BLOOM, Falcon, Gemma and the
+  other TIED_MODEL_TYPES, untied elsewhere); encoder-only and encoder-decoder families are refused
+  (ENCODER_MODEL_TYPES, ENCODER_DECODER_MODEL_TYPES, is_encoder_decoder);
 - activation: hidden_act (Gemma's hidden_activation); the MLPs of the families above always gate it
   (down_proj(act(gate_proj x) * up_proj x): LlamaMLP, MixtralBlockSparseTop2MLP, Qwen3MoeMLP, DeepseekV3MLP,
   GemmaMLP, ...), GeGLU for a GELU, else SwiGLU, whatever hidden_act names; in other families `silu` is SwiGLU,
@@ -119,7 +120,7 @@ DEFAULT_ACTIVATIONS = {
                      "olmoe", "granite", "granitemoe", "cohere"), "silu"),
     **dict.fromkeys(("gemma", "gemma2", "gemma3", "gemma3_text", "starcoder2"), "gelu_pytorch_tanh"),
     **dict.fromkeys(("nemotron", "nemotron_h"), "relu2"),
-    "gpt_neox": "gelu", "gpt2": "gelu_new", "phi": "gelu_new",
+    "gpt_neox": "gelu", "gpt2": "gelu_new", "phi": "gelu_new", "falcon": "gelu",
 }
 """model_type -> the MLP activation its transformers configuration class defaults to (hidden_act, hidden_activation or
 mlp_hidden_act in LlamaConfig, MixtralConfig, Qwen3MoeConfig, DeepseekV3Config, GemmaConfig, NemotronHConfig, ...),
@@ -132,9 +133,10 @@ RMSNORM_MODEL_TYPES = frozenset({
 """model_type of the families whose layers normalize with RMSNorm (LlamaRMSNorm, Qwen3RMSNorm, Gemma3RMSNorm,
 NemotronHRMSNorm, ...) whether or not the file writes rms_norm_eps; another family's file is RMSNorm where it has
 rms_norm_eps, else LayerNorm (GPT-2, GPT-NeoX, Phi, StarCoder2, Cohere)."""
-FOUR_X_MLP_MODEL_TYPES = frozenset({"gpt2", "gpt_bigcode"})
-"""model_type of the families whose MLP is four times the hidden size where n_inner is null or absent (GPT2Config,
-GPTBigCodeConfig: `n_inner if n_inner is not None else 4 * hidden_size`)."""
+FOUR_X_MLP_MODEL_TYPES = frozenset({"gpt2", "gpt_bigcode", "falcon"})
+"""model_type of the families whose MLP is four times the hidden size where n_inner (Falcon's ffn_hidden_size) is null
+or absent (GPT2Config, GPTBigCodeConfig: `n_inner if n_inner is not None else 4 * hidden_size`; FalconConfig's
+ffn_hidden_size likewise)."""
 GEMMA3_TEXT_DEFAULTS = {"vocab_size": 262_208, "hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26,
                         "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256, "sliding_window": 4096}
 """Gemma3TextConfig's defaults of the keys read here (transformers' configuration_gemma3.py)."""
@@ -196,9 +198,9 @@ FIELD_KEYS: dict[str, tuple[str, ...]] = {
     "num_layers": ("num_hidden_layers", "n_layer", "num_layers"),
     "hidden_size": ("hidden_size", "n_embd", "d_model"),
     "num_heads": ("num_attention_heads", "n_head"),
-    "num_kv_heads": ("num_key_value_heads",),
+    "num_kv_heads": ("num_key_value_heads", "num_kv_heads"),
     "head_dim": ("head_dim", "attention_head_dim"),
-    "ffn_hidden_size": ("intermediate_size_mlp", "intermediate_size", "n_inner", "ffn_dim"),
+    "ffn_hidden_size": ("intermediate_size_mlp", "intermediate_size", "n_inner", "ffn_dim", "ffn_hidden_size"),
     "vocab_size": ("vocab_size",),
     "tie_embeddings": ("tie_word_embeddings",),
     "attention_output_gate": ("attn_output_gate",),
@@ -545,8 +547,9 @@ def _check_window_layers(cfg: Reader, types: Any) -> None:
                                       f"layers of {' and '.join(WINDOW_LAYER_TYPES)} only")
 
 
-ACTIVATION_KEYS = ("mlp_hidden_act", "hidden_activation", "hidden_act", "activation_function")
-"""Where a config names its MLP's activation (NemotronH's, Gemma's, most families', GPT-2's), the first set winning."""
+ACTIVATION_KEYS = ("mlp_hidden_act", "hidden_activation", "hidden_act", "activation_function", "activation")
+"""Where a config names its MLP's activation (NemotronH's, Gemma's, most families', GPT-2's, Falcon's), the first set
+winning."""
 
 
 def _activation(cfg: Reader) -> str:
@@ -594,15 +597,18 @@ def _dropout(cfg: Reader) -> float:
     return largest
 
 
-MULTI_QUERY_MODEL_TYPES = frozenset({"gpt_bigcode"})
+MULTI_QUERY_MODEL_TYPES = frozenset({"gpt_bigcode", "falcon"})
 """model_type of the families whose attention shares one key-value head among the queries where multi_query is true
-or absent (GPTBigCodeConfig's multi_query=True: StarCoder, SantaCoder), num_key_value_heads unwritten."""
+or absent (GPTBigCodeConfig's and FalconConfig's multi_query=True: StarCoder, SantaCoder, Falcon-7B),
+num_key_value_heads unwritten; Falcon's new_decoder_architecture (Falcon-40B, -180B) takes num_kv_heads whatever
+multi_query says (FalconAttention: `config.num_kv_heads if (new_decoder_architecture or not multi_query) else 1`)."""
 
 
 def _kv_heads(cfg: Reader, heads: int) -> int:
-    """Key-value heads: num_key_value_heads, else one under multi-query attention (MULTI_QUERY_MODEL_TYPES), else one
-    per query head."""
-    if cfg.model_type in MULTI_QUERY_MODEL_TYPES and cfg.flag("multi_query", True):
+    """Key-value heads: one under multi-query attention (MULTI_QUERY_MODEL_TYPES), else num_key_value_heads (Falcon's
+    num_kv_heads), else one per query head."""
+    if (cfg.model_type in MULTI_QUERY_MODEL_TYPES and cfg.flag("multi_query", True)
+            and not cfg.flag("new_decoder_architecture", False)):
         return 1
     return cfg.integer(*FIELD_KEYS["num_kv_heads"], required=False, default=heads)
 
