@@ -136,3 +136,19 @@ def test_one_node_with_a_nic_keeps_its_leaf(tmp_path):
     data = json.loads(cli("topology", scenario(tmp_path, "single-switch", nodes=1), "--json").stdout)
     assert data["nics"] == 8 and [t["name"] for t in data["tiers"]] == ["nvswitch", "leaf"]
     assert data["scale_out_bisection_GBps"] == 8 * 50 / 2
+
+
+def test_domain_gpus_says_what_one_nvlink_domain_holds_in_the_cluster_described(tmp_path):
+    """12 GB200 trays are one NVLink domain of 48 GPUs (it said 72, the rack's, beside a bisection of 48 GPUs');
+    20 trays fill two racks 10 trays each (40); 36 trays two whole racks (72). The text line says the same."""
+    held = {}
+    for trays in (12, 20, 36):
+        path = tmp_path / f"gb200-{trays}.yaml"
+        path.write_text(yaml.safe_dump({"datacenter": {"from": "gb200-nvl72", "cluster": {"num_nodes": trays}}}))
+        run = cli("topology", str(path), "--json")
+        assert run.returncode == 0, run.stderr
+        data = json.loads(run.stdout)
+        held[trays] = data["domain_gpus"]
+        assert data["scale_up_bisection_GBps"] == data["domain_gpus"] // 2 * 900.0
+    assert held == {12: 48, 20: 40, 36: 72}
+    assert "nvswitch domains of 48 GPUs" in cli("topology", str(tmp_path / "gb200-12.yaml")).stdout

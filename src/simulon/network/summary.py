@@ -32,7 +32,7 @@ class TopologySummary:
     gpus: int
     nodes: int
     scale_up: str            # nvswitch, pcie or mesh
-    domain_gpus: int
+    domain_gpus: int         # GPUs one scale-up domain holds in this cluster (held_domain)
     reduces_in_switch: tuple[bool, bool]
     fabric: str
     nics: int                # 0: one node without a NIC, and so no scale-out fabric ("" fabric, no bisection)
@@ -70,7 +70,7 @@ class TopologySummary:
         tiers = [_tier(topology.scale_up_kind, up_switches, up_links, rate[:topology.port_links])]
         nic_rates = rate[first["nic_up"]:first["nic_up"] + ports]
         if not nic_rates.any():  # one node given no NIC (config.dc refuses more without one): nothing scales out
-            return cls(g, nodes, tiers[0].name, topology.domain_gpus, topology.reduces_in_switch, "", 0, tiers,
+            return cls(g, nodes, tiers[0].name, held_domain(topology), topology.reduces_in_switch, "", 0, tiers,
                        _scale_up_bisection(topology, tiers[0]), None, topology.host(range(g)).label)
         tiers.append(_tier("leaf", fabric.leaves, ports, nic_rates))
         for name, switches, kind in (("spine", fabric.spines, "leaf_up"), ("core", fabric.cores, "spine_up")):
@@ -79,7 +79,7 @@ class TopologySummary:
                 per_link = fabric.physical_per_link(kind)  # spines (config.dc.uplink_ports)
                 rates = rate[fabric.base + block.start:fabric.base + block.stop] / per_link
                 tiers.append(_tier(name, switches, (block.stop - block.start) * per_link, rates))
-        return cls(g, nodes, tiers[0].name, topology.domain_gpus, topology.reduces_in_switch,
+        return cls(g, nodes, tiers[0].name, held_domain(topology), topology.reduces_in_switch,
                    spec.label, -(-g // topology.gpus_per_nic), tiers,
                    _scale_up_bisection(topology, tiers[0]), fabric.bisection(nic_rates),
                    topology.host(range(g)).label, spec.routing if spec.tiers > 1 else "",
@@ -103,12 +103,19 @@ class TopologySummary:
                 "routing": self.routing or None, "qps_per_connection": self.queue_pairs, "dual_tor": self.dual_tor}
 
 
+def held_domain(topology: Topology) -> int:
+    """GPUs one scale-up domain holds in this cluster: a domain of a cluster smaller than it holds the cluster's GPUs
+    (12 GB200 trays are one NVLink domain of 48 GPUs, not of the rack's 72), as a job of more trays than a rack holds
+    has its racks filled to the segment config.dc.DatacenterConfig.domain_gpus gives (20 trays: 40)."""
+    return min(topology.domain_gpus, topology.num_gpus)
+
+
 def _scale_up_bisection(topology: Topology, tier: Tier) -> float | None:
     """Bytes/s per direction across one scale-up domain cut in half: an odd domain into its smaller and larger half,
     as Fabric.bisection cuts the NIC ports (through a switch the smaller half's GPUs send and receive at their ports'
     rate; a mesh cut into halves of a and b GPUs has a x b links across); GPUs without peer to peer go through the
     host, each half of a node up its own paths. None for a domain of one GPU, which has no halves."""
-    domain = min(topology.domain_gpus, topology.num_gpus)
+    domain = held_domain(topology)
     if domain < 2:
         return None
     half = domain // 2
