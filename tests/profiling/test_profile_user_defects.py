@@ -290,3 +290,20 @@ def test_a_gpu_file_named_without_a_yaml_suffix_is_read_as_the_file_it_is_not_as
     assert done.returncode == 0, done.stderr
     assert [row["subset"] for row in json.loads(done.stdout)["rows"]] == ["attn_qkv fwd fp32"]
     assert refused(cli("validate", "profile", str(tmp_path))) == f"error: {tmp_path}: cannot read: Is a directory"
+
+
+def test_progress_lines_number_each_point_as_the_sweep_does_a_skipped_one_keeping_its_number(tmp_path, monkeypatch):
+    """--tp 1,3,2 over 4 heads: point 2 (tp 3) is skipped. The timed points were renumbered 1/2 and 2/2 after the
+    skipped '2/3', so 'point 2' named two points; now they are 1/3 and 3/3 (torch stood in for: the numbering is the
+    CLI's)."""
+    import simulon.cli.profile as profile_cli
+    import simulon.profiling.run as profile_run
+
+    monkeypatch.setattr(profile_cli, "need_torch", lambda device: None)
+    monkeypatch.setattr(profile_run, "profile_point", lambda point, *args: profile_run.PointResult(timed=1))
+    result = CliRunner().invoke(app, ["profile", "gpu", "-o", str(tmp_path / "gpu.yaml"), *TINY, "--tp", "1,3,2"])
+    assert result.exit_code == 0, result.output
+    lines = [line for line in result.output.splitlines() if line.startswith("point ")]
+    assert [line.split(" (")[0] for line in lines] == ["point 2/3", "point 1/3", "point 3/3"]
+    assert "tp 3" in lines[0] and "skipped" in lines[0]
+    assert "tp 1)" in lines[1] and "tp 2)" in lines[2]

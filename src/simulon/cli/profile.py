@@ -111,7 +111,7 @@ def gpu(
         points = [SweepPoint.of_shape(h, n, f, s, b, v, d, t, k, activation or "gelu", normalization or "layernorm",
                                       num_experts, moe_top_k or 2, ep=e, attention=attention)
                   for h, n, f, v, k in shapes for s, b, d, t, e in runs]
-    points = runnable(points)
+    numbered = runnable(points)
     from ..profiling.store import ProfileFile
 
     new = not output.exists()
@@ -120,7 +120,7 @@ def gpu(
     store.check_identity({"--name": name, "--vendor": vendor, "--memory-capacity-gb": memory_capacity_gb,
                           "--tdp-w": tdp_w})
     need_torch(device)
-    _profile(points, store, device, epoch_num, warmup)
+    _profile(numbered, len(points), store, device, epoch_num, warmup)
 
 
 def check_experts(num_experts: int | None, moe_top_k: int | None) -> None:
@@ -163,8 +163,9 @@ def need_torch(device: str) -> None:
                           "(for tests and small shapes only: CPU times do not describe a GPU)")
 
 
-def runnable(points: list) -> list:
-    """The sweep's points that describe a model, saying why each other one is skipped; bad input if none does."""
+def runnable(points: list) -> list[tuple[int, object]]:
+    """The sweep's points that describe a model, each with its number in the sweep (from 1: the progress lines name a
+    point by it, skipped or timed), saying why each other one is skipped; bad input if none does."""
     kept, reasons = [], []
     for i, point in enumerate(points, 1):
         try:
@@ -177,18 +178,20 @@ def runnable(points: list) -> list:
             reasons.append(str(exc).splitlines()[0])
             print(f"point {i}/{len(points)} ({point.describe()}): skipped, {reasons[-1]}")
             continue
-        kept.append(point)
+        kept.append((i, point))
     if not kept:
         raise ConfigError(f"no point of the sweep describes a model to profile (the first: {reasons[0]})")
     return kept
 
 
-def _profile(points, store, device: str, repetitions: int, warmup: int) -> None:
+def _profile(numbered, total: int, store, device: str, repetitions: int, warmup: int) -> None:
+    """Time each runnable point, its progress line numbered as the sweep numbers it (`runnable`): a skipped point
+    keeps its number, and the next timed one does not take it."""
     from ..profiling.run import profile_point
 
-    for i, point in enumerate(points, 1):
+    for i, point in numbered:
         r = profile_point(point, store, device, repetitions, warmup)
-        print(f"point {i}/{len(points)} ({point.describe()}): {r.timed} timed, {r.skipped} already "
+        print(f"point {i}/{total} ({point.describe()}): {r.timed} timed, {r.skipped} already "
               f"in the file, {r.out_of_memory} out of memory, {r.unsupported} not timeable on {device}")
     print(f"wrote {store.path}" + (" (timed on the CPU, a dry run: its runs are marked device: cpu, which no "
                                    "simulation or validation uses)" if device == "cpu" else ""))
