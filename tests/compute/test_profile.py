@@ -44,6 +44,16 @@ def test_an_exact_shape_takes_the_median_of_its_runs():
     assert KernelProfile(gpu, DType.bf16, AnalyticalModel(gpu, DType.bf16)).seconds(recompute) == pytest.approx(2e-3)
 
 
+def test_a_profiled_recompute_run_is_read_as_a_forward_run_of_its_shape_not_left_unused():
+    """A run of phase recompute was loaded but never looked up (lookups map recompute to fwd): a profile holding one
+    gave no time for the shape (None, the analytical fallback); it is now a forward run, pooled with the forward's."""
+    alone = profiled(run("mlp", 2048, [2.0], phase="recompute"))
+    assert lookup(alone, 2048) == pytest.approx(2e-3)
+    assert lookup(alone, 2048, Phase.recompute) == pytest.approx(2e-3)
+    pooled = profiled(run("mlp", 2048, [1.0, 5.0]), run("mlp", 2048, [3.0], phase="recompute"))
+    assert lookup(pooled, 2048) == pytest.approx(3e-3)  # the median of 1, 3 and 5 ms
+
+
 def test_between_measured_shapes_the_measured_over_model_ratio_is_interpolated():
     model_gpu = profiled()
     model = AnalyticalModel(model_gpu, DType.bf16)

@@ -44,7 +44,8 @@ runs them): defined here, with what a profile's times mean."""
 PROFILE_REPEATS = WARMUP + REPETITIONS
 """Runs of each kernel back to back in `simulon profile gpu` at its defaults."""
 LOOKUP_PHASE = {Phase.recompute: Phase.fwd}
-"""A recomputed forward kernel runs exactly like the forward."""
+"""A recomputed forward kernel runs exactly like the forward: looked up as the forward, and a profile's run of the
+recompute phase (`simulon profile gpu` plans none: profiling/plan.py) read as a forward run of its shape."""
 
 
 def loop_length(run: KernelRun, default: float = PROFILE_REPEATS) -> float:
@@ -132,7 +133,7 @@ class KernelProfile:
             if label not in Phase.__members__:
                 raise ConfigError(f"GPU {gpu.name}: kernel_runs: {run.kernel}: unknown phase {label!r} "
                                   f"(expected one of {', '.join(Phase.__members__)})")
-            phase = Phase[label]
+            phase = LOOKUP_PHASE.get(Phase[label], Phase[label])
             fixed, names, point = _split(params)
             runs[(run.kernel, phase, fixed, names, tuple(point))].append(run)
         # (name, phase, fixed, numeric names) -> [(log2 point, seconds here, measured/analytical as profiled)]
