@@ -85,3 +85,22 @@ def test_an_output_that_is_the_input_file_is_refused_and_the_input_kept(tmp_path
     option = args[-2]
     refused(*args, cwd=tmp_path, expected=f"{option} {args[-1]}: is the input file '{input_name}'")
     assert scenario.read_bytes() == SEED_SCENARIO.read_bytes()
+
+
+EMPTY_NAMED = [  # (command line before the option, option): every option naming a file or folder to write or read
+    (["simulate", "seed.yaml"], "-o"), (["report", "seed.yaml"], "-o"), (["topology", "seed.yaml"], "--draw"),
+    (["search", "seed.yaml", "--top", "1"], "-o"), (["search", "seed.yaml", "--top", "1"], "--write-best"),
+    (["search", "seed.yaml", "--top", "1"], "--plot"), (["search", "seed.yaml", "--top", "1"], "--cache"),
+    (["sweep", "seed.yaml", "--set", "training.micro_batch_size=1"], "-o"),
+    (["sweep", "seed.yaml", "--set", "training.micro_batch_size=1", "-o", "s.csv"], "--plots"),
+    (["plan-hetero", str(HETERO)], "-o"), (["plot", "r.json", "--kind", "breakdown"], "-o"),
+    (["plot", "r.json", "--kind", "busbw", "-o", "p.png"], "--measured"), (["profile", "gpu"], "-o"),
+    (["validate", "kernels"], "--csv"), (["validate", "kernels"], "--plot")]
+
+
+@pytest.mark.parametrize(("args", "option"), EMPTY_NAMED, ids=[f"{a[0]} {o}" for a, o in EMPTY_NAMED])
+def test_an_empty_name_is_refused_naming_the_option_and_nothing_is_written_into_the_current_folder(seed, args, option):
+    """An empty name (an unset shell variable) is the path '.': `sweep --plots ""` wrote its plots and `search
+    --cache ""` its cache into the current folder, and a file option was refused naming '.', not what was given."""
+    refused(*args, option, "", cwd=seed.parent, expected="an empty name")
+    assert sorted(p.name for p in seed.parent.iterdir()) == ["seed.yaml"]

@@ -25,6 +25,7 @@ from .limits import MaxMemoryOption, memory_limit
 from .memory import advice, print_report, remedy_line, summary_line, warnings
 from .memory import memory as memory_command
 from .output import print_table, sampling_line, sampling_metadata
+from .paths import path_option
 from .plan import plan_hetero
 from .plot import plot as plot_command
 from .profile import app as profile_app
@@ -82,7 +83,7 @@ def _options(
 @app.command()
 def simulate(
     scenario: Annotated[Path, typer.Argument(help="scenario YAML (datacenter + workload + collective)")],
-    output: Annotated[Path | None, typer.Option(
+    output: Annotated[Path | None, path_option(
         "-o", "--output", help="write a Chrome/Perfetto trace (gzip-compressed where the name ends in .gz)")] = None,
     verbose: Annotated[bool, typer.Option("-v", "--verbose", help="print the per-GPU breakdown")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="print the summary as one JSON object")] = False,

@@ -15,6 +15,7 @@ from ..config.errors import ConfigError
 from ..config.loading import files_read, load_scenario
 from ..export.files import check_writable, write_atomic
 from .output import print_table
+from .paths import path_option
 
 if TYPE_CHECKING:  # the planner (search.hetero, the pipeline and the estimator) is imported when the command runs
     from ..search.hetero import Plan, PlanResult
@@ -70,8 +71,8 @@ def plan_hetero(
                                             "share of the micro-batches by its speed (training.dp_shares; not "
                                             "with ep > 1 or FSDP)")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="print the result as one JSON object")] = False,
-    output: Annotated[Path | None, typer.Option("-o", "--output", help="write the best plan as a scenario "
-                                                "YAML")] = None,
+    output: Annotated[Path | None, path_option("-o", "--output", help="write the best plan as a scenario "
+                                               "YAML")] = None,
 ) -> None:
     """Choose which node group runs each pipeline stage and how many layers each stage holds, so that no stage
     holds the others up, under each GPU's memory (with --dp-shares, also how many micro-batches each data-parallel

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from ..config.errors import ConfigError
+from .paths import path_option
 
 
 def plot(
@@ -15,9 +16,9 @@ def plot(
                                            "file, or a sweep's CSV")],
     kind: Annotated[str, typer.Option(help="breakdown, gantt, memory, links (simulate --json); busbw (collective "
                                       "--json); validation (validate --json); scaling, steps (sweep CSV)")],
-    output: Annotated[Path, typer.Option("-o", "--output", help="the plot to write: .png or .svg")],
-    measured: Annotated[Path | None, typer.Option(help="busbw: a measurement table in validate's collectives.csv "
-                                                  "format, its rows for the same collective and group size overlaid")]
+    output: Annotated[Path, path_option("-o", "--output", help="the plot to write: .png or .svg")],
+    measured: Annotated[Path | None, path_option(help="busbw: a measurement table in validate's collectives.csv "
+                                                 "format, its rows for the same collective and group size overlaid")]
     = None,
     subset: Annotated[str | None, typer.Option(help="busbw: only the measured rows of this subset")] = None,
     hardware: Annotated[str | None, typer.Option(help="busbw: only measured rows whose hardware contains this "

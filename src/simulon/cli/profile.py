@@ -15,6 +15,7 @@ from ..compute.profile import REPETITIONS, WARMUP
 from ..config.common import DType, dtype_named
 from ..config.errors import ConfigError
 from ..config.loading import describe_validation_error
+from .paths import path_option
 
 app = typer.Typer(no_args_is_help=True,
                   help="Measure kernel times on the local GPU (needs the optional torch extra, simulon\\[profile]).")
@@ -44,7 +45,7 @@ def Sweep(help_text: str):  # an option type, read like one
 
 @app.command()
 def gpu(
-    output: Annotated[Path, typer.Option("--output", "-o", help="GPU YAML to append kernel_runs to")],
+    output: Annotated[Path, path_option("--output", "-o", help="GPU YAML to append kernel_runs to")],
     name: Annotated[str | None, typer.Option(
         help="GPU name (a shipped template's name fills its spec sheet) \\[default: an existing OUTPUT's, else H100]")
                     ] = None,

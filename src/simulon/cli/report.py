@@ -13,6 +13,7 @@ import typer
 from ..config.errors import ConfigError
 from ..config.loading import files_read, load_scenario
 from .limits import MaxMemoryOption, memory_limit
+from .paths import path_option
 
 if TYPE_CHECKING:
     from ..analysis.analyze import Analysis
@@ -88,8 +89,8 @@ def check_report_output(path: Path, scenario: Path) -> None:
 
 def report(
     scenario: Annotated[Path, typer.Argument(help="scenario YAML (datacenter + workload)")],
-    output: Annotated[Path, typer.Option("-o", "--output", help="the report to write: one self-contained .html "
-                                         "file")],
+    output: Annotated[Path, path_option("-o", "--output", help="the report to write: one self-contained .html "
+                                        "file")],
     max_memory: MaxMemoryOption = None,
 ) -> None:
     """Simulate one iteration and write an HTML report: summary, breakdown, critical path, findings, plots, memory."""

@@ -23,6 +23,7 @@ from ..config.frameworks import sharding_synonym
 from ..config.loading import SHARDING_KEYS, files_read, key_synonym
 from .limits import MaxMemoryOption, check_processes, memory_limit
 from .output import print_table
+from .paths import path_option
 
 HEADROOM_GIB = 3.0
 """A winner with less memory headroom than this gets its roomiest close alternative shown beside it (the caching
@@ -266,12 +267,12 @@ def search(
                                                        "recompute=none,selective (repeatable)")] = None,
     fp8: Annotated[bool, typer.Option(help="also try fp8 where the GPU has it")] = True,
     as_json: Annotated[bool, typer.Option("--json", help="print the result as one JSON object")] = False,
-    output: Annotated[Path | None, typer.Option("-o", "--output", help="write the ranking as CSV")] = None,
-    write_best: Annotated[Path | None, typer.Option(help="write the winner as a scenario YAML")] = None,
-    plot: Annotated[Path | None, typer.Option(help="draw the time-vs-memory Pareto front (.png or .svg)")] = None,
-    cache: Annotated[Path | None, typer.Option(help="folder keeping estimates and replays by configuration hash: a "
-                                             "search run again (or killed and restarted) reads what it finished "
-                                             "(created if missing, in a folder that exists; default .simulon-cache)")]
+    output: Annotated[Path | None, path_option("-o", "--output", help="write the ranking as CSV")] = None,
+    write_best: Annotated[Path | None, path_option(help="write the winner as a scenario YAML")] = None,
+    plot: Annotated[Path | None, path_option(help="draw the time-vs-memory Pareto front (.png or .svg)")] = None,
+    cache: Annotated[Path | None, path_option(help="folder keeping estimates and replays by configuration hash: a "
+                                            "search run again (or killed and restarted) reads what it finished "
+                                            "(created if missing, in a folder that exists; default .simulon-cache)")]
     = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="neither read nor write the cache")] = False,
     executor: Annotated[str, typer.Option(help="where replays run: process (a local pool) or ray")] = "process",

@@ -14,6 +14,7 @@ import typer
 
 from ..config.errors import ConfigError
 from .limits import MaxMemoryOption, check_processes, memory_limit
+from .paths import path_option
 
 PLOTS = {"scaling": "scaling.png", "steps": "steps.png"}
 """The plots --plots writes (plots/scaling.py), by kind."""
@@ -25,10 +26,10 @@ def sweep(
                                             "scenario's root, or inside datacenter/workload/collective) and its "
                                             "values; PATH+PATH=A:B,C:D moves fields together (repeatable; the "
                                             "sweep runs every combination)")],
-    output: Annotated[Path, typer.Option("-o", "--output", help="the sweep's CSV; rows already there for the same "
-                                         "points are kept, not re-run")],
-    plots: Annotated[Path | None, typer.Option(help="folder to write scaling.png and steps.png into (created if "
-                                                    "missing, in a folder that exists)")] = None,
+    output: Annotated[Path, path_option("-o", "--output", help="the sweep's CSV; rows already there for the same "
+                                        "points are kept, not re-run")],
+    plots: Annotated[Path | None, path_option(help="folder to write scaling.png and steps.png into (created if "
+                                                   "missing, in a folder that exists)")] = None,
     jobs: Annotated[int | None, typer.Option(help="points simulated at once (default: the CPU count)")] = None,
     expand: Annotated[str, typer.Option(help="auto | full | symmetric, as in simulate")] = "auto",
     executor: Annotated[str, typer.Option(help="where points run: process (a local pool) or ray")] = "process",

@@ -11,11 +11,12 @@ import typer
 from ..config.errors import ConfigError
 from ..config.loading import files_read, load_scenario
 from .output import print_table
+from .paths import path_option
 
 
 def topology(
     scenario: Annotated[Path, typer.Argument(help="scenario YAML with at least a datacenter block")],
-    draw: Annotated[Path | None, typer.Option(help="write an SVG picture of the topology to this .svg file")] = None,
+    draw: Annotated[Path | None, path_option(help="write an SVG picture of the topology to this .svg file")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the summary as one JSON object")] = False,
 ) -> None:
     """Print the switches, links and bisection bandwidth of the scenario's network (and draw it)."""

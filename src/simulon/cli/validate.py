@@ -17,14 +17,15 @@ from ..config.errors import ConfigError, not_utf8
 from ..config.loading import describe_validation_error
 from .limits import MaxMemoryOption, check_processes, memory_limit
 from .output import print_table
+from .paths import path_option
 
 app = typer.Typer(no_args_is_help=True, help="Compare predictions with published measurement tables.")
 
-CsvOption = Annotated[Path | None, typer.Option("--csv", help="a measurement table in the shipped tables' format "
-                                                 "(default: the shipped table of published measurements)")]
+CsvOption = Annotated[Path | None, path_option("--csv", help="a measurement table in the shipped tables' format "
+                                                "(default: the shipped table of published measurements)")]
 JsonOption = Annotated[bool, typer.Option("--json", help="print the report as one JSON object")]
-PlotOption = Annotated[Path | None, typer.Option("--plot", help="also draw predicted against measured by subset "
-                                                  "(.png or .svg)")]
+PlotOption = Annotated[Path | None, path_option("--plot", help="also draw predicted against measured by subset "
+                                                 "(.png or .svg)")]
 JobsOption = Annotated[int | None, typer.Option("--jobs", help="simulations run at once, sharing --max-memory "
                                                 "(default: the CPU count)")]
 

@@ -1,0 +1,21 @@
+"""Options naming a file or a folder: an empty name (`-o ""`, an unset shell variable) is refused where the option is
+read. A path made of it is '.', the current folder: `--plots ""` and `--cache ""` wrote into it, and a file option
+was refused as 'is a folder', naming '.', which the user never wrote."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+
+def named_path(text: str) -> Path:
+    """The path an option names (typer's `parser`); an empty name is a usage error (exit 2, one line)."""
+    if not text:
+        raise typer.BadParameter("an empty name: give the path of the file or folder")
+    return Path(text)
+
+
+def path_option(*names: str, **settings) -> typer.models.OptionInfo:
+    """typer.Option for an option naming a file or folder: read by `named_path`, shown as <path> in the help."""
+    return typer.Option(*names, parser=named_path, metavar="<path>", **settings)
