@@ -11,7 +11,7 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from simulon.config.common import DTYPE_SPELLINGS, DType
+from simulon.config.common import DTYPE_SPELLINGS, DType, dtype_named
 from simulon.config.number_formats import NUMBER_FORMATS, training_precision
 from simulon.validate import memory, training
 from simulon.validate.kernels import validate_kernels
@@ -147,6 +147,29 @@ def test_a_kernel_rows_dtype_with_a_gloss_naming_the_same_type_is_compared(cell,
     plain = validate_kernels([{**GEMM_ROW, "dtype": dtype}])
     assert not glossed.skipped and [(r.measured, r.predicted, r.group) for r in glossed.rows] == [
         (r.measured, r.predicted, r.group) for r in plain.rows]
+
+
+ELEMENTS = {DType.mxfp8: DType.fp8, DType.mxfp4: DType.fp4, DType.nvfp4: DType.fp4}
+"""OCP Microscaling v1.0: MXFP8 blocks of E4M3 or E5M2 elements, MXFP4 of E2M1; NVIDIA's NVFP4 of E2M1."""
+ELEMENT_GLOSSES = {DType.mxfp8: ["E4M3", "E5M2", "FP8", "float8_e4m3fn"], DType.mxfp4: ["E2M1", "FP4"],
+                   DType.nvfp4: ["E2M1", "fp4_e2m1", "FP4"]}
+
+
+@given(st.sampled_from(list(ELEMENT_GLOSSES)), st.data())
+def test_a_block_scaled_format_glossed_with_its_element_type_is_that_format(fmt, data):
+    """'MXFP8 (E4M3)' was refused while 'FP8 (E4M3)' was read: MXFP8's elements are E4M3 (or E5M2), MXFP4's and
+    NVFP4's E2M1, so the gloss names the format's element and the cell is the format."""
+    gloss = data.draw(st.sampled_from(ELEMENT_GLOSSES[fmt]))
+    assert dtype_named(f"{fmt.value.upper()} ({gloss})") is fmt
+    assert dtype_named(f"{fmt.value} ({gloss.lower()})") is fmt
+
+
+@given(st.sampled_from(list(ELEMENTS)), st.sampled_from(list(DType)))
+def test_a_block_scaled_format_glossed_with_another_type_is_still_refused(fmt, other):
+    assume(other not in (fmt, ELEMENTS[fmt]))
+    cell = f"{fmt.value.upper()} ({other.value.upper()})"
+    assert dtype_named(cell) == cell  # left for validation to refuse
+    assert dtype_named(f"{ELEMENTS[fmt].value} ({fmt.value})") != ELEMENTS[fmt]  # the element glossed as the format
 
 
 @pytest.mark.parametrize("cell", ["fp8 (hybrid)", "bf16 (fp16)", "(bf16)"])

@@ -67,17 +67,23 @@ DTYPE_SPELLINGS = {
     "float8_e4m3": DType.fp8, "fp8_e4m3fn": DType.fp8, "float8_e4m3fnuz": DType.fp8, "e4m3fn": DType.fp8,
     "fp8_e5m2": DType.fp8, "e5m2": DType.fp8, "float8_e5m2": DType.fp8, "float8_e5m2fnuz": DType.fp8,
     "mx_fp8": DType.mxfp8, "mx_fp4": DType.mxfp4, "nv_fp4": DType.nvfp4, "float4": DType.fp4,
+    "e2m1": DType.fp4, "fp4_e2m1": DType.fp4, "float4_e2m1": DType.fp4, "float4_e2m1fn": DType.fp4,
+    "float4_e2m1fn_x2": DType.fp4,
 }
 """How users write the data types besides their names (PyTorch's torch.bfloat16 and float8_e4m3fn, its fnuz types
 of AMD's CDNA 3, ml_dtypes' float8_e4m3, NumPy's float16, "half"), lower case, with '-' and spaces read as '_'. FP8
 training is one format whichever of its two encodings (E4M3, E5M2) is named: Transformer Engine's recipes use both."""
 _DTYPE_NAMES = {**{d.value: d for d in DType}, **DTYPE_SPELLINGS}
+BLOCK_SCALED_ELEMENTS = {DType.mxfp8: DType.fp8, DType.mxfp4: DType.fp4, DType.nvfp4: DType.fp4}
+"""The element type of each block-scaled format, which a gloss may name ("MXFP8 (E4M3)"): OCP Microscaling v1.0's
+MXFP8 blocks hold E4M3 or E5M2 elements and its MXFP4 blocks E2M1, as NVIDIA's NVFP4 blocks do."""
 
 
 def dtype_named(value: Any) -> Any:
     """The DType a name written in any case or as one of DTYPE_SPELLINGS denotes, also with a gloss in parentheses
-    that names the same type ("FP8 (E4M3)", "BF16 (bfloat16)"); other values are left for validation to refuse (with
-    the close match, config.loading)."""
+    that names the same type ("FP8 (E4M3)", "BF16 (bfloat16)") or a block-scaled format's element type ("MXFP8
+    (E4M3)", "NVFP4 (E2M1)": BLOCK_SCALED_ELEMENTS); other values, a gloss naming another type among them ("MXFP8
+    (BF16)"), are left for validation to refuse (with the close match, config.loading)."""
     if not isinstance(value, str):
         return value
     key = re.sub(r"[\s-]+", "_", value.strip().lower()).removeprefix("torch.")
@@ -86,7 +92,7 @@ def dtype_named(value: Any) -> Any:
     glossed = re.fullmatch(r"\s*([^()]+?)\s*\(\s*([^()]+?)\s*\)\s*", value)
     if glossed:
         name, gloss = (dtype_named(part) for part in glossed.groups())
-        if isinstance(name, DType) and name == gloss:
+        if isinstance(name, DType) and gloss in (name, BLOCK_SCALED_ELEMENTS.get(name)):
             return name
     return value
 

@@ -222,7 +222,7 @@ class TrainingFormat:
 
 PRECISION_WORDS: tuple[tuple[tuple[str, ...], DType], ...] = (
     (("mxfp4",), DType.mxfp4),
-    (("nvfp4", "fp4", "float4"), DType.nvfp4),  # a bare fp4 is NVFP4: Transformer Engine's only 4-bit recipe
+    (("nvfp4", "fp4", "float4", "e2m1"), DType.nvfp4),  # a bare fp4 (e2m1) is NVFP4: TE's only 4-bit recipe
     (("mxfp8",), DType.mxfp8),
     (("fp8", "float8", "e4m3", "e5m2"), DType.fp8),
     (("bf16", "bfloat16"), DType.bf16),          # before fp16: "bf16/fp16" trains in bf16, "bfloat16" holds "float16"
