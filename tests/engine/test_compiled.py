@@ -283,3 +283,26 @@ def test_a_slot_is_first_unless_its_flow_loaded_its_link_at_an_earlier_slot(rout
     link = np.array([hop for route in routes for hop in route], dtype=np.int64)
     first = compiled.first_slots(LinkLoads(ptr, link, np.ones(len(link))))
     assert first.tolist() == [hop not in route[:at] for route in routes for at, hop in enumerate(route)]
+
+
+@pytest.mark.parametrize("loop", [event_loop, compiled.event_loop], ids=["python", "compiled"])
+@pytest.mark.parametrize("kernels", [1, 10, 100])
+def test_a_flow_gets_its_rate_within_the_reshare_window_of_its_start_however_dense_the_events_after_it(loop, kernels):
+    """A flow of 1 byte on a link of 1 byte/s starts at 0 beside a chain of kernels 0.4 s each, in a window of 0.5 s:
+    its rate is computed at the first event past 0.5 s after it started (0.4 s, the next one coming at 0.8), so it
+    is delivered at 1.4 s. Measured from each event instead, the chain put its rate off to the chain's end (a
+    flow of 128 H800 sending nothing for up to 300 us in a 1 us window), at 1 + 0.4 x kernels s."""
+    n = 1 + kernels
+    flow_of = np.full(n, NO_FLOW, dtype=np.int64)
+    flow_of[0] = 0
+    src, dst = np.arange(1, n - 1, dtype=np.int64), np.arange(2, n, dtype=np.int64)  # kernel i waits for i - 1
+    none = np.zeros(0, dtype=np.int64)
+    pending = np.bincount(dst, minlength=n).astype(np.int64)
+    nodes = NodeArrays(*csr(src, dst, n), *csr(none, none, n), pending, flow_of, np.array([0.0] + [0.4] * kernels),
+                       np.zeros(n, dtype=np.int64), np.zeros(n, dtype=bool), np.zeros(n, dtype=np.int64))
+    props = FlowProperties(np.array([0]), np.array([[0]]), np.array([1.0]), np.array([np.inf]), np.array([0.0]),
+                           np.array([0.0]))
+    start, finish, _ = loop(nodes, props, np.array([1.0]), LinkLoads.of_routes(props.links, np.ones(1)), 1, 0, 0.5,
+                            lambda done: None, 1000, np.zeros(1, dtype=bool))
+    assert start[0] == 0.0 and finish[0] == pytest.approx(1.4)
+    assert finish[-1] == pytest.approx(0.4 * kernels)

@@ -3,9 +3,9 @@ over flat arrays.
 
 What is modelled is replay.py's: nodes start once their dependencies are met, kernels take their (SM-stretched)
 durations, flows share their links max-min fairly (progressive filling, recomputed for the flows connected to a
-change once nothing more happens now, or within the reshare window) and are delivered one latency after their
-last byte (less what a Simple ring step hands over early, flows.sliced_handoffs). The arrays stand for the Python
-objects:
+change once nothing more happens now, nor within the reshare window of its first change) and are delivered one
+latency after their last byte (less what a Simple ring step hands over early, flows.sliced_handoffs). The arrays
+stand for the Python objects:
 
 - the event queue is a binary heap of (time, sequence, kind, item, version) entries ordered by (time,
   sequence), the same total order as Python's heapq of tuples, so that events pop in the same order;
@@ -36,7 +36,7 @@ from ..dag.nodes import ranges
 from .fair_share import EMPTY_LOAD, SAME_RATE, SAME_SHARE
 from .flows import FlowProperties
 from .footprint import LinkLoads
-from .replay_input import MAX_HELD_SHARE, NO_FLOW, NOT_FINISHED, SAME_TIME, Event, NodeArrays
+from .replay_input import MAX_HELD_SHARE, NO_FLOW, NOT_CHANGED, NOT_FINISHED, SAME_TIME, Event, NodeArrays
 
 NODE_DONE, LAST_BYTE, LAUNCHED = int(Event.NODE_DONE), int(Event.LAST_BYTE), int(Event.LAUNCHED)
 NONE = -1
@@ -126,6 +126,7 @@ class Settings(NamedTuple):
     limited: bool         # some flow has a rate limit of its own
     report_every: int
     same_time: float      # replay_input.SAME_TIME
+    not_changed: float    # replay_input.NOT_CHANGED
     max_held_share: float  # replay_input.MAX_HELD_SHARE
     same_share: float     # fair_share.SAME_SHARE
     empty_load: float     # fair_share.EMPTY_LOAD
@@ -144,7 +145,7 @@ class Loop(NamedTuple):
     heap_time: np.ndarray
     heap_entry: np.ndarray  # [entries, 4]: sequence, kind, item, version
     counters: np.ndarray    # see SEQ ... LOGGED
-    clock: np.ndarray       # [now]
+    clock: np.ndarray       # [now, when the links first changed since the last reshare (NOT_CHANGED: not)]
     log_time: np.ndarray    # the watched flows' rates as set: from log_time[i] on, log_flow[i] sends at log_rate[i]
     log_flow: np.ndarray
     log_rate: np.ndarray
@@ -159,7 +160,7 @@ def event_loop(nodes: NodeArrays, props: FlowProperties, capacity: np.ndarray, l
     watching = int(np.count_nonzero(watched))
     loop = _loop(nodes, num_gpus, len(props.nodes), report_every, watching)
     settings = Settings(int(sm_count), float(window_s), bool(np.isfinite(props.cap).any()), int(report_every),
-                        SAME_TIME, MAX_HELD_SHARE, SAME_SHARE, EMPTY_LOAD, SAME_RATE, watching)
+                        SAME_TIME, NOT_CHANGED, MAX_HELD_SHARE, SAME_SHARE, EMPTY_LOAD, SAME_RATE, watching)
     while True:
         status = _advance(graph, net, loop, settings)
         if status == REPORT:
@@ -241,7 +242,8 @@ def _loop(nodes: NodeArrays, num_gpus: int, num_flows: int, report_every: int, w
     counters[READY], counters[REPORT_AT] = len(roots), report_every
     logs = HEAP_ROOM + 2 * watched
     return Loop(np.zeros(n), np.full(n, NOT_FINISHED), _i64(nodes.pending).copy(), np.zeros(num_gpus, np.int64),
-                ready, np.zeros(room), np.zeros((room, 4), dtype=np.int64), counters, np.zeros(1), np.zeros(logs),
+                ready, np.zeros(room), np.zeros((room, 4), dtype=np.int64), counters, np.array([0.0, NOT_CHANGED]),
+                np.zeros(logs),
                 np.zeros(logs, dtype=np.int64), np.zeros(logs))
 
 
@@ -652,9 +654,13 @@ def _advance(g, net, loop, s):
             counters[READY] -= 1
             _start(g, net, loop, loop.ready[counters[READY]], now, s)
             continue
-        if counters[DIRTY] > 0 and (counters[HEAP] == 0 or
-                                    loop.heap_time[0] > now + _py_max(s.same_time * _py_max(now, 1.0), s.window_s)):
-            _reshare(g, net, loop, now, s)
+        if counters[DIRTY] > 0:
+            changed = now if loop.clock[1] == s.not_changed else loop.clock[1]
+            loop.clock[1] = changed
+            if counters[HEAP] == 0 or \
+                    loop.heap_time[0] > _py_max(now + s.same_time * _py_max(now, 1.0), changed + s.window_s):
+                loop.clock[1] = s.not_changed
+                _reshare(g, net, loop, now, s)
         if counters[HEAP] == 0:
             return FINISHED
         now, kind, item, version = _pop(loop)

@@ -27,6 +27,8 @@ NO_FLOW = -1
 """A node that is not a flow (in the node -> flow index)."""
 NOT_FINISHED = -1.0
 """The finish time of a node that has not finished yet."""
+NOT_CHANGED = -1.0
+"""When the flows' links first changed since their rates were last shared, while none has."""
 
 
 class Event(IntEnum):
