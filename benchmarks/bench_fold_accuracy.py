@@ -49,8 +49,12 @@ found before), tp2pp4dp32 0.9973 and 1.0106 to 0.9972 and 0.9980, tp2pp2dp16 0.9
 fsdp64 (one stage) unchanged; folded RSS 106-213 MB to 143-249 MB where data parallelism no longer folds. Rail-
 optimized fabrics are unaffected: ds128, ds128-pxn and tp2pp4dp32 on rail-4/leaf-2:1, 3-tier-rail and
 3-tier-rail-2:1 run 0.9963-1.0000; but since all-to-alls run in NCCL's p2pSchedule order (90c484a), ds128 on
-3-tier-rail runs 0.9843 (full 324.75 ms, folded 319.43; 337.11 and 336.49 before, 4dbf5f0), the others unchanged
-(dense128, ds128-pxn 0.9997-1.0001, tp2pp4dp32 0.9974 there and 1.0007 on spine-leaf): cause not found.
+3-tier-rail ran 0.9843 (full 325.58 ms, folded 320.47), the others unchanged. The cause was the training replay's
+1 us reshare window, measured from each event: a run of events under 1 us apart put the rates' computation off
+for up to 300 us, longer with every GPU simulated than folded. From the first change it gathers (the window's
+rate computation at most 1 us late): ds128 on 3-tier-rail 0.9985 (317.44 and 316.96; 1.0003 with no window), and
+ds128, ds128-pxn, moe96, tp2pp4dp32 and tp2pp2dp16 on 3-tier-rail, rail-4/leaf-2:1 and spine-leaf 0.9985-1.0017
+(0.9843-1.0015 before).
 
 `--method naive` replays the folded run as before engine/footprint.py and Fold.expands: a simulated flow loads
 its own route's inner links only, so it misses the ECMP collisions of the flows it stands for (the "before"

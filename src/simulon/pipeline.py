@@ -65,9 +65,10 @@ run whole would be (the sampled traces would add up to (m1 + m2) / m of it: GPT-
 micro-batches sampled at 8 and 16, is run whole). The ratio is a choice, not a fit."""
 
 TRAINING_RESHARE_WINDOW_S = 1e-6
-"""A training step's flows that start or finish within 1 us share one rate computation: under a hop's
-latency, and on the 32-GPU FSDP rows of training.csv half the computations for a 0.01% change in step time
-(benchmarks/bench_scenarios.py times whole runs)."""
+"""A training step's flows that start or finish within 1 us of the first change since the last rate computation
+share the next one (engine.replay): under a hop's latency, and on the 32-GPU FSDP rows of training.csv half the
+computations for a 0.01% change in step time, measured while the window ran from each event instead, which put
+computations off for up to 300 us on 128 H800 (benchmarks/bench_scenarios.py times whole runs)."""
 
 
 @dataclass(frozen=True)
