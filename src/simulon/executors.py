@@ -19,14 +19,18 @@ Ray: `ray.init(address)` joins a running cluster (`ray start --head`, or `auto`)
 local one for the command, once, on its first jobs; every later step of the command (a search's estimate parts,
 its sizing, its replays) runs on that same instance, and it is stopped when the command ends (the executor is a
 context manager: `with executor(...) as runner`, error or not). A session that already called `ray.init` is used
-as it is and left running. The
+as it is and left running. Joining an address is given RAY_JOIN_SECONDS: Ray's own client retries an address where
+nothing answers, or something that is not Ray's GCS, for more than ten minutes (ray 2.x, node.py's cluster-id
+retries), so the join runs on a thread the command stops waiting for, and the command is refused. The
 workers import simulon, so every node needs the same simulon installed (see Ray's runtime environments).
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import os
+import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
@@ -39,6 +43,11 @@ from .dag.size import available_memory
 
 RAY_MISSING = ("--executor ray: Ray is not installed; install the optional extra with `uv sync --extra ray` "
                "(or `pip install 'simulon[ray]'`)")
+
+RAY_JOIN_SECONDS = 30.0
+"""How long joining a Ray cluster at an address may take before the command is refused: a live cluster answers
+within seconds (a local `ray start --head` in about one); Ray's client alone waits more than ten minutes on an
+address where nothing answers (measured: `--ray-address 127.0.0.1:1`, still retrying after 10 min)."""
 
 
 @dataclass(frozen=True)
@@ -191,12 +200,12 @@ class RayExecutor:
     """Tasks on a Ray cluster: the one at `address`, else the session's, else a local one started here on the
     first jobs and kept for every later map_unordered until `close` (or the end of a `with` block) stops it."""
 
-    def __init__(self, address: str | None = None):
+    def __init__(self, address: str | None = None, join_seconds: float = RAY_JOIN_SECONDS):
         try:
             import ray
         except ImportError:
             raise ConfigError(RAY_MISSING) from None
-        self.ray, self.address = ray, address
+        self.ray, self.address, self.join_seconds = ray, address, join_seconds
         self.started = False  # whether this executor called ray.init (and so is the one to shut it down)
 
     def __enter__(self) -> RayExecutor:
@@ -208,10 +217,17 @@ class RayExecutor:
     def connect(self) -> None:
         """Join the cluster (or start the local instance) unless this process already has."""
         if not self.ray.is_initialized():
+            where = f"--ray-address {self.address}" if self.address else "--executor ray"
+            options = {"address": self.address, "include_dashboard": False, "log_to_driver": False}
             try:
-                self.ray.init(address=self.address, include_dashboard=False, log_to_driver=False)
+                if self.address is None:  # a local instance: started here, nothing to wait for on the network
+                    self.ray.init(**options)
+                else:
+                    within(self.join_seconds, lambda: self.ray.init(**options))
+            except TimeoutError:
+                raise ConfigError(f"{where}: cannot join the Ray cluster: no Ray cluster answered there within "
+                                  f"{self.join_seconds:g} s") from None
             except (ConnectionError, RuntimeError) as exc:
-                where = f"--ray-address {self.address}" if self.address else "--executor ray"
                 raise ConfigError(f"{where}: cannot join the Ray cluster: {exc}") from None
             self.started = True
 
@@ -246,6 +262,40 @@ class RayExecutor:
         while pending:
             ready, _ = ray.wait(list(pending), num_returns=1)
             yield pending.pop(ready[0]), ray.get(ready[0])
+
+
+class NotFromMainThread(logging.Filter):
+    """Drops ray.init's warning that it sets no SIGTERM handler off the main thread: the process keeps its own (the
+    CLI's unwinds as an interrupt does, cli/errors.py), where ray.init on the main thread would replace it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "SIGTERM handler is not set" not in record.getMessage()
+
+
+def within(seconds: float, call: Callable[[], Any]) -> Any:
+    """`call()`'s result, or its exception, if it ends within `seconds`; else TimeoutError, `call` left running on a
+    daemon thread that does not hold the process open."""
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["result"] = call()
+        except BaseException as exc:  # handed to the caller's thread
+            outcome["error"] = exc
+
+    quiet, ray_logger = NotFromMainThread(), logging.getLogger("ray._private.worker")
+    ray_logger.addFilter(quiet)
+    try:
+        thread = threading.Thread(target=run, name="ray-join", daemon=True)
+        thread.start()
+        thread.join(seconds)
+    finally:
+        ray_logger.removeFilter(quiet)
+    if thread.is_alive():
+        raise TimeoutError(f"still running after {seconds:g} s")
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome.get("result")
 
 
 @dataclass(frozen=True)

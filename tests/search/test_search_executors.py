@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -51,3 +53,26 @@ def test_a_local_ray_instance_is_started_once_for_every_step_of_a_search_and_sto
         assert ray.is_initialized() and result.replayed == 3
         raise RuntimeError("a failure after the search")
     assert len(started) == 1 and not ray.is_initialized()
+
+
+def test_joining_a_ray_address_where_nothing_answers_is_refused_within_the_join_limit():
+    """`search --executor ray --ray-address 127.0.0.1:1` (or an address whose port accepts and never answers) hung
+    in ray.init for more than ten minutes; the join now gives up after RayExecutor's join_seconds, with one error
+    naming the address, and the process exits at once (Ray's client is left retrying on a thread that does not hold
+    it open)."""
+    pytest.importorskip("ray", reason="Ray is not installed (the optional extra: uv sync --extra ray)")
+    silent = socket.create_server(("0.0.0.0", 0), backlog=8)  # accepts connections, never says a word
+    port = silent.getsockname()[1]
+    script = ("import sys\nfrom simulon.config.errors import ConfigError\nfrom simulon.executors import RayExecutor\n"
+              "try:\n    RayExecutor(sys.argv[1], join_seconds=2).connect()\n"
+              "except ConfigError as exc:\n    print(exc)\n    sys.exit(2)\n")
+    try:
+        address, started = f"127.0.0.1:{port}", time.monotonic()
+        run = subprocess.run([sys.executable, "-c", script, address], capture_output=True, text=True, cwd=ROOT,
+                             timeout=60)
+        assert run.returncode == 2 and time.monotonic() - started < 30, run.stderr[-2000:]
+        assert run.stdout.strip() == (f"--ray-address {address}: cannot join the Ray cluster: no Ray cluster "
+                                      "answered there within 2 s")
+        assert "SIGTERM handler is not set" not in run.stderr
+    finally:
+        silent.close()
