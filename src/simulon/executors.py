@@ -19,10 +19,13 @@ Ray: `ray.init(address)` joins a running cluster (`ray start --head`, or `auto`)
 local one for the command, once, on its first jobs; every later step of the command (a search's estimate parts,
 its sizing, its replays) runs on that same instance, and it is stopped when the command ends (the executor is a
 context manager: `with executor(...) as runner`, error or not). A session that already called `ray.init` is used
-as it is and left running. Joining an address is given RAY_JOIN_SECONDS: Ray's own client retries an address where
-nothing answers, or something that is not Ray's GCS, for more than ten minutes (ray 2.x, node.py's cluster-id
-retries), so the join runs on a thread the command stops waiting for, and the command is refused. The
-workers import simulon, so every node needs the same simulon installed (see Ray's runtime environments).
+as it is and left running. A task is never retried: Ray retries one whose worker died (3 times by default, and
+one killed by the memory monitor without end), where a job that ran out of memory once will again; one killed for
+its memory ends the command as a MemoryError on the local pool does. Joining an address is given RAY_JOIN_SECONDS:
+Ray's own client retries an address where nothing answers, or something that is not Ray's GCS, for more than ten
+minutes (ray 2.x, node.py's cluster-id retries), so the join runs on a thread the command stops waiting for, and
+the command is refused. The workers import simulon, so every node needs the same simulon installed (see Ray's
+runtime environments).
 """
 
 from __future__ import annotations
@@ -247,7 +250,7 @@ class RayExecutor:
                       needs: list[float] | None = None) -> Iterator[tuple[int, Any]]:
         ray = self.ray
         self.connect()
-        task = ray.remote(function)
+        task = ray.remote(max_retries=0)(function)  # a job that fails (a worker killed) fails once, not four times
         pending = {}
         largest = self.ceiling() if needs is not None else math.inf
         for index, job in enumerate(jobs):
@@ -261,7 +264,12 @@ class RayExecutor:
                 pending[task.remote(job)] = index
         while pending:
             ready, _ = ray.wait(list(pending), num_returns=1)
-            yield pending.pop(ready[0]), ray.get(ready[0])
+            index = pending.pop(ready[0])
+            try:
+                outcome = ray.get(ready[0])
+            except ray.exceptions.OutOfMemoryError:  # killed by its node's memory monitor: as a local MemoryError
+                raise MemoryError(f"job {index} was killed by its Ray node's memory monitor") from None
+            yield index, outcome
 
 
 class NotFromMainThread(logging.Filter):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -76,3 +77,39 @@ def test_joining_a_ray_address_where_nothing_answers_is_refused_within_the_join_
         assert "SIGTERM handler is not set" not in run.stderr
     finally:
         silent.close()
+
+
+def test_a_ray_task_whose_worker_dies_is_run_once_and_its_failure_reported(tmp_path):
+    """Ray retried a task whose worker died (3 times by default; one killed by its node's memory monitor without
+    end), so a replay or sweep point too large for its node was run again and again; each task now runs once."""
+    ray = pytest.importorskip("ray", reason="Ray is not installed (the optional extra: uv sync --extra ray)")
+    attempts = tmp_path / "attempts"
+
+    def dies(job):
+        with open(attempts, "a") as log:
+            log.write(f"{job}\n")
+        os._exit(1)
+
+    with pytest.raises(ray.exceptions.WorkerCrashedError), RayExecutor() as runner:
+        dict(runner.map_unordered(dies, [7]))
+    assert attempts.read_text() == "7\n"
+
+
+def test_a_ray_task_killed_by_its_nodes_memory_monitor_ends_as_a_memory_error_naming_the_job(monkeypatch):
+    """Ray's OutOfMemoryError (a page of node statistics) ended the command as an internal error; it now ends as a
+    local worker's MemoryError does (the CLI's one line on running out of memory), naming the job."""
+    ray = pytest.importorskip("ray", reason="Ray is not installed (the optional extra: uv sync --extra ray)")
+
+    class Remote:
+        def remote(self, job):
+            return job
+
+    def get(job):
+        raise ray.exceptions.OutOfMemoryError("Task was killed due to the node running low on memory.\nMemory ...")
+
+    monkeypatch.setattr(ray, "is_initialized", lambda: True)
+    monkeypatch.setattr(ray, "remote", lambda **options: lambda function: Remote())
+    monkeypatch.setattr(ray, "wait", lambda refs, num_returns: (refs[:1], refs[1:]))
+    monkeypatch.setattr(ray, "get", get)
+    with pytest.raises(MemoryError, match=r"^job 0 was killed by its Ray node's memory monitor$"):
+        dict(RayExecutor().map_unordered(abs, ["a"]))
