@@ -385,3 +385,17 @@ def test_a_ray_cluster_that_cannot_be_joined_is_refused_before_the_csv_is_touche
     with pytest.raises(ConfigError, match=r"--ray-address 127\.0\.0\.1:1: cannot join the Ray cluster"):
         run_sweep(points, out, runner=RayExecutor("127.0.0.1:1"))
     assert not out.exists() and counted == []
+
+
+@pytest.mark.parametrize("stop", [KeyboardInterrupt, SystemExit])
+def test_a_sweep_interrupted_before_its_first_row_leaves_no_csv_behind(points, tmp_path, monkeypatch, stop):
+    """Ctrl-C (or SIGTERM, which the CLI unwinds as SystemExit) before any point finished left a CSV holding only
+    its header, where a point that cannot run already removed it; a CSV that already held rows keeps them."""
+    def interrupted(args):
+        raise stop()
+
+    monkeypatch.setattr(sweep_run, "point_metrics", interrupted)
+    out = tmp_path / "s.csv"
+    with pytest.raises(stop):
+        run_sweep(points, out)
+    assert not out.exists()

@@ -211,7 +211,8 @@ def run_sweep(points: list[Point], path: Path, jobs: int = 1, fold_mode: str = "
                 results[point.key] = metrics
                 written += 1
                 progress.advance(written)
-    except ConfigError:  # a point that cannot run: a file this sweep made and wrote no row to is not left behind
+    except BaseException:  # a point that cannot run, Ctrl-C or SIGTERM, a worker lost: a file this sweep made and
+        # wrote no row to is not left behind (an interrupted sweep left a CSV holding only its header)
         if new_file and not written and not kept and not others:
             path.unlink(missing_ok=True)
         raise
