@@ -220,7 +220,7 @@ class RayExecutor:
     def connect(self) -> None:
         """Join the cluster (or start the local instance) unless this process already has."""
         if not self.ray.is_initialized():
-            where = f"--ray-address {self.address}" if self.address else "--executor ray"
+            where = f"--ray-address {self.address}" if self.address is not None else "--executor ray"
             options = {"address": self.address, "include_dashboard": False, "log_to_driver": False}
             try:
                 if self.address is None:  # a local instance: started here, nothing to wait for on the network
@@ -230,7 +230,7 @@ class RayExecutor:
             except TimeoutError:
                 raise ConfigError(f"{where}: cannot join the Ray cluster: no Ray cluster answered there within "
                                   f"{self.join_seconds:g} s") from None
-            except (ConnectionError, RuntimeError) as exc:
+            except (ConnectionError, RuntimeError, ValueError) as exc:  # ValueError: an address Ray cannot read
                 raise ConfigError(f"{where}: cannot join the Ray cluster: {exc}") from None
             self.started = True
 

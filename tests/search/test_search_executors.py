@@ -11,6 +11,7 @@ import time
 import pytest
 
 from helpers import ROOT, SEED_SCENARIO, gpt_scenario
+from simulon.config.errors import ConfigError
 from simulon.executors import ProcessExecutor, RayExecutor
 from simulon.search.run import Search
 
@@ -113,3 +114,14 @@ def test_a_ray_task_killed_by_its_nodes_memory_monitor_ends_as_a_memory_error_na
     monkeypatch.setattr(ray, "get", get)
     with pytest.raises(MemoryError, match=r"^job 0 was killed by its Ray node's memory monitor$"):
         dict(RayExecutor().map_unordered(abs, ["a"]))
+
+
+@pytest.mark.parametrize(("address", "why"), [("foo", "Invalid address format: foo"), ("", "Invalid address format"),
+                                              ("10.0.0.1:port", "Unable to parse port number from port")])
+def test_a_ray_address_ray_cannot_read_is_refused_naming_it(address, why):
+    """`--ray-address foo` (or an empty one, or a port that is no number) ended as 'internal error: ValueError:
+    Invalid address format: foo', exit 1, where an address that cannot be joined is bad input (exit 2)."""
+    ray = pytest.importorskip("ray", reason="Ray is not installed (the optional extra: uv sync --extra ray)")
+    with pytest.raises(ConfigError, match=rf"^--ray-address {address}: cannot join the Ray cluster: {why}"):
+        RayExecutor(address).connect()
+    assert not ray.is_initialized()
