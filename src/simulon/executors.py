@@ -15,9 +15,10 @@ other jobs go on. Jobs that size themselves (a sweep's points, a validation's ro
 each first within the limit over the jobs at once, and one planned to need more after the others, admitted by its
 need.
 
-Ray: `ray.init(address)` joins a running cluster (`ray start --head`, or `auto`), or, with no address, starts a
-local one for the command, once, on its first jobs; every later step of the command (a search's estimate parts,
-its sizing, its replays) runs on that same instance, and it is stopped when the command ends (the executor is a
+Ray: `ray.init(address)` joins a running cluster (`ray start --head`, or `auto`; with no address, the one
+RAY_ADDRESS names), or, with neither, starts a local one for the command (never the cluster a `ray start`
+recorded), once, on its first jobs; every later step of the command (a search's estimate parts, its sizing, its
+replays) runs on that same instance, and it is stopped when the command ends (the executor is a
 context manager: `with executor(...) as runner`, error or not). A session that already called `ray.init` is used
 as it is and left running. A task is never retried: Ray retries one whose worker died (3 times by default, and
 one killed by the memory monitor without end), where a job that ran out of memory once will again; one killed for
@@ -220,10 +221,15 @@ class RayExecutor:
     def connect(self) -> None:
         """Join the cluster (or start the local instance) unless this process already has."""
         if not self.ray.is_initialized():
-            where = f"--ray-address {self.address}" if self.address is not None else "--executor ray"
-            options = {"address": self.address, "include_dashboard": False, "log_to_driver": False}
+            address, where = self.address, f"--ray-address {self.address}"
+            if address is None and os.environ.get("RAY_ADDRESS"):  # Ray's own variable (a `ray job submit` driver's)
+                address, where = os.environ["RAY_ADDRESS"], f"RAY_ADDRESS {os.environ['RAY_ADDRESS']}"
+            # no address: "local", a new instance, not the cluster the last `ray start` on this machine recorded
+            # (ray.init(address=None) joins that one, and one no longer running was waited for without end)
+            options = {"address": "local" if address is None else address, "include_dashboard": False,
+                       "log_to_driver": False}
             try:
-                if self.address is None:  # a local instance: started here, nothing to wait for on the network
+                if address is None:  # a local instance: started here, nothing to wait for on the network
                     self.ray.init(**options)
                 else:
                     within(self.join_seconds, lambda: self.ray.init(**options))
@@ -231,6 +237,8 @@ class RayExecutor:
                 raise ConfigError(f"{where}: cannot join the Ray cluster: no Ray cluster answered there within "
                                   f"{self.join_seconds:g} s") from None
             except (ConnectionError, RuntimeError, ValueError) as exc:  # ValueError: an address Ray cannot read
+                if address is None:
+                    raise ConfigError(f"--executor ray: cannot start a local Ray instance: {exc}") from None
                 raise ConfigError(f"{where}: cannot join the Ray cluster: {exc}") from None
             self.started = True
 

@@ -125,3 +125,31 @@ def test_a_ray_address_ray_cannot_read_is_refused_naming_it(address, why):
     with pytest.raises(ConfigError, match=rf"^--ray-address {address}: cannot join the Ray cluster: {why}"):
         RayExecutor(address).connect()
     assert not ray.is_initialized()
+
+
+def test_without_an_address_a_new_local_instance_is_started_never_the_cluster_ray_start_recorded(monkeypatch,
+                                                                                                 tmp_path):
+    """ray.init(address=None) joins the cluster the last `ray start` on the machine recorded (its temp folder's
+    ray_current_cluster), and one no longer running was waited for without end (`search --executor ray` hung); the
+    executor now asks for "local", as the README says (a new instance), and RAY_ADDRESS, Ray's own variable, is
+    joined within the join limit, named in the error."""
+    ray = pytest.importorskip("ray", reason="Ray is not installed (the optional extra: uv sync --extra ray)")
+    (tmp_path / "ray").mkdir()
+    (tmp_path / "ray" / "ray_current_cluster").write_text("127.0.0.1:1")  # a `ray start` head since killed
+    monkeypatch.setenv("RAY_TMPDIR", str(tmp_path))
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    asked = []
+
+    def init(**options):
+        asked.append(options["address"])
+        if options["address"] != "local":
+            time.sleep(30)  # as Ray waits on a cluster that no longer answers
+
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", init)
+    RayExecutor(join_seconds=0.5).connect()
+    assert asked == ["local"]
+    monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:1")
+    with pytest.raises(ConfigError, match=r"^RAY_ADDRESS 127\.0\.0\.1:1: cannot join the Ray cluster: no Ray cluster "
+                                          r"answered there within 0\.5 s$"):
+        RayExecutor(join_seconds=0.5).connect()
