@@ -204,12 +204,14 @@ class RayExecutor:
     """Tasks on a Ray cluster: the one at `address`, else the session's, else a local one started here on the
     first jobs and kept for every later map_unordered until `close` (or the end of a `with` block) stops it."""
 
-    def __init__(self, address: str | None = None, join_seconds: float = RAY_JOIN_SECONDS):
+    def __init__(self, address: str | None = None, join_seconds: float = RAY_JOIN_SECONDS,
+                 memory: float | None = None):
         try:
             import ray
         except ImportError:
             raise ConfigError(RAY_MISSING) from None
         self.ray, self.address, self.join_seconds = ray, address, join_seconds
+        self.memory = memory  # the bytes one task may take (--max-memory; None: what its node offers)
         self.started = False  # whether this executor called ray.init (and so is the one to shut it down)
 
     def __enter__(self) -> RayExecutor:
@@ -263,7 +265,10 @@ class RayExecutor:
         largest = self.ceiling() if needs is not None else math.inf
         for index, job in enumerate(jobs):
             need = needs[index] if needs is not None else 0.0
-            if need > largest:
+            if self.memory is not None and need > self.memory:
+                yield index, Refused(f"needs about {memory_amount(need)}, more than the {memory_amount(self.memory)} "
+                                     "each Ray task may use (--max-memory)")
+            elif need > largest:
                 yield index, Refused(f"needs about {memory_amount(need)}, more than the {memory_amount(largest)} of "
                                      f"memory any Ray node offers")
             elif need > 0:
@@ -374,7 +379,8 @@ def in_order_in_shares(function: Callable[[Any], Any], jobs: list[tuple], worker
 
 def executor(kind: str, workers: int | None = None, address: str | None = None,
              memory: float | None = None, workers_option: str = "--workers") -> Executor:
-    """The executor a command names: `process` or `ray`; `memory`: the process pool's budget (ProcessExecutor).
+    """The executor a command names: `process` or `ray`; `memory`: the process pool's budget (ProcessExecutor), on
+    Ray each task's (a job needing more is Refused, as the pool refuses one needing more than its budget).
     A Ray cluster's address with the local pool, or the pool's size (`workers_option`) with Ray, is refused: each
     is read by the other executor only."""
     if kind == "process":
@@ -385,5 +391,5 @@ def executor(kind: str, workers: int | None = None, address: str | None = None,
         if workers is not None:
             raise ConfigError(f"{workers_option}: sizes the local process pool; --executor ray runs on the Ray "
                               "cluster's CPUs: leave it out")
-        return RayExecutor(address)
+        return RayExecutor(address, memory=memory)
     raise ConfigError(f"--executor: expected process or ray, got {kind!r}")
