@@ -244,11 +244,16 @@ class RayExecutor:
                 raise ConfigError(f"{where}: cannot join the Ray cluster: {exc}") from None
             self.started = True
 
-    def ceiling(self) -> float:
+    def node_memory(self) -> float:
         """The memory the largest live node offers (Ray's `memory` resource), which a task asks for as a whole."""
         self.connect()
         return max((node["Resources"].get("memory", 0.0) for node in self.ray.nodes() if node["Alive"]),
                    default=0.0)
+
+    def ceiling(self) -> float:
+        """What one task may take: the largest node's memory, and no more than --max-memory where given."""
+        largest = self.node_memory()
+        return largest if self.memory is None else min(largest, self.memory)
 
     def close(self) -> None:
         """Stop what `connect` started (a session's own Ray is left running)."""
@@ -262,7 +267,7 @@ class RayExecutor:
         self.connect()
         task = ray.remote(max_retries=0)(function)  # a job that fails (a worker killed) fails once, not four times
         pending = {}
-        largest = self.ceiling() if needs is not None else math.inf
+        largest = self.node_memory() if needs is not None else math.inf
         for index, job in enumerate(jobs):
             need = needs[index] if needs is not None else 0.0
             if self.memory is not None and need > self.memory:

@@ -178,3 +178,15 @@ def test_max_memory_on_ray_refuses_a_task_needing_more_as_the_local_pool_does(mo
     done = dict(runner.map_unordered(abs, [1, 2], needs=[2e9, 5e8]))
     assert done[1] == -2 and isinstance(done[0], executors.Refused)
     assert done[0].reason == "needs about 2.0 GB, more than the 1.0 GB each Ray task may use (--max-memory)"
+
+
+def test_a_ray_task_may_take_its_largest_live_node_s_memory_and_no_more_than_max_memory(monkeypatch):
+    """What a search plans each replay within (Executor.ceiling) on Ray: a dead node's memory does not count, and
+    --max-memory caps it as it caps the tasks' admission."""
+    ray = pytest.importorskip("ray", reason="Ray is not installed (the optional extra: uv sync --extra ray)")
+    monkeypatch.setattr(ray, "is_initialized", lambda: True)
+    monkeypatch.setattr(ray, "nodes", lambda: [{"Alive": True, "Resources": {"memory": 64e9}},
+                                               {"Alive": False, "Resources": {"memory": 128e9}}])
+    assert executors.executor("ray").ceiling() == 64e9
+    assert executors.executor("ray", memory=1e9).ceiling() == 1e9
+    assert executors.executor("ray", memory=1e12).ceiling() == 64e9
