@@ -416,6 +416,8 @@ kernels they re-run (workload.layer_kernels LayerKernels.recomputed)."""
 
 ScheduleName = Literal["1f1b", "interleaved_1f1b", "zb_h1", "zb_v", "dualpipe", "dualpipev"]
 """The pipeline schedules simulon builds (workload/schedule.py)."""
+ContextParallelComm = Literal["p2p", "all_gather", "a2a", "a2a+p2p"]
+"""How context-parallel ranks exchange keys and values (ParallelismSpec.context_parallel_comm)."""
 
 SCHEDULE_CHUNKS = {"zb_h1": 1, "zb_v": 2, "dualpipev": 2, "dualpipe": 1}
 """vpp each schedule with a fixed placement needs: ZB-H1 one model chunk per rank; ZB-V and DualPipeV the two
@@ -528,7 +530,7 @@ class ParallelismSpec(StrictModel):
         "--overlap-moe-expert-parallel-comm, Megatron-Bridge's moe_a2a_overlap; combined_1f1b.py); needs ep > 1, "
         "vpp > 1 where pp > 1, no full recomputation, a bf16 or fp16 model, and one more warm-up forward runs; "
         "under dualpipe and dualpipev, their overlapped forward-backward pairs run so")
-    context_parallel_comm: Literal["p2p", "all_gather", "a2a", "a2a+p2p"] = Field(
+    context_parallel_comm: ContextParallelComm = Field(
         "p2p", description="how context-parallel ranks exchange keys and values: p2p passes them around a ring "
         "overlapped with attention blocks (Megatron's default --cp-comm-type p2p, Transformer Engine's "
         "AttnFuncWithCPAndKVP2P); all_gather gathers them all before attention (--cp-comm-type all_gather); a2a "

@@ -27,10 +27,11 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from importlib import resources
 from pathlib import Path
+from typing import get_args
 
 from ..config.errors import ConfigError, read_input_text
 from ..config.templates import AmbiguousTemplate, template_stem_loose
-from ..config.workload import SCHEDULE_CHUNKS
+from ..config.workload import SCHEDULE_CHUNKS, ContextParallelComm, ScheduleName
 
 
 @dataclass(frozen=True)
@@ -276,10 +277,7 @@ def recompute_cell(row: dict[str, str]) -> tuple[str, list[str]] | None:
     return kind, re.findall(r"[a-z_]+", text.partition("(")[2])
 
 
-PIPELINE_COLUMNS = {
-    "pipeline_schedule": ("1f1b", "interleaved_1f1b", "zb_h1", "zb_v", "dualpipe", "dualpipev"),
-    "context_parallel_comm": ("p2p", "all_gather", "a2a", "a2a+p2p"),
-}
+PIPELINE_COLUMNS = {"pipeline_schedule": get_args(ScheduleName), "context_parallel_comm": get_args(ContextParallelComm)}
 """Optional columns of the training and memory tables named as the scenario's fields (workload.parallelism), and
 their values: a user's table may state its pipeline schedule and its context-parallel exchange (Megatron's
 --cp-comm-type), which no shipped row does; a cell is read in any case and with any separators ('ZB-H1', 'DualPipe V',
