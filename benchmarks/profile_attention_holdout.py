@@ -9,14 +9,13 @@ parameters (Calibrations.attention), as a GPU without a profile does.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 
-from fit_compute import SETTINGS, fit_observations
+from fit_compute import SETTINGS, fit_observations, table_argument
 
 from simulon.compute.calibration import Calibrations
 from simulon.compute.fit import fit_calibration, predict
@@ -51,10 +50,4 @@ def main(table: str) -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("table", nargs="?", type=Path, default=Path("../shared/validation/kernels.csv"),
-                        help="the kernels table (default: ../shared/validation/kernels.csv)")
-    args = parser.parse_args()
-    if not args.table.is_file():
-        parser.error(f"{args.table}: no such file")
-    main(str(args.table))
+    main(table_argument(__doc__.splitlines()[0]))

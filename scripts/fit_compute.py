@@ -89,11 +89,17 @@ def main(path: str) -> None:
         print(f"{name:40s} MAPE {value:6.1f}%  ({sum(r.group == name for r in report.rows)} rows)")
 
 
-if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def table_argument(description: str) -> str:
+    """The kernels table a script of the compute fit is given on its command line (`--help` prints the usage under
+    `description`; a table that is not a file ends the script with exit status 2, naming it)."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("table", nargs="?", type=Path, default=Path("../shared/validation/kernels.csv"),
                         help="the kernels table (default: ../shared/validation/kernels.csv)")
     args = parser.parse_args()
     if not args.table.is_file():
         parser.error(f"{args.table}: no such file")
-    main(str(args.table))
+    return str(args.table)
+
+
+if __name__ == "__main__":
+    main(table_argument(__doc__.splitlines()[0]))
