@@ -64,6 +64,19 @@ def gemm(name: str, phase: Phase, m: int, n: int, k: int, dtype_bytes: float, gr
     return KernelSpec(name, kclass, phase, flops, flops, moved, shape)
 
 
+def narrow_operands(spec: KernelSpec, operand_bytes: float, weight_bytes: float) -> KernelSpec:
+    """A GEMM spec (shaped as `gemm`) whose inputs are quantized copies (Transformer Engine's fp8 or fp4 operands,
+    block scales included): `operand_bytes` an element of an activation or gradient operand, `weight_bytes` one of
+    the weight (the forward's and the input gradient's second operand; the weight gradient multiplies two
+    activations), its output still in its 16 bits. Its bytes are what it moves, as the GEMM timing model reads its
+    operands (compute.gemm), so that its arithmetic intensity is the narrow kernel's: counted in 16 bits, an MXFP8
+    expert GEMM of GPT-OSS 120B fell under a GB200's ridge point and was called memory-bound."""
+    m, n, k, groups = (spec.param(key) for key in ("m", "n", "k", "groups"))
+    second = operand_bytes if spec.phase == Phase.bwd_wg else weight_bytes
+    moved = operand_bytes * m * k + second * k * n * groups + spec.param("dtype_bytes") * m * n
+    return replace(spec, bytes=moved)
+
+
 def chunked(spec: KernelSpec, chunks: int) -> KernelSpec:
     """A GEMM run as `chunks` launches of m / chunks rows one after the other (its FLOPs and bytes unchanged): what
     Transformer Engine's communication overlap makes of a GEMM it pipelines with a collective

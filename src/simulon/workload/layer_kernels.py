@@ -30,6 +30,7 @@ from .kernels import (
     in_precision,
     memory_bound,
     memory_pair,
+    narrow_operands,
 )
 
 SPARSE_ATTENTION_FIT = "cudnn"
@@ -537,6 +538,8 @@ class LayerKernels:
             fwd = specs[0]
             if fwd.kclass not in (KernelClass.gemm, KernelClass.grouped_gemm) or "precision" in dict(fwd.shape):
                 continue
+            weights = fmt.format.operand_bytes() if name in self.weightless_gemms else fmt.format.weight_operand_bytes
+            k[name] = tuple(narrow_operands(spec, fmt.format.operand_bytes(), weights) for spec in specs)
             rows, cols, inner = fwd.param("m"), fwd.param("n"), fwd.param("k")
             casts = [] if name in shared else [memory_bound(f"{name}_cast", Phase.fwd,
                                                             fmt.format.cast_bytes(rows * inner, db, fmt.amax_pass),
