@@ -33,7 +33,8 @@ from ..config.dc import Placement
 from ..config.pipeline_layout import virtual_stage_layers
 from ..config.scenario import ScenarioConfig, check_workload_fits
 from ..memory import estimate_memory
-from ..workload.layer_kernels import RING_BLOCK, LayerKernels
+from ..workload.data_parallel import MIRROR_SYNC
+from ..workload.layer_kernels import RING_BLOCK, LayerKernels, ShardShape
 from ..workload.layout import RankLayout
 from .exposure import GPUExposure
 from .kinds import COMM_KINDS
@@ -120,6 +121,8 @@ class Settings:
     #    does not fit: in 1F1B once they fill the pipeline; below that each one more is one more in flight)
     larger_group: bool | None = None         # interleaved 1F1B in groups of pp whose replicas run more micro-batches
     #    than pp: a larger microbatch_group_size (all of them, at least) is accepted
+    grad_reduce_bytes: float | None = None   # bytes of a gradient element in the data-parallel and DualPipe's mirror
+    #    reductions (training.grad_reduce_dtype, fp32 by default)
 
     @classmethod
     def of(cls, sc: ScenarioConfig) -> Settings:
@@ -147,7 +150,7 @@ class Settings:
                                                                    fabric.pod_oversubscription),
                    ecmp=routing != "adaptive",
                    queue_pairs=sc.datacenter.network.nccl.qps_per_connection if routing == "ecmp" else None,
-                   larger_group=larger_group(sc))
+                   larger_group=larger_group(sc), grad_reduce_bytes=ShardShape.of(sc.workload).grad_bytes)
 
 
 def larger_group(sc: ScenarioConfig) -> bool:
@@ -342,6 +345,8 @@ def advice(term: str, settings: Settings, collective: str = "", link_class: str 
         tries = [*_more_microbatches(settings, "more micro-batches per step"), *_schedule_advice(settings)]
         return _either([*tries, *_growing(settings, "fewer pipeline stages"), "balanced stages (layers_per_stage)",
                         *balance])
+    if term == "PP" and MIRROR_SYNC in collective:
+        return _mirror_advice(settings)
     if term == "PP":
         interleave = ["interleaving (vpp > 1)"] if _can_interleave(settings) else []
         return _either([*_more_microbatches(settings, "more micro-batches"), *interleave,
@@ -366,6 +371,18 @@ def advice(term: str, settings: Settings, collective: str = "", link_class: str 
     if term == "memory_bound" and settings.fits is False:
         return "fused elementwise kernels, or a GPU with more HBM bandwidth"
     return ADVICE[term]
+
+
+def _mirror_advice(settings: Settings) -> str:
+    """Against DualPipe's all-reduce of each stage's gradients between its two ranks (rank i and pp - 1 - i), once a
+    step after that stage's last weight gradient: more micro-batches do not hide it (DeepSeek-V3's 8 layers on 32 H800,
+    pp 2: its exposed time 745.6 ms at 4 micro-batches a replica, 748.5 at 8), 16-bit gradients halve it (318.5 ms
+    with grad_reduce_dtype bf16), and so does a faster link between the pair."""
+    tries = [*_unpinned(settings)]
+    if settings.grad_reduce_bytes is None or settings.grad_reduce_bytes > 2:
+        tries.append("gradients reduced in bf16 (grad_reduce_dtype: bf16)")
+    return _either([*tries, "a faster link between each rank and its mirror (rank pp - 1 - i), which sum their "
+                    "stages' gradients once a step"])
 
 
 def _unpinned(settings: Settings) -> list[str]:
