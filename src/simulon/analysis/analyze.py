@@ -46,15 +46,15 @@ def attention_ms(dag: ExecutionDAG, timeline: Timeline) -> dict[int, float]:
     return {int(g): float(spent[g]) * 1e3 for g in dag.simulated_gpus.tolist()}
 
 
-def memory_bound_kernels(dag: ExecutionDAG, timeline: Timeline, ridge_flops_per_byte: float
-                         ) -> dict[int, list[tuple[str, float]]]:
+def memory_bound_kernels(dag: ExecutionDAG, timeline: Timeline, ridge_flops_per_byte: float,
+                         wide_ridge: float | None = None) -> dict[int, list[tuple[str, float]]]:
     """Per simulated GPU, its memory-bound kernels (exposure.memory_bound) by name with the milliseconds they ran
     (as replayed, forward and backward together), longest first: what the memory-bound finding names."""
     names = sorted({k.name for k in dag.kernel_specs})
     index = {name: i for i, name in enumerate(names)}
     # per kernel spec its name's index, and a last -1 for the nodes that run none (their kernel index is -1)
     name_of = np.array([index[k.name] for k in dag.kernel_specs] + [-1], dtype=np.int64)
-    slow = np.append(memory_bound(dag, ridge_flops_per_byte), False)
+    slow = np.append(memory_bound(dag, ridge_flops_per_byte, wide_ridge), False)
     nodes = np.flatnonzero((dag.kind == NodeKind.compute) & slow[dag.kernel])
     spent = np.bincount(dag.gpu[nodes].astype(np.int64) * len(names) + name_of[dag.kernel[nodes]],
                         weights=timeline.finish[nodes] - timeline.start[nodes],
@@ -64,15 +64,17 @@ def memory_bound_kernels(dag: ExecutionDAG, timeline: Timeline, ridge_flops_per_
 
 
 def analyze(dag: ExecutionDAG, timeline: Timeline, topology: Topology, peak_flops: float, hbm_bandwidth: float,
-            settings: Settings = UNKNOWN) -> Analysis:
+            settings: Settings = UNKNOWN, sixteen_bit_peak_flops: float | None = None) -> Analysis:
     """The analysis of a replayed step on a GPU of `peak_flops` (FLOP/s in the step's dtype) and `hbm_bandwidth`
     (bytes/s): the flows' properties and link loads are the replay's own (Timeline.flows, Timeline.loads);
-    `settings` (what the scenario already does: findings.Settings.of) steer the advice."""
+    `settings` (what the scenario already does: findings.Settings.of) steer the advice; `sixteen_bit_peak_flops`,
+    in a narrow-format run, the peak its 16-bit kernels run at (exposure.memory_bound)."""
     props = timeline.flows
     path = critical_path(dag, timeline, props, topology.capacity)
     summary = path_summary(dag, path)
     ridge = peak_flops / hbm_bandwidth
-    per_gpu = exposure(dag, timeline, ridge)
+    wide = None if sixteen_bit_peak_flops is None else sixteen_bit_peak_flops / hbm_bandwidth
+    per_gpu = exposure(dag, timeline, ridge, wide)
     loads = timeline.loads
     use = link_use(topology, props, loads, timeline.makespan)
     series = link_series(topology, loads, timeline.rates)
@@ -80,5 +82,5 @@ def analyze(dag: ExecutionDAG, timeline: Timeline, topology: Topology, peak_flop
              "over_time": load_over_time(series, timeline.makespan)}
     attention = attention_ms(dag, timeline) if settings.warp_mma_attention else None
     found = findings(per_gpu, summary, links, timeline.makespan * 1e3, settings, attention,
-                     memory_bound_kernels(dag, timeline, ridge))
+                     memory_bound_kernels(dag, timeline, ridge, wide))
     return Analysis(path, summary, per_gpu, use, links, found, ridge, series)

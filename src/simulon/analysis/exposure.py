@@ -2,7 +2,11 @@
 memory(HBM)-bound kernels, exposed communication split by kind (TP, CP, EP, DP, PP), and idle time (bubble).
 
 A kernel is memory-bound when its arithmetic intensity (hardware FLOPs per byte moved) is below the GPU's ridge
-point, peak FLOP/s over HBM bandwidth (the roofline model: Williams, Waterman and Patterson, CACM 52(4), 2009).
+point, peak FLOP/s over HBM bandwidth (the roofline model: Williams, Waterman and Patterson, CACM 52(4), 2009), at the
+peak of the format it runs in: in a narrow-format run (fp8, MXFP8, NVFP4) the GEMMs the recipe keeps in bf16 (LM head,
+router, the bf16 layers, the Mamba scan's products) and attention run at the 16-bit peak, whose ridge is the
+narrow one's half or less (a GB300's bf16 LM head at 1,353 FLOPs a byte is compute-bound under its bf16 ridge, 312, and
+was called memory-bound under its NVFP4 ridge, 1,875).
 Communication a GPU takes part in is what result.summarize counts (its part in each collective from when the
 last member joined, every pipeline flow it sends or receives), labelled by kinds.py; waiting in a collective for
 its last member is idle time. Time is split over the pieces between consecutive interval
@@ -19,6 +23,7 @@ import numpy as np
 
 from ..dag.nodes import ExecutionDAG, NodeKind
 from ..engine.replay import Timeline
+from ..workload.kernels import KernelClass, KernelSpec
 from .intervals import idle_length
 from .kinds import COMM_KINDS, KIND_NAMES, node_kinds
 
@@ -44,11 +49,20 @@ class GPUExposure:
                 "exposed_ms": dict(self.exposed_ms), "bubble_ms": self.bubble_ms}
 
 
-def memory_bound(dag: ExecutionDAG, ridge_flops_per_byte: float) -> np.ndarray:
+def memory_bound(dag: ExecutionDAG, ridge_flops_per_byte: float, wide_ridge: float | None = None) -> np.ndarray:
     """Per kernel spec: whether its hardware FLOPs per byte are under the ridge point (a kernel moving no bytes
-    is compute-bound)."""
+    is compute-bound): `wide_ridge` for the 16-bit kernels of a narrow-format run (sixteen_bit), where given."""
     intensity = np.array([k.hw_flops / k.bytes if k.bytes > 0 else np.inf for k in dag.kernel_specs])
-    return intensity < ridge_flops_per_byte
+    if wide_ridge is None:
+        return intensity < ridge_flops_per_byte
+    wide = np.array([sixteen_bit(k) for k in dag.kernel_specs], dtype=bool)
+    return intensity < np.where(wide, wide_ridge, ridge_flops_per_byte)
+
+
+def sixteen_bit(spec: KernelSpec) -> bool:
+    """Whether a kernel of a narrow-format run runs in 16 bits: attention, and a GEMM the recipe keeps in another
+    precision (workload.kernels.in_precision: bf16)."""
+    return spec.kclass == KernelClass.attention or "precision" in dict(spec.shape)
 
 
 def collective_parts(dag: ExecutionDAG, timeline: Timeline) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -91,10 +105,11 @@ def comm_intervals(dag: ExecutionDAG, timeline: Timeline) -> tuple[np.ndarray, .
             np.concatenate([joins, p2p, p2p]))
 
 
-def exposure(dag: ExecutionDAG, timeline: Timeline, ridge_flops_per_byte: float) -> list[GPUExposure]:
-    """Per simulated GPU, its step split as the module says."""
+def exposure(dag: ExecutionDAG, timeline: Timeline, ridge_flops_per_byte: float,
+             wide_ridge: float | None = None) -> list[GPUExposure]:
+    """Per simulated GPU, its step split as the module says (`wide_ridge`: memory_bound)."""
     compute = np.flatnonzero(dag.kind == NodeKind.compute)
-    slow = memory_bound(dag, ridge_flops_per_byte)[dag.kernel[compute]]
+    slow = memory_bound(dag, ridge_flops_per_byte, wide_ridge)[dag.kernel[compute]]
     c_gpu, c_start, c_end, c_node = comm_intervals(dag, timeline)
     channel = np.concatenate([np.where(slow, MEMORY_BOUND, COMPUTE_BOUND),
                               2 + node_kinds(dag)[c_node] - KIND_NAMES.index(COMM_KINDS[0])])

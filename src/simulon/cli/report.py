@@ -32,6 +32,7 @@ def run_scenario(scenario: Path, quiet: bool, expand: str = "auto", memory_limit
     from ..analysis.analyze import analyze
     from ..analysis.findings import Settings
     from ..collective.algorithms import Unrunnable
+    from ..config.number_formats import number_format
     from ..dag.size import TooLarge
     from ..pipeline import simulate
     from ..sampling import chosen_counts
@@ -57,8 +58,10 @@ def run_scenario(scenario: Path, quiet: bool, expand: str = "auto", memory_limit
     sampled = sim.result.sampling
     settings = Settings.of(sc) if sampled is None else dataclasses.replace(
         Settings.of(sc), replayed=f"the {sampled.simulated[1]}-micro-batch replay")
-    return sim, analyze(sim.dag, sim.timeline, sim.topology, placement.peak_flops(sc.workload.training.dtype),
-                        placement.mean(lambda g: g.gpu.memory_bandwidth), settings)
+    dtype = number_format(sc.workload.training.dtype)  # a narrow format's 16-bit kernels run at the 16-bit peak
+    return sim, analyze(sim.dag, sim.timeline, sim.topology, placement.peak_flops(dtype.dtype),
+                        placement.mean(lambda g: g.gpu.memory_bandwidth), settings,
+                        placement.peak_flops(dtype.attention_dtype) if dtype.quantized else None)
 
 
 def result_json(sim: Simulation, analysis: Analysis, scenario: Path) -> dict:
