@@ -361,13 +361,11 @@ def advice(term: str, settings: Settings, collective: str = "", link_class: str 
     if term == "DP" and "embedding_grad_allreduce" in collective:  # the first and the last stage's, dp 1 or more
         return _either([*_unpinned(settings), "a faster link between the first and the last pipeline stage, which "
                         "sum the tied embedding's gradients after the backward"])
-    if term == "DP":
+    if term == "DP":  # not more micro-batches: only the last one's backward hides the reduction (data_parallel.py)
         tries = [] if settings.overlap_grad_reduce is True else ["set overlap_grad_reduce"]
         if settings.overlap_param_gather is False:
             tries.append("overlap the parameter all-gather (overlap_param_gather)")
-        return (_either([*tries, "a larger grad_bucket_size",
-                         *_more_microbatches(settings, "more micro-batches so that backward hides the gradient "
-                                             "reduction")]) + "; fewer data-parallel ranks across the slowest tier")
+        return _either([*tries, "a larger grad_bucket_size"]) + "; fewer data-parallel ranks across the slowest tier"
     if term == "memory_bound" and settings.fits is False:
         return "fused elementwise kernels, or a GPU with more HBM bandwidth"
     return ADVICE[term]
