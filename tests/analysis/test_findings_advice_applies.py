@@ -34,16 +34,6 @@ def named_schedules(text: str, vpp: int) -> list[tuple[str, int]]:
     return named
 
 
-def test_pipeline_communication_is_told_to_interleave_only_where_a_plain_1f1b_could():
-    assert "interleaving (vpp > 1)" in advice("PP", Settings.of(pipeline()))
-    for sc in (pipeline(vpp=2), pipeline(vpp=2, pipeline_schedule="zb_v"), pipeline(pipeline_schedule="zb_h1"),
-               pipeline(layers=2),  # two layers cannot fill 2 x 2 virtual stages
-               pipeline(pp=4, gbs=6)):  # 6 micro-batches are no multiple of pp = 4
-        text = advice("PP", Settings.of(sc))
-        assert "interleav" not in text and "vpp" not in text, sc.workload.parallelism
-        assert text == "more micro-batches, or a faster link between stages"
-
-
 def test_an_interleaved_run_is_offered_zb_h1_with_vpp_1_a_deeper_interleave_and_zb_v_only_at_vpp_2():
     three = advice("bubble", Settings.of(pipeline(layers=24, vpp=3)))
     assert "pipeline_schedule: zb_h1 with vpp 1" in three and "zb_v" not in three

@@ -43,7 +43,7 @@ from .shown import shown_ms, shown_share
 ADVICE = {
     "CP": "lower cp, or give each rank a longer sequence so attention hides the key/value exchange",
     "EP": "keep the expert-parallel group inside the NVLink domain, lower ep, or add NIC bandwidth",
-    "PP": "more micro-batches, interleaving (vpp > 1), or a faster link between stages",
+    "PP": "a faster link between stages",
     "memory_bound": "a larger micro_batch_size or sequence_length (longer GEMMs), fused elementwise kernels, "
                     "or a GPU with more HBM bandwidth",
     "link_contention": "more bandwidth on the busiest link's tier (a lower oversubscription, faster NICs), or "
@@ -347,10 +347,8 @@ def advice(term: str, settings: Settings, collective: str = "", link_class: str 
                         *balance])
     if term == "PP" and MIRROR_SYNC in collective:
         return _mirror_advice(settings)
-    if term == "PP":
-        interleave = ["interleaving (vpp > 1)"] if _can_interleave(settings) else []
-        return _either([*_more_microbatches(settings, "more micro-batches"), *interleave,
-                        "a faster link between stages"])
+    if term == "PP":  # not more micro-batches nor interleaving: each sends more (the bubble's remedies)
+        return "a faster link between stages"
     if term == "EP":
         return _group_advice("the expert-parallel group", "ep", settings.ep_within_scale_up, settings,
                              _ep_advice(settings))
