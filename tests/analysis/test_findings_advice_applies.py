@@ -190,3 +190,17 @@ def test_larger_microbatch_groups_are_offered_to_an_interleaved_run_in_groups_of
         assert offer not in advice("bubble", Settings.of(sc)), sc.workload.parallelism
     grows = Settings.of(pipeline(vpp=2))
     assert offer not in advice("bubble", Settings(**{**grows.__dict__, "fits": False}))  # more in flight
+
+
+def test_a_run_overlapping_its_expert_all_to_alls_is_offered_no_schedule_that_overlap_refuses():
+    """Megatron-Core's expert overlap runs on interleaved 1F1B and DualPipe, not on ZB-H1 or ZB-V
+    (MegatronWorkload.expert_overlap_problem, which model_copy does not run): DeepSeek-V3's first 6 layers at pp 2,
+    vpp 2 with overlap_moe_expert_parallel_comm on a GB300 NVL72 rack were advised both zero-bubble schedules."""
+    sc = gpt_scenario(nodes=1, gpus_per_node=4, pp=2, ep=2, layers=12, gbs=16, moe=MOE,
+                      extra_parallelism={"vpp": 2, "overlap_moe_expert_parallel_comm": True})
+    text = advice("bubble", Settings.of(sc))
+    assert "zb_h1" not in text and "zb_v" not in text and "a deeper interleave" in text
+    for schedule, vpp in named_schedules(text, sc.workload.parallelism.vpp):
+        data = sc.as_data()
+        data["workload"]["parallelism"].update(pipeline_schedule=schedule, vpp=vpp)
+        ScenarioConfig.model_validate(data)  # raises where the config refuses it

@@ -167,8 +167,9 @@ def larger_group(sc: ScenarioConfig) -> bool:
 
 def other_schedules(sc: ScenarioConfig) -> frozenset[tuple[str, int]]:
     """The (pipeline_schedule, vpp) of the bubble's remedies that the scenario's config accepts in place of its own
-    (config.scenario.check_workload_fits: the schedules' chunks per rank, micro-batches, the layers' split) with
-    every virtual stage holding a layer: interleaved 1F1B at vpp 2 to 8, ZB-H1 (vpp 1) and ZB-V (vpp 2)."""
+    (config.scenario.check_workload_fits: the schedules' chunks per rank, micro-batches, the layers' split; and
+    MegatronWorkload.expert_overlap_problem where overlap_moe_expert_parallel_comm is set) with every virtual stage
+    holding a layer: interleaved 1F1B at vpp 2 to 8, ZB-H1 (vpp 1) and ZB-V (vpp 2)."""
     wl = sc.workload
     par = wl.parallelism
     if par.pp < 2:
@@ -179,8 +180,11 @@ def other_schedules(sc: ScenarioConfig) -> frozenset[tuple[str, int]]:
         if (name, vpp) == (par.pipeline_schedule, par.vpp):
             continue
         other = par.model_copy(update={"pipeline_schedule": name, "vpp": vpp})
+        candidate = wl.model_copy(update={"parallelism": other})
+        if other.overlap_moe_expert_parallel_comm and candidate.expert_overlap_problem() is not None:
+            continue  # the workload's own check (model_copy skips it): the expert overlap runs on 1F1B and DualPipe
         try:
-            check_workload_fits(wl.model_copy(update={"parallelism": other}), sc.datacenter)
+            check_workload_fits(candidate, sc.datacenter)
             layers = virtual_stage_layers(other, wl.model.num_layers, wl.model.pattern_segments)
         except ValueError:  # FieldError, or a layout string that cannot split into these virtual stages
             continue
