@@ -90,3 +90,19 @@ def test_a_sampled_steps_split_by_kind_is_captioned_as_the_replays_it_adds_up_to
     assert caption in breakdown(sampled)
     whole = json.loads(cli("simulate", str(SEED_SCENARIO), "--json").stdout)
     assert "idle (ms)</caption>" in breakdown(whole) and "replay" not in breakdown(whole)
+
+
+def test_a_sampled_steps_critical_path_and_links_are_said_to_be_the_replays_not_the_extrapolated_steps():
+    """A step extrapolated from replays of fewer micro-batches: its critical path and link loads are the larger
+    replay's, yet the Critical path section said the path "sets the step time" (DeepSeek-V3 on 2,048 H800: 12,895.66 ms
+    under a 36,555 ms step) and the link tables were captioned as the step's."""
+    run = cli("simulate", str(SEED_SCENARIO), "--micro-batches", "2,3", "--json")
+    assert run.returncode == 0, run.stderr
+    sampled = json.loads(run.stdout)
+    assert sampled["analysis"]["critical_path"]["length_ms"] < sampled["iteration_time_ms"]
+    said = "sets the step time of the 3-micro-batch replay (not the extrapolated step): "
+    assert said in critical_path(sampled)
+    assert "Busiest links, over the 3-micro-batch replay (not the extrapolated step)</caption>" in links(sampled)
+    whole = json.loads(cli("simulate", str(SEED_SCENARIO), "--json").stdout)
+    assert "sets the step time: " in critical_path(whole) and "replay" not in critical_path(whole)
+    assert "Busiest links</caption>" in links(whole) and "replay" not in links(whole)
