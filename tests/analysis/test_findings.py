@@ -215,3 +215,16 @@ def test_the_memory_bound_finding_names_at_most_three_kernels_and_no_others_find
         "memory-bound (HBM) kernels: 8.0 ms on GPU 0 (stage 0), 8.0% of the step; the longest: optimizer 4.0 ms, "
         "loss 3.0 ms, norm 2.0 ms",
         "idle time (pipeline bubble, waiting on other stages or GPUs): 5.0 ms on GPU 0 (stage 0), 5.0% of the step"]
+
+
+def test_the_busiest_link_is_said_loaded_over_what_was_replayed_as_the_link_table_shows_it():
+    """The link-contention finding named its busiest link 'at 17% over the step' where the step was extrapolated
+    from a 32-micro-batch replay (DeepSeek-V3 on 2,048 H800), whose load it is, and rounded it to a whole percent
+    beside the link table's 5.6% (Mixtral on an H100 and an A100 node: 'at 6%')."""
+    path = {"by_term_ms": {"link_contention": 9.24}, "by_collective_ms": {}}
+    links = {"busiest": [{"link": "nvlink_up[gpu 10]", "class": "NVLink", "utilisation": 0.0563}]}
+    replay = Settings(replayed="the 32-micro-batch replay")
+    (sampled,) = findings([row(0)], path, links, 100.0, replay)
+    assert sampled.detail.endswith("busiest link nvlink_up[gpu 10] at 5.6% over the 32-micro-batch replay")
+    (whole,) = findings([row(0)], path, links, 100.0)
+    assert whole.detail.endswith("busiest link nvlink_up[gpu 10] at 5.6% over the step")

@@ -588,7 +588,8 @@ def _on_path(term: str, path: dict, links: dict, step_ms: float, settings: Setti
     busiest = links.get("busiest", [])
     link_class = ""
     if term == "link_contention" and busiest:
-        detail += f"; busiest link {busiest[0]['link']} at {100 * busiest[0]['utilisation']:.0f}% over the step"
+        detail += (f"; busiest link {busiest[0]['link']} at {shown_share(busiest[0]['utilisation'])} over "
+                   f"{settings.replayed}")
         link_class = str(busiest[0].get("class", ""))
     text = advice(term, settings, link_class=link_class) if term == "link_contention" else ADVICE[term]
     return Finding(term, value, share, "critical path", detail, text)
