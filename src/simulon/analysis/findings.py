@@ -121,6 +121,8 @@ class Settings:
     #    does not fit: in 1F1B once they fill the pipeline; below that each one more is one more in flight)
     larger_group: bool | None = None         # interleaved 1F1B in groups of pp whose replicas run more micro-batches
     #    than pp: a larger microbatch_group_size (all of them, at least) is accepted
+    fsdp: str | None = None                  # ZeRO-3 (full_shard) or ZeRO-2 (shard_grad_op), per-layer gathers and
+    #    reduce-scatters that no gradient bucket or overlap_grad_reduce steers; None: neither, or not known
     grad_reduce_bytes: float | None = None   # bytes of a gradient element in the data-parallel and DualPipe's mirror
     #    reductions (training.grad_reduce_dtype, fp32 by default)
 
@@ -150,7 +152,8 @@ class Settings:
                                                                    fabric.pod_oversubscription),
                    ecmp=routing != "adaptive",
                    queue_pairs=sc.datacenter.network.nccl.qps_per_connection if routing == "ecmp" else None,
-                   larger_group=larger_group(sc), grad_reduce_bytes=ShardShape.of(sc.workload).grad_bytes)
+                   larger_group=larger_group(sc), grad_reduce_bytes=ShardShape.of(sc.workload).grad_bytes,
+                   fsdp=None if par.fsdp == "none" else par.fsdp)
 
 
 def larger_group(sc: ScenarioConfig) -> bool:
@@ -363,6 +366,8 @@ def advice(term: str, settings: Settings, collective: str = "", link_class: str 
     if term == "DP" and "embedding_grad_allreduce" in collective:  # the first and the last stage's, dp 1 or more
         return _either([*_unpinned(settings), "a faster link between the first and the last pipeline stage, which "
                         "sum the tied embedding's gradients after the backward"])
+    if term == "DP" and settings.fsdp is not None:
+        return _fsdp_advice(settings)
     if term == "DP":  # not more micro-batches: only the last one's backward hides the reduction (data_parallel.py)
         tries = [] if settings.overlap_grad_reduce is True else ["set overlap_grad_reduce"]
         if settings.overlap_param_gather is False:
@@ -383,6 +388,17 @@ def _mirror_advice(settings: Settings) -> str:
         tries.append("gradients reduced in bf16 (grad_reduce_dtype: bf16)")
     return _either([*tries, "a faster link between each rank and its mirror (rank pp - 1 - i), which sum their "
                     "stages' gradients once a step"])
+
+
+def _fsdp_advice(settings: Settings) -> str:
+    """Against exposed FSDP communication: its per-layer gathers and reduce-scatters take no gradient bucket and no
+    overlap_grad_reduce (workload/data_parallel.py; Mixtral 8x7B's first 8 layers under ZeRO-3 over two DGX H100,
+    ep 8: DP exposed 13.4 ms with grad_bucket_size 200M as without, where a larger one was advised); ZeRO-2 gathers
+    the parameters once a micro-batch, not again before the backward (11.6 ms), at the memory of the gathered
+    weights (not to a run that does not fit)."""
+    zero2 = (_growing(settings, "ZeRO-2 in place of ZeRO-3 (fsdp: shard_grad_op), which gathers the parameters "
+                      "once a micro-batch, not again for the backward") if settings.fsdp == "full_shard" else [])
+    return "; ".join([*zero2, "fewer data-parallel ranks across the slowest tier"])
 
 
 def _unpinned(settings: Settings) -> list[str]:
