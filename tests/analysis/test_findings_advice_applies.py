@@ -62,9 +62,13 @@ def test_the_expert_parallel_advice_keeps_nvlink_and_nic_remedies_to_where_the_g
     inside = advice("EP", Settings.of(gpt_scenario(nodes=1, gpus_per_node=8, ep=8, gbs=8, moe=MOE)))
     assert "NVLink domain" not in inside and "NIC" not in inside
     assert inside == "lower ep, or more NVLink bandwidth"  # one micro-batch a replica: no all-to-all overlap
-    across = advice("EP", Settings.of(gpt_scenario(nodes=2, gpus_per_node=4, ep=8, gbs=8, moe=MOE)))
+    across = advice("EP", Settings.of(gpt_scenario(nodes=2, gpus_per_node=4, tp=2, ep=4, gbs=4, moe=MOE)))
     assert across == ("keep the expert-parallel group inside the NVLink domain, DeepEP's dispatcher sending each token "
                       "once a node (moe_dispatcher: deepep), lower ep, or add NIC bandwidth")
+    # 8 expert-parallel ranks on 4-GPU nodes: no placement keeps them inside one (ep 64 on HGX H800 was told to)
+    wider = advice("EP", Settings.of(gpt_scenario(nodes=2, gpus_per_node=4, ep=8, gbs=8, moe=MOE)))
+    assert wider == ("DeepEP's dispatcher sending each token once a node (moe_dispatcher: deepep), lower ep, or add "
+                     "NIC bandwidth")
     # ep 2 of tp 2 ranks on 4-GPU nodes: every expert-parallel group within a node, though ep x tp spans nodes' ranks
     assert "NIC" not in advice("EP", Settings.of(gpt_scenario(nodes=2, gpus_per_node=4, tp=2, ep=2, gbs=8, moe=MOE)))
 
@@ -122,10 +126,13 @@ def test_context_parallel_all_to_alls_are_not_told_that_attention_hides_them():
     heads = Settings.of(gpt_scenario(nodes=1, gpus_per_node=2, seq=2048, gbs=4,
                                      extra_parallelism={"cp": 2, "context_parallel_comm": "a2a"}))
     assert heads.cp_exchange == "unhidden" and "longer sequence" not in advice("CP", heads)
-    across = Settings.of(gpt_scenario(nodes=2, gpus_per_node=1, seq=2048, gbs=4,
+    across = Settings.of(gpt_scenario(nodes=2, gpus_per_node=2, tp=2, seq=2048, gbs=4,
                                       extra_parallelism={"cp": 2, "context_parallel_comm": "a2a"}))
     assert advice("CP", across, a2a) == ("keep the context-parallel group inside the NVLink domain, lower cp, or add "
                                          "NIC bandwidth")
+    single = Settings.of(gpt_scenario(nodes=2, gpus_per_node=1, seq=2048, gbs=4,  # 2 ranks, 1-GPU domains
+                                      extra_parallelism={"cp": 2, "context_parallel_comm": "a2a"}))
+    assert advice("CP", single, a2a) == "lower cp, or add NIC bandwidth"
 
 
 def test_an_all_to_all_context_parallel_run_is_advised_by_its_exchange():

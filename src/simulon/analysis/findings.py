@@ -121,6 +121,8 @@ class Settings:
     #    does not fit: in 1F1B once they fill the pipeline; below that each one more is one more in flight)
     larger_group: bool | None = None         # interleaved 1F1B in groups of pp whose replicas run more micro-batches
     #    than pp: a larger microbatch_group_size (all of them, at least) is accepted
+    wider_than_domain: frozenset[str] = frozenset()  # of ep and cp, those whose group has more ranks than an NVLink
+    #    domain has GPUs: no placement keeps it inside one
     fsdp: str | None = None                  # ZeRO-3 (full_shard) or ZeRO-2 (shard_grad_op), per-layer gathers and
     #    reduce-scatters that no gradient bucket or overlap_grad_reduce steers; None: neither, or not known
     grad_reduce_bytes: float | None = None   # bytes of a gradient element in the data-parallel and DualPipe's mirror
@@ -153,7 +155,9 @@ class Settings:
                    ecmp=routing != "adaptive",
                    queue_pairs=sc.datacenter.network.nccl.qps_per_connection if routing == "ecmp" else None,
                    larger_group=larger_group(sc), grad_reduce_bytes=ShardShape.of(sc.workload).grad_bytes,
-                   fsdp=None if par.fsdp == "none" else par.fsdp)
+                   fsdp=None if par.fsdp == "none" else par.fsdp,
+                   wider_than_domain=frozenset(knob for knob, size in (("ep", par.ep), ("cp", par.cp))
+                                               if size > sc.datacenter.domain_gpus))
 
 
 def larger_group(sc: ScenarioConfig) -> bool:
@@ -462,7 +466,13 @@ def _group_advice(group: str, knob: str, within: bool | None, settings: Settings
     lower = _growing(settings, f"lower {knob}")
     if within:
         return _either([*also, *lower, "more NVLink bandwidth"])
-    return _either([f"keep {group} inside the NVLink domain", *also, *lower, "add NIC bandwidth"])
+    return _either([*_keep_inside(group, knob, settings), *also, *lower, "add NIC bandwidth"])
+
+
+def _keep_inside(group: str, knob: str, settings: Settings) -> list[str]:
+    """Keeping a process group inside the NVLink domain, unless it has more ranks than the domain has GPUs (ep 64 on
+    8-GPU HGX H800 nodes was told to keep its group inside the NVLink domain)."""
+    return [] if knob in settings.wider_than_domain else [f"keep {group} inside the NVLink domain"]
 
 
 def _ep_advice(settings: Settings) -> tuple[str, ...]:
@@ -485,7 +495,7 @@ def _cp_advice(settings: Settings, collective: str) -> str:
     collective on the critical path says which it is, else the scenario's settings (Settings.cp_exchange)."""
     exchange = ("ring" if "cp_ring" in collective else "unhidden") if collective else settings.cp_exchange
     if exchange == "ring":
-        keep = (["keep the context-parallel group inside the NVLink domain"] if settings.cp_within_scale_up is False
+        keep = (_keep_inside("the context-parallel group", "cp", settings) if settings.cp_within_scale_up is False
                 else [])
         tries = [*keep, *_growing(settings, "lower cp", "give each rank a longer sequence so attention hides the "
                                   "key/value exchange")]
