@@ -325,3 +325,27 @@ def test_a_collectives_slice_names_its_algorithm_deepeps_dispatch_too():
                                   if e["ph"] == "X" and e["name"].startswith("moe_dispatch")}
     assert algorithms["deepep"] == {"deepep:16:4:2:2"}
     assert len(algorithms["alltoall"]) == 1 and not algorithms["alltoall"] & algorithms["deepep"]
+
+
+def test_an_in_network_reductions_leg_out_of_its_switch_is_drawn_as_its_gpus_receive_not_a_send(tmp_path):
+    """NVLS: each GPU sends its data into the NVSwitch and receives the reduced result back from it; the leg back
+    is the switch's send, so it belongs on the GPU's receive tracks, named for the switch."""
+    path = tmp_path / "nvls.yaml"
+    path.write_text("datacenter: {from: dgx-h100, cluster: {num_nodes: 1}}\n"
+                    "workload:\n  framework: megatron\n"
+                    "  model: {name: test-gpt, num_layers: 1, hidden_size: 1024, num_heads: 8, ffn_hidden_size: 4096,"
+                    " vocab_size: 32768}\n"
+                    "  parallelism: {tp: 8}\n"
+                    "  training: {global_batch_size: 1, micro_batch_size: 1, sequence_length: 512}\n"
+                    "collective: {algorithm: nvls}\n")
+    _, events, _ = traced(load_scenario(path))
+    names = {(e["pid"], e["tid"]): e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
+    legs = [e for e in events if e["ph"] == "X" and e["cat"] == "flow" and "switch" in e["name"]]
+    into = [e for e in legs if e["name"] == "to its scale-up switch"]
+    back = [e for e in legs if e["name"] == "from its scale-up switch"]
+    assert into and back and len(into) + len(back) == len(legs)
+    assert all(names[e["pid"], e["tid"]].startswith("network send") and e["args"]["src"] == e["pid"] for e in into)
+    assert all(names[e["pid"], e["tid"]].startswith("network receive") and e["args"]["dst"] == e["pid"]
+               for e in back)
+    assert sum(e["ph"] == "s" for e in events) == sum(e["ph"] == "f" for e in events)
+    assert overlaps(events) == 0

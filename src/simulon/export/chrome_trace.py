@@ -15,7 +15,9 @@ How much is drawn is `detail`: "kernels" (compute kernels only), "collectives" (
 collective, and pipeline sends on the sender's pipeline stream and their receives on the receiver's: one slice per
 operation, not per flow) or "flows" (and every network flow, on
 its sender's send tracks and on its receiver's receive tracks, with an arrow between them; a receiver that is
-folded onto a representative, dag/fold.py, shows its receive on its representative's receive tracks). A
+folded onto a representative, dag/fold.py, shows its receive on its representative's receive tracks; an in-network
+reduction's legs, NVLS's or SHARP's, go "to its scale-up switch" (or scale-out) on the GPU's send tracks and "from
+its scale-up switch" on its receive tracks). A
 collective has a flow per rank, channel and chunk, so "flows" multiplies the large examples' traces: 111 MB with
 collectives and 368 MB with every flow for examples/gpt3_175b_1024gpu.yaml, whose writing then peaks at 2.6 GB
 of memory; "collectives" is the default. A GPU's part in a collective starts when the group's last member joins
@@ -41,6 +43,7 @@ from ..config.units import GiB
 from ..dag.nodes import PIPELINE_SEND, ExecutionDAG, NodeKind
 from ..engine.replay import Timeline
 from ..memory import MemoryReport
+from ..network.topology import FROM_SCALE_OUT_SWITCH, FROM_SCALE_UP_SWITCH, TO_SCALE_OUT_SWITCH, TO_SCALE_UP_SWITCH
 from ..workload.kernels import Phase
 from ..workload.program import Stream
 
@@ -54,6 +57,11 @@ LANES = 100_000
 """Track ids per kind of track: a slice on the k-th track of kind b has tid b * LANES + k."""
 TRACK_KINDS = RECV_TRACK + 1
 MEMORY_COUNTER = "allocated memory (GiB)"
+SWITCH_NAMES = {TO_SCALE_UP_SWITCH: "scale-up switch", FROM_SCALE_UP_SWITCH: "scale-up switch",
+                TO_SCALE_OUT_SWITCH: "scale-out switch", FROM_SCALE_OUT_SWITCH: "scale-out switch"}
+"""What an in-network reduction leg's endpoint code (network.topology) names: the switch that reduces."""
+FROM_SWITCH = (FROM_SCALE_UP_SWITCH, FROM_SCALE_OUT_SWITCH)
+"""The codes of legs out of the reducing switch: the flow's GPU receives them."""
 
 
 def ns(seconds: np.ndarray | float) -> np.ndarray:
@@ -209,16 +217,26 @@ def _pipeline_sends(slices: _Slices, dag: ExecutionDAG, timeline: Timeline, rep:
 
 def _flows(slices: _Slices, dag: ExecutionDAG, timeline: Timeline, rep: np.ndarray) -> None:
     """Every flow on its sender's send tracks, and on its receiver's (or the receiver's representative's) receive
-    tracks with an arrow from the send."""
+    tracks with an arrow from the send; an in-network reduction's leg out of its switch (NVLS, SHARP), which the
+    switch sends, on its receiving GPU's receive tracks only."""
     flows = np.flatnonzero(dag.kind == NodeKind.flow)
     src, dst = dag.gpu[flows].astype(np.int64), dag.peer[flows].astype(np.int64)
     start, finish = timeline.start[flows], timeline.finish[flows]
+    from_switch = np.isin(dst, FROM_SWITCH)
+    sent = np.flatnonzero(~from_switch)
     sends = []
-    for s, d, b in zip(src.tolist(), dst.tolist(), dag.size[flows].tolist(), strict=True):
-        name = f"to GPU {d}" if d >= 0 else "with its switch"  # an in-network reduction leg
-        sends.append({"name": name, "cat": "flow", "args": {"bytes": float(b), "src": s, "dst": d}})
-    first_send = slices.add(src, SEND_TRACK, start, finish, sends)
-    received = np.flatnonzero(dst >= 0)
+    for s, d, b in zip(src[sent].tolist(), dst[sent].tolist(), dag.size[flows[sent]].tolist(), strict=True):
+        name = f"to GPU {d}" if d >= 0 else f"to its {SWITCH_NAMES[d]}"  # an in-network reduction leg
+        sends.append({"name": name, "cat": "flow", "args": {"bytes": float(b), "src": s,
+                                                            "dst": d if d >= 0 else SWITCH_NAMES[d]}})
+    first_send = slices.add(src[sent], SEND_TRACK, start[sent], finish[sent], sends)
+    pulled = np.flatnonzero(from_switch)
+    slices.add(src[pulled], RECV_TRACK, start[pulled], finish[pulled],
+               [{"name": f"from its {SWITCH_NAMES[d]}", "cat": "flow",
+                 "args": {"bytes": float(b), "src": SWITCH_NAMES[d], "dst": g}}
+                for g, d, b in zip(src[pulled].tolist(), dst[pulled].tolist(), dag.size[flows[pulled]].tolist(),
+                                   strict=True)])
+    received = sent[dst[sent] >= 0]
     received = received[dag.multiplicity[rep[dst[received]]] > 0]  # a receiver with a process to show it on
     shown = rep[dst[received]]
     receives = []
@@ -227,7 +245,9 @@ def _flows(slices: _Slices, dag: ExecutionDAG, timeline: Timeline, rep: np.ndarr
         name = f"from GPU {s}" if r == d else f"GPU {d} from GPU {s}"  # a folded receiver, on its representative
         receives.append({"name": name, "cat": "flow", "args": {"bytes": float(b), "src": s, "dst": d}})
     first_receive = slices.add(shown, RECV_TRACK, start[received], finish[received], receives)
-    slices.arrows += [(int(flows[i]), first_send + i, first_receive + k) for k, i in enumerate(received.tolist())]
+    position = np.cumsum(~from_switch) - 1  # a sent flow's index among the sends
+    slices.arrows += [(int(flows[i]), first_send + int(position[i]), first_receive + k)
+                      for k, i in enumerate(received.tolist())]
 
 
 def _metadata(dag: ExecutionDAG, used: set[tuple[int, int]], devices: Mapping[int, str]) -> list[dict]:
