@@ -297,9 +297,18 @@ def _last_finish(keys: np.ndarray, finish: np.ndarray) -> tuple[np.ndarray, np.n
     return unique, latest
 
 
+def _first_start(keys: np.ndarray, start: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct keys, the earliest start of each)."""
+    unique, earliest = _last_finish(keys, -start)
+    return unique, -earliest
+
+
 def memory_counter_events(dag: ExecutionDAG, timeline: Timeline, memory: MemoryReport) -> list[dict]:
     """A counter per simulated GPU: its stage's model states, plus what each layer keeps for a micro-batch from
-    the end of the layer's forward to the end of its backward (memory/ gives the bytes; the replay the times); a
+    the start of the layer's forward (what it keeps grows as it runs: the memory model counts a forward's step with
+    it, memory.walk) to the end of its backward (memory/ gives the bytes; the replay the times), so that a combined
+    step (overlap_moe_expert_parallel_comm), whose forward's layers run between its backward's, peaks one layer above
+    what was kept before it, as the table counts it, not at the level before; a
     split backward, ZB-H1's or DualPipe's, holds from its B to its deferred W what the W reads, every GEMM's input and
     output gradient, as the memory model counts it (memory.activations.ActivationModel.deferred). Transients inside a
     kernel are not drawn: the table's allocated peak adds them."""
@@ -314,13 +323,14 @@ def memory_counter_events(dag: ExecutionDAG, timeline: Timeline, memory: MemoryR
             continue
         stage = memory.stages[int(dag.stage[mine[0]])]
         key = dag.layer[mine].astype(np.int64) * stride + dag.microbatch[mine]
-        kept_fwd, end_fwd = _last_finish(key[mine_phases == Phase.fwd], timeline.finish[mine[mine_phases == Phase.fwd]])
+        forward = mine_phases == Phase.fwd
+        kept_fwd, start_fwd = _first_start(key[forward], timeline.start[mine[forward]])
         inputs, weight = (dict(zip(*(a.tolist() for a in _last_finish(key[mine_phases == phase],
                                                                       timeline.finish[mine[mine_phases == phase]])),
                                    strict=True)) for phase in (Phase.bwd_ig, Phase.bwd_wg))  # key -> last end
         backward = (mine_phases == Phase.bwd_ig) | (mine_phases == Phase.bwd_wg)
         split = _deferred_keys(key[backward], timeline.finish[mine[backward]], inputs, weight)
-        times, deltas = [0.0, *end_fwd.tolist()], [stage.states]
+        times, deltas = [0.0, *start_fwd.tolist()], [stage.states]
         deltas += [stage.unit_kept.get(int(k // stride), 0.0) for k in kept_fwd.tolist()]
         for k in sorted(inputs.keys() | weight.keys()):
             kept = stage.unit_kept.get(int(k // stride), 0.0)
