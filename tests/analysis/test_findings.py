@@ -78,7 +78,11 @@ def test_the_advice_suggests_first_what_the_scenario_does_not_already_do():
     reducing = Settings.of(gpt_scenario(extra_parallelism={"distributed_optimizer": True}))
     assert "overlap_grad_reduce" not in advice("DP", reducing) and "overlap_param_gather" not in advice("DP", reducing)
     serial = Settings.of(gpt_scenario(extra_parallelism={"distributed_optimizer": True, "overlap_grad_reduce": False}))
-    assert advice("DP", serial).startswith("set overlap_grad_reduce, overlap the parameter all-gather")
+    assert advice("DP", serial).startswith("set overlap_grad_reduce (which overlaps the parameter all-gather")
+    assert "grad_bucket_size" not in advice("DP", serial).split(")")[1]  # the bucket size alone would be refused
+    gathering = Settings.of(gpt_scenario(extra_parallelism={"distributed_optimizer": True,
+                                                            "overlap_param_gather": False}))
+    assert advice("DP", gathering).startswith("overlap the parameter all-gather (overlap_param_gather), or a larger")
 
 
 def test_a_run_on_a_bubble_shrinking_schedule_is_not_told_to_try_zero_bubble_or_interleaving():

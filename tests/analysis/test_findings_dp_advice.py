@@ -11,6 +11,8 @@ from helpers import gpt_scenario
 from simulon.analysis.analyze import analyze
 from simulon.analysis.findings import Settings
 from simulon.config import ScenarioConfig
+from simulon.config.errors import ConfigError
+from simulon.config.loading import parse_scenario
 from simulon.pipeline import simulate
 
 
@@ -44,5 +46,6 @@ def test_fsdp_communication_is_not_advised_the_gradient_buckets_it_does_not_use_
     assert dp_finding(data_parallel(8, fsdp="shard_grad_op")).at_stake_ms < zero3.at_stake_ms
     bucketed = data_parallel(8, fsdp="full_shard").as_data()
     bucketed["workload"]["training"]["grad_bucket_size"] = 1_000_000
-    assert dp_finding(ScenarioConfig.model_validate(bucketed)).at_stake_ms == zero3.at_stake_ms
+    with pytest.raises(ConfigError, match="grad_bucket_size: has no effect under fsdp"):  # a bucket size is refused
+        parse_scenario(bucketed, "s.yaml")
     assert "grad_bucket_size" not in dp_finding(data_parallel(8, fsdp="shard_grad_op")).advice

@@ -108,3 +108,30 @@ def test_gradients_may_be_reduced_in_the_formats_frameworks_reduce_them_in(dtype
     data = gpt_scenario(layers=8).as_data()
     data["workload"]["training"]["grad_reduce_dtype"] = dtype
     assert parse_scenario(data, "s.yaml").workload.training.grad_reduce_dtype == dtype
+
+
+def bucketed(parallelism: dict) -> str:
+    data = gpt_scenario(layers=8).as_data()
+    data["workload"]["parallelism"].update(parallelism)
+    data["workload"]["training"]["grad_bucket_size"] = 1_000_000
+    with pytest.raises(ConfigError) as exc:
+        parse_scenario(data, "s.yaml")
+    return str(exc.value)
+
+
+@pytest.mark.parametrize("fsdp", ["full_shard", "shard_grad_op"])
+def test_a_gradient_bucket_size_under_fsdp_is_refused_as_fsdp_reduces_unit_by_unit(fsdp):
+    """FSDP's reduce-scatter runs once a unit, whatever the bucket size: the step was bit-identical with it."""
+    assert bucketed({"fsdp": fsdp}) == (
+        f"s.yaml: workload.training.grad_bucket_size: has no effect under fsdp {fsdp}, which reduces each unit's "
+        "gradients as its backward ends (no buckets); leave it out, or set fsdp: none")
+
+
+def test_a_gradient_bucket_size_without_the_overlapped_reduction_is_refused_as_each_buffer_is_reduced_whole():
+    assert "has no effect without overlap_grad_reduce" in bucketed({"overlap_grad_reduce": False})
+
+
+def test_a_gradient_bucket_size_with_the_overlapped_reduction_is_read():
+    data = gpt_scenario(layers=8).as_data()
+    data["workload"]["training"]["grad_bucket_size"] = 1_000_000
+    assert parse_scenario(data, "s.yaml").workload.training.grad_bucket_size == 1_000_000

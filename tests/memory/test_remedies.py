@@ -213,6 +213,14 @@ def test_zero_2_in_place_of_the_distributed_optimizer_drops_the_overlap_of_its_p
     assert ZERO_2 in [r.change for r in advise(sc, most=10).remedies]
 
 
+def test_zero_2_in_place_of_the_distributed_optimizer_drops_the_gradient_bucket_size_fsdp_does_not_read():
+    data = one_dgx("llama-2-13b", {**ZERO_2_FITS["workload"]["training"], "grad_bucket_size": 40_000_000},
+                   **ZERO_2_FITS["workload"]["parallelism"])
+    sc = parse_scenario(data, "s.yaml")
+    assert applied(sc, ZERO_2).workload.training.grad_bucket_size is None  # the scenario refuses it beside FSDP
+    assert ZERO_2 in [r.change for r in advise(sc, most=10).remedies]
+
+
 @pytest.mark.parametrize("data", [LONG_CONTEXT, ZERO_2_FITS, scenario("llama-3-70b", tp=4, pp=1, nodes=2, cp=2),
                                   scenario("llama-3-70b", tp=2, pp=4, nodes=2, mbs=4),
                                   scenario("llama-3-70b", tp=4, pp=1, mbs=2, distributed_optimizer=True)],

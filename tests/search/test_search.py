@@ -82,6 +82,15 @@ def test_a_strategy_of_another_recompute_mode_drops_the_bases_settings_of_the_mo
         "none": ("none", None), "selective": ("selective", ["mlp"]), "full": ("full", None)}
 
 
+@pytest.mark.parametrize("sharding, bucket", [("fsdp", None), ("zero2", None), ("distributed_optimizer", 10**6)])
+def test_a_strategy_sharded_by_fsdp_drops_the_bases_gradient_bucket_size_which_fsdp_does_not_read(sharding, bucket):
+    base = gpt_scenario(nodes=1, gpus_per_node=2, layers=2, gbs=2, seq=1024).as_data()
+    base["workload"]["training"]["grad_bucket_size"] = 10**6
+    strategy = Strategy(1, 1, 1, 1, 1, 1, 1, 1, False, "none", sharding, "bf16", False)
+    sc = scenario_for(parse_scenario(base, "s.yaml"), strategy, 2)  # the scenario refuses a bucket size beside FSDP
+    assert sc.workload.training.grad_bucket_size == bucket
+
+
 def test_full_recomputation_of_the_first_layers_of_each_chunk_is_written_as_megatrons_block_method():
     sc = gpt_scenario(nodes=1, gpus_per_node=1, layers=2, gbs=2, seq=1024,
                       extra_parallelism={"recompute": "full", "recompute_num_layers": 1})

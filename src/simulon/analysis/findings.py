@@ -373,10 +373,16 @@ def advice(term: str, settings: Settings, collective: str = "", link_class: str 
     if term == "DP" and settings.fsdp is not None:
         return _fsdp_advice(settings)
     if term == "DP":  # not more micro-batches: only the last one's backward hides the reduction (data_parallel.py)
-        tries = [] if settings.overlap_grad_reduce is True else ["set overlap_grad_reduce"]
-        if settings.overlap_param_gather is False:
-            tries.append("overlap the parameter all-gather (overlap_param_gather)")
-        return _either([*tries, "a larger grad_bucket_size"]) + "; fewer data-parallel ranks across the slowest tier"
+        # a bucket size and the overlapped parameter all-gather need the overlapped reduction (config refuses both
+        # without it), so that is advised first and alone
+        if settings.overlap_grad_reduce is not True:
+            tries = ["set overlap_grad_reduce (which overlaps the parameter all-gather with it unless "
+                     "overlap_param_gather is false, and reads grad_bucket_size)"]
+        else:
+            unhidden = settings.overlap_param_gather is False
+            tries = [*(["overlap the parameter all-gather (overlap_param_gather)"] if unhidden else []),
+                     "a larger grad_bucket_size"]
+        return _either(tries) + "; fewer data-parallel ranks across the slowest tier"
     if term == "memory_bound" and settings.fits is False:
         return "fused elementwise kernels, or a GPU with more HBM bandwidth"
     return ADVICE[term]

@@ -793,7 +793,8 @@ class TrainingSpec(StrictModel):
     peft: Literal["none", "lora"] = Field(
         "none", description="lora: base weights frozen, so no weight gradients, gradient sync or optimizer for them")
     grad_bucket_size: ParameterCount | None = Field(
-        None, description="parameters per DP gradient bucket; Megatron-Core's max(40M, 1M*dp) if omitted")
+        None, description="parameters per DP gradient bucket of the overlapped reduction (overlap_grad_reduce; not "
+        "under FSDP, which reduces unit by unit); Megatron-Core's max(40M, 1M*dp) if omitted")
     stage_groups: list[int | list[int]] | None = Field(
         None, description="heterogeneous datacenters: the node group (index into datacenter.node_groups) of each "
         "pipeline stage, or a list of dp groups, one per data-parallel replica of the stage; default: ranks fill "
@@ -822,6 +823,10 @@ class TrainingSpec(StrictModel):
             return list(self.dp_shares)
         return [self.global_batch_size // (self.micro_batch_size * dp)] * dp
 
+
+FSDP_UNREAD = (("training", "grad_bucket_size"),)
+"""(block, key) of the workload settings FSDP reads none of, which the scenario refuses beside it
+(MegatronWorkload._gradient_buckets_are_used): a change to FSDP drops them (memory.remedies, search.run.apply)."""
 
 Engine = Literal["megatron", "deepspeed"]
 ENGINE_NAMES = get_args(Engine)
@@ -977,6 +982,24 @@ class MegatronWorkload(StrictModel):
         if par.overlap_param_gather and not par.overlap_grad_reduce:
             raise FieldError("parallelism.overlap_param_gather", "Megatron overlaps the parameter all-gather only "
                              "together with the gradient reduction: set overlap_grad_reduce too, or leave it out")
+        return self
+
+    @model_validator(mode="after")
+    def _gradient_buckets_are_used(self) -> MegatronWorkload:
+        """grad_bucket_size sizes the buckets of Megatron's overlapped gradient reduction (workload.data_parallel):
+        FSDP reduces each unit's gradients as its backward ends, whatever the bucket size, and without
+        overlap_grad_reduce Megatron-Core reduces each buffer whole (DistributedDataParallel sets no bucket size),
+        so a size given there would be ignored without a word."""
+        par = self.parallelism
+        if self.training.grad_bucket_size is None:
+            return self
+        if par.fsdp != "none":
+            raise FieldError("training.grad_bucket_size", f"has no effect under fsdp {par.fsdp}, which reduces each "
+                             "unit's gradients as its backward ends (no buckets); leave it out, or set fsdp: none")
+        if not par.overlap_grad_reduce:
+            raise FieldError("training.grad_bucket_size", "has no effect without overlap_grad_reduce: Megatron-Core "
+                             "then reduces each gradient buffer whole after the backward; set "
+                             "parallelism.overlap_grad_reduce: true, or leave it out")
         return self
 
     @model_validator(mode="after")

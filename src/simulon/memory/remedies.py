@@ -42,7 +42,7 @@ from ..config.errors import ConfigError
 from ..config.loading import parse_scenario, written_value
 from ..config.scenario import ScenarioConfig, scenario_argument
 from ..config.units import GiB
-from ..config.workload import without_other_recompute_settings
+from ..config.workload import FSDP_UNREAD, without_other_recompute_settings
 from ..workload.layout import RankLayout
 from .model import MemoryReport, estimate_memory, rank_layout
 
@@ -217,8 +217,9 @@ def settings_text(settings: dict[str, Any]) -> str:
 
 def variant(sc: ScenarioConfig, change: Change) -> ScenarioConfig:
     """The scenario with the change's settings written in, parsed as a scenario file is (what a setting changed
-    makes stale goes: DERIVED sizes, other recomputation modes' settings, DEPENDENT keys); a ConfigError where the
-    scenario refuses them (a size its model does not divide, a setting its framework cannot run)."""
+    makes stale goes: DERIVED sizes, other recomputation modes' settings, DEPENDENT keys, what FSDP reads none of);
+    a ConfigError where the scenario refuses them (a size its model does not divide, a setting its framework cannot
+    run)."""
     data = sc.as_data()
     workload = data["workload"]
     for block, key, value in change:
@@ -231,6 +232,9 @@ def variant(sc: ScenarioConfig, change: Change) -> ScenarioConfig:
         if not value:
             for dependent in DEPENDENT.get(key, ()):
                 workload["parallelism"].pop(dependent, None)
+        if key == "fsdp" and value != "none":
+            for unread_block, unread in FSDP_UNREAD:
+                workload[unread_block].pop(unread, None)
     return parse_scenario(data, "remedy")
 
 

@@ -41,6 +41,7 @@ from ..config.pipeline_layout import virtual_stage_layers
 from ..config.scenario import ScenarioConfig, scenario_argument
 from ..config.units import GiB
 from ..config.workload import (
+    FSDP_UNREAD,
     MegatronWorkload,
     ModelSpec,
     ParallelismSpec,
@@ -294,8 +295,9 @@ def apply(workload: MegatronWorkload, strategy: Strategy) -> MegatronWorkload:
     without_other_recompute_settings(parallelism)
     if strategy.etp != strategy.tp:
         parallelism["expert_tensor_parallel"] = strategy.etp
+    unread = {key: None for block, key in FSDP_UNREAD if block == "training"} if parallelism["fsdp"] != "none" else {}
     training = workload.training.model_copy(update={"micro_batch_size": strategy.micro_batch_size,
-                                                    "dtype": DType(strategy.dtype)})
+                                                    "dtype": DType(strategy.dtype), **unread})
     applied = workload.model_copy(update={"parallelism": every_layer_named(ParallelismSpec.model_validate(parallelism),
                                                                            workload.model),
                                           "training": training})
