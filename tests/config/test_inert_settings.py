@@ -1,7 +1,8 @@
 """Settings that would change nothing in the run they describe are refused naming the field and why, as Megatron-Core
 refuses most of them (TransformerConfig.__post_init__): a recompute module listed twice or naming a part the model
-lacks, full recomputation of more layers than a pipeline rank holds, a shared expert's width without shared experts,
-and a layer_freq list that is not one 0 or 1 per layer. A width alone is one shared expert that wide."""
+lacks, full recomputation of more layers than a pipeline rank holds or of none, a shared expert's width without
+shared experts, and a layer_freq list that is not one 0 or 1 per layer. A width alone is one shared expert that
+wide."""
 
 from __future__ import annotations
 
@@ -64,6 +65,14 @@ def test_full_recomputation_of_more_layers_than_a_rank_holds_is_refused(pp, most
         f"s.yaml: workload.parallelism.recompute_num_layers: {most + 1} is more than the {most} layers a pipeline "
         f"rank holds (8 layers over pp {pp}), which Megatron-Core refuses; full recomputation re-runs at most those: "
         f"leave it out to recompute every layer")
+
+
+def test_full_recomputation_of_no_layer_is_refused_rather_than_run_as_no_recomputation():
+    """recompute_num_layers 0 under recompute: full re-ran nothing: the step was recompute: none's to the
+    microsecond, the setting silently ignored (Megatron-Core asks for 1 to the layers a pipeline rank holds)."""
+    assert refusal({"recompute": "full", "recompute_num_layers": 0}) == (
+        "s.yaml: workload.parallelism.recompute_num_layers: must be at least 1, got 0")
+    assert scenario({"recompute": "full", "recompute_num_layers": 1}).workload.parallelism.recompute_num_layers == 1
 
 
 def test_a_rank_given_more_layers_by_the_split_may_recompute_them_all():

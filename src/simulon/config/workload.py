@@ -564,9 +564,10 @@ class ParallelismSpec(StrictModel):
     recompute_modules: list[RecomputeModule] | None = Field(
         None, description="selective recomputation by module, as Megatron-Core's --recompute-modules "
         "(default: core_attn)")
-    recompute_num_layers: OptionalLayerCount | None = Field(
+    recompute_num_layers: LayerCount | None = Field(
         None, description="full recomputation: the layers of each model chunk that recompute (Megatron's "
-        "'block' method); default every layer ('uniform', one layer per checkpoint)")
+        "'block' method), at least 1 (0 would recompute nothing; Megatron-Core's TransformerConfig asks for 1 "
+        "to the layers a pipeline rank holds); default every layer ('uniform', one layer per checkpoint)")
     layers_per_stage: list[OptionalLayerCount] | None = Field(
         None, description="transformer layers of each pipeline stage (pp entries, each split evenly over its vpp "
         "chunks) or of each virtual stage (pp*vpp entries in the order the layers run through them: chunk c of stage "
