@@ -19,6 +19,8 @@ from pydantic import ValidationError
 from helpers import cli
 from simulon.config import ScenarioConfig
 from simulon.config.common import FieldError
+from simulon.config.errors import ConfigError
+from simulon.config.loading import parse_scenario
 from simulon.config.workload import microbatch_steps
 from simulon.memory import estimate_memory
 from simulon.pipeline import plan_dag, simulate
@@ -263,6 +265,23 @@ def test_shares_a_schedule_or_a_sharding_cannot_run_are_refused(tmp_path: Path, 
     run = cli("simulate", str(path))
     assert run.returncode == 2
     assert FIELD in run.stderr and says in run.stderr and "Traceback" not in run.stderr
+
+
+@settings(max_examples=10, deadline=None)
+@given(first=st.integers(1, 15),
+       case=st.sampled_from([({"pipeline_schedule": "zb_v"}, "pipeline_schedule: zb_v runs two model chunks"),
+                             ({"pipeline_schedule": "interleaved_1f1b"}, "vpp: the interleaved schedule needs vpp > 1"),
+                             ({"pipeline_schedule": "1f1b", "vpp": 2}, "pipeline_schedule: 1f1b runs one model chunk"),
+                             ({"microbatch_group_size": 2}, "microbatch_group_size: only the interleaved schedule")]))
+def test_a_schedule_no_shares_could_run_is_refused_naming_its_own_field_not_the_shares(first, case):
+    """A schedule its parallelism cannot place was blamed on dp_shares ('workload.training.dp_shares: replica 0: zb_v
+    runs two model chunks per rank as a V, not vpp = 1') though no shares would mend it; without dp_shares the same
+    scenario names the schedule's field."""
+    par, says = case
+    for shares in ([first, 16 - first], None):
+        with pytest.raises(ConfigError) as refused:
+            parse_scenario(scenario(shares=shares, **par), "s.yaml")
+        assert str(refused.value).startswith(f"s.yaml: workload.parallelism.{says}"), str(refused.value)
 
 
 def test_a_step_with_shares_is_simulated_whole_under_auto_and_sampling_it_names_the_shares(monkeypatch):

@@ -13,7 +13,14 @@ from .common import MAX_MICROBATCHES, FieldError, StrictModel, range_check
 from .dc import DatacenterConfig, Placement, sized_for, workload_gpus
 from .hybrid import GatedDeltaNetSpec, MambaSpec
 from .pipeline_layout import virtual_stage_layers
-from .workload import MegatronWorkload, ModelSpec, ParallelismSpec, check_one_chunk, check_schedule
+from .workload import (
+    MegatronWorkload,
+    ModelSpec,
+    ParallelismSpec,
+    check_one_chunk,
+    check_schedule,
+    check_schedule_placement,
+)
 
 check_channels = range_check(1, MAX_CHANNELS, f"{MAX_CHANNELS} channels, NCCL's maximum")
 """A channel count unchanged if from 1 to MAX_CHANNELS, else ValueError (also for --channels)."""
@@ -357,15 +364,22 @@ def _check_dp_shares(wl: MegatronWorkload, dp: int) -> None:
     if par.ep > 1 or par.fsdp != "none":
         what = f"expert parallelism (ep = {par.ep})" if par.ep > 1 else f"fsdp {par.fsdp}"
         raise FieldError(field, f"uneven shares with {what}: its collectives join the replicas every micro-batch")
+    _check_pipeline_placement(par)  # the schedule's own problems, named in its fields: no share would mend them
     for replica, count in enumerate(shares):
         try:
-            _check_pipeline(par, count)
+            _check_pipeline_microbatches(par, count)
         except FieldError as exc:
             raise FieldError(field, f"replica {replica}: {exc.message}") from None
 
 
 def _check_pipeline(par, microbatches: int) -> None:
-    check_schedule(par, microbatches)
+    _check_pipeline_placement(par)
+    _check_pipeline_microbatches(par, microbatches)
+
+
+def _check_pipeline_placement(par) -> None:
+    """What the pipeline schedule needs of the parallelism whatever the micro-batch count."""
+    check_schedule_placement(par)
     if not par.interleaved:
         if par.microbatch_group_size is not None:
             raise FieldError("workload.parallelism.microbatch_group_size", "only the interleaved schedule (vpp > 1) "
@@ -377,7 +391,13 @@ def _check_pipeline(par, microbatches: int) -> None:
         raise FieldError(f"workload.parallelism.{par.vpp_named_by}",
                          f"vpp = {par.vpp} needs pipeline parallelism (pp > 1)")
     check_one_chunk(par)
-    _check_microbatch_groups(par, microbatches)
+
+
+def _check_pipeline_microbatches(par, microbatches: int) -> None:
+    """What the pipeline schedule needs of `microbatches` (one replica's, or every replica's)."""
+    check_schedule(par, microbatches)
+    if par.interleaved:
+        _check_microbatch_groups(par, microbatches)
 
 
 def _check_microbatch_groups(par, microbatches: int) -> None:

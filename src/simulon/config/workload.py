@@ -439,10 +439,27 @@ def check_one_chunk(par: ParallelismSpec) -> None:
 
 
 def check_schedule(par: ParallelismSpec, microbatches: int) -> None:
-    """The preconditions of the zero-bubble and DualPipe schedules: their number of model chunks per rank, a
-    pipeline to place them on, and what the references assert: DualPipeV at least 2 pp micro-batches
-    (`DualPipeV.step`: num_chunks >= num_ranks * 2); DualPipe an even number of ranks and an even number of
-    micro-batches, at least 2 pp (`DualPipe.step`). ZB-V's greedy scheduler takes any number. FieldError names
+    """The preconditions of the zero-bubble and DualPipe schedules: their placement (check_schedule_placement), and
+    what the references assert of the micro-batches: DualPipeV at least 2 pp (`DualPipeV.step`: num_chunks >=
+    num_ranks * 2); DualPipe an even number, at least 2 pp (`DualPipe.step`). ZB-V's greedy scheduler takes any
+    number. FieldError names the field."""
+    check_schedule_placement(par)
+    name = par.pipeline_schedule
+    if name not in ("dualpipe", "dualpipev"):
+        return
+    field = "workload.parallelism.num_microbatches"
+    least = 2 * par.pp
+    if name == "dualpipe" and microbatches % 2:
+        raise FieldError(field, f"{microbatches} micro-batches: dualpipe splits them evenly between its two "
+                         "directions, so they must be even")
+    if microbatches < least:
+        raise FieldError(field, f"{microbatches} micro-batches: pipeline_schedule {name} needs at least 2 * pp = "
+                         f"{least}")
+
+
+def check_schedule_placement(par: ParallelismSpec) -> None:
+    """What the zero-bubble and DualPipe schedules need whatever the micro-batches: their number of model chunks per
+    rank, a pipeline to place them on, and for DualPipe an even number of ranks (`DualPipe.step`). FieldError names
     the field."""
     name = par.pipeline_schedule
     field = "workload.parallelism."
@@ -458,15 +475,6 @@ def check_schedule(par: ParallelismSpec, microbatches: int) -> None:
     if name == "dualpipe" and par.pp % 2:
         raise FieldError(field + "pp", f"pipeline_schedule dualpipe needs an even pp (ranks pair up with their "
                          f"mirror), not {par.pp}")
-    if name == "zb_v":
-        return
-    least = 2 * par.pp
-    if name == "dualpipe" and microbatches % 2:
-        raise FieldError(field + "num_microbatches", f"{microbatches} micro-batches: dualpipe splits them evenly "
-                         "between its two directions, so they must be even")
-    if microbatches < least:
-        raise FieldError(field + "num_microbatches", f"{microbatches} micro-batches: pipeline_schedule {name} "
-                         f"needs at least 2 * pp = {least}")
 
 
 def microbatch_steps(par: ParallelismSpec) -> tuple[int, int]:
