@@ -125,3 +125,13 @@ def test_a_zero_stage_is_read_however_it_is_spelled(zero, sep, stage, before):
 ])
 def test_a_frameworks_name_written_without_its_separator_is_the_framework(written, as_written):
     assert scenario(written) == scenario(as_written)
+
+
+@pytest.mark.parametrize("framework", ["torchtitan", "MaxText", "llm-foundry", "DeepSpeed ZeRO-3",
+                                       "Hugging Face Accelerate, FSDP"])
+def test_a_scenario_setting_the_distributed_optimizer_keeps_it_whatever_sharding_the_framework_defaults_to(framework):
+    """torchtitan (FSDP by default) with distributed_optimizer: true was refused naming fsdp, which the scenario never
+    wrote ('workload.parallelism.fsdp: FSDP already shards the optimizer'); the description's own sharding already
+    gave way to a scenario setting fsdp, not to one setting distributed_optimizer."""
+    par = scenario(framework, {"vpp": 1, "distributed_optimizer": True}).workload.parallelism
+    assert (par.fsdp, par.distributed_optimizer) == ("none", True)

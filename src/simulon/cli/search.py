@@ -19,8 +19,8 @@ import typer
 
 from ..config.common import FieldError, dtype_named, whole_number
 from ..config.errors import ConfigError
-from ..config.frameworks import sharding_synonym
-from ..config.loading import SHARDING_KEYS, files_read, key_synonym
+from ..config.frameworks import SHARDING_KEYS, sharding_synonym
+from ..config.loading import files_read, key_synonym
 from .limits import MaxMemoryOption, check_processes, memory_limit
 from .output import print_table
 from .paths import path_option

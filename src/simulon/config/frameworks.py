@@ -190,21 +190,30 @@ def pipeline_engine(text: str) -> str:
     return ENGINES.get(framework.name if framework else "", "megatron")
 
 
+SHARDING_KEYS = ("fsdp", "distributed_optimizer")
+"""The workload.parallelism keys that together set what data-parallel ranks shard: optimizer state, gradients,
+parameters (WELL_KNOWN_SHARDINGS); a scenario writing either sets its own sharding, whatever its framework's
+description names or the framework defaults to."""
+
+
 def workload_defaults(text: str, parallelism: dict[str, Any], training: dict[str, Any]
                       ) -> tuple[str, dict[str, Any], dict[str, Any]]:
     """(pipeline engine, parallelism, training) of a scenario naming the framework `text`, the settings it gives
     kept and those it leaves out taken from the framework's defaults: a sharding the description names
     ("DeepSpeed ZeRO-3": fsdp full_shard; sharding_named) where the scenario sets neither fsdp nor
-    distributed_optimizer, sequence parallelism only with tp > 1, TP overlap only with sequence parallelism, the
-    distributed optimizer only without FSDP (each as finally set)."""
+    distributed_optimizer, the framework's FSDP only where the scenario does not set the distributed optimizer
+    (torchtitan's full_shard beside `distributed_optimizer: true` was refused as FSDP sharding the optimizer twice,
+    naming fsdp, which the scenario never wrote), sequence parallelism only with tp > 1, TP overlap only with
+    sequence parallelism, the distributed optimizer only without FSDP (each as finally set)."""
     defaults = framework_defaults(text, bare_is_current=True)
     engine = pipeline_engine(text)
     par = dict(parallelism)
     named = sharding_named(text)
-    if named and not set(named[1]) & set(par):  # "DeepSpeed ZeRO-3": the stage it names, unless the scenario sets one
+    sets_sharding = bool(set(SHARDING_KEYS) & set(par))
+    if named and not sets_sharding:  # "DeepSpeed ZeRO-3": the stage it names, unless the scenario sets one
         par.update(named[1])
     tp = par.get("tp", 1)
-    par.setdefault("fsdp", defaults.fsdp)
+    par.setdefault("fsdp", "none" if par.get("distributed_optimizer") is True else defaults.fsdp)
     par.setdefault("sequence_parallel", defaults.sequence_parallel and isinstance(tp, int) and tp > 1)
     par.setdefault("tp_comm_overlap", defaults.tp_comm_overlap and par["sequence_parallel"] is True)
     par.setdefault("distributed_optimizer", defaults.distributed_optimizer and par["fsdp"] == "none")

@@ -32,7 +32,7 @@ from .errors import (
     shown,
     yaml_problem,
 )
-from .frameworks import sharding_synonym
+from .frameworks import SHARDING_KEYS, sharding_synonym
 from .scenario import ScenarioConfig
 from .templates import template_files
 from .workload import ParallelismSpec
@@ -84,10 +84,6 @@ def _choice_hint(error: dict[str, Any]) -> str:
         given.strip().lower(), list(lowered), n=1, cutoff=0.6)), None)
     return f" (did you mean {lowered[close.lower()]!r}?)" if close else ""
 
-
-SHARDING_KEYS = ("fsdp", "distributed_optimizer")
-"""The workload.parallelism keys that together set what data-parallel ranks shard: optimizer state, gradients,
-parameters."""
 
 WELL_KNOWN_KEYS: dict[str, tuple[str, ...]] = {
     # Megatron-LM's command-line flags (megatron/training/arguments.py) and their short forms
