@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from helpers import cli
+from simulon.config.errors import ConfigError
 from simulon.config.loading import parse_scenario
 from simulon.memory import estimate_memory
 from simulon.pipeline import simulate, simulate_sampled
@@ -96,6 +97,19 @@ def test_a_group_without_the_interleaved_schedule_is_refused(tmp_path):
     path.write_text(yaml.safe_dump(data))
     result = cli("simulate", str(path))
     assert result.returncode == 2 and "only the interleaved schedule" in result.stderr
+
+
+@pytest.mark.parametrize("schedule", ["zb_v", "dualpipev"])
+def test_a_group_under_a_v_schedule_of_two_chunks_is_refused_naming_the_schedule_not_vpp(schedule):
+    """At vpp 2 the refusal said 'only the interleaved schedule (vpp > 1) groups micro-batches', as if vpp were the
+    fault; it is the schedule, whose V places the chunks its own way."""
+    data = scenario(4)
+    data["workload"]["parallelism"]["pipeline_schedule"] = schedule
+    with pytest.raises(ConfigError) as refused:
+        parse_scenario(data, "s.yaml")
+    assert str(refused.value) == (
+        "s.yaml: workload.parallelism.microbatch_group_size: only the interleaved schedule (interleaved_1f1b, vpp > 1) "
+        f"groups micro-batches by model chunk, not pipeline_schedule {schedule} (vpp 2)")
 
 
 def test_a_remainder_of_pp_or_more_runs_as_a_last_shorter_group():

@@ -382,8 +382,9 @@ def _check_pipeline_placement(par) -> None:
     check_schedule_placement(par)
     if not par.interleaved:
         if par.microbatch_group_size is not None:
-            raise FieldError("workload.parallelism.microbatch_group_size", "only the interleaved schedule (vpp > 1) "
-                             "groups micro-batches by model chunk")
+            raise FieldError("workload.parallelism.microbatch_group_size", "only the interleaved schedule "
+                             "(interleaved_1f1b, vpp > 1) groups micro-batches by model chunk, not pipeline_schedule "
+                             f"{par.pipeline_schedule} (vpp {par.vpp})")
         return
     if par.vpp == 1:
         raise FieldError("workload.parallelism.vpp", "the interleaved schedule needs vpp > 1")
