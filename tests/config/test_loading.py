@@ -369,6 +369,18 @@ def test_booleans_and_numbers_are_read_as_yaml_1_2_writes_them(text, value):
     assert parse_yaml(f"x: {text}") == {"x": value}
 
 
+@given(st.dates(), st.booleans())
+def test_a_date_or_an_equals_sign_is_text_as_in_yaml_1_2_and_a_model_may_be_named_so(day, with_time):
+    """YAML 1.1's timestamp made `2024-01-01` a Python date, so that `model: {name: 2024-01-01}` was refused as
+    'expected text, got datetime.date(2024, 1, 1)'; its value key `=` had no constructor ('could not determine a
+    constructor for the tag'). YAML 1.2's core schema reads both as text."""
+    text = f"{day.isoformat()} 10:00:00" if with_time else day.isoformat()
+    assert parse_yaml(f"x: {text}\ny: =") == {"x": text, "y": "="}
+    data = seed_dict()
+    data["workload"]["model"]["name"] = parse_yaml(f"name: {text}")["name"]
+    assert parse_scenario(data, "s.yaml").workload.model.name == text
+
+
 def test_an_unquoted_ratio_is_an_oversubscription_and_a_number_too_long_to_be_a_count_is_refused():
     topology = parse_scenario({"datacenter": {"from": "dgx-h100", "cluster": {"num_nodes": 4}, "network": {
         "scale_out": {"topology": parse_yaml("{from: spine-leaf, oversubscription: 2:1}")}}}}, "s.yaml")

@@ -201,8 +201,12 @@ YAML_12_CORE = {
 `1e9` is a float; `2:1` is text (YAML 1.1 read it as the base-60 integer 121, so that an oversubscription written
 as vendors write it became 121:1), `010` is ten (1.1: octal eight), `0b11`, `yes` and `off` are text; underscores
 between digits (`1_000`) still group them, as PyYAML reads them."""
+YAML_11_ONLY = ("tag:yaml.org,2002:timestamp", "tag:yaml.org,2002:value")
+"""PyYAML's YAML 1.1 types that YAML 1.2's core schema reads as text: a date (`2024-01-01`, which became a Python
+date, so that a model named so was refused as 'expected text, got datetime.date(2024, 1, 1)') and the value key `=`
+(which no safe constructor builds: 'could not determine a constructor for the tag')."""
 ScenarioLoader.yaml_implicit_resolvers = {
-    first: [(tag, regexp) for tag, regexp in resolvers if tag not in YAML_12_CORE]
+    first: [(tag, regexp) for tag, regexp in resolvers if tag not in YAML_12_CORE and tag not in YAML_11_ONLY]
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
 for _tag, (_pattern, _firsts) in YAML_12_CORE.items():
     ScenarioLoader.add_implicit_resolver(_tag, re.compile(_pattern), list(_firsts))
