@@ -381,6 +381,18 @@ def test_a_date_or_an_equals_sign_is_text_as_in_yaml_1_2_and_a_model_may_be_name
     assert parse_scenario(data, "s.yaml").workload.model.name == text
 
 
+@pytest.mark.parametrize(("key", "shown_as"), [("1", "1"), ("true", "true"), ("~", "nothing (null)"), ("1.5", "1.5")])
+def test_a_key_that_is_no_text_is_refused_naming_its_block_in_plain_words(key, shown_as):
+    """A number, yes/no or null as a key was 'workload.parallelism[1]: Keys should be strings' (pydantic's words, the
+    key shown as a list index; `true` as [1] too, `~` as '.None')."""
+    data = seed_dict()
+    data["workload"]["parallelism"].update(parse_yaml(f"{key}: 2"))
+    with pytest.raises(ConfigError) as refused:
+        parse_scenario(data, "s.yaml")
+    assert str(refused.value) == (
+        f"s.yaml: workload.parallelism: expected keys of text (field names), got the key {shown_as}")
+
+
 def test_an_unquoted_ratio_is_an_oversubscription_and_a_number_too_long_to_be_a_count_is_refused():
     topology = parse_scenario({"datacenter": {"from": "dgx-h100", "cluster": {"num_nodes": 4}, "network": {
         "scale_out": {"topology": parse_yaml("{from: spine-leaf, oversubscription: 2:1}")}}}}, "s.yaml")

@@ -245,6 +245,8 @@ def problem(error: dict[str, Any]) -> str:
         return f"unknown key{_synonym_key_hint(error) or _unknown_key_hint(tuple(error['loc']))}"
     if kind == "missing":
         return "required field is missing"
+    if kind == "invalid_key":
+        return f"expected keys of text (field names), got the key {shown(error.get('input'))}"
     if kind in _EXPECTED:
         hint = _number_hint(error) or _synonym_value_hint(error)
         return f"expected {_EXPECTED[kind]}, got {shown(error.get('input'))}{hint}"
@@ -335,6 +337,8 @@ def describe_validation_error(exc: ValidationError, source: str, data: Any = Non
                     key=lambda error: error["type"] == "missing")
     first = errors[0]
     loc = tuple(first["loc"])
+    if first["type"] == "invalid_key":  # its location ends in the key itself (`1`, shown as an index [1])
+        loc = loc[:-1]
     cause = (first.get("ctx") or {}).get("error")
     if isinstance(cause, FieldError):
         loc = (*loc, *(int(part) if part.isdecimal() else part for part in cause.field.split(".")))  # [i]
