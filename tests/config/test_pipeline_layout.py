@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 
 import pytest
-from hypothesis import assume, given
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from simulon.config.common import FieldError
@@ -188,3 +188,14 @@ def test_a_first_or_last_stage_count_of_no_layer_is_refused_as_megatron_refuses_
 def test_a_layout_that_unrolls_to_billions_of_symbols_is_refused_before_it_is_built():
     with pytest.raises(ValueError, match="unrolls to more than"):
         parse_layout("E(t|)*999999999999L")
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.integers(6, 6000), st.sampled_from(["Et*{}|L", "E(t|)*{}L"]))
+def test_a_repeat_of_any_length_is_refused_in_the_layouts_words_and_leading_zeros_are_read(digits, form):
+    """A repeat count of over 4,300 digits was refused in Python's words ('Exceeds the limit (4300 digits) for integer
+    string conversion ... use sys.set_int_max_str_digits()'), the whole count quoted in the message."""
+    with pytest.raises(ValueError, match="unrolls to more than 40,000 symbols") as refused:
+        parse_layout(form.format("9" * digits))
+    assert len(str(refused.value)) < 120
+    assert parse_layout(form.format("0" * digits + "2")) == parse_layout(form.format(2))

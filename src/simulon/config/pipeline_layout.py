@@ -46,6 +46,7 @@ import re
 from typing import Protocol
 
 from .common import MAX_LAYERS, FieldError
+from .errors import quoted
 
 LAYOUT_SYMBOLS = {"E": "embedding", "t": "transformer layer", "L": "loss", "m": "multi-token-prediction layer"}
 """The symbols of Megatron's layout string."""
@@ -84,10 +85,13 @@ class PipelineSplit(Protocol):
 
 
 def _unrolled(match: re.Match) -> str:
-    """One repeat unrolled, refused before it is built when it alone is longer than any real layout."""
-    times = int(match.group(2))
+    """One repeat unrolled, refused before it is built when it alone is longer than any real layout (a count of more
+    digits than the longest layout has symbols is refused unread: Python refuses to convert over 4,300 digits, and
+    its message, which advised sys.set_int_max_str_digits(), was the scenario's)."""
+    digits = match.group(2).lstrip("0") or "0"
+    times = int(digits) if len(digits) <= len(str(MAX_LAYOUT_SYMBOLS)) else MAX_LAYOUT_SYMBOLS + 1
     if times * len(match.group(1)) > MAX_LAYOUT_SYMBOLS:
-        raise ValueError(f"{match.group(0)!r} unrolls to more than {MAX_LAYOUT_SYMBOLS:,} symbols")
+        raise ValueError(f"{quoted(match.group(0))} unrolls to more than {MAX_LAYOUT_SYMBOLS:,} symbols")
     return match.group(1) * times
 
 
