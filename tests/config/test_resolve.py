@@ -6,11 +6,13 @@ import re
 
 import pytest
 import yaml
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from helpers import cli
+from helpers import ROOT, cli
 from simulon.config import DatacenterConfig
+from simulon.config.errors import ConfigError
+from simulon.config.loading import parse_scenario
 from simulon.config.resolve import (
     Unresolved,
     card_gbps,
@@ -738,3 +740,26 @@ def test_an_architecture_beside_a_gpu_of_it_is_read_as_that_gpu(text, gpu):
 ])
 def test_two_architectures_of_one_part_name_that_part(text, gpu):
     assert resolve_hardware(text).gpu == gpu
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.sampled_from(["{}x H100", "H100 {}GB", "{} nodes of 8x H100", "DGX H100 x {}", "GB200 NVL72, {} racks",
+                        "GB200 NVL{}", "DGX H100, {} Tbps", "p5.48xlarge {}"]),
+       st.integers(16, 5000))
+def test_a_description_with_a_number_longer_than_any_count_is_refused_in_its_own_words(form, digits):
+    """A count of 5,000 digits ('GB200 NVL72, 99...9 racks') reached int(), and Python's refusal ('Exceeds the limit
+    (4300 digits) for integer string conversion ... use sys.set_int_max_str_digits()') was the scenario's message;
+    under 4,300 digits some forms read the number (a NIC rate of infGbps)."""
+    text = form.format("9" * digits)
+    with pytest.raises(Unresolved, match=f"holds a number of {digits:,} digits"):
+        resolve_hardware(text)
+
+
+def test_a_framework_with_a_version_longer_than_any_is_refused_naming_the_field():
+    data = yaml.safe_load((ROOT / "examples" / "scenario.yaml").read_text())
+    data["workload"]["framework"] = "NeMo " + "9" * 5000
+    with pytest.raises(ConfigError, match=r"^s\.yaml: workload\.framework: 'NeMo 9+\.\.\. \([0-9,]+ characters\) holds "
+                                          r"a number of 5,000 digits"):
+        parse_scenario(data, "s.yaml")
+    data["workload"]["framework"] = "NeMo 24.07"
+    assert parse_scenario(data, "s.yaml").workload.framework == "megatron"

@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
-from .errors import parse_yaml
+from .errors import parse_yaml, quoted
 from .templates import find_template, merged, template_names, template_stem, template_stem_loose, template_text
 from .units import GiB, parse_bandwidth
 
@@ -166,6 +166,21 @@ class Unresolved(ValueError):
 
 class NoGPUNamed(Unresolved):
     """A description with no word of a shipped GPU in it (it may still name a system)."""
+
+
+MAX_NUMBER_DIGITS = 15
+"""The most digits of one number a description is read with: a count of GPUs, nodes or racks, a memory size, a rate, a
+power or a version has a few. One longer is refused as what it is (a count of 5,000 digits was converted by Python,
+which refuses over 4,300 and said to call sys.set_int_max_str_digits(), its words the scenario's message)."""
+_LONG_NUMBER = re.compile(rf"\d{{{MAX_NUMBER_DIGITS + 1},}}")
+
+
+def refuse_long_numbers(text: str) -> None:
+    """Unresolved where a description holds a number longer than MAX_NUMBER_DIGITS."""
+    found = _LONG_NUMBER.search(text)
+    if found:
+        raise Unresolved(f"{quoted(text)} holds a number of {len(found.group(0)):,} digits, more than any count, "
+                         f"size, rate or version is written with (at most {MAX_NUMBER_DIGITS})")
 
 
 @dataclass(frozen=True)
@@ -337,6 +352,7 @@ def _gpu_ranking(text: str, context: str) -> tuple[str, list[tuple[tuple[int, in
     """(model word, [(score, template stem)] best first, notes) of the GPU a description names. Memory and form
     factor filter the model's templates; the score counts their own words in the description, then in its
     context, then whether the template carries the bare model name (the main SKU)."""
+    refuse_long_numbers(text)
     model, stems, notes = _gpu_candidates(text)
     vendor = next((w for w in words(text) if w in VENDORS), None)
     if vendor is not None and all((find_template("gpu", s) or {}).get("vendor") != vendor for s in stems):
@@ -938,7 +954,8 @@ def resolve_framework(text: str) -> Framework | None:
         return None
     _, _, end, name = min(hits)
     rest = lower[end:]
-    version = re.match(r"\s*(?:v|r|core-r|core-v)?(\d+(?:\.\d+)+|\d+)\b", rest)
+    part = rf"\d{{1,{MAX_NUMBER_DIGITS}}}"  # a longer number is no version (refuse_long_numbers says so)
+    version = re.match(rf"\s*(?:v|r|core-r|core-v)?({part}(?:\.{part})+|{part})\b", rest)
     commit = re.match(r"\s*@\s*([0-9a-f]{7,40})\b", rest)
     te = bool(re.search(r"\b(?:te|transformer[- ]engine)\b", lower))
     return Framework(name, tuple(int(p) for p in version.group(1).split(".")) if version else None,

@@ -54,7 +54,7 @@ from .hybrid import (
 )
 from .number_formats import NUMBER_FORMATS, fp8_recipe_named
 from .pipeline_layout import idle_virtual_stages, layout_chunks, split_given
-from .resolve import FRAMEWORK_NAMES, resolve_framework
+from .resolve import FRAMEWORK_NAMES, refuse_long_numbers, resolve_framework
 from .templates import Templated
 
 
@@ -862,6 +862,10 @@ class MegatronWorkload(StrictModel):
             return data
         if data["framework"].strip().lower() in ENGINE_NAMES:  # the engine, in any case ("Megatron" too)
             return {**data, "framework": data["framework"].strip().lower()}
+        try:
+            refuse_long_numbers(data["framework"])
+        except ValueError as exc:
+            raise FieldError("framework", str(exc)) from None
         if resolve_framework(data["framework"]) is None:
             raise FieldError("framework", f"{data['framework']!r} names no framework simulon knows: write megatron or "
                              "deepspeed (the pipeline engine), or a framework by name, with its version if it matters "
