@@ -12,7 +12,7 @@ import typer
 from pydantic import ValidationError
 
 from ..compute.profile import REPETITIONS, WARMUP
-from ..config.common import DType, dtype_named
+from ..config.common import DType, dtype_named, training_dtype
 from ..config.errors import ConfigError
 from ..config.loading import describe_validation_error
 from .paths import path_option
@@ -34,7 +34,7 @@ def ints(option: str, text: str) -> list[int]:
 
 def dtypes(text: str) -> list[DType]:
     try:
-        return [DType(dtype_named(part)) for part in text.split(",")]
+        return [training_dtype(DType(dtype_named(part))) for part in text.split(",")]
     except ValueError:
         raise ConfigError(f"--dtype: {text!r}: expected {', '.join(d.value for d in DType)}") from None
 

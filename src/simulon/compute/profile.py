@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from ..config.common import DType, missing_run_parameter, run_kind
+from ..config.common import DType, missing_run_parameter, run_kind, training_dtype
 from ..config.dc import GPUSpec, KernelRun
 from ..config.errors import ConfigError
 from ..workload.kernels import KernelClass, KernelSpec, Phase
@@ -127,8 +127,8 @@ class KernelProfile:
         runs: dict[tuple, list[KernelRun]] = defaultdict(list)
         for run in gpu.kernel_runs:
             params = dict(run.params)
-            if not run.times_ms or params.pop("dtype", dtype.value) != dtype.value:
-                continue
+            if not run.times_ms or training_dtype(DType(params.pop("dtype", dtype.value))) != dtype:
+                continue  # a run's dtype is the training dtype it was timed for: fp4 trains as nvfp4
             label = str(params.pop("phase", "fwd"))
             if label not in Phase.__members__:
                 raise ConfigError(f"GPU {gpu.name}: kernel_runs: {run.kernel}: unknown phase {label!r} "

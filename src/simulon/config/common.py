@@ -120,6 +120,13 @@ LaxDType = Annotated[DType, Strict(False), BeforeValidator(dtype_named)]
 """A data type written as its name in YAML, in any case or as users spell it (dtype_named); strict mode would demand
 an enum instance."""
 
+
+def training_dtype(value: DType) -> DType:
+    """The dtype a run written as `value` trains in: a bare fp4 (or float4) trains as NVFP4, as
+    config.number_formats.PRECISION_WORDS reads a table's "FP4"; fp4 alone stays a GEMM rate (a GPU's peak_tflops
+    key). A profiled run's `dtype`, the training dtype it was timed for, reads the same (compute.profile)."""
+    return DType.nvfp4 if value == DType.fp4 else value
+
 _DTYPE_BYTES = {
     DType.fp32: 4.0, DType.tf32: 4.0, DType.fp16: 2.0, DType.bf16: 2.0, DType.fp8: 1.0, DType.fp4: 0.5,
     DType.mxfp8: 1.0, DType.mxfp4: 0.5, DType.nvfp4: 0.5,

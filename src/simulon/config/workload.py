@@ -38,6 +38,7 @@ from .common import (
     StrictModel,
     VocabSize,
     Width,
+    training_dtype,
 )
 from .frameworks import workload_defaults
 from .hf import file_error, resolve_from_hf
@@ -705,13 +706,8 @@ class ParallelismSpec(StrictModel):
         return sorted(self.recomputed_modules - CORE_ATTENTION_MODULES)
 
 
-def _bare_fp4_is_nvfp4(value: DType) -> DType:
-    return DType.nvfp4 if value == DType.fp4 else value
-
-
-TrainingDType = Annotated[LaxDType, AfterValidator(_bare_fp4_is_nvfp4)]
-"""A training run's dtype: a bare fp4 (or float4) trains as NVFP4, as config.number_formats.PRECISION_WORDS reads a
-table's "FP4"; fp4 alone stays a GEMM rate (a GPU's peak_tflops key)."""
+TrainingDType = Annotated[LaxDType, AfterValidator(training_dtype)]
+"""A training run's dtype: a bare fp4 (or float4) trains as NVFP4 (config.common.training_dtype)."""
 
 def dtype_among(allowed: tuple[DType, ...], what: str) -> Callable[[DType], DType]:
     """A check that a dtype is one of `allowed`, its message saying which `what` are kept in."""

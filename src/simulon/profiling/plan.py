@@ -100,5 +100,5 @@ def plan(point: SweepPoint) -> tuple[LayerKernels, list[PlannedKernel]]:
     params, grad_bytes = dense + expert, kernels.shape.grad_bytes
     specs += [grad_zero_kernel(params, grad_bytes), bucket_kernel(params, grad_bytes, scaled=False),
               bucket_kernel(params, grad_bytes, scaled=True), optimizer_kernel(params, megatron_buffers=True)]
-    return kernels, [PlannedKernel(s, {**dict(s.shape), "phase": s.phase.name, "dtype": point.dtype.value})
-                     for s in specs]
+    dtype = wl.training.dtype.value  # as a simulation of the workload reads it: a bare fp4 trains as nvfp4
+    return kernels, [PlannedKernel(s, {**dict(s.shape), "phase": s.phase.name, "dtype": dtype}) for s in specs]

@@ -28,7 +28,7 @@ from ..compute.analytical import AnalyticalModel
 from ..compute.calibration import Calibrations
 from ..compute.fit import PROFILE_GEMMS, Observation, Timing
 from ..compute.profile import PROFILE_REPEATS, check_run_shapes, loop_length, spec_of_run
-from ..config.common import DType
+from ..config.common import DType, training_dtype
 from ..config.dc import GPUSpec
 from ..config.errors import ConfigError
 from ..workload.kernels import KernelClass, KernelSpec, Phase, attention, gemm
@@ -66,7 +66,7 @@ def validate_profile(gpu: GPUSpec, calibrations: Calibrations | None = None,
         if phase not in Phase.__members__:
             report.skipped.append(Skipped(index, f"{run.kernel}: unknown phase {phase!r}"))
             continue
-        dtype, loop = DType(str(run.params.get("dtype", "bf16"))), loop_length(run, repeats)
+        dtype, loop = training_dtype(DType(str(run.params.get("dtype", "bf16")))), loop_length(run, repeats)
         spec = spec_of_run(run.kernel, run.params)
         if (dtype, loop) not in models:
             try:
