@@ -13,6 +13,7 @@ from ..config.workload import MegatronWorkload
 from ..workload.data_parallel import bucket_kernel, grad_zero_kernel, optimizer_kernel
 from ..workload.kernels import KernelSpec, Phase
 from ..workload.layer_kernels import LayerKernels
+from .store import run_key
 
 
 @dataclass(frozen=True)
@@ -91,14 +92,24 @@ class PlannedKernel:
 
 def plan(point: SweepPoint) -> tuple[LayerKernels, list[PlannedKernel]]:
     """Every distinct kernel of one layer, the embedding, head and loss, and the step's gradient-buffer kernels
-    and optimizer (Megatron's, over the layer's parameters)."""
+    and optimizer (Megatron's, over the layer's parameters); in a narrow format, also each GEMM's weight quantization
+    (run once a step, kept out of the layer's table: LayerKernels.weight_cast) and, where the format keeps layers in
+    bf16 (NVFP4 its first and last: config/number_formats.py), those layers' bf16 GEMMs (LayerKernels.at). Without
+    them a profile of an fp8 step timed 47 of its 51 kernels, an nvfp4 step 47 of 63. A layer's sliding-window
+    twin is not planned: its attention's SDPA stand-in (profiling/recipes.py) has no window."""
     wl = point.workload()
     kernels = LayerKernels.of(wl)
-    specs = [spec for phases in kernels.table.values() for phase, spec in phases.items()
+    fmt = kernels.shape.number_format
+    kept_in_bf16 = fmt is not None and any(fmt.layer_in_bf16(layer) for layer in range(wl.model.num_layers))
+    tables = [kernels, kernels.variant(True, 0)] if kept_in_bf16 else [kernels]
+    specs = [spec for table in tables for phases in table.table.values() for phase, spec in phases.items()
              if phase != Phase.recompute]  # a recomputed forward is timed as the forward
+    specs += kernels.weight_casts.values()
     dense, expert = max((kernels.layer_params(kind) for kind in wl.model.layer_kinds), key=sum)  # the largest layer
     params, grad_bytes = dense + expert, kernels.shape.grad_bytes
     specs += [grad_zero_kernel(params, grad_bytes), bucket_kernel(params, grad_bytes, scaled=False),
               bucket_kernel(params, grad_bytes, scaled=True), optimizer_kernel(params, megatron_buffers=True)]
     dtype = wl.training.dtype.value  # as a simulation of the workload reads it: a bare fp4 trains as nvfp4
-    return kernels, [PlannedKernel(s, {**dict(s.shape), "phase": s.phase.name, "dtype": dtype}) for s in specs]
+    planned = [PlannedKernel(s, {**dict(s.shape), "phase": s.phase.name, "dtype": dtype}) for s in specs]
+    distinct = {run_key(p.spec.name, p.params): p for p in reversed(planned)}  # a twin's kernels alike: the first
+    return kernels, [p for p in planned if distinct[run_key(p.spec.name, p.params)] is p]
