@@ -4,12 +4,13 @@ A run is keyed on its kernel name, phase, dtype and every shape parameter the ke
 profiled with exactly its shape takes the median of its runs. Otherwise the profile interpolates between
 the measured shapes of the same kernel (same name, phase, dtype and non-numeric parameters): the
 analytical model gives the shape dependence, and the measured/analytical ratio of the profiled shapes that share the
-most parameters with it is interpolated in log space: linearly in log2 of the one parameter they vary in, between the
-profiled shapes either side (the nearest one's beyond them), else averaged with inverse-square-distance weights
-(distance in log2 of the numeric parameters). So the answer is exact at a profiled shape and lies between the ratios of
-the shapes it sits between: a GPT-3 LM head's vocabulary shard of 6,283, measured at 5.5x the model at m 2,048 and
-4,096, had interpolated at m 2,560 to 1.63 ms, below both (3.21 ms measured at 2,048), as the 48 LM-head shapes of
-other widths, near 1x, outweighed them.
+most parameters with it is interpolated in log space: along the one parameter they vary in, linearly in the log of the
+model's time (so that time rises between two measured times that rise; in log2 of the parameter where the model's
+time does not rise along it), between the profiled shapes either side (the nearest one's beyond them), else
+averaged with inverse-square-distance weights (distance in log2 of the numeric parameters). So the answer is exact
+at a profiled shape and lies between the ratios of the shapes it sits between: a GPT-3 LM head's vocabulary shard
+of 6,283, measured at 5.5x the model at m 2,048 and 4,096, had interpolated at m 2,560 to 1.63 ms, below both (3.21
+ms measured at 2,048), as the 48 LM-head shapes of other widths, near 1x, outweighed them.
 The profiler times each kernel in a short loop (PROFILE_REPEATS runs back to back, 2.5 ms to 0.2 s of work), whose
 clock depends on how long it lasts (a loop of light kernels runs near the burst clock, one of large GEMMs reaches the
 power limit within tens of milliseconds: compute.fit.CLOCK), while a training step keeps the GPU at its settled
@@ -103,18 +104,25 @@ def spec_of_run(name: str, params: Mapping[str, Any]) -> KernelSpec:
     return spec_from_run(name, Phase[str(params.get("phase", "fwd"))], shape)
 
 
-def _along(points: np.ndarray, log_ratios: np.ndarray, point: np.ndarray, axis: int) -> tuple[float, bool]:
-    """(log ratio interpolated linearly in log2 of parameter `axis` among the shapes differing from `point` in that
-    parameter alone, clamped to the nearest beyond them; whether two of them lie either side of it). (nan, False)
-    where none differs in it alone."""
+def _along(points: np.ndarray, log_ratios: np.ndarray, log_model: np.ndarray, point: np.ndarray, at: float,
+           axis: int) -> tuple[float, bool]:
+    """(log ratio interpolated among the shapes differing from `point` in parameter `axis` alone, clamped to the
+    nearest beyond them; whether two of them lie either side of it). (nan, False) where none differs in it alone.
+    The ratio is linear in the log of the model's time (`log_model` of the shapes, `at` of `point`) where that
+    rises along the parameter, so that the time, the model's times that ratio, rises between two measured times
+    that rise (linear in log2 of the parameter, it fell by up to 2.0% over the model's flat steps as the ratio fell:
+    an H100 profile's fp8 moe_shared_linear2 weight gradient, and 127 other GEMM shapes); else linear in log2 of the
+    parameter."""
     others = np.delete(np.arange(point.size), axis)
     on_line = np.all(points[:, others] == point[others], axis=1) & (points[:, axis] != point[axis])
     if not on_line.any():
         return float("nan"), False
-    xs, ys = points[on_line, axis], log_ratios[on_line]
+    xs, ys, models = points[on_line, axis], log_ratios[on_line], log_model[on_line]
     order = np.argsort(xs, kind="stable")
-    value = float(np.interp(point[axis], xs[order], ys[order]))
-    return value, bool(xs.min() < point[axis] < xs.max())
+    bracketed = bool(xs.min() < point[axis] < xs.max())
+    if np.all(np.diff(models[order]) > 0):
+        return float(np.interp(at, models[order], ys[order])), bracketed
+    return float(np.interp(point[axis], xs[order], ys[order])), bracketed
 
 
 class KernelProfile:
@@ -181,7 +189,10 @@ class KernelProfile:
         shared = np.sum(points == point, axis=1)  # parameters each profiled shape shares with this one
         near = others & (shared == shared[others].max())
         log_ratios = np.log(np.array([r for _, _, r in measured]))
-        lines = [_along(points[near], log_ratios[near], point, axis) for axis in range(point.size)]
+        log_model = np.log(np.array([here / r for _, here, r in measured]))  # the model's time at each shape
+        modelled = float(self.model.seconds([kernel])[0])
+        lines = [_along(points[near], log_ratios[near], log_model[near], point, np.log(modelled), axis)
+                 for axis in range(point.size)]
         between = [value for value, bracketed in lines if bracketed]
         varied = np.flatnonzero(np.any(points[near] != point, axis=0))
         if between:  # the mean over the parameters along which profiled shapes lie either side of it
@@ -191,4 +202,4 @@ class KernelProfile:
         else:
             weights = 1.0 / distances[near]**2
             log_ratio = float(np.sum(weights * log_ratios[near]) / np.sum(weights))
-        return float(self.model.seconds([kernel])[0]) * float(np.exp(log_ratio))
+        return modelled * float(np.exp(log_ratio))
