@@ -31,7 +31,7 @@ from ..workload.kernels import KernelSpec, Phase
 from ..workload.layout import RankLayout
 from ..workload.program import CollectiveOp, ComputeOp, RecvOp, SendOp, StageProgram, Stream, program_of_rank
 from .fold import Fold
-from .nodes import NO_NODE, CollectiveInstance, ExecutionDAG, NodeKind, ranges
+from .nodes import NO_NODE, PIPELINE_SEND, CollectiveInstance, ExecutionDAG, NodeKind, PipelineSends, ranges
 
 if TYPE_CHECKING:
     from ..collective.tuner import Choice, CollectivePlan
@@ -448,6 +448,9 @@ class DAGBuilder:
         self.streams: list[tuple[np.ndarray, np.ndarray, int]] = []  # (local src, local dst, base)
         self.pending = PendingNodes.empty()        # collectives' nodes not yet placed
         self.sizes: dict[int, float] = {}           # a pipeline send's bytes, set on its flow by the sender
+        self.send_run: dict[int, int] = {}          # a pipeline send's flow -> how it runs (index in send_runs)
+        self.send_runs: list[CollectiveInstance] = []
+        self._send_runs: dict[tuple[int, int, float], int] = {}  # (sender, receiver, bytes) -> index in send_runs
         self.kernel_index: dict[KernelSpec, int] = {}
         self.collectives: list[CollectiveInstance] = []
         self.instances: dict[tuple, dict[int, tuple[int, int]]] = {}
@@ -555,7 +558,12 @@ class DAGBuilder:
         return ExecutionDAG(**columns, edge_src=joined(self.edges, 0), edge_dst=joined(self.edges, 1),
                             stream_src=streams[0], stream_dst=streams[1],
                             kernel_specs=order, collectives=self.collectives, num_gpus=self.layout.num_gpus,
-                            multiplicity=self.fold.multiplicity)
+                            multiplicity=self.fold.multiplicity, sends=self._pipeline_sends())
+
+    def _pipeline_sends(self) -> PipelineSends:
+        nodes = np.fromiter(sorted(self.send_run), dtype=np.int64, count=len(self.send_run))
+        run = np.fromiter((self.send_run[n] for n in nodes.tolist()), dtype=np.int64, count=len(nodes))
+        return PipelineSends(nodes, run, self.send_runs)
 
     def _instantiate(self, rank: int, index: int) -> None:
         """One rank's nodes: its collectives and transfers op by op, then its kernels placed among them."""
@@ -605,6 +613,7 @@ class DAGBuilder:
                 peer = rank + (op.peer_stage - prog.stage) * per_stage
                 flow = self._p2p_flow(rank, peer, op.microbatch, op.phase, op.peer_chunk)
                 self.sizes[flow] = op.nbytes
+                self.send_run[flow] = self._send(rank, peer, op.nbytes)
                 self._edges([last_on_stream.get(op.stream, NO_NODE), *waits], flow)
                 last_on_stream[op.stream] = done[i] = flow
             elif isinstance(op, RecvOp):
@@ -687,6 +696,22 @@ class DAGBuilder:
         if key not in self.p2p:
             self.p2p[key] = self._add(NodeKind.flow, src, peer=dst, stream=Stream.pp_comm, microbatch=microbatch)
         return self.p2p[key]
+
+    def _send(self, src: int, dst: int, nbytes: float) -> int:
+        """How a pipeline send of `nbytes` from `src` to `dst` runs (dag.nodes.PipelineSends): the send/receive
+        collective of those bytes over the pair as the plan runs it (its protocol, and its channels: NCCL's for one
+        peer's part, or the scenario's num_channels, which bounds NCCL's point-to-point channels as it bounds the
+        rings', init.cc ncclTopoComputeP2pChannels), its one flow out of the sender standing for every channel
+        (the ring shift's flow set has one a member: collective.ring.ring_shift)."""
+        key = (src, dst, nbytes)
+        if key not in self._send_runs:
+            group = (src, dst)
+            choice = self.plan.choose(CollType.SendRecv, group, nbytes)
+            self._send_runs[key] = len(self.send_runs)
+            self.send_runs.append(CollectiveInstance(CollType.SendRecv, PIPELINE_SEND, group, nbytes, Stream.pp_comm,
+                                                     -1, -1, Phase.fwd, choice.algorithm, choice.protocol,
+                                                     choice.channels, choice.channels))
+        return self._send_runs[key]
 
     # ---- collectives ----
 

@@ -88,6 +88,22 @@ class CollectiveInstance:
     steps: int = 1  # ring steps each of its flows carries in a row (in steady state, dag.fold.Fold.steady_rings)
 
 
+@dataclass(frozen=True)
+class PipelineSends:
+    """How each pipeline-parallel send (a flow outside every collective) runs: as NCCL's send/receive between its
+    two GPUs (Megatron's p2p_communication calls torch.distributed's batch_isend_irecv, NCCL's ncclSend and
+    ncclRecv), its protocol, channels and launch those of the send/receive collective (CollType.SendRecv, a ring
+    shift) of its bytes over the pair, whose one flow out of the sender it is."""
+
+    nodes: np.ndarray                # int64 flow node ids, ascending
+    run: np.ndarray                  # int64 index into `runs`, per node
+    runs: list[CollectiveInstance]   # a SendRecv over (sender, receiver) of the send's bytes
+
+    @classmethod
+    def empty(cls) -> PipelineSends:
+        return cls(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), [])
+
+
 T = TypeVar("T")
 
 
@@ -134,6 +150,7 @@ class ExecutionDAG:
     duration: np.ndarray | None = None  # seconds, filled by compute.populate
     stream_src: np.ndarray | None = None  # edges from a flow to its sender's next flow: released once the
     stream_dst: np.ndarray | None = None  # first flow's last byte has left (a pipeline's next chunk)
+    sends: PipelineSends = field(default_factory=PipelineSends.empty)  # how the pipeline sends run
 
     @property
     def num_nodes(self) -> int:

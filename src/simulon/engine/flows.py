@@ -19,7 +19,7 @@ from ..collective.decompose import local_pass, sliced_steps
 from ..collective.nccl import PROTOCOLS, constants, ring_slices
 from ..collective.types import POINT_TO_POINT, CollType
 from ..dag.fold import Fold
-from ..dag.nodes import ExecutionDAG, NodeKind
+from ..dag.nodes import CollectiveInstance, ExecutionDAG, NodeKind
 from ..network.topology import FROM_SCALE_UP_SWITCH, TO_SCALE_UP_SWITCH, Topology
 
 WIRE_FACTOR = {"simple": 1.0, "ll": 2.0, "ll128": 128 / 120}
@@ -115,18 +115,37 @@ def expanded_flows(dag: ExecutionDAG, nodes: np.ndarray, topology: Topology, fol
     return expanded[dag.coll[nodes]]
 
 
+def flow_runs(dag: ExecutionDAG, nodes: np.ndarray) -> tuple[list[CollectiveInstance], np.ndarray]:
+    """(runs, run of each flow of `nodes`): how each flow runs, its collective's (an index into dag.collectives) or,
+    for a pipeline send, the send/receive it runs as (dag.nodes.PipelineSends: indices after the collectives');
+    NO_COLLECTIVE for a flow that is neither."""
+    sends = dag.sends
+    run = dag.coll[nodes].astype(np.int64)
+    at = np.searchsorted(sends.nodes, nodes)
+    found = at < len(sends.nodes)
+    found[found] = sends.nodes[at[found]] == nodes[found]
+    run[found] = len(dag.collectives) + sends.run[at[found]]
+    return [*dag.collectives, *sends.runs], run
+
+
 def flow_properties(dag: ExecutionDAG, topology: Topology, fold: Fold) -> FlowProperties:
+    """Every flow's route, wire bytes, rate cap, latency and launch delay. A pipeline send's come from the
+    send/receive it runs as (flow_runs): NCCL's point-to-point channels, per-channel copy rate, staging and launch,
+    as `simulon collective --op sendrecv` times the same bytes between the same two GPUs. As one plain flow it ignored
+    them: the quick start's 16 MiB sends between two H100s took 63 us, where the send/receive takes 99.5 us on NCCL's
+    16 channels and 581 us on the one channel the scenario pins (XLA's H100 permutes of 16 MiB: 163 and 238 us)."""
     nodes = np.flatnonzero(dag.kind == NodeKind.flow)
     physical = expanded_flows(dag, nodes, topology, fold)
     links, latency, scale_out = topology.routes(dag.gpu[nodes], dag.peer[nodes], fold.rep, physical)
-    coll = dag.coll[nodes]
-    proto_of_coll = np.array([PROTOCOLS.index(c.protocol) for c in dag.collectives] + [0], dtype=np.int64)
+    runs, coll = flow_runs(dag, nodes)
+    send = coll >= len(dag.collectives)  # each pipeline send is a call of its own: it pays its launch
+    proto_of_coll = np.array([PROTOCOLS.index(c.protocol) for c in runs] + [0], dtype=np.int64)
     proto = proto_of_coll[coll]  # point-to-point flows (NO_COLLECTIVE) use the simple protocol
     model = topology.model
     in_switch = np.isin(dag.peer[nodes], (TO_SCALE_UP_SWITCH, FROM_SCALE_UP_SWITCH))
-    lanes = np.array([c.lanes for c in dag.collectives] + [1], dtype=np.float64)[coll]
-    grouped = np.array([c.ctype in POINT_TO_POINT for c in dag.collectives] + [False])[coll]
-    send_receive = np.array([c.ctype == CollType.SendRecv for c in dag.collectives] + [False])[coll]
+    lanes = np.array([c.lanes for c in runs] + [1], dtype=np.float64)[coll]
+    grouped = np.array([c.ctype in POINT_TO_POINT for c in runs] + [False])[coll]
+    send_receive = np.array([c.ctype == CollType.SendRecv for c in runs] + [False])[coll]
     from_flow = np.zeros(dag.num_nodes, dtype=bool)  # a flow after another of its collective: launched already
     from_flow[dag.edge_dst[dag.kind[dag.edge_src] == NodeKind.flow]] = True
     if dag.stream_dst is not None:  # a pipeline's next chunk after its sender's last one
@@ -135,22 +154,22 @@ def flow_properties(dag: ExecutionDAG, topology: Topology, fold: Fold) -> FlowPr
     to_flow[dag.edge_src[dag.kind[dag.edge_dst] == NodeKind.flow]] = True
     if dag.stream_src is not None:
         to_flow[dag.stream_src] = True
-    by_group = {g: domain_members(g, topology.domain_gpus) for g in {c.group for c in dag.collectives}}
+    by_group = {g: domain_members(g, topology.domain_gpus) for g in {c.group for c in runs}}
     domains = {g: len(m) for g, m in by_group.items()}         # a training step repeats its groups
     largest = {g: int(m.max(initial=1)) for g, m in by_group.items()}
-    passes = {key: local_pass(*key) for key in {(c.algorithm, c.ctype, domains[c.group]) for c in dag.collectives}}
-    local = np.array([passes[c.algorithm, c.ctype, domains[c.group]] for c in dag.collectives] + [""])[coll]
-    fan_in = np.array([largest[c.group] for c in dag.collectives] + [1])[coll]
-    head = (coll != NO_COLLECTIVE) & ~from_flow[nodes]
+    passes = {key: local_pass(*key) for key in {(c.algorithm, c.ctype, domains[c.group]) for c in runs}}
+    local = np.array([passes[c.algorithm, c.ctype, domains[c.group]] for c in runs] + [""])[coll]
+    fan_in = np.array([largest[c.group] for c in runs] + [1])[coll]
+    head = (coll != NO_COLLECTIVE) & (~from_flow[nodes] | send)
     local = np.where(to_flow[nodes], "", local)
-    steps = np.array([c.steps for c in dag.collectives] + [1], dtype=np.float64)[coll]  # a ring in steady state:
+    steps = np.array([c.steps for c in runs] + [1], dtype=np.float64)[coll]  # a ring in steady state:
     # each flow its sender's steps in a row, each step paying the hop's latency (one local pass, at the end)
 
     def under(model) -> tuple[LinkTerms, np.ndarray, np.ndarray]:
         """(terms, hop, launch delay) of every flow under one link model."""
         bounds = {key: tree_bound(model, *key, topology.domain_gpus)
-                  for key in {(c.algorithm, c.protocol, c.group) for c in dag.collectives}}
-        bound = np.array([bounds[c.algorithm, c.protocol, c.group] for c in dag.collectives] + [np.inf])[coll]
+                  for key in {(c.algorithm, c.protocol, c.group) for c in runs}}
+        bound = np.array([bounds[c.algorithm, c.protocol, c.group] for c in runs] + [np.inf])[coll]
         terms = link_terms(model, proto, lanes, scale_out, in_switch, grouped, fan_in, bound)
         step = dag.size[nodes] / steps
         hop = (terms.hop + staging_delay(model, step, lanes, grouped & ~scale_out)) * steps + \
@@ -160,8 +179,8 @@ def flow_properties(dag: ExecutionDAG, topology: Topology, fold: Fold) -> FlowPr
     if topology.model_of_gpu is None:
         terms, hop, delay = under(model)
     else:  # node groups of several link models: each flow under its collective's weakest member's
-        terms, hop, delay = _per_model(under, topology, flow_models(dag, nodes, topology))
-    sliced = np.array([sliced_steps(c.algorithm, c.ctype, c.protocol) for c in dag.collectives] + [False])[coll]
+        terms, hop, delay = _per_model(under, topology, flow_models(dag, nodes, topology, runs, coll))
+    sliced = np.array([sliced_steps(c.algorithm, c.ctype, c.protocol) for c in runs] + [False])[coll]
     lead, overlap = sliced_handoffs(dag.size[nodes], lanes, steps, sliced, to_flow[nodes], latency + terms.hop)
     return FlowProperties(nodes, links, terms.wire(dag.size[nodes]), terms.cap, latency * steps + hop, delay,
                           physical, lead, overlap)
@@ -183,13 +202,14 @@ def sliced_handoffs(size: np.ndarray, lanes: np.ndarray, steps: np.ndarray, slic
     return np.where(sliced, step_latency * handoffs, 0.0), overlap
 
 
-def flow_models(dag: ExecutionDAG, nodes: np.ndarray, topology: Topology) -> np.ndarray:
-    """Per flow of `nodes`: the index in topology.models of the model it runs under, its collective's (the
-    weakest member's, as NCCL paces a collective spanning GPU types by its weaker side), or for a send outside
-    collectives its two ends' weaker."""
-    per_coll = np.array([topology.model_index(c.group) for c in dag.collectives] + [0], dtype=np.int64)
-    which = per_coll[dag.coll[nodes]]
-    sends = np.flatnonzero(dag.coll[nodes] == NO_COLLECTIVE)
+def flow_models(dag: ExecutionDAG, nodes: np.ndarray, topology: Topology, runs: list[CollectiveInstance],
+                coll: np.ndarray) -> np.ndarray:
+    """Per flow of `nodes`: the index in topology.models of the model it runs under, its collective's or send's
+    (`runs`, each flow's in `coll`: flow_runs) (the weakest member's, as NCCL paces a collective spanning GPU types
+    by its weaker side), or for a send outside them its two ends' weaker."""
+    per_coll = np.array([topology.model_index(c.group) for c in runs] + [0], dtype=np.int64)
+    which = per_coll[coll]
+    sends = np.flatnonzero(coll == NO_COLLECTIVE)
     if len(sends):
         src, dst = dag.gpu[nodes[sends]], dag.peer[nodes[sends]]
         of = topology.model_of_gpu

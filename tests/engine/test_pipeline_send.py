@@ -1,0 +1,52 @@
+"""A pipeline-parallel send in a training replay runs as NCCL's send/receive between its two GPUs: the same channels,
+per-channel copy rate, staging and launch as `simulon collective --op sendrecv` of its bytes over the same pair
+(Megatron's p2p_communication goes through torch.distributed's batch_isend_irecv, NCCL's ncclSend/ncclRecv)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from helpers import gpt_scenario
+from simulon.collective.types import CollType
+from simulon.dag.nodes import NodeKind
+from simulon.pipeline import simulate, time_collective
+
+
+def _two_stages(channels: int | None, nodes: int = 1):
+    """Two pipeline stages on two GPUs of one NVLink node (or of two nodes, over their NICs), nothing else on the
+    links (tp = dp = 1)."""
+    sc = gpt_scenario(nodes=nodes, gpus_per_node=2 // nodes, pp=2, layers=2, hidden=2048, seq=2048, gbs=2,
+                      nvlink="450GBps", nic="400Gbps")
+    return sc.model_copy(update={"collective": sc.collective.model_copy(update={"num_channels": channels})})
+
+
+def _send_seconds(sc) -> tuple[np.ndarray, float]:
+    """(each pipeline send's seconds from its call to its delivery in the replay, its bytes)."""
+    sim = simulate(sc, fold_mode="full")
+    dag, timeline = sim.dag, sim.timeline
+    sends = np.flatnonzero((dag.kind == NodeKind.flow) & (dag.coll < 0))
+    props = timeline.flows
+    at = np.searchsorted(props.nodes, sends)
+    seconds = timeline.finish[sends] - timeline.start[sends] + props.delay[at]
+    assert len(set(dag.size[sends].tolist())) == 1
+    return seconds, float(dag.size[sends][0])
+
+
+@pytest.mark.parametrize(("channels", "nodes"), [(None, 1), (1, 1), (None, 2)])
+def test_a_pipeline_send_takes_as_long_as_the_send_receive_of_its_bytes_between_its_two_gpus(channels, nodes):
+    sc = _two_stages(channels, nodes)
+    seconds, size = _send_seconds(sc)
+    c = sc.collective
+    collective = time_collective(sc.datacenter, CollType.SendRecv, (0, 1), size, None, c.num_channels, c.protocol)
+    np.testing.assert_allclose(seconds * 1e6, collective.time_us, rtol=1e-6)
+
+
+def test_pinning_one_channel_slows_a_pipeline_send_as_it_slows_the_send_receive():
+    free, size = _send_seconds(_two_stages(None))
+    pinned, _ = _send_seconds(_two_stages(1))
+    dc = _two_stages(None).datacenter
+    ratio = (time_collective(dc, CollType.SendRecv, (0, 1), size, channels=1).time_us
+             / time_collective(dc, CollType.SendRecv, (0, 1), size).time_us)
+    assert ratio > 2  # one point-to-point channel's copy rate, far below the NVLink port's
+    np.testing.assert_allclose(pinned / free, ratio, rtol=1e-6)
