@@ -186,8 +186,8 @@ def test_the_tied_embeddings_gradient_sum_is_advised_as_what_it_is_not_as_data_p
                   "DP embedding_grad_allreduce (AllReduce)")
     assert "grad_bucket_size" not in text and "data-parallel" not in text
     assert text == ("let NCCL choose the channel count (collective.num_channels is pinned to 1), or a faster link "
-                    "between the first and the last pipeline stage, which sum the tied embedding's gradients after "
-                    "the backward")
+                    "between the first and the last pipeline stage, which sum the gradients of the word embedding and "
+                    "its copy tied to the LM head after the backward")
     assert "grad_bucket_size" in advice("DP", Settings(), "DP grad_allreduce (AllReduce)")
 
 

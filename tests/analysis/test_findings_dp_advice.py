@@ -9,7 +9,7 @@ import pytest
 
 from helpers import gpt_scenario
 from simulon.analysis.analyze import analyze
-from simulon.analysis.findings import Settings
+from simulon.analysis.findings import Settings, advice
 from simulon.config import ScenarioConfig
 from simulon.config.errors import ConfigError
 from simulon.config.loading import parse_scenario
@@ -49,3 +49,17 @@ def test_fsdp_communication_is_not_advised_the_gradient_buckets_it_does_not_use_
     with pytest.raises(ConfigError, match="grad_bucket_size: has no effect under fsdp"):  # a bucket size is refused
         parse_scenario(bucketed, "s.yaml")
     assert "grad_bucket_size" not in dp_finding(data_parallel(8, fsdp="shard_grad_op")).advice
+
+
+def test_the_embedding_gradient_sum_names_the_copies_the_model_has_not_a_tied_embedding_it_lacks():
+    """DeepSeek-V3 (tie_embeddings false) was told its stages 'sum the tied embedding's gradients': the copy summed
+    with stage 0's is its multi-token-prediction layer's, which looks its tokens up in the main model's embedding."""
+    mtp = gpt_scenario(nodes=1, gpus_per_node=2, pp=2, gbs=4, extra_model={"tie_embeddings": False, "mtp_layers": 1})
+    text = advice("DP", Settings.of(mtp), "DP embedding_grad_allreduce (AllReduce)")
+    assert "tied" not in text
+    assert text == ("a faster link between pipeline stages 0 and 1, which sum the gradients of the word embedding and "
+                    "the multi-token-prediction layers' copy after the backward")
+    tied = gpt_scenario(nodes=1, gpus_per_node=2, pp=2, gbs=4, extra_model={"tie_embeddings": True})
+    assert Settings.of(tied).embedding_copies == ("pipeline stages 0 and 1, which sum the gradients of the word "
+                                                  "embedding and its copy tied to the LM head")
+    assert Settings.of(gpt_scenario(nodes=1, gpus_per_node=2, gbs=4)).embedding_copies is None

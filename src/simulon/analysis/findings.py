@@ -36,6 +36,7 @@ from ..memory import estimate_memory
 from ..workload.data_parallel import MIRROR_SYNC
 from ..workload.layer_kernels import RING_BLOCK, LayerKernels, ShardShape
 from ..workload.layout import RankLayout
+from ..workload.parameters import ModelParameters, PipelineLayers
 from .exposure import GPUExposure
 from .kinds import COMM_KINDS
 from .shown import shown_ms, shown_share
@@ -127,6 +128,8 @@ class Settings:
     #    reduce-scatters that no gradient bucket or overlap_grad_reduce steers; None: neither, or not known
     grad_reduce_bytes: float | None = None   # bytes of a gradient element in the data-parallel and DualPipe's mirror
     #    reductions (training.grad_reduce_dtype, fp32 by default)
+    embedding_copies: str | None = None      # the stages holding copies of the word embedding and what the copies
+    #    are (embedding_copies); None: not known
 
     @classmethod
     def of(cls, sc: ScenarioConfig) -> Settings:
@@ -155,7 +158,7 @@ class Settings:
                    ecmp=routing != "adaptive",
                    queue_pairs=sc.datacenter.network.nccl.qps_per_connection if routing == "ecmp" else None,
                    larger_group=larger_group(sc), grad_reduce_bytes=ShardShape.of(sc.workload).grad_bytes,
-                   fsdp=None if par.fsdp == "none" else par.fsdp,
+                   fsdp=None if par.fsdp == "none" else par.fsdp, embedding_copies=embedding_copies(sc),
                    wider_than_domain=frozenset(knob for knob, size in (("ep", par.ep), ("cp", par.cp))
                                                if size > sc.datacenter.domain_gpus))
 
@@ -258,6 +261,24 @@ def ep_overlap_option(sc: ScenarioConfig, fill: float, fits: bool) -> bool:
     if overlapped.expert_overlap_problem() is not None:
         return False
     return fits or keeps_memory(sc, fill, {"overlap_moe_expert_parallel_comm": True})
+
+
+def embedding_copies(sc: ScenarioConfig) -> str | None:
+    """The stages whose copies of the word embedding sum their gradients after the backward, and what they are
+    (workload.parameters.ModelParameters.embedding_stages): the LM head's tied copy on the last stage, the
+    multi-token-prediction layers' own on theirs (DeepSeek-V3 has no tied embedding, but its multi-token-prediction
+    layer looks its tokens up in the main model's embedding), or both; None where no stage holds a second copy."""
+    wl = sc.workload
+    kernels, layers = LayerKernels.weights_of(wl), PipelineLayers.of(wl)
+    parameters = ModelParameters(kernels, wl.model, layers)
+    stages = parameters.embedding_stages
+    if not stages:
+        return None
+    tied = wl.model.tie_embeddings and layers.holds_head(stages[-1])
+    copies = [*(["its copy tied to the LM head"] if tied else []),
+              *(["the multi-token-prediction layers' copy"] if parameters.mtp_embedding_copy else [])]
+    return (f"pipeline stages {', '.join(str(stage) for stage in stages[:-1])} and {stages[-1]}, which sum the "
+            f"gradients of the word embedding and {' and '.join(copies)}")
 
 
 def _within_domain(sc: ScenarioConfig, axis: str) -> bool:
@@ -368,8 +389,9 @@ def advice(term: str, settings: Settings, collective: str = "", link_class: str 
     if term == "link_contention":
         return _link_advice(settings, link_class)
     if term == "DP" and "embedding_grad_allreduce" in collective:  # the first and the last stage's, dp 1 or more
-        return _either([*_unpinned(settings), "a faster link between the first and the last pipeline stage, which "
-                        "sum the tied embedding's gradients after the backward"])
+        copies = settings.embedding_copies or ("the first and the last pipeline stage, which sum the gradients of "
+                                               "the word embedding and its copy tied to the LM head")
+        return _either([*_unpinned(settings), f"a faster link between {copies} after the backward"])
     if term == "DP" and settings.fsdp is not None:
         return _fsdp_advice(settings)
     if term == "DP":  # not more micro-batches: only the last one's backward hides the reduction (data_parallel.py)
