@@ -11,7 +11,8 @@ context- and data-parallel peers run the same schedule). Its spans are
   before the optimizer, is drawn as the communication it waits for, not as compute). Megatron-Core runs a
   backward layer by layer, input then weight gradients; a run of weight gradients shorter than RESOLUTION of the
   iteration joins its backward's span (a plot cannot show it apart), a longer one is a span of its own;
-* communication, per stream (tp, cp, ep, dp, pp, param): the GPU's part in each collective (from when its
+* communication, per stream (tp, cp, ep, dp, pp, param; DualPipe's mirror all-reduce on pp, the pipeline traffic
+  the breakdown and the findings count it as: kinds.shown_stream): the GPU's part in each collective (from when its
   last member joined to leaving, as analysis/result.py counts it: exposure.collective_parts) and every pipeline
   send it sends or receives, parts that overlap or lie closer than RESOLUTION of the iteration merged into one
   span (a plot cannot show finer: the layers' tensor-parallel collectives of a micro-batch become one span).
@@ -30,6 +31,7 @@ from ..engine.replay import Timeline
 from ..workload.kernels import KernelSpec, Phase
 from ..workload.program import Stream
 from .exposure import collective_parts
+from .kinds import shown_stream
 
 COMPUTE_KINDS: dict[Phase | None, str] = {
     Phase.fwd: "forward", Phase.bwd_ig: "backward", Phase.bwd_wg: "weight-gradient", Phase.recompute: "recompute",
@@ -115,7 +117,7 @@ def comm_intervals(dag: ExecutionDAG, timeline: Timeline, gpu: int) -> dict[str,
     mine = dag.gpu[joins] == gpu
     joins, leaves, begins = joins[mine], leaves[mine], begins[mine]
     p2p = np.flatnonzero((dag.kind == NodeKind.flow) & (dag.coll < 0) & ((dag.gpu == gpu) | (dag.peer == gpu)))
-    streams = np.concatenate([[int(dag.collectives[c].stream) for c in dag.coll[joins].tolist()],
+    streams = np.concatenate([[int(shown_stream(dag.collectives[c])) for c in dag.coll[joins].tolist()],
                               np.full(len(p2p), int(Stream.pp_comm))]).astype(np.int64)
     starts = np.concatenate([begins, timeline.start[p2p]])
     ends = np.concatenate([timeline.finish[leaves], timeline.finish[p2p]])

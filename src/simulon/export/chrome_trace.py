@@ -37,6 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..analysis.exposure import collective_parts, last_joins
+from ..analysis.kinds import shown_stream
 from ..analysis.links import LinkSeries
 from ..analysis.schedule import COMPUTE_KINDS
 from ..config.units import GiB
@@ -175,7 +176,8 @@ def _kernels(slices: _Slices, dag: ExecutionDAG, timeline: Timeline) -> None:
 
 
 def _collectives(slices: _Slices, dag: ExecutionDAG, timeline: Timeline) -> None:
-    """Each GPU's part in each collective on the collective's stream, from when the last member joined, after a
+    """Each GPU's part in each collective on the collective's stream (DualPipe's mirror all-reduce on the pipeline's,
+    as the breakdown counts it: analysis.kinds.shown_stream), from when the last member joined, after a
     slice of its wait for that member where it joined before."""
     joins, leaves, begins = collective_parts(dag, timeline)
     joined = timeline.start[joins]
@@ -183,7 +185,7 @@ def _collectives(slices: _Slices, dag: ExecutionDAG, timeline: Timeline) -> None
     bodies, streams = [], []
     for begin in joins.tolist():
         coll = dag.collectives[dag.coll[begin]]
-        streams.append(int(coll.stream))
+        streams.append(int(shown_stream(coll)))
         bodies.append({"name": f"{coll.label} ({coll.ctype.name})", "cat": "collective",
                        "args": {"bytes": coll.nbytes, "group": list(coll.group), "layer": coll.layer,
                                 "microbatch": coll.microbatch, "algorithm": coll.algorithm}})
