@@ -49,12 +49,14 @@ ADVICE = {
                     "or a GPU with more HBM bandwidth",
     "link_contention": "more bandwidth on the busiest link's tier (a lower oversubscription, faster NICs), or "
                        "fewer flows crossing it at once",
-    "compute_slowdown": "fewer collective channels (num_channels) while compute runs beside them",
+    "compute_slowdown": "fewer collective channels (num_channels) while compute runs beside them, where that saves "
+                        "more than it slows the collectives (slowdown_advice)",
     "attention": "attention: cudnn (cuDNN's fused attention, Transformer Engine's choice on Hopper and Blackwell, "
                  "issues the chip's own tensor-core instruction)",
 }
 """What to try against each term where nothing is known of the scenario (UNKNOWN); `advice` reads the scenario's
-settings and offers only what applies to it (TP, CP, EP, DP, PP, the bubble and link contention)."""
+settings and offers only what applies to it (TP, CP, EP, DP, PP, the bubble and link contention), and
+slowdown_advice the critical path's time against compute slowdown."""
 QUEUE_PAIRS_ADVISED = 4
 """NCCL_IB_QPS_PER_CONNECTION a finding suggests on an ECMP fabric: what RoCE clusters commonly set (a ring all-reduce
 over 4 DGX H100 under 8 ECMP spines moved 170.5 GB/s bus bandwidth at 1 queue pair a connection, 226.4 at 4;
@@ -645,5 +647,31 @@ def _on_path(term: str, path: dict, links: dict, step_ms: float, settings: Setti
         detail += (f"; busiest link {busiest[0]['link']} at {shown_share(busiest[0]['utilisation'])} over "
                    f"{settings.replayed}")
         link_class = str(busiest[0].get("class", ""))
-    text = advice(term, settings, link_class=link_class) if term == "link_contention" else ADVICE[term]
+    if term == "link_contention":
+        text = advice(term, settings, link_class=link_class)
+    else:
+        text = slowdown_advice(value, sum(float(path["by_term_ms"].get(t, 0.0)) for t in CHANNEL_BOUND), settings)
     return Finding(term, value, share, "critical path", detail, text)
+
+
+CHANNEL_BOUND = ("transfer", "link_contention", "delivery")
+"""The critical path's terms (critical_path.TERMS) that fewer collective channels can lengthen: bytes a channel
+moves at its share of the bandwidth (a channel's rate is capped: collective/tuner.py), and the delivery of the
+larger chunks each channel then carries."""
+
+
+def slowdown_advice(slowdown_ms: float, channel_bound_ms: float, settings: Settings) -> str:
+    """Against kernels slowed by the SMs collectives hold: fewer channels hold fewer SMs, but move each collective's
+    bytes over fewer rings. Halving them saves at most the slowdown and can double the channel-bound time on the
+    critical path (CHANNEL_BOUND), so they are offered only where the slowdown is the larger: GPT-OSS 120B in mxfp8
+    on a GB200 NVL72 rack (tp 1, ep 8, cp 2 over a2a) slowed 20.6 ms against 93.2 ms channel-bound, and 4 channels
+    cut the slowdown to 3.8 ms but took the step from 587.9 to 630.3 ms (8 channels: 604.9). Elsewhere the advice is
+    what shortens the collectives that hold the SMs: more bandwidth under them, and NCCL's own channel count where
+    the scenario pins one."""
+    pinned = settings.pinned_channels
+    if slowdown_ms > channel_bound_ms and (pinned is None or pinned > 1):
+        fewer = "fewer collective channels" if pinned is None else f"fewer than the {pinned} collective channels"
+        return f"{fewer} (num_channels) while compute runs beside them"
+    return _either([*_unpinned(settings), f"more bandwidth under the collectives that run beside compute, which hold "
+                    f"their SMs for less time (fewer channels would free SMs but slow the {shown_ms(channel_bound_ms)} "
+                    "ms of transfers on the critical path)"])
