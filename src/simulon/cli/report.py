@@ -36,6 +36,7 @@ def run_scenario(scenario: Path, quiet: bool, expand: str = "auto", memory_limit
     from ..dag.size import TooLarge
     from ..pipeline import simulate
     from ..sampling import chosen_counts
+    from ..search.estimate import step_timer
     from .progress import terminal_progress
 
     sc = load_scenario(scenario)
@@ -56,8 +57,9 @@ def run_scenario(scenario: Path, quiet: bool, expand: str = "auto", memory_limit
         raise ConfigError(f"{scenario}: {exc}") from None
     placement = sc.placement()  # GPUs of several types: their mean peak and HBM bandwidth
     sampled = sim.result.sampling
-    settings = Settings.of(sc) if sampled is None else dataclasses.replace(
-        Settings.of(sc), replayed=f"the {sampled.simulated[1]}-micro-batch replay")
+    settings = Settings.of(sc, step_timer(sc))
+    if sampled is not None:
+        settings = dataclasses.replace(settings, replayed=f"the {sampled.simulated[1]}-micro-batch replay")
     dtype = number_format(sc.workload.training.dtype)  # a narrow format's 16-bit kernels run at the 16-bit peak
     return sim, analyze(sim.dag, sim.timeline, sim.topology, placement.peak_flops(dtype.dtype),
                         placement.mean(lambda g: g.gpu.memory_bandwidth), settings,

@@ -1,0 +1,40 @@
+"""Interleaving shrinks the bubble by the chunks per rank only where the chunks hold equal work. DeepSeek-V3's first 6
+layers (3 dense) on a GB300 NVL72 rack, pp 2 at vpp 2, were advised "a deeper interleave (vpp 3)", which put two MoE
+layers and the head on stage 1 against one MoE layer on stage 0: the bubble grew from 339.5 to 396.8 ms and the step
+from 609.8 to 630.2 ms. The advice now offers an interleave only where the strategy search's estimate
+(search.estimate.step_timer, which the CLI passes to Settings.of) times it faster than the scenario's own schedule:
+at 12 layers vpp 3 is (step 989.3 -> 948.1 ms) and is still advised."""
+
+from __future__ import annotations
+
+from simulon.analysis.findings import Settings, advice
+from simulon.config import ScenarioConfig
+from simulon.pipeline import simulate
+from simulon.search.estimate import step_timer
+
+
+def deepseek(layers: int, vpp: int = 2) -> ScenarioConfig:
+    return ScenarioConfig.model_validate({
+        "datacenter": {"from": "gb300-nvl72", "cluster": {"num_nodes": 4}},
+        "workload": {"framework": "megatron",
+                     "model": {"from": "deepseek-v3", "num_layers": layers, "moe": {"first_dense_layers": 3}},
+                     "parallelism": {"tp": 1, "pp": 2, "vpp": vpp, "ep": 8, "distributed_optimizer": True},
+                     "training": {"global_batch_size": 32, "micro_batch_size": 1, "sequence_length": 4096,
+                                  "dtype": "mxfp8"}}})
+
+
+def bubble_advice(sc: ScenarioConfig) -> str:
+    return advice("bubble", Settings.of(sc, step_timer(sc)))
+
+
+def test_a_deeper_interleave_that_unbalances_the_ranks_is_not_advised():
+    six = deepseek(6)
+    assert "a deeper interleave (vpp 3)" in advice("bubble", Settings.of(six))  # untimed: every accepted schedule
+    assert "interleave" not in bubble_advice(six)
+    assert "zb_h1" in bubble_advice(six)  # the other schedules stay
+    steps = [simulate(sc, "auto").result.iteration_time_ms for sc in (six, deepseek(6, vpp=3))]
+    assert steps[1] > steps[0]  # what was advised slows the replayed step
+
+
+def test_a_deeper_interleave_the_estimate_times_faster_is_still_advised():
+    assert "a deeper interleave (vpp 3)" in bubble_advice(deepseek(12))
