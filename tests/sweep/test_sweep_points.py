@@ -26,6 +26,26 @@ def test_linked_fields_move_together_as_one_axis():
     assert axis.values == ((1, 16), (2, 32)) and axis.name == "+".join(axis.paths)
 
 
+def test_a_quoted_value_holding_commas_is_one_step_such_as_a_megatron_layout():
+    axis = parse_axis('parallelism.pipeline_layout="Et*3|(tt|)*29,m|L",\'Et*2,tt|t*4L\', Et*16|t*16L')
+    assert axis.values == (("Et*3|(tt|)*29,m|L",), ("Et*2,tt|t*4L",), ("Et*16|t*16L",))
+    assert parse_axis('parallelism.pipeline_layout=(t,t|)*2L,E').values == (("(t,t|)*2L",), ("E",))
+    linked = parse_axis('parallelism.pp+parallelism.pipeline_layout=2:"Et*15,t|t*16L",4:"a:b"')
+    assert linked.values == ((2, "Et*15,t|t*16L"), (4, "a:b"))
+    assert parse_axis("model.name=it's,x").values == (("it's",), ("x",))  # a quote inside a value quotes nothing
+
+
+@given(st.lists(st.text(st.sampled_from("Et|,()*2L"), min_size=1, max_size=12), min_size=1, max_size=4, unique=True))
+def test_any_double_quoted_values_read_back_as_themselves(values):
+    axis = parse_axis("parallelism.pipeline_layout=" + ",".join(f'"{v}"' for v in values))
+    assert axis.values == tuple((v,) for v in values)
+
+
+def test_a_quoted_layout_is_swept_into_each_points_scenario(scenario):
+    points = sweep_points(scenario, [parse_axis('parallelism.pipeline_layout="Et,t|t,tL","Et|tttL"')])
+    assert [p.scenario.workload.parallelism.pipeline_layout for p in points] == ["Et,t|t,tL", "Et|tttL"]
+
+
 @pytest.mark.parametrize(("path", "full"), [
     ("cluster.num_nodes", "datacenter.cluster.num_nodes"),
     ("parallelism.tp", "workload.parallelism.tp"),

@@ -25,7 +25,8 @@ def sweep(
     set_: Annotated[list[str], typer.Option("--set", help="PATH=V1,V2,... : a field by its dotted path (from the "
                                             "scenario's root, or inside datacenter/workload/collective) and its "
                                             "values; PATH+PATH=A:B,C:D moves fields together (repeatable; the "
-                                            "sweep runs every combination)")],
+                                            "sweep runs every combination); quote a value holding a comma, YAML's "
+                                            "quotes inside the shell's: 'PATH=\"Et*8,t|t*8L\"'")],
     output: Annotated[Path, path_option("-o", "--output", help="the sweep's CSV; rows already there for the same "
                                         "points are kept, not re-run")],
     plots: Annotated[Path | None, path_option(help="folder to write scaling.png and steps.png into (created if "

@@ -5,10 +5,11 @@ blocks when only one block has a field of that name (`cluster.num_nodes`, `netwo
 `parallelism.tp`); a number is a position in a list (`node_groups.1.num_nodes`). Several fields that must move
 together are one axis: `--set A+B=a1:b1,a2:b2` (a GPU count and the batch that keeps a weak-scaling study's
 micro-batches per replica constant, say). Values are read as YAML scalars, as in the scenario file (`4` a number,
-`400Gbps` text, `true` a flag). Each point is the scenario file with its values set, validated by the scenario's
-own models (config/), so a bad path or value is refused with the field's own message before anything runs; so is
-a sweep of the datacenter's size on a scenario whose workload.training.num_gpus fixes the GPUs trained on (every
-point would simulate the same run: check_gpus_follow).
+`400Gbps` text, `true` a flag); a value holding a comma is quoted, YAML's quotes inside the shell's
+(`--set 'parallelism.pipeline_layout="Et*3|(tt|)*29,m|L"'`). Each point is the scenario file with its values set,
+validated by the scenario's own models (config/), so a bad path or value is refused with the field's own message
+before anything runs; so is a sweep of the datacenter's size on a scenario whose workload.training.num_gpus fixes
+the GPUs trained on (every point would simulate the same run: check_gpus_follow).
 """
 
 from __future__ import annotations
@@ -88,15 +89,22 @@ def full_path(path: str) -> str:
     return f"{owners[0]}.{path}" if len(owners) == 1 else path
 
 
-def top_level_split(text: str) -> list[str]:
-    """`text` split at the commas outside brackets and braces ("[15,17],[16,16]" is two steps, each then read and
-    refused as the list it is, not cut inside one)."""
-    steps, depth, start = [], 0, 0
+def top_level_split(text: str, separator: str = ",") -> list[str]:
+    """`text` split at the `separator`s outside quotes, brackets, braces and parentheses: "[15,17],[16,16]" is two
+    steps, each then read and refused as the list it is, not cut inside one; a quoted value ('"Et*3|(tt|)*29,m|L"',
+    a pipeline layout in Megatron's own form) is one step, its quotes then read off as YAML reads them."""
+    steps, depth, start, opened, quote = [], 0, 0, 0, ""
     for i, char in enumerate(text):
-        depth += (char in "[{") - (char in "]}")
-        if char == "," and depth <= 0:
-            steps.append(text[start:i])
-            start = i + 1
+        if quote:
+            quote = "" if char == quote else quote
+        elif char in "\"'" and not text[opened:i].strip():  # a quote opens a value, as in YAML (not "it's")
+            quote = char
+        else:
+            depth += (char in "[{(") - (char in "]})")
+            if char == separator and depth <= 0:
+                steps.append(text[start:i])
+                start = i + 1
+            opened = i + 1 if char in ",:" and depth <= 0 else opened  # where the next value, or a linked one, opens
     return [*steps, text[start:]]
 
 
@@ -110,7 +118,7 @@ def parse_axis(text: str) -> Axis:
         raise ConfigError(f"--set {text}: a field appears twice")
     values = []
     for step in top_level_split(right):
-        parts = step.split(":") if len(paths) > 1 else [step]
+        parts = top_level_split(step, ":") if len(paths) > 1 else [step]
         if len(parts) != len(paths):
             raise ConfigError(f"--set {text}: {step.strip()!r} has {len(parts)} values for {len(paths)} fields "
                               "(separate them with ':')")
