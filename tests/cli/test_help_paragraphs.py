@@ -7,6 +7,7 @@ from __future__ import annotations
 import inspect
 
 import pytest
+import typer.main
 
 from helpers import cli
 from simulon.cli.app import app
@@ -48,3 +49,18 @@ def test_a_commands_own_help_gives_every_paragraph_on_one_line_on_a_wide_termina
         assert run.returncode == 0, run.stderr
         lines = [" ".join(line.split()) for line in run.stdout.splitlines()]
         assert all(paragraph in lines for paragraph in paragraphs(doc)), (prefix, name)
+
+
+def test_every_commands_arguments_are_named_by_a_word_not_a_letter(wide):
+    """`simulon diff --help` showed its files as `{a} {b}`: each argument's name is what --help calls it."""
+    def walk(command, words=()):
+        yield words, command
+        for name, sub in getattr(command, "commands", {}).items():
+            yield from walk(sub, (*words, name))
+
+    for words, command in walk(typer.main.get_command(app)):
+        for param in command.params:
+            if param.param_type_name == "argument":
+                assert len(param.metavar or param.name) > 1, (words, param.name)
+    usage = cli("diff", "--help").stdout
+    assert "simulon diff [OPTIONS] {before} {after}" in usage

@@ -39,8 +39,8 @@ def _moved(change: Change) -> str:
 
 
 def diff_command(
-    a: Annotated[Path, typer.Argument(help="a result of simulon simulate --json (before)")],
-    b: Annotated[Path, typer.Argument(help="another (after)")],
+    a: Annotated[Path, typer.Argument(metavar="before", help="a result of simulon simulate --json, before the change")],
+    b: Annotated[Path, typer.Argument(metavar="after", help="another result of simulon simulate --json, after it")],
     as_json: Annotated[bool, typer.Option("--json", help="print the comparison as one JSON object")] = False,
 ) -> None:
     """Compare two simulation results: the headline numbers, and the terms that moved most, in groups of terms
