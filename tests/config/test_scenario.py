@@ -277,6 +277,24 @@ def test_unknown_template_name_lists_shipped_names(tmp_path, block, kind, field)
     assert "\n" not in message
 
 
+@pytest.mark.parametrize(("block", "ref"), [
+    (("datacenter", "node", "gpu"), "gpt " + "x" * 5000),           # also read as a description, which names it
+    (("datacenter", "node", "gpu"), "H100 " + "x" * 5000),
+    (("workload", "model"), "x" * 5000),
+    (("datacenter", "network", "scale_out", "nic"), "x" * 5000),
+])
+def test_an_unknown_template_name_thousands_of_characters_long_is_quoted_once_by_its_start_and_length(
+        tmp_path, block, ref):
+    data = seed()
+    target = data
+    for key in block[:-1]:
+        target = target[key]
+    target[block[-1]] = {"from": ref}
+    _, message = load_error(tmp_path, "scen.yaml", data)
+    assert f"{len(ref) + 2:,} characters" in message and "x" * 100 not in message
+    assert len(message) < 2000 and "\n" not in message
+
+
 def test_unknown_datacenter_template(tmp_path):
     path, message = load_error(tmp_path, "scen.yaml", {"datacenter": {"from": "dgx-z900", "cluster": {"num_nodes": 1}}})
     assert message.startswith(f"{path}: datacenter: unknown datacenter template 'dgx-z900'")

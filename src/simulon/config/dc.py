@@ -54,6 +54,7 @@ from .templates import (
     Templated,
     find_template,
     merged,
+    quoted_name,
     scenario_path,
     template_names,
     template_stem,
@@ -677,11 +678,12 @@ def described(kind: str, ref: str) -> Hardware:
     try:
         hardware = resolve_hardware(ref)
     except Unresolved as exc:
-        raise ValueError(f"{unknown_template(kind, ref)}; nor is it a description of one: {exc}") from None
+        reason = str(exc).replace(repr(ref), quoted_name(ref))  # resolve's messages quote the description whole
+        raise ValueError(f"{unknown_template(kind, ref)}; nor is it a description of one: {reason}") from None
     if hardware.stray:
         named = hardware.gpu if kind == "gpu" else hardware.system or hardware.gpu
         raise ValueError(f"{unknown_template(kind, ref)}; read as a description it names {named}, but not "
-                         f"{', '.join(map(repr, hardware.stray))}")
+                         f"{', '.join(map(quoted_name, hardware.stray))}")
     return hardware
 
 

@@ -279,8 +279,8 @@ def json_number(value: Any) -> float | None:
     return number if abs(number) <= LARGEST_NUMBER else None
 
 
-def quoted(value: Any) -> str:
-    """A value read from a JSON file as a message quotes it: its repr, or for one too long to read its length and
-    first characters."""
+def quoted(value: Any, limit: int = 40) -> str:
+    """A value read from a file as a message quotes it: its repr, or for one longer than `limit` characters its
+    first half-limit characters and its length."""
     text = repr(value)
-    return text if len(text) <= 40 else f"{text[:20]}... ({len(text):,} characters)"
+    return text if len(text) <= limit else f"{text[:limit // 2]}... ({len(text):,} characters)"

@@ -21,7 +21,7 @@ import yaml
 from pydantic import ValidationInfo, model_validator
 
 from .common import FieldError, StrictModel
-from .errors import not_utf8, parse_yaml, read_yaml_text, yaml_problem
+from .errors import not_utf8, parse_yaml, quoted, read_yaml_text, yaml_problem
 
 _DOC_KEYS = ("aliases", "source", "reference")  # template metadata, not config fields
 _MAX_TEMPLATE_DEPTH = 8
@@ -223,7 +223,8 @@ def _no_file(ref: str, base_dir: Path | None) -> str:
     """What to add to an unknown template's message where its name could have been a file's: that there is none."""
     if "/" not in ref:
         return ""
-    return f"; nor is it a template file: cannot read template file {str(scenario_path(ref, base_dir))!r}: no such file"
+    path = quoted_name(str(scenario_path(ref, base_dir)))
+    return f"; nor is it a template file: cannot read template file {path}: no such file"
 
 
 def scenario_path(ref: str, base_dir: Path | None) -> Path:
@@ -285,6 +286,16 @@ class AmbiguousTemplate(ValueError):
     """A name written loosely that reads as two shipped templates ("gpt3_1_3b": GPT-3 1.3B or 13B)."""
 
 
+QUOTED_NAME = 120
+"""The longest template name, HuggingFace id, file or description an unknown template's message quotes whole (every
+one shipped or seen written is well under it); a longer one is quoted by its start and its length, once."""
+
+
+def quoted_name(ref: str) -> str:
+    """A template name (or file, or description) as a message quotes it: whole, or by its start and length."""
+    return quoted(ref, QUOTED_NAME)
+
+
 def unknown_template(kind: str, ref: str) -> str:
     """What to say of a template name nothing shipped has: the close matches (to a HuggingFace id's name, less its
     organisation, and a model's less its VARIANT_WORDS), and the shipped names."""
@@ -293,7 +304,7 @@ def unknown_template(kind: str, ref: str) -> str:
     name = _without_variant_words(name) if kind == "model" else name
     close = dict.fromkeys(aliases[key] for key in difflib.get_close_matches(_key(name), aliases, n=6, cutoff=0.5))
     hint = f"; did you mean {' or '.join(list(close)[:3])}?" if close else ""
-    return f"unknown {kind} template {ref!r}{hint} (shipped: {', '.join(template_names(kind))})"
+    return f"unknown {kind} template {quoted_name(ref)}{hint} (shipped: {', '.join(template_names(kind))})"
 
 
 def merged(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
