@@ -201,6 +201,18 @@ def test_every_refusal_of_a_profile_starts_with_the_files_path_as_given(tmp_path
     assert run.returncode == 2 and run.stderr.startswith(f"error: {path}: {problem}"), run.stderr
 
 
+@pytest.mark.parametrize(("gpu", "dtype", "said"), [
+    ("h100-sxm", "fp4", "dtype fp4, read as nvfp4: GPU H100-SXM5-80GB has no nvfp4 peak"),
+    ("a100-sxm-80gb", "fp8", "dtype fp8: GPU H100-SXM5-80GB has no fp8 peak"),
+])
+def test_a_run_in_a_dtype_the_gpu_has_no_peak_for_is_skipped_naming_the_dtype_as_written(tmp_path, gpu, dtype, said):
+    path = tmp_path / "gpu.yaml"
+    runs = [{"kernel": "attn_norm", "params": {"phase": "fwd", "dtype": dtype, "bytes": 1e6}, "times_ms": [1.0]}]
+    path.write_text(yaml.safe_dump({"from": gpu, "name": "H100-SXM5-80GB", "kernel_runs": runs}))
+    run = cli("validate", "profile", str(path))
+    assert run.returncode == 2 and f"kernel_runs[0]: {said} (it lists" in run.stderr, run.stderr
+
+
 def test_the_json_report_lists_every_kernel_with_its_error(tmp_path):
     model_profile(tmp_path / "gpu.yaml", DType.bf16)
     run = cli("validate", "profile", str(tmp_path / "gpu.yaml"), "--json")

@@ -66,13 +66,15 @@ def validate_profile(gpu: GPUSpec, calibrations: Calibrations | None = None,
         if phase not in Phase.__members__:
             report.skipped.append(Skipped(index, f"{run.kernel}: unknown phase {phase!r}"))
             continue
-        dtype, loop = training_dtype(DType(str(run.params.get("dtype", "bf16")))), loop_length(run, repeats)
+        written = DType(str(run.params.get("dtype", "bf16")))
+        dtype, loop = training_dtype(written), loop_length(run, repeats)
         spec = spec_of_run(run.kernel, run.params)
         if (dtype, loop) not in models:
             try:
                 models[(dtype, loop)] = AnalyticalModel(gpu, dtype, cal, repeats=loop)
             except ValueError as exc:
-                report.skipped.append(Skipped(index, f"{dtype.value}: {exc}"))
+                read = "" if written == dtype else f", read as {dtype.value}"  # what the user wrote, then why
+                report.skipped.append(Skipped(index, f"dtype {written.value}{read}: {exc}"))
                 continue
         predicted = float(models[(dtype, loop)].seconds([spec])[0]) * 1e3
         report.rows.append(Comparison(index, f"{run.kernel} {phase} {dtype.value}", "kernel_ms",
