@@ -48,9 +48,19 @@ def test_any_text_is_read_as_a_cpu_or_refused_with_a_value_error_saying_what_is_
     try:
         cpu = host_cpu(text)
     except ValueError as exc:
-        assert "names no vendor or CPU family" in str(exc) and "AMD EPYC" in str(exc)
+        assert ("names no vendor or CPU family" in str(exc) and "AMD EPYC" in str(exc)) or "digits" in str(exc)
     else:
         assert cpu.arch in (X86, ARM, POWER)
+
+
+@pytest.mark.parametrize("name", ["AMD EPYC " + "7" * 5000, "Xeon 1234567890123456", "Transmeta " + "9" * 5000])
+def test_a_host_cpu_with_a_model_number_longer_than_any_is_refused_in_one_short_line(name):
+    with pytest.raises(ValueError, match=r"^host CPU '.+ holds a number of [\d,]+ digits, more than") as caught:
+        host_cpu(name)
+    assert len(str(caught.value)) < 300 and "\n" not in str(caught.value)
+    assert host_cpu("AMD EPYC 9654") == HostCPU(X86, AMD)  # a model number as datasheets write it: read
+    with pytest.raises(ValueError, match=r"\(5,012 characters\) names no vendor"):  # a long name, no number: cut
+        host_cpu("Transmeta " + "q" * 5000)
 
 
 def test_an_unknown_host_cpu_is_refused_naming_its_file_and_field():

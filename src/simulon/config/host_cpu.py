@@ -16,6 +16,9 @@ import functools
 import re
 from dataclasses import dataclass
 
+from .resolve import Unresolved, refuse_long_numbers
+from .templates import quoted_name
+
 X86, ARM, POWER, MIXED = "x86", "arm", "power", "mixed"
 INTEL, AMD, ZHAOXIN = "intel", "amd", "zhaoxin"
 
@@ -72,13 +75,18 @@ class HostCPU:
 @functools.cache
 def host_cpu(name: str) -> HostCPU:
     """The architecture and vendor of a CPU named as a datasheet or a user writes it. Raises ValueError naming
-    the words it knows where none of them is in `name`."""
+    the words it knows where none of them is in `name`, and where it holds a number longer than any model number
+    (resolve.refuse_long_numbers, as a hardware description is refused: "AMD EPYC" and 5,000 digits is no EPYC)."""
+    try:
+        refuse_long_numbers(name)
+    except Unresolved as exc:
+        raise ValueError(f"host CPU {exc}") from None
     text = name.lower().replace("-", " ").replace("_", " ")
     for pattern, arch, vendor in _WORDS:
         if re.search(rf"\b({pattern})(?![a-z])", text):
             return HostCPU(arch, vendor)
-    raise ValueError(f"host CPU {name!r} names no vendor or CPU family simulon knows (an Intel Xeon, AMD EPYC, "
-                     "NVIDIA Grace or other Arm, IBM POWER or Zhaoxin part, e.g. 'AMD EPYC 7742')")
+    raise ValueError(f"host CPU {quoted_name(name)} names no vendor or CPU family simulon knows (an Intel Xeon, AMD "
+                     "EPYC, NVIDIA Grace or other Arm, IBM POWER or Zhaoxin part, e.g. 'AMD EPYC 7742')")
 
 
 def communicator_host(hosts: set[HostCPU]) -> HostCPU:
