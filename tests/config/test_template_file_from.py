@@ -59,3 +59,20 @@ def test_a_huggingface_config_named_by_from_is_pointed_to_from_hf(tmp_path, ref)
     assert run.returncode == 2 and "Traceback" not in run.stderr and run.stderr.count("\n") == 1, run.stderr
     assert f"is a HuggingFace config (its top level holds model_type), not a model file: read it with " \
            f"`from_hf: {ref}`" in run.stderr, run.stderr
+
+
+@pytest.mark.parametrize(("field", "ref"), [
+    ("gpu", "a/" + "x" * 5000),        # a path (it has a slash) no file system holds: ENAMETOOLONG
+    ("model", "a/" + "x" * 5000 + ".yaml"),
+    ("model", "a/" + "x" * 5000),      # a HuggingFace id's shape: an unknown name
+])
+def test_a_from_naming_a_path_too_long_for_any_file_is_refused_as_bad_input_naming_the_field(tmp_path, field, ref):
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("datacenter:\n  from: dgx-h100\n  cluster: {num_nodes: 1}\n"
+                        + (f"  node:\n    gpu: {{from: '{ref}'}}\n" if field == "gpu" else "")
+                        + "workload:\n  model: " + (f"{{from: '{ref}'}}" if field == "model" else "llama-3-8b")
+                        + "\n  parallelism: {tp: 8}\n"
+                        "  training: {global_batch_size: 8, micro_batch_size: 1, sequence_length: 1024}\n")
+    run = cli("simulate", str(scenario))
+    where = "datacenter.node.gpu" if field == "gpu" else "workload.model"
+    assert run.returncode == 2 and run.stderr.startswith(f"error: {scenario}: {where}: "), run.stderr[:300]

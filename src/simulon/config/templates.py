@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import difflib
 import itertools
+import os
 import re
 from collections.abc import Callable
 from functools import cache
@@ -146,7 +147,7 @@ def _is_file_reference(kind: str, ref: str, base_dir: Path | None) -> bool:
         return True
     if "/" not in RATE_SLASH.sub("", ref):
         return False
-    if scenario_path(ref, base_dir).exists():
+    if os.path.exists(scenario_path(ref, base_dir)):  # False, not OSError, for a name too long for a file
         return True
     if kind == "model" and HF_MODEL_ID.fullmatch(ref):
         return False
