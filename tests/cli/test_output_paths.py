@@ -104,3 +104,18 @@ def test_an_empty_name_is_refused_naming_the_option_and_nothing_is_written_into_
     --cache ""` its cache into the current folder, and a file option was refused naming '.', not what was given."""
     refused(*args, option, "", cwd=seed.parent, expected="an empty name")
     assert sorted(p.name for p in seed.parent.iterdir()) == ["seed.yaml"]
+
+
+LONG = "x" * 300  # longer than any file system's NAME_MAX (255): pathlib's is_dir() raised ENAMETOOLONG, exit 1
+
+
+@pytest.mark.parametrize(("args", "option", "written"), [
+    (("simulate", "SEED", "-o"), "-o", f"{LONG}.json"),
+    (("report", "SEED", "-o"), "-o", f"{LONG}/r.html"),
+    (("sweep", "SEED", "--set", "parallelism.tp=1,2", "-o"), "-o", f"{LONG}.csv"),
+    (("sweep", "SEED", "--set", "parallelism.tp=1,2", "-o", "s.csv", "--plots"), "--plots", LONG),
+])
+def test_an_output_name_too_long_for_any_file_is_refused_as_bad_input_naming_the_option(seed, args, option, written):
+    refused(*(str(seed) if a == "SEED" else a for a in args), str(seed.parent / written), cwd=seed.parent,
+            expected=f"{option} {seed.parent / written}: cannot write: File name too long")
+    assert sorted(p.name for p in seed.parent.iterdir()) == ["seed.yaml"]

@@ -10,6 +10,7 @@ write, or would overwrite its own input, is refused at once and writes nothing.
 
 from __future__ import annotations
 
+import errno
 import gzip
 import os
 import stat
@@ -72,6 +73,7 @@ def check_writable(path: Path, option: str, what: str = "file", suffixes: tuple[
     """A ConfigError, before any work is done, unless the output `path` given by the command-line `option` can be
     written: a name ending in one of `suffixes` (when given), in a folder that exists and a file can be created in,
     not itself a folder, and not one of the command's `inputs` (writing it would destroy what was read)."""
+    check_name(path, option)
     if suffixes and path.suffix.lower() not in suffixes:
         expected = " or ".join(suffixes)
         raise ConfigError(f"{option} {path}: expected a file name ending in {expected}, "
@@ -82,6 +84,16 @@ def check_writable(path: Path, option: str, what: str = "file", suffixes: tuple[
     check_not_input(path, option, inputs)
     if written_in_place(path):
         check_can_create(Path(os.path.realpath(path)).parent, option, path)
+
+
+def check_name(path: Path, option: str) -> None:
+    """A ConfigError where `path` (given by `option`) is a name no file can have: a part of it longer than the file
+    system's NAME_MAX, or the whole longer than PATH_MAX (pathlib's is_dir and exists raise on it, not answer)."""
+    try:
+        os.lstat(path)
+    except OSError as exc:
+        if exc.errno == errno.ENAMETOOLONG:
+            raise ConfigError(f"{option} {path}: cannot write: {exc.strerror}") from None
 
 
 def check_parent(path: Path, option: str) -> None:
@@ -132,6 +144,7 @@ def check_not_input(path: Path, option: str, inputs: tuple[Path, ...]) -> None:
 def check_folder_writable(path: Path, option: str) -> None:
     """A ConfigError unless `path` (given by `option`) is a folder, or can be created as one: a missing folder
     is created (the command's own output), a missing folder above it is not (a typo in the path, as with -o)."""
+    check_name(path, option)
     if path.exists() and not path.is_dir():
         raise ConfigError(f"{option} {path}: exists and is not a folder")
     if not path.exists():
