@@ -185,6 +185,12 @@ def test_a_gpu_without_kernel_runs_is_bad_input(tmp_path):
     assert missing.stderr.strip() == f"error: {tmp_path / 'none.yaml'}: cannot read: No such file or directory"
 
 
+def test_a_profile_name_too_long_for_any_file_is_bad_input_not_an_internal_error(tmp_path):
+    long = tmp_path / ("x" * 300 + ".yaml")  # pathlib's is_file() raised ENAMETOOLONG: exit 1
+    run = cli("validate", "profile", str(long))
+    assert run.returncode == 2 and run.stderr.strip() == f"error: {long}: cannot read: File name too long"
+
+
 @pytest.mark.parametrize(("runs", "problem"), [
     ([], "kernel_runs: the file holds no measured kernels"),
     ([{"kernel": "attn_norm", "params": {"phase": "fwd", "dtype": "bf16"}, "times_ms": [1.0]}],

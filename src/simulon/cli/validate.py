@@ -265,7 +265,11 @@ def profile(gpu_file: Annotated[Path, typer.Argument(help="a GPU YAML with kerne
 
     if plot is not None:
         check_output(plot, "--plot")
-    if not gpu_file.is_file():
+    try:
+        is_file = gpu_file.is_file()
+    except OSError as exc:  # a name no file can have (ENAMETOOLONG): pathlib raises rather than answer
+        raise ConfigError(f"{gpu_file}: cannot read: {exc.strerror or exc}") from None
+    if not is_file:
         why = "Is a directory" if gpu_file.is_dir() else "No such file or directory" if not gpu_file.exists() \
             else "not a regular file"
         raise ConfigError(f"{gpu_file}: cannot read: {why}")
