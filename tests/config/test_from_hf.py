@@ -284,6 +284,13 @@ def test_a_missing_file_is_bad_input_naming_it(tmp_path):
         load_scenario(scenario_with(tmp_path, "{}", ref="nowhere/config.json"))
 
 
+@pytest.mark.parametrize("ref", ["x" * 300, "x" * 300 + ".json"])
+def test_a_from_hf_path_too_long_for_any_file_is_bad_input_naming_it(tmp_path, ref):
+    # pathlib's is_dir() raised ENAMETOOLONG: exit 1, "cannot complete the command"
+    with pytest.raises(ConfigError, match=r"workload\.model: cannot read HuggingFace config .*: File name too long"):
+        load_scenario(scenario_with(tmp_path, "{}", ref=ref))
+
+
 FAMILIES_WITH_A_SILU_DEFAULT = {"llama": LLAMA_31_70B, "mixtral": MIXTRAL_8X7B, "deepseek_v3": DEEPSEEK_V3,
                                 "qwen3_moe": QWEN3_235B}
 

@@ -64,6 +64,7 @@ unless a key written beside `from_hf` is in it, which is named as the scenario w
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -778,9 +779,9 @@ def resolve_from_hf(data: dict[str, Any], base_dir: Path | None) -> FromHF:
         raise HFConfigError(f"give one of 'from' (a template, here {data['from']!r}) and 'from_hf' (a HuggingFace "
                             f"config, here {ref!r}), not both")
     path = scenario_path(ref, base_dir)
-    if path.is_dir():  # a checkpoint's folder, as HuggingFace's from_pretrained takes it
-        path = path / "config.json"
-    elif not path.exists() and HUB_ID.fullmatch(ref) and not ref.lower().endswith(".json"):
+    if os.path.isdir(path):  # a checkpoint's folder, as HuggingFace's from_pretrained takes it (os.path's: False,
+        path = path / "config.json"  # not OSError, for a name too long for a file, which read_config then names)
+    elif not os.path.exists(path) and HUB_ID.fullmatch(ref) and not ref.lower().endswith(".json"):
         raise HFConfigError(f"cannot read HuggingFace config {str(path)!r}: no such file; {_hub_hint(ref)}")
     cfg = Reader(path, read_config(path))
     return FromHF(cfg, _model_block(cfg), {k: v for k, v in data.items() if k != "from_hf"})
