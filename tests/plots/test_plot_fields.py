@@ -4,6 +4,7 @@ label a log axis whatever its span."""
 from __future__ import annotations
 
 import json
+import math
 import re
 
 import pytest
@@ -81,6 +82,32 @@ def test_a_log_axis_is_labelled_at_two_ticks_or_more_whatever_its_span(low, rati
     plt.close(fig)
     assert len(shown) >= 2
     assert len({t.get_text() for t in shown}) == len(shown)  # no two labels alike (10.5 and 11 both "11")
+
+
+def drawn_labels(ax, low, high) -> list[float]:
+    """The y values of the labelled ticks of `ax` drawn between `low` and `high`."""
+    ax.figure.canvas.draw()
+    return sorted(t.get_position()[1] for t in ax.yaxis.get_majorticklabels() + ax.yaxis.get_minorticklabels()
+                  if t.get_text() and low <= t.get_position()[1] <= high)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.floats(0.01, 1e6), st.floats(1.05, 1e8))
+@example(53.78 / 1.5, 119.84 * 1.5 / (53.78 / 1.5)).via("validate hetero's panel: 36-180 s labelled up to 100")
+@example(6.5e4, 30.0).via("a scaling plot's tokens/s over 65,000-1,950,000 labelled up to 1,000,000")
+def test_a_log_axis_has_a_label_within_a_quarter_of_its_length_of_each_end(low, ratio):
+    """A log axis within a decade or two was labelled at 1-9 x 10^k or at powers of ten only: validate hetero's
+    panel over 36-180 s had no label above 100 (its point at 120 s none near it)."""
+    plt = pyplot()
+    fig, ax = plt.subplots()
+    ax.set_yscale("log")
+    ax.set_ylim(low, low * ratio)
+    label_log_axis(ax.yaxis, low, low * ratio)
+    shown = drawn_labels(ax, low, low * ratio)
+    plt.close(fig)
+    length = math.log10(ratio)
+    assert math.log10(shown[0] / low) <= length / 4 + 1e-9
+    assert math.log10(low * ratio / shown[-1]) <= length / 4 + 1e-9
 
 
 def test_a_sweep_row_that_is_not_a_number_is_named_by_its_line_as_sweep_and_validate_count_them(tmp_path):

@@ -48,44 +48,57 @@ def read_sweep(path: Path) -> tuple[list[dict[str, str]], list[str]]:
     return rows, header[1:header.index("num_gpus")]
 
 
-def label_log_axis(axis: Any, lo: float, hi: float) -> None:
-    """Label a log axis spanning `lo` to `hi` (above 0) in plain numbers (plain): at its powers of ten, and where
-    fewer than two of them are in view (a span within about a decade) at the ticks between them too: every one over at
-    most a decade, else those at 2 and 5 times a power of ten, so that the axis always reads."""
-    plt = pyplot()
-    axis.set_major_formatter(plt.FuncFormatter(lambda v, _: plain(v)))
-    powers = math.floor(math.log10(hi)) - math.ceil(math.log10(lo)) + 1 if 0 < lo <= hi else 0
-    if powers >= 2:
-        axis.set_minor_formatter(plt.NullFormatter())
-        return
-    if lo > 0 and len(log_ticks_within(lo, hi)) < 2:  # within 2x ([110, 190] holds no tick of 1-9 x 10^k)
-        from matplotlib.ticker import MaxNLocator
+LADDERS = ((1.0,), (1.0, 2.0, 5.0), (1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0),
+           (1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0))
+"""The labelled ticks of a log axis, as the multiples of each power of ten (matplotlib's LogLocator `subs`), coarsest
+first: label_log_axis takes the first that reaches both ends of the axis."""
 
-        axis.set_major_locator(MaxNLocator(nbins=4))
-        axis.set_minor_formatter(plt.NullFormatter())
-        step = (hi - lo) / 4
+END_GAP = 0.25
+"""The most of a log axis's length (in decades) that may go unlabelled at either end. Chosen, not fitted: a
+validation panel over 36-180 s labelled up to 100 left its top 36% (and its point at 120 s) without a label."""
+
+
+def label_log_axis(axis: Any, lo: float, hi: float) -> None:
+    """Label a log axis spanning `lo` to `hi` (above 0) in plain numbers, at the coarsest of LADDERS whose ticks reach
+    within END_GAP of the axis's length of both its ends (powers of ten over many decades; 1, 2 and 5 times them over
+    two or three; every digit, then 1.2, 1.5 and 2.5 too, within a decade), so that the whole axis reads. A span
+    that no ladder reaches across (within about 1.5x) takes evenly spaced ticks, with the decimals their spacing
+    needs."""
+    plt = pyplot()
+    from matplotlib.ticker import LogLocator, MaxNLocator
+
+    axis.set_minor_formatter(plt.NullFormatter())
+    subs = next((s for s in LADDERS if reaches_ends(log_ticks_within(lo, hi, s), lo, hi)), None) if lo > 0 else None
+    if subs is None:
+        axis.set_major_locator(MaxNLocator(nbins=8))  # a step at most twice 1/8 of the span: a label per quarter
+        step = (hi - lo) / 8
         places = max(0, 1 - math.floor(math.log10(step))) if step > 0 else 0
         axis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v:,.{places}f}"))
         return
-    keep = range(1, 10) if hi <= 10 * lo else (2, 5)
-    axis.set_minor_formatter(plt.FuncFormatter(lambda v, _: plain(v) if leading_digit(v) in keep else ""))
+    axis.set_major_locator(LogLocator(subs=subs))
+    axis.set_major_formatter(plt.FuncFormatter(lambda v, _: plain(v)))
+
+
+def reaches_ends(ticks: list[float], lo: float, hi: float) -> bool:
+    """Whether a log axis from `lo` to `hi` with these ticks (ascending) has two or more, and one within END_GAP of
+    its length of each end."""
+    limit = END_GAP * math.log10(hi / lo)
+    return len(ticks) >= 2 and math.log10(ticks[0] / lo) <= limit and math.log10(hi / ticks[-1]) <= limit
 
 
 def plain(value: float) -> str:
-    """A log axis's tick (1 to 9 times a power of ten) in plain figures: whole from 1 up (2,000), else to its one
-    significant digit (0.2, 0.05; written whole, a tenth of a second read "0")."""
-    return f"{value:,.0f}" if value >= 1 or value <= 0 else f"{value:.{-math.floor(math.log10(value))}f}"
+    """A log axis's tick in plain figures, to its second significant digit at most and without trailing zeros:
+    2,000, 1,500,000, 1.5, 0.2, 0.05 (written whole, a tenth of a second read "0")."""
+    if value <= 0:
+        return f"{value:,.0f}"
+    text = f"{value:,.{max(0, 1 - math.floor(math.log10(value)))}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
 
 
-def log_ticks_within(lo: float, hi: float) -> list[float]:
-    """The values of 1 to 9 times a power of ten from `lo` to `hi` (both positive): a log axis's ticks."""
+def log_ticks_within(lo: float, hi: float, subs: tuple[float, ...] = LADDERS[2]) -> list[float]:
+    """The values of `subs` times a power of ten from `lo` to `hi` (both positive), ascending: a log axis's ticks."""
     first, last = math.floor(math.log10(lo)), math.floor(math.log10(hi))
-    return [d * 10.0**p for p in range(first, last + 1) for d in range(1, 10) if lo <= d * 10.0**p <= hi]
-
-
-def leading_digit(value: float) -> int:
-    """The first significant digit of a positive number (2 for 2,000 or 0.2)."""
-    return round(value / 10 ** math.floor(math.log10(value))) if value > 0 else 0
+    return [d * 10.0**p for p in range(first, last + 1) for d in subs if lo <= d * 10.0**p <= hi]
 
 
 def scaling(data: Any, source: str, options: Any = None) -> Any:
