@@ -24,7 +24,7 @@ from .errors import run_reporting_errors
 from .limits import MaxMemoryOption, memory_limit
 from .memory import advice, print_report, remedy_line, summary_line, warnings
 from .memory import memory as memory_command
-from .output import print_table, sampling_line, sampling_metadata
+from .output import fold_lines, print_table, sampling_line, trace_metadata
 from .paths import path_option
 from .plan import plan_hetero
 from .plot import plot as plot_command
@@ -132,7 +132,7 @@ def simulate(
         try:
             write_atomic(output, compressed_as_named(output, chrome_trace_json(
                 sim.dag, sim.timeline, trace_detail, sim.memory, sim.fold.rep, analysis.busiest,
-                sampling_metadata(result), {b.gpu: b.device for b in result.per_gpu})))
+                trace_metadata(result, sim.fold), {b.gpu: b.device for b in result.per_gpu})))
         except OSError as exc:
             raise ConfigError(f"-o {output}: cannot write: {exc.strerror or exc}") from None
     if as_json:
@@ -143,14 +143,8 @@ def simulate(
     print(f"GPUs: {result.num_gpus} | Total: {shown_ms(result.iteration_time_ms)} ms")
     if result.sampling is not None:
         print(sampling_line(result.sampling, output is not None))
-    if not sim.fold.expand_spread:
-        print("Collectives: folded throughout, none expanded over every GPU (their expansion would not fit; "
-              "within 1% of it on most steps, up to 10% fast on ZeRO-3's: dag.fold.Fold.folded_throughout)")
-    if sim.fold.steady_rings:
-        from ..dag.fold import STEADY_RING_MEMBERS
-
-        print(f"Rings: those of {STEADY_RING_MEMBERS} members or more in steady state, each sender's steps one flow "
-              "(the step would not fit otherwise: dag.fold.Fold.with_steady_rings)")
+    for line in fold_lines(sim.fold):
+        print(line)
     print(f"Throughput: {result.tokens_per_s:,.0f} tokens/s | {result.tflops_per_gpu:.1f} TFLOP/s per GPU "
           f"| MFU {100 * result.mfu:.1f}%")
     print(summary_line(sim.memory))

@@ -13,6 +13,7 @@ import typer
 from ..config.errors import ConfigError
 from ..config.loading import files_read, load_scenario
 from .limits import MaxMemoryOption, memory_limit
+from .output import fold_flags
 from .paths import path_option
 
 if TYPE_CHECKING:
@@ -74,9 +75,7 @@ def result_json(sim: Simulation, analysis: Analysis, scenario: Path) -> dict:
     from ..analysis.schedule import schedule
     from .memory import advice, remedies_json
 
-    folded = {} if sim.fold.expand_spread else {"collectives_folded_throughout": True}
-    if sim.fold.steady_rings:
-        folded["rings_in_steady_state"] = True
+    folded = fold_flags(sim.fold)
     profiled = {"profile": {gpu: use._asdict() for gpu, use in sim.profiled.items()}} if sim.profiled else {}
     memory = sim.memory.to_json()
     if not sim.memory.fits:
