@@ -242,18 +242,23 @@ def test_the_memory_counter_peaks_at_the_tables_states_and_kept_activations(sche
         assert peak == pytest.approx((stage.states + most_kept) / GiB, abs=1e-3)
 
 
-def test_the_memory_counter_of_a_combined_forward_backward_step_peaks_one_layer_above_as_the_table_does():
+@pytest.mark.parametrize("schedule", ["interleaved_1f1b", "dualpipev"])
+def test_the_memory_counter_of_a_combined_forward_backward_step_peaks_one_layer_above_as_the_table_does(schedule):
     """overlap_moe_expert_parallel_comm runs a steady forward's layers between its paired backward's, so the backward
     has not freed its last layers when the forward's first runs: the table peaks there, one layer above the level
     before. The counter held a layer from the end of its forward, after the paired backward had freed as much, and
     peaked a layer lower (stage 0: 1.87 GiB against the table's 1.92); held from the start, it peaks at the table's
-    states and kept activations on every stage without the loss (on the last, the replay's backward frees the loss's
-    logits before the paired forward starts, which the table does not count: the counter stays under the table)."""
+    states and kept activations on every stage. On a stage holding the loss the backward's head and loss run first
+    and free theirs before the forward's layers (Megatron-Core's TransformerModelChunkSchedulePlan.run: the
+    post_process node releases its state after its backward), as the replay has it; the table counted them held
+    (interleaved stage 3: 0.520 GiB of activations against the counter's 0.465, DualPipeV stage 0: 0.685 against
+    0.630)."""
     from simulon.config.units import GiB
 
     sc = gpt_scenario(nodes=1, gpus_per_node=8, pp=4, ep=2, layers=8, gbs=16, seq=1024,
                       moe={"num_experts": 4, "top_k": 2},
-                      extra_parallelism={"vpp": 2, "overlap_moe_expert_parallel_comm": True})
+                      extra_parallelism={"pipeline_schedule": schedule, "vpp": 2,
+                                         "overlap_moe_expert_parallel_comm": True})
     sim = simulate(sc)
     trace = json.loads(chrome_trace_json(sim.dag, sim.timeline, "kernels", memory=sim.memory))
     peaks = defaultdict(float)
@@ -261,14 +266,13 @@ def test_the_memory_counter_of_a_combined_forward_backward_step_peaks_one_layer_
         if e["ph"] == "C" and e["name"] == "allocated memory (GiB)":
             peaks[e["pid"]] = max(peaks[e["pid"]], e["args"]["GiB"])
     assert len(peaks) == 8
+    heads = 0
     for gpu, peak in peaks.items():
         kernels = np.flatnonzero((sim.dag.gpu == gpu) & (sim.dag.kind == NodeKind.compute))
         stage = sim.memory.stages[int(sim.dag.stage[kernels[0]])]
-        table = (stage.states + stage.kept_activations) / GiB
-        if stage.stage < 3:
-            assert peak == pytest.approx(table, abs=1e-3)
-        else:
-            assert peak <= table + 1e-3
+        heads += stage.unit_kept.get(-2, 0.0) > 0
+        assert peak == pytest.approx((stage.states + stage.kept_activations) / GiB, abs=1e-3)
+    assert heads == 2  # the stage holding the loss, on both of its GPUs
 
 
 def test_a_trace_named_gz_is_gzip_compressed_the_same_bytes_each_time(tmp_path):

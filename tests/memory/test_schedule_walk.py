@@ -17,13 +17,14 @@ from simulon.workload.schedule import make_scheduler
 
 def plain_walk(schedule: str, chunks: int, stage: int, num_stages: int, microbatches: int,
                kept: list[float], forward: list[float], backward: list[float],
-               deferred: list[float], layer: list[float] | None = None,
+               deferred: list[float], layer: list[float] | None = None, head: list[float] | None = None,
                combined: bool = False, weight: float = 1.0) -> tuple[float, float]:
     """The walk as a loop over the steps: F adds what its chunk keeps, B frees it (a split B trades it for what its W
     reads, which may be more), W frees that; the peak is the first step whose kept plus transient is the largest (a
     W's transient: none). A combined step
-    (an F and the combined B after it) peaks once, at what was kept before it plus one layer of the F's chunk and
-    the larger of the two transients."""
+    (an F and the combined B after it) peaks once, at what was kept before it plus one layer of the F's chunk less
+    the B's head (freed before the F's layers run; never below what was kept before) and the larger of the two
+    transients."""
     steps = make_scheduler(schedule, chunks, combined).steps(stage, num_stages, microbatches)
     split = {(step.microbatch, step.chunk) for step in steps if step.kind == "W"}
     live, best = 0.0, (0.0, 0.0)
@@ -33,7 +34,8 @@ def plain_walk(schedule: str, chunks: int, stage: int, num_stages: int, microbat
             candidate = (live, 0.0)
         after = steps[i + 1] if i + 1 < len(steps) else None
         if kind == "F" and after is not None and after.combined:
-            candidate = (live + (kept if layer is None else layer)[chunk],
+            freed = 0.0 if head is None else head[after.chunk]
+            candidate = (live + max((kept if layer is None else layer)[chunk] - freed, 0.0),
                          max(forward[chunk], backward[after.chunk]))
         if paired:
             candidate = (0.0, 0.0)  # its pair's F has its peak
@@ -88,10 +90,10 @@ def test_the_array_walk_equals_the_loop_for_the_v_and_dualpipe_schedules(data, s
 
 
 def chunk_values_with_layers(count: int):
-    """Per chunk (kept, forward, backward, weight inputs <= kept, one layer's keep <= kept)."""
-    return chunk_values(count).flatmap(lambda columns: st.lists(st.floats(0.0, 1.0), min_size=count, max_size=count)
-                                       .map(lambda shares: [*columns, [k * f for k, f in zip(columns[0], shares,
-                                                                                            strict=True)]]))
+    """Per chunk (kept, forward, backward, weight inputs <= kept, one layer's keep <= kept, its head's <= kept)."""
+    shares = st.lists(st.floats(0.0, 1.0), min_size=count, max_size=count)
+    return chunk_values(count).flatmap(lambda columns: st.tuples(shares, shares).map(
+        lambda two: [*columns, *([k * f for k, f in zip(columns[0], share, strict=True)] for share in two)]))
 
 
 @given(data=st.data(), schedule=st.sampled_from(["1f1b", "interleaved_1f1b", "dualpipe", "dualpipev"]),

@@ -138,12 +138,15 @@ def test_overlapping_the_all_to_alls_shortens_the_step_and_never_beats_the_compu
     assert overlapped.iteration_time_ms >= plain.breakdown["compute_ms"]
 
 
-def test_the_overlap_keeps_plain_1f1bs_activations_plus_one_layer_not_a_micro_batch_more():
+def test_the_overlap_keeps_plain_1f1bs_activations_plus_at_most_one_layer_not_a_micro_batch_more():
     # the combined step frees the backward's layers as the forward keeps its own (memory/walk.py)
     plain, overlapped = simulate(one_node(False)).memory, simulate(one_node(True)).memory
     assert plain.stages[0].microbatches_in_flight == 1
     layer = 1 / (LAYERS + 2)  # of a micro-batch: no layer keeps more than the head and embedding together
-    assert 1 < overlapped.stages[0].microbatches_in_flight < 1 + 2 * layer
+    assert 1 <= overlapped.stages[0].microbatches_in_flight < 1 + 2 * layer
+    # the one stage holds the loss: the backward's head and loss (196 MiB) run and free theirs before the forward's
+    # layers (56 MiB each), Megatron-Core's TransformerModelChunkSchedulePlan.run: no more than plain 1F1B's
+    assert overlapped.stages[0].microbatches_in_flight == pytest.approx(1.0)
 
 
 # ---- what Megatron-Core refuses ----

@@ -176,6 +176,12 @@ class _Chunk:
         theirs, the forward's run last (TransformerModelChunkSchedulePlan.run)."""
         return max((kept for unit, kept in self.units.items() if unit >= 0), default=0.0)
 
+    @property
+    def head(self) -> float:
+        """What the chunk's LM head and loss keep per micro-batch (none where it holds no head): what a combined
+        step's backward frees before its forward's layers run (walk.py)."""
+        return self.units.get(HEAD_LAYER, 0.0)
+
 
 def scenario_channels(sc: ScenarioConfig) -> int | None:
     """The NCCL channels a scenario fixes for its collectives (their buffers count in memory), None where NCCL
@@ -386,8 +392,9 @@ class MemoryModel:
     @staticmethod
     def _columns(chunks: list[_Chunk]) -> list[np.ndarray]:
         """Per model chunk what a micro-batch keeps, what its forward and backward hold on top, what a split backward
-        holds until its W and the most one layer keeps: what a walk of the schedule reads (StagePlan.peak)."""
-        return list(np.array([(c.kept, c.forward, c.backward, c.deferred, c.largest_layer) for c in chunks],
+        holds until its W, the most one layer keeps and what its head keeps: what a walk of the schedule reads
+        (StagePlan.peak)."""
+        return list(np.array([(c.kept, c.forward, c.backward, c.deferred, c.largest_layer, c.head) for c in chunks],
                              dtype=float).T)
 
     @staticmethod

@@ -13,10 +13,13 @@ a split B left, above the one before that B where the B re-created more than the
 A combined step (Step.combined: overlap_moe_expert_parallel_comm's forward and backward of two micro-batches run as
 one, layer by layer, workload/megatron.py combined_step) frees the backward's layers as the forward keeps its own:
 Megatron-Core's TransformerModelChunkSchedulePlan.run pairs forward layer i with backward layer n - 1 - i, and the
-forward's attention runs before the backward's experts and attention free theirs. So the pair peaks at what was kept
-before it plus one layer of the forward (the largest the chunk has) and the larger of the two transients (one compute
-stream runs their kernels in turn), not at a whole micro-batch more. Megatron-Core's one extra warm-up forward keeps
-what plain 1F1B's first steady forward would, so the overlap's peak is plain 1F1B's plus about one layer.
+forward's attention runs before the backward's experts and attention free theirs; before any layer, the backward's
+head and loss run and free theirs (its post_process ScheduleNode releases its state after its backward), and the
+forward's head runs after every layer. So the pair peaks at what was kept before it plus one layer of the forward
+(the largest the chunk has) less the backward's head where its chunk holds it (never below what was kept before it),
+and the larger of the two transients (one compute stream runs their kernels in turn), not at a whole micro-batch
+more. Megatron-Core's one extra warm-up forward keeps what plain 1F1B's first steady forward would, so the overlap's
+peak is plain 1F1B's plus about one layer (less the head's on the stage of the loss).
 
 The steps depend only on the schedule's shape (schedule, model chunks, stage, stages, micro-batches), so they are
 turned into arrays once per shape (`StagePlan.of`, cached) and every strategy of that shape walks them with one
@@ -97,16 +100,20 @@ class StagePlan:
         return float(kept[self.chunk[self.forward]].sum()) / self.microbatches
 
     def peak(self, kept: np.ndarray, forward: np.ndarray, backward: np.ndarray, deferred: np.ndarray,
-             layer: np.ndarray | None = None, weight: float = 1.0) -> tuple[float, float]:
+             layer: np.ndarray | None = None, head: np.ndarray | None = None, weight: float = 1.0
+             ) -> tuple[float, float]:
         """(kept, transient) at the step where their sum peaks (the first such step; (0, 0) when no step holds
         anything), given per model chunk what a micro-batch keeps, what its forward and its backward hold on top,
         what a split backward keeps until its W, and the most one of its layers keeps (`layer`: what a combined
-        step holds on top of what was kept before it; the whole chunk where not given); `weight`: the steps are ranked
-        by kept + weight x transient (the caching allocator's reserved high-water mark counts transients more)."""
-        return self.peaks(kept, forward, backward, deferred, layer, (weight,))[0]
+        step holds on top of what was kept before it; the whole chunk where not given), what a combined step's
+        backward frees before its forward's layers run (`head`: its head and loss; none where not given); `weight`:
+        the steps are ranked by kept + weight x transient (the caching allocator's reserved high-water mark counts
+        transients more)."""
+        return self.peaks(kept, forward, backward, deferred, layer, head, (weight,))[0]
 
     def peaks(self, kept: np.ndarray, forward: np.ndarray, backward: np.ndarray, deferred: np.ndarray,
-              layer: np.ndarray | None = None, weights: tuple[float, ...] = (1.0,)) -> list[tuple[float, float]]:
+              layer: np.ndarray | None = None, head: np.ndarray | None = None,
+              weights: tuple[float, ...] = (1.0,)) -> list[tuple[float, float]]:
         """`peak` for each of `weights`, from one walk of the schedule (the memory model ranks its steps twice: by
         what they allocate and by what they reserve)."""
         if not self.chunk.size:
@@ -119,11 +126,12 @@ class StagePlan:
         np.cumsum(delta[:-1], out=live[1:])  # kept before each step, summed in step order
         first = np.where(self.forward, live + k, live)
         second = np.where(self.forward, forward[self.chunk], np.where(self.weight, 0.0, backward[self.chunk]))
-        if self.paired.any():  # a combined step peaks at its F's entry: one layer more, the larger transient
+        if self.paired.any():  # a combined step peaks at its F's first layer: one layer more less the B's head
             pair = self.forward & self.paired
             after = np.append(self.chunk[1:], 0)  # the chunk of the B paired with an F
             grown = (kept if layer is None else layer)[self.chunk]
-            first = np.where(pair, live + grown, first)
+            freed = np.zeros_like(grown) if head is None else head[after]
+            first = np.where(pair, live + np.maximum(grown - freed, 0.0), first)
             second = np.where(pair, np.maximum(second, backward[after]), second)
         return [self._best(first, second, weight) for weight in weights]
 
