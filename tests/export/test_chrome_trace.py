@@ -112,6 +112,8 @@ def test_the_busiest_links_and_the_memory_are_counters(quick_start):
 
 
 def test_each_detail_draws_what_it_says(quick_start):
+    """Each level adds to the one before (chrome_trace.DETAILS, README, --help): at "flows" the pipeline sends had
+    left the sender's pipeline stream and the receiver's, drawn on the network tracks only."""
     sim, _, _ = quick_start
     dag, timeline = sim.dag, sim.timeline
     counts = {}
@@ -125,7 +127,10 @@ def test_each_detail_draws_what_it_says(quick_start):
     sends = int(((dag.kind == NodeKind.flow) & (dag.coll < 0)).sum())
     assert counts["kernels"] == kernels
     assert counts["collectives"] == kernels + spans + waits + 2 * sends  # every pipeline send is received
-    assert counts["flows"] == kernels + spans + waits + 2 * int((dag.kind == NodeKind.flow).sum())
+    assert counts["flows"] == counts["collectives"] + 2 * int((dag.kind == NodeKind.flow).sum())
+    drawn = {detail: {(e["pid"], e["tid"], e["name"], e["ts"], e["dur"]) for e in trace_events(dag, timeline, detail)
+                      if e["ph"] == "X"} for detail in DETAILS}
+    assert all(drawn[a] < drawn[b] for a, b in itertools.pairwise(DETAILS))  # each level draws all the one before
     with pytest.raises(ValueError, match="trace detail"):
         trace_events(dag, timeline, "everything")
 
@@ -156,9 +161,10 @@ def test_a_collective_is_drawn_from_its_last_members_join_after_a_wait_slice_nam
     assert total_wait == pytest.approx(exposed_idle * 1e6, abs=len(waits) * 1e-3)
 
 
-def test_pipeline_sends_show_on_the_sender_and_their_receives_on_the_receiver(quick_start):
+@pytest.mark.parametrize("detail", ["collectives", "flows"])
+def test_pipeline_sends_show_on_the_sender_and_their_receives_on_the_receiver(quick_start, detail):
     sim, _, _ = quick_start
-    events = [e for e in trace_events(sim.dag, sim.timeline, "collectives") if e["ph"] == "X"]
+    events = [e for e in trace_events(sim.dag, sim.timeline, detail) if e["ph"] == "X"]
     sends = [e for e in events if e["name"].startswith(f"{PIPELINE_SEND} to GPU ")]
     receives = [e for e in events if e["name"].startswith("pipeline receive from GPU ")]
     assert sends and len(receives) == len(sends)

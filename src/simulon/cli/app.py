@@ -90,7 +90,7 @@ def simulate(
     expand: Annotated[str, typer.Option(help="auto | full | symmetric: simulate every GPU, or one per "
                                         "class of identical data/tensor-parallel peers")] = "auto",
     trace_detail: Annotated[str | None, typer.Option(help="what the trace (-o) draws: kernels, collectives (and "
-                                                     "pipeline sends) or flows (every network flow); default "
+                                                     "pipeline sends) or flows (those and every network flow); default "
                                                      "collectives")] = None,
     max_memory: MaxMemoryOption = None,
     micro_batches: Annotated[str, typer.Option(

@@ -13,7 +13,7 @@ once, and no two slices of one track overlap.
 
 How much is drawn is `detail`: "kernels" (compute kernels only), "collectives" (and each GPU's part in each
 collective, and pipeline sends on the sender's pipeline stream and their receives on the receiver's: one slice per
-operation, not per flow) or "flows" (and every network flow, on
+operation, not per flow) or "flows" (and every network flow, pipeline sends' too, on
 its sender's send tracks and on its receiver's receive tracks, with an arrow between them; a receiver that is
 folded onto a representative, dag/fold.py, shows its receive on its representative's receive tracks; an in-network
 reduction's legs, NVLS's or SHARP's, go "to its scale-up switch" (or scale-out) on the GPU's send tracks and "from
@@ -152,10 +152,9 @@ def trace_events(dag: ExecutionDAG, timeline: Timeline, detail: str = DEFAULT_DE
     _kernels(slices, dag, timeline)
     if detail != "kernels":
         _collectives(slices, dag, timeline)
+        _pipeline_sends(slices, dag, timeline, rep)
     if detail == "flows":
         _flows(slices, dag, timeline, rep)
-    elif detail == "collectives":
-        _pipeline_sends(slices, dag, timeline, rep)
     events, used = slices.events()
     return _metadata(dag, used, devices or {}) + events
 
