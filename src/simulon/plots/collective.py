@@ -11,6 +11,7 @@ from typing import Any
 from ..config.errors import ConfigError, not_utf8
 from .figure import pyplot
 from .inputs import need, numbers
+from .scaling import label_log_axis
 
 COLLECTIVE = "simulon collective SCENARIO --json"
 
@@ -100,6 +101,7 @@ def busbw(data: Any, source: str, options: Any = None) -> Any:
                 measured_drawn += 1
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
+    label_log_axis(ax.yaxis, *ax.get_ylim())  # matplotlib wrote a sweep within 1% as 5.188x10^1, 5.19x10^1, ...
     ax.set_xlabel("message size (bytes)")
     ax.set_ylabel("bus bandwidth (GB/s)")
     if len(series) == 1:
