@@ -222,7 +222,7 @@ def test_validate_profile_with_no_comparable_run_says_so_and_exits_2(tmp_path):
     # a run of dtype fp4 was timed for training in fp4, which is nvfp4 (config.common.training_dtype)
     gpu = gpu_file(tmp_path / "g.yaml", run("attn_qkv", {**GEMM, "dtype": "fp4"}))
     line = refused(cli("validate", "profile", str(gpu)), "kernel_runs: no run could be compared (1 skipped: "
-                                                           "kernel_runs[0]: nvfp4: GPU H100 has no nvfp4 peak")
+                   "kernel_runs[0]: dtype fp4, read as nvfp4: GPU H100 has no nvfp4 peak")
     assert "nan" not in line
 
 
@@ -230,7 +230,8 @@ def test_validate_profile_names_a_skipped_run_by_its_place_in_kernel_runs_not_a_
     gpu = gpu_file(tmp_path / "g.yaml", run("attn_qkv", GEMM), run("attn_qkv", {**GEMM, "dtype": "fp4"}))
     proc = cli("validate", "profile", str(gpu))
     assert proc.returncode == 0, proc.stderr
-    assert "skipped 1 (kernel_runs[1]): nvfp4: GPU H100 has no nvfp4 peak" in proc.stdout, proc.stdout
+    said = "skipped 1 (kernel_runs[1]): dtype fp4, read as nvfp4: GPU H100 has no nvfp4 peak"
+    assert said in proc.stdout, proc.stdout
     assert "spreadsheet" not in proc.stdout and "row 3" not in proc.stdout
 
 
