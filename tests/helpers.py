@@ -129,3 +129,16 @@ def one_gpu_scenario(path: Path, gpu: Path, **training: Any) -> Path:
                      "training": {"num_gpus": 1, "global_batch_size": 1, "micro_batch_size": 1,
                                   "sequence_length": 128, **training}}}))
     return path
+
+
+def finding_of(sc: ScenarioConfig, term: str) -> Any:
+    """The finding on `term` (PP, DP, ...) of the scenario's simulated step, analysed as `simulon simulate` does."""
+    from simulon.analysis.analyze import analyze
+    from simulon.analysis.findings import Settings
+    from simulon.pipeline import simulate
+
+    sim = simulate(sc, "auto")
+    gpu = sc.datacenter.node.gpu
+    found = analyze(sim.dag, sim.timeline, sim.topology, gpu.peak_flops(sc.workload.training.dtype),
+                    gpu.memory_bandwidth, Settings.of(sc)).findings
+    return next(f for f in found if f.term == term)

@@ -7,13 +7,11 @@ from __future__ import annotations
 
 import pytest
 
-from helpers import gpt_scenario
-from simulon.analysis.analyze import analyze
+from helpers import finding_of, gpt_scenario
 from simulon.analysis.findings import Settings, advice
 from simulon.config import ScenarioConfig
 from simulon.config.errors import ConfigError
 from simulon.config.loading import parse_scenario
-from simulon.pipeline import simulate
 
 
 def data_parallel(gbs: int, **parallelism) -> ScenarioConfig:
@@ -21,11 +19,7 @@ def data_parallel(gbs: int, **parallelism) -> ScenarioConfig:
 
 
 def dp_finding(sc: ScenarioConfig):
-    sim = simulate(sc, "auto")
-    gpu = sc.datacenter.node.gpu
-    found = analyze(sim.dag, sim.timeline, sim.topology, gpu.peak_flops(sc.workload.training.dtype),
-                    gpu.memory_bandwidth, Settings.of(sc)).findings
-    return next(f for f in found if f.term == "DP")
+    return finding_of(sc, "DP")
 
 
 @pytest.mark.parametrize("parallelism", [{}, {"overlap_grad_reduce": False}, {"distributed_optimizer": True}],

@@ -5,8 +5,7 @@ the advice was "more micro-batches, or a faster link between stages"); 16-bit gr
 
 from __future__ import annotations
 
-from helpers import gpt_scenario
-from simulon.analysis.analyze import analyze
+from helpers import finding_of, gpt_scenario
 from simulon.analysis.findings import Settings, advice
 from simulon.analysis.schedule import schedule
 from simulon.config import ScenarioConfig
@@ -26,11 +25,7 @@ def dualpipe(gbs: int = 4, **training) -> ScenarioConfig:
 
 
 def pp_finding(sc: ScenarioConfig):
-    sim = simulate(sc, "auto")
-    gpu = sc.datacenter.node.gpu
-    found = analyze(sim.dag, sim.timeline, sim.topology, gpu.peak_flops(sc.workload.training.dtype),
-                    gpu.memory_bandwidth, Settings.of(sc)).findings
-    return next(f for f in found if f.term == "PP")
+    return finding_of(sc, "PP")
 
 
 def test_dualpipe_mirror_all_reduce_is_advised_what_shortens_it_not_more_micro_batches():

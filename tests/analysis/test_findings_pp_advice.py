@@ -6,11 +6,8 @@ micro-batches, where its advice read "more micro-batches, interleaving (vpp > 1)
 
 from __future__ import annotations
 
-from helpers import gpt_scenario
-from simulon.analysis.analyze import analyze
-from simulon.analysis.findings import Settings
+from helpers import finding_of, gpt_scenario
 from simulon.config import ScenarioConfig
-from simulon.pipeline import simulate
 
 
 def pipeline(gbs: int = 4, nic: str = "25Gbps", **parallelism) -> ScenarioConfig:
@@ -18,11 +15,7 @@ def pipeline(gbs: int = 4, nic: str = "25Gbps", **parallelism) -> ScenarioConfig
 
 
 def pp_finding(sc: ScenarioConfig):
-    sim = simulate(sc, "auto")
-    gpu = sc.datacenter.node.gpu
-    found = analyze(sim.dag, sim.timeline, sim.topology, gpu.peak_flops(sc.workload.training.dtype),
-                    gpu.memory_bandwidth, Settings.of(sc)).findings
-    return next(f for f in found if f.term == "PP")
+    return finding_of(sc, "PP")
 
 
 def test_exposed_pipeline_sends_are_advised_a_faster_link_not_the_bubbles_remedies_which_send_more():
