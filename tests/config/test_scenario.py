@@ -462,6 +462,10 @@ CHECKS = {
         [*DP2, ("workload.parallelism.ep", 2), ("workload.training.moe_dispatcher", "deepep"),
          ("workload.model.moe", {"num_experts": 8, "top_k": 2, "capacity_factor": 1.5})],
         "workload.model.moe.capacity_factor", ["1.5 pads", "deepep does not", "at most 1"]),
+    "deepep dispatch with every expert on every rank": (  # Megatron-Core asserts TPxEP > 1 for DeepEP's dispatcher
+        [*DP2, ("workload.training.moe_dispatcher", "deepep"), ("workload.model.moe", {"num_experts": 8, "top_k": 2})],
+        "workload.training.moe_dispatcher", ["ep 1 and expert tensor parallelism 1", "nothing to dispatch",
+                                             "TPxEP > 1"]),
     "fsdp with distributed optimizer": (
         [("workload.parallelism.fsdp", "full_shard"), ("workload.parallelism.distributed_optimizer", True)],
         "workload.parallelism.fsdp", ["already shards the optimizer"]),
@@ -525,6 +529,18 @@ def test_changes_that_only_set_up_a_check_are_valid():
     fp8 = seed()
     _set(fp8, "workload.training.dtype", "fp8")       # the H100 has fp8
     assert ScenarioConfig.model_validate(fp8).workload.training.dtype is DType.fp8
+
+
+def test_deepep_runs_over_expert_parallelism_or_over_expert_tensor_parallelism_alone():
+    """DeepEP's dispatch group is expert tensor x expert parallelism (Megatron-Core's tp_ep group): ep 2, or ep 1
+    with each expert split over the seed's tp 2, each has one to dispatch over."""
+    for edits in ([*DP2, ("workload.parallelism.ep", 2)], []):
+        data = seed()
+        for dotted, value in [*edits, ("workload.training.moe_dispatcher", "deepep"),
+                              ("workload.model.moe", {"num_experts": 8, "top_k": 2})]:
+            _set(data, dotted, value)
+        par = ScenarioConfig.model_validate(data).workload.parallelism
+        assert par.ep * par.etp == 2
 
 
 def test_datacenter_only_scenario_is_valid():

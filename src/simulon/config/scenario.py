@@ -17,6 +17,7 @@ from .workload import (
     MegatronWorkload,
     ModelSpec,
     ParallelismSpec,
+    TrainingSpec,
     check_one_chunk,
     check_schedule,
     check_schedule_placement,
@@ -231,6 +232,28 @@ def _check_recompute_layers(par: ParallelismSpec, model: ModelSpec, chunks: tupl
                      "re-runs at most those: leave it out to recompute every layer")
 
 
+def check_dispatcher(model: ModelSpec, train: TrainingSpec, par: ParallelismSpec | None) -> None:
+    """DeepEP's dispatcher where Megatron-Core runs it: on an MoE model, with no expert capacity padding, and over
+    more than one rank of expert tensor x expert parallelism (MoEFlexTokenDispatcher asserts "DeepEP dispatcher
+    requires TPxEP > 1", its tp_size the expert tensor-parallel group's). `par` None checks the model's rules alone
+    (a strategy search, whose every layout is checked as it is applied: search.run.apply)."""
+    if train.moe_dispatcher != "deepep":
+        return
+    if model.moe is None:
+        raise FieldError("workload.training.moe_dispatcher", "deepep dispatches MoE tokens to their experts, but "
+                         "the model has no MoE block; leave it out")
+    if (model.moe.capacity_factor or 1.0) > 1.0:
+        raise FieldError("workload.model.moe.capacity_factor", f"{model.moe.capacity_factor} pads every expert's "
+                         "input up to its capacity, which deepep does not do (Megatron-Core refuses "
+                         "--moe-pad-expert-input-to-capacity with the flex dispatcher's deepep backend); leave it "
+                         "out, or at most 1 to drop tokens, or use moe_dispatcher alltoall")
+    if par is not None and par.ep * par.etp == 1:
+        raise FieldError("workload.training.moe_dispatcher", "deepep with ep 1 and expert tensor parallelism 1: "
+                         "each rank holds every expert whole, so there is nothing to dispatch (Megatron-Core asserts "
+                         "\"DeepEP dispatcher requires TPxEP > 1\"); leave it out (the all-to-all dispatcher), or "
+                         "set ep above 1")
+
+
 def check_workload_fits(wl: MegatronWorkload, dc: DatacenterConfig) -> None:
     """Raise FieldError (dotted path from the scenario root) for the first inconsistency found."""
     par, train, model = wl.parallelism, wl.training, wl.model
@@ -284,14 +307,7 @@ def check_workload_fits(wl: MegatronWorkload, dc: DatacenterConfig) -> None:
     if par.sequence_parallel and train.sequence_length % (par.tp * par.cp):
         raise FieldError("workload.training.sequence_length", f"{train.sequence_length} is not divisible "
                          f"by tp*cp = {par.tp * par.cp} as sequence parallelism needs")
-    if train.moe_dispatcher == "deepep" and model.moe is None:
-        raise FieldError("workload.training.moe_dispatcher", "deepep dispatches MoE tokens to their experts, but "
-                         "the model has no MoE block; leave it out")
-    if train.moe_dispatcher == "deepep" and (model.moe.capacity_factor or 1.0) > 1.0:
-        raise FieldError("workload.model.moe.capacity_factor", f"{model.moe.capacity_factor} pads every expert's "
-                         "input up to its capacity, which deepep does not do (Megatron-Core refuses "
-                         "--moe-pad-expert-input-to-capacity with the flex dispatcher's deepep backend); leave it "
-                         "out, or at most 1 to drop tokens, or use moe_dispatcher alltoall")
+    check_dispatcher(model, train, par)
     if par.ep > 1:
         if model.moe is None:
             raise FieldError("workload.parallelism.ep", f"ep = {par.ep} but the model has no MoE block")

@@ -26,15 +26,11 @@ MEGATRON_DISPATCHER = {"alltoall": ["--moe-token-dispatcher-type alltoall"],
 the flex dispatcher (--moe-enable-deepep is deprecated for --moe-flex-dispatcher-backend deepep)."""
 
 
-def overlaps_expert_comm(strategy: Strategy, sc: ScenarioConfig) -> bool:
-    """Whether the strategy runs the scenario's expert-parallel all-to-all overlap (search.run.apply keeps it where
-    Megatron-Core allows it), as the search estimated and replayed it."""
-    return apply(sc.workload, strategy).parallelism.overlap_moe_expert_parallel_comm
-
-
 def megatron_arguments(strategy: Strategy, sc: ScenarioConfig) -> list[str]:
-    """Megatron-LM flags that run the strategy (the model's own flags come from its recipe)."""
-    s, train = strategy, sc.workload.training
+    """Megatron-LM flags that run the strategy (the model's own flags come from its recipe), as the search estimated
+    and replayed it (search.run.apply: the expert-parallel all-to-all overlap and DeepEP's dispatcher where
+    Megatron-Core allows them)."""
+    s, train, applied = strategy, sc.workload.training, apply(sc.workload, strategy)
     layers = sc.workload.model.num_layers
     args = [f"--tensor-model-parallel-size {s.tp}", f"--pipeline-model-parallel-size {s.pp}",
             f"--context-parallel-size {s.cp}", f"--micro-batch-size {s.micro_batch_size}",
@@ -74,8 +70,8 @@ def megatron_arguments(strategy: Strategy, sc: ScenarioConfig) -> list[str]:
     elif s.recompute == "full":
         args += ["--recompute-granularity full", "--recompute-method uniform", "--recompute-num-layers 1"]
     if sc.workload.model.moe is not None:
-        args += MEGATRON_DISPATCHER[train.moe_dispatcher]
-    if overlaps_expert_comm(strategy, sc):
+        args += MEGATRON_DISPATCHER[applied.training.moe_dispatcher]
+    if applied.parallelism.overlap_moe_expert_parallel_comm:
         args.append("--overlap-moe-expert-parallel-comm")
     if par.overlap_grad_reduce:
         args.append("--overlap-grad-reduce")
@@ -88,7 +84,7 @@ def megatron_arguments(strategy: Strategy, sc: ScenarioConfig) -> list[str]:
     else:
         strategy_name = "optim_grads" if s.sharding == "zero2" else "optim_grads_params"
         args += ["--use-megatron-fsdp", f"--data-parallel-sharding-strategy {strategy_name}"]
-    return args + number_format_arguments(apply(sc.workload, strategy))
+    return args + number_format_arguments(applied)
 
 
 MEGATRON_FP8_RECIPE = {"delayed": "delayed", "current": "tensorwise"}
@@ -129,8 +125,10 @@ def scenario_yaml(sc: ScenarioConfig, strategy: Strategy, num_gpus: int, note: s
     data: dict[str, Any] = sc.model_dump(mode="json", exclude_none=True)
     workload = data["workload"]
     workload["parallelism"] = parallelism_block(sc, strategy)
-    workload["training"].update({"micro_batch_size": strategy.micro_batch_size, "dtype": strategy.dtype,
-                                 "num_gpus": num_gpus})
+    # the training block as the strategy ran it (search.run.apply: its micro-batch and dtype, and what its sharding
+    # and dispatch leave out or switch)
+    training = apply(sc.workload, strategy).training.model_dump(mode="json", exclude_none=True)
+    workload["training"] = {**training, "num_gpus": num_gpus}
     return f"# {note}\n" + yaml.safe_dump(data, sort_keys=False)
 
 

@@ -38,7 +38,7 @@ from ..config.dc import workload_gpus
 from ..config.errors import ConfigError
 from ..config.loading import parse_scenario, problem, read_scenario_data
 from ..config.pipeline_layout import virtual_stage_layers
-from ..config.scenario import ScenarioConfig, scenario_argument
+from ..config.scenario import ScenarioConfig, check_dispatcher, scenario_argument
 from ..config.units import GiB
 from ..config.workload import (
     FSDP_UNREAD,
@@ -295,9 +295,11 @@ def apply(workload: MegatronWorkload, strategy: Strategy) -> MegatronWorkload:
     without_other_recompute_settings(parallelism)
     if strategy.etp != strategy.tp:
         parallelism["expert_tensor_parallel"] = strategy.etp
-    unread = {key: None for block, key in FSDP_UNREAD if block == "training"} if parallelism["fsdp"] != "none" else {}
+    changed = {key: None for block, key in FSDP_UNREAD if block == "training"} if parallelism["fsdp"] != "none" else {}
+    if workload.training.moe_dispatcher == "deepep" and strategy.ep * strategy.etp == 1:
+        changed[DISPATCHER] = "alltoall"  # nothing to dispatch, and Megatron-Core refuses DeepEP's (check_dispatcher)
     training = workload.training.model_copy(update={"micro_batch_size": strategy.micro_batch_size,
-                                                    "dtype": DType(strategy.dtype), **unread})
+                                                    "dtype": DType(strategy.dtype), **changed})
     applied = workload.model_copy(update={"parallelism": every_layer_named(ParallelismSpec.model_validate(parallelism),
                                                                            workload.model),
                                           "training": training})
@@ -356,11 +358,12 @@ def part_search(spec: str) -> Search:
     # all-to-all overlap is the strategies' to check (apply), not the base layout's
     training, parallelism = data["workload"]["training"], dict(data["workload"].get("parallelism", {}))
     overlap = bool(parallelism.pop(EXPERT_OVERLAP, False))
-    sc = parse_scenario({**data, "workload": {**data["workload"], "training": {**training, "num_gpus": 1},
+    kept, deepep = set_aside_dispatcher(training)
+    sc = parse_scenario({**data, "workload": {**data["workload"], "training": {**kept, "num_gpus": 1},
                                               "parallelism": framework_settings(parallelism)}}, "search")
     training = sc.workload.training.model_copy(update={"num_gpus": training.get("num_gpus")})
-    return Search(_base(sc, training, overlap, ParallelismSpec.model_validate(parallelism)), num_gpus, Limits(limits),
-                  fp8)
+    return Search(_base(sc, training, overlap, deepep, ParallelismSpec.model_validate(parallelism)), num_gpus,
+                  Limits(limits), fp8)
 
 
 def merge(pieces: list[Phase]) -> Phase:
@@ -642,6 +645,7 @@ FRAMEWORK_SETTINGS = ("overlap_grad_reduce", "overlap_param_gather", "average_in
 scenario's own, and so does every strategy it tries (apply), as it keeps overlap_moe_expert_parallel_comm where the
 strategy can run it."""
 EXPERT_OVERLAP = "overlap_moe_expert_parallel_comm"
+DISPATCHER = "moe_dispatcher"
 
 
 def count_argument(value: object, name: str, least: int, most: int | None = None) -> None:
@@ -673,7 +677,7 @@ def load_search_scenario(path: Path) -> tuple[ScenarioConfig, int | None]:
     kept: the overlap is checked against each strategy (apply), not against the file's layout."""
     data = read_scenario_data(path)
     workload = data.get("workload") if isinstance(data, dict) else None
-    asked, overlap = None, False
+    asked, overlap, deepep = None, False, False
     if isinstance(workload, dict):
         given = workload.get("parallelism")
         given = given if isinstance(given, dict) else {}
@@ -685,6 +689,7 @@ def load_search_scenario(path: Path) -> tuple[ScenarioConfig, int | None]:
             # micro-batches is too many): the search picks both
             asked = training.get("num_gpus")
             whole = training.get("global_batch_size")
+            training, deepep = set_aside_dispatcher(training)
             workload["training"] = {**training, "num_gpus": 1,
                                     "micro_batch_size": whole if isinstance(whole, int) and whole > 0 else 1}
         data = {**data, "workload": workload}
@@ -702,14 +707,30 @@ def load_search_scenario(path: Path) -> tuple[ScenarioConfig, int | None]:
             asked = TrainingSpec.model_validate({**training.model_dump(), "num_gpus": asked}).num_gpus
         except ValidationError as exc:
             raise ConfigError(f"{path}: workload.training.num_gpus: {problem(exc.errors()[0])}") from None
-    return _base(sc, training, overlap), asked
+    try:
+        return _base(sc, training, overlap, deepep), asked
+    except FieldError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
 
 
-def _base(sc: ScenarioConfig, training: TrainingSpec, overlap: bool,
+def set_aside_dispatcher(training: dict) -> tuple[dict, bool]:
+    """A training block without DeepEP's dispatcher, and whether it named it: a scenario validated for a search runs
+    on one GPU, where ep 1 has nothing to dispatch and deepep is refused (config.scenario.check_dispatcher); each
+    strategy runs it where Megatron-Core can (apply), and _base checks the rest of its rules."""
+    if training.get(DISPATCHER) != "deepep":
+        return training, False
+    return {key: value for key, value in training.items() if key != DISPATCHER}, True
+
+
+def _base(sc: ScenarioConfig, training: TrainingSpec, overlap: bool, deepep: bool = False,
           parallelism: ParallelismSpec | None = None) -> ScenarioConfig:
     """The scenario validated for a search with `training`, `parallelism` (default: its own) and the all-to-all
-    overlap set back as given (each strategy checks the overlap against its own layout: apply)."""
+    overlap and DeepEP's dispatcher set back as given (each strategy checks the overlap and the dispatcher against
+    its own layout: apply); the dispatcher's rules on the model checked here (a FieldError)."""
     parallelism = (parallelism or sc.workload.parallelism).model_copy(update={EXPERT_OVERLAP: overlap})
+    if deepep:
+        training = training.model_copy(update={DISPATCHER: "deepep"})
+        check_dispatcher(sc.workload.model, training, None)
     return sc.model_copy(update={"workload": sc.workload.model_copy(
         update={"training": training, "parallelism": parallelism})})
 
