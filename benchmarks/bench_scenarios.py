@@ -3,7 +3,9 @@
     uv run python benchmarks/bench_scenarios.py [--runs 3] [--only seed,moe96,gpt3-1024] [--baseline DIR]
 
 Each run is a fresh process (imports included, trace written for the seed example), timed with
-wait4 for its peak RSS. Medians over --runs; the machine is shared, so compare within one run.
+wait4 for its peak RSS (the in-process stages run in a process of their own too, so that this one stays small: a
+child's peak RSS includes its parent's at the fork). Medians over --runs; the machine is shared, so compare within
+one run.
 
 `--baseline DIR`: another checkout with its own environment (DIR/.venv, e.g. a `git worktree` of the commit
 before a change, set up with `uv sync`). Its runs alternate with this checkout's, whole processes and the
@@ -136,7 +138,9 @@ def main() -> None:
             print(f"{name}: end-to-end median {statistics.median(walls):.2f} s "
                   f"(min {min(walls):.2f}, max {max(walls):.2f}, {args.runs} runs), peak RSS "
                   f"{max(rss):.0f} MiB; a bare `simulon --help` process: {imports:.2f} s")
-            print("    in-process: " + describe(stages(path)))
+            # in a process of its own: a child's peak RSS counts what its parent held when it started (Linux keeps
+            # the larger of the forked copy's and the new program's across execve), so this process stays small
+            print("    in-process: " + describe(stages_in(sys.executable, path)))
 
 
 if __name__ == "__main__":
