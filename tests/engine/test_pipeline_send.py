@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from helpers import gpt_scenario
+from simulon.collective.nccl import p2p_channels_per_peer
 from simulon.collective.types import CollType
 from simulon.dag.nodes import NodeKind
 from simulon.pipeline import simulate, time_collective
@@ -50,3 +51,16 @@ def test_pinning_one_channel_slows_a_pipeline_send_as_it_slows_the_send_receive(
              / time_collective(dc, CollType.SendRecv, (0, 1), size).time_us)
     assert ratio > 2  # one point-to-point channel's copy rate, far below the NVLink port's
     np.testing.assert_allclose(pinned / free, ratio, rtol=1e-6)
+
+
+def test_a_pipeline_send_takes_the_channels_nccl_gives_a_peer_on_the_whole_pipeline_group():
+    """Megatron sends over the pipeline-parallel group's communicator, and NCCL sets a peer's point-to-point
+    channels from that communicator's ranks (graph/paths.cc ncclTopoComputeP2pChannels; enqueue.cc halves a peer's
+    channels while they times the ranks exceed p2pnChannels): four stages in one node give each send 8 of the 32
+    channels, where a two-GPU communicator would give it 16."""
+    sc = gpt_scenario(nodes=1, gpus_per_node=4, pp=4, layers=4, hidden=2048, seq=2048, gbs=4,
+                      nvlink="450GBps", nic="400Gbps")
+    dag = simulate(sc, fold_mode="full").dag
+    size = float(dag.size[dag.sends.nodes][0])
+    assert {run.channels for run in dag.sends.runs} == {p2p_channels_per_peer(4, size)}
+    assert p2p_channels_per_peer(4, size) < p2p_channels_per_peer(2, size)

@@ -149,20 +149,23 @@ class CollectivePlan:
             self.variants[model] = variant
         return self.variants[model]
 
-    def choose(self, ctype: CollType | str, group, size: float, algorithm: str = "") -> Choice:
+    def choose(self, ctype: CollType | str, group, size: float, algorithm: str = "", communicator=None) -> Choice:
         """How a collective runs: with `algorithm` where the workload fixes one for this call (a framework's own
-        kernels, such as DeepEP's), else with the scenario's algorithm (or NCCL's choice, for auto)."""
+        kernels, such as DeepEP's), else with the scenario's algorithm (or NCCL's choice, for auto). `communicator`:
+        the ranks of the NCCL communicator a send/receive between `group`'s two GPUs runs on (a pipeline send's, its
+        pipeline-parallel group), which sets its point-to-point channels (_channels); None: `group` itself."""
         ctype = coll_type(ctype)
         shape = self.shape(group)
+        comm = shape if communicator is None or ctype != SR else self.shape(communicator)
         ports, reduces = self.weakest_ports(group), self.topology.reduces_for(group)
-        key = (ctype, shape, size, ports, algorithm, reduces)
+        key = (ctype, shape, size, ports, algorithm, reduces, comm)
         if key not in self.choices:
             self.choices[key] = self._under(ports.model)._choose(ctype, shape, size, ports, algorithm or self.algorithm,
-                                                                 reduces)
+                                                                 reduces, comm)
         return self.choices[key]
 
     def _choose(self, ctype: CollType, shape: GroupShape, size: float, ports: Ports, fixed: str,
-                reduces: tuple[bool, bool]) -> Choice:
+                reduces: tuple[bool, bool], comm: GroupShape | None = None) -> Choice:
         if fixed == "auto":
             candidates = self._candidates(ctype, shape, ports.mixed, reduces)
         else:
@@ -186,7 +189,8 @@ class CollectivePlan:
         fixed_channels = self.channels or (rule.channels if rule is not None and rule.channels != ANY else None)
         if not find_algorithm(algorithm).nvls_chunked:
             return Choice(algorithm, protocol,
-                          fixed_channels or self._channels(ctype, shape, size, algorithm, protocol), rule=number)
+                          fixed_channels or self._channels(ctype, shape, size, algorithm, protocol, comm or shape),
+                          rule=number)
         heads = shape.n if shape.nodes == 1 else shape.regular(algorithm)
         tuning = nvls_tuning(self.arch, shape.nodes, heads, ports.nic_line / 1e9)
         channels = fixed_channels or tuning.channels
@@ -343,14 +347,20 @@ class CollectivePlan:
             latency *= constants()["refinements"]["ring_plateau_latency"]
         return latency + size / (1000 * algbw) if algbw > 0 else math.inf
 
-    def _channels(self, ctype: CollType, shape: GroupShape, size: float, algorithm: str, protocol: str) -> int:
+    def _channels(self, ctype: CollType, shape: GroupShape, size: float, algorithm: str, protocol: str,
+                  comm: GroupShape) -> int:
         """NCCL's channel count: fewer while the message gives each channel's threads too little work. In a
         mesh, whole repeats of the rings' cycles, so that every link carries the same share. An all-to-all
-        inside one NVLink domain: the channels NCCL gives one peer's part."""
+        inside one NVLink domain: the channels NCCL gives one peer's part. A send/receive on a communicator `comm`
+        inside one NVLink domain: the channels NCCL gives its one peer's message, which the whole communicator's
+        ranks set, not the pair's (graph/paths.cc ncclTopoComputeP2pChannels sets p2pnChannels and
+        p2pnChannelsPerPeer per communicator; enqueue.cc halves the channels a peer starts from while they times
+        the communicator's ranks exceed p2pnChannels): a pipeline send on a pp-rank group starts from 32/pp, not 16. (A
+        communicator across NVLink domains keeps the pair's, where NCCL takes its network peers'.)"""
         if ctype == A2A and shape.nodes == 1:
             return p2p_channels_per_peer(shape.n, size / shape.n)
         if ctype == SR and shape.nodes == 1:  # one peer per member, the whole message
-            return p2p_channels_per_peer(shape.n, size)
+            return p2p_channels_per_peer(comm.n if comm.nodes == 1 else shape.n, size)
         c = constants()
         ring = find_algorithm(algorithm).ring_like
         threshold = c["thread_threshold"][protocol] * (shape.n if ring and protocol == "ll" else 1)

@@ -700,13 +700,14 @@ class DAGBuilder:
     def _send(self, src: int, dst: int, nbytes: float) -> int:
         """How a pipeline send of `nbytes` from `src` to `dst` runs (dag.nodes.PipelineSends): the send/receive
         collective of those bytes over the pair as the plan runs it (its protocol, and its channels: NCCL's for one
-        peer's part, or the scenario's num_channels, which bounds NCCL's point-to-point channels as it bounds the
-        rings', init.cc ncclTopoComputeP2pChannels), its one flow out of the sender standing for every channel
+        peer's part on the communicator Megatron sends over, the pipeline-parallel group's, whose ranks set them,
+        graph/paths.cc ncclTopoComputeP2pChannels; or the scenario's num_channels, which bounds NCCL's
+        point-to-point channels as it bounds the rings'), its one flow out of the sender standing for every channel
         (the ring shift's flow set has one a member: collective.ring.ring_shift)."""
         key = (src, dst, nbytes)
         if key not in self._send_runs:
             group = (src, dst)
-            choice = self.plan.choose(CollType.SendRecv, group, nbytes)
+            choice = self.plan.choose(CollType.SendRecv, group, nbytes, communicator=self._group("pp", src))
             self._send_runs[key] = len(self.send_runs)
             self.send_runs.append(CollectiveInstance(CollType.SendRecv, PIPELINE_SEND, group, nbytes, Stream.pp_comm,
                                                      -1, -1, Phase.fwd, choice.algorithm, choice.protocol,
