@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from typer.core import TyperCommand, TyperGroup, TyperOption
 
 from .. import __version__
 from ..collective.algorithms import CATALOG, Unrunnable, algorithm_for, asked_algorithm
@@ -62,6 +63,48 @@ def joined_help(typer_app: typer.Typer) -> None:
     for group in typer_app.registered_groups:
         if group.typer_instance is not None:
             joined_help(group.typer_instance)
+
+
+def plain_metavar(param, ctx: typer.Context) -> None:
+    """Give an option of `param`'s kind the metavar its --help should show: none for a flag, which takes no value
+    (Typer 0.29 showed `--json <bool>`, as if it took one), and its element's for a list option, each use of which
+    takes one value (`--tp <str>`, not `<list[str]>`)."""
+    if not isinstance(param, TyperOption) or param.metavar is not None:
+        return
+    if param.is_flag:
+        param.metavar = ""
+    elif param.multiple:
+        shown = param.display_type_rich(ctx) or ""
+        if shown.startswith("<list[") and shown.endswith("]>"):
+            param.metavar = f"<{shown[6:-2]}>"
+
+
+class PlainMetavars:
+    """Mixed into a Typer command or group: its --help shows plain metavars (plain_metavar)."""
+
+    def get_params(self, ctx: typer.Context) -> list:
+        params = super().get_params(ctx)  # type: ignore[misc]
+        for param in params:
+            plain_metavar(param, ctx)
+        return params
+
+
+class PlainCommand(PlainMetavars, TyperCommand):
+    """A command whose --help shows plain metavars."""
+
+
+class PlainGroup(PlainMetavars, TyperGroup):
+    """A group whose --help shows plain metavars."""
+
+
+def plain_metavars(typer_app: typer.Typer) -> None:
+    """Make every command and group of `typer_app` show plain metavars in its --help (plain_metavar)."""
+    typer_app.info.cls = PlainGroup
+    for info in typer_app.registered_commands:
+        info.cls = PlainCommand
+    for group in typer_app.registered_groups:
+        if group.typer_instance is not None:
+            plain_metavars(group.typer_instance)
 
 
 def _print_version(requested: bool) -> None:
@@ -311,6 +354,7 @@ def collective(
 
 
 joined_help(app)
+plain_metavars(app)
 
 
 def main() -> None:
