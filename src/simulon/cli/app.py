@@ -18,7 +18,7 @@ from ..collective.algorithms import CATALOG, Unrunnable, algorithm_for, asked_al
 from ..collective.types import COLLECTIVE_NAMES
 from ..config.errors import ConfigError
 from ..config.loading import files_read, load_scenario
-from ..config.scenario import check_channels
+from ..config.scenario import CollectiveConfig, check_channels
 from ..config.units import check_size, format_size, parse_size
 from .diff import diff_command
 from .errors import run_reporting_errors
@@ -36,6 +36,9 @@ from .search import search as search_command
 from .sweep import sweep as sweep_command
 from .topology import topology as topology_command
 from .validate import app as validate_app
+
+DEFAULT_COLLECTIVE = CollectiveConfig()
+"""How collectives run where a scenario has no `collective` block (`simulon collective`'s defaults)."""
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Simulate LLM training iterations and collectives on AI clusters.")
@@ -285,9 +288,13 @@ def collective(
                                                     "groups' order, not a workload's stage_groups placement "
                                                     "(default: every GPU)")] = None,
     sizes: Annotated[str | None, typer.Option(help="sizes like 1KiB,64MiB,1GiB (default: 1KiB..1GiB doubling)")] = None,
-    algorithm: Annotated[str | None, typer.Option(help=f"{', '.join(CATALOG)} or auto "
-                                                  "(default: the scenario's)")] = None,
-    protocol: Annotated[str | None, typer.Option(help="simple, ll, ll128 or auto (default: the scenario's)")] = None,
+    algorithm: Annotated[str | None, typer.Option(help=f"{', '.join(CATALOG)} or auto (NCCL's choice per size) "
+                                                  "(default: the scenario's collective.algorithm, "
+                                                  f"{DEFAULT_COLLECTIVE.algorithm} where it names none, as in "
+                                                  "simulate)")] = None,
+    protocol: Annotated[str | None, typer.Option(help="simple, ll, ll128 or auto (default: the scenario's "
+                                                 f"collective.protocol, {DEFAULT_COLLECTIVE.protocol} where it names "
+                                                 "none)")] = None,
     channels: Annotated[int | None, typer.Option(help="channels (default: the scenario's num_channels, else "
                                                  "NCCL's count for the message)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print a JSON list instead of a table")] = False,
