@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from helpers import gpt_scenario
-from simulon.collective.nccl import p2p_channels_per_peer
+from simulon.collective.nccl import p2p_channels_across_domains, p2p_channels_per_peer
 from simulon.collective.types import CollType
 from simulon.dag.nodes import NodeKind
 from simulon.pipeline import simulate, time_collective
@@ -64,3 +64,15 @@ def test_a_pipeline_send_takes_the_channels_nccl_gives_a_peer_on_the_whole_pipel
     size = float(dag.size[dag.sends.nodes][0])
     assert {run.channels for run in dag.sends.runs} == {p2p_channels_per_peer(4, size)}
     assert p2p_channels_per_peer(4, size) < p2p_channels_per_peer(2, size)
+
+
+def test_a_pipeline_send_inside_a_node_takes_a_network_peers_channels_where_the_pipeline_group_spans_nodes():
+    """NCCL gives every peer of a communicator across NVLink domains the channels of its network peers (graph/paths.cc
+    ncclTopoComputeP2pChannels takes the least over the communicator's ranks): eight stages over two nodes of four
+    GPUs send inside a node on 2 channels (NCCL_NCHANNELS_PER_NET_PEER), not the 16 of a two-GPU communicator."""
+    sc = gpt_scenario(nodes=2, gpus_per_node=4, pp=8, layers=8, hidden=2048, seq=2048, gbs=8,
+                      nvlink="450GBps", nic="400Gbps")
+    dag = simulate(sc, fold_mode="full").dag
+    size = float(dag.size[dag.sends.nodes][0])
+    inside = {run.channels for run in dag.sends.runs if len({g // 4 for g in run.group}) == 1}
+    assert inside == {p2p_channels_across_domains(8, size)} == {2}

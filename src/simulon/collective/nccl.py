@@ -182,6 +182,23 @@ def p2p_channels_per_peer(ranks: int, peer_bytes: float) -> int:
     return count
 
 
+def p2p_channels_across_domains(ranks: int, peer_bytes: float) -> int:
+    """NCCL's channels for one peer's send on a communicator of `ranks` across NVLink domains, NVLink peers' and
+    network peers' alike (NCCL 2.23: graph/paths.cc ncclTopoComputeP2pChannels takes p2pnChannelsPerPeer as the least
+    of its ranks' ncclTopoGetNchannels, a network peer's p2p_net_channels_per_peer; enqueue.cc addP2pToPlan): from
+    that count halved while it times the ranks exceeds the p2p channels, parts of at least half a network step
+    (p2p_net_chunk_bytes), doubled while a part exceeds a step, up to p2pnChannelsPerPeer."""
+    c = constants()
+    most, chunk = c["p2p_net_channels_per_peer"], c["p2p_net_chunk_bytes"]
+    fewest = most
+    while fewest * ranks > c["p2p_channels"] and fewest > 1:
+        fewest //= 2
+    count = max(1, min(fewest, math.ceil(peer_bytes / (chunk / 2))))
+    while peer_bytes / count > chunk and count <= most // 2:
+        count *= 2
+    return count
+
+
 def p2p_channel(offset: np.ndarray, part: np.ndarray) -> np.ndarray:
     """NCCL's point-to-point channel for part `part` of a peer `offset` ranks away (ncclP2pChannelForPart):
     the offset plus the part with its bits reversed, modulo the channel count (a power of two)."""

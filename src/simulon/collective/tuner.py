@@ -33,7 +33,16 @@ import numpy as np
 from .algorithms import CATALOG, Unrunnable, find_algorithm
 from .decompose import checked
 from .mesh import disjoint_cycles
-from .nccl import NVLS_ARITY, PROTOCOLS, architecture, constants, nvls_chunk_bytes, nvls_tuning, p2p_channels_per_peer
+from .nccl import (
+    NVLS_ARITY,
+    PROTOCOLS,
+    architecture,
+    constants,
+    nvls_chunk_bytes,
+    nvls_tuning,
+    p2p_channels_across_domains,
+    p2p_channels_per_peer,
+)
 from .shape import GroupShape
 from .tuner_rules import ANY, parse_rules, ruled
 from .types import POINT_TO_POINT, CollType, coll_type
@@ -351,16 +360,19 @@ class CollectivePlan:
                   comm: GroupShape) -> int:
         """NCCL's channel count: fewer while the message gives each channel's threads too little work. In a
         mesh, whole repeats of the rings' cycles, so that every link carries the same share. An all-to-all
-        inside one NVLink domain: the channels NCCL gives one peer's part. A send/receive on a communicator `comm`
-        inside one NVLink domain: the channels NCCL gives its one peer's message, which the whole communicator's
-        ranks set, not the pair's (graph/paths.cc ncclTopoComputeP2pChannels sets p2pnChannels and
-        p2pnChannelsPerPeer per communicator; enqueue.cc halves the channels a peer starts from while they times
-        the communicator's ranks exceed p2pnChannels): a pipeline send on a pp-rank group starts from 32/pp, not 16. (A
-        communicator across NVLink domains keeps the pair's, where NCCL takes its network peers'.)"""
+        inside one NVLink domain: the channels NCCL gives one peer's part. A send/receive inside one domain on a
+        communicator `comm`: the channels NCCL gives its one peer, which the whole communicator's ranks set, not
+        the pair's (graph/paths.cc ncclTopoComputeP2pChannels sets p2pnChannels and p2pnChannelsPerPeer per
+        communicator; enqueue.cc halves a peer's starting channels while they times the ranks exceed
+        p2pnChannels): a pipeline send on a pp-rank group starts from 32/pp, not 16; on a communicator across
+        domains, a network peer's (nccl.p2p_channels_across_domains), even between two GPUs of one domain. A
+        send across domains keeps the collectives' count, not NCCL's point-to-point one."""
         if ctype == A2A and shape.nodes == 1:
             return p2p_channels_per_peer(shape.n, size / shape.n)
         if ctype == SR and shape.nodes == 1:  # one peer per member, the whole message
-            return p2p_channels_per_peer(comm.n if comm.nodes == 1 else shape.n, size)
+            if comm.nodes == 1:
+                return p2p_channels_per_peer(comm.n, size)
+            return p2p_channels_across_domains(comm.n, size)
         c = constants()
         ring = find_algorithm(algorithm).ring_like
         threshold = c["thread_threshold"][protocol] * (shape.n if ring and protocol == "ll" else 1)

@@ -93,7 +93,8 @@ class PipelineSends:
     """How each pipeline-parallel send (a flow outside every collective) runs: as NCCL's send/receive between its
     two GPUs (Megatron's p2p_communication calls torch.distributed's batch_isend_irecv, NCCL's ncclSend and
     ncclRecv), its protocol, channels and launch those of the send/receive collective (CollType.SendRecv, a ring
-    shift) of its bytes over the pair, whose one flow out of the sender it is."""
+    shift) of its bytes over the pair, whose one flow out of the sender it is, its channels as NCCL sets them on the
+    pipeline-parallel group's communicator (collective.tuner.CollectivePlan.choose's `communicator`)."""
 
     nodes: np.ndarray                # int64 flow node ids, ascending
     run: np.ndarray                  # int64 index into `runs`, per node
