@@ -485,14 +485,15 @@ class Estimator:
                 flops += sum(spec.flops for phase, spec in table[name].items() if phase != Phase.recompute)
         return flops * base.training.global_batch_size
 
-    def seconds(self, ctype: CollType, group: tuple[int, ...], size: float) -> float:
-        """One collective alone on its group's links, as simulon times it (cached per collective, group shape, the
-        node groups its members lie in, and size)."""
-        key = (ctype, self.plan.shape(group), self.lies_in(group), round(size))
+    def seconds(self, ctype: CollType, group: tuple[int, ...], size: float, channels: int | None = None) -> float:
+        """One collective alone on its group's links, as simulon times it, on `channels` where given (else the
+        scenario's, or NCCL's); cached per collective, group shape, the node groups its members lie in, size and
+        channels."""
+        key = (ctype, self.plan.shape(group), self.lies_in(group), round(size), channels)
         if key not in self._collectives:
             c = self.collective
             timing = time_collective(self.datacenter, ctype, group, size, algorithm_for(ctype, c.algorithm),
-                                     c.num_channels, c.protocol)
+                                     channels or c.num_channels, c.protocol)
             self._collectives[key] = timing.time_us * 1e-6
         return self._collectives[key]
 
@@ -546,12 +547,20 @@ class Estimator:
         return self._params[key]
 
     def _pipeline_send(self, s: Strategy, workload: MegatronWorkload) -> float:
-        """A micro-batch's activations sent to the next stage, at the slowest pair of neighbouring ranks."""
+        """A micro-batch's activations sent to the next stage, at the slowest pair of neighbouring ranks, on the
+        channels NCCL gives it on the pipeline-parallel group's communicator, as the replay sends it
+        (dag.builder.DAGBuilder._send)."""
         shape = ShardShape.of(workload)
         size = shape.norm_tokens * workload.model.hidden_size * shape.act_bytes
         stage = s.tp * s.cp * s.dp
         senders = range(1) if self.placement.uniform else range(stage * (s.pp - 1))
-        return self.slowest(SR, self._distinct((rank, rank + stage) for rank in senders), size)
+        return max(self._send_seconds((rank, rank + stage), tuple(range(rank % stage, stage * s.pp, stage)), size)
+                   for rank in senders)
+
+    def _send_seconds(self, pair: tuple[int, int], pipeline: tuple[int, ...], size: float) -> float:
+        """A send/receive of `size` over `pair` on the channels of the communicator `pipeline` (the pair's
+        pipeline-parallel group)."""
+        return self.seconds(SR, pair, size, self.plan.choose(SR, pair, size, communicator=pipeline).channels)
 
     def _data_parallel(self, s: Strategy, workload: MegatronWorkload, stage: int, held: tuple[Counts, Counts],
                        cost: _StageCost, microbatches: int) -> tuple[float, float]:
