@@ -10,6 +10,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from helpers import ROOT, cli
 
 BOOTSTRAP = "python3 scripts/bootstrap_uv.py run "
@@ -90,3 +92,21 @@ def test_the_commands_synopsis_lists_every_collective_collective_op_takes():
 
     line = next(line for line in section("## Commands").splitlines() if line.startswith("simulon collective "))
     assert re.search(r"\[--op ([a-z|]+)\]", line).group(1).split("|") == list(COLLECTIVE_NAMES)
+
+
+def test_the_readmes_way_to_edit_a_scenario_refuses_a_bad_value_with_the_clis_line_and_the_readmes_words(tmp_path):
+    """The snippet validated the edited data with ScenarioConfig.model_validate, whose bad value is pydantic's
+    ValidationError dump; the README's route is the CLI's check, ConfigError with the line the CLI prints."""
+    from simulon.config import ConfigError
+
+    edit = python_blocks()[1]
+    assert 'data["collective"]["num_channels"] = 8' in edit
+    with pytest.raises(ConfigError) as refused:
+        exec(edit.replace('data["collective"]["num_channels"] = 8', 'data["collective"]["num_channels"] = 0'), {})
+    pinned = tmp_path / "zero.yaml"
+    pinned.write_text((ROOT / "examples/scenario.yaml").read_text().replace("num_channels: 1", "num_channels: 0"))
+    run = cli("simulate", str(pinned))
+    assert run.returncode == 2
+    assert run.stderr.strip() == f"error: {str(refused.value).replace('<scenario>', str(pinned))}"
+    said = " ".join(section("## Python API").split())
+    assert f"raises `simulon.config.ConfigError` with the CLI's one line, `{refused.value}`" in said

@@ -803,7 +803,7 @@ def test_a_key_misplaced_under_a_block_of_the_same_name_is_sent_to_that_block_fi
     ("examples/scenario.yaml", "sc: expected a ScenarioConfig, got str: read the file with "
                                "simulon.config.load_scenario(path)"),
     (ROOT / "examples" / "scenario.yaml", "got PosixPath: read the file with simulon.config.load_scenario(path)"),
-    ({"datacenter": {}}, "got dict: validate the data with simulon.config.ScenarioConfig.model_validate(data)"),
+    ({"datacenter": {}}, "got dict: validate the data with simulon.config.parse_scenario(data)"),
     (None, "got NoneType: load one with simulon.config.load_scenario(path)"),
 ])
 def test_a_python_entry_point_given_no_scenario_names_its_parameter_and_how_to_make_one(value, says):

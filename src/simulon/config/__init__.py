@@ -3,7 +3,7 @@
 from .common import DType, FieldError
 from .dc import DatacenterConfig, GPUSpec, KernelRun, NICSpec, SwitchSpec
 from .errors import ConfigError
-from .loading import load_scenario
+from .loading import load_scenario, parse_scenario
 from .scenario import CollectiveConfig, ScenarioConfig
 from .workload import MegatronWorkload, ModelSpec, MoESpec, ParallelismSpec, TrainingSpec
 
@@ -24,4 +24,5 @@ __all__ = [
     "SwitchSpec",
     "TrainingSpec",
     "load_scenario",
+    "parse_scenario",
 ]

@@ -355,6 +355,10 @@ def describe_validation_error(exc: ValidationError, source: str, data: Any = Non
 
 
 def parse_scenario(data: Any, source: str = "<scenario>", base_dir: Path | None = None) -> ScenarioConfig:
+    """Validate a scenario's data (a dict, as `ScenarioConfig.as_data()` or a YAML reader gives it) as load_scenario
+    validates a file: bad data raises ConfigError with the one line the CLI prints, `source` in place of the file's
+    name (`<scenario>: collective.num_channels: must be at least 1, got 0`), where ScenarioConfig.model_validate
+    raises pydantic's ValidationError; relative template paths resolve from `base_dir`."""
     if not isinstance(data, dict):
         given = "an empty file" if data is None else shown(data)
         raise ConfigError(f"{source}: (top level): expected a mapping with a 'datacenter' block, got {given}")

@@ -123,7 +123,7 @@ def scenario_argument(value: object, name: str = "sc", need_workload: bool = Fal
     the parameter, what it got and how to make one, rather than an AttributeError from deep inside."""
     if not isinstance(value, ScenarioConfig):
         how = ("read the file with simulon.config.load_scenario(path)" if isinstance(value, (str, PathLike))
-               else "validate the data with simulon.config.ScenarioConfig.model_validate(data)"
+               else "validate the data with simulon.config.parse_scenario(data)"
                if isinstance(value, dict) else "load one with simulon.config.load_scenario(path)")
         raise TypeError(f"{name}: expected a ScenarioConfig, got {type(value).__name__}: {how}")
     if need_workload and value.workload is None:
