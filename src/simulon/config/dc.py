@@ -68,10 +68,12 @@ class KernelRun(StrictModel):
     (`device: cpu`: `simulon profile gpu --device cpu`, a dry run, whose wall-clock times describe no GPU: a GPU with
     such a run is refused, except by the profiler appending to its own dry run)."""
 
-    kernel: str
-    params: dict[str, Any]
-    times_ms: list[KernelMs] = []
-    device: Literal["cuda", "cpu"] = "cuda"
+    kernel: str = Field(description="the kernel's name as the DAG names it (`attn_qkv`, `attn_flash`, ...)")
+    params: dict[str, Any] = Field(description="the shape parameters it ran with (m, n, k, dtype, phase, ...), by "
+                                   "which a step's kernels look it up and interpolate between measured shapes")
+    times_ms: list[KernelMs] = Field([], description="its measured times, ms (the profile's median of them is used)")
+    device: Literal["cuda", "cpu"] = Field("cuda", description="where it was timed: cuda (a GPU) or cpu (`simulon "
+                                           "profile gpu --device cpu`, a dry run describing no GPU)")
     back_to_back: RunCount | None = Field(
         None, description="runs of the kernel back to back when it was timed (warm-up and timed repetitions, "
         "`simulon profile gpu --warmup --epoch-num`), whose length sets the clock it ran at; absent: the profiler's "
@@ -150,8 +152,9 @@ class GPUSpec(Templated):
 
     template_kind: ClassVar[str] = "gpu"
 
-    name: str
-    vendor: str = "nvidia"
+    name: str = Field(description="the GPU's name (a shipped template's stem, `from:`, or your own)")
+    vendor: str = Field("nvidia", description="nvidia or amd: the collective library its GPUs run (nccl, rccl) and "
+                        "the fitted GPUs of the same vendor one without fitted data borrows from")
     memory_capacity_gb: MemoryGB = Field(description="memory as the vendor states it (80 for an H100 80GB), read "
                                          "as GiB as vendors' HBM sizes are (memory_bytes)")
     memory_bandwidth: Bandwidth = Field(description="HBM bandwidth")
@@ -161,9 +164,12 @@ class GPUSpec(Templated):
                                              "after encoding (Gen3 x16 15.75GBps, Gen4 x16 31.5GBps, Gen5 x16 "
                                              "63GBps): a kind: pcie node's GPU-to-GPU and GPU-to-NIC link where its "
                                              "scale-up block gives no port_speed")
-    tdp_w: Watts | None = None
-    kernel_runs: list[KernelRun] = []
-    oom_kernel_runs: list[KernelRun] = []
+    tdp_w: Watts | None = Field(None, description="board power limit, W: a GPU borrowing another's fit with less "
+                                "power per FLOP/s runs its GEMMs at a lower clock (compute.calibration)")
+    kernel_runs: list[KernelRun] = Field([], description="a measured profile (`simulon profile gpu`): kernels "
+                                          "timed on this GPU, which time a step's kernels of those shapes")
+    oom_kernel_runs: list[KernelRun] = Field([], description="kernels the profiler could not run (out of "
+                                              "memory), kept so that a rerun does not try them again")
 
     @field_validator("kernel_runs")
     @classmethod
@@ -305,10 +311,13 @@ def nearest_template(gpu: GPUSpec, candidates: Iterable[str], preferred: Callabl
 
 
 class NICSpec(Templated):
+    """A scale-out NIC. Values come from its template (`from: cx7-400g`) unless overridden."""
+
     template_kind: ClassVar[str] = "nic"
 
-    name: str = "nic"
-    vendor: str | None = None
+    name: str = Field("nic", description="its name: a shipped template's fills the unset keys, and names the NIC "
+                      "family whose calibrated link model its collectives run at")
+    vendor: str | None = Field(None, description="its maker, as a label")
     speed: Bandwidth = Field(description="line rate per direction")
     latency: Latency = Field(0.0, description="one-way latency added per traversal")
     card_speed: Bandwidth | None = Field(None, description="per direction, what one card moves over all its ports "
@@ -335,11 +344,14 @@ class NICSpec(Templated):
 
 
 class SwitchSpec(Templated):
+    """A switch (NVSwitch, or a scale-out fabric's). Values come from its template unless overridden."""
+
     template_kind: ClassVar[str] = "switch"
 
-    name: str = "switch"
-    vendor: str | None = None
-    port_count: FabricCount | None = None
+    name: str = Field("switch", description="its name: a shipped template's fills the unset keys")
+    vendor: str | None = Field(None, description="its maker, as a label")
+    port_count: FabricCount | None = Field(None, description="ports per switch: a fabric needing more links "
+                                           "from one switch is refused; none: unbounded")
     port_speed: Bandwidth | None = Field(None, description="per port, per direction")
     latency: Latency = Field(0.0, description="one-way latency through the switch")
     in_network_reduction: bool = Field(False, description="reduces data in the switch: NVLink SHARP (NVLS) on "
@@ -376,9 +388,11 @@ class ScaleUpSpec(StrictModel):
     `mesh`: every pair of a node's GPUs has its own link (AMD's xGMI), `port_speed` being a GPU's links
     together, so one link carries port_speed / (gpus_per_node - 1)."""
 
-    kind: Literal["nvswitch", "pcie", "mesh"] = "nvswitch"
+    kind: Literal["nvswitch", "pcie", "mesh"] = Field("nvswitch", description="nvswitch, pcie or mesh (xGMI), as "
+                                                       "the block above describes")
     domain_gpus: GPUCount | None = Field(None, description="GPUs in one NVLink domain (default: a node)")
-    switch: SwitchSpec | None = None
+    switch: SwitchSpec | None = Field(None, description="the NVSwitch (or, for pcie and mesh, the links): "
+                                      "`port_speed` per GPU per direction, its latency, in-network reduction")
     host_path: HostPathSpec | None = Field(None, description="pcie only: no peer-to-peer, traffic staged "
                                            "through host memory over this shared path")
     bridges: BridgeSpec | None = Field(None, description="pcie only: NVLink bridges joining GPUs 0-1, 2-3, ...")
@@ -407,16 +421,19 @@ class FabricSpec(Templated):
     template_kind: ClassVar[str] = "topology"
 
     name: str | None = Field(None, description="default: the shape, like '2-tier rail-optimized'")
-    tiers: Literal[1, 2, 3] = 1
-    rail_optimized: bool = False
+    tiers: Literal[1, 2, 3] = Field(1, description="switch tiers: 1 one non-blocking switch, 2 leaves and spines, "
+                                    "3 leaves, spines in pods and cores")
+    rail_optimized: bool = Field(False, description="each leaf takes one rail (NIC local index) of its segment's "
+                                 "nodes, where false takes whole nodes")
     nics_per_leaf: FabricCount | None = Field(None, description="NIC ports under one leaf switch")
     spines: FabricCount | None = Field(None, description="spine switches per plane (per pod with three tiers)")
     oversubscription: Oversubscription = Field(1.0, description="leaf downlink : uplink bandwidth")
     leaves_per_pod: FabricCount | None = Field(None, description="leaves under one pod's spines (three tiers)")
     cores: FabricCount | None = Field(None, description="core switches per plane (three tiers)")
     pod_oversubscription: Oversubscription = Field(1.0, description="spine downlink : uplink bandwidth")
-    dual_tor: bool = False
-    planes: Literal[1, 2] = 1
+    dual_tor: bool = Field(False, description="every NIC has two ports of half its speed on two leaves")
+    planes: Literal[1, 2] = Field(1, description="2: each dual-ToR port's leaves reach only its own plane's "
+                                  "spines (needs dual_tor)")
     routing: Routing = Field(
         "ecmp", description="how a flow above the leaves picks among equal-cost spines and cores: ecmp, Ethernet's "
         "hash of each connection (every queue pair its own UDP source port) onto one of a switch's uplink cables "
@@ -504,17 +521,18 @@ class FabricBySize(StrictModel):
     """One of the fabrics a system's reference architecture builds: the one for clusters of up to `max_gpus`
     GPUs (None: any larger)."""
 
-    max_gpus: GPUCount | None = None
-    topology: FabricSpec
+    max_gpus: GPUCount | None = Field(None, description="the largest cluster this fabric is for; none: any larger")
+    topology: FabricSpec = Field(description="the fabric built for clusters of that size")
 
 
 class ScaleOutSpec(StrictModel):
     """The inter-node fabric: NICs (shared by `gpus_per_nic` GPUs) on the switch fabric `topology`; where a
     template lists `fabrics` by cluster size and no `topology` is given, the first that holds the cluster."""
 
-    nic: NICSpec | None = None
-    switch: SwitchSpec | None = None
-    topology: FabricSpec = FabricSpec()
+    nic: NICSpec | None = Field(None, description="the NIC every `gpus_per_nic` GPUs share: its line rate, latency")
+    switch: SwitchSpec | None = Field(None, description="the fabric's switches: port count, port speed, latency")
+    topology: FabricSpec = Field(FabricSpec(), description="the switch fabric the NICs hang from (default one "
+                                 "non-blocking switch, or the template's `fabrics` entry for the cluster's size)")
     fabrics: list[FabricBySize] | None = Field(None, description="fabrics by cluster size, smallest first")
     routing: Routing | None = Field(
         None, description="the routing of whichever fabric is used, over its template's (topology.routing): e.g. "
@@ -628,24 +646,34 @@ def _known(names: tuple[str, ...] | None, lookup, kind: str, variable: str, vali
 
 
 class NetworkSpec(StrictModel):
-    scale_up: ScaleUpSpec = ScaleUpSpec()
-    scale_out: ScaleOutSpec = ScaleOutSpec()
-    nccl: NcclEnvironment = NcclEnvironment()
+    """The datacenter's network: scale-up inside a node or NVLink domain, scale-out between nodes, and the
+    platform's NCCL environment."""
+
+    scale_up: ScaleUpSpec = Field(ScaleUpSpec(), description="GPU to GPU inside a node or NVLink domain")
+    scale_out: ScaleOutSpec = Field(ScaleOutSpec(), description="NICs and the switch fabric between nodes")
+    nccl: NcclEnvironment = Field(NcclEnvironment(), description="the platform's NCCL settings (NCCL_ALGO, "
+                                  "NCCL_PROTO, queue pairs, tuner plugin)")
 
 
 class DatacenterMeta(StrictModel):
-    name: str = "datacenter"
+    """The datacenter's label."""
+
+    name: str = Field("datacenter", description="its name, as outputs label the cluster")
 
 
 class ClusterSpec(StrictModel):
-    num_nodes: NodeCount
+    """A homogeneous datacenter's size."""
+
+    num_nodes: NodeCount = Field(description="nodes of the `node` type; the GPUs are num_nodes x gpus_per_node")
 
 
 class NodeSpec(StrictModel):
-    name: str | None = None
-    gpus_per_node: GPUCount
-    gpus_per_nic: GPUCount = 1
-    gpu: GPUSpec
+    """A node: its GPUs, how many share a NIC, its CPU."""
+
+    name: str | None = Field(None, description="the node type's name (default: the datacenter's or group's)")
+    gpus_per_node: GPUCount = Field(description="GPUs in one node")
+    gpus_per_nic: GPUCount = Field(1, description="GPUs sharing one scale-out NIC; must divide gpus_per_node")
+    gpu: GPUSpec = Field(description="the GPU: a template name (`H100`), or a block starting `from:` one")
     host_cpu: str | None = Field(None, description="the node's CPU as its datasheet names it (\"AMD EPYC 7742\", "
                                  "\"Intel Xeon Platinum 8480C\", \"NVIDIA Grace\"): NCCL's tuning reads its "
                                  "vendor (config.host_cpu); none named: NCCL's Intel rows")
@@ -755,15 +783,15 @@ class GroupNodeSpec(NodeSpec):
 class GroupScaleOut(StrictModel):
     """A node group's own NIC (its scale-out switch fabric is the datacenter's)."""
 
-    nic: NICSpec | None = None
+    nic: NICSpec | None = Field(None, description="the group's NIC, in place of the datacenter's")
 
 
 class GroupNetwork(StrictModel):
     """What a node group overrides of the datacenter's network: its scale-up block (a block given replaces the
     datacenter's block of that name: kind, domain_gpus, switch) and its NIC."""
 
-    scale_up: ScaleUpSpec | None = None
-    scale_out: GroupScaleOut = GroupScaleOut()
+    scale_up: ScaleUpSpec | None = Field(None, description="the group's scale-up block, replacing the datacenter's")
+    scale_out: GroupScaleOut = Field(GroupScaleOut(), description="the group's NIC")
 
 
 class NodeGroup(StrictModel):
@@ -771,10 +799,11 @@ class NodeGroup(StrictModel):
     node block, scale-up block and NIC (keys written in `node` and `network` override them), and the nodes its
     cluster holds where `num_nodes` is not given (a description's: `from: "2x DGX A100"`)."""
 
-    name: str | None = None
-    num_nodes: NodeCount
-    node: GroupNodeSpec
-    network: GroupNetwork = GroupNetwork()
+    name: str | None = Field(None, description="the group's label in outputs (default: its node's name)")
+    num_nodes: NodeCount = Field(description="nodes in the group (default: those its `from:` description counts)")
+    node: GroupNodeSpec = Field(description="the group's node block, or `from:` a datacenter template's")
+    network: GroupNetwork = Field(GroupNetwork(), description="what the group overrides of the datacenter's "
+                                  "network")
 
     @model_validator(mode="before")
     @classmethod
@@ -971,13 +1000,13 @@ class DatacenterConfig(Templated):
     def _described(cls, ref: str) -> dict[str, Any] | None:
         return described_system(ref)
 
-    datacenter: DatacenterMeta = DatacenterMeta()
+    datacenter: DatacenterMeta = Field(DatacenterMeta(), description="its label: `{name: ...}`")
     # None when not given (the other form is), but never written as null (_dumped leaves it out of a dump)
     cluster: ClusterSpec = Field(None, description="a homogeneous datacenter's size (with node)")  # type: ignore[assignment]
     node: NodeSpec = Field(None, description="a homogeneous datacenter's node type (with cluster)")  # type: ignore[assignment]
     node_groups: list[NodeGroup] = Field(None, description="node types of a heterogeneous datacenter, in "  # type: ignore[assignment]
                                          "place of cluster and node")
-    network: NetworkSpec = NetworkSpec()
+    network: NetworkSpec = Field(NetworkSpec(), description="scale-up, scale-out and NCCL environment")
 
     @model_serializer(mode="wrap")
     def _dumped(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:

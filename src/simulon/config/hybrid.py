@@ -92,8 +92,8 @@ class MambaSpec(StrictModel):
     heads of each of num_groups groups. HuggingFace NemotronH names: mamba_num_heads, mamba_head_dim,
     ssm_state_size, n_groups, conv_kernel, chunk_size."""
 
-    num_heads: HeadCount
-    head_dim: Width
+    num_heads: HeadCount = Field(description="SSM heads (mamba_num_heads)")
+    head_dim: Width = Field(description="channels per head (mamba_head_dim)")
     # the defaults are Megatron-Core's: TransformerConfig mamba_state_dim 128 and mamba_num_groups 8, MambaMixer
     # d_conv 4 and chunk_size 128 (megatron/core/ssm/mamba_mixer.py), as every Nemotron-H config sets them
     state_size: Width = Field(128, description="d_state, N")
@@ -129,10 +129,10 @@ class GatedDeltaNetSpec(StrictModel):
     Qwen3.5): linear_num_key_heads, linear_num_value_heads, linear_key_head_dim, linear_value_head_dim,
     linear_conv_kernel_dim."""
 
-    key_heads: HeadCount
-    value_heads: HeadCount
-    key_head_dim: Width
-    value_head_dim: Width
+    key_heads: HeadCount = Field(description="query and key heads (linear_num_key_heads)")
+    value_heads: HeadCount = Field(description="value heads, each with its own state (linear_num_value_heads)")
+    key_head_dim: Width = Field(description="per head, the query and key dimension (linear_key_head_dim)")
+    value_head_dim: Width = Field(description="per head, the value dimension (linear_value_head_dim)")
     conv_kernel: Width = Field(4, description="width of the causal depthwise convolution over q, k and v")
     chunk_size: Width = Field(64, description="the chunked delta rule's chunk length (flash-linear-attention's "
                               "chunk_gated_delta_rule, BT 64, Megatron-Core's GatedDeltaNet chunk_size)")

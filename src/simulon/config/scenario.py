@@ -43,9 +43,14 @@ class CollectiveConfig(StrictModel):
         None, description="the collective library: the GPUs' vendor's (nccl on NVIDIA GPUs, rccl on AMD's) where "
         "not given, and refused where the GPUs cannot run it; both are modelled by NCCL's algorithms and tuner "
         "(RCCL is NCCL's port, its rings following the xGMI mesh's cycles)")
-    algorithm: str = "ring"
-    protocol: Literal["auto", "simple", "ll", "ll128"] = "auto"
-    num_channels: ChannelCount | None = None
+    algorithm: str = Field("ring", description="NCCL_ALGO for every collective: ring, tree, nvls, nvls_tree, "
+                           "collnet_direct, collnet_chain, pat, hierarchical, pxn, or auto (NCCL's tuning model "
+                           "per message); all-to-all and send/receive run as NCCL's p2p whatever it says (pxn "
+                           "relays their cross-rail sends), and DeepEP's dispatch is training.moe_dispatcher's")
+    protocol: Literal["auto", "simple", "ll", "ll128"] = Field("auto", description="NCCL_PROTO: auto chooses per "
+                                                               "message as NCCL's tuning model does")
+    num_channels: ChannelCount | None = Field(None, description="channels (NCCL_MIN/MAX_NCHANNELS) every "
+                                              "collective runs on; none: NCCL's count for the message")
 
     @field_validator("algorithm", "protocol", mode="before")
     @classmethod

@@ -81,12 +81,15 @@ LayerFlags = Annotated[tuple[Literal[0, 1], ...], BeforeValidator(_list_as_tuple
 class MoESpec(StrictModel):
     """Mixture of experts: routed experts (top-k), optional shared experts, dense first layers."""
 
-    num_experts: ExpertCount
-    top_k: ExpertCount
+    num_experts: ExpertCount = Field(description="routed experts per MoE layer")
+    top_k: ExpertCount = Field(description="routed experts each token goes to")
     expert_ffn_hidden_size: Width | None = Field(None, description="default: the model's ffn")
-    num_shared_experts: OptionalExpertCount = 0
-    shared_expert_ffn_hidden_size: Width | None = None
-    first_dense_layers: OptionalLayerCount = 0
+    num_shared_experts: OptionalExpertCount = Field(0, description="experts every token goes to, beside the routed")
+    shared_expert_ffn_hidden_size: Width | None = Field(None, description="each shared expert's FFN width "
+                                                        "(default: a routed expert's); given without "
+                                                        "num_shared_experts, one shared expert that wide")
+    first_dense_layers: OptionalLayerCount = Field(0, description="leading layers with a dense MLP in place of "
+                                                   "experts (DeepSeek-V3: 3)")
     capacity_factor: CapacityFactor | None = Field(
         None, description="expert capacity as a multiple of the balanced load, tokens padded up to it "
         "(Megatron's --moe-expert-capacity-factor with --moe-pad-expert-input-to-capacity); default dropless")
@@ -174,8 +177,9 @@ class SlidingWindowSpec(StrictModel):
     from 1, attends to the whole causal context instead (Megatron's window_attn_skip_freq; GPT-OSS 2: layers 1, 3, ...
     of 0-based ids are full, HF layer_types alternating from sliding_attention); 0: every layer windowed."""
 
-    size: SequenceLength
-    full_every: OptionalLayerCount = 0
+    size: SequenceLength = Field(description="tokens a windowed query attends to, itself included")
+    full_every: OptionalLayerCount = Field(0, description="every such-numbered layer (from 1) attends to the whole "
+                                           "context; 0: every layer windowed")
 
     def windowed(self, layer: int) -> bool:
         """Whether decoder layer `layer` (0-based) attends through the window."""
@@ -185,11 +189,12 @@ class SlidingWindowSpec(StrictModel):
 class MLASpec(StrictModel):
     """Multi-head latent attention (DeepSeek-V2/V3): low-rank query and key/value projections."""
 
-    q_lora_rank: Width | None = None
-    kv_lora_rank: Width
-    qk_nope_head_dim: Width
-    qk_rope_head_dim: Width
-    v_head_dim: Width
+    q_lora_rank: Width | None = Field(None, description="rank of the query's down-projection; none: the query "
+                                      "projected directly")
+    kv_lora_rank: Width = Field(description="rank of the compressed key/value latent")
+    qk_nope_head_dim: Width = Field(description="per head, the query and key dimensions without rotary embedding")
+    qk_rope_head_dim: Width = Field(description="per head, the query and key dimensions with rotary embedding")
+    v_head_dim: Width = Field(description="per head, the value dimension")
     dsa: DSASpec | None = Field(None, description="DeepSeek sparse attention over this MLA (DeepSeek-V3.2); "
                                 "none: every query attends to every earlier key")
 
@@ -212,21 +217,24 @@ class ModelSpec(Templated):
         "(config/hf.py says which keys); any key below overrides the file's, and `from:` beside it is refused. A "
         "model template file may hold it too, its path relative to that file.")
 
-    name: str = "custom"
-    num_layers: LayerCount
-    hidden_size: Width
-    num_heads: HeadCount
+    name: str = Field("custom", description="its name: a shipped template's (`llama-3-70b`) fills the unset keys")
+    num_layers: LayerCount = Field(description="decoder layers")
+    hidden_size: Width = Field(description="model width (d_model)")
+    num_heads: HeadCount = Field(description="attention (query) heads")
     num_kv_heads: HeadCount | None = Field(None, description="GQA groups; default num_heads")
     head_dim: Width | None = Field(None, description="default hidden_size / num_heads")
-    ffn_hidden_size: Width
-    vocab_size: VocabSize
-    activation: Literal["gelu", "relu", "squared_relu", "swiglu", "geglu"] = "gelu"
-    normalization: Literal["layernorm", "rmsnorm"] = "layernorm"
-    tie_embeddings: bool = False
+    ffn_hidden_size: Width = Field(description="the MLP's inner width (each of the gate and up projections' under "
+                                   "a gated activation)")
+    vocab_size: VocabSize = Field(description="tokens in the vocabulary (before training.make_vocab_size_divisible_by "
+                                  "pads it)")
+    activation: Literal["gelu", "relu", "squared_relu", "swiglu", "geglu"] = Field(
+        "gelu", description="the MLP's activation; swiglu and geglu gate it, three GEMMs in place of two")
+    normalization: Literal["layernorm", "rmsnorm"] = Field("layernorm", description="the layers' norm")
+    tie_embeddings: bool = Field(False, description="the output layer shares the input embedding's weights")
     dropout: Probability = Field(0.0, description="hidden and attention dropout: with any, each dropout keeps a "
                                  "one-byte mask per element for backward (Megatron's GPT models: 0.1, Llama: 0)")
-    moe: MoESpec | None = None
-    mla: MLASpec | None = None
+    moe: MoESpec | None = Field(None, description="mixture of experts in place of the dense MLP; none: dense")
+    mla: MLASpec | None = Field(None, description="multi-head latent attention in place of (GQA) attention")
     mamba: MambaSpec | None = Field(None, description="the Mamba-2 mixer of the hybrid pattern's M layers")
     gdn: GatedDeltaNetSpec | None = Field(None, description="the gated delta net of the hybrid pattern's G layers")
     sliding_window: SlidingWindowSpec | None = Field(
@@ -507,11 +515,13 @@ def without_other_recompute_settings(parallelism: dict[str, Any], keep: Iterable
 class ParallelismSpec(StrictModel):
     """Megatron-Core parallel strategy. Ranks are ordered tp, cp, dp, pp; EP is carved out of dp*cp."""
 
-    tp: GPUCount = 1
-    pp: GPUCount = 1
+    tp: GPUCount = Field(1, description="tensor parallelism: ranks splitting each layer's GEMMs and heads")
+    pp: GPUCount = Field(1, description="pipeline parallelism: stages the layers are split into")
     dp: GPUCount | None = Field(None, description="derived from num_gpus if omitted")
-    cp: GPUCount = 1
-    ep: GPUCount = 1
+    cp: GPUCount = Field(1, description="context parallelism: ranks splitting each sequence (exchanging keys "
+                         "and values as context_parallel_comm says)")
+    ep: GPUCount = Field(1, description="expert parallelism: ranks the experts are spread over, carved out of "
+                         "dp x cp (must divide it and num_experts)")
     expert_tensor_parallel: GPUCount | None = Field(
         None, description="ranks splitting each expert's FFN (Megatron-Core's expert_tensor_parallel_size); default "
         "tp. Below tp, expert parallelism spans tensor-parallel ranks too (MoE parallel folding): ep x this must "
@@ -530,7 +540,8 @@ class ParallelismSpec(StrictModel):
         "micro-batch count, whose remainder over it must be 0 or at least pp; default pp. A larger group warms up "
         "with more micro-batches, keeping more activations, for the same ideal bubble, and leaves the sends between "
         "chunks time to arrive")
-    sequence_parallel: bool = False
+    sequence_parallel: bool = Field(False, description="split the norms' and dropouts' activations over tp, the "
+                                    "all-reduces becoming all-gathers and reduce-scatters (no effect at tp 1)")
     tp_comm_overlap: bool = Field(False, description="pipeline tensor-parallel all-gathers and reduce-scatters "
                                   "with their GEMMs (Transformer Engine userbuffers; needs sequence_parallel)")
     overlap_moe_expert_parallel_comm: bool = Field(
@@ -549,7 +560,9 @@ class ParallelismSpec(StrictModel):
     hierarchical_context_parallel_sizes: CPSizes | None = Field(
         None, description="a2a+p2p: [all-to-all ranks, ring ranks], their product cp (Megatron's "
         "--hierarchical-context-parallel-sizes); the all-to-all groups are consecutive context-parallel ranks")
-    distributed_optimizer: bool = False
+    distributed_optimizer: bool = Field(False, description="shard the optimizer states over dp x cp (ZeRO-1, "
+                                        "Megatron's --use-distributed-optimizer): gradients reduce-scattered, "
+                                        "parameters all-gathered")
     fsdp: Literal["none", "full_shard", "shard_grad_op"] = Field(
         "none", description="ZeRO-3 (full_shard) or ZeRO-2 (shard_grad_op) sharding over data parallelism")
     fsdp_size: GPUCount | None = Field(None, description="ranks a parameter is sharded over (HSDP); "
@@ -732,10 +745,13 @@ GradReduceDType = Annotated[LaxDType, AfterValidator(dtype_among(GRAD_REDUCE_DTY
 
 
 class TrainingSpec(StrictModel):
+    """The batch, the number format and how the kernels run."""
+
     num_gpus: GPUCount | None = Field(None, description="default: every GPU of the datacenter")
-    global_batch_size: BatchSize
-    micro_batch_size: BatchSize = 1
-    sequence_length: SequenceLength
+    global_batch_size: BatchSize = Field(description="sequences per step, over every data-parallel replica")
+    micro_batch_size: BatchSize = Field(1, description="sequences per micro-batch; global_batch_size must be a "
+                                        "multiple of it times dp")
+    sequence_length: SequenceLength = Field(description="tokens per sequence")
     dtype: TrainingDType = Field(
         DType.bf16, description="the GEMMs' number format: fp32, tf32, fp16, bf16, fp8 (Transformer Engine's "
         "per-tensor scaling), mxfp8, mxfp4 or nvfp4 (block-scaled, config/number_formats.py); a bare fp4 is NVFP4, "
@@ -839,14 +855,16 @@ ENGINE_NAMES = get_args(Engine)
 
 
 class MegatronWorkload(StrictModel):
+    """A training run: the model, its parallel strategy and its batch, run by a Megatron-style pipeline."""
+
     framework: Engine = Field(
         "megatron", description="what runs the pipeline: megatron (Megatron-Core's 1F1B, each send issued as its "
         "data is ready) or deepspeed (DeepSpeed's PipelineEngine TrainSchedule: 1F1B in lock-step steps whose "
         "sends and receives block the stage, a transfer starting once both sides reach it; vpp 1); the rest of "
         "the workload as given (DeepSpeed's partitioned sends are parallelism.pipeline_send)")
-    model: ModelSpec
-    parallelism: ParallelismSpec = ParallelismSpec()
-    training: TrainingSpec
+    model: ModelSpec = Field(description="the model: a template name (`llama-3-70b`) or a block (ModelSpec)")
+    parallelism: ParallelismSpec = Field(ParallelismSpec(), description="how the model is split over the GPUs")
+    training: TrainingSpec = Field(description="batch, sequence, number format, kernels")
 
     @model_validator(mode="before")
     @classmethod
