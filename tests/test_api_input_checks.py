@@ -144,6 +144,28 @@ def test_a_size_beyond_an_exabyte_is_refused(dc):
         time_collective(dc, CollType.AllReduce, (0, 1), 1e19)
 
 
+@pytest.mark.parametrize("channels, problem", [
+    (65, "65 is more than 64 channels, NCCL's maximum"), (1000, "1000 is more than 64 channels, NCCL's maximum"),
+    (0, "must be at least 1, got 0"), (2.5, "expected a whole number of channels, got 2.5"),
+    (True, "expected a whole number of channels, got True"),
+])
+def test_a_channel_count_nccl_cannot_run_is_refused_in_the_clis_words(dc, channels, problem):
+    """65 and 1,000 channels were simulated (and decomposed: 1,000 channels of a 4-rank ring, 24,000 flows) where the
+    CLI's --channels and the scenario's collective.num_channels refuse them; 2.5 ended in an internal TypeError."""
+    with pytest.raises(ValueError, match=re.escape(f"num_channels: {problem}")):
+        time_collective(dc, CollType.AllReduce, (0, 1, 2, 3), 1 << 20, channels=channels)
+    with pytest.raises(ValueError, match=re.escape(f"num_channels: {problem}")):
+        decompose_collective("AllReduce", [0, 1, 2, 3], 1 << 20, num_channels=channels)
+    if isinstance(channels, int) and not isinstance(channels, bool):
+        proc = cli("collective", str(SEED_SCENARIO), "--channels", str(channels), "--sizes", "1MiB")
+        assert (proc.returncode, proc.stderr.strip()) == (2, f"error: --channels: {problem}")
+
+
+def test_nccls_most_channels_still_run(dc):
+    assert time_collective(dc, CollType.AllReduce, (0, 1, 2, 3), 1 << 20, channels=64).channels == 64
+    assert len(decompose_collective("AllReduce", [0, 1], 1024, num_channels=64)[0].flows) == 64 * 2 * 2
+
+
 def test_the_op_may_be_a_name_and_an_unknown_one_is_refused(dc):
     by_type = time_collective(dc, CollType.AllReduce, (0, 1, 2, 3), 1 << 20)
     for name in ("allreduce", "AllReduce", "all_reduce", "all-reduce"):

@@ -635,8 +635,9 @@ def collective_sweep(dc: DatacenterConfig, ctype: CollType | str, group: Sequenc
 
     `dc` is a DatacenterConfig (a scenario's `.datacenter`; config.scenario.datacenter_argument: TypeError).
     `ctype` is a CollType or its name (collective_of); the groups, sizes and collective are checked first
-    (check_group, check_message_size: ValueError). `algorithm` is the one asked of this collective (None: ring,
-    which runs an all-to-all or a send/receive as p2p); one NCCL_ALGO cannot steer onto an all-to-all or a
+    (check_group, check_message_size: ValueError), and `channels` where given (collective.nccl.channel_argument:
+    a whole number from 1 to NCCL's 64). `algorithm` is the one asked of this collective (None: ring, which runs an
+    all-to-all or a send/receive as p2p); one NCCL_ALGO cannot steer onto an all-to-all or a
     send/receive is refused as the CLI refuses it (collective.algorithms.asked_algorithm: Unrunnable). A sweep
     whose flows would need more than `memory_limit` bytes (None: no limit) is refused before anything is built
     (check_sweep_fits: dag.size.TooLarge).

@@ -187,7 +187,7 @@ def test_the_choice_is_a_pure_function_of_its_inputs():
 @pytest.mark.parametrize("kwargs,message", [
     ({"algorithm": "warp"}, "collective algorithm 'warp' is unknown"),
     ({"protocol": "ll256"}, "unknown protocol 'll256'"),
-    ({"channels": 0}, "num_channels must be at least 1"),
+    ({"channels": 0}, "num_channels: must be at least 1, got 0"),
 ])
 def test_bad_settings_are_refused(kwargs, message):
     with pytest.raises(ValueError, match=message):

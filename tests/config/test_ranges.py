@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 
 from helpers import ROOT, cli, seed_dict
 from simulon.cli.app import parse_sizes
+from simulon.collective.nccl import MAX_CHANNELS
 from simulon.config.common import MAX_GPUS, MAX_LAYERS, MAX_MICROBATCHES, MAX_SEQUENCE, MAX_VOCAB
 from simulon.config.loading import ConfigError, load_scenario, parse_scenario
-from simulon.config.scenario import MAX_CHANNELS
 from simulon.config.units import MAX_BANDWIDTH, MAX_LATENCY, MAX_MEMORY_GB, MIN_BANDWIDTH
 
 

@@ -11,7 +11,7 @@ import numpy as np
 
 from .algorithms import CATALOG, Algorithm, Decomposition, Unrunnable, algorithm_for, asked_algorithm, find_algorithm
 from .common import CollectiveResult, FlowSet, P2PFlow
-from .nccl import PROTOCOLS
+from .nccl import PROTOCOLS, channel_argument
 from .shape import GroupShape
 from .types import POINT_TO_POINT, CollType, coll_type
 
@@ -66,8 +66,7 @@ def flow_set(collective_type: str | CollType, group: Sequence[int], size: float,
     record = checked(algorithm, ctype)
     if protocol not in PROTOCOLS:
         raise ValueError(f"unknown protocol {protocol!r} (valid: {', '.join(PROTOCOLS)})")
-    if channels < 1:
-        raise ValueError(f"num_channels must be at least 1, got {channels}")
+    channel_argument(channels)
     if not math.isfinite(size) or size < 0:
         raise ValueError(f"data_size must be a finite number of bytes, not negative, got {size}")
     group = tuple(_rank(r) for r in group)

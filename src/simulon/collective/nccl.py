@@ -7,6 +7,7 @@ import math
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
+from numbers import Integral
 from typing import Any
 
 import numpy as np
@@ -27,6 +28,27 @@ NVLS_ARITY = 32
 (NCCL skips NVLS for them beyond it; all-reduce has no such limit)."""
 MAX_CHANNELS = 64
 """NCCL's MAXCHANNELS (src/include/device.h): the most channels a communicator can have."""
+
+
+def check_channels(channels: object) -> int:
+    """A channel count NCCL can run, unchanged: a whole number from 1 to MAX_CHANNELS; else ValueError saying why,
+    without the field's name, which its caller adds (the scenario's collective.num_channels, the CLI's --channels,
+    the Python API's num_channels or channels)."""
+    if isinstance(channels, bool) or not isinstance(channels, Integral):
+        raise ValueError(f"expected a whole number of channels, got {channels!r}")
+    if channels < 1:
+        raise ValueError(f"must be at least 1, got {channels}")
+    if channels > MAX_CHANNELS:
+        raise ValueError(f"{channels} is more than {MAX_CHANNELS} channels, NCCL's maximum")
+    return channels
+
+
+def channel_argument(channels: object, name: str = "num_channels") -> int:
+    """check_channels for a Python entry point's parameter `name`: its ValueError names the parameter."""
+    try:
+        return check_channels(channels)
+    except ValueError as exc:
+        raise ValueError(f"{name}: {exc}") from None
 DEFAULT_ARCHITECTURE = "hopper"
 """GPU families NCCL has no tables for (AMD, unknown GPUs) are tuned as this one."""
 

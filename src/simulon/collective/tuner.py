@@ -37,6 +37,7 @@ from .nccl import (
     NVLS_ARITY,
     PROTOCOLS,
     architecture,
+    channel_argument,
     constants,
     nvls_chunk_bytes,
     nvls_tuning,
@@ -100,8 +101,8 @@ class CollectivePlan:
             find_algorithm(algorithm)
         if protocol != "auto" and protocol not in PROTOCOLS:
             raise ValueError(f"unknown protocol {protocol!r} (valid: auto, {', '.join(PROTOCOLS)})")
-        if channels is not None and channels < 1:
-            raise ValueError(f"num_channels must be at least 1, got {channels}")
+        if channels is not None:
+            channel_argument(channels)
         self.topology, self.algorithm, self.protocol, self.channels = topology, algorithm, protocol, channels
         self.link_model = topology.model
         self.arch = architecture(topology.model.gpu_family)

@@ -8,8 +8,8 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from ..collective.algorithms import CATALOG, reduction_missing
-from ..collective.nccl import MAX_CHANNELS
-from .common import MAX_MICROBATCHES, FieldError, StrictModel, range_check
+from ..collective.nccl import check_channels
+from .common import MAX_MICROBATCHES, FieldError, StrictModel
 from .dc import DatacenterConfig, Placement, sized_for, workload_gpus
 from .hybrid import GatedDeltaNetSpec, MambaSpec
 from .pipeline_layout import virtual_stage_layers
@@ -23,8 +23,6 @@ from .workload import (
     check_schedule_placement,
 )
 
-check_channels = range_check(1, MAX_CHANNELS, f"{MAX_CHANNELS} channels, NCCL's maximum")
-"""A channel count unchanged if from 1 to MAX_CHANNELS, else ValueError (also for --channels)."""
 ChannelCount = Annotated[int, AfterValidator(check_channels)]
 
 VENDOR_LIBRARIES = {"nvidia": "nccl", "amd": "rccl"}
