@@ -110,3 +110,17 @@ def test_the_readmes_way_to_edit_a_scenario_refuses_a_bad_value_with_the_clis_li
     assert run.stderr.strip() == f"error: {str(refused.value).replace('<scenario>', str(pinned))}"
     said = " ".join(section("## Python API").split())
     assert f"raises `simulon.config.ConfigError` with the CLI's one line, `{refused.value}`" in said
+
+
+def test_the_readmes_llama3_8b_nvfp4_step_on_one_dgx_b200_is_what_simulate_gives():
+    """Number formats: Llama 3 8B data-parallel over one DGX B200, global batch 128 x 8,192, micro-batch 1, cuDNN
+    attention. The README said nvfp4 4,673 ms where simulate gives 4,672.4."""
+    from simulon.config import parse_scenario
+    from simulon.pipeline import simulate
+
+    said = re.search(r"mxfp8 [\d,]+, nvfp4 ([\d,]+) \(", " ".join(section("* **Number formats.**").split()))
+    data = {"datacenter": {"from": "dgx-b200", "cluster": {"num_nodes": 1}},
+            "workload": {"model": "llama-3-8b", "parallelism": {"tp": 1, "pp": 1},
+                         "training": {"global_batch_size": 128, "micro_batch_size": 1, "sequence_length": 8192,
+                                      "dtype": "nvfp4", "attention": "cudnn"}}}
+    assert f"{simulate(parse_scenario(data)).result.iteration_time_ms:,.0f}" == said.group(1)
