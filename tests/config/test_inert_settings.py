@@ -51,6 +51,14 @@ def test_a_recompute_module_of_a_part_the_model_lacks_is_refused(module, part):
         f"has none of; leave it out")
 
 
+@pytest.mark.parametrize("modules", [("mla_up_proj", "moe_act", "shared_experts"), ("moe_act", "shared_experts",
+                                     "mla_up_proj"), ("shared_experts", "mla_up_proj", "moe_act"), ("moe", "moe_act")])
+def test_of_several_recompute_modules_the_model_lacks_the_refusal_names_the_first_listed(modules):
+    """The same scenario gives the same message whatever PYTHONHASHSEED orders a set of names in."""
+    assert refusal(selective("core_attn", *modules)).startswith(
+        f"s.yaml: workload.parallelism.recompute_modules: {modules[0]} re-runs the model's ")
+
+
 def test_shared_experts_recompute_is_refused_on_experts_without_shared_ones_and_kept_with_them():
     assert "shared_experts re-runs" in refusal(selective("shared_experts"), {"moe": MOE})
     sc = scenario(selective("shared_experts", "moe_act"), {"moe": {**MOE, "num_shared_experts": 1}})

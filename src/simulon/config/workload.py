@@ -927,7 +927,8 @@ class MegatronWorkload(StrictModel):
 
     @model_validator(mode="after")
     def _recomputed_parts_exist(self) -> MegatronWorkload:
-        for module in self.parallelism.recomputed_modules & RECOMPUTED_PARTS.keys():
+        listed = self.parallelism.recompute_modules if self.parallelism.recompute == "selective" else None
+        for module in (m for m in listed or () if m in RECOMPUTED_PARTS):  # the first listed: the same every run
             part, has = RECOMPUTED_PARTS[module]
             if not has(self.model):
                 raise FieldError("parallelism.recompute_modules", f"{module} re-runs the model's {part}, which this "
