@@ -42,7 +42,7 @@ from numbers import Integral
 from typing import Any, Protocol
 
 from .config.errors import ConfigError
-from .config.units import memory_amount
+from .config.units import memory_amounts
 from .dag.size import available_memory
 
 RAY_MISSING = ("--executor ray: Ray is not installed; install the optional extra with `uv sync --extra ray` "
@@ -184,8 +184,8 @@ class ProcessExecutor:
         admission = Admission(list(needs) if needs is not None else [0.0] * len(jobs), budget,
                               min(self.workers, len(jobs)))
         for index, need in sorted(admission.refused.items()):
-            yield index, Refused(f"needs about {memory_amount(need)}, more than the {memory_amount(budget)} the "
-                                 "replays may use together")
+            yield index, Refused("needs about {}, more than the {} the replays may use together".format(
+                *memory_amounts(need, budget)))
         if admission.done:
             return
         with ProcessPoolExecutor(max_workers=admission.slots) as pool:
@@ -271,11 +271,11 @@ class RayExecutor:
         for index, job in enumerate(jobs):
             need = needs[index] if needs is not None else 0.0
             if self.memory is not None and need > self.memory:
-                yield index, Refused(f"needs about {memory_amount(need)}, more than the {memory_amount(self.memory)} "
-                                     "each Ray task may use (--max-memory)")
+                yield index, Refused("needs about {}, more than the {} each Ray task may use (--max-memory)".format(
+                    *memory_amounts(need, self.memory)))
             elif need > largest:
-                yield index, Refused(f"needs about {memory_amount(need)}, more than the {memory_amount(largest)} of "
-                                     f"memory any Ray node offers")
+                yield index, Refused("needs about {}, more than the {} of memory any Ray node offers".format(
+                    *memory_amounts(need, largest)))
             elif need > 0:
                 pending[task.options(memory=math.ceil(need)).remote(job)] = index
             else:

@@ -21,7 +21,7 @@ from .compute.calibration import Calibrations
 from .compute.populate import ProfileUse, populate
 from .config.dc import DatacenterConfig, Placement
 from .config.scenario import ScenarioConfig, datacenter_argument, scenario_argument
-from .config.units import check_size, format_size, memory_amount
+from .config.units import check_size, format_size, memory_amounts
 from .dag.builder import DAGBuilder, collective_dag
 from .dag.fold import (
     Fold,
@@ -534,9 +534,10 @@ def check_sweep_fits(ctype: CollType, groups: Sequence[tuple[int, ...]], sizes: 
     need, flows, size = sweep_need(ctype, groups, sizes, plan)
     if need <= memory_limit:
         return
+    need_text, limit_text = memory_amounts(need, memory_limit)
     raise TooLarge(f"{ctype.name} of {format_size(size)} over {len(groups[0]):,} GPUs"
                    f"{f' ({len(groups)} groups)' if len(groups) > 1 else ''} makes {flows:,} flows, which need about "
-                   f"{memory_amount(need)}, and {memory_amount(memory_limit)} are available",
+                   f"{need_text}, and {limit_text} are available",
                    "simulate a smaller group (--group) or raise the limit with --max-memory")
 
 

@@ -10,7 +10,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from simulon.config.errors import shown
-from simulon.config.units import memory_amount, parse_bandwidth, parse_size, parse_time
+from simulon.config.units import memory_amount, memory_amounts, parse_bandwidth, parse_size, parse_time
 
 # Scales written out by hand (not imported from the module under test).
 BANDWIDTH_SCALES = {
@@ -227,3 +227,15 @@ def test_a_memory_amount_never_reads_as_zero_and_reads_back_within_its_rounding(
     value = parse_size(text.replace(",", "").replace(" ", ""))
     assert float(text.split()[0].replace(",", "")) >= 0.1 or text.split()[1] in ("KB", "B")
     assert math.isclose(value, num_bytes, rel_tol=0.5, abs_tol=100)
+
+
+@given(limit=st.floats(1.0, 1e15), excess=st.floats(1e-6, 10.0))
+def test_a_need_above_its_limit_never_reads_as_the_same_amount(limit, excess):
+    """A refusal said 'need about 8.0 GB, and 8.0 GB are available' of 8.04 GB against 8 GB."""
+    need = limit * (1 + excess)
+    if need <= limit:
+        return
+    need_text, limit_text = memory_amounts(need, limit)
+    assert need_text != limit_text
+    assert memory_amounts(8.04e9, 8e9) == ("8.04 GB", "8.00 GB")
+    assert memory_amounts(39.6e9, 8e9) == ("39.6 GB", "8.0 GB")

@@ -10,6 +10,7 @@ import yaml
 
 from helpers import ROOT, cli, gpt_scenario
 from simulon.config.dc import FabricSpec
+from simulon.config.units import parse_size
 from simulon.dag.size import DagSize, TooLarge, available_memory, check_fits, memory_cost
 from simulon.pipeline import build_dag, plan_dag
 
@@ -105,6 +106,19 @@ def test_a_run_needing_more_than_its_limit_is_refused_with_its_size_and_what_to_
         assert piece in message, message
     check_fits(size, None)
     check_fits(size, size.memory_bytes() + 1)
+
+
+@pytest.mark.parametrize("short_by", [1e-3, 1e-2, 0.04])
+def test_a_run_needing_barely_more_than_its_limit_is_refused_with_a_need_that_reads_above_it(short_by):
+    """--max-memory 8GB against a need of 8.04 GB read 'need about 8.0 GB, and 8.0 GB are available'."""
+    size = DagSize(10**7, 5 * 10**6, 64)
+    need = size.memory_bytes()
+    with pytest.raises(TooLarge) as info:
+        check_fits(size, need / (1 + short_by))
+    found = re.search(r"need about ([0-9.,]+) (\w+), and ([0-9.,]+) (\w+) are available", str(info.value))
+    assert found, str(info.value)
+    read = [parse_size(found[i].replace(",", "") + found[i + 1]) for i in (1, 3)]
+    assert read[0] > read[1], str(info.value)
 
 
 def test_this_machine_reports_the_memory_it_has():

@@ -131,10 +131,21 @@ def format_size(num_bytes: float) -> str:
     return f"{int(num_bytes)}B"
 
 
-def memory_amount(num_bytes: float) -> str:
+def memory_amount(num_bytes: float, decimals: int = 1) -> str:
     """A memory need or limit in decimal GB to one decimal ("39.6 GB"), in MB below 0.1 GB, in KB below 0.1 MB
     (a limit like --max-memory 1KB) and in bytes below 0.1 KB (--max-memory 1B), never "0.0 GB"."""
     if 0 < num_bytes < 100:
-        return f"{num_bytes:.3g} B"
+        return f"{num_bytes:.{2 + decimals}g} B"
     unit, size = next(((u, s) for u, s in (("GB", 1e9), ("MB", 1e6)) if num_bytes >= 0.1 * s), ("KB", 1e3))
-    return f"{num_bytes / size:,.1f} {unit}"
+    return f"{num_bytes / size:,.{decimals}f} {unit}"
+
+
+def memory_amounts(need: float, limit: float) -> tuple[str, str]:
+    """A need and the limit it exceeds as memory_amount writes them, with as many more decimals as it takes to
+    tell them apart ("8.04 GB" against "8.00 GB", where one decimal read "8.0 GB" against "8.0 GB")."""
+    texts = memory_amount(need), memory_amount(limit)
+    for decimals in range(2, 10):
+        if texts[0] != texts[1]:
+            break
+        texts = memory_amount(need, decimals), memory_amount(limit, decimals)
+    return texts

@@ -36,7 +36,7 @@ import yaml
 
 from ..collective.tuner import CollectivePlan
 from ..config.errors import ConfigError
-from ..config.units import memory_amount
+from ..config.units import memory_amounts
 from ..network.topology import Topology
 from ..workload.layout import RankLayout
 from ..workload.program import CollectiveOp, ComputeOp, SendOp, StageProgram, program_of_rank
@@ -153,8 +153,9 @@ def check_fits(size: DagSize, limit: float | None, trace: Trace = False, hint: s
     need = size.memory_bytes(trace)
     if limit is None or need <= limit:
         return
+    need_text, limit_text = memory_amounts(need, limit)
     raise TooLarge(f"{size.nodes:,} DAG nodes and {size.flows:,} flows over {size.simulated_gpus:,} simulated GPUs "
-                   f"need about {memory_amount(need)}, and {memory_amount(limit)} are available{hint}",
+                   f"need about {need_text}, and {limit_text} are available{hint}",
                    f"{advice}simulate fewer micro-batches ("
                    f"{'--micro-batches sample, or ' if samples else ''}a smaller global batch) or a smaller cluster, "
                    "or raise the limit with --max-memory")
