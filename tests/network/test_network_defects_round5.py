@@ -62,10 +62,12 @@ def test_an_all_to_all_too_large_for_the_memory_limit_is_refused_before_it_is_bu
         collective_sweep(dc, "alltoall", range(512), [2**20], memory_limit=100e6)
 
 
-def test_the_collective_command_refuses_a_run_over_max_memory_with_exit_2(tmp_path):
+def test_the_collective_command_refuses_a_run_over_max_memory_with_exit_2_naming_the_scenario(tmp_path):
+    """As simulate's refusal does: 'error: FILE: the run is too large ...' (collective's named no file)."""
     path = write(tmp_path, "datacenter:\n  from: dgx-h100\n  cluster: {num_nodes: 4}\n")
     proc = cli("collective", str(path), "--op", "alltoall", "--sizes", "1MiB", "--max-memory", "10MB")
-    assert_bad_input(proc, "too large for the memory", "992 flows", "10.0 MB are available", "--max-memory")
+    line = assert_bad_input(proc, "too large for the memory", "992 flows", "10.0 MB are available", "--max-memory")
+    assert line.startswith(f"error: {path}: the run is too large"), line
     ran = cli("collective", str(path), "--op", "alltoall", "--sizes", "1MiB", "--max-memory", "1GB", "--json")
     assert ran.returncode == 0, ran.stderr
 

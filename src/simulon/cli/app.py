@@ -301,6 +301,7 @@ def collective(
     max_memory: MaxMemoryOption = None,
 ) -> None:
     """Simulate one collective over a message-size sweep, like nccl-tests without GPUs."""
+    from ..dag.size import TooLarge
     from ..pipeline import collective_of, collective_sweep
     from .progress import terminal_progress
 
@@ -334,6 +335,8 @@ def collective(
         with terminal_progress(quiet=as_json) as progress:
             rows = collective_sweep(dc, ctype, ranks, parse_sizes(sizes), algo, chans, proto, progress=progress,
                                     memory_limit=limit)
+    except TooLarge as exc:
+        raise ConfigError(f"{scenario}: {exc}") from None
     except ValueError as exc:
         option = "--protocol" if "protocol" in str(exc) else "--algorithm"
         raise ConfigError(f"{option}: {exc}") from None
