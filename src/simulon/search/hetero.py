@@ -6,7 +6,9 @@ that for a scenario whose datacenter has `node_groups`, keeping its strategy (tp
 
 1. Unit costs. For each node group's GPU, the seconds per micro-batch of a dense layer, an MoE layer, the
    embedding and the head on one rank (kernels, recompute, exposed TP/CP/EP communication), from the
-   search's fast estimate (search.estimate.Estimator) on that group's own nodes.
+   search's fast estimate (search.estimate.Estimator) on that group's own nodes. Under full recomputation of a block
+   of layers (recompute_num_layers: Megatron's block method re-runs the forward of each stage's first N layers only),
+   a layer's cost leaves its re-run forward out, and a stage adds it for its first N layers.
 2. Placements. Every assignment of stages to groups that uses no group for more stages than its GPUs hold
    (where the groups hold more than pp stages, every sharing of them: a fast group may take every stage): all
    orders when there are at most MAX_ORDERS in all, else the groups in contiguous blocks (every order of the
@@ -14,7 +16,8 @@ that for a scenario whose datacenter has `node_groups`, keeping its strategy (tp
 3. The layer split of a placement minimises its slowest stage (then, among splits as slow, the sum of the
    stages, the fill and drain of 1F1B): the smallest time T at which the stages' layer counts that fit
    under T reach the model's layers, each stage holding at least one layer, found by bisection over the
-   candidate times. A stage the memory model says does not fit on its GPU gets a layer fewer and the split
+   candidate times (a stage's time rises by a layer's cost and, for its first recompute_num_layers layers, its
+   re-run forward). A stage the memory model says does not fit on its GPU gets a layer fewer and the split
    is solved again.
 4. Estimated step of a placement: M x slowest + the other stages once (Narayanan et al., SC'21, section 2.2,
    with uneven stages as search.estimate counts them), for the slowest data-parallel replica: 1F1B's step, which
@@ -82,6 +85,8 @@ class UnitCosts:
     layers: Mapping[LayerUnit, float]  # a layer of each kind the model has (config/hybrid.py), in bf16 or windowed
     embedding: float
     head: float
+    recomputed: Mapping[LayerUnit, float] | None = None  # under recompute_num_layers: what a layer of each kind
+    # adds where its stage re-runs its forward (`layers` then leave it out); None: `layers` hold every recompute
 
 
 StageGroups = tuple[int | tuple[int, ...], ...]
@@ -147,23 +152,39 @@ def group_datacenter(dc: DatacenterConfig, group: Group) -> DatacenterConfig:
 
 
 def unit_costs(sc: ScenarioConfig) -> list[UnitCosts]:
-    """Each node group's unit costs for the scenario's strategy (see the module docstring, step 1)."""
+    """Each node group's unit costs for the scenario's strategy (see the module docstring, step 1): under
+    recompute_num_layers, the layers' costs without recomputation and what a recomputed layer adds to them."""
     strategy = replace(Strategy.of(sc), first_layers=0, last_layers=0)
     workload = sc.workload
     parallelism = workload.parallelism.model_copy(update=AUTOMATIC_SPLIT)
     training = workload.training.model_copy(update={"stage_groups": None, "dp_shares": None})
     workload = workload.model_copy(update={"parallelism": parallelism, "training": training})
+    block = recomputed_block(sc) is not None
     costs, units = [], _layer_units(sc) + _layer_units(sc, mtp=True)
+    kinds = sorted(set(units), key=repr)
     for group in sc.datacenter.groups:
         if not group.gpu.has_peak(workload.training.dtype):  # it runs no stage (whole_stages)
-            costs.append(UnitCosts(dict.fromkeys(units, math.inf), math.inf, math.inf))
+            costs.append(UnitCosts(dict.fromkeys(units, math.inf), math.inf, math.inf,
+                                   dict.fromkeys(units, 0.0) if block else None))
             continue
         dc = group_datacenter(sc.datacenter, group)
         estimator = Estimator.on(workload, dc, sc.collective)
-        layers = {unit: estimator.unit_seconds(strategy, workload, unit) for unit in sorted(set(units), key=repr)}
+        layers = {unit: estimator.unit_seconds(strategy, workload, unit) for unit in kinds}
+        recomputed = None
+        if block:  # the strategy's full recompute re-runs every layer: a layer's cost without it, and the difference
+            bare = replace(strategy, recompute="none")
+            plain = {unit: estimator.unit_seconds(bare, workload, unit) for unit in kinds}
+            layers, recomputed = plain, {unit: layers[unit] - plain[unit] for unit in kinds}
         costs.append(UnitCosts(layers, *(estimator.unit_seconds(strategy, workload, unit)
-                                         for unit in (EMBEDDING_LAYER, HEAD_LAYER))))
+                                         for unit in (EMBEDDING_LAYER, HEAD_LAYER)), recomputed))
     return costs
+
+
+def recomputed_block(sc: ScenarioConfig) -> int | None:
+    """The layers at the start of each stage whose forward full recomputation re-runs (recompute_num_layers,
+    Megatron's block method), or None where it re-runs every layer's or none."""
+    par = sc.workload.parallelism
+    return par.recompute_num_layers if par.recompute == "full" else None
 
 
 def whole_stages(sc: ScenarioConfig) -> tuple[int, list[int]]:
@@ -246,19 +267,33 @@ def every_placement(choices: Sequence[Sequence[int]]) -> list[tuple[int, ...]]:
 
 
 def split_layers(per_layer: list[float], extra: list[float], num_layers: int,
-                 caps: list[int] | None = None) -> list[int] | None:
-    """Layers per stage minimising the slowest stage (stage s takes extra[s] + layers x per_layer[s]), at least
-    one each and at most caps[s]; None if the caps leave too few layers."""
+                 caps: list[int] | None = None, recomputed: list[float] | None = None,
+                 recompute_layers: int = 0) -> list[int] | None:
+    """Layers per stage minimising the slowest stage (stage s takes extra[s] + layers x per_layer[s], and
+    recomputed[s] more for each of its first `recompute_layers` layers), at least one each and at most caps[s];
+    None if the caps leave too few layers."""
     pp = len(per_layer)
     caps = caps or [num_layers] * pp
+    recomputed = recomputed or [0.0] * pp
     if any(c < 1 for c in caps) or sum(caps) < num_layers or num_layers < pp:
         return None
 
-    def most(t: float) -> list[int]:
-        return [min(caps[s], int((t - extra[s]) / per_layer[s] + 1e-9)) if per_layer[s] > 0 else caps[s]
-                for s in range(pp)]
+    def seconds(s: int, n: int) -> float:
+        return extra[s] + n * per_layer[s] + min(n, recompute_layers) * recomputed[s]
 
-    candidates = sorted({extra[s] + n * per_layer[s] for s in range(pp) for n in range(1, caps[s] + 1)})
+    def fitting(s: int, t: float) -> int:
+        """The most layers stage s runs within t."""
+        if per_layer[s] <= 0:
+            return caps[s]
+        first = (t - extra[s]) / (per_layer[s] + recomputed[s])  # as if every layer were recomputed
+        if first <= recompute_layers:
+            return min(caps[s], int(first + 1e-9))
+        return min(caps[s], recompute_layers + int((t - seconds(s, recompute_layers)) / per_layer[s] + 1e-9))
+
+    def most(t: float) -> list[int]:
+        return [fitting(s, t) for s in range(pp)]
+
+    candidates = sorted({seconds(s, n) for s in range(pp) for n in range(1, caps[s] + 1)})
     low, high = 0, len(candidates) - 1
     while low < high:  # the smallest candidate time at which every stage fits its one layer and all layers fit
         mid = (low + high) // 2
@@ -269,7 +304,7 @@ def split_layers(per_layer: list[float], extra: list[float], num_layers: int,
             low = mid + 1
     counts = most(candidates[low])
     while sum(counts) > num_layers:  # give back layers from the slowest stages first
-        s = max((s for s in range(pp) if counts[s] > 1), key=lambda s: (extra[s] + counts[s] * per_layer[s], s))
+        s = max((s for s in range(pp) if counts[s] > 1), key=lambda s: (seconds(s, counts[s]), s))
         counts[s] -= 1
     return counts
 
@@ -322,6 +357,7 @@ class Planner:
         self.costs = unit_costs(sc)
         self.kinds = _layer_units(sc)
         self.mtp_kinds = _layer_units(sc, mtp=True)  # they follow the decoder on the last stage
+        self.block = recomputed_block(sc)  # the first layers of each stage that recompute (None: all or none)
         train = sc.workload.training
         self.num_gpus = train.num_gpus or sc.datacenter.num_gpus
         self.dp = par.data_parallel(self.num_gpus)
@@ -340,7 +376,8 @@ class Planner:
         extra = [0.0] * pp
         extra[0] += costs[0].embedding
         extra[-1] += self._after_decoder(costs[-1])
-        layers = split_layers(per_layer, extra, num_layers, caps)
+        recomputed = [self._per_layer(c, recomputed=True) for c in costs] if self.block else None
+        layers = split_layers(per_layer, extra, num_layers, caps, recomputed, self.block or 0)
         if layers is None:
             return None
         return self._estimated(stage_groups, tuple(layers))
@@ -360,9 +397,11 @@ class Planner:
         """What the last stage runs after its decoder layers: the multi-token-prediction layers and the LM head."""
         return costs.head + sum(costs.layers[kind] for kind in self.mtp_kinds)
 
-    def _per_layer(self, costs: UnitCosts) -> float:
-        """A layer's mean cost (each kind of layer as many as the model has)."""
-        return sum(costs.layers[kind] * n for kind, n in Counter(self.kinds).items()) / len(self.kinds)
+    def _per_layer(self, costs: UnitCosts, recomputed: bool = False) -> float:
+        """A layer's mean cost (each kind of layer as many as the model has), or with `recomputed` what its
+        recomputation adds under recompute_num_layers."""
+        table = costs.recomputed if recomputed else costs.layers
+        return sum(table[kind] * n for kind, n in Counter(self.kinds).items()) / len(self.kinds)
 
     def _stage_seconds(self, groups: tuple[int, ...], layers: tuple[int, ...]) -> list[float]:
         """Each stage's seconds per micro-batch on the given group per stage, with its exact layer kinds."""
@@ -373,7 +412,11 @@ class Planner:
             c = self.costs[g]
             t = sum(c.layers[kind] * count for kind, count in kinds.items())
             t += c.embedding if s == 0 else 0.0
-            t += self._after_decoder(c) if s == len(layers) - 1 else 0.0
+            last = s == len(layers) - 1
+            t += self._after_decoder(c) if last else 0.0
+            if self.block:  # the stage's first layers' forwards again (its multi-token-prediction layers follow)
+                held = self.kinds[first - n:first] + (self.mtp_kinds if last else [])
+                t += sum(c.recomputed[kind] for kind in held[:self.block])
             stage_s.append(t)
         return stage_s
 
