@@ -387,8 +387,10 @@ def _check_dp_shares(wl: MegatronWorkload, dp: int) -> None:
     for replica, count in enumerate(shares):
         try:
             _check_pipeline_microbatches(par, count)
-        except FieldError as exc:
-            raise FieldError(field, f"replica {replica}: {exc.message}") from None
+        except FieldError as exc:  # a count's own problem, or a setting the count falls short of (named, its value)
+            setting = exc.field.rsplit(".", 1)[-1]
+            against = "" if setting == "num_microbatches" else f"{count} micro-batches against {setting} "
+            raise FieldError(field, f"replica {replica}: {against}{exc.message}") from None
 
 
 def _check_pipeline(par, microbatches: int) -> None:
