@@ -335,7 +335,22 @@ def check_workload_fits(wl: MegatronWorkload, dc: DatacenterConfig) -> None:
         try:
             dc.groups[g].gpu.peak_flops(train.dtype)
         except ValueError as exc:
-            raise FieldError("workload.training.dtype", str(exc)) from None
+            raise FieldError("workload.training.dtype", str(exc) + _stages_on(placement, g, par.pp,
+                                                                               train.stage_groups)) from None
+
+
+def _stages_on(placement: Placement, group: int, pp: int, stage_groups: list | None) -> str:
+    """Where a heterogeneous cluster runs stages on a group: which, and what placed them there, for a message ("";
+    one node type)."""
+    if len(placement.groups) < 2:
+        return ""
+    rows = placement.group.reshape(pp, -1)
+    stages = [s for s in range(pp) if group in rows[s].tolist()]
+    named = ", ".join(map(str, stages))
+    how = ("training.stage_groups puts" if stage_groups is not None
+           else "ranks filling the node groups in order (pipeline outermost) put")
+    return (f"; {how} stage{'s' if len(stages) > 1 else ''} {named} on node group {group} "
+            f"({placement.groups[group].name})")
 
 
 def _check_stage_groups(stage_groups: list[int | list[int]] | None, dc: DatacenterConfig, pp: int, per_stage: int,
