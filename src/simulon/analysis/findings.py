@@ -39,6 +39,7 @@ from ..workload.layer_kernels import RING_BLOCK, LayerKernels, ShardShape
 from ..workload.layout import RankLayout
 from ..workload.megatron import pairs_experts
 from ..workload.parameters import ModelParameters, PipelineLayers
+from ..workload.schedule import one_stage_per_rank
 from .exposure import GPUExposure
 from .kinds import COMM_KINDS
 from .shown import shown_ms, shown_share
@@ -105,6 +106,8 @@ class Settings:
     #    mma.sync, and per rank the share of its GPU's tensor-core peak that runs at, where some share is below 1
     pipeline_stages: int | None = None
     mixed_gpus: bool | None = None           # ranks on more than one kind of GPU
+    speed_balance: str | None = None         # on such ranks, the way to size each one's work to its GPU that the
+    #    scenario takes (hetero_balance); None: none, or one kind of GPU
     vpp: int | None = None                   # model chunks per pipeline rank
     schedules: frozenset[tuple[str, int]] | None = None  # (pipeline_schedule, vpp) the scenario could run instead
     #    (other_schedules: the config's own checks pass)
@@ -155,7 +158,8 @@ class Settings:
                    zero_bubble=par.pipeline_schedule in BUBBLE_SCHEDULES, overlap_grad_reduce=par.overlap_grad_reduce,
                    overlap_param_gather=par.gathers_overlapped if par.distributed_optimizer else None,
                    warp_mma_attention=warp_mma_attention(sc), pipeline_stages=par.pp,
-                   mixed_gpus=_mixed(sc.placement()), vpp=par.vpp, schedules=schedules,
+                   mixed_gpus=_mixed(sc.placement()), speed_balance=hetero_balance(sc), vpp=par.vpp,
+                   schedules=schedules,
                    ep_within_scale_up=_within_domain(sc, "ep") if par.ep > 1 else None,
                    deepep_option=deepep_option(sc) if par.ep > 1 else None,
                    ep_overlap_option=ep_overlap_option(sc, fill, memory.fits) if par.ep > 1 else None,
@@ -362,6 +366,26 @@ def _cp_exchange(sc: ScenarioConfig) -> str | None:
     return parts.pop() if len(parts) == 1 else None
 
 
+def hetero_balance(sc: ScenarioConfig) -> str | None:
+    """On GPUs of several models, the remedy that sizes each GPU's work to its speed which this scenario can take:
+    simulon plan-hetero where it plans the pipeline (pp > 1, one stage per rank: workload.schedule.one_stage_per_rank),
+    else layers_per_stage and stage_groups by hand (plan-hetero refuses vpp > 1 and two stages a rank), and without
+    a pipeline the replicas' micro-batches (training.dp_shares, which expert parallelism and FSDP do not take);
+    None on one GPU model, or where none applies."""
+    if not _mixed(sc.placement()):
+        return None
+    par = sc.workload.parallelism
+    if par.pp == 1:
+        if par.ep > 1 or par.fsdp != "none" or par.data_parallel(sc.workload.training.num_gpus or
+                                                                   sc.datacenter.num_gpus) == 1:
+            return None
+        return "micro-batches sized to each replica's GPU speed (training.dp_shares)"
+    if one_stage_per_rank(par):
+        return "layers and batch sized to each GPU's speed (simulon plan-hetero)"
+    return ("layers sized to each GPU's speed (layers_per_stage and stage_groups; simulon plan-hetero plans the "
+            "pipeline at vpp 1 on 1f1b or zb_h1)")
+
+
 def _mixed(placement: Placement) -> bool:
     """Whether the ranks run on GPUs of more than one model (config.dc.GPUSpec.model_name: not two names of one)."""
     return len({placement.groups[g].gpu.model_name for g in placement.used}) > 1
@@ -413,8 +437,7 @@ def advice(term: str, settings: Settings, collective: str = "", link_class: str 
             tries.append("overlap it (sequence_parallel with tp_comm_overlap)")
         return _either(tries or ["more NVLink bandwidth"])
     if term == "bubble":
-        balance = (["layers and batch sized to each GPU's speed (simulon plan-hetero)"] if settings.mixed_gpus
-                   else [])
+        balance = [settings.speed_balance] if settings.speed_balance else []
         if settings.pipeline_stages == 1:  # no pipeline: the GPUs wait on one another in collectives
             return _either([*balance, "even out the work the GPUs wait on one another for"])
         tries = [*_more_microbatches(settings, "more micro-batches per step"), *_schedule_advice(settings)]

@@ -68,7 +68,7 @@ from ..pipeline import simulate as simulate_scenario
 from ..workload.layer_kernels import LayerKernels
 from ..workload.parameters import PipelineLayers
 from ..workload.program import EMBEDDING_LAYER, HEAD_LAYER
-from ..workload.schedule import INTERLEAVED, SCHEDULERS
+from ..workload.schedule import INTERLEAVED, SCHEDULERS, one_stage_per_rank
 from .estimate import Estimator, LayerUnit, unit_kind
 from .space import Strategy
 
@@ -348,7 +348,7 @@ class Planner:
                              f"on each rank ({_TWO_STAGES[scheduler.placement.kind]}), which the heterogeneous "
                              "planner does not model: it places and splits one stage per rank, so it plans 1f1b and "
                              "zb_h1 pipelines only")
-        if par.vpp > 1:
+        if not one_stage_per_rank(par):
             raise ValueError(f"workload.parallelism.{par.vpp_named_by}: vpp = {par.vpp}; the heterogeneous planner "
                              "splits plain 1F1B pipelines (vpp 1)")
         if par.pp < 2:

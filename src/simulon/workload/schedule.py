@@ -533,6 +533,13 @@ SCHEDULERS: dict[str, type[PipelineScheduler]] = {
 """The schedules with a fixed number of model chunks per rank (one, or two for V and DualPipe)."""
 
 
+def one_stage_per_rank(par: ParallelismSpec) -> bool:
+    """Whether each pipeline rank runs one stage of the model: vpp 1 on 1F1B's placement (1f1b, zb_h1), not
+    interleaved chunks, DualPipe's mirrored pair nor the V's two stages; the pipelines the heterogeneous planner
+    (search/hetero.py) places and splits."""
+    return par.vpp == 1 and SCHEDULERS.get(par.pipeline_schedule, PipelineScheduler).placement is INTERLEAVED
+
+
 def scheduler_of(par: ParallelismSpec) -> PipelineScheduler:
     """The scheduler a workload's parallelism block names, with its chunks, combined steps and micro-batch groups."""
     return make_scheduler(par.pipeline_schedule, par.vpp, par.overlap_moe_expert_parallel_comm,
