@@ -466,6 +466,13 @@ CHECKS = {
         [*DP2, ("workload.training.moe_dispatcher", "deepep"), ("workload.model.moe", {"num_experts": 8, "top_k": 2})],
         "workload.training.moe_dispatcher", ["ep 1 and expert tensor parallelism 1", "nothing to dispatch",
                                              "TPxEP > 1"]),
+    "experts split over more ranks than the dense layers": (  # the seed's tp 2
+        [("workload.parallelism.expert_tensor_parallel", 4), ("workload.model.moe", {"num_experts": 8, "top_k": 2})],
+        "workload.parallelism.expert_tensor_parallel", ["4 above tp = 2 is not modelled", "at most 2"]),
+    "experts' ranks do not divide the model's": (  # ep 4 x etp 1 over the seed's 2 tensor x 1 data ranks
+        [("workload.parallelism.expert_tensor_parallel", 1), ("workload.parallelism.ep", 4),
+         ("workload.model.moe", {"num_experts": 8, "top_k": 2})],
+        "workload.parallelism.expert_tensor_parallel", ["ep x expert_tensor_parallel = 4 must divide tp*cp*dp = 2"]),
     "fsdp with distributed optimizer": (
         [("workload.parallelism.fsdp", "full_shard"), ("workload.parallelism.distributed_optimizer", True)],
         "workload.parallelism.fsdp", ["already shards the optimizer"]),

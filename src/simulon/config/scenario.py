@@ -325,10 +325,15 @@ def check_workload_fits(wl: MegatronWorkload, dc: DatacenterConfig) -> None:
         if model.moe is None:
             raise FieldError("workload.parallelism.expert_tensor_parallel", "the model has no MoE block")
         ranks = par.tp * par.cp * dp
-        if par.etp > par.tp or ranks % (par.ep * par.etp):
+        if par.etp > par.tp:
+            raise FieldError("workload.parallelism.expert_tensor_parallel",
+                             f"{par.etp} above tp = {par.tp} is not modelled: simulon splits an expert over at "
+                             "most the ranks that split the dense layers (Megatron-Core allows more); set it to at "
+                             f"most {par.tp}")
+        if ranks % (par.ep * par.etp):
             raise FieldError("workload.parallelism.expert_tensor_parallel",
                              f"{par.etp}: ep x expert_tensor_parallel = {par.ep * par.etp} must divide "
-                             f"tp*cp*dp = {ranks}, with expert_tensor_parallel at most tp = {par.tp}")
+                             f"tp*cp*dp = {ranks}")
     _check_stage_groups(train.stage_groups, dc, par.pp, num_gpus // par.pp, dp)
     placement = dc.placement(num_gpus, train.stage_groups, num_gpus // par.pp)
     for g in placement.used:
