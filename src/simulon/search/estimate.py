@@ -60,7 +60,7 @@ from ..workload.data_parallel import bucket_kernel, grad_zero_kernel, optimizer_
 from ..workload.kernels import KernelClass, KernelSpec, Phase, chunked
 from ..workload.layer_kernels import RING_BLOCK, LayerKernels, ShardShape
 from ..workload.layout import RankLayout
-from ..workload.megatron import pairs_experts
+from ..workload.megatron import dispatch_algorithm, pairs_experts
 from ..workload.parameters import Counts, ModelParameters, PipelineLayers
 from ..workload.program import EMBEDDING_LAYER, HEAD_LAYER
 from ..workload.schedule import make_scheduler
@@ -459,8 +459,8 @@ class Estimator:
                               for elements in kernels.mixer_shard(mixer).all_to_all().values())
         ep = 0.0
         if routed and s.ep > 1:  # dispatch and combine, forward and back
-            ep = 4 * self.slowest(A2A, self.placed(s, "ep", stage),
-                                  shape.dispatched_tokens(moe.top_k) * h * shape.act_bytes)
+            size = shape.dispatched_tokens(moe.top_k) * h * shape.act_bytes
+            ep = 4 * self.slowest(A2A, self.placed(s, "ep", stage), size, dispatch_algorithm(workload))
         if routed and shape.gathers_routed_tokens:  # the routed tokens' gather and their outputs' scatter, both ways
             size, group = shape.routed_tokens(moe.top_k) * h * shape.act_bytes, self.placed(s, "etp", stage)
             ep += 2 * (self.slowest(AG, group, size) + self.slowest(RS, group, size))
@@ -485,15 +485,18 @@ class Estimator:
                 flops += sum(spec.flops for phase, spec in table[name].items() if phase != Phase.recompute)
         return flops * base.training.global_batch_size
 
-    def seconds(self, ctype: CollType, group: tuple[int, ...], size: float, channels: int | None = None) -> float:
+    def seconds(self, ctype: CollType, group: tuple[int, ...], size: float, channels: int | None = None,
+                algorithm: str = "") -> float:
         """One collective alone on its group's links, as simulon times it, on `channels` where given (else the
-        scenario's, or NCCL's); cached per collective, group shape, the node groups its members lie in, size and
-        channels."""
-        key = (ctype, self.plan.shape(group), self.lies_in(group), round(size), channels)
+        scenario's, or NCCL's) and by `algorithm` where given (else the scenario's: workload.megatron's
+        dispatch_algorithm names DeepEP's for the token dispatch); cached per collective, group shape, the node groups
+        its members lie in, size, channels and algorithm."""
+        key = (ctype, self.plan.shape(group), self.lies_in(group), round(size), channels, algorithm)
         if key not in self._collectives:
             c = self.collective
-            timing = time_collective(self.datacenter, ctype, group, size, algorithm_for(ctype, c.algorithm),
-                                     channels or c.num_channels, c.protocol)
+            timing = time_collective(self.datacenter, ctype, group, size,
+                                     algorithm or algorithm_for(ctype, c.algorithm), channels or c.num_channels,
+                                     c.protocol)
             self._collectives[key] = timing.time_us * 1e-6
         return self._collectives[key]
 
@@ -501,9 +504,9 @@ class Estimator:
         """The node group of each of a group's members (which links a collective over them runs on)."""
         return self.placement.group[list(group)].tobytes()
 
-    def slowest(self, ctype: CollType, groups: tuple[tuple[int, ...], ...], size: float) -> float:
+    def slowest(self, ctype: CollType, groups: tuple[tuple[int, ...], ...], size: float, algorithm: str = "") -> float:
         """A collective at the slowest of its placements (Estimator.placed): the step waits for the last."""
-        return max(self.seconds(ctype, group, size) for group in groups)
+        return max(self.seconds(ctype, group, size, algorithm=algorithm) for group in groups)
 
     def placed(self, s: Strategy, axis: str, stage: int, cp_a2a: int = 1) -> tuple[tuple[int, ...], ...]:
         """A stage's process groups along `axis` (RankLayout.group), one for each way their members lie in the
