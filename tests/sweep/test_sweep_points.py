@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 
 import pytest
+import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -160,3 +161,15 @@ def test_a_list_position_that_is_not_there_is_refused_naming_the_positions(tmp_p
     scenario.write_text(MIXED.read_text())
     with pytest.raises(ConfigError, match=r"datacenter\.node_groups is a list of 2: expected a position 0 to 1"):
         sweep_points(scenario, [parse_axis(f"{path}=1,2")])
+
+
+def test_sweeping_the_whole_datacenter_with_the_trained_gpus_fixed_is_refused_naming_the_combined_axis(scenario):
+    """`--set datacenter=16x H100,32x H100` names the block itself, not a path inside it: the refusal looked for an
+    axis under `datacenter.` only and ended in an internal StopIteration."""
+    data = yaml.safe_load(scenario.read_text())
+    data["workload"]["training"]["num_gpus"] = 8
+    scenario.write_text(yaml.safe_dump(data))
+    with pytest.raises(ConfigError) as exc:
+        sweep_points(scenario, [parse_axis("datacenter=16x H100,32x H100")])
+    assert "--set datacenter: changes the datacenter's GPUs (16, 32)" in str(exc.value)
+    assert "--set datacenter+workload.training.num_gpus=16x H100:16,32x H100:32" in str(exc.value)

@@ -222,7 +222,7 @@ def check_gpus_follow(scenario: Path, axes: list[Axis], points: list[Point]) -> 
     trained = {p.scenario.workload.training.num_gpus for p in points}
     if len({p.scenario.datacenter.num_gpus for p in points}) < 2 or len(trained) != 1 or None in trained:
         return
-    axis = next(a for a in axes if any(path.startswith("datacenter.") for path in a.paths))
+    axis = next(a for a in axes if any(path.split(".", 1)[0] == "datacenter" for path in a.paths))
     gpus = {}
     for p in points:
         gpus.setdefault(p.steps[axis.name], p.scenario.datacenter.num_gpus)
