@@ -89,3 +89,23 @@ def test_json_on_a_terminal_draws_no_bar_on_stderr(monkeypatch, args):
     monkeypatch.setenv("TTY_COMPATIBLE", "1")  # rich takes stderr for a terminal
     run = cli(args[0], str(SEED_SCENARIO), *args[1:], "--json")
     assert run.returncode == 0 and run.stderr == ""
+
+
+def test_the_time_left_is_the_stages_mean_pace_so_far_when_units_finish_together():
+    """Two of a sweep's four points, each a minute long on two processes, finish a millisecond apart: a minute is
+    left, where rich's own estimate (the units after its first report over the time since it) said one second."""
+    now = [0.0]
+    with terminal_progress(Console(file=io.StringIO(), force_terminal=True, width=100)) as progress:
+        progress.bar.get_time = lambda: now[0]
+        progress.stage("simulating 4 of 4 points", total=4, unit="points")
+        left = progress.bar.columns[-1]
+        task = progress.bar.tasks[0]
+        assert str(left.render(task)) == "-:--:--"
+        now[0] = 59.999
+        progress.advance(1)
+        now[0] = 60.0
+        progress.advance(2)
+        assert str(left.render(task)) == "0:01:00"  # 60 s for 2 points, 2 left
+        now[0] = 120.0
+        progress.advance(4)
+        assert str(left.render(task)) == "0:00:00"
