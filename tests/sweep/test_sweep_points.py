@@ -3,6 +3,7 @@ cartesian product, every point validated by the scenario's own models before any
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -40,6 +41,17 @@ def test_a_quoted_value_holding_commas_is_one_step_such_as_a_megatron_layout():
 def test_any_double_quoted_values_read_back_as_themselves(values):
     axis = parse_axis("parallelism.pipeline_layout=" + ",".join(f'"{v}"' for v in values))
     assert axis.values == tuple((v,) for v in values)
+
+
+@given(st.lists(st.text(st.characters(codec="ascii", categories=("L", "N", "P", "S", "Zs")), max_size=12),
+                min_size=1, max_size=4, unique=True), st.sampled_from(["double", "single"]))
+def test_any_value_quoted_as_yaml_quotes_it_reads_back_as_itself(values, style):
+    """A quote inside a quoted value, escaped as YAML escapes it (\\" in double quotes, '' in single ones), ended the
+    value there: --set "model.name='Bob''s, v2',x" was cut at its comma and refused as YAML it could not read."""
+    quoted = [json.dumps(v) if style == "double" else "'" + v.replace("'", "''") + "'" for v in values]
+    assert parse_axis("model.name=" + ",".join(quoted)).values == tuple((v,) for v in values)
+    linked = parse_axis("parallelism.tp+model.name=" + ",".join(f"{n}:{q}" for n, q in enumerate(quoted, 1)))
+    assert linked.values == tuple((n, v) for n, v in enumerate(values, 1))
 
 
 def test_a_quoted_layout_is_swept_into_each_points_scenario(scenario):

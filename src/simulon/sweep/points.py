@@ -92,12 +92,19 @@ def full_path(path: str) -> str:
 def top_level_split(text: str, separator: str = ",") -> list[str]:
     """`text` split at the `separator`s outside quotes, brackets, braces and parentheses: "[15,17],[16,16]" is two
     steps, each then read and refused as the list it is, not cut inside one; a quoted value ('"Et*3|(tt|)*29,m|L"',
-    a pipeline layout in Megatron's own form) is one step, its quotes then read off as YAML reads them."""
-    steps, depth, start, opened, quote = [], 0, 0, 0, ""
+    a pipeline layout in Megatron's own form) is one step, its quotes then read off as YAML reads them (a \\" inside
+    double quotes, or '' inside single ones, does not end them)."""
+    steps, depth, start, opened, quote, escaped, closed = [], 0, 0, 0, "", False, -2
     for i, char in enumerate(text):
-        if quote:
-            quote = "" if char == quote else quote
-        elif char in "\"'" and not text[opened:i].strip():  # a quote opens a value, as in YAML (not "it's")
+        if quote:  # inside quotes as YAML reads them: \" in double quotes and '' in single quotes quote nothing
+            if escaped:
+                escaped = False
+            elif quote == '"' and char == "\\":
+                escaped = True
+            elif char == quote:
+                quote, closed = "", i
+        elif char in "\"'" and (not text[opened:i].strip()  # a quote opens a value, as in YAML (not "it's"),
+                                  or (closed == i - 1 and char == "'" == text[closed])):  # or is the second ' of ''
             quote = char
         else:
             depth += (char in "[{(") - (char in "]})")
