@@ -185,3 +185,14 @@ def test_sweeping_the_whole_datacenter_with_the_trained_gpus_fixed_is_refused_na
         sweep_points(scenario, [parse_axis("datacenter=16x H100,32x H100")])
     assert "--set datacenter: changes the datacenter's GPUs (16, 32)" in str(exc.value)
     assert "--set datacenter+workload.training.num_gpus=16x H100:16,32x H100:32" in str(exc.value)
+
+
+def test_a_refused_point_is_named_by_its_values_as_the_set_and_the_csv_write_them(scenario):
+    """A flag was named as Python prints it: '... with workload.parallelism.overlap_grad_reduce=False' for the
+    point the user wrote as false and the CSV writes as false."""
+    data = yaml.safe_load(scenario.read_text())
+    data["workload"]["training"]["grad_bucket_size"] = 40_000_000
+    scenario.write_text(yaml.safe_dump(data))
+    with pytest.raises(ConfigError) as exc:
+        sweep_points(scenario, [parse_axis("parallelism.overlap_grad_reduce=true,false")])
+    assert str(exc.value).startswith(f"{scenario} with workload.parallelism.overlap_grad_reduce=false: ")

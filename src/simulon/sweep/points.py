@@ -57,6 +57,11 @@ def step_text(values: tuple[Any, ...]) -> str:
     return ":".join(str(v).lower() if isinstance(v, bool) else str(v) for v in values)
 
 
+def settings_label(settings: dict[str, Any]) -> str:
+    """A point's values as its messages name them, each as its CSV cell writes it (step_text): `tp=2, sp=true`."""
+    return ", ".join(f"{path}={step_text((value,))}" for path, value in settings.items())
+
+
 @dataclass(frozen=True)
 class Point:
     """One scenario of the sweep: the values it sets (path -> value) and its validated scenario."""
@@ -68,7 +73,7 @@ class Point:
 
     @property
     def label(self) -> str:
-        return ", ".join(f"{path}={value}" for path, value in self.settings.items())
+        return settings_label(self.settings)
 
     @property
     def key(self) -> str:
@@ -207,8 +212,7 @@ def sweep_points(scenario: Path, axes: list[Axis]) -> list[Point]:
         if "workload.parallelism.recompute" in settings:  # the base's settings of the mode the sweep replaced
             without_other_recompute_settings(data["workload"]["parallelism"], keep=tuple(
                 p.rpartition(".")[2] for p in settings if p.startswith("workload.parallelism.")))
-        label = ", ".join(f"{p}={v}" for p, v in settings.items())
-        sc = parse_scenario(data, f"{scenario} with {label}", scenario.parent)
+        sc = parse_scenario(data, f"{scenario} with {settings_label(settings)}", scenario.parent)
         if sc.workload is None:
             raise ConfigError(f"{scenario}: workload: required to sweep training iterations")
         points.append(Point(settings, sc, {axis.name: step_text(step) for axis, step in zip(axes, steps,
