@@ -188,11 +188,36 @@ def test_sweeping_the_whole_datacenter_with_the_trained_gpus_fixed_is_refused_na
 
 
 def test_a_refused_point_is_named_by_its_values_as_the_set_and_the_csv_write_them(scenario):
-    """A flag was named as Python prints it: '... with workload.parallelism.overlap_grad_reduce=False' for the
-    point the user wrote as false and the CSV writes as false."""
+    """A flag was named as Python prints it: '... with workload.parallelism.tp_comm_overlap=True' for the point the
+    user wrote as true and the CSV writes as true."""
+    with pytest.raises(ConfigError) as exc:
+        sweep_points(scenario, [parse_axis("parallelism.tp_comm_overlap=false,true")])
+    assert str(exc.value).startswith(f"{scenario} with workload.parallelism.tp_comm_overlap=true: ")
+
+
+def test_sweeping_fsdp_or_the_overlap_drops_the_bases_bucket_size_where_nothing_reads_it(scenario):
+    """A scenario giving grad_bucket_size could not sweep fsdp=none,full_shard (or overlap_grad_reduce=true,false): the
+    full_shard point refused the size FSDP does not read, and with it the whole sweep; each point now keeps it only
+    where its gradient reduction reads it, as the search and the memory remedies drop it."""
     data = yaml.safe_load(scenario.read_text())
     data["workload"]["training"]["grad_bucket_size"] = 40_000_000
     scenario.write_text(yaml.safe_dump(data))
-    with pytest.raises(ConfigError) as exc:
-        sweep_points(scenario, [parse_axis("parallelism.overlap_grad_reduce=true,false")])
-    assert str(exc.value).startswith(f"{scenario} with workload.parallelism.overlap_grad_reduce=false: ")
+    for axis in ("parallelism.fsdp=none,full_shard,shard_grad_op", "parallelism.overlap_grad_reduce=true,false"):
+        sizes = [p.scenario.workload.training.grad_bucket_size for p in sweep_points(scenario, [parse_axis(axis)])]
+        assert sizes == [40_000_000] + [None] * (len(sizes) - 1)
+    with pytest.raises(ConfigError, match="grad_bucket_size: has no effect under fsdp full_shard"):  # set by the sweep
+        sweep_points(scenario, [parse_axis("parallelism.fsdp+training.grad_bucket_size=none:1000,full_shard:2000")])
+
+
+def test_sweeping_the_context_parallel_exchange_drops_a2a_p2p_group_sizes_from_the_others(scenario):
+    """hierarchical_context_parallel_sizes belongs to a2a+p2p alone: a scenario giving it could not sweep
+    context_parallel_comm=p2p,a2a,a2a+p2p (p2p refused the sizes), and one without it not reach a2a+p2p."""
+    data = yaml.safe_load(scenario.read_text())
+    data["workload"]["parallelism"].update(cp=2, context_parallel_comm="a2a+p2p",
+                                           hierarchical_context_parallel_sizes=[2, 1])
+    scenario.write_text(yaml.safe_dump(data))
+    points = sweep_points(scenario, [parse_axis("parallelism.context_parallel_comm=p2p,a2a,a2a+p2p,all_gather")])
+    assert [(p.scenario.workload.parallelism.context_parallel_comm,
+             p.scenario.workload.parallelism.hierarchical_context_parallel_sizes) for p in points] == [
+        ("p2p", None), ("a2a", None), ("a2a+p2p", (2, 1)), ("all_gather", None)]
+    assert [p.scenario.workload.parallelism.cp_a2a for p in points] == [1, 2, 2, 1]

@@ -849,6 +849,15 @@ FSDP_UNREAD = (("training", "grad_bucket_size"),)
 """(block, key) of the workload settings FSDP reads none of, which the scenario refuses beside it
 (MegatronWorkload._gradient_buckets_are_used): a change to FSDP drops them (memory.remedies, search.run.apply)."""
 
+UNOVERLAPPED_UNREAD = (("training", "grad_bucket_size"),)
+"""(block, key) of the workload settings that a gradient reduction without overlap_grad_reduce does not read, which
+the scenario refuses beside it (MegatronWorkload._gradient_buckets_are_used): a sweep that turns the overlap off drops
+them (sweep.points)."""
+
+CP_EXCHANGE_SETTINGS = {"a2a+p2p": "hierarchical_context_parallel_sizes"}
+"""The parallelism setting that belongs to each context-parallel exchange alone (the scenario refuses it beside
+another: config.scenario's context-parallel checks)."""
+
 Engine = Literal["megatron", "deepspeed"]
 ENGINE_NAMES = get_args(Engine)
 """The pipeline engines `framework` names; anything else is a framework by name (config.frameworks)."""

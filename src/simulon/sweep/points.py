@@ -29,7 +29,13 @@ from ..config.dc import DatacenterConfig
 from ..config.errors import ConfigError, parse_yaml, yaml_problem
 from ..config.loading import parse_scenario, read_scenario_data
 from ..config.scenario import CollectiveConfig, ScenarioConfig
-from ..config.workload import MegatronWorkload, without_other_recompute_settings
+from ..config.workload import (
+    CP_EXCHANGE_SETTINGS,
+    FSDP_UNREAD,
+    UNOVERLAPPED_UNREAD,
+    MegatronWorkload,
+    without_other_recompute_settings,
+)
 
 MAX_POINTS = 10_000
 """The most points one sweep runs: each is validated before the first runs (a few ms each) and simulated in full
@@ -209,9 +215,7 @@ def sweep_points(scenario: Path, axes: list[Axis]) -> list[Point]:
         data = copy.deepcopy(base)
         for path, value in settings.items():
             with_value(data, path, value)
-        if "workload.parallelism.recompute" in settings:  # the base's settings of the mode the sweep replaced
-            without_other_recompute_settings(data["workload"]["parallelism"], keep=tuple(
-                p.rpartition(".")[2] for p in settings if p.startswith("workload.parallelism.")))
+        without_unread_settings(data, settings)
         sc = parse_scenario(data, f"{scenario} with {settings_label(settings)}", scenario.parent)
         if sc.workload is None:
             raise ConfigError(f"{scenario}: workload: required to sweep training iterations")
@@ -224,6 +228,32 @@ def sweep_points(scenario: Path, axes: list[Axis]) -> list[Point]:
         raise ConfigError(f"--set: {points[same].label} simulates the same scenario as {first.label}")
     check_gpus_follow(scenario, axes, points)
     return points
+
+
+def without_unread_settings(data: dict, settings: dict[str, Any]) -> None:
+    """Drop from a point's raw scenario `data` (in place) the base's settings that a mode the sweep sets does not read,
+    unless the sweep sets them too: another recomputation mode's (config.workload.without_other_recompute_settings),
+    the gradient bucket size under fsdp or with overlap_grad_reduce off (FSDP_UNREAD, UNOVERLAPPED_UNREAD), and
+    a2a+p2p's group sizes under another context-parallel exchange (CP_EXCHANGE_SETTINGS). The scenario refuses each
+    beside that mode, so a sweep over the modes of a scenario that gave one was refused whole, as the search and the
+    memory remedies drop them too."""
+    swept = {tuple(p.split(".")[1:3]) for p in settings if p.startswith("workload.")}  # (block, key) set by the sweep
+    workload = data.get("workload")
+    if not isinstance(workload, dict):
+        return
+    parallelism = workload.get("parallelism")
+    parallelism = parallelism if isinstance(parallelism, dict) else {}
+    if "workload.parallelism.recompute" in settings:  # the base's settings of the mode the sweep replaced
+        without_other_recompute_settings(parallelism, keep=[key for block, key in swept if block == "parallelism"])
+    unread = [*(FSDP_UNREAD if settings.get("workload.parallelism.fsdp", "none") != "none" else ()),
+              *(UNOVERLAPPED_UNREAD if settings.get("workload.parallelism.overlap_grad_reduce") is False else ())]
+    for block, key in unread:
+        if (block, key) not in swept and isinstance(workload.get(block), dict):
+            workload[block].pop(key, None)
+    if "workload.parallelism.context_parallel_comm" in settings:
+        for exchange, key in CP_EXCHANGE_SETTINGS.items():
+            if settings["workload.parallelism.context_parallel_comm"] != exchange and ("parallelism", key) not in swept:
+                parallelism.pop(key, None)
 
 
 def check_gpus_follow(scenario: Path, axes: list[Axis], points: list[Point]) -> None:
