@@ -221,3 +221,15 @@ def test_sweeping_the_context_parallel_exchange_drops_a2a_p2p_group_sizes_from_t
              p.scenario.workload.parallelism.hierarchical_context_parallel_sizes) for p in points] == [
         ("p2p", None), ("a2a", None), ("a2a+p2p", (2, 1)), ("all_gather", None)]
     assert [p.scenario.workload.parallelism.cp_a2a for p in points] == [1, 2, 2, 1]
+
+
+def test_sweeping_the_schedule_drops_the_micro_batch_group_size_where_it_is_not_interleaved(scenario):
+    """microbatch_group_size is interleaved 1F1B's alone: a scenario giving it could not sweep
+    pipeline_schedule+vpp=1f1b:1,interleaved_1f1b:2,zb_v:2 (1f1b refused it)."""
+    data = yaml.safe_load(scenario.read_text())
+    data["workload"]["parallelism"].update(vpp=2, microbatch_group_size=4)
+    scenario.write_text(yaml.safe_dump(data))
+    points = sweep_points(scenario, [parse_axis("parallelism.pipeline_schedule+parallelism.vpp="
+                                                "1f1b:1,interleaved_1f1b:2,zb_v:2,zb_h1:1")])
+    assert [p.scenario.workload.parallelism.microbatch_group_size for p in points] == [None, 4, None, None]
+    assert [p.scenario.workload.parallelism.interleaved for p in points] == [False, True, False, False]

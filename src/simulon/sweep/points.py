@@ -34,6 +34,7 @@ from ..config.workload import (
     FSDP_UNREAD,
     UNOVERLAPPED_UNREAD,
     MegatronWorkload,
+    ParallelismSpec,
     without_other_recompute_settings,
 )
 
@@ -230,13 +231,19 @@ def sweep_points(scenario: Path, axes: list[Axis]) -> list[Point]:
     return points
 
 
+SCHEDULE_FIELDS = {("parallelism", "pipeline_schedule"), ("parallelism", "vpp"), ("parallelism", "pipeline_layout")}
+"""The (block, key) settings that choose whether the pipeline runs interleaved 1F1B, which alone reads
+microbatch_group_size."""
+
+
 def without_unread_settings(data: dict, settings: dict[str, Any]) -> None:
     """Drop from a point's raw scenario `data` (in place) the base's settings that a mode the sweep sets does not read,
     unless the sweep sets them too: another recomputation mode's (config.workload.without_other_recompute_settings),
-    the gradient bucket size under fsdp or with overlap_grad_reduce off (FSDP_UNREAD, UNOVERLAPPED_UNREAD), and
-    a2a+p2p's group sizes under another context-parallel exchange (CP_EXCHANGE_SETTINGS). The scenario refuses each
-    beside that mode, so a sweep over the modes of a scenario that gave one was refused whole, as the search and the
-    memory remedies drop them too."""
+    the gradient bucket size under fsdp or with overlap_grad_reduce off (FSDP_UNREAD, UNOVERLAPPED_UNREAD),
+    a2a+p2p's group sizes under another context-parallel exchange (CP_EXCHANGE_SETTINGS), and interleaved 1F1B's
+    micro-batch group size under another schedule (SCHEDULE_FIELDS). The scenario refuses each beside that mode, so a
+    sweep over the modes of a scenario that gave one was refused whole; the search and the memory remedies drop
+    theirs alike."""
     swept = {tuple(p.split(".")[1:3]) for p in settings if p.startswith("workload.")}  # (block, key) set by the sweep
     workload = data.get("workload")
     if not isinstance(workload, dict):
@@ -250,10 +257,23 @@ def without_unread_settings(data: dict, settings: dict[str, Any]) -> None:
     for block, key in unread:
         if (block, key) not in swept and isinstance(workload.get(block), dict):
             workload[block].pop(key, None)
+    grouped = ("parallelism", "microbatch_group_size") not in swept
+    if swept & SCHEDULE_FIELDS and grouped and not interleaved(parallelism):
+        parallelism.pop("microbatch_group_size", None)
     if "workload.parallelism.context_parallel_comm" in settings:
         for exchange, key in CP_EXCHANGE_SETTINGS.items():
             if settings["workload.parallelism.context_parallel_comm"] != exchange and ("parallelism", key) not in swept:
                 parallelism.pop(key, None)
+
+
+def interleaved(parallelism: dict) -> bool:
+    """Whether a raw parallelism block runs Megatron's interleaved 1F1B (ParallelismSpec.interleaved); True where the
+    block is refused alone (left for the scenario's own checks to name)."""
+    try:
+        return ParallelismSpec.model_validate({k: v for k, v in parallelism.items() if k != "microbatch_group_size"}
+                                              ).interleaved
+    except (ValueError, ConfigError):
+        return True
 
 
 def check_gpus_follow(scenario: Path, axes: list[Axis], points: list[Point]) -> None:
