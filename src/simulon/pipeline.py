@@ -51,6 +51,7 @@ from .sampling import (
     extrapolate,
     line,
     microbatch_count,
+    steady_counts,
     with_microbatches,
 )
 from .workload.layout import RankLayout
@@ -414,7 +415,8 @@ def simulate_sampled(sc: ScenarioConfig, counts: tuple[int, int], fold_mode: Fol
             planned, size = in_steady_state(planned, size)
         if memory_limit is not None:
             check_fits(size, memory_limit, trace,
-                       f"{planned.why_unfolded()} (sampling {count} of the step's {real} micro-batches)")
+                       f"{planned.why_unfolded()} (sampling {count} of the step's {real} micro-batches)",
+                       samples=counts != steady_counts(sc.workload.parallelism))  # sample's own counts: no fewer
         sim = simulate_planned(with_microbatches(sc, count), planned, progress)
         results.append(sim.result)
         summaries.append(figures(sim) if figures is not None else {})

@@ -399,3 +399,19 @@ def test_a_sweep_interrupted_before_its_first_row_leaves_no_csv_behind(points, t
     with pytest.raises(stop):
         run_sweep(points, out)
     assert not out.exists()
+
+
+def test_a_point_too_large_even_sampled_is_not_told_to_sample_with_an_option_the_sweep_lacks(scenario, tmp_path):
+    """A point refused while sampled at the fewest micro-batches its schedule allows was told to try
+    '--micro-batches sample', which the sweep has no option for and which samples the same counts."""
+    import yaml
+
+    data = yaml.safe_load(scenario.read_text())
+    data["workload"]["training"]["global_batch_size"] = 256
+    scenario.write_text(yaml.safe_dump(data))
+    points = sweep_points(scenario, [parse_axis("parallelism.pp=2")])
+    with pytest.raises(ConfigError) as refused:
+        run_sweep(points, tmp_path / "s.csv", memory_limit=1e6)
+    text = str(refused.value)
+    assert "(sampling 2 of the step's 128 micro-batches)" in text and "--micro-batches" not in text
+    assert "a smaller global batch) or a smaller cluster, or raise the limit with --max-memory" in text
