@@ -233,3 +233,16 @@ def test_sweeping_the_schedule_drops_the_micro_batch_group_size_where_it_is_not_
                                                 "1f1b:1,interleaved_1f1b:2,zb_v:2,zb_h1:1")])
     assert [p.scenario.workload.parallelism.microbatch_group_size for p in points] == [None, 4, None, None]
     assert [p.scenario.workload.parallelism.interleaved for p in points] == [False, True, False, False]
+
+
+def test_the_refusal_of_a_fixed_gpu_count_names_the_axis_that_changes_the_gpus_not_the_first_datacenter_one(scenario):
+    """With a NIC speed swept first, the refusal named it: '--set datacenter.network.scale_out.nic.speed: changes
+    the datacenter's GPUs (8, 8)', advising nic.speed+workload.training.num_gpus=200Gbps:8,400Gbps:8."""
+    data = yaml.safe_load(scenario.read_text())
+    data["workload"]["training"]["num_gpus"] = 8
+    scenario.write_text(yaml.safe_dump(data))
+    with pytest.raises(ConfigError) as exc:
+        sweep_points(scenario, [parse_axis("network.scale_out.nic.speed=200Gbps,400Gbps"),
+                                parse_axis("cluster.num_nodes=1,2")])
+    assert str(exc.value).startswith("--set datacenter.cluster.num_nodes: changes the datacenter's GPUs (8, 16)")
+    assert "--set datacenter.cluster.num_nodes+workload.training.num_gpus=1:8,2:16" in str(exc.value)

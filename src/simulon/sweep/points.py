@@ -276,6 +276,16 @@ def interleaved(parallelism: dict) -> bool:
         return True
 
 
+def changes_gpus(axis: Axis, points: list[Point]) -> bool:
+    """Whether two of `points` that differ in `axis` alone have datacenters of different GPU counts (in a cartesian
+    product, some axis does wherever the counts differ at all)."""
+    counts: dict[tuple, set[int]] = {}
+    for p in points:
+        others = tuple(step for name, step in p.steps.items() if name != axis.name)
+        counts.setdefault(others, set()).add(p.scenario.datacenter.num_gpus)
+    return any(len(gpus) > 1 for gpus in counts.values())
+
+
 def check_gpus_follow(scenario: Path, axes: list[Axis], points: list[Point]) -> None:
     """A ConfigError where the sweep changes the datacenter's GPU count but the scenario's workload.training.num_gpus
     holds the GPUs trained on fixed: every point would simulate the same GPUs (the same row, again and again), so
@@ -283,7 +293,7 @@ def check_gpus_follow(scenario: Path, axes: list[Axis], points: list[Point]) -> 
     trained = {p.scenario.workload.training.num_gpus for p in points}
     if len({p.scenario.datacenter.num_gpus for p in points}) < 2 or len(trained) != 1 or None in trained:
         return
-    axis = next(a for a in axes if any(path.split(".", 1)[0] == "datacenter" for path in a.paths))
+    axis = next(a for a in axes if changes_gpus(a, points))
     gpus = {}
     for p in points:
         gpus.setdefault(p.steps[axis.name], p.scenario.datacenter.num_gpus)
