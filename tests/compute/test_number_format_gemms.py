@@ -71,7 +71,7 @@ def test_block_formats_store_one_scale_per_block(dtype, block, scale):
 
 
 @pytest.mark.parametrize("dtype, recipe, reads", [("fp8", "delayed", 1), ("fp8", "current", 2), ("mxfp8", None, 1),
-                                                  ("mxfp4", None, 1), ("nvfp4", None, 2)])
+                                                  ("mxfp4", None, 1), ("nvfp4", None, 3)])
 def test_cast_kernels_move_input_bytes_plus_both_quantized_copies_with_their_scales(dtype, recipe, reads):
     training = {"fp8_recipe": recipe} if recipe else {}
     k = kernels(dtype, **training)
@@ -84,6 +84,21 @@ def test_cast_kernels_move_input_bytes_plus_both_quantized_copies_with_their_sca
         assert cast[Phase.fwd].bytes == pytest.approx(elements * (reads * 2.0 + 2 * per_copy))
         grads = fwd.param("m") * fwd.param("n")
         assert cast[Phase.bwd_ig].bytes == pytest.approx(grads * (reads * 2.0 + 2 * per_copy))
+
+
+def test_nvfp4_reads_activations_and_gradients_three_times_for_the_hadamard_copy_and_weights_twice():
+    # Transformer Engine's NVFP4Quantizer with RHT (inputs and gradients): amax before and after the transform in one
+    # read, the row-wise cast, and the RHT-fused column-wise cast, each reading the 16-bit tensor; weights (no RHT,
+    # 16 x 16 tiles): amax, then one cast writing both copies
+    k, fmt = kernels("nvfp4"), number_format(DType.nvfp4)
+    fwd = k["attn_qkv"][Phase.fwd]
+    copies = 2 * fmt.operand_bytes()
+    activations = fwd.param("m") * fwd.param("k")
+    assert k["attn_qkv_cast"][Phase.fwd].bytes == pytest.approx(activations * (3 * 2.0 + copies))
+    gradients = fwd.param("m") * fwd.param("n")
+    assert k["attn_qkv_cast"][Phase.bwd_ig].bytes == pytest.approx(gradients * (3 * 2.0 + copies))
+    weight = k.weight_casts["attn_qkv"]
+    assert weight.bytes == pytest.approx(fwd.param("n") * fwd.param("k") * (2 * 2.0 + 2 * fmt.weight_operand_bytes))
 
 
 def test_current_scaling_costs_one_more_read_of_each_tensor_than_delayed():

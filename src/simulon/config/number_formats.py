@@ -15,6 +15,13 @@ What a row holds:
 * whether its cast reads each tensor once more first to find its absolute maximum (Float8CurrentScaling, and
   NVFP4's per-tensor scale; DelayedScaling takes the scale from the amax history of earlier steps and MXFP8 finds
   each block's amax inside the cast kernel);
+* whether the column-wise copy of activations and output gradients (the weight-gradient GEMM's operands) is cast
+  after a random Hadamard transform by a kernel of its own, which reads the 16-bit tensor once more (Transformer
+  Engine's NVFP4BlockScaling applies its 16-point RHT to the column-wise usage of inputs and gradients, not to
+  weights: NVFP4Quantizer::quantize_impl runs nvte_hadamard_transform_amax, which finds the amax before and after
+  the transform in one read, then nvte_quantize_v2 for the row-wise copy and
+  nvte_hadamard_transform_cast_fusion_columnwise for the column-wise one, three reads of the input where a cast
+  without RHT reads it twice; the stochastic rounding of gradients happens inside those casts and moves no bytes);
 * which transformer layers stay in bf16 (Megatron-Core's `--first-last-layers-bf16`,
   `--num-layers-at-start-in-bf16`, `--num-layers-at-end-in-bf16`, off by default; the NVFP4 paper keeps about 16%
   of its 12B model's 62 blocks in bf16, the first two and the last eight, section 4.1: as fractions of the
@@ -57,6 +64,7 @@ class NumberFormat:
     scale_bytes: float = 0.0           # bytes of one block scale
     weight_block: int | None = None    # the weights' block where it differs from the activations'
     amax_pass: bool = False            # the cast first reads the tensor to find its amax (current scaling)
+    hadamard_columnwise: bool = False  # activations' and gradients' column-wise copy cast after an RHT, one more read
     bf16_first_fraction: float = 0.0  # share of the transformer layers, from the first, whose GEMMs stay bf16
     bf16_last_fraction: float = 0.0   # the same from the last
     calibration_chain: tuple[DType, ...] = ()  # whose fitted GEMM efficiency it borrows, in order (itself first)
@@ -84,11 +92,12 @@ class NumberFormat:
         return DType.fp16 if self.dtype == DType.fp16 else DType.bf16
 
     def cast_bytes(self, elements: float, input_bytes: float, amax_pass: bool | None = None,
-                   block: int | None = None) -> float:
-        """Bytes a cast kernel moves quantizing `elements` of `input_bytes` each: read the input (twice with an
-        amax pass), write both quantized copies with their block scales."""
+                   block: int | None = None, weight: bool = False) -> float:
+        """Bytes the cast kernels move quantizing `elements` of `input_bytes` each: read the input (once more with an
+        amax pass, and once more where an activation's or gradient's column-wise copy is cast after a Hadamard
+        transform; a `weight` never is), write both quantized copies with their block scales."""
         amax = self.amax_pass if amax_pass is None else amax_pass
-        reads = input_bytes * (2 if amax else 1)
+        reads = input_bytes * (1 + int(amax) + int(self.hadamard_columnwise and not weight))
         return elements * (reads + QUANTIZED_COPIES * self.operand_bytes(block))
 
     def bf16_layers(self, num_layers: int) -> tuple[int, int]:
@@ -123,9 +132,11 @@ NUMBER_FORMATS: dict[DType, NumberFormat] = {
     DType.mxfp4: NumberFormat(DType.mxfp4, quantized=True, block=32, scale_bytes=1.0,
                               calibration_chain=(DType.mxfp4, DType.nvfp4, DType.fp4, DType.mxfp8, *_FP8_CHAIN)),
     # Transformer Engine's NVFP4BlockScaling: e2m1 in 1 x 16 blocks with e4m3 (1-byte) scales, weights in
-    # 16 x 16 tiles, plus a per-tensor fp32 scale from the tensor's amax (so an amax pass before every cast)
+    # 16 x 16 tiles, plus a per-tensor fp32 scale from the tensor's amax (so an amax pass before every cast), and
+    # the column-wise copies of inputs and gradients cast after a random Hadamard transform (module docstring)
     DType.nvfp4: NumberFormat(DType.nvfp4, quantized=True, block=16, scale_bytes=1.0, weight_block=256,
-                              amax_pass=True, bf16_first_fraction=2 / 62, bf16_last_fraction=8 / 62,
+                              amax_pass=True, hadamard_columnwise=True, bf16_first_fraction=2 / 62,
+                              bf16_last_fraction=8 / 62,
                               calibration_chain=(DType.nvfp4, DType.fp4, DType.mxfp8, *_FP8_CHAIN)),
 }
 """Every training dtype's format (one row each; see the module docstring)."""

@@ -529,8 +529,9 @@ class LayerKernels:
         """Narrow GEMMs take operands that Transformer Engine quantizes from the 16-bit tensors, row-wise and
         column-wise (config/number_formats.py): a `<gemm>_cast` kernel before the forward GEMM (once per input
         that several GEMMs share) and before the input-gradient GEMM (its output gradient), each moving
-        NumberFormat.cast_bytes (an amax pass first under current scaling and NVFP4); and, unless the weights are
-        kept narrow (fp8_params), a `<gemm>_weight_cast` of the 16-bit weight (weight_casts)."""
+        NumberFormat.cast_bytes (an amax pass first under current scaling and NVFP4, and NVFP4's Hadamard-transformed
+        column-wise copy); and, unless the weights are kept narrow (fp8_params), a `<gemm>_weight_cast` of the 16-bit
+        weight (weight_casts)."""
         db, fmt = self.shape.act_bytes, self.shape.number_format
         shared = {*self.attention_inputs[1:], *self.mlp_inputs("mlp")[1:], *self.mlp_inputs("moe_expert")[1:],
                   *self.mlp_inputs("moe_shared")[1:]}
@@ -551,7 +552,7 @@ class LayerKernels:
                 weights = weight_elements(fwd)
                 self._weight_casts[name] = memory_bound(
                     f"{name}_weight_cast", Phase.fwd,
-                    fmt.format.cast_bytes(weights, db, fmt.amax_pass, fmt.format.weight_block), weights)
+                    fmt.format.cast_bytes(weights, db, fmt.amax_pass, fmt.format.weight_block, weight=True), weights)
 
     def _autocast_casts(self, k: dict[str, tuple[KernelSpec, ...]]) -> None:
         """torch.autocast keeps the parameters in fp32 and casts each weight a GEMM reads to 16 bits when the
