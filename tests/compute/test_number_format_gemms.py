@@ -129,6 +129,15 @@ def test_nvfp4_keeps_the_papers_share_of_first_and_last_layers_in_bf16():
     assert asked.layer_in_bf16(0) and asked.layer_in_bf16(61) and not asked.layer_in_bf16(1)
 
 
+@given(st.integers(1, 200))
+def test_nvfp4_keeps_about_the_papers_share_of_layers_in_bf16_at_any_depth(layers):
+    # each of the first and last counts within half a layer of the paper's share (2/62 and 8/62 of the depth), so
+    # that a model cut to a few layers still runs most of them in NVFP4 (rounded up: 3 of 8 layers, 1 of 1)
+    fmt = TrainingFormat.of(DType.nvfp4, layers)
+    assert abs(fmt.bf16_first - 2 / 62 * layers) <= 0.5 and abs(fmt.bf16_last - 8 / 62 * layers) <= 0.5
+    assert sum(fmt.layer_in_bf16(i) for i in range(layers)) <= 10 / 62 * layers + 1
+
+
 def test_the_tracer_runs_bf16_layers_in_bf16_without_casts():
     wl = gpt_workload(training={"dtype": "nvfp4", "bf16_first_layers": 1, "bf16_last_layers": 2}, layers=8)
     program = MegatronTracer(wl, 4).stage_program(0)

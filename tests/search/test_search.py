@@ -358,9 +358,9 @@ def test_an_unreplayed_twin_of_the_median_replayed_strategy_gets_its_replayed_ti
 
 @pytest.mark.parametrize(("dtype", "flags"), [
     ("fp8", ["--fp8-format hybrid", "--fp8-recipe delayed"]), ("mxfp8", ["--fp8-format e4m3", "--fp8-recipe mxfp8"]),
-    # NVFP4's recipe keeps 2/62 and 8/62 of the layers in bf16: 1 and 2 of these 8
-    ("nvfp4", ["--fp4-format e2m1", "--fp4-recipe nvfp4", "--first-last-layers-bf16", "--num-layers-at-start-in-bf16 1",
-               "--num-layers-at-end-in-bf16 2"]),
+    # NVFP4's recipe keeps 2/62 and 8/62 of the layers in bf16: 0 and 1 of these 8, to the nearest layer
+    ("nvfp4", ["--fp4-format e2m1", "--fp4-recipe nvfp4", "--first-last-layers-bf16", "--num-layers-at-start-in-bf16 0",
+               "--num-layers-at-end-in-bf16 1"]),
     ("mxfp4", ["--fp4-format e2m1", "--fp4-recipe custom"]),  # Megatron-Core's Fp4Recipe has nvfp4 and custom only
 ])
 def test_a_narrow_format_is_exported_as_megatron_cores_recipe_for_it(dtype, flags):

@@ -25,8 +25,8 @@ What a row holds:
 * which transformer layers stay in bf16 (Megatron-Core's `--first-last-layers-bf16`,
   `--num-layers-at-start-in-bf16`, `--num-layers-at-end-in-bf16`, off by default; the NVFP4 paper keeps about 16%
   of its 12B model's 62 blocks in bf16, the first two and the last eight, section 4.1: as fractions of the
-  depth here; DOUBT: the two and eight are recalled from the paper, the sources read while writing this confirm
-  only "about 16%");
+  depth here, each rounded to the nearest layer; DOUBT: the two and eight are recalled from the paper, the sources
+  read while writing this confirm only "about 16%");
 * whose fitted GEMM efficiency a GPU without a fit for the format borrows (compute/calibration.py), and the
   16-bit type fused attention runs in (attention, softmax and the score GEMMs stay in 16 bits in every recipe).
 
@@ -100,11 +100,21 @@ class NumberFormat:
         reads = input_bytes * (1 + int(amax) + int(self.hadamard_columnwise and not weight))
         return elements * (reads + QUANTIZED_COPIES * self.operand_bytes(block))
 
+    @property
+    def keeps_bf16_layers(self) -> bool:
+        """Whether the format's recipe keeps some share of the layers in bf16 by default (at a depth where that share
+        rounds to one layer or more: bf16_layers)."""
+        return self.quantized and (self.bf16_first_fraction > 0 or self.bf16_last_fraction > 0)
+
     def bf16_layers(self, num_layers: int) -> tuple[int, int]:
-        """(first, last) transformer layers whose GEMMs the format's recipe keeps in bf16 by default."""
+        """(first, last) transformer layers whose GEMMs the format's recipe keeps in bf16 by default: its fractions of
+        the depth, each rounded to the nearest layer (halves up), so that the share kept in bf16 stays the recipe's
+        at any depth (rounded up, 3 of an 8-layer model's layers stayed in bf16 under NVFP4, 37.5% for the paper's
+        16%, and a 1- or 2-layer model ran no layer in NVFP4 at all)."""
         if not self.quantized:
             return 0, 0
-        return math.ceil(self.bf16_first_fraction * num_layers), math.ceil(self.bf16_last_fraction * num_layers)
+        return (math.floor(self.bf16_first_fraction * num_layers + 0.5),
+                math.floor(self.bf16_last_fraction * num_layers + 0.5))
 
 
 _FP8_CHAIN = (DType.fp8, DType.bf16)
