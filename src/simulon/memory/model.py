@@ -43,7 +43,7 @@ from ..workload.parameters import PipelineLayers
 from ..workload.program import EMBEDDING_LAYER, HEAD_LAYER
 from ..workload.schedule import MIRRORED, scheduler_of
 from .activations import ActivationModel, LayerCache
-from .runtime import CUDA_CONTEXT_BYTES, AllocatorModel, deepep_buffers, nccl_buffers
+from .runtime import CUDA_CONTEXT_BYTES, AllocatorModel, nccl_buffers
 from .states import ModelStates, StageStates
 from .walk import StagePlan, steady_microbatches
 
@@ -320,9 +320,6 @@ class MemoryModel:
         reserved = max(reserved, states.total + (1.0 + overhead) * states.step_transient)
         runtime = {"CUDA context": float(CUDA_CONTEXT_BYTES),
                    "NCCL buffers": nccl_buffers(self._communicators(), self.channels)}
-        if self._dispatches_by_deepep(stage):
-            runtime["DeepEP buffers"] = deepep_buffers(self.layout.ep * self.layout.expert_tp,
-                                                       self.workload.model.hidden_size)
         parts: dict[str, float] = {}
         for chunk in chunks:
             for name, value in chunk.parts.items():
@@ -417,15 +414,6 @@ class MemoryModel:
         (kept, transient), high = plan.peaks(*columns, weights=(1.0, 1.0 + overhead))
         per_microbatch = plan.per_microbatch(columns[0])  # every chunk a micro-batch runs through on the stage
         return kept, transient, kept / per_microbatch if per_microbatch else 0.0, high
-
-    def _dispatches_by_deepep(self, stage: int) -> bool:
-        """Whether the stage dispatches tokens through DeepEP's buffers: on the deepep dispatcher, with a layer of
-        experts among its own (Megatron-Core's fused_a2a.get_buffer allocates them at a rank's first dispatch)."""
-        if self.workload.training.moe_dispatcher != "deepep":
-            return False
-        layers, model = self.layers, self.workload.model
-        return any("moe" in model.layer_blocks(layer) for chunk in range(layers.chunks)
-                   for layer in layers.layers_of(stage, chunk))
 
     def _communicators(self) -> int:
         """Process groups of more than one rank this rank talks through (NCCL connects them lazily, on use)."""

@@ -6,9 +6,6 @@
   peer it receives from, one buffer per protocol (NCCL_BUFFSIZE 4 MiB for Simple; LL128 and LL as sized in
   NCCL's src/include/device.h: 120 elements x 640 threads x 8 steps x 8 bytes, and 8 lines x 512 threads x 8
   steps x 16 bytes).
-* DeepEP's dispatcher (training.moe_dispatcher deepep) allocates its NVLink buffer with cudaMalloc and its RDMA
-  buffer from NVSHMEM's symmetric heap, both outside the allocator, once per rank of the expert tensor x expert
-  parallel group, sized by DeepEP's own hints for its normal (high-throughput) kernels (deepep_buffers).
 * PyTorch's caching allocator rounds blocks up and keeps freed blocks cached, so what it reserves exceeds the
   peak it hands out. The excess is taken to grow with the large short-lived blocks at the peak (a layer's
   transient, or the optimizer step's), which split cached segments that later requests cannot fill, rather
@@ -73,50 +70,3 @@ class AllocatorModel:
 def nccl_buffers(communicators: int, channels: int | None) -> float:
     """Bytes of NCCL buffers for a rank in `communicators` groups of more than one rank."""
     return communicators * (channels or NCCL_DEFAULT_CHANNELS) * RING_PEERS * NCCL_BUFFER_PER_PEER
-
-
-DEEPEP_SMS = 20
-"""SMs DeepEP's normal kernels run on: deep_ep.Buffer.num_sms's default, which Megatron-Core keeps where
-moe_flex_dispatcher_num_sms is unset (transformer_config.py); its channels are half of them."""
-
-DEEPEP_NVL_PEERS = 8
-"""GPUs DeepEP reaches over NVLink (LEGACY_NUM_MAX_NVL_PEERS, csrc/kernels/legacy/compiled.cuh); a group above it
-spans ranks over RDMA in blocks of 8."""
-
-DEEPEP_RECEIVE_TOKENS = {2: (256, 128), 4: (256, 128), 8: (256, 128), 16: (288, 128), 24: (288, 128),
-                         32: (288, 128), 48: (288, 128), 64: (288, 128), 96: (480, 128), 128: (560, 128),
-                         144: (720, 128), 160: (720, 128)}
-"""Per group size, the tokens a channel's NVLink and RDMA receive buffers hold per peer
-(num_max_nvl_chunked_recv_tokens, num_max_rdma_chunked_recv_tokens), the same in Buffer.get_dispatch_config and
-get_combine_config (deepseek-ai/DeepEP dd758ca, deep_ep/buffers/legacy.py); the RDMA figure is already a
-multiple of both configs' send chunk, to which Config aligns it. DeepEP asserts on other sizes; a group of
-another size is taken at the next listed one (above 160, at 160's)."""
-
-DEEPEP_SLOT_EXTRAS = 8 + 128 * 8 + 128 * 4 + 128 * 4
-"""Bytes a buffered token carries besides its hidden state (Config::get_nvl_buffer_size_hint, csrc/legacy/config.hpp):
-its source metadata (SourceMeta, two ints), 128 top-k indices (int64) and weights (float) and 128 float scales
-(kNumMaxTopK, kNumMaxScales)."""
-
-
-def deepep_buffers(group: int, hidden_size: int) -> float:
-    """Bytes of DeepEP's NVLink and RDMA buffers on a rank of a `group`-rank expert tensor x expert parallel group
-    moving tokens of `hidden_size` (Config::get_nvl_buffer_size_hint and get_rdma_buffer_size_hint, csrc/legacy/
-    config.hpp; Megatron-Core's fused_a2a.get_buffer sizes it for 16-bit tokens: hidden x max(element size, 2));
-    nothing over one rank. NVSHMEM's own heap around the RDMA buffer is not counted."""
-    if group <= 1:
-        return 0.0
-    listed = sorted(DEEPEP_RECEIVE_TOKENS)
-    nvl_tokens, rdma_tokens = DEEPEP_RECEIVE_TOKENS[next((size for size in listed if size >= group), listed[-1])]
-    channels, token = DEEPEP_SMS // 2, 2 * hidden_size
-    nvl_ranks, rdma_ranks = min(group, DEEPEP_NVL_PEERS), max(group // DEEPEP_NVL_PEERS, 1)
-    nvl = channels * nvl_ranks * (4 * (2 * rdma_ranks + 3) + nvl_tokens * (token + DEEPEP_SLOT_EXTRAS))
-    rdma = 0.0
-    if group > DEEPEP_NVL_PEERS:  # the RDMA buffer holds a send and a receive copy of each slot, and an int4 more
-        rdma = channels * rdma_ranks * (4 * 2 * (2 * DEEPEP_NVL_PEERS + 2)
-                                       + 2 * rdma_tokens * (token + DEEPEP_SLOT_EXTRAS + 16))
-    return float(_aligned(nvl) + _aligned(rdma))
-
-
-def _aligned(size: float) -> int:
-    """Bytes rounded up to DeepEP's 128-byte alignment of each buffer."""
-    return -(-int(size) // 128) * 128
