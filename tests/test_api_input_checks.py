@@ -174,6 +174,21 @@ def test_the_op_may_be_a_name_and_an_unknown_one_is_refused(dc):
         time_collective(dc, "broadcast", (0, 1), 1 << 20)
 
 
+@pytest.mark.parametrize("name", ["allreduce", "AllReduce", "all_reduce", "all-reduce", "ALL REDUCE"])
+def test_decompose_collective_reads_a_collectives_name_as_time_collective_does(name):
+    by_type = decompose_collective(CollType.AllReduce, [0, 1, 2, 3], 1 << 20)[0]
+    assert decompose_collective(name, [0, 1, 2, 3], 1 << 20)[0] == by_type
+
+
+def test_decompose_collective_takes_permute_for_the_ring_shift_and_refuses_an_unknown_name_in_the_same_words(dc):
+    assert decompose_collective("permute", [0, 1], 1024)[0] == decompose_collective("SendRecv", [0, 1], 1024)[0]
+    with pytest.raises(ValueError) as by_decompose:
+        decompose_collective("broadcast", [0, 1], 1 << 20)
+    with pytest.raises(ValueError) as by_time:
+        time_collective(dc, "broadcast", (0, 1), 1 << 20)
+    assert str(by_decompose.value) == str(by_time.value)
+
+
 def test_a_good_call_gives_the_sweeps_row(dc):
     sizes = [1024.0, float(1 << 20), float(1 << 26)]
     rows = collective_sweep(dc, CollType.AllReduce, (0, 1, 2, 3), sizes)

@@ -16,7 +16,7 @@ from .collective.algorithms import asked_algorithm, find_algorithm
 from .collective.decompose import flow_count, flow_set
 from .collective.metrics import bus_bandwidth_factor
 from .collective.tuner import CollectivePlan
-from .collective.types import COLLECTIVE_NAMES, CollType, collective_named
+from .collective.types import CollType, coll_type
 from .compute.calibration import Calibrations
 from .compute.populate import ProfileUse, populate
 from .config.dc import DatacenterConfig, Placement
@@ -598,24 +598,13 @@ def check_message_size(size: object) -> float:
     return size  # type: ignore[return-value]
 
 
-def collective_of(op: object) -> CollType:
-    """The collective `op` denotes: a CollType, or a name as collective_named reads it (allreduce, AllReduce,
-    all_reduce, ...); ValueError listing the names otherwise."""
-    if isinstance(op, CollType):
-        return op
-    found = collective_named(op) if isinstance(op, str) else None
-    if found is None:
-        raise ValueError(f"expected one of {', '.join(COLLECTIVE_NAMES)}, got {op!r}")
-    return found
-
-
 def sweep_plan(dc: DatacenterConfig, ctype: CollType | str, group: Sequence[int], sizes: Sequence[float],
                algorithm: str | None = None, channels: int | None = None, protocol: str = "auto",
                others: Sequence[tuple[int, ...]] = (), model: LinkModel | None = None
                ) -> tuple[CollType, list[tuple[int, ...]], list[float], CollectivePlan]:
     """What collective_sweep simulates, checked (its collective, its groups, the first its own, its sizes) and the
     plan that chooses each size's algorithm on the datacenter's topology."""
-    ctype = collective_of(ctype)
+    ctype = coll_type(ctype)
     group = check_group(group, datacenter_argument(dc).num_gpus)
     others = [check_group(g, dc.num_gpus) for g in others]
     sizes = [check_message_size(size) for size in sizes]
@@ -637,8 +626,8 @@ def collective_sweep(dc: DatacenterConfig, ctype: CollType | str, group: Sequenc
     groups that share a GPU are simulated in full, each group's traffic meeting the others' on it (fold_group).
 
     `dc` is a DatacenterConfig (a scenario's `.datacenter`; config.scenario.datacenter_argument: TypeError).
-    `ctype` is a CollType or its name (collective_of); the groups, sizes and collective are checked first
-    (check_group, check_message_size: ValueError), and `channels` where given (collective.nccl.channel_argument:
+    `ctype` is a CollType or its name (collective.types.coll_type); the groups, sizes and collective are checked
+    first (check_group, check_message_size: ValueError), and `channels` where given (collective.nccl.channel_argument:
     a whole number from 1 to NCCL's 64). `algorithm` is the one asked of this collective (None: ring, which runs an
     all-to-all or a send/receive as p2p); one NCCL_ALGO cannot steer onto an all-to-all or a
     send/receive is refused as the CLI refuses it (collective.algorithms.asked_algorithm: Unrunnable). A sweep

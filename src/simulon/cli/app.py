@@ -15,7 +15,7 @@ from typer.core import TyperCommand, TyperGroup, TyperOption
 
 from .. import __version__
 from ..collective.algorithms import CATALOG, Unrunnable, algorithm_for, asked_algorithm
-from ..collective.types import COLLECTIVE_NAMES
+from ..collective.types import COLLECTIVE_NAMES, coll_type
 from ..config.errors import ConfigError
 from ..config.loading import files_read, load_scenario
 from ..config.scenario import CollectiveConfig, check_channels
@@ -302,11 +302,11 @@ def collective(
 ) -> None:
     """Simulate one collective over a message-size sweep, like nccl-tests without GPUs."""
     from ..dag.size import TooLarge
-    from ..pipeline import collective_of, collective_sweep
+    from ..pipeline import collective_sweep
     from .progress import terminal_progress
 
     try:
-        ctype = collective_of(op)
+        ctype = coll_type(op)
     except ValueError as exc:
         raise ConfigError(f"--op: {exc}") from None
     sc = load_scenario(scenario)

@@ -144,11 +144,12 @@ def every_channel(flows: FlowSet) -> FlowSet:
         lanes=1)
 
 
-def decompose_collective(collective_type: str, group_ranks: Sequence[int], data_size: float,
+def decompose_collective(collective_type: str | CollType, group_ranks: Sequence[int], data_size: float,
                          num_channels: int = 1, algorithm: str | None = None, flow_id_start: int = 0,
                          gpus_per_node: int | None = None) -> tuple[CollectiveResult, int]:
     """Decompose one collective into P2PFlow records with parent/child chains, every channel's flows (channel
-    ids 0 to num_channels - 1; the engine simulates identical channels once, see flow_set). `algorithm`: the one
+    ids 0 to num_channels - 1; the engine simulates identical channels once, see flow_set). `collective_type`: a
+    CollType or its name, as time_collective and the CLI's --op read it (types.coll_type). `algorithm`: the one
     asked of this collective (None: ring, which runs an all-to-all or a send/receive as `p2p`); an all-to-all's or
     a send/receive's parts (num_channels a peer) lie on NCCL's point-to-point channels, numbered as NCCL numbers
     them, and a collective algorithm NCCL_ALGO cannot steer onto them is refused, as the CLI refuses it

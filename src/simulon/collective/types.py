@@ -20,17 +20,6 @@ POINT_TO_POINT = frozenset({CollType.AllToAll, CollType.SendRecv})
 """The collectives NCCL runs as grouped send/receive calls (not through NCCL_ALGO's collective algorithms)."""
 
 
-def coll_type(name: str | CollType) -> CollType:
-    """A collective type from its name (`AllReduce`, ...), refusing unknown names."""
-    if isinstance(name, CollType):
-        return name
-    try:
-        return CollType[name]
-    except KeyError:
-        valid = ", ".join(t.name for t in CollType)
-        raise ValueError(f"unknown collective type {name!r} (valid: {valid})") from None
-
-
 COLLECTIVE_NAMES = {**{t.name.lower(): t for t in CollType}, "permute": CollType.SendRecv}
 """Collectives by name, as `collective_named` reads them: the CollType names (allreduce, allgather, reducescatter,
 alltoall, sendrecv: what `simulon collective --op` lists) and XLA's permute, its ring shift."""
@@ -40,3 +29,15 @@ def collective_named(name: str) -> CollType | None:
     """The collective a name denotes, in any case and with or without '_', '-' or spaces between its words
     (allreduce, all_reduce, AllReduce, all-reduce), or None."""
     return COLLECTIVE_NAMES.get(re.sub(r"[\s_-]+", "", name.lower()))
+
+
+def coll_type(name: str | CollType) -> CollType:
+    """The collective `name` denotes: a CollType, or a name as collective_named reads it (AllReduce, allreduce,
+    all_reduce, permute, ...); ValueError listing the names otherwise. The one parser of a collective's name, for
+    the seed's decompose_collective, the pipeline's time_collective and the CLI's --op alike."""
+    if isinstance(name, CollType):
+        return name
+    found = collective_named(name) if isinstance(name, str) else None
+    if found is None:
+        raise ValueError(f"expected one of {', '.join(COLLECTIVE_NAMES)}, got {name!r}")
+    return found
