@@ -144,6 +144,33 @@ def test_a_size_beyond_an_exabyte_is_refused(dc):
         time_collective(dc, CollType.AllReduce, (0, 1), 1e19)
 
 
+def refusal(call) -> str | None:
+    """The words of the ValueError `call()` raises, or None where it runs."""
+    try:
+        call()
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+@settings(max_examples=30, deadline=None)
+@given(size=st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.sampled_from([0, -1, True, 1e30, 2e18]),
+                      st.integers(-10, 1 << 20)))
+def test_decompose_collective_refuses_the_sizes_time_collective_refuses_in_the_same_words(size):
+    dc = load_scenario(SEED_SCENARIO).datacenter
+    by_time = refusal(lambda: time_collective(dc, CollType.AllReduce, (0, 1), size))
+    by_decompose = refusal(lambda: decompose_collective("AllReduce", [0, 1], size))
+    assert by_decompose == by_time
+
+
+@pytest.mark.parametrize("size, words", [(1e30, "size 1e+30: 1e+30 B is more than 1e+18 B (an exabyte)"),
+                                         (0, "size 0 is not a positive finite number of bytes")])
+def test_decompose_collective_refuses_a_size_of_nothing_or_beyond_an_exabyte(size, words):
+    with pytest.raises(ValueError) as refused:
+        decompose_collective("AllReduce", [0, 1, 2, 3], size)
+    assert str(refused.value) == words
+
+
 @pytest.mark.parametrize("channels, problem", [
     (65, "65 is more than 64 channels, NCCL's maximum"), (1000, "1000 is more than 64 channels, NCCL's maximum"),
     (0, "must be at least 1, got 0"), (2.5, "expected a whole number of channels, got 2.5"),

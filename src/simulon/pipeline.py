@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -13,6 +12,7 @@ import numpy as np
 
 from .analysis.result import SimulationResult, summarize
 from .collective.algorithms import asked_algorithm, find_algorithm
+from .collective.common import check_message_size
 from .collective.decompose import flow_count, flow_set
 from .collective.metrics import bus_bandwidth_factor
 from .collective.tuner import CollectivePlan
@@ -584,18 +584,6 @@ def check_group(group: object, num_gpus: int, written: str | None = None) -> tup
     if len(ranks) < 2:
         raise ValueError("a collective needs at least two ranks")
     return ranks
-
-
-def check_message_size(size: object) -> float:
-    """A collective's message size in bytes: a positive finite number, at most an exabyte
-    (config.units.check_size); ValueError otherwise."""
-    if isinstance(size, bool) or not isinstance(size, Real) or not math.isfinite(size) or size <= 0:
-        raise ValueError(f"size {size!r} is not a positive finite number of bytes")
-    try:
-        check_size(float(size))
-    except ValueError as exc:
-        raise ValueError(f"size {size!r}: {exc}") from None
-    return size  # type: ignore[return-value]
 
 
 def sweep_plan(dc: DatacenterConfig, ctype: CollType | str, group: Sequence[int], sizes: Sequence[float],

@@ -30,9 +30,9 @@ def test_inside_one_node_the_algorithms_across_nodes_are_still_refused():
         decompose_collective("AllReduce", list(range(8)), 2**20, 1, "collnet_direct", gpus_per_node=8)
 
 
-@given(size=st.sampled_from([math.nan, math.inf, -1.0]))
-def test_a_size_that_is_not_a_finite_byte_count_is_refused(size):
-    with pytest.raises(ValueError, match="data_size must be a finite number of bytes"):
+@given(size=st.sampled_from([math.nan, math.inf, -1.0, 0.0]))
+def test_a_size_that_is_not_a_positive_finite_byte_count_is_refused(size):
+    with pytest.raises(ValueError, match="is not a positive finite number of bytes"):
         decompose_collective("AllReduce", [0, 1, 2, 3], size)
 
 

@@ -1,10 +1,18 @@
-"""Point-to-point flows that a collective decomposes into, with their dependencies."""
+"""Point-to-point flows that a collective decomposes into, with their dependencies, and the message sizes a
+collective takes (check_message_size: the one check of decompose_collective's and time_collective's sizes)."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
+from numbers import Real
 
 import numpy as np
+
+MAX_SIZE = 1e18
+"""An exabyte: a message that large is a million times any GPU's memory (the bound of every size simulon reads,
+config.units.check_size's among them: it lives here, below config, so that the collective package can check a
+message against it)."""
 
 SWITCH = -1
 """Position of the in-network reduction point (the NVSwitch with NVLS, the SHARP switch with CollNet): a
@@ -155,3 +163,13 @@ class CollectiveResult:
     data_size: float
     num_channels: int
     flows: list[P2PFlow]
+
+
+def check_message_size(size: object) -> float:
+    """A collective's message size in bytes: a positive finite number, at most an exabyte (MAX_SIZE, in the words
+    of config.units.check_size); ValueError naming the size otherwise."""
+    if isinstance(size, bool) or not isinstance(size, Real) or not math.isfinite(size) or size <= 0:
+        raise ValueError(f"size {size!r} is not a positive finite number of bytes")
+    if size > MAX_SIZE:
+        raise ValueError(f"size {size!r}: {float(size):g} B is more than {MAX_SIZE:g} B (an exabyte)")
+    return size  # type: ignore[return-value]

@@ -10,7 +10,7 @@ from dataclasses import replace
 import numpy as np
 
 from .algorithms import CATALOG, Algorithm, Decomposition, Unrunnable, algorithm_for, asked_algorithm, find_algorithm
-from .common import CollectiveResult, FlowSet, P2PFlow
+from .common import CollectiveResult, FlowSet, P2PFlow, check_message_size
 from .nccl import PROTOCOLS, channel_argument
 from .shape import GroupShape
 from .types import POINT_TO_POINT, CollType, coll_type
@@ -160,7 +160,8 @@ def decompose_collective(collective_type: str | CollType, group_ranks: Sequence[
 
     Returns the result and the next unused flow id, so that callers can number flows of several
     collectives without collisions (`flow_id_start`: a whole number from 0). A group of fewer than two ranks is
-    refused (ValueError), as flow_set's other checks refuse theirs.
+    refused (ValueError), as flow_set's other checks refuse theirs, and so is a `data_size` time_collective and the
+    CLI refuse (common.check_message_size: positive, finite, at most an exabyte), in time_collective's words.
     """
     if isinstance(flow_id_start, bool) or not isinstance(flow_id_start, int) or flow_id_start < 0:
         raise ValueError(f"flow_id_start: a flow id is a whole number from 0, got {flow_id_start!r}")
@@ -169,6 +170,7 @@ def decompose_collective(collective_type: str | CollType, group_ranks: Sequence[
     if gpus_per_node is not None and (isinstance(gpus_per_node, bool) or not isinstance(gpus_per_node, int)
                                       or gpus_per_node < 1):
         raise ValueError(f"gpus_per_node must be a whole number of at least 1, got {gpus_per_node!r}")
+    data_size = check_message_size(data_size)
     ranks = tuple(_rank(r) for r in group_ranks)
     shape = GroupShape.of(ranks, gpus_per_node) if gpus_per_node is not None else None
     ctype = coll_type(collective_type)

@@ -13,6 +13,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, BeforeValidator
 
+from ..collective.common import MAX_SIZE
 from .common import range_check
 from .errors import shown
 
@@ -80,8 +81,6 @@ MIN_BANDWIDTH = 1e6
 timed a kernel at infinity and gave NaN)."""
 MAX_LATENCY = 1.0
 """One second: a switch or NIC traversal takes nanoseconds to microseconds; a second is a million times that."""
-MAX_SIZE = 1e18
-"""An exabyte: a message that large is a million times any GPU's memory."""
 MAX_MEMORY_GB = 1e9
 """A GPU's memory, in GB: an exabyte, three million times the largest shipped (GB300, 288 GB)."""
 MAX_TFLOPS = 1e6
