@@ -100,9 +100,21 @@ def test_values_are_shown_as_yaml_writes_them(value, expected):
     assert shown(value) == expected
 
 
-def test_an_empty_file_is_called_empty():
-    with pytest.raises(ConfigError, match="got an empty file"):
-        parse_scenario(None, "s.yaml")
+@pytest.mark.parametrize("text", ["", "\n  \n", "# a comment only\n"])
+def test_an_empty_file_is_called_empty(tmp_path, text):
+    empty = tmp_path / "s.yaml"
+    empty.write_text(text)
+    with pytest.raises(ConfigError) as refused:
+        load_scenario(empty)
+    expected = f"{empty}: (top level): expected a mapping with a 'datacenter' block, got an empty file"
+    assert str(refused.value) == expected
+
+
+def test_none_passed_by_python_is_called_nothing_not_an_empty_file():
+    with pytest.raises(ConfigError) as refused:
+        parse_scenario(None, "<scenario>")
+    assert str(refused.value) == ("<scenario>: (top level): expected a mapping with a 'datacenter' block, "
+                                  "got nothing (null)")
 
 
 @pytest.mark.parametrize(("path", "value", "suggested"), [

@@ -354,14 +354,17 @@ def describe_validation_error(exc: ValidationError, source: str, data: Any = Non
     return one_line(f"{source}: {field}: {message}{more}")
 
 
+NOT_A_SCENARIO = "(top level): expected a mapping with a 'datacenter' block"
+"""What a scenario's top level must be, in the refusal of one that is not (parse_scenario, read_scenario_data)."""
+
+
 def parse_scenario(data: Any, source: str = "<scenario>", base_dir: Path | None = None) -> ScenarioConfig:
     """Validate a scenario's data (a dict, as `ScenarioConfig.as_data()` or a YAML reader gives it) as load_scenario
     validates a file: bad data raises ConfigError with the one line the CLI prints, `source` in place of the file's
     name (`<scenario>: collective.num_channels: must be at least 1, got 0`), where ScenarioConfig.model_validate
     raises pydantic's ValidationError; relative template paths resolve from `base_dir`."""
     if not isinstance(data, dict):
-        given = "an empty file" if data is None else shown(data)
-        raise ConfigError(f"{source}: (top level): expected a mapping with a 'datacenter' block, got {given}")
+        raise ConfigError(f"{source}: {NOT_A_SCENARIO}, got {shown(data)}")
     try:
         return ScenarioConfig.model_validate(data, context={"base_dir": base_dir})
     except ValidationError as exc:
@@ -384,7 +387,8 @@ def files_read(path: Path, load: Callable[[Path], Any] = load_scenario) -> tuple
 
 def read_scenario_data(path: Path) -> Any:
     """A scenario file's YAML, read as load_scenario reads it (one located message for any problem), not yet
-    validated."""
+    validated; a file with nothing in it but blanks and comments is refused as empty here, where it is known to
+    come from a file (parse_scenario, given None by a caller, says it got nothing)."""
     try:
         text = read_yaml_text(path)
     except OSError as exc:
@@ -398,4 +402,6 @@ def read_scenario_data(path: Path) -> Any:
     except yaml.YAMLError as exc:
         where, problem = yaml_problem(exc)
         raise ConfigError(f"{path}: (YAML){where}: {problem}") from None
+    if data is None and all(not line.strip() or line.lstrip().startswith("#") for line in text.splitlines()):
+        raise ConfigError(f"{path}: {NOT_A_SCENARIO}, got an empty file")
     return data
