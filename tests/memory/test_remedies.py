@@ -12,7 +12,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from helpers import cli
+from helpers import SEED_SCENARIO, cli
 from simulon.config.errors import ConfigError
 from simulon.config.loading import parse_scenario
 from simulon.memory import estimate_memory
@@ -60,6 +60,13 @@ def test_the_json_lists_the_settings_of_each_change_and_a_run_that_fits_lists_no
     assert all(r["device_bytes"] <= r["capacity_bytes"] for r in found)
     data["workload"]["parallelism"]["distributed_optimizer"] = True
     assert json.loads(cli("memory", written(tmp_path, data), "--json").stdout)["to_fit"] == []
+
+
+def test_simulate_json_s_memory_block_is_memory_json_s_object_for_a_run_that_fits():
+    memory = json.loads(cli("memory", str(SEED_SCENARIO), "--json").stdout)
+    simulated = json.loads(cli("simulate", str(SEED_SCENARIO), "--json").stdout)["memory"]
+    assert memory["fits"] and (memory["to_fit"], memory["closest_to_fit"]) == ([], None)
+    assert simulated == memory
 
 
 def test_a_run_no_change_of_one_or_two_settings_can_fit_is_told_so_and_how_close_the_closest_comes(tmp_path):

@@ -71,13 +71,14 @@ def remedy_line(found: Advice | None) -> str | None:
     return f"No change of one or two of {', '.join(found.tried)} fits{miss}: {advice}"
 
 
-def remedies_json(found: Advice | None) -> dict:
-    """The remedies of a run that does not fit and, where none fits, the closest change, as JSON (none for a run that
-    fits): `to_fit` and `closest_to_fit` of the memory object."""
-    if found is None:
-        return {"to_fit": [], "closest_to_fit": None}
-    closest = found.closest.to_json() if found.closest is not None else None
-    return {"to_fit": [r.to_json() for r in found.remedies], "closest_to_fit": closest}
+def memory_json(report: MemoryReport, found: Advice | None) -> dict:
+    """The memory object of `simulon memory --json` and of `simulate --json`'s `memory` (and so of `report`): the
+    report, with the changes that would make a run that does not fit fit (`found`, from advice), `to_fit`, and where
+    none fits, the closest change, `closest_to_fit`; both present for every run, empty (`[]`, null) for one that
+    fits."""
+    closest = found.closest.to_json() if found is not None and found.closest is not None else None
+    return {**report.to_json(), "to_fit": [r.to_json() for r in found.remedies] if found is not None else [],
+            "closest_to_fit": closest}
 
 
 def summary_line(report: MemoryReport) -> str:
@@ -120,7 +121,7 @@ def memory(
     report = estimate_memory(sc)
     found = advice(sc, report)
     if as_json:
-        print(json.dumps({**report.to_json(), **remedies_json(found)}))
+        print(json.dumps(memory_json(report, found)))
         return
     print_report(report)
     print(summary_line(report))

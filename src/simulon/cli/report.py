@@ -68,18 +68,17 @@ def run_scenario(scenario: Path, quiet: bool, expand: str = "auto", memory_limit
 
 
 def result_json(sim: Simulation, analysis: Analysis, scenario: Path) -> dict:
-    """The iteration as `simulon simulate --json` prints it: the summary, `memory` (with, for a run that does not
-    fit, `to_fit`: the changes that would make it fit, and `closest_to_fit`, memory.remedies), `analysis` and
+    """The iteration as `simulon simulate --json` prints it: the summary, `memory` (as `simulon memory --json` prints
+    it, memory.memory_json: with `to_fit`, the changes that would make a run that does not fit fit, and
+    `closest_to_fit`, memory.remedies; `[]` and null for a run that fits), `analysis` and
     `schedule`, and where a GPU has a measured profile, `profile`: how it served the step, by GPU
     (compute.populate.ProfileUse)."""
     from ..analysis.schedule import schedule
-    from .memory import advice, remedies_json
+    from .memory import advice, memory_json
 
     folded = fold_flags(sim.fold)
     profiled = {"profile": {gpu: use._asdict() for gpu, use in sim.profiled.items()}} if sim.profiled else {}
-    memory = sim.memory.to_json()
-    if not sim.memory.fits:
-        memory.update(remedies_json(advice(load_scenario(scenario), sim.memory)))
+    memory = memory_json(sim.memory, None if sim.memory.fits else advice(load_scenario(scenario), sim.memory))
     return {**sim.result.to_dict(), **folded, **profiled, "memory": memory,
             "analysis": analysis.to_dict(), "schedule": schedule(sim.dag, sim.timeline)}
 
