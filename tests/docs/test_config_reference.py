@@ -7,8 +7,11 @@ from __future__ import annotations
 import re
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from helpers import ROOT
+from simulon.config.common import range_check
 from simulon.config.reference import BLOCKS, block_model, models_in, reference
 
 
@@ -32,7 +35,8 @@ def test_every_key_of_every_block_a_scenario_may_hold_is_in_its_page(block):
 
 def test_units_are_written_as_a_scenario_writes_them():
     page = reference("datacenter")
-    assert "| `memory_bandwidth` | bandwidth (`400Gbps`, `50GBps`, `3.35TBps`) | required | HBM bandwidth |" in page
+    assert ("| `memory_bandwidth` | bandwidth (`400Gbps`, `50GBps`, `3.35TBps`), 1e+06 B/s to 1e+14 B/s | required | "
+            "HBM bandwidth |") in page
     assert re.search(r"\| `oversubscription` \| ratio \(`2.0`, or `2:1`\)", page)
 
 
@@ -62,3 +66,34 @@ def test_every_key_and_every_block_of_the_scenario_format_says_what_it_is(block)
                    for name, f in model.model_fields.items() if not (f.description or "").strip()]
     unsaid = [model.__name__ for model in reachable_models(block) if not (model.__doc__ or "").strip()]
     assert (undescribed, unsaid) == ([], [])
+
+
+@pytest.mark.parametrize("block", BLOCKS)
+def test_every_count_of_the_reference_says_the_range_the_scenario_is_held_to(block):
+    """The counts were shown as "whole number" alone, the range a scenario is refused outside of left unsaid."""
+    types_of_counts = re.findall(r"^\| `[^`]+` \| (whole number[^|]*) \|", reference(block), re.MULTILINE)
+    assert types_of_counts and [t for t in types_of_counts if re.search(r"\d to [\d,]+", t) is None] == []
+
+
+@pytest.mark.parametrize(("block", "row"), [
+    ("collective", "| `num_channels` | whole number, 1 to 64 channels, NCCL's maximum | none |"),
+    ("datacenter", "| `gpus_per_node` | whole number, 1 to 1,000,000 GPUs | required |"),
+    ("datacenter", "| `qps_per_connection` | whole number, 1 to 128 | `1` |"),
+    ("workload", "| `mtp_layers` | whole number, 0 to 10,000 layers | `0` |"),
+    ("workload", "| `capacity_factor` | number, positive, at most 64 | none |"),
+])
+def test_a_counts_range_is_the_one_its_check_refuses_outside_of(block, row):
+    assert row in reference(block)
+
+
+@settings(max_examples=50, deadline=None)
+@given(low=st.integers(0, 100), span=st.integers(0, 10**6), over=st.integers(1, 10**6))
+def test_a_range_check_says_the_bounds_it_holds_a_value_to(low, span, over):
+    check = range_check(low, low + span, f"{low + span:,} things")
+    assert check.text == f"{low:,} to {low + span:,} things"
+    assert check(low) == low and check(low + span) == low + span
+    with pytest.raises(ValueError, match=f"is more than {low + span:,} things"):
+        check(low + span + over)
+    if low > 0:
+        with pytest.raises(ValueError, match=f"must be at least {low}"):
+            check(low - 1)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from enum import StrEnum
 from functools import cache, cached_property
 from typing import Annotated, Any, Self
@@ -148,22 +149,41 @@ class FieldError(ValueError):
         return type(self), (self.field, self.message)
 
 
-def range_check(low: float, high: float, shown_high: str, *, positive: bool = False,
-                show: Callable[[float], str] = str) -> Callable[[float], float]:
-    """A check that a number lies in [low, high] (or (0, high] when `positive`); its message holds the value
-    given, written by `show`, and the bound it breaks (`shown_high` for the upper one, as a reader writes it:
-    "10,000 layers", "1e+14 B/s"). NaN is outside every range."""
+@dataclass(frozen=True)
+class RangeCheck:
+    """A check that a number lies in [low, high] (or (0, high] when `positive`), as range_check makes it; it says
+    its bounds (`text`: what the scenario reference, config.reference, prints beside the field's type)."""
 
-    def check(value: float) -> float:
-        if value > high:
-            raise ValueError(f"{show(value)} is more than {shown_high}")
-        if positive and not value > 0:
-            raise ValueError(f"must be positive, got {show(value)}")
-        if not low <= value <= high:
-            raise ValueError(f"must be at least {show(low)}, got {show(value)}")
+    low: float
+    high: float
+    shown_high: str
+    positive: bool = False
+    show: Callable[[float], str] = str
+
+    def __call__(self, value: float) -> float:
+        if value > self.high:
+            raise ValueError(f"{self.show(value)} is more than {self.shown_high}")
+        if self.positive and not value > 0:
+            raise ValueError(f"must be positive, got {self.show(value)}")
+        if not self.low <= value <= self.high:
+            raise ValueError(f"must be at least {self.show(self.low)}, got {self.show(value)}")
         return value
 
-    return check
+    @property
+    def text(self) -> str:
+        """The range in a reader's words: "1 to 1,000,000 GPUs", "positive, at most 1e+18 B (an exabyte)"."""
+        if self.positive and self.low <= 0:
+            return f"positive, at most {self.shown_high}"
+        low = f"{self.low:,}" if self.show is str and float(self.low).is_integer() else self.show(self.low)
+        return f"{low.removesuffix('.0')} to {self.shown_high}"
+
+
+def range_check(low: float, high: float, shown_high: str, *, positive: bool = False,
+                show: Callable[[float], str] = str) -> RangeCheck:
+    """A check that a number lies in [low, high] (or (0, high] when `positive`); its message holds the value
+    given, written by `show`, and the bound it breaks (`shown_high` for the upper one, as a reader writes it:
+    "10,000 layers", "1e+14 B/s"). NaN is outside every range. The check says its bounds (RangeCheck)."""
+    return RangeCheck(low, high, shown_high, positive, show)
 
 
 def in_range(low: float, high: float, shown_high: str) -> AfterValidator:

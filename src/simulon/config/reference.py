@@ -15,7 +15,8 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-from .common import dtype_named, ratio
+from ..collective.nccl import MAX_CHANNELS, check_channels
+from .common import RangeCheck, dtype_named, ratio
 from .scenario import CollectiveConfig
 from .templates import Templated
 from .units import parse_bandwidth, parse_size, parse_time
@@ -51,12 +52,43 @@ def models_in(annotation: Any) -> list[type[BaseModel]]:
 
 
 def type_text(field: FieldInfo) -> str:
-    """A field's type as a scenario writes it: its unit where one is read, else the Python type, plainly."""
-    for item in field.metadata:
-        reader = getattr(item, "func", None)
-        if reader in UNITS:
-            return UNITS[reader]
-    return _annotation_text(field.annotation)
+    """A field's type as a scenario writes it: its unit where one is read, else the Python type, plainly; then the
+    range it must lie in, where it is checked against one ("whole number, 1 to 1,000,000 GPUs")."""
+    readers = [getattr(item, "func", None) for item in field.metadata]
+    unit = next((UNITS[r] for r in readers if r in UNITS), None)
+    bounds = [range_text(r) for r in [*readers, *field_checks(field.annotation)] if range_text(r)]
+    return ", ".join([unit or _annotation_text(field.annotation), *dict.fromkeys(bounds), *constraint_text(field)])
+
+
+def constraint_text(field: FieldInfo) -> list[str]:
+    """The range of a field bounded by pydantic's own ge/le (`Field(1, ge=1, le=128)`), as range_text writes one."""
+    low = next((item.ge for item in field.metadata if hasattr(item, "ge")), None)  # annotated_types.Ge
+    high = next((item.le for item in field.metadata if hasattr(item, "le")), None)
+    if low is None and high is None:
+        return []
+    return [f"{low:,} to {high:,}" if low is not None and high is not None
+            else f"at least {low:,}" if low is not None else f"at most {high:,}"]
+
+
+RANGES = {check_channels: f"1 to {MAX_CHANNELS} channels, NCCL's maximum"}
+"""The ranges of the counts checked outside config (by the collective package), by their check."""
+
+
+def range_text(check: Any) -> str:
+    """The range a field's check holds it to (common.RangeCheck, RANGES), or ""."""
+    if isinstance(check, RangeCheck):
+        return check.text
+    return RANGES.get(check, "") if callable(check) else ""
+
+
+def field_checks(annotation: Any) -> list[Any]:
+    """The checks an optional field's type holds (`GPUCount | None`: the count's), which pydantic keeps inside the
+    union rather than in the field's metadata."""
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return [check for inner in typing.get_args(annotation) for check in field_checks(inner)]
+    if typing.get_origin(annotation) is typing.Annotated:
+        return [getattr(item, "func", None) for item in annotation.__metadata__]
+    return []
 
 
 def _annotation_text(annotation: Any) -> str:
