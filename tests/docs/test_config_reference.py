@@ -40,6 +40,17 @@ def test_units_are_written_as_a_scenario_writes_them():
     assert re.search(r"\| `oversubscription` \| ratio \(`2.0`, or `2:1`\)", page)
 
 
+@pytest.mark.parametrize(("block", "key", "unit"), [
+    ("datacenter", "nvlink_bandwidth", "bandwidth (`400Gbps`"), ("datacenter", "port_speed", "bandwidth (`400Gbps`"),
+    ("datacenter", "card_speed", "bandwidth (`400Gbps`"), ("workload", "grad_reduce_dtype", "number format (`bf16`"),
+])
+def test_an_optional_field_that_reads_a_unit_is_written_with_its_unit_not_as_a_number(block, key, unit):
+    """nvlink_bandwidth, pcie_bandwidth, port_speed and card_speed (`Bandwidth | None`) were shown as 'number', though
+    a scenario writes them as `900GBps`, as it writes the bandwidths that are required."""
+    row = next(line for line in reference(block).splitlines() if line.startswith(f"| `{key}` |"))
+    assert row.split(" | ")[1].startswith(unit), row
+
+
 def test_the_model_block_says_it_may_start_from_a_huggingface_config_as_well_as_a_template():
     page = reference("workload")
     model = page[page.index("## ModelSpec"):].split("| key |")[0]

@@ -52,11 +52,12 @@ def models_in(annotation: Any) -> list[type[BaseModel]]:
 
 
 def type_text(field: FieldInfo) -> str:
-    """A field's type as a scenario writes it: its unit where one is read, else the Python type, plainly; then the
-    range it must lie in, where it is checked against one ("whole number, 1 to 1,000,000 GPUs")."""
-    readers = [getattr(item, "func", None) for item in field.metadata]
+    """A field's type as a scenario writes it: its unit where one is read (also inside an optional type), else the
+    Python type, plainly; then the range it must lie in, where it is checked against one ("whole number, 1 to
+    1,000,000 GPUs")."""
+    readers = [*(getattr(item, "func", None) for item in field.metadata), *field_checks(field.annotation)]
     unit = next((UNITS[r] for r in readers if r in UNITS), None)
-    bounds = [range_text(r) for r in [*readers, *field_checks(field.annotation)] if range_text(r)]
+    bounds = [range_text(r) for r in readers if range_text(r)]
     return ", ".join([unit or _annotation_text(field.annotation), *dict.fromkeys(bounds), *constraint_text(field)])
 
 
@@ -82,8 +83,8 @@ def range_text(check: Any) -> str:
 
 
 def field_checks(annotation: Any) -> list[Any]:
-    """The checks an optional field's type holds (`GPUCount | None`: the count's), which pydantic keeps inside the
-    union rather than in the field's metadata."""
+    """The readers and checks an optional field's type holds (`GPUCount | None`: the count's, `Bandwidth | None`:
+    the bandwidth's), which pydantic keeps inside the union rather than in the field's metadata."""
     if typing.get_origin(annotation) in (typing.Union, types.UnionType):
         return [check for inner in typing.get_args(annotation) for check in field_checks(inner)]
     if typing.get_origin(annotation) is typing.Annotated:
