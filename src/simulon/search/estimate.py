@@ -400,9 +400,16 @@ class Estimator:
                     gemms: dict[Phase, float], stage: int) -> tuple[float, float, float]:
         """Exposed TP, CP and EP communication of one unit per micro-batch (forward and backward) on a stage, each
         collective at the slowest of the stage's groups (Estimator.placed); `gemms`: the seconds of its GEMMs per
-        phase, which TP communication hides behind where it runs beside them."""
+        phase, which TP communication hides behind where it runs beside them. A recomputed forward sends what the
+        forward sent once more, as the tracer re-runs it (workload.megatron layer_forward, core_attention): under
+        full recomputation all of the layer's, under selective recomputation of core attention its context-parallel
+        exchange. Left out, full recomputation at tp 4 (8 layers, hidden 2048, sequence 2048) was estimated 43.9 ms
+        where the replay gives 52.2 (without recomputation 37.2 against 39.1)."""
         if not is_layer(unit):
             return 0.0, 0.0, 0.0
+        again = 1 if s.recompute == "full" else 0  # the layer's forward runs twice
+        core_again = 1 if again or (s.recompute == "selective"
+                                    and workload.parallelism.recomputes_core_attention) else 0
         kernels, kind = unit.table(kernels), unit.kind
         shape, h, moe = kernels.shape, workload.model.hidden_size, workload.model.moe
         block = shape.tokens * h * shape.act_bytes  # a block's output, whole sequence share of this rank
@@ -415,21 +422,23 @@ class Estimator:
             group = self.placed(s, "tp", stage)
             if s.sequence_parallel:  # forward: gather the input, reduce-scatter the output; backward: gather the
                 gather, scatter = self.slowest(AG, group, block), self.slowest(RS, group, block)  # output's gradient
-                waited, beside = blocks * (2 * gather + scatter), blocks * (gather + scatter)
+                forward, waited, beside = blocks * (gather + scatter), blocks * gather, blocks * (gather + scatter)
             else:  # the row-parallel output's all-reduce forward
-                waited = beside = blocks * self.slowest(AR, group, block)
+                reduce = blocks * self.slowest(AR, group, block)
+                forward, waited, beside = reduce, 0.0, reduce
+            waited += (1 + again) * forward
             # backward, the column-parallel GEMMs' input re-gathered during their dgrads and the dgrads' reduction
             # during their wgrads (sequence parallelism), or the input gradient's all-reduce during the wgrads, as
             # Megatron and Transformer Engine overlap them (workload/megatron.py column_block_backward)
             channels = self.plan.choose(AG if s.sequence_parallel else AR, group[0], block).channels
             if s.tp_comm_overlap:  # all of it hidden behind the GEMMs, which run on the SMs NCCL leaves
-                waited, beside, hiding = 0.0, waited + beside, sum(gemms.values())
+                waited, beside, hiding = 0.0, waited + beside, sum(gemms.values()) + again * gemms[Phase.fwd]
             else:
                 hiding = gemms[Phase.bwd_ig] + gemms[Phase.bwd_wg]
             tp = waited + max(0.0, beside - hiding) + min(beside, hiding) * (self.stretch(channels) - 1)
             if kernels.sparse is not None and "attention" in kind:  # the indexer's inputs and its loss's target
-                tp += self.slowest(AR, group, kernels.indexer_target_bytes)
-                tp += self.slowest(AG, group, kernels.indexer_input_bytes) if s.sequence_parallel else 0.0
+                tp += (1 + again) * self.slowest(AR, group, kernels.indexer_target_bytes)
+                tp += (1 + again) * self.slowest(AG, group, kernels.indexer_input_bytes) if s.sequence_parallel else 0.0
         cp = 0.0
         cp_group = self.placed(s, "cp", stage)
         if s.cp > 1 and "attention" in kind:
@@ -438,32 +447,34 @@ class Estimator:
             group = cp_group
             if shape.cp_a2a > 1:  # Q, K, V and the output each way, waited for (workload.megatron cp_all_to_all)
                 a2a = self.placed(s, "cp_a2a", stage, shape.cp_a2a)
-                cp = 2 * sum(self.slowest(A2A, a2a, elements * shape.act_bytes)
-                             for elements in kernels.attention_tensors().values())
+                cp = (2 + core_again) * sum(self.slowest(A2A, a2a, elements * shape.act_bytes)
+                                            for elements in kernels.attention_tensors().values())
                 group = self.placed(s, "cp_p2p", stage, shape.cp_a2a)  # the ring between the all-to-all groups
             if RING_BLOCK in kernels:  # each pass hides behind the block computed meanwhile (workload.megatron)
                 block = {phase: float(self.kernel_seconds(s.dtype, [kernels[RING_BLOCK][phase]]).sum())
                          for phase in (Phase.fwd, Phase.bwd_ig)}
                 cp += kernels.repeats(RING_BLOCK) * (
-                    max(0.0, self.slowest(SR, group, local_kv) - block[Phase.fwd])
+                    (1 + core_again) * max(0.0, self.slowest(SR, group, local_kv) - block[Phase.fwd])
                     + max(0.0, self.slowest(SR, group, 2 * local_kv) - block[Phase.bwd_ig]))
                 cp += self.slowest(SR, group, local_kv)  # the key/value gradients' way home
-            elif kernels.gathers_kv and kernels.sparse is not None:  # the MQA key, then the indexer's keys
-                cp = sum(self.slowest(AG, group, s.cp * size) + self.slowest(RS, group, s.cp * size)
-                         for size in (kernels.latent_key_bytes, kernels.indexer_key_bytes))
+            elif kernels.gathers_kv and kernels.sparse is not None:  # the MQA key (core attention's), then the
+                cp = sum((1 + twice) * self.slowest(AG, group, s.cp * size) + self.slowest(RS, group, s.cp * size)
+                         for size, twice in ((kernels.latent_key_bytes, core_again),  # indexer's keys
+                                             (kernels.indexer_key_bytes, again)))
             elif kernels.gathers_kv:
-                cp = self.slowest(AG, group, s.cp * local_kv) + self.slowest(RS, group, s.cp * local_kv)
+                cp = (1 + core_again) * self.slowest(AG, group, s.cp * local_kv) + self.slowest(RS, group,
+                                                                                                s.cp * local_kv)
         for mixer in MIXERS:
             if s.cp > 1 and mixer in kind:  # the scan's inputs and its output each way, waited for
-                cp += 2 * sum(self.slowest(A2A, cp_group, elements * shape.act_bytes)
-                              for elements in kernels.mixer_shard(mixer).all_to_all().values())
+                cp += (2 + again) * sum(self.slowest(A2A, cp_group, elements * shape.act_bytes)
+                                        for elements in kernels.mixer_shard(mixer).all_to_all().values())
         ep = 0.0
         if routed and s.ep > 1:  # dispatch and combine, forward and back
             size = shape.dispatched_tokens(moe.top_k) * h * shape.act_bytes
-            ep = 4 * self.slowest(A2A, self.placed(s, "ep", stage), size, dispatch_algorithm(workload))
+            ep = (4 + 2 * again) * self.slowest(A2A, self.placed(s, "ep", stage), size, dispatch_algorithm(workload))
         if routed and shape.gathers_routed_tokens:  # the routed tokens' gather and their outputs' scatter, both ways
             size, group = shape.routed_tokens(moe.top_k) * h * shape.act_bytes, self.placed(s, "etp", stage)
-            ep += 2 * (self.slowest(AG, group, size) + self.slowest(RS, group, size))
+            ep += (2 + again) * (self.slowest(AG, group, size) + self.slowest(RS, group, size))
         return tp, cp, ep
 
     def model_flops(self) -> float:
