@@ -12,8 +12,8 @@ the jobs are handed over, or a limit given), else it waits for one to finish; on
 as Ray's `memory` resource, and Ray's scheduler places it where they are free. A job that needs more than the
 budget (Ray: more than any node has) even alone is not started: it comes back as `Refused`, saying why, and the
 other jobs go on. Jobs that size themselves (a sweep's points, a validation's rows and sweeps) run `in_shares`:
-each first within the limit over the jobs at once, and one planned to need more after the others, admitted by its
-need.
+on the local pool each first within the limit over the jobs at once, and one planned to need more after the others,
+admitted by its need; on Ray each is sized first and asks for its need.
 
 Ray: `ray.init(address)` joins a running cluster (`ray start --head`, or `auto`; with no address, the one
 RAY_ADDRESS names), or, with neither, starts a local one for the command (never the cluster a `ray start`
@@ -344,31 +344,58 @@ def beyond_share(need: Callable[[], float], memory_limit: float | None, share: f
 def in_shares(function: Callable[[Any], Any], jobs: list[tuple], workers: int | None, memory_limit: float | None,
               runner: Executor | None = None) -> Iterator[tuple[int, Any]]:
     """(index, result) of `function((*job, share))` for every job, in the order they finish. `share` is the bytes a job
-    may take beside those running with it: None (the whole `memory_limit`) in this process (one worker or one job) and
-    on `runner` (Ray gives every task its own limit), `memory_limit` over the workers on a local pool of `workers`
-    (None: every core). A job that returns Needs ran nothing: it runs again once the others are done with share None, on
-    a pool that admits jobs as far as their needs add up to the limit (Admission). Each job is planned within the whole
-    limit, so its result is the one it gives alone, however many ran beside it."""
+    may take beside those running with it: None (the whole `memory_limit`) in this process (one worker or one job),
+    `memory_limit` over the workers on a local pool of `workers` (None: every core). A job that returns Needs ran
+    nothing: it runs again once the others are done with share None, on a pool that admits jobs as far as their
+    needs add up to the limit (Admission). On `runner` (Ray, whose tasks share nodes it alone knows) every job is
+    first sized (share 0: each comes back as Needs, unless it cannot run), then run asking for its need (by_needs:
+    on Ray its `memory` resource), so that Ray starts on a node only the jobs whose needs fit there; `memory_limit`
+    is then each job's, at most the runner's ceiling (task_limit). Each job is planned within the whole limit, so its
+    result is the one it gives alone, however many ran beside it."""
+    if runner is not None:
+        needs: dict[int, float] = {}
+        for index, outcome in runner.map_unordered(function, [(*job, 0.0) for job in jobs]):
+            if isinstance(outcome, Needs):
+                needs[index] = outcome.bytes
+                continue
+            yield index, outcome  # it cannot run, or there is no limit to size it against (it ran)
+        yield from by_needs(runner, function, jobs, needs)
+        return
     workers = local_workers(workers)
-    if runner is None and (workers <= 1 or len(jobs) <= 1):
+    if workers <= 1 or len(jobs) <= 1:
         for index, job in enumerate(jobs):
             yield index, function((*job, None))
         return
-    pool = runner or ProcessExecutor(workers, memory=math.inf)
-    at_once = 1 if runner is not None else min(workers, len(jobs))
+    at_once = min(workers, len(jobs))
     share = None if memory_limit is None else memory_limit / at_once
     later: dict[int, float] = {}
-    for index, outcome in pool.map_unordered(function, [(*job, share) for job in jobs]):
+    for index, outcome in ProcessExecutor(workers, memory=math.inf).map_unordered(
+            function, [(*job, share) for job in jobs]):
         if isinstance(outcome, Needs):
             later[index] = outcome.bytes
             continue
         yield index, outcome
-    if later:
-        order = sorted(later)
-        pool = runner or ProcessExecutor(workers, memory=memory_limit)
-        for position, outcome in pool.map_unordered(function, [(*jobs[i], None) for i in order],
-                                                    [later[i] for i in order]):
-            yield order[position], outcome
+    yield from by_needs(ProcessExecutor(workers, memory=memory_limit), function, jobs, later)
+
+
+def by_needs(runner: Executor, function: Callable[[Any], Any], jobs: list[tuple],
+             needs: dict[int, float]) -> Iterator[tuple[int, Any]]:
+    """(index, result) of `function((*jobs[index], None))` for each job `needs` names, in the order they finish, run
+    on `runner` admitted by its bytes (a job that can never have them comes back as Refused)."""
+    order = sorted(needs)
+    if not order:
+        return
+    for position, outcome in runner.map_unordered(function, [(*jobs[i], None) for i in order],
+                                                  [needs[i] for i in order]):
+        yield order[position], outcome
+
+
+def task_limit(runner: Executor, memory_limit: float | None) -> float | None:
+    """The bytes each of in_shares' jobs on `runner` may be planned within: `memory_limit` (None: no limit of its
+    own), and no more than the runner's ceiling (on Ray the largest node's memory), so that a job planned within it
+    can be admitted somewhere; None where neither limits it."""
+    limit = min(runner.ceiling(), math.inf if memory_limit is None else memory_limit)
+    return None if limit == math.inf else limit
 
 
 def in_order_in_shares(function: Callable[[Any], Any], jobs: list[tuple], workers: int | None,

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 import yaml
 from rich.console import Console
 
@@ -121,3 +122,24 @@ def test_a_sweep_of_one_point_says_one_point(scenario, tmp_path):
     done = cli("sweep", str(scenario), "--set", "parallelism.tp=2", "-o", str(out), "--jobs", "1")
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith(f"1 point (0 already in {out}, 1 simulated); written to {out}\n")
+
+
+@pytest.mark.parametrize(("options", "limit"), [((), None), (("--max-memory", "none"), None),
+                                                (("--max-memory", "1GB"), 1e9)])
+def test_on_ray_a_points_limit_is_its_tasks_not_what_this_machine_has_available(scenario, tmp_path, monkeypatch,
+                                                                                 options, limit):
+    """`sweep --executor ray` planned each point within what the machine running the command has available, which
+    says nothing of the Ray nodes the points run on; without --max-memory (or with none) each is now planned within
+    what a task may take on the cluster (sweep.run.simulated: the largest node's memory)."""
+    pytest.importorskip("ray", reason="Ray is not installed (the optional extra: uv sync --extra ray)")
+    from typer.testing import CliRunner
+
+    from simulon.cli.app import app
+    from simulon.sweep import run as sweep_run
+
+    given = []
+    monkeypatch.setattr(sweep_run, "run_sweep", lambda *args: given.append(args[-1]) or ([], 0))
+    result = CliRunner().invoke(app, ["sweep", str(scenario), "--set", "parallelism.pp=1,2", "-o",
+                                      str(tmp_path / "s.csv"), "--executor", "ray", "--json", *options])
+    assert result.exit_code == 0, result.output
+    assert given == [limit]

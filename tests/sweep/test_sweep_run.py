@@ -124,18 +124,6 @@ def test_points_run_on_processes_give_the_same_file_as_in_one_process(points, tm
     assert parallel.read_bytes() == serial.read_bytes()
 
 
-def test_points_run_on_a_local_ray_instance_give_the_same_file_as_in_one_process(points, tmp_path):
-    ray = pytest.importorskip("ray", reason="Ray is not installed (the optional extra: uv sync --extra ray)")
-    serial, on_ray = tmp_path / "serial.csv", tmp_path / "ray.csv"
-    run_sweep(points, serial, jobs=1)
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    try:
-        run_sweep(points, on_ray, jobs=2, runner=RayExecutor())
-    finally:
-        ray.shutdown()
-    assert on_ray.read_bytes() == serial.read_bytes()
-
-
 def test_a_file_that_is_not_a_sweeps_csv_is_not_overwritten(points, tmp_path):
     out = tmp_path / "notes.csv"
     out.write_text("name,value\na,1\n")
@@ -415,3 +403,50 @@ def test_a_point_too_large_even_sampled_is_not_told_to_sample_with_an_option_the
     text = str(refused.value)
     assert "(sampling 2 of the step's 128 micro-batches)" in text and "--micro-batches" not in text
     assert "a smaller global batch) or a smaller cluster, or raise the limit with --max-memory" in text
+
+
+def planned_needs(points, limit):
+    """The bytes each point's step takes planned within `limit` bytes, as its worker plans it."""
+    from simulon.pipeline import plan_step, planned_size
+
+    return [planned_size(p.scenario, plan_step(p.scenario, "auto", limit, micro_batches="auto"), "auto",
+                         limit).memory_bytes() for p in points]
+
+
+def test_points_on_a_runner_are_sized_first_and_each_admitted_by_its_need(points, tmp_path):
+    """On a runner (Ray; here a recording process pool) every point ran at once with no memory asked for, each
+    planned within the whole limit, so that several could together take more than the machine has; each is now
+    sized first and handed over with its need, which the runner admits it by."""
+    pool = RecordingPool(2, memory=1e9)
+    rows, _ = run_sweep(points, tmp_path / "pooled.csv", runner=pool)
+    serial, _ = run_sweep(points, tmp_path / "serial.csv", memory_limit=1e9)
+    assert pool.needs == [None, pytest.approx(planned_needs(points, 1e9))] and rows == serial
+
+
+def test_points_on_a_local_ray_instance_give_the_serial_file_each_asking_for_its_need_within_the_nodes_memory(
+        points, tmp_path, monkeypatch):
+    """`sweep --executor ray` planned each point within this machine's available memory (or --max-memory) and asked
+    Ray for no memory, so Ray started as many as it had CPUs whatever they needed; each task is now planned within
+    the largest node's memory (here 200 MB of Ray's `memory` resource, against GBs available) and asks for its need
+    as that resource."""
+    ray = pytest.importorskip("ray", reason="Ray is not installed (the optional extra: uv sync --extra ray)")
+    handed = []
+    original = RayExecutor.map_unordered
+
+    def recording(self, function, jobs, needs=None):
+        handed.append(([job[2] for job in jobs], needs))
+        return original(self, function, jobs, needs)
+
+    monkeypatch.setattr(RayExecutor, "map_unordered", recording)
+    node, serial, on_ray = 200e6, tmp_path / "serial.csv", tmp_path / "ray.csv"
+    run_sweep(points, serial, jobs=1)
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, object_store_memory=80 * 2**20,
+             _memory=int(node))
+    try:
+        run_sweep(points, on_ray, jobs=2, runner=RayExecutor())
+    finally:
+        ray.shutdown()
+    assert on_ray.read_bytes() == serial.read_bytes()
+    (sized, none), (limits, needs) = handed
+    assert none is None and sized == limits == [node] * len(points)
+    assert needs == pytest.approx(planned_needs(points, node))

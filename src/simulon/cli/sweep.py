@@ -53,7 +53,9 @@ def sweep(
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     check_processes(jobs, "--jobs")
-    limit = memory_limit(max_memory)
+    # on Ray each point's limit is its task's, at most the largest node's memory (sweep.run.simulated), not what
+    # this machine has available
+    limit = None if executor == "ray" and max_memory is None else memory_limit(max_memory)
     check_writable(output, "-o", "CSV", inputs=(scenario,))
     check_regular_output(output, "-o", "sweep's CSV")
     if plots is not None:

@@ -28,7 +28,7 @@ from ..analysis.kinds import COMM_KINDS
 from ..config.common import MAX_GPUS
 from ..config.errors import ConfigError, not_utf8
 from ..config.units import GiB
-from ..executors import Executor, Needs, check_processes, in_shares
+from ..executors import Executor, Needs, Refused, check_processes, in_shares, task_limit
 from ..export.files import write_atomic
 from ..progress import SILENT, Progress
 from .points import Point
@@ -285,10 +285,13 @@ def earlier_points(points: list[Point], path: Path, fields: list[str], done: dic
 
 def simulated(points: list[Point], jobs: int, fold_mode: str, runner: Executor | None = None,
               memory_limit: float | None = None) -> Iterator[tuple[Point, dict[str, str]]]:
-    """(point, metrics) as each point finishes: on `runner` (executors.py: a process pool or Ray; on Ray
-    `memory_limit` is each task's) if given, else in this process with one job, else on a local pool of `jobs`
+    """(point, metrics) as each point finishes: on `runner` (executors.py: a process pool or Ray; there
+    `memory_limit` is each task's, at most what the runner lets one take, executors.task_limit, and each point is
+    sized first and asks for its need) if given, else in this process with one job, else on a local pool of `jobs`
     sharing `memory_limit` (executors.in_shares: each point is planned within the whole limit, so its row is the
     same however many run beside it)."""
+    if runner is not None:
+        memory_limit = task_limit(runner, memory_limit)
     work = [(p.scenario.as_data(), fold_mode, memory_limit) for p in points]
     for index, outcome in in_shares(point_outcome, work, jobs, memory_limit, runner):
         yield points[index], named(points[index], outcome)
@@ -309,9 +312,12 @@ def point_outcome(args: tuple[dict, str, float | None, float | None]) -> dict[st
         return {TOO_LARGE: str(exc)}
 
 
-def named(point: Point, outcome: dict[str, str]) -> dict[str, str]:
-    """A point's metrics; one that cannot run, or is too large to within the memory limit, stops the sweep with a
-    message naming the point (the rows done so far stay in the CSV)."""
+def named(point: Point, outcome: dict[str, str] | Refused) -> dict[str, str]:
+    """A point's metrics; one that cannot run, or is too large to within the memory limit (or to be admitted by
+    its executor: Refused), stops the sweep with a message naming the point (the rows done so far stay in the
+    CSV)."""
+    if isinstance(outcome, Refused):
+        raise ConfigError(f"sweep point {point.label}: {outcome.reason}")
     if UNRUNNABLE in outcome:
         raise ConfigError(f"sweep point {point.label}: collective.algorithm: {outcome[UNRUNNABLE]}")
     if TOO_LARGE in outcome:
