@@ -238,10 +238,12 @@ class RayExecutor:
             except TimeoutError:
                 raise ConfigError(f"{where}: cannot join the Ray cluster: no Ray cluster answered there within "
                                   f"{self.join_seconds:g} s") from None
-            except (ConnectionError, RuntimeError, ValueError) as exc:  # ValueError: an address Ray cannot read
+            except (ConnectionError, RuntimeError, ValueError, self.ray.exceptions.RayError) as exc:
+                # ValueError: an address Ray cannot read; RayError: AuthenticationError, no token for a cluster
+                # that requires one
                 if address is None:
                     raise ConfigError(f"--executor ray: cannot start a local Ray instance: {exc}") from None
-                raise ConfigError(f"{where}: cannot join the Ray cluster: {exc}") from None
+                raise ConfigError(f"{where}: cannot join the Ray cluster: {exc}{auth_hint(exc)}") from None
             self.started = True
 
     def node_memory(self) -> float:
@@ -288,6 +290,21 @@ class RayExecutor:
             except ray.exceptions.OutOfMemoryError:  # killed by its node's memory monitor: as a local MemoryError
                 raise MemoryError(f"job {index} was killed by its Ray node's memory monitor") from None
             yield index, outcome
+
+
+TOKEN_AUTH = ("; a cluster that requires Ray's token authentication tells a process without its token no more than "
+              "that: to join it set RAY_AUTH_MODE=token and its token (RAY_AUTH_TOKEN, or the file "
+              "RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token names)")
+"""What a join that fails to connect adds where token authentication is not on: Ray turns it on for an address it
+is given only under RAY_AUTH_MODE=token (ray 2.60, worker.py), and a cluster that requires a token then answers
+every request with InvalidAuthToken, which reaches the caller only as 'Failed to connect to Ray cluster'."""
+
+
+def auth_hint(exc: BaseException) -> str:
+    """TOKEN_AUTH where a failure to join (`exc`) may be a cluster's token authentication that this process does not
+    use (a ConnectionError without RAY_AUTH_MODE=token); else nothing."""
+    on = os.environ.get("RAY_AUTH_MODE", "").lower() == "token"
+    return TOKEN_AUTH if isinstance(exc, ConnectionError) and not on else ""
 
 
 class NotFromMainThread(logging.Filter):

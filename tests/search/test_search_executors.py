@@ -190,3 +190,31 @@ def test_a_ray_task_may_take_its_largest_live_node_s_memory_and_no_more_than_max
     assert executors.executor("ray").ceiling() == 64e9
     assert executors.executor("ray", memory=1e9).ceiling() == 1e9
     assert executors.executor("ray", memory=1e12).ceiling() == 64e9
+
+
+@pytest.mark.parametrize(("failure", "mode", "said"), [
+    ("auth", "token", "Token authentication is enabled but no authentication token was found"),
+    ("connect", None, "Failed to connect to Ray cluster at 10.0.0.1:6379; a cluster that requires Ray's token "
+                      r"authentication .* set RAY_AUTH_MODE=token and its token \(RAY_AUTH_TOKEN, .*\)$"),
+    ("connect", "token", "Failed to connect to Ray cluster at 10.0.0.1:6379$")])
+def test_a_cluster_needing_a_token_is_refused_saying_how_to_give_it(monkeypatch, failure, mode, said):
+    """Under RAY_AUTH_MODE=token without a token, Ray's AuthenticationError ended `--ray-address` as an internal
+    error (exit 1); without RAY_AUTH_MODE=token, Ray joins an address with no token and a cluster requiring one
+    answers only 'Failed to connect to Ray cluster at ...', as if nothing were there. The first is now refused
+    naming the address (exit 2), and the second says how a cluster with token authentication is joined."""
+    ray = pytest.importorskip("ray", reason="Ray is not installed (the optional extra: uv sync --extra ray)")
+
+    def init(**options):
+        if failure == "auth":
+            raise ray.exceptions.AuthenticationError("Token authentication is enabled but no authentication token "
+                                                     "was found")
+        raise ConnectionError("Failed to connect to Ray cluster at 10.0.0.1:6379")
+
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", init)
+    if mode is None:
+        monkeypatch.delenv("RAY_AUTH_MODE", raising=False)
+    else:
+        monkeypatch.setenv("RAY_AUTH_MODE", mode)
+    with pytest.raises(ConfigError, match=rf"^--ray-address 10\.0\.0\.1:6379: cannot join the Ray cluster: {said}"):
+        RayExecutor("10.0.0.1:6379", join_seconds=5).connect()
