@@ -26,11 +26,13 @@ its memory ends the command as a MemoryError on the local pool does. Joining an 
 Ray's own client retries an address where nothing answers, or something that is not Ray's GCS, for more than ten
 minutes (ray 2.x, node.py's cluster-id retries), so the join runs on a thread the command stops waiting for, and
 the command is refused. The workers import simulon, so every node needs the same simulon installed (see Ray's
-runtime environments).
+runtime environments): a cluster joined at an address is asked, node by node, which simulon its workers run
+(simulon_build: the version and a digest of the package), and one running another is refused before any job.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
 import os
@@ -38,7 +40,9 @@ import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
+from functools import cache
 from numbers import Integral
+from pathlib import Path
 from typing import Any, Protocol
 
 from .config.errors import ConfigError
@@ -245,6 +249,33 @@ class RayExecutor:
                     raise ConfigError(f"--executor ray: cannot start a local Ray instance: {exc}") from None
                 raise ConfigError(f"{where}: cannot join the Ray cluster: {exc}{auth_hint(exc)}") from None
             self.started = True
+            if address is not None:  # another machine's workers may import another simulon: refused before any job
+                check_builds(self.worker_builds())
+
+    def worker_builds(self) -> dict[str, str | None]:
+        """simulon_build of each live node that runs tasks (one with CPUs), by its address, as its workers import it
+        (None: they cannot import it, no simulon or one without simulon_build), each asked by a task that takes no
+        CPU pinned to the node; within the join limit, else a ConfigError naming the nodes that did not answer."""
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        ray = self.ray
+        probe = ray.remote(num_cpus=0, max_retries=0)(simulon_build)
+        asked = {probe.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False))
+                 .remote(): node["NodeManagerAddress"]
+                 for node in ray.nodes() if node["Alive"] and node["Resources"].get("CPU", 0) > 0}
+        if not asked:  # no node runs tasks: there is nothing to ask
+            return {}
+        ready, late = ray.wait(list(asked), num_returns=len(asked), timeout=self.join_seconds)
+        if late:
+            raise ConfigError(f"--executor ray: the Ray nodes at {', '.join(sorted(asked[ref] for ref in late))} did "
+                              f"not say which simulon their workers run within {self.join_seconds:g} s")
+        builds: dict[str, str | None] = {}
+        for ref in ready:
+            try:
+                builds[asked[ref]] = ray.get(ref)
+            except ray.exceptions.RayTaskError:  # the function cannot be imported there
+                builds[asked[ref]] = None
+        return builds
 
     def node_memory(self) -> float:
         """The memory the largest live node offers (Ray's `memory` resource), which a task asks for as a whole."""
@@ -290,6 +321,42 @@ class RayExecutor:
             except ray.exceptions.OutOfMemoryError:  # killed by its node's memory monitor: as a local MemoryError
                 raise MemoryError(f"job {index} was killed by its Ray node's memory monitor") from None
             yield index, outcome
+
+
+BUILD_SUFFIXES = (".py", ".yaml", ".csv")
+"""The files of simulon's package its results depend on: its code, and the templates and tables it reads."""
+
+
+def simulon_build() -> str:
+    """simulon's version and a digest of its package's files (BUILD_SUFFIXES), which two installs share only where
+    they compute the same numbers: the version alone stays the same between commits. A plain function, as Ray
+    runs it on a node (RayExecutor.worker_builds); the digest is worked out once a process (package_digest)."""
+    from . import __version__
+
+    return f"{__version__}+{package_digest()}"
+
+
+@cache
+def package_digest() -> str:
+    """The first 12 hex digits of a SHA-256 over simulon's package files (BUILD_SUFFIXES), by path (36 ms)."""
+    root, digest = Path(__file__).parent, hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if p.suffix in BUILD_SUFFIXES and p.is_file()):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:12]
+
+
+def check_builds(builds: dict[str, str | None]) -> None:
+    """A ConfigError naming the Ray nodes (by address) whose workers import another simulon than this process
+    (simulon_build; None: none they can run), since a job run there would give another answer or none: the workers
+    import simulon, so every node needs the same one installed."""
+    ours = simulon_build()
+    other = {address: build for address, build in builds.items() if build != ours}
+    if other:
+        found = ", ".join(f"{address} ({build or 'none its workers can run'})" for address, build in sorted(
+            other.items()))
+        raise ConfigError(f"--executor ray: the Ray node{'s' if len(other) > 1 else ''} at {found} run"
+                          f"{'' if len(other) > 1 else 's'} another simulon than this command's, {ours}; every node "
+                          "needs the same simulon installed (see Ray's runtime environments)")
 
 
 TOKEN_AUTH = ("; a cluster that requires Ray's token authentication tells a process without its token no more than "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -218,3 +219,39 @@ def test_a_cluster_needing_a_token_is_refused_saying_how_to_give_it(monkeypatch,
         monkeypatch.setenv("RAY_AUTH_MODE", mode)
     with pytest.raises(ConfigError, match=rf"^--ray-address 10\.0\.0\.1:6379: cannot join the Ray cluster: {said}"):
         RayExecutor("10.0.0.1:6379", join_seconds=5).connect()
+
+
+def test_joining_a_cluster_whose_workers_run_another_simulon_is_refused_naming_the_nodes(monkeypatch):
+    """A cluster whose workers imported another simulon ran every job there: one without the job's function ended
+    as 'internal error: RayTaskError(RuntimeError): The remote function failed to import on the worker ...' (exit
+    1) after the CSV was made, and one with it gave its own numbers silently. Each node is now asked which
+    simulon its workers run (executors.simulon_build) as the cluster is joined, and another is refused."""
+    ray = pytest.importorskip("ray", reason="Ray is not installed (the optional extra: uv sync --extra ray)")
+    ours = executors.simulon_build()
+    builds = {"10.0.0.2": ours, "10.0.0.3": "0.0.9+0123456789ab", "10.0.0.4": None}
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", lambda **options: None)
+    monkeypatch.setattr(RayExecutor, "worker_builds", lambda self: builds)
+    with pytest.raises(ConfigError, match=r"^--executor ray: the Ray nodes at 10\.0\.0\.3 \(0\.0\.9\+0123456789ab\), "
+                                          r"10\.0\.0\.4 \(none its workers can run\) run another simulon than this "
+                                          rf"command's, {ours.replace('+', '[+]')}; every node needs the same"):
+        RayExecutor("10.0.0.1:6379").connect()
+    builds = {"10.0.0.2": ours}
+    RayExecutor("10.0.0.1:6379").connect()
+
+
+def test_a_simulon_differing_in_one_template_has_another_build(tmp_path):
+    """simulon's version stays the same between commits; the build a node is asked for also digests the package's
+    code and data, so that a worker computing other numbers is told apart."""
+    copy = tmp_path / "simulon"
+    shutil.copytree(ROOT / "src" / "simulon", copy, ignore=shutil.ignore_patterns("__pycache__"))
+    template = next(copy.rglob("*.yaml"))
+    script = "from simulon.executors import simulon_build; print(simulon_build())"
+
+    def build() -> str:
+        return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
+                              env={**os.environ, "PYTHONPATH": str(tmp_path)}).stdout.strip()
+
+    same = build()
+    template.write_text(template.read_text() + "\n# changed\n")
+    assert same == executors.simulon_build() and build() != same
