@@ -231,7 +231,7 @@ class Space:
         it leaves nothing to search."""
         tensor = tuple(self.tensor_sizes())  # etp: tp, or 1 (experts not split; tp 1 is always tried)
         return {"tp": tensor, "pp": tuple(self.pipeline_sizes()),
-                "vpp": tuple(range(1, MAX_VPP + 1)), "cp": CONTEXT_PARALLEL, "ep": tuple(self.expert_sizes()),
+                "vpp": self.virtual_sizes(), "cp": CONTEXT_PARALLEL, "ep": tuple(self.expert_sizes()),
                 "etp": tensor if self.workload.model.moe is not None else (),  # nothing to split without experts
                 "micro_batch_size": MICRO_BATCHES, "dtype": self.dtypes}
 
@@ -241,6 +241,17 @@ class Space:
         model = self.workload.model
         return [t for t in _divisors(math.gcd(self.domain_gpus, self.num_gpus))
                 if tensor_split_problem(model, t) is None]
+
+    def virtual_sizes(self) -> tuple[int, ...]:
+        """The model chunks per pipeline rank tried: up to MAX_VPP, one alone under framework deepspeed, whose
+        PipelineEngine runs plain 1F1B (config.workload refuses more)."""
+        return (1,) if self.workload.framework == "deepspeed" else tuple(range(1, MAX_VPP + 1))
+
+    def zero_bubbles(self) -> tuple[bool, ...]:
+        """Whether ZB-H1 is tried (ZERO_BUBBLE, or as the limits ask); never under framework deepspeed, whose
+        PipelineEngine runs plain 1F1B."""
+        asked = (self.limits.values or {}).get("zero_bubble", ZERO_BUBBLE)
+        return tuple(z for z in asked if not z) if self.workload.framework == "deepspeed" else asked
 
     def expert_sizes(self) -> list[int]:
         """The expert-parallel sizes tried: those that divide the experts (1 without experts)."""
@@ -277,9 +288,8 @@ class Space:
         model, train = self.workload.model, self.workload.training
         moe = model.moe
         inner = ((), self.expert_sizes(), (False, True) if moe else (False,), MICRO_BATCHES, (False, True),
-                 RECOMPUTE, ("ddp", *SHARDINGS), self.dtypes, (False, True),
-                 (self.limits.values or {}).get("zero_bubble", ZERO_BUBBLE))
-        grid = itertools.product(self.tensor_sizes(), self.pipeline_sizes(), range(1, MAX_VPP + 1))
+                 RECOMPUTE, ("ddp", *SHARDINGS), self.dtypes, (False, True), self.zero_bubbles())
+        grid = itertools.product(self.tensor_sizes(), self.pipeline_sizes(), self.virtual_sizes())
         for position, (tp, pp, vpp) in enumerate(grid):
             if blocks is not None and position not in blocks:
                 continue

@@ -1,0 +1,39 @@
+"""A search of a scenario on DeepSpeed's pipeline engine tries only what DeepSpeed runs: its PipelineEngine's plain
+1F1B, one model chunk per rank and no zero-bubble split (config.workload refuses the rest)."""
+
+from __future__ import annotations
+
+import yaml
+
+from helpers import gpt_scenario
+from simulon.config.loading import parse_scenario
+from simulon.config.scenario import ScenarioConfig
+from simulon.pipeline import simulate
+from simulon.search.export import scenario_yaml
+from simulon.search.run import Search
+from simulon.search.space import Limits, Space
+
+
+def deepspeed_scenario() -> ScenarioConfig:
+    data = gpt_scenario(nodes=1, gpus_per_node=8, pp=2, layers=8, gbs=32, seq=1024).model_dump(mode="json",
+                                                                                              exclude_none=True)
+    data["workload"]["framework"] = "deepspeed"
+    return ScenarioConfig.model_validate(data)
+
+
+def test_deepspeeds_space_holds_one_model_chunk_per_rank_and_no_zero_bubble_split_even_when_asked():
+    workload = deepspeed_scenario().workload
+    space = Space(workload, 8, 8, False, Limits({"zero_bubble": (False, True)}))
+    strategies = list(space.strategies())
+    assert strategies and {(s.vpp, s.zero_bubble) for s in strategies} == {(1, False)}
+    assert space.tried()["vpp"] == (1,)
+
+
+def test_a_deepspeed_search_ranks_and_writes_only_strategies_deepspeed_runs():
+    """Before, tp1 pp2 vpp8 strategies were estimated, refused at their replay ('deepspeed's PipelineEngine runs
+    plain 1F1B') and ranked first on their estimates, and --write-best wrote a file simulate refused."""
+    sc = deepspeed_scenario()
+    result = Search(sc, 8, Limits({"pp": (2,)}), fp8=False).run(top=3, replay=2, workers=1)
+    assert result.ranked and all(r.strategy.vpp == 1 for r in result.ranked)
+    written = yaml.safe_load(scenario_yaml(sc, result.ranked[0].strategy, 8, "best"))
+    assert simulate(parse_scenario(written)).result.iteration_time_ms > 0
