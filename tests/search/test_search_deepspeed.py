@@ -37,3 +37,27 @@ def test_a_deepspeed_search_ranks_and_writes_only_strategies_deepspeed_runs():
     assert result.ranked and all(r.strategy.vpp == 1 for r in result.ranked)
     written = yaml.safe_load(scenario_yaml(sc, result.ranked[0].strategy, 8, "best"))
     assert simulate(parse_scenario(written)).result.iteration_time_ms > 0
+
+
+def test_a_strategy_whose_scenario_is_refused_at_its_replay_is_listed_as_refused_and_not_ranked(monkeypatch):
+    """A rule the space does not know (as DeepSpeed's was) refuses a strategy only when its scenario is built for the
+    replay: it is listed with why, and no longer ranked on its estimate, where it could come first and be written as
+    the winner."""
+    from simulon.config.errors import ConfigError
+    from simulon.search import run
+
+    sc = deepspeed_scenario()
+    search = Search(sc, 8, Limits({"pp": (2,)}), fp8=False)
+    first = search.estimated().candidates[0][1]
+    built = run.scenario_for
+
+    def refusing(base, strategy, num_gpus):
+        if strategy == first:
+            raise ConfigError("a rule the space does not know")
+        return built(base, strategy, num_gpus)
+
+    monkeypatch.setattr(run, "scenario_for", refusing)
+    result = Search(sc, 8, Limits({"pp": (2,)}), fp8=False).run(top=3, replay=2, workers=1)
+    assert [why for strategy, why in result.refused if strategy == first] == [
+        f"{run.INVALID}: a rule the space does not know"]
+    assert first not in [r.strategy for r in result.ranked] and result.ranked

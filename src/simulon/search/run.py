@@ -332,6 +332,10 @@ def scenario_for(sc: ScenarioConfig, strategy: Strategy, num_gpus: int) -> Scena
     return parse_scenario(data, "search")
 
 
+INVALID = "not replayed: its scenario is refused"
+"""Why a strategy's replay did not run where its scenario breaks a rule the space's own (space.rule_checks) do not
+know: listed with the refused replays, and not ranked (a strategy the framework cannot run is no answer)."""
+
 ESTIMATE_PARTS_PER_WORKER = 3
 """The space is cut into this many parts per worker (by tp, pp, vpp, of about equal work: Space.shares), so that a
 worker whose parts ran faster than their weight said takes another while a slow one runs; a worker's parts share
@@ -473,7 +477,9 @@ class Search:
         tried, reused, refused = self._replay(best[:replay], progress, executor or ProcessExecutor(workers), cache)
         replayed = [r for r in tried if r.replay_ms is not None]
         anchor = median_anchor(replayed)
-        rest = [dataclasses.replace(r, anchor=anchor) for r in tried + best[len(tried):] if r.replay_ms is None]
+        invalid = {strategy for strategy, why in refused if why.startswith(INVALID)}  # not ranked: none can run
+        rest = [dataclasses.replace(r, anchor=anchor) for r in tried + best[len(tried):]
+                if r.replay_ms is None and r.strategy not in invalid]
         ranked = sorted(replayed + rest, key=lambda r: (r.iteration_ms, r.replay_ms is None, r.strategy))
         train = self.workload.training
         miss = None
@@ -602,7 +608,7 @@ class Search:
                                                                                           exclude_none=True), "search",
                                limit)
             except ConfigError as exc:  # a rule the search's own (space.rule_checks) do not know
-                refused[index] = f"not replayed: its scenario is refused: {exc}"
+                refused[index] = f"{INVALID}: {exc}"
         keys = {index: cache.key({"replay": job[0]}) for index, job in jobs.items()} if cache is not None else {}
         results: dict[int, float] = {}
         for index, key in keys.items():
