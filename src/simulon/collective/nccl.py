@@ -194,14 +194,8 @@ def p2p_channels_per_peer(ranks: int, peer_bytes: float) -> int:
     would hold under 1/8 of a step, doubled while a part exceeds 32 steps, up to p2pnChannelsPerPeer (all the
     p2p channels: two per NVLink, rounded up to a power of two, exceed them on an NVSwitch system)."""
     c = constants()
-    channels, chunk = c["p2p_channels"], c["p2p_nvl_chunk_bytes"]
-    fewest = channels
-    while fewest * ranks > channels and fewest > 1:
-        fewest //= 2
-    count = max(1, min(fewest, math.ceil(peer_bytes / (chunk / 8))))
-    while peer_bytes / count > 32 * chunk and count <= channels // 2:
-        count *= 2
-    return count
+    chunk = c["p2p_nvl_chunk_bytes"]
+    return peer_channels(ranks, peer_bytes, c["p2p_channels"], chunk / 8, 32 * chunk)
 
 
 def p2p_channels_across_domains(ranks: int, peer_bytes: float) -> int:
@@ -211,12 +205,19 @@ def p2p_channels_across_domains(ranks: int, peer_bytes: float) -> int:
     that count halved while it times the ranks exceeds the p2p channels, parts of at least half a network step
     (p2p_net_chunk_bytes), doubled while a part exceeds a step, up to p2pnChannelsPerPeer."""
     c = constants()
-    most, chunk = c["p2p_net_channels_per_peer"], c["p2p_net_chunk_bytes"]
-    fewest = most
-    while fewest * ranks > c["p2p_channels"] and fewest > 1:
+    chunk = c["p2p_net_chunk_bytes"]
+    return peer_channels(ranks, peer_bytes, c["p2p_net_channels_per_peer"], chunk / 2, chunk)
+
+
+def peer_channels(ranks: int, peer_bytes: float, per_peer: int, least_part: float, most_part: float) -> int:
+    """NCCL's channels for one peer's part of a point-to-point round (enqueue.cc addP2pToPlan): p2pnChannelsPerPeer
+    (`per_peer`) halved while it times the communicator's `ranks` exceeds the p2p channels, fewer where a part would
+    hold under `least_part` bytes, doubled while a part exceeds `most_part`, up to `per_peer`."""
+    fewest = per_peer
+    while fewest * ranks > constants()["p2p_channels"] and fewest > 1:
         fewest //= 2
-    count = max(1, min(fewest, math.ceil(peer_bytes / (chunk / 2))))
-    while peer_bytes / count > chunk and count <= most // 2:
+    count = max(1, min(fewest, math.ceil(peer_bytes / least_part)))
+    while peer_bytes / count > most_part and count <= per_peer // 2:
         count *= 2
     return count
 

@@ -589,8 +589,8 @@ class Estimator:
         size = shape.norm_tokens * workload.model.hidden_size * shape.act_bytes
         stage = s.tp * s.cp * s.dp
         senders = range(1) if self.placement.uniform else range(stage * (s.pp - 1))
-        return max(self._send_seconds((rank, rank + stage), tuple(range(rank % stage, stage * s.pp, stage)), size)
-                   for rank in senders)
+        layout = RankLayout(tp=s.tp, cp=s.cp, dp=s.dp, pp=s.pp)  # the replay's groups (dag.builder.DAGBuilder._send)
+        return max(self._send_seconds((rank, rank + stage), layout.group("pp", rank), size) for rank in senders)
 
     def _send_seconds(self, pair: tuple[int, int], pipeline: tuple[int, ...], size: float) -> float:
         """A send/receive of `size` over `pair` on the channels of the communicator `pipeline` (the pair's
