@@ -9,7 +9,7 @@ from helpers import gpt_scenario
 from simulon.config.loading import parse_scenario
 from simulon.config.scenario import ScenarioConfig
 from simulon.pipeline import simulate
-from simulon.search.export import scenario_yaml
+from simulon.search.export import launch_lines, scenario_yaml
 from simulon.search.run import Search
 from simulon.search.space import Limits, Space
 
@@ -61,3 +61,32 @@ def test_a_strategy_whose_scenario_is_refused_at_its_replay_is_listed_as_refused
     assert [why for strategy, why in result.refused if strategy == first] == [
         f"{run.INVALID}: a rule the space does not know"]
     assert first not in [r.strategy for r in result.ranked] and result.ranked
+
+
+def test_deepspeeds_pipelines_are_searched_with_zero1_at_most_and_no_tensor_parallel_overlap():
+    """DeepSpeed's PipelineEngine asserts a ZeRO stage below 2 and Megatron-DeepSpeed has no --tp-comm-overlap:
+    before, a pp 2 search tried ZeRO-2, FSDP and the overlap, which config.workload now refuses."""
+    space = Space(deepspeed_scenario().workload, 8, 8, False, Limits({"pp": (2,)}))
+    strategies = list(space.strategies())
+    assert strategies and {s.sharding for s in strategies} == {"distributed_optimizer"}  # DDP: a dominance rule
+    assert not any(s.tp_comm_overlap for s in strategies)
+    one_stage = {s.sharding for s in Space(deepspeed_scenario().workload, 8, 8, False, Limits({"pp": (1,)}))
+                 .strategies()}
+    assert one_stage == {"distributed_optimizer", "zero2", "fsdp"}
+
+
+def test_a_deepspeed_winner_is_given_as_megatron_deepspeed_flags_and_its_deepspeed_config():
+    """Before, the winner of a DeepSpeed search was printed as Megatron-LM's flags (--use-distributed-optimizer,
+    Megatron-Core's dispatcher), which a DeepSpeed run does not read."""
+    sc = deepspeed_scenario()
+    result = Search(sc, 8, Limits({"pp": (2,)}), fp8=False).run(top=1, replay=1, workers=1)
+    best = result.ranked[0].strategy
+    flags, config = launch_lines(best, sc)
+    assert flags.startswith("Megatron-DeepSpeed: ") and "--use-distributed-optimizer" not in flags
+    stage = {"distributed_optimizer": 1}[best.sharding]
+    assert "--pipeline-model-parallel-size 2" in flags and f"--zero-stage {stage}" in flags
+    assert yaml.safe_load(config.split(": ", 1)[1]) == {
+        "train_batch_size": 32, "train_micro_batch_size_per_gpu": best.micro_batch_size,
+        "zero_optimization": {"stage": stage}, "bf16": {"enabled": True}}
+    assert launch_lines(best, gpt_scenario(nodes=1, gpus_per_node=8, pp=2, layers=8, gbs=32, seq=1024))[0] \
+        .startswith("Megatron-LM: ")

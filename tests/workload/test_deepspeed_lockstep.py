@@ -79,6 +79,18 @@ def test_deepspeed_runs_plain_1f1b_only():
         scenario("deepspeed", gbs=8, vpp=2, layers_per_stage=None)
 
 
+@pytest.mark.parametrize("fsdp", ["shard_grad_op", "full_shard"])
+def test_deepspeeds_pipeline_engine_refuses_zero2_and_zero3_as_deepspeed_asserts(fsdp):
+    """DeepSpeed's PipelineEngine asserts 'ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism'
+    (deepspeed/runtime/pipe/engine.py); before, pp 2 with either simulated. One stage runs DeepSpeed's plain engine,
+    where both are allowed."""
+    with pytest.raises(ValueError, match=r"parallelism\.fsdp.*ZeRO stage 0 or 1"):
+        scenario("deepspeed", fsdp=fsdp)
+    one_stage = scenario("deepspeed").model_dump(mode="json", exclude_none=True)
+    one_stage["workload"]["parallelism"].update(pp=1, fsdp=fsdp)
+    assert ScenarioConfig.model_validate(one_stage).workload.parallelism.fsdp == fsdp
+
+
 def test_a_pipeline_of_fewer_micro_batches_than_stages_sends_its_activation_in_the_idle_step_before_its_backward():
     # stage 0 with one micro-batch: F0 at step 0, an idle step 1 sends act 0, B0 at step 3 receives grad 0; receiving
     # first (as an adjacent backward step does) left both stages waiting on each other: the replay stalled

@@ -285,7 +285,7 @@ def search(
     from ..analysis.shown import shown_ms
     from ..executors import executor as make_executor
     from ..search.cache import DEFAULT_FOLDER, Cache
-    from ..search.export import megatron_arguments, scenario_yaml
+    from ..search.export import launch_lines, scenario_yaml
     from ..search.run import OBJECTIVES, Search, combine, load_search_scenario
     from .progress import terminal_progress
 
@@ -332,7 +332,8 @@ def search(
     shown = min(0.5, 1e-3 * best.iteration_ms)  # a term of half a millisecond, or of a short step's thousandth
     print("Where the winner's step goes (estimate, ms): " + ", ".join(
         f"{k} {shown_ms(v)}" for k, v in best.estimate.breakdown_ms().items() if v >= shown))
-    print("Megatron-LM: " + " ".join(megatron_arguments(best.strategy, sc)))
+    for line in launch_lines(best.strategy, sc):
+        print(line)
     if best.headroom_gib < HEADROOM_GIB:
         roomier = next((r for r in result.ranked[1:] if r.headroom_gib >= HEADROOM_GIB), None)
         if roomier is not None:

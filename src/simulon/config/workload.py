@@ -859,6 +859,9 @@ CP_EXCHANGE_SETTINGS = {"a2a+p2p": "hierarchical_context_parallel_sizes"}
 another: config.scenario's context-parallel checks)."""
 
 Engine = Literal["megatron", "deepspeed"]
+
+DEEPSPEED_STAGE = {"shard_grad_op": 2, "full_shard": 3}
+"""DeepSpeed's ZeRO stage of each parallelism.fsdp sharding (ZeRO-1 being the distributed optimizer)."""
 ENGINE_NAMES = get_args(Engine)
 """The pipeline engines `framework` names; anything else is a framework by name (config.frameworks)."""
 
@@ -950,6 +953,11 @@ class MegatronWorkload(StrictModel):
         if self.framework == "deepspeed" and (par.vpp > 1 or par.pipeline_schedule != "1f1b"):
             raise FieldError("framework", "deepspeed's PipelineEngine runs plain 1F1B (vpp 1, pipeline_schedule "
                              f"1f1b), not {par.pipeline_schedule} with vpp {par.vpp}")
+        if self.framework == "deepspeed" and par.pp > 1 and par.fsdp != "none":
+            raise FieldError("parallelism.fsdp", f"deepspeed's PipelineEngine (pp {par.pp}) runs ZeRO stage 0 or 1 "
+                             "alone (it asserts 'ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism'); "
+                             f"{par.fsdp} is ZeRO-{DEEPSPEED_STAGE[par.fsdp]}: use distributed_optimizer (ZeRO-1), "
+                             "or pp 1")
         if self.framework == "deepspeed" and self.model.mtp_layers:
             raise FieldError("model.mtp_layers", "multi-token prediction is Megatron-Core's (mtp_num_layers); "
                              "framework deepspeed has none")

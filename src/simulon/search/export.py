@@ -1,8 +1,11 @@
-"""A searched strategy as a person runs it: a scenario YAML for simulon, and Megatron-LM's command-line arguments
-(megatron/training/arguments.py names)."""
+"""A searched strategy as a person runs it: a scenario YAML for simulon, and the command-line arguments of the
+framework the scenario runs on: Megatron-LM's (megatron/training/arguments.py names), or under framework deepspeed
+Megatron-DeepSpeed's (microsoft/Megatron-DeepSpeed megatron/arguments.py, as examples_deepspeed/
+pretrain_llama2_distributed.sh launches it) with its DeepSpeed config."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import yaml
@@ -85,6 +88,66 @@ def megatron_arguments(strategy: Strategy, sc: ScenarioConfig) -> list[str]:
         strategy_name = "optim_grads" if s.sharding == "zero2" else "optim_grads_params"
         args += ["--use-megatron-fsdp", f"--data-parallel-sharding-strategy {strategy_name}"]
     return args + number_format_arguments(applied)
+
+
+def launch_lines(strategy: Strategy, sc: ScenarioConfig) -> list[str]:
+    """How to run the strategy on the scenario's framework, one line each: Megatron-LM's flags, or Megatron-DeepSpeed's
+    flags and the DeepSpeed config they name."""
+    if sc.workload.framework == "deepspeed":
+        return ["Megatron-DeepSpeed: " + " ".join(deepspeed_arguments(strategy, sc)),
+                "DeepSpeed config (ds_config.json): " + json.dumps(deepspeed_config(strategy, sc))]
+    return ["Megatron-LM: " + " ".join(megatron_arguments(strategy, sc))]
+
+
+DEEPSPEED_ZERO_STAGE = {"ddp": 0, "distributed_optimizer": 1, "zero2": 2, "fsdp": 3}
+"""DeepSpeed's zero_optimization.stage of each sharding the search names (search.space SHARDINGS)."""
+
+
+def deepspeed_config(strategy: Strategy, sc: ScenarioConfig) -> dict[str, Any]:
+    """The DeepSpeed config the strategy trains under: its batch sizes, ZeRO stage and 16-bit format (DeepSpeed's
+    config-json keys)."""
+    dtype = apply(sc.workload, strategy).training.dtype
+    config: dict[str, Any] = {"train_batch_size": sc.workload.training.global_batch_size,
+                              "train_micro_batch_size_per_gpu": strategy.micro_batch_size,
+                              "zero_optimization": {"stage": DEEPSPEED_ZERO_STAGE[strategy.sharding]}}
+    if dtype not in (DType.fp32, DType.tf32):
+        config["fp16" if dtype == DType.fp16 else "bf16"] = {"enabled": True}
+    return config
+
+
+def deepspeed_arguments(strategy: Strategy, sc: ScenarioConfig) -> list[str]:
+    """Megatron-DeepSpeed flags that run the strategy (the model's own flags come from its recipe): Megatron's model
+    parallelism, DeepSpeed's pipeline engine (--no-pipeline-parallel at pp 1), ZeRO stage, DeepSpeed-Ulysses for
+    all-to-all context parallelism, DeepSpeed-MoE's expert parallelism and Transformer Engine's fp8."""
+    s, par, dtype = strategy, sc.workload.parallelism, apply(sc.workload, strategy).training.dtype
+    args = [f"--tensor-model-parallel-size {s.tp}", f"--pipeline-model-parallel-size {s.pp}",
+            f"--micro-batch-size {s.micro_batch_size}",
+            f"--global-batch-size {sc.workload.training.global_batch_size}",
+            f"--seq-length {sc.workload.training.sequence_length}"]
+    if s.pp == 1:
+        args.append("--no-pipeline-parallel")
+    if s.cp > 1:  # DeepSpeed's sequence parallelism is Ulysses' all-to-all; the ring is Megatron-Core's
+        args.append(f"--ds-sequence-parallel-size {s.cp}" if par.context_parallel_comm == "a2a"
+                    else f"(context parallelism by {par.context_parallel_comm}: Megatron-DeepSpeed has "
+                    f"--ds-sequence-parallel-size, DeepSpeed-Ulysses' all-to-all, alone)")
+    if s.ep > 1:
+        args.append(f"--moe-expert-parallel-size {s.ep}")
+    if s.sequence_parallel:
+        args.append("--sequence-parallel")
+    if s.recompute == "selective":
+        args.append("--recompute-granularity selective")
+    elif s.recompute == "full":
+        method = ("uniform --recompute-num-layers 1" if par.recompute_num_layers is None
+                  else f"block --recompute-num-layers {par.recompute_num_layers}")
+        args += ["--deepspeed-activation-checkpointing", f"--recompute-granularity full --recompute-method {method}"]
+    args += ["--deepspeed", "--deepspeed_config ds_config.json", f"--zero-stage {DEEPSPEED_ZERO_STAGE[s.sharding]}"]
+    if dtype not in (DType.fp32, DType.tf32):
+        args.append("--fp16" if dtype == DType.fp16 else "--bf16")
+    if dtype == DType.fp8:
+        args += ["--transformer-impl transformer_engine", "--fp8-hybrid"]
+    elif dtype not in (DType.bf16, DType.fp16, DType.fp32, DType.tf32):
+        args.append(f"(no flag for {dtype.value}: Megatron-DeepSpeed trains in fp8 at the narrowest)")
+    return args
 
 
 MEGATRON_FP8_RECIPE = {"delayed": "delayed", "current": "tensorwise"}

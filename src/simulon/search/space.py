@@ -253,6 +253,19 @@ class Space:
         asked = (self.limits.values or {}).get("zero_bubble", ZERO_BUBBLE)
         return tuple(z for z in asked if not z) if self.workload.framework == "deepspeed" else asked
 
+    def tp_comm_overlaps(self) -> tuple[bool, ...]:
+        """Whether tensor-parallel communication is overlapped with GEMMs (Transformer Engine's userbuffers, Megatron's
+        --tp-comm-overlap): both tried, but not under framework deepspeed, whose Megatron-DeepSpeed has no such flag."""
+        return (False,) if self.workload.framework == "deepspeed" else (False, True)
+
+    def shardings(self, pp: int) -> tuple[str, ...]:
+        """The shardings tried with `pp` stages: DDP and SHARDINGS, or DDP and ZeRO-1 alone on DeepSpeed's
+        PipelineEngine (pp > 1 under framework deepspeed), which asserts a ZeRO stage below 2 (config.workload
+        refuses more)."""
+        if self.workload.framework == "deepspeed" and pp > 1:
+            return ("ddp", "distributed_optimizer")
+        return ("ddp", *SHARDINGS)
+
     def expert_sizes(self) -> list[int]:
         """The expert-parallel sizes tried: those that divide the experts (1 without experts)."""
         moe = self.workload.model.moe
@@ -288,12 +301,12 @@ class Space:
         model, train = self.workload.model, self.workload.training
         moe = model.moe
         inner = ((), self.expert_sizes(), (False, True) if moe else (False,), MICRO_BATCHES, (False, True),
-                 RECOMPUTE, ("ddp", *SHARDINGS), self.dtypes, (False, True), self.zero_bubbles())
+                 RECOMPUTE, (), self.dtypes, self.tp_comm_overlaps(), self.zero_bubbles())
         grid = itertools.product(self.tensor_sizes(), self.pipeline_sizes(), self.virtual_sizes())
         for position, (tp, pp, vpp) in enumerate(grid):
             if blocks is not None and position not in blocks:
                 continue
-            inner = (self.contexts(tp), *inner[1:])
+            inner = (self.contexts(tp), *inner[1:6], self.shardings(pp), *inner[7:])
             splits = self.splits(pp, vpp)
             split_works = np.array([self.splittable(pp, vpp, first, last) for first, last in splits])
             index = np.indices([len(values) for values in inner] + [len(splits)]).reshape(len(inner) + 1, -1)
