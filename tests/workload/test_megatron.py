@@ -230,6 +230,32 @@ def test_selective_recomputation_re_runs_the_modules_it_names_and_core_attention
     assert set(named.values()) == {8}
 
 
+def collectives_by_phase(sc) -> dict[Phase, Counter]:
+    counts: dict[Phase, Counter] = {phase: Counter() for phase in Phase}
+    for program in MegatronTracer(sc.workload, sc.datacenter.num_gpus).stage_programs():
+        for op in program.ops:
+            if isinstance(op, CollectiveOp):
+                counts[op.phase][op.label] += 1
+    return counts
+
+
+def test_recomputing_the_mlp_or_the_moe_layer_re_runs_their_communication_as_megatrons_checkpoints_do():
+    """TransformerLayer's recompute_mlp checkpoints self.mlp, whose linear layers gather and reduce over tp; MoELayer's
+    moe_layer_recompute its whole forward, token dispatch and combine included (megatron/core/transformer/moe/
+    moe_layer.py). Before, their kernels re-ran and none of their collectives."""
+    dense = gpt_scenario(nodes=1, gpus_per_node=4, tp=2, pp=2, layers=4, gbs=2, extra_parallelism={
+        "sequence_parallel": True, "recompute": "selective", "recompute_modules": ["mlp"]})
+    counts = collectives_by_phase(dense)
+    assert counts[Phase.recompute] == Counter({"mlp_gather": 8, "mlp_reduce": 8})  # 2 micro-batches x 4 layers
+    assert all(counts[Phase.fwd][label] == 8 for label in counts[Phase.recompute])
+    moe = gpt_scenario(nodes=2, gpus_per_node=4, ep=4, layers=2, hidden=1024, seq=1024, gbs=32,
+                       moe={"num_experts": 8, "top_k": 2},
+                       extra_parallelism={"recompute": "selective", "recompute_modules": ["moe"]})
+    counts = collectives_by_phase(moe)
+    assert set(counts[Phase.recompute]) == {"moe_dispatch", "moe_combine"}
+    assert all(counts[Phase.recompute][label] == counts[Phase.fwd][label] > 0 for label in counts[Phase.recompute])
+
+
 def test_recomputing_core_attentions_output_re_runs_core_attention_alone():
     assert recomputed_kernels(recompute="selective", recompute_modules=["context"]) == Counter({"attn_flash": 8})
 

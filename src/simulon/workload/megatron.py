@@ -808,11 +808,20 @@ class _StageEmitter:
 
     def recompute_modules(self, layer: int, mb: int) -> None:
         """Selective recomputation of Megatron-Core modules other than core attention (which attention_backward
-        re-runs in place): their forward kernels again, before the layer's backward."""
+        re-runs in place): their forward kernels again, before the layer's backward. The dense MLP and the MoE layer
+        re-run with their communication, as their checkpoints do: TransformerLayer's recompute_mlp checkpoints
+        self.mlp, whose linear layers gather and reduce over tp; MoELayer's moe_layer_recompute checkpoints its
+        whole custom_forward (route, dispatch, experts, combine; megatron/core/transformer/moe/moe_layer.py)."""
         kind = self.kernels.blocks(layer)
         for module in self.parallelism.recomputed_kernel_modules:
-            for name in self.kernels.recomputed(module, kind):
-                self.run(name, Phase.recompute, layer, mb)
+            if module == "mlp" and "mlp" in kind:
+                self.mlp_forward("mlp", layer, mb, Phase.recompute,
+                                 self.tp_gather("mlp_gather", layer, mb, Phase.recompute), "mlp_reduce")
+            elif module == "moe" and "moe" in kind:
+                self.moe_forward(layer, mb, Phase.recompute)
+            else:
+                for name in self.kernels.recomputed(module, kind):
+                    self.run(name, Phase.recompute, layer, mb)
 
     def head_backward(self, mb: int) -> None:
         """head_forward in reverse: the multi-token-prediction depths' losses, the last first, then the main one."""
