@@ -20,12 +20,13 @@ GptOssConfig, Gemma/Gemma2/Gemma3TextConfig, Phi3Config; a multimodal config's `
 - dropout: the largest of the hidden and attention dropouts the file gives (DROPOUT_KEYS: GPT-2's resid_pdrop,
   embd_pdrop and attn_pdrop, OPT's dropout, attention_dropout, ...);
 - mixture of experts: num_local_experts (Mixtral, GPT-OSS) or num_experts (Qwen-MoE) or n_routed_experts
-  (DeepSeek-V3), num_experts_per_tok, moe_intermediate_size (else intermediate_size), n_shared_experts (0: none) or
-  shared_expert_intermediate_size (Llama 4: always one shared expert of intermediate_size, Llama4TextMoe's
-  shared_expert, which no key names), first_k_dense_replace, node-limited routing's n_group and topk_group
-  (DeepSeek-V3; both default 1; unread under DeepSeek-V2's topk_method greedy); layouts that interleave dense and
-  MoE layers (decoder_sparse_step, moe_layer_freq, interleave_moe_layer_step above 1 or moe_layers, mlp_only_layers) as
-  MoESpec.layer_freq, the dense layers intermediate_size_mlp wide where the config has it (Llama 4);
+  (DeepSeek-V3), num_experts_per_tok, moe_intermediate_size (else intermediate_size), n_shared_experts (Ling's and
+  Trinity's num_shared_experts; 0: none) or shared_expert_intermediate_size (Llama 4: always one shared expert of
+  intermediate_size, Llama4TextMoe's shared_expert, which no key names), first_k_dense_replace, node-limited
+  routing's n_group and topk_group (DeepSeek-V3; both default 1; unread under DeepSeek-V2's topk_method greedy);
+  layouts that interleave dense and MoE layers (decoder_sparse_step, moe_layer_freq, interleave_moe_layer_step above
+  1 or moe_layers, mlp_only_layers) as MoESpec.layer_freq, the dense layers intermediate_size_mlp wide where the
+  config has it (Llama 4);
 - multi-head latent attention: kv_lora_rank, q_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim; its sparse
   attention (DeepseekV32Config): index_n_heads, index_head_dim, index_topk;
 - multi-token prediction: num_nextn_predict_layers (DeepSeek-V3, GLM-4.5; 0 in Kimi K2's: none), except in hybrid
@@ -215,7 +216,7 @@ FIELD_KEYS: dict[str, tuple[str, ...]] = {
     "moe.num_groups": ("n_group",),
     "moe.group_topk": ("topk_group",),
     "moe.layer_freq": ("moe_layer_freq", "moe_layers", *SPARSE_STEP_KEYS, "mlp_only_layers"),
-    "moe.num_shared_experts": ("n_shared_experts",),
+    "moe.num_shared_experts": ("n_shared_experts", "num_shared_experts"),
     "moe.shared_expert_ffn_hidden_size": ("shared_expert_intermediate_size", "moe_shared_expert_intermediate_size",
                                           "moe_intermediate_size", "intermediate_size"),
     **{f"mla.{key}": (key,) for key in ("kv_lora_rank", "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim",
@@ -379,9 +380,10 @@ SHARED_EXPERT_MODEL_TYPES = frozenset({"llama4", "llama4_text"})
 
 
 def _shared_experts(cfg: Reader, expert_ffn: int) -> dict[str, Any]:
-    """The MoE's shared experts: n_shared_experts (0: none), else one where the file gives a shared expert's width
-    (Qwen2-MoE's shared_expert_intermediate_size) or its family always builds one (SHARED_EXPERT_MODEL_TYPES), else
-    none; as wide as that width, else as a routed expert."""
+    """The MoE's shared experts: n_shared_experts (Ling's and Trinity's num_shared_experts, BailingMoeConfig's and
+    AfmoeConfig's; 0: none), else one where the file gives a shared expert's width (Qwen2-MoE's
+    shared_expert_intermediate_size) or its family always builds one (SHARED_EXPERT_MODEL_TYPES), else none; as wide
+    as that width, else as a routed expert (Ling's BailingMoeMLP of moe_intermediate_size x num_shared_experts)."""
     width = cfg.integer(*FIELD_KEYS["moe.shared_expert_ffn_hidden_size"][:2], required=False)
     always = cfg.model_type in SHARED_EXPERT_MODEL_TYPES
     shared = cfg.integer(*FIELD_KEYS["moe.num_shared_experts"], required=False, default=1 if width or always else 0,

@@ -1,0 +1,45 @@
+"""MoE layouts that newer families write under other key names than DeepSeek's (Ling's and Trinity's
+num_shared_experts, Trinity's num_dense_layers) are read, not dropped: a dropped key read the model as another one,
+its published size missed by the shared experts or the dense layers left out."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from simulon.config.loading import parse_scenario
+from simulon.memory.model import MemoryModel
+
+LING_LITE = {  # inclusionAI/Ling-lite-1.5 config.json (shape keys): two shared experts, BailingMoeConfig's key
+    "architectures": ["BailingMoeForCausalLM"], "model_type": "bailing_moe", "first_k_dense_replace": 0,
+    "hidden_act": "silu", "hidden_size": 2048, "intermediate_size": 1408, "moe_intermediate_size": 1408,
+    "num_experts": 64, "num_shared_experts": 2, "num_attention_heads": 16, "num_experts_per_tok": 6,
+    "num_hidden_layers": 28, "num_key_value_heads": 4, "rms_norm_eps": 1e-06, "tie_word_embeddings": False,
+    "vocab_size": 126464}
+
+
+def write(tmp_path, doc) -> str:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(doc))
+    return str(path)
+
+
+def parameters(tmp_path, doc) -> tuple[float, float]:
+    """(total, active) parameters of the file's model as the memory model counts them on one GPU."""
+    data = {"datacenter": "dgx-h100", "workload": {
+        "framework": "megatron", "model": {"from_hf": write(tmp_path, doc)}, "parallelism": {"tp": 1, "pp": 1},
+        "training": {"num_gpus": 8, "global_batch_size": 8, "micro_batch_size": 1, "sequence_length": 1024}}}
+    sc = parse_scenario(data, "scenario")
+    stage = MemoryModel.of(sc).states.stage(0)
+    moe = sc.workload.model.moe
+    return stage.dense_params + stage.expert_params, stage.dense_params + stage.expert_params * moe.top_k / \
+        moe.num_experts
+
+
+def test_lings_num_shared_experts_are_its_shared_experts_and_its_published_size(tmp_path):
+    """Ling-lite-1.5 is 16.8B parameters, 2.75B active (its model card); num_shared_experts unread, it was 16.32B
+    and 2.27B: 28 layers' two shared experts (0.48B, a sixth of the active parameters) left out."""
+    total, active = parameters(tmp_path, LING_LITE)
+    assert total == pytest.approx(16.8e9, rel=0.005)
+    assert active == pytest.approx(2.75e9, rel=0.01)
