@@ -9,6 +9,7 @@ import json
 import pytest
 
 from simulon.config.loading import parse_scenario
+from simulon.config.workload import ModelSpec
 from simulon.memory.model import MemoryModel
 
 LING_LITE = {  # inclusionAI/Ling-lite-1.5 config.json (shape keys): two shared experts, BailingMoeConfig's key
@@ -43,3 +44,23 @@ def test_lings_num_shared_experts_are_its_shared_experts_and_its_published_size(
     total, active = parameters(tmp_path, LING_LITE)
     assert total == pytest.approx(16.8e9, rel=0.005)
     assert active == pytest.approx(2.75e9, rel=0.01)
+
+
+TRINITY_MINI = {  # arcee-ai/Trinity-Mini config.json (shape keys): two dense layers first, one shared expert
+    "architectures": ["AfmoeForCausalLM"], "model_type": "afmoe", "global_attn_every_n_layers": 4, "head_dim": 128,
+    "hidden_act": "silu", "hidden_size": 2048, "intermediate_size": 6144, "moe_intermediate_size": 1024,
+    "n_group": 1, "num_attention_heads": 32, "num_dense_layers": 2, "num_experts": 128, "num_experts_per_tok": 8,
+    "num_hidden_layers": 32, "num_key_value_heads": 4, "num_shared_experts": 1, "rms_norm_eps": 1e-05,
+    "sliding_window": 2048, "tie_word_embeddings": False, "topk_group": 1, "vocab_size": 200192,
+    "layer_types": ["sliding_attention", "sliding_attention", "sliding_attention", "full_attention"] * 8}
+
+
+def test_trinitys_num_dense_layers_keep_its_first_layers_dense_and_its_published_size(tmp_path):
+    """Trinity Mini is 26B parameters, 3B active (Arcee's model card), its first two layers dense (AfmoeDecoderLayer:
+    `layer_idx < num_dense_layers`); num_dense_layers unread, every layer held 128 experts: 27.4B (with the shared
+    expert; 27.2B without)."""
+    total, active = parameters(tmp_path, TRINITY_MINI)
+    assert total == pytest.approx(26e9, rel=0.01)
+    assert active == pytest.approx(3e9, rel=0.1)
+    model = ModelSpec.model_validate({"from_hf": write(tmp_path, TRINITY_MINI)})
+    assert model.moe.first_dense_layers == 2

@@ -22,8 +22,9 @@ GptOssConfig, Gemma/Gemma2/Gemma3TextConfig, Phi3Config; a multimodal config's `
 - mixture of experts: num_local_experts (Mixtral, GPT-OSS) or num_experts (Qwen-MoE) or n_routed_experts
   (DeepSeek-V3), num_experts_per_tok, moe_intermediate_size (else intermediate_size), n_shared_experts (Ling's and
   Trinity's num_shared_experts; 0: none) or shared_expert_intermediate_size (Llama 4: always one shared expert of
-  intermediate_size, Llama4TextMoe's shared_expert, which no key names), first_k_dense_replace, node-limited
-  routing's n_group and topk_group (DeepSeek-V3; both default 1; unread under DeepSeek-V2's topk_method greedy);
+  intermediate_size, Llama4TextMoe's shared_expert, which no key names), first_k_dense_replace (Trinity's and
+  LFM2-MoE's num_dense_layers: the first layers' MLPs dense), node-limited routing's n_group and topk_group
+  (DeepSeek-V3; both default 1; unread under DeepSeek-V2's topk_method greedy);
   layouts that interleave dense and MoE layers (decoder_sparse_step, moe_layer_freq, interleave_moe_layer_step above
   1 or moe_layers, mlp_only_layers) as MoESpec.layer_freq, the dense layers intermediate_size_mlp wide where the
   config has it (Llama 4);
@@ -212,7 +213,7 @@ FIELD_KEYS: dict[str, tuple[str, ...]] = {
     "moe.num_experts": ("num_local_experts", "num_experts", "n_routed_experts"),
     "moe.top_k": ("num_experts_per_tok", "experts_per_token"),
     "moe.expert_ffn_hidden_size": ("moe_intermediate_size", "intermediate_size"),
-    "moe.first_dense_layers": ("first_k_dense_replace",),
+    "moe.first_dense_layers": ("first_k_dense_replace", "num_dense_layers"),
     "moe.num_groups": ("n_group",),
     "moe.group_topk": ("topk_group",),
     "moe.layer_freq": ("moe_layer_freq", "moe_layers", *SPARSE_STEP_KEYS, "mlp_only_layers"),
