@@ -64,3 +64,16 @@ def test_trinitys_num_dense_layers_keep_its_first_layers_dense_and_its_published
     assert active == pytest.approx(3e9, rel=0.1)
     model = ModelSpec.model_validate({"from_hf": write(tmp_path, TRINITY_MINI)})
     assert model.moe.first_dense_layers == 2
+
+
+def test_trinitys_global_attn_every_n_layers_windows_three_layers_in_four_where_the_file_has_no_layer_types(tmp_path):
+    """AfmoeConfig fills layer_types from global_attn_every_n_layers (layer i full where (i + 1) % n == 0), which
+    Trinity Nano's file gives without layer_types: it read as 56 layers of full attention, and at 8,192 tokens its
+    attention's model FLOPs as four times the window's."""
+    without = {k: v for k, v in TRINITY_MINI.items() if k != "layer_types"}
+    listed = ModelSpec.model_validate({"from_hf": write(tmp_path, TRINITY_MINI)})
+    model = ModelSpec.model_validate({"from_hf": write(tmp_path, without)})
+    assert model.sliding_window == listed.sliding_window
+    assert [i for i in range(32) if not model.windowed(i)] == list(range(3, 32, 4))
+    two = ModelSpec.model_validate({"from_hf": write(tmp_path, {**without, "global_attn_every_n_layers": 2})})
+    assert [i for i in range(32) if not two.windowed(i)] == list(range(1, 32, 2))

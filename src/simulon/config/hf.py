@@ -39,7 +39,8 @@ GptOssConfig, Gemma/Gemma2/Gemma3TextConfig, Phi3Config; a multimodal config's `
 - sliding-window attention: sliding_window where layer_types name sliding_attention layers (every one, or every N-th
   layer full); where the file leaves layer_types to its configuration class, GPT-OSS's and Gemma 2's (alternating from a
   sliding layer: GptOssConfig, Gemma2Config), Gemma 3's and Cohere 2's (every sliding_window_pattern-th layer full, 6
-  and 4 by default: Gemma3TextConfig, Cohere2Config) and Mistral's, Mixtral's, Phi-3's and StarCoder2's (every layer:
+  and 4 by default: Gemma3TextConfig, Cohere2Config), Trinity's (every global_attn_every_n_layers-th, 4 by default:
+  AfmoeConfig) and Mistral's, Mixtral's, Phi-3's and StarCoder2's (every layer:
   their attention passes sliding_window to every layer); layer_types beside sliding_window must give each of
   num_hidden_layers layers sliding_attention or full_attention (Llama 4's chunked_attention is not modelled); a config
   whose full-attention layers have a head size of their own (global_head_dim, Gemma 4) is refused, as is one that gives
@@ -106,11 +107,15 @@ WINDOW_EVERY_LAYER_MODEL_TYPES = frozenset({"mistral", "mixtral", "phi3", "starc
 """model_type of the families whose attention windows every layer by sliding_window (no layer_types): MixtralAttention
 is MistralAttention's copy, its sliding_window from the config in every layer (Mixtral 8x7B's and 8x22B's files set
 it to null: no window)."""
-WINDOW_PATTERN_DEFAULTS = {"gpt_oss": 2, "gemma2": 2, "gemma3": 6, "gemma3_text": 6, "cohere2": 4}
+WINDOW_PATTERN_DEFAULTS = {"gpt_oss": 2, "gemma2": 2, "gemma3": 6, "gemma3_text": 6, "cohere2": 4, "afmoe": 4}
 """model_type -> every how many layers one attends to the whole context where the file leaves layer_types to its
 configuration class (GptOssConfig, Gemma2Config: alternating from a sliding layer; Gemma3TextConfig: its
 sliding_window_pattern, 6 by default; Cohere2Config: its sliding_window_pattern, 4 by default, which Command R7B's and
-Command A's files on the Hub give without layer_types)."""
+Command A's files on the Hub give without layer_types; AfmoeConfig: its global_attn_every_n_layers, 4 by default,
+which Trinity Nano's file gives without layer_types), layer i full where (i + 1) % N == 0."""
+WINDOW_PATTERN_KEYS = {"afmoe": "global_attn_every_n_layers"}
+"""model_type -> the key its file gives WINDOW_PATTERN_DEFAULTS' count under, where that is not sliding_window_pattern
+(AfmoeConfig's global_attn_every_n_layers)."""
 HF_ACTIVATIONS = frozenset({
     "gelu", "gelu_10", "gelu_fast", "gelu_new", "gelu_python", "gelu_pytorch_tanh", "gelu_accurate", "quick_gelu",
     "fast_gelu", "laplace", "leaky_relu", "linear", "mish", "relu", "relu2", "relu6", "sigmoid", "silu", "swish",
@@ -238,7 +243,7 @@ FIELD_KEYS: dict[str, tuple[str, ...]] = {
     "gdn.conv_kernel": ("linear_conv_kernel_dim",),
     "sliding_window": ("sliding_window",),
     "sliding_window.size": ("sliding_window",),
-    "sliding_window.full_every": ("layer_types", "sliding_window_pattern"),
+    "sliding_window.full_every": ("layer_types", "sliding_window_pattern", "global_attn_every_n_layers"),
 }
 """simulon's model field (dotted, below the model block) -> the config.json keys it is read from, the first one set
 winning: where the reader reads each field, and which keys an error of the model block's own checks (ModelSpec: a
@@ -508,14 +513,15 @@ def _mamba(cfg: Reader) -> dict[str, Any] | None:
 def _sliding_window(cfg: Reader) -> dict[str, Any] | None:
     """A sliding window where the file has one that layers use: layer_types naming sliding_attention layers (every
     one, or every N-th layer full attention), GPT-OSS's alternation where its file leaves layer_types to
-    GptOssConfig (sliding_attention first), Mistral's sliding_window on every layer."""
+    GptOssConfig (sliding_attention first), Gemma 3's, Cohere 2's and Trinity's every N-th layer full
+    (WINDOW_PATTERN_DEFAULTS), Mistral's sliding_window on every layer."""
     size = cfg.integer(*FIELD_KEYS["sliding_window.size"], required=False)
     if size is None:
         return None
     types, model_type = cfg.doc.get("layer_types"), cfg.model_type
     if types is None and model_type in WINDOW_PATTERN_DEFAULTS:
-        return {"size": size, "full_every": cfg.integer("sliding_window_pattern", required=False,
-                                                        default=WINDOW_PATTERN_DEFAULTS[model_type])}
+        return {"size": size, "full_every": cfg.integer(WINDOW_PATTERN_KEYS.get(model_type, "sliding_window_pattern"),
+                                                        required=False, default=WINDOW_PATTERN_DEFAULTS[model_type])}
     if types is None:
         return {"size": size, "full_every": 0} if model_type in WINDOW_EVERY_LAYER_MODEL_TYPES else None
     _check_window_layers(cfg, types)
