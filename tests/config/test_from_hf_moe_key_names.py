@@ -1,13 +1,16 @@
-"""MoE layouts that newer families write under other key names than DeepSeek's (Ling's and Trinity's
-num_shared_experts, Trinity's num_dense_layers) are read, not dropped: a dropped key read the model as another one,
-its published size missed by the shared experts or the dense layers left out."""
+"""Layouts that newer families write under other key names than DeepSeek's and Gemma's (Ling's and Trinity's
+num_shared_experts, Trinity's num_dense_layers and global_attn_every_n_layers) are read, not dropped: a dropped key
+read the model as another one, its published size missed by the shared experts or the dense layers left out; one
+laying out layers simulon does not model (Ling's linear attention, layer_group_size) is refused naming it."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
+from simulon.config.hf import HFConfigError, model_from_hf
 from simulon.config.loading import parse_scenario
 from simulon.config.workload import ModelSpec
 from simulon.memory.model import MemoryModel
@@ -77,3 +80,19 @@ def test_trinitys_global_attn_every_n_layers_windows_three_layers_in_four_where_
     assert [i for i in range(32) if not model.windowed(i)] == list(range(3, 32, 4))
     two = ModelSpec.model_validate({"from_hf": write(tmp_path, {**without, "global_attn_every_n_layers": 2})})
     assert [i for i in range(32) if not two.windowed(i)] == list(range(1, 32, 2))
+
+
+RING_MINI_LINEAR = {  # inclusionAI/Ring-mini-linear-2.0 config.json (shape keys): Lightning Attention, 4 in 5
+    "architectures": ["BailingMoeLinearV2ForCausalLM"], "model_type": "bailing_moe_linear", "hidden_act": "silu",
+    "hidden_size": 2048, "intermediate_size": 5120, "moe_intermediate_size": 512, "num_experts": 256,
+    "num_experts_per_tok": 8, "num_shared_experts": 1, "first_k_dense_replace": 1, "num_attention_heads": 16,
+    "num_key_value_heads": 4, "num_hidden_layers": 20, "layer_group_size": 5, "group_norm_size": 4, "head_dim": 128,
+    "rms_norm_eps": 1e-06, "tie_word_embeddings": False, "vocab_size": 157184}
+
+
+def test_a_ling_linear_model_is_refused_naming_layer_group_size_not_read_as_softmax_attention(tmp_path):
+    """Ring-mini-linear-2.0's layers are Lightning Attention but every fifth (BailingMoeLinearV2DecoderLayer: softmax
+    where (i + 1) % layer_group_size == 0): read without a word as 20 layers of softmax attention."""
+    with pytest.raises(HFConfigError, match=r"key 'layer_group_size' is 5: it lays out linear-attention layers"):
+        model_from_hf(Path(write(tmp_path, RING_MINI_LINEAR)))
+    assert model_from_hf(Path(write(tmp_path, {**RING_MINI_LINEAR, "layer_group_size": 1})))["num_layers"] == 20

@@ -47,7 +47,7 @@ GptOssConfig, Gemma/Gemma2/Gemma3TextConfig, Phi3Config; a multimodal config's `
   its experts or its layer layout under keys this reader does not take (UNREAD_KEYS: ERNIE 4.5's moe_num_experts,
   Jamba's layer periods, Kimi Linear's linear_attn_config, Llama 3.2 Vision's cross_attention_layers), or layers of
   kinds it does not model (layer_types naming another kind than READ_LAYER_TYPES: LFM2's conv, Granite 4.0-H's mamba;
-  MiniMax's lightning attention);
+  MiniMax's lightning attention; Ling's and Ring's linear attention, layer_group_size);
 - hybrid Mamba models (NemotronHConfig, model_type nemotron_h): hybrid_override_pattern (or layers_block_type, the
   same as a list of block names), mamba_num_heads, mamba_head_dim, ssm_state_size, n_groups, conv_kernel,
   chunk_size; the MLP's activation from mlp_hidden_act, the shared expert's width from
@@ -671,12 +671,18 @@ attention_chunk_size tokens)."""
 LIGHTNING_ATTENTION = ("MiniMax's lightning attention (MiniMax-Text-01's and MiniMax-M1's linear attention, seven "
                        f"layers in eight){UNMODELLED}: write the model block yourself")
 """Why MiniMax's linear-attention layers are no layers simulon models (its gated delta net is another mixer)."""
+LINEAR_GROUPS = ("lays out linear-attention layers among the softmax ones: in each group of layer_group_size layers "
+                 "all but the last are Lightning Attention or Kimi Delta Attention (Ling's and Ring's linear models, "
+                 f"BailingMoeLinearConfig; layer i softmax where (i + 1) % layer_group_size == 0){UNMODELLED}: write "
+                 "the model block yourself")
+"""Why a Ling or Ring linear model's layers are not read: its linear attention is no mixer simulon models."""
 
 
 def _refuse_unread_layers(cfg: Reader) -> None:
     """A file whose layers are not all layers this reader takes, refused rather than read as attention layers:
-    layer_types naming another kind (LFM2's conv, Granite 4.0-H's mamba) or MiniMax's lightning attention (its
-    transformers MiniMaxConfig's linear_attention, its own code's attn_type_list 0). An entry that is no name is left
+    layer_types naming another kind (LFM2's conv, Granite 4.0-H's mamba), MiniMax's lightning attention (its
+    transformers MiniMaxConfig's linear_attention, its own code's attn_type_list 0) or Ling's and Ring's linear
+    attention (layer_group_size). An entry that is no name is left
     to the checks of the layer list that reads it (_check_window_layers, _linear_attention_pattern)."""
     types = cfg.doc.get("layer_types")
     if isinstance(types, list):
@@ -691,6 +697,8 @@ def _refuse_unread_layers(cfg: Reader) -> None:
     kinds = cfg.doc.get("attn_type_list")
     if isinstance(kinds, list) and 0 in kinds:
         raise cfg.fail("attn_type_list", f"marks layer {kinds.index(0)} 0: {LIGHTNING_ATTENTION}")
+    if cfg.doc.get("layer_group_size") not in (None, 1):  # a group of one layer: every layer softmax attention
+        raise cfg.fail("layer_group_size", f"is {cfg.doc['layer_group_size']!r}: it {LINEAR_GROUPS}")
 
 
 def _refuse_mixers_without_layout(cfg: Reader) -> None:
