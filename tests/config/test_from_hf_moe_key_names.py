@@ -96,3 +96,23 @@ def test_a_ling_linear_model_is_refused_naming_layer_group_size_not_read_as_soft
     with pytest.raises(HFConfigError, match=r"key 'layer_group_size' is 5: it lays out linear-attention layers"):
         model_from_hf(Path(write(tmp_path, RING_MINI_LINEAR)))
     assert model_from_hf(Path(write(tmp_path, {**RING_MINI_LINEAR, "layer_group_size": 1})))["num_layers"] == 20
+
+
+NEMOTRON_3_SUPER = {  # nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-BF16 config.json (shape keys): latent experts
+    "model_type": "nemotron_h", "hidden_size": 4096, "num_hidden_layers": 88, "vocab_size": 131072,
+    "hybrid_override_pattern": "MEMEMEM*EMEMEMEM*EMEMEMEM*EMEMEMEMEM*EMEMEMEMEM*EMEMEMEMEM*EMEMEMEMEM*EMEMEMEM*"
+                               "EMEMEMEME",
+    "mamba_num_heads": 128, "mamba_head_dim": 64, "n_groups": 8, "ssm_state_size": 128, "conv_kernel": 4,
+    "num_attention_heads": 32, "num_key_value_heads": 2, "head_dim": 128, "intermediate_size": 5376,
+    "n_routed_experts": 512, "n_shared_experts": 1, "num_experts_per_tok": 22, "moe_latent_size": 1024,
+    "moe_intermediate_size": 2688, "moe_shared_expert_intermediate_size": 5376, "mlp_hidden_act": "relu2",
+    "mtp_hybrid_override_pattern": "*E", "num_nextn_predict_layers": 1, "tie_word_embeddings": False}
+
+
+def test_latent_experts_are_refused_naming_moe_latent_size_not_read_hidden_size_wide(tmp_path):
+    """Nemotron 3 Super (123.6B parameters with its MTP layers, 12.8B active) runs its 512 experts 1,024 wide, not
+    4,096: read without a word as 458.6B parameters, 27.0B active."""
+    with pytest.raises(HFConfigError, match=r"key 'moe_latent_size' runs the experts in a latent space"):
+        model_from_hf(Path(write(tmp_path, NEMOTRON_3_SUPER)))
+    nano = {**NEMOTRON_3_SUPER, "moe_latent_size": None}  # NemotronHConfig writes null where the experts are not
+    assert model_from_hf(Path(write(tmp_path, nano)))["moe"]["num_experts"] == 512

@@ -45,7 +45,8 @@ GptOssConfig, Gemma/Gemma2/Gemma3TextConfig, Phi3Config; a multimodal config's `
   num_hidden_layers layers sliding_attention or full_attention (Llama 4's chunked_attention is not modelled); a config
   whose full-attention layers have a head size of their own (global_head_dim, Gemma 4) is refused, as is one that gives
   its experts or its layer layout under keys this reader does not take (UNREAD_KEYS: ERNIE 4.5's moe_num_experts,
-  Jamba's layer periods, Kimi Linear's linear_attn_config, Llama 3.2 Vision's cross_attention_layers), or layers of
+  Jamba's layer periods, Kimi Linear's linear_attn_config, Llama 3.2 Vision's cross_attention_layers, Nemotron 3
+  Super's latent experts, moe_latent_size), or layers of
   kinds it does not model (layer_types naming another kind than READ_LAYER_TYPES: LFM2's conv, Granite 4.0-H's mamba;
   MiniMax's lightning attention; Ling's and Ring's linear attention, layer_group_size);
 - hybrid Mamba models (NemotronHConfig, model_type nemotron_h): hybrid_override_pattern (or layers_block_type, the
@@ -647,6 +648,10 @@ UNREAD_KEYS = {
     "cross_attention_layers": "names layers that cross-attend to the image encoder's states (Llama 3.2 Vision's, "
                               "MllamaTextConfig's), which simulon's decoder, self-attention alone, does not model: "
                               "write the model block yourself",
+    "moe_latent_size": "runs the experts in a latent space that wide (Nemotron 3 Super's LatentMoE: each token "
+                       "projected down before its dispatch and up after its combine), which simulon does not model: "
+                       "read as experts of hidden_size, their weights and FLOPs would be hidden_size / moe_latent_size "
+                       "times over; write the model block yourself",
     "is_encoder_decoder": "says the model is an encoder-decoder: simulon models one decoder stack, without "
                           "cross-attention: write the model block yourself",
 }
