@@ -636,7 +636,7 @@ def test_gemma_3s_text_config_leaving_its_heads_to_the_class_defaults_reads_the_
     assert {k: getattr(built, k) for k in SHAPE} == {k: getattr(shipped, k) for k in SHAPE}
     small = ModelSpec.model_validate({"from_hf": str(write(tmp_path, GEMMA_3_4B))})
     assert (small.num_heads, small.kv_heads, small.head_size, small.vocab_size) == (8, 4, 256, 262208)
-    assert small.sliding_window.model_dump() == {"size": 1024, "full_every": 6}
+    assert small.sliding_window.model_dump() == {"size": 1024, "full_every": 6, "chunked": False}
 
 
 def test_llama_4s_moe_layers_place_the_experts_over_its_interleave_step(tmp_path):

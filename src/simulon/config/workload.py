@@ -175,11 +175,19 @@ class SlidingWindowSpec(StrictModel):
     """Sliding-window attention: a windowed layer's query attends to itself and the size - 1 tokens before it
     (Megatron-Core's window_size, HF sliding_window; GPT-OSS 128). `full_every`: every such-numbered layer, counting
     from 1, attends to the whole causal context instead (Megatron's window_attn_skip_freq; GPT-OSS 2: layers 1, 3, ...
-    of 0-based ids are full, HF layer_types alternating from sliding_attention); 0: every layer windowed."""
+    of 0-based ids are full, HF layer_types alternating from sliding_attention); 0: every layer windowed.
 
-    size: SequenceLength = Field(description="tokens a windowed query attends to, itself included")
+    `chunked`: the window is a chunk instead, Llama 4's chunked attention (HF attention_chunk_size, layer_types
+    chunked_attention; Llama 4 8,192 tokens in three layers of four): the sequence cut into chunks of `size` tokens,
+    a query attending to the earlier tokens of its own chunk alone (Llama4TextAttention's chunked causal mask), each
+    chunk a causal attention of its own."""
+
+    size: SequenceLength = Field(description="tokens a windowed query attends to, itself included (chunked: the "
+                                 "chunk's length)")
     full_every: OptionalLayerCount = Field(0, description="every such-numbered layer (from 1) attends to the whole "
                                            "context; 0: every layer windowed")
+    chunked: bool = Field(False, description="attention within fixed chunks of `size` tokens (Llama 4's chunked "
+                          "attention) in place of a sliding window")
 
     def windowed(self, layer: int) -> bool:
         """Whether decoder layer `layer` (0-based) attends through the window."""
@@ -359,6 +367,11 @@ class ModelSpec(Templated):
 
     def is_mtp_layer(self, layer: int) -> bool:
         return layer >= self.num_layers
+
+    def windows_bind(self, seq: int) -> bool:
+        """Whether a sliding window (or Llama 4's chunk) is shorter than a sequence of `seq` tokens: where it is not,
+        every layer is plain causal attention (LayerKernels' attention core), as context parallelism's ring runs it."""
+        return self.sliding_window is not None and self.sliding_window.size < seq
 
     def windowed(self, layer: int) -> bool:
         """Whether layer `layer` attends through a sliding window (a multi-token-prediction layer as the decoder's
@@ -976,9 +989,11 @@ class MegatronWorkload(StrictModel):
     def _windows_with_context_parallelism_by_all_to_all(self) -> MegatronWorkload:
         """A sliding window with cp > 1 only by all-to-all (a2a: each rank attends the whole sequence for a share of
         the heads, the window as without cp; Megatron-Bridge's GPT-OSS recipes set cp_comm_type a2a, which Transformer
-        Engine's attention with learnable softmax needs); simulon's ring and gathers exchange the whole context."""
+        Engine's attention with learnable softmax needs); simulon's ring and gathers exchange the whole context. A
+        window no shorter than the sequence (Llama 4's 8,192-token chunks at 8,192 tokens) is causal attention, which
+        they run."""
         par = self.parallelism
-        if self.model.sliding_window is not None and par.cp > 1 and par.cp_a2a < par.cp:
+        if self.model.windows_bind(self.training.sequence_length) and par.cp > 1 and par.cp_a2a < par.cp:
             raise FieldError("parallelism.context_parallel_comm", f"{par.context_parallel_comm!r} with a sliding "
                              "window (model.sliding_window) is not modelled: simulon's ring and gathers exchange the "
                              "whole context; set it to a2a (the heads split, each rank attending the whole sequence "

@@ -371,7 +371,7 @@ class Space:
         sizes = CONTEXT_PARALLEL
         if model.mla is not None and model.mla.dsa is not None and par.context_parallel_comm != "all_gather":
             return (1,)  # DeepSeek sparse attention splits the context by all-gather only (config.workload)
-        if model.sliding_window is not None and par.context_parallel_comm != "a2a":
+        if model.windows_bind(self.workload.training.sequence_length) and par.context_parallel_comm != "a2a":
             return (1,)  # a sliding window with context parallelism by all-to-all only (config.workload)
         if model.mamba is not None:
             heads, groups = model.mamba.num_heads // tp, max(model.mamba.num_groups // tp, 1)

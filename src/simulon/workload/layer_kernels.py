@@ -658,8 +658,10 @@ class LayerKernels:
             block = tuple(attention(phase, b, n, kv, sq, sq, qk_dim, v_dim, True, db, self.attention_impl)
                           for phase in (Phase.fwd, Phase.bwd_ig))
             return {"attn_flash": block, RING_BLOCK: block}
-        if self.attention_impl in FLASH_IMPLEMENTATIONS and self.attention_impl not in FULL_MATRIX_LIBRARIES and \
-                self.window and self.window < sk:
+        tiled = self.attention_impl in FLASH_IMPLEMENTATIONS and self.attention_impl not in FULL_MATRIX_LIBRARIES
+        if tiled and self.window and self.window < sk and self.chunked:  # a batch of chunks, each causal
+            return {"attn_flash": self._chunked_core(b, n, kv, sk, qk_dim, v_dim, db)}
+        if tiled and self.window and self.window < sk:
             # a sliding window: query i attends its min(i + 1, window) latest keys, the band DeepSeek's sparse
             # attention's top-k makes too (SparseKeys), each query a row of their mean count; the tiled kernels
             # walk the key blocks the band straddles (compute.attention), PyTorch's math attention masks the whole
@@ -671,13 +673,41 @@ class LayerKernels:
                                         for phase in (Phase.fwd, Phase.bwd_ig))}
         # a library that computes the whole matrix under a window (PyTorch's math attention, or unfused GEMMs)
         # takes the whole matrix's time, but the model's FLOPs are the window's, whatever runs them
-        band = self.window / sk if self.window and self.window < sk else 1.0  # SparseKeys.model_keys of the window
+        band = self.window_keys(sk) / sk if self.window and self.window < sk else 1.0
         if self.attention_impl in FLASH_IMPLEMENTATIONS:
             return {"attn_flash": tuple(_model_share(attention(phase, b, n, kv, sq, sk, qk_dim, v_dim, True, db,
                                                                self.attention_impl), band)
                                         for phase in (Phase.fwd, Phase.bwd_ig))}
         return {name: tuple(_model_share(k, band) for k in kernels)
                 for name, kernels in self._unfused(b, n, sq, sk, qk_dim, v_dim, db).items()}
+
+    @property
+    def chunked(self) -> bool:
+        """Whether the layer's window is a chunk (model.sliding_window.chunked: Llama 4's chunked attention)."""
+        return self.model.sliding_window is not None and self.model.sliding_window.chunked
+
+    def _chunked_core(self, b: int, n: int, kv: int, sk: int, qk_dim: int, v_dim: int,
+                      db: float) -> tuple[KernelSpec, ...]:
+        """Chunked attention over a sequence of `sk` tokens (the whole sequence: context parallelism only by
+        all-to-all, as a sliding window's): each chunk of `window` tokens a causal attention of its own, timed as
+        one kernel over the batch of chunks, the last and shorter chunk as a whole one; model FLOPs count each
+        query's chunk as a dense layer counts its sequence (the chunk's whole score matrix), the last chunk its own."""
+        chunk = self.window
+        chunks = -(-sk // chunk)
+        share = self.window_keys(sk) * sk / (chunks * chunk ** 2)
+        return tuple(_model_share(attention(phase, b * chunks, n, kv, chunk, chunk, qk_dim, v_dim, True, db,
+                                            self.attention_impl), share)
+                     for phase in (Phase.fwd, Phase.bwd_ig))
+
+    def window_keys(self, sk: int) -> float:
+        """Keys a query of this windowed layer counts in model FLOPs over a sequence of `sk` tokens, as a dense
+        layer's counts all `sk` (Narayanan et al.'s whole score matrix): the window's (SparseKeys.model_keys), or
+        under chunked attention its chunk's, the last chunk's its own length, on average over the queries."""
+        chunk = self.window
+        if not self.chunked:
+            return chunk
+        last = sk - (-(-sk // chunk) - 1) * chunk
+        return ((sk - last) * chunk + last * last) / sk
 
     def _unfused(self, b: int, n: int, sq: int, sk: int, qk_dim: int, v_dim: int,
                  db: float) -> dict[str, tuple[KernelSpec, ...]]:
