@@ -9,9 +9,11 @@ What a row holds:
 * its scaling: per tensor (one fp32 scale; Transformer Engine's DelayedScaling and Float8CurrentScaling for fp8),
   or per block of `block` elements sharing a `scale_bytes` scale (OCP Microscaling v1.0: MXFP8 has 32-element
   blocks of e4m3/e5m2 with an e8m0 scale; NVIDIA's NVFP4 has 16-element blocks of e2m1 with an e4m3 scale and a
-  second, per-tensor fp32 scale, Transformer Engine's NVFP4BlockScaling), and the weights' block where it differs
-  (NVFP4 scales weights in 16 x 16 tiles, "Pretraining Large Language Models with NVFP4", arXiv 2509.25149,
-  section 4.3);
+  second, per-tensor fp32 scale, Transformer Engine's NVFP4BlockScaling), and the weights' block where their stored
+  scales differ (none does: NVFP4 scales weights in 16 x 16 tiles, "Pretraining Large Language Models with NVFP4",
+  arXiv 2509.25149, section 4.3, but stores a tile's scale once for each of its 16 rows, as the block-scaled FP4
+  GEMM reads one e4m3 scale per 16 elements of K: Transformer Engine's NVFP4Quantizer.make_empty allocates the
+  same 1 x 16 scale tensors, get_scale_shape, with or without its 2D quantization);
 * whether its cast reads each tensor once more first to find its absolute maximum (Float8CurrentScaling, and
   NVFP4's per-tensor scale; DelayedScaling takes the scale from the amax history of earlier steps and MXFP8 finds
   each block's amax inside the cast kernel);
@@ -62,7 +64,7 @@ class NumberFormat:
     quantized: bool = False            # GEMM operands are cast from 16-bit tensors to the narrow element
     block: int | None = None           # elements sharing one scale; None: one scale per tensor
     scale_bytes: float = 0.0           # bytes of one block scale
-    weight_block: int | None = None    # the weights' block where it differs from the activations'
+    weight_block: int | None = None    # the weights' stored scale block where it differs from the activations'
     amax_pass: bool = False            # the cast first reads the tensor to find its amax (current scaling)
     hadamard_columnwise: bool = False  # activations' and gradients' column-wise copy cast after an RHT, one more read
     bf16_first_fraction: float = 0.0  # share of the transformer layers, from the first, whose GEMMs stay bf16
@@ -141,10 +143,11 @@ NUMBER_FORMATS: dict[DType, NumberFormat] = {
     # quantize the backward GEMMs only: a recipe this row does not model.)
     DType.mxfp4: NumberFormat(DType.mxfp4, quantized=True, block=32, scale_bytes=1.0,
                               calibration_chain=(DType.mxfp4, DType.nvfp4, DType.fp4, DType.mxfp8, *_FP8_CHAIN)),
-    # Transformer Engine's NVFP4BlockScaling: e2m1 in 1 x 16 blocks with e4m3 (1-byte) scales, weights in
-    # 16 x 16 tiles, plus a per-tensor fp32 scale from the tensor's amax (so an amax pass before every cast), and
-    # the column-wise copies of inputs and gradients cast after a random Hadamard transform (module docstring)
-    DType.nvfp4: NumberFormat(DType.nvfp4, quantized=True, block=16, scale_bytes=1.0, weight_block=256,
+    # Transformer Engine's NVFP4BlockScaling: e2m1 in 1 x 16 blocks with e4m3 (1-byte) scales, weights scaled in
+    # 16 x 16 tiles but stored with a scale per 16 elements like the rest (module docstring), plus a per-tensor fp32
+    # scale from the tensor's amax (so an amax pass before every cast), and the column-wise copies of inputs and
+    # gradients cast after a random Hadamard transform (module docstring)
+    DType.nvfp4: NumberFormat(DType.nvfp4, quantized=True, block=16, scale_bytes=1.0,
                               amax_pass=True, hadamard_columnwise=True, bf16_first_fraction=2 / 62,
                               bf16_last_fraction=8 / 62,
                               calibration_chain=(DType.nvfp4, DType.fp4, DType.mxfp8, *_FP8_CHAIN)),
