@@ -58,6 +58,7 @@ from .report import (
     ValidationReport,
     bad_cell,
     count,
+    expert_tp_cell,
     model_stem,
     number,
     pipeline_cells,
@@ -157,11 +158,11 @@ NAMED_SHAPES = {           # Korthikanti et al. Table 3: layers, hidden size and
 HEAD_DIM_WHEN_UNKNOWN = 128
 COLUMNS = ("source", "model", "mbs", "mem_gib")
 """Columns every memory table has (the source decides the run's set-up, SOURCES); a table without one is bad input."""
-INFORMATIONAL = ("hardware", "framework", "num_gpus", "tp", "pp", "dp", "cp", "ep", "vpp", "sp", "recompute",
+INFORMATIONAL = ("hardware", "framework", "num_gpus", "tp", "pp", "dp", "cp", "ep", "etp", "vpp", "sp", "recompute",
                  "zero_or_fsdp", "gbs", "seq_len", "dtype", "mem_kind", "notes", "locator", *PIPELINE_COLUMNS)
 """Columns read where a row fills them, blank where a table lacks them (`hardware` and `framework` set up a row from a
 source SOURCES does not know)."""
-WHOLE = ("num_gpus", "tp", "pp", "dp", "cp", "ep", "vpp", "mbs", "seq_len")
+WHOLE = ("num_gpus", "tp", "pp", "dp", "cp", "ep", "etp", "vpp", "mbs", "seq_len")
 REAL = ("mem_gib",)
 """Numeric columns ('unknown' is not given, report.NOT_GIVEN); a row whose cell is not its number is skipped. The
 global batch may be a formula ('dp*mbc'): it is read where it is a number, else worked out."""
@@ -377,12 +378,13 @@ def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
     except BadCell as exc:
         raise Unsupported(str(exc)) from None
     sequence_parallel = source.sequence_parallel if stated is None else stated
+    model = _with_mtp(model_block(row, tp), source)
     parallelism: dict[str, Any] = {"tp": tp, "pp": pp, "cp": cp, "ep": ep, "vpp": vpp, **pipeline_cells(row),
                                    "sequence_parallel": sequence_parallel and tp > 1,
                                    **_recompute(row, source.recompute),
-                                   **_sharding(row["zero_or_fsdp"], source)}
-    if ep > 1 and (dp * cp) % ep:  # ep spans tensor-parallel ranks: Megatron-Core needs their experts unsplit
-        parallelism["expert_tensor_parallel"] = 1
+                                   **_sharding(row["zero_or_fsdp"], source), **expert_tp_cell(row, tp, model)}
+    if ep > 1 and (dp * cp) % ep and "expert_tensor_parallel" not in parallelism:
+        parallelism["expert_tensor_parallel"] = 1  # ep spans tensor-parallel ranks: Megatron-Core needs them unsplit
     stages = STAGE_LAYERS.search(row["notes"])
     if stages:  # Sailor counts the embedding and the head as layers of the first and last stage
         counts = [int(n) for n in stages.group(1).split(",")]
@@ -407,7 +409,7 @@ def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
             training.update(settings)
     nodes = max(1, math.ceil(num_gpus / gpus_per_node(source.datacenter)))  # 72 to a GB200 NVL72, 2 to a GH200 NVL2
     data = {"datacenter": {"from": source.datacenter, "cluster": {"num_nodes": nodes}},
-            "workload": {"framework": "megatron", "model": _with_mtp(model_block(row, tp), source),
+            "workload": {"framework": "megatron", "model": model,
                          "parallelism": parallelism, "training": training}}
     try:
         sc = parse_scenario(data, "row")

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import get_args
 
 from ..config.errors import ConfigError, read_input_text
-from ..config.templates import AmbiguousTemplate, template_stem_loose
+from ..config.templates import AmbiguousTemplate, find_template, template_stem_loose
 from ..config.workload import SCHEDULE_CHUNKS, ContextParallelComm, ScheduleName
 
 
@@ -257,6 +257,19 @@ def stated_flag(row: dict[str, str], column: str) -> bool | None:
     if stated is None and (row.get(column) or "").strip().lower() not in NOT_GIVEN:
         raise BadCell(f"{column}: {row[column].strip()!r} is neither yes nor no")
     return stated
+
+
+def expert_tp_cell(row: dict[str, str], tp: int, model: dict) -> dict[str, int]:
+    """The parallelism setting a row's etp cell gives (expert_tensor_parallel), for the model block `model` (a template
+    by name, "from", or shapes): nothing where blank or the model has no experts and the cell splits nothing (1 or
+    tp, the setting written out); Unsupported, naming the column, where it splits the experts of a model without
+    them or is below 1 (count)."""
+    etp = count(row, "etp")
+    template = (find_template("model", model["from"]) if "from" in model else None) or {}
+    experts = bool(model.get("moe") or template.get("moe"))
+    if etp is not None and etp not in (1, tp) and not experts:  # 1: the setting written out, splitting nothing
+        raise Unsupported(f"etp: {etp} splits the experts of a model without them (tp {tp})")
+    return {"expert_tensor_parallel": etp} if etp and experts else {}
 
 
 NO_RECOMPUTATION = ("none", "no", "off")

@@ -48,6 +48,7 @@ from .report import (
     bad_cell,
     contradicting,
     count,
+    expert_tp_cell,
     model_stem,
     number,
     overfull,
@@ -434,17 +435,12 @@ def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
     if not row["recompute"] and re.search(r"counted with activation recomputation", row["notes"]):
         recompute = "full"  # the source's FLOP count says its runs recomputed activations
     try:
-        stated_sp, etp = stated_flag(row, "sp"), count(row, "etp")
+        stated_sp = stated_flag(row, "sp")
     except BadCell as exc:
         raise Unsupported(str(exc)) from None
     sp = (habits.sequence_parallel if stated_sp is None else stated_sp) and tp > 1
-    template = (find_template("model", model["from"]) if "from" in model else None) or {}
-    experts = bool(model.get("moe") or template.get("moe"))
-    if etp is not None and etp not in (1, tp) and not experts:  # 1: the setting written out, splitting nothing
-        raise Unsupported(f"etp: {etp} splits the experts of a model without them (tp {tp})")
     parallelism = {
-        "tp": tp, "pp": pp, "cp": cp, "ep": ep, "vpp": vpp, **pipeline,
-        **({"expert_tensor_parallel": etp} if etp and experts else {}),
+        "tp": tp, "pp": pp, "cp": cp, "ep": ep, "vpp": vpp, **pipeline, **expert_tp_cell(row, tp, model),
         "sequence_parallel": sp,
         "tp_comm_overlap": habits.tp_comm_overlap and sp,
         "distributed_optimizer": habits.distributed_optimizer and fsdp == "none",
