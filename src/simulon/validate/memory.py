@@ -63,6 +63,7 @@ from .report import (
     number,
     pipeline_cells,
     recompute_cell,
+    recomputed_layers,
     short_row,
     stated_flag,
     stated_vpp,
@@ -300,13 +301,16 @@ def _with_mtp(model: dict[str, Any], source: Source) -> dict[str, Any]:
 
 
 def _recompute(row: dict[str, str], default: str) -> dict[str, Any]:
-    """'selective(core_attn+layernorm)' -> selective recomputation of those modules; `default` where not given.
+    """'selective(core_attn+layernorm)' -> selective recomputation of those modules, 'full(4)' -> full recomputation
+    of 4 layers a model chunk (report.recomputed_layers); `default` where not given.
     Raises Unsupported for a cell that names no recomputation (report.recompute_cell)."""
     try:
         kind, modules = recompute_cell(row) or (default, [])
+        layers = recomputed_layers(row)
     except BadCell as exc:
         raise Unsupported(str(exc)) from None
-    return {"recompute": kind, **({"recompute_modules": modules} if kind == "selective" and modules else {})}
+    return {"recompute": kind, **({"recompute_modules": modules} if kind == "selective" and modules else {}),
+            **({"recompute_num_layers": layers} if layers is not None else {})}
 
 
 def _sharding(text: str, source: Source) -> dict[str, Any]:

@@ -290,6 +290,21 @@ def recompute_cell(row: dict[str, str]) -> tuple[str, list[str]] | None:
     return kind, re.findall(r"[a-z_]+", text.partition("(")[2])
 
 
+def recomputed_layers(row: dict[str, str]) -> int | None:
+    """The layers of each model chunk a row's full recomputation re-runs (recompute_num_layers, Megatron's 'block'
+    method), where its recompute cell gives their number in parentheses ('full(4)', 'full (block, 4 layers)'); None
+    where it gives none (every layer: 'full', 'full (activation checkpointing)'). BadCell where the parentheses
+    hold several numbers, or a number under selective recomputation, which re-runs modules, not a count of layers."""
+    text = (row.get("recompute") or "").strip().lower()
+    numbers = re.findall(r"\d+(?:\.\d+)?", text.partition("(")[2])
+    if not numbers:
+        return None
+    if not text.startswith("full") or len(numbers) > 1 or not numbers[0].isdigit():
+        raise BadCell(f"recompute: {text!r} gives a layer count only as full recomputation's one whole number "
+                      "('full(4)': the layers of each model chunk that recompute)")
+    return int(numbers[0])
+
+
 PIPELINE_COLUMNS = {"pipeline_schedule": get_args(ScheduleName), "context_parallel_comm": get_args(ContextParallelComm)}
 """Optional columns of the training and memory tables named as the scenario's fields (workload.parallelism), and
 their values: a user's table may state its pipeline schedule and its context-parallel exchange (Megatron's

@@ -55,6 +55,7 @@ from .report import (
     pipeline_cells,
     printed,
     recompute_cell,
+    recomputed_layers,
     short_row,
     stated_flag,
     stated_vpp,
@@ -429,6 +430,7 @@ def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
     fsdp_size = count({"n": sharding.removeprefix("FSDP=")}, "n") if sharding.startswith("FSDP=") else None
     try:
         recompute, modules = recompute_cell(row) or ("none", [])
+        layers = recomputed_layers(row)
     except BadCell as exc:
         raise Unsupported(str(exc)) from None
     modules = [m for m in modules if m in RECOMPUTE_MODULES]
@@ -446,6 +448,7 @@ def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
         "distributed_optimizer": habits.distributed_optimizer and fsdp == "none",
         "fsdp": fsdp, "recompute": recompute, "overlap_grad_reduce": habits.overlap_grad_reduce,
         **({"recompute_modules": modules} if recompute == "selective" and modules else {}),
+        **({"recompute_num_layers": layers} if layers is not None else {}),
     }
     if fsdp_size is not None and fsdp_size < dp * cp:
         parallelism["fsdp_size"] = fsdp_size
