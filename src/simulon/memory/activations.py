@@ -382,14 +382,27 @@ class ActivationModel:
             parts["attention output"] = rows * n * v_dim * a
         if m.attention_output_gate:  # the gate and the output before it, for the product's backward
             parts["attention output gate"] = 2 * rows * n * v_dim * a
-        if self.shape.cp_a2a > 1:  # the kernel's own output, head-split, beside the all-to-all's the projection reads
-            parts["attention output before the all-to-all"] = rows * n * v_dim * a
+        parts.update(self._context_parallel_output(rows * n * v_dim * a))
         if self.shape.quantized_bytes and context_kept:  # the projection's own narrow copy of it
             parts["attention projection input"] = rows * n * v_dim * self.gemm_input
         if context_kept:
             parts.update(self._core_attention(n, kv))
         parts["attention dropout mask"] = norm_rows * h * self.mask
         return parts
+
+    def _context_parallel_output(self, output: float) -> dict[str, float]:
+        """What Transformer Engine's context-parallel attention keeps beside the output the projection reads (`output`
+        bytes): the all-to-all variants the kernel's own, head-split output (AttnFuncWithCPAndQKVOA2A saves it before
+        the output's all-to-all); the all-gather the two halves of the output it computes one after the other
+        (AttnFuncWithCPAndKVAllGather saves out_per_step, copied into the output it returns). Nothing where core
+        attention is recomputed: its checkpoint keeps only its inputs, the kernel's saved tensors re-created."""
+        if self.modules & CORE_ATTENTION_MODULES or self.shape.cp == 1:
+            return {}
+        if self.shape.cp_a2a > 1:
+            return {"attention output before the all-to-all": output}
+        if self.par.context_parallel_comm == "all_gather" and self.flash:
+            return {"attention output halves": output}
+        return {}
 
     def _sparse_attention(self, heads: int) -> dict[str, float]:
         """DeepSeek sparse attention over MLA's MQA form (workload.layer_kernels LayerKernels._sparse_attention): the
