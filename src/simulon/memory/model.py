@@ -13,7 +13,8 @@ peak is taken over every step: the kept activations plus what the running forwar
 (activations.py), or the optimizer step's transient after the last backward. The activations in flight are reported
 in micro-batches' worth of the stage's activations (the kept bytes over what one micro-batch keeps through the
 stage's model chunks it runs: all of an interleaved or V schedule's, so chunk passes / vpp where the chunks are
-alike; one of DualPipe's mirrored two), and as none where the optimizer step sets the peak.
+alike; one of DualPipe's mirrored two; a split backward waiting for its W counted as the micro-batch its chunk kept,
+not by the larger bytes the W reads), and as none where the optimizer step sets the peak.
 
 Three figures per stage, as three tools report them:
 allocated (torch.cuda.max_memory_allocated), reserved (max_memory_reserved: allocated plus the caching
@@ -61,8 +62,8 @@ class StageMemory:
     terms: dict[str, float]              # allocated bytes by term at the peak, largest terms first
     activation_parts: dict[str, float]   # what one micro-batch's activations on this stage are made of
     microbatches_in_flight: float        # activations kept at the stage's peak, in micro-batches' worth of this
-                                         # stage's activations (a micro-batch through the chunks it runs); 0 where
-                                         # the optimizer step sets the peak
+                                         # stage's activations (a micro-batch through the chunks it runs; a pending
+                                         # W as its micro-batch); 0 where the optimizer step sets the peak
     kept_activations: float              # bytes of activations kept at the stage's peak (the "activations" term;
                                          # 0 where the optimizer step, after the last backward, sets it)
     reserved: float
@@ -406,14 +407,17 @@ class MemoryModel:
 
         The micro-batches are the kept bytes over what one micro-batch keeps on the whole stage
         (StagePlan.per_microbatch: all its model chunks under an interleaved or V schedule), so chunk passes / vpp
-        where the chunks are alike, weighted by bytes where they are not (a chunk of the embedding alone).
+        where the chunks are alike, weighted by bytes where they are not (a chunk of the embedding alone); a split
+        backward waiting for its W counts as what its chunk kept (StagePlan.held_at_peak), not as the GEMM inputs and
+        output gradients the W reads, which under recomputation are several micro-batches' worth.
 
         The reserved figure's step can be another than the allocated one's where a step keeps more with less on
         top: under recomputation a split B's deferred W holds more than its layers kept, while the layer the B
         before it re-created stays reserved (the caching allocator does not give it back)."""
         (kept, transient), high = plan.peaks(*columns, weights=(1.0, 1.0 + overhead))
         per_microbatch = plan.per_microbatch(columns[0])  # every chunk a micro-batch runs through on the stage
-        return kept, transient, kept / per_microbatch if per_microbatch else 0.0, high
+        held = plan.held_at_peak(*columns) if plan.split.any() else kept  # a pending W as its micro-batch
+        return kept, transient, held / per_microbatch if per_microbatch else 0.0, high
 
     def _communicators(self) -> int:
         """Process groups of more than one rank this rank talks through (NCCL connects them lazily, on use)."""

@@ -118,6 +118,29 @@ class StagePlan:
         what they allocate and by what they reserve)."""
         if not self.chunk.size:
             return [(0.0, 0.0)] * len(weights)
+        first, second = self._levels(kept, forward, backward, deferred, layer, head)
+        return [self._at(first, second, self._best(first, second, weight)) for weight in weights]
+
+    def held_at_peak(self, kept: np.ndarray, forward: np.ndarray, backward: np.ndarray, deferred: np.ndarray,
+                     layer: np.ndarray | None = None, head: np.ndarray | None = None) -> float:
+        """What the micro-batches whose activations the stage holds at its peak (`peak`'s step, weight 1) keep per
+        model chunk, a split backward waiting for its W counted as its chunk's micro-batch keeps, not by what the W
+        reads (`deferred`: every GEMM's input and output gradient, which under recomputation is several times
+        what the chunk kept); so over what one micro-batch keeps (`per_microbatch`) it counts micro-batches, never
+        more than the step holds. The same as `peak`'s kept where no backward is split."""
+        if not self.chunk.size:
+            return 0.0
+        first, second = self._levels(kept, forward, backward, deferred, layer, head)
+        best = self._best(first, second, 1.0)
+        if best is None:
+            return 0.0
+        if self.split.any():
+            first, _ = self._levels(kept, forward, backward, kept, layer, head)  # a pending W holds its micro-batch
+        return float(first[best])
+
+    def _levels(self, kept: np.ndarray, forward: np.ndarray, backward: np.ndarray, deferred: np.ndarray,
+                layer: np.ndarray | None, head: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """Per step what is kept (with an F's own micro-batch) and what the running step holds on top (`peak`)."""
         k, w = kept[self.chunk], deferred[self.chunk]
         freed = k - np.where(self.split, w, 0.0)
         delta = np.where(self.forward, k, -np.where(self.weight, w, freed))
@@ -133,12 +156,15 @@ class StagePlan:
             freed = np.zeros_like(grown) if head is None else head[after]
             first = np.where(pair, live + np.maximum(grown - freed, 0.0), first)
             second = np.where(pair, np.maximum(second, backward[after]), second)
-        return [self._best(first, second, weight) for weight in weights]
+        return first, second
 
-    def _best(self, first: np.ndarray, second: np.ndarray, weight: float) -> tuple[float, float]:
-        """(first, second) at the first step where first + weight x second peaks; (0, 0) where none is above 0."""
+    def _best(self, first: np.ndarray, second: np.ndarray, weight: float) -> int | None:
+        """The first step where first + weight x second peaks; None where none is above 0."""
         total = np.where(self.paired & ~self.forward, -np.inf, first + weight * second)
         best = int(np.argmax(total))
-        if not total[best] > 0.0:
-            return 0.0, 0.0
-        return float(first[best]), float(second[best])
+        return best if total[best] > 0.0 else None
+
+    @staticmethod
+    def _at(first: np.ndarray, second: np.ndarray, best: int | None) -> tuple[float, float]:
+        """(first, second) at step `best`; (0, 0) at none."""
+        return (0.0, 0.0) if best is None else (float(first[best]), float(second[best]))
