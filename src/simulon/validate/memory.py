@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+from pydantic import ValidationError
+
 from ..config.dc import DatacenterConfig, NodeSpec, shipped_gpu
 from ..config.errors import ConfigError
 from ..config.frameworks import MEGATRON_GPT, framework_defaults
@@ -47,6 +49,7 @@ from ..config.resolve import (
 from ..config.scenario import ScenarioConfig
 from ..config.templates import find_template, template_names
 from ..config.units import GiB
+from ..config.workload import ParallelismSpec, microbatch_steps
 from ..memory import MemoryReport, StageMemory, estimate_memory
 from .report import (
     NOT_GIVEN,
@@ -376,7 +379,7 @@ def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
     seq = count(row, "seq_len", source.sequence_length)
     if seq is None:
         raise Unsupported("row gives no sequence length")
-    gbs = count(row, "gbs") or mbs * dp * max(pp, 1)
+    gbs = count(row, "gbs") or mbs * dp * fewest_microbatches(pp, vpp, pipeline_cells(row))
     try:
         stated = stated_flag(row, "sp")
     except BadCell as exc:
@@ -422,6 +425,17 @@ def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
     if row["ep"].strip() == "unknown" and sc.workload.model.moe is not None:  # the model's, however it is named
         raise Unsupported("row does not give the expert parallelism of an MoE model")
     return sc
+
+
+def fewest_microbatches(pp: int, vpp: int, schedule: dict[str, str]) -> int:
+    """Micro-batches a row that gives no global batch is taken to run: enough to fill its pipeline (pp), or the
+    fewest its stated schedule runs (config.workload.microbatch_steps: DualPipe and DualPipeV 2 pp), so that a
+    DualPipe row is not refused for a count it never gave. A schedule the scenario will refuse takes pp."""
+    try:
+        least = microbatch_steps(ParallelismSpec(pp=pp, vpp=vpp, **schedule))[1]
+    except ValidationError:
+        least = 1
+    return max(pp, least, 1)
 
 
 def measurements(row: dict[str, str]) -> list[tuple[str, float]]:
