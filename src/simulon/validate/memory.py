@@ -62,6 +62,7 @@ from .report import (
     bad_cell,
     count,
     expert_tp_cell,
+    fsdp_group_cell,
     model_stem,
     number,
     pipeline_cells,
@@ -390,6 +391,9 @@ def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
                                    "sequence_parallel": sequence_parallel and tp > 1,
                                    **_recompute(row, source.recompute),
                                    **_sharding(row["zero_or_fsdp"], source), **expert_tp_cell(row, tp, model)}
+    shard_group = fsdp_group_cell(row["zero_or_fsdp"])  # hybrid sharding: FSDP=N of the data x context ranks
+    if shard_group is not None and parallelism.get("fsdp", "none") != "none" and shard_group < dp * cp:
+        parallelism["fsdp_size"] = shard_group
     if ep > 1 and (dp * cp) % ep and "expert_tensor_parallel" not in parallelism:
         parallelism["expert_tensor_parallel"] = 1  # ep spans tensor-parallel ranks: Megatron-Core needs them unsplit
     stages = STAGE_LAYERS.search(row["notes"])

@@ -272,6 +272,18 @@ def expert_tp_cell(row: dict[str, str], tp: int, model: dict) -> dict[str, int]:
     return {"expert_tensor_parallel": etp} if etp and experts else {}
 
 
+def fsdp_group_cell(text: str) -> int | None:
+    """The ranks a parameter is sharded over that a zero_or_fsdp cell gives as 'FSDP=N' (in any case, anywhere in
+    the cell: 'ZeRO-3 (FSDP=8)'), None where it gives none; Unsupported, naming the column, where N is below 1."""
+    found = re.search(r"fsdp\s*=\s*([^\s,;)]+)", text, re.IGNORECASE)
+    if found is None:
+        return None
+    size = count({"zero_or_fsdp": found.group(1)}, "zero_or_fsdp")
+    if size is None:
+        raise Unsupported(f"zero_or_fsdp: {text.strip()!r} gives FSDP={found.group(1)}, not a number of ranks")
+    return size
+
+
 NO_RECOMPUTATION = ("none", "no", "off")
 
 

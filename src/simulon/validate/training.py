@@ -49,6 +49,7 @@ from .report import (
     contradicting,
     count,
     expert_tp_cell,
+    fsdp_group_cell,
     model_stem,
     number,
     overfull,
@@ -427,7 +428,7 @@ def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
     if sharding.strip().lower() not in (*NOT_GIVEN, "none") and not re.search(r"FULL_SHARD|SHARD_GRAD_OP|^FSDP",
                                                                              sharding):
         raise Unsupported(f"zero_or_fsdp: {sharding.strip()!r} is none of FULL_SHARD, SHARD_GRAD_OP and FSDP=N")
-    fsdp_size = count({"n": sharding.removeprefix("FSDP=")}, "n") if sharding.startswith("FSDP=") else None
+    fsdp_size = fsdp_group_cell(sharding)
     try:
         recompute, modules = recompute_cell(row) or ("none", [])
         layers = recomputed_layers(row)
