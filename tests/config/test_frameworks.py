@@ -103,8 +103,9 @@ def test_torchtitan_shards_fsdp2_over_data_parallel_ranks_and_its_tensor_paralle
     ("DeepSpeed 0.14", "none", False), ("NeMo 24.07", "none", True)])
 def test_a_sharding_the_framework_names_is_the_runs_sharding_where_the_scenario_sets_none(framework, fsdp,
                                                                                           distributed_optimizer):
-    """'DeepSpeed ZeRO-3' dropped its stage: a 149 GiB 'does not fit' where fsdp: full_shard gives 35 GiB."""
-    par = scenario(framework, {"vpp": 1}).workload.parallelism
+    """'DeepSpeed ZeRO-3' dropped its stage: a 149 GiB 'does not fit' where fsdp: full_shard gives 35 GiB. One
+    pipeline stage: DeepSpeed's PipelineEngine refuses ZeRO-2 and ZeRO-3 (config.workload)."""
+    par = scenario(framework, {"vpp": 1, "pp": 1, "dp": 4}).workload.parallelism
     assert (par.fsdp, par.distributed_optimizer) == (fsdp, distributed_optimizer)
     stated = scenario(framework, {"vpp": 1, "fsdp": "none", "distributed_optimizer": False}).workload.parallelism
     assert (stated.fsdp, stated.distributed_optimizer) == ("none", False)  # what the scenario writes wins

@@ -32,3 +32,15 @@ def test_a_smaller_shard_group_is_predicted_to_hold_more():
                                             ("FSDP=3", "fsdp_size: 3 does not divide dp*cp = 32")])
 def test_a_shard_group_no_run_can_have_is_skipped_saying_why(cell, said):
     assert said in validate_memory([{**ROW, "zero_or_fsdp": cell}]).skipped[0].reason
+
+
+@pytest.mark.parametrize(("cell", "fsdp", "group"), [("ZeRO-2 (FSDP=8)", "shard_grad_op", 8),
+                                                     ("zero stage 2", "shard_grad_op", None),
+                                                     ("full_shard", "full_shard", None),
+                                                     ("distopt(ZeRO-1)", "none", None)])
+def test_a_cell_naming_a_zero_stage_is_that_stage_whatever_else_it_names(cell, fsdp, group):
+    """Read as a framework's description is (config.frameworks.sharding_named): before, any cell containing 'fsdp'
+    was full sharding, so 'ZeRO-2 (FSDP=8)' was ZeRO-3."""
+    par = scenario_from_row({**ROW, "zero_or_fsdp": cell}).workload.parallelism
+    assert (par.fsdp, par.fsdp_size) == (fsdp, group)
+    assert par.distributed_optimizer == (cell == "distopt(ZeRO-1)")

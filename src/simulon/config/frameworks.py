@@ -149,6 +149,7 @@ WELL_KNOWN_SHARDINGS: dict[str, tuple[str, dict[str, Any]]] = {
     "FULL_SHARD": ("FSDP's FULL_SHARD", {"fsdp": "full_shard"}),
     "ddp": ("DDP", {"fsdp": "none", "distributed_optimizer": False}),
     "distributed_optimizer": ("the distributed optimizer", {"fsdp": "none", "distributed_optimizer": True}),
+    "distopt": ("the distributed optimizer", {"fsdp": "none", "distributed_optimizer": True}),  # NeMo's short name
     "fsdp": ("FSDP", {"fsdp": "full_shard"}),
 }
 """Shardings by their well-known names (DeepSpeed's ZeRO stages, PyTorch FSDP's sharding strategies, the names

@@ -35,7 +35,7 @@ from pydantic import ValidationError
 
 from ..config.dc import DatacenterConfig, NodeSpec, shipped_gpu
 from ..config.errors import ConfigError
-from ..config.frameworks import MEGATRON_GPT, framework_defaults
+from ..config.frameworks import MEGATRON_GPT, framework_defaults, sharding_named
 from ..config.loading import parse_scenario
 from ..config.number_formats import training_precision
 from ..config.resolve import (
@@ -318,14 +318,14 @@ def _recompute(row: dict[str, str], default: str) -> dict[str, Any]:
 
 
 def _sharding(text: str, source: Source) -> dict[str, Any]:
+    """The sharding a zero_or_fsdp cell names, read as a framework's description names one (config.frameworks
+    sharding_named: a ZeRO stage by its number first, so 'ZeRO-2 (FSDP=8)' is ZeRO-2 over 8 ranks), else the
+    framework's own where the cell is blank or unknown."""
     text = text.lower()
-    if "zero-3" in text or "fsdp" in text or "full_shard" in text:
-        return {"fsdp": "full_shard", "distributed_optimizer": False}
-    if "zero-2" in text:
-        return {"fsdp": "shard_grad_op", "distributed_optimizer": False}
-    if "distopt" in text or "zero-1" in text:
-        return {"distributed_optimizer": True}
-    if text.startswith(("none", "ddp")):
+    named = sharding_named(text)
+    if named is not None:
+        return {"distributed_optimizer": False, **named[1]}
+    if text.startswith("none"):
         return {"distributed_optimizer": False}
     if text.strip() not in NOT_GIVEN:
         raise Unsupported(f"zero_or_fsdp: {text.strip()!r} is none of ZeRO-1/2/3, distopt, FSDP, DDP and none")
