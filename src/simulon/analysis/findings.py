@@ -17,7 +17,9 @@ written for Ampere's mma.sync, on a chip whose own tensor-core instruction runs 
 its attention kernels' time at stake (what a library on the chip's instruction would save is not simulated).
 A run that does not fit its GPUs' memory is offered nothing that grows the memory a GPU holds: no larger
 micro-batch or longer sequence, no lower tp, cp or ep, no fewer pipeline stages, and a schedule or more
-micro-batches only where the memory model (memory/) keeps its peak.
+micro-batches only where the memory model (memory/) keeps its peak. On GPUs of several models each finding names
+the type of the GPU it is on, and the idle-time finding the busiest GPU where that is of another type: which group
+of a mixed cluster holds the step back.
 """
 
 from __future__ import annotations
@@ -106,6 +108,8 @@ class Settings:
     #    mma.sync, and per rank the share of its GPU's tensor-core peak that runs at, where some share is below 1
     pipeline_stages: int | None = None
     mixed_gpus: bool | None = None           # ranks on more than one kind of GPU
+    devices: tuple[str, ...] | None = None   # on such ranks, per rank its GPU's name (the breakdown's type), which
+    #    each finding names beside the GPU it is on; None: one kind of GPU, or not known
     speed_balance: str | None = None         # on such ranks, the way to size each one's work to its GPU that the
     #    scenario takes (hetero_balance); None: none, or one kind of GPU
     vpp: int | None = None                   # model chunks per pipeline rank
@@ -158,7 +162,8 @@ class Settings:
                    zero_bubble=par.pipeline_schedule in BUBBLE_SCHEDULES, overlap_grad_reduce=par.overlap_grad_reduce,
                    overlap_param_gather=par.gathers_overlapped if par.distributed_optimizer else None,
                    warp_mma_attention=warp_mma_attention(sc), pipeline_stages=par.pp,
-                   mixed_gpus=_mixed(sc.placement()), speed_balance=hetero_balance(sc), vpp=par.vpp,
+                   mixed_gpus=_mixed(sc.placement()), devices=_devices(sc.placement()),
+                   speed_balance=hetero_balance(sc), vpp=par.vpp,
                    schedules=schedules,
                    ep_within_scale_up=_within_domain(sc, "ep") if par.ep > 1 else None,
                    deepep_option=deepep_option(sc) if par.ep > 1 else None,
@@ -389,6 +394,18 @@ def hetero_balance(sc: ScenarioConfig) -> str | None:
 def _mixed(placement: Placement) -> bool:
     """Whether the ranks run on GPUs of more than one model (config.dc.GPUSpec.model_name: not two names of one)."""
     return len({placement.groups[g].gpu.model_name for g in placement.used}) > 1
+
+
+def _devices(placement: Placement) -> tuple[str, ...] | None:
+    """Per rank its GPU's name where the ranks run on GPUs of more than one model (_mixed), else None."""
+    return tuple(placement.per_rank(lambda group: group.gpu.name)) if _mixed(placement) else None
+
+
+def gpu_where(gpu: int, settings: Settings, stage: int | None = None) -> str:
+    """Which GPU a finding is on, as "GPU 16 (stage 1)": on GPUs of several models with its type, "GPU 16
+    (A100-SXM4-80GB, stage 1)", so that a finding says which group of a mixed cluster holds the step back."""
+    parts = [*([settings.devices[gpu]] if settings.devices else []), *([f"stage {stage}"] if stage is not None else [])]
+    return f"GPU {gpu} ({', '.join(parts)})" if parts else f"GPU {gpu}"
 
 
 def warp_mma_attention(sc: ScenarioConfig) -> tuple[str, tuple[float, ...]] | None:
@@ -664,9 +681,9 @@ def _attention(attention_ms: dict[int, float], step_ms: float, settings: Setting
     gpu, value = max(slowed.items(), key=lambda item: (item[1], -item[0]))
     share_of_step = value / step_ms if step_ms > 0 else 0.0
     detail = (f"attention kernels ({library}, written for Ampere's mma.sync, which runs at {100 * shares[gpu]:.0f}% "
-              f"of this GPU's tensor-core peak): {shown_ms(value)} ms on GPU {gpu}, {shown_share(share_of_step)} of "
-              f"{settings.replayed}")
-    return Finding("attention", value, share_of_step, f"GPU {gpu}", detail, ADVICE["attention"])
+              f"of this GPU's tensor-core peak): {shown_ms(value)} ms on {gpu_where(gpu, settings)}, "
+              f"{shown_share(share_of_step)} of {settings.replayed}")
+    return Finding("attention", value, share_of_step, gpu_where(gpu, settings), detail, ADVICE["attention"])
 
 
 def _value(row: GPUExposure, term: str) -> float:
@@ -682,7 +699,7 @@ def _worst_gpu(per_gpu: list[GPUExposure], term: str, step_ms: float, path: dict
         return None
     row = max(per_gpu, key=lambda r: (_value(r, term), -r.gpu))
     value = _value(row, term)
-    where = f"GPU {row.gpu} (stage {row.stage})"
+    where = gpu_where(row.gpu, settings, row.stage)
     share = value / step_ms if step_ms > 0 else 0.0
     collective = ""
     if term in COMM_KINDS:
@@ -694,10 +711,24 @@ def _worst_gpu(per_gpu: list[GPUExposure], term: str, step_ms: float, path: dict
             collective = top[0][0]
     else:
         detail = f"{WHAT[term]}: {shown_ms(value)} ms on {where}, {shown_share(share)} of {settings.replayed}"
+        if term == "bubble":
+            detail += _least_idle(per_gpu, row, settings)
         longest = memory_kernels.get(row.gpu, [])[:MEMORY_KERNELS] if term == "memory_bound" else []
         if longest:
             detail += "; the longest: " + ", ".join(f"{name} {shown_ms(ms)} ms" for name, ms in longest)
     return Finding(term, value, share, where, detail, advice(term, settings, collective))
+
+
+def _least_idle(per_gpu: list[GPUExposure], idlest: GPUExposure, settings: Settings) -> str:
+    """On GPUs of several models, where the least idle GPU (the busiest) is of another model than the idlest: that GPU
+    and its idle time, the group that holds the others back (Llama 3 8B at vpp 2 on a DGX H100 stage and a DGX A100
+    one: the H100s idle 918.9 ms, the A100s 15.4 ms, and the finding named only the idle H100s); "" elsewhere."""
+    if not settings.devices:
+        return ""
+    least = min(per_gpu, key=lambda r: (r.bubble_ms, r.gpu))
+    if settings.devices[least.gpu] == settings.devices[idlest.gpu]:
+        return ""
+    return f"; the busiest is {gpu_where(least.gpu, settings, least.stage)}, idle {shown_ms(least.bubble_ms)} ms"
 
 
 def _on_path(term: str, path: dict, links: dict, step_ms: float, settings: Settings) -> Finding:
