@@ -6,7 +6,10 @@ point, peak FLOP/s over HBM bandwidth (the roofline model: Williams, Waterman an
 peak of the format it runs in: in a narrow-format run (fp8, MXFP8, NVFP4) the GEMMs the recipe keeps in bf16 (LM head,
 router, the bf16 layers, the Mamba scan's products) and attention run at the 16-bit peak, whose ridge is the
 narrow one's half or less (a GB300's bf16 LM head at 1,353 FLOPs a byte is compute-bound under its bf16 ridge, 312, and
-was called memory-bound under its NVFP4 ridge, 1,875).
+was called memory-bound under its NVFP4 ridge, 1,875). On a cluster of several GPU models each kernel is held to its own
+GPU's ridge (an H200's, 206, is lower than an H100's, 295: Llama 3 8B's MLP GEMMs at tp 8 and 256 tokens a
+micro-batch lie between the two, memory-bound on the H100 and compute-bound on the H200, and the ranks' mean ridge,
+243, called them memory-bound on both).
 Communication a GPU takes part in is what result.summarize counts (its part in each collective from when the
 last member joined, every pipeline flow it sends or receives), labelled by kinds.py; waiting in a collective for
 its last member is idle time. Time is split over the pieces between consecutive interval
@@ -26,6 +29,10 @@ from ..engine.replay import Timeline
 from ..workload.kernels import KernelClass, KernelSpec
 from .intervals import idle_length
 from .kinds import COMM_KINDS, KIND_NAMES, node_kinds
+
+Ridge = float | np.ndarray
+"""A ridge point in hardware FLOPs per byte: one for every GPU, or one per GPU (an array indexed by GPU) where the GPUs
+differ."""
 
 MEMORY_BOUND, COMPUTE_BOUND = 0, 1
 """The channels of kernels in the sweep; communication kind k is channel 2 + k."""
@@ -57,6 +64,24 @@ def memory_bound(dag: ExecutionDAG, ridge_flops_per_byte: float, wide_ridge: flo
         return intensity < ridge_flops_per_byte
     wide = np.array([sixteen_bit(k) for k in dag.kernel_specs], dtype=bool)
     return intensity < np.where(wide, wide_ridge, ridge_flops_per_byte)
+
+
+def memory_bound_nodes(dag: ExecutionDAG, nodes: np.ndarray, ridge_flops_per_byte: Ridge,
+                       wide_ridge: Ridge | None = None) -> np.ndarray:
+    """Per compute node of `nodes`: whether its kernel is memory-bound on its own GPU (memory_bound, with the ridge
+    points one for every GPU or per GPU: Ridge)."""
+    gpu = dag.gpu[nodes]
+    intensity = np.array([k.hw_flops / k.bytes if k.bytes > 0 else np.inf for k in dag.kernel_specs])[dag.kernel[nodes]]
+    ridge = _on(ridge_flops_per_byte, gpu)
+    if wide_ridge is None:
+        return intensity < ridge
+    wide = np.array([sixteen_bit(k) for k in dag.kernel_specs], dtype=bool)[dag.kernel[nodes]]
+    return intensity < np.where(wide, _on(wide_ridge, gpu), ridge)
+
+
+def _on(ridge: Ridge, gpu: np.ndarray) -> float | np.ndarray:
+    """The ridge point of each GPU of `gpu`: the one number, or the entries of a per-GPU array."""
+    return np.asarray(ridge)[gpu] if np.ndim(ridge) else float(ridge)
 
 
 def sixteen_bit(spec: KernelSpec) -> bool:
@@ -105,11 +130,12 @@ def comm_intervals(dag: ExecutionDAG, timeline: Timeline) -> tuple[np.ndarray, .
             np.concatenate([joins, p2p, p2p]))
 
 
-def exposure(dag: ExecutionDAG, timeline: Timeline, ridge_flops_per_byte: float,
-             wide_ridge: float | None = None) -> list[GPUExposure]:
-    """Per simulated GPU, its step split as the module says (`wide_ridge`: memory_bound)."""
+def exposure(dag: ExecutionDAG, timeline: Timeline, ridge_flops_per_byte: Ridge,
+             wide_ridge: Ridge | None = None) -> list[GPUExposure]:
+    """Per simulated GPU, its step split as the module says (`wide_ridge`: memory_bound; either ridge one for every
+    GPU or per GPU: Ridge)."""
     compute = np.flatnonzero(dag.kind == NodeKind.compute)
-    slow = memory_bound(dag, ridge_flops_per_byte, wide_ridge)[dag.kernel[compute]]
+    slow = memory_bound_nodes(dag, compute, ridge_flops_per_byte, wide_ridge)
     c_gpu, c_start, c_end, c_node = comm_intervals(dag, timeline)
     channel = np.concatenate([np.where(slow, MEMORY_BOUND, COMPUTE_BOUND),
                               2 + node_kinds(dag)[c_node] - KIND_NAMES.index(COMM_KINDS[0])])

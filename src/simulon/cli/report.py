@@ -30,7 +30,7 @@ def run_scenario(scenario: Path, quiet: bool, expand: str = "auto", memory_limit
     """Load and simulate a scenario (a progress bar on a terminal unless `quiet`) and analyse its iteration, the
     findings' advice steered by what the scenario already does (findings.Settings); a scenario without a workload,
     an algorithm that cannot run or a run too large end as a ConfigError."""
-    from ..analysis.analyze import analyze
+    from ..analysis.analyze import analyze, per_gpu_values
     from ..analysis.findings import Settings
     from ..collective.algorithms import Unrunnable
     from ..config.number_formats import number_format
@@ -56,15 +56,17 @@ def run_scenario(scenario: Path, quiet: bool, expand: str = "auto", memory_limit
         raise ConfigError(f"{scenario}: collective.algorithm: {exc}") from None
     except TooLarge as exc:
         raise ConfigError(f"{scenario}: {exc}") from None
-    placement = sc.placement()  # GPUs of several types: their mean peak and HBM bandwidth
+    placement = sc.placement()  # GPUs of several types: each one's peak and HBM bandwidth
     sampled = sim.result.sampling
     settings = Settings.of(sc, step_timer(sc))
     if sampled is not None:
         settings = dataclasses.replace(settings, replayed=f"the {sampled.simulated[1]}-micro-batch replay")
     dtype = number_format(sc.workload.training.dtype)  # a narrow format's 16-bit kernels run at the 16-bit peak
-    return sim, analyze(sim.dag, sim.timeline, sim.topology, placement.peak_flops(dtype.dtype),
-                        placement.mean(lambda g: g.gpu.memory_bandwidth), settings,
-                        placement.peak_flops(dtype.attention_dtype) if dtype.quantized else None)
+    return sim, analyze(sim.dag, sim.timeline, sim.topology,
+                        per_gpu_values(placement, lambda g: g.gpu.peak_flops(dtype.dtype)),
+                        per_gpu_values(placement, lambda g: g.gpu.memory_bandwidth), settings,
+                        per_gpu_values(placement, lambda g: g.gpu.peak_flops(dtype.attention_dtype))
+                        if dtype.quantized else None)
 
 
 def result_json(sim: Simulation, analysis: Analysis, scenario: Path) -> dict:

@@ -57,6 +57,7 @@ def point_metrics(args: tuple[dict, str, float | None, float | None]) -> dict[st
     points running with it (None: the whole limit): one planned within the limit to need more is not run, and
     comes back as Needs (executors.in_shares: it runs later, admitted by its need), so that a point's row never
     depends on how many ran beside it."""
+    from ..analysis.analyze import per_gpu_values
     from ..analysis.exposure import exposure, mean_exposed_ms
     from ..config.loading import parse_scenario
     from ..pipeline import over_share, plan_step, simulate_step
@@ -69,7 +70,8 @@ def point_metrics(args: tuple[dict, str, float | None, float | None]) -> dict[st
         return need
     train, gib = sc.workload.training, GiB
     placement = sc.placement()  # the ridge point only splits compute, not the exposed communication read here
-    ridge = placement.peak_flops(train.dtype) / placement.mean(lambda g: g.gpu.memory_bandwidth)
+    ridge = (per_gpu_values(placement, lambda g: g.gpu.peak_flops(train.dtype))
+             / per_gpu_values(placement, lambda g: g.gpu.memory_bandwidth))
 
     def exposed_by_kind(replay) -> dict[str, float]:  # of each sampled replay, extrapolated as the step's figures
         return mean_exposed_ms(exposure(replay.dag, replay.timeline, ridge))
