@@ -11,7 +11,7 @@ from ..memory.remedies import LADDER_ORDER, TIMED_ORDER, settings_text
 from ..plots import KINDS
 from ..plots.figure import figure_bytes
 from ..plots.inputs import numbers, replayed_of
-from ..plots.result import TERMS, stage_means
+from ..plots.result import TERMS, devices, stage_means
 from .markup import image, number, page, section, table, text
 
 PLOTS = (("gantt", "Pipeline timeline per stage"), ("memory", "Memory per stage against capacity"),
@@ -132,9 +132,10 @@ def breakdown(data: dict) -> str:
                      for i, g in enumerate(data["per_gpu"])],
                     "Per simulated GPU (ms)")
     rows = numbers(data["per_gpu"], ("gpu", "stage", "stands_for", *(t[0] for t in TERMS)), "", "per_gpu")
-    per_stage = table(("stage", *(t[1] for t in TERMS)),
-                      [(text(stage), *(f"{v:,.2f}" for v in means)) for stage, means in stage_means(rows).items()],
-                      "Per stage (ms, mean over its GPUs)")
+    per_stage = table(("stage", *(("type",) if mixed else ()), *(t[1] for t in TERMS)),
+                      [(text(stage), *((text(device),) if mixed else ()), *(f"{v:,.2f}" for v in means))
+                       for (stage, device), means in stage_means(rows, devices(data["per_gpu"])).items()],
+                      f"Per stage{' and GPU type' if mixed else ''} (ms, mean over its GPUs)")
     return (plot(data, "breakdown", "step-time breakdown per GPU and per stage")
             + f'<div class="tables">{totals}{per_stage}</div>\n{per_gpu}'
             f'{exposure(data["analysis"]["per_gpu"], replayed_of(data, "the result"))}')
