@@ -59,3 +59,28 @@ def test_the_reports_per_stage_table_gives_each_gpu_type_its_row():
     cells = [re.sub(r"<[^>]+>", "", c) for c in re.findall(r"<td[^>]*>.*?</td>", table)]
     assert cells[:5] == ["0", A100, "642.90", "300.70", "187.90"]
     assert cells[5:10] == ["0", H100, "638.80", "350.10", "142.50"]
+
+
+def schedule(data: dict) -> dict:
+    """The timeline simulate --json gives for `data`: each stage drawn from its lowest simulated GPU."""
+    return {**data, "schedule": {"iteration_time_ms": 1131.4, "stages": [
+        {"stage": s, "gpu": g, "spans": [[0.0, 500.0, "forward", 0]]} for s, g in ((0, 0), (1, 16))]}}
+
+
+def test_the_timeline_names_the_gpu_each_stage_row_draws_and_its_type_on_mixed_gpus():
+    """Each row draws one GPU of its stage; with replicas on H100s and A100s the rows said only "stage 0"."""
+    for types, labels in (((H100, A100), [f"stage 1\nGPU 16, {H100}", f"stage 0\nGPU 0, {H100}"]),
+                          ((H100,), ["stage 1", "stage 0"])):
+        fig = KINDS["gantt"].draw(schedule(result(types)), "result.json", None)
+        try:
+            assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == labels
+        finally:
+            pyplot().close(fig)
+
+
+def test_the_reports_per_gpu_by_kind_table_names_each_gpus_type_on_mixed_gpus():
+    html = breakdown(result((H100, A100)))
+    table = html.split("Per GPU by kind")[1].split("</table>")[0]
+    assert "<th>type</th>" in table.replace(" ", "")
+    cells = [re.sub(r"<[^>]+>", "", c) for c in re.findall(r"<td[^>]*>.*?</td>", table)]
+    assert cells[:3] == ["0", H100, "0"] and cells[7:10] == ["8", A100, "0"]

@@ -111,13 +111,31 @@ def gantt(data: Any, source: str, options: Any = None) -> Any:
             ax.broken_barh(by_kind[kind], band, facecolors=colour, label=None if kind in seen else kind,
                            linewidth=0)
             seen.add(kind)
-    ax.set_yticks(range(len(stages)), [f"stage {s.get('stage', i)}" for i, s in enumerate(reversed(stages))])
+    named = gpu_types(data.get("per_gpu"))
+    ax.set_yticks(range(len(stages)), [stage_label(s, i, named) for i, s in enumerate(stages)][::-1])
     ax.set_xlabel("time (ms)")
     ax.set_xlim(0, number(sched, "iteration_time_ms", f"{source}: schedule", 0) or ax.get_xlim()[1])
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12 - 0.3 / len(stages)), ncol=6, fontsize=8)
     ax.set_title("Pipeline timeline per stage (compute above, communication below; one GPU per stage)"
                  + replay_note(data, source))
     return fig
+
+
+def gpu_types(per_gpu: Any) -> dict[Any, str]:
+    """Each GPU's type by its number, from a result's per_gpu where it names several types (devices), else {}."""
+    if not isinstance(per_gpu, list):
+        return {}
+    return {g["gpu"]: t for g, t in zip(per_gpu, devices(per_gpu), strict=True)
+            if t and isinstance(g, dict) and isinstance(g.get("gpu"), int)}
+
+
+def stage_label(stage: Any, index: int, types: dict[Any, str]) -> str:
+    """A timeline row's label: "stage 0"; on GPUs of several types (gpu_types) with the GPU the row draws and its type
+    ("stage 0\nGPU 8, A100-SXM4-80GB"), since a stage's replicas may run on GPUs of different speeds
+    (training.stage_groups) and the row shows one of them."""
+    label = f"stage {stage.get('stage', index)}"
+    gpu = stage.get("gpu")
+    return f"{label}\nGPU {gpu}, {types[gpu]}" if isinstance(gpu, int) and gpu in types else label
 
 
 def replay_note(data: Any, source: str) -> str:

@@ -11,7 +11,7 @@ from ..memory.remedies import LADDER_ORDER, TIMED_ORDER, settings_text
 from ..plots import KINDS
 from ..plots.figure import figure_bytes
 from ..plots.inputs import numbers, replayed_of
-from ..plots.result import TERMS, devices, stage_means
+from ..plots.result import TERMS, devices, gpu_types, stage_means
 from .markup import image, number, page, section, table, text
 
 PLOTS = (("gantt", "Pipeline timeline per stage"), ("memory", "Memory per stage against capacity"),
@@ -138,22 +138,26 @@ def breakdown(data: dict) -> str:
                       f"Per stage{' and GPU type' if mixed else ''} (ms, mean over its GPUs)")
     return (plot(data, "breakdown", "step-time breakdown per GPU and per stage")
             + f'<div class="tables">{totals}{per_stage}</div>\n{per_gpu}'
-            f'{exposure(data["analysis"]["per_gpu"], replayed_of(data, "the result"))}')
+            f'{exposure(data["analysis"]["per_gpu"], replayed_of(data, "the result"), gpu_types(data["per_gpu"]))}')
 
 
-def exposure(per_gpu: list[dict], replayed: tuple[int, int] | None = None) -> str:
+def exposure(per_gpu: list[dict], replayed: tuple[int, int] | None = None, types: dict | None = None) -> str:
     """Per GPU the time compute-bound, memory-bound, exposed per communication kind and idle (analysis/exposure.py),
     captioned as the larger replay's where the step was extrapolated (`replayed`: replayed_of): its rows add up to
-    that replay's step, not to the step the tables above it show."""
+    that replay's step, not to the step the tables above it show; on GPUs of several types (`types`, by GPU:
+    plots.result.gpu_types) a type column, as the per-GPU breakdown has."""
+    types = types or {}
     of = "" if replayed is None else f", of the {replayed[0]}-micro-batch replay (not the extrapolated step)"
     rows = []
     for i, g in enumerate(per_gpu):
         at = f"analysis.per_gpu.{i}"
-        rows.append((text(g["gpu"]), text(g["stage"]), in_ms(f"{at}.compute_bound_ms", g["compute_bound_ms"]),
+        rows.append((text(g["gpu"]), *((text(types.get(g["gpu"], "")),) if types else ()), text(g["stage"]),
+                     in_ms(f"{at}.compute_bound_ms", g["compute_bound_ms"]),
                      in_ms(f"{at}.memory_bound_ms", g["memory_bound_ms"]),
                      *(in_ms(f"{at}.exposed_ms.{k}", v) for k, v in g["exposed_ms"].items()),
                      in_ms(f"{at}.bubble_ms", g["bubble_ms"])))
-    return table(("GPU", "stage", "compute-bound", "memory-bound", *per_gpu[0]["exposed_ms"], "bubble"), rows,
+    return table(("GPU", *(("type",) if types else ()), "stage", "compute-bound", "memory-bound",
+                  *per_gpu[0]["exposed_ms"], "bubble"), rows,
                  f"Per GPU by kind: compute-bound, memory-bound (HBM), exposed communication, idle (ms){of}")
 
 
