@@ -114,7 +114,7 @@ class StageMemory:
 
     def to_json(self) -> dict:
         return {"stage": self.stage, "allocated_bytes": self.allocated, "reserved_bytes": self.reserved,
-                "device_bytes": self.device, "capacity_bytes": self.capacity, "fits": self.fits,
+                "device_bytes": self.device, "capacity_bytes": self.capacity, "gpu": self.gpu, "fits": self.fits,
                 "parameters": self.params, "microbatches_in_flight": self.microbatches_in_flight,
                 "kept_activations_bytes": self.kept_activations,
                 "terms_bytes": dict(self.terms), "runtime_bytes": dict(self.runtime)}

@@ -173,9 +173,12 @@ def memory(data: Any, source: str, options: Any = None) -> Any:
     rest = [max(d[0] / gib - b, 0.0) for d, b in zip(devices, bottom, strict=True)]
     if any(r > 0 for r in rest):  # the caching allocator's excess: device peak over the terms
         ax.bar(range(len(stages)), rest, bottom=bottom, label="allocator excess", color="#eeeeee", hatch="//")
-    capacity_marks(ax, capacity, stage_capacities(stages, capacity, source))
-    ax.set_xticks(range(len(stages)), [str(s.get("stage", i)) for i, s in enumerate(stages)])
-    ax.set_xlabel("pipeline stage")
+    own = stage_capacities(stages, capacity, source)
+    capacity_marks(ax, capacity, own)
+    named = len(set(own)) > 1 and all(isinstance(s.get("gpu"), str) for s in stages)  # whose memory each mark is
+    ax.set_xticks(range(len(stages)), [f"{s.get('stage', i)}\n{s['gpu']}" if named else str(s.get("stage", i))
+                                       for i, s in enumerate(stages)])
+    ax.set_xlabel("pipeline stage and its GPU" if named else "pipeline stage")
     ax.set_ylabel("GiB per GPU")
     ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=7)
     ax.set_title(f"Memory per stage on {mem.get('gpu', 'the GPU')}: {'fits' if mem.get('fits') else 'does not fit'}")

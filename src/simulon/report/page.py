@@ -55,7 +55,8 @@ def summary(data: dict) -> str:
              card("GPUs", number("num_gpus", data["num_gpus"], "")),
              card(f"memory on {mem['gpu']}", verdict)]
     capacity = (number("memory.capacity_bytes", mem["capacity_bytes"], "GiB") if uniform(mem) else
-                number(f"memory.stages.{index}.capacity_bytes", peak["capacity_bytes"], "GiB"))
+                number(f"memory.stages.{index}.capacity_bytes", peak["capacity_bytes"], "GiB")
+                + (f" ({text(peak['gpu'])})" if "gpu" in peak else ""))  # whose memory, as `simulate` says
     return (f'<div class="cards">{"".join(cards)}</div>\n<p>Peak memory: stage {text(peak["stage"])}, '
             f'{number(f"memory.stages.{index}.device_bytes", peak["device_bytes"], "GiB")} of '
             f'{capacity} per GPU. {simulated(data)}</p>\n{to_fit(mem)}{profiled(data)}')
@@ -233,9 +234,11 @@ def links(data: dict) -> str:
 
 
 def memory(data: dict) -> str:
-    """The per-stage table; where the stages' GPUs differ in memory, each stage's capacity in a column."""
+    """The per-stage table; where the stages' GPUs differ in memory, each stage's GPU and capacity in columns (as
+    `simulon memory` prints them)."""
     stages = data["memory"]["stages"]
     own = () if uniform(data["memory"]) else ("capacity_bytes",)
+    named = bool(own) and all("gpu" in s for s in stages)  # a result written before stages named their GPU: none
     terms: list[str] = list(dict.fromkeys(k for s in stages for k in {**s["terms_bytes"], **s["runtime_bytes"]}))
     rows = []
     for i, s in enumerate(stages):
@@ -245,10 +248,13 @@ def memory(data: dict) -> str:
         rows.append((text(s["stage"]), *(number(f"memory.stages.{i}.{parts[t]}", values[t], "GiB", False)
                                          if t in parts else "" for t in terms),
                      *(number(f"memory.stages.{i}.{k}", s[k], "GiB", False) for k in
-                       ("allocated_bytes", "reserved_bytes", "device_bytes", *own)),
+                       ("allocated_bytes", "reserved_bytes", "device_bytes")),
+                     *((text(s["gpu"]),) if named else ()),
+                     *(number(f"memory.stages.{i}.{k}", s[k], "GiB", False) for k in own),
                      "fits" if s["fits"] else "does not fit"))
     notes = "".join(f"<li>{text(n)}</li>" for n in data["memory"].get("notes", []))
-    headers = ("stage", *terms, "allocated", "reserved", "device peak", *("capacity" for _ in own), "verdict")
+    headers = ("stage", *terms, "allocated", "reserved", "device peak", *(("GPU",) if named else ()),
+               *("capacity" for _ in own), "verdict")
     return (table(headers, rows,
                   "Peak memory per GPU by stage (GiB)") + (f"<ul>{notes}</ul>\n" if notes else ""))
 
