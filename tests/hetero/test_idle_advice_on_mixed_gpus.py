@@ -56,3 +56,13 @@ def test_replicas_joined_by_expert_all_to_alls_are_offered_no_shares():
     sc = _scenario("mixtral-8x7b", pp=1, ep=4)
     told = advice("bubble", Settings.of(sc))
     assert PLAN_HETERO not in told and "dp_shares" not in told
+
+
+def test_replicas_that_already_run_their_own_shares_are_told_to_try_other_shares_not_to_set_them():
+    """tp 8 x dp 4 on two DGX H100 and two DGX A100 nodes with dp_shares [6, 6, 2, 2] was told to try 'micro-batches
+    sized to each replica's GPU speed (training.dp_shares)', what it already does."""
+    data = _scenario(pp=1).as_data()
+    data["workload"]["training"]["dp_shares"] = [6, 6, 2, 2]
+    told = advice("bubble", Settings.of(parse_scenario(data, "mixed.yaml")))
+    assert "sized to each replica's GPU speed" not in told
+    assert "other micro-batch shares for the replicas (training.dp_shares, now [6, 6, 2, 2])" in told

@@ -375,7 +375,8 @@ def hetero_balance(sc: ScenarioConfig) -> str | None:
     """On GPUs of several models, the remedy that sizes each GPU's work to its speed which this scenario can take:
     simulon plan-hetero where it plans the pipeline (pp > 1, one stage per rank: workload.schedule.one_stage_per_rank),
     else layers_per_stage and stage_groups by hand (plan-hetero refuses vpp > 1 and two stages a rank), and without
-    a pipeline the replicas' micro-batches (training.dp_shares, which expert parallelism and FSDP do not take);
+    a pipeline the replicas' micro-batches (training.dp_shares, which expert parallelism and FSDP do not take; where
+    the scenario sets them, other shares: it was told to set what it had set);
     None on one GPU model, or where none applies."""
     if not _mixed(sc.placement()):
         return None
@@ -384,6 +385,9 @@ def hetero_balance(sc: ScenarioConfig) -> str | None:
         if par.ep > 1 or par.fsdp != "none" or par.data_parallel(sc.workload.training.num_gpus or
                                                                    sc.datacenter.num_gpus) == 1:
             return None
+        shares = sc.workload.training.dp_shares
+        if shares is not None:  # sized already: other sizes, not the setting it has
+            return f"other micro-batch shares for the replicas (training.dp_shares, now {list(shares)})"
         return "micro-batches sized to each replica's GPU speed (training.dp_shares)"
     if one_stage_per_rank(par):
         return "layers and batch sized to each GPU's speed (simulon plan-hetero)"
