@@ -108,6 +108,35 @@ def test_a_run_needing_more_than_its_limit_is_refused_with_its_size_and_what_to_
     check_fits(size, size.memory_bytes() + 1)
 
 
+@pytest.mark.parametrize(("trace", "between", "remedy"), [
+    ("flows", (None, False), None),
+    ("flows", (False, "collectives"), "without the trace (-o) the run needs about"),
+    ("flows", ("collectives", "flows"), "--trace-detail collectives (the default) draws the trace in about"),
+    ("collectives", (False, "collectives"), "without the trace (-o) the run needs about"),
+    ("kernels", (False, "kernels"), "without the trace (-o) the run needs about"),
+])
+def test_a_run_refused_for_its_trace_is_told_first_the_lighter_trace_that_fits(trace, between, remedy):
+    """DeepSeek-V3 (16 layers) on 256 H800s, DualPipe, ep 32, `simulate -o t.json --trace-detail flows --max-memory
+    2GB`: 'need about 2.3 GB ... simulate fewer micro-batches ... or a smaller cluster', where the flows' slices took
+    1.2 GB of it and the default detail would have run in 1.0 GB: the advice changed the simulation and left out the
+    one setting that did not. The trace's share, and the lighter detail (or none) that fits, come first."""
+    size = DagSize(662_624, 423_168, 128)
+    low, high = (size.memory_bytes(trace=t) if t is not None else 0.0 for t in between)
+    with pytest.raises(TooLarge) as info:
+        check_fits(size, (low + high) / 2, trace)
+    message = str(info.value)
+    if remedy is None:  # a limit the run misses even without its trace
+        assert "--trace-detail" not in message and "without the trace" not in message, message
+        return
+    assert remedy in message and message.index(remedy) < message.index("simulate fewer micro-batches"), message
+    found = re.search(re.escape(remedy) + r" ([0-9.,]+ \w+) \((?:every flow|the trace) takes about ([0-9.,]+ \w+)",
+                      message)
+    assert found, message
+    assert parse_size(found[1].replace(",", "").replace(" ", "")) == pytest.approx(low, rel=0.06)
+    assert parse_size(found[2].replace(",", "").replace(" ", "")) == pytest.approx(size.memory_bytes(trace) - low,
+                                                                                  rel=0.06)
+
+
 @pytest.mark.parametrize("short_by", [1e-3, 1e-2, 0.04])
 def test_a_run_needing_barely_more_than_its_limit_is_refused_with_a_need_that_reads_above_it(short_by):
     """--max-memory 8GB against a need of 8.04 GB read 'need about 8.0 GB, and 8.0 GB are available'."""

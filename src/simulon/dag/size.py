@@ -36,7 +36,7 @@ import yaml
 
 from ..collective.tuner import CollectivePlan
 from ..config.errors import ConfigError
-from ..config.units import memory_amounts
+from ..config.units import memory_amount, memory_amounts
 from ..network.topology import Topology
 from ..workload.layout import RankLayout
 from ..workload.program import CollectiveOp, ComputeOp, SendOp, StageProgram, program_of_rank
@@ -156,9 +156,27 @@ def check_fits(size: DagSize, limit: float | None, trace: Trace = False, hint: s
     need_text, limit_text = memory_amounts(need, limit)
     raise TooLarge(f"{size.nodes:,} DAG nodes and {size.flows:,} flows over {size.simulated_gpus:,} simulated GPUs "
                    f"need about {need_text}, and {limit_text} are available{hint}",
-                   f"{advice}simulate fewer micro-batches ("
+                   f"{trace_advice(size, limit, trace)}{advice}simulate fewer micro-batches ("
                    f"{'--micro-batches sample, or ' if samples else ''}a smaller global batch) or a smaller cluster, "
                    "or raise the limit with --max-memory")
+
+
+def trace_advice(size: DagSize, limit: float, trace: Trace) -> str:
+    """For a refusal of a run of `size` writing a trace at `trace`'s detail: the lighter trace that would fit `limit`
+    (the default detail where every flow is drawn, else none), and what the trace takes ("" where even no trace
+    fits, or none is written), so that the cheapest remedy, which leaves the simulation as it is, comes first."""
+    if not trace:
+        return ""
+    for lighter, how in (("collectives", "--trace-detail collectives (the default) draws the trace in"),
+                         (False, "without the trace (-o) the run needs")):
+        if lighter and trace != "flows":  # the default detail is lighter only than every flow
+            continue
+        need = size.memory_bytes(lighter)
+        if need <= limit:
+            drawn = "every flow" if lighter else "the trace"
+            return (f"{how} about {memory_amount(need)} ({drawn} takes about "
+                    f"{memory_amount(size.memory_bytes(trace) - need)} of the need); ")
+    return ""
 
 
 @cache
