@@ -17,11 +17,13 @@ from hypothesis import strategies as st
 from helpers import ROOT, SEED_SCENARIO, cli, gpt_scenario
 from simulon.analysis.analyze import analyze
 from simulon.analysis.exposure import collective_parts
+from simulon.analysis.schedule import COMPUTE_KINDS
 from simulon.config.loading import load_scenario
 from simulon.dag.nodes import PIPELINE_SEND, NodeKind
-from simulon.export.chrome_trace import DETAILS, chrome_trace_json, lanes, trace_events
+from simulon.export.chrome_trace import DETAILS, chrome_trace_json, collective_name, lanes, trace_events
 from simulon.memory.walk import StagePlan
 from simulon.pipeline import simulate
+from simulon.workload.kernels import Phase
 
 
 def perfetto_ns(value: float) -> int:
@@ -349,6 +351,28 @@ def test_a_kernels_slice_says_whether_it_is_a_forward_backward_weight_gradient_o
         by_phase[e["cat"]].add(e["name"].partition(" (")[2])
     assert by_phase == {"fwd": {""}, "step": {""}, "bwd_ig": {"backward)"}, "bwd_wg": {"weight-gradient)"},
                         "recompute": {"recompute)"}}
+
+
+def test_a_collectives_slice_names_its_phase_so_a_layers_backward_all_to_all_is_told_from_its_forwards():
+    """Under ZB-V with experts a GPU drew two 'moe_dispatch (AllToAll)' slices a layer and micro-batch with the same
+    arguments, its forward's and its backward's (which under DualPipe runs beside another micro-batch's forward):
+    only their place told them apart, where a kernel's slice names its phase. A collective's now does too, as a
+    kernel's: 'moe_dispatch (AllToAll, backward)'; a forward's and the step's keep their name."""
+    sc = gpt_scenario(nodes=1, gpus_per_node=4, pp=2, ep=2, layers=4, gbs=8, seq=1024,
+                      moe={"num_experts": 4, "top_k": 2}, extra_parallelism={"pipeline_schedule": "zb_v", "vpp": 2})
+    sim = simulate(sc)
+    parts = [e for e in trace_events(sim.dag, sim.timeline) if e["ph"] == "X" and e["cat"] == "collective"]
+    names = defaultdict(list)
+    for e in parts:
+        names[e["pid"], e["args"]["layer"], e["args"]["microbatch"], e["name"].partition(" (")[0]].append(e["name"])
+    dispatches = [found for key, found in names.items() if key[3] == "moe_dispatch"]
+    assert dispatches and all(sorted(found) == ["moe_dispatch (AllToAll)", "moe_dispatch (AllToAll, backward)"]
+                              for found in dispatches)
+    phases = {c.phase for c in sim.dag.collectives}
+    assert Phase.step in phases and Phase.bwd_wg in phases
+    for coll in sim.dag.collectives:
+        suffix = "" if coll.phase in (Phase.fwd, Phase.step) else f", {COMPUTE_KINDS[coll.phase]}"
+        assert collective_name(coll) == f"{coll.label} ({coll.ctype.name}{suffix})"
 
 
 def test_a_collectives_slice_names_its_algorithm_deepeps_dispatch_too():

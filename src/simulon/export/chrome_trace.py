@@ -12,13 +12,13 @@ first of its kind's tracks that is free by its start, so a GPU gets as many trac
 once, and no two slices of one track overlap.
 
 How much is drawn is `detail`: "kernels" (compute kernels only), "collectives" (and each GPU's part in each
-collective, and pipeline sends on the sender's pipeline stream and their receives on the receiver's: one slice per
-operation, not per flow) or "flows" (and every network flow, pipeline sends' too, on
-its sender's send tracks and on its receiver's receive tracks, with an arrow between them; a receiver that is
-folded onto a representative, dag/fold.py, shows its receive on its representative's receive tracks; an in-network
-reduction's legs, NVLS's or SHARP's, go "to its scale-up switch" (or scale-out) on the GPU's send tracks and "from
-its scale-up switch" on its receive tracks). A
-collective has a flow per rank, channel and chunk, so "flows" multiplies the large examples' traces: 111 MB with
+collective, named with its phase where not a forward, 'moe_dispatch (AllToAll, backward)', and pipeline sends on the
+sender's pipeline stream and their receives on the receiver's: one slice per operation, not per flow) or "flows"
+(and every network flow, pipeline sends' too, on its sender's send tracks and on its receiver's receive tracks, with
+an arrow between them; a receiver that is folded onto a representative, dag/fold.py, shows its receive on its
+representative's receive tracks; an in-network reduction's legs, NVLS's or SHARP's, go "to its scale-up switch" (or
+scale-out) on the GPU's send tracks and "from its scale-up switch" on its receive tracks). A collective has a flow
+per rank, channel and chunk, so "flows" multiplies the large examples' traces: 111 MB with
 collectives and 368 MB with every flow for examples/gpt3_175b_1024gpu.yaml, whose writing then peaks at 2.6 GB
 of memory; "collectives" is the default. A GPU's part in a collective starts when the group's last member joins
 (analysis.exposure.collective_parts, as the breakdown, `--json` and the gantt chart count it): from its own arrival
@@ -41,7 +41,7 @@ from ..analysis.kinds import shown_stream
 from ..analysis.links import LinkSeries
 from ..analysis.schedule import COMPUTE_KINDS
 from ..config.units import GiB
-from ..dag.nodes import PIPELINE_SEND, ExecutionDAG, NodeKind
+from ..dag.nodes import PIPELINE_SEND, CollectiveInstance, ExecutionDAG, NodeKind
 from ..engine.replay import Timeline
 from ..memory import MemoryReport
 from ..network.topology import FROM_SCALE_OUT_SWITCH, FROM_SCALE_UP_SWITCH, TO_SCALE_OUT_SWITCH, TO_SCALE_UP_SWITCH
@@ -185,7 +185,7 @@ def _collectives(slices: _Slices, dag: ExecutionDAG, timeline: Timeline) -> None
     for begin in joins.tolist():
         coll = dag.collectives[dag.coll[begin]]
         streams.append(int(shown_stream(coll)))
-        bodies.append({"name": f"{coll.label} ({coll.ctype.name})", "cat": "collective",
+        bodies.append({"name": collective_name(coll), "cat": "collective",
                        "args": {"bytes": coll.nbytes, "group": list(coll.group), "layer": coll.layer,
                                 "microbatch": coll.microbatch, "algorithm": coll.algorithm}})
     tracks = np.array(streams, dtype=np.int64)
@@ -195,6 +195,14 @@ def _collectives(slices: _Slices, dag: ExecutionDAG, timeline: Timeline) -> None
                  "args": {"collective": bodies[i]["name"], "microbatch": bodies[i]["args"]["microbatch"]}}
                 for i in waits.tolist()])
     slices.add(dag.gpu[joins], tracks, begins, timeline.finish[leaves], bodies)
+
+
+def collective_name(coll: CollectiveInstance) -> str:
+    """A collective's slice name: its label and type, and its phase's span kind as a kernel's (_kernels) where not a
+    forward's or the step's: 'moe_dispatch (AllToAll, backward)', so that the backward's all-to-alls of a layer and
+    micro-batch are told from its forward's of the same name (under DualPipe, beside another micro-batch's)."""
+    kind = "" if coll.phase in (Phase.fwd, Phase.step) else f", {COMPUTE_KINDS[coll.phase]}"
+    return f"{coll.label} ({coll.ctype.name}{kind})"
 
 
 def _pipeline_sends(slices: _Slices, dag: ExecutionDAG, timeline: Timeline, rep: np.ndarray) -> None:
