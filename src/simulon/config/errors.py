@@ -133,9 +133,11 @@ def recording_reads() -> Iterator[list[Path]]:
         _READ.reset(token)
 
 
-def read_input_text(path: Path, max_bytes: int, holds: str, encoding: str | None = None) -> str:
-    """An input file's text. Raises OSError for what cannot be read (a folder, a missing file), ValueError for
-    what is no input file (a device, a pipe, a file over `max_bytes`, more than `holds` holds) and
+def read_input_text(path: Path, max_bytes: int, holds: str, encoding: str = "utf-8") -> str:
+    """An input file's text, UTF-8 unless `encoding` says otherwise, whatever the locale's encoding (a refusal tells
+    the user to save the file as UTF-8: under LC_ALL=C a UTF-8 scenario was refused as 'not UTF-8 text', and
+    Windows' cp1252 would misread it). Raises OSError for what cannot be read (a folder, a missing file), ValueError
+    for what is no input file (a device, a pipe, a file over `max_bytes`, more than `holds` holds) and
     UnicodeDecodeError."""
     recording = _READ.get()
     if recording is not None:
