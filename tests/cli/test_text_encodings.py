@@ -32,3 +32,16 @@ def test_a_utf8_scenario_and_template_are_read_as_utf8_under_an_ascii_locale(tmp
     (tmp_path / "s.yaml").write_text(yaml.safe_dump(seed, allow_unicode=True), encoding="utf-8")
     done = cli_in_ascii_locale("collective", "s.yaml", "--sizes", "1MiB", "--json", cwd=tmp_path)
     assert done.returncode == 0, done.stderr.decode("utf-8", "replace")
+
+
+def test_a_sweep_keeps_its_csvs_utf8_rows_when_rerun_under_an_ascii_locale(tmp_path):
+    (tmp_path / "s.yaml").write_text(SEED_SCENARIO.read_text(encoding="utf-8"), encoding="utf-8")
+    first = subprocess.run([sys.executable, "-c", "from simulon.cli.app import main; main()", "sweep", "s.yaml",
+                            "--set", "workload.model.name=café", "-o", "sweep.csv"],
+                           capture_output=True, cwd=tmp_path, timeout=120, env={**os.environ, "PYTHONUTF8": "1"})
+    assert first.returncode == 0, first.stderr.decode("utf-8", "replace")
+    again = cli_in_ascii_locale("sweep", "s.yaml", "--set", "workload.model.name=plain", "-o", "sweep.csv",
+                                cwd=tmp_path)
+    assert again.returncode == 0, again.stderr.decode("utf-8", "replace")
+    names = [line.split(",")[1] for line in (tmp_path / "sweep.csv").read_bytes().decode("utf-8").splitlines()[1:]]
+    assert sorted(names) == ["café", "plain"]

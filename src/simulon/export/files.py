@@ -30,9 +30,11 @@ def compressed_as_named(path: str | Path, text: str) -> str | bytes:
 
 def write_atomic(path: str | Path, text: str | bytes) -> None:
     """Write text, or bytes (a PNG), to `path` so that it holds either the old content or the whole new one (a
-    device or pipe gets the bytes as they are written)."""
+    device or pipe gets the bytes as they are written). Text is written as UTF-8 with its line ends as they are,
+    whatever the platform and the locale's encoding: the same output gives the same bytes everywhere (under an ASCII
+    locale a sweep rewriting its CSV's earlier 'café' row failed with UnicodeEncodeError; Windows would write CRLF)."""
     given = Path(path)
-    mode = "wb" if isinstance(text, bytes) else "w"
+    data = text.encode("utf-8") if isinstance(text, str) else text
     try:
         kind = os.stat(given).st_mode  # through links: /dev/stdout into a pipe is a FIFO, not a file to replace
     except (FileNotFoundError, NotADirectoryError):
@@ -40,17 +42,17 @@ def write_atomic(path: str | Path, text: str | bytes) -> None:
     path = Path(os.path.realpath(given)) if given.is_symlink() else given
     try:
         if not stat.S_ISREG(kind) and not stat.S_ISDIR(kind):
-            with open(given, mode) as f:
-                f.write(text)
+            with open(given, "wb") as f:
+                f.write(data)
             return
-        _replace(path, text, mode)
+        _replace(path, data)
     except OSError as exc:  # a write fails without a name (a full disk): say which output
         if exc.filename is None:
             raise OSError(exc.errno, exc.strerror, str(path)) from None
         raise
 
 
-def _replace(path: Path, text: str | bytes, mode: str) -> None:
+def _replace(path: Path, data: bytes) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent or ".", prefix=f".{path.name}.", suffix=".tmp")
     try:
         try:  # what a plain open() would give, not mkstemp's 0600: an existing file's own permissions
@@ -60,8 +62,8 @@ def _replace(path: Path, text: str | bytes, mode: str) -> None:
             os.umask(umask)
             mode_bits = 0o666 & ~umask
         os.fchmod(fd, mode_bits)
-        with os.fdopen(fd, mode) as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
