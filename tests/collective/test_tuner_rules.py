@@ -3,7 +3,10 @@ first matching rule whose algorithm and protocol NCCL has enabled runs the colle
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import threading
 
 import pytest
 import yaml
@@ -15,7 +18,7 @@ from simulon.collective.tuner import CollectivePlan
 from simulon.collective.tuner_rules import TunerRule, parse_rule, parse_rules
 from simulon.collective.types import CollType
 from simulon.config.errors import ConfigError
-from simulon.config.loading import parse_scenario
+from simulon.config.loading import files_read, parse_scenario
 from simulon.network.topology import Topology
 from simulon.pipeline import collective_sweep
 
@@ -146,6 +149,31 @@ def test_a_missing_configuration_file_is_refused_on_the_command_line_with_status
     assert run.returncode == 2, run.stderr
     assert "datacenter.network.nccl.tuner_config: cannot read 'missing.conf'" in run.stderr
     assert "Traceback" not in run.stderr
+
+
+def test_a_configuration_file_that_is_a_named_pipe_or_not_utf8_is_refused_not_read_without_end(tmp_path):
+    fifo = tmp_path / "pipe.conf"  # a pipe was read to its end, which may never come (/dev/zero: until killed)
+    os.mkfifo(fifo)
+    def write() -> None:
+        with contextlib.suppress(OSError):  # the reader gone (EPIPE): the refusal read nothing
+            fifo.write_text("allreduce,0,65536,tree,ll,8,2,-1\n")
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    with pytest.raises(ConfigError, match=r"tuner_config: cannot read 'pipe.conf' \(not a regular file\)"):
+        scenario("pipe.conf", base_dir=tmp_path)
+    os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))  # lets the writer's open return where nothing read
+    writer.join(10)
+    (tmp_path / "latin1.conf").write_bytes("# café\nallreduce,0,65536,tree,ll,8,2,-1\n".encode("latin-1"))
+    with pytest.raises(ConfigError, match=r"tuner_config: 'latin1.conf': not UTF-8 text \(byte 0xe9 at offset 5\)"):
+        scenario("latin1.conf", base_dir=tmp_path)
+
+
+def test_a_configuration_file_is_an_input_that_no_output_may_overwrite(tmp_path):
+    (tmp_path / "nccl_tuner.conf").write_text("allreduce,0,65536,tree,ll,8,2,-1\n")
+    (tmp_path / "dc.yaml").write_text(yaml.safe_dump({"datacenter": {
+        "from": "gcp-a3-mega", "cluster": {"num_nodes": 2}, "network": {"nccl": {"tuner_config": "nccl_tuner.conf"}}}}))
+    assert tmp_path / "nccl_tuner.conf" in files_read(tmp_path / "dc.yaml")
 
 
 @settings(max_examples=200, deadline=None)

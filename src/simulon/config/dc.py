@@ -48,6 +48,7 @@ from .common import (
     kernel_shape_error,
     missing_run_parameter,
 )
+from .errors import MAX_YAML_BYTES, not_utf8, read_input_text
 from .host_cpu import HostCPU, host_cpu
 from .resolve import Hardware, Unresolved, resolve_hardware
 from .templates import (
@@ -608,11 +609,16 @@ class NcclEnvironment(StrictModel):
     @classmethod
     def _tuner_lines(cls, value: Any, info: ValidationInfo) -> Any:
         """A file's path (read here) or a list of lines: each checked, kept as written less comments and blanks."""
-        if isinstance(value, str):
-            try:
-                text = scenario_path(value, (info.context or {}).get("base_dir")).read_text()
+        if isinstance(value, str):  # read as scenarios are: a device (/dev/zero) is refused, not read without end,
+            try:  # and the file is one of those an output may not overwrite (config.loading.files_read)
+                text = read_input_text(scenario_path(value, (info.context or {}).get("base_dir")), MAX_YAML_BYTES,
+                                       "a tuner configuration")
             except OSError as exc:
                 raise ValueError(f"cannot read {value!r} ({exc.strerror or exc})") from None
+            except UnicodeDecodeError as exc:
+                raise ValueError(f"{value!r}: {not_utf8(exc)}") from None
+            except ValueError as exc:
+                raise ValueError(f"cannot read {value!r} ({exc})") from None
         elif isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
             text = "\n".join(value)
         else:
