@@ -4,6 +4,7 @@ message telling the user to save as UTF-8 the file that already was; Windows' cp
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -11,7 +12,8 @@ from pathlib import Path
 
 import yaml
 
-from helpers import SEED_SCENARIO
+from helpers import SEED_SCENARIO, cli
+from simulon.config.hf import model_from_hf
 
 ASCII_LOCALE = {"LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}
 """An environment whose locale encoding is ASCII (Python's C-locale coercion and UTF-8 mode both off)."""
@@ -45,3 +47,34 @@ def test_a_sweep_keeps_its_csvs_utf8_rows_when_rerun_under_an_ascii_locale(tmp_p
     assert again.returncode == 0, again.stderr.decode("utf-8", "replace")
     names = [line.split(",")[1] for line in (tmp_path / "sweep.csv").read_bytes().decode("utf-8").splitlines()[1:]]
     assert sorted(names) == ["café", "plain"]
+
+
+BOM = "\ufeff".encode()
+"""UTF-8's byte-order mark, which Notepad and Excel's 'CSV UTF-8' put at the start of a file they save."""
+
+
+def test_a_result_json_saved_with_a_byte_order_mark_is_read_by_diff(tmp_path):
+    run = cli("simulate", str(SEED_SCENARIO), "--json", cwd=tmp_path)
+    (tmp_path / "a.json").write_text(run.stdout, encoding="utf-8")
+    (tmp_path / "b.json").write_bytes(BOM + run.stdout.encode())
+    done = cli("diff", "a.json", "b.json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "unchanged" in done.stdout
+
+
+def test_a_huggingface_config_saved_with_a_byte_order_mark_is_read(tmp_path):
+    (tmp_path / "config.json").write_bytes(BOM + json.dumps(
+        {"model_type": "llama", "hidden_act": "silu", "hidden_size": 4096, "intermediate_size": 11008,
+         "num_attention_heads": 32, "num_hidden_layers": 32, "vocab_size": 32000}).encode())
+    assert model_from_hf(tmp_path / "config.json")["num_layers"] == 32
+
+
+def test_a_sweeps_csv_saved_again_with_a_byte_order_mark_keeps_its_points(tmp_path):
+    (tmp_path / "s.yaml").write_text(SEED_SCENARIO.read_text(encoding="utf-8"), encoding="utf-8")
+    sweep = ("sweep", "s.yaml", "--set", "collective.num_channels=2", "-o", "sweep.csv")
+    assert cli(*sweep, cwd=tmp_path).returncode == 0
+    csv = tmp_path / "sweep.csv"
+    csv.write_bytes(BOM + csv.read_bytes())
+    again = cli(*sweep, cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert "1 already in sweep.csv" in again.stdout

@@ -133,12 +133,13 @@ def recording_reads() -> Iterator[list[Path]]:
         _READ.reset(token)
 
 
-def read_input_text(path: Path, max_bytes: int, holds: str, encoding: str = "utf-8") -> str:
+def read_input_text(path: Path, max_bytes: int, holds: str, encoding: str = "utf-8-sig") -> str:
     """An input file's text, UTF-8 unless `encoding` says otherwise, whatever the locale's encoding (a refusal tells
     the user to save the file as UTF-8: under LC_ALL=C a UTF-8 scenario was refused as 'not UTF-8 text', and
-    Windows' cp1252 would misread it). Raises OSError for what cannot be read (a folder, a missing file), ValueError
-    for what is no input file (a device, a pipe, a file over `max_bytes`, more than `holds` holds) and
-    UnicodeDecodeError."""
+    Windows' cp1252 would misread it), a leading byte-order mark dropped (Notepad and Excel's 'CSV UTF-8' write one:
+    a result JSON holding it was refused as 'not a JSON file'). Raises OSError for what cannot be read (a folder, a
+    missing file), ValueError for what is no input file (a device, a pipe, a file over `max_bytes`, more than
+    `holds` holds) and UnicodeDecodeError."""
     recording = _READ.get()
     if recording is not None:
         recording.append(path)

@@ -260,7 +260,7 @@ class HFConfigError(ValueError):
 def read_config(path: Path) -> dict[str, Any]:
     """The config's mapping (its `text_config` for a multimodal model) over its class's defaults (CLASS_DEFAULTS)."""
     try:
-        doc = parse_json(read_input_text(path, MAX_YAML_BYTES, "a HuggingFace config", encoding="utf-8"),
+        doc = parse_json(read_input_text(path, MAX_YAML_BYTES, "a HuggingFace config"),
                          object_pairs_hook=_unique_keys)
     except RepeatedKey as exc:
         raise HFConfigError(f"HuggingFace config {str(path)!r}: key {exc.key!r} is given twice (which one is "

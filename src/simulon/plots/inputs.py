@@ -24,7 +24,7 @@ from ..config.errors import (
 def read_text(path: Path) -> str:
     """A result file's text, or a ConfigError naming the file and why it cannot be read."""
     try:
-        return read_input_text(path, MAX_RESULT_BYTES, "a result", encoding="utf-8")
+        return read_input_text(path, MAX_RESULT_BYTES, "a result")
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:

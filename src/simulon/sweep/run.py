@@ -112,7 +112,7 @@ def read_rows(path: Path) -> tuple[list[str], dict[str, dict[str, str]]]:
     if not path.exists():
         return [], {}
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # a byte-order mark, as a spreadsheet saves one, dropped
     except OSError as exc:
         raise ConfigError(f"-o {path}: cannot read the earlier sweep's rows: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:

@@ -157,7 +157,7 @@ def read_table(path: str | Path) -> list[dict[str, str]]:
     file (a device or a pipe, read without end), as for a missing one; UnicodeDecodeError for text that is not UTF-8;
     ValueError for a file over MAX_TABLE_BYTES or text the csv module cannot split into cells (naming the line)."""
     try:
-        text = read_input_text(Path(path), MAX_TABLE_BYTES, "a measurement table", encoding="utf-8-sig")
+        text = read_input_text(Path(path), MAX_TABLE_BYTES, "a measurement table")
     except ValueError as exc:
         if isinstance(exc, UnicodeDecodeError):
             raise
