@@ -119,3 +119,10 @@ def test_an_output_name_too_long_for_any_file_is_refused_as_bad_input_naming_the
     refused(*(str(seed) if a == "SEED" else a for a in args), str(seed.parent / written), cwd=seed.parent,
             expected=f"{option} {seed.parent / written}: cannot write: File name too long")
     assert sorted(p.name for p in seed.parent.iterdir()) == ["seed.yaml"]
+
+
+def test_a_sweep_plot_whose_name_a_folder_holds_is_refused_before_any_point_runs(seed):
+    (seed.parent / "plots" / "steps.png").mkdir(parents=True)
+    refused("sweep", "seed.yaml", "--set", "collective.num_channels=2", "-o", "s.csv", "--plots", "plots",
+            cwd=seed.parent, expected="--plots plots/steps.png: is a folder; name the plot to write")
+    assert not (seed.parent / "s.csv").exists()

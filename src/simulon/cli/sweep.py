@@ -60,6 +60,7 @@ def sweep(
     check_regular_output(output, "-o", "sweep's CSV")
     if plots is not None:
         check_folder_writable(plots, "--plots")
+        check_plot_files(plots, inputs=(scenario, output))
     with recording_reads() as read:  # the points' templates and configs: the CSV may overwrite none of them
         points = sweep_points(scenario, [parse_axis(text) for text in set_])
     check_not_input(output, "-o", tuple(read))
@@ -83,6 +84,17 @@ def sweep(
               f"{100 * s.efficiency[-1]:.0f}% at {s.gpus[-1]:,}" + (f"; {s.worst.describe()}" if s.worst else ""))
     if written:
         print(f"Plots written to {plots}: {', '.join(written)}")
+
+
+def check_plot_files(folder: Path, inputs: tuple[Path, ...]) -> None:
+    """A ConfigError, before the sweep runs, where a plot --plots writes into an existing `folder` could not be
+    written there (a folder of its name, the sweep's own scenario or CSV): it was refused after every point had run,
+    naming `-o pl/steps.png`, an option the user never gave."""
+    from ..export.files import check_writable
+
+    if folder.is_dir():
+        for name in PLOTS.values():
+            check_writable(folder / name, "--plots", "plot", inputs=inputs)
 
 
 def json_row(row: dict[str, str]) -> dict[str, object]:
