@@ -78,3 +78,11 @@ def test_a_sweeps_csv_saved_again_with_a_byte_order_mark_keeps_its_points(tmp_pa
     again = cli(*sweep, cwd=tmp_path)
     assert again.returncode == 0, again.stderr
     assert "1 already in sweep.csv" in again.stdout
+
+
+def test_a_report_of_a_scenario_whose_file_name_is_not_utf8_is_written_as_utf8(tmp_path):
+    latin1 = os.fsdecode(b"caf\xe9.yaml")  # a Latin-1 name on a UTF-8 file system: Python holds it escaped
+    (tmp_path / latin1).write_text(SEED_SCENARIO.read_text(encoding="utf-8"), encoding="utf-8")
+    done = cli("report", latin1, "-o", "report.html", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "simulon report: caf\ufffd.yaml" in (tmp_path / "report.html").read_bytes().decode("utf-8")

@@ -1,9 +1,11 @@
 """Options naming a file or a folder: an empty name (`-o ""`, an unset shell variable) is refused where the option is
 read. A path made of it is '.', the current folder: `--plots ""` and `--cache ""` wrote into it, and a file option
-was refused as 'is a folder', naming '.', which the user never wrote."""
+was refused as 'is a folder', naming '.', which the user never wrote. And a path as an output file shows it
+(shown_name)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import typer
@@ -19,3 +21,10 @@ def named_path(text: str) -> Path:
 def path_option(*names: str, **settings) -> typer.models.OptionInfo:
     """typer.Option for an option naming a file or folder: read by `named_path`, shown as <path> in the help."""
     return typer.Option(*names, parser=named_path, metavar="<path>", **settings)
+
+
+def shown_name(path: Path) -> str:
+    """`path` as text a UTF-8 file can hold: the bytes of a name that are not UTF-8 (a Latin-1 'caf\\xe9.yaml', which
+    Python holds as surrogate escapes) shown as U+FFFD, as a terminal shows them; the report's title of such a
+    scenario ended `simulon report` in 'internal error: UnicodeEncodeError ... surrogates not allowed'."""
+    return os.fsencode(path).decode("utf-8", "replace")

@@ -14,7 +14,7 @@ from ..config.errors import ConfigError
 from ..config.loading import files_read, load_scenario
 from .limits import MaxMemoryOption, memory_limit
 from .output import fold_flags
-from .paths import path_option
+from .paths import path_option, shown_name
 
 if TYPE_CHECKING:
     from ..analysis.analyze import Analysis
@@ -105,7 +105,7 @@ def report(
     limit = memory_limit(max_memory)
     check_report_output(output, scenario)
     sim, analysis = run_scenario(scenario, quiet=False, memory_limit=limit)
-    html = report_html(result_json(sim, analysis, scenario), f"simulon report: {scenario.name}")
+    html = report_html(result_json(sim, analysis, scenario), f"simulon report: {shown_name(Path(scenario.name))}")
     try:
         write_atomic(output, html)
     except OSError as exc:
