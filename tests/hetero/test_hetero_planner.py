@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -149,3 +150,15 @@ def test_plan_hetero_with_no_placement_that_fits_exits_2_saying_what_the_best_ne
     assert run.returncode == 2 and run.stderr.count("\n") == 1 and "Traceback" not in run.stderr
     assert "no placement fits in memory" in run.stderr and "GiB on stage 1 against its GPU's 40.0 GiB" in run.stderr
     assert not out.exists() and run.stdout == ""
+
+
+@pytest.mark.parametrize("name", ["h100\nx: 1.yaml", os.fsdecode(b"h100-a100 caf\xe9.yaml")])
+def test_a_written_plan_reads_back_whatever_the_scenarios_file_name_holds(tmp_path, name):
+    data = yaml.safe_load(EXAMPLE.read_text())
+    data["workload"]["model"] = {"from": "llama-3-8b", "num_layers": 8}
+    data["workload"]["training"].update(global_batch_size=4, sequence_length=1024)
+    (tmp_path / name).write_text(yaml.safe_dump(data))
+    run = cli("plan-hetero", name, "--simulate", "0", "-o", "plan.yaml", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    plan = load_scenario(tmp_path / "plan.yaml")
+    assert plan.workload.parallelism.layers_per_stage is not None

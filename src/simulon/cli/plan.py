@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 import yaml
 
-from ..config.errors import ConfigError
+from ..config.errors import ConfigError, one_line
 from ..config.loading import files_read, load_scenario
 from ..export.files import check_writable, write_atomic
 from .output import print_table
-from .paths import path_option
+from .paths import path_option, shown_name
 
 if TYPE_CHECKING:  # the planner (search.hetero, the pipeline and the estimator) is imported when the command runs
     from ..search.hetero import Plan, PlanResult
@@ -98,7 +98,8 @@ def plan_hetero(
         from ..analysis.shown import shown_ms, shown_number
 
         data = planner.scenario(result.best).model_dump(mode="json", exclude_none=True)
-        note = (f"# simulon plan-hetero {scenario}: {shown_ms(result.best.simulated_ms)} ms per step simulated, "
+        note = (f"# simulon plan-hetero {one_line(shown_name(scenario))}: {shown_ms(result.best.simulated_ms)} ms per "
+                "step simulated, "
                 f"{shown_number(100 * result.gain, '{:+.1f}')}% against the scenario as written\n")
         try:
             write_atomic(output, note + yaml.safe_dump(data, sort_keys=False))
