@@ -77,6 +77,8 @@ def test_a_topology_drawing_is_svg_only(seed, name):
     ("s.png", ("plot", "s.png", "--kind", "breakdown", "-o", "s.png")),
     ("s.svg", ("topology", "s.svg", "--draw", "s.svg")),
     ("s.yaml", ("simulate", "s.yaml", "-o", "link.yaml")),
+    ("s.png", ("validate", "collectives", "--csv", "s.png", "--plot", "s.png")),
+    ("s.svg", ("validate", "profile", "s.svg", "--plot", "s.svg")),
 ])
 def test_an_output_that_is_the_input_file_is_refused_and_the_input_kept(tmp_path, input_name, args):
     scenario = tmp_path / input_name

@@ -42,8 +42,8 @@ def report(csv_path: Path, as_json: bool, validator: Callable, group_title: str,
     from ..plots.figure import check_output
     from ..validate.report import REASONS_WHEN_NONE, read_table
 
-    if plot is not None:
-        check_output(plot, "--plot")
+    if plot is not None:  # never over the table it draws (by a link, or a table saved under a .png name)
+        check_output(plot, "--plot", (csv_path,))
 
     try:
         rows = read_table(csv_path)
@@ -264,7 +264,7 @@ def profile(gpu_file: Annotated[Path, typer.Argument(help="a GPU YAML with kerne
     from ..validate.profile import validate_profile
 
     if plot is not None:
-        check_output(plot, "--plot")
+        check_output(plot, "--plot", (gpu_file,))
     try:
         is_file = gpu_file.is_file()
     except OSError as exc:  # a name no file can have (ENAMETOOLONG): pathlib raises rather than answer
