@@ -77,3 +77,10 @@ def test_an_existing_file_keeps_its_permissions(tmp_path: Path):
     umask = os.umask(0)
     os.umask(umask)
     assert stat.S_IMODE((tmp_path / "new.json").stat().st_mode) == 0o666 & ~umask
+
+
+@pytest.mark.parametrize("length", [200, 250, 255])
+def test_any_name_a_file_may_have_is_written_however_long(tmp_path: Path, length: int):
+    out = tmp_path / ("t" * (length - 5) + ".json")  # NAME_MAX is 255: the temporary copy's name must fit too
+    write_atomic(out, "{}")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [out.name] and out.read_text() == "{}"

@@ -52,8 +52,13 @@ def write_atomic(path: str | Path, text: str | bytes) -> None:
         raise
 
 
+TEMPORARY_STEM = 32
+"""How much of the output's name its temporary copy's name keeps (`.NAME.XXXXXXXX.tmp`): a name of 245 characters,
+which a file may have, made a temporary name past NAME_MAX (255 bytes), and the write failed after the work."""
+
+
 def _replace(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent or ".", prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=path.parent or ".", prefix=f".{path.name[:TEMPORARY_STEM]}.", suffix=".tmp")
     try:
         try:  # what a plain open() would give, not mkstemp's 0600: an existing file's own permissions
             mode_bits = stat.S_IMODE(os.stat(path).st_mode)
