@@ -128,3 +128,9 @@ def test_a_sweep_plot_whose_name_a_folder_holds_is_refused_before_any_point_runs
     refused("sweep", "seed.yaml", "--set", "collective.num_channels=2", "-o", "s.csv", "--plots", "plots",
             cwd=seed.parent, expected="--plots plots/steps.png: is a folder; name the plot to write")
     assert not (seed.parent / "s.csv").exists()
+
+
+def test_a_sweeps_plots_folder_named_as_its_csv_is_refused_before_any_point_runs(seed):
+    refused("sweep", "seed.yaml", "--set", "collective.num_channels=2", "-o", "s.csv", "--plots", "./s.csv",
+            cwd=seed.parent, expected="--plots s.csv: is the sweep's CSV (-o s.csv); name a folder of its own")
+    assert not (seed.parent / "s.csv").exists()

@@ -59,6 +59,8 @@ def sweep(
     check_writable(output, "-o", "CSV", inputs=(scenario,))
     check_regular_output(output, "-o", "sweep's CSV")
     if plots is not None:
+        if plots.resolve() == output.resolve():  # the CSV, once written, is a file where the folder was to be made
+            raise ConfigError(f"--plots {plots}: is the sweep's CSV (-o {output}); name a folder of its own")
         check_folder_writable(plots, "--plots")
         check_plot_files(plots, inputs=(scenario, output))
     with recording_reads() as read:  # the points' templates and configs: the CSV may overwrite none of them
