@@ -134,3 +134,10 @@ def test_a_sweeps_plots_folder_named_as_its_csv_is_refused_before_any_point_runs
     refused("sweep", "seed.yaml", "--set", "collective.num_channels=2", "-o", "s.csv", "--plots", "./s.csv",
             cwd=seed.parent, expected="--plots s.csv: is the sweep's CSV (-o s.csv); name a folder of its own")
     assert not (seed.parent / "s.csv").exists()
+
+
+@pytest.mark.parametrize("option", ["-o", "--write-best"])
+def test_a_search_cache_named_as_one_of_its_output_files_is_refused_before_the_search(seed, option):
+    refused("search", "seed.yaml", "--top", "1", option, "out", "--cache", "out", cwd=seed.parent,
+            expected="--cache out: is also a file the search writes")
+    assert sorted(p.name for p in seed.parent.iterdir()) == ["seed.yaml"]

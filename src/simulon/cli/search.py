@@ -389,6 +389,9 @@ def _check_outputs(scenario: Path, output: Path | None, write_best: Path | None,
     paths = [p.resolve() for p in (output, plot, write_best) if p is not None]
     if len(set(paths)) < len(paths):
         raise ConfigError("-o/--plot/--write-best: two of them name the same file; name a file for each")
+    if cache is not None and cache.resolve() in paths:  # the cache, made first, would be a folder in the file's place
+        raise ConfigError(f"--cache {cache}: is also a file the search writes (-o, --plot or --write-best); name a "
+                          "folder of its own")
 
 
 def _write_all(files: dict[Path, tuple[str, str | bytes]]) -> None:
