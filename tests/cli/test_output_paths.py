@@ -141,3 +141,11 @@ def test_a_search_cache_named_as_one_of_its_output_files_is_refused_before_the_s
     refused("search", "seed.yaml", "--top", "1", option, "out", "--cache", "out", cwd=seed.parent,
             expected="--cache out: is also a file the search writes")
     assert sorted(p.name for p in seed.parent.iterdir()) == ["seed.yaml"]
+
+
+@pytest.mark.parametrize(("args", "option"), [(args, option) for args, option in EMPTY_NAMED
+                                              if option not in ("--cache", "--plots")])
+def test_a_file_option_given_a_folders_name_ending_in_a_slash_is_refused_and_nothing_is_written(seed, args, option):
+    """Path drops a trailing '/': `simulate -o results/` wrote the trace to a file named results."""
+    refused(*args, option, "results/", cwd=seed.parent, expected="ends in '/', as a folder's name does")
+    assert sorted(p.name for p in seed.parent.iterdir()) == ["seed.yaml"]

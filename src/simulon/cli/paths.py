@@ -18,9 +18,22 @@ def named_path(text: str) -> Path:
     return Path(text)
 
 
-def path_option(*names: str, **settings) -> typer.models.OptionInfo:
-    """typer.Option for an option naming a file or folder: read by `named_path`, shown as <path> in the help."""
-    return typer.Option(*names, parser=named_path, metavar="<path>", **settings)
+FOLDER_ENDS = tuple(sep for sep in (os.sep, os.altsep) if sep)
+"""How a folder's name may end, and a file's may not ('results/')."""
+
+
+def named_file(text: str) -> Path:
+    """The path an option naming a file gives (typer's `parser`): as named_path, and a name ending in a separator,
+    a folder's, is a usage error. Path drops the separator: `-o results/` wrote the trace to a file named results."""
+    if text.endswith(FOLDER_ENDS):
+        raise typer.BadParameter(f"ends in {text[-1]!r}, as a folder's name does: give the file's name")
+    return named_path(text)
+
+
+def path_option(*names: str, folder: bool = False, **settings) -> typer.models.OptionInfo:
+    """typer.Option for an option naming a file (read by `named_file`) or, with `folder`, a folder (`named_path`),
+    shown as <path> in the help."""
+    return typer.Option(*names, parser=named_path if folder else named_file, metavar="<path>", **settings)
 
 
 def shown_name(path: Path) -> str:

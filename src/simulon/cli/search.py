@@ -270,9 +270,10 @@ def search(
     output: Annotated[Path | None, path_option("-o", "--output", help="write the ranking as CSV")] = None,
     write_best: Annotated[Path | None, path_option(help="write the winner as a scenario YAML")] = None,
     plot: Annotated[Path | None, path_option(help="draw the time-vs-memory Pareto front (.png or .svg)")] = None,
-    cache: Annotated[Path | None, path_option(help="folder keeping estimates and replays by configuration hash: a "
-                                            "search run again (or killed and restarted) reads what it finished "
-                                            "(created if missing, in a folder that exists; default .simulon-cache)")]
+    cache: Annotated[Path | None, path_option(folder=True, help="folder keeping estimates and replays by "
+                                            "configuration hash: a search run again (or killed and restarted) reads "
+                                            "what it finished (created if missing, in a folder that exists; default "
+                                            ".simulon-cache)")]
     = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="neither read nor write the cache")] = False,
     executor: Annotated[str, typer.Option(help="where replays run: process (a local pool) or ray")] = "process",

@@ -29,8 +29,8 @@ def sweep(
                                             "quotes inside the shell's: 'PATH=\"Et*8,t|t*8L\"'")],
     output: Annotated[Path, path_option("-o", "--output", help="the sweep's CSV; rows already there for the same "
                                         "points are kept, not re-run")],
-    plots: Annotated[Path | None, path_option(help="folder to write scaling.png and steps.png into (created if "
-                                                   "missing, in a folder that exists)")] = None,
+    plots: Annotated[Path | None, path_option(folder=True, help="folder to write scaling.png and steps.png into "
+                                                   "(created if missing, in a folder that exists)")] = None,
     jobs: Annotated[int | None, typer.Option(help="points simulated at once (default: the CPU count)")] = None,
     expand: Annotated[str, typer.Option(help="auto | full | symmetric, as in simulate")] = "auto",
     executor: Annotated[str, typer.Option(help="where points run: process (a local pool) or ray")] = "process",
