@@ -76,3 +76,10 @@ def test_a_from_naming_a_path_too_long_for_any_file_is_refused_as_bad_input_nami
     run = cli("simulate", str(scenario))
     where = "datacenter.node.gpu" if field == "gpu" else "workload.model"
     assert run.returncode == 2 and run.stderr.startswith(f"error: {scenario}: {where}: "), run.stderr[:300]
+
+
+@pytest.mark.parametrize("name", ["Mine.YAML", "mine.Yml", "MINE.JSON"])
+def test_a_file_beside_the_scenario_is_read_whatever_the_case_of_its_suffix(tmp_path, name):
+    (tmp_path / name).write_text('{"from": "h100-sxm", "name": "my-h100"}\n')  # as Windows names files: H100.YAML
+    loaded = GPUSpec.model_validate({"from": name}, context={"base_dir": tmp_path})
+    assert (loaded.name, loaded.template) == ("my-h100", "h100-sxm")

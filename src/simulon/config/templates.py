@@ -143,7 +143,8 @@ def _is_file_reference(kind: str, ref: str, base_dir: Path | None) -> bool:
     no file is a name (found loosely, or unknown with suggestions), and so is a missing path of another kind that
     names a template loosely or has spaces, brackets or commas in it: a description ("8x H200 (NVLink4/NVSwitch,
     900GB/s)", config.resolve); so is a name whose only slashes are rates' ("DGX-H100-400Gb/s")."""
-    if ref.endswith((".yaml", ".yml", ".json")):  # JSON is YAML too (a HuggingFace config is refused as one)
+    if ref.lower().endswith((".yaml", ".yml", ".json")):  # JSON is YAML too (a HuggingFace config is refused as
+        # one); in any case, as Windows names them ('H100.YAML' was looked up as a template's name)
         return True
     if "/" not in RATE_SLASH.sub("", ref):
         return False
