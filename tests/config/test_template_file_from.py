@@ -83,3 +83,12 @@ def test_a_file_beside_the_scenario_is_read_whatever_the_case_of_its_suffix(tmp_
     (tmp_path / name).write_text('{"from": "h100-sxm", "name": "my-h100"}\n')  # as Windows names files: H100.YAML
     loaded = GPUSpec.model_validate({"from": name}, context={"base_dir": tmp_path})
     assert (loaded.name, loaded.template) == ("my-h100", "h100-sxm")
+
+
+def test_a_windows_path_with_backslashes_is_refused_saying_to_write_it_with_slashes(tmp_path):
+    (tmp_path / "templates").mkdir()
+    (tmp_path / "templates" / "mine.yaml").write_text("from: h100-sxm\n")
+    with pytest.raises(ValidationError) as caught:
+        GPUSpec.model_validate({"from": "templates\\mine.yaml"}, context={"base_dir": tmp_path})
+    assert "No such file or directory (a backslash separates no folders here: write the path with '/'" in \
+        str(caught.value)

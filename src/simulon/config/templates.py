@@ -242,7 +242,7 @@ def _read_template_file(path: Path) -> dict[str, Any]:
     try:
         doc = parse_yaml(read_yaml_text(path))
     except OSError as exc:
-        raise ValueError(f"cannot read template file {str(path)!r}: {exc.strerror}") from None
+        raise ValueError(f"cannot read template file {str(path)!r}: {exc.strerror}{_backslashes(path)}") from None
     except UnicodeDecodeError as exc:
         raise ValueError(f"template file {str(path)!r}: {not_utf8(exc)}") from None
     except yaml.YAMLError as exc:
@@ -255,6 +255,14 @@ def _read_template_file(path: Path) -> dict[str, Any]:
     for key in _DOC_KEYS:
         doc.pop(key, None)
     return doc
+
+
+def _backslashes(path: Path) -> str:
+    """What to add to the refusal of a file that cannot be read where its name holds Windows' folder separator and the
+    system's is '/' (a scenario written on Windows: `from: templates\\h100.yaml`): that it separates no folders."""
+    if "\\" not in str(path) or os.sep == "\\":
+        return ""
+    return " (a backslash separates no folders here: write the path with '/', relative to the scenario's folder)"
 
 
 def template_files(ref: str, base_dir: Path | None) -> list[tuple[Path, dict[str, Any]]]:
