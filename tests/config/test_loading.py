@@ -411,3 +411,12 @@ def test_an_unquoted_ratio_is_an_oversubscription_and_a_number_too_long_to_be_a_
     assert topology.datacenter.network.scale_out.topology.oversubscription == 2.0
     with pytest.raises(yaml.YAMLError, match="a whole number of 5,000 digits"):
         parse_yaml("x: " + "9" * 5000)
+
+
+@pytest.mark.parametrize("text", ["datacenter:\n\tcluster: {num_nodes: 1}\n",
+                                  "datacenter:\n  cluster:\n    num_nodes:\t1\n"])
+def test_a_tab_in_yaml_is_refused_saying_to_use_spaces(tmp_path, text):
+    (tmp_path / "tab.yaml").write_text(text)
+    with pytest.raises(ConfigError, match=r"found character '\\t' that cannot start any token \(a tab: indent with "
+                                          r"spaces, and put a space, not a tab, after a key's colon\)"):
+        load_scenario(tmp_path / "tab.yaml")

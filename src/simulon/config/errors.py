@@ -108,7 +108,10 @@ def yaml_problem(exc: yaml.YAMLError) -> tuple[str, str]:
         return f" at character {exc.position}", f"{exc.reason} (U+{int(exc.character):04X})"
     mark = getattr(exc, "problem_mark", None)
     where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-    return where, getattr(exc, "problem", None) or "invalid YAML"
+    problem = getattr(exc, "problem", None) or "invalid YAML"
+    if "'\\t'" in problem:  # an editor's tab: PyYAML takes none to indent, nor after a key's colon
+        problem += " (a tab: indent with spaces, and put a space, not a tab, after a key's colon)"
+    return where, problem
 
 
 MAX_RESULT_BYTES = 2**31
