@@ -84,3 +84,17 @@ def test_any_name_a_file_may_have_is_written_however_long(tmp_path: Path, length
     out = tmp_path / ("t" * (length - 5) + ".json")  # NAME_MAX is 255: the temporary copy's name must fit too
     write_atomic(out, "{}")
     assert sorted(p.name for p in tmp_path.iterdir()) == [out.name] and out.read_text() == "{}"
+
+
+def test_an_existing_output_its_permissions_protect_is_refused_not_replaced(tmp_path: Path, monkeypatch):
+    from simulon.config.errors import ConfigError
+    from simulon.export.files import check_writable
+
+    out = tmp_path / "kept.json"
+    out.write_text("kept")
+    out.chmod(0o444)
+    if os.access(out, os.W_OK):  # root, whom permissions do not stop: answer as for any other user
+        monkeypatch.setattr(os, "access", lambda path, mode: not (Path(path) == out and mode == os.W_OK))
+    with pytest.raises(ConfigError, match=r"-o .*kept.json: the file is read-only"):
+        check_writable(out, "-o")
+    check_writable(tmp_path / "new.json", "-o")  # a new name in the same folder is fine

@@ -5,7 +5,7 @@ link is followed (its target replaced, the link kept), and a device or a named p
 FIFO) is written through, as a plain open() would, never replaced by a file.
 
 And check an output path before the work that fills it starts (check_writable): a command that would fail to
-write, or would overwrite its own input, is refused at once and writes nothing.
+write, would overwrite its own input or a file its permissions protect, is refused at once and writes nothing.
 """
 
 from __future__ import annotations
@@ -90,7 +90,17 @@ def check_writable(path: Path, option: str, what: str = "file", suffixes: tuple[
         raise ConfigError(f"{option} {path}: is a folder; name the {what} to write")
     check_not_input(path, option, inputs)
     if written_in_place(path):
+        check_not_read_only(path, option)
         check_can_create(Path(os.path.realpath(path)).parent, option, path)
+
+
+def check_not_read_only(path: Path, option: str) -> None:
+    """A ConfigError where the existing file `path` (given by `option`) may not be written (`chmod a-w`): the rename
+    write_atomic makes needs only the folder's permission, so the file a user had protected was replaced, where a plain
+    open() is refused (as for root, whom no permission stops, os.access says)."""
+    if path.exists() and not os.access(path, os.W_OK):
+        raise ConfigError(f"{option} {path}: the file is read-only (its permissions forbid writing it); make it "
+                          "writable or name another file")
 
 
 def check_name(path: Path, option: str) -> None:
