@@ -8,6 +8,8 @@ from pydantic import ValidationError
 
 from helpers import cli
 from simulon.config.dc import GPUSpec
+from simulon.config.errors import ConfigError
+from simulon.config.loading import load_scenario
 
 
 def test_a_file_starting_from_an_unknown_template_is_named_with_that_template(tmp_path):
@@ -92,3 +94,46 @@ def test_a_windows_path_with_backslashes_is_refused_saying_to_write_it_with_slas
         GPUSpec.model_validate({"from": "templates\\mine.yaml"}, context={"base_dir": tmp_path})
     assert "No such file or directory (a backslash separates no folders here: write the path with '/'" in \
         str(caught.value)
+
+
+def test_a_file_named_inside_an_included_file_is_read_from_the_including_files_folder(tmp_path):
+    """A datacenter file's own `gpu: {from: mine.yaml}`, and a tuner configuration it names, lie beside it, not
+    beside the scenario (they were looked for in the scenario's folder)."""
+    (tmp_path / "dc").mkdir()
+    (tmp_path / "dc" / "mine.yaml").write_text("from: h100-sxm\nname: my-h100\n")
+    (tmp_path / "dc" / "tuner.conf").write_text("allreduce,0,65536,tree,ll,8,2,-1\n")
+    (tmp_path / "dc" / "cluster.yaml").write_text(
+        "cluster: {num_nodes: 1}\nnode: {gpus_per_node: 8, gpu: {from: mine.yaml}}\n"
+        "network: {nccl: {tuner_config: tuner.conf}}\n")
+    (tmp_path / "s.yaml").write_text("datacenter: {from: dc/cluster.yaml}\n")
+    dc = load_scenario(tmp_path / "s.yaml").datacenter
+    assert dc.node.gpu.name == "my-h100"
+    assert dc.network.nccl.tuner_config == ("allreduce,0,65536,tree,ll,8,2,-1",)
+    (tmp_path / "dc" / "cluster.yaml").write_text(  # rules written in the file are rules, not paths
+        "cluster: {num_nodes: 1}\nnode: {gpus_per_node: 8, gpu: h100-sxm}\n"
+        "network: {nccl: {tuner_config: ['allreduce,0,65536,tree,ll,8,2,-1']}}\n")
+    assert load_scenario(tmp_path / "s.yaml").datacenter.network.nccl.tuner_config == (
+        "allreduce,0,65536,tree,ll,8,2,-1",)
+
+
+def test_a_bad_value_in_a_file_an_included_file_names_is_refused_naming_that_file(tmp_path):
+    (tmp_path / "dc").mkdir()
+    (tmp_path / "dc" / "mine.yaml").write_text("from: h100-sxm\nmemory_capacity_gb: -5\n")
+    (tmp_path / "dc" / "cluster.yaml").write_text("cluster: {num_nodes: 1}\nnode: {gpus_per_node: 8, gpu: mine.yaml}\n")
+    (tmp_path / "s.yaml").write_text("datacenter: {from: dc/cluster.yaml}\n")
+    with pytest.raises(ConfigError) as refused:
+        load_scenario(tmp_path / "s.yaml")
+    dc = tmp_path / "dc"
+    assert str(refused.value).startswith(f"{dc / 'mine.yaml'} (included by {dc / 'cluster.yaml'} at node.gpu, ")
+    assert str(refused.value).endswith("memory_capacity_gb: must be positive, got -5 GB")
+
+
+def test_a_model_file_with_both_from_and_from_hf_is_still_refused_once_its_paths_are_read_from_its_folder(tmp_path):
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "config.json").write_text('{"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 2,'
+                                                ' "num_attention_heads": 32, "intermediate_size": 11008}')
+    (tmp_path / "m" / "both.yaml").write_text("from: llama-7b\nfrom_hf: config.json\n")
+    (tmp_path / "s.yaml").write_text("datacenter: {from: dgx-h100, cluster: {num_nodes: 1}}\n"
+                                     "workload: {model: {from: m/both.yaml}, training: {global_batch_size: 8}}\n")
+    with pytest.raises(ConfigError, match=r"give one of 'from' .* and 'from_hf' .*, not both"):
+        load_scenario(tmp_path / "s.yaml")

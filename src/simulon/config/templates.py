@@ -138,13 +138,40 @@ RATE_SLASH = re.compile(r"(?i)\d\s*[gt]i?b(?:its?)?\s*/\s*s(?:ec)?\b")
 """A rate's "per second" ("400Gb/s", "600 GB/s", "100 Gbit/s"): its slash is no path's."""
 
 
+FILE_SUFFIXES = (".yaml", ".yml", ".json")
+"""The suffixes that make a `from:` a file's name, whatever else it holds (read in any case)."""
+
+TEMPLATE_KEYS = frozenset({"from", "gpu", "nic", "switch", "topology", "model", "node"})
+"""The keys whose text may name a template file: a `from:`, or a block's shorthand for one (`gpu: mine.yaml`)."""
+
+
+def anchored(value: Any, folder: Path, key: str | None = None) -> Any:
+    """`value`, read from a template file in `folder`, with every relative file it names made relative to that file
+    rather than to the scenario, as its own `from:` is (a datacenter file's `node: {gpu: {from: mine.yaml}}` beside
+    it was looked for beside the scenario): a tuner_config, a from_hf that exists or ends in .json (a HuggingFace Hub
+    id is kept for its hint), a template reference that _is_file_reference would read as a file (a FILE_SUFFIXES
+    suffix, or a '/' and a path that exists). Template names and descriptions are kept."""
+    if isinstance(value, dict):
+        return {k: anchored(v, folder, k) for k, v in value.items()}
+    if isinstance(value, list):
+        return [anchored(v, folder) for v in value]  # a tuner_config's lines are rules, not paths
+    if not isinstance(value, str) or not value or Path(value).expanduser().is_absolute():
+        return value
+    path = scenario_path(value, folder)
+    suffixed = value.lower().endswith(FILE_SUFFIXES)
+    if (key == "tuner_config" or (key == "from_hf" and (suffixed or os.path.exists(path)))
+            or (key in TEMPLATE_KEYS and (suffixed or ("/" in value and os.path.exists(path))))):
+        return os.path.abspath(path)  # the scenario's own folder is not joined to an absolute path
+    return value
+
+
 def _is_file_reference(kind: str, ref: str, base_dir: Path | None) -> bool:
     """A YAML file's name, or a path that exists; a model's HuggingFace id ('deepseek-ai/DeepSeek-V2-Lite') that is
     no file is a name (found loosely, or unknown with suggestions), and so is a missing path of another kind that
     names a template loosely or has spaces, brackets or commas in it: a description ("8x H200 (NVLink4/NVSwitch,
     900GB/s)", config.resolve); so is a name whose only slashes are rates' ("DGX-H100-400Gb/s")."""
-    if ref.lower().endswith((".yaml", ".yml", ".json")):  # JSON is YAML too (a HuggingFace config is refused as
-        # one); in any case, as Windows names them ('H100.YAML' was looked up as a template's name)
+    if ref.lower().endswith(FILE_SUFFIXES):  # JSON is YAML too (a HuggingFace config is refused as one); in any
+        # case, as Windows names them ('H100.YAML' was looked up as a template's name)
         return True
     if "/" not in RATE_SLASH.sub("", ref):
         return False
@@ -173,6 +200,8 @@ def _load_reference(kind: str, ref: str, base_dir: Path | None, describe: Callab
                                "from a shipped template or from none")
         doc = _read_template_file(path)
         other = other_document(kind, doc)
+        # every path the file names read from its folder, as its own `from:` is below
+        doc = {key: value if key == "from" else anchored(value, path.parent, key) for key, value in doc.items()}
         if other:
             hint = f": read it with `from_hf: {ref}`" if kind == "model" and HF_CONFIG in other else ""
             raise ValueError(f"template file {str(path)!r} is {other}, not a {kind} file{hint}")
@@ -280,7 +309,7 @@ def template_files(ref: str, base_dir: Path | None) -> list[tuple[Path, dict[str
         except ValueError:
             break
         ref, base_dir = doc.pop("from", None), path.parent
-        files.append((path, doc))
+        files.append((path, anchored(doc, path.parent)))  # the paths in it as _load_reference reads them
     return files
 
 
