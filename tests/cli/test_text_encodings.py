@@ -10,9 +10,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from helpers import SEED_SCENARIO, cli
+from simulon.config.errors import not_utf8, read_input_text
 from simulon.config.hf import model_from_hf
 
 ASCII_LOCALE = {"LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}
@@ -86,3 +88,11 @@ def test_a_report_of_a_scenario_whose_file_name_is_not_utf8_is_written_as_utf8(t
     done = cli("report", latin1, "-o", "report.html", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "simulon report: caf\ufffd.yaml" in (tmp_path / "report.html").read_bytes().decode("utf-8")
+
+
+def test_a_byte_that_is_not_utf8_is_placed_at_its_offset_in_the_file_after_a_byte_order_mark(tmp_path):
+    """utf-8-sig counted offsets past the mark it dropped: a validation table saved with one was told 3 bytes early."""
+    (tmp_path / "table.csv").write_bytes(BOM + "hardware\ncafé\n".encode("latin-1"))
+    with pytest.raises(UnicodeDecodeError) as caught:
+        read_input_text(tmp_path / "table.csv", 1000, "a measurement table")
+    assert not_utf8(caught.value) == "not UTF-8 text (byte 0xe9 at offset 15); save it as UTF-8"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import errno
 import json
 import os
@@ -153,7 +154,12 @@ def read_input_text(path: Path, max_bytes: int, holds: str, encoding: str = "utf
         raise ValueError("not a regular file")
     if info.st_size > max_bytes:
         raise ValueError(f"{info.st_size:,} bytes, more than {holds} holds ({max_bytes:,})")
-    return path.read_text(encoding=encoding)
+    try:
+        return path.read_text(encoding=encoding)
+    except UnicodeDecodeError as exc:  # utf-8-sig counts offsets past the byte-order mark it dropped: count the file's
+        mark = codecs.BOM_UTF8 if encoding == "utf-8-sig" and path.read_bytes().startswith(codecs.BOM_UTF8) else b""
+        raise UnicodeDecodeError(exc.encoding, mark + exc.object, exc.start + len(mark), exc.end + len(mark),
+                                 exc.reason) from None
 
 
 def read_yaml_text(path: Path) -> str:
