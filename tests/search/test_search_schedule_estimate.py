@@ -42,3 +42,14 @@ def test_the_estimate_orders_the_overlapped_gradient_reduction_against_none_as_t
     plain, replayed_plain = step_ms(1, 4, 8, overlap_grad_reduce=False)
     assert (overlapped > plain) == (replayed_overlapped > replayed_plain), (overlapped, plain, replayed_overlapped,
                                                                             replayed_plain)
+
+
+SPLIT_WITHIN = 0.03
+"""How far the estimated ZB-H1 step may lie from the replayed one at tp 2 (they agree within 1%); with the dgrads'
+reduction hidden behind the wgrads that ZB-H1 runs in a step of their own, they were 4 to 6% short."""
+
+
+@pytest.mark.parametrize(("pp", "setting"), [(2, {}), (4, {}), (1, {"recompute": "selective"})])
+def test_the_estimate_waits_for_the_tensor_parallel_reduction_of_zb_h1s_split_backward(pp, setting):
+    estimated, replayed = step_ms(2, pp, 16, pipeline_schedule="zb_h1", **setting)
+    assert estimated == pytest.approx(replayed, rel=SPLIT_WITHIN), (estimated, replayed)

@@ -282,10 +282,11 @@ class Estimator:
 
     @staticmethod
     def shape_key(s: Strategy) -> tuple:
-        """What a layer's kernels and communication depend on: strategies equal here share their unit costs."""
+        """What a layer's kernels and communication depend on: strategies equal here share their unit costs (ZB-H1's
+        split backward hides less of the tensor-parallel reduction)."""
         expert_layout = s.dp if s.ep > 1 else 0  # where the expert-parallel group's members sit
         return (s.tp, s.cp, expert_layout, s.ep, s.etp, s.micro_batch_size, s.sequence_parallel, s.recompute,
-                s.dtype, s.tp_comm_overlap)
+                s.dtype, s.tp_comm_overlap, s.zero_bubble)
 
     def _pipeline_cost(self, s: Strategy, workload: MegatronWorkload, kernels: LayerKernels,
                        layers: PipelineLayers) -> tuple[int, _StageCost, float, float]:
@@ -428,7 +429,9 @@ class Estimator:
         forward sent once more, as the tracer re-runs it (workload.megatron layer_forward, core_attention): under
         full recomputation all of the layer's, under selective recomputation of core attention its context-parallel
         exchange. Left out, full recomputation at tp 4 (8 layers, hidden 2048, sequence 2048) was estimated 43.9 ms
-        where the replay gives 52.2 (without recomputation 37.2 against 39.1)."""
+        where the replay gives 52.2 (without recomputation 37.2 against 39.1). ZB-H1 runs every backward's wgrads in
+        a step of their own: hidden behind them as under 1F1B, its reduction left ZB-H1 at tp 2 pp 2 (16 layers)
+        estimated 101.1 ms where the replay gives 105.6."""
         if not is_layer(unit):
             return 0.0, 0.0, 0.0
         again = 1 if s.recompute == "full" else 0  # the layer's forward runs twice
@@ -446,19 +449,24 @@ class Estimator:
             group = self.placed(s, "tp", stage)
             if s.sequence_parallel:  # forward: gather the input, reduce-scatter the output; backward: gather the
                 gather, scatter = self.slowest(AG, group, block), self.slowest(RS, group, block)  # output's gradient
-                forward, waited, beside = blocks * (gather + scatter), blocks * gather, blocks * (gather + scatter)
+                forward, waited = blocks * (gather + scatter), blocks * gather
+                regather, reduction = blocks * gather, blocks * scatter
             else:  # the row-parallel output's all-reduce forward
                 reduce = blocks * self.slowest(AR, group, block)
-                forward, waited, beside = reduce, 0.0, reduce
+                forward, waited, regather, reduction = reduce, 0.0, 0.0, reduce
             waited += (1 + again) * forward
             # backward, the column-parallel GEMMs' input re-gathered during their dgrads and the dgrads' reduction
             # during their wgrads (sequence parallelism), or the input gradient's all-reduce during the wgrads, as
             # Megatron and Transformer Engine overlap them (workload/megatron.py column_block_backward)
             channels = self.plan.choose(AG if s.sequence_parallel else AR, group[0], block).channels
             if s.tp_comm_overlap:  # all of it hidden behind the GEMMs, which run on the SMs NCCL leaves
-                waited, beside, hiding = 0.0, waited + beside, sum(gemms.values()) + again * gemms[Phase.fwd]
+                waited, beside = 0.0, waited + regather + reduction
+                hiding = sum(gemms.values()) + again * gemms[Phase.fwd]
+            elif s.zero_bubble:  # ZB-H1 splits every backward (a W step for each micro-batch, workload/schedule.py):
+                # its wgrads run in a step of their own, so the next block's dgrads wait for the dgrads' reduction
+                waited, beside, hiding = waited + reduction, regather, gemms[Phase.bwd_ig]
             else:
-                hiding = gemms[Phase.bwd_ig] + gemms[Phase.bwd_wg]
+                beside, hiding = regather + reduction, gemms[Phase.bwd_ig] + gemms[Phase.bwd_wg]
             tp = waited + max(0.0, beside - hiding) + min(beside, hiding) * (self.stretch(channels) - 1)
             if kernels.sparse is not None and "attention" in kind:  # the indexer's inputs and its loss's target
                 tp += (1 + again) * self.slowest(AR, group, kernels.indexer_target_bytes)
