@@ -167,6 +167,7 @@ class Estimator:
         self._compositions: dict[tuple, tuple[tuple[int, int], ...]] = {}
         self._pipelines: dict[tuple, tuple[int, _StageCost, float, float]] = {}
         self._syncs: dict[tuple, tuple[list[tuple[float, float, float]], float, float]] = {}
+        self._drains: dict[tuple, float] = {}
         self._kernel_times: dict[str, dict[KernelSpec, float]] = {}
         self._profiles: dict[str, KernelProfile] = {}
 
@@ -613,15 +614,12 @@ class Estimator:
         """(exposed gradient and parameter sync, optimizer step) of the slowest stage, whose rank holds `held`:
         (dense, expert) parameters and the (dense, expert) bytes their all-gather moves."""
         syncs, optimizer, _ = self._gradient_sync(s, workload, stage, held)
-        exposed = 0.0
+        exposed = microbatches * self._microbatch_sync(s, syncs, cost)
         for scatter, gather, slower in syncs:
-            if s.sharding == "fsdp":  # per layer and micro-batch: gather twice, reduce-scatter once
-                sync = 2 * gather + scatter
-                exposed += microbatches * (max(0.0, sync - cost.compute) + min(sync, cost.compute) * slower)
-            elif s.sharding == "zero2":  # gradients reduce-scattered every micro-batch
-                exposed += microbatches * (max(0.0, scatter - cost.backward) + min(scatter, cost.backward) * slower)
+            if s.sharding == "zero2":  # the parameters gathered once, during the first forward
                 exposed += max(0.0, gather - cost.forward) + min(gather, cost.forward) * slower
-            else:  # the last micro-batch's backward hides the reduction, the first forward the gather (if overlapped)
+            elif s.sharding != "fsdp":  # the last micro-batch's backward hides the reduction, the first forward the
+                # gather (if overlapped)
                 backward = cost.backward if workload.parallelism.overlap_grad_reduce else 0.0
                 forward = cost.forward if workload.parallelism.gathers_overlapped else 0.0
                 exposed += max(0.0, scatter - backward) + min(scatter, backward) * slower
@@ -634,22 +632,46 @@ class Estimator:
         counts in full, Estimator._data_parallel): the last micro-batch's backward runs through every stage in turn,
         and under overlap_grad_reduce each stage reduces its gradients bucket by bucket during it, so each other
         stage's last backward is as long again as its bucket kernels (the NaN check and scaling, on its compute
-        stream) and as its kernels run slower beside its reduction (workload/data_parallel.py). Not under ZB-H1,
-        whose split backwards send the input gradient on before the weight gradients run; nor under ZeRO-2 or FSDP,
-        which reduce every micro-batch. Left out, tp 1 pp 4 dp 2 (8 H100s, 16 layers, 4 micro-batches) was
-        estimated 61.4 ms where the replay gives 67.9, and as faster than without overlap_grad_reduce (64.6 ms),
-        which the replay runs in 64.5."""
+        stream) and as its kernels run slower beside its reduction (workload/data_parallel.py); not under ZB-H1,
+        whose split backwards send the input gradient on before the weight gradients run. ZeRO-2 and FSDP sync every
+        micro-batch: each other stage's share of the fill and drain is its micro-batch time with its sync, as the
+        slowest stage's every micro-batch is counted (Estimator._microbatch_sync). Left out, tp 1 pp 4 dp 2 (8 H100s,
+        16 layers, 4 micro-batches) was estimated 61.4 ms where the replay gives 67.9, and as faster than without
+        overlap_grad_reduce (64.6 ms), which the replay runs in 64.5."""
         par = workload.parallelism
-        if s.pp == 1 or s.zero_bubble or s.sharding not in MEGATRON_SHARDINGS or not par.overlap_grad_reduce:
+        megatron = s.sharding in MEGATRON_SHARDINGS
+        if s.pp == 1 or (megatron and (s.zero_bubble or not par.overlap_grad_reduce)):
             return 0.0
+        key = (self.shape_key(s), s.pp, s.vpp, s.first_layers, s.last_layers, par.recompute_num_layers, s.dp,
+               s.sharding, slowest)  # cached: strategies differing only in micro-batches share it
+        if key not in self._drains:
+            added = 0.0
+            for stage in range(s.pp):
+                if stage == slowest:
+                    continue
+                held = self._stage_params(s, workload, kernels, layers, stage)
+                cost = self._stage_cost(s, workload, kernels, layers, stage)
+                syncs, _, buckets = self._gradient_sync(s, workload, stage, held)
+                if megatron:
+                    added += buckets + sum(min(scatter, cost.backward) * slower for scatter, _, slower in syncs)
+                else:  # its own micro-batch time in the fill and drain (Estimator.estimate's bubble)
+                    added += self._microbatch_sync(s, syncs, cost) / s.vpp
+            self._drains[key] = added
+        return self._drains[key]
+
+    @staticmethod
+    def _microbatch_sync(s: Strategy, syncs: list[tuple[float, float, float]], cost: _StageCost) -> float:
+        """Seconds a stage's sync adds to each of its micro-batches where it syncs every micro-batch: FSDP gathers each
+        layer's weights twice and reduce-scatters its gradients (beside the layer's compute), ZeRO-2 reduce-scatters
+        the gradients (beside the backward); `syncs` as Estimator._gradient_sync gives them; 0 for Megatron's buffers,
+        reduced once a step."""
         added = 0.0
-        for stage in range(s.pp):
-            if stage == slowest:
-                continue
-            held = self._stage_params(s, workload, kernels, layers, stage)
-            backward = self._stage_cost(s, workload, kernels, layers, stage).backward
-            syncs, _, buckets = self._gradient_sync(s, workload, stage, held)
-            added += buckets + sum(min(scatter, backward) * slower for scatter, _, slower in syncs)
+        for scatter, gather, slower in syncs:
+            if s.sharding == "fsdp":
+                sync = 2 * gather + scatter
+                added += max(0.0, sync - cost.compute) + min(sync, cost.compute) * slower
+            elif s.sharding == "zero2":
+                added += max(0.0, scatter - cost.backward) + min(scatter, cost.backward) * slower
         return added
 
     def _gradient_sync(self, s: Strategy, workload: MegatronWorkload, stage: int,
