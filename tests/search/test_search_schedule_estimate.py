@@ -26,14 +26,14 @@ DRAIN_WITHIN = 0.03
 within 1%); with the slowest stage's reduction alone counted they were 8 to 10% short."""
 
 
-@pytest.mark.parametrize(("pp", "vpp", "setting"), [
-    (4, 1, {}),
-    (4, 2, {}),
-    (4, 1, {"distributed_optimizer": True}),
+@pytest.mark.parametrize(("pp", "vpp", "gbs", "setting"), [
+    (4, 1, 8, {}),
+    (4, 2, 64, {}),
+    (4, 1, 8, {"distributed_optimizer": True}),
 ])
 def test_the_estimate_drains_through_every_stages_last_backward_slowed_by_its_overlapped_gradient_reduction(
-        pp, vpp, setting):
-    estimated, replayed = step_ms(1, pp, 8, vpp=vpp, **setting)
+        pp, vpp, gbs, setting):
+    estimated, replayed = step_ms(1, pp, gbs, vpp=vpp, **setting)
     assert estimated == pytest.approx(replayed, rel=DRAIN_WITHIN), (estimated, replayed)
 
 

@@ -632,7 +632,8 @@ class Estimator:
         counts in full, Estimator._data_parallel): the last micro-batch's backward runs through every stage in turn,
         and under overlap_grad_reduce each stage reduces its gradients bucket by bucket during it, so each other
         stage's last backward is as long again as its bucket kernels (the NaN check and scaling, on its compute
-        stream) and as its kernels run slower beside its reduction (workload/data_parallel.py); not under ZB-H1,
+        stream) and as its kernels run slower beside its reduction (workload/data_parallel.py), each chunk's share
+        (the drain runs through one model chunk of each other stage, as the bubble's (pp - 1) / vpp); not under ZB-H1,
         whose split backwards send the input gradient on before the weight gradients run. ZeRO-2 and FSDP sync every
         micro-batch: each other stage's share of the fill and drain is its micro-batch time with its sync, as the
         slowest stage's every micro-batch is counted (Estimator._microbatch_sync). Left out, tp 1 pp 4 dp 2 (8 H100s,
@@ -653,7 +654,8 @@ class Estimator:
                 cost = self._stage_cost(s, workload, kernels, layers, stage)
                 syncs, _, buckets = self._gradient_sync(s, workload, stage, held)
                 if megatron:
-                    added += buckets + sum(min(scatter, cost.backward) * slower for scatter, _, slower in syncs)
+                    added += (buckets + sum(min(scatter, cost.backward) * slower
+                                            for scatter, _, slower in syncs)) / s.vpp  # one chunk's
                 else:  # its own micro-batch time in the fill and drain (Estimator.estimate's bubble)
                     added += self._microbatch_sync(s, syncs, cost) / s.vpp
             self._drains[key] = added
