@@ -145,7 +145,7 @@ class Settings:
     @classmethod
     def of(cls, sc: ScenarioConfig, step_time: Callable[[ScenarioConfig], float] | None = None) -> Settings:
         """What `sc` does; `step_time` (search.estimate.step_timer's, which the CLI passes: this package does not
-        import the search) times the interleaved schedules the advice may offer (faster_interleaves)."""
+        import the search) times the schedules the bubble's advice may offer (faster_schedules)."""
         par = sc.workload.parallelism
         scale_out = sc.datacenter.network.scale_out
         fabric = scale_out.topology
@@ -155,7 +155,7 @@ class Settings:
         if not memory.fits:  # a run that does not fit is offered only the schedules that keep its peak
             schedules = frozenset(s for s in schedules if keeps_memory(sc, fill, {"pipeline_schedule": s[0],
                                                                                    "vpp": s[1]}))
-        schedules = faster_interleaves(sc, schedules, step_time)
+        schedules = faster_schedules(sc, schedules, step_time)
         return cls(fits=memory.fits, more_microbatches_fit=None if memory.fits else more_microbatches_fit(sc, fill),
                    tp_within_scale_up=par.tp <= sc.datacenter.domain_gpus, tp_comm_overlap=par.tp_comm_overlap,
                    pinned_channels=sc.collective.num_channels, interleaved=par.interleaved,
@@ -219,37 +219,45 @@ def other_schedules(sc: ScenarioConfig) -> frozenset[tuple[str, int]]:
     return frozenset(accepted)
 
 
-def faster_interleaves(sc: ScenarioConfig, schedules: frozenset[tuple[str, int]],
-                       step_time: Callable[[ScenarioConfig], float] | None) -> frozenset[tuple[str, int]]:
-    """`schedules` with the interleaves the bubble's advice may offer (interleaved 1F1B deeper than the scenario's
-    own) cut to the shallowest that `step_time` times faster than the scenario, on a model whose layers differ
-    (layers of several kinds, or multi-token-prediction layers after them): interleaving shrinks the bubble by the
-    chunks per rank only where the chunks hold equal work, which equal layer counts give only where the layers are
-    alike. DeepSeek-V3's first 6 layers (3 dense) on a GB300 NVL72 rack, pp 2 at vpp 2, were advised 'a deeper
-    interleave (vpp 3)', which put two MoE layers and the head on stage 1 against one on stage 0: the bubble grew
-    from 339.5 to 396.8 ms and the step from 609.8 to 630.2 ms (the estimate: 587.3 to 613.0 ms). Untouched where
-    there is no timer, the layers are alike (timing each candidate takes seconds on a large fabric), or the timer
-    takes neither the scenario nor a candidate (ValueError)."""
+def faster_schedules(sc: ScenarioConfig, schedules: frozenset[tuple[str, int]],
+                     step_time: Callable[[ScenarioConfig], float] | None) -> frozenset[tuple[str, int]]:
+    """`schedules` less those of the bubble's remedies that `step_time` does not time faster than the scenario:
+
+    - the interleaves deeper than the scenario's own, cut to the shallowest faster one, on a model whose layers differ
+      (layers of several kinds, or multi-token-prediction layers after them): interleaving shrinks the bubble by the
+      chunks per rank only where the chunks hold equal work, which equal layer counts give only where the layers are
+      alike. DeepSeek-V3's first 6 layers (3 dense) on a GB300 NVL72 rack, pp 2 at vpp 2, were advised 'a deeper
+      interleave (vpp 3)', which put two MoE layers and the head on stage 1 against one on stage 0: the bubble grew
+      from 339.5 to 396.8 ms and the step from 609.8 to 630.2 ms (the estimate: 587.3 to 613.0 ms);
+    - ZB-H1, whose split backward shrinks the bubble but leaves the tensor-parallel reduction and the overlapped
+      gradient reduction no weight gradients to hide behind: Llama 3 8B at tp 8 pp 2 on 4 DGX H100 was advised it,
+      and it took the replayed step from 806.6 to 835.2 ms (the estimate: 794.0 to 819.0 ms).
+
+    Untouched where there is no timer (a mixed-GPU cluster; timing each candidate by replay takes seconds on a large
+    fabric), or the timer takes neither the scenario nor a candidate (ValueError: ZB-V, which it does not estimate)."""
     wl = sc.workload
     par, model = wl.parallelism, wl.model
-    offered = sorted(s for s in schedules if s[0] == "interleaved_1f1b" and s[1] > (par.vpp if par.interleaved else 1))
     alike = model.mtp_layers == 0 and len({model.layer_blocks(i) for i in range(model.num_layers)}) == 1
-    if step_time is None or not offered or alike:
+    offered = [] if alike else sorted(s for s in schedules
+                                      if s[0] == "interleaved_1f1b" and s[1] > (par.vpp if par.interleaved else 1))
+    zero_bubble = [s for s in schedules if s == ("zb_h1", 1)]
+    if step_time is None or not (offered or zero_bubble):
         return schedules
     try:
         own = step_time(sc)
     except ValueError:
         return schedules
 
-    def faster(vpp: int) -> bool:
-        other = par.model_copy(update={"pipeline_schedule": "interleaved_1f1b", "vpp": vpp})
+    def faster(schedule: tuple[str, int]) -> bool:
+        other = par.model_copy(update={"pipeline_schedule": schedule[0], "vpp": schedule[1]})
         try:
             return step_time(sc.model_copy(update={"workload": wl.model_copy(update={"parallelism": other})})) < own
         except ValueError:
             return True
 
-    shallowest = next((s for s in offered if faster(s[1])), None)
-    return frozenset(s for s in schedules if s not in offered or s == shallowest)
+    shallowest = next((s for s in offered if faster(s)), None)
+    slower = {s for s in zero_bubble if not faster(s)}
+    return frozenset(s for s in schedules if (s not in offered or s == shallowest) and s not in slower)
 
 
 def keeps_memory(sc: ScenarioConfig, fill: float, parallelism: dict | None = None,
