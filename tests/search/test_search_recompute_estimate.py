@@ -1,7 +1,7 @@
-"""The search's estimate prices recomputation as the replay runs it: a re-run forward sends again what the forward
-sent (its tensor-parallel collectives under full recomputation, core attention's context-parallel exchange under
-selective recomputation), and full recomputation under recompute_num_layers re-runs only each model chunk's first
-layers."""
+"""The search's estimate prices recomputation as the replay runs it: a re-run forward sends again what the forward sent
+(its tensor-parallel collectives under full recomputation, core attention's context-parallel exchange under selective
+recomputation, the MLP's collectives where selective recomputation names it), and full recomputation under
+recompute_num_layers re-runs only each model chunk's first layers."""
 
 from __future__ import annotations
 
@@ -31,10 +31,11 @@ def step_ms(tp: int, pp: int, **parallelism) -> tuple[float, float]:
     (4, 1, {"recompute": "full"}),
     (2, 2, {"recompute": "full"}),
     (1, 1, {"recompute": "selective", "cp": 2, "context_parallel_comm": "a2a"}),
+    (4, 1, {"recompute": "selective", "recompute_modules": ["mlp"]}),  # its tp collectives re-run too
 ])
 def test_the_estimate_adds_what_the_replay_adds_for_recomputation_its_re_run_forwards_communication_included(
         tp, pp, setting):
-    cp = {key: value for key, value in setting.items() if key != "recompute"}
+    cp = {key: value for key, value in setting.items() if not key.startswith("recompute")}
     estimated_none, replayed_none = step_ms(tp, pp, **cp)
     estimated, replayed = step_ms(tp, pp, **setting)
     added_estimated, added_replayed = estimated - estimated_none, replayed - replayed_none

@@ -425,26 +425,34 @@ class Estimator:
     def _layer_comm(self, s: Strategy, workload: MegatronWorkload, kernels: LayerKernels, unit: Unit,
                     gemms: dict[Phase, float], stage: int) -> tuple[float, float, float]:
         """Exposed TP, CP and EP communication of one unit per micro-batch (forward and backward) on a stage, each
-        collective at the slowest of the stage's groups (Estimator.placed); `gemms`: the seconds of its GEMMs per
-        phase, which TP communication hides behind where it runs beside them. A recomputed forward sends what the
-        forward sent once more, as the tracer re-runs it (workload.megatron layer_forward, core_attention): under
-        full recomputation all of the layer's, under selective recomputation of core attention its context-parallel
-        exchange. Left out, full recomputation at tp 4 (8 layers, hidden 2048, sequence 2048) was estimated 43.9 ms
-        where the replay gives 52.2 (without recomputation 37.2 against 39.1). ZB-H1 runs every backward's wgrads in
-        a step of their own: hidden behind them as under 1F1B, its reduction left ZB-H1 at tp 2 pp 2 (16 layers)
-        estimated 101.1 ms where the replay gives 105.6."""
+        collective at the slowest of the stage's groups (Estimator.placed); `gemms`: the seconds of its GEMMs per phase,
+        which TP communication hides behind where it runs beside them. A recomputed forward sends what the forward sent
+        once more, as the tracer re-runs it (workload.megatron layer_forward, core_attention): under full recomputation
+        all of the layer's, under selective recomputation of core attention its context-parallel exchange, of the dense
+        MLP or the MoE layer their collectives (tp 4 with sequence parallelism, recompute_modules [mlp]: estimate over
+        replay 0.83 without, 0.92 with, 0.91 recomputing core attention). Left out, full recomputation at tp 4 (8
+        layers, hidden 2048, sequence 2048) was estimated 43.9 ms where the replay gives 52.2 (without recomputation
+        37.2 against 39.1). ZB-H1 runs every backward's wgrads in a step of their own: hidden behind them as under 1F1B,
+        its reduction left ZB-H1 at tp 2 pp 2 (16 layers) estimated 101.1 ms where the replay gives 105.6."""
         if not is_layer(unit):
             return 0.0, 0.0, 0.0
         again = 1 if s.recompute == "full" else 0  # the layer's forward runs twice
         core_again = 1 if again or (s.recompute == "selective"
                                     and workload.parallelism.recomputes_core_attention) else 0
+        # the dense MLP's and the MoE layer's forwards re-run whole, collectives included, where selective
+        # recomputation names them (workload.megatron recompute_modules)
+        modules = workload.parallelism.recomputed_modules
+        moe_again = 1 if again or "moe" in modules else 0
         kernels, kind = unit.table(kernels), unit.kind
         shape, h, moe = kernels.shape, workload.model.hidden_size, workload.model.moe
         block = shape.tokens * h * shape.act_bytes  # a block's output, whole sequence share of this rank
         # attention, the MLP and the Mamba mixer each reduce their output across tp; an MoE block only where its
         # output has partial sums (LayerKernels.moe_output_reduced)
         routed = "moe" in kind
-        blocks = sum(1 for b in kind if b != "moe" or kernels.moe_output_reduced)
+        reducing = [b for b in kind if b != "moe" or kernels.moe_output_reduced]
+        blocks = len(reducing)
+        rerun = blocks if again else sum(1 for b in reducing if (b == "mlp" and "mlp" in modules)
+                                         or (b == "moe" and moe_again))
         tp = 0.0
         if s.tp > 1:
             group = self.placed(s, "tp", stage)
@@ -455,7 +463,7 @@ class Estimator:
             else:  # the row-parallel output's all-reduce forward
                 reduce = blocks * self.slowest(AR, group, block)
                 forward, waited, regather, reduction = reduce, 0.0, 0.0, reduce
-            waited += (1 + again) * forward
+            waited += forward * (1 + rerun / blocks) if blocks else 0.0
             # backward, the column-parallel GEMMs' input re-gathered during their dgrads and the dgrads' reduction
             # during their wgrads (sequence parallelism), or the input gradient's all-reduce during the wgrads, as
             # Megatron and Transformer Engine overlap them (workload/megatron.py column_block_backward)
@@ -504,10 +512,11 @@ class Estimator:
         ep = 0.0
         if routed and s.ep > 1:  # dispatch and combine, forward and back
             size = shape.dispatched_tokens(moe.top_k) * h * shape.act_bytes
-            ep = (4 + 2 * again) * self.slowest(A2A, self.placed(s, "ep", stage), size, dispatch_algorithm(workload))
+            ep = (4 + 2 * moe_again) * self.slowest(A2A, self.placed(s, "ep", stage), size,
+                                                    dispatch_algorithm(workload))
         if routed and shape.gathers_routed_tokens:  # the routed tokens' gather and their outputs' scatter, both ways
             size, group = shape.routed_tokens(moe.top_k) * h * shape.act_bytes, self.placed(s, "etp", stage)
-            ep += (2 + again) * (self.slowest(AG, group, size) + self.slowest(RS, group, size))
+            ep += (2 + moe_again) * (self.slowest(AG, group, size) + self.slowest(RS, group, size))
         return tp, cp, ep
 
     def model_flops(self) -> float:
