@@ -56,14 +56,19 @@ class GPUExposure:
                 "exposed_ms": dict(self.exposed_ms), "bubble_ms": self.bubble_ms}
 
 
+def roofline(dag: ExecutionDAG) -> tuple[np.ndarray, np.ndarray]:
+    """Per kernel spec: its hardware FLOPs per byte (infinite for a kernel moving no bytes, compute-bound), and
+    whether it is one of a narrow-format run's 16-bit kernels (sixteen_bit), which meet the 16-bit ridge."""
+    intensity = np.array([k.hw_flops / k.bytes if k.bytes > 0 else np.inf for k in dag.kernel_specs])
+    return intensity, np.array([sixteen_bit(k) for k in dag.kernel_specs], dtype=bool)
+
+
 def memory_bound(dag: ExecutionDAG, ridge_flops_per_byte: float, wide_ridge: float | None = None) -> np.ndarray:
     """Per kernel spec: whether its hardware FLOPs per byte are under the ridge point (a kernel moving no bytes
     is compute-bound): `wide_ridge` for the 16-bit kernels of a narrow-format run (sixteen_bit), where given."""
-    intensity = np.array([k.hw_flops / k.bytes if k.bytes > 0 else np.inf for k in dag.kernel_specs])
-    if wide_ridge is None:
-        return intensity < ridge_flops_per_byte
-    wide = np.array([sixteen_bit(k) for k in dag.kernel_specs], dtype=bool)
-    return intensity < np.where(wide, wide_ridge, ridge_flops_per_byte)
+    intensity, wide = roofline(dag)
+    return intensity < (ridge_flops_per_byte if wide_ridge is None
+                        else np.where(wide, wide_ridge, ridge_flops_per_byte))
 
 
 def memory_bound_nodes(dag: ExecutionDAG, nodes: np.ndarray, ridge_flops_per_byte: Ridge,
@@ -71,12 +76,9 @@ def memory_bound_nodes(dag: ExecutionDAG, nodes: np.ndarray, ridge_flops_per_byt
     """Per compute node of `nodes`: whether its kernel is memory-bound on its own GPU (memory_bound, with the ridge
     points one for every GPU or per GPU: Ridge)."""
     gpu = dag.gpu[nodes]
-    intensity = np.array([k.hw_flops / k.bytes if k.bytes > 0 else np.inf for k in dag.kernel_specs])[dag.kernel[nodes]]
+    intensity, wide = (per_spec[dag.kernel[nodes]] for per_spec in roofline(dag))
     ridge = _on(ridge_flops_per_byte, gpu)
-    if wide_ridge is None:
-        return intensity < ridge
-    wide = np.array([sixteen_bit(k) for k in dag.kernel_specs], dtype=bool)[dag.kernel[nodes]]
-    return intensity < np.where(wide, _on(wide_ridge, gpu), ridge)
+    return intensity < (ridge if wide_ridge is None else np.where(wide, _on(wide_ridge, gpu), ridge))
 
 
 def _on(ridge: Ridge, gpu: np.ndarray) -> float | np.ndarray:

@@ -157,6 +157,12 @@ WELL_KNOWN_SHARDINGS: dict[str, tuple[str, dict[str, Any]]] = {
 are matched ignoring case and punctuation (`ZeRO-3`, `zero3`, `full-shard`); a whole number n is ZeRO-n."""
 
 
+def zero_stage(fsdp: str, distributed_optimizer: bool) -> int:
+    """DeepSpeed's ZeRO stage of a workload.parallelism sharding (WELL_KNOWN_SHARDINGS read backwards): 3 full
+    sharding, 2 sharded gradients, 1 the distributed optimizer, 0 none."""
+    return {"full_shard": 3, "shard_grad_op": 2}.get(fsdp, 1 if distributed_optimizer else 0)
+
+
 def sharding_synonym(value: Any) -> tuple[str, dict[str, Any]] | None:
     """(what it is called, the workload.parallelism settings that are it) for a well-known name of a sharding
     (WELL_KNOWN_SHARDINGS), else None."""

@@ -40,7 +40,7 @@ from .common import (
     Width,
     training_dtype,
 )
-from .frameworks import workload_defaults
+from .frameworks import workload_defaults, zero_stage
 from .hf import file_error, resolve_from_hf
 from .hybrid import (
     DENSE_LAYER,
@@ -872,9 +872,6 @@ CP_EXCHANGE_SETTINGS = {"a2a+p2p": "hierarchical_context_parallel_sizes"}
 another: config.scenario's context-parallel checks)."""
 
 Engine = Literal["megatron", "deepspeed"]
-
-DEEPSPEED_STAGE = {"shard_grad_op": 2, "full_shard": 3}
-"""DeepSpeed's ZeRO stage of each parallelism.fsdp sharding (ZeRO-1 being the distributed optimizer)."""
 ENGINE_NAMES = get_args(Engine)
 """The pipeline engines `framework` names; anything else is a framework by name (config.frameworks)."""
 
@@ -969,7 +966,7 @@ class MegatronWorkload(StrictModel):
         if self.framework == "deepspeed" and par.pp > 1 and par.fsdp != "none":
             raise FieldError("parallelism.fsdp", f"deepspeed's PipelineEngine (pp {par.pp}) runs ZeRO stage 0 or 1 "
                              "alone (it asserts 'ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism'); "
-                             f"{par.fsdp} is ZeRO-{DEEPSPEED_STAGE[par.fsdp]}: use distributed_optimizer (ZeRO-1), "
+                             f"{par.fsdp} is ZeRO-{zero_stage(par.fsdp, False)}: use distributed_optimizer (ZeRO-1), "
                              "or pp 1")
         if self.framework == "deepspeed" and self.model.mtp_layers:
             raise FieldError("model.mtp_layers", "multi-token prediction is Megatron-Core's (mtp_num_layers); "

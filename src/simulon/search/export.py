@@ -11,11 +11,12 @@ from typing import Any
 import yaml
 
 from ..config.common import DType
+from ..config.frameworks import zero_stage
 from ..config.number_formats import DEFAULT_FP8_RECIPE, TrainingFormat
 from ..config.scenario import ScenarioConfig
 from ..config.workload import MegatronWorkload, ParallelismSpec
 from .run import FRAMEWORK_SETTINGS, apply
-from .space import Strategy
+from .space import SHARDING_SETTINGS, Strategy
 
 MEGATRON_RECOMPUTE_MODULE = {"mlp_in": "mlp", "context": "core_attn"}
 """Recompute modules Megatron-LM has no flag for, as the nearest it has (config.workload RecomputeModule): JAX's
@@ -99,17 +100,13 @@ def launch_lines(strategy: Strategy, sc: ScenarioConfig) -> list[str]:
     return ["Megatron-LM: " + " ".join(megatron_arguments(strategy, sc))]
 
 
-DEEPSPEED_ZERO_STAGE = {"ddp": 0, "distributed_optimizer": 1, "zero2": 2, "fsdp": 3}
-"""DeepSpeed's zero_optimization.stage of each sharding the search names (search.space SHARDINGS)."""
-
-
 def deepspeed_config(strategy: Strategy, sc: ScenarioConfig) -> dict[str, Any]:
     """The DeepSpeed config the strategy trains under: its batch sizes, ZeRO stage and 16-bit format (DeepSpeed's
     config-json keys)."""
     dtype = apply(sc.workload, strategy).training.dtype
     config: dict[str, Any] = {"train_batch_size": sc.workload.training.global_batch_size,
                               "train_micro_batch_size_per_gpu": strategy.micro_batch_size,
-                              "zero_optimization": {"stage": DEEPSPEED_ZERO_STAGE[strategy.sharding]}}
+                              "zero_optimization": {"stage": zero_stage(**SHARDING_SETTINGS[strategy.sharding])}}
     if dtype not in (DType.fp32, DType.tf32):
         config["fp16" if dtype == DType.fp16 else "bf16"] = {"enabled": True}
     return config
@@ -140,7 +137,8 @@ def deepspeed_arguments(strategy: Strategy, sc: ScenarioConfig) -> list[str]:
         method = ("uniform --recompute-num-layers 1" if par.recompute_num_layers is None
                   else f"block --recompute-num-layers {par.recompute_num_layers}")
         args += ["--deepspeed-activation-checkpointing", f"--recompute-granularity full --recompute-method {method}"]
-    args += ["--deepspeed", "--deepspeed_config ds_config.json", f"--zero-stage {DEEPSPEED_ZERO_STAGE[s.sharding]}"]
+    stage = zero_stage(**SHARDING_SETTINGS[s.sharding])
+    args += ["--deepspeed", "--deepspeed_config ds_config.json", f"--zero-stage {stage}"]
     if dtype not in (DType.fp32, DType.tf32):
         args.append("--fp16" if dtype == DType.fp16 else "--bf16")
     if dtype == DType.fp8:
