@@ -24,11 +24,13 @@ def seed():
 
 def test_a_loaded_scenario_searches_the_same_in_a_pool_of_workers_as_in_one_process(seed):
     """Before, each pool worker validated the scenario's own layout (tp 2, pp 2) on one GPU and refused it: 'tp*cp*pp
-    = 4 does not divide num_gpus 1'; workers=1 gave 167.73 ms."""
+    = 4 does not divide num_gpus 1'; workers=1 gave 167.73 ms. The same winner (tp 1 pp 4 vpp 8 fp8) is estimated
+    168.66 since the estimate drains the pipeline through one model chunk of each other stage's last backward with its
+    bucket kernels (c215cbc, 29326f9)."""
     alone, pooled = (search(seed, replay=0, top=2, workers=workers) for workers in (1, 2))
     assert [r.strategy for r in pooled.ranked] == [r.strategy for r in alone.ranked]
     assert [r.iteration_ms for r in pooled.ranked] == [r.iteration_ms for r in alone.ranked]
-    assert alone.ranked[0].iteration_ms == pytest.approx(167.73, abs=0.01)
+    assert alone.ranked[0].iteration_ms == pytest.approx(168.66, abs=0.01)
 
 
 @pytest.mark.parametrize(("arguments", "error", "message"), [
