@@ -53,8 +53,11 @@ def write_atomic(path: str | Path, text: str | bytes) -> None:
 
 
 TEMPORARY_STEM = 32
-"""How much of the output's name its temporary copy's name keeps (`.NAME.XXXXXXXX.tmp`): a name of 245 characters,
-which a file may have, made a temporary name past NAME_MAX (255 bytes), and the write failed after the work."""
+"""How much of the output's name its temporary copy's name keeps (`.NAME.XXXXXXXX.tmp`): the whole name, which may be
+up to NAME_MAX (255 bytes), made a temporary name past it with mkstemp's 14 bytes around it, and a name of 245
+characters failed after the work. The stem only lets a person tell whose leftover a temporary file is; 32 characters
+are at most 128 bytes in UTF-8 (4 a character), so with the 14 the name stays at most 142 bytes, well under
+NAME_MAX. Any length up to 60 characters (240 + 14 bytes) would do; 32 is a choice, not a measurement."""
 
 
 def _replace(path: Path, data: bytes) -> None:

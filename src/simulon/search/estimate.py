@@ -66,7 +66,7 @@ from ..workload.megatron import dispatch_algorithm, pairs_experts
 from ..workload.parameters import Counts, ModelParameters, PipelineLayers
 from ..workload.program import EMBEDDING_LAYER, HEAD_LAYER
 from ..workload.schedule import make_scheduler
-from .space import Strategy
+from .space import SHARDING_SETTINGS, Strategy
 
 
 @dataclass(frozen=True)
@@ -753,7 +753,7 @@ class _StageCost:
         return self.compute + self.tp + self.cp + self.ep
 
 
-MEGATRON_SHARDINGS = ("ddp", "distributed_optimizer")
+MEGATRON_SHARDINGS = tuple(name for name, settings in SHARDING_SETTINGS.items() if settings["fsdp"] == "none")
 """The shardings that keep Megatron's gradient buffers, reduced once a step from the last micro-batch's backward."""
 
 
