@@ -350,7 +350,7 @@ def test_a_description_a_scenario_starts_from_is_refused_with_what_it_does_not_r
 
 
 @pytest.mark.parametrize(("text", "gpu", "system"), [
-    ("Grace Hopper superchip", "gh200", "gh200-nvl32"),         # not the H100 its architecture word stands for
+    ("Grace Hopper superchip", "gh200-144gb", "gh200-nvl32"),   # not the H100 its architecture word stands for
     ("Grace Blackwell NVL72", "gb200", "gb200-nvl72"),
     ("GB300 Grace Blackwell Ultra NVL72", "gb300", "gb300-nvl72"),  # the longest product name wins
     ("Blackwell Ultra HGX", "b300", "dgx-b300"),
@@ -726,7 +726,7 @@ def test_an_architecture_the_named_gpu_is_not_of_is_refused_not_ignored(text, sa
 
 
 @pytest.mark.parametrize(("text", "gpu"), [
-    ("Hopper H200", "h200-sxm"), ("sm_103 B300", "b300"), ("Grace Hopper GH200", "gh200"),
+    ("Hopper H200", "h200-sxm"), ("sm_103 B300", "b300"), ("Grace Hopper GH200", "gh200-144gb"),
     ("Blackwell GB200 NVL72", "gb200"), ("CDNA3 MI325X", "mi325x"), ("Ampere RTX 3090", "rtx-3090"),
 ])
 def test_an_architecture_beside_a_gpu_of_it_is_read_as_that_gpu(text, gpu):

@@ -74,7 +74,8 @@ def test_each_shipped_gpu_has_a_reference_system_built_on_it():
     referenced = {(find_template("datacenter", s) or {})["node"]["gpu"]["from"] for s in SYSTEMS
                   if "\nreference: true" in template_text("datacenter", s)}
     shipped = set(template_names("gpu")) - {"a100-pcie-80gb", "h100-pcie",  # PCIe cards: no vendor system
-                                            "rtx-3090", "rtx-2080-ti", "titan-rtx"}
+                                            "rtx-3090", "rtx-2080-ti", "titan-rtx",
+                                            "gh200"}  # the 96 GB HBM3 GH200: its DGX GH200 is not shipped
     assert shipped <= referenced, shipped - referenced
 
 
@@ -85,6 +86,17 @@ def test_systems_are_built_as_their_spec_sheets_say(stem, gpus, nic_gbps, domain
     dc = two_nodes(stem)
     assert dc.node.gpus_per_node == gpus and dc.domain_gpus == domain
     assert dc.network.scale_out.nic.speed == pytest.approx(nic_gbps * 1e9 / 8)
+
+
+def test_a_gh200_nvl32_rack_holds_the_144_gb_hbm3e_gh200():
+    """NVIDIA's GH200 NVL32 is built on the HBM3e GH200: "a 32-GPU NVIDIA NVLink domain and a massive 19.5 TB of
+    unified memory", "4.5 TB of HBM3e memory" (NVIDIA technical blog, "One Giant Superchip for LLMs, Recommenders,
+    and GNNs: Introducing NVIDIA GH200 NVL32", developer.nvidia.com, 2023): 4.5 TB / 32 = 144 GB of HBM3e per GPU,
+    and 32 x (144 + 480 GB LPDDR5X) = 19.5 TB. It was built on the 96 GB HBM3 GH200 at 4 TB/s."""
+    gpu = two_nodes("gh200-nvl32").node.gpu
+    assert gpu.memory_capacity_gb == 144 and gpu.memory_bandwidth == pytest.approx(4.9e12)
+    assert 32 * gpu.memory_capacity_gb / 1024 == pytest.approx(4.5)  # the blog's TB are 1,024 GB
+    assert 32 * (gpu.memory_capacity_gb + 480) / 1024 == pytest.approx(19.5)
 
 
 def test_the_h800_and_mi355x_scale_up_ports_are_their_vendors_figures():

@@ -72,7 +72,7 @@ def test_kernel_rows_on_gpus_no_table_listed_are_observed_on_their_templates():
     row = {"subset": "s", "kernel": "torch.matmul (best shape found)", "dtype": "bf16", "M": "8192", "N": "8192",
            "K": "8192", "batch": "", "kernel_tflops": "700", "notes": "900W 141GiB HBM3e version"}
     assert observation(0, {**row, "hardware": "NVIDIA GH200 SXM"}).gpu == "gh200-144gb"
-    assert observation(0, {**row, "hardware": "NVIDIA GH200 SXM", "notes": ""}).gpu == "gh200"
+    assert observation(0, {**row, "hardware": "NVIDIA GH200 96GB", "notes": ""}).gpu == "gh200"
     assert observation(0, {**row, "hardware": "AMD Instinct MI355X OAM"}).gpu == "mi355x"
     assert "Intel Gaudi is not modelled" in observation(0, {**row, "hardware": "Intel Gaudi 3"})
 
