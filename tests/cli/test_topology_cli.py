@@ -152,3 +152,18 @@ def test_domain_gpus_says_what_one_nvlink_domain_holds_in_the_cluster_described(
         assert data["scale_up_bisection_GBps"] == data["domain_gpus"] // 2 * 900.0
     assert held == {12: 48, 20: 40, 36: 72}
     assert "nvswitch domains of 48 GPUs" in cli("topology", str(tmp_path / "gb200-12.yaml")).stdout
+
+
+def test_a_link_slower_than_10_gbps_prints_its_rate_to_three_figures_in_the_table_and_the_drawing(tmp_path):
+    """The shipped sailor-mit-rtx3090 node has one 1 GbE NIC (0.125 GB/s) and sailor-mit-titan-rtx one 25 GbE NIC
+    (3.125 GB/s): the table printed their leaf links at 0.1 and 3.1 GB/s (one fixed decimal), 20% and 1% below the
+    bisection line under it (0.125)."""
+    for system, rate in (("sailor-mit-rtx3090", "0.125"), ("sailor-mit-titan-rtx", "3.12")):
+        path = tmp_path / f"{system}.yaml"
+        path.write_text(yaml.safe_dump({"datacenter": {"from": system, "cluster": {"num_nodes": 2}}}))
+        run = cli("topology", str(path), "--draw", str(tmp_path / f"{system}.svg"))
+        assert run.returncode == 0, run.stderr
+        assert f"│ leaf │ 1 │ 2 │ {rate} │" in " ".join(run.stdout.split())
+        texts = [t.text or "" for t in ET.parse(tmp_path / f"{system}.svg").iter() if t.tag.endswith("text")]
+        assert f"{rate} GB/s each way" in texts
+    assert "scale-out 0.125 GB/s" in cli("topology", str(tmp_path / "sailor-mit-rtx3090.yaml")).stdout

@@ -22,7 +22,7 @@ def topology(
     """Print the switches, links and bisection bandwidth of the scenario's network (and draw it)."""
     from ..export.files import check_writable, write_atomic
     from ..network.draw import counted, topology_svg
-    from ..network.summary import TopologySummary
+    from ..network.summary import TopologySummary, gbps_text
     from ..network.topology import Topology
 
     if draw is not None:
@@ -46,17 +46,12 @@ def topology(
     print_table("Switches and links", ("tier", "switches", "links from below", "GB/s per link and direction"),
                 [(t.name, f"{t.switches:,}", f"{t.links:,}", t.rates_gbps)
                  for t in summary.tiers])
-    cuts = [] if summary.scale_out_bisection is None else [f"scale-out {_gbps(summary.scale_out_bisection)} GB/s"]
+    cuts = [] if summary.scale_out_bisection is None else [f"scale-out {gbps_text(summary.scale_out_bisection)} GB/s"]
     if summary.scale_up_bisection is not None:
-        cuts.append(f"inside one scale-up domain {_gbps(summary.scale_up_bisection)} GB/s")
+        cuts.append(f"inside one scale-up domain {gbps_text(summary.scale_up_bisection)} GB/s")
     print(f"Bisection bandwidth (per direction): {'; '.join(cuts) or 'none (one GPU, nothing to cut in half)'}")
     if summary.routing_line:
         print(summary.routing_line)
     print(f"Host CPUs (NCCL's tuning reads their vendor): {summary.host_cpu}")
     if draw is not None:
         print(f"Drawing written to {draw}")
-
-
-def _gbps(rate: float) -> str:
-    """Bytes/s as GB/s: whole above 10 GB/s, else to three figures (one 1 GbE NIC a node is 0.0625, not 0)."""
-    return f"{rate / 1e9:,.0f}" if rate >= 10e9 else f"{rate / 1e9:.3g}"

@@ -24,7 +24,14 @@ class Tier:
     def rates_gbps(self) -> str:
         """Its links' rates in GB/s per direction as `topology` prints and draws them: each distinct one, ascending
         ("25.0 / 50.0" where node groups' NICs differ)."""
-        return " / ".join(f"{r / 1e9:,.1f}" for r in self.link_rates or (self.link_rate,))
+        return " / ".join(gbps_text(r, decimals=1) for r in self.link_rates or (self.link_rate,))
+
+
+def gbps_text(rate: float, decimals: int = 0) -> str:
+    """Bytes/s as GB/s, as `topology` prints and draws them: with `decimals` from 10 GB/s ("50.0" a link, "1,800"
+    a bisection), to three significant figures below, where a fixed decimal hides the rate: a 1 GbE NIC's 0.125
+    GB/s printed as 0.1, a 25 GbE one's 3.125 as 3.1, and a bisection of 0.0625 as 0."""
+    return f"{rate / 1e9:,.{decimals}f}" if rate >= 10e9 else f"{rate / 1e9:.3g}"
 
 
 @dataclass(frozen=True)
