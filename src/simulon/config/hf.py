@@ -85,10 +85,14 @@ GATED_ACTIVATIONS = {"silu": "swiglu", "swish": "swiglu", "swiglu": "swiglu", "r
 gated there too (SwiGLU), the rest as named (GELU for any but ReLU and squared ReLU)."""
 GEMMA_MODEL_TYPES = frozenset({"gemma", "gemma2", "gemma3", "gemma3_text"})
 """model_type of the Gemma families (GemmaConfig, Gemma2Config, Gemma3TextConfig)."""
+QWEN3_5_MODEL_TYPES = frozenset({"qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text"})
+"""model_type of Qwen3.5 (Qwen3_5Config, Qwen3_5MoeConfig and their text_config's Qwen3_5TextConfig,
+Qwen3_5MoeTextConfig): Qwen3-Next's layers, RMSNorm (Qwen3_5RMSNorm, rms_norm_eps 1e-6 by default) and a gated SiLU
+MLP (Qwen3_5MLP, hidden_act "silu" by default) whatever the file writes."""
 GATED_MLP_MODEL_TYPES = frozenset({
     "llama", "llama4", "llama4_text", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen3_next",
     "deepseek_v2", "deepseek_v3", "gpt_oss", "phi3", "glm4_moe", "olmo", "olmo2", "olmoe", "granite", "granitemoe",
-    "cohere", "kimi_k2", *GEMMA_MODEL_TYPES})
+    "cohere", "kimi_k2", *GEMMA_MODEL_TYPES, *QWEN3_5_MODEL_TYPES})
 """model_type of the families whose MLP (and experts) always gate, whatever hidden_act names: down_proj(act(gate_proj
 x) * up_proj x) in LlamaMLP, MistralMLP, MixtralBlockSparseTop2MLP, Qwen2MLP, Qwen3MoeMLP, DeepseekV3MLP, Phi3MLP
 (gate_up_proj), GemmaMLP, ...; GptOssExperts' gate_up_proj. Their MLP reads as GeGLU where the activation is a GELU,
@@ -128,7 +132,7 @@ was trained from, and is refused rather than read as GELU."""
 DEFAULT_ACTIVATIONS = {
     **dict.fromkeys(("llama", "llama4", "llama4_text", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe",
                      "qwen3_next", "deepseek_v2", "deepseek_v3", "gpt_oss", "phi3", "glm4_moe", "olmo", "olmo2",
-                     "olmoe", "granite", "granitemoe", "cohere"), "silu"),
+                     "olmoe", "granite", "granitemoe", "cohere", *QWEN3_5_MODEL_TYPES), "silu"),
     **dict.fromkeys(("gemma", "gemma2", "gemma3", "gemma3_text", "starcoder2"), "gelu_pytorch_tanh"),
     **dict.fromkeys(("nemotron", "nemotron_h"), "relu2"),
     "gpt_neox": "gelu", "gpt2": "gelu_new", "phi": "gelu_new", "falcon": "gelu",
@@ -140,7 +144,7 @@ gate of a SwiGLU MLP, a third of its weights)."""
 RMSNORM_MODEL_TYPES = frozenset({
     "llama", "llama4", "llama4_text", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen3_next",
     "deepseek_v2", "deepseek_v3", "gpt_oss", "phi3", "olmo2", "olmoe", "granite", "granitemoe", "nemotron_h",
-    *GEMMA_MODEL_TYPES})
+    *GEMMA_MODEL_TYPES, *QWEN3_5_MODEL_TYPES})
 """model_type of the families whose layers normalize with RMSNorm (LlamaRMSNorm, Qwen3RMSNorm, Gemma3RMSNorm,
 NemotronHRMSNorm, ...) whether or not the file writes rms_norm_eps; another family's file is RMSNorm where it has
 rms_norm_eps, else LayerNorm (GPT-2, GPT-NeoX, Phi, StarCoder2, Cohere)."""
