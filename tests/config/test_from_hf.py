@@ -118,10 +118,10 @@ def test_a_hf_config_gives_the_model_its_template_describes(tmp_path, config, te
             shipped.moe.model_dump(exclude={"shared_expert_ffn_hidden_size"})
 
 
-def test_a_hybrid_configs_multi_token_prediction_is_left_out_and_its_decoder_read(tmp_path):
-    built = ModelSpec.model_validate({"from_hf": str(write(tmp_path, {**NEMOTRON_3_NANO,
-                                                                      "num_nextn_predict_layers": 1}))})
-    assert built.mtp_layers == 0 and built.hybrid_pattern == NEMOTRON_3_NANO["hybrid_override_pattern"]
+def test_a_hybrid_configs_multi_token_prediction_follows_its_decoder_after_a_slash(tmp_path):
+    built = ModelSpec.model_validate({"from_hf": str(write(tmp_path, {
+        **NEMOTRON_3_NANO, "num_nextn_predict_layers": 1, "mtp_hybrid_override_pattern": "*E"}))})
+    assert built.mtp_layers == 1 and built.hybrid_pattern == NEMOTRON_3_NANO["hybrid_override_pattern"] + "/*E"
 
 
 def test_a_hybrid_config_given_as_block_names_reads_as_its_pattern(tmp_path):

@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from simulon.config.hf import model_from_hf
+from simulon.config.hf import HFConfigError, model_from_hf
+from simulon.config.workload import ModelSpec
 
 QWEN3_5_35B_TEXT = {  # Qwen/Qwen3.5-35B-A3B config.json's text_config (shape keys)
     "model_type": "qwen3_5_moe_text", "hidden_size": 2048, "num_hidden_layers": 40, "num_attention_heads": 16,
@@ -33,3 +34,37 @@ def test_a_qwen3_5_config_without_rms_norm_eps_or_hidden_act_is_rmsnorm_and_swig
     block = model_from_hf(write(tmp_path, wrapped))
     assert block["normalization"] == "rmsnorm"
     assert block["activation"] == "swiglu"
+
+
+NEMOTRON_H_SMALL = {  # a Nemotron-H MoE hybrid's shape keys (NemotronHConfig), four layers
+    "model_type": "nemotron_h", "hidden_size": 1024, "intermediate_size": 512, "num_hidden_layers": 4,
+    "hybrid_override_pattern": "ME*E", "num_attention_heads": 8, "head_dim": 128, "num_key_value_heads": 2,
+    "mlp_hidden_act": "relu2", "mamba_num_heads": 16, "mamba_head_dim": 64, "n_groups": 8, "ssm_state_size": 128,
+    "n_routed_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 512, "vocab_size": 32000}
+
+
+@pytest.mark.parametrize(("doc", "pattern"), [
+    ({**NEMOTRON_H_SMALL, "num_nextn_predict_layers": 2, "mtp_hybrid_override_pattern": "*E"}, "ME*E/*E/*E"),
+    ({**NEMOTRON_H_SMALL, "num_nextn_predict_layers": 1, "mtp_layers_block_type": ["attention", "moe"]}, "ME*E/*E"),
+    ({**NEMOTRON_H_SMALL, "num_nextn_predict_layers": 0, "mtp_hybrid_override_pattern": "*E"}, "ME*E"),
+    ({**QWEN3_5_35B_TEXT, "num_hidden_layers": 4, "mtp_num_hidden_layers": 1}, "GEGEGE*E/*E"),
+    ({**QWEN3_5_35B_TEXT, "model_type": "qwen3_next", "num_hidden_layers": 4, "num_nextn_predict_layers": 1},
+     "GEGEGE*E/*E"),
+])
+def test_a_hybrid_configs_mtp_layers_are_read_as_depths_after_a_slash_of_the_blocks_the_family_gives(
+        tmp_path, doc, pattern):
+    # they were dropped: the decoder read alone, the MTP module's parameters, FLOPs and kernels missing
+    block = model_from_hf(write(tmp_path, doc))
+    assert block["hybrid_pattern"] == pattern
+    depths = pattern.count("/")
+    assert block.get("mtp_layers", 0) == depths
+    model = ModelSpec.model_validate({"from_hf": str(write(tmp_path, doc))})
+    assert model.all_layers == model.num_layers + depths
+    if depths:
+        assert model.layer_blocks(model.num_layers) == ("mtp", "attention", "moe")
+
+
+def test_a_nemotron_h_config_with_mtp_layers_but_no_mtp_pattern_is_refused_naming_the_key(tmp_path):
+    with pytest.raises(HFConfigError, match=r"key 'mtp_hybrid_override_pattern' is missing .* "
+                                            r"num_nextn_predict_layers gives 1 multi-token-prediction layers"):
+        model_from_hf(write(tmp_path, {**NEMOTRON_H_SMALL, "num_nextn_predict_layers": 1}))

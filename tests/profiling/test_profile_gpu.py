@@ -233,3 +233,12 @@ def test_a_run_timed_in_a_loop_other_than_the_defaults_records_its_length(tmp_pa
     store.save()
     runs = yaml.safe_load(path.read_text())["kernel_runs"]
     assert runs[0]["back_to_back"] == 7 and "back_to_back" not in runs[1]
+
+
+def test_a_hybrid_with_mtp_depths_is_planned_with_one_layer_of_each_kind_and_its_mtp_layer():
+    # the '/' of its pattern was kept as a layer symbol: the one-layer model was refused
+    pattern = "MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME/*E"
+    point = SweepPoint({"from": "nemotron-3-nano-30b-a3b", "hybrid_pattern": pattern, "mtp_layers": 1}, seq=256,
+                       batch=1, dtype=DType.bf16, tp=2, ep=8)
+    _, planned = plan(point)
+    assert {"mtp_eh_proj", "mamba_ssd_scan", "moe_expert_linear1"} <= {p.spec.name for p in planned}

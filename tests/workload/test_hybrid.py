@@ -205,7 +205,10 @@ BAD = [
     ({"hybrid_pattern": "M*MD"}, "workload.model.hybrid_pattern: 'M*MD' has 'D'"),
     ({"hybrid_pattern": "M*MG"}, "workload.model.hybrid_pattern: has G layers but the model has no gdn block"),
     ({"hybrid_pattern": "M*||M-"}, "has an empty pipeline segment"),
-    ({"hybrid_pattern": "M*M-/M-"}, "multi-token-prediction layers are not modelled"),
+    ({"hybrid_pattern": "M*M-/M-"}, "workload.model.mtp_layers: is needed with hybrid_pattern's 1 "
+     "multi-token-prediction depth after '/': 1 to train them, 0 to leave them out"),
+    ({"hybrid_pattern": "M*M-/M-/*-", "mtp_layers": 2}, "each depth is the same non-empty pattern"),
+    ({"hybrid_pattern": "M*M-/MM", "mtp_layers": 1}, "repeats a block in the multi-token-prediction pattern 'MM'"),
     ({"hybrid_pattern": "E*E-"}, "workload.model.hybrid_pattern: has E layers but the model has no moe block"),
     ({"hybrid_pattern": "-*--", "mamba": MAMBA}, "workload.model.mamba: is given but no layer"),
     ({"hybrid_pattern": None}, "workload.model.hybrid_pattern: is needed with mamba"),

@@ -152,7 +152,7 @@ def test_mtp_makes_the_step_slower_and_the_search_estimate_follows_the_replay():
 @pytest.mark.parametrize(("changes", "field", "words"), [
     ({"framework": "deepspeed"}, "workload.model.mtp_layers", "deepspeed has none"),
     ({"model": {"hybrid_pattern": "M*M-", "mamba": {"num_heads": 8, "head_dim": 64}}}, "workload.model.mtp_layers",
-     "hybrid models"),
+     "a hybrid model's multi-token-prediction layers need their blocks: give them after '/'"),
 ])
 def test_mtp_where_its_framework_or_model_has_none_is_refused_naming_the_field(changes, field, words):
     data = mtp_scenario(1).model_dump(mode="json", exclude_none=True)
@@ -162,3 +162,26 @@ def test_mtp_where_its_framework_or_model_has_none_is_refused_naming_the_field(c
     with pytest.raises(ConfigError) as info:
         parse_scenario(data, "mtp.yaml")
     assert f"{field}: " in str(info.value) and words in str(info.value)
+
+
+def test_a_hybrid_mtp_layer_is_the_mtp_block_then_the_blocks_its_pattern_gives_after_a_slash():
+    # a hybrid's multi-token prediction was refused, and a HuggingFace file's dropped without a word
+    nano = ModelSpec.model_validate({"from": "nemotron-3-nano-30b-a3b", "mtp_layers": 1, "hybrid_pattern":
+                                     "MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME/*E"})
+    assert nano.num_layers == 52 and nano.all_layers == 53
+    assert nano.layer_blocks(52) == ("mtp", "attention", "moe") and nano.layer_blocks(51) == ("moe",)
+    without = workload({"from": "nemotron-3-nano-30b-a3b"}, {"tp": 1})
+    with_mtp = workload(nano.model_dump(exclude_none=True), {"tp": 1})
+    kernels = LayerKernels.weights_of(with_mtp)
+    total = [sum(ModelParameters(LayerKernels.weights_of(wl), wl.model, PipelineLayers.of(wl)).stage(0).total())
+             for wl in (without, with_mtp)]
+    h = 2688
+    assert total[1] - total[0] == sum(kernels.layer_params(("attention", "moe"))) + 2 * h * h + 3 * h
+
+
+def test_a_hybrid_of_attention_and_mlp_layers_with_an_mtp_depth_has_the_flops_of_the_gpt_it_spells():
+    # "*-*-/*-": two transformer layers as four single-block layers, and one MTP depth of attention then MLP
+    gpt = mtp_scenario(1, layers=2)
+    hybrid = gpt_scenario(layers=4, extra_model={"hybrid_pattern": "*-*-/*-", "mtp_layers": 1})
+    assert step_flops(hybrid) == pytest.approx(step_flops(gpt), rel=1e-12)
+    assert step_flops(hybrid) > step_flops(gpt_scenario(layers=4, extra_model={"hybrid_pattern": "*-*-"}))

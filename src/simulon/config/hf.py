@@ -30,8 +30,10 @@ GptOssConfig, Gemma/Gemma2/Gemma3TextConfig, Phi3Config; a multimodal config's `
   config has it (Llama 4);
 - multi-head latent attention: kv_lora_rank, q_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim; its sparse
   attention (DeepseekV32Config): index_n_heads, index_head_dim, index_topk;
-- multi-token prediction: num_nextn_predict_layers (DeepSeek-V3, GLM-4.5; 0 in Kimi K2's: none), except in hybrid
-  models, whose multi-token prediction is not modelled (their decoder is read alone);
+- multi-token prediction: num_nextn_predict_layers (DeepSeek-V3, GLM-4.5; 0 in Kimi K2's: none; Qwen3.5's
+  mtp_num_hidden_layers); a hybrid's MTP depths follow its pattern after '/' (config/hybrid.py): NemotronH's
+  mtp_hybrid_override_pattern (or mtp_layers_block_type, the same as a list of block names), Qwen3-Next's and
+  Qwen3.5's full-attention layer with the decoder's experts or MLP (their MTP module's one decoder layer);
 - gated delta net hybrids (Qwen3NextConfig, Qwen3.5): linear_num_key_heads, linear_num_value_heads,
   linear_key_head_dim, linear_value_head_dim, linear_conv_kernel_dim, and layer_types (or full_attention_interval),
   each layer two symbols of the hybrid pattern (G or *, then E or -); attn_output_gate (Qwen3-Next's attention is
@@ -78,6 +80,7 @@ from typing import Any
 
 from .common import MAX_DROPOUT, MAX_LAYERS, FieldError
 from .errors import MAX_YAML_BYTES, JSONTooDeep, parse_json, read_input_text
+from .hybrid import MTP_SEPARATOR, split_mtp
 from .templates import AmbiguousTemplate, merged, scenario_path, template_stem_loose
 
 GATED_ACTIVATIONS = {"silu": "swiglu", "swish": "swiglu", "swiglu": "swiglu", "relu2": "squared_relu", "relu": "relu"}
@@ -219,7 +222,7 @@ FIELD_KEYS: dict[str, tuple[str, ...]] = {
     "vocab_size": ("vocab_size",),
     "tie_embeddings": ("tie_word_embeddings",),
     "attention_output_gate": ("attn_output_gate",),
-    "mtp_layers": ("num_nextn_predict_layers",),
+    "mtp_layers": ("num_nextn_predict_layers", "mtp_num_hidden_layers"),
     "hybrid_pattern": ("hybrid_override_pattern", "layers_block_type", "layer_types", "full_attention_interval"),
     "moe": ("num_local_experts", "num_experts", "n_routed_experts"),
     "moe.num_experts": ("num_local_experts", "num_experts", "n_routed_experts"),
@@ -454,15 +457,41 @@ def _mla(cfg: Reader) -> dict[str, Any] | None:
 
 
 def _hybrid_pattern(cfg: Reader) -> str | None:
-    """The layers of a hybrid model, one symbol each: hybrid_override_pattern, or layers_block_type's names."""
-    if cfg.doc.get("hybrid_override_pattern") is not None:
-        return cfg.text("hybrid_override_pattern", "")
-    types = cfg.doc.get("layers_block_type")
+    """The layers of a hybrid model, one symbol each: hybrid_override_pattern, or layers_block_type's names; then
+    its multi-token-prediction depths (_mtp_depths), each after '/'."""
+    decoder = _symbols(cfg, "hybrid_override_pattern", "layers_block_type")
+    if decoder is None:
+        return None
+    mtp = _mtp_depths(cfg)
+    if not mtp:
+        return decoder
+    depth = _symbols(cfg, "mtp_hybrid_override_pattern", "mtp_layers_block_type")
+    if depth is None:
+        raise cfg.fail("mtp_hybrid_override_pattern", f"is missing (nor is it given as 'mtp_layers_block_type'): "
+                       f"{_mtp_key(cfg)} gives {mtp} multi-token-prediction layers, whose blocks it names")
+    return decoder + (MTP_SEPARATOR + depth) * mtp
+
+
+def _symbols(cfg: Reader, pattern_key: str, list_key: str) -> str | None:
+    """Hybrid layer symbols as `pattern_key` gives them, or as `list_key`'s block names (BLOCK_TYPES)."""
+    if cfg.doc.get(pattern_key) is not None:
+        return cfg.text(pattern_key, "")
+    types = cfg.doc.get(list_key)
     if types is None:
         return None
     if not isinstance(types, list) or not all(isinstance(t, str) and t in BLOCK_TYPES for t in types):
-        raise cfg.fail("layers_block_type", f"must be a list of {', '.join(BLOCK_TYPES)}, got {types!r}")
+        raise cfg.fail(list_key, f"must be a list of {', '.join(BLOCK_TYPES)}, got {types!r}")
     return "".join(BLOCK_TYPES[t] for t in types)
+
+
+def _mtp_depths(cfg: Reader) -> int:
+    """Multi-token-prediction layers the file gives (FIELD_KEYS' mtp_layers; absent: none)."""
+    return cfg.integer(*FIELD_KEYS["mtp_layers"], required=False, default=0, zero=True)
+
+
+def _mtp_key(cfg: Reader) -> str:
+    """The key the file gives its multi-token-prediction layers under."""
+    return next(key for key in FIELD_KEYS["mtp_layers"] if cfg.doc.get(key) is not None)
 
 
 LINEAR_ATTENTION = {"linear_attention": "G", "full_attention": "*"}
@@ -501,8 +530,11 @@ def _linear_attention_pattern(cfg: Reader, moe_layers: int | list[int] | None) -
         raise cfg.fail("layer_types", f"must be a list of {layers} of {', '.join(LINEAR_ATTENTION)}, got {types!r}")
     experts = [False] * layers if moe_layers is None else moe_layers if isinstance(moe_layers, list) else \
         [i % moe_layers == 0 for i in range(layers)]
-    return "".join(LINEAR_ATTENTION[kind] + ("E" if moe_layer else "-")
-                   for kind, moe_layer in zip(types, experts, strict=True))
+    decoder = "".join(LINEAR_ATTENTION[kind] + ("E" if moe_layer else "-")
+                      for kind, moe_layer in zip(types, experts, strict=True))
+    # the MTP module's one decoder layer: full attention, then experts where the model has them (vLLM's
+    # Qwen3NextMultiTokenPredictor builds Qwen3NextDecoderLayer(layer_type="full_attention"))
+    return decoder + (MTP_SEPARATOR + "*" + ("-" if moe_layers is None else "E")) * _mtp_depths(cfg)
 
 
 def _mamba(cfg: Reader) -> dict[str, Any] | None:
@@ -818,7 +850,7 @@ def _model_block(cfg: Reader) -> dict[str, Any]:
     if gdn is not None:  # Qwen3-Next, Qwen3.5: gated attention every few layers, gated delta nets between
         # the pattern says which layers hold experts, so the MoE block keeps no layer layout of its own
         pattern = _linear_attention_pattern(cfg, None if moe is None else moe.pop("layer_freq", 1))
-        block["num_layers"] = len(pattern)
+        block["num_layers"] = len(split_mtp(pattern)[0])
         block["attention_output_gate"] = cfg.flag(*FIELD_KEYS["attention_output_gate"], True)
         if moe is not None and "E" not in pattern:
             moe = None
@@ -832,8 +864,8 @@ def _model_block(cfg: Reader) -> dict[str, Any]:
                      ("sliding_window", window)):
         if sub is not None:
             block[key] = sub
-    mtp = cfg.integer(*FIELD_KEYS["mtp_layers"], required=False, default=0, zero=True)
-    if mtp and pattern is None:  # a hybrid's multi-token prediction is not modelled: its decoder alone
+    mtp = _mtp_depths(cfg)
+    if mtp:
         block["mtp_layers"] = mtp
     return block
 

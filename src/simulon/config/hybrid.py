@@ -14,7 +14,11 @@ HuggingFace `hybrid_override_pattern` of NemotronH configs) make every layer one
     E  a mixture of experts alone (the MLP slot holding a MoE block)
 
 so a Nemotron-H layer count is the length of its pattern, and the pipeline splits those layers like any others;
-`|` marks split the pattern into virtual pipeline stages where the parallelism gives no split of its own.
+`|` marks split the pattern into virtual pipeline stages where the parallelism gives no split of its own. Megatron's
+unified pattern gives the multi-token-prediction depths after the decoder's, each after a `/` ("M*M-/*E": one depth
+of attention then experts; hybrid_layer_allocation.py `parse_hybrid_pattern`, every depth the same pattern; HF
+NemotronH's mtp_hybrid_override_pattern, Qwen3-Next's and Qwen3.5's MTP layer a full-attention layer): a hybrid's MTP
+layer is the MTP block then the layers of its depth's pattern.
 A block is one of BLOCKS; a layer's kind is its tuple of blocks in forward order, which every stage reads (the
 tracer's kernels, the parameters, the activation memory, the search's estimate) from `ModelSpec.layer_blocks`.
 """
@@ -58,24 +62,53 @@ MAX_PATTERN = 10_000
 """Symbols of a hybrid pattern: one per layer (config.common.MAX_LAYERS)."""
 
 
+MTP_SEPARATOR = "/"
+"""Megatron's separator before each multi-token-prediction depth's pattern in a unified hybrid pattern
+(hybrid_layer_allocation.py `Symbols.MTP_SEPARATOR`)."""
+
+
+def split_mtp(pattern: str) -> tuple[str, str, int]:
+    """(the decoder's pattern, one multi-token-prediction depth's pattern, the depths) of a unified hybrid pattern:
+    "M*M-/*E/*E" is ("M*M-", "*E", 2)."""
+    decoder, *depths = pattern.split(MTP_SEPARATOR)
+    return decoder, depths[0] if depths else "", len(depths)
+
+
 def check_pattern(pattern: str) -> str:
     """The pattern, or ValueError naming what is not a hybrid layer symbol."""
-    if "/" in pattern:
-        raise ValueError("has '/': multi-token-prediction layers are not modelled; give the decoder's layers alone")
-    segments = pattern.split(PIPELINE_MARK)
+    decoder, mtp, depths = split_mtp(pattern)
+    if depths:
+        _check_mtp_pattern(pattern, mtp)
+    segments = decoder.split(PIPELINE_MARK)
     if len(segments) > 1 and not all(segments):
         raise ValueError(f"has an empty pipeline segment between {PIPELINE_MARK!r}s; each segment holds one layer "
                          "at least")
-    unknown = sorted(set(pattern) - set(HYBRID_SYMBOLS) - {PIPELINE_MARK})
+    unknown = sorted(set(pattern) - set(HYBRID_SYMBOLS) - {PIPELINE_MARK, MTP_SEPARATOR})
     if unknown:
         raise ValueError(f"{pattern[:60]!r}{'...' if len(pattern) > 60 else ''} has "
                          f"{', '.join(map(repr, unknown))}; a hybrid pattern is one symbol per layer: M (Mamba), "
                          "G (gated delta net), * (attention), - (MLP), E (mixture of experts), with | between "
-                         "pipeline stages; Megatron's D (DeepSeek sparse attention) and + (MLA) layers beside * ones "
-                         "are not modelled (a model's attention is one kind: give mla, and its dsa, for all of it)")
+                         "pipeline stages and / before each multi-token-prediction depth; Megatron's D (DeepSeek "
+                         "sparse attention) and + (MLA) layers beside * ones are not modelled (a model's attention is "
+                         "one kind: give mla, and its dsa, for all of it)")
     if len(pattern) > MAX_PATTERN:
         raise ValueError(f"{len(pattern):,} symbols, more than the {MAX_PATTERN:,} layers a model may have")
     return pattern
+
+
+def _check_mtp_pattern(pattern: str, mtp: str) -> None:
+    """ValueError where the multi-token-prediction depths after '/' are not one pattern each, alike (Megatron's
+    parse_hybrid_pattern), of distinct blocks (a depth's layer is one MTP layer of its blocks here)."""
+    depths = pattern.split(MTP_SEPARATOR)[1:]
+    if not all(depths) or any(depth != mtp for depth in depths):
+        raise ValueError(f"has multi-token-prediction depths {depths!r} after '/': each depth is the same non-empty "
+                         "pattern (Megatron's unified pattern, 'M*M-/*E/*E' for two depths of attention then experts)")
+    if PIPELINE_MARK in mtp:
+        raise ValueError(f"has {PIPELINE_MARK!r} in the multi-token-prediction pattern {mtp!r}: the MTP layers follow "
+                         "the decoder on its last stage, marks split the decoder's pattern alone")
+    if len(set(mtp)) != len(mtp):
+        raise ValueError(f"repeats a block in the multi-token-prediction pattern {mtp!r}, which is not modelled: give "
+                         "each of its blocks once ('*E': attention then experts)")
 
 
 def divides(block: StrictModel, divisor: str, field: str) -> StrictModel:

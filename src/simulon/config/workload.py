@@ -52,6 +52,7 @@ from .hybrid import (
     LayerKind,
     MambaSpec,
     check_pattern,
+    split_mtp,
 )
 from .number_formats import NUMBER_FORMATS, fp8_recipe_named
 from .pipeline_layout import idle_virtual_stages, layout_chunks, split_given
@@ -253,13 +254,14 @@ class ModelSpec(Templated):
                                         "attention_output_gate; Qwen3-Next's and Qwen3.5's gated attention)")
     hybrid_pattern: Annotated[str, AfterValidator(check_pattern)] | None = Field(
         None, description="a hybrid model's layers, one symbol each (Megatron's --hybrid-override-pattern, HF "
-        "hybrid_override_pattern): M Mamba, * attention, - MLP, E mixture of experts; its length is num_layers. "
-        "Default: every layer a transformer layer (attention, then MLP or MoE)")
+        "hybrid_override_pattern): M Mamba, G gated delta net, * attention, - MLP, E mixture of experts; its length "
+        "is num_layers; after '/', each multi-token-prediction depth's blocks (Megatron's unified pattern, "
+        "'M*M-/*E'). Default: every layer a transformer layer (attention, then MLP or MoE)")
     mtp_layers: OptionalLayerCount = Field(
         0, description="multi-token-prediction depths after the decoder (Megatron-Core's mtp_num_layers, HF "
         "num_nextn_predict_layers; DeepSeek-V3: 1): each a projection of the hidden state with the embedding of the "
-        "token one further ahead, a transformer layer like the decoder's last, and one more pass of the output "
-        "head and loss")
+        "token one further ahead, a transformer layer like the decoder's last (a hybrid's: the blocks its pattern "
+        "gives after '/'), and one more pass of the output head and loss")
 
     @model_validator(mode="before")
     @classmethod
@@ -316,10 +318,22 @@ class ModelSpec(Templated):
             raise FieldError("attention_output_gate", "with multi-head latent attention (mla) is not modelled")
         if self.sliding_window is not None and self.mla is not None:
             raise FieldError("sliding_window", "with multi-head latent attention (mla) is not modelled")
-        if self.mtp_layers and self.hybrid_pattern is not None:
-            raise FieldError("mtp_layers", "multi-token prediction of hybrid models (the pattern after '/' in "
-                             "Megatron's hybrid_override_pattern) is not modelled")
         return self
+
+    def _check_hybrid_mtp(self) -> None:
+        """A hybrid's multi-token-prediction layers are the depths its pattern gives after '/' (Megatron's unified
+        pattern), mtp_layers of them, or none where mtp_layers is 0 (the model trained without them)."""
+        depths = split_mtp(self.hybrid_pattern or "")[2]
+        if self.mtp_layers and not depths:
+            raise FieldError("mtp_layers", f"is {self.mtp_layers}, but a hybrid model's multi-token-prediction layers "
+                             "need their blocks: give them after '/' in hybrid_pattern, one depth each (Megatron's "
+                             "unified pattern, 'M*M-/*E' for one depth of attention then experts)")
+        if depths and self.mtp_layers not in (0, depths):
+            raise FieldError("mtp_layers", f"is {self.mtp_layers}, but hybrid_pattern gives {depths} "
+                             f"multi-token-prediction depth{'s' * (depths > 1)} after '/'")
+        if depths and "mtp_layers" not in self.model_fields_set:
+            raise FieldError("mtp_layers", f"is needed with hybrid_pattern's {depths} multi-token-prediction "
+                             f"depth{'s' * (depths > 1)} after '/': {depths} to train them, 0 to leave them out")
 
     def _check_hybrid(self) -> None:
         """A hybrid pattern has a symbol per layer and the blocks its symbols name; a Mamba mixer needs M layers."""
@@ -329,12 +343,13 @@ class ModelSpec(Templated):
                     raise FieldError("hybrid_pattern",
                                      f"is needed with {block}: it says which layers ({symbol}) run it")
             return
+        self._check_hybrid_mtp()
         pattern = self.layer_symbols
         if len(pattern) != self.num_layers:
             raise FieldError("hybrid_pattern", f"has {len(pattern)} layer symbols, one per layer, but num_layers is "
                              f"{self.num_layers}")
         for symbol, block, needs in (("M", "mamba", self.mamba), ("G", "gdn", self.gdn), ("E", "moe", self.moe)):
-            if symbol in pattern and needs is None:
+            if symbol in pattern + self.mtp_symbols and needs is None:
                 raise FieldError("hybrid_pattern", f"has {symbol} layers but the model has no {block} block")
         if self.mamba is not None and "M" not in pattern:
             raise FieldError("mamba", "is given but no layer of hybrid_pattern is a Mamba layer (M)")
@@ -349,15 +364,23 @@ class ModelSpec(Templated):
 
     @cached_property
     def layer_symbols(self) -> str:
-        """The hybrid pattern's symbols, one per layer (its pipeline marks left out)."""
-        return (self.hybrid_pattern or "").replace(PIPELINE_MARK, "")
+        """The hybrid pattern's symbols, one per decoder layer (its pipeline marks and its multi-token-prediction
+        depths left out)."""
+        return split_mtp(self.hybrid_pattern or "")[0].replace(PIPELINE_MARK, "")
+
+    @property
+    def mtp_symbols(self) -> str:
+        """The blocks of a hybrid's multi-token-prediction layer, after its MTP block: the symbols of one depth its
+        pattern gives after '/' (blank: none given)."""
+        return split_mtp(self.hybrid_pattern or "")[1]
 
     @property
     def pattern_segments(self) -> tuple[int, ...] | None:
         """Layers of each virtual pipeline stage the hybrid pattern's `|` marks cut it into (None: no marks)."""
-        if self.hybrid_pattern is None or PIPELINE_MARK not in self.hybrid_pattern:
+        decoder = split_mtp(self.hybrid_pattern or "")[0]
+        if PIPELINE_MARK not in decoder:
             return None
-        return tuple(len(segment) for segment in self.hybrid_pattern.split(PIPELINE_MARK))
+        return tuple(len(segment) for segment in decoder.split(PIPELINE_MARK))
 
     @property
     def all_layers(self) -> int:
@@ -395,6 +418,8 @@ class ModelSpec(Templated):
         return tuple(self._blocks_of(layer) for layer in range(self.all_layers))
 
     def _blocks_of(self, layer: int) -> LayerKind:
+        if self.is_mtp_layer(layer) and self.hybrid_pattern is not None:  # the blocks of its depth's pattern
+            return (MTP_BLOCK, *(block for symbol in self.mtp_symbols for block in HYBRID_SYMBOLS[symbol]))
         if self.is_mtp_layer(layer):
             return (MTP_BLOCK, *self._blocks_of(self.num_layers - 1))
         if self.hybrid_pattern is not None:

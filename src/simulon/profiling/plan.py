@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..config.common import DType
-from ..config.hybrid import PIPELINE_MARK
+from ..config.hybrid import MTP_SEPARATOR, PIPELINE_MARK, split_mtp
 from ..config.workload import MegatronWorkload
 from ..workload.data_parallel import bucket_kernel, grad_zero_kernel, optimizer_kernel
 from ..workload.kernels import KernelSpec, Phase
@@ -53,9 +53,11 @@ class SweepPoint:
         if spec.get("moe"):
             spec["moe"]["first_dense_layers"] = 0
             spec["moe"]["layer_freq"] = 1  # (set: the template of the name would fill its own in)
-        if spec.get("hybrid_pattern"):
-            spec["hybrid_pattern"] = "".join(dict.fromkeys(spec["hybrid_pattern"].replace(PIPELINE_MARK, "")))
-            return {**spec, "num_layers": len(spec["hybrid_pattern"])}
+        if spec.get("hybrid_pattern"):  # its multi-token-prediction depths kept after the decoder's kinds
+            decoder, mtp, depths = split_mtp(spec["hybrid_pattern"])
+            kinds = "".join(dict.fromkeys(decoder.replace(PIPELINE_MARK, "")))
+            spec["hybrid_pattern"] = kinds + (MTP_SEPARATOR + mtp) * depths
+            return {**spec, "num_layers": len(kinds)}
         return {**spec, "num_layers": 1}
 
     def workload(self) -> MegatronWorkload:
