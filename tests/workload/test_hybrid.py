@@ -342,3 +342,21 @@ def test_the_readme_s_scan_against_flash_attention_figures_are_the_benchmark_s()
     said = re.search(r"runs ([\d.]+)x faster at 8,192 and ([\d.]+)x at 16,384", readme)
     ratios = [flash / scan for scan, flash in (bench.scan_and_flash_ms("H100", seq) for seq in (8192, 16384))]
     assert [f"{ratio:.1f}" for ratio in ratios] == list(said.groups())
+
+
+@pytest.mark.parametrize(("template", "layers", "says"), [
+    ("nemotron-h-8b", 26, "has 52 layer symbols, one per layer, but num_layers is 26: the pattern lays out every "
+     "layer, so to change the depth give both, num_layers: N and a hybrid_pattern of N symbols"),
+    ("qwen3-next-80b-a3b", 48, "has 96 layer symbols, one per layer, but num_layers is 48: the pattern lays out every "
+     "layer, so to change the depth give both, num_layers: N and a hybrid_pattern of N symbols; a layer as "
+     "HuggingFace counts a gated-delta-net model's (mixer, then MLP or experts) is two symbols here, so its 48 "
+     "layers are 96"),
+])
+def test_num_layers_alone_over_a_hybrid_template_says_the_patterns_length_and_to_give_both(template, layers, says):
+    # it said only that the lengths differ, naming the pattern the scenario never wrote
+    data = {"workload": {"framework": "megatron", "model": {"from": template, "num_layers": layers},
+                         "parallelism": {"tp": 1}, "training": {"global_batch_size": 8, "micro_batch_size": 1,
+                                                                "sequence_length": 4096, "num_gpus": 8}}}
+    with pytest.raises(ConfigError) as info:
+        parse_scenario(data, "s.yaml")
+    assert f"workload.model.hybrid_pattern: {says}" in str(info.value)

@@ -346,8 +346,7 @@ class ModelSpec(Templated):
         self._check_hybrid_mtp()
         pattern = self.layer_symbols
         if len(pattern) != self.num_layers:
-            raise FieldError("hybrid_pattern", f"has {len(pattern)} layer symbols, one per layer, but num_layers is "
-                             f"{self.num_layers}")
+            raise FieldError("hybrid_pattern", self._length_problem(len(pattern)))
         for symbol, block, needs in (("M", "mamba", self.mamba), ("G", "gdn", self.gdn), ("E", "moe", self.moe)):
             if symbol in pattern + self.mtp_symbols and needs is None:
                 raise FieldError("hybrid_pattern", f"has {symbol} layers but the model has no {block} block")
@@ -361,6 +360,17 @@ class ModelSpec(Templated):
             field = "first_dense_layers" if self.moe.first_dense_layers else "layer_freq"
             raise FieldError(f"moe.{field}", "does not apply to a hybrid model: its pattern says which layers are "
                              "MLP (-) and which mixture-of-experts (E) layers")
+
+    def _length_problem(self, symbols: int) -> str:
+        """Why a hybrid pattern of `symbols` layer symbols does not fit num_layers, and how to change the depth: the
+        pattern lays out every layer, so num_layers alone cannot (a template's or a file's pattern stays as it is)."""
+        paired = ""
+        if self.gdn is not None:  # Qwen3-Next's and Qwen3.5's layers, mixer then MLP, are single blocks here
+            paired = (f"; a layer as HuggingFace counts a gated-delta-net model's (mixer, then MLP or experts) is two "
+                      f"symbols here, so its {symbols // 2} layers are {symbols}")
+        return (f"has {symbols} layer symbols, one per layer, but num_layers is {self.num_layers}: the pattern lays "
+                f"out every layer, so to change the depth give both, num_layers: N and a hybrid_pattern of N symbols"
+                f"{paired}")
 
     @cached_property
     def layer_symbols(self) -> str:
