@@ -464,7 +464,7 @@ def test_gemma_3s_text_config_written_as_a_diff_from_its_class_defaults_gets_the
         model_from_hf(write(tmp_path, {k: v for k, v in LLAMA_31_70B.items() if k != "vocab_size"}))
 
 
-@pytest.mark.parametrize("model_type", ["mamba2", "jamba"])
+@pytest.mark.parametrize("model_type", ["mamba2"])
 def test_a_family_the_reader_does_not_build_is_refused_by_its_model_type_not_by_a_missing_key(tmp_path, model_type):
     doc = {"model_type": model_type, "hidden_size": 2560, "num_hidden_layers": 64, "vocab_size": 50280}
     with pytest.raises(HFConfigError, match=rf"key 'model_type' is '{model_type}', .*write its model block yourself"):

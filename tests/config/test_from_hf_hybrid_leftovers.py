@@ -68,3 +68,19 @@ def test_a_nemotron_h_config_with_mtp_layers_but_no_mtp_pattern_is_refused_namin
     with pytest.raises(HFConfigError, match=r"key 'mtp_hybrid_override_pattern' is missing .* "
                                             r"num_nextn_predict_layers gives 1 multi-token-prediction layers"):
         model_from_hf(write(tmp_path, {**NEMOTRON_H_SMALL, "num_nextn_predict_layers": 1}))
+
+
+JAMBA_1_5_MINI = {  # ai21labs/AI21-Jamba-1.5-Mini config.json (shape keys)
+    "model_type": "jamba", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
+    "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 65536, "attn_layer_period": 8,
+    "attn_layer_offset": 4, "expert_layer_period": 2, "expert_layer_offset": 1, "num_experts": 16,
+    "num_experts_per_tok": 2, "mamba_d_state": 16, "mamba_d_conv": 4, "mamba_expand": 2, "mamba_dt_rank": 256}
+
+
+def test_a_jamba_config_is_refused_for_its_mamba_1_layers_not_offered_as_a_mamba_2_hybrid(tmp_path):
+    # it said to write the model block with its Mamba mixer as mamba, simulon's Mamba-2 mixer: another model
+    with pytest.raises(HFConfigError) as info:
+        model_from_hf(write(tmp_path, JAMBA_1_5_MINI))
+    message = str(info.value)
+    assert "key 'model_type' is 'jamba', Jamba" in message and "are Mamba-1 mixers" in message
+    assert "writing the model as one would simulate another model" in message and "as mamba)" not in message

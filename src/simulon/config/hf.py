@@ -164,11 +164,12 @@ CLASS_DEFAULTS = {"gemma3_text": GEMMA3_TEXT_DEFAULTS, "gemma3": GEMMA3_TEXT_DEF
 vocab_size and no head_dim, whose 256 is not hidden_size / num_attention_heads = 240; gemma-3-4b-pt's no
 num_attention_heads, 8, nor num_key_value_heads, 4)."""
 UNMODELLED = ", which simulon does not model"
-MAMBA_1 = ("its layers are Mamba-1 mixers (a selective scan with a state per channel, its step and B and C projected "
-           f"by x_proj and dt_proj){UNMODELLED}: its Mamba mixer (hybrid_pattern M) is Mamba-2's (one decay per head, "
-           "B and C shared by groups, a chunked scan), and writing the model as one would simulate another model")
-"""Why a Mamba-1 layer (Gu and Dao, arXiv 2312.00752; transformers' MambaMixer and FalconMambaMixer) is no layer
-simulon models."""
+MAMBA_1_MIXERS = ("Mamba-1 mixers (a selective scan with a state per channel, its step and B and C projected by x_proj "
+                  f"and dt_proj){UNMODELLED}: its Mamba mixer (hybrid_pattern M) is Mamba-2's (one decay per head, B "
+                  "and C shared by groups, a chunked scan), and writing the model as one would simulate another model")
+"""Why a Mamba-1 layer (Gu and Dao, arXiv 2312.00752; transformers' MambaMixer, FalconMambaMixer and JambaMambaMixer)
+is no layer simulon models."""
+MAMBA_1 = f"its layers are {MAMBA_1_MIXERS}"
 SSM_KEYS = ("state_size", "ssm_state_size", "mamba_d_state", "time_step_rank")
 """Keys of a state-space (Mamba) mixer's size (MambaConfig's and FalconMambaConfig's state_size and time_step_rank,
 NemotronHConfig's ssm_state_size, BambaConfig's, FalconH1Config's and Zamba2Config's mamba_d_state): a file holding one
@@ -189,10 +190,10 @@ UNREAD_MODEL_TYPES = {
                                          "yourself"),
     **dict.fromkeys(ENCODER_DECODER_MODEL_TYPES, "an encoder-decoder model: simulon models one decoder stack, "
                                                  "without cross-attention: write its model block yourself"),
-    **{model_type: f"{what}: write its model block yourself (a hybrid's layers as hybrid_pattern, its Mamba mixer "
-                   "as mamba)" for model_type, what in (
-        ("mamba2", "a pure Mamba-2 model (Mamba2Config), which has no attention layers"),
-        ("jamba", "Jamba (JambaConfig), whose layer periods this reader does not take"))},
+    "mamba2": "a pure Mamba-2 model (Mamba2Config), which has no attention layers: write its model block yourself (a "
+              "hybrid's layers as hybrid_pattern, its Mamba mixer as mamba)",
+    "jamba": f"Jamba (JambaConfig; Jamba 1.5 Mini and Large), a hybrid whose Mamba layers, seven in eight, are "
+             f"{MAMBA_1_MIXERS}",
     **{model_type: f"{what}, which is no transformer: {why}" for model_type, what, why in (
         ("mamba", "a pure Mamba-1 model (MambaConfig)", MAMBA_1),
         ("falcon_mamba", "a pure Mamba-1 model (FalconMambaConfig, Falcon Mamba)", MAMBA_1),
