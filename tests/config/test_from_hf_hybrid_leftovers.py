@@ -64,10 +64,11 @@ def test_a_hybrid_configs_mtp_layers_are_read_as_depths_after_a_slash_of_the_blo
         assert model.layer_blocks(model.num_layers) == ("mtp", "attention", "moe")
 
 
-def test_a_nemotron_h_config_with_mtp_layers_but_no_mtp_pattern_is_refused_naming_the_key(tmp_path):
-    with pytest.raises(HFConfigError, match=r"key 'mtp_hybrid_override_pattern' is missing .* "
-                                            r"num_nextn_predict_layers gives 1 multi-token-prediction layers"):
-        model_from_hf(write(tmp_path, {**NEMOTRON_H_SMALL, "num_nextn_predict_layers": 1}))
+def test_a_nemotron_h_config_with_mtp_layers_but_no_mtp_pattern_reads_its_class_default_attention_then_experts(
+        tmp_path):
+    # NemotronHConfig's mtp_layers_block_type defaults to ["full_attention", "moe"]; the file was refused
+    assert model_from_hf(write(tmp_path, {**NEMOTRON_H_SMALL, "num_nextn_predict_layers": 1}))["hybrid_pattern"] \
+        == "ME*E/*E"
 
 
 JAMBA_1_5_MINI = {  # ai21labs/AI21-Jamba-1.5-Mini config.json (shape keys)

@@ -32,7 +32,8 @@ GptOssConfig, Gemma/Gemma2/Gemma3TextConfig, Phi3Config; a multimodal config's `
   attention (DeepseekV32Config): index_n_heads, index_head_dim, index_topk;
 - multi-token prediction: num_nextn_predict_layers (DeepSeek-V3, GLM-4.5; 0 in Kimi K2's: none; Qwen3.5's
   mtp_num_hidden_layers); a hybrid's MTP depths follow its pattern after '/' (config/hybrid.py): NemotronH's
-  mtp_hybrid_override_pattern (or mtp_layers_block_type, the same as a list of block names), Qwen3-Next's and
+  mtp_hybrid_override_pattern (or mtp_layers_block_type, the same as a list of block names; neither: its class's
+  attention then experts), Qwen3-Next's and
   Qwen3.5's full-attention layer with the decoder's experts or MLP (their MTP module's one decoder layer);
 - gated delta net hybrids (Qwen3NextConfig, Qwen3.5): linear_num_key_heads, linear_num_value_heads,
   linear_key_head_dim, linear_value_head_dim, linear_conv_kernel_dim, and layer_types (or full_attention_interval),
@@ -467,10 +468,17 @@ def _hybrid_pattern(cfg: Reader) -> str | None:
     if not mtp:
         return decoder
     depth = _symbols(cfg, "mtp_hybrid_override_pattern", "mtp_layers_block_type")
+    if depth is None and cfg.model_type == "nemotron_h":
+        depth = NEMOTRON_H_MTP
     if depth is None:
         raise cfg.fail("mtp_hybrid_override_pattern", f"is missing (nor is it given as 'mtp_layers_block_type'): "
                        f"{_mtp_key(cfg)} gives {mtp} multi-token-prediction layers, whose blocks it names")
     return decoder + (MTP_SEPARATOR + depth) * mtp
+
+
+NEMOTRON_H_MTP = "*E"
+"""A NemotronH multi-token-prediction depth's blocks where the file names none: NemotronHConfig's default
+mtp_layers_block_type, ["full_attention", "moe"] (transformers' configuration_nemotron_h.py)."""
 
 
 def _symbols(cfg: Reader, pattern_key: str, list_key: str) -> str | None:
