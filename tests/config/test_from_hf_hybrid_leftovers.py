@@ -85,3 +85,15 @@ def test_a_jamba_config_is_refused_for_its_mamba_1_layers_not_offered_as_a_mamba
     message = str(info.value)
     assert "key 'model_type' is 'jamba', Jamba" in message and "are Mamba-1 mixers" in message
     assert "writing the model as one would simulate another model" in message and "as mamba)" not in message
+
+
+@pytest.mark.parametrize("key", ["layers_block_type", "layer_types"])
+def test_a_nemotron_h_config_in_transformers_5s_names_reads_linear_attention_as_its_mamba_layers(tmp_path, key):
+    # NemotronHConfig now saves layers_block_type with linear_attention for the Mamba-2 mixer and full_attention for
+    # attention (layer_types its alias), and derives num_hidden_layers from it: such a file was refused
+    doc = {k: v for k, v in NEMOTRON_H_SMALL.items() if k not in ("hybrid_override_pattern", "num_hidden_layers")}
+    doc |= {key: ["linear_attention", "moe", "full_attention", "moe"], "num_nextn_predict_layers": 1,
+            f"mtp_{'layers_block_type' if key == 'layers_block_type' else 'layer_types'}": ["full_attention", "mlp"]}
+    block = model_from_hf(write(tmp_path, doc))
+    assert (block["hybrid_pattern"], block["num_layers"], block["mtp_layers"]) == ("ME*E/*-", 4, 1)
+    assert block["mamba"]["num_heads"] == 16 and "gdn" not in block

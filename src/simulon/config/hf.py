@@ -54,9 +54,10 @@ GptOssConfig, Gemma/Gemma2/Gemma3TextConfig, Phi3Config; a multimodal config's `
   Super's latent experts, moe_latent_size), or layers of
   kinds it does not model (layer_types naming another kind than READ_LAYER_TYPES: LFM2's conv, Granite 4.0-H's mamba;
   MiniMax's lightning attention; Ling's and Ring's linear attention, layer_group_size);
-- hybrid Mamba models (NemotronHConfig, model_type nemotron_h): hybrid_override_pattern (or layers_block_type, the
-  same as a list of block names), mamba_num_heads, mamba_head_dim, ssm_state_size, n_groups, conv_kernel,
-  chunk_size; the MLP's activation from mlp_hidden_act, the shared expert's width from
+- hybrid Mamba models (NemotronHConfig, model_type nemotron_h): hybrid_override_pattern (or layers_block_type or its
+  alias layer_types, the same as a list of block names, transformers 5's naming the Mamba mixer linear_attention;
+  num_hidden_layers their length where the file leaves it out), mamba_num_heads, mamba_head_dim, ssm_state_size,
+  n_groups, conv_kernel, chunk_size; the MLP's activation from mlp_hidden_act, the shared expert's width from
   moe_shared_expert_intermediate_size, the attention's head size from head_dim or attention_head_dim. Models that
   are no transformer are refused by model_type (UNREAD_MODEL_TYPES: pure Mamba-1 models such as Falcon Mamba, whose
   mixer is not simulon's Mamba-2 one, RWKV, xLSTM, RecurrentGemma), and so is a file of another family that sizes a
@@ -207,8 +208,16 @@ UNREAD_MODEL_TYPES = {
 """model_type of the families this reader does not build, and why; a hybrid Mamba model is a model block with its
 hybrid_pattern and mamba block (NemotronHConfig files are read). A Mamba-1 model is refused outright: simulon's Mamba
 mixer is Mamba-2's (config/hybrid.py MambaSpec), and writing a Mamba-1 model as one would simulate another model."""
-BLOCK_TYPES = {"mamba": "M", "attention": "*", "full_attention": "*", "mlp": "-", "moe": "E"}
-"""NemotronH's layers_block_type names -> the hybrid pattern's symbols (config/hybrid.py)."""
+BLOCK_TYPES = {"mamba": "M", "linear_attention": "M", "attention": "*", "full_attention": "*", "mlp": "-", "moe": "E"}
+"""NemotronH's layers_block_type names -> the hybrid pattern's symbols (config/hybrid.py): transformers 5's
+NemotronHConfig names its Mamba-2 mixer linear_attention and its attention full_attention (remap_legacy_layer_types
+renames the legacy mamba and attention so), beside moe and mlp."""
+NEMOTRON_H_LAYOUT_KEYS = ("hybrid_override_pattern", "layers_block_type", "layer_types")
+"""Where a NemotronH file lays out its layers: the pattern, or the list of block names under its field's name or
+layer_types, the name NemotronHConfig's attribute_map reads as layers_block_type; its layer count is their length
+(NemotronHConfig.num_hidden_layers), where the file leaves num_hidden_layers out."""
+NEMOTRON_H_MTP_KEYS = ("mtp_hybrid_override_pattern", "mtp_layers_block_type", "mtp_layer_types")
+"""Where a NemotronH file names a multi-token-prediction depth's blocks, as NEMOTRON_H_LAYOUT_KEYS its layers."""
 UNGROUPED_TOPK_METHOD = "greedy"
 """DeepseekV2's `topk_method` that routes each token to its top-k experts whatever their group: n_group and topk_group
 are then not read (modeling_deepseek.py MoEGate; group_limited_greedy and DeepSeek-V3's noaux_tc route by group)."""
@@ -290,6 +299,9 @@ def read_config(path: Path) -> dict[str, Any]:
     text = doc.get("text_config")
     doc = {**doc, **text} if isinstance(text, dict) else doc
     model_type = doc.get("model_type")
+    if model_type == "nemotron_h" and doc.get("num_hidden_layers") is None:
+        layout = next((doc[key] for key in NEMOTRON_H_LAYOUT_KEYS if isinstance(doc.get(key), str | list)), None)
+        doc = doc if layout is None else {**doc, "num_hidden_layers": len(layout)}
     return {**CLASS_DEFAULTS.get(model_type, {}), **doc} if isinstance(model_type, str) else doc
 
 
@@ -461,13 +473,16 @@ def _mla(cfg: Reader) -> dict[str, Any] | None:
 def _hybrid_pattern(cfg: Reader) -> str | None:
     """The layers of a hybrid model, one symbol each: hybrid_override_pattern, or layers_block_type's names; then
     its multi-token-prediction depths (_mtp_depths), each after '/'."""
-    decoder = _symbols(cfg, "hybrid_override_pattern", "layers_block_type")
+    if cfg.doc.get("hybrid_override_pattern") is None and cfg.doc.get("layers_block_type") is None and \
+            cfg.model_type != "nemotron_h":  # another family's layer_types are read as its own
+        return None
+    decoder = _symbols(cfg, *NEMOTRON_H_LAYOUT_KEYS)
     if decoder is None:
         return None
     mtp = _mtp_depths(cfg)
     if not mtp:
         return decoder
-    depth = _symbols(cfg, "mtp_hybrid_override_pattern", "mtp_layers_block_type")
+    depth = _symbols(cfg, *NEMOTRON_H_MTP_KEYS)
     if depth is None and cfg.model_type == "nemotron_h":
         depth = NEMOTRON_H_MTP
     if depth is None:
@@ -481,13 +496,15 @@ NEMOTRON_H_MTP = "*E"
 mtp_layers_block_type, ["full_attention", "moe"] (transformers' configuration_nemotron_h.py)."""
 
 
-def _symbols(cfg: Reader, pattern_key: str, list_key: str) -> str | None:
-    """Hybrid layer symbols as `pattern_key` gives them, or as `list_key`'s block names (BLOCK_TYPES)."""
+def _symbols(cfg: Reader, pattern_key: str, *list_keys: str) -> str | None:
+    """Hybrid layer symbols as `pattern_key` gives them, or as the first of `list_keys` set names its blocks
+    (BLOCK_TYPES)."""
     if cfg.doc.get(pattern_key) is not None:
         return cfg.text(pattern_key, "")
-    types = cfg.doc.get(list_key)
-    if types is None:
+    list_key = next((key for key in list_keys if cfg.doc.get(key) is not None), None)
+    if list_key is None:
         return None
+    types = cfg.doc[list_key]
     if not isinstance(types, list) or not all(isinstance(t, str) and t in BLOCK_TYPES for t in types):
         raise cfg.fail(list_key, f"must be a list of {', '.join(BLOCK_TYPES)}, got {types!r}")
     return "".join(BLOCK_TYPES[t] for t in types)
@@ -512,7 +529,7 @@ def _gated_delta_net(cfg: Reader) -> dict[str, Any] | None:
     layers without them is refused (its layers were read as all attention)."""
     if cfg.doc.get("linear_num_value_heads") is None:
         types = cfg.doc.get("layer_types")
-        if isinstance(types, list) and "linear_attention" in types:
+        if isinstance(types, list) and "linear_attention" in types and cfg.model_type != "nemotron_h":
             raise cfg.fail("linear_num_value_heads", "missing: layer_types names linear_attention layers (gated "
                            "delta nets), whose heads and head sizes the linear_* keys give")
         return None
@@ -788,7 +805,7 @@ def _refuse_unread_layers(cfg: Reader) -> None:
     attention (layer_group_size). An entry that is no name is left
     to the checks of the layer list that reads it (_check_window_layers, _linear_attention_pattern)."""
     types = cfg.doc.get("layer_types")
-    if isinstance(types, list):
+    if isinstance(types, list) and cfg.model_type != "nemotron_h":  # NemotronH's are its block names (BLOCK_TYPES)
         other = next((i for i, kind in enumerate(types) if (isinstance(kind, str) and kind not in READ_LAYER_TYPES)
                       or (kind == "linear_attention" and cfg.model_type == "minimax")), None)
         if other is not None and types[other] == "linear_attention":
