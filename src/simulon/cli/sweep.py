@@ -73,7 +73,7 @@ def sweep(
         rows, kept = run_sweep(points, output, jobs or os.cpu_count() or 1, expand, progress, runner, limit)
     axes = list(points[0].steps)
     series = scaling_study(rows, axes)
-    written = write_plots(plots, output) if plots is not None else []
+    written = write_plots(plots, output, rows, axes) if plots is not None else []
     if as_json:
         print(json.dumps({"rows": [json_row(row) for row in rows], "kept": kept, "scaling": [
             {"series": s.name, "kind": s.kind, "gpus": s.gpus, "efficiency": s.efficiency,
@@ -121,21 +121,20 @@ def typed(cell: str) -> object:
     return cell
 
 
-def write_plots(folder: Path, csv_path: Path) -> list[str]:
-    """The sweep's plots from its CSV (a scaling plot only where a swept field changes the GPU count); the names
-    of the files written."""
-    from ..plots import render
-    from ..plots.scaling import read_sweep
+def write_plots(folder: Path, csv_path: Path, rows: list[dict[str, str]], axes: list[str]) -> list[str]:
+    """The sweep's plots of its own `rows` (a scaling plot only where a swept field changes the GPU count), as the
+    printed study reads them: the CSV may also hold the rows of earlier sweeps, of other scenarios among them, which
+    were drawn into this sweep's plots; the names of the files written."""
+    from ..plots import render_data
     from ..sweep.scaling import scaling_study
 
     try:
         folder.mkdir(exist_ok=True)  # its parent was checked up front: a typo there is refused, not created
     except OSError as exc:
         raise ConfigError(f"--plots {folder}: cannot create: {exc.strerror or exc}") from None
-    rows, axes = read_sweep(csv_path)
     written = []
     for kind, name in PLOTS.items():
         if kind != "scaling" or scaling_study(rows, axes):
-            render(kind, csv_path, folder / name)
+            render_data(kind, (rows, axes), str(csv_path), folder / name)
             written.append(name)
     return written

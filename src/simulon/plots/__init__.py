@@ -13,6 +13,6 @@ result (what a command printed or wrote) to a figure, rendered deterministically
 | steps | `simulon sweep -o sweep.csv` | step-time breakdown per point |
 """
 
-from .registry import KINDS, PlotKind, render
+from .registry import KINDS, PlotKind, render, render_data
 
-__all__ = ["KINDS", "PlotKind", "render"]
+__all__ = ["KINDS", "PlotKind", "render", "render_data"]

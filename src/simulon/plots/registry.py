@@ -45,4 +45,10 @@ def render(kind: str, result: Path, output: Path, options: Any = None) -> None:
         raise ConfigError(f"--kind: expected one of {', '.join(KINDS)}, got {kind!r}")
     check_output(output)
     plot = KINDS[kind]
-    save(plot.draw(plot.read(result), str(result), options), output)
+    render_data(kind, plot.read(result), str(result), output, options)
+
+
+def render_data(kind: str, data: Any, source: str, output: Path, options: Any = None) -> None:
+    """Draw `kind` from `data` as its kind reads it from a result file (a sweep's rows and swept columns, say)
+    into `output`; `source` names where the data came from in messages."""
+    save(KINDS[kind].draw(data, source, options), output)
