@@ -79,6 +79,26 @@ def test_plots_draw_this_sweeps_points_not_the_rows_an_earlier_sweep_left_in_the
     assert sorted(p.name for p in plots.iterdir()) == ["steps.png"]
 
 
+ASCII_LOCALE = {"LC_ALL": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}
+"""A locale whose encoding is ASCII, Python's UTF-8 mode and locale coercion off: arguments' other bytes reach the
+program as surrogate escapes, and standard output cannot encode them."""
+
+
+def test_a_non_ascii_set_value_under_an_ascii_locale_is_read_as_typed_and_printed_escaped(scenario, tmp_path):
+    out = tmp_path / "sweep.csv"
+    command = [sys.executable, "-c", "from simulon.cli.app import main; main()", "sweep", str(scenario), "--set",
+               "workload.model.name=café".encode(), "--set", "cluster.num_nodes+training.global_batch_size=1:16,2:32",
+               "-o", str(out), "--jobs", "1"]
+    done = subprocess.run(command, capture_output=True, cwd=ROOT, env={**os.environ, **ASCII_LOCALE}, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert b"name=caf\\xe9: weak scaling over 8-16 GPUs" in done.stdout
+    assert [line.split(",")[1] for line in out.read_text(encoding="utf-8").splitlines()[1:]] == ["café", "café"]
+    command[6] = b"workload.model.name=caf\xe9"  # Latin-1, not UTF-8: refused, naming the option
+    done = subprocess.run(command, capture_output=True, cwd=ROOT, env={**os.environ, **ASCII_LOCALE}, timeout=300)
+    assert done.returncode == 2 and b"--set workload.model.name=caf" in done.stderr
+    assert b"not UTF-8 text (byte 0xe9 at offset 23)" in done.stderr
+
+
 def test_a_bad_set_exits_2_naming_it_before_anything_runs_or_is_written(scenario, tmp_path):
     out = tmp_path / "sweep.csv"
     done = cli("sweep", str(scenario), "--set", "cluster.num_nodes=1,2", "--set", "cluster.nodes=4", "-o", str(out))

@@ -61,6 +61,15 @@ def usage_problem(exc: TyperException, args: Sequence[str]) -> str:
     return one_line(message + where)
 
 
+def printable_stdout() -> None:
+    """Standard output writes a character its encoding lacks as an escape (\\xe9), as Python's standard error does:
+    under an ASCII locale (LC_ALL=C) a sweep's series named by a swept value 'café' ended the command in 'internal
+    error: UnicodeEncodeError' after every point had run."""
+    reconfigure = getattr(sys.stdout, "reconfigure", None)
+    if reconfigure is not None:
+        reconfigure(errors="backslashreplace")
+
+
 def _run(command: Callable[[], object]) -> object:
     """The command, SIGTERM unwinding it while it runs; once it is done the default action is back, so that a
     signal arriving while the interpreter shuts down ends the process without an 'Exception ignored' traceback."""
@@ -74,6 +83,7 @@ def run_reporting_errors(command: Callable[[], object], args: Sequence[str] | No
     """Run a click/typer command in non-standalone mode; bad input (a ConfigError, a usage error) ends it with one
     line and exit status 2, anything else unexpected with exit status 1."""
     signal.signal(signal.SIGTERM, stop_on_terminate)
+    printable_stdout()
     args = sys.argv[1:] if args is None else args
     try:
         status = _run(command)

@@ -14,7 +14,7 @@ import typer
 
 from ..config.errors import ConfigError
 from .limits import MaxMemoryOption, check_processes, memory_limit
-from .paths import path_option
+from .paths import path_option, typed_text
 
 PLOTS = {"scaling": "scaling.png", "steps": "steps.png"}
 """The plots --plots writes (plots/scaling.py), by kind."""
@@ -64,7 +64,7 @@ def sweep(
         check_folder_writable(plots, "--plots")
         check_plot_files(plots, inputs=(scenario, output))
     with recording_reads() as read:  # the points' templates and configs: the CSV may overwrite none of them
-        points = sweep_points(scenario, [parse_axis(text) for text in set_])
+        points = sweep_points(scenario, [parse_axis(typed_text(text, "--set")) for text in set_])
     check_not_input(output, "-o", tuple(read))
     runner = make_executor(executor, jobs, ray_address, workers_option="--jobs")
     if executor == "process":  # the sweep runs its own local pool (sweep.run), sized by --jobs
