@@ -450,3 +450,34 @@ def test_points_on_a_local_ray_instance_give_the_serial_file_each_asking_for_its
     (sized, none), (limits, needs) = handed
     assert none is None and sized == limits == [node] * len(points)
     assert needs == pytest.approx(planned_needs(points, node))
+
+
+class Stop(Exception):
+    """Ends a sweep after its first row, as a kill would."""
+
+
+class StopAfterFirst(Recorder):
+    def advance(self, done):
+        raise Stop
+
+
+def test_an_interrupted_sweeps_journal_rows_end_in_a_newline_whatever_the_platforms_text_mode(
+        points, tmp_path, monkeypatch):
+    import builtins
+
+    def windows_open(file, mode="r", *args, **kwargs):  # text mode as on Windows: '\n' written as '\r\n', cp1252
+        if "b" not in mode:
+            kwargs.setdefault("newline", "\r\n")
+            kwargs.setdefault("encoding", "cp1252")
+        return builtins.open(file, mode, *args, **kwargs)
+
+    monkeypatch.setattr(sweep_run, "open", windows_open, raising=False)
+    out = tmp_path / "sweep.csv"
+    with pytest.raises(Stop):
+        run_sweep(points[:2], out, progress=StopAfterFirst())
+    data = out.read_bytes()
+    assert b"\r" not in data and data.count(b"\n") == 2 and data.endswith(b"\n")
+    monkeypatch.undo()
+    before = out.read_bytes()
+    _, kept = run_sweep(points[:2], out)
+    assert kept == 1 and out.read_bytes().startswith(before)

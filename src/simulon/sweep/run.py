@@ -205,9 +205,10 @@ def run_sweep(points: list[Point], path: Path, jobs: int = 1, fold_mode: str = "
     results = dict(kept)
     written = 0
     try:
-        with open(path, "a", encoding="utf-8") as journal:
+        with open(path, "ab") as journal:  # bytes, as write_atomic writes the file: UTF-8 and '\n' line ends whatever
+            # the locale's encoding or the platform's line end (text mode wrote '\r\n' rows on Windows)
             for point, metrics in simulated(pending, jobs, fold_mode, runner, memory_limit):
-                journal.write(row_text(header, [point_row(point, metrics)]))
+                journal.write(row_text(header, [point_row(point, metrics)]).encode("utf-8"))
                 journal.flush()
                 os.fsync(journal.fileno())
                 results[point.key] = metrics
