@@ -28,6 +28,7 @@ from ..config.errors import (
     LARGEST_NUMBER,
     MAX_RESULT_BYTES,
     ConfigError,
+    EmptyJSON,
     JSONTooDeep,
     json_number,
     not_utf8,
@@ -101,6 +102,8 @@ def read_result(path: Path) -> dict:
         raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: {not_utf8(exc)}") from None
+    except EmptyJSON:
+        raise ConfigError(f"{path}: empty: expected the JSON that `simulon simulate --json` writes") from None
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path}: not a JSON file (simulon simulate --json writes one): {exc}") from None
     except JSONTooDeep as exc:

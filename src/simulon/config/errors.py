@@ -262,9 +262,17 @@ def _json_int(text: str) -> int:
     return int(text)
 
 
+class EmptyJSON(ValueError):
+    """JSON text holding nothing (or only white space): its readers say the file is empty, where Python's parser
+    said 'Expecting value: line 1 column 1 (char 0)'."""
+
+
 def parse_json(text: str, **kwargs: Any) -> Any:
     """json.loads, with nesting deeper than the parser follows and numbers too long to convert raised as
-    JSONTooDeep, a ValueError saying so (they were a RecursionError and Python's own limit message)."""
+    JSONTooDeep, a ValueError saying so (they were a RecursionError and Python's own limit message), and text
+    holding nothing as EmptyJSON."""
+    if not text.strip():
+        raise EmptyJSON("empty")
     try:
         return json.loads(text, parse_int=_json_int, **kwargs)
     except RecursionError:

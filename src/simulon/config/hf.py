@@ -81,7 +81,7 @@ from pathlib import Path
 from typing import Any
 
 from .common import MAX_DROPOUT, MAX_LAYERS, FieldError
-from .errors import MAX_YAML_BYTES, JSONTooDeep, parse_json, read_input_text
+from .errors import MAX_YAML_BYTES, EmptyJSON, JSONTooDeep, parse_json, read_input_text
 from .hybrid import MTP_SEPARATOR, split_mtp
 from .templates import AmbiguousTemplate, merged, scenario_path, template_stem_loose
 
@@ -287,6 +287,9 @@ def read_config(path: Path) -> dict[str, Any]:
         raise HFConfigError(f"cannot read HuggingFace config {str(path)!r}: {exc.strerror}") from None
     except UnicodeDecodeError:
         raise HFConfigError(f"HuggingFace config {str(path)!r} is not UTF-8 text") from None
+    except EmptyJSON:
+        raise HFConfigError(f"HuggingFace config {str(path)!r} is empty: expected a model's config.json (a JSON "
+                            "object of its sizes)") from None
     except json.JSONDecodeError as exc:
         raise HFConfigError(f"HuggingFace config {str(path)!r} is not valid JSON (line {exc.lineno}: "
                             f"{exc.msg})") from None

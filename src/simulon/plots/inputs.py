@@ -12,6 +12,7 @@ from ..config.errors import (
     LARGEST_NUMBER,
     MAX_RESULT_BYTES,
     ConfigError,
+    EmptyJSON,
     JSONTooDeep,
     json_number,
     not_utf8,
@@ -39,6 +40,8 @@ def read_json(path: Path, made_by: str) -> Any:
     text = read_text(path)
     try:
         return parse_json(text)
+    except EmptyJSON:
+        raise ConfigError(f"{path}: empty: expected the JSON that `{made_by}` writes") from None
     except json.JSONDecodeError as exc:
         if not sweep_columns_missing(next(csv.reader(io.StringIO(text)), [])):
             raise ConfigError(f"{path}: a sweep's CSV, not JSON (this plot reads the output of `{made_by}`; a "
