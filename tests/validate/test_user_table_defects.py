@@ -147,7 +147,8 @@ def test_a_memory_figure_not_positive_or_far_above_any_gpus_memory_is_skipped(tm
     ({"tp": "0"}, "tp: 0 is not a count (it must be at least 1)"),
     ({"pp": "0"}, "pp: 0 is not a count (it must be at least 1)"),
     ({"vpp": "0"}, "vpp: 0 is not a count (it must be at least 1)"),
-    ({"zero_or_fsdp": "zero-4"}, "zero_or_fsdp: 'zero-4' is none of ZeRO-1/2/3, distopt, FSDP, DDP and none"),
+    ({"zero_or_fsdp": "zero-4"}, "zero_or_fsdp: 'zero-4' is none of ZeRO-1/2/3, FULL_SHARD, SHARD_GRAD_OP, FSDP=N, "
+                                 "distopt, DDP and none"),
 ])
 def test_a_memory_row_with_a_degree_of_0_or_an_unknown_sharding_is_skipped_naming_the_cell(cells, reason):
     """tp 0 was compared as tp 1, pp 0 refused as 'tp*pp*cp*dp = 4', and 'zero-4' read as the source's default."""
@@ -246,7 +247,7 @@ def dgx_cloud_llama_row() -> dict[str, str]:
     ("dp", "3", "dp: 3 disagrees with num_gpus / (tp x pp x cp) = 8 / 2 = 4"),
     ("recompute", "bogus", "recompute: 'bogus' is none of none, full or selective"),
     ("sp", "maybe", "sp: 'maybe' is neither yes nor no"),
-    ("zero_or_fsdp", "bogus", "zero_or_fsdp: 'bogus' is none of FULL_SHARD, SHARD_GRAD_OP and FSDP=N"),
+    ("zero_or_fsdp", "bogus", "zero_or_fsdp: 'bogus' is none of ZeRO-1/2/3, FULL_SHARD"),
     ("framework", "bogus", "framework: 'bogus' names no framework simulon knows"),
     ("etp", "3", "etp: 3 splits the experts of a model without them")])                 # was left unread
 def test_a_training_row_whose_cell_is_impossible_or_unreadable_is_skipped_naming_the_cell(column, cell, reason):

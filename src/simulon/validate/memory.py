@@ -35,7 +35,7 @@ from pydantic import ValidationError
 
 from ..config.dc import DatacenterConfig, NodeSpec, shipped_gpu
 from ..config.errors import ConfigError
-from ..config.frameworks import MEGATRON_GPT, framework_defaults, sharding_named
+from ..config.frameworks import MEGATRON_GPT, framework_defaults
 from ..config.loading import parse_scenario
 from ..config.number_formats import training_precision
 from ..config.resolve import (
@@ -54,6 +54,7 @@ from ..memory import MemoryReport, StageMemory, estimate_memory
 from .report import (
     NOT_GIVEN,
     PIPELINE_COLUMNS,
+    SHARDINGS_READ,
     BadCell,
     Comparison,
     Skipped,
@@ -68,6 +69,7 @@ from .report import (
     pipeline_cells,
     recompute_cell,
     recomputed_layers,
+    sharding_cell,
     short_row,
     stated_flag,
     stated_vpp,
@@ -318,17 +320,16 @@ def _recompute(row: dict[str, str], default: str) -> dict[str, Any]:
 
 
 def _sharding(text: str, source: Source) -> dict[str, Any]:
-    """The sharding a zero_or_fsdp cell names, read as a framework's description names one (config.frameworks
-    sharding_named: a ZeRO stage by its number first, so 'ZeRO-2 (FSDP=8)' is ZeRO-2 over 8 ranks), else the
-    framework's own where the cell is blank or unknown."""
+    """The sharding a zero_or_fsdp cell names (report.sharding_cell), else the framework's own where the cell is
+    blank or unknown."""
     text = text.lower()
-    named = sharding_named(text)
+    named = sharding_cell(text)
     if named is not None:
-        return {"distributed_optimizer": False, **named[1]}
+        return {"distributed_optimizer": False, **named}
     if text.startswith("none"):
         return {"distributed_optimizer": False}
     if text.strip() not in NOT_GIVEN:
-        raise Unsupported(f"zero_or_fsdp: {text.strip()!r} is none of ZeRO-1/2/3, distopt, FSDP, DDP and none")
+        raise Unsupported(f"zero_or_fsdp: {text.strip()!r} is none of {SHARDINGS_READ}")
     if source.fsdp != "none":  # the framework's own sharding (torchtitan's, llm-foundry's FSDP over every rank)
         return {"fsdp": source.fsdp, "distributed_optimizer": False}
     return {"distributed_optimizer": source.distributed_optimizer}

@@ -27,9 +27,10 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import get_args
+from typing import Any, get_args
 
 from ..config.errors import ConfigError, read_input_text
+from ..config.frameworks import sharding_named
 from ..config.templates import AmbiguousTemplate, find_template, template_stem_loose
 from ..config.workload import SCHEDULE_CHUNKS, ContextParallelComm, ScheduleName
 
@@ -270,6 +271,21 @@ def expert_tp_cell(row: dict[str, str], tp: int, model: dict) -> dict[str, int]:
     if etp is not None and etp not in (1, tp) and not experts:  # 1: the setting written out, splitting nothing
         raise Unsupported(f"etp: {etp} splits the experts of a model without them (tp {tp})")
     return {"expert_tensor_parallel": etp} if etp and experts else {}
+
+
+SHARDINGS_READ = "ZeRO-1/2/3, FULL_SHARD, SHARD_GRAD_OP, FSDP=N, distopt, DDP and none"
+"""What a zero_or_fsdp cell may name, as a refusal of one naming none of them says (sharding_cell)."""
+
+
+def sharding_cell(text: str) -> dict[str, Any] | None:
+    """The workload.parallelism settings of the sharding a zero_or_fsdp cell names (config.frameworks
+    sharding_named), None where it names none: the name before a parenthetical note first, then the note
+    ('DeepSpeed (ZeRO stage 2)'), so that 'SHARD_GRAD_OP (ZeRO-3 equiv.)', as llm-foundry's table names its
+    MPT-1b runs' sharding with a wrong gloss, is SHARD_GRAD_OP (ZeRO-2), and 'ZeRO-2 (FSDP=8)' ZeRO-2 over 8 ranks
+    (fsdp_group_cell)."""
+    name, _, note = text.partition("(")
+    named = sharding_named(name) or sharding_named(note)
+    return None if named is None else dict(named[1])
 
 
 def fsdp_group_cell(text: str) -> int | None:

@@ -24,7 +24,7 @@ from pydantic import ValidationError
 from ..config.common import DType, alphanumeric
 from ..config.dc import DatacenterConfig, NodeSpec
 from ..config.errors import ConfigError
-from ..config.frameworks import MEGATRON_GPT, framework_defaults, pipeline_engine
+from ..config.frameworks import MEGATRON_GPT, FrameworkDefaults, framework_defaults, pipeline_engine
 from ..config.loading import describe_validation_error, parse_scenario
 from ..config.number_formats import NUMBER_FORMATS, training_precision
 from ..config.resolve import Unresolved, check_nodes, resolve_framework, resolve_hardware
@@ -39,6 +39,7 @@ from ..progress import SILENT, Progress
 from .report import (
     NOT_GIVEN,
     PIPELINE_COLUMNS,
+    SHARDINGS_READ,
     BadCell,
     Comparison,
     Skipped,
@@ -57,6 +58,7 @@ from .report import (
     printed,
     recompute_cell,
     recomputed_layers,
+    sharding_cell,
     short_row,
     stated_flag,
     stated_vpp,
@@ -257,6 +259,22 @@ def _ties_as_sized(row: dict[str, str], model: dict[str, Any]) -> bool:
     return spec.tie_embeddings  # a rounded size both counts fit (GPT-2 XL's '1.6B': 1.56B tied, 1.63B untied)
 
 
+def _sharding(text: str, habits: FrameworkDefaults) -> dict[str, Any]:
+    """The fsdp and distributed_optimizer settings of a row's zero_or_fsdp cell: the sharding it names
+    (report.sharding_cell, the reading validate memory shares), the framework's own (`habits`) where blank or
+    unknown, no sharding where 'none'; Unsupported, naming the column, for a cell naming none of these."""
+    named, given = sharding_cell(text), text.strip().lower()
+    if named is None and given in NOT_GIVEN:
+        named = {"fsdp": habits.fsdp}
+    elif named is None and given.startswith("none"):
+        named = {"fsdp": "none", "distributed_optimizer": False}
+    elif named is None:
+        raise Unsupported(f"zero_or_fsdp: {text.strip()!r} is none of {SHARDINGS_READ}")
+    fsdp = named["fsdp"]
+    return {"fsdp": fsdp, "distributed_optimizer": named.get("distributed_optimizer",
+                                                             habits.distributed_optimizer and fsdp == "none")}
+
+
 def _precision(row: dict[str, str]) -> tuple[DType, str | None]:
     """The row's training format and fp8 recipe (config.number_formats.training_precision: bf16 where the cell names
     none). Raises Unsupported where it names a format simulon does not train in (int8)."""
@@ -419,16 +437,8 @@ def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
         _check_fits_data_parallel(row, model, system, ep)
     mbs = count(row, "mbs") or habits.micro_batch_size
     gbs = _global_batch(row, seq) or mbs * dp
-    sharding = row["zero_or_fsdp"]
-    fsdp = habits.fsdp
-    if "FULL_SHARD" in sharding or sharding.startswith("FSDP"):
-        fsdp = "full_shard"
-    elif "SHARD_GRAD_OP" in sharding:
-        fsdp = "shard_grad_op"
-    if sharding.strip().lower() not in (*NOT_GIVEN, "none") and not re.search(r"FULL_SHARD|SHARD_GRAD_OP|^FSDP",
-                                                                             sharding):
-        raise Unsupported(f"zero_or_fsdp: {sharding.strip()!r} is none of FULL_SHARD, SHARD_GRAD_OP and FSDP=N")
-    fsdp_size = fsdp_group_cell(sharding)
+    sharding = _sharding(row["zero_or_fsdp"], habits)
+    fsdp_size = fsdp_group_cell(row["zero_or_fsdp"])
     try:
         recompute, modules = recompute_cell(row) or ("none", [])
         layers = recomputed_layers(row)
@@ -446,8 +456,7 @@ def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
         "tp": tp, "pp": pp, "cp": cp, "ep": ep, "vpp": vpp, **pipeline, **expert_tp_cell(row, tp, model),
         "sequence_parallel": sp,
         "tp_comm_overlap": habits.tp_comm_overlap and sp,
-        "distributed_optimizer": habits.distributed_optimizer and fsdp == "none",
-        "fsdp": fsdp, "recompute": recompute, "overlap_grad_reduce": habits.overlap_grad_reduce,
+        **sharding, "recompute": recompute, "overlap_grad_reduce": habits.overlap_grad_reduce,
         **({"recompute_modules": modules} if recompute == "selective" and modules else {}),
         **({"recompute_num_layers": layers} if layers is not None else {}),
     }
