@@ -3,15 +3,18 @@
 
 from __future__ import annotations
 
+import re
+
+import pytest
 import yaml
 
 from helpers import gpt_scenario
 from simulon.config.loading import parse_scenario
 from simulon.config.scenario import ScenarioConfig
 from simulon.pipeline import simulate
-from simulon.search.export import launch_lines, scenario_yaml
+from simulon.search.export import deepspeed_arguments, launch_lines, scenario_yaml
 from simulon.search.run import Search
-from simulon.search.space import Limits, Space
+from simulon.search.space import Limits, Space, Strategy
 
 
 def deepspeed_scenario() -> ScenarioConfig:
@@ -90,3 +93,25 @@ def test_a_deepspeed_winner_is_given_as_megatron_deepspeed_flags_and_its_deepspe
         "zero_optimization": {"stage": stage}, "bf16": {"enabled": True}}
     assert launch_lines(best, gpt_scenario(nodes=1, gpus_per_node=8, pp=2, layers=8, gbs=32, seq=1024))[0] \
         .startswith("Megatron-LM: ")
+
+
+FLAG = re.compile(r"--[a-z][a-z0-9_-]*( [^\s()]+)*")
+"""A command-line flag and its values, as a shell takes them: no parenthesised note."""
+
+
+@pytest.mark.parametrize(("comm", "dtype", "notes"), [
+    ("p2p", "bf16", ["Not in these flags: context parallelism by p2p: Megatron-DeepSpeed has "
+                     "--ds-sequence-parallel-size, DeepSpeed-Ulysses' all-to-all, alone"]),
+    ("a2a", "mxfp8", ["Not in these flags: no flag for mxfp8: Megatron-DeepSpeed trains in fp8 at the narrowest"]),
+    ("a2a", "bf16", [])])
+def test_deepspeeds_flags_are_flags_and_what_they_cannot_say_is_a_line_of_its_own(comm, dtype, notes):
+    data = deepspeed_scenario().model_dump(mode="json", exclude_none=True)
+    data["workload"]["parallelism"].update(cp=2, context_parallel_comm=comm)
+    data["workload"]["training"]["dtype"] = dtype
+    data["datacenter"]["node"]["gpu"] = "B200"  # which trains in mxfp8
+    sc = ScenarioConfig.model_validate(data)
+    args = deepspeed_arguments(Strategy.of(sc), sc)
+    assert all(FLAG.fullmatch(arg) for arg in args), args
+    assert ("--ds-sequence-parallel-size 2" in args) == (comm == "a2a")
+    lines = launch_lines(Strategy.of(sc), sc)
+    assert lines[0] == "Megatron-DeepSpeed: " + " ".join(args) and lines[2:] == notes

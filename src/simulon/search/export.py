@@ -93,10 +93,11 @@ def megatron_arguments(strategy: Strategy, sc: ScenarioConfig) -> list[str]:
 
 def launch_lines(strategy: Strategy, sc: ScenarioConfig) -> list[str]:
     """How to run the strategy on the scenario's framework, one line each: Megatron-LM's flags, or Megatron-DeepSpeed's
-    flags and the DeepSpeed config they name."""
+    flags, the DeepSpeed config they name and what those have no flag for."""
     if sc.workload.framework == "deepspeed":
         return ["Megatron-DeepSpeed: " + " ".join(deepspeed_arguments(strategy, sc)),
-                "DeepSpeed config (ds_config.json): " + json.dumps(deepspeed_config(strategy, sc))]
+                "DeepSpeed config (ds_config.json): " + json.dumps(deepspeed_config(strategy, sc)),
+                *(f"Not in these flags: {note}" for note in deepspeed_notes(strategy, sc))]
     return ["Megatron-LM: " + " ".join(megatron_arguments(strategy, sc))]
 
 
@@ -115,7 +116,8 @@ def deepspeed_config(strategy: Strategy, sc: ScenarioConfig) -> dict[str, Any]:
 def deepspeed_arguments(strategy: Strategy, sc: ScenarioConfig) -> list[str]:
     """Megatron-DeepSpeed flags that run the strategy (the model's own flags come from its recipe): Megatron's model
     parallelism, DeepSpeed's pipeline engine (--no-pipeline-parallel at pp 1), ZeRO stage, DeepSpeed-Ulysses for
-    all-to-all context parallelism, DeepSpeed-MoE's expert parallelism and Transformer Engine's fp8."""
+    all-to-all context parallelism, DeepSpeed-MoE's expert parallelism and Transformer Engine's fp8. Flags and their
+    values alone, as a shell takes them: what no flag says is among deepspeed_notes."""
     s, par, dtype = strategy, sc.workload.parallelism, apply(sc.workload, strategy).training.dtype
     args = [f"--tensor-model-parallel-size {s.tp}", f"--pipeline-model-parallel-size {s.pp}",
             f"--micro-batch-size {s.micro_batch_size}",
@@ -123,10 +125,8 @@ def deepspeed_arguments(strategy: Strategy, sc: ScenarioConfig) -> list[str]:
             f"--seq-length {sc.workload.training.sequence_length}"]
     if s.pp == 1:
         args.append("--no-pipeline-parallel")
-    if s.cp > 1:  # DeepSpeed's sequence parallelism is Ulysses' all-to-all; the ring is Megatron-Core's
-        args.append(f"--ds-sequence-parallel-size {s.cp}" if par.context_parallel_comm == "a2a"
-                    else f"(context parallelism by {par.context_parallel_comm}: Megatron-DeepSpeed has "
-                    f"--ds-sequence-parallel-size, DeepSpeed-Ulysses' all-to-all, alone)")
+    if s.cp > 1 and par.context_parallel_comm == "a2a":  # DeepSpeed's sequence parallelism is Ulysses' all-to-all
+        args.append(f"--ds-sequence-parallel-size {s.cp}")
     if s.ep > 1:
         args.append(f"--moe-expert-parallel-size {s.ep}")
     if s.sequence_parallel:
@@ -143,9 +143,21 @@ def deepspeed_arguments(strategy: Strategy, sc: ScenarioConfig) -> list[str]:
         args.append("--fp16" if dtype == DType.fp16 else "--bf16")
     if dtype == DType.fp8:
         args += ["--transformer-impl transformer_engine", "--fp8-hybrid"]
-    elif dtype not in (DType.bf16, DType.fp16, DType.fp32, DType.tf32):
-        args.append(f"(no flag for {dtype.value}: Megatron-DeepSpeed trains in fp8 at the narrowest)")
     return args
+
+
+def deepspeed_notes(strategy: Strategy, sc: ScenarioConfig) -> list[str]:
+    """What the strategy runs that Megatron-DeepSpeed has no flag for (deepspeed_arguments leaves it out): context
+    parallelism by another exchange than Ulysses' all-to-all, a number format narrower than fp8. These were put among
+    the flags in parentheses, and a command line copied from them broke."""
+    par, dtype = sc.workload.parallelism, apply(sc.workload, strategy).training.dtype
+    notes = []
+    if strategy.cp > 1 and par.context_parallel_comm != "a2a":  # the ring is Megatron-Core's
+        notes.append(f"context parallelism by {par.context_parallel_comm}: Megatron-DeepSpeed has "
+                     "--ds-sequence-parallel-size, DeepSpeed-Ulysses' all-to-all, alone")
+    if dtype not in (DType.bf16, DType.fp16, DType.fp32, DType.tf32, DType.fp8):
+        notes.append(f"no flag for {dtype.value}: Megatron-DeepSpeed trains in fp8 at the narrowest")
+    return notes
 
 
 MEGATRON_FP8_RECIPE = {"delayed": "delayed", "current": "tensorwise"}
