@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 
 import pytest
+import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -15,7 +16,7 @@ from simulon.config.errors import ConfigError
 from simulon.executors import RayExecutor
 from simulon.pipeline import simulate, step_size
 from simulon.sweep import run as sweep_run
-from simulon.sweep.points import parse_axis, sweep_points
+from simulon.sweep.points import parse_axis, points_at, sweep_points
 from simulon.sweep.run import METRICS, read_done, run_sweep
 
 
@@ -481,3 +482,30 @@ def test_an_interrupted_sweeps_journal_rows_end_in_a_newline_whatever_the_platfo
     before = out.read_bytes()
     _, kept = run_sweep(points[:2], out)
     assert kept == 1 and out.read_bytes().startswith(before)
+
+
+def test_a_sweep_onto_the_csv_of_another_scenarios_sweep_over_the_same_fields_is_refused_file_untouched(
+        scenario, tmp_path):
+    out = tmp_path / "sweep.csv"
+    run_sweep(sweep_points(scenario, [parse_axis("cluster.num_nodes=1")]), out)
+    other = tmp_path / "short.yaml"  # another scenario, its point at other swept values: it was kept beside ours,
+    data = yaml.safe_load(scenario.read_text())  # and the plots drew the two as one series
+    data["workload"]["training"]["sequence_length"] = 512
+    other.write_text(yaml.safe_dump(data))
+    before = out.read_bytes()
+    with pytest.raises(ConfigError, match=r"-o .*sweep.csv: the row keyed \w+ \(datacenter.cluster.num_nodes=1\) "
+                                          "was simulated from another scenario"):
+        run_sweep(sweep_points(other, [parse_axis("cluster.num_nodes=2")]), out)
+    assert out.read_bytes() == before
+
+
+@pytest.mark.parametrize("axes", [
+    ["cluster.num_nodes+training.global_batch_size=1:16,2:32"], ["network.scale_out.nic.speed=200Gbps,400Gbps"],
+    ["parallelism.sequence_parallel=true,false", "training.micro_batch_size=1,2"],
+    ["workload.model.name=small,'a: b'"], ["node.gpu.memory_capacity_gb=80.0,96.5"]])
+def test_a_rows_swept_cells_read_back_in_its_own_scenario_give_its_key(scenario, axes):
+    """How a sweep tells an earlier row of its own scenario (kept) from one of another (refused): every cell the
+    sweep writes reads back, in the scenario, to the point it was written from."""
+    points = sweep_points(scenario, [parse_axis(a) for a in axes])
+    rows = [{"key": p.key, **p.steps} for p in points]
+    assert [p.key for p in points_at(points[-1], rows)] == [p.key for p in points]

@@ -15,6 +15,7 @@ the GPUs trained on (every point would simulate the same run: check_gpus_follow)
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 import itertools
 import math
@@ -77,6 +78,7 @@ class Point:
     scenario: ScenarioConfig
     steps: dict[str, str]   # axis name -> the step's CSV cell
     expand: str = "auto"    # how its replay folds (pipeline.check_fold_mode): auto, full or symmetric
+    source: Path | None = None  # the scenario file its values are set in (points_at reads it again)
 
     @property
     def label(self) -> str:
@@ -213,15 +215,8 @@ def sweep_points(scenario: Path, axes: list[Axis]) -> list[Point]:
     points = []
     for steps in itertools.product(*(axis.values for axis in axes)):
         settings = {p: v for axis, step in zip(axes, steps, strict=True) for p, v in zip(axis.paths, step, strict=True)}
-        data = copy.deepcopy(base)
-        for path, value in settings.items():
-            with_value(data, path, value)
-        without_unread_settings(data, settings)
-        sc = parse_scenario(data, f"{scenario} with {settings_label(settings)}", scenario.parent)
-        if sc.workload is None:
-            raise ConfigError(f"{scenario}: workload: required to sweep training iterations")
-        points.append(Point(settings, sc, {axis.name: step_text(step) for axis, step in zip(axes, steps,
-                                                                                         strict=True)}))
+        points.append(point_of(scenario, base, settings, {axis.name: step_text(step) for axis, step in zip(axes, steps,
+                                                                                                   strict=True)}))
     keys = [p.key for p in points]
     same = next((i for i, k in enumerate(keys) if keys.index(k) != i), None)
     if same is not None:
@@ -229,6 +224,55 @@ def sweep_points(scenario: Path, axes: list[Axis]) -> list[Point]:
         raise ConfigError(f"--set: {points[same].label} simulates the same scenario as {first.label}")
     check_gpus_follow(scenario, axes, points)
     return points
+
+
+def point_of(scenario: Path, base: Any, settings: dict[str, Any], steps: dict[str, str]) -> Point:
+    """The point of the scenario file `scenario` (its raw data `base`) with `settings` set, validated."""
+    data = copy.deepcopy(base)
+    for path, value in settings.items():
+        with_value(data, path, value)
+    without_unread_settings(data, settings)
+    sc = parse_scenario(data, f"{scenario} with {settings_label(settings)}", scenario.parent)
+    if sc.workload is None:
+        raise ConfigError(f"{scenario}: workload: required to sweep training iterations")
+    return Point(settings, sc, steps, source=scenario)
+
+
+def cell_value(text: str) -> Any:
+    """A swept value as its CSV cell (step_text) wrote it, read back as a --set reads it (a YAML scalar); text the
+    --set could not have given as such (YAML's list, mapping or null, or no YAML at all: 'a: b', quoted on the
+    command line) is the text itself."""
+    try:
+        value = parse_yaml(text.strip())
+    except yaml.YAMLError:
+        return text
+    return text if value is None or isinstance(value, list | dict) else value
+
+
+def points_at(like: Point, cells: list[dict[str, str]]) -> list[Point | None]:
+    """The point of `like`'s scenario file and expansion at each of these CSV rows' swept cells (`like.steps`' axes,
+    each cell read back as a --set reads its value: step_text's ':' between linked values), as sweep_points makes
+    it; None where a row's cells cannot be read back to a point the scenario takes (then nothing says whether it is
+    one of the scenario's points), or where `like` names no file."""
+    if like.source is None:
+        return [None] * len(cells)
+    base = read_scenario_data(like.source)
+    found: list[Point | None] = []
+    for row in cells:
+        try:
+            settings = {}
+            for name in like.steps:
+                paths = name.split("+")
+                parts = top_level_split(row[name], ":") if len(paths) > 1 else [row[name]]
+                if len(parts) != len(paths):
+                    raise ValueError(f"{row[name]!r} has {len(parts)} values for {len(paths)} fields")
+                settings.update(zip(paths, map(cell_value, parts), strict=True))
+            point = point_of(like.source, base, settings, {name: row[name] for name in like.steps})
+        except (ConfigError, ValueError, TypeError):
+            found.append(None)
+            continue
+        found.append(dataclasses.replace(point, expand=like.expand))
+    return found
 
 
 SCHEDULE_FIELDS = {("parallelism", "pipeline_schedule"), ("parallelism", "vpp"), ("parallelism", "pipeline_layout")}

@@ -10,8 +10,10 @@ points' order, so the same sweep gives the same file however it was interrupted 
 
 The file accumulates points: a sweep onto the CSV of another sweep over the same fields keeps that sweep's rows
 (after its own, in their order), so that `--set tp=1,2` then `--set tp=4` leaves all three. Rows it cannot keep
-honestly are refused, not dropped: rows swept over other fields (this sweep's columns cannot hold them), and a
-row with one of this sweep's steps but another key (simulated from a scenario that has changed since).
+honestly are refused, not dropped: rows swept over other fields (this sweep's columns cannot hold them), a row
+with one of this sweep's steps but another key (simulated from a scenario that has changed since), and a row whose
+swept values, set in this sweep's scenario, give another key (simulated from another scenario: the CSV has no
+column saying which, so it mixed two runs, and the plots drew them as one series).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from ..config.units import GiB
 from ..executors import Executor, Needs, Refused, check_processes, in_shares, task_limit
 from ..export.files import write_atomic
 from ..progress import SILENT, Progress
-from .points import Point
+from .points import Point, points_at
 
 EXPOSED = tuple(f"exposed_{kind.lower()}_comm_ms" for kind in COMM_KINDS)
 """Exposed communication per kind, averaged over the GPUs as exposed_comm_ms is, an instant in which several kinds
@@ -263,8 +265,9 @@ def earlier_points(points: list[Point], path: Path, fields: list[str], done: dic
                    ) -> list[dict[str, str]]:
     """The rows of `path` whose points this sweep does not run, kept after its own (a sweep's CSV accumulates
     points, each keyed by its resolved scenario). Refused with a ConfigError rather than dropped: rows swept over
-    other fields (this sweep's columns cannot hold them), and a row with one of this sweep's steps but another key
-    (its point simulated from a scenario that has changed since)."""
+    other fields (this sweep's columns cannot hold them), a row with one of this sweep's steps but another key
+    (its point simulated from a scenario that has changed since), and a row whose swept values, set in this sweep's
+    scenario (points.points_at), give another key than its own (simulated from another scenario)."""
     ours = {p.key for p in points}
     others = [row for key, row in done.items() if key not in ours]
     if not others:
@@ -283,6 +286,12 @@ def earlier_points(points: list[Point], path: Path, fields: list[str], done: dic
                               "simulated from another scenario or with another --expand (the scenario or a template "
                               "it names has changed since); name another file, or delete that one to simulate every "
                               "point again")
+    for row, point in zip(others, points_at(points[0], others), strict=True):
+        if point is not None and point.key != row["key"]:
+            raise ConfigError(f"-o {path}: the row keyed {row['key']} ({point.label}) was simulated from another "
+                              "scenario or with another --expand than this sweep's (or from this scenario before it "
+                              "or a template it names changed): the file would hold the rows of two runs with "
+                              "nothing to tell them apart; name another file")
     return [{name: row[name] for name in header} for row in others]
 
 
