@@ -156,6 +156,10 @@ class GPUSpec(Templated):
     name: str = Field(description="the GPU's name (a shipped template's stem, `from:`, or your own)")
     vendor: str = Field("nvidia", description="nvidia or amd: the collective library its GPUs run (nccl, rccl) and "
                         "the fitted GPUs of the same vendor one without fitted data borrows from")
+    compute_capability: float | None = Field(None, ge=1.0, description="NVIDIA's CUDA compute capability (9.0 "
+                                             "an H100, 10.0 a B200, 10.3 a B300): whether its FP8 GEMMs read "
+                                             "operands in every layout (fp8_any_layout); none for AMD GPUs and "
+                                             "a spec of your own that does not state it")
     memory_capacity_gb: MemoryGB = Field(description="memory as the vendor states it (80 for an H100 80GB), read "
                                          "as GiB as vendors' HBM sizes are (memory_bytes)")
     memory_bandwidth: Bandwidth = Field(description="HBM bandwidth")
@@ -239,6 +243,19 @@ class GPUSpec(Templated):
         stem = nearest_template(self, [s for s in template_names("gpu") if shipped_gpu(s).vendor == self.vendor])
         return self.name if stem is None else _template_name(stem)
 
+    @property
+    def fp8_any_layout(self) -> bool:
+        """Whether the GPU's FP8 tensor-core GEMMs take operands in every layout, not only both K-major ("TN"), so
+        that Transformer Engine keeps one copy of a per-tensor-scaled FP8 tensor for the forward and both backward
+        GEMMs, with no transpose (transformer_engine/pytorch/utils.py `is_non_tn_fp8_gemm_supported`: compute
+        capability 10.x and 11.x, and 13.0 on; not Hopper's 9.0, nor Ada's 8.9 or the RTX Blackwell's 12.x). A GPU of
+        unstated capability keeps the transpose (AMD's: ROCm reports gfx9 as 9.x); one that states none takes its
+        template's (`template`: the shipped GPU whose figures or name it has)."""
+        cc = self.compute_capability
+        if cc is None and self.template is not None:
+            cc = shipped_gpu(self.template).compute_capability
+        return cc is not None and (10.0 <= cc < 12.0 or cc >= 13.0)
+
     def has_peak(self, dtype: DType) -> bool:
         """Whether the GPU lists a dense peak for dtype (peak_flops refuses one it does not)."""
         return dtype in self.peak_tflops
@@ -252,9 +269,10 @@ class GPUSpec(Templated):
 
 
 def _spec_sheet(gpu: GPUSpec) -> dict[str, Any]:
-    """What a GPU is, apart from what it is called and what was measured on it (its profile's kernel runs, which
-    time kernels where they match and leave the chip what it is)."""
-    return gpu.model_dump(exclude={"name", "kernel_runs", "oom_kernel_runs"})
+    """What a GPU is, apart from what it is called, what was measured on it (its profile's kernel runs, which
+    time kernels where they match and leave the chip what it is) and its compute capability, which no spec sheet
+    lists (a GPU of the user's own with an H100's figures is the H100, and has its capability: fp8_any_layout)."""
+    return gpu.model_dump(exclude={"name", "kernel_runs", "oom_kernel_runs", "compute_capability"})
 
 
 @cache

@@ -53,7 +53,9 @@ TENSOR_SCALE_BYTES = 4.0
 QUANTIZED_COPIES = 2
 """A narrow GEMM operand is written twice: row-wise for the forward (or input-gradient) GEMM and column-wise for
 the other backward GEMM (Transformer Engine's rowwise and columnwise data: a transpose for per-tensor fp8 on
-Hopper, a second quantization along the other axis for block-scaled formats, whose blocks run along K)."""
+a GPU whose FP8 GEMMs read only the TN layout, Hopper's, a second quantization along the other axis for block-scaled
+formats, whose blocks run along K); per-tensor fp8 on a GPU whose FP8 GEMMs read every layout (Blackwell's
+data-center parts) is written once (NumberFormat.copies)."""
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,16 @@ class NumberFormat:
         block = block or self.block
         return self.element_bytes + (self.scale_bytes / block if block else 0.0)
 
+    def copies(self, any_layout: bool = False) -> int:
+        """Quantized copies of a narrow GEMM operand: one on a GPU whose FP8 GEMMs read every layout
+        (`any_layout`: config.dc.GPUSpec.fp8_any_layout) for a per-tensor scaled format, whose one copy serves as
+        its own transpose (Transformer Engine's Float8Quantizer and Float8CurrentScalingQuantizer allocate `_data`
+        alone for both usages and no `_transpose` where `is_non_tn_fp8_gemm_supported`, csrc/quantizer.cpp;
+        Float8TensorStorage.update_usage drops the transpose there); QUANTIZED_COPIES otherwise, block-scaled
+        formats included (MXFP8Tensor's and NVFP4Tensor's column-wise data is quantized along the other axis, with
+        scales of its own, on every GPU)."""
+        return 1 if any_layout and self.quantized and self.block is None else QUANTIZED_COPIES
+
     @property
     def weight_operand_bytes(self) -> float:
         return self.operand_bytes(self.weight_block)
@@ -94,13 +106,14 @@ class NumberFormat:
         return DType.fp16 if self.dtype == DType.fp16 else DType.bf16
 
     def cast_bytes(self, elements: float, input_bytes: float, amax_pass: bool | None = None,
-                   block: int | None = None, weight: bool = False) -> float:
+                   block: int | None = None, weight: bool = False, any_layout: bool = False) -> float:
         """Bytes the cast kernels move quantizing `elements` of `input_bytes` each: read the input (once more with an
         amax pass, and once more where an activation's or gradient's column-wise copy is cast after a Hadamard
-        transform; a `weight` never is), write both quantized copies with their block scales."""
+        transform; a `weight` never is), write the quantized copies (`copies`: both, or one for per-tensor fp8 on a
+        GPU whose FP8 GEMMs read every layout) with their block scales."""
         amax = self.amax_pass if amax_pass is None else amax_pass
         reads = input_bytes * (1 + int(amax) + int(self.hadamard_columnwise and not weight))
-        return elements * (reads + QUANTIZED_COPIES * self.operand_bytes(block))
+        return elements * (reads + self.copies(any_layout) * self.operand_bytes(block))
 
     @property
     def keeps_bf16_layers(self) -> bool:

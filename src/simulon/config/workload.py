@@ -837,8 +837,9 @@ class TrainingSpec(StrictModel):
         "Megatron's precision-aware optimizer (--main-params-dtype fp16); none in fp32 training")
     fp8_params: bool = Field(
         False, description="fp8/fp4 runs: keep the GEMM weights only in the narrow type, with the transpose the "
-        "backward reads (Megatron's --fp8-param-gather, Transformer Engine's fp8_model_init); otherwise they stay "
-        "16-bit and are cast each step")
+        "backward reads where the GPU's FP8 GEMMs need one (not a B200, B300, GB200 or GB300 in per-tensor fp8: "
+        "GPUSpec.fp8_any_layout) (Megatron's --fp8-param-gather, Transformer Engine's fp8_model_init); otherwise "
+        "they stay 16-bit and are cast each step")
     fp8_recipe: Annotated[Literal["delayed", "current"], BeforeValidator(fp8_recipe_named)] | None = Field(
         None, description="per-tensor fp8 scaling (dtype fp8 only): delayed (Transformer Engine's DelayedScaling, "
         "the default) or current (Float8CurrentScaling, Megatron's --fp8-recipe tensorwise, also read as "

@@ -205,10 +205,11 @@ class MemoryModel:
 
     def __init__(self, workload: MegatronWorkload, num_gpus: int, capacity_bytes: float | Sequence[float],
                  gpu: str = "", channels: int | None = None, stage_gpus: Sequence[str] | None = None,
-                 layers: LayerCache | None = None):
+                 layers: LayerCache | None = None, fp8_any_layout: bool | Sequence[bool] = False):
         """`capacity_bytes`: the GPU's memory, or per pipeline stage its GPUs' smallest (GPUs of several types), and
         then `stage_gpus` the type each of those is (else every stage is named `gpu`); `layers`: layers' activations
-        worked out for other workloads of the model (a strategy search's)."""
+        worked out for other workloads of the model (a strategy search's); `fp8_any_layout`: whether those GPUs' FP8
+        GEMMs read every layout (config.dc.GPUSpec.fp8_any_layout: no fp8 transposes kept), or per stage."""
         par, train = workload.parallelism, workload.training
         dp = par.data_parallel(num_gpus)
         self.layout = rank_layout(workload, num_gpus)
@@ -217,7 +218,7 @@ class MemoryModel:
         self.num_microbatches = max(*train.replica_microbatches(dp), 1)  # the replica keeping the most in flight
         self.layers = PipelineLayers.of(workload)
         self.activations = ActivationModel(workload, layers)
-        self.states = ModelStates(workload, self.layout)
+        self.states = ModelStates(workload, self.layout, fp8_any_layout)
         self.allocator = AllocatorModel.shipped()
 
     @classmethod
@@ -229,13 +230,14 @@ class MemoryModel:
         placement = sc.placement()
         if placement.uniform:
             gpu = placement.gpu_of(0)
-            return cls(sc.workload, num_gpus, gpu.memory_bytes, gpu.name, channels)
+            return cls(sc.workload, num_gpus, gpu.memory_bytes, gpu.name, channels,
+                       fp8_any_layout=gpu.fp8_any_layout)
         gpus = [g.gpu for g in placement.groups]
         stage_groups = placement.group.reshape(sc.workload.parallelism.pp, -1)
         smallest = [min(sorted(set(row.tolist())), key=lambda g: gpus[g].memory_bytes) for row in stage_groups]
         names = " + ".join(dict.fromkeys(placement.groups[g].gpu.name for g in placement.used))
         return cls(sc.workload, num_gpus, [gpus[g].memory_bytes for g in smallest], names, channels,
-                   [gpus[g].name for g in smallest])
+                   [gpus[g].name for g in smallest], fp8_any_layout=[gpus[g].fp8_any_layout for g in smallest])
 
     def stage_capacity(self, stage: int) -> float:
         """Bytes of memory of the stage's GPUs (the smallest, where the stage spans GPU types)."""
@@ -289,10 +291,11 @@ class MemoryModel:
 
     def _alike_key(self, stage: int) -> tuple | None:
         """What a stage's states and activations depend on, for stages that hold transformer layers only: per model
-        chunk its layers' kinds (ActivationModel.layer_kinds) at their places in the chunk; None for a stage holding
+        chunk its layers' kinds (ActivationModel.layer_kinds) at their places in the chunk, after whether its GPUs' FP8
+        GEMMs read every layout (their narrow weight copies); None for a stage holding
         the embedding or the LM head (computed alone). The multi-token-prediction layers are a kind of their own, all
         on one stage (config/pipeline_layout.py), so no other stage shares their key."""
-        layers, key = self.layers, []
+        layers, key = self.layers, [self.states.any_layout(stage)]
         for chunk in range(layers.chunks):
             span = layers.layers_of(stage, chunk)
             if layers.is_first(stage, chunk) or layers.is_last(stage, chunk):

@@ -16,6 +16,9 @@ weights: no gradients and no optimizer states for them.
 fp8 (and fp4) training keeps the 16-bit weights and, for the step, each GEMM weight cast to the narrow type
 with its transpose (Transformer Engine caches them across micro-batches: `is_first_microbatch`); with
 `fp8_params` (Megatron's --fp8-param-gather) the GEMM weights live only in the narrow type, with their transpose.
+Per-tensor fp8 on a GPU whose FP8 GEMMs read every layout (Blackwell's B200, B300, GB200, GB300) keeps no transpose:
+one narrow copy (config/number_formats.py NumberFormat.copies, Transformer Engine's `is_non_tn_fp8_gemm_supported`);
+MXFP8 and NVFP4 keep their column-wise copy everywhere.
 
 The optimizer step of a run whose gradients are 16-bit first copies them to fp32 (Megatron's
 `_copy_model_grads_to_main_grads`, `main_grad.float()`): a transient of 4 bytes per parameter it updates,
@@ -24,10 +27,10 @@ which a 16-bit master copy does not need.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from ..config.number_formats import QUANTIZED_COPIES
 from ..config.workload import MegatronWorkload, ModelSpec
 from ..workload.layer_kernels import LayerKernels, ShardShape
 from ..workload.layout import RankLayout
@@ -73,8 +76,11 @@ def stage_parameters(kernels: LayerKernels, model: ModelSpec, layers: PipelineLa
 class ModelStates:
     """Weights, gradients and optimizer states of each pipeline stage's ranks."""
 
-    def __init__(self, workload: MegatronWorkload, layout: RankLayout):
+    def __init__(self, workload: MegatronWorkload, layout: RankLayout, fp8_any_layout: bool | Sequence[bool] = False):
+        """`fp8_any_layout`: whether the GPUs' FP8 GEMMs read every layout (config.dc.GPUSpec.fp8_any_layout), for
+        all stages or per pipeline stage (GPUs of several types)."""
         self.workload, self.layout = workload, layout
+        self.fp8_any_layout = fp8_any_layout
         par, train = workload.parallelism, workload.training
         self.shape = ShardShape.of(workload)
         self.kernels = LayerKernels.weights_of(workload)  # parameters only: they do not depend on the tokens
@@ -110,7 +116,7 @@ class ModelStates:
         if self.narrow_params:  # GEMM weights in the narrow type with their transpose, the rest 16-bit
             shards = (dense_shard, expert_shard) if self.par.fsdp == "full_shard" else (1.0, 1.0)
             gemm = sum(self._layer_gemm_params(stage, shards))  # sharded as the weights they replace
-            weights -= gemm * (weight_bytes - self._narrow_weight_bytes)
+            weights -= gemm * (weight_bytes - self.narrow_weight_bytes(stage))
         if self.frozen:
             return StageStates(dense, expert, weights, 0.0, 0.0, self._cast_weights(stage), 0.0)
         grad_bytes = FP32_BYTES if self.fp32 else self.shape.grad_bytes
@@ -127,12 +133,16 @@ class ModelStates:
     def narrow_params(self) -> bool:
         return bool(self.shape.quantized_bytes) and self.workload.training.fp8_params
 
-    @property
-    def _narrow_weight_bytes(self) -> float:
-        """Bytes per GEMM weight element of its two quantized copies (row-wise and column-wise, block scales
-        included: config/number_formats.py)."""
+    def any_layout(self, stage: int) -> bool:
+        """Whether the stage's GPUs' FP8 GEMMs read every layout (config.dc.GPUSpec.fp8_any_layout)."""
+        return self.fp8_any_layout if isinstance(self.fp8_any_layout, bool) else self.fp8_any_layout[stage]
+
+    def narrow_weight_bytes(self, stage: int) -> float:
+        """Bytes per GEMM weight element of its quantized copies on the stage's GPUs (row-wise and column-wise, or
+        the row-wise one alone for per-tensor fp8 where the FP8 GEMMs read every layout; block scales included:
+        config/number_formats.py NumberFormat.copies)."""
         fmt = self.shape.number_format.format
-        return QUANTIZED_COPIES * fmt.weight_operand_bytes
+        return fmt.copies(self.any_layout(stage)) * fmt.weight_operand_bytes
 
     def _layer_gemm_params(self, stage: int, shards: tuple[float, float] = (1.0, 1.0)) -> list[float]:
         """Parameters of the GEMM weights of each of a stage's transformer layers (not norms, embedding or LM head)
@@ -154,5 +164,5 @@ class ModelStates:
         if not self.shape.quantized_bytes or self.narrow_params:
             return 0.0
         if not self.shape.number_format.weight_cache:
-            return self._narrow_weight_bytes * max(self._layer_gemm_params(stage), default=0.0)
-        return self._narrow_weight_bytes * self._gemm_params(stage)
+            return self.narrow_weight_bytes(stage) * max(self._layer_gemm_params(stage), default=0.0)
+        return self.narrow_weight_bytes(stage) * self._gemm_params(stage)

@@ -584,7 +584,8 @@ class Search:
         over another GPU count)."""
         workload = workload or apply(self.workload, strategy)
         model = MemoryModel(workload, num_gpus or self.num_gpus, self.capacity, self.gpu.name,
-                            scenario_channels(self.sc), layers=self.layers)
+                            scenario_channels(self.sc), layers=self.layers,
+                            fp8_any_layout=self.gpu.fp8_any_layout)
         return model.fullest(range(strategy.pp))
 
     def _replay(self, best: list[Ranked], progress: Progress, executor: Executor,
