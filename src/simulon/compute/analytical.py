@@ -82,7 +82,7 @@ class AnalyticalModel:
             if spec.kclass == KernelClass.attention:
                 out[i] = self._attention_seconds(spec)
             elif spec.kclass == KernelClass.memory:
-                out[i] = memory_seconds(self.memory, self.gpu.memory_bandwidth, spec.bytes)
+                out[i] = memory_seconds(self.memory, self.gpu.memory_bandwidth, spec.bytes_on(self.gpu.fp8_any_layout))
         return out
 
     def attention(self, impl: str) -> tuple[AttentionParams, Architecture]:

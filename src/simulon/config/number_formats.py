@@ -115,6 +115,11 @@ class NumberFormat:
         reads = input_bytes * (1 + int(amax) + int(self.hadamard_columnwise and not weight))
         return elements * (reads + self.copies(any_layout) * self.operand_bytes(block))
 
+    def transpose_bytes(self, elements: float, block: int | None = None) -> float:
+        """Of cast_bytes, the bytes of the copy a GPU whose FP8 GEMMs read every layout does not write (`copies`): a
+        per-tensor fp8 tensor's transpose, none for block-scaled formats."""
+        return elements * (self.copies(False) - self.copies(True)) * self.operand_bytes(block)
+
     @property
     def keeps_bf16_layers(self) -> bool:
         """Whether the format's recipe keeps some share of the layers in bf16 by default (at a depth where that share

@@ -45,9 +45,17 @@ class KernelSpec:
     hw_flops: float
     bytes: float
     shape: tuple[tuple[str, int | float | bool | str], ...] = field(default=())
+    transpose_bytes: float = 0.0  # of `bytes`, a per-tensor fp8 cast's transposed copy: written only on GPUs whose
+    #                               FP8 GEMMs read the TN layout alone (config.number_formats.NumberFormat.copies)
 
     def param(self, key: str) -> int | float | bool | str:
         return dict(self.shape)[key]
+
+    def bytes_on(self, fp8_any_layout: bool) -> float:
+        """Bytes the kernel moves on a GPU whose FP8 GEMMs read every layout (config.dc.GPUSpec.fp8_any_layout:
+        Transformer Engine writes no transposed fp8 copy there) or not. The transpose stays out of `shape`, so that a
+        profile measured on either kind of GPU times the same cast."""
+        return self.bytes - self.transpose_bytes if fp8_any_layout else self.bytes
 
 
 def gemm(name: str, phase: Phase, m: int, n: int, k: int, dtype_bytes: float, groups: int = 1,
@@ -110,11 +118,12 @@ def gemm_with_backward(name: str, m: int, n: int, k: int, dtype_bytes: float, gr
 
 
 def memory_bound(name: str, phase: Phase, moved_bytes: float, elements: float,
-                 flops_per_element: float = 0.0) -> KernelSpec:
-    """A kernel limited by HBM bandwidth; its few FLOPs are not model FLOPs."""
+                 flops_per_element: float = 0.0, transpose_bytes: float = 0.0) -> KernelSpec:
+    """A kernel limited by HBM bandwidth; its few FLOPs are not model FLOPs. `transpose_bytes`: of `moved_bytes`,
+    an fp8 transpose only some GPUs write (KernelSpec.bytes_on)."""
     hw = elements * flops_per_element
     return KernelSpec(name, KernelClass.memory, phase, 0.0, hw, moved_bytes,
-                      (("bytes", round(moved_bytes)),))
+                      (("bytes", round(moved_bytes)),), transpose_bytes)
 
 
 def memory_pair(name: str, elements: float, fwd: float, bwd: float,

@@ -530,9 +530,10 @@ class LayerKernels:
         column-wise (config/number_formats.py): a `<gemm>_cast` kernel before the forward GEMM (once per input
         that several GEMMs share) and before the input-gradient GEMM (its output gradient), each moving
         NumberFormat.cast_bytes (an amax pass first under current scaling and NVFP4, and NVFP4's Hadamard-transformed
-        column-wise copy); and, unless the weights are kept narrow (fp8_params), a `<gemm>_weight_cast` of the 16-bit
-        weight (weight_casts)."""
-        db, fmt = self.shape.act_bytes, self.shape.number_format
+        column-wise copy; per-tensor fp8's column-wise copy, a transpose, written only on GPUs whose FP8 GEMMs read
+        the TN layout alone: _cast); and, unless the weights are kept narrow (fp8_params), a `<gemm>_weight_cast` of
+        the 16-bit weight (weight_casts)."""
+        fmt = self.shape.number_format
         shared = {*self.attention_inputs[1:], *self.mlp_inputs("mlp")[1:], *self.mlp_inputs("moe_expert")[1:],
                   *self.mlp_inputs("moe_shared")[1:]}
         for name, specs in list(k.items()):
@@ -542,17 +543,21 @@ class LayerKernels:
             weights = fmt.format.operand_bytes() if name in self.weightless_gemms else fmt.format.weight_operand_bytes
             k[name] = tuple(narrow_operands(spec, fmt.format.operand_bytes(), weights) for spec in specs)
             rows, cols, inner = fwd.param("m"), fwd.param("n"), fwd.param("k")
-            casts = [] if name in shared else [memory_bound(f"{name}_cast", Phase.fwd,
-                                                            fmt.format.cast_bytes(rows * inner, db, fmt.amax_pass),
-                                                            rows * inner)]
-            casts.append(memory_bound(f"{name}_cast", Phase.bwd_ig,
-                                      fmt.format.cast_bytes(rows * cols, db, fmt.amax_pass), rows * cols))
+            casts = [] if name in shared else [self._cast(f"{name}_cast", Phase.fwd, rows * inner)]
+            casts.append(self._cast(f"{name}_cast", Phase.bwd_ig, rows * cols))
             k[f"{name}_cast"] = tuple(casts)
             if not fmt.narrow_weights and name not in self.weightless_gemms:
-                weights = weight_elements(fwd)
-                self._weight_casts[name] = memory_bound(
-                    f"{name}_weight_cast", Phase.fwd,
-                    fmt.format.cast_bytes(weights, db, fmt.amax_pass, fmt.format.weight_block, weight=True), weights)
+                self._weight_casts[name] = self._cast(f"{name}_weight_cast", Phase.fwd, weight_elements(fwd), True)
+
+    def _cast(self, name: str, phase: Phase, elements: float, weight: bool = False) -> KernelSpec:
+        """A cast of `elements` 16-bit values to the run's narrow format (NumberFormat.cast_bytes; a weight's in its
+        weights' scale blocks), the transpose it writes on a GPU whose FP8 GEMMs read the TN layout alone marked as
+        such (NumberFormat.transpose_bytes): the trace is the same on every GPU, which times it by its own layout
+        (KernelSpec.bytes_on)."""
+        fmt = self.shape.number_format
+        block = fmt.format.weight_block if weight else None
+        moved = fmt.format.cast_bytes(elements, self.shape.act_bytes, fmt.amax_pass, block, weight=weight)
+        return memory_bound(name, phase, moved, elements, transpose_bytes=fmt.format.transpose_bytes(elements, block))
 
     def _autocast_casts(self, k: dict[str, tuple[KernelSpec, ...]]) -> None:
         """torch.autocast keeps the parameters in fp32 and casts each weight a GEMM reads to 16 bits when the

@@ -1,0 +1,66 @@
+"""The cast kernels of per-tensor fp8 write the transposed copy only on GPUs whose FP8 GEMMs read the TN layout
+alone (Transformer Engine's `is_non_tn_fp8_gemm_supported`: Hopper writes cast + transpose, Blackwell's data-center
+parts the one copy that serves every GEMM). The trace stays the same on every GPU; each GPU times a cast by what it
+writes (KernelSpec.bytes_on)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from helpers import gpt_workload
+from simulon.compute.analytical import AnalyticalModel
+from simulon.config.common import DType
+from simulon.config.dc import GPUSpec
+from simulon.workload.kernels import Phase, memory_bound
+from simulon.workload.layer_kernels import LayerKernels
+
+
+def kernels(dtype: str, **training) -> LayerKernels:
+    return LayerKernels.of(gpt_workload(training={"dtype": dtype, "bf16_first_layers": 0, "bf16_last_layers": 0,
+                                                  **training}, layers=8))
+
+
+def casts(k: LayerKernels) -> list:
+    return [spec for name, specs in k.table.items() if name.endswith("_cast") for spec in specs.values()] + list(
+        k.weight_casts.values())
+
+
+@pytest.mark.parametrize(("recipe", "reads"), [("delayed", 1), ("current", 2)])
+def test_per_tensor_fp8_casts_write_one_copy_where_fp8_gemms_read_every_layout(recipe, reads):
+    k = kernels("fp8", fp8_recipe=recipe)
+    for name in ("attn_qkv", "mlp_linear2"):
+        fwd = k[name][Phase.fwd]
+        for phase, elements in ((Phase.fwd, fwd.param("m") * fwd.param("k")),
+                                (Phase.bwd_ig, fwd.param("m") * fwd.param("n"))):
+            cast = k[f"{name}_cast"][phase]
+            assert cast.bytes_on(False) == pytest.approx(elements * (reads * 2.0 + 2))  # cast and transpose
+            assert cast.bytes_on(True) == pytest.approx(elements * (reads * 2.0 + 1))   # the one copy
+        weight = k.weight_casts[name]
+        assert weight.bytes_on(True) == pytest.approx(fwd.param("n") * fwd.param("k") * (reads * 2.0 + 1))
+
+
+@pytest.mark.parametrize("dtype", ["mxfp8", "nvfp4", "mxfp4"])
+def test_block_scaled_casts_write_both_copies_on_every_gpu(dtype):
+    for spec in casts(kernels(dtype)):
+        assert spec.bytes_on(True) == spec.bytes_on(False) == spec.bytes
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.sampled_from(["delayed", "current"]), st.sampled_from(["h100-sxm", "h200-sxm", "b200", "gb300"]))
+def test_a_gpu_times_an_fp8_cast_by_the_copies_it_writes(recipe, stem):
+    gpu = GPUSpec.model_validate({"from": stem})
+    model = AnalyticalModel(gpu, DType.fp8, sustained_load=True)
+    specs = casts(kernels("fp8", fp8_recipe=recipe))
+    written = [memory_bound(s.name, s.phase, s.bytes - s.transpose_bytes * gpu.fp8_any_layout, 1.0) for s in specs]
+    assert list(model.seconds(specs)) == pytest.approx(list(model.seconds(written)))
+
+
+def test_fp8_casts_on_a_b200_take_less_time_than_on_a_b200_that_would_write_transposes():
+    gpu = GPUSpec.model_validate({"from": "b200"})
+    hopper_like = GPUSpec.model_validate({"from": "b200", "compute_capability": 9.0})
+    specs = casts(kernels("fp8"))
+    on = {g.compute_capability: AnalyticalModel(g, DType.fp8, sustained_load=True).seconds(specs).sum()
+          for g in (gpu, hopper_like)}
+    assert on[10.0] < on[9.0]
