@@ -64,3 +64,18 @@ def test_fp8_casts_on_a_b200_take_less_time_than_on_a_b200_that_would_write_tran
     on = {g.compute_capability: AnalyticalModel(g, DType.fp8, sustained_load=True).seconds(specs).sum()
           for g in (gpu, hopper_like)}
     assert on[10.0] < on[9.0]
+
+
+def test_fp8_params_transpose_each_fp8_weight_once_a_step_only_where_fp8_gemms_read_tn_alone():
+    # Transformer Engine's post_all_gather_processing: Float8Tensor._create_transpose unless the GEMMs read every
+    # layout; read the fp8 weight, write its transpose
+    k = kernels("fp8", fp8_params=True)
+    fwd = k["mlp_linear1"][Phase.fwd]
+    transpose = k.weight_casts["mlp_linear1"]
+    assert transpose.name == "mlp_linear1_weight_transpose"
+    assert transpose.bytes_on(False) == pytest.approx(2 * fwd.param("n") * fwd.param("k"))
+    hopper, blackwell = (AnalyticalModel(GPUSpec.model_validate({"from": stem}), DType.fp8, sustained_load=True)
+                         for stem in ("h100-sxm", "b200"))
+    assert hopper.seconds([transpose])[0] > 0
+    assert blackwell.seconds([transpose])[0] == 0.0  # no kernel runs
+

@@ -82,7 +82,10 @@ class AnalyticalModel:
             if spec.kclass == KernelClass.attention:
                 out[i] = self._attention_seconds(spec)
             elif spec.kclass == KernelClass.memory:
-                out[i] = memory_seconds(self.memory, self.gpu.memory_bandwidth, spec.bytes_on(self.gpu.fp8_any_layout))
+                moved = spec.bytes_on(self.gpu.fp8_any_layout)
+                # a kernel that only writes an fp8 transpose this GPU does not keep does not run at all
+                out[i] = 0.0 if spec.transpose_bytes and moved <= 0 else memory_seconds(
+                    self.memory, self.gpu.memory_bandwidth, moved)
         return out
 
     def attention(self, impl: str) -> tuple[AttentionParams, Architecture]:

@@ -531,8 +531,8 @@ class LayerKernels:
         that several GEMMs share) and before the input-gradient GEMM (its output gradient), each moving
         NumberFormat.cast_bytes (an amax pass first under current scaling and NVFP4, and NVFP4's Hadamard-transformed
         column-wise copy; per-tensor fp8's column-wise copy, a transpose, written only on GPUs whose FP8 GEMMs read
-        the TN layout alone: _cast); and, unless the weights are kept narrow (fp8_params), a `<gemm>_weight_cast` of
-        the 16-bit weight (weight_casts)."""
+        the TN layout alone: _cast); and a `<gemm>_weight_cast` of the 16-bit weight (weight_casts), or where the
+        weights are kept narrow (fp8_params) in per-tensor fp8, the `<gemm>_weight_transpose` of the fp8 weight."""
         fmt = self.shape.number_format
         shared = {*self.attention_inputs[1:], *self.mlp_inputs("mlp")[1:], *self.mlp_inputs("moe_expert")[1:],
                   *self.mlp_inputs("moe_shared")[1:]}
@@ -546,8 +546,21 @@ class LayerKernels:
             casts = [] if name in shared else [self._cast(f"{name}_cast", Phase.fwd, rows * inner)]
             casts.append(self._cast(f"{name}_cast", Phase.bwd_ig, rows * cols))
             k[f"{name}_cast"] = tuple(casts)
-            if not fmt.narrow_weights and name not in self.weightless_gemms:
+            if name in self.weightless_gemms:
+                continue
+            if not fmt.narrow_weights:
                 self._weight_casts[name] = self._cast(f"{name}_weight_cast", Phase.fwd, weight_elements(fwd), True)
+            elif fmt.format.block is None:
+                self._weight_casts[name] = self._weight_transpose(name, weight_elements(fwd))
+
+    def _weight_transpose(self, name: str, elements: float) -> KernelSpec:
+        """The transpose of a per-tensor fp8 weight kept narrow (fp8_params) each time its data changes: Transformer
+        Engine's Float8TensorStorage._create_transpose, which Megatron's distributed optimizer calls after the
+        parameter all-gather (transformer_engine/pytorch/tensor/utils.py post_all_gather_processing) and the
+        module's update_usage otherwise, where the GPU's FP8 GEMMs read the TN layout alone; reads the fp8 data and
+        writes its transpose, all of it `transpose_bytes`: none of it runs where the GEMMs read every layout."""
+        moved = 2 * elements * self.shape.number_format.format.operand_bytes()
+        return memory_bound(f"{name}_weight_transpose", Phase.fwd, moved, elements, transpose_bytes=moved)
 
     def _cast(self, name: str, phase: Phase, elements: float, weight: bool = False) -> KernelSpec:
         """A cast of `elements` 16-bit values to the run's narrow format (NumberFormat.cast_bytes; a weight's in its
@@ -589,7 +602,8 @@ class LayerKernels:
 
     @property
     def weight_casts(self) -> dict[str, KernelSpec]:
-        """GEMM name -> the kernel quantizing its 16-bit weight (none unless the run is narrow with 16-bit weights)."""
+        """GEMM name -> the kernel quantizing its 16-bit weight (none unless the run is narrow), or transposing its
+        per-tensor fp8 weight where the run keeps the weights in fp8 (fp8_params: _weight_transpose)."""
         _ = self.table  # built with it
         return self._weight_casts
 
