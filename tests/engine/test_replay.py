@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from helpers import gpt_scenario
 from simulon.collective import flow_set
-from simulon.collective.nccl import constants, pipeline_chunks, ring_slices
+from simulon.collective.nccl import constants, pipeline_chunks, ring_overlap_fraction
 from simulon.collective.tuner import CollectivePlan
 from simulon.collective.types import CollType
 from simulon.config import DatacenterConfig, ScenarioConfig
@@ -108,10 +108,10 @@ def test_a_variable_length_route_loads_every_hop():
 
 def sliced_ring_seconds(steps: int, chunk: float, bw: float, latency: float) -> float:
     """A Simple ring of `steps` steps each moving `chunk` bytes a channel at `bw`: every step but the last hands over
-    to the next once its first slice arrived (collective.nccl.ring_slices), hiding up to all but one slice's time
-    of its latency."""
-    tau, slices = chunk / bw, float(ring_slices(chunk))
-    return steps * tau + (steps - 1) * max(0.0, latency - (1 - 1 / slices) * tau) + latency
+    to the next once its first slice arrived, hiding up to the time of what follows that slice
+    (collective.nccl.ring_overlap_fraction) of its latency."""
+    tau, after_first = chunk / bw, float(ring_overlap_fraction(chunk))
+    return steps * tau + (steps - 1) * max(0.0, latency - after_first * tau) + latency
 
 
 @pytest.mark.parametrize("n", [2, 4, 8])

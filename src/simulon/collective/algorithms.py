@@ -114,7 +114,7 @@ class Algorithm:
 
     def sliced(self, ctype: CollType, protocol: str) -> bool:
         """Whether its steps of `ctype` under `protocol` move slice by slice: NCCL's Simple ring steps
-        (nccl.ring_slices)."""
+        (nccl.ring_overlap_fraction)."""
         return self.ring_steps and protocol == "simple" and ctype in _RING_STEPS
 
     @property

@@ -79,18 +79,36 @@ def pipeline_chunks(bytes_per_channel: float, protocol: str, chunk_bytes: float 
     return max(1, min(math.ceil(bytes_per_channel / chunk_bytes), c["max_pipeline_chunks"]))
 
 
+def _simple_ring_plan() -> tuple[float, int, float]:
+    """(chunk bytes, slices per chunk, smallest slice bytes) of a Simple ring step (nccl.yaml ring_simple_slices)."""
+    c = constants()
+    plan, slot = c["ring_simple_slices"], c["chunk_bytes"]["simple"]
+    return (plan["chunk_steps"] * slot, plan["chunk_steps"] // plan["slice_steps"],
+            plan["slice_steps"] * slot * plan["min_slice_fraction"])
+
+
 def ring_slices(bytes_per_channel: np.ndarray | float) -> np.ndarray:
     """How many slices a Simple ring step moves one channel's `bytes_per_channel` in (elementwise): chunks of
     CHUNKSTEPS slots, each cut into CHUNKSTEPS / SLICESTEPS slices of at least a 32nd of SLICESTEPS slots
     (prims_simple.h: sliceSize = max(divUp(nelem, 16 * SlicePerChunk) * 16, stepSize * StepPerSlice / 32)). A rank
     forwards a slice as soon as it arrived, so all but a step's first slice overlap its hop to the next rank."""
-    c = constants()
-    plan, slot = c["ring_simple_slices"], c["chunk_bytes"]["simple"]
-    chunk, per_chunk = plan["chunk_steps"] * slot, plan["chunk_steps"] // plan["slice_steps"]
-    smallest = plan["slice_steps"] * slot * plan["min_slice_fraction"]
+    chunk, per_chunk, smallest = _simple_ring_plan()
     size = np.asarray(bytes_per_channel, dtype=np.float64)
     chunks = np.maximum(1.0, np.ceil(size / chunk))
     return chunks * np.clip(np.ceil(size / chunks / smallest), 1.0, per_chunk)
+
+
+def ring_overlap_fraction(bytes_per_channel: np.ndarray | float) -> np.ndarray:
+    """The share of a Simple ring step's `bytes_per_channel` (elementwise) that follows its first slice: what a
+    rank still receives after it could forward the first slice. The slices are not equal: prims_simple.h cuts
+    each chunk in slices of sliceSize = max(nelem / SlicePerChunk, a 32nd of SLICESTEPS slots) and the last takes
+    what is left, so a step just over the smallest slice is one whole slice and a sliver (32 KiB + 16 B: 16 B
+    overlap), not two halves. 1 - 1 / ring_slices where the slices are equal; continuous in the size."""
+    chunk, per_chunk, smallest = _simple_ring_plan()
+    size = np.asarray(bytes_per_channel, dtype=np.float64)
+    per = size / np.maximum(1.0, np.ceil(size / chunk))
+    first = np.minimum(per, np.maximum(per / per_chunk, smallest))
+    return np.where(size > 0, 1.0 - first / np.where(size > 0, size, 1.0), 0.0)
 
 
 def tree_ll128_chunk_bytes(bytes_per_channel: float, nodes: int, per_node: float) -> float:

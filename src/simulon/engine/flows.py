@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..collective.decompose import local_pass, sliced_steps
-from ..collective.nccl import PROTOCOLS, constants, ring_slices
+from ..collective.nccl import PROTOCOLS, constants, ring_overlap_fraction
 from ..collective.types import POINT_TO_POINT, CollType
 from ..dag.fold import Fold
 from ..dag.nodes import CollectiveInstance, ExecutionDAG, NodeKind
@@ -189,16 +189,16 @@ def flow_properties(dag: ExecutionDAG, topology: Topology, fold: Fold) -> FlowPr
 def sliced_handoffs(size: np.ndarray, lanes: np.ndarray, steps: np.ndarray, sliced: np.ndarray, feeds: np.ndarray,
                     step_latency: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(lead, overlap) of flows: for the steps of a Simple ring (`sliced`), the next rank forwards each slice of a
-    step as it arrives (collective.nccl.ring_slices), so the step that follows may start before this one's last
-    byte is delivered, by what all but the step's first slice took to cross, up to the step's latency
+    step as it arrives, so the step that follows may start before this one's last byte is delivered, by what
+    followed the step's first slice took to cross (collective.nccl.ring_overlap_fraction), up to the step's latency
     (`step_latency`: path and hop). A flow is delivered `latency - min(lead, overlap * transfer time)` after its
     last byte left, its transfer time being how long it took to send (engine.replay). A flow standing for `steps`
     steps in a row hands over between them, and to the flow it `feeds`; a ring's last step hands over to nobody.
     Zero lead and overlap for every other flow."""
     steps = np.maximum(steps, 1)
     handoffs = np.where(sliced, steps - 1 + np.asarray(feeds, dtype=np.float64), 0.0)
-    slices = ring_slices(np.asarray(size) / (steps * np.asarray(lanes)))
-    overlap = np.where(handoffs > 0, (1.0 - 1.0 / slices) * handoffs / steps, 0.0)
+    after_first = ring_overlap_fraction(np.asarray(size) / (steps * np.asarray(lanes)))
+    overlap = np.where(handoffs > 0, after_first * handoffs / steps, 0.0)
     return np.where(sliced, step_latency * handoffs, 0.0), overlap
 
 
