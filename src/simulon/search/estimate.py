@@ -58,7 +58,14 @@ from ..config.workload import MegatronWorkload
 from ..engine.replay import MAX_HELD_SHARE
 from ..network.topology import Topology
 from ..pipeline import time_collective
-from ..workload.data_parallel import bucket_kernel, grad_zero_kernel, optimizer_kernel, scales_gradients
+from ..workload.data_parallel import (
+    bucket_kernel,
+    bucket_params,
+    bucket_shares,
+    grad_zero_kernel,
+    optimizer_kernel,
+    scales_gradients,
+)
 from ..workload.kernels import KernelClass, KernelSpec, Phase, chunked
 from ..workload.layer_kernels import RING_BLOCK, LayerKernels, ShardShape
 from ..workload.layout import RankLayout
@@ -99,6 +106,24 @@ def combined_share(schedule: str, chunks: int, stage: int, stages: int, microbat
     steps = make_scheduler(schedule, chunks, combined=True).steps(stage, stages, microbatches)
     backwards = [step for step in steps if step.kind == "B"]
     return sum(step.combined for step in backwards) / len(backwards)
+
+
+def stretched(compute: float, comm: float, slower: float) -> float:
+    """Seconds `compute` seconds of kernels take beside `comm` seconds of communication, which slows them by
+    1 + `slower` while it lasts (the SMs NCCL holds, Estimator.stretch): the part of them it overlaps, comm / (1 +
+    slower) of their own time and at most all of it, runs that much slower; communication that outlasts them slows
+    nothing more."""
+    return compute + min(compute, comm / (1 + slower)) * slower
+
+
+def pipelined(first: float, second: float, shares: tuple[float, float]) -> float:
+    """Seconds until two streams working bucket by bucket are both done, where each bucket of `second` starts once
+    the same bucket of `first` has (a bucket's gradient reduction once the backward has filled it, a unit's forward
+    once its bucket of parameters has been gathered); `shares`: the first and the last bucket's share of each stream
+    (workload.data_parallel.bucket_shares; (1, 1): all of `second` after all of `first`). The later of the first
+    stream's end followed by the second's last bucket, and its first bucket followed by all of the second."""
+    head, tail = shares
+    return max(first + tail * second, head * first + second)
 
 
 def is_layer(unit: Unit) -> bool:
@@ -145,6 +170,7 @@ class _LayerCost:
     tp: float
     cp: float
     ep: float
+    forward_comm: float    # of tp, cp and ep, what the forward exposes (the rest the backward's)
 
 
 class Estimator:
@@ -166,8 +192,9 @@ class Estimator:
         self._stages: dict[tuple, _StageCost] = {}
         self._compositions: dict[tuple, tuple[tuple[int, int], ...]] = {}
         self._pipelines: dict[tuple, tuple[int, _StageCost, float, float]] = {}
-        self._syncs: dict[tuple, tuple[list[tuple[float, float, float]], float, float]] = {}
+        self._syncs: dict[tuple, tuple[list[tuple[float, float, float, float]], float, float]] = {}
         self._drains: dict[tuple, float] = {}
+        self._shares: dict[tuple, tuple] = {}
         self._kernel_times: dict[str, dict[KernelSpec, float]] = {}
         self._profiles: dict[str, KernelProfile] = {}
 
@@ -231,8 +258,8 @@ class Estimator:
         bubble = (every_stage - cost.total) / s.vpp  # fill and drain: every other stage once, as it runs alone
         if s.zero_bubble:  # ZB-H1: (p - 1)(T_F + T_B - T_W) in place of (p - 1)(T_F + T_B + T_W)
             bubble -= 2 * (every_weight_grad - cost.weight_grad)
-        dp, optimizer = self._data_parallel(s, workload, slowest, self._stage_params(s, workload, kernels, layers,
-                                                                                      slowest), cost, microbatches)
+        held = self._stage_params(s, workload, kernels, layers, slowest)
+        dp, optimizer = self._data_parallel(s, workload, kernels, layers, slowest, held, cost, microbatches)
         bubble += self._drain_syncs(s, workload, kernels, layers, slowest)
         total = microbatches * (per_mb + 2 * pp_send) + once + bubble + dp + optimizer  # a send forward, one back
         return Estimate(total, microbatches * (cost.compute + casts) + once, microbatches * cost.recompute,
@@ -365,8 +392,8 @@ class Estimator:
             recompute = forward
         elif is_layer(unit) and s.recompute == "selective":
             recompute = self._selective_recompute(s, workload, kernels, unit, attention_core)
-        tp, cp, ep = self._layer_comm(s, workload, kernels, unit, gemms, stage)
-        return _LayerCost(forward, backward, recompute, seconds[Phase.bwd_wg], tp, cp, ep)
+        tp, cp, ep, ahead = self._layer_comm(s, workload, kernels, unit, gemms, stage)
+        return _LayerCost(forward, backward, recompute, seconds[Phase.bwd_wg], tp, cp, ep, ahead)
 
     def _selective_recompute(self, s: Strategy, workload: MegatronWorkload, kernels: LayerKernels, unit: Unit,
                              attention_core: float) -> float:
@@ -423,8 +450,10 @@ class Estimator:
         return [name for block in unit.kind for name in kernels.block_kernels(block)]
 
     def _layer_comm(self, s: Strategy, workload: MegatronWorkload, kernels: LayerKernels, unit: Unit,
-                    gemms: dict[Phase, float], stage: int) -> tuple[float, float, float]:
-        """Exposed TP, CP and EP communication of one unit per micro-batch (forward and backward) on a stage, each
+                    gemms: dict[Phase, float], stage: int) -> tuple[float, float, float, float]:
+        """Exposed TP, CP and EP communication of one unit per micro-batch (forward and backward) on a stage, and of
+        them the forward's (its first run's collectives; under tp_comm_overlap the tensor-parallel ones are counted
+        with the backward, hidden beside the GEMMs of both), each
         collective at the slowest of the stage's groups (Estimator.placed); `gemms`: the seconds of its GEMMs per phase,
         which TP communication hides behind where it runs beside them. A recomputed forward sends what the forward sent
         once more, as the tracer re-runs it (workload.megatron layer_forward, core_attention): under full recomputation
@@ -435,7 +464,7 @@ class Estimator:
         37.2 against 39.1). ZB-H1 runs every backward's wgrads in a step of their own: hidden behind them as under 1F1B,
         its reduction left ZB-H1 at tp 2 pp 2 (16 layers) estimated 101.1 ms where the replay gives 105.6."""
         if not is_layer(unit):
-            return 0.0, 0.0, 0.0
+            return 0.0, 0.0, 0.0, 0.0
         again = 1 if s.recompute == "full" else 0  # the layer's forward runs twice
         core_again = 1 if again or (s.recompute == "selective"
                                     and workload.parallelism.recomputes_core_attention) else 0
@@ -453,7 +482,7 @@ class Estimator:
         blocks = len(reducing)
         rerun = blocks if again else sum(1 for b in reducing if (b == "mlp" and "mlp" in modules)
                                          or (b == "moe" and moe_again))
-        tp = 0.0
+        tp = ahead = 0.0
         if s.tp > 1:
             group = self.placed(s, "tp", stage)
             if s.sequence_parallel:  # forward: gather the input, reduce-scatter the output; backward: gather the
@@ -477,6 +506,7 @@ class Estimator:
             else:
                 beside, hiding = regather + reduction, gemms[Phase.bwd_ig] + gemms[Phase.bwd_wg]
             tp = waited + max(0.0, beside - hiding) + min(beside, hiding) * (self.stretch(channels) - 1)
+            ahead = 0.0 if s.tp_comm_overlap else forward
             if kernels.sparse is not None and "attention" in kind:  # the indexer's inputs and its loss's target
                 tp += (1 + again) * self.slowest(AR, group, kernels.indexer_target_bytes)
                 tp += (1 + again) * self.slowest(AG, group, kernels.indexer_input_bytes) if s.sequence_parallel else 0.0
@@ -488,36 +518,42 @@ class Estimator:
             group = cp_group
             if shape.cp_a2a > 1:  # Q, K, V and the output each way, waited for (workload.megatron cp_all_to_all)
                 a2a = self.placed(s, "cp_a2a", stage, shape.cp_a2a)
-                cp = (2 + core_again) * sum(self.slowest(A2A, a2a, elements * shape.act_bytes)
-                                            for elements in kernels.attention_tensors().values())
+                each = sum(self.slowest(A2A, a2a, elements * shape.act_bytes)
+                           for elements in kernels.attention_tensors().values())
+                cp, ahead = (2 + core_again) * each, ahead + each
                 group = self.placed(s, "cp_p2p", stage, shape.cp_a2a)  # the ring between the all-to-all groups
             if RING_BLOCK in kernels:  # each pass hides behind the block computed meanwhile (workload.megatron)
                 block = {phase: float(self.kernel_seconds(s.dtype, [kernels[RING_BLOCK][phase]]).sum())
                          for phase in (Phase.fwd, Phase.bwd_ig)}
-                cp += kernels.repeats(RING_BLOCK) * (
-                    (1 + core_again) * max(0.0, self.slowest(SR, group, local_kv) - block[Phase.fwd])
-                    + max(0.0, self.slowest(SR, group, 2 * local_kv) - block[Phase.bwd_ig]))
+                forward_pass = kernels.repeats(RING_BLOCK) * max(0.0, self.slowest(SR, group, local_kv)
+                                                                 - block[Phase.fwd])
+                cp += (1 + core_again) * forward_pass + kernels.repeats(RING_BLOCK) * max(
+                    0.0, self.slowest(SR, group, 2 * local_kv) - block[Phase.bwd_ig])
+                ahead += forward_pass
                 cp += self.slowest(SR, group, local_kv)  # the key/value gradients' way home
             elif kernels.gathers_kv and kernels.sparse is not None:  # the MQA key (core attention's), then the
+                sizes = (kernels.latent_key_bytes, core_again), (kernels.indexer_key_bytes, again)  # indexer's keys
                 cp = sum((1 + twice) * self.slowest(AG, group, s.cp * size) + self.slowest(RS, group, s.cp * size)
-                         for size, twice in ((kernels.latent_key_bytes, core_again),  # indexer's keys
-                                             (kernels.indexer_key_bytes, again)))
+                         for size, twice in sizes)
+                ahead += sum(self.slowest(AG, group, s.cp * size) for size, _ in sizes)
             elif kernels.gathers_kv:
-                cp = (1 + core_again) * self.slowest(AG, group, s.cp * local_kv) + self.slowest(RS, group,
-                                                                                                s.cp * local_kv)
+                gather = self.slowest(AG, group, s.cp * local_kv)
+                cp, ahead = (1 + core_again) * gather + self.slowest(RS, group, s.cp * local_kv), ahead + gather
         for mixer in MIXERS:
             if s.cp > 1 and mixer in kind:  # the scan's inputs and its output each way, waited for
-                cp += (2 + again) * sum(self.slowest(A2A, cp_group, elements * shape.act_bytes)
-                                        for elements in kernels.mixer_shard(mixer).all_to_all().values())
+                each = sum(self.slowest(A2A, cp_group, elements * shape.act_bytes)
+                           for elements in kernels.mixer_shard(mixer).all_to_all().values())
+                cp, ahead = cp + (2 + again) * each, ahead + each
         ep = 0.0
         if routed and s.ep > 1:  # dispatch and combine, forward and back
             size = shape.dispatched_tokens(moe.top_k) * h * shape.act_bytes
-            ep = (4 + 2 * moe_again) * self.slowest(A2A, self.placed(s, "ep", stage), size,
-                                                    dispatch_algorithm(workload))
+            a2a = self.slowest(A2A, self.placed(s, "ep", stage), size, dispatch_algorithm(workload))
+            ep, ahead = (4 + 2 * moe_again) * a2a, ahead + 2 * a2a
         if routed and shape.gathers_routed_tokens:  # the routed tokens' gather and their outputs' scatter, both ways
             size, group = shape.routed_tokens(moe.top_k) * h * shape.act_bytes, self.placed(s, "etp", stage)
-            ep += (2 + moe_again) * (self.slowest(AG, group, size) + self.slowest(RS, group, size))
-        return tp, cp, ep
+            pair = self.slowest(AG, group, size) + self.slowest(RS, group, size)
+            ep, ahead = ep + (2 + moe_again) * pair, ahead + pair
+        return tp, cp, ep, ahead
 
     def model_flops(self) -> float:
         """Model FLOPs of one step (Narayanan et al.'s convention, as the replay counts them): every layer's
@@ -618,22 +654,60 @@ class Estimator:
         pipeline-parallel group)."""
         return self.seconds(SR, pair, size, self.plan.choose(SR, pair, size, communicator=pipeline).channels)
 
-    def _data_parallel(self, s: Strategy, workload: MegatronWorkload, stage: int, held: tuple[Counts, Counts],
-                       cost: _StageCost, microbatches: int) -> tuple[float, float]:
+    def _data_parallel(self, s: Strategy, workload: MegatronWorkload, kernels: LayerKernels, layers: PipelineLayers,
+                       stage: int, held: tuple[Counts, Counts], cost: _StageCost,
+                       microbatches: int) -> tuple[float, float]:
         """(exposed gradient and parameter sync, optimizer step) of the slowest stage, whose rank holds `held`:
         (dense, expert) parameters and the (dense, expert) bytes their all-gather moves."""
-        syncs, optimizer, _ = self._gradient_sync(s, workload, stage, held)
+        syncs, optimizer, buckets = self._gradient_sync(s, workload, stage, held)
+        shares = self._bucket_shares(s, workload, kernels, layers, stage)
         exposed = microbatches * self._microbatch_sync(s, syncs, cost)
-        for scatter, gather, slower in syncs:
+        for scatter, gather, slower, axis in syncs:
             if s.sharding == "zero2":  # the parameters gathered once, during the first forward
                 exposed += max(0.0, gather - cost.forward) + min(gather, cost.forward) * slower
-            elif s.sharding != "fsdp":  # the last micro-batch's backward hides the reduction, the first forward the
-                # gather (if overlapped)
-                backward = cost.backward if workload.parallelism.overlap_grad_reduce else 0.0
-                forward = cost.forward if workload.parallelism.gathers_overlapped else 0.0
-                exposed += max(0.0, scatter - backward) + min(scatter, backward) * slower
-                exposed += max(0.0, gather - forward) + min(gather, forward) * slower
+            elif s.sharding != "fsdp":
+                exposed += self._bucketed_sync(workload, cost, scatter, gather, slower, shares[axis], buckets)
         return exposed, optimizer
+
+    @staticmethod
+    def _bucketed_sync(workload: MegatronWorkload, cost: _StageCost, scatter: float, gather: float, slower: float,
+                       shares: tuple[tuple[float, float], tuple[float, float]], buckets: float) -> float:
+        """Seconds a step waits beyond its micro-batches for Megatron's bucketed gradient reduction (`scatter`) and
+        parameter all-gather (`gather`), `shares` the (first, last) bucket's share of each in backward and forward order
+        (Estimator._bucket_shares): where overlapped, the reduction runs from the last micro-batch's backward once its
+        first bucket is filled (pipelined) and the gather ahead of the first forward, whose units each wait for their
+        bucket; the kernels beside either are stretched only over what it overlaps (stretched), and the sync goes on
+        through the collectives the micro-batch waits for (`buckets`: the seconds of the passes over the gradient
+        buckets, on the compute stream in the backward, which the step counts with the optimizer). Not overlapped, each
+        is exposed whole. With the stretch counted over all the backward beside a reduction that
+        outlasted it, tp 2 dp 8 (2 nodes of 8 H100s, 16 layers, hidden 2048) was estimated 103.4 ms where the replay
+        gives 95.5."""
+        par = workload.parallelism
+        exposed = scatter + gather  # neither overlapped
+        if par.overlap_grad_reduce:  # the buckets' passes (counted with the optimizer step) run in the backward too
+            compute = cost.backward + buckets
+            exposed += pipelined(stretched(compute, scatter, slower) + cost.backward_span - cost.backward, scatter,
+                                 shares[0]) - cost.backward_span - buckets - scatter
+        if par.gathers_overlapped:
+            exposed += pipelined(gather, stretched(cost.forward, gather, slower) + cost.forward_span - cost.forward,
+                                 shares[1]) - cost.forward_span - gather
+        return exposed
+
+    def _bucket_shares(self, s: Strategy, workload: MegatronWorkload, kernels: LayerKernels, layers: PipelineLayers,
+                       stage: int) -> tuple[tuple[tuple[float, float], tuple[float, float]], ...]:
+        """Per parameters a stage syncs (0 dense, 1 expert), the (first, last) bucket's share of them in the order the
+        backward fills the buckets and in the order the forward gathers them (workload.data_parallel.bucket_shares):
+        the first unit of the backward, often the LM head, and the last, often the embedding, may make a bucket of
+        their own. Cached per layout and the stage's units."""
+        dp_cp = s.dp * s.cp
+        key = (s.tp, s.ep, s.etp, dp_cp, self._composition(s, kernels, layers, stage), stage, s.pp, s.vpp,
+               s.first_layers, s.last_layers)
+        if key not in self._shares:
+            held, bucket = ModelParameters(kernels, workload.model, layers).stage(stage), bucket_params(workload, dp_cp)
+            self._shares[key] = tuple(
+                (bucket_shares((held.of(unit)[axis] for unit in reversed(held.units)), bucket),
+                 bucket_shares((held.of(unit)[axis] for unit in held.units), bucket)) for axis in (0, 1))
+        return self._shares[key]
 
     def _drain_syncs(self, s: Strategy, workload: MegatronWorkload, kernels: LayerKernels, layers: PipelineLayers,
                      slowest: int) -> float:
@@ -664,20 +738,20 @@ class Estimator:
                 syncs, _, buckets = self._gradient_sync(s, workload, stage, held)
                 if megatron:
                     added += (buckets + sum(min(scatter, cost.backward) * slower
-                                            for scatter, _, slower in syncs)) / s.vpp  # one chunk's
+                                            for scatter, _, slower, _ in syncs)) / s.vpp  # one chunk's
                 else:  # its own micro-batch time in the fill and drain (Estimator.estimate's bubble)
                     added += self._microbatch_sync(s, syncs, cost) / s.vpp
             self._drains[key] = added
         return self._drains[key]
 
     @staticmethod
-    def _microbatch_sync(s: Strategy, syncs: list[tuple[float, float, float]], cost: _StageCost) -> float:
+    def _microbatch_sync(s: Strategy, syncs: list[tuple[float, float, float, float]], cost: _StageCost) -> float:
         """Seconds a stage's sync adds to each of its micro-batches where it syncs every micro-batch: FSDP gathers each
         layer's weights twice and reduce-scatters its gradients (beside the layer's compute), ZeRO-2 reduce-scatters
         the gradients (beside the backward); `syncs` as Estimator._gradient_sync gives them; 0 for Megatron's buffers,
         reduced once a step."""
         added = 0.0
-        for scatter, gather, slower in syncs:
+        for scatter, gather, slower, _ in syncs:
             if s.sharding == "fsdp":
                 sync = 2 * gather + scatter
                 added += max(0.0, sync - cost.compute) + min(sync, cost.compute) * slower
@@ -686,15 +760,16 @@ class Estimator:
         return added
 
     def _gradient_sync(self, s: Strategy, workload: MegatronWorkload, stage: int,
-                       held: tuple[Counts, Counts]) -> tuple[list[tuple[float, float, float]], float, float]:
+                       held: tuple[Counts, Counts]) -> tuple[list[tuple[float, float, float, float]], float, float]:
         """Per data-parallel group of more than one rank that holds parameters of the stage (dense over dp x cp,
         experts over the expert-data-parallel group): the seconds of its gradient reduce-scatter and parameter
-        all-gather (plain data parallelism: its gradient all-reduce, no gather, workload/data_parallel.py) and how
-        much slower compute runs beside them; the optimizer step's seconds (over every parameter the stage holds
-        under plain data parallelism, over the rank's shard otherwise, Megatron's buffer passes included); and of
-        those, the seconds of the passes over the gradient buckets before their reduction; each collective at the
-        slowest of the stage's groups (Estimator.placed). Cached per layout, number format (the element sizes: the
-        rest of the workload is the search's base), counts and where the stage's ranks lie."""
+        all-gather (plain data parallelism: its gradient all-reduce, no gather, workload/data_parallel.py), how
+        much slower compute runs beside them and which parameters they sync (0 dense, 1 expert); the optimizer step's
+        seconds (over every parameter the stage holds under plain data parallelism, over the rank's shard otherwise,
+        Megatron's buffer passes included); and of those, the seconds of the passes over the gradient buckets before
+        their reduction; each collective at the slowest of the stage's groups (Estimator.placed). Cached per layout,
+        number format (the element sizes: the rest of the workload is the search's base), counts and where the stage's
+        ranks lie."""
         key = (s.tp, s.cp, s.dp, s.pp, s.ep, s.etp, s.dtype, s.sharding, held, self.stage_key(s, stage))
         if key not in self._syncs:
             (dense, expert), gathered = held
@@ -702,8 +777,8 @@ class Estimator:
             syncs, shards = [], 0.0
             ddp = s.sharding == "ddp"  # every rank updates every parameter; gradients all-reduced, none gathered
             dense_groups = self.placed(s, "dp_cp", stage)
-            for count, weights, groups in ((dense, gathered[0], dense_groups),
-                                           (expert, gathered[1], self.placed(s, "edp", stage))):
+            for axis, (count, weights, groups) in enumerate(((dense, gathered[0], dense_groups),
+                                                             (expert, gathered[1], self.placed(s, "edp", stage)))):
                 if count == 0:
                     continue
                 shards += count if ddp else count / len(groups[0])
@@ -713,7 +788,7 @@ class Estimator:
                 reduce = AR if ddp else RS
                 slower = self.stretch(self.plan.choose(reduce, groups[0], grads).channels) - 1  # compute beside it
                 syncs.append((self.slowest(reduce, groups, grads), 0.0 if ddp else self.slowest(AG, groups, weights),
-                              slower))
+                              slower, axis))
             megatron = s.sharding in MEGATRON_SHARDINGS  # Megatron's buffers (not ZeRO-2's or FSDP's)
             step, buckets = [optimizer_kernel(shards, megatron)], 0.0
             if megatron:
@@ -737,6 +812,7 @@ class _StageCost:
     tp: float = 0.0
     cp: float = 0.0
     ep: float = 0.0
+    forward_comm: float = 0.0
 
     def add(self, unit: _LayerCost, count: int = 1) -> None:
         self.forward += count * unit.forward
@@ -747,10 +823,22 @@ class _StageCost:
         self.tp += count * unit.tp
         self.cp += count * unit.cp
         self.ep += count * unit.ep
+        self.forward_comm += count * unit.forward_comm
 
     @property
     def total(self) -> float:
         return self.compute + self.tp + self.cp + self.ep
+
+    @property
+    def forward_span(self) -> float:
+        """A micro-batch's forward as it runs: its kernels and the communication it waits for."""
+        return self.forward + self.forward_comm
+
+    @property
+    def backward_span(self) -> float:
+        """A micro-batch's backward as it runs (recompute included): its kernels and the communication it waits
+        for."""
+        return self.total - self.forward_span
 
 
 MEGATRON_SHARDINGS = tuple(name for name, settings in SHARDING_SETTINGS.items() if settings["fsdp"] == "none")

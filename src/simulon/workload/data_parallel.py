@@ -26,7 +26,7 @@ and the norm's all-reduce over the pipeline holds every stage's optimizer step u
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from functools import partial
 from typing import NamedTuple
 
@@ -56,6 +56,31 @@ their own (_copy_main_params_to_model_params), reading the master again (its 2-b
 MEGATRON_MIN_BUCKET_PARAMS = 40_000_000
 """Megatron-Core DDP default bucket: max(40M, 1M x data-parallel size) parameters."""
 AXES = ("dp_cp", "edp")  # dense parameters sync over data x context, expert parameters over expert-data
+
+
+def bucket_params(workload: MegatronWorkload, dp_cp: int) -> float:
+    """Parameters of one gradient bucket (each launched once full, its parameters' all-gather likewise):
+    grad_bucket_size, else Megatron-Core's default (MEGATRON_MIN_BUCKET_PARAMS); without overlap_grad_reduce one
+    bucket per buffer."""
+    if not workload.parallelism.overlap_grad_reduce:
+        return math.inf
+    return workload.training.grad_bucket_size or max(MEGATRON_MIN_BUCKET_PARAMS, 1_000_000 * dp_cp)
+
+
+def bucket_shares(counts: Iterable[float], bucket: float) -> tuple[float, float]:
+    """The first and the last bucket's shares of the parameters `counts` (one a unit, in the order their gradients fill
+    the buckets or their parameters are gathered), each bucket closed once it holds `bucket` parameters and the last
+    with what is left, as DataParallelSync fills and gathers them; (1, 1) where there are none."""
+    sizes, filling = [], 0.0
+    for count in counts:
+        filling += count
+        if filling > 0 and filling >= bucket:
+            sizes.append(filling)
+            filling = 0.0
+    if filling > 0:
+        sizes.append(filling)
+    total = sum(sizes)
+    return (sizes[0] / total, sizes[-1] / total) if sizes else (1.0, 1.0)
 
 
 def grad_zero_kernel(params: float, grad_bytes: float) -> KernelSpec:
@@ -107,9 +132,7 @@ class DataParallelSync:
         self.hidden_size = workload.model.hidden_size
         self.group_size = {"dp_cp": layout.dp * layout.cp, "edp": layout.edp}
         self.fsdp = parallelism.fsdp != "none"
-        self.bucket_params = (workload.training.grad_bucket_size or max(
-            MEGATRON_MIN_BUCKET_PARAMS, 1_000_000 * self.group_size["dp_cp"])
-            if parallelism.overlap_grad_reduce else math.inf)  # one bucket per buffer without the overlap
+        self.bucket_params = bucket_params(workload, self.group_size["dp_cp"])
         self.syncs: list[int] = []                        # collectives the optimizer waits for
         self._bucket = dict.fromkeys(AXES, 0.0)
         self._first_use: dict[int, list[int]] = {}        # distributed optimizer: unit -> its gathers
