@@ -431,6 +431,21 @@ class Estimator:
             self._unit_times[key] = seconds, gemms, attention_core
         return self._unit_times[key]
 
+    def _column_seconds(self, s: Strategy, kernels: LayerKernels, unit: LayerUnit,
+                        blocks: list[str]) -> list[tuple[float, float]]:
+        """Per block of `blocks`, the seconds of the dgrads and of the wgrads of its column-parallel GEMMs, those that
+        its backward's tensor-parallel regather and reduction run beside (workload.megatron column_block_backward)."""
+        table = unit.table(kernels)
+        columns = {"attention": table.attention_inputs, "mlp": table.mlp_inputs("mlp"), "moe": ["moe_route"],
+                   "mtp": ["mtp_eh_proj"]}  # the mixers' in_proj otherwise
+        out = []
+        for block in blocks:
+            names = [n for n in columns.get(block, [f"{block}_in_proj"]) if n in table]
+            out.append(tuple(float(self.kernel_seconds(s.dtype, [table[n][phase] for n in names
+                                                              for _ in range(table.repeats(n))]).sum())
+                             if names else 0.0 for phase in (Phase.bwd_ig, Phase.bwd_wg)))
+        return out
+
     def unit_seconds(self, s: Strategy, workload: MegatronWorkload, unit: Unit) -> float:
         """One rank's seconds per micro-batch for one unit: a layer of one kind (config/hybrid.py), the embedding
         (EMBEDDING_LAYER) or the head (HEAD_LAYER): its kernels, recompute and exposed TP/CP/EP communication,
@@ -462,7 +477,11 @@ class Estimator:
         replay 0.83 without, 0.92 with, 0.91 recomputing core attention). Left out, full recomputation at tp 4 (8
         layers, hidden 2048, sequence 2048) was estimated 43.9 ms where the replay gives 52.2 (without recomputation
         37.2 against 39.1). ZB-H1 runs every backward's wgrads in a step of their own: hidden behind them as under 1F1B,
-        its reduction left ZB-H1 at tp 2 pp 2 (16 layers) estimated 101.1 ms where the replay gives 105.6."""
+        its reduction left ZB-H1 at tp 2 pp 2 (16 layers) estimated 101.1 ms where the replay gives 105.6. Each block's
+        backward collectives hide behind its own column-parallel GEMMs only (Estimator._column_seconds), the GEMMs
+        slowed only while they overlap (stretched): hidden behind all of the layer's backward GEMMs, with the slowing
+        counted again where the collective outlasted them, tp 8 pp 4 (4 nodes of 8 H100s) was estimated 86.2 ms where
+        the replay gives 90.4, tp 2 dp 8 98.1 where it gives 95.5."""
         if not is_layer(unit):
             return 0.0, 0.0, 0.0, 0.0
         again = 1 if s.recompute == "full" else 0  # the layer's forward runs twice
@@ -497,15 +516,18 @@ class Estimator:
             # during their wgrads (sequence parallelism), or the input gradient's all-reduce during the wgrads, as
             # Megatron and Transformer Engine overlap them (workload/megatron.py column_block_backward)
             channels = self.plan.choose(AG if s.sequence_parallel else AR, group[0], block).channels
+            slower = self.stretch(channels) - 1
             if s.tp_comm_overlap:  # all of it hidden behind the GEMMs, which run on the SMs NCCL leaves
-                waited, beside = 0.0, waited + regather + reduction
-                hiding = sum(gemms.values()) + again * gemms[Phase.fwd]
-            elif s.zero_bubble:  # ZB-H1 splits every backward (a W step for each micro-batch, workload/schedule.py):
-                # its wgrads run in a step of their own, so the next block's dgrads wait for the dgrads' reduction
-                waited, beside, hiding = waited + reduction, regather, gemms[Phase.bwd_ig]
-            else:
-                beside, hiding = regather + reduction, gemms[Phase.bwd_ig] + gemms[Phase.bwd_wg]
-            tp = waited + max(0.0, beside - hiding) + min(beside, hiding) * (self.stretch(channels) - 1)
+                beside, hiding = waited + regather + reduction, sum(gemms.values()) + again * gemms[Phase.fwd]
+                tp = max(0.0, beside - hiding) + min(beside, hiding) * slower
+            else:  # each block's column-parallel GEMMs hide its own: their dgrads the regather, their wgrads the
+                # reduction; ZB-H1 splits every backward (a W step for each micro-batch, workload/schedule.py), so
+                # its wgrads run in a step of their own and the next block's dgrads wait for the reduction
+                each = (regather / blocks, reduction / blocks) if blocks else (0.0, 0.0)
+                hidden = [(each[0], 0)] + ([] if s.zero_bubble else [(each[1], 1)])
+                tp = waited + (reduction if s.zero_bubble else 0.0) + sum(
+                    max(comm, stretched(gemm[phase], comm, slower)) - gemm[phase]
+                    for gemm in self._column_seconds(s, kernels, unit, reducing) for comm, phase in hidden)
             ahead = 0.0 if s.tp_comm_overlap else forward
             if kernels.sparse is not None and "attention" in kind:  # the indexer's inputs and its loss's target
                 tp += (1 + again) * self.slowest(AR, group, kernels.indexer_target_bytes)
