@@ -255,17 +255,31 @@ class Estimator:
         casts, once = (0.0, stage_casts) if cached else (stage_casts, 0.0)
         per_mb = cost.total - cost.ep + ep + casts
         pp_send = self._pipeline_send(s, workload) if s.pp > 1 else 0.0
-        bubble = (every_stage - cost.total) / s.vpp  # fill and drain: every other stage once, as it runs alone
-        if s.zero_bubble:  # ZB-H1: (p - 1)(T_F + T_B - T_W) in place of (p - 1)(T_F + T_B + T_W)
-            bubble -= 2 * (every_weight_grad - cost.weight_grad)
+        dualpipe = workload.parallelism.pipeline_schedule == "dualpipe"
+        runs = microbatches / 2 if dualpipe else microbatches  # times a rank runs all of its stage's units
         held = self._stage_params(s, workload, kernels, layers, slowest)
-        dp, optimizer = self._data_parallel(s, workload, kernels, layers, slowest, held, cost, microbatches)
-        bubble += self._drain_syncs(s, workload, kernels, layers, slowest)
-        total = microbatches * (per_mb + 2 * pp_send) + once + bubble + dp + optimizer  # a send forward, one back
-        return Estimate(total, microbatches * (cost.compute + casts) + once, microbatches * cost.recompute,
-                        microbatches * cost.tp,
-                        microbatches * cost.cp, microbatches * ep, microbatches * 2 * pp_send, bubble, dp,
-                        optimizer)
+        dp, optimizer = self._data_parallel(s, workload, kernels, layers, slowest, held, cost, runs)
+        if dualpipe:
+            bubble = self.dualpipe_bubble(cost, s.pp)
+        else:
+            bubble = (every_stage - cost.total) / s.vpp  # fill and drain: every other stage once, as it runs alone
+            if s.zero_bubble:  # ZB-H1: (p - 1)(T_F + T_B - T_W) in place of (p - 1)(T_F + T_B + T_W)
+                bubble -= 2 * (every_weight_grad - cost.weight_grad)
+            bubble += self._drain_syncs(s, workload, kernels, layers, slowest)
+        total = runs * per_mb + microbatches * 2 * pp_send + once + bubble + dp + optimizer  # a send forward, one back
+        return Estimate(total, runs * (cost.compute + casts) + once, runs * cost.recompute, runs * cost.tp,
+                        runs * cost.cp, runs * ep, microbatches * 2 * pp_send, bubble, dp, optimizer)
+
+    @staticmethod
+    def dualpipe_bubble(cost: _StageCost, pp: int) -> float:
+        """DualPipe's bubble (DeepSeek-V3 technical report, table 2): (p/2 - 1)(F&B + B - 3W), F, B and W a chunk's
+        forward, backward and weight gradients (half of what a rank's two mirrored stages, `cost`, run per
+        micro-batch), F&B a forward and a backward run one after the other (workload/schedule.py: simulon's default).
+        Each rank runs half the micro-batches through each of its two stages, so its work is m/2 passes over both
+        (Estimator.estimate). Estimated as 1F1B over both stages for every micro-batch, pp 4 (8 H100s, 16 layers, 8
+        micro-batches) was 189.3 ms where the replay gives 83.7."""
+        forward, backward, weight = cost.forward / 2, cost.backward / 2, cost.weight_grad / 2
+        return (pp / 2 - 1) * (forward + 2 * backward - 3 * weight)
 
     def _stage_weight_casts(self, s: Strategy, workload: MegatronWorkload, kernels: LayerKernels,
                             layers: PipelineLayers, stage: int) -> float:
@@ -869,7 +883,9 @@ MEGATRON_SHARDINGS = tuple(name for name, settings in SHARDING_SETTINGS.items() 
 
 ESTIMATED_SCHEDULES = ("1f1b", "interleaved_1f1b", "zb_h1")
 """The pipeline schedules the estimate's step formula is written for (the module docstring); those the search tries.
-ZB-V's and DualPipe's two mirrored chunks a rank are not: a DualPipe run would be estimated as 1F1B over both."""
+ZB-V's V is not. DualPipe's mirrored stages Estimator.estimate times by DeepSeek's bubble (Estimator.dualpipe_bubble),
+leaving out the mirrored ranks' gradient all-reduce: within 1% at pp 4, 14% short at pp 2 (8 H100s, 16 layers), so
+step_timer does not take it."""
 
 
 def step_timer(sc: ScenarioConfig) -> Callable[[ScenarioConfig], float] | None:
