@@ -41,7 +41,7 @@ def gpt_scenario(*, nodes: int = 1, gpus_per_node: int = 4, tp: int = 1, pp: int
                  seq: int = 512, gbs: int = 8, mbs: int = 1, nic: str = "100Gbps", nvlink: str = "400GBps",
                  gpus_per_nic: int = 1, moe: dict | None = None, activation: str = "gelu", kv_heads: int | None = None,
                  extra_parallelism: dict | None = None, scale_up_kind: str = "nvswitch",
-                 extra_model: dict | None = None) -> ScenarioConfig:
+                 extra_model: dict | None = None, framework: str = "megatron") -> ScenarioConfig:
     """A small GPT-like scenario on H100 nodes; every knob a test needs is an argument."""
     model: dict[str, Any] = {"name": "test-gpt", "num_layers": layers, "hidden_size": hidden, "num_heads": heads,
                              "ffn_hidden_size": ffn or 4 * hidden, "vocab_size": vocab, "activation": activation,
@@ -58,7 +58,7 @@ def gpt_scenario(*, nodes: int = 1, gpus_per_node: int = 4, tp: int = 1, pp: int
                         "scale_out": {"nic": {"speed": nic, "latency": "2us"}}},
         },
         "workload": {
-            "framework": "megatron",
+            "framework": framework,
             "model": model,
             "parallelism": {"tp": tp, "pp": pp, "ep": ep, **(extra_parallelism or {})},
             "training": {"global_batch_size": gbs, "micro_batch_size": mbs, "sequence_length": seq},

@@ -18,7 +18,7 @@ from simulon.search.space import EXCLUDED, RULES, Limits, Space, Strategy, broke
 
 
 def reference_rule(layers, num_gpus, gbs, seq, tp, pp, vpp, cp, ep, unsplit, mbs, sp, ddp, overlap, uneven,
-                   zero_bubble, unsplittable, zero23):
+                   zero_bubble, unsplittable, zero23, experts_need_sp):
     """The rules as first written, one combination at a time (the index in RULES of the first broken, + 1)."""
     if (pp == 1 and vpp > 1) or (not uneven and layers % (pp * vpp)) or unsplittable:
         return 1
@@ -44,6 +44,8 @@ def reference_rule(layers, num_gpus, gbs, seq, tp, pp, vpp, cp, ep, unsplit, mbs
         return 10
     if zero23 and dp * cp == 1:
         return 11
+    if experts_need_sp and tp > 1 and not sp:
+        return 12
     return 0
 
 
@@ -52,15 +54,15 @@ powers = st.sampled_from([1, 2, 3, 4, 8, 16])
 
 @given(layers=st.integers(1, 96), num_gpus=st.sampled_from([8, 24, 64, 1024]), gbs=st.integers(1, 1024),
        seq=st.sampled_from([1000, 2048, 4096]), tp=powers, pp=powers, vpp=st.integers(1, 8), cp=powers, ep=powers,
-       mbs=powers, flags=st.lists(st.booleans(), min_size=8, max_size=8))
+       mbs=powers, flags=st.lists(st.booleans(), min_size=9, max_size=9))
 @settings(max_examples=500, deadline=None)
 def test_the_rules_on_arrays_break_exactly_where_their_plain_statement_does(layers, num_gpus, gbs, seq, tp, pp, vpp,
                                                                             cp, ep, mbs, flags):
-    unsplit, sp, ddp, overlap, uneven, zero_bubble, unsplittable, zero23 = flags
+    unsplit, sp, ddp, overlap, uneven, zero_bubble, unsplittable, zero23, experts_need_sp = flags
     args = (layers, num_gpus, gbs, seq, tp, pp, vpp, cp, ep, unsplit, mbs, sp, ddp, overlap, uneven, zero_bubble,
-            unsplittable, zero23)
+            unsplittable, zero23, experts_need_sp)
     assert int(broken_rules(*args)) == reference_rule(*args)
-    assert len(RULES) == 11
+    assert len(RULES) == 12
 
 
 def small():

@@ -33,7 +33,13 @@ def scenario(tp: int, ep: int, etp: int | None = None, sp: bool = True, shared: 
            **({"capacity_factor": capacity_factor} if capacity_factor else {})}
     extra = {"sequence_parallel": sp, **({"expert_tensor_parallel": etp} if etp else {})}
     return gpt_scenario(nodes=nodes, gpus_per_node=4, tp=tp, ep=ep, layers=2, hidden=HIDDEN, seq=SEQ, gbs=8,
-                        moe=moe, extra_parallelism=extra)
+                        moe=moe, extra_parallelism=extra, framework=engine(tp, sp))
+
+
+def engine(tp: int, sp: bool) -> str:
+    """Megatron-Core refuses MoE at tp > 1 without sequence parallelism (MoELayer.forward); DeepSpeed's pipeline
+    engine runs the same layers without it."""
+    return "deepspeed" if tp > 1 and not sp else "megatron"
 
 
 def collectives(sc) -> list[CollectiveOp]:

@@ -15,7 +15,8 @@ MOE = {"num_experts": 8, "top_k": 2}
 
 def scenario(tp: int, sp: bool):
     return gpt_scenario(nodes=1, gpus_per_node=4, tp=tp, layers=2, hidden=1024, heads=16, seq=512, gbs=4 // tp * 2,
-                        moe=MOE, extra_parallelism={"sequence_parallel": sp} if tp > 1 else None)
+                        moe=MOE, extra_parallelism={"sequence_parallel": sp} if tp > 1 else None,
+                        framework="megatron" if sp or tp == 1 else "deepspeed")  # Megatron-Core needs sp for MoE
 
 
 def step_model_flops(tp: int, sp: bool) -> float:

@@ -589,7 +589,9 @@ class ParallelismSpec(StrictModel):
         "with more micro-batches, keeping more activations, for the same ideal bubble, and leaves the sends between "
         "chunks time to arrive")
     sequence_parallel: bool = Field(False, description="split the norms' and dropouts' activations over tp, the "
-                                    "all-reduces becoming all-gathers and reduce-scatters (no effect at tp 1)")
+                                    "all-reduces becoming all-gathers and reduce-scatters (no effect at tp 1); "
+                                    "default on for an MoE model at tp > 1 under framework megatron, which "
+                                    "Megatron-Core trains only so")
     tp_comm_overlap: bool = Field(False, description="pipeline tensor-parallel all-gathers and reduce-scatters "
                                   "with their GEMMs (Transformer Engine userbuffers; needs sequence_parallel)")
     overlap_moe_expert_parallel_comm: bool = Field(
@@ -959,6 +961,22 @@ class MegatronWorkload(StrictModel):
             return self
         parallelism = with_schedule_named(par.model_copy(update={"vpp": len(segments) // par.pp}))
         return self.model_copy(update={"parallelism": parallelism})
+
+    @model_validator(mode="after")
+    def _experts_with_tensor_parallelism_split_the_sequence(self) -> MegatronWorkload:
+        """Megatron-Core trains an MoE layer over tp > 1 only with sequence parallelism: MoELayer.forward raises
+        "performance may degrade if MoE and tensor parallelism are enabled without also enabling sequence
+        parallelism" when training with an attention tp group of more than one rank and sequence_parallel off
+        (megatron/core/transformer/moe/moe_layer.py). So such a run left unset gets it, and one setting it off is
+        refused. DeepSpeed's MoE has no such check."""
+        par = self.parallelism
+        if self.framework != "megatron" or self.model.moe is None or par.tp == 1 or par.sequence_parallel:
+            return self
+        if "sequence_parallel" in par.model_fields_set:
+            raise FieldError("parallelism.sequence_parallel", f"false with an MoE model at tp {par.tp}: the MoE layer "
+                             "of Megatron-Core, which framework megatron runs, refuses to train over tp > 1 without "
+                             "sequence parallelism (MoELayer.forward); set it true, tp 1, or framework deepspeed")
+        return self.model_copy(update={"parallelism": par.model_copy(update={"sequence_parallel": True})})
 
     @model_validator(mode="after")
     def _every_model_chunk_runs_something(self) -> MegatronWorkload:

@@ -315,7 +315,8 @@ class Space:
             checks = rule_checks(model.num_layers, self.num_gpus, train.global_batch_size, train.sequence_length,
                                  tp, pp, vpp, cp, ep, unsplit, mbs, sp, sharding == "ddp", overlap,
                                  np.array([first > 0 or self.accounted for first, _ in splits])[index[-1]],
-                                 zero_bubble, ~split_works[index[-1]], np.isin(sharding, ("zero2", "fsdp")))
+                                 zero_bubble, ~split_works[index[-1]], np.isin(sharding, ("zero2", "fsdp")),
+                                 moe is not None and self.workload.framework == "megatron")
             yield tp, pp, vpp, inner, index, splits, checks
 
     def restricted(self, limits: Limits) -> Space:
@@ -472,6 +473,7 @@ RULES = (
     "divisibility: the zero-bubble schedule (ZB-H1) needs pp > 1 and one model chunk per stage",
     "dominance: over one data-parallel rank (dp x cp = 1) ZeRO-2 and FSDP shard nothing: the distributed optimizer's "
     "run",
+    "framework: Megatron-Core trains an MoE model at tp > 1 only with sequence parallelism",
 )
 """The exact rules, in the order they are checked: a combination is counted under the first it breaks."""
 
@@ -489,13 +491,16 @@ def first_broken(checks: list[np.ndarray]) -> np.ndarray:
 
 def rule_checks(layers: int, num_gpus: int, gbs: int, seq: int, tp: Any, pp: Any, vpp: Any, cp: Any, ep: Any,
                 unsplit: Any, mbs: Any, sp: Any, ddp: Any, overlap: Any, uneven: Any,
-                zero_bubble: Any = False, unsplittable: Any = False, zero23: Any = False) -> list[np.ndarray]:
+                zero_bubble: Any = False, unsplittable: Any = False, zero23: Any = False,
+                experts_need_sp: bool = False) -> list[np.ndarray]:
     """Per rule of RULES, in order, per combination (numbers or numpy arrays, broadcast together to one shape):
     whether it breaks the rule. `unsplit`: experts not split over tp (etp = 1); `ddp`: plain data parallelism;
     `uneven`: the first and last stages hold fewer layers (given counts, or the embedding/loss accounting);
     `zero_bubble`: the ZB-H1 schedule; `unsplittable`: the workload's own split of the layers over pp x vpp fails
     (Space.splittable); `zero23`: ZeRO-2 or FSDP (which over a shard group of one rank run as the distributed
-    optimizer: two more replays of one run, and FSDP then read as dropping Transformer Engine's fp8 weight cache)."""
+    optimizer: two more replays of one run, and FSDP then read as dropping Transformer Engine's fp8 weight cache);
+    `experts_need_sp`: the workload is an MoE model that Megatron-Core runs (config.workload: its MoELayer refuses
+    to train at tp > 1 without sequence parallelism)."""
     tp, pp, vpp, cp, ep, mbs = (np.asarray(x, dtype=np.int64) for x in (tp, pp, vpp, cp, ep, mbs))
     unsplit, sp, ddp, overlap, uneven, zero_bubble, unsplittable, zero23 = (
         np.asarray(x, dtype=bool) for x in (unsplit, sp, ddp, overlap, uneven, zero_bubble, unsplittable, zero23))
@@ -513,6 +518,7 @@ def rule_checks(layers: int, num_gpus: int, gbs: int, seq: int, tp: Any, pp: Any
               ((tp == 1) & (sp | overlap)) | (overlap & ~sp),
               ddp,
               zero_bubble & ((pp == 1) | (vpp > 1)),
-              zero23 & (dp * cp == 1)]
+              zero23 & (dp * cp == 1),
+              experts_need_sp & (tp > 1) & ~sp]
     shape = np.broadcast_shapes(*(b.shape for b in broken))
     return [np.broadcast_to(b, shape) for b in broken]
