@@ -18,7 +18,7 @@ from ..compute.calibration import Calibrations
 from ..compute.fit import Observation, Timing
 from ..config.common import DType, dtype_named, kernel_shape_error
 from ..config.dc import GPUSpec
-from ..config.resolve import Unresolved, model_word, resolve_hardware
+from ..config.resolve import Unresolved, resolve_hardware
 from ..workload.kernels import (
     FLASH_IMPLEMENTATIONS,
     KernelClass,
@@ -52,9 +52,6 @@ DTYPES = {
 ATTENTION_LIBRARIES = {"[FlashAttention-2]": "flash", "(TE fused attn)": "cudnn", "[FlashAttention]": "flash_v1",
                        "[FlashAttention Triton]": "flash_triton", "[PyTorch]": "pytorch", "[xformers]": "xformers"}
 """The tables' attention kernels -> the flash-attention library they measured (workload.kernels)."""
-TN_ONLY_FP8 = ("h100", "h200", "h800", "h20", "gh200")
-"""GPU models (Hopper) whose FP8 tensor-core GEMMs in cuBLASLt take both operands K-major only (the "TN" layout
-of NVIDIA's cuBLAS documentation, cublasLtMatmul FP8 requirements); Blackwell takes every layout."""
 COLUMNS = ("hardware", "kernel", "dtype", "M")
 """Columns every kernels table has, with one of TIMED; a table without one is bad input. The shape's other columns
 are a kernel's own: a GEMM's N and K (its batch blank for one GEMM), an attention's batch and head_dim, so that a table
@@ -186,6 +183,14 @@ def dense_peak(gpu: str, dtype: DType) -> float | str:
         return f"dtype: {exc}"
 
 
+def tn_only_fp8(gpu: str) -> bool:
+    """Whether the GPU's FP8 tensor-core GEMMs in cuBLASLt take both operands K-major only (the "TN" layout of
+    NVIDIA's cuBLAS documentation, cublasLtMatmul FP8 requirements): an NVIDIA GPU whose FP8 GEMMs do not read every
+    layout (config.dc.GPUSpec.fp8_any_layout: Hopper, not Blackwell)."""
+    spec = GPUSpec.model_validate({"from": gpu})
+    return spec.vendor == "nvidia" and not spec.fp8_any_layout
+
+
 def _dims(row: dict[str, str], *columns: str) -> list[int]:
     values = [number(row, c) for c in columns]
     bad = [c for c, v in zip(columns, values, strict=True) if v is None or v <= 0 or v != int(v)]
@@ -214,7 +219,7 @@ def _gemm(kernel: str, row: dict[str, str], gpu: str, dtype: DType) -> tuple[tup
     spec = gemm("gemm", phase, m * batch, n, k, out_bytes, batch)
     if batch > 1:  # one batched launch, not a grouped GEMM
         spec = KernelSpec(spec.name, KernelClass.gemm, spec.phase, spec.flops, spec.hw_flops, spec.bytes, spec.shape)
-    if names(kernel, "XLA dot") and dtype == DType.fp8 and model_word(gpu) in TN_ONLY_FP8:
+    if names(kernel, "XLA dot") and dtype == DType.fp8 and tn_only_fp8(gpu):
         # XLA's dot takes its right operand K x N; cuBLASLt's FP8 GEMM on Hopper takes it only K-major (TN), so
         # XLA transposes it first: one more pass that reads and writes the operand
         return (spec, memory_bound("fp8_operand_transpose", Phase.fwd, 2.0 * k * n * batch * dtype.bytes,
