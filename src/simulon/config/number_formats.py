@@ -69,6 +69,7 @@ class NumberFormat:
     weight_block: int | None = None    # the weights' stored scale block where it differs from the activations'
     amax_pass: bool = False            # the cast first reads the tensor to find its amax (current scaling)
     hadamard_columnwise: bool = False  # activations' and gradients' column-wise copy cast after an RHT, one more read
+    gathers_16bit_weights: bool = False  # weights kept narrow (fp8_params) all-gathered 16-bit: gathered_weight_bytes
     bf16_first_fraction: float = 0.0  # share of the transformer layers, from the first, whose GEMMs stay bf16
     bf16_last_fraction: float = 0.0   # the same from the last
     calibration_chain: tuple[DType, ...] = ()  # whose fitted GEMM efficiency it borrows, in order (itself first)
@@ -99,6 +100,12 @@ class NumberFormat:
     @property
     def weight_operand_bytes(self) -> float:
         return self.operand_bytes(self.weight_block)
+
+    def gathered_weight_bytes(self, weight_bytes: float) -> float:
+        """Bytes per element a parameter all-gather moves of a GEMM weight kept narrow (fp8_params), whose 16-bit
+        form would be `weight_bytes` each: its 16-bit form for a format that `gathers_16bit_weights` (MXFP8), one
+        quantized copy with its scales otherwise."""
+        return weight_bytes if self.gathers_16bit_weights else self.weight_operand_bytes
 
     @property
     def attention_dtype(self) -> DType:
@@ -151,7 +158,14 @@ NUMBER_FORMATS: dict[DType, NumberFormat] = {
     # Transformer Engine's MXFP8BlockScaling: e4m3 (e5m2 gradients) in 1 x 32 blocks, e8m0 (1-byte) scales;
     # the block-scaled tensor-core MMA of Blackwell applies the scales in the main loop, so it runs at the fp8
     # rate with fp8's fitted efficiency where the GPU has no mxfp8 fit
-    DType.mxfp8: NumberFormat(DType.mxfp8, quantized=True, block=32, scale_bytes=1.0,
+    # Kept narrow (fp8_params), its weights are all-gathered in bf16 and quantized after (Megatron-LM's
+    # --reuse-grad-buf-for-mxfp8-param-ag, which its distributed optimizer needs for MXFP8 weights: Transformer
+    # Engine's replace_raw_data raises NotImplementedError for an MXFP8Tensor, so _ParamAndGradBuffer cannot map
+    # them into a param buffer of their own and gathers the bf16 weights into the gradient buffer instead,
+    # megatron/core/distributed/param_and_grad_buffer.py _ParamAndGradBuffer.__init__ `shared_buffer`,
+    # _ParamAndGradBucketGroup._post_param_sync; Megatron-FSDP gathers the row-wise and column-wise e4m3 data, the
+    # same 2 bytes, megatron_fsdp/param_and_grad_buffer.py `transpose_weight_buffer`)
+    DType.mxfp8: NumberFormat(DType.mxfp8, quantized=True, block=32, scale_bytes=1.0, gathers_16bit_weights=True,
                               calibration_chain=(DType.mxfp8, *_FP8_CHAIN)),
     # OCP MXFP4: e2m1 in 1 x 32 blocks with e8m0 (1-byte) scales and no per-tensor scale, so no amax pass (each
     # block's amax is found inside the cast, as for MXFP8); the block-scaled FP4 MMA of Blackwell (tcgen05 kind

@@ -139,16 +139,16 @@ class StageParameters:
 
     def gathered_bytes(self, unit: int, shape: ShardShape, hidden_size: int) -> Counts:
         """(dense, expert) bytes a parameter all-gather of the unit moves: 16-bit elements, but the GEMM weights a
-        run keeps only in its narrow format (fp8_params: TrainingFormat.narrow_weights) in one quantized copy, block
-        scales included. Megatron's --fp8-param-gather all-gathers the fp8 weights themselves (Float8Tensor's data;
-        Transformer Engine makes the transpose after: megatron/core/distributed/param_and_grad_buffer.py,
-        transformer_engine/pytorch/tensor/float8_tensor.py)."""
+        run keeps only in its narrow format (fp8_params: TrainingFormat.narrow_weights) as the format gathers them
+        (NumberFormat.gathered_weight_bytes). Megatron's --fp8-param-gather all-gathers the fp8 weights themselves
+        (Float8Tensor's data; Transformer Engine makes the transpose after: megatron/core/distributed/
+        param_and_grad_buffer.py, transformer_engine/pytorch/tensor/float8_tensor.py), MXFP8 weights in bf16."""
         dense, expert = self.counts[unit]
         fmt = shape.number_format
         if fmt is None or not fmt.narrow_weights:
             return dense * shape.act_bytes, expert * shape.act_bytes
         narrow_dense, narrow_expert = self.narrow_gemm(unit, hidden_size, fmt)
-        saved = shape.act_bytes - fmt.format.weight_operand_bytes
+        saved = shape.act_bytes - fmt.format.gathered_weight_bytes(shape.act_bytes)
         return dense * shape.act_bytes - narrow_dense * saved, expert * shape.act_bytes - narrow_expert * saved
 
 
