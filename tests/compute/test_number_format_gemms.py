@@ -200,9 +200,26 @@ def test_a_16_bit_weight_is_quantized_with_its_scales_by_a_cast_kernel(dtype):
     reads = 2 if fmt.amax_pass else 1
     assert k.weight_casts["mlp_linear1"].bytes == pytest.approx(weights * (reads * 2.0 + 2 * per_copy))
     # weights already narrow: no cast; per-tensor fp8 transposes its fp8 weight instead (test_fp8_casts_by_architecture)
+    # and MXFP8 quantizes the bf16 weights it gathers (test_mxfp8_params_...)
     narrow = kernels(dtype, fp8_params=True).weight_casts
-    assert all(name.endswith("_weight_transpose") for name in (s.name for s in narrow.values()))
-    assert bool(narrow) == (fmt.block is None)
+    assert all(name.endswith(("_weight_transpose", "_weight_requantize")) for name in (s.name for s in narrow.values()))
+    assert bool(narrow) == (fmt.block is None or dtype == "mxfp8")
+
+
+def test_mxfp8_params_gathered_in_bf16_are_quantized_into_both_copies_and_the_gathered_data_zeroed_once_a_step():
+    # Megatron's _post_param_sync with the gradient buffer borrowed for the gather: copy_tensors_to_quantized_params
+    # (read bf16, write the row-wise and the column-wise e4m3 copy with an e8m0 scale per 32), then param_data.zero_()
+    k = kernels("mxfp8", fp8_params=True)
+    fwd = k["mlp_linear1"][Phase.fwd]
+    weights = fwd.param("k") * fwd.param("n")
+    requantize = k.weight_casts["mlp_linear1"]
+    assert requantize.name == "mlp_linear1_weight_requantize"
+    assert requantize.bytes == pytest.approx(weights * (2.0 + 2 * (1 + 1 / 32) + 2.0))
+    assert k.weight_cast("mlp_linear1", 0) is requantize and k.weight_cast("mlp_linear1", 1) is None
+    # Megatron-FSDP gathers both quantized copies themselves: nothing to quantize after
+    fsdp = LayerKernels.of(gpt_workload(training={"dtype": "mxfp8", "fp8_params": True}, layers=8,
+                                        extra_parallelism={"fsdp": "full_shard"}))
+    assert fsdp.weight_casts == {}
 
 
 def weight_casts(wl, gpus: int = 4) -> dict[int, int]:

@@ -241,18 +241,23 @@ class TrainingFormat:
     num_layers: int = 0
     narrow_weights: bool = False  # GEMM weights kept only in the narrow format (fp8_params): no per-step cast
     weight_cache: bool = True     # quantized weights cached from the first micro-batch for the step (see below)
+    quantize_after_gather: bool = False  # narrow weights gathered 16-bit, then quantized (of_workload)
 
     @classmethod
     def of(cls, dtype: DType, num_layers: int, fp8_recipe: str | None = None,
            bf16_layers: tuple[int | None, int | None] = (None, None), narrow_weights: bool = False,
-           weight_cache: bool = True) -> TrainingFormat:
+           weight_cache: bool = True, fsdp: bool = False) -> TrainingFormat:
+        """`fsdp`: the run shards with FSDP (Megatron-FSDP), whose gathers move the narrow weights' quantized
+        copies themselves, where Megatron's distributed optimizer gathers a format that `gathers_16bit_weights` in
+        16 bits and quantizes it after (quantize_after_gather)."""
         fmt = number_format(dtype)
         amax = fmt.amax_pass or FP8_RECIPES[fp8_recipe or DEFAULT_FP8_RECIPE]
         first, last = fmt.bf16_layers(num_layers)
         first = first if bf16_layers[0] is None else bf16_layers[0]
         last = last if bf16_layers[1] is None else bf16_layers[1]
-        return cls(fmt, amax and fmt.quantized, first, last, num_layers, narrow_weights and fmt.quantized,
-                   weight_cache)
+        narrow = narrow_weights and fmt.quantized
+        return cls(fmt, amax and fmt.quantized, first, last, num_layers, narrow, weight_cache,
+                   narrow and fmt.gathers_16bit_weights and not fsdp)
 
     def layer_in_bf16(self, layer: int) -> bool:
         """Whether transformer layer `layer` (0-based, of the whole model) runs its GEMMs in bf16."""
@@ -271,9 +276,10 @@ class TrainingFormat:
         inside the jitted layer), so nothing is cached: the weight is quantized at every micro-batch's forward and
         its copies live as long as the layer's gathered weight."""
         train = workload.training
+        fsdp = workload.parallelism.fsdp
         return cls.of(train.dtype, workload.model.num_layers, train.fp8_recipe,
                       (train.bf16_first_layers, train.bf16_last_layers), train.fp8_params,
-                      workload.parallelism.fsdp != "full_shard")
+                      fsdp != "full_shard", fsdp != "none")
 
 
 PRECISION_WORDS: tuple[tuple[tuple[str, ...], DType], ...] = (

@@ -532,7 +532,8 @@ class LayerKernels:
         NumberFormat.cast_bytes (an amax pass first under current scaling and NVFP4, and NVFP4's Hadamard-transformed
         column-wise copy; per-tensor fp8's column-wise copy, a transpose, written only on GPUs whose FP8 GEMMs read
         the TN layout alone: _cast); and a `<gemm>_weight_cast` of the 16-bit weight (weight_casts), or where the
-        weights are kept narrow (fp8_params) in per-tensor fp8, the `<gemm>_weight_transpose` of the fp8 weight."""
+        weights are kept narrow (fp8_params) in per-tensor fp8, the `<gemm>_weight_transpose` of the fp8 weight, in
+        MXFP8 gathered 16-bit, the `<gemm>_weight_requantize` of the gathered weight."""
         fmt = self.shape.number_format
         shared = {*self.attention_inputs[1:], *self.mlp_inputs("mlp")[1:], *self.mlp_inputs("moe_expert")[1:],
                   *self.mlp_inputs("moe_shared")[1:]}
@@ -552,6 +553,8 @@ class LayerKernels:
                 self._weight_casts[name] = self._cast(f"{name}_weight_cast", Phase.fwd, weight_elements(fwd), True)
             elif fmt.format.block is None:
                 self._weight_casts[name] = self._weight_transpose(name, weight_elements(fwd))
+            elif fmt.quantize_after_gather:
+                self._weight_casts[name] = self._weight_requantize(name, weight_elements(fwd))
 
     def _weight_transpose(self, name: str, elements: float) -> KernelSpec:
         """The transpose of a per-tensor fp8 weight kept narrow (fp8_params) each time its data changes: Transformer
@@ -561,6 +564,16 @@ class LayerKernels:
         writes its transpose, all of it `transpose_bytes`: none of it runs where the GEMMs read every layout."""
         moved = 2 * elements * self.shape.number_format.format.operand_bytes()
         return memory_bound(f"{name}_weight_transpose", Phase.fwd, moved, elements, transpose_bytes=moved)
+
+    def _weight_requantize(self, name: str, elements: float) -> KernelSpec:
+        """The quantization of a weight kept narrow that Megatron's distributed optimizer all-gathers in 16 bits
+        (TrainingFormat.quantize_after_gather, MXFP8): _ParamAndGradBucketGroup._post_param_sync casts each gathered
+        16-bit weight into both its quantized copies (copy_tensors_to_quantized_params), then zeroes the gathered
+        16-bit data in the gradient buffer it borrowed (`bucket.param_data.zero_()`, one write more an element;
+        megatron/core/distributed/param_and_grad_buffer.py): once each time the weights are gathered."""
+        cast = self._cast(f"{name}_weight_requantize", Phase.fwd, elements, True)
+        zeroed = elements * self.shape.act_bytes
+        return memory_bound(cast.name, Phase.fwd, cast.bytes + zeroed, elements, transpose_bytes=cast.transpose_bytes)
 
     def _cast(self, name: str, phase: Phase, elements: float, weight: bool = False) -> KernelSpec:
         """A cast of `elements` 16-bit values to the run's narrow format (NumberFormat.cast_bytes; a weight's in its
@@ -603,7 +616,8 @@ class LayerKernels:
     @property
     def weight_casts(self) -> dict[str, KernelSpec]:
         """GEMM name -> the kernel quantizing its 16-bit weight (none unless the run is narrow), or transposing its
-        per-tensor fp8 weight where the run keeps the weights in fp8 (fp8_params: _weight_transpose)."""
+        per-tensor fp8 weight where the run keeps the weights in fp8 (fp8_params: _weight_transpose), or quantizing
+        the 16-bit weight gathered for a format kept narrow that gathers in 16 bits (_weight_requantize)."""
         _ = self.table  # built with it
         return self._weight_casts
 
