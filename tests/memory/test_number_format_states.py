@@ -14,7 +14,6 @@ from simulon.config.hybrid import DENSE_LAYER
 from simulon.config.number_formats import number_format
 from simulon.memory.activations import ActivationModel
 from simulon.memory.states import ModelStates
-from simulon.workload.layer_kernels import ShardShape
 from simulon.workload.layout import RankLayout
 
 LAYERS, HIDDEN = 8, 1024
@@ -54,13 +53,6 @@ def test_nvfp4_weight_copies_store_one_e4m3_scale_per_16_elements_though_a_16x16
     # block-scaled FP4 GEMM reads), its 2D quantization writing a tile's scale to each of its 16 rows
     wl = workload("nvfp4", bf16_first_layers=0, bf16_last_layers=0)
     assert states(wl).stage(0).cast_weights == pytest.approx(2 * (0.5 + 1 / 16) * gemm_params(wl, range(LAYERS)))
-
-
-def test_nvfp4_params_all_gather_their_scales_per_16_elements():
-    wl = workload("nvfp4", bf16_first_layers=0, bf16_last_layers=0, fp8_params=True)
-    params = states(wl).parameters.stage(0)
-    dense, _ = params.gathered_bytes(1, ShardShape.of(wl), HIDDEN)
-    assert dense == pytest.approx(2 * HIDDEN * 2 + (0.5 + 1 / 16) * gemm_params(wl, range(1, 2)))
 
 
 @given(st.integers(0, 3), st.integers(0, 3))

@@ -1,7 +1,7 @@
 """Parameter all-gathers of a run that keeps its GEMM weights only in the narrow format (fp8_params, Megatron's
 --fp8-param-gather) move those weights as the format gathers them: one byte an element for fp8, bf16 for MXFP8
-(quantized after the gather), the rest (norms, embedding, LM head, layers the recipe keeps in bf16) in 16 bits; the
-search's estimate counts the same bytes."""
+(quantized after the gather), half a byte for NVFP4 (its scales computed on each rank), the rest (norms, embedding,
+LM head, layers the recipe keeps in bf16) in 16 bits; the search's estimate counts the same bytes."""
 
 from __future__ import annotations
 
@@ -57,6 +57,14 @@ def test_mxfp8_weights_kept_narrow_are_gathered_in_bf16_and_quantized_after():
     # (--reuse-grad-buf-for-mxfp8-param-ag; param_and_grad_buffer.py `shared_buffer`, _post_param_sync)
     sc, params, _ = narrow_on_b200("mxfp8")
     assert gathered(sc, "param_allgather") == pytest.approx(2 * params)
+
+
+def test_nvfp4_weights_kept_narrow_are_gathered_as_packed_e2m1_data_without_their_scales():
+    # Megatron-LM's --fp4-param-gather gathers the packed row-wise data (param_and_grad_buffer.py
+    # `nvfp4_packed_numel`, numel // 2 bytes); every rank computes each 16 x 16 tile's scale from the amaxes it
+    # all-reduces (Transformer Engine's _cast_master_weights_to_nvfp4_2d)
+    sc, params, gemm = narrow_on_b200("nvfp4")
+    assert gathered(sc, "param_allgather") == pytest.approx(2 * params - gemm * (2 - 0.5))
 
 
 def exposed_gathers(sc) -> float:

@@ -70,6 +70,7 @@ class NumberFormat:
     amax_pass: bool = False            # the cast first reads the tensor to find its amax (current scaling)
     hadamard_columnwise: bool = False  # activations' and gradients' column-wise copy cast after an RHT, one more read
     gathers_16bit_weights: bool = False  # weights kept narrow (fp8_params) all-gathered 16-bit: gathered_weight_bytes
+    gathers_weight_scales: bool = True   # ... with their block scales (else each rank computes them itself)
     bf16_first_fraction: float = 0.0  # share of the transformer layers, from the first, whose GEMMs stay bf16
     bf16_last_fraction: float = 0.0   # the same from the last
     calibration_chain: tuple[DType, ...] = ()  # whose fitted GEMM efficiency it borrows, in order (itself first)
@@ -103,9 +104,11 @@ class NumberFormat:
 
     def gathered_weight_bytes(self, weight_bytes: float) -> float:
         """Bytes per element a parameter all-gather moves of a GEMM weight kept narrow (fp8_params), whose 16-bit
-        form would be `weight_bytes` each: its 16-bit form for a format that `gathers_16bit_weights` (MXFP8), one
-        quantized copy with its scales otherwise."""
-        return weight_bytes if self.gathers_16bit_weights else self.weight_operand_bytes
+        form would be `weight_bytes` each: its 16-bit form for a format that `gathers_16bit_weights` (MXFP8), else
+        one quantized copy, with its block scales unless each rank computes them itself (NVFP4)."""
+        if self.gathers_16bit_weights:
+            return weight_bytes
+        return self.weight_operand_bytes if self.gathers_weight_scales else self.element_bytes
 
     @property
     def attention_dtype(self) -> DType:
@@ -178,8 +181,11 @@ NUMBER_FORMATS: dict[DType, NumberFormat] = {
     # Transformer Engine's NVFP4BlockScaling: e2m1 in 1 x 16 blocks with e4m3 (1-byte) scales, weights scaled in
     # 16 x 16 tiles but stored with a scale per 16 elements like the rest (module docstring), plus a per-tensor fp32
     # scale from the tensor's amax (so an amax pass before every cast), and the column-wise copies of inputs and
-    # gradients cast after a random Hadamard transform (module docstring)
-    DType.nvfp4: NumberFormat(DType.nvfp4, quantized=True, block=16, scale_bytes=1.0,
+    # gradients cast after a random Hadamard transform (module docstring); kept narrow (fp8_params: Megatron's
+    # --fp4-param-gather) its weights are all-gathered as their packed row-wise e2m1 data alone, each rank computing
+    # every 16 x 16 tile's scale from amaxes all-reduced over the data-parallel group (param_and_grad_buffer.py
+    # `nvfp4_packed_numel`, numel // 2 bytes; Transformer Engine's _cast_master_weights_to_nvfp4_2d)
+    DType.nvfp4: NumberFormat(DType.nvfp4, quantized=True, block=16, scale_bytes=1.0, gathers_weight_scales=False,
                               amax_pass=True, hadamard_columnwise=True, bf16_first_fraction=2 / 62,
                               bf16_last_fraction=8 / 62,
                               calibration_chain=(DType.nvfp4, DType.fp4, DType.mxfp8, *_FP8_CHAIN)),

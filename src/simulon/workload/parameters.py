@@ -142,7 +142,8 @@ class StageParameters:
         run keeps only in its narrow format (fp8_params: TrainingFormat.narrow_weights) as the format gathers them
         (NumberFormat.gathered_weight_bytes). Megatron's --fp8-param-gather all-gathers the fp8 weights themselves
         (Float8Tensor's data; Transformer Engine makes the transpose after: megatron/core/distributed/
-        param_and_grad_buffer.py, transformer_engine/pytorch/tensor/float8_tensor.py), MXFP8 weights in bf16."""
+        param_and_grad_buffer.py, transformer_engine/pytorch/tensor/float8_tensor.py), MXFP8 weights in bf16, NVFP4
+        weights as their packed e2m1 data without scales."""
         dense, expert = self.counts[unit]
         fmt = shape.number_format
         if fmt is None or not fmt.narrow_weights:
