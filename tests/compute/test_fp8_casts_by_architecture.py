@@ -79,3 +79,14 @@ def test_fp8_params_transpose_each_fp8_weight_once_a_step_only_where_fp8_gemms_r
     assert hopper.seconds([transpose])[0] > 0
     assert blackwell.seconds([transpose])[0] == 0.0  # no kernel runs
 
+
+def test_nvfp4_params_make_their_column_wise_copy_from_the_gathered_row_wise_one_on_every_gpu():
+    # Transformer Engine's post_all_gather_processing: _nvfp4_2d_multi_tensor_transpose reads each weight's packed
+    # e2m1 data and its e4m3 scale per 16 and writes the column-wise data and scales, on Blackwell too
+    k = kernels("nvfp4", fp8_params=True, bf16_first_layers=0, bf16_last_layers=0)
+    fwd = k["mlp_linear1"][Phase.fwd]
+    transpose = k.weight_casts["mlp_linear1"]
+    assert transpose.name == "mlp_linear1_weight_transpose"
+    assert transpose.bytes_on(True) == pytest.approx(2 * (0.5 + 1 / 16) * fwd.param("n") * fwd.param("k"))
+    blackwell = AnalyticalModel(GPUSpec.model_validate({"from": "b200"}), DType.nvfp4, sustained_load=True)
+    assert blackwell.seconds([transpose])[0] > 0

@@ -200,10 +200,10 @@ def test_a_16_bit_weight_is_quantized_with_its_scales_by_a_cast_kernel(dtype):
     reads = 2 if fmt.amax_pass else 1
     assert k.weight_casts["mlp_linear1"].bytes == pytest.approx(weights * (reads * 2.0 + 2 * per_copy))
     # weights already narrow: no cast; per-tensor fp8 transposes its fp8 weight instead (test_fp8_casts_by_architecture)
-    # and MXFP8 quantizes the bf16 weights it gathers (test_mxfp8_params_...)
+    # as NVFP4 does its gathered row-wise copy, and MXFP8 quantizes the bf16 weights it gathers (test_mxfp8_params_...)
     narrow = kernels(dtype, fp8_params=True).weight_casts
     assert all(name.endswith(("_weight_transpose", "_weight_requantize")) for name in (s.name for s in narrow.values()))
-    assert bool(narrow) == (fmt.block is None or dtype == "mxfp8")
+    assert narrow
 
 
 def test_mxfp8_params_gathered_in_bf16_are_quantized_into_both_copies_and_the_gathered_data_zeroed_once_a_step():

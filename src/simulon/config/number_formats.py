@@ -71,6 +71,7 @@ class NumberFormat:
     hadamard_columnwise: bool = False  # activations' and gradients' column-wise copy cast after an RHT, one more read
     gathers_16bit_weights: bool = False  # weights kept narrow (fp8_params) all-gathered 16-bit: gathered_weight_bytes
     gathers_weight_scales: bool = True   # ... with their block scales (else each rank computes them itself)
+    transposes_gathered_weights: bool = False  # ... and their column-wise copy made from the row-wise after the gather
     bf16_first_fraction: float = 0.0  # share of the transformer layers, from the first, whose GEMMs stay bf16
     bf16_last_fraction: float = 0.0   # the same from the last
     calibration_chain: tuple[DType, ...] = ()  # whose fitted GEMM efficiency it borrows, in order (itself first)
@@ -184,8 +185,12 @@ NUMBER_FORMATS: dict[DType, NumberFormat] = {
     # gradients cast after a random Hadamard transform (module docstring); kept narrow (fp8_params: Megatron's
     # --fp4-param-gather) its weights are all-gathered as their packed row-wise e2m1 data alone, each rank computing
     # every 16 x 16 tile's scale from amaxes all-reduced over the data-parallel group (param_and_grad_buffer.py
-    # `nvfp4_packed_numel`, numel // 2 bytes; Transformer Engine's _cast_master_weights_to_nvfp4_2d)
+    # `nvfp4_packed_numel`, numel // 2 bytes; Transformer Engine's _cast_master_weights_to_nvfp4_2d), whose
+    # column-wise copy (the 16 x 16 tiles make it the row-wise one transposed) every rank then makes from the gathered
+    # data (Megatron's _post_param_sync: Transformer Engine's post_all_gather_processing,
+    # _nvfp4_2d_multi_tensor_transpose)
     DType.nvfp4: NumberFormat(DType.nvfp4, quantized=True, block=16, scale_bytes=1.0, gathers_weight_scales=False,
+                              transposes_gathered_weights=True,
                               amax_pass=True, hadamard_columnwise=True, bf16_first_fraction=2 / 62,
                               bf16_last_fraction=8 / 62,
                               calibration_chain=(DType.nvfp4, DType.fp4, DType.mxfp8, *_FP8_CHAIN)),

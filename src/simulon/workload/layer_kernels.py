@@ -532,8 +532,8 @@ class LayerKernels:
         NumberFormat.cast_bytes (an amax pass first under current scaling and NVFP4, and NVFP4's Hadamard-transformed
         column-wise copy; per-tensor fp8's column-wise copy, a transpose, written only on GPUs whose FP8 GEMMs read
         the TN layout alone: _cast); and a `<gemm>_weight_cast` of the 16-bit weight (weight_casts), or where the
-        weights are kept narrow (fp8_params) in per-tensor fp8, the `<gemm>_weight_transpose` of the fp8 weight, in
-        MXFP8 gathered 16-bit, the `<gemm>_weight_requantize` of the gathered weight."""
+        weights are kept narrow (fp8_params) in per-tensor fp8 or NVFP4, the `<gemm>_weight_transpose` of the narrow
+        weight, in MXFP8 gathered 16-bit, the `<gemm>_weight_requantize` of the gathered weight."""
         fmt = self.shape.number_format
         shared = {*self.attention_inputs[1:], *self.mlp_inputs("mlp")[1:], *self.mlp_inputs("moe_expert")[1:],
                   *self.mlp_inputs("moe_shared")[1:]}
@@ -551,19 +551,23 @@ class LayerKernels:
                 continue
             if not fmt.narrow_weights:
                 self._weight_casts[name] = self._cast(f"{name}_weight_cast", Phase.fwd, weight_elements(fwd), True)
-            elif fmt.format.block is None:
+            elif fmt.format.block is None or fmt.format.transposes_gathered_weights:
                 self._weight_casts[name] = self._weight_transpose(name, weight_elements(fwd))
             elif fmt.quantize_after_gather:
                 self._weight_casts[name] = self._weight_requantize(name, weight_elements(fwd))
 
     def _weight_transpose(self, name: str, elements: float) -> KernelSpec:
-        """The transpose of a per-tensor fp8 weight kept narrow (fp8_params) each time its data changes: Transformer
-        Engine's Float8TensorStorage._create_transpose, which Megatron's distributed optimizer calls after the
-        parameter all-gather (transformer_engine/pytorch/tensor/utils.py post_all_gather_processing) and the
-        module's update_usage otherwise, where the GPU's FP8 GEMMs read the TN layout alone; reads the fp8 data and
-        writes its transpose, all of it `transpose_bytes`: none of it runs where the GEMMs read every layout."""
-        moved = 2 * elements * self.shape.number_format.format.operand_bytes()
-        return memory_bound(f"{name}_weight_transpose", Phase.fwd, moved, elements, transpose_bytes=moved)
+        """The transpose of a weight kept narrow (fp8_params) each time its data changes, read whole and written
+        whole: for per-tensor fp8, Transformer Engine's Float8TensorStorage._create_transpose, which Megatron's
+        distributed optimizer calls after the parameter all-gather (transformer_engine/pytorch/tensor/utils.py
+        post_all_gather_processing) and the module's update_usage otherwise, where the GPU's FP8 GEMMs read the TN
+        layout alone (all of it `transpose_bytes`: none of it runs where the GEMMs read every layout); for a format
+        that `transposes_gathered_weights` (NVFP4), its column-wise copy made from the gathered row-wise data and
+        scales on every GPU (post_all_gather_processing: _nvfp4_2d_multi_tensor_transpose)."""
+        fmt = self.shape.number_format.format
+        moved = 2 * elements * fmt.weight_operand_bytes
+        return memory_bound(f"{name}_weight_transpose", Phase.fwd, moved, elements,
+                            transpose_bytes=moved if fmt.block is None else 0.0)
 
     def _weight_requantize(self, name: str, elements: float) -> KernelSpec:
         """The quantization of a weight kept narrow that Megatron's distributed optimizer all-gathers in 16 bits
