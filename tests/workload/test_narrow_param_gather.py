@@ -1,7 +1,8 @@
 """Parameter all-gathers of a run that keeps its GEMM weights only in the narrow format (fp8_params, Megatron's
 --fp8-param-gather) move those weights as the format gathers them: one byte an element for fp8, bf16 for MXFP8
 (quantized after the gather), half a byte for NVFP4 (its scales computed on each rank), the rest (norms, embedding,
-LM head, layers the recipe keeps in bf16) in 16 bits; the search's estimate counts the same bytes."""
+LM head, layers the recipe keeps in bf16) in 16 bits; the search's estimate counts the same bytes. NVFP4's
+optimizer all-reduces its weights' tile amaxes before they are gathered."""
 
 from __future__ import annotations
 
@@ -65,6 +66,16 @@ def test_nvfp4_weights_kept_narrow_are_gathered_as_packed_e2m1_data_without_thei
     # all-reduces (Transformer Engine's _cast_master_weights_to_nvfp4_2d)
     sc, params, gemm = narrow_on_b200("nvfp4")
     assert gathered(sc, "param_allgather") == pytest.approx(2 * params - gemm * (2 - 0.5))
+
+
+@pytest.mark.parametrize("dtype", ["fp8", "mxfp8", "nvfp4"])
+def test_nvfp4_params_all_reduce_one_fp32_amax_per_16x16_tile_of_their_weights_each_step(dtype):
+    # Transformer Engine's _cast_master_weights_to_nvfp4_2d all-reduces `packed_amaxes` (one fp32 per tile of every
+    # weight, whole) over the data-parallel group before each rank quantizes its shard; the other formats' optimizers
+    # reduce per-tensor amaxes at most (none under MXFP8's bf16 gather)
+    sc, _, gemm = narrow_on_b200(dtype)
+    expected = gemm / 256 * 4 if dtype == "nvfp4" else 0.0
+    assert gathered(sc, "weight_amax_allreduce") == pytest.approx(expected)
 
 
 def exposed_gathers(sc) -> float:

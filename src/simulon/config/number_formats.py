@@ -72,6 +72,7 @@ class NumberFormat:
     gathers_16bit_weights: bool = False  # weights kept narrow (fp8_params) all-gathered 16-bit: gathered_weight_bytes
     gathers_weight_scales: bool = True   # ... with their block scales (else each rank computes them itself)
     transposes_gathered_weights: bool = False  # ... and their column-wise copy made from the row-wise after the gather
+    weight_amax_tile: int | None = None  # elements of a narrow weight's tile whose fp32 amax the optimizer all-reduces
     bf16_first_fraction: float = 0.0  # share of the transformer layers, from the first, whose GEMMs stay bf16
     bf16_last_fraction: float = 0.0   # the same from the last
     calibration_chain: tuple[DType, ...] = ()  # whose fitted GEMM efficiency it borrows, in order (itself first)
@@ -188,9 +189,11 @@ NUMBER_FORMATS: dict[DType, NumberFormat] = {
     # `nvfp4_packed_numel`, numel // 2 bytes; Transformer Engine's _cast_master_weights_to_nvfp4_2d), whose
     # column-wise copy (the 16 x 16 tiles make it the row-wise one transposed) every rank then makes from the gathered
     # data (Megatron's _post_param_sync: Transformer Engine's post_all_gather_processing,
-    # _nvfp4_2d_multi_tensor_transpose)
+    # _nvfp4_2d_multi_tensor_transpose); the amaxes: one fp32 per 16 x 16 tile of every weight, all-reduced (MAX)
+    # over the data-parallel group by each optimizer step before it quantizes its shard (`packed_amaxes`; the
+    # per-tensor amaxes beside them, one fp32 a weight, are left out)
     DType.nvfp4: NumberFormat(DType.nvfp4, quantized=True, block=16, scale_bytes=1.0, gathers_weight_scales=False,
-                              transposes_gathered_weights=True,
+                              transposes_gathered_weights=True, weight_amax_tile=16 * 16,
                               amax_pass=True, hadamard_columnwise=True, bf16_first_fraction=2 / 62,
                               bf16_last_fraction=8 / 62,
                               calibration_chain=(DType.nvfp4, DType.fp4, DType.mxfp8, *_FP8_CHAIN)),

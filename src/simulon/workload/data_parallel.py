@@ -50,6 +50,8 @@ GRAD_NORM_BYTES_PER_PARAM = 4.0
 get_grad_norm_fp32, torch's clip_grad_norm_)."""
 NORM_BYTES = 4.0
 """The partial norm a stage contributes to the global one: one fp32."""
+FP32_AMAX_BYTES = 4.0
+"""One amax of a narrow weight's tile, in fp32 (_weight_amax_sync)."""
 MASTER_COPY_BYTES_PER_PARAM = 4.0
 """Megatron's optimizers cast the updated fp32 master weights into the model's bf16 parameters in a kernel of
 their own (_copy_main_params_to_model_params), reading the master again (its 2-byte write is Adam's above)."""
@@ -137,6 +139,7 @@ class DataParallelSync:
         self._bucket = dict.fromkeys(AXES, 0.0)
         self._first_use: dict[int, list[int]] = {}        # distributed optimizer: unit -> its gathers
         self._gathers: dict[tuple[int, int, Phase], int] = {}  # FSDP: (unit, mb, phase) -> prefetched gather
+        self._amax_syncs: list[int] = []                  # the narrow weights' amax all-reduces the gathers follow
 
     # ---- hooks called by the stage emitter ----
 
@@ -205,6 +208,24 @@ class DataParallelSync:
         params = dense + expert
         self.program.compute(optimizer_kernel(params, megatron_buffers=not self.fsdp), OPTIMIZER_LAYER, -1,
                              tuple(self.syncs))
+        self._weight_amax_sync()
+
+    def _weight_amax_sync(self) -> None:
+        """Weights kept narrow in a format whose tiles the ranks scale alike (NumberFormat.weight_amax_tile,
+        NVFP4): before quantizing its shard, the distributed optimizer all-reduces (MAX) one fp32 amax per tile of
+        every such weight the rank holds, whole, over the data-parallel group (Megatron's
+        _copy_main_params_to_model_params, quantize_nvfp4_param_shard: Transformer Engine's
+        _cast_master_weights_to_nvfp4_2d `packed_amaxes`), a synchronous all-reduce the parameter gathers follow."""
+        fmt = self.shape.number_format
+        if (self.fsdp or not self.parallelism.distributed_optimizer or fmt is None or not fmt.narrow_weights
+                or fmt.format.weight_amax_tile is None):
+            return
+        narrow = self.parameters.summed(lambda unit: self.parameters.narrow_gemm(unit, self.hidden_size, fmt))
+        for axis, params in zip(AXES, narrow, strict=True):
+            if params and self.group_size[axis] > 1:
+                self._amax_syncs.append(self.program.collective(
+                    CollType.AllReduce, axis, params / fmt.format.weight_amax_tile * FP32_AMAX_BYTES, Stream.dp_comm,
+                    "weight_amax_allreduce", OPTIMIZER_LAYER, -1, Phase.step))
 
     # ---- DDP and distributed optimizer ----
 
@@ -273,7 +294,7 @@ class DataParallelSync:
                 waiting.append(unit)
                 if bucket > 0 and (bucket >= self.bucket_params or i == len(units) - 1):
                     op = self.program.collective(CollType.AllGather, axis, size, Stream.param_comm, "param_allgather",
-                                                 OPTIMIZER_LAYER, -1, Phase.fwd)
+                                                 OPTIMIZER_LAYER, -1, Phase.fwd, tuple(self._amax_syncs))
                     if self.parallelism.gathers_overlapped:  # after the optimizer step, no forward of this step waits
                         for pending in waiting:
                             self._first_use.setdefault(pending, []).append(op)
