@@ -390,16 +390,17 @@ def narrow(dtype: str, **training) -> object:
     ("fp8", {"fp8_recipe": "current"}, ["--fp8-recipe tensorwise"], ["--fp8-recipe delayed"]),
     ("fp8", {"fp8_params": True}, ["--fp8-recipe delayed", "--fp8-param-gather"], ["--first-last-layers-bf16"]),
     ("mxfp8", {"fp8_params": True, "bf16_last_layers": 1},
-     ["--fp8-param-gather", "--first-last-layers-bf16", "--num-layers-at-start-in-bf16 0",
-      "--num-layers-at-end-in-bf16 1"], []),
+     ["--fp8-param-gather", "--reuse-grad-buf-for-mxfp8-param-ag", "--first-last-layers-bf16",
+      "--num-layers-at-start-in-bf16 0", "--num-layers-at-end-in-bf16 1"], []),
     ("nvfp4", {"fp8_params": True, "bf16_first_layers": 0, "bf16_last_layers": 0}, ["--fp4-param-gather"],
      ["--first-last-layers-bf16"]),
 ])
 def test_the_megatron_arguments_train_in_the_format_as_the_search_simulated_it(dtype, training, flags, absent):
     """The exported flags run the number format as simulon did: its fp8 recipe (Megatron's default is delayed, and
     simulon's too, where the flags said tensorwise, current scaling, which casts with an amax pass first), narrow
-    weights (fp8_params, left out before) and the layers kept in bf16 (NVFP4's recipe keeps some by default,
-    Megatron none unless --first-last-layers-bf16)."""
+    weights (fp8_params, left out before; MXFP8's gathered in bf16 as simulon traces them, which Megatron's distributed
+    optimizer needs --reuse-grad-buf-for-mxfp8-param-ag for) and the layers kept in bf16 (NVFP4's recipe keeps some by
+    default, Megatron none unless --first-last-layers-bf16)."""
     sc = narrow(dtype, **training)
     args = megatron_arguments(Strategy.of(sc), sc)
     assert all(flag in args for flag in flags), args

@@ -168,9 +168,10 @@ delayed (megatron/training/arguments.py)."""
 def number_format_arguments(workload: MegatronWorkload) -> list[str]:
     """Megatron-LM flags that train in the workload's number format as simulon runs it: the format and recipe, the
     fp8 recipe the run scales with (DEFAULT_FP8_RECIPE where it names none), narrow weights (fp8_params: the
-    --fp8/--fp4-param-gather of the format's width), and the first and last layers it keeps in bf16 (the format's
-    recipe's or the training block's: Megatron keeps none unless --first-last-layers-bf16, and then 1 and 1 unless
-    told, for fp8 and fp4 alike: fp8_utils.get_fp8_context, fp4_utils.get_fp4_context)."""
+    --fp8/--fp4-param-gather of the format's width, MXFP8's gathered in bf16 into the gradient buffer), and the first
+    and last layers it keeps in bf16 (the format's recipe's or the training block's: Megatron keeps none unless
+    --first-last-layers-bf16, and then 1 and 1 unless told, for fp8 and fp4 alike: fp8_utils.get_fp8_context,
+    fp4_utils.get_fp4_context)."""
     train, fmt = workload.training, TrainingFormat.of_workload(workload)
     dtype = train.dtype
     # the 16-bit parameters: --fp16, else --bf16 (narrow formats too); fp32 and tf32 runs name neither (fp32 params)
@@ -185,6 +186,8 @@ def number_format_arguments(workload: MegatronWorkload) -> list[str]:
         args += ["--fp4-format e2m1", "--fp4-recipe custom"]  # user's --fp4-quantizer-factory builds
     if fmt.narrow_weights:
         args.append(f"--fp{4 if fmt.format.element_bytes < 1 else 8}-param-gather")
+    if fmt.quantize_after_gather:  # MXFP8 weights gathered in bf16 into the gradient buffer: without it Megatron's
+        args.append("--reuse-grad-buf-for-mxfp8-param-ag")  # distributed optimizer cannot hold them (replace_raw_data)
     if fmt.bf16_first or fmt.bf16_last:
         args += ["--first-last-layers-bf16", f"--num-layers-at-start-in-bf16 {fmt.bf16_first}",
                  f"--num-layers-at-end-in-bf16 {fmt.bf16_last}"]
