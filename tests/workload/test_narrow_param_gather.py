@@ -21,6 +21,8 @@ HIDDEN, LAYERS = 1024, 4
 
 def narrow(fp8_params: bool, dtype: str = "fp8", **parallelism):
     data = gpt_scenario(**BASE, extra_parallelism=parallelism).as_data()
+    if dtype != "fp8":  # the block-scaled formats need a Blackwell GPU
+        data["datacenter"]["node"]["gpu"] = "B200"
     data["workload"]["training"].update(dtype=dtype, fp8_params=fp8_params)
     return parse_scenario(data, "s.yaml")
 
@@ -76,6 +78,17 @@ def test_nvfp4_params_all_reduce_one_fp32_amax_per_16x16_tile_of_their_weights_e
     sc, _, gemm = narrow_on_b200(dtype)
     expected = gemm / 256 * 4 if dtype == "nvfp4" else 0.0
     assert gathered(sc, "weight_amax_allreduce") == pytest.approx(expected)
+
+
+def test_mxfp8_params_under_fsdp_all_reduce_their_block_amaxes_row_wise_and_column_wise_in_bf16_each_step():
+    # Megatron-FSDP quantizes each shard itself (mixed_precision.fp8_quantize: Transformer Engine's
+    # _cast_master_weights_to_fp8_mxfp8_scaling all-reduces one bf16 amax per 32 elements each way first); the
+    # distributed optimizer gathers MXFP8 weights in bf16 and quantizes them whole after: no amaxes to reduce
+    sixteen = narrow(False, "mxfp8", fsdp="full_shard")
+    held = MegatronTracer(sixteen.workload, 8).parameters.stage(0)
+    gemm = sum(held.of(unit)[0] - 2 * HIDDEN for unit in held.units if unit >= 0)
+    assert gathered(narrow(True, "mxfp8", fsdp="full_shard"), "weight_amax_allreduce") == pytest.approx(gemm / 8)
+    assert gathered(narrow(True, "mxfp8", distributed_optimizer=True), "weight_amax_allreduce") == 0.0
 
 
 def exposed_gathers(sc) -> float:

@@ -72,7 +72,7 @@ class NumberFormat:
     gathers_16bit_weights: bool = False  # weights kept narrow (fp8_params) all-gathered 16-bit: gathered_weight_bytes
     gathers_weight_scales: bool = True   # ... with their block scales (else each rank computes them itself)
     transposes_gathered_weights: bool = False  # ... and their column-wise copy made from the row-wise after the gather
-    weight_amax_tile: int | None = None  # elements of a narrow weight's tile whose fp32 amax the optimizer all-reduces
+    weight_amax_bytes: float = 0.0  # amaxes the optimizer all-reduces per narrow weight element before quantizing it
     bf16_first_fraction: float = 0.0  # share of the transformer layers, from the first, whose GEMMs stay bf16
     bf16_last_fraction: float = 0.0   # the same from the last
     calibration_chain: tuple[DType, ...] = ()  # whose fitted GEMM efficiency it borrows, in order (itself first)
@@ -169,8 +169,11 @@ NUMBER_FORMATS: dict[DType, NumberFormat] = {
     # them into a param buffer of their own and gathers the bf16 weights into the gradient buffer instead,
     # megatron/core/distributed/param_and_grad_buffer.py _ParamAndGradBuffer.__init__ `shared_buffer`,
     # _ParamAndGradBucketGroup._post_param_sync; Megatron-FSDP gathers the row-wise and column-wise e4m3 data, the
-    # same 2 bytes, megatron_fsdp/param_and_grad_buffer.py `transpose_weight_buffer`)
+    # same 2 bytes, megatron_fsdp/param_and_grad_buffer.py `transpose_weight_buffer`, after its optimizer step
+    # all-reduced the amax of every 32-element block, row-wise and column-wise, in bf16, to scale its shard alike:
+    # Transformer Engine's _cast_master_weights_to_fp8_mxfp8_scaling `packed_amaxes`, 2 x 2 bytes per 32 elements)
     DType.mxfp8: NumberFormat(DType.mxfp8, quantized=True, block=32, scale_bytes=1.0, gathers_16bit_weights=True,
+                              weight_amax_bytes=2 * 2 / 32,
                               calibration_chain=(DType.mxfp8, *_FP8_CHAIN)),
     # OCP MXFP4: e2m1 in 1 x 32 blocks with e8m0 (1-byte) scales and no per-tensor scale, so no amax pass (each
     # block's amax is found inside the cast, as for MXFP8); the block-scaled FP4 MMA of Blackwell (tcgen05 kind
@@ -193,7 +196,7 @@ NUMBER_FORMATS: dict[DType, NumberFormat] = {
     # over the data-parallel group by each optimizer step before it quantizes its shard (`packed_amaxes`; the
     # per-tensor amaxes beside them, one fp32 a weight, are left out)
     DType.nvfp4: NumberFormat(DType.nvfp4, quantized=True, block=16, scale_bytes=1.0, gathers_weight_scales=False,
-                              transposes_gathered_weights=True, weight_amax_tile=16 * 16,
+                              transposes_gathered_weights=True, weight_amax_bytes=4 / (16 * 16),
                               amax_pass=True, hadamard_columnwise=True, bf16_first_fraction=2 / 62,
                               bf16_last_fraction=8 / 62,
                               calibration_chain=(DType.nvfp4, DType.fp4, DType.mxfp8, *_FP8_CHAIN)),

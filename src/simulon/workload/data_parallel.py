@@ -50,8 +50,6 @@ GRAD_NORM_BYTES_PER_PARAM = 4.0
 get_grad_norm_fp32, torch's clip_grad_norm_)."""
 NORM_BYTES = 4.0
 """The partial norm a stage contributes to the global one: one fp32."""
-FP32_AMAX_BYTES = 4.0
-"""One amax of a narrow weight's tile, in fp32 (_weight_amax_sync)."""
 MASTER_COPY_BYTES_PER_PARAM = 4.0
 """Megatron's optimizers cast the updated fp32 master weights into the model's bf16 parameters in a kernel of
 their own (_copy_main_params_to_model_params), reading the master again (its 2-byte write is Adam's above)."""
@@ -211,20 +209,27 @@ class DataParallelSync:
         self._weight_amax_sync()
 
     def _weight_amax_sync(self) -> None:
-        """Weights kept narrow in a format whose tiles the ranks scale alike (NumberFormat.weight_amax_tile,
-        NVFP4): before quantizing its shard, the distributed optimizer all-reduces (MAX) one fp32 amax per tile of
-        every such weight the rank holds, whole, over the data-parallel group (Megatron's
-        _copy_main_params_to_model_params, quantize_nvfp4_param_shard: Transformer Engine's
-        _cast_master_weights_to_nvfp4_2d `packed_amaxes`), a synchronous all-reduce the parameter gathers follow."""
+        """Weights kept narrow in a block-scaled format whose shards the ranks quantize alike: before quantizing its
+        shard, the optimizer all-reduces (MAX) the amaxes of every such weight the rank holds, whole, over the group
+        it shards over (NumberFormat.weight_amax_bytes: NVFP4's fp32 per 16 x 16 tile under Megatron's distributed
+        optimizer, quantize_nvfp4_param_shard; MXFP8's per 32-element block under Megatron-FSDP, fp8_quantize;
+        Transformer Engine's _cast_master_weights_to_nvfp4_2d and _cast_master_weights_to_fp8_mxfp8_scaling
+        `packed_amaxes`), a synchronous all-reduce the parameter gathers follow. None where the weights are gathered
+        16-bit and quantized after (TrainingFormat.quantize_after_gather)."""
         fmt = self.shape.number_format
-        if (self.fsdp or not self.parallelism.distributed_optimizer or fmt is None or not fmt.narrow_weights
-                or fmt.format.weight_amax_tile is None):
+        sharded = self.parallelism.distributed_optimizer or self.fsdp
+        if (not sharded or fmt is None or not fmt.narrow_weights or fmt.quantize_after_gather
+                or not fmt.format.weight_amax_bytes):
             return
         narrow = self.parameters.summed(lambda unit: self.parameters.narrow_gemm(unit, self.hidden_size, fmt))
-        for axis, params in zip(AXES, narrow, strict=True):
-            if params and self.group_size[axis] > 1:
+        if self.fsdp:
+            groups = [("fsdp", sum(narrow))] if self.layout.fsdp > 1 else []
+        else:
+            groups = [(axis, params) for axis, params in zip(AXES, narrow, strict=True) if self.group_size[axis] > 1]
+        for axis, params in groups:
+            if params:
                 self._amax_syncs.append(self.program.collective(
-                    CollType.AllReduce, axis, params / fmt.format.weight_amax_tile * FP32_AMAX_BYTES, Stream.dp_comm,
+                    CollType.AllReduce, axis, params * fmt.format.weight_amax_bytes, Stream.dp_comm,
                     "weight_amax_allreduce", OPTIMIZER_LAYER, -1, Phase.step))
 
     # ---- DDP and distributed optimizer ----
