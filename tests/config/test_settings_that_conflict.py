@@ -26,6 +26,7 @@ def scenario(**training):
     data = gpt_scenario(layers=LAYERS).as_data()
     data["datacenter"]["node"]["gpu"] = "B200"  # a peak for every narrow format
     data["workload"]["training"].update(training)
+    data["workload"]["parallelism"]["distributed_optimizer"] = True  # which Megatron's fp8_params needs
     return parse_scenario(data, "s.yaml")
 
 
@@ -50,6 +51,20 @@ def test_fp8_params_with_a_dtype_of_16_or_32_bits_is_refused(dtype):
 @pytest.mark.parametrize("dtype", NARROW)
 def test_fp8_params_with_a_narrow_dtype_is_taken(dtype):
     assert scenario(dtype=dtype, fp8_params=True).workload.training.fp8_params
+
+
+@pytest.mark.parametrize("dtype", NARROW)
+def test_fp8_params_without_a_sharded_optimizer_is_refused_under_megatron_as_its_arguments_assert(dtype):
+    """megatron/training/arguments.py: '--fp8-param-gather only supported with distributed optimizer, torch fsdp2,
+    megatron fsdp'; plain data parallelism gathers no weights."""
+    data = gpt_scenario(layers=LAYERS).as_data()
+    data["datacenter"]["node"]["gpu"] = "B200"
+    data["workload"]["training"].update(dtype=dtype, fp8_params=True)
+    with pytest.raises(ConfigError) as exc:
+        parse_scenario(data, "s.yaml")
+    assert "workload.training.fp8_params" in str(exc.value) and "distributed_optimizer" in str(exc.value)
+    data["workload"]["parallelism"]["fsdp"] = "full_shard"
+    assert parse_scenario(data, "s.yaml").workload.training.fp8_params
 
 
 @pytest.mark.parametrize("field", ["bf16_first_layers", "bf16_last_layers"])

@@ -68,7 +68,7 @@ def _b200(dtype: str, fsdp: str):
         "datacenter": {"from": "dgx-b200", "cluster": {"num_nodes": 1}},
         "workload": {"model": {"name": "g", "hidden_size": 4096, "num_layers": 8, "num_heads": 32,
                                "ffn_hidden_size": 16384, "vocab_size": 51200},
-                     "parallelism": {"fsdp": fsdp},
+                     "parallelism": {"fsdp": fsdp, "distributed_optimizer": fsdp == "none"},  # fp8_params: sharded
                      "training": {"num_gpus": 8, "global_batch_size": 8, "sequence_length": 2048, "dtype": dtype,
                                   "fp8_params": True}}}, "test")
 

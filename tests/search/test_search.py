@@ -382,7 +382,8 @@ def test_the_megatron_arguments_name_the_16_bit_type_of_16_bit_runs_only(dtype, 
 def narrow(dtype: str, **training) -> object:
     """small() on B200s training in `dtype` with the training settings given."""
     data = merge(small().as_data(), {"datacenter": {"node": {"gpu": "B200"}},
-                                     "workload": {"training": {"dtype": dtype, **training}}})
+                                     "workload": {"parallelism": {"distributed_optimizer": True},
+                                                  "training": {"dtype": dtype, **training}}})
     return parse_scenario(data, "test")
 
 

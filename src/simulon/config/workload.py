@@ -840,8 +840,9 @@ class TrainingSpec(StrictModel):
     fp8_params: bool = Field(
         False, description="fp8/fp4 runs: keep the GEMM weights only in the narrow type, with the transpose the "
         "backward reads where the GPU's FP8 GEMMs need one (not a B200, B300, GB200 or GB300 in per-tensor fp8: "
-        "GPUSpec.fp8_any_layout) (Megatron's --fp8-param-gather, Transformer Engine's fp8_model_init); otherwise "
-        "they stay 16-bit and are cast each step")
+        "GPUSpec.fp8_any_layout) (Megatron's --fp8-param-gather, Transformer Engine's fp8_model_init; under "
+        "framework megatron with the distributed optimizer or FSDP, as Megatron asserts); otherwise they stay 16-bit "
+        "and are cast each step")
     fp8_recipe: Annotated[Literal["delayed", "current"], BeforeValidator(fp8_recipe_named)] | None = Field(
         None, description="per-tensor fp8 scaling (dtype fp8 only): delayed (Transformer Engine's DelayedScaling, "
         "the default) or current (Float8CurrentScaling, Megatron's --fp8-recipe tensorwise, also read as "
@@ -1116,7 +1117,8 @@ class MegatronWorkload(StrictModel):
     @model_validator(mode="after")
     def _number_format_fits(self) -> MegatronWorkload:
         """The narrow-format settings fit the dtype and the model: fp8_recipe for per-tensor fp8 only; fp8_params
-        and layers kept in bf16 for a narrow (quantized) dtype only, which a 16- or 32-bit run has none of; the
+        and layers kept in bf16 for a narrow (quantized) dtype only, which a 16- or 32-bit run has none of, and
+        fp8_params under Megatron with a sharded optimizer only (megatron/training/arguments.py); the
         layers kept in bf16 from the first and from the last at most the model's together (Megatron-Core's
         is_first_last_bf16_layer keeps layer i in bf16 where i < start or i >= num_layers - end: a sum equal to
         num_layers keeps every layer in bf16, one above it counts layers twice)."""
@@ -1129,6 +1131,12 @@ class MegatronWorkload(StrictModel):
         if train.fp8_params and not NUMBER_FORMATS[train.dtype].quantized:
             raise FieldError("training.fp8_params", f"true applies to the narrow dtypes only ({narrow}), not "
                              f"{dtype}, whose GEMM weights are {dtype} already; leave it out, or set a narrow dtype")
+        par = self.parallelism
+        if train.fp8_params and self.framework == "megatron" and not par.distributed_optimizer and par.fsdp == "none":
+            raise FieldError("training.fp8_params", "true gathers the weights kept narrow, which Megatron does with "
+                             "the distributed optimizer or FSDP only (it asserts '--fp8-param-gather only supported "
+                             "with distributed optimizer, torch fsdp2, megatron fsdp'); set "
+                             "parallelism.distributed_optimizer or parallelism.fsdp, or leave it out")
         for name in ("bf16_first_layers", "bf16_last_layers"):
             value = getattr(train, name)
             if value and not NUMBER_FORMATS[train.dtype].quantized:
