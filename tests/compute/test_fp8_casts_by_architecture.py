@@ -80,6 +80,15 @@ def test_fp8_params_transpose_each_fp8_weight_once_a_step_only_where_fp8_gemms_r
     assert blackwell.seconds([transpose])[0] == 0.0  # no kernel runs
 
 
+@pytest.mark.parametrize("dtype", ["fp8", "mxfp8", "nvfp4"])
+def test_frozen_narrow_weights_of_a_lora_run_are_not_transposed_or_requantized_each_step(dtype):
+    # LoRA's base weights never change: Transformer Engine keeps the transpose (or second copy) it made once, as it
+    # drops a Float8Tensor's transpose only when its data changes; the trained run re-makes it each step
+    trained = kernels(dtype, fp8_params=True).weight_casts
+    assert trained["mlp_linear1"].name.startswith("mlp_linear1_weight_")
+    assert kernels(dtype, fp8_params=True, peft="lora").weight_casts == {}
+
+
 def test_nvfp4_params_make_their_column_wise_copy_from_the_gathered_row_wise_one_on_every_gpu():
     # Transformer Engine's post_all_gather_processing: _nvfp4_2d_multi_tensor_transpose reads each weight's packed
     # e2m1 data and its e4m3 scale per 16 and writes the column-wise data and scales, on Blackwell too

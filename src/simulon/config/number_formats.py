@@ -259,14 +259,17 @@ class TrainingFormat:
     narrow_weights: bool = False  # GEMM weights kept only in the narrow format (fp8_params): no per-step cast
     weight_cache: bool = True     # quantized weights cached from the first micro-batch for the step (see below)
     quantize_after_gather: bool = False  # narrow weights gathered 16-bit, then quantized (of_workload)
+    frozen_weights: bool = False  # narrow weights that never change (LoRA's base weights): made once, not each step
 
     @classmethod
     def of(cls, dtype: DType, num_layers: int, fp8_recipe: str | None = None,
            bf16_layers: tuple[int | None, int | None] = (None, None), narrow_weights: bool = False,
-           weight_cache: bool = True, fsdp: bool = False) -> TrainingFormat:
+           weight_cache: bool = True, fsdp: bool = False, frozen: bool = False) -> TrainingFormat:
         """`fsdp`: the run shards with FSDP (Megatron-FSDP), whose gathers move the narrow weights' quantized
         copies themselves, where Megatron's distributed optimizer gathers a format that `gathers_16bit_weights` in
-        16 bits and quantizes it after (quantize_after_gather)."""
+        16 bits and quantizes it after (quantize_after_gather). `frozen`: the base weights are not trained (LoRA),
+        so narrow ones are neither gathered nor re-made after a step: their transpose or second copy, made once,
+        stays valid (Transformer Engine drops a Float8Tensor's transpose only when its data changes)."""
         fmt = number_format(dtype)
         amax = fmt.amax_pass or FP8_RECIPES[fp8_recipe or DEFAULT_FP8_RECIPE]
         first, last = fmt.bf16_layers(num_layers)
@@ -274,7 +277,7 @@ class TrainingFormat:
         last = last if bf16_layers[1] is None else bf16_layers[1]
         narrow = narrow_weights and fmt.quantized
         return cls(fmt, amax and fmt.quantized, first, last, num_layers, narrow, weight_cache,
-                   narrow and fmt.gathers_16bit_weights and not fsdp)
+                   narrow and fmt.gathers_16bit_weights and not fsdp, narrow and frozen)
 
     def layer_in_bf16(self, layer: int) -> bool:
         """Whether transformer layer `layer` (0-based, of the whole model) runs its GEMMs in bf16."""
@@ -296,7 +299,7 @@ class TrainingFormat:
         fsdp = workload.parallelism.fsdp
         return cls.of(train.dtype, workload.model.num_layers, train.fp8_recipe,
                       (train.bf16_first_layers, train.bf16_last_layers), train.fp8_params,
-                      fsdp != "full_shard", fsdp != "none")
+                      fsdp != "full_shard", fsdp != "none", train.peft == "lora")
 
 
 PRECISION_WORDS: tuple[tuple[tuple[str, ...], DType], ...] = (

@@ -533,7 +533,8 @@ class LayerKernels:
         column-wise copy; per-tensor fp8's column-wise copy, a transpose, written only on GPUs whose FP8 GEMMs read
         the TN layout alone: _cast); and a `<gemm>_weight_cast` of the 16-bit weight (weight_casts), or where the
         weights are kept narrow (fp8_params) in per-tensor fp8 or NVFP4, the `<gemm>_weight_transpose` of the narrow
-        weight, in MXFP8 gathered 16-bit, the `<gemm>_weight_requantize` of the gathered weight."""
+        weight, in MXFP8 gathered 16-bit, the `<gemm>_weight_requantize` of the gathered weight (neither where the
+        narrow weights are frozen, LoRA's: TrainingFormat.frozen_weights)."""
         fmt = self.shape.number_format
         shared = {*self.attention_inputs[1:], *self.mlp_inputs("mlp")[1:], *self.mlp_inputs("moe_expert")[1:],
                   *self.mlp_inputs("moe_shared")[1:]}
@@ -551,6 +552,8 @@ class LayerKernels:
                 continue
             if not fmt.narrow_weights:
                 self._weight_casts[name] = self._cast(f"{name}_weight_cast", Phase.fwd, weight_elements(fwd), True)
+            elif fmt.frozen_weights:  # made once before training: nothing a step
+                continue
             elif fmt.format.block is None or fmt.format.transposes_gathered_weights:
                 self._weight_casts[name] = self._weight_transpose(name, weight_elements(fwd))
             elif fmt.quantize_after_gather:
