@@ -144,9 +144,11 @@ def test_mtp_makes_the_step_slower_and_the_search_estimate_follows_the_replay():
     plain = mtp_scenario(0, nodes=2, gpus_per_node=4, layers=4, gbs=16, seq=1024)
     assert simulate(sc).result.iteration_time_ms > simulate(plain).result.iteration_time_ms
     search = Search(sc)
+    # 0.96, 0.99 and 1.07; tp 2 pp 2 read 0.80 while the estimate left out the embedding copies' gradient all-reduce
     for strategy in (Strategy(1, 1, 1, 8, 1, 1, 1, 1, False, "none", "distributed_optimizer", "bf16", False),
-                     Strategy(2, 2, 1, 2, 1, 1, 2, 1, True, "none", "distributed_optimizer", "bf16", False)):
-        assert 0.75 < estimate_over_replay(search, sc, strategy, 8) < 1.25, strategy
+                     Strategy(2, 2, 1, 2, 1, 1, 2, 1, True, "none", "distributed_optimizer", "bf16", False),
+                     Strategy(1, 2, 1, 4, 1, 1, 1, 1, False, "none", "distributed_optimizer", "bf16", False)):
+        assert 0.92 < estimate_over_replay(search, sc, strategy, 8) < 1.1, strategy
 
 
 @pytest.mark.parametrize(("changes", "field", "words"), [
