@@ -20,7 +20,8 @@ data-parallel synchronisation the last micro-batch's backward (gradient reduce) 
 (parameter all-gather) cannot hide (all of it where the workload does not overlap them) and, where the reduction
 overlaps the last backward, what it adds to each other stage's last backward, which the drain runs through one after
 another (Estimator._drain_syncs), the all-reduce
-of the gradients of the word-embedding copies two stages hold (Estimator.embedding_sync), plus the optimizer
+of the gradients of the word-embedding copies two stages hold (Estimator.embedding_sync) and DualPipe's of each stage's
+across the mirror pair of ranks holding it (Estimator.mirror_syncs), plus the optimizer
 step and the passes over Megatron's gradient buffers (workload/data_parallel.py). FSDP gathers each layer's
 weights before its forward and backward: what outlasts the layer's compute is exposed.
 
@@ -107,6 +108,16 @@ def combined_share(schedule: str, chunks: int, stage: int, stages: int, microbat
     steps = make_scheduler(schedule, chunks, combined=True).steps(stage, stages, microbatches)
     backwards = [step for step in steps if step.kind == "B"]
     return sum(step.combined for step in backwards) / len(backwards)
+
+
+@lru_cache(maxsize=4096)
+def chunks_by_completion(schedule: str, vpp: int, stage: int, stages: int, microbatches: int) -> tuple[int, ...]:
+    """A stage's model chunks in the order its schedule (of `vpp`, as the workload gives it) completes their
+    gradients (their last backward or weight step: workload.megatron runs DualPipe's mirror all-reduce of each then);
+    cached: searches ask again and again."""
+    steps = make_scheduler(schedule, vpp).steps(stage, stages, microbatches)
+    done = {step.chunk: i for i, step in enumerate(steps) if step.kind != "F"}
+    return tuple(sorted(done, key=done.__getitem__))
 
 
 def stretched(compute: float, comm: float, slower: float) -> float:
@@ -196,6 +207,7 @@ class Estimator:
         self._syncs: dict[tuple, tuple[list[tuple[float, float, float, float]], float, float]] = {}
         self._drains: dict[tuple, float] = {}
         self._embedding_syncs: dict[tuple, float] = {}
+        self._mirror_syncs: dict[tuple, tuple[float, ...]] = {}
         self._shares: dict[tuple, tuple] = {}
         self._kernel_times: dict[str, dict[KernelSpec, float]] = {}
         self._profiles: dict[str, KernelProfile] = {}
@@ -262,6 +274,8 @@ class Estimator:
         held = self._stage_params(s, workload, kernels, layers, slowest)
         dp, optimizer = self._data_parallel(s, workload, kernels, layers, slowest, held, cost, runs)
         dp += self.embedding_sync(s, workload, kernels, layers)
+        if dualpipe and s.pp > 1:
+            dp += self._mirror_exposed(s, workload, kernels, layers, slowest, cost, microbatches)
         if dualpipe:
             bubble = self.dualpipe_bubble(cost, s.pp)
         else:
@@ -732,6 +746,38 @@ class Estimator:
             self._embedding_syncs[key] = self.slowest(AR, groups, size)
         return self._embedding_syncs[key]
 
+    def _mirror_exposed(self, s: Strategy, workload: MegatronWorkload, kernels: LayerKernels,
+                        layers: PipelineLayers, stage: int, cost: _StageCost, microbatches: int) -> float:
+        """Seconds DualPipe's mirror all-reduces add to a step on `stage`'s ranks (Estimator.mirror_syncs): the one of
+        the chunk whose gradients complete last runs after the data-parallel reduction of its buckets, on the same
+        stream, and the optimizer step waits for it: exposed whole; the other runs beside the remaining backwards
+        and slows them only by the SMs it holds (stretched, over one pass's backward as the data-parallel
+        reduction's, Estimator._bucketed_sync)."""
+        order = chunks_by_completion(workload.parallelism.pipeline_schedule, s.vpp, stage, s.pp, microbatches)
+        times = self.mirror_syncs(s, workload, kernels, layers, stage)
+        *earlier, last = order
+        groups = self.placed(s, "mirror", stage)
+        slower = self.stretch(self.plan.choose(AR, groups[0], 1.0).channels) - 1
+        return times[last] + sum(stretched(cost.backward, times[chunk], slower) - cost.backward for chunk in earlier)
+
+    def mirror_syncs(self, s: Strategy, workload: MegatronWorkload, kernels: LayerKernels, layers: PipelineLayers,
+                     stage: int) -> tuple[float, ...]:
+        """Per model chunk of a DualPipe stage, the seconds of the all-reduce that sums its gradients with the mirror
+        rank's copy (rank s and rank pp - 1 - s hold the same two chunks: workload.data_parallel
+        DataParallelSync.mirror_sync, which the tracer runs once a chunk's last weight gradient has), at the slowest
+        of the stage's mirror groups (cached per shape and the stage's units). Left out,
+        DualPipe at pp 2 (8 H100s, 16 layers, hidden 2048) was estimated 80.5 ms where the replay gives 93.3, its two
+        1.9 GB all-reduces taking 8.3 ms each, and step_timer did not take DualPipe."""
+        key = (self.shape_key(s), s.pp, s.dp, s.sharding, self._composition(s, kernels, layers, stage),
+               self.stage_key(s, stage))
+        if key not in self._mirror_syncs:
+            held, grad_bytes = ModelParameters(kernels, workload.model, layers).stage(stage), ShardShape.of(workload)
+            groups = self.placed(s, "mirror", stage)
+            self._mirror_syncs[key] = tuple(
+                self.slowest(AR, groups, sum(sum(held.of(unit)) for unit in layers.units_of(stage, chunk))
+                             * grad_bytes.grad_bytes) for chunk in range(layers.chunks))
+        return self._mirror_syncs[key]
+
     @staticmethod
     def _bucketed_sync(workload: MegatronWorkload, cost: _StageCost, scatter: float, gather: float, slower: float,
                        shares: tuple[tuple[float, float], tuple[float, float]], buckets: float) -> float:
@@ -908,11 +954,13 @@ MEGATRON_SHARDINGS = tuple(name for name, settings in SHARDING_SETTINGS.items() 
 """The shardings that keep Megatron's gradient buffers, reduced once a step from the last micro-batch's backward."""
 
 
-ESTIMATED_SCHEDULES = ("1f1b", "interleaved_1f1b", "zb_h1")
-"""The pipeline schedules the estimate's step formula is written for (the module docstring); those the search tries.
-ZB-V's V is not. DualPipe's mirrored stages Estimator.estimate times by DeepSeek's bubble (Estimator.dualpipe_bubble),
-leaving out the mirrored ranks' gradient all-reduce: within 1% at pp 4, 14% short at pp 2 (8 H100s, 16 layers), so
-step_timer does not take it."""
+ESTIMATED_SCHEDULES = ("1f1b", "interleaved_1f1b", "zb_h1", "dualpipe")
+"""The pipeline schedules the estimate's step formula is written for (the module docstring); the first three those the
+search tries. ZB-V's V is not. DualPipe's mirrored stages Estimator.estimate times by DeepSeek's bubble
+(Estimator.dualpipe_bubble) and the mirrored ranks' gradient all-reduce (Estimator.mirror_syncs): 5% short at pp 2,
+5% long at pp 4, 10% long at pp 8 (8 H100s, 16 layers; the bubble formula, for equal ranks, idles the heaviest rank,
+which holds both ends of the model and waits for none, longer than the replay does); without the all-reduce pp 2 was
+14% short and step_timer did not take DualPipe."""
 
 
 def step_timer(sc: ScenarioConfig) -> Callable[[ScenarioConfig], float] | None:
