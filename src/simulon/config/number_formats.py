@@ -163,15 +163,17 @@ NUMBER_FORMATS: dict[DType, NumberFormat] = {
     # Transformer Engine's MXFP8BlockScaling: e4m3 (e5m2 gradients) in 1 x 32 blocks, e8m0 (1-byte) scales;
     # the block-scaled tensor-core MMA of Blackwell applies the scales in the main loop, so it runs at the fp8
     # rate with fp8's fitted efficiency where the GPU has no mxfp8 fit
-    # Kept narrow (fp8_params), its weights are all-gathered in bf16 and quantized after (Megatron-LM's
-    # --reuse-grad-buf-for-mxfp8-param-ag, which its distributed optimizer needs for MXFP8 weights: Transformer
-    # Engine's replace_raw_data raises NotImplementedError for an MXFP8Tensor, so _ParamAndGradBuffer cannot map
-    # them into a param buffer of their own and gathers the bf16 weights into the gradient buffer instead,
-    # megatron/core/distributed/param_and_grad_buffer.py _ParamAndGradBuffer.__init__ `shared_buffer`,
-    # _ParamAndGradBucketGroup._post_param_sync; Megatron-FSDP gathers the row-wise and column-wise e4m3 data, the
-    # same 2 bytes, megatron_fsdp/param_and_grad_buffer.py `transpose_weight_buffer`, after its optimizer step
-    # all-reduced the amax of every 32-element block, row-wise and column-wise, in bf16, to scale its shard alike:
-    # Transformer Engine's _cast_master_weights_to_fp8_mxfp8_scaling `packed_amaxes`, 2 x 2 bytes per 32 elements)
+    # Kept narrow (fp8_params) under Megatron's distributed optimizer, its weights are all-gathered in bf16 and
+    # quantized after. Transformer Engine's replace_raw_data raises NotImplementedError for an MXFP8Tensor, so
+    # _ParamAndGradBuffer cannot hold MXFP8 weights in a parameter buffer of their own; with
+    # --reuse-grad-buf-for-mxfp8-param-ag it gathers the bf16 weights into the gradient buffer instead and
+    # _ParamAndGradBucketGroup._post_param_sync quantizes them (megatron/core/distributed/param_and_grad_buffer.py,
+    # _ParamAndGradBuffer.__init__ `shared_buffer`): gathers_16bit_weights.
+    # Megatron-FSDP gathers the row-wise and column-wise e4m3 data instead, the same 2 bytes an element
+    # (megatron_fsdp/param_and_grad_buffer.py `transpose_weight_buffer`), after its optimizer step all-reduced the
+    # amax of every 32-element block, row-wise and column-wise, in bf16, so that every rank scales its shard alike
+    # (Transformer Engine's _cast_master_weights_to_fp8_mxfp8_scaling `packed_amaxes`): weight_amax_bytes, 2 x 2
+    # bytes per 32 elements.
     DType.mxfp8: NumberFormat(DType.mxfp8, quantized=True, block=32, scale_bytes=1.0, gathers_16bit_weights=True,
                               weight_amax_bytes=2 * 2 / 32,
                               calibration_chain=(DType.mxfp8, *_FP8_CHAIN)),
