@@ -201,8 +201,8 @@ def test_the_tuner_sees_the_weaker_members_ports():
     plan = CollectivePlan(topo, "auto")
     h100, across = plan.weakest_ports(range(8)), plan.weakest_ports((0, 1, 2, 3, 8, 9, 10, 11))
     assert across.nic < h100.nic and across.scale_up < h100.scale_up
-    assert replace(across, mixed=False) == plan.weakest_ports(range(8, 16))  # the A100s', over two generations
-    assert across.mixed and not h100.mixed
+    assert replace(across, ll128=True) == plan.weakest_ports(range(8, 16))  # the A100s', over two generations
+    assert not across.ll128 and h100.ll128
 
 
 # --- folding stays within a group ------------------------------------------------------------------------

@@ -34,9 +34,10 @@ def gemm_params(st_: ModelStates) -> float:
 
 @pytest.mark.parametrize(("capability", "any_layout"), [
     (8.0, False), (8.9, False), (9.0, False), (10.0, True), (10.3, True), (11.0, True), (12.0, False),
-    (12.1, False), (13.0, True), (None, False)])
+    (12.1, False), (13.0, True), (None, True)])
 def test_fp8_gemms_read_every_layout_exactly_where_transformer_engine_says(capability, any_layout):
-    # a GPU of its own (no template's figures or name), so that only its stated capability decides
+    # a GPU of its own (no template's figures or name), so that only its stated capability decides; one stating none
+    # has the capability of the shipped GPU nearest it (GPUSpec.capability), here the B200's 10.0
     gpu = GPUSpec.model_validate({"from": "b200", "name": "next-gpu", "memory_bandwidth": "9.5TBps",
                                   "compute_capability": capability})
     assert gpu.template is None

@@ -20,9 +20,30 @@ ALGORITHM_NAMES = {"ring": "ring", "tree": "tree", "nvls": "nvls", "nvlstree": "
 """NCCL_ALGO's algorithm names (src/enqueue.cc's ncclAlgoStr, compared without case) -> simulon's."""
 NVLS_MIN_GPUS = 2
 """NCCL sets NVLS up only where a communicator has more than this many GPUs in an NVLink domain (ncclNvlsInit)."""
-NVLS_COMPUTE_CAPABILITY = 90
+NVLS_COMPUTE_CAPABILITY = 9.0
 """NVLS reduces through multicast memory, which NCCL finds from Hopper on (ncclNvlsSupported: CUDA multicast on a
 GPU of compute capability 9.0 or more): a GPU of an earlier architecture gets none on any switch."""
+LL128_MIXED_COMPUTE_CAPABILITY = 9.0
+"""NCCL runs LL128 over GPUs of different compute capabilities only where the least is Hopper's or later (NCCL
+2.30, src/graph/tuning.cc ncclTopoTuneModel: `minCompCap == maxCompCap || minCompCap >= 90`; before 2.30 never)."""
+LL128_LEAST_COMPUTE_CAPABILITY = 7.0
+"""NCCL enables LL128 by default from Volta on (the same function: `!(minCompCap < 70 || ...)`)."""
+
+
+def multicasts(capability: float | None) -> bool:
+    """Whether a GPU of this CUDA compute capability reduces through NVLS's multicast memory (None: not an NVIDIA
+    GPU)."""
+    return capability is not None and capability >= NVLS_COMPUTE_CAPABILITY
+
+
+def ll128_among(capabilities: set[float | None]) -> bool:
+    """Whether NCCL enables LL128 on a communicator over GPUs of these compute capabilities (NCCL 2.30's rule,
+    LL128_MIXED_COMPUTE_CAPABILITY; RCCL's GPUs, None, keep it among themselves)."""
+    known = {c for c in capabilities if c is not None}
+    if len(known) < len(capabilities):
+        return len(capabilities) == 1
+    least = min(known)
+    return least >= LL128_LEAST_COMPUTE_CAPABILITY and (len(known) == 1 or least >= LL128_MIXED_COMPUTE_CAPABILITY)
 NVLS_ARITY = 32
 """NCCL_MAX_NVLS_ARITY: NVLS all-gather and reduce-scatter serve at most this many ranks per NVLink domain
 (NCCL skips NVLS for them beyond it; all-reduce has no such limit)."""

@@ -39,6 +39,7 @@ from .nccl import (
     architecture,
     channel_argument,
     constants,
+    ll128_among,
     nvls_chunk_bytes,
     nvls_tuning,
     p2p_channels_across_domains,
@@ -78,7 +79,7 @@ class Ports:
     nic: float
     model: int = 0  # the index of the group's link model in topology.models (its weakest member's)
     nic_line: float = 0.0  # the weakest NIC's line rate
-    mixed: bool = False  # its members' GPUs are of more than one compute capability
+    ll128: bool = True  # NCCL enables LL128 among its members' GPUs (collective.nccl.ll128_among)
     ll_hosts: str = "intel"  # nccl.yaml's host_cpu row of its LL ceiling across nodes (config.host_cpu.HostCPU)
     overhead_hosts: str = "intel"  # and of its network overhead, by its members' host CPUs
 
@@ -142,11 +143,10 @@ class CollectivePlan:
             up = members * (topo.gpus_per_node - 1) if topo.mesh else members
             nic = topo.fabric.up(members // topo.gpus_per_nic * topo.fabric.ports_per_nic)
             models = topo.model_indices(members)  # the weakest member's is the least (Topology.model_index)
-            capabilities = {architecture(topo.models[m].gpu_family)["compute_capability"] for m in models}
             host = topo.host(members)
             self.ports[group] = Ports(float(topo.capacity[up].min()), float(topo.line_rate[up].min()),
                                       float(topo.capacity[nic].min()), min(models),
-                                      float(topo.line_rate[nic].min()), len(capabilities) > 1,
+                                      float(topo.line_rate[nic].min()), ll128_among(topo.capabilities_of(members)),
                                       host.ll_row, host.overhead_row)
         return self.ports[group]
 
@@ -177,13 +177,13 @@ class CollectivePlan:
     def _choose(self, ctype: CollType, shape: GroupShape, size: float, ports: Ports, fixed: str,
                 reduces: tuple[bool, bool], comm: GroupShape | None = None) -> Choice:
         if fixed == "auto":
-            candidates = self._candidates(ctype, shape, ports.mixed, reduces)
+            candidates = self._candidates(ctype, shape, ports.ll128, reduces)
         else:
             record = checked(fixed, ctype)
             refusal = record.reduction_missing(reduces) or record.refusal(ctype, shape)
             if refusal:
                 raise Unrunnable(refusal)
-            candidates = [(record.name, p) for p in self._protocols(record.name, ctype, ports.mixed)]
+            candidates = [(record.name, p) for p in self._protocols(record.name, ctype, ports.ll128)]
             if self.protocol not in ("auto", *record.protocols) and ctype not in POINT_TO_POINT:
                 raise Unrunnable(f"{record.name} runs the {' or '.join(record.protocols)} protocol only, not "
                                  f"{self.protocol} (NCCL runs NVLS, NVLS-tree, CollNet and PAT with Simple)")
@@ -210,12 +210,12 @@ class CollectivePlan:
     def candidates(self, ctype: CollType | str, group) -> list[tuple[str, str]]:
         """Every (algorithm, protocol) `auto` weighs for this collective on this group."""
         ports = self.weakest_ports(group)
-        return self._under(ports.model)._candidates(coll_type(ctype), self.shape(group), ports.mixed,
+        return self._under(ports.model)._candidates(coll_type(ctype), self.shape(group), ports.ll128,
                                                     self.topology.reduces_for(group))
 
-    def _candidates(self, ctype: CollType, shape: GroupShape, mixed: bool = False,
+    def _candidates(self, ctype: CollType, shape: GroupShape, ll128: bool = True,
                     reduces: tuple[bool, bool] | None = None) -> list[tuple[str, str]]:
-        return [(a, p) for a in self._enabled(ctype, shape, reduces) for p in self._protocols(a, ctype, mixed)]
+        return [(a, p) for a in self._enabled(ctype, shape, reduces) for p in self._protocols(a, ctype, ll128)]
 
     # ---- NCCL's model ----
 
@@ -229,15 +229,15 @@ class CollectivePlan:
                    and ctype in a.decompositions and a.reduction_missing(reduces) is None]
         return [a for a in enabled if allowed is None or a in allowed or ctype in POINT_TO_POINT] or enabled
 
-    def _protocols(self, algorithm: str, ctype: CollType, mixed: bool = False) -> tuple[str, ...]:
-        """The algorithm's protocols (NVLS, CollNet and PAT run Simple only), less LL128 over PCIe or among GPUs of
-        `mixed` compute capabilities (NCCL enables LL128 only where minCompCap == maxCompCap). All-to-all runs
+    def _protocols(self, algorithm: str, ctype: CollType, ll128: bool = True) -> tuple[str, ...]:
+        """The algorithm's protocols (NVLS, CollNet and PAT run Simple only), less LL128 over PCIe or where `ll128`
+        is false (GPUs whose compute capabilities NCCL runs no LL128 among, nccl.ll128_among). All-to-all runs
         Simple, a group of NCCL send/receive calls (an approximation: NCCL sends point-to-point messages below
         NCCL_P2P_LL_THRESHOLD with LL). Of those, the ones the platform's NCCL_PROTO lists, where it lists any the
         algorithm runs."""
         if ctype in POINT_TO_POINT:
             return ("simple",)
-        no_ll128 = self.topology.pcie or mixed
+        no_ll128 = self.topology.pcie or not ll128
         own = tuple(p for p in find_algorithm(algorithm).protocols if not (no_ll128 and p == "ll128"))
         allowed = self.topology.nccl.protocols
         return tuple(p for p in own if allowed is None or p in allowed) or own

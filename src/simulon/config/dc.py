@@ -158,8 +158,9 @@ class GPUSpec(Templated):
                         "the fitted GPUs of the same vendor one without fitted data borrows from")
     compute_capability: float | None = Field(None, ge=1.0, description="NVIDIA's CUDA compute capability (9.0 "
                                              "an H100, 10.0 a B200, 10.3 a B300): whether its FP8 GEMMs read "
-                                             "operands in every layout (fp8_any_layout); none for AMD GPUs and "
-                                             "a spec of your own that does not state it")
+                                             "operands in every layout, whether NCCL's NVLS and LL128 run on it; "
+                                             "none for AMD GPUs; a spec of your own that does not state it takes "
+                                             "the nearest shipped GPU's")
     memory_capacity_gb: MemoryGB = Field(description="memory as the vendor states it (80 for an H100 80GB), read "
                                          "as GiB as vendors' HBM sizes are (memory_bytes)")
     memory_bandwidth: Bandwidth = Field(description="HBM bandwidth")
@@ -238,22 +239,35 @@ class GPUSpec(Templated):
         (`nearest_template`: `{from: h100-sxm, name: my-H100, memory_bandwidth: 3.3TBps}` links as an H100, not
         as whatever its label spells); for a vendor with no shipped template, its own name. Unlike `model_name`,
         not what tells two GPU models apart: a custom GPU is a model of its own, of the family of the one nearest."""
-        if self.template is not None:
-            return self.model_name
-        stem = nearest_template(self, [s for s in template_names("gpu") if shipped_gpu(s).vendor == self.vendor])
+        stem = self.family_template
         return self.name if stem is None else _template_name(stem)
+
+    @cached_property
+    def family_template(self) -> str | None:
+        """The shipped GPU template of this GPU's family (`family_name`): its own template, else the one of its
+        vendor nearest in spec; None for a vendor with no shipped template."""
+        if self.template is not None:
+            return self.template
+        return nearest_template(self, [s for s in template_names("gpu") if shipped_gpu(s).vendor == self.vendor])
+
+    @cached_property
+    def capability(self) -> float | None:
+        """The GPU's CUDA compute capability, what NCCL and Transformer Engine compare GPUs by (NVLS's multicast,
+        LL128 across GPUs, FP8 layouts: `fp8_any_layout`): the one it states, else its family's template's
+        (`family_template`: a GPU of the user's own has the capability of the shipped GPU nearest it); None for AMD's
+        GPUs (ROCm's gfx versions are not CUDA's)."""
+        if self.compute_capability is not None or self.family_template is None:
+            return self.compute_capability
+        return shipped_gpu(self.family_template).compute_capability
 
     @property
     def fp8_any_layout(self) -> bool:
         """Whether the GPU's FP8 tensor-core GEMMs take operands in every layout, not only both K-major ("TN"), so
         that Transformer Engine keeps one copy of a per-tensor-scaled FP8 tensor for the forward and both backward
         GEMMs, with no transpose (transformer_engine/pytorch/utils.py `is_non_tn_fp8_gemm_supported`: compute
-        capability 10.x and 11.x, and 13.0 on; not Hopper's 9.0, nor Ada's 8.9 or the RTX Blackwell's 12.x). A GPU of
-        unstated capability keeps the transpose (AMD's: ROCm reports gfx9 as 9.x); one that states none takes its
-        template's (`template`: the shipped GPU whose figures or name it has)."""
-        cc = self.compute_capability
-        if cc is None and self.template is not None:
-            cc = shipped_gpu(self.template).compute_capability
+        capability 10.x and 11.x, and 13.0 on; not Hopper's 9.0, nor Ada's 8.9 or the RTX Blackwell's 12.x;
+        `capability`). A GPU without a CUDA capability keeps the transpose (AMD's: ROCm reports gfx9 as 9.x)."""
+        cc = self.capability
         return cc is not None and (10.0 <= cc < 12.0 or cc >= 13.0)
 
     def has_peak(self, dtype: DType) -> bool:

@@ -31,7 +31,7 @@ from itertools import pairwise
 
 import numpy as np
 
-from ..collective.nccl import NVLS_COMPUTE_CAPABILITY, architecture, constants
+from ..collective.nccl import constants, multicasts
 from ..config.dc import DatacenterConfig, NcclEnvironment, Placement, weakness
 from ..config.host_cpu import HostCPU, communicator_host
 from .calibration import LinkModel, group_link_model, link_model_for
@@ -77,6 +77,7 @@ class Topology:
     group_of_gpu: np.ndarray | None = None  # and the index of each GPU's group (None: the first for all)
     nvls_gpus: np.ndarray | None = None     # per GPU: on an NVSwitch that reduces, and multicasting (NVLS)
     gpu_names: tuple[str, ...] = ()         # the GPU of each node group (what a drawing names them by)
+    capabilities: tuple[float | None, ...] = (None,)  # and its compute capability (config.dc.GPUSpec.capability)
 
     @classmethod
     def from_datacenter(cls, dc: DatacenterConfig, num_gpus: int | None = None,
@@ -138,14 +139,13 @@ class Topology:
         latency = np.concatenate([up_latency, np.zeros(up_links - port_links), fabric_latency])
         # NVLS needs multicast memory, from Hopper on (NCCL's ncclNvlsSupported: compute capability 9.0): an A100 on
         # an NVSwitch that reduces gets none
-        multicasts = np.array([architecture(m.gpu_family)["compute_capability"] >= NVLS_COMPUTE_CAPABILITY
-                               for m in (models or [model])])
-        nvls = np.asarray(placement.per_rank(lambda g: g.reduces_in_switch), dtype=bool) & \
-            multicasts[model_of_gpu if model_of_gpu is not None else np.zeros(num_gpus, dtype=np.int64)]
+        nvls = np.asarray(placement.per_rank(lambda g: g.reduces_in_switch and multicasts(g.gpu.capability)),
+                          dtype=bool)
         reduces = (bool(nvls.all()), dc.reduces_in_switch[1])
         return cls(num_gpus, gpn, per_nic, dc.domain_gpus, kind, line, line * efficiency, latency, fabric,
                    reduces, model, models, model_of_gpu, staging, net.nccl,
-                   tuple(g.node.host for g in groups), placement.group, nvls, tuple(g.gpu.name for g in groups))
+                   tuple(g.node.host for g in groups), placement.group, nvls, tuple(g.gpu.name for g in groups),
+                   tuple(g.gpu.capability for g in groups))
 
     def reduces_for(self, gpus) -> tuple[bool, bool]:
         """(scale-up, scale-out) in-switch reduction open to a collective over `gpus`: NVLS where every member's
@@ -174,6 +174,12 @@ class Topology:
             return self.hosts[0]
         used = np.unique(self.group_of_gpu[np.asarray(gpus, dtype=np.int64)])
         return communicator_host({self.hosts[int(g)] for g in used})
+
+    def capabilities_of(self, gpus) -> set[float | None]:
+        """The compute capabilities of `gpus`' GPUs (NCCL's minCompCap and maxCompCap of a communicator over them)."""
+        if self.group_of_gpu is None:
+            return {self.capabilities[0]}
+        return {self.capabilities[int(g)] for g in np.unique(self.group_of_gpu[np.asarray(gpus, dtype=np.int64)])}
 
     @property
     def pcie(self) -> bool:
