@@ -360,3 +360,17 @@ def test_num_layers_alone_over_a_hybrid_template_says_the_patterns_length_and_to
     with pytest.raises(ConfigError) as info:
         parse_scenario(data, "s.yaml")
     assert f"workload.model.hybrid_pattern: {says}" in str(info.value)
+
+
+def test_a_hybrid_pattern_without_pipeline_marks_is_not_interleaved():
+    """Megatron's hybrid model interleaves only a pattern cut by '|' (select_pipeline_segment raises for a vp_stage
+    without pipes); simulon simulated vpp 2 over 'M*M-M*M-' split evenly. The run is refused naming vpp, the marked
+    pattern runs, and the search enumerates no interleaved strategy for the unmarked one (its plain pp it keeps)."""
+    data = hybrid("M*M-M*M-", pp=2, gbs=8)
+    data["workload"]["parallelism"]["vpp"] = 2
+    with pytest.raises(ConfigError, match=r"workload\.parallelism\.vpp") as caught:
+        parse_scenario(data)
+    assert "without '|' marks" in str(caught.value)
+    assert parse_scenario(hybrid("M*|M-|M*|M-", pp=2, gbs=8)).workload.parallelism.vpp == 2
+    kept = list(Space(parse_scenario(hybrid("M*M-M*M-", nodes=2, gbs=16)).workload, 16, 8, fp8=False).strategies())
+    assert any(s.pp > 1 for s in kept) and all(s.vpp == 1 for s in kept)

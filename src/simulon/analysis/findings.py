@@ -33,7 +33,6 @@ from ..compute.attention import WARP_MMA_LIBRARIES, matmul_rate
 from ..compute.calibration import Calibrations
 from ..config.common import DType
 from ..config.dc import Placement
-from ..config.pipeline_layout import virtual_stage_layers
 from ..config.scenario import ScenarioConfig, check_workload_fits
 from ..memory import estimate_memory
 from ..workload.data_parallel import MIRROR_SYNC
@@ -211,7 +210,7 @@ def other_schedules(sc: ScenarioConfig) -> frozenset[tuple[str, int]]:
             continue  # the workload's own check (model_copy skips it): the expert overlap runs on 1F1B and DualPipe
         try:
             check_workload_fits(candidate, sc.datacenter)
-            layers = virtual_stage_layers(other, wl.model.num_layers, wl.model.pattern_segments)
+            layers = wl.model.stage_layers(other, mtp=False)
         except ValueError:  # FieldError, or a layout string that cannot split into these virtual stages
             continue
         if min(layers) > 0:

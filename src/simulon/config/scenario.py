@@ -12,7 +12,6 @@ from ..collective.nccl import check_channels
 from .common import MAX_MICROBATCHES, FieldError, StrictModel
 from .dc import DatacenterConfig, Placement, sized_for, workload_gpus
 from .hybrid import GatedDeltaNetSpec, MambaSpec
-from .pipeline_layout import virtual_stage_layers
 from .workload import (
     MegatronWorkload,
     ModelSpec,
@@ -282,8 +281,7 @@ def check_workload_fits(wl: MegatronWorkload, dc: DatacenterConfig) -> None:
         _check_mamba(par, model.mamba)
     if model.gdn is not None:
         _check_gated_delta_net(par, model.gdn)
-    _check_recompute_layers(par, model, virtual_stage_layers(par, model.num_layers, model.pattern_segments,
-                                                             model.mtp_layers))
+    _check_recompute_layers(par, model, model.stage_layers(par))
     samples_per_step = train.micro_batch_size * dp
     if train.dp_shares is not None:
         _check_dp_shares(wl, dp)

@@ -55,7 +55,7 @@ from .hybrid import (
     split_mtp,
 )
 from .number_formats import NUMBER_FORMATS, fp8_recipe_named
-from .pipeline_layout import idle_virtual_stages, layout_chunks, split_given
+from .pipeline_layout import PipelineSplit, idle_virtual_stages, layout_chunks, split_given, virtual_stage_layers
 from .resolve import FRAMEWORK_NAMES, refuse_long_numbers, resolve_framework
 from .templates import Templated
 
@@ -391,6 +391,12 @@ class ModelSpec(Templated):
         if PIPELINE_MARK not in decoder:
             return None
         return tuple(len(segment) for segment in decoder.split(PIPELINE_MARK))
+
+    def stage_layers(self, par: PipelineSplit, mtp: bool = True) -> tuple[int, ...]:
+        """Layers of every virtual stage under `par` (config.pipeline_layout.virtual_stage_layers): by the hybrid
+        pattern's `|` segments where it has them, the multi-token-prediction layers counted where they run (`mtp`)."""
+        return virtual_stage_layers(par, self.num_layers, self.pattern_segments, self.mtp_layers if mtp else 0,
+                                    hybrid=self.hybrid_pattern is not None)
 
     @property
     def all_layers(self) -> int:

@@ -37,7 +37,6 @@ from ..config.common import DType, FieldError
 from ..config.dc import workload_gpus
 from ..config.errors import ConfigError
 from ..config.loading import parse_scenario, problem, read_scenario_data
-from ..config.pipeline_layout import virtual_stage_layers
 from ..config.scenario import ScenarioConfig, check_dispatcher, scenario_argument
 from ..config.units import GiB
 from ..config.workload import (
@@ -317,7 +316,7 @@ def every_layer_named(par: ParallelismSpec, model: ModelSpec) -> ParallelismSpec
     if par.recompute_num_layers is None:
         return par
     try:
-        chunks = virtual_stage_layers(par, model.num_layers, model.pattern_segments, model.mtp_layers)
+        chunks = model.stage_layers(par)
     except FieldError:
         return par  # the scenario's check names the split
     if par.recompute_num_layers < max(chunks):

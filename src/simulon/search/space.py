@@ -46,7 +46,6 @@ from typing import Any
 import numpy as np
 
 from ..config.common import MAX_GPUS, DType
-from ..config.pipeline_layout import virtual_stage_layers
 from ..config.scenario import ScenarioConfig, tensor_split_problem
 from ..config.workload import MegatronWorkload
 
@@ -424,7 +423,7 @@ class Space:
             par = self.workload.parallelism.model_copy(update={
                 "pp": pp, "vpp": vpp, "layers_per_stage": stage_layers(model.num_layers, pp, first, last)})
             try:
-                virtual_stage_layers(par, model.num_layers, model.pattern_segments, model.mtp_layers)
+                model.stage_layers(par)
                 self._splittable[key] = True
             except ValueError:  # FieldError: the split is impossible
                 self._splittable[key] = False

@@ -19,7 +19,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from ..config.number_formats import TrainingFormat
-from ..config.pipeline_layout import virtual_stage_layers
 from ..config.workload import MegatronWorkload, ModelSpec
 from .layer_kernels import LayerKernels, ShardShape
 from .program import EMBEDDING_LAYER, HEAD_LAYER
@@ -44,8 +43,7 @@ class PipelineLayers:
         par = workload.parallelism
         placement = make_scheduler(par.pipeline_schedule, par.vpp).placement
         return cls(pp=par.pp, chunks=placement.chunks(par.vpp),
-                   counts=virtual_stage_layers(par, workload.model.num_layers, workload.model.pattern_segments,
-                                                   workload.model.mtp_layers),
+                   counts=workload.model.stage_layers(par),
                    mtp_layers=workload.model.mtp_layers,
                    placement=placement)
 
