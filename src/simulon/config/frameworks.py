@@ -28,6 +28,7 @@ class FrameworkDefaults:
     elementwise: str = "fused"
     cross_entropy: str = "vocab_parallel"
     micro_batch_size: int = 1
+    unpipelined_whole_batch: bool = False  # a row of pp 1 and no mbs: a replica's batch in one micro-batch, if it fits
     grad_reduce_dtype: str | None = None  # the gradient buffer's type where it is not Megatron's default
     overlap_grad_reduce: bool = True      # and, with the distributed optimizer, the parameter all-gather
     routing: Routing | None = None        # the fabric's routing where not its template's
@@ -71,14 +72,25 @@ its performance recipes run under PYTORCH_CUDA_ALLOC_CONF=expandable_segments:Tr
 perf_recipes/qwen/gb300/qwen3_moe.py)."""
 MEGATRON_CORE_RUNS = FrameworkDefaults(sequence_parallel=True, tp_comm_overlap=True, distributed_optimizer=True,
                                        attention=TE_ATTENTION, virtual_stage_layers=1, mtp_layers=0,
-                                       megatron_gpt=True, vocab_divisible_by=MEGATRON_VOCAB_DIVISOR)
+                                       megatron_gpt=True, vocab_divisible_by=MEGATRON_VOCAB_DIVISOR,
+                                       unpipelined_whole_batch=True)
 """Megatron-Core's scaling runs: as NeMo's recipes, with Megatron-LM's fp32 gradients under --bf16
 (arguments.py turns on accumulate_allreduce_grads_in_fp32). Their README overlaps "pipeline-parallel
 communication (enabled by default)" with computation, which Megatron-LM allows only on the interleaved schedule
 (arguments.py: without virtual stages it sets overlap_p2p_comm to False, "non-interleaved schedule does not support
 overlapping p2p communication"), so their pipelined runs were interleaved; how deep is not stated, and is taken as
 one layer a virtual stage, what 5 of the 7 NVIDIA recipes in training.csv that state it use (DGX Cloud's GPT-3 175B,
-NeMo's Llama 2 13B and 70B, Nemotron-4 22B and 340B; NeMo's GPT-3 175B takes 2, its Llama 3 70B 4)."""
+NeMo's Llama 2 13B and 70B, Nemotron-4 22B and 340B; NeMo's GPT-3 175B takes 2, its Llama 3 70B 4).
+Their micro-batch is not stated either. Where they run no pipeline (GPT-1.7B to 32B, 4 sequences a replica), a
+row takes each replica's share of the global batch in one micro-batch, as far as memory allows
+(validate.training.whole_batch_micro_batch): gradient accumulation there only saves memory, and the same authors'
+weak-scaling table of 2021 ran so (examples/academic_paper_scripts/sc21/run_table_1.sh in Megatron-LM, as at
+core_r0.8.0: MBS = GBS / dp for its unpipelined 1.7B, 3.6B and 7.5B). One sequence a micro-batch contradicts the
+32B row's own figure: its replica's 3.9B parameters reduce 15.7 GB of fp32 gradients (arguments.py: bf16 reduces
+in fp32) over 48 nodes, one GPU each, and gather 7.9 GB of bf16 parameters, 308 and 154 ms at a 400 Gb/s NIC's
+line rate; with four micro-batches the reduction overlaps only the last one's backward (forward_backward_no_pipelining
+runs the others under no_sync) and the gather only the first forward, so the 0.892 s measured would leave
+143 ms a micro-batch (a third of it forward), 72% of the H100's dense peak."""
 MEGATRON_LM_WITH_TE = FrameworkDefaults(sequence_parallel=True, distributed_optimizer=True, overlap_grad_reduce=False,
                                         attention=TE_ATTENTION, mtp_layers=0, megatron_gpt=True,
                                         vocab_divisible_by=MEGATRON_VOCAB_DIVISOR)

@@ -34,6 +34,7 @@ from ..config.workload import RECOMPUTE_MODULES, SCHEDULE_CHUNKS, ModelSpec
 from ..dag.fold import FoldMode
 from ..dag.size import TooLarge
 from ..executors import Needs, in_order_in_shares
+from ..memory import estimate_memory
 from ..pipeline import Simulation, StepPlan, over_share, plan_step, simulate_step
 from ..progress import SILENT, Progress
 from .report import (
@@ -502,9 +503,26 @@ def scenario_from_row(row: dict[str, str]) -> ScenarioConfig:
                      "training": training},
     }
     try:
+        if habits.unpipelined_whole_batch and pp == 1 and not row.get("mbs", "").strip() \
+                and not row.get("grad_accum", "").strip() and gbs % dp == 0:
+            return whole_batch_micro_batch(data, gbs // dp)
         return parse_scenario(data, "row")
     except ConfigError as exc:
         raise Unsupported(str(exc).removeprefix("row: ")) from None
+
+
+def whole_batch_micro_batch(data: dict[str, Any], share: int) -> ScenarioConfig:
+    """The scenario `data` describes at the largest micro-batch dividing a replica's `share` of the global batch
+    whose step fits the GPU's memory (memory.estimate_memory), else at the micro-batch `data` gives: a framework
+    whose unpipelined runs accumulate gradients only where memory makes them
+    (FrameworkDefaults.unpipelined_whole_batch)."""
+    workload = data["workload"]
+    for mbs in sorted((d for d in range(2, share + 1) if share % d == 0), reverse=True):
+        sc = parse_scenario({**data, "workload": {**workload, "training": {**workload["training"],
+                                                                               "micro_batch_size": mbs}}}, "row")
+        if estimate_memory(sc).fits:
+            return sc
+    return parse_scenario(data, "row")
 
 
 def implied_iterations(row: dict[str, str], sc: ScenarioConfig) -> dict[str, tuple[float, float, float, str]]:
