@@ -525,6 +525,27 @@ def fabric_cables(fabric: FabricSpec, nics_per_leaf: float) -> tuple[int, int, i
     return up, reach, uplink_ports(down, fabric.pod_oversubscription)
 
 
+def leaves_per_set(fabric: FabricSpec, num_nics: int, nics_per_node: int) -> int:
+    """Leaf switches under one set of NIC ports (a dual-ToR fabric has two sets), as network/fabric.py cables the
+    `num_nics` NICs: a rail-optimized leaf holds one rail's NICs of nics_per_leaf nodes, another leaf nics_per_leaf
+    NICs in order; one where the fabric has a single tier or no NICs."""
+    if fabric.tiers == 1 or not num_nics or fabric.nics_per_leaf is None:
+        return 1
+    if fabric.rail_optimized:
+        nodes = -(-num_nics // nics_per_node)
+        return -(-nodes // fabric.nics_per_leaf) * nics_per_node
+    return -(-num_nics // fabric.nics_per_leaf)
+
+
+def two_tier_spine_cables(fabric: FabricSpec, num_nics: int, nics_per_node: int) -> tuple[float, int]:
+    """(cables down to a spine of a two-tier fabric, the leaves of its plane) for `num_nics` NICs: each leaf's
+    uplinks go round robin over the spines they reach (fabric_cables), a plane's leaves over that plane's spines."""
+    per_set = leaves_per_set(fabric, num_nics, nics_per_node)
+    leaves = per_set if fabric.planes == 2 or not fabric.dual_tor else 2 * per_set
+    up, reach, _ = fabric_cables(fabric, fabric.nics_per_leaf)
+    return leaves * up / reach, leaves
+
+
 def fabric_ports(fabric: FabricSpec, nic_port_share: float = 1.0) -> list[tuple[str, str, float, str]]:
     """(field, what, ports, switch role) of the switches of a fabric whose port counts its spec fixes, as
     network/fabric.py builds them, in ports of the switch's own speed, each cable at the NIC port's speed
@@ -1216,6 +1237,29 @@ class DatacenterConfig(Templated):
         if scale_out is self.network.scale_out:
             return self
         return self.model_copy(update={"network": self.network.model_copy(update={"scale_out": scale_out})})
+
+    @model_validator(mode="after")
+    def _spines_fit(self) -> DatacenterConfig:
+        """A two-tier fabric's spines within the switch's port_count: their cables down to every leaf of the cluster
+        (two_tier_spine_cables), which only the cluster's size fixes (a leaf's and a three-tier spine's ports are
+        checked with the fabric, ScaleOutSpec._ports_fit). 512 DGX H100 nodes on the 16 spines of `spine-leaf` put
+        256 cables on each 64-port switch, and ran."""
+        scale_out = self.network.scale_out
+        fabric, switch = scale_out.topology, scale_out.switch
+        if fabric.tiers != 2 or fabric.nics_per_leaf is None or switch is None or switch.port_count is None:
+            return self
+        num_nics, per_node = self.num_gpus // self.gpus_per_nic, self.gpus_per_node // self.gpus_per_nic
+        down, leaves = two_tier_spine_cables(fabric, num_nics, per_node)
+        nic = scale_out.nic
+        share = nic.speed / switch.port_speed if nic is not None and switch.port_speed else 1.0
+        ports = down * (share / 2 if fabric.dual_tor else share)
+        if ports > switch.port_count:
+            raise FieldError("network.scale_out.topology.spines", f"a spine of the two-tier {fabric.label} fabric "
+                             f"needs {down:g} cables down to the {leaves} leaves of {num_nics} NICs"
+                             + (f" ({ports:g} of its ports' speed)" if ports != down else "")
+                             + f", and the switch ({switch.name}) has {switch.port_count} (switch.port_count): "
+                             "use three tiers (tiers: 3 with leaves_per_pod), or a switch of more ports")
+        return self
 
     def _domains_kept(self) -> None:
         """Refuse a node count that leaves a multi-node NVLink domain no two nodes (`domain_gpus`: 19 trays of a GB200

@@ -1,0 +1,56 @@
+"""A two-tier fabric's spines are cabled to every leaf of the cluster, so only the cluster's size tells whether
+their switch has the ports (config.dc.DatacenterConfig._spines_fit): a spine-leaf fabric named for 512 DGX H100
+nodes put 256 cables on each 64-port QM9700 spine and reported a bisection no such fabric has."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import ValidationError
+
+from helpers import cli
+from simulon.config import DatacenterConfig
+from simulon.config.dc import FabricSpec, leaves_per_set, two_tier_spine_cables
+from simulon.network.calibration import LinkModel
+from simulon.network.topology import Topology
+
+
+def spine_leaf(nodes: int, **topology) -> DatacenterConfig:
+    return DatacenterConfig.model_validate({"from": "dgx-h100", "cluster": {"num_nodes": nodes}, "network": {
+        "scale_out": {"topology": {"from": "spine-leaf", **topology}}}})
+
+
+def test_spines_cabled_to_more_leaves_than_their_switch_has_ports_are_refused():
+    # spine-leaf: 32 NICs a leaf, 32 uplinks over 16 spines, 2 cables a leaf to each; 64-port QM9700 spines
+    spine_leaf(32)  # 256 NICs on 8 leaves: 16 cables a spine
+    with pytest.raises(ValidationError, match=r"topology\.spines.*needs 256 cables down to the 128 leaves of 4096 "
+                                              r"NICs.*Quantum-2-QM9700\) has 64"):
+        spine_leaf(512)
+
+
+def test_the_largest_two_tier_cluster_its_spines_serve_still_loads():
+    assert two_tier_spine_cables(spine_leaf(32).network.scale_out.topology, 1024, 8) == (64, 32)
+    spine_leaf(128)  # 1,024 NICs on 32 leaves: 64 cables a spine, every port
+    with pytest.raises(ValidationError, match="needs 66 cables"):
+        spine_leaf(129)
+
+
+def test_the_topology_command_names_the_field_of_a_spine_with_too_few_ports(tmp_path):
+    path = tmp_path / "dc.yaml"
+    path.write_text("datacenter:\n  from: dgx-h100\n  cluster: {num_nodes: 512}\n  network:\n    scale_out:\n"
+                    "      topology: {from: spine-leaf}\n")
+    proc = cli("topology", str(path))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "dc.yaml" in proc.stderr and "scale_out.topology.spines" in proc.stderr and "has 64" in proc.stderr
+
+
+@settings(max_examples=40, deadline=None)
+@given(nodes=st.integers(1, 40), per_leaf=st.integers(1, 12), rail=st.booleans(), dual=st.booleans())
+def test_the_leaves_counted_for_the_check_are_the_leaves_the_fabric_builds(nodes, per_leaf, rail, dual):
+    fabric = FabricSpec(tiers=2, nics_per_leaf=per_leaf, spines=4, rail_optimized=rail, dual_tor=dual)
+    dc = DatacenterConfig.model_validate({"from": "dgx-h100", "cluster": {"num_nodes": nodes}, "network": {
+        "scale_out": {"switch": {"from": "quantum-2-qm9700", "port_count": 100000},
+                      "topology": fabric.model_dump(exclude_defaults=True)}}})
+    built = Topology.from_datacenter(dc, model=LinkModel.ideal()).fabric
+    assert built.leaves == leaves_per_set(fabric, nodes * 8, 8) * (2 if dual else 1)
