@@ -91,13 +91,20 @@ def architecture(gpu_family: str) -> dict[str, Any]:
     return tables.get(gpu_family, tables[DEFAULT_ARCHITECTURE])
 
 
-def pipeline_chunks(bytes_per_channel: float, protocol: str, chunk_bytes: float | None = None) -> int:
+def pipeline_chunks(bytes_per_channel: float, protocol: str, chunk_bytes: float | None = None,
+                    hops: int = 0, flows_per_chunk: int = 1) -> int:
     """How many chunks a pipelined algorithm cuts one channel's data into (chunks of `chunk_bytes`, by default
     the protocol's buffer slot). NCCL's channels each run their own pipeline, so a simulated channel standing
-    for several (lanes) is cut as one of them is."""
+    for several (lanes) is cut as one of them is. Beyond the simulation's bound (max_pipeline_chunks) the chunks
+    grow, but a pipeline of `hops` store-and-forward hops keeps pipeline_chunks_per_hop chunks a hop while its
+    flows (`flows_per_chunk` a chunk) stay within pipeline_hop_chunk_flows: C chunks over D hops take
+    (C + D - 1) chunk times where NCCL's own chunks take about C' (C' >> D), so fewer chunks would add the fill
+    of D large chunks to what is a bandwidth-bound transfer (nccl.yaml)."""
     c = constants()
     chunk_bytes = chunk_bytes or c["chunk_bytes"][protocol]
-    return max(1, min(math.ceil(bytes_per_channel / chunk_bytes), c["max_pipeline_chunks"]))
+    affordable = c["pipeline_hop_chunk_flows"] // max(flows_per_chunk, 1)
+    bound = max(c["max_pipeline_chunks"], min(c["pipeline_chunks_per_hop"] * hops, affordable))
+    return max(1, min(math.ceil(bytes_per_channel / chunk_bytes), bound))
 
 
 def _simple_ring_plan() -> tuple[float, int, float]:

@@ -8,6 +8,8 @@ in chunks that pipeline through the tree: a rank forwards chunk j once it has it
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .common import FlowBuilder, FlowSet
@@ -125,7 +127,9 @@ def tree_chunks(shape: GroupShape, size: float, channels: int, protocol: str, la
     per_node = shape.regular("tree")
     per_channel = size / channels / lanes
     chunk = tree_ll128_chunk_bytes(per_channel, shape.nodes, per_node) if protocol == "ll128" else None
-    return pipeline_chunks(per_channel, protocol, chunk)
+    hops = per_node + math.ceil(math.log2(shape.nodes))  # about a chunk's hops up a node's chain and the node tree
+    return pipeline_chunks(per_channel, protocol, chunk, hops,
+                           2 * (shape.n - 1) * channels)  # every member but the root, up and down (tree_flow_count)
 
 
 def tree_flow_count(shape: GroupShape, size: float, channels: int, protocol: str, lanes: int = 1) -> int:
