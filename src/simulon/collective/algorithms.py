@@ -123,6 +123,12 @@ class Algorithm:
         return self.tuned_as in ("nvls", "nvls_tree")
 
     @property
+    def chunked(self) -> bool:
+        """Its decompositions take `chunk_bytes`: NVLS's chunks, or a tree's Simple slot under the platform's
+        NCCL_BUFFSIZE (nccl.simple_tree_chunk_bytes)."""
+        return self.nvls_chunked or self.tuned_as == "tree"
+
+    @property
     def ring_like(self) -> bool:
         """Tuned as NCCL's ring: its protocol and channels are chosen as a ring's."""
         return self.tuned_as == "ring"
@@ -168,7 +174,7 @@ def _ring_count(ctype, shape, size, channels, protocol, lanes, one_period, chunk
 
 
 def _tree_count(ctype, shape, size, channels, protocol, lanes, one_period, chunk_bytes) -> int:
-    return tree_flow_count(shape, size, channels, protocol, lanes)
+    return tree_flow_count(shape, size, channels, protocol, lanes, chunk_bytes)
 
 
 def _nvls_count(ctype, shape, size, channels, protocol, lanes, one_period, chunk_bytes) -> int:

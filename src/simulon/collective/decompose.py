@@ -58,7 +58,7 @@ def flow_set(collective_type: str | CollType, group: Sequence[int], size: float,
     equally and finish together, so this changes nothing but the cost. `one_period`: a ring's first step
     only, marked as repeated (for steady-state estimates of huge rings; other algorithms ignore it); `steady`:
     that step carrying every step's bytes, without parents (FlowSet.in_steady_state). `chunk_bytes`: NCCL's
-    chunk for an NVLS algorithm (collective.tuner's Choice; None: as NCCL cuts it by default).
+    chunk for an NVLS algorithm or a Simple tree (collective.tuner's Choice; None: as NCCL cuts it by default).
     """
     if algorithm == "auto":
         raise ValueError("algorithm 'auto' is chosen per datacenter: resolve it with collective.tuner first")
@@ -81,7 +81,7 @@ def flow_set(collective_type: str | CollType, group: Sequence[int], size: float,
     decomposition = record.decompositions[ctype]
     if (one_period or steady) and record.first_period and ctype in record.first_period:
         decomposition = record.first_period[ctype]
-    chunking = {"chunk_bytes": chunk_bytes} if record.nvls_chunked else {}
+    chunking = {"chunk_bytes": chunk_bytes} if record.chunked else {}
     flows = decomposition(group, shape, float(size), simulated, protocol, channels // simulated, **chunking)
     flows = replace(flows, symmetry=record.symmetry(ctype, shape), lanes=channels // simulated,
                     grouped_sends=ctype in POINT_TO_POINT, send_receive=ctype == CollType.SendRecv,

@@ -91,6 +91,17 @@ def architecture(gpu_family: str) -> dict[str, Any]:
     return tables.get(gpu_family, tables[DEFAULT_ARCHITECTURE])
 
 
+NCCL_STEPS = 8
+"""Slots of a connection's buffer (src/include/device.h): a Simple step moves one, NCCL_BUFFSIZE / NCCL_STEPS."""
+
+
+def simple_tree_chunk_bytes(buffsize: int | None) -> float | None:
+    """The chunk a Simple tree moves a channel's data in under NCCL_BUFFSIZE `buffsize` (None: NCCL's default,
+    nccl.yaml chunk_bytes): one slot, stepSize = buffSizes[SIMPLE] / NCCL_STEPS with chunkSteps 1 for a tree
+    (src/enqueue.cc calcCollChunking)."""
+    return None if buffsize is None else buffsize / NCCL_STEPS
+
+
 def pipeline_chunks(bytes_per_channel: float, protocol: str, chunk_bytes: float | None = None,
                     hops: int = 0, flows_per_chunk: int = 1) -> int:
     """How many chunks a pipelined algorithm cuts one channel's data into (chunks of `chunk_bytes`, by default

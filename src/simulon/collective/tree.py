@@ -121,26 +121,30 @@ def _columns(shape: tuple[int, int], *parts: np.ndarray) -> np.ndarray:
     return np.concatenate([np.broadcast_to(a, (*shape, a.shape[-1])) for a in parts], axis=2)
 
 
-def tree_chunks(shape: GroupShape, size: float, channels: int, protocol: str, lanes: int = 1) -> int:
+def tree_chunks(shape: GroupShape, size: float, channels: int, protocol: str, lanes: int = 1,
+                chunk_bytes: float | None = None) -> int:
     """The chunks a tree all-reduce cuts each channel's data into (an LL128 tree's as NCCL cuts them:
-    nccl.tree_ll128_chunk_bytes), refusing groups whose nodes hold different numbers of members."""
+    nccl.tree_ll128_chunk_bytes; a Simple tree's in `chunk_bytes`, one slot of the platform's NCCL_BUFFSIZE,
+    nccl.simple_tree_chunk_bytes, None: NCCL's default slot), refusing groups whose nodes hold different numbers
+    of members."""
     per_node = shape.regular("tree")
     per_channel = size / channels / lanes
     chunk = tree_ll128_chunk_bytes(per_channel, shape.nodes, per_node) if protocol == "ll128" else None
     hops = per_node + math.ceil(math.log2(shape.nodes))  # about a chunk's hops up a node's chain and the node tree
-    return pipeline_chunks(per_channel, protocol, chunk, hops,
+    return pipeline_chunks(per_channel, protocol, chunk or (chunk_bytes if protocol == "simple" else None), hops,
                            2 * (shape.n - 1) * channels)  # every member but the root, up and down (tree_flow_count)
 
 
-def tree_flow_count(shape: GroupShape, size: float, channels: int, protocol: str, lanes: int = 1) -> int:
+def tree_flow_count(shape: GroupShape, size: float, channels: int, protocol: str, lanes: int = 1,
+                    chunk_bytes: float | None = None) -> int:
     """How many flows tree_all_reduce makes (counted without making them): on each channel every member but the
     root sends each chunk up and receives it back down."""
-    return 2 * tree_chunks(shape, size, channels, protocol, lanes) * (shape.n - 1) * channels
+    return 2 * tree_chunks(shape, size, channels, protocol, lanes, chunk_bytes) * (shape.n - 1) * channels
 
 
 def tree_all_reduce(group: tuple[int, ...], shape: GroupShape, size: float, channels: int,
-                    protocol: str, lanes: int = 1) -> FlowSet:
-    chunks = tree_chunks(shape, size, channels, protocol, lanes)
+                    protocol: str, lanes: int = 1, chunk_bytes: float | None = None) -> FlowSet:
+    chunks = tree_chunks(shape, size, channels, protocol, lanes, chunk_bytes)
     out = FlowBuilder(group)
     trees = (btree_parent(shape.nodes), dtree_parent(shape.nodes))
     per_channel = size / channels

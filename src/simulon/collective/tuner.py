@@ -44,6 +44,7 @@ from .nccl import (
     nvls_tuning,
     p2p_channels_across_domains,
     p2p_channels_per_peer,
+    simple_tree_chunk_bytes,
 )
 from .shape import GroupShape
 from .tuner_rules import ANY, parse_rules, ruled
@@ -89,7 +90,8 @@ class Choice:
     algorithm: str
     protocol: str
     channels: int
-    chunk_bytes: float | None = None  # NCCL's chunk for NVLS and NVLS-tree (nccl.nvls_chunk_bytes), else None
+    chunk_bytes: float | None = None  # NCCL's chunk for NVLS and NVLS-tree (nccl.nvls_chunk_bytes), a Simple tree's
+                                      # under the platform's NCCL_BUFFSIZE (nccl.simple_tree_chunk_bytes), else None
     rule: int | None = field(default=None, compare=False)  # the platform's tuner rule that chose it (1: the first)
 
 
@@ -200,12 +202,17 @@ class CollectivePlan:
         if not find_algorithm(algorithm).nvls_chunked:
             return Choice(algorithm, protocol,
                           fixed_channels or self._channels(ctype, shape, size, algorithm, protocol, comm or shape),
-                          rule=number)
+                          self._tree_chunk(algorithm, protocol), number)
         heads = shape.n if shape.nodes == 1 else shape.regular(algorithm)
         tuning = nvls_tuning(self.arch, shape.nodes, heads, ports.nic_line / 1e9)
         channels = fixed_channels or tuning.channels
         return Choice(algorithm, protocol, channels,
                       nvls_chunk_bytes(algorithm == "nvls_tree", size, channels, heads, tuning), number)
+
+    def _tree_chunk(self, algorithm: str, protocol: str) -> float | None:
+        """A Simple tree's chunk under the platform's NCCL_BUFFSIZE (None: NCCL's default slot; other algorithms)."""
+        tree = find_algorithm(algorithm).tuned_as == "tree" and protocol == "simple"
+        return simple_tree_chunk_bytes(self.topology.nccl.buffsize) if tree else None
 
     def candidates(self, ctype: CollType | str, group) -> list[tuple[str, str]]:
         """Every (algorithm, protocol) `auto` weighs for this collective on this group."""

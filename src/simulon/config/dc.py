@@ -633,9 +633,10 @@ class ScaleOutSpec(StrictModel):
 class NcclEnvironment(StrictModel):
     """The NCCL environment a platform runs its collectives under, where its vendor documents one: NCCL_ALGO and
     NCCL_PROTO, which restrict what NCCL's tuner may choose (`algorithm: auto`, `protocol: auto`) to the ones
-    listed. Names as NCCL writes them (Ring, Tree, NVLS, NVLSTree, CollnetDirect, CollnetChain, PAT; Simple, LL,
-    LL128), case aside; unset: everything NCCL enables on the system. A scenario's collective block that fixes
-    an algorithm or protocol still runs it, as NCCL_ALGO set for one job would."""
+    listed, NCCL_BUFFSIZE and a tuner plugin's rules. Names as NCCL writes them (Ring, Tree, NVLS, NVLSTree,
+    CollnetDirect, CollnetChain, PAT; Simple, LL, LL128), case aside; unset: everything NCCL enables on the system.
+    A scenario's collective block that fixes an algorithm or protocol still runs it, as NCCL_ALGO set for one job
+    would."""
 
     algorithms: tuple[str, ...] | None = Field(None, description="NCCL_ALGO: the algorithms NCCL may choose")
     protocols: tuple[str, ...] | None = Field(None, description="NCCL_PROTO: the protocols NCCL may choose")
@@ -643,6 +644,10 @@ class NcclEnvironment(StrictModel):
         1, ge=1, le=128, description="NCCL_IB_QPS_PER_CONNECTION: queue pairs NCCL opens per connection (one "
         "connection a channel between two GPUs; NCCL's default 1, NCCL_IB_MAX_QPS 128), each with its own UDP "
         "source port on RoCE, so ECMP hashes them apart (network/fabric.py); RoCE clusters often set 4")
+    buffsize: int | None = Field(
+        None, ge=65536, le=2**30, description="NCCL_BUFFSIZE: bytes of each connection's Simple buffer (unset: NCCL's "
+        "4 MiB); a Simple tree moves each channel's data in chunks of one of its NCCL_STEPS (8) slots "
+        "(collective.nccl.simple_tree_chunk_bytes); a ring's steps keep NCCL's default slot in this model")
     tuner_config: tuple[str, ...] | None = Field(
         None, description="NCCL_TUNER_CONFIG_FILE: the rules of NCCL's example tuner plugin "
         "(plugins/tuner/example, its CSV lines 'collective_type,min_bytes,max_bytes,algorithm,protocol,channels,"
