@@ -27,7 +27,8 @@ MiB = 2**20
 
 
 def scenario(rules, nodes: int = 2, template: str = "gcp-a3-mega", base_dir=None):
-    nccl = {} if rules is None else {"tuner_config": rules}
+    # A3 Mega's NCCL_ALGO (Ring,Tree) with every protocol and none of Google's rules: only the test's own apply
+    nccl = {"protocols": "Simple,LL,LL128", "tuner_config": [] if rules is None else rules}
     return parse_scenario({"datacenter": {"from": template, "cluster": {"num_nodes": nodes},
                                           "network": {"nccl": nccl}}}, "dc.yaml", base_dir)
 
@@ -198,7 +199,8 @@ def test_a_multi_node_nvlink_domain_is_one_node_to_the_plugin_as_to_nccl():
 def test_the_collective_command_says_which_rule_chose_each_size_and_where_none_did(tmp_path):
     path = tmp_path / "dc.yaml"
     path.write_text(yaml.safe_dump({"datacenter": {"from": "gcp-a3-mega", "cluster": {"num_nodes": 2},
-                                                   "network": {"nccl": {"tuner_config": [
+                                                   "network": {"nccl": {"protocols": "Simple,LL,LL128",
+                                                                        "tuner_config": [
                                                        "allgather,0,65536,ring,ll,-1,-1,-1",
                                                        "allreduce,33554432,4294967295,tree,simple,-1,2,16"]}}}}))
     run = cli("collective", str(path), "--op", "allreduce", "--sizes", "16MiB,32MiB", "--algorithm", "auto", "--json")
@@ -210,7 +212,7 @@ def test_the_collective_command_says_which_rule_chose_each_size_and_where_none_d
     assert "none (algorithm fixed)" in table and "No rule" not in table
     missed = cli("collective", str(path), "--op", "allreduce", "--sizes", "16MiB", "--algorithm", "auto").stdout
     assert "No rule of network.nccl.tuner_config applied to these sizes over 16 ranks" in missed
-    (tmp_path / "plain.yaml").write_text(yaml.safe_dump({"datacenter": {"from": "gcp-a3-mega",
+    (tmp_path / "plain.yaml").write_text(yaml.safe_dump({"datacenter": {"from": "dgx-h100",
                                                                         "cluster": {"num_nodes": 2}}}))
     plain = cli("collective", str(tmp_path / "plain.yaml"), "--op", "allreduce", "--sizes", "32MiB", "--json")
     assert "tuner_rule" not in json.loads(plain.stdout)[0]  # a platform without rules reports as before
