@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from helpers import gpt_workload
 from simulon.compute.analytical import AnalyticalModel
+from simulon.compute.profile import PROFILE_REPEATS, KernelProfile
 from simulon.config.common import DType
 from simulon.config.dc import GPUSpec
 from simulon.workload.kernels import Phase, memory_bound
@@ -99,3 +100,25 @@ def test_nvfp4_params_make_their_column_wise_copy_from_the_gathered_row_wise_one
     assert transpose.bytes_on(True) == pytest.approx(2 * (0.5 + 1 / 16) * fwd.param("n") * fwd.param("k"))
     blackwell = AnalyticalModel(GPUSpec.model_validate({"from": "b200"}), DType.nvfp4, sustained_load=True)
     assert blackwell.seconds([transpose])[0] > 0
+
+
+@pytest.mark.parametrize("stem", ["h100-sxm", "b200"])
+def test_a_profiled_gpu_times_an_fp8_cast_by_the_copies_it_writes_as_the_model_does(stem):
+    """The profiler times a cast as a copy of all its bytes, transpose included (profiling/recipes.py); a profile of a
+    B200, whose FP8 GEMMs read every layout, timed its casts as measured, transposes and all, and fp8_params' weight
+    transpose (a kernel that does not run there) at its measured 0.2 ms where the calibrated model gives 0."""
+    k = kernels("fp8", fp8_params=True)
+    cast, transpose = k["mlp_linear1_cast"][Phase.fwd], k.weight_casts["mlp_linear1"]
+    runs = [{"kernel": s.name, "params": {**dict(s.shape), "phase": "fwd", "dtype": "fp8"}, "times_ms": [0.2]}
+            for s in (cast, transpose)]
+    gpu = GPUSpec.model_validate({"from": stem, "kernel_runs": runs})
+    model = AnalyticalModel(gpu, DType.fp8, sustained_load=True)
+    profile = KernelProfile(gpu, DType.fp8, model, AnalyticalModel(gpu, DType.fp8, repeats=PROFILE_REPEATS))
+    whole = [memory_bound(s.name, s.phase, s.bytes, 1.0) for s in (cast, transpose)]
+    carried = [profile.seconds(s) for s in whole]  # the measured copies at the step's clock
+    written = model.seconds([cast, transpose]) / model.seconds(whole)
+    assert [profile.seconds(cast), profile.seconds(transpose)] == pytest.approx(list(carried * written))
+    if gpu.fp8_any_layout:
+        assert profile.seconds(transpose) == 0.0 and profile.seconds(cast) < carried[0]
+    else:
+        assert [profile.seconds(cast), profile.seconds(transpose)] == pytest.approx(carried)

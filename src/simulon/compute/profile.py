@@ -29,6 +29,7 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -172,7 +173,23 @@ class KernelProfile:
     def seconds(self, kernel: KernelSpec, exact: bool = True) -> float | None:
         """Measured (or interpolated) seconds of the kernel under the model's conditions, or None if no run of it was
         profiled; `exact=False`: interpolated from the kernel's other shapes as if this one had not been profiled (a
-        leave-one-out check: benchmarks/profile_interpolation_holdout.py)."""
+        leave-one-out check: benchmarks/profile_interpolation_holdout.py).
+
+        A cast's run stands for all its `bytes` (the profiler copies them: profiling/recipes.py), transposed copy
+        included, which a GPU whose FP8 GEMMs read every layout does not write (KernelSpec.bytes_on): the time found
+        for the whole cast is scaled by the model's ratio of what the GPU writes to the whole, so that a transpose
+        alone (fp8_params' weight transpose) takes no time there, as the calibrated model times it."""
+        if not kernel.transpose_bytes:
+            return self._whole_seconds(kernel, exact)
+        whole = replace(kernel, transpose_bytes=0.0)
+        found = self._whole_seconds(whole, exact)
+        if found is None:
+            return None
+        written, modelled = self.model.seconds([kernel, whole])
+        return found * float(written / modelled) if modelled > 0 else 0.0
+
+    def _whole_seconds(self, kernel: KernelSpec, exact: bool) -> float | None:
+        """seconds() of a kernel as the profiler ran it."""
         phase = LOOKUP_PHASE.get(kernel.phase, kernel.phase)
         fixed, names, point = _split(dict(kernel.shape))
         measured = self._shapes.get((kernel.name, phase, fixed, names))
