@@ -116,6 +116,14 @@ def test_fp8_holds_a_deferred_weight_gradients_inputs_in_one_byte_and_its_output
     assert deferred_bytes() - deferred_bytes(dtype="fp8") == pytest.approx(sbh() * (1 + 1 + 1 + 4))
 
 
+@pytest.mark.parametrize(("dtype", "copy"), [("mxfp8", 1 + 1 / 32), ("nvfp4", 0.5 + 1 / 16), ("mxfp4", 0.5 + 1 / 32)])
+def test_a_block_scaled_format_holds_a_deferred_weight_gradients_output_gradients_in_both_quantized_copies(dtype,
+                                                                                                          copy):
+    # Transformer Engine's WeightGradStore keeps the quantized output gradient (row-wise for B, column-wise for W),
+    # not the 16-bit one: inputs 2 + 2 + 2 + 8 sbh elements in one copy, output gradients 3 + 1 + 4 + 1 in two
+    assert deferred_bytes(dtype=dtype) == pytest.approx(sbh() * (7 * copy + 9 * 2 * copy))
+
+
 @given(st.sampled_from(["none", "selective", "full"]), st.sampled_from([1, 2, 4]), st.booleans(),
        st.sampled_from(["flash", "unfused"]))
 def test_recomputation_never_raises_and_a_bigger_micro_batch_never_lowers_activation_memory(recompute, tp, sp,

@@ -143,6 +143,19 @@ class ActivationModel:
         return self.shape.quantized_bytes or self.a
 
     @property
+    def grad_output(self) -> float:
+        """Bytes per element of a GEMM's output gradient a split backward holds from its B to its W: in a narrow
+        format both its quantized copies (Transformer Engine's _Linear.backward quantizes it row-wise for the input
+        gradient and column-wise for the weight gradient, grad_output_preprocess with both usages set, and puts the
+        quantized tensor in its WeightGradStore, the 16-bit gradient freed as B returns: 2 bytes for per-tensor fp8,
+        its data and transpose, counted so on every GPU; MXFP8's and NVFP4's two copies with their block scales);
+        its 16 bits otherwise."""
+        fmt = self.shape.number_format
+        if not self.shape.quantized_bytes or fmt is None:
+            return self.a
+        return fmt.format.copies() * self.shape.quantized_bytes
+
+    @property
     def mask(self) -> float:
         return MASK_BYTES if self.model.dropout > 0 else 0.0
 
@@ -218,7 +231,7 @@ class ActivationModel:
 
     def deferred(self, kind: LayerKind) -> float:
         """Bytes a layer's split backward (ZB-H1's, ZB-V's, DualPipe's B then W) holds from its B until its W: each
-        GEMM's input, as its weight gradient reads it (the narrow copy in fp8), and its output gradient (16 bits),
+        GEMM's input, as its weight gradient reads it (the narrow copy in fp8), and its output gradient (`grad_output`),
         since dW = dY^T X reads both (DualPipe's WeightGradStore keeps the pair; the zero-bubble repository's memory
         model, sail-sg/zero-bubble-pipeline-parallelism runtime.py, lets a pending W hold 32h of a GPT layer's 34h
         bytes a token, which this sum gives too: inputs 2h + 2h + 2h + 8h, output gradients 6h + 2h + 8h + 2h). It
@@ -232,7 +245,7 @@ class ActivationModel:
     def _gemms(self, block: Block) -> list[tuple[float, float]]:
         """(input, output gradient) bytes of each weight-gradient GEMM of a block (an input shared with an earlier
         GEMM of the block: 0)."""
-        m, t, a, g, h = self.model, self.shape.tp, self.a, self.gemm_input, self.model.hidden_size
+        m, t, a, g, h = self.model, self.shape.tp, self.grad_output, self.gemm_input, self.model.hidden_size
         rows, norm_input = self.rows, self.norm_rows * h * self.gemm_input
         if block == "attention":
             return self._attention_gemms()
@@ -259,8 +272,8 @@ class ActivationModel:
 
     def _attention_gemms(self) -> list[tuple[float, float]]:
         """QKV (or MLA's down and up projections) and the output projection."""
-        m, t, a, g, h, rows = self.model, self.shape.tp, self.a, self.gemm_input, self.model.hidden_size, self.rows
-        n, norm_input = m.num_heads // t, self.norm_rows * h * g
+        m, t, g, h, rows = self.model, self.shape.tp, self.gemm_input, self.model.hidden_size, self.rows
+        a, n, norm_input = self.grad_output, m.num_heads // t, self.norm_rows * h * g
         if m.mla is None:
             kv = max(m.kv_heads // t, 1)
             queries = n * (2 if m.attention_output_gate else 1)
