@@ -281,3 +281,18 @@ def test_mxfp4_runs_on_mi355x_which_has_no_nvfp4_and_is_refused_on_hopper():
     data["workload"]["training"]["dtype"] = "MXFP4"
     with pytest.raises(ConfigError, match="mxfp4"):
         parse_scenario(data, "s.yaml")
+
+
+@pytest.mark.parametrize(("dtype", "bf16_last", "in_bf16"),
+                         [("fp8", 1, False), ("mxfp8", 2, False), ("nvfp4", 0, True), ("nvfp4", None, True),
+                          ("mxfp4", None, True)])
+def test_multi_token_prediction_layers_run_in_fp8_under_an_fp8_recipe_and_in_bf16_under_an_fp4_one(dtype, bf16_last,
+                                                                                                     in_bf16):
+    # Megatron-Core's MultiTokenPredictionLayer runs under the global fp8 context (no layer number, so not among
+    # the last layers kept in bf16) and ignores fp4 ("currently ignoring FP4 in MTP layers")
+    fmt = TrainingFormat.of(DType(dtype), 61, bf16_layers=(None, bf16_last))
+    assert fmt.layer_in_bf16(61) is in_bf16 and fmt.layer_in_bf16(62) is in_bf16  # the MTP layers after 61
+    wl = gpt_workload(training={"dtype": dtype, **({} if bf16_last is None else {"bf16_last_layers": bf16_last})},
+                      model={"mtp_layers": 1}, layers=8)
+    mtp = LayerKernels.of(wl).at(8)
+    assert ("attn_qkv_cast" not in mtp.table) is in_bf16

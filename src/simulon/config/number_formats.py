@@ -282,9 +282,17 @@ class TrainingFormat:
                    narrow and fmt.gathers_16bit_weights and not fsdp, narrow and frozen)
 
     def layer_in_bf16(self, layer: int) -> bool:
-        """Whether transformer layer `layer` (0-based, of the whole model) runs its GEMMs in bf16."""
-        return self.format.quantized and layer >= 0 and (layer < self.bf16_first
-                                                         or layer >= self.num_layers - self.bf16_last)
+        """Whether transformer layer `layer` (0-based, of the whole model) runs its GEMMs in bf16. A
+        multi-token-prediction layer (ids from num_layers) is no layer of the first or last ones kept in bf16:
+        Megatron-Core's MultiTokenPredictionLayer.forward runs it under the global fp8 context of an fp8 recipe
+        (fp8, mxfp8: get_fp8_context without a layer number, so whatever --num-layers-at-end-in-bf16 says) and under
+        none for an fp4 one (nvfp4, mxfp4: "currently ignoring FP4 in MTP layers", so in bf16 always;
+        megatron/core/transformer/multi_token_prediction.py)."""
+        if not self.format.quantized or layer < 0:
+            return False
+        if layer >= self.num_layers:
+            return self.format.element_bytes < 1  # a 4-bit element: Megatron's --fp4-format, not --fp8-format
+        return layer < self.bf16_first or layer >= self.num_layers - self.bf16_last
 
     @classmethod
     def of_workload(cls, workload) -> TrainingFormat:
