@@ -242,3 +242,14 @@ def test_a_hybrid_with_mtp_depths_is_planned_with_one_layer_of_each_kind_and_its
                        batch=1, dtype=DType.bf16, tp=2, ep=8)
     _, planned = plan(point)
     assert {"mtp_eh_proj", "mamba_ssd_scan", "moe_expert_linear1"} <= {p.spec.name for p in planned}
+
+
+@pytest.mark.parametrize(("dtype", "planned_in_bf16"), [(DType.mxfp4, True), (DType.fp8, False)])
+def test_a_profile_plans_the_bf16_gemms_of_multi_token_prediction_layers_an_fp4_recipe_runs_in_bf16(dtype,
+                                                                                                  planned_in_bf16):
+    # Megatron-Core ignores fp4 in MTP layers: an mxfp4 step's MTP layer runs its attention and MLP GEMMs in bf16,
+    # which the plan left out (only the LM head's bf16 GEMMs were timed)
+    point = SweepPoint({"from": "llama-3-8b", "mtp_layers": 1}, seq=256, batch=1, dtype=dtype, tp=1)
+    _, planned = plan(point)
+    in_bf16 = {p.spec.name for p in planned if p.params.get("precision") == "bf16"}
+    assert ({"attn_qkv", "mlp_linear1"} <= in_bf16) is planned_in_bf16

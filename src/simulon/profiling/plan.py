@@ -103,9 +103,10 @@ def plan(point: SweepPoint) -> tuple[LayerKernels, list[PlannedKernel]]:
     kernels = LayerKernels.of(wl)
     fmt = kernels.shape.number_format
     # the profiled layer stands for a step of any depth: the bf16 twin wherever the recipe keeps layers in bf16 at
-    # some depth (NVFP4 none of 1 layer, 1 of 8), or this workload asks for it
+    # some depth (NVFP4 none of 1 layer, 1 of 8), or this workload asks for it, or runs its multi-token-prediction
+    # layers in bf16 (an fp4 recipe's: TrainingFormat.layer_in_bf16)
     kept_in_bf16 = fmt is not None and (fmt.format.keeps_bf16_layers
-                                        or any(fmt.layer_in_bf16(layer) for layer in range(wl.model.num_layers)))
+                                        or any(fmt.layer_in_bf16(layer) for layer in range(wl.model.all_layers)))
     tables = [kernels, kernels.variant(True, 0)] if kept_in_bf16 else [kernels]
     specs = [spec for table in tables for phases in table.table.values() for phase, spec in phases.items()
              if phase != Phase.recompute]  # a recomputed forward is timed as the forward
