@@ -567,3 +567,45 @@ def make_scheduler(name: str, chunks: int = 1, combined: bool = False,
     if name == "1f1b":
         return OneFOneBScheduler(combined)
     raise ValueError(f"pipeline schedule {name!r} is not built (available: {', '.join(get_args(ScheduleName))})")
+
+
+def zbv_span(stages: int, microbatches: int, costs: tuple[tuple[tuple[float, float, float], ...], ...],
+             send: float) -> float:
+    """Seconds from the first forward to the last step of a ZB-V step: every rank runs its zbv_orders steps in order,
+    each as soon as the step before it on the rank and the step it waits for are done (a forward the previous model
+    stage's forward, a backward the next model stage's backward, a weight gradient its own backward), `send` seconds
+    after it where that step ran on another rank (the turn of the V stays on the last rank). `costs[rank][chunk]`:
+    seconds of (forward, input gradient, weight gradient) of a model chunk of a rank. This is how the reference's own
+    scheduler (zbv.py, `PipelineGraph.try_v_schedule`) times a step order at given F, B, W and communication costs;
+    at F = B = W and free communication no rank idles between its first forward and its last step (the paper's zero
+    bubble), the step then exceeding a rank's work by the last rank's wait for the first forward, (p - 1) F."""
+    orders, placement, last = zbv_orders(stages, microbatches), V_SHAPE, 2 * stages - 1
+    done: dict[tuple[str, int, int, int], float] = {}
+    clocks, positions = [0.0] * stages, [0] * stages
+
+    def waits_for(rank: int, step: Step) -> tuple[tuple[str, int, int, int] | None, float]:
+        stage = placement.model_stage(rank, step.chunk, stages)
+        if step.kind == "W":
+            return ("B", step.microbatch, rank, step.chunk), 0.0
+        if (step.kind == "F" and stage == 0) or (step.kind == "B" and stage == last):
+            return None, 0.0
+        other = (placement.previous if step.kind == "F" else placement.next)(rank, step.chunk, stages)
+        return (step.kind, step.microbatch, *other), 0.0 if other[0] == rank else send
+
+    while True:
+        progressed = False
+        for rank in range(stages):
+            order = orders[rank]
+            while positions[rank] < len(order):
+                step = order[positions[rank]]
+                need, delay = waits_for(rank, step)
+                if need is not None and need not in done:
+                    break
+                start = max(clocks[rank], done[need] + delay if need is not None else 0.0)
+                clocks[rank] = done[(step.kind, step.microbatch, rank, step.chunk)] = (
+                    start + costs[rank][step.chunk]["FBW".index(step.kind)])
+                positions[rank] += 1
+                progressed = True
+        if all(positions[rank] == len(orders[rank]) for rank in range(stages)):
+            return max(clocks)
+        assert progressed, "the ZB-V order deadlocks"
