@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from helpers import cli
 from simulon.config import DatacenterConfig
-from simulon.config.dc import FabricSpec, leaves_per_set, two_tier_spine_cables
+from simulon.config.dc import FabricSpec, leaf_nics, two_tier_spine_cables
 from simulon.network.calibration import LinkModel
 from simulon.network.topology import Topology
 
@@ -32,8 +32,15 @@ def test_spines_cabled_to_more_leaves_than_their_switch_has_ports_are_refused():
 def test_the_largest_two_tier_cluster_its_spines_serve_still_loads():
     assert two_tier_spine_cables(spine_leaf(32).network.scale_out.topology, 1024, 8) == (64, 32)
     spine_leaf(128)  # 1,024 NICs on 32 leaves: 64 cables a spine, every port
-    with pytest.raises(ValidationError, match="needs 66 cables"):
-        spine_leaf(129)
+    with pytest.raises(ValidationError, match="needs 64.5 cables"):
+        spine_leaf(129)  # a 33rd leaf of 8 NICs and 8 uplinks
+
+
+def test_a_partly_filled_leaf_is_counted_by_the_uplinks_its_nics_ask():
+    """576 GB200 in NVL72 racks on 9 spines: 4 rails of 144 trays, 4 full leaves of 32 trays a rail and one of 16,
+    so 576 cables, 64 a spine (every leaf counted full read 71.1 and refused the SuperPOD's scalable unit)."""
+    dc = DatacenterConfig.model_validate({"from": "gb200-nvl72", "cluster": {"num_nodes": 144}})
+    assert two_tier_spine_cables(dc.network.scale_out.topology, 576, 4) == (64, 20)
 
 
 def test_the_topology_command_names_the_field_of_a_spine_with_too_few_ports(tmp_path):
@@ -53,4 +60,4 @@ def test_the_leaves_counted_for_the_check_are_the_leaves_the_fabric_builds(nodes
         "scale_out": {"switch": {"from": "quantum-2-qm9700", "port_count": 100000},
                       "topology": fabric.model_dump(exclude_defaults=True)}}})
     built = Topology.from_datacenter(dc, model=LinkModel.ideal()).fabric
-    assert built.leaves == leaves_per_set(fabric, nodes * 8, 8) * (2 if dual else 1)
+    assert built.leaves == sum(leaves for _, leaves in leaf_nics(fabric, nodes * 8, 8)) * (2 if dual else 1)

@@ -525,25 +525,30 @@ def fabric_cables(fabric: FabricSpec, nics_per_leaf: float) -> tuple[int, int, i
     return up, reach, uplink_ports(down, fabric.pod_oversubscription)
 
 
-def leaves_per_set(fabric: FabricSpec, num_nics: int, nics_per_node: int) -> int:
-    """Leaf switches under one set of NIC ports (a dual-ToR fabric has two sets), as network/fabric.py cables the
-    `num_nics` NICs: a rail-optimized leaf holds one rail's NICs of nics_per_leaf nodes, another leaf nics_per_leaf
-    NICs in order; one where the fabric has a single tier or no NICs."""
-    if fabric.tiers == 1 or not num_nics or fabric.nics_per_leaf is None:
-        return 1
+def leaf_nics(fabric: FabricSpec, num_nics: int, nics_per_node: int) -> list[tuple[int, int]]:
+    """(NICs on a leaf, leaves holding that many) under one set of NIC ports (a dual-ToR fabric has two sets), as
+    network/fabric.py cables the `num_nics` NICs: a rail-optimized leaf holds one rail's NICs of nics_per_leaf
+    nodes, another leaf nics_per_leaf NICs in order; the last leaves hold what is left."""
+    per_leaf = fabric.nics_per_leaf or num_nics
+    if fabric.tiers == 1 or not num_nics:
+        return [(num_nics, 1)]
     if fabric.rail_optimized:
         nodes = -(-num_nics // nics_per_node)
-        return -(-nodes // fabric.nics_per_leaf) * nics_per_node
-    return -(-num_nics // fabric.nics_per_leaf)
+        full, rest = divmod(nodes, per_leaf)
+        return [(per_leaf, full * nics_per_node)] + ([(rest, nics_per_node)] if rest else [])
+    full, rest = divmod(num_nics, per_leaf)
+    return [(per_leaf, full)] + ([(rest, 1)] if rest else [])
 
 
 def two_tier_spine_cables(fabric: FabricSpec, num_nics: int, nics_per_node: int) -> tuple[float, int]:
     """(cables down to a spine of a two-tier fabric, the leaves of its plane) for `num_nics` NICs: each leaf's
-    uplinks go round robin over the spines they reach (fabric_cables), a plane's leaves over that plane's spines."""
-    per_set = leaves_per_set(fabric, num_nics, nics_per_node)
-    leaves = per_set if fabric.planes == 2 or not fabric.dual_tor else 2 * per_set
-    up, reach, _ = fabric_cables(fabric, fabric.nics_per_leaf)
-    return leaves * up / reach, leaves
+    uplinks, as many as its NICs ask (uplink_ports), go round robin over the spines a full leaf reaches
+    (fabric_cables), a plane's leaves over that plane's spines."""
+    sets = 1 if fabric.planes == 2 or not fabric.dual_tor else 2
+    counts = leaf_nics(fabric, num_nics, nics_per_node)
+    cables = sets * sum(leaves * uplink_ports(nics, fabric.oversubscription) for nics, leaves in counts if nics)
+    _, reach, _ = fabric_cables(fabric, fabric.nics_per_leaf)
+    return cables / reach, sets * sum(leaves for _, leaves in counts)
 
 
 def fabric_ports(fabric: FabricSpec, nic_port_share: float = 1.0) -> list[tuple[str, str, float, str]]:
