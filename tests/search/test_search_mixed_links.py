@@ -31,11 +31,12 @@ def estimate(pp: int, slow: tuple[bool, bool]) -> Estimate:
 
 def test_a_replica_on_the_slower_nvlink_group_sets_the_tensor_parallel_time():
     """Before, the tensor-parallel groups were timed on group 0's NVLink alone: 111.9 ms of tp on the mixed cluster
-    as on two fast groups, where both groups slow give 416.1 ms."""
+    as on two fast groups, where both groups slow give 416.1 ms. (Pinned with the embedding's and the LM head's
+    tensor-parallel communication counted: 118.1 and 419.3 ms without.)"""
     fast, mixed, slow = (estimate(1, flags) for flags in ((False, False), (False, True), (True, True)))
-    assert fast.tp_s == pytest.approx(0.118053, rel=1e-4)
+    assert fast.tp_s == pytest.approx(0.120194, rel=1e-4)
     assert mixed.tp_s == pytest.approx(slow.tp_s, rel=1e-9)
-    assert mixed.tp_s == pytest.approx(0.419295, rel=1e-4)
+    assert mixed.tp_s == pytest.approx(0.425032, rel=1e-4)
 
 
 def test_a_stage_on_the_faster_group_keeps_its_own_links_in_the_fill_and_drain():

@@ -548,7 +548,7 @@ class Estimator:
         counted again where the collective outlasted them, tp 8 pp 4 (4 nodes of 8 H100s) was estimated 86.2 ms where
         the replay gives 90.4, tp 2 dp 8 98.1 where it gives 95.5."""
         if not is_layer(unit):
-            return 0.0, 0.0, 0.0, 0.0
+            return self._edge_comm(s, kernels, unit, gemms, stage), 0.0, 0.0, self._edge_comm(s, kernels, unit)
         again = 1 if s.recompute == "full" else 0  # the layer's forward runs twice
         core_again = 1 if again or (s.recompute == "selective"
                                     and workload.parallelism.recomputes_core_attention) else 0
@@ -641,6 +641,39 @@ class Estimator:
             pair = self.slowest(AG, group, size) + self.slowest(RS, group, size)
             ep, ahead = ep + (2 + moe_again) * pair, ahead + pair
         return tp, cp, ep, ahead
+
+    def _edge_comm(self, s: Strategy, kernels: LayerKernels, unit: int, gemms: dict[Phase, float] | None = None,
+                   stage: int = 0) -> float:
+        """Exposed tensor-parallel seconds per micro-batch of the embedding or the head (`gemms`: the seconds of its
+        GEMMs per phase; None: of the forward alone, what the forward waits for), as the tracer runs them
+        (workload.megatron forward_unit, head_forward, head_backward): the vocab-parallel embedding's output reduced
+        (an all-reduce, or a reduce-scatter under sequence parallelism) and, under sequence parallelism, its output
+        gradient gathered before its weight gradient; at the head, for the main loss and each multi-token-prediction
+        depth's, the final norm's output gathered before the LM head (under sequence parallelism; pipelined with the
+        GEMM under tp_comm_overlap), the cross entropy's three all-reduces of one float per token, and the LM head's
+        backward as a layer's column-parallel block's (the input re-gathered beside the dgrad, the input gradient's
+        reduction beside the wgrad: Estimator._layer_comm). Left out, tp 8 with sequence parallelism (2 layers,
+        hidden 2048, vocabulary 128,000; 8 H100s) was estimated 0.915 of its replay."""
+        if s.tp == 1:
+            return 0.0
+        shape = kernels.shape
+        group, hidden = self.placed(s, "tp", stage), shape.tokens * kernels.model.hidden_size * shape.act_bytes
+        gather = self.slowest(AG, group, hidden) if s.sequence_parallel else 0.0
+        reduce = self.slowest(RS if s.sequence_parallel else AR, group, hidden)
+        if unit == EMBEDDING_LAYER:
+            return reduce if gemms is None else reduce + gather
+        depths = 1 + kernels.model.mtp_layers
+        loss = 3 * self.slowest(AR, group, shape.tokens * 4.0)
+        if gemms is None:
+            return depths * (loss + (0.0 if s.tp_comm_overlap else gather))
+        slower = self.stretch(self.plan.choose(AG if s.sequence_parallel else AR, group[0], hidden).channels) - 1
+        dgrad, wgrad = gemms[Phase.bwd_ig] / depths, gemms[Phase.bwd_wg] / depths
+        if s.tp_comm_overlap:
+            beside, hiding = 2 * gather + reduce, gemms[Phase.fwd] / depths + dgrad + wgrad
+            return depths * (loss + max(0.0, beside - hiding) + min(beside, hiding) * slower)
+        backward = max(gather, stretched(dgrad, gather, slower)) - dgrad + (
+            reduce if s.zero_bubble else max(reduce, stretched(wgrad, reduce, slower)) - wgrad)
+        return depths * (loss + gather + backward)
 
     def model_flops(self) -> float:
         """Model FLOPs of one step (Narayanan et al.'s convention, as the replay counts them): every layer's
