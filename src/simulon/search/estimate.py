@@ -163,6 +163,55 @@ def reduce_tail(computes: Iterable[float], reduces: Iterable[float]) -> float:
     return max(0.0, reduced - end)
 
 
+ChunkTimes = tuple[tuple[tuple[float, float, float], ...], ...]
+"""Per pipeline rank, per model chunk: the seconds of a micro-batch's forward, backward and, of it, weight gradients."""
+
+
+@lru_cache(maxsize=256)
+def schedule_idle(schedule: str, vpp: int, microbatches: int, times: ChunkTimes, send: float = 0.0) -> float:
+    """Seconds a pipeline's step lasts beyond its busiest rank's work: every rank runs its schedule's steps in order
+    (make_scheduler(...).steps, as the tracer emits them), a forward once the model stage before it has run the
+    micro-batch's forward, a backward once the stage after it has run its backward (the last stage: once its own
+    forward has), a weight-gradient step after its backward; a backward whose weight gradients a later W step runs
+    takes its time less theirs. Sends, and combined forward-backward steps, are left to the caller. Cached:
+    searches ask again and again."""
+    ranks = len(times)
+    scheduler = make_scheduler(schedule, vpp)
+    placement = scheduler.placement
+    orders = [scheduler.steps(rank, ranks, microbatches) for rank in range(ranks)]
+    split = [{(step.microbatch, step.chunk) for step in order if step.kind == "W"} for order in orders]
+    last = placement.model_stages(ranks, placement.chunks(vpp)) - 1
+    done: dict[tuple[str, int, int, int], float] = {}
+    free, at, work = [0.0] * ranks, [0] * ranks, [0.0] * ranks
+    progressed = True
+    while progressed:
+        progressed = False
+        for rank, order in enumerate(orders):
+            while at[rank] < len(order):
+                kind, microbatch, chunk, _ = order[at[rank]]
+                stage = placement.model_stage(rank, chunk, ranks)
+                if kind == "F":
+                    after = None if stage == 0 else ("F", *placement.previous(rank, chunk, ranks), microbatch)
+                elif kind == "B":
+                    after = (("F", rank, chunk, microbatch) if stage == last
+                             else ("B", *placement.next(rank, chunk, ranks), microbatch))
+                else:
+                    after = ("B", rank, chunk, microbatch)
+                if after is not None and after not in done:
+                    break  # waits for another rank
+                forward, backward, weight = times[rank][chunk]
+                length = (forward if kind == "F" else weight if kind == "W"
+                          else backward - weight if (microbatch, chunk) in split[rank] else backward)
+                ready = 0.0 if after is None else done[after] + (send if after[1] != rank else 0.0)
+                free[rank] = done[(kind, rank, chunk, microbatch)] = max(free[rank], ready) + length
+                work[rank] += length
+                at[rank] += 1
+                progressed = True
+    if any(at[rank] < len(order) for rank, order in enumerate(orders)):
+        raise ValueError(f"{schedule}: its steps wait for one another")
+    return max(free) - max(work)
+
+
 def is_layer(unit: Unit) -> bool:
     return isinstance(unit, LayerUnit)
 
@@ -305,7 +354,7 @@ class Estimator:
         if dualpipe and s.pp > 1:
             dp += self._mirror_exposed(s, workload, kernels, layers, slowest, cost, microbatches)
         if dualpipe:
-            bubble = self.dualpipe_bubble(cost, s.pp)
+            bubble = self.dualpipe_bubble(s, workload, kernels, layers, microbatches)
         elif zbv:  # the V's span at free sends less the slowest rank's work; pp_send becomes the share per send of
             free = self.zbv_span(s, workload, kernels, layers, microbatches, 0.0)  # what the V's sends add to it
             bubble = max(0.0, free - microbatches * cost.total)
@@ -319,16 +368,32 @@ class Estimator:
         return Estimate(total, runs * (cost.compute + casts) + once, runs * cost.recompute, runs * cost.tp,
                         runs * cost.cp, runs * ep, microbatches * 2 * pp_send, bubble, dp, optimizer)
 
-    @staticmethod
-    def dualpipe_bubble(cost: _StageCost, pp: int) -> float:
-        """DualPipe's bubble (DeepSeek-V3 technical report, table 2): (p/2 - 1)(F&B + B - 3W), F, B and W a chunk's
-        forward, backward and weight gradients (half of what a rank's two mirrored stages, `cost`, run per
-        micro-batch), F&B a forward and a backward run one after the other (workload/schedule.py: simulon's default).
-        Each rank runs half the micro-batches through each of its two stages, so its work is m/2 passes over both
-        (Estimator.estimate). Estimated as 1F1B over both stages for every micro-batch, pp 4 (8 H100s, 16 layers, 8
-        micro-batches) was 189.3 ms where the replay gives 83.7."""
-        forward, backward, weight = cost.forward / 2, cost.backward / 2, cost.weight_grad / 2
-        return (pp / 2 - 1) * (forward + 2 * backward - 3 * weight)
+    def dualpipe_bubble(self, s: Strategy, workload: MegatronWorkload, kernels: LayerKernels, layers: PipelineLayers,
+                        microbatches: int) -> float:
+        """DualPipe's bubble: its schedule (workload/schedule.py, as the replay runs it) played out over every rank's
+        chunk times (schedule_idle), each hand-off between ranks after a pipeline send (the sender's own time in
+        the sends the step counts apart). DeepSeek's (p/2 - 1)(F&B + B - 3W) (V3 technical report, table 2) is for
+        equal ranks, and bounds their played idle; the ranks holding both ends of the model (the embedding and the
+        head) are heavier and wait for lighter ones, much less than it says: at pp 8 (8 H100s, 16 layers, 16
+        micro-batches) it idled the heaviest rank 13.1 ms where the replay idles it 1.7 (the step estimated 9.6%
+        long, 3.3% with its schedule played)."""
+        times = tuple(tuple((cost.forward_span, cost.backward_span, cost.weight_grad)
+                            for cost in self._chunk_costs(s, workload, kernels, layers, stage))
+                      for stage in range(s.pp))
+        return schedule_idle(workload.parallelism.pipeline_schedule, s.vpp, microbatches, times,
+                             self._pipeline_send(s, workload))
+
+    def _chunk_costs(self, s: Strategy, workload: MegatronWorkload, kernels: LayerKernels, layers: PipelineLayers,
+                     stage: int) -> list[_StageCost]:
+        """A stage's costs per micro-batch, per model chunk (its units' costs summed; full recomputation's spared
+        layers, Estimator.spared, costed as re-run)."""
+        costs = []
+        for chunk in range(layers.chunks):
+            cost = _StageCost()
+            for unit in layers.units_of(stage, chunk):
+                cost.add(self._unit_cost(s, workload, unit_kind(kernels, unit), stage))
+            costs.append(cost)
+        return costs
 
     def zbv_span(self, s: Strategy, workload: MegatronWorkload, kernels: LayerKernels, layers: PipelineLayers,
                  microbatches: int, send: float) -> float:
@@ -351,9 +416,7 @@ class Estimator:
                      stage: int, chunk: int) -> tuple[float, float, float]:
         """(forward, input gradient, weight gradient) seconds of one model chunk of a stage per micro-batch, each with
         the communication it waits for."""
-        cost = _StageCost()
-        for unit in layers.units_of(stage, chunk):
-            cost.add(self._unit_cost(s, workload, unit_kind(kernels, unit), stage))
+        cost = self._chunk_costs(s, workload, kernels, layers, stage)[chunk]
         return cost.forward_span, cost.backward_span - cost.weight_grad, cost.weight_grad
 
     def _stage_weight_casts(self, s: Strategy, workload: MegatronWorkload, kernels: LayerKernels,
@@ -1091,11 +1154,11 @@ ESTIMATED_SCHEDULES = ("1f1b", "interleaved_1f1b", "zb_h1", "dualpipe", "zb_v")
 """The pipeline schedules the estimate's step formula is written for (the module docstring); the first three those the
 search tries. ZB-V Estimator.estimate times by its own step order (Estimator.zbv_span): within 3.5% of the replay over
 pp 2 to 8 on 1 and 2 nodes of 8 H100s at tp 1 (tests/search/test_search_zbv_estimate.py), 6% short at tp 2 and 4.
-DualPipe's mirrored stages Estimator.estimate times by DeepSeek's bubble
+DualPipe's mirrored stages Estimator.estimate times by its schedule played out
 (Estimator.dualpipe_bubble) and the mirrored ranks' gradient all-reduce (Estimator.mirror_syncs): 5% short at pp 2,
-5% long at pp 4, 10% long at pp 8 (8 H100s, 16 layers; the bubble formula, for equal ranks, idles the heaviest rank,
-which holds both ends of the model and waits for none, longer than the replay does); without the all-reduce pp 2 was
-14% short and step_timer did not take DualPipe."""
+2% short at pp 4, 3% long at pp 8 (8 H100s, 16 layers; with DeepSeek's bubble formula, for equal ranks, 5% and 10%
+long: it idles the heaviest rank, which holds both ends of the model, longer than the replay does); without the
+all-reduce pp 2 was 14% short and step_timer did not take DualPipe."""
 
 
 def step_timer(sc: ScenarioConfig) -> Callable[[ScenarioConfig], float] | None:
