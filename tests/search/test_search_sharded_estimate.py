@@ -56,3 +56,23 @@ def test_the_last_reduce_scatter_outlasts_the_backward_and_no_more_than_all_of_t
     computes = data.draw(st.lists(st.floats(0.0, 1.0), min_size=len(reduces), max_size=len(reduces)))
     tail = reduce_tail(computes, reduces)
     assert reduces[-1] - 1e-12 <= tail <= sum(reduces) + 1e-12
+
+
+def estimate_over_replay_on_four_nodes(tp: int, moe: bool) -> float:
+    """An 8-layer GPT (hidden 2048, sequence 2048, 8 sequences a data-parallel rank) under ZeRO-2 on 4 nodes of 8
+    H100s (400 Gbps NICs), its data-parallel group across the nodes; `moe`: 8 experts, top 2, at ep 2."""
+    dp = 32 // tp
+    sc = gpt_scenario(nodes=4, gpus_per_node=8, tp=tp, ep=2 if moe else 1, layers=8, hidden=2048, heads=16, seq=2048,
+                      gbs=8 * dp, nvlink="450GBps", nic="400Gbps", moe={"num_experts": 8, "top_k": 2} if moe else None,
+                      extra_parallelism={"sequence_parallel": True, "fsdp": "shard_grad_op",
+                                         "distributed_optimizer": False})
+    estimator = Estimator.on(sc.workload, sc.datacenter, sc.collective, sc.workload.training.num_gpus)
+    estimated = estimator.estimate(Strategy.of(sc), sc.workload).iteration_s * 1e3
+    return estimated / simulate(sc).result.iteration_time_ms
+
+
+def test_a_micro_batchs_sync_hides_behind_its_whole_span_not_its_kernels_alone():
+    """tp 8 across 4 nodes: each micro-batch's gradient reduce-scatter (4.4 ms) outlasts its backward kernels (2.7 ms)
+    but not the micro-batch, whose exposed tensor-parallel communication it runs beside too: counted as exposed by
+    the kernels, the step was estimated 1.182 of its replay (1.003)."""
+    assert 0.97 < estimate_over_replay_on_four_nodes(8, moe=False) < 1.03

@@ -1014,21 +1014,21 @@ class Estimator:
     def _microbatch_sync(s: Strategy, syncs: list[tuple[float, float, float, float]], cost: _StageCost,
                          waited: float) -> float:
         """Seconds a stage's sync adds to each of its micro-batches where it syncs every micro-batch: FSDP gathers each
-        unit's weights before its forward and again before its backward and reduce-scatters its gradients (beside
-        the micro-batch's compute), ZeRO-2 gathers them before the forward (beside it) and reduce-scatters the
-        gradients (beside the backward), as workload.data_parallel runs both; `waited`: the seconds of those gathers
-        no prefetch hides (Estimator._sharded_waits: of the dense group's, which gathers every parameter of a unit),
-        waited for in full and beside no kernel; `syncs` as Estimator._gradient_sync gives them; 0 for Megatron's
-        buffers, reduced once a step. With ZeRO-2's gather counted once a step, the first unit's left out, ZeRO-2 at
-        pp 2 vpp 2 (8 H100s, 16 layers, hidden 2048) was estimated 0.941 of its replay."""
+        unit's weights before its forward and again before its backward and reduce-scatters its gradients, ZeRO-2
+        gathers them before the forward and reduce-scatters the gradients, as workload.data_parallel runs both, on
+        streams of their own that go on into the next micro-batch: what outlasts the micro-batch (its kernels and
+        the communication it waits for) is exposed, and its kernels run slower beside the rest; `waited`: the
+        seconds of those gathers no prefetch hides (Estimator._sharded_waits), waited for in full and beside no
+        kernel; `syncs` as Estimator._gradient_sync gives them; 0 for Megatron's buffers, reduced once a step. With
+        ZeRO-2's gather counted once a step, the first unit's left out, ZeRO-2 at pp 2 vpp 2 (8 H100s, 16 layers,
+        hidden 2048) was estimated 0.941 of its replay; with what outlasted the kernels alone exposed, ZeRO-2 at tp 8
+        on 4 nodes 1.182 (its reduce-scatters hide behind the tensor-parallel communication too)."""
         if s.sharding not in ("fsdp", "zero2"):
             return 0.0
         added = waited
         for scatter, gather, slower, axis in syncs:
-            left = waited if axis == 0 else 0.0
-            beside = ([(2 * gather + scatter - left, cost.compute)] if s.sharding == "fsdp"
-                      else [(gather - left, cost.forward), (scatter, cost.backward)])
-            added += sum(max(0.0, sync - compute) + min(sync, compute) * slower for sync, compute in beside)
+            sync = (2 if s.sharding == "fsdp" else 1) * gather + scatter - (waited if axis == 0 else 0.0)
+            added += max(0.0, sync - cost.total) + min(sync, cost.compute) * slower
         return added
 
     def _sharded_waits(self, s: Strategy, workload: MegatronWorkload, kernels: LayerKernels, layers: PipelineLayers,
