@@ -24,8 +24,10 @@ overlaps the last backward, what it adds to each other stage's last backward, wh
 another (Estimator._drain_syncs), the all-reduce
 of the gradients of the word-embedding copies two stages hold (Estimator.embedding_sync) and DualPipe's of each stage's
 across the mirror pair of ranks holding it (Estimator.mirror_syncs), plus the optimizer
-step and the passes over Megatron's gradient buffers (workload/data_parallel.py). FSDP gathers each layer's
-weights before its forward and backward: what outlasts the layer's compute is exposed.
+step and the passes over Megatron's gradient buffers (workload/data_parallel.py). ZeRO-2 and FSDP gather each unit's
+weights before its forward (FSDP: and its backward) and reduce-scatter its gradients every micro-batch: the gathers
+no prefetch hides are waited for (Estimator._sharded_waits), what outlasts the micro-batch is exposed, and the last
+backward's reduce-scatters go on after it. DualPipe's bubble is its schedule played out (schedule_idle).
 
 Kernels that run beside communication lose the SMs NCCL holds (one per channel), as in the replay
 (engine/replay.py): the compute a collective overlaps is stretched by sm / (sm - channels).
