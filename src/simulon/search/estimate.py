@@ -16,8 +16,8 @@ with the fill and drain taken at each other stage's own micro-batch time (their 
 the formula's (pp - 1) / vpp x t; uneven ones, a lighter first or last stage, a shorter bubble); under ZB-H1
 (Qi et al., ICLR 2024, section 3.1) each other stage's share is T_F + T_B - T_W instead of T_F + T_B + T_W, its
 weight gradients filling the cool-down (workload/schedule.py runs the same schedule in the replay); under ZB-V (the same
-paper's V: no rank idles at T_F = T_B = T_W) the span of its own step order timed at each rank's two chunks
-(Estimator.zbv_span); plus the
+paper's V: no rank idles at T_F = T_B = T_W) its own step order played out over each rank's two chunks
+(Estimator.played_idle); plus the
 data-parallel synchronisation the last micro-batch's backward (gradient reduce) and the first forward
 (parameter all-gather) cannot hide (all of it where the workload does not overlap them) and, where the reduction
 overlaps the last backward, what it adds to each other stage's last backward, which the drain runs through one after
@@ -78,7 +78,7 @@ from ..workload.layout import RankLayout
 from ..workload.megatron import dispatch_algorithm, pairs_experts
 from ..workload.parameters import Counts, ModelParameters, PipelineLayers
 from ..workload.program import EMBEDDING_LAYER, HEAD_LAYER
-from ..workload.schedule import make_scheduler, zbv_span
+from ..workload.schedule import make_scheduler
 from .space import SHARDING_SETTINGS, Strategy
 
 
@@ -284,7 +284,6 @@ class Estimator:
         self._drains: dict[tuple, float] = {}
         self._embedding_syncs: dict[tuple, float] = {}
         self._mirror_syncs: dict[tuple, tuple[float, ...]] = {}
-        self._zbv_spans: dict[tuple, float] = {}
         self._shares: dict[tuple, tuple] = {}
         self._sharded: dict[tuple, tuple[float, float]] = {}
         self._kernel_times: dict[str, dict[KernelSpec, float]] = {}
@@ -357,10 +356,10 @@ class Estimator:
             dp += self._mirror_exposed(s, workload, kernels, layers, slowest, cost, microbatches)
         if dualpipe:
             bubble = self.dualpipe_bubble(s, workload, kernels, layers, microbatches)
-        elif zbv:  # the V's span at free sends less the slowest rank's work; pp_send becomes the share per send of
-            free = self.zbv_span(s, workload, kernels, layers, microbatches, 0.0)  # what the V's sends add to it
-            bubble = max(0.0, free - microbatches * cost.total)
-            pp_send = (self.zbv_span(s, workload, kernels, layers, microbatches, pp_send) - free) / (2 * microbatches)
+        elif zbv:  # the V played out at free sends; pp_send becomes the share per send of what its sends add
+            bubble = self.played_idle(s, workload, kernels, layers, microbatches, 0.0)
+            sent = self.played_idle(s, workload, kernels, layers, microbatches, pp_send)
+            pp_send = (sent - bubble) / (2 * microbatches)
         else:
             bubble = (every_stage - cost.total) / s.vpp  # fill and drain: every other stage once, as it runs alone
             if s.zero_bubble:  # ZB-H1: (p - 1)(T_F + T_B - T_W) in place of (p - 1)(T_F + T_B + T_W)
@@ -379,11 +378,20 @@ class Estimator:
         head) are heavier and wait for lighter ones, much less than it says: at pp 8 (8 H100s, 16 layers, 16
         micro-batches) it idled the heaviest rank 13.1 ms where the replay idles it 1.7 (the step estimated 9.6%
         long, 3.3% with its schedule played)."""
+        return self.played_idle(s, workload, kernels, layers, microbatches, self._pipeline_send(s, workload))
+
+    def played_idle(self, s: Strategy, workload: MegatronWorkload, kernels: LayerKernels, layers: PipelineLayers,
+                    microbatches: int, send: float) -> float:
+        """Seconds the workload's schedule lasts beyond its busiest rank's work, played out (schedule_idle) over every
+        rank's chunk times, `send` seconds between ranks. DualPipe's bubble, and ZB-V's: the reference's greedy V
+        order (zbv.py `PipelineGraph.try_v_schedule`, which times an order this way; Qi et al., ICLR 2024: no rank
+        idles at F = B = W), rank 0's two chunks holding the first model stage (the embedding) and the last (the
+        head and the loss). Estimated as interleaved 1F1B over the V's two chunks, ZB-V was 5 to 19% long of the
+        replay (pp 2 to 8 on 1 and 2 nodes of 8 H100s, dense and MoE, 1 to 4 times pp micro-batches)."""
         times = tuple(tuple((cost.forward_span, cost.backward_span, cost.weight_grad)
                             for cost in self._chunk_costs(s, workload, kernels, layers, stage))
                       for stage in range(s.pp))
-        return schedule_idle(workload.parallelism.pipeline_schedule, s.vpp, microbatches, times,
-                             self._pipeline_send(s, workload))
+        return schedule_idle(workload.parallelism.pipeline_schedule, s.vpp, microbatches, times, send)
 
     def _chunk_costs(self, s: Strategy, workload: MegatronWorkload, kernels: LayerKernels, layers: PipelineLayers,
                      stage: int) -> list[_StageCost]:
@@ -396,30 +404,6 @@ class Estimator:
                 cost.add(self._unit_cost(s, workload, unit_kind(kernels, unit), stage))
             costs.append(cost)
         return costs
-
-    def zbv_span(self, s: Strategy, workload: MegatronWorkload, kernels: LayerKernels, layers: PipelineLayers,
-                 microbatches: int, send: float) -> float:
-        """Seconds of a ZB-V step's micro-batches (workload.schedule.zbv_span: the reference's greedy order timed at
-        each rank's chunks' forward, input gradient and weight gradient and `send` seconds between ranks; Qi et al.,
-        ICLR 2024: no rank idles at F = B = W), from which Estimator.estimate takes the slowest rank's work to leave
-        the bubble. Each of a rank's two chunks timed as what it holds: rank 0 the first model stage (the embedding)
-        and the last (the head and the loss). Cached per shape, pipeline, micro-batch count and send. Estimated as
-        interleaved 1F1B over the V's two chunks, ZB-V was 5 to 19% long of the replay (pp 2 to 8 on 1 and 2 nodes of
-        8 H100s, dense and MoE, 1 to 4 times pp micro-batches), and step_timer did not take it."""
-        key = (self.shape_key(s), s.pp, s.first_layers, s.last_layers, workload.parallelism.recompute_num_layers,
-               microbatches, send, tuple(self.stage_key(s, stage) for stage in range(s.pp)))
-        if key not in self._zbv_spans:
-            costs = tuple(tuple(self._chunk_steps(s, workload, kernels, layers, stage, chunk) for chunk in range(2))
-                          for stage in range(s.pp))
-            self._zbv_spans[key] = zbv_span(s.pp, microbatches, costs, send)
-        return self._zbv_spans[key]
-
-    def _chunk_steps(self, s: Strategy, workload: MegatronWorkload, kernels: LayerKernels, layers: PipelineLayers,
-                     stage: int, chunk: int) -> tuple[float, float, float]:
-        """(forward, input gradient, weight gradient) seconds of one model chunk of a stage per micro-batch, each with
-        the communication it waits for."""
-        cost = self._chunk_costs(s, workload, kernels, layers, stage)[chunk]
-        return cost.forward_span, cost.backward_span - cost.weight_grad, cost.weight_grad
 
     def _stage_weight_casts(self, s: Strategy, workload: MegatronWorkload, kernels: LayerKernels,
                             layers: PipelineLayers, stage: int) -> float:
@@ -1159,8 +1143,8 @@ MEGATRON_SHARDINGS = tuple(name for name, settings in SHARDING_SETTINGS.items() 
 
 ESTIMATED_SCHEDULES = ("1f1b", "interleaved_1f1b", "zb_h1", "dualpipe", "zb_v")
 """The pipeline schedules the estimate's step formula is written for (the module docstring); the first three those the
-search tries. ZB-V Estimator.estimate times by its own step order (Estimator.zbv_span): within 3.5% of the replay over
-pp 2 to 8 on 1 and 2 nodes of 8 H100s at tp 1 (tests/search/test_search_zbv_estimate.py), 6% short at tp 2 and 4.
+search tries. ZB-V Estimator.estimate times by its own step order played out (Estimator.played_idle): within 3.5% of
+the replay over pp 2 to 8 on 1 and 2 nodes of 8 H100s at tp 1 (tests/search/test_search_zbv_estimate.py).
 DualPipe's mirrored stages Estimator.estimate times by its schedule played out
 (Estimator.dualpipe_bubble) and the mirrored ranks' gradient all-reduce (Estimator.mirror_syncs): 5% short at pp 2,
 2% short at pp 4, 3% long at pp 8 (8 H100s, 16 layers; with DeepSeek's bubble formula, for equal ranks, 5% and 10%
