@@ -374,3 +374,15 @@ def test_a_hybrid_pattern_without_pipeline_marks_is_not_interleaved():
     assert parse_scenario(hybrid("M*|M-|M*|M-", pp=2, gbs=8)).workload.parallelism.vpp == 2
     kept = list(Space(parse_scenario(hybrid("M*M-M*M-", nodes=2, gbs=16)).workload, 16, 8, fp8=False).strategies())
     assert any(s.pp > 1 for s in kept) and all(s.vpp == 1 for s in kept)
+
+
+def test_a_pattern_of_gated_delta_nets_and_attention_interleaves_as_a_gpt_does():
+    """Qwen3-Next's and Qwen3.5's patterns (G, *, E: no Mamba layer) Megatron-Bridge builds as a GPTModel of per-layer
+    specs (qwen3_next_bridge.py), not as the hybrid model whose vpp needs '|' marks: vpp 2 over pp 2 splits as a
+    GPT's layers do."""
+    from simulon.config.workload import ModelSpec, ParallelismSpec
+
+    model = ModelSpec.model_validate({"from": "qwen3-next-80b-a3b"})
+    assert model.hybrid_pattern is not None and model.mamba is None
+    counts = model.stage_layers(ParallelismSpec(pp=2, vpp=2), mtp=False)
+    assert len(counts) == 4 and sum(counts) == model.num_layers

@@ -203,14 +203,15 @@ def virtual_stage_layers(par: PipelineSplit, num_layers: int, segments: tuple[in
     """Layers of every virtual stage (chunk c of stage s at c * pp + s), the `mtp_layers` multi-token-prediction
     layers after the decoder's included: where the layout places them, else on the last virtual stage (Megatron's
     default, mtp_on_this_rank). `segments`: those a hybrid pattern's `|` marks give (ModelSpec.pattern_segments),
-    the split where the parallelism names none; `hybrid`: the model is a hybrid pattern, which without `|` marks
-    Megatron splits over plain stages only (select_pipeline_segment in megatron/core/models/hybrid/
-    hybrid_layer_allocation.py raises "Virtual pipeline parallelism ... is not supported when hybrid_layer_pattern
-    has no pipe ('|') separators"). FieldError naming the field whose split is impossible."""
+    the split where the parallelism names none; `hybrid`: the model is Megatron's hybrid model (a pattern of Mamba
+    layers, ModelSpec.stage_layers), which without `|` marks Megatron splits over plain stages only
+    (select_pipeline_segment in megatron/core/models/hybrid/hybrid_layer_allocation.py raises "Virtual pipeline
+    parallelism ... is not supported when hybrid_layer_pattern has no pipe ('|') separators"). FieldError naming the
+    field whose split is impossible."""
     if segments is None:
         _one_split(par)
     if hybrid and segments is None and par.vpp > 1:
-        raise FieldError("workload.parallelism.vpp", f"{par.vpp} model chunks for a hybrid pattern without '|' "
+        raise FieldError("workload.parallelism.vpp", f"{par.vpp} model chunks for a Mamba hybrid pattern without '|' "
                          "marks: Megatron's hybrid model interleaves only a pattern cut into pp*vpp segments by '|' "
                          "(select_pipeline_segment); mark the stages in model.hybrid_pattern, or set vpp 1")
     if par.pipeline_layout is not None and segments is None:

@@ -394,9 +394,12 @@ class ModelSpec(Templated):
 
     def stage_layers(self, par: PipelineSplit, mtp: bool = True) -> tuple[int, ...]:
         """Layers of every virtual stage under `par` (config.pipeline_layout.virtual_stage_layers): by the hybrid
-        pattern's `|` segments where it has them, the multi-token-prediction layers counted where they run (`mtp`)."""
+        pattern's `|` segments where it has them, the multi-token-prediction layers counted where they run (`mtp`).
+        A pattern with Mamba layers is Megatron's hybrid model, whose pipeline takes vpp only from `|` marks; one of
+        gated delta nets and attention alone (Qwen3-Next, Qwen3.5) Megatron-Bridge builds as a GPTModel of per-layer
+        specs (qwen3_next_bridge.py), which interleaves as any GPT does."""
         return virtual_stage_layers(par, self.num_layers, self.pattern_segments, self.mtp_layers if mtp else 0,
-                                    hybrid=self.hybrid_pattern is not None)
+                                    hybrid=self.mamba is not None)
 
     @property
     def all_layers(self) -> int:
