@@ -13,6 +13,8 @@ from hypothesis import strategies as st
 from helpers import gpt_scenario
 from simulon.collective import flow_set
 from simulon.collective.nccl import constants, pipeline_chunks, ring_overlap_fraction
+from simulon.collective.shape import GroupShape
+from simulon.collective.tree import tree_chunks
 from simulon.collective.tuner import CollectivePlan
 from simulon.collective.types import CollType
 from simulon.config import DatacenterConfig, ScenarioConfig
@@ -154,7 +156,7 @@ def test_a_pipelined_tree_streams_its_chunks():
     # a tree over two GPUs is one edge: chunks go up back to back, each comes down once it has arrived
     lat, bw, size = 1e-6, 100 * GB, 2**28
     dc = datacenter(gpus=2, nvlink="100GBps", nvlink_latency="1us")
-    chunks = pipeline_chunks(size, "simple")
+    chunks = tree_chunks(GroupShape.flat(2), size, 1, "simple")  # the tree's own count (its hops' chunks)
     timing = timed(dc, CollType.AllReduce, range(2), size, algorithm="tree")
     assert timing.time_us * 1e-6 == pytest.approx((chunks + 1) * size / chunks / bw + 2 * lat, rel=1e-9)
 
@@ -166,7 +168,7 @@ def test_a_simple_tree_channel_moves_no_more_than_nccls_per_channel_tree_bus_ban
     and the channels' bound. Without the bound a one-node tree ran 1 GiB in 8,875.8 us on 1 channel as on 16."""
     bw, bound, size = 100 * GB, 20 * GB, 2**28
     dc = datacenter(gpus=2, nvlink="100GBps")
-    chunks = pipeline_chunks(size / channels, "simple")
+    chunks = tree_chunks(GroupShape.flat(2), size, channels, "simple")
     model = with_(IDEAL, tree_bus_bandwidth=(bound,) * 3)
     timing = timed(dc, CollType.AllReduce, range(2), size, "tree", channels, model=model)
     expected = (chunks + 1) * size / chunks / min(bw, channels * bound)
@@ -204,7 +206,7 @@ def test_a_pipelined_tree_pays_its_launch_once_not_once_a_chunk(launch_us):
     # as the previous one's last byte leaves, with no launch of their own
     lat, bw, size = 1e-6, 100 * GB, 2**28
     dc = datacenter(gpus=2, nvlink="100GBps", nvlink_latency="1us")
-    chunks = pipeline_chunks(size, "simple")
+    chunks = tree_chunks(GroupShape.flat(2), size, 1, "simple")
     model = with_(IDEAL, launch=(launch_us * 1e-6,) * 3)
     timing = timed(dc, CollType.AllReduce, range(2), size, algorithm="tree", model=model)
     expected = launch_us * 1e-6 + (chunks + 1) * size / chunks / bw + 2 * lat
