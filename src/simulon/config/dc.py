@@ -551,6 +551,12 @@ def two_tier_spine_cables(fabric: FabricSpec, num_nics: int, nics_per_node: int)
     return cables / reach, sets * sum(leaves for _, leaves in counts)
 
 
+def cable_share(fabric: FabricSpec, nic_port_share: float) -> float:
+    """A cable's share of a switch port: the NIC port's speed over the switch's (`nic_port_share`), halved on a
+    dual-ToR fabric, whose NICs' two half-rate ports take two cables, two to a switch port through a breakout."""
+    return nic_port_share / 2 if fabric.dual_tor else nic_port_share
+
+
 def fabric_ports(fabric: FabricSpec, nic_port_share: float = 1.0) -> list[tuple[str, str, float, str]]:
     """(field, what, ports, switch role) of the switches of a fabric whose port counts its spec fixes, as
     network/fabric.py builds them, in ports of the switch's own speed, each cable at the NIC port's speed
@@ -561,7 +567,7 @@ def fabric_ports(fabric: FabricSpec, nic_port_share: float = 1.0) -> list[tuple[
     depend on the cluster's size."""
     if fabric.tiers == 1 or fabric.nics_per_leaf is None:
         return []
-    share = nic_port_share / 2 if fabric.dual_tor else nic_port_share
+    share = cable_share(fabric, nic_port_share)
     up, reach, cores = fabric_cables(fabric, fabric.nics_per_leaf)
     ports = (fabric.nics_per_leaf + up) * share
     shown = f"{fabric.nics_per_leaf} NIC ports and {up} uplinks" + (
@@ -597,6 +603,12 @@ class ScaleOutSpec(StrictModel):
         None, description="the routing of whichever fabric is used, over its template's (topology.routing): e.g. "
         "static for an InfiniBand cluster whose NCCL predates 2.16, which does not ask for adaptive routing")
 
+    @property
+    def nic_port_share(self) -> float:
+        """A NIC port in ports of the switch's speed (1 where either is not known)."""
+        speed = self.switch.port_speed if self.switch is not None else None
+        return self.nic.speed / speed if self.nic is not None and speed else 1.0
+
     @model_validator(mode="after")
     def _ports_fit(self) -> ScaleOutSpec:
         """The switches' links within the switch's port_count, as network/fabric.py builds them (fabric_ports): the
@@ -604,8 +616,7 @@ class ScaleOutSpec(StrictModel):
         ports = self.switch.port_count if self.switch is not None else None
         if ports is None:
             return self
-        speed = self.switch.port_speed
-        share = self.nic.speed / speed if self.nic is not None and speed else 1.0  # a NIC port in switch ports
+        share = self.nic_port_share
         listed = () if "topology" in self.model_fields_set else self.fabrics or ()
         fabrics = [("topology", self.topology)] + [(f"fabrics[{i}].topology", f.topology)
                                                    for i, f in enumerate(listed)]
@@ -1260,9 +1271,7 @@ class DatacenterConfig(Templated):
             return self
         num_nics, per_node = self.num_gpus // self.gpus_per_nic, self.gpus_per_node // self.gpus_per_nic
         down, leaves = two_tier_spine_cables(fabric, num_nics, per_node)
-        nic = scale_out.nic
-        share = nic.speed / switch.port_speed if nic is not None and switch.port_speed else 1.0
-        ports = down * (share / 2 if fabric.dual_tor else share)
+        ports = down * cable_share(fabric, scale_out.nic_port_share)
         if ports > switch.port_count:
             raise FieldError("network.scale_out.topology.spines", f"a spine of the two-tier {fabric.label} fabric "
                              f"needs {down:g} cables down to the {leaves} leaves of {num_nics} NICs"

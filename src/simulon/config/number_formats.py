@@ -164,9 +164,9 @@ NUMBER_FORMATS: dict[DType, NumberFormat] = {
     # the block-scaled tensor-core MMA of Blackwell applies the scales in the main loop, so it runs at the fp8
     # rate with fp8's fitted efficiency where the GPU has no mxfp8 fit
     # Kept narrow (fp8_params) under Megatron's distributed optimizer, its weights are all-gathered in bf16 and
-    # quantized after. Transformer Engine's replace_raw_data raises NotImplementedError for an MXFP8Tensor, so
-    # _ParamAndGradBuffer cannot hold MXFP8 weights in a parameter buffer of their own; with
-    # --reuse-grad-buf-for-mxfp8-param-ag it gathers the bf16 weights into the gradient buffer instead and
+    # quantized after the gather. Megatron's _ParamAndGradBuffer cannot hold MXFP8 weights in a parameter buffer of
+    # their own, since Transformer Engine's replace_raw_data raises NotImplementedError for an MXFP8Tensor. With
+    # --reuse-grad-buf-for-mxfp8-param-ag it gathers the bf16 weights into the gradient buffer instead, and
     # _ParamAndGradBucketGroup._post_param_sync quantizes them (megatron/core/distributed/param_and_grad_buffer.py,
     # _ParamAndGradBuffer.__init__ `shared_buffer`): gathers_16bit_weights.
     # Megatron-FSDP gathers the row-wise and column-wise e4m3 data instead, the same 2 bytes an element

@@ -53,12 +53,12 @@ def write_atomic(path: str | Path, text: str | bytes) -> None:
 
 
 TEMPORARY_STEM = 32
-"""How many characters of the output's name its temporary copy's name keeps (`.NAME.XXXXXXXX.tmp`). Keeping the whole
-name failed for long ones: an output name may take up to NAME_MAX (255 bytes), and mkstemp's 14 bytes around it
-pushed the temporary name past that (a 245-character name failed after the work was done). The stem only lets a
-person tell whose leftover a temporary file is. 32 characters are at most 128 bytes in UTF-8 (4 a character), so the
-temporary name is at most 142 bytes, well under NAME_MAX; any length up to 60 characters (240 + 14 bytes) would do,
-and 32 is a choice, not a measurement."""
+"""The number of characters of the output's name that its temporary copy's name keeps (`.NAME.XXXXXXXX.tmp`).
+Keeping the whole name failed for long ones: an output name may take up to NAME_MAX (255 bytes), and mkstemp's 14
+bytes around it pushed the temporary name past that (a 245-character name failed after the work was done). The stem
+only lets a person tell whose leftover a temporary file is. 32 characters are at most 128 bytes in UTF-8 (4 a
+character), so the temporary name is at most 142 bytes, well under NAME_MAX; any length up to 60 characters (240 + 14
+bytes) would do, and 32 is a choice, not a measurement."""
 
 
 def _replace(path: Path, data: bytes) -> None:
