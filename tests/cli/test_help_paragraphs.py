@@ -34,7 +34,7 @@ def test_a_groups_listing_gives_each_command_the_first_paragraph_of_its_docstrin
     listed = {}
     for prefix, name, doc in commands():
         listed.setdefault(prefix, []).append((name, paragraphs(doc)[0]))
-    assert len(listed) == 3  # simulon, simulon validate, simulon profile
+    assert len(listed) == 4  # simulon, simulon validate, simulon profile, simulon templates
     for prefix, entries in listed.items():
         run = cli(*prefix, "--help")
         assert run.returncode == 0, run.stderr

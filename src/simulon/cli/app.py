@@ -34,6 +34,7 @@ from .report import report as report_command
 from .report import result_json, run_scenario
 from .search import search as search_command
 from .sweep import sweep as sweep_command
+from .templates import app as templates_app
 from .topology import topology as topology_command
 from .validate import app as validate_app
 
@@ -52,6 +53,7 @@ app.command(name="sweep")(sweep_command)
 app.command(name="plot")(plot_command)
 app.command(name="report")(report_command)
 app.add_typer(profile_app, name="profile")
+app.add_typer(templates_app, name="templates")
 
 
 def joined_help(typer_app: typer.Typer) -> None:

@@ -16,6 +16,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 from ..collective.nccl import MAX_CHANNELS, check_channels
+from .catalog import KINDS
 from .common import RangeCheck, dtype_named, ratio
 from .scenario import CollectiveConfig
 from .templates import Templated
@@ -137,8 +138,10 @@ def sections(model: type[BaseModel], path: str, seen: set[type[BaseModel]]) -> I
     doc = inspect.cleandoc(model.__doc__ or "").split("\n\n")[0]
     lines = [f"## {model.__name__}", "", f"`{path}`" + (f": {_cell(doc)}" if doc and model.__doc__ else ""), ""]
     if issubclass(model, Templated):
-        lines += [f"`from:` starts the block from a shipped template (`templates/{model.template_kind}/`) or a YAML "
-                  "file; any key below overrides the template's.", ""]
+        kind = next(kind for kind, folder in KINDS.items() if folder == model.template_kind)
+        lines += [f"`from:` starts the block from a shipped template (`templates/{model.template_kind}/`; `simulon "
+                  f"templates list --kind {kind}` lists them) or a YAML file; any key below overrides the template's.",
+                  ""]
         lines += [model.other_sources, ""] if model.other_sources else []
     lines += ["| key | type | default | description |", "|---|---|---|---|"]
     nested: list[tuple[type[BaseModel], str]] = []

@@ -217,3 +217,17 @@ class ModelParameters:
         return StageParameters(units, {unit: self.of(unit) for unit in units}, self.tied_embedding(stage),
                                mirrored=self.layers.placement is MIRRORED and self.layers.pp > 1,
                                tp_duplicated=self.tp_duplicated(units))
+
+
+WHOLE_MODEL_TRAINING = {"global_batch_size": 1, "micro_batch_size": 1, "sequence_length": 1024}
+"""The batch a whole model's parameters are counted on (model_parameters): any; parameters depend on none of it."""
+
+
+def model_parameters(model: ModelSpec) -> float:
+    """The parameters of the whole model as Megatron-Core builds it on one GPU (no tensor, pipeline or expert
+    parallelism): every layer's norms and GEMM weights, multi-token-prediction layers included, and the word
+    embedding, padded as Megatron pads it, with the LM head's own copy where the embedding is not tied (Llama 3.1
+    8B: 8.03 billion)."""
+    workload = MegatronWorkload(model=model, training=WHOLE_MODEL_TRAINING)
+    parameters = ModelParameters(LayerKernels.of(workload), model, PipelineLayers.of(workload)).stage(0)
+    return sum(parameters.total())
