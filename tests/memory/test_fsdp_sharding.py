@@ -73,7 +73,7 @@ def _b200(dtype: str, fsdp: str):
                                   "fp8_params": True}}}, "test")
 
 
-@pytest.mark.parametrize("dtype", ["fp8", "mxfp8", "nvfp4", "mxfp4"])
+@pytest.mark.parametrize("dtype", ["fp8", "mxfp8", "nvfp4"])  # no framework keeps MXFP4 weights
 def test_full_sharding_holds_an_eighth_of_the_narrow_weights_over_eight_ranks(dtype):
     """fp8_params with FSDP full sharding: the 16-bit weights were sharded but the narrow GEMM weights that replace
     them were subtracted whole, so NVFP4 weights came out at -0.46 GiB and MXFP8 at 0.566 for 0.484."""

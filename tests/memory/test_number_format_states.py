@@ -62,7 +62,7 @@ def test_layers_kept_in_bf16_have_no_quantized_copies(first, last):
     assert states(wl).stage(0).cast_weights == pytest.approx(2 * (1 + 1 / 32) * gemm_params(wl, narrow))
 
 
-@pytest.mark.parametrize("dtype", NARROW)
+@pytest.mark.parametrize("dtype", [d for d in NARROW if d != "mxfp4"])  # no MXFP4 weights kept
 def test_narrow_params_keep_gemm_weights_only_as_their_two_copies(dtype):
     plain, narrow = states(workload(dtype)).stage(0), states(workload(dtype, fp8_params=True)).stage(0)
     assert narrow.cast_weights == 0.0

@@ -69,6 +69,7 @@ class NumberFormat:
     weight_block: int | None = None    # the weights' stored scale block where it differs from the activations'
     amax_pass: bool = False            # the cast first reads the tensor to find its amax (current scaling)
     hadamard_columnwise: bool = False  # activations' and gradients' column-wise copy cast after an RHT, one more read
+    keeps_narrow_weights: bool = True  # a framework can keep the GEMM weights in the format (fp8_params)
     gathers_16bit_weights: bool = False  # weights kept narrow (fp8_params) all-gathered 16-bit: gathered_weight_bytes
     gathers_weight_scales: bool = True   # ... with their block scales (else each rank computes them itself)
     transposes_gathered_weights: bool = False  # ... and their column-wise copy made from the row-wise after the gather
@@ -183,7 +184,12 @@ NUMBER_FORMATS: dict[DType, NumberFormat] = {
     # (Megatron-Core runs it only as a custom fp4 recipe), and Quartet (arXiv 2505.14669, on Blackwell) runs
     # every linear layer in MXFP4, forward and backward, so none stay here. (Tseng et al., arXiv 2502.20586,
     # quantize the backward GEMMs only: a recipe this row does not model.)
-    DType.mxfp4: NumberFormat(DType.mxfp4, quantized=True, block=32, scale_bytes=1.0,
+    # No framework keeps MXFP4 weights (fp8_params): Megatron-Core's --fp4-param-gather lays out, gathers and
+    # re-quantizes NVFP4 weights only (param_and_grad_buffer.py `has_nvfp4_params`, fp4_utils.py
+    # quantize_nvfp4_param_shard), and the MXFP4 quantizer its custom recipe builds (Transformer Engine's
+    # NVFP4QuantizerRef with pow_2_scales, custom_recipes/reference_nvfp4.py) returns an NVFP4TensorRef, a dataclass
+    # that cannot be a parameter (Quantizer.make_empty raises NotImplementedError for custom quantizers).
+    DType.mxfp4: NumberFormat(DType.mxfp4, quantized=True, block=32, scale_bytes=1.0, keeps_narrow_weights=False,
                               calibration_chain=(DType.mxfp4, DType.nvfp4, DType.fp4, DType.mxfp8, *_FP8_CHAIN)),
     # Transformer Engine's NVFP4BlockScaling: e2m1 in 1 x 16 blocks with e4m3 (1-byte) scales, weights scaled in
     # 16 x 16 tiles but stored with a scale per 16 elements like the rest (module docstring), plus a per-tensor fp32

@@ -847,7 +847,8 @@ class TrainingSpec(StrictModel):
         "DistributedFusedAdam at dtype bf16 (NeMo's optim.dtype: bf16, which keeps Adam's moments in bf16 too) or "
         "Megatron's precision-aware optimizer (--main-params-dtype fp16); none in fp32 training")
     fp8_params: bool = Field(
-        False, description="fp8/fp4 runs: keep the GEMM weights only in the narrow type, with the transpose the "
+        False, description="fp8, mxfp8 and nvfp4 runs (no framework keeps MXFP4 weights): keep the GEMM weights "
+        "only in the narrow type, with the transpose the "
         "backward reads where the GPU's FP8 GEMMs need one (not a B200, B300, GB200 or GB300 in per-tensor fp8: "
         "GPUSpec.fp8_any_layout) (Megatron's --fp8-param-gather, Transformer Engine's fp8_model_init; under "
         "framework megatron with the distributed optimizer or FSDP, as Megatron asserts); otherwise they stay 16-bit "
@@ -1140,6 +1141,13 @@ class MegatronWorkload(StrictModel):
         if train.fp8_params and not NUMBER_FORMATS[train.dtype].quantized:
             raise FieldError("training.fp8_params", f"true applies to the narrow dtypes only ({narrow}), not "
                              f"{dtype}, whose GEMM weights are {dtype} already; leave it out, or set a narrow dtype")
+        if train.fp8_params and not NUMBER_FORMATS[train.dtype].keeps_narrow_weights:
+            kept = ", ".join(d.value for d, fmt in NUMBER_FORMATS.items() if fmt.quantized and fmt.keeps_narrow_weights
+                             and d != DType.fp4)
+            raise FieldError("training.fp8_params", f"true keeps the GEMM weights in {dtype}, which no framework does "
+                             "(Megatron-Core's --fp4-param-gather keeps NVFP4 weights only; its custom fp4 recipe, "
+                             "which MXFP4 runs as, cannot make parameters of its quantized tensors): leave it out "
+                             f"(16-bit weights cast each step), or set a dtype whose weights are kept narrow ({kept})")
         par = self.parallelism
         if train.fp8_params and self.framework == "megatron" and not par.distributed_optimizer and par.fsdp == "none":
             raise FieldError("training.fp8_params", "true gathers the weights kept narrow, which Megatron does with "
