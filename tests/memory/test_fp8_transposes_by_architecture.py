@@ -9,11 +9,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from helpers import gpt_workload
+from helpers import gpt_scenario, gpt_workload
 from simulon.config.dc import GPUSpec
+from simulon.config.hybrid import DENSE_LAYER
+from simulon.config.loading import parse_scenario
 from simulon.config.number_formats import NUMBER_FORMATS, number_format
 from simulon.config.resolve import ARCHITECTURE_PARTS
 from simulon.config.templates import template_names
+from simulon.memory.activations import ActivationModel
 from simulon.memory.model import MemoryModel
 from simulon.memory.states import ModelStates
 from simulon.workload.layout import RankLayout
@@ -106,3 +109,44 @@ def test_a_gpu_written_with_a_templates_figures_is_that_gpu_with_its_compute_cap
     mine = GPUSpec.model_validate({**sheet, "name": "my-blackwell"})
     assert mine.template == "b200"
     assert mine.fp8_any_layout
+
+
+def held_for_weight_gradient(dtype: str, any_layout: bool) -> float:
+    """What one 8-layer GPT stage's split backward holds from a layer's B to its W (ActivationModel.deferred)."""
+    wl = gpt_workload(gpus=8, seq=2048, mbs=1, gbs=8, hidden=HIDDEN, heads=16, layers=LAYERS,
+                      training={"dtype": dtype, "bf16_first_layers": 0, "bf16_last_layers": 0})
+    return ActivationModel(wl).layer(DENSE_LAYER).held_for_weight_gradient(any_layout)
+
+
+@pytest.mark.parametrize("recipe", ["delayed", "current"])
+def test_a_deferred_weight_gradient_holds_one_per_tensor_fp8_output_gradient_where_fp8_gemms_read_every_layout(
+        recipe):
+    """Transformer Engine quantizes a split backward's output gradient for both usages and its WeightGradStore keeps
+    it until W: on Blackwell one `_data` serves both (Float8Quantizer::create_tensor allocates no transpose where
+    is_non_tn_fp8_gemm_supported), so 1 byte an element, not the 2 counted on every GPU before (an 8-layer
+    1024-wide GPT at 2048 tokens, pp 2, ZB-H1, B200: the last stage's peak 2,684.7 MiB, as on H100 less its weight
+    transposes; 2,612.7 MiB with the fix, the 4 layers' output gradients of 9h a token, 18 MiB each, held once)."""
+    hopper, blackwell = held_for_weight_gradient("fp8", False), held_for_weight_gradient("fp8", True)
+    output_gradients = 2048 * HIDDEN * (3 + 1 + 4 + 1)  # QKV, projection, fc1, fc2
+    assert hopper - blackwell == pytest.approx(output_gradients)
+    wl = gpt_workload(gpus=8, layers=LAYERS, training={"dtype": "fp8", "fp8_recipe": recipe})
+    assert ActivationModel(wl).grad_output(True) == 1.0 and ActivationModel(wl).grad_output(False) == 2.0
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "mxfp8", "nvfp4", "mxfp4"])
+def test_a_deferred_weight_gradient_holds_the_same_on_every_gpu_in_a_16_bit_or_block_scaled_format(dtype):
+    assert held_for_weight_gradient(dtype, True) == held_for_weight_gradient(dtype, False)
+
+
+def test_a_zb_h1_stage_on_b200_holds_less_for_its_deferred_weight_gradients_than_on_h100_in_per_tensor_fp8():
+    def stage(gpu: str):
+        data = gpt_scenario(gpus_per_node=4, pp=2, layers=LAYERS, seq=2048, gbs=16,
+                            extra_parallelism={"pipeline_schedule": "zb_h1"}).as_data()
+        data["datacenter"]["node"]["gpu"] = gpu
+        data["workload"]["training"]["dtype"] = "fp8"
+        return MemoryModel.of(parse_scenario(data, "s.yaml")).stage(1)
+
+    hopper, blackwell = stage("H100"), stage("B200")
+    assert hopper.unit_deferred[LAYERS - 1] - blackwell.unit_deferred[LAYERS - 1] == pytest.approx(2048 * HIDDEN * 9)
+    weight_transposes = hopper.terms["quantized weight copies"] - blackwell.terms["quantized weight copies"]
+    assert hopper.allocated - blackwell.allocated == pytest.approx(weight_transposes + 4 * 2048 * HIDDEN * 9)

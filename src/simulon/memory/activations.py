@@ -71,10 +71,16 @@ class LayerActivations:
     forward_transient: float
     backward_transient: float
     deferred: float = 0.0  # what a split backward holds from its B to its W (ActivationModel.deferred)
+    deferred_any_layout: float = 0.0  # the same on a GPU whose FP8 GEMMs read every layout
 
     @property
     def total(self) -> float:
         return sum(self.parts.values())
+
+    def held_for_weight_gradient(self, any_layout: bool) -> float:
+        """What a split backward holds from its B to its W on a GPU whose FP8 GEMMs read every layout (`any_layout`:
+        config.dc.GPUSpec.fp8_any_layout) or not."""
+        return self.deferred_any_layout if any_layout else self.deferred
 
 
 LayerGroups = tuple[tuple[tuple[LayerKind, bool, bool], tuple[int, ...]], ...]
@@ -142,18 +148,20 @@ class ActivationModel:
         """Bytes per element of a GEMM input kept for the weight gradient."""
         return self.shape.quantized_bytes or self.a
 
-    @property
-    def grad_output(self) -> float:
+    def grad_output(self, any_layout: bool = False) -> float:
         """Bytes per element of a GEMM's output gradient a split backward holds from its B to its W: in a narrow
-        format both its quantized copies (Transformer Engine's _Linear.backward quantizes it row-wise for the input
-        gradient and column-wise for the weight gradient, grad_output_preprocess with both usages set, and puts the
-        quantized tensor in its WeightGradStore, the 16-bit gradient freed as B returns: 2 bytes for per-tensor fp8,
-        its data and transpose, counted so on every GPU; MXFP8's and NVFP4's two copies with their block scales);
-        its 16 bits otherwise."""
+        format its quantized copies (Transformer Engine's _Linear.backward quantizes it for both usages, row-wise for
+        the input gradient and column-wise for the weight gradient, grad_output_preprocess, and puts the quantized
+        tensor in its WeightGradStore, the 16-bit gradient freed as B returns): for per-tensor fp8 its data and
+        transpose, 2 bytes, where the GPU's FP8 GEMMs read the TN layout only (Hopper), its data alone, 1 byte, where
+        they read every layout (`any_layout`, Blackwell's data-center parts: Float8Quantizer::create_tensor and
+        Float8CurrentScalingQuantizer::create_tensor allocate no transpose there, csrc/quantizer.cpp,
+        NumberFormat.copies); MXFP8's and NVFP4's two copies with their block scales on every GPU; its 16 bits
+        otherwise."""
         fmt = self.shape.number_format
         if not self.shape.quantized_bytes or fmt is None:
             return self.a
-        return fmt.format.copies() * self.shape.quantized_bytes
+        return fmt.format.copies(any_layout) * self.shape.quantized_bytes
 
     @property
     def mask(self) -> float:
@@ -225,11 +233,11 @@ class ActivationModel:
         saved = {"layer input": self.norm_rows * self.model.hidden_size * self.a} if full else parts
         return LayerActivations(saved, self._forward_transient(kind),
                                 self._backward_transient(kind, self.recreated(kind, saved, full)),
-                                self.deferred(kind))
+                                self.deferred(kind), self.deferred(kind, any_layout=True))
 
     # ---- a split backward's weight gradients ----
 
-    def deferred(self, kind: LayerKind) -> float:
+    def deferred(self, kind: LayerKind, any_layout: bool = False) -> float:
         """Bytes a layer's split backward (ZB-H1's, ZB-V's, DualPipe's B then W) holds from its B until its W: each
         GEMM's input, as its weight gradient reads it (the narrow copy in fp8), and its output gradient (`grad_output`),
         since dW = dY^T X reads both (DualPipe's WeightGradStore keeps the pair; the zero-bubble repository's memory
@@ -239,16 +247,18 @@ class ActivationModel:
         GEMM keeps its input as the forward does (the rank's sequence share under sequence parallelism, gathered
         again for W) and its output gradient on its share of the columns; a row-parallel one (the attention's
         projection, fc2, out_proj) reads the whole sequence's output gradient, gathered for B. A tensor two GEMMs
-        read (the norm's output QKV and the router read) counts once."""
-        return sum(x + dy for block in kind for x, dy in self._gemms(block))
+        read (the norm's output QKV and the router read) counts once. `any_layout`: on a GPU whose FP8 GEMMs read
+        every layout (`grad_output`)."""
+        dy = self.grad_output(any_layout)
+        return sum(x + dy_bytes for block in kind for x, dy_bytes in self._gemms(block, dy))
 
-    def _gemms(self, block: Block) -> list[tuple[float, float]]:
+    def _gemms(self, block: Block, a: float) -> list[tuple[float, float]]:
         """(input, output gradient) bytes of each weight-gradient GEMM of a block (an input shared with an earlier
-        GEMM of the block: 0)."""
-        m, t, a, g, h = self.model, self.shape.tp, self.grad_output, self.gemm_input, self.model.hidden_size
+        GEMM of the block: 0), its output gradients `a` bytes an element (`grad_output`)."""
+        m, t, g, h = self.model, self.shape.tp, self.gemm_input, self.model.hidden_size
         rows, norm_input = self.rows, self.norm_rows * h * self.gemm_input
         if block == "attention":
-            return self._attention_gemms()
+            return self._attention_gemms(a)
         if block == "moe":
             moe = m.moe
             fe = (moe.expert_ffn_hidden_size or m.ffn_hidden_size) // self.shape.expert_tp
@@ -270,10 +280,10 @@ class ActivationModel:
         f = m.ffn_hidden_size // t
         return [(norm_input, rows * (2 * f if m.gated_mlp else f) * a), (rows * f * g, rows * h * a)]
 
-    def _attention_gemms(self) -> list[tuple[float, float]]:
-        """QKV (or MLA's down and up projections) and the output projection."""
+    def _attention_gemms(self, a: float) -> list[tuple[float, float]]:
+        """QKV (or MLA's down and up projections) and the output projection, output gradients `a` bytes an element."""
         m, t, g, h, rows = self.model, self.shape.tp, self.gemm_input, self.model.hidden_size, self.rows
-        a, n, norm_input = self.grad_output, m.num_heads // t, self.norm_rows * h * g
+        n, norm_input = m.num_heads // t, self.norm_rows * h * g
         if m.mla is None:
             kv = max(m.kv_heads // t, 1)
             queries = n * (2 if m.attention_output_gate else 1)

@@ -292,7 +292,8 @@ class MemoryModel:
     def _alike_key(self, stage: int) -> tuple | None:
         """What a stage's states and activations depend on, for stages that hold transformer layers only: per model
         chunk its layers' kinds (ActivationModel.layer_kinds) at their places in the chunk, after whether its GPUs' FP8
-        GEMMs read every layout (their narrow weight copies); None for a stage holding
+        GEMMs read every layout (their narrow weight copies, and what a split backward's W holds of per-tensor fp8
+        output gradients); None for a stage holding
         the embedding or the LM head (computed alone). The multi-token-prediction layers are a kind of their own, all
         on one stage (config/pipeline_layout.py), so no other stage shares their key."""
         layers, key = self.layers, [self.states.any_layout(stage)]
@@ -339,7 +340,7 @@ class MemoryModel:
 
     def _chunk(self, stage: int, chunk: int) -> _Chunk:
         """Sum the kept activations of a chunk's layers (with the embedding or the head where it holds them)."""
-        acts = self.activations
+        acts, any_layout = self.activations, self.states.any_layout(stage)
         parts: dict[str, float] = {}
         units: dict[int, float] = {}
         deferred: dict[int, float] = {}
@@ -349,7 +350,7 @@ class MemoryModel:
             for name, value in one.parts.items():
                 parts[name] = parts.get(name, 0.0) + value * len(members)
             units.update(dict.fromkeys(members, one.total))
-            deferred.update(dict.fromkeys(members, one.deferred))
+            deferred.update(dict.fromkeys(members, one.held_for_weight_gradient(any_layout)))
             forward, backward = max(forward, one.forward_transient), max(backward, one.backward_transient)
         if self.layers.is_first(stage, chunk):
             parts.update(acts.embedding())
