@@ -54,7 +54,7 @@ from ..memory.activations import LayerCache
 from ..progress import SILENT, Progress
 from .cache import Cache, finite_number, finite_positive
 from .estimate import Estimate, Estimator
-from .space import CHOICES, Limits, Space, Strategy
+from .space import CHOICES, SHARDING_SETTINGS, Limits, Space, Strategy
 
 ESTIMATE_FIELDS = len(dataclasses.fields(Estimate))
 """A cached candidate is one row: its estimate's fields, then its strategy's."""
@@ -363,7 +363,8 @@ def part_search(spec: str) -> Search:
     overlap = bool(parallelism.pop(EXPERT_OVERLAP, False))
     kept, deepep = set_aside_dispatcher(training)
     sc = parse_scenario({**data, "workload": {**data["workload"], "training": {**kept, "num_gpus": 1},
-                                              "parallelism": framework_settings(parallelism)}}, "search")
+                                              "parallelism": framework_settings(parallelism, training)}},
+                      "search")
     training = sc.workload.training.model_copy(update={"num_gpus": training.get("num_gpus")})
     return Search(_base(sc, training, overlap, deepep, ParallelismSpec.model_validate(parallelism)), num_gpus,
                   Limits(limits), fp8)
@@ -667,12 +668,18 @@ def count_argument(value: object, name: str, least: int, most: int | None = None
         raise ValueError(f"{name}: expected {bound}, got {value}")
 
 
-def framework_settings(parallelism: dict) -> dict:
+def framework_settings(parallelism: dict, training: object = None) -> dict:
     """Of a parallelism block, what a search keeps: how the framework runs (FRAMEWORK_SETTINGS), not the layout
-    the search chooses; a2a+p2p context parallelism goes with the layout (its group sizes are the layout's)."""
+    the search chooses; a2a+p2p context parallelism goes with the layout (its group sizes are the layout's). A
+    `training` block keeping its weights narrow (fp8_params, which Megatron gathers only with a sharded optimizer)
+    is validated on the distributed optimizer, as every strategy the search weighs runs it or shards further (the
+    rule on plain data parallelism prunes ddp); the sharding set aside, such a scenario was refused as asking
+    fp8_params without the distributed optimizer it sets."""
     kept = {k: v for k, v in parallelism.items() if k in FRAMEWORK_SETTINGS}
     if kept.get("context_parallel_comm") == "a2a+p2p":
         del kept["context_parallel_comm"]
+    if isinstance(training, dict) and training.get("fp8_params"):
+        kept.update(SHARDING_SETTINGS["distributed_optimizer"])
     return kept
 
 
@@ -688,7 +695,7 @@ def load_search_scenario(path: Path) -> tuple[ScenarioConfig, int | None]:
         given = workload.get("parallelism")
         given = given if isinstance(given, dict) else {}
         overlap = _flag(path, given, EXPERT_OVERLAP)
-        workload = {**workload, "parallelism": framework_settings(given)}
+        workload = {**workload, "parallelism": framework_settings(given, workload.get("training"))}
         training = workload.get("training")
         if isinstance(training, dict):
             # validated on one GPU with one micro-batch of the whole batch (any batch divides, and no count of
