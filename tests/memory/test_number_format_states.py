@@ -4,6 +4,7 @@ scales included, in closed form."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -11,9 +12,13 @@ from hypothesis import strategies as st
 from helpers import gpt_workload
 from simulon.config.common import DType
 from simulon.config.hybrid import DENSE_LAYER
+from simulon.config.loading import parse_scenario
 from simulon.config.number_formats import number_format
+from simulon.dag.nodes import NodeKind
 from simulon.memory.activations import ActivationModel
+from simulon.memory.model import MemoryModel
 from simulon.memory.states import ModelStates
+from simulon.pipeline import build_dag
 from simulon.workload.layout import RankLayout
 
 LAYERS, HIDDEN = 8, 1024
@@ -102,3 +107,32 @@ def test_under_full_sharding_only_the_running_layers_quantized_copies_exist():
                       extra_parallelism={"fsdp": "full_shard"})
     one_layer = gemm_params(wl, range(1))
     assert states(wl).stage(0).cast_weights == pytest.approx(2 * 1.0 * one_layer)
+
+
+def _traced_weight_cast_elements(sc, stage: int) -> float:
+    """Elements the traced step's `<gemm>_weight_cast` kernels quantize on the first GPU of a pipeline stage."""
+    dag = build_dag(sc)[0]
+    compute = np.flatnonzero((dag.kind == NodeKind.compute) & (dag.stage == stage))
+    first = dag.gpu[compute].min()
+    moved = sum(dag.kernel_specs[k].bytes for k, g in zip(dag.kernel[compute], dag.gpu[compute], strict=True)
+                if g == first and dag.kernel_specs[k].name.endswith("_weight_cast"))
+    return moved / number_format(DType.mxfp8).cast_bytes(1.0, 2.0, weight=True)
+
+
+@pytest.mark.parametrize("model", [{"from": "deepseek-v3.2", "num_layers": 4}, {"from": "nemotron-h-8b"},
+                                   {"from": "qwen3-next-80b-a3b"}])
+def test_the_quantized_weight_copies_are_of_the_weights_the_traced_step_quantizes(model):
+    """The memory model took every parameter of a layer but two norms for a GEMM weight the format quantizes: the
+    router, absorbed MLA's up-projections (both 16-bit in every recipe), Mamba's and the gated delta net's
+    convolutions and per-head parameters, and the word embedding a multi-token-prediction layer's stage holds. A
+    4-layer DeepSeek-V3.2 in MXFP8 on two B200s, pp 2: 2,350.2 and 48,523.5 MiB of copies for the 2,284.2 and
+    46,594.5 MiB of weights the traced step casts."""
+    sc = parse_scenario({"datacenter": {"from": "dgx-b200", "cluster": {"num_nodes": 1}, "node": {"gpus_per_node": 2}},
+                         "workload": {"model": model, "parallelism": {"tp": 1, "pp": 2, "distributed_optimizer": True},
+                                      "training": {"num_gpus": 2, "global_batch_size": 2, "sequence_length": 1024,
+                                                   "dtype": "mxfp8", "bf16_first_layers": 0, "bf16_last_layers": 0}}},
+                        "s.yaml")
+    copy_bytes = 2 * number_format(DType.mxfp8).operand_bytes()
+    for stage in (0, 1):
+        held = MemoryModel.of(sc).stage(stage).terms["quantized weight copies"]
+        assert held == pytest.approx(copy_bytes * _traced_weight_cast_elements(sc, stage), rel=1e-9)

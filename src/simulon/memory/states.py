@@ -148,10 +148,10 @@ class ModelStates:
         """Parameters of the GEMM weights of each of a stage's transformer layers (not norms, embedding or LM head)
         that run in the narrow format (not those its recipe keeps in bf16); `shards`: over how many ranks the
         dense and the expert ones are split (a rank's share under FSDP full sharding)."""
-        params, fmt, hidden = self.stage_parameters(stage), self.shape.number_format, self.workload.model.hidden_size
+        params, fmt = self.stage_parameters(stage), self.shape.number_format
         return [dense / shards[0] + expert / shards[1] for unit in params.units
                 if unit >= 0 and not fmt.layer_in_bf16(unit)
-                for dense, expert in (params.narrow_gemm(unit, hidden, fmt),)]
+                for dense, expert in (params.narrow_gemm(unit, fmt),)]
 
     def _gemm_params(self, stage: int) -> float:
         return sum(self._layer_gemm_params(stage))

@@ -828,7 +828,7 @@ class Estimator:
         if key not in self._params:
             held, shape = ModelParameters(kernels, workload.model, layers).stage(stage), ShardShape.of(workload)
             self._params[key] = held.total(), held.summed(
-                lambda unit: held.gathered_bytes(unit, shape, workload.model.hidden_size))
+                lambda unit: held.gathered_bytes(unit, shape))
         return self._params[key]
 
     def _pipeline_send(self, s: Strategy, workload: MegatronWorkload) -> float:
@@ -1034,11 +1034,10 @@ class Estimator:
             waits = tail = 0.0
             if len(groups[0]) > 1:
                 held, shape = ModelParameters(kernels, workload.model, layers).stage(stage), ShardShape.of(workload)
-                h = workload.model.hidden_size
                 for chunk in range(layers.chunks):
                     units = layers.units_of(stage, chunk)
                     costs = [self._unit_cost(s, workload, unit_kind(kernels, unit), stage) for unit in units]
-                    gathers = [self.slowest(AG, groups, sum(held.gathered_bytes(unit, shape, h))) for unit in units]
+                    gathers = [self.slowest(AG, groups, sum(held.gathered_bytes(unit, shape))) for unit in units]
                     spans = [c.forward + c.forward_comm for c in costs]
                     waits += gather_waits(gathers, spans)
                     backs = [c.backward + c.recompute + c.tp + c.cp + c.ep - c.forward_comm for c in reversed(costs)]

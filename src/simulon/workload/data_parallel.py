@@ -221,7 +221,7 @@ class DataParallelSync:
         if (not sharded or fmt is None or not fmt.narrow_weights or fmt.quantize_after_gather
                 or not fmt.format.weight_amax_bytes):
             return
-        narrow = self.parameters.summed(lambda unit: self.parameters.narrow_gemm(unit, self.hidden_size, fmt))
+        narrow = self.parameters.summed(lambda unit: self.parameters.narrow_gemm(unit, fmt))
         if self.fsdp:
             groups = [("fsdp", sum(narrow))] if self.layout.fsdp > 1 else []
         else:
@@ -307,7 +307,7 @@ class DataParallelSync:
 
     def _gathered_bytes(self, unit: int) -> tuple[float, float]:
         """(dense, expert) bytes a parameter all-gather of the unit moves (StageParameters.gathered_bytes)."""
-        return self.parameters.gathered_bytes(unit, self.shape, self.hidden_size)
+        return self.parameters.gathered_bytes(unit, self.shape)
 
     # ---- FSDP ----
 

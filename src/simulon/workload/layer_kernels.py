@@ -1060,31 +1060,50 @@ class LayerKernels:
             self._layer_params[kind] = sum(c[0] for c in counts), sum(c[1] for c in counts)
         return self._layer_params[kind]
 
-    def _block_params(self, block: Block) -> tuple[float, float]:
-        """(dense, expert) parameters of one block with its norm."""
-        h = self.model.hidden_size
+    def narrow_params(self, kind: LayerKind) -> tuple[float, float]:
+        """(dense, expert) parameters of one layer of `kind` whose GEMMs run in the run's narrow format, the weights
+        _quantize_casts quantizes: its GEMM weights but those every recipe leaves in 16 bits (HIGH_PRECISION_GEMMS:
+        the router, absorbed MLA's up-projections); not its norms, convolutions or per-head scan parameters, nor the
+        word embedding a multi-token-prediction layer's stage holds (ModelParameters.of), which are no GEMM weights
+        Transformer Engine quantizes. None in a 16-bit run."""
+        if not self.shape.quantized_bytes:
+            return 0.0, 0.0
+        gemms = [self._block_gemms(block) for block in kind]
+        return tuple(self.weights([n for names in part for n in names if n not in HIGH_PRECISION_GEMMS])
+                     for part in zip(*gemms, strict=True))
+
+    def _block_gemms(self, block: Block) -> tuple[list[str], list[str]]:
+        """(dense, expert) GEMMs whose weights one block holds."""
         if block == "attention":
-            return self.weights([*self.attention_inputs, *self.absorbed, "attn_proj"]) + h + self.indexer_params, 0.0
-        if block == "mlp":
-            return self.weights([*self.mlp_inputs("mlp"), "mlp_linear2"]) + h, 0.0
+            return [*self.attention_inputs, *self.absorbed, "attn_proj", *self.indexer_gemms], []
+        if block == "moe":
+            dense = ["moe_route"]
+            if "moe_shared_linear1" in self:
+                dense += [*self.mlp_inputs("moe_shared"), "moe_shared_linear2"]
+            return dense, [*self.mlp_inputs("moe_expert"), "moe_expert_linear2"]
+        return {"mlp": [*self.mlp_inputs("mlp"), "mlp_linear2"], "mtp": ["mtp_eh_proj"],
+                "gdn": ["gdn_in_proj", "gdn_out_proj"], "mamba": ["mamba_in_proj", "mamba_out_proj"]}[block], []
+
+    def _block_params(self, block: Block) -> tuple[float, float]:
+        """(dense, expert) parameters of one block with its norm: its GEMMs' weights (_block_gemms) and the rest."""
+        h = self.model.hidden_size
+        dense, expert = (self.weights(names) for names in self._block_gemms(block))
+        if block == "attention":  # the indexer's key LayerNorm (weight and bias)
+            return dense + h + (2 * self.model.mla.dsa.index_head_dim if self.sparse else 0.0), 0.0
         if block == "mtp":  # enorm, hnorm and the final norm beside eh_proj
-            return self.weights(["mtp_eh_proj"]) + 3 * h, 0.0
+            return dense + 3 * h, 0.0
         if block == "gdn":
             gd, t = self.model.gdn, self.shape.tp
             # conv1d's filter per q, k and v channel (no bias), A_log and dt_bias per value head, the gated norm's
             # weight (one per value channel of a head, shared by the heads)
             conv = (2 * gd.qk_dim + gd.v_dim) // t * gd.conv_kernel
-            return self.weights(["gdn_in_proj", "gdn_out_proj"]) + h + conv + 2 * gd.value_heads // t \
-                + gd.value_head_dim, 0.0
+            return dense + h + conv + 2 * gd.value_heads // t + gd.value_head_dim, 0.0
         if block == "mamba":
             mb, t = self.model.mamba, self.shape.tp
             # conv1d's filter and bias per channel; dt_bias, A_log and D per head; the output norm's weight
             extra = mb.conv_channels // t * (mb.conv_kernel + 1) + 3 * mb.num_heads // t + mb.inner // t
-            return self.weights(["mamba_in_proj", "mamba_out_proj"]) + h + extra, 0.0
-        dense = ["moe_route"]
-        if "moe_shared_linear1" in self:
-            dense += [*self.mlp_inputs("moe_shared"), "moe_shared_linear2"]
-        return self.weights(dense) + h, self.weights([*self.mlp_inputs("moe_expert"), "moe_expert_linear2"])
+            return dense + h + extra, 0.0
+        return dense + h, expert  # mlp, moe: the norm
 
     @property
     def vocab_params(self) -> float:

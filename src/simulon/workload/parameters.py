@@ -16,7 +16,7 @@ gradients are summed (`_allreduce_word_embedding_grads`, megatron/core/distribut
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..config.number_formats import TrainingFormat
 from ..config.workload import MegatronWorkload, ModelSpec
@@ -110,6 +110,7 @@ class StageParameters:
     tied_embedding: float = 0.0
     mirrored: bool = False  # DualPipe: the mirror rank holds the same stages; their gradients are summed
     tp_duplicated: float = 0.0  # parameters every tensor-parallel rank holds whole and trains alike (DSA's indexer)
+    narrow: Mapping[int, Counts] = field(default_factory=dict)  # of counts, GEMM weights a narrow format quantizes
 
     def of(self, unit: int) -> Counts:
         return self.counts[unit]
@@ -126,16 +127,16 @@ class StageParameters:
             dense, expert = dense + unit_dense, expert + unit_expert
         return dense, expert
 
-    def narrow_gemm(self, unit: int, hidden_size: int, fmt: TrainingFormat | None) -> Counts:
+    def narrow_gemm(self, unit: int, fmt: TrainingFormat | None) -> Counts:
         """(dense, expert) parameters of a transformer layer's GEMM weights that run in the narrow format `fmt`
-        (None: a 16-bit run, none): all but its two norms' (2 x hidden_size); none of the embedding, the LM head,
-        or a layer its recipe keeps in bf16 (TrainingFormat.layer_in_bf16)."""
+        (None: a 16-bit run, none): those Transformer Engine quantizes (LayerKernels.narrow_params: not its norms,
+        router, convolutions, nor the word embedding of a multi-token-prediction layer's stage); none of the
+        embedding, the LM head, or a layer its recipe keeps in bf16 (TrainingFormat.layer_in_bf16)."""
         if fmt is None or not fmt.format.quantized or unit < 0 or fmt.layer_in_bf16(unit):
             return 0.0, 0.0
-        dense, expert = self.counts[unit]
-        return dense - 2 * hidden_size, expert
+        return self.narrow.get(unit, (0.0, 0.0))
 
-    def gathered_bytes(self, unit: int, shape: ShardShape, hidden_size: int) -> Counts:
+    def gathered_bytes(self, unit: int, shape: ShardShape) -> Counts:
         """(dense, expert) bytes a parameter all-gather of the unit moves: 16-bit elements, but the GEMM weights a
         run keeps only in its narrow format (fp8_params: TrainingFormat.narrow_weights) as the format gathers them
         (NumberFormat.gathered_weight_bytes). Megatron's --fp8-param-gather all-gathers the fp8 weights themselves
@@ -146,7 +147,7 @@ class StageParameters:
         fmt = shape.number_format
         if fmt is None or not fmt.narrow_weights:
             return dense * shape.act_bytes, expert * shape.act_bytes
-        narrow_dense, narrow_expert = self.narrow_gemm(unit, hidden_size, fmt)
+        narrow_dense, narrow_expert = self.narrow_gemm(unit, fmt)
         saved = shape.act_bytes - fmt.format.gathered_weight_bytes(shape.act_bytes)
         return dense * shape.act_bytes - narrow_dense * saved, expert * shape.act_bytes - narrow_expert * saved
 
@@ -214,9 +215,10 @@ class ModelParameters:
 
     def stage(self, stage: int) -> StageParameters:
         units = tuple(self.layers.stage_units(stage))
+        narrow = {unit: self.kernels.narrow_params(self.kernels.blocks(unit)) for unit in units if unit >= 0}
         return StageParameters(units, {unit: self.of(unit) for unit in units}, self.tied_embedding(stage),
                                mirrored=self.layers.placement is MIRRORED and self.layers.pp > 1,
-                               tp_duplicated=self.tp_duplicated(units))
+                               tp_duplicated=self.tp_duplicated(units), narrow=narrow)
 
 
 WHOLE_MODEL_TRAINING = {"global_batch_size": 1, "micro_batch_size": 1, "sequence_length": 1024}
