@@ -160,3 +160,21 @@ def test_a_master_copy_with_fp32_weights_is_refused_as_meaning_nothing(training,
     assert "workload.training.master_weights_dtype" in message and kept in message
     assert "keeps none: leave it out" in message
     assert scenario(dtype="bf16", master_weights_dtype="bf16").workload.training.master_weights_dtype.value == "bf16"
+
+
+@pytest.mark.parametrize(("gpu", "dtype", "words"), [
+    ("MI355X", "fp4", "no nvfp4 peak (it lists fp32, bf16, fp16, fp8, fp4, mxfp4, mxfp8); a bare fp4 trains as nvfp4; "
+                      "the narrow formats it trains in: fp8, mxfp8, mxfp4"),
+    ("H100", "mxfp8", "no mxfp8 peak (it lists fp32, tf32, bf16, fp16, fp8); the narrow formats it trains in: fp8"),
+    ("A100-SXM-80GB", "fp8", "no fp8 peak (it lists fp32, tf32, bf16, fp16)"),
+])
+def test_a_narrow_dtype_the_gpu_cannot_run_is_refused_naming_the_formats_it_can(gpu, dtype, words):
+    """A bare fp4 on an MI355X was refused as 'no nvfp4 peak (it lists ..., fp4, mxfp4, ...)': the fp4 written was
+    listed, and nothing said that fp4 reads as NVFP4 nor that mxfp4 is the 4-bit format the GPU trains in."""
+    data = gpt_scenario(layers=LAYERS).as_data()
+    data["datacenter"]["node"]["gpu"] = gpu
+    data["workload"]["training"]["dtype"] = dtype
+    with pytest.raises(ConfigError) as exc:
+        parse_scenario(data, "s.yaml")
+    assert str(exc.value).startswith("s.yaml: workload.training.dtype: GPU ")
+    assert str(exc.value).endswith(words), str(exc.value)

@@ -9,9 +9,10 @@ from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from ..collective.algorithms import CATALOG, reduction_missing
 from ..collective.nccl import check_channels
-from .common import MAX_MICROBATCHES, FieldError, StrictModel
-from .dc import DatacenterConfig, Placement, sized_for, workload_gpus
+from .common import MAX_MICROBATCHES, DType, FieldError, StrictModel
+from .dc import DatacenterConfig, GPUSpec, Placement, sized_for, workload_gpus
 from .hybrid import GatedDeltaNetSpec, MambaSpec
+from .number_formats import NUMBER_FORMATS
 from .workload import (
     MegatronWorkload,
     ModelSpec,
@@ -338,8 +339,19 @@ def check_workload_fits(wl: MegatronWorkload, dc: DatacenterConfig) -> None:
         try:
             dc.groups[g].gpu.peak_flops(train.dtype)
         except ValueError as exc:
-            raise FieldError("workload.training.dtype", str(exc) + _stages_on(placement, g, par.pp,
-                                                                               train.stage_groups)) from None
+            raise FieldError("workload.training.dtype", str(exc) + _narrow_instead(dc.groups[g].gpu, train.dtype)
+                             + _stages_on(placement, g, par.pp, train.stage_groups)) from None
+
+
+def _narrow_instead(gpu: GPUSpec, dtype: DType) -> str:
+    """For a narrow training dtype the GPU has no rate for, the narrow formats it trains in, and that a bare fp4
+    is NVFP4 (config.common.training_dtype) where the GPU lists the fp4 element's rate: MI355X, refused a written
+    fp4 as having 'no nvfp4 peak (it lists ..., fp4, mxfp4, ...)' with nothing more; "" for a wider dtype."""
+    if not NUMBER_FORMATS[dtype].quantized:
+        return ""
+    bare = "; a bare fp4 trains as nvfp4" if dtype == DType.nvfp4 and gpu.has_peak(DType.fp4) else ""
+    runs = [d.value for d, fmt in NUMBER_FORMATS.items() if fmt.quantized and d != DType.fp4 and gpu.has_peak(d)]
+    return bare + (f"; the narrow formats it trains in: {', '.join(runs)}" if runs else "")
 
 
 def _stages_on(placement: Placement, group: int, pp: int, stage_groups: list | None) -> str:
