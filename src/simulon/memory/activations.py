@@ -52,15 +52,13 @@ from typing import Any
 from ..config.hybrid import Block, LayerKind
 from ..config.workload import CORE_ATTENTION_MODULES, MegatronWorkload
 from ..workload.gated_delta import GdnShard
-from ..workload.kernels import INDEX_BYTES
+from ..workload.kernels import INDEX_BYTES, MASK_BYTES
 from ..workload.layer_kernels import MambaShard, ShardShape
 
 FP32_BYTES = 4.0
 INDEXER_QUERY_BLOCK = 8192
 """Queries DeepSeek sparse attention's indexer scores at once, its fp32 scores against every key held while it picks
 their top-k (Megatron-Core DSAttention's fused_indexer_block_size default)."""
-MASK_BYTES = 1.0
-"""A dropout mask is one byte per element (torch's bool mask; Megatron's fused bias-dropout-add)."""
 
 
 @dataclass(frozen=True)

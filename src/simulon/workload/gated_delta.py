@@ -127,7 +127,8 @@ def chunk_product(name: str, phase: Phase, shard: GdnShard, per_token: float, ro
 
 def gdn_kernels(shard: GdnShard, hidden: int, norm_tokens: int, act_bytes: float,
                 residual: tuple[float, float]) -> dict[str, tuple[KernelSpec, ...]]:
-    """Name -> (forward, backward) specs of a gated delta net layer (module docstring)."""
+    """Name -> (forward, backward) specs of a gated delta net layer (module docstring); `residual`: the bytes per
+    hidden element of the residual block's forward and backward (LayerKernels.residual_bytes)."""
     s, db, T = shard, act_bytes, shard.tokens
     ST, H, Hk, K = s.scan_tokens, s.heads, s.key_heads, s.key_dim
     # q and k read at the key heads and written at the value heads, alpha and beta read, g (fp32) and beta written
@@ -150,5 +151,5 @@ def gdn_kernels(shard: GdnShard, hidden: int, norm_tokens: int, act_bytes: float
     # the gated RMSNorm: square, sum, scale and the SiLU gate (Mamba's out_norm's passes and FLOPs)
     kernels["gdn_out_norm"] = memory_pair("gdn_out_norm", ST * s.values, 4 * db, 8 * db, 8)
     kernels["gdn_out_proj"] = gemm_with_backward("gdn_out_proj", T, hidden, s.tp_values, db)
-    kernels["gdn_residual"] = memory_pair("gdn_residual", norm_tokens * hidden, residual[0] * db, residual[1] * db)
+    kernels["gdn_residual"] = memory_pair("gdn_residual", norm_tokens * hidden, *residual)
     return kernels

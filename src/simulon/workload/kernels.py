@@ -15,6 +15,8 @@ from ..config.common import FLASH_IMPLEMENTATIONS
 
 INDEX_BYTES = 8.0
 """Token ids, routing indices and top-k indices are int64 (torch.topk's)."""
+MASK_BYTES = 1.0
+"""A dropout mask is one byte per element (torch's bool mask; Megatron's fused bias-dropout-add)."""
 
 
 class Phase(IntEnum):

@@ -20,6 +20,7 @@ from .kernels import (
     FLASH_IMPLEMENTATIONS,
     FULL_MATRIX_LIBRARIES,
     INDEX_BYTES,
+    MASK_BYTES,
     KernelClass,
     KernelSpec,
     Phase,
@@ -276,6 +277,7 @@ class ElementwisePasses:
     softmax: Passes                         # unfused attention, per score
     softmax_long_rows: Passes | None = None  # the same over rows too long for one read of each (None: same)
     autocast_activation: tuple[float, float] | None = None  # `activation` with 16-bit tensors under autocast
+    residual_mask: float = 0.0  # bytes per hidden element of a dropout's mask beyond `residual`'s passes
 
     def activation_passes(self, gated: bool, autocast: bool) -> tuple[float, float]:
         """The MLP activation's passes (in passes of a tensor of the run's activation width), under 16-bit
@@ -291,7 +293,12 @@ class ElementwisePasses:
 
 
 FUSED_PASSES = ElementwisePasses(
-    residual=(3, 2),                 # bias-dropout-add: read 2, write 1 | read dy, write dx
+    # bias-dropout-add: read 2, write 1 | read dy, write dx; with dropout the same kernels also write the mask
+    # forward and read it backward (Megatron's bias_dropout_add_fused_train, jit-fused: the mask is dropout's only
+    # extra tensor, one byte an element whatever the width; its random draws hide behind the bandwidth in a
+    # bandwidth-bound kernel, Tri Dao in Dao-AILab/flash-attention issue #56)
+    residual=(3, 2),
+    residual_mask=MASK_BYTES,
     activation=(2, 3),               # bias-GELU
     gated_activation=(3, 5),
     # Megatron's fused scale-mask-softmax (read, write) then dropout (read, write; 1-byte mask) | dropout's
@@ -300,7 +307,7 @@ FUSED_PASSES = ElementwisePasses(
 )
 """Megatron, Transformer Engine and the flash-attention repo: one fused kernel per elementwise block."""
 EAGER_PASSES = ElementwisePasses(
-    residual=(5.5, 2.5),             # dropout (read, write, 1-byte mask) then add (read 2, write)
+    residual=(5.5, 2.5),             # dropout (read, write, 1-byte mask: half a 16-bit pass) then add (read 2, write)
     # GPT-2's tanh GELU as eight PyTorch ops (pow, scale, add, scale, tanh, add, multiply, halve: 18 passes);
     # autograd runs a backward kernel per op and sums the two paths into x (about 24)
     activation=(18, 24),
@@ -432,6 +439,15 @@ class LayerKernels:
         return name in self.table
 
     @cached_property
+    def residual_bytes(self) -> tuple[float, float]:
+        """Bytes per hidden element of a block's dropout and residual add, forward and backward: its passes at the
+        activations' width, and where the model drops out (model.dropout) the mask the forward writes and the
+        backward reads (ElementwisePasses.residual_mask; memory/activations.py keeps it between them)."""
+        db, passes = self.shape.act_bytes, self.passes
+        mask = passes.residual_mask if self.model.dropout > 0 else 0.0
+        return passes.residual[0] * db + mask, passes.residual[1] * db + mask
+
+    @cached_property
     def table(self) -> dict[str, dict[Phase, KernelSpec]]:
         m, sh = self.model, self.shape
         T, t, h, db = sh.tokens, sh.tp, m.hidden_size, sh.act_bytes
@@ -447,7 +463,7 @@ class LayerKernels:
         for name in ("attn_norm", "mlp_norm"):
             elementwise(name, Tn, h, 2, 3)           # read x, write y | read x, dy, write dx
         for name in ("attn_residual", "mlp_residual"):
-            elementwise(name, Tn, h, *self.passes.residual)
+            k[name] = memory_pair(name, Tn * h, *self.residual_bytes)
         for name, shape in self._attention_projections().items():
             k[name] = gemm_with_backward(name, T, *shape, db)
         k.update(self._attention_core())
@@ -482,7 +498,7 @@ class LayerKernels:
         if m.mamba is not None:
             k.update(self._mamba())
         if m.gdn is not None:
-            k.update(gdn_kernels(self.gdn_shard, m.hidden_size, Tn, db, self.passes.residual))
+            k.update(gdn_kernels(self.gdn_shard, m.hidden_size, Tn, db, self.residual_bytes))
         if m.attention_output_gate:  # out * sigmoid(gate): read both, write | read the gradient, both; write two
             n, hd = m.num_heads // t, m.head_size  # 5 hardware FLOPs an element: the sigmoid's four and the product
             elementwise("attn_gate", T, n * hd, 3, 5, 5)
@@ -889,7 +905,6 @@ class LayerKernels:
         ms, h = self.mamba_shard, m.hidden_size
         T, Tn = sh.tokens, sh.norm_tokens
         N, P, Q = ms.state, ms.head_dim, ms.chunk
-        residual_fwd, residual_bwd = self.passes.residual
 
         # bandwidth-bound kernels (memory_pair) whose FLOPs per element are counted from their operations: the
         # filter's multiply-adds and SiLU's five for the convolution, softplus, exp and the running sum for cumsum, a
@@ -931,7 +946,7 @@ class LayerKernels:
             # gradient, z and the plain output, write both gradients)
             "mamba_out_norm": memory_pair("mamba_out_norm", T * ms.tp_inner, 4 * db, 8 * db, 8),
             "mamba_out_proj": gemm_with_backward("mamba_out_proj", T, h, ms.tp_inner, db),
-            "mamba_residual": memory_pair("mamba_residual", Tn * h, residual_fwd * db, residual_bwd * db),
+            "mamba_residual": memory_pair("mamba_residual", Tn * h, *self.residual_bytes),
         }
 
     @cached_property
