@@ -30,6 +30,17 @@ def test_full_leaves_holding_half_the_ports_on_a_few_uplinks_bound_an_unevenly_f
     assert f.bisection(PORT) == pytest.approx(5 * 400 * GB)  # five full leaves: 160 of the 320 ports
 
 
+def test_a_partly_filled_leaf_keeps_a_full_leafs_uplinks_so_a_cut_through_the_full_leaf_binds():
+    # 6 DGX nodes under spine-leaf leaves of 32 ports at 2:1: leaf A 32 NICs, leaf B 16, each cabled with 16 uplinks
+    # (a SuperPOD short of whole units keeps its leaves' full leaf-spine cabling, config.dc.two_tier_spine_cables).
+    # Leaf B whole and 8 of A's ports against A's other 24: B sends min(16, 16) ports' worth, A's 8 their own 8;
+    # 24 of A's against the rest: min(24, 8 + 16) = 24. Half the 48 ports move at full rate.
+    f = fabric(6, tiers=2, nics_per_leaf=32, spines=4, oversubscription=2.0)
+    assert np.bincount(f.leaf_of_port).tolist() == [32, 16]
+    assert f.capacity[f.links_of("leaf_up")].reshape(2, -1).sum(axis=1).tolist() == [16 * PORT] * 2
+    assert f.bisection(PORT) == pytest.approx(24 * PORT)
+
+
 @settings(max_examples=30, deadline=None)
 @given(st.integers(1, 4), st.sampled_from([8, 16, 32]), st.sampled_from([1.0, 2.0, 4.0]), st.booleans())
 def test_leaves_filled_alike_in_even_number_keep_half_their_uplinks(pairs, per_leaf, oversubscription, rails):

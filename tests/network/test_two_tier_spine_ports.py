@@ -13,6 +13,7 @@ from helpers import cli
 from simulon.config import DatacenterConfig
 from simulon.config.dc import FabricSpec, leaf_nics, two_tier_spine_cables
 from simulon.network.calibration import LinkModel
+from simulon.network.fabric import Fabric
 from simulon.network.topology import Topology
 
 
@@ -32,15 +33,33 @@ def test_spines_cabled_to_more_leaves_than_their_switch_has_ports_are_refused():
 def test_the_largest_two_tier_cluster_its_spines_serve_still_loads():
     assert two_tier_spine_cables(spine_leaf(32).network.scale_out.topology, 1024, 8) == (64, 32)
     spine_leaf(128)  # 1,024 NICs on 32 leaves: 64 cables a spine, every port
-    with pytest.raises(ValidationError, match=r"needs 64\.5 cables"):
-        spine_leaf(129)  # a 33rd leaf of 8 NICs and 8 uplinks
+    with pytest.raises(ValidationError, match=r"needs 66 cables"):
+        spine_leaf(129)  # a 33rd leaf of 8 NICs, cabled as a full one: 32 uplinks
 
 
-def test_a_partly_filled_leaf_is_counted_by_the_uplinks_its_nics_ask():
-    """576 GB200 in NVL72 racks on 9 spines: 4 rails of 144 trays, 4 full leaves of 32 trays a rail and one of 16,
-    so 576 cables, 64 a spine (every leaf counted full read 71.1 and refused the SuperPOD's scalable unit)."""
+def test_a_partly_filled_leaf_is_counted_with_a_full_leafs_uplinks_as_the_fabric_cables_it():
+    """NVIDIA's SuperPOD reference architectures cable a cluster short of whole units with the full units' leaf-spine
+    cables: 576 GB200 in NVL72 racks are 4 rails of 144 trays, 4 full leaves of 32 trays a rail and one of 16, 20
+    leaves of 32 uplinks, 640 cables, which `simulon topology` drew on 9 spines of 64 ports (71.1 each) while the
+    check counted the half leaves' 16 uplinks (576 cables, 64 a spine) and let it load; the template takes 10."""
     dc = DatacenterConfig.model_validate({"from": "gb200-nvl72", "cluster": {"num_nodes": 144}})
-    assert two_tier_spine_cables(dc.network.scale_out.topology, 576, 4) == (64, 20)
+    fabric = dc.network.scale_out.topology
+    assert fabric.spines == 10
+    assert two_tier_spine_cables(fabric, 576, 4) == (64, 20)
+    assert two_tier_spine_cables(fabric.model_copy(update={"spines": 9}), 576, 4) == (640 / 9, 20)
+
+
+@settings(max_examples=40, deadline=None)
+@given(nodes=st.integers(1, 40), per_leaf=st.integers(1, 12), spines=st.integers(1, 6), rail=st.booleans(),
+       dual=st.booleans(), oversubscription=st.sampled_from([1.0, 1.5, 2.0, 3.0]))
+def test_the_cables_the_spine_check_counts_are_the_cables_the_fabric_builds(nodes, per_leaf, spines, rail, dual,
+                                                                          oversubscription):
+    fabric = FabricSpec(tiers=2, nics_per_leaf=per_leaf, spines=spines, rail_optimized=rail, dual_tor=dual,
+                        oversubscription=oversubscription)
+    built = Fabric.build(fabric, nodes * 8, 8, 50e9, 1e-6, 1e-6, 0)  # ECMP: one link a cable
+    down, leaves = two_tier_spine_cables(fabric, nodes * 8, 8)
+    assert leaves == built.leaves
+    assert down * built.spine_reach == built.links_of("spine_down").stop - built.links_of("spine_down").start
 
 
 def test_the_topology_command_names_the_field_of_a_spine_with_too_few_ports(tmp_path):

@@ -541,14 +541,16 @@ def leaf_nics(fabric: FabricSpec, num_nics: int, nics_per_node: int) -> list[tup
 
 
 def two_tier_spine_cables(fabric: FabricSpec, num_nics: int, nics_per_node: int) -> tuple[float, int]:
-    """(cables down to a spine of a two-tier fabric, the leaves of its plane) for `num_nics` NICs: each leaf's
-    uplinks, as many as its NICs ask (uplink_ports), go round robin over the spines a full leaf reaches
-    (fabric_cables), a plane's leaves over that plane's spines."""
+    """(cables down to a spine of a two-tier fabric, the leaves of its plane) for `num_nics` NICs: every leaf's
+    uplinks (fabric_cables, those of a full leaf, as network/fabric.py builds them) go round robin over the spines
+    they reach, a plane's leaves over that plane's spines. A partly filled leaf is cabled as a full one: NVIDIA's
+    DGX SuperPOD reference architectures build a cluster short of whole scalable units with "the leaf switches and
+    leaf-spine cables" of the full unit, the ports of the missing nodes left unused (docs.nvidia.com/dgx-superpod,
+    Network Fabrics, of the GB200, B300 and Rubin architectures)."""
     sets = 1 if fabric.planes == 2 or not fabric.dual_tor else 2
-    counts = leaf_nics(fabric, num_nics, nics_per_node)
-    cables = sets * sum(leaves * uplink_ports(nics, fabric.oversubscription) for nics, leaves in counts if nics)
-    _, reach, _ = fabric_cables(fabric, fabric.nics_per_leaf)
-    return cables / reach, sets * sum(leaves for _, leaves in counts)
+    leaves = sets * sum(leaves for _, leaves in leaf_nics(fabric, num_nics, nics_per_node))
+    up, reach, _ = fabric_cables(fabric, fabric.nics_per_leaf)
+    return leaves * up / reach, leaves
 
 
 def cable_share(fabric: FabricSpec, nic_port_share: float) -> float:

@@ -4,7 +4,9 @@ Under ECMP (`routing: ecmp`) every link is one cable each way: a leaf's uplink b
 over the oversubscription) leaves by as many whole uplink ports as it fills at the NIC port's speed (no cable faster
 than its port: an oversubscription that does not divide the ports leaves the remainder unbuilt), cable k to spine k
 mod the spines it reaches (round robin: with fewer spines than ports, several cables go to each), and likewise a
-spine's uplinks to the cores (config.dc.fabric_cables, which the switch-port checks count too). Between two NIC
+spine's uplinks to the cores (config.dc.fabric_cables, which the switch-port checks count too). A leaf the NICs fill
+only partly (a pod, in three tiers) has a full one's uplinks, as NVIDIA's SuperPOD reference architectures cable a
+cluster short of whole units (config.dc.two_tier_spine_cables). Between two NIC
 ports the route is up to the lowest common tier and back down; a switch hashes each connection (below) onto one of
 its equal-cost cables, parallel cables to one switch included (a LAG or L3 ECMP hashes a flow to one member), so a
 connection moves at most one cable's rate and more spines at the same uplink ports route alike.
