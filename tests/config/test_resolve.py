@@ -399,9 +399,14 @@ def test_a_description_contradicting_its_templates_is_refused_with_what_they_hav
 
 
 def test_a_power_or_rate_a_template_cannot_check_is_said_in_a_note():
-    assert resolve_hardware("B300 HGX 1100W").notes == ("1100 W stated; the B300 template gives no TDP to check it "
-                                                        "against",)
     assert resolve_hardware("DGX H100 10.2kW").notes == ("10.2kW read as the system's power, not checked",)
+
+
+def test_a_b300s_stated_power_is_checked_against_its_1100_w():
+    """The B300 template stated no TDP, so any power a B300 description stated was let through with a note."""
+    assert resolve_hardware("B300 HGX 1100W").notes == ()
+    with pytest.raises(Unresolved, match="the B300 template is a 1100 W part"):
+        resolve_hardware("B300 HGX 700W")
 
 
 def test_bits_are_a_nics_rate_and_bytes_the_gpus():
