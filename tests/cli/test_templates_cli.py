@@ -210,3 +210,19 @@ def test_resolve_says_which_defaults_a_scenario_naming_the_framework_takes():
     assert taken("megatron") is None and taken("DeepSpeed") is None
     assert taken("Megatron-LM v2.5")["attention"] == "unfused"
     assert taken("Megatron-LM")["attention"] == "cudnn"
+
+
+def test_the_gpu_table_names_the_16_bit_type_of_each_dense_rate_and_a_pcie_node_no_nvlink_domain():
+    """Turing lists no bf16 (gpu/rtx-2080-ti.yaml, gpu/titan-rtx.yaml): the table's "dense bf16 TFLOP/s" column showed
+    their fp16 tensor rates, 53.8 and 130, as bf16's; and the Sailor nodes of PCIe-joined GPUs had an "NVLink domain"
+    of 8."""
+    code, out, err = run("templates", "list", "--kind", "gpu")
+    assert code == 0, err
+    assert "bf16 TFLOP/s" not in out
+    rows = {line.split("│")[1].strip(): [cell.strip() for cell in line.split("│")[2:-1]]
+            for line in out.splitlines() if line.startswith("│")}
+    assert rows["rtx-2080-ti"][1:3] == ["53.8", "fp16"] and rows["titan-rtx"][1:3] == ["130", "fp16"]
+    assert rows["h100-sxm"][1:3] == ["989", "bf16"]
+    code, out, err = run("templates", "list", "--kind", "system")
+    assert code == 0, err
+    assert "NVLink domain" not in out and "scale-up domain (GPUs)" in out

@@ -37,10 +37,11 @@ def _params(value: float) -> str:
 
 COLUMNS: dict[str, tuple[tuple[str, str, Callable[[Any], str]], ...]] = {
     "system": (("name", "name", str), ("GPU", "gpu", str), ("GPUs a node", "gpus_per_node", _number),
-               ("scale-up", "scale_up", str), ("NVLink domain (GPUs)", "domain_gpus", _number),
+               ("scale-up", "scale_up", str), ("scale-up domain (GPUs)", "domain_gpus", _number),
                ("NIC", "nic", _number), ("Gb/s a NIC", "nic_Gbps", _number), ("GPUs a NIC", "gpus_per_nic", _number)),
-    "gpu": (("name", "name", str), ("vendor", "vendor", _number), ("dense bf16 TFLOP/s", "bf16_tflops", _number),
-            ("memory (GB)", "memory_gb", _number), ("HBM TB/s", "hbm_TBps", _number),
+    # the dense 16-bit rate is bf16's, or fp16's on a GPU without bf16 (Turing): `dense_in` says which
+    "gpu": (("name", "name", str), ("vendor", "vendor", _number), ("dense 16-bit TFLOP/s", "bf16_tflops", _number),
+            ("in", "dense_in", str), ("memory (GB)", "memory_gb", _number), ("HBM TB/s", "hbm_TBps", _number),
             ("NVLink GB/s a direction", "nvlink_GBps", _number), ("TDP (W)", "tdp_w", _number)),
     "model": (("name", "name", str), ("layers", "layers", _number), ("hidden", "hidden", _number),
               ("heads", "heads", _number), ("experts", "experts", _number), ("params (B)", "params_b", _params)),
