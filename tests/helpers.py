@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import copy
+import io
 import json
 import math
 import subprocess
 import sys
+from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +25,21 @@ def cli(*args: str, cwd: Path | None = None, timeout: float = 300) -> subprocess
     """Run `simulon ARGS` through its real entry point (exit codes and stderr as a user sees them)."""
     return subprocess.run([sys.executable, "-c", "from simulon.cli.app import main; main()", *args],
                           capture_output=True, text=True, cwd=cwd or ROOT, timeout=timeout)
+
+
+def run_simulon(*args: str) -> tuple[int, str, str]:
+    """(exit status, stdout, stderr) of `simulon ARGS`, run in-process through the real entry point."""
+    from simulon.cli.app import app
+    from simulon.cli.errors import run_reporting_errors
+
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        try:
+            run_reporting_errors(lambda: app(args=list(args), prog_name="simulon", standalone_mode=False), args)
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    return code, out.getvalue(), err.getvalue()
 
 
 def seed_dict() -> dict[str, Any]:

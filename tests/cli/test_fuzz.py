@@ -17,11 +17,9 @@ exit status and stderr are what a user sees.
 from __future__ import annotations
 
 import copy
-import io
 import json
 import math
 import os
-from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 from typing import Any
 
@@ -30,9 +28,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from helpers import SEED_SCENARIO, finite_json
-from simulon.cli.app import app
-from simulon.cli.errors import run_reporting_errors
+from helpers import SEED_SCENARIO, finite_json, run_simulon
 from simulon.config.scenario import ScenarioConfig
 
 SMALL_MODEL = {"name": "fuzz-gpt", "hidden_size": 256, "num_layers": 4, "num_heads": 8, "ffn_hidden_size": 512,
@@ -167,20 +163,6 @@ def mutated_scenarios(draw) -> tuple[dict[str, Any], list[str]]:
 
 
 # --- running the command ----------------------------------------------------------------------------------
-
-def run_simulon(*args: str) -> tuple[int, str, str]:
-    """(exit status, stdout, stderr) of `simulon ARGS`, run in-process through the real entry point."""
-    out, err = io.StringIO(), io.StringIO()
-    with redirect_stdout(out), redirect_stderr(err):
-        try:
-            run_reporting_errors(lambda: app(args=list(args), prog_name="simulon", standalone_mode=False), args)
-            code = 0
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    return code, out.getvalue(), err.getvalue()
-
-
-
 
 def assert_finite_json_or_one_line(code: int, out: str, err: str, path: Path) -> None:
     """Exit 0 with finite JSON on stdout, or exit 2 with one 'error: FILE: FIELD: ...' line on stderr."""

@@ -7,32 +7,18 @@ tests/cli/test_fuzz.py runs them, so that exit status and stderr are what a user
 
 from __future__ import annotations
 
-import io
 import json
 import re
-from contextlib import redirect_stderr, redirect_stdout
 
 import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from simulon.cli.app import app
-from simulon.cli.errors import run_reporting_errors
+from helpers import run_simulon
 from simulon.config.catalog import KINDS
 from simulon.config.resolve import FRAMEWORK_NAMES
 from simulon.config.templates import template_names, template_text
-
-
-def run(*args: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with redirect_stdout(out), redirect_stderr(err):
-        try:
-            run_reporting_errors(lambda: app(args=list(args), prog_name="simulon", standalone_mode=False), args)
-            code = 0
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    return code, out.getvalue(), err.getvalue()
 
 
 def one_line_refusal(code: int, out: str, err: str) -> str:
@@ -43,7 +29,7 @@ def one_line_refusal(code: int, out: str, err: str) -> str:
 
 @pytest.fixture(scope="module")
 def listed() -> dict[str, list[dict]]:
-    code, out, err = run("templates", "list", "--json")
+    code, out, err = run_simulon("templates", "list", "--json")
     assert code == 0, err
     return json.loads(out)
 
@@ -74,7 +60,7 @@ def test_list_gives_the_figures_that_identify_each_template(listed):
 
 @pytest.mark.parametrize("kind", list(KINDS))
 def test_list_of_one_kind_prints_a_table_naming_each_of_its_templates(kind):
-    code, out, err = run("templates", "list", "--kind", kind)
+    code, out, err = run_simulon("templates", "list", "--kind", kind)
     assert code == 0, err
     folder = KINDS[kind]
     for name in template_names(folder) if folder else [name for name, _ in FRAMEWORK_NAMES]:
@@ -84,7 +70,7 @@ def test_list_of_one_kind_prints_a_table_naming_each_of_its_templates(kind):
 @pytest.mark.parametrize(("kind", "stem"), [(kind, stem) for kind, folder in KINDS.items() if folder
                                             for stem in template_names(folder)])
 def test_show_prints_the_yaml_as_shipped(kind, stem):
-    code, out, err = run("templates", "show", stem, "--kind", kind)
+    code, out, err = run_simulon("templates", "show", stem, "--kind", kind)
     assert code == 0, err
     assert out == template_text(KINDS[kind], stem)
     assert yaml.safe_load(out) == yaml.safe_load(template_text(KINDS[kind], stem))
@@ -95,14 +81,14 @@ def test_show_prints_the_yaml_as_shipped(kind, stem):
                                             ("gb200-nvl72", "gb200-nvl72"), ("GB200", "gb200"), ("hpn", "alibaba-hpn"),
                                             ("CX7", "connectx-7-400g")])
 def test_show_finds_a_template_by_its_name_alias_or_a_loose_spelling_of_any_kind(name, stem):
-    code, out, err = run("templates", "show", name)
+    code, out, err = run_simulon("templates", "show", name)
     assert code == 0, err
     assert any(out == template_text(folder, stem) for folder in KINDS.values() if folder and
                stem in template_names(folder))
 
 
 def test_show_of_a_framework_prints_its_defaults_as_yaml():
-    code, out, err = run("templates", "show", "NeMo")
+    code, out, err = run_simulon("templates", "show", "NeMo")
     assert code == 0, err
     shown = yaml.safe_load(out)
     assert shown["name"] == "nemo" and shown["sequence_parallel"] is True and shown["grad_reduce_dtype"] == "bf16"
@@ -122,7 +108,7 @@ def test_show_of_a_framework_prints_its_defaults_as_yaml():
     (("resolve", "H100 " + "9" * 40), "a number of 40 digits"),
 ])
 def test_an_unknown_name_or_kind_exits_2_with_one_line_naming_it(args, said):
-    assert said in one_line_refusal(*run("templates", *args))
+    assert said in one_line_refusal(*run_simulon("templates", *args))
 
 
 @pytest.mark.parametrize(("text", "gpu", "system", "stated"), [
@@ -134,18 +120,18 @@ def test_an_unknown_name_or_kind_exits_2_with_one_line_naming_it(args, said):
     ("MI300X platform", "mi300x", "mi300x-platform", {}),
 ])
 def test_resolve_prints_the_gpu_and_system_a_description_names(text, gpu, system, stated):
-    code, out, err = run("templates", "resolve", text, "--json")
+    code, out, err = run_simulon("templates", "resolve", text, "--json")
     assert code == 0, err
     got = json.loads(out)
     assert (got["gpu"], got["system"], got["unresolved"]) == (gpu, system, [])
     assert {key: got[key] for key in stated} == stated
-    code, out, err = run("templates", "resolve", text)
+    code, out, err = run_simulon("templates", "resolve", text)
     assert code == 0, err
     assert f"GPU: {gpu}" in out and f"System: {system}" in out and "Not resolved: nothing" in out
 
 
 def test_resolve_says_what_it_could_not_resolve_and_what_the_description_overrides():
-    code, out, err = run("templates", "resolve", "DGX H100 frobnicator 8x200Gbps")
+    code, out, err = run_simulon("templates", "resolve", "DGX H100 frobnicator 8x200Gbps")
     assert code == 0, err
     assert "Not resolved: frobnicator" in out
     assert "NIC line rate 200Gbps as stated" in out
@@ -160,7 +146,7 @@ def test_resolve_says_what_it_could_not_resolve_and_what_the_description_overrid
                                                        "grad_reduce_dtype": "bf16"}}),
 ])
 def test_resolve_names_a_model_or_a_framework(text, key, value):
-    code, out, err = run("templates", "resolve", text, "--json")
+    code, out, err = run_simulon("templates", "resolve", text, "--json")
     assert code == 0, err
     assert json.loads(out)[key] == value
 
@@ -172,7 +158,7 @@ def test_resolve_names_a_model_or_a_framework(text, key, value):
                                            "NeMo", "24.07", "(", ")", "/", "-", "PCIe", "Hopper", "MI300X"]),
                           max_size=8).map(" ".join)))
 def test_resolving_any_text_exits_0_or_2_never_with_a_traceback(text):
-    code, out, err = run("templates", "resolve", text, "--json")
+    code, out, err = run_simulon("templates", "resolve", text, "--json")
     assert "Traceback" not in out + err
     if code == 0:
         assert json.loads(out)["text"] == text
@@ -183,7 +169,7 @@ def test_resolving_any_text_exits_0_or_2_never_with_a_traceback(text):
 @settings(max_examples=25, deadline=None)
 @given(st.text(max_size=40))
 def test_showing_any_name_exits_0_or_2_never_with_a_traceback(name):
-    code, out, err = run("templates", "show", name)
+    code, out, err = run_simulon("templates", "show", name)
     assert "Traceback" not in out + err
     if code:
         one_line_refusal(code, out, err)
@@ -203,7 +189,7 @@ def test_resolve_says_which_defaults_a_scenario_naming_the_framework_takes():
     """As workload.framework, 'megatron' and 'deepspeed' are the pipeline engines and take no framework's defaults;
     Megatron-LM at a 1.x-3.x release is its 2020-22 code (config.frameworks.framework_defaults)."""
     def taken(text: str):
-        code, out, err = run("templates", "resolve", text, "--json")
+        code, out, err = run_simulon("templates", "resolve", text, "--json")
         assert code == 0, err
         return json.loads(out)["framework"]["scenario_defaults"]
 
@@ -216,13 +202,13 @@ def test_the_gpu_table_names_the_16_bit_type_of_each_dense_rate_and_a_pcie_node_
     """Turing lists no bf16 (gpu/rtx-2080-ti.yaml, gpu/titan-rtx.yaml): the table's "dense bf16 TFLOP/s" column showed
     their fp16 tensor rates, 53.8 and 130, as bf16's; and the Sailor nodes of PCIe-joined GPUs had an "NVLink domain"
     of 8."""
-    code, out, err = run("templates", "list", "--kind", "gpu")
+    code, out, err = run_simulon("templates", "list", "--kind", "gpu")
     assert code == 0, err
     assert "bf16 TFLOP/s" not in out
     rows = {line.split("│")[1].strip(): [cell.strip() for cell in line.split("│")[2:-1]]
             for line in out.splitlines() if line.startswith("│")}
     assert rows["rtx-2080-ti"][1:3] == ["53.8", "fp16"] and rows["titan-rtx"][1:3] == ["130", "fp16"]
     assert rows["h100-sxm"][1:3] == ["989", "bf16"]
-    code, out, err = run("templates", "list", "--kind", "system")
+    code, out, err = run_simulon("templates", "list", "--kind", "system")
     assert code == 0, err
     assert "NVLink domain" not in out and "scale-up domain (GPUs)" in out
