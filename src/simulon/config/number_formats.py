@@ -113,6 +113,18 @@ class NumberFormat:
             return weight_bytes
         return self.weight_operand_bytes if self.gathers_weight_scales else self.element_bytes
 
+    def gathered_operand_bytes(self, both_usages: bool) -> float:
+        """Bytes per element a tensor-parallel all-gather along the sequence moves of a narrow GEMM operand that
+        Transformer Engine quantizes on each rank's share before gathering it (gather_along_first_dim with a
+        quantizer, transformer_engine/pytorch/distributed.py; since TE 1.x for per-tensor fp8, 2.0 for MXFP8 and
+        NVFP4): one quantized copy for the GEMM input (the forward's row-wise data, the wgrad re-gather's column-wise
+        data of a block-scaled format or per-tensor fp8's row-wise data, transposed after); with `both_usages` (a
+        row-parallel GEMM's output gradient, which its dgrad and wgrad GEMMs both read) both copies of a block-scaled
+        format, each scaled along its own axis and gathered (_all_gather_mxfp8, _all_gather_nvfp4), one of per-tensor
+        fp8, whose transpose is made from the gathered data (_all_gather_fp8): `copies` on a GPU reading any
+        layout."""
+        return (self.copies(any_layout=True) if both_usages else 1) * self.operand_bytes()
+
     @property
     def attention_dtype(self) -> DType:
         """Fused attention runs in 16 bits: fp16 in an fp16 run, bf16 otherwise."""

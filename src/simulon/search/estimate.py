@@ -643,9 +643,13 @@ class Estimator:
         if s.tp > 1:
             group = self.placed(s, "tp", stage)
             if s.sequence_parallel:  # forward: gather the input, reduce-scatter the output; backward: gather the
-                gather, scatter = self.slowest(AG, group, block), self.slowest(RS, group, block)  # output's gradient
-                forward, waited = blocks * (gather + scatter), blocks * gather
-                regather, reduction = blocks * gather, blocks * scatter
+                # output's gradient (each as narrow as Transformer Engine gathers it: LayerKernels.block_gather_bytes)
+                sizes = [kernels.block_gather_bytes(b) for b in reducing]
+                gather = sum(self.slowest(AG, group, size[0]) for size in sizes)
+                gradient = sum(self.slowest(AG, group, size[1]) for size in sizes)
+                scatter = self.slowest(RS, group, block)
+                forward, waited = gather + blocks * scatter, gradient
+                regather, reduction = gather, blocks * scatter
             else:  # the row-parallel output's all-reduce forward
                 reduce = blocks * self.slowest(AR, group, block)
                 forward, waited, regather, reduction = reduce, 0.0, 0.0, reduce

@@ -562,10 +562,7 @@ class LayerKernels:
                 continue
             weights = fmt.format.operand_bytes() if name in self.weightless_gemms else fmt.format.weight_operand_bytes
             k[name] = tuple(narrow_operands(spec, fmt.format.operand_bytes(), weights) for spec in specs)
-            rows, cols, inner = fwd.param("m"), fwd.param("n"), fwd.param("k")
-            casts = [] if name in shared else [self._cast(f"{name}_cast", Phase.fwd, rows * inner)]
-            casts.append(self._cast(f"{name}_cast", Phase.bwd_ig, rows * cols))
-            k[f"{name}_cast"] = tuple(casts)
+            k.update(self._operand_casts(name, name in shared, fwd))
             if name in self.weightless_gemms:
                 continue
             if not fmt.narrow_weights:
@@ -576,6 +573,45 @@ class LayerKernels:
                 self._weight_casts[name] = self._weight_transpose(name, weight_elements(fwd))
             elif fmt.quantize_after_gather:
                 self._weight_casts[name] = self._weight_requantize(name, weight_elements(fwd))
+
+    def _operand_casts(self, name: str, shared: bool, fwd: KernelSpec) -> dict[str, tuple[KernelSpec, ...]]:
+        """The casts of narrow GEMM `name`'s activation operands (its forward `fwd`): its input before the forward
+        (none where `shared`) and its output gradient before the dgrad (`<name>_cast`). Under sequence parallelism,
+        where Transformer Engine's module all-gathers one of them (gathered_gemm_inputs), it quantizes this rank's
+        share before the gather (`<name>_gather_cast`, tp times fewer rows: _gather_cast), and per-tensor fp8 makes
+        the transpose from the gathered tensor (`<name>_cast` in the phase that reads it: _gathered_transpose), the
+        input's for the wgrad after its re-gather (linear.py and layernorm_linear.py backward:
+        `update_usage(columnwise_usage=True)`), the output gradient's right after its gather (_all_gather_fp8)."""
+        rows, cols, inner = fwd.param("m"), fwd.param("n"), fwd.param("k")
+        elements = {Phase.fwd: 0.0 if shared else rows * inner, Phase.bwd_ig: rows * cols}
+        inputs, gradients = self.gathered_gemm_inputs() if self.shape.sp else (set(), set())
+        gathered = {Phase.fwd: name in inputs, Phase.bwd_ig: name in gradients}
+        casts = [self._cast(f"{name}_cast", phase, n) for phase, n in elements.items() if n and not gathered[phase]]
+        before = [self._gather_cast(f"{name}_gather_cast", phase, n / self.shape.tp)
+                  for phase, n in elements.items() if n and gathered[phase]]
+        if self.shape.number_format.format.block is None:  # transposed once gathered, where it is read
+            after = {Phase.bwd_wg: elements[Phase.fwd], Phase.bwd_ig: elements[Phase.bwd_ig]}
+            casts += [self._gathered_transpose(f"{name}_cast", phase, after[phase])
+                      for phase, reads in ((Phase.bwd_wg, Phase.fwd), (Phase.bwd_ig, Phase.bwd_ig))
+                      if after[phase] and gathered[reads]]
+        return {f"{name}_cast": tuple(casts), **({f"{name}_gather_cast": tuple(before)} if before else {})}
+
+    def _gather_cast(self, name: str, phase: Phase, elements: float) -> KernelSpec:
+        """The quantization of `elements` of this rank's share of a tensor before a sequence-parallel all-gather
+        (Transformer Engine's quantizer on the local rows: layernorm_linear.py and linear.py forward,
+        grad_output_preprocess): both copies of a block-scaled format, per-tensor fp8's row-wise data alone (its
+        all-gather carries no transpose: Float8Quantizer.supports_only_rowwise_all_gather), as cast_bytes counts a
+        GPU reading any layout."""
+        fmt = self.shape.number_format
+        return memory_bound(name, phase, fmt.format.cast_bytes(elements, self.shape.act_bytes, fmt.amax_pass,
+                                                               any_layout=True), elements)
+
+    def _gathered_transpose(self, name: str, phase: Phase, elements: float) -> KernelSpec:
+        """Per-tensor fp8's transpose of a gathered tensor of `elements` (Float8TensorStorage._create_transpose: read
+        the row-wise data, write the column-wise), all of it transpose_bytes: run only on a GPU whose FP8 GEMMs read
+        the TN layout alone."""
+        moved = 2 * elements * self.shape.number_format.format.operand_bytes()
+        return memory_bound(name, phase, moved, elements, transpose_bytes=moved)
 
     def _weight_transpose(self, name: str, elements: float) -> KernelSpec:
         """The transpose of a weight kept narrow (fp8_params) each time its data changes, read whole and written
@@ -1051,12 +1087,59 @@ class LayerKernels:
         tp = self.shape.tp
         if tp == 1 or not self.shape.sp:
             return {}
-        gathered = ([*self.attention_inputs] if self.model.mla is None else []) + self.mlp_inputs("mlp") + [
-            f"{block}_in_proj" for block in MIXERS]
-        reduced = ["attn_proj", "mlp_linear2"] + [f"{block}_out_proj" for block in MIXERS]
+        gathered, reduced = self._sequence_gathered_inputs(), self._sequence_gathered_gradients()
         return {**{(name, Phase.fwd): tp for name in gathered},
                 **{(name, Phase.fwd): UB_PIPELINE_SPLITS for name in reduced},
                 **{(name, Phase.bwd_ig): tp for name in reduced}}
+
+    def _sequence_gathered_inputs(self) -> list[str]:
+        """The column-parallel GEMMs of Transformer Engine's modules that read an input Megatron-Core's layers leave
+        to the module to all-gather along the sequence (sequence parallelism; LayerNormColumnParallelLinear's and
+        ColumnParallelLinear's `with_input_all_gather`): attention's query-key-value projection (not multi-latent
+        attention's projections), the MLP's first and the mixers' in_proj; the multi-token-prediction eh_proj
+        (gathered_gemm_inputs) is one too, outside userbuffers' buffers."""
+        return ([*self.attention_inputs] if self.model.mla is None else []) + self.mlp_inputs("mlp") + [
+            f"{block}_in_proj" for block in MIXERS]
+
+    @staticmethod
+    def _sequence_gathered_gradients() -> list[str]:
+        """The row-parallel GEMMs of Transformer Engine's modules whose output gradient the module all-gathers along
+        the sequence for its dgrad and wgrad (sequence parallelism; TransformerEngineBaseModule.
+        grad_output_preprocess): attention's output projection, the MLP's second and the mixers' out_proj."""
+        return ["attn_proj", "mlp_linear2"] + [f"{block}_out_proj" for block in MIXERS]
+
+    def gathered_gemm_inputs(self) -> tuple[set[str], set[str]]:
+        """(GEMMs whose input, GEMMs whose output gradient) Transformer Engine's modules all-gather along the
+        sequence, of those in the table's layer kinds (with the multi-token-prediction eh_proj among the first)."""
+        inputs = [*self._sequence_gathered_inputs(), "mtp_eh_proj"]
+        return set(inputs), set(self._sequence_gathered_gradients())
+
+    def narrow_gather_bytes(self, name: str, phase: Phase) -> float | None:
+        """Bytes of the sequence-parallel all-gather that GEMM `name`'s `phase` reads where it is narrow and
+        Transformer Engine's module gathers it (gathered_gemm_inputs): its input in the forward (and a
+        recomputation) and for its wgrad, or in its dgrad (Phase.bwd_ig) a row-parallel GEMM's output gradient,
+        each element NumberFormat.gathered_operand_bytes; None for a 16-bit gather (the caller's size)."""
+        inputs, gradients = self.gathered_gemm_inputs()
+        grad = phase == Phase.bwd_ig
+        if name not in (gradients if grad else inputs) or f"{name}_gather_cast" not in self:
+            return None
+        fwd = self[name][Phase.fwd]
+        elements = fwd.param("m") * fwd.param("n" if grad else "k")
+        return elements * self.shape.number_format.format.gathered_operand_bytes(both_usages=grad)
+
+    def block_gather_bytes(self, block: Block) -> tuple[float, float]:
+        """(input, output gradient) bytes of a block's sequence-parallel all-gathers, as the tracer emits them
+        (workload.megatron gemm_gather): its column-parallel input's in the forward and again for the wgrads, its
+        row-parallel output's gradient in the dgrad; narrow_gather_bytes where Transformer Engine gathers them
+        quantized, else the 16-bit hidden state (the mixture of experts' gathers are Megatron's own)."""
+        hidden = self.shape.tokens * self.model.hidden_size * self.shape.act_bytes
+        pairs = {"attention": (self.attention_inputs[0], "attn_proj"), "mlp": ("mlp_linear1", "mlp_linear2"),
+                 **{mixer: (f"{mixer}_in_proj", f"{mixer}_out_proj") for mixer in MIXERS}}
+        if block not in pairs:
+            return hidden, hidden
+        column, row = pairs[block]
+        sizes = (self.narrow_gather_bytes(column, Phase.fwd), self.narrow_gather_bytes(row, Phase.bwd_ig))
+        return tuple(hidden if size is None else size for size in sizes)
 
     def mlp_inputs(self, block: str) -> list[str]:
         """The GEMMs from the hidden state into an MLP-like block: one, or up and gate for GLUs."""

@@ -220,6 +220,22 @@ class _StageEmitter:
         """Column-parallel input under sequence parallelism: all-gather along the sequence."""
         return self.tp_collective(CollType.AllGather, label, layer, mb, phase, nbytes) if self.shape.sp else NO_OP
 
+    def gemm_gather(self, label: str, gemm: str, layer: int, mb: int, phase: Phase,
+                    nbytes: float | None = None) -> int:
+        """Sequence parallelism's all-gather of what GEMM `gemm` reads whole along the sequence (its input; in the
+        dgrad phase a row-parallel GEMM's output gradient), `nbytes` where it is not the hidden state's. Where the
+        GEMM is narrow and Transformer Engine's module gathers it, as that module runs it: this rank's share
+        quantized first (`<gemm>_gather_cast`, in the phases it has one: not the wgrad's re-gather of the input
+        saved quantized), then the quantized data gathered (LayerKernels.narrow_gather_bytes)."""
+        if not self.shape.sp:
+            return NO_OP
+        kernels = self.kernels.at(layer)
+        cast = f"{gemm}_gather_cast"
+        if cast in kernels and phase in kernels[cast]:
+            self.run(cast, phase, layer, mb)
+        narrow = kernels.narrow_gather_bytes(gemm, phase)
+        return self.tp_gather(label, layer, mb, phase, nbytes if narrow is None else narrow)
+
     def gathered_gemms(self, names: list[str], phase: Phase, layer: int, mb: int, gather: int) -> int:
         """GEMMs consuming an all-gathered input: after the gather, or pipelined with it (overlap on)."""
         last = NO_OP
@@ -599,7 +615,7 @@ class _StageEmitter:
     def attention_forward(self, layer: int, mb: int, phase: Phase) -> None:
         self.run("attn_norm", phase, layer, mb)
         self.gathered_gemms(self.kernels.attention_inputs, phase, layer, mb,
-                            self.tp_gather("attn_gather", layer, mb, phase))
+                            self.gemm_gather("attn_gather", self.kernels.attention_inputs[0], layer, mb, phase))
         absorbed = self.kernels.absorbed
         if absorbed:
             self.run(absorbed[0], phase, layer, mb)
@@ -654,7 +670,7 @@ class _StageEmitter:
         self.run("mtp_enorm", phase, layer, mb)
         self.run("mtp_hnorm", phase, layer, mb)
         self.gathered_gemms(["mtp_eh_proj"], phase, layer, mb,
-                            self.tp_gather("mtp_gather", layer, mb, phase, 2 * self.hidden_bytes))
+                            self.gemm_gather("mtp_gather", "mtp_eh_proj", layer, mb, phase, 2 * self.hidden_bytes))
         self.pending = self.tp_collective(CollType.AllGather, "mtp_output_gather", layer, mb, phase)
 
     def ffn_forward(self, block: str, layer: int, mb: int, phase: Phase) -> None:
@@ -663,7 +679,8 @@ class _StageEmitter:
         if block == "moe":
             self.moe_forward(layer, mb, phase)
         else:
-            self.mlp_forward("mlp", layer, mb, phase, self.tp_gather("mlp_gather", layer, mb, phase), "mlp_reduce")
+            self.mlp_forward("mlp", layer, mb, phase, self.gemm_gather("mlp_gather", "mlp_linear1", layer, mb, phase),
+                             "mlp_reduce")
         self.run("mlp_residual", phase, layer, mb)
 
     def mixer_steps(self, block: str) -> tuple[tuple[str, ...], list[str], tuple[str, ...], list[str]]:
@@ -682,7 +699,7 @@ class _StageEmitter:
         inputs, scan, outputs, after = self.mixer_steps(block)
         self.run(f"{block}_norm", phase, layer, mb)
         self.gathered_gemms([f"{block}_in_proj"], phase, layer, mb,
-                            self.tp_gather(f"{block}_gather", layer, mb, phase))
+                            self.gemm_gather(f"{block}_gather", f"{block}_in_proj", layer, mb, phase))
         self.mixer_all_to_all(block, inputs, layer, mb, phase)
         for name in scan:
             self.run(name, phase, layer, mb)
@@ -815,8 +832,8 @@ class _StageEmitter:
         kind = self.kernels.blocks(layer)
         for module in self.parallelism.recomputed_kernel_modules:
             if module == "mlp" and "mlp" in kind:
-                self.mlp_forward("mlp", layer, mb, Phase.recompute,
-                                 self.tp_gather("mlp_gather", layer, mb, Phase.recompute), "mlp_reduce")
+                gather = self.gemm_gather("mlp_gather", "mlp_linear1", layer, mb, Phase.recompute)
+                self.mlp_forward("mlp", layer, mb, Phase.recompute, gather, "mlp_reduce")
             elif module == "moe" and "moe" in kind:
                 self.moe_forward(layer, mb, Phase.recompute)
             else:
@@ -871,7 +888,7 @@ class _StageEmitter:
         inputs, scan, outputs, after = self.mixer_steps(block)
         self.run(f"{block}_residual", Phase.bwd_ig, layer, mb)
         self.gathered_gemms([f"{block}_out_proj"], Phase.bwd_ig, layer, mb,
-                            self.tp_gather(f"{block}_grad_gather", layer, mb, Phase.bwd_ig))
+                            self.gemm_gather(f"{block}_grad_gather", f"{block}_out_proj", layer, mb, Phase.bwd_ig))
         self.run(f"{block}_out_proj", Phase.bwd_wg, layer, mb)
         for name in reversed(after):
             self.run(name, Phase.bwd_ig, layer, mb)
@@ -891,7 +908,7 @@ class _StageEmitter:
         """Backward of column-parallel GEMMs sharing one input (of `nbytes` where it is not the hidden state), as
         Megatron overlaps it: the input's all-gather (sequence parallelism) runs during the dgrads, the dgrad's TP
         reduction during the wgrads."""
-        gather = self.tp_gather(regather, layer, mb, Phase.bwd_wg, nbytes)
+        gather = self.gemm_gather(regather, names[0], layer, mb, Phase.bwd_wg, nbytes)
         for name in names:
             self.run(name, Phase.bwd_ig, layer, mb)
         reduce = self.tp_reduce(reduce_label, layer, mb, Phase.bwd_ig, nbytes=nbytes)
@@ -900,7 +917,8 @@ class _StageEmitter:
         self.pending = reduce
 
     def mlp_backward(self, block: str, layer: int, mb: int, reduce_label: str | None) -> None:
-        grad_gather = self.tp_gather(f"{block}_grad_gather", layer, mb, Phase.bwd_ig) if block == "mlp" else NO_OP
+        grad_gather = (self.gemm_gather("mlp_grad_gather", "mlp_linear2", layer, mb, Phase.bwd_ig) if block == "mlp"
+                       else NO_OP)
         self.gathered_gemms([f"{block}_linear2"], Phase.bwd_ig, layer, mb, grad_gather)
         self.run(f"{block}_linear2", Phase.bwd_wg, layer, mb)
         self.run(f"{block}_act", Phase.bwd_ig, layer, mb)
@@ -949,7 +967,7 @@ class _StageEmitter:
     def attention_backward(self, layer: int, mb: int) -> None:
         self.run("attn_residual", Phase.bwd_ig, layer, mb)
         self.gathered_gemms(["attn_proj"], Phase.bwd_ig, layer, mb,
-                            self.tp_gather("attn_grad_gather", layer, mb, Phase.bwd_ig))
+                            self.gemm_gather("attn_grad_gather", "attn_proj", layer, mb, Phase.bwd_ig))
         self.run("attn_proj", Phase.bwd_wg, layer, mb)
         if "attn_gate" in self.kernels:
             self.run("attn_gate", Phase.bwd_ig, layer, mb)
