@@ -74,6 +74,7 @@ class NumberFormat:
     gathers_weight_scales: bool = True   # ... with their block scales (else each rank computes them itself)
     transposes_gathered_weights: bool = False  # ... and their column-wise copy made from the row-wise after the gather
     weight_amax_bytes: float = 0.0  # amaxes the optimizer all-reduces per narrow weight element before quantizing it
+    sp_norm_input_copies: int = 1  # copies of a norm-fused GEMM's input saved under sequence parallelism (below)
     bf16_first_fraction: float = 0.0  # share of the transformer layers, from the first, whose GEMMs stay bf16
     bf16_last_fraction: float = 0.0   # the same from the last
     calibration_chain: tuple[DType, ...] = ()  # whose fitted GEMM efficiency it borrows, in order (itself first)
@@ -112,6 +113,17 @@ class NumberFormat:
         if self.gathers_16bit_weights:
             return weight_bytes
         return self.weight_operand_bytes if self.gathers_weight_scales else self.element_bytes
+
+    @property
+    def sp_norm_input_bytes(self) -> float:
+        """Bytes per element of the input a norm-fused column-parallel GEMM (Transformer Engine's LayerNormLinear:
+        QKV, fc1, the mixers' in_proj) saves for its weight gradient under sequence parallelism: the rank's own rows,
+        quantized before the all-gather and gathered again in backward (layernorm_linear.py `ln_out_to_save = ln_out`,
+        `ln_out_needs_gather`). Its forward quantizes them for both usages (per-tensor fp8 for the row-wise alone,
+        the only data its all-gather moves: Float8Quantizer.supports_only_rowwise_all_gather), and before saving drops
+        the row-wise copy only of an MXFP8TensorStorage or Float8BlockwiseQTensorStorage, so that an NVFP4 tensor
+        keeps both (`sp_norm_input_copies`) where every other format keeps one."""
+        return self.sp_norm_input_copies * self.operand_bytes()
 
     def gathered_operand_bytes(self, both_usages: bool) -> float:
         """Bytes per element a tensor-parallel all-gather along the sequence moves of a narrow GEMM operand that
@@ -214,11 +226,12 @@ NUMBER_FORMATS: dict[DType, NumberFormat] = {
     # data (Megatron's _post_param_sync: Transformer Engine's post_all_gather_processing,
     # _nvfp4_2d_multi_tensor_transpose); the amaxes: one fp32 per 16 x 16 tile of every weight, all-reduced (MAX)
     # over the data-parallel group by each optimizer step before it quantizes its shard (`packed_amaxes`; the
-    # per-tensor amaxes beside them, one fp32 a weight, are left out)
+    # per-tensor amaxes beside them, one fp32 a weight, are left out); a norm-fused GEMM's input saved under sequence
+    # parallelism keeps both its copies (NumberFormat.sp_norm_input_bytes)
     DType.nvfp4: NumberFormat(DType.nvfp4, quantized=True, block=16, scale_bytes=1.0, gathers_weight_scales=False,
                               transposes_gathered_weights=True, weight_amax_bytes=4 / (16 * 16),
-                              amax_pass=True, hadamard_columnwise=True, bf16_first_fraction=2 / 62,
-                              bf16_last_fraction=8 / 62,
+                              amax_pass=True, hadamard_columnwise=True, sp_norm_input_copies=2,
+                              bf16_first_fraction=2 / 62, bf16_last_fraction=8 / 62,
                               calibration_chain=(DType.nvfp4, DType.fp4, DType.mxfp8, *_FP8_CHAIN)),
 }
 """Every training dtype's format (one row each; see the module docstring)."""

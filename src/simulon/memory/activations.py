@@ -146,6 +146,16 @@ class ActivationModel:
         """Bytes per element of a GEMM input kept for the weight gradient."""
         return self.shape.quantized_bytes or self.a
 
+    @property
+    def norm_gemm_input(self) -> float:
+        """Bytes per element of a norm-fused GEMM's input (QKV's, fc1's, the mixers' in_proj's: Transformer Engine's
+        LayerNormLinear) kept for the weight gradient: `gemm_input`, but under sequence parallelism what
+        NumberFormat.sp_norm_input_bytes says the module keeps of the rank's rows (both copies of NVFP4)."""
+        fmt = self.shape.number_format
+        if not self.shape.sp or not self.shape.quantized_bytes or fmt is None:
+            return self.gemm_input
+        return fmt.format.sp_norm_input_bytes
+
     def grad_output(self, any_layout: bool = False) -> float:
         """Bytes per element of a GEMM's output gradient a split backward holds from its B to its W: in a narrow
         format its quantized copies (Transformer Engine's _Linear.backward quantizes it for both usages, row-wise for
@@ -348,7 +358,7 @@ class ActivationModel:
         rows = self.rows
         parts = {"Mamba norm input": self.norm_rows * h * a}
         if "layernorm" not in self.modules:
-            parts["Mamba GEMM input"] = self.norm_rows * h * self.gemm_input
+            parts["Mamba GEMM input"] = self.norm_rows * h * self.norm_gemm_input
         parts["Mamba scan input"] = ms.scan_tokens * ms.scan_in_proj * a
         parts["Mamba scan output"] = ms.scan_tokens * ms.inner * a
         parts["Mamba gated output"] = rows * ms.tp_inner * a
@@ -367,7 +377,7 @@ class ActivationModel:
         ST, H = g.scan_tokens, g.heads
         parts = {"gated delta net norm input": self.norm_rows * h * a}
         if "layernorm" not in self.modules:
-            parts["gated delta net GEMM input"] = self.norm_rows * h * self.gemm_input
+            parts["gated delta net GEMM input"] = self.norm_rows * h * self.norm_gemm_input
         parts["gated delta net in_proj output"] = ST * (g.conv_channels + g.values + 2 * H) * a
         parts["gated delta net convolution output"] = ST * g.conv_channels * a
         parts["gated delta rule inputs"] = ST * H * (2 * g.key_dim + g.value_dim + 1 + g.chunk) * a \
@@ -382,8 +392,8 @@ class ActivationModel:
         h, rows, norm_rows = m.hidden_size, self.rows, self.norm_rows
         n = m.num_heads // t
         parts = {"attention norm input": norm_rows * h * a}
-        if "layernorm" not in self.modules:
-            parts["attention GEMM input"] = norm_rows * h * self.gemm_input
+        if "layernorm" not in self.modules:  # MLA's down projections are plain Linears behind a norm of its own
+            parts["attention GEMM input"] = norm_rows * h * (self.gemm_input if m.mla else self.norm_gemm_input)
         if m.mla is None:
             kv, qk_dim, v_dim = max(m.kv_heads // t, 1), m.head_size, m.head_size
             parts["query, key, value"] = rows * (n * qk_dim + kv * (qk_dim + v_dim)) * a
@@ -473,7 +483,7 @@ class ActivationModel:
             parts["MLP norm input"] = self.norm_rows * h * a
         if module not in self.modules:  # else recomputed from the block's input
             if prefix == "mlp" and "layernorm" not in self.modules:
-                parts["MLP GEMM input"] = self.norm_rows * h * self.gemm_input
+                parts["MLP GEMM input"] = self.norm_rows * h * self.norm_gemm_input
             if not (prefix == "mlp" and "mlp_in" in self.modules):  # else fc1 and the activation re-run from fc1's
                 parts[f"{prefix} activation input"] = rows * fc1_out * a  # input
                 parts[f"{prefix} fc2 input"] = rows * f * self.gemm_input
