@@ -3,14 +3,16 @@ against what Transformer Engine keeps: a norm-fused column-parallel GEMM (LayerN
 own T/tp rows, quantized before its all-gather and gathered again for the wgrad, one copy of per-tensor fp8 (the
 row-wise, the one it gathers) and of MXFP8 (the column-wise), both copies of NVFP4 (layernorm_linear.py drops the
 row-wise data before saving only for MXFP8 and Float8Blockwise tensors); a row-parallel GEMM (the projection, fc2:
-Linear) saves its column-wise copy of the whole sequence on its share of the columns."""
+Linear) saves its column-wise copy of the whole sequence on its share of the columns. The MoE router is no
+Transformer Engine module and saves the norm's output 16-bit; the shared experts' fc1 (a Linear) saves its own
+quantized copy of it."""
 
 from __future__ import annotations
 
 import pytest
 
 from helpers import gpt_workload
-from simulon.config.hybrid import DENSE_LAYER
+from simulon.config.hybrid import DENSE_LAYER, MOE_LAYER
 from simulon.memory.activations import ActivationModel
 
 TP, SEQ, HIDDEN, FFN = 4, 512, 1024, 4096
@@ -18,11 +20,16 @@ ONE_COPY = {"fp8": 1.0, "mxfp8": 1 + 1 / 32, "mxfp4": 0.5 + 1 / 32, "nvfp4": 0.5
 SAVED_UNDER_SP = {"fp8": 1.0, "mxfp8": 1 + 1 / 32, "mxfp4": 0.5 + 1 / 32, "nvfp4": 2 * (0.5 + 1 / 16)}
 
 
-def parts(dtype: str, sp: bool) -> dict[str, float]:
-    wl = gpt_workload(gpus=TP, tp=TP, seq=SEQ, hidden=HIDDEN, ffn=FFN, gbs=TP,
+MOE = {"num_experts": 8, "top_k": 2, "num_shared_experts": 1}
+
+
+def parts(dtype: str, sp: bool, moe: dict | None = None, modules: list[str] | None = None,
+          tp: int = TP) -> dict[str, float]:
+    recompute = {"recompute": "selective", "recompute_modules": modules} if modules else {}
+    wl = gpt_workload(gpus=TP, tp=tp, seq=SEQ, hidden=HIDDEN, ffn=FFN, gbs=TP, moe=moe,
                       training={"dtype": dtype, "bf16_first_layers": 0, "bf16_last_layers": 0},
-                      extra_parallelism={"sequence_parallel": sp})
-    return ActivationModel(wl).layer(DENSE_LAYER).parts
+                      extra_parallelism={"sequence_parallel": sp, **recompute})
+    return ActivationModel(wl).layer(MOE_LAYER if moe else DENSE_LAYER).parts
 
 
 @pytest.mark.parametrize("dtype", sorted(SAVED_UNDER_SP))
@@ -39,3 +46,22 @@ def test_without_sequence_parallelism_norm_fused_gemms_save_the_column_wise_copy
     kept = parts(dtype, sp=False)
     for part in ("attention GEMM input", "MLP GEMM input"):
         assert kept[part] == pytest.approx(SEQ * HIDDEN * ONE_COPY[dtype])
+
+
+@pytest.mark.parametrize("sp", [True, False])
+@pytest.mark.parametrize("dtype", sorted(ONE_COPY))
+def test_the_router_keeps_its_input_16_bit_and_the_shared_experts_their_own_quantized_copy(dtype, sp):
+    rows = SEQ / TP if sp else SEQ  # Megatron's MoE layer refuses tp > 1 without sequence parallelism
+    kept = parts(dtype, sp, moe=MOE, tp=TP if sp else 1)
+    assert kept["MoE router input"] == pytest.approx(rows * HIDDEN * 2)
+    assert kept["shared expert GEMM input"] == pytest.approx(rows * HIDDEN * ONE_COPY[dtype])
+
+
+def test_in_16_bits_the_router_and_the_shared_experts_keep_one_tensor():
+    kept = parts("bf16", True, moe=MOE)
+    assert kept["MoE router input"] == pytest.approx(SEQ / TP * HIDDEN * 2)
+    assert "shared expert GEMM input" not in kept
+
+
+def test_recomputed_shared_experts_keep_no_quantized_copy():
+    assert "shared expert GEMM input" not in parts("fp8", True, moe=MOE, modules=["shared_experts"])

@@ -497,6 +497,18 @@ class ActivationModel:
         over the expert-parallel ranks (a dropless run's average), padded up to the capacity factor if set."""
         return self.shape.balanced_tokens(self.model.moe.top_k) * self.capacity_factor
 
+    def _shared_expert_input(self) -> dict[str, float]:
+        """The shared experts' own copy of the MoE norm's output where their fc1 quantizes it: the router saves that
+        output 16-bit (Megatron-Core's RouterGatingLinearFunction `ctx.save_for_backward(inp, ...)`: the router is
+        no Transformer Engine module), and the shared experts' fc1, a Transformer Engine Linear, saves the copy it
+        casts (linear.py `saved_inputmat`, the rank's rows under sequence parallelism, one copy: the row-wise of
+        per-tensor fp8 that it gathers, else the column-wise); in 16 bits both keep the one tensor."""
+        if not self.model.moe.num_shared_experts or not self.shape.quantized_bytes:
+            return {}
+        if "shared_experts" in self.modules:  # recomputed from the checkpoint's (16-bit) input
+            return {}
+        return {"shared expert GEMM input": self.norm_rows * self.model.hidden_size * self.gemm_input}
+
     def _moe(self) -> dict[str, float]:
         """An MoE block: its norm's input and output (the router's and the dispatch's input), the router's logits,
         the dispatched tokens, the experts' activation and fc2 inputs, their outputs, the routing, the shared
@@ -513,8 +525,9 @@ class ActivationModel:
                 parts["MoE checkpoint input"] = self.norm_rows * h * a
             parts["MoE dropout mask"] = self.norm_rows * h * self.mask
             return parts
-        if "layernorm" not in self.modules:
-            parts["MoE GEMM input"] = self.norm_rows * h * self.gemm_input
+        if "layernorm" not in self.modules:  # what the router keeps: 16-bit whatever the format (_shared_expert_input)
+            parts["MoE router input"] = self.norm_rows * h * a
+        parts.update(self._shared_expert_input())
         parts["router logits"] = self.norm_rows * moe.num_experts * FP32_BYTES  # of this rank's own tokens
         routed = self.routed_rows
         parts["dispatched tokens"] = routed * h * self.gemm_input
