@@ -65,3 +65,23 @@ def test_in_16_bits_the_router_and_the_shared_experts_keep_one_tensor():
 
 def test_recomputed_shared_experts_keep_no_quantized_copy():
     assert "shared expert GEMM input" not in parts("fp8", True, moe=MOE, modules=["shared_experts"])
+
+
+def held_for_w(dtype: str, sp: bool, any_layout: bool) -> float:
+    wl = gpt_workload(gpus=TP, tp=TP, seq=SEQ, hidden=HIDDEN, ffn=FFN, gbs=TP,
+                      training={"dtype": dtype, "bf16_first_layers": 0, "bf16_last_layers": 0},
+                      extra_parallelism={"sequence_parallel": sp})
+    return ActivationModel(wl).layer(DENSE_LAYER).held_for_weight_gradient(any_layout)
+
+
+GATHERED_FOR_W = {("fp8", False): 2.0, ("fp8", True): 1.0, ("mxfp8", False): 1 + 1 / 32, ("mxfp8", True): 1 + 1 / 32,
+                  ("nvfp4", False): 0.5 + 1 / 16, ("nvfp4", True): 0.5 + 1 / 16}
+
+
+@pytest.mark.parametrize(("dtype", "any_layout"), sorted(GATHERED_FOR_W))
+def test_a_split_backward_holds_qkv_and_fc1_inputs_gathered_whole_until_its_w(dtype, any_layout):
+    # B re-gathers the rank's rows and puts the gathered tensor in the WeightGradStore: the whole sequence, one
+    # column-wise copy (per-tensor fp8: the gathered data and, on a TN-only GPU, the transpose made of it), where
+    # without sequence parallelism W reads the saved column-wise copy of the (whole) sequence
+    extra = held_for_w(dtype, True, any_layout) - held_for_w(dtype, False, any_layout)
+    assert extra == pytest.approx(2 * SEQ * HIDDEN * (GATHERED_FOR_W[dtype, any_layout] - ONE_COPY[dtype]))

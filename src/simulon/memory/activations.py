@@ -252,50 +252,72 @@ class ActivationModel:
         model, sail-sg/zero-bubble-pipeline-parallelism runtime.py, lets a pending W hold 32h of a GPT layer's 34h
         bytes a token, which this sum gives too: inputs 2h + 2h + 2h + 8h, output gradients 6h + 2h + 8h + 2h). It
         does not depend on recomputation: what B re-creates from a checkpoint, W still reads. A column-parallel
-        GEMM keeps its input as the forward does (the rank's sequence share under sequence parallelism, gathered
-        again for W) and its output gradient on its share of the columns; a row-parallel one (the attention's
+        GEMM holds its input as its weight gradient reads it, the whole sequence under sequence parallelism
+        (`gathered_input`), and its output gradient on its share of the columns; a row-parallel one (the attention's
         projection, fc2, out_proj) reads the whole sequence's output gradient, gathered for B. A tensor two GEMMs
         read (the norm's output QKV and the router read) counts once. `any_layout`: on a GPU whose FP8 GEMMs read
         every layout (`grad_output`)."""
         dy = self.grad_output(any_layout)
-        return sum(x + dy_bytes for block in kind for x, dy_bytes in self._gemms(block, dy))
+        return sum(x + dy_bytes for block in kind for x, dy_bytes in self._gemms(block, dy, any_layout))
 
-    def _gemms(self, block: Block, a: float) -> list[tuple[float, float]]:
+    def gathered_input(self, width: int, any_layout: bool = False) -> float:
+        """Bytes a split backward holds for the W of a column-parallel GEMM whose module gathers its input along the
+        sequence (QKV, fc1, the mixers' in_proj, the shared experts' fc1, MTP's eh_proj), `width` elements a token.
+        Under sequence parallelism the module re-gathers the rank's saved rows during B, overlapped with the dgrad,
+        and hands W the gathered tensor: Transformer Engine's LayerNormLinear and Linear put `ln_out_total` /
+        `inputmat_total` in their WeightGradStore (`wgrad_store.put([ln_out_total, grad_output], wgrad_gemm)`), as
+        the zero-bubble repository's store keeps Megatron's gathered `total_input`; the rank's own rows are freed
+        as B returns. Quantized, that is the one column-wise copy a block-scaled format gathers, or per-tensor fp8's
+        gathered row-wise data with the transpose `update_usage(columnwise_usage=True)` makes of it where the GPU's
+        FP8 GEMMs read the TN layout only (NumberFormat.copies). Without sequence parallelism: the rank's saved
+        input, one copy (`gemm_input`)."""
+        fmt = self.shape.number_format
+        if not self.shape.sp:
+            return self.norm_rows * width * self.gemm_input
+        if not self.shape.quantized_bytes or fmt is None:
+            return self.rows * width * self.a
+        copies = fmt.format.copies(any_layout) if fmt.format.block is None else 1
+        return self.rows * width * copies * self.shape.quantized_bytes
+
+    def _gemms(self, block: Block, a: float, any_layout: bool = False) -> list[tuple[float, float]]:
         """(input, output gradient) bytes of each weight-gradient GEMM of a block (an input shared with an earlier
         GEMM of the block: 0), its output gradients `a` bytes an element (`grad_output`)."""
         m, t, g, h = self.model, self.shape.tp, self.gemm_input, self.model.hidden_size
         rows, norm_input = self.rows, self.norm_rows * h * self.gemm_input
+        gathered = self.gathered_input(h, any_layout)
         if block == "attention":
-            return self._attention_gemms(a)
+            return self._attention_gemms(a, gathered)
         if block == "moe":
             moe = m.moe
             fe = (moe.expert_ffn_hidden_size or m.ffn_hidden_size) // self.shape.expert_tp
             routed = self.routed_rows
             gemms = [(norm_input, self.norm_rows * moe.num_experts * FP32_BYTES),  # the router
                      (routed * h * g, routed * (2 * fe if m.gated_mlp else fe) * a), (routed * fe * g, routed * h * a)]
-            if moe.num_shared_experts:
+            if moe.num_shared_experts:  # fc1's input: the router's, unless gathered or quantized on its own
                 fs = (moe.shared_expert_ffn_hidden_size or fe * self.shape.expert_tp) * moe.num_shared_experts // t
-                gemms += [(0.0, rows * (2 * fs if m.gated_mlp else fs) * a), (rows * fs * g, rows * h * a)]
+                shared = gathered if self.shape.sp or self.shape.quantized_bytes else 0.0
+                gemms += [(shared, rows * (2 * fs if m.gated_mlp else fs) * a), (rows * fs * g, rows * h * a)]
             return gemms
         if block == "mamba":
             ms = self.mamba_shard
-            return [(norm_input, rows * ms.tp_in_proj * a), (rows * ms.tp_inner * g, rows * h * a)]
+            return [(gathered, rows * ms.tp_in_proj * a), (rows * ms.tp_inner * g, rows * h * a)]
         if block == "gdn":
             gs = self.gdn_shard
-            return [(norm_input, rows * gs.tp_in_proj * a), (rows * gs.tp_values * g, rows * h * a)]
+            return [(gathered, rows * gs.tp_in_proj * a), (rows * gs.tp_values * g, rows * h * a)]
         if block == "mtp":
-            return [(self.norm_rows * 2 * h * g, rows * h * a)]  # eh_proj
+            return [(self.gathered_input(2 * h, any_layout), rows * h * a)]  # eh_proj
         f = m.ffn_hidden_size // t
-        return [(norm_input, rows * (2 * f if m.gated_mlp else f) * a), (rows * f * g, rows * h * a)]
+        return [(gathered, rows * (2 * f if m.gated_mlp else f) * a), (rows * f * g, rows * h * a)]
 
-    def _attention_gemms(self, a: float) -> list[tuple[float, float]]:
-        """QKV (or MLA's down and up projections) and the output projection, output gradients `a` bytes an element."""
+    def _attention_gemms(self, a: float, gathered: float) -> list[tuple[float, float]]:
+        """QKV (or MLA's down and up projections) and the output projection, output gradients `a` bytes an element,
+        QKV's input `gathered` bytes (`gathered_input`; MLA's down projections read the rank's rows ungathered)."""
         m, t, g, h, rows = self.model, self.shape.tp, self.gemm_input, self.model.hidden_size, self.rows
         n, norm_input = m.num_heads // t, self.norm_rows * h * g
         if m.mla is None:
             kv = max(m.kv_heads // t, 1)
             queries = n * (2 if m.attention_output_gate else 1)
-            gemms = [(norm_input, rows * (queries + 2 * kv) * m.head_size * a)]
+            gemms = [(gathered, rows * (queries + 2 * kv) * m.head_size * a)]
             v_dim = m.head_size
         else:
             mla = m.mla
