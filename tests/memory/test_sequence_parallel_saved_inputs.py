@@ -85,3 +85,30 @@ def test_a_split_backward_holds_qkv_and_fc1_inputs_gathered_whole_until_its_w(dt
     # without sequence parallelism W reads the saved column-wise copy of the (whole) sequence
     extra = held_for_w(dtype, True, any_layout) - held_for_w(dtype, False, any_layout)
     assert extra == pytest.approx(2 * SEQ * HIDDEN * (GATHERED_FOR_W[dtype, any_layout] - ONE_COPY[dtype]))
+
+
+def backward_transient(dtype: str, sp: bool, moe: dict | None = None) -> float:
+    wl = gpt_workload(gpus=TP, tp=TP, seq=SEQ, hidden=HIDDEN, ffn=FFN, gbs=TP, moe=moe,
+                      training={"dtype": dtype, "bf16_first_layers": 0, "bf16_last_layers": 0},
+                      extra_parallelism={"sequence_parallel": sp})
+    return ActivationModel(wl).layer(MOE_LAYER if moe else DENSE_LAYER).backward_transient
+
+
+REGATHERED = {"bf16": 2.0, "fp8": 2.0, "mxfp8": 1 + 1 / 32, "nvfp4": 0.5 + 1 / 16}
+
+
+@pytest.mark.parametrize("dtype", sorted(REGATHERED))
+def test_a_sequence_parallel_backward_holds_fc1s_input_regathered_for_its_weight_gradient(dtype):
+    # fc1's backward re-gathers its saved rows beside its dgrad (the whole sequence, one column-wise copy; per-tensor
+    # fp8's gathered data and the transpose a TN-only GPU makes of it); nothing else in the transient changes
+    extra = backward_transient(dtype, True) - backward_transient(dtype, False)
+    assert extra == pytest.approx(SEQ * HIDDEN * REGATHERED[dtype])
+
+
+def test_an_moe_layers_backward_regathers_nothing_for_its_experts():
+    # the experts' inputs come from the dispatcher: the widest gradient twice and the dummy weight gradient alone
+    # (the forward transient is the widest output and the 16-bit gathered hidden state)
+    kept = ActivationModel(gpt_workload(gpus=TP, tp=TP, seq=SEQ, hidden=HIDDEN, ffn=FFN, gbs=TP, moe=MOE,
+                                        training={"dtype": "fp8"}, extra_parallelism={"sequence_parallel": True}))
+    assert kept.layer(MOE_LAYER).backward_transient == pytest.approx(
+        2 * kept.layer(MOE_LAYER).forward_transient - 2 * SEQ * HIDDEN * 2 + kept.largest_weight(MOE_LAYER) * 2)

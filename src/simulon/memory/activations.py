@@ -609,8 +609,22 @@ class ActivationModel:
         "dummy" weight gradient Megatron-Core and Transformer Engine hand autograd when the real one is
         accumulated straight into the fp32 main_grad (gradient_accumulation_fusion;
         megatron/core/tensor_parallel/layers.py) for the largest weight; under full or selective recomputation
-        also what recomputation re-creates for the layer (`recreated`)."""
-        return 2 * self._widest(kind) + self.largest_weight(kind) * self.a + recreated
+        also what recomputation re-creates for the layer (`recreated`); under sequence parallelism the input of the
+        GEMM whose output gradient is the widest, re-gathered for its weight gradient (`_regathered`)."""
+        return 2 * self._widest(kind) + self.largest_weight(kind) * self.a + recreated + self._regathered(kind)
+
+    def _regathered(self, kind: LayerKind) -> float:
+        """Under sequence parallelism, the whole-sequence input the backward of the widest GEMM's module re-gathers
+        for its weight gradient and holds through its dgrad (Transformer Engine's LayerNormLinear and Linear
+        backward: `gather_along_first_dim` of the saved rows, async beside the dgrad GEMM, `ln_out_total` freed
+        after the wgrad; `gathered_input` its bytes): fc1's, a mixer's in_proj's, an attention-only layer's QKV.
+        None for an MoE layer, whose experts' inputs come from the dispatcher, nor for MLA's attention alone. Per-tensor
+        fp8 is sized with the transpose a GPU whose FP8 GEMMs read TN only makes (Hopper's; one byte an element fewer
+        on Blackwell's data-center parts, which this transient does not tell apart)."""
+        m = self.model
+        if not self.shape.sp or "moe" in kind or (kind == ("attention",) and m.mla is not None):
+            return 0.0
+        return self.gathered_input(m.hidden_size)
 
     def largest_weight(self, kind: LayerKind) -> float:
         """Parameters of the layer's largest GEMM weight on this rank (all local experts' for a grouped GEMM): the
