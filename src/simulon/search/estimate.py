@@ -169,22 +169,39 @@ ChunkTimes = tuple[tuple[tuple[float, float, float], ...], ...]
 """Per pipeline rank, per model chunk: the seconds of a micro-batch's forward, backward and, of it, weight gradients."""
 
 
+FORWARD, BACKWARD, WEIGHT, BACKWARD_LESS_WEIGHT = range(4)
+"""Which part of a chunk's micro-batch time a played step takes (StepGraph.part)."""
+
+
+@dataclass(frozen=True)
+class StepGraph:
+    """A pipeline schedule's steps over every rank, in an order in which each step comes after the step it waits for
+    (schedule_idle plays them in it): per step, its rank, its model chunk, the part of the chunk's time it takes, and
+    the index of the step it waits for (-1: none) with whether that step ran on another rank (a send between them).
+    What a step waits for depends on the schedule alone, not on the times."""
+
+    rank: tuple[int, ...]
+    chunk: tuple[int, ...]
+    part: tuple[int, ...]
+    after: tuple[int, ...]
+    cross: tuple[bool, ...]
+
+
 @lru_cache(maxsize=256)
-def schedule_idle(schedule: str, vpp: int, microbatches: int, times: ChunkTimes, send: float = 0.0) -> float:
-    """Seconds a pipeline's step lasts beyond its busiest rank's work: every rank runs its schedule's steps in order
-    (make_scheduler(...).steps, as the tracer emits them), a forward once the model stage before it has run the
-    micro-batch's forward, a backward once the stage after it has run its backward (the last stage: once its own
-    forward has), a weight-gradient step after its backward; a backward whose weight gradients a later W step runs
-    takes its time less theirs. Sends, and combined forward-backward steps, are left to the caller. Cached:
-    searches ask again and again."""
-    ranks = len(times)
+def step_graph(schedule: str, vpp: int, microbatches: int, ranks: int) -> StepGraph:
+    """Every rank's steps in its schedule's order (make_scheduler(...).steps, as the tracer emits them), each after
+    the step it waits for: a forward after the model stage before it has run the micro-batch's forward, a backward
+    after the stage after it has run its backward (the last stage: after its own forward), a weight-gradient step
+    after its backward; a backward whose weight gradients a later W step runs takes its time less theirs (cached:
+    searches ask again and again). Raises ValueError where the steps wait for one another."""
     scheduler = make_scheduler(schedule, vpp)
     placement = scheduler.placement
     orders = [scheduler.steps(rank, ranks, microbatches) for rank in range(ranks)]
     split = [{(step.microbatch, step.chunk) for step in order if step.kind == "W"} for order in orders]
     last = placement.model_stages(ranks, placement.chunks(vpp)) - 1
-    done: dict[tuple[str, int, int, int], float] = {}
-    free, at, work = [0.0] * ranks, [0] * ranks, [0.0] * ranks
+    index: dict[tuple[str, int, int, int], int] = {}
+    rank_of, chunk_of, part_of, after_of, cross_of = [], [], [], [], []
+    at = [0] * ranks
     progressed = True
     while progressed:
         progressed = False
@@ -199,18 +216,41 @@ def schedule_idle(schedule: str, vpp: int, microbatches: int, times: ChunkTimes,
                              else ("B", *placement.next(rank, chunk, ranks), microbatch))
                 else:
                     after = ("B", rank, chunk, microbatch)
-                if after is not None and after not in done:
+                if after is not None and after not in index:
                     break  # waits for another rank
-                forward, backward, weight = times[rank][chunk]
-                length = (forward if kind == "F" else weight if kind == "W"
-                          else backward - weight if (microbatch, chunk) in split[rank] else backward)
-                ready = 0.0 if after is None else done[after] + (send if after[1] != rank else 0.0)
-                free[rank] = done[(kind, rank, chunk, microbatch)] = max(free[rank], ready) + length
-                work[rank] += length
+                index[(kind, rank, chunk, microbatch)] = len(rank_of)
+                rank_of.append(rank)
+                chunk_of.append(chunk)
+                part_of.append(FORWARD if kind == "F" else WEIGHT if kind == "W" else
+                               BACKWARD_LESS_WEIGHT if (microbatch, chunk) in split[rank] else BACKWARD)
+                after_of.append(-1 if after is None else index[after])
+                cross_of.append(after is not None and after[1] != rank)
                 at[rank] += 1
                 progressed = True
     if any(at[rank] < len(order) for rank, order in enumerate(orders)):
         raise ValueError(f"{schedule}: its steps wait for one another")
+    return StepGraph(tuple(rank_of), tuple(chunk_of), tuple(part_of), tuple(after_of), tuple(cross_of))
+
+
+@lru_cache(maxsize=256)
+def schedule_idle(schedule: str, vpp: int, microbatches: int, times: ChunkTimes, send: float = 0.0) -> float:
+    """Seconds a pipeline's step lasts beyond its busiest rank's work: every rank runs its schedule's steps in order
+    (step_graph), each once the step it waits for has run (and `send` seconds more where that ran on another rank).
+    Sends, and combined forward-backward steps, are left to the caller. Cached: searches ask again and again. The
+    steps' order comes from step_graph, cached per schedule and shape, so that a play is one pass over them (the
+    search plays two for each strategy it estimates, Estimator.sends_exposed)."""
+    ranks = len(times)
+    graph = step_graph(schedule, vpp, microbatches, ranks)
+    parts = [[(forward, backward, weight, backward - weight) for forward, backward, weight in chunks]
+             for chunks in times]
+    done = [0.0] * len(graph.rank)
+    free, work = [0.0] * ranks, [0.0] * ranks
+    for i, (rank, chunk, part, after, cross) in enumerate(zip(graph.rank, graph.chunk, graph.part, graph.after,
+                                                              graph.cross, strict=True)):
+        length = parts[rank][chunk][part]
+        ready = 0.0 if after < 0 else done[after] + (send if cross else 0.0)
+        free[rank] = done[i] = max(free[rank], ready) + length
+        work[rank] += length
     return max(free) - max(work)
 
 
