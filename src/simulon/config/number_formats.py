@@ -189,11 +189,12 @@ NUMBER_FORMATS: dict[DType, NumberFormat] = {
     # the block-scaled tensor-core MMA of Blackwell applies the scales in the main loop, so it runs at the fp8
     # rate with fp8's fitted efficiency where the GPU has no mxfp8 fit
     # Kept narrow (fp8_params) under Megatron's distributed optimizer, its weights are all-gathered in bf16 and
-    # quantized after the gather. Megatron's _ParamAndGradBuffer cannot hold MXFP8 weights in a parameter buffer of
-    # their own, since Transformer Engine's replace_raw_data raises NotImplementedError for an MXFP8Tensor. With
-    # --reuse-grad-buf-for-mxfp8-param-ag it gathers the bf16 weights into the gradient buffer instead, and
+    # quantized after the gather (gathers_16bit_weights).
+    # Megatron's _ParamAndGradBuffer cannot hold MXFP8 weights in a parameter buffer of their own: Transformer
+    # Engine's replace_raw_data raises NotImplementedError for an MXFP8Tensor.
+    # With --reuse-grad-buf-for-mxfp8-param-ag it gathers the bf16 weights into the gradient buffer instead, and
     # _ParamAndGradBucketGroup._post_param_sync quantizes them (megatron/core/distributed/param_and_grad_buffer.py,
-    # _ParamAndGradBuffer.__init__ `shared_buffer`): gathers_16bit_weights.
+    # _ParamAndGradBuffer.__init__ `shared_buffer`).
     # Megatron-FSDP gathers the row-wise and column-wise e4m3 data instead, the same 2 bytes an element
     # (megatron_fsdp/param_and_grad_buffer.py `transpose_weight_buffer`), after its optimizer step all-reduced the
     # amax of every 32-element block, row-wise and column-wise, in bf16, so that every rank scales its shard alike
@@ -208,11 +209,12 @@ NUMBER_FORMATS: dict[DType, NumberFormat] = {
     # (Megatron-Core runs it only as a custom fp4 recipe), and Quartet (arXiv 2505.14669, on Blackwell) runs
     # every linear layer in MXFP4, forward and backward, so none stay here. (Tseng et al., arXiv 2502.20586,
     # quantize the backward GEMMs only: a recipe this row does not model.)
-    # No framework keeps MXFP4 weights (fp8_params): Megatron-Core's --fp4-param-gather lays out, gathers and
-    # re-quantizes NVFP4 weights only (param_and_grad_buffer.py `has_nvfp4_params`, fp4_utils.py
-    # quantize_nvfp4_param_shard), and the MXFP4 quantizer its custom recipe builds (Transformer Engine's
-    # NVFP4QuantizerRef with pow_2_scales, custom_recipes/reference_nvfp4.py) returns an NVFP4TensorRef, a dataclass
-    # that cannot be a parameter (Quantizer.make_empty raises NotImplementedError for custom quantizers).
+    # No framework keeps MXFP4 weights (fp8_params, keeps_narrow_weights).
+    # Megatron-Core's --fp4-param-gather lays out, gathers and re-quantizes NVFP4 weights only
+    # (param_and_grad_buffer.py `has_nvfp4_params`, fp4_utils.py quantize_nvfp4_param_shard).
+    # The MXFP4 quantizer its custom recipe builds (Transformer Engine's NVFP4QuantizerRef with pow_2_scales,
+    # custom_recipes/reference_nvfp4.py) returns an NVFP4TensorRef, a dataclass, not a tensor a parameter can be.
+    # Quantizer.make_empty raises NotImplementedError for custom quantizers.
     DType.mxfp4: NumberFormat(DType.mxfp4, quantized=True, block=32, scale_bytes=1.0, keeps_narrow_weights=False,
                               calibration_chain=(DType.mxfp4, DType.nvfp4, DType.fp4, DType.mxfp8, *_FP8_CHAIN)),
     # Transformer Engine's NVFP4BlockScaling: e2m1 in 1 x 16 blocks with e4m3 (1-byte) scales, weights scaled in
