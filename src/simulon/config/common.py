@@ -25,6 +25,24 @@ class StrictModel(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, strict=True)
 
+    def __init__(self, /, **data: Any) -> None:
+        """The block `model_validate` builds from these fields.
+        Validators that complete a block return a completed copy (the interleaved schedule named, the fabric sized
+        to the cluster, sequence parallelism for an MoE over tp).
+        pydantic keeps that copy when it validates, but drops it when a class is called (it warns that returning
+        anything but self "isn't supported when validating via __init__").
+        So this validates as pydantic's constructor does and takes the copy's state where one is returned, the way
+        pydantic's own copies set theirs."""
+        built = self.__pydantic_validator__.validate_python(data, self_instance=self)
+        if built is not self:
+            for slot in ("__dict__", "__pydantic_fields_set__", "__pydantic_extra__", "__pydantic_private__"):
+                object.__setattr__(self, slot, getattr(built, slot))
+
+    # pydantic routes every validation of a class whose __init__ is its own through that __init__ (a Python call a
+    # block, a third slower to load a scenario); this one only completes a constructor call, so it is marked as
+    # pydantic marks BaseModel.__init__ (pydantic/_internal/_model_construction.py reads the mark).
+    __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]
+
     def model_copy(self, *, update: dict[str, Any] | None = None, deep: bool = False) -> Self:
         """pydantic's copy, without the values its cached properties kept when fields change: pydantic copies the
         instance's `__dict__`, where functools.cached_property stores them, so a copy with other fields would
