@@ -107,8 +107,8 @@ def test_a_sequence_parallel_backward_holds_fc1s_input_regathered_for_its_weight
 
 def test_an_moe_layers_backward_regathers_nothing_for_its_experts():
     # the experts' inputs come from the dispatcher: the widest gradient twice and the dummy weight gradient alone
-    # (the forward transient is the widest output and the 16-bit gathered hidden state)
+    # (the forward transient is the widest output and the hidden state gathered in fp8, one byte an element)
     kept = ActivationModel(gpt_workload(gpus=TP, tp=TP, seq=SEQ, hidden=HIDDEN, ffn=FFN, gbs=TP, moe=MOE,
                                         training={"dtype": "fp8"}, extra_parallelism={"sequence_parallel": True}))
     assert kept.layer(MOE_LAYER).backward_transient == pytest.approx(
-        2 * kept.layer(MOE_LAYER).forward_transient - 2 * SEQ * HIDDEN * 2 + kept.largest_weight(MOE_LAYER) * 2)
+        2 * kept.layer(MOE_LAYER).forward_transient - 2 * SEQ * HIDDEN * 1 + kept.largest_weight(MOE_LAYER) * 2)

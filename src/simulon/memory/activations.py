@@ -599,10 +599,28 @@ class ActivationModel:
         return max(widths)
 
     def _forward_transient(self, kind: LayerKind) -> float:
-        """A forward holds, beyond what it keeps, the GEMM output it is writing (the widest) and, with
-        tensor parallelism, the all-gathered (sequence parallel) or all-reduced input of a block."""
-        gathered = self.rows * self.model.hidden_size * self.a if self.shape.tp > 1 else 0.0
-        return self._widest(kind) + gathered
+        """A forward holds, beyond what it keeps, the GEMM output it is writing (the widest) and, with tensor
+        parallelism, a block's whole-sequence input or output beside it: without sequence parallelism the row-parallel
+        GEMM's 16-bit output its all-reduce works on in place; under sequence parallelism the column-parallel GEMM's
+        input, all-gathered as `sp_gathered_input` bytes an element and freed after the GEMM (Transformer Engine's
+        LayerNormLinear and Linear forward: `gather_along_first_dim(ln_out, tp_group, quantizer=quantizer)`, then
+        `clear_tensor_data(ln_out_total)`), or, where more, the row-parallel GEMM's 16-bit output of the whole
+        sequence with the rank's reduce-scattered share of it (`reduce_scatter_along_first_dim(out, tp_group)`)."""
+        if self.shape.tp == 1:
+            return self._widest(kind)
+        h = self.model.hidden_size
+        if not self.shape.sp:
+            return self._widest(kind) + self.rows * h * self.a
+        return max(self._widest(kind) + self.rows * h * self.sp_gathered_input,
+                   (self.rows + self.norm_rows) * h * self.a)
+
+    @property
+    def sp_gathered_input(self) -> float:
+        """Bytes per element of a column-parallel GEMM's input as its forward all-gathers it along the sequence: the
+        row-wise quantized copy of a narrow format (Transformer Engine quantizes the rank's rows and gathers the narrow
+        data, `quantizer.set_usage(rowwise=True, columnwise=False)` before `gather_along_first_dim`: one byte an
+        element of per-tensor fp8, with block scales for a block-scaled format), else its 16 bits."""
+        return self.shape.quantized_bytes or self.a
 
     def _backward_transient(self, kind: LayerKind, recreated: float) -> float:
         """A backward holds the gradient of the widest intermediate and of its input at once, and the 16-bit
