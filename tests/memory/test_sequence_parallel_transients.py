@@ -9,6 +9,7 @@ import pytest
 
 from helpers import gpt_workload
 from simulon.config.hybrid import DENSE_LAYER
+from simulon.memory import MemoryModel
 from simulon.memory.activations import ActivationModel
 
 TP, SEQ, HIDDEN, FFN = 4, 512, 1024, 4096
@@ -43,3 +44,26 @@ def test_the_forward_never_holds_less_than_a_row_parallel_output_and_its_reduce_
         floor = (SEQ + SEQ / tp) * HIDDEN * 2
         assert acts.layer(("attention",)).forward_transient >= floor
         assert acts.layer(DENSE_LAYER).forward_transient >= floor
+
+
+# fc1's input re-gathered beside its dgrad, held through it: one column-wise copy of a block-scaled format on every
+# GPU; per-tensor fp8's gathered row-wise data with the transpose a TN-only GPU (Hopper) makes of it, the data alone
+# where FP8 GEMMs read every layout (Blackwell: Float8TensorStorage.update_usage makes no transpose there)
+REGATHERED = {("bf16", False): 2.0, ("bf16", True): 2.0, ("fp8", False): 2.0, ("fp8", True): 1.0,
+              ("mxfp8", False): 1 + 1 / 32, ("mxfp8", True): 1 + 1 / 32,
+              ("nvfp4", False): 0.5 + 1 / 16, ("nvfp4", True): 0.5 + 1 / 16}
+
+
+@pytest.mark.parametrize(("dtype", "any_layout"), sorted(REGATHERED))
+def test_the_backward_holds_fc1s_regathered_input_in_the_copies_the_gpu_makes_of_it(dtype, any_layout):
+    on = activations(dtype).layer(DENSE_LAYER).backward_transient_on(any_layout)
+    off = activations(dtype, sp=False).layer(DENSE_LAYER).backward_transient_on(any_layout)
+    assert on - off == pytest.approx(SEQ * HIDDEN * REGATHERED[dtype, any_layout])
+
+
+def test_a_blackwell_stage_peaks_one_fp8_byte_an_element_of_the_regathered_input_below_a_hopper_one():
+    wl = gpt_workload(gpus=TP, tp=TP, seq=SEQ, hidden=HIDDEN, ffn=FFN, gbs=TP, vocab=1024, training={"dtype": "fp8"},
+                      extra_parallelism={"sequence_parallel": True})  # a small vocabulary: a layer's transient peaks
+    hopper, blackwell = (MemoryModel(wl, TP, 80 * 2**30, fp8_any_layout=any_layout).stage(0) for any_layout in
+                         (False, True))
+    assert hopper.terms["layer transient"] - blackwell.terms["layer transient"] == pytest.approx(SEQ * HIDDEN * 1)

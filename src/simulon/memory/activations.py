@@ -70,6 +70,7 @@ class LayerActivations:
     backward_transient: float
     deferred: float = 0.0  # what a split backward holds from its B to its W (ActivationModel.deferred)
     deferred_any_layout: float = 0.0  # the same on a GPU whose FP8 GEMMs read every layout
+    backward_transient_any_layout: float = 0.0  # backward_transient on such a GPU
 
     @property
     def total(self) -> float:
@@ -79,6 +80,11 @@ class LayerActivations:
         """What a split backward holds from its B to its W on a GPU whose FP8 GEMMs read every layout (`any_layout`:
         config.dc.GPUSpec.fp8_any_layout) or not."""
         return self.deferred_any_layout if any_layout else self.deferred
+
+    def backward_transient_on(self, any_layout: bool) -> float:
+        """The backward's transient on a GPU whose FP8 GEMMs read every layout (`any_layout`:
+        config.dc.GPUSpec.fp8_any_layout) or not: ActivationModel._regathered."""
+        return self.backward_transient_any_layout if any_layout else self.backward_transient
 
 
 LayerGroups = tuple[tuple[tuple[LayerKind, bool, bool], tuple[int, ...]], ...]
@@ -239,9 +245,10 @@ class ActivationModel:
         for block in kind:
             parts.update(self._block(block))
         saved = {"layer input": self.norm_rows * self.model.hidden_size * self.a} if full else parts
-        return LayerActivations(saved, self._forward_transient(kind),
-                                self._backward_transient(kind, self.recreated(kind, saved, full)),
-                                self.deferred(kind), self.deferred(kind, any_layout=True))
+        recreated = self.recreated(kind, saved, full)
+        return LayerActivations(saved, self._forward_transient(kind), self._backward_transient(kind, recreated),
+                                self.deferred(kind), self.deferred(kind, any_layout=True),
+                                self._backward_transient(kind, recreated, any_layout=True))
 
     # ---- a split backward's weight gradients ----
 
@@ -622,27 +629,31 @@ class ActivationModel:
         element of per-tensor fp8, with block scales for a block-scaled format), else its 16 bits."""
         return self.shape.quantized_bytes or self.a
 
-    def _backward_transient(self, kind: LayerKind, recreated: float) -> float:
+    def _backward_transient(self, kind: LayerKind, recreated: float, any_layout: bool = False) -> float:
         """A backward holds the gradient of the widest intermediate and of its input at once, and the 16-bit
         "dummy" weight gradient Megatron-Core and Transformer Engine hand autograd when the real one is
         accumulated straight into the fp32 main_grad (gradient_accumulation_fusion;
         megatron/core/tensor_parallel/layers.py) for the largest weight; under full or selective recomputation
         also what recomputation re-creates for the layer (`recreated`); under sequence parallelism the input of the
-        GEMM whose output gradient is the widest, re-gathered for its weight gradient (`_regathered`)."""
-        return 2 * self._widest(kind) + self.largest_weight(kind) * self.a + recreated + self._regathered(kind)
+        GEMM whose output gradient is the widest, re-gathered for its weight gradient (`_regathered`), on a GPU whose
+        FP8 GEMMs read every layout (`any_layout`) or not."""
+        return (2 * self._widest(kind) + self.largest_weight(kind) * self.a + recreated
+                + self._regathered(kind, any_layout))
 
-    def _regathered(self, kind: LayerKind) -> float:
+    def _regathered(self, kind: LayerKind, any_layout: bool = False) -> float:
         """Under sequence parallelism, the whole-sequence input the backward of the widest GEMM's module re-gathers
         for its weight gradient and holds through its dgrad (Transformer Engine's LayerNormLinear and Linear
         backward: `gather_along_first_dim` of the saved rows, async beside the dgrad GEMM, `ln_out_total` freed
         after the wgrad; `gathered_input` its bytes): fc1's, a mixer's in_proj's, an attention-only layer's QKV.
         None for an MoE layer, whose experts' inputs come from the dispatcher, nor for MLA's attention alone. Per-tensor
-        fp8 is sized with the transpose a GPU whose FP8 GEMMs read TN only makes (Hopper's; one byte an element fewer
-        on Blackwell's data-center parts, which this transient does not tell apart)."""
+        fp8 holds the gathered row-wise data and, on a GPU whose FP8 GEMMs read the TN layout only (Hopper's), the
+        transpose `ln_out_total.update_usage(columnwise_usage=True)` makes of it; none where they read every layout
+        (`any_layout`, Blackwell's data-center parts: Float8TensorStorage.update_usage keeps the data alone there,
+        NumberFormat.copies)."""
         m = self.model
         if not self.shape.sp or "moe" in kind or (kind == ("attention",) and m.mla is not None):
             return 0.0
-        return self.gathered_input(m.hidden_size)
+        return self.gathered_input(m.hidden_size, any_layout)
 
     def largest_weight(self, kind: LayerKind) -> float:
         """Parameters of the layer's largest GEMM weight on this rank (all local experts' for a grouped GEMM): the

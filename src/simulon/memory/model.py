@@ -351,7 +351,8 @@ class MemoryModel:
                 parts[name] = parts.get(name, 0.0) + value * len(members)
             units.update(dict.fromkeys(members, one.total))
             deferred.update(dict.fromkeys(members, one.held_for_weight_gradient(any_layout)))
-            forward, backward = max(forward, one.forward_transient), max(backward, one.backward_transient)
+            forward = max(forward, one.forward_transient)
+            backward = max(backward, one.backward_transient_on(any_layout))
         if self.layers.is_first(stage, chunk):
             parts.update(acts.embedding())
             units[EMBEDDING_LAYER] = sum(acts.embedding().values())
