@@ -262,8 +262,10 @@ class ActivationModel:
         GEMM holds its input as its weight gradient reads it, the whole sequence under sequence parallelism
         (`gathered_input`), and its output gradient on its share of the columns; a row-parallel one (the attention's
         projection, fc2, out_proj) reads the whole sequence's output gradient, gathered for B. A tensor two GEMMs
-        read (the norm's output QKV and the router read) counts once. `any_layout`: on a GPU whose FP8 GEMMs read
-        every layout (`grad_output`)."""
+        read (the norm's output, which MLA's two down projections read) counts once. The MoE router defers nothing:
+        it is no Transformer Engine module, has no WeightGradStore and computes its weight gradient in B beside its
+        input's (Megatron-Core's RouterGatingLinearFunction.backward, moe/moe_utils.py). `any_layout`: on a GPU whose
+        FP8 GEMMs read every layout (`grad_output`)."""
         dy = self.grad_output(any_layout)
         return sum(x + dy_bytes for block in kind for x, dy_bytes in self._gemms(block, dy, any_layout))
 
@@ -290,7 +292,7 @@ class ActivationModel:
         """(input, output gradient) bytes of each weight-gradient GEMM of a block (an input shared with an earlier
         GEMM of the block: 0), its output gradients `a` bytes an element (`grad_output`)."""
         m, t, g, h = self.model, self.shape.tp, self.gemm_input, self.model.hidden_size
-        rows, norm_input = self.rows, self.norm_rows * h * self.gemm_input
+        rows = self.rows
         gathered = self.gathered_input(h, any_layout)
         if block == "attention":
             return self._attention_gemms(a, gathered)
@@ -298,12 +300,10 @@ class ActivationModel:
             moe = m.moe
             fe = (moe.expert_ffn_hidden_size or m.ffn_hidden_size) // self.shape.expert_tp
             routed = self.routed_rows
-            gemms = [(norm_input, self.norm_rows * moe.num_experts * FP32_BYTES),  # the router
-                     (routed * h * g, routed * (2 * fe if m.gated_mlp else fe) * a), (routed * fe * g, routed * h * a)]
-            if moe.num_shared_experts:  # fc1's input: the router's, unless gathered or quantized on its own
+            gemms = [(routed * h * g, routed * (2 * fe if m.gated_mlp else fe) * a), (routed * fe * g, routed * h * a)]
+            if moe.num_shared_experts:  # fc1 holds its input itself: the router's weight gradient is B's
                 fs = (moe.shared_expert_ffn_hidden_size or fe * self.shape.expert_tp) * moe.num_shared_experts // t
-                shared = gathered if self.shape.sp or self.shape.quantized_bytes else 0.0
-                gemms += [(shared, rows * (2 * fs if m.gated_mlp else fs) * a), (rows * fs * g, rows * h * a)]
+                gemms += [(gathered, rows * (2 * fs if m.gated_mlp else fs) * a), (rows * fs * g, rows * h * a)]
             return gemms
         if block == "mamba":
             ms = self.mamba_shard
