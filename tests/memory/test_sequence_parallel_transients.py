@@ -16,8 +16,8 @@ TP, SEQ, HIDDEN, FFN = 4, 512, 1024, 4096
 ROW_WISE = {"bf16": 2.0, "fp8": 1.0, "mxfp8": 1 + 1 / 32, "nvfp4": 0.5 + 1 / 16}
 
 
-def activations(dtype: str, sp: bool = True, tp: int = TP, gpu: str | None = None) -> ActivationModel:
-    wl = gpt_workload(gpus=TP, tp=tp, seq=SEQ, hidden=HIDDEN, ffn=FFN, gbs=TP,
+def activations(dtype: str, sp: bool = True, tp: int = TP, ffn: int = FFN) -> ActivationModel:
+    wl = gpt_workload(gpus=TP, tp=tp, seq=SEQ, hidden=HIDDEN, ffn=ffn, gbs=TP,
                       training={"dtype": dtype, "bf16_first_layers": 0, "bf16_last_layers": 0},
                       extra_parallelism={"sequence_parallel": sp})
     return ActivationModel(wl)
@@ -67,3 +67,29 @@ def test_a_blackwell_stage_peaks_one_fp8_byte_an_element_of_the_regathered_input
     hopper, blackwell = (MemoryModel(wl, TP, 80 * 2**30, fp8_any_layout=any_layout).stage(0) for any_layout in
                          (False, True))
     assert hopper.terms["layer transient"] - blackwell.terms["layer transient"] == pytest.approx(SEQ * HIDDEN * 1)
+
+
+# MXFP4 trains as a Transformer Engine custom recipe (NVFP4QuantizerRef with power-of-two scales): LayerNormLinear and
+# Linear hand its quantizer no input before a sequence-parallel all-gather ("custom recipe doesn't need to support
+# quantized AG"), and gather_along_first_dim gathers the 16-bit tensor and quantizes the whole sequence after
+MXFP4 = 0.5 + 1 / 32
+
+
+def test_mxfp4_under_sequence_parallelism_saves_the_norms_16_bit_output_rows():
+    kept = activations("mxfp4").layer(DENSE_LAYER).parts
+    for part in ("attention GEMM input", "MLP GEMM input"):
+        assert kept[part] == pytest.approx(SEQ / TP * HIDDEN * 2)
+
+
+@pytest.mark.parametrize("ffn", [FFN // 2, FFN, 2 * FFN])
+def test_mxfp4s_forward_holds_the_16_bit_gather_and_the_copy_cast_from_it(ffn):
+    fc1_output = SEQ * ffn / TP * 2
+    assert activations("mxfp4", ffn=ffn).layer(DENSE_LAYER).forward_transient == pytest.approx(
+        max(fc1_output + SEQ * HIDDEN * MXFP4, SEQ * HIDDEN * (2 + MXFP4)))
+
+
+def test_mxfp4s_multi_token_prediction_projection_saves_its_16_bit_rows_under_sequence_parallelism():
+    wl = gpt_workload(gpus=TP, tp=TP, seq=SEQ, hidden=HIDDEN, ffn=FFN, gbs=TP, training={"dtype": "mxfp4"},
+                      extra_parallelism={"sequence_parallel": True}, extra_model={"mtp_layers": 1})
+    assert ActivationModel(wl).layer(("mtp", *DENSE_LAYER)).parts["MTP projection input"] == pytest.approx(
+        SEQ / TP * 2 * HIDDEN * 2)

@@ -75,6 +75,7 @@ class NumberFormat:
     transposes_gathered_weights: bool = False  # ... and their column-wise copy made from the row-wise after the gather
     weight_amax_bytes: float = 0.0  # amaxes the optimizer all-reduces per narrow weight element before quantizing it
     sp_norm_input_copies: int = 1  # copies of a norm-fused GEMM's input saved under sequence parallelism (below)
+    quantized_sp_gather: bool = True  # GEMM inputs quantized before their sequence-parallel all-gather (below)
     bf16_first_fraction: float = 0.0  # share of the transformer layers, from the first, whose GEMMs stay bf16
     bf16_last_fraction: float = 0.0   # the same from the last
     calibration_chain: tuple[DType, ...] = ()  # whose fitted GEMM efficiency it borrows, in order (itself first)
@@ -115,14 +116,17 @@ class NumberFormat:
         return self.weight_operand_bytes if self.gathers_weight_scales else self.element_bytes
 
     @property
-    def sp_norm_input_bytes(self) -> float:
+    def sp_norm_input_bytes(self) -> float | None:
         """Bytes per element of the input a norm-fused column-parallel GEMM (Transformer Engine's LayerNormLinear:
         QKV, fc1, the mixers' in_proj) saves for its weight gradient under sequence parallelism: the rank's own rows,
         quantized before the all-gather and gathered again in backward (layernorm_linear.py `ln_out_to_save = ln_out`,
         `ln_out_needs_gather`). Its forward quantizes them for both usages (per-tensor fp8 for the row-wise alone,
         the only data its all-gather moves: Float8Quantizer.supports_only_rowwise_all_gather), and before saving drops
         the row-wise copy only of an MXFP8TensorStorage or Float8BlockwiseQTensorStorage, so that an NVFP4 tensor
-        keeps both (`sp_norm_input_copies`) where every other format keeps one."""
+        keeps both (`sp_norm_input_copies`) where every other format keeps one. None for a format that Transformer
+        Engine does not quantize before the gather (`quantized_sp_gather`): the module saves the 16-bit rows."""
+        if not self.quantized_sp_gather:
+            return None
         return self.sp_norm_input_copies * self.operand_bytes()
 
     def gathered_operand_bytes(self, both_usages: bool) -> float:
@@ -215,7 +219,14 @@ NUMBER_FORMATS: dict[DType, NumberFormat] = {
     # The MXFP4 quantizer its custom recipe builds (Transformer Engine's NVFP4QuantizerRef with pow_2_scales,
     # custom_recipes/reference_nvfp4.py) returns an NVFP4TensorRef, a dataclass, not a tensor a parameter can be.
     # Quantizer.make_empty raises NotImplementedError for custom quantizers.
+    # A custom quantizer is not handed the norm's output or a Linear's input before a sequence-parallel all-gather
+    # (layernorm_linear.py: "custom recipe doesn't need to support quantized AG", `if not with_quantized_norm and not
+    # custom`; linear.py `and not args.custom`), and gather_along_first_dim, which knows no NVFP4QuantizerRef,
+    # gathers the 16-bit tensor and quantizes the whole sequence after (its "High-precision communication for
+    # quantized tensors"): the module saves the 16-bit rows of this rank for its weight gradient
+    # (quantized_sp_gather).
     DType.mxfp4: NumberFormat(DType.mxfp4, quantized=True, block=32, scale_bytes=1.0, keeps_narrow_weights=False,
+                              quantized_sp_gather=False,
                               calibration_chain=(DType.mxfp4, DType.nvfp4, DType.fp4, DType.mxfp8, *_FP8_CHAIN)),
     # Transformer Engine's NVFP4BlockScaling: e2m1 in 1 x 16 blocks with e4m3 (1-byte) scales, weights scaled in
     # 16 x 16 tiles but stored with a scale per 16 elements like the rest (module docstring), plus a per-tensor fp32

@@ -156,11 +156,27 @@ class ActivationModel:
     def norm_gemm_input(self) -> float:
         """Bytes per element of a norm-fused GEMM's input (QKV's, fc1's, the mixers' in_proj's: Transformer Engine's
         LayerNormLinear) kept for the weight gradient: `gemm_input`, but under sequence parallelism what
-        NumberFormat.sp_norm_input_bytes says the module keeps of the rank's rows (both copies of NVFP4)."""
+        NumberFormat.sp_norm_input_bytes says the module keeps of the rank's rows (both copies of NVFP4; the 16-bit
+        rows where it quantizes them only after the gather, MXFP4's custom recipe: `sp_16bit_gather`)."""
         fmt = self.shape.number_format
         if not self.shape.sp or not self.shape.quantized_bytes or fmt is None:
             return self.gemm_input
-        return fmt.format.sp_norm_input_bytes
+        return fmt.format.sp_norm_input_bytes or self.a
+
+    @property
+    def sp_16bit_gather(self) -> bool:
+        """Whether sequence parallelism gathers a narrow GEMM's input in 16 bits and quantizes the whole sequence after
+        (NumberFormat.quantized_sp_gather: MXFP4's custom recipe), so that the module saves the rank's 16-bit rows."""
+        fmt = self.shape.number_format
+        return (self.shape.sp and bool(self.shape.quantized_bytes) and fmt is not None
+                and not fmt.format.quantized_sp_gather)
+
+    @property
+    def linear_gathered_input(self) -> float:
+        """Bytes per element of the rank's rows that a Transformer Engine Linear gathering its input along the
+        sequence (the shared experts' fc1, MTP's eh_proj) saves for its weight gradient: `gemm_input`, 16 bits where
+        the gather is (`sp_16bit_gather`: linear.py quantizes no input of a custom recipe before the gather)."""
+        return self.a if self.sp_16bit_gather else self.gemm_input
 
     def grad_output(self, any_layout: bool = False) -> float:
         """Bytes per element of a GEMM's output gradient a split backward holds from its B to its W: in a narrow
@@ -373,7 +389,7 @@ class ActivationModel:
         parallelism) and its final norm's input; its transformer layer keeps what the decoder's does."""
         h, a, norm_rows = self.model.hidden_size, self.a, self.norm_rows
         return {"MTP token ids": self.rows * INDEX_BYTES, "MTP norm inputs": 2 * norm_rows * h * a,
-                "MTP projection input": norm_rows * 2 * h * self.gemm_input,
+                "MTP projection input": norm_rows * 2 * h * self.linear_gathered_input,
                 "MTP final norm input": norm_rows * h * a}
 
     def _mamba(self) -> dict[str, float]:
@@ -531,8 +547,9 @@ class ActivationModel:
         output 16-bit (Megatron-Core's RouterGatingLinearFunction `ctx.save_for_backward(inp, ...)`: the router is
         no Transformer Engine module), and the shared experts' fc1, a Transformer Engine Linear, saves the copy it
         casts (linear.py `saved_inputmat`, the rank's rows under sequence parallelism, one copy: the row-wise of
-        per-tensor fp8 that it gathers, else the column-wise); in 16 bits both keep the one tensor."""
-        if not self.model.moe.num_shared_experts or not self.shape.quantized_bytes:
+        per-tensor fp8 that it gathers, else the column-wise); in 16 bits both keep the one tensor, as where fc1 saves
+        the router's 16-bit tensor ungathered for a gather in 16 bits (`sp_16bit_gather`)."""
+        if not self.model.moe.num_shared_experts or not self.shape.quantized_bytes or self.sp_16bit_gather:
             return {}
         if "shared_experts" in self.modules:  # recomputed from the checkpoint's (16-bit) input
             return {}
@@ -612,21 +629,25 @@ class ActivationModel:
         input, all-gathered as `sp_gathered_input` bytes an element and freed after the GEMM (Transformer Engine's
         LayerNormLinear and Linear forward: `gather_along_first_dim(ln_out, tp_group, quantizer=quantizer)`, then
         `clear_tensor_data(ln_out_total)`), or, where more, the row-parallel GEMM's 16-bit output of the whole
-        sequence with the rank's reduce-scattered share of it (`reduce_scatter_along_first_dim(out, tp_group)`)."""
+        sequence with the rank's reduce-scattered share of it (`reduce_scatter_along_first_dim(out, tp_group)`). A
+        gather in 16 bits (`sp_16bit_gather`) holds the gathered 16-bit tensor with the quantized copy it is cast into
+        before the GEMM runs (gather_along_first_dim's `out = quantizer(out)`)."""
         if self.shape.tp == 1:
             return self._widest(kind)
         h = self.model.hidden_size
         if not self.shape.sp:
             return self._widest(kind) + self.rows * h * self.a
-        return max(self._widest(kind) + self.rows * h * self.sp_gathered_input,
-                   (self.rows + self.norm_rows) * h * self.a)
+        gathered = self.rows * h * self.sp_gathered_input
+        cast = self.rows * h * (self.a + self.sp_gathered_input) if self.sp_16bit_gather else 0.0
+        return max(self._widest(kind) + gathered, (self.rows + self.norm_rows) * h * self.a, cast)
 
     @property
     def sp_gathered_input(self) -> float:
         """Bytes per element of a column-parallel GEMM's input as its forward all-gathers it along the sequence: the
         row-wise quantized copy of a narrow format (Transformer Engine quantizes the rank's rows and gathers the narrow
         data, `quantizer.set_usage(rowwise=True, columnwise=False)` before `gather_along_first_dim`: one byte an
-        element of per-tensor fp8, with block scales for a block-scaled format), else its 16 bits."""
+        element of per-tensor fp8, with block scales for a block-scaled format; for a gather in 16 bits the copy
+        cast from it, `sp_16bit_gather`), else its 16 bits."""
         return self.shape.quantized_bytes or self.a
 
     def _backward_transient(self, kind: LayerKind, recreated: float, any_layout: bool = False) -> float:
