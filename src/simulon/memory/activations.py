@@ -311,7 +311,7 @@ class ActivationModel:
         rows = self.rows
         gathered = self.gathered_input(h, any_layout)
         if block == "attention":
-            return self._attention_gemms(a, gathered)
+            return self._attention_gemms(a, gathered, any_layout)
         if block == "moe":
             moe = m.moe
             fe = (moe.expert_ffn_hidden_size or m.ffn_hidden_size) // self.shape.expert_tp
@@ -332,9 +332,12 @@ class ActivationModel:
         f = m.ffn_hidden_size // t
         return [(gathered, rows * (2 * f if m.gated_mlp else f) * a), (rows * f * g, rows * h * a)]
 
-    def _attention_gemms(self, a: float, gathered: float) -> list[tuple[float, float]]:
+    def _attention_gemms(self, a: float, gathered: float, any_layout: bool = False) -> list[tuple[float, float]]:
         """QKV (or MLA's down and up projections) and the output projection, output gradients `a` bytes an element,
-        QKV's input `gathered` bytes (`gathered_input`; MLA's down projections read the rank's rows ungathered)."""
+        QKV's input `gathered` bytes (`gathered_input`). MLA's down projections read the rank's rows ungathered, one
+        16-bit tensor, of which each keeps a quantized copy of its own in a narrow format (`_mla_down_inputs`); its
+        query projection without a query latent (a column-parallel Linear) and its up projections (LayerNormLinears)
+        hold their inputs as `gathered_input`, on a GPU whose FP8 GEMMs read every layout (`any_layout`) or not."""
         m, t, g, h, rows = self.model, self.shape.tp, self.gemm_input, self.model.hidden_size, self.rows
         n, norm_input = m.num_heads // t, self.norm_rows * h * g
         if m.mla is None:
@@ -345,12 +348,15 @@ class ActivationModel:
         else:
             mla = m.mla
             qk_dim, v_dim = mla.qk_nope_head_dim + mla.qk_rope_head_dim, mla.v_head_dim
+            own = norm_input if self.shape.quantized_bytes else 0.0  # a second down projection's copy of the input
             gemms = [(norm_input, rows * (mla.kv_lora_rank + mla.qk_rope_head_dim) * a),  # kv down
-                     (rows * mla.kv_lora_rank * g, rows * n * (mla.qk_nope_head_dim + v_dim) * a)]  # kv up
-            if mla.q_lora_rank:  # q down (on the shared input), q up
-                gemms += [(0.0, rows * mla.q_lora_rank * a), (rows * mla.q_lora_rank * g, rows * n * qk_dim * a)]
-            else:
-                gemms.append((0.0, rows * n * qk_dim * a))
+                     (self.gathered_input(mla.kv_lora_rank, any_layout),
+                      rows * n * (mla.qk_nope_head_dim + v_dim) * a)]  # kv up
+            if mla.q_lora_rank:  # q down, q up
+                gemms += [(own, rows * mla.q_lora_rank * a),
+                          (self.gathered_input(mla.q_lora_rank, any_layout), rows * n * qk_dim * a)]
+            else:  # the query projection, gathering its input under sequence parallelism
+                gemms.append((gathered if self.shape.sp else own, rows * n * qk_dim * a))
         return [*gemms, (rows * n * v_dim * g, rows * h * a)]  # the output projection
 
     def recreated(self, kind: LayerKind, saved: dict[str, float], full: bool) -> float:
@@ -438,17 +444,14 @@ class ActivationModel:
         n = m.num_heads // t
         parts = {"attention norm input": norm_rows * h * a}
         if "layernorm" not in self.modules:  # MLA's down projections are plain Linears behind a norm of its own
-            parts["attention GEMM input"] = norm_rows * h * (self.gemm_input if m.mla else self.norm_gemm_input)
+            parts["attention GEMM input"] = self._mla_down_inputs() if m.mla else norm_rows * h * self.norm_gemm_input
         if m.mla is None:
             kv, qk_dim, v_dim = max(m.kv_heads // t, 1), m.head_size, m.head_size
             parts["query, key, value"] = rows * (n * qk_dim + kv * (qk_dim + v_dim)) * a
         else:
             mla = m.mla
             qk_dim, v_dim, kv = mla.qk_nope_head_dim + mla.qk_rope_head_dim, mla.v_head_dim, n
-            latents = (mla.kv_lora_rank + mla.qk_rope_head_dim) + mla.kv_lora_rank
-            if mla.q_lora_rank:
-                latents += 2 * mla.q_lora_rank  # the down projection's output and its norm's output
-            parts["attention latents"] = rows * latents * a
+            parts["attention latents"] = self._mla_latents()
             if mla.dsa is not None:
                 parts.update(self._sparse_attention(n))
             elif "mla_up_proj" not in self.modules:
@@ -465,6 +468,33 @@ class ActivationModel:
             parts.update(self._core_attention(n, kv))
         parts["attention dropout mask"] = norm_rows * h * self.mask
         return parts
+
+    def _mla_down_inputs(self) -> float:
+        """What MLA's down projections (Megatron-Core's linear_q_down_proj or linear_q_proj, and linear_kv_down_proj)
+        keep of the norm's output they both read: in 16 bits the one tensor; in a narrow format each Transformer
+        Engine Linear its own quantized copy (linear.py `inputmat = input_quantizer(inputmat)`, each module with its
+        own quantizer: two copies), the query projection's the rank's 16-bit rows where it gathers them in 16 bits
+        (`linear_gathered_input`)."""
+        mla, rows = self.model.mla, self.norm_rows * self.model.hidden_size
+        if not self.shape.quantized_bytes:
+            return rows * self.a
+        query = self.gemm_input if mla.q_lora_rank else self.linear_gathered_input
+        return rows * (self.gemm_input + query)
+
+    def _mla_latents(self) -> float:
+        """MLA's latents: each down projection's output and its norm's output, which the up projection keeps
+        (Megatron-Core's MLA spec with qk_layernorm makes linear_q_up_proj and linear_kv_up_proj Transformer Engine
+        LayerNormLinears: `inputmat`, the 16-bit latent, for the norm's backward, and `ln_out_to_save`, the norm's
+        output as the GEMM's weight gradient reads it, `norm_gemm_input` bytes an element, quantized in a narrow
+        format). The key-value down projection's output is kept whole, its rotary part too: the up projection's
+        input is a view of it. Under DeepSeek sparse attention the key-value latent's up projection is absorbed
+        into the attention's products, which read the 16-bit norm output."""
+        mla, a = self.model.mla, self.a
+        kv_norm = self.norm_gemm_input if mla.dsa is None else a
+        latents = (mla.kv_lora_rank + mla.qk_rope_head_dim) * a + mla.kv_lora_rank * kv_norm
+        if mla.q_lora_rank:
+            latents += mla.q_lora_rank * (a + self.norm_gemm_input)
+        return self.rows * latents
 
     def _context_parallel_output(self, output: float) -> dict[str, float]:
         """What Transformer Engine's context-parallel attention keeps beside the output the projection reads (`output`

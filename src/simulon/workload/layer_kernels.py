@@ -49,8 +49,6 @@ DOWN_PROJECTIONS = ("attn_q_down", "attn_kv_down")
 (MFU, as the estimate's count at tp 1 does), the copies only as time. Megatron-Core runs them on each rank's
 sequence-parallel share where sequence parallelism is on (TELinear, parallel_mode 'duplicated', on [s/tp, b, h]),
 which this does not model: the rows here are every token's."""
-MLA_UP_PROJECTIONS = ("attn_q_up", "attn_kv_up")
-"""MLA's up-projections from the query and key-value latents (not the hidden state)."""
 INDEXER = ("attn_index_q", "attn_index_k", "attn_index_weights", "attn_index_rope", "attn_index_logits",
            "attn_index_topk", "attn_index_kl")
 """DeepSeek sparse attention's lightning indexer, which every tensor-parallel rank runs whole (LayerKernels.
@@ -554,8 +552,10 @@ class LayerKernels:
         weight, in MXFP8 gathered 16-bit, the `<gemm>_weight_requantize` of the gathered weight (neither where the
         narrow weights are frozen, LoRA's: TrainingFormat.frozen_weights)."""
         fmt = self.shape.number_format
-        shared = {*self.attention_shared_inputs, *self.mlp_inputs("mlp")[1:], *self.mlp_inputs("moe_expert")[1:],
-                  *self.mlp_inputs("moe_shared")[1:]}
+        # a GLU's gate and up projections are one GEMM in Transformer Engine (fc1), one cast; every attention input
+        # GEMM casts its own, MLA's two down projections too (each a Linear with a quantizer of its own, linear.py
+        # `inputmat = input_quantizer(inputmat)`), though both read the one norm output
+        shared = {*self.mlp_inputs("mlp")[1:], *self.mlp_inputs("moe_expert")[1:], *self.mlp_inputs("moe_shared")[1:]}
         for name, specs in list(k.items()):
             fwd = specs[0]
             if fwd.kclass not in (KernelClass.gemm, KernelClass.grouped_gemm) or "precision" in dict(fwd.shape):
@@ -715,14 +715,6 @@ class LayerKernels:
     @property
     def attention_inputs(self) -> list[str]:
         return list(self._attention_projections())
-
-    @property
-    def attention_shared_inputs(self) -> list[str]:
-        """Of attention_inputs, those reading the tensor an earlier one reads, whose quantized operand one cast
-        serves: MLA's key-value down-projection beside its query's (or the query projection), both on the hidden
-        state's norm. MLA's up-projections read latents of their own (after q_layernorm and kv_layernorm), each
-        quantized for its GEMM."""
-        return [name for name in self.attention_inputs if name not in MLA_UP_PROJECTIONS][1:]
 
     def attention_heads(self) -> tuple[int, int, int, int]:
         """(query heads, key/value heads, query-key size, value size) of one tensor-parallel rank, before any
