@@ -73,7 +73,7 @@ from ..workload.data_parallel import (
     scales_gradients,
 )
 from ..workload.kernels import KernelClass, KernelSpec, Phase, chunked
-from ..workload.layer_kernels import RING_BLOCK, LayerKernels, ShardShape
+from ..workload.layer_kernels import RING_BLOCK, UNDEFERRED_WEIGHT_GRADIENTS, LayerKernels, ShardShape
 from ..workload.layout import RankLayout
 from ..workload.megatron import dispatch_algorithm, pairs_experts
 from ..workload.parameters import Counts, ModelParameters, PipelineLayers
@@ -313,7 +313,7 @@ class Estimator:
         self._placements: dict[tuple, tuple[tuple[int, ...], ...]] = {}
         self.sm_count = Calibrations.shipped().sm_count(gpu)
         self._units: dict[tuple, _LayerCost] = {}
-        self._unit_times: dict[tuple, tuple[dict[Phase, float], float, float]] = {}
+        self._unit_times: dict[tuple, tuple[dict[Phase, float], dict[Phase, float], float, float]] = {}
         self._weight_casts: dict[tuple, float] = {}
         self._models: dict[str, AnalyticalModel] = {}
         self._params: dict[tuple, tuple[Counts, Counts]] = {}
@@ -577,7 +577,7 @@ class Estimator:
     def _cost_of_unit(self, s: Strategy, workload: MegatronWorkload, unit: Unit, stage: int) -> _LayerCost:
         """Kernels and exposed communication of a layer of one kind, the embedding or the head."""
         kernels = LayerKernels.shared(workload)
-        seconds, gemms, attention_core = self._unit_seconds(s, kernels, unit)
+        seconds, gemms, attention_core, undeferred = self._unit_seconds(s, kernels, unit)
         forward, backward = seconds[Phase.fwd], seconds[Phase.bwd_ig] + seconds[Phase.bwd_wg]
         recompute = 0.0
         if is_layer(unit) and s.recompute == "full":
@@ -585,7 +585,7 @@ class Estimator:
         elif is_layer(unit) and s.recompute == "selective":
             recompute = self._selective_recompute(s, workload, kernels, unit, attention_core)
         tp, cp, ep, ahead = self._layer_comm(s, workload, kernels, unit, gemms, stage)
-        return _LayerCost(forward, backward, recompute, seconds[Phase.bwd_wg], tp, cp, ep, ahead)
+        return _LayerCost(forward, backward, recompute, seconds[Phase.bwd_wg] - undeferred, tp, cp, ep, ahead)
 
     def _selective_recompute(self, s: Strategy, workload: MegatronWorkload, kernels: LayerKernels, unit: Unit,
                              attention_core: float) -> float:
@@ -601,9 +601,10 @@ class Estimator:
         return (attention_core if par.recomputes_core_attention else 0.0) + rest
 
     def _unit_seconds(self, s: Strategy, kernels: LayerKernels,
-                      unit: Unit) -> tuple[dict[Phase, float], dict[Phase, float], float]:
-        """(seconds of each phase, of which GEMMs, the attention core's forward) of a unit's kernels, cached per
-        kernel shape (what recomputation and TP overlap make of them is the caller's)."""
+                      unit: Unit) -> tuple[dict[Phase, float], dict[Phase, float], float, float]:
+        """(seconds of each phase, of which GEMMs, the attention core's forward, of the weight gradients those a split
+        backward runs in B: UNDEFERRED_WEIGHT_GRADIENTS) of a unit's kernels, cached per kernel shape (what
+        recomputation and TP overlap make of them is the caller's)."""
         key = (self.kernel_key(s), unit)
         if key not in self._unit_times:
             table = unit_table(kernels, unit)
@@ -620,7 +621,10 @@ class Estimator:
             if is_layer(unit) and "attention" in unit.kind:
                 core = [table[n][Phase.fwd] for n in table.attention_core for _ in range(table.repeats(n))]
                 attention_core = float(self.kernel_seconds(s.dtype, core).sum())
-            self._unit_times[key] = seconds, gemms, attention_core
+            wgrads = [n for n in names if Phase.bwd_wg in table[n] for _ in range(table.repeats(n))]
+            undeferred = sum(float(t) for t, n in zip(each[Phase.bwd_wg], wgrads, strict=True)
+                             if n in UNDEFERRED_WEIGHT_GRADIENTS)
+            self._unit_times[key] = seconds, gemms, attention_core, undeferred
         return self._unit_times[key]
 
     def _column_seconds(self, s: Strategy, kernels: LayerKernels, unit: LayerUnit,

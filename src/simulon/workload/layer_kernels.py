@@ -49,6 +49,11 @@ DOWN_PROJECTIONS = ("attn_q_down", "attn_kv_down")
 (MFU, as the estimate's count at tp 1 does), the copies only as time. Megatron-Core runs them on each rank's
 sequence-parallel share where sequence parallelism is on (TELinear, parallel_mode 'duplicated', on [s/tp, b, h]),
 which this does not model: the rows here are every token's."""
+UNDEFERRED_WEIGHT_GRADIENTS = ("moe_route",)
+"""Weight gradients a split backward (ZB-H1, ZB-V, DualPipe) computes in B, not in W: the MoE router's, which is no
+Transformer Engine module and has no WeightGradStore (Megatron-Core's RouterGatingLinearFunction.backward returns
+grad_weight beside grad_input, moe/moe_utils.py; MoELayer.backward_dw runs the experts', the shared experts' and the
+latent projections' delayed weight gradients, not the router's)."""
 INDEXER = ("attn_index_q", "attn_index_k", "attn_index_weights", "attn_index_rope", "attn_index_logits",
            "attn_index_topk", "attn_index_kl")
 """DeepSeek sparse attention's lightning indexer, which every tensor-parallel rank runs whole (LayerKernels.

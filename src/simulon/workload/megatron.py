@@ -28,7 +28,7 @@ from ..config.workload import MegatronWorkload
 from .data_parallel import DataParallelSync, Gathers
 from .gated_delta import GDN_SCAN
 from .kernels import Phase, chunked
-from .layer_kernels import RING_BLOCK, LayerKernels
+from .layer_kernels import RING_BLOCK, UNDEFERRED_WEIGHT_GRADIENTS, LayerKernels
 from .layout import RankLayout
 from .parameters import ModelParameters, PipelineLayers
 from .program import EMBEDDING_LAYER, HEAD_LAYER, NO_OP, StageProgram, Stream
@@ -172,7 +172,7 @@ class _StageEmitter:
             alongside: tuple[int, ...] = ()) -> int:
         if phase == Phase.bwd_wg and self.lora:
             return NO_OP  # frozen base weights have no weight gradient
-        if phase == Phase.bwd_wg and self.deferring is not None:
+        if phase == Phase.bwd_wg and self.deferring is not None and name not in UNDEFERRED_WEIGHT_GRADIENTS:
             self.deferring.append(partial(self.run, name, phase, layer, mb, *extra_waits, alongside=alongside))
             return NO_OP
         kernels = self.kernels.at(layer)  # a layer the number format keeps in bf16 runs its bf16 twin
