@@ -586,11 +586,15 @@ class LayerKernels:
         share before the gather (`<name>_gather_cast`, tp times fewer rows: _gather_cast), and per-tensor fp8 makes
         the transpose from the gathered tensor (`<name>_cast` in the phase that reads it: _gathered_transpose), the
         input's for the wgrad after its re-gather (linear.py and layernorm_linear.py backward:
-        `update_usage(columnwise_usage=True)`), the output gradient's right after its gather (_all_gather_fp8)."""
+        `update_usage(columnwise_usage=True)`), the output gradient's right after its gather (_all_gather_fp8). A
+        format whose inputs are not quantized before the gather (NumberFormat.quantized_sp_gather: a custom recipe)
+        is gathered in 16 bits and cast after, the whole sequence: _cast_after_16bit_gather."""
         rows, cols, inner = fwd.param("m"), fwd.param("n"), fwd.param("k")
         elements = {Phase.fwd: 0.0 if shared else rows * inner, Phase.bwd_ig: rows * cols}
         inputs, gradients = self.gathered_gemm_inputs() if self.shape.sp else (set(), set())
         gathered = {Phase.fwd: name in inputs, Phase.bwd_ig: name in gradients}
+        if not self.shape.number_format.format.quantized_sp_gather:
+            return self._cast_after_16bit_gather(name, elements, gathered[Phase.fwd])
         casts = [self._cast(f"{name}_cast", phase, n) for phase, n in elements.items() if n and not gathered[phase]]
         before = [self._gather_cast(f"{name}_gather_cast", phase, n / self.shape.tp)
                   for phase, n in elements.items() if n and gathered[phase]]
@@ -600,6 +604,30 @@ class LayerKernels:
                       for phase, reads in ((Phase.bwd_wg, Phase.fwd), (Phase.bwd_ig, Phase.bwd_ig))
                       if after[phase] and gathered[reads]]
         return {f"{name}_cast": tuple(casts), **({f"{name}_gather_cast": tuple(before)} if before else {})}
+
+    def _cast_after_16bit_gather(self, name: str, elements: dict[Phase, float],
+                                 gathered_input: bool) -> dict[str, tuple[KernelSpec, ...]]:
+        """The casts of a GEMM's operands where sequence parallelism gathers them in 16 bits (a custom recipe's,
+        MXFP4's: LayerNormLinear and Linear hand its quantizer no input before the gather, and
+        gather_along_first_dim gathers the 16-bit tensor and quantizes the whole sequence after, its "High-precision
+        communication for quantized tensors"): each before the GEMM that reads it, as without a gather (`elements`
+        of each phase), the forward's in the row-wise copy alone (`quantizer.set_usage(rowwise=True,
+        columnwise=False)` before the gather), and, where the input is gathered (`gathered_input`), its 16-bit rows
+        gathered again for the wgrad and cast into the column-wise copy (set_quantizer_usage_for_wgrad_all_gather)."""
+        fmt = self.shape.number_format
+        one_copy = fmt.format.operand_bytes()
+
+        def cast(phase: Phase, n: float, copies: int) -> KernelSpec:
+            reads = self.shape.act_bytes * (1 + int(fmt.amax_pass) + int(fmt.format.hadamard_columnwise))
+            return memory_bound(f"{name}_cast", phase, n * (reads + copies * one_copy), n)
+
+        fwd, grad = elements[Phase.fwd], elements[Phase.bwd_ig]
+        casts = [self._cast(f"{name}_cast", Phase.bwd_ig, grad)] if grad else []
+        if fwd:
+            casts.insert(0, cast(Phase.fwd, fwd, 1) if gathered_input else self._cast(f"{name}_cast", Phase.fwd, fwd))
+            if gathered_input:
+                casts.append(cast(Phase.bwd_wg, fwd, 1))
+        return {f"{name}_cast": tuple(casts)}
 
     def _gather_cast(self, name: str, phase: Phase, elements: float) -> KernelSpec:
         """The quantization of `elements` of this rank's share of a tensor before a sequence-parallel all-gather
