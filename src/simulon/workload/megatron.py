@@ -799,8 +799,8 @@ class _StageEmitter:
         if unit == HEAD_LAYER:
             self.head_backward(mb)
         elif unit == EMBEDDING_LAYER:
-            self.pending = self.tp_gather("embedding_gather", unit, mb, Phase.bwd_wg)
-            self.run("embedding", Phase.bwd_wg, unit, mb)
+            # the gather is the weight gradient's own wait, which a split backward's W keeps when it defers the kernel
+            self.run("embedding", Phase.bwd_wg, unit, mb, self.tp_gather("embedding_gather", unit, mb, Phase.bwd_wg))
         else:
             if self.parallelism.recomputes_layer(unit - self.layers.layers_of(self.stage, chunk).start):
                 self.layer_forward(unit, mb, Phase.recompute)
@@ -879,8 +879,8 @@ class _StageEmitter:
         self.column_block_backward(["mtp_eh_proj"], layer, mb, "mtp_reduce", "mtp_gather", 2 * self.hidden_bytes)
         self.run("mtp_hnorm", Phase.bwd_ig, layer, mb)
         self.run("mtp_enorm", Phase.bwd_ig, layer, mb)
-        self.pending = self.tp_gather("mtp_embedding_gather", layer, mb, Phase.bwd_wg)
-        self.run("mtp_embedding", Phase.bwd_wg, layer, mb)
+        self.run("mtp_embedding", Phase.bwd_wg, layer, mb,
+                 self.tp_gather("mtp_embedding_gather", layer, mb, Phase.bwd_wg))  # its own wait, deferred or not
 
     def mixer_backward(self, block: str, layer: int, mb: int) -> None:
         """A Mamba or gated delta net layer's forward in reverse, out_proj's and in_proj's reductions as a row- and a
