@@ -540,17 +540,27 @@ def leaf_nics(fabric: FabricSpec, num_nics: int, nics_per_node: int) -> list[tup
     return [(per_leaf, full)] + ([(rest, 1)] if rest else [])
 
 
-def two_tier_spine_cables(fabric: FabricSpec, num_nics: int, nics_per_node: int) -> tuple[float, int]:
-    """(cables down to a spine of a two-tier fabric, the leaves of its plane) for `num_nics` NICs: every leaf's
-    uplinks (fabric_cables, those of a full leaf, as network/fabric.py builds them) go round robin over the spines
-    they reach, a plane's leaves over that plane's spines. A partly filled leaf is cabled as a full one: NVIDIA's
-    DGX SuperPOD reference architectures build a cluster short of whole scalable units with "the leaf switches and
-    leaf-spine cables" of the full unit, the ports of the missing nodes left unused (docs.nvidia.com/dgx-superpod,
-    Network Fabrics, of the GB200, B300 and Rubin architectures)."""
+def two_tier_spine_cables(fabric: FabricSpec, num_nics: int, nics_per_node: int) -> tuple[int, int]:
+    """(cables down to the fullest spine of a two-tier fabric, the leaves of its plane) for `num_nics` NICs: every
+    leaf's uplinks (fabric_cables, those of a full leaf, as network/fabric.py builds them) go round robin over the
+    spines they reach, a plane's leaves over that plane's spines (spine_cables). A partly filled leaf is cabled as a
+    full one: NVIDIA's DGX SuperPOD reference architectures build a cluster short of whole scalable units with "the
+    leaf switches and leaf-spine cables" of the full unit, the ports of the missing nodes left unused
+    (docs.nvidia.com/dgx-superpod, Network Fabrics, of the GB200, B300 and Rubin architectures)."""
     sets = 1 if fabric.planes == 2 or not fabric.dual_tor else 2
     leaves = sets * sum(leaves for _, leaves in leaf_nics(fabric, num_nics, nics_per_node))
     up, reach, _ = fabric_cables(fabric, fabric.nics_per_leaf)
-    return leaves * up / reach, leaves
+    return spine_cables(up, reach, leaves), leaves
+
+
+def spine_cables(uplinks: int, reach: int, leaves: int) -> int:
+    """The cables down to the fullest of `reach` spines from `leaves` leaves of `uplinks` uplinks each, dealt as
+    network/fabric.py deals them: every leaf's cable k to spine k mod reach, so where reach does not divide the
+    uplinks the first uplinks mod reach spines take one cable more of every leaf. 32 uplinks over 18 spines put 2
+    of each leaf on spines 0-13 and 1 on the other 4: 36 leaves give spine 0 72 cables, not the 64 of an even
+    share. NVIDIA's SuperPOD reference architectures pick spine counts that divide a leaf's uplinks (DGX B300: 72
+    over 4, 8, 18, 36 or 72 spines), where every spine takes the even share."""
+    return leaves * -(-uplinks // reach) if reach else 0
 
 
 def cable_share(fabric: FabricSpec, nic_port_share: float) -> float:
