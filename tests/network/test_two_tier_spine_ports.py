@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from helpers import cli
 from simulon.config import DatacenterConfig
-from simulon.config.dc import FabricSpec, leaf_nics, two_tier_spine_cables
+from simulon.config.dc import FabricSpec, fabric_cables, fabric_ports, leaf_nics, two_tier_spine_cables
 from simulon.network.calibration import LinkModel
 from simulon.network.fabric import Fabric
 from simulon.network.topology import Topology
@@ -91,6 +91,31 @@ def test_the_spine_check_refuses_exactly_when_the_fabric_would_give_a_spine_more
     assert leaves * fabric.planes == built.leaves
     assert down == cables.max()
     assert (down > ports) == bool((cables > ports).any())
+
+
+@settings(max_examples=40, deadline=None)
+@given(pods=st.integers(1, 3), per_leaf=st.integers(1, 12), spines=st.integers(1, 7), per_pod=st.integers(1, 6),
+       oversubscription=st.sampled_from([1.0, 1.5, 2.0]))
+def test_the_three_tier_spine_check_counts_the_cables_of_the_fullest_spine_the_fabric_builds(
+        pods, per_leaf, spines, per_pod, oversubscription):
+    fabric = FabricSpec(tiers=3, nics_per_leaf=per_leaf, spines=spines, leaves_per_pod=per_pod, cores=4,
+                        oversubscription=oversubscription)
+    built = Fabric.build(fabric, pods * per_pod * per_leaf, per_leaf, 50e9, 1e-6, 1e-6, 0)  # ECMP, full pods
+    _, _, spine_ports, role = fabric_ports(fabric)[-1]
+    assert role == "spine"
+    assert spine_ports - fabric_cables(fabric, per_leaf)[2] == built_spine_cables(built).max()
+
+
+def test_the_dgx_a100_superpods_three_tier_spines_have_the_ports_their_cables_take():
+    """The HDR SuperPOD's pods of 8 leaves of 20 uplinks on 8 spines put 3 cables of each leaf on spines 0-3: 24
+    down and 20 up on a 40-port QM8790, checked as 20 + 20 and loaded; now 10 spines a pod take 2 of each."""
+    dc = DatacenterConfig.model_validate({"from": "dgx-a100", "cluster": {"num_nodes": 200}})
+    fabric = dc.network.scale_out.topology
+    assert (fabric.spines, fabric.cores) == (10, 16)
+    assert [ports for *_, ports, role in fabric_ports(fabric) if role == "spine"] == [32]
+    with pytest.raises(ValidationError, match=r"a spine needs 24 cables down to its pod's 8 leaves and 20 up"):
+        DatacenterConfig.model_validate({"from": "dgx-a100", "cluster": {"num_nodes": 200}, "network": {
+            "scale_out": {"topology": {"from": "dgx-superpod-hdr-3-tier", "spines": 8, "cores": 20}}}})
 
 
 def test_the_topology_command_names_the_field_of_a_spine_with_too_few_ports(tmp_path):

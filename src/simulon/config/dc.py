@@ -574,8 +574,8 @@ def fabric_ports(fabric: FabricSpec, nic_port_share: float = 1.0) -> list[tuple[
     network/fabric.py builds them, in ports of the switch's own speed, each cable at the NIC port's speed
     `nic_port_share` of a switch port (a dual-ToR NIC's half-rate port: two share one switch port through a
     breakout cable, as a 64-port 400G switch serves 128 200G ports): a leaf's nics_per_leaf NIC ports and its
-    uplinks; with three tiers a spine's cables down to its pod's leaves (on average: a leaf's uplinks go round
-    robin over the spines it reaches) and its uplinks to the cores (fabric_cables). A two-tier spine's leaves
+    uplinks; with three tiers the fullest spine's cables down to its pod's leaves (a leaf's uplinks go round robin
+    over the spines it reaches, spine_cables) and its uplinks to the cores (fabric_cables). A two-tier spine's leaves
     depend on the cluster's size."""
     if fabric.tiers == 1 or fabric.nics_per_leaf is None:
         return []
@@ -586,7 +586,7 @@ def fabric_ports(fabric: FabricSpec, nic_port_share: float = 1.0) -> list[tuple[
         f" ({ports:g} of its ports' speed)" if share != 1 else "")
     found = [("nics_per_leaf", shown, ports, "leaf")]
     if cores:
-        down = fabric.leaves_per_pod * up / reach
+        down = spine_cables(up, reach, fabric.leaves_per_pod)
         found.append(("leaves_per_pod", f"{down:g} cables down to its pod's {fabric.leaves_per_pod} leaves and "
                       f"{cores} up to the cores, {down + cores:g} in all" + (
                           f" ({(down + cores) * share:g} of its ports' speed)" if share != 1 else ""),
