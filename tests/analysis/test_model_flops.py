@@ -188,3 +188,22 @@ def test_throughput_and_utilisation_are_the_steps_tokens_and_flops_over_its_time
         assert result.tokens_per_s * seconds == pytest.approx(tokens, rel=1e-12)
         assert result.tflops_per_gpu * 1e12 * result.num_gpus * seconds == pytest.approx(expected, rel=1e-12)
         assert result.mfu == pytest.approx(result.tflops_per_gpu * 1e12 / peak, rel=1e-12)
+
+
+@pytest.mark.parametrize("recompute", ["none", "full"])
+def test_a_capacity_factors_padding_counts_as_hardware_flops_not_model_flops(recompute: str) -> None:
+    """Mixtral's 4 layers at capacity factor 1.25 on ep 2: each expert GEMM runs 1.25x its top_k tokens. Model FLOPs
+    count top_k's (as Megatron's line 1266 does); hardware FLOPs count the padded rows as well (README, `--json`:
+    recomputation and padding are hardware FLOPs only), the re-run forward's too under full recomputation."""
+    h, ffn, layers = 4096, 14336, 4
+    model = {"from": "mixtral-8x7b", "num_layers": layers}
+    padded = {**model, "moe": {"capacity_factor": 1.25}}
+    parallelism = {"ep": 2, "recompute": recompute}
+    tokens = 8 * SEQ
+    plain = simulate(scenario(model, parallelism, 2, gbs=8)).result
+    result = simulate(scenario(padded, parallelism, 2, gbs=8)).result
+    experts = layers * mlp_block(h, ffn * 2, True) * tokens  # a forward's top_k expert GEMMs over the step
+    assert result.step_flops() == pytest.approx(plain.step_flops(), rel=1e-12)
+    rerun = 1 if recompute == "full" else 0
+    assert result.step_flops(hardware=True) - plain.step_flops(hardware=True) == pytest.approx(
+        0.25 * experts * (3 + rerun), rel=1e-9)

@@ -228,7 +228,7 @@ def test_a_sampled_steps_flops_are_the_real_steps_not_its_replayed_dags():
     sampled = simulate(sc, micro_batches="sample")
     assert sampled.dag.total_flops() < full.dag.total_flops() / 2  # the DAG holds 4 of the 16 micro-batches
     for hardware in (False, True):
-        assert full.result.step_flops(hardware) == pytest.approx(full.dag.total_flops(include_recompute=hardware))
+        assert full.result.step_flops(hardware) == pytest.approx(full.dag.total_flops(hardware=hardware))
         assert sampled.result.step_flops(hardware) == pytest.approx(full.result.step_flops(hardware), rel=1e-9)
 
 

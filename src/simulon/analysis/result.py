@@ -50,7 +50,7 @@ class SimulationResult:
     tokens_per_s: float
     tflops_per_gpu: float    # model FLOPs (Narayanan et al. convention, no recompute)
     mfu: float
-    hardware_tflops_per_gpu: float  # also counting recomputed forward kernels
+    hardware_tflops_per_gpu: float  # also counting recomputed forward kernels and capacity padding
     hfu: float
     breakdown: dict[str, float]
     per_gpu: list[GPUBreakdown] = field(default_factory=list)
@@ -110,7 +110,7 @@ def summarize(dag: ExecutionDAG, timeline: Timeline, tokens_per_iteration: float
 
     per_gpu_second = 1 / iteration / dag.num_gpus if iteration > 0 else 0.0
     flops_per_gpu = dag.total_flops() * per_gpu_second
-    hardware_flops_per_gpu = dag.total_flops(include_recompute=True) * per_gpu_second
+    hardware_flops_per_gpu = dag.total_flops(hardware=True) * per_gpu_second
     return SimulationResult(
         iteration_time_ms=iteration * 1e3,
         num_gpus=dag.num_gpus,

@@ -192,13 +192,14 @@ class ExecutionDAG:
         markers = np.flatnonzero((self.kind == NodeKind.marker) & (self.coll >= 0))
         return markers[0::2], markers[1::2]
 
-    def kernel_flops(self, include_recompute: bool = False) -> np.ndarray:
+    def kernel_flops(self, hardware: bool = False) -> np.ndarray:
         """FLOPs of every node (0 for flows and markers): model FLOPs, or hardware FLOPs that also count
-        the forward kernels re-run by activation recomputation."""
-        table = np.array([k.flops if include_recompute or k.phase != Phase.recompute else 0.0
+        the forward kernels re-run by activation recomputation and the rows a capacity factor pads."""
+        table = np.array([k.flops + k.padding_flops if hardware else 0.0 if k.phase == Phase.recompute else k.flops
                           for k in self.kernel_specs] + [0.0])
         return table[self.kernel]  # index -1 picks the trailing 0
 
-    def total_flops(self, include_recompute: bool = False) -> float:
-        """FLOPs of one iteration over every GPU, counting each simulated GPU for those it stands for."""
-        return float((self.kernel_flops(include_recompute) * self.multiplicity[self.gpu]).sum())
+    def total_flops(self, hardware: bool = False) -> float:
+        """FLOPs of one iteration over every GPU (model FLOPs, or with `hardware` kernel_flops' hardware FLOPs),
+        counting each simulated GPU for those it stands for."""
+        return float((self.kernel_flops(hardware) * self.multiplicity[self.gpu]).sum())

@@ -494,7 +494,9 @@ class LayerKernels:
             balanced = sh.balanced_tokens(moe.top_k)
             if routed != balanced:  # capacity padding is hardware work, not model FLOPs (Megatron counts top_k's)
                 for name in (*self.mlp_inputs("moe_expert"), "moe_expert_linear2"):
-                    k[name] = tuple(replace(spec, flops=spec.flops * balanced / routed) for spec in k[name])
+                    k[name] = tuple(replace(spec, flops=spec.flops * balanced / routed,
+                                            padding_flops=spec.flops * (routed - balanced) / routed)
+                                    for spec in k[name])
             if moe.num_shared_experts:
                 fs = (moe.shared_expert_ffn_hidden_size or fe * sh.expert_tp) * moe.num_shared_experts // t
                 self._mlp(k, "moe_shared", T, fs, groups=1)
