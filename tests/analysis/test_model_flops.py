@@ -207,3 +207,41 @@ def test_a_capacity_factors_padding_counts_as_hardware_flops_not_model_flops(rec
     rerun = 1 if recompute == "full" else 0
     assert result.step_flops(hardware=True) - plain.step_flops(hardware=True) == pytest.approx(
         0.25 * experts * (3 + rerun), rel=1e-9)
+
+
+@st.composite
+def mla_moe_shapes(draw: st.DrawFn) -> dict:
+    heads = draw(st.sampled_from([4, 8, 16]))
+    experts = draw(st.sampled_from([4, 8, 16]))
+    layers = draw(st.integers(2, 3))
+    shared = draw(st.sampled_from([{}, {"num_shared_experts": 1, "shared_expert_ffn_hidden_size": 512}]))
+    return {"num_layers": layers, "hidden_size": draw(st.sampled_from([512, 1024])), "num_heads": heads,
+            "ffn_hidden_size": draw(st.sampled_from([1024, 2816])), "vocab_size": draw(st.sampled_from([8192, 32000])),
+            "activation": "swiglu", "mtp_layers": draw(st.integers(0, 1)),
+            "mla": {"q_lora_rank": draw(st.sampled_from([None, 256, 384])),
+                    "kv_lora_rank": draw(st.sampled_from([128, 256])),
+                    "qk_nope_head_dim": draw(st.sampled_from([32, 64])),
+                    "qk_rope_head_dim": draw(st.sampled_from([16, 32])), "v_head_dim": draw(st.sampled_from([32, 64]))},
+            "moe": {"num_experts": experts, "top_k": draw(st.sampled_from([1, 2, 4])),
+                    "expert_ffn_hidden_size": draw(st.sampled_from([256, 512])),
+                    **shared, "first_dense_layers": draw(st.integers(0, layers - 1))},
+            "seq": draw(st.sampled_from([256, 1024, 2048]))}
+
+
+@settings(max_examples=15, deadline=None)
+@given(mla_moe_shapes())
+def test_an_mla_moe_models_flops_a_token_are_megatrons_closed_form(shape: dict) -> None:
+    """Megatron's MLA term (lines 1079-1137, its norms' `+ 1` left out), its dense and MoE MLPs with the router's
+    GEMM, and the MTP module as a layer like the last (lines 1042-1050) with its eh_proj and logits."""
+    seq = shape.pop("seq")
+    h, n, mla, moe = shape["hidden_size"], shape["num_heads"], shape["mla"], shape["moe"]
+    nope, rope, v, kv_rank, q_rank = (mla[key] for key in ("qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim",
+                                                            "kv_lora_rank", "q_lora_rank"))
+    query = q_rank * (h + n * (nope + rope)) if q_rank else h * n * (nope + rope)
+    attention = 2 * (query + kv_rank * (h + n * (nope + v)) + h * rope + n * v * h) + 2 * n * (nope + rope + v) * seq
+    routed = moe_block(h, moe["num_experts"], moe["top_k"], moe["expert_ffn_hidden_size"],
+                       moe.get("shared_expert_ffn_hidden_size", 0))
+    layers, dense, mtp = shape["num_layers"], moe["first_dense_layers"], shape["mtp_layers"]
+    forward = ((layers + mtp) * attention + dense * mlp_block(h, shape["ffn_hidden_size"], True)
+               + (layers - dense + mtp) * routed + mtp * 2 * 2 * h * h + (1 + mtp) * 2 * h * shape["vocab_size"])
+    assert flops_per_token(scenario({"name": "mla-moe", **shape}, seq=seq)) == pytest.approx(3 * forward, rel=1e-12)
