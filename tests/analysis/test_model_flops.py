@@ -245,3 +245,17 @@ def test_an_mla_moe_models_flops_a_token_are_megatrons_closed_form(shape: dict) 
     forward = ((layers + mtp) * attention + dense * mlp_block(h, shape["ffn_hidden_size"], True)
                + (layers - dense + mtp) * routed + mtp * 2 * 2 * h * h + (1 + mtp) * 2 * h * shape["vocab_size"])
     assert flops_per_token(scenario({"name": "mla-moe", **shape}, seq=seq)) == pytest.approx(3 * forward, rel=1e-12)
+
+
+@pytest.mark.parametrize(("tp", "divisor", "padded"), [(1, None, 50257), (2, None, 50258), (1, 128, 50304),
+                                                      (8, 128, 51200)])
+def test_the_logits_count_the_vocabulary_as_megatron_pads_it(tp: int, divisor: int | None, padded: int) -> None:
+    """Megatron's logit term (line 1298) takes padded_vocab_size: the vocabulary rounded up to a multiple of
+    make_vocab_size_divisible_by x tp (_vocab_size_with_padding); unset, simulon pads to tp only."""
+    model = {"from": "gpt3-175b", "num_layers": 2}
+    sc = scenario(model, {"tp": tp}, tp, gbs=8)
+    sc = sc.model_copy(update={"workload": sc.workload.model_copy(update={"training": sc.workload.training.model_copy(
+        update={"make_vocab_size_divisible_by": divisor})})})
+    h = 12288
+    expected = 3 * (2 * (attention_block(h, 96, 96, 128, SEQ) + mlp_block(h, 4 * h, False)) + 2 * h * padded)
+    assert flops_per_token(sc) == pytest.approx(expected, rel=1e-12)
