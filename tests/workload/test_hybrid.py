@@ -66,6 +66,13 @@ def mamba_forward_flops(tokens: int, seq: int) -> float:
     return 2 * tokens * H * width + 2 * tokens * inner * H + scan
 
 
+def mamba_scan_flops(tokens: int, seq: int) -> float:
+    """The SSD scan's products alone, per forward (mamba_forward_flops less in_proj and out_proj)."""
+    inner = MAMBA["num_heads"] * MAMBA["head_dim"]
+    width = 2 * inner + 2 * MAMBA["num_groups"] * MAMBA["state_size"] + MAMBA["num_heads"]
+    return mamba_forward_flops(tokens, seq) - 2 * tokens * H * width - 2 * tokens * inner * H
+
+
 @pytest.mark.parametrize(("tp", "pp", "seq"), [(1, 1, 512), (2, 1, 512), (1, 2, 512), (2, 2, 512), (1, 1, 500),
                                                (2, 2, 600)])
 def test_a_hybrid_model_s_flops_are_the_sum_of_its_layers_closed_forms(tp, pp, seq):
@@ -79,6 +86,15 @@ def test_a_hybrid_model_s_flops_are_the_sum_of_its_layers_closed_forms(tp, pp, s
     expected = 3 * (2 * mamba_forward_flops(tokens, seq) + attention + mlp + 2 * tokens * H * VOCAB)
     dag, _, _ = build_dag(sc)
     assert dag.total_flops() == pytest.approx(expected, rel=1e-12)
+
+
+def test_the_scans_backward_recomputation_counts_as_hardware_flops_not_model_flops():
+    """_mamba_chunk_scan_combined_bwd re-runs each product of the forward before its gradients: hardware FLOPs, as
+    every recomputation is, while the model FLOPs count the two gradient products (test above)."""
+    sc = scenario("M*M-", gbs=4, seq=512)
+    dag, _, _ = build_dag(sc)
+    assert dag.total_flops(hardware=True) - dag.total_flops() == pytest.approx(2 * mamba_scan_flops(4 * 512, 512),
+                                                                              rel=1e-12)
 
 
 def test_each_layer_runs_the_blocks_its_symbol_names_in_megatron_s_order():

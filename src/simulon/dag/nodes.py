@@ -194,9 +194,10 @@ class ExecutionDAG:
 
     def kernel_flops(self, hardware: bool = False) -> np.ndarray:
         """FLOPs of every node (0 for flows and markers): model FLOPs, or hardware FLOPs that also count
-        the forward kernels re-run by activation recomputation and the rows a capacity factor pads."""
-        table = np.array([k.flops + k.padding_flops if hardware else 0.0 if k.phase == Phase.recompute else k.flops
-                          for k in self.kernel_specs] + [0.0])
+        the forward kernels re-run by activation recomputation and what kernels execute beside their model FLOPs
+        (KernelSpec.hardware_only_flops: the rows a capacity factor pads, a backward scan's recomputation)."""
+        table = np.array([k.flops + k.hardware_only_flops if hardware
+                          else 0.0 if k.phase == Phase.recompute else k.flops for k in self.kernel_specs] + [0.0])
         return table[self.kernel]  # index -1 picks the trailing 0
 
     def total_flops(self, hardware: bool = False) -> float:

@@ -24,9 +24,11 @@ with the forward kernel each belongs to, wy_bwd (10 C K + 4 C V + 4 C^2) with gd
 (2 C K + 2 C V) with gdn_wu, the state recompute and the reverse state-gradient pass (4 K V + 6 K V) with gdn_state,
 dv_local and dq/dk/dw (2 C K + 2 C V + 6 K V + 2 C V + 4 C K) with gdn_out: 18 C K + 10 C V + 16 K V + 4 C^2 a token,
 2.9 times the forward's (C = 64, K = V = 128). Every product is timed as one batched GEMM of chunk x value-head
-problems whose tile has the kernel's output shape and whose inner size gives its FLOPs; model FLOPs are those
-executed. Not modelled: the state passes run their chunks one after another (a chain of T / C steps over a few
-blocks per head), which a batched GEMM runs side by side, as Mamba's state passing is timed by its bytes.
+problems whose tile has the kernel's output shape and whose inner size gives its FLOPs. Model FLOPs are those
+executed less the recomputation of w, u and the states (2 C K + 2 C V + 4 K V a token: hardware FLOPs alone, as
+Mamba's recomputed products and every recomputation are; GdnShard.recomputed). Not modelled: the state passes run
+their chunks one after another (a chain of T / C steps over a few blocks per head), which a batched GEMM runs side
+by side, as Mamba's state passing is timed by its bytes.
 """
 
 from __future__ import annotations
@@ -98,6 +100,12 @@ class GdnShard:
         whole output before the convolution, the gated norm's output after."""
         return {"qkvzba": self.tokens * self.tp_in_proj, "o": self.tokens * self.tp_values}
 
+    def recomputed(self) -> dict[str, float]:
+        """Of each product kernel's backward FLOPs a token and value head, those that recompute the forward's (w and u,
+        and the states before the reverse pass: module docstring)."""
+        C, K, V = self.chunk, self.key_dim, self.value_dim
+        return dict(zip(GDN_PRODUCTS, (0.0, 2 * C * K + 2 * C * V, 4 * K * V, 0.0), strict=True))
+
     def products(self) -> dict[str, tuple[tuple[float, Tile], tuple[float, Tile]]]:
         """Each product kernel's (forward, backward) FLOPs a token and value head (module docstring) and the output
         tile, rows x columns, it writes per chunk."""
@@ -145,9 +153,12 @@ def gdn_kernels(shard: GdnShard, hidden: int, norm_tokens: int, act_bytes: float
         # (hardware FLOPs, as Mamba's cumsum: the running sum's add and the scale)
         "gdn_cumsum": memory_pair("gdn_cumsum", ST * H, 2 * FP32, 3 * FP32 + 3 * K * db, 2),
     }
+    recomputed = s.recomputed()
     for name, ((fwd, (fr, fc)), (bwd, (br, bc))) in s.products().items():
+        backward = chunk_product(name, Phase.bwd_ig, s, bwd, br, bc, db)
+        again = backward.flops * recomputed[name] / bwd  # of its FLOPs, the forward's recomputed: no model FLOPs
         kernels[name] = (chunk_product(name, Phase.fwd, s, fwd, fr, fc, db),
-                         chunk_product(name, Phase.bwd_ig, s, bwd, br, bc, db))
+                         replace(backward, flops=backward.flops - again, hardware_only_flops=again))
     # the gated RMSNorm: square, sum, scale and the SiLU gate (Mamba's out_norm's passes and FLOPs)
     kernels["gdn_out_norm"] = memory_pair("gdn_out_norm", ST * s.values, 4 * db, 8 * db, 8)
     kernels["gdn_out_proj"] = gemm_with_backward("gdn_out_proj", T, hidden, s.tp_values, db)

@@ -1,8 +1,9 @@
 """What one rank computes: kernels with their shapes, FLOPs and bytes, GPU-agnostic.
 
 `flops` follows the model-FLOPs convention of Narayanan et al. (SC'21): dense attention scores,
-backward = 2x forward, so that the per-kernel sum equals the closed form; `padding_flops` is the work on a capacity
-factor's padded rows, which the hardware-FLOPs utilisation counts beside recomputation. `hw_flops` is what the
+backward = 2x forward, so that the per-kernel sum equals the closed form; `hardware_only_flops` is work a kernel
+executes that is no model FLOP (a capacity factor's padded rows, a backward's own recomputation of what its forward
+did not keep), which the hardware-FLOPs utilisation counts beside the recomputation kernels. `hw_flops` is what the
 GPU actually executes (a causal flash-attention kernel skips the masked half; its backward
 recomputes the scores), and is what kernel timing and hardware-FLOPs utilisation use.
 """
@@ -50,8 +51,9 @@ class KernelSpec:
     shape: tuple[tuple[str, int | float | bool | str], ...] = field(default=())
     transpose_bytes: float = 0.0  # of `bytes`, a per-tensor fp8 cast's transposed copy: written only on GPUs whose
     #                               FP8 GEMMs read the TN layout alone (config.number_formats.NumberFormat.copies)
-    padding_flops: float = 0.0    # FLOPs on rows a capacity factor pads (a padded expert GEMM's beyond its top_k
-    #                               tokens'): hardware FLOPs beside `flops`, not model FLOPs (LayerKernels.table)
+    hardware_only_flops: float = 0.0  # hardware FLOPs beside `flops`, not model FLOPs: a padded expert GEMM's on
+    #                                   the rows beyond its top_k tokens' (LayerKernels.table), a backward scan's
+    #                                   recomputation of its forward's products (Mamba's SSD, the gated delta rule)
 
     def param(self, key: str) -> int | float | bool | str:
         return dict(self.shape)[key]

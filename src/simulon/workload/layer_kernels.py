@@ -495,7 +495,7 @@ class LayerKernels:
             if routed != balanced:  # capacity padding is hardware work, not model FLOPs (Megatron counts top_k's)
                 for name in (*self.mlp_inputs("moe_expert"), "moe_expert_linear2"):
                     k[name] = tuple(replace(spec, flops=spec.flops * balanced / routed,
-                                            padding_flops=spec.flops * (routed - balanced) / routed)
+                                            hardware_only_flops=spec.flops * (routed - balanced) / routed)
                                     for spec in k[name])
             if moe.num_shared_experts:
                 fs = (moe.shared_expert_ffn_hidden_size or fe * sh.expert_tp) * moe.num_shared_experts // t
@@ -975,12 +975,12 @@ class LayerKernels:
         def scan_gemm(name: str, problems: int, rows: int, cols: int, inner_run: int,
                       model: float) -> tuple[KernelSpec, ...]:
             """`problems` (rows x cols) products of one launch, executing inner_run of the inner dimension, padded to
-            whole chunks; the backward runs three such sets, two of them model FLOPs (`model` a forward's: the
-            chunks as long as the sequence leaves them, and where context parallelism repeats B and C for ranks
-            that would hold less than a group, the model's groups)."""
+            whole chunks; the backward runs three such sets, two of them model FLOPs and the recomputed one
+            hardware FLOPs alone (`model` a forward's: the chunks as long as the sequence leaves them, and where
+            context parallelism repeats B and C for ranks that would hold less than a group, the model's groups)."""
             fwd = gemm(name, Phase.fwd, problems * rows, cols, inner_run, db, problems, batched=True)
             bwd = gemm(name, Phase.bwd_ig, 3 * problems * rows, cols, inner_run, db, 3 * problems, batched=True)
-            return replace(fwd, flops=model), replace(bwd, flops=2 * model)
+            return replace(fwd, flops=model), replace(bwd, flops=2 * model, hardware_only_flops=model)
 
         # the model's work in the products, per head (per group for C B^T), over the scan's tokens L and its chunks
         # q_c: B^T X 2 N P L, C B^T 2 N sum q_c^2, C S + (C B^T) X 2 P (N L + sum q_c^2)
