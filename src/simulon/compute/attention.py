@@ -16,8 +16,10 @@ Ampere's per SM and clock, which Hopper's wgmma doubles and Blackwell's tcgen05 
 and FMA units whose rate per SM and clock is the same on Ampere, Hopper and Blackwell (16 exponentials per SM and
 clock: the H100 SXM5's 3.9 TFLOP/s of them against its 989 of matmul, Shah et al. 2024, FlashAttention-3 §3.1), so
 it scales with the SMs' rate, not the peak; Blackwell Ultra (B300, GB300) issues twice as many
-(architecture.yaml, special_function_rate). Each fit is kept in its own chip's units (its efficiency of that chip's
-dense peak), and a fit runs unchanged on the chip and library it was fitted on.
+(architecture.yaml, special_function_rate). A library of the chip's own instruction fitted on a chip whose tensor
+cores do less per SM and clock runs no faster per SM and clock than it did there (sm_bound: what its exponentials and
+shared-memory traffic allow, Zadouri et al. 2026, FlashAttention-4). Each fit is kept in its own chip's units (its
+efficiency of that chip's dense peak), and a fit runs unchanged on the chip and library it was fitted on.
 """
 
 from __future__ import annotations
@@ -39,6 +41,26 @@ def matmul_rate(warp_mma_fraction: float, library: str) -> float:
     return min(warp_mma_fraction, 1.0) if library in WARP_MMA_LIBRARIES else 1.0
 
 
+def sm_bound(arch: Architecture) -> float:
+    """How many times its fitted share of the dense peak a fused attention kernel of the chip's own tensor-core
+    instruction (cuDNN's) takes for its matmuls here: where it was fitted on a chip whose tensor cores do less per SM
+    and clock (Hopper's wgmma for a Blackwell chip, whose tcgen05 does twice as much), the fitted chip's
+    warp_mma_fraction over this one's, so that it runs no faster per SM and clock than it ran there; 1 where the
+    tensor cores here do no more per SM and clock (their rate sets the time, as fitted).
+
+    The work beside the matmuls does not speed up with the tensor cores: the softmax's exponentials (16 per SM and
+    clock) and the operands' shared-memory traffic (128 bytes per SM and clock) are the same on Hopper and
+    Blackwell, and on the B200 they, not the tensor cores, bound a fused attention kernel (Zadouri et al. 2026,
+    FlashAttention-4: its forward by the exponential units, its backward by shared memory). A fit on the slower
+    tensor cores cannot tell how long that work took, hidden behind the matmuls there (the H100's and H200's cuDNN
+    fits put a softmax of 0 to 17 head dimensions beside them, the B200's 93 in its forward), so the kernel is taken
+    to be as bound by it as by the tensor cores there: a bound, not a fit. Holding the B200 out, cuDNN's kernels
+    there lent the Hopper fits at the B200's tensor rate came out 39.1% too fast (bias +38.8%); at this bound 29.2%
+    too slow (bias -28.6%; forward -25.0%, backward -32.3%: the B200 runs them 1.3-1.5x as fast per SM and clock as
+    the Hopper chips do; benchmarks/attention_gpu_holdout.py)."""
+    return max(1.0, arch.fitted_warp_mma_fraction / arch.warp_mma_fraction)
+
+
 def issue_order(library: str, backward: bool) -> Order:
     """How `library` hands its CTAs to the SMs (dispatch.py): a launch grid in FlashAttention-2's order (a forward's
     lightest query block first, a backward's heaviest key block) for the libraries written for Ampere, taken for
@@ -56,30 +78,35 @@ def attention_seconds(p: AttentionParams, arch: Architecture, peak: float, spec:
                       compiled: bool | None = None) -> float:
     """Seconds of one flash-attention kernel at `peak` dense FLOP/s. Parameters fitted on another chip, or another
     library, run their matmuls at this library's rate here over theirs there, and their softmax at this chip's
-    rate per SM over that chip's (both as fractions of the dense peak). `compiled`: how the CTAs' dispatch is
-    computed (dispatch.makespan)."""
+    rate per SM over that chip's (both as fractions of the dense peak); a library of the chip's own instruction runs
+    its matmuls no faster per SM than there (sm_bound). `compiled`: how the CTAs' dispatch is computed
+    (dispatch.makespan)."""
     s = dict(spec.shape)
     backward = spec.phase in BACKWARD_PHASES
     phase = p.bwd if backward else p.fwd
     dims = (3 * s["qk_dim"] + 2 * s["v_dim"]) if backward else (s["qk_dim"] + s["v_dim"])
-    full_matrix = attention_impl(spec) in FULL_MATRIX_LIBRARIES
+    impl = attention_impl(spec)
+    full_matrix = impl in FULL_MATRIX_LIBRARIES
     passes = 2 if full_matrix and bool(s["causal"]) and not backward else 1  # the softmax's, and the mask's
     block = arch.attention_block
-    matmuls = matmul_rate(arch.fitted_warp_mma_fraction, p.library or attention_impl(spec)) / matmul_rate(
-        arch.warp_mma_fraction, attention_impl(spec))
+    matmuls = matmul_rate(arch.fitted_warp_mma_fraction, p.library or impl) / matmul_rate(
+        arch.warp_mma_fraction, impl)
+    # a fused kernel of the chip's own instruction; PyTorch's attention multiplies in cuBLAS GEMMs, its softmax apart
+    if {p.library or impl, impl}.isdisjoint((*WARP_MMA_LIBRARIES, *FULL_MATRIX_LIBRARIES)):
+        matmuls = max(matmuls, sm_bound(arch))
     softmax = (arch.fitted_warp_mma_fraction * arch.fitted_special_function_rate) / (
         arch.warp_mma_fraction * arch.special_function_rate)
     block_seconds = 2.0 * block * block * (dims * matmuls + passes * phase.softmax_dims * softmax) / (
         peak * phase.efficiency / arch.sm_count)
     # a library written for mma.sync keeps one query tile per CTA (FlashAttention-2's grid), whatever the chip's own
     # libraries do there (architecture.yaml, attention_query_tiles), even where it runs another library's fit
-    tiles = 1 if backward or attention_impl(spec) in WARP_MMA_LIBRARIES else arch.attention_query_tiles
+    tiles = 1 if backward or impl in WARP_MMA_LIBRARIES else arch.attention_query_tiles
     window = int(s.get("window", 0))  # a sliding window's band: the causal range, each tile's walk capped
     blocks = critical_blocks(s["batch"] * s["heads"], math.ceil(s["seq_q"] / (block * tiles)),
                              math.ceil((s["seq_q"] if window else s["seq_k"]) / block),
                              (bool(s["causal"]) or bool(window)) and not full_matrix, phase.block_overhead,
                              arch.sm_count, tiles, math.ceil((window + block - 1) / block) if window else 0,
-                             issue_order(p.library or attention_impl(spec), backward), compiled)
+                             issue_order(p.library or impl, backward), compiled)
     return p.overhead_us * 1e-6 + blocks * block_seconds
 
 
