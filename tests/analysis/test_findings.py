@@ -210,7 +210,9 @@ def test_the_memory_bound_finding_names_its_gpus_longest_memory_bound_kernels():
     assert [ms for _, ms in longest] == sorted((ms for _, ms in longest), reverse=True)
     named = ", ".join(f"{name} {shown_ms(ms)} ms" for name, ms in longest[:3])
     assert found.detail.endswith(f"; the longest: {named}")
-    assert any(name.startswith("mamba_ssd") for name, _ in longest[:3])
+    # the word embedding's dense weight gradient (32,768 / 2 x 1,024 rows zeroed and added to the gradient buffer,
+    # 0.18 ms) ranks just ahead of the SSD scan (0.16 ms)
+    assert [name for name, _ in longest[:4]] == ["loss", "optimizer", "embedding", "mamba_ssd_scan"]
     assert sum(ms for _, ms in longest) >= found.at_stake_ms  # the time only memory-bound kernels ran, and more
 
 

@@ -141,9 +141,10 @@ def _memory(spec: KernelSpec, point: SweepPoint, kernels: LayerKernels, dtype: t
     if name == "embedding":
         table = _randn(kernels.vocab_shard, h, dtype=dtype, device=device)
         ids = torch.randint(0, kernels.vocab_shard, (sh.norm_tokens,), device=device)
-        if spec.phase == Phase.bwd_wg:  # gradient rows added into the fp32 main gradient
-            grad, main = _randn(sh.norm_tokens, h, dtype=dtype, device=device), torch.zeros_like(table).float()
-            return lambda: main.index_add_(0, ids, grad.float())
+        if spec.phase == Phase.bwd_wg:  # the dense table gradient, added into the main gradient (embedding_specs)
+            grad = _randn(sh.norm_tokens, h, dtype=dtype, device=device)
+            main = torch.zeros_like(table, dtype=torch.float32 if kernels.shape.grad_bytes == 4 else dtype)
+            return lambda: main.add_(torch.ops.aten.embedding_dense_backward(grad, ids, kernels.vocab_shard, -1, False))
         return lambda: F.embedding(ids, table)
     if name == "loss":
         logits = _randn(sh.tokens, kernels.vocab_shard, dtype=dtype, device=device, grad=backward)

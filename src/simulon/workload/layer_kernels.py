@@ -542,11 +542,14 @@ class LayerKernels:
 
     @property
     def embedding_specs(self) -> tuple[KernelSpec, KernelSpec]:
-        """The word embedding's lookup (a gather of this rank's rows) and its weight gradient (a scatter-add into
-        the fp32 gradient)."""
-        Tn, h, db = self.shape.norm_tokens, self.model.hidden_size, self.shape.act_bytes
+        """The word embedding's lookup (a gather of this rank's rows) and its weight gradient, a dense table
+        (EMBEDDING_GRAD_ROW_BYTES and EMBEDDING_GRAD_TABLE_BYTES)."""
+        sh, h = self.shape, self.model.hidden_size
+        Tn, db = sh.norm_tokens, sh.act_bytes
+        rows, table = EMBEDDING_GRAD_ROW_BYTES, EMBEDDING_GRAD_TABLE_BYTES
+        moved = Tn * h * (rows[0] * db + rows[1]) + sh.vocab_shard * h * (table[0] * db + table[1] * sh.grad_bytes)
         return (memory_bound("embedding", Phase.fwd, 2 * Tn * h * db, Tn * h),
-                memory_bound("embedding", Phase.bwd_wg, Tn * h * (db + 4), Tn * h))
+                memory_bound("embedding", Phase.bwd_wg, moved, Tn * h))
 
     def _quantize_casts(self, k: dict[str, tuple[KernelSpec, ...]]) -> None:
         """Narrow GEMMs take operands that Transformer Engine quantizes from the 16-bit tensors, row-wise and
@@ -1254,6 +1257,21 @@ def _arguments(workload: MegatronWorkload, shape: ShardShape) -> tuple[ModelSpec
     """LayerKernels' arguments for a workload's model and kernel choices on `shape`."""
     train = workload.training
     return workload.model, shape, train.attention, train.elementwise, train.cross_entropy, train.uses_autocast
+
+
+EMBEDDING_GRAD_ROW_BYTES = (2, 8)
+"""Bytes per element of the tokens' output gradient in the word embedding's weight gradient, (per activation byte,
+fixed): PyTorch's embedding_dense_backward (aten/src/ATen/native/cuda/EmbeddingBackwardKernel.cu,
+embedding_backward_cuda_kernel), which Megatron's VocabParallelEmbedding reaches through F.embedding, reads the
+gradient rows and writes their fp32 partial sums (compute_grad_weight), then reads those and writes each summed row
+into the table (sum_and_scatter)."""
+EMBEDDING_GRAD_TABLE_BYTES = (2, 2)
+"""Bytes per element of the rank's whole embedding table in its weight gradient, (per activation byte, per gradient
+byte): embedding_dense_backward returns a dense table it first zeroes (at::zeros of num_weights rows, in the
+activations' dtype), and the gradient is then added to the gradient buffer, a read of the table and a read and a
+write of the buffer (Megatron-Core's DistributedDataParallel parameter hook, `param.main_grad.add_(param.grad.data)`,
+as at core_r0.8.0; PyTorch's own accumulation where a framework keeps no buffer). A scatter-add of the rows alone
+missed the table: 3.2 GB a step for Megatron-Core's GPT-1.7B (131,072 x 2,048, fp32 gradients)."""
 
 
 UB_PIPELINE_SPLITS = 4
