@@ -191,7 +191,8 @@ def networks(draw, sm_count: int):
     """A random DAG of flows, kernels and markers on random links: flows over random routes of links with
     random capacities, fold weights and rate limits, sizes and capacities from small sets so that flows often
     finish at the same time; dependencies and a sender's next flows only from lower to higher node ids. With
-    an `sm_count`, markers take and free SMs and some kernels are SM-bound (as node_arrays makes them)."""
+    an `sm_count`, markers take and free SMs and some kernels are SM-bound (as node_arrays makes them), some of
+    those pipelined with a collective (re-timed or not as SMs are taken and freed while they run)."""
     n = draw(st.integers(1, 24))
     num_gpus = draw(st.integers(1, 3))
     num_links = draw(st.integers(1, 5))
@@ -217,6 +218,7 @@ def networks(draw, sm_count: int):
     duration = [draw(small) if k == "kernel" else 0.0 for k in kind]
     span = [draw(st.integers(-8, 16)) if k == "marker" and sm_count else 0 for k in kind]
     sm_bound = [k == "kernel" and sm_count > 0 and draw(st.booleans()) for k in kind]
+    pipelined = [bound and draw(st.booleans()) for bound in sm_bound]  # keeping the stretch it starts with
     gpu = draw(st.lists(st.integers(0, num_gpus - 1), min_size=n, max_size=n))
     src, dst = np.array([e[0] for e in edges], dtype=np.int64), np.array([e[1] for e in edges], dtype=np.int64)
     stream_src = np.array([e[0] for e in streams], dtype=np.int64)
@@ -225,7 +227,8 @@ def networks(draw, sm_count: int):
     flow_of[flow_nodes] = np.arange(f)
     pending = np.bincount(dst, minlength=n) + np.bincount(stream_dst, minlength=n)
     nodes = NodeArrays(*csr(src, dst, n), *csr(stream_src, stream_dst, n), pending.astype(np.int64), flow_of,
-                       np.array(duration), np.array(span, dtype=np.int64), np.array(sm_bound), np.array(gpu))
+                       np.array(duration), np.array(span, dtype=np.int64), np.array(sm_bound), np.array(gpu),
+                       np.array(pipelined, dtype=bool))
     return nodes, props, capacity, weight, num_gpus
 
 

@@ -130,12 +130,17 @@ def test_the_estimates_selective_recomputation_is_what_the_tracer_re_runs(module
 def test_the_estimate_exposes_the_tensor_parallel_communication_the_replay_waits_for(sequence_parallel):
     """One rank group, no data or pipeline parallelism: all the replay's exposed communication is tensor-parallel.
     Both leave the backward's input re-gather and dgrad reduction (or the input gradient's all-reduce) to run beside
-    the GEMMs, as Megatron and Transformer Engine do; counting them as waited for overstates it by 65-70%."""
+    the GEMMs, as Megatron and Transformer Engine do; counting them as waited for overstates it by 65-70%. Since the
+    replay slows a GEMM beside a collective only while the collective holds SMs, as the estimate does, the steps
+    agree within 0.03% (39.53 / 39.54 ms with sequence parallelism, 37.35 / 37.36 without), and the exposed
+    tensor-parallel time within 16% and 21% (9.87 / 8.52 ms, 5.99 / 4.96 ms), where the replay's GEMMs beside the
+    input gradient's all-reduce now stretch only while it runs."""
     sc = gpt_scenario(nodes=1, gpus_per_node=4, layers=4, hidden=4096, heads=32, gbs=4, seq=2048)
     strategy = Strategy(4, 1, 1, 1, 1, 1, 4, 1, sequence_parallel, "none", "distributed_optimizer", "bf16", False)
     estimate = Search(sc).estimator.estimate(strategy, apply(sc.workload, strategy))
     replayed = simulate(scenario_for(sc, strategy, 4)).result
-    assert estimate.tp_s * 1e3 == pytest.approx(replayed.breakdown["exposed_comm_ms"], rel=0.2)
+    assert estimate.tp_s * 1e3 == pytest.approx(replayed.breakdown["exposed_comm_ms"], rel=0.25)
+    assert estimate.iteration_s * 1e3 == pytest.approx(replayed.iteration_time_ms, rel=0.005)
 
 
 def test_the_winner_is_written_as_a_scenario_that_simulates_and_as_megatron_arguments():
@@ -434,7 +439,9 @@ def test_an_fp8_estimate_counts_the_weight_casts_of_the_first_micro_batch_once_a
     """Transformer Engine quantizes the 16-bit weights at the step's first micro-batch and keeps the copy for the
     rest: that cast runs once a step, and was left out of the estimate (57.8 ms against a 62.9 ms replay); a bf16
     step has no casts. (With ZeRO-2's every-micro-batch gathers counted the step is estimated 64.2 ms against a 63.2
-    ms replay, the cast's 0.6 ms beyond it: within 2%, where it was 7.7% short.)"""
+    ms replay, the cast's 0.6 ms beyond it: within 2%, where it was 7.7% short. Since the replay slows a GEMM beside
+    a collective only while it holds SMs, as the estimate does, whichever starts first, it replays 60.5 ms against an
+    estimate of 62.9: within 4%, the estimate long.)"""
     sc = gpt_scenario(nodes=1, gpus_per_node=4, layers=4, hidden=4096, heads=32, gbs=8, seq=2048)
     zero2 = Strategy(2, 1, 1, 2, 1, 1, 2, 1, True, "none", "zero2", "fp8", False)
     search = Search(sc)
@@ -447,6 +454,6 @@ def test_an_fp8_estimate_counts_the_weight_casts_of_the_first_micro_batch_once_a
     assert once > 0 and estimate.iteration_s - without.iteration_s == pytest.approx(once, rel=1e-9)
     assert estimate.compute_s - without.compute_s == pytest.approx(once, rel=1e-9)
     replayed = simulate(scenario_for(sc, zero2, 4)).result.iteration_time_ms
-    assert estimate.iteration_s * 1e3 == pytest.approx(replayed, rel=0.02)
+    assert estimate.iteration_s * 1e3 == pytest.approx(replayed, rel=0.04)
     bf16 = dataclasses.replace(zero2, dtype="bf16")
     assert not LayerKernels.shared(apply(sc.workload, bf16)).weight_casts

@@ -129,8 +129,9 @@ def test_tensor_parallel_overlap_hides_communication_behind_gemms():
 
 
 def test_gemms_beside_collectives_run_on_the_sms_the_collectives_leave():
-    """Only GEMM and attention kernels that start while collectives run on their GPU stretch, by
-    sm_count / (sm_count - channels held); bandwidth-bound kernels keep their time."""
+    """Only GEMM and attention kernels stretch beside collectives running on their GPU, by
+    sm_count / (sm_count - channels held) while those run (here each kernel's collectives hold it throughout);
+    bandwidth-bound kernels keep their time."""
     sc = gpt_scenario(**dict(BASE, tp=1, pp=1, extra_parallelism={"fsdp": "full_shard"}))  # prefetched gathers
     dag, topology, fold = build_dag(sc)
     populate(dag, sc.datacenter.node.gpu, sc.workload.training.dtype)

@@ -36,7 +36,7 @@ from ..dag.nodes import ranges
 from .fair_share import EMPTY_LOAD, SAME_RATE, SAME_SHARE
 from .flows import FlowProperties
 from .footprint import LinkLoads
-from .replay_input import MAX_HELD_SHARE, NO_FLOW, NOT_CHANGED, NOT_FINISHED, SAME_TIME, Event, NodeArrays
+from .replay_input import MAX_HELD_SHARE, NO_FLOW, NOT_CHANGED, NOT_FINISHED, SAME_TIME, Event, NodeArrays, retimed
 
 NODE_DONE, LAST_BYTE, LAUNCHED = int(Event.NODE_DONE), int(Event.LAST_BYTE), int(Event.LAUNCHED)
 NONE = -1
@@ -44,9 +44,10 @@ NONE = -1
 FINISHED, REPORT, GROW = 0, 1, 2
 """Why the compiled loop returned: no event is left; progress is due; the event heap or the rate log may run out
 of room."""
-SEQ, HEAP, DIRTY, READY, DONE, REPORT_AT, LOGGED = range(7)
+SEQ, HEAP, DIRTY, READY, DONE, REPORT_AT, LOGGED, RUNNING = range(8)
 """The loop's counters: events pushed, events in the heap, changed links, ready nodes, finished nodes, the
-finished count at which progress is next reported, and rates logged."""
+finished count at which progress is next reported, rates logged, and SM-bound kernels under way (a marker re-times
+at most those: one event each)."""
 HEAP_ROOM = 1 << 16
 """Entries the event heap starts with beyond two per flow; it doubles when it may not hold one more step. The rate
 log starts with as many beyond two per watched flow, and doubles alike."""
@@ -70,6 +71,7 @@ class Graph(NamedTuple):
     span: np.ndarray
     sm_bound: np.ndarray
     gpu: np.ndarray
+    retimed: np.ndarray    # per node: SM-bound and re-timed as collectives join and leave (replay.retimed)
     wire: np.ndarray       # per flow: bytes on the wire
     latency: np.ndarray    # seconds from last byte to delivery
     lead: np.ndarray       # seconds of it a sliced ring step may hand over early (flows.sliced_handoffs)
@@ -141,6 +143,13 @@ class Loop(NamedTuple):
     finish: np.ndarray
     pending: np.ndarray
     held: np.ndarray
+    due: np.ndarray         # per node: when an SM-bound kernel under way is to finish at its GPU's present stretch
+    version: np.ndarray     # per node: a kernel's finish queued before its latest re-timing is stale
+    running: np.ndarray     # per node: an SM-bound kernel under way, in its GPU's list (replay.py's dict of them)
+    run_next: np.ndarray    # per node: the next kernel in its GPU's list of those under way, in start order
+    run_prev: np.ndarray
+    run_head: np.ndarray    # per GPU: its list's first kernel, or NONE
+    run_tail: np.ndarray
     ready: np.ndarray       # a stack of nodes
     heap_time: np.ndarray
     heap_entry: np.ndarray  # [entries, 4]: sequence, kind, item, version
@@ -201,7 +210,8 @@ def _graph(nodes: NodeArrays, props: FlowProperties, capacity: np.ndarray, loads
     lead, overlap = props.handoffs()
     return Graph(_i64(nodes.successors), _i64(nodes.successor_ptr), _i64(nodes.next_sends),
                  _i64(nodes.next_send_ptr), _i64(nodes.flow_of), _f64(nodes.duration), _i64(nodes.span),
-                 np.ascontiguousarray(nodes.sm_bound, dtype=np.bool_), _i64(nodes.gpu), _f64(props.wire),
+                 np.ascontiguousarray(nodes.sm_bound, dtype=np.bool_), _i64(nodes.gpu),
+                 np.ascontiguousarray(retimed(nodes), dtype=np.bool_), _f64(props.wire),
                  _f64(props.latency), _f64(lead), _f64(overlap), _f64(props.delay), _i64(props.nodes), _f64(props.cap),
                  _i64(loads.ptr), _i64(loads.link), _f64(loads.weight), _i64(np.repeat(np.arange(len(counts)), counts)),
                  np.ascontiguousarray(first_slots(loads)), _f64(capacity),
@@ -238,10 +248,12 @@ def _loop(nodes: NodeArrays, num_gpus: int, num_flows: int, report_every: int, w
     roots = np.flatnonzero(nodes.pending == 0)
     ready[:len(roots)] = roots
     room = HEAP_ROOM + 2 * num_flows
-    counters = np.zeros(7, dtype=np.int64)
+    counters = np.zeros(8, dtype=np.int64)
     counters[READY], counters[REPORT_AT] = len(roots), report_every
     logs = HEAP_ROOM + 2 * watched
     return Loop(np.zeros(n), np.full(n, NOT_FINISHED), _i64(nodes.pending).copy(), np.zeros(num_gpus, np.int64),
+                np.zeros(n), np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.bool_), np.full(n, NONE, np.int64),
+                np.full(n, NONE, np.int64), np.full(num_gpus, NONE, np.int64), np.full(num_gpus, NONE, np.int64),
                 ready, np.zeros(room), np.zeros((room, 4), dtype=np.int64), counters, np.array([0.0, NOT_CHANGED]),
                 np.zeros(logs),
                 np.zeros(logs, dtype=np.int64), np.zeros(logs))
@@ -630,13 +642,62 @@ def _start(g, net, loop, node, now, s):
     if g.duration[node] > 0:
         busy = g.duration[node]
         if g.sm_bound[node] and loop.held[gpu] != 0:
-            busy *= s.sm_count / (s.sm_count - _py_min(float(loop.held[gpu]), s.max_held_share * s.sm_count))
+            busy *= _stretch(loop.held[gpu], s)
+        if g.retimed[node]:
+            loop.due[node] = now + busy
+            _join(loop, gpu, node)
         _push(loop, now + busy, NODE_DONE, node, 0)
         return
+    if g.span[node] != 0 and loop.run_head[gpu] != NONE:  # the kernels under way go on at the new share of the SMs
+        old, new = _stretch(loop.held[gpu], s), _stretch(loop.held[gpu] + g.span[node], s)
+        if new != old:
+            kernel = loop.run_head[gpu]
+            while kernel != NONE:
+                loop.due[kernel] = now + (loop.due[kernel] - now) / old * new
+                loop.version[kernel] += 1
+                _push(loop, loop.due[kernel], NODE_DONE, kernel, loop.version[kernel])
+                kernel = loop.run_next[kernel]
     loop.held[gpu] += g.span[node]
     loop.finish[node] = now
     loop.counters[DONE] += 1
     _release(loop, g.successors, g.successor_ptr[node], g.successor_ptr[node + 1])
+
+
+@njit(**INLINED)
+def _stretch(held, s):
+    """replay.stretch: how much longer an SM-bound kernel runs while collectives hold `held` SMs of its GPU."""
+    if held == 0:
+        return 1.0
+    return s.sm_count / (s.sm_count - _py_min(float(held), s.max_held_share * s.sm_count))
+
+
+@njit(**INLINED)
+def _join(loop, gpu, node):
+    """Kernel `node` joins the end of its GPU's list of SM-bound kernels under way."""
+    loop.running[node] = True
+    loop.run_prev[node], loop.run_next[node] = loop.run_tail[gpu], NONE
+    if loop.run_tail[gpu] == NONE:
+        loop.run_head[gpu] = node
+    else:
+        loop.run_next[loop.run_tail[gpu]] = node
+    loop.run_tail[gpu] = node
+    loop.counters[RUNNING] += 1
+
+
+@njit(**INLINED)
+def _leave(loop, gpu, node):
+    """Kernel `node` leaves its GPU's list of SM-bound kernels under way."""
+    loop.running[node] = False
+    before, after = loop.run_prev[node], loop.run_next[node]
+    if before == NONE:
+        loop.run_head[gpu] = after
+    else:
+        loop.run_next[before] = after
+    if after == NONE:
+        loop.run_tail[gpu] = before
+    else:
+        loop.run_prev[after] = before
+    loop.counters[RUNNING] -= 1
 
 
 @njit(**ENTRY)
@@ -647,7 +708,7 @@ def _advance(g, net, loop, s):
     num_flows = len(g.wire)
     while True:
         now = loop.clock[0]
-        if counters[HEAP] + num_flows + 2 > len(loop.heap_time) or \
+        if counters[HEAP] + num_flows + counters[RUNNING] + 2 > len(loop.heap_time) or \
                 counters[LOGGED] + s.watched + 1 > len(loop.log_time):
             return GROW
         if counters[READY] > 0:
@@ -679,6 +740,10 @@ def _advance(g, net, loop, s):
             loop.start[g.flow_node[item]] = now
             _add(g, net, counters, item, g.wire[item], now)
         else:
+            if version != loop.version[item]:
+                continue  # re-timed since: a collective joined or left its GPU
+            if loop.running[item]:
+                _leave(loop, g.gpu[item], item)
             loop.finish[item] = now
             _release(loop, g.successors, g.successor_ptr[item], g.successor_ptr[item + 1])
             counters[DONE] += 1

@@ -45,6 +45,7 @@ from .replay_input import (
     Event,
     NodeArrays,
     node_arrays,
+    retimed,
 )
 
 ENGINES = ("auto", "compiled", "python")
@@ -105,6 +106,7 @@ class _Nodes:
     span: list[int]                  # see replay_input.channel_spans
     sm_bound: list[bool]             # see replay_input.sm_bound
     gpu: list[int]
+    retimed: list[bool]              # SM-bound and not pipelined with a collective (replay_input.pipelined)
 
 
 def _nodes(arrays: NodeArrays) -> _Nodes:
@@ -113,17 +115,21 @@ def _nodes(arrays: NodeArrays) -> _Nodes:
     next_sends = {int(a): arrays.next_sends[ptr[a]:ptr[a + 1]].tolist() for a in np.flatnonzero(np.diff(ptr))}
     return _Nodes(arrays.successors.tolist(), arrays.successor_ptr.tolist(), next_sends, arrays.pending.tolist(),
                   arrays.flow_of.tolist(), arrays.duration.tolist(), arrays.span.tolist(), arrays.sm_bound.tolist(),
-                  arrays.gpu.tolist())
+                  arrays.gpu.tolist(), retimed(arrays).tolist())
+
 
 
 def replay(dag: ExecutionDAG, topology: Topology, fold: Fold, sm_count: int | np.ndarray = 0, window_s: float = 0.0,
            advance: Callable[[int], None] | None = None, engine: str | None = None) -> Timeline:
     """Run the DAG to completion; return every node's start and finish time.
 
-    With the GPU's `sm_count`, a GEMM or attention kernel that starts while collectives run on its GPU gets
-    the SMs they leave: NCCL's kernel holds one SM per channel for the whole collective, so the kernel runs
-    sm_count / (sm_count - held) longer. 0 leaves every kernel its measured time. On GPUs of several types
-    `sm_count` is per rank (see per_rank_sms).
+    With the GPU's `sm_count`, a GEMM or attention kernel runs on the SMs the collectives running on its GPU leave:
+    NCCL's kernel holds one SM per channel for the whole collective, so while `held` SMs are taken the kernel runs
+    at (sm_count - held) / sm_count of its speed, re-timed each time a collective joins or leaves its GPU (what it
+    has left is stretched by the new factor over the old), whichever of nodes ready at one instant starts first. A
+    kernel pipelined with the collective it starts with (replay_input.pipelined) keeps its stretch at the start
+    for its whole time. 0 leaves every kernel its measured time. On GPUs of several types `sm_count` is per rank
+    (see per_rank_sms).
 
     Flows that start or finish within `window_s` of the first change since the last rate computation share the
     next one (0: one per distinct time); a flow starting inside the window waits for it. The window runs from that
@@ -212,6 +218,12 @@ def event_loop(nodes: NodeArrays, props: FlowProperties, capacity: np.ndarray, l
     return np.asarray(start, dtype=np.float64), np.asarray(finish, dtype=np.float64), log
 
 
+def stretch(held: int, sm_count: int) -> float:
+    """How much longer an SM-bound kernel runs while collectives hold `held` of its GPU's `sm_count` SMs (at most
+    MAX_HELD_SHARE of them): sm_count / (sm_count - held), 1 where none are held."""
+    return sm_count / (sm_count - min(held, MAX_HELD_SHARE * sm_count)) if held else 1.0
+
+
 def _unreported(done: int) -> None:
     pass
 
@@ -223,12 +235,16 @@ def _run(nodes: _Nodes, props: FlowProperties, net: FlowNetwork, num_gpus: int, 
     Returns every node's start and finish time (NOT_FINISHED where a cycle stalled it)."""
     succ, succ_ptr, next_send, pending = nodes.successors, nodes.successor_ptr, nodes.next_sends, nodes.pending
     flow_of, duration, span, sm_bound, gpu_of = nodes.flow_of, nodes.duration, nodes.span, nodes.sm_bound, nodes.gpu
+    retimed = nodes.retimed
     sizes, latency, delay, flow_node = props.wire.tolist(), props.latency.tolist(), props.delay.tolist(), \
         props.nodes.tolist()
     lead, overlap = props.handoffs()
     lead, overlap = lead.tolist(), overlap.tolist()
     node_done, last_byte, launched = Event.NODE_DONE, Event.LAST_BYTE, Event.LAUNCHED
     held = [0] * num_gpus  # SMs the collectives running on each GPU hold
+    running: list[dict[int, None]] = [{} for _ in range(num_gpus)]  # SM-bound kernels under way, in start order
+    due = [0.0] * len(flow_of)  # when each of them is to finish at its GPU's present stretch
+    version_of = [0] * len(flow_of)  # a kernel's finish queued before its latest re-timing is stale
     n = len(flow_of)
     start = [0.0] * n
     finish = [NOT_FINISHED] * n
@@ -255,10 +271,22 @@ def _run(nodes: _Nodes, props: FlowProperties, net: FlowNetwork, num_gpus: int, 
                 seq += 1
                 busy = duration[node]
                 if sm_bound[node] and held[gpu_of[node]]:
-                    busy *= sm_count / (sm_count - min(held[gpu_of[node]], MAX_HELD_SHARE * sm_count))
+                    busy *= stretch(held[gpu_of[node]], sm_count)
+                if retimed[node]:
+                    due[node] = now + busy
+                    running[gpu_of[node]][node] = None
                 push(events, (now + busy, seq, node_done, node, 0))
                 continue
-            held[gpu_of[node]] += span[node]  # markers complete on the spot
+            gpu = gpu_of[node]  # markers complete on the spot
+            if span[node] and running[gpu]:  # the kernels under way there go on at the new share of the SMs
+                old, new = stretch(held[gpu], sm_count), stretch(held[gpu] + span[node], sm_count)
+                if new != old:
+                    for kernel in running[gpu]:
+                        due[kernel] = now + (due[kernel] - now) / old * new
+                        version_of[kernel] += 1
+                        seq += 1
+                        push(events, (due[kernel], seq, node_done, kernel, version_of[kernel]))
+            held[gpu] += span[node]
             finish[node] = now
             done += 1
             released = succ[succ_ptr[node]:succ_ptr[node + 1]]
@@ -287,6 +315,9 @@ def _run(nodes: _Nodes, props: FlowProperties, net: FlowNetwork, num_gpus: int, 
                 net.add(item, sizes[item], now)
                 continue
             else:
+                if version != version_of[item]:
+                    continue  # re-timed since: a collective joined or left its GPU
+                running[gpu_of[item]].pop(item, None)
                 finish[item] = now
                 released = succ[succ_ptr[item]:succ_ptr[item + 1]]
                 done += 1

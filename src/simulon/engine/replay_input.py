@@ -13,7 +13,7 @@ from enum import IntEnum
 
 import numpy as np
 
-from ..dag.nodes import ExecutionDAG
+from ..dag.nodes import ExecutionDAG, NodeKind
 from ..workload.kernels import KernelClass
 
 SM_BOUND = (KernelClass.gemm, KernelClass.grouped_gemm, KernelClass.attention)
@@ -56,6 +56,14 @@ class NodeArrays:
     span: np.ndarray           # see channel_spans
     sm_bound: np.ndarray       # see sm_bound
     gpu: np.ndarray
+    pipelined: np.ndarray | None = None  # see pipelined (None: no kernel is)
+
+
+def retimed(arrays: NodeArrays) -> np.ndarray:
+    """Per node: an SM-bound kernel re-timed as collectives join and leave its GPU (not one pipelined with its
+    collective, which keeps the stretch it starts with: pipelined)."""
+    sm = np.asarray(arrays.sm_bound, dtype=bool)
+    return sm if arrays.pipelined is None else sm & ~np.asarray(arrays.pipelined, dtype=bool)
 
 
 def csr(src: np.ndarray, dst: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -82,6 +90,22 @@ def sm_bound(dag: ExecutionDAG) -> np.ndarray:
     return table[dag.kernel]
 
 
+def pipelined(dag: ExecutionDAG) -> np.ndarray:
+    """Per node: a kernel pipelined with a collective it starts with (Transformer Engine's userbuffers' chunked GEMMs,
+    whose collective's pieces run between the GEMM's chunks): it waits on the collective's start marker, or shares a
+    launch marker (no collective's own) with it (dag.builder.local_nodes). It keeps the SMs it starts without for
+    its whole time, where any other SM-bound kernel is re-timed as collectives join and leave its GPU
+    (replay.replay)."""
+    joins, _ = dag.collective_spans()
+    starts = np.zeros(dag.num_nodes, dtype=bool)
+    starts[joins] = True
+    launch = (dag.kind == NodeKind.marker) & (dag.coll < 0)
+    starts[dag.edge_src[starts[dag.edge_dst] & launch[dag.edge_src]]] = True
+    flags = np.zeros(dag.num_nodes, dtype=bool)
+    flags[dag.edge_dst[starts[dag.edge_src]]] = True
+    return flags & (dag.kind == NodeKind.compute)
+
+
 def node_arrays(dag: ExecutionDAG, flow_nodes: np.ndarray, sm_count: int) -> NodeArrays:
     """The node arrays of `dag` (the SM terms only with an `sm_count`)."""
     n = dag.num_nodes
@@ -94,4 +118,5 @@ def node_arrays(dag: ExecutionDAG, flow_nodes: np.ndarray, sm_count: int) -> Nod
     return NodeArrays(*csr(dag.edge_src, dag.edge_dst, n), *csr(stream_src, stream_dst, n),
                       pending.astype(np.int64), flow_of, np.asarray(dag.duration, dtype=np.float64),
                       channel_spans(dag) if sm_count else np.zeros(n, dtype=np.int64),
-                      sm_bound(dag) if sm_count else np.zeros(n, dtype=bool), dag.gpu.astype(np.int64))
+                      sm_bound(dag) if sm_count else np.zeros(n, dtype=bool), dag.gpu.astype(np.int64),
+                      pipelined(dag) if sm_count else np.zeros(n, dtype=bool))
