@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from helpers import gpt_workload
+from simulon.collective.types import CollType
 from simulon.config.common import DType
 from simulon.config.number_formats import number_format
 from simulon.workload.kernels import Phase
@@ -71,3 +72,32 @@ def test_a_16_bit_run_still_gathers_its_16_bit_hidden_state():
     tokens, hidden = wl.training.sequence_length, wl.model.hidden_size
     sizes = {(op.label, op.phase): op.nbytes for op in layer_ops(prog) if isinstance(op, CollectiveOp)}
     assert all(sizes[key] == 2 * tokens * hidden for key in GATHERS)
+
+
+@pytest.mark.parametrize("overlap", [False, True])
+@pytest.mark.parametrize(("dtype", "recipe", "reduced"), [("fp8", "current", True), ("nvfp4", None, True),
+                                                          ("fp8", "delayed", False), ("mxfp8", None, False)])
+def test_a_format_scaled_by_the_tensors_amax_all_reduces_the_shares_amaxes_between_the_cast_and_the_gather(
+        dtype, recipe, reduced, overlap):
+    """Current scaling and NVFP4 scale a tensor by its amax, so Transformer Engine's quantizer of a sequence-parallel
+    column-parallel input and row-parallel output gradient all-reduces the ranks' amaxes (one fp32) over the
+    tensor-parallel group before the cast (with_amax_reduction); delayed scaling takes last steps' amaxes and MXFP8
+    scales each block by its own, so neither does. The wgrad's re-gather of the saved quantized input casts nothing
+    and reduces nothing."""
+    training = {"dtype": dtype, "bf16_first_layers": 0, "bf16_last_layers": 0,
+                **({"fp8_recipe": recipe} if recipe else {})}
+    wl = gpt_workload(gpus=4, tp=4, seq=256, training=training,
+                      extra_parallelism={"sequence_parallel": True, "tp_comm_overlap": overlap})
+    ops = layer_ops(MegatronTracer(wl, 4).stage_program(0))
+    amaxes = {(op.label, op.phase): op for op in ops if isinstance(op, CollectiveOp) and op.label.endswith("_amax")}
+    expected = {("attn_gather_amax", Phase.fwd), ("mlp_gather_amax", Phase.fwd),
+                ("attn_grad_gather_amax", Phase.bwd_ig), ("mlp_grad_gather_amax", Phase.bwd_ig)}
+    assert set(amaxes) == (expected if reduced else set())
+    for (label, phase), op in amaxes.items():
+        assert (op.ctype, op.axis, op.nbytes) == (CollType.AllReduce, "tp", 4.0)
+        at = ops.index(op)
+        gather = next(i for i, o in enumerate(ops) if isinstance(o, CollectiveOp)
+                      and o.label == label.removesuffix("_amax") and o.phase == phase)
+        cast = max(i for i, o in enumerate(ops[:at]) if isinstance(o, ComputeOp) and o.kernel.phase == phase)
+        assert ops[cast].kernel.name.endswith("_gather_cast") and at < gather
+        assert op.stream == ops[gather].stream  # the gather waits for it

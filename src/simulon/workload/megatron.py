@@ -37,6 +37,10 @@ from .schedule import Step, scheduler_of
 MAMBA_SCAN_INPUTS = ("z", "x", "B", "C", "dt")
 """in_proj's outputs a Mamba layer's context-parallel all-to-all sends to the scan (MambaShard.all_to_all)."""
 
+AMAX_BYTES = 4.0
+"""A quantizer's amax all-reduced before a sequence-parallel gather: one fp32 (Transformer Engine's
+Float8CurrentScalingQuantizer and NVFP4Quantizer keep the tensor's amax as a one-element float32 tensor)."""
+
 NCCL_SEND_BUFFER_BYTES = 4 * 2**20
 """NCCL_BUFFSIZE's default (NCCL's environment-variable documentation): a point-to-point send whose message fits
 the connection's buffer ends (its kernel completes, so a blocking dist.send returns) once its data is copied in;
@@ -226,13 +230,21 @@ class _StageEmitter:
         dgrad phase a row-parallel GEMM's output gradient), `nbytes` where it is not the hidden state's. Where the
         GEMM is narrow and Transformer Engine's module gathers it, as that module runs it: this rank's share
         quantized first (`<gemm>_gather_cast`, in the phases it has one: not the wgrad's re-gather of the input
-        saved quantized), then the quantized data gathered (LayerKernels.narrow_gather_bytes)."""
+        saved quantized), then the quantized data gathered (LayerKernels.narrow_gather_bytes). A format that scales
+        by the tensor's amax (current scaling, NVFP4) all-reduces the shares' amaxes over the group before the cast
+        (`<label>_amax`), so that every rank quantizes its rows with one scale: Transformer Engine's quantizer
+        `with_amax_reduction` over `amax_reduction_group`, which its linear modules set to the tensor-parallel group
+        for a sequence-parallel column-parallel input and row-parallel output gradient
+        (_customize_quantizers_float8_current_scaling, _customize_quantizers_nvfp4). It is traced after the cast,
+        whose amax pass it follows, and before the gather, which waits for it on the same stream."""
         if not self.shape.sp:
             return NO_OP
         kernels = self.kernels.at(layer)
         cast = f"{gemm}_gather_cast"
         if cast in kernels and phase in kernels[cast]:
             self.run(cast, phase, layer, mb)
+            if kernels.shape.number_format.amax_pass:
+                self.tp_collective(CollType.AllReduce, f"{label}_amax", layer, mb, phase, AMAX_BYTES)
         narrow = kernels.narrow_gather_bytes(gemm, phase)
         return self.tp_gather(label, layer, mb, phase, nbytes if narrow is None else narrow)
 
