@@ -1,6 +1,7 @@
 """The search's player of a pipeline schedule (search.estimate.schedule_idle over step_graph: the steps' order and
 what each waits for computed once per schedule and shape, then one pass over them) gives to the bit what playing the
-steps rank by rank, each when the step it waits for is done, gives (the reference below: the player as it was)."""
+steps rank by rank, each when the step it waits for is done and its rank's held send (blocking_sends) has gone, gives
+(the reference below: the player as it was, with the sender's holds)."""
 
 from __future__ import annotations
 
@@ -16,8 +17,28 @@ def reference_idle(schedule: str, vpp: int, microbatches: int, times, send: floa
     scheduler = make_scheduler(schedule, vpp)
     placement = scheduler.placement
     orders = [scheduler.steps(rank, ranks, microbatches) for rank in range(ranks)]
+    blocking = [scheduler.blocking_sends(rank, ranks, microbatches) for rank in range(ranks)]
     split = [{(step.microbatch, step.chunk) for step in order if step.kind == "W"} for order in orders]
     last = placement.model_stages(ranks, placement.chunks(vpp)) - 1
+
+    def waits_for(rank: int, step) -> tuple[str, int, int, int] | None:
+        kind, microbatch, chunk, _ = step
+        stage = placement.model_stage(rank, chunk, ranks)
+        if kind == "F":
+            return None if stage == 0 else ("F", *placement.previous(rank, chunk, ranks), microbatch)
+        if kind == "B":
+            return (("F", rank, chunk, microbatch) if stage == last
+                    else ("B", *placement.next(rank, chunk, ranks), microbatch))
+        return ("B", rank, chunk, microbatch)
+
+    def sends_away(rank: int, step) -> bool:
+        """Whether a step on another rank waits for this one (its send)."""
+        kind, _, chunk, _ = step
+        stage = placement.model_stage(rank, chunk, ranks)
+        if kind == "F" and stage != last:
+            return placement.next(rank, chunk, ranks)[0] != rank
+        return kind == "B" and stage != 0 and placement.previous(rank, chunk, ranks)[0] != rank
+
     done: dict[tuple[str, int, int, int], float] = {}
     free, at, work = [0.0] * ranks, [0] * ranks, [0.0] * ranks
     progressed = True
@@ -26,21 +47,19 @@ def reference_idle(schedule: str, vpp: int, microbatches: int, times, send: floa
         for rank, order in enumerate(orders):
             while at[rank] < len(order):
                 kind, microbatch, chunk, _ = order[at[rank]]
-                stage = placement.model_stage(rank, chunk, ranks)
-                if kind == "F":
-                    after = None if stage == 0 else ("F", *placement.previous(rank, chunk, ranks), microbatch)
-                elif kind == "B":
-                    after = (("F", rank, chunk, microbatch) if stage == last
-                             else ("B", *placement.next(rank, chunk, ranks), microbatch))
-                else:
-                    after = ("B", rank, chunk, microbatch)
+                after = waits_for(rank, order[at[rank]])
                 if after is not None and after not in done:
                     break
                 forward, backward, weight = times[rank][chunk]
                 length = (forward if kind == "F" else weight if kind == "W"
                           else backward - weight if (microbatch, chunk) in split[rank] else backward)
                 ready = 0.0 if after is None else done[after] + (send if after[1] != rank else 0.0)
-                free[rank] = done[(kind, rank, chunk, microbatch)] = max(free[rank], ready) + length
+                done[(kind, rank, chunk, microbatch)] = max(free[rank], ready) + length
+                # the rank's next step waits for this one's send where the call between them blocks, or receives nothing
+                following = waits_for(rank, order[at[rank] + 1]) if at[rank] + 1 < len(order) else None
+                holds = (at[rank] + 1 < len(order) and sends_away(rank, order[at[rank]])
+                         and (blocking[rank][at[rank]] or following is None or following[1] == rank))
+                free[rank] = done[(kind, rank, chunk, microbatch)] + (send if holds else 0.0)
                 work[rank] += length
                 at[rank] += 1
                 progressed = True

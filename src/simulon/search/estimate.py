@@ -46,6 +46,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from functools import lru_cache
+from itertools import pairwise
 
 import numpy as np
 
@@ -78,7 +79,7 @@ from ..workload.layout import RankLayout
 from ..workload.megatron import dispatch_algorithm, pairs_experts
 from ..workload.parameters import Counts, ModelParameters, PipelineLayers
 from ..workload.program import EMBEDDING_LAYER, HEAD_LAYER
-from ..workload.schedule import make_scheduler
+from ..workload.schedule import PipelineScheduler, make_scheduler
 from .space import SHARDING_SETTINGS, Strategy
 
 
@@ -176,15 +177,17 @@ FORWARD, BACKWARD, WEIGHT, BACKWARD_LESS_WEIGHT = range(4)
 @dataclass(frozen=True)
 class StepGraph:
     """A pipeline schedule's steps over every rank, in an order in which each step comes after the step it waits for
-    (schedule_idle plays them in it): per step, its rank, its model chunk, the part of the chunk's time it takes, and
-    the index of the step it waits for (-1: none) with whether that step ran on another rank (a send between them).
-    What a step waits for depends on the schedule alone, not on the times."""
+    (schedule_idle plays them in it): per step, its rank, its model chunk, the part of the chunk's time it takes, the
+    index of the step it waits for (-1: none) with whether that step ran on another rank (a send between them), and
+    whether its rank's next step waits for its send too (`holds`). What a step waits for depends on the schedule
+    alone, not on the times."""
 
     rank: tuple[int, ...]
     chunk: tuple[int, ...]
     part: tuple[int, ...]
     after: tuple[int, ...]
     cross: tuple[bool, ...]
+    holds: tuple[bool, ...]
 
 
 @lru_cache(maxsize=256)
@@ -229,7 +232,25 @@ def step_graph(schedule: str, vpp: int, microbatches: int, ranks: int) -> StepGr
                 progressed = True
     if any(at[rank] < len(order) for rank, order in enumerate(orders)):
         raise ValueError(f"{schedule}: its steps wait for one another")
-    return StepGraph(tuple(rank_of), tuple(chunk_of), tuple(part_of), tuple(after_of), tuple(cross_of))
+    holds = sender_holds(scheduler, ranks, microbatches, rank_of, after_of, cross_of)
+    return StepGraph(tuple(rank_of), tuple(chunk_of), tuple(part_of), tuple(after_of), tuple(cross_of), holds)
+
+
+def sender_holds(scheduler: PipelineScheduler, ranks: int, microbatches: int, rank_of: list[int],
+                 after_of: list[int], cross_of: list[bool]) -> tuple[bool, ...]:
+    """Per step (in step_graph's order), whether its rank's next step waits for the step's send, as the tracer's
+    stages do (workload.megatron, hold_pending): a step that sends to another rank holds its rank where the call
+    after it blocks (the scheduler's blocking_sends) or where the next step receives nothing, so that the send is
+    still what the next kernel waits for; the rank's last step holds nothing (the pipeline's grad-norm all-reduce
+    and the receiver's own step follow it)."""
+    sends = {after for after, cross in zip(after_of, cross_of, strict=True) if cross}
+    holds = [False] * len(rank_of)
+    for rank in range(ranks):
+        blocking = scheduler.blocking_sends(rank, ranks, microbatches)
+        steps = [i for i, of in enumerate(rank_of) if of == rank]
+        for position, (i, following) in enumerate(pairwise(steps)):
+            holds[i] = i in sends and (blocking[position] or not cross_of[following])
+    return tuple(holds)
 
 
 @lru_cache(maxsize=256)
@@ -245,11 +266,12 @@ def schedule_idle(schedule: str, vpp: int, microbatches: int, times: ChunkTimes,
              for chunks in times]
     done = [0.0] * len(graph.rank)
     free, work = [0.0] * ranks, [0.0] * ranks
-    for i, (rank, chunk, part, after, cross) in enumerate(zip(graph.rank, graph.chunk, graph.part, graph.after,
-                                                              graph.cross, strict=True)):
+    for i, (rank, chunk, part, after, cross, holds) in enumerate(zip(graph.rank, graph.chunk, graph.part, graph.after,
+                                                                     graph.cross, graph.holds, strict=True)):
         length = parts[rank][chunk][part]
         ready = 0.0 if after < 0 else done[after] + (send if cross else 0.0)
-        free[rank] = done[i] = max(free[rank], ready) + length
+        done[i] = max(free[rank], ready) + length
+        free[rank] = done[i] + (send if holds else 0.0)
         work[rank] += length
     return max(free) - max(work)
 
@@ -411,12 +433,14 @@ class Estimator:
 
     def sends_exposed(self, s: Strategy, workload: MegatronWorkload, kernels: LayerKernels, layers: PipelineLayers,
                       microbatches: int) -> tuple[float, float]:
-        """The schedule played out (played_idle) at free pipeline sends, and the seconds its sends add to it. The
-        replay's Megatron waits for a send only until its next receive (workload.megatron: the receive takes the
-        send's place as what the next kernel waits for), so a stage that others keep waiting overlaps its sends;
-        a hand-off between ranks is what a send delays. Counted whole, two sends a micro-batch, the estimate of a
-        GPT of 4 layers (32,768-entry vocabulary, the head's stage the slowest) at tp 1 pp 2 dp 4 on 2 nodes of 4
-        H100s over 100 Gb/s NICs was 1.136 of the replay (1.015 played out), 1.202 at 16 micro-batches (1.005)."""
+        """The schedule played out (played_idle) at free pipeline sends, and the seconds its sends add to it: a
+        hand-off between ranks waits for a send, and so does the sender's next step where the replay's does
+        (step_graph's holds: Megatron's blocking p2p calls, workload.schedule blocking_sends; elsewhere a receive
+        takes the send's place as what the next kernel waits for, so a stage that others keep waiting overlaps
+        its sends). Counted whole, two sends a micro-batch, the estimate of a GPT of 4 layers (32,768-entry
+        vocabulary, the head's stage the slowest) at tp 1 pp 2 dp 4 on 2 nodes of 4 H100s over 100 Gb/s NICs was
+        1.136 of the replay (1.015 played out), 1.202 at 16 micro-batches (1.005); played out with 1F1B's blocking
+        calls, 1.014 and 1.004 of the replay that waits as they do."""
         if s.pp == 1:
             return 0.0, 0.0
         idle = self.played_idle(s, workload, kernels, layers, microbatches, 0.0)

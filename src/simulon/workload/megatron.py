@@ -8,9 +8,10 @@ send/recv, expert-parallel all-to-all, and data-parallel gradient sync: DDP buck
 last micro-batch's backward (overlap_grad_reduce), the distributed optimizer's reduce-scatter and
 parameter all-gather, or FSDP's per-layer gather and reduce-scatter; then the optimizer step. With
 overlap_moe_expert_parallel_comm a steady-state forward and the backward after it run as one combined step, their
-layers interleaved as Megatron-Core's combined 1F1B does (`_StageEmitter.combined_step`). With
-`framework: deepspeed` the pipeline's sends and receives follow DeepSpeed's PipelineEngine instead
-(`_StageEmitter.lockstep_exchange`).
+layers interleaved as Megatron-Core's combined 1F1B does (`_StageEmitter.combined_step`). The next kernel waits
+for a pipeline send as Megatron-Core's p2p calls wait for it (workload.schedule `blocking_sends`,
+`_StageEmitter.hold_pending`). With `framework: deepspeed` the pipeline's sends and receives follow DeepSpeed's
+PipelineEngine instead (`_StageEmitter.lockstep_exchange`).
 """
 
 from __future__ import annotations
@@ -156,6 +157,8 @@ class _StageEmitter:
         self.lora = tracer.workload.training.peft == "lora"
         self.overlap_tp = self.parallelism.tp_comm_overlap and self.shape.sp
         self.pending = NO_OP                    # comm op the next compute must wait for
+        self.held: tuple[int, ...] = ()         # pipeline sends it waits for too, past a receive (blocking_sends)
+        self.blocking = False                   # whether the pipeline call after the current step blocks
         self.unit_waits: tuple[int, ...] = ()   # parameter gathers the next layer's first kernel waits for
         self._after_next_kernel: Callable[[], None] | None = None
         # a split backward (zero-bubble schedules): what its W step runs, per (micro-batch, chunk), and the list
@@ -182,7 +185,7 @@ class _StageEmitter:
         kernels = self.kernels.at(layer)  # a layer the number format keeps in bf16 runs its bf16 twin
         weight_cast = kernels.weight_cast(name, mb) if phase == Phase.fwd else None
         if weight_cast is not None:  # the narrow copy of the weight, once a step (or per micro-batch under FSDP)
-            self.program.compute(weight_cast, layer, mb, (self.pending, *self.unit_waits, *extra_waits))
+            self.program.compute(weight_cast, layer, mb, (self.pending, *self.held, *self.unit_waits, *extra_waits))
         cast = f"{name}_cast"
         if cast in kernels and phase in kernels[cast]:  # the fp8 operand the GEMM reads
             self.run(cast, phase, layer, mb, *extra_waits)
@@ -190,8 +193,9 @@ class _StageEmitter:
         spec = kernels[name][phase]
         if self.overlap_tp:  # Transformer Engine's userbuffers run it in chunks beside its collective's pieces
             spec = chunked(spec, kernels.ub_chunks(name, phase))
-        idx = self.program.compute(spec, layer, mb, (self.pending, *self.unit_waits, *extra_waits), alongside)
-        self.pending, self.unit_waits = NO_OP, ()
+        idx = self.program.compute(spec, layer, mb, (self.pending, *self.held, *self.unit_waits, *extra_waits),
+                                   alongside)
+        self.pending, self.held, self.unit_waits = NO_OP, (), ()
         if self._after_next_kernel is not None:
             hook, self._after_next_kernel = self._after_next_kernel, None
             hook()
@@ -425,8 +429,10 @@ class _StageEmitter:
         split = {(step.microbatch, step.chunk) for step in steps if step.kind == "W"}  # backwards that defer W
         last = {step.chunk: step.microbatch for step in steps if step.kind == "B"}  # each chunk's final backward
         done = {step.chunk: i for i, step in enumerate(steps) if step.kind != "F"}  # its gradients complete
+        blocking = self.tracer.scheduler.blocking_sends(self.stage, self.pp, num_microbatches)
         for i, step in enumerate(steps):
             key = (step.microbatch, step.chunk)
+            self.blocking = i > 0 and blocking[i - 1]  # the call between the last step and this one
             if step.kind == "F" and i + 1 < len(steps) and steps[i + 1].combined:
                 self.combined_step(step, steps[i + 1], last=steps[i + 1].microbatch == last[steps[i + 1].chunk])
             elif step.combined:
@@ -570,9 +576,17 @@ class _StageEmitter:
             self.forward_unit(unit, mb, next_unit)
         self.send_forward(mb, chunk)
 
+    def hold_pending(self) -> None:
+        """Before a pipeline receive: where the call posting it blocks (the scheduler's blocking_sends), the next
+        kernel waits for what it waited for before it (the last step's send) as well as for the receive; else the
+        receive takes the send's place as what it waits for."""
+        if self.blocking and self.pending != NO_OP:
+            self.held = (*self.held, self.pending)
+
     def receive_forward(self, mb: int, chunk: int) -> None:
         """The chunk's input from the previous stage (none on the model's first chunk, or where a V turns)."""
         if not self._is_first(chunk) and self._previous(chunk)[0] != self.stage:
+            self.hold_pending()
             self.pending = self.receive(self._previous(chunk)[0], chunk, mb, Phase.fwd,
                                         (self.layers.units_of(self.stage, chunk) or [EMBEDDING_LAYER])[0])
 
@@ -591,7 +605,7 @@ class _StageEmitter:
         stage, peer_chunk = self._next(chunk) if not self._is_last(chunk) else (self.stage, chunk)
         if stage != self.stage and self.lockstep:
             self.deferred_send = (stage, peer_chunk, mb, Phase.fwd)
-        elif stage != self.stage:  # Megatron waits for its pipeline sends before the next kernel
+        elif stage != self.stage:  # the next kernel waits for it, or, past a receive, as hold_pending says
             self.pending = self.program.send(stage, peer_chunk,
                                              self.activation_bytes * self.layers.streams(self.stage, chunk), mb,
                                              Phase.fwd, waits=(self.pending,))
@@ -801,6 +815,7 @@ class _StageEmitter:
     def receive_backward(self, mb: int, chunk: int) -> None:
         """The gradient of the chunk's output from the next stage (none on the model's last chunk)."""
         if not self._is_last(chunk) and self._next(chunk)[0] != self.stage:
+            self.hold_pending()
             self.pending = self.receive(self._next(chunk)[0], chunk, mb, Phase.bwd_ig,
                                         (self.layers.units_of(self.stage, chunk) or [HEAD_LAYER])[-1])
 

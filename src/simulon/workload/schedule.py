@@ -215,6 +215,13 @@ class PipelineScheduler:
     def steps(self, stage: int, num_stages: int, num_microbatches: int) -> list[Step]:
         return self.table(stage, num_stages, num_microbatches).steps()
 
+    def blocking_sends(self, stage: int, num_stages: int, num_microbatches: int) -> list[bool]:
+        """Per step of `steps`, whether the pipeline call after it waits for the step's send before the stage's
+        next kernel, whether or not it also receives (a blocking call); else a receive in that call is all the
+        next kernel waits for. None blocks here: the V and DualPipe orders, and ZB-H1, keep their sends
+        unwaited past a receive (what their references wait for was not checked)."""
+        return [False] * len(self.steps(stage, num_stages, num_microbatches))
+
 
 class InterleavedOneFOneBScheduler(PipelineScheduler):
     """Megatron's interleaved 1F1B: `chunks` model chunks per rank, in groups of `group_size` micro-batches (None:
@@ -243,6 +250,27 @@ class InterleavedOneFOneBScheduler(PipelineScheduler):
         return ScheduleTable.megatron(num_microbatches, self.chunks, self.group(num_stages),
                                       self.warmup(stage, num_stages), self.combined)
 
+    def blocking_sends(self, stage: int, num_stages: int, num_microbatches: int) -> list[bool]:
+        """Megatron-Core's p2p calls (pipeline_parallel/p2p_communication.py, `_communicate`) wait on every request
+        they post, sends and receives, before they return (`req.wait()` for each; with batch_p2p_comm, one
+        batch_isend_irecv and torch.cuda.synchronize after it), unless the interleaved schedule overlaps them
+        (overlap_p2p_comm, which Megatron-LM's arguments.py turns on by default and off without virtual stages,
+        batch_p2p_comm = not overlap_p2p_comm in argument_utils.py). Overlapped, the steady state's
+        send_forward_recv_forward and send_backward_recv_backward (schedules.py,
+        forward_backward_pipelining_with_interleaving: pp_post_forward, pp_post_backward) leave each send's handle to
+        be waited after the next send of its kind is posted, a step later; the warm-up's send_forward_recv_forward
+        and the cool-down's send_backward_recv_backward still block (without overlap_p2p_comm_warmup_flush, off by
+        default). Since April 2026 (Megatron-LM 260cba7, "wait for async P2P send before deallocating output
+        tensor") the steady forward's send is waited at once; the published runs predate it. One chunk per rank
+        (forward_backward_pipelining_without_interleaving): every call blocks."""
+        steps = self.steps(stage, num_stages, num_microbatches)
+        if self.chunks == 1:
+            return [True] * len(steps)
+        total = len(self.table(stage, num_stages, num_microbatches).forwards)
+        warmup = min(self.warmup(stage, num_stages), total)
+        steady = range(warmup, warmup + 2 * (total - warmup))  # one forward and one backward a steady micro-batch
+        return [i not in steady for i in range(len(steps))]
+
 
 class OneFOneBScheduler(InterleavedOneFOneBScheduler):
     """PipeDream-Flush / Megatron 1F1B: the interleaved table over one chunk, warmed up with one forward per
@@ -266,6 +294,8 @@ class ZeroBubbleH1Scheduler(OneFOneBScheduler):
 
     def table(self, stage: int, num_stages: int, num_microbatches: int) -> ScheduleTable:
         return replace(super().table(stage, num_stages, num_microbatches), deferred=stage)
+
+    blocking_sends = PipelineScheduler.blocking_sends  # the reference's waits were not checked: none blocks
 
 
 # ---- DualPipe and DualPipeV: the reference's eight phases ----
