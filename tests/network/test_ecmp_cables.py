@@ -103,11 +103,13 @@ def test_fewer_spines_than_a_leafs_uplink_ports_are_reached_by_parallel_cables_n
 
 
 def test_a_spine_with_more_uplink_ports_than_cores_sends_over_parallel_cables_of_one_port_each():
-    """4 spines a pod, 8 leaves of 8 ports under each, to 2 cores at 1:1: a spine has 16 uplink ports, 8 cables to
-    each core (they were 2 links of 8 ports each); with 64 cores it reaches 16 of them, not 64 thinner links."""
+    """4 spines a pod, 8 leaves of 8 ports under each, to 2 cores at 1:1: a spine has 16 uplink ports, 16 cables to
+    the core of its group (spines 0 and 2 to core 0; they were 2 links of 8 ports each); with 64 cores, 4 groups of
+    16, it reaches the 16 of its group, not 64 thinner links."""
     spec = {"tiers": 3, "nics_per_leaf": 8, "spines": 4, "leaves_per_pod": 8}
     two, many = fabric(16, {**spec, "cores": 2}), fabric(16, {**spec, "cores": 64})  # two pods
-    assert (two.core_paths, two.core_reach) == (16, 2) and (many.core_paths, many.core_reach) == (16, 16)
+    assert (two.core_paths, two.core_reach, two.core_groups) == (16, 1, 2)
+    assert (many.core_paths, many.core_reach, many.core_groups) == (16, 16, 4)
     assert block(two, "spine_up") == pytest.approx(np.full(2 * 4 * 16, PORT))
     assert block(many, "spine_up") == pytest.approx(block(two, "spine_up"))
 

@@ -111,7 +111,7 @@ def test_the_dgx_a100_superpods_three_tier_spines_have_the_ports_their_cables_ta
     down and 20 up on a 40-port QM8790, checked as 20 + 20 and loaded; now 10 spines a pod take 2 of each."""
     dc = DatacenterConfig.model_validate({"from": "dgx-a100", "cluster": {"num_nodes": 200}})
     fabric = dc.network.scale_out.topology
-    assert (fabric.spines, fabric.cores) == (10, 16)
+    assert (fabric.spines, fabric.cores) == (10, 160)  # 10 groups of 16 (config.dc.core_reach)
     assert [ports for *_, ports, role in fabric_ports(fabric) if role == "spine"] == [32]
     with pytest.raises(ValidationError, match=r"a spine needs 24 cables down to its pod's 8 leaves and 20 up"):
         DatacenterConfig.model_validate({"from": "dgx-a100", "cluster": {"num_nodes": 200}, "network": {

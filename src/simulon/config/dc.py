@@ -525,6 +525,27 @@ def fabric_cables(fabric: FabricSpec, nics_per_leaf: float) -> tuple[int, int, i
     return up, reach, uplink_ports(down, fabric.pod_oversubscription)
 
 
+def core_reach(fabric: FabricSpec, reach: int, uplinks: int) -> tuple[int, int]:
+    """(the core groups of a plane, the cores of its group a spine's `uplinks` cables reach) of a three-tier fabric
+    whose leaves reach `reach` spines of each pod, as network/fabric.py builds it, a fat tree's core layer (Al-Fares
+    et al., "A Scalable, Commodity Data Center Network Architecture", SIGCOMM 2008, section 3.3): spine k of every
+    pod is cabled to core group k mod the groups (min(reach, cores) of them, cores // groups cores each), its cable
+    m to core m mod the group's cores it reaches, so a core takes cables from one spine of each pod, not from every
+    spine of the plane. A group's cores beyond a spine's uplinks take none."""
+    groups = min(reach, fabric.cores or 0)
+    return groups, min((fabric.cores or 0) // groups, uplinks) if groups else 0
+
+
+def core_cables(fabric: FabricSpec, pods: int) -> int:
+    """The cables down to the fullest core of a three-tier fabric of `pods` pods a plane (core_reach): the spines of
+    each pod cabled to its group (ceil(reach / groups)), each with ceil(uplinks / cores it reaches) cables on it.
+    The DGX SuperPOD reference architecture's 16 SUs of DGX H100/B200 (128 spines of 32 uplinks, 64 cores) put 4
+    cables of each of a pod's 8 spines' groups on a core: 16 pods x 4 = 64, every port of a QM9700."""
+    _, reach, uplinks = fabric_cables(fabric, fabric.nics_per_leaf)
+    groups, cores = core_reach(fabric, reach, uplinks)
+    return pods * -(-reach // groups) * -(-uplinks // cores) if cores else 0
+
+
 def leaf_nics(fabric: FabricSpec, num_nics: int, nics_per_node: int) -> list[tuple[int, int]]:
     """(NICs on a leaf, leaves holding that many) under one set of NIC ports (a dual-ToR fabric has two sets), as
     network/fabric.py cables the `num_nics` NICs: a rail-optimized leaf holds one rail's NICs of nics_per_leaf
@@ -1290,6 +1311,30 @@ class DatacenterConfig(Templated):
                              + (f" ({ports:g} of its ports' speed)" if ports != down else "")
                              + f", and the switch ({switch.name}) has {switch.port_count} (switch.port_count): "
                              "use three tiers (tiers: 3 with leaves_per_pod), or a switch of more ports")
+        return self
+
+    @model_validator(mode="after")
+    def _cores_fit(self) -> DatacenterConfig:
+        """A three-tier fabric's cores within the switch's port_count: their cables from one spine group of every pod
+        (core_cables), whose count only the cluster's size fixes. The DGX H100 SuperPOD's pods of 8 spines to 32
+        cores put 8 cables of every pod on each 64-port core, 72 past 8 pods (2,048 GPUs), where the template
+        starts."""
+        scale_out = self.network.scale_out
+        fabric, switch = scale_out.topology, scale_out.switch
+        if fabric.tiers != 3 or fabric.nics_per_leaf is None or switch is None or switch.port_count is None:
+            return self
+        num_nics, per_node = self.num_gpus // self.gpus_per_nic, self.gpus_per_node // self.gpus_per_nic
+        leaves = sum(n for _, n in leaf_nics(fabric, num_nics, per_node))
+        pods = -(-leaves // fabric.leaves_per_pod)
+        down = core_cables(fabric, pods)
+        ports = down * cable_share(fabric, scale_out.nic_port_share)
+        if ports > switch.port_count:
+            raise FieldError("network.scale_out.topology.cores", f"a core of the three-tier {fabric.label} fabric "
+                             f"needs {down:g} cables down to the spines of {pods} pods of {num_nics} NICs"
+                             + (f" ({ports:g} of its ports' speed)" if ports != down else "")
+                             + f", and the switch ({switch.name}) has {switch.port_count} (switch.port_count): "
+                             "add cores (each spine's uplinks spread over more of its group), or use a switch of "
+                             "more ports")
         return self
 
     def _domains_kept(self) -> None:

@@ -4,7 +4,9 @@ Under ECMP (`routing: ecmp`) every link is one cable each way: a leaf's uplink b
 over the oversubscription) leaves by as many whole uplink ports as it fills at the NIC port's speed (no cable faster
 than its port: an oversubscription that does not divide the ports leaves the remainder unbuilt), cable k to spine k
 mod the spines it reaches (round robin: with fewer spines than ports, several cables go to each), and likewise a
-spine's uplinks to the cores (config.dc.fabric_cables, which the switch-port checks count too). A leaf the NICs fill
+spine's uplinks to the cores of its group, a fat tree's core layer: spine k of every pod to core group k (mod the
+groups), so a core has one spine of each pod below it (config.dc.fabric_cables, core_reach and core_cables, which
+the switch-port checks count too). A leaf the NICs fill
 only partly (a pod, in three tiers) has a full one's uplinks, as NVIDIA's SuperPOD reference architectures cable a
 cluster short of whole units (config.dc.two_tier_spine_cables). Between two NIC
 ports the route is up to the lowest common tier and back down; a switch hashes each connection (below) onto one of
@@ -34,7 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..config.dc import FabricSpec, fabric_cables
+from ..config.dc import FabricSpec, core_reach, fabric_cables
 from .ecmp import ecmp_choice, ecmp_hash
 
 MAX_FABRIC_HOPS = 6  # NIC up, leaf up, spine up, core down, spine down, NIC down
@@ -143,7 +145,8 @@ class Fabric:
     leaf_uplinks: int = 0       # a leaf's uplink ports (config.dc.fabric_cables), cables to the spines it reaches
     spine_reach: int = 0        # spines of a pod that leaves reach, as their links see them: 1 under adaptive
     spine_uplinks: int = 0      # a spine's uplink ports to the cores (three tiers)
-    core_reach: int = 0         # cores a spine reaches, as its links see them: 1 under adaptive
+    core_reach: int = 0         # cores of its group a spine reaches, as its links see them: 1 under adaptive
+    core_groups: int = 0        # core groups of a plane (config.dc.core_reach), as links see them: 1 under adaptive
 
     @classmethod
     def build(cls, spec: FabricSpec, num_nics: int, nics_per_node: int, port_speed: float, nic_latency: float,
@@ -179,7 +182,9 @@ class Fabric:
         spine_up = per_pod * leaf_up / reach / spec.pod_oversubscription if spec.tiers == 3 else 0.0
         if j:
             spine_up = min(spine_up, j * port_speed)
-        c, cr = (min(j, 1), min(spec.cores or 0, j, 1)) if spread else (j, min(spec.cores or 0, j))
+        groups, cores_reached = core_reach(spec, reach, j) if spec.tiers == 3 else (0, 0)
+        c, cr = (min(j, 1), min(cores_reached, 1)) if spread else (j, cores_reached)
+        cg = min(groups, sr)  # core groups as the links see them: 1 under adaptive
         spines = spec.planes * pods * (spec.spines or 0) if spec.tiers >= 2 else 0
         cores = spec.planes * (spec.cores or 0) if spec.tiers == 3 else 0
         spine_groups = spec.planes * pods * sr if spec.tiers >= 2 else 0  # spines as their links see them
@@ -198,7 +203,7 @@ class Fabric:
         capacity = np.concatenate([np.full(n, cap) for _, n, cap, _ in blocks])
         latency = np.concatenate([np.full(n, lat) for _, n, _, lat in blocks])
         return cls(spec, sets, leaf_of_port, plane_of_leaf, pod_of_leaf, leaves, spines, cores, pods, s, c, base,
-                   capacity, latency, [b[0] for b in blocks], starts[:-1], u, sr, j, cr)
+                   capacity, latency, [b[0] for b in blocks], starts[:-1], u, sr, j, cr, cg)
 
     @property
     def num_links(self) -> int:
@@ -254,7 +259,10 @@ class Fabric:
             cross_pod = cross & (self.pod_of_leaf[leaf_s] != self.pod_of_leaf[leaf_d])
             c, cr = self.core_paths, self.core_reach
             up_s = ecmp_choice(c, src, dst, 2)
-            spine_d = np.where(cross_pod, ecmp_choice(sr, src, dst, 3), spine_s)
+            # A core is cabled to the spines of its group in every pod (config.dc.core_reach): the flow goes down
+            # through one of those of the destination's pod, its own spine's peer where the groups are the spines.
+            peer = cable_to(spine_s % self.core_groups, sr, self.core_groups, ecmp_hash(src, dst, 3))
+            spine_d = np.where(cross_pod, peer, spine_s)
             up_d = cable_to(up_s % cr, c, cr, ecmp_hash(src, dst, 4))
             up, down = self._block("spine_up"), self._block("core_down")
             hops[:, 2] = np.where(cross_pod, up + self._spine(leaf_s, spine_s) * c + up_s, NO_LINK)
