@@ -122,6 +122,8 @@ def _memory(spec: KernelSpec, point: SweepPoint, kernels: LayerKernels, dtype: t
     name, sh, h = spec.name, kernels.shape, kernels.model.hidden_size
     backward = spec.phase not in (Phase.fwd, Phase.step)
     if name.endswith("_norm") and name != "mamba_out_norm":  # a hidden-state norm (the Mamba output's: copied below)
+        # MLA's latent norms (LATENT_NORMS) run on the latent's width
+        h = next((latent.width for latent in kernels.latents if latent.norm == name), h)
         x = _randn(sh.norm_tokens, h, dtype=dtype, device=device, grad=backward)
         w = torch.ones(h, dtype=dtype, device=device, requires_grad=backward)
         if kernels.model.normalization == "rmsnorm":

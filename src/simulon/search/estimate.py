@@ -74,7 +74,7 @@ from ..workload.data_parallel import (
     scales_gradients,
 )
 from ..workload.kernels import KernelClass, KernelSpec, Phase, chunked
-from ..workload.layer_kernels import RING_BLOCK, UNDEFERRED_WEIGHT_GRADIENTS, LayerKernels, ShardShape
+from ..workload.layer_kernels import RING_BLOCK, UNDEFERRED_WEIGHT_GRADIENTS, ColumnGroup, LayerKernels, ShardShape
 from ..workload.layout import RankLayout
 from ..workload.megatron import dispatch_algorithm, pairs_experts
 from ..workload.parameters import Counts, ModelParameters, PipelineLayers
@@ -652,15 +652,14 @@ class Estimator:
         return self._unit_times[key]
 
     def _column_seconds(self, s: Strategy, kernels: LayerKernels, unit: LayerUnit,
-                        blocks: list[str]) -> list[tuple[float, float]]:
-        """Per block of `blocks`, the seconds of the dgrads and of the wgrads of its column-parallel GEMMs, those that
-        its backward's tensor-parallel regather and reduction run beside (workload.megatron column_block_backward)."""
+                        groups: list[ColumnGroup]) -> list[tuple[float, float]]:
+        """Per group of column-parallel GEMMs (LayerKernels.column_groups), the seconds of their dgrads and of their
+        wgrads, those that its backward's tensor-parallel regather and reduction run beside (workload.megatron
+        column_block_backward)."""
         table = unit.table(kernels)
-        columns = {"attention": table.attention_inputs, "mlp": table.mlp_inputs("mlp"), "moe": ["moe_route"],
-                   "mtp": ["mtp_eh_proj"]}  # the mixers' in_proj otherwise
         out = []
-        for block in blocks:
-            names = [n for n in columns.get(block, [f"{block}_in_proj"]) if n in table]
+        for group in groups:
+            names = [n for n in group.gemms if n in table]
             out.append(tuple(float(self.kernel_seconds(s.dtype, [table[n][phase] for n in names
                                                               for _ in range(table.repeats(n))]).sum())
                              if names else 0.0 for phase in (Phase.bwd_ig, Phase.bwd_wg)))
@@ -726,15 +725,19 @@ class Estimator:
             group = self.placed(s, "tp", stage)
             if s.sequence_parallel:  # forward: gather the input, reduce-scatter the output; backward: gather the
                 # output's gradient (each as narrow as Transformer Engine gathers it: LayerKernels.block_gather_bytes)
-                sizes = [kernels.block_gather_bytes(b) for b in reducing]
-                gather = sum(self.slowest(AG, group, size[0]) for size in sizes)
-                gradient = sum(self.slowest(AG, group, size[1]) for size in sizes)
-                scatter = self.slowest(RS, group, block)
-                forward, waited = gather + blocks * scatter, gradient
-                regather, reduction = gather, blocks * scatter
+                # (MLA's: its latents, LayerKernels.latents)
+                gradient = sum(self.slowest(AG, group, kernels.block_gather_bytes(b)[1]) for b in reducing)
+                gather = sum(self.slowest(AG, group, size) for b in reducing for size in kernels.block_input_gathers(b))
+                forward, waited = gather + blocks * self.slowest(RS, group, block), gradient
             else:  # the row-parallel output's all-reduce forward
-                reduce = blocks * self.slowest(AR, group, block)
-                forward, waited, regather, reduction = reduce, 0.0, 0.0, reduce
+                forward, waited = blocks * self.slowest(AR, group, block), 0.0
+            # each group of column-parallel GEMMs' input re-gather and input gradient's reduction (LayerKernels.
+            # column_groups: a block's, or each of MLA's up projections')
+            groups = [g for b in reducing for g in kernels.column_groups(b)]
+            regathers = [self.slowest(AG, group, g.regather) if s.sequence_parallel and g.regather else 0.0
+                         for g in groups]
+            reductions = [self.slowest(RS if s.sequence_parallel else AR, group, g.reduction) for g in groups]
+            regather, reduction = sum(regathers), sum(reductions)
             waited += forward * (1 + rerun / blocks) if blocks else 0.0
             # backward, the column-parallel GEMMs' input re-gathered during their dgrads and the dgrads' reduction
             # during their wgrads (sequence parallelism), or the input gradient's all-reduce during the wgrads, as
@@ -747,11 +750,11 @@ class Estimator:
             else:  # each block's column-parallel GEMMs hide its own: their dgrads the regather, their wgrads the
                 # reduction; ZB-H1 splits every backward (a W step for each micro-batch, workload/schedule.py), so
                 # its wgrads run in a step of their own and the next block's dgrads wait for the reduction
-                each = (regather / blocks, reduction / blocks) if blocks else (0.0, 0.0)
-                hidden = [(each[0], 0)] + ([] if s.zero_bubble else [(each[1], 1)])
+                columns = self._column_seconds(s, kernels, unit, groups)
                 tp = waited + (reduction if s.zero_bubble else 0.0) + sum(
                     max(comm, stretched(gemm[phase], comm, slower)) - gemm[phase]
-                    for gemm in self._column_seconds(s, kernels, unit, reducing) for comm, phase in hidden)
+                    for gemm, each in zip(columns, zip(regathers, reductions, strict=True), strict=True)
+                    for comm, phase in [(each[0], 0)] + ([] if s.zero_bubble else [(each[1], 1)]))
             ahead = 0.0 if s.tp_comm_overlap else forward
             if kernels.sparse is not None and "attention" in kind:  # the indexer's inputs and its loss's target
                 tp += (1 + again) * self.slowest(AR, group, kernels.indexer_target_bytes)

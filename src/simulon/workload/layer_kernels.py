@@ -45,10 +45,42 @@ fit gives 665-686 and 1,445-1,464 at 4K-64K queries (benchmarks/bench_sparse_att
 RING_BLOCK = "attn_flash_ring"
 """The attention kernel of one received block of the context-parallel ring (cp - 1 per layer and pass)."""
 DOWN_PROJECTIONS = ("attn_q_down", "attn_kv_down")
-"""MLA's low-rank down projections, which every tensor-parallel rank runs whole here: a model FLOP counted once
-(MFU, as the estimate's count at tp 1 does), the copies only as time. Megatron-Core runs them on each rank's
-sequence-parallel share where sequence parallelism is on (TELinear, parallel_mode 'duplicated', on [s/tp, b, h]),
-which this does not model: the rows here are every token's."""
+"""MLA's low-rank down projections, Transformer Engine Linears in Megatron-Core's parallel_mode 'duplicated'
+(multi_latent_attention.py MLASelfAttention.__init__): every tensor-parallel rank holds the whole weight and runs
+it on the input it has, the whole sequence without sequence parallelism (copies: a model FLOP counted once over the
+group, as the estimate's count at tp 1 does, the copies only as time), the rank's share of it (s/tp rows,
+`q_compressed: [s / TP, b, q_lora_rank]`) with it, each rank's rows its own model FLOPs."""
+LATENT_NORMS = ("attn_q_latent_norm", "attn_kv_latent_norm")
+"""MLA's norms of the query and key-value latents (q_layernorm, kv_layernorm; in Megatron-Core's spec fused into
+the up projections' TELayerNormColumnParallelLinear), on the down projections' rows: under sequence parallelism the
+rank's share, normed before the module all-gathers its output."""
+
+
+@dataclass(frozen=True)
+class Latent:
+    """What MLA all-gathers along the sequence between its down and its up projections under sequence parallelism
+    (MLASelfAttention.get_query_key_value_tensors): `width` elements a token; `gemm` the column-parallel GEMM whose
+    Transformer Engine module gathers it (in the run's narrow format where it quantizes before the gather), None
+    where Megatron-Core gathers it itself in 16 bits (gather_from_sequence_parallel_region: the key's rotary part,
+    and under sparse attention the key-value latent); `norm` the latent norm run on the rank's rows before."""
+
+    label: str
+    width: int
+    gemm: str | None
+    norm: str | None
+
+
+@dataclass(frozen=True)
+class ColumnGroup:
+    """Column-parallel GEMMs of a block whose backward runs beside two collectives (LayerKernels.column_groups):
+    their input's re-gather for the wgrads beside the dgrads (`regather` bytes, sequence parallelism alone) and the
+    input gradient's reduction beside the wgrads (`reduction` bytes)."""
+
+    gemms: tuple[str, ...]
+    regather: float
+    reduction: float
+
+
 UNDEFERRED_WEIGHT_GRADIENTS = ("moe_route",)
 """Weight gradients a split backward (ZB-H1, ZB-V, DualPipe) computes in B, not in W: the MoE router's, which is no
 Transformer Engine module and has no WeightGradStore (Megatron-Core's RouterGatingLinearFunction.backward returns
@@ -59,9 +91,9 @@ INDEXER = ("attn_index_q", "attn_index_k", "attn_index_weights", "attn_index_rop
 """DeepSeek sparse attention's lightning indexer, which every tensor-parallel rank runs whole (LayerKernels.
 _sparse_attention); its loss's target is over the rank's own heads."""
 REPLICATED = DOWN_PROJECTIONS + INDEXER
-"""Kernels every tensor-parallel rank runs whole: their model FLOPs are counted once over the group (a rank's copy
-counts 1/tp), the copies only as hardware FLOPs and time. The indexer's counted on each rank made a small DSA
-model's model FLOPs a token 17.6% higher at tp 8 than at tp 1."""
+"""Kernels every tensor-parallel rank runs whole (the down projections only without sequence parallelism): their
+model FLOPs are counted once over the group (a rank's copy counts 1/tp), the copies only as hardware FLOPs and time.
+The indexer's counted on each rank made a small DSA model's model FLOPs a token 17.6% higher at tp 8 than at tp 1."""
 
 
 def padded_vocabulary(vocab: int, tp: int, divisible_by: int | None) -> int:
@@ -468,12 +500,16 @@ class LayerKernels:
         for name in ("attn_residual", "mlp_residual"):
             k[name] = memory_pair(name, Tn * h, *self.residual_bytes)
         for name, shape in self._attention_projections().items():
-            k[name] = gemm_with_backward(name, T, *shape, db)
+            k[name] = gemm_with_backward(name, Tn if name in DOWN_PROJECTIONS else T, *shape, db)
+        for latent in self.latents:
+            if latent.norm is not None:  # read x, write y | read x, dy, write dx
+                elementwise(latent.norm, Tn, latent.width, 2, 3)
         k.update(self._attention_core())
         if self.sparse is not None:
             k.update(self._sparse_attention())
         for name in REPLICATED if t > 1 else ():
-            if name in k:  # run whole on every tensor-parallel rank: the copies are hardware work, not model FLOPs
+            # run whole on every tensor-parallel rank: the copies are hardware work, not model FLOPs
+            if name in k and not (sh.sp and name in DOWN_PROJECTIONS):
                 k[name] = tuple(replace(spec, flops=spec.flops / t) for spec in k[name])
         if m.mla is None and m.kv_heads < t:  # each rank projects a whole key/value head that ranks share
             k["attn_qkv"] = tuple(_model_share(spec, self._qkv_model_share) for spec in k["attn_qkv"])
@@ -742,7 +778,7 @@ class LayerKernels:
             return {"attn_qkv": ((queries + 2 * kv) * m.head_size, h)}
         a = m.mla
         qk_dim = a.qk_nope_head_dim + a.qk_rope_head_dim
-        # the low-rank down projections (DOWN_PROJECTIONS) are replicated across the tensor-parallel group
+        # the low-rank down projections (DOWN_PROJECTIONS) are duplicated across the tensor-parallel group
         shapes = ({"attn_q_down": (a.q_lora_rank, h), "attn_q_up": (n * qk_dim, a.q_lora_rank)}
                   if a.q_lora_rank else {"attn_q": (n * qk_dim, h)})
         shapes["attn_kv_down"] = (a.kv_lora_rank + a.qk_rope_head_dim, h)
@@ -753,6 +789,60 @@ class LayerKernels:
     @property
     def attention_inputs(self) -> list[str]:
         return list(self._attention_projections())
+
+    @property
+    def down_projections(self) -> list[str]:
+        """MLA's GEMMs on the rank's own rows of the hidden state (DOWN_PROJECTIONS), in forward order."""
+        return [name for name in DOWN_PROJECTIONS if name in self._attention_projections()]
+
+    @cached_property
+    def latents(self) -> list[Latent]:
+        """MLA's inputs of its up projections and of its attention that sequence parallelism all-gathers, in forward
+        order (none without MLA): the key's rotary part, split from the key-value down projection's output and
+        gathered by Megatron-Core; the query latent, normed and gathered by linear_q_up_proj (without a query
+        latent, linear_q_proj's input, the hidden state, gathered by that column-parallel Linear); the key-value
+        latent, normed and gathered by linear_kv_up_proj, or under sparse attention by Megatron-Core
+        (AbsorbedMLASelfAttention: `kv_compressed = gather_from_sequence_parallel_region(kv_compressed)`)."""
+        mla = self.model.mla
+        if mla is None:
+            return []
+        q_norm, kv_norm = LATENT_NORMS
+        query = (Latent("attn_q_gather", mla.q_lora_rank, "attn_q_up", q_norm) if mla.q_lora_rank
+                 else Latent("attn_q_gather", self.model.hidden_size, "attn_q", None))
+        kv_up = "attn_kv_up" if mla.dsa is None else None
+        return [Latent("attn_rope_gather", mla.qk_rope_head_dim, None, None), query,
+                Latent("attn_kv_gather", mla.kv_lora_rank, kv_up, kv_norm)]
+
+    def latent_bytes(self, latent: Latent, phase: Phase = Phase.fwd) -> float:
+        """Bytes of `latent` over the whole sequence of the rank's micro-batch as its all-gather in `phase` moves it
+        (the forward's, or the wgrad's re-gather: narrow_gather_bytes where Transformer Engine's module gathers it
+        quantized), or in the backward (Phase.bwd_ig) as its gradient's reduction moves it, in 16 bits."""
+        narrow = (self.narrow_gather_bytes(latent.gemm, phase)
+                  if latent.gemm is not None and phase != Phase.bwd_ig else None)
+        return self.shape.tokens * latent.width * self.shape.act_bytes if narrow is None else narrow
+
+    def block_input_gathers(self, block: Block) -> list[float]:
+        """Bytes of each sequence-parallel all-gather of a block's column-parallel inputs in the forward: MLA's
+        latents, or the block's one input (block_gather_bytes)."""
+        if block == "attention" and self.latents:
+            return [self.latent_bytes(latent) for latent in self.latents]
+        return [self.block_gather_bytes(block)[0]]
+
+    def column_groups(self, block: Block) -> list[ColumnGroup]:
+        """A block's column-parallel GEMMs in the groups whose backward collectives run beside them (workload.megatron
+        column_block_backward): MLA's up projections each with its latent's re-gather and gradient reduction, and
+        under sequence parallelism the reductions of the latents Megatron-Core gathered itself, beside no GEMM; or
+        the GEMMs reading the block's input, with its re-gather (block_gather_bytes) and the hidden state's gradient.
+        Reductions are reduce-scatters under sequence parallelism, all-reduces without; re-gathers only under it."""
+        if block == "attention" and self.latents:
+            return [ColumnGroup((latent.gemm,) if latent.gemm else (),
+                                self.latent_bytes(latent, Phase.bwd_wg) if latent.gemm else 0.0,
+                                self.latent_bytes(latent, Phase.bwd_ig))
+                    for latent in self.latents if latent.gemm is not None or self.shape.sp]
+        gemms = {"attention": self.attention_inputs, "mlp": self.mlp_inputs("mlp"), "moe": ["moe_route"],
+                 "mtp": ["mtp_eh_proj"]}.get(block, [f"{block}_in_proj"])
+        return [ColumnGroup(tuple(name for name in gemms if name in self), self.block_gather_bytes(block)[0],
+                            self.shape.tokens * self.model.hidden_size * self.shape.act_bytes)]
 
     def attention_heads(self) -> tuple[int, int, int, int]:
         """(query heads, key/value heads, query-key size, value size) of one tensor-parallel rank, before any
@@ -1127,7 +1217,7 @@ class LayerKernels:
         to the module to all-gather along the sequence (sequence parallelism; LayerNormColumnParallelLinear's and
         ColumnParallelLinear's `with_input_all_gather`): attention's query-key-value projection (not multi-latent
         attention's projections), the MLP's first and the mixers' in_proj; the multi-token-prediction eh_proj
-        (gathered_gemm_inputs) is one too, outside userbuffers' buffers."""
+        and MLA's up projections (Latent.gemm) are ones too, outside userbuffers' buffers (gathered_gemm_inputs)."""
         return ([*self.attention_inputs] if self.model.mla is None else []) + self.mlp_inputs("mlp") + [
             f"{block}_in_proj" for block in MIXERS]
 
@@ -1140,9 +1230,10 @@ class LayerKernels:
 
     def gathered_gemm_inputs(self) -> tuple[set[str], set[str]]:
         """(GEMMs whose input, GEMMs whose output gradient) Transformer Engine's modules all-gather along the
-        sequence, of those in the table's layer kinds (with the multi-token-prediction eh_proj among the first)."""
-        inputs = [*self._sequence_gathered_inputs(), "mtp_eh_proj"]
-        return set(inputs), set(self._sequence_gathered_gradients())
+        sequence, of those in the table's layer kinds (with the multi-token-prediction eh_proj and MLA's up
+        projections among the first)."""
+        inputs = [*self._sequence_gathered_inputs(), "mtp_eh_proj", *(latent.gemm for latent in self.latents)]
+        return {name for name in inputs if name}, set(self._sequence_gathered_gradients())
 
     def narrow_gather_bytes(self, name: str, phase: Phase) -> float | None:
         """Bytes of the sequence-parallel all-gather that GEMM `name`'s `phase` reads where it is narrow and

@@ -640,8 +640,11 @@ class _StageEmitter:
 
     def attention_forward(self, layer: int, mb: int, phase: Phase) -> None:
         self.run("attn_norm", phase, layer, mb)
-        self.gathered_gemms(self.kernels.attention_inputs, phase, layer, mb,
-                            self.gemm_gather("attn_gather", self.kernels.attention_inputs[0], layer, mb, phase))
+        if self.kernels.latents:
+            self.mla_projections(layer, mb, phase)
+        else:
+            self.gathered_gemms(self.kernels.attention_inputs, phase, layer, mb,
+                                self.gemm_gather("attn_gather", self.kernels.attention_inputs[0], layer, mb, phase))
         absorbed = self.kernels.absorbed
         if absorbed:
             self.run(absorbed[0], phase, layer, mb)
@@ -654,6 +657,42 @@ class _StageEmitter:
         proj = self.run("attn_proj", phase, layer, mb)
         self.pending = self.tp_reduce("attn_reduce", layer, mb, phase, gemm=proj)
         self.run("attn_residual", phase, layer, mb)
+
+    def mla_projections(self, layer: int, mb: int, phase: Phase) -> None:
+        """MLA's projections as Megatron-Core runs them (MLASelfAttention.get_query_key_value_tensors): the
+        duplicated down projections on the rank's rows (its share of the sequence under sequence parallelism), then
+        each latent (LayerKernels.latents): its norm on those rows, its all-gather along the sequence (by the up
+        projection's Transformer Engine module, or by Megatron-Core for the key's rotary part and sparse attention's
+        key-value latent) and the column-parallel GEMM that reads it whole."""
+        for name in self.kernels.down_projections:
+            self.run(name, phase, layer, mb)
+        for latent in self.kernels.latents:
+            if latent.norm is not None:
+                self.run(latent.norm, phase, layer, mb)
+            if latent.gemm is None:
+                self.pending = self.tp_gather(latent.label, layer, mb, phase, self.kernels.latent_bytes(latent))
+            else:
+                self.gathered_gemms([latent.gemm], phase, layer, mb,
+                                    self.gemm_gather(latent.label, latent.gemm, layer, mb, phase,
+                                                     self.kernels.latent_bytes(latent)))
+
+    def mla_projections_backward(self, layer: int, mb: int) -> None:
+        """The backward of mla_projections: each latent's up projection's dgrad with its input re-gathered beside
+        it, the input gradient's reduction (reduce-scatter under sequence parallelism, all-reduce without) beside
+        its wgrad, its norm's backward; Megatron-Core's own gathers' gradients reduce-scattered; then the down
+        projections on the rank's rows, whose input gradients sum on the rank."""
+        for latent in reversed(self.kernels.latents):
+            reduce_label = latent.label.replace("gather", "reduce")
+            nbytes = self.kernels.latent_bytes(latent, Phase.bwd_ig)
+            if latent.gemm is not None:
+                self.column_block_backward([latent.gemm], layer, mb, reduce_label, latent.label, nbytes)
+            elif self.shape.sp:
+                self.pending = self.tp_reduce(reduce_label, layer, mb, Phase.bwd_ig, nbytes=nbytes)
+            if latent.norm is not None:
+                self.run(latent.norm, Phase.bwd_ig, layer, mb)
+        for name in reversed(self.kernels.down_projections):
+            self.run(name, Phase.bwd_ig, layer, mb)
+            self.run(name, Phase.bwd_wg, layer, mb)
 
     def indexer_forward(self, layer: int, mb: int, phase: Phase) -> None:
         """DeepSeek sparse attention's lightning indexer and its loss (LayerKernels._sparse_attention; DSAttention
@@ -1016,5 +1055,8 @@ class _StageEmitter:
             self.run(absorbed[0], Phase.bwd_ig, layer, mb)
             self.run(absorbed[0], Phase.bwd_wg, layer, mb)
             self.indexer_backward(layer, mb)
-        self.column_block_backward(self.kernels.attention_inputs, layer, mb, "attn_reduce", "attn_gather")
+        if self.kernels.latents:
+            self.mla_projections_backward(layer, mb)
+        else:
+            self.column_block_backward(self.kernels.attention_inputs, layer, mb, "attn_reduce", "attn_gather")
         self.run("attn_norm", Phase.bwd_ig, layer, mb)
