@@ -488,13 +488,21 @@ class ActivationModel:
         output as the GEMM's weight gradient reads it, `norm_gemm_input` bytes an element, quantized in a narrow
         format). The key-value down projection's output is kept whole, its rotary part too: the up projection's
         input is a view of it. Under DeepSeek sparse attention the key-value latent's up projection is absorbed
-        into the attention's products, which read the 16-bit norm output."""
+        into the attention's products, which read the 16-bit norm output. Each on the down projections' rows: under
+        sequence parallelism the rank's share (MLASelfAttention runs the duplicated down projections on s/tp rows,
+        and the up projections' modules save their local norm output and all-gather it again for the wgrad,
+        layernorm_linear.py `ln_out_needs_gather`), but for sparse attention's key-value norm output, which
+        Megatron-Core all-gathers in 16 bits before the attention reads it (AbsorbedMLASelfAttention)."""
         mla, a = self.model.mla, self.a
-        kv_norm = self.norm_gemm_input if mla.dsa is None else a
-        latents = (mla.kv_lora_rank + mla.qk_rope_head_dim) * a + mla.kv_lora_rank * kv_norm
+        local = (mla.kv_lora_rank + mla.qk_rope_head_dim) * a
+        gathered = 0.0
+        if mla.dsa is None:
+            local += mla.kv_lora_rank * self.norm_gemm_input
+        else:
+            gathered += mla.kv_lora_rank * a
         if mla.q_lora_rank:
-            latents += mla.q_lora_rank * (a + self.norm_gemm_input)
-        return self.rows * latents
+            local += mla.q_lora_rank * (a + self.norm_gemm_input)
+        return self.norm_rows * local + self.rows * gathered
 
     def _context_parallel_output(self, output: float) -> dict[str, float]:
         """What Transformer Engine's context-parallel attention keeps beside the output the projection reads (`output`
