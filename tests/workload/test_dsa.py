@@ -133,7 +133,9 @@ def test_the_indexer_runs_beside_the_attention_and_trains_its_weights_only():
     assert comms["attn_index_target_reduce"].nbytes == 4 * tokens * 2048
     grads = [op for op in ops if isinstance(op, CollectiveOp) and op.label == "tp_duplicated_grad_allreduce"]
     layers = len(tracer.layers.layers_of(0))
-    assert len(grads) == 1 and grads[0].nbytes == layers * LayerKernels.of(sc.workload).indexer_params * 4
+    kernels = LayerKernels.of(sc.workload)  # with MLA's down projections, summed over tp under sequence parallelism
+    duplicated = kernels.indexer_params + kernels.weights(["attn_q_down", "attn_kv_down"])
+    assert len(grads) == 1 and grads[0].nbytes == layers * duplicated * 4
 
 
 def test_sparse_attention_pays_at_long_sequences_and_costs_at_short_ones():

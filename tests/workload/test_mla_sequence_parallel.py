@@ -93,3 +93,16 @@ def test_the_down_projections_backward_follows_the_latent_norms_on_the_ranks_row
                                        "attn_q_down", "attn_kv_down", "attn_norm")]
     assert order == ["attn_kv_up", "attn_kv_latent_norm", "attn_q_up", "attn_q_latent_norm", "attn_kv_down",
                      "attn_q_down", "attn_norm"]
+
+
+@pytest.mark.parametrize("sp", [False, True])
+def test_the_down_projections_gradients_are_summed_over_tp_under_sequence_parallelism_alone(sp):
+    # each rank's gradient is of its own rows under sequence parallelism (finalize_model_grads sums the weights
+    # TELinear 'duplicated' marks sequence_parallel); without it every rank's is of every token, the same
+    wl = workload(4, "bf16", sp=sp)
+    tracer = MegatronTracer(wl, 8)
+    grads = [op for op in tracer.stage_program(0).ops
+             if isinstance(op, CollectiveOp) and op.label == "tp_duplicated_grad_allreduce"]
+    down = HIDDEN * (V3["q_lora_rank"] + V3["kv_lora_rank"] + V3["qk_rope_head_dim"])
+    layers = len(tracer.layers.layers_of(0))
+    assert [op.nbytes for op in grads] == ([layers * down * 4.0] if sp else [])

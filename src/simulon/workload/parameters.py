@@ -109,7 +109,7 @@ class StageParameters:
     counts: Mapping[int, Counts]
     tied_embedding: float = 0.0
     mirrored: bool = False  # DualPipe: the mirror rank holds the same stages; their gradients are summed
-    tp_duplicated: float = 0.0  # parameters every tensor-parallel rank holds whole and trains alike (DSA's indexer)
+    tp_duplicated: float = 0.0  # parameters every tensor-parallel rank holds whole, their gradients reduced over tp
     narrow: Mapping[int, Counts] = field(default_factory=dict)  # of counts, GEMM weights a narrow format quantizes
 
     def of(self, unit: int) -> Counts:
@@ -206,12 +206,15 @@ class ModelParameters:
 
     def tp_duplicated(self, units: tuple[int, ...]) -> float:
         """Parameters of these units that every tensor-parallel rank holds whole and whose gradients Megatron-Core
-        averages over tp after the data-parallel sync (average_gradients_across_tp_domain: DSA's lightning indexer,
-        finalize_model_grads._allreduce_non_tensor_model_parallel_grads); 0 without tensor parallelism."""
+        averages or sums over tp after the data-parallel sync (finalize_model_grads.
+        _allreduce_non_tensor_model_parallel_grads): DSA's lightning indexer (average_gradients_across_tp_domain),
+        and under sequence parallelism MLA's down projections, each rank's gradient of its own rows (TELinear
+        'duplicated' marks their weights `sequence_parallel`); 0 without tensor parallelism."""
         if self.kernels.shape.tp == 1:
             return 0.0
         attention = [unit for unit in units if unit >= 0 and "attention" in self.kernels.blocks(unit)]
-        return len(attention) * self.kernels.indexer_params
+        down = self.kernels.weights(self.kernels.down_projections) if self.kernels.shape.sp else 0.0
+        return len(attention) * (self.kernels.indexer_params + down)
 
     def stage(self, stage: int) -> StageParameters:
         units = tuple(self.layers.stage_units(stage))
