@@ -106,3 +106,17 @@ def test_the_down_projections_gradients_are_summed_over_tp_under_sequence_parall
     down = HIDDEN * (V3["q_lora_rank"] + V3["kv_lora_rank"] + V3["qk_rope_head_dim"])
     layers = len(tracer.layers.layers_of(0))
     assert [op.nbytes for op in grads] == ([layers * down * 4.0] if sp else [])
+
+
+def test_recomputing_the_up_projections_re_runs_their_norms_and_gathers():
+    # Megatron-Core's mla_up_proj checkpoint re-runs the up projections' TELayerNormColumnParallelLinear modules:
+    # each latent's norm, its all-gather and the GEMM; the rotary part's gather is outside it
+    wl = workload(4, "bf16")
+    wl = wl.model_copy(update={"parallelism": wl.parallelism.model_copy(
+        update={"recompute": "selective", "recompute_modules": ["mla_up_proj"]})})
+    ops = [op for op in MegatronTracer(wl, 8).stage_program(0).ops if op.layer == LAYER and op.microbatch == 0]
+    computed = [op.kernel.name for op in ops if isinstance(op, ComputeOp) and op.kernel.phase == Phase.recompute
+                and "cast" not in op.kernel.name]
+    assert computed == ["attn_q_latent_norm", "attn_q_up", "attn_kv_latent_norm", "attn_kv_up"]
+    gathers = {op.label: op.nbytes for op in ops if isinstance(op, CollectiveOp) and op.phase == Phase.recompute}
+    assert gathers == {"attn_q_gather": 2.0 * SEQ * V3["q_lora_rank"], "attn_kv_gather": 2.0 * SEQ * V3["kv_lora_rank"]}

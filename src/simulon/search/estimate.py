@@ -756,6 +756,11 @@ class Estimator:
                     for gemm, each in zip(columns, zip(regathers, reductions, strict=True), strict=True)
                     for comm, phase in [(each[0], 0)] + ([] if s.zero_bubble else [(each[1], 1)]))
             ahead = 0.0 if s.tp_comm_overlap else forward
+            if s.sequence_parallel and not again and "mla_up_proj" in modules and "attention" in kind:
+                # MLA's up projections re-gather their latents when selective recomputation re-runs them
+                # (workload.megatron mla_up_recompute)
+                tp += sum(self.slowest(AG, group, kernels.latent_bytes(latent)) for latent in kernels.latents
+                          if latent.gemm is not None)
             if kernels.sparse is not None and "attention" in kind:  # the indexer's inputs and its loss's target
                 tp += (1 + again) * self.slowest(AR, group, kernels.indexer_target_bytes)
                 tp += (1 + again) * self.slowest(AG, group, kernels.indexer_input_bytes) if s.sequence_parallel else 0.0

@@ -1180,8 +1180,10 @@ class LayerKernels:
             "moe_act": ["moe_expert_act"] if moe_layer else [],
             "shared_experts": shared if moe_layer else [],
             "moe": ["moe_route", "moe_permute", *mlp("moe_expert"), "moe_unpermute", *shared] if moe_layer else [],
-            "mla_up_proj": [name for name in ("attn_q_up", "attn_kv_up", "attn_q_absorb")
-                            if name in self and "attention" in kind],
+            # each up projection's module with its latent's norm (workload.megatron mla_up_recompute)
+            "mla_up_proj": [name for latent in self.latents if latent.gemm and "attention" in kind
+                            for name in (latent.norm, latent.gemm) if name] + (
+                                ["attn_q_absorb"] if "attention" in kind else []),
         }.get(module, [])
         return [name for name in kernels if name in self]
 

@@ -29,7 +29,7 @@ from ..config.workload import MegatronWorkload
 from .data_parallel import DataParallelSync, Gathers
 from .gated_delta import GDN_SCAN
 from .kernels import Phase, chunked
-from .layer_kernels import RING_BLOCK, UNDEFERRED_WEIGHT_GRADIENTS, LayerKernels
+from .layer_kernels import RING_BLOCK, UNDEFERRED_WEIGHT_GRADIENTS, Latent, LayerKernels
 from .layout import RankLayout
 from .parameters import ModelParameters, PipelineLayers
 from .program import EMBEDDING_LAYER, HEAD_LAYER, NO_OP, StageProgram, Stream
@@ -667,14 +667,30 @@ class _StageEmitter:
         for name in self.kernels.down_projections:
             self.run(name, phase, layer, mb)
         for latent in self.kernels.latents:
-            if latent.norm is not None:
-                self.run(latent.norm, phase, layer, mb)
-            if latent.gemm is None:
-                self.pending = self.tp_gather(latent.label, layer, mb, phase, self.kernels.latent_bytes(latent))
-            else:
-                self.gathered_gemms([latent.gemm], phase, layer, mb,
-                                    self.gemm_gather(latent.label, latent.gemm, layer, mb, phase,
-                                                     self.kernels.latent_bytes(latent)))
+            self.latent_forward(latent, layer, mb, phase)
+
+    def latent_forward(self, latent: Latent, layer: int, mb: int, phase: Phase) -> None:
+        """One of MLA's latents (LayerKernels.latents): its norm, its all-gather and the GEMM reading it whole."""
+        if latent.norm is not None:
+            self.run(latent.norm, phase, layer, mb)
+        if latent.gemm is None:
+            self.pending = self.tp_gather(latent.label, layer, mb, phase, self.kernels.latent_bytes(latent))
+        else:
+            self.gathered_gemms([latent.gemm], phase, layer, mb,
+                                self.gemm_gather(latent.label, latent.gemm, layer, mb, phase,
+                                                 self.kernels.latent_bytes(latent)))
+
+    def mla_up_recompute(self, layer: int, mb: int) -> None:
+        """Selective recomputation of MLA's up projections (recompute_modules mla_up_proj): Megatron-Core's
+        checkpoint of qkv_up_proj_and_rope_apply (CheckpointWithoutOutput) re-runs the up projections' modules, each
+        its latent's norm (fused into the TELayerNormColumnParallelLinear), its all-gather under sequence
+        parallelism and its GEMM, and under sparse attention the query's absorption (LayerKernels.recomputed); the
+        key's rotary part and sparse attention's key-value latent are gathered outside it."""
+        for latent in self.kernels.latents:
+            if latent.gemm is not None:
+                self.latent_forward(latent, layer, mb, Phase.recompute)
+        for name in self.kernels.absorbed[:1]:
+            self.run(name, Phase.recompute, layer, mb)
 
     def mla_projections_backward(self, layer: int, mb: int) -> None:
         """The backward of mla_projections: each latent's up projection's dgrad with its input re-gathered beside
@@ -902,6 +918,8 @@ class _StageEmitter:
                 self.mlp_forward("mlp", layer, mb, Phase.recompute, gather, "mlp_reduce")
             elif module == "moe" and "moe" in kind:
                 self.moe_forward(layer, mb, Phase.recompute)
+            elif module == "mla_up_proj" and "attention" in kind and self.kernels.latents:
+                self.mla_up_recompute(layer, mb)
             else:
                 for name in self.kernels.recomputed(module, kind):
                     self.run(name, Phase.recompute, layer, mb)
