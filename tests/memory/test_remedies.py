@@ -313,7 +313,9 @@ def test_a_run_whose_own_split_overloads_a_stage_is_offered_megatrons_even_split
 
 def test_the_step_timer_shared_by_the_changes_times_the_even_split_as_its_own_scenario():
     """The timer's caches knew a strategy's first and last stage layers only: the even split of a run whose layout
-    string loads stage 0 was timed as the run as written (0.797 s both); on its own, 0.588 s."""
+    string loads stage 0 was timed as the run as written (0.797 s both); on its own, 0.624 s, where the run as written
+    is 0.769 s (replayed: 0.619 and 0.766 s). The run as written was 0.796 s while the estimate's bubble was a
+    micro-batch of the light stage 1 by Narayanan's formula, which its schedule played out does not wait for."""
     data = scenario("llama-2-7b", tp=1, pp=2, pipeline_layout="Et*30|t*2L")
     data["workload"]["training"]["global_batch_size"] = 8
     as_written = parse_scenario(data, "s.yaml")
@@ -321,7 +323,7 @@ def test_the_step_timer_shared_by_the_changes_times_the_even_split_as_its_own_sc
     even = parse_scenario(data, "s.yaml")
     timer = step_timer(as_written)
     assert (timer(as_written), timer(even)) == (step_seconds(as_written), step_seconds(even))
-    assert step_seconds(even) < 0.8 * step_seconds(as_written)
+    assert step_seconds(even) < 0.85 * step_seconds(as_written)  # replayed: 0.808 of it
 
 
 def test_a_change_that_derives_the_micro_batch_count_anew_names_the_count_the_scenario_writes(tmp_path):

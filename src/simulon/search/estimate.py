@@ -11,13 +11,12 @@ Megatron and Transformer Engine overlap them; all of them with `tp_comm_overlap`
 context-parallel key/value all-gathers, expert-parallel all-to-alls, and the pipeline send of each micro-batch's
 activations.
 
-The step: the pipeline formula of Narayanan et al. (SC'21, section 2.2), m x t_slowest + (pp - 1) / vpp x t,
-with the fill and drain taken at each other stage's own micro-batch time (their sum over vpp: equal stages give
-the formula's (pp - 1) / vpp x t; uneven ones, a lighter first or last stage, a shorter bubble); under ZB-H1
-(Qi et al., ICLR 2024, section 3.1) each other stage's share is T_F + T_B - T_W instead of T_F + T_B + T_W, its
-weight gradients filling the cool-down (workload/schedule.py runs the same schedule in the replay); under ZB-V (the same
-paper's V: no rank idles at T_F = T_B = T_W) its own step order played out over each rank's two chunks
-(Estimator.played_idle); plus the
+The step: the slowest stage's m micro-batches, m x t_slowest, and the bubble of the schedule played out over every
+rank's chunk times (played_pipeline: 1F1B, interleaved 1F1B, ZB-H1 and ZB-V each in the step order
+workload/schedule.py gives the replay), what Narayanan et al. (SC'21, section 2.2) write (pp - 1) / vpp x t for
+equal stages and Qi et al. (ICLR 2024, section 3.1) (p - 1)(T_F + T_B - T_W) for ZB-H1, played so that a stage's
+heavier chunk (the embedding's, the head's) counts as the fill and drain wait for it, and so that more work never
+makes the step shorter; plus the
 data-parallel synchronisation the last micro-batch's backward (gradient reduce) and the first forward
 (parameter all-gather) cannot hide (all of it where the workload does not overlap them) and, where the reduction
 overlaps the last backward, what it adds to each other stage's last backward, which the drain runs through one after
@@ -276,6 +275,23 @@ def schedule_idle(schedule: str, vpp: int, microbatches: int, times: ChunkTimes,
     return max(free) - max(work)
 
 
+def played_pipeline(schedule: str, vpp: int, microbatches: int, times: ChunkTimes,
+                    send: float) -> tuple[float, float]:
+    """A pipeline step's bubble and what its sends add to it, its schedule played out (schedule_idle): the seconds
+    the schedule lasts beyond its busiest rank's work at free sends, and the seconds sends of `send` each add to
+    that. With the busiest rank's work they sum to the schedule played out with its sends, the time by which every
+    rank is done, which longer work never shortens: each step ends its own time after the later of its rank's step
+    before it and the step it waits for (with a send), a sum and a maximum of times that each grow with it.
+    Estimator.estimate counts the pair as the step's bubble and pp terms. Its bubble was the formula of Narayanan et
+    al. (SC'21, section 2.2), each other stage's micro-batch time over vpp, with the sends' term played: the two
+    disagree on how much of a stage's work the fill and drain wait for, and 0.61 ms more backward in stage 0's first
+    chunk (the word embedding's dense weight gradient) on the seed's search winner (tp 1 pp 4 vpp 4, 4 micro-batches)
+    added 0.15 ms to the formula's bubble and 2.42 ms to the schedule played at free sends, of which its sends then
+    hid 1.82 ms: the estimate fell 192.18 -> 190.52 ms where the replay rose 205.48 -> 206.08 ms."""
+    idle = schedule_idle(schedule, vpp, microbatches, times)
+    return idle, schedule_idle(schedule, vpp, microbatches, times, send) - idle if send else 0.0
+
+
 def is_layer(unit: Unit) -> bool:
     return isinstance(unit, LayerUnit)
 
@@ -300,7 +316,7 @@ class Estimate:
     cp_s: float
     ep_s: float
     pp_s: float            # what pipeline sends add to the schedule (Estimator.sends_exposed)
-    bubble_s: float        # one micro-batch of every stage but the slowest, over vpp
+    bubble_s: float        # the schedule played out at free sends, beyond the busiest rank's work
     dp_s: float            # exposed data-parallel synchronisation
     optimizer_s: float
 
@@ -341,7 +357,7 @@ class Estimator:
         self._params: dict[tuple, tuple[Counts, Counts]] = {}
         self._stages: dict[tuple, _StageCost] = {}
         self._compositions: dict[tuple, tuple[tuple[int, int], ...]] = {}
-        self._pipelines: dict[tuple, tuple[int, _StageCost, float, float]] = {}
+        self._pipelines: dict[tuple, tuple[int, _StageCost]] = {}
         self._syncs: dict[tuple, tuple[list[tuple[float, float, float, float]], float, float]] = {}
         self._drains: dict[tuple, float] = {}
         self._embedding_syncs: dict[tuple, float] = {}
@@ -401,7 +417,7 @@ class Estimator:
         layers = PipelineLayers.of(workload)
         kernels = LayerKernels.weights_of(workload)  # which layers are MoE, and the parameters a stage holds
         microbatches = workload.training.global_batch_size // (s.micro_batch_size * s.dp)
-        slowest, cost, every_stage, every_weight_grad = self._pipeline_cost(s, workload, kernels, layers)
+        slowest, cost = self._pipeline_cost(s, workload, kernels, layers)
         ep = self._combined_ep(workload, cost, microbatches, slowest) if (
             workload.parallelism.overlap_moe_expert_parallel_comm and pairs_experts(workload)) else cost.ep
         stage_casts = self._stage_weight_casts(s, workload, kernels, layers, slowest)
@@ -419,13 +435,8 @@ class Estimator:
             bubble = self.dualpipe_bubble(s, workload, kernels, layers, microbatches)
             sends = microbatches * 2 * self.pipeline_send(s, workload)  # a send forward, one back
         else:
-            idle, sends = self.sends_exposed(s, workload, kernels, layers, microbatches)
-            if zbv:
-                bubble = idle
-            else:
-                bubble = (every_stage - cost.total) / s.vpp  # fill and drain: every other stage once, as it runs alone
-                if s.zero_bubble:  # ZB-H1: (p - 1)(T_F + T_B - T_W) in place of (p - 1)(T_F + T_B + T_W)
-                    bubble -= 2 * (every_weight_grad - cost.weight_grad)
+            bubble, sends = self.sends_exposed(s, workload, kernels, layers, microbatches)
+            if not zbv:
                 bubble += self._drain_syncs(s, workload, kernels, layers, slowest)
         total = runs * per_mb + sends + once + bubble + dp + optimizer
         return Estimate(total, runs * (cost.compute + casts) + once, runs * cost.recompute, runs * cost.tp,
@@ -440,12 +451,12 @@ class Estimator:
         its sends). Counted whole, two sends a micro-batch, the estimate of a GPT of 4 layers (32,768-entry
         vocabulary, the head's stage the slowest) at tp 1 pp 2 dp 4 on 2 nodes of 4 H100s over 100 Gb/s NICs was
         1.136 of the replay (1.015 played out), 1.202 at 16 micro-batches (1.005); played out with 1F1B's blocking
-        calls, 1.014 and 1.004 of the replay that waits as they do."""
+        calls, 1.014 and 1.004 of the replay that waits as they do. The first is the step's bubble
+        (played_pipeline)."""
         if s.pp == 1:
             return 0.0, 0.0
-        idle = self.played_idle(s, workload, kernels, layers, microbatches, 0.0)
-        sent = self.played_idle(s, workload, kernels, layers, microbatches, self.pipeline_send(s, workload))
-        return idle, sent - idle
+        return played_pipeline(workload.parallelism.pipeline_schedule, s.vpp, microbatches,
+                               self.chunk_times(s, workload, kernels, layers), self.pipeline_send(s, workload))
 
     def dualpipe_bubble(self, s: Strategy, workload: MegatronWorkload, kernels: LayerKernels, layers: PipelineLayers,
                         microbatches: int) -> float:
@@ -466,10 +477,16 @@ class Estimator:
         idles at F = B = W), rank 0's two chunks holding the first model stage (the embedding) and the last (the
         head and the loss). Estimated as interleaved 1F1B over the V's two chunks, ZB-V was 5 to 19% long of the
         replay (pp 2 to 8 on 1 and 2 nodes of 8 H100s, dense and MoE, 1 to 4 times pp micro-batches)."""
-        times = tuple(tuple((cost.forward_span, cost.backward_span, cost.weight_grad)
-                            for cost in self._chunk_costs(s, workload, kernels, layers, stage))
-                      for stage in range(s.pp))
+        times = self.chunk_times(s, workload, kernels, layers)
         return schedule_idle(workload.parallelism.pipeline_schedule, s.vpp, microbatches, times, send)
+
+    def chunk_times(self, s: Strategy, workload: MegatronWorkload, kernels: LayerKernels,
+                    layers: PipelineLayers) -> ChunkTimes:
+        """Every pipeline rank's micro-batch forward, backward and weight-gradient seconds, per model chunk, as the
+        schedule player takes them (schedule_idle)."""
+        return tuple(tuple((cost.forward_span, cost.backward_span, cost.weight_grad)
+                           for cost in self._chunk_costs(s, workload, kernels, layers, stage))
+                     for stage in range(s.pp))
 
     def _chunk_costs(self, s: Strategy, workload: MegatronWorkload, kernels: LayerKernels, layers: PipelineLayers,
                      stage: int) -> list[_StageCost]:
@@ -533,16 +550,15 @@ class Estimator:
                 s.dtype, s.tp_comm_overlap, s.zero_bubble)
 
     def _pipeline_cost(self, s: Strategy, workload: MegatronWorkload, kernels: LayerKernels,
-                       layers: PipelineLayers) -> tuple[int, _StageCost, float, float]:
-        """The slowest stage, its costs, and the sums over every stage of the micro-batch time and of its weight
-        gradients (cached per shape and pipeline: most strategies differ only in what these do not depend on)."""
+                       layers: PipelineLayers) -> tuple[int, _StageCost]:
+        """The slowest stage and its costs (cached per shape and pipeline: most strategies differ only in what these
+        do not depend on)."""
         key = (self.shape_key(s), s.pp, s.vpp, s.first_layers, s.last_layers,
                workload.parallelism.recompute_num_layers)
         if key not in self._pipelines:
             costs = [self._stage_cost(s, workload, kernels, layers, stage) for stage in range(s.pp)]
             slowest = max(range(s.pp), key=lambda stage: costs[stage].total)
-            self._pipelines[key] = (slowest, costs[slowest], sum(c.total for c in costs),
-                                    sum(c.weight_grad for c in costs))
+            self._pipelines[key] = (slowest, costs[slowest])
         return self._pipelines[key]
 
     def _stage_cost(self, s: Strategy, workload: MegatronWorkload, kernels: LayerKernels, layers: PipelineLayers,
@@ -1060,7 +1076,7 @@ class Estimator:
         and under overlap_grad_reduce each stage reduces its gradients bucket by bucket during it, so each other
         stage's last backward is as long again as its bucket kernels (the NaN check and scaling, on its compute
         stream) and as its kernels run slower beside its reduction (workload/data_parallel.py), each chunk's share
-        (the drain runs through one model chunk of each other stage, as the bubble's (pp - 1) / vpp); not under ZB-H1,
+        (the drain runs through one model chunk of each other stage, as Narayanan's (pp - 1) / vpp); not under ZB-H1,
         whose split backwards send the input gradient on before the weight gradients run. ZeRO-2 and FSDP sync every
         micro-batch: each other stage's share of the fill and drain is its micro-batch time with its sync, as the
         slowest stage's every micro-batch is counted (Estimator._microbatch_sync). Left out, tp 1 pp 4 dp 2 (8 H100s,
