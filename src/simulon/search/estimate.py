@@ -1239,21 +1239,29 @@ class Estimator:
             tails = [0.0] * layers.chunks
             if len(groups[0]) > 1:
                 held, shape = ModelParameters(kernels, workload.model, layers).stage(stage), ShardShape.of(workload)
+                timed: dict[tuple[CollType, float], tuple[float, float]] = {}  # a stage's units repeat a few sizes
+
+                def sync(op: CollType, size: float) -> tuple[float, float]:
+                    """(seconds, how much slower kernels run beside it) of a collective of `size` bytes."""
+                    if (op, size) not in timed:
+                        slower = self.stretch(self.plan.choose(op, groups[0], size).channels) - 1 if size else 0.0
+                        timed[op, size] = self.slowest(op, groups, size), slower
+                    return timed[op, size]
+
                 forwards = []
                 for chunk in range(layers.chunks):
                     units = layers.units_of(stage, chunk)
                     costs = [self._unit_cost(s, workload, unit_kind(kernels, unit), stage) for unit in units]
-                    gathers = [self.slowest(AG, groups, sum(held.gathered_bytes(unit, shape))) for unit in units]
+                    gathers = [sync(AG, sum(held.gathered_bytes(unit, shape)))[0] for unit in units]
                     forwards.append((gathers, [c.forward + c.forward_comm for c in costs]))
                     backs = [c.backward + c.recompute + c.tp + c.cp + c.ep - c.forward_comm for c in reversed(costs)]
                     if s.sharding == "fsdp":
                         waits += gather_waits(reversed(gathers), backs)
-                    sizes = [sum(held.of(unit)) * shape.grad_bytes for unit in reversed(units)]
-                    reduces = [self.slowest(RS, groups, size) for size in sizes]
+                    reduces = [sync(RS, sum(held.of(unit)) * shape.grad_bytes) for unit in reversed(units)]
                     # each backward runs slower beside the reduce-scatter of the unit before it, which lags it the less
-                    slowed = [stretched(back, reduce, self.stretch(self.plan.choose(RS, groups[0], size).channels) - 1)
-                              for back, reduce, size in zip(backs, [0.0, *reduces[:-1]], [0.0, *sizes[:-1]],
-                                                            strict=True)]
+                    slowed = [stretched(back, reduce, slower)
+                              for back, (reduce, slower) in zip(backs, [(0.0, 0.0), *reduces[:-1]], strict=True)]
+                    reduces = [reduce for reduce, _ in reduces]
                     tails[chunk] = reduce_tail(slowed, reduces)
                 follows = forwards_after_backward(schedule, layers.chunks, stage, s.pp, microbatches)
                 for (gathers, spans), after in zip(forwards, follows, strict=True):
