@@ -330,6 +330,17 @@ RTX 2080 Ti and Titan RTX list no bf16: with none compared, they were nearest ev
 TFLOP/s linked as a Titan RTX); none in common, infinitely far."""
 
 
+def check_ports(tier: str, needs: str, down: float, scale_out: ScaleOutSpec, remedy: str) -> None:
+    """FieldError at network.scale_out.topology.<tier> where a switch of that tier is cabled `down` cables (`needs`
+    says which, for the message) past its switch's port_count, each cable taking its share of a port (cable_share)."""
+    ports = down * cable_share(scale_out.topology, scale_out.nic_port_share)
+    switch = scale_out.switch
+    if switch is not None and switch.port_count is not None and ports > switch.port_count:
+        raise FieldError(f"network.scale_out.topology.{tier}", needs
+                         + (f" ({ports:g} of its ports' speed)" if ports != down else "")
+                         + f", and the switch ({switch.name}) has {switch.port_count} (switch.port_count): " + remedy)
+
+
 def nearest_template(gpu: GPUSpec, candidates: Iterable[str], preferred: Callable[[str], bool] = lambda stem: True,
                      ) -> str | None:
     """Of the shipped GPU templates `candidates` (stems), the one nearest `gpu` in spec, None if there are none: the
@@ -1304,13 +1315,9 @@ class DatacenterConfig(Templated):
             return self
         num_nics, per_node = self.num_gpus // self.gpus_per_nic, self.gpus_per_node // self.gpus_per_nic
         down, leaves = two_tier_spine_cables(fabric, num_nics, per_node)
-        ports = down * cable_share(fabric, scale_out.nic_port_share)
-        if ports > switch.port_count:
-            raise FieldError("network.scale_out.topology.spines", f"a spine of the two-tier {fabric.label} fabric "
-                             f"needs {down:g} cables down to the {leaves} leaves of {num_nics} NICs"
-                             + (f" ({ports:g} of its ports' speed)" if ports != down else "")
-                             + f", and the switch ({switch.name}) has {switch.port_count} (switch.port_count): "
-                             "use three tiers (tiers: 3 with leaves_per_pod), or a switch of more ports")
+        check_ports("spines", f"a spine of the two-tier {fabric.label} fabric needs {down:g} cables down to the "
+                    f"{leaves} leaves of {num_nics} NICs", down, scale_out,
+                    "use three tiers (tiers: 3 with leaves_per_pod), or a switch of more ports")
         return self
 
     @model_validator(mode="after")
@@ -1327,14 +1334,9 @@ class DatacenterConfig(Templated):
         leaves = sum(n for _, n in leaf_nics(fabric, num_nics, per_node))
         pods = -(-leaves // fabric.leaves_per_pod)
         down = core_cables(fabric, pods)
-        ports = down * cable_share(fabric, scale_out.nic_port_share)
-        if ports > switch.port_count:
-            raise FieldError("network.scale_out.topology.cores", f"a core of the three-tier {fabric.label} fabric "
-                             f"needs {down:g} cables down to the spines of {pods} pods of {num_nics} NICs"
-                             + (f" ({ports:g} of its ports' speed)" if ports != down else "")
-                             + f", and the switch ({switch.name}) has {switch.port_count} (switch.port_count): "
-                             "add cores (each spine's uplinks spread over more of its group), or use a switch of "
-                             "more ports")
+        check_ports("cores", f"a core of the three-tier {fabric.label} fabric needs {down:g} cables down to the "
+                    f"spines of {pods} pods of {num_nics} NICs", down, scale_out,
+                    "add cores (each spine's uplinks spread over more of its group), or use a switch of more ports")
         return self
 
     def _domains_kept(self) -> None:
