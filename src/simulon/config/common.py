@@ -38,9 +38,9 @@ class StrictModel(BaseModel):
             for slot in ("__dict__", "__pydantic_fields_set__", "__pydantic_extra__", "__pydantic_private__"):
                 object.__setattr__(self, slot, getattr(built, slot))
 
-    # pydantic routes every validation of a class whose __init__ is its own through that __init__ (a Python call a
-    # block, a third slower to load a scenario); this one only completes a constructor call, so it is marked as
-    # pydantic marks BaseModel.__init__ (pydantic/_internal/_model_construction.py reads the mark).
+    # pydantic routes every validation of a class with an __init__ of its own through it, a Python call a block.
+    # That made loading a scenario a third slower, where this __init__ only completes a constructor call.
+    # So it carries the mark pydantic gives BaseModel.__init__ (pydantic/_internal/_model_construction.py reads it).
     __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]
 
     def model_copy(self, *, update: dict[str, Any] | None = None, deep: bool = False) -> Self:

@@ -220,11 +220,10 @@ NUMBER_FORMATS: dict[DType, NumberFormat] = {
     # custom_recipes/reference_nvfp4.py) returns an NVFP4TensorRef, a dataclass, not a tensor a parameter can be.
     # Quantizer.make_empty raises NotImplementedError for custom quantizers.
     # A custom quantizer is not handed the norm's output or a Linear's input before a sequence-parallel all-gather
-    # (layernorm_linear.py: "custom recipe doesn't need to support quantized AG", `if not with_quantized_norm and not
-    # custom`; linear.py `and not args.custom`), and gather_along_first_dim, which knows no NVFP4QuantizerRef,
-    # gathers the 16-bit tensor and quantizes the whole sequence after (its "High-precision communication for
-    # quantized tensors"): the module saves the 16-bit rows of this rank for its weight gradient
-    # (quantized_sp_gather).
+    # (layernorm_linear.py: "custom recipe doesn't need to support quantized AG"; linear.py `and not args.custom`).
+    # gather_along_first_dim, which knows no NVFP4QuantizerRef, gathers the 16-bit tensor and quantizes the whole
+    # sequence after it (its "High-precision communication for quantized tensors").
+    # The module saves this rank's 16-bit rows for its weight gradient (quantized_sp_gather).
     DType.mxfp4: NumberFormat(DType.mxfp4, quantized=True, block=32, scale_bytes=1.0, keeps_narrow_weights=False,
                               quantized_sp_gather=False,
                               calibration_chain=(DType.mxfp4, DType.nvfp4, DType.fp4, DType.mxfp8, *_FP8_CHAIN)),
