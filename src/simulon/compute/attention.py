@@ -18,8 +18,10 @@ clock: the H100 SXM5's 3.9 TFLOP/s of them against its 989 of matmul, Shah et al
 it scales with the SMs' rate, not the peak; Blackwell Ultra (B300, GB300) issues twice as many
 (architecture.yaml, special_function_rate). A library of the chip's own instruction fitted on a chip whose tensor
 cores do less per SM and clock runs no faster per SM and clock than it did there (sm_bound: what its exponentials and
-shared-memory traffic allow, Zadouri et al. 2026, FlashAttention-4). Each fit is kept in its own chip's units (its
-efficiency of that chip's dense peak), and a fit runs unchanged on the chip and library it was fitted on.
+shared-memory traffic allow, Zadouri et al. 2026, FlashAttention-4); its forward, bound by the exponentials there,
+takes its matmuls at this chip's rate and one exponential per score beside them, not hidden under them
+(exponential_dims), where that is less. Each fit is kept in its own chip's units (its efficiency of that chip's dense
+peak), and a fit runs unchanged on the chip and library it was fitted on.
 """
 
 from __future__ import annotations
@@ -57,8 +59,40 @@ def sm_bound(arch: Architecture) -> float:
     to be as bound by it as by the tensor cores there: a bound, not a fit. Holding the B200 out, cuDNN's kernels
     there lent the Hopper fits at the B200's tensor rate came out 39.1% too fast (bias +38.8%); at this bound 29.2%
     too slow (bias -28.6%; forward -25.0%, backward -32.3%: the B200 runs them 1.3-1.5x as fast per SM and clock as
-    the Hopper chips do; benchmarks/attention_gpu_holdout.py)."""
+    the Hopper chips do; benchmarks/attention_gpu_holdout.py). The forward takes the lesser of this and its
+    exponentials beside its matmuls at this chip's rate (exponential_dims): 18.0% (bias -15.5%)."""
     return max(1.0, arch.fitted_warp_mma_fraction / arch.warp_mma_fraction)
+
+
+EXPONENTIALS_PER_SM_CLOCK = 16.0
+"""Exponentials (MUFU.EX2) an SM issues per clock on Ampere, Hopper and Blackwell: the H100 SXM5's 3.9 TFLOP/s of
+special functions over 132 SMs at 1.83 GHz (Shah et al. 2024, FlashAttention-3, section 3.1), and the B200's MUFU at
+16 operations per SM and clock (Zadouri et al. 2026, FlashAttention-4); Blackwell Ultra issues more
+(architecture.yaml, special_function_rate). A spec value, not a fit."""
+
+AMPERE_TENSOR_FLOP_PER_SM_CLOCK = 2048.0
+"""Dense 16-bit tensor-core FLOP an Ampere SM does per clock: 1,024 FMA (NVIDIA A100 whitepaper), the unit of
+architecture.yaml's warp_mma_fraction (a chip's dense FLOP per SM and clock is this over its fraction: 4,096 on
+Hopper, 8,192 on Blackwell). A spec value, not a fit."""
+
+
+def exponential_dims(arch: Architecture) -> float:
+    """One exponential per score at this chip's special-function rate, counted as the head dimensions (two FLOP each
+    per score) its tensor cores multiply at their dense peak in that time: 64 on Ampere, 128 on Hopper, 256 on
+    Blackwell, 128 on Blackwell Ultra, whose special-function units issue twice as many.
+
+    On the B200 a forward's exponentials take as long as its two matmuls at the peak, head dimension 128
+    (FlashAttention-4's feeds and speeds: 8,192 FLOP against 16 exponentials per SM and clock), where on Hopper they
+    took half as long and a fit hides them (Shah et al. 2024, FlashAttention-3: ping-pong scheduling overlaps one
+    warpgroup's softmax with the other's matmuls; the H100's and H200's cuDNN forward fits put 7 and 0.4 head
+    dimensions of softmax beside their matmuls). A fit on the slower tensor cores cannot tell whether the kernel still
+    hides them where the matmuls take half the time, so attention_seconds takes them as not hidden: the most a kernel
+    of the fitted matmul efficiency can take. cuDNN's B200 forward through Transformer Engine (SimuMax's rows) is about
+    that: its 131,072-token row spends 2,040 SM clocks a block (28,367 blocks an SM in 31.2 ms at the 1.86 GHz of the
+    2.25 PFLOP/s dense peak), against 1,024 of matmul at the peak and 1,024 of exponentials; FlashAttention-4
+    overlaps them, up to 1.3x faster than cuDNN 9.13."""
+    return AMPERE_TENSOR_FLOP_PER_SM_CLOCK / (
+        2.0 * EXPONENTIALS_PER_SM_CLOCK * arch.special_function_rate * arch.warp_mma_fraction)
 
 
 def issue_order(library: str, backward: bool) -> Order:
@@ -91,13 +125,21 @@ def attention_seconds(p: AttentionParams, arch: Architecture, peak: float, spec:
     block = arch.attention_block
     matmuls = matmul_rate(arch.fitted_warp_mma_fraction, p.library or impl) / matmul_rate(
         arch.warp_mma_fraction, impl)
-    # a fused kernel of the chip's own instruction; PyTorch's attention multiplies in cuBLAS GEMMs, its softmax apart
-    if {p.library or impl, impl}.isdisjoint((*WARP_MMA_LIBRARIES, *FULL_MATRIX_LIBRARIES)):
-        matmuls = max(matmuls, sm_bound(arch))
     softmax = (arch.fitted_warp_mma_fraction * arch.fitted_special_function_rate) / (
         arch.warp_mma_fraction * arch.special_function_rate)
-    block_seconds = 2.0 * block * block * (dims * matmuls + passes * phase.softmax_dims * softmax) / (
-        peak * phase.efficiency / arch.sm_count)
+
+    def block_seconds_at(matmul_factor: float, unhidden_dims: float = 0.0) -> float:
+        """Seconds of one block: its matmuls and fitted softmax at the fitted efficiency, plus `unhidden_dims` head
+        dimensions of work at the dense peak."""
+        return 2.0 * block * block * ((dims * matmul_factor + passes * phase.softmax_dims * softmax)
+                                      / phase.efficiency + unhidden_dims) / (peak / arch.sm_count)
+
+    block_seconds = block_seconds_at(matmuls)
+    # a fused kernel of the chip's own instruction; PyTorch's attention multiplies in cuBLAS GEMMs, its softmax apart
+    if sm_bound(arch) > 1.0 and {p.library or impl, impl}.isdisjoint((*WARP_MMA_LIBRARIES, *FULL_MATRIX_LIBRARIES)):
+        block_seconds = block_seconds_at(max(matmuls, sm_bound(arch)))
+        if not backward:  # the forward's exponentials beside matmuls at this chip's rate (exponential_dims)
+            block_seconds = min(block_seconds, block_seconds_at(matmuls, exponential_dims(arch)))
     # a library written for mma.sync keeps one query tile per CTA (FlashAttention-2's grid), whatever the chip's own
     # libraries do there (architecture.yaml, attention_query_tiles), even where it runs another library's fit
     tiles = 1 if backward or impl in WARP_MMA_LIBRARIES else arch.attention_query_tiles
