@@ -314,6 +314,20 @@ def test_transformer_engine_frameworks_run_cudnn_attention_and_the_others_their_
                          "megatron_sc21_table1": "unfused"}
 
 
+def test_dgx_cloud_recipes_that_turn_cudnn_attention_off_run_flash_attention(rows):
+    """dgxc-benchmarking 35a9aecc exports NVTE_FUSED_ATTN=0 in grok1/configure.sh, nemotron/configure.sh (340B) and
+    nemo_megatron/launch.sh (GPT-3 175B, whichever DTYPE it runs), so Transformer Engine runs FlashAttention-2 there;
+    llama3.1/configure.sh and paxml/configure.sh export NVTE_FUSED_ATTN=1 and keep cuDNN's."""
+    dgxc = [r for r in rows if r["subset"] == "dgxc_benchmarking_v24.11.1"]
+    gpt3 = [r for r in dgxc if "nemo_megatron/README_175b" in r["source_locator"]]
+    assert {r["precision"] for r in gpt3} == {"BF16", "FP8"} and len(gpt3) == 8
+    assert {scenario_from_row(r).workload.training.attention for r in gpt3} == {"flash"}
+    for model in ("Grok-1 314B (MoE, NeMo)", "Nemotron4 340B"):
+        assert scenario_from_row(next(r for r in dgxc if r["model"] == model)).workload.training.attention == "flash"
+    for model in ("Llama 3.1 70B", "GPT-3 175B (Paxml/JAX)"):
+        assert scenario_from_row(next(r for r in dgxc if r["model"] == model)).workload.training.attention == "cudnn"
+
+
 def test_llm_foundrys_large_scale_h100_table_runs_the_attention_its_sweep_gave_each_model(rows):
     """sweep.py, which came with the "Large Scale, >= 128 GPUs" table (llm-foundry 5e85bd62), runs MPT-1b, 3b, 7b and
     70b with FlashAttention-2 and 13b and 30b with the Triton kernel; the smaller tables ran the Triton default."""

@@ -110,9 +110,10 @@ RECIPE_SETTINGS = (
     # dgxc grok1/, llama3.1/ and nemotron/configure.sh: model.fp8_params=${FP8_ENABLED}; nemo_megatron/
     # gpt3_175b_hydra.yaml: fp8_params: true
     (r"dgxc.*(grok1|llama3\.1|nemotron|nemo_megatron)/", {"fp8_params": True}),
-    # dgxc grok1/configure.sh and nemotron/configure.sh (340b): NVTE_FUSED_ATTN=0, so Transformer Engine runs
-    # FlashAttention-2 where it would pick cuDNN's fused attention (its 15b sets NVTE_FUSED_ATTN=1)
-    (r"dgxc.*(grok1/|nemotron.*\|.*nemotron.?4?.?340b)", {"attention": "flash"}),
+    # dgxc grok1/configure.sh, nemotron/configure.sh (340b) and nemo_megatron/launch.sh (GPT-3 175B, its bf16 and fp8
+    # runs alike): NVTE_FUSED_ATTN=0, so Transformer Engine runs FlashAttention-2 where it would pick cuDNN's fused
+    # attention (nemotron's 15b sets NVTE_FUSED_ATTN=1)
+    (r"dgxc.*(grok1/|nemo_megatron/|nemotron.*\|.*nemotron.?4?.?340b)", {"attention": "flash"}),
     # llm-foundry's "H100 80GB BF16 (Large Scale, >= 128 GPUs)" table came with scripts/train/benchmarking/sweep.py
     # (mosaicml/llm-foundry 5e85bd62, January 2024), which runs MPT-1b, 3b, 7b and 70b with `--attn_impl flash` on
     # flash-attn 2.4.2 (`.[gpu-flash2]`: FlashAttention-2) and 13b and 30b with `--attn_impl triton`; its other
