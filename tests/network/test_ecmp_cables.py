@@ -42,10 +42,10 @@ def test_uplinks_carry_what_the_oversubscription_leaves_and_under_ecmp_each_link
     wanted = spec["nics_per_leaf"] * PORT / spec["oversubscription"]  # cables of one port (none beyond)
     assert leaf_up == pytest.approx(np.full(f.leaves, min(wanted, up * PORT)))
     kinds = ["leaf_up", "spine_down"] + (["spine_up", "core_down"] if spec["tiers"] == 3 else [])
-    if spec["tiers"] == 3:  # a pod's spines send up what its leaves send them over the pod's oversubscription
-        pod_up = block(f, "spine_up").reshape(f.pods, -1).sum(axis=1)
-        wanted = spec["leaves_per_pod"] * leaf_up[0] / spec["pod_oversubscription"]
-        assert pod_up == pytest.approx(np.full(f.pods, min(wanted, reach * j * PORT)))
+    if spec["tiers"] == 3:  # every spine sends up what its pod's leaves send the fullest (spine 0: ceil(up / reach)
+        pod_up = block(f, "spine_up").reshape(f.pods, -1).sum(axis=1)  # cables of each) over the oversubscription
+        wanted = spec["leaves_per_pod"] * -(-up // reach) * leaf_up[0] / up / spec["pod_oversubscription"]
+        assert pod_up == pytest.approx(np.full(f.pods, reach * min(wanted, j * PORT)))
     if spec["routing"] == "ecmp":  # whole ports of the NIC's speed: a cable at one port's rate, less only where a
         for kind in kinds:       # switch has less than one port's worth of uplink (one cable, then)
             cables = f.spine_paths if kind in ("leaf_up", "spine_down") else f.core_paths

@@ -108,12 +108,13 @@ def test_the_three_tier_spine_check_counts_the_cables_of_the_fullest_spine_the_f
 
 def test_the_dgx_a100_superpods_three_tier_spines_have_the_ports_their_cables_take():
     """The HDR SuperPOD's pods of 8 leaves of 20 uplinks on 8 spines put 3 cables of each leaf on spines 0-3: 24
-    down and 20 up on a 40-port QM8790, checked as 20 + 20 and loaded; now 10 spines a pod take 2 of each."""
+    down and 20 up on a 40-port QM8790, checked as 20 + 20 and loaded; now 10 spines a pod take 2 of each. Every spine
+    has the fullest one's uplinks (config.dc.fabric_cables), so 8 spines would take 24 up as well: 48 ports."""
     dc = DatacenterConfig.model_validate({"from": "dgx-a100", "cluster": {"num_nodes": 200}})
     fabric = dc.network.scale_out.topology
     assert (fabric.spines, fabric.cores) == (10, 160)  # 10 groups of 16 (config.dc.core_reach)
     assert [ports for *_, ports, role in fabric_ports(fabric) if role == "spine"] == [32]
-    with pytest.raises(ValidationError, match=r"a spine needs 24 cables down to its pod's 8 leaves and 20 up"):
+    with pytest.raises(ValidationError, match=r"a spine needs 24 cables down to its pod's 8 leaves and 24 up"):
         DatacenterConfig.model_validate({"from": "dgx-a100", "cluster": {"num_nodes": 200}, "network": {
             "scale_out": {"topology": {"from": "dgx-superpod-hdr-3-tier", "spines": 8, "cores": 20}}}})
 

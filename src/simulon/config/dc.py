@@ -526,14 +526,30 @@ def uplink_ports(down_ports: float, oversubscription: float) -> int:
 def fabric_cables(fabric: FabricSpec, nics_per_leaf: float) -> tuple[int, int, int]:
     """(a leaf's uplink cables, the spines of its pod they reach, a spine's uplink cables to the cores) of a
     fabric of two or three tiers whose leaves hold `nics_per_leaf` NIC ports, as network/fabric.py builds them:
-    the leaf's cables go round robin over the spines it reaches, a spine's cables carry what its pod's leaves send
-    it over the pod's oversubscription (none below three tiers)."""
+    the leaf's cables go round robin over the spines it reaches, a spine's cables carry what the fullest spine of
+    its pod takes from the pod's leaves (spine_down_ports) over the pod's oversubscription (none below three
+    tiers). Every spine of a pod has the fullest one's uplinks, so none carries more down than its uplinks times
+    pod_oversubscription: where the spines do not divide a leaf's uplinks, spines 0 to uplinks mod spines take one
+    cable more of every leaf (spine_cables), and uplinks sized from the pod's average left them oversubscribed
+    past it (20 uplinks over 8 spines: 24 cables down, 20 up, on a non-blocking pod)."""
     up = uplink_ports(nics_per_leaf, fabric.oversubscription)
     reach = min(fabric.spines or 0, up)
     if fabric.tiers < 3 or not reach or fabric.leaves_per_pod is None:
         return up, reach, 0
-    down = fabric.leaves_per_pod * min(nics_per_leaf / fabric.oversubscription, up) / reach  # whole leaf cables
-    return up, reach, uplink_ports(down, fabric.pod_oversubscription)
+    return up, reach, uplink_ports(spine_down_ports(fabric, nics_per_leaf, up, reach), fabric.pod_oversubscription)
+
+
+def spine_down_cables(fabric: FabricSpec, up: int, reach: int) -> int:
+    """The cables down to the fullest spine of a three-tier pod from its leaves of `up` uplinks each over the
+    `reach` spines they reach (spine_cables)."""
+    return spine_cables(up, reach, fabric.leaves_per_pod or 0)
+
+
+def spine_down_ports(fabric: FabricSpec, nics_per_leaf: float, up: int, reach: int) -> float:
+    """The fullest spine of a three-tier pod's downlink bandwidth, in NIC ports: its cables (spine_down_cables),
+    each carrying its leaf's uplink bandwidth (nics_per_leaf over the oversubscription, at most its `up` whole
+    cables) shared over the leaf's cables."""
+    return spine_down_cables(fabric, up, reach) * min(nics_per_leaf / fabric.oversubscription, up) / up
 
 
 def core_reach(fabric: FabricSpec, reach: int, uplinks: int) -> tuple[int, int]:
@@ -618,7 +634,7 @@ def fabric_ports(fabric: FabricSpec, nic_port_share: float = 1.0) -> list[tuple[
         f" ({ports:g} of its ports' speed)" if share != 1 else "")
     found = [("nics_per_leaf", shown, ports, "leaf")]
     if cores:
-        down = spine_cables(up, reach, fabric.leaves_per_pod)
+        down = spine_down_cables(fabric, up, reach)
         found.append(("leaves_per_pod", f"{down:g} cables down to its pod's {fabric.leaves_per_pod} leaves and "
                       f"{cores} up to the cores, {down + cores:g} in all" + (
                           f" ({(down + cores) * share:g} of its ports' speed)" if share != 1 else ""),

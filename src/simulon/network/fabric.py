@@ -4,7 +4,8 @@ Under ECMP (`routing: ecmp`) every link is one cable each way: a leaf's uplink b
 over the oversubscription) leaves by as many whole uplink ports as it fills at the NIC port's speed (no cable faster
 than its port: an oversubscription that does not divide the ports leaves the remainder unbuilt), cable k to spine k
 mod the spines it reaches (round robin: with fewer spines than ports, several cables go to each), and likewise a
-spine's uplinks to the cores of its group, a fat tree's core layer: spine k of every pod to core group k (mod the
+spine's uplinks (every spine of a pod those its fullest spine's downlinks fill over pod_oversubscription) to the
+cores of its group, a fat tree's core layer: spine k of every pod to core group k (mod the
 groups), so a core has one spine of each pod below it (config.dc.fabric_cables, core_reach and core_cables, which
 the switch-port checks count too). A leaf the NICs fill
 only partly (a pod, in three tiers) has a full one's uplinks, as NVIDIA's SuperPOD reference architectures cable a
@@ -36,7 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..config.dc import FabricSpec, core_reach, fabric_cables
+from ..config.dc import FabricSpec, core_reach, fabric_cables, spine_down_cables
 from .ecmp import ecmp_choice, ecmp_hash
 
 MAX_FABRIC_HOPS = 6  # NIC up, leaf up, spine up, core down, spine down, NIC down
@@ -179,9 +180,10 @@ class Fabric:
         if u:  # whole cables of one port each: 10 for 16 NICs at 1.5:1, not 10.67 ports' worth over 10
             leaf_up = min(leaf_up, u * port_speed)
         s, sr = (min(u, 1), min(reach, 1)) if spread else (u, reach)  # links per leaf; spines as links see them
-        spine_up = per_pod * leaf_up / reach / spec.pod_oversubscription if spec.tiers == 3 else 0.0
-        if j:
-            spine_up = min(spine_up, j * port_speed)
+        # Every spine's uplinks carry the fullest spine's downlinks over the pod's oversubscription, in whole cables
+        # (config.dc.fabric_cables).
+        spine_up = min(spine_down_cables(spec, u, reach) * leaf_up / u / spec.pod_oversubscription,
+                       j * port_speed) if j else 0.0
         groups, cores_reached = core_reach(spec, reach, j) if spec.tiers == 3 else (0, 0)
         c, cr = (min(j, 1), min(cores_reached, 1)) if spread else (j, cores_reached)
         cg = min(groups, sr)  # core groups as the links see them: 1 under adaptive
