@@ -472,7 +472,9 @@ class FabricSpec(Templated):
     nics_per_leaf: FabricCount | None = Field(None, description="NIC ports under one leaf switch")
     spines: FabricCount | None = Field(None, description="spine switches per plane (per pod with three tiers)")
     oversubscription: Oversubscription = Field(1.0, description="leaf downlink : uplink bandwidth")
-    leaves_per_pod: FabricCount | None = Field(None, description="leaves under one pod's spines (three tiers)")
+    leaves_per_pod: FabricCount | None = Field(None, description="leaves of one set of NIC ports under one pod's "
+                                               "spines (three tiers): a dual-ToR fabric of one plane puts both ToRs "
+                                               "of each, twice as many, under them")
     cores: FabricCount | None = Field(None, description="core switches per plane (three tiers)")
     pod_oversubscription: Oversubscription = Field(1.0, description="spine downlink : uplink bandwidth")
     dual_tor: bool = Field(False, description="every NIC has two ports of half its speed on two leaves")
@@ -539,10 +541,17 @@ def fabric_cables(fabric: FabricSpec, nics_per_leaf: float) -> tuple[int, int, i
     return up, reach, uplink_ports(spine_down_ports(fabric, nics_per_leaf, up, reach), fabric.pod_oversubscription)
 
 
+def leaf_sets(fabric: FabricSpec) -> int:
+    """The leaves one NIC's ports take under one plane's spines: 2 on a dual-ToR fabric of one plane (a NIC's two
+    ports on two leaves, both under the same spines), else 1 (one ToR, or each port on its own plane's spines)."""
+    return 2 if fabric.dual_tor and fabric.planes == 1 else 1
+
+
 def spine_down_cables(fabric: FabricSpec, up: int, reach: int) -> int:
     """The cables down to the fullest spine of a three-tier pod from its leaves of `up` uplinks each over the
-    `reach` spines they reach (spine_cables)."""
-    return spine_cables(up, reach, fabric.leaves_per_pod or 0)
+    `reach` spines they reach (spine_cables): leaves_per_pod leaves of each set of NIC ports under the pod's spines
+    (leaf_sets), as network/fabric.py puts a pod's NICs' leaves of both ToR sets of one plane under one pod."""
+    return spine_cables(up, reach, leaf_sets(fabric) * (fabric.leaves_per_pod or 0))
 
 
 def spine_down_ports(fabric: FabricSpec, nics_per_leaf: float, up: int, reach: int) -> float:
@@ -595,8 +604,7 @@ def two_tier_spine_cables(fabric: FabricSpec, num_nics: int, nics_per_node: int)
     full one: NVIDIA's DGX SuperPOD reference architectures build a cluster short of whole scalable units with "the
     leaf switches and leaf-spine cables" of the full unit, the ports of the missing nodes left unused
     (docs.nvidia.com/dgx-superpod, Network Fabrics, of the GB200, B300 and Rubin architectures)."""
-    sets = 1 if fabric.planes == 2 or not fabric.dual_tor else 2
-    leaves = sets * sum(leaves for _, leaves in leaf_nics(fabric, num_nics, nics_per_node))
+    leaves = leaf_sets(fabric) * sum(leaves for _, leaves in leaf_nics(fabric, num_nics, nics_per_node))
     up, reach, _ = fabric_cables(fabric, fabric.nics_per_leaf)
     return spine_cables(up, reach, leaves), leaves
 
@@ -635,8 +643,9 @@ def fabric_ports(fabric: FabricSpec, nic_port_share: float = 1.0) -> list[tuple[
     found = [("nics_per_leaf", shown, ports, "leaf")]
     if cores:
         down = spine_down_cables(fabric, up, reach)
-        found.append(("leaves_per_pod", f"{down:g} cables down to its pod's {fabric.leaves_per_pod} leaves and "
-                      f"{cores} up to the cores, {down + cores:g} in all" + (
+        leaves = leaf_sets(fabric) * fabric.leaves_per_pod
+        found.append(("leaves_per_pod", f"{down:g} cables down to its pod's {leaves} leaves and {cores} up to the "
+                      f"cores, {down + cores:g} in all" + (
                           f" ({(down + cores) * share:g} of its ports' speed)" if share != 1 else ""),
                       (down + cores) * share, "spine"))
     return found
