@@ -15,7 +15,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from simulon.config.dc import FabricSpec, cable_share, fabric_ports
+from simulon.config.dc import FabricSpec, cable_share, core_cables, core_reach, fabric_cables, fabric_ports
 from simulon.config.templates import template_names
 from simulon.network.fabric import Fabric
 
@@ -122,6 +122,20 @@ def test_meta_llama3_roce_with_dual_tor_keeps_its_pods_1_to_7_over_both_tors():
     down, up, down_rate, up_rate = built_spines(Fabric.build(fabric, 2 * 3072, 8, PORT / 2, 1e-6, 1e-6, 0))
     assert set(down.tolist()) == {384} and set(up.tolist()) == {54}
     assert np.allclose(down_rate, 384 * PORT / 2) and np.allclose(up_rate, 54 * PORT / 2)  # 384 / 7 = 54.9
+
+
+def test_meta_llama3_roce_is_cabled_as_its_template_says():
+    """The template's comment: a cluster switch's 27 uplinks (192 / 7) reach the 16 aggregation switches of its
+    group, two cables to 11 and one to the other 5; an aggregation switch takes 2 cables of each pod's, 16 for 8
+    pods; 16 aggregation switches in all would take 27 of every pod's."""
+    fabric = FabricSpec.model_validate({"from": "meta-llama3-roce"})
+    up, reach, uplinks = fabric_cables(fabric, fabric.nics_per_leaf)
+    assert (up, reach, uplinks) == (16, 16, 27)
+    groups, cores = core_reach(fabric, reach, uplinks)
+    assert (groups, cores) == (16, 16)
+    assert sorted(np.bincount(np.arange(uplinks) % cores).tolist()) == [1] * 5 + [2] * 11
+    assert core_cables(fabric, 8) == 16
+    assert core_cables(fabric.model_copy(update={"cores": 16}), 1) == 27
 
 
 THREE_TIER = [stem for stem in template_names("topology")
