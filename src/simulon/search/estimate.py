@@ -7,7 +7,8 @@ state when large; calibrated against nccl-tests measurements), on the links of t
 (the slowest of a stage's groups: Estimator.placed), worked out once per collective, group shape, placement
 and size: tensor-parallel all-reduces (or all-gathers and reduce-scatters), those the next kernel waits for in
 full, those the backward runs beside its GEMMs (the input re-gathered for the wgrads, the dgrads' reduction, as
-Megatron and Transformer Engine overlap them; all of them with `tp_comm_overlap`) as far as they outlast them;
+Megatron and Transformer Engine overlap them; all of them with `tp_comm_overlap`) as far as they outlast them, and
+the one-float amax all-reduces current scaling and NVFP4 run before each narrow sequence-parallel gather;
 context-parallel key/value all-gathers, expert-parallel all-to-alls, and the pipeline send of each micro-batch's
 activations.
 
@@ -79,7 +80,7 @@ from ..workload.data_parallel import (
 from ..workload.kernels import KernelClass, KernelSpec, Phase, chunked
 from ..workload.layer_kernels import RING_BLOCK, UNDEFERRED_WEIGHT_GRADIENTS, ColumnGroup, LayerKernels, ShardShape
 from ..workload.layout import RankLayout
-from ..workload.megatron import dispatch_algorithm, pairs_experts
+from ..workload.megatron import AMAX_BYTES, dispatch_algorithm, pairs_experts
 from ..workload.parameters import Counts, ModelParameters, PipelineLayers
 from ..workload.program import EMBEDDING_LAYER, HEAD_LAYER
 from ..workload.schedule import PipelineScheduler, make_scheduler
@@ -381,6 +382,17 @@ def is_layer(unit: Unit) -> bool:
 def unit_table(kernels: LayerKernels, unit: Unit) -> LayerKernels:
     """The kernels a unit runs: a layer's twin (LayerUnit.table), the embedding's and the head's as they are."""
     return unit.table(kernels) if is_layer(unit) else kernels
+
+
+def amax_reductions(table: LayerKernels, names: Iterable[str], phase: Phase) -> int:
+    """How many of a layer's sequence-parallel gathers in `phase` all-reduce their shares' amaxes over tp first, as
+    the tracer runs them (workload.megatron gemm_gather): one for each of the kernels `names` that is the
+    quantization of a rank's share before its gather (`<gemm>_gather_cast`) in that phase, where the number format
+    scales by the tensor's amax (current scaling and NVFP4: Transformer Engine's quantizer with_amax_reduction)."""
+    fmt = table.shape.number_format  # None: 16-bit
+    if not (table.shape.sp and fmt is not None and fmt.amax_pass):
+        return 0
+    return sum(1 for name in names if name.endswith("_gather_cast") and phase in table[name])
 
 
 AR, AG, RS, A2A, SR = (CollType.AllReduce, CollType.AllGather, CollType.ReduceScatter, CollType.AllToAll,
@@ -873,6 +885,19 @@ class Estimator:
                 # (workload.megatron mla_up_recompute)
                 tp += sum(self.slowest(AG, group, kernels.latent_bytes(latent)) for latent in kernels.latents
                           if latent.gemm is not None)
+            # the amaxes all-reduced before the narrow gathers (amax_reductions): each waited for by its gather, which
+            # the GEMM reading it waits for, so exposed whole even where tp_comm_overlap runs the gather beside it
+            amax = self.slowest(AR, group, AMAX_BYTES)
+            names = [name for b in kind for name in kernels.block_kernels(b)]
+            rerun_names = names if again else [name for b in kind if b == "mlp" and "mlp" in modules
+                                               for name in kernels.block_kernels(b)] + (
+                [f"{latent.gemm}_gather_cast" for latent in kernels.latents if latent.gemm is not None]
+                if "mla_up_proj" in modules and "attention" in kind else [])
+            forward_amax = amax * amax_reductions(kernels, names, Phase.fwd)
+            tp += forward_amax + amax * (amax_reductions(kernels, names, Phase.bwd_ig)
+                                         + amax_reductions(kernels, [n for n in rerun_names if n in kernels],
+                                                           Phase.recompute))
+            ahead += forward_amax
             if kernels.sparse is not None and "attention" in kind:  # the indexer's inputs and its loss's target
                 tp += (1 + again) * self.slowest(AR, group, kernels.indexer_target_bytes)
                 tp += (1 + again) * self.slowest(AG, group, kernels.indexer_input_bytes) if s.sequence_parallel else 0.0
