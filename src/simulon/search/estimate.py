@@ -460,7 +460,7 @@ class Estimator:
         self._tp_duplicated_syncs: dict[tuple, float] = {}
         self._mirror_syncs: dict[tuple, tuple[float, ...]] = {}
         self._shares: dict[tuple, tuple] = {}
-        self._sharded: dict[tuple, tuple[float, float, float]] = {}
+        self._sharded: dict[tuple, tuple[float, float, float, float]] = {}
         self._kernel_times: dict[str, dict[KernelSpec, float]] = {}
         self._profiles: dict[str, KernelProfile] = {}
 
@@ -1088,8 +1088,8 @@ class Estimator:
         syncs, optimizer, buckets = self._gradient_sync(s, workload, stage, held)
         shares = self._bucket_shares(s, workload, kernels, layers, stage)
         if s.sharding not in MEGATRON_SHARDINGS:  # every micro-batch's sync; the reduce-scatters after the step's last
-            waited, _, paired = self._sharded_waits(s, workload, kernels, layers, stage)  # backward (stage 0's)
-            return (microbatches * self._microbatch_sync(s, syncs, cost, waited, paired)
+            waited, _, paired, shared = self._sharded_waits(s, workload, kernels, layers, stage)  # (stage 0's)
+            return (microbatches * self._microbatch_sync(s, syncs, cost, waited, paired, shared)
                     + self._sharded_waits(s, workload, kernels, layers, 0)[1]), optimizer
         exposed = 0.0
         for scatter, gather, slower, axis in syncs:
@@ -1244,20 +1244,21 @@ class Estimator:
                                             for scatter, _, slower, _ in syncs)) / s.vpp  # one chunk's
                 else:  # its own micro-batch time in the fill and drain (Estimator.estimate's bubble)
                     # the gathers its micro-batch would wait for it runs while it waits for its neighbour
-                    waited, _, paired = self._sharded_waits(s, workload, kernels, layers, stage)
-                    added += (self._microbatch_sync(s, syncs, cost, waited, paired) - waited) / s.vpp
+                    waited, _, paired, shared = self._sharded_waits(s, workload, kernels, layers, stage)
+                    added += (self._microbatch_sync(s, syncs, cost, waited, paired, shared) - waited) / s.vpp
             self._drains[key] = added
         return self._drains[key]
 
     @staticmethod
     def _microbatch_sync(s: Strategy, syncs: list[tuple[float, float, float, float]], cost: _StageCost,
-                         waited: float, paired: float = 0.0) -> float:
+                         waited: float, paired: float = 0.0, shared: float = 0.0) -> float:
         """Seconds a stage's sync adds to each of its micro-batches where it syncs every micro-batch: FSDP gathers each
         unit's weights before its forward and again before its backward and reduce-scatters its gradients, ZeRO-2
         gathers them before the forward and reduce-scatters the gradients, as workload.data_parallel runs both, on
         streams of their own that go on into the next micro-batch, over the same links, which they share while they
-        run at once (FSDP's backward gathers beside its reduce-scatters: twice the shorter's seconds at once, the
-        replay's fair shares, the kernels beside them slowed by the SMs both hold, held_twice). The micro-batch lasts
+        run at once (FSDP's backward gathers beside its reduce-scatters: `shared` seconds of both at once,
+        Estimator._sharded_waits, the kernels beside them slowed by the SMs both hold, held_twice). The micro-batch
+        lasts
         as long as the longer of its communication and its kernels slowed beside it (stretched: its GEMMs and
         attention kernels, those the replay slows, for the part of them the communication overlaps); `waited`: the
         seconds of those gathers no prefetch hides (Estimator._sharded_waits), waited for in full and beside no
@@ -1268,14 +1269,17 @@ class Estimator:
         the kernels alone exposed, ZeRO-2 at tp 8 on 4 nodes 1.182 (its reduce-scatters hide behind the
         tensor-parallel communication too). With every second of communication counted as slowing a second of
         kernels, and the slowing added to what outlasted them, ZeRO-2 at pp 1 (8 H100s, 16 layers, hidden 2048) was
-        estimated 1.036 of its replay; FSDP's pair timed as one collective at a time, 0.959 (across 2 nodes 0.886)."""
+        estimated 1.036 of its replay; FSDP's pair timed as one collective at a time, 0.959 (across 2 nodes 0.886);
+        with every backward gather counted as beside a reduce-scatter (twice the shorter of the two sums), FSDP at tp 1
+        dp 4 (4 H100s, 4 layers, hidden 4096) 1.044, its kernels slowed beside both for 11.7 ms a micro-batch where
+        the replay runs both at once for 7.8."""
         if s.sharding not in ("fsdp", "zero2"):
             return 0.0
         added = waited
         for scatter, gather, slower, axis in syncs:
             sync = (2 if s.sharding == "fsdp" else 1) * gather + scatter - (waited if axis == 0 else 0.0)
             twice, paired = held_twice(slower), min(paired if axis == 0 else 0.0, sync)
-            both = min(2 * min(gather, scatter), sync - paired) if s.sharding == "fsdp" else 0.0
+            both = min(shared if axis == 0 else 0.0, sync - paired) if s.sharding == "fsdp" else 0.0
             covered = min(paired / (1 + twice), cost.sm_bound)  # kernels known to run beside both
             slowed = covered * twice + spread_slowing(cost.sm_bound - covered, cost.total - covered,
                                                       ((both, twice), (sync - paired - both, slower)))
@@ -1283,7 +1287,7 @@ class Estimator:
         return added
 
     def _sharded_waits(self, s: Strategy, workload: MegatronWorkload, kernels: LayerKernels, layers: PipelineLayers,
-                       stage: int) -> tuple[float, float, float]:
+                       stage: int) -> tuple[float, float, float, float]:
         """Under ZeRO-2 and FSDP, which gather each unit's parameters before its forward (and, FSDP, again before its
         backward) and reduce-scatter its gradients after its backward, every micro-batch: (seconds a micro-batch of
         the stage waits on average for the gathers no prefetch hides, over its model chunks: each chunk's first
@@ -1293,7 +1297,11 @@ class Estimator:
         1F1B) gathers on links that backward's last reduce-scatters still load, its reduce_tail; seconds the
         reduce-scatters of its first chunk's backward go on after it: reduce_tail, exposed where that backward is the
         step's last, stage 0's, each unit's backward slowed beside the reduce-scatter before it; seconds a micro-batch's
-        kernels run beside both a gather and such a reduce-scatter: played_gathers). Left out, ZeRO-2 at pp 2 vpp 2
+        kernels run beside both a gather and such a reduce-scatter: played_gathers; under FSDP, seconds a micro-batch's
+        backward gathers share the links with its reduce-scatters: each unit's backward runs beside the reduce-scatter
+        of the unit before it and the gather of the unit after it, prefetched as it starts, so from the third unit of
+        a chunk's backward on each gather runs beside the reduce-scatter of the unit two before it, both at once for
+        twice the shorter's seconds, the replay's fair shares). Left out, ZeRO-2 at pp 2 vpp 2
         (8 H100s, 16 layers, hidden 2048) was estimated 0.941 of its replay, FSDP 0.935; with the gathers after a
         backward timed alone, ZeRO-2 at pp 4 vpp 2 0.95 (its kernels slowed as the replay slows them); with the
         reduce-scatters lagging the backward at its kernels' own time, ZeRO-2 with 8 experts at tp 2 ep 2 on 4 nodes
@@ -1304,7 +1312,7 @@ class Estimator:
                self.stage_key(s, stage), schedule, microbatches)
         if key not in self._sharded:
             groups = self.placed(s, "dp_cp", stage)
-            waits = paired = 0.0
+            waits = paired = shared = 0.0
             tails = [0.0] * layers.chunks
             if len(groups[0]) > 1:
                 held, shape = ModelParameters(kernels, workload.model, layers).stage(stage), ShardShape.of(workload)
@@ -1332,12 +1340,15 @@ class Estimator:
                               for back, (reduce, slower) in zip(backs, [(0.0, 0.0), *reduces[:-1]], strict=True)]
                     reduces = [reduce for reduce, _ in reduces]
                     tails[chunk] = reduce_tail(slowed, reduces)
+                    if s.sharding == "fsdp":
+                        shared += sum(2 * min(gather, reduce)
+                                      for gather, reduce in zip(gathers[::-1][2:], reduces[:-2], strict=True))
                 follows = forwards_after_backward(schedule, layers.chunks, stage, s.pp, microbatches)
                 for (gathers, spans), after in zip(forwards, follows, strict=True):
                     for chunk, share in after:
                         waited, beside = played_gathers(gathers, spans, tails[chunk] if chunk >= 0 else 0.0)
                         waits, paired = waits + share * waited, paired + share * beside
-            self._sharded[key] = waits, tails[0], paired
+            self._sharded[key] = waits, tails[0], paired, shared
         return self._sharded[key]
 
     def _gradient_sync(self, s: Strategy, workload: MegatronWorkload, stage: int,
