@@ -42,14 +42,16 @@ def test_without_an_nvls_switch_large_all_reduce_is_a_simple_ring():
     assert (large.algorithm, large.protocol) == ("ring", "simple")
 
 
-def test_channels_drop_for_small_messages_as_nccl_does_but_nvls_runs_on_all_of_its_own():
+def test_channels_drop_for_small_messages_as_nccl_does_and_nvls_fills_its_own_from_a_cell_each():
     p = plan(algorithm="ring")
     assert p.choose(AR, range(8), 1024).channels == 1
     assert p.choose(AR, range(8), 2**30).channels == 32
     counts = [p.choose(AR, range(8), 2.0**k).channels for k in range(10, 31)]
     assert counts == sorted(counts)
-    nvls = plan(algorithm="nvls")  # NVLS_NCHANNELS_SM90, whatever the size (enqueue.cc skips its channel tuning)
-    assert {nvls.choose(AR, range(8), 2.0**k).channels for k in range(10, 31)} == {16}
+    # NVLS_NCHANNELS_SM90 (enqueue.cc skips its thread tuning) once each channel gets a 32 KiB cell of traffic
+    nvls = plan(algorithm="nvls")
+    assert {nvls.choose(AR, range(8), 2.0**k).channels for k in range(18, 31)} == {16}
+    assert nvls.choose(AR, range(8), 1024).channels == 1
 
 
 def test_enabled_algorithms_follow_the_group_and_the_hardware():

@@ -4,7 +4,8 @@ environment allows (network.nccl: NCCL_ALGO, NCCL_PROTO).
 
 NCCL predicts every (algorithm, protocol) pair's time as a latency plus the message over a bus bandwidth,
 both from its tables and the topology's bandwidths, and takes the fastest it has enabled; it then drops
-channels while a message is too small to give each channel's threads enough work. simulon evaluates the
+channels while a message is too small to give each channel's threads enough work, and deals the message out to
+channels in cells of 32 KiB of traffic, so that a small one fills fewer (spread_channels). simulon evaluates the
 same model on its own topology (scale-up port and NIC bandwidth, node count, in-switch reduction) to pick
 what to simulate; the simulated time itself comes from the flows.
 
@@ -61,6 +62,35 @@ def nccl_steps(ctype: CollType, n: int) -> int:
     """The steps NCCL's model counts for a collective over n ranks (ncclTuningGetNsteps): a ring's all-reduce
     passes its buffer round twice, a reduce-scatter or all-gather once."""
     return 2 * (n - 1) if ctype == AR else n - 1
+
+
+MIN_TRAFFIC_PER_CHANNEL = 32768
+"""NCCL's MinTrafficPerChannel (src/enqueue.cc scheduleCollTasksToPlan, NCCL 2.22 on): the traffic bytes of one cell,
+the unit in which it deals a collective's data out to channels."""
+
+
+def traffic_per_byte(ctype: CollType, n: int, protocol: str) -> int:
+    """Traffic bytes per byte of a rank's count (enqueue.cc ncclFuncTrafficPerByte): an all-reduce's 2, an all-gather's
+    or reduce-scatter's n, times 4 under LL (enqueue.cc multiplies an LL task's traffic by 4 as it sets its
+    protocol)."""
+    return (2 if ctype == AR else n) * (4 if protocol == "ll" else 1)
+
+
+def spread_channels(ctype: CollType, size: float, n: int, protocol: str, channels: int) -> int:
+    """The channels NCCL deals one collective of `size` bytes (its nBytes: an all-gather's gathered output, a
+    reduce-scatter's whole input) over `n` ranks out to, of the `channels` its tuner allows (nMaxChannels: its own
+    count, a tuner plugin's or NVLS's): enqueue.cc scheduleCollTasksToPlan cuts the rank's count into cells of
+    MIN_TRAFFIC_PER_CHANNEL traffic and gives each channel its share of the traffic, at least 32 KiB, in whole cells,
+    so a small message fills fewer channels than it may take. Under Simple and LL rings that is about NCCL's own
+    count (its threads' threshold, _channels); under LL128, whose threshold is 5 KiB a channel, and under a plugin's
+    or NVLS's fixed count it is fewer: Google's 16 channels hold a 16 KiB all-reduce on one channel, not 16."""
+    per_byte = traffic_per_byte(ctype, n, protocol)
+    count_bytes = size if ctype == AR else size / n
+    cell = math.ceil(math.ceil(MIN_TRAFFIC_PER_CHANNEL / per_byte) / 16) * 16
+    cells = max(1, math.ceil(count_bytes / cell))
+    per_channel = math.ceil(max(MIN_TRAFFIC_PER_CHANNEL, count_bytes * per_byte) / channels / 16) * 16
+    cells_per_channel = min(cells, math.ceil(per_channel / (cell * per_byte)))
+    return min(channels, math.ceil(cells / cells_per_channel))
 
 
 class CollectiveSettings(Protocol):
@@ -198,16 +228,30 @@ class CollectivePlan:
         else:
             times = [(self._time(ctype, shape, size, a, p, ports), i) for i, (a, p) in enumerate(candidates)]
             algorithm, protocol = candidates[min(times)[1]]
-        fixed_channels = self.channels or (rule.channels if rule is not None and rule.channels != ANY else None)
-        if not find_algorithm(algorithm).nvls_chunked:
-            return Choice(algorithm, protocol,
-                          fixed_channels or self._channels(ctype, shape, size, algorithm, protocol, comm or shape),
-                          self._tree_chunk(algorithm, protocol), number)
+        ruled_channels = rule.channels if rule is not None and rule.channels != ANY else None
+        record = find_algorithm(algorithm)
+        if not record.nvls_chunked:
+            channels = self.channels or self._spread(ctype, shape, size, algorithm, protocol, ruled_channels or
+                                                     self._channels(ctype, shape, size, algorithm, protocol,
+                                                                    comm or shape))
+            return Choice(algorithm, protocol, channels, self._tree_chunk(algorithm, protocol), number)
         heads = shape.n if shape.nodes == 1 else shape.regular(algorithm)
         tuning = nvls_tuning(self.arch, shape.nodes, heads, ports.nic_line / 1e9)
-        channels = fixed_channels or tuning.channels
+        channels = self.channels or self._spread(ctype, shape, size, algorithm, protocol,
+                                                 ruled_channels or tuning.channels)
         return Choice(algorithm, protocol, channels,
                       nvls_chunk_bytes(algorithm == "nvls_tree", size, channels, heads, tuning), number)
+
+    def _spread(self, ctype: CollType, shape: GroupShape, size: float, algorithm: str, protocol: str,
+                channels: int) -> int:
+        """The channels a collective runs on of the `channels` NCCL allows it (spread_channels), for the collectives
+        NCCL deals out in cells: not point-to-point calls (their own channels, _channels), CollNet or NVLS across
+        NVLink domains (enqueue.cc gives those every channel), nor a mesh's rings (whole repeats of its cycles). A
+        scenario's fixed count (num_channels) is the count run, as a what-if, and does not come here."""
+        collnet = find_algorithm(algorithm).tuned_as.startswith("collnet") or (algorithm == "nvls" and shape.nodes > 1)
+        if ctype in POINT_TO_POINT or collnet or shape.mesh_cycles > 1:
+            return channels
+        return spread_channels(ctype, size, shape.n, protocol, channels)
 
     def _tree_chunk(self, algorithm: str, protocol: str) -> float | None:
         """A Simple tree's chunk under the platform's NCCL_BUFFSIZE (None: NCCL's default slot; other algorithms)."""
