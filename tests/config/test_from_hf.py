@@ -93,7 +93,8 @@ GEMMA_3_27B = {  # google/gemma-3-27b-pt config.json: the decoder under text_con
                     "query_pre_attn_scalar": 168, "sliding_window": 1024, "rms_norm_eps": 1e-06,
                     "vocab_size": 262208}}
 SHAPE = ("num_layers", "hidden_size", "num_heads", "kv_heads", "head_size", "vocab_size", "activation",
-         "normalization", "tie_embeddings", "mla", "mamba", "hybrid_pattern", "mtp_layers", "sliding_window")
+         "normalization", "tie_embeddings", "mla", "mamba", "hybrid_pattern", "mtp_layers", "sliding_window",
+         "position_embedding")
 
 
 def write(tmp_path, doc, name="config.json"):

@@ -19,6 +19,8 @@ GptOssConfig, Gemma/Gemma2/Gemma3TextConfig, Phi3Config; a multimodal config's `
   size (CLASS_DEFAULTS: Gemma 3's text_config);
 - dropout: the largest of the hidden and attention dropouts the file gives (DROPOUT_KEYS: GPT-2's resid_pdrop,
   embd_pdrop and attn_pdrop, OPT's dropout, attention_dropout, ...);
+- position embedding: rotary, unless the family learns its positions (GPT-2, OPT: LEARNED_POSITION_MODEL_TYPES), has
+  none (Nemotron-H) or biases its attention by ALiBi (BLOOM; Falcon's and MPT's where their config says so);
 - mixture of experts: num_local_experts (Mixtral, GPT-OSS) or num_experts (Qwen-MoE) or n_routed_experts
   (DeepSeek-V3), num_experts_per_tok, moe_intermediate_size (else intermediate_size), n_shared_experts (Ling's and
   Trinity's num_shared_experts; 0: none) or shared_expert_intermediate_size (Llama 4: always one shared expert of
@@ -727,6 +729,29 @@ def _dropout(cfg: Reader) -> float:
     return largest
 
 
+LEARNED_POSITION_MODEL_TYPES = frozenset({"gpt2", "openai-gpt", "gpt_neo", "gpt_bigcode", "opt", "biogpt"})
+"""model_type of the families that add learned absolute positions to the embedding (GPT2Model's wpe, OPT's
+OPTLearnedPositionalEmbedding, ...) rather than rotate queries and keys."""
+NO_POSITION_MODEL_TYPES = frozenset({"nemotron_h"})
+"""model_type of the families whose attention sees no positions at all (NemotronHAttention has no rotary embedding;
+Megatron-LM's examples/mamba/train.sh: --position-embedding-type none)."""
+
+
+def _position_embedding(cfg: Reader) -> str:
+    """The model's position embedding (ModelSpec.position_embedding): ALiBi where BLOOM always has it and where
+    Falcon's `alibi` or MPT's attn_config.alibi says so (MPT without it learns its positions, learned_pos_emb), learned
+    or none by family (LEARNED_POSITION_MODEL_TYPES, NO_POSITION_MODEL_TYPES), else rotary, what the other families
+    read here apply (LlamaRotaryEmbedding and its kin)."""
+    attn_config = cfg.doc.get("attn_config")
+    if cfg.model_type == "bloom" or (cfg.model_type == "falcon" and cfg.doc.get("alibi") is True):
+        return "alibi"
+    if cfg.model_type == "mpt":
+        return "alibi" if isinstance(attn_config, dict) and attn_config.get("alibi") is True else "learned"
+    if cfg.model_type in LEARNED_POSITION_MODEL_TYPES:
+        return "learned"
+    return "none" if cfg.model_type in NO_POSITION_MODEL_TYPES else "rope"
+
+
 MULTI_QUERY_MODEL_TYPES = frozenset({"gpt_bigcode", "falcon"})
 """model_type of the families whose attention shares one key-value head among the queries where multi_query is true
 or absent (GPTBigCodeConfig's and FalconConfig's multi_query=True: StarCoder, SantaCoder, Falcon-7B),
@@ -868,6 +893,7 @@ def _model_block(cfg: Reader) -> dict[str, Any]:
     dropout = _dropout(cfg)
     if dropout:
         block["dropout"] = dropout
+    block["position_embedding"] = _position_embedding(cfg)
     head_dim = _head_dim(cfg)
     if head_dim is not None and "kv_lora_rank" not in cfg.doc:  # MLA's head_dim is its rotary slice (GlmMoeDsaConfig)
         block["head_dim"] = head_dim

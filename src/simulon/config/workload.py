@@ -242,6 +242,11 @@ class ModelSpec(Templated):
     tie_embeddings: bool = Field(False, description="the output layer shares the input embedding's weights")
     dropout: Probability = Field(0.0, description="hidden and attention dropout: with any, each dropout keeps a "
                                  "one-byte mask per element for backward (Megatron's GPT models: 0.1, Llama: 0)")
+    position_embedding: Literal["learned", "rope", "alibi", "none"] = Field(
+        "learned", description="how attention sees positions: learned absolute positions added to the embedding "
+        "(Megatron-LM's default, GPT-2, GPT-3, OPT), rotary embeddings applied to each layer's queries and keys "
+        "(Llama, Mistral, Qwen, Gemma: one fused kernel over each, forward and backward), ALiBi biases inside the "
+        "attention kernel (BLOOM, MPT), or none (Nemotron-H)")
     moe: MoESpec | None = Field(None, description="mixture of experts in place of the dense MLP; none: dense")
     mla: MLASpec | None = Field(None, description="multi-head latent attention in place of (GQA) attention")
     mamba: MambaSpec | None = Field(None, description="the Mamba-2 mixer of the hybrid pattern's M layers")

@@ -313,6 +313,11 @@ class ElementwisePasses:
     softmax_long_rows: Passes | None = None  # the same over rows too long for one read of each (None: same)
     autocast_activation: tuple[float, float] | None = None  # `activation` with 16-bit tensors under autocast
     residual_mask: float = 0.0  # bytes per hidden element of a dropout's mask beyond `residual`'s passes
+    # a rotary embedding, per query and key element: Megatron-Core's Attention rotates each (apply_rotary_pos_emb; with
+    # apply_rope_fusion, on unless --no-rope-fusion in Megatron-LM's arguments.py and in NeMo's Llama recipes,
+    # Transformer Engine's fused RoPE kernel, one launch a tensor), reading it and writing the rotated copy, and reads
+    # the gradient and writes its inverse rotation backward; the cosine and sine table stays in cache
+    rope: tuple[float, float] = (2, 2)
 
     def activation_passes(self, gated: bool, autocast: bool) -> tuple[float, float]:
         """The MLP activation's passes (in passes of a tensor of the run's activation width), under 16-bit
@@ -363,6 +368,11 @@ EAGER_PASSES = ElementwisePasses(
     # gradient and the output, 8; write 4), cast (read 4; write), mask and scale (read, write each).
     softmax=((8, 17), (8, 21)),
     softmax_long_rows=((8, 25), (8, 29)),
+    # HuggingFace's apply_rotary_pos_emb, q * cos + rotate_half(q) * sin: the product by cos (read, write),
+    # rotate_half's negated half (half a read and a write) and its cat (read, write), the product by sin (read,
+    # write), the sum (read 2, write). Backward: the two products' gradients (read, write each), the negation's (half
+    # each way), the halves put back together (read, write) and the two paths summed into the input's gradient.
+    rope=(10, 10),
 )
 """PyTorch run eagerly (HuggingFace models): every op of the layer is its own kernel over whole tensors."""
 
@@ -505,6 +515,9 @@ class LayerKernels:
             if latent.norm is not None:  # read x, write y | read x, dy, write dx
                 elementwise(latent.norm, Tn, latent.width, 2, 3)
         k.update(self._attention_core())
+        if m.position_embedding == "rope" and m.mla is None:  # MLA's rotary slice is part of its own projections
+            tensors = self.attention_tensors()
+            k["attn_rope"] = memory_pair("attn_rope", tensors["q"] + tensors["k"], *(p * db for p in self.passes.rope))
         if self.sparse is not None:
             k.update(self._sparse_attention())
         for name in REPLICATED if t > 1 else ():

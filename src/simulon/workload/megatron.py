@@ -649,6 +649,8 @@ class _StageEmitter:
         if absorbed:
             self.run(absorbed[0], phase, layer, mb)
             self.indexer_forward(layer, mb, phase)
+        if "attn_rope" in self.kernels:  # the queries and keys rotated before the core attention reads them
+            self.run("attn_rope", phase, layer, mb)
         self.core_attention(layer, mb, phase)
         if absorbed:
             self.run(absorbed[1], phase, layer, mb)
@@ -1069,6 +1071,8 @@ class _StageEmitter:
                 self.run(name, Phase.bwd_ig, layer, mb)
             self.pending = self.cp_exchange(CollType.ReduceScatter, "cp_kv_grad_scatter", layer, mb, Phase.bwd_ig)
         self.cp_all_to_all(("q", "k", "v"), "cp_qkv_a2a", layer, mb, Phase.bwd_ig)
+        if "attn_rope" in self.kernels:  # the query and key gradients rotated back before the projection's backward
+            self.run("attn_rope", Phase.bwd_ig, layer, mb)
         if absorbed:
             self.run(absorbed[0], Phase.bwd_ig, layer, mb)
             self.run(absorbed[0], Phase.bwd_wg, layer, mb)

@@ -1,0 +1,81 @@
+"""What a rotary position embedding costs a training step: Megatron-Core rotates every layer's queries and keys
+before the core attention (apply_rotary_pos_emb, Transformer Engine's fused RoPE kernel), reading each and writing
+its rotated copy, and rotates their gradients back in the backward (workload/layer_kernels.py,
+ElementwisePasses.rope). A model that learns its positions, biases its attention by ALiBi or has none runs no such
+kernel."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from helpers import gpt_scenario
+from simulon.config.workload import ModelSpec
+from simulon.pipeline import simulate
+from simulon.workload.kernels import Phase
+from simulon.workload.layer_kernels import FUSED_PASSES, LayerKernels
+
+SEQ, HIDDEN, HEADS, LAYERS, MICRO_BATCHES = 1024, 1024, 16, 2, 2
+
+
+def scenario(position: str, tp: int = 1, kv_heads: int | None = None, gpus: int = 1):
+    return gpt_scenario(gpus_per_node=gpus, tp=tp, gbs=MICRO_BATCHES * gpus // tp, mbs=1, seq=SEQ, hidden=HIDDEN,
+                        heads=HEADS, kv_heads=kv_heads, layers=LAYERS, activation="swiglu",
+                        extra_model={"position_embedding": position})
+
+
+def rope_nodes(sim) -> list[int]:
+    dag = sim.dag
+    return [n for n in np.flatnonzero(dag.kernel >= 0) if dag.kernel_specs[dag.kernel[n]].name == "attn_rope"]
+
+
+@settings(max_examples=12, deadline=None)
+@given(st.sampled_from([1, 2, 4, 8]), st.sampled_from([1, 2, 4, 8, 16]))
+def test_rotary_embedding_moves_each_rank_s_queries_and_keys_twice_each_way(tp, kv_heads):
+    kernels = LayerKernels.of(scenario("rope", tp=tp, kv_heads=kv_heads, gpus=tp).workload)
+    head = HIDDEN // HEADS
+    rotated = SEQ * (HEADS // tp + max(kv_heads // tp, 1)) * head  # the rank's query and key elements
+    for phase, passes in zip((Phase.fwd, Phase.bwd_ig), FUSED_PASSES.rope, strict=True):
+        assert kernels["attn_rope"][phase].bytes == pytest.approx(rotated * passes * 2)  # bf16 activations
+        assert kernels["attn_rope"][phase].flops == 0.0  # bandwidth-bound, no model FLOPs
+
+
+@pytest.mark.parametrize("position", ["learned", "alibi", "none"])
+def test_a_model_that_does_not_rotate_its_queries_runs_no_rotary_kernel(position):
+    assert "attn_rope" not in LayerKernels.of(scenario(position).workload)
+    assert rope_nodes(simulate(scenario(position))) == []
+
+
+def test_every_layer_rotates_once_forward_and_once_backward_each_micro_batch():
+    sim = simulate(scenario("rope"))
+    phases = sorted(sim.dag.kernel_specs[sim.dag.kernel[n]].phase for n in rope_nodes(sim))
+    assert phases == sorted([Phase.fwd, Phase.bwd_ig] * LAYERS * MICRO_BATCHES)
+
+
+def test_a_rotary_model_is_slower_than_a_learned_one_by_its_rotations_time():
+    learned, rotary = simulate(scenario("learned")), simulate(scenario("rope"))
+    rotations = float(sum(rotary.dag.duration[n] for n in rope_nodes(rotary)))
+    assert rotations > 0
+    slower = (rotary.result.iteration_time_ms - learned.result.iteration_time_ms) / 1e3
+    assert slower == pytest.approx(rotations, rel=1e-6)
+
+
+def test_templates_name_the_position_embedding_their_family_uses():
+    def position(name: str) -> str:
+        return ModelSpec.model_validate({"from": name}).position_embedding
+
+    assert [position(n) for n in ("llama-2-7b", "mistral-7b", "qwen3-8b", "gpt-oss-20b")] == ["rope"] * 4
+    assert [position(n) for n in ("gpt3-175b", "gpt-1.7b", "gpt2-125m", "opt-350m")] == ["learned"] * 4
+    assert [position(n) for n in ("bloom-176b", "mpt-7b")] == ["alibi"] * 2
+    assert position("nemotron-h-8b") == "none"
+
+
+def test_an_eager_huggingface_rotation_moves_five_times_the_fused_kernel_s_bytes():
+    sc = scenario("rope")
+    training = sc.workload.training.model_copy(update={"elementwise": "eager"})
+    eager = LayerKernels.of(sc.workload.model_copy(update={"training": training}))
+    fused = LayerKernels.of(sc.workload)
+    for phase in (Phase.fwd, Phase.bwd_ig):
+        assert eager["attn_rope"][phase].bytes == pytest.approx(5 * fused["attn_rope"][phase].bytes)
