@@ -451,6 +451,7 @@ class Estimator:
         self._weight_casts: dict[tuple, float] = {}
         self._models: dict[str, AnalyticalModel] = {}
         self._params: dict[tuple, tuple[Counts, Counts]] = {}
+        self._parameters: dict[tuple[LayerKernels, PipelineLayers], ModelParameters] = {}
         self._stages: dict[tuple, _StageCost] = {}
         self._compositions: dict[tuple, tuple[tuple[int, int], ...]] = {}
         self._pipelines: dict[tuple, tuple[int, _StageCost]] = {}
@@ -1053,13 +1054,23 @@ class Estimator:
         held = min(channels, MAX_HELD_SHARE * self.sm_count)
         return self.sm_count / (self.sm_count - held)
 
+    def parameters(self, kernels: LayerKernels, workload: MegatronWorkload, layers: PipelineLayers) -> ModelParameters:
+        """The parameters of a kernel table (LayerKernels.weights_of, one object per shard shape: keyed by identity)
+        and layer split, one ModelParameters for every strategy that shares them, so that each stage's
+        (ModelParameters.stage) and the embedding's copies are worked out once; rebuilt for every call, they took a
+        fifth of DeepSeek-V3's estimates. The table's model is the workload's (weights_of keys its tables on it)."""
+        key = (kernels, layers)
+        if key not in self._parameters:
+            self._parameters[key] = ModelParameters(kernels, workload.model, layers)
+        return self._parameters[key]
+
     def _stage_params(self, s: Strategy, workload: MegatronWorkload, kernels: LayerKernels, layers: PipelineLayers,
                       stage: int) -> tuple[Counts, Counts]:
         """(dense, expert) parameters one rank of a stage holds, and the (dense, expert) bytes their all-gather moves
         (StageParameters.gathered_bytes); they depend on the sharding of weights and the number format only."""
         key = (s.tp, s.ep, s.etp, s.dtype, self._composition(s, kernels, layers, stage))
         if key not in self._params:
-            held, shape = ModelParameters(kernels, workload.model, layers).stage(stage), ShardShape.of(workload)
+            held, shape = self.parameters(kernels, workload, layers).stage(stage), ShardShape.of(workload)
             self._params[key] = held.total(), held.summed(
                 lambda unit: held.gathered_bytes(unit, shape))
         return self._params[key]
@@ -1108,7 +1119,7 @@ class Estimator:
         embedding copy's 67 MB of gradients summed over the nodes' NICs in 6.8 ms)."""
         if s.sharding not in MEGATRON_SHARDINGS:
             return 0.0
-        parameters = ModelParameters(kernels, workload.model, layers)
+        parameters = self.parameters(kernels, workload, layers)
         stages = parameters.embedding_stages
         if not stages:
             return 0.0
@@ -1165,7 +1176,7 @@ class Estimator:
         key = (self.shape_key(s), s.pp, s.dp, s.sharding, self._composition(s, kernels, layers, stage),
                self.stage_key(s, stage))
         if key not in self._mirror_syncs:
-            held, grad_bytes = ModelParameters(kernels, workload.model, layers).stage(stage), ShardShape.of(workload)
+            held, grad_bytes = self.parameters(kernels, workload, layers).stage(stage), ShardShape.of(workload)
             groups = self.placed(s, "mirror", stage)
             self._mirror_syncs[key] = tuple(
                 self.slowest(AR, groups, sum(sum(held.of(unit)) for unit in layers.units_of(stage, chunk))
@@ -1206,7 +1217,7 @@ class Estimator:
         key = (s.tp, s.ep, s.etp, dp_cp, self._composition(s, kernels, layers, stage), stage, s.pp, s.vpp,
                s.first_layers, s.last_layers)
         if key not in self._shares:
-            held, bucket = ModelParameters(kernels, workload.model, layers).stage(stage), bucket_params(workload, dp_cp)
+            held, bucket = self.parameters(kernels, workload, layers).stage(stage), bucket_params(workload, dp_cp)
             self._shares[key] = tuple(
                 (bucket_shares((held.of(unit)[axis] for unit in reversed(held.units)), bucket),
                  bucket_shares((held.of(unit)[axis] for unit in held.units), bucket)) for axis in (0, 1))
@@ -1315,7 +1326,7 @@ class Estimator:
             waits = paired = shared = 0.0
             tails = [0.0] * layers.chunks
             if len(groups[0]) > 1:
-                held, shape = ModelParameters(kernels, workload.model, layers).stage(stage), ShardShape.of(workload)
+                held, shape = self.parameters(kernels, workload, layers).stage(stage), ShardShape.of(workload)
                 timed: dict[tuple[CollType, float], tuple[float, float]] = {}  # a stage's units repeat a few sizes
 
                 def sync(op: CollType, size: float) -> tuple[float, float]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from ..config.number_formats import TrainingFormat
 from ..config.workload import MegatronWorkload, ModelSpec
@@ -83,9 +84,9 @@ class PipelineLayers:
         """The first multi-token-prediction layer's id (the decoder's layer count)."""
         return sum(self.counts) - self.mtp_layers
 
-    @property
+    @cached_property
     def mtp_stage(self) -> int | None:
-        """The pipeline rank holding the multi-token-prediction layers (None without any)."""
+        """The pipeline rank holding the multi-token-prediction layers (None without any; worked out once)."""
         if not self.mtp_layers:
             return None
         return next(s for s in range(self.pp) for c in range(self.chunks) if self.first_mtp in self.layers_of(s, c))
@@ -157,6 +158,7 @@ class ModelParameters:
 
     def __init__(self, kernels: LayerKernels, model: ModelSpec, layers: PipelineLayers):
         self.kernels, self.model, self.layers = kernels, model, layers
+        self._stages: dict[int, StageParameters] = {}  # stage() by stage: a strategy search asks again and again
 
     def of(self, unit: int) -> Counts:
         """(dense, expert) parameters of a layer, the embedding or the LM head (with the final norm); the first
@@ -178,14 +180,14 @@ class ModelParameters:
         the LM head reads the embedding's tied weights: no copy of its own."""
         return self.model.tie_embeddings and (self.layers.pp == 1 or self.layers.placement is not INTERLEAVED)
 
-    @property
+    @cached_property
     def mtp_embedding_copy(self) -> bool:
         """Whether the multi-token-prediction layers' stage holds a word embedding of its own: not on the first
         stage, which has the embedding, nor on the last with tied embeddings, whose LM head is a copy already."""
         stage = self.layers.mtp_stage
         return stage is not None and stage != 0 and not (self.model.tie_embeddings and self.layers.holds_head(stage))
 
-    @property
+    @cached_property
     def embedding_stages(self) -> tuple[int, ...]:
         """The pipeline stages holding a copy of the word embedding that another stage also holds, whose gradients
         are summed (Megatron-Core's embedding group: the first and the last stage with tied embeddings, the
@@ -217,6 +219,13 @@ class ModelParameters:
         return len(attention) * (self.kernels.indexer_params + down)
 
     def stage(self, stage: int) -> StageParameters:
+        """What one rank of `stage` holds (worked out once a stage: its parts depend on the kernels, model and layers
+        alone, which an instance does not change)."""
+        if stage not in self._stages:
+            self._stages[stage] = self._held(stage)
+        return self._stages[stage]
+
+    def _held(self, stage: int) -> StageParameters:
         units = tuple(self.layers.stage_units(stage))
         narrow = {unit: self.kernels.narrow_params(self.kernels.blocks(unit)) for unit in units if unit >= 0}
         return StageParameters(units, {unit: self.of(unit) for unit in units}, self.tied_embedding(stage),
