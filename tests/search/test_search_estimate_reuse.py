@@ -5,13 +5,15 @@ sharing, DeepSeek-V3's pp 16 tp 1 slice of the search spends 1.8 ms a strategy c
 
 from __future__ import annotations
 
+from collections import defaultdict
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from helpers import gpt_scenario
 from simulon.search.run import Search, apply
-from simulon.search.space import Limits
+from simulon.search.space import Limits, Strategy
 from simulon.workload import parameters
 
 
@@ -76,3 +78,30 @@ def test_a_stages_parameters_asked_again_are_the_same_object(stage):
     held = estimator.parameters(kernels, workload, layers).stage(stage)
     assert estimator.parameters(kernels, workload, parameters.PipelineLayers.of(workload)).stage(stage) is held
     assert held == parameters.ModelParameters(kernels, workload.model, layers).stage(stage)
+
+
+def test_zero_2_and_fsdp_time_a_layouts_gathers_and_reduce_scatters_once_whatever_the_micro_batch_and_recompute():
+    """A stage's per-unit all-gathers and reduce-scatters depend on the layout, the number format and the layer split
+    alone: strategies differing only in micro-batch size and recomputation ask for none again."""
+    families: dict[tuple, list[Strategy]] = defaultdict(list)
+    for strategy in STRATEGIES:
+        if strategy.sharding in ("zero2", "fsdp") and strategy.pp == 4:
+            families[(strategy.tp, strategy.dp, strategy.cp, strategy.ep, strategy.etp, strategy.vpp,
+                      strategy.first_layers, strategy.last_layers, strategy.sharding)].append(strategy)
+    family = max(families.values(), key=lambda members: len({(s.micro_batch_size, s.recompute) for s in members}))
+    assert len({(s.micro_batch_size, s.recompute) for s in family}) > 1
+    estimator = Search(SC, limits=LIMITS).estimator
+    first, *rest = family
+    estimator.estimate(first, apply(SC.workload, first))
+    asked = []
+    real = estimator.slowest
+
+    def counted(ctype, groups, size, algorithm=""):
+        asked.append(ctype)
+        return real(ctype, groups, size, algorithm)
+
+    estimator.slowest = counted
+    for strategy in rest:
+        fresh = Search(SC, limits=LIMITS).estimator.estimate(strategy, apply(SC.workload, strategy))
+        assert estimator.estimate(strategy, apply(SC.workload, strategy)) == fresh
+    assert [c for c in asked if c.name in ("AllGather", "ReduceScatter")] == []

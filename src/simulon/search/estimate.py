@@ -462,6 +462,8 @@ class Estimator:
         self._mirror_syncs: dict[tuple, tuple[float, ...]] = {}
         self._shares: dict[tuple, tuple] = {}
         self._sharded: dict[tuple, tuple[float, float, float, float]] = {}
+        self._sharded_timings: dict[tuple, tuple | None] = {}
+        self._chunk_units: dict[tuple, tuple[tuple[_LayerCost, ...], ...]] = {}
         self._kernel_times: dict[str, dict[KernelSpec, float]] = {}
         self._profiles: dict[str, KernelProfile] = {}
 
@@ -1146,7 +1148,7 @@ class Estimator:
         key = (s.tp, s.cp, s.dp, s.pp, s.sequence_parallel, s.dtype, self._composition(s, kernels, layers, 0),
                self.stage_key(s, 0))
         if key not in self._tp_duplicated_syncs:
-            params = ModelParameters(kernels, workload.model, layers).stage(0).tp_duplicated
+            params = self.parameters(kernels, workload, layers).stage(0).tp_duplicated
             size = params * ShardShape.of(workload).grad_bytes
             self._tp_duplicated_syncs[key] = self.slowest(AR, self.placed(s, "tp", 0), size) if size else 0.0
         return self._tp_duplicated_syncs[key]
@@ -1322,9 +1324,44 @@ class Estimator:
         key = (self.shape_key(s), s.pp, s.vpp, s.first_layers, s.last_layers, s.dp, s.sharding, stage,
                self.stage_key(s, stage), schedule, microbatches)
         if key not in self._sharded:
-            groups = self.placed(s, "dp_cp", stage)
             waits = paired = shared = 0.0
             tails = [0.0] * layers.chunks
+            timed = self._sharded_syncs(s, workload, kernels, layers, stage)
+            if timed is not None:
+                forwards = []
+                chunk_costs = self._stage_unit_costs(s, workload, kernels, layers, stage)
+                for chunk, ((gathers, reduces), costs) in enumerate(zip(timed, chunk_costs, strict=True)):
+                    forwards.append((gathers, [c.forward + c.forward_comm for c in costs]))
+                    backs = [c.backward + c.recompute + c.tp + c.cp + c.ep - c.forward_comm for c in reversed(costs)]
+                    if s.sharding == "fsdp":
+                        waits += gather_waits(reversed(gathers), backs)
+                    # each backward runs slower beside the reduce-scatter of the unit before it, which lags it the less
+                    slowed = [stretched(back, reduce, slower)
+                              for back, (reduce, slower) in zip(backs, [(0.0, 0.0), *reduces[:-1]], strict=True)]
+                    reduced = [reduce for reduce, _ in reduces]
+                    tails[chunk] = reduce_tail(slowed, reduced)
+                    if s.sharding == "fsdp":
+                        shared += sum(2 * min(gather, reduce)
+                                      for gather, reduce in zip(gathers[::-1][2:], reduced[:-2], strict=True))
+                follows = forwards_after_backward(schedule, layers.chunks, stage, s.pp, microbatches)
+                for (gathers, spans), after in zip(forwards, follows, strict=True):
+                    for chunk, share in after:
+                        waited, beside = played_gathers(gathers, spans, tails[chunk] if chunk >= 0 else 0.0)
+                        waits, paired = waits + share * waited, paired + share * beside
+            self._sharded[key] = waits, tails[0], paired, shared
+        return self._sharded[key]
+
+    def _sharded_syncs(self, s: Strategy, workload: MegatronWorkload, kernels: LayerKernels, layers: PipelineLayers,
+                       stage: int) -> tuple[tuple[list[float], list[tuple[float, float]]], ...] | None:
+        """Per model chunk of a stage, under ZeRO-2 and FSDP: the seconds of each unit's parameter all-gather in forward
+        order, and of each unit's gradient reduce-scatter in backward order with how much slower kernels run beside
+        it (Estimator.stretch), each at the slowest of the stage's data x context groups; None where the group is of
+        one rank. They depend on the layout, the kernel table (its shard's element sizes) and the layer split alone,
+        not on the micro-batch, recomputation or schedule, so strategies differing in those share them (cached)."""
+        key = (kernels, layers, stage, s.tp, s.cp, s.dp, s.ep, s.etp, s.dtype)
+        if key not in self._sharded_timings:
+            groups = self.placed(s, "dp_cp", stage)
+            found = None
             if len(groups[0]) > 1:
                 held, shape = self.parameters(kernels, workload, layers).stage(stage), ShardShape.of(workload)
                 timed: dict[tuple[CollType, float], tuple[float, float]] = {}  # a stage's units repeat a few sizes
@@ -1336,31 +1373,22 @@ class Estimator:
                         timed[op, size] = self.slowest(op, groups, size), slower
                     return timed[op, size]
 
-                forwards = []
-                for chunk in range(layers.chunks):
-                    units = layers.units_of(stage, chunk)
-                    costs = [self._unit_cost(s, workload, unit_kind(kernels, unit), stage) for unit in units]
-                    gathers = [sync(AG, sum(held.gathered_bytes(unit, shape)))[0] for unit in units]
-                    forwards.append((gathers, [c.forward + c.forward_comm for c in costs]))
-                    backs = [c.backward + c.recompute + c.tp + c.cp + c.ep - c.forward_comm for c in reversed(costs)]
-                    if s.sharding == "fsdp":
-                        waits += gather_waits(reversed(gathers), backs)
-                    reduces = [sync(RS, sum(held.of(unit)) * shape.grad_bytes) for unit in reversed(units)]
-                    # each backward runs slower beside the reduce-scatter of the unit before it, which lags it the less
-                    slowed = [stretched(back, reduce, slower)
-                              for back, (reduce, slower) in zip(backs, [(0.0, 0.0), *reduces[:-1]], strict=True)]
-                    reduces = [reduce for reduce, _ in reduces]
-                    tails[chunk] = reduce_tail(slowed, reduces)
-                    if s.sharding == "fsdp":
-                        shared += sum(2 * min(gather, reduce)
-                                      for gather, reduce in zip(gathers[::-1][2:], reduces[:-2], strict=True))
-                follows = forwards_after_backward(schedule, layers.chunks, stage, s.pp, microbatches)
-                for (gathers, spans), after in zip(forwards, follows, strict=True):
-                    for chunk, share in after:
-                        waited, beside = played_gathers(gathers, spans, tails[chunk] if chunk >= 0 else 0.0)
-                        waits, paired = waits + share * waited, paired + share * beside
-            self._sharded[key] = waits, tails[0], paired, shared
-        return self._sharded[key]
+                found = tuple(([sync(AG, sum(held.gathered_bytes(unit, shape)))[0] for unit in units],
+                               [sync(RS, sum(held.of(unit)) * shape.grad_bytes) for unit in reversed(units)])
+                              for units in (layers.units_of(stage, chunk) for chunk in range(layers.chunks)))
+            self._sharded_timings[key] = found
+        return self._sharded_timings[key]
+
+    def _stage_unit_costs(self, s: Strategy, workload: MegatronWorkload, kernels: LayerKernels,
+                          layers: PipelineLayers, stage: int) -> tuple[tuple[_LayerCost, ...], ...]:
+        """Per model chunk of a stage, its units' costs in forward order (Estimator._unit_cost; cached per shape, layer
+        split, stage and where its ranks lie)."""
+        key = (self.shape_key(s), layers, stage, self.stage_key(s, stage))
+        if key not in self._chunk_units:
+            self._chunk_units[key] = tuple(tuple(self._unit_cost(s, workload, unit_kind(kernels, unit), stage)
+                                                 for unit in layers.units_of(stage, chunk))
+                                           for chunk in range(layers.chunks))
+        return self._chunk_units[key]
 
     def _gradient_sync(self, s: Strategy, workload: MegatronWorkload, stage: int,
                        held: tuple[Counts, Counts]) -> tuple[list[tuple[float, float, float, float]], float, float]:
