@@ -1,7 +1,8 @@
 """The estimator works out what strategies share once and gives every strategy the figures a fresh estimator gives
 it: each stage's parameters once per kernel table and layer split (Estimator.parameters), for a MoE model with leading
-dense layers and a multi-token-prediction layer, over pipelines, shardings and splits drawn by hypothesis; with the
-sharing, DeepSeek-V3's pp 16 tp 1 slice of the search spends 1.8 ms a strategy checked where it spent 2.2."""
+dense layers and a multi-token-prediction layer, over pipelines, shardings and splits drawn by hypothesis; ZeRO-2's
+and FSDP's per-unit collectives once per layout (Estimator._sharded_syncs); every rank's chunk times once per shape,
+placement and split (Estimator.chunk_times)."""
 
 from __future__ import annotations
 
@@ -105,3 +106,25 @@ def test_zero_2_and_fsdp_time_a_layouts_gathers_and_reduce_scatters_once_whateve
         fresh = Search(SC, limits=LIMITS).estimator.estimate(strategy, apply(SC.workload, strategy))
         assert estimator.estimate(strategy, apply(SC.workload, strategy)) == fresh
     assert [c for c in asked if c.name in ("AllGather", "ReduceScatter")] == []
+
+
+def test_the_played_chunk_times_are_worked_out_once_for_strategies_differing_in_sharding_alone():
+    """Every rank's chunk times (what the schedule player plays) depend on the shape, the ranks' placement and the
+    layer split, not on the sharding or the micro-batch count: asked again, the same times, equal to a fresh
+    estimator's."""
+    families: dict[tuple, list[Strategy]] = defaultdict(list)
+    for strategy in STRATEGIES:
+        families[(*(getattr(strategy, f) for f in Strategy.__dataclass_fields__ if f != "sharding"),)].append(strategy)
+    family = max(families.values(), key=len)
+    assert len({s.sharding for s in family}) > 1
+    estimator = Search(SC, limits=LIMITS).estimator
+
+    def times(strategy: Strategy, on=estimator):
+        workload = apply(SC.workload, strategy)
+        return on.chunk_times(strategy, workload, parameters.LayerKernels.weights_of(workload),
+                              parameters.PipelineLayers.of(workload))
+
+    first = times(family[0])
+    for strategy in family[1:]:
+        assert times(strategy) is first
+        assert times(strategy, Search(SC, limits=LIMITS).estimator) == first
