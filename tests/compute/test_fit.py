@@ -13,7 +13,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from simulon.compute.attention import attention_seconds
-from simulon.compute.calibration import AttentionParams, AttentionPhase, Calibrations, GemmParams, power_limited_clock
+from simulon.compute.calibration import (
+    AttentionParams,
+    AttentionPhase,
+    Calibrations,
+    GemmParams,
+    power_limited_clock,
+    power_limited_fall,
+)
 from simulon.compute.fit import ATTENTION_LAUNCH_US, FitSettings, Observation, Timing, fit_calibration, predict
 from simulon.compute.minimize import nelder_mead
 from simulon.config.common import DType
@@ -113,7 +120,7 @@ def test_rows_timed_alone_leave_the_clock_a_training_step_runs_at_where_the_fit_
 def test_a_gpu_whose_rows_never_show_its_clock_takes_a_neighbours_through_the_power_balance():
     """An H100 timed alone and in loops shows how far its clock falls; a B200 timed alone only does not, and takes
     the H100's clock scaled by the watts per FLOP/s each has (1,000 W for 2,250 TFLOP/s against 700 W for 989.4),
-    not the fit's start, with the H100's fall time."""
+    not the fit's start, and the H100's fall time scaled to the power it draws past its limit (power_limited_fall)."""
     shapes = list(itertools.product((256, 2048, 16384), (512, 4096, 14336), (256, 2048, 8192)))
     alone = synthetic("h100-sxm", TRUE, shapes)
     cal = Calibrations.with_fit({"gpus": {"h100-sxm": {"sm_count": 132, "gemm": {"bf16": dataclasses.asdict(TRUE)}}}})
@@ -128,7 +135,9 @@ def test_a_gpu_whose_rows_never_show_its_clock_takes_a_neighbours_through_the_po
     specs = [GPUSpec.model_validate({"from": g}) for g in ("h100-sxm", "b200")]
     assert b200_fit["sustained_clock"] == pytest.approx(power_limited_clock(h100["sustained_clock"], *specs), rel=1e-4)
     assert b200_fit["sustained_clock"] < h100["sustained_clock"] < 0.9
-    assert b200_fit["throttle_ms"] == h100["throttle_ms"]
+    assert b200_fit["throttle_ms"] == pytest.approx(
+        power_limited_fall(h100["throttle_ms"], h100["sustained_clock"], b200_fit["sustained_clock"]), rel=1e-4)
+    assert b200_fit["throttle_ms"] < h100["throttle_ms"]
 
 
 def clock_fit(truth: GemmParams, start_ms: float, runs: list[Observation]) -> tuple[dict, dict, list[Observation]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 from importlib import resources
 
 import numpy as np
@@ -23,6 +24,7 @@ from simulon.compute.calibration import (
     Calibrations,
     GemmParams,
     power_limited_clock,
+    power_limited_fall,
 )
 from simulon.compute.gemm import GemmShapes, gemm_seconds
 from simulon.config.common import DType
@@ -567,3 +569,28 @@ def test_an_attention_library_fitted_on_one_chip_predicts_its_measurements_on_th
     assert len(rows) >= 20
     errors = [o.seconds / p - 1.0 for o, p in zip(rows, predict(rows, without), strict=True)]
     assert np.mean(np.abs(errors)) < 0.16
+
+
+def test_a_gpu_held_at_a_lower_clock_than_its_donor_throttles_sooner_as_its_power_average_reaches_the_limit():
+    """The clock falls once the board's running average of power reaches TDP, at -T ln(1 - TDP / P_burst), TDP over
+    burst power being the sustained clock squared (POWER_CLOCK_EXPONENT): the B200 lent the H100's 0.8 of burst and
+    20 ms falls in 20 ms * ln(1 - 0.634^2) / ln(1 - 0.8^2), 10.07 ms; a GPU keeping its donor's clock keeps its time."""
+    b200, h100_spec = (GPUSpec.model_validate({"from": g}) for g in ("b200", "h100-sxm"))
+    clock = power_limited_clock(0.8, h100_spec, b200)
+    expected = 20.0 * math.log(1 - clock**2) / math.log(1 - 0.8**2)
+    assert power_limited_fall(20.0, 0.8, clock) == pytest.approx(expected)
+    assert expected == pytest.approx(10.07, abs=0.01)
+    assert power_limited_fall(20.0, 0.8, 0.8) == 20.0
+    assert power_limited_fall(20.0, 1.0, 0.7) == 20.0  # a donor that never throttles tells nothing of the fall
+    cal = Calibrations.with_fit({"gpus": {"h100-sxm": {"sm_count": 132, "gemm": {"bf16": {
+        "efficiency": 0.8, "overhead_us": 5.0, "k_overhead": 50.0, "ramp_k": 100.0, "tile_intensity": 40.0,
+        "memory_efficiency": 0.8, "sustained_clock": 0.8, "throttle_ms": 20.0, "group_overhead_us": 2.0}}}}})
+    lent, donor = cal.gemm(b200, DType.bf16)
+    assert donor == "h100-sxm"
+    assert (lent.sustained_clock, lent.throttle_ms) == (pytest.approx(clock), pytest.approx(expected))
+
+
+@given(st.floats(0.05, 0.99), st.floats(0.01, 1.0), st.floats(0.01, 1.0), st.floats(0.1, 100.0))
+def test_a_borrowed_fall_time_is_never_longer_than_the_donors_and_shortens_with_the_clock(donor, a, b, ms):
+    low, high = sorted((donor * a, donor * b))
+    assert 0 < power_limited_fall(ms, donor, low) <= power_limited_fall(ms, donor, high) <= ms

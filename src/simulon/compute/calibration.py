@@ -6,6 +6,7 @@ The numbers live in data/calibration.yaml (written by scripts/fit_compute.py) an
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, fields, replace
 from importlib import resources
 from typing import Any
@@ -188,7 +189,8 @@ class Calibrations:
         params = cal.gemm[chosen]
         # a variant of the donor's chip too (`{from: h100-sxm, tdp_w: 200}`): the power it has bounds its clock
         clock = power_limited_clock(params.sustained_clock, shipped_gpu(donor), gpu)
-        return replace(params, sustained_clock=clock), donor
+        return replace(params, sustained_clock=clock,
+                       throttle_ms=power_limited_fall(params.throttle_ms, params.sustained_clock, clock)), donor
 
     def native_shape(self, stem: str, dtype: DType) -> bool:
         """Whether the GEMM fit of `stem` in `dtype` responds to shape as that chip's own tiles do: fitted in full on
@@ -281,6 +283,22 @@ def power_limited_clock(donor_clock: float, donor: GPUSpec, gpu: GPUSpec) -> flo
         return donor_clock
     watts_per_flop = (gpu.tdp_w / gpu.peak_flops(DType.bf16)) / (donor.tdp_w / donor.peak_flops(DType.bf16))
     return donor_clock * min(1.0, watts_per_flop) ** (1.0 / POWER_CLOCK_EXPONENT)
+
+
+def power_limited_fall(donor_ms: float, donor_clock: float, clock: float) -> float:
+    """How long (throttle_ms) a GPU whose sustained clock the power limit holds at `clock` (power_limited_clock)
+    runs before its clock falls halfway, from its donor's `donor_ms` at `donor_clock`. The power limit is held on the
+    board's running average of power: the clock falls once that average, rising from idle towards the burst power,
+    reaches TDP, at -T ln(1 - TDP / P_burst) for an averaging window T (the controller's, taken as the donor's). With
+    P ~ f**POWER_CLOCK_EXPONENT, TDP / P_burst is the sustained clock to that power, so the fall time scales by
+    ln(1 - clock**n) / ln(1 - donor_clock**n): a chip with fewer watts per FLOP/s draws further past its limit and
+    throttles sooner. Derived, not fitted: held out of the fit, the B200 borrows the H100's 19.5 ms as 9.6 ms (its
+    own rows fit 8.3 ms), its GEMMs of 1 GFLOP and more 18.8% -> 17.1% off (benchmarks/leave_one_out.py kernels
+    --by gpu). A GPU that keeps its donor's clock keeps its fall time; so does one whose donor never throttles."""
+    if clock >= donor_clock or donor_clock >= 1.0:
+        return donor_ms
+    n = POWER_CLOCK_EXPONENT
+    return donor_ms * math.log1p(-clock**n) / math.log1p(-donor_clock**n)
 
 
 def _data(name: str) -> dict[str, Any]:
