@@ -10,8 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simulon.compute import dispatch
-from simulon.compute.attention import critical_blocks, issue_order
-from simulon.compute.dispatch import Order, issue_sequence, makespan
+from simulon.compute.attention import critical_blocks, issue_order, l2_section
+from simulon.compute.calibration import Calibrations
+from simulon.compute.dispatch import Order, greedy_makespan_python, issue_sequence, makespan
 
 works = st.lists(st.floats(0.0, 100.0, allow_nan=False), min_size=1, max_size=40).map(
     lambda w: np.array(sorted(w, reverse=True)))
@@ -22,6 +23,10 @@ def test_the_issue_orders_of_a_causal_kernel():
     assert issue_sequence(work, 2, Order.static_heaviest_first).tolist() == [3, 3, 2, 2, 1, 1]
     assert issue_sequence(work, 2, Order.light_first).tolist() == [1, 2, 3, 1, 2, 3]
     assert issue_sequence(work, 2, Order.heavy_first).tolist() == [3, 2, 1, 3, 2, 1]
+    # longest first, a section of heads at a time: every head of a section gives its heaviest before its next
+    assert issue_sequence(work, 2, Order.longest_first).tolist() == [3, 3, 2, 2, 1, 1]
+    assert issue_sequence(work, 3, Order.longest_first, section=2).tolist() == [3, 3, 2, 2, 1, 1, 3, 2, 1]
+    assert issue_sequence(work, 3, Order.longest_first, section=1).tolist() == [3, 2, 1] * 3
 
 
 def test_greedy_dispatch_closed_forms():
@@ -54,6 +59,50 @@ def test_each_library_issues_in_its_own_order():
     assert issue_order("xformers", backward=False) == Order.light_first
     assert issue_order("flash", backward=False) == Order.light_first
     assert issue_order("flash", backward=True) == Order.heavy_first
+    blackwell = frozenset({("cudnn", "backward")})
+    assert issue_order("cudnn", True, blackwell) == Order.longest_first
+    assert issue_order("cudnn", False, blackwell) == Order.static_heaviest_first
+    for backward in (False, True):
+        assert issue_order("flash", backward, blackwell) == issue_order("flash", backward)
+
+
+def test_cudnns_blackwell_backward_and_no_other_kernel_issues_longest_first():
+    cal = Calibrations.shipped()
+    for gpu in ("b200", "b300", "gb200", "gb300"):
+        assert cal.longest_first(gpu) == {("cudnn", "backward")}
+    for gpu in ("a100-sxm-80gb", "h100-sxm", "h200-sxm", "mi300x"):
+        assert cal.longest_first(gpu) == frozenset()
+
+
+def test_a_longest_first_sections_heads_whose_keys_and_values_fill_50_mib_of_l2():
+    # s 4,096 at head dim 128: 2 MiB of 16-bit K and V a head, 25 fit, so sections of 16 (a power of two)
+    assert l2_section(128, 4096, 128, 128) == 16
+    assert l2_section(8, 4096, 128, 128) == 8  # no more than there are
+    assert l2_section(64, 32768, 128, 128) == 2  # 16 MiB a head: 3 fit
+    assert l2_section(16, 131072, 128, 128) == 1  # 64 MiB a head: none fits, one at a time
+
+
+def test_longest_first_takes_a_causal_backward_to_its_heaviest_ctas_where_round_robin_stacks_them():
+    # a B200's causal backward at s 4,096 (32 key blocks of 128) over 8 heads: 256 CTAs of 32 down to 1 blocks on 148
+    # SMs, 4,224 blocks in all (28.5 an SM); longest first, the 148 heaviest start at once and the rest fill in under
+    # the heaviest, 32 blocks; a static round-robin gives its first SM every round's heaviest (32 + 14), a grid in
+    # FlashAttention-2's order (heaviest key block of each head first) 47
+    section = l2_section(8, 4096, 128, 128)
+    assert critical_blocks(8, 32, 32, True, 0.0, 148, order=Order.longest_first, section=section) == 32
+    assert critical_blocks(8, 32, 32, True, 0.0, 148, order=Order.static_heaviest_first) == 46
+    assert critical_blocks(8, 32, 32, True, 0.0, 148, order=Order.heavy_first) == 47
+    # 128 heads (sections of 16): 67,584 blocks, 456.6 an SM; longest first ends within a block of two of it
+    blocks = critical_blocks(128, 32, 32, True, 0.0, 148, order=Order.longest_first, section=16)
+    assert 128 * 528 / 148 <= blocks <= 128 * 528 / 148 + 2
+    assert blocks < critical_blocks(128, 32, 32, True, 0.0, 148, order=Order.static_heaviest_first) - 10
+
+
+@settings(max_examples=100, deadline=None)
+@given(works, st.integers(1, 12), st.integers(1, 40))
+def test_longest_first_over_one_section_is_lpt_list_scheduling(work, copies, slots):
+    everything = np.sort(np.repeat(work, copies))[::-1]
+    lpt = greedy_makespan_python(everything, slots)
+    assert makespan(work, copies, Order.longest_first, slots, section=copies) == lpt
 
 
 @settings(max_examples=200, deadline=None)

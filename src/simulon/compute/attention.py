@@ -1,7 +1,8 @@
 """Flash-attention time from its shape: one CTA per (batch, head, query block) walks the key blocks it
 needs (all of them, or the causal triangle's share), and the SMs take the CTAs as the library hands them out
 (dispatch.py: a launch grid's order, to whichever SM frees up first, for FlashAttention-2 and the other libraries
-written for Ampere; a persistent kernel's static round-robin, heaviest first, for cuDNN).
+written for Ampere; a persistent kernel's static round-robin, heaviest first, for cuDNN; a grid longest first, a
+section of heads at a time, for cuDNN's Blackwell backward: architecture.yaml, attention_longest_first).
 
 The backward is parallel over key blocks instead, which has the same spread of work per CTA. PyTorch's
 attention without a fused kernel is timed the same way, its fitted block rate standing for the passes over
@@ -95,17 +96,33 @@ def exponential_dims(arch: Architecture) -> float:
         2.0 * EXPONENTIALS_PER_SM_CLOCK * arch.special_function_rate * arch.warp_mma_fraction)
 
 
-def issue_order(library: str, backward: bool) -> Order:
-    """How `library` hands its CTAs to the SMs (dispatch.py): a launch grid in FlashAttention-2's order (a forward's
-    lightest query block first, a backward's heaviest key block) for the libraries written for Ampere, taken for
-    FlashAttention 1, the 2022 Triton kernel and xformers' CUTLASS kernels, whose grids also put the block index
-    fastest; a persistent kernel's static schedule, heaviest first, for the others (cuDNN's; PyTorch's attention
-    gives every block the same work, so its order does not matter). A library timed with its stand-in's fit
-    (calibration.py) runs as the stand-in does, as its fit was made: cuDNN's on an A100, where Transformer Engine
-    picks FlashAttention-2, as FlashAttention-2."""
+def issue_order(library: str, backward: bool, longest_first: frozenset[tuple[str, str]] = frozenset()) -> Order:
+    """How `library` hands its CTAs to the SMs (dispatch.py): a launch grid longest first where its kernels for the
+    chip's instruction do (`longest_first`: Architecture.longest_first, cuDNN's Blackwell backward); a grid in
+    FlashAttention-2's order (a forward's lightest query block first, a backward's heaviest key block) for the
+    libraries written for Ampere, taken for FlashAttention 1, the 2022 Triton kernel and xformers' CUTLASS kernels,
+    whose grids also put the block index fastest; a persistent kernel's static schedule, heaviest first, for the
+    others (cuDNN's; PyTorch's attention gives every block the same work, so its order does not matter). A library
+    timed with its stand-in's fit (calibration.py) runs as the stand-in does, as its fit was made: cuDNN's on an
+    A100, where Transformer Engine picks FlashAttention-2, as FlashAttention-2."""
+    if (library, "backward" if backward else "forward") in longest_first:
+        return Order.longest_first
     if library not in WARP_MMA_LIBRARIES:
         return Order.static_heaviest_first
     return Order.heavy_first if backward else Order.light_first
+
+
+L2_SECTION_BYTES = 50 * 2**20
+"""The L2 a longest-first grid fills with one section of heads' K and V (cuDNN's SM100 prefill engine and
+FlashAttention's SingleTileLPTScheduler: size_l2 = 50 MiB). A value from the source, not a fit."""
+
+
+def l2_section(copies: int, seq_k: int, qk_dim: int, v_dim: int) -> int:
+    """The (batch, head) pairs a longest-first grid takes at a time: the largest power of two of heads whose 16-bit K
+    and V fit in L2_SECTION_BYTES, at least one and at most `copies` (cudnn-frontend,
+    include/cudnn_frontend/experimental/sm100_sdpa_prefill_engine.h)."""
+    heads = L2_SECTION_BYTES // max(1, seq_k * (qk_dim + v_dim) * 2)
+    return max(1, min(copies, 1 << (int(heads).bit_length() - 1) if heads else 1))
 
 
 def attention_seconds(p: AttentionParams, arch: Architecture, peak: float, spec: KernelSpec,
@@ -144,22 +161,27 @@ def attention_seconds(p: AttentionParams, arch: Architecture, peak: float, spec:
     # libraries do there (architecture.yaml, attention_query_tiles), even where it runs another library's fit
     tiles = 1 if backward or impl in WARP_MMA_LIBRARIES else arch.attention_query_tiles
     window = int(s.get("window", 0))  # a sliding window's band: the causal range, each tile's walk capped
-    blocks = critical_blocks(s["batch"] * s["heads"], math.ceil(s["seq_q"] / (block * tiles)),
+    copies = s["batch"] * s["heads"]
+    # the kernel that runs here issues its CTAs as its own library does for this chip, whatever fit it runs
+    order = issue_order(impl, backward, arch.longest_first)
+    if order != Order.longest_first:
+        order = issue_order(p.library or impl, backward)
+    blocks = critical_blocks(copies, math.ceil(s["seq_q"] / (block * tiles)),
                              math.ceil((s["seq_q"] if window else s["seq_k"]) / block),
                              (bool(s["causal"]) or bool(window)) and not full_matrix, phase.block_overhead,
                              arch.sm_count, tiles, math.ceil((window + block - 1) / block) if window else 0,
-                             issue_order(p.library or impl, backward), compiled)
+                             order, compiled, l2_section(copies, s["seq_k"], s["qk_dim"], s["v_dim"]))
     return p.overhead_us * 1e-6 + blocks * block_seconds
 
 
 def critical_blocks(copies: int, q_blocks: int, k_blocks: int, causal: bool, overhead: float, sm_count: int,
                     q_tiles: int = 1, band: int = 0, order: Order = Order.static_heaviest_first,
-                    compiled: bool | None = None) -> float:
+                    compiled: bool | None = None, section: int = 0) -> float:
     """Blocks on the busiest SM when `copies` x `q_blocks` CTAs, each walking its key blocks (`q_tiles` query tiles
     at a time) plus `overhead`, are handed to sm_count SMs in `order` (dispatch.makespan). `band`: a sliding
     window's key blocks, at most what one query tile walks (the blocks a window of w keys straddles:
-    ceil((w + block - 1) / block))."""
+    ceil((w + block - 1) / block)). `section`: the copies a longest-first grid takes at a time (dispatch.py)."""
     i = np.arange(q_blocks, 0, -1)  # heaviest first
     walked = np.ceil(i * k_blocks / q_blocks) if causal else np.full(q_blocks, float(k_blocks))
     work = q_tiles * (np.minimum(walked, band) if band else walked)
-    return makespan(work + overhead, copies, order, sm_count, compiled)
+    return makespan(work + overhead, copies, order, sm_count, compiled, section)

@@ -69,6 +69,8 @@ class Architecture:
     fitted_warp_mma_fraction: float = 1.0  # the same on the chip whose attention parameters it runs
     special_function_rate: float = 1.0  # exponentials per SM and clock over Ampere's 16 (architecture.yaml)
     fitted_special_function_rate: float = 1.0  # the same on the chip whose attention parameters it runs
+    longest_first: frozenset[tuple[str, str]] = frozenset()  # (library, pass) whose attention kernels for this
+    #                                                          chip's instruction issue CTAs longest first
 
 
 @dataclass(frozen=True)
@@ -107,6 +109,8 @@ class Calibrations:
     warp_mma_fraction: dict[str, float] = field(default_factory=dict)  # GPU -> Ampere's per-SM rate, of its peak
     special_function_rate: dict[str, float] = field(default_factory=dict)  # GPU -> exponentials per SM-clock over 16
     tensor_instruction: dict[str, str] = field(default_factory=dict)  # GPU -> the instruction its GEMM tiles issue
+    attention_longest_first: dict[str, frozenset[tuple[str, str]]] = field(default_factory=dict)  # instruction ->
+    #                                     (library, pass: forward or backward) whose kernels issue CTAs longest first
     lenders_at: float | None = None  # the HBM bandwidth (B/s) a GPU's lenders are chosen at (bandwidth_lenders),
     #                                  else its own
 
@@ -141,7 +145,10 @@ class Calibrations:
                    warp_mma_fraction={k: float(v) for k, v in (architecture.get("warp_mma_fraction") or {}).items()},
                    special_function_rate={k: float(v)
                                           for k, v in (architecture.get("special_function_rate") or {}).items()},
-                   tensor_instruction={k: str(v) for k, v in (architecture.get("tensor_instruction") or {}).items()})
+                   tensor_instruction={k: str(v) for k, v in (architecture.get("tensor_instruction") or {}).items()},
+                   attention_longest_first={k: frozenset((library, phase) for library, phases in v.items()
+                                                         for phase in phases)
+                                            for k, v in (architecture.get("attention_longest_first") or {}).items()})
 
     def architecture(self, gpu: GPUSpec, donor: str | None) -> Architecture:
         """The GPU's own SM count where public, else the one its parameters were fitted with."""
@@ -156,7 +163,14 @@ class Calibrations:
         return Architecture(sms, self.gemm_tiles, self.gemm_splits, self.attention_block, tiles, warp_mma,
                             self.warp_mma_fraction.get(donor or "", warp_mma),
                             self.special_function_rate.get(stem or "", 1.0),
-                            self.special_function_rate.get(donor or "", 1.0))
+                            self.special_function_rate.get(donor or "", 1.0),
+                            self.longest_first(stem or "", donor))
+
+    def longest_first(self, gpu: str, donor: str | None = None) -> frozenset[tuple[str, str]]:
+        """The (attention library, pass) whose kernels for `gpu`'s tensor-core instruction (else `donor`'s) hand their
+        CTAs out longest first (attention_longest_first, data/architecture.yaml); none where neither is known."""
+        instruction = self.tensor_instruction.get(gpu, self.tensor_instruction.get(donor or "", ""))
+        return self.attention_longest_first.get(instruction, frozenset())
 
     def sm_count(self, gpu: GPUSpec) -> int:
         """The GPU's SM count: public where known, else that of the GPU its bf16 GEMMs are fitted on."""

@@ -14,6 +14,15 @@
   H200 profiles' attention kernels it fits at 6.4% and 3.5% where greedy dispatch heaviest first (FlashAttention-3's
   DynamicPersistentTileScheduler) fits at 10.2% and 8.0% (benchmarks/leave_one_out.py kernels --by gpu, in
   sample), though SimuMax's B200 rows prefer the latter (8.4% against 10.1%).
+- **A launch grid longest first** (`Order.longest_first`): one CTA per tile, the grid's index decoded so that the
+  heaviest tile of every head in a section of heads comes before the next heaviest of any, each section after the
+  other; the hardware hands each to the first SM that frees up, so within a section this is longest-processing-time
+  first list scheduling (Graham 1969), each CTA to the least-loaded SM. cuDNN's SM100 forward (cudnn-frontend,
+  include/cudnn_frontend/experimental/sm100_sdpa_prefill_engine.h: grid(total_blocks), sections of the heads whose
+  K and V fit in 50 MiB of L2; generated/sdpa/sm100/prefill/full_seqlens/d128_fprop_kernel.h:
+  block = num_block - 1 - block), as FlashAttention's SingleTileLPTScheduler and FlashAttention-3's causal
+  backward (hopper/flash_bwd_launch_template.h, SingleTileBwdLPTScheduler, heaviest key block first unless
+  deterministic) do.
 
 An SM runs one CTA at a time. `makespan` of a grid has two implementations that give the same float to the bit: a
 Python heap (the reference) and a numba loop, used from COMPILED_FROM_CTAS CTAs on, or when told (a fit times
@@ -32,6 +41,7 @@ class Order(IntEnum):
     static_heaviest_first = 0
     light_first = 1
     heavy_first = 2
+    longest_first = 3
 
 
 COMPILED_FROM_CTAS = 50_000
@@ -52,31 +62,38 @@ near (65,536 CTAs at most); an attention over 2^24 tokens of a 4,096-sample micr
 work) did."""
 
 
-def issue_sequence(work: np.ndarray, copies: int, order: Order) -> np.ndarray:
+def issue_sequence(work: np.ndarray, copies: int, order: Order, section: int = 0) -> np.ndarray:
     """The work of each CTA (or tile) in the order they are issued, for `copies` (batch x heads) of the blocks
-    `work`, given heaviest first."""
+    `work`, given heaviest first. `section`: for `Order.longest_first`, the copies each of its sections holds (all of
+    them where 0)."""
     if order == Order.static_heaviest_first:
         return np.repeat(work, copies)
+    if order == Order.longest_first:
+        size = min(section or copies, copies)
+        full, rest = divmod(copies, size)
+        return np.concatenate([np.tile(np.repeat(work, size), full), np.repeat(work, rest)])
     per_copy = work[::-1] if order == Order.light_first else work
     return np.tile(per_copy, copies)
 
 
-def makespan(work: np.ndarray, copies: int, order: Order, slots: int, compiled: bool | None = None) -> float:
+def makespan(work: np.ndarray, copies: int, order: Order, slots: int, compiled: bool | None = None,
+             section: int = 0) -> float:
     """When the last of `slots` SMs finishes `copies` of the blocks `work` (given heaviest first) issued in
-    `order`. `compiled`: for a grid, the numba loop (True), the Python heap (False), or by size (None).
-    Past MAX_CTAS CTAs, as many copies as fit in MAX_CTAS are dispatched and the rest added at their mean
-    work per SM (extrapolated)."""
+    `order` (`section`: issue_sequence's). `compiled`: for a grid, the numba loop (True), the Python heap (False), or
+    by size (None). Past MAX_CTAS CTAs, as many copies as fit in MAX_CTAS are dispatched and the rest added at their
+    mean work per SM (extrapolated)."""
     work = np.asarray(work, dtype=float)
     if work.size * copies <= MAX_CTAS:
-        return dispatched_makespan(work, copies, order, slots, compiled)
+        return dispatched_makespan(work, copies, order, slots, compiled, section)
     dispatched = max(1, MAX_CTAS // work.size)
     extra = (copies - dispatched) * float(np.sum(work)) / slots
-    return dispatched_makespan(work, dispatched, order, slots, compiled) + extra
+    return dispatched_makespan(work, dispatched, order, slots, compiled, section) + extra
 
 
-def dispatched_makespan(work: np.ndarray, copies: int, order: Order, slots: int, compiled: bool | None) -> float:
+def dispatched_makespan(work: np.ndarray, copies: int, order: Order, slots: int, compiled: bool | None,
+                        section: int = 0) -> float:
     """`makespan` of every CTA dispatched one by one."""
-    sequence = issue_sequence(work, copies, order)
+    sequence = issue_sequence(work, copies, order, section)
     if sequence.size <= slots:
         return float(sequence.max(initial=0.0))
     if order == Order.static_heaviest_first:  # the first SM's tiles: every round's heaviest
