@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from helpers import gpt_scenario
 from simulon.config.errors import ConfigError
 from simulon.memory import MemoryModel
+from simulon.memory.model import walked
 from simulon.memory.walk import StagePlan
 from simulon.workload.schedule import make_scheduler
 
@@ -114,13 +115,15 @@ def test_the_fullest_stage_where_the_optimizer_steps_copy_rivals_the_activations
 def test_the_fast_path_walks_one_middle_stage_of_alike_layers_under_1f1b(monkeypatch):
     """32 layers over 8 stages, the first two dense: stages 1 to 6 hold four MoE layers each, so only stage 1 of them
     is walked; stage 0 (the embedding) and 7 (the head) are worked out alone: three walks where every stage alone
-    takes eight."""
+    takes eight (none kept from earlier: model.walked keeps a walk for the next model asking it)."""
     model = model_of(32, 8, ("1f1b", 1), "dense-then-moe")
     walks: list[int] = []
     peaks = StagePlan.peaks
     monkeypatch.setattr(StagePlan, "peaks", lambda plan, *args, **kw: walks.append(1) or peaks(plan, *args, **kw))
+    walked.cache_clear()
     model.fullest(range(8))
     assert len(walks) == 3
+    walked.cache_clear()
     reference(model, list(range(8)))
     assert len(walks) == 3 + 8
 

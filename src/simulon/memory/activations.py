@@ -103,6 +103,8 @@ class LayerCache:
         self.model = model  # held, so that its identity stands for it
         self.known: dict[tuple, LayerActivations] = {}
         self.kinds: dict[tuple, LayerGroups] = {}
+        self.chunks: dict[tuple, Any] = {}  # memory.model's model chunks, by chunk_activations_key
+        self.splits: dict[tuple, Any] = {}  # memory.model's stages of alike layers, by split_key
 
     @staticmethod
     def served(store: dict, key: tuple | None, make: Callable[[], Any]) -> Any:
@@ -121,6 +123,25 @@ class LayerCache:
             return None
         return (acts.shape, acts.par.recompute, acts.modules, acts.train.attention, acts.train.cross_entropy, kind,
                 recompute, in_bf16)
+
+    def chunk_activations_key(self, acts: ActivationModel, layers: range, ends: tuple[bool, bool],
+                              any_layout: bool) -> tuple | None:
+        """What the activations of a model chunk of `layers` read beyond the model (as ActivationModel.layer and
+        layer_kinds do; `ends`: whether it holds the embedding and the LM head; `any_layout`: its GPUs' FP8 GEMMs
+        read every layout), or None for a workload of another model."""
+        if acts.model is not self.model:
+            return None
+        return (acts.shape, acts.par.recompute, acts.par.recompute_num_layers, acts.modules, acts.train.attention,
+                acts.train.cross_entropy, layers.start, layers.stop, ends, any_layout)
+
+    def split_key(self, acts: ActivationModel, split: Any, any_layout: Any) -> tuple | None:
+        """What grouping every model chunk of a layer split (`split`: a PipelineLayers) into kinds reads beyond the
+        model (layer_kinds: the full recomputation's extent and the number format's bf16 layers), with the GPUs'
+        layouts (`any_layout`: one for all stages or per stage), or None for a workload of another model."""
+        if acts.model is not self.model:
+            return None
+        layouts = any_layout if isinstance(any_layout, bool) else tuple(any_layout)
+        return split, acts.par.recompute, acts.par.recompute_num_layers, acts.shape.number_format, layouts
 
     def chunk_key(self, acts: ActivationModel, layers: range) -> tuple | None:
         """What ActivationModel.layer_kinds reads beyond the model (the chunk's layers, the full recomputation's

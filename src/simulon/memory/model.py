@@ -31,8 +31,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
-from functools import cached_property
+from dataclasses import dataclass, field, replace
+from functools import cached_property, lru_cache
 from itertools import pairwise
 
 import numpy as np
@@ -183,6 +183,25 @@ class _Chunk:
         step's backward frees before its forward's layers run (walk.py)."""
         return self.units.get(HEAD_LAYER, 0.0)
 
+    @property
+    def row(self) -> tuple[float, float, float, float, float, float]:
+        """What a walk of the schedule reads of the chunk (MemoryModel._columns)."""
+        return self.kept, self.forward, self.backward, self.deferred, self.largest_layer, self.head
+
+
+WALKS = 1 << 16
+"""Stage walks `walked` keeps: a strategy search's distinct (schedule shape, model chunks) pairs, with room."""
+
+
+@lru_cache(maxsize=WALKS)
+def walked(plan: tuple, rows: tuple[tuple[float, ...], ...], overhead: float) -> tuple[float, float, float,
+                                                                                        tuple[float, float]]:
+    """MemoryModel._peaks of a stage whose schedule is StagePlan.of(*plan) and whose model chunks read `rows`
+    (`_Chunk.row`), with the allocator's `overhead`: worked out once for every strategy of a search that gives a stage
+    the same schedule and the same chunks (those differing only in their sharding, or in a data parallelism that
+    leaves the micro-batches a walk runs as they are), since it reads nothing else."""
+    return MemoryModel._peaks(StagePlan.of(*plan), MemoryModel._columns(rows), overhead)
+
 
 def scenario_channels(sc: ScenarioConfig) -> int | None:
     """The NCCL channels a scenario fixes for its collectives (their buffers count in memory), None where NCCL
@@ -268,10 +287,11 @@ class MemoryModel:
         par = self.workload.parallelism
         covered = scheduler_of(par).earlier_stages_keep_more
         alike: dict[tuple, tuple[int, StageStates, list[_Chunk]]] = {}
+        keys = self._alike_keys()
         best: StageMemory | None = None
         exact = True
         for stage in stages:
-            key = self._alike_key(stage)
+            key = keys[stage]
             if key is None:
                 memory, own = self.stage(stage), True
             elif key in alike:
@@ -288,6 +308,16 @@ class MemoryModel:
         if best is None:
             raise ValueError("no stage to compare")
         return best if exact else self.stage(best.stage)  # its own layers' ids (StageMemory.unit_kept)
+
+    def _alike_keys(self) -> tuple[tuple | None, ...]:
+        """`_alike_key` of every stage, worked out once per layer split, full recomputation's extent, number format
+        and GPUs' layouts where a LayerCache serves the model (a search's strategies of one split share them)."""
+        cache = self.activations.cache
+        make = lambda: tuple(self._alike_key(stage) for stage in range(self.layout.pp))  # noqa: E731
+        if cache is None:
+            return make()
+        return cache.served(cache.splits, cache.split_key(self.activations, self.layers, self.states.fp8_any_layout),
+                            make)
 
     def _alike_key(self, stage: int) -> tuple | None:
         """What a stage's states and activations depend on, for stages that hold transformer layers only: per model
@@ -308,8 +338,7 @@ class MemoryModel:
     def _assembled(self, stage: int, states: StageStates, chunks: list[_Chunk]) -> StageMemory:
         """The stage's peak from its states and model chunks, walking its schedule."""
         overhead = 0.0 if self.workload.training.expandable_segments else self.allocator.overhead
-        plan, columns = self._plan(stage), self._columns(chunks)
-        kept, transient, in_flight, high = self._peaks(plan, columns, overhead)
+        kept, transient, in_flight, high = walked(self._plan_arguments(stage), tuple(c.row for c in chunks), overhead)
         terms = {**states.terms()}
         if states.step_transient > kept + transient:  # the step's fp32 gradient copy outgrows the activations
             terms["optimizer step transient"] = states.step_transient
@@ -339,13 +368,28 @@ class MemoryModel:
         return [self._chunk(stage, chunk) for chunk in range(self.layers.chunks)]
 
     def _chunk(self, stage: int, chunk: int) -> _Chunk:
-        """Sum the kept activations of a chunk's layers (with the embedding or the head where it holds them)."""
-        acts, any_layout = self.activations, self.states.any_layout(stage)
+        """Sum the kept activations of a chunk's layers (with the embedding or the head where it holds them), and
+        what FSDP holds on top of its forward and backward (`_fsdp_transient`). The activations are served from the
+        LayerCache where the model has one: they depend on the chunk's layers and ends, not on the stage's place."""
+        acts, any_layout, layers = self.activations, self.states.any_layout(stage), self.layers
+        span, ends = layers.layers_of(stage, chunk), (layers.is_first(stage, chunk), layers.is_last(stage, chunk))
+        make = lambda: self._chunk_activations(span, ends, any_layout)  # noqa: E731
+        cache = acts.cache
+        base = make() if cache is None else cache.served(
+            cache.chunks, cache.chunk_activations_key(acts, span, ends, any_layout), make)
+        forward, backward = self._fsdp_transient(stage, False), self._fsdp_transient(stage, True)
+        if not forward and not backward:
+            return base
+        return replace(base, forward=base.forward + forward, backward=base.backward + backward)
+
+    def _chunk_activations(self, span: range, ends: tuple[bool, bool], any_layout: bool) -> _Chunk:
+        """A model chunk of layers `span` (with the embedding, the head: `ends`) before FSDP's transients."""
+        acts = self.activations
         parts: dict[str, float] = {}
         units: dict[int, float] = {}
         deferred: dict[int, float] = {}
         forward = backward = 0.0
-        for kind, members in acts.layer_kinds(self.layers.layers_of(stage, chunk)):
+        for kind, members in acts.layer_kinds(span):
             one = acts.layer(*kind)
             for name, value in one.parts.items():
                 parts[name] = parts.get(name, 0.0) + value * len(members)
@@ -353,17 +397,16 @@ class MemoryModel:
             deferred.update(dict.fromkeys(members, one.held_for_weight_gradient(any_layout)))
             forward = max(forward, one.forward_transient)
             backward = max(backward, one.backward_transient_on(any_layout))
-        if self.layers.is_first(stage, chunk):
+        if ends[0]:
             parts.update(acts.embedding())
             units[EMBEDDING_LAYER] = sum(acts.embedding().values())
             backward = max(backward, acts.vocabulary_weight_gradient())
-        if self.layers.is_last(stage, chunk):
+        if ends[1]:
             parts.update(acts.head())
             units[HEAD_LAYER] = sum(acts.head().values())
             deferred[HEAD_LAYER] = acts.head_deferred()
             forward = max(forward, acts.head_transient())
             backward = max(backward, acts.vocabulary_weight_gradient() + acts.head()["logits"])
-        forward, backward = forward + self._fsdp_transient(stage, False), backward + self._fsdp_transient(stage, True)
         return _Chunk(sum(parts.values()), forward, backward, parts, units, deferred)
 
     def _fsdp_transient(self, stage: int, backward: bool) -> float:
@@ -388,20 +431,20 @@ class MemoryModel:
         gathered = max(pairs) * weight if par.fsdp == "full_shard" else 0.0
         return gathered + (max(sizes) * self.states.shape.grad_bytes if backward else 0.0)
 
-    def _plan(self, stage: int) -> StagePlan:
-        """The stage's schedule as arrays, as far as its peak can lie (walk.py, steady_microbatches)."""
+    def _plan_arguments(self, stage: int) -> tuple:
+        """StagePlan.of's arguments for the stage's schedule, as far as its peak can lie (walk.py,
+        steady_microbatches)."""
         par, pp = self.workload.parallelism, self.layout.pp
-        return StagePlan.of(par.pipeline_schedule, par.vpp, stage, pp,
-                            steady_microbatches(self.num_microbatches, par.microbatch_group, par.vpp),
-                            par.overlap_moe_expert_parallel_comm, par.microbatch_group_size)
+        return (par.pipeline_schedule, par.vpp, stage, pp,
+                steady_microbatches(self.num_microbatches, par.microbatch_group, par.vpp),
+                par.overlap_moe_expert_parallel_comm, par.microbatch_group_size)
 
     @staticmethod
-    def _columns(chunks: list[_Chunk]) -> list[np.ndarray]:
+    def _columns(rows: Sequence[tuple[float, ...]]) -> list[np.ndarray]:
         """Per model chunk what a micro-batch keeps, what its forward and backward hold on top, what a split backward
-        holds until its W, the most one layer keeps and what its head keeps: what a walk of the schedule reads
-        (StagePlan.peak)."""
-        return list(np.array([(c.kept, c.forward, c.backward, c.deferred, c.largest_layer, c.head) for c in chunks],
-                             dtype=float).T)
+        holds until its W, the most one layer keeps and what its head keeps (`_Chunk.row`), as the columns a walk of
+        the schedule reads (StagePlan.peak)."""
+        return list(np.array(rows, dtype=float).T)
 
     @staticmethod
     def _peaks(plan: StagePlan, columns: list[np.ndarray], overhead: float) -> tuple[float, float, float,
