@@ -15,7 +15,10 @@ from helpers import gpt_scenario
 from simulon.memory import MemoryModel, StageMemory, scenario_channels
 from simulon.memory import model as memory_model
 from simulon.memory.activations import ActivationModel
+from simulon.memory.states import ModelStates
 from simulon.search.run import Search, apply
+from simulon.workload.layer_kernels import ShardShape
+from simulon.workload.parameters import PipelineLayers
 
 SCENARIO = gpt_scenario(nodes=2, gpus_per_node=8, layers=10, hidden=1024, heads=16, gbs=64, seq=1024,
                         moe={"num_experts": 8, "top_k": 2, "first_dense_layers": 2}, extra_model={"mtp_layers": 1})
@@ -78,3 +81,18 @@ def test_a_strategy_differing_only_in_its_sharding_sums_and_walks_no_stage_again
     memory = search.memory(second)
     assert (grouped, walks) == ([], [])
     assert bits(memory) == bits(alone(search, second))
+
+
+def test_a_memory_model_works_out_its_workloads_shard_shape_and_layer_split_once(monkeypatch):
+    """The activations, the states and the parameter table read one shard shape and one layer split, which the
+    memory model works out once for each strategy (and the states' figures are those of their own)."""
+    strategy = next(s for s in STRATEGIES if s.sharding == "fsdp")
+    workload = apply(SEARCH.workload, strategy)
+    shapes, splits = [], []
+    shape_of, split_of = ShardShape.of.__func__, PipelineLayers.of.__func__
+    monkeypatch.setattr(ShardShape, "of", classmethod(lambda cls, wl: shapes.append(1) or shape_of(cls, wl)))
+    monkeypatch.setattr(PipelineLayers, "of", classmethod(lambda cls, wl: splits.append(1) or split_of(cls, wl)))
+    model = MemoryModel(workload, SEARCH.num_gpus, SEARCH.capacity)
+    assert (len(shapes), len(splits)) == (1, 1)
+    alone = ModelStates(workload, model.layout)
+    assert [model.states.stage(s) for s in range(strategy.pp)] == [alone.stage(s) for s in range(strategy.pp)]

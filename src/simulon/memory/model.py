@@ -237,7 +237,7 @@ class MemoryModel:
         self.num_microbatches = max(*train.replica_microbatches(dp), 1)  # the replica keeping the most in flight
         self.layers = PipelineLayers.of(workload)
         self.activations = ActivationModel(workload, layers)
-        self.states = ModelStates(workload, self.layout, fp8_any_layout)
+        self.states = ModelStates(workload, self.layout, fp8_any_layout, self.activations.shape, self.layers)
         self.allocator = AllocatorModel.shipped()
 
     @classmethod

@@ -76,15 +76,17 @@ def stage_parameters(kernels: LayerKernels, model: ModelSpec, layers: PipelineLa
 class ModelStates:
     """Weights, gradients and optimizer states of each pipeline stage's ranks."""
 
-    def __init__(self, workload: MegatronWorkload, layout: RankLayout, fp8_any_layout: bool | Sequence[bool] = False):
+    def __init__(self, workload: MegatronWorkload, layout: RankLayout, fp8_any_layout: bool | Sequence[bool] = False,
+                 shape: ShardShape | None = None, layers: PipelineLayers | None = None):
         """`fp8_any_layout`: whether the GPUs' FP8 GEMMs read every layout (config.dc.GPUSpec.fp8_any_layout), for
-        all stages or per pipeline stage (GPUs of several types)."""
+        all stages or per pipeline stage (GPUs of several types); `shape`, `layers`: the workload's ShardShape.of and
+        PipelineLayers.of where the caller has them (the memory model's)."""
         self.workload, self.layout = workload, layout
         self.fp8_any_layout = fp8_any_layout
         par, train = workload.parallelism, workload.training
-        self.shape = ShardShape.of(workload)
-        self.kernels = LayerKernels.weights_of(workload)  # parameters only: they do not depend on the tokens
-        self.layers = PipelineLayers.of(workload)
+        self.shape = shape or ShardShape.of(workload)
+        self.kernels = LayerKernels.weights_of(workload, self.shape)  # parameters only: not the tokens
+        self.layers = layers or PipelineLayers.of(workload)
         self.parameters = ModelParameters(self.kernels, workload.model, self.layers)
         self.frozen = train.peft == "lora"
         # fp32 parameters: an fp32 run's, or torch.autocast's over them (fp32 weights and gradients, no master copy;

@@ -449,10 +449,11 @@ class LayerKernels:
         return _shared_table(*_arguments(workload, ShardShape.of(workload)))
 
     @classmethod
-    def weights_of(cls, workload: MegatronWorkload) -> LayerKernels:
+    def weights_of(cls, workload: MegatronWorkload, shape: ShardShape | None = None) -> LayerKernels:
         """A shared table to count the workload's parameters on (layer_params, vocab_params): that of one whole
-        sequence per rank (ShardShape.one_sequence), the same for every micro-batch and context-parallel size."""
-        return _shared_table(*_arguments(workload, ShardShape.of(workload).one_sequence()))
+        sequence per rank (ShardShape.one_sequence), the same for every micro-batch and context-parallel size.
+        `shape`: the workload's ShardShape.of where the caller has it."""
+        return _shared_table(*_arguments(workload, (shape or ShardShape.of(workload)).one_sequence()))
 
     def at(self, layer: int) -> LayerKernels:
         """The kernels transformer layer `layer` runs: these, or their twin where the run's number format keeps the
