@@ -96,3 +96,16 @@ def test_a_memory_model_works_out_its_workloads_shard_shape_and_layer_split_once
     assert (len(shapes), len(splits)) == (1, 1)
     alone = ModelStates(workload, model.layout)
     assert [model.states.stage(s) for s in range(strategy.pp)] == [alone.stage(s) for s in range(strategy.pp)]
+
+
+def test_fsdps_transients_are_worked_out_once_a_stage_not_once_a_chunk_and_direction(monkeypatch):
+    """Under FSDP a stage's chunks hold the same gathered weights and unsharded gradients on top (the stage's most):
+    summing the chunks of a two-chunk stage reads each of its layers' parameters once."""
+    strategy = next(s for s in SEARCH.space.strategies() if s.sharding == "fsdp" and (s.pp, s.vpp) == (2, 2))
+    model = MemoryModel(apply(SEARCH.workload, strategy), SEARCH.num_gpus, SEARCH.capacity)
+    read = []
+    params = type(model.states.kernels).layer_params
+    monkeypatch.setattr(type(model.states.kernels), "layer_params", lambda self, *a: read.append(1) or params(self, *a))
+    chunks = model._chunks(1)
+    assert len(read) == sum(len(model.layers.layers_of(1, chunk)) for chunk in range(2))
+    assert chunks[0].backward > 0 and chunks[0].forward > 0

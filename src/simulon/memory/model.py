@@ -365,19 +365,21 @@ class MemoryModel:
                            self.stage_gpu(stage))
 
     def _chunks(self, stage: int) -> list[_Chunk]:
-        return [self._chunk(stage, chunk) for chunk in range(self.layers.chunks)]
+        transients = self._fsdp_transients(stage)  # the stage's, the same for each of its chunks
+        return [self._chunk(stage, chunk, transients) for chunk in range(self.layers.chunks)]
 
-    def _chunk(self, stage: int, chunk: int) -> _Chunk:
+    def _chunk(self, stage: int, chunk: int, transients: tuple[float, float]) -> _Chunk:
         """Sum the kept activations of a chunk's layers (with the embedding or the head where it holds them), and
-        what FSDP holds on top of its forward and backward (`_fsdp_transient`). The activations are served from the
-        LayerCache where the model has one: they depend on the chunk's layers and ends, not on the stage's place."""
+        what FSDP holds on top of its forward and backward (`transients`: the stage's, `_fsdp_transients`). The
+        activations are served from the LayerCache where the model has one: they depend on the chunk's layers and
+        ends, not on the stage's place."""
         acts, any_layout, layers = self.activations, self.states.any_layout(stage), self.layers
         span, ends = layers.layers_of(stage, chunk), (layers.is_first(stage, chunk), layers.is_last(stage, chunk))
         make = lambda: self._chunk_activations(span, ends, any_layout)  # noqa: E731
         cache = acts.cache
         base = make() if cache is None else cache.served(
             cache.chunks, cache.chunk_activations_key(acts, span, ends, any_layout), make)
-        forward, backward = self._fsdp_transient(stage, False), self._fsdp_transient(stage, True)
+        forward, backward = transients
         if not forward and not backward:
             return base
         return replace(base, forward=base.forward + forward, backward=base.backward + backward)
@@ -409,27 +411,27 @@ class MemoryModel:
             backward = max(backward, acts.vocabulary_weight_gradient() + acts.head()["logits"])
         return _Chunk(sum(parts.values()), forward, backward, parts, units, deferred)
 
-    def _fsdp_transient(self, stage: int, backward: bool) -> float:
-        """What FSDP holds beyond its states: in backward the running layer's unsharded gradients before their
-        reduce-scatter, and under full_shard the gathered weights of the running layer and the prefetched next one
-        of the stage (the most two of its consecutive layers hold; its one layer's where it has one), of the layers
-        the stage holds (shard_grad_op keeps every layer's weights gathered from forward to backward: the states'
-        weights term); nothing over a shard group of one rank, which gathers and scatters nothing: the experts'
-        group is the expert-data-parallel one (RankLayout.expert_fsdp), of one rank where ep takes all of data x
-        context, and then their weights and gradients stay whole in the states."""
+    def _fsdp_transients(self, stage: int) -> tuple[float, float]:
+        """What FSDP holds beyond its states in forward and in backward: in backward the running layer's unsharded
+        gradients before their reduce-scatter, and under full_shard the gathered weights of the running layer and the
+        prefetched next one of the stage (the most two of its consecutive layers hold; its one layer's where it has
+        one), of the layers the stage holds (shard_grad_op keeps every layer's weights gathered from forward to
+        backward: the states' weights term); nothing over a shard group of one rank, which gathers and scatters
+        nothing: the experts' group is the expert-data-parallel one (RankLayout.expert_fsdp), of one rank where ep
+        takes all of data x context, and then their weights and gradients stay whole in the states."""
         par, layout, layers = self.workload.parallelism, self.layout, self.layers
         if par.fsdp == "none":
-            return 0.0
+            return 0.0, 0.0
         dense_shared, expert_shared = layout.fsdp > 1, layout.expert_fsdp > 1
         sizes = [dense * dense_shared + expert * expert_shared
                  for chunk in range(layers.chunks) for layer in layers.layers_of(stage, chunk)
                  for dense, expert in (self.states.kernels.layer_params(self.workload.model.layer_blocks(layer)),)]
         if not sizes:
-            return 0.0
+            return 0.0, 0.0
         weight = 4.0 if self.states.fp32 else 2.0
         pairs = [a + b for a, b in pairwise(sizes)] or sizes
         gathered = max(pairs) * weight if par.fsdp == "full_shard" else 0.0
-        return gathered + (max(sizes) * self.states.shape.grad_bytes if backward else 0.0)
+        return gathered + 0.0, gathered + max(sizes) * self.states.shape.grad_bytes
 
     def _plan_arguments(self, stage: int) -> tuple:
         """StagePlan.of's arguments for the stage's schedule, as far as its peak can lie (walk.py,
