@@ -31,11 +31,12 @@ def test_a_loaded_scenario_searches_the_same_in_a_pool_of_workers_as_in_one_proc
     gradient (LayerKernels.embedding_specs) moved them from 192.32 and 200.06 (replayed 205.48 and 214.15) once the
     bubble is played out as the sends are (search.estimate.played_pipeline); with Narayanan's formula for the
     bubble it moved them down, 192.18 -> 190.52 and 199.92 -> 198.18. The sender's next step waiting for its send
-    where Megatron's p2p call blocks (workload.schedule blocking_sends) made the winner's 193.10 ms."""
+    where Megatron's p2p call blocks (workload.schedule blocking_sends) made the winner's 193.10 ms; the seed's
+    llama-7b rotating its queries and keys (17d7806) 195.16."""
     alone, pooled = (search(seed, replay=0, top=2, workers=workers) for workers in (1, 2))
     assert [r.strategy for r in pooled.ranked] == [r.strategy for r in alone.ranked]
     assert [r.iteration_ms for r in pooled.ranked] == [r.iteration_ms for r in alone.ranked]
-    assert alone.ranked[0].iteration_ms == pytest.approx(193.10, abs=0.01)
+    assert alone.ranked[0].iteration_ms == pytest.approx(195.16, abs=0.01)
 
 
 @pytest.mark.parametrize(("arguments", "error", "message"), [
