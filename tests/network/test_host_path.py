@@ -143,9 +143,13 @@ GROUPS = [tuple(range(8)), (0, 1, 2, 3), tuple(range(16)), (0, 8), (1, 2, 9, 10)
 @given(op=st.sampled_from(OPS), group=st.sampled_from(GROUPS), size=st.sampled_from([2**16, 2**22, 2**27]),
        spare=st.floats(1.0, 4.0))
 def test_a_host_path_as_wide_as_its_ports_together_changes_nothing(op, group, size, spare):
+    """The same choice and the same time but for the last bits of the max-min rates, the host path's links joining
+    the flows' paths (a 4 MiB all-gather of 16 ranks on 22 channels: 514.8122059610 against 514.8122059604 us)."""
     plain = DatacenterConfig.model_validate(datacenter())
     wide = DatacenterConfig.model_validate(datacenter(host=8 * PORT * spare))
-    assert collective_sweep(wide, op, group, [size]) == collective_sweep(plain, op, group, [size])
+    (widened,), (alone,) = (collective_sweep(dc, op, group, [size]) for dc in (wide, plain))
+    assert (widened.algorithm, widened.protocol, widened.channels) == (alone.algorithm, alone.protocol, alone.channels)
+    assert widened.time_us == pytest.approx(alone.time_us, rel=1e-9)
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
