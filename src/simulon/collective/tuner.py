@@ -68,6 +68,10 @@ MIN_TRAFFIC_PER_CHANNEL = 32768
 """NCCL's MinTrafficPerChannel (src/enqueue.cc scheduleCollTasksToPlan, NCCL 2.22 on): the traffic bytes of one cell,
 the unit in which it deals a collective's data out to channels."""
 
+CELL_ALIGN = 16
+"""Bytes to which scheduleCollTasksToPlan rounds a cell and a channel's traffic up (enqueue.cc, the 16 of its
+divUp(..., 16) * 16): a value from the source, not a fit."""
+
 
 def traffic_per_byte(ctype: CollType, n: int, protocol: str) -> int:
     """Traffic bytes per byte of a rank's count (enqueue.cc ncclFuncTrafficPerByte): an all-reduce's 2, an all-gather's
@@ -86,9 +90,9 @@ def spread_channels(ctype: CollType, size: float, n: int, protocol: str, channel
     or NVLS's fixed count it is fewer: Google's 16 channels hold a 16 KiB all-reduce on one channel, not 16."""
     per_byte = traffic_per_byte(ctype, n, protocol)
     count_bytes = size if ctype == AR else size / n
-    cell = math.ceil(math.ceil(MIN_TRAFFIC_PER_CHANNEL / per_byte) / 16) * 16
+    cell = math.ceil(math.ceil(MIN_TRAFFIC_PER_CHANNEL / per_byte) / CELL_ALIGN) * CELL_ALIGN
     cells = max(1, math.ceil(count_bytes / cell))
-    per_channel = math.ceil(max(MIN_TRAFFIC_PER_CHANNEL, count_bytes * per_byte) / channels / 16) * 16
+    per_channel = math.ceil(max(MIN_TRAFFIC_PER_CHANNEL, count_bytes * per_byte) / channels / CELL_ALIGN) * CELL_ALIGN
     cells_per_channel = min(cells, math.ceil(per_channel / (cell * per_byte)))
     return min(channels, math.ceil(cells / cells_per_channel))
 
