@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -53,6 +54,15 @@ BOUNDS = {">=1MiB": 10.0, "<1MiB": 25.0}
 """The validation bounds (busbw MAPE %, by size class): the fit weighs each class's error against its bound."""
 NOT_FITTED = {"h20_2node_all_reduce": "its source reports the system underperforming (~343 of ~460 GB/s)"}
 """Subsets left out of the fit (still validated), and why."""
+FAMILY_NOTES = {
+    ("nic_families", "tcpxo"): "refitted alone on its 31 rows (gcp_a3mega_2node_h100_all_reduce) under the A3 Mega "
+    "template's Simple trees, each on the channels NCCL deals it out to (collective.tuner.spread_channels): "
+    "scripts/calibrate_collectives.py --family tcpxo; its ll and ll128 hops are the earlier fit's and go unused while "
+    "the template allows Simple only",
+}
+"""How a family's parameters came about where its fit differs from the rest: written as a comment beside the family
+in the data, so that a refit of any family (--family) keeps it."""
+NOTE_WIDTH = 112   # characters a note's lines take, its family's key included (the width it was written to)
 HEADER = """# Link-use parameters of collectives, calibrated against ../shared/validation/collectives.csv.
 # Regenerate: uv run python scripts/calibrate_collectives.py --csv ../shared/validation/collectives.csv
 # Efficiencies are fractions of the line rate; times in microseconds; bandwidths in GB/s per channel
@@ -253,7 +263,9 @@ def single_domain(case: Case) -> bool:
     return all(len({r // dc.domain_gpus for r in group}) == 1 for group in case.groups)
 
 
-def write(table: dict) -> None:
+def write(table: dict, path: Path | None = None) -> None:
+    """The table as the data file (`path`; None: DATA): HEADER, the values to 4 significant digits, each of
+    FAMILY_NOTES beside its family."""
     def rounded(value):
         if isinstance(value, dict):
             return {k: rounded(v) for k, v in value.items()}
@@ -261,7 +273,22 @@ def write(table: dict) -> None:
             return float(f"{value:.4g}")
         return value
 
-    DATA.write_text(HEADER + yaml.safe_dump(rounded(table), sort_keys=False, default_flow_style=None, width=110))
+    text = yaml.safe_dump(rounded(table), sort_keys=False, default_flow_style=None, width=110)
+    (path or DATA).write_text(HEADER + annotated(text))
+
+
+def annotated(text: str) -> str:
+    """The dumped table `text` with each of FAMILY_NOTES as a comment after its family's key, wrapped to NOTE_WIDTH
+    and continued under its first line."""
+    lines = text.splitlines()
+    for (section, family), note in FAMILY_NOTES.items():
+        top = lines.index(f"{section}:")
+        at = lines.index(f"  {family}:", top)
+        lead = f"  {family}:  # "
+        wrapped = textwrap.wrap(note, NOTE_WIDTH - len(lead))
+        indent = " " * (len(lead) - 2) + "# "
+        lines[at:at + 1] = [lead + wrapped[0], *(indent + rest for rest in wrapped[1:])]
+    return "\n".join(lines) + "\n"
 
 
 def main() -> None:
