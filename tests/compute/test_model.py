@@ -423,7 +423,10 @@ def test_an_ampere_fit_runs_at_ampere_rate_per_sm_on_a_chip_whose_tensor_cores_d
     ampere = dataclasses.replace(ARCH, warp_mma_fraction=1.0)
     fitted_here = dataclasses.replace(chip, fitted_warp_mma_fraction=fraction)
     for library in ("flash", "cudnn"):
-        p = AttentionParams(AttentionPhase(0.7, 1.0, softmax), AttentionPhase(0.6, 1.0, softmax), 5.0, library)
+        # a CTA's fixed cost takes the fit's time at the chip's rate, bound or not (the next tests): here the blocks'
+        overhead = 1.0 if library == "flash" else 0.0
+        p = AttentionParams(AttentionPhase(0.7, overhead, softmax), AttentionPhase(0.6, overhead, softmax), 5.0,
+                            library)
         spec = attention(phase, 4, 16, 16, 4096, 4096, head_dim, head_dim, causal, 2.0, library)
         assert attention_seconds(p, fitted_here, PEAK, spec) == pytest.approx(attention_seconds(p, ampere, PEAK, spec))
         at_amperes_rate = attention_seconds(p, ampere, PEAK * fraction, spec)
@@ -441,11 +444,12 @@ def test_a_cudnn_fit_runs_on_blackwell_no_faster_per_sm_and_clock_than_on_its_le
         efficiency, softmax, overhead, qk_dim, causal, phase, lender):
     """A fit of cuDNN's attention (the chip's own tensor-core instruction) on a Hopper or Ampere chip (Ampere's tensor
     rate per SM at `lender` of its dense peak), run on a Blackwell one (at a quarter of it) of as many SMs: the
-    backward's time less its launch scales with the SMs' rate (the peak times warp_mma_fraction), not with the dense
-    peak: the B200's 2.25 PFLOP/s at a quarter against the H100's 989 TFLOP/s at a half runs it 1.14x as fast per SM,
-    not 2.27x; the forward runs no slower than that, and no faster than the same fit made on the Blackwell chip.
-    A Blackwell fit run on the other chip runs its matmuls at that chip's dense peak, as before."""
-    p = AttentionParams(AttentionPhase(efficiency, 0.5, softmax), AttentionPhase(efficiency, 0.5, softmax), overhead,
+    backward's blocks (its time less its launch, without a CTA's fixed cost: the next test) scale with the SMs' rate
+    (the peak times warp_mma_fraction), not with the dense peak: the B200's 2.25 PFLOP/s at a quarter against the
+    H100's 989 TFLOP/s at a half runs them 1.14x as fast per SM, not 2.27x; the forward runs no slower than that, and
+    no faster than the same fit made on the Blackwell chip. A Blackwell fit run on the other chip runs its matmuls at
+    that chip's dense peak, as before."""
+    p = AttentionParams(AttentionPhase(efficiency, 0.0, softmax), AttentionPhase(efficiency, 0.0, softmax), overhead,
                         "cudnn")
     spec = attention(phase, 2, 32, 8, 8192, 8192, qk_dim, 128, causal, 2.0, "cudnn")
     older_peak, blackwell_peak = 989.4e12, 2250e12
@@ -463,6 +467,30 @@ def test_a_cudnn_fit_runs_on_blackwell_no_faster_per_sm_and_clock_than_on_its_le
     matmuls = dataclasses.replace(p, fwd=AttentionPhase(efficiency, 0.5, 0.0), bwd=AttentionPhase(efficiency, 0.5, 0.0))
     assert busy(lender, 0.25, older_peak, matmuls) == pytest.approx(
         busy(0.25, 0.25, blackwell_peak, matmuls) * blackwell_peak / older_peak)
+
+
+@given(efficiency=st.floats(0.2, 1.0), block_overhead=st.floats(0.0, 20.0), qk_dim=st.sampled_from([64, 128, 192]),
+       lender=st.sampled_from([0.5, 1.0]))
+def test_a_lent_cudnn_backward_on_blackwell_pays_its_ctas_fixed_cost_at_the_chips_rate_and_its_blocks_at_the_lenders(
+        efficiency, block_overhead, qk_dim, lender):
+    """A cuDNN backward fitted on a Hopper or Ampere chip (Ampere's tensor rate per SM at `lender` of its dense peak)
+    run on a Blackwell one (a quarter): one CTA a SM (4 heads of 32 key blocks on 128 SMs), each walking its 32 query
+    blocks at the lender's rate per SM and clock (sm_bound: lender / 0.25 times the block at the fitted efficiency
+    and the Blackwell peak), and its fixed cost (block_overhead, in the fit's blocks) at the fitted efficiency and the
+    Blackwell peak: the same seconds as the same fit made on the Blackwell chip takes for it. Bound with its blocks,
+    it came to lender / 0.25 times that."""
+    phase = AttentionPhase(efficiency, block_overhead, 0.0)
+    p = AttentionParams(phase, phase, 5.0, "cudnn")
+    spec = attention(Phase.bwd_ig, 1, 4, 4, 4096, 4096, qk_dim, 128, False, 2.0, "cudnn")
+    peak = 2250e12
+    block = 2 * 128 * 128 * (3 * qk_dim + 2 * 128) / efficiency / (peak / 128)
+
+    def seconds(fitted: float) -> float:
+        chip = dataclasses.replace(ARCH, sm_count=128, warp_mma_fraction=0.25, fitted_warp_mma_fraction=fitted)
+        return attention_seconds(p, chip, peak, spec) - 5e-6
+
+    assert seconds(lender) == pytest.approx(block * (32 * lender / 0.25 + block_overhead))
+    assert seconds(0.25) == pytest.approx(block * (32 + block_overhead))
 
 
 @given(efficiency=st.floats(0.3, 1.0), softmax=st.floats(0.0, 50.0), qk_dim=st.sampled_from([64, 128, 192]),

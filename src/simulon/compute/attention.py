@@ -18,11 +18,11 @@ and FMA units whose rate per SM and clock is the same on Ampere, Hopper and Blac
 clock: the H100 SXM5's 3.9 TFLOP/s of them against its 989 of matmul, Shah et al. 2024, FlashAttention-3 §3.1), so
 it scales with the SMs' rate, not the peak; Blackwell Ultra (B300, GB300) issues twice as many
 (architecture.yaml, special_function_rate). A library of the chip's own instruction fitted on a chip whose tensor
-cores do less per SM and clock runs no faster per SM and clock than it did there (sm_bound: what its exponentials and
-shared-memory traffic allow, Zadouri et al. 2026, FlashAttention-4); its forward, bound by the exponentials there,
-takes its matmuls at this chip's rate and one exponential per score beside them, not hidden under them
-(exponential_dims), where that is less. Each fit is kept in its own chip's units (its efficiency of that chip's dense
-peak), and a fit runs unchanged on the chip and library it was fitted on.
+cores do less per SM and clock runs its blocks no faster per SM and clock than it did there (sm_bound: what its
+exponentials and shared-memory traffic allow, Zadouri et al. 2026, FlashAttention-4), a CTA's fixed cost at the fit's
+rate here; its forward, bound by the exponentials there, takes its matmuls at this chip's rate and one exponential per
+score beside them, not hidden under them (exponential_dims), where that is less. Each fit is kept in its own chip's
+units (its efficiency of that chip's dense peak), and a fit runs unchanged on the chip and library it was fitted on.
 """
 
 from __future__ import annotations
@@ -61,7 +61,17 @@ def sm_bound(arch: Architecture) -> float:
     there lent the Hopper fits at the B200's tensor rate came out 39.1% too fast (bias +38.8%); at this bound 29.2%
     too slow (bias -28.6%; forward -25.0%, backward -32.3%: the B200 runs them 1.3-1.5x as fast per SM and clock as
     the Hopper chips do; benchmarks/attention_gpu_holdout.py). The forward takes the lesser of this and its
-    exponentials beside its matmuls at this chip's rate (exponential_dims): 18.0% (bias -15.5%)."""
+    exponentials beside its matmuls at this chip's rate (exponential_dims): 22.1% (forward 18.0%, bias -15.5%;
+    backward 26.2%, bias -25.1%).
+
+    The bound is on the blocks, the work a CTA does per score. A CTA's fixed cost (block_overhead: loading the tiles
+    it keeps, storing what it accumulated, filling and draining its pipeline) is no per-score work of the exponential
+    units or of the operands' shared-memory traffic, so attention_seconds takes it at the fit's rate here, unbound.
+    The fits say as much: the B200's own cuDNN backward takes 3.3 us a 128 x 128 block (head dimension 128), 0.91 of
+    the H200's 3.65, about the same per SM and clock as this bound has it, but 4.7 us of fixed cost a CTA against the
+    H200's 25.8 and the H100's 36.1 (calibration.yaml; bound with the blocks, the H200's came to 25.4 us on the B200,
+    unbound 12.7). Held out, the B200 then comes to 15.8% (forward 15.5%, bias -12.2%; backward 16.0%, bias -14.6%),
+    in sample as before (an own fit is never bound)."""
     return max(1.0, arch.fitted_warp_mma_fraction / arch.warp_mma_fraction)
 
 
@@ -152,11 +162,14 @@ def attention_seconds(p: AttentionParams, arch: Architecture, peak: float, spec:
                                       / phase.efficiency + unhidden_dims) / (peak / arch.sm_count)
 
     block_seconds = block_seconds_at(matmuls)
+    overhead = phase.block_overhead  # a CTA's fixed cost, in blocks
     # a fused kernel of the chip's own instruction; PyTorch's attention multiplies in cuBLAS GEMMs, its softmax apart
     if sm_bound(arch) > 1.0 and {p.library or impl, impl}.isdisjoint((*WARP_MMA_LIBRARIES, *FULL_MATRIX_LIBRARIES)):
+        unbound = block_seconds
         block_seconds = block_seconds_at(max(matmuls, sm_bound(arch)))
         if not backward:  # the forward's exponentials beside matmuls at this chip's rate (exponential_dims)
             block_seconds = min(block_seconds, block_seconds_at(matmuls, exponential_dims(arch)))
+        overhead *= unbound / block_seconds  # the CTA's fixed cost at the fit's rate here: sm_bound bounds the blocks
     # a library written for mma.sync keeps one query tile per CTA (FlashAttention-2's grid), whatever the chip's own
     # libraries do there (architecture.yaml, attention_query_tiles), even where it runs another library's fit
     tiles = 1 if backward or impl in WARP_MMA_LIBRARIES else arch.attention_query_tiles
@@ -168,7 +181,7 @@ def attention_seconds(p: AttentionParams, arch: Architecture, peak: float, spec:
         order = issue_order(p.library or impl, backward)
     blocks = critical_blocks(copies, math.ceil(s["seq_q"] / (block * tiles)),
                              math.ceil((s["seq_q"] if window else s["seq_k"]) / block),
-                             (bool(s["causal"]) or bool(window)) and not full_matrix, phase.block_overhead,
+                             (bool(s["causal"]) or bool(window)) and not full_matrix, overhead,
                              arch.sm_count, tiles, math.ceil((window + block - 1) / block) if window else 0,
                              order, compiled, l2_section(copies, s["seq_k"], s["qk_dim"], s["v_dim"]))
     return p.overhead_us * 1e-6 + blocks * block_seconds
