@@ -15,7 +15,7 @@ from helpers import gpt_scenario
 from simulon.config.workload import ModelSpec
 from simulon.pipeline import simulate
 from simulon.workload.kernels import Phase
-from simulon.workload.layer_kernels import FUSED_PASSES, LayerKernels
+from simulon.workload.layer_kernels import FUSED_PASSES, QKV_GRAD_CAT, LayerKernels
 
 SEQ, HIDDEN, HEADS, LAYERS, MICRO_BATCHES = 1024, 1024, 16, 2, 2
 
@@ -26,9 +26,9 @@ def scenario(position: str, tp: int = 1, kv_heads: int | None = None, gpus: int 
                         extra_model={"position_embedding": position})
 
 
-def rope_nodes(sim) -> list[int]:
+def rope_nodes(sim, names: tuple[str, ...] = ("attn_rope",)) -> list[int]:
     dag = sim.dag
-    return [n for n in np.flatnonzero(dag.kernel >= 0) if dag.kernel_specs[dag.kernel[n]].name == "attn_rope"]
+    return [n for n in np.flatnonzero(dag.kernel >= 0) if dag.kernel_specs[dag.kernel[n]].name in names]
 
 
 @settings(max_examples=12, deadline=None)
@@ -44,8 +44,9 @@ def test_rotary_embedding_moves_each_rank_s_queries_and_keys_twice_each_way(tp, 
 
 @pytest.mark.parametrize("position", ["learned", "alibi", "none"])
 def test_a_model_that_does_not_rotate_its_queries_runs_no_rotary_kernel(position):
-    assert "attn_rope" not in LayerKernels.of(scenario(position).workload)
-    assert rope_nodes(simulate(scenario(position))) == []
+    kernels = LayerKernels.of(scenario(position).workload)
+    assert "attn_rope" not in kernels and QKV_GRAD_CAT not in kernels
+    assert rope_nodes(simulate(scenario(position)), ("attn_rope", QKV_GRAD_CAT)) == []
 
 
 def test_every_layer_rotates_once_forward_and_once_backward_each_micro_batch():
@@ -54,12 +55,47 @@ def test_every_layer_rotates_once_forward_and_once_backward_each_micro_batch():
     assert phases == sorted([Phase.fwd, Phase.bwd_ig] * LAYERS * MICRO_BATCHES)
 
 
-def test_a_rotary_model_is_slower_than_a_learned_one_by_its_rotations_time():
+def test_a_rotary_model_is_slower_than_a_learned_one_by_its_rotations_and_gradient_copies_time():
     learned, rotary = simulate(scenario("learned")), simulate(scenario("rope"))
-    rotations = float(sum(rotary.dag.duration[n] for n in rope_nodes(rotary)))
+    rotations = float(sum(rotary.dag.duration[n] for n in rope_nodes(rotary, ("attn_rope", QKV_GRAD_CAT))))
     assert rotations > 0
     slower = (rotary.result.iteration_time_ms - learned.result.iteration_time_ms) / 1e3
     assert slower == pytest.approx(rotations, rel=1e-6)
+
+
+@settings(max_examples=12, deadline=None)
+@given(st.sampled_from([1, 2, 4, 8]), st.sampled_from([1, 2, 4, 8, 16]))
+def test_the_split_s_backward_copies_each_rank_s_query_key_and_value_gradients_once(tp, kv_heads):
+    """Megatron-Core's QKV split (SplitAlongDim) gets the rotated query's and key's gradients as new tensors, so its
+    backward concatenates them with the value's: a read and a write of every element, backward only."""
+    kernels = LayerKernels.of(scenario("rope", tp=tp, kv_heads=kv_heads, gpus=tp).workload)
+    head, kv = HIDDEN // HEADS, max(kv_heads // tp, 1)
+    qkv = SEQ * (HEADS // tp + 2 * kv) * head
+    assert set(kernels[QKV_GRAD_CAT]) == {Phase.bwd_ig}
+    assert kernels[QKV_GRAD_CAT][Phase.bwd_ig].bytes == pytest.approx(qkv * 2 * 2)  # read + write, bf16
+    assert kernels[QKV_GRAD_CAT][Phase.bwd_ig].flops == 0.0
+
+
+def test_the_gradient_copy_runs_once_a_layer_and_micro_batch_between_the_inverse_rotation_and_the_dgrad():
+    sim = simulate(scenario("rope"))
+    dag, tl = sim.dag, sim.timeline
+
+    def backward(name: str) -> dict[tuple[int, int], int]:
+        nodes = {(int(dag.layer[n]), int(dag.microbatch[n])): n for n in rope_nodes(sim, (name,))
+                 if dag.kernel_specs[dag.kernel[n]].phase == Phase.bwd_ig}
+        return nodes
+
+    copies, rotations, dgrads = backward(QKV_GRAD_CAT), backward("attn_rope"), backward("attn_qkv")
+    assert len(copies) == LAYERS * MICRO_BATCHES == len(rope_nodes(sim, (QKV_GRAD_CAT,)))
+    for key, copy in copies.items():
+        assert tl.start[copy] >= tl.finish[rotations[key]]
+        assert tl.finish[copy] <= tl.start[dgrads[key]]
+
+
+def test_huggingface_s_separate_projections_copy_no_gradient_together():
+    sc = scenario("rope")
+    training = sc.workload.training.model_copy(update={"elementwise": "eager"})
+    assert QKV_GRAD_CAT not in LayerKernels.of(sc.workload.model_copy(update={"training": training}))
 
 
 def test_templates_name_the_position_embedding_their_family_uses():

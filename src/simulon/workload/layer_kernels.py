@@ -90,6 +90,26 @@ INDEXER = ("attn_index_q", "attn_index_k", "attn_index_weights", "attn_index_rop
            "attn_index_topk", "attn_index_kl")
 """DeepSeek sparse attention's lightning indexer, which every tensor-parallel rank runs whole (LayerKernels.
 _sparse_attention); its loss's target is over the rank's own heads."""
+QKV_GRAD_CAT = "attn_qkv_grad_cat"
+"""The backward-only copy of a rotary model's query, key and value gradients into the fused QKV output's gradient
+(rotates_split_qkv): a read and a write of each element (torch.cat), QKV_GRAD_CAT_PASSES."""
+QKV_GRAD_CAT_PASSES = 2
+
+
+def rotates_split_qkv(model: ModelSpec, elementwise: str) -> bool:
+    """Whether a layer's rotary embedding turns Megatron-Core's views of the fused QKV output into new tensors.
+    get_query_key_value_tensors splits linear_qkv's output into query, key and value views (Transformer Engine's
+    SplitAlongDim); apply_rotary_pos_emb (Transformer Engine's fused RoPE) writes the rotated query and key apart
+    (fused_single_qkv_rope, off by default in TransformerConfig, is not modelled). So the split's backward gets the
+    query's and key's gradients apart from the value's and concatenates them (SplitAlongDim backward: a view only
+    where all three lie in one buffer, as Transformer Engine's fused attention writes them for the unrotated
+    interleaved layout): QKV_GRAD_CAT. What the layer keeps for backward does not change: the rotary kernel saves only
+    its cosine and sine table (FusedRoPEFunc), the core attention the rotated query and key in place of the views.
+    Not in HuggingFace's eager models (elementwise eager), which project q_proj, k_proj and v_proj apart, nor in MLA,
+    which rotates only a slice of its heads (LayerKernels._mla_rope)."""
+    return model.position_embedding == "rope" and model.mla is None and elementwise == "fused"
+
+
 REPLICATED = DOWN_PROJECTIONS + INDEXER
 """Kernels every tensor-parallel rank runs whole (the down projections only without sequence parallelism): their
 model FLOPs are counted once over the group (a rank's copy counts 1/tp), the copies only as hardware FLOPs and time.
@@ -519,6 +539,9 @@ class LayerKernels:
         if m.position_embedding == "rope" and m.mla is None:  # MLA's rotary slice is part of its own projections
             tensors = self.attention_tensors()
             k["attn_rope"] = memory_pair("attn_rope", tensors["q"] + tensors["k"], *(p * db for p in self.passes.rope))
+            if rotates_split_qkv(m, self.elementwise):  # dq, dk and dv into one gradient
+                qkv = tensors["q"] + tensors["k"] + tensors["v"]
+                k[QKV_GRAD_CAT] = (memory_bound(QKV_GRAD_CAT, Phase.bwd_ig, qkv * QKV_GRAD_CAT_PASSES * db, qkv),)
         if self.sparse is not None:
             k.update(self._sparse_attention())
         for name in REPLICATED if t > 1 else ():

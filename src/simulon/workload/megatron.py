@@ -29,7 +29,7 @@ from ..config.workload import MegatronWorkload
 from .data_parallel import DataParallelSync, Gathers
 from .gated_delta import GDN_SCAN
 from .kernels import Phase, chunked
-from .layer_kernels import RING_BLOCK, UNDEFERRED_WEIGHT_GRADIENTS, Latent, LayerKernels
+from .layer_kernels import QKV_GRAD_CAT, RING_BLOCK, UNDEFERRED_WEIGHT_GRADIENTS, Latent, LayerKernels
 from .layout import RankLayout
 from .parameters import ModelParameters, PipelineLayers
 from .program import EMBEDDING_LAYER, HEAD_LAYER, NO_OP, StageProgram, Stream
@@ -1073,6 +1073,8 @@ class _StageEmitter:
         self.cp_all_to_all(("q", "k", "v"), "cp_qkv_a2a", layer, mb, Phase.bwd_ig)
         if "attn_rope" in self.kernels:  # the query and key gradients rotated back before the projection's backward
             self.run("attn_rope", Phase.bwd_ig, layer, mb)
+        if QKV_GRAD_CAT in self.kernels:  # and with the value's gathered into the fused QKV output's gradient
+            self.run(QKV_GRAD_CAT, Phase.bwd_ig, layer, mb)
         if absorbed:
             self.run(absorbed[0], Phase.bwd_ig, layer, mb)
             self.run(absorbed[0], Phase.bwd_wg, layer, mb)
