@@ -14,16 +14,23 @@ from hypothesis import strategies as st
 from helpers import gpt_scenario
 from simulon.config.workload import ModelSpec
 from simulon.pipeline import simulate
+from simulon.search.estimate import Estimator, unit_kind
+from simulon.search.space import Strategy
 from simulon.workload.kernels import Phase
-from simulon.workload.layer_kernels import FUSED_PASSES, QKV_GRAD_CAT, LayerKernels
+from simulon.workload.layer_kernels import FUSED_PASSES, QKV_GRAD_CAT, VALUE_COPY, LayerKernels
 
 SEQ, HIDDEN, HEADS, LAYERS, MICRO_BATCHES = 1024, 1024, 16, 2, 2
 
 
-def scenario(position: str, tp: int = 1, kv_heads: int | None = None, gpus: int = 1):
+def scenario(position: str, tp: int = 1, kv_heads: int | None = None, gpus: int = 1, **parallelism):
     return gpt_scenario(gpus_per_node=gpus, tp=tp, gbs=MICRO_BATCHES * gpus // tp, mbs=1, seq=SEQ, hidden=HIDDEN,
                         heads=HEADS, kv_heads=kv_heads, layers=LAYERS, activation="swiglu",
-                        extra_model={"position_embedding": position})
+                        extra_model={"position_embedding": position}, extra_parallelism=parallelism)
+
+
+def with_training(sc, **training):
+    update = sc.workload.training.model_copy(update=training)
+    return sc.workload.model_copy(update={"training": update})
 
 
 def rope_nodes(sim, names: tuple[str, ...] = ("attn_rope",)) -> list[int]:
@@ -45,8 +52,8 @@ def test_rotary_embedding_moves_each_rank_s_queries_and_keys_twice_each_way(tp, 
 @pytest.mark.parametrize("position", ["learned", "alibi", "none"])
 def test_a_model_that_does_not_rotate_its_queries_runs_no_rotary_kernel(position):
     kernels = LayerKernels.of(scenario(position).workload)
-    assert "attn_rope" not in kernels and QKV_GRAD_CAT not in kernels
-    assert rope_nodes(simulate(scenario(position)), ("attn_rope", QKV_GRAD_CAT)) == []
+    assert "attn_rope" not in kernels and QKV_GRAD_CAT not in kernels and VALUE_COPY not in kernels
+    assert rope_nodes(simulate(scenario(position)), ("attn_rope", QKV_GRAD_CAT, VALUE_COPY)) == []
 
 
 def test_every_layer_rotates_once_forward_and_once_backward_each_micro_batch():
@@ -57,7 +64,7 @@ def test_every_layer_rotates_once_forward_and_once_backward_each_micro_batch():
 
 def test_a_rotary_model_is_slower_than_a_learned_one_by_its_rotations_and_gradient_copies_time():
     learned, rotary = simulate(scenario("learned")), simulate(scenario("rope"))
-    rotations = float(sum(rotary.dag.duration[n] for n in rope_nodes(rotary, ("attn_rope", QKV_GRAD_CAT))))
+    rotations = float(sum(rotary.dag.duration[n] for n in rope_nodes(rotary, ("attn_rope", QKV_GRAD_CAT, VALUE_COPY))))
     assert rotations > 0
     slower = (rotary.result.iteration_time_ms - learned.result.iteration_time_ms) / 1e3
     assert slower == pytest.approx(rotations, rel=1e-6)
@@ -93,9 +100,48 @@ def test_the_gradient_copy_runs_once_a_layer_and_micro_batch_between_the_inverse
 
 
 def test_huggingface_s_separate_projections_copy_no_gradient_together():
-    sc = scenario("rope")
-    training = sc.workload.training.model_copy(update={"elementwise": "eager"})
-    assert QKV_GRAD_CAT not in LayerKernels.of(sc.workload.model_copy(update={"training": training}))
+    kernels = LayerKernels.of(with_training(scenario("rope"), elementwise="eager"))
+    assert QKV_GRAD_CAT not in kernels and VALUE_COPY not in kernels
+
+
+@settings(max_examples=12, deadline=None)
+@given(st.sampled_from([1, 2, 4, 8]), st.sampled_from([1, 2, 4, 8, 16]))
+def test_transformer_engine_s_attention_copies_the_rank_s_value_once_forward(tp, kv_heads):
+    """Its layout check (get_qkv_layout) finds the rotated query and key contiguous and the value a strided view of
+    the QKV output, and makes the value contiguous: a read and a write of it, forward only."""
+    kernels = LayerKernels.of(scenario("rope", tp=tp, kv_heads=kv_heads, gpus=tp).workload)
+    values = SEQ * max(kv_heads // tp, 1) * (HIDDEN // HEADS)
+    assert set(kernels[VALUE_COPY]) == {Phase.fwd, Phase.recompute}
+    assert kernels[VALUE_COPY][Phase.fwd].bytes == pytest.approx(values * 2 * 2)  # read + write, bf16
+
+
+def test_attention_outside_transformer_engine_copies_no_value():
+    assert VALUE_COPY not in LayerKernels.of(with_training(scenario("rope"), attention="unfused"))
+
+
+def test_the_value_copy_runs_with_the_core_attention_and_again_where_that_is_recomputed():
+    def copies(sim) -> list[Phase]:
+        return sorted(sim.dag.kernel_specs[sim.dag.kernel[n]].phase for n in rope_nodes(sim, (VALUE_COPY,)))
+
+    assert copies(simulate(scenario("rope"))) == [Phase.fwd] * LAYERS * MICRO_BATCHES
+    recomputed = simulate(scenario("rope", recompute="selective", recompute_modules=["core_attn"]))
+    assert copies(recomputed) == sorted([Phase.fwd, Phase.recompute] * LAYERS * MICRO_BATCHES)
+
+
+@pytest.mark.parametrize("recompute", [{}, {"recompute": "selective", "recompute_modules": ["core_attn"]}])
+def test_the_estimate_costs_a_rotary_layer_s_extra_kernels_as_the_replay_runs_them(recompute):
+    """A layer's estimated seconds grow from learned to rotary positions by what the replay's rotary kernels take
+    a layer and micro-batch: the rotations, the gradients' concatenation and the value's copy, re-run with a
+    recomputed core attention."""
+    def layer_s(sc) -> float:
+        estimator = Estimator.on(sc.workload, sc.datacenter, sc.collective, sc.workload.training.num_gpus)
+        unit = unit_kind(LayerKernels.of(sc.workload), 0)
+        return estimator.unit_seconds(Strategy.of(sc), sc.workload, unit)
+
+    learned, rotary = scenario("learned", **recompute), scenario("rope", **recompute)
+    sim = simulate(rotary)
+    replayed = float(sum(sim.dag.duration[n] for n in rope_nodes(sim, ("attn_rope", QKV_GRAD_CAT, VALUE_COPY))))
+    assert layer_s(rotary) - layer_s(learned) == pytest.approx(replayed / (LAYERS * MICRO_BATCHES), rel=1e-6)
 
 
 def test_templates_name_the_position_embedding_their_family_uses():

@@ -79,7 +79,14 @@ from ..workload.data_parallel import (
     scales_gradients,
 )
 from ..workload.kernels import KernelClass, KernelSpec, Phase, chunked
-from ..workload.layer_kernels import RING_BLOCK, UNDEFERRED_WEIGHT_GRADIENTS, ColumnGroup, LayerKernels, ShardShape
+from ..workload.layer_kernels import (
+    RING_BLOCK,
+    UNDEFERRED_WEIGHT_GRADIENTS,
+    VALUE_COPY,
+    ColumnGroup,
+    LayerKernels,
+    ShardShape,
+)
 from ..workload.layout import RankLayout
 from ..workload.megatron import AMAX_BYTES, dispatch_algorithm, pairs_experts
 from ..workload.parameters import Counts, ModelParameters, PipelineLayers
@@ -779,6 +786,8 @@ class Estimator:
             attention_core = 0.0
             if is_layer(unit) and "attention" in unit.kind:
                 core = [table[n][Phase.fwd] for n in table.attention_core for _ in range(table.repeats(n))]
+                if VALUE_COPY in table:  # inside Transformer Engine's attention, re-run with it (workload.megatron)
+                    core.append(table[VALUE_COPY][Phase.fwd])
                 attention_core = float(self.kernel_seconds(s.dtype, core).sum())
             wgrads = [n for n in names if Phase.bwd_wg in table[n] for _ in range(table.repeats(n))]
             undeferred = sum(float(t) for t, n in zip(each[Phase.bwd_wg], wgrads, strict=True)

@@ -94,6 +94,17 @@ QKV_GRAD_CAT = "attn_qkv_grad_cat"
 """The backward-only copy of a rotary model's query, key and value gradients into the fused QKV output's gradient
 (rotates_split_qkv): a read and a write of each element (torch.cat), QKV_GRAD_CAT_PASSES."""
 QKV_GRAD_CAT_PASSES = 2
+VALUE_COPY = "attn_value_copy"
+"""The forward-only copy of a rotary model's value into a tensor of its own before Transformer Engine's attention
+reads it (rotates_split_qkv): get_qkv_layout (attention/dot_product_attention/utils.py) finds the rotated query and
+key contiguous but the value a strided view of the QKV output, strides no layout of its accepts (sbhd_sbhd_sbhd wants
+the key's and value's alike), and makes all three contiguous, a read and a write of the value (the query and key
+already are); its backward passes the gradient through. The unrotated interleaved views it takes as they are
+(sbh3d). The attention saves the copy in place of the view, which frees the QKV output: the layer keeps as much as
+unrotated (memory/activations.py)."""
+TE_ATTENTION_BACKENDS = ("cudnn", "flash")
+"""The attention implementations Transformer Engine's DotProductAttention runs (FusedAttention on cuDNN,
+FlashAttention), whose layout check makes VALUE_COPY."""
 
 
 def rotates_split_qkv(model: ModelSpec, elementwise: str) -> bool:
@@ -542,6 +553,8 @@ class LayerKernels:
             if rotates_split_qkv(m, self.elementwise):  # dq, dk and dv into one gradient
                 qkv = tensors["q"] + tensors["k"] + tensors["v"]
                 k[QKV_GRAD_CAT] = (memory_bound(QKV_GRAD_CAT, Phase.bwd_ig, qkv * QKV_GRAD_CAT_PASSES * db, qkv),)
+                if self.attention_impl in TE_ATTENTION_BACKENDS:  # read and write the value
+                    k[VALUE_COPY] = (memory_bound(VALUE_COPY, Phase.fwd, 2 * tensors["v"] * db, tensors["v"]),)
         if self.sparse is not None:
             k.update(self._sparse_attention())
         for name in REPLICATED if t > 1 else ():

@@ -29,7 +29,7 @@ from ..config.workload import MegatronWorkload
 from .data_parallel import DataParallelSync, Gathers
 from .gated_delta import GDN_SCAN
 from .kernels import Phase, chunked
-from .layer_kernels import QKV_GRAD_CAT, RING_BLOCK, UNDEFERRED_WEIGHT_GRADIENTS, Latent, LayerKernels
+from .layer_kernels import QKV_GRAD_CAT, RING_BLOCK, UNDEFERRED_WEIGHT_GRADIENTS, VALUE_COPY, Latent, LayerKernels
 from .layout import RankLayout
 from .parameters import ModelParameters, PipelineLayers
 from .program import EMBEDDING_LAYER, HEAD_LAYER, NO_OP, StageProgram, Stream
@@ -291,6 +291,8 @@ class _StageEmitter:
         """Core attention forward (or its recomputation), with context parallelism's exchange of keys and values:
         around the ring, or gathered first; the all-to-all variants trade the sequence split for a head split
         first and back after (cp_all_to_all)."""
+        if VALUE_COPY in self.kernels:  # Transformer Engine's attention makes a rotary model's value contiguous
+            self.run(VALUE_COPY, phase, layer, mb)
         self.cp_all_to_all(("q", "k", "v"), "cp_qkv_a2a", layer, mb, phase)
         if RING_BLOCK in self.kernels:
             self.ring_attention(layer, mb, phase)
