@@ -377,6 +377,24 @@ def test_a_count_of_zero_reads_as_none_where_the_configuration_class_counts_from
             model_from_hf(write(tmp_path, {**KIMI_K2, key: -1}))
 
 
+def test_llama_4_s_nope_layers_read_from_no_rope_layers_or_their_interval(tmp_path):
+    """Llama4TextConfig: no_rope_layers 0 marks a NoPE layer; unset, every no_rope_layer_interval-th (4) is one."""
+    text = LLAMA4_SCOUT["text_config"]
+    assert model_from_hf(write(tmp_path, LLAMA4_SCOUT))["nope_every"] == 4
+    assert ModelSpec.model_validate({"from": "llama-4-scout"}).nope_every == 4
+    flags = [int((i + 1) % 3 != 0) for i in range(48)]
+    every_third = {**LLAMA4_SCOUT, "text_config": {**text, "no_rope_layers": flags}}
+    assert model_from_hf(write(tmp_path, every_third))["nope_every"] == 3
+    interval = {**LLAMA4_SCOUT, "text_config": {**text, "no_rope_layer_interval": 6}}
+    assert model_from_hf(write(tmp_path, interval))["nope_every"] == 6
+    types = ["chunked_attention"] * 3 + ["full_attention"]
+    scattered = {**LLAMA4_SCOUT, "text_config": {**text, "layer_types": types * 12,
+                                                  "no_rope_layers": [0] + [1] * 46 + [0]}}
+    with pytest.raises(HFConfigError, match=r"NoPE layers .* not every N-th layer"):
+        model_from_hf(write(tmp_path, scattered))
+    assert "nope_every" not in model_from_hf(write(tmp_path, QWEN3_235B))  # every layer rotates
+
+
 GPT_OSS_LAYERS = ["sliding_attention", "full_attention"] * 12
 
 

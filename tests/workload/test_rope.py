@@ -144,6 +144,39 @@ def test_the_estimate_costs_a_rotary_layer_s_extra_kernels_as_the_replay_runs_th
     assert layer_s(rotary) - layer_s(learned) == pytest.approx(replayed / (LAYERS * MICRO_BATCHES), rel=1e-6)
 
 
+def test_a_nope_layer_runs_no_rotary_kernel_and_the_others_do():
+    """Llama 4's NoPE layers (nope_every: every 4th, HF no_rope_layers 0) skip the rotation, the gradients'
+    concatenation and the value's copy; the tracer and the estimate both pick the layer's twin without them."""
+    every, layers = 2, 4
+    sc = gpt_scenario(gpus_per_node=1, gbs=1, mbs=1, seq=SEQ, hidden=HIDDEN, heads=HEADS, layers=layers,
+                      activation="swiglu", extra_model={"position_embedding": "rope", "nope_every": every})
+    kernels = LayerKernels.of(sc.workload)
+    rotary = [layer for layer in range(layers) if "attn_rope" in kernels.at(layer)]
+    assert rotary == [0, 2]
+    assert all(not {"attn_rope", QKV_GRAD_CAT, VALUE_COPY} & set(kernels.at(layer).table) for layer in (1, 3))
+    sim = simulate(sc)
+    names = ("attn_rope", QKV_GRAD_CAT, VALUE_COPY)
+    assert sorted({int(sim.dag.layer[n]) for n in rope_nodes(sim, names)}) == rotary
+    estimator = Estimator.on(sc.workload, sc.datacenter, sc.collective, sc.workload.training.num_gpus)
+    s = Strategy.of(sc)
+    seconds = [estimator.unit_seconds(s, sc.workload, unit_kind(kernels, layer)) for layer in range(layers)]
+    per_layer = float(sum(sim.dag.duration[n] for n in rope_nodes(sim, names))) / len(rotary)
+    assert seconds[0] == seconds[2] and seconds[1] == seconds[3]
+    assert seconds[0] - seconds[1] == pytest.approx(per_layer, rel=1e-6)
+
+
+def test_the_llama_4_templates_leave_every_fourth_layer_unrotated():
+    for name in ("llama-4-scout", "llama-4-maverick"):
+        model = ModelSpec.model_validate({"from": name})
+        assert [model.rotates(layer) for layer in range(8)] == [True, True, True, False] * 2
+        assert not model.sliding_window.windowed(3)  # the NoPE layers are the full-attention ones
+
+
+def test_nope_layers_need_a_rotary_model():
+    with pytest.raises(ValueError, match="nope_every"):
+        ModelSpec.model_validate({"from": "gpt3-175b", "nope_every": 4})
+
+
 def test_templates_name_the_position_embedding_their_family_uses():
     def position(name: str) -> str:
         return ModelSpec.model_validate({"from": name}).position_embedding

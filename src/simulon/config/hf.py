@@ -20,7 +20,9 @@ GptOssConfig, Gemma/Gemma2/Gemma3TextConfig, Phi3Config; a multimodal config's `
 - dropout: the largest of the hidden and attention dropouts the file gives (DROPOUT_KEYS: GPT-2's resid_pdrop,
   embd_pdrop and attn_pdrop, OPT's dropout, attention_dropout, ...);
 - position embedding: rotary, unless the family learns its positions (GPT-2, OPT: LEARNED_POSITION_MODEL_TYPES), has
-  none (Nemotron-H) or biases its attention by ALiBi (BLOOM; Falcon's and MPT's where their config says so);
+  none (Nemotron-H) or biases its attention by ALiBi (BLOOM; Falcon's and MPT's where their config says so); a rotary
+  model's NoPE layers (nope_every) where no_rope_layers marks them 0, else every no_rope_layer_interval-th (Llama 4:
+  4 by default);
 - mixture of experts: num_local_experts (Mixtral, GPT-OSS) or num_experts (Qwen-MoE) or n_routed_experts
   (DeepSeek-V3), num_experts_per_tok, moe_intermediate_size (else intermediate_size), n_shared_experts (Ling's and
   Trinity's num_shared_experts; 0: none) or shared_expert_intermediate_size (Llama 4: always one shared expert of
@@ -630,13 +632,10 @@ def _chunked_attention(cfg: Reader) -> dict[str, Any] | None:
                                           "layer")
         chunked = [kind == "chunked_attention" for kind in types]
         key = "layer_types"
-    elif cfg.doc.get("no_rope_layers"):  # Llama4TextConfig reads [] as unset
-        chunked = [bool(rope) for rope in _flags(cfg, "no_rope_layers", layers)]
-        key = "no_rope_layers"
+    elif (rotary := _rotary_layers(cfg)) is not None:  # Llama4TextConfig's: its rotary layers are chunked
+        chunked, key = rotary
     else:
-        interval = cfg.integer("no_rope_layer_interval", required=False, default=LLAMA4_NOPE_INTERVAL)
-        chunked = [(i + 1) % interval != 0 for i in range(layers)]
-        key = "no_rope_layer_interval"
+        return None
     full = [i for i, kind in enumerate(chunked) if not kind]
     if len(full) == layers:
         return None
@@ -645,6 +644,34 @@ def _chunked_attention(cfg: Reader) -> dict[str, Any] | None:
         raise cfg.fail(key, "full-attention layers that are not every N-th layer are not modelled beside chunked "
                             "attention (a chunked window's full_every)")
     return {"size": size, "full_every": every, "chunked": True}
+
+
+def _rotary_layers(cfg: Reader) -> tuple[list[bool], str] | None:
+    """Which layers rotate their queries and keys where the family leaves some without (NoPE layers), and the key that
+    says so: no_rope_layers, 1 a rotary layer (Llama4TextConfig, SmolLM3Config; [] reads as unset), else all but every
+    no_rope_layer_interval-th (4 by default, Llama4TextConfig's). None where neither is given and the family is no
+    Llama 4 (CHUNKED_MODEL_TYPES), whose configuration class fills them in."""
+    if cfg.doc.get("no_rope_layers"):
+        return [bool(rope) for rope in _flags(cfg, "no_rope_layers", cfg.layers())], "no_rope_layers"
+    if cfg.model_type in CHUNKED_MODEL_TYPES or "no_rope_layer_interval" in cfg.doc:
+        interval = cfg.integer("no_rope_layer_interval", required=False, default=LLAMA4_NOPE_INTERVAL)
+        return [(i + 1) % interval != 0 for i in range(cfg.layers())], "no_rope_layer_interval"
+    return None
+
+
+def _nope_every(cfg: Reader) -> int:
+    """ModelSpec.nope_every: every such-numbered layer is a NoPE layer (_rotary_layers), 0 where every layer
+    rotates; NoPE layers that are not every N-th layer are refused."""
+    rotary = _rotary_layers(cfg)
+    if rotary is None:
+        return 0
+    flags, key = rotary
+    nope = [i for i, rotates in enumerate(flags) if not rotates]
+    every = nope[0] + 1 if nope else 0
+    if nope != [i for i in range(len(flags)) if every and (i + 1) % every == 0]:
+        raise cfg.fail(key, "NoPE layers (no rotary embedding) that are not every N-th layer are not modelled "
+                            "(nope_every)")
+    return every
 
 
 def _flags(cfg: Reader, key: str, layers: int) -> list[int]:
@@ -894,6 +921,8 @@ def _model_block(cfg: Reader) -> dict[str, Any]:
     if dropout:
         block["dropout"] = dropout
     block["position_embedding"] = _position_embedding(cfg)
+    if block["position_embedding"] == "rope" and (nope := _nope_every(cfg)):
+        block["nope_every"] = nope
     head_dim = _head_dim(cfg)
     if head_dim is not None and "kv_lora_rank" not in cfg.doc:  # MLA's head_dim is its rotary slice (GlmMoeDsaConfig)
         block["head_dim"] = head_dim

@@ -247,6 +247,10 @@ class ModelSpec(Templated):
         "(Megatron-LM's default, GPT-2, GPT-3, OPT), rotary embeddings applied to each layer's queries and keys "
         "(Llama, Mistral, Qwen, Gemma: one fused kernel over each, forward and backward), ALiBi biases inside the "
         "attention kernel (BLOOM, MPT), or none (Nemotron-H)")
+    nope_every: OptionalLayerCount = Field(
+        0, description="with rotary embeddings, every such-numbered layer (counting from 1) rotates nothing, a NoPE "
+        "layer (Llama 4: every 4th, HF no_rope_layers and no_rope_layer_interval, its layers whose attention sees the "
+        "whole context); 0: every layer rotates")
     moe: MoESpec | None = Field(None, description="mixture of experts in place of the dense MLP; none: dense")
     mla: MLASpec | None = Field(None, description="multi-head latent attention in place of (GQA) attention")
     mamba: MambaSpec | None = Field(None, description="the Mamba-2 mixer of the hybrid pattern's M layers")
@@ -323,7 +327,18 @@ class ModelSpec(Templated):
             raise FieldError("attention_output_gate", "with multi-head latent attention (mla) is not modelled")
         if self.sliding_window is not None and self.mla is not None:
             raise FieldError("sliding_window", "with multi-head latent attention (mla) is not modelled")
+        if self.nope_every and self.position_embedding != "rope":
+            raise FieldError("nope_every", f"is {self.nope_every}, but position_embedding is "
+                             f"{self.position_embedding}: NoPE layers are the layers of a rotary model that do not "
+                             "rotate")
         return self
+
+    def rotates(self, layer: int) -> bool:
+        """Whether layer `layer` (0-based; a multi-token-prediction layer as the decoder's last) rotates its queries
+        and keys: a rotary model's layers but its NoPE ones (nope_every)."""
+        if self.position_embedding != "rope":
+            return False
+        return self.nope_every == 0 or (min(layer, self.num_layers - 1) + 1) % self.nope_every != 0
 
     def _check_hybrid_mtp(self) -> None:
         """A hybrid's multi-token-prediction layers are the depths its pattern gives after '/' (Megatron's unified

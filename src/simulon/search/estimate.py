@@ -97,15 +97,17 @@ from .space import SHARDING_SETTINGS, Strategy
 
 @dataclass(frozen=True)
 class LayerUnit:
-    """A layer as the estimate costs it: its blocks, whether its number format keeps it in bf16, and its attention's
-    sliding window (0: none), which pick its kernels (LayerKernels.variant)."""
+    """A layer as the estimate costs it: its blocks, whether its number format keeps it in bf16, its attention's
+    sliding window (0: none) and whether it is a rotary model's NoPE layer, which rotates nothing, which pick its
+    kernels (LayerKernels.variant)."""
 
     kind: LayerKind
     bf16: bool = False
     window: int = 0
+    nope: bool = False
 
     def table(self, kernels: LayerKernels) -> LayerKernels:
-        return kernels.variant(self.bf16, self.window)
+        return kernels.variant(self.bf16, self.window, self.nope)
 
 
 Unit = int | LayerUnit

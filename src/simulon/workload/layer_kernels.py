@@ -455,16 +455,18 @@ class LayerKernels:
 
     def __init__(self, model: ModelSpec, shape: ShardShape, attention_impl: str = "flash",
                  elementwise: str = "fused", cross_entropy: str = "vocab_parallel", autocast: bool = False,
-                 all_bf16: bool = False, window: int = 0):
+                 all_bf16: bool = False, window: int = 0, nope: bool = False):
         self.model, self.shape, self.attention_impl = model, shape, attention_impl
         self.window = window  # a sliding-window layer's (model.sliding_window), 0: the whole causal context
+        # the layer rotates its queries and keys: a rotary model's, but for a NoPE layer (model.nope_every)
+        self.rotary = model.position_embedding == "rope" and not nope
         self.cross_entropy, self.elementwise = cross_entropy, elementwise
         # torch.autocast over fp32 parameters, which only 16-bit activations make a mixed precision
         self.autocast = autocast and shape.act_bytes < 4
         self.passes = EAGER_PASSES if elementwise == "eager" else FUSED_PASSES
         self.all_bf16 = all_bf16  # every GEMM in bf16: a layer a narrow format's recipe keeps in 16 bits
         self._layer_params: dict[LayerKind, tuple[float, float]] = {}
-        self._twins: dict[tuple[bool, int], LayerKernels] = {}
+        self._twins: dict[tuple[bool, int, bool], LayerKernels] = {}
         self._weight_casts: dict[str, KernelSpec] = {}
 
     @classmethod
@@ -489,25 +491,27 @@ class LayerKernels:
     def at(self, layer: int) -> LayerKernels:
         """The kernels transformer layer `layer` runs: these, or their twin where the run's number format keeps the
         layer in bf16 (config/number_formats.py; same shapes, GEMMs at the bf16 rate, no casts) or the layer attends
-        through a sliding window (model.sliding_window: its attention over the window's keys), or both."""
+        through a sliding window (model.sliding_window: its attention over the window's keys) or is a rotary model's
+        NoPE layer (model.nope_every: no rotary kernels), or several of these."""
         return self.variant(*self.variant_of(layer))
 
-    def variant_of(self, layer: int) -> tuple[bool, int]:
-        """(kept in bf16, sliding window or 0) of transformer layer `layer`: which of the twins it runs."""
+    def variant_of(self, layer: int) -> tuple[bool, int, bool]:
+        """(kept in bf16, sliding window or 0, NoPE) of transformer layer `layer`: which of the twins it runs."""
         fmt = self.shape.number_format
         bf16 = fmt is not None and fmt.layer_in_bf16(layer)
         window = self.model.sliding_window.size if self.model.windowed(layer) else 0  # type: ignore[union-attr]
-        return bf16, window
+        return bf16, window, self.model.position_embedding == "rope" and not self.model.rotates(layer)
 
-    def variant(self, bf16: bool, window: int) -> LayerKernels:
-        """These kernels, or their twin with every GEMM in bf16 and/or attention through `window` (LayerKernels.at)."""
-        if not bf16 and not window:
+    def variant(self, bf16: bool, window: int, nope: bool = False) -> LayerKernels:
+        """These kernels, or their twin with every GEMM in bf16, attention through `window` and/or no rotary
+        embedding (`nope`; LayerKernels.at)."""
+        if not bf16 and not window and not nope:
             return self
-        if (bf16, window) not in self._twins:
-            self._twins[bf16, window] = LayerKernels(self.model, self.shape.in_bf16() if bf16 else self.shape,
-                                                     self.attention_impl, self.elementwise, self.cross_entropy,
-                                                     self.autocast, all_bf16=bf16, window=window)
-        return self._twins[bf16, window]
+        if (bf16, window, nope) not in self._twins:
+            self._twins[bf16, window, nope] = LayerKernels(
+                self.model, self.shape.in_bf16() if bf16 else self.shape, self.attention_impl, self.elementwise,
+                self.cross_entropy, self.autocast, all_bf16=bf16, window=window, nope=nope)
+        return self._twins[bf16, window, nope]
 
     def __getitem__(self, name: str) -> dict[Phase, KernelSpec]:
         return self.table[name]
@@ -547,7 +551,7 @@ class LayerKernels:
             if latent.norm is not None:  # read x, write y | read x, dy, write dx
                 elementwise(latent.norm, Tn, latent.width, 2, 3)
         k.update(self._attention_core())
-        if m.position_embedding == "rope" and m.mla is None:  # MLA's rotary slice is part of its own projections
+        if self.rotary and m.mla is None:  # MLA's rotary slice is part of its own projections
             tensors = self.attention_tensors()
             k["attn_rope"] = memory_pair("attn_rope", tensors["q"] + tensors["k"], *(p * db for p in self.passes.rope))
             if rotates_split_qkv(m, self.elementwise):  # dq, dk and dv into one gradient

@@ -291,7 +291,7 @@ class _StageEmitter:
         """Core attention forward (or its recomputation), with context parallelism's exchange of keys and values:
         around the ring, or gathered first; the all-to-all variants trade the sequence split for a head split
         first and back after (cp_all_to_all)."""
-        if VALUE_COPY in self.kernels:  # Transformer Engine's attention makes a rotary model's value contiguous
+        if VALUE_COPY in self.kernels.at(layer):  # Transformer Engine makes a rotated model's value contiguous
             self.run(VALUE_COPY, phase, layer, mb)
         self.cp_all_to_all(("q", "k", "v"), "cp_qkv_a2a", layer, mb, phase)
         if RING_BLOCK in self.kernels:
@@ -651,7 +651,7 @@ class _StageEmitter:
         if absorbed:
             self.run(absorbed[0], phase, layer, mb)
             self.indexer_forward(layer, mb, phase)
-        if "attn_rope" in self.kernels:  # the queries and keys rotated before the core attention reads them
+        if "attn_rope" in self.kernels.at(layer):  # the queries and keys rotated before the core attention reads them
             self.run("attn_rope", phase, layer, mb)
         self.core_attention(layer, mb, phase)
         if absorbed:
@@ -1073,9 +1073,9 @@ class _StageEmitter:
                 self.run(name, Phase.bwd_ig, layer, mb)
             self.pending = self.cp_exchange(CollType.ReduceScatter, "cp_kv_grad_scatter", layer, mb, Phase.bwd_ig)
         self.cp_all_to_all(("q", "k", "v"), "cp_qkv_a2a", layer, mb, Phase.bwd_ig)
-        if "attn_rope" in self.kernels:  # the query and key gradients rotated back before the projection's backward
+        if "attn_rope" in self.kernels.at(layer):  # the query and key gradients rotated back before its dgrad
             self.run("attn_rope", Phase.bwd_ig, layer, mb)
-        if QKV_GRAD_CAT in self.kernels:  # and with the value's gathered into the fused QKV output's gradient
+        if QKV_GRAD_CAT in self.kernels.at(layer):  # and with the value's gathered into the fused QKV output's gradient
             self.run(QKV_GRAD_CAT, Phase.bwd_ig, layer, mb)
         if absorbed:
             self.run(absorbed[0], Phase.bwd_ig, layer, mb)
