@@ -177,6 +177,52 @@ def test_nope_layers_need_a_rotary_model():
         ModelSpec.model_validate({"from": "gpt3-175b", "nope_every": 4})
 
 
+MLA = {"q_lora_rank": 256, "kv_lora_rank": 128, "qk_nope_head_dim": 64, "qk_rope_head_dim": 32, "v_head_dim": 64}
+
+
+def mla_scenario(position: str = "rope", tp: int = 1, dsa: bool = False, **parallelism):
+    mla = {**MLA, **({"dsa": {"index_heads": 8, "index_head_dim": 64, "index_topk": 256}} if dsa else {})}
+    return gpt_scenario(gpus_per_node=tp, tp=tp, gbs=MICRO_BATCHES, mbs=1, seq=SEQ, hidden=HIDDEN, heads=HEADS,
+                        layers=LAYERS, activation="swiglu",
+                        extra_model={"position_embedding": position, "mla": mla},
+                        extra_parallelism={"sequence_parallel": tp > 1, **parallelism})
+
+
+@pytest.mark.parametrize("tp", [1, 2, 4])
+def test_mla_rotates_only_its_rotary_slice_and_splits_the_key_and_value_in_one_pass(tp):
+    """Megatron-Core's fused MLA RoPE (fused_mla_yarn_rope_apply.py): the query's last qk_rope_head_dim of each head
+    rotated in place, and the up-projected key-value read with the shared k_pe, the key and value written apart."""
+    kernels = LayerKernels.of(mla_scenario(tp=tp).workload)
+    n, k, r, v = HEADS // tp, MLA["qk_nope_head_dim"], MLA["qk_rope_head_dim"], MLA["v_head_dim"]
+    query = 2 * n * r  # read and write the rotary slice
+    key_value = (n * (k + v) + r) + (n * (k + r) + n * v)  # read kv and k_pe, write the key and the value
+    for phase in (Phase.fwd, Phase.bwd_ig):
+        assert kernels["attn_rope"][phase].bytes == pytest.approx(SEQ * (query + key_value) * 2)  # bf16
+    assert QKV_GRAD_CAT not in kernels and VALUE_COPY not in kernels
+
+
+def test_mla_without_rotary_positions_and_mla_s_absorbed_form_run_no_rotary_kernel():
+    assert "attn_rope" not in LayerKernels.of(mla_scenario("none").workload)
+    assert "attn_rope" not in LayerKernels.of(mla_scenario(dsa=True).workload)
+
+
+@pytest.mark.parametrize("recompute", [{}, {"recompute": "selective", "recompute_modules": ["mla_up_proj"]}])
+def test_mla_s_rotation_runs_once_each_way_and_again_in_its_up_projections_checkpoint(recompute):
+    sim = simulate(mla_scenario(**recompute))
+    phases = sorted(sim.dag.kernel_specs[sim.dag.kernel[n]].phase for n in rope_nodes(sim))
+    again = [Phase.recompute] if recompute else []
+    assert phases == sorted([Phase.fwd, Phase.bwd_ig, *again] * LAYERS * MICRO_BATCHES)
+
+    def layer_s(sc) -> float:
+        estimator = Estimator.on(sc.workload, sc.datacenter, sc.collective, sc.workload.training.num_gpus)
+        unit = unit_kind(LayerKernels.of(sc.workload), 0)
+        return estimator.unit_seconds(Strategy.of(sc), sc.workload, unit)
+
+    replayed = float(sum(sim.dag.duration[n] for n in rope_nodes(sim))) / (LAYERS * MICRO_BATCHES)
+    assert layer_s(mla_scenario(**recompute)) - layer_s(mla_scenario("none", **recompute)) == pytest.approx(
+        replayed, rel=1e-6)
+
+
 def test_templates_name_the_position_embedding_their_family_uses():
     def position(name: str) -> str:
         return ModelSpec.model_validate({"from": name}).position_embedding

@@ -551,7 +551,7 @@ class LayerKernels:
             if latent.norm is not None:  # read x, write y | read x, dy, write dx
                 elementwise(latent.norm, Tn, latent.width, 2, 3)
         k.update(self._attention_core())
-        if self.rotary and m.mla is None:  # MLA's rotary slice is part of its own projections
+        if self.rotary and m.mla is None:  # MLA rotates a slice of its heads (_mla_rope, below)
             tensors = self.attention_tensors()
             k["attn_rope"] = memory_pair("attn_rope", tensors["q"] + tensors["k"], *(p * db for p in self.passes.rope))
             if rotates_split_qkv(m, self.elementwise):  # dq, dk and dv into one gradient
@@ -559,6 +559,8 @@ class LayerKernels:
                 k[QKV_GRAD_CAT] = (memory_bound(QKV_GRAD_CAT, Phase.bwd_ig, qkv * QKV_GRAD_CAT_PASSES * db, qkv),)
                 if self.attention_impl in TE_ATTENTION_BACKENDS:  # read and write the value
                     k[VALUE_COPY] = (memory_bound(VALUE_COPY, Phase.fwd, 2 * tensors["v"] * db, tensors["v"]),)
+        elif self.rotary and self.sparse is None and self.elementwise == "fused":
+            k["attn_rope"] = self._mla_rope()
         if self.sparse is not None:
             k.update(self._sparse_attention())
         for name in REPLICATED if t > 1 else ():
@@ -839,6 +841,22 @@ class LayerKernels:
         if a.dsa is None:  # absorbed into the query and the output instead (sparse_attention)
             shapes["attn_kv_up"] = (n * (a.qk_nope_head_dim + a.v_head_dim), a.kv_lora_rank)
         return shapes
+
+    def _mla_rope(self) -> tuple[KernelSpec, KernelSpec]:
+        """MLA's rotary slice as Megatron-Core applies it with apply_rope_fusion (on unless --no-rope-fusion in
+        Megatron-LM's arguments.py; MLASelfAttention qkv_up_proj_and_rope_apply): only the last qk_rope_head_dim of
+        each query head and the key's rotary part k_pe, one per token shared by the heads, rotate. Two Triton kernels
+        (megatron/core/fusions/fused_mla_yarn_rope_apply.py): fused_apply_mla_rope_for_q rotates the query's rotary
+        slice in place (reads and writes it; its backward the gradient's the same way), and fused_apply_mla_rope_for_kv
+        reads linear_kv_up_proj's output and k_pe and writes the key (each head's nope part and the rotated k_pe) and
+        the value apart (its backward reads their gradients and writes the up projection's and k_pe's, summed over
+        the heads). Per token: n heads of qk_nope_head_dim k, qk_rope_head_dim r and v_head_dim v, 2nr for the query
+        and n(k + v) + r read, n(k + r) + nv written for the key and value, each way; the cosine and sine table stays
+        in cache. MLA's absorbed (sparse attention) form is not modelled here."""
+        mla, sh = self.model.mla, self.shape
+        n, k, r, v = self.model.num_heads // sh.tp, mla.qk_nope_head_dim, mla.qk_rope_head_dim, mla.v_head_dim
+        moved = sh.tokens * (2 * n * r + n * (k + v) + r + n * (k + r) + n * v)
+        return memory_pair("attn_rope", moved, sh.act_bytes, sh.act_bytes)  # every element moved once each way
 
     @property
     def attention_inputs(self) -> list[str]:
@@ -1237,7 +1255,7 @@ class LayerKernels:
             # each up projection's module with its latent's norm (workload.megatron mla_up_recompute)
             "mla_up_proj": [name for latent in self.latents if latent.gemm and "attention" in kind
                             for name in (latent.norm, latent.gemm) if name] + (
-                                ["attn_q_absorb"] if "attention" in kind else []),
+                                ["attn_q_absorb", "attn_rope"] if "attention" in kind and self.latents else []),
         }.get(module, [])
         return [name for name in kernels if name in self]
 

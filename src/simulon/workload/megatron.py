@@ -688,13 +688,16 @@ class _StageEmitter:
         """Selective recomputation of MLA's up projections (recompute_modules mla_up_proj): Megatron-Core's
         checkpoint of qkv_up_proj_and_rope_apply (CheckpointWithoutOutput) re-runs the up projections' modules, each
         its latent's norm (fused into the TELayerNormColumnParallelLinear), its all-gather under sequence
-        parallelism and its GEMM, and under sparse attention the query's absorption (LayerKernels.recomputed); the
-        key's rotary part and sparse attention's key-value latent are gathered outside it."""
+        parallelism and its GEMM, and under sparse attention the query's absorption, then the rotary slice's kernels
+        (LayerKernels.recomputed); the key's rotary part and sparse attention's key-value latent are gathered outside
+        it."""
         for latent in self.kernels.latents:
             if latent.gemm is not None:
                 self.latent_forward(latent, layer, mb, Phase.recompute)
         for name in self.kernels.absorbed[:1]:
             self.run(name, Phase.recompute, layer, mb)
+        if "attn_rope" in self.kernels.at(layer):  # the rotary slice, rotated inside the checkpoint too
+            self.run("attn_rope", Phase.recompute, layer, mb)
 
     def mla_projections_backward(self, layer: int, mb: int) -> None:
         """The backward of mla_projections: each latent's up projection's dgrad with its input re-gathered beside
