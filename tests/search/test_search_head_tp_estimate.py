@@ -26,8 +26,9 @@ def estimate_over_replay(tp: int, pp: int = 1, model: dict | None = None, **para
     (8, 1, {}, {"sequence_parallel": True}),                            # 1.008 (0.915 without the head's)
     (8, 1, {}, {"sequence_parallel": False}),                           # 1.007 (0.933)
     (8, 1, {"mtp_layers": 1}, {"sequence_parallel": True}),             # 0.979 (0.894)
-    (8, 1, {}, {"sequence_parallel": True, "tp_comm_overlap": True}),   # 1.024 (0.938)
+    (8, 1, {}, {"sequence_parallel": True, "tp_comm_overlap": True}),   # 1.000 (0.938; 1.024 slowing the LM head
+    # only while its pipelined gather lasts)
     (4, 2, {}, {"sequence_parallel": True, "pipeline_schedule": "zb_h1"}),  # 1.023 (0.971)
 ])
 def test_the_estimate_counts_the_embedding_and_lm_head_tensor_parallel_communication(tp, pp, model, parallelism):
-    assert 0.96 < estimate_over_replay(tp, pp, model, **parallelism) < 1.05
+    assert 0.97 < estimate_over_replay(tp, pp, model, **parallelism) < 1.03

@@ -5,10 +5,12 @@ dgrads' reduction beside their wgrads), not behind all of the layer's backward G
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from helpers import gpt_scenario
 from simulon.pipeline import simulate
-from simulon.search.estimate import Estimator
+from simulon.search.estimate import Estimator, pipelined_exposed
 from simulon.search.space import Strategy
 
 
@@ -29,3 +31,51 @@ def test_the_estimate_hides_each_blocks_backward_tensor_parallel_collectives_beh
         nodes, tp, pp, gbs, within):
     estimated, replayed = step_ms(nodes, tp, pp, gbs)
     assert estimated == pytest.approx(replayed, rel=within), (estimated, replayed)
+
+
+def overlapped_over_replay(dtype: str, recipe: str | None, layers: int = 4, vocab: int | None = None) -> float:
+    """A GPT of `layers` layers (hidden 2048, sequence 2048, 8 sequences; `vocab` entries) at tp 8 with sequence
+    parallelism and tp_comm_overlap on one node of 8 H100s, in `dtype` (fp8 with `recipe`)."""
+    sc = gpt_scenario(nodes=1, gpus_per_node=8, tp=8, layers=layers, hidden=2048, heads=16, seq=2048, gbs=8,
+                      nvlink="450GBps", extra_parallelism={"sequence_parallel": True, "tp_comm_overlap": True},
+                      **({"vocab": vocab} if vocab else {}))
+    data = sc.model_dump(exclude_none=True)
+    data["workload"]["training"].update(dtype=dtype, **({"fp8_recipe": recipe} if recipe else {}))
+    sc = type(sc).model_validate(data)
+    estimator = Estimator.on(sc.workload, sc.datacenter, sc.collective, sc.workload.training.num_gpus)
+    estimated = estimator.estimate(Strategy.of(sc), sc.workload).iteration_s * 1e3
+    return estimated / simulate(sc).result.iteration_time_ms
+
+
+@pytest.mark.parametrize(("dtype", "recipe"), [
+    ("bf16", None),      # 1.000 (1.036 with the GEMMs slowed only while their collective lasts)
+    ("fp8", "delayed"),  # 1.014 (0.934)
+    ("fp8", "current"),  # 1.023 (0.952)
+])
+def test_a_gemm_pipelined_with_its_collective_under_tp_comm_overlap_is_slowed_for_its_whole_time(dtype, recipe):
+    """Transformer Engine's userbuffers launch a block's sequence-parallel gather (reduce-scatter) with the GEMM
+    reading (writing) it, and the replay keeps such a GEMM at the stretch it starts with (engine.replay_input.
+    pipelined): fp8's chunked GEMMs outlast their narrow gathers, so pooling every collective against every GEMM and
+    slowing the GEMMs only while the collectives last left fp8 short and bf16 long."""
+    assert 0.97 < overlapped_over_replay(dtype, recipe) < 1.03
+
+
+def test_the_lm_head_is_slowed_whole_beside_its_pipelined_gather():
+    """2 layers and a 128,000-entry vocabulary: 1.000 (1.024 pooled, 0.991 with only the layers' GEMMs slowed whole):
+    the final norm's output gathered beside the LM head (workload.megatron head_forward) slows all of it."""
+    assert 0.995 < overlapped_over_replay("bf16", None, layers=2, vocab=128000) < 1.01
+
+
+def test_pipelined_gemms_that_start_while_their_collective_runs_are_slowed_whole():
+    assert pipelined_exposed([1.0], 0.5, 0.3) == pytest.approx(0.3)          # not 0.5 x 0.3
+    assert pipelined_exposed([0.2], 1.0, 0.3) == pytest.approx(0.8)          # the collective outlasts it
+    assert pipelined_exposed([0.5, 0.5], 0.6, 0.2) == pytest.approx(0.1)     # the second starts after it
+    assert pipelined_exposed([0.5, 0.5], 0.0, 0.2) == 0.0
+
+
+@given(st.lists(st.floats(0.0, 1.0), min_size=1, max_size=4), st.floats(0.0, 2.0), st.floats(0.0, 2.0),
+       st.floats(0.0, 1.0))
+def test_pipelined_gemms_take_no_less_than_their_collective_and_longer_the_longer_it_lasts(gemms, comm, more, slower):
+    exposed = pipelined_exposed(gemms, comm, slower)
+    assert max(0.0, comm - sum(gemms)) - 1e-12 <= exposed <= max(comm, sum(gemms) * (1 + slower)) - sum(gemms) + 1e-12
+    assert pipelined_exposed(gemms, comm + more, slower) >= exposed - 1e-12

@@ -7,8 +7,9 @@ state when large; calibrated against nccl-tests measurements), on the links of t
 (the slowest of a stage's groups: Estimator.placed), worked out once per collective, group shape, placement
 and size: tensor-parallel all-reduces (or all-gathers and reduce-scatters), those the next kernel waits for in
 full, those the backward runs beside its GEMMs (the input re-gathered for the wgrads, the dgrads' reduction, as
-Megatron and Transformer Engine overlap them; all of them with `tp_comm_overlap`) as far as they outlast them, and
-the one-float amax all-reduces current scaling and NVFP4 run before each narrow sequence-parallel gather;
+Megatron and Transformer Engine overlap them) as far as they outlast them, those `tp_comm_overlap` pipelines with
+the GEMM reading or writing them beyond that GEMM slowed whole (pipelined_exposed), and the one-float amax
+all-reduces current scaling and NVFP4 run before each narrow sequence-parallel gather;
 context-parallel key/value all-gathers, expert-parallel all-to-alls, and the pipeline send of each micro-batch's
 activations.
 
@@ -166,6 +167,19 @@ def stretched(compute: float, comm: float, slower: float) -> float:
     slower) of their own time and at most all of it, runs that much slower; communication that outlasts them slows
     nothing more."""
     return compute + min(compute, comm / (1 + slower)) * slower
+
+
+def pipelined_exposed(gemms: Iterable[float], comm: float, slower: float) -> float:
+    """Seconds that GEMMs run one after the other (`gemms`, their own seconds each) and `comm` seconds of a
+    collective launched with the first of them, as Transformer Engine's userbuffers pipeline them (tp_comm_overlap:
+    workload.megatron gathered_gemms, tp_reduce), take beyond the GEMMs' own time, the kernel after them waiting for
+    both: as the replay runs a kernel pipelined with its collective (engine.replay_input.pipelined), each GEMM that
+    starts while the collective runs keeps that stretch (1 + `slower`: the SMs NCCL holds) for its whole time, not
+    only while the collective lasts."""
+    ran = total = 0.0
+    for gemm in gemms:
+        ran, total = ran + (gemm * (1 + slower) if ran < comm else gemm), total + gemm
+    return max(ran, comm) - total
 
 
 def held_twice(slower: float) -> float:
@@ -883,25 +897,29 @@ class Estimator:
             regathers = [self.slowest(AG, group, g.regather) if s.sequence_parallel and g.regather else 0.0
                          for g in groups]
             reductions = [self.slowest(RS if s.sequence_parallel else AR, group, g.reduction) for g in groups]
-            regather, reduction = sum(regathers), sum(reductions)
+            reduction = sum(reductions)
             waited += forward * (1 + rerun / blocks) if blocks else 0.0
             # backward, the column-parallel GEMMs' input re-gathered during their dgrads and the dgrads' reduction
             # during their wgrads (sequence parallelism), or the input gradient's all-reduce during the wgrads, as
             # Megatron and Transformer Engine overlap them (workload/megatron.py column_block_backward)
             channels = self.plan.choose(AG if s.sequence_parallel else AR, group[0], block).channels
             slower = self.stretch(channels) - 1
-            if s.tp_comm_overlap:  # all of it hidden behind the GEMMs, which run on the SMs NCCL leaves
-                beside, hiding = waited + regather + reduction, sum(gemms.values()) + again * gemms[Phase.fwd]
-                tp = max(0.0, beside - hiding) + min(beside, hiding) * slower
-            else:  # each block's column-parallel GEMMs hide its own: their dgrads the regather, their wgrads the
-                # reduction; ZB-H1 splits every backward (a W step for each micro-batch, workload/schedule.py), so
-                # its wgrads run in a step of their own and the next block's dgrads wait for the reduction
-                columns = self._column_seconds(s, kernels, unit, groups)
-                tp = waited + (reduction if s.zero_bubble else 0.0) + sum(
-                    max(comm, stretched(gemm[phase], comm, slower)) - gemm[phase]
-                    for gemm, each in zip(columns, zip(regathers, reductions, strict=True), strict=True)
-                    for comm, phase in [(each[0], 0)] + ([] if s.zero_bubble else [(each[1], 1)]))
-            ahead = 0.0 if s.tp_comm_overlap else forward
+            # each block's column-parallel GEMMs hide its own: their dgrads the regather, their wgrads the
+            # reduction; ZB-H1 splits every backward (a W step for each micro-batch, workload/schedule.py), so
+            # its wgrads run in a step of their own and the next block's dgrads wait for the reduction
+            columns = self._column_seconds(s, kernels, unit, groups)
+            tp = (reduction if s.zero_bubble else 0.0) + sum(
+                max(comm, stretched(gemm[phase], comm, slower)) - gemm[phase]
+                for gemm, each in zip(columns, zip(regathers, reductions, strict=True), strict=True)
+                for comm, phase in [(each[0], 0)] + ([] if s.zero_bubble else [(each[1], 1)]))
+            if s.tp_comm_overlap and s.sequence_parallel:  # the rest pipelined with the GEMMs reading or writing it
+                firsts, backward = self._pipelined_tp(s, kernels, reducing, group, slower)
+                tp += backward + sum(first * (1 + (again or (b == "mlp" and "mlp" in modules)
+                                                   or (b == "moe" and moe_again)))
+                                     for b, first in zip(reducing, firsts, strict=True))
+                ahead = sum(firsts)
+            else:
+                tp, ahead = tp + waited, forward
             if s.sequence_parallel and not again and "mla_up_proj" in modules and "attention" in kind:
                 # MLA's up projections re-gather their latents when selective recomputation re-runs them
                 # (workload.megatron mla_up_recompute)
@@ -968,6 +986,45 @@ class Estimator:
             ep, ahead = ep + (2 + moe_again) * pair, ahead + pair
         return tp, cp, ep, ahead
 
+    def _pipelined_tp(self, s: Strategy, kernels: LayerKernels, reducing: list[str], group: tuple[tuple[int, ...], ...],
+                      slower: float) -> tuple[list[float], float]:
+        """Under tp_comm_overlap, (each reducing block's forward, the layer's backward) seconds of sequence-parallel
+        communication the tracer pipelines with a GEMM beyond that GEMM (pipelined_exposed), or waits for whole:
+        a block's input gathered beside the column-parallel GEMMs reading it and its output reduce-scattered beside
+        the row-parallel GEMM writing it, the output's gradient gathered beside that GEMM's dgrad (workload.megatron
+        gathered_gemms, tp_reduce); MLA's latents each beside its up projection, those with none waited for
+        (latent_forward); the mixture of experts' own gathers and reduction waited for (moe_pre_dispatch,
+        moe_reduce). The column-parallel backward's regather and reduction are no different from without it
+        (column_block_backward)."""
+        hidden = kernels.shape.tokens * kernels.model.hidden_size * kernels.shape.act_bytes
+        reduce = self.slowest(RS, group, hidden)
+        firsts, backward = [], 0.0
+        for b in reducing:
+            pair = kernels.parallel_gemms(b)
+            gradient = self.slowest(AG, group, kernels.block_gather_bytes(b)[1])
+            if pair is None:
+                firsts.append(sum(self.slowest(AG, group, size) for size in kernels.block_input_gathers(b)) + reduce)
+                backward += gradient
+                continue
+            if b == "attention" and kernels.latents:
+                inputs = [((latent.gemm,) if latent.gemm else (), kernels.latent_bytes(latent))
+                          for latent in kernels.latents]
+            else:
+                inputs = [(kernels.column_groups(b)[0].gemms, kernels.block_gather_bytes(b)[0])]
+            row = pair[1]
+            firsts.append(sum(pipelined_exposed(self._gemm_seconds(s, kernels, names, Phase.fwd),
+                                                self.slowest(AG, group, size), slower) for names, size in inputs)
+                          + pipelined_exposed(self._gemm_seconds(s, kernels, (row,), Phase.fwd), reduce, slower))
+            backward += pipelined_exposed(self._gemm_seconds(s, kernels, (row,), Phase.bwd_ig), gradient, slower)
+        return firsts, backward
+
+    def _gemm_seconds(self, s: Strategy, kernels: LayerKernels, names: Iterable[str], phase: Phase) -> list[float]:
+        """Seconds of each launch of GEMMs `names` in `phase`, in the chunks tp_comm_overlap splits them into
+        (LayerKernels.ub_chunks), as _unit_seconds times them."""
+        specs = [chunked(kernels[n][phase], kernels.ub_chunks(n, phase)) for n in names if n in kernels
+                 for _ in range(kernels.repeats(n))]
+        return [float(t) for t in self.kernel_seconds(s.dtype, specs)] if specs else []
+
     def _edge_comm(self, s: Strategy, kernels: LayerKernels, unit: int, gemms: dict[Phase, float] | None = None,
                    stage: int = 0) -> float:
         """Exposed tensor-parallel seconds per micro-batch of the embedding or the head (`gemms`: the seconds of its
@@ -990,16 +1047,16 @@ class Estimator:
             return reduce if gemms is None else reduce + gather
         depths = 1 + kernels.model.mtp_layers
         loss = 3 * self.slowest(AR, group, shape.tokens * 4.0)
-        if gemms is None:
-            return depths * (loss + (0.0 if s.tp_comm_overlap else gather))
         slower = self.stretch(self.plan.choose(AG if s.sequence_parallel else AR, group[0], hidden).channels) - 1
+        # the final norm's output gathered beside the LM head (pipelined_exposed) under tp_comm_overlap
+        forward = pipelined_exposed(self._gemm_seconds(s, kernels, ("lm_head",), Phase.fwd), gather, slower) if (
+            s.tp_comm_overlap) else gather
+        if gemms is None:
+            return depths * (loss + forward)
         dgrad, wgrad = gemms[Phase.bwd_ig] / depths, gemms[Phase.bwd_wg] / depths
-        if s.tp_comm_overlap:
-            beside, hiding = 2 * gather + reduce, gemms[Phase.fwd] / depths + dgrad + wgrad
-            return depths * (loss + max(0.0, beside - hiding) + min(beside, hiding) * slower)
         backward = max(gather, stretched(dgrad, gather, slower)) - dgrad + (
             reduce if s.zero_bubble else max(reduce, stretched(wgrad, reduce, slower)) - wgrad)
-        return depths * (loss + gather + backward)
+        return depths * (loss + forward + backward)
 
     def model_flops(self) -> float:
         """Model FLOPs of one step (Narayanan et al.'s convention, as the replay counts them): every layer's

@@ -1322,17 +1322,27 @@ class LayerKernels:
         elements = fwd.param("m") * fwd.param("n" if grad else "k")
         return elements * self.shape.number_format.format.gathered_operand_bytes(both_usages=grad)
 
+    def parallel_gemms(self, block: Block) -> tuple[str, str] | None:
+        """(the first column-parallel GEMM reading its input, the row-parallel GEMM writing its output) of a block
+        whose Transformer Engine modules gather and reduce along the sequence themselves (workload.megatron
+        attention_forward, mlp_forward, mixer_forward): attention, the dense MLP and the mixers; None for the mixture
+        of experts, whose gathers and reduction are Megatron's own."""
+        if block == "attention":
+            return self.attention_inputs[0], "attn_proj"
+        if block == "mlp" or block in MIXERS:
+            return ("mlp_linear1", "mlp_linear2") if block == "mlp" else (f"{block}_in_proj", f"{block}_out_proj")
+        return None
+
     def block_gather_bytes(self, block: Block) -> tuple[float, float]:
         """(input, output gradient) bytes of a block's sequence-parallel all-gathers, as the tracer emits them
         (workload.megatron gemm_gather): its column-parallel input's in the forward and again for the wgrads, its
         row-parallel output's gradient in the dgrad; narrow_gather_bytes where Transformer Engine gathers them
         quantized, else the 16-bit hidden state (the mixture of experts' gathers are Megatron's own)."""
         hidden = self.shape.tokens * self.model.hidden_size * self.shape.act_bytes
-        pairs = {"attention": (self.attention_inputs[0], "attn_proj"), "mlp": ("mlp_linear1", "mlp_linear2"),
-                 **{mixer: (f"{mixer}_in_proj", f"{mixer}_out_proj") for mixer in MIXERS}}
-        if block not in pairs:
+        pair = self.parallel_gemms(block)
+        if pair is None:
             return hidden, hidden
-        column, row = pairs[block]
+        column, row = pair
         sizes = (self.narrow_gather_bytes(column, Phase.fwd), self.narrow_gather_bytes(row, Phase.bwd_ig))
         return tuple(hidden if size is None else size for size in sizes)
 
