@@ -39,13 +39,13 @@ def estimate_over_replay(recipe: str, model: dict, parallelism: dict) -> float:
 
 
 @pytest.mark.parametrize(("model", "parallelism"), [
-    ({}, {}),                                                                        # 1.016 (0.892 without them)
-    ({"mla": V3}, {"recompute": "selective", "recompute_modules": ["mla_up_proj"]}),  # 1.005 (0.850)
+    ({}, {}),                                                                        # 1.000 (0.892 without them)
+    ({"mla": V3}, {"recompute": "selective", "recompute_modules": ["mla_up_proj"]}),  # 0.997 (0.850)
 ])
 def test_current_scaling_under_sequence_parallelism_is_estimated_as_close_to_its_replay_as_delayed_scaling(
         model, parallelism):
     current = estimate_over_replay("current", model, parallelism)
-    assert 0.97 < current < 1.03
+    assert 0.99 < current < 1.01  # 1.016 and 1.005 with the operand casts hiding none of the backward's collectives
     assert current == pytest.approx(estimate_over_replay("delayed", model, parallelism), abs=0.005)
 
 

@@ -169,17 +169,26 @@ def stretched(compute: float, comm: float, slower: float) -> float:
     return compute + min(compute, comm / (1 + slower)) * slower
 
 
-def pipelined_exposed(gemms: Iterable[float], comm: float, slower: float) -> float:
+def pipelined_exposed(gemms: Iterable[float], comm: float, slower: float, casts: float = 0.0) -> float:
     """Seconds that GEMMs run one after the other (`gemms`, their own seconds each) and `comm` seconds of a
     collective launched with the first of them, as Transformer Engine's userbuffers pipeline them (tp_comm_overlap:
     workload.megatron gathered_gemms, tp_reduce), take beyond the GEMMs' own time, the kernel after them waiting for
     both: as the replay runs a kernel pipelined with its collective (engine.replay_input.pipelined), each GEMM that
     starts while the collective runs keeps that stretch (1 + `slower`: the SMs NCCL holds) for its whole time, not
-    only while the collective lasts."""
-    ran = total = 0.0
+    only while the collective lasts. `casts`: seconds of the memory-bound operand casts run between the collective's
+    launch and the first GEMM (exposed_beside), which the collective does not slow."""
+    ran = total = casts
     for gemm in gemms:
         ran, total = ran + (gemm * (1 + slower) if ran < comm else gemm), total + gemm
     return max(ran, comm) - total
+
+
+def exposed_beside(gemms: float, comm: float, slower: float, casts: float = 0.0) -> float:
+    """Seconds `comm` seconds of communication add to the kernels the rank runs beside it from its start and then
+    waits for it: `casts` seconds of memory-bound kernels first (the narrow operand casts the tracer runs before each
+    GEMM reading one, workload.megatron run), which the SMs NCCL holds do not slow (engine.replay_input.SM_BOUND),
+    then `gemms` seconds of GEMMs, slowed while it lasts (stretched)."""
+    return max(comm, casts + stretched(gemms, max(0.0, comm - casts), slower)) - casts - gemms
 
 
 def held_twice(slower: float) -> float:
@@ -812,17 +821,17 @@ class Estimator:
         return self._unit_times[key]
 
     def _column_seconds(self, s: Strategy, kernels: LayerKernels, unit: LayerUnit,
-                        groups: list[ColumnGroup]) -> list[tuple[float, float]]:
-        """Per group of column-parallel GEMMs (LayerKernels.column_groups), the seconds of their dgrads and of their
-        wgrads, those that its backward's tensor-parallel regather and reduction run beside (workload.megatron
-        column_block_backward)."""
+                        groups: list[ColumnGroup]) -> list[tuple[tuple[float, float], tuple[float, float]]]:
+        """Per group of column-parallel GEMMs (LayerKernels.column_groups), ((the seconds of their dgrads, of their
+        wgrads), (of the operand casts before the dgrads, before the wgrads): _cast_seconds), those that its
+        backward's tensor-parallel regather and reduction run beside (workload.megatron column_block_backward)."""
         table = unit.table(kernels)
         out = []
         for group in groups:
             names = [n for n in group.gemms if n in table]
-            out.append(tuple(float(self.kernel_seconds(s.dtype, [table[n][phase] for n in names
-                                                              for _ in range(table.repeats(n))]).sum())
-                             if names else 0.0 for phase in (Phase.bwd_ig, Phase.bwd_wg)))
+            phases = (Phase.bwd_ig, Phase.bwd_wg)
+            out.append((tuple(sum(self._gemm_seconds(s, table, names, phase)) for phase in phases),
+                        tuple(self._cast_seconds(s, table, names, phase) for phase in phases)))
         return out
 
     def unit_seconds(self, s: Strategy, workload: MegatronWorkload, unit: Unit) -> float:
@@ -907,10 +916,11 @@ class Estimator:
             # each block's column-parallel GEMMs hide its own: their dgrads the regather, their wgrads the
             # reduction; ZB-H1 splits every backward (a W step for each micro-batch, workload/schedule.py), so
             # its wgrads run in a step of their own and the next block's dgrads wait for the reduction
+            # (the operand casts before each GEMM beside them too, unslowed)
             columns = self._column_seconds(s, kernels, unit, groups)
             tp = (reduction if s.zero_bubble else 0.0) + sum(
-                max(comm, stretched(gemm[phase], comm, slower)) - gemm[phase]
-                for gemm, each in zip(columns, zip(regathers, reductions, strict=True), strict=True)
+                exposed_beside(gemm[phase], comm, slower, casts[phase])
+                for (gemm, casts), each in zip(columns, zip(regathers, reductions, strict=True), strict=True)
                 for comm, phase in [(each[0], 0)] + ([] if s.zero_bubble else [(each[1], 1)]))
             if s.tp_comm_overlap and s.sequence_parallel:  # the rest pipelined with the GEMMs reading or writing it
                 firsts, backward = self._pipelined_tp(s, kernels, reducing, group, slower)
@@ -1012,18 +1022,30 @@ class Estimator:
             else:
                 inputs = [(kernels.column_groups(b)[0].gemms, kernels.block_gather_bytes(b)[0])]
             row = pair[1]
+            # the casts of the GEMMs' operands run after the gather's launch, before the GEMM (not the reduce-
+            # scatter's, launched with the GEMM after them)
             firsts.append(sum(pipelined_exposed(self._gemm_seconds(s, kernels, names, Phase.fwd),
-                                                self.slowest(AG, group, size), slower) for names, size in inputs)
+                                                self.slowest(AG, group, size), slower,
+                                                self._cast_seconds(s, kernels, names, Phase.fwd))
+                              for names, size in inputs)
                           + pipelined_exposed(self._gemm_seconds(s, kernels, (row,), Phase.fwd), reduce, slower))
-            backward += pipelined_exposed(self._gemm_seconds(s, kernels, (row,), Phase.bwd_ig), gradient, slower)
+            backward += pipelined_exposed(self._gemm_seconds(s, kernels, (row,), Phase.bwd_ig), gradient, slower,
+                                          self._cast_seconds(s, kernels, (row,), Phase.bwd_ig))
         return firsts, backward
 
     def _gemm_seconds(self, s: Strategy, kernels: LayerKernels, names: Iterable[str], phase: Phase) -> list[float]:
         """Seconds of each launch of GEMMs `names` in `phase`, in the chunks tp_comm_overlap splits them into
         (LayerKernels.ub_chunks), as _unit_seconds times them."""
-        specs = [chunked(kernels[n][phase], kernels.ub_chunks(n, phase)) for n in names if n in kernels
-                 for _ in range(kernels.repeats(n))]
+        specs = [chunked(kernels[n][phase], kernels.ub_chunks(n, phase) if s.tp_comm_overlap else 1)
+                 for n in names if n in kernels for _ in range(kernels.repeats(n))]
         return [float(t) for t in self.kernel_seconds(s.dtype, specs)] if specs else []
+
+    def _cast_seconds(self, s: Strategy, kernels: LayerKernels, names: Iterable[str], phase: Phase) -> float:
+        """Seconds of the narrow operand casts GEMMs `names` run before `phase` (`<gemm>_cast`, where the table has
+        one in that phase: workload.megatron run)."""
+        specs = [kernels[f"{n}_cast"][phase] for n in names if f"{n}_cast" in kernels and phase in kernels[f"{n}_cast"]
+                 for _ in range(kernels.repeats(n))]
+        return float(self.kernel_seconds(s.dtype, specs).sum()) if specs else 0.0
 
     def _edge_comm(self, s: Strategy, kernels: LayerKernels, unit: int, gemms: dict[Phase, float] | None = None,
                    stage: int = 0) -> float:
@@ -1054,8 +1076,9 @@ class Estimator:
         if gemms is None:
             return depths * (loss + forward)
         dgrad, wgrad = gemms[Phase.bwd_ig] / depths, gemms[Phase.bwd_wg] / depths
-        backward = max(gather, stretched(dgrad, gather, slower)) - dgrad + (
-            reduce if s.zero_bubble else max(reduce, stretched(wgrad, reduce, slower)) - wgrad)
+        casts = [self._cast_seconds(s, kernels, ("lm_head",), phase) for phase in (Phase.bwd_ig, Phase.bwd_wg)]
+        backward = exposed_beside(dgrad, gather, slower, casts[0]) + (
+            reduce if s.zero_bubble else exposed_beside(wgrad, reduce, slower, casts[1]))
         return depths * (loss + forward + backward)
 
     def model_flops(self) -> float:
