@@ -216,3 +216,26 @@ def test_a_kernel_rows_hardware_naming_a_system_is_its_gpu_as_the_other_tables_r
     observed = observation(0, row)
     assert not isinstance(observed, str), observed
     assert observed == observation(0, {**row, "hardware": same_as})
+
+
+def test_a_grouped_weight_gradient_accumulating_into_bf16_main_grad_moves_half_the_accumulator_bytes():
+    """SimuMax keys its grouped-GEMM rows by main_grad_dtype and measured each shape into fp32 and into bf16 main_grad
+    (test_grouped_gemm_efficiency.py, grad_reduce_in_bf16): read from the notes, a memory-bound weight gradient (64
+    tokens an expert: reading and writing the accumulator dominates) is faster by exactly the 4 bytes an output element
+    it no longer moves, at the HBM rate the model streams operands at; the forward and unmarked rows are unchanged."""
+    base = {"hardware": "B200", "dtype": "bf16", "kernel_tflops": "200", "subset": "s", "M": "64", "N": "4096",
+            "K": "7168", "batch": "256", "kernel": "grouped GEMM (bwd_grad_w)",
+            "notes": "batch column = number of groups (ng); stage=bwd_grad_w; accumulate=True"}
+    rows = {dtype: observation(0, {**base, "notes": base["notes"] + f"; main_grad_dtype={dtype}"})
+            for dtype in ("fp32", "bf16")}
+    unmarked = observation(0, base)
+    model = AnalyticalModel(GPUSpec.model_validate({"from": "b200"}), rows["fp32"].dtype, repeats=50)
+    fp32, bf16, plain = (float(model.seconds(o.specs)[0]) for o in (rows["fp32"], rows["bf16"], unmarked))
+    params = model.gemm
+    saved = 4 * 4096 * 7168 * 256 / (model.gpu.memory_bandwidth * params.memory_efficiency)
+    assert fp32 == plain
+    assert fp32 - bf16 == pytest.approx(saved, rel=1e-9)
+    forward = {dtype: observation(0, {**base, "kernel": "grouped GEMM (fwd)",
+                                      "notes": f"stage=fwd; main_grad_dtype={dtype}"}) for dtype in ("fp32", "bf16")}
+    assert forward["fp32"].specs == forward["bf16"].specs
+    assert isinstance(observation(0, {**base, "notes": "main_grad_dtype=fp99"}), str)

@@ -16,9 +16,9 @@ from ..config.common import DType
 from ..workload.kernels import KernelClass, KernelSpec, Phase
 from .calibration import Architecture, GemmParams
 
-MAIN_GRAD_BYTES = 2 * DType.fp32.bytes
+MAIN_GRAD_BYTES = DType.fp32.bytes
 """Megatron fuses weight-gradient accumulation into the fp32 main_grad: every output element is read
-and written back in fp32."""
+and written back in fp32 (a spec made by workload.kernels.accumulating_into names another main_grad dtype)."""
 PARTIAL_BYTES = 2 * DType.fp32.bytes
 """Split-K writes fp32 partial tiles and reads them back to reduce them."""
 
@@ -46,7 +46,8 @@ class GemmShapes:
         chunks = column(s.get("chunks", 1) for s in shapes)
         return cls(column(s["m"] for s in shapes) / chunks, column(s["n"] for s in shapes),
                    column(s["k"] for s in shapes), column(s.get("groups", 1) for s in shapes),
-                   column(MAIN_GRAD_BYTES if spec.phase == Phase.bwd_wg else s["dtype_bytes"]
+                   column(2.0 * s.get("main_grad_bytes", MAIN_GRAD_BYTES) if spec.phase == Phase.bwd_wg
+                          else s["dtype_bytes"]
                           for spec, s in zip(specs, shapes, strict=True)),
                    np.array([spec.kclass == KernelClass.grouped_gemm for spec in specs], dtype=bool),
                    chunks if (chunks > 1).any() else None)

@@ -4,7 +4,9 @@ Each row of a table in the format of shared/validation/kernels.csv becomes the k
 would time on the GPU its `hardware` describes (free text, read by config.resolve), with the measured seconds
 recovered through the source's own FLOP convention; rows the model does not cover are skipped with the reason.
 A dtype is read in the sources' spellings (DTYPES) or as users write it (config.common.dtype_named: BF16, bfloat16,
-torch.bfloat16, half); an attention row's head count comes from its heads column, else its notes. Columns and
+torch.bfloat16, half); an attention row's head count comes from its heads column, else its notes; a grouped GEMM's
+weight gradient accumulates into fp32 main_grad unless its notes say `main_grad_dtype=bf16` (SimuMax's
+test_grouped_gemm_efficiency.py keys every row by it, grad_reduce_in_bf16 runs beside fp32 ones). Columns and
 numeric cells are read as report.table_rows and report.bad_cell say.
 The same observations feed scripts/fit_compute.py.
 """
@@ -24,6 +26,7 @@ from ..workload.kernels import (
     KernelClass,
     KernelSpec,
     Phase,
+    accumulating_into,
     attention,
     attention_impl,
     gemm,
@@ -210,7 +213,14 @@ def _gemm(kernel: str, row: dict[str, str], gpu: str, dtype: DType) -> tuple[tup
         if orient is None:
             return f"grouped GEMM stage of {kernel!r} is not fwd, bwd_grad_act or bwd_grad_w"
         phase, gm, gn, gk = orient
-        return (gemm("grouped_gemm", phase, gm * groups, gn, gk, out_bytes, groups),), 2.0 * m * n * k * groups
+        spec = gemm("grouped_gemm", phase, gm * groups, gn, gk, out_bytes, groups)
+        main_grad = re.search(r"main_grad_dtype=([\w.]+)", row.get("notes", ""))
+        if main_grad:  # SimuMax measured the weight gradient accumulating into fp32 and into bf16 main_grad
+            named = dtype_named(main_grad.group(1))
+            if not isinstance(named, DType):
+                return f"main_grad_dtype {main_grad.group(1)!r} in the notes is not a dtype"
+            spec = accumulating_into(spec, named.bytes)
+        return (spec,), 2.0 * m * n * k * groups
     if not names(kernel, "GEMM", "XLA dot", "matmul"):
         return f"kernel {kernel!r} is not modelled"
     batch = _dims(row, "batch")[0] if (row.get("batch") or "").strip() else 1

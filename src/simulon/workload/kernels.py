@@ -101,6 +101,16 @@ def chunked(spec: KernelSpec, chunks: int) -> KernelSpec:
     return replace(spec, shape=(*spec.shape, ("chunks", chunks)))
 
 
+def accumulating_into(spec: KernelSpec, main_grad_bytes: float) -> KernelSpec:
+    """A weight-gradient GEMM (phase bwd_wg) accumulating into a main_grad buffer of `main_grad_bytes` an element
+    instead of Megatron's fp32 (compute.gemm.MAIN_GRAD_BYTES): Megatron-Core keeps main_grad in the parameters' dtype
+    when gradients are reduced in bf16 (distributed/distributed_data_parallel.py: `grad_dtype = torch.float if
+    ddp_config.grad_reduce_in_fp32 else param.dtype`), and its weight-gradient GEMM reads and writes that buffer."""
+    if spec.phase != Phase.bwd_wg or spec.kclass not in (KernelClass.gemm, KernelClass.grouped_gemm):
+        return spec
+    return replace(spec, shape=(*spec.shape, ("main_grad_bytes", main_grad_bytes)))
+
+
 def in_precision(spec: KernelSpec, precision: str) -> KernelSpec:
     """A GEMM spec run in `precision` instead of the training dtype (shaped as `gemm(..., precision=...)`)."""
     if spec.kclass not in (KernelClass.gemm, KernelClass.grouped_gemm) or "precision" in dict(spec.shape):
