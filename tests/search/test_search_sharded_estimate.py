@@ -17,6 +17,7 @@ from helpers import gpt_scenario
 from simulon.pipeline import simulate
 from simulon.search.estimate import (
     Estimator,
+    ShardedWaits,
     forwards_after_backward,
     gather_waits,
     held_twice,
@@ -26,6 +27,8 @@ from simulon.search.estimate import (
     stretched,
 )
 from simulon.search.space import Strategy
+from simulon.workload.layer_kernels import LayerKernels
+from simulon.workload.parameters import PipelineLayers
 
 seconds = st.lists(st.floats(0.0, 1.0), min_size=1, max_size=8)
 
@@ -167,3 +170,16 @@ def test_fsdp_runs_a_backward_gather_beside_the_reduce_scatter_of_the_unit_two_b
     the reduce-scatter of the unit two before it (tp 1: 7.8 ms of a micro-batch in the replay, 8.2 estimated, where
     counting every backward gather beside one, 11.7, slowed the kernels beside both as long)."""
     assert 0.97 < fsdp_over_replay(tp, sequence_parallel) < 1.03
+
+
+@pytest.mark.parametrize("fsdp", ["shard_grad_op", "full_shard"])
+def test_a_stages_sharded_waits_are_named_and_only_fsdp_gathers_beside_its_backwards_reduce_scatters(fsdp):
+    sc = gpt_scenario(nodes=1, gpus_per_node=8, pp=2, layers=16, hidden=2048, heads=16, seq=2048, gbs=16,
+                      nvlink="450GBps", nic="400Gbps",
+                      extra_parallelism={"vpp": 2, "fsdp": fsdp, "distributed_optimizer": False})
+    estimator = Estimator.on(sc.workload, sc.datacenter, sc.collective, sc.workload.training.num_gpus)
+    kernels, layers = LayerKernels.weights_of(sc.workload), PipelineLayers.of(sc.workload)
+    waits = estimator.sharded_waits(Strategy.of(sc), sc.workload, kernels, layers, 0)
+    assert isinstance(waits, ShardedWaits)
+    assert waits.waited > 0 and waits.reduce_tail > 0 and waits.paired >= 0
+    assert (waits.shared > 0) == (fsdp == "full_shard")  # ZeRO-2 gathers before the forward alone

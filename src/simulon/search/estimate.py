@@ -28,7 +28,7 @@ tensor-parallel rank holds whole (Estimator.tp_duplicated_sync), and DualPipe's 
 across the mirror pair of ranks holding it (Estimator.mirror_syncs), plus the optimizer
 step and the passes over Megatron's gradient buffers (workload/data_parallel.py). ZeRO-2 and FSDP gather each unit's
 weights before its forward (FSDP: and its backward) and reduce-scatter its gradients every micro-batch: the gathers
-no prefetch hides are waited for (Estimator._sharded_waits; a forward's on links the reduce-scatters of the backward
+no prefetch hides are waited for (Estimator.sharded_waits; a forward's on links the reduce-scatters of the backward
 before it still load), what outlasts the micro-batch is exposed, its kernels slowed beside the rest (the more where two
 collectives run at once), and the last backward's reduce-scatters go on after it. DualPipe's bubble is its schedule
 played out (schedule_idle).
@@ -51,6 +51,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from functools import cached_property, lru_cache
 from itertools import pairwise
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
@@ -452,6 +453,15 @@ class Estimate:
                 ("compute", "recompute", "tp", "cp", "ep", "pp", "bubble", "dp", "optimizer")}
 
 
+class ShardedWaits(NamedTuple):
+    """What ZeRO-2's and FSDP's per-unit collectives make a stage's micro-batch wait for (Estimator.sharded_waits)."""
+
+    waited: float       # seconds a micro-batch waits on average for the gathers no prefetch hides
+    reduce_tail: float  # seconds the reduce-scatters of its first chunk's backward go on after it (the step's last)
+    paired: float       # seconds its kernels run beside both a forward's gather and a reduce-scatter
+    shared: float       # FSDP: seconds its backward gathers share the links with its reduce-scatters
+
+
 @dataclass(frozen=True)
 class _LayerCost:
     """One layer's (or the embedding's / head's) costs per micro-batch on one rank, seconds."""
@@ -493,7 +503,7 @@ class Estimator:
         self._tp_duplicated_syncs: dict[tuple, float] = {}
         self._mirror_syncs: dict[tuple, tuple[float, ...]] = {}
         self._shares: dict[tuple, tuple] = {}
-        self._sharded: dict[tuple, tuple[float, float, float, float]] = {}
+        self._sharded: dict[tuple, ShardedWaits] = {}
         self._sharded_timings: dict[tuple, tuple | None] = {}
         self._chunk_units: dict[tuple, tuple[tuple[_LayerCost, ...], ...]] = {}
         self._chunk_times: dict[tuple, ChunkTimes] = {}
@@ -1199,9 +1209,9 @@ class Estimator:
         syncs, optimizer, buckets = self._gradient_sync(s, workload, stage, held)
         shares = self._bucket_shares(s, workload, kernels, layers, stage)
         if s.sharding not in MEGATRON_SHARDINGS:  # every micro-batch's sync; the reduce-scatters after the step's last
-            waited, _, paired, shared = self._sharded_waits(s, workload, kernels, layers, stage)  # (stage 0's)
-            return (microbatches * self._microbatch_sync(s, syncs, cost, waited, paired, shared)
-                    + self._sharded_waits(s, workload, kernels, layers, 0)[1]), optimizer
+            waits = self.sharded_waits(s, workload, kernels, layers, stage)  # the reduce-scatters after stage 0's
+            return (microbatches * self._microbatch_sync(s, syncs, cost, waits)
+                    + self.sharded_waits(s, workload, kernels, layers, 0).reduce_tail), optimizer
         exposed = 0.0
         for scatter, gather, slower, axis in syncs:
             exposed += self._bucketed_sync(workload, cost, scatter, gather, slower, shares[axis], buckets)
@@ -1355,37 +1365,37 @@ class Estimator:
                                             for scatter, _, slower, _ in syncs)) / s.vpp  # one chunk's
                 else:  # its own micro-batch time in the fill and drain (Estimator.estimate's bubble)
                     # the gathers its micro-batch would wait for it runs while it waits for its neighbour
-                    waited, _, paired, shared = self._sharded_waits(s, workload, kernels, layers, stage)
-                    added += (self._microbatch_sync(s, syncs, cost, waited, paired, shared) - waited) / s.vpp
+                    waits = self.sharded_waits(s, workload, kernels, layers, stage)
+                    added += (self._microbatch_sync(s, syncs, cost, waits) - waits.waited) / s.vpp
             self._drains[key] = added
         return self._drains[key]
 
     @staticmethod
     def _microbatch_sync(s: Strategy, syncs: list[tuple[float, float, float, float]], cost: _StageCost,
-                         waited: float, paired: float = 0.0, shared: float = 0.0) -> float:
+                         waits: ShardedWaits) -> float:
         """Seconds a stage's sync adds to each of its micro-batches where it syncs every micro-batch: FSDP gathers each
         unit's weights before its forward and again before its backward and reduce-scatters its gradients, ZeRO-2
         gathers them before the forward and reduce-scatters the gradients, as workload.data_parallel runs both, on
-        streams of their own that go on into the next micro-batch, over the same links, which they share while they
-        run at once (FSDP's backward gathers beside its reduce-scatters: `shared` seconds of both at once,
-        Estimator._sharded_waits, the kernels beside them slowed by the SMs both hold, held_twice). The micro-batch
-        lasts
-        as long as the longer of its communication and its kernels slowed beside it (stretched: its GEMMs and
-        attention kernels, those the replay slows, for the part of them the communication overlaps); `waited`: the
-        seconds of those gathers no prefetch hides (Estimator._sharded_waits), waited for in full and beside no
-        kernel; `paired`: the seconds kernels run while a forward's gathers share the links with the reduce-scatters
-        of the backward before it (the same), beside both; `syncs` as Estimator._gradient_sync gives them; 0 for
+        streams of their own that go on into the next micro-batch, over the same links, which they share while they run
+        at once (FSDP's backward gathers beside its reduce-scatters: `shared` seconds of both at once,
+        Estimator.sharded_waits, the kernels beside them slowed by the SMs both hold, held_twice). The micro-batch lasts
+        as long as the longer of its communication and its kernels slowed beside it (stretched: its GEMMs and attention
+        kernels, those the replay slows, for the part of them the communication overlaps); `waits`
+        (Estimator.sharded_waits): its `waited`, the seconds of those gathers no prefetch hides, waited for in full and
+        beside no kernel, and its `paired`, the seconds kernels run while a forward's gathers share the links with the
+        reduce-scatters of the backward before it, beside both; `syncs` as Estimator._gradient_sync gives them; 0 for
         Megatron's buffers, reduced once a step. With ZeRO-2's gather counted once a step, the first unit's left out,
         ZeRO-2 at pp 2 vpp 2 (8 H100s, 16 layers, hidden 2048) was estimated 0.941 of its replay; with what outlasted
-        the kernels alone exposed, ZeRO-2 at tp 8 on 4 nodes 1.182 (its reduce-scatters hide behind the
-        tensor-parallel communication too). With every second of communication counted as slowing a second of
-        kernels, and the slowing added to what outlasted them, ZeRO-2 at pp 1 (8 H100s, 16 layers, hidden 2048) was
-        estimated 1.036 of its replay; FSDP's pair timed as one collective at a time, 0.959 (across 2 nodes 0.886);
-        with every backward gather counted as beside a reduce-scatter (twice the shorter of the two sums), FSDP at tp 1
-        dp 4 (4 H100s, 4 layers, hidden 4096) 1.044, its kernels slowed beside both for 11.7 ms a micro-batch where
-        the replay runs both at once for 7.8."""
+        the kernels alone exposed, ZeRO-2 at tp 8 on 4 nodes 1.182 (its reduce-scatters hide behind the tensor-parallel
+        communication too). With every second of communication counted as slowing a second of kernels, and the slowing
+        added to what outlasted them, ZeRO-2 at pp 1 (8 H100s, 16 layers, hidden 2048) was estimated 1.036 of its
+        replay; FSDP's pair timed as one collective at a time, 0.959 (across 2 nodes 0.886); with every backward gather
+        counted as beside a reduce-scatter (twice the shorter of the two sums), FSDP at tp 1 dp 4 (4 H100s, 4 layers,
+        hidden 4096) 1.044, its kernels slowed beside both for 11.7 ms a micro-batch where the replay runs both at once
+        for 7.8."""
         if s.sharding not in ("fsdp", "zero2"):
             return 0.0
+        waited, _, paired, shared = waits
         added = waited
         for scatter, gather, slower, axis in syncs:
             sync = (2 if s.sharding == "fsdp" else 1) * gather + scatter - (waited if axis == 0 else 0.0)
@@ -1397,8 +1407,8 @@ class Estimator:
             added += max(sync - cost.total, slowed)
         return added
 
-    def _sharded_waits(self, s: Strategy, workload: MegatronWorkload, kernels: LayerKernels, layers: PipelineLayers,
-                       stage: int) -> tuple[float, float, float, float]:
+    def sharded_waits(self, s: Strategy, workload: MegatronWorkload, kernels: LayerKernels, layers: PipelineLayers,
+                      stage: int) -> ShardedWaits:
         """Under ZeRO-2 and FSDP, which gather each unit's parameters before its forward (and, FSDP, again before its
         backward) and reduce-scatter its gradients after its backward, every micro-batch: (seconds a micro-batch of
         the stage waits on average for the gathers no prefetch hides, over its model chunks: each chunk's first
@@ -1446,7 +1456,7 @@ class Estimator:
                     for chunk, share in after:
                         waited, beside = played_gathers(gathers, spans, tails[chunk] if chunk >= 0 else 0.0)
                         waits, paired = waits + share * waited, paired + share * beside
-            self._sharded[key] = waits, tails[0], paired, shared
+            self._sharded[key] = ShardedWaits(waits, tails[0], paired, shared)
         return self._sharded[key]
 
     def _sharded_syncs(self, s: Strategy, workload: MegatronWorkload, kernels: LayerKernels, layers: PipelineLayers,
