@@ -2,7 +2,8 @@
 it: each stage's parameters once per kernel table and layer split (Estimator.parameters), for a MoE model with leading
 dense layers and a multi-token-prediction layer, over pipelines, shardings and splits drawn by hypothesis; ZeRO-2's
 and FSDP's per-unit collectives once per layout (Estimator._sharded_syncs); every rank's chunk times once per shape,
-placement and split (Estimator.chunk_times)."""
+placement and split (Estimator.chunk_times); ZeRO-2's and FSDP's collectives played once for a pipeline's alike
+stages (estimate.ShardedPlay)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from helpers import gpt_scenario
+from simulon.search import estimate
 from simulon.search.run import Search, apply
 from simulon.search.space import Limits, Strategy
 from simulon.workload import parameters
@@ -128,3 +130,25 @@ def test_the_played_chunk_times_are_worked_out_once_for_strategies_differing_in_
     for strategy in family[1:]:
         assert times(strategy) is first
         assert times(strategy, Search(SC, limits=LIMITS).estimator) == first
+
+
+@pytest.mark.parametrize("fsdp", ["shard_grad_op", "full_shard"])
+def test_zero_2_and_fsdp_play_the_collectives_of_a_pipelines_alike_middle_stages_once(monkeypatch, fsdp):
+    """16 layers at pp 8 dp 2 on 2 nodes of 8 H100s: stages 1 to 6 hold two alike layers on alike ranks, so their
+    gathers and reduce-scatters are played once (estimate.ShardedPlay), stage 0's (the embedding) and stage 7's (the
+    head) apart: a reduce tail played three times, not once a stage; the estimate is a fresh estimator's."""
+    sc = gpt_scenario(nodes=2, gpus_per_node=8, pp=8, layers=16, hidden=1024, heads=16, seq=1024, gbs=32,
+                      nvlink="450GBps", nic="400Gbps", extra_parallelism={"fsdp": fsdp, "distributed_optimizer": False})
+    strategy = Strategy.of(sc)
+    assert strategy.dp == 2 and strategy.sharding in ("zero2", "fsdp")
+    fresh = Search(sc).estimator.estimate(strategy, sc.workload)
+    played = []
+    real = estimate.reduce_tail
+
+    def counted(computes, reduces):
+        played.append(1)
+        return real(computes, reduces)
+
+    monkeypatch.setattr(estimate, "reduce_tail", counted)
+    assert Search(sc).estimator.estimate(strategy, sc.workload) == fresh
+    assert len(played) == 3

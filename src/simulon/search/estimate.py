@@ -48,7 +48,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import cached_property, lru_cache
 from itertools import pairwise
 from typing import NamedTuple
@@ -462,6 +462,51 @@ class ShardedWaits(NamedTuple):
     shared: float       # FSDP: seconds its backward gathers share the links with its reduce-scatters
 
 
+@dataclass
+class ShardedPlay:
+    """What a stage's ZeRO-2 or FSDP collectives make its micro-batch wait for that does not depend on where the stage
+    sits in the schedule (Estimator.sharded_waits weighs it by the shares forwards_after_backward gives): worked out
+    once for every stage whose units' collectives and costs are the same, as a pipeline's middle stages' are (played
+    once a stage, played_gathers alone took 5.8 of the 141 profiled seconds of DeepSeek-V3's pp 16 tp 1 slice of the
+    search, 82,048 calls for 2,974 strategies)."""
+
+    waited: float  # FSDP: seconds the backwards wait for their gathers, summed over the model chunks (gather_waits)
+    tails: tuple[float, ...]  # per model chunk, seconds its backward's reduce-scatters go on after it (reduce_tail)
+    shared: float  # FSDP: seconds its backward gathers share the links with its reduce-scatters
+    forwards: tuple[tuple[tuple[float, ...], tuple[float, ...]], ...]  # per chunk, its units' gathers and forwards
+    played: dict[tuple[int, int], tuple[float, float]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, fsdp: bool, timed: tuple[tuple[tuple[float, ...], tuple[tuple[float, float], ...]], ...],
+           chunk_costs: tuple[tuple[_LayerCost, ...], ...]) -> ShardedPlay:
+        """`timed`: per model chunk, Estimator._sharded_syncs's gathers and reduce-scatters; `chunk_costs`: its units'
+        costs (Estimator._stage_unit_costs)."""
+        waits = shared = 0.0
+        tails, forwards = [], []
+        for (gathers, reduces), costs in zip(timed, chunk_costs, strict=True):
+            forwards.append((gathers, tuple(c.forward + c.forward_comm for c in costs)))
+            backs = [c.backward + c.recompute + c.tp + c.cp + c.ep - c.forward_comm for c in reversed(costs)]
+            if fsdp:
+                waits += gather_waits(reversed(gathers), backs)
+            # each backward runs slower beside the reduce-scatter of the unit before it, which lags it the less
+            slowed = [stretched(back, reduce, slower)
+                      for back, (reduce, slower) in zip(backs, [(0.0, 0.0), *reduces[:-1]], strict=True)]
+            reduced = [reduce for reduce, _ in reduces]
+            tails.append(reduce_tail(slowed, reduced))
+            if fsdp:
+                shared += sum(2 * min(gather, reduce)
+                              for gather, reduce in zip(gathers[::-1][2:], reduced[:-2], strict=True))
+        return cls(waits, tuple(tails), shared, tuple(forwards))
+
+    def gathered(self, chunk: int, after: int) -> tuple[float, float]:
+        """played_gathers of model chunk `chunk`'s forward after the backward of chunk `after` (-1: after none, on
+        idle links)."""
+        if (chunk, after) not in self.played:
+            gathers, spans = self.forwards[chunk]
+            self.played[chunk, after] = played_gathers(gathers, spans, self.tails[after] if after >= 0 else 0.0)
+        return self.played[chunk, after]
+
+
 @dataclass(frozen=True)
 class _LayerCost:
     """One layer's (or the embedding's / head's) costs per micro-batch on one rank, seconds."""
@@ -505,6 +550,7 @@ class Estimator:
         self._shares: dict[tuple, tuple] = {}
         self._sharded: dict[tuple, ShardedWaits] = {}
         self._sharded_timings: dict[tuple, tuple | None] = {}
+        self._sharded_plays: dict[tuple, ShardedPlay] = {}
         self._chunk_units: dict[tuple, tuple[tuple[_LayerCost, ...], ...]] = {}
         self._chunk_times: dict[tuple, ChunkTimes] = {}
         self._kernel_times: dict[str, dict[KernelSpec, float]] = {}
@@ -1432,35 +1478,26 @@ class Estimator:
         key = (self.shape_key(s), s.pp, s.vpp, s.first_layers, s.last_layers, s.dp, s.sharding, stage,
                self.stage_key(s, stage), schedule, microbatches)
         if key not in self._sharded:
-            waits = paired = shared = 0.0
-            tails = [0.0] * layers.chunks
             timed = self._sharded_syncs(s, workload, kernels, layers, stage)
-            if timed is not None:
-                forwards = []
-                chunk_costs = self._stage_unit_costs(s, workload, kernels, layers, stage)
-                for chunk, ((gathers, reduces), costs) in enumerate(zip(timed, chunk_costs, strict=True)):
-                    forwards.append((gathers, [c.forward + c.forward_comm for c in costs]))
-                    backs = [c.backward + c.recompute + c.tp + c.cp + c.ep - c.forward_comm for c in reversed(costs)]
-                    if s.sharding == "fsdp":
-                        waits += gather_waits(reversed(gathers), backs)
-                    # each backward runs slower beside the reduce-scatter of the unit before it, which lags it the less
-                    slowed = [stretched(back, reduce, slower)
-                              for back, (reduce, slower) in zip(backs, [(0.0, 0.0), *reduces[:-1]], strict=True)]
-                    reduced = [reduce for reduce, _ in reduces]
-                    tails[chunk] = reduce_tail(slowed, reduced)
-                    if s.sharding == "fsdp":
-                        shared += sum(2 * min(gather, reduce)
-                                      for gather, reduce in zip(gathers[::-1][2:], reduced[:-2], strict=True))
+            if timed is None:
+                self._sharded[key] = ShardedWaits(0.0, 0.0, 0.0, 0.0)
+            else:
+                costs = self._stage_unit_costs(s, workload, kernels, layers, stage)
+                play_key = (s.sharding == "fsdp", timed, costs)
+                if play_key not in self._sharded_plays:
+                    self._sharded_plays[play_key] = ShardedPlay.of(*play_key)
+                play = self._sharded_plays[play_key]
+                waits, paired = play.waited, 0.0
                 follows = forwards_after_backward(schedule, layers.chunks, stage, s.pp, microbatches)
-                for (gathers, spans), after in zip(forwards, follows, strict=True):
+                for forward, after in enumerate(follows):
                     for chunk, share in after:
-                        waited, beside = played_gathers(gathers, spans, tails[chunk] if chunk >= 0 else 0.0)
+                        waited, beside = play.gathered(forward, chunk)
                         waits, paired = waits + share * waited, paired + share * beside
-            self._sharded[key] = ShardedWaits(waits, tails[0], paired, shared)
+                self._sharded[key] = ShardedWaits(waits, play.tails[0], paired, play.shared)
         return self._sharded[key]
 
     def _sharded_syncs(self, s: Strategy, workload: MegatronWorkload, kernels: LayerKernels, layers: PipelineLayers,
-                       stage: int) -> tuple[tuple[list[float], list[tuple[float, float]]], ...] | None:
+                       stage: int) -> tuple[tuple[tuple[float, ...], tuple[tuple[float, float], ...]], ...] | None:
         """Per model chunk of a stage, under ZeRO-2 and FSDP: the seconds of each unit's parameter all-gather in forward
         order, and of each unit's gradient reduce-scatter in backward order with how much slower kernels run beside
         it (Estimator.stretch), each at the slowest of the stage's data x context groups; None where the group is of
@@ -1481,8 +1518,8 @@ class Estimator:
                         timed[op, size] = self.slowest(op, groups, size), slower
                     return timed[op, size]
 
-                found = tuple(([sync(AG, sum(held.gathered_bytes(unit, shape)))[0] for unit in units],
-                               [sync(RS, sum(held.of(unit)) * shape.grad_bytes) for unit in reversed(units)])
+                found = tuple((tuple(sync(AG, sum(held.gathered_bytes(unit, shape)))[0] for unit in units),
+                               tuple(sync(RS, sum(held.of(unit)) * shape.grad_bytes) for unit in reversed(units)))
                               for units in (layers.units_of(stage, chunk) for chunk in range(layers.chunks)))
             self._sharded_timings[key] = found
         return self._sharded_timings[key]
