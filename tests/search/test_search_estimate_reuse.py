@@ -152,3 +152,16 @@ def test_zero_2_and_fsdp_play_the_collectives_of_a_pipelines_alike_middle_stages
     monkeypatch.setattr(estimate, "reduce_tail", counted)
     assert Search(sc).estimator.estimate(strategy, sc.workload) == fresh
     assert len(played) == 3
+
+
+def test_where_a_stages_ranks_lie_is_worked_out_once_per_stage_size_and_stage():
+    """Estimator.stage_key, which most of the estimate's caches key on: asked again, the same object, equal to what
+    the placement gives and to a fresh estimator's."""
+    strategy = next(s for s in STRATEGIES if s.pp == 4 and s.tp * s.cp * s.dp > 1)
+    estimator = Search(SC, limits=LIMITS).estimator
+    size = strategy.tp * strategy.cp * strategy.dp
+    for stage in range(strategy.pp):
+        key = estimator.stage_key(strategy, stage)
+        assert estimator.stage_key(strategy, stage) is key
+        assert key == estimator.placement.group[stage * size:(stage + 1) * size].tobytes()
+        assert key == Search(SC, limits=LIMITS).estimator.stage_key(strategy, stage)
