@@ -165,3 +165,20 @@ def test_where_a_stages_ranks_lie_is_worked_out_once_per_stage_size_and_stage():
         assert estimator.stage_key(strategy, stage) is key
         assert key == estimator.placement.group[stage * size:(stage + 1) * size].tobytes()
         assert key == Search(SC, limits=LIMITS).estimator.stage_key(strategy, stage)
+
+
+def test_a_pipelines_alike_middle_stages_have_the_same_unit_kinds_number_and_the_ends_their_own():
+    """Estimator.chunk_kinds, on which a stage's unit costs are cached: 16 layers at pp 8, stages 1 to 6 hold two alike
+    layers each and share a number; stage 0 (with the embedding) and stage 7 (with the head) have numbers of their
+    own; the kinds are unit_kind's of each chunk's units in order."""
+    sc = gpt_scenario(nodes=2, gpus_per_node=8, pp=8, layers=16, hidden=1024, heads=16, seq=1024, gbs=32)
+    estimator = Search(sc).estimator
+    kernels, layers = parameters.LayerKernels.weights_of(sc.workload), parameters.PipelineLayers.of(sc.workload)
+    numbers = []
+    for stage in range(8):
+        kinds, number = estimator.chunk_kinds(kernels, layers, stage)
+        assert kinds == tuple(tuple(estimate.unit_kind(kernels, unit) for unit in layers.units_of(stage, chunk))
+                              for chunk in range(layers.chunks))
+        numbers.append(number)
+    assert numbers[1:7] == [numbers[1]] * 6
+    assert len({numbers[0], numbers[1], numbers[7]}) == 3
