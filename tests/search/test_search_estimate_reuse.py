@@ -182,3 +182,15 @@ def test_a_pipelines_alike_middle_stages_have_the_same_unit_kinds_number_and_the
         numbers.append(number)
     assert numbers[1:7] == [numbers[1]] * 6
     assert len({numbers[0], numbers[1], numbers[7]}) == 3
+
+
+def test_a_pipelines_alike_middle_stages_share_their_played_chunk_times():
+    """16 layers at pp 8: stages 1 to 6 hold two alike layers on alike ranks, so the chunk times the schedule player
+    plays are worked out once for them (the same object), equal to a fresh estimator's."""
+    sc = gpt_scenario(nodes=2, gpus_per_node=8, pp=8, layers=16, hidden=1024, heads=16, seq=1024, gbs=32)
+    strategy = Strategy.of(sc)
+    kernels, layers = parameters.LayerKernels.weights_of(sc.workload), parameters.PipelineLayers.of(sc.workload)
+    times = Search(sc).estimator.chunk_times(strategy, sc.workload, kernels, layers)
+    assert all(times[stage] is times[1] for stage in range(2, 7))
+    assert times[0] != times[1] != times[7]
+    assert Search(sc).estimator.chunk_times(strategy, sc.workload, kernels, layers) == times
