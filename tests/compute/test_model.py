@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simulon.compute.analytical import AnalyticalModel
-from simulon.compute.attention import attention_seconds, critical_blocks
+from simulon.compute.attention import attention_seconds, backward_accumulator_columns, critical_blocks
 from simulon.compute.calibration import (
     POWER_CLOCK_EXPONENT,
     Architecture,
@@ -478,7 +478,9 @@ def test_a_lent_cudnn_backward_on_blackwell_pays_its_ctas_fixed_cost_at_the_chip
     blocks at the lender's rate per SM and clock (sm_bound: lender / 0.25 times the block at the fitted efficiency
     and the Blackwell peak), and its fixed cost (block_overhead, in the fit's blocks) at the fitted efficiency and the
     Blackwell peak: the same seconds as the same fit made on the Blackwell chip takes for it. Bound with its blocks,
-    it came to lender / 0.25 times that."""
+    it came to lender / 0.25 times that. The bound has room for the exponentials a head dimension 192 exposes where
+    its accumulators overflow the chip's 512 columns of tensor memory (attention.exposed_exponential_dims): nothing
+    adds to it."""
     phase = AttentionPhase(efficiency, block_overhead, 0.0)
     p = AttentionParams(phase, phase, 5.0, "cudnn")
     spec = attention(Phase.bwd_ig, 1, 4, 4, 4096, 4096, qk_dim, 128, False, 2.0, "cudnn")
@@ -486,11 +488,13 @@ def test_a_lent_cudnn_backward_on_blackwell_pays_its_ctas_fixed_cost_at_the_chip
     block = 2 * 128 * 128 * (3 * qk_dim + 2 * 128) / efficiency / (peak / 128)
 
     def seconds(fitted: float) -> float:
-        chip = dataclasses.replace(ARCH, sm_count=128, warp_mma_fraction=0.25, fitted_warp_mma_fraction=fitted)
+        chip = dataclasses.replace(ARCH, sm_count=128, warp_mma_fraction=0.25, fitted_warp_mma_fraction=fitted,
+                                   tensor_memory_columns=512)
         return attention_seconds(p, chip, peak, spec) - 5e-6
 
     assert seconds(lender) == pytest.approx(block * (32 * lender / 0.25 + block_overhead))
-    assert seconds(0.25) == pytest.approx(block * (32 + block_overhead))
+    if qk_dim <= 128:  # an own fit's exposed exponentials: the test above
+        assert seconds(0.25) == pytest.approx(block * (32 + block_overhead))
 
 
 @given(efficiency=st.floats(0.3, 1.0), softmax=st.floats(0.0, 50.0), qk_dim=st.sampled_from([64, 128, 192]),
@@ -622,3 +626,38 @@ def test_a_gpu_held_at_a_lower_clock_than_its_donor_throttles_sooner_as_its_powe
 def test_a_borrowed_fall_time_is_never_longer_than_the_donors_and_shortens_with_the_clock(donor, a, b, ms):
     low, high = sorted((donor * a, donor * b))
     assert 0 < power_limited_fall(ms, donor, low) <= power_limited_fall(ms, donor, high) <= ms
+
+
+@given(efficiency=st.floats(0.2, 1.0), block_overhead=st.floats(0.0, 20.0), qk_dim=st.sampled_from([64, 128, 192]),
+       tensor_memory=st.sampled_from([0, 512]))
+def test_a_cudnn_backward_whose_accumulators_overflow_tensor_memory_takes_its_exponentials_beside_its_matmuls(
+        efficiency, block_overhead, qk_dim, tensor_memory):
+    """A cuDNN backward fitted on the Blackwell chip it runs on (a quarter of Ampere's tensor rate per SM), one CTA a
+    SM (4 heads of 32 key blocks on 128 SMs), each walking its 32 query blocks: its accumulators take 2 x 128 + qk_dim
+    + 128 columns (S, dP, dK, dV: FlashAttention-4's SM100 layout), all 512 an SM's tensor memory holds at head
+    dimension 128 and 64 more at 192. Where they overflow, each block adds one exponential a score at 16 per SM and
+    clock (128 x 128 / 16 = 1,024 clocks, 8,192 FLOP each at the peak: 256 head dimensions) to its matmuls; the CTA's
+    fixed cost (block_overhead, in the fit's blocks) stays as fitted. A chip without tensor memory, or FlashAttention-2
+    (mma.sync, accumulating in registers) on this one, adds nothing."""
+    phase = AttentionPhase(efficiency, block_overhead, 0.0)
+    peak, dims = 2250e12, 3 * qk_dim + 2 * 128
+    block = 2 * 128 * 128 * dims / efficiency / (peak / 128)
+    exposed = 2 * 128 * 128 * 256 / (peak / 128) if tensor_memory and qk_dim > 128 else 0.0
+    chip = dataclasses.replace(ARCH, sm_count=128, warp_mma_fraction=0.25, fitted_warp_mma_fraction=0.25,
+                               tensor_memory_columns=tensor_memory)
+    for library, exposure in (("cudnn", exposed), ("flash", 0.0)):
+        p = AttentionParams(phase, phase, 5.0, library)
+        spec = attention(Phase.bwd_ig, 1, 4, 4, 4096, 4096, qk_dim, 128, False, 2.0, library)
+        assert attention_seconds(p, chip, peak, spec) - 5e-6 == pytest.approx(
+            32 * (block + exposure) + block_overhead * block)
+
+
+def test_blackwell_sms_hold_512_columns_of_tensor_memory_a_head_dimension_128_backward_fills():
+    """tcgen05 chips (B200, GB300) hold 512 columns (PTX ISA, Tensor Memory); Hopper and Ampere chips none. A
+    backward's accumulators at head dimension 128 take all 512; DeepSeek's 192 / 128 heads 576."""
+    cal = Calibrations.shipped()
+    columns = {stem: cal.architecture(GPUSpec.model_validate({"from": stem}), "b200").tensor_memory_columns
+               for stem in ("b200", "gb300", "h100-sxm", "a100-sxm-80gb", "mi300x")}
+    assert columns == {"b200": 512, "gb300": 512, "h100-sxm": 0, "a100-sxm-80gb": 0, "mi300x": 0}
+    assert backward_accumulator_columns(128, 128, 128) == 512
+    assert backward_accumulator_columns(128, 192, 128) == 576

@@ -21,7 +21,10 @@ it scales with the SMs' rate, not the peak; Blackwell Ultra (B300, GB300) issues
 cores do less per SM and clock runs its blocks no faster per SM and clock than it did there (sm_bound: what its
 exponentials and shared-memory traffic allow, Zadouri et al. 2026, FlashAttention-4), a CTA's fixed cost at the fit's
 rate here; its forward, bound by the exponentials there, takes its matmuls at this chip's rate and one exponential per
-score beside them, not hidden under them (exponential_dims), where that is less. Each fit is kept in its own chip's
+score beside them, not hidden under them (exponential_dims), where that is less. On a chip whose tensor cores
+multiply into tensor memory (Blackwell's 512 columns an SM), a fused backward whose accumulators need more
+(head dimension 192: backward_accumulator_columns) shares columns between them and takes one exponential per score
+beside its matmuls (exposed_exponential_dims). Each fit is kept in its own chip's
 units (its efficiency of that chip's dense peak), and a fit runs unchanged on the chip and library it was fitted on.
 """
 
@@ -106,6 +109,34 @@ def exponential_dims(arch: Architecture) -> float:
         2.0 * EXPONENTIALS_PER_SM_CLOCK * arch.special_function_rate * arch.warp_mma_fraction)
 
 
+def backward_accumulator_columns(block: int, qk_dim: int, v_dim: int) -> int:
+    """The 32-bit tensor-memory columns a fused backward's accumulators take on a chip whose tensor cores multiply into
+    tensor memory (tcgen05): the scores S (P over them) and their gradient dP (dS over it), `block` columns each, and
+    the key block's dV and dK, `v_dim` and `qk_dim` columns (dQ shares dP's). FlashAttention-4's SM100 backward lays
+    them out so (flash_attn/cute/flash_bwd_sm100.py: S at 0, dV at block, dP after dV, dK after dP): 512 at head
+    dimension 128, all an SM holds."""
+    return 2 * block + qk_dim + v_dim
+
+
+def exposed_exponential_dims(arch: Architecture, block: int, qk_dim: int, v_dim: int) -> float:
+    """Head dimensions (exponential_dims) of a fused backward's softmax no longer hidden under its matmuls, because
+    its accumulators (backward_accumulator_columns) exceed the SM's tensor memory: then some share columns, and a
+    matmul writing into columns the softmax still reads waits for it. FlashAttention-4's backward at head dimension
+    192 (values 128; 576 columns) requires two-CTA MMAs and overlaps S with dP and dP with dQ
+    (flash_attn/cute/flash_bwd_sm100.py: tmem_dP_offset = 512 - tile_m, tmem_dQ_offset = 512 - tile_hdim // 2), so
+    the dP matmul waits for the exponentials of S, which at head dimension 128 ran beside it. Taken as one exponential
+    per score at this chip's special-function rate, not hidden: cuDNN's B200 backward is not public; its fit to
+    SimuMax's B200 rows takes 3.34 us a block at head dimension 128 and 5.23 us at 192, 1.57x where the matmuls are
+    1.30x (832 / 640 dims), and one exponential a score unhidden at the fit's 0.415 of the peak makes it 1.47x.
+    Refitted so (scripts/fit_compute.py's observations and settings, the B200's cuDNN entry alone), those rows at
+    head dimension 192 come within -0.0..+7.6% where they were +10..+21%, the B200 backward 4.6% in sample (8.7%).
+    0 on a chip without tensor memory or where the accumulators fit."""
+    columns = backward_accumulator_columns(block, qk_dim, v_dim)
+    if not arch.tensor_memory_columns or columns <= arch.tensor_memory_columns:
+        return 0.0
+    return exponential_dims(arch)
+
+
 def issue_order(library: str, backward: bool, longest_first: frozenset[tuple[str, str]] = frozenset()) -> Order:
     """How `library` hands its CTAs to the SMs (dispatch.py): a launch grid longest first where its kernels for the
     chip's instruction do (`longest_first`: Architecture.longest_first, cuDNN's Blackwell backward); a grid in
@@ -161,15 +192,19 @@ def attention_seconds(p: AttentionParams, arch: Architecture, peak: float, spec:
         return 2.0 * block * block * ((dims * matmul_factor + passes * phase.softmax_dims * softmax)
                                       / phase.efficiency + unhidden_dims) / (peak / arch.sm_count)
 
-    block_seconds = block_seconds_at(matmuls)
-    overhead = phase.block_overhead  # a CTA's fixed cost, in blocks
+    unbound = block_seconds_at(matmuls)
     # a fused kernel of the chip's own instruction; PyTorch's attention multiplies in cuBLAS GEMMs, its softmax apart
-    if sm_bound(arch) > 1.0 and {p.library or impl, impl}.isdisjoint((*WARP_MMA_LIBRARIES, *FULL_MATRIX_LIBRARIES)):
-        unbound = block_seconds
-        block_seconds = block_seconds_at(max(matmuls, sm_bound(arch)))
+    own = impl not in (*WARP_MMA_LIBRARIES, *FULL_MATRIX_LIBRARIES)
+    exposed = exposed_exponential_dims(arch, block, s["qk_dim"], s["v_dim"]) if own and backward else 0.0
+    block_seconds = block_seconds_at(matmuls, exposed)
+    if sm_bound(arch) > 1.0 and own and p.library not in (*WARP_MMA_LIBRARIES, *FULL_MATRIX_LIBRARIES):
+        # the bound (the fitted chip's time per SM and clock) has room for the exposed exponentials: there the
+        # matmuls took sm_bound times as long, their softmax no longer (exposed_exponential_dims)
+        block_seconds = max(block_seconds_at(max(matmuls, sm_bound(arch))), block_seconds)
         if not backward:  # the forward's exponentials beside matmuls at this chip's rate (exponential_dims)
             block_seconds = min(block_seconds, block_seconds_at(matmuls, exponential_dims(arch)))
-        overhead *= unbound / block_seconds  # the CTA's fixed cost at the fit's rate here: sm_bound bounds the blocks
+    # the CTA's fixed cost (in blocks) at the fit's rate here: sm_bound and exposed exponentials are per-block work
+    overhead = phase.block_overhead * (unbound / block_seconds)
     # a library written for mma.sync keeps one query tile per CTA (FlashAttention-2's grid), whatever the chip's own
     # libraries do there (architecture.yaml, attention_query_tiles), even where it runs another library's fit
     tiles = 1 if backward or impl in WARP_MMA_LIBRARIES else arch.attention_query_tiles

@@ -71,6 +71,7 @@ class Architecture:
     fitted_special_function_rate: float = 1.0  # the same on the chip whose attention parameters it runs
     longest_first: frozenset[tuple[str, str]] = frozenset()  # (library, pass) whose attention kernels for this
     #                                                          chip's instruction issue CTAs longest first
+    tensor_memory_columns: int = 0  # 32-bit columns of tensor memory an SM holds (architecture.yaml); 0: none
 
 
 @dataclass(frozen=True)
@@ -111,6 +112,7 @@ class Calibrations:
     tensor_instruction: dict[str, str] = field(default_factory=dict)  # GPU -> the instruction its GEMM tiles issue
     attention_longest_first: dict[str, frozenset[tuple[str, str]]] = field(default_factory=dict)  # instruction ->
     #                                     (library, pass: forward or backward) whose kernels issue CTAs longest first
+    tensor_memory_columns: dict[str, int] = field(default_factory=dict)  # instruction -> tensor memory columns an SM
     lenders_at: float | None = None  # the HBM bandwidth (B/s) a GPU's lenders are chosen at (bandwidth_lenders),
     #                                  else its own
 
@@ -148,7 +150,9 @@ class Calibrations:
                    tensor_instruction={k: str(v) for k, v in (architecture.get("tensor_instruction") or {}).items()},
                    attention_longest_first={k: frozenset((library, phase) for library, phases in v.items()
                                                          for phase in phases)
-                                            for k, v in (architecture.get("attention_longest_first") or {}).items()})
+                                            for k, v in (architecture.get("attention_longest_first") or {}).items()},
+                   tensor_memory_columns={k: int(v)
+                                          for k, v in (architecture.get("tensor_memory_columns") or {}).items()})
 
     def architecture(self, gpu: GPUSpec, donor: str | None) -> Architecture:
         """The GPU's own SM count where public, else the one its parameters were fitted with."""
@@ -164,13 +168,22 @@ class Calibrations:
                             self.warp_mma_fraction.get(donor or "", warp_mma),
                             self.special_function_rate.get(stem or "", 1.0),
                             self.special_function_rate.get(donor or "", 1.0),
-                            self.longest_first(stem or "", donor))
+                            self.longest_first(stem or "", donor), self.tensor_memory(stem or "", donor))
 
     def longest_first(self, gpu: str, donor: str | None = None) -> frozenset[tuple[str, str]]:
         """The (attention library, pass) whose kernels for `gpu`'s tensor-core instruction (else `donor`'s) hand their
         CTAs out longest first (attention_longest_first, data/architecture.yaml); none where neither is known."""
-        instruction = self.tensor_instruction.get(gpu, self.tensor_instruction.get(donor or "", ""))
-        return self.attention_longest_first.get(instruction, frozenset())
+        return self.attention_longest_first.get(self.instruction(gpu, donor), frozenset())
+
+    def tensor_memory(self, gpu: str, donor: str | None = None) -> int:
+        """The columns of tensor memory an SM of `gpu` (else of `donor`, where `gpu`'s instruction is not known) holds
+        (tensor_memory_columns, data/architecture.yaml); 0 where its instruction has none."""
+        return self.tensor_memory_columns.get(self.instruction(gpu, donor), 0)
+
+    def instruction(self, gpu: str, donor: str | None = None) -> str:
+        """The tensor-core instruction `gpu`'s kernels issue, else `donor`'s (tensor_instruction); '' where neither is
+        known."""
+        return self.tensor_instruction.get(gpu, self.tensor_instruction.get(donor or "", ""))
 
     def sm_count(self, gpu: GPUSpec) -> int:
         """The GPU's SM count: public where known, else that of the GPU its bf16 GEMMs are fitted on."""

@@ -305,7 +305,7 @@ def _layout(arch: Calibrations, gpu: str, gemm: dict[str, dict[DType, GemmParams
     warp_mma = arch.warp_mma_fraction.get(gpu, 1.0)
     return Architecture(_sm_count(arch, gpu, gemm), arch.gemm_tiles, arch.gemm_splits, arch.attention_block,
                         arch.attention_query_tiles.get(gpu, 1), warp_mma, warp_mma,
-                        longest_first=arch.longest_first(gpu))
+                        longest_first=arch.longest_first(gpu), tensor_memory_columns=arch.tensor_memory(gpu))
 
 
 def _fit_gemm(obs: Sequence[Observation], start: GemmParams, free: list[str] | None, arch: Architecture,
