@@ -92,7 +92,8 @@ INDEXER = ("attn_index_q", "attn_index_k", "attn_index_weights", "attn_index_rop
 _sparse_attention); its loss's target is over the rank's own heads."""
 QKV_GRAD_CAT = "attn_qkv_grad_cat"
 """The backward-only copy of a rotary model's query, key and value gradients into the fused QKV output's gradient
-(rotates_split_qkv): a read and a write of each element (torch.cat), QKV_GRAD_CAT_PASSES."""
+(rotates_split_qkv), or of any layer's whose query is copied (copies_query: its gradient comes back in a buffer of
+its own): a read and a write of each element (torch.cat), QKV_GRAD_CAT_PASSES."""
 QKV_GRAD_CAT_PASSES = 2
 VALUE_COPY = "attn_value_copy"
 """The forward-only copy of a rotary model's value into a tensor of its own before Transformer Engine's attention
@@ -102,6 +103,9 @@ the key's and value's alike), and makes all three contiguous, a read and a write
 already are); its backward passes the gradient through. The unrotated interleaved views it takes as they are
 (sbh3d). The attention saves the copy in place of the view, which frees the QKV output: the layer keeps as much as
 unrotated (memory/activations.py)."""
+QUERY_COPY = "attn_query_copy"
+"""The forward-only copy of a grouped-query layer's query out of the fused QKV output (copies_query): a read and a
+write of each of the rank's query elements (and of its output gate's, reshaped alike); its backward is a view."""
 TE_ATTENTION_BACKENDS = ("cudnn", "flash")
 """The attention implementations Transformer Engine's DotProductAttention runs (FusedAttention on cuDNN,
 FlashAttention), whose layout check makes VALUE_COPY."""
@@ -119,6 +123,18 @@ def rotates_split_qkv(model: ModelSpec, elementwise: str) -> bool:
     Not in HuggingFace's eager models (elementwise eager), which project q_proj, k_proj and v_proj apart, nor in MLA,
     which rotates only a slice of its heads (LayerKernels._mla_rope)."""
     return model.position_embedding == "rope" and model.mla is None and elementwise == "fused"
+
+
+def copies_query(model: ModelSpec, elementwise: str, heads: int, groups: int) -> bool:
+    """Whether Megatron-Core's get_query_key_value_tensors copies a rank's query (QUERY_COPY), `heads` query heads
+    in `groups` key/value groups on the rank (LayerKernels.attention_heads). It views linear_qkv's output as
+    [sq, b, ng, (np/ng + 2) hn] and splits off the query [sq, b, ng, np/ng hn], whose group stride keeps the group's
+    key and value between; its reshape to [sq, b, np, hn] can be a view only where the group or the heads within it
+    are one (merging ng with np/ng needs a group stride of np/ng hn), so with several groups of several heads it
+    copies (torch reshape), rotated or not; its backward reshapes the contiguous gradient back, a view. Under
+    tp > num_query_groups Megatron-Core gathers one whole group a rank (one group: no copy; simulon gives such a
+    rank one group too). Megatron's layers only (elementwise fused, as rotates_split_qkv), not MLA's."""
+    return model.mla is None and elementwise == "fused" and groups > 1 and heads > groups
 
 
 REPLICATED = DOWN_PROJECTIONS + INDEXER
@@ -551,16 +567,22 @@ class LayerKernels:
             if latent.norm is not None:  # read x, write y | read x, dy, write dx
                 elementwise(latent.norm, Tn, latent.width, 2, 3)
         k.update(self._attention_core())
+        heads, groups = self.attention_heads()[:2] if m.has_attention else (0, 0)
+        tensors = self.attention_tensors() if m.has_attention else {}
+        query_copied = copies_query(m, self.elementwise, heads, groups)
+        if query_copied:  # the query (and output gate) reshaped out of the grouped QKV output
+            queries = tensors["q"] * (2 if m.attention_output_gate else 1)
+            k[QUERY_COPY] = (memory_bound(QUERY_COPY, Phase.fwd, 2 * queries * db, queries),)
         if self.rotary and m.mla is None:  # MLA rotates a slice of its heads (_mla_rope, below)
-            tensors = self.attention_tensors()
             k["attn_rope"] = memory_pair("attn_rope", tensors["q"] + tensors["k"], *(p * db for p in self.passes.rope))
-            if rotates_split_qkv(m, self.elementwise):  # dq, dk and dv into one gradient
-                qkv = tensors["q"] + tensors["k"] + tensors["v"]
-                k[QKV_GRAD_CAT] = (memory_bound(QKV_GRAD_CAT, Phase.bwd_ig, qkv * QKV_GRAD_CAT_PASSES * db, qkv),)
-                if self.attention_impl in TE_ATTENTION_BACKENDS:  # read and write the value
-                    k[VALUE_COPY] = (memory_bound(VALUE_COPY, Phase.fwd, 2 * tensors["v"] * db, tensors["v"]),)
         elif self.rotary and self.sparse is None and self.elementwise == "fused":
             k["attn_rope"] = self._mla_rope()
+        rotated_split = self.rotary and rotates_split_qkv(m, self.elementwise)
+        if rotated_split or query_copied:  # dq (rotated: dk too) apart from the rest: all into one gradient
+            qkv = tensors["q"] + tensors["k"] + tensors["v"]
+            k[QKV_GRAD_CAT] = (memory_bound(QKV_GRAD_CAT, Phase.bwd_ig, qkv * QKV_GRAD_CAT_PASSES * db, qkv),)
+        if rotated_split and self.attention_impl in TE_ATTENTION_BACKENDS:  # read and write the value
+            k[VALUE_COPY] = (memory_bound(VALUE_COPY, Phase.fwd, 2 * tensors["v"] * db, tensors["v"]),)
         if self.sparse is not None:
             k.update(self._sparse_attention())
         for name in REPLICATED if t > 1 else ():

@@ -29,7 +29,15 @@ from ..config.workload import MegatronWorkload
 from .data_parallel import DataParallelSync, Gathers
 from .gated_delta import GDN_SCAN
 from .kernels import Phase, chunked
-from .layer_kernels import QKV_GRAD_CAT, RING_BLOCK, UNDEFERRED_WEIGHT_GRADIENTS, VALUE_COPY, Latent, LayerKernels
+from .layer_kernels import (
+    QKV_GRAD_CAT,
+    QUERY_COPY,
+    RING_BLOCK,
+    UNDEFERRED_WEIGHT_GRADIENTS,
+    VALUE_COPY,
+    Latent,
+    LayerKernels,
+)
 from .layout import RankLayout
 from .parameters import ModelParameters, PipelineLayers
 from .program import EMBEDDING_LAYER, HEAD_LAYER, NO_OP, StageProgram, Stream
@@ -651,6 +659,8 @@ class _StageEmitter:
         if absorbed:
             self.run(absorbed[0], phase, layer, mb)
             self.indexer_forward(layer, mb, phase)
+        if QUERY_COPY in self.kernels:  # the grouped query reshaped out of the QKV output (get_query_key_value_tensors)
+            self.run(QUERY_COPY, phase, layer, mb)
         if "attn_rope" in self.kernels.at(layer):  # the queries and keys rotated before the core attention reads them
             self.run("attn_rope", phase, layer, mb)
         self.core_attention(layer, mb, phase)
