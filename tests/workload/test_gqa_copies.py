@@ -2,7 +2,8 @@
 fused QKV output viewed as [sq, b, ng, (np/ng + 2) hn] and split, the query's reshape to [sq, b, np, hn] a copy
 where a rank holds several groups of several query heads, rotated or not; its gradient then comes back in a buffer
 of its own, so the split's backward concatenates the gradients (workload/layer_kernels.py QUERY_COPY,
-QKV_GRAD_CAT)."""
+QKV_GRAD_CAT); Transformer Engine's attention then makes the key and value views contiguous, and the query too
+where the rank holds one group (LAYOUT_COPY)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from simulon.pipeline import simulate
 from simulon.search.estimate import Estimator, unit_kind
 from simulon.search.space import Strategy
 from simulon.workload.kernels import Phase
-from simulon.workload.layer_kernels import QKV_GRAD_CAT, QUERY_COPY, VALUE_COPY, LayerKernels
+from simulon.workload.layer_kernels import LAYOUT_COPY, QKV_GRAD_CAT, QUERY_COPY, LayerKernels
 
 SEQ, HIDDEN, HEADS, LAYERS, MICRO_BATCHES = 1024, 1024, 16, 2, 2
 HEAD = HIDDEN // HEADS
@@ -62,7 +63,6 @@ def test_an_unrotated_grouped_layer_concatenates_its_gradients_and_an_unrotated_
     grouped = LayerKernels.of(scenario().workload)
     qkv = SEQ * (HEADS + 2 * 4) * HEAD
     assert grouped[QKV_GRAD_CAT][Phase.bwd_ig].bytes == pytest.approx(qkv * 2 * 2)
-    assert VALUE_COPY not in grouped  # the rotated layers' copy of the value
     multi_head = LayerKernels.of(scenario(kv_heads=None).workload)
     assert QUERY_COPY not in multi_head and QKV_GRAD_CAT not in multi_head
 
@@ -94,8 +94,9 @@ def test_the_query_copy_runs_between_the_qkv_projection_and_the_core_attention(r
             assert tl.finish[copy] <= tl.start[rope[key]] <= tl.start[core[key]]
 
 
-def test_the_estimate_costs_the_query_copy_and_the_gradient_concatenation_as_the_replay_runs_them(monkeypatch):
-    """A grouped layer's estimated seconds less the same layer's without the copies (copies_query off, under a
+def test_the_estimate_costs_the_copies_and_the_gradient_concatenation_as_the_replay_runs_them(monkeypatch):
+    """A grouped layer's estimated seconds less the same layer's without the copies (copies_query and
+    te_layout_copies off, under a
     model name of its own so that no shared table is reused) are what the replay's copies take a layer and
     micro-batch."""
     def layer_s(sc) -> float:
@@ -104,10 +105,49 @@ def test_the_estimate_costs_the_query_copy_and_the_gradient_concatenation_as_the
 
     grouped = scenario()
     sim = simulate(grouped)
-    replayed = float(sum(sim.dag.duration[n] for n in nodes(sim, (QUERY_COPY, QKV_GRAD_CAT))))
+    replayed = float(sum(sim.dag.duration[n] for n in nodes(sim, (QUERY_COPY, QKV_GRAD_CAT, LAYOUT_COPY))))
     assert replayed > 0
     with_copies = layer_s(grouped)
     monkeypatch.setattr(layer_kernels, "copies_query", lambda *_: False)
+    monkeypatch.setattr(layer_kernels, "te_layout_copies", lambda *_: 0.0)
     without = scenario(name="test-gpt-without-query-copy")
     assert QUERY_COPY not in LayerKernels.of(without.workload)
     assert with_copies - layer_s(without) == pytest.approx(replayed / (LAYERS * MICRO_BATCHES), rel=1e-6)
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.sampled_from([1, 2, 4, 8]), st.sampled_from([1, 2, 4, 8, 16]), st.sampled_from(["learned", "rope"]))
+def test_transformer_engine_copies_the_views_its_layout_check_refuses(tp, kv_heads, position):
+    """get_qkv_layout: rotated, the value (the query and key are the rotary kernel's outputs); unrotated multi-head
+    views interleave at the head (sbh3d), none; unrotated grouped ones lie apart in each group, the key and value,
+    and the query too where a rank holds one group (its reshape a strided view). Forward only, a read and a write."""
+    kernels = LayerKernels.of(scenario(position, tp=tp, kv_heads=kv_heads).workload)
+    heads, groups = HEADS // tp, max(kv_heads // tp, 1)
+    if position == "rope":
+        copied = groups
+    elif heads > groups:
+        copied = 2 * groups + (heads if groups == 1 else 0)
+    else:
+        copied = 0
+    if copied:
+        assert set(kernels[LAYOUT_COPY]) == {Phase.fwd, Phase.recompute}
+        assert kernels[LAYOUT_COPY][Phase.fwd].bytes == pytest.approx(SEQ * copied * HEAD * 2 * 2)  # bf16
+        assert QKV_GRAD_CAT in kernels  # the gradients of the copies come back apart
+    else:
+        assert LAYOUT_COPY not in kernels and QKV_GRAD_CAT not in kernels
+
+
+def test_attention_outside_transformer_engine_leaves_the_grouped_views_as_they_are():
+    grouped = scenario().workload
+    unfused = grouped.model_copy(update={"training": grouped.training.model_copy(update={"attention": "unfused"})})
+    kernels = LayerKernels.of(unfused)
+    assert LAYOUT_COPY not in kernels and QUERY_COPY in kernels and QKV_GRAD_CAT in kernels
+
+
+def test_the_layout_copy_runs_with_the_core_attention_and_again_where_that_is_recomputed():
+    def copies(sim) -> list[Phase]:
+        return sorted(sim.dag.kernel_specs[sim.dag.kernel[n]].phase for n in nodes(sim, (LAYOUT_COPY,)))
+
+    assert copies(simulate(scenario())) == [Phase.fwd] * LAYERS * MICRO_BATCHES
+    recomputed = simulate(scenario(recompute="selective", recompute_modules=["core_attn"]))
+    assert copies(recomputed) == sorted([Phase.fwd, Phase.recompute] * LAYERS * MICRO_BATCHES)

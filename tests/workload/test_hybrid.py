@@ -107,8 +107,10 @@ def test_each_layer_runs_the_blocks_its_symbol_names_in_megatron_s_order():
     assert by_layer[0] == ["mamba_norm", "mamba_in_proj", "mamba_conv1d", "mamba_ssd_cumsum", "mamba_ssd_chunk_state",
                            "mamba_ssd_state_passing", "mamba_ssd_bmm", "mamba_ssd_scan", "mamba_out_norm",
                            "mamba_out_proj", "mamba_residual"]
-    # Megatron-Core copies the grouped query (8 heads in 4 groups) out of the QKV output
-    assert by_layer[1] == ["attn_norm", "attn_qkv", "attn_query_copy", "attn_flash", "attn_proj", "attn_residual"]
+    # Megatron-Core copies the grouped query (8 heads in 4 groups) out of the QKV output, Transformer Engine the key
+    # and value views
+    assert by_layer[1] == ["attn_norm", "attn_qkv", "attn_query_copy", "attn_layout_copy", "attn_flash", "attn_proj",
+                           "attn_residual"]
     assert by_layer[2] == ["mlp_norm", "mlp_linear1", "mlp_act", "mlp_linear2", "mlp_residual"]
     assert by_layer[3][0] == "mlp_norm" and by_layer[3][-1] == "mlp_residual"
     assert {name.split("_")[0] for name in by_layer[3][1:-1]} == {"moe"}

@@ -17,7 +17,7 @@ from simulon.pipeline import simulate
 from simulon.search.estimate import Estimator, unit_kind
 from simulon.search.space import Strategy
 from simulon.workload.kernels import Phase
-from simulon.workload.layer_kernels import FUSED_PASSES, QKV_GRAD_CAT, VALUE_COPY, LayerKernels
+from simulon.workload.layer_kernels import FUSED_PASSES, LAYOUT_COPY, QKV_GRAD_CAT, LayerKernels
 
 SEQ, HIDDEN, HEADS, LAYERS, MICRO_BATCHES = 1024, 1024, 16, 2, 2
 
@@ -52,8 +52,8 @@ def test_rotary_embedding_moves_each_rank_s_queries_and_keys_twice_each_way(tp, 
 @pytest.mark.parametrize("position", ["learned", "alibi", "none"])
 def test_a_model_that_does_not_rotate_its_queries_runs_no_rotary_kernel(position):
     kernels = LayerKernels.of(scenario(position).workload)
-    assert "attn_rope" not in kernels and QKV_GRAD_CAT not in kernels and VALUE_COPY not in kernels
-    assert rope_nodes(simulate(scenario(position)), ("attn_rope", QKV_GRAD_CAT, VALUE_COPY)) == []
+    assert "attn_rope" not in kernels and QKV_GRAD_CAT not in kernels and LAYOUT_COPY not in kernels
+    assert rope_nodes(simulate(scenario(position)), ("attn_rope", QKV_GRAD_CAT, LAYOUT_COPY)) == []
 
 
 def test_every_layer_rotates_once_forward_and_once_backward_each_micro_batch():
@@ -64,7 +64,7 @@ def test_every_layer_rotates_once_forward_and_once_backward_each_micro_batch():
 
 def test_a_rotary_model_is_slower_than_a_learned_one_by_its_rotations_and_gradient_copies_time():
     learned, rotary = simulate(scenario("learned")), simulate(scenario("rope"))
-    rotations = float(sum(rotary.dag.duration[n] for n in rope_nodes(rotary, ("attn_rope", QKV_GRAD_CAT, VALUE_COPY))))
+    rotations = float(sum(rotary.dag.duration[n] for n in rope_nodes(rotary, ("attn_rope", QKV_GRAD_CAT, LAYOUT_COPY))))
     assert rotations > 0
     slower = (rotary.result.iteration_time_ms - learned.result.iteration_time_ms) / 1e3
     assert slower == pytest.approx(rotations, rel=1e-6)
@@ -101,7 +101,7 @@ def test_the_gradient_copy_runs_once_a_layer_and_micro_batch_between_the_inverse
 
 def test_huggingface_s_separate_projections_copy_no_gradient_together():
     kernels = LayerKernels.of(with_training(scenario("rope"), elementwise="eager"))
-    assert QKV_GRAD_CAT not in kernels and VALUE_COPY not in kernels
+    assert QKV_GRAD_CAT not in kernels and LAYOUT_COPY not in kernels
 
 
 @settings(max_examples=12, deadline=None)
@@ -111,17 +111,17 @@ def test_transformer_engine_s_attention_copies_the_rank_s_value_once_forward(tp,
     the QKV output, and makes the value contiguous: a read and a write of it, forward only."""
     kernels = LayerKernels.of(scenario("rope", tp=tp, kv_heads=kv_heads, gpus=tp).workload)
     values = SEQ * max(kv_heads // tp, 1) * (HIDDEN // HEADS)
-    assert set(kernels[VALUE_COPY]) == {Phase.fwd, Phase.recompute}
-    assert kernels[VALUE_COPY][Phase.fwd].bytes == pytest.approx(values * 2 * 2)  # read + write, bf16
+    assert set(kernels[LAYOUT_COPY]) == {Phase.fwd, Phase.recompute}
+    assert kernels[LAYOUT_COPY][Phase.fwd].bytes == pytest.approx(values * 2 * 2)  # read + write, bf16
 
 
 def test_attention_outside_transformer_engine_copies_no_value():
-    assert VALUE_COPY not in LayerKernels.of(with_training(scenario("rope"), attention="unfused"))
+    assert LAYOUT_COPY not in LayerKernels.of(with_training(scenario("rope"), attention="unfused"))
 
 
 def test_the_value_copy_runs_with_the_core_attention_and_again_where_that_is_recomputed():
     def copies(sim) -> list[Phase]:
-        return sorted(sim.dag.kernel_specs[sim.dag.kernel[n]].phase for n in rope_nodes(sim, (VALUE_COPY,)))
+        return sorted(sim.dag.kernel_specs[sim.dag.kernel[n]].phase for n in rope_nodes(sim, (LAYOUT_COPY,)))
 
     assert copies(simulate(scenario("rope"))) == [Phase.fwd] * LAYERS * MICRO_BATCHES
     recomputed = simulate(scenario("rope", recompute="selective", recompute_modules=["core_attn"]))
@@ -140,7 +140,7 @@ def test_the_estimate_costs_a_rotary_layer_s_extra_kernels_as_the_replay_runs_th
 
     learned, rotary = scenario("learned", **recompute), scenario("rope", **recompute)
     sim = simulate(rotary)
-    replayed = float(sum(sim.dag.duration[n] for n in rope_nodes(sim, ("attn_rope", QKV_GRAD_CAT, VALUE_COPY))))
+    replayed = float(sum(sim.dag.duration[n] for n in rope_nodes(sim, ("attn_rope", QKV_GRAD_CAT, LAYOUT_COPY))))
     assert layer_s(rotary) - layer_s(learned) == pytest.approx(replayed / (LAYERS * MICRO_BATCHES), rel=1e-6)
 
 
@@ -153,9 +153,9 @@ def test_a_nope_layer_runs_no_rotary_kernel_and_the_others_do():
     kernels = LayerKernels.of(sc.workload)
     rotary = [layer for layer in range(layers) if "attn_rope" in kernels.at(layer)]
     assert rotary == [0, 2]
-    assert all(not {"attn_rope", QKV_GRAD_CAT, VALUE_COPY} & set(kernels.at(layer).table) for layer in (1, 3))
+    assert all(not {"attn_rope", QKV_GRAD_CAT, LAYOUT_COPY} & set(kernels.at(layer).table) for layer in (1, 3))
     sim = simulate(sc)
-    names = ("attn_rope", QKV_GRAD_CAT, VALUE_COPY)
+    names = ("attn_rope", QKV_GRAD_CAT, LAYOUT_COPY)
     assert sorted({int(sim.dag.layer[n]) for n in rope_nodes(sim, names)}) == rotary
     estimator = Estimator.on(sc.workload, sc.datacenter, sc.collective, sc.workload.training.num_gpus)
     s = Strategy.of(sc)
@@ -198,7 +198,7 @@ def test_mla_rotates_only_its_rotary_slice_and_splits_the_key_and_value_in_one_p
     key_value = (n * (k + v) + r) + (n * (k + r) + n * v)  # read kv and k_pe, write the key and the value
     for phase in (Phase.fwd, Phase.bwd_ig):
         assert kernels["attn_rope"][phase].bytes == pytest.approx(SEQ * (query + key_value) * 2)  # bf16
-    assert QKV_GRAD_CAT not in kernels and VALUE_COPY not in kernels
+    assert QKV_GRAD_CAT not in kernels and LAYOUT_COPY not in kernels
 
 
 def test_mla_without_rotary_positions_and_mla_s_absorbed_form_run_no_rotary_kernel():

@@ -82,9 +82,9 @@ from ..workload.data_parallel import (
 )
 from ..workload.kernels import KernelClass, KernelSpec, Phase, chunked
 from ..workload.layer_kernels import (
+    LAYOUT_COPY,
     RING_BLOCK,
     UNDEFERRED_WEIGHT_GRADIENTS,
-    VALUE_COPY,
     ColumnGroup,
     LayerKernels,
     ShardShape,
@@ -891,8 +891,8 @@ class Estimator:
             attention_core = 0.0
             if is_layer(unit) and "attention" in unit.kind:
                 core = [table[n][Phase.fwd] for n in table.attention_core for _ in range(table.repeats(n))]
-                if VALUE_COPY in table:  # inside Transformer Engine's attention, re-run with it (workload.megatron)
-                    core.append(table[VALUE_COPY][Phase.fwd])
+                if LAYOUT_COPY in table:  # inside Transformer Engine's attention, re-run with it (workload.megatron)
+                    core.append(table[LAYOUT_COPY][Phase.fwd])
                 attention_core = float(self.kernel_seconds(s.dtype, core).sum())
             wgrads = [n for n in names if Phase.bwd_wg in table[n] for _ in range(table.repeats(n))]
             undeferred = sum(float(t) for t, n in zip(each[Phase.bwd_wg], wgrads, strict=True)

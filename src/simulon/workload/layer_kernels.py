@@ -92,23 +92,22 @@ INDEXER = ("attn_index_q", "attn_index_k", "attn_index_weights", "attn_index_rop
 _sparse_attention); its loss's target is over the rank's own heads."""
 QKV_GRAD_CAT = "attn_qkv_grad_cat"
 """The backward-only copy of a rotary model's query, key and value gradients into the fused QKV output's gradient
-(rotates_split_qkv), or of any layer's whose query is copied (copies_query: its gradient comes back in a buffer of
-its own): a read and a write of each element (torch.cat), QKV_GRAD_CAT_PASSES."""
+(rotates_split_qkv), or of any layer's whose query, key or value is copied (copies_query, te_layout_copies: its
+gradient comes back in a buffer of its own): a read and a write of each element (torch.cat), QKV_GRAD_CAT_PASSES."""
 QKV_GRAD_CAT_PASSES = 2
-VALUE_COPY = "attn_value_copy"
-"""The forward-only copy of a rotary model's value into a tensor of its own before Transformer Engine's attention
-reads it (rotates_split_qkv): get_qkv_layout (attention/dot_product_attention/utils.py) finds the rotated query and
-key contiguous but the value a strided view of the QKV output, strides no layout of its accepts (sbhd_sbhd_sbhd wants
-the key's and value's alike), and makes all three contiguous, a read and a write of the value (the query and key
-already are); its backward passes the gradient through. The unrotated interleaved views it takes as they are
-(sbh3d). The attention saves the copy in place of the view, which frees the QKV output: the layer keeps as much as
-unrotated (memory/activations.py)."""
+LAYOUT_COPY = "attn_layout_copy"
+"""The forward-only copies Transformer Engine's attention makes of the query, key and value views it cannot take
+as they lie (te_layout_copies) before it reads them: get_qkv_layout (attention/dot_product_attention/utils.py) finds
+no layout of its for their strides and offsets and makes all three contiguous (x.contiguous(): a read and a write of
+each that is not already; one kernel here for the two or three); its backward passes the gradients through. The
+attention saves the copies in place of the views, which frees the QKV output: the layer keeps as much as with none
+(memory/activations.py)."""
 QUERY_COPY = "attn_query_copy"
 """The forward-only copy of a grouped-query layer's query out of the fused QKV output (copies_query): a read and a
 write of each of the rank's query elements (and of its output gate's, reshaped alike); its backward is a view."""
 TE_ATTENTION_BACKENDS = ("cudnn", "flash")
 """The attention implementations Transformer Engine's DotProductAttention runs (FusedAttention on cuDNN,
-FlashAttention), whose layout check makes VALUE_COPY."""
+FlashAttention), whose layout check makes LAYOUT_COPY."""
 
 
 def rotates_split_qkv(model: ModelSpec, elementwise: str) -> bool:
@@ -123,6 +122,21 @@ def rotates_split_qkv(model: ModelSpec, elementwise: str) -> bool:
     Not in HuggingFace's eager models (elementwise eager), which project q_proj, k_proj and v_proj apart, nor in MLA,
     which rotates only a slice of its heads (LayerKernels._mla_rope)."""
     return model.position_embedding == "rope" and model.mla is None and elementwise == "fused"
+
+
+def te_layout_copies(tensors: dict[str, float], rotated: bool, heads: int, groups: int) -> float:
+    """Elements of a Megatron-Core layer's query, key and value (`tensors`, LayerKernels.attention_tensors; `heads`
+    query heads in `groups` key/value groups on the rank) that Transformer Engine's get_qkv_layout copies
+    (LAYOUT_COPY). Multi-head and unrotated, the split's views interleave at the head (sbh3d): none. Rotated
+    (rotates_split_qkv), the query and key are the rotary kernel's contiguous outputs, the value a view whose strides
+    are not the key's: the value. Grouped and unrotated, the key and value views lie apart in each group
+    ([q1 q2 k1 v1 | q3 q4 k2 v2], no sbhd_sbh2d offsets nor sbhd_sbhd_sbhd ones): the key and value, and the query
+    too where the rank holds one group (its reshape was a view, strided; copies_query copied it otherwise)."""
+    if rotated:
+        return tensors["v"]
+    if heads <= groups:
+        return 0.0
+    return tensors["k"] + tensors["v"] + (tensors["q"] if groups == 1 else 0.0)
 
 
 def copies_query(model: ModelSpec, elementwise: str, heads: int, groups: int) -> bool:
@@ -578,11 +592,14 @@ class LayerKernels:
         elif self.rotary and self.sparse is None and self.elementwise == "fused":
             k["attn_rope"] = self._mla_rope()
         rotated_split = self.rotary and rotates_split_qkv(m, self.elementwise)
-        if rotated_split or query_copied:  # dq (rotated: dk too) apart from the rest: all into one gradient
+        copied = 0.0
+        if self.attention_impl in TE_ATTENTION_BACKENDS and m.mla is None and self.elementwise == "fused":
+            copied = te_layout_copies(tensors, rotated_split, heads, groups)
+        if rotated_split or query_copied or copied:  # dq, dk or dv apart from the rest: all into one gradient
             qkv = tensors["q"] + tensors["k"] + tensors["v"]
             k[QKV_GRAD_CAT] = (memory_bound(QKV_GRAD_CAT, Phase.bwd_ig, qkv * QKV_GRAD_CAT_PASSES * db, qkv),)
-        if rotated_split and self.attention_impl in TE_ATTENTION_BACKENDS:  # read and write the value
-            k[VALUE_COPY] = (memory_bound(VALUE_COPY, Phase.fwd, 2 * tensors["v"] * db, tensors["v"]),)
+        if copied:  # read and write each copied tensor
+            k[LAYOUT_COPY] = (memory_bound(LAYOUT_COPY, Phase.fwd, 2 * copied * db, copied),)
         if self.sparse is not None:
             k.update(self._sparse_attention())
         for name in REPLICATED if t > 1 else ():

@@ -30,11 +30,11 @@ from .data_parallel import DataParallelSync, Gathers
 from .gated_delta import GDN_SCAN
 from .kernels import Phase, chunked
 from .layer_kernels import (
+    LAYOUT_COPY,
     QKV_GRAD_CAT,
     QUERY_COPY,
     RING_BLOCK,
     UNDEFERRED_WEIGHT_GRADIENTS,
-    VALUE_COPY,
     Latent,
     LayerKernels,
 )
@@ -299,8 +299,8 @@ class _StageEmitter:
         """Core attention forward (or its recomputation), with context parallelism's exchange of keys and values:
         around the ring, or gathered first; the all-to-all variants trade the sequence split for a head split
         first and back after (cp_all_to_all)."""
-        if VALUE_COPY in self.kernels.at(layer):  # Transformer Engine makes a rotated model's value contiguous
-            self.run(VALUE_COPY, phase, layer, mb)
+        if LAYOUT_COPY in self.kernels.at(layer):  # Transformer Engine copies the views it cannot take
+            self.run(LAYOUT_COPY, phase, layer, mb)
         self.cp_all_to_all(("q", "k", "v"), "cp_qkv_a2a", layer, mb, phase)
         if RING_BLOCK in self.kernels:
             self.ring_attention(layer, mb, phase)
