@@ -23,6 +23,7 @@ from simulon.compute.calibration import (
     AttentionPhase,
     Calibrations,
     GemmParams,
+    per_sm_rate_scaled,
     power_limited_clock,
     power_limited_fall,
 )
@@ -661,3 +662,32 @@ def test_blackwell_sms_hold_512_columns_of_tensor_memory_a_head_dimension_128_ba
     assert columns == {"b200": 512, "gb300": 512, "h100-sxm": 0, "a100-sxm-80gb": 0, "mi300x": 0}
     assert backward_accumulator_columns(128, 128, 128) == 512
     assert backward_accumulator_columns(128, 192, 128) == 576
+
+
+def test_a_borrowed_fit_counts_the_donors_fixed_sm_times_in_the_borrowers_k_elements():
+    """The per-tile and per-kernel SM clocks and the half-speed reuse, counted in K elements, scale with the dense
+    tensor FLOP per SM and clock (architecture.yaml, warp_mma_fraction): a B200 lent the H100's fit takes 2x them
+    (tcgen05 against wgmma), an A100 0.5x (mma.sync), not the 2.03x and 0.39x of the per-SM FLOP/s, in which the
+    clocks do not cancel; the efficiency, launch overhead and memory efficiency are the H100's. A GPU of the donor's
+    chip takes them unchanged: the H200 (the H100's peak and SM count) and the GB200 lent the B200's fit (a B200 at a
+    higher clock: 2,500 against 2,250 TFLOP/s dense on 148 SMs, per second 1.11x)."""
+    fitted = {"efficiency": 0.8, "overhead_us": 5.0, "k_overhead": 50.0, "ramp_k": 100.0, "tile_intensity": 40.0,
+              "memory_efficiency": 0.8, "sustained_clock": 0.8, "throttle_ms": 20.0, "group_overhead_us": 2.0}
+    for donor_chip, borrower, ratio in (("h100-sxm", "b200", 2.0), ("h100-sxm", "a100-sxm-80gb", 0.5),
+                                        ("h100-sxm", "h200-sxm", 1.0), ("b200", "gb200", 1.0)):
+        cal = Calibrations.with_fit({"gpus": {donor_chip: {"sm_count": 132, "gemm": {"bf16": fitted}}}})
+        lent, donor = cal.gemm(GPUSpec.model_validate({"from": borrower}), DType.bf16)
+        assert donor == donor_chip
+        assert (lent.k_overhead, lent.ramp_k, lent.tile_intensity) == (50.0 * ratio, 100.0 * ratio, 40.0 * ratio)
+        assert (lent.efficiency, lent.overhead_us, lent.memory_efficiency) == (0.8, 5.0, 0.8)
+
+
+@given(st.floats(0.25, 4.0), st.integers(1, 64), st.integers(1, 64), st.integers(1, 32))
+def test_sms_c_times_faster_with_scaled_parameters_speed_up_the_main_loop_alone(c, m_tiles, n_tiles, k_blocks):
+    """Parameters scaled to SMs c times faster (per_sm_rate_scaled): the main loop runs c times faster, a tile's
+    prologue and epilogue and the pipeline's fill take the donor's seconds."""
+    p = dataclasses.replace(IDEAL, k_overhead=50.0, ramp_k=100.0)
+    m, n, k = 128 * m_tiles, 128 * n_tiles, 64 * k_blocks
+    main = one_gemm(m, n, k, IDEAL)
+    fixed = one_gemm(m, n, k, p) - main
+    assert one_gemm(m, n, k, per_sm_rate_scaled(p, c), peak=c * PEAK) == pytest.approx(main / c + fixed, rel=1e-9)

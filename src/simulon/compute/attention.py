@@ -35,7 +35,7 @@ import math
 import numpy as np
 
 from ..workload.kernels import FULL_MATRIX_LIBRARIES, WARP_MMA_LIBRARIES, KernelSpec, Phase, attention_impl
-from .calibration import Architecture, AttentionParams
+from .calibration import Architecture, AttentionParams, tensor_flop_per_sm_clock
 from .dispatch import Order, makespan
 
 BACKWARD_PHASES = (Phase.bwd_ig, Phase.bwd_wg)
@@ -75,7 +75,7 @@ def sm_bound(arch: Architecture) -> float:
     H200's 25.8 and the H100's 36.1 (calibration.yaml; bound with the blocks, the H200's came to 25.4 us on the B200,
     unbound 12.7). Held out, the B200 then comes to 15.8% (forward 15.5%, bias -12.2%; backward 16.0%, bias -14.6%),
     in sample as before (an own fit is never bound)."""
-    return max(1.0, arch.fitted_warp_mma_fraction / arch.warp_mma_fraction)
+    return max(1.0, arch.tensor_rate_ratio)
 
 
 EXPONENTIALS_PER_SM_CLOCK = 16.0
@@ -83,11 +83,6 @@ EXPONENTIALS_PER_SM_CLOCK = 16.0
 special functions over 132 SMs at 1.83 GHz (Shah et al. 2024, FlashAttention-3, section 3.1), and the B200's MUFU at
 16 operations per SM and clock (Zadouri et al. 2026, FlashAttention-4); Blackwell Ultra issues more
 (architecture.yaml, special_function_rate). A spec value, not a fit."""
-
-AMPERE_TENSOR_FLOP_PER_SM_CLOCK = 2048.0
-"""Dense 16-bit tensor-core FLOP an Ampere SM does per clock: 1,024 FMA (NVIDIA A100 whitepaper), the unit of
-architecture.yaml's warp_mma_fraction (a chip's dense FLOP per SM and clock is this over its fraction: 4,096 on
-Hopper, 8,192 on Blackwell). A spec value, not a fit."""
 
 
 def exponential_dims(arch: Architecture) -> float:
@@ -105,8 +100,8 @@ def exponential_dims(arch: Architecture) -> float:
     that: its 131,072-token row spends 2,040 SM clocks a block (28,367 blocks an SM in 31.2 ms at the 1.86 GHz of the
     2.25 PFLOP/s dense peak), against 1,024 of matmul at the peak and 1,024 of exponentials; FlashAttention-4
     overlaps them, up to 1.3x faster than cuDNN 9.13."""
-    return AMPERE_TENSOR_FLOP_PER_SM_CLOCK / (
-        2.0 * EXPONENTIALS_PER_SM_CLOCK * arch.special_function_rate * arch.warp_mma_fraction)
+    return tensor_flop_per_sm_clock(arch.warp_mma_fraction) / (
+        2.0 * EXPONENTIALS_PER_SM_CLOCK * arch.special_function_rate)
 
 
 def backward_accumulator_columns(block: int, qk_dim: int, v_dim: int) -> int:

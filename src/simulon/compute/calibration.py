@@ -56,6 +56,21 @@ class AttentionParams:
     library: str = ""          # the library fitted on (workload.kernels.FLASH_IMPLEMENTATIONS; blank: the kernel's own)
 
 
+AMPERE_TENSOR_FLOP_PER_SM_CLOCK = 2048.0
+"""Dense 16-bit tensor-core FLOP an Ampere SM does per clock: 1,024 FMA (NVIDIA A100 whitepaper), the unit of
+architecture.yaml's warp_mma_fraction (tensor_flop_per_sm_clock). A spec value, not a fit."""
+
+
+def tensor_flop_per_sm_clock(warp_mma_fraction: float) -> float:
+    """Dense 16-bit tensor FLOP one SM of a chip does per clock, from its warp_mma_fraction (architecture.yaml:
+    Ampere's rate per SM and clock as a fraction of the chip's): 2,048 on Ampere, 4,096 on Hopper (wgmma), 8,192 on
+    Blackwell (tcgen05), 1,040 on the H20 (Hopper capped at 148 TFLOP/s). AMD's CDNA chips and the GeForce and
+    TITAN Ampere and Turing chips are listed at 1.0 there (their attention kernels issue the chip's own instruction
+    at its peak), so they count as Ampere here: right for the MI300X and MI325X (1,307 TFLOP/s over 304 CUs at
+    2.1 GHz), where their spec sheets give the MI355X twice that and the RTX 3090 a quarter (FP32 accumulate)."""
+    return AMPERE_TENSOR_FLOP_PER_SM_CLOCK / warp_mma_fraction
+
+
 @dataclass(frozen=True)
 class Architecture:
     """What the wave model needs to know about a GPU's layout (from public specs, not fitted)."""
@@ -72,6 +87,14 @@ class Architecture:
     longest_first: frozenset[tuple[str, str]] = frozenset()  # (library, pass) whose attention kernels for this
     #                                                          chip's instruction issue CTAs longest first
     tensor_memory_columns: int = 0  # 32-bit columns of tensor memory an SM holds (architecture.yaml); 0: none
+
+    @property
+    def tensor_rate_ratio(self) -> float:
+        """Dense 16-bit tensor FLOP this chip's SMs do per clock over those of the chip whose parameters it runs
+        (tensor_flop_per_sm_clock of each one's warp_mma_fraction): 2 for a B200 on the H100's, 0.5 for an A100 on
+        the H100's, 1 on its own chip's."""
+        return tensor_flop_per_sm_clock(self.warp_mma_fraction) / tensor_flop_per_sm_clock(
+            self.fitted_warp_mma_fraction)
 
 
 @dataclass(frozen=True)
@@ -216,6 +239,7 @@ class Calibrations:
         params = cal.gemm[chosen]
         # a variant of the donor's chip too (`{from: h100-sxm, tdp_w: 200}`): the power it has bounds its clock
         clock = power_limited_clock(params.sustained_clock, shipped_gpu(donor), gpu)
+        params = per_sm_rate_scaled(params, self.architecture(gpu, donor).tensor_rate_ratio)
         return replace(params, sustained_clock=clock,
                        throttle_ms=power_limited_fall(params.throttle_ms, params.sustained_clock, clock)), donor
 
@@ -310,6 +334,33 @@ def power_limited_clock(donor_clock: float, donor: GPUSpec, gpu: GPUSpec) -> flo
         return donor_clock
     watts_per_flop = (gpu.tdp_w / gpu.peak_flops(DType.bf16)) / (donor.tdp_w / donor.peak_flops(DType.bf16))
     return donor_clock * min(1.0, watts_per_flop) ** (1.0 / POWER_CLOCK_EXPONENT)
+
+
+K_SHAPE_PARAMETERS = ("k_overhead", "ramp_k", "tile_intensity")
+"""GemmParams that count a fixed time of an SM in the K elements its main loop would cover meanwhile: a tile's prologue
+and epilogue (k_overhead), the pipeline's fill (ramp_k), and the operand reuse at which a tile runs at half speed
+(tile_intensity: FLOPs an SM does in the time it takes to load one operand element from shared memory and L2)."""
+
+
+def per_sm_rate_scaled(params: GemmParams, ratio: float) -> GemmParams:
+    """GEMM parameters fitted on a chip whose SMs do 1 / `ratio` of the dense tensor FLOP per clock of the SMs of the
+    chip that borrows them (Architecture.tensor_rate_ratio). The fixed times and operand feed rates behind
+    K_SHAPE_PARAMETERS are SM clocks (a tile's prologue and epilogue, the pipeline's fill, shared memory, L2 and store
+    paths: 128 bytes of shared memory per SM and clock on Ampere and Hopper, NVIDIA's tuning guides, taken as the same
+    on Blackwell), not tensor-core work, whose rate per SM and clock doubled with each of Hopper's wgmma and
+    Blackwell's tcgen05 (data/architecture.yaml, warp_mma_fraction): in the same clocks a chip whose SMs do twice the
+    FLOP per clock covers twice the K elements. Per clock, so the clock cancels: the B200 on the H100's parameters
+    takes 2x, the A100 0.5x, the GB200 on the B200's (the same chip) 1x. The fits bear it out where they are well
+    posed: the B200's bf16 fit has 1.7x the H100's k_overhead and 1.6x its tile_intensity. Held out of the fit
+    (benchmarks/leave_one_out.py kernels --by gpu, GEMMs of 1 GFLOP and more), every GPU together came 15.9% -> 15.2%
+    off, the B200 on the H100's parameters 17.1% -> 15.6%, the A100 PCIe 5.1% -> 5.5%, the H100 on the B200's
+    16.1% -> 16.6%: its bf16 comes closer but its fp8 further (14.5% -> 16.0%: Hopper runs fp8 and tf32 slower
+    against its bf16 than Blackwell does, which nothing here models). The efficiency is relative to the fastest tile
+    and overhead_us is a launch's (host and driver): neither is scaled. A ratio of 1 leaves the parameters as
+    fitted."""
+    if ratio == 1.0:
+        return params
+    return replace(params, **{name: getattr(params, name) * ratio for name in K_SHAPE_PARAMETERS})
 
 
 def power_limited_fall(donor_ms: float, donor_clock: float, clock: float) -> float:
