@@ -32,11 +32,13 @@ def test_a_loaded_scenario_searches_the_same_in_a_pool_of_workers_as_in_one_proc
     bubble is played out as the sends are (search.estimate.played_pipeline); with Narayanan's formula for the
     bubble it moved them down, 192.18 -> 190.52 and 199.92 -> 198.18. The sender's next step waiting for its send
     where Megatron's p2p call blocks (workload.schedule blocking_sends) made the winner's 193.10 ms; the seed's
-    llama-7b rotating its queries and keys (17d7806) 195.16."""
+    llama-7b rotating its queries and keys (17d7806) 195.16; the rotary copies (497193d, d98b003: the backward's
+    concatenation of the query, key and value gradients, Transformer Engine's contiguous value) and the estimate's
+    tp_comm_overlap and cast rules (b98c2c8, c1d69d9) 197.21."""
     alone, pooled = (search(seed, replay=0, top=2, workers=workers) for workers in (1, 2))
     assert [r.strategy for r in pooled.ranked] == [r.strategy for r in alone.ranked]
     assert [r.iteration_ms for r in pooled.ranked] == [r.iteration_ms for r in alone.ranked]
-    assert alone.ranked[0].iteration_ms == pytest.approx(195.16, abs=0.01)
+    assert alone.ranked[0].iteration_ms == pytest.approx(197.21, abs=0.01)
 
 
 @pytest.mark.parametrize(("arguments", "error", "message"), [
