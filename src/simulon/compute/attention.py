@@ -39,6 +39,9 @@ from .calibration import Architecture, AttentionParams, tensor_flop_per_sm_clock
 from .dispatch import Order, makespan
 
 BACKWARD_PHASES = (Phase.bwd_ig, Phase.bwd_wg)
+OTHER_INSTRUCTION_LIBRARIES = frozenset((*WARP_MMA_LIBRARIES, *FULL_MATRIX_LIBRARIES))
+"""Attention libraries not of the chip's own tensor-core instruction: those written for mma.sync, and PyTorch's, which
+multiplies in cuBLAS GEMMs with its softmax apart."""
 
 
 def matmul_rate(warp_mma_fraction: float, library: str) -> float:
@@ -189,10 +192,10 @@ def attention_seconds(p: AttentionParams, arch: Architecture, peak: float, spec:
 
     unbound = block_seconds_at(matmuls)
     # a fused kernel of the chip's own instruction; PyTorch's attention multiplies in cuBLAS GEMMs, its softmax apart
-    own = impl not in (*WARP_MMA_LIBRARIES, *FULL_MATRIX_LIBRARIES)
+    own = impl not in OTHER_INSTRUCTION_LIBRARIES
     exposed = exposed_exponential_dims(arch, block, s["qk_dim"], s["v_dim"]) if own and backward else 0.0
     block_seconds = block_seconds_at(matmuls, exposed)
-    if sm_bound(arch) > 1.0 and own and p.library not in (*WARP_MMA_LIBRARIES, *FULL_MATRIX_LIBRARIES):
+    if sm_bound(arch) > 1.0 and own and p.library not in OTHER_INSTRUCTION_LIBRARIES:
         # the bound (the fitted chip's time per SM and clock) has room for the exposed exponentials: there the
         # matmuls took sm_bound times as long, their softmax no longer (exposed_exponential_dims)
         block_seconds = max(block_seconds_at(max(matmuls, sm_bound(arch))), block_seconds)
