@@ -324,6 +324,15 @@ class TrainingFormat:
         return cls(fmt, amax and fmt.quantized, first, last, num_layers, narrow, weight_cache,
                    narrow and fmt.gathers_16bit_weights and not fsdp, narrow and frozen)
 
+    @property
+    def delayed_scaling(self) -> bool:
+        """Whether the run scales per tensor from the amax history of earlier iterations (Transformer Engine's
+        DelayedScaling: per-tensor fp8 under the `delayed` recipe; the block-scaled formats and current scaling find
+        their amaxes in the cast): each module's quantizers record the amaxes into their history's current row,
+        which the autocast region all-reduces once per forward and once per backward (workload.megatron
+        amax_reduction)."""
+        return self.format.dtype == DType.fp8 and not self.amax_pass
+
     def layer_in_bf16(self, layer: int) -> bool:
         """Whether transformer layer `layer` (0-based, of the whole model) runs its GEMMs in bf16. A
         multi-token-prediction layer (ids from num_layers) is no layer of the first or last ones kept in bf16:

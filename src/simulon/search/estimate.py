@@ -9,7 +9,8 @@ and size: tensor-parallel all-reduces (or all-gathers and reduce-scatters), thos
 full, those the backward runs beside its GEMMs (the input re-gathered for the wgrads, the dgrads' reduction, as
 Megatron and Transformer Engine overlap them) as far as they outlast them, those `tp_comm_overlap` pipelines with
 the GEMM reading or writing them beyond that GEMM slowed whole (pipelined_exposed), and the one-float amax
-all-reduces current scaling and NVFP4 run before each narrow sequence-parallel gather;
+all-reduces current scaling and NVFP4 run before each narrow sequence-parallel gather, and delayed scaling's amax
+reductions at the end of each model chunk's forward and backward (Estimator._delayed_amax_reduction);
 context-parallel key/value all-gathers, expert-parallel all-to-alls, and the pipeline send of each micro-batch's
 activations.
 
@@ -90,7 +91,7 @@ from ..workload.layer_kernels import (
     ShardShape,
 )
 from ..workload.layout import RankLayout
-from ..workload.megatron import AMAX_BYTES, dispatch_algorithm, pairs_experts
+from ..workload.megatron import AMAX_BYTES, DELAYED_SCALING_QUANTIZERS, dispatch_algorithm, pairs_experts
 from ..workload.parameters import Counts, ModelParameters, PipelineLayers
 from ..workload.program import EMBEDDING_LAYER, HEAD_LAYER
 from ..workload.schedule import PipelineScheduler, make_scheduler
@@ -541,6 +542,7 @@ class Estimator:
         self._params: dict[tuple, tuple[Counts, Counts]] = {}
         self._parameters: dict[tuple[LayerKernels, PipelineLayers], ModelParameters] = {}
         self._stages: dict[tuple, _StageCost] = {}
+        self._amax: dict[tuple, _LayerCost] = {}
         self._compositions: dict[tuple, tuple[tuple[int, int], ...]] = {}
         self._pipelines: dict[tuple, tuple[int, _StageCost]] = {}
         self._syncs: dict[tuple, tuple[list[tuple[float, float, float, float]], float, float]] = {}
@@ -694,7 +696,7 @@ class Estimator:
         the search summed 16,720 stages' unit costs for 2,974 strategies, 8.3 of its 145 profiled seconds)."""
         par = workload.parallelism
         spares = s.recompute == "full" and par.recompute_num_layers is not None
-        key = (self.shape_key(s), self.chunk_kinds(kernels, layers, stage)[1], self.stage_key(s, stage),
+        key = (self.shape_key(s), s.dp, self.chunk_kinds(kernels, layers, stage)[1], self.stage_key(s, stage),
                *((layers, stage, par.recompute_num_layers) if spares else ()))
         if key not in self._stage_times:
             self._stage_times[key] = tuple((cost.forward_span, cost.backward_span, cost.weight_grad)
@@ -717,8 +719,30 @@ class Estimator:
             for unit in layers.units_of(stage, chunk):
                 spared = spares and unit >= 0 and not par.recomputes_layer(unit - first)
                 cost.add(self._unit_cost(plain if spared else s, workload, unit_kind(kernels, unit), stage))
+            cost.add(self._delayed_amax_reduction(s, workload, kernels, layers, stage, chunk))
             costs.append(cost)
         return costs
+
+    def _delayed_amax_reduction(self, s: Strategy, workload: MegatronWorkload, kernels: LayerKernels,
+                                layers: PipelineLayers, stage: int, chunk: int) -> _LayerCost:
+        """Delayed scaling's amax reductions of one model chunk per micro-batch, as the tracer runs them
+        (workload.megatron amax_reduction): after the chunk's forward and after its backward, each an all-reduce over
+        tp, then one over data x context, waited for whole (the forward's counted among the forward's
+        communication). Cached per shape, data parallelism, the chunk's layer kinds and where the stage's ranks
+        lie."""
+        kinds = tuple(unit_kind(kernels, unit) for unit in layers.units_of(stage, chunk) if unit >= 0)
+        key = (self.shape_key(s), s.dp, kinds, self.stage_key(s, stage))
+        if key not in self._amax:
+            seconds = {Phase.fwd: 0.0, Phase.bwd_ig: 0.0}
+            if TrainingFormat.of_workload(workload).delayed_scaling:
+                gemms = sum(unit.table(kernels).scaled_gemms(unit.kind) for unit in kinds)
+                axes = [axis for axis, size in (("tp", s.tp), ("dp_cp", s.dp * s.cp)) if size > 1]
+                for phase in seconds if gemms else ():
+                    size = AMAX_BYTES * DELAYED_SCALING_QUANTIZERS[phase] * gemms
+                    seconds[phase] = sum(self.slowest(AR, self.placed(s, axis, stage), size) for axis in axes)
+            both = seconds[Phase.fwd] + seconds[Phase.bwd_ig]
+            self._amax[key] = _LayerCost(0.0, 0.0, 0.0, 0.0, both, 0.0, 0.0, seconds[Phase.fwd])
+        return self._amax[key]
 
     def _stage_weight_casts(self, s: Strategy, workload: MegatronWorkload, kernels: LayerKernels,
                             layers: PipelineLayers, stage: int) -> float:
@@ -773,7 +797,7 @@ class Estimator:
                        layers: PipelineLayers) -> tuple[int, _StageCost]:
         """The slowest stage and its costs (cached per shape and pipeline: most strategies differ only in what these
         do not depend on)."""
-        key = (self.shape_key(s), s.pp, s.vpp, s.first_layers, s.last_layers,
+        key = (self.shape_key(s), s.dp, s.pp, s.vpp, s.first_layers, s.last_layers,
                workload.parallelism.recompute_num_layers)
         if key not in self._pipelines:
             costs = [self._stage_cost(s, workload, kernels, layers, stage) for stage in range(s.pp)]
@@ -795,7 +819,10 @@ class Estimator:
                 if left.get(kind):
                     total.add(self._unit_cost(replace(s, recompute="none"), workload, kind, stage), left[kind])
             self._stages[key] = total
-        return self._stages[key]
+        total = replace(self._stages[key])  # and each chunk's amax reductions (not cached with the units)
+        for chunk in range(layers.chunks):
+            total.add(self._delayed_amax_reduction(s, workload, kernels, layers, stage, chunk))
+        return total
 
     @staticmethod
     def spared(s: Strategy, workload: MegatronWorkload, kernels: LayerKernels, layers: PipelineLayers,

@@ -696,7 +696,7 @@ class LayerKernels:
         # a GLU's gate and up projections are one GEMM in Transformer Engine (fc1), one cast; every attention input
         # GEMM casts its own, MLA's two down projections too (each a Linear with a quantizer of its own, linear.py
         # `inputmat = input_quantizer(inputmat)`), though both read the one norm output
-        shared = {*self.mlp_inputs("mlp")[1:], *self.mlp_inputs("moe_expert")[1:], *self.mlp_inputs("moe_shared")[1:]}
+        shared = self.fused_inputs
         for name, specs in list(k.items()):
             fwd = specs[0]
             if fwd.kclass not in (KernelClass.gemm, KernelClass.grouped_gemm) or "precision" in dict(fwd.shape):
@@ -714,6 +714,28 @@ class LayerKernels:
                 self._weight_casts[name] = self._weight_transpose(name, weight_elements(fwd))
             elif fmt.quantize_after_gather:
                 self._weight_casts[name] = self._weight_requantize(name, weight_elements(fwd))
+
+    @property
+    def fused_inputs(self) -> set[str]:
+        """The GEMMs of a GLU beside its first (the gate beside the up projection): one GEMM in Transformer Engine
+        (fc1), with one input cast and one set of quantizers."""
+        return {*self.mlp_inputs("mlp")[1:], *self.mlp_inputs("moe_expert")[1:], *self.mlp_inputs("moe_shared")[1:]}
+
+    def scaled_gemms(self, kind: LayerKind) -> int:
+        """How many GEMMs of a layer of `kind` (in this table: the layer's twin where it is kept in bf16) Transformer
+        Engine runs narrow, each with its own quantizers (a module's fp8_meta holds num_gemms of them): every narrow
+        GEMM with a weight, a GLU's gate and up projections one (fused_inputs), a grouped GEMM one per expert
+        (GroupedLinear's num_gemms); 0 in a 16-bit run."""
+        if self.shape.number_format is None:
+            return 0
+        count = 0
+        for name in (n for block in kind for n in self.block_kernels(block)):
+            fwd = self[name].get(Phase.fwd)
+            if (fwd is not None and fwd.kclass in (KernelClass.gemm, KernelClass.grouped_gemm)
+                    and "precision" not in dict(fwd.shape) and name not in self.weightless_gemms
+                    and name not in self.fused_inputs):
+                count += int(fwd.param("groups"))
+        return count
 
     def _operand_casts(self, name: str, shared: bool, fwd: KernelSpec) -> dict[str, tuple[KernelSpec, ...]]:
         """The casts of narrow GEMM `name`'s activation operands (its forward `fwd`): its input before the forward

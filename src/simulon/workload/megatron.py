@@ -6,7 +6,9 @@ interleaved over model chunks), activation recomputation, tensor-parallel collec
 all-gather/reduce-scatter with sequence parallelism), context-parallel key/value exchange, pipeline
 send/recv, expert-parallel all-to-all, and data-parallel gradient sync: DDP buckets launched during the
 last micro-batch's backward (overlap_grad_reduce), the distributed optimizer's reduce-scatter and
-parameter all-gather, or FSDP's per-layer gather and reduce-scatter; then the optimizer step. With
+parameter all-gather, or FSDP's per-layer gather and reduce-scatter; then the optimizer step. Under fp8 delayed
+scaling each model chunk's forward and backward end with the reduction of its amaxes over the stage
+(`_StageEmitter.amax_reduction`). With
 overlap_moe_expert_parallel_comm a steady-state forward and the backward after it run as one combined step, their
 layers interleaved as Megatron-Core's combined 1F1B does (`_StageEmitter.combined_step`). The next kernel waits
 for a pipeline send as Megatron-Core's p2p calls wait for it (workload.schedule `blocking_sends`,
@@ -47,8 +49,17 @@ MAMBA_SCAN_INPUTS = ("z", "x", "B", "C", "dt")
 """in_proj's outputs a Mamba layer's context-parallel all-to-all sends to the scan (MambaShard.all_to_all)."""
 
 AMAX_BYTES = 4.0
-"""A quantizer's amax all-reduced before a sequence-parallel gather: one fp32 (Transformer Engine's
-Float8CurrentScalingQuantizer and NVFP4Quantizer keep the tensor's amax as a one-element float32 tensor)."""
+"""A quantizer's amax, all-reduced before a sequence-parallel gather (current scaling, NVFP4) or with the others of
+an autocast region (delayed scaling: DELAYED_SCALING_QUANTIZERS): one fp32 (Transformer Engine's
+Float8CurrentScalingQuantizer and NVFP4Quantizer keep the tensor's amax as a one-element float32 tensor, delayed
+scaling's amax history one float32 column per quantizer)."""
+
+DELAYED_SCALING_QUANTIZERS = {Phase.fwd: 3, Phase.bwd_ig: 2}
+"""Quantizers per narrow GEMM whose amaxes delayed scaling all-reduces in each pass: the forward's input, weight and
+output, the backward's output gradient and input gradient (Transformer Engine's module/base.py: `num_fp8_tensors =
+num_gemms * 3 if fwd else num_gemms * 2`), each one fp32 (AMAX_BYTES): the current row of its amax history, which
+FP8GlobalStateManager.add_fp8_tensors_to_global_buffer collects (`amax_history[0]`) and
+reduce_and_update_fp8_tensors concatenates into one tensor and all-reduces (MAX) at once (quantization.py)."""
 
 NCCL_SEND_BUFFER_BYTES = 4 * 2**20
 """NCCL_BUFFSIZE's default (NCCL's environment-variable documentation): a point-to-point send whose message fits
@@ -502,10 +513,12 @@ class _StageEmitter:
         with self.on(fwd):
             for unit in f_layers[pairs:] + f_after:
                 self.forward_unit(unit, f.microbatch, f_next[unit])
+            self.amax_reduction(f.chunk, f.microbatch, Phase.fwd)
             self.send_forward(f.microbatch, f.chunk)
         with self.on(bwd):
             for unit in b_after:
                 self.backward_unit(unit, b.microbatch, b_next[unit], b.chunk, last)
+            self.amax_reduction(b.chunk, b.microbatch, Phase.bwd_ig)
             self.send_backward(b.microbatch, b.chunk)
 
     def combined_layer(self, forward: tuple[_Chain, int, int, int | None],
@@ -584,7 +597,45 @@ class _StageEmitter:
             self.receive_forward(mb, chunk)
         for unit, next_unit in pairwise([*self.layers.units_of(self.stage, chunk), None]):
             self.forward_unit(unit, mb, next_unit)
+        self.amax_reduction(chunk, mb, Phase.fwd)
         self.send_forward(mb, chunk)
+
+    def amax_reduction(self, chunk: int, mb: int, phase: Phase) -> None:
+        """Delayed scaling's reduction of the amaxes a model chunk's narrow GEMMs recorded in one pass (`phase`: fwd
+        or bwd_ig), which the next kernel and the pipeline send wait for. Megatron-Core wraps a chunk's transformer
+        block in one fp8_autocast under the delayed recipe (transformer_block.py: the outer quantization context),
+        whose exit all-reduces (MAX) the forward's amaxes, one tensor (DELAYED_SCALING_QUANTIZERS), and the backward
+        of its first module, the last to run, the backward's (module/linear.py and layernorm_linear.py: `if
+        reduce_and_update_bwd_fp8_tensors`), synchronously (`async_op=False`) on the compute stream
+        (quantization.py reduce_tensor_across_group_op_max), over the amax reduction group,
+        get_amax_reduction_group(with_context_parallel=True): tp x dp x cp, every rank of the pipeline stage
+        (parallel_state.py, _TENSOR_AND_DATA_PARALLEL_GROUP_WITH_CP). A recomputed forward reduces none (it restores
+        the forward's amaxes: copy_forward_fp8_meta_tensors_for_recompute).
+
+        A MAX reduction over tp x (dp x cp) is the MAX over dp x cp of the MAX over tp: it is traced as the two, an
+        all-reduce over tp, then one over the data x context group, both on the tensor-parallel stream (the breakdowns
+        count it there). The flat ring over the whole stage that one all-reduce under the scenario's `ring` would be
+        repeats only node by node, so a fold could no longer stand one tensor-parallel rank for the others (the NeMo
+        fp8 rows' stages at tp 2 to 8 simulated 4-16 GPUs, with it 16-128); its two levels are NCCL's own tree's
+        (intra-node chains, a tree across nodes), and on the NeMo 24.07 fp8 rows' stage groups at tp > 1 (16 and 64
+        H100s) they take 48-148 us where a flat ring takes 66-238 and a tree 41-56 (pipeline.time_collective, 48 B a
+        layer). Where the data-parallel replicas run different micro-batch counts (training.dp_shares) the
+        reduction stays within tp (Megatron's tp_only_amax_red), as a run calling it unequally often must."""
+        fmt = self.shape.number_format
+        if fmt is None or not fmt.delayed_scaling:
+            return
+        layers = [unit for unit in self.layers.units_of(self.stage, chunk) if unit >= 0]
+        gemms = sum(self.kernels.at(layer).scaled_gemms(self.kernels.blocks(layer)) for layer in layers)
+        if not gemms:
+            return
+        nbytes = AMAX_BYTES * DELAYED_SCALING_QUANTIZERS[phase] * gemms
+        layout = self.tracer.layout
+        even = len(set(self.tracer.replica_microbatches)) == 1
+        for axis, size in (("tp", layout.tp), ("dp_cp", layout.dp * layout.cp if even else 1)):
+            if size > 1:
+                self.pending = self.program.collective(CollType.AllReduce, axis, nbytes, Stream.tp_comm,
+                                                       f"amax_reduction_{axis}", layers[0], mb, phase,
+                                                       waits=(self.pending,))
 
     def hold_pending(self) -> None:
         """Before a pipeline receive: where the call posting it blocks (the scheduler's blocking_sends), the next
@@ -882,6 +933,7 @@ class _StageEmitter:
             self.receive_backward(mb, chunk)
         for unit, next_unit in pairwise([*self.layers.units_of(self.stage, chunk)[::-1], None]):
             self.backward_unit(unit, mb, next_unit, chunk, last)
+        self.amax_reduction(chunk, mb, Phase.bwd_ig)
         self.send_backward(mb, chunk)
 
     def receive_backward(self, mb: int, chunk: int) -> None:
