@@ -140,7 +140,7 @@ def refit(table: dict, cases: list, gpu_families: set[str], nic_families: set[st
         params = calibrate.gpu_parameters(table, fam, calibrate.shows_latency(mine),
                                           any(c.ctype.name in ("AllToAll", "SendRecv") for c in mine),
                                           calibrate.shows_ring_sizes(mine),
-                                          any(c.ctype.name == "SendRecv" for c in mine))
+                                          any(c.ctype.name == "SendRecv" for c in mine), calibrate.shows_ll_sends(mine))
         calibrate.fit(table, params, calibrate.Fit(mine), f"  GPU family {fam}")
     for fam in sorted(nic_families & {link_model_for(c.datacenter(), table).nic_family for c in across}):
         mine = [c for c in across if link_model_for(c.datacenter(), table).nic_family == fam]

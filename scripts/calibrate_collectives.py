@@ -23,7 +23,7 @@ import numpy as np
 import yaml
 
 from simulon.collective.metrics import bus_bandwidth_factor
-from simulon.collective.nccl import PROTOCOLS
+from simulon.collective.nccl import PROTOCOLS, p2p_protocol
 from simulon.collective.types import POINT_TO_POINT, CollType
 from simulon.compute.minimize import nelder_mead
 from simulon.network.calibration import LOCAL_PASSES, link_model_for, shipped_table
@@ -45,11 +45,17 @@ MEMBER_HOP_US = (0.0, 2.0)         # per member a reducing NVSwitch serves, per 
 P2P_CHANNEL_GBPS = (10.0, 200.0)   # what one channel's thread block copies of a grouped send over NVLink
 P2P_CHANNEL_SEED_GBPS = 20.0       # where its fit starts: low enough to bind at one channel per peer, so that
                                    # the fit sees it move times (a rate that never binds has no gradient)
+P2P_LL_CHANNEL_GBPS = (1.0, 50.0)  # what one channel moves of an LL send/receive over NVLink (up to 512 KiB)
+P2P_LL_CHANNEL_SEED_GBPS = 6.0     # where its fit starts: XLA's permutes of 256-512 KiB add about 5 GB/s a channel
 RING_LOCAL_GBPS = (5.0, 1000.0)    # what one channel reduces or copies in a ring's local step
 RING_LOCAL_SEED_GBPS = 40.0        # where its fit starts: 2-4x a channel's share of an NVLink port (11-22 GB/s
                                    # at 32 channels), near enough to move times (a step that takes no time
                                    # has no gradient)
 NIC_HOP_US = (0.0, 200.0)          # per NIC hop: an EFA or TCP NIC's hop may take far longer
+ALONE = {"p2p_ll_channel_GBps": (CollType.SendRecv,)}
+"""Parameters `--parameter` may fit by themselves, each with the collectives whose times it moves: such a fit
+simulates those cases only, as the other classes' errors stay what they are and so do not move the optimum of the
+4-norm (Fit.loss)."""
 BOUNDS = {">=1MiB": 10.0, "<1MiB": 25.0}
 """The validation bounds (busbw MAPE %, by size class): the fit weighs each class's error against its bound."""
 NOT_FITTED = {"h20_2node_all_reduce": "its source reports the system underperforming (~343 of ~460 GB/s)"}
@@ -73,6 +79,8 @@ HEADER = """# Link-use parameters of collectives, calibrated against ../shared/v
 # sendrecv_launch_us a send/receive's (ring shift's) launch (null: Simple's); p2p_efficiency the fraction of a
 # scale-up port's line rate grouped sends reach inside the domain (null: scale_up_efficiency's);
 # p2p_channel_GBps what one channel copies of a grouped send inside a scale-up domain (null: no limit);
+# p2p_ll_channel_GBps what one channel moves of a send/receive under LL there (NCCL 2.22-2.28 send up to 512 KiB with
+# LL: collective.nccl.p2p_protocol) (null: the LL protocol's channel_GBps);
 # ring_local_GBps what one channel moves in a ring's last, local step: reduce-scatter's reduce, all-gather's copy,
 # all-reduce's reduce_copy (its reduced chunk written out as it is sent on, then copied out) (null: not fitted,
 # as no ring was measured over groups of two sizes).
@@ -129,11 +137,12 @@ def _node(table: dict, path: tuple[str, ...]) -> dict:
 
 
 def gpu_parameters(table: dict, family: str, latencies: bool, point_to_point: bool, ring_sizes: bool,
-                   send_receive: bool = False) -> list[Parameter]:
+                   send_receive: bool = False, ll_sends: bool = False) -> list[Parameter]:
     """Launch and hop latency per protocol, an all-to-all part's and an NVSwitch leg's (base and per member)
     when the rows can show them; NVLink efficiency and NVLS's; where there are grouped send/receive rows
     (all-to-all, send/receive), a channel's copy rate and the share of the line rate they reach, and with
-    send/receive rows and latencies, a send/receive's launch; a channel's ring local rates when rings were
+    send/receive rows and latencies, a send/receive's launch, and with send/receive rows small enough to run LL
+    (`ll_sends`: collective.nccl.p2p_protocol), a channel's LL rate; a channel's ring local rates when rings were
     measured over groups of two sizes. The other per-channel bandwidths stay NCCL's: they bind only at few
     channels, which the measurements hardly show."""
     entry = table["gpu_families"][family]
@@ -158,6 +167,10 @@ def gpu_parameters(table: dict, family: str, latencies: bool, point_to_point: bo
             if entry.get("sendrecv_launch_us") is None:
                 entry["sendrecv_launch_us"] = entry["launch_us"]["simple"]
             params.append(Parameter(("gpu_families", family, "sendrecv_launch_us"), False, *LAUNCH_US))
+        if ll_sends:
+            if entry.get("p2p_ll_channel_GBps") is None:
+                entry["p2p_ll_channel_GBps"] = P2P_LL_CHANNEL_SEED_GBPS
+            params.append(Parameter(("gpu_families", family, "p2p_ll_channel_GBps"), False, *P2P_LL_CHANNEL_GBPS))
     if ring_sizes:
         rates = entry["ring_local_GBps"] = entry["ring_local_GBps"] or {}
         for kind in LOCAL_PASSES:
@@ -177,6 +190,13 @@ def shows_latency(cases: list[Case]) -> bool:
     """Whether some row is small enough for latency to show: on large messages alone latencies only drift
     to their bounds."""
     return any(size_class(size) == "<1MiB" for case in cases for _, _, size, _ in case.rows)
+
+
+def shows_ll_sends(cases: list[Case]) -> bool:
+    """Whether some send/receive row is small enough to run LL (collective.nccl.p2p_protocol): only then does a
+    channel's LL rate move a simulated time."""
+    return any(case.ctype == CollType.SendRecv and p2p_protocol(size) == "ll" for case in cases
+               for _, _, size, _ in case.rows)
 
 
 def nic_parameters(family: str) -> list[Parameter]:
@@ -295,6 +315,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--csv", required=True, type=Path)
     parser.add_argument("--family", action="append", help="fit only this GPU or NIC family (repeatable)")
+    parser.add_argument("--parameter", action="append", choices=sorted(ALONE),
+                        help="fit only this GPU family parameter, on the cases it moves (repeatable; see ALONE)")
     args = parser.parse_args()
     chosen = lambda family: args.family is None or family in args.family  # noqa: E731
     rows = read_table(args.csv)
@@ -309,11 +331,17 @@ def main() -> None:
         if mine and chosen(family):
             grouped = any(c.ctype in POINT_TO_POINT for c in mine)
             params = gpu_parameters(table, family, shows_latency(mine), grouped, shows_ring_sizes(mine),
-                                    any(c.ctype == CollType.SendRecv for c in mine))
-            fit(table, params, Fit(mine), f"GPU family {family}")
+                                    any(c.ctype == CollType.SendRecv for c in mine), shows_ll_sends(mine))
+            if args.parameter:
+                params = [p for p in params if p.path[-1] in args.parameter]
+                mine = [c for c in mine if c.ctype in {t for name in args.parameter for t in ALONE[name]}]
+            if params and mine:
+                fit(table, params, Fit(mine), f"GPU family {family}")
+    for entry in table["gpu_families"].values():
+        entry.setdefault("p2p_ll_channel_GBps", None)
     for family in table["nic_families"]:
         mine = [c for c in across if link_model_for(c.datacenter()).nic_family == family]
-        if mine and chosen(family):
+        if mine and chosen(family) and not args.parameter:
             fit(table, nic_parameters(family), Fit(mine), f"NIC family {family}")
     write(table)
     print(f"wrote {DATA.relative_to(ROOT)}")

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from simulon.collective import flow_set
 from simulon.collective.algorithms import CATALOG, Unrunnable
-from simulon.collective.nccl import constants, p2p_channels_per_peer
+from simulon.collective.nccl import constants, p2p_channels_per_peer, p2p_protocol
 from simulon.collective.tuner import CollectivePlan
 from simulon.collective.types import CollType
 from simulon.config import DatacenterConfig
@@ -495,3 +495,26 @@ def test_a_trees_channel_period_repeats_its_channels_flows(template, nodes, per_
     pairs = [sorted(zip(flows.src_pos[flows.channel == c], flows.dst_pos[flows.channel == c], strict=True))
              for c in range(2 * period)]
     assert pairs[:period] == pairs[period:]
+
+
+SR = CollType.SendRecv
+
+
+@pytest.mark.parametrize(("peer_bytes", "protocol"), [(1024, "ll"), (2.0**19, "ll"), (2.0**19 + 1, "simple"),
+                                                      (2.0**20, "simple")])
+def test_a_send_inside_a_domain_runs_ll_up_to_all_its_channels_times_nccls_ll_threshold(peer_bytes, protocol):
+    # NCCL 2.22-2.28 addP2pToPlan: LL while bytes <= p2pnChannelsPerPeer (32) x NCCL_P2P_LL_THRESHOLD (16 KiB)
+    assert p2p_protocol(peer_bytes) == protocol
+    assert plan("dgx-b200").choose(SR, range(8), peer_bytes).protocol == protocol
+    assert plan("gb200-nvl72", nodes=18).choose(SR, range(72), peer_bytes).protocol == protocol
+
+
+def test_an_ll_send_takes_its_channels_from_ll_steps_an_all_to_all_and_a_fixed_protocol_keep_simple():
+    # under LL a step is an LL slot (64 KiB on the wire), parts of at least an eighth of it: 16 KiB over 8 ranks
+    # takes 2 of the 4 channels a peer starts from, where Simple's 64 KiB parts would take 1
+    assert p2p_channels_per_peer(8, 2.0**14, "ll") == 2 and p2p_channels_per_peer(8, 2.0**14) == 1
+    choice = plan("dgx-b200").choose(SR, range(8), 2.0**14)
+    assert (choice.protocol, choice.channels) == ("ll", 2)
+    assert plan("dgx-b200").choose(A2A, range(8), 8 * 2.0**14).protocol == "simple"
+    assert plan("dgx-b200", protocol="simple").choose(SR, range(8), 2.0**14).protocol == "simple"
+    assert plan("dgx-b200", nccl={"protocols": ["Simple"]}).choose(SR, range(8), 2.0**14).protocol == "simple"

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from simulon.collective.types import CollType
 from simulon.config import DatacenterConfig
+from simulon.engine.flows import staged_parts
 from simulon.network.calibration import LinkModel
 from simulon.pipeline import collective_sweep
 
@@ -45,3 +46,28 @@ def test_a_large_ring_shift_inside_a_node_reaches_its_point_to_point_share_of_th
     assert timing.busbw_GBps == pytest.approx(efficiency * PORT_GBPS, rel=0.02)
     collectives, = collective_sweep(NODE, CollType.AllGather, tuple(range(8)), [2.0**30], "ring", model=model)
     assert collectives.busbw_GBps == pytest.approx(PORT_GBPS, rel=0.02)  # collectives keep the whole port
+
+
+def test_an_ll_part_of_a_send_inside_a_domain_moves_at_the_ll_channel_rate_and_simple_parts_at_the_copy_rate():
+    model = replace(IDEAL, p2p_channel_bandwidth=20e9, p2p_ll_channel_bandwidth=6e9,
+                    channel_bandwidth=(np.inf, 9e9, np.inf))
+    proto, scale_out = np.array([0, 1, 1, 1]), np.array([False, False, False, True])
+    grouped = np.array([True, True, False, True])
+    # a grouped part inside the domain: Simple at the copy rate, LL at the LL one; a collective's LL channel and a
+    # send across domains keep the protocol's own per-channel bandwidth
+    np.testing.assert_allclose(model.flow_cap(proto, 2, scale_out, grouped), [40e9, 12e9, 18e9, 18e9])
+    unfitted = replace(model, p2p_ll_channel_bandwidth=None)  # a family without LL send rows: LL's own rate
+    np.testing.assert_allclose(unfitted.flow_cap(proto, 2, scale_out, grouped)[1], 18e9)
+
+
+def test_only_simple_parts_of_a_send_inside_a_domain_are_staged_through_a_fifo_step():
+    grouped, scale_out = np.array([True, True, True, False]), np.array([False, False, True, False])
+    np.testing.assert_array_equal(staged_parts(grouped, scale_out, np.array([0, 1, 0, 0])), [True, False, False, False])
+
+
+def test_a_small_ring_shift_inside_a_node_is_paced_by_the_ll_channel_rate():
+    model = replace(IDEAL, p2p_channel_bandwidth=100e9, p2p_ll_channel_bandwidth=5e9)
+    size = 2.0**19  # LL (at most 32 x 16 KiB), over the 4 channels a peer of 8 ranks starts from
+    timing, = collective_sweep(NODE, CollType.SendRecv, tuple(range(8)), [size], "auto", model=model)
+    assert timing.protocol == "ll" and timing.channels == 4
+    assert timing.time_us == pytest.approx(size / (4 * 5e9) * 1e6, rel=0.02)

@@ -244,15 +244,26 @@ def collnet_chunk_bytes(bytes_per_part: float, direct: bool, depth: int) -> floa
     return float(chunk)
 
 
-def p2p_channels_per_peer(ranks: int, peer_bytes: float) -> int:
+def p2p_channels_per_peer(ranks: int, peer_bytes: float, protocol: str = "simple") -> int:
     """NCCL's channels for one peer's send (or receive) inside an NVLink domain (enqueue.cc, addP2pToPlan and
     scheduleP2pTasksToPlan, NCCL 2.24 on): at least as many as let every rank's peer take its own channels
     (p2pnChannelsPerPeer halved while it times the ranks exceeds the p2p channels), fewer only where a part
     would hold under 1/8 of a step, doubled while a part exceeds 32 steps, up to p2pnChannelsPerPeer (all the
-    p2p channels: two per NVLink, rounded up to a power of two, exceed them on an NVSwitch system)."""
+    p2p channels: two per NVLink, rounded up to a power of two, exceed them on an NVSwitch system). A step is
+    NCCL_P2P_NVL_CHUNKSIZE under Simple, an LL buffer slot under LL (NCCL 2.22-2.28 choose the protocol first;
+    p2p_protocol)."""
     c = constants()
-    chunk = c["p2p_nvl_chunk_bytes"]
+    chunk = c["p2p_ll_step_bytes"] if protocol == "ll" else c["p2p_nvl_chunk_bytes"]
     return peer_channels(ranks, peer_bytes, c["p2p_channels"], chunk / 8, 32 * chunk)
+
+
+def p2p_protocol(peer_bytes: float) -> str:
+    """The protocol of one peer's send (or receive) inside an NVLink domain: LL up to p2pnChannelsPerPeer (all the
+    p2p channels there) times NCCL_P2P_LL_THRESHOLD bytes, 512 KiB, else Simple (NCCL 2.22-2.28, enqueue.cc
+    addP2pToPlan's thresholdLL; nccl.yaml p2p_ll_threshold_bytes). XLA's permute tables, measured under those
+    versions, show it: on B200, H100 and GB200 alike a permute of 512 KiB takes longer than one of 1 MiB."""
+    c = constants()
+    return "ll" if peer_bytes <= c["p2p_channels"] * c["p2p_ll_threshold_bytes"] else "simple"
 
 
 def p2p_channels_across_domains(ranks: int, peer_bytes: float) -> int:

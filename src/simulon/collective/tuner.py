@@ -45,6 +45,7 @@ from .nccl import (
     nvls_tuning,
     p2p_channels_across_domains,
     p2p_channels_per_peer,
+    p2p_protocol,
     simple_tree_chunk_bytes,
 )
 from .shape import GroupShape
@@ -232,6 +233,7 @@ class CollectivePlan:
         else:
             times = [(self._time(ctype, shape, size, a, p, ports), i) for i, (a, p) in enumerate(candidates)]
             algorithm, protocol = candidates[min(times)[1]]
+            protocol = self._send_receive_protocol(ctype, shape, comm or shape, size, protocol)
         ruled_channels = rule.channels if rule is not None and rule.channels != ANY else None
         record = find_algorithm(algorithm)
         if not record.nvls_chunked:
@@ -245,6 +247,18 @@ class CollectivePlan:
                                                  ruled_channels or tuning.channels)
         return Choice(algorithm, protocol, channels,
                       nvls_chunk_bytes(algorithm == "nvls_tree", size, channels, heads, tuning), number)
+
+    def _send_receive_protocol(self, ctype: CollType, shape: GroupShape, comm: GroupShape, size: float,
+                               protocol: str) -> str:
+        """A send/receive's protocol where NCCL picks it (protocol auto): inside an NVLink domain of a switch, on a
+        communicator inside it, LL for a message up to its threshold (nccl.p2p_protocol), where the platform's
+        NCCL_PROTO allows LL; else `protocol` (Simple). All-to-all keeps Simple (_protocols); a mesh's and a
+        network peer's point-to-point channels and threshold differ and are not modelled."""
+        allowed = self.topology.nccl.protocols
+        if (ctype != SR or self.protocol != "auto" or shape.nodes != 1 or comm.nodes != 1 or self.topology.mesh
+                or (allowed is not None and "ll" not in allowed)):
+            return protocol
+        return p2p_protocol(size)
 
     def _spread(self, ctype: CollType, shape: GroupShape, size: float, algorithm: str, protocol: str,
                 channels: int) -> int:
@@ -286,10 +300,10 @@ class CollectivePlan:
 
     def _protocols(self, algorithm: str, ctype: CollType, ll128: bool = True) -> tuple[str, ...]:
         """The algorithm's protocols (NVLS, CollNet and PAT run Simple only), less LL128 over PCIe or where `ll128`
-        is false (GPUs whose compute capabilities NCCL runs no LL128 among, nccl.ll128_among). All-to-all runs
-        Simple, a group of NCCL send/receive calls (an approximation: NCCL sends point-to-point messages below
-        NCCL_P2P_LL_THRESHOLD with LL). Of those, the ones the platform's NCCL_PROTO lists, where it lists any the
-        algorithm runs."""
+        is false (GPUs whose compute capabilities NCCL runs no LL128 among, nccl.ll128_among). Point-to-point calls
+        list Simple: a send/receive's LL is NCCL's size rule, not its tuner's (_send_receive_protocol), and an
+        all-to-all keeps Simple (an approximation: NCCL sends its parts of up to 512 KiB with LL too). Of those, the
+        ones the platform's NCCL_PROTO lists, where it lists any the algorithm runs."""
         if ctype in POINT_TO_POINT:
             return ("simple",)
         no_ll128 = self.topology.pcie or not ll128
@@ -427,7 +441,7 @@ class CollectivePlan:
             return p2p_channels_per_peer(shape.n, size / shape.n)
         if ctype == SR and shape.nodes == 1:  # one peer per member, the whole message
             if comm.nodes == 1:
-                return p2p_channels_per_peer(comm.n, size)
+                return p2p_channels_per_peer(comm.n, size, protocol)
             return p2p_channels_across_domains(comm.n, size)
         c = constants()
         ring = find_algorithm(algorithm).ring_like

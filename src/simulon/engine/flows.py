@@ -76,6 +76,13 @@ def staging_delay(model, size: np.ndarray, lanes: np.ndarray, staged: np.ndarray
     return np.where(staged, step / model.p2p_channel_bandwidth, 0.0)
 
 
+def staged_parts(grouped, scale_out, proto) -> np.ndarray:
+    """Which flows are parts of a grouped send staged through a FIFO inside a scale-up domain (staging_delay): Simple
+    ones; an LL part's receiver copies each 8-byte line out as it lands (NCCL's ProtoLL), nothing a step long."""
+    return np.asarray(grouped, dtype=bool) & ~np.asarray(scale_out, dtype=bool) & \
+        (np.asarray(proto) == PROTOCOLS.index("simple"))
+
+
 def domain_members(group, domain_gpus: int) -> np.ndarray:
     """How many of a group's members each scale-up domain it spans holds: how many domains a ring crosses, and
     how many members a reducing switch serves."""
@@ -172,7 +179,7 @@ def flow_properties(dag: ExecutionDAG, topology: Topology, fold: Fold) -> FlowPr
         bound = np.array([bounds[c.algorithm, c.protocol, c.group] for c in runs] + [np.inf])[coll]
         terms = link_terms(model, proto, lanes, scale_out, in_switch, grouped, fan_in, bound)
         step = dag.size[nodes] / steps
-        hop = (terms.hop + staging_delay(model, step, lanes, grouped & ~scale_out)) * steps + \
+        hop = (terms.hop + staging_delay(model, step, lanes, staged_parts(grouped, scale_out, proto))) * steps + \
             model.local_pass(step, lanes, local)
         return terms, hop, np.where(head, model.launch_delay(proto, send_receive), 0.0)
 

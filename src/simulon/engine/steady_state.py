@@ -29,7 +29,15 @@ from ..dag.nodes import ranges
 from ..network.fabric import NO_LINK
 from ..network.topology import FROM_SCALE_UP_SWITCH, TO_SCALE_UP_SWITCH, Topology, endpoints
 from .fair_share import max_min_rates
-from .flows import LinkTerms, domain_members, link_terms, sliced_handoffs, staging_delay, tree_bound
+from .flows import (
+    LinkTerms,
+    domain_members,
+    link_terms,
+    sliced_handoffs,
+    staged_parts,
+    staging_delay,
+    tree_bound,
+)
 from .footprint import connection_spread
 
 MIN_RATE = 1e-9
@@ -226,8 +234,8 @@ class SteadyState:
             here = depth == d
             rate[here] = max_min_rates(links[here], topology.capacity, terms.cap[here], shares[here])
         sets = np.concatenate([np.full(len(fs), i) for i, fs in enumerate(flows)])
-        return _Structure(latency + terms.hop, terms, lanes, grouped & ~scale_out, local, rate, chains, sets, links,
-                          shares)
+        staged = staged_parts(grouped, scale_out, p)
+        return _Structure(latency + terms.hop, terms, lanes, staged, local, rate, chains, sets, links, shares)
 
 
 def _fingerprint(flows: list[FlowSet], algorithm: str, protocol: str) -> str:

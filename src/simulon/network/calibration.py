@@ -46,6 +46,8 @@ class LinkModel:
                                          # domain (None: the collectives' scale_up_efficiency)
     tree_bus_bandwidth: tuple[float, ...] = (float("inf"),) * 3  # bus bytes/s one channel of a tree reaches, on
                                                                    # 1, 2, more nodes (NCCL's perChMaxTreeBw)
+    p2p_ll_channel_bandwidth: float | None = None  # payload bytes/s one channel moves of an LL send inside a
+                                                   # scale-up domain (None: the LL protocol's channel_bandwidth)
 
     def tree_channel_bandwidth(self, members: int, nodes: int) -> float:
         """Payload bytes/s one channel of a tree's flow may move over a group of `members` GPUs on `nodes` nodes
@@ -97,9 +99,14 @@ class LinkModel:
 
     def flow_cap(self, proto, lanes, scale_out, grouped_sends, channel_bound=np.inf) -> np.ndarray:
         """Payload bytes/s a flow may reach on its own: its channels' (lanes) worth of one channel's. Inside a
-        scale-up domain a thread block copies each part of a grouped send, at its own rate; `channel_bound` is
-        what its algorithm allows a channel beside (collective.tree.tree_channel_bandwidth; inf: nothing)."""
-        per_channel = np.where(grouped_sends & ~np.asarray(scale_out, dtype=bool), self.p2p_channel_bandwidth,
+        scale-up domain a thread block copies each part of a grouped send, at its own rate, a slower one under LL
+        (a send/receive of up to 512 KiB: collective.nccl.p2p_protocol), whose threads store 8-byte lines of 4 data
+        bytes and a flag, polled by the receiver's (NCCL's ProtoLL, prims_ll.h); `channel_bound` is what its
+        algorithm allows a channel beside (collective.tree.tree_channel_bandwidth; inf: nothing)."""
+        inside = grouped_sends & ~np.asarray(scale_out, dtype=bool)
+        ll = PROTOCOLS.index("ll")
+        p2p_ll = self.channel_bandwidth[ll] if self.p2p_ll_channel_bandwidth is None else self.p2p_ll_channel_bandwidth
+        per_channel = np.where(inside, np.where(np.asarray(proto) == ll, p2p_ll, self.p2p_channel_bandwidth),
                                np.asarray(self.channel_bandwidth)[proto])
         return np.minimum(per_channel, channel_bound) * lanes
 
@@ -166,4 +173,5 @@ def link_model_of(gpu_name: str, nic_name: str, table: dict[str, Any] | None = N
                      p2p_channel_bandwidth=float(g["p2p_channel_GBps"] or "inf") * GBPS,
                      local_pass_bandwidth=_local_pass(g), sendrecv_launch=_optional(g, "sendrecv_launch_us", US),
                      p2p_efficiency=_optional(g, "p2p_efficiency", 1.0),
-                     tree_bus_bandwidth=tuple(b * GBPS for b in architecture(gpu_family)["per_channel_tree"]))
+                     tree_bus_bandwidth=tuple(b * GBPS for b in architecture(gpu_family)["per_channel_tree"]),
+                     p2p_ll_channel_bandwidth=_optional(g, "p2p_ll_channel_GBps", GBPS))
