@@ -19,11 +19,14 @@ rank's chunk times (played_pipeline: 1F1B, interleaved 1F1B, ZB-H1 and ZB-V each
 workload/schedule.py gives the replay), what Narayanan et al. (SC'21, section 2.2) write (pp - 1) / vpp x t for
 equal stages and Qi et al. (ICLR 2024, section 3.1) (p - 1)(T_F + T_B - T_W) for ZB-H1, played so that a stage's
 heavier chunk (the embedding's, the head's) counts as the fill and drain wait for it, and so that more work never
-makes the step shorter; plus the
+makes the step shorter. Under 1F1B and interleaved 1F1B with Megatron's gradient buffers, the data-parallel syncs
+are played out with the schedule (synced_end: each chunk's parameter all-gather before its first forward, its gradient
+reduction from its last backward, the kernels beside either slowed, a send beside them sharing the NICs), and the step
+counts what they add to it, and the syncs the workload does not overlap whole; elsewhere it adds the
 data-parallel synchronisation the last micro-batch's backward (gradient reduce) and the first forward
 (parameter all-gather) cannot hide (all of it where the workload does not overlap them) and, where the reduction
 overlaps the last backward, what it adds to each other stage's last backward, which the drain runs through one after
-another (Estimator._drain_syncs), the all-reduce
+another (Estimator._drain_syncs); plus the all-reduce
 of the gradients of the word-embedding copies two stages hold (Estimator.embedding_sync) and of the weights every
 tensor-parallel rank holds whole (Estimator.tp_duplicated_sync), and DualPipe's of each stage's
 across the mirror pair of ranks holding it (Estimator.mirror_syncs), plus the optimizer
@@ -284,6 +287,13 @@ class StepGraph:
     after: tuple[int, ...]
     cross: tuple[bool, ...]
     holds: tuple[bool, ...]
+    first: tuple[bool, ...] = ()  # its rank's first forward of its chunk (the step's first micro-batch)
+    last: tuple[bool, ...] = ()   # its rank's last backward (or weight step) of its chunk: the chunk's gradients done
+
+    @cached_property
+    def flags(self) -> tuple[np.ndarray, np.ndarray]:
+        """The first and last columns as arrays, for the compiled player of the data-parallel syncs (synced_end)."""
+        return np.array(self.first, dtype=np.bool_), np.array(self.last, dtype=np.bool_)
 
     @cached_property
     def arrays(self) -> tuple[np.ndarray, ...]:
@@ -336,7 +346,15 @@ def step_graph(schedule: str, vpp: int, microbatches: int, ranks: int) -> StepGr
     if any(at[rank] < len(order) for rank, order in enumerate(orders)):
         raise ValueError(f"{schedule}: its steps wait for one another")
     holds = sender_holds(scheduler, ranks, microbatches, rank_of, after_of, cross_of)
-    return StepGraph(tuple(rank_of), tuple(chunk_of), tuple(part_of), tuple(after_of), tuple(cross_of), holds)
+    firsts, lasts = {}, {}
+    for i, (rank, chunk, part) in enumerate(zip(rank_of, chunk_of, part_of, strict=True)):
+        if part == FORWARD:
+            firsts.setdefault((rank, chunk), i)
+        else:
+            lasts[rank, chunk] = i
+    first, last = set(firsts.values()), set(lasts.values())
+    return StepGraph(tuple(rank_of), tuple(chunk_of), tuple(part_of), tuple(after_of), tuple(cross_of), holds,
+                     tuple(i in first for i in range(len(rank_of))), tuple(i in last for i in range(len(rank_of))))
 
 
 def sender_holds(scheduler: PipelineScheduler, ranks: int, microbatches: int, rank_of: list[int],
@@ -362,7 +380,8 @@ def schedule_idle(schedule: str, vpp: int, microbatches: int, times: ChunkTimes,
     (step_graph), each once the step it waits for has run (and `send` seconds more where that ran on another rank).
     Sends, and combined forward-backward steps, are left to the caller. Cached: searches ask again and again. The
     steps' order comes from step_graph, cached per schedule and shape, so that a play is one pass over them (the
-    search plays two for each strategy it estimates, Estimator.sends_exposed)."""
+    search plays two for each strategy it estimates, Estimator.sends_exposed, and a third with the data-parallel
+    syncs, synced_idle)."""
     graph = step_graph(schedule, vpp, microbatches, len(times))
     parts = np.zeros((len(times), max(len(chunks) for chunks in times), 4))
     for rank, chunks in enumerate(times):
@@ -391,6 +410,94 @@ def played_end(rank: np.ndarray, chunk: np.ndarray, part: np.ndarray, after: np.
         free[r] = done[i] + (send if holds[i] else 0.0)
         work[r] += length
     return free.max() - work.max()
+
+
+CASTS, GATHER, GATHER_HEAD, GATHER_TAIL, SCATTER, SCATTER_HEAD, SCATTER_TAIL, BUCKETS, SLOWER, FORWARD_KERNELS, \
+    BACKWARD_KERNELS = range(11)
+"""The fields of a model chunk's data-parallel sync as the synced player takes them (ChunkSyncs, synced_end): the
+seconds of the weight casts its first forward runs (a step's only, where the number format caches them), of the
+all-gather of its parameters and the first and the last bucket's shares of it in forward order, of the
+reduce-scatter (or all-reduce) of its gradients and the first and the last bucket's shares of it in backward order, of
+the passes over its gradient buckets (NaN check and scaling, on the compute stream), how much slower kernels run beside
+either collective, and the share of a forward's and of a backward's span that is kernels it slows."""
+
+ChunkSyncs = tuple[tuple[tuple[float, ...], ...], ...]
+"""Per pipeline rank, per model chunk: its data-parallel sync's fields (CASTS ... BACKWARD_KERNELS)."""
+
+
+@lru_cache(maxsize=256)
+def synced_idle(schedule: str, vpp: int, microbatches: int, times: ChunkTimes, syncs: ChunkSyncs,
+                send: float, shared: bool = False) -> float:
+    """schedule_idle with each rank's data-parallel syncs played out where Megatron runs them (synced_end): how far
+    the end of the step's last collective lies beyond the busiest rank's work (at its chunk times alone). Cached:
+    searches ask again and again."""
+    graph = step_graph(schedule, vpp, microbatches, len(times))
+    width = max(len(chunks) for chunks in times)
+    parts, fields = np.zeros((len(times), width, 4)), np.zeros((len(times), width, 11))
+    for rank, chunks in enumerate(times):
+        for chunk, (forward, backward, weight) in enumerate(chunks):
+            parts[rank, chunk] = forward, backward, weight, backward - weight
+            fields[rank, chunk] = syncs[rank][chunk]
+    return synced_end(*graph.arrays, *graph.flags, parts, fields, send, shared)
+
+
+@njit(cache=True)
+def synced_end(rank: np.ndarray, chunk: np.ndarray, part: np.ndarray, after: np.ndarray, cross: np.ndarray,
+               holds: np.ndarray, first: np.ndarray, last: np.ndarray, parts: np.ndarray, syncs: np.ndarray,
+               send: float, shared: bool) -> float:
+    """played_end with the data-parallel syncs of Megatron's gradient buffers on each rank's own stream, as the
+    tracer runs them (workload/data_parallel.py) and Megatron-Core schedules them: the parameter all-gathers of every
+    chunk (overlap_param_gather) issued at the step's start one after another, a chunk's first forward waiting for
+    its first bucket and ending no sooner than the last bucket's share of it after the last (pipelined); the first
+    forward of each chunk running its weight casts (`syncs[..., CASTS]`); each chunk's gradient reduction launched
+    during its last backward (the interleaved schedule enables a chunk's grad sync for its last micro-batch only:
+    schedules.py forward_backward_pipelining_with_interleaving, enable_grad_sync), bucket by bucket, once the first
+    bucket is filled (pipelined: it ends no sooner than the backward plus its last bucket's share), the backward
+    running the passes over its buckets and slowed beside it. Every kernel that runs while its rank's stream still
+    moves data is slowed by the SMs NCCL holds (stretched, over its kernels' share of the step), so a reduction that
+    outlasts its backward slows the steps after it, and the step ends when every rank's stream has. `shared`: the
+    pipeline's sends and the data-parallel collectives leave through the same NICs (both span scale-up domains), so
+    a send while its sender's stream still moves data shares the links with it alike and takes up to twice its time
+    (the replay's flows share each link fairly, engine/fair_share.py; as gather_waits). The result is how far that
+    end lies beyond the busiest rank's work at its chunk times alone (`parts`), so that less the same schedule's
+    played_end with the same `send` it is what the syncs add to the pipeline. Before, the syncs were costed once a
+    step, as if the slowest stage's whole backward were its last one, and each other stage's drain by one chunk's
+    share: Llama 3 70B at tp 8 pp 2 vpp 8 (1,024 H100s, 4 micro-batches), whose cool-down runs every chunk's last
+    backward one after another through both ranks, was estimated 0.972 of its replay (3,093 against 3,183 ms; a
+    bubble and sends of 127 ms where the replay idles its ranks 191), 0.994 with them played."""
+    ranks, width = parts.shape[0], parts.shape[1]
+    done, sent = np.zeros(rank.shape[0]), np.zeros(rank.shape[0])
+    free, work, busy = np.zeros(ranks), np.zeros(ranks), np.zeros(ranks)
+    gathered, last_gathered = np.zeros((ranks, width)), np.zeros((ranks, width))
+    for r in range(ranks):
+        for c in range(width):
+            gathered[r, c] = busy[r] + syncs[r, c, GATHER_HEAD] * syncs[r, c, GATHER]
+            busy[r] += syncs[r, c, GATHER]
+            last_gathered[r, c] = busy[r]
+    for i in range(rank.shape[0]):
+        r, c = rank[i], chunk[i]
+        length = parts[r, c, part[i]]
+        work[r] += length
+        ready = 0.0 if after[i] < 0 else done[after[i]] + (sent[after[i]] if cross[i] else 0.0)
+        forward = part[i] == FORWARD
+        if forward and first[i]:
+            ready = max(ready, gathered[r, c])
+            length += syncs[r, c, CASTS]
+        start = max(free[r], ready)
+        slower = syncs[r, c, SLOWER]
+        kernels = length * syncs[r, c, FORWARD_KERNELS if forward else BACKWARD_KERNELS]
+        length += min(kernels, max(0.0, busy[r] - start) / (1 + slower)) * slower
+        if last[i]:
+            scatter, head, tail = syncs[r, c, SCATTER], syncs[r, c, SCATTER_HEAD], syncs[r, c, SCATTER_TAIL]
+            begun = max(busy[r], start + head * length)
+            length += syncs[r, c, BUCKETS] + min(kernels * (1 - head), scatter * (1 - tail) / (1 + slower)) * slower
+            busy[r] = max(begun + scatter, start + length + tail * scatter)
+        done[i] = start + length
+        if forward and first[i]:  # its last bucket's units wait for their gather (pipelined)
+            done[i] = max(done[i], last_gathered[r, c] + syncs[r, c, GATHER_TAIL] * length)
+        sent[i] = send + (min(send, max(0.0, busy[r] - done[i])) if shared else 0.0)
+        free[r] = done[i] + (sent[i] if holds[i] else 0.0)
+    return max(free.max(), busy.max()) - work.max()
 
 
 def played_pipeline(schedule: str, vpp: int, microbatches: int, times: ChunkTimes,
@@ -446,7 +553,8 @@ class Estimate:
     ep_s: float
     pp_s: float            # what pipeline sends add to the schedule (Estimator.sends_exposed)
     bubble_s: float        # the schedule played out at free sends, beyond the busiest rank's work
-    dp_s: float            # exposed data-parallel synchronisation
+    dp_s: float            # exposed data-parallel synchronisation (where played with the schedule, what it adds
+    # to it: Estimator.plays_syncs)
     optimizer_s: float
 
     def breakdown_ms(self) -> dict[str, float]:
@@ -547,6 +655,7 @@ class Estimator:
         self._pipelines: dict[tuple, tuple[int, _StageCost]] = {}
         self._syncs: dict[tuple, tuple[list[tuple[float, float, float, float]], float, float]] = {}
         self._drains: dict[tuple, float] = {}
+        self._chunk_syncs: dict[tuple, ChunkSyncs] = {}
         self._embedding_syncs: dict[tuple, float] = {}
         self._tp_duplicated_syncs: dict[tuple, float] = {}
         self._mirror_syncs: dict[tuple, tuple[float, ...]] = {}
@@ -622,7 +731,8 @@ class Estimator:
         dualpipe = workload.parallelism.pipeline_schedule == "dualpipe"
         runs = microbatches / 2 if dualpipe else microbatches  # times a rank runs all of its stage's units
         held = self._stage_params(s, workload, kernels, layers, slowest)
-        dp, optimizer = self._data_parallel(s, workload, kernels, layers, slowest, held, cost, runs)
+        synced = self.plays_syncs(s, workload)
+        dp, optimizer = self._data_parallel(s, workload, kernels, layers, slowest, held, cost, runs, synced)
         dp += self.embedding_sync(s, workload, kernels, layers) + self.tp_duplicated_sync(s, workload, kernels, layers)
         if dualpipe and s.pp > 1:
             dp += self._mirror_exposed(s, workload, kernels, layers, slowest, cost, microbatches)
@@ -631,7 +741,12 @@ class Estimator:
             sends = microbatches * 2 * self.pipeline_send(s, workload)  # a send forward, one back
         else:
             bubble, sends = self.sends_exposed(s, workload, kernels, layers, microbatches)
-            if not zbv:
+            if synced:  # the syncs, and the casts of a step's first forwards (counted in `once`), played out
+                dp += synced_idle(workload.parallelism.pipeline_schedule, s.vpp, microbatches,
+                                  self.chunk_times(s, workload, kernels, layers),
+                                  self.chunk_syncs(s, workload, kernels, layers), self.pipeline_send(s, workload),
+                                  self.sends_share_links(s)) - bubble - sends - once
+            elif not zbv:
                 bubble += self._drain_syncs(s, workload, kernels, layers, slowest)
         total = runs * per_mb + sends + once + bubble + dp + optimizer
         return Estimate(total, runs * (cost.compute + casts) + once, runs * cost.recompute, runs * cost.tp,
@@ -1299,11 +1414,18 @@ class Estimator:
         return self.seconds(SR, pair, size, self.plan.choose(SR, pair, size, communicator=pipeline).channels)
 
     def _data_parallel(self, s: Strategy, workload: MegatronWorkload, kernels: LayerKernels, layers: PipelineLayers,
-                       stage: int, held: tuple[Counts, Counts], cost: _StageCost,
-                       microbatches: int) -> tuple[float, float]:
+                       stage: int, held: tuple[Counts, Counts], cost: _StageCost, microbatches: int,
+                       synced: bool = False) -> tuple[float, float]:
         """(exposed gradient and parameter sync, optimizer step) of the slowest stage, whose rank holds `held`:
-        (dense, expert) parameters and the (dense, expert) bytes their all-gather moves."""
+        (dense, expert) parameters and the (dense, expert) bytes their all-gather moves. `synced`: the overlapped
+        syncs and the passes over the buckets are played with the schedule (Estimator.plays_syncs), so only what
+        runs apart from it is counted here."""
         syncs, optimizer, buckets = self._gradient_sync(s, workload, stage, held)
+        if synced:
+            par = workload.parallelism
+            return (sum((0.0 if par.overlap_grad_reduce else scatter) + (0.0 if par.gathers_overlapped else gather)
+                        for scatter, gather, _, _ in syncs),
+                    optimizer - (buckets if par.overlap_grad_reduce else 0.0))
         shares = self._bucket_shares(s, workload, kernels, layers, stage)
         if s.sharding not in MEGATRON_SHARDINGS:  # every micro-batch's sync; the reduce-scatters after the step's last
             waits = self.sharded_waits(s, workload, kernels, layers, stage)  # the reduce-scatters after stage 0's
@@ -1430,10 +1552,74 @@ class Estimator:
                  bucket_shares((held.of(unit)[axis] for unit in held.units), bucket)) for axis in (0, 1))
         return self._shares[key]
 
+    @staticmethod
+    def plays_syncs(s: Strategy, workload: MegatronWorkload) -> bool:
+        """Whether the step's data-parallel syncs are played out with its pipeline schedule (synced_idle): Megatron's
+        gradient buffers (not ZeRO-2's or FSDP's, synced every micro-batch: Estimator._microbatch_sync) under 1F1B or
+        interleaved 1F1B, whose backwards run whole; ZB-H1, ZB-V and DualPipe keep the syncs counted apart."""
+        return (s.pp > 1 and s.sharding in MEGATRON_SHARDINGS and not s.zero_bubble
+                and workload.parallelism.pipeline_schedule in PLAYED_SYNC_SCHEDULES)
+
+    def sends_share_links(self, s: Strategy) -> bool:
+        """Whether the pipeline's sends and the data-parallel collectives both leave the first stage's ranks
+        through the scale-out network (each spans scale-up domains: Topology.spreads' test), so that they share the
+        ranks' NICs (synced_end)."""
+        topology, stage = self.plan.topology, s.tp * s.cp * s.dp
+        return (s.pp > 1 and s.dp * s.cp > 1 and 0 // topology.domain_gpus != stage // topology.domain_gpus
+                and len({rank // topology.domain_gpus for group in self.placed(s, "dp_cp", 0) for rank in group}) > 1)
+
+    def chunk_syncs(self, s: Strategy, workload: MegatronWorkload, kernels: LayerKernels,
+                    layers: PipelineLayers) -> ChunkSyncs:
+        """Per pipeline rank, per model chunk, its data-parallel sync as synced_end plays it: each stage's
+        collectives (Estimator._gradient_sync, at the slowest of its groups), passes over its buckets and weight
+        casts (Estimator._stage_weight_casts: once a step where the format caches them) shared among its chunks by
+        the parameters each holds (Megatron-Core gives each model chunk buffers and buckets of its own), of each axis
+        (dense over dp x cp, experts over the expert-data-parallel group) one after the other on the stream, with
+        the first and the last bucket's share of each chunk's (bucket_shares); the collectives not overlapped are
+        not played (Estimator._data_parallel counts them whole). Cached per shape, layout and split: strategies
+        differing only in micro-batch count share them."""
+        par = workload.parallelism
+        key = (self.shape_key(s), s.pp, s.vpp, s.dp, s.sharding, layers, par.recompute_num_layers)
+        if key not in self._chunk_syncs:
+            parameters = self.parameters(kernels, workload, layers)
+            bucket = bucket_params(workload, s.dp * s.cp)
+            cached = TrainingFormat.of_workload(workload).weight_cache
+            ranks = []
+            for stage, chunk_times in enumerate(self.chunk_times(s, workload, kernels, layers)):
+                held = self._stage_params(s, workload, kernels, layers, stage)
+                syncs, _, buckets = self._gradient_sync(s, workload, stage, held)
+                casts = self._stage_weight_casts(s, workload, kernels, layers, stage) if cached else 0.0
+                cost, stage_params = self._stage_cost(s, workload, kernels, layers, stage), parameters.stage(stage)
+                units = [layers.units_of(stage, chunk) for chunk in range(len(chunk_times))]
+                counts = [[stage_params.of(unit) for unit in chunk] for chunk in units]
+                totals = [sum(count[axis] for chunk in counts for count in chunk) for axis in (0, 1)]
+                every = sum(totals)
+                slower = max((slow for _, _, slow, _ in syncs), default=0.0)
+                chunks = []
+                for chunk in counts:
+                    held_share = [sum(count[axis] for count in chunk) / totals[axis] if totals[axis] else 0.0
+                                  for axis in (0, 1)]
+                    share = sum(held_share[axis] * totals[axis] for axis in (0, 1)) / every if every else 0.0
+                    scatter = sum(held_share[axis] * time for time, _, _, axis in syncs) if par.overlap_grad_reduce \
+                        else 0.0
+                    gather = sum(held_share[axis] * time for _, time, _, axis in syncs) if par.gathers_overlapped \
+                        else 0.0
+                    weights = [count[0] + count[1] for count in chunk]
+                    head, tail = bucket_shares(weights, bucket)
+                    back_head, back_tail = bucket_shares(weights[::-1], bucket)
+                    chunks.append((casts * held_share[0], gather, head, tail, scatter, back_head, back_tail,
+                                   buckets * share if par.overlap_grad_reduce else 0.0, slower,
+                                   cost.forward / cost.forward_span if cost.forward_span else 0.0,
+                                   cost.backward / cost.backward_span if cost.backward_span else 0.0))
+                ranks.append(tuple(chunks))
+            self._chunk_syncs[key] = tuple(ranks)
+        return self._chunk_syncs[key]
+
     def _drain_syncs(self, s: Strategy, workload: MegatronWorkload, kernels: LayerKernels, layers: PipelineLayers,
                      slowest: int) -> float:
         """Seconds the data-parallel sync adds to the pipeline's drain beyond the slowest stage's (whose own the step
-        counts in full, Estimator._data_parallel): the last micro-batch's backward runs through every stage in turn,
+        counts in full, Estimator._data_parallel), where the syncs are not played with the schedule
+        (Estimator.plays_syncs): the last micro-batch's backward runs through every stage in turn,
         and under overlap_grad_reduce each stage reduces its gradients bucket by bucket during it, so each other
         stage's last backward is as long again as its bucket kernels (the NaN check and scaling, on its compute
         stream) and as its kernels run slower beside its reduction (workload/data_parallel.py), each chunk's share
@@ -1690,6 +1876,9 @@ class _StageCost:
 
 
 MEGATRON_SHARDINGS = tuple(name for name, settings in SHARDING_SETTINGS.items() if settings["fsdp"] == "none")
+
+PLAYED_SYNC_SCHEDULES = ("1f1b", "interleaved_1f1b")
+"""The pipeline schedules whose data-parallel syncs the estimate plays out with them (Estimator.plays_syncs)."""
 """The shardings that keep Megatron's gradient buffers, reduced once a step from the last micro-batch's backward."""
 
 
