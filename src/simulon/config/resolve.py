@@ -48,8 +48,8 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
-from .errors import parse_yaml, quoted
-from .templates import find_template, merged, template_names, template_stem, template_stem_loose, template_text
+from .errors import quoted
+from .templates import find_template, merged, template_document, template_names, template_stem, template_stem_loose
 from .units import GiB, parse_bandwidth
 
 VENDORS = ("nvidia", "amd", "intel")
@@ -464,7 +464,7 @@ def node_memory() -> tuple[tuple[str, tuple[int, ...]], ...]:
     than one GPU a node."""
     found = []
     for stem, gpu_stem, _, _ in systems():
-        node = (parse_yaml(template_text("datacenter", stem)) or {}).get("node") or {}
+        node = (template_document("datacenter", stem) or {}).get("node") or {}
         count = node.get("gpus_per_node")
         if isinstance(count, int) and count > 1:
             total = count * _memory_of(gpu_stem)
@@ -500,7 +500,7 @@ def systems() -> tuple[tuple[str, str, frozenset[str], bool], ...]:
     the multiplier 'x2' of 'NVL36x2', two NVL36 racks as one NVLink domain)."""
     found = []
     for stem in template_names("datacenter"):
-        doc = parse_yaml(template_text("datacenter", stem)) or {}
+        doc = template_document("datacenter", stem) or {}
         gpu = (doc.get("node") or {}).get("gpu") or {}
         ref = gpu.get("from") or gpu.get("name") if isinstance(gpu, dict) else gpu
         gpu_stem = template_stem("gpu", str(ref)) if ref else None
@@ -563,7 +563,7 @@ def hardware_words() -> frozenset[str]:
 
 def _names(kind: str, stem: str) -> list[str]:
     """A template's stem, name and aliases, in that order."""
-    doc = parse_yaml(template_text(kind, stem)) or {}
+    doc = template_document(kind, stem) or {}
     return [stem, str(doc.get("name", "")), *map(str, doc.get("aliases") or [])]
 
 

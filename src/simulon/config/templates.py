@@ -60,6 +60,19 @@ def template_text(kind: str, stem: str) -> str:
     return _index(kind)[1][stem]
 
 
+def template_document(kind: str, stem: str) -> Any:
+    """A fresh copy of the shipped template with file stem `stem` as parsed (metadata included; None for an empty
+    file): each text is parsed once (_parsed_template), as PyYAML's pure-Python parser takes milliseconds a file and
+    resolving one table row's hardware reads dozens of templates (config.resolve); the caller may change its copy."""
+    return copy.deepcopy(_parsed_template(kind, stem))
+
+
+@cache
+def _parsed_template(kind: str, stem: str) -> Any:
+    """The parsed text of a shipped template: shared, never to be changed (template_document hands out copies)."""
+    return parse_yaml(_index(kind)[1][stem])
+
+
 def template_stem(kind: str, name: str) -> str | None:
     """The file stem of the shipped template called `name` (or with that alias), or None."""
     return _index(kind)[0].get(_key(name))
@@ -128,7 +141,7 @@ def find_template(kind: str, name: str) -> dict[str, Any] | None:
     stem = template_stem(kind, name) or template_stem_loose(kind, name)
     if stem is None:
         return None
-    doc = parse_yaml(_index(kind)[1][stem])
+    doc = template_document(kind, stem)
     for key in _DOC_KEYS:
         doc.pop(key, None)
     return doc
