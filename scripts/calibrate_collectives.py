@@ -234,11 +234,12 @@ class Fit:
         return float(sum((error[mask].mean() / BOUNDS[name]) ** 4 for (_, name), mask in self.classes) ** 0.25)
 
 
-def fit(table: dict, params: list[Parameter], data: Fit, label: str) -> None:
+def fit(table: dict, params: list[Parameter], data: Fit, label: str, rounds: int | None = None) -> None:
+    """Fit `params` of `table` to the rows of `data` in `rounds` linearise-and-fit rounds (None: OUTER)."""
     x = np.array([p.get(table) for p in params])
     times = data.simulate(table)
     print(f"{label}: {len(data.measured)} rows, start loss {data.loss(times):.2f}")
-    for round_ in range(OUTER):
+    for round_ in range(OUTER if rounds is None else rounds):
         jacobian = []
         for i, p in enumerate(params):
             probe = copy.deepcopy(table)
@@ -311,19 +312,12 @@ def annotated(text: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--csv", required=True, type=Path)
-    parser.add_argument("--family", action="append", help="fit only this GPU or NIC family (repeatable)")
-    parser.add_argument("--parameter", action="append", choices=sorted(ALONE),
-                        help="fit only this GPU family parameter, on the cases it moves (repeatable; see ALONE)")
-    args = parser.parse_args()
-    chosen = lambda family: args.family is None or family in args.family  # noqa: E731
-    rows = read_table(args.csv)
-    for subset, reason in NOT_FITTED.items():
-        print(f"not fitted: {subset}: {reason}")
-    cases, _ = collective_cases([r for r in rows if r.get("subset") not in NOT_FITTED])
-    table = copy.deepcopy(shipped_table())
+def family_fits(cases: list[Case], table: dict, chosen=lambda family: True, alone: list[str] | None = None):
+    """(label, parameters, rows) of each family fit in the order main fits them, the GPU families (on the rows inside
+    one scale-up domain) before the NIC families (on the rows across domains); `chosen(family)` says which to fit.
+    `alone`: GPU family parameters (ALONE's names) fitted by themselves, on the cases they move, and no NIC family.
+    A generator: a family's parameters are read from `table` (and seeded in it: gpu_parameters) only once the fits
+    before it have written theirs."""
     inside = [c for c in cases if single_domain(c)]
     across = [c for c in cases if not single_domain(c)]
     for family in table["gpu_families"]:
@@ -332,17 +326,40 @@ def main() -> None:
             grouped = any(c.ctype in POINT_TO_POINT for c in mine)
             params = gpu_parameters(table, family, shows_latency(mine), grouped, shows_ring_sizes(mine),
                                     any(c.ctype == CollType.SendRecv for c in mine), shows_ll_sends(mine))
-            if args.parameter:
-                params = [p for p in params if p.path[-1] in args.parameter]
-                mine = [c for c in mine if c.ctype in {t for name in args.parameter for t in ALONE[name]}]
+            if alone:
+                params = [p for p in params if p.path[-1] in alone]
+                mine = [c for c in mine if c.ctype in {t for name in alone for t in ALONE[name]}]
             if params and mine:
-                fit(table, params, Fit(mine), f"GPU family {family}")
+                yield f"GPU family {family}", params, Fit(mine)
     for entry in table["gpu_families"].values():
         entry.setdefault("p2p_ll_channel_GBps", None)
     for family in table["nic_families"]:
         mine = [c for c in across if link_model_for(c.datacenter()).nic_family == family]
-        if mine and chosen(family) and not args.parameter:
-            fit(table, nic_parameters(family), Fit(mine), f"NIC family {family}")
+        if mine and chosen(family) and not alone:
+            yield f"NIC family {family}", nic_parameters(family), Fit(mine)
+
+
+def fit_cases(rows: list[dict[str, str]]) -> list[Case]:
+    """The cases of a measurement table's rows that the fit uses: NOT_FITTED's subsets left out."""
+    return collective_cases([r for r in rows if r.get("subset") not in NOT_FITTED])[0]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--csv", required=True, type=Path)
+    parser.add_argument("--family", action="append", help="fit only this GPU or NIC family (repeatable)")
+    parser.add_argument("--parameter", action="append", choices=sorted(ALONE),
+                        help="fit only this GPU family parameter, on the cases it moves (repeatable; see ALONE)")
+    parser.add_argument("--rounds", type=int, default=OUTER, help=f"linearise-and-fit rounds (default {OUTER}; "
+                        "fewer for a quick check that a change to the simulation leaves the fit as it was)")
+    args = parser.parse_args()
+    for subset, reason in NOT_FITTED.items():
+        print(f"not fitted: {subset}: {reason}")
+    cases = fit_cases(read_table(args.csv))
+    table = copy.deepcopy(shipped_table())
+    chosen = lambda family: args.family is None or family in args.family  # noqa: E731
+    for label, params, data in family_fits(cases, table, chosen, args.parameter):
+        fit(table, params, data, label, args.rounds)
     write(table)
     print(f"wrote {DATA.relative_to(ROOT)}")
 

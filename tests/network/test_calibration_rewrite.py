@@ -8,7 +8,8 @@ import copy
 import importlib.util
 from pathlib import Path
 
-from simulon.network.calibration import shipped_table
+from simulon.network.calibration import link_model_for, shipped_table
+from simulon.validate.report import read_table
 
 ROOT = Path(__file__).resolve().parents[2]
 spec = importlib.util.spec_from_file_location("calibrate_collectives", ROOT / "scripts/calibrate_collectives.py")
@@ -36,3 +37,16 @@ def test_a_refit_of_one_family_keeps_the_notes_beside_the_others(tmp_path, monke
         lines = text[line + 1:text.index("\n    match:", line)].splitlines()
         assert " ".join(one.split("# ", 1)[1] for one in lines) == note
     assert "p2p_hop_us: 22.42" in text
+
+
+def test_each_family_is_fitted_on_its_own_rows_the_gpu_families_inside_a_domain_before_the_nic_families_across():
+    cases = calibrate.fit_cases(read_table(ROOT.parent / "shared/validation/collectives.csv"))
+    fits = list(calibrate.family_fits(cases, copy.deepcopy(shipped_table())))
+    kinds = [label.split()[0] for label, _, _ in fits]
+    assert kinds == sorted(kinds, key=["GPU", "NIC"].index) and {"GPU", "NIC"} <= set(kinds)
+    for label, params, data in fits:
+        kind, family = label.split()[0], label.split()[-1]
+        assert all(calibrate.single_domain(c) == (kind == "GPU") for c in data.cases)
+        assert {getattr(link_model_for(c.datacenter()), f"{kind.lower()}_family") for c in data.cases} == {family}
+        assert all(p.path[1] == family for p in params)
+    assert sum(len(data.cases) for _, _, data in fits) == len(cases)
