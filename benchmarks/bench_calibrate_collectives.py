@@ -47,6 +47,7 @@ def main() -> None:
     parser.add_argument("--family", action="append", help="time only this GPU or NIC family (repeatable)")
     args = parser.parse_args()
     calibrate = calibrate_script()
+    calibrate.use_compiled_replay()  # as the script's main does (SIMULON_REPLAY=python: the Python loop)
     cpu, wall = cpu_seconds(), time.perf_counter()
     cases = calibrate.fit_cases(read_table(args.csv))
     table = copy.deepcopy(shipped_table())

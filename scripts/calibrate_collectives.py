@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import os
 import textwrap
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from simulon.collective.metrics import bus_bandwidth_factor
 from simulon.collective.nccl import PROTOCOLS, p2p_protocol
 from simulon.collective.types import POINT_TO_POINT, CollType
 from simulon.compute.minimize import nelder_mead
+from simulon.engine.replay import ENGINE_VARIABLE
 from simulon.network.calibration import LOCAL_PASSES, link_model_for, shipped_table
 from simulon.pipeline import collective_sweep
 from simulon.validate.collectives import Case, collective_cases, size_class
@@ -58,6 +60,13 @@ simulates those cases only, as the other classes' errors stay what they are and 
 4-norm (Fit.loss)."""
 BOUNDS = {">=1MiB": 10.0, "<1MiB": 25.0}
 """The validation bounds (busbw MAPE %, by size class): the fit weighs each class's error against its bound."""
+REPLAY_ENGINE = "compiled"
+"""The event loop the fit's replays run on, unless SIMULON_REPLAY says otherwise (use_compiled_replay): numba's, which
+gives every node the same times to the bit as the Python loop (engine/compiled.py; tests/engine/test_compiled.py).
+replay's "auto" keeps DAGs under COMPILED_FROM_NODES on the Python loop, as one process would not win back numba's
+import and load (1-2 s) on them; a fit replays the same sweeps hundreds of times in one process, and a NIC family's
+multi-node trees took 4.3-5.0 s CPU a pass on the Python loop, 0.5-1.1 s on numba's
+(benchmarks/bench_calibrate_collectives.py)."""
 NOT_FITTED = {"h20_2node_all_reduce": "its source reports the system underperforming (~343 of ~460 GB/s)"}
 """Subsets left out of the fit (still validated), and why."""
 FAMILY_NOTES = {
@@ -344,6 +353,11 @@ def fit_cases(rows: list[dict[str, str]]) -> list[Case]:
     return collective_cases([r for r in rows if r.get("subset") not in NOT_FITTED])[0]
 
 
+def use_compiled_replay() -> None:
+    """Replay on REPLAY_ENGINE from now on in this process, unless the environment names an event loop already."""
+    os.environ.setdefault(ENGINE_VARIABLE, REPLAY_ENGINE)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--csv", required=True, type=Path)
@@ -353,6 +367,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=OUTER, help=f"linearise-and-fit rounds (default {OUTER}; "
                         "fewer for a quick check that a change to the simulation leaves the fit as it was)")
     args = parser.parse_args()
+    use_compiled_replay()
     for subset, reason in NOT_FITTED.items():
         print(f"not fitted: {subset}: {reason}")
     cases = fit_cases(read_table(args.csv))
