@@ -84,16 +84,18 @@ def test_zb_h1_is_enumerated_when_asked_only_with_a_pipeline_of_one_chunk_and_ru
     Strategy(1, 4, 1, 2, 1, 1, 1, 1, False, "none", "distributed_optimizer", "bf16", False),
     Strategy(1, 8, 1, 1, 1, 1, 1, 2, False, "none", "distributed_optimizer", "bf16", False),
     Strategy(1, 2, 1, 4, 1, 1, 1, 1, False, "full", "distributed_optimizer", "bf16", False)])
-def test_the_zb_h1_estimate_only_shortens_the_bubble_and_stays_within_six_percent_of_the_replay(strategy):
+def test_the_zb_h1_estimate_keeps_the_kernels_shortens_the_bubble_and_stays_within_six_percent_of_the_replay(strategy):
     sc = small()
     search = Search(sc)
     zb = dataclasses.replace(strategy, zero_bubble=True)
     one_f_one_b, zero_bubble = (search.estimator.estimate(s, apply(sc.workload, s)) for s in (strategy, zb))
     assert zero_bubble.bubble_s < one_f_one_b.bubble_s
-    assert zero_bubble.iteration_s - zero_bubble.bubble_s - zero_bubble.pp_s == pytest.approx(
-        one_f_one_b.iteration_s - one_f_one_b.bubble_s - one_f_one_b.pp_s)  # only the bubble, and what sends add to it
+    for term in ("compute_s", "recompute_s", "tp_s", "cp_s", "ep_s"):  # the kernels and the layers' collectives alike;
+        # the schedule, its sends and the data-parallel syncs differ (1F1B plays the syncs with its schedule, ZB-H1
+        # counts them apart: Estimator.plays_syncs)
+        assert getattr(zero_bubble, term) == getattr(one_f_one_b, term), term
     replayed = simulate(scenario_for(sc, zb, 8)).result.iteration_time_ms
-    assert 1e3 * zero_bubble.iteration_s == pytest.approx(replayed, rel=0.06)  # measured: -2.4% to +1.8%
+    assert 1e3 * zero_bubble.iteration_s == pytest.approx(replayed, rel=0.06)  # measured: -2.4% to -0.4%
 
 
 
