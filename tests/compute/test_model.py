@@ -15,13 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simulon.compute.analytical import AnalyticalModel
-from simulon.compute.attention import (
-    attention_seconds,
-    backward_accumulator_columns,
-    critical_blocks,
-    flash_v1_key_block,
-    flash_v1_reread_bytes,
-)
+from simulon.compute.attention import attention_seconds, backward_accumulator_columns, critical_blocks
 from simulon.compute.calibration import (
     POWER_CLOCK_EXPONENT,
     Architecture,
@@ -124,56 +118,6 @@ def test_a_blackwell_forward_of_its_own_libraries_carries_two_query_tiles_per_ct
     # FlashAttention-2's grid keeps one query tile per CTA on every chip
     flash = attention(Phase.fwd, 1, 8, 8, 4096, 4096, 128, 128, True, 2.0)
     assert attention_seconds(p, few, PEAK, flash) == pytest.approx(attention_seconds(p, one_tile, PEAK, flash))
-
-
-def test_flashattention1_holds_256_keys_a_block_up_to_head_dimension_64_and_128_above_it():
-    """fmha_api.cpp (v1.0.9): blocksize_c = head_size > 64 ? 128 : 256, and 128 where the keys are no more than 128."""
-    assert [flash_v1_key_block(d, 4096) for d in (32, 64, 80, 128)] == [256, 256, 128, 128]
-    assert flash_v1_key_block(64, 128) == 128
-
-
-def test_flashattention1_streams_its_running_output_through_hbm_once_a_key_block_after_the_first():
-    """Forward: the 16-bit query and the 32-bit running output read, the output written, for every key block after
-    the first (2 d + 8 d bytes a row); backward: query, output gradient and the 32-bit query gradient (2 d + 2 d + 8 d),
-    over the key block and the share of key blocks that re-read; nothing with a single key block."""
-    assert flash_v1_reread_bytes(64, 64, 16384, False) == pytest.approx(10 * 64 / 256 * 63 / 64)
-    assert flash_v1_reread_bytes(128, 128, 16384, True) == pytest.approx(12 * 128 / 128 * 127 / 128)
-    assert flash_v1_reread_bytes(64, 64, 256, False) == flash_v1_reread_bytes(128, 128, 128, True) == 0.0
-    # at the same score count it is four times the bytes a score at head dimension 128 (twice the dims, half the keys)
-    assert flash_v1_reread_bytes(128, 128, 1 << 20, False) / flash_v1_reread_bytes(64, 64, 1 << 20, False) == (
-        pytest.approx(4.0, rel=1e-3))
-
-
-def test_flashattention1_adds_its_hbm_traffic_to_every_block_and_flashattention2_has_none():
-    """Each 128 x 128 block takes its matmuls (2 x 128^2 x dims FLOP at the SM's share of the peak) and its re-read
-    bytes (128^2 x flash_v1_reread_bytes at the SM's share of the bandwidth), one after the other."""
-    p = AttentionParams(AttentionPhase(1.0, 0.0, 0.0), AttentionPhase(1.0, 0.0, 0.0), 0.0)
-    bandwidth = 1e12
-    for phase, dims in ((Phase.fwd, 256), (Phase.bwd_ig, 640)):
-        v1 = attention(phase, 16, 64, 64, 8192, 8192, 128, 128, False, 2.0, "flash_v1")
-        flash = attention(phase, 16, 64, 64, 8192, 8192, 128, 128, False, 2.0)
-        ratio = 1 + flash_v1_reread_bytes(128, 128, 8192, phase != Phase.fwd) * PEAK / (2 * dims * bandwidth)
-        assert attention_seconds(p, ARCH, PEAK, v1, bandwidth=bandwidth) == pytest.approx(
-            ratio * attention_seconds(p, ARCH, PEAK, v1))
-        assert attention_seconds(p, ARCH, PEAK, flash, bandwidth=bandwidth) == attention_seconds(p, ARCH, PEAK, flash)
-
-
-def test_flashattention1_on_an_a100_runs_head_dimension_64_faster_than_128_as_its_chart_does():
-    """The FlashAttention-2 README's A100 chart puts FlashAttention 1 (forward and backward, 16k tokens) at 108-110
-    TFLOP/s with head dimension 64 and 80-83 with 128 (4k-16k tokens a sequence): its 256-key blocks at 64 re-read a
-    quarter of the bytes a score that its 128-key blocks do at 128. FlashAttention-2, which keeps its output on chip,
-    runs 128 at least as fast as 64."""
-    a100 = GPUSpec.model_validate({"from": "a100-sxm-80gb"})
-
-    def tflops(impl: str, seq: int, head_dim: int) -> float:
-        heads = 2048 // head_dim
-        specs = [attention(ph, 16384 // seq, heads, heads, seq, seq, head_dim, head_dim, False, 2.0, impl)
-                 for ph in (Phase.fwd, Phase.bwd_ig)]
-        return sum(s.flops for s in specs) / AnalyticalModel(a100, DType.fp16).seconds(specs).sum() / 1e12
-
-    for seq in (4096, 8192, 16384):
-        assert 1.2 < tflops("flash_v1", seq, 64) / tflops("flash_v1", seq, 128) < 1.45, seq
-        assert tflops("flash", seq, 128) >= tflops("flash", seq, 64), seq
 
 
 def test_causal_attention_takes_about_half_the_time_when_the_gpu_is_full():

@@ -155,8 +155,7 @@ def fit_calibration(observations: Sequence[Observation], arch: Calibrations, set
     _lend_group_overhead(arch, gemm, {k for k, v in grouped.items() if v})
     fitted = _partial(arch, gemm)
     att = {key: _fit_attention(obs, _layout(arch, key[0], gemm), settings,
-                               fitted.gemm(_spec(key[0]), key[2])[0] if any(o.repeats > 1 for o in obs) else None,
-                               _spec(key[0]).memory_bandwidth * arch.memory.efficiency)
+                               fitted.gemm(_spec(key[0]), key[2])[0] if any(o.repeats > 1 for o in obs) else None)
            for key, obs in sorted(attention.items())}
     doc: dict = {}
     for gpu in sorted(set(gemm) | {g for g, _, _ in att}):
@@ -328,16 +327,15 @@ def shows_throttling(obs: Sequence[Observation]) -> bool:
 
 
 def _fit_attention(obs: Sequence[Observation], arch: Architecture, settings: FitSettings,
-                   clock: GemmParams | None = None, bandwidth: float = math.inf) -> AttentionParams:
+                   clock: GemmParams | None = None) -> AttentionParams:
     """Attention parameters of one GPU, library and dtype; rows timed in loops (`repeats` > 1, a GPU profile) are
-    read at the loop's clock, which `clock` (the GPU's GEMM parameters) describes. `bandwidth`: the HBM B/s its
-    kernels stream at (attention.attention_seconds), as a simulation reads them (analytical.AnalyticalModel)."""
+    read at the loop's clock, which `clock` (the GPU's GEMM parameters) describes."""
     spec = _spec(obs[0].gpu)
     peak = spec.peak_flops(obs[0].dtype)
     measured = np.array([o.seconds for o in obs])
 
     def seconds(p: AttentionParams, o: Observation) -> float:
-        alone = sum(attention_seconds(p, arch, peak, s, compiled=True, bandwidth=bandwidth) for s in o.specs)
+        alone = sum(attention_seconds(p, arch, peak, s, compiled=True) for s in o.specs)
         if o.repeats == 1 or clock is None:
             return alone
         return attention_at_clock(alone, p.overhead_us * 1e-6 * len(o.specs), clock, o.repeats)
