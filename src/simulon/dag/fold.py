@@ -266,7 +266,7 @@ def collective_shifts(programs: list[StageProgram], layout: RankLayout,
         shift = symmetry(ctype, group, nbytes, algorithm)
         if shift is None or shift == 1:
             continue
-        if oversubscribed and shift > len(group) // len({g // topology.domain_gpus for g in group}):
+        if oversubscribed and shift > len(group) // topology.domains(group):
             shift = len(group)
         shifts[group] = math.lcm(shifts.get(group, 1), shift)
     for group, period in replica_periods(programs, layout):

@@ -268,10 +268,14 @@ class Topology:
         kind, index = self.fabric.link_kind(link)
         return f"{kind}[{index}]"
 
+    def domains(self, group) -> int:
+        """How many scale-up domains a group's GPUs lie in."""
+        return len({g // self.domain_gpus for g in group})
+
     def spreads(self, group) -> bool:
         """Whether a group's flows may go above the leaves: it spans several scale-up domains of a fabric with
         links above its leaves."""
-        return self.inner_links_from < self.num_links and len({g // self.domain_gpus for g in group}) > 1
+        return self.inner_links_from < self.num_links and self.domains(group) > 1
 
     def on_one_rail(self, group) -> bool:
         """Whether a group's members all use the NIC of the same index in their nodes on a rail-optimized fabric

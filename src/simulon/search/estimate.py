@@ -1562,11 +1562,11 @@ class Estimator:
 
     def sends_share_links(self, s: Strategy) -> bool:
         """Whether the pipeline's sends and the data-parallel collectives both leave the first stage's ranks
-        through the scale-out network (each spans scale-up domains: Topology.spreads' test), so that they share the
+        through the scale-out network (each spans scale-up domains: Topology.domains), so that they share the
         ranks' NICs (synced_end)."""
-        topology, stage = self.plan.topology, s.tp * s.cp * s.dp
-        return (s.pp > 1 and s.dp * s.cp > 1 and 0 // topology.domain_gpus != stage // topology.domain_gpus
-                and len({rank // topology.domain_gpus for group in self.placed(s, "dp_cp", 0) for rank in group}) > 1)
+        topology, next_stage = self.plan.topology, s.tp * s.cp * s.dp  # the second stage's first rank
+        return (s.pp > 1 and s.dp * s.cp > 1 and topology.domains((0, next_stage)) > 1
+                and topology.domains([rank for group in self.placed(s, "dp_cp", 0) for rank in group]) > 1)
 
     def chunk_syncs(self, s: Strategy, workload: MegatronWorkload, kernels: LayerKernels,
                     layers: PipelineLayers) -> ChunkSyncs:
