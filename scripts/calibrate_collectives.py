@@ -92,7 +92,8 @@ HEADER = """# Link-use parameters of collectives, calibrated against ../shared/v
 # LL: collective.nccl.p2p_protocol) (null: the LL protocol's channel_GBps);
 # ring_local_GBps what one channel moves in a ring's last, local step: reduce-scatter's reduce, all-gather's copy,
 # all-reduce's reduce_copy (its reduced chunk written out as it is sent on, then copied out) (null: not fitted,
-# as no ring was measured over groups of two sizes).
+# as no ring was measured over groups of two sizes); its copy is also what a grouped send's receiver copies the last
+# FIFO step out at, locally as NCCL's P2P transport writes (null: p2p_channel_GBps; LinkModel.staging_bandwidth).
 # A GPU family matches GPU names by prefix; a NIC family NIC names. A family whose rows are all of 1 MiB or
 # more keeps NCCL's latencies (cdna3). Families without measured rows (the default ones) are not fitted: the
 # default NIC's Simple per-step latency (6 us) is the one that put a 64 MiB ring all-reduce within 3% of

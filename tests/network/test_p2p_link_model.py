@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from simulon.collective.types import CollType
 from simulon.config import DatacenterConfig
-from simulon.engine.flows import staged_parts
+from simulon.engine.flows import staged_parts, staging_delay
 from simulon.network.calibration import LinkModel
 from simulon.pipeline import collective_sweep
 
@@ -63,6 +63,19 @@ def test_an_ll_part_of_a_send_inside_a_domain_moves_at_the_ll_channel_rate_and_s
 def test_only_simple_parts_of_a_send_inside_a_domain_are_staged_through_a_fifo_step():
     grouped, scale_out = np.array([True, True, True, False]), np.array([False, False, True, False])
     np.testing.assert_array_equal(staged_parts(grouped, scale_out, np.array([0, 1, 0, 0])), [True, False, False, False])
+
+
+def test_the_last_fifo_step_of_a_simple_part_is_copied_out_at_the_local_copy_rate_where_it_is_fitted():
+    # NCCL's P2P transport writes into the receiver's FIFO (p2p.cc; read only between two sm_80 GPUs), so the
+    # receiver's copy of the last step to its buffer is local: a ring's final copy rate, not the NVLink copy rate
+    model = replace(IDEAL, p2p_channel_bandwidth=20e9, local_pass_bandwidth=(np.inf, 80e9, np.inf))
+    size, lanes, staged = np.array([2.0**22, 2.0**16, 2.0**22]), np.array([1, 1, 4]), np.array([True, True, False])
+    np.testing.assert_allclose(staging_delay(model, size, lanes, staged), [2**19 / 80e9, 2**16 / 80e9, 0.0])
+    unfitted = replace(model, local_pass_bandwidth=(np.inf,) * 3)  # no ring copy fitted (Ampere, AMD): the p2p rate
+    np.testing.assert_allclose(staging_delay(unfitted, size, lanes, staged), [2**19 / 20e9, 2**16 / 20e9, 0.0])
+    part = 2.0**22  # two ranks, one channel: the part at the NVLink copy rate, then one step copied out locally
+    timing, = collective_sweep(NODE, CollType.AllToAll, (0, 1), [2 * part], "auto", channels=1, model=model)
+    assert timing.time_us * 1e-6 == pytest.approx(part / 20e9 + 2**19 / 80e9, rel=1e-6)
 
 
 def test_a_small_ring_shift_inside_a_node_is_paced_by_the_ll_channel_rate():

@@ -36,11 +36,12 @@ def test_a_loaded_scenario_searches_the_same_in_a_pool_of_workers_as_in_one_proc
     concatenation of the query, key and value gradients, Transformer Engine's contiguous value) and the estimate's
     tp_comm_overlap and cast rules (b98c2c8, c1d69d9) 197.21; the casts of each chunk's first forward and the
     passes over each chunk's gradient buckets played out with the schedule (search.estimate.synced_end, on the
-    warm-up and cool-down chains through every rank) 210.11, its replay 210.19 (vpp 8: 218.46, replayed 218.54)."""
+    warm-up and cool-down chains through every rank) 210.11, its replay 210.19 (vpp 8: 218.46, replayed 218.54); a
+    grouped send's last FIFO step copied out at the ring's local copy rate (engine.flows.staging_delay) 210.15."""
     alone, pooled = (search(seed, replay=0, top=2, workers=workers) for workers in (1, 2))
     assert [r.strategy for r in pooled.ranked] == [r.strategy for r in alone.ranked]
     assert [r.iteration_ms for r in pooled.ranked] == [r.iteration_ms for r in alone.ranked]
-    assert alone.ranked[0].iteration_ms == pytest.approx(210.11, abs=0.01)
+    assert alone.ranked[0].iteration_ms == pytest.approx(210.15, abs=0.01)
 
 
 @pytest.mark.parametrize(("arguments", "error", "message"), [

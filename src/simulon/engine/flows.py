@@ -71,9 +71,10 @@ def tree_bound(model, algorithm: str, protocol: str, group, domain_gpus: int) ->
 def staging_delay(model, size: np.ndarray, lanes: np.ndarray, staged: np.ndarray) -> np.ndarray:
     """Seconds a part of a grouped send inside a scale-up domain (`staged`) adds past its transfer: NCCL
     moves it through a FIFO in steps of NCCL_P2P_NVL_CHUNKSIZE, and the receiver copies the last step out only
-    once the sender has copied it in, at the channel's copy rate."""
+    once the sender has copied it in, at the rate LinkModel.staging_bandwidth says (a local copy: the FIFO is the
+    receiver's under P2P write)."""
     step = np.minimum(size / lanes, constants()["p2p_nvl_chunk_bytes"])
-    return np.where(staged, step / model.p2p_channel_bandwidth, 0.0)
+    return np.where(staged, step / model.staging_bandwidth(), 0.0)
 
 
 def staged_parts(grouped, scale_out, proto) -> np.ndarray:

@@ -6,6 +6,7 @@ them.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -68,6 +69,16 @@ class LinkModel:
         not explain."""
         own = self.launch[0] if self.sendrecv_launch is None else self.sendrecv_launch
         return np.where(send_receive, own, np.asarray(self.launch)[proto])
+
+    def staging_bandwidth(self) -> float:
+        """Bytes/s at which the receiver of a Simple grouped send inside a scale-up domain copies a step out of its
+        connection's FIFO to the user buffer. NCCL's P2P transport writes (src/transport/p2p.cc: the Simple buffer is
+        the receiver's unless P2P read is on, which graph/paths.cc ncclTopoCheckP2p turns on only between two
+        compute capability 8.0 GPUs over NVLink), so the copy out is local: one channel's local copy, the rate of a
+        ring's final copy (local_pass_bandwidth's "copy", ring_local_GBps). Where that is not fitted (Ampere, whose
+        receiver reads the step from the sender's FIFO over NVLink; AMD), at the channel's p2p copy rate."""
+        copy = self.local_pass_bandwidth[LOCAL_PASSES.index("copy")]
+        return self.p2p_channel_bandwidth if math.isinf(copy) else copy
 
     def share(self, in_switch, grouped_inside) -> np.ndarray:
         """The share of its links' rate (the collectives' share of the line rate) a flow moves data at: an
