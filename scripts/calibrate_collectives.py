@@ -54,6 +54,8 @@ RING_LOCAL_SEED_GBPS = 40.0        # where its fit starts: 2-4x a channel's shar
                                    # at 32 channels), near enough to move times (a step that takes no time
                                    # has no gradient)
 NIC_HOP_US = (0.0, 200.0)          # per NIC hop: an EFA or TCP NIC's hop may take far longer
+ISSUE_US = (0.0, 20.0)             # what an nccl-tests thread takes to issue a collective on one GPU: a CUDA launch
+CHANNEL_ISSUE_US = (0.0, 2.0)      # and for each channel's work beside
 ALONE = {"p2p_ll_channel_GBps": (CollType.SendRecv,)}
 """Parameters `--parameter` may fit by themselves, each with the collectives whose times it moves: such a fit
 simulates those cases only, as the other classes' errors stay what they are and so do not move the optimum of the
@@ -102,6 +104,8 @@ HEADER = """# Link-use parameters of collectives, calibrated against ../shared/v
 # parameters rest on its four send/receive rows (a100_sendrecv, 1 MiB and up): as many parameters as rows, so their
 # error there is no evidence of their accuracy; its collectives' fit rests on one all-reduce sweep of one node (one
 # source), and its Simple launch sits at the fit's bound (LAUNCH_US, 60 us).
+# nccl_tests_thread: what one nccl-tests thread takes to issue a collective on each GPU it drives (-g), a fixed part
+# and one per channel (validate.collectives.issue_time), fitted with the family whose rows were measured with -g 8.
 """
 
 
@@ -209,6 +213,17 @@ def shows_ll_sends(cases: list[Case]) -> bool:
                for _, _, size, _ in case.rows)
 
 
+def shows_issue(cases: list[Case]) -> bool:
+    """Whether some case was measured by an nccl-tests thread driving several GPUs, with rows small enough for
+    the time it takes to issue them to show (validate.collectives.issue_time)."""
+    return any((case.thread_gpus or 1) > 1 for case in cases) and shows_latency(cases)
+
+
+def issue_parameters() -> list[Parameter]:
+    return [Parameter(("nccl_tests_thread", "issue_us"), False, *ISSUE_US),
+            Parameter(("nccl_tests_thread", "channel_issue_us"), False, *CHANNEL_ISSUE_US)]
+
+
 def nic_parameters(family: str) -> list[Parameter]:
     return [Parameter(("nic_families", family, "hop_us", p), False, *NIC_HOP_US) for p in PROTOCOLS] + \
            [Parameter(("nic_families", family, "scale_out_efficiency"), True, *NIC_EFFICIENCY)]
@@ -232,7 +247,7 @@ class Fit:
             sizes = sorted({size for _, _, size, _ in case.rows})
             timings = collective_sweep(dc, case.ctype, case.groups[0], sizes, case.algorithm, others=case.groups[1:],
                                        model=link_model_for(dc, table))
-            by_size = {t.size_bytes: t.time_us * 1e-6 for t in timings}
+            by_size = {t.size_bytes: case.seconds(t, table) for t in timings}
             times += [by_size[size] for _, _, size, _ in case.rows]
         return np.array(times)
 
@@ -336,6 +351,8 @@ def family_fits(cases: list[Case], table: dict, chosen=lambda family: True, alon
             grouped = any(c.ctype in POINT_TO_POINT for c in mine)
             params = gpu_parameters(table, family, shows_latency(mine), grouped, shows_ring_sizes(mine),
                                     any(c.ctype == CollType.SendRecv for c in mine), shows_ll_sends(mine))
+            if shows_issue(mine):
+                params += issue_parameters()
             if alone:
                 params = [p for p in params if p.path[-1] in alone]
                 mine = [c for c in mine if c.ctype in {t for name in alone for t in ALONE[name]}]

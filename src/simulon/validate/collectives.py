@@ -9,6 +9,8 @@ row's notes say was forced). Rows the model does not cover are skipped with the 
 AllReduce, all-reduce). Columns and numeric cells are read as report.table_rows and report.bad_cell say; a row
 that gives two or more of busbw, algbw and time (with its size) that disagree beyond their printed rounding and
 report.AGREEMENT is skipped naming them (disagreeing_cells, report.contradicting).
+A row that nccl-tests measured with one thread driving N GPUs (`-g N` in its source or notes) is compared with the
+slower of the simulated collective and the time that thread takes to issue it on its N GPUs (issue_time).
 scripts/calibrate_collectives.py fits the link model on the same cases.
 """
 
@@ -28,8 +30,8 @@ from ..config.dc import DatacenterConfig, NodeSpec
 from ..config.resolve import Unresolved, check_nodes, resolve_hardware
 from ..dag.size import TooLarge
 from ..executors import Needs, beyond_share, in_order_in_shares
-from ..network.calibration import LinkModel
-from ..pipeline import collective_sweep, sweep_need, sweep_plan
+from ..network.calibration import LinkModel, shipped_table
+from ..pipeline import CollectiveTiming, collective_sweep, sweep_need, sweep_plan
 from ..progress import SILENT, Progress
 from .report import (
     Comparison,
@@ -73,6 +75,11 @@ PEAK_SIZES = tuple(2.0**k for k in range(20, 35))
 """The sweep a row stating a collective's peak bus bandwidth without a message size ("peak busbw ~480 GB/s with
 NVLink SHARP on 8 GPUs at large sizes", a maintainer's figure in an issue thread) is compared with: its highest
 simulated bus bandwidth from 1 MiB to 16 GiB, nccl-tests' usual range."""
+THREAD_GPUS = re.compile(r"(?<![\w-])-g\s*(\d+)\b")
+"""nccl-tests' -g flag in a row's source or notes: the GPUs each of its threads drives (src/common.cu, `-g,--ngpus`;
+default 1). One thread issues every iteration's collective on each of its GPUs in turn, inside one
+ncclGroupStart/End, and times the iterations on the host: where issuing them takes longer than they run, the
+thread's pace is what it times (issue_time)."""
 SPIKE_RATIO = 2.0
 """A reading that took more than this many times as long as a larger message of the same sweep is a spike
 (a warm-up or a hiccup: a collective's time does not fall as its message grows), not the collective's time.
@@ -99,6 +106,7 @@ class Case:
     groups: list[tuple[int, ...]]
     num_gpus: int
     algorithm: str
+    thread_gpus: int | None = None  # GPUs one nccl-tests thread drives (its -g); None: not stated
     rows: list[tuple[int, str, float, float]] = field(default_factory=list)  # index, subset, bytes, busbw
     peaks: list[tuple[int, str, float]] = field(default_factory=list)  # index, subset, busbw: a peak, no size
 
@@ -126,14 +134,31 @@ class Case:
         with. A sweep needing more than `memory_limit` bytes is refused (dag.size.TooLarge)."""
         timings = collective_sweep(self.datacenter(), self.ctype, self.groups[0], PEAK_SIZES, self.algorithm,
                                    others=self.groups[1:], model=model, memory_limit=memory_limit)
-        return max(t.busbw_GBps for t in timings)
+        return max(self.busbw(t) for t in timings)
 
     def predict(self, model: LinkModel | None = None, memory_limit: float | None = None) -> list[float]:
         """Predicted busbw (GB/s) of every row (refused as predict_peak is)."""
         timings = collective_sweep(self.datacenter(), self.ctype, self.groups[0], self.row_sizes(), self.algorithm,
                                    others=self.groups[1:], model=model, memory_limit=memory_limit)
-        by_size = {t.size_bytes: t.busbw_GBps for t in timings}
+        by_size = {t.size_bytes: self.busbw(t) for t in timings}
         return [by_size[size] for _, _, size, _ in self.rows]
+
+    def seconds(self, timing: CollectiveTiming, table: dict[str, Any] | None = None) -> float:
+        """The seconds the case's measurement reports for a simulated collective: its own, or where the rows state
+        the GPUs one nccl-tests thread drove (-g) the time it takes to issue it on them if longer (issue_time;
+        `table`: the calibration table its constants come from, None: the shipped one)."""
+        seconds = timing.time_us * 1e-6
+        if self.thread_gpus is None:
+            return seconds
+        return max(seconds, issue_time(self.thread_gpus, timing.channels, table))
+
+    def busbw(self, timing: CollectiveTiming, table: dict[str, Any] | None = None) -> float:
+        """The bus bandwidth (GB/s) the case's measurement reports for a simulated collective (seconds): the
+        collective's own where the thread issuing it is not the slower."""
+        seconds = self.seconds(timing, table)
+        if seconds == timing.time_us * 1e-6:
+            return timing.busbw_GBps
+        return bus_bandwidth_factor(self.ctype, len(self.groups[0])) * timing.size_bytes / seconds / 1e9
 
 
 def system_of(row: dict[str, str]) -> System | str:
@@ -170,6 +195,25 @@ def whole_job(system: System, row: dict[str, str]) -> int | None:
     if gpus is None and nodes is not None and 0 < nodes <= MAX_GPUS:
         gpus = nodes * system.one_node().node.gpus_per_node
     return int(gpus) if gpus is not None and gpus == int(gpus) else None
+
+
+def issue_time(gpus: int, channels: int, table: dict[str, Any] | None = None) -> float:
+    """Seconds one nccl-tests thread takes to issue a collective of `channels` channels on each of its `gpus` GPUs:
+    a fixed cost and one per channel, a GPU after the other (the calibration table's nccl_tests_thread, fitted on
+    rows measured with -g 8; `table`: None, the shipped one). NCCL prepares each GPU's launch on the calling
+    thread and writes out the work of each of its channels there (src/enqueue.cc, ncclLaunchPrepare and uploadWork)
+    before the CUDA launch. An nccl-tests sweep of one A100 node with -g 8 (mleng_a100_node_nccl_tests) takes 44 us
+    at 32 KiB on one channel and 2.5 us more for each channel NCCL adds as the message grows (one per 32 KiB, its ring
+    LL threshold), to a flat 101 us from 1 to 4 MiB on all 24, where NCCL's own model (src/graph/tuning.cc) puts
+    these LL all-reduces at 15-36 us."""
+    host = (table or shipped_table())["nccl_tests_thread"]
+    return gpus * (host["issue_us"] + host["channel_issue_us"] * channels) * 1e-6
+
+
+def thread_gpus(notes: str) -> int | None:
+    """The GPUs one nccl-tests thread drove, from a row's source and notes (THREAD_GPUS), else None."""
+    found = THREAD_GPUS.search(notes)
+    return int(found.group(1)) if found else None
 
 
 def _forced_algorithm(notes: str) -> str:
@@ -242,8 +286,10 @@ def case_of(index: int, row: dict[str, str]) -> tuple[tuple, Case, float | None,
     groups = [tuple(range(g * n, (g + 1) * n)) for g in range(groups_count)]
     algorithm = algorithm_for(ctype, _forced_algorithm(row.get("notes", "")))  # NCCL_ALGO's for every collective
     # the system resolved, not the hardware cell: a row's source and notes tell systems of one GPU apart
-    key = (json.dumps(system.datacenter, sort_keys=True), system.nodes, ctype, n, groups_count, num_gpus, algorithm)
-    return key, Case(system, ctype, groups, max(num_gpus, n * groups_count), algorithm), size, busbw
+    driven = thread_gpus(f"{row.get('source', '')} {row.get('notes', '')}")
+    key = (json.dumps(system.datacenter, sort_keys=True), system.nodes, ctype, n, groups_count, num_gpus, algorithm,
+           driven)
+    return key, Case(system, ctype, groups, max(num_gpus, n * groups_count), algorithm, driven), size, busbw
 
 
 def measured_busbw(row: dict[str, str], factor: float, size: float | None) -> float | None:
