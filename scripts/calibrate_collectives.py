@@ -103,7 +103,9 @@ HEADER = """# Link-use parameters of collectives, calibrated against ../shared/v
 # latency overlapping its later slices, within 4.8% (+4.8% at 16 nodes, -1.6% at 2). Ampere's four send/receive
 # parameters rest on its four send/receive rows (a100_sendrecv, 1 MiB and up): as many parameters as rows, so their
 # error there is no evidence of their accuracy; its collectives' fit rests on one all-reduce sweep of one node (one
-# source), and its Simple launch sits at the fit's bound (LAUNCH_US, 60 us).
+# source), and its Simple launch sits at the fit's bound (LAUNCH_US, 60 us). That sweep ran with one thread driving
+# all 8 GPUs (-g 8), whose pace it times up to 4 MiB: there Ampere's LL and LL128 latencies are bounded from above,
+# not measured.
 # nccl_tests_thread: what one nccl-tests thread takes to issue a collective on each GPU it drives (-g), a fixed part
 # and one per channel (validate.collectives.issue_time), fitted with the family whose rows were measured with -g 8.
 """
