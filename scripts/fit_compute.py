@@ -48,7 +48,8 @@ HEADER = """\
 # plain-GEMM rows it was fitted on; below the fit's min_rows only `efficiency` is fitted, on the shape
 # parameters of the fully fitted GPU named in `shape_from` (a best-shape row read against that GPU's best shape
 # where one benchmark measured both and their tiles issue one instruction: compute/fit.py same_benchmark).
-# attention: per GPU, library and 16-bit dtype (AttentionParams).
+# attention: per GPU, library and 16-bit dtype (AttentionParams); `lent`: the fit the library's stand-ins run
+# (compute/fit.py LENT_WITHOUT_TRAFFIC).
 # sm_count: the SM count the parameters were fitted with.
 """
 

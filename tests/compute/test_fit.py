@@ -242,6 +242,32 @@ def test_an_attention_call_costs_at_most_a_launch_and_work_that_scales_with_its_
         assert seconds(impl, 8) / seconds(impl, 16) == pytest.approx(0.5, rel=0.05), impl
 
 
+def test_the_fit_holds_flashattention1s_softmax_at_one_exponential_a_score_and_fits_its_rate_and_fixed_costs():
+    """FlashAttention 1's softmax runs between its matmuls (compute.attention.SERIAL_SOFTMAX_LIBRARIES): the fit keeps
+    it at serial_softmax_dims (64 head dimensions on an A100) whatever rows it is given, here rows the model timed with
+    20, and fits the efficiency and per-CTA cost; FlashAttention-2's softmax it fits freely,
+    away from the start's 30."""
+    gpu = "a100-sxm-80gb"
+
+    def rows(impl: str, phase: AttentionPhase) -> list[Observation]:
+        doc = {"fwd": dataclasses.asdict(phase), "bwd": dataclasses.asdict(phase), "overhead_us": 10.0}
+        cal = Calibrations.with_fit({"gpus": {gpu: {"sm_count": 108, "gemm": {"fp16": dataclasses.asdict(TRUE)},
+                                                    "attention": {impl: {"fp16": doc}}}}})
+        obs = [Observation(i, gpu, DType.fp16, tuple(attention(ph, 16384 // seq, 2048 // d, 2048 // d, seq, seq, d, d,
+                                                               causal, 2.0, impl) for ph in (Phase.fwd, Phase.bwd_ig)),
+                           1.0, 1.0, "s", "attention")
+               for i, (seq, d, causal) in enumerate(itertools.product((512, 2048, 8192), (64, 128), (False, True)))]
+        return [dataclasses.replace(o, seconds=float(t)) for o, t in zip(obs, predict(obs, cal), strict=True)]
+
+    v1 = rows("flash_v1", AttentionPhase(0.75, 1.5, 20.0))
+    fitted = fit_calibration(v1, Calibrations.with_fit({}), SETTINGS)["gpus"][gpu]["attention"]["flash_v1"]["fp16"]
+    assert fitted["fwd"]["softmax_dims"] == fitted["bwd"]["softmax_dims"] == 64.0
+    assert fitted["fwd"]["efficiency"] != SETTINGS.attention_start.fwd.efficiency
+    flash = rows("flash", AttentionPhase(0.75, 1.5, 48.0))
+    free = fit_calibration(flash, Calibrations.with_fit({}), SETTINGS)["gpus"][gpu]["attention"]["flash"]["fp16"]
+    assert abs(free["fwd"]["softmax_dims"] - 30.0) > 5.0
+
+
 def test_a_best_shape_row_is_read_against_its_lenders_best_shape_where_one_benchmark_measured_both():
     """A best-shape finder reports each chip's fastest shape: the B300, 2% faster at its best shape than the B200 at
     its own (whose fit times it 10% slow, a shape that ran well), runs the B200's best shape 2% faster than the B200's

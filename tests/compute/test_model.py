@@ -15,7 +15,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simulon.compute.analytical import AnalyticalModel
-from simulon.compute.attention import attention_seconds, backward_accumulator_columns, critical_blocks
+from simulon.compute.attention import (
+    attention_seconds,
+    backward_accumulator_columns,
+    critical_blocks,
+    flash_v1_key_block,
+    flash_v1_reread_bytes,
+    serial_softmax_dims,
+)
 from simulon.compute.calibration import (
     POWER_CLOCK_EXPONENT,
     Architecture,
@@ -118,6 +125,101 @@ def test_a_blackwell_forward_of_its_own_libraries_carries_two_query_tiles_per_ct
     # FlashAttention-2's grid keeps one query tile per CTA on every chip
     flash = attention(Phase.fwd, 1, 8, 8, 4096, 4096, 128, 128, True, 2.0)
     assert attention_seconds(p, few, PEAK, flash) == pytest.approx(attention_seconds(p, one_tile, PEAK, flash))
+
+
+def test_flashattention1_holds_256_keys_a_block_up_to_head_dimension_64_and_128_above_it():
+    """fmha_api.cpp (v1.0.9): blocksize_c = head_size > 64 ? 128 : 256, and 128 where the keys are no more than 128."""
+    assert [flash_v1_key_block(d, 4096) for d in (32, 64, 80, 128)] == [256, 256, 128, 128]
+    assert flash_v1_key_block(64, 128) == 128
+
+
+def test_flashattention1_streams_its_running_output_through_hbm_once_a_key_block_after_the_first():
+    """Forward: the 16-bit query and the 32-bit running output read, the output written, for every key block after
+    the first (2 d + 8 d bytes a row); backward: query, output gradient and the 32-bit query gradient (2 d + 2 d + 8 d),
+    over the key block and the share of key blocks that re-read; nothing with a single key block."""
+    assert flash_v1_reread_bytes(64, 64, 16384, False) == pytest.approx(10 * 64 / 256 * 63 / 64)
+    assert flash_v1_reread_bytes(128, 128, 16384, True) == pytest.approx(12 * 128 / 128 * 127 / 128)
+    assert flash_v1_reread_bytes(64, 64, 256, False) == flash_v1_reread_bytes(128, 128, 128, True) == 0.0
+    # at the same score count it is four times the bytes a score at head dimension 128 (twice the dims, half the keys)
+    assert flash_v1_reread_bytes(128, 128, 1 << 20, False) / flash_v1_reread_bytes(64, 64, 1 << 20, False) == (
+        pytest.approx(4.0, rel=1e-3))
+
+
+def test_flashattention1_adds_its_hbm_traffic_to_every_block_and_flashattention2_has_none():
+    """Each 128 x 128 block takes its matmuls (2 x 128^2 x dims FLOP at the SM's share of the peak) and its re-read
+    bytes (128^2 x flash_v1_reread_bytes at the SM's share of the bandwidth), one after the other."""
+    p = AttentionParams(AttentionPhase(1.0, 0.0, 0.0), AttentionPhase(1.0, 0.0, 0.0), 0.0)
+    bandwidth = 1e12
+    for phase, dims in ((Phase.fwd, 256), (Phase.bwd_ig, 640)):
+        v1 = attention(phase, 16, 64, 64, 8192, 8192, 128, 128, False, 2.0, "flash_v1")
+        flash = attention(phase, 16, 64, 64, 8192, 8192, 128, 128, False, 2.0)
+        ratio = 1 + flash_v1_reread_bytes(128, 128, 8192, phase != Phase.fwd) * PEAK / (2 * dims * bandwidth)
+        assert attention_seconds(p, ARCH, PEAK, v1, bandwidth=bandwidth) == pytest.approx(
+            ratio * attention_seconds(p, ARCH, PEAK, v1))
+        assert attention_seconds(p, ARCH, PEAK, flash, bandwidth=bandwidth) == attention_seconds(p, ARCH, PEAK, flash)
+
+
+def test_the_libraries_that_borrow_flashattention1s_fit_run_it_without_its_hbm_traffic():
+    """The traffic is the kernel's (its running output in HBM between key blocks), not the fit's: the 2022 Triton
+    kernel and xformers keep their output on chip and run FlashAttention 1's fit without it, and FlashAttention 1 run
+    on the Triton kernel's fit takes it on."""
+    v1_fit = AttentionParams(AttentionPhase(0.7, 1.0, 64.0), AttentionPhase(0.7, 1.0, 64.0), 0.0, "flash_v1")
+    triton_fit = dataclasses.replace(v1_fit, library="flash_triton")
+    for phase in (Phase.fwd, Phase.bwd_ig):
+        for impl in ("flash_triton", "xformers"):
+            spec = attention(phase, 16, 64, 64, 8192, 8192, 128, 128, True, 2.0, impl)
+            assert attention_seconds(v1_fit, ARCH, PEAK, spec, bandwidth=1e12) == attention_seconds(
+                v1_fit, ARCH, PEAK, spec)
+        v1 = attention(phase, 16, 64, 64, 8192, 8192, 128, 128, True, 2.0, "flash_v1")
+        assert attention_seconds(triton_fit, ARCH, PEAK, v1, bandwidth=1e12) > 1.1 * attention_seconds(
+            triton_fit, ARCH, PEAK, v1)
+
+
+def test_flashattention1s_stand_ins_run_the_fit_it_lends_and_it_runs_its_own():
+    """The 2022 Triton kernel and xformers on an H100 (measured on the A100 only) borrow FlashAttention 1's H100 rows
+    fitted without its HBM traffic (`lent`); FlashAttention 1 there runs its own fit, and FlashAttention-2, with no
+    lent fit, is unchanged."""
+    phase = {"efficiency": 0.3, "block_overhead": 0.5, "softmax_dims": 64.0}
+    lent = {"efficiency": 0.15, "block_overhead": 0.3, "softmax_dims": 0.0}
+    entry = {"fwd": phase, "bwd": phase, "overhead_us": 10.0, "lent": {"fwd": lent, "bwd": lent, "overhead_us": 5.0}}
+    cal = Calibrations.with_fit({"gpus": {"h100-sxm": {"sm_count": 132, "attention": {
+        "flash_v1": {"fp16": entry}, "flash": {"fp16": {"fwd": phase, "bwd": phase, "overhead_us": 3.0}}}}}})
+    h100 = GPUSpec.model_validate({"from": "h100-sxm"})
+    for impl in ("flash_triton", "xformers"):
+        params, donor = cal.attention(h100, impl, DType.fp16)
+        assert (params.fwd.efficiency, params.overhead_us, params.library, donor) == (0.15, 5.0, "flash_v1", "h100-sxm")
+    params, _ = cal.attention(h100, "flash_v1", DType.fp16)
+    assert (params.fwd.efficiency, params.fwd.softmax_dims, params.overhead_us) == (0.3, 64.0, 10.0)
+    assert cal.attention(h100, "flash", DType.fp16)[0].overhead_us == 3.0
+
+
+def test_one_exponential_a_score_at_mma_syncs_share_is_64_head_dimensions_on_every_chip():
+    """Ampere's SM issues 1,024 mma.sync FMA (2,048 FLOP) to 16 exponentials a clock, and Hopper and Blackwell issue
+    mma.sync and exponentials at Ampere's rates per SM and clock: 2,048 / (2 x 16) = 64 head dimensions of a score's
+    matmul work, on the A100, H100 and B200 alike; Blackwell Ultra, with twice the exponentials, 32."""
+    for fraction in (1.0, 0.5, 0.25):
+        arch = dataclasses.replace(ARCH, warp_mma_fraction=fraction)
+        assert serial_softmax_dims(arch, "flash_v1") == pytest.approx(64.0)
+    b300 = dataclasses.replace(ARCH, warp_mma_fraction=0.25, special_function_rate=2.0)
+    assert serial_softmax_dims(b300, "flash_v1") == pytest.approx(32.0)
+
+
+def test_flashattention1_on_an_a100_runs_head_dimension_64_faster_than_128_as_its_chart_does():
+    """The FlashAttention-2 README's A100 chart puts FlashAttention 1 (forward and backward, 16k tokens) at 108-110
+    TFLOP/s with head dimension 64 and 80-83 with 128 (4k-16k tokens a sequence): its 256-key blocks at 64 re-read a
+    quarter of the bytes a score that its 128-key blocks do at 128. FlashAttention-2, which keeps its output on chip,
+    runs 128 at least as fast as 64."""
+    a100 = GPUSpec.model_validate({"from": "a100-sxm-80gb"})
+
+    def tflops(impl: str, seq: int, head_dim: int) -> float:
+        heads = 2048 // head_dim
+        specs = [attention(ph, 16384 // seq, heads, heads, seq, seq, head_dim, head_dim, False, 2.0, impl)
+                 for ph in (Phase.fwd, Phase.bwd_ig)]
+        return sum(s.flops for s in specs) / AnalyticalModel(a100, DType.fp16).seconds(specs).sum() / 1e12
+
+    for seq in (4096, 8192, 16384):
+        assert 1.2 < tflops("flash_v1", seq, 64) / tflops("flash_v1", seq, 128) < 1.45, seq
+        assert tflops("flash", seq, 128) >= tflops("flash", seq, 64), seq
 
 
 def test_causal_attention_takes_about_half_the_time_when_the_gpu_is_full():
@@ -304,10 +406,12 @@ def test_each_attention_library_has_its_own_speed_and_a_stand_in_where_unmeasure
     fp16 = DType.fp16
     assert cal.attention(a100, "flash_triton", fp16) == (cal.gpus["a100-sxm-80gb"].attention["flash_triton", fp16],
                                                          "a100-sxm-80gb")
-    assert cal.attention(h100(), "flash_triton", fp16) == (cal.gpus["h100-sxm"].attention["flash_v1", fp16], "h100-sxm")
+    # (FlashAttention 1's fit as it lends it, without its HBM traffic: compute.fit.LENT_WITHOUT_TRAFFIC)
+    lent = cal.gpus["h100-sxm"].lent_attention["flash_v1", fp16]
+    assert cal.attention(h100(), "flash_triton", fp16) == (lent, "h100-sxm")
     # the other 16-bit dtype of the same library on the same chip comes before a stand-in library
     assert cal.attention(h100(), "flash_v1", DType.bf16) == cal.attention(h100(), "flash_v1", fp16)
-    assert cal.attention(h100(), "xformers", fp16) == (cal.gpus["h100-sxm"].attention["flash_v1", fp16], "h100-sxm")
+    assert cal.attention(h100(), "xformers", fp16) == (lent, "h100-sxm")
     # a GPU without either borrows from the GPU nearest in spec that has one
     assert cal.attention(b200, "flash_triton")[1] == "h100-sxm"
     # an mma.sync kernel runs like itself on another chip before like the chip's own instruction's library there

@@ -100,6 +100,7 @@ class AnalyticalModel:
         """The fitted attention time is a microbenchmark's timed alone; in a loop or under sustained load its
         tensor-core work runs at that loop's or the sustained clock instead (gemm.attention_at_clock)."""
         params, arch = self.attention(attention_impl(spec))
-        alone = attention_seconds(params, arch, self.attention_peak, spec)
+        alone = attention_seconds(params, arch, self.attention_peak, spec,
+                                  bandwidth=self.gpu.memory_bandwidth * self.memory.efficiency)
         return attention_at_clock(alone, params.overhead_us * 1e-6, self.attention_clock, self.repeats,
                                   self.sustained_load)

@@ -8,7 +8,11 @@ The backward is parallel over key blocks instead, which has the same spread of w
 attention without a fused kernel is timed the same way, its fitted block rate standing for the passes over
 the materialised score matrix, and it computes every block whatever the mask. Per block
 the forward multiplies Q K^T and P V (qk_dim + v_dim per score); the backward recomputes the scores and
-forms dV, dP, dQ and dK (3 qk_dim + 2 v_dim per score). Softmax work per score counts as extra dims.
+forms dV, dP, dQ and dK (3 qk_dim + 2 v_dim per score). Softmax work per score counts as extra dims. FlashAttention 1
+walks the key blocks outside its query rows and so streams each row's running output (its query gradient, backward)
+through HBM once a key block (flash_v1_reread_bytes): that traffic, at the chip's HBM bandwidth, adds to each block,
+and its softmax, between its matmuls, is held at one exponential per score (serial_softmax_dims); the libraries that
+borrow its fit run the fit of its rows made without the traffic (compute/fit.py, LENT_WITHOUT_TRAFFIC).
 
 Between chips, the matmuls run at the rate of the tensor-core instruction the library issues: the chip's dense
 peak, or for a library written for Ampere's warp-level mma.sync (WARP_MMA_LIBRARIES) that instruction's rate,
@@ -151,6 +155,62 @@ def issue_order(library: str, backward: bool, longest_first: frozenset[tuple[str
     return Order.heavy_first if backward else Order.light_first
 
 
+FLASH_V1 = "flash_v1"
+"""FlashAttention 1 (workload.kernels.FLASH_IMPLEMENTATIONS), the one library here that keeps its running output in
+HBM between key blocks (flash_v1_reread_bytes). The 2022 Triton kernel (query blocks outside, its accumulators in
+registers: MosaicML's triton_pre_mlir, after Tillet's fused-attention tutorial) and xformers' CUTLASS kernels (a query
+block per CTA) do not, and run its fit, where they borrow it, without it."""
+
+SERIAL_SOFTMAX_LIBRARIES = (FLASH_V1,)
+"""Libraries whose softmax the fit holds at one exponential per score beside the matmuls (serial_softmax_dims), not
+free. FlashAttention 1's CTA splits a block's keys between its warps, so every key block it runs Q K^T, exchanges the
+row maxima through shared memory, exponentiates, sums, and only then multiplies P V, whose partial outputs its warps
+add through shared memory behind a __syncthreads (v1.0.9 fmha_fprop_kernel_1xN.h: gemm_q_k, softmax.reduce_max,
+scale_apply_exp, reduce_sum_before_sync_, gemm_cl, smem_o.store): its exponentials wait for one matmul and hold up
+the next (Dao 2023, FlashAttention-2, sections 3.1 and 3.3: the non-matmul work and the split of K and V across warps
+are what FlashAttention-2 removes). Fitted freely beside its HBM traffic (flash_v1_reread_bytes), the softmax took 202
+and 549 head dimensions on the A100 and H100 at an efficiency of 1.0 and 0.95 of the dense peak, where mma.sync
+reaches 1.0 and 0.5 (commit 745fffa): it stood for work the chart rows cannot tell from the matmuls' rate."""
+
+
+def serial_softmax_dims(arch: Architecture, library: str) -> float:
+    """The softmax_dims (head dimensions of work per score, at the fitted efficiency) of one exponential per score
+    run at the share of the special-function rate that the matmuls reach of their instruction's: exponential_dims at
+    `library`'s matmul rate (matmul_rate), 64 for a library of mma.sync on Ampere, Hopper and Blackwell alike, whose
+    SMs issue 1,024 of its FMA (NVIDIA A100 whitepaper) to 16 exponentials (EXPONENTIALS_PER_SM_CLOCK) a clock. The
+    kernel runs its matmuls and its exponentials one after the other (SERIAL_SOFTMAX_LIBRARIES), each at the share of
+    its unit's rate the fitted efficiency gives; the rest of the softmax (its maxima, sums and rescaling on the FMA
+    units) is left to that efficiency and the CTA's fixed cost."""
+    return exponential_dims(arch) * matmul_rate(arch.warp_mma_fraction, library)
+
+
+def flash_v1_key_block(qk_dim: int, seq_k: int) -> int:
+    """Keys a FlashAttention 1 CTA holds at a time, forward and backward: 256 for head dimensions up to 64, 128 above
+    (fmha_api.cpp: blocksize_c = head_size > 64 ? 128 : 256), and 128 where the keys are no more than 128
+    (fmha_{fwd,bwd}_hdim{32,64}.cu: seqlen_k == 128). Dao et al. 2022 (arXiv 2205.14135, Algorithm 1) size the key
+    block from the SRAM M as ceil(M / 4d): the larger the head dimension, the fewer keys a block. FlashAttention 1
+    runs head dimensions up to 128; one past that is taken at 128. From the source (v1.0.9), not a fit."""
+    return 128 if qk_dim > 64 or seq_k <= 128 else 256
+
+
+def flash_v1_reread_bytes(qk_dim: int, v_dim: int, seq_k: int, backward: bool) -> float:
+    """HBM bytes FlashAttention 1 moves per score beyond reading its operands and writing its results once: its CTAs
+    walk the key blocks outside and their query rows inside (Dao et al. 2022, Algorithm 1: HBM traffic
+    Theta(N^2 d^2 / M)), so every key block after the first re-reads each row's query (16-bit) and its running output
+    in 32 bits, and every one before the last writes that output back (v1.0.9 fmha_fprop_kernel_1xN.h: gmem_q.load,
+    gmem_o_tmp.load unless Is_first, o_tmp stored unless Is_last): 2 qk_dim + 8 v_dim bytes a row and key block. The
+    backward, one key block per CTA walking the query rows, re-reads each row's query and output gradient and reads
+    and writes its query gradient in 32 bits for every key block (fmha_dgrad_kernel_1xN_loop.h: gmem_q, gmem_do,
+    gmem_dq_tmp, or its atomicAdd into dq_accum when split over the keys): 2 qk_dim + 2 v_dim + 8 qk_dim bytes. Per
+    score, over the key block (flash_v1_key_block) and the share (K - 1) / K of the K key blocks that re-read; a
+    causal walk, whose rows near the start walk fewer blocks, is taken alike. 0 with one key block (fmha_api.cpp:
+    no loop)."""
+    block = flash_v1_key_block(qk_dim, seq_k)
+    blocks = math.ceil(seq_k / block)
+    per_row = (10 * qk_dim + 2 * v_dim) if backward else (2 * qk_dim + 8 * v_dim)
+    return per_row / block * (blocks - 1) / blocks
+
+
 L2_SECTION_BYTES = 50 * 2**20
 """The L2 a longest-first grid fills with one section of heads' K and V (cuDNN's SM100 prefill engine and
 FlashAttention's SingleTileLPTScheduler: size_l2 = 50 MiB). A value from the source, not a fit."""
@@ -165,12 +225,14 @@ def l2_section(copies: int, seq_k: int, qk_dim: int, v_dim: int) -> int:
 
 
 def attention_seconds(p: AttentionParams, arch: Architecture, peak: float, spec: KernelSpec,
-                      compiled: bool | None = None) -> float:
+                      compiled: bool | None = None, bandwidth: float = math.inf) -> float:
     """Seconds of one flash-attention kernel at `peak` dense FLOP/s. Parameters fitted on another chip, or another
     library, run their matmuls at this library's rate here over theirs there, and their softmax at this chip's
     rate per SM over that chip's (both as fractions of the dense peak); a library of the chip's own instruction runs
     its matmuls no faster per SM than there (sm_bound). `compiled`: how the CTAs' dispatch is computed
-    (dispatch.makespan)."""
+    (dispatch.makespan). `bandwidth`: the HBM B/s the kernel streams at, every SM at once, for the traffic of a
+    kernel that re-reads its running output between key blocks (FlashAttention 1: flash_v1_reread_bytes), added to
+    each block's time beside its matmuls, not hidden under them; unlimited, none."""
     s = dict(spec.shape)
     backward = spec.phase in BACKWARD_PHASES
     phase = p.bwd if backward else p.fwd
@@ -190,7 +252,12 @@ def attention_seconds(p: AttentionParams, arch: Architecture, peak: float, spec:
         return 2.0 * block * block * ((dims * matmul_factor + passes * phase.softmax_dims * softmax)
                                       / phase.efficiency + unhidden_dims) / (peak / arch.sm_count)
 
-    unbound = block_seconds_at(matmuls)
+    # FlashAttention 1's running output, re-read and re-written in HBM for every key block, the SMs streaming at once:
+    # the traffic of the kernel that runs, whatever fit it runs (its stand-ins, which keep their output on chip, run
+    # its fit without it; FlashAttention 1 on another library's fit adds it)
+    reread = block * block * (flash_v1_reread_bytes(s["qk_dim"], s["v_dim"], s["seq_k"], backward)
+                              if impl == FLASH_V1 else 0.0) / (bandwidth / arch.sm_count)
+    unbound = block_seconds_at(matmuls) + reread
     # a fused kernel of the chip's own instruction; PyTorch's attention multiplies in cuBLAS GEMMs, its softmax apart
     own = impl not in OTHER_INSTRUCTION_LIBRARIES
     exposed = exposed_exponential_dims(arch, block, s["qk_dim"], s["v_dim"]) if own and backward else 0.0
@@ -201,6 +268,7 @@ def attention_seconds(p: AttentionParams, arch: Architecture, peak: float, spec:
         block_seconds = max(block_seconds_at(max(matmuls, sm_bound(arch))), block_seconds)
         if not backward:  # the forward's exponentials beside matmuls at this chip's rate (exponential_dims)
             block_seconds = min(block_seconds, block_seconds_at(matmuls, exponential_dims(arch)))
+    block_seconds += reread
     # the CTA's fixed cost (in blocks) at the fit's rate here: sm_bound and exposed exponentials are per-block work
     overhead = phase.block_overhead * (unbound / block_seconds)
     # a library written for mma.sync keeps one query tile per CTA (FlashAttention-2's grid), whatever the chip's own

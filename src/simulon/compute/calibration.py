@@ -113,11 +113,19 @@ class GpuCalibration:
     sm_count: int  # the SM count its parameters were fitted with
     shape_from: dict[DType, str] = field(default_factory=dict)  # GEMM dtypes fitted only in efficiency, each on
     #                                                            the shape response of the GPU named
+    lent_attention: dict[tuple[str, DType], AttentionParams] = field(default_factory=dict)  # what a library's
+    #   fit lends its stand-ins where its kernel does work theirs do not (`lent` in calibration.yaml: FlashAttention
+    #   1's rows fitted without its HBM traffic, compute.fit.LENT_WITHOUT_TRAFFIC); Calibrations.attention
 
     @property
     def borrowed(self) -> frozenset[DType]:
         """GEMM dtypes fitted only in efficiency (a best-shape fit), on another GPU's shape response."""
         return frozenset(self.shape_from)
+
+
+def _attention_params(entry: dict[str, Any], library: str) -> AttentionParams:
+    return AttentionParams(_build(AttentionPhase, entry["fwd"]), _build(AttentionPhase, entry["bwd"]),
+                           entry["overhead_us"], library)
 
 
 @dataclass(frozen=True)
@@ -154,12 +162,13 @@ class Calibrations:
         gpus = {}
         for stem, doc in (calibration.get("gpus") or {}).items():
             gemm = {DType(d): _build(GemmParams, p) for d, p in (doc.get("gemm") or {}).items()}
-            attention = {(impl, DType(d)): AttentionParams(_build(AttentionPhase, att["fwd"]),
-                                                           _build(AttentionPhase, att["bwd"]), att["overhead_us"], impl)
-                         for impl, by_dtype in (doc.get("attention") or {}).items() for d, att in by_dtype.items()}
+            entries = [(impl, DType(d), att) for impl, by_dtype in (doc.get("attention") or {}).items()
+                       for d, att in by_dtype.items()]
+            attention = {(impl, d): _attention_params(att, impl) for impl, d, att in entries}
+            lent = {(impl, d): _attention_params(att["lent"], impl) for impl, d, att in entries if "lent" in att}
             shape_from = {DType(d): str(p["shape_from"])
                           for d, p in (doc.get("gemm") or {}).items() if "shape_from" in p}
-            gpus[stem] = GpuCalibration(gemm, attention, int(doc["sm_count"]), shape_from)
+            gpus[stem] = GpuCalibration(gemm, attention, int(doc["sm_count"]), shape_from, lent)
         return cls(gpus=gpus, sm_counts=dict(architecture["sm_count"]),
                    gemm_tiles=tuple(tuple(t) for t in architecture["gemm_tiles"]),
                    gemm_splits=tuple(architecture["gemm_splits"]),
@@ -270,7 +279,8 @@ class Calibrations:
         than as cuDNN's there: 1.13x its H100 speed, as flash-attention's and tritonbench's B200 runs give it
         (architecture.yaml, warp_mma_fraction), where cuDNN's backward made it 0.8x). Either way its matmuls
         run at its own instruction's rate on this chip (attention.attention_seconds: the parameters know the library
-        and, through the architecture, the chip they were fitted on)."""
+        and, through the architecture, the chip they were fitted on). A stand-in whose kernel does work the library's
+        does not lends the fit of its rows made without that work (GpuCalibration.lent_attention)."""
         chain = [(i, d) for i in (impl, *self.attention_stand_ins.get(impl, ()))
                  for d in ATTENTION_DTYPE_FALLBACK.get(dtype, ATTENTION_DTYPE_FALLBACK[DType.bf16])]
         # an mma.sync library's kernel is the same on every chip; a library of the chip's own instruction is not
@@ -282,7 +292,10 @@ class Calibrations:
         if donor is None:
             raise ValueError(f"no {impl} attention calibration on any GPU")
         cal = self.gpus[donor]
-        return cal.attention[next(key for key in (*alike, *chain) if key in cal.attention)], donor
+        key = next(key for key in (*alike, *chain) if key in cal.attention)
+        if key[0] != impl and key in cal.lent_attention:  # a stand-in's fit as it lends it (lent_attention)
+            return cal.lent_attention[key], donor
+        return cal.attention[key], donor
 
     def bandwidth_lenders(self, gpu: GPUSpec) -> list[Calibrations]:
         """Where a GPU without a fit of its own is the same chip (`same_chip`: equal dense peaks and TDP) as fitted

@@ -25,7 +25,7 @@ from ..config.common import DType
 from ..config.dc import GPUSpec
 from ..workload.kernels import KernelSpec, Phase, attention_impl
 from .analytical import AnalyticalModel, memory_seconds
-from .attention import attention_seconds
+from .attention import FLASH_V1, SERIAL_SOFTMAX_LIBRARIES, attention_seconds, serial_softmax_dims
 from .calibration import Architecture, AttentionParams, AttentionPhase, Calibrations, GemmParams, GpuCalibration
 from .gemm import GemmShapes, attention_at_clock, gemm_seconds
 from .minimize import nelder_mead
@@ -154,9 +154,13 @@ def fit_calibration(observations: Sequence[Observation], arch: Calibrations, set
                                              _layout(arch, key[0], gemm), settings)
     _lend_group_overhead(arch, gemm, {k for k, v in grouped.items() if v})
     fitted = _partial(arch, gemm)
-    att = {key: _fit_attention(obs, _layout(arch, key[0], gemm), settings,
-                               fitted.gemm(_spec(key[0]), key[2])[0] if any(o.repeats > 1 for o in obs) else None)
+    clocks = {key: fitted.gemm(_spec(key[0]), key[2])[0] if any(o.repeats > 1 for o in obs) else None
+              for key, obs in attention.items()}
+    att = {key: _fit_attention(obs, _layout(arch, key[0], gemm), settings, clocks[key],
+                               _spec(key[0]).memory_bandwidth * arch.memory.efficiency)
            for key, obs in sorted(attention.items())}
+    lent = {key: _fit_attention(obs, _layout(arch, key[0], gemm), settings, clocks[key], lent=True)
+            for key, obs in sorted(attention.items()) if key[1] in LENT_WITHOUT_TRAFFIC}
     doc: dict = {}
     for gpu in sorted(set(gemm) | {g for g, _, _ in att}):
         entry: dict = {"sm_count": _sm_count(arch, gpu, gemm)}
@@ -166,15 +170,32 @@ def fit_calibration(observations: Sequence[Observation], arch: Calibrations, set
                              for d, p in sorted(gemm[gpu].items())}
         libraries = sorted({impl for g, impl, _ in att if g == gpu})
         if libraries:
-            entry["attention"] = {impl: {d.value: _attention_entry(att[key], len(attention[key]))
+            entry["attention"] = {impl: {d.value: _attention_entry(att[key], len(attention[key]), lent.get(key))
                                          for key in sorted(k for k in att if k[:2] == (gpu, impl)) for d in key[2:]}
                                   for impl in libraries}
         doc[gpu] = entry
     return {"gpus": doc}
 
 
-def _attention_entry(p: AttentionParams, rows: int) -> dict:
-    return {"fwd": _rounded(p.fwd), "bwd": _rounded(p.bwd), "overhead_us": round(p.overhead_us, 4), "rows": rows}
+def _attention_entry(p: AttentionParams, rows: int, lent: AttentionParams | None = None) -> dict:
+    entry = {"fwd": _rounded(p.fwd), "bwd": _rounded(p.bwd), "overhead_us": round(p.overhead_us, 4), "rows": rows}
+    if lent is not None:
+        entry["lent"] = {"fwd": _rounded(lent.fwd), "bwd": _rounded(lent.bwd),
+                         "overhead_us": round(lent.overhead_us, 4)}
+    return entry
+
+
+LENT_WITHOUT_TRAFFIC = (FLASH_V1,)
+"""Libraries whose rows are fitted twice: as their kernel runs (FlashAttention 1 with its running output streamed
+through HBM between key blocks, attention.flash_v1_reread_bytes, and its softmax held, SERIAL_SOFTMAX_LIBRARIES), and
+without that traffic, its softmax free, as the stand-ins that borrow its fit run (the 2022 Triton kernel and xformers,
+architecture.yaml attention_stand_ins; Calibrations.attention gives them this `lent` fit), whose kernels keep their
+output on chip. Lent the first fit without its traffic, they came out 2.0-2.1x too fast (held out on the A100:
+Triton 101.5%, xformers 113.4%; FlashAttention 1's own kernel runs its matmuls at 0.74-0.79 of mma.sync's rate, the
+traffic and serial softmax taking the rest); lent it with the traffic, xformers held out on the A100 went 14.9 ->
+23.4% and llm-foundry's MPT rows (Triton on the H100) 7.76 -> 8.18% (commit 745fffa). The lent fit is the overall rate
+of FlashAttention 1's rows in the block model, which is what a stand-in asserts: an mma.sync kernel of that era runs
+those shapes about as fast."""
 
 
 def predict(obs: Sequence[Observation], cal: Calibrations) -> np.ndarray:
@@ -327,15 +348,19 @@ def shows_throttling(obs: Sequence[Observation]) -> bool:
 
 
 def _fit_attention(obs: Sequence[Observation], arch: Architecture, settings: FitSettings,
-                   clock: GemmParams | None = None) -> AttentionParams:
+                   clock: GemmParams | None = None, bandwidth: float = math.inf, lent: bool = False) -> AttentionParams:
     """Attention parameters of one GPU, library and dtype; rows timed in loops (`repeats` > 1, a GPU profile) are
-    read at the loop's clock, which `clock` (the GPU's GEMM parameters) describes."""
+    read at the loop's clock, which `clock` (the GPU's GEMM parameters) describes. `bandwidth`: the HBM B/s its
+    kernels stream at (attention.attention_seconds), as a simulation reads them (analytical.AnalyticalModel). A
+    library of attention.SERIAL_SOFTMAX_LIBRARIES has its softmax held at one exponential per score beside its
+    matmuls (serial_softmax_dims) and fits its efficiency and fixed costs only; `lent`: fitted as its stand-ins run
+    it (LENT_WITHOUT_TRAFFIC: no traffic, the softmax free)."""
     spec = _spec(obs[0].gpu)
     peak = spec.peak_flops(obs[0].dtype)
     measured = np.array([o.seconds for o in obs])
 
     def seconds(p: AttentionParams, o: Observation) -> float:
-        alone = sum(attention_seconds(p, arch, peak, s, compiled=True) for s in o.specs)
+        alone = sum(attention_seconds(p, arch, peak, s, compiled=True, bandwidth=bandwidth) for s in o.specs)
         if o.repeats == 1 or clock is None:
             return alone
         return attention_at_clock(alone, p.overhead_us * 1e-6 * len(o.specs), clock, o.repeats)
@@ -348,9 +373,14 @@ def _fit_attention(obs: Sequence[Observation], arch: Architecture, settings: Fit
     names = _attention_names(apart)
     if all(o.repeats > 1 for o in obs):  # a profile's per-run events also time the host launching a short kernel
         names.remove("overhead_us")
-    start = replace(settings.attention_start, library=attention_impl(obs[0].specs[0]))
+    library = attention_impl(obs[0].specs[0])
+    start = replace(settings.attention_start, library=library)
     if not apart:  # only forward+backward sums: one set of block parameters
         start = replace(start, bwd=start.fwd)
+    if library in SERIAL_SOFTMAX_LIBRARIES and not lent:  # one exponential per score beside the matmuls, not fitted
+        names = [n for n in names if not n.endswith(".softmax_dims")]
+        held = serial_softmax_dims(arch, library)
+        start = replace(start, fwd=replace(start.fwd, softmax_dims=held), bwd=replace(start.bwd, softmax_dims=held))
     fitted = _minimize(start, names, loss, settings, _attention_codec, tie=not apart)
     if fitted.overhead_us <= ATTENTION_LAUNCH_US:
         return fitted
