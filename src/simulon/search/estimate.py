@@ -457,9 +457,14 @@ def synced_end(rank: np.ndarray, chunk: np.ndarray, part: np.ndarray, after: np.
     moves data is slowed by the SMs NCCL holds (stretched, over its kernels' share of the step), so a reduction that
     outlasts its backward slows the steps after it, and the step ends when every rank's stream has. `shared`: the
     pipeline's sends and the data-parallel collectives leave through the same NICs (both span scale-up domains), so
-    a send while its sender's stream still moves data shares the links with it alike and takes up to twice its time
-    (the replay's flows share each link fairly, engine/fair_share.py; as gather_waits). The result is how far that
-    end lies beyond the busiest rank's work at its chunk times alone (`parts`), so that less the same schedule's
+    a send while its sender's stream still moves data, or arriving while its receiver's does, shares the NIC with it
+    alike (the replay's flows share each link fairly, engine/fair_share.py; as gather_waits): the send takes up to
+    twice its time and the stream's collectives end as much later, a ring being as slow as its slowest link. With
+    the collectives not put off, a 16-layer GPT (hidden 4096) at tp 2 pp 2 vpp 4 dp 4 on 8 nodes of 2 H100s at 200
+    Gb/s, whose 384 MiB gradient reduce-scatters take 13.1 ms alone and up to 15.0 in the replay beside the
+    cool-down's sends, was estimated 0.964 of its replay (0.978 put off on the sender's side alone, 0.980 on the
+    receiver's, 0.996 on both; tests/search/test_search_played_syncs.py). The result is how far that end lies beyond
+    the busiest rank's work at its chunk times alone (`parts`), so that less the same schedule's
     played_end with the same `send` it is what the syncs add to the pipeline. Before, the syncs were costed once a
     step, as if the slowest stage's whole backward were its last one, and each other stage's drain by one chunk's
     share: Llama 3 70B at tp 8 pp 2 vpp 8 (1,024 H100s, 4 micro-batches), whose cool-down runs every chunk's last
@@ -474,11 +479,21 @@ def synced_end(rank: np.ndarray, chunk: np.ndarray, part: np.ndarray, after: np.
             gathered[r, c] = busy[r] + syncs[r, c, GATHER_HEAD] * syncs[r, c, GATHER]
             busy[r] += syncs[r, c, GATHER]
             last_gathered[r, c] = busy[r]
+    sends = np.zeros(rank.shape[0], dtype=np.bool_)  # whether a step's end sends to another rank
+    for i in range(rank.shape[0]):
+        if after[i] >= 0 and cross[i]:
+            sends[after[i]] = True
     for i in range(rank.shape[0]):
         r, c = rank[i], chunk[i]
         length = parts[r, c, part[i]]
         work[r] += length
-        ready = 0.0 if after[i] < 0 else done[after[i]] + (sent[after[i]] if cross[i] else 0.0)
+        ready = 0.0 if after[i] < 0 else done[after[i]]
+        if after[i] >= 0 and cross[i]:
+            ready += sent[after[i]]
+            if shared:  # the send arriving shares the receiver's NIC with its stream's collectives
+                received = min(send, max(0.0, busy[r] - done[after[i]]))
+                ready = max(ready, done[after[i]] + send + received)
+                busy[r] += received
         forward = part[i] == FORWARD
         if forward and first[i]:
             ready = max(ready, gathered[r, c])
@@ -495,7 +510,11 @@ def synced_end(rank: np.ndarray, chunk: np.ndarray, part: np.ndarray, after: np.
         done[i] = start + length
         if forward and first[i]:  # its last bucket's units wait for their gather (pipelined)
             done[i] = max(done[i], last_gathered[r, c] + syncs[r, c, GATHER_TAIL] * length)
-        sent[i] = send + (min(send, max(0.0, busy[r] - done[i])) if shared else 0.0)
+        sent[i] = send
+        if shared and sends[i]:  # the send shares the sender's NIC with its stream's collectives, each slowed alike
+            shared_for = min(send, max(0.0, busy[r] - done[i]))
+            sent[i] += shared_for
+            busy[r] += shared_for
         free[r] = done[i] + (sent[i] if holds[i] else 0.0)
     return max(free.max(), busy.max()) - work.max()
 
