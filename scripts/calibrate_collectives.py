@@ -86,7 +86,9 @@ HEADER = """# Link-use parameters of collectives, calibrated against ../shared/v
 # (null: no per-channel limit); in_switch_efficiency null: the family has no in-switch reduction (NVLS).
 # hop_us is a ring or tree step's latency per protocol (a Simple ring step's overlaps its later slices:
 # engine/flows.py sliced_handoffs); in_switch_hop_us a leg to or from the reducing NVSwitch,
-# plus in_switch_member_hop_us per member it serves beyond the first; p2p_hop_us a part of a grouped send;
+# plus in_switch_member_hop_us per member it serves beyond the first (in_switch_gather_member_hop_us for a leg of an
+# all-gather or reduce-scatter, whose NVLS kernel walks the members in one loop: null, the same); p2p_hop_us a part
+# of a grouped send;
 # sendrecv_launch_us a send/receive's (ring shift's) launch (null: Simple's); p2p_efficiency the fraction of a
 # scale-up port's line rate grouped sends reach inside the domain (null: scale_up_efficiency's);
 # p2p_channel_GBps what one channel copies of a grouped send inside a scale-up domain (null: no limit);
@@ -154,13 +156,13 @@ def _node(table: dict, path: tuple[str, ...]) -> dict:
 
 def gpu_parameters(table: dict, family: str, latencies: bool, point_to_point: bool, ring_sizes: bool,
                    send_receive: bool = False, ll_sends: bool = False) -> list[Parameter]:
-    """Launch and hop latency per protocol, an all-to-all part's and an NVSwitch leg's (base and per member)
-    when the rows can show them; NVLink efficiency and NVLS's; where there are grouped send/receive rows
-    (all-to-all, send/receive), a channel's copy rate and the share of the line rate they reach, and with
-    send/receive rows and latencies, a send/receive's launch, and with send/receive rows small enough to run LL
-    (`ll_sends`: collective.nccl.p2p_protocol), a channel's LL rate; a channel's ring local rates when rings were
-    measured over groups of two sizes. The other per-channel bandwidths stay NCCL's: they bind only at few
-    channels, which the measurements hardly show."""
+    """Launch and hop latency per protocol, an all-to-all part's and an NVSwitch leg's (base and per member, an
+    all-gather's or reduce-scatter's per member apart) when the rows can show them; NVLink efficiency and NVLS's;
+    where there are grouped send/receive rows (all-to-all, send/receive), a channel's copy rate and the share of
+    the line rate they reach, and with send/receive rows and latencies, a send/receive's launch, and with
+    send/receive rows small enough to run LL (`ll_sends`: collective.nccl.p2p_protocol), a channel's LL rate; a
+    channel's ring local rates when rings were measured over groups of two sizes. The other per-channel bandwidths
+    stay NCCL's: they bind only at few channels, which the measurements hardly show."""
     entry = table["gpu_families"][family]
     params = [Parameter(("gpu_families", family, key, p), False, *bounds)
               for key, bounds in (("launch_us", LAUNCH_US), ("hop_us", HOP_US)) for p in PROTOCOLS] if latencies else []
@@ -170,8 +172,11 @@ def gpu_parameters(table: dict, family: str, latencies: bool, point_to_point: bo
     if entry["in_switch_efficiency"] is not None:
         params.append(Parameter(("gpu_families", family, "in_switch_efficiency"), True, *SCALE_UP_EFFICIENCY))
         if latencies:
+            if entry.get("in_switch_gather_member_hop_us") is None:
+                entry["in_switch_gather_member_hop_us"] = entry["in_switch_member_hop_us"]
             params += [Parameter(("gpu_families", family, "in_switch_hop_us"), False, *HOP_US),
-                       Parameter(("gpu_families", family, "in_switch_member_hop_us"), False, *MEMBER_HOP_US)]
+                       Parameter(("gpu_families", family, "in_switch_member_hop_us"), False, *MEMBER_HOP_US),
+                       Parameter(("gpu_families", family, "in_switch_gather_member_hop_us"), False, *MEMBER_HOP_US)]
     if point_to_point:
         if entry["p2p_channel_GBps"] is None:
             entry["p2p_channel_GBps"] = P2P_CHANNEL_SEED_GBPS

@@ -281,6 +281,25 @@ def test_a_switch_leg_takes_longer_the_more_members_the_switch_serves(ctype, leg
     assert timing.time_us == pytest.approx(legs * (2 + 0.5 * (n - 1)), abs=1e-2)   # plus nanoseconds of bytes
 
 
+@pytest.mark.parametrize(("ctype", "legs", "member_us"),
+                         [(CollType.AllReduce, 4, 0.5), (CollType.ReduceScatter, 2, 1.5), (CollType.AllGather, 2, 1.5)])
+def test_an_all_gathers_or_reduce_scatters_switch_leg_takes_its_own_cost_per_member(ctype, legs, member_us):
+    """NCCL's NVLS all-gather and reduce-scatter walk the members in one loop of 8 warps (collective.types.
+    GATHER_SCATTER): their legs take in_switch_gather_member_hop per member beyond the first, an all-reduce's
+    in_switch_member_hop, in replay and in the steady-state estimate alike."""
+    n = 8
+    dc = DatacenterConfig.model_validate({
+        "cluster": {"num_nodes": 1}, "node": {"gpus_per_node": n, "gpu": "H100"},
+        "network": {"scale_up": {"switch": {"port_speed": "100GBps", "in_network_reduction": True}}}})
+    model = with_(IDEAL, in_switch_hop=2e-6, in_switch_member_hop=0.5e-6, in_switch_gather_member_hop=1.5e-6)
+    expected = legs * (2 + member_us * (n - 1))
+    assert timed(dc, ctype, range(n), 8.0 * n, algorithm="nvls", model=model).time_us == \
+        pytest.approx(expected, abs=1e-2)   # plus nanoseconds of bytes
+    flows = flow_set(ctype, range(n), 8.0 * n, 1, "nvls", "simple", GroupShape.flat(n), one_period=True)
+    estimate = SteadyState(Topology.from_datacenter(dc, model=model)).estimate([flows], ctype, "nvls", "simple")
+    assert estimate * 1e6 == pytest.approx(expected, abs=1e-2)
+
+
 def test_in_switch_all_reduce_moves_each_shard_once_each_way():
     # NVLS: every port carries the others' parts of their shards plus its reduced shard up, and its reduced
     # shard plus the others' down: the buffer each way, pipelined (its own part stays local); the pipeline

@@ -19,6 +19,13 @@ class CollType(IntEnum):
 POINT_TO_POINT = frozenset({CollType.AllToAll, CollType.SendRecv})
 """The collectives NCCL runs as grouped send/receive calls (not through NCCL_ALGO's collective algorithms)."""
 
+GATHER_SCATTER = frozenset({CollType.AllGather, CollType.ReduceScatter})
+"""The collectives whose NVLS kernel in one domain is a multicast or multicast-reduce and one loop of 8 warps that
+gathers from or scatters to the domain's members one after another (NCCL src/device/all_gather.h and
+reduce_scatter.h, RunWorkColl NCCL_ALGO_NVLS: nThreadsGather / nThreadsScatter 8 * WARP_SIZE; prims_simple.h
+ScatterGatherOp's loop over fan.nrecv() / fan.nsend() peers), where an all-reduce splits the rest of its 16 warps
+between a scatter (6), a gather (5) and a reduce (5) running side by side (all_reduce.h)."""
+
 
 COLLECTIVE_NAMES = {**{t.name.lower(): t for t in CollType}, "permute": CollType.SendRecv}
 """Collectives by name, as `collective_named` reads them: the CollType names (allreduce, allgather, reducescatter,

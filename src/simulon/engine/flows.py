@@ -17,7 +17,7 @@ import numpy as np
 
 from ..collective.decompose import local_pass, sliced_steps
 from ..collective.nccl import PROTOCOLS, constants, ring_overlap_fraction
-from ..collective.types import POINT_TO_POINT, CollType
+from ..collective.types import GATHER_SCATTER, POINT_TO_POINT, CollType
 from ..dag.fold import Fold
 from ..dag.nodes import CollectiveInstance, ExecutionDAG, NodeKind
 from ..network.topology import FROM_SCALE_UP_SWITCH, TO_SCALE_UP_SWITCH, Topology
@@ -48,16 +48,18 @@ class LinkTerms:
 
 
 def link_terms(model, proto, lanes: np.ndarray, scale_out: np.ndarray, in_switch: np.ndarray,
-               grouped: np.ndarray, fan_in: np.ndarray, channel_bound=np.inf) -> LinkTerms:
+               grouped: np.ndarray, fan_in: np.ndarray, channel_bound=np.inf, gathers=False) -> LinkTerms:
     """A flow's terms on its links under the calibrated link `model`, whatever its size: `proto` indexes
     PROTOCOLS (one for all flows or one per flow), `lanes` its channels, `scale_out` whether it leaves the
     scale-up domain, `in_switch` whether it is a leg to or from a reducing switch, `grouped` whether it is a
     part of a grouped send, `fan_in` how many members of a domain a switch serves, `channel_bound` the payload
-    bytes/s its algorithm allows one of its channels (tree_bound)."""
+    bytes/s its algorithm allows one of its channels (tree_bound), `gathers` whether it is of an all-gather or a
+    reduce-scatter (collective.types.GATHER_SCATTER; LinkModel.step_latency)."""
     factor = np.array([WIRE_FACTOR[p] for p in PROTOCOLS])[proto]
     efficiency = model.share(in_switch, grouped & ~np.asarray(scale_out, dtype=bool))
     cap = model.flow_cap(proto, lanes, scale_out, grouped, channel_bound) * factor
-    return LinkTerms(factor, efficiency, cap, model.step_latency(proto, scale_out, in_switch, grouped, fan_in))
+    return LinkTerms(factor, efficiency, cap, model.step_latency(proto, scale_out, in_switch, grouped, fan_in,
+                                                                                gathers))
 
 
 def tree_bound(model, algorithm: str, protocol: str, group, domain_gpus: int) -> float:
@@ -153,6 +155,7 @@ def flow_properties(dag: ExecutionDAG, topology: Topology, fold: Fold) -> FlowPr
     in_switch = np.isin(dag.peer[nodes], (TO_SCALE_UP_SWITCH, FROM_SCALE_UP_SWITCH))
     lanes = np.array([c.lanes for c in runs] + [1], dtype=np.float64)[coll]
     grouped = np.array([c.ctype in POINT_TO_POINT for c in runs] + [False])[coll]
+    gathers = np.array([c.ctype in GATHER_SCATTER for c in runs] + [False])[coll]
     send_receive = np.array([c.ctype == CollType.SendRecv for c in runs] + [False])[coll]
     from_flow = np.zeros(dag.num_nodes, dtype=bool)  # a flow after another of its collective: launched already
     from_flow[dag.edge_dst[dag.kind[dag.edge_src] == NodeKind.flow]] = True
@@ -178,7 +181,7 @@ def flow_properties(dag: ExecutionDAG, topology: Topology, fold: Fold) -> FlowPr
         bounds = {key: tree_bound(model, *key, topology.domain_gpus)
                   for key in {(c.algorithm, c.protocol, c.group) for c in runs}}
         bound = np.array([bounds[c.algorithm, c.protocol, c.group] for c in runs] + [np.inf])[coll]
-        terms = link_terms(model, proto, lanes, scale_out, in_switch, grouped, fan_in, bound)
+        terms = link_terms(model, proto, lanes, scale_out, in_switch, grouped, fan_in, bound, gathers)
         step = dag.size[nodes] / steps
         hop = (terms.hop + staging_delay(model, step, lanes, staged_parts(grouped, scale_out, proto))) * steps + \
             model.local_pass(step, lanes, local)

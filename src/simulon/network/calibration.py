@@ -49,6 +49,8 @@ class LinkModel:
                                                                    # 1, 2, more nodes (NCCL's perChMaxTreeBw)
     p2p_ll_channel_bandwidth: float | None = None  # payload bytes/s one channel moves of an LL send inside a
                                                    # scale-up domain (None: the LL protocol's channel_bandwidth)
+    in_switch_gather_member_hop: float | None = None  # in_switch_member_hop for a leg of an all-gather or a
+                                                      # reduce-scatter (None: the same; step_latency)
 
     def tree_channel_bandwidth(self, members: int, nodes: int) -> float:
         """Payload bytes/s one channel of a tree's flow may move over a group of `members` GPUs on `nodes` nodes
@@ -97,15 +99,21 @@ class LinkModel:
             rate = np.where(kind == name, bandwidth, rate)
         return np.where(kind != "", np.asarray(size) / (np.asarray(lanes) * rate), 0.0)
 
-    def step_latency(self, proto, scale_out, in_switch, grouped_sends, fan_in=1) -> np.ndarray:
+    def step_latency(self, proto, scale_out, in_switch, grouped_sends, fan_in=1, gathers=False) -> np.ndarray:
         """Seconds a flow adds past its links' own latency: a scale-up or scale-out hop of its protocol, a leg
         to or from a reducing switch, or a part of a grouped send. A ring step's hop is pipelined behind the
         step before, while an all-to-all's channel serves its next part once the last one's receive arrived:
         the two are fitted apart. A switch leg takes longer the more members (`fan_in`) the switch reduces
-        over or multicasts to."""
+        over or multicasts to, by a cost of its own for a leg of an all-gather or reduce-scatter (`gathers`):
+        NCCL's kernel for those walks the members in one loop of 8 warps (collective.types.GATHER_SCATTER), where
+        an all-reduce's scatter, reduce and gather warps run side by side, and at 32 GB200s the measured
+        all-gathers and reduce-scatters (41-59 us) take as long as the all-reduce (48-55 us) with half its legs."""
         up = np.where(grouped_sends, self.p2p_hop, np.asarray(self.hop_up)[proto])
         hop = np.where(scale_out, np.asarray(self.hop_out)[proto], up)
-        switch = self.in_switch_hop + self.in_switch_member_hop * (np.asarray(fan_in) - 1)
+        gather = self.in_switch_member_hop if self.in_switch_gather_member_hop is None else \
+            self.in_switch_gather_member_hop
+        member = np.where(gathers, gather, self.in_switch_member_hop)
+        switch = self.in_switch_hop + member * (np.asarray(fan_in) - 1)
         return np.where(in_switch, switch, hop)
 
     def flow_cap(self, proto, lanes, scale_out, grouped_sends, channel_bound=np.inf) -> np.ndarray:
@@ -185,4 +193,5 @@ def link_model_of(gpu_name: str, nic_name: str, table: dict[str, Any] | None = N
                      local_pass_bandwidth=_local_pass(g), sendrecv_launch=_optional(g, "sendrecv_launch_us", US),
                      p2p_efficiency=_optional(g, "p2p_efficiency", 1.0),
                      tree_bus_bandwidth=tuple(b * GBPS for b in architecture(gpu_family)["per_channel_tree"]),
-                     p2p_ll_channel_bandwidth=_optional(g, "p2p_ll_channel_GBps", GBPS))
+                     p2p_ll_channel_bandwidth=_optional(g, "p2p_ll_channel_GBps", GBPS),
+                     in_switch_gather_member_hop=_optional(g, "in_switch_gather_member_hop_us", US))
