@@ -56,10 +56,14 @@ RING_LOCAL_SEED_GBPS = 40.0        # where its fit starts: 2-4x a channel's shar
 NIC_HOP_US = (0.0, 200.0)          # per NIC hop: an EFA or TCP NIC's hop may take far longer
 ISSUE_US = (0.0, 20.0)             # what an nccl-tests thread takes to issue a collective on one GPU: a CUDA launch
 CHANNEL_ISSUE_US = (0.0, 2.0)      # and for each channel's work beside
-ALONE = {"p2p_ll_channel_GBps": (CollType.SendRecv,)}
-"""Parameters `--parameter` may fit by themselves, each with the collectives whose times it moves: such a fit
-simulates those cases only, as the other classes' errors stay what they are and so do not move the optimum of the
-4-norm (Fit.loss)."""
+COLLECTIVES = tuple(t for t in CollType if t != CollType.SendRecv)
+"""The collectives reported in one size class together (send/receive apart): validate.collectives._op_label."""
+ALONE = {"p2p_ll_channel_GBps": (CollType.SendRecv,),
+         **{name: COLLECTIVES for name in ("in_switch_efficiency", "in_switch_hop_us", "in_switch_member_hop_us",
+                                           "in_switch_gather_member_hop_us")}}
+"""Parameters `--parameter` may fit by themselves, each with the collectives of the size classes whose times it
+moves: such a fit simulates those cases only, as the other classes' errors stay what they are and so do not move the
+optimum of the 4-norm (Fit.loss)."""
 BOUNDS = {">=1MiB": 10.0, "<1MiB": 25.0}
 """The validation bounds (busbw MAPE %, by size class): the fit weighs each class's error against its bound."""
 REPLAY_ENGINE = "compiled"
@@ -76,6 +80,10 @@ FAMILY_NOTES = {
     "template's Simple trees, each on the channels NCCL deals it out to (collective.tuner.spread_channels): "
     "scripts/calibrate_collectives.py --family tcpxo; its ll and ll128 hops are the earlier fit's and go unused while "
     "the template allows Simple only",
+    ("gpu_families", "grace_blackwell"): "its four in_switch parameters refitted alone on its collectives "
+    "(the all-gather's and reduce-scatter's per-member cost apart): scripts/calibrate_collectives.py --family "
+    "grace_blackwell --parameter in_switch_efficiency --parameter in_switch_hop_us --parameter in_switch_member_hop_us "
+    "--parameter in_switch_gather_member_hop_us --rounds 3",
 }
 """How a family's parameters came about where its fit differs from the rest: written as a comment beside the family
 in the data, so that a refit of any family (--family) keeps it."""
