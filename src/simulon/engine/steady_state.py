@@ -180,10 +180,10 @@ class SteadyState:
     def estimate(self, flows: list[FlowSet], ctype: CollType, algorithm: str, protocol: str) -> float:
         """Seconds from every member joining to the last finishing, for concurrent flow sets of a collective of
         type `ctype` run by `algorithm` under `protocol`."""
-        key = _fingerprint(flows, ctype, algorithm, protocol)
-        if key not in self.known:
-            # a sweep moves on: keep the latest only
-            self.known = {key: self._structure(flows, ctype, algorithm, protocol)}
+        gathers = ctype in GATHER_SCATTER  # all the type changes of the flows' terms (LinkModel.step_latency)
+        key = _fingerprint(flows, gathers, algorithm, protocol)
+        if key not in self.known:  # a sweep moves on: keep the latest only
+            self.known = {key: self._structure(flows, gathers, algorithm, protocol)}
         st, model, topology = self.known[key], self.topology.model, self.topology
         size = np.concatenate([fs.size for fs in flows])
         wire = st.terms.wire(size)
@@ -205,7 +205,7 @@ class SteadyState:
         send_receive = any(fs.send_receive for fs in flows)
         return float(model.launch_delay(PROTOCOLS.index(protocol), send_receive)) + max(chain, busiest)
 
-    def _structure(self, flows: list[FlowSet], ctype: CollType, algorithm: str, protocol: str) -> _Structure:
+    def _structure(self, flows: list[FlowSet], gathers: bool, algorithm: str, protocol: str) -> _Structure:
         topology = self.topology
         model, p = topology.model, PROTOCOLS.index(protocol)
         gpu, peer = [], []
@@ -227,7 +227,7 @@ class SteadyState:
                                  for fs in flows])
         bound = np.concatenate([np.full(len(fs), tree_bound(model, algorithm, protocol, fs.group,
                                                             topology.domain_gpus)) for fs in flows])
-        terms = link_terms(model, p, lanes, scale_out, in_switch, grouped, fan_in, bound, ctype in GATHER_SCATTER)
+        terms = link_terms(model, p, lanes, scale_out, in_switch, grouped, fan_in, bound, gathers)
         chains = [_Chain.of(fs) for fs in flows]
         depth = np.concatenate([c.depth(len(fs)) for c, fs in zip(chains, flows, strict=True)])
         rate = np.zeros(len(gpu))
@@ -239,9 +239,10 @@ class SteadyState:
         return _Structure(latency + terms.hop, terms, lanes, staged, local, rate, chains, sets, links, shares)
 
 
-def _fingerprint(flows: list[FlowSet], ctype: CollType, algorithm: str, protocol: str) -> str:
-    """A key for everything of the flows but their sizes."""
-    digest = hashlib.blake2b(f"{ctype.name} {algorithm} {protocol}".encode(), digest_size=16)
+def _fingerprint(flows: list[FlowSet], gathers: bool, algorithm: str, protocol: str) -> str:
+    """A key for everything of the flows but their sizes (`gathers`: of an all-gather or reduce-scatter, whose
+    in-switch legs take their own latency)."""
+    digest = hashlib.blake2b(f"{gathers} {algorithm} {protocol}".encode(), digest_size=16)
     for fs in flows:
         digest.update(repr((fs.group, fs.switch, fs.lanes, fs.periods, fs.local_pass)).encode())
         for column in (fs.src_pos, fs.dst_pos, fs.step, fs.parent_ptr, fs.parent_idx):
