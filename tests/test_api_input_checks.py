@@ -304,7 +304,9 @@ def test_an_all_to_all_asked_to_run_as_a_collective_algorithm_is_refused_as_the_
 def test_an_all_to_all_given_no_algorithm_runs_and_names_p2p(dc):
     (row,) = collective_sweep(dc, "alltoall", [0, 1, 2, 3], [1 << 20])
     assert row.algorithm == "p2p" and row == collective_sweep(dc, "alltoall", [0, 1, 2, 3], [1 << 20], "p2p")[0]
-    assert row.time_us == pytest.approx(41.08, abs=0.005)
+    # 41.08 us until d3a5bc8, when each part's last FIFO step came to be copied out at the receiver's local copy rate
+    # (LinkModel.staging_bandwidth: Hopper's ring copy 32.7 GB/s a channel) rather than the p2p channel's 35.6
+    assert row.time_us == pytest.approx(41.24, abs=0.005)
     assert decompose_collective("AllToAll", [0, 1, 2, 3], 1 << 20)[0].algorithm == "p2p"
 
 
